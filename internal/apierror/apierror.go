@@ -1,0 +1,78 @@
+// Package apierror is the one error type that carries what an API user sees:
+// the HTTP status, the API's error code, a message and the offending field.
+// The internal cause is kept for the log only and never shown to users.
+//
+// The engine returns these for anything a client did wrong; the server maps
+// them to responses. It imports only the standard library and longhaultype.
+package apierror
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// Error is a user-facing error.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+	Field   string
+	// Cause is logged, never sent.
+	Cause error
+}
+
+func (e *Error) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s: %s (field %s)", e.Code, e.Message, e.Field)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+func (e *Error) Unwrap() error { return e.Cause }
+
+// Body is the wire form.
+func (e *Error) Body() lt.ErrorResponse {
+	return lt.ErrorResponse{Error: lt.Error{Code: e.Code, Message: e.Message, Field: e.Field}}
+}
+
+// Invalid is a 400 naming the field at fault.
+func Invalid(field, format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: lt.CodeInvalidRequest, Message: fmt.Sprintf(format, args...), Field: field}
+}
+
+// NotFound is a 404.
+func NotFound(format string, args ...any) *Error {
+	return &Error{Status: http.StatusNotFound, Code: lt.CodeNotFound, Message: fmt.Sprintf(format, args...)}
+}
+
+// Conflict is a 409.
+func Conflict(format string, args ...any) *Error {
+	return &Error{Status: http.StatusConflict, Code: lt.CodeConflict, Message: fmt.Sprintf(format, args...)}
+}
+
+// TooLarge is a 413.
+func TooLarge(format string, args ...any) *Error {
+	return &Error{Status: http.StatusRequestEntityTooLarge, Code: lt.CodePayloadTooLarge, Message: fmt.Sprintf(format, args...)}
+}
+
+// Unavailable is a 503 (the server is draining or storage is down).
+func Unavailable(format string, args ...any) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Code: lt.CodeUnavailable, Message: fmt.Sprintf(format, args...)}
+}
+
+// Internal wraps an unexpected error as a 500 whose message reveals nothing.
+func Internal(cause error) *Error {
+	return &Error{Status: http.StatusInternalServerError, Code: lt.CodeInternal, Message: "internal error", Cause: cause}
+}
+
+// From returns err as an *Error, wrapping anything else as Internal.
+func From(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return Internal(err)
+}

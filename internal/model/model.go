@@ -1,0 +1,144 @@
+// Package model defines the interface between the turn loop and a model
+// provider: a request carrying the context and the tools, a complete response
+// carrying text, tool calls and usage, and classified errors that the retry
+// policy understands.
+//
+// Providers live in sub-packages named for what they wrap (model/scripted; the
+// real providers come later). This package imports only the standard library
+// and longhaultype.
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// Provider answers one model call. Respond returns a complete response or an
+// error; a partial response is never returned as complete.
+type Provider interface {
+	Respond(ctx context.Context, req *Request) (*Response, error)
+}
+
+// Role of a message in the context.
+type Role string
+
+// Roles.
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one item of the context.
+type Message struct {
+	Role Role `json:"role"`
+	Text string `json:"text,omitempty"`
+	// ToolCalls are the calls an assistant message asked for.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// CallID and IsError are set on tool results (Role tool).
+	CallID  string `json:"call_id,omitempty"`
+	IsError bool   `json:"is_error,omitempty"`
+}
+
+// ToolCall is one call the model asked for.
+type ToolCall struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// ToolDef describes a tool to the model.
+type ToolDef struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// Request is one model call.
+type Request struct {
+	Spec     lt.ModelSpec
+	Messages []Message
+	Tools    []ToolDef
+	// Position is the number of model calls of this session that completed
+	// (responded or failed) before this one, derived from the journal. The
+	// scripted provider plays step Position, so a resume replays exactly.
+	Position int
+}
+
+// Response is a complete model answer.
+type Response struct {
+	Text      string     `json:"text,omitempty"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	Usage     lt.Usage   `json:"usage"`
+	CostUSD   float64    `json:"cost_usd"`
+}
+
+// ErrorKind classifies a failed call for the retry policy.
+type ErrorKind string
+
+// Error kinds.
+const (
+	KindRateLimited     ErrorKind = "rate_limited"
+	KindOverloaded      ErrorKind = "overloaded"
+	KindTimeout         ErrorKind = "timeout"
+	KindServer          ErrorKind = "server_error"
+	KindAuth            ErrorKind = "auth"
+	KindBadRequest      ErrorKind = "bad_request"
+	KindContextTooLong  ErrorKind = "context_length_exceeded"
+	KindUnknownProvider ErrorKind = "unknown_provider"
+)
+
+// Error is a classified provider error.
+type Error struct {
+	Kind       ErrorKind
+	Status     int
+	RetryAfter time.Duration
+	Message    string
+}
+
+func (e *Error) Error() string {
+	if e.Status != 0 {
+		return fmt.Sprintf("model %s (status %d): %s", e.Kind, e.Status, e.Message)
+	}
+	return fmt.Sprintf("model %s: %s", e.Kind, e.Message)
+}
+
+// Retryable reports whether calling again may succeed.
+func (e *Error) Retryable() bool {
+	switch e.Kind {
+	case KindRateLimited, KindOverloaded, KindTimeout, KindServer:
+		return true
+	}
+	return false
+}
+
+// AsError returns the classified error in err's chain, if any.
+func AsError(err error) (*Error, bool) {
+	var me *Error
+	ok := errors.As(err, &me)
+	return me, ok
+}
+
+// KindForStatus classifies an HTTP status the way providers use them.
+func KindForStatus(status int) ErrorKind {
+	switch {
+	case status == 429:
+		return KindRateLimited
+	case status == 529 || status == 503:
+		return KindOverloaded
+	case status == 408 || status == 504:
+		return KindTimeout
+	case status == 401 || status == 403:
+		return KindAuth
+	case status >= 500:
+		return KindServer
+	default:
+		return KindBadRequest
+	}
+}

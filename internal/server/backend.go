@@ -1,0 +1,55 @@
+package server
+
+import (
+	"context"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// Backend is what the HTTP API serves. The engine implements it; errors that a
+// client caused are *apierror.Error values (anything else is a 500).
+type Backend interface {
+	CreateSession(ctx context.Context, req *lt.CreateSessionRequest) (*lt.Session, error)
+	GetSession(ctx context.Context, id string) (*lt.Session, error)
+	ListSessions(ctx context.Context, p ListSessionsParams) (*lt.List[lt.Session], error)
+	CreateTurn(ctx context.Context, sessionID string, req *lt.CreateTurnRequest) (*lt.Turn, error)
+	ListTurns(ctx context.Context, sessionID string) ([]lt.Turn, error)
+	GetTurn(ctx context.Context, sessionID, turnID string) (*lt.Turn, error)
+	CancelSession(ctx context.Context, id string, req *lt.CancelRequest) (*lt.Session, error)
+
+	// ListEvents returns up to limit events with seq > after (404 for an
+	// unknown session).
+	ListEvents(ctx context.Context, sessionID string, after int64, limit int) ([]lt.Event, error)
+	// WatchSession returns a channel that receives the session's last seq
+	// whenever its journal grows (a hint: re-read with ListEvents), until
+	// stop is called or ctx ends.
+	WatchSession(ctx context.Context, sessionID string) (updates <-chan int64, stop func())
+
+	ListActions(ctx context.Context, sessionID, status string) ([]lt.Action, error)
+	// DecideAction resolves a required action. Deciding again with the same
+	// decision returns the first result; a different one is a 409.
+	DecideAction(ctx context.Context, sessionID, actionID string, d *lt.Decision) (*lt.Action, error)
+
+	ListEffects(ctx context.Context, sessionID string) ([]lt.Effect, error)
+	ListCheckpoints(ctx context.Context, sessionID string) ([]lt.Checkpoint, error)
+	ListArtifacts(ctx context.Context, sessionID string) ([]lt.Artifact, error)
+	GetArtifact(ctx context.Context, artifactID string) (*lt.Artifact, error)
+	ArtifactContent(ctx context.Context, artifactID string) (*lt.Artifact, []byte, error)
+	GetBlob(ctx context.Context, sha256Hex string) ([]byte, error)
+
+	PutAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Agent, error)
+	ListAgents(ctx context.Context) ([]lt.Agent, error)
+	GetAgent(ctx context.Context, name string, version int) (*lt.Agent, error)
+
+	// Ready reports whether storage is reachable and migrated.
+	Ready(ctx context.Context) error
+}
+
+// ListSessionsParams filters GET /v1/sessions.
+type ListSessionsParams struct {
+	Status   string
+	Agent    string
+	ParentID string
+	Cursor   string
+	Limit    int
+}

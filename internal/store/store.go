@@ -1,0 +1,286 @@
+// Package store defines the storage driver interface that the engine and the
+// server are written against, its parameter structs and its sentinel errors.
+//
+// Drivers (store/sqlite, later store/postgres) own their SQL, their migrations
+// and the mapping of their errors to the sentinels below. The conformance suite
+// in store/storetest runs against every driver.
+//
+// The model: a session row holds the session's projection (an opaque JSON
+// document written by the engine), its lease and its wake condition; the events
+// table is the journal. Every write that adds events goes through EventAppend,
+// which appends the events with the next gap-free seqs AND writes the new
+// projections in one transaction, conditional on the seq the caller last saw
+// (optimistic concurrency) and, for workers, on the lease epoch it holds
+// (fencing). Nothing else changes a session.
+//
+// This package imports only the standard library and longhaultype.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Sentinel errors. Drivers return them (possibly wrapped); callers match them
+// with errors.Is.
+var (
+	// ErrNotFound: no row with that key.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the session's journal moved past ExpectedSeq, or a unique
+	// key already exists. Re-read and retry.
+	ErrConflict = errors.New("conflict")
+	// ErrLeaseLost: the writer's lease (owner, epoch) is no longer the
+	// session's lease. The writer must stop without writing anything.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("store closed")
+)
+
+// Store is a storage driver. All methods are safe for concurrent use.
+type Store interface {
+	// Migrate applies the driver's embedded migrations in order. It refuses
+	// (with an error naming both versions) a schema newer than the driver.
+	Migrate(ctx context.Context) error
+	// Ping checks that the storage is reachable and migrated (readiness).
+	Ping(ctx context.Context) error
+	// Close releases the driver's resources; pending appends finish first.
+	Close() error
+
+	AgentInsert(ctx context.Context, p *AgentInsertParams) (*AgentRow, error)
+	AgentGet(ctx context.Context, name string, version int) (*AgentRow, error) // version 0: latest
+	AgentList(ctx context.Context) ([]*AgentRow, error)                        // latest version of each
+
+	// SessionCreate inserts a session row and appends its first events in one
+	// transaction. ErrConflict if the id exists.
+	SessionCreate(ctx context.Context, p *SessionCreateParams) ([]Event, error)
+	SessionGet(ctx context.Context, id string) (*SessionRow, error)
+	SessionList(ctx context.Context, p *SessionListParams) ([]*SessionRow, error)
+
+	// EventAppend appends events and writes projections atomically; see the
+	// package comment. On success it returns the stored events with their
+	// seqs, and the driver publishes a notification after the commit.
+	EventAppend(ctx context.Context, p *EventAppendParams) ([]Event, error)
+	// EventList returns up to limit events of a session with seq > afterSeq,
+	// in seq order.
+	EventList(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]Event, error)
+
+	TurnList(ctx context.Context, sessionID string) ([]*DocRow, error)
+	TurnGet(ctx context.Context, sessionID, turnID string) (*DocRow, error)
+	ActionList(ctx context.Context, sessionID string, status string) ([]*DocRow, error) // status "": all
+	ActionGet(ctx context.Context, sessionID, actionID string) (*DocRow, error)
+	EffectList(ctx context.Context, sessionID string) ([]*DocRow, error)
+	ArtifactList(ctx context.Context, sessionID string) ([]*DocRow, error)
+	ArtifactGet(ctx context.Context, artifactID string) (*DocRow, error)
+	CheckpointList(ctx context.Context, sessionID string) ([]*DocRow, error)
+
+	// BlobPut stores content-addressed bytes (idempotent). BlobGet returns
+	// ErrNotFound for an unknown digest.
+	BlobPut(ctx context.Context, sha256Hex string, data []byte) error
+	BlobGet(ctx context.Context, sha256Hex string) ([]byte, error)
+
+	// LeaseClaim claims up to Limit sessions that are runnable (Runnable set, or
+	// WakeAt reached) and not leased by a live worker (no owner, or the lease
+	// expired at Now), oldest wake first. Each claim bumps the session's epoch.
+	LeaseClaim(ctx context.Context, p *LeaseClaimParams) ([]Lease, error)
+	// LeaseRenew extends a lease; ErrLeaseLost if (owner, epoch) no longer hold it.
+	LeaseRenew(ctx context.Context, l Lease, expiresAt time.Time) error
+	// LeaseRelease gives a lease up without writing events (the session stays
+	// as it is; it is claimable again at once if runnable).
+	LeaseRelease(ctx context.Context, l Lease) error
+
+	// IdempotencyGet returns the stored response for (scope, key), or
+	// ErrNotFound. IdempotencyPut stores it; ErrConflict if it exists.
+	IdempotencyGet(ctx context.Context, scope, key string) (*IdempotencyRow, error)
+	IdempotencyPut(ctx context.Context, row *IdempotencyRow) error
+
+	// Subscribe returns notifications committed after the call until cancel is
+	// called or ctx ends. Notifications are hints: a slow subscriber may miss
+	// some (the channel is buffered and never blocks writers), so it must
+	// re-read the store when woken.
+	Subscribe(ctx context.Context) (ch <-chan Notification, cancel func())
+}
+
+// Notification tells subscribers that something committed.
+type Notification struct {
+	Kind      NotificationKind
+	SessionID string
+	// Seq is the session's last event seq after the commit (KindEvents).
+	Seq int64
+}
+
+// NotificationKind says what changed.
+type NotificationKind int
+
+// Notification kinds.
+const (
+	// KindEvents: a session's journal grew.
+	KindEvents NotificationKind = iota + 1
+	// KindRunnable: a session became claimable (runnable or a new wake time).
+	KindRunnable
+)
+
+// Event is a stored journal entry.
+type Event struct {
+	SessionID string
+	Seq       int64
+	Type      string
+	Time      time.Time
+	TurnID    string
+	Step      int
+	WorkerID  string
+	Data      json.RawMessage
+}
+
+// NewEvent is an event to append; the store assigns Seq.
+type NewEvent struct {
+	Type     string
+	Time     time.Time
+	TurnID   string
+	Step     int
+	WorkerID string
+	Data     json.RawMessage
+}
+
+// AgentRow is one version of an agent definition.
+type AgentRow struct {
+	Name      string
+	Version   int
+	Spec      json.RawMessage
+	CreatedAt time.Time
+}
+
+// AgentInsertParams adds version Version of an agent. ErrConflict if that
+// version exists (two concurrent writers: exactly one wins).
+type AgentInsertParams struct {
+	Name      string
+	Version   int
+	Spec      json.RawMessage
+	CreatedAt time.Time
+}
+
+// SessionRow is a session as stored.
+type SessionRow struct {
+	ID           string
+	AgentName    string
+	AgentVersion int
+	ParentID     string
+	Status       string
+	// Spec is the pinned input snapshot (the agent spec the session started
+	// with); it never changes.
+	Spec json.RawMessage
+	// State is the engine's projection of the journal (opaque to the store).
+	State     json.RawMessage
+	LastSeq   int64
+	Runnable  bool
+	WakeAt    *time.Time
+	Lease     Lease
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Lease identifies who may write a session. Owner is empty when unleased.
+type Lease struct {
+	SessionID string
+	Owner     string
+	Epoch     int64
+	ExpiresAt time.Time
+}
+
+// SessionCreateParams inserts a session.
+type SessionCreateParams struct {
+	Session SessionRow // LastSeq and Lease are ignored
+	Events  []NewEvent
+	Docs    []DocWrite
+}
+
+// SessionListParams filters and pages a list, newest first. Cursor is the
+// last id of the previous page.
+type SessionListParams struct {
+	Status   string
+	Agent    string
+	ParentID string
+	Cursor   string
+	Limit    int
+}
+
+// EventAppendParams appends events to a session and writes its projections.
+type EventAppendParams struct {
+	SessionID string
+	// ExpectedSeq must equal the session's last seq, else ErrConflict.
+	ExpectedSeq int64
+	// Fence, when set, must be the session's current lease (owner and epoch,
+	// unexpired or not), else ErrLeaseLost. API writes leave it nil and rely on
+	// ExpectedSeq.
+	Fence *Lease
+	Events []NewEvent
+	// Status, State and UpdatedAt replace the session's projection.
+	Status    string
+	State     json.RawMessage
+	UpdatedAt time.Time
+	// Runnable and WakeAt replace the session's wake condition.
+	Runnable bool
+	WakeAt   *time.Time
+	// ReleaseLease clears the lease owner in the same transaction (the
+	// session is waiting or done, so no worker should hold it).
+	ReleaseLease bool
+	// Docs are projection rows to upsert (turns, actions, effects, ...).
+	Docs  []DocWrite
+	Blobs []BlobWrite
+}
+
+// DocKind names a projection table.
+type DocKind string
+
+// Projection tables.
+const (
+	DocTurn       DocKind = "turn"
+	DocAction     DocKind = "action"
+	DocEffect     DocKind = "effect"
+	DocArtifact   DocKind = "artifact"
+	DocCheckpoint DocKind = "checkpoint"
+)
+
+// DocWrite upserts one projection row (by Kind and ID).
+type DocWrite struct {
+	Kind      DocKind
+	ID        string
+	SessionID string
+	Status    string
+	Doc       json.RawMessage
+	CreatedAt time.Time
+}
+
+// DocRow is a stored projection row.
+type DocRow struct {
+	ID        string
+	SessionID string
+	Status    string
+	Doc       json.RawMessage
+	CreatedAt time.Time
+}
+
+// BlobWrite stores a blob in the same transaction as the events that refer to it.
+type BlobWrite struct {
+	SHA256 string
+	Data   []byte
+}
+
+// LeaseClaimParams claims work for one worker.
+type LeaseClaimParams struct {
+	Owner     string
+	Now       time.Time
+	ExpiresAt time.Time
+	Limit     int
+}
+
+// IdempotencyRow is the stored first response to an idempotent POST.
+type IdempotencyRow struct {
+	Scope      string // e.g. "POST /v1/sessions"
+	Key        string
+	BodySHA256 string
+	Status     int
+	Response   []byte
+	CreatedAt  time.Time
+}

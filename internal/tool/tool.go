@@ -1,0 +1,85 @@
+// Package tool defines the interface every tool implements (a name, a JSON
+// schema for its arguments, a default effect class, and Run), and the
+// built-in tools of API.md that run in a session's workspace: shell,
+// read_file, write_file, edit_file, list_files.
+//
+// Tools never write outside the workspace: every path goes through
+// workspace.Resolve. Tools that start processes put them in their own process
+// group, kill the group on timeout or cancellation, and ask the kernel to kill
+// them when the server dies, so no orphan keeps writing after a crash.
+//
+// It imports longhaultype and internal/workspace.
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// Tool is a callable tool.
+type Tool interface {
+	Name() string
+	Description() string
+	// Parameters is the JSON schema of the arguments object.
+	Parameters() json.RawMessage
+	// Effect is the default effect class; an agent may override it.
+	Effect() lt.EffectClass
+	// Run executes one call. A tool-level failure the model should see (bad
+	// path, non-zero exit is NOT one: see shell) is returned as Result.Error;
+	// a Go error means the tool could not run at all (it is reported to the
+	// model as an error too, and logged).
+	Run(ctx context.Context, call *Call) (*Result, error)
+}
+
+// Call is one invocation.
+type Call struct {
+	SessionID string
+	// Workspace is the absolute path of the session's workspace directory.
+	Workspace string
+	Arguments json.RawMessage
+	// IdempotencyKey is derived from (session, turn, step, call index): the
+	// same on every attempt of this call.
+	IdempotencyKey string
+	// Timeout bounds the call (0: the tool's default).
+	Timeout time.Duration
+	// MaxOutputBytes bounds captured output (0: the tool's default).
+	MaxOutputBytes int
+}
+
+// Result is what the model gets back: Output on success, Error otherwise.
+type Result struct {
+	Output any    `json:"output,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Registry maps names to tools.
+type Registry struct {
+	tools map[string]Tool
+}
+
+// NewRegistry returns a registry holding tools. It panics on a duplicate name
+// (a programmer error at registration).
+func NewRegistry(tools ...Tool) *Registry {
+	r := &Registry{tools: make(map[string]Tool)}
+	for _, t := range tools {
+		r.Register(t)
+	}
+	return r
+}
+
+// Register adds t; it panics if the name is taken.
+func (r *Registry) Register(t Tool) {
+	if _, dup := r.tools[t.Name()]; dup {
+		panic("tool: duplicate tool name " + t.Name())
+	}
+	r.tools[t.Name()] = t
+}
+
+// Get returns the tool named name.
+func (r *Registry) Get(name string) (Tool, bool) {
+	t, ok := r.tools[name]
+	return t, ok
+}

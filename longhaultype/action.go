@@ -1,0 +1,124 @@
+package longhaultype
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// ActionType is the kind of a required action.
+type ActionType string
+
+// Required action types (API.md "Required actions").
+const (
+	ActionApproval     ActionType = "approval"
+	ActionFunctionCall ActionType = "function_call"
+	ActionInput        ActionType = "input"
+	ActionInDoubt      ActionType = "in_doubt"
+	ActionBudget       ActionType = "budget"
+)
+
+// ActionStatus is pending until decided.
+type ActionStatus string
+
+// Action statuses.
+const (
+	ActionPending   ActionStatus = "pending"
+	ActionResolved  ActionStatus = "resolved"
+	ActionCancelled ActionStatus = "cancelled"
+)
+
+// Action is something only the application or a person can supply.
+type Action struct {
+	ID              string          `json:"id"`
+	SessionID       string          `json:"session_id"`
+	Type            ActionType      `json:"type"`
+	Status          ActionStatus    `json:"status"`
+	TurnID          string          `json:"turn_id"`
+	Step            int             `json:"step,omitempty"`
+	CallID          string          `json:"call_id,omitempty"`
+	Tool            string          `json:"tool,omitempty"`
+	Arguments       json.RawMessage `json:"arguments,omitempty"`
+	ArgumentsSHA256 string          `json:"arguments_sha256,omitempty"`
+	EffectID        string          `json:"effect_id,omitempty"`
+	IdempotencyKey  string          `json:"idempotency_key,omitempty"`
+	Summary         string          `json:"summary,omitempty"`
+	Affects         []string        `json:"affects,omitempty"`
+	Evidence        []string        `json:"evidence,omitempty"`
+	Consequence     string          `json:"consequence,omitempty"`
+	Question        string          `json:"question,omitempty"`
+	Choices         []string        `json:"choices,omitempty"`
+	CreatedAt       time.Time       `json:"created_at"`
+	ExpiresAt       *time.Time      `json:"expires_at"`
+	ResolvedAt      *time.Time      `json:"resolved_at,omitempty"`
+	Resolution      json.RawMessage `json:"resolution,omitempty"`
+}
+
+// Decision is the body of POST /v1/sessions/{id}/actions/{action_id}. Which
+// fields apply depends on the action's type (API.md).
+type Decision struct {
+	// Decision is approve|reject|stop for approvals, happened|did_not_happen|skip
+	// for in-doubt effects, approve|stop for budgets.
+	Decision  string          `json:"decision,omitempty"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Reason    string          `json:"reason,omitempty"`
+	Output    json.RawMessage `json:"output,omitempty"`
+	Error     string          `json:"error,omitempty"`
+	Answer    string          `json:"answer,omitempty"`
+	Budget    *Budget         `json:"budget,omitempty"`
+}
+
+// In-doubt decisions.
+const (
+	DecisionHappened     = "happened"
+	DecisionDidNotHappen = "did_not_happen"
+	DecisionSkip         = "skip"
+)
+
+// EffectClass says what re-running a tool does to the world (DESIGN.md
+// principle 3).
+type EffectClass string
+
+// Effect classes.
+const (
+	EffectRead         EffectClass = "read"
+	EffectIdempotent   EffectClass = "idempotent"
+	EffectIrreversible EffectClass = "irreversible"
+)
+
+// Valid reports whether c is a known class.
+func (c EffectClass) Valid() bool {
+	return c == EffectRead || c == EffectIdempotent || c == EffectIrreversible
+}
+
+// EffectStatus is the state of one ledger row.
+type EffectStatus string
+
+// Effect statuses.
+const (
+	EffectStarted   EffectStatus = "started"
+	EffectSucceeded EffectStatus = "succeeded"
+	EffectFailed    EffectStatus = "failed"
+	EffectInDoubt   EffectStatus = "in_doubt"
+	EffectResolved  EffectStatus = "resolved"
+)
+
+// Effect is one row of the side-effect ledger: one tool call that ran (or may
+// have run) against the world.
+type Effect struct {
+	ID              string       `json:"id"`
+	SessionID       string       `json:"session_id"`
+	TurnID          string       `json:"turn_id"`
+	Step            int          `json:"step"`
+	CallIndex       int          `json:"call_index"`
+	CallID          string       `json:"call_id"`
+	Tool            string       `json:"tool"`
+	Class           EffectClass  `json:"class"`
+	ArgumentsSHA256 string       `json:"arguments_sha256"`
+	IdempotencyKey  string       `json:"idempotency_key"`
+	Status          EffectStatus `json:"status"`
+	Attempts        int          `json:"attempts"`
+	Resolution      string       `json:"resolution,omitempty"`
+	Error           string       `json:"error,omitempty"`
+	StartedAt       time.Time    `json:"started_at"`
+	FinishedAt      *time.Time   `json:"finished_at"`
+}

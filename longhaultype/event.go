@@ -1,0 +1,93 @@
+package longhaultype
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Event is one journal entry. Seq is per session, gap-free, and starts at 1.
+type Event struct {
+	Seq       int64           `json:"seq"`
+	Type      string          `json:"type"`
+	Time      time.Time       `json:"time"`
+	SessionID string          `json:"session_id"`
+	TurnID    string          `json:"turn_id,omitempty"`
+	Step      int             `json:"step,omitempty"`
+	WorkerID  string          `json:"worker_id,omitempty"`
+	Data      json.RawMessage `json:"data"`
+}
+
+// Event types. The list in API.md, plus a few that make the journal complete
+// (a model call that failed, a cancel request, a turn cancelled).
+const (
+	EventSessionCreated         = "session.created"
+	EventSessionStatusChanged   = "session.status_changed"
+	EventSessionCancelRequested = "session.cancel_requested"
+	EventTurnCreated            = "turn.created"
+	EventTurnStarted            = "turn.started"
+	EventTurnCompleted          = "turn.completed"
+	EventTurnFailed             = "turn.failed"
+	EventTurnCancelled          = "turn.cancelled"
+	EventModelRequested         = "model.requested"
+	EventModelResponded         = "model.responded"
+	EventModelFailed            = "model.failed"
+	EventModelDelta             = "model.delta"
+	EventToolRequested          = "tool.requested"
+	EventToolStarted            = "tool.started"
+	EventToolCompleted          = "tool.completed"
+	EventToolFailed             = "tool.failed"
+	EventEffectInDoubt          = "effect.in_doubt"
+	EventActionRequired         = "action.required"
+	EventActionResolved         = "action.resolved"
+	EventCheckpointCreated      = "checkpoint.created"
+	EventArtifactCreated        = "artifact.created"
+	EventContextCompacted       = "context.compacted"
+	EventBudgetWarning          = "budget.warning"
+	EventBudgetExceeded         = "budget.exceeded"
+	EventSubagentSpawned        = "subagent.spawned"
+	EventSubagentCompleted      = "subagent.completed"
+	EventSignalReceived         = "signal.received"
+	EventSessionReviewed        = "session.reviewed"
+)
+
+// BlobRef points at a content-addressed blob. Event payloads over 64 KiB are
+// stored as blobs; the event's data is then {"blob": BlobRef, "preview": "..."}
+// and the full data is at GET /v1/blobs/{sha256}.
+type BlobRef struct {
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// BlobData is the data of an event whose payload was moved to a blob.
+type BlobData struct {
+	Blob    BlobRef `json:"blob"`
+	Preview string  `json:"preview"`
+}
+
+// Artifact is a versioned, content-addressed output of a session.
+type Artifact struct {
+	ID          string    `json:"id"`
+	SessionID   string    `json:"session_id"`
+	TurnID      string    `json:"turn_id"`
+	Name        string    `json:"name"`
+	Version     int       `json:"version"`
+	SHA256      string    `json:"sha256"`
+	Size        int64     `json:"size"`
+	ContentType string    `json:"content_type"`
+	Final       bool      `json:"final"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// Checkpoint is a named, inspectable boundary in a session.
+type Checkpoint struct {
+	ID         string    `json:"id"`
+	SessionID  string    `json:"session_id"`
+	TurnID     string    `json:"turn_id"`
+	Step       int       `json:"step"`
+	Name       string    `json:"name"`
+	Summary    string    `json:"summary,omitempty"`
+	NextAction string    `json:"next_action,omitempty"`
+	EventSeq   int64     `json:"event_seq"`
+	Artifacts  []string  `json:"artifacts"`
+	CreatedAt  time.Time `json:"created_at"`
+}

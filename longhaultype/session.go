@@ -1,0 +1,178 @@
+package longhaultype
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// SessionStatus is the lifecycle state of a session.
+type SessionStatus string
+
+// Session statuses (DESIGN.md "Lifecycle").
+const (
+	SessionQueued         SessionStatus = "queued"
+	SessionRunning        SessionStatus = "running"
+	SessionRequiresAction SessionStatus = "requires_action"
+	SessionWaiting        SessionStatus = "waiting"
+	SessionIdle           SessionStatus = "idle"
+	SessionFailed         SessionStatus = "failed"
+	SessionCancelled      SessionStatus = "cancelled"
+)
+
+// Terminal reports whether no turn of the session is queued or running: the
+// session only moves again when a client sends a follow-up turn.
+func (s SessionStatus) Terminal() bool {
+	return s == SessionIdle || s == SessionFailed || s == SessionCancelled
+}
+
+// TurnStatus is the lifecycle state of one turn.
+type TurnStatus string
+
+// Turn statuses.
+const (
+	TurnQueued         TurnStatus = "queued"
+	TurnRunning        TurnStatus = "running"
+	TurnRequiresAction TurnStatus = "requires_action"
+	TurnWaiting        TurnStatus = "waiting"
+	TurnCompleted      TurnStatus = "completed"
+	TurnFailed         TurnStatus = "failed"
+	TurnCancelled      TurnStatus = "cancelled"
+)
+
+// Done reports whether the turn has ended.
+func (s TurnStatus) Done() bool {
+	return s == TurnCompleted || s == TurnFailed || s == TurnCancelled
+}
+
+// Stop reasons carried by failed or cancelled sessions and turns.
+const (
+	StopBudgetExceeded   = "budget_exceeded"
+	StopRetriesExhausted = "retries_exhausted"
+	StopPolicyViolation  = "policy_violation"
+	StopTimeout          = "timeout"
+	StopProviderError    = "provider_error"
+	StopSandboxError     = "sandbox_error"
+	StopCancelled        = "cancelled"
+	StopInternal         = "internal_error"
+)
+
+// Budget holds a session's limits. A zero value means "no limit". Every Max has
+// an optional Soft below it.
+type Budget struct {
+	MaxCostUSD      float64 `json:"max_cost_usd,omitempty"`
+	SoftCostUSD     float64 `json:"soft_cost_usd,omitempty"`
+	MaxTokens       int64   `json:"max_tokens,omitempty"`
+	SoftTokens      int64   `json:"soft_tokens,omitempty"`
+	MaxModelCalls   int64   `json:"max_model_calls,omitempty"`
+	SoftModelCalls  int64   `json:"soft_model_calls,omitempty"`
+	MaxToolCalls    int64   `json:"max_tool_calls,omitempty"`
+	SoftToolCalls   int64   `json:"soft_tool_calls,omitempty"`
+	MaxWallSeconds  int64   `json:"max_wall_seconds,omitempty"`
+	SoftWallSeconds int64   `json:"soft_wall_seconds,omitempty"`
+}
+
+// Usage is what a session (or a turn) has consumed so far.
+type Usage struct {
+	InputTokens       int64   `json:"input_tokens"`
+	CachedInputTokens int64   `json:"cached_input_tokens,omitempty"`
+	OutputTokens      int64   `json:"output_tokens"`
+	ReasoningTokens   int64   `json:"reasoning_tokens,omitempty"`
+	CostUSD           float64 `json:"cost_usd"`
+	ModelCalls        int64   `json:"model_calls"`
+	ToolCalls         int64   `json:"tool_calls"`
+}
+
+// Add accumulates o into u.
+func (u *Usage) Add(o Usage) {
+	u.InputTokens += o.InputTokens
+	u.CachedInputTokens += o.CachedInputTokens
+	u.OutputTokens += o.OutputTokens
+	u.ReasoningTokens += o.ReasoningTokens
+	u.CostUSD += o.CostUSD
+	u.ModelCalls += o.ModelCalls
+	u.ToolCalls += o.ToolCalls
+}
+
+// AgentRef names the agent version a session pinned when it started.
+type AgentRef struct {
+	Name    string `json:"name"`
+	Version int    `json:"version"`
+}
+
+// Review is a person's verdict on a session's final artifact.
+type Review struct {
+	Accepted bool      `json:"accepted"`
+	Note     string    `json:"note,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+// Session is the API's view of a durable session: a projection of its journal.
+type Session struct {
+	ID                 string          `json:"id"`
+	Status             SessionStatus   `json:"status"`
+	Agent              AgentRef        `json:"agent"`
+	Input              string          `json:"input,omitempty"`
+	Goal               string          `json:"goal"`
+	Constraints        []string        `json:"constraints"`
+	AcceptanceCriteria []string        `json:"acceptance_criteria"`
+	Budget             Budget          `json:"budget"`
+	Usage              Usage           `json:"usage"`
+	ParentID           *string         `json:"parent_id"`
+	CurrentTurnID      string          `json:"current_turn_id"`
+	LastCheckpoint     *string         `json:"last_checkpoint"`
+	RequiredActions    []Action        `json:"required_actions"`
+	StopReason         *string         `json:"stop_reason"`
+	Review             *Review         `json:"review"`
+	LastEventSeq       int64           `json:"last_event_seq"`
+	CreatedAt          time.Time       `json:"created_at"`
+	UpdatedAt          time.Time       `json:"updated_at"`
+	Metadata           json.RawMessage `json:"metadata"`
+	WebhookURL         string          `json:"webhook_url,omitempty"`
+}
+
+// Turn is one unit of requested work inside a session.
+type Turn struct {
+	ID          string     `json:"id"`
+	SessionID   string     `json:"session_id"`
+	Index       int        `json:"index"`
+	Status      TurnStatus `json:"status"`
+	Input       string     `json:"input"`
+	Output      string     `json:"output,omitempty"`
+	StopReason  *string    `json:"stop_reason"`
+	Error       string     `json:"error,omitempty"`
+	Steps       int        `json:"steps"`
+	Usage       Usage      `json:"usage"`
+	CreatedAt   time.Time  `json:"created_at"`
+	StartedAt   *time.Time `json:"started_at"`
+	CompletedAt *time.Time `json:"completed_at"`
+}
+
+// CreateSessionRequest is the body of POST /v1/sessions. Exactly one of Agent
+// and AgentSpec is set.
+type CreateSessionRequest struct {
+	Agent              string          `json:"agent,omitempty"`
+	AgentSpec          *AgentSpec      `json:"agent_spec,omitempty"`
+	Input              string          `json:"input"`
+	Goal               string          `json:"goal,omitempty"`
+	Constraints        []string        `json:"constraints,omitempty"`
+	AcceptanceCriteria []string        `json:"acceptance_criteria,omitempty"`
+	Budget             *Budget         `json:"budget,omitempty"`
+	Metadata           json.RawMessage `json:"metadata,omitempty"`
+	WebhookURL         string          `json:"webhook_url,omitempty"`
+}
+
+// CreateTurnRequest is the body of POST /v1/sessions/{id}/turns.
+type CreateTurnRequest struct {
+	Input string `json:"input"`
+}
+
+// CancelRequest is the body of POST /v1/sessions/{id}/cancel.
+type CancelRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// List is the envelope of every list endpoint.
+type List[T any] struct {
+	Data       []T     `json:"data"`
+	NextCursor *string `json:"next_cursor"`
+}
