@@ -37,7 +37,7 @@ const (
 
 // Message is one item of the context.
 type Message struct {
-	Role Role `json:"role"`
+	Role Role   `json:"role"`
 	Text string `json:"text,omitempty"`
 	// ToolCalls are the calls an assistant message asked for.
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`

@@ -213,7 +213,7 @@ type EventAppendParams struct {
 	// Fence, when set, must be the session's current lease (owner and epoch,
 	// unexpired or not), else ErrLeaseLost. API writes leave it nil and rely on
 	// ExpectedSeq.
-	Fence *Lease
+	Fence  *Lease
 	Events []NewEvent
 	// Status, State and UpdatedAt replace the session's projection.
 	Status    string
