@@ -176,3 +176,12 @@ type List[T any] struct {
 	Data       []T     `json:"data"`
 	NextCursor *string `json:"next_cursor"`
 }
+
+// ListSessionsParams filters and pages GET /v1/sessions.
+type ListSessionsParams struct {
+	Status   string
+	Agent    string
+	ParentID string
+	Cursor   string
+	Limit    int
+}

@@ -142,3 +142,18 @@ func KindForStatus(status int) ErrorKind {
 		return KindBadRequest
 	}
 }
+
+// SpecValidator is implemented by providers that can check a model spec when
+// an agent is defined, so a bad definition is refused up front.
+type SpecValidator interface {
+	ValidateSpec(spec lt.ModelSpec) error
+}
+
+// FieldError is a problem with one field of a model spec. Field is relative to
+// the spec's "model" object, e.g. "script[2].tool_calls[0].name".
+type FieldError struct {
+	Field   string
+	Message string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Message }

@@ -45,11 +45,6 @@ type Backend interface {
 	Ready(ctx context.Context) error
 }
 
-// ListSessionsParams filters GET /v1/sessions.
-type ListSessionsParams struct {
-	Status   string
-	Agent    string
-	ParentID string
-	Cursor   string
-	Limit    int
-}
+// ListSessionsParams filters GET /v1/sessions (an alias, so the engine need
+// not import this package).
+type ListSessionsParams = lt.ListSessionsParams

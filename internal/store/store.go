@@ -89,6 +89,12 @@ type Store interface {
 	// LeaseRelease gives a lease up without writing events (the session stays
 	// as it is; it is claimable again at once if runnable).
 	LeaseRelease(ctx context.Context, l Lease) error
+	// LeaseExpireOwner expires, as of now, every lease held by owner. A node
+	// calls it at start-up for the leases of its previous incarnation (which
+	// is dead: its node id is its own), so its sessions resume at once rather
+	// than after the lease TTL. Epochs are untouched: the next claim bumps
+	// them, which fences any straggler. Returns how many leases it expired.
+	LeaseExpireOwner(ctx context.Context, owner string, now time.Time) (int, error)
 
 	// IdempotencyGet returns the stored response for (scope, key), or
 	// ErrNotFound. IdempotencyPut stores it; ErrConflict if it exists.

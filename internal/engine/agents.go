@@ -1,0 +1,186 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/tool"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+var agentName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+
+// finishTool is handled by the engine itself: it ends the turn with artifacts.
+const finishTool = "finish"
+
+// validateSpec checks an agent definition; errors name the field under prefix
+// (e.g. "agent_spec.tools[2].parameters").
+func (e *Engine) validateSpec(spec *lt.AgentSpec, prefix string) error {
+	p, ok := e.cfg.Providers[spec.Model.Provider]
+	switch {
+	case spec.Model.Provider == "":
+		return apierror.Invalid(prefix+".model.provider", "required")
+	case !ok:
+		return apierror.Invalid(prefix+".model.provider", "unknown provider %q", spec.Model.Provider)
+	}
+	if v, ok := p.(model.SpecValidator); ok {
+		if err := v.ValidateSpec(spec.Model); err != nil {
+			var fe *model.FieldError
+			if errors.As(err, &fe) {
+				return apierror.Invalid(prefix+".model."+fe.Field, "%s", fe.Message)
+			}
+			return apierror.Invalid(prefix+".model", "%s", err.Error())
+		}
+	}
+	if len(spec.Policies) > 0 && string(spec.Policies) != "null" && string(spec.Policies) != "[]" {
+		return apierror.Invalid(prefix+".policies", "policies are not supported by this version")
+	}
+	if spec.MaxSteps < 0 {
+		return apierror.Invalid(prefix+".max_steps", "must be >= 0")
+	}
+	seen := map[string]bool{}
+	for i, t := range spec.Tools {
+		f := fmt.Sprintf("%s.tools[%d]", prefix, i)
+		if t.Name == "" {
+			return apierror.Invalid(f+".name", "required")
+		}
+		if seen[t.Name] {
+			return apierror.Invalid(f+".name", "duplicate tool %q", t.Name)
+		}
+		seen[t.Name] = true
+		if t.Effect != "" && !t.Effect.Valid() {
+			return apierror.Invalid(f+".effect", "must be read, idempotent or irreversible")
+		}
+		if t.TimeoutSeconds < 0 || t.TimeoutSeconds > 3600 {
+			return apierror.Invalid(f+".timeout_seconds", "must be between 0 and 3600")
+		}
+		switch t.Type {
+		case "", "builtin":
+			if _, ok := e.tools.Get(t.Name); !ok && t.Name != finishTool {
+				return apierror.Invalid(f+".name", "unknown built-in tool %q (application tools need \"type\": \"function\")", t.Name)
+			}
+			if len(t.Parameters) > 0 {
+				return apierror.Invalid(f+".parameters", "built-in tools have fixed parameters")
+			}
+		case "function":
+			if !toolName.MatchString(t.Name) {
+				return apierror.Invalid(f+".name", "must match %s", toolName)
+			}
+			if len(t.Parameters) > 0 {
+				if err := tool.CompileSchema(t.Parameters); err != nil {
+					return apierror.Invalid(f+".parameters", "invalid JSON schema: %v", err)
+				}
+			}
+		default:
+			return apierror.Invalid(f+".type", "unknown tool type %q (want function)", t.Type)
+		}
+	}
+	if spec.Budget != nil {
+		if err := validateBudget(*spec.Budget, prefix+".budget"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var toolName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
+
+func validateBudget(b lt.Budget, prefix string) error {
+	pairs := []struct {
+		name      string
+		max, soft float64
+	}{
+		{"cost_usd", b.MaxCostUSD, b.SoftCostUSD},
+		{"tokens", float64(b.MaxTokens), float64(b.SoftTokens)},
+		{"model_calls", float64(b.MaxModelCalls), float64(b.SoftModelCalls)},
+		{"tool_calls", float64(b.MaxToolCalls), float64(b.SoftToolCalls)},
+		{"wall_seconds", float64(b.MaxWallSeconds), float64(b.SoftWallSeconds)},
+	}
+	for _, p := range pairs {
+		if p.max < 0 {
+			return apierror.Invalid(prefix+".max_"+p.name, "must be >= 0")
+		}
+		if p.soft < 0 {
+			return apierror.Invalid(prefix+".soft_"+p.name, "must be >= 0")
+		}
+		if p.max > 0 && p.soft > p.max {
+			return apierror.Invalid(prefix+".soft_"+p.name, "must not exceed max_%s", p.name)
+		}
+	}
+	return nil
+}
+
+// PutAgent creates an agent or adds a version of it.
+func (e *Engine) PutAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Agent, error) {
+	if !agentName.MatchString(req.Name) {
+		return nil, apierror.Invalid("name", "must match %s", agentName)
+	}
+	if err := e.validateSpec(&req.Spec, "spec"); err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(req.Spec)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		version := 1
+		latest, err := e.store.AgentGet(ctx, req.Name, 0)
+		switch {
+		case err == nil:
+			version = latest.Version + 1
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, err
+		}
+		row, err := e.store.AgentInsert(ctx, &store.AgentInsertParams{Name: req.Name, Version: version, Spec: raw, CreatedAt: e.clock.Now()})
+		if errors.Is(err, store.ErrConflict) {
+			continue // another writer took this version: take the next
+		}
+		if err != nil {
+			return nil, err
+		}
+		return agentView(row)
+	}
+}
+
+// ListAgents returns the latest version of every agent.
+func (e *Engine) ListAgents(ctx context.Context) ([]lt.Agent, error) {
+	rows, err := e.store.AgentList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]lt.Agent, 0, len(rows))
+	for _, r := range rows {
+		a, err := agentView(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *a)
+	}
+	return out, nil
+}
+
+// GetAgent returns one version of an agent (0: the latest).
+func (e *Engine) GetAgent(ctx context.Context, name string, version int) (*lt.Agent, error) {
+	row, err := e.store.AgentGet(ctx, name, version)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, apierror.NotFound("agent %q not found", name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return agentView(row)
+}
+
+func agentView(r *store.AgentRow) (*lt.Agent, error) {
+	a := &lt.Agent{Name: r.Name, Version: r.Version, CreatedAt: r.CreatedAt}
+	if err := json.Unmarshal(r.Spec, &a.Spec); err != nil {
+		return nil, fmt.Errorf("decode agent %s v%d: %w", r.Name, r.Version, err)
+	}
+	return a, nil
+}

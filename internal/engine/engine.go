@@ -1,0 +1,211 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/tool"
+	"github.com/longhaul-dev/longhaul/internal/workspace"
+)
+
+// Config configures an Engine. A nil *Config means all defaults, which only
+// suits tests: WorkspaceRoot is required.
+type Config struct {
+	// WorkspaceRoot is the directory holding one workspace per session. Required.
+	WorkspaceRoot string
+	// NodeID names this node as the owner of its leases. Keep it stable across
+	// restarts of one node (cmd derives it from the data directory), so a
+	// restarted node resumes its own sessions at once. Default: random.
+	NodeID string
+	// Providers maps a model.provider name to its implementation. Default: none
+	// (every session is refused naming agent_spec.model.provider).
+	Providers map[string]model.Provider
+	// Tools are the built-in tools agents may enable. Default: tool.Builtins().
+	Tools []tool.Tool
+	// Clock is the source of time. Default: the system clock.
+	Clock Clock
+	// Logger receives operational logs. Default: slog.Default().
+	Logger *slog.Logger
+	// MaxWorkers bounds concurrently running sessions. Default: 32.
+	MaxWorkers int
+	// LeaseTTL is how long a lease lasts without renewal. Default: 30 s.
+	LeaseTTL time.Duration
+	// PollInterval is how often the scheduler looks for work it was not told
+	// about (expired leases of dead nodes). Default: 1 s.
+	PollInterval time.Duration
+	// ModelTimeout bounds one model call. Default: 10 min.
+	ModelTimeout time.Duration
+	// MaxModelAttempts bounds attempts of one model call. Default: 5.
+	MaxModelAttempts int
+	// MaxStepsPerTurn is used when an agent sets no max_steps. Default: 100.
+	MaxStepsPerTurn int
+	// MaxArtifactBytes bounds one artifact. Default: 32 MiB.
+	MaxArtifactBytes int64
+	// BlobThreshold is the event payload size above which the payload is
+	// stored as a content-addressed blob. Default: 64 KiB.
+	BlobThreshold int
+}
+
+func (c *Config) withDefaults() (Config, error) {
+	var out Config
+	if c != nil {
+		out = *c
+	}
+	if out.WorkspaceRoot == "" {
+		return out, errors.New("engine config: WorkspaceRoot is required")
+	}
+	if out.NodeID == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		out.NodeID = "node-" + hex.EncodeToString(b[:])
+	}
+	if out.Tools == nil {
+		out.Tools = tool.Builtins()
+	}
+	if out.Clock == nil {
+		out.Clock = realClock{}
+	}
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	if out.MaxWorkers <= 0 {
+		out.MaxWorkers = 32
+	}
+	if out.LeaseTTL <= 0 {
+		out.LeaseTTL = 30 * time.Second
+	}
+	if out.PollInterval <= 0 {
+		out.PollInterval = time.Second
+	}
+	if out.ModelTimeout <= 0 {
+		out.ModelTimeout = 10 * time.Minute
+	}
+	if out.MaxModelAttempts <= 0 {
+		out.MaxModelAttempts = 5
+	}
+	if out.MaxStepsPerTurn <= 0 {
+		out.MaxStepsPerTurn = 100
+	}
+	if out.MaxArtifactBytes <= 0 {
+		out.MaxArtifactBytes = 32 << 20
+	}
+	if out.BlobThreshold <= 0 {
+		out.BlobThreshold = 64 << 10
+	}
+	return out, nil
+}
+
+// Engine runs sessions. Create it with New, then Start it; Stop drains it.
+type Engine struct {
+	store  store.Store
+	cfg    Config
+	log    *slog.Logger
+	clock  Clock
+	tools  *tool.Registry
+	spaces *workspace.Manager
+	hub    *hub
+
+	mu       sync.Mutex
+	running  map[string]*runner // session id -> its runner
+	draining bool
+	cancel   context.CancelCauseFunc
+	done     chan struct{}
+	slots    chan struct{}
+	wake     chan struct{}
+}
+
+// New returns an engine over st. It does not start workers: call Start.
+func New(st store.Store, cfg *Config) (*Engine, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	spaces, err := workspace.New(c.WorkspaceRoot)
+	if err != nil {
+		return nil, fmt.Errorf("open workspaces: %w", err)
+	}
+	e := &Engine{
+		store: st, cfg: c, log: c.Logger, clock: c.Clock, spaces: spaces,
+		tools:   tool.NewRegistry(c.Tools...),
+		running: make(map[string]*runner),
+		slots:   make(chan struct{}, c.MaxWorkers),
+		wake:    make(chan struct{}, 1),
+	}
+	e.hub = newHub(st)
+	return e, nil
+}
+
+// NodeID is the owner name of this engine's leases.
+func (e *Engine) NodeID() string { return e.cfg.NodeID }
+
+// Start expires the leases of this node's previous incarnation and starts the
+// scheduler. It returns once the scheduler runs.
+func (e *Engine) Start(ctx context.Context) error {
+	n, err := e.store.LeaseExpireOwner(ctx, e.cfg.NodeID, e.clock.Now())
+	if err != nil {
+		return fmt.Errorf("recover leases of node %s: %w", e.cfg.NodeID, err)
+	}
+	if n > 0 {
+		e.log.Info("resuming sessions of this node's previous run", "sessions", n)
+	}
+	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	e.mu.Lock()
+	e.cancel = cancel
+	e.done = make(chan struct{})
+	e.mu.Unlock()
+	e.hub.start(runCtx)
+	go func() {
+		defer close(e.done)
+		e.schedule(runCtx)
+	}()
+	return nil
+}
+
+var errShutdown = errors.New("engine shutting down")
+
+// Stop drains the engine: no new session is claimed, each running session
+// finishes its current step and gives its lease back (it stays runnable, so
+// the next start or another node resumes it). When ctx ends first, running
+// steps are cancelled: their effects stay in the ledger as started, which a
+// resume handles like a crash.
+func (e *Engine) Stop(ctx context.Context) error {
+	e.mu.Lock()
+	if e.cancel == nil {
+		e.mu.Unlock()
+		return nil
+	}
+	e.draining = true
+	cancel, done := e.cancel, e.done
+	e.mu.Unlock()
+	e.kick()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	cancel(errShutdown)
+	<-done
+	e.hub.stop()
+	return nil
+}
+
+func (e *Engine) isDraining() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.draining
+}
+
+// kick wakes the scheduler without blocking.
+func (e *Engine) kick() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,253 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/engine"
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/model/scripted"
+	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// fakeClock is a settable clock; After uses real timers so the scheduler's
+// short poll keeps working, while Now (leases, budgets) moves only when told.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+func (c *fakeClock) After(d time.Duration) <-chan time.Time { return time.After(min(d, 20*time.Millisecond)) }
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+type harness struct {
+	t     *testing.T
+	dir   string
+	store *sqlite.Store
+	eng   *engine.Engine
+	clock *fakeClock
+}
+
+func openStore(t *testing.T, dir string) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "longhaul.db"), nil)
+	require.NoError(t, err)
+	require.NoError(t, st.Migrate(context.Background()))
+	return st
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	dir := t.TempDir()
+	h := &harness{t: t, dir: dir, clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}}
+	h.store = openStore(t, dir)
+	t.Cleanup(func() { h.store.Close() })
+	h.start("node-a")
+	return h
+}
+
+func (h *harness) start(node string) {
+	h.t.Helper()
+	eng, err := engine.New(h.store, &engine.Config{
+		WorkspaceRoot: filepath.Join(h.dir, "workspaces"), NodeID: node, Clock: h.clock,
+		Providers:    map[string]model.Provider{"scripted": scripted.New(nil)},
+		PollInterval: 10 * time.Millisecond,
+	})
+	require.NoError(h.t, err)
+	require.NoError(h.t, eng.Start(context.Background()))
+	h.eng = eng
+	h.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = eng.Stop(ctx)
+	})
+}
+
+func (h *harness) waitStatus(id string, want ...lt.SessionStatus) *lt.Session {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s, err := h.eng.GetSession(context.Background(), id)
+		require.NoError(h.t, err)
+		for _, w := range want {
+			if s.Status == w {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("session %s: status %s, want %v", id, s.Status, want)
+		}
+		time.Sleep(2 * time.Millisecond) // polling with a deadline
+	}
+}
+
+func spec(t *testing.T, script string, tools ...lt.ToolSpec) *lt.AgentSpec {
+	t.Helper()
+	return &lt.AgentSpec{Model: lt.ModelSpec{Provider: "scripted", Script: json.RawMessage(script)}, Instructions: "Be useful.", Tools: tools}
+}
+
+func TestSessionRunsToCompletion(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	s, err := h.eng.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: spec(t, `[
+		 {"tool_calls":[{"name":"write_file","arguments":{"path":"notes.md","content":"hello world"}}]},
+		 {"tool_calls":[{"name":"shell","arguments":{"command":"wc -w < notes.md"}}]},
+		 {"tool_calls":[{"name":"lookup","arguments":{"id":"c-1"}}]},
+		 {"tool_calls":[{"name":"finish","arguments":{"summary":"done","artifacts":["notes.md"]}}]}]`,
+			lt.ToolSpec{Name: "write_file"}, lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "finish"},
+			lt.ToolSpec{Name: "lookup", Type: "function", Effect: lt.EffectRead,
+				Parameters: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`)}),
+		Input: "write notes", Goal: "notes exist",
+	})
+	require.NoError(t, err)
+	require.Equal(t, lt.SessionQueued, s.Status)
+
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	require.Len(t, s.RequiredActions, 1)
+	act := s.RequiredActions[0]
+	require.Equal(t, lt.ActionFunctionCall, act.Type)
+	require.Equal(t, "lookup", act.Tool)
+	require.JSONEq(t, `{"id":"c-1"}`, string(act.Arguments))
+
+	// A decision of another shape is refused; the right one resolves; a
+	// repeat returns the first result; a different one conflicts.
+	_, err = h.eng.DecideAction(ctx, s.ID, act.ID, &lt.Decision{Decision: "approve"})
+	require.Error(t, err)
+	dec := &lt.Decision{Output: json.RawMessage(`{"name":"ACME"}`)}
+	got, err := h.eng.DecideAction(ctx, s.ID, act.ID, dec)
+	require.NoError(t, err)
+	require.Equal(t, lt.ActionResolved, got.Status)
+	again, err := h.eng.DecideAction(ctx, s.ID, act.ID, dec)
+	require.NoError(t, err)
+	require.Equal(t, got.ResolvedAt, again.ResolvedAt)
+	_, err = h.eng.DecideAction(ctx, s.ID, act.ID, &lt.Decision{Error: "nope"})
+	require.ErrorContains(t, err, "conflict")
+
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	require.Equal(t, int64(4), s.Usage.ModelCalls)
+	require.Equal(t, int64(3), s.Usage.ToolCalls)
+
+	turns, err := h.eng.ListTurns(ctx, s.ID)
+	require.NoError(t, err)
+	require.Len(t, turns, 1)
+	require.Equal(t, lt.TurnCompleted, turns[0].Status)
+	require.Equal(t, "done", turns[0].Output)
+
+	arts, err := h.eng.ListArtifacts(ctx, s.ID)
+	require.NoError(t, err)
+	require.Len(t, arts, 1)
+	_, data, err := h.eng.ArtifactContent(ctx, arts[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, "hello world", string(data))
+
+	effects, err := h.eng.ListEffects(ctx, s.ID)
+	require.NoError(t, err)
+	require.Len(t, effects, 3)
+	for _, e := range effects {
+		require.Equal(t, lt.EffectSucceeded, e.Status, e.Tool)
+		require.NotEmpty(t, e.IdempotencyKey)
+	}
+
+	// The shell saw the file the write produced.
+	evs, err := h.eng.ListEvents(ctx, s.ID, 0, 1000)
+	require.NoError(t, err)
+	var shellOut string
+	for _, ev := range evs {
+		if ev.Type == lt.EventToolCompleted {
+			var d journal.ToolCompleted
+			require.NoError(t, json.Unmarshal(ev.Data, &d))
+			if d.Tool == "shell" {
+				shellOut = string(d.Output)
+			}
+		}
+	}
+	require.Contains(t, shellOut, `"stdout":"2\n"`)
+	checkJournal(t, h.store, s.ID)
+}
+
+// checkJournal asserts that seqs are gap-free from 1 and that replaying the
+// whole journal gives exactly the stored projection.
+func checkJournal(t *testing.T, st store.Store, id string) {
+	t.Helper()
+	ctx := context.Background()
+	evs, err := st.EventList(ctx, id, 0, 10000)
+	require.NoError(t, err)
+	var replay journal.State
+	for i, ev := range evs {
+		require.Equal(t, int64(i+1), ev.Seq)
+		w := lt.Event{Seq: ev.Seq, Type: ev.Type, Time: ev.Time, SessionID: ev.SessionID, TurnID: ev.TurnID, Step: ev.Step, WorkerID: ev.WorkerID, Data: ev.Data}
+		require.NoError(t, journal.Apply(&replay, w, nil))
+	}
+	row, err := st.SessionGet(ctx, id)
+	require.NoError(t, err)
+	var stored journal.State
+	require.NoError(t, json.Unmarshal(row.State, &stored))
+	want, _ := json.Marshal(stored)
+	got, _ := json.Marshal(replay)
+	require.JSONEq(t, string(want), string(got))
+}
+
+func TestIrreversibleEffectInDoubtAfterCrash(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	marker := filepath.Join(t.TempDir(), "ran")
+	s, err := h.eng.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: spec(t, `[{"tool_calls":[{"name":"shell","arguments":{"command":"echo x >> `+marker+`; touch `+marker+`.done; sleep 30"}}]},{"text":"ok"}]`,
+			lt.ToolSpec{Name: "shell"}),
+		Input: "go",
+	})
+	require.NoError(t, err)
+	// Wait until the command ran, then kill the engine hard (its runner is
+	// cancelled mid-call, like a SIGKILL leaves it).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(marker + ".done"); err == nil {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "command never ran")
+		time.Sleep(2 * time.Millisecond)
+	}
+	hard, cancel := context.WithCancel(ctx)
+	cancel()
+	require.NoError(t, h.eng.Stop(hard))
+
+	h.start("node-a") // the same node restarts: its old leases expire at once
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	require.Len(t, s.RequiredActions, 1)
+	act := s.RequiredActions[0]
+	require.Equal(t, lt.ActionInDoubt, act.Type)
+	require.Equal(t, "shell", act.Tool)
+
+	_, err = h.eng.DecideAction(ctx, s.ID, act.ID, &lt.Decision{Decision: lt.DecisionHappened, Output: json.RawMessage(`{"exit_code":0}`)})
+	require.NoError(t, err)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	data, err := os.ReadFile(marker)
+	require.NoError(t, err)
+	require.Equal(t, "x\n", string(data), "the irreversible command must run exactly once")
+	effects, err := h.eng.ListEffects(ctx, s.ID)
+	require.NoError(t, err)
+	require.Len(t, effects, 1)
+	require.Equal(t, lt.EffectResolved, effects[0].Status)
+	require.Equal(t, lt.DecisionHappened, effects[0].Resolution)
+	checkJournal(t, h.store, s.ID)
+}

@@ -1,0 +1,257 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/tool"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// execCall runs one requested call of the current step.
+func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
+	if max := r.st.Session.Budget.MaxToolCalls; max > 0 && r.st.Session.Usage.ToolCalls >= max && c.Kind != journal.CallFinish {
+		return r.exceed("tool_calls", float64(max), float64(r.st.Session.Usage.ToolCalls))
+	}
+	switch c.Kind {
+	case journal.CallBuiltin:
+		return r.runBuiltin(ctx, c)
+	case journal.CallFunction:
+		return r.askFunction(c)
+	case journal.CallFinish:
+		return r.runFinish(ctx, c)
+	default:
+		return fmt.Errorf("call %s of kind %q cannot run", c.ID, c.Kind)
+	}
+}
+
+func (r *runner) callTimeout(name string) time.Duration {
+	for _, t := range r.spec.Tools {
+		if t.Name == name && t.TimeoutSeconds > 0 {
+			return time.Duration(t.TimeoutSeconds) * time.Second
+		}
+	}
+	return 0
+}
+
+// runBuiltin puts the effect in the ledger (durably, unless the tool only
+// reads), runs the tool in the workspace, and records the outcome.
+func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
+	t, ok := r.e.tools.Get(c.Tool)
+	if !ok {
+		return fmt.Errorf("built-in tool %q is not registered", c.Tool)
+	}
+	step, turnID := r.st.Step.N, r.st.Step.TurnID
+	sid := r.st.Session.ID
+	eff, key := effectID(sid, turnID, step, c.Index), idempotencyKey(sid, turnID, step, c.Index)
+	if err := r.add(lt.EventToolStarted, turnID, step, journal.ToolStarted{
+		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, EffectID: eff, IdempotencyKey: key, Class: c.Class, Attempt: c.Attempts + 1,
+	}); err != nil {
+		return err
+	}
+	if c.Class != lt.EffectRead {
+		// The ledger must hold the effect before the world can see it.
+		if err := r.flush(ctx, false); err != nil {
+			return err
+		}
+	}
+	start := r.e.clock.Now()
+	res, runErr := t.Run(ctx, &tool.Call{
+		SessionID: sid, Workspace: r.ws, Arguments: c.Arguments, IdempotencyKey: key, Timeout: r.callTimeout(c.Tool),
+	})
+	if ctx.Err() != nil {
+		// Lease lost or hard stop: the outcome is unknown, and the ledger
+		// says so (started). Whoever resumes decides by the effect class.
+		return context.Cause(ctx)
+	}
+	dur := r.e.clock.Now().Sub(start).Milliseconds()
+	if runErr != nil {
+		res = &tool.Result{Error: runErr.Error()}
+	}
+	var out json.RawMessage
+	if res.Output != nil {
+		raw, err := json.Marshal(res.Output)
+		if err != nil {
+			return fmt.Errorf("encode %s output: %w", c.Tool, err)
+		}
+		out = raw
+	}
+	if res.Error != "" {
+		return r.add(lt.EventToolFailed, turnID, step, journal.ToolFailed{
+			Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, EffectID: eff, Error: res.Error, Output: out, DurationMS: dur,
+		})
+	}
+	if out == nil {
+		out = json.RawMessage("null")
+	}
+	return r.add(lt.EventToolCompleted, turnID, step, journal.ToolCompleted{
+		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, EffectID: eff, Output: out, DurationMS: dur,
+	})
+}
+
+// askFunction hands an application function tool to the application: the
+// effect is in the ledger, and a function_call action waits for its output.
+func (r *runner) askFunction(c *journal.Call) error {
+	step, turnID := r.st.Step.N, r.st.Step.TurnID
+	sid := r.st.Session.ID
+	eff, key := effectID(sid, turnID, step, c.Index), idempotencyKey(sid, turnID, step, c.Index)
+	if err := r.add(lt.EventToolStarted, turnID, step, journal.ToolStarted{
+		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, EffectID: eff, IdempotencyKey: key, Class: c.Class, Attempt: 1,
+	}); err != nil {
+		return err
+	}
+	a := lt.Action{
+		ID: derivedID("act_", sid, turnID, step, c.Index, "function_call"), SessionID: sid, Type: lt.ActionFunctionCall,
+		TurnID: turnID, Step: step, CallID: c.ID, Tool: c.Tool, Arguments: c.Arguments, ArgumentsSHA256: c.ArgumentsSHA256,
+		EffectID: eff, IdempotencyKey: key, Summary: fmt.Sprintf("Run application function %s with the given arguments and post its output", c.Tool),
+		Consequence: consequence(c.Class), CreatedAt: r.e.clock.Now(),
+	}
+	return r.add(lt.EventActionRequired, turnID, step, journal.ActionRequired{Action: a})
+}
+
+// markInDoubt turns an irreversible call whose outcome is unknown into an
+// in_doubt action. It never runs again until a decision says so.
+func (r *runner) markInDoubt(c *journal.Call) error {
+	step, turnID := r.st.Step.N, r.st.Step.TurnID
+	sid := r.st.Session.ID
+	actID := derivedID("act_", sid, turnID, step, c.Index, "in_doubt", c.Attempts)
+	reason := "the worker running this call stopped before its outcome was recorded"
+	if err := r.add(lt.EventEffectInDoubt, turnID, step, journal.EffectInDoubt{
+		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, EffectID: c.EffectID, ActionID: actID, Reason: reason,
+	}); err != nil {
+		return err
+	}
+	a := lt.Action{
+		ID: actID, SessionID: sid, Type: lt.ActionInDoubt, TurnID: turnID, Step: step, CallID: c.ID, Tool: c.Tool,
+		Arguments: c.Arguments, ArgumentsSHA256: c.ArgumentsSHA256, EffectID: c.EffectID, IdempotencyKey: c.IdempotencyKey,
+		Summary:     fmt.Sprintf("Decide whether %s ran: %s", c.Tool, reason),
+		Evidence:    []string{fmt.Sprintf("attempt %d started; no outcome in the journal", c.Attempts)},
+		Consequence: consequence(c.Class) + "; deciding did_not_happen runs it again",
+		CreatedAt:   r.e.clock.Now(),
+	}
+	return r.add(lt.EventActionRequired, turnID, step, journal.ActionRequired{Action: a})
+}
+
+func consequence(c lt.EffectClass) string {
+	switch c {
+	case lt.EffectRead:
+		return "read-only: no external effect"
+	case lt.EffectIdempotent:
+		return "external effect, safe to repeat with the same idempotency key"
+	default:
+		return "irreversible external effect"
+	}
+}
+
+type finishArgs struct {
+	Summary   string   `json:"summary"`
+	Artifacts []string `json:"artifacts,omitempty"`
+}
+
+const finishSchema = `{"type":"object","properties":{"summary":{"type":"string","description":"What was done, for the person who asked"},"artifacts":{"type":"array","items":{"type":"string"},"description":"Workspace paths of the files to deliver"}},"required":["summary"],"additionalProperties":false}`
+
+// runFinish stores the named workspace files as the turn's final artifacts.
+// Ids are derived from the call, so a resumed worker re-derives them.
+func (r *runner) runFinish(ctx context.Context, c *journal.Call) error {
+	step, turnID := r.st.Step.N, r.st.Step.TurnID
+	var args finishArgs
+	_ = json.Unmarshal(c.Arguments, &args) // validated against finishSchema when requested
+	type delivered struct {
+		ID      string `json:"id"`
+		Name    string `json:"name"`
+		Version int    `json:"version"`
+		SHA256  string `json:"sha256"`
+		Size    int64  `json:"size"`
+	}
+	out := struct {
+		Summary   string      `json:"summary"`
+		Artifacts []delivered `json:"artifacts"`
+	}{Summary: args.Summary, Artifacts: []delivered{}}
+	root, err := os.OpenRoot(r.ws)
+	if err != nil {
+		return fmt.Errorf("open workspace: %w", err)
+	}
+	defer root.Close()
+	for _, p := range args.Artifacts {
+		data, err := readArtifact(root, p, r.e.cfg.MaxArtifactBytes)
+		if err != nil {
+			return r.add(lt.EventToolFailed, turnID, step, journal.ToolFailed{
+				Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Error: fmt.Sprintf("artifact %q: %v", p, err),
+			})
+		}
+		name := path.Clean(p)
+		version := r.st.ArtifactVersions[name] + 1
+		sum := r.b.blob(data)
+		a := lt.Artifact{
+			ID: derivedID("art_", r.st.Session.ID, name, version), SessionID: r.st.Session.ID, TurnID: turnID,
+			Name: name, Version: version, SHA256: sum, Size: int64(len(data)), ContentType: contentType(name, data),
+			Final: true, CreatedAt: r.e.clock.Now(),
+		}
+		if err := r.add(lt.EventArtifactCreated, turnID, step, journal.ArtifactCreated{Artifact: a}); err != nil {
+			return err
+		}
+		out.Artifacts = append(out.Artifacts, delivered{a.ID, a.Name, a.Version, a.SHA256, a.Size})
+	}
+	raw, err := json.Marshal(out)
+	if err != nil {
+		return err
+	}
+	return r.add(lt.EventToolCompleted, turnID, step, journal.ToolCompleted{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Output: raw})
+}
+
+func readArtifact(root *os.Root, p string, max int64) ([]byte, error) {
+	if p == "" || strings.HasPrefix(p, "/") {
+		return nil, fmt.Errorf("must be a path relative to the workspace")
+	}
+	f, err := root.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file")
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("larger than %d bytes", max)
+	}
+	return data, nil
+}
+
+func contentType(name string, data []byte) string {
+	if ct := mime.TypeByExtension(path.Ext(name)); ct != "" {
+		return ct
+	}
+	if strings.HasSuffix(name, ".md") {
+		return "text/markdown; charset=utf-8"
+	}
+	return http.DetectContentType(data)
+}
+
+func finishSummary(step *journal.Step) (string, bool) {
+	for _, c := range step.Calls {
+		if c.Kind == journal.CallFinish && !c.Failed {
+			var args finishArgs
+			if json.Unmarshal(c.Arguments, &args) == nil {
+				return args.Summary, true
+			}
+		}
+	}
+	return "", false
+}

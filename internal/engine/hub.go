@@ -1,0 +1,92 @@
+package engine
+
+import (
+	"context"
+	"sync"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// hub fans the store's notifications out: journal growth to the watchers of
+// each session (SSE streams), runnable sessions to the scheduler. One store
+// subscription serves every watcher.
+type hub struct {
+	st       store.Store
+	mu       sync.Mutex
+	watchers map[string]map[chan int64]struct{}
+	runnable chan struct{}
+	cancel   func()
+	wg       sync.WaitGroup
+}
+
+func newHub(st store.Store) *hub {
+	return &hub{st: st, watchers: make(map[string]map[chan int64]struct{}), runnable: make(chan struct{}, 1)}
+}
+
+func (h *hub) start(ctx context.Context) {
+	ch, cancel := h.st.Subscribe(ctx)
+	h.cancel = cancel
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		for n := range ch {
+			switch n.Kind {
+			case store.KindEvents:
+				h.publish(n.SessionID, n.Seq)
+			case store.KindRunnable:
+				select {
+				case h.runnable <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+}
+
+func (h *hub) stop() {
+	if h.cancel != nil {
+		h.cancel()
+	}
+	h.wg.Wait()
+}
+
+func (h *hub) publish(sessionID string, seq int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for w := range h.watchers[sessionID] {
+		// Keep only the newest seq: a watcher re-reads from its own position.
+		select {
+		case w <- seq:
+		default:
+			select {
+			case <-w:
+			default:
+			}
+			select {
+			case w <- seq:
+			default:
+			}
+		}
+	}
+}
+
+func (h *hub) watch(sessionID string) (<-chan int64, func()) {
+	w := make(chan int64, 1)
+	h.mu.Lock()
+	if h.watchers[sessionID] == nil {
+		h.watchers[sessionID] = make(map[chan int64]struct{})
+	}
+	h.watchers[sessionID][w] = struct{}{}
+	h.mu.Unlock()
+	var once sync.Once
+	return w, func() {
+		once.Do(func() {
+			h.mu.Lock()
+			delete(h.watchers[sessionID], w)
+			if len(h.watchers[sessionID]) == 0 {
+				delete(h.watchers, sessionID)
+			}
+			h.mu.Unlock()
+		})
+	}
+}

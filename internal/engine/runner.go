@@ -1,0 +1,316 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/store"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// runner drives one claimed session through the turn loop. It is the only
+// writer of the session while its lease holds; API writes (a cancel, a new
+// turn) may land between its appends and are merged by re-applying its
+// pending events on the newer state.
+type runner struct {
+	e          *Engine
+	lease      store.Lease
+	st         *journal.State // includes the pending batch
+	b          *batch         // events not yet durable
+	durableSeq int64
+	spec       lt.AgentSpec
+	provider   model.Provider
+	ws         string
+	tx         *transcript
+	toolDefs   []model.ToolDef
+	released   bool // the lease was given back with the last append
+}
+
+func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) {
+	row, st, err := e.loadState(ctx, l.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{e: e, lease: l, st: st, durableSeq: row.LastSeq}
+	r.b = e.newBatch(st, e.cfg.NodeID)
+	if err := json.Unmarshal(row.Spec, &r.spec); err != nil {
+		return nil, fmt.Errorf("decode agent spec: %w", err)
+	}
+	r.provider = e.cfg.Providers[r.spec.Model.Provider]
+	if r.ws, err = e.spaces.Ensure(l.SessionID); err != nil {
+		return nil, fmt.Errorf("workspace: %w", err)
+	}
+	r.tx = newTranscript(&r.spec, st)
+	r.toolDefs = e.toolDefs(&r.spec)
+	// Rebuild the model context from the journal.
+	for after := int64(0); after < row.LastSeq; {
+		evs, err := e.store.EventList(ctx, l.SessionID, after, 1000)
+		if err != nil {
+			return nil, err
+		}
+		if len(evs) == 0 {
+			break
+		}
+		for _, ev := range evs {
+			w, err := e.resolveBlob(ctx, wireEvent(ev))
+			if err != nil {
+				return nil, err
+			}
+			r.tx.observe(w)
+		}
+		after = evs[len(evs)-1].Seq
+	}
+	return r, nil
+}
+
+// resolveBlob returns ev with its payload read back from the blob store when
+// it was moved there.
+func (e *Engine) resolveBlob(ctx context.Context, ev lt.Event) (lt.Event, error) {
+	if !transcriptWants(ev.Type) || len(ev.Data) == 0 || ev.Data[0] != '{' {
+		return ev, nil
+	}
+	var stub struct {
+		Blob *lt.BlobRef `json:"blob"`
+	}
+	if json.Unmarshal(ev.Data, &stub) != nil || stub.Blob == nil || len(stub.Blob.SHA256) != 64 {
+		return ev, nil
+	}
+	data, err := e.store.BlobGet(ctx, stub.Blob.SHA256)
+	if err != nil {
+		return ev, fmt.Errorf("read blob of event %d: %w", ev.Seq, err)
+	}
+	ev.Data = data
+	return ev, nil
+}
+
+// add appends an event to the pending batch (applied at once to r.st).
+func (r *runner) add(typ, turnID string, step int, data any) error {
+	if err := r.b.add(typ, turnID, step, data); err != nil {
+		return err
+	}
+	r.tx.observe(r.b.events[len(r.b.events)-1])
+	return nil
+}
+
+func (r *runner) status(to lt.SessionStatus, stopReason string) error {
+	if err := r.b.status(to, stopReason); err != nil {
+		return err
+	}
+	return nil
+}
+
+// flush makes the pending events durable under the lease. If API writes
+// landed meanwhile, it re-applies the pending events on the newer state and
+// tries again; release gives the lease up in the same transaction.
+func (r *runner) flush(ctx context.Context, release bool) error {
+	for attempt := 0; ; attempt++ {
+		if r.b.empty() && !release {
+			return nil
+		}
+		if r.b.empty() {
+			r.released = true
+			return r.e.store.LeaseRelease(ctx, r.lease)
+		}
+		p, err := r.b.appendParams(r.durableSeq, &r.lease, release && !r.st.Runnable())
+		if err != nil {
+			return err
+		}
+		_, err = r.e.store.EventAppend(ctx, p)
+		if err == nil {
+			r.durableSeq = r.st.Session.LastEventSeq
+			r.b = r.e.newBatch(r.st, r.e.cfg.NodeID)
+			r.released = p.ReleaseLease
+			return nil
+		}
+		if !errors.Is(err, store.ErrConflict) || attempt > 50 {
+			return fmt.Errorf("append: %w", err)
+		}
+		if err := r.merge(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// merge reloads the session after a concurrent API write and re-applies the
+// pending events on top of it.
+func (r *runner) merge(ctx context.Context) error {
+	row, st, err := r.e.loadState(ctx, r.lease.SessionID)
+	if err != nil {
+		return err
+	}
+	foreign, err := r.e.store.EventList(ctx, r.lease.SessionID, r.durableSeq, int(row.LastSeq-r.durableSeq))
+	if err != nil {
+		return err
+	}
+	for _, ev := range foreign {
+		r.tx.observe(wireEvent(ev))
+	}
+	old := r.b
+	r.st = st
+	r.durableSeq = row.LastSeq
+	r.b = r.e.newBatch(st, r.e.cfg.NodeID)
+	r.b.blobs = old.blobs
+	for _, ev := range old.events {
+		ev.Seq = st.Session.LastEventSeq + 1
+		if err := journal.Apply(st, ev, &r.b.changes); err != nil {
+			return fmt.Errorf("re-apply pending events: %w", err)
+		}
+		r.b.events = append(r.b.events, ev)
+	}
+	return nil
+}
+
+// run loops until the session waits, ends, or the engine drains.
+func (r *runner) run(ctx context.Context) error {
+	for {
+		if err := context.Cause(ctx); err != nil && ctx.Err() != nil {
+			return err
+		}
+		if r.e.isDraining() {
+			if err := r.flush(ctx, false); err != nil {
+				return err
+			}
+			return r.e.store.LeaseRelease(ctx, r.lease)
+		}
+		done, err := r.tick(ctx)
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// tick does the next thing the journal says is due, and reports whether the
+// runner is done with the session (it waits or has nothing left to do).
+func (r *runner) tick(ctx context.Context) (bool, error) {
+	st := r.st
+	turn := st.CurrentTurn()
+	if st.Cancel != nil && turn != nil {
+		return false, r.cancelTurns()
+	}
+	if turn == nil {
+		return r.park(ctx)
+	}
+	if turn.Status == lt.TurnQueued {
+		if err := r.add(lt.EventTurnStarted, turn.ID, 0, journal.TurnStarted{TurnID: turn.ID}); err != nil {
+			return false, err
+		}
+	}
+	if len(st.Pending) == 0 && st.Session.Status != lt.SessionRunning {
+		if err := r.status(lt.SessionRunning, ""); err != nil {
+			return false, err
+		}
+	}
+	if step := st.Step; step != nil {
+		// A call still "started" was running when its worker died.
+		for i := range step.Calls {
+			if c := &step.Calls[i]; c.Status == journal.CallStarted {
+				return r.recoverCall(ctx, c)
+			}
+		}
+	}
+	if len(st.Pending) > 0 {
+		if err := r.status(lt.SessionRequiresAction, ""); err != nil {
+			return false, err
+		}
+		return r.park(ctx)
+	}
+	if step := st.Step; step != nil && !step.Done() {
+		for i := range step.Calls {
+			if c := &step.Calls[i]; c.Status == journal.CallRequested {
+				return false, r.execCall(ctx, c)
+			}
+		}
+		return false, fmt.Errorf("step %d has unfinished calls but none to run", step.N)
+	}
+	if step := st.Step; step != nil {
+		if summary, ok := finishSummary(step); ok {
+			return false, r.completeTurn(summary)
+		}
+		if len(step.Calls) == 0 {
+			return false, r.completeTurn(step.Text)
+		}
+	}
+	return false, r.callModel(ctx)
+}
+
+// recoverCall settles a call whose worker died while it ran (DESIGN.md
+// principle 3): read and idempotent calls run again with the same key; an
+// irreversible one is in doubt until a decision.
+func (r *runner) recoverCall(ctx context.Context, c *journal.Call) (bool, error) {
+	if c.Class != lt.EffectIrreversible {
+		return false, r.runBuiltin(ctx, c)
+	}
+	if err := r.markInDoubt(c); err != nil {
+		return false, err
+	}
+	return false, nil // the next tick sees the pending action
+}
+
+// park makes everything durable and gives the lease back, unless an API
+// write merged meanwhile made the session runnable again. It reports whether
+// the runner is done.
+func (r *runner) park(ctx context.Context) (bool, error) {
+	if err := r.flush(ctx, true); err != nil {
+		return false, err
+	}
+	return r.released, nil
+}
+
+func (r *runner) completeTurn(output string) error {
+	turn := r.st.CurrentTurn()
+	if err := r.add(lt.EventTurnCompleted, turn.ID, 0, journal.TurnCompleted{TurnID: turn.ID, Output: output}); err != nil {
+		return err
+	}
+	if len(r.st.Turns) > 0 {
+		return nil // a follow-up turn is queued: the next tick starts it
+	}
+	return r.status(lt.SessionIdle, "")
+}
+
+func (r *runner) failTurn(stopReason, msg string) error {
+	turn := r.st.CurrentTurn()
+	if err := r.add(lt.EventTurnFailed, turn.ID, 0, journal.TurnFailed{TurnID: turn.ID, StopReason: stopReason, Error: msg}); err != nil {
+		return err
+	}
+	if len(r.st.Turns) > 0 {
+		return nil
+	}
+	return r.status(lt.SessionFailed, stopReason)
+}
+
+func (r *runner) cancelTurns() error {
+	reason := r.st.Cancel.Reason
+	for len(r.st.Turns) > 0 {
+		t := r.st.Turns[0]
+		if err := r.add(lt.EventTurnCancelled, t.ID, 0, journal.TurnCancelled{TurnID: t.ID, Reason: reason}); err != nil {
+			return err
+		}
+	}
+	return r.status(lt.SessionCancelled, lt.StopCancelled)
+}
+
+// failInternal ends the current turn of a session whose run hit an
+// unexpected error, so it does not loop forever; if even that fails, the
+// lease is released and the session is retried later.
+func (e *Engine) failInternal(ctx context.Context, l store.Lease, cause error) {
+	r, err := e.newRunner(ctx, l)
+	if err == nil && r.st.CurrentTurn() != nil {
+		err = r.failTurn(lt.StopInternal, "internal error: "+cause.Error())
+		if err == nil {
+			err = r.flush(ctx, false)
+		}
+		if err != nil {
+			e.log.Error("fail turn after internal error", "session", l.SessionID, "err", err)
+		}
+	}
+	if err := e.store.LeaseRelease(ctx, l); err != nil && !errors.Is(err, store.ErrLeaseLost) {
+		e.log.Error("release lease", "session", l.SessionID, "err", err)
+	}
+}

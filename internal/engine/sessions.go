@@ -1,0 +1,264 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"strings"
+
+	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/store"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// maxInputBytes bounds one turn's input (the request body limit is larger).
+const maxInputBytes = 512 << 10
+
+// CreateSession validates the request, pins the agent version, and appends
+// session.created and turn.created in one transaction.
+func (e *Engine) CreateSession(ctx context.Context, req *lt.CreateSessionRequest) (*lt.Session, error) {
+	spec, ref, err := e.resolveAgent(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateInput(req.Input, "input"); err != nil {
+		return nil, err
+	}
+	budget := lt.Budget{}
+	if spec.Budget != nil {
+		budget = *spec.Budget
+	}
+	if req.Budget != nil {
+		if err := validateBudget(*req.Budget, "budget"); err != nil {
+			return nil, err
+		}
+		budget = *req.Budget
+	}
+	if len(req.Metadata) > 0 && string(req.Metadata) != "null" {
+		var m map[string]any
+		if err := json.Unmarshal(req.Metadata, &m); err != nil {
+			return nil, apierror.Invalid("metadata", "must be a JSON object")
+		}
+	}
+	if req.WebhookURL != "" {
+		u, err := url.Parse(req.WebhookURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return nil, apierror.Invalid("webhook_url", "must be an absolute http(s) URL")
+		}
+	}
+	for i, c := range req.Constraints {
+		if strings.TrimSpace(c) == "" {
+			return nil, apierror.Invalid("constraints["+itoa(i)+"]", "must not be empty")
+		}
+	}
+	for i, c := range req.AcceptanceCriteria {
+		if strings.TrimSpace(c) == "" {
+			return nil, apierror.Invalid("acceptance_criteria["+itoa(i)+"]", "must not be empty")
+		}
+	}
+	specJSON, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+
+	now := e.clock.Now()
+	st := &journal.State{}
+	st.Session.ID = newID("ses_", now)
+	b := e.newBatch(st, "")
+	if err := b.add(lt.EventSessionCreated, "", 0, journal.SessionCreated{
+		Agent: ref, Input: req.Input, Goal: req.Goal, Constraints: req.Constraints,
+		AcceptanceCriteria: req.AcceptanceCriteria, Budget: budget, Metadata: req.Metadata, WebhookURL: req.WebhookURL,
+	}); err != nil {
+		return nil, err
+	}
+	turnID := newID("turn_", now)
+	if err := b.add(lt.EventTurnCreated, turnID, 0, journal.TurnCreated{TurnID: turnID, Index: 1, Input: req.Input}); err != nil {
+		return nil, err
+	}
+	p, err := b.appendParams(0, nil, false)
+	if err != nil {
+		return nil, err
+	}
+	_, err = e.store.SessionCreate(ctx, &store.SessionCreateParams{
+		Session: store.SessionRow{
+			ID: st.Session.ID, AgentName: ref.Name, AgentVersion: ref.Version, Status: string(st.Session.Status),
+			Spec: specJSON, State: p.State, Runnable: p.Runnable, CreatedAt: now, UpdatedAt: now,
+		},
+		Events: p.Events, Docs: p.Docs,
+	})
+	if err != nil {
+		return nil, err
+	}
+	v := st.View()
+	return &v, nil
+}
+
+func (e *Engine) resolveAgent(ctx context.Context, req *lt.CreateSessionRequest) (*lt.AgentSpec, lt.AgentRef, error) {
+	switch {
+	case req.Agent != "" && req.AgentSpec != nil:
+		return nil, lt.AgentRef{}, apierror.Invalid("agent_spec", "give either agent or agent_spec, not both")
+	case req.AgentSpec != nil:
+		if err := e.validateSpec(req.AgentSpec, "agent_spec"); err != nil {
+			return nil, lt.AgentRef{}, err
+		}
+		return req.AgentSpec, lt.AgentRef{Name: "inline", Version: 1}, nil
+	case req.Agent != "":
+		a, err := e.GetAgent(ctx, req.Agent, 0)
+		if err != nil {
+			var ae *apierror.Error
+			if errors.As(err, &ae) && ae.Code == lt.CodeNotFound {
+				return nil, lt.AgentRef{}, apierror.Invalid("agent", "no agent named %q", req.Agent)
+			}
+			return nil, lt.AgentRef{}, err
+		}
+		return &a.Spec, lt.AgentRef{Name: a.Name, Version: a.Version}, nil
+	default:
+		return nil, lt.AgentRef{}, apierror.Invalid("agent", "give agent (a configured agent's name) or agent_spec")
+	}
+}
+
+func validateInput(s, field string) error {
+	if strings.TrimSpace(s) == "" {
+		return apierror.Invalid(field, "required")
+	}
+	if len(s) > maxInputBytes {
+		return apierror.Invalid(field, "longer than %d bytes", maxInputBytes)
+	}
+	return nil
+}
+
+// GetSession returns a session's projection.
+func (e *Engine) GetSession(ctx context.Context, id string) (*lt.Session, error) {
+	_, st, err := e.loadState(ctx, id)
+	if err != nil {
+		return nil, notFound(err, "session", id)
+	}
+	v := st.View()
+	return &v, nil
+}
+
+// ListSessions lists sessions newest first.
+func (e *Engine) ListSessions(ctx context.Context, p lt.ListSessionsParams) (*lt.List[lt.Session], error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	rows, err := e.store.SessionList(ctx, &store.SessionListParams{Status: p.Status, Agent: p.Agent, ParentID: p.ParentID, Cursor: p.Cursor, Limit: limit + 1})
+	if err != nil {
+		return nil, err
+	}
+	out := &lt.List[lt.Session]{Data: []lt.Session{}}
+	for i, r := range rows {
+		if i == limit {
+			c := rows[i-1].ID
+			out.NextCursor = &c
+			break
+		}
+		var st journal.State
+		if err := json.Unmarshal(r.State, &st); err != nil {
+			return nil, err
+		}
+		out.Data = append(out.Data, st.View())
+	}
+	return out, nil
+}
+
+// CreateTurn queues a follow-up turn; it starts when the running one ends.
+func (e *Engine) CreateTurn(ctx context.Context, sessionID string, req *lt.CreateTurnRequest) (*lt.Turn, error) {
+	if err := validateInput(req.Input, "input"); err != nil {
+		return nil, err
+	}
+	turn, err := mutate(ctx, e, sessionID, func(b *batch) (*lt.Turn, error) {
+		st := b.st
+		if st.Cancel != nil {
+			return nil, apierror.Conflict("session %s is being cancelled", sessionID)
+		}
+		now := e.clock.Now()
+		id := newID("turn_", now)
+		if err := b.add(lt.EventTurnCreated, id, 0, journal.TurnCreated{TurnID: id, Index: st.TurnCount + 1, Input: req.Input}); err != nil {
+			return nil, err
+		}
+		if st.Session.Status.Terminal() {
+			if err := b.status(lt.SessionQueued, ""); err != nil {
+				return nil, err
+			}
+		}
+		t := st.Turns[len(st.Turns)-1]
+		return &t, nil
+	})
+	if err != nil {
+		return nil, notFound(err, "session", sessionID)
+	}
+	return turn, nil
+}
+
+// ListTurns returns every turn of a session in order.
+func (e *Engine) ListTurns(ctx context.Context, sessionID string) ([]lt.Turn, error) {
+	if _, err := e.store.SessionGet(ctx, sessionID); err != nil {
+		return nil, notFound(err, "session", sessionID)
+	}
+	rows, err := e.store.TurnList(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return decodeDocs[lt.Turn](rows)
+}
+
+// GetTurn returns one turn.
+func (e *Engine) GetTurn(ctx context.Context, sessionID, turnID string) (*lt.Turn, error) {
+	row, err := e.store.TurnGet(ctx, sessionID, turnID)
+	if err != nil {
+		return nil, notFound(err, "turn", turnID)
+	}
+	var t lt.Turn
+	if err := json.Unmarshal(row.Doc, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// CancelSession asks the running turn (and queued ones) to stop at the next
+// safe point. A worker carries it out: effects already started are recorded
+// as such. Cancelling a session with nothing to cancel is a no-op.
+func (e *Engine) CancelSession(ctx context.Context, id string, req *lt.CancelRequest) (*lt.Session, error) {
+	v, err := mutate(ctx, e, id, func(b *batch) (*lt.Session, error) {
+		if len(b.st.Turns) > 0 && b.st.Cancel == nil {
+			if err := b.add(lt.EventSessionCancelRequested, "", 0, journal.CancelRequested{Reason: req.Reason}); err != nil {
+				return nil, err
+			}
+		}
+		v := b.st.View()
+		return &v, nil
+	})
+	if err != nil {
+		return nil, notFound(err, "session", id)
+	}
+	return v, nil
+}
+
+func decodeDocs[T any](rows []*store.DocRow) ([]T, error) {
+	out := make([]T, 0, len(rows))
+	for _, r := range rows {
+		var v T
+		if err := json.Unmarshal(r.Doc, &v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// notFound maps the store's ErrNotFound to a 404 naming what was missing.
+func notFound(err error, what, id string) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return apierror.NotFound("%s %s not found", what, id)
+	}
+	return err
+}
+
+func itoa(i int) string {
+	b, _ := json.Marshal(i)
+	return string(b)
+}

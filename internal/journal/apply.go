@@ -1,0 +1,416 @@
+package journal
+
+import (
+	"encoding/json"
+	"fmt"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// Apply folds one event into s and records the projection rows it touched in
+// ch (which may be nil). It fails only on an event that contradicts the state
+// (a programming error in the writer, or a corrupt journal): the caller must
+// then not persist anything.
+func Apply(s *State, ev lt.Event, ch *Changes) error {
+	if err := apply(s, ev, ch); err != nil {
+		return fmt.Errorf("apply %s (seq %d): %w", ev.Type, ev.Seq, err)
+	}
+	s.Session.LastEventSeq = ev.Seq
+	if !ev.Time.IsZero() {
+		s.Session.UpdatedAt = ev.Time
+	}
+	return nil
+}
+
+func decode[T any](ev lt.Event) (T, error) {
+	var v T
+	if err := json.Unmarshal(ev.Data, &v); err != nil {
+		return v, fmt.Errorf("decode data: %w", err)
+	}
+	return v, nil
+}
+
+func apply(s *State, ev lt.Event, ch *Changes) error {
+	switch ev.Type {
+	case lt.EventSessionCreated:
+		d, err := decode[SessionCreated](ev)
+		if err != nil {
+			return err
+		}
+		s.Session = lt.Session{
+			ID: ev.SessionID, Status: lt.SessionQueued, Agent: d.Agent, Input: d.Input, Goal: d.Goal,
+			Constraints: d.Constraints, AcceptanceCriteria: d.AcceptanceCriteria, Budget: d.Budget,
+			Metadata: d.Metadata, WebhookURL: d.WebhookURL, CreatedAt: ev.Time,
+		}
+		if d.ParentID != "" {
+			p := d.ParentID
+			s.Session.ParentID = &p
+		}
+	case lt.EventSessionStatusChanged:
+		d, err := decode[StatusChanged](ev)
+		if err != nil {
+			return err
+		}
+		s.Session.Status = d.To
+		if d.StopReason != "" {
+			r := d.StopReason
+			s.Session.StopReason = &r
+		} else if d.To != lt.SessionFailed && d.To != lt.SessionCancelled {
+			s.Session.StopReason = nil
+		}
+	case lt.EventSessionCancelRequested:
+		d, err := decode[CancelRequested](ev)
+		if err != nil {
+			return err
+		}
+		s.Cancel = &d
+	case lt.EventTurnCreated:
+		d, err := decode[TurnCreated](ev)
+		if err != nil {
+			return err
+		}
+		t := lt.Turn{ID: d.TurnID, SessionID: ev.SessionID, Index: d.Index, Status: lt.TurnQueued, Input: d.Input, CreatedAt: ev.Time}
+		s.Turns = append(s.Turns, t)
+		s.TurnCount++
+		if len(s.Turns) == 1 {
+			s.Session.CurrentTurnID = t.ID
+		}
+		putTurn(ch, t)
+	case lt.EventTurnStarted:
+		t, err := currentTurn(s, ev)
+		if err != nil {
+			return err
+		}
+		t.Status = lt.TurnRunning
+		at := ev.Time
+		t.StartedAt = &at
+		s.Step, s.ModelAttempt = nil, 0
+		s.Session.CurrentTurnID = t.ID
+		putTurn(ch, *t)
+	case lt.EventTurnCompleted, lt.EventTurnFailed, lt.EventTurnCancelled:
+		return applyTurnEnd(s, ev, ch)
+	case lt.EventModelRequested:
+		// Nothing changes until the model answers: a crash here means "call again".
+	case lt.EventModelResponded:
+		d, err := decode[ModelResponded](ev)
+		if err != nil {
+			return err
+		}
+		t, err := currentTurn(s, ev)
+		if err != nil {
+			return err
+		}
+		s.Step = &Step{N: d.Step, TurnID: t.ID, Text: d.Text}
+		s.ModelPosition++
+		s.ModelAttempt = 0
+		u := d.Usage
+		u.CostUSD = d.CostUSD
+		u.ModelCalls = 1
+		u.ToolCalls = 0
+		s.Session.Usage.Add(u)
+		t.Usage.Add(u)
+		t.Steps = d.Step
+		putTurn(ch, *t)
+	case lt.EventModelFailed:
+		d, err := decode[ModelFailed](ev)
+		if err != nil {
+			return err
+		}
+		if d.Consumed {
+			s.ModelPosition++
+		}
+		s.ModelAttempt++
+		s.Session.Usage.ModelCalls++
+		if t := s.CurrentTurn(); t != nil {
+			t.Usage.ModelCalls++
+			putTurn(ch, *t)
+		}
+	case lt.EventToolRequested:
+		d, err := decode[ToolRequested](ev)
+		if err != nil {
+			return err
+		}
+		if s.Step == nil || s.Step.N != d.Step || d.Index != len(s.Step.Calls) {
+			return fmt.Errorf("tool call %d of step %d out of order", d.Index, d.Step)
+		}
+		s.Step.Calls = append(s.Step.Calls, Call{
+			Index: d.Index, ID: d.CallID, Tool: d.Tool, Kind: d.Kind, Class: d.Class,
+			Arguments: d.Arguments, ArgumentsSHA256: d.ArgumentsSHA256, Status: CallRequested,
+		})
+	case lt.EventToolStarted:
+		return applyToolStarted(s, ev, ch)
+	case lt.EventToolCompleted, lt.EventToolFailed:
+		return applyToolEnd(s, ev, ch)
+	case lt.EventEffectInDoubt:
+		d, err := decode[EffectInDoubt](ev)
+		if err != nil {
+			return err
+		}
+		e, _ := s.OpenEffect(d.EffectID)
+		if e == nil {
+			return fmt.Errorf("effect %s is not open", d.EffectID)
+		}
+		e.Status = lt.EffectInDoubt
+		putEffect(ch, *e)
+	case lt.EventActionRequired:
+		d, err := decode[ActionRequired](ev)
+		if err != nil {
+			return err
+		}
+		a := d.Action
+		a.Status = lt.ActionPending
+		if a.CallID != "" {
+			c := s.Call(a.Step, callIndex(s, a.CallID))
+			if c == nil {
+				return fmt.Errorf("action %s names unknown call %s", a.ID, a.CallID)
+			}
+			c.Status = CallAwaitingAction
+			c.ActionID = a.ID
+		}
+		s.Pending = append(s.Pending, a)
+		putAction(ch, a)
+	case lt.EventActionResolved:
+		return applyActionResolved(s, ev, ch)
+	case lt.EventArtifactCreated:
+		d, err := decode[ArtifactCreated](ev)
+		if err != nil {
+			return err
+		}
+		if s.ArtifactVersions == nil {
+			s.ArtifactVersions = make(map[string]int)
+		}
+		s.ArtifactVersions[d.Artifact.Name] = d.Artifact.Version
+		ch.put(Doc{Kind: DocArtifact, ID: d.Artifact.ID, Value: d.Artifact, CreatedAt: d.Artifact.CreatedAt})
+	case lt.EventCheckpointCreated:
+		d, err := decode[CheckpointCreated](ev)
+		if err != nil {
+			return err
+		}
+		id := d.Checkpoint.ID
+		s.Session.LastCheckpoint = &id
+		ch.put(Doc{Kind: DocCheckpoint, ID: id, Value: d.Checkpoint, CreatedAt: d.Checkpoint.CreatedAt})
+	default:
+		// Informational events (model.delta, budget.*, signals, ...) change no
+		// projection; unknown types are kept for forward compatibility.
+	}
+	return nil
+}
+
+func callIndex(s *State, callID string) int {
+	if s.Step == nil {
+		return -1
+	}
+	for _, c := range s.Step.Calls {
+		if c.ID == callID {
+			return c.Index
+		}
+	}
+	return -1
+}
+
+func currentTurn(s *State, ev lt.Event) (*lt.Turn, error) {
+	t := s.CurrentTurn()
+	if t == nil {
+		return nil, fmt.Errorf("no unfinished turn")
+	}
+	if ev.TurnID != "" && ev.TurnID != t.ID {
+		return nil, fmt.Errorf("turn %s is not the current turn %s", ev.TurnID, t.ID)
+	}
+	return t, nil
+}
+
+func applyTurnEnd(s *State, ev lt.Event, ch *Changes) error {
+	t, err := currentTurn(s, ev)
+	if err != nil {
+		return err
+	}
+	at := ev.Time
+	t.CompletedAt = &at
+	switch ev.Type {
+	case lt.EventTurnCompleted:
+		d, err := decode[TurnCompleted](ev)
+		if err != nil {
+			return err
+		}
+		t.Status, t.Output = lt.TurnCompleted, d.Output
+	case lt.EventTurnFailed:
+		d, err := decode[TurnFailed](ev)
+		if err != nil {
+			return err
+		}
+		r := d.StopReason
+		t.Status, t.StopReason, t.Error = lt.TurnFailed, &r, d.Error
+	case lt.EventTurnCancelled:
+		r := lt.StopCancelled
+		t.Status, t.StopReason = lt.TurnCancelled, &r
+		// What a cancelled turn leaves behind is recorded as such: its pending
+		// actions are void, and an effect that may have run stays visible.
+		kept := s.Pending[:0]
+		for _, a := range s.Pending {
+			if a.TurnID == t.ID {
+				a.Status = lt.ActionCancelled
+				a.ResolvedAt = &at
+				putAction(ch, a)
+				continue
+			}
+			kept = append(kept, a)
+		}
+		s.Pending = kept
+		for _, e := range s.OpenEffects {
+			if e.TurnID != t.ID {
+				continue
+			}
+			if e.Class == lt.EffectIrreversible {
+				e.Status = lt.EffectInDoubt
+				e.Resolution = "turn cancelled; outcome unknown"
+			} else {
+				e.Status = lt.EffectFailed
+				e.Error = "turn cancelled"
+				e.FinishedAt = &at
+			}
+			putEffect(ch, e)
+		}
+		s.OpenEffects = dropTurnEffects(s.OpenEffects, t.ID)
+	}
+	putTurn(ch, *t)
+	s.Turns = s.Turns[1:]
+	s.Step, s.ModelAttempt = nil, 0
+	if len(s.Turns) > 0 {
+		s.Session.CurrentTurnID = s.Turns[0].ID
+	}
+	if len(s.Turns) == 0 {
+		s.Cancel = nil
+	}
+	return nil
+}
+
+func dropTurnEffects(effects []lt.Effect, turnID string) []lt.Effect {
+	kept := effects[:0]
+	for _, e := range effects {
+		if e.TurnID != turnID {
+			kept = append(kept, e)
+		}
+	}
+	return kept
+}
+
+func applyToolStarted(s *State, ev lt.Event, ch *Changes) error {
+	d, err := decode[ToolStarted](ev)
+	if err != nil {
+		return err
+	}
+	c := s.Call(d.Step, d.Index)
+	if c == nil || c.ID != d.CallID {
+		return fmt.Errorf("tool.started for unknown call %s", d.CallID)
+	}
+	if c.Status == CallDone {
+		return fmt.Errorf("call %s already done", d.CallID)
+	}
+	c.Status, c.EffectID, c.IdempotencyKey, c.Attempts = CallStarted, d.EffectID, d.IdempotencyKey, d.Attempt
+	e, _ := s.OpenEffect(d.EffectID)
+	if e == nil {
+		s.OpenEffects = append(s.OpenEffects, lt.Effect{
+			ID: d.EffectID, SessionID: ev.SessionID, TurnID: s.Step.TurnID, Step: d.Step, CallIndex: d.Index,
+			CallID: d.CallID, Tool: d.Tool, Class: d.Class, ArgumentsSHA256: c.ArgumentsSHA256,
+			IdempotencyKey: d.IdempotencyKey, StartedAt: ev.Time,
+		})
+		e = &s.OpenEffects[len(s.OpenEffects)-1]
+	}
+	e.Status, e.Attempts, e.Resolution = lt.EffectStarted, d.Attempt, ""
+	s.Session.Usage.ToolCalls++
+	if t := s.CurrentTurn(); t != nil {
+		t.Usage.ToolCalls++
+		putTurn(ch, *t)
+	}
+	putEffect(ch, *e)
+	return nil
+}
+
+func applyToolEnd(s *State, ev lt.Event, ch *Changes) error {
+	var step, index int
+	var callID, effectID, errMsg, resolution string
+	if ev.Type == lt.EventToolCompleted {
+		d, err := decode[ToolCompleted](ev)
+		if err != nil {
+			return err
+		}
+		step, index, callID, effectID, resolution = d.Step, d.Index, d.CallID, d.EffectID, d.Resolution
+	} else {
+		d, err := decode[ToolFailed](ev)
+		if err != nil {
+			return err
+		}
+		step, index, callID, effectID, errMsg, resolution = d.Step, d.Index, d.CallID, d.EffectID, d.Error, d.Resolution
+	}
+	c := s.Call(step, index)
+	if c == nil || c.ID != callID {
+		return fmt.Errorf("%s for unknown call %s", ev.Type, callID)
+	}
+	if c.Status == CallDone {
+		return fmt.Errorf("call %s already done", callID)
+	}
+	c.Status, c.Failed = CallDone, ev.Type == lt.EventToolFailed
+	if effectID == "" {
+		return nil
+	}
+	e, i := s.OpenEffect(effectID)
+	if e == nil {
+		return fmt.Errorf("effect %s is not open", effectID)
+	}
+	at := ev.Time
+	e.FinishedAt = &at
+	switch {
+	case resolution != "":
+		e.Status, e.Resolution = lt.EffectResolved, resolution
+	case ev.Type == lt.EventToolFailed:
+		e.Status, e.Error = lt.EffectFailed, errMsg
+	default:
+		e.Status = lt.EffectSucceeded
+	}
+	putEffect(ch, *e)
+	s.OpenEffects = append(s.OpenEffects[:i], s.OpenEffects[i+1:]...)
+	return nil
+}
+
+func applyActionResolved(s *State, ev lt.Event, ch *Changes) error {
+	d, err := decode[ActionResolved](ev)
+	if err != nil {
+		return err
+	}
+	a, i := s.PendingAction(d.ActionID)
+	if a == nil {
+		return fmt.Errorf("action %s is not pending", d.ActionID)
+	}
+	at := ev.Time
+	resolved := *a
+	resolved.Status, resolved.ResolvedAt = lt.ActionResolved, &at
+	resolved.Resolution, _ = json.Marshal(d.Decision)
+	putAction(ch, resolved)
+	s.Pending = append(s.Pending[:i], s.Pending[i+1:]...)
+	if resolved.Type == lt.ActionInDoubt && d.Decision.Decision == lt.DecisionDidNotHappen {
+		// A person says the effect did not happen: the call runs again, with
+		// the same effect id and idempotency key.
+		if c := s.Call(resolved.Step, callIndex(s, resolved.CallID)); c != nil {
+			c.Status, c.ActionID = CallRequested, ""
+		}
+		if e, j := s.OpenEffect(resolved.EffectID); e != nil {
+			e.Status, e.Resolution = lt.EffectResolved, lt.DecisionDidNotHappen
+			e.FinishedAt = &at
+			putEffect(ch, *e)
+			s.OpenEffects = append(s.OpenEffects[:j], s.OpenEffects[j+1:]...)
+		}
+	}
+	return nil
+}
+
+func putTurn(ch *Changes, t lt.Turn) {
+	ch.put(Doc{Kind: DocTurn, ID: t.ID, Status: string(t.Status), Value: t, CreatedAt: t.CreatedAt})
+}
+
+func putAction(ch *Changes, a lt.Action) {
+	ch.put(Doc{Kind: DocAction, ID: a.ID, Status: string(a.Status), Value: a, CreatedAt: a.CreatedAt})
+}
+
+func putEffect(ch *Changes, e lt.Effect) {
+	ch.put(Doc{Kind: DocEffect, ID: e.ID, Status: string(e.Status), Value: e, CreatedAt: e.StartedAt})
+}

@@ -1,0 +1,19 @@
+// Package journal defines the payloads of the journal's events and the
+// projection of a session's state from them.
+//
+// Apply is a pure function: the state of a session is, by construction, what
+// its events say. The engine applies every event it appends (and persists the
+// resulting State in the same transaction), and the test suite replays whole
+// journals to check that the stored state is exactly their projection.
+//
+// Invariants kept here:
+//   - a session has at most one running turn; later turns queue behind it;
+//   - a tool call moves pending -> started -> done (or pending ->
+//     awaiting_action -> done) and never back, except an in-doubt effect
+//     decided did_not_happen, which returns to pending to run again with the
+//     same idempotency key;
+//   - open effects (started, in doubt) are kept in State until resolved, so a
+//     resumed worker knows exactly which calls may have touched the world.
+//
+// It imports only the standard library and longhaultype.
+package journal

@@ -1,0 +1,208 @@
+package journal
+
+import (
+	"encoding/json"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// SessionCreated is the data of session.created.
+type SessionCreated struct {
+	Agent              lt.AgentRef     `json:"agent"`
+	Input              string          `json:"input"`
+	Goal               string          `json:"goal,omitempty"`
+	Constraints        []string        `json:"constraints,omitempty"`
+	AcceptanceCriteria []string        `json:"acceptance_criteria,omitempty"`
+	Budget             lt.Budget       `json:"budget"`
+	Metadata           json.RawMessage `json:"metadata,omitempty"`
+	WebhookURL         string          `json:"webhook_url,omitempty"`
+	ParentID           string          `json:"parent_id,omitempty"`
+}
+
+// StatusChanged is the data of session.status_changed.
+type StatusChanged struct {
+	From       lt.SessionStatus `json:"from"`
+	To         lt.SessionStatus `json:"to"`
+	StopReason string           `json:"stop_reason,omitempty"`
+}
+
+// CancelRequested is the data of session.cancel_requested.
+type CancelRequested struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// TurnCreated is the data of turn.created.
+type TurnCreated struct {
+	TurnID string `json:"turn_id"`
+	Index  int    `json:"index"`
+	Input  string `json:"input"`
+}
+
+// TurnStarted is the data of turn.started.
+type TurnStarted struct {
+	TurnID string `json:"turn_id"`
+}
+
+// TurnCompleted is the data of turn.completed.
+type TurnCompleted struct {
+	TurnID string `json:"turn_id"`
+	Output string `json:"output"`
+}
+
+// TurnFailed is the data of turn.failed.
+type TurnFailed struct {
+	TurnID     string `json:"turn_id"`
+	StopReason string `json:"stop_reason"`
+	Error      string `json:"error,omitempty"`
+}
+
+// TurnCancelled is the data of turn.cancelled.
+type TurnCancelled struct {
+	TurnID string `json:"turn_id"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// ModelRequested is the data of model.requested.
+type ModelRequested struct {
+	Step     int    `json:"step"`
+	Position int    `json:"position"`
+	Attempt  int    `json:"attempt"`
+	Provider string `json:"provider"`
+	Model    string `json:"model,omitempty"`
+}
+
+// ToolCall is a call the model asked for.
+type ToolCall struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// ModelResponded is the data of model.responded.
+type ModelResponded struct {
+	Step       int        `json:"step"`
+	Position   int        `json:"position"`
+	Text       string     `json:"text,omitempty"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	Usage      lt.Usage   `json:"usage"`
+	CostUSD    float64    `json:"cost_usd"`
+	DurationMS int64      `json:"duration_ms"`
+}
+
+// ModelFailed is the data of model.failed: a call that returned an error.
+type ModelFailed struct {
+	Step         int    `json:"step"`
+	Position     int    `json:"position"`
+	Attempt      int    `json:"attempt"`
+	Kind         string `json:"kind"`
+	Status       int    `json:"status,omitempty"`
+	RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
+	Message      string `json:"message"`
+	// Consumed: the provider consumed a position (a scripted error step); a
+	// retry then plays the next position.
+	Consumed   bool  `json:"consumed"`
+	DurationMS int64 `json:"duration_ms"`
+}
+
+// Call kinds: who executes a tool call.
+const (
+	CallBuiltin  = "builtin"  // run by the engine in the workspace
+	CallFunction = "function" // answered by the application (function_call action)
+	CallFinish   = "finish"   // ends the turn with artifacts
+	CallInvalid  = "invalid"  // unknown tool or bad arguments: fails at once
+)
+
+// ToolRequested is the data of tool.requested.
+type ToolRequested struct {
+	Step            int             `json:"step"`
+	Index           int             `json:"index"`
+	CallID          string          `json:"call_id"`
+	Tool            string          `json:"tool"`
+	Kind            string          `json:"kind"`
+	Class           lt.EffectClass  `json:"effect"`
+	Arguments       json.RawMessage `json:"arguments"`
+	ArgumentsSHA256 string          `json:"arguments_sha256"`
+}
+
+// ToolStarted is the data of tool.started: the effect is in the ledger before
+// the tool runs.
+type ToolStarted struct {
+	Step           int            `json:"step"`
+	Index          int            `json:"index"`
+	CallID         string         `json:"call_id"`
+	Tool           string         `json:"tool"`
+	EffectID       string         `json:"effect_id"`
+	IdempotencyKey string         `json:"idempotency_key"`
+	Class          lt.EffectClass `json:"effect"`
+	Attempt        int            `json:"attempt"`
+}
+
+// ToolCompleted is the data of tool.completed.
+type ToolCompleted struct {
+	Step       int             `json:"step"`
+	Index      int             `json:"index"`
+	CallID     string          `json:"call_id"`
+	Tool       string          `json:"tool"`
+	EffectID   string          `json:"effect_id,omitempty"`
+	Output     json.RawMessage `json:"output"`
+	DurationMS int64           `json:"duration_ms"`
+	// Resolution says how an effect's outcome was known when not by running
+	// it: "happened" (a person said so).
+	Resolution string `json:"resolution,omitempty"`
+}
+
+// ToolFailed is the data of tool.failed.
+type ToolFailed struct {
+	Step       int             `json:"step"`
+	Index      int             `json:"index"`
+	CallID     string          `json:"call_id"`
+	Tool       string          `json:"tool"`
+	EffectID   string          `json:"effect_id,omitempty"`
+	Error      string          `json:"error"`
+	Output     json.RawMessage `json:"output,omitempty"`
+	DurationMS int64           `json:"duration_ms"`
+	Resolution string          `json:"resolution,omitempty"`
+}
+
+// EffectInDoubt is the data of effect.in_doubt.
+type EffectInDoubt struct {
+	Step     int    `json:"step"`
+	Index    int    `json:"index"`
+	CallID   string `json:"call_id"`
+	Tool     string `json:"tool"`
+	EffectID string `json:"effect_id"`
+	ActionID string `json:"action_id"`
+	Reason   string `json:"reason"`
+}
+
+// ActionRequired is the data of action.required.
+type ActionRequired struct {
+	Action lt.Action `json:"action"`
+}
+
+// ActionResolved is the data of action.resolved.
+type ActionResolved struct {
+	ActionID string      `json:"action_id"`
+	Type     string      `json:"type"`
+	Decision lt.Decision `json:"decision"`
+	// DecisionSHA256 is the hash of the canonical decision body: deciding
+	// again with the same body returns the first result.
+	DecisionSHA256 string `json:"decision_sha256"`
+}
+
+// CheckpointCreated is the data of checkpoint.created.
+type CheckpointCreated struct {
+	Checkpoint lt.Checkpoint `json:"checkpoint"`
+}
+
+// ArtifactCreated is the data of artifact.created.
+type ArtifactCreated struct {
+	Artifact lt.Artifact `json:"artifact"`
+}
+
+// BudgetExceeded is the data of budget.exceeded.
+type BudgetExceeded struct {
+	Limit string  `json:"limit"`
+	Max   float64 `json:"max"`
+	Used  float64 `json:"used"`
+}

@@ -1,0 +1,218 @@
+package journal
+
+import (
+	"encoding/json"
+	"time"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// State is the projection of one session's journal: everything the turn loop
+// and the API need without reading the journal again. It is persisted (as
+// JSON) beside the session row in the transaction of every append.
+type State struct {
+	// Session is the API view, except RequiredActions (see Pending).
+	Session lt.Session `json:"session"`
+	// Turns are the unfinished turns in order; Turns[0] is the current one.
+	Turns []lt.Turn `json:"turns,omitempty"`
+	// TurnCount is how many turns were ever created.
+	TurnCount int `json:"turn_count"`
+	// ModelPosition counts completed model calls (responded, or failed in a
+	// way that consumed a position): it is the scripted provider's position.
+	ModelPosition int `json:"model_position"`
+	// ModelAttempt counts failed attempts of the current model call.
+	ModelAttempt int `json:"model_attempt,omitempty"`
+	// Step is the current turn's latest step, nil before its first response.
+	Step *Step `json:"step,omitempty"`
+	// Pending holds the pending required actions.
+	Pending []lt.Action `json:"pending,omitempty"`
+	// OpenEffects holds ledger rows whose outcome is not final yet (started,
+	// in doubt): after a crash these are what may have touched the world.
+	OpenEffects []lt.Effect `json:"open_effects,omitempty"`
+	// Cancel is set while a cancel request waits for the next safe point.
+	Cancel *CancelRequested `json:"cancel,omitempty"`
+	// ArtifactVersions is the latest version of each artifact name.
+	ArtifactVersions map[string]int `json:"artifact_versions,omitempty"`
+}
+
+// CallStatus is the progress of one tool call within a step.
+type CallStatus string
+
+// Call statuses.
+const (
+	CallRequested      CallStatus = "requested"
+	CallStarted        CallStatus = "started"
+	CallAwaitingAction CallStatus = "awaiting_action"
+	CallDone           CallStatus = "done"
+)
+
+// Step is one model response and the tool calls it asked for.
+type Step struct {
+	N      int    `json:"n"`
+	TurnID string `json:"turn_id"`
+	Text   string `json:"text,omitempty"`
+	Calls  []Call `json:"calls,omitempty"`
+	// FinishSummary is set when the finish tool completed in this step: the
+	// turn ends with it once every call is done.
+	FinishSummary *string `json:"finish_summary,omitempty"`
+}
+
+// Done reports whether every call of the step is done.
+func (s *Step) Done() bool {
+	for _, c := range s.Calls {
+		if c.Status != CallDone {
+			return false
+		}
+	}
+	return true
+}
+
+// Call is one tool call of a step.
+type Call struct {
+	Index           int             `json:"index"`
+	ID              string          `json:"id"`
+	Tool            string          `json:"tool"`
+	Kind            string          `json:"kind"`
+	Class           lt.EffectClass  `json:"effect"`
+	Arguments       json.RawMessage `json:"arguments"`
+	ArgumentsSHA256 string          `json:"arguments_sha256"`
+	Status          CallStatus      `json:"status"`
+	EffectID        string          `json:"effect_id,omitempty"`
+	IdempotencyKey  string          `json:"idempotency_key,omitempty"`
+	ActionID        string          `json:"action_id,omitempty"`
+	Attempts        int             `json:"attempts,omitempty"`
+	Failed          bool            `json:"failed,omitempty"`
+}
+
+// CurrentTurn returns the current (first unfinished) turn, or nil.
+func (s *State) CurrentTurn() *lt.Turn {
+	if len(s.Turns) == 0 {
+		return nil
+	}
+	return &s.Turns[0]
+}
+
+// Runnable reports whether a worker has something to do: a cancel to carry
+// out, or an unfinished turn with no pending required action.
+func (s *State) Runnable() bool {
+	if len(s.Turns) == 0 {
+		return false
+	}
+	if s.Cancel != nil {
+		return true
+	}
+	return len(s.Pending) == 0
+}
+
+// PendingAction returns the pending action with that id.
+func (s *State) PendingAction(id string) (*lt.Action, int) {
+	for i := range s.Pending {
+		if s.Pending[i].ID == id {
+			return &s.Pending[i], i
+		}
+	}
+	return nil, -1
+}
+
+// OpenEffect returns the open effect with that id.
+func (s *State) OpenEffect(id string) (*lt.Effect, int) {
+	for i := range s.OpenEffects {
+		if s.OpenEffects[i].ID == id {
+			return &s.OpenEffects[i], i
+		}
+	}
+	return nil, -1
+}
+
+// Call returns the current step's call at index, if the step is step n.
+func (s *State) Call(step, index int) *Call {
+	if s.Step == nil || s.Step.N != step || index < 0 || index >= len(s.Step.Calls) {
+		return nil
+	}
+	c := &s.Step.Calls[index]
+	if c.Index != index {
+		return nil
+	}
+	return c
+}
+
+// View returns the API's session object: the projection plus the pending
+// required actions.
+func (s *State) View() lt.Session {
+	v := s.Session
+	v.RequiredActions = append([]lt.Action{}, s.Pending...)
+	if v.Constraints == nil {
+		v.Constraints = []string{}
+	}
+	if v.AcceptanceCriteria == nil {
+		v.AcceptanceCriteria = []string{}
+	}
+	if len(v.Metadata) == 0 {
+		v.Metadata = json.RawMessage("{}")
+	}
+	return v
+}
+
+// Clone returns a deep copy (through JSON: states are small).
+func (s *State) Clone() *State {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic("journal: state does not marshal: " + err.Error())
+	}
+	var c State
+	if err := json.Unmarshal(b, &c); err != nil {
+		panic("journal: state does not unmarshal: " + err.Error())
+	}
+	return &c
+}
+
+// DocKind names a projection row kind (mirrors the store's tables).
+type DocKind string
+
+// Projection row kinds.
+const (
+	DocTurn       DocKind = "turn"
+	DocAction     DocKind = "action"
+	DocEffect     DocKind = "effect"
+	DocArtifact   DocKind = "artifact"
+	DocCheckpoint DocKind = "checkpoint"
+)
+
+// Doc is one projection row changed by applying events.
+type Doc struct {
+	Kind      DocKind
+	ID        string
+	Status    string
+	Value     any
+	CreatedAt time.Time
+}
+
+// Changes collects the projection rows touched by a batch of events; a row
+// touched twice keeps its last value.
+type Changes struct {
+	order []string
+	docs  map[string]Doc
+}
+
+func (c *Changes) put(d Doc) {
+	if c == nil {
+		return
+	}
+	if c.docs == nil {
+		c.docs = make(map[string]Doc)
+	}
+	k := string(d.Kind) + "/" + d.ID
+	if _, ok := c.docs[k]; !ok {
+		c.order = append(c.order, k)
+	}
+	c.docs[k] = d
+}
+
+// Docs returns the changed rows in first-touched order.
+func (c *Changes) Docs() []Doc {
+	out := make([]Doc, 0, len(c.order))
+	for _, k := range c.order {
+		out = append(out, c.docs[k])
+	}
+	return out
+}
