@@ -1,14 +1,3 @@
-// Package tool defines the interface every tool implements (a name, a JSON
-// schema for its arguments, a default effect class, and Run), and the
-// built-in tools of API.md that run in a session's workspace: shell,
-// read_file, write_file, edit_file, list_files.
-//
-// Tools never write outside the workspace: every path goes through
-// workspace.Resolve. Tools that start processes put them in their own process
-// group, kill the group on timeout or cancellation, and ask the kernel to kill
-// them when the server dies, so no orphan keeps writing after a crash.
-//
-// It imports longhaultype and internal/workspace.
 package tool
 
 import (

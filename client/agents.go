@@ -1,0 +1,51 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// PutAgent creates an agent, or adds a new version of it (POST /v1/agents).
+func (c *Client) PutAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Agent, error) {
+	if req == nil {
+		return nil, fmt.Errorf("put agent: req is nil")
+	}
+	a, err := post[lt.Agent](ctx, c, c.endpoint(nil, "v1", "agents"), req)
+	if err != nil {
+		return nil, fmt.Errorf("put agent %s: %w", req.Name, err)
+	}
+	return a, nil
+}
+
+// ListAgents returns the latest version of every agent (GET /v1/agents).
+func (c *Client) ListAgents(ctx context.Context) (*lt.List[lt.Agent], error) {
+	l, err := get[lt.List[lt.Agent]](ctx, c, c.endpoint(nil, "v1", "agents"))
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	return l, nil
+}
+
+// GetAgent returns one version of an agent, the latest when version is 0
+// (GET /v1/agents/{name}?version=N).
+func (c *Client) GetAgent(ctx context.Context, name string, version int) (*lt.Agent, error) {
+	if err := requireID("name", name); err != nil {
+		return nil, fmt.Errorf("get agent: %w", err)
+	}
+	if version < 0 {
+		return nil, fmt.Errorf("get agent %s: version %d is negative", name, version)
+	}
+	q := url.Values{}
+	if version > 0 {
+		q.Set("version", strconv.Itoa(version))
+	}
+	a, err := get[lt.Agent](ctx, c, c.endpoint(q, "v1", "agents", name))
+	if err != nil {
+		return nil, fmt.Errorf("get agent %s: %w", name, err)
+	}
+	return a, nil
+}

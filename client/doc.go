@@ -1,0 +1,43 @@
+// Package client is the Go client of Longhaul's HTTP API (API.md): one
+// typed method per endpoint, taking and returning the wire types of
+// longhaultype, and StreamEvents, which follows a session's journal live.
+//
+// Invariants it keeps:
+//
+//   - Every POST carries an Idempotency-Key: a random one per call, or the
+//     caller's (WithIdempotencyKey). All retries of one call send the same
+//     key, which is what makes retrying a POST after a lost response safe.
+//   - Transient failures (connection refused or reset, 429, 502, 503, 504)
+//     are retried with capped exponential backoff; anything else is
+//     returned at once. Every non-2xx response is an *APIError.
+//   - StreamEvents yields each event with seq > after exactly once and in
+//     order: it resumes by Last-Event-ID across disconnects and server
+//     restarts, drops replayed events and back-fills gaps with ListEvents.
+//
+// It imports the standard library, longhaultype and a UUID generator only,
+// never server code, so any program may import it; the CLI talks HTTP
+// through it alone.
+//
+// Usage:
+//
+//	c, err := client.New("http://127.0.0.1:8080", &client.Config{APIKey: key})
+//	if err != nil {
+//		return err
+//	}
+//	s, err := c.CreateSession(ctx, &longhaultype.CreateSessionRequest{
+//		Agent: "researcher",
+//		Input: "Write a competitor brief for ACME",
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	for ev, err := range c.StreamEvents(ctx, s.ID, 0) {
+//		if err != nil {
+//			return err // the session is gone, or ctx ended
+//		}
+//		fmt.Println(ev.Seq, ev.Type)
+//		if ev.Type == longhaultype.EventActionRequired {
+//			break // decide it with c.ListActions and c.DecideAction
+//		}
+//	}
+package client

@@ -1,0 +1,47 @@
+package server
+
+import (
+	"math"
+	"net/http"
+)
+
+// putAgent is POST /v1/agents: 201 with the new agent version (the first, or
+// the next of an existing name).
+func (s *Server) putAgent(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	req, err := decodeAgent(body)
+	if err != nil {
+		return err
+	}
+	agent, err := s.b.PutAgent(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, agent)
+}
+
+// listAgents is GET /v1/agents: the latest version of each agent.
+func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) error {
+	agents, err := s.b.ListAgents(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeList(w, agents)
+}
+
+// getAgent is GET /v1/agents/{name}?version=N: that version, or the latest
+// without ?version=.
+func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) error {
+	version, err := queryInt(r, "version", 0, 1, math.MaxInt32)
+	if err != nil {
+		return err
+	}
+	agent, err := s.b.GetAgent(r.Context(), r.PathValue("name"), int(version))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, agent)
+}

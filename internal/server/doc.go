@@ -1,0 +1,43 @@
+// Package server is Longhaul's HTTP API (API.md): JSON endpoints for
+// sessions, turns, events, required actions, effects, checkpoints, artifacts,
+// blobs and agents, a server-sent event stream of each session's journal, and
+// the liveness and readiness probes.
+//
+// It serves a Backend (implemented by the engine) and keeps nothing of its
+// own but idempotency records, which it stores through an IdempotencyStore
+// (store.Store satisfies it).
+//
+// Invariants it keeps:
+//
+//   - Every error response has the shape {"error":{"code","message","field"}}
+//     (longhaultype.ErrorResponse), 404 and 405 from the router included.
+//     Handlers return errors and one function writes them: an
+//     *apierror.Error is shown as it is; anything else is a 500 "internal
+//     error" whose cause goes to the log only. A panicking handler is
+//     recovered, logged and answered with a 500; the server keeps running.
+//   - Request bodies are decoded strictly: unknown fields, wrong types,
+//     malformed JSON, empty bodies and trailing data are 400s naming the
+//     field (a dotted path such as "agent_spec.tools[1].effect") or the byte
+//     offset; bodies over Config.MaxBodyBytes are 413s.
+//   - A POST that creates or decides and carries an Idempotency-Key runs at
+//     most once per (scope, key) on this server, and a repeat with the same
+//     body gets the first 2xx response back byte for byte; the same key with
+//     another body is a 409.
+//   - Access control: with Config.APIKeys set, every /v1/ request needs
+//     "Authorization: Bearer <key>"; with no keys, /v1/ accepts only loopback
+//     peers (127.0.0.0/8, ::1) and answers anyone else 403. The check reads
+//     the TCP peer address, so a reverse proxy on the same host makes every
+//     request look local: configure keys behind a proxy. /healthz and /readyz
+//     are always open.
+//   - The event stream sends each seq of the journal exactly once, in order,
+//     from the resume point (Last-Event-ID, else ?after=, else 0): it
+//     subscribes before it reads, so nothing appended in between is missed.
+//     A stream ends only when its client leaves or Shutdown is called;
+//     register Shutdown with http.Server.RegisterOnShutdown so that
+//     http.Server.Shutdown is not held open by streaming clients.
+//
+// Only cmd (and tests) may import this package. It imports the standard
+// library, longhaultype, internal/apierror and internal/store (for the
+// idempotency record and the store's sentinel errors); never a storage
+// driver or the engine.
+package server

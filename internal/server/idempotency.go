@@ -1,0 +1,274 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// IdempotencyStore keeps the first response to each idempotent request.
+// store.Store satisfies it.
+type IdempotencyStore interface {
+	// IdempotencyGet returns the stored response for (scope, key), or an
+	// error matching store.ErrNotFound.
+	IdempotencyGet(ctx context.Context, scope, key string) (*store.IdempotencyRow, error)
+	// IdempotencyPut stores row; an error matching store.ErrConflict if
+	// (scope, key) exists.
+	IdempotencyPut(ctx context.Context, row *store.IdempotencyRow) error
+}
+
+const (
+	idempotencyKeyHeader = "Idempotency-Key"
+	// replayedHeader marks a response that was replayed from the record.
+	replayedHeader       = "Idempotent-Replayed"
+	maxIdempotencyKeyLen = 255
+)
+
+// idempotent wraps a POST handler that creates or decides. Without an
+// Idempotency-Key header it just runs h. With one, the request's scope is
+// its method, route pattern and path values; if (scope, key) has a record
+// with the same body SHA-256, the recorded status and body are replayed; a
+// record with another body is a 409; otherwise h runs, its response is
+// captured, and a 2xx is recorded before it is sent.
+//
+// Requests with the same scope and key are serialized on this server, so
+// the second waits for the first and replays it. Two servers sharing a
+// store can still both run h; the one that records second gets
+// store.ErrConflict, and then answers with the first one's response (or a
+// 409 if the bodies differ), so clients see one outcome.
+func (s *Server) idempotent(h handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		body, err := readBody(r)
+		if err != nil {
+			return err
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		key, err := idempotencyKey(r)
+		if err != nil {
+			return err
+		}
+		if key == "" {
+			return h(w, r)
+		}
+		scope := idempotencyScope(r)
+		sum := sha256.Sum256(body)
+		bodySum := hex.EncodeToString(sum[:])
+		ctx := r.Context()
+
+		unlock, err := s.idemLocks.lock(ctx, scope+"\x00"+key)
+		if err != nil {
+			return fmt.Errorf("wait for idempotency key: %w", err)
+		}
+		defer unlock()
+
+		if done, err := s.replay(ctx, w, scope, key, bodySum); done || err != nil {
+			return err
+		}
+		rec := newCapture()
+		if err := h(rec, r); err != nil {
+			return err
+		}
+		if rec.status < 200 || rec.status > 299 {
+			rec.sendTo(w)
+			return nil
+		}
+		row := &store.IdempotencyRow{
+			Scope:      scope,
+			Key:        key,
+			BodySHA256: bodySum,
+			Status:     rec.status,
+			Response:   rec.body.Bytes(),
+			CreatedAt:  s.cfg.Now().UTC(),
+		}
+		// The work is done: record it even if the client has gone, so its
+		// retry replays instead of running again.
+		putErr := s.idem.IdempotencyPut(context.WithoutCancel(ctx), row)
+		switch {
+		case putErr == nil:
+		case errors.Is(putErr, store.ErrConflict):
+			s.log.Warn("idempotent request ran on two servers at once; answering with the first response",
+				"scope", scope, "request_id", requestID(r))
+			if done, err := s.replay(context.WithoutCancel(ctx), w, scope, key, bodySum); done || err != nil {
+				return err
+			}
+		default:
+			// The operation succeeded; failing the response would invite a
+			// retry that runs it again.
+			s.log.Error("record idempotent response", "scope", scope, "error", putErr, "request_id", requestID(r))
+		}
+		rec.sendTo(w)
+		return nil
+	}
+}
+
+// replay answers from the record of (scope, key) if there is one: the
+// recorded response for the same body, a 409 for another. done is false
+// when there is no record.
+func (s *Server) replay(ctx context.Context, w http.ResponseWriter, scope, key, bodySum string) (done bool, err error) {
+	row, err := s.idem.IdempotencyGet(ctx, scope, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read idempotency record: %w", err)
+	}
+	if row.BodySHA256 != bodySum {
+		return false, apierror.Conflict("Idempotency-Key %s was already used with a different request body", quoteField(key))
+	}
+	w.Header().Set(replayedHeader, "true")
+	writeJSONBytes(w, row.Status, row.Response)
+	return true, nil
+}
+
+// idempotencyKey returns the request's Idempotency-Key ("" if none), which
+// must be 1 to 255 printable ASCII characters and given once.
+func idempotencyKey(r *http.Request) (string, error) {
+	vals := r.Header.Values(idempotencyKeyHeader)
+	switch {
+	case len(vals) == 0:
+		return "", nil
+	case len(vals) > 1:
+		return "", apierror.Invalid(idempotencyKeyHeader, "header %s is given %d times", idempotencyKeyHeader, len(vals))
+	}
+	key := vals[0]
+	if key == "" || len(key) > maxIdempotencyKeyLen {
+		return "", apierror.Invalid(idempotencyKeyHeader, "header %s must be 1 to %d characters long", idempotencyKeyHeader, maxIdempotencyKeyLen)
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return "", apierror.Invalid(idempotencyKeyHeader, "header %s must be printable ASCII", idempotencyKeyHeader)
+		}
+	}
+	return key, nil
+}
+
+// idempotencyScope is the method and route pattern with the request's path
+// values, e.g. "POST /v1/sessions/{id}/turns id=ses_1": the same key on
+// another session (or another endpoint) is another request.
+func idempotencyScope(r *http.Request) string {
+	var b strings.Builder
+	b.WriteString(r.Pattern)
+	for _, name := range wildcardNames(r.Pattern) {
+		b.WriteString(" ")
+		b.WriteString(name)
+		b.WriteString("=")
+		b.WriteString(url.PathEscape(r.PathValue(name)))
+	}
+	return b.String()
+}
+
+// wildcardNames returns the {name} and {name...} wildcards of a ServeMux
+// pattern, in order.
+func wildcardNames(pattern string) []string {
+	var names []string
+	for {
+		open := strings.IndexByte(pattern, '{')
+		if open < 0 {
+			return names
+		}
+		end := strings.IndexByte(pattern[open:], '}')
+		if end < 0 {
+			return names
+		}
+		name := strings.TrimSuffix(pattern[open+1:open+end], "...")
+		if name != "$" {
+			names = append(names, name)
+		}
+		pattern = pattern[open+end+1:]
+	}
+}
+
+// capture is a ResponseWriter that holds a response until it is recorded.
+type capture struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func newCapture() *capture { return &capture{header: make(http.Header)} }
+
+func (c *capture) Header() http.Header { return c.header }
+
+func (c *capture) WriteHeader(code int) {
+	if c.status == 0 {
+		c.status = code
+	}
+}
+
+func (c *capture) Write(p []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	return c.body.Write(p)
+}
+
+func (c *capture) headerWritten() bool { return c.status != 0 }
+
+// sendTo writes the captured response to w.
+func (c *capture) sendTo(w http.ResponseWriter) {
+	h := w.Header()
+	for k, v := range c.header {
+		h[k] = v
+	}
+	status := c.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(c.body.Bytes())
+}
+
+// keyedMutex is a set of mutexes by key, created on demand and dropped when
+// nobody holds or waits for them.
+type keyedMutex struct {
+	mu sync.Mutex
+	m  map[string]*keyedLock
+}
+
+type keyedLock struct {
+	sem  chan struct{} // capacity 1: holding the lock is having sent
+	refs int           // holders and waiters
+}
+
+// lock acquires key's mutex, or returns ctx's error if ctx ends first.
+func (k *keyedMutex) lock(ctx context.Context, key string) (unlock func(), err error) {
+	k.mu.Lock()
+	l := k.m[key]
+	if l == nil {
+		l = &keyedLock{sem: make(chan struct{}, 1)}
+		k.m[key] = l
+	}
+	l.refs++
+	k.mu.Unlock()
+
+	select {
+	case l.sem <- struct{}{}:
+		return func() {
+			<-l.sem
+			k.release(key, l)
+		}, nil
+	case <-ctx.Done():
+		k.release(key, l)
+		return nil, ctx.Err()
+	}
+}
+
+func (k *keyedMutex) release(key string, l *keyedLock) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	l.refs--
+	if l.refs == 0 {
+		delete(k.m, key)
+	}
+}

@@ -1,0 +1,299 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path"
+	"runtime/debug"
+	"strings"
+	"time"
+)
+
+// Config tunes a Server. The zero value (and a nil *Config) means defaults.
+type Config struct {
+	// APIKeys are the bearer tokens accepted on /v1/ ("Authorization: Bearer
+	// <key>"). Default: none, and then /v1/ answers loopback peers only
+	// (127.0.0.0/8 and ::1) and anyone else 403. Keys must not be empty.
+	APIKeys []string
+	// MaxBodyBytes bounds a request body; a larger body is a 413. Default
+	// 1 MiB.
+	MaxBodyBytes int64
+	// PingInterval is how often an event stream sends a ": ping" comment
+	// (and re-reads the journal, in case a notification was lost). Default
+	// 15 s.
+	PingInterval time.Duration
+	// Logger receives internal errors and recovered panics (error level) and
+	// one line per request (debug level). Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock used for idempotency records and request durations.
+	// Default time.Now.
+	Now func() time.Time
+}
+
+// Defaults.
+const (
+	DefaultMaxBodyBytes = 1 << 20
+	DefaultPingInterval = 15 * time.Second
+)
+
+// Validate reports the first invalid field of c, naming it. A nil Config is
+// valid.
+func (c *Config) Validate() error {
+	if c == nil {
+		return nil
+	}
+	for i, k := range c.APIKeys {
+		if strings.TrimSpace(k) == "" {
+			return fmt.Errorf("server config: APIKeys[%d] is empty", i)
+		}
+		if strings.ContainsAny(k, " \t\r\n") {
+			return fmt.Errorf("server config: APIKeys[%d] contains whitespace", i)
+		}
+	}
+	if c.MaxBodyBytes < 0 {
+		return fmt.Errorf("server config: MaxBodyBytes is negative (%d)", c.MaxBodyBytes)
+	}
+	if c.PingInterval < 0 {
+		return fmt.Errorf("server config: PingInterval is negative (%s)", c.PingInterval)
+	}
+	return nil
+}
+
+// withDefaults returns a copy of c with every zero field set to its default.
+func (c *Config) withDefaults() Config {
+	var out Config
+	if c != nil {
+		out = *c
+		out.APIKeys = append([]string(nil), c.APIKeys...)
+	}
+	if out.MaxBodyBytes == 0 {
+		out.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if out.PingInterval == 0 {
+		out.PingInterval = DefaultPingInterval
+	}
+	if out.Logger == nil {
+		out.Logger = slog.Default()
+	}
+	if out.Now == nil {
+		out.Now = time.Now
+	}
+	return out
+}
+
+// Server is the HTTP API. It is an http.Handler; mount it at the root.
+type Server struct {
+	b    Backend
+	idem IdempotencyStore
+	cfg  Config
+	log  *slog.Logger
+	mux  *http.ServeMux
+	keys [][32]byte // SHA-256 of each API key, so comparisons take equal time
+
+	// base ends when Shutdown is called; event streams watch it.
+	base     context.Context
+	shutdown context.CancelCauseFunc
+
+	// newTicker makes the ping ticker of an event stream; tests replace it
+	// to send pings on demand instead of waiting for PingInterval.
+	newTicker func(d time.Duration) (tick <-chan time.Time, stop func())
+
+	// idemLocks serializes requests that share an idempotency scope and key.
+	idemLocks keyedMutex
+}
+
+// errShuttingDown is the cause of the base context after Shutdown.
+var errShuttingDown = errors.New("server is shutting down")
+
+// New returns a Server serving b, keeping idempotency records in idem. cfg
+// may be nil (defaults). It panics if b or idem is nil or cfg is invalid
+// (see Config.Validate): those are wiring mistakes, not runtime conditions.
+func New(b Backend, idem IdempotencyStore, cfg *Config) *Server {
+	if b == nil {
+		panic("server: nil Backend")
+	}
+	if idem == nil {
+		panic("server: nil IdempotencyStore")
+	}
+	if err := cfg.Validate(); err != nil {
+		panic(err.Error())
+	}
+	c := cfg.withDefaults()
+	s := &Server{
+		b:         b,
+		idem:      idem,
+		cfg:       c,
+		log:       c.Logger,
+		mux:       http.NewServeMux(),
+		newTicker: realTicker,
+		idemLocks: keyedMutex{m: make(map[string]*keyedLock)},
+	}
+	s.keys = hashKeys(c.APIKeys)
+	s.base, s.shutdown = context.WithCancelCause(context.Background())
+	s.routes()
+	return s
+}
+
+// routes registers every endpoint. Patterns are Go 1.22 ServeMux patterns;
+// GET patterns answer HEAD too.
+func (s *Server) routes() {
+	s.handle("GET /healthz", s.healthz)
+	s.handle("GET /readyz", s.readyz)
+
+	s.handle("POST /v1/sessions", s.idempotent(s.createSession))
+	s.handle("GET /v1/sessions", s.listSessions)
+	s.handle("GET /v1/sessions/{id}", s.getSession)
+	s.handle("POST /v1/sessions/{id}/turns", s.idempotent(s.createTurn))
+	s.handle("GET /v1/sessions/{id}/turns", s.listTurns)
+	s.handle("GET /v1/sessions/{id}/turns/{turn_id}", s.getTurn)
+	s.handle("POST /v1/sessions/{id}/cancel", s.idempotent(s.cancelSession))
+	s.handle("GET /v1/sessions/{id}/events", s.listEvents)
+	s.handle("GET /v1/sessions/{id}/events/stream", s.streamEvents)
+	s.handle("GET /v1/sessions/{id}/actions", s.listActions)
+	s.handle("POST /v1/sessions/{id}/actions/{action_id}", s.idempotent(s.decideAction))
+	s.handle("GET /v1/sessions/{id}/effects", s.listEffects)
+	s.handle("GET /v1/sessions/{id}/checkpoints", s.listCheckpoints)
+	s.handle("GET /v1/sessions/{id}/artifacts", s.listArtifacts)
+
+	s.handle("GET /v1/artifacts/{id}", s.getArtifact)
+	s.handle("GET /v1/artifacts/{id}/content", s.artifactContent)
+	s.handle("GET /v1/blobs/{sha256}", s.getBlob)
+
+	s.handle("POST /v1/agents", s.idempotent(s.putAgent))
+	s.handle("GET /v1/agents", s.listAgents)
+	s.handle("GET /v1/agents/{name}", s.getAgent)
+}
+
+// handlerFunc is an endpoint: it writes a response, or returns an error that
+// writeError turns into one.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+func (s *Server) handle(pattern string, h handlerFunc) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// Shutdown ends every open event stream and makes new streams and /readyz
+// answer 503, so that http.Server.Shutdown (which waits for active requests)
+// is not held open by streaming clients. Register it with
+// http.Server.RegisterOnShutdown. It returns at once and is safe to call more
+// than once.
+func (s *Server) Shutdown() {
+	s.shutdown(errShuttingDown)
+}
+
+type ctxKey int
+
+const requestIDKey ctxKey = iota
+
+// requestID returns the id ServeHTTP gave r (it is also the X-Request-Id
+// response header), so a 500's log line can be found from the response.
+func requestID(r *http.Request) string {
+	id, _ := r.Context().Value(requestIDKey).(string)
+	return id
+}
+
+func newRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
+
+// ServeHTTP authenticates /v1/ requests, routes, answers unrouted requests
+// with 404/405 in the API error shape, and recovers handler panics.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := s.cfg.Now()
+	rid := newRequestID()
+	r = r.WithContext(context.WithValue(r.Context(), requestIDKey, rid))
+	rw := &responseWriter{ResponseWriter: w}
+	rw.Header().Set("X-Request-Id", rid)
+	rw.Header().Set("X-Content-Type-Options", "nosniff")
+
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler { // net/http's way to abort a response: let it through
+				panic(p)
+			}
+			s.log.Error("handler panicked", "method", r.Method, "path", r.URL.Path, "request_id", rid,
+				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			if !rw.wroteHeader {
+				// Written directly: writeError would log the panic a second time.
+				_ = writeJSON(rw, http.StatusInternalServerError, internalBody())
+			}
+		}
+		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rw.statusCode(),
+			"duration", s.cfg.Now().Sub(start), "request_id", rid)
+	}()
+
+	if r.Body != nil {
+		// The unwrapped writer: net/http then also closes the connection
+		// after a 413, rather than reading the rest of a huge body.
+		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	}
+	if isAPIPath(r.URL.Path) {
+		if err := s.authorize(rw, r); err != nil {
+			s.writeError(rw, r, err)
+			return
+		}
+	}
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		s.writeError(rw, r, s.unrouted(rw, r))
+		return
+	}
+	s.mux.ServeHTTP(rw, r)
+}
+
+// isAPIPath reports whether p (cleaned, as the router will see it) is under
+// /v1, where access control applies.
+func isAPIPath(p string) bool {
+	p = path.Clean("/" + p)
+	return p == "/v1" || strings.HasPrefix(p, "/v1/")
+}
+
+// responseWriter records whether and with what status the header was
+// written (for the recovery path and the access log). Unwrap lets
+// http.ResponseController reach the connection's Flush and deadlines.
+type responseWriter struct {
+	http.ResponseWriter
+	wroteHeader bool
+	status      int
+}
+
+func (w *responseWriter) WriteHeader(code int) {
+	if !w.wroteHeader && code >= 200 {
+		w.wroteHeader = true
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *responseWriter) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *responseWriter) headerWritten() bool { return w.wroteHeader }
+
+func (w *responseWriter) statusCode() int {
+	if !w.wroteHeader {
+		return http.StatusOK
+	}
+	return w.status
+}
+
+func realTicker(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
+}

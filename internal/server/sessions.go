@@ -1,0 +1,136 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// sessionStatuses are the values ?status= may take on GET /v1/sessions.
+var sessionStatuses = []string{
+	string(lt.SessionQueued), string(lt.SessionRunning), string(lt.SessionRequiresAction),
+	string(lt.SessionWaiting), string(lt.SessionIdle), string(lt.SessionFailed), string(lt.SessionCancelled),
+}
+
+// createSession is POST /v1/sessions: 201 with the new session.
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	req, err := decodeCreateSession(body)
+	if err != nil {
+		return err
+	}
+	sess, err := s.b.CreateSession(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, sess)
+}
+
+// listSessions is GET /v1/sessions?status=&agent=&parent_id=&cursor=&limit=,
+// newest first.
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
+	var p ListSessionsParams
+	var err error
+	if p.Status, err = queryEnum(r, "status", sessionStatuses...); err != nil {
+		return err
+	}
+	if p.Agent, err = queryString(r, "agent"); err != nil {
+		return err
+	}
+	if p.ParentID, err = queryString(r, "parent_id"); err != nil {
+		return err
+	}
+	if p.Cursor, err = queryString(r, "cursor"); err != nil {
+		return err
+	}
+	if p.Limit, err = queryLimit(r); err != nil {
+		return err
+	}
+	list, err := s.b.ListSessions(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	if list == nil {
+		return errors.New("list sessions: backend returned no list")
+	}
+	if list.Data == nil {
+		list.Data = []lt.Session{}
+	}
+	return writeJSON(w, http.StatusOK, list)
+}
+
+// getSession is GET /v1/sessions/{id}.
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
+	sess, err := s.b.GetSession(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, sess)
+}
+
+// createTurn is POST /v1/sessions/{id}/turns: 201 with the new turn (queued
+// behind a running one, if any).
+func (s *Server) createTurn(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	req, err := decodeCreateTurn(body)
+	if err != nil {
+		return err
+	}
+	turn, err := s.b.CreateTurn(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, turn)
+}
+
+// listTurns is GET /v1/sessions/{id}/turns, oldest first.
+func (s *Server) listTurns(w http.ResponseWriter, r *http.Request) error {
+	turns, err := s.b.ListTurns(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeList(w, turns)
+}
+
+// getTurn is GET /v1/sessions/{id}/turns/{turn_id}.
+func (s *Server) getTurn(w http.ResponseWriter, r *http.Request) error {
+	turn, err := s.b.GetTurn(r.Context(), r.PathValue("id"), r.PathValue("turn_id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, turn)
+}
+
+// cancelSession is POST /v1/sessions/{id}/cancel: 200 with the session (the
+// running turn stops at its next safe point).
+func (s *Server) cancelSession(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	req, err := decodeCancel(body)
+	if err != nil {
+		return err
+	}
+	sess, err := s.b.CancelSession(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, sess)
+}
+
+// writeList writes items in the list envelope of an endpoint that returns
+// everything at once (next_cursor is always null).
+func writeList[T any](w http.ResponseWriter, items []T) error {
+	if items == nil {
+		items = []T{}
+	}
+	return writeJSON(w, http.StatusOK, lt.List[T]{Data: items})
+}

@@ -1,0 +1,68 @@
+package tool
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"strconv"
+
+	"github.com/longhaul-dev/longhaul/internal/workspace"
+)
+
+// Builtins returns the built-in workspace tools of API.md with their default
+// settings: shell, read_file, write_file, edit_file and list_files.
+func Builtins() []Tool {
+	return []Tool{&Shell{}, &ReadFile{}, &WriteFile{}, &EditFile{}, &ListFiles{}}
+}
+
+// decodeArguments validates call.Arguments against t's schema and decodes
+// them into v (numbers as json.Number, so integers written as 5.0 survive).
+// A problem is returned as the Result the model sees.
+func decodeArguments(t Tool, call *Call, v any) *Result {
+	args := call.Arguments
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage("{}")
+	}
+	if err := ValidateArguments(t.Parameters(), args); err != nil {
+		return &Result{Error: err.Error()}
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return &Result{Error: "arguments: " + err.Error()}
+	}
+	return nil
+}
+
+// intArgument converts an integer argument that the schema has already
+// checked. JSON Schema counts 5.0 and 5e2 as integers, which strconv does
+// not, hence the exact big.Float fallback.
+func intArgument(field string, n json.Number) (int64, error) {
+	if i, err := strconv.ParseInt(n.String(), 10, 64); err == nil {
+		return i, nil
+	}
+	f, _, err := big.ParseFloat(n.String(), 10, 0, big.ToNearestEven)
+	if err != nil || !f.IsInt() {
+		return 0, &FieldError{Field: docArguments + "." + field, Pointer: "/" + field, Message: "must be an integer, got " + n.String()}
+	}
+	i, acc := f.Int64()
+	if acc != big.Exact {
+		return 0, &FieldError{Field: docArguments + "." + field, Pointer: "/" + field, Message: "is out of range"}
+	}
+	return i, nil
+}
+
+// openWorkspace opens the call's workspace. Failing to is the engine's
+// problem (the workspace should exist), so it is a Go error, not a Result.
+func openWorkspace(call *Call) (*workspace.Dir, error) {
+	if call.Workspace == "" {
+		return nil, errors.New("open workspace: call has no workspace")
+	}
+	d, err := workspace.Open(call.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace of session %s: %w", call.SessionID, err)
+	}
+	return d, nil
+}

@@ -1,0 +1,31 @@
+// Package tool defines the interface every tool implements (a name, a JSON
+// schema for its arguments, a default effect class, and Run) and the
+// built-in workspace tools of API.md: shell, read_file, write_file,
+// edit_file and list_files (Builtins). The engine adds finish, function tools
+// and the others itself.
+//
+// It also owns the two encodings the engine binds decisions to: argument
+// validation against a tool's JSON schema (ValidateArguments, CompileSchema),
+// whose errors name the offending field, and canonical JSON
+// (CanonicalJSON, ArgumentsSHA256), the form whose SHA-256 an approval and an
+// effect ledger row are bound to.
+//
+// Invariants kept by the built-ins:
+//   - Every tool validates its arguments before doing anything; a problem is
+//     a Result.Error naming the field ("arguments.timeout_seconds: must be
+//     <= 600"), never a panic.
+//   - File tools never touch anything outside the session's workspace: every
+//     path goes through internal/workspace, which resolves it with os.Root, so
+//     "..", absolute paths and symlinks that lead out are tool errors.
+//   - write_file and edit_file are idempotent: the engine re-runs them after a
+//     crash with the same arguments, and a re-run leaves the same file and
+//     returns the same output.
+//   - shell runs its command in a process group of its own, with a scrubbed
+//     environment; the group is killed when the command ends, times out or
+//     is cancelled, and on Linux the kernel kills the command if the server
+//     dies, so no orphan keeps writing after the call is over. Captured output is
+//     bounded whatever the command prints.
+//
+// It imports longhaultype, internal/workspace and the JSON Schema library;
+// the engine and the root library import it.
+package tool

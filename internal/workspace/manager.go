@@ -1,0 +1,121 @@
+package workspace
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// maxSessionIDLen keeps a session directory name well below the 255-byte
+// file name limit of common file systems.
+const maxSessionIDLen = 128
+
+// Manager creates, finds and removes session workspaces under one root
+// directory. It holds no state beyond the root, so any number of Managers on
+// the same root (one per process, say) agree.
+type Manager struct {
+	root string
+}
+
+// New returns a Manager for root, creating the directory (0700) if needed.
+// root may be relative; the Manager keeps its absolute form.
+func New(root string) (*Manager, error) {
+	if root == "" {
+		return nil, errors.New("new workspace manager: root is empty")
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("new workspace manager: %w", err)
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return nil, fmt.Errorf("new workspace manager: %w", err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("new workspace manager: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("new workspace manager: %s is not a directory", abs)
+	}
+	return &Manager{root: abs}, nil
+}
+
+// Root returns the absolute root directory.
+func (m *Manager) Root() string { return m.root }
+
+// ValidateSessionID reports whether id may name a workspace directory: 1 to
+// 128 characters from [A-Za-z0-9_-]. Those characters cannot form a path
+// separator or "..", so a valid id never escapes the root.
+func ValidateSessionID(id string) error {
+	if id == "" {
+		return errors.New("session id is empty")
+	}
+	if len(id) > maxSessionIDLen {
+		return fmt.Errorf("session id is longer than %d characters", maxSessionIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+		if !ok {
+			return fmt.Errorf("session id %q contains %q: only letters, digits, '_' and '-' are allowed", id, rune(c))
+		}
+	}
+	return nil
+}
+
+// Ensure creates the workspace of sessionID (0700) if it does not exist and
+// returns its absolute path. It refuses an existing entry that is not a
+// directory, including a symlink, so a workspace is always a real directory
+// under the root.
+func (m *Manager) Ensure(sessionID string) (string, error) {
+	if err := ValidateSessionID(sessionID); err != nil {
+		return "", fmt.Errorf("ensure workspace: %w", err)
+	}
+	dir := filepath.Join(m.root, sessionID)
+	err := os.Mkdir(dir, 0o700)
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("ensure workspace %s: %w", sessionID, err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return "", fmt.Errorf("ensure workspace %s: %w", sessionID, err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("ensure workspace %s: %s exists and is not a directory", sessionID, dir)
+	}
+	return dir, nil
+}
+
+// Path returns the absolute path the workspace of sessionID has (or would
+// have), or "" if sessionID is not valid (see ValidateSessionID). It does not
+// touch the file system.
+func (m *Manager) Path(sessionID string) string {
+	if ValidateSessionID(sessionID) != nil {
+		return ""
+	}
+	return filepath.Join(m.root, sessionID)
+}
+
+// Open ensures the workspace of sessionID exists and opens it.
+func (m *Manager) Open(sessionID string) (*Dir, error) {
+	dir, err := m.Ensure(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return Open(dir)
+}
+
+// Remove deletes the workspace of sessionID and everything in it. Removing a
+// workspace that does not exist is not an error. Symlinks inside are removed,
+// never followed.
+func (m *Manager) Remove(sessionID string) error {
+	if err := ValidateSessionID(sessionID); err != nil {
+		return fmt.Errorf("remove workspace: %w", err)
+	}
+	if err := os.RemoveAll(filepath.Join(m.root, sessionID)); err != nil {
+		return fmt.Errorf("remove workspace %s: %w", sessionID, err)
+	}
+	return nil
+}
