@@ -1,0 +1,345 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/longhaul-dev/longhaul/internal/engine"
+	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/model/scripted"
+	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
+	"github.com/longhaul-dev/longhaul/internal/tool"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// Config sets the size of a run.
+type Config struct {
+	// Dir holds the database and workspaces. Required.
+	Dir string
+	// Sessions run concurrently. Default: 1.
+	Sessions int
+	// Steps is the number of agent steps per session (one model call and one
+	// no-op read tool call each). Default: 10.
+	Steps int
+	// Rounds repeats the batch of sessions to gather enough samples. Default: 1.
+	Rounds int
+	// Workers is the engine's worker pool size. Default: max(Sessions, 32).
+	Workers int
+}
+
+// Result is one measured run.
+type Result struct {
+	Sessions       int
+	Steps          int // agent steps completed in total
+	Elapsed        time.Duration
+	StepsPerSecond float64
+	P50, P99       time.Duration // per-step overhead
+	CommitsPerStep float64
+	RSSBytes       int64
+}
+
+// noop is a read-only tool that does nothing: the benchmark measures the
+// engine, not a tool.
+type noop struct{}
+
+func (noop) Name() string                { return "noop" }
+func (noop) Description() string         { return "Does nothing." }
+func (noop) Parameters() json.RawMessage { return json.RawMessage(`{"type":"object"}`) }
+func (noop) Effect() lt.EffectClass      { return lt.EffectRead }
+func (noop) Run(context.Context, *tool.Call) (*tool.Result, error) {
+	return &tool.Result{Output: "ok"}, nil
+}
+
+type rig struct {
+	st  *sqlite.Store
+	eng *engine.Engine
+}
+
+func open(ctx context.Context, dir string, workers int) (*rig, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "bench.db"), nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.Migrate(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	eng, err := engine.New(st, &engine.Config{
+		WorkspaceRoot: filepath.Join(dir, "workspaces"),
+		Providers:     map[string]model.Provider{"scripted": scripted.New(nil)},
+		Tools:         append(tool.Builtins(), noop{}),
+		MaxWorkers:    workers,
+		PollInterval:  50 * time.Millisecond,
+	})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if err := eng.Start(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &rig{st: st, eng: eng}, nil
+}
+
+func (r *rig) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = r.eng.Stop(ctx)
+	_ = r.st.Close()
+}
+
+func stepsScript(steps int) json.RawMessage {
+	var b strings.Builder
+	b.WriteString("[")
+	for i := 0; i < steps-1; i++ {
+		b.WriteString(`{"tool_calls":[{"name":"noop","arguments":{}}],"usage":{"input_tokens":100,"output_tokens":10}},`)
+	}
+	b.WriteString(`{"text":"done","usage":{"input_tokens":100,"output_tokens":10}}]`)
+	return json.RawMessage(b.String())
+}
+
+// Run measures cfg.Sessions concurrent sessions of cfg.Steps steps each.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Dir == "" {
+		return nil, fmt.Errorf("bench: Dir is required")
+	}
+	cfg.Sessions = max(cfg.Sessions, 1)
+	if cfg.Steps <= 0 {
+		cfg.Steps = 10
+	}
+	cfg.Rounds = max(cfg.Rounds, 1)
+	if cfg.Workers <= 0 {
+		cfg.Workers = max(cfg.Sessions, 32)
+	}
+	r, err := open(ctx, cfg.Dir, cfg.Workers)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	spec := &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Script: stepsScript(cfg.Steps)},
+		Tools: []lt.ToolSpec{{Name: "noop"}}, MaxSteps: cfg.Steps + 1,
+	}
+	commits0 := r.st.Stats().Commits
+	var ids []string
+	start := time.Now()
+	for round := 0; round < cfg.Rounds; round++ {
+		// Sessions are created concurrently, as independent clients would.
+		batch := make([]string, cfg.Sessions)
+		errs := make([]error, cfg.Sessions)
+		var wg sync.WaitGroup
+		for i := range batch {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s, err := r.eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: spec, Input: "benchmark"})
+				if err == nil {
+					batch[i] = s.ID
+				}
+				errs[i] = err
+			}()
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return nil, err
+			}
+		}
+		if err := waitIdle(ctx, r.eng, batch); err != nil {
+			return nil, err
+		}
+		ids = append(ids, batch...)
+	}
+	elapsed := time.Since(start)
+	commits := r.st.Stats().Commits - commits0
+	gaps, err := stepGaps(ctx, r.eng, ids)
+	if err != nil {
+		return nil, err
+	}
+	total := len(ids) * cfg.Steps
+	res := &Result{
+		Sessions: len(ids), Steps: total, Elapsed: elapsed,
+		StepsPerSecond: float64(total) / elapsed.Seconds(),
+		CommitsPerStep: float64(commits) / float64(total),
+		RSSBytes:       rss(),
+	}
+	res.P50, res.P99 = percentile(gaps, 0.50), percentile(gaps, 0.99)
+	return res, nil
+}
+
+func waitIdle(ctx context.Context, eng *engine.Engine, ids []string) error {
+	for _, id := range ids {
+		for {
+			s, err := eng.GetSession(ctx, id)
+			if err != nil {
+				return err
+			}
+			if s.Status == lt.SessionIdle {
+				break
+			}
+			if s.Status == lt.SessionFailed || s.Status == lt.SessionCancelled {
+				return fmt.Errorf("session %s ended %s", id, s.Status)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// stepGaps returns, for every step, the time from its model request to the
+// next step's (or to the turn's end): the engine's whole per-step cost,
+// since the scripted model and the no-op tool take no time of their own.
+func stepGaps(ctx context.Context, eng *engine.Engine, ids []string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, id := range ids {
+		evs, err := eng.ListEvents(ctx, id, 0, 10000)
+		if err != nil {
+			return nil, err
+		}
+		var last time.Time
+		for _, ev := range evs {
+			if ev.Type != lt.EventModelRequested && ev.Type != lt.EventTurnCompleted {
+				continue
+			}
+			if !last.IsZero() {
+				out = append(out, ev.Time.Sub(last))
+			}
+			last = ev.Time
+		}
+	}
+	return out, nil
+}
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	slices.Sort(d)
+	return d[min(len(d)-1, int(float64(len(d))*p))]
+}
+
+// WaitResult is the memory held by sessions waiting on a required action.
+type WaitResult struct {
+	Sessions         int
+	RSSBytes         int64 // whole process, after GC
+	GoroutinesBefore int
+	GoroutinesAfter  int
+}
+
+// Waiting creates n sessions that each stop on a function_call action, waits
+// until all are requires_action, and reports the process's RSS and goroutine
+// count: waiting sessions must hold no goroutine (DESIGN.md principle 7).
+func Waiting(ctx context.Context, dir string, n int) (*WaitResult, error) {
+	r, err := open(ctx, dir, 32)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	before := runtime.NumGoroutine()
+	spec := &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Script: json.RawMessage(`[{"tool_calls":[{"name":"approve_refund","arguments":{"amount":10}}]},{"text":"done"}]`)},
+		Tools: []lt.ToolSpec{{Name: "approve_refund", Type: "function"}},
+	}
+	ids := make([]string, 0, n)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				if len(ids) >= n {
+					mu.Unlock()
+					return
+				}
+				mu.Unlock()
+				s, err := r.eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: spec, Input: "refund"})
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				ids = append(ids, s.ID)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return nil, err
+	default:
+	}
+	for _, id := range ids {
+		for {
+			s, err := r.eng.GetSession(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			if s.Status == lt.SessionRequiresAction {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	runtime.GC()
+	return &WaitResult{Sessions: len(ids), RSSBytes: rss(), GoroutinesBefore: before, GoroutinesAfter: runtime.NumGoroutine()}, nil
+}
+
+// rss returns the process's resident set size (Linux), or 0.
+func rss() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(rest)
+			if len(f) >= 1 {
+				kb, _ := strconv.ParseInt(f[0], 10, 64)
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
+
+// Print writes the report table.
+func Print(w io.Writer, runs []*Result, wait *WaitResult) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "sessions\tsteps\tagent-steps/s\tp50 step\tp99 step\tcommits/step\tRSS MiB\t")
+	for _, r := range runs {
+		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%s\t%s\t%.2f\t%.1f\t\n", r.Sessions, r.Steps, r.StepsPerSecond,
+			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.CommitsPerStep, float64(r.RSSBytes)/(1<<20))
+	}
+	tw.Flush()
+	if wait != nil {
+		fmt.Fprintf(w, "\n%d sessions waiting on a required action: RSS %.1f MiB, goroutines %d before, %d after\n",
+			wait.Sessions, float64(wait.RSSBytes)/(1<<20), wait.GoroutinesBefore, wait.GoroutinesAfter)
+	}
+}

@@ -1,0 +1,13 @@
+// Package bench measures the engine's core loop on a real store: agent steps
+// per second for one session in sequence and for many concurrent sessions,
+// per-step overhead percentiles, store commits per step, and the memory that
+// thousands of sessions waiting on a required action hold.
+//
+// It drives the real engine with the scripted provider and a no-op read
+// tool, so what it measures is Longhaul's own overhead: journal appends
+// (with synchronous=FULL), projections, leases and scheduling. The
+// `longhaul bench` command prints its report; benchmarks in this package
+// run the same code under `go test -bench`.
+//
+// It imports the engine, the scripted provider and the SQLite driver.
+package bench

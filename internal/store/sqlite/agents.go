@@ -1,0 +1,114 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// AgentInsert stores one version of an agent; store.ErrConflict if that
+// version exists.
+func (s *Store) AgentInsert(ctx context.Context, p *store.AgentInsertParams) (*store.AgentRow, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	if err := checkAgentInsert(p); err != nil {
+		return nil, fmt.Errorf("insert agent: %w", err)
+	}
+	row := &store.AgentRow{
+		Name:      p.Name,
+		Version:   p.Version,
+		Spec:      p.Spec,
+		CreatedAt: fromMicros(toMicros(p.CreatedAt)),
+	}
+	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+		_, err := w.exec(`INSERT INTO agents (name, version, spec, created_at) VALUES (?, ?, ?, ?)`,
+			p.Name, p.Version, jsonText(p.Spec), toMicros(p.CreatedAt))
+		return nil, mapErr(err)
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("insert agent %s version %d: %w", p.Name, p.Version, err)
+	}
+	return row, nil
+}
+
+func checkAgentInsert(p *store.AgentInsertParams) error {
+	if p == nil {
+		return errors.New("params are nil")
+	}
+	if err := checkID("name", p.Name); err != nil {
+		return err
+	}
+	if p.Version < 1 {
+		return fmt.Errorf("version must be at least 1, got %d", p.Version)
+	}
+	if err := checkJSON("spec", p.Spec); err != nil {
+		return err
+	}
+	return checkTime("created_at", p.CreatedAt)
+}
+
+const agentColumns = `name, version, spec, created_at`
+
+func scanAgent(sc interface{ Scan(...any) error }) (*store.AgentRow, error) {
+	var (
+		a       store.AgentRow
+		spec    sql.NullString
+		created int64
+	)
+	if err := sc.Scan(&a.Name, &a.Version, &spec, &created); err != nil {
+		return nil, err
+	}
+	a.Spec = fromJSONText(spec)
+	a.CreatedAt = fromMicros(created)
+	return &a, nil
+}
+
+// AgentGet returns one version of an agent, or its latest for version 0.
+func (s *Store) AgentGet(ctx context.Context, name string, version int) (*store.AgentRow, error) {
+	if err := checkID("name", name); err != nil {
+		return nil, fmt.Errorf("get agent: %w", err)
+	}
+	if version < 0 {
+		return nil, fmt.Errorf("get agent %s: version must not be negative, got %d", name, version)
+	}
+	var (
+		row *sql.Row
+		err error
+	)
+	if version == 0 {
+		row, err = s.queryRow(ctx, `SELECT `+agentColumns+` FROM agents WHERE name = ? ORDER BY version DESC LIMIT 1`, name)
+	} else {
+		row, err = s.queryRow(ctx, `SELECT `+agentColumns+` FROM agents WHERE name = ? AND version = ?`, name, version)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get agent %s version %d: %w", name, version, err)
+	}
+	a, err := scanAgent(row)
+	if err != nil {
+		return nil, fmt.Errorf("get agent %s version %d: %w", name, version, s.readErr(err))
+	}
+	return a, nil
+}
+
+// AgentList returns the latest version of each agent, by name.
+func (s *Store) AgentList(ctx context.Context) ([]*store.AgentRow, error) {
+	var out []*store.AgentRow
+	err := s.query(ctx, func(rows *sql.Rows) error {
+		a, err := scanAgent(rows)
+		if err != nil {
+			return err
+		}
+		out = append(out, a)
+		return nil
+	}, `SELECT `+agentColumns+` FROM agents a
+WHERE version = (SELECT max(version) FROM agents b WHERE b.name = a.name)
+ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,155 @@
+package sqlite
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// checkBlob requires digest to be the lowercase hex SHA-256 of data: a blob
+// stored under the wrong key would be served as other content forever.
+func checkBlob(field, digest string, data []byte) error {
+	if err := checkSHA256(field, digest); err != nil {
+		return err
+	}
+	if hexSHA256(data) != digest {
+		return fmt.Errorf("%s %s is not the SHA-256 of the data", field, digest)
+	}
+	return nil
+}
+
+func hexSHA256(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+func checkBlobs(blobs []store.BlobWrite) error {
+	for i := range blobs {
+		if err := checkBlob(fmt.Sprintf("blobs[%d].sha256", i), blobs[i].SHA256, blobs[i].Data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// insertBlobs stores blobs that are not stored yet (content addressing makes
+// an existing one identical).
+func (w *writer) insertBlobs(blobs []store.BlobWrite) error {
+	for i := range blobs {
+		b := &blobs[i]
+		data := b.Data
+		if data == nil {
+			data = []byte{} // an empty blob, not NULL
+		}
+		if _, err := w.exec(`INSERT OR IGNORE INTO blobs (sha256, size, data) VALUES (?, ?, ?)`,
+			b.SHA256, len(data), data); err != nil {
+			return fmt.Errorf("insert blob %s: %w", b.SHA256, mapErr(err))
+		}
+	}
+	return nil
+}
+
+// BlobPut stores data under its SHA-256 (lowercase hex), which must match.
+// Storing a blob again is a no-op.
+func (s *Store) BlobPut(ctx context.Context, sha256Hex string, data []byte) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if err := checkBlob("sha256", sha256Hex, data); err != nil {
+		return fmt.Errorf("put blob: %w", err)
+	}
+	blobs := []store.BlobWrite{{SHA256: sha256Hex, Data: data}}
+	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+		return nil, w.insertBlobs(blobs)
+	}})
+	if err != nil {
+		return fmt.Errorf("put blob %s: %w", sha256Hex, err)
+	}
+	return nil
+}
+
+// BlobGet returns the bytes stored under a digest; store.ErrNotFound if none.
+func (s *Store) BlobGet(ctx context.Context, sha256Hex string) ([]byte, error) {
+	if err := checkSHA256("sha256", sha256Hex); err != nil {
+		return nil, fmt.Errorf("get blob: %w", err)
+	}
+	row, err := s.queryRow(ctx, `SELECT data FROM blobs WHERE sha256 = ?`, sha256Hex)
+	if err != nil {
+		return nil, fmt.Errorf("get blob %s: %w", sha256Hex, err)
+	}
+	var data []byte
+	if err := row.Scan(&data); err != nil {
+		return nil, fmt.Errorf("get blob %s: %w", sha256Hex, s.readErr(err))
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	return data, nil
+}
+
+// IdempotencyPut stores the first response to an idempotent request;
+// store.ErrConflict if (scope, key) is already stored.
+func (s *Store) IdempotencyPut(ctx context.Context, row *store.IdempotencyRow) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if err := checkIdempotency(row); err != nil {
+		return fmt.Errorf("put idempotency key: %w", err)
+	}
+	r := *row
+	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+		_, err := w.exec(`INSERT INTO idempotency_keys (scope, key, body_sha256, status, response, created_at)
+VALUES (?, ?, ?, ?, ?, ?)`, r.Scope, r.Key, r.BodySHA256, r.Status, r.Response, toMicros(r.CreatedAt))
+		return nil, mapErr(err)
+	}})
+	if err != nil {
+		return fmt.Errorf("put idempotency key %q in %q: %w", row.Key, row.Scope, err)
+	}
+	return nil
+}
+
+func checkIdempotency(r *store.IdempotencyRow) error {
+	if r == nil {
+		return errors.New("row is nil")
+	}
+	if err := checkID("scope", r.Scope); err != nil {
+		return err
+	}
+	if err := checkID("key", r.Key); err != nil {
+		return err
+	}
+	if err := checkID("body_sha256", r.BodySHA256); err != nil {
+		return err
+	}
+	if r.Status < 100 || r.Status > 599 {
+		return fmt.Errorf("status must be an HTTP status (100-599), got %d", r.Status)
+	}
+	return checkTime("created_at", r.CreatedAt)
+}
+
+// IdempotencyGet returns the stored response for (scope, key);
+// store.ErrNotFound if none.
+func (s *Store) IdempotencyGet(ctx context.Context, scope, key string) (*store.IdempotencyRow, error) {
+	if err := checkID("scope", scope); err != nil {
+		return nil, fmt.Errorf("get idempotency key: %w", err)
+	}
+	if err := checkID("key", key); err != nil {
+		return nil, fmt.Errorf("get idempotency key: %w", err)
+	}
+	row, err := s.queryRow(ctx, `SELECT body_sha256, status, response, created_at FROM idempotency_keys
+WHERE scope = ? AND key = ?`, scope, key)
+	if err != nil {
+		return nil, fmt.Errorf("get idempotency key %q in %q: %w", key, scope, err)
+	}
+	r := store.IdempotencyRow{Scope: scope, Key: key}
+	var created int64
+	if err := row.Scan(&r.BodySHA256, &r.Status, &r.Response, &created); err != nil {
+		return nil, fmt.Errorf("get idempotency key %q in %q: %w", key, scope, s.readErr(err))
+	}
+	r.CreatedAt = fromMicros(created)
+	return &r, nil
+}

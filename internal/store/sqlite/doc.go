@@ -1,0 +1,59 @@
+// Package sqlite is the embedded storage driver: a store.Store on one SQLite
+// database file (modernc.org/sqlite, pure Go, no cgo), the default for a
+// single node.
+//
+// # Durability
+//
+// The database runs in WAL mode with synchronous=FULL, so a write that a
+// method has acknowledged is on disk (the WAL is fsynced at every commit) and
+// survives a crash or a power loss. foreign_keys is on: events and projection
+// rows cannot name a session that does not exist.
+//
+// # Group commit
+//
+// SQLite has one writer at a time and a commit costs one fsync, so all writes
+// go through one goroutine that owns the only write connection. It takes
+// every queued request (up to Config.MaxBatch) and runs them in one
+// transaction, each inside its own SAVEPOINT: a request that fails (a seq
+// conflict, a lost lease) is rolled back alone and gets its own error while
+// the others commit. One COMMIT, and so one fsync, covers the whole batch;
+// then each caller is answered and the notifications are published. Under
+// load many appends share an fsync; a lone appender pays one per append.
+//
+// Reads use a separate pool of query-only connections, which WAL lets run
+// concurrently with the writer; a read that starts after a write was
+// acknowledged sees it.
+//
+// If a caller's context ends while its write is queued, the write is skipped;
+// if it ends while the write is running, the call returns the context's error
+// and the write may or may not have committed (re-read to find out, as with
+// any lost reply).
+//
+// # Notifications
+//
+// SQLite has no LISTEN/NOTIFY, so Subscribe is served by an in-process hub:
+// after each commit the writer offers a Notification to every subscriber's
+// buffered channel and drops it for a subscriber whose buffer is full.
+// Notifications therefore only reach subscribers in the same process, which is
+// all a single-node deployment has.
+//
+// # Storage format
+//
+// Times are stored as INTEGER unix microseconds in UTC: a time.Time round
+// trips exactly at microsecond precision (finer digits are truncated), and
+// every time the driver returns is in UTC. JSON documents (specs, state,
+// event data, projection docs) are stored verbatim as TEXT, NULL when empty,
+// and must be valid JSON. Tables are STRICT.
+//
+// Migrations live in migrations/NNN_name.sql, are embedded in the binary,
+// and are applied in order by Migrate, each in its own transaction, recorded
+// in schema_migrations(version, applied_at). A database whose schema is newer
+// than the driver is refused rather than written to by code that does not
+// know it.
+//
+// # Imports
+//
+// This package imports the standard library, internal/store and
+// modernc.org/sqlite. Only cmd/ (and tests) may import it; everything else
+// works against store.Store.
+package sqlite

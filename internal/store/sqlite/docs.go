@@ -1,0 +1,204 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// docTables maps each projection kind to its table. The names are constants,
+// so building SQL from them is safe.
+var docTables = map[store.DocKind]string{
+	store.DocTurn:       "turns",
+	store.DocAction:     "actions",
+	store.DocEffect:     "effects",
+	store.DocArtifact:   "artifacts",
+	store.DocCheckpoint: "checkpoints",
+}
+
+// upsertDocSQL updates a row in place only if it belongs to the same session:
+// ids are global (ArtifactGet takes an id alone), so an id reused by another
+// session is a conflict, not an overwrite. The first created_at is kept.
+var upsertDocSQL = func() map[store.DocKind]string {
+	m := make(map[store.DocKind]string, len(docTables))
+	for kind, table := range docTables {
+		m[kind] = `INSERT INTO ` + table + ` (id, session_id, status, doc, created_at) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (id) DO UPDATE SET status = excluded.status, doc = excluded.doc
+WHERE session_id = excluded.session_id`
+	}
+	return m
+}()
+
+func checkDocs(docs []store.DocWrite) error {
+	for i := range docs {
+		d := &docs[i]
+		if _, ok := docTables[d.Kind]; !ok {
+			return fmt.Errorf("docs[%d].kind %q is not a projection kind", i, d.Kind)
+		}
+		if err := checkID(fmt.Sprintf("docs[%d].id", i), d.ID); err != nil {
+			return err
+		}
+		if err := checkJSON(fmt.Sprintf("docs[%d].doc", i), d.Doc); err != nil {
+			return err
+		}
+		if err := checkTime(fmt.Sprintf("docs[%d].created_at", i), d.CreatedAt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// normalizeDocs fills an empty SessionID with the written session's id. A doc
+// of another session is refused: a write changes one session only.
+func normalizeDocs(sessionID string, docs []store.DocWrite) ([]store.DocWrite, error) {
+	if len(docs) == 0 {
+		return nil, nil
+	}
+	out := make([]store.DocWrite, len(docs))
+	for i, d := range docs {
+		switch d.SessionID {
+		case "":
+			d.SessionID = sessionID
+		case sessionID:
+		default:
+			return nil, fmt.Errorf("docs[%d].session_id %q is not the written session %q", i, d.SessionID, sessionID)
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
+func (w *writer) upsertDocs(docs []store.DocWrite) error {
+	for i := range docs {
+		d := &docs[i]
+		n, err := w.changed(upsertDocSQL[d.Kind], d.ID, d.SessionID, d.Status, jsonText(d.Doc), toMicros(d.CreatedAt))
+		if err != nil {
+			return fmt.Errorf("upsert %s %s: %w", d.Kind, d.ID, mapErr(err))
+		}
+		if n == 0 {
+			return fmt.Errorf("upsert %s %s: %w: the id belongs to another session", d.Kind, d.ID, store.ErrConflict)
+		}
+	}
+	return nil
+}
+
+func (s *Store) docList(ctx context.Context, kind store.DocKind, sessionID, status string) ([]*store.DocRow, error) {
+	if err := checkID("session_id", sessionID); err != nil {
+		return nil, fmt.Errorf("list %ss: %w", kind, err)
+	}
+	q := `SELECT id, session_id, status, doc, created_at FROM ` + docTables[kind] + ` WHERE session_id = ?`
+	args := []any{sessionID}
+	if status != "" {
+		q += ` AND status = ?`
+		args = append(args, status)
+	}
+	q += ` ORDER BY created_at, id`
+	var out []*store.DocRow
+	err := s.query(ctx, func(rows *sql.Rows) error {
+		d, err := scanDoc(rows)
+		if err != nil {
+			return err
+		}
+		out = append(out, d)
+		return nil
+	}, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list %ss of session %s: %w", kind, sessionID, err)
+	}
+	if len(out) == 0 {
+		if err := s.sessionExists(ctx, sessionID); err != nil {
+			return nil, fmt.Errorf("list %ss: %w", kind, err)
+		}
+	}
+	return out, nil
+}
+
+// docGet returns one row by id, and only if it belongs to sessionID when
+// sessionID is not empty.
+func (s *Store) docGet(ctx context.Context, kind store.DocKind, sessionID, id string) (*store.DocRow, error) {
+	if err := checkID("id", id); err != nil {
+		return nil, fmt.Errorf("get %s: %w", kind, err)
+	}
+	q := `SELECT id, session_id, status, doc, created_at FROM ` + docTables[kind] + ` WHERE id = ?`
+	args := []any{id}
+	if sessionID != "" {
+		q += ` AND session_id = ?`
+		args = append(args, sessionID)
+	}
+	row, err := s.queryRow(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("get %s %s: %w", kind, id, err)
+	}
+	d, err := scanDoc(row)
+	if err != nil {
+		return nil, fmt.Errorf("get %s %s: %w", kind, id, s.readErr(err))
+	}
+	return d, nil
+}
+
+func scanDoc(sc interface{ Scan(...any) error }) (*store.DocRow, error) {
+	var (
+		d       store.DocRow
+		doc     sql.NullString
+		created int64
+	)
+	if err := sc.Scan(&d.ID, &d.SessionID, &d.Status, &doc, &created); err != nil {
+		return nil, err
+	}
+	d.Doc = fromJSONText(doc)
+	d.CreatedAt = fromMicros(created)
+	return &d, nil
+}
+
+// Projection reads. Lists are in creation order (created_at, then id) and
+// return store.ErrNotFound for an unknown session; gets return
+// store.ErrNotFound for an unknown id (or one of another session).
+
+// TurnList returns a session's turns.
+func (s *Store) TurnList(ctx context.Context, sessionID string) ([]*store.DocRow, error) {
+	return s.docList(ctx, store.DocTurn, sessionID, "")
+}
+
+// TurnGet returns one turn of a session.
+func (s *Store) TurnGet(ctx context.Context, sessionID, turnID string) (*store.DocRow, error) {
+	if err := checkID("session_id", sessionID); err != nil {
+		return nil, fmt.Errorf("get turn: %w", err)
+	}
+	return s.docGet(ctx, store.DocTurn, sessionID, turnID)
+}
+
+// ActionList returns a session's required actions, those with status only
+// unless status is "".
+func (s *Store) ActionList(ctx context.Context, sessionID string, status string) ([]*store.DocRow, error) {
+	return s.docList(ctx, store.DocAction, sessionID, status)
+}
+
+// ActionGet returns one required action of a session.
+func (s *Store) ActionGet(ctx context.Context, sessionID, actionID string) (*store.DocRow, error) {
+	if err := checkID("session_id", sessionID); err != nil {
+		return nil, fmt.Errorf("get action: %w", err)
+	}
+	return s.docGet(ctx, store.DocAction, sessionID, actionID)
+}
+
+// EffectList returns a session's effect ledger.
+func (s *Store) EffectList(ctx context.Context, sessionID string) ([]*store.DocRow, error) {
+	return s.docList(ctx, store.DocEffect, sessionID, "")
+}
+
+// ArtifactList returns a session's artifacts.
+func (s *Store) ArtifactList(ctx context.Context, sessionID string) ([]*store.DocRow, error) {
+	return s.docList(ctx, store.DocArtifact, sessionID, "")
+}
+
+// ArtifactGet returns an artifact by its id alone.
+func (s *Store) ArtifactGet(ctx context.Context, artifactID string) (*store.DocRow, error) {
+	return s.docGet(ctx, store.DocArtifact, "", artifactID)
+}
+
+// CheckpointList returns a session's checkpoints.
+func (s *Store) CheckpointList(ctx context.Context, sessionID string) ([]*store.DocRow, error) {
+	return s.docList(ctx, store.DocCheckpoint, sessionID, "")
+}

@@ -1,0 +1,249 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// Event list limits.
+const (
+	defaultEventListLimit = 100
+	maxEventListLimit     = 10000
+)
+
+// EventAppend appends p.Events with the next seqs and writes the session's
+// projection, docs and blobs, all in one transaction, if the session's last
+// seq is p.ExpectedSeq (else store.ErrConflict) and, when p.Fence is set, the
+// session's lease is still (Fence.Owner, Fence.Epoch) (else
+// store.ErrLeaseLost). The fence is checked first, so a worker that lost its
+// lease always learns that, whatever seq it expected. At least one event is
+// required: the journal is the truth, so the projection never changes
+// without one.
+func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	if err := checkEventAppend(p); err != nil {
+		return nil, fmt.Errorf("append events: %w", err)
+	}
+	events := newEvents(p.SessionID, p.ExpectedSeq, p.Events)
+	docs, err := normalizeDocs(p.SessionID, p.Docs)
+	if err != nil {
+		return nil, fmt.Errorf("append events to session %s: %w", p.SessionID, err)
+	}
+	lastSeq := p.ExpectedSeq + int64(len(events))
+
+	var fenced bool
+	var owner string
+	var epoch int64
+	if p.Fence != nil {
+		fenced, owner, epoch = true, p.Fence.Owner, p.Fence.Epoch
+	}
+	runnable := p.Runnable || p.WakeAt != nil
+
+	err = s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+		// The happy path is one conditional UPDATE; only when it changes
+		// nothing do we read the row to say why.
+		n, err := w.changed(`UPDATE sessions SET status = ?, state = ?, last_seq = ?, updated_at = ?,
+    runnable = ?, wake_at = ?,
+    lease_owner = CASE WHEN ? THEN NULL ELSE lease_owner END,
+    lease_expires_at = CASE WHEN ? THEN NULL ELSE lease_expires_at END
+WHERE id = ? AND last_seq = ? AND (NOT ? OR (lease_owner = ? AND lease_epoch = ?))`,
+			p.Status, jsonText(p.State), lastSeq, toMicros(p.UpdatedAt),
+			boolInt(p.Runnable), nullMicros(p.WakeAt),
+			boolInt(p.ReleaseLease), boolInt(p.ReleaseLease),
+			p.SessionID, p.ExpectedSeq, boolInt(fenced), owner, epoch)
+		if err != nil {
+			return nil, mapErr(err)
+		}
+		if n == 0 {
+			return nil, w.appendRefused(p)
+		}
+		if err := w.insertEvents(events); err != nil {
+			return nil, err
+		}
+		if err := w.upsertDocs(docs); err != nil {
+			return nil, err
+		}
+		if err := w.insertBlobs(p.Blobs); err != nil {
+			return nil, err
+		}
+		notes := []store.Notification{{Kind: store.KindEvents, SessionID: p.SessionID, Seq: lastSeq}}
+		if runnable {
+			notes = append(notes, store.Notification{Kind: store.KindRunnable, SessionID: p.SessionID})
+		}
+		return notes, nil
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("append events to session %s: %w", p.SessionID, err)
+	}
+	return events, nil
+}
+
+// appendRefused explains why the conditional UPDATE of an append matched no
+// row: no session, a lost lease (checked first) or a moved seq.
+func (w *writer) appendRefused(p *store.EventAppendParams) error {
+	var (
+		lastSeq, epoch int64
+		owner          sql.NullString
+	)
+	err := w.queryRow(`SELECT last_seq, lease_owner, lease_epoch FROM sessions WHERE id = ?`, p.SessionID).
+		Scan(&lastSeq, &owner, &epoch)
+	if err != nil {
+		return mapErr(err)
+	}
+	if p.Fence != nil && (!owner.Valid || owner.String != p.Fence.Owner || epoch != p.Fence.Epoch) {
+		return fmt.Errorf("%w: held by %q epoch %d, fence is %q epoch %d",
+			store.ErrLeaseLost, owner.String, epoch, p.Fence.Owner, p.Fence.Epoch)
+	}
+	if lastSeq != p.ExpectedSeq {
+		return fmt.Errorf("%w: last seq is %d, expected %d", store.ErrConflict, lastSeq, p.ExpectedSeq)
+	}
+	// The UPDATE and this read run in the same transaction on the only
+	// writer, so the row cannot have changed in between.
+	return fmt.Errorf("append refused with last seq %d and lease %q epoch %d matching", lastSeq, owner.String, epoch)
+}
+
+func checkEventAppend(p *store.EventAppendParams) error {
+	if p == nil {
+		return errors.New("params are nil")
+	}
+	if err := checkID("session_id", p.SessionID); err != nil {
+		return err
+	}
+	if p.ExpectedSeq < 0 {
+		return fmt.Errorf("expected_seq must not be negative, got %d", p.ExpectedSeq)
+	}
+	if p.Fence != nil {
+		if err := checkID("fence.owner", p.Fence.Owner); err != nil {
+			return err
+		}
+		if p.Fence.SessionID != "" && p.Fence.SessionID != p.SessionID {
+			return fmt.Errorf("fence.session_id %q is not session_id %q", p.Fence.SessionID, p.SessionID)
+		}
+	}
+	if len(p.Events) == 0 {
+		return errors.New("events: at least one event is required")
+	}
+	if err := checkNewEvents(p.Events); err != nil {
+		return err
+	}
+	if err := checkID("status", p.Status); err != nil {
+		return err
+	}
+	if err := checkJSON("state", p.State); err != nil {
+		return err
+	}
+	if err := checkTime("updated_at", p.UpdatedAt); err != nil {
+		return err
+	}
+	if p.WakeAt != nil {
+		if err := checkTime("wake_at", *p.WakeAt); err != nil {
+			return err
+		}
+	}
+	if err := checkDocs(p.Docs); err != nil {
+		return err
+	}
+	return checkBlobs(p.Blobs)
+}
+
+func checkNewEvents(events []store.NewEvent) error {
+	for i := range events {
+		e := &events[i]
+		if e.Type == "" {
+			return fmt.Errorf("events[%d].type is empty", i)
+		}
+		if err := checkTime(fmt.Sprintf("events[%d].time", i), e.Time); err != nil {
+			return err
+		}
+		if e.Step < 0 {
+			return fmt.Errorf("events[%d].step must not be negative, got %d", i, e.Step)
+		}
+		if err := checkJSON(fmt.Sprintf("events[%d].data", i), e.Data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newEvents numbers events after afterSeq, as they will be stored (times at
+// microsecond precision, in UTC).
+func newEvents(sessionID string, afterSeq int64, in []store.NewEvent) []store.Event {
+	out := make([]store.Event, len(in))
+	for i, e := range in {
+		out[i] = store.Event{
+			SessionID: sessionID,
+			Seq:       afterSeq + int64(i) + 1,
+			Type:      e.Type,
+			Time:      fromMicros(toMicros(e.Time)),
+			TurnID:    e.TurnID,
+			Step:      e.Step,
+			WorkerID:  e.WorkerID,
+			Data:      e.Data,
+		}
+	}
+	return out
+}
+
+func (w *writer) insertEvents(events []store.Event) error {
+	for i := range events {
+		e := &events[i]
+		_, err := w.exec(`INSERT INTO events (session_id, seq, type, time, turn_id, step, worker_id, data)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			e.SessionID, e.Seq, e.Type, toMicros(e.Time), e.TurnID, e.Step, e.WorkerID, jsonText(e.Data))
+		if err != nil {
+			return fmt.Errorf("insert event %d: %w", e.Seq, mapErr(err))
+		}
+	}
+	return nil
+}
+
+// EventList returns up to limit events of a session with seq > afterSeq, in
+// seq order; store.ErrNotFound for an unknown session. Limit 0 means 100;
+// more than 10000 is an error.
+func (s *Store) EventList(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]store.Event, error) {
+	if err := checkID("session_id", sessionID); err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	switch {
+	case afterSeq < 0:
+		return nil, fmt.Errorf("list events of session %s: after_seq must not be negative, got %d", sessionID, afterSeq)
+	case limit < 0:
+		return nil, fmt.Errorf("list events of session %s: limit must not be negative, got %d", sessionID, limit)
+	case limit == 0:
+		limit = defaultEventListLimit
+	case limit > maxEventListLimit:
+		return nil, fmt.Errorf("list events of session %s: limit must be at most %d, got %d", sessionID, maxEventListLimit, limit)
+	}
+	out := make([]store.Event, 0, min(limit, 256))
+	err := s.query(ctx, func(rows *sql.Rows) error {
+		var (
+			e    store.Event
+			t    int64
+			data sql.NullString
+		)
+		if err := rows.Scan(&e.Seq, &e.Type, &t, &e.TurnID, &e.Step, &e.WorkerID, &data); err != nil {
+			return err
+		}
+		e.SessionID = sessionID
+		e.Time = fromMicros(t)
+		e.Data = fromJSONText(data)
+		out = append(out, e)
+		return nil
+	}, `SELECT seq, type, time, turn_id, step, worker_id, data FROM events
+WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`, sessionID, afterSeq, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list events of session %s: %w", sessionID, err)
+	}
+	if len(out) == 0 {
+		if err := s.sessionExists(ctx, sessionID); err != nil {
+			return nil, fmt.Errorf("list events: %w", err)
+		}
+	}
+	return out, nil
+}

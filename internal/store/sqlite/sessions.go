@@ -1,0 +1,227 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// Session list limits.
+const (
+	defaultSessionListLimit = 50
+	maxSessionListLimit     = 1000
+)
+
+// SessionCreate inserts a session with its first events (seqs 1..n) and
+// projection rows in one transaction; store.ErrConflict if the id exists.
+// The session's LastSeq and Lease in the params are ignored: it starts with
+// the seq of its last event and no lease (epoch 0). A zero UpdatedAt is
+// taken to be CreatedAt. Subscribers hear KindEvents (if there were events)
+// and, when the session is runnable or has a wake time, KindRunnable.
+func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams) ([]store.Event, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	if p == nil {
+		return nil, errors.New("create session: params are nil")
+	}
+	sess := p.Session
+	if sess.UpdatedAt.IsZero() {
+		sess.UpdatedAt = sess.CreatedAt
+	}
+	if err := checkSessionCreate(&sess, p); err != nil {
+		return nil, fmt.Errorf("create session: %w", err)
+	}
+	events := newEvents(sess.ID, 0, p.Events)
+	docs, err := normalizeDocs(sess.ID, p.Docs)
+	if err != nil {
+		return nil, fmt.Errorf("create session %s: %w", sess.ID, err)
+	}
+	lastSeq := int64(len(events))
+
+	err = s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+		_, err := w.exec(`INSERT INTO sessions (id, agent_name, agent_version, parent_id, status, spec, state,
+    last_seq, runnable, wake_at, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			sess.ID, sess.AgentName, sess.AgentVersion, nullString(sess.ParentID), sess.Status,
+			jsonText(sess.Spec), jsonText(sess.State), lastSeq, boolInt(sess.Runnable),
+			nullMicros(sess.WakeAt), toMicros(sess.CreatedAt), toMicros(sess.UpdatedAt))
+		if err != nil {
+			return nil, mapErr(err)
+		}
+		if err := w.insertEvents(events); err != nil {
+			return nil, err
+		}
+		if err := w.upsertDocs(docs); err != nil {
+			return nil, err
+		}
+		var notes []store.Notification
+		if lastSeq > 0 {
+			notes = append(notes, store.Notification{Kind: store.KindEvents, SessionID: sess.ID, Seq: lastSeq})
+		}
+		if sess.Runnable || sess.WakeAt != nil {
+			notes = append(notes, store.Notification{Kind: store.KindRunnable, SessionID: sess.ID})
+		}
+		return notes, nil
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("create session %s: %w", sess.ID, err)
+	}
+	return events, nil
+}
+
+func checkSessionCreate(sess *store.SessionRow, p *store.SessionCreateParams) error {
+	if err := checkID("session.id", sess.ID); err != nil {
+		return err
+	}
+	if err := checkID("session.agent_name", sess.AgentName); err != nil {
+		return err
+	}
+	if sess.AgentVersion < 1 {
+		return fmt.Errorf("session.agent_version must be at least 1, got %d", sess.AgentVersion)
+	}
+	if sess.ParentID == sess.ID {
+		return fmt.Errorf("session.parent_id is the session's own id %q", sess.ID)
+	}
+	if err := checkID("session.status", sess.Status); err != nil {
+		return err
+	}
+	if err := checkJSON("session.spec", sess.Spec); err != nil {
+		return err
+	}
+	if err := checkJSON("session.state", sess.State); err != nil {
+		return err
+	}
+	if sess.WakeAt != nil {
+		if err := checkTime("session.wake_at", *sess.WakeAt); err != nil {
+			return err
+		}
+	}
+	if err := checkTime("session.created_at", sess.CreatedAt); err != nil {
+		return err
+	}
+	if err := checkTime("session.updated_at", sess.UpdatedAt); err != nil {
+		return err
+	}
+	if err := checkNewEvents(p.Events); err != nil {
+		return err
+	}
+	return checkDocs(p.Docs)
+}
+
+const sessionColumns = `id, agent_name, agent_version, parent_id, status, spec, state, last_seq, runnable,
+    wake_at, lease_owner, lease_epoch, lease_expires_at, created_at, updated_at`
+
+func scanSession(sc interface{ Scan(...any) error }) (*store.SessionRow, error) {
+	var (
+		r                  store.SessionRow
+		parent, owner      sql.NullString
+		spec, state        sql.NullString
+		runnable           int64
+		wake, leaseExpires sql.NullInt64
+		created, updated   int64
+	)
+	err := sc.Scan(&r.ID, &r.AgentName, &r.AgentVersion, &parent, &r.Status, &spec, &state, &r.LastSeq,
+		&runnable, &wake, &owner, &r.Lease.Epoch, &leaseExpires, &created, &updated)
+	if err != nil {
+		return nil, err
+	}
+	r.ParentID = parent.String
+	r.Spec = fromJSONText(spec)
+	r.State = fromJSONText(state)
+	r.Runnable = runnable != 0
+	r.WakeAt = fromNullMicros(wake)
+	r.Lease.SessionID = r.ID
+	if owner.Valid {
+		r.Lease.Owner = owner.String
+		if leaseExpires.Valid {
+			r.Lease.ExpiresAt = fromMicros(leaseExpires.Int64)
+		}
+	}
+	r.CreatedAt = fromMicros(created)
+	r.UpdatedAt = fromMicros(updated)
+	return &r, nil
+}
+
+// SessionGet returns a session; store.ErrNotFound if there is none.
+func (s *Store) SessionGet(ctx context.Context, id string) (*store.SessionRow, error) {
+	if err := checkID("id", id); err != nil {
+		return nil, fmt.Errorf("get session: %w", err)
+	}
+	row, err := s.queryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id)
+	if err != nil {
+		return nil, fmt.Errorf("get session %s: %w", id, err)
+	}
+	r, err := scanSession(row)
+	if err != nil {
+		return nil, fmt.Errorf("get session %s: %w", id, s.readErr(err))
+	}
+	return r, nil
+}
+
+// SessionList returns sessions newest first (created_at, then id,
+// descending), filtered by the non-empty fields of p. Limit 0 means 50; more
+// than 1000 is an error. Cursor is the id of the last session of the
+// previous page; store.ErrNotFound if no such session exists.
+func (s *Store) SessionList(ctx context.Context, p *store.SessionListParams) ([]*store.SessionRow, error) {
+	if p == nil {
+		p = &store.SessionListParams{}
+	}
+	limit := p.Limit
+	switch {
+	case limit < 0:
+		return nil, fmt.Errorf("list sessions: limit must not be negative, got %d", limit)
+	case limit == 0:
+		limit = defaultSessionListLimit
+	case limit > maxSessionListLimit:
+		return nil, fmt.Errorf("list sessions: limit must be at most %d, got %d", maxSessionListLimit, limit)
+	}
+
+	// One statement shape per combination of filters keeps each one able to
+	// use its index; the combinations are few and their statements cached.
+	q := `SELECT ` + sessionColumns + ` FROM sessions WHERE 1 = 1`
+	var args []any
+	if p.Status != "" {
+		q += ` AND status = ?`
+		args = append(args, p.Status)
+	}
+	if p.Agent != "" {
+		q += ` AND agent_name = ?`
+		args = append(args, p.Agent)
+	}
+	if p.ParentID != "" {
+		q += ` AND parent_id = ?`
+		args = append(args, p.ParentID)
+	}
+	if p.Cursor != "" {
+		row, err := s.queryRow(ctx, `SELECT created_at FROM sessions WHERE id = ?`, p.Cursor)
+		if err != nil {
+			return nil, fmt.Errorf("list sessions: %w", err)
+		}
+		var created int64
+		if err := row.Scan(&created); err != nil {
+			return nil, fmt.Errorf("list sessions: cursor %q: %w", p.Cursor, s.readErr(err))
+		}
+		q += ` AND (created_at < ? OR (created_at = ? AND id < ?))`
+		args = append(args, created, created, p.Cursor)
+	}
+	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	args = append(args, limit)
+
+	out := make([]*store.SessionRow, 0, min(limit, 64))
+	err := s.query(ctx, func(rows *sql.Rows) error {
+		r, err := scanSession(rows)
+		if err != nil {
+			return err
+		}
+		out = append(out, r)
+		return nil
+	}, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	return out, nil
+}

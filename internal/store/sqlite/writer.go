@@ -1,0 +1,301 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// request is one write waiting for the writer goroutine.
+type request struct {
+	ctx context.Context
+	// run does the write inside the batch transaction (and its own
+	// savepoint). It returns the notifications to publish once the batch has
+	// committed. It may run more than once if the batch transaction has to be
+	// restarted, so it must set, not accumulate, anything it reports.
+	run func(w *writer) ([]store.Notification, error)
+	// raw, when set instead of run, runs alone outside any batch transaction
+	// and manages its own transactions (migrations, tests).
+	raw func(w *writer) error
+
+	done  chan error // buffered: the writer never blocks answering
+	notes []store.Notification
+}
+
+// writer owns the only write connection. Its goroutine is the only user of
+// conn and stmts, so neither needs locking beyond what stmtCache does anyway.
+type writer struct {
+	db       *sql.DB
+	conn     *sql.Conn
+	stmts    stmtCache
+	maxBatch int
+	hub      *hub
+	log      *slog.Logger
+
+	// mu makes "not closed, so send" atomic with respect to close: senders
+	// hold it shared while they enqueue, close holds it exclusively to set
+	// closed and close the queue.
+	mu     sync.RWMutex
+	closed bool
+	queue  chan *request
+	exited chan struct{}
+
+	// Counters for tests and benchmarks.
+	commits  atomic.Int64 // committed batch transactions (one fsync each)
+	executed atomic.Int64 // requests that committed
+}
+
+func newWriter(db *sql.DB, conn *sql.Conn, maxBatch int, h *hub, log *slog.Logger) *writer {
+	w := &writer{
+		db:       db,
+		conn:     conn,
+		maxBatch: maxBatch,
+		hub:      h,
+		log:      log,
+		queue:    make(chan *request, maxBatch),
+		exited:   make(chan struct{}),
+	}
+	w.stmts.prepare = conn.PrepareContext
+	go w.loop()
+	return w
+}
+
+// do queues req and waits for its answer. See the package comment for what a
+// context that ends while the request is queued or running means.
+func (w *writer) do(ctx context.Context, req *request) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	req.ctx = ctx
+	req.done = make(chan error, 1)
+
+	w.mu.RLock()
+	if w.closed {
+		w.mu.RUnlock()
+		return store.ErrClosed
+	}
+	select {
+	case w.queue <- req:
+		w.mu.RUnlock()
+	case <-ctx.Done():
+		w.mu.RUnlock()
+		return ctx.Err()
+	}
+
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		// Prefer a result that is already there over the context's error.
+		select {
+		case err := <-req.done:
+			return err
+		default:
+			return ctx.Err()
+		}
+	}
+}
+
+// close lets the queued requests finish, stops the goroutine and closes the
+// connection.
+func (w *writer) close() error {
+	w.mu.Lock()
+	w.closed = true
+	close(w.queue)
+	w.mu.Unlock()
+	<-w.exited
+	w.stmts.closeAll()
+	return errors.Join(w.conn.Close(), w.db.Close())
+}
+
+func (w *writer) loop() {
+	defer close(w.exited)
+	batch := make([]*request, 0, w.maxBatch)
+	var next *request
+	for {
+		req := next
+		next = nil
+		if req == nil {
+			var ok bool
+			if req, ok = <-w.queue; !ok {
+				return
+			}
+		}
+		if req.raw != nil {
+			w.runRaw(req)
+			continue
+		}
+		batch = append(batch[:0], req)
+	fill:
+		for len(batch) < w.maxBatch {
+			select {
+			case r, ok := <-w.queue:
+				if !ok {
+					break fill
+				}
+				if r.raw != nil {
+					// Raw requests run alone, after the batch before them.
+					next = r
+					break fill
+				}
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		w.runBatch(batch)
+		clear(batch)
+	}
+}
+
+func (w *writer) runRaw(req *request) {
+	if err := req.ctx.Err(); err != nil {
+		req.done <- err
+		return
+	}
+	req.done <- req.raw(w)
+}
+
+// runBatch commits as many of reqs as it can in one transaction. A request
+// whose failure took the whole transaction down with it (SQLite rolls back
+// the transaction on some I/O and memory errors) gets its error and the rest
+// run again in a new transaction; each such round removes at least one
+// request, so it ends.
+func (w *writer) runBatch(reqs []*request) {
+	pending := reqs
+	for len(pending) > 0 {
+		pending = w.attempt(pending)
+	}
+}
+
+// attempt runs reqs in one transaction, answers every request it settles and
+// returns those that must be retried.
+func (w *writer) attempt(reqs []*request) []*request {
+	if _, err := w.exec("BEGIN IMMEDIATE"); err != nil {
+		err = fmt.Errorf("begin batch: %w", mapErr(err))
+		for _, r := range reqs {
+			r.done <- err
+		}
+		return nil
+	}
+	savepoints := len(reqs) > 1
+	ok := make([]*request, 0, len(reqs))
+	for i, r := range reqs {
+		if err := r.ctx.Err(); err != nil {
+			// Its caller gave up before it started: skip it, it has no effect.
+			r.done <- err
+			continue
+		}
+		if !savepoints {
+			notes, err := r.run(w)
+			if err != nil {
+				w.rollback()
+				r.done <- err
+				return nil
+			}
+			r.notes = notes
+			ok = append(ok, r)
+			continue
+		}
+		if _, err := w.exec("SAVEPOINT req"); err != nil {
+			w.rollback()
+			r.done <- fmt.Errorf("savepoint: %w", mapErr(err))
+			return append(ok, reqs[i+1:]...)
+		}
+		notes, err := r.run(w)
+		if err != nil {
+			if _, rbErr := w.exec("ROLLBACK TO req"); rbErr != nil {
+				w.log.Warn("sqlite batch transaction aborted by a failed request; retrying the rest",
+					"err", err, "rollback_err", rbErr)
+				w.rollback()
+				r.done <- err
+				return append(ok, reqs[i+1:]...)
+			}
+			if _, relErr := w.exec("RELEASE req"); relErr != nil {
+				w.rollback()
+				r.done <- err
+				return append(ok, reqs[i+1:]...)
+			}
+			r.done <- err
+			continue
+		}
+		if _, err := w.exec("RELEASE req"); err != nil {
+			w.rollback()
+			r.done <- fmt.Errorf("release savepoint: %w", mapErr(err))
+			return append(ok, reqs[i+1:]...)
+		}
+		r.notes = notes
+		ok = append(ok, r)
+	}
+	if len(ok) == 0 {
+		w.rollback()
+		return nil
+	}
+	if _, err := w.exec("COMMIT"); err != nil {
+		w.log.Error("sqlite batch commit failed", "requests", len(ok), "err", err)
+		w.rollback()
+		err = fmt.Errorf("commit batch: %w", mapErr(err))
+		for _, r := range ok {
+			r.done <- err
+		}
+		return nil
+	}
+	w.commits.Add(1)
+	w.executed.Add(int64(len(ok)))
+	// Publish before answering: a caller that saw its write acknowledged and
+	// then subscribes does not get a stale notification of it, and one that
+	// subscribed first has it by the time its call returns.
+	for _, r := range ok {
+		for _, n := range r.notes {
+			w.hub.publish(n)
+		}
+	}
+	for _, r := range ok {
+		r.done <- nil
+	}
+	return nil
+}
+
+// rollback ends the open transaction, if SQLite has not ended it already.
+func (w *writer) rollback() {
+	if _, err := w.exec("ROLLBACK"); err != nil && !isNoTransaction(err) {
+		w.log.Error("sqlite rollback failed", "err", err)
+	}
+}
+
+// exec runs a cached statement on the write connection. The writer's
+// statements ignore callers' contexts: one caller giving up must not abort a
+// batch that carries other callers' writes.
+func (w *writer) exec(query string, args ...any) (sql.Result, error) {
+	st, err := w.stmts.get(context.Background(), query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(context.Background(), args...)
+}
+
+// queryRow runs a cached single-row query on the write connection, inside
+// the current transaction.
+func (w *writer) queryRow(query string, args ...any) *sql.Row {
+	st, err := w.stmts.get(context.Background(), query)
+	if err != nil {
+		// Surface the prepare error through Scan, as database/sql does.
+		return w.conn.QueryRowContext(context.Background(), query, args...)
+	}
+	return st.QueryRowContext(context.Background(), args...)
+}
+
+// changed runs exec and reports how many rows it changed.
+func (w *writer) changed(query string, args ...any) (int64, error) {
+	res, err := w.exec(query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}

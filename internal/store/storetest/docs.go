@@ -1,0 +1,213 @@
+package storetest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/stretchr/testify/require"
+)
+
+func doc(kind store.DocKind, id, status, body string, created time.Time) store.DocWrite {
+	return store.DocWrite{Kind: kind, ID: id, Status: status, Doc: json.RawMessage(body), CreatedAt: created}
+}
+
+func docIDs(rows []*store.DocRow) []string {
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	return ids
+}
+
+func testDocs(t *testing.T, h *harness) {
+	h.createSession("ses_docs")
+	h.createSession("ses_empty")
+	h.append("ses_docs", 1, 1, func(p *store.EventAppendParams) {
+		p.Docs = []store.DocWrite{
+			doc(store.DocTurn, "turn_2", "queued", `{"n":2}`, at(2*time.Second)),
+			doc(store.DocTurn, "turn_1", "running", `{"n":1}`, at(time.Second)),
+			doc(store.DocAction, "act_1", "pending", `{"kind":"approval"}`, at(time.Second)),
+			doc(store.DocAction, "act_2", "resolved", `{"kind":"question"}`, at(2*time.Second)),
+			doc(store.DocAction, "act_3", "pending", `{"kind":"budget"}`, at(3*time.Second)),
+			doc(store.DocEffect, "eff_1", "started", `{"tool":"send_email"}`, at(time.Second)),
+			doc(store.DocArtifact, "art_1", "draft", `{"name":"report.md"}`, at(time.Second)),
+			doc(store.DocCheckpoint, "chk_1", "", `{"name":"step 1"}`, at(time.Second)),
+		}
+	})
+
+	turns, err := h.s.TurnList(h.ctx, "ses_docs")
+	require.NoError(t, err)
+	require.Equal(t, []string{"turn_1", "turn_2"}, docIDs(turns), "creation order")
+	require.Equal(t, "ses_docs", turns[0].SessionID, "an empty doc session id means the written session")
+	require.Equal(t, at(time.Second), turns[0].CreatedAt)
+
+	// Upsert: a later write replaces status and doc, keeps created_at.
+	h.append("ses_docs", 2, 1, func(p *store.EventAppendParams) {
+		p.Docs = []store.DocWrite{
+			doc(store.DocTurn, "turn_1", "completed", `{"n":1,"done":true}`, at(time.Hour)),
+			doc(store.DocAction, "act_1", "resolved", `{"kind":"approval","decision":"approve"}`, at(time.Hour)),
+			doc(store.DocEffect, "eff_1", "succeeded", `{"tool":"send_email","ok":true}`, at(time.Hour)),
+		}
+	})
+	turn, err := h.s.TurnGet(h.ctx, "ses_docs", "turn_1")
+	require.NoError(t, err)
+	require.Equal(t, "completed", turn.Status)
+	requireJSON(t, `{"n":1,"done":true}`, turn.Doc)
+	require.Equal(t, at(time.Second), turn.CreatedAt, "an upsert keeps the first created_at")
+	turns, err = h.s.TurnList(h.ctx, "ses_docs")
+	require.NoError(t, err)
+	require.Len(t, turns, 2, "an upsert does not duplicate")
+
+	all, err := h.s.ActionList(h.ctx, "ses_docs", "")
+	require.NoError(t, err)
+	require.Equal(t, []string{"act_1", "act_2", "act_3"}, docIDs(all))
+	pending, err := h.s.ActionList(h.ctx, "ses_docs", "pending")
+	require.NoError(t, err)
+	require.Equal(t, []string{"act_3"}, docIDs(pending))
+	resolved, err := h.s.ActionList(h.ctx, "ses_docs", "resolved")
+	require.NoError(t, err)
+	require.Equal(t, []string{"act_1", "act_2"}, docIDs(resolved))
+	act, err := h.s.ActionGet(h.ctx, "ses_docs", "act_1")
+	require.NoError(t, err)
+	requireJSON(t, `{"kind":"approval","decision":"approve"}`, act.Doc)
+
+	effects, err := h.s.EffectList(h.ctx, "ses_docs")
+	require.NoError(t, err)
+	require.Len(t, effects, 1)
+	require.Equal(t, "succeeded", effects[0].Status)
+
+	arts, err := h.s.ArtifactList(h.ctx, "ses_docs")
+	require.NoError(t, err)
+	require.Equal(t, []string{"art_1"}, docIDs(arts))
+	art, err := h.s.ArtifactGet(h.ctx, "art_1")
+	require.NoError(t, err)
+	require.Equal(t, "ses_docs", art.SessionID)
+	require.Equal(t, "draft", art.Status)
+	requireJSON(t, `{"name":"report.md"}`, art.Doc)
+
+	chks, err := h.s.CheckpointList(h.ctx, "ses_docs")
+	require.NoError(t, err)
+	require.Len(t, chks, 1)
+	require.Empty(t, chks[0].Status)
+
+	// A known session without rows lists nothing, without error.
+	for name, list := range map[string]func() ([]*store.DocRow, error){
+		"turns":       func() ([]*store.DocRow, error) { return h.s.TurnList(h.ctx, "ses_empty") },
+		"actions":     func() ([]*store.DocRow, error) { return h.s.ActionList(h.ctx, "ses_empty", "") },
+		"effects":     func() ([]*store.DocRow, error) { return h.s.EffectList(h.ctx, "ses_empty") },
+		"artifacts":   func() ([]*store.DocRow, error) { return h.s.ArtifactList(h.ctx, "ses_empty") },
+		"checkpoints": func() ([]*store.DocRow, error) { return h.s.CheckpointList(h.ctx, "ses_empty") },
+	} {
+		rows, err := list()
+		require.NoError(t, err, name)
+		require.Empty(t, rows, name)
+	}
+	none, err := h.s.ActionList(h.ctx, "ses_docs", "no_such_status")
+	require.NoError(t, err)
+	require.Empty(t, none)
+
+	// Gets are scoped to their session.
+	_, err = h.s.TurnGet(h.ctx, "ses_empty", "turn_1")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = h.s.ActionGet(h.ctx, "ses_empty", "act_1")
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// testDocConflict: ids are global, so a doc id of another session is a
+// conflict, and it rolls the whole append back.
+func testDocConflict(t *testing.T, h *harness) {
+	h.createSession("ses_one")
+	h.createSession("ses_two")
+	h.append("ses_one", 1, 1, func(p *store.EventAppendParams) {
+		p.Docs = []store.DocWrite{doc(store.DocArtifact, "art_shared", "final", `{"v":1}`, t0)}
+	})
+	p := appendParams("ses_two", 1, 1)
+	p.Docs = []store.DocWrite{
+		doc(store.DocTurn, "turn_two", "queued", `{}`, t0),
+		doc(store.DocArtifact, "art_shared", "final", `{"v":2}`, t0),
+	}
+	_, err := h.s.EventAppend(h.ctx, p)
+	require.ErrorIs(t, err, store.ErrConflict)
+
+	art, err := h.s.ArtifactGet(h.ctx, "art_shared")
+	require.NoError(t, err)
+	require.Equal(t, "ses_one", art.SessionID)
+	requireJSON(t, `{"v":1}`, art.Doc)
+	require.Equal(t, int64(1), h.session("ses_two").LastSeq, "the append was rolled back whole")
+	_, err = h.s.TurnGet(h.ctx, "ses_two", "turn_two")
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func sha(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+func testBlobs(t *testing.T, h *harness) {
+	data := []byte("the quick brown fox\x00\xff binary too")
+	key := sha(data)
+	require.NoError(t, h.s.BlobPut(h.ctx, key, data))
+	require.NoError(t, h.s.BlobPut(h.ctx, key, data), "putting a blob again is a no-op")
+	got, err := h.s.BlobGet(h.ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, data, got)
+
+	_, err = h.s.BlobGet(h.ctx, sha([]byte("never stored")))
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	// Blobs written with an append commit with it.
+	h.createSession("ses_blob")
+	big := make([]byte, 256<<10)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	h.append("ses_blob", 1, 1, func(p *store.EventAppendParams) {
+		p.Blobs = []store.BlobWrite{{SHA256: sha(big), Data: big}, {SHA256: key, Data: data}}
+	})
+	got, err = h.s.BlobGet(h.ctx, sha(big))
+	require.NoError(t, err)
+	require.Equal(t, big, got)
+
+	// A refused append stores none of its blobs.
+	orphan := []byte("orphan")
+	p := appendParams("ses_blob", 1, 1) // stale seq
+	p.Blobs = []store.BlobWrite{{SHA256: sha(orphan), Data: orphan}}
+	_, err = h.s.EventAppend(h.ctx, p)
+	require.ErrorIs(t, err, store.ErrConflict)
+	_, err = h.s.BlobGet(h.ctx, sha(orphan))
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func testIdempotency(t *testing.T, h *harness) {
+	row := &store.IdempotencyRow{
+		Scope:      "POST /v1/sessions",
+		Key:        "key-1",
+		BodySHA256: sha([]byte(`{"agent":"a"}`)),
+		Status:     201,
+		Response:   []byte(`{"id":"ses_1"}`),
+		CreatedAt:  at(time.Second),
+	}
+	require.NoError(t, h.s.IdempotencyPut(h.ctx, row))
+	got, err := h.s.IdempotencyGet(h.ctx, row.Scope, row.Key)
+	require.NoError(t, err)
+	require.Equal(t, row, got)
+
+	again := *row
+	again.Status = 500
+	require.ErrorIs(t, h.s.IdempotencyPut(h.ctx, &again), store.ErrConflict)
+	got, err = h.s.IdempotencyGet(h.ctx, row.Scope, row.Key)
+	require.NoError(t, err)
+	require.Equal(t, 201, got.Status, "the first response stays")
+
+	// The same key in another scope is another row.
+	other := *row
+	other.Scope = "POST /v1/sessions/{id}/turns"
+	require.NoError(t, h.s.IdempotencyPut(h.ctx, &other))
+
+	_, err = h.s.IdempotencyGet(h.ctx, row.Scope, "key-2")
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
