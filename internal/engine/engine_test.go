@@ -32,7 +32,9 @@ func (c *fakeClock) Now() time.Time {
 	defer c.mu.Unlock()
 	return c.now
 }
-func (c *fakeClock) After(d time.Duration) <-chan time.Time { return time.After(min(d, 20*time.Millisecond)) }
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	return time.After(min(d, 20*time.Millisecond))
+}
 func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
