@@ -1,0 +1,54 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+func TestAgentsPutAndList(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	require.Contains(t, cliOK(t, "agents", "ls", "--server", s.url), "No agents.")
+
+	file := writeFile(t, "writer.yaml", `
+name: writer
+spec:
+  model: {provider: scripted, name: demo, script: [{text: "Drafted."}]}
+  instructions: Write clearly.
+  tools: [{name: write_file}, {name: finish}]
+`)
+	require.Contains(t, cliOK(t, "agents", "put", file, "--server", s.url), "Agent writer version 1 created.")
+	require.Contains(t, cliOK(t, "agents", "put", file, "--server", s.url), "Agent writer is unchanged at version 1.")
+	a := cliJSON[lt.Agent](t, "agents", "put", file, "--force", "--json", "--server", s.url)
+	require.Equal(t, 2, a.Version)
+
+	agents := cliJSON[[]lt.Agent](t, "agents", "ls", "--json", "--server", s.url)
+	require.Len(t, agents, 1)
+	require.Equal(t, "writer", agents[0].Name)
+	require.Equal(t, 2, agents[0].Version)
+	out := cliOK(t, "agents", "ls", "--server", s.url)
+	require.Regexp(t, `(?m)^writer +2 +scripted/demo +write_file, finish `, out)
+
+	// Sessions of a named agent, filtered by agent.
+	cliOK(t, "run", "--agent", "writer", "--server", s.url, "draft it")
+	sessions := cliJSON[[]lt.Session](t, "ls", "--agent", "writer", "--json", "--server", s.url)
+	require.Len(t, sessions, 1)
+	require.Equal(t, lt.AgentRef{Name: "writer", Version: 2}, sessions[0].Agent)
+	require.Empty(t, cliJSON[[]lt.Session](t, "ls", "--agent", "other", "--json", "--server", s.url))
+
+	// A file without a name, or with a field the API does not know, is
+	// refused before anything is sent.
+	r := cliRun(t, "agents", "put", writeFile(t, "a.yaml", "spec: {model: {provider: scripted}}\n"), "--server", s.url)
+	require.Equal(t, exitFailure, r.code)
+	require.Contains(t, r.stderr, "a.yaml:1: name: required")
+	r = cliRun(t, "agents", "put", writeFile(t, "b.json", `{"name": "b", "spec": {"modle": {}}}`), "--server", s.url)
+	require.Equal(t, exitFailure, r.code)
+	require.Contains(t, r.stderr, `b.json: spec.modle: unknown field "modle" (did you mean "model"?)`)
+	// The server's refusal names the field.
+	r = cliRun(t, "agents", "put", writeFile(t, "c.yaml", "name: c\nspec: {model: {provider: scripted, script: [{text: hi}]}, tools: [{name: teleport}]}\n"), "--server", s.url)
+	require.Equal(t, exitFailure, r.code)
+	require.Contains(t, r.stderr, "field:   spec.tools[0].name")
+}

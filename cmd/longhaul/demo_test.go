@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/engine"
+	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+var (
+	stepLineRE  = regexp.MustCompile(`(?m)^step +(\d+)  `)
+	sessionIDRE = regexp.MustCompile(`Session:\s+(ses_\S+)`)
+)
+
+// stepNumbers returns the step numbers of the demo's progress lines.
+func stepNumbers(out string) []string {
+	var n []string
+	for _, m := range stepLineRE.FindAllStringSubmatch(out, -1) {
+		n = append(n, m[1])
+	}
+	return n
+}
+
+func TestDemoAgainstRunningServer(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	out := cliOK(t, "demo", "--server", s.url, "--pace", "0")
+
+	m := sessionIDRE.FindStringSubmatch(out)
+	require.NotNil(t, m, out)
+	ctx := context.Background()
+	sess, err := s.client.GetSession(ctx, m[1])
+	require.NoError(t, err)
+	require.Equal(t, lt.SessionIdle, sess.Status)
+
+	// One progress line per step (model call), numbered in order.
+	require.EqualValues(t, 6, sess.Usage.ModelCalls)
+	require.Equal(t, []string{"1", "2", "3", "4", "5", "6"}, stepNumbers(out), out)
+	require.Contains(t, out, "lookup_customer(cus_1042) → answered by the demo app: ACME Corp")
+	require.Contains(t, out, "finish(report.md)")
+	require.Greater(t, sess.Usage.CostUSD, 0.0)
+
+	arts, err := s.client.ListArtifacts(ctx, sess.ID)
+	require.NoError(t, err)
+	require.Len(t, arts.Data, 1)
+	art := arts.Data[0]
+	require.True(t, art.Final)
+	require.Equal(t, "report.md", art.Name)
+	require.Contains(t, out, "longhaul artifact get "+art.ID)
+	require.Contains(t, out, "longhaul show "+sess.ID)
+	require.Contains(t, out, "longhaul events "+sess.ID)
+
+	data, _, err := s.client.ArtifactContent(ctx, art.ID)
+	require.NoError(t, err)
+	require.Contains(t, string(data), "ACME Corp (cus_1042)")
+
+	// The shell commands ran in the workspace: their output is journaled.
+	events, err := s.client.ListEvents(ctx, sess.ID, 0, 500)
+	require.NoError(t, err)
+	var shellOut strings.Builder
+	for _, ev := range events.Data {
+		if ev.Type == lt.EventToolCompleted {
+			shellOut.Write(ev.Data)
+		}
+	}
+	require.Contains(t, shellOut.String(), "notes.md")
+	require.Contains(t, shellOut.String(), `"ACME Corp"`)
+}
+
+func TestDemoEmbedded(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	out := cliOK(t, "demo", "--data", dir, "--pace", "0")
+	require.Contains(t, out, "Started an embedded server on http://127.0.0.1:")
+	require.Contains(t, out, "longhaul serve --data "+dir)
+	m := sessionIDRE.FindStringSubmatch(out)
+	require.NotNil(t, m, out)
+	steps := stepNumbers(out)
+
+	// The embedded server is gone; its data stays. Read it back directly.
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(dir, dbFile), nil)
+	require.NoError(t, err)
+	defer st.Close()
+	eng, err := engine.New(st, &engine.Config{WorkspaceRoot: filepath.Join(dir, workspacesDir)})
+	require.NoError(t, err)
+	sess, err := eng.GetSession(ctx, m[1])
+	require.NoError(t, err)
+	require.Equal(t, lt.SessionIdle, sess.Status)
+	require.Len(t, steps, int(sess.Usage.ModelCalls))
+	turns, err := eng.ListTurns(ctx, sess.ID)
+	require.NoError(t, err)
+	require.Len(t, turns, 1)
+	require.Equal(t, lt.TurnCompleted, turns[0].Status)
+	require.Len(t, steps, turns[0].Steps)
+	arts, err := eng.ListArtifacts(ctx, sess.ID)
+	require.NoError(t, err)
+	require.Len(t, arts, 1)
+	require.True(t, arts[0].Final)
+	require.FileExists(t, filepath.Join(dir, nodeIDFile))
+}

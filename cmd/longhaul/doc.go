@@ -1,0 +1,24 @@
+// Command longhaul is Longhaul's one binary: the server (`serve`), an offline
+// demo (`demo`), and a command-line client for people and scripts (`run`,
+// `ls`, `show`, `events`, `cancel`, `actions`, `respond`, `decide`,
+// `effects`, `agents`, `artifacts`, `artifact`).
+//
+// Invariants it keeps:
+//
+//   - main calls run(ctx, args, stdout, stderr), which returns the error
+//     that ended the command; reportError prints it and maps it to the exit
+//     code: 0 success, 1 failure (an API error shows its code, message and
+//     field), 2 a usage mistake, 130 interrupted.
+//   - Client commands talk HTTP only through package client; only the node
+//     wiring (node.go, used by serve and demo) imports a storage driver, the
+//     engine and the server. deps_test.go keeps package client free of
+//     server-side code.
+//   - Flags win over environment variables (LONGHAUL_*), which win over
+//     defaults; secrets from the environment never appear as --help
+//     defaults.
+//   - Hand-written files (longhaul.yaml, agent specs) are decoded strictly:
+//     an unknown or mistyped field is an error naming the file, the line and
+//     the field's path.
+//
+// Nothing imports this package.
+package main

@@ -1,0 +1,319 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/longhaul-dev/longhaul/client"
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+type eventsOpts struct {
+	client *clientOpts
+	after  int64
+	follow bool
+	json   bool
+}
+
+func (c *cli) eventsCmd() *cobra.Command {
+	o := &eventsOpts{}
+	cmd := &cobra.Command{
+		Use:   "events SESSION_ID",
+		Short: "Print a session's journal, or follow it live",
+		Long: `Print the events of a session's journal in order, one per line. With --follow,
+keep printing new events as they are appended, across turns and across server
+restarts (the stream resumes where it stopped, without gaps or duplicates),
+until interrupted.`,
+		Example: `  longhaul events ses_01J9Z
+  longhaul events ses_01J9Z --after 40 --follow
+  longhaul events ses_01J9Z --json | jq -r .type`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error { return c.events(cmd, o, args[0]) },
+	}
+	o.client = clientFlags(cmd)
+	fs := cmd.Flags()
+	fs.Int64Var(&o.after, "after", 0, "print only events with a seq above this one")
+	fs.BoolVarP(&o.follow, "follow", "f", false, "keep following new events until interrupted")
+	fs.BoolVar(&o.json, "json", false, "print one JSON event per line")
+	return cmd
+}
+
+func (c *cli) events(cmd *cobra.Command, o *eventsOpts, id string) error {
+	if o.after < 0 {
+		return usagef("--after %d: must not be negative", o.after)
+	}
+	cl, err := c.newClient(cmd, o.client)
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	p := &eventPrinter{w: c.stdout, json: o.json}
+	if !o.follow {
+		after := o.after
+		for {
+			page, err := cl.ListEvents(ctx, id, after, client.MaxListLimit)
+			if err != nil {
+				return err
+			}
+			for _, ev := range page.Data {
+				if err := p.print(ev); err != nil {
+					return err
+				}
+				after = ev.Seq
+			}
+			if page.NextCursor == nil || len(page.Data) == 0 {
+				return nil
+			}
+		}
+	}
+	for ev, err := range cl.StreamEvents(ctx, id, o.after) {
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // interrupted: the normal way to stop following
+			}
+			return err
+		}
+		if err := p.print(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// eventPrinter prints events one per line: as JSON, or as
+// "SEQ  TIME  TYPE  SUMMARY" with fixed-width columns (a stream cannot wait
+// for a table to be complete before aligning it).
+type eventPrinter struct {
+	w    io.Writer
+	json bool
+}
+
+func (p *eventPrinter) print(ev lt.Event) error {
+	if p.json {
+		raw, err := json.Marshal(ev)
+		if err != nil {
+			return fmt.Errorf("encode event %d: %w", ev.Seq, err)
+		}
+		_, err = fmt.Fprintf(p.w, "%s\n", raw)
+		return err
+	}
+	_, err := fmt.Fprintf(p.w, "%6d  %s  %-24s  %s\n", ev.Seq, ev.Time.Local().Format("Jan 02 15:04:05.000"), ev.Type, eventSummary(ev))
+	return err
+}
+
+// eventSummary describes an event's data in one short line for people.
+func eventSummary(ev lt.Event) string {
+	var blob lt.BlobData
+	if json.Unmarshal(ev.Data, &blob) == nil && blob.Blob.SHA256 != "" {
+		return fmt.Sprintf("(large payload, blob %s, %s) %s", shortHash(blob.Blob.SHA256), fmtBytes(blob.Blob.Size), truncate(blob.Preview, 60))
+	}
+	switch ev.Type {
+	case lt.EventSessionCreated:
+		var d journal.SessionCreated
+		if decode(ev, &d) {
+			return fmt.Sprintf("%s: %q", agentLabel(d.Agent), truncate(d.Input, 60))
+		}
+	case lt.EventSessionStatusChanged:
+		var d journal.StatusChanged
+		if decode(ev, &d) {
+			s := fmt.Sprintf("%s → %s", d.From, d.To)
+			if d.StopReason != "" {
+				s += " (" + d.StopReason + ")"
+			}
+			return s
+		}
+	case lt.EventSessionCancelRequested:
+		var d journal.CancelRequested
+		if decode(ev, &d) {
+			return orDash(truncate(d.Reason, 80))
+		}
+	case lt.EventTurnCreated:
+		var d journal.TurnCreated
+		if decode(ev, &d) {
+			return fmt.Sprintf("turn %d: %q", d.Index, truncate(d.Input, 60))
+		}
+	case lt.EventTurnStarted:
+		var d journal.TurnStarted
+		if decode(ev, &d) {
+			return d.TurnID
+		}
+	case lt.EventTurnCompleted:
+		var d journal.TurnCompleted
+		if decode(ev, &d) {
+			return fmt.Sprintf("%q", truncate(d.Output, 80))
+		}
+	case lt.EventTurnFailed:
+		var d journal.TurnFailed
+		if decode(ev, &d) {
+			return d.StopReason + ": " + truncate(d.Error, 80)
+		}
+	case lt.EventTurnCancelled:
+		var d journal.TurnCancelled
+		if decode(ev, &d) {
+			return orDash(truncate(d.Reason, 80))
+		}
+	case lt.EventModelRequested:
+		var d journal.ModelRequested
+		if decode(ev, &d) {
+			m := d.Provider
+			if d.Model != "" {
+				m += "/" + d.Model
+			}
+			return fmt.Sprintf("step %d: %s (attempt %d)", d.Step, m, d.Attempt)
+		}
+	case lt.EventModelResponded:
+		var d journal.ModelResponded
+		if decode(ev, &d) {
+			return fmt.Sprintf("step %d: %s  · %s tok · %s · %s", d.Step, modelAnswer(d),
+				fmtInt(d.Usage.InputTokens+d.Usage.OutputTokens), fmtCost(d.CostUSD), fmtDuration(ms(d.DurationMS)))
+		}
+	case lt.EventModelFailed:
+		var d journal.ModelFailed
+		if decode(ev, &d) {
+			kind := d.Kind
+			if d.Status != 0 {
+				kind += fmt.Sprintf(" (HTTP %d)", d.Status)
+			}
+			return fmt.Sprintf("step %d, attempt %d: %s: %s", d.Step, d.Attempt, kind, truncate(d.Message, 80))
+		}
+	case lt.EventToolRequested:
+		var d journal.ToolRequested
+		if decode(ev, &d) {
+			return fmt.Sprintf("step %d: %s [%s, %s]", d.Step, toolLabel(d.Tool, d.Arguments), d.Kind, d.Class)
+		}
+	case lt.EventToolStarted:
+		var d journal.ToolStarted
+		if decode(ev, &d) {
+			return fmt.Sprintf("step %d: %s [%s] effect %s, attempt %d", d.Step, d.Tool, d.Class, d.EffectID, d.Attempt)
+		}
+	case lt.EventToolCompleted:
+		var d journal.ToolCompleted
+		if decode(ev, &d) {
+			s := fmt.Sprintf("step %d: %s → %s (%s)", d.Step, d.Tool, truncate(string(d.Output), 60), fmtDuration(ms(d.DurationMS)))
+			if d.Resolution != "" {
+				s += ", resolved: " + d.Resolution
+			}
+			return s
+		}
+	case lt.EventToolFailed:
+		var d journal.ToolFailed
+		if decode(ev, &d) {
+			return fmt.Sprintf("step %d: %s: %s", d.Step, d.Tool, truncate(d.Error, 80))
+		}
+	case lt.EventEffectInDoubt:
+		var d journal.EffectInDoubt
+		if decode(ev, &d) {
+			return fmt.Sprintf("step %d: %s: %s (action %s)", d.Step, d.Tool, truncate(d.Reason, 60), d.ActionID)
+		}
+	case lt.EventActionRequired:
+		var d journal.ActionRequired
+		if decode(ev, &d) {
+			return fmt.Sprintf("%s %s: %s", d.Action.Type, d.Action.ID, truncate(actionWhat(&d.Action), 80))
+		}
+	case lt.EventActionResolved:
+		var d journal.ActionResolved
+		if decode(ev, &d) {
+			return fmt.Sprintf("%s %s: %s", d.Type, d.ActionID, decisionText(&d.Decision))
+		}
+	case lt.EventCheckpointCreated:
+		var d journal.CheckpointCreated
+		if decode(ev, &d) {
+			return fmt.Sprintf("%s: %s", d.Checkpoint.Name, truncate(d.Checkpoint.Summary, 60))
+		}
+	case lt.EventArtifactCreated:
+		var d journal.ArtifactCreated
+		if decode(ev, &d) {
+			return fmt.Sprintf("%s %s v%d (%s)", d.Artifact.ID, d.Artifact.Name, d.Artifact.Version, fmtBytes(d.Artifact.Size))
+		}
+	case lt.EventBudgetExceeded, lt.EventBudgetWarning:
+		var d journal.BudgetExceeded
+		if decode(ev, &d) && d.Limit != "" {
+			return fmt.Sprintf("%s: used %g of %g", d.Limit, d.Used, d.Max)
+		}
+	}
+	return truncate(string(ev.Data), 100)
+}
+
+// decode unmarshals an event's data; false means it has another shape (from
+// a newer server, say), and the caller falls back to the raw JSON.
+func decode(ev lt.Event, v any) bool {
+	return json.Unmarshal(ev.Data, v) == nil
+}
+
+func modelAnswer(d journal.ModelResponded) string {
+	if len(d.ToolCalls) == 0 {
+		return fmt.Sprintf("%q", truncate(d.Text, 60))
+	}
+	labels := make([]string, len(d.ToolCalls))
+	for i, tc := range d.ToolCalls {
+		labels[i] = toolLabel(tc.Name, tc.Arguments)
+	}
+	return "→ " + strings.Join(labels, ", ")
+}
+
+// toolLabel names a tool call with its most telling argument, like
+// "shell(wc -w notes.md)" or "write_file(notes.md)".
+func toolLabel(name string, args json.RawMessage) string {
+	var m map[string]any
+	if json.Unmarshal(args, &m) != nil || len(m) == 0 {
+		return name
+	}
+	if arts, ok := m["artifacts"].([]any); ok && len(arts) > 0 {
+		parts := make([]string, 0, len(arts))
+		for _, a := range arts {
+			if s, ok := a.(string); ok {
+				parts = append(parts, s)
+			}
+		}
+		return fmt.Sprintf("%s(%s)", name, truncate(strings.Join(parts, ", "), 40))
+	}
+	for _, k := range []string{"path", "command", "url", "name", "question", "summary", "seconds"} {
+		if v, ok := m[k]; ok {
+			return fmt.Sprintf("%s(%s)", name, truncate(fmt.Sprint(v), 40))
+		}
+	}
+	// An application tool: its first string argument, by key order.
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if s, ok := m[k].(string); ok {
+			return fmt.Sprintf("%s(%s)", name, truncate(s, 40))
+		}
+	}
+	return name
+}
+
+// actionWhat says what an action asks for.
+func actionWhat(a *lt.Action) string {
+	switch {
+	case a.Summary != "":
+		return a.Summary
+	case a.Question != "":
+		return a.Question
+	case a.Tool != "":
+		return toolLabel(a.Tool, a.Arguments)
+	}
+	return string(a.Type)
+}
+
+// decisionText describes a decision on an action.
+func decisionText(d *lt.Decision) string {
+	switch {
+	case d.Decision != "" && d.Reason != "":
+		return d.Decision + ": " + truncate(d.Reason, 60)
+	case d.Decision != "":
+		return d.Decision
+	case d.Error != "":
+		return "error: " + truncate(d.Error, 60)
+	case len(d.Output) > 0:
+		return "output " + truncate(string(d.Output), 60)
+	case d.Answer != "":
+		return "answer: " + truncate(d.Answer, 60)
+	}
+	return "resolved"
+}

@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/longhaul-dev/longhaul/client"
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+type runOpts struct {
+	client      *clientOpts
+	agent       string
+	agentSpec   string
+	goal        string
+	constraints []string
+	acceptance  []string
+	budgetUSD   float64
+	detach      bool
+	json        bool
+}
+
+func (c *cli) runCmd() *cobra.Command {
+	o := &runOpts{}
+	cmd := &cobra.Command{
+		Use:   "run (--agent NAME | --agent-spec FILE) [flags] INPUT",
+		Short: "Start a session and follow its first turn to the end",
+		Long: `Start a session with a configured agent (--agent) or an agent spec from a JSON
+or YAML file (--agent-spec, the "agent_spec" of API.md), then print its
+events as they happen until the turn ends, and the turn's output.
+
+A required action (an application function to answer, an effect in doubt) is
+printed with the command that settles it; run keeps following meanwhile.
+Interrupting run stops following only: the session goes on in the server.
+
+The exit code is 0 when the turn completed, 1 when it failed or was cancelled.`,
+		Example: `  longhaul run --agent researcher "Write a competitor brief for ACME"
+  longhaul run --agent-spec spec.json --goal "A one-page brief" \
+      --constraint "Do not contact anyone" --acceptance "under 600 words" \
+      --budget-usd 5 "Write a competitor brief for ACME"
+  id=$(longhaul run --agent researcher --detach "Summarise the logs")`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error { return c.run(cmd, o, args[0]) },
+	}
+	o.client = clientFlags(cmd)
+	fs := cmd.Flags()
+	fs.StringVar(&o.agent, "agent", "", "name of a configured agent")
+	fs.StringVar(&o.agentSpec, "agent-spec", "", "file (JSON or YAML) holding an inline agent spec")
+	fs.StringVar(&o.goal, "goal", "", "the goal, pinned in every model context")
+	fs.StringArrayVar(&o.constraints, "constraint", nil, "a constraint the agent must respect (repeatable)")
+	fs.StringArrayVar(&o.acceptance, "acceptance", nil, "an acceptance criterion for the result (repeatable)")
+	fs.Float64Var(&o.budgetUSD, "budget-usd", 0, "hard limit on the session's model cost, in USD")
+	fs.BoolVar(&o.detach, "detach", false, "print the session id and return without following")
+	fs.BoolVar(&o.json, "json", false, "print events as JSON lines (with --detach: the session as JSON)")
+	return cmd
+}
+
+func (c *cli) run(cmd *cobra.Command, o *runOpts, input string) error {
+	if (o.agent == "") == (o.agentSpec == "") {
+		return usagef("give exactly one of --agent NAME and --agent-spec FILE")
+	}
+	if strings.TrimSpace(input) == "" {
+		return usagef("INPUT is empty: say what the agent should do")
+	}
+	req := &lt.CreateSessionRequest{
+		Agent:              o.agent,
+		Input:              input,
+		Goal:               o.goal,
+		Constraints:        o.constraints,
+		AcceptanceCriteria: o.acceptance,
+	}
+	if cmd.Flags().Changed("budget-usd") {
+		if !(o.budgetUSD > 0) {
+			return usagef("--budget-usd %g: must be above 0", o.budgetUSD)
+		}
+		req.Budget = &lt.Budget{MaxCostUSD: o.budgetUSD}
+	}
+	if o.agentSpec != "" {
+		var spec lt.AgentSpec
+		if _, err := decodeFile(o.agentSpec, &spec); err != nil {
+			return err
+		}
+		req.AgentSpec = &spec
+	}
+	cl, err := c.newClient(cmd, o.client)
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	s, err := cl.CreateSession(ctx, req)
+	if err != nil {
+		return err
+	}
+	if o.detach {
+		if o.json {
+			return writeJSON(c.stdout, s)
+		}
+		_, err := fmt.Fprintln(c.stdout, s.ID)
+		return err
+	}
+
+	// With --json, stdout carries only events; notes go to stderr.
+	notes := c.stdout
+	if o.json {
+		notes = c.stderr
+	}
+	fmt.Fprintf(notes, "session %s started (%s); following turn %s\n", s.ID, agentLabel(s.Agent), s.CurrentTurnID)
+	p := &eventPrinter{w: c.stdout, json: o.json}
+	end, err := followTurn(ctx, cl, s.ID, s.CurrentTurnID, 0, func(ev lt.Event) error {
+		if o.json {
+			return p.print(ev)
+		}
+		if !interesting(ev.Type) {
+			return nil
+		}
+		if err := p.print(ev); err != nil {
+			return err
+		}
+		printActionHint(c.stdout, s.ID, ev)
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(c.stderr, "stopped following; session %s goes on in the server: longhaul events %s --follow\n", s.ID, s.ID)
+			return &exitError{code: exitInterrupted}
+		}
+		return err
+	}
+	return c.reportTurn(ctx, cl, notes, s.ID, end, !o.json)
+}
+
+// reportTurn prints how a followed turn ended and the session's totals, and
+// returns an error (exit code 1) unless the turn completed.
+func (c *cli) reportTurn(ctx context.Context, cl *client.Client, w io.Writer, sessionID string, end *turnEnd, printOutput bool) error {
+	if end.status == lt.TurnCompleted && printOutput {
+		fmt.Fprintf(w, "\nOutput:\n%s\n\n", strings.TrimRight(end.output, "\n"))
+	}
+	if s, err := cl.GetSession(ctx, sessionID); err == nil {
+		fmt.Fprintf(w, "session %s is %s · %s\n", s.ID, s.Status, usageLine(s.Usage))
+	}
+	switch end.status {
+	case lt.TurnCompleted:
+		return nil
+	case lt.TurnFailed:
+		return &exitError{code: exitFailure, msg: fmt.Sprintf("turn %s failed (%s): %s", end.turnID, end.stopReason, end.err)}
+	default:
+		msg := fmt.Sprintf("turn %s was cancelled", end.turnID)
+		if end.err != "" {
+			msg += ": " + end.err
+		}
+		return &exitError{code: exitFailure, msg: msg}
+	}
+}
+
+// turnEnd is how a turn ended.
+type turnEnd struct {
+	turnID     string
+	status     lt.TurnStatus
+	output     string
+	stopReason string
+	err        string // the failure, or the cancel reason
+}
+
+// followTurn streams the session's events after seq after, handing each to
+// onEvent, until turn turnID ends. The stream resumes by itself across
+// disconnects and server restarts.
+func followTurn(ctx context.Context, cl *client.Client, sessionID, turnID string, after int64, onEvent func(lt.Event) error) (*turnEnd, error) {
+	for ev, err := range cl.StreamEvents(ctx, sessionID, after) {
+		if err != nil {
+			return nil, err
+		}
+		if err := onEvent(ev); err != nil {
+			return nil, err
+		}
+		if end := turnEnded(ev); end != nil && end.turnID == turnID {
+			return end, nil
+		}
+	}
+	// StreamEvents ends only after yielding an error, or when the loop
+	// breaks; neither reaches here.
+	return nil, errors.New("event stream ended unexpectedly")
+}
+
+// turnEnded returns the end of a turn that ev reports, or nil.
+func turnEnded(ev lt.Event) *turnEnd {
+	switch ev.Type {
+	case lt.EventTurnCompleted:
+		var d journal.TurnCompleted
+		if decode(ev, &d) {
+			return &turnEnd{turnID: firstNonEmpty(d.TurnID, ev.TurnID), status: lt.TurnCompleted, output: d.Output}
+		}
+	case lt.EventTurnFailed:
+		var d journal.TurnFailed
+		if decode(ev, &d) {
+			return &turnEnd{turnID: firstNonEmpty(d.TurnID, ev.TurnID), status: lt.TurnFailed, stopReason: d.StopReason, err: d.Error}
+		}
+	case lt.EventTurnCancelled:
+		var d journal.TurnCancelled
+		if decode(ev, &d) {
+			return &turnEnd{turnID: firstNonEmpty(d.TurnID, ev.TurnID), status: lt.TurnCancelled, err: d.Reason}
+		}
+	}
+	return nil
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// interesting reports whether `run` prints events of type t: everything but
+// the bookkeeping that the following event says better.
+func interesting(t string) bool {
+	switch t {
+	case lt.EventSessionCreated, lt.EventTurnCreated, lt.EventTurnStarted, lt.EventModelRequested,
+		lt.EventModelDelta, lt.EventToolRequested, lt.EventToolStarted:
+		return false
+	}
+	return true
+}
+
+// printActionHint follows an action.required line with the command that
+// settles the action.
+func printActionHint(w io.Writer, sessionID string, ev lt.Event) {
+	if ev.Type != lt.EventActionRequired {
+		return
+	}
+	var d journal.ActionRequired
+	if !decode(ev, &d) {
+		return
+	}
+	a := d.Action
+	switch a.Type {
+	case lt.ActionFunctionCall:
+		fmt.Fprintf(w, "        ↳ %s%s is for the application to answer:\n", a.Tool, argsSuffix(a.Arguments))
+		fmt.Fprintf(w, "          longhaul respond %s %s --output 'JSON'   (or --error MSG)\n", sessionID, a.ID)
+	case lt.ActionInDoubt:
+		fmt.Fprintf(w, "        ↳ did %s run? decide with:\n", a.Tool)
+		fmt.Fprintf(w, "          longhaul decide %s %s happened|did_not_happen|skip\n", sessionID, a.ID)
+	default:
+		fmt.Fprintf(w, "        ↳ see: longhaul actions %s --status pending\n", sessionID)
+	}
+}
+
+func argsSuffix(args []byte) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return " " + truncate(string(args), 80)
+}
+
+func agentLabel(a lt.AgentRef) string {
+	return fmt.Sprintf("agent %s v%d", a.Name, a.Version)
+}
+
+func usageLine(u lt.Usage) string {
+	return fmt.Sprintf("%s tokens · %s · %d model calls · %d tool calls",
+		fmtInt(u.InputTokens+u.OutputTokens), fmtCost(u.CostUSD), u.ModelCalls, u.ToolCalls)
+}

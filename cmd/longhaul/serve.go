@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Defaults of `serve`.
+const (
+	defaultAddr    = "127.0.0.1:8080"
+	defaultDataDir = "longhaul-data"
+)
+
+type serveOpts struct {
+	addr     string
+	dataDir  string
+	config   string
+	apiKeys  []string
+	logLevel string
+}
+
+func (c *cli) serveCmd() *cobra.Command {
+	o := &serveOpts{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the Longhaul server (HTTP API, workers, embedded SQLite)",
+		Long: `Run the Longhaul server: the HTTP API and the workers that run sessions, with
+an embedded SQLite database in the data directory (DATA/longhaul.db, session
+workspaces in DATA/workspaces, this node's id in DATA/node-id).
+
+Agents listed in the config file are registered at start, each only when its
+spec differs from the latest stored version:
+
+  agents:
+    - name: researcher
+      spec:
+        model: {provider: scripted, script: [{text: "Hello"}]}
+        instructions: Be brief.
+        tools: [{name: shell}, {name: write_file}]
+
+Without API keys the server accepts requests from loopback addresses only.
+SIGINT or SIGTERM drains it: it stops accepting requests, lets running steps
+finish (or leaves them resumable) and exits 0.`,
+		Example: `  longhaul serve
+  longhaul serve --addr 0.0.0.0:8080 --data /var/lib/longhaul --api-key "$KEY"
+  LONGHAUL_API_KEYS=key1,key2 longhaul serve --config agents.yaml`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error { return c.serve(cmd, o) },
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.addr, "addr", defaultAddr, "address to listen on, HOST:PORT (env LONGHAUL_ADDR)")
+	fs.StringVar(&o.dataDir, "data", defaultDataDir, "data directory: database, workspaces, node id (env LONGHAUL_DATA)")
+	fs.StringVar(&o.config, "config", "", "config file with agents to register (env LONGHAUL_CONFIG; default "+defaultConfigFile+" if it exists)")
+	fs.StringArrayVar(&o.apiKeys, "api-key", nil, "API key accepted as a bearer token; repeat for several (env LONGHAUL_API_KEYS, comma-separated)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error (env LONGHAUL_LOG_LEVEL)")
+	return cmd
+}
+
+func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
+	ctx := cmd.Context()
+	addr := c.flagOrEnv(cmd, "addr", o.addr, "LONGHAUL_ADDR")
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return usagef("--addr %q: want HOST:PORT: %v", addr, err)
+	}
+	dataDir := c.flagOrEnv(cmd, "data", o.dataDir, "LONGHAUL_DATA")
+	level, err := parseLogLevel(c.flagOrEnv(cmd, "log-level", o.logLevel, "LONGHAUL_LOG_LEVEL"))
+	if err != nil {
+		return err
+	}
+	keys := o.apiKeys
+	if !cmd.Flags().Changed("api-key") {
+		keys = splitList(c.getenv("LONGHAUL_API_KEYS"))
+	}
+	for i, k := range keys {
+		if k == "" || strings.ContainsAny(k, " \t\r\n") {
+			return usagef("API key %d is empty or contains whitespace", i+1)
+		}
+	}
+	cf, err := c.serverConfig(cmd, o)
+	if err != nil {
+		return err
+	}
+
+	log := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
+	n, err := startNode(ctx, nodeConfig{addr: addr, dataDir: dataDir, apiKeys: keys, config: cf, logger: log})
+	if err != nil {
+		return err
+	}
+	printServeBanner(c.stdout, n, cf, len(keys))
+
+	select {
+	case <-ctx.Done():
+		log.Info("signal received; draining", "http_timeout", httpDrainTimeout, "engine_timeout", engineDrainTimeout)
+		if err := n.stop(ctx); err != nil {
+			return err
+		}
+		fmt.Fprintln(c.stdout, "Longhaul stopped.")
+		return nil
+	case err := <-n.served:
+		// Serve returned without Shutdown: the listener failed. Put the
+		// result back for stop, which waits for it.
+		n.served <- err
+		stopErr := n.stop(context.WithoutCancel(ctx))
+		return errors.Join(fmt.Errorf("serve http: %w", err), stopErr)
+	}
+}
+
+// serverConfig loads the config file: the one given by --config or
+// LONGHAUL_CONFIG (which must exist), else longhaul.yaml when it exists, else
+// none.
+func (c *cli) serverConfig(cmd *cobra.Command, o *serveOpts) (*configFile, error) {
+	path := c.flagOrEnv(cmd, "config", o.config, "LONGHAUL_CONFIG")
+	if path == "" {
+		if _, err := os.Stat(defaultConfigFile); errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		path = defaultConfigFile
+	}
+	return loadConfig(path)
+}
+
+func parseLogLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, usagef("--log-level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// splitList splits a comma-separated environment variable, dropping empty
+// items and the spaces around items.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func printServeBanner(w io.Writer, n *node, cf *configFile, keys int) {
+	fmt.Fprintf(w, "Longhaul is listening on %s\n", n.url)
+	fmt.Fprintf(w, "  data:    %s (database %s, workspaces in %s)\n", n.dataDir, dbFile, workspacesDir+string(filepath.Separator))
+	fmt.Fprintf(w, "  node:    %s\n", n.nodeID)
+	if cf != nil {
+		var parts []string
+		for _, a := range n.agents {
+			state := "unchanged"
+			if a.created {
+				state = "registered"
+			}
+			parts = append(parts, fmt.Sprintf("%s v%d (%s)", a.name, a.version, state))
+		}
+		if len(parts) == 0 {
+			parts = []string{"none"}
+		}
+		fmt.Fprintf(w, "  agents:  %s, from %s\n", strings.Join(parts, ", "), cf.doc.name)
+	}
+	if keys == 0 {
+		fmt.Fprintln(w, "  access:  no API keys configured: accepting requests from loopback addresses only")
+	} else {
+		fmt.Fprintf(w, "  access:  %d API key(s); requests need \"Authorization: Bearer <key>\"\n", keys)
+	}
+	fmt.Fprintln(w, "Press Ctrl-C to stop; running steps finish first.")
+}

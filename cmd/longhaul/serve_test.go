@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+var listenRE = regexp.MustCompile(`listening on (http://\S+)`)
+
+// servingNode is a `longhaul serve` running in this process.
+type servingNode struct {
+	url    string
+	stdout *outBuffer
+	stop   func() error // cancels serve's context (a signal) and waits for it
+}
+
+// startServe runs `serve --addr 127.0.0.1:0 ARGS...` until its banner is out.
+func startServe(t *testing.T, getenv func(string) string, args ...string) *servingNode {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stdout, stderr := newOutBuffer(), newOutBuffer()
+	done := make(chan error, 1)
+	go func() {
+		done <- execute(ctx, append([]string{"serve", "--addr", "127.0.0.1:0", "--log-level", "warn"}, args...), stdout, stderr, getenv)
+	}()
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(testTimeout):
+			t.Fatalf("serve did not stop; stderr:\n%s", stderr.String())
+			return nil
+		}
+	}
+	t.Cleanup(func() { _ = stop() })
+
+	deadline := time.After(testTimeout)
+	for {
+		stdout.mu.Lock()
+		out, ch := stdout.buf.String(), stdout.changed
+		stdout.mu.Unlock()
+		if strings.Contains(out, "Press Ctrl-C") {
+			m := listenRE.FindStringSubmatch(out)
+			require.NotNil(t, m, out)
+			return &servingNode{url: m[1], stdout: stdout, stop: stop}
+		}
+		select {
+		case <-ch:
+		case err := <-done:
+			stopped = true
+			t.Fatalf("serve ended before serving: %v\nstderr:\n%s", err, stderr.String())
+		case <-deadline:
+			t.Fatalf("serve never printed its banner; stderr:\n%s", stderr.String())
+		}
+	}
+}
+
+func noEnv(string) string { return "" }
+
+func TestServeRegistersConfiguredAgentsOnlyWhenChanged(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := writeFile(t, "longhaul.yaml", goodConfig)
+
+	n := startServe(t, noEnv, "--data", dir, "--config", cfg)
+	out := n.stdout.String()
+	require.Contains(t, out, "researcher v1 (registered), from "+cfg)
+	require.Contains(t, out, "data:    "+dir)
+	require.Contains(t, out, "accepting requests from loopback addresses only")
+	nodeID, err := os.ReadFile(filepath.Join(dir, nodeIDFile))
+	require.NoError(t, err)
+	require.Contains(t, out, "node:    "+strings.TrimSpace(string(nodeID)))
+
+	agents := cliJSON[[]lt.Agent](t, "agents", "ls", "--json", "--server", n.url)
+	require.Len(t, agents, 1)
+	require.Equal(t, 1, agents[0].Version)
+	run := cliOK(t, "run", "--agent", "researcher", "--server", n.url, "find it")
+	require.Contains(t, run, "Output:\nFound it.")
+
+	// A second process on the same data directory is refused.
+	r := cliRun(t, "serve", "--addr", "127.0.0.1:0", "--data", dir, "--config", cfg)
+	require.Equal(t, exitFailure, r.code)
+	require.Contains(t, r.stderr, "in use by another longhaul process")
+
+	require.NoError(t, n.stop(), "a signal drains and exits 0")
+	require.Contains(t, n.stdout.String(), "Longhaul stopped.")
+
+	// Restart with the same config: nothing new, same node id, same data.
+	n = startServe(t, noEnv, "--data", dir, "--config", cfg)
+	require.Contains(t, n.stdout.String(), "researcher v1 (unchanged)")
+	again, err := os.ReadFile(filepath.Join(dir, nodeIDFile))
+	require.NoError(t, err)
+	require.Equal(t, string(nodeID), string(again))
+	require.Len(t, cliJSON[[]lt.Session](t, "ls", "--json", "--server", n.url), 1)
+	require.NoError(t, n.stop())
+
+	// A changed spec becomes version 2.
+	changed := strings.Replace(goodConfig, "Be brief.", "Be thorough.", 1)
+	require.NoError(t, os.WriteFile(cfg, []byte(changed), 0o600))
+	n = startServe(t, noEnv, "--data", dir, "--config", cfg)
+	require.Contains(t, n.stdout.String(), "researcher v2 (registered)")
+	agents = cliJSON[[]lt.Agent](t, "agents", "ls", "--json", "--server", n.url)
+	require.Equal(t, 2, agents[0].Version)
+	require.Equal(t, "Be thorough.", agents[0].Spec.Instructions)
+	require.NoError(t, n.stop())
+}
+
+func TestServeRefusesBadConfig(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ name, content, want string }{
+		{
+			name:    "unknown field",
+			content: "agents:\n  - name: a\n    spec:\n      model: {provider: scripted}\n      toolz: []\n",
+			want:    `:5: agents[0].spec.toolz: unknown field "toolz" (did you mean "tools"?)`,
+		},
+		{
+			name:    "refused by the engine",
+			content: "agents:\n  - name: a\n    spec:\n      model: {provider: openai-ish}\n",
+			want:    `:4: agents[0].spec.model.provider: unknown provider "openai-ish"`,
+		},
+		{
+			name:    "bad agent name",
+			content: "agents:\n  - name: Not A Name\n    spec: {model: {provider: scripted}}\n",
+			want:    `:2: agents[0].name: must match`,
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := writeFile(t, "longhaul.yaml", tt.content)
+			r := cliRun(t, "serve", "--addr", "127.0.0.1:0", "--data", t.TempDir(), "--config", cfg)
+			require.Equal(t, exitFailure, r.code)
+			require.Contains(t, r.stderr, cfg+tt.want)
+			require.NotContains(t, r.stdout, "listening")
+		})
+	}
+
+	r := cliRun(t, "serve", "--addr", "127.0.0.1:0", "--data", t.TempDir(), "--config", filepath.Join(t.TempDir(), "missing.yaml"))
+	require.Equal(t, exitFailure, r.code)
+	require.Contains(t, r.stderr, "missing.yaml")
+}
+
+func TestServeWithAPIKeysFromEnvironment(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"LONGHAUL_API_KEYS": " k1 , k2,", "LONGHAUL_DATA": t.TempDir()}
+	n := startServe(t, func(k string) string { return env[k] })
+	require.Contains(t, n.stdout.String(), "2 API key(s)")
+	require.Contains(t, n.stdout.String(), "data:    "+env["LONGHAUL_DATA"])
+
+	r := cliRun(t, "ls", "--server", n.url)
+	require.Equal(t, exitFailure, r.code)
+	require.Contains(t, r.stderr, "unauthorized")
+	require.Contains(t, r.stderr, "Hint: pass the server's API key")
+
+	require.Contains(t, cliOK(t, "ls", "--server", n.url, "--api-key", "k2"), "No sessions.")
+	clientEnv := map[string]string{"LONGHAUL_SERVER": n.url, "LONGHAUL_API_KEY": "k1"}
+	out := newOutBuffer()
+	require.NoError(t, execute(context.Background(), []string{"agents", "ls", "--json"}, out, io.Discard, func(k string) string { return clientEnv[k] }))
+	require.JSONEq(t, `[]`, out.String())
+	require.NoError(t, n.stop())
+}
+
+// TestEventsFollowAcrossServerRestart follows a session while its server is
+// drained and started again on the same address and data: the stream
+// resumes where it stopped, without a gap or a duplicate, and the restarted
+// node carries on with the session.
+func TestEventsFollowAcrossServerRestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	n := startServe(t, noEnv, "--data", dir)
+	spec := writeFile(t, "spec.json", functionSpec)
+	id := strings.TrimSpace(cliOK(t, "run", "--server", n.url, "--agent-spec", spec, "--detach", "Look up c-7"))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	follow := newOutBuffer()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"events", id, "--follow", "--json", "--server", n.url}, follow, newOutBuffer())
+	}()
+	follow.waitFor(t, `"type":"action.required"`)
+
+	require.NoError(t, n.stop())
+	n = startServe(t, noEnv, "--data", dir, "--addr", strings.TrimPrefix(n.url, "http://"))
+
+	actions := cliJSON[[]lt.Action](t, "actions", id, "--status", "pending", "--json", "--server", n.url)
+	require.Len(t, actions, 1)
+	cliOK(t, "respond", id, actions[0].ID, "--output", `{"name": "ACME"}`, "--server", n.url)
+	follow.waitFor(t, `"type":"turn.completed"`)
+	cancel()
+	require.NoError(t, <-done)
+
+	events := parseJSONLines(t, follow.String())
+	for i, ev := range events {
+		require.EqualValues(t, i+1, ev.Seq, "no gap, no duplicate")
+	}
+	require.NoError(t, n.stop())
+}

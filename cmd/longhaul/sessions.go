@@ -1,0 +1,367 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/longhaul-dev/longhaul/client"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// defaultListLimit is how many sessions `ls` shows without --limit.
+const defaultListLimit = 50
+
+// maxListTotal bounds `ls --limit`: beyond that, page with the API.
+const maxListTotal = 10000
+
+var sessionStatuses = []lt.SessionStatus{
+	lt.SessionQueued, lt.SessionRunning, lt.SessionRequiresAction, lt.SessionWaiting,
+	lt.SessionIdle, lt.SessionFailed, lt.SessionCancelled,
+}
+
+type lsOpts struct {
+	client *clientOpts
+	status string
+	agent  string
+	limit  int
+	json   bool
+}
+
+func (c *cli) lsCmd() *cobra.Command {
+	o := &lsOpts{}
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List sessions, newest first",
+		Example: `  longhaul ls
+  longhaul ls --status requires_action
+  longhaul ls --agent researcher --limit 200 --json`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error { return c.ls(cmd, o) },
+	}
+	o.client = clientFlags(cmd)
+	fs := cmd.Flags()
+	fs.StringVar(&o.status, "status", "", "only sessions with this status: "+joinStatuses())
+	fs.StringVar(&o.agent, "agent", "", "only sessions of this agent")
+	fs.IntVar(&o.limit, "limit", defaultListLimit, fmt.Sprintf("at most this many sessions (1-%d)", maxListTotal))
+	fs.BoolVar(&o.json, "json", false, "print a JSON array of sessions (API objects)")
+	return cmd
+}
+
+func joinStatuses() string {
+	s := make([]string, len(sessionStatuses))
+	for i, st := range sessionStatuses {
+		s[i] = string(st)
+	}
+	return strings.Join(s, ", ")
+}
+
+func (c *cli) ls(cmd *cobra.Command, o *lsOpts) error {
+	if o.status != "" && !validStatus(o.status) {
+		return usagef("--status %q: want one of %s", o.status, joinStatuses())
+	}
+	if o.limit < 1 || o.limit > maxListTotal {
+		return usagef("--limit %d: want 1 to %d", o.limit, maxListTotal)
+	}
+	cl, err := c.newClient(cmd, o.client)
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	sessions := []lt.Session{}
+	p := client.ListSessionsParams{Status: lt.SessionStatus(o.status), Agent: o.agent}
+	for len(sessions) < o.limit {
+		p.Limit = min(o.limit-len(sessions), client.MaxListLimit)
+		page, err := cl.ListSessions(ctx, p)
+		if err != nil {
+			return err
+		}
+		sessions = append(sessions, page.Data...)
+		if page.NextCursor == nil || len(page.Data) == 0 {
+			break
+		}
+		p.Cursor = *page.NextCursor
+	}
+	if o.json {
+		return writeJSON(c.stdout, sessions)
+	}
+	if len(sessions) == 0 {
+		_, err := fmt.Fprintln(c.stdout, "No sessions.")
+		return err
+	}
+	t := newTable(c.stdout, "ID", "STATUS", "AGENT", "TOKENS", "COST", "ACTIONS", "CREATED", "INPUT")
+	for _, s := range sessions {
+		status := string(s.Status)
+		if s.StopReason != nil {
+			status += " (" + *s.StopReason + ")"
+		}
+		t.row(s.ID, status, agentCell(s.Agent), fmtInt(s.Usage.InputTokens+s.Usage.OutputTokens),
+			fmtCost(s.Usage.CostUSD), fmt.Sprint(pendingCount(s.RequiredActions)), fmtTime(s.CreatedAt), truncate(s.Input, 50))
+	}
+	return t.flush()
+}
+
+func validStatus(s string) bool {
+	for _, st := range sessionStatuses {
+		if string(st) == s {
+			return true
+		}
+	}
+	return false
+}
+
+func agentCell(a lt.AgentRef) string {
+	return fmt.Sprintf("%s v%d", a.Name, a.Version)
+}
+
+func pendingCount(actions []lt.Action) int {
+	n := 0
+	for _, a := range actions {
+		if a.Status == lt.ActionPending {
+			n++
+		}
+	}
+	return n
+}
+
+type showOpts struct {
+	client *clientOpts
+	json   bool
+}
+
+func (c *cli) showCmd() *cobra.Command {
+	o := &showOpts{}
+	cmd := &cobra.Command{
+		Use:   "show SESSION_ID",
+		Short: "Show a session: status, intent, budget, usage, turns and pending actions",
+		Example: `  longhaul show ses_01J9Z
+  longhaul show ses_01J9Z --json | jq .usage`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error { return c.show(cmd, o, args[0]) },
+	}
+	o.client = clientFlags(cmd)
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the session as JSON (the API object)")
+	return cmd
+}
+
+func (c *cli) show(cmd *cobra.Command, o *showOpts, id string) error {
+	cl, err := c.newClient(cmd, o.client)
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	s, err := cl.GetSession(ctx, id)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return writeJSON(c.stdout, s)
+	}
+	turns, err := cl.ListTurns(ctx, id)
+	if err != nil {
+		return err
+	}
+	return printSession(c.stdout, s, turns.Data)
+}
+
+func printSession(w io.Writer, s *lt.Session, turns []lt.Turn) error {
+	kv := newTable(w, "Session:", s.ID)
+	status := string(s.Status)
+	if s.StopReason != nil {
+		status += " (" + *s.StopReason + ")"
+	}
+	kv.row("Status:", status)
+	kv.row("Agent:", agentCell(s.Agent))
+	if s.ParentID != nil {
+		kv.row("Parent:", *s.ParentID)
+	}
+	kv.row("Input:", truncate(s.Input, 200))
+	if s.Goal != "" {
+		kv.row("Goal:", s.Goal)
+	}
+	for i, x := range s.Constraints {
+		kv.row(labelIf(i == 0, "Constraints:"), "- "+x)
+	}
+	for i, x := range s.AcceptanceCriteria {
+		kv.row(labelIf(i == 0, "Acceptance:"), "- "+x)
+	}
+	kv.row("Usage:", usageLine(s.Usage))
+	if b := budgetText(s.Budget); b != "" {
+		kv.row("Budget:", b)
+	}
+	if s.LastCheckpoint != nil {
+		kv.row("Checkpoint:", *s.LastCheckpoint)
+	}
+	if s.Review != nil {
+		verdict := "rejected"
+		if s.Review.Accepted {
+			verdict = "accepted"
+		}
+		if s.Review.Note != "" {
+			verdict += ": " + s.Review.Note
+		}
+		kv.row("Review:", verdict)
+	}
+	kv.row("Events:", fmt.Sprint(s.LastEventSeq))
+	kv.row("Created:", fmtTime(s.CreatedAt))
+	kv.row("Updated:", fmtTime(s.UpdatedAt))
+	if err := kv.flush(); err != nil {
+		return err
+	}
+
+	if len(turns) > 0 {
+		fmt.Fprintln(w, "\nTurns:")
+		t := newTable(w, "  #", "ID", "STATUS", "STEPS", "TOKENS", "COST", "OUTPUT")
+		for _, tr := range turns {
+			status := string(tr.Status)
+			if tr.StopReason != nil {
+				status += " (" + *tr.StopReason + ")"
+			}
+			out := tr.Output
+			if out == "" {
+				out = tr.Error
+			}
+			t.row(fmt.Sprintf("  %d", tr.Index), tr.ID, status, fmt.Sprint(tr.Steps),
+				fmtInt(tr.Usage.InputTokens+tr.Usage.OutputTokens), fmtCost(tr.Usage.CostUSD), orDash(truncate(out, 60)))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+
+	if pendingCount(s.RequiredActions) > 0 {
+		fmt.Fprintln(w, "\nRequired actions:")
+		if err := printActionTable(w, "  ", s.RequiredActions); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\nSettle them with 'longhaul respond' or 'longhaul decide' (see 'longhaul actions %s').\n", s.ID)
+	}
+	return nil
+}
+
+func labelIf(first bool, label string) string {
+	if first {
+		return label
+	}
+	return ""
+}
+
+// budgetText lists the limits that are set, as "max (soft)" pairs.
+func budgetText(b lt.Budget) string {
+	var parts []string
+	add := func(name string, max, soft float64, format func(float64) string) {
+		switch {
+		case max > 0 && soft > 0:
+			parts = append(parts, fmt.Sprintf("%s %s (soft %s)", name, format(max), format(soft)))
+		case max > 0:
+			parts = append(parts, fmt.Sprintf("%s %s", name, format(max)))
+		case soft > 0:
+			parts = append(parts, fmt.Sprintf("%s soft %s", name, format(soft)))
+		}
+	}
+	count := func(f float64) string { return fmtInt(int64(f)) }
+	add("cost", b.MaxCostUSD, b.SoftCostUSD, fmtCost)
+	add("tokens", float64(b.MaxTokens), float64(b.SoftTokens), count)
+	add("model calls", float64(b.MaxModelCalls), float64(b.SoftModelCalls), count)
+	add("tool calls", float64(b.MaxToolCalls), float64(b.SoftToolCalls), count)
+	add("wall seconds", float64(b.MaxWallSeconds), float64(b.SoftWallSeconds), count)
+	return strings.Join(parts, ", ")
+}
+
+type cancelOpts struct {
+	client *clientOpts
+	reason string
+	json   bool
+}
+
+func (c *cli) cancelCmd() *cobra.Command {
+	o := &cancelOpts{}
+	cmd := &cobra.Command{
+		Use:   "cancel SESSION_ID",
+		Short: "Cancel a session's running turn at its next safe point",
+		Long: `Ask the server to stop the session's running turn at the next safe point.
+Effects already started stay in the ledger as such; nothing is rolled back.`,
+		Example: `  longhaul cancel ses_01J9Z
+  longhaul cancel ses_01J9Z --reason "wrong customer"`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error { return c.cancel(cmd, o, args[0]) },
+	}
+	o.client = clientFlags(cmd)
+	cmd.Flags().StringVar(&o.reason, "reason", "", "why, recorded in the journal")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the session as JSON")
+	return cmd
+}
+
+func (c *cli) cancel(cmd *cobra.Command, o *cancelOpts, id string) error {
+	cl, err := c.newClient(cmd, o.client)
+	if err != nil {
+		return err
+	}
+	s, err := cl.Cancel(cmd.Context(), id, &lt.CancelRequest{Reason: o.reason})
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return writeJSON(c.stdout, s)
+	}
+	_, err = fmt.Fprintf(c.stdout, "Cancel requested for %s (status: %s).\n", s.ID, s.Status)
+	return err
+}
+
+type effectsOpts struct {
+	client *clientOpts
+	json   bool
+}
+
+func (c *cli) effectsCmd() *cobra.Command {
+	o := &effectsOpts{}
+	cmd := &cobra.Command{
+		Use:   "effects SESSION_ID",
+		Short: "List a session's side-effect ledger",
+		Long: `List every tool call of the session that ran (or may have run) against the
+world: its effect class, status (started, succeeded, failed, in_doubt,
+resolved), attempts and idempotency key.`,
+		Example: `  longhaul effects ses_01J9Z
+  longhaul effects ses_01J9Z --json | jq '.[] | select(.status == "in_doubt")'`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error { return c.effects(cmd, o, args[0]) },
+	}
+	o.client = clientFlags(cmd)
+	cmd.Flags().BoolVar(&o.json, "json", false, "print a JSON array of effects")
+	return cmd
+}
+
+func (c *cli) effects(cmd *cobra.Command, o *effectsOpts, id string) error {
+	cl, err := c.newClient(cmd, o.client)
+	if err != nil {
+		return err
+	}
+	l, err := cl.ListEffects(cmd.Context(), id)
+	if err != nil {
+		return err
+	}
+	effects := l.Data
+	if effects == nil {
+		effects = []lt.Effect{}
+	}
+	if o.json {
+		return writeJSON(c.stdout, effects)
+	}
+	if len(effects) == 0 {
+		_, err := fmt.Fprintln(c.stdout, "No effects.")
+		return err
+	}
+	t := newTable(c.stdout, "ID", "STEP", "TOOL", "CLASS", "STATUS", "ATTEMPTS", "STARTED", "NOTE")
+	for _, e := range effects {
+		note := e.Error
+		if e.Resolution != "" {
+			note = "resolved: " + e.Resolution
+		}
+		t.row(e.ID, fmt.Sprint(e.Step), e.Tool, string(e.Class), string(e.Status), fmt.Sprint(e.Attempts),
+			fmtTime(e.StartedAt), orDash(truncate(note, 60)))
+	}
+	return t.flush()
+}

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+func TestInspectAndRespondToFunctionCall(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	id, act := startFunctionSession(t, s)
+	require.Equal(t, lt.ActionFunctionCall, act.Type)
+
+	// Listing commands, as JSON.
+	sessions := cliJSON[[]lt.Session](t, "ls", "--server", s.url, "--json", "--status", "requires_action")
+	require.Len(t, sessions, 1)
+	require.Equal(t, id, sessions[0].ID)
+	require.Empty(t, cliJSON[[]lt.Session](t, "ls", "--server", s.url, "--json", "--status", "idle"))
+
+	sess := cliJSON[lt.Session](t, "show", id, "--server", s.url, "--json")
+	require.Equal(t, lt.SessionRequiresAction, sess.Status)
+	require.Len(t, sess.RequiredActions, 1)
+
+	actions := cliJSON[[]lt.Action](t, "actions", id, "--server", s.url, "--json", "--status", "pending")
+	require.Len(t, actions, 1)
+	require.Equal(t, act.ID, actions[0].ID)
+	require.Equal(t, "lookup", actions[0].Tool)
+	require.JSONEq(t, `{"id":"c-7"}`, string(actions[0].Arguments))
+
+	// Human forms: tables with the ids, and the command that answers.
+	out := cliOK(t, "actions", id, "--server", s.url)
+	require.Contains(t, out, act.ID)
+	require.Contains(t, out, "longhaul respond "+id+" "+act.ID)
+	out = cliOK(t, "show", id, "--server", s.url)
+	require.Contains(t, out, "requires_action")
+	require.Contains(t, out, "Required actions:")
+	out = cliOK(t, "ls", "--server", s.url)
+	require.Regexp(t, `(?m)^ID +STATUS +AGENT`, out)
+	require.Contains(t, out, id)
+
+	// Answer the function call; the turn completes.
+	out = cliOK(t, "respond", id, act.ID, "--server", s.url, "--output", `{"name": "ACME"}`)
+	require.Contains(t, out, "Action "+act.ID+" (function_call lookup) is resolved")
+	s.waitEvent(t, id, lt.EventTurnCompleted)
+	sess = cliJSON[lt.Session](t, "show", id, "--server", s.url, "--json")
+	require.Equal(t, lt.SessionIdle, sess.Status)
+
+	// The same answer again is harmless; another one is a conflict.
+	cliOK(t, "respond", id, act.ID, "--server", s.url, "--output", `{"name": "ACME"}`)
+	r := cliRun(t, "respond", id, act.ID, "--server", s.url, "--error", "changed my mind")
+	require.Equal(t, exitFailure, r.code)
+	require.Contains(t, r.stderr, "code:    conflict (HTTP 409)")
+
+	// The journal, as JSON lines: gap-free from 1, and from --after on.
+	events := parseJSONLines(t, cliOK(t, "events", id, "--server", s.url, "--json"))
+	for i, ev := range events {
+		require.EqualValues(t, i+1, ev.Seq)
+	}
+	require.Equal(t, lt.EventSessionStatusChanged, events[len(events)-1].Type)
+	tail := parseJSONLines(t, cliOK(t, "events", id, "--server", s.url, "--json", "--after", "3"))
+	require.Len(t, tail, len(events)-3)
+	require.EqualValues(t, 4, tail[0].Seq)
+	human := cliOK(t, "events", id, "--server", s.url)
+	require.Contains(t, human, "action.required")
+	require.Contains(t, human, "turn.completed")
+	require.Len(t, strings.Split(strings.TrimSpace(human), "\n"), len(events))
+
+	effects := cliJSON[[]lt.Effect](t, "effects", id, "--server", s.url, "--json")
+	require.Len(t, effects, 1)
+	require.Equal(t, "lookup", effects[0].Tool)
+	require.Equal(t, lt.EffectSucceeded, effects[0].Status)
+	require.Contains(t, cliOK(t, "effects", id, "--server", s.url), effects[0].ID)
+
+	resolved := cliJSON[[]lt.Action](t, "actions", id, "--server", s.url, "--json", "--status", "resolved")
+	require.Len(t, resolved, 1)
+}
+
+func TestArtifactsAndDownload(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	spec := writeFile(t, "spec.json", `{
+	  "model": {"provider": "scripted", "script": [
+	    {"tool_calls": [{"name": "write_file", "arguments": {"path": "report.md", "content": "# Report\n"}}]},
+	    {"tool_calls": [{"name": "finish", "arguments": {"summary": "done", "artifacts": ["report.md"]}}]}
+	  ]},
+	  "tools": [{"name": "write_file"}, {"name": "finish"}]
+	}`)
+	cliOK(t, "run", "--server", s.url, "--agent-spec", spec, "write it")
+	sessions := cliJSON[[]lt.Session](t, "ls", "--server", s.url, "--json")
+	require.Len(t, sessions, 1)
+	id := sessions[0].ID
+
+	arts := cliJSON[[]lt.Artifact](t, "artifacts", id, "--server", s.url, "--json")
+	require.Len(t, arts, 1)
+	require.Equal(t, "report.md", arts[0].Name)
+	require.Contains(t, cliOK(t, "artifacts", id, "--server", s.url), arts[0].ID)
+
+	require.Equal(t, "# Report\n", cliOK(t, "artifact", "get", arts[0].ID, "--server", s.url))
+	dst := filepath.Join(t.TempDir(), "copy.md")
+	r := cliRun(t, "artifact", "get", arts[0].ID, "-o", dst, "--server", s.url)
+	require.NoError(t, r.err)
+	require.Contains(t, r.stderr, "Wrote "+dst)
+	got, err := os.ReadFile(dst)
+	require.NoError(t, err)
+	require.Equal(t, "# Report\n", string(got))
+}
+
+func TestCancelAndFollowEvents(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	id, _ := startFunctionSession(t, s)
+
+	// Follow in the background; the cancellation's events show up live.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stdout := newOutBuffer()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"events", id, "--follow", "--server", s.url}, stdout, newOutBuffer())
+	}()
+	stdout.waitFor(t, "action.required")
+
+	out := cliOK(t, "cancel", id, "--reason", "wrong customer", "--server", s.url)
+	require.Contains(t, out, "Cancel requested for "+id)
+	stdout.waitFor(t, "turn.cancelled")
+	stdout.waitFor(t, "→ cancelled")
+	cancel()
+	require.NoError(t, <-done, "interrupting --follow is the normal way to stop")
+
+	sess := cliJSON[lt.Session](t, "show", id, "--server", s.url, "--json")
+	require.Equal(t, lt.SessionCancelled, sess.Status)
+}
+
+func TestDecideInDoubtRequiresKnownAction(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	id, act := startFunctionSession(t, s)
+	// A function call is not an in-doubt effect: the server refuses, naming
+	// the field.
+	r := cliRun(t, "decide", id, act.ID, "skip", "--server", s.url)
+	require.Equal(t, exitFailure, r.code)
+	require.Contains(t, r.stderr, "invalid_request")
+	r = cliRun(t, "decide", id, "act_missing", "happened", "--server", s.url)
+	require.Equal(t, exitFailure, r.code)
+	require.Contains(t, r.stderr, "not_found")
+}
+
+func parseJSONLines(t *testing.T, out string) []lt.Event {
+	t.Helper()
+	var events []lt.Event
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var ev lt.Event
+		require.NoError(t, json.Unmarshal([]byte(line), &ev), line)
+		events = append(events, ev)
+	}
+	return events
+}
