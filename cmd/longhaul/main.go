@@ -178,6 +178,7 @@ commands talk to it over its HTTP API.`,
 		c.agentsCmd(),
 		c.artifactsCmd(),
 		c.artifactCmd(),
+		c.benchCmd(),
 	)
 	return root
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -260,6 +261,7 @@ func Waiting(ctx context.Context, dir string, n int) (*WaitResult, error) {
 		Tools: []lt.ToolSpec{{Name: "approve_refund", Type: "function"}},
 	}
 	ids := make([]string, 0, n)
+	reserved := 0
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -269,10 +271,11 @@ func Waiting(ctx context.Context, dir string, n int) (*WaitResult, error) {
 			defer wg.Done()
 			for {
 				mu.Lock()
-				if len(ids) >= n {
+				if reserved >= n {
 					mu.Unlock()
 					return
 				}
+				reserved++
 				mu.Unlock()
 				s, err := r.eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: spec, Input: "refund"})
 				if err != nil {
@@ -307,7 +310,9 @@ func Waiting(ctx context.Context, dir string, n int) (*WaitResult, error) {
 			}
 		}
 	}
-	runtime.GC()
+	// Measure what the waiting sessions hold, not garbage the runtime has
+	// not returned to the OS yet.
+	debug.FreeOSMemory()
 	return &WaitResult{Sessions: len(ids), RSSBytes: rss(), GoroutinesBefore: before, GoroutinesAfter: runtime.NumGoroutine()}, nil
 }
 

@@ -134,9 +134,6 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		// Group commit wraps each request in a savepoint; keep savepoint
 		// journals (and other temporaries) in memory, not in temp files.
 		"temp_store(MEMORY)",
-		// A larger page cache keeps the hot b-tree pages of the journal and
-		// the session rows across batches (negative: KiB, here 64 MiB).
-		"cache_size(-65536)",
 	}))
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite store %s: %w", abs, err)
