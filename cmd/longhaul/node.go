@@ -51,6 +51,9 @@ type nodeConfig struct {
 	addr    string
 	dataDir string
 	apiKeys []string
+	// pingInterval is how often idle event streams get a ": ping" comment
+	// (0: the server's default, 15 s).
+	pingInterval time.Duration
 	// config, when not nil, holds agents registered before the node serves.
 	config *configFile
 	logger *slog.Logger
@@ -84,7 +87,7 @@ type agentRegistration struct {
 // the API on cfg.addr. On error, everything it started is stopped again.
 func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 	log := cfg.logger
-	srvCfg := &server.Config{APIKeys: cfg.apiKeys, Logger: log}
+	srvCfg := &server.Config{APIKeys: cfg.apiKeys, Logger: log, PingInterval: cfg.pingInterval}
 	if err := srvCfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -27,6 +28,7 @@ type serveOpts struct {
 	config   string
 	apiKeys  []string
 	logLevel string
+	ping     time.Duration
 }
 
 func (c *cli) serveCmd() *cobra.Command {
@@ -63,6 +65,7 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.StringVar(&o.config, "config", "", "config file with agents to register (env LONGHAUL_CONFIG; default "+defaultConfigFile+" if it exists)")
 	fs.StringArrayVar(&o.apiKeys, "api-key", nil, "API key accepted as a bearer token; repeat for several (env LONGHAUL_API_KEYS, comma-separated)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error (env LONGHAUL_LOG_LEVEL)")
+	fs.DurationVar(&o.ping, "ping-interval", 15*time.Second, "how often an idle event stream gets a \": ping\" comment")
 	return cmd
 }
 
@@ -92,7 +95,7 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 	}
 
 	log := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
-	n, err := startNode(ctx, nodeConfig{addr: addr, dataDir: dataDir, apiKeys: keys, config: cf, logger: log})
+	n, err := startNode(ctx, nodeConfig{addr: addr, dataDir: dataDir, apiKeys: keys, pingInterval: o.ping, config: cf, logger: log})
 	if err != nil {
 		return err
 	}
