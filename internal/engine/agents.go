@@ -16,6 +16,9 @@ import (
 
 var agentName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 
+// inlineAgent is the agent name of sessions created with an inline spec.
+const inlineAgent = "inline"
+
 // finishTool is handled by the engine itself: it ends the turn with artifacts.
 const finishTool = "finish"
 
@@ -120,6 +123,9 @@ func validateBudget(b lt.Budget, prefix string) error {
 func (e *Engine) PutAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Agent, error) {
 	if !agentName.MatchString(req.Name) {
 		return nil, apierror.Invalid("name", "must match %s", agentName)
+	}
+	if req.Name == inlineAgent {
+		return nil, apierror.Invalid("name", "%q is reserved for sessions created with an inline agent_spec", inlineAgent)
 	}
 	if err := e.validateSpec(&req.Spec, "spec"); err != nil {
 		return nil, err

@@ -110,7 +110,7 @@ func (r *runner) askFunction(c *journal.Call) error {
 		return err
 	}
 	a := lt.Action{
-		ID: derivedID("act_", sid, turnID, step, c.Index, "function_call"), SessionID: sid, Type: lt.ActionFunctionCall,
+		ID: derivedID("act_", sid, turnID, step, c.Index, "function_call"), SessionID: sid, Type: lt.ActionFunctionCall, Status: lt.ActionPending,
 		TurnID: turnID, Step: step, CallID: c.ID, Tool: c.Tool, Arguments: c.Arguments, ArgumentsSHA256: c.ArgumentsSHA256,
 		EffectID: eff, IdempotencyKey: key, Summary: fmt.Sprintf("Run application function %s with the given arguments and post its output", c.Tool),
 		Consequence: consequence(c.Class), CreatedAt: r.e.clock.Now(),
@@ -131,7 +131,7 @@ func (r *runner) markInDoubt(c *journal.Call) error {
 		return err
 	}
 	a := lt.Action{
-		ID: actID, SessionID: sid, Type: lt.ActionInDoubt, TurnID: turnID, Step: step, CallID: c.ID, Tool: c.Tool,
+		ID: actID, SessionID: sid, Type: lt.ActionInDoubt, Status: lt.ActionPending, TurnID: turnID, Step: step, CallID: c.ID, Tool: c.Tool,
 		Arguments: c.Arguments, ArgumentsSHA256: c.ArgumentsSHA256, EffectID: c.EffectID, IdempotencyKey: c.IdempotencyKey,
 		Summary:     fmt.Sprintf("Decide whether %s ran: %s", c.Tool, reason),
 		Evidence:    []string{fmt.Sprintf("attempt %d started; no outcome in the journal", c.Attempts)},

@@ -161,6 +161,11 @@ func (r *runner) merge(ctx context.Context) error {
 		}
 		r.b.events = append(r.b.events, ev)
 	}
+	// The pending events may have ended the session's last turn (idle,
+	// failed) while the API queued another: the session is not done.
+	if len(st.Turns) > 0 && st.Cancel == nil && st.Session.Status.Terminal() {
+		return r.status(lt.SessionRunning, "")
+	}
 	return nil
 }
 

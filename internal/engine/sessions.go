@@ -103,7 +103,7 @@ func (e *Engine) resolveAgent(ctx context.Context, req *lt.CreateSessionRequest)
 		if err := e.validateSpec(req.AgentSpec, "agent_spec"); err != nil {
 			return nil, lt.AgentRef{}, err
 		}
-		return req.AgentSpec, lt.AgentRef{Name: "inline", Version: 1}, nil
+		return req.AgentSpec, lt.AgentRef{Name: inlineAgent, Version: 1}, nil
 	case req.Agent != "":
 		a, err := e.GetAgent(ctx, req.Agent, 0)
 		if err != nil {
@@ -146,6 +146,9 @@ func (e *Engine) ListSessions(ctx context.Context, p lt.ListSessionsParams) (*lt
 		limit = 50
 	}
 	rows, err := e.store.SessionList(ctx, &store.SessionListParams{Status: p.Status, Agent: p.Agent, ParentID: p.ParentID, Cursor: p.Cursor, Limit: limit + 1})
+	if errors.Is(err, store.ErrNotFound) && p.Cursor != "" {
+		return nil, apierror.Invalid("cursor", "unknown cursor %q", p.Cursor)
+	}
 	if err != nil {
 		return nil, err
 	}

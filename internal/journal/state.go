@@ -147,7 +147,7 @@ func (s *State) View() lt.Session {
 	if v.AcceptanceCriteria == nil {
 		v.AcceptanceCriteria = []string{}
 	}
-	if len(v.Metadata) == 0 {
+	if len(v.Metadata) == 0 || string(v.Metadata) == "null" {
 		v.Metadata = json.RawMessage("{}")
 	}
 	return v
