@@ -100,8 +100,8 @@ func TestApplyProjection(t *testing.T) {
 			typ  string
 			data any
 		}{
-			"completion of an unknown call": {lt.EventToolCompleted, ToolCompleted{Step: 1, Index: 0, CallID: "nope"}},
-			"a call out of order":           {lt.EventToolRequested, ToolRequested{Step: 1, Index: 5, CallID: "c9"}},
+			"completion of an unknown call":  {lt.EventToolCompleted, ToolCompleted{Step: 1, Index: 0, CallID: "nope"}},
+			"a call out of order":            {lt.EventToolRequested, ToolRequested{Step: 1, Index: 5, CallID: "c9"}},
 			"resolving a non-pending action": {lt.EventActionResolved, ActionResolved{ActionID: "a9"}},
 			"in doubt of a closed effect":    {lt.EventEffectInDoubt, EffectInDoubt{EffectID: "e9"}},
 			"a response in another turn":     {lt.EventModelResponded, ModelResponded{Step: 2}},
