@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -252,4 +253,41 @@ func TestIrreversibleEffectInDoubtAfterCrash(t *testing.T) {
 	require.Equal(t, lt.EffectResolved, effects[0].Status)
 	require.Equal(t, lt.DecisionHappened, effects[0].Resolution)
 	checkJournal(t, h.store, s.ID)
+}
+
+// TestLargePayloadsBecomeBlobs checks that an event payload over 64 KiB is
+// stored as a content-addressed blob that the event references, and that the
+// session still runs on the full payload.
+func TestLargePayloadsBecomeBlobs(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	big := strings.Repeat("x", 100<<10)
+	args, err := json.Marshal(map[string]string{"path": "big.txt", "content": big})
+	require.NoError(t, err)
+	s, err := h.eng.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: spec(t, `[{"tool_calls":[{"name":"write_file","arguments":`+string(args)+`}]},
+		 {"tool_calls":[{"name":"read_file","arguments":{"path":"big.txt"}}]},{"text":"ok"}]`,
+			lt.ToolSpec{Name: "write_file"}, lt.ToolSpec{Name: "read_file"}),
+		Input: "write a big file",
+	})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	evs, err := h.eng.ListEvents(ctx, s.ID, 0, 1000)
+	require.NoError(t, err)
+	var blobs int
+	for _, ev := range evs {
+		require.Less(t, len(ev.Data), 8<<10, "event %d (%s) is stored small", ev.Seq, ev.Type)
+		var stub lt.BlobData
+		if json.Unmarshal(ev.Data, &stub) == nil && stub.Blob.SHA256 != "" {
+			blobs++
+			full, err := h.eng.GetBlob(ctx, stub.Blob.SHA256)
+			require.NoError(t, err)
+			require.Equal(t, stub.Blob.Size, int64(len(full)))
+			require.Contains(t, string(full), big[:1000])
+		}
+	}
+	require.GreaterOrEqual(t, blobs, 3, "model.responded, tool.requested and the read's tool.completed carry the 100 KiB content")
+	data, err := os.ReadFile(filepath.Join(h.dir, "workspaces", s.ID, "big.txt"))
+	require.NoError(t, err)
+	require.Equal(t, big, string(data))
 }
