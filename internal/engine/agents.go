@@ -44,6 +44,11 @@ func (e *Engine) validateSpec(spec *lt.AgentSpec, prefix string) error {
 	if len(spec.Policies) > 0 && string(spec.Policies) != "null" && string(spec.Policies) != "[]" {
 		return apierror.Invalid(prefix+".policies", "policies are not supported by this version")
 	}
+	if e := string(spec.Environment); e != "" && e != "null" && e != "{}" {
+		// Refused rather than ignored: an agent that asks for a network
+		// allowlist or secrets must not run as if it had them.
+		return apierror.Invalid(prefix+".environment", "environment settings are not supported by this version")
+	}
 	if spec.MaxSteps < 0 {
 		return apierror.Invalid(prefix+".max_steps", "must be >= 0")
 	}
