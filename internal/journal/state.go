@@ -52,9 +52,6 @@ type Step struct {
 	TurnID string `json:"turn_id"`
 	Text   string `json:"text,omitempty"`
 	Calls  []Call `json:"calls,omitempty"`
-	// FinishSummary is set when the finish tool completed in this step: the
-	// turn ends with it once every call is done.
-	FinishSummary *string `json:"finish_summary,omitempty"`
 }
 
 // Done reports whether every call of the step is done.
