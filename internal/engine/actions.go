@@ -116,7 +116,7 @@ func decisionSHA256(d *lt.Decision) (string, error) {
 // carry it out.
 func decisionEvents(b *batch, a *lt.Action, d *lt.Decision, sum string) error {
 	resolved := journal.ActionResolved{ActionID: a.ID, Type: string(a.Type), Decision: *d, DecisionSHA256: sum}
-	call := b.st.Call(a.Step, indexOf(b.st, a.CallID))
+	call := b.st.CallByID(a.Step, a.CallID)
 	if call == nil {
 		return apierror.Conflict("action %s no longer matches a tool call", a.ID)
 	}
@@ -181,16 +181,4 @@ func decisionEvents(b *batch, a *lt.Action, d *lt.Decision, sum string) error {
 	default:
 		return apierror.Invalid("decision", "actions of type %s are not supported by this version", a.Type)
 	}
-}
-
-func indexOf(st *journal.State, callID string) int {
-	if st.Step == nil {
-		return -1
-	}
-	for _, c := range st.Step.Calls {
-		if c.ID == callID {
-			return c.Index
-		}
-	}
-	return -1
 }

@@ -114,7 +114,6 @@ type Engine struct {
 	hub    *hub
 
 	mu       sync.Mutex
-	running  map[string]*runner // session id -> its runner
 	draining bool
 	cancel   context.CancelCauseFunc
 	done     chan struct{}
@@ -134,10 +133,9 @@ func New(st store.Store, cfg *Config) (*Engine, error) {
 	}
 	e := &Engine{
 		store: st, cfg: c, log: c.Logger, clock: c.Clock, spaces: spaces,
-		tools:   tool.NewRegistry(c.Tools...),
-		running: make(map[string]*runner),
-		slots:   make(chan struct{}, c.MaxWorkers),
-		wake:    make(chan struct{}, 1),
+		tools: tool.NewRegistry(c.Tools...),
+		slots: make(chan struct{}, c.MaxWorkers),
+		wake:  make(chan struct{}, 1),
 	}
 	e.hub = newHub(st)
 	return e, nil

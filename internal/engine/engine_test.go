@@ -262,13 +262,14 @@ func TestLargePayloadsBecomeBlobs(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	big := strings.Repeat("x", 100<<10)
+	input := "write a big file: " + strings.Repeat("i", 80<<10)
 	args, err := json.Marshal(map[string]string{"path": "big.txt", "content": big})
 	require.NoError(t, err)
 	s, err := h.eng.CreateSession(ctx, &lt.CreateSessionRequest{
 		AgentSpec: spec(t, `[{"tool_calls":[{"name":"write_file","arguments":`+string(args)+`}]},
 		 {"tool_calls":[{"name":"read_file","arguments":{"path":"big.txt"}}]},{"text":"ok"}]`,
 			lt.ToolSpec{Name: "write_file"}, lt.ToolSpec{Name: "read_file"}),
-		Input: "write a big file",
+		Input: input,
 	})
 	require.NoError(t, err)
 	h.waitStatus(s.ID, lt.SessionIdle)
@@ -283,11 +284,106 @@ func TestLargePayloadsBecomeBlobs(t *testing.T) {
 			full, err := h.eng.GetBlob(ctx, stub.Blob.SHA256)
 			require.NoError(t, err)
 			require.Equal(t, stub.Blob.Size, int64(len(full)))
-			require.Contains(t, string(full), big[:1000])
+			require.True(t, strings.Contains(string(full), big[:1000]) || strings.Contains(string(full), input[:1000]),
+				"blob of event %d (%s) holds the large payload", ev.Seq, ev.Type)
 		}
 	}
-	require.GreaterOrEqual(t, blobs, 3, "model.responded, tool.requested and the read's tool.completed carry the 100 KiB content")
+	require.GreaterOrEqual(t, blobs, 5, "the input (session.created, turn.created), model.responded, tool.requested and the read's tool.completed carry large payloads")
+	var created lt.BlobData
+	require.NoError(t, json.Unmarshal(evs[0].Data, &created))
+	require.NotEmpty(t, created.Blob.SHA256, "session.created with a large input is stored as a blob")
 	data, err := os.ReadFile(filepath.Join(h.dir, "workspaces", s.ID, "big.txt"))
 	require.NoError(t, err)
 	require.Equal(t, big, string(data))
+}
+
+// TestLeaseTakeoverAfterExpiry: a node that stops renewing (it died, or is
+// paused) keeps its sessions only until its lease expires; then another node
+// claims them, with a higher epoch, and finishes them. Time is the injected
+// clock: nothing is claimed before it passes the TTL.
+func TestLeaseTakeoverAfterExpiry(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	marker := filepath.Join(t.TempDir(), "started")
+	s, err := h.eng.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: spec(t, `[{"tool_calls":[{"name":"shell","arguments":{"command":"touch `+marker+`; sleep 30"}}]},{"text":"ok"}]`,
+			lt.ToolSpec{Name: "shell", Effect: lt.EffectIdempotent}),
+		Input: "go",
+	})
+	require.NoError(t, err)
+	waitFile(t, marker)
+	row, err := h.store.SessionGet(ctx, s.ID)
+	require.NoError(t, err)
+	require.Equal(t, "node-a", row.Lease.Owner)
+	epoch := row.Lease.Epoch
+	hard, cancel := context.WithCancel(ctx)
+	cancel()
+	require.NoError(t, h.eng.Stop(hard)) // node A dies holding the lease
+
+	h.start("node-b")
+	// Before the TTL passes, node B must leave the session alone.
+	for i := 0; i < 20; i++ {
+		row, err := h.store.SessionGet(ctx, s.ID)
+		require.NoError(t, err)
+		require.Equal(t, "node-a", row.Lease.Owner, "claimed before the lease expired")
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.NoError(t, os.Remove(marker))
+	h.clock.Advance(31 * time.Second) // past the 30 s default TTL
+	waitFile(t, marker)               // node B re-ran the idempotent call
+	row, err = h.store.SessionGet(ctx, s.ID)
+	require.NoError(t, err)
+	require.Equal(t, "node-b", row.Lease.Owner)
+	require.Greater(t, row.Lease.Epoch, epoch)
+
+	effects, err := h.eng.ListEffects(ctx, s.ID)
+	require.NoError(t, err)
+	require.Len(t, effects, 1)
+	require.Equal(t, 2, effects[0].Attempts, "the call ran again, as the same effect")
+}
+
+// TestStopDrainsRunningStep: a graceful stop lets the running step finish
+// and gives the lease back, so the next start resumes at once and nothing
+// runs twice.
+func TestStopDrainsRunningStep(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := h.eng.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: spec(t, `[{"tool_calls":[{"name":"shell","arguments":{"command":"touch `+dir+`/started; sleep 0.3; echo x >> `+dir+`/ran"}}]},{"text":"ok"}]`,
+			lt.ToolSpec{Name: "shell"}),
+		Input: "go",
+	})
+	require.NoError(t, err)
+	waitFile(t, filepath.Join(dir, "started"))
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, h.eng.Stop(stopCtx))
+
+	row, err := h.store.SessionGet(ctx, s.ID)
+	require.NoError(t, err)
+	require.Empty(t, row.Lease.Owner, "a drained node gives its leases back")
+	effects, err := h.eng.ListEffects(ctx, s.ID)
+	require.NoError(t, err)
+	require.Len(t, effects, 1)
+	require.Equal(t, lt.EffectSucceeded, effects[0].Status, "the running step finished before the stop")
+
+	h.start("node-a")
+	h.waitStatus(s.ID, lt.SessionIdle)
+	data, err := os.ReadFile(filepath.Join(dir, "ran"))
+	require.NoError(t, err)
+	require.Equal(t, "x\n", string(data), "the irreversible command ran exactly once")
+	checkJournal(t, h.store, s.ID)
+}
+
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "%s never appeared", path)
+		time.Sleep(2 * time.Millisecond)
+	}
 }

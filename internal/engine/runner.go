@@ -97,10 +97,7 @@ func (r *runner) add(typ, turnID string, step int, data any) error {
 }
 
 func (r *runner) status(to lt.SessionStatus, stopReason string) error {
-	if err := r.b.status(to, stopReason); err != nil {
-		return err
-	}
-	return nil
+	return r.b.status(to, stopReason)
 }
 
 // flush makes the pending events durable under the lease. If API writes

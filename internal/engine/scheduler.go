@@ -66,13 +66,7 @@ func (e *Engine) runSession(parent context.Context, l store.Lease) {
 
 	r, err := e.newRunner(ctx, l)
 	if err == nil {
-		e.mu.Lock()
-		e.running[l.SessionID] = r
-		e.mu.Unlock()
 		err = r.run(ctx)
-		e.mu.Lock()
-		delete(e.running, l.SessionID)
-		e.mu.Unlock()
 	}
 	switch {
 	case err == nil:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
@@ -50,12 +51,12 @@ func (e *Engine) CreateSession(ctx context.Context, req *lt.CreateSessionRequest
 	}
 	for i, c := range req.Constraints {
 		if strings.TrimSpace(c) == "" {
-			return nil, apierror.Invalid("constraints["+itoa(i)+"]", "must not be empty")
+			return nil, apierror.Invalid("constraints["+strconv.Itoa(i)+"]", "must not be empty")
 		}
 	}
 	for i, c := range req.AcceptanceCriteria {
 		if strings.TrimSpace(c) == "" {
-			return nil, apierror.Invalid("acceptance_criteria["+itoa(i)+"]", "must not be empty")
+			return nil, apierror.Invalid("acceptance_criteria["+strconv.Itoa(i)+"]", "must not be empty")
 		}
 	}
 	specJSON, err := json.Marshal(spec)
@@ -86,7 +87,7 @@ func (e *Engine) CreateSession(ctx context.Context, req *lt.CreateSessionRequest
 			ID: st.Session.ID, AgentName: ref.Name, AgentVersion: ref.Version, Status: string(st.Session.Status),
 			Spec: specJSON, State: p.State, Runnable: p.Runnable, CreatedAt: now, UpdatedAt: now,
 		},
-		Events: p.Events, Docs: p.Docs,
+		Events: p.Events, Docs: p.Docs, Blobs: p.Blobs,
 	})
 	if err != nil {
 		return nil, err
@@ -259,9 +260,4 @@ func notFound(err error, what, id string) error {
 		return apierror.NotFound("%s %s not found", what, id)
 	}
 	return err
-}
-
-func itoa(i int) string {
-	b, _ := json.Marshal(i)
-	return string(b)
 }

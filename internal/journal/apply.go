@@ -160,7 +160,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		a := d.Action
 		a.Status = lt.ActionPending
 		if a.CallID != "" {
-			c := s.Call(a.Step, callIndex(s, a.CallID))
+			c := s.CallByID(a.Step, a.CallID)
 			if c == nil {
 				return fmt.Errorf("action %s names unknown call %s", a.ID, a.CallID)
 			}
@@ -194,18 +194,6 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		// projection; unknown types are kept for forward compatibility.
 	}
 	return nil
-}
-
-func callIndex(s *State, callID string) int {
-	if s.Step == nil {
-		return -1
-	}
-	for _, c := range s.Step.Calls {
-		if c.ID == callID {
-			return c.Index
-		}
-	}
-	return -1
 }
 
 func currentTurn(s *State, ev lt.Event) (*lt.Turn, error) {
@@ -390,7 +378,7 @@ func applyActionResolved(s *State, ev lt.Event, ch *Changes) error {
 	if resolved.Type == lt.ActionInDoubt && d.Decision.Decision == lt.DecisionDidNotHappen {
 		// A person says the effect did not happen: the call runs again, with
 		// the same effect id and idempotency key.
-		if c := s.Call(resolved.Step, callIndex(s, resolved.CallID)); c != nil {
+		if c := s.CallByID(resolved.Step, resolved.CallID); c != nil {
 			c.Status, c.ActionID = CallRequested, ""
 		}
 		if e, j := s.OpenEffect(resolved.EffectID); e != nil {

@@ -133,6 +133,19 @@ func (s *State) Call(step, index int) *Call {
 	return c
 }
 
+// CallByID returns the current step's call with that id, if the step is step n.
+func (s *State) CallByID(step int, callID string) *Call {
+	if s.Step == nil || s.Step.N != step {
+		return nil
+	}
+	for i := range s.Step.Calls {
+		if s.Step.Calls[i].ID == callID {
+			return &s.Step.Calls[i]
+		}
+	}
+	return nil
+}
+
 // View returns the API's session object: the projection plus the pending
 // required actions.
 func (s *State) View() lt.Session {
@@ -148,19 +161,6 @@ func (s *State) View() lt.Session {
 		v.Metadata = json.RawMessage("{}")
 	}
 	return v
-}
-
-// Clone returns a deep copy (through JSON: states are small).
-func (s *State) Clone() *State {
-	b, err := json.Marshal(s)
-	if err != nil {
-		panic("journal: state does not marshal: " + err.Error())
-	}
-	var c State
-	if err := json.Unmarshal(b, &c); err != nil {
-		panic("journal: state does not unmarshal: " + err.Error())
-	}
-	return &c
 }
 
 // DocKind names a projection row kind (mirrors the store's tables).

@@ -84,14 +84,13 @@ type ErrorKind string
 
 // Error kinds.
 const (
-	KindRateLimited     ErrorKind = "rate_limited"
-	KindOverloaded      ErrorKind = "overloaded"
-	KindTimeout         ErrorKind = "timeout"
-	KindServer          ErrorKind = "server_error"
-	KindAuth            ErrorKind = "auth"
-	KindBadRequest      ErrorKind = "bad_request"
-	KindContextTooLong  ErrorKind = "context_length_exceeded"
-	KindUnknownProvider ErrorKind = "unknown_provider"
+	KindRateLimited    ErrorKind = "rate_limited"
+	KindOverloaded     ErrorKind = "overloaded"
+	KindTimeout        ErrorKind = "timeout"
+	KindServer         ErrorKind = "server_error"
+	KindAuth           ErrorKind = "auth"
+	KindBadRequest     ErrorKind = "bad_request"
+	KindContextTooLong ErrorKind = "context_length_exceeded"
 )
 
 // Error is a classified provider error.

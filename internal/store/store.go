@@ -199,6 +199,9 @@ type SessionCreateParams struct {
 	Session SessionRow // LastSeq and Lease are ignored
 	Events  []NewEvent
 	Docs    []DocWrite
+	// Blobs are written in the same transaction (the first events may
+	// already refer to them: a large input is moved to a blob).
+	Blobs []BlobWrite
 }
 
 // SessionListParams filters and pages a list, newest first. Cursor is the

@@ -58,6 +58,9 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		if err := w.upsertDocs(docs); err != nil {
 			return nil, err
 		}
+		if err := w.insertBlobs(p.Blobs); err != nil {
+			return nil, err
+		}
 		var notes []store.Notification
 		if lastSeq > 0 {
 			notes = append(notes, store.Notification{Kind: store.KindEvents, SessionID: sess.ID, Seq: lastSeq})
@@ -109,7 +112,10 @@ func checkSessionCreate(sess *store.SessionRow, p *store.SessionCreateParams) er
 	if err := checkNewEvents(p.Events); err != nil {
 		return err
 	}
-	return checkDocs(p.Docs)
+	if err := checkDocs(p.Docs); err != nil {
+		return err
+	}
+	return checkBlobs(p.Blobs)
 }
 
 const sessionColumns = `id, agent_name, agent_version, parent_id, status, spec, state, last_seq, runnable,

@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -78,6 +79,9 @@ func testAgentConcurrentInsert(t *testing.T, h *harness) {
 	require.Equal(t, 1, wins, "exactly one concurrent insert of a version wins")
 }
 
+// bigInput stands for a session input large enough to be moved to a blob.
+var bigInput = []byte(`"` + strings.Repeat("input ", 20000) + `"`)
+
 func testSessionCreate(t *testing.T, h *harness) {
 	wake := at(time.Hour)
 	events, err := h.s.SessionCreate(h.ctx, &store.SessionCreateParams{
@@ -100,10 +104,14 @@ func testSessionCreate(t *testing.T, h *harness) {
 			{Type: "session.created", Time: t0, TurnID: "", Data: json.RawMessage(`{"a":1}`)},
 			{Type: "turn.created", Time: at(time.Microsecond), TurnID: "turn_1", Step: 0, WorkerID: "api", Data: json.RawMessage(`{"b":2}`)},
 		},
-		Docs: []store.DocWrite{{Kind: store.DocTurn, ID: "turn_1", Status: "queued", Doc: json.RawMessage(`{"id":"turn_1"}`), CreatedAt: t0}},
+		Docs:  []store.DocWrite{{Kind: store.DocTurn, ID: "turn_1", Status: "queued", Doc: json.RawMessage(`{"id":"turn_1"}`), CreatedAt: t0}},
+		Blobs: []store.BlobWrite{{SHA256: sha(bigInput), Data: bigInput}},
 	})
 	require.NoError(t, err)
 	require.Len(t, events, 2)
+	blob, err := h.s.BlobGet(h.ctx, sha(bigInput))
+	require.NoError(t, err, "blobs are written with the session")
+	require.Equal(t, bigInput, blob)
 	require.Equal(t, int64(1), events[0].Seq)
 	require.Equal(t, int64(2), events[1].Seq)
 	require.Equal(t, "ses_parent", events[1].SessionID)
