@@ -387,3 +387,107 @@ func waitFile(t *testing.T, path string) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+func TestModelErrorsAndRetries(t *testing.T) {
+	for name, tc := range map[string]struct {
+		script     string
+		status     lt.SessionStatus
+		stopReason string
+		modelCalls int64
+	}{
+		"a server error is retried and the retry plays the next step": {
+			`[{"error":{"status":500}},{"error":{"status":429,"retry_after_seconds":1}},{"text":"ok"}]`, lt.SessionIdle, "", 3},
+		"a bad request is not retried": {
+			`[{"error":{"status":400}},{"text":"never"}]`, lt.SessionFailed, lt.StopProviderError, 1},
+		"retries run out": {
+			`[{"error":{"status":503}},{"error":{"status":503}},{"error":{"status":503}},{"error":{"status":503}},{"error":{"status":503}},{"text":"late"}]`,
+			lt.SessionFailed, lt.StopRetriesExhausted, 5},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			s, err := h.eng.CreateSession(context.Background(), &lt.CreateSessionRequest{AgentSpec: spec(t, tc.script), Input: "go"})
+			require.NoError(t, err)
+			s = h.waitStatus(s.ID, lt.SessionIdle, lt.SessionFailed)
+			require.Equal(t, tc.status, s.Status)
+			if tc.stopReason != "" {
+				require.NotNil(t, s.StopReason)
+				require.Equal(t, tc.stopReason, *s.StopReason)
+			}
+			require.Equal(t, tc.modelCalls, s.Usage.ModelCalls)
+			checkJournal(t, h.store, s.ID)
+		})
+	}
+}
+
+// TestFollowUpTurnQueuedDuringLastStep: a turn posted while the running
+// turn's last model call is in flight is not lost: the worker merges it and
+// runs it after the first, and the session only goes idle after both.
+func TestFollowUpTurnQueuedDuringLastStep(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	s, err := h.eng.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: spec(t, `[{"text":"first","delay_ms":300},{"text":"second"}]`), Input: "one",
+	})
+	require.NoError(t, err)
+	// Wait until the first model call is in flight.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		evs, err := h.eng.ListEvents(ctx, s.ID, 0, 100)
+		require.NoError(t, err)
+		if evs[len(evs)-1].Type == lt.EventModelRequested {
+			break
+		}
+		require.True(t, time.Now().Before(deadline))
+		time.Sleep(2 * time.Millisecond)
+	}
+	_, err = h.eng.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "two"})
+	require.NoError(t, err)
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		sess, err := h.eng.GetSession(ctx, s.ID)
+		require.NoError(t, err)
+		turns, err := h.eng.ListTurns(ctx, s.ID) // read after the session: idle must imply all done
+		require.NoError(t, err)
+		if sess.Status == lt.SessionIdle {
+			require.Len(t, turns, 2)
+			for _, tr := range turns {
+				require.Equal(t, lt.TurnCompleted, tr.Status, "idle only once every turn is done")
+			}
+			require.Equal(t, "first", turns[0].Output)
+			require.Equal(t, "second", turns[1].Output)
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "status %s", sess.Status)
+		time.Sleep(2 * time.Millisecond)
+	}
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestCancelWhileWaitingForAction: cancelling a session parked on a
+// function call voids the action and ends the turn as cancelled.
+func TestCancelWhileWaitingForAction(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	s, err := h.eng.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: spec(t, `[{"tool_calls":[{"name":"lookup","arguments":{}}]},{"text":"never"}]`, lt.ToolSpec{Name: "lookup", Type: "function"}),
+		Input:     "go",
+	})
+	require.NoError(t, err)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	act := s.RequiredActions[0]
+	_, err = h.eng.CancelSession(ctx, s.ID, &lt.CancelRequest{Reason: "changed my mind"})
+	require.NoError(t, err)
+	s = h.waitStatus(s.ID, lt.SessionCancelled)
+	require.Empty(t, s.RequiredActions)
+	require.Equal(t, lt.StopCancelled, *s.StopReason)
+	acts, err := h.eng.ListActions(ctx, s.ID, "")
+	require.NoError(t, err)
+	require.Len(t, acts, 1)
+	require.Equal(t, lt.ActionCancelled, acts[0].Status)
+	_, err = h.eng.DecideAction(ctx, s.ID, act.ID, &lt.Decision{Output: json.RawMessage(`1`)})
+	require.ErrorContains(t, err, "conflict", "a cancelled action cannot be decided")
+	// A follow-up turn runs again on the cancelled session.
+	_, err = h.eng.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "again"})
+	require.NoError(t, err)
+	checkJournal(t, h.store, s.ID)
+}

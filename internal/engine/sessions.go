@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -207,7 +208,13 @@ func (e *Engine) ListTurns(ctx context.Context, sessionID string) ([]lt.Turn, er
 	if err != nil {
 		return nil, err
 	}
-	return decodeDocs[lt.Turn](rows)
+	turns, err := decodeDocs[lt.Turn](rows)
+	if err != nil {
+		return nil, err
+	}
+	// Turns are numbered in the order they were queued; creation times can tie.
+	slices.SortFunc(turns, func(a, b lt.Turn) int { return a.Index - b.Index })
+	return turns, nil
 }
 
 // GetTurn returns one turn.

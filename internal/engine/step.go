@@ -67,8 +67,10 @@ func (r *runner) callModel(ctx context.Context) error {
 		}
 		calls[i] = journal.ToolCall{ID: tc.ID, Name: tc.Name, Arguments: args}
 	}
+	usage := resp.Usage
+	usage.CostUSD, usage.ModelCalls, usage.ToolCalls = resp.CostUSD, 1, 0
 	if err := r.add(lt.EventModelResponded, turn.ID, stepN, journal.ModelResponded{
-		Step: stepN, Position: pos, Text: resp.Text, ToolCalls: calls, Usage: resp.Usage, CostUSD: resp.CostUSD, DurationMS: dur,
+		Step: stepN, Position: pos, Text: resp.Text, ToolCalls: calls, Usage: usage, CostUSD: resp.CostUSD, DurationMS: dur,
 	}); err != nil {
 		return err
 	}
