@@ -1,6 +1,7 @@
 // Package client is the Go client of Longhaul's HTTP API (API.md): one
 // typed method per endpoint, taking and returning the wire types of
-// longhaultype, and StreamEvents, which follows a session's journal live.
+// longhaultype; StreamEvents, which follows a session's journal live; and
+// AllActions, which pages through the inbox of required actions.
 //
 // Invariants it keeps:
 //

@@ -140,6 +140,34 @@ func TestEndpoints(t *testing.T) {
 			body: `{"decision":"approve","arguments":{"to":"x@y.z"}}`, resp: action,
 		},
 		{
+			name: "ListAllActions with every filter",
+			call: func(ctx context.Context, c *Client) (any, error) {
+				return c.ListAllActions(ctx, lt.ListActionsParams{Status: "pending", Type: "approval", SessionID: "ses_1", Cursor: "cur_1", Limit: 20})
+			},
+			method: "GET", path: "/v1/actions", query: "cursor=cur_1&limit=20&session_id=ses_1&status=pending&type=approval",
+			resp: &lt.List[lt.Action]{Data: []lt.Action{*action}, NextCursor: &next},
+		},
+		{
+			name: "ListAllActions without filters",
+			call: func(ctx context.Context, c *Client) (any, error) {
+				return c.ListAllActions(ctx, lt.ListActionsParams{})
+			},
+			method: "GET", path: "/v1/actions", resp: &lt.List[lt.Action]{Data: []lt.Action{}},
+		},
+		{
+			name:   "GetAction",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.GetAction(ctx, "act_1") },
+			method: "GET", path: "/v1/actions/act_1", resp: action,
+		},
+		{
+			name: "UpdateBudget sends only the limits given",
+			call: func(ctx context.Context, c *Client) (any, error) {
+				maxCost, softTokens := 10.0, int64(0)
+				return c.UpdateBudget(ctx, "ses_1", &lt.BudgetPatch{MaxCostUSD: &maxCost, SoftTokens: &softTokens})
+			},
+			method: "PATCH", path: "/v1/sessions/ses_1/budget", body: `{"max_cost_usd":10,"soft_tokens":0}`, resp: session,
+		},
+		{
 			name:   "ListEffects",
 			call:   func(ctx context.Context, c *Client) (any, error) { return c.ListEffects(ctx, "ses_1") },
 			method: "GET", path: "/v1/sessions/ses_1/effects",
@@ -243,7 +271,9 @@ func TestEndpoints(t *testing.T) {
 				require.Empty(t, r.body)
 			} else {
 				require.JSONEq(t, tt.body, r.body)
-				require.NotEmpty(t, r.header.Get("Idempotency-Key"))
+				if tt.method == http.MethodPost {
+					require.NotEmpty(t, r.header.Get("Idempotency-Key"))
+				}
 			}
 			switch {
 			case tt.noDecode:
@@ -327,6 +357,10 @@ func TestArgumentsAreValidatedBeforeAnyRequest(t *testing.T) {
 		{"ListActions", func() error { _, err := c.ListActions(ctx, "", ""); return err }, "sessionID is empty"},
 		{"DecideAction no action", func() error { _, err := c.DecideAction(ctx, "ses_1", "", &lt.Decision{}); return err }, "actionID is empty"},
 		{"DecideAction nil", func() error { _, err := c.DecideAction(ctx, "ses_1", "act_1", nil); return err }, "decision is nil"},
+		{"ListAllActions limit", func() error { _, err := c.ListAllActions(ctx, lt.ListActionsParams{Limit: 501}); return err }, "ListActionsParams.Limit 501 is outside 0..500"},
+		{"GetAction", func() error { _, err := c.GetAction(ctx, ""); return err }, "get action: actionID is empty"},
+		{"UpdateBudget no session", func() error { _, err := c.UpdateBudget(ctx, "", &lt.BudgetPatch{}); return err }, "update budget: sessionID is empty"},
+		{"UpdateBudget nil", func() error { _, err := c.UpdateBudget(ctx, "ses_1", nil); return err }, "patch is nil"},
 		{"ListEffects", func() error { _, err := c.ListEffects(ctx, ""); return err }, "sessionID is empty"},
 		{"ListCheckpoints", func() error { _, err := c.ListCheckpoints(ctx, ""); return err }, "sessionID is empty"},
 		{"ListArtifacts", func() error { _, err := c.ListArtifacts(ctx, ""); return err }, "sessionID is empty"},
@@ -341,4 +375,70 @@ func TestArgumentsAreValidatedBeforeAnyRequest(t *testing.T) {
 		require.ErrorContains(t, tt.call(), tt.wantErr, tt.name)
 	}
 	require.Empty(t, rc.all())
+}
+
+// TestAllActionsFollowsCursors: the iterator reads page after page until
+// next_cursor is null, passing each cursor back with the same filters.
+func TestAllActionsFollowsCursors(t *testing.T) {
+	t.Parallel()
+	pages := map[string]lt.List[lt.Action]{
+		"":   {Data: []lt.Action{{ID: "act_1"}, {ID: "act_2"}}, NextCursor: new("c1")},
+		"c1": {Data: []lt.Action{{ID: "act_3"}, {ID: "act_4"}}, NextCursor: new("c2")},
+		"c2": {Data: []lt.Action{{ID: "act_5"}}},
+	}
+	rc := newRecorder(func(n int, w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, pages[r.URL.Query().Get("cursor")])
+	})
+	srv := startServer(t, rc)
+	c, _ := newTestClient(t, srv.URL, nil)
+
+	var ids []string
+	for a, err := range c.AllActions(t.Context(), lt.ListActionsParams{Status: "pending", Limit: 2}) {
+		require.NoError(t, err)
+		ids = append(ids, a.ID)
+	}
+	require.Equal(t, []string{"act_1", "act_2", "act_3", "act_4", "act_5"}, ids)
+	reqs := rc.all()
+	require.Len(t, reqs, 3)
+	require.Equal(t, "limit=2&status=pending", reqs[0].query)
+	require.Equal(t, "cursor=c1&limit=2&status=pending", reqs[1].query)
+	require.Equal(t, "cursor=c2&limit=2&status=pending", reqs[2].query)
+
+	// Breaking out stops reading pages.
+	ids = nil
+	for a, err := range c.AllActions(t.Context(), lt.ListActionsParams{Status: "pending", Limit: 2}) {
+		require.NoError(t, err)
+		ids = append(ids, a.ID)
+		break
+	}
+	require.Equal(t, []string{"act_1"}, ids)
+	require.Len(t, rc.all(), 4)
+}
+
+func TestAllActionsEndsWithTheError(t *testing.T) {
+	t.Parallel()
+	rc := newRecorder(func(n int, w http.ResponseWriter, r *http.Request) {
+		if n == 0 {
+			writeJSON(w, http.StatusOK, lt.List[lt.Action]{Data: []lt.Action{{ID: "act_1"}}, NextCursor: new("c1")})
+			return
+		}
+		writeAPIError(w, http.StatusBadRequest, lt.CodeInvalidRequest, "unknown cursor")
+	})
+	srv := startServer(t, rc)
+	c, _ := newTestClient(t, srv.URL, nil)
+	var ids []string
+	var errs []error
+	for a, err := range c.AllActions(t.Context(), lt.ListActionsParams{}) {
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ids = append(ids, a.ID)
+	}
+	require.Equal(t, []string{"act_1"}, ids)
+	require.Len(t, errs, 1)
+	var ae *APIError
+	require.ErrorAs(t, errs[0], &ae)
+	require.Equal(t, http.StatusBadRequest, ae.Status)
+	require.Contains(t, errs[0].Error(), "list actions")
 }

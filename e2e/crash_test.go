@@ -78,10 +78,10 @@ func TestCrashRecovery(t *testing.T) {
 		"the server was killed only %d times: %d waves of sessions finished too fast", run.kills, run.waves)
 
 	st := run.verify()
-	t.Logf("crash recovery: %d kills (%s), %d sessions in %d waves, %d events; in-doubt decisions: %d happened, %d did_not_happen; "+
+	t.Logf("crash recovery: %d kills (%s), %d sessions in %d waves, %d events; %d approvals; in-doubt decisions: %d happened, %d did_not_happen; "+
 		"re-runs after a crash: %d irreversible (after did_not_happen), %d idempotent, %d read; "+
 		"%d restarts refused for a data directory still locked; %s in all",
-		run.kills, run.killModes(), len(run.sessions), run.waves, st.events, run.happened, run.didNotHappen,
+		run.kills, run.killModes(), len(run.sessions), run.waves, st.events, run.approvals, run.happened, run.didNotHappen,
 		st.irreversibleReruns, st.idempotentReruns, st.readReruns, run.srv.lockRefusals, time.Since(began).Round(time.Millisecond))
 }
 
@@ -103,12 +103,14 @@ type crashRun struct {
 	modes        map[string]int
 	happened     int
 	didNotHappen int
+	approvals    int
 }
 
 // crashSession is one planned session and what the test knows of it.
 type crashSession struct {
 	label        string // e.g. "w1s03"
 	irreversible bool   // its shell tool keeps the default effect class
+	approval     bool   // a policy asks a person before every shell call
 	steps        []planStep
 	final        string
 	id           string
@@ -144,15 +146,21 @@ func (r *crashRun) createWave() {
 	}
 	for i := range crashSessionsPerWave {
 		cs := r.planSession(fmt.Sprintf("w%ds%02d", r.waves, i+1), i%2 == 0)
+		cs.approval = i%3 == 1
 		tools := []lt.ToolSpec{{Name: "shell"}, {Name: "write_file"}, {Name: "read_file"}, {Name: "list_files"}}
 		if !cs.irreversible {
 			tools[0].Effect = lt.EffectIdempotent
+		}
+		var policies []lt.Policy
+		if cs.approval {
+			policies = []lt.Policy{{Name: "shell-review", Tool: "shell", Decision: lt.PolicyAsk, Reason: "commands need a look"}}
 		}
 		sess, err := r.srv.api.CreateSession(r.ctx, &lt.CreateSessionRequest{
 			AgentSpec: &lt.AgentSpec{
 				Model:        lt.ModelSpec{Provider: "scripted", Name: "crash-" + cs.label, Script: cs.script(r.t)},
 				Instructions: "Follow the script.",
 				Tools:        tools,
+				Policies:     policies,
 			},
 			Input: "crash test session " + cs.label,
 			Goal:  "finish every step exactly once in the world",
@@ -336,6 +344,17 @@ func (r *crashRun) decide(cs *crashSession) {
 	l, err := r.srv.api.ListActions(r.ctx, cs.id, lt.ActionPending)
 	require.NoError(r.t, err)
 	for _, a := range l.Data {
+		if a.Type == lt.ActionApproval {
+			// A person approves exactly the arguments shown.
+			require.True(r.t, cs.approval, "session %s: approval without a policy: %+v", cs.label, a)
+			require.Equal(r.t, "shell", a.Tool, "session %s: approval of another tool: %+v", cs.label, a)
+			require.Equal(r.t, "shell-review", a.Policy)
+			got, err := r.srv.api.DecideAction(r.ctx, cs.id, a.ID, &lt.Decision{Decision: lt.DecisionApprove, ArgumentsSHA256: a.ArgumentsSHA256})
+			require.NoError(r.t, err, "approve action %s of session %s", a.ID, cs.label)
+			require.Equal(r.t, lt.ActionResolved, got.Status)
+			r.approvals++
+			continue
+		}
 		require.Equal(r.t, lt.ActionInDoubt, a.Type, "session %s: unexpected pending action %+v", cs.label, a)
 		require.Equal(r.t, "shell", a.Tool, "session %s: in-doubt action on a tool without an irreversible class: %+v", cs.label, a)
 		require.True(r.t, cs.irreversible, "session %s: in-doubt action on an idempotent shell call: %+v", cs.label, a)
@@ -470,6 +489,8 @@ type journalCall struct {
 	resolution    string
 	actions       []string // its in-doubt actions
 	didNotHappens int
+	approvals     int // approval actions raised for it
+	approved      bool
 }
 
 type journalCalls struct {
@@ -527,6 +548,9 @@ func (r *crashRun) verifyJournal(cs *crashSession, evs []lt.Event, st *crashStat
 				require.Equal(r.t, c.key, d.Key, "session %s: call %s started again with another idempotency key", cs.label, c.callID)
 				require.Equal(r.t, c.effectID, d.EffectID, "session %s: call %s started again with another effect id", cs.label, c.callID)
 			}
+			if cs.approval && c.tool == "shell" {
+				require.True(r.t, c.approved, "session %s: call %s started (seq %d) before it was approved", cs.label, c.callID, ev.Seq)
+			}
 			if c.class == lt.EffectIrreversible {
 				require.Equal(r.t, c.started, c.didNotHappens,
 					"session %s: irreversible call %s started again (seq %d) without a did_not_happen decision", cs.label, c.callID, ev.Seq)
@@ -552,10 +576,16 @@ func (r *crashRun) verifyJournal(cs *crashSession, evs []lt.Event, st *crashStat
 			decode(r.t, ev, &d)
 			c := calls.byID[d.Action.CallID]
 			require.NotNil(r.t, c, "session %s: action %s names an unknown call", cs.label, d.Action.ID)
+			actionCall[d.Action.ID] = c
+			if d.Action.Type == lt.ActionApproval {
+				require.True(r.t, cs.approval && c.tool == "shell", "session %s: unexpected approval %s", cs.label, d.Action.ID)
+				require.Zero(r.t, c.started, "session %s: approval %s asked after call %s started", cs.label, d.Action.ID, c.callID)
+				c.approvals++
+				continue
+			}
 			require.Equal(r.t, lt.ActionInDoubt, d.Action.Type, "session %s: unexpected action %s", cs.label, d.Action.ID)
 			require.Equal(r.t, lt.EffectIrreversible, c.class, "session %s: %s call %s went in doubt", cs.label, c.class, c.callID)
 			c.actions = append(c.actions, d.Action.ID)
-			actionCall[d.Action.ID] = c
 		case lt.EventActionResolved:
 			var d struct {
 				ActionID string      `json:"action_id"`
@@ -564,8 +594,11 @@ func (r *crashRun) verifyJournal(cs *crashSession, evs []lt.Event, st *crashStat
 			decode(r.t, ev, &d)
 			c := actionCall[d.ActionID]
 			require.NotNil(r.t, c, "session %s: seq %d resolves an unknown action", cs.label, ev.Seq)
-			if d.Decision.Decision == lt.DecisionDidNotHappen {
+			switch d.Decision.Decision {
+			case lt.DecisionDidNotHappen:
 				c.didNotHappens++
+			case lt.DecisionApprove:
+				c.approved = true
 			}
 		case lt.EventTurnCompleted:
 			var d struct {
@@ -594,6 +627,9 @@ func (r *crashRun) verifyJournal(cs *crashSession, evs []lt.Event, st *crashStat
 		got = append(got, c.tool)
 		require.Equal(r.t, 1, c.ended, "session %s: call %s (%s) ended %d times", cs.label, c.callID, c.tool, c.ended)
 		require.Positive(r.t, c.started, "session %s: call %s (%s) never started", cs.label, c.callID, c.tool)
+		if cs.approval && c.tool == "shell" {
+			require.Equal(r.t, 1, c.approvals, "session %s: call %s was asked about %d times (an approval is asked once)", cs.label, c.callID, c.approvals)
+		}
 		switch c.tool {
 		case "shell":
 			wantClass := lt.EffectIdempotent

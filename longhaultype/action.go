@@ -47,10 +47,16 @@ type Action struct {
 	Consequence     string          `json:"consequence,omitempty"`
 	Question        string          `json:"question,omitempty"`
 	Choices         []string        `json:"choices,omitempty"`
-	CreatedAt       time.Time       `json:"created_at"`
-	ExpiresAt       *time.Time      `json:"expires_at"`
-	ResolvedAt      *time.Time      `json:"resolved_at,omitempty"`
-	Resolution      json.RawMessage `json:"resolution,omitempty"`
+	// Policy names the rule that asked for an approval.
+	Policy string `json:"policy,omitempty"`
+	// Limit is the budget limit a budget action is about, with the usage
+	// that reached it.
+	Limit      *BudgetLimit    `json:"limit,omitempty"`
+	Usage      *Usage          `json:"usage,omitempty"`
+	CreatedAt  time.Time       `json:"created_at"`
+	ExpiresAt  *time.Time      `json:"expires_at"`
+	ResolvedAt *time.Time      `json:"resolved_at,omitempty"`
+	Resolution json.RawMessage `json:"resolution,omitempty"`
 }
 
 // Decision is the body of POST /v1/sessions/{id}/actions/{action_id}. Which
@@ -65,6 +71,31 @@ type Decision struct {
 	Error     string          `json:"error,omitempty"`
 	Answer    string          `json:"answer,omitempty"`
 	Budget    *Budget         `json:"budget,omitempty"`
+	// ArgumentsSHA256, when given with an approval, must equal the action's
+	// arguments_sha256: it proves the person saw the arguments being
+	// approved (a stale view is a 409, never a silent approval).
+	ArgumentsSHA256 string `json:"arguments_sha256,omitempty"`
+}
+
+// Approval and budget decisions.
+const (
+	DecisionApprove = "approve"
+	DecisionReject  = "reject"
+	DecisionStop    = "stop"
+	// DecisionExpired is recorded (never sent) when an approval expired
+	// before anyone decided it.
+	DecisionExpired = "expired"
+)
+
+// BudgetLimit is one budget dimension that a soft threshold or a hard limit
+// was reached on.
+type BudgetLimit struct {
+	// Name is the dimension: cost_usd, tokens, model_calls, tool_calls or
+	// wall_seconds.
+	Name string  `json:"name"`
+	Soft float64 `json:"soft,omitempty"`
+	Max  float64 `json:"max,omitempty"`
+	Used float64 `json:"used"`
 }
 
 // In-doubt decisions.
@@ -121,4 +152,17 @@ type Effect struct {
 	Error           string       `json:"error,omitempty"`
 	StartedAt       time.Time    `json:"started_at"`
 	FinishedAt      *time.Time   `json:"finished_at"`
+}
+
+// ListActionsParams filters GET /v1/actions, the inbox of required actions
+// across sessions.
+type ListActionsParams struct {
+	// Status is pending, resolved or cancelled ("": all).
+	Status string
+	// Type is one of the action types ("": all).
+	Type string
+	// SessionID restricts the list to one session ("": all).
+	SessionID string
+	Cursor    string
+	Limit     int
 }

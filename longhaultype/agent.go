@@ -12,12 +12,74 @@ type AgentSpec struct {
 	Model        ModelSpec       `json:"model"`
 	Instructions string          `json:"instructions,omitempty"`
 	Tools        []ToolSpec      `json:"tools,omitempty"`
-	Policies     json.RawMessage `json:"policies,omitempty"`
+	Policies     []Policy        `json:"policies,omitempty"`
 	Budget       *Budget         `json:"budget,omitempty"`
 	Environment  json.RawMessage `json:"environment,omitempty"`
+	// Retry is the retry policy for transient model and tool failures.
+	Retry *RetryPolicy `json:"retry,omitempty"`
+
+	// Stop conditions: each ends the turn with its own stop_reason.
+
 	// MaxSteps bounds the steps of one turn (default 100) so a looping model
-	// cannot run forever even without a budget.
+	// cannot run forever even without a budget (stop_reason max_steps).
 	MaxSteps int `json:"max_steps,omitempty"`
+	// MaxConsecutiveToolErrors ends the turn when that many tool calls in a
+	// row fail (default 10; stop_reason tool_errors).
+	MaxConsecutiveToolErrors int `json:"max_consecutive_tool_errors,omitempty"`
+	// MaxRepeatedCalls ends the turn, before running it, when the model asks
+	// for the same tool with the same arguments that many times in a row
+	// (default 5; stop_reason loop_detected).
+	MaxRepeatedCalls int `json:"max_repeated_calls,omitempty"`
+	// TurnTimeoutSeconds ends a turn that has run that long, counted from
+	// its start (0: none; stop_reason timeout).
+	TurnTimeoutSeconds int64 `json:"turn_timeout_seconds,omitempty"`
+}
+
+// PolicyDecision is what a policy decides for a tool call.
+type PolicyDecision string
+
+// Policy decisions (DESIGN.md principle 4).
+const (
+	PolicyAllow PolicyDecision = "allow"
+	PolicyAsk   PolicyDecision = "ask"
+	PolicyDeny  PolicyDecision = "deny"
+)
+
+// Policy decides whether a tool call runs (allow), waits for a person's
+// approval (ask) or is refused (deny). A policy matches a call when Tool
+// names the call's tool (empty or "*": every tool) and When, a CEL
+// expression, is true (empty: always). Of all matching policies the most
+// restrictive decides (deny over ask over allow); a call no policy matches
+// is allowed. When sees `tool`, `args` (the call's arguments), `effects`
+// (the session's earlier tool calls: tool, args, class, status, error,
+// session_id, turn_id, step) and `usage`; `count(list, pred)`, `sum(list, expr)` and
+// `last(list, pred)` iterate with the element named `e`.
+type Policy struct {
+	// Name identifies the rule in the journal and in approvals (default:
+	// "policies[i]").
+	Name     string         `json:"name,omitempty"`
+	Tool     string         `json:"tool,omitempty"`
+	When     string         `json:"when,omitempty"`
+	Decision PolicyDecision `json:"decision"`
+	// Reason is shown to the person asked, or returned to the model when
+	// the call is denied.
+	Reason string `json:"reason,omitempty"`
+	// ExpiresInSeconds makes an approval this policy asks for expire: a
+	// decision after that rejects the call (ask only; 0: never).
+	ExpiresInSeconds int64 `json:"expires_in_seconds,omitempty"`
+}
+
+// RetryPolicy bounds retries of transient failures: model calls (timeouts,
+// 429, 5xx, overload) and tool calls whose effect class allows re-running
+// (read, idempotent; never irreversible). Backoff is exponential with jitter,
+// and a provider's Retry-After wins when it is longer.
+type RetryPolicy struct {
+	// MaxAttempts per call, the first included (default 5).
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// InitialBackoffMS is the wait before the second attempt (default 1000).
+	InitialBackoffMS int64 `json:"initial_backoff_ms,omitempty"`
+	// MaxBackoffMS caps one wait (default 60000).
+	MaxBackoffMS int64 `json:"max_backoff_ms,omitempty"`
 }
 
 // ModelSpec selects and configures the model provider.
@@ -46,6 +108,10 @@ type ToolSpec struct {
 	Parameters  json.RawMessage `json:"parameters,omitempty"`
 	// TimeoutSeconds bounds one call of the tool (built-ins have defaults).
 	TimeoutSeconds int `json:"timeout_seconds,omitempty"`
+	// Affects names the arguments whose values say who or what a call
+	// affects (e.g. ["to", "cc"]); approvals list them. Default: values
+	// that look like e-mail addresses, URLs, paths or commands.
+	Affects []string `json:"affects,omitempty"`
 }
 
 // Agent is a named, versioned agent definition.

@@ -44,6 +44,8 @@ const (
 	EventContextCompacted       = "context.compacted"
 	EventBudgetWarning          = "budget.warning"
 	EventBudgetExceeded         = "budget.exceeded"
+	EventBudgetUpdated          = "budget.updated"
+	EventPolicyDecided          = "policy.decided"
 	EventSubagentSpawned        = "subagent.spawned"
 	EventSubagentCompleted      = "subagent.completed"
 	EventSignalReceived         = "signal.received"

@@ -54,6 +54,13 @@ const (
 	StopSandboxError     = "sandbox_error"
 	StopCancelled        = "cancelled"
 	StopInternal         = "internal_error"
+	// StopStopped: a person chose "stop" on an approval or budget action.
+	StopStopped = "stopped"
+	// StopMaxSteps, StopToolErrors and StopLoopDetected are the stop
+	// conditions of an agent (AgentSpec).
+	StopMaxSteps     = "max_steps"
+	StopToolErrors   = "tool_errors"
+	StopLoopDetected = "loop_detected"
 )
 
 // Budget holds a session's limits. A zero value means "no limit". Every Max has
@@ -69,6 +76,46 @@ type Budget struct {
 	SoftToolCalls   int64   `json:"soft_tool_calls,omitempty"`
 	MaxWallSeconds  int64   `json:"max_wall_seconds,omitempty"`
 	SoftWallSeconds int64   `json:"soft_wall_seconds,omitempty"`
+}
+
+// BudgetPatch is the body of PATCH /v1/sessions/{id}/budget: each field
+// given replaces that limit (0 removes it); fields left out are kept.
+type BudgetPatch struct {
+	MaxCostUSD      *float64 `json:"max_cost_usd,omitempty"`
+	SoftCostUSD     *float64 `json:"soft_cost_usd,omitempty"`
+	MaxTokens       *int64   `json:"max_tokens,omitempty"`
+	SoftTokens      *int64   `json:"soft_tokens,omitempty"`
+	MaxModelCalls   *int64   `json:"max_model_calls,omitempty"`
+	SoftModelCalls  *int64   `json:"soft_model_calls,omitempty"`
+	MaxToolCalls    *int64   `json:"max_tool_calls,omitempty"`
+	SoftToolCalls   *int64   `json:"soft_tool_calls,omitempty"`
+	MaxWallSeconds  *int64   `json:"max_wall_seconds,omitempty"`
+	SoftWallSeconds *int64   `json:"soft_wall_seconds,omitempty"`
+}
+
+// Apply returns b with the patch's fields replaced.
+func (p *BudgetPatch) Apply(b Budget) Budget {
+	set := func(dst *float64, v *float64) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	seti := func(dst *int64, v *int64) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&b.MaxCostUSD, p.MaxCostUSD)
+	set(&b.SoftCostUSD, p.SoftCostUSD)
+	seti(&b.MaxTokens, p.MaxTokens)
+	seti(&b.SoftTokens, p.SoftTokens)
+	seti(&b.MaxModelCalls, p.MaxModelCalls)
+	seti(&b.SoftModelCalls, p.SoftModelCalls)
+	seti(&b.MaxToolCalls, p.MaxToolCalls)
+	seti(&b.SoftToolCalls, p.SoftToolCalls)
+	seti(&b.MaxWallSeconds, p.MaxWallSeconds)
+	seti(&b.SoftWallSeconds, p.SoftWallSeconds)
+	return b
 }
 
 // Usage is what a session (or a turn) has consumed so far.

@@ -24,7 +24,11 @@ func (c *cli) actionsCmd() *cobra.Command {
 		Use:   "actions SESSION_ID",
 		Short: "List a session's required actions",
 		Long: `List what the session needs from the application or a person: function calls
-to answer ('longhaul respond') and effects in doubt to decide ('longhaul decide').`,
+to answer ('longhaul respond'), effects in doubt to decide ('longhaul decide'),
+tool calls awaiting approval ('longhaul approve', 'reject', 'stop'), questions
+('longhaul answer') and soft budget limits reached ('longhaul approve',
+'longhaul budget'). 'longhaul inbox' lists the pending ones of every session
+in full; 'longhaul action ACTION_ID' shows one.`,
 		Example: `  longhaul actions ses_01J9Z
   longhaul actions ses_01J9Z --status pending --json`,
 		Args: usageArgs(cobra.ExactArgs(1)),
@@ -75,6 +79,9 @@ func (c *cli) actions(cmd *cobra.Command, o *actionsOpts, id string) error {
 		case lt.ActionInDoubt:
 			fmt.Fprintf(c.stdout, "\n%s: did %s%s run?\n  decide: longhaul decide %s %s happened|did_not_happen|skip\n",
 				a.ID, a.Tool, argsSuffix(a.Arguments), id, a.ID)
+		default:
+			fmt.Fprintf(c.stdout, "\n%s: %s\n  see:    longhaul action %s   (arguments, evidence and how to decide)\n",
+				a.ID, truncate(actionWhat(&a), 70), a.ID)
 		}
 	}
 	return nil
@@ -103,7 +110,11 @@ func (c *cli) respondCmd() *cobra.Command {
 		Long: `Answer a function_call action: the output of the application's function (any
 JSON value), or an error message. The model sees it as the tool's result and
 the session goes on. Repeating the same answer is harmless; a different
-answer to an answered call is refused.`,
+answer to an answered call is refused.
+
+Other action types have their own commands: 'longhaul approve', 'reject' and
+'stop' for approvals, 'longhaul answer' for questions ('longhaul inbox' lists
+them all).`,
 		Example: `  longhaul respond ses_01J9Z act_7Q2 --output '{"name": "ACME Corp", "plan": "enterprise"}'
   longhaul respond ses_01J9Z act_7Q2 --error "customer not found"`,
 		Args: usageArgs(cobra.ExactArgs(2)),
@@ -156,7 +167,10 @@ because its worker stopped while it ran. Longhaul never re-runs it blindly.
 
   happened        it ran; --output gives its result to the model
   did_not_happen  it did not run; it runs again
-  skip            unknown, and it must not run again; the model is told`,
+  skip            unknown, and it must not run again; the model is told
+
+Approvals, questions and budget actions are decided with 'longhaul approve',
+'reject', 'stop' and 'answer' ('longhaul inbox' lists what is pending).`,
 		Example: `  longhaul decide ses_01J9Z act_9K1 happened --output '{"message_id": "m-42"}'
   longhaul decide ses_01J9Z act_9K1 did_not_happen
   longhaul decide ses_01J9Z act_9K1 skip --reason "checked the outbox: unclear"`,

@@ -23,6 +23,7 @@ type demoOpts struct {
 	apiKey  string
 	dataDir string
 	pace    time.Duration
+	ask     bool
 }
 
 func (c *cli) demoCmd() *cobra.Command {
@@ -33,16 +34,19 @@ func (c *cli) demoCmd() *cobra.Command {
 		Long: `Run a demo session that needs no model provider and no network: a scripted
 agent writes notes and a small script in its workspace, runs shell commands,
 calls an application function (lookup_customer, answered by this command
-through the API, as an application would), and finishes by delivering
-report.md as its artifact. One line per step shows the tools, tokens, cost
-and elapsed time.
+through the API, as an application would), asks for approval before running
+a script it wrote (a policy says so; the demo approves it, or with --ask
+leaves the decision to you: 'longhaul inbox', then 'longhaul approve' or
+'longhaul reject'), and finishes by delivering report.md as its artifact.
+One line per step shows the tools, tokens, cost and elapsed time.
 
 Without --server (or LONGHAUL_SERVER) the demo starts its own server in this
 process, with its data in --data or in a new temporary directory that is kept
 so you can inspect the session afterwards.`,
 		Example: `  longhaul demo
   longhaul demo --server http://127.0.0.1:8080
-  longhaul demo --data ./demo-data --pace 0`,
+  longhaul demo --data ./demo-data --pace 0
+  longhaul demo --server http://127.0.0.1:8080 --ask`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.demo(cmd, o) },
 	}
@@ -51,6 +55,7 @@ so you can inspect the session afterwards.`,
 	fs.StringVar(&o.apiKey, "api-key", "", "API key for --server (env LONGHAUL_API_KEY)")
 	fs.StringVar(&o.dataDir, "data", "", "data directory of the embedded server (default: a new temporary directory)")
 	fs.DurationVar(&o.pace, "pace", 400*time.Millisecond, "how long the scripted model thinks per step (0: no pause)")
+	fs.BoolVar(&o.ask, "ask", false, "leave the approval to you (the demo waits for 'longhaul approve' or 'longhaul reject')")
 	return cmd
 }
 
@@ -115,6 +120,12 @@ func (c *cli) demo(cmd *cobra.Command, o *demoOpts) (err error) {
 		var d journal.ActionRequired
 		if !decode(ev, &d) {
 			return fmt.Errorf("event %d: action.required data is not an action", ev.Seq)
+		}
+		if o.ask && d.Action.Type == lt.ActionApproval {
+			fmt.Fprintf(out, "\n%s\nWaiting for your decision, in another terminal:\n  longhaul inbox\n  longhaul approve %s\n  longhaul reject %s --reason \"...\"\n\n",
+				d.Action.Summary, d.Action.ID, d.Action.ID)
+			steps.annotate(d.Action.Step, d.Action.Tool, "decided by you")
+			return nil
 		}
 		note, err := answerDemoAction(ctx, cl, s.ID, &d.Action)
 		if err != nil {
@@ -194,9 +205,19 @@ var demoCustomers = map[string]map[string]any{
 	},
 }
 
-// answerDemoAction plays the application: it answers lookup_customer calls
-// through the API, and returns a note for the step's line.
+// answerDemoAction plays the application and the person supervising it: it
+// answers lookup_customer calls and approves the script the agent asks to
+// run (a person would use 'longhaul inbox' and 'longhaul approve'), through
+// the API, and returns a note for the step's line.
 func answerDemoAction(ctx context.Context, cl *client.Client, sessionID string, a *lt.Action) (string, error) {
+	if a.Type == lt.ActionApproval && a.Tool == "shell" {
+		// Approve exactly the arguments shown: the hash binds the approval.
+		d := &lt.Decision{Decision: lt.DecisionApprove, ArgumentsSHA256: a.ArgumentsSHA256}
+		if _, err := cl.DecideAction(ctx, sessionID, a.ID, d); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("approved (policy %s)", a.Policy), nil
+	}
 	if a.Type != lt.ActionFunctionCall || a.Tool != "lookup_customer" {
 		return "", fmt.Errorf("the demo cannot settle action %s (%s %s); see 'longhaul actions %s'", a.ID, a.Type, a.Tool, sessionID)
 	}
@@ -409,6 +430,12 @@ func demoRequest(pace time.Duration) (*lt.CreateSessionRequest, error) {
 			},
 			{Name: "finish"},
 		},
+		// The agent runs what it likes, except scripts it wrote itself:
+		// those wait for a person's approval.
+		Policies: []lt.Policy{{
+			Name: "scripts-need-approval", Tool: "shell", When: `args.command.startsWith("sh ")`,
+			Decision: lt.PolicyAsk, Reason: "the agent wrote this script itself",
+		}},
 		MaxSteps: 20,
 	}
 	return &lt.CreateSessionRequest{

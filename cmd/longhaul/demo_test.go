@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -44,6 +45,7 @@ func TestDemoAgainstRunningServer(t *testing.T) {
 	require.EqualValues(t, 6, sess.Usage.ModelCalls)
 	require.Equal(t, []string{"1", "2", "3", "4", "5", "6"}, stepNumbers(out), out)
 	require.Contains(t, out, "lookup_customer(cus_1042) → answered by the demo app: ACME Corp")
+	require.Contains(t, out, "shell(sh stats.sh) → approved (policy scripts-need-approval)")
 	require.Contains(t, out, "finish(report.md)")
 	require.Greater(t, sess.Usage.CostUSD, 0.0)
 
@@ -105,4 +107,40 @@ func TestDemoEmbedded(t *testing.T) {
 	require.Len(t, arts, 1)
 	require.True(t, arts[0].Final)
 	require.FileExists(t, filepath.Join(dir, nodeIDFile))
+}
+
+// TestDemoLeavesTheApprovalToYou: with --ask the demo does not approve the
+// script; it prints how to, and goes on once a person approves from the CLI.
+func TestDemoLeavesTheApprovalToYou(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	done := make(chan string, 1)
+	go func() {
+		r := cliRun(t, "demo", "--server", s.url, "--pace", "0", "--ask")
+		done <- r.stdout + r.stderr
+	}()
+	ctx := context.Background()
+	var act lt.Action
+	require.Eventually(t, func() bool {
+		l, err := s.client.ListAllActions(ctx, lt.ListActionsParams{Status: string(lt.ActionPending), Type: string(lt.ActionApproval)})
+		if err != nil || len(l.Data) == 0 {
+			return false
+		}
+		act = l.Data[0]
+		return true
+	}, 10*time.Second, 5*time.Millisecond)
+	require.Equal(t, "scripts-need-approval", act.Policy)
+	inbox := cliOK(t, "inbox", "--server", s.url)
+	require.Contains(t, inbox, act.ID)
+	require.Contains(t, inbox, "sh stats.sh")
+	cliOK(t, "approve", act.ID, "--server", s.url)
+	var out string
+	select {
+	case out = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the demo did not finish after the approval")
+	}
+	require.Contains(t, out, "longhaul approve "+act.ID)
+	require.Contains(t, out, "shell(sh stats.sh) → decided by you")
+	require.Contains(t, out, "Status:    idle")
 }

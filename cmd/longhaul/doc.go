@@ -1,6 +1,7 @@
 // Command longhaul is Longhaul's one binary: the server (`serve`), an offline
 // demo (`demo`), and a command-line client for people and scripts (`run`,
 // `ls`, `show`, `events`, `cancel`, `actions`, `respond`, `decide`,
+// `inbox`, `action`, `approve`, `reject`, `stop`, `answer`, `budget`,
 // `effects`, `agents`, `artifacts`, `artifact`).
 //
 // Invariants it keeps:

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -37,7 +38,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // execute is run with the environment injected, so tests can set LONGHAUL_*
 // variables without touching the process environment.
 func execute(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
-	c := &cli{stdout: stdout, stderr: stderr, getenv: getenv}
+	c := &cli{stdout: stdout, stderr: stderr, getenv: getenv, now: time.Now}
 	root := c.rootCmd()
 	root.SetArgs(args)
 	root.SetOut(stdout)
@@ -126,6 +127,8 @@ type cli struct {
 	stdout io.Writer
 	stderr io.Writer
 	getenv func(string) string
+	// now is the clock of relative times in the output ("expires in 5m").
+	now func() time.Time
 }
 
 func (c *cli) rootCmd() *cobra.Command {
@@ -141,7 +144,8 @@ commands talk to it over its HTTP API.`,
 		Example: `  longhaul serve
   longhaul demo
   longhaul run --agent researcher "Write a competitor brief for ACME"
-  longhaul ls --status requires_action`,
+  longhaul ls --status requires_action
+  longhaul inbox`,
 		SilenceErrors:     true,
 		SilenceUsage:      true,
 		Args:              usageArgs(noSubcommand),
@@ -174,6 +178,13 @@ commands talk to it over its HTTP API.`,
 		c.actionsCmd(),
 		c.respondCmd(),
 		c.decideCmd(),
+		c.inboxCmd(),
+		c.actionCmd(),
+		c.approveCmd(),
+		c.rejectCmd(),
+		c.stopCmd(),
+		c.answerCmd(),
+		c.budgetCmd(),
 		c.effectsCmd(),
 		c.agentsCmd(),
 		c.artifactsCmd(),

@@ -245,8 +245,14 @@ func printActionHint(w io.Writer, sessionID string, ev lt.Event) {
 	case lt.ActionInDoubt:
 		fmt.Fprintf(w, "        ↳ did %s run? decide with:\n", a.Tool)
 		fmt.Fprintf(w, "          longhaul decide %s %s happened|did_not_happen|skip\n", sessionID, a.ID)
+	case lt.ActionApproval:
+		fmt.Fprintf(w, "        ↳ %s%s needs approval; see it with 'longhaul action %s', then:\n", a.Tool, argsSuffix(a.Arguments), a.ID)
+		fmt.Fprintf(w, "          longhaul approve %s   (or reject %s --reason TEXT, or stop %s)\n", a.ID, a.ID, a.ID)
+	case lt.ActionInput:
+		fmt.Fprintf(w, "        ↳ the agent asks: %s\n", truncate(a.Question, 100))
+		fmt.Fprintf(w, "          longhaul answer %s TEXT\n", a.ID)
 	default:
-		fmt.Fprintf(w, "        ↳ see: longhaul actions %s --status pending\n", sessionID)
+		fmt.Fprintf(w, "        ↳ see: longhaul action %s\n", a.ID)
 	}
 }
 

@@ -237,7 +237,7 @@ func printSession(w io.Writer, s *lt.Session, turns []lt.Turn) error {
 		if err := printActionTable(w, "  ", s.RequiredActions); err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "\nSettle them with 'longhaul respond' or 'longhaul decide' (see 'longhaul actions %s').\n", s.ID)
+		fmt.Fprintf(w, "\nSee how to settle each with 'longhaul action ACTION_ID' (or 'longhaul inbox --session %s').\n", s.ID)
 	}
 	return nil
 }

@@ -6,6 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/journal"
@@ -41,13 +45,29 @@ func (e *Engine) DecideAction(ctx context.Context, sessionID, actionID string, d
 	if err != nil {
 		return nil, apierror.Invalid("", "decision is not valid JSON: %v", err)
 	}
+	row, err := e.store.SessionGet(ctx, sessionID)
+	if err != nil {
+		return nil, notFound(err, "session", sessionID)
+	}
+	var spec lt.AgentSpec
+	if err := json.Unmarshal(row.Spec, &spec); err != nil {
+		return nil, fmt.Errorf("decode agent spec of %s: %w", sessionID, err)
+	}
+	var expiredAt *time.Time
 	a, err := mutate(ctx, e, sessionID, func(b *batch) (*lt.Action, error) {
+		expiredAt = nil
 		a, _ := b.st.PendingAction(actionID)
 		if a == nil {
 			return e.decidedAction(ctx, sessionID, actionID, sum)
 		}
 		act := *a
-		if err := decisionEvents(b, &act, d, sum); err != nil {
+		if expired(&act, e.clock.Now()) {
+			// Too late: the call is rejected, and the decision refused.
+			expiredAt = act.ExpiresAt
+			if _, err := expireActions(b.add, b.st, e.clock.Now()); err != nil {
+				return nil, err
+			}
+		} else if err := e.decisionEvents(b, &spec, &act, d, sum); err != nil {
 			return nil, err
 		}
 		if len(b.st.Pending) == 0 && b.st.Session.Status == lt.SessionRequiresAction {
@@ -59,6 +79,9 @@ func (e *Engine) DecideAction(ctx context.Context, sessionID, actionID string, d
 	})
 	if err != nil {
 		return nil, notFound(err, "session", sessionID)
+	}
+	if expiredAt != nil {
+		return nil, apierror.Conflict("action %s expired at %s: the call was rejected and not run", actionID, expiredAt.UTC().Format(time.RFC3339))
 	}
 	if a.Status == lt.ActionPending {
 		// Return the stored (resolved) form.
@@ -96,6 +119,10 @@ func (e *Engine) decidedAction(ctx context.Context, sessionID, actionID, sum str
 			}
 		}
 	}
+	var prev lt.Decision
+	if json.Unmarshal(a.Resolution, &prev) == nil && prev.Decision == lt.DecisionExpired {
+		return nil, apierror.Conflict("action %s expired: the call was rejected and not run", actionID)
+	}
 	return nil, apierror.Conflict("action %s is already %s", actionID, a.Status)
 }
 
@@ -113,16 +140,48 @@ func decisionSHA256(d *lt.Decision) (string, error) {
 }
 
 // decisionEvents validates d for the action's type and adds the events that
-// carry it out.
-func decisionEvents(b *batch, a *lt.Action, d *lt.Decision, sum string) error {
-	resolved := journal.ActionResolved{ActionID: a.ID, Type: string(a.Type), Decision: *d, DecisionSHA256: sum}
+// carry it out. spec is the session's agent (for the schemas of edited
+// arguments).
+func (e *Engine) decisionEvents(b *batch, spec *lt.AgentSpec, a *lt.Action, d *lt.Decision, sum string) error {
+	resolved := journal.ActionResolved{ActionID: a.ID, Type: string(a.Type), CallID: a.CallID, Decision: *d, DecisionSHA256: sum}
+	if a.Type == lt.ActionBudget {
+		return budgetDecision(b, a, d, resolved, e.clock.Now())
+	}
 	call := b.st.CallByID(a.Step, a.CallID)
 	if call == nil {
 		return apierror.Conflict("action %s no longer matches a tool call", a.ID)
 	}
+	failed := func(msg, refused, resolution string) journal.ToolFailed {
+		return journal.ToolFailed{
+			Step: a.Step, Index: call.Index, CallID: call.ID, Tool: call.Tool, EffectID: call.EffectID,
+			Error: msg, Refused: refused, Resolution: resolution,
+		}
+	}
 	switch a.Type {
+	case lt.ActionApproval:
+		return e.approvalDecision(b, spec, a, call, d, resolved)
+	case lt.ActionInput:
+		if d.Decision != "" || d.Arguments != nil || len(d.Output) > 0 || d.Error != "" || d.Budget != nil || d.ArgumentsSHA256 != "" {
+			return apierror.Invalid("decision", "an input action takes only answer")
+		}
+		if strings.TrimSpace(d.Answer) == "" {
+			return apierror.Invalid("answer", "required: the answer to the agent's question")
+		}
+		if len(a.Choices) > 0 && !slices.Contains(a.Choices, d.Answer) {
+			return apierror.Invalid("answer", "must be one of the choices: %s", strings.Join(a.Choices, ", "))
+		}
+		out, err := json.Marshal(map[string]string{"answer": d.Answer})
+		if err != nil {
+			return err
+		}
+		if err := b.add(lt.EventActionResolved, a.TurnID, a.Step, resolved); err != nil {
+			return err
+		}
+		return b.add(lt.EventToolCompleted, a.TurnID, a.Step, journal.ToolCompleted{
+			Step: a.Step, Index: call.Index, CallID: call.ID, Tool: call.Tool, Output: out,
+		})
 	case lt.ActionFunctionCall:
-		if d.Decision != "" || d.Arguments != nil || d.Answer != "" || d.Budget != nil || d.Reason != "" {
+		if d.Decision != "" || d.Arguments != nil || d.Answer != "" || d.Budget != nil || d.Reason != "" || d.ArgumentsSHA256 != "" {
 			return apierror.Invalid("decision", "a function_call action takes only output or error")
 		}
 		hasOutput := len(d.Output) > 0
@@ -137,11 +196,9 @@ func decisionEvents(b *batch, a *lt.Action, d *lt.Decision, sum string) error {
 				Step: a.Step, Index: call.Index, CallID: call.ID, Tool: call.Tool, EffectID: call.EffectID, Output: d.Output,
 			})
 		}
-		return b.add(lt.EventToolFailed, a.TurnID, a.Step, journal.ToolFailed{
-			Step: a.Step, Index: call.Index, CallID: call.ID, Tool: call.Tool, EffectID: call.EffectID, Error: d.Error,
-		})
+		return b.add(lt.EventToolFailed, a.TurnID, a.Step, failed(d.Error, "", ""))
 	case lt.ActionInDoubt:
-		if d.Arguments != nil || d.Answer != "" || d.Budget != nil || d.Error != "" {
+		if d.Arguments != nil || d.Answer != "" || d.Budget != nil || d.Error != "" || d.ArgumentsSHA256 != "" {
 			return apierror.Invalid("decision", "an in_doubt action takes decision (and output when it happened)")
 		}
 		switch d.Decision {
@@ -171,14 +228,187 @@ func decisionEvents(b *batch, a *lt.Action, d *lt.Decision, sum string) error {
 			if d.Reason != "" {
 				msg += " (" + d.Reason + ")"
 			}
-			return b.add(lt.EventToolFailed, a.TurnID, a.Step, journal.ToolFailed{
-				Step: a.Step, Index: call.Index, CallID: call.ID, Tool: call.Tool, EffectID: call.EffectID,
-				Error: msg, Resolution: lt.DecisionSkip,
-			})
+			return b.add(lt.EventToolFailed, a.TurnID, a.Step, failed(msg, "", lt.DecisionSkip))
 		default:
 			return apierror.Invalid("decision", "must be happened, did_not_happen or skip")
 		}
 	default:
-		return apierror.Invalid("decision", "actions of type %s are not supported by this version", a.Type)
+		return apierror.Invalid("decision", "actions of type %s cannot be decided", a.Type)
 	}
+}
+
+// approvalDecision carries out approve (optionally with edited arguments,
+// which are validated and re-bound), reject (the reason goes back to the
+// model) and stop (the turn ends).
+func (e *Engine) approvalDecision(b *batch, spec *lt.AgentSpec, a *lt.Action, call *journal.Call, d *lt.Decision, resolved journal.ActionResolved) error {
+	if d.Answer != "" || len(d.Output) > 0 || d.Error != "" || d.Budget != nil {
+		return apierror.Invalid("decision", "an approval takes decision (approve, reject or stop), and arguments or reason")
+	}
+	if d.ArgumentsSHA256 != "" && d.ArgumentsSHA256 != a.ArgumentsSHA256 {
+		return apierror.Conflict("arguments_sha256 %s is not the hash of the arguments awaiting approval (%s): look at the action again", d.ArgumentsSHA256, a.ArgumentsSHA256)
+	}
+	if d.Decision != lt.DecisionApprove && d.Arguments != nil {
+		return apierror.Invalid("arguments", "edited arguments go only with decision %q", lt.DecisionApprove)
+	}
+	switch d.Decision {
+	case lt.DecisionApprove:
+		canon, sum := call.Arguments, call.ArgumentsSHA256
+		if d.Arguments != nil {
+			var err error
+			if canon, err = e.validateEdit(spec, call, d.Arguments); err != nil {
+				return err
+			}
+			if sum, err = tool.ArgumentsSHA256(canon); err != nil {
+				return apierror.Invalid("arguments", "%v", err)
+			}
+			resolved.Arguments = canon
+		}
+		resolved.ArgumentsSHA256 = sum
+		return b.add(lt.EventActionResolved, a.TurnID, a.Step, resolved)
+	case lt.DecisionReject:
+		if strings.TrimSpace(d.Reason) == "" {
+			return apierror.Invalid("reason", "required: it goes back to the agent as the tool's result")
+		}
+		if err := b.add(lt.EventActionResolved, a.TurnID, a.Step, resolved); err != nil {
+			return err
+		}
+		return b.add(lt.EventToolFailed, a.TurnID, a.Step, journal.ToolFailed{
+			Step: a.Step, Index: call.Index, CallID: call.ID, Tool: call.Tool, Refused: journal.RefusedRejected,
+			Error: "rejected by a person: " + d.Reason,
+		})
+	case lt.DecisionStop:
+		if err := b.add(lt.EventActionResolved, a.TurnID, a.Step, resolved); err != nil {
+			return err
+		}
+		msg := "stopped by a person"
+		if d.Reason != "" {
+			msg += ": " + d.Reason
+		}
+		if err := b.add(lt.EventToolFailed, a.TurnID, a.Step, journal.ToolFailed{
+			Step: a.Step, Index: call.Index, CallID: call.ID, Tool: call.Tool, Refused: journal.RefusedStopped, Error: msg,
+		}); err != nil {
+			return err
+		}
+		return endTurn(b, lt.StopStopped, msg)
+	default:
+		return apierror.Invalid("decision", "must be approve, reject or stop")
+	}
+}
+
+// validateEdit checks edited arguments against the tool's schema and
+// returns their canonical form. Errors name the field under "arguments".
+func (e *Engine) validateEdit(spec *lt.AgentSpec, call *journal.Call, args json.RawMessage) (json.RawMessage, error) {
+	canon, err := tool.CanonicalJSON(args)
+	if err != nil {
+		return nil, apierror.Invalid("arguments", "not valid JSON: %v", err)
+	}
+	var schema json.RawMessage
+	for _, t := range spec.Tools {
+		if t.Name == call.Tool && t.Type == "function" {
+			schema = t.Parameters
+		}
+	}
+	if t, ok := e.tools.Get(call.Tool); ok && call.Kind == journal.CallBuiltin {
+		schema = t.Parameters()
+	}
+	if len(schema) == 0 {
+		schema = json.RawMessage(`{"type":"object"}`)
+	}
+	if err := tool.ValidateArguments(schema, canon); err != nil {
+		var fe *tool.FieldError
+		if errors.As(err, &fe) {
+			return nil, apierror.Invalid(fe.Field, "%s", fe.Message)
+		}
+		return nil, apierror.Invalid("arguments", "%v", err)
+	}
+	return canon, nil
+}
+
+// budgetDecision carries out a budget action: approve (with optional new
+// limits; the soft threshold that was reached is lifted unless the new
+// limits move it past the usage) or stop (the turn ends, budget_exceeded).
+func budgetDecision(b *batch, a *lt.Action, d *lt.Decision, resolved journal.ActionResolved, now time.Time) error {
+	if d.Arguments != nil || d.Answer != "" || len(d.Output) > 0 || d.Error != "" || d.ArgumentsSHA256 != "" {
+		return apierror.Invalid("decision", "a budget action takes decision (approve or stop) and, to approve, budget")
+	}
+	switch d.Decision {
+	case lt.DecisionApprove:
+		nb := mergeBudget(b.st.Session.Budget, d.Budget)
+		if a.Limit != nil {
+			if soft := softOf(&nb, a.Limit.Name); soft > 0 && soft <= usedOf(b.st, a.Limit.Name, now) {
+				clearSoft(&nb, a.Limit.Name)
+			}
+		}
+		if err := validateBudget(nb, "budget"); err != nil {
+			return err
+		}
+		resolved.Budget = &nb
+		return b.add(lt.EventActionResolved, a.TurnID, 0, resolved)
+	case lt.DecisionStop:
+		if d.Budget != nil {
+			return apierror.Invalid("budget", "new limits go only with decision %q", lt.DecisionApprove)
+		}
+		if err := b.add(lt.EventActionResolved, a.TurnID, 0, resolved); err != nil {
+			return err
+		}
+		msg := "stopped by a person at a soft budget limit"
+		if a.Limit != nil {
+			msg += " (" + a.Limit.Name + ")"
+		}
+		if d.Reason != "" {
+			msg += ": " + d.Reason
+		}
+		return endTurn(b, lt.StopBudgetExceeded, msg)
+	default:
+		return apierror.Invalid("decision", "must be approve or stop")
+	}
+}
+
+// endTurn fails the current turn from the API side (a person stopped it);
+// the session goes on with a queued turn, or fails.
+func endTurn(b *batch, stopReason, msg string) error {
+	turn := b.st.CurrentTurn()
+	if turn == nil {
+		return nil
+	}
+	if err := b.add(lt.EventTurnFailed, turn.ID, 0, journal.TurnFailed{TurnID: turn.ID, StopReason: stopReason, Error: msg}); err != nil {
+		return err
+	}
+	if len(b.st.Turns) > 0 {
+		return b.status(lt.SessionRunning, "")
+	}
+	return b.status(lt.SessionFailed, stopReason)
+}
+
+// expireActions rejects the pending approvals whose expiry has passed: the
+// call is refused and the model told why. It returns how many it expired.
+func expireActions(add func(typ, turnID string, step int, data any) error, st *journal.State, now time.Time) (int, error) {
+	n := 0
+	for _, a := range append([]lt.Action(nil), st.Pending...) {
+		if a.Type != lt.ActionApproval || !expired(&a, now) {
+			continue
+		}
+		call := st.CallByID(a.Step, a.CallID)
+		if call == nil {
+			continue
+		}
+		d := lt.Decision{Decision: lt.DecisionExpired}
+		sum, err := decisionSHA256(&d)
+		if err != nil {
+			return n, err
+		}
+		if err := add(lt.EventActionResolved, a.TurnID, a.Step, journal.ActionResolved{
+			ActionID: a.ID, Type: string(a.Type), CallID: a.CallID, Decision: d, DecisionSHA256: sum,
+		}); err != nil {
+			return n, err
+		}
+		if err := add(lt.EventToolFailed, a.TurnID, a.Step, journal.ToolFailed{
+			Step: a.Step, Index: call.Index, CallID: call.ID, Tool: call.Tool, Refused: journal.RefusedApprovalExpired,
+			Error: fmt.Sprintf("refused: the approval expired at %s before anyone decided", a.ExpiresAt.UTC().Format(time.RFC3339)),
+		}); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }

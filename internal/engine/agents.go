@@ -9,6 +9,7 @@ import (
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/policy"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -18,9 +19,6 @@ var agentName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 
 // inlineAgent is the agent name of sessions created with an inline spec.
 const inlineAgent = "inline"
-
-// finishTool is handled by the engine itself: it ends the turn with artifacts.
-const finishTool = "finish"
 
 // validateSpec checks an agent definition; errors name the field under prefix
 // (e.g. "agent_spec.tools[2].parameters").
@@ -40,9 +38,6 @@ func (e *Engine) validateSpec(spec *lt.AgentSpec, prefix string) error {
 			}
 			return apierror.Invalid(prefix+".model", "%s", err.Error())
 		}
-	}
-	if len(spec.Policies) > 0 && string(spec.Policies) != "null" && string(spec.Policies) != "[]" {
-		return apierror.Invalid(prefix+".policies", "policies are not supported by this version")
 	}
 	if e := string(spec.Environment); e != "" && e != "null" && e != "{}" {
 		// Refused rather than ignored: an agent that asks for a network
@@ -65,12 +60,15 @@ func (e *Engine) validateSpec(spec *lt.AgentSpec, prefix string) error {
 		if t.Effect != "" && !t.Effect.Valid() {
 			return apierror.Invalid(f+".effect", "must be read, idempotent or irreversible")
 		}
+		if t.Effect != "" && engineTools[t.Name].kind != "" && t.Type != "function" {
+			return apierror.Invalid(f+".effect", "%s is run by the engine and has no external effect to classify", t.Name)
+		}
 		if t.TimeoutSeconds < 0 || t.TimeoutSeconds > 3600 {
 			return apierror.Invalid(f+".timeout_seconds", "must be between 0 and 3600")
 		}
 		switch t.Type {
 		case "", "builtin":
-			if _, ok := e.tools.Get(t.Name); !ok && t.Name != finishTool {
+			if _, ok := e.tools.Get(t.Name); !ok && engineTools[t.Name].kind == "" {
 				return apierror.Invalid(f+".name", "unknown built-in tool %q (application tools need \"type\": \"function\")", t.Name)
 			}
 			if len(t.Parameters) > 0 {
@@ -94,6 +92,44 @@ func (e *Engine) validateSpec(spec *lt.AgentSpec, prefix string) error {
 			return err
 		}
 	}
+	if _, err := compilePolicies(spec); err != nil {
+		var fe *policy.FieldError
+		if errors.As(err, &fe) {
+			return apierror.Invalid(prefix+"."+fe.Field, "%s", fe.Message)
+		}
+		return apierror.Invalid(prefix+".policies", "%v", err)
+	}
+	for i, p := range spec.Policies {
+		if engineTools[p.Tool].kind != "" {
+			// Refused rather than ignored: a rule that never applies would
+			// look like protection.
+			return apierror.Invalid(fmt.Sprintf("%s.policies[%d].tool", prefix, i), "%s is run by the engine and touches nothing outside the session: policies do not apply to it", p.Tool)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"max_consecutive_tool_errors", int64(spec.MaxConsecutiveToolErrors)},
+		{"max_repeated_calls", int64(spec.MaxRepeatedCalls)},
+		{"turn_timeout_seconds", spec.TurnTimeoutSeconds},
+	} {
+		if f.v < 0 {
+			return apierror.Invalid(prefix+"."+f.name, "must be >= 0")
+		}
+	}
+	if r := spec.Retry; r != nil {
+		switch {
+		case r.MaxAttempts < 0 || r.MaxAttempts > 100:
+			return apierror.Invalid(prefix+".retry.max_attempts", "must be between 0 and 100")
+		case r.InitialBackoffMS < 0:
+			return apierror.Invalid(prefix+".retry.initial_backoff_ms", "must be >= 0")
+		case r.MaxBackoffMS < 0:
+			return apierror.Invalid(prefix+".retry.max_backoff_ms", "must be >= 0")
+		case r.MaxBackoffMS > 0 && r.InitialBackoffMS > r.MaxBackoffMS:
+			return apierror.Invalid(prefix+".retry.initial_backoff_ms", "must not exceed max_backoff_ms")
+		}
+	}
 	return nil
 }
 
@@ -110,15 +146,21 @@ func validateBudget(b lt.Budget, prefix string) error {
 		{"tool_calls", float64(b.MaxToolCalls), float64(b.SoftToolCalls)},
 		{"wall_seconds", float64(b.MaxWallSeconds), float64(b.SoftWallSeconds)},
 	}
+	field := func(name string) string {
+		if prefix == "" {
+			return name
+		}
+		return prefix + "." + name
+	}
 	for _, p := range pairs {
 		if p.max < 0 {
-			return apierror.Invalid(prefix+".max_"+p.name, "must be >= 0")
+			return apierror.Invalid(field("max_"+p.name), "must be >= 0")
 		}
 		if p.soft < 0 {
-			return apierror.Invalid(prefix+".soft_"+p.name, "must be >= 0")
+			return apierror.Invalid(field("soft_"+p.name), "must be >= 0")
 		}
 		if p.max > 0 && p.soft > p.max {
-			return apierror.Invalid(prefix+".soft_"+p.name, "must not exceed max_%s", p.name)
+			return apierror.Invalid(field("soft_"+p.name), "must not exceed max_%s", p.name)
 		}
 	}
 	return nil

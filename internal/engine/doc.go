@@ -13,8 +13,19 @@
 //     (with the same idempotency key) and an irreversible one becomes an
 //     in-doubt required action that only a decision can settle;
 //   - a session that waits for a required action holds no goroutine, no
-//     worker and no lease: it is a row that a decision makes runnable.
+//     worker and no lease: it is a row that a decision makes runnable (or
+//     that wakes at an approval's expiry);
+//   - before a call runs: the turn's stop conditions (stop.go), the budget
+//     (budget.go) and the policies (policy.go) are checked, in that order;
+//     an approved call runs only if its arguments hash to what a person
+//     approved (approval.go, actions.go);
+//   - transient failures are retried by the effect class's rules
+//     (retry.go): never an irreversible call.
 //
-// It imports the store interface, journal, model, tool and workspace; only
+// Files: the loop is runner.go (tick), step.go (model calls) and exec.go
+// (tool calls); the API side is sessions.go, actions.go (decisions),
+// budget.go (PATCH budget), inbox.go and reads.go.
+//
+// It imports the store interface, journal, model, policy, tool and workspace; only
 // cmd wires concrete drivers and providers into it.
 package engine

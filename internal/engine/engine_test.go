@@ -18,6 +18,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
+	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -48,6 +49,7 @@ type harness struct {
 	store *sqlite.Store
 	eng   *engine.Engine
 	clock *fakeClock
+	tools []tool.Tool // built-ins to run with (nil: the defaults)
 }
 
 func openStore(t *testing.T, dir string) *sqlite.Store {
@@ -58,10 +60,13 @@ func openStore(t *testing.T, dir string) *sqlite.Store {
 	return st
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T, extraTools ...tool.Tool) *harness {
 	t.Helper()
 	dir := t.TempDir()
 	h := &harness{t: t, dir: dir, clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}}
+	if len(extraTools) > 0 {
+		h.tools = append(tool.Builtins(), extraTools...)
+	}
 	h.store = openStore(t, dir)
 	t.Cleanup(func() { h.store.Close() })
 	h.start("node-a")
@@ -73,7 +78,7 @@ func (h *harness) start(node string) {
 	eng, err := engine.New(h.store, &engine.Config{
 		WorkspaceRoot: filepath.Join(h.dir, "workspaces"), NodeID: node, Clock: h.clock,
 		Providers:    map[string]model.Provider{"scripted": scripted.New(nil)},
-		PollInterval: 10 * time.Millisecond,
+		PollInterval: 10 * time.Millisecond, Tools: h.tools,
 	})
 	require.NoError(h.t, err)
 	require.NoError(h.t, eng.Start(context.Background()))

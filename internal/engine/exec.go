@@ -18,9 +18,23 @@ import (
 )
 
 // execCall runs one requested call of the current step.
+// Before it runs: the turn timeout, loop detection and the budget, then the
+// policies (or, for an approved call, the binding to what was approved).
 func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
-	if max := r.st.Session.Budget.MaxToolCalls; max > 0 && r.st.Session.Usage.ToolCalls >= max && c.Kind != journal.CallFinish {
-		return r.exceed("tool_calls", float64(max), float64(r.st.Session.Usage.ToolCalls))
+	if left, ok := r.turnTimeLeft(); ok && left <= 0 {
+		_, err := r.checkStop()
+		return err
+	}
+	if c.Kind == journal.CallBuiltin || c.Kind == journal.CallFunction {
+		if ok, err := r.checkLoop(c); !ok || err != nil {
+			return err
+		}
+		if ok, err := r.checkBudget(true); !ok || err != nil {
+			return err
+		}
+		if ok, err := r.evaluatePolicy(c); !ok || err != nil {
+			return err
+		}
 	}
 	switch c.Kind {
 	case journal.CallBuiltin:
@@ -29,6 +43,8 @@ func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
 		return r.askFunction(c)
 	case journal.CallFinish:
 		return r.runFinish(ctx, c)
+	case journal.CallHuman:
+		return r.askHuman(c)
 	default:
 		return fmt.Errorf("call %s of kind %q cannot run", c.ID, c.Kind)
 	}
@@ -64,9 +80,13 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 			return err
 		}
 	}
+	timeout := r.callTimeout(c.Tool)
+	if left, ok := r.turnTimeLeft(); ok && (timeout == 0 || left < timeout) {
+		timeout = max(left, time.Second)
+	}
 	start := r.e.clock.Now()
 	res, runErr := t.Run(ctx, &tool.Call{
-		SessionID: sid, Workspace: r.ws, Arguments: c.Arguments, IdempotencyKey: key, Timeout: r.callTimeout(c.Tool),
+		SessionID: sid, Workspace: r.ws, Arguments: c.Arguments, IdempotencyKey: key, Timeout: timeout,
 	})
 	if ctx.Err() != nil {
 		// Lease lost or hard stop: the outcome is unknown, and the ledger
@@ -86,9 +106,7 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 		out = raw
 	}
 	if res.Error != "" {
-		return r.add(lt.EventToolFailed, turnID, step, journal.ToolFailed{
-			Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, EffectID: eff, Error: res.Error, Output: out, DurationMS: dur,
-		})
+		return r.toolFailed(ctx, c, eff, res, out, dur)
 	}
 	if out == nil {
 		out = json.RawMessage("null")
@@ -96,6 +114,33 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 	return r.add(lt.EventToolCompleted, turnID, step, journal.ToolCompleted{
 		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, EffectID: eff, Output: out, DurationMS: dur,
 	})
+}
+
+// toolFailed records a failed attempt. A transient failure of a call that
+// may be re-run is retried with backoff (every attempt journaled) until the
+// agent's maximum, then the turn stops with retries_exhausted; any other
+// failure goes back to the model as the tool's error.
+func (r *runner) toolFailed(ctx context.Context, c *journal.Call, eff string, res *tool.Result, out json.RawMessage, dur int64) error {
+	step, turnID := r.st.Step.N, r.st.Step.TurnID
+	attempt := c.Attempts
+	failed := journal.ToolFailed{
+		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, EffectID: eff, Error: res.Error, Output: out, DurationMS: dur, Attempt: attempt,
+	}
+	if !retryable(c.Class, res.Transient) {
+		return r.add(lt.EventToolFailed, turnID, step, failed)
+	}
+	if attempt >= r.maxAttempts() {
+		if err := r.add(lt.EventToolFailed, turnID, step, failed); err != nil {
+			return err
+		}
+		return r.failTurn(lt.StopRetriesExhausted, fmt.Sprintf("%s failed %d times; last: %s", c.Tool, attempt, res.Error))
+	}
+	wait := r.backoff(attempt, res.RetryAfter, fmt.Sprintf("tool/%d/%d", step, c.Index))
+	failed.Retry, failed.RetryInMS = true, wait.Milliseconds()
+	if err := r.add(lt.EventToolFailed, turnID, step, failed); err != nil {
+		return err
+	}
+	return r.backOff(ctx, wait)
 }
 
 // askFunction hands an application function tool to the application: the
@@ -156,8 +201,6 @@ type finishArgs struct {
 	Summary   string   `json:"summary"`
 	Artifacts []string `json:"artifacts,omitempty"`
 }
-
-const finishSchema = `{"type":"object","properties":{"summary":{"type":"string","description":"What was done, for the person who asked"},"artifacts":{"type":"array","items":{"type":"string"},"description":"Workspace paths of the files to deliver"}},"required":["summary"],"additionalProperties":false}`
 
 // runFinish stores the named workspace files as the turn's final artifacts.
 // Ids are derived from the call, so a resumed worker re-derives them.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/policy"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -27,7 +28,9 @@ type runner struct {
 	ws         string
 	tx         *transcript
 	toolDefs   []model.ToolDef
-	released   bool // the lease was given back with the last append
+	policies   *policy.Set
+	h          *history // nil unless a policy looks at past effects
+	released   bool     // the lease was given back with the last append
 }
 
 func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) {
@@ -46,6 +49,12 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 	}
 	r.tx = newTranscript(&r.spec, st)
 	r.toolDefs = e.toolDefs(&r.spec)
+	if r.policies, err = compilePolicies(&r.spec); err != nil {
+		return nil, fmt.Errorf("compile policies: %w", err)
+	}
+	if r.policies.NeedsEffects() {
+		r.h = newHistory()
+	}
 	// Rebuild the model context from the journal.
 	for after := int64(0); after < row.LastSeq; {
 		evs, err := e.store.EventList(ctx, l.SessionID, after, 1000)
@@ -60,7 +69,7 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 			if err != nil {
 				return nil, err
 			}
-			r.tx.observe(w)
+			r.observe(w)
 		}
 		after = evs[len(evs)-1].Seq
 	}
@@ -92,8 +101,14 @@ func (r *runner) add(typ, turnID string, step int, data any) error {
 	if err := r.b.add(typ, turnID, step, data); err != nil {
 		return err
 	}
-	r.tx.observe(r.b.events[len(r.b.events)-1])
+	r.observe(r.b.events[len(r.b.events)-1])
 	return nil
+}
+
+// observe folds an event into what the runner derives from the journal.
+func (r *runner) observe(ev lt.Event) {
+	r.tx.observe(ev)
+	r.h.observe(ev)
 }
 
 func (r *runner) status(to lt.SessionStatus, stopReason string) error {
@@ -132,6 +147,15 @@ func (r *runner) flush(ctx context.Context, release bool) error {
 	}
 }
 
+// errStaleBatch reports that the runner's unsaved events no longer apply to
+// the journal after a concurrent API write. Dropping them is safe: an
+// effect is always durable as started before it runs, so whatever the
+// dropped events recorded is recovered by the effect rules.
+var errStaleBatch = errors.New("unsaved events conflict with a newer write")
+
+// maxStaleRestarts bounds how often one claim starts over after a conflict.
+const maxStaleRestarts = 10
+
 // merge reloads the session after a concurrent API write and re-applies the
 // pending events on top of it.
 func (r *runner) merge(ctx context.Context) error {
@@ -144,7 +168,7 @@ func (r *runner) merge(ctx context.Context) error {
 		return err
 	}
 	for _, ev := range foreign {
-		r.tx.observe(wireEvent(ev))
+		r.observe(wireEvent(ev))
 	}
 	old := r.b
 	r.st = st
@@ -154,7 +178,7 @@ func (r *runner) merge(ctx context.Context) error {
 	for _, ev := range old.events {
 		ev.Seq = st.Session.LastEventSeq + 1
 		if err := journal.Apply(st, ev, &r.b.changes); err != nil {
-			return fmt.Errorf("re-apply pending events: %w", err)
+			return fmt.Errorf("%w: %v", errStaleBatch, err)
 		}
 		r.b.events = append(r.b.events, ev)
 	}
@@ -216,6 +240,9 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 				return r.recoverCall(ctx, c)
 			}
 		}
+	}
+	if n, err := expireActions(r.add, st, r.e.clock.Now()); n > 0 || err != nil {
+		return false, err
 	}
 	if len(st.Pending) > 0 {
 		if err := r.status(lt.SessionRequiresAction, ""); err != nil {

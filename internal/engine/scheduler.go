@@ -64,9 +64,20 @@ func (e *Engine) runSession(parent context.Context, l store.Lease) {
 	}()
 	defer func() { cancel(nil); <-renewed }()
 
-	r, err := e.newRunner(ctx, l)
-	if err == nil {
-		err = r.run(ctx)
+	var err error
+	for attempt := 0; ; attempt++ {
+		var r *runner
+		r, err = e.newRunner(ctx, l)
+		if err == nil {
+			err = r.run(ctx)
+		}
+		if !errors.Is(err, errStaleBatch) || attempt >= maxStaleRestarts {
+			break
+		}
+		// An API write made the runner's unsaved events impossible (e.g. a
+		// person decided an approval the runner was expiring): start over
+		// from the journal under the same lease.
+		e.log.Debug("restarting the session's runner on the newer journal", "session", l.SessionID, "err", err)
 	}
 	switch {
 	case err == nil:

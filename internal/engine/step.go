@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -18,12 +19,11 @@ import (
 func (r *runner) callModel(ctx context.Context) error {
 	st := r.st
 	turn := st.CurrentTurn()
-	turnID := turn.ID
-	if err := r.checkBudget(); err != nil {
+	if ok, err := r.checkStop(); !ok || err != nil {
 		return err
 	}
-	if turn = st.CurrentTurn(); turn == nil || turn.ID != turnID {
-		return nil // the budget ended the turn
+	if ok, err := r.checkBudget(false); !ok || err != nil {
+		return err
 	}
 	stepN := 1
 	if st.Step != nil {
@@ -34,7 +34,7 @@ func (r *runner) callModel(ctx context.Context) error {
 		maxSteps = r.e.cfg.MaxStepsPerTurn
 	}
 	if stepN > maxSteps {
-		return r.failTurn("max_steps", fmt.Sprintf("the turn reached its limit of %d steps", maxSteps))
+		return r.failTurn(lt.StopMaxSteps, fmt.Sprintf("the turn reached its limit of %d steps", maxSteps))
 	}
 	if r.provider == nil {
 		return r.failTurn(lt.StopProviderError, fmt.Sprintf("model provider %q is not configured on this server", r.spec.Model.Provider))
@@ -48,7 +48,11 @@ func (r *runner) callModel(ctx context.Context) error {
 	if err := r.flush(ctx, false); err != nil {
 		return err
 	}
-	callCtx, cancel := context.WithTimeout(ctx, r.e.cfg.ModelTimeout)
+	timeout := r.e.cfg.ModelTimeout
+	if left, ok := r.turnTimeLeft(); ok {
+		timeout = min(timeout, left)
+	}
+	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	start := r.e.clock.Now()
 	resp, err := r.provider.Respond(callCtx, &model.Request{Spec: r.spec.Model, Messages: r.tx.messages(), Tools: r.toolDefs, Position: pos})
 	cancel()
@@ -111,9 +115,10 @@ func (r *runner) requestCall(turnID string, step, index int, tc journal.ToolCall
 					req.Kind, problem = journal.CallInvalid, err.Error()
 				}
 			}
-		case tc.Name == finishTool:
-			req.Kind, req.Class = journal.CallFinish, lt.EffectRead
-			if err := tool.ValidateArguments(json.RawMessage(finishSchema), canon); err != nil {
+		case engineTools[tc.Name].kind != "":
+			et := engineTools[tc.Name]
+			req.Kind, req.Class = et.kind, lt.EffectRead
+			if err := tool.ValidateArguments(et.schema, canon); err != nil {
 				req.Kind, problem = journal.CallInvalid, err.Error()
 			}
 		default:
@@ -153,60 +158,32 @@ func (r *runner) modelFailed(ctx context.Context, step, pos, attempt int, dur in
 		me = &model.Error{Kind: model.KindServer, Message: err.Error()}
 	}
 	turn := r.st.CurrentTurn()
+	left, hasTimeout := r.turnTimeLeft()
+	outOfTime := hasTimeout && left <= 0
+	if outOfTime && errors.Is(err, context.DeadlineExceeded) {
+		me = &model.Error{Kind: model.KindTimeout, Message: "the model call ran into the turn's timeout"}
+	}
+	retry := me.Retryable() && attempt < r.maxAttempts() && !outOfTime
+	var wait time.Duration
+	if retry {
+		wait = r.backoff(attempt, me.RetryAfter, fmt.Sprintf("model/%d", step))
+	}
 	if err := r.add(lt.EventModelFailed, turn.ID, step, journal.ModelFailed{
 		Step: step, Position: pos, Attempt: attempt, Kind: string(me.Kind), Status: me.Status,
 		RetryAfterMS: me.RetryAfter.Milliseconds(), Message: me.Message, Consumed: true, DurationMS: dur,
+		Retry: retry, RetryInMS: wait.Milliseconds(),
 	}); err != nil {
+		return err
+	}
+	if outOfTime {
+		_, err := r.checkStop()
 		return err
 	}
 	if !me.Retryable() {
 		return r.failTurn(lt.StopProviderError, me.Error())
 	}
-	if attempt >= r.e.cfg.MaxModelAttempts {
+	if !retry {
 		return r.failTurn(lt.StopRetriesExhausted, fmt.Sprintf("model call failed %d times; last: %s", attempt, me.Error()))
 	}
-	wait := me.RetryAfter
-	if wait <= 0 {
-		wait = time.Duration(1<<min(attempt-1, 5)) * time.Second
-	}
-	// Make the failure durable before waiting: a crash during the wait must
-	// not replay a position the provider already consumed.
-	if err := r.flush(ctx, false); err != nil {
-		return err
-	}
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-r.e.clock.After(wait):
-		return nil
-	}
-}
-
-// checkBudget ends the turn when a hard limit is reached (DESIGN.md
-// principle 6: checked before each step).
-func (r *runner) checkBudget() error {
-	b, u := r.st.Session.Budget, r.st.Session.Usage
-	tokens := u.InputTokens + u.OutputTokens
-	switch {
-	case b.MaxCostUSD > 0 && u.CostUSD >= b.MaxCostUSD:
-		return r.exceed("cost_usd", b.MaxCostUSD, u.CostUSD)
-	case b.MaxTokens > 0 && tokens >= b.MaxTokens:
-		return r.exceed("tokens", float64(b.MaxTokens), float64(tokens))
-	case b.MaxModelCalls > 0 && u.ModelCalls >= b.MaxModelCalls:
-		return r.exceed("model_calls", float64(b.MaxModelCalls), float64(u.ModelCalls))
-	case b.MaxWallSeconds > 0:
-		elapsed := r.e.clock.Now().Sub(r.st.Session.CreatedAt).Seconds()
-		if elapsed >= float64(b.MaxWallSeconds) {
-			return r.exceed("wall_seconds", float64(b.MaxWallSeconds), elapsed)
-		}
-	}
-	return nil
-}
-
-func (r *runner) exceed(limit string, max, used float64) error {
-	turn := r.st.CurrentTurn()
-	if err := r.add(lt.EventBudgetExceeded, turn.ID, 0, journal.BudgetExceeded{Limit: limit, Max: max, Used: used}); err != nil {
-		return err
-	}
-	return r.failTurn(lt.StopBudgetExceeded, fmt.Sprintf("budget limit max_%s reached (%g of %g)", limit, used, max))
+	return r.backOff(ctx, wait)
 }

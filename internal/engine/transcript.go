@@ -17,6 +17,9 @@ type transcript struct {
 	system string
 	inputs map[string]string
 	msgs   []model.Message
+	// edited holds, per call id, arguments a person edited when approving:
+	// the model is told what actually ran.
+	edited map[string]string
 }
 
 func newTranscript(spec *lt.AgentSpec, st *journal.State) *transcript {
@@ -35,12 +38,13 @@ func newTranscript(spec *lt.AgentSpec, st *journal.State) *transcript {
 			b.WriteString("Acceptance criterion: " + c + "\n")
 		}
 	}
-	return &transcript{system: strings.TrimSpace(b.String()), inputs: make(map[string]string)}
+	return &transcript{system: strings.TrimSpace(b.String()), inputs: make(map[string]string), edited: make(map[string]string)}
 }
 
 func transcriptWants(typ string) bool {
 	switch typ {
-	case lt.EventTurnCreated, lt.EventTurnStarted, lt.EventModelResponded, lt.EventToolCompleted, lt.EventToolFailed:
+	case lt.EventTurnCreated, lt.EventTurnStarted, lt.EventModelResponded, lt.EventToolCompleted, lt.EventToolFailed,
+		lt.EventActionResolved:
 		return true
 	}
 	return false
@@ -69,21 +73,36 @@ func (t *transcript) observe(ev lt.Event) {
 			}
 			t.msgs = append(t.msgs, m)
 		}
+	case lt.EventActionResolved:
+		var d journal.ActionResolved
+		if json.Unmarshal(ev.Data, &d) == nil && len(d.Arguments) > 0 && d.CallID != "" {
+			t.edited[d.CallID] = string(d.Arguments)
+		}
 	case lt.EventToolCompleted:
 		var d journal.ToolCompleted
 		if json.Unmarshal(ev.Data, &d) == nil {
-			t.msgs = append(t.msgs, model.Message{Role: model.RoleTool, CallID: d.CallID, Text: string(d.Output)})
+			t.msgs = append(t.msgs, model.Message{Role: model.RoleTool, CallID: d.CallID, Text: t.editNote(d.CallID) + string(d.Output)})
 		}
 	case lt.EventToolFailed:
 		var d journal.ToolFailed
-		if json.Unmarshal(ev.Data, &d) == nil {
-			text := d.Error
+		if json.Unmarshal(ev.Data, &d) == nil && !d.Retry {
+			text := t.editNote(d.CallID) + d.Error
 			if len(d.Output) > 0 {
 				text += "\n" + string(d.Output)
 			}
 			t.msgs = append(t.msgs, model.Message{Role: model.RoleTool, CallID: d.CallID, Text: text, IsError: true})
 		}
 	}
+}
+
+// editNote tells the model that a person changed a call's arguments.
+func (t *transcript) editNote(callID string) string {
+	args, ok := t.edited[callID]
+	if !ok {
+		return ""
+	}
+	delete(t.edited, callID)
+	return "(A person edited the arguments before approving; the call ran with " + args + ")\n"
 }
 
 // messages returns the context of the next model call.
@@ -106,8 +125,13 @@ func (e *Engine) toolDefs(spec *lt.AgentSpec) []model.ToolDef {
 				params = json.RawMessage(`{"type":"object"}`)
 			}
 			out = append(out, model.ToolDef{Name: ts.Name, Description: ts.Description, Parameters: params})
-		case ts.Name == finishTool:
-			out = append(out, model.ToolDef{Name: finishTool, Description: "Finish the task: give a summary and the workspace files to deliver as artifacts.", Parameters: json.RawMessage(finishSchema)})
+		case engineTools[ts.Name].kind != "":
+			et := engineTools[ts.Name]
+			desc := et.description
+			if ts.Description != "" {
+				desc = ts.Description
+			}
+			out = append(out, model.ToolDef{Name: ts.Name, Description: desc, Parameters: et.schema})
 		default:
 			if t, ok := e.tools.Get(ts.Name); ok {
 				desc := t.Description()

@@ -3,6 +3,7 @@ package journal
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -85,6 +86,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		at := ev.Time
 		t.StartedAt = &at
 		s.Step, s.ModelAttempt = nil, 0
+		s.ToolErrorStreak, s.LastCallKey, s.LastCallRepeat = 0, "", 0
 		s.Session.CurrentTurnID = t.ID
 		putTurn(ch, *t)
 	case lt.EventTurnCompleted, lt.EventTurnFailed, lt.EventTurnCancelled:
@@ -133,10 +135,41 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		if s.Step == nil || s.Step.N != d.Step || d.Index != len(s.Step.Calls) {
 			return fmt.Errorf("tool call %d of step %d out of order", d.Index, d.Step)
 		}
+		key := d.Tool + "\x00" + d.ArgumentsSHA256
+		if key == s.LastCallKey {
+			s.LastCallRepeat++
+		} else {
+			s.LastCallKey, s.LastCallRepeat = key, 1
+		}
 		s.Step.Calls = append(s.Step.Calls, Call{
 			Index: d.Index, ID: d.CallID, Tool: d.Tool, Kind: d.Kind, Class: d.Class,
-			Arguments: d.Arguments, ArgumentsSHA256: d.ArgumentsSHA256, Status: CallRequested,
+			Arguments: d.Arguments, ArgumentsSHA256: d.ArgumentsSHA256, Status: CallRequested, Repeat: s.LastCallRepeat,
 		})
+	case lt.EventPolicyDecided:
+		d, err := decode[PolicyDecided](ev)
+		if err != nil {
+			return err
+		}
+		c := s.Call(d.Step, d.Index)
+		if c == nil || c.ID != d.CallID {
+			return fmt.Errorf("policy.decided for unknown call %s", d.CallID)
+		}
+		c.Policy = d.Decision
+	case lt.EventBudgetUpdated:
+		d, err := decode[BudgetUpdated](ev)
+		if err != nil {
+			return err
+		}
+		s.Session.Budget = d.Budget
+	case lt.EventBudgetWarning:
+		d, err := decode[BudgetWarning](ev)
+		if err != nil {
+			return err
+		}
+		if s.BudgetWarned == nil {
+			s.BudgetWarned = make(map[string]float64)
+		}
+		s.BudgetWarned[d.Limit.Name] = d.Limit.Max
 	case lt.EventToolStarted:
 		return applyToolStarted(s, ev, ch)
 	case lt.EventToolCompleted, lt.EventToolFailed:
@@ -231,34 +264,9 @@ func applyTurnEnd(s *State, ev lt.Event, ch *Changes) error {
 	case lt.EventTurnCancelled:
 		r := lt.StopCancelled
 		t.Status, t.StopReason = lt.TurnCancelled, &r
-		// What a cancelled turn leaves behind is recorded as such: its pending
-		// actions are void, and an effect that may have run stays visible.
-		kept := s.Pending[:0]
-		for _, a := range s.Pending {
-			if a.TurnID == t.ID {
-				a.Status = lt.ActionCancelled
-				a.ResolvedAt = &at
-				putAction(ch, a)
-				continue
-			}
-			kept = append(kept, a)
-		}
-		s.Pending = kept
-		for _, e := range s.OpenEffects {
-			if e.TurnID != t.ID {
-				continue
-			}
-			if e.Class == lt.EffectIrreversible {
-				e.Status = lt.EffectInDoubt
-				e.Resolution = "turn cancelled; outcome unknown"
-			} else {
-				e.Status = lt.EffectFailed
-				e.Error = "turn cancelled"
-				e.FinishedAt = &at
-			}
-			putEffect(ch, e)
-		}
-		s.OpenEffects = dropTurnEffects(s.OpenEffects, t.ID)
+	}
+	if t.Status != lt.TurnCompleted {
+		voidTurn(s, t.ID, at, ch)
 	}
 	putTurn(ch, *t)
 	s.Turns = s.Turns[1:]
@@ -270,6 +278,40 @@ func applyTurnEnd(s *State, ev lt.Event, ch *Changes) error {
 		s.Cancel = nil
 	}
 	return nil
+}
+
+// voidTurn records what a turn that ended early (failed or cancelled)
+// leaves behind: its pending actions are void, and an effect that may have
+// run stays visible: an irreversible one in doubt, others failed.
+func voidTurn(s *State, turnID string, at time.Time, ch *Changes) {
+	kept := s.Pending[:0]
+	for _, a := range s.Pending {
+		if a.TurnID == turnID {
+			a.Status = lt.ActionCancelled
+			a.ResolvedAt = &at
+			putAction(ch, a)
+			continue
+		}
+		kept = append(kept, a)
+	}
+	s.Pending = kept
+	for _, e := range s.OpenEffects {
+		if e.TurnID != turnID {
+			continue
+		}
+		if e.Class == lt.EffectIrreversible && e.Status != lt.EffectFailed {
+			e.Status = lt.EffectInDoubt
+			e.Resolution = "turn ended; outcome unknown"
+		} else {
+			e.Status = lt.EffectFailed
+			if e.Error == "" {
+				e.Error = "turn ended"
+			}
+			e.FinishedAt = &at
+		}
+		putEffect(ch, e)
+	}
+	s.OpenEffects = dropTurnEffects(s.OpenEffects, turnID)
 }
 
 func dropTurnEffects(effects []lt.Effect, turnID string) []lt.Effect {
@@ -317,6 +359,7 @@ func applyToolStarted(s *State, ev lt.Event, ch *Changes) error {
 func applyToolEnd(s *State, ev lt.Event, ch *Changes) error {
 	var step, index int
 	var callID, effectID, errMsg, resolution string
+	retry := false
 	if ev.Type == lt.EventToolCompleted {
 		d, err := decode[ToolCompleted](ev)
 		if err != nil {
@@ -329,6 +372,7 @@ func applyToolEnd(s *State, ev lt.Event, ch *Changes) error {
 			return err
 		}
 		step, index, callID, effectID, errMsg, resolution = d.Step, d.Index, d.CallID, d.EffectID, d.Error, d.Resolution
+		retry = d.Retry
 	}
 	c := s.Call(step, index)
 	if c == nil || c.ID != callID {
@@ -337,7 +381,27 @@ func applyToolEnd(s *State, ev lt.Event, ch *Changes) error {
 	if c.Status == CallDone {
 		return fmt.Errorf("call %s already done", callID)
 	}
+	if retry {
+		// A transient failure: the call runs again with the same effect
+		// and key; the effect stays open, its last error recorded.
+		if c.Status != CallStarted || effectID == "" {
+			return fmt.Errorf("retry of call %s that is not running", callID)
+		}
+		c.Status = CallRequested
+		e, _ := s.OpenEffect(effectID)
+		if e == nil {
+			return fmt.Errorf("effect %s is not open", effectID)
+		}
+		e.Status, e.Error = lt.EffectFailed, errMsg
+		putEffect(ch, *e)
+		return nil
+	}
 	c.Status, c.Failed = CallDone, ev.Type == lt.EventToolFailed
+	if c.Failed {
+		s.ToolErrorStreak++
+	} else {
+		s.ToolErrorStreak = 0
+	}
 	if effectID == "" {
 		return nil
 	}
@@ -353,7 +417,7 @@ func applyToolEnd(s *State, ev lt.Event, ch *Changes) error {
 	case ev.Type == lt.EventToolFailed:
 		e.Status, e.Error = lt.EffectFailed, errMsg
 	default:
-		e.Status = lt.EffectSucceeded
+		e.Status, e.Error = lt.EffectSucceeded, ""
 	}
 	putEffect(ch, *e)
 	s.OpenEffects = append(s.OpenEffects[:i], s.OpenEffects[i+1:]...)
@@ -375,6 +439,20 @@ func applyActionResolved(s *State, ev lt.Event, ch *Changes) error {
 	resolved.Resolution, _ = json.Marshal(d.Decision)
 	putAction(ch, resolved)
 	s.Pending = append(s.Pending[:i], s.Pending[i+1:]...)
+	switch {
+	case resolved.Type == lt.ActionApproval && d.Decision.Decision == lt.DecisionApprove:
+		// Approved: the call runs, bound to the approved arguments.
+		c := s.CallByID(resolved.Step, resolved.CallID)
+		if c == nil || d.ArgumentsSHA256 == "" {
+			return fmt.Errorf("approval %s binds no call", resolved.ID)
+		}
+		if len(d.Arguments) > 0 {
+			c.Arguments, c.ArgumentsSHA256 = d.Arguments, d.ArgumentsSHA256
+		}
+		c.Status, c.ActionID, c.ApprovedSHA256 = CallRequested, "", d.ArgumentsSHA256
+	case resolved.Type == lt.ActionBudget && d.Budget != nil:
+		s.Session.Budget = *d.Budget
+	}
 	if resolved.Type == lt.ActionInDoubt && d.Decision.Decision == lt.DecisionDidNotHappen {
 		// A person says the effect did not happen: the call runs again, with
 		// the same effect id and idempotency key.

@@ -102,6 +102,10 @@ type ModelFailed struct {
 	// retry then plays the next position.
 	Consumed   bool  `json:"consumed"`
 	DurationMS int64 `json:"duration_ms"`
+	// Retry says whether the call is tried again (transient, attempts
+	// left), after RetryInMS (the backoff, or a longer Retry-After).
+	Retry     bool  `json:"retry"`
+	RetryInMS int64 `json:"retry_in_ms,omitempty"`
 }
 
 // Call kinds: who executes a tool call.
@@ -109,6 +113,7 @@ const (
 	CallBuiltin  = "builtin"  // run by the engine in the workspace
 	CallFunction = "function" // answered by the application (function_call action)
 	CallFinish   = "finish"   // ends the turn with artifacts
+	CallHuman    = "human"    // ask_human: answered through an input action
 	CallInvalid  = "invalid"  // unknown tool or bad arguments: fails at once
 )
 
@@ -162,6 +167,39 @@ type ToolFailed struct {
 	Output     json.RawMessage `json:"output,omitempty"`
 	DurationMS int64           `json:"duration_ms"`
 	Resolution string          `json:"resolution,omitempty"`
+	// Refused says why the call never ran, when it did not: a policy
+	// denied it, a person rejected or stopped it, its approval expired or
+	// did not match the arguments, or it repeated in a loop.
+	Refused string `json:"refused,omitempty"`
+	// Retry: the attempt failed transiently and the call runs again (same
+	// effect and idempotency key) after RetryInMS (the backoff, or a longer
+	// Retry-After the tool reported), as in model.failed.
+	Retry     bool  `json:"retry,omitempty"`
+	Attempt   int   `json:"attempt,omitempty"`
+	RetryInMS int64 `json:"retry_in_ms,omitempty"`
+}
+
+// Reasons a call was refused (ToolFailed.Refused).
+const (
+	RefusedPolicy           = "policy_denied"
+	RefusedRejected         = "rejected"
+	RefusedStopped          = "stopped"
+	RefusedApprovalExpired  = "approval_expired"
+	RefusedApprovalMismatch = "approval_mismatch"
+	RefusedLoop             = "loop_detected"
+)
+
+// PolicyDecided is the data of policy.decided: a policy matched a call
+// before it ran (a call that no policy matches is allowed without one).
+type PolicyDecided struct {
+	Step      int               `json:"step"`
+	Index     int               `json:"index"`
+	CallID    string            `json:"call_id"`
+	Tool      string            `json:"tool"`
+	Decision  lt.PolicyDecision `json:"decision"`
+	Rule      string            `json:"rule"`
+	Reason    string            `json:"reason,omitempty"`
+	EvalError string            `json:"eval_error,omitempty"`
 }
 
 // EffectInDoubt is the data of effect.in_doubt.
@@ -184,10 +222,28 @@ type ActionRequired struct {
 type ActionResolved struct {
 	ActionID string      `json:"action_id"`
 	Type     string      `json:"type"`
+	CallID   string      `json:"call_id,omitempty"`
 	Decision lt.Decision `json:"decision"`
 	// DecisionSHA256 is the hash of the canonical decision body: deciding
 	// again with the same body returns the first result.
 	DecisionSHA256 string `json:"decision_sha256"`
+	// Approved binds an approved call: its canonical arguments (edited or
+	// not) and their SHA-256. Execution re-checks the hash.
+	Arguments       json.RawMessage `json:"arguments,omitempty"`
+	ArgumentsSHA256 string          `json:"arguments_sha256,omitempty"`
+	// Budget is the session's budget after an approved budget action.
+	Budget *lt.Budget `json:"budget,omitempty"`
+}
+
+// BudgetUpdated is the data of budget.updated.
+type BudgetUpdated struct {
+	Budget lt.Budget `json:"budget"`
+}
+
+// BudgetWarning is the data of budget.warning: usage passed 80 % of a hard
+// limit.
+type BudgetWarning struct {
+	Limit lt.BudgetLimit `json:"limit"`
 }
 
 // CheckpointCreated is the data of checkpoint.created.

@@ -33,6 +33,16 @@ type State struct {
 	Cancel *CancelRequested `json:"cancel,omitempty"`
 	// ArtifactVersions is the latest version of each artifact name.
 	ArtifactVersions map[string]int `json:"artifact_versions,omitempty"`
+	// ToolErrorStreak counts the current turn's tool calls that failed in a
+	// row (a stop condition).
+	ToolErrorStreak int `json:"tool_error_streak,omitempty"`
+	// LastCallKey and LastCallRepeat detect loops: the tool and arguments
+	// hash of the turn's latest call, and how many times in a row it came.
+	LastCallKey    string `json:"last_call_key,omitempty"`
+	LastCallRepeat int    `json:"last_call_repeat,omitempty"`
+	// BudgetWarned holds, per budget dimension, the hard limit that a
+	// budget.warning was already given for.
+	BudgetWarned map[string]float64 `json:"budget_warned,omitempty"`
 }
 
 // CallStatus is the progress of one tool call within a step.
@@ -79,6 +89,15 @@ type Call struct {
 	ActionID        string          `json:"action_id,omitempty"`
 	Attempts        int             `json:"attempts,omitempty"`
 	Failed          bool            `json:"failed,omitempty"`
+	// Policy is the decision of the policy that matched the call, once
+	// evaluated ("" when none matched or not evaluated yet).
+	Policy lt.PolicyDecision `json:"policy,omitempty"`
+	// ApprovedSHA256 is the arguments hash a person approved: the call may
+	// run only with arguments that hash to it.
+	ApprovedSHA256 string `json:"approved_sha256,omitempty"`
+	// Repeat is how many times in a row (this one included) the turn asked
+	// for this tool with these arguments.
+	Repeat int `json:"repeat,omitempty"`
 }
 
 // CurrentTurn returns the current (first unfinished) turn, or nil.
@@ -99,6 +118,19 @@ func (s *State) Runnable() bool {
 		return true
 	}
 	return len(s.Pending) == 0
+}
+
+// WakeAt is when a waiting session must be looked at again without anyone
+// acting on it: the earliest expiry of a pending action (nil: never).
+func (s *State) WakeAt() *time.Time {
+	var at *time.Time
+	for i := range s.Pending {
+		if e := s.Pending[i].ExpiresAt; e != nil && (at == nil || e.Before(*at)) {
+			t := *e
+			at = &t
+		}
+	}
+	return at
 }
 
 // PendingAction returns the pending action with that id.

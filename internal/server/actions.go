@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -8,6 +9,55 @@ import (
 
 // actionStatuses are the values ?status= may take on the actions list.
 var actionStatuses = []string{string(lt.ActionPending), string(lt.ActionResolved), string(lt.ActionCancelled)}
+
+// actionTypes are the values ?type= may take on the inbox.
+var actionTypes = []string{
+	string(lt.ActionApproval), string(lt.ActionFunctionCall), string(lt.ActionInput),
+	string(lt.ActionInDoubt), string(lt.ActionBudget),
+}
+
+// listAllActions is GET /v1/actions?status=&type=&session_id=&cursor=&limit=:
+// the inbox of required actions across sessions, oldest first.
+func (s *Server) listAllActions(w http.ResponseWriter, r *http.Request) error {
+	var p lt.ListActionsParams
+	var err error
+	if p.Status, err = queryEnum(r, "status", actionStatuses...); err != nil {
+		return err
+	}
+	if p.Type, err = queryEnum(r, "type", actionTypes...); err != nil {
+		return err
+	}
+	if p.SessionID, err = queryString(r, "session_id"); err != nil {
+		return err
+	}
+	if p.Cursor, err = queryString(r, "cursor"); err != nil {
+		return err
+	}
+	if p.Limit, err = queryLimit(r); err != nil {
+		return err
+	}
+	list, err := s.b.ListAllActions(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	if list == nil {
+		return errors.New("list actions: backend returned no list")
+	}
+	if list.Data == nil {
+		list.Data = []lt.Action{}
+	}
+	return writeJSON(w, http.StatusOK, list)
+}
+
+// getAction is GET /v1/actions/{action_id}: one action, whatever its
+// session and status, so an inbox entry can be shown from its id alone.
+func (s *Server) getAction(w http.ResponseWriter, r *http.Request) error {
+	a, err := s.b.GetAction(r.Context(), r.PathValue("action_id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, a)
+}
 
 // listActions is GET /v1/sessions/{id}/actions?status=: the session's
 // required actions, all of them without a status.

@@ -16,6 +16,9 @@ type Backend interface {
 	ListTurns(ctx context.Context, sessionID string) ([]lt.Turn, error)
 	GetTurn(ctx context.Context, sessionID, turnID string) (*lt.Turn, error)
 	CancelSession(ctx context.Context, id string, req *lt.CancelRequest) (*lt.Session, error)
+	// UpdateBudget replaces the limits the patch names and returns the
+	// session (400 naming the field of an invalid merged budget).
+	UpdateBudget(ctx context.Context, sessionID string, p *lt.BudgetPatch) (*lt.Session, error)
 
 	// ListEvents returns up to limit events with seq > after (404 for an
 	// unknown session).
@@ -26,6 +29,13 @@ type Backend interface {
 	WatchSession(ctx context.Context, sessionID string) (updates <-chan int64, stop func())
 
 	ListActions(ctx context.Context, sessionID, status string) ([]lt.Action, error)
+	// ListAllActions is the inbox: required actions across sessions in
+	// creation order, filtered and paged by p (400 naming status, type,
+	// limit or cursor; 404 for an unknown session_id).
+	ListAllActions(ctx context.Context, p lt.ListActionsParams) (*lt.List[lt.Action], error)
+	// GetAction returns an action by its id alone, in any status (404 for
+	// an unknown id).
+	GetAction(ctx context.Context, actionID string) (*lt.Action, error)
 	// DecideAction resolves a required action. Deciding again with the same
 	// decision returns the first result; a different one is a 409.
 	DecideAction(ctx context.Context, sessionID, actionID string, d *lt.Decision) (*lt.Action, error)

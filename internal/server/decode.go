@@ -79,6 +79,15 @@ func decodeDecision(data []byte) (*lt.Decision, error) {
 	return &d, nil
 }
 
+// decodeBudgetPatch decodes the body of PATCH /v1/sessions/{id}/budget.
+func decodeBudgetPatch(data []byte) (*lt.BudgetPatch, error) {
+	var p lt.BudgetPatch
+	if err := decodeJSON(data, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
 // decodeAgent decodes the body of POST /v1/agents.
 func decodeAgent(data []byte) (*lt.PutAgentRequest, error) {
 	var req lt.PutAgentRequest

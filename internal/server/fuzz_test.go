@@ -68,3 +68,15 @@ func FuzzDecodeAgent(f *testing.F) {
 		checkDecoder(t, data, decodeAgent)
 	})
 }
+
+func FuzzDecodeBudgetPatch(f *testing.F) {
+	f.Add([]byte(`{"max_cost_usd":10,"soft_cost_usd":5}`))
+	f.Add([]byte(`{"max_tokens":0,"soft_wall_seconds":3600}`))
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"max_cost":10}`))
+	f.Add([]byte(`{"max_tokens":1.5}`))
+	f.Add([]byte(`{"max_tool_calls":null}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkDecoder(t, data, decodeBudgetPatch)
+	})
+}

@@ -62,6 +62,8 @@ type harnessOpts struct {
 	wrap func(server.Backend) server.Backend
 	// ticker, if set, replaces the event streams' ping ticker.
 	ticker func(d time.Duration) (<-chan time.Time, func())
+	// clock, if set, is the engine's clock.
+	clock engine.Clock
 }
 
 func newHarness(t *testing.T, opts harnessOpts) *harness {
@@ -78,6 +80,7 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 		Providers:     map[string]model.Provider{"scripted": scripted.New(nil)},
 		Logger:        slog.New(slog.DiscardHandler),
 		PollInterval:  20 * time.Millisecond,
+		Clock:         opts.clock,
 	})
 	require.NoError(t, err)
 	require.NoError(t, eng.Start(ctx))

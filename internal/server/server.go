@@ -152,6 +152,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/sessions/{id}/turns", s.listTurns)
 	s.handle("GET /v1/sessions/{id}/turns/{turn_id}", s.getTurn)
 	s.handle("POST /v1/sessions/{id}/cancel", s.idempotent(s.cancelSession))
+	s.handle("PATCH /v1/sessions/{id}/budget", s.updateBudget)
 	s.handle("GET /v1/sessions/{id}/events", s.listEvents)
 	s.handle("GET /v1/sessions/{id}/events/stream", s.streamEvents)
 	s.handle("GET /v1/sessions/{id}/actions", s.listActions)
@@ -159,6 +160,9 @@ func (s *Server) routes() {
 	s.handle("GET /v1/sessions/{id}/effects", s.listEffects)
 	s.handle("GET /v1/sessions/{id}/checkpoints", s.listCheckpoints)
 	s.handle("GET /v1/sessions/{id}/artifacts", s.listArtifacts)
+
+	s.handle("GET /v1/actions", s.listAllActions)
+	s.handle("GET /v1/actions/{action_id}", s.getAction)
 
 	s.handle("GET /v1/artifacts/{id}", s.getArtifact)
 	s.handle("GET /v1/artifacts/{id}/content", s.artifactContent)

@@ -126,6 +126,26 @@ func (s *Server) cancelSession(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, sess)
 }
 
+// updateBudget is PATCH /v1/sessions/{id}/budget: 200 with the session.
+// Each limit the body names is replaced (0 removes it); the others are
+// kept. A PATCH that replaces values is idempotent by itself, so it needs no
+// Idempotency-Key.
+func (s *Server) updateBudget(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	p, err := decodeBudgetPatch(body)
+	if err != nil {
+		return err
+	}
+	sess, err := s.b.UpdateBudget(r.Context(), r.PathValue("id"), p)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, sess)
+}
+
 // writeList writes items in the list envelope of an endpoint that returns
 // everything at once (next_cursor is always null).
 func writeList[T any](w http.ResponseWriter, items []T) error {

@@ -70,6 +70,13 @@ type Store interface {
 	TurnGet(ctx context.Context, sessionID, turnID string) (*DocRow, error)
 	ActionList(ctx context.Context, sessionID string, status string) ([]*DocRow, error) // status "": all
 	ActionGet(ctx context.Context, sessionID, actionID string) (*DocRow, error)
+	// ActionListAll lists required actions across sessions (the inbox) in
+	// creation order (created_at, then id), filtered by the non-empty fields
+	// of p. An unknown SessionID lists nothing, without error.
+	ActionListAll(ctx context.Context, p *ActionListParams) ([]*DocRow, error)
+	// ActionGetByID returns an action by its id alone (action ids are
+	// global); ErrNotFound for an unknown id.
+	ActionGetByID(ctx context.Context, actionID string) (*DocRow, error)
 	EffectList(ctx context.Context, sessionID string) ([]*DocRow, error)
 	ArtifactList(ctx context.Context, sessionID string) ([]*DocRow, error)
 	ArtifactGet(ctx context.Context, artifactID string) (*DocRow, error)
@@ -268,6 +275,27 @@ type DocRow struct {
 	Status    string
 	Doc       json.RawMessage
 	CreatedAt time.Time
+}
+
+// ActionListParams filters and pages ActionListAll.
+type ActionListParams struct {
+	// Status, Type and SessionID filter on the row's status, the action
+	// document's "type" and the row's session; "" does not filter.
+	Status    string
+	Type      string
+	SessionID string
+	// After, when set, starts the page after that position: the CreatedAt
+	// and ID of the previous page's last row. A position need not be a row
+	// that still exists, so paging never fails on a cursor.
+	After *DocCursor
+	// Limit bounds the page: 0 means 50; more than 1000 is an error.
+	Limit int
+}
+
+// DocCursor is a position in a list ordered by (CreatedAt, ID).
+type DocCursor struct {
+	CreatedAt time.Time
+	ID        string
 }
 
 // BlobWrite stores a blob in the same transaction as the events that refer to it.

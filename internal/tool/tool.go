@@ -42,6 +42,12 @@ type Call struct {
 type Result struct {
 	Output any    `json:"output,omitempty"`
 	Error  string `json:"error,omitempty"`
+	// Transient marks an Error that may not happen again (a timeout, a
+	// reset connection, a 429 or 5xx from a remote service): the engine
+	// retries the call if its effect class allows it (never irreversible).
+	Transient bool `json:"-"`
+	// RetryAfter is how long the remote side asked to wait, if it said.
+	RetryAfter time.Duration `json:"-"`
 }
 
 // Registry maps names to tools.

@@ -42,6 +42,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"LeaseExpireOwner", testLeaseExpireOwner},
 		{"Docs", testDocs},
 		{"DocOfAnotherSessionConflicts", testDocConflict},
+		{"ActionListAll", testActionListAll},
+		{"ActionGetByID", testActionGetByID},
 		{"Blobs", testBlobs},
 		{"Idempotency", testIdempotency},
 		{"SubscribeEvents", testSubscribeEvents},

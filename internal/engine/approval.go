@@ -1,0 +1,188 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/policy"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// askApproval turns a call a policy asked about into an approval action
+// carrying what a person needs to decide (API.md "Required actions"): the
+// action in plain language, who or what it affects, the evidence, the
+// consequence, and the exact arguments with their hash.
+func (r *runner) askApproval(c *journal.Call, v policy.Verdict) error {
+	step, turnID := r.st.Step.N, r.st.Step.TurnID
+	sid := r.st.Session.ID
+	now := r.e.clock.Now()
+	spec, _ := r.toolSpec(c.Tool)
+	evidence := []string{}
+	if text := strings.TrimSpace(r.st.Step.Text); text != "" {
+		evidence = append(evidence, "The agent's reasoning for this step: "+clip(text, 2000))
+	}
+	evidence = append(evidence, fmt.Sprintf("Policy %s asked for approval: %s", v.Rule, v.Reason))
+	a := lt.Action{
+		ID: derivedID("act_", sid, turnID, step, c.Index, "approval"), SessionID: sid, Type: lt.ActionApproval, Status: lt.ActionPending,
+		TurnID: turnID, Step: step, CallID: c.ID, Tool: c.Tool, Arguments: c.Arguments, ArgumentsSHA256: c.ArgumentsSHA256,
+		Summary:     describeCall(r.toolDescription(c.Tool), c.Tool, c.Arguments),
+		Affects:     affects(spec.Affects, c.Tool, c.Arguments),
+		Evidence:    evidence,
+		Consequence: consequence(c.Class),
+		Policy:      v.Rule,
+		CreatedAt:   now,
+	}
+	if v.ExpiresIn > 0 {
+		at := now.Add(v.ExpiresIn).Truncate(time.Millisecond)
+		a.ExpiresAt = &at
+	}
+	return r.add(lt.EventActionRequired, turnID, step, journal.ActionRequired{Action: a})
+}
+
+// askHuman turns an ask_human call into an input action; the answer becomes
+// the tool's result.
+func (r *runner) askHuman(c *journal.Call) error {
+	step, turnID := r.st.Step.N, r.st.Step.TurnID
+	sid := r.st.Session.ID
+	var args askHumanArgs
+	_ = json.Unmarshal(c.Arguments, &args) // validated against askHumanSchema when requested
+	a := lt.Action{
+		ID: derivedID("act_", sid, turnID, step, c.Index, "input"), SessionID: sid, Type: lt.ActionInput, Status: lt.ActionPending,
+		TurnID: turnID, Step: step, CallID: c.ID, Tool: c.Tool, Question: args.Question, Choices: args.Choices,
+		Summary:   "The agent asks: " + clip(args.Question, 500),
+		CreatedAt: r.e.clock.Now(),
+	}
+	if text := strings.TrimSpace(r.st.Step.Text); text != "" {
+		a.Evidence = []string{"The agent's reasoning for this step: " + clip(text, 2000)}
+	}
+	return r.add(lt.EventActionRequired, turnID, step, journal.ActionRequired{Action: a})
+}
+
+func (r *runner) toolDescription(name string) string {
+	if spec, ok := r.toolSpec(name); ok && spec.Description != "" {
+		return spec.Description
+	}
+	if t, ok := r.e.tools.Get(name); ok {
+		return t.Description()
+	}
+	return ""
+}
+
+// describeCall says in one line what a call does: the first sentence of the
+// tool's description, then the call with its arguments.
+func describeCall(description, name string, args json.RawMessage) string {
+	var m map[string]any
+	_ = json.Unmarshal(args, &m)
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		var buf strings.Builder
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false) // a person reads this: "&", not "\u0026"
+		_ = enc.Encode(m[k])
+		parts = append(parts, k+"="+clip(strings.TrimSuffix(buf.String(), "\n"), 120))
+	}
+	call := fmt.Sprintf("%s(%s)", name, strings.Join(parts, ", "))
+	first := description
+	if i := strings.IndexAny(first, ".\n"); i >= 0 {
+		first = first[:i]
+	}
+	first = strings.TrimSpace(first)
+	if first == "" {
+		return "Run " + call
+	}
+	return first + ": " + call
+}
+
+// affects lists who or what a call touches: the named arguments' values, or
+// by default every string value that looks like an address, a URL, a path or
+// a command.
+func affects(names []string, toolName string, args json.RawMessage) []string {
+	var m map[string]any
+	if json.Unmarshal(args, &m) != nil {
+		return nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	add := func(s string) {
+		s = clip(s, 200)
+		if s != "" && !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	if len(names) > 0 {
+		for _, n := range names {
+			collectStrings(m[n], func(s string) { add(s) })
+		}
+		return out
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		collectStrings(m[k], func(s string) {
+			switch {
+			case k == "command" && toolName == "shell":
+				add("the workspace, by the shell command: " + s)
+			case k == "path":
+				add("workspace file " + s)
+			case looksLikeEmail(s):
+				add(s)
+			case looksLikeURL(s):
+				add(s)
+			}
+		})
+	}
+	return out
+}
+
+func collectStrings(v any, f func(string)) {
+	switch x := v.(type) {
+	case string:
+		f(x)
+	case []any:
+		for _, e := range x {
+			collectStrings(e, f)
+		}
+	}
+}
+
+func looksLikeEmail(s string) bool {
+	at := strings.LastIndexByte(s, '@')
+	return at > 0 && at < len(s)-3 && strings.Contains(s[at:], ".") && !strings.ContainsAny(s, " \n\t")
+}
+
+func looksLikeURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// clip shortens s to at most n bytes on a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// expired reports whether a pending action's expiry has passed.
+func expired(a *lt.Action, now time.Time) bool {
+	return a.ExpiresAt != nil && !now.Before(*a.ExpiresAt)
+}

@@ -1,0 +1,260 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// warnFraction is the share of a hard limit at which budget.warning is given.
+const warnFraction = 0.8
+
+// budgetDim is one dimension of a budget with the usage against it.
+type budgetDim struct {
+	name            string
+	soft, max, used float64
+}
+
+// budgetDims lists the dimensions checked at a point of the loop: before a
+// model call every one but tool calls; before a tool call, tool calls and
+// wall time (the other dimensions only grow with model calls).
+func (r *runner) budgetDims(beforeTool bool) []budgetDim {
+	b, u := r.st.Session.Budget, r.st.Session.Usage
+	wall := budgetDim{"wall_seconds", float64(b.SoftWallSeconds), float64(b.MaxWallSeconds), r.e.clock.Now().Sub(r.st.Session.CreatedAt).Seconds()}
+	if beforeTool {
+		return []budgetDim{
+			{"tool_calls", float64(b.SoftToolCalls), float64(b.MaxToolCalls), float64(u.ToolCalls)},
+			wall,
+		}
+	}
+	return []budgetDim{
+		{"cost_usd", b.SoftCostUSD, b.MaxCostUSD, u.CostUSD},
+		{"tokens", float64(b.SoftTokens), float64(b.MaxTokens), float64(u.InputTokens + u.OutputTokens)},
+		{"model_calls", float64(b.SoftModelCalls), float64(b.MaxModelCalls), float64(u.ModelCalls)},
+		wall,
+	}
+}
+
+// checkBudget enforces the budget before a step or a tool call (DESIGN.md
+// principle 6): a hard limit reached ends the turn (budget_exceeded); a soft
+// threshold reached raises a budget action and the session waits for it;
+// 80 % of a hard limit gives one budget.warning. It reports whether the
+// loop may go on.
+func (r *runner) checkBudget(beforeTool bool) (bool, error) {
+	dims := r.budgetDims(beforeTool)
+	for _, d := range dims {
+		if d.max > 0 && d.used >= d.max {
+			return false, r.exceed(d)
+		}
+	}
+	for _, d := range dims {
+		if d.soft > 0 && d.used >= d.soft {
+			return false, r.askBudget(d)
+		}
+	}
+	for _, d := range dims {
+		if d.max > 0 && d.used >= warnFraction*d.max && r.st.BudgetWarned[d.name] != d.max {
+			turn := r.st.CurrentTurn()
+			if err := r.add(lt.EventBudgetWarning, turn.ID, 0, journal.BudgetWarning{
+				Limit: lt.BudgetLimit{Name: d.name, Soft: d.soft, Max: d.max, Used: d.used},
+			}); err != nil {
+				return false, err
+			}
+		}
+	}
+	return true, nil
+}
+
+func (r *runner) exceed(d budgetDim) error {
+	turn := r.st.CurrentTurn()
+	if err := r.add(lt.EventBudgetExceeded, turn.ID, 0, journal.BudgetExceeded{Limit: d.name, Max: d.max, Used: d.used}); err != nil {
+		return err
+	}
+	return r.failTurn(lt.StopBudgetExceeded, fmt.Sprintf("budget limit max_%s reached (%g of %g)", d.name, d.used, d.max))
+}
+
+// askBudget raises a budget action for a soft threshold: a person approves
+// new limits or stops the turn.
+func (r *runner) askBudget(d budgetDim) error {
+	turn := r.st.CurrentTurn()
+	step := 0
+	if r.st.Step != nil {
+		step = r.st.Step.N
+	}
+	sid := r.st.Session.ID
+	u := r.st.Session.Usage
+	a := lt.Action{
+		ID: derivedID("act_", sid, turn.ID, step, "budget", d.name, d.soft, u.ModelCalls, u.ToolCalls), SessionID: sid,
+		Type: lt.ActionBudget, Status: lt.ActionPending, TurnID: turn.ID,
+		Summary: fmt.Sprintf("The session reached its soft limit on %s (%s of %s): approve spending past it, or stop the turn",
+			dimLabel(d.name), dimValue(d.name, d.used), dimValue(d.name, d.soft)),
+		Consequence: consequenceOfBudget(d),
+		Limit:       &lt.BudgetLimit{Name: d.name, Soft: d.soft, Max: d.max, Used: d.used},
+		Usage:       &u,
+		CreatedAt:   r.e.clock.Now(),
+	}
+	return r.add(lt.EventActionRequired, turn.ID, 0, journal.ActionRequired{Action: a})
+}
+
+func consequenceOfBudget(d budgetDim) string {
+	if d.max > 0 {
+		return fmt.Sprintf("approving lets the session go on up to its hard limit of %s (or new limits you give)", dimValue(d.name, d.max))
+	}
+	return "approving lets the session go on with no limit on " + dimLabel(d.name) + " unless you give one"
+}
+
+func dimLabel(name string) string {
+	switch name {
+	case "cost_usd":
+		return "cost"
+	case "wall_seconds":
+		return "wall-clock time"
+	default:
+		return map[string]string{"tokens": "tokens", "model_calls": "model calls", "tool_calls": "tool calls"}[name]
+	}
+}
+
+func dimValue(name string, v float64) string {
+	switch name {
+	case "cost_usd":
+		return fmt.Sprintf("$%.4g", v)
+	case "wall_seconds":
+		return fmt.Sprintf("%.0f s", v)
+	default:
+		return fmt.Sprintf("%.0f", v)
+	}
+}
+
+// usedOf returns the session's current usage on a budget dimension.
+func usedOf(st *journal.State, name string, now time.Time) float64 {
+	u := st.Session.Usage
+	switch name {
+	case "cost_usd":
+		return u.CostUSD
+	case "tokens":
+		return float64(u.InputTokens + u.OutputTokens)
+	case "model_calls":
+		return float64(u.ModelCalls)
+	case "tool_calls":
+		return float64(u.ToolCalls)
+	case "wall_seconds":
+		return now.Sub(st.Session.CreatedAt).Seconds()
+	}
+	return 0
+}
+
+// softOf returns the soft threshold of a budget dimension.
+func softOf(b *lt.Budget, name string) float64 {
+	switch name {
+	case "cost_usd":
+		return b.SoftCostUSD
+	case "tokens":
+		return float64(b.SoftTokens)
+	case "model_calls":
+		return float64(b.SoftModelCalls)
+	case "tool_calls":
+		return float64(b.SoftToolCalls)
+	case "wall_seconds":
+		return float64(b.SoftWallSeconds)
+	}
+	return 0
+}
+
+// clearSoft removes the soft threshold of a dimension: a person approved
+// going past it.
+func clearSoft(b *lt.Budget, name string) {
+	switch name {
+	case "cost_usd":
+		b.SoftCostUSD = 0
+	case "tokens":
+		b.SoftTokens = 0
+	case "model_calls":
+		b.SoftModelCalls = 0
+	case "tool_calls":
+		b.SoftToolCalls = 0
+	case "wall_seconds":
+		b.SoftWallSeconds = 0
+	}
+}
+
+// mergeBudget returns cur with the non-zero limits of given replacing its own.
+func mergeBudget(cur lt.Budget, given *lt.Budget) lt.Budget {
+	if given == nil {
+		return cur
+	}
+	pick := func(dst *float64, v float64) {
+		if v != 0 {
+			*dst = v
+		}
+	}
+	picki := func(dst *int64, v int64) {
+		if v != 0 {
+			*dst = v
+		}
+	}
+	pick(&cur.MaxCostUSD, given.MaxCostUSD)
+	pick(&cur.SoftCostUSD, given.SoftCostUSD)
+	picki(&cur.MaxTokens, given.MaxTokens)
+	picki(&cur.SoftTokens, given.SoftTokens)
+	picki(&cur.MaxModelCalls, given.MaxModelCalls)
+	picki(&cur.SoftModelCalls, given.SoftModelCalls)
+	picki(&cur.MaxToolCalls, given.MaxToolCalls)
+	picki(&cur.SoftToolCalls, given.SoftToolCalls)
+	picki(&cur.MaxWallSeconds, given.MaxWallSeconds)
+	picki(&cur.SoftWallSeconds, given.SoftWallSeconds)
+	return cur
+}
+
+// UpdateBudget applies PATCH /v1/sessions/{id}/budget. A pending budget
+// action whose soft threshold the new budget moves past the usage (or
+// removes) is resolved as approved in the same append. A session stopped by
+// its budget is not restarted: its next turn runs under the new limits.
+func (e *Engine) UpdateBudget(ctx context.Context, sessionID string, p *lt.BudgetPatch) (*lt.Session, error) {
+	if p == nil {
+		return nil, apierror.Invalid("", "request body is empty: send the limits to change")
+	}
+	v, err := mutate(ctx, e, sessionID, func(b *batch) (*lt.Session, error) {
+		nb := p.Apply(b.st.Session.Budget)
+		if err := validateBudget(nb, ""); err != nil {
+			return nil, err
+		}
+		if nb != b.st.Session.Budget {
+			if err := b.add(lt.EventBudgetUpdated, "", 0, journal.BudgetUpdated{Budget: nb}); err != nil {
+				return nil, err
+			}
+		}
+		for _, a := range append([]lt.Action(nil), b.st.Pending...) {
+			if a.Type != lt.ActionBudget || a.Limit == nil {
+				continue
+			}
+			if soft := softOf(&nb, a.Limit.Name); soft > 0 && soft <= usedOf(b.st, a.Limit.Name, e.clock.Now()) {
+				continue // still at the threshold: the action stays
+			}
+			d := lt.Decision{Decision: lt.DecisionApprove, Reason: "the budget was updated"}
+			sum, err := decisionSHA256(&d)
+			if err != nil {
+				return nil, err
+			}
+			if err := b.add(lt.EventActionResolved, a.TurnID, 0, journal.ActionResolved{
+				ActionID: a.ID, Type: string(a.Type), Decision: d, DecisionSHA256: sum, Budget: &nb,
+			}); err != nil {
+				return nil, err
+			}
+		}
+		if len(b.st.Pending) == 0 && b.st.Session.Status == lt.SessionRequiresAction {
+			if err := b.status(lt.SessionRunning, ""); err != nil {
+				return nil, err
+			}
+		}
+		v := b.st.View()
+		return &v, nil
+	})
+	if err != nil {
+		return nil, notFound(err, "session", sessionID)
+	}
+	return v, nil
+}

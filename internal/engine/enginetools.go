@@ -1,0 +1,44 @@
+package engine
+
+import (
+	"encoding/json"
+
+	"github.com/longhaul-dev/longhaul/internal/journal"
+)
+
+// Tools the engine runs itself, because they act on the session rather than
+// on the workspace: finish ends the turn with artifacts, ask_human turns into
+// an input action. Policies do not apply to them (they touch nothing
+// outside the session).
+const (
+	finishTool   = "finish"
+	askHumanTool = "ask_human"
+)
+
+type engineTool struct {
+	kind        string
+	description string
+	schema      json.RawMessage
+}
+
+var engineTools = map[string]engineTool{
+	finishTool: {
+		kind:        journal.CallFinish,
+		description: "Finish the task: give a summary and the workspace files to deliver as artifacts.",
+		schema:      json.RawMessage(finishSchema),
+	},
+	askHumanTool: {
+		kind:        journal.CallHuman,
+		description: "Ask a person a question and wait for the answer (optionally one of the given choices). Use it when you need information or a decision only a person has.",
+		schema:      json.RawMessage(askHumanSchema),
+	},
+}
+
+const finishSchema = `{"type":"object","properties":{"summary":{"type":"string","description":"What was done, for the person who asked"},"artifacts":{"type":"array","items":{"type":"string"},"description":"Workspace paths of the files to deliver"}},"required":["summary"],"additionalProperties":false}`
+
+const askHumanSchema = `{"type":"object","properties":{"question":{"type":"string","minLength":1,"description":"The question, complete enough to answer without other context"},"choices":{"type":"array","items":{"type":"string","minLength":1},"minItems":2,"uniqueItems":true,"description":"The answers to choose from, if the answer must be one of them"}},"required":["question"],"additionalProperties":false}`
+
+type askHumanArgs struct {
+	Question string   `json:"question"`
+	Choices  []string `json:"choices,omitempty"`
+}

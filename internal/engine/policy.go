@@ -1,0 +1,165 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/policy"
+	"github.com/longhaul-dev/longhaul/internal/tool"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// history is the session's effect history as trajectory rules see it:
+// every tool call that reached the side-effect ledger, with its decoded
+// arguments and latest status. It is derived from the journal like the
+// transcript, and kept only when a policy refers to effects.
+type history struct {
+	effects []policy.Effect
+	byID    map[string]int // effect id -> index in effects
+	args    map[string]any // call id -> decoded arguments, current step
+}
+
+func newHistory() *history {
+	return &history{byID: make(map[string]int), args: make(map[string]any)}
+}
+
+func historyWants(typ string) bool {
+	switch typ {
+	case lt.EventModelResponded, lt.EventToolRequested, lt.EventToolStarted, lt.EventToolCompleted, lt.EventToolFailed,
+		lt.EventEffectInDoubt, lt.EventActionResolved, lt.EventTurnFailed, lt.EventTurnCancelled:
+		return true
+	}
+	return false
+}
+
+func (h *history) observe(ev lt.Event) {
+	if h == nil || !historyWants(ev.Type) {
+		return
+	}
+	switch ev.Type {
+	case lt.EventModelResponded:
+		clear(h.args)
+	case lt.EventToolRequested:
+		var d journal.ToolRequested
+		if json.Unmarshal(ev.Data, &d) == nil {
+			h.args[d.CallID], _ = policy.DecodeArgs(d.Arguments)
+		}
+	case lt.EventActionResolved:
+		var d journal.ActionResolved
+		if json.Unmarshal(ev.Data, &d) == nil && len(d.Arguments) > 0 && d.CallID != "" {
+			// An edited approval: the call runs with the edited arguments.
+			h.args[d.CallID], _ = policy.DecodeArgs(d.Arguments)
+		}
+	case lt.EventToolStarted:
+		var d journal.ToolStarted
+		if json.Unmarshal(ev.Data, &d) != nil {
+			return
+		}
+		if _, ok := h.byID[d.EffectID]; ok {
+			h.effects[h.byID[d.EffectID]].Status = lt.EffectStarted
+			return
+		}
+		h.byID[d.EffectID] = len(h.effects)
+		h.effects = append(h.effects, policy.Effect{
+			Tool: d.Tool, Args: h.args[d.CallID], Class: d.Class, Status: lt.EffectStarted,
+			SessionID: ev.SessionID, TurnID: ev.TurnID, Step: d.Step,
+		})
+	case lt.EventToolCompleted:
+		var d journal.ToolCompleted
+		if json.Unmarshal(ev.Data, &d) == nil {
+			h.finish(d.EffectID, lt.EffectSucceeded, "", d.Resolution)
+		}
+	case lt.EventToolFailed:
+		var d journal.ToolFailed
+		if json.Unmarshal(ev.Data, &d) == nil {
+			h.finish(d.EffectID, lt.EffectFailed, d.Error, d.Resolution)
+		}
+	case lt.EventEffectInDoubt:
+		var d journal.EffectInDoubt
+		if json.Unmarshal(ev.Data, &d) == nil {
+			h.finish(d.EffectID, lt.EffectInDoubt, "", "")
+		}
+	case lt.EventTurnFailed, lt.EventTurnCancelled:
+		// As the ledger records it (journal.voidTurn): what the ended turn
+		// left running is in doubt if irreversible, failed otherwise.
+		for i := range h.effects {
+			e := &h.effects[i]
+			if e.TurnID != ev.TurnID || e.Status != lt.EffectStarted {
+				continue
+			}
+			if e.Class == lt.EffectIrreversible {
+				e.Status = lt.EffectInDoubt
+			} else {
+				e.Status, e.Error = lt.EffectFailed, "turn ended"
+			}
+		}
+	}
+}
+
+func (h *history) finish(effectID string, status lt.EffectStatus, errMsg, resolution string) {
+	i, ok := h.byID[effectID]
+	if !ok {
+		return
+	}
+	if resolution != "" {
+		status = lt.EffectResolved
+	}
+	h.effects[i].Status, h.effects[i].Error = status, errMsg
+}
+
+// evaluatePolicy decides a call that is about to run, unless a person
+// already approved it. It journals the verdict when a policy matched, and
+// reports whether the call may run now.
+func (r *runner) evaluatePolicy(c *journal.Call) (bool, error) {
+	if c.Kind != journal.CallBuiltin && c.Kind != journal.CallFunction {
+		return true, nil
+	}
+	step, turnID := r.st.Step.N, r.st.Step.TurnID
+	if c.ApprovedSHA256 != "" {
+		// The binding: what runs must hash to what was approved.
+		sum, err := tool.ArgumentsSHA256(c.Arguments)
+		if err == nil && sum == c.ApprovedSHA256 {
+			return true, nil
+		}
+		return false, r.add(lt.EventToolFailed, turnID, step, journal.ToolFailed{
+			Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Refused: journal.RefusedApprovalMismatch,
+			Error: fmt.Sprintf("refused: the arguments about to run (sha256 %s) are not the ones a person approved (sha256 %s)", sum, c.ApprovedSHA256),
+		})
+	}
+	if c.Policy != "" || r.policies.Empty() {
+		return true, nil
+	}
+	in := &policy.Input{Tool: c.Tool, Arguments: c.Arguments, Usage: r.st.Session.Usage}
+	if r.h != nil {
+		in.Effects = r.h.effects
+	}
+	v := r.policies.Evaluate(in)
+	if v.Rule == "" {
+		return true, nil
+	}
+	if err := r.add(lt.EventPolicyDecided, turnID, step, journal.PolicyDecided{
+		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Decision: v.Decision, Rule: v.Rule, Reason: v.Reason, EvalError: v.EvalError,
+	}); err != nil {
+		return false, err
+	}
+	switch v.Decision {
+	case lt.PolicyDeny:
+		return false, r.add(lt.EventToolFailed, turnID, step, journal.ToolFailed{
+			Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Refused: journal.RefusedPolicy,
+			Error: fmt.Sprintf("denied by policy %s: %s", v.Rule, v.Reason),
+		})
+	case lt.PolicyAsk:
+		return false, r.askApproval(c, v)
+	}
+	return true, nil
+}
+
+// compilePolicies compiles an agent's policies against its tool names.
+func compilePolicies(spec *lt.AgentSpec) (*policy.Set, error) {
+	names := make([]string, 0, len(spec.Tools))
+	for _, t := range spec.Tools {
+		names = append(names, t.Name)
+	}
+	return policy.Compile(spec.Policies, names)
+}

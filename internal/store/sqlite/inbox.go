@@ -1,0 +1,89 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// Action inbox limits.
+const (
+	defaultActionListLimit = 50
+	maxActionListLimit     = 1000
+)
+
+// ActionListAll lists required actions across sessions in creation order
+// (created_at, then id), filtered by the non-empty fields of p and starting
+// after p.After. Limit 0 means 50; more than 1000 is an error. An unknown
+// session lists nothing.
+func (s *Store) ActionListAll(ctx context.Context, p *store.ActionListParams) ([]*store.DocRow, error) {
+	if p == nil {
+		p = &store.ActionListParams{}
+	}
+	limit := p.Limit
+	switch {
+	case limit < 0:
+		return nil, fmt.Errorf("list actions: limit must not be negative, got %d", limit)
+	case limit == 0:
+		limit = defaultActionListLimit
+	case limit > maxActionListLimit:
+		return nil, fmt.Errorf("list actions: limit must be at most %d, got %d", maxActionListLimit, limit)
+	}
+
+	q, args, err := actionListQuery(p, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list actions: %w", err)
+	}
+	out := make([]*store.DocRow, 0, min(limit, 64))
+	err = s.query(ctx, func(rows *sql.Rows) error {
+		d, err := scanDoc(rows)
+		if err != nil {
+			return err
+		}
+		out = append(out, d)
+		return nil
+	}, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list actions: %w", err)
+	}
+	return out, nil
+}
+
+// actionListQuery builds the statement of ActionListAll. As in SessionList,
+// there is one statement shape per combination of filters, each able to use
+// an index (actions_status, actions_type, actions_session); the shapes are
+// few and their statements cached.
+func actionListQuery(p *store.ActionListParams, limit int) (string, []any, error) {
+	q := `SELECT id, session_id, status, doc, created_at FROM actions WHERE 1 = 1`
+	var args []any
+	if p.Status != "" {
+		q += ` AND status = ?`
+		args = append(args, p.Status)
+	}
+	if p.Type != "" {
+		// The same expression as the actions_type index.
+		q += ` AND json_extract(doc, '$.type') = ?`
+		args = append(args, p.Type)
+	}
+	if p.SessionID != "" {
+		q += ` AND session_id = ?`
+		args = append(args, p.SessionID)
+	}
+	if p.After != nil {
+		if err := checkTime("after.created_at", p.After.CreatedAt); err != nil {
+			return "", nil, err
+		}
+		created := toMicros(p.After.CreatedAt)
+		q += ` AND (created_at > ? OR (created_at = ? AND id > ?))`
+		args = append(args, created, created, p.After.ID)
+	}
+	q += ` ORDER BY created_at, id LIMIT ?`
+	return q, append(args, limit), nil
+}
+
+// ActionGetByID returns a required action by its id alone.
+func (s *Store) ActionGetByID(ctx context.Context, actionID string) (*store.DocRow, error) {
+	return s.docGet(ctx, store.DocAction, "", actionID)
+}
