@@ -160,6 +160,20 @@ func (c *Client) Cancel(ctx context.Context, sessionID string, req *lt.CancelReq
 	return s, nil
 }
 
+// AddConstraint pins a constraint mid-session
+// (POST /v1/sessions/{id}/constraints): every later model context carries
+// it verbatim.
+func (c *Client) AddConstraint(ctx context.Context, sessionID, constraint string) (*lt.Session, error) {
+	if err := requireID("sessionID", sessionID); err != nil {
+		return nil, fmt.Errorf("add constraint: %w", err)
+	}
+	s, err := post[lt.Session](ctx, c, c.endpoint(nil, "v1", "sessions", sessionID, "constraints"), &lt.AddConstraintRequest{Constraint: constraint})
+	if err != nil {
+		return nil, fmt.Errorf("add constraint to session %s: %w", sessionID, err)
+	}
+	return s, nil
+}
+
 // ListEffects returns the session's side-effect ledger
 // (GET /v1/sessions/{id}/effects).
 func (c *Client) ListEffects(ctx context.Context, sessionID string) (*lt.List[lt.Effect], error) {

@@ -103,6 +103,8 @@ type server struct {
 	transport *http.Transport
 	api       *client.Client
 
+	env []string // added to the process's environment
+
 	cmd    *exec.Cmd
 	exited chan struct{}
 	starts int
@@ -116,6 +118,13 @@ type server struct {
 // killed when the test ends, and its output is printed if the test failed.
 func startServer(t *testing.T, extraArgs ...string) *server {
 	t.Helper()
+	return startServerWithEnv(t, nil, extraArgs...)
+}
+
+// startServerWithEnv is startServer with variables ("NAME=value") added to
+// the server's environment.
+func startServerWithEnv(t *testing.T, env []string, extraArgs ...string) *server {
+	t.Helper()
 	root := t.TempDir()
 	s := &server{
 		t:       t,
@@ -123,6 +132,7 @@ func startServer(t *testing.T, extraArgs ...string) *server {
 		workDir: filepath.Join(root, "cwd"),
 		logPath: filepath.Join(root, "server.log"),
 		args:    extraArgs,
+		env:     env,
 	}
 	require.NoError(t, os.Mkdir(s.workDir, 0o700))
 	t.Cleanup(func() {
@@ -213,7 +223,7 @@ func (s *server) start() error {
 	args := append([]string{"serve", "--addr", s.addr, "--data", s.dataDir}, s.args...)
 	cmd := exec.Command(longhaulBin, args...)
 	cmd.Dir = s.workDir
-	cmd.Env = serverEnv()
+	cmd.Env = append(serverEnv(), s.env...)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	if err := cmd.Start(); err != nil {

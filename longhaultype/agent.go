@@ -17,6 +17,12 @@ type AgentSpec struct {
 	Environment  json.RawMessage `json:"environment,omitempty"`
 	// Retry is the retry policy for transient model and tool failures.
 	Retry *RetryPolicy `json:"retry,omitempty"`
+	// Compaction configures context compaction (default: at 70 % of the
+	// model's context window).
+	Compaction *Compaction `json:"compaction,omitempty"`
+	// VerifyAcceptance configures the check of a final answer against the
+	// session's acceptance criteria (on whenever the session has some).
+	VerifyAcceptance *VerifyAcceptance `json:"verify_acceptance,omitempty"`
 
 	// Stop conditions: each ends the turn with its own stop_reason.
 
@@ -33,6 +39,27 @@ type AgentSpec struct {
 	// TurnTimeoutSeconds ends a turn that has run that long, counted from
 	// its start (0: none; stop_reason timeout).
 	TurnTimeoutSeconds int64 `json:"turn_timeout_seconds,omitempty"`
+}
+
+// Compaction configures when older conversation items are summarised. The
+// pinned block (instructions, goal, constraints, acceptance criteria) is
+// never summarised.
+type Compaction struct {
+	// Threshold is the share of the model's context window (0 < t < 1) the
+	// next context may fill before older items are summarised (default 0.7).
+	Threshold float64 `json:"threshold,omitempty"`
+	// Disabled turns compaction off (a context-length error then fails the
+	// turn).
+	Disabled bool `json:"disabled,omitempty"`
+}
+
+// VerifyAcceptance configures the acceptance check of final answers.
+type VerifyAcceptance struct {
+	// MaxAttempts is how many times unmet criteria send the agent back to
+	// work before the turn completes with the verdict (default 2).
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// Disabled turns the check off.
+	Disabled bool `json:"disabled,omitempty"`
 }
 
 // PolicyDecision is what a policy decides for a tool call.

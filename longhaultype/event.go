@@ -46,6 +46,8 @@ const (
 	EventBudgetExceeded         = "budget.exceeded"
 	EventBudgetUpdated          = "budget.updated"
 	EventPolicyDecided          = "policy.decided"
+	EventConstraintAdded        = "session.constraint_added"
+	EventAcceptanceVerified     = "acceptance.verified"
 	EventSubagentSpawned        = "subagent.spawned"
 	EventSubagentCompleted      = "subagent.completed"
 	EventSignalReceived         = "signal.received"

@@ -179,19 +179,22 @@ type Session struct {
 
 // Turn is one unit of requested work inside a session.
 type Turn struct {
-	ID          string     `json:"id"`
-	SessionID   string     `json:"session_id"`
-	Index       int        `json:"index"`
-	Status      TurnStatus `json:"status"`
-	Input       string     `json:"input"`
-	Output      string     `json:"output,omitempty"`
-	StopReason  *string    `json:"stop_reason"`
-	Error       string     `json:"error,omitempty"`
-	Steps       int        `json:"steps"`
-	Usage       Usage      `json:"usage"`
-	CreatedAt   time.Time  `json:"created_at"`
-	StartedAt   *time.Time `json:"started_at"`
-	CompletedAt *time.Time `json:"completed_at"`
+	ID         string     `json:"id"`
+	SessionID  string     `json:"session_id"`
+	Index      int        `json:"index"`
+	Status     TurnStatus `json:"status"`
+	Input      string     `json:"input"`
+	Output     string     `json:"output,omitempty"`
+	StopReason *string    `json:"stop_reason"`
+	Error      string     `json:"error,omitempty"`
+	Steps      int        `json:"steps"`
+	Usage      Usage      `json:"usage"`
+	// Acceptance is the last verdict on the turn's final answer against
+	// the session's acceptance criteria (nil: none were checked).
+	Acceptance  *AcceptanceVerdict `json:"acceptance,omitempty"`
+	CreatedAt   time.Time          `json:"created_at"`
+	StartedAt   *time.Time         `json:"started_at"`
+	CompletedAt *time.Time         `json:"completed_at"`
 }
 
 // CreateSessionRequest is the body of POST /v1/sessions. Exactly one of Agent
@@ -216,6 +219,13 @@ type CreateTurnRequest struct {
 // CancelRequest is the body of POST /v1/sessions/{id}/cancel.
 type CancelRequest struct {
 	Reason string `json:"reason,omitempty"`
+}
+
+// AddConstraintRequest is the body of POST /v1/sessions/{id}/constraints: a
+// constraint a person adds mid-session. It is pinned: placed verbatim in
+// every later model context, never summarised.
+type AddConstraintRequest struct {
+	Constraint string `json:"constraint"`
 }
 
 // List is the envelope of every list endpoint.

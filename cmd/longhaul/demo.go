@@ -310,6 +310,26 @@ func (t *stepTracker) observe(ev lt.Event) error {
 				}
 			}
 		}
+	case lt.EventAcceptanceVerified:
+		var d journal.AcceptanceVerified
+		if !decode(ev, &d) {
+			return nil
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+		met := 0
+		for _, c := range d.Verdict.Criteria {
+			if c.Met {
+				met++
+			}
+		}
+		what := fmt.Sprintf("acceptance check: %d of %d criteria met", met, len(d.Verdict.Criteria))
+		if d.Verdict.Error != "" {
+			what = "acceptance check: " + d.Verdict.Error
+		}
+		_, err := fmt.Fprintf(t.w, "check    %7s tok  %8s  %6s  %s\n", fmtInt(d.Usage.InputTokens+d.Usage.OutputTokens), fmtCost(d.CostUSD), fmtDuration(ev.Time.Sub(t.start)), what)
+		return err
 	case lt.EventTurnCompleted, lt.EventTurnFailed, lt.EventTurnCancelled:
 		if t.cur != nil {
 			t.cur.end = ev.Time
@@ -401,6 +421,8 @@ func demoRequest(pace time.Duration) (*lt.CreateSessionRequest, error) {
 				"artifacts": []string{"report.md"},
 			}},
 		}, Usage: usage{3790, 72}},
+		// The acceptance check of the final answer: a model call of its own.
+		{Text: demoVerdict, Usage: usage{1210, 96}},
 	}
 	for i := range script {
 		script[i].DelayMS = delay
@@ -448,6 +470,13 @@ func demoRequest(pace time.Duration) (*lt.CreateSessionRequest, error) {
 		Metadata:           json.RawMessage(`{"source":"longhaul demo"}`),
 	}, nil
 }
+
+// demoVerdict is the scripted verifier's reply: every acceptance criterion
+// of the demo request, met.
+const demoVerdict = `{"criteria": [
+ {"criterion": "report.md exists", "met": true, "reason": "report.md was delivered as the final artifact."},
+ {"criterion": "under 300 words", "met": true, "reason": "The brief is about 90 words."},
+ {"criterion": "names the renewal date", "met": true, "reason": "It gives the renewal date, 2026-03-31."}]}`
 
 const demoNotes = `# ACME Corp — call notes
 

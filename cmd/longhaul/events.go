@@ -166,6 +166,9 @@ func eventSummary(ev lt.Event) string {
 			if d.Model != "" {
 				m += "/" + d.Model
 			}
+			if d.Purpose != "" {
+				m += ", " + d.Purpose
+			}
 			return fmt.Sprintf("step %d: %s (attempt %d)", d.Step, m, d.Attempt)
 		}
 	case lt.EventModelResponded:
@@ -232,10 +235,49 @@ func eventSummary(ev lt.Event) string {
 		if decode(ev, &d) {
 			return fmt.Sprintf("%s %s v%d (%s)", d.Artifact.ID, d.Artifact.Name, d.Artifact.Version, fmtBytes(d.Artifact.Size))
 		}
-	case lt.EventBudgetExceeded, lt.EventBudgetWarning:
+	case lt.EventBudgetExceeded:
 		var d journal.BudgetExceeded
 		if decode(ev, &d) && d.Limit != "" {
 			return fmt.Sprintf("%s: used %g of %g", d.Limit, d.Used, d.Max)
+		}
+	case lt.EventBudgetWarning:
+		var d journal.BudgetWarning
+		if decode(ev, &d) && d.Limit.Name != "" {
+			return fmt.Sprintf("%s: used %g of %g", d.Limit.Name, d.Limit.Used, d.Limit.Max)
+		}
+	case lt.EventPolicyDecided:
+		var d journal.PolicyDecided
+		if decode(ev, &d) {
+			return fmt.Sprintf("step %d: %s %s by %s: %s", d.Step, d.Decision, d.Tool, d.Rule, truncate(d.Reason, 60))
+		}
+	case lt.EventModelDelta:
+		var d journal.ModelDelta
+		if decode(ev, &d) {
+			return fmt.Sprintf("step %d: %q", d.Step, truncate(d.Text+d.Reasoning, 70))
+		}
+	case lt.EventContextCompacted:
+		var d journal.ContextCompacted
+		if decode(ev, &d) {
+			return fmt.Sprintf("step %d: %s → %s tok, %d items summarised: %q", d.Step, fmtInt(int64(d.TokensBefore)), fmtInt(int64(d.TokensAfter)), d.Items, truncate(d.Summary, 50))
+		}
+	case lt.EventAcceptanceVerified:
+		var d journal.AcceptanceVerified
+		if decode(ev, &d) {
+			met := 0
+			for _, c := range d.Verdict.Criteria {
+				if c.Met {
+					met++
+				}
+			}
+			if d.Verdict.Error != "" {
+				return fmt.Sprintf("step %d, attempt %d: %s", d.Step, d.Verdict.Attempt, truncate(d.Verdict.Error, 70))
+			}
+			return fmt.Sprintf("step %d, attempt %d: %d of %d criteria met", d.Step, d.Verdict.Attempt, met, len(d.Verdict.Criteria))
+		}
+	case lt.EventConstraintAdded:
+		var d journal.ConstraintAdded
+		if decode(ev, &d) {
+			return fmt.Sprintf("pinned: %q", truncate(d.Constraint, 80))
 		}
 	}
 	return truncate(string(ev.Data), 100)

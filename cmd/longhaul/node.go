@@ -19,6 +19,8 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/model/anthropic"
+	"github.com/longhaul-dev/longhaul/internal/model/openai"
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
 	"github.com/longhaul-dev/longhaul/internal/server"
 	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
@@ -127,7 +129,7 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 	n.engine, err = engine.New(n.store, &engine.Config{
 		WorkspaceRoot: filepath.Join(dir, workspacesDir),
 		NodeID:        n.nodeID,
-		Providers:     map[string]model.Provider{"scripted": scripted.New(nil)},
+		Providers:     providers(),
 		Logger:        log,
 	})
 	if err != nil {
@@ -272,4 +274,17 @@ func loadNodeID(dir string) (string, error) {
 		return "", fmt.Errorf("write node id: %w", err)
 	}
 	return id, nil
+}
+
+// providers are the model providers every node serves: the offline scripted
+// one, OpenAI (Responses and Chat Completions), any OpenAI-compatible
+// server (Ollama, vLLM, llama.cpp, LiteLLM) and Anthropic. Keys come from
+// the environment variables agent specs name (api_key_env).
+func providers() map[string]model.Provider {
+	return map[string]model.Provider{
+		"scripted":             scripted.New(nil),
+		openai.NameOpenAI:      openai.New(openai.Config{Name: openai.NameOpenAI}),
+		openai.NameCompatible:  openai.New(openai.Config{Name: openai.NameCompatible}),
+		anthropic.ProviderName: anthropic.New(anthropic.Config{}),
+	}
 }

@@ -16,7 +16,9 @@ const finishingSpec = `{
   "model": {"provider": "scripted", "name": "t", "script": [
     {"tool_calls": [{"name": "write_file", "arguments": {"path": "out.txt", "content": "forty-two"}}],
      "usage": {"input_tokens": 1200, "output_tokens": 80}},
-    {"text": "The answer is in out.txt.", "usage": {"input_tokens": 1400, "output_tokens": 20}}
+    {"text": "The answer is in out.txt.", "usage": {"input_tokens": 1400, "output_tokens": 20}},
+    {"text": "{\"criteria\": [{\"criterion\": \"says where\", \"met\": true, \"reason\": \"out.txt\"}]}",
+     "usage": {"input_tokens": 300, "output_tokens": 30}}
   ]},
   "instructions": "Answer.",
   "tools": [{"name": "write_file"}]
@@ -35,7 +37,8 @@ func TestRunWithSpecFile(t *testing.T) {
 	require.Contains(t, out, "tool.completed")
 	require.Contains(t, out, "Output:\nThe answer is in out.txt.\n")
 	require.NotContains(t, out, "model.requested", "bookkeeping events are not printed")
-	require.Regexp(t, `session ses_\S+ is idle · 2,700 tokens`, out)
+	require.Contains(t, out, "1 of 1 criteria met")
+	require.Regexp(t, `session ses_\S+ is idle · 3,030 tokens`, out)
 
 	sessions := cliJSON[[]lt.Session](t, "ls", "--server", s.url, "--json")
 	require.Len(t, sessions, 1)

@@ -311,6 +311,37 @@ func (c *cli) cancel(cmd *cobra.Command, o *cancelOpts, id string) error {
 	return err
 }
 
+func (c *cli) constrainCmd() *cobra.Command {
+	o := &cancelOpts{}
+	cmd := &cobra.Command{
+		Use:   "constrain SESSION_ID TEXT",
+		Short: "Pin a constraint on a running session",
+		Long: `Add a constraint to a session while it works. It is pinned like the
+constraints given at the start: every later model call carries it verbatim,
+and context compaction never summarises it away.`,
+		Example: `  longhaul constrain ses_01J9Z "Do not contact the customer before Monday"`,
+		Args:    usageArgs(cobra.ExactArgs(2)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := c.newClient(cmd, o.client)
+			if err != nil {
+				return err
+			}
+			s, err := cl.AddConstraint(cmd.Context(), args[0], args[1])
+			if err != nil {
+				return err
+			}
+			if o.json {
+				return writeJSON(c.stdout, s)
+			}
+			_, err = fmt.Fprintf(c.stdout, "Pinned on %s; its constraints now:\n  - %s\n", s.ID, strings.Join(s.Constraints, "\n  - "))
+			return err
+		},
+	}
+	o.client = clientFlags(cmd)
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the session as JSON")
+	return cmd
+}
+
 type effectsOpts struct {
 	client *clientOpts
 	json   bool

@@ -163,3 +163,19 @@ func parseJSONLines(t *testing.T, out string) []lt.Event {
 	}
 	return events
 }
+
+func TestConstrainPinsAConstraint(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	id, _ := startFunctionSession(t, s)
+	out := cliOK(t, "constrain", id, "Quote amounts in euros", "--server", s.url)
+	require.Contains(t, out, "Pinned on "+id)
+	require.Contains(t, out, "- Quote amounts in euros")
+	sess := cliJSON[lt.Session](t, "show", id, "--server", s.url, "--json")
+	require.Contains(t, sess.Constraints, "Quote amounts in euros")
+	events := cliOK(t, "events", id, "--server", s.url)
+	require.Contains(t, events, `pinned: "Quote amounts in euros"`)
+	r := cliRun(t, "constrain", id, " ", "--server", s.url)
+	require.Error(t, r.err)
+	require.Contains(t, r.stderr, "constraint")
+}

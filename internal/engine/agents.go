@@ -44,6 +44,15 @@ func (e *Engine) validateSpec(spec *lt.AgentSpec, prefix string) error {
 		// allowlist or secrets must not run as if it had them.
 		return apierror.Invalid(prefix+".environment", "environment settings are not supported by this version")
 	}
+	if err := e.validateModelAccess(spec.Model, prefix+".model"); err != nil {
+		return err
+	}
+	if c := spec.Compaction; c != nil && (c.Threshold < 0 || c.Threshold >= 1) {
+		return apierror.Invalid(prefix+".compaction.threshold", "must be between 0 and 1 (a share of the context window; 0: the default 0.7)")
+	}
+	if v := spec.VerifyAcceptance; v != nil && (v.MaxAttempts < 0 || v.MaxAttempts > 10) {
+		return apierror.Invalid(prefix+".verify_acceptance.max_attempts", "must be between 0 and 10")
+	}
 	if spec.MaxSteps < 0 {
 		return apierror.Invalid(prefix+".max_steps", "must be >= 0")
 	}
@@ -129,6 +138,34 @@ func (e *Engine) validateSpec(spec *lt.AgentSpec, prefix string) error {
 		case r.MaxBackoffMS > 0 && r.InitialBackoffMS > r.MaxBackoffMS:
 			return apierror.Invalid(prefix+".retry.initial_backoff_ms", "must not exceed max_backoff_ms")
 		}
+	}
+	return nil
+}
+
+var (
+	envName             = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+	conventionalEnvName = regexp.MustCompile(`^[A-Z_][A-Z0-9_]{0,63}$`)
+)
+
+// validateModelAccess checks where the model's key comes from: the name of
+// an environment variable of this server, which must be set (a key itself
+// is never accepted in a spec, and never echoed in an error).
+func (e *Engine) validateModelAccess(m lt.ModelSpec, prefix string) error {
+	if m.APIKeySecret != "" {
+		return apierror.Invalid(prefix+".api_key_secret", "vault secrets are not available in this version: name an environment variable of the server in api_key_env")
+	}
+	if m.APIKeyEnv == "" {
+		return nil
+	}
+	if !envName.MatchString(m.APIKeyEnv) {
+		return apierror.Invalid(prefix+".api_key_env", "must be the name of an environment variable (letters, digits and _), not a key")
+	}
+	if _, ok := e.cfg.LookupEnv(m.APIKeyEnv); !ok {
+		if !conventionalEnvName.MatchString(m.APIKeyEnv) {
+			// Not echoed: it may be a key pasted in the wrong field.
+			return apierror.Invalid(prefix+".api_key_env", "the environment variable it names is not set on this server")
+		}
+		return apierror.Invalid(prefix+".api_key_env", "environment variable %s is not set on this server", m.APIKeyEnv)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -52,6 +53,9 @@ type Config struct {
 	// BlobThreshold is the event payload size above which the payload is
 	// stored as a content-addressed blob. Default: 64 KiB.
 	BlobThreshold int
+	// LookupEnv reads the server's environment variables that model specs
+	// name for their API keys (api_key_env). Default: os.LookupEnv.
+	LookupEnv func(name string) (string, bool)
 }
 
 func (c *Config) withDefaults() (Config, error) {
@@ -99,6 +103,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.BlobThreshold <= 0 {
 		out.BlobThreshold = 64 << 10
+	}
+	if out.LookupEnv == nil {
+		out.LookupEnv = os.LookupEnv
 	}
 	return out, nil
 }

@@ -50,6 +50,10 @@ type harness struct {
 	eng   *engine.Engine
 	clock *fakeClock
 	tools []tool.Tool // built-ins to run with (nil: the defaults)
+	// providers are added to the scripted one; env is the server's
+	// environment as LookupEnv sees it.
+	providers map[string]model.Provider
+	env       map[string]string
 }
 
 func openStore(t *testing.T, dir string) *sqlite.Store {
@@ -58,6 +62,18 @@ func openStore(t *testing.T, dir string) *sqlite.Store {
 	require.NoError(t, err)
 	require.NoError(t, st.Migrate(context.Background()))
 	return st
+}
+
+// newHarnessWith starts an engine that also has the given providers and
+// environment.
+func newHarnessWith(t *testing.T, providers map[string]model.Provider, env map[string]string) *harness {
+	t.Helper()
+	dir := t.TempDir()
+	h := &harness{t: t, dir: dir, clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}, providers: providers, env: env}
+	h.store = openStore(t, dir)
+	t.Cleanup(func() { h.store.Close() })
+	h.start("node-a")
+	return h
 }
 
 func newHarness(t *testing.T, extraTools ...tool.Tool) *harness {
@@ -75,10 +91,18 @@ func newHarness(t *testing.T, extraTools ...tool.Tool) *harness {
 
 func (h *harness) start(node string) {
 	h.t.Helper()
+	providers := map[string]model.Provider{"scripted": scripted.New(nil)}
+	for name, p := range h.providers {
+		providers[name] = p
+	}
 	eng, err := engine.New(h.store, &engine.Config{
 		WorkspaceRoot: filepath.Join(h.dir, "workspaces"), NodeID: node, Clock: h.clock,
-		Providers:    map[string]model.Provider{"scripted": scripted.New(nil)},
+		Providers:    providers,
 		PollInterval: 10 * time.Millisecond, Tools: h.tools,
+		LookupEnv: func(name string) (string, bool) {
+			v, ok := h.env[name]
+			return v, ok
+		},
 	})
 	require.NoError(h.t, err)
 	require.NoError(h.t, eng.Start(context.Background()))

@@ -47,7 +47,7 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 	if r.ws, err = e.spaces.Ensure(l.SessionID); err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
-	r.tx = newTranscript(&r.spec, st)
+	r.tx = newTranscript(&r.spec)
 	r.toolDefs = e.toolDefs(&r.spec)
 	if r.policies, err = compilePolicies(&r.spec); err != nil {
 		return nil, fmt.Errorf("compile policies: %w", err)
@@ -259,11 +259,18 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("step %d has unfinished calls but none to run", step.N)
 	}
 	if step := st.Step; step != nil {
-		if summary, ok := finishSummary(step); ok {
-			return false, r.completeTurn(summary)
-		}
-		if len(step.Calls) == 0 {
-			return false, r.completeTurn(step.Text)
+		if answer, final := finalAnswer(step); final {
+			if r.needsVerification(step) {
+				return false, r.verify(ctx, step, answer)
+			}
+			var verdict *lt.AcceptanceVerdict
+			if v := st.Verification; v != nil && v.Step == step.N {
+				verdict = v.Verdict
+				if sendsBack(verdict, maxVerifyAttempts(&r.spec)) {
+					return false, r.callModel(ctx) // back to work on the unmet criteria
+				}
+			}
+			return false, r.completeTurn(answer, verdict)
 		}
 	}
 	return false, r.callModel(ctx)
@@ -292,9 +299,21 @@ func (r *runner) park(ctx context.Context) (bool, error) {
 	return r.released, nil
 }
 
-func (r *runner) completeTurn(output string) error {
+// finalAnswer returns the turn's answer when step ends it: a successful
+// finish call, or a response without tool calls.
+func finalAnswer(step *journal.Step) (string, bool) {
+	if summary, ok := finishSummary(step); ok {
+		return summary, true
+	}
+	if len(step.Calls) == 0 {
+		return step.Text, true
+	}
+	return "", false
+}
+
+func (r *runner) completeTurn(output string, verdict *lt.AcceptanceVerdict) error {
 	turn := r.st.CurrentTurn()
-	if err := r.add(lt.EventTurnCompleted, turn.ID, 0, journal.TurnCompleted{TurnID: turn.ID, Output: output}); err != nil {
+	if err := r.add(lt.EventTurnCompleted, turn.ID, 0, journal.TurnCompleted{TurnID: turn.ID, Output: output, Acceptance: verdict}); err != nil {
 		return err
 	}
 	if len(r.st.Turns) > 0 {

@@ -249,6 +249,33 @@ func (e *Engine) CancelSession(ctx context.Context, id string, req *lt.CancelReq
 	return v, nil
 }
 
+// maxConstraintBytes bounds one constraint: it is placed in every context.
+const maxConstraintBytes = 4 << 10
+
+// AddConstraint pins a constraint mid-session (session.constraint_added):
+// every later model context carries it verbatim in the pinned block, and
+// compaction never summarises it.
+func (e *Engine) AddConstraint(ctx context.Context, id string, req *lt.AddConstraintRequest) (*lt.Session, error) {
+	c := strings.TrimSpace(req.Constraint)
+	switch {
+	case c == "":
+		return nil, apierror.Invalid("constraint", "required: the constraint to pin")
+	case len(c) > maxConstraintBytes:
+		return nil, apierror.Invalid("constraint", "must be at most %d bytes", maxConstraintBytes)
+	}
+	v, err := mutate(ctx, e, id, func(b *batch) (*lt.Session, error) {
+		if err := b.add(lt.EventConstraintAdded, "", 0, journal.ConstraintAdded{Constraint: c}); err != nil {
+			return nil, err
+		}
+		v := b.st.View()
+		return &v, nil
+	})
+	if err != nil {
+		return nil, notFound(err, "session", id)
+	}
+	return v, nil
+}
+
 func decodeDocs[T any](rows []*store.DocRow) ([]T, error) {
 	out := make([]T, 0, len(rows))
 	for _, r := range rows {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/journal"
@@ -13,12 +14,12 @@ import (
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
-// callModel checks the budget, journals the request, calls the model and
+// callModel checks the stop conditions and the budget, compacts the context
+// when it grew past its threshold, then calls the model for the next step and
 // journals its complete answer with the tool calls it asked for. A crash
 // before the answer is durable means "call again": nothing half-done is kept.
 func (r *runner) callModel(ctx context.Context) error {
 	st := r.st
-	turn := st.CurrentTurn()
 	if ok, err := r.checkStop(); !ok || err != nil {
 		return err
 	}
@@ -39,30 +40,15 @@ func (r *runner) callModel(ctx context.Context) error {
 	if r.provider == nil {
 		return r.failTurn(lt.StopProviderError, fmt.Sprintf("model provider %q is not configured on this server", r.spec.Model.Provider))
 	}
-	pos, attempt := st.ModelPosition, st.ModelAttempt+1
-	if err := r.add(lt.EventModelRequested, turn.ID, stepN, journal.ModelRequested{
-		Step: stepN, Position: pos, Attempt: attempt, Provider: r.spec.Model.Provider, Model: r.spec.Model.Name,
-	}); err != nil {
+	if done, err := r.compactIfNeeded(ctx, stepN); done || err != nil {
+		return err // the next tick checks again and calls the model
+	}
+	res, err := r.invoke(ctx, "", stepN, r.tx.messages(), r.toolDefs)
+	if res == nil || err != nil {
 		return err
 	}
-	if err := r.flush(ctx, false); err != nil {
-		return err
-	}
-	timeout := r.e.cfg.ModelTimeout
-	if left, ok := r.turnTimeLeft(); ok {
-		timeout = min(timeout, left)
-	}
-	callCtx, cancel := context.WithTimeout(ctx, timeout)
-	start := r.e.clock.Now()
-	resp, err := r.provider.Respond(callCtx, &model.Request{Spec: r.spec.Model, Messages: r.tx.messages(), Tools: r.toolDefs, Position: pos})
-	cancel()
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
-	}
-	dur := r.e.clock.Now().Sub(start).Milliseconds()
-	if err != nil {
-		return r.modelFailed(ctx, stepN, pos, attempt, dur, err)
-	}
+	resp := res.resp
+	turn := r.st.CurrentTurn()
 	calls := make([]journal.ToolCall, len(resp.ToolCalls))
 	for i, tc := range resp.ToolCalls {
 		args := tc.Arguments
@@ -71,10 +57,9 @@ func (r *runner) callModel(ctx context.Context) error {
 		}
 		calls[i] = journal.ToolCall{ID: tc.ID, Name: tc.Name, Arguments: args}
 	}
-	usage := resp.Usage
-	usage.CostUSD, usage.ModelCalls, usage.ToolCalls = resp.CostUSD, 1, 0
 	if err := r.add(lt.EventModelResponded, turn.ID, stepN, journal.ModelResponded{
-		Step: stepN, Position: pos, Text: resp.Text, ToolCalls: calls, Usage: usage, CostUSD: resp.CostUSD, DurationMS: dur,
+		Step: stepN, Position: res.pos, Text: resp.Text, ToolCalls: calls, Usage: res.usage(), CostUSD: resp.CostUSD,
+		DurationMS: res.durMS, Reasoning: resp.Reasoning, Model: resp.Model, StopReason: resp.StopReason,
 	}); err != nil {
 		return err
 	}
@@ -84,6 +69,130 @@ func (r *runner) callModel(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// callResult is a model call that answered.
+type callResult struct {
+	resp  *model.Response
+	pos   int
+	durMS int64
+}
+
+// usage is the call's usage as the journal records it (one model call).
+func (c *callResult) usage() lt.Usage {
+	u := c.resp.Usage
+	u.CostUSD, u.ModelCalls, u.ToolCalls = c.resp.CostUSD, 1, 0
+	return u
+}
+
+// invoke makes one model call for the loop (purpose "" for a step, or
+// compaction, verification). It journals the request durably, streams the
+// answer into coalesced model.delta events, and returns the complete
+// response. A failure is journaled and the retry policy applied: invoke
+// then returns a nil result (the next tick tries again, or the turn ended).
+func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []model.Message, tools []model.ToolDef) (*callResult, error) {
+	turnID := r.st.CurrentTurn().ID
+	pos, attempt := r.st.ModelPosition, r.st.ModelAttempt+1
+	counter := model.CounterFor(r.spec.Model.Provider, r.spec.Model.Name)
+	if err := r.add(lt.EventModelRequested, turnID, stepN, journal.ModelRequested{
+		Step: stepN, Position: pos, Attempt: attempt, Provider: r.spec.Model.Provider, Model: r.spec.Model.Name,
+		Purpose: purpose, ContextTokens: model.CountMessages(counter, msgs, tools),
+	}); err != nil {
+		return nil, err
+	}
+	if err := r.flush(ctx, false); err != nil {
+		return nil, err
+	}
+	timeout := r.e.cfg.ModelTimeout
+	if left, ok := r.turnTimeLeft(); ok {
+		timeout = min(timeout, left)
+	}
+	callCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	sink := &deltaSink{r: r, ctx: callCtx, cancel: cancel, turnID: turnID, step: stepN, attempt: attempt, purpose: purpose, last: r.e.clock.Now()}
+	req := &model.Request{Spec: r.spec.Model, Messages: msgs, Tools: tools, Position: pos, APIKey: r.apiKey(), OnDelta: sink.add}
+	start := r.e.clock.Now()
+	resp, err := r.provider.Respond(callCtx, req)
+	if sink.err != nil {
+		return nil, sink.err // the lease was lost, or a newer write conflicts
+	}
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	dur := r.e.clock.Now().Sub(start).Milliseconds()
+	if err != nil {
+		return nil, r.modelFailed(ctx, purpose, stepN, pos, attempt, dur, err)
+	}
+	if err := sink.emit(false); err != nil {
+		return nil, err
+	}
+	return &callResult{resp: resp, pos: pos, durMS: dur}, nil
+}
+
+// apiKey is the model credential, read from the server's environment
+// variable the spec names. It goes to the provider only: never into the
+// journal, an event or a log.
+func (r *runner) apiKey() string {
+	if r.spec.Model.APIKeyEnv == "" {
+		return ""
+	}
+	v, _ := r.e.cfg.LookupEnv(r.spec.Model.APIKeyEnv)
+	return v
+}
+
+// Streamed output is coalesced into model.delta events of at least
+// deltaBytes, or whatever arrived in deltaEvery: a live view without one
+// event per token.
+const (
+	deltaBytes = 512
+	deltaEvery = 250 * time.Millisecond
+)
+
+// deltaSink receives a provider's streamed output (on the goroutine that
+// called Respond) and journals it in coalesced model.delta events.
+type deltaSink struct {
+	r               *runner
+	ctx             context.Context
+	cancel          context.CancelFunc
+	turnID, purpose string
+	step, attempt   int
+	text, reasoning strings.Builder
+	last            time.Time
+	err             error
+}
+
+func (d *deltaSink) add(delta model.Delta) {
+	if d.err != nil {
+		return
+	}
+	d.text.WriteString(delta.Text)
+	d.reasoning.WriteString(delta.Reasoning)
+	if d.text.Len()+d.reasoning.Len() < deltaBytes && d.r.e.clock.Now().Sub(d.last) < deltaEvery {
+		return
+	}
+	if err := d.emit(true); err != nil {
+		d.err = err
+		d.cancel() // stop the call: its answer could not be recorded anyway
+	}
+}
+
+// emit journals what arrived since the last delta; flush makes it visible to
+// event streams at once (the answer itself is durable only at model.responded).
+func (d *deltaSink) emit(flush bool) error {
+	if d.text.Len() == 0 && d.reasoning.Len() == 0 {
+		return nil
+	}
+	ev := journal.ModelDelta{Step: d.step, Attempt: d.attempt, Purpose: d.purpose, Text: d.text.String(), Reasoning: d.reasoning.String()}
+	d.text.Reset()
+	d.reasoning.Reset()
+	d.last = d.r.e.clock.Now()
+	if err := d.r.add(lt.EventModelDelta, d.turnID, d.step, ev); err != nil {
+		return err
+	}
+	if !flush {
+		return nil
+	}
+	return d.r.flush(d.ctx, false)
 }
 
 // requestCall journals one call the model asked for, resolving its kind and
@@ -151,8 +260,10 @@ func (r *runner) toolSpec(name string) (lt.ToolSpec, bool) {
 }
 
 // modelFailed journals a failed call and applies the retry policy: transient
-// errors are retried with backoff (honouring Retry-After), others end the turn.
-func (r *runner) modelFailed(ctx context.Context, step, pos, attempt int, dur int64, err error) error {
+// errors are retried with backoff (honouring Retry-After), others end the
+// turn. A step's call the provider found too long is retried once, after a
+// forced compaction.
+func (r *runner) modelFailed(ctx context.Context, purpose string, step, pos, attempt int, dur int64, err error) error {
 	me, ok := model.AsError(err)
 	if !ok {
 		me = &model.Error{Kind: model.KindServer, Message: err.Error()}
@@ -164,16 +275,20 @@ func (r *runner) modelFailed(ctx context.Context, step, pos, attempt int, dur in
 		me = &model.Error{Kind: model.KindTimeout, Message: "the model call ran into the turn's timeout"}
 	}
 	retry := me.Retryable() && attempt < r.maxAttempts() && !outOfTime
+	compactRetry := me.Kind == model.KindContextTooLong && purpose == "" && !r.st.ForceCompact && r.compactionEnabled() && !outOfTime
 	var wait time.Duration
 	if retry {
-		wait = r.backoff(attempt, me.RetryAfter, fmt.Sprintf("model/%d", step))
+		wait = r.backoff(attempt, me.RetryAfter, fmt.Sprintf("model/%s/%d", purpose, step))
 	}
 	if err := r.add(lt.EventModelFailed, turn.ID, step, journal.ModelFailed{
-		Step: step, Position: pos, Attempt: attempt, Kind: string(me.Kind), Status: me.Status,
+		Purpose: purpose, Step: step, Position: pos, Attempt: attempt, Kind: string(me.Kind), Status: me.Status,
 		RetryAfterMS: me.RetryAfter.Milliseconds(), Message: me.Message, Consumed: true, DurationMS: dur,
-		Retry: retry, RetryInMS: wait.Milliseconds(),
+		Retry: retry || compactRetry, RetryInMS: wait.Milliseconds(),
 	}); err != nil {
 		return err
+	}
+	if compactRetry {
+		return nil // journal.Apply set ForceCompact: the next call compacts first
 	}
 	if outOfTime {
 		_, err := r.checkStop()

@@ -9,50 +9,63 @@ import (
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
-// transcript is the model context of a session, rebuilt from its journal: the
-// pinned block (instructions, goal, constraints, acceptance criteria) first
-// and verbatim, then the conversation. A turn's input enters the
-// conversation when the turn starts, not when it is queued.
+// transcript is the model context of a session, rebuilt from its journal:
+// the pinned block (instructions, goal, constraints, acceptance criteria)
+// first and verbatim, then the latest compaction summary, then the
+// conversation items after it. A turn's input enters the conversation when
+// the turn starts, not when it is queued. Compaction changes what is sent,
+// never what is stored: msgs keeps every item, and cut says how many of the
+// first ones the summary stands for.
 type transcript struct {
-	system string
+	instructions string
+	goal         string
+	constraints  []string
+	criteria     []string
+	maxVerify    int // how often unmet criteria send the agent back
+
 	inputs map[string]string
 	msgs   []model.Message
 	// edited holds, per call id, arguments a person edited when approving:
 	// the model is told what actually ran.
 	edited map[string]string
+
+	summary string
+	cut     int
 }
 
-func newTranscript(spec *lt.AgentSpec, st *journal.State) *transcript {
-	var b strings.Builder
-	b.WriteString(spec.Instructions)
-	s := st.Session
-	if s.Goal != "" || len(s.Constraints) > 0 || len(s.AcceptanceCriteria) > 0 {
-		b.WriteString("\n\n## Task (pinned)\n")
-		if s.Goal != "" {
-			b.WriteString("Goal: " + s.Goal + "\n")
-		}
-		for _, c := range s.Constraints {
-			b.WriteString("Constraint: " + c + "\n")
-		}
-		for _, c := range s.AcceptanceCriteria {
-			b.WriteString("Acceptance criterion: " + c + "\n")
-		}
+func newTranscript(spec *lt.AgentSpec) *transcript {
+	return &transcript{
+		instructions: spec.Instructions, maxVerify: maxVerifyAttempts(spec),
+		inputs: make(map[string]string), edited: make(map[string]string),
 	}
-	return &transcript{system: strings.TrimSpace(b.String()), inputs: make(map[string]string), edited: make(map[string]string)}
 }
 
 func transcriptWants(typ string) bool {
 	switch typ {
-	case lt.EventTurnCreated, lt.EventTurnStarted, lt.EventModelResponded, lt.EventToolCompleted, lt.EventToolFailed,
-		lt.EventActionResolved:
+	case lt.EventSessionCreated, lt.EventConstraintAdded, lt.EventTurnCreated, lt.EventTurnStarted,
+		lt.EventModelResponded, lt.EventToolCompleted, lt.EventToolFailed, lt.EventActionResolved,
+		lt.EventContextCompacted, lt.EventAcceptanceVerified:
 		return true
 	}
 	return false
 }
 
-// observe folds one event into the conversation.
+// observe folds one event into the context.
 func (t *transcript) observe(ev lt.Event) {
+	if !transcriptWants(ev.Type) {
+		return
+	}
 	switch ev.Type {
+	case lt.EventSessionCreated:
+		var d journal.SessionCreated
+		if json.Unmarshal(ev.Data, &d) == nil {
+			t.goal, t.constraints, t.criteria = d.Goal, d.Constraints, d.AcceptanceCriteria
+		}
+	case lt.EventConstraintAdded:
+		var d journal.ConstraintAdded
+		if json.Unmarshal(ev.Data, &d) == nil {
+			t.constraints = append(t.constraints, d.Constraint)
+		}
 	case lt.EventTurnCreated:
 		var d journal.TurnCreated
 		if json.Unmarshal(ev.Data, &d) == nil {
@@ -67,7 +80,7 @@ func (t *transcript) observe(ev lt.Event) {
 	case lt.EventModelResponded:
 		var d journal.ModelResponded
 		if json.Unmarshal(ev.Data, &d) == nil {
-			m := model.Message{Role: model.RoleAssistant, Text: d.Text}
+			m := model.Message{Role: model.RoleAssistant, Text: d.Text, Reasoning: d.Reasoning}
 			for _, c := range d.ToolCalls {
 				m.ToolCalls = append(m.ToolCalls, model.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 			}
@@ -92,6 +105,16 @@ func (t *transcript) observe(ev lt.Event) {
 			}
 			t.msgs = append(t.msgs, model.Message{Role: model.RoleTool, CallID: d.CallID, Text: text, IsError: true})
 		}
+	case lt.EventContextCompacted:
+		var d journal.ContextCompacted
+		if json.Unmarshal(ev.Data, &d) == nil && d.Items <= len(t.msgs) {
+			t.summary, t.cut = d.Summary, d.Items
+		}
+	case lt.EventAcceptanceVerified:
+		var d journal.AcceptanceVerified
+		if json.Unmarshal(ev.Data, &d) == nil && sendsBack(&d.Verdict, t.maxVerify) {
+			t.msgs = append(t.msgs, model.Message{Role: model.RoleUser, Text: unmetFeedback(&d.Verdict)})
+		}
 	}
 }
 
@@ -105,13 +128,54 @@ func (t *transcript) editNote(callID string) string {
 	return "(A person edited the arguments before approving; the call ran with " + args + ")\n"
 }
 
+// pinned is the block every context starts with, verbatim: it is never
+// summarised.
+func (t *transcript) pinned() string {
+	var b strings.Builder
+	b.WriteString(t.instructions)
+	if t.goal != "" || len(t.constraints) > 0 || len(t.criteria) > 0 {
+		b.WriteString("\n\n## Task (pinned)\n")
+		if t.goal != "" {
+			b.WriteString("Goal: " + t.goal + "\n")
+		}
+		for _, c := range t.constraints {
+			b.WriteString("Constraint: " + c + "\n")
+		}
+		for _, c := range t.criteria {
+			b.WriteString("Acceptance criterion: " + c + "\n")
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// summaryHeading introduces the compaction summary in the system message.
+const summaryHeading = "## Summary of the earlier conversation (compacted; the full record is in the journal)"
+
+// continueNote opens the kept items when they do not start with a person's
+// message, as some providers require.
+const continueNote = "(The earlier conversation is summarised above. Continue the task from where it stands.)"
+
 // messages returns the context of the next model call.
 func (t *transcript) messages() []model.Message {
-	out := make([]model.Message, 0, len(t.msgs)+1)
-	if t.system != "" {
-		out = append(out, model.Message{Role: model.RoleSystem, Text: t.system})
+	return t.messagesFrom(t.cut, t.summary)
+}
+
+// messagesFrom returns the context with the first cut items replaced by
+// summary.
+func (t *transcript) messagesFrom(cut int, summary string) []model.Message {
+	kept := t.msgs[cut:]
+	out := make([]model.Message, 0, len(kept)+2)
+	system := t.pinned()
+	if summary != "" {
+		system = strings.TrimSpace(system + "\n\n" + summaryHeading + "\n" + summary)
 	}
-	return append(out, t.msgs...)
+	if system != "" {
+		out = append(out, model.Message{Role: model.RoleSystem, Text: system})
+	}
+	if cut > 0 && len(kept) > 0 && kept[0].Role != model.RoleUser {
+		out = append(out, model.Message{Role: model.RoleUser, Text: continueNote})
+	}
+	return append(out, kept...)
 }
 
 // toolDefs describes the agent's tools to the model.

@@ -87,6 +87,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		t.StartedAt = &at
 		s.Step, s.ModelAttempt = nil, 0
 		s.ToolErrorStreak, s.LastCallKey, s.LastCallRepeat = 0, "", 0
+		s.Verification, s.ForceCompact = nil, false
 		s.Session.CurrentTurnID = t.ID
 		putTurn(ch, *t)
 	case lt.EventTurnCompleted, lt.EventTurnFailed, lt.EventTurnCancelled:
@@ -120,6 +121,9 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		}
 		if d.Consumed {
 			s.ModelPosition++
+		}
+		if d.Kind == "context_length_exceeded" && d.Retry {
+			s.ForceCompact = true
 		}
 		s.ModelAttempt++
 		s.Session.Usage.ModelCalls++
@@ -155,6 +159,27 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 			return fmt.Errorf("policy.decided for unknown call %s", d.CallID)
 		}
 		c.Policy = d.Decision
+	case lt.EventConstraintAdded:
+		d, err := decode[ConstraintAdded](ev)
+		if err != nil {
+			return err
+		}
+		s.Session.Constraints = append(s.Session.Constraints, d.Constraint)
+	case lt.EventContextCompacted:
+		d, err := decode[ContextCompacted](ev)
+		if err != nil {
+			return err
+		}
+		s.ForceCompact = false
+		sideCall(s, d.Usage, d.CostUSD, ch)
+	case lt.EventAcceptanceVerified:
+		d, err := decode[AcceptanceVerified](ev)
+		if err != nil {
+			return err
+		}
+		v := d.Verdict
+		s.Verification = &Verification{Step: d.Step, Verdict: &v}
+		sideCall(s, d.Usage, d.CostUSD, ch)
 	case lt.EventBudgetUpdated:
 		d, err := decode[BudgetUpdated](ev)
 		if err != nil {
@@ -229,6 +254,20 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 	return nil
 }
 
+// sideCall accounts for a model call made for the loop rather than as a
+// step (compaction, verification): it consumed a model position and counts
+// in the usage like any call.
+func sideCall(s *State, u lt.Usage, cost float64, ch *Changes) {
+	s.ModelPosition++
+	s.ModelAttempt = 0
+	u.CostUSD, u.ModelCalls, u.ToolCalls = cost, 1, 0
+	s.Session.Usage.Add(u)
+	if t := s.CurrentTurn(); t != nil {
+		t.Usage.Add(u)
+		putTurn(ch, *t)
+	}
+}
+
 func currentTurn(s *State, ev lt.Event) (*lt.Turn, error) {
 	t := s.CurrentTurn()
 	if t == nil {
@@ -253,7 +292,7 @@ func applyTurnEnd(s *State, ev lt.Event, ch *Changes) error {
 		if err != nil {
 			return err
 		}
-		t.Status, t.Output = lt.TurnCompleted, d.Output
+		t.Status, t.Output, t.Acceptance = lt.TurnCompleted, d.Output, d.Acceptance
 	case lt.EventTurnFailed:
 		d, err := decode[TurnFailed](ev)
 		if err != nil {

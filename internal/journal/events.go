@@ -47,6 +47,41 @@ type TurnStarted struct {
 type TurnCompleted struct {
 	TurnID string `json:"turn_id"`
 	Output string `json:"output"`
+	// Acceptance is the last verdict on the answer, when the session has
+	// acceptance criteria.
+	Acceptance *lt.AcceptanceVerdict `json:"acceptance,omitempty"`
+}
+
+// ConstraintAdded is the data of session.constraint_added: a person pinned
+// a constraint mid-session.
+type ConstraintAdded struct {
+	Constraint string `json:"constraint"`
+}
+
+// ContextCompacted is the data of context.compacted: the conversation's
+// first Items items (counted from the start of the session's transcript)
+// are replaced, in what is sent to the model, by Summary. The journal keeps
+// them all.
+type ContextCompacted struct {
+	Step         int      `json:"step"`
+	Items        int      `json:"items"`
+	TokensBefore int      `json:"tokens_before"`
+	TokensAfter  int      `json:"tokens_after"`
+	Summary      string   `json:"summary"`
+	Forced       bool     `json:"forced,omitempty"`
+	Usage        lt.Usage `json:"usage"`
+	CostUSD      float64  `json:"cost_usd"`
+	DurationMS   int64    `json:"duration_ms"`
+}
+
+// AcceptanceVerified is the data of acceptance.verified: the verification
+// call's verdict on the final answer of step Step.
+type AcceptanceVerified struct {
+	Step       int                  `json:"step"`
+	Verdict    lt.AcceptanceVerdict `json:"verdict"`
+	Usage      lt.Usage             `json:"usage"`
+	CostUSD    float64              `json:"cost_usd"`
+	DurationMS int64                `json:"duration_ms"`
 }
 
 // TurnFailed is the data of turn.failed.
@@ -62,6 +97,12 @@ type TurnCancelled struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// Purposes of a model call other than a step of the loop.
+const (
+	PurposeCompaction   = "compaction"
+	PurposeVerification = "verification"
+)
+
 // ModelRequested is the data of model.requested.
 type ModelRequested struct {
 	Step     int    `json:"step"`
@@ -69,6 +110,21 @@ type ModelRequested struct {
 	Attempt  int    `json:"attempt"`
 	Provider string `json:"provider"`
 	Model    string `json:"model,omitempty"`
+	// Purpose is empty for a step's call, else compaction or verification.
+	Purpose string `json:"purpose,omitempty"`
+	// ContextTokens is the size of the context sent, as counted offline.
+	ContextTokens int `json:"context_tokens,omitempty"`
+}
+
+// ModelDelta is the data of model.delta: streamed output of a call still
+// running, coalesced (a crash may leave deltas of a call that never
+// responded: only model.responded is the answer).
+type ModelDelta struct {
+	Step      int    `json:"step"`
+	Attempt   int    `json:"attempt"`
+	Purpose   string `json:"purpose,omitempty"`
+	Text      string `json:"text,omitempty"`
+	Reasoning string `json:"reasoning,omitempty"`
 }
 
 // ToolCall is a call the model asked for.
@@ -80,17 +136,21 @@ type ToolCall struct {
 
 // ModelResponded is the data of model.responded.
 type ModelResponded struct {
-	Step       int        `json:"step"`
-	Position   int        `json:"position"`
-	Text       string     `json:"text,omitempty"`
-	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
-	Usage      lt.Usage   `json:"usage"`
-	CostUSD    float64    `json:"cost_usd"`
-	DurationMS int64      `json:"duration_ms"`
+	Step       int           `json:"step"`
+	Position   int           `json:"position"`
+	Text       string        `json:"text,omitempty"`
+	ToolCalls  []ToolCall    `json:"tool_calls,omitempty"`
+	Usage      lt.Usage      `json:"usage"`
+	CostUSD    float64       `json:"cost_usd"`
+	DurationMS int64         `json:"duration_ms"`
+	Reasoning  *lt.Reasoning `json:"reasoning,omitempty"`
+	Model      string        `json:"model,omitempty"`
+	StopReason string        `json:"stop_reason,omitempty"`
 }
 
 // ModelFailed is the data of model.failed: a call that returned an error.
 type ModelFailed struct {
+	Purpose      string `json:"purpose,omitempty"`
 	Step         int    `json:"step"`
 	Position     int    `json:"position"`
 	Attempt      int    `json:"attempt"`

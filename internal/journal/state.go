@@ -43,6 +43,18 @@ type State struct {
 	// BudgetWarned holds, per budget dimension, the hard limit that a
 	// budget.warning was already given for.
 	BudgetWarned map[string]float64 `json:"budget_warned,omitempty"`
+	// ForceCompact is set when the provider said the context is too long:
+	// the next call compacts first, and is the only retry.
+	ForceCompact bool `json:"force_compact,omitempty"`
+	// Verification is the current turn's acceptance checking.
+	Verification *Verification `json:"verification,omitempty"`
+}
+
+// Verification tracks the acceptance checks of the current turn.
+type Verification struct {
+	// Step is the step whose final answer was last checked.
+	Step    int                   `json:"step"`
+	Verdict *lt.AcceptanceVerdict `json:"verdict"`
 }
 
 // CallStatus is the progress of one tool call within a step.

@@ -3,9 +3,11 @@
 // carrying text, tool calls and usage, and classified errors that the retry
 // policy understands.
 //
-// Providers live in sub-packages named for what they wrap (model/scripted; the
-// real providers come later). This package imports only the standard library
-// and longhaultype.
+// Providers live in sub-packages named for what they wrap: model/scripted (the
+// deterministic offline provider), model/openai (OpenAI's Responses and Chat
+// Completions APIs, and any OpenAI-compatible server), model/anthropic (the
+// Messages API). This package imports only the standard library and
+// longhaultype (and the tokenizer in tokens.go).
 package model
 
 import (
@@ -19,7 +21,8 @@ import (
 )
 
 // Provider answers one model call. Respond returns a complete response or an
-// error; a partial response is never returned as complete.
+// error; a partial response is never returned as complete (a stream cut
+// midway is an error, and the call is retried as a whole).
 type Provider interface {
 	Respond(ctx context.Context, req *Request) (*Response, error)
 }
@@ -44,7 +47,14 @@ type Message struct {
 	// CallID and IsError are set on tool results (Role tool).
 	CallID  string `json:"call_id,omitempty"`
 	IsError bool   `json:"is_error,omitempty"`
+	// Reasoning is an assistant message's reasoning as its provider
+	// returned it; providers that need it back (Anthropic thinking blocks
+	// in a tool loop, OpenAI reasoning items) send it on later calls.
+	Reasoning *Reasoning `json:"reasoning,omitempty"`
 }
+
+// Reasoning is a model's reasoning for one response (see lt.Reasoning).
+type Reasoning = lt.Reasoning
 
 // ToolCall is one call the model asked for.
 type ToolCall struct {
@@ -69,14 +79,36 @@ type Request struct {
 	// (responded or failed) before this one, derived from the journal. The
 	// scripted provider plays step Position, so a resume replays exactly.
 	Position int
+	// APIKey is the credential the engine resolved for Spec (from the
+	// server's environment variable Spec.APIKeyEnv). Providers never read
+	// the environment themselves, and never put the key in an error.
+	APIKey string
+	// OnDelta, when set, receives streamed output as it arrives. Providers
+	// that stream call it from the goroutine that called Respond; a delta is
+	// never a promise (only the returned Response is complete).
+	OnDelta func(Delta)
+}
+
+// Delta is a piece of a streamed response.
+type Delta struct {
+	Text      string
+	Reasoning string
 }
 
 // Response is a complete model answer.
 type Response struct {
 	Text      string     `json:"text,omitempty"`
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
-	Usage     lt.Usage   `json:"usage"`
-	CostUSD   float64    `json:"cost_usd"`
+	Reasoning *Reasoning `json:"reasoning,omitempty"`
+	// Usage counts tokens as lt.Usage defines them: CachedInputTokens are
+	// part of InputTokens, ReasoningTokens part of OutputTokens.
+	Usage   lt.Usage `json:"usage"`
+	CostUSD float64  `json:"cost_usd"`
+	// Model is the model that answered, as the provider named it.
+	Model string `json:"model,omitempty"`
+	// StopReason is the provider's reason for ending the response
+	// (end_turn, tool_use, max_tokens, ...), for the record.
+	StopReason string `json:"stop_reason,omitempty"`
 }
 
 // ErrorKind classifies a failed call for the retry policy.

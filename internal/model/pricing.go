@@ -104,3 +104,31 @@ func ParsePricing(raw json.RawMessage) (*Pricing, error) {
 	}
 	return &Pricing{InputPerMTok: *input, CachedInputPerMTok: cached, OutputPerMTok: *output}, nil
 }
+
+// PricingFor returns the spec's "pricing" override when given, else the
+// default, else nil (no known price: cost 0). A pricing object that does not
+// parse is an error (a *FieldError from ParsePricing); it is never replaced by
+// the default, so a typo in an override is not silently ignored.
+func PricingFor(spec lt.ModelSpec) (*Pricing, error) {
+	p, err := ParsePricing(spec.Pricing)
+	if err != nil {
+		return nil, err
+	}
+	if p != nil {
+		return p, nil
+	}
+	if d, ok := DefaultPricing(spec.Provider, spec.Name); ok {
+		return &d, nil
+	}
+	return nil, nil
+}
+
+// CostOf is the USD cost of u under PricingFor(spec) (0 when unknown or the
+// pricing is invalid — validation happens when the agent is defined).
+func CostOf(spec lt.ModelSpec, u lt.Usage) float64 {
+	p, err := PricingFor(spec)
+	if err != nil || p == nil {
+		return 0
+	}
+	return p.Cost(u)
+}

@@ -126,6 +126,24 @@ func (s *Server) cancelSession(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, sess)
 }
 
+// addConstraint is POST /v1/sessions/{id}/constraints: 201 with the
+// session, whose constraints now end with the new one.
+func (s *Server) addConstraint(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	req, err := decodeAddConstraint(body)
+	if err != nil {
+		return err
+	}
+	sess, err := s.b.AddConstraint(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, sess)
+}
+
 // updateBudget is PATCH /v1/sessions/{id}/budget: 200 with the session.
 // Each limit the body names is replaced (0 removes it); the others are
 // kept. A PATCH that replaces values is idempotent by itself, so it needs no

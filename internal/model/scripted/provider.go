@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/longhaul-dev/longhaul/internal/model"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -118,6 +119,7 @@ func (p *Provider) Respond(ctx context.Context, req *model.Request) (*model.Resp
 		return nil, step.Error.modelError()
 	}
 
+	streamText(req.OnDelta, step.Text)
 	resp := &model.Response{Text: step.Text}
 	for j, c := range step.ToolCalls {
 		id := c.ID
@@ -159,5 +161,26 @@ func cost(stepCost *float64, pricing *model.Pricing, u lt.Usage) float64 {
 		return pricing.Cost(u)
 	default:
 		return 0
+	}
+}
+
+// streamChunk is how many bytes of text one streamed delta carries, about a
+// few tokens, as a real provider streams.
+const streamChunk = 16
+
+// streamText plays a step's text to the request's delta callback in small
+// chunks (cut on rune boundaries), the way a streaming provider would, so
+// the offline demo and the tests exercise the streaming path.
+func streamText(onDelta func(model.Delta), text string) {
+	if onDelta == nil {
+		return
+	}
+	for len(text) > 0 {
+		n := min(streamChunk, len(text))
+		for n < len(text) && !utf8.RuneStart(text[n]) {
+			n++
+		}
+		onDelta(model.Delta{Text: text[:n]})
+		text = text[n:]
 	}
 }

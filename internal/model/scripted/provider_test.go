@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -418,4 +419,25 @@ func TestCallID(t *testing.T) {
 	require.Equal(t, "call_0_0", CallID(0, 0))
 	require.Equal(t, "call_12_3", CallID(12, 3))
 	require.NotEqual(t, CallID(1, 11), CallID(11, 1))
+}
+
+// TestRespondStreamsText: with a delta callback, the step's text arrives in
+// small chunks, in order, cut on rune boundaries, before the response.
+func TestRespondStreamsText(t *testing.T) {
+	text := "Résumé: the brief is written — " + strings.Repeat("ok ", 20)
+	raw, err := json.Marshal([]map[string]any{{"text": text}})
+	require.NoError(t, err)
+	var chunks []string
+	resp, err := New(nil).Respond(context.Background(), &model.Request{
+		Spec:    lt.ModelSpec{Provider: "scripted", Script: raw},
+		OnDelta: func(d model.Delta) { chunks = append(chunks, d.Text) },
+	})
+	require.NoError(t, err)
+	require.Equal(t, text, resp.Text)
+	require.Greater(t, len(chunks), 3)
+	require.Equal(t, text, strings.Join(chunks, ""))
+	for _, c := range chunks {
+		require.True(t, utf8.ValidString(c), "chunk %q cuts a rune", c)
+		require.LessOrEqual(t, len(c), streamChunk+3)
+	}
 }

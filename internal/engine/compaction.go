@@ -1,0 +1,131 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/model"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// defaultCompactionThreshold is the share of the context window the next
+// context may fill before older items are summarised.
+const defaultCompactionThreshold = 0.7
+
+func (r *runner) compactionEnabled() bool {
+	return r.spec.Compaction == nil || !r.spec.Compaction.Disabled
+}
+
+func (r *runner) compactionThreshold() float64 {
+	if c := r.spec.Compaction; c != nil && c.Threshold > 0 {
+		return c.Threshold
+	}
+	return defaultCompactionThreshold
+}
+
+// compactIfNeeded summarises older conversation items when the next
+// context would pass the agent's threshold of the model's window, or when
+// the provider said the context is too long (DESIGN.md principle 5). The
+// pinned block is never summarised; the journal keeps every item. It
+// reports whether it made a call (done: the caller's tick ends there).
+func (r *runner) compactIfNeeded(ctx context.Context, stepN int) (bool, error) {
+	if !r.compactionEnabled() {
+		return false, nil
+	}
+	forced := r.st.ForceCompact
+	window := model.ContextWindow(r.spec.Model)
+	if window <= 0 && !forced {
+		return false, nil
+	}
+	counter := model.CounterFor(r.spec.Model.Provider, r.spec.Model.Name)
+	before := model.CountMessages(counter, r.tx.messages(), r.toolDefs)
+	limit := int(r.compactionThreshold() * float64(window))
+	if !forced && before <= limit {
+		return false, nil
+	}
+	keep := limit / 2
+	if window <= 0 {
+		keep = before / 2
+	}
+	cut := r.tx.chooseCut(counter, keep)
+	if cut <= r.tx.cut {
+		if forced {
+			return true, r.failTurn(lt.StopProviderError, "the context is too long for the model, and nothing is left to compact: the pinned block and the latest items alone are too large")
+		}
+		return false, nil // nothing to summarise yet: send as is
+	}
+	res, err := r.invoke(ctx, journal.PurposeCompaction, stepN, r.tx.summaryRequest(cut), nil)
+	if res == nil || err != nil {
+		return true, err
+	}
+	summary := strings.TrimSpace(res.resp.Text)
+	if summary == "" {
+		summary = "(The summariser returned nothing; the earlier conversation is in the journal.)"
+	}
+	after := model.CountMessages(counter, r.tx.messagesFrom(cut, summary), r.toolDefs)
+	turn := r.st.CurrentTurn()
+	return true, r.add(lt.EventContextCompacted, turn.ID, stepN, journal.ContextCompacted{
+		Step: stepN, Items: cut, TokensBefore: before, TokensAfter: after, Summary: summary, Forced: forced,
+		Usage: res.usage(), CostUSD: res.resp.CostUSD, DurationMS: res.durMS,
+	})
+}
+
+// chooseCut returns how many items to summarise so that the items kept fit
+// in keep tokens: the latest items are kept (at least the last one), and
+// the kept part never starts with a tool result (its call must come with
+// it).
+func (t *transcript) chooseCut(c model.Counter, keep int) int {
+	cut := len(t.msgs)
+	used := 0
+	for i := len(t.msgs) - 1; i > t.cut; i-- {
+		used += model.CountMessages(c, t.msgs[i:i+1], nil)
+		if used > keep && cut < len(t.msgs) {
+			break
+		}
+		if t.msgs[i].Role != model.RoleTool {
+			cut = i
+		}
+	}
+	if cut == len(t.msgs) {
+		return t.cut
+	}
+	return cut
+}
+
+// summarisePrompt is the instruction of the compaction call.
+const summarisePrompt = `You compact the working memory of an agent that works on a long task. Summarise the conversation below for the agent itself, so it can go on without it: what was asked, what was done (files, commands, calls and their outcomes), what was learned, decisions made and why, open problems, and what remains to do. Keep names, paths, ids and numbers exact. Write plain prose and short lists that a person can read. Do not restate the task's instructions, goal, constraints or acceptance criteria: they are kept verbatim elsewhere.`
+
+// summaryRequest builds the compaction call: the previous summary and the
+// items from the last cut up to cut, rendered as text.
+func (t *transcript) summaryRequest(cut int) []model.Message {
+	var b strings.Builder
+	if t.summary != "" {
+		b.WriteString("## Summary so far\n" + t.summary + "\n\n")
+	}
+	b.WriteString("## Conversation to summarise\n")
+	for _, m := range t.msgs[t.cut:cut] {
+		switch m.Role {
+		case model.RoleUser:
+			b.WriteString("[person] " + m.Text + "\n")
+		case model.RoleAssistant:
+			if m.Text != "" {
+				b.WriteString("[agent] " + m.Text + "\n")
+			}
+			for _, c := range m.ToolCalls {
+				fmt.Fprintf(&b, "[agent calls %s] %s\n", c.Name, c.Arguments)
+			}
+		case model.RoleTool:
+			label := "result"
+			if m.IsError {
+				label = "error"
+			}
+			fmt.Fprintf(&b, "[tool %s] %s\n", label, clip(m.Text, 4000))
+		}
+	}
+	return []model.Message{
+		{Role: model.RoleSystem, Text: summarisePrompt},
+		{Role: model.RoleUser, Text: b.String()},
+	}
+}

@@ -1,0 +1,203 @@
+package anthropic
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	sdk "github.com/anthropics/anthropic-sdk-go/v2"
+
+	"github.com/longhaul-dev/longhaul/internal/model"
+)
+
+// maxMessageLen bounds the message of a *model.Error: it is journaled and
+// shown to people, so it stays one short line.
+const maxMessageLen = 300
+
+// classifier turns what went wrong in one call into a *model.Error, with the
+// call's key scrubbed from every message.
+type classifier struct {
+	key string
+	now func() time.Time
+}
+
+// apiError classifies an HTTP error response (status >= 400).
+func (c classifier) apiError(e *sdk.Error) *model.Error {
+	kind := model.KindForStatus(e.StatusCode)
+	errType := string(e.Type())
+	msg := e.Message
+	if msg == "" {
+		msg = http.StatusText(e.StatusCode)
+	}
+	if contextTooLong(e.StatusCode, errType, msg) {
+		kind = model.KindContextTooLong
+	}
+	me := &model.Error{Kind: kind, Status: e.StatusCode, Message: c.message(errType, msg)}
+	if e.Response != nil {
+		me.RetryAfter = retryAfter(e.Response.Header, c.now())
+	}
+	return me
+}
+
+// streamEventError classifies an "error" event inside a stream that began
+// with HTTP 200: the call failed midway, so it is retried as a whole.
+func (c classifier) streamEventError(e *sdk.Error) *model.Error {
+	errType := string(e.Type())
+	kind := model.KindServer
+	switch errType {
+	case "overloaded_error":
+		kind = model.KindOverloaded
+	case "rate_limit_error":
+		kind = model.KindRateLimited
+	}
+	msg := e.Message
+	if msg == "" {
+		msg = "error event in the stream"
+	}
+	return &model.Error{Kind: kind, Message: c.message(errType, msg)}
+}
+
+// contextTooLong reports whether an error response says the context does not
+// fit: a 400 invalid_request_error "prompt is too long: N tokens > M maximum"
+// or "input length and `max_tokens` exceed context limit: ...", or a 413
+// request_too_large (the body is over the API's size limit). All are cured by
+// compaction, the remedy the engine applies to model.KindContextTooLong.
+func contextTooLong(status int, errType, msg string) bool {
+	switch {
+	case status == http.StatusRequestEntityTooLarge:
+		return true
+	case status == http.StatusBadRequest && errType == "invalid_request_error":
+		m := strings.ToLower(msg)
+		return strings.Contains(m, "prompt is too long") ||
+			strings.Contains(m, "exceed context limit") ||
+			strings.Contains(m, "exceeds the context window")
+	}
+	return false
+}
+
+// classify turns any error of a call into a *model.Error, except a cancelled
+// ctx, which is returned wrapped so that errors.Is(err, context.Canceled)
+// holds and the engine can tell a stop from a failure.
+func (c classifier) classify(ctx context.Context, err error) error {
+	var me *model.Error
+	if errors.As(err, &me) {
+		return me
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		if errors.Is(ctxErr, context.DeadlineExceeded) {
+			return &model.Error{Kind: model.KindTimeout, Message: "anthropic: the call's deadline passed"}
+		}
+		return fmt.Errorf("anthropic respond: %w", ctxErr)
+	}
+	var se *streamError
+	if errors.As(err, &se) {
+		return &model.Error{Kind: model.KindServer, Message: c.message("malformed stream", se.msg)}
+	}
+	var ae *sdk.Error
+	if errors.As(err, &ae) {
+		if ae.StatusCode >= 400 {
+			return c.apiError(ae)
+		}
+		return c.streamEventError(ae)
+	}
+	var syntax *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax), errors.As(err, &typeErr):
+		return &model.Error{Kind: model.KindServer, Message: c.message("malformed response", "invalid JSON in the stream")}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &model.Error{Kind: model.KindTimeout, Message: c.message("timeout", rootCause(err))}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return &model.Error{Kind: model.KindTimeout, Message: c.message("timeout", rootCause(err))}
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return &model.Error{Kind: model.KindServer, Message: "anthropic: connection closed in the middle of the response"}
+	}
+	// Connection refused, reset, TLS and DNS failures, and whatever else
+	// the transport reports: the server may answer next time.
+	return &model.Error{Kind: model.KindServer, Message: c.message("connection", rootCause(err))}
+}
+
+// message is "anthropic: <what>: <detail>" on one line, short, and without
+// the key, even if a proxy echoed it back.
+func (c classifier) message(what, detail string) string {
+	if what == "" {
+		what = "error"
+	}
+	return scrub("anthropic: "+what+": "+detail, c.key)
+}
+
+// scrub removes key from s, then makes s one line of at most maxMessageLen
+// bytes (the key goes first, so a cut can never leave a part of it).
+func scrub(s, key string) string {
+	if key != "" {
+		s = strings.ReplaceAll(s, key, "[redacted]")
+	}
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > maxMessageLen {
+		cut := maxMessageLen
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
+
+// rootCause is the innermost error's text: *url.Error and *net.OpError
+// prefix theirs with the method and the URL, which say nothing the caller
+// does not know.
+func rootCause(err error) string {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err.Error()
+		}
+		err = next
+	}
+}
+
+// retryAfter is how long the server asked to wait: retry-after-ms
+// (milliseconds), else retry-after (seconds, or an HTTP date measured from
+// now). Absent, malformed or past values mean 0 (the engine's backoff
+// applies).
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if v := strings.TrimSpace(h.Get("retry-after-ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && ms < 1e12 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := strings.TrimSpace(h.Get("retry-after"))
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if s > 0 && s < 1e9 {
+			return time.Duration(s * float64(time.Second))
+		}
+		return 0
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}

@@ -1,0 +1,34 @@
+package server_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// TestAddConstraint: POST /v1/sessions/{id}/constraints pins a constraint
+// mid-session: the session lists it after the ones given at the start, and
+// the journal records it.
+func TestAddConstraint(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	s := h.createSession("notes")
+	r := h.post("/v1/sessions/"+s.ID+"/constraints", `{"constraint": "Use metric units"}`)
+	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
+	got := decode[lt.Session](t, r)
+	require.Equal(t, []string{"be brief", "Use metric units"}, got.Constraints)
+	require.Equal(t, []string{"be brief", "Use metric units"}, decode[lt.Session](t, h.get("/v1/sessions/"+s.ID)).Constraints)
+	var found bool
+	for _, raw := range h.allEvents(s.ID, 100) {
+		found = found || strings.Contains(string(raw), `"type":"session.constraint_added"`)
+	}
+	require.True(t, found, "the journal records the constraint")
+
+	requireError(t, h.post("/v1/sessions/"+s.ID+"/constraints", `{"constraint": "  "}`), http.StatusBadRequest, lt.CodeInvalidRequest, "constraint")
+	requireError(t, h.post("/v1/sessions/"+s.ID+"/constraints", `{"text": "x"}`), http.StatusBadRequest, lt.CodeInvalidRequest, "text")
+	requireError(t, h.post("/v1/sessions/ses_nope/constraints", `{"constraint": "x"}`), http.StatusNotFound, lt.CodeNotFound, "")
+}
