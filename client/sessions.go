@@ -160,6 +160,19 @@ func (c *Client) Cancel(ctx context.Context, sessionID string, req *lt.CancelReq
 	return s, nil
 }
 
+// Review records a verdict on the session's final artifact
+// (POST /v1/sessions/{id}/review).
+func (c *Client) Review(ctx context.Context, sessionID string, req *lt.ReviewRequest) (*lt.Session, error) {
+	if err := requireID("sessionID", sessionID); err != nil {
+		return nil, fmt.Errorf("review session: %w", err)
+	}
+	s, err := post[lt.Session](ctx, c, c.endpoint(nil, "v1", "sessions", sessionID, "review"), req)
+	if err != nil {
+		return nil, fmt.Errorf("review session %s: %w", sessionID, err)
+	}
+	return s, nil
+}
+
 // AddConstraint pins a constraint mid-session
 // (POST /v1/sessions/{id}/constraints): every later model context carries
 // it verbatim.

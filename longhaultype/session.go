@@ -151,6 +151,10 @@ type Review struct {
 	Accepted bool      `json:"accepted"`
 	Note     string    `json:"note,omitempty"`
 	At       time.Time `json:"at"`
+	// ArtifactID is the final artifact reviewed, when the session has one.
+	ArtifactID string `json:"artifact_id,omitempty"`
+	// TurnID is the turn whose answer was reviewed.
+	TurnID string `json:"turn_id,omitempty"`
 }
 
 // Session is the API's view of a durable session: a projection of its journal.
@@ -219,6 +223,15 @@ type CreateTurnRequest struct {
 // CancelRequest is the body of POST /v1/sessions/{id}/cancel.
 type CancelRequest struct {
 	Reason string `json:"reason,omitempty"`
+}
+
+// ReviewRequest is the body of POST /v1/sessions/{id}/review: a person's
+// verdict on the session's final artifact. A rejection with Continue starts
+// a new turn whose input is the note.
+type ReviewRequest struct {
+	Accepted *bool  `json:"accepted"`
+	Note     string `json:"note,omitempty"`
+	Continue bool   `json:"continue,omitempty"`
 }
 
 // AddConstraintRequest is the body of POST /v1/sessions/{id}/constraints: a

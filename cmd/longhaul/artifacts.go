@@ -74,6 +74,16 @@ func (c *cli) artifactCmd() *cobra.Command {
 	return cmd
 }
 
+// getCmd is "longhaul get ARTIFACT_ID": the short form of "artifact get".
+func (c *cli) getCmd() *cobra.Command {
+	get := c.artifactGetCmd(nil)
+	get.Example = `  longhaul get art_5VQ > report.md
+  longhaul get art_5VQ -o report.md`
+	return get
+}
+
+// artifactGetCmd downloads an artifact; a nil co means the command has its
+// own client flags (the top-level "get").
 func (c *cli) artifactGetCmd(co *clientOpts) *cobra.Command {
 	var out string
 	cmd := &cobra.Command{
@@ -105,6 +115,9 @@ func (c *cli) artifactGetCmd(co *clientOpts) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "file to write (default: stdout)")
+	if co == nil {
+		co = clientFlags(cmd)
+	}
 	return cmd
 }
 

@@ -342,6 +342,65 @@ and context compaction never summarises it away.`,
 	return cmd
 }
 
+type reviewOpts struct {
+	client         *clientOpts
+	accept, reject bool
+	note           string
+	cont, json     bool
+}
+
+func (c *cli) reviewCmd() *cobra.Command {
+	o := &reviewOpts{}
+	cmd := &cobra.Command{
+		Use:   "review SESSION_ID (--accept | --reject) [--note TEXT] [--continue]",
+		Short: "Accept or reject a session's final result",
+		Long: `Record your verdict on the session's final artifact: reviews feed cost per
+accepted task. With --reject --continue the note becomes a new turn's input,
+so the agent works on what you asked.`,
+		Example: `  longhaul review ses_01J9Z --accept
+  longhaul review ses_01J9Z --reject --note "cite the sources" --continue`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.accept == o.reject {
+				return usagef("give exactly one of --accept and --reject")
+			}
+			cl, err := c.newClient(cmd, o.client)
+			if err != nil {
+				return err
+			}
+			accepted := o.accept
+			s, err := cl.Review(cmd.Context(), args[0], &lt.ReviewRequest{Accepted: &accepted, Note: o.note, Continue: o.cont})
+			if err != nil {
+				return err
+			}
+			if o.json {
+				return writeJSON(c.stdout, s)
+			}
+			verdict := "Accepted"
+			if !accepted {
+				verdict = "Rejected"
+			}
+			msg := fmt.Sprintf("%s %s", verdict, s.ID)
+			if s.Review != nil && s.Review.ArtifactID != "" {
+				msg += " (artifact " + s.Review.ArtifactID + ")"
+			}
+			if o.cont {
+				msg += "; a new turn works on your note"
+			}
+			_, err = fmt.Fprintln(c.stdout, msg+".")
+			return err
+		},
+	}
+	o.client = clientFlags(cmd)
+	fs := cmd.Flags()
+	fs.BoolVar(&o.accept, "accept", false, "accept the result")
+	fs.BoolVar(&o.reject, "reject", false, "reject the result")
+	fs.StringVar(&o.note, "note", "", "why (with --continue: the new turn's input)")
+	fs.BoolVar(&o.cont, "continue", false, "with --reject: start a new turn with the note as its input")
+	fs.BoolVar(&o.json, "json", false, "print the session as JSON")
+	return cmd
+}
+
 type effectsOpts struct {
 	client *clientOpts
 	json   bool

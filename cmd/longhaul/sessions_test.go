@@ -111,6 +111,14 @@ func TestArtifactsAndDownload(t *testing.T) {
 	got, err := os.ReadFile(dst)
 	require.NoError(t, err)
 	require.Equal(t, "# Report\n", string(got))
+	require.Equal(t, "# Report\n", cliOK(t, "get", arts[0].ID, "--server", s.url))
+
+	require.Contains(t, cliOK(t, "review", id, "--accept", "--note", "fine", "--server", s.url), "Accepted "+id+" (artifact "+arts[0].ID+")")
+	sess := cliJSON[lt.Session](t, "show", id, "--server", s.url, "--json")
+	require.True(t, sess.Review.Accepted)
+	r = cliRun(t, "review", id, "--server", s.url)
+	require.Error(t, r.err)
+	require.Contains(t, r.stderr, "--accept")
 }
 
 func TestCancelAndFollowEvents(t *testing.T) {

@@ -108,7 +108,8 @@ func stepsScript(steps int) json.RawMessage {
 	var b strings.Builder
 	b.WriteString("[")
 	for i := 0; i < steps-1; i++ {
-		b.WriteString(`{"tool_calls":[{"name":"noop","arguments":{}}],"usage":{"input_tokens":100,"output_tokens":10}},`)
+		// Distinct arguments: the same call in a row is a loop the engine stops.
+		fmt.Fprintf(&b, `{"tool_calls":[{"name":"noop","arguments":{"i":%d}}],"usage":{"input_tokens":100,"output_tokens":10}},`, i)
 	}
 	b.WriteString(`{"text":"done","usage":{"input_tokens":100,"output_tokens":10}}]`)
 	return json.RawMessage(b.String())

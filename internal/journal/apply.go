@@ -159,6 +159,13 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 			return fmt.Errorf("policy.decided for unknown call %s", d.CallID)
 		}
 		c.Policy = d.Decision
+	case lt.EventSessionReviewed:
+		d, err := decode[SessionReviewed](ev)
+		if err != nil {
+			return err
+		}
+		r := d.Review
+		s.Session.Review = &r
 	case lt.EventConstraintAdded:
 		d, err := decode[ConstraintAdded](ev)
 		if err != nil {

@@ -52,6 +52,11 @@ type TurnCompleted struct {
 	Acceptance *lt.AcceptanceVerdict `json:"acceptance,omitempty"`
 }
 
+// SessionReviewed is the data of session.reviewed.
+type SessionReviewed struct {
+	Review lt.Review `json:"review"`
+}
+
 // ConstraintAdded is the data of session.constraint_added: a person pinned
 // a constraint mid-session.
 type ConstraintAdded struct {

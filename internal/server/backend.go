@@ -16,6 +16,8 @@ type Backend interface {
 	ListTurns(ctx context.Context, sessionID string) ([]lt.Turn, error)
 	GetTurn(ctx context.Context, sessionID, turnID string) (*lt.Turn, error)
 	CancelSession(ctx context.Context, id string, req *lt.CancelRequest) (*lt.Session, error)
+	// ReviewSession records a person's verdict on the final artifact.
+	ReviewSession(ctx context.Context, id string, req *lt.ReviewRequest) (*lt.Session, error)
 	// AddConstraint pins a constraint a person adds mid-session.
 	AddConstraint(ctx context.Context, id string, req *lt.AddConstraintRequest) (*lt.Session, error)
 	// UpdateBudget replaces the limits the patch names and returns the

@@ -32,3 +32,33 @@ func TestAddConstraint(t *testing.T) {
 	requireError(t, h.post("/v1/sessions/"+s.ID+"/constraints", `{"text": "x"}`), http.StatusBadRequest, lt.CodeInvalidRequest, "text")
 	requireError(t, h.post("/v1/sessions/ses_nope/constraints", `{"constraint": "x"}`), http.StatusNotFound, lt.CodeNotFound, "")
 }
+
+// TestReview: a person's verdict on the final artifact is recorded on the
+// session (session.reviewed); a rejection can send the agent back with the
+// note as a new turn's input.
+func TestReview(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	s := h.createSession("notes")
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	requireError(t, h.post("/v1/sessions/"+s.ID+"/review", `{"note": "x"}`), http.StatusBadRequest, lt.CodeInvalidRequest, "accepted")
+	requireError(t, h.post("/v1/sessions/"+s.ID+"/review", `{"accepted": true, "continue": true, "note": "x"}`), http.StatusBadRequest, lt.CodeInvalidRequest, "continue")
+
+	r := h.post("/v1/sessions/"+s.ID+"/review", `{"accepted": true, "note": "good"}`)
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+	got := decode[lt.Session](t, r)
+	require.NotNil(t, got.Review)
+	require.True(t, got.Review.Accepted)
+	require.Equal(t, "good", got.Review.Note)
+	require.NotEmpty(t, got.Review.ArtifactID)
+
+	r = h.post("/v1/sessions/"+s.ID+"/review", `{"accepted": false, "note": "add a title", "continue": true}`)
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+	got = decode[lt.Session](t, r)
+	require.False(t, got.Review.Accepted)
+	require.Equal(t, lt.SessionQueued, got.Status)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	turns := decode[lt.List[lt.Turn]](t, h.get("/v1/sessions/"+s.ID+"/turns"))
+	require.Len(t, turns.Data, 2)
+	require.Equal(t, "add a title", turns.Data[1].Input)
+}

@@ -59,6 +59,14 @@ func decodeCreateTurn(data []byte) (*lt.CreateTurnRequest, error) {
 // decodeCancel decodes the body of POST /v1/sessions/{id}/cancel. The
 // reason is optional, so an empty body means "no reason" rather than an
 // error: `curl -X POST .../cancel` is the natural way to cancel.
+func decodeReview(data []byte) (*lt.ReviewRequest, error) {
+	var req lt.ReviewRequest
+	if err := decodeJSON(data, &req); err != nil {
+		return nil, err
+	}
+	return &req, nil
+}
+
 func decodeAddConstraint(data []byte) (*lt.AddConstraintRequest, error) {
 	var req lt.AddConstraintRequest
 	if err := decodeJSON(data, &req); err != nil {

@@ -153,6 +153,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/sessions/{id}/turns/{turn_id}", s.getTurn)
 	s.handle("POST /v1/sessions/{id}/cancel", s.idempotent(s.cancelSession))
 	s.handle("POST /v1/sessions/{id}/constraints", s.idempotent(s.addConstraint))
+	s.handle("POST /v1/sessions/{id}/review", s.idempotent(s.reviewSession))
 	s.handle("PATCH /v1/sessions/{id}/budget", s.updateBudget)
 	s.handle("GET /v1/sessions/{id}/events", s.listEvents)
 	s.handle("GET /v1/sessions/{id}/events/stream", s.streamEvents)

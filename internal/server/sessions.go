@@ -126,6 +126,23 @@ func (s *Server) cancelSession(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, sess)
 }
 
+// reviewSession is POST /v1/sessions/{id}/review: 200 with the session.
+func (s *Server) reviewSession(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	req, err := decodeReview(body)
+	if err != nil {
+		return err
+	}
+	sess, err := s.b.ReviewSession(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, sess)
+}
+
 // addConstraint is POST /v1/sessions/{id}/constraints: 201 with the
 // session, whose constraints now end with the new one.
 func (s *Server) addConstraint(w http.ResponseWriter, r *http.Request) error {

@@ -36,6 +36,83 @@ type Call struct {
 	Timeout time.Duration
 	// MaxOutputBytes bounds captured output (0: the tool's default).
 	MaxOutputBytes int
+
+	// Exec runs programs for tools that execute them (shell) in the
+	// session's sandbox. Nil: the tool runs them as plain subprocesses
+	// confined only to the workspace directory (tests, embedding).
+	Exec Exec
+	// Network is the session's network allowlist, for tools that reach the
+	// network from the server (http_request). Nil: no network.
+	Network *NetworkPolicy
+	// Secrets gives tools that run outside the sandbox (http_request) the
+	// credentials bound to a host. Nil: none.
+	Secrets SecretSource
+	// OnNetwork receives every connection decision made for this call;
+	// the engine journals them with the call's outcome.
+	OnNetwork func(NetworkEvent)
+}
+
+// Exec runs one program in a session's environment.
+type Exec interface {
+	Run(ctx context.Context, req *ExecRequest) (*ExecResult, error)
+}
+
+// ExecRequest is one program run: Command is run by `sh -c` in the
+// workspace.
+type ExecRequest struct {
+	Command        string
+	Env            map[string]string
+	Timeout        time.Duration
+	MaxOutputBytes int
+}
+
+// ExecResult is how a program run ended. A non-zero exit is a result, not
+// an error; an error means the program could not be run at all.
+type ExecResult struct {
+	ExitCode  int    `json:"exit_code"`
+	Stdout    string `json:"stdout"`
+	Stderr    string `json:"stderr"`
+	Truncated bool   `json:"truncated"`
+	TimedOut  bool   `json:"timed_out"`
+	Signal    string `json:"signal,omitempty"`
+	// Limit names the resource limit that ended the program, if one did
+	// (cpu, memory, processes, output, wall).
+	Limit string `json:"limit,omitempty"`
+}
+
+// NetworkPolicy says which hosts a session may reach (environment.network).
+type NetworkPolicy struct {
+	// Allow lists host names (exact, or "*.example.com" for subdomains),
+	// or IP literals, that may be reached. Private, loopback, link-local
+	// and metadata addresses are refused unless listed literally.
+	Allow []string `json:"allow"`
+}
+
+// NetworkEvent is one connection decision.
+type NetworkEvent struct {
+	// Via is "proxy" (from the sandbox) or "http_request".
+	Via     string `json:"via"`
+	Host    string `json:"host"`
+	Port    int    `json:"port"`
+	Address string `json:"address,omitempty"` // the IP dialled, when allowed
+	Allowed bool   `json:"allowed"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// SecretSource resolves the credentials a session may use.
+type SecretSource interface {
+	// ForHost returns the credentials bound to host among the secrets the
+	// agent names; values never leave the server except in requests to
+	// their hosts.
+	ForHost(host string) []Credential
+}
+
+// Credential is a secret ready to inject into a request: the header and its
+// formatted value.
+type Credential struct {
+	Name   string
+	Header string
+	Value  string
 }
 
 // Result is what the model gets back: Output on success, Error otherwise.
