@@ -160,6 +160,19 @@ func (c *Client) Cancel(ctx context.Context, sessionID string, req *lt.CancelReq
 	return s, nil
 }
 
+// Fork creates a session from one of the session's checkpoints
+// (POST /v1/sessions/{id}/fork).
+func (c *Client) Fork(ctx context.Context, sessionID string, req *lt.ForkRequest) (*lt.Session, error) {
+	if err := requireID("sessionID", sessionID); err != nil {
+		return nil, fmt.Errorf("fork session: %w", err)
+	}
+	s, err := post[lt.Session](ctx, c, c.endpoint(nil, "v1", "sessions", sessionID, "fork"), req)
+	if err != nil {
+		return nil, fmt.Errorf("fork session %s: %w", sessionID, err)
+	}
+	return s, nil
+}
+
 // Review records a verdict on the session's final artifact
 // (POST /v1/sessions/{id}/review).
 func (c *Client) Review(ctx context.Context, sessionID string, req *lt.ReviewRequest) (*lt.Session, error) {

@@ -126,7 +126,9 @@ func TestEventStreamResume(t *testing.T) {
 	want := journal(ctx, t, srv.api, id)
 	requireGapFree(t, id, want)
 	requireSameEvents(t, want, col.events, "raw event stream")
-	require.Equal(t, lt.EventTurnCompleted, want[len(want)-2].Type)
+	// The turn ends: its answer, its checkpoint, the session idle.
+	require.Equal(t, lt.EventTurnCompleted, want[len(want)-3].Type)
+	require.Equal(t, lt.EventCheckpointCreated, want[len(want)-2].Type)
 
 	select {
 	case res := <-clientDone:

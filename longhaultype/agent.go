@@ -9,12 +9,12 @@ import (
 // default budget and environment. It is what `agent_spec` holds inline and what
 // a configured agent's version stores.
 type AgentSpec struct {
-	Model        ModelSpec       `json:"model"`
-	Instructions string          `json:"instructions,omitempty"`
-	Tools        []ToolSpec      `json:"tools,omitempty"`
-	Policies     []Policy        `json:"policies,omitempty"`
-	Budget       *Budget         `json:"budget,omitempty"`
-	Environment  json.RawMessage `json:"environment,omitempty"`
+	Model        ModelSpec    `json:"model"`
+	Instructions string       `json:"instructions,omitempty"`
+	Tools        []ToolSpec   `json:"tools,omitempty"`
+	Policies     []Policy     `json:"policies,omitempty"`
+	Budget       *Budget      `json:"budget,omitempty"`
+	Environment  *Environment `json:"environment,omitempty"`
 	// Retry is the retry policy for transient model and tool failures.
 	Retry *RetryPolicy `json:"retry,omitempty"`
 	// Compaction configures context compaction (default: at 70 % of the
@@ -39,6 +39,27 @@ type AgentSpec struct {
 	// TurnTimeoutSeconds ends a turn that has run that long, counted from
 	// its start (0: none; stop_reason timeout).
 	TurnTimeoutSeconds int64 `json:"turn_timeout_seconds,omitempty"`
+}
+
+// Environment is where an agent's tools run (DESIGN.md principles 2 and 8).
+type Environment struct {
+	// Network lists the hosts the sandbox and http_request may reach; none
+	// by default.
+	Network *NetworkSpec `json:"network,omitempty"`
+	// Secrets names the vault secrets the agent may use: http_request
+	// injects them into requests to their bound hosts. They never enter the
+	// sandbox.
+	Secrets []string `json:"secrets,omitempty"`
+}
+
+// NetworkSpec is an agent's network allowlist.
+type NetworkSpec struct {
+	// Allow lists host names ("api.example.com"), subdomain patterns
+	// ("*.example.com") and IP literals. Private, loopback, link-local and
+	// metadata addresses are refused unless listed literally.
+	Allow []string `json:"allow,omitempty"`
+	// Ports are the destination ports allowed (default 80 and 443).
+	Ports []int `json:"ports,omitempty"`
 }
 
 // Compaction configures when older conversation items are summarised. The

@@ -52,6 +52,10 @@ const (
 	EventSubagentCompleted      = "subagent.completed"
 	EventSignalReceived         = "signal.received"
 	EventSessionReviewed        = "session.reviewed"
+	EventSessionForked          = "session.forked"
+	EventNetworkConnection      = "network.connection"
+	EventEnvironmentLost        = "environment.lost"
+	EventEnvironmentRestored    = "environment.restored"
 )
 
 // BlobRef points at a content-addressed blob. Event payloads over 64 KiB are
@@ -84,14 +88,34 @@ type Artifact struct {
 
 // Checkpoint is a named, inspectable boundary in a session.
 type Checkpoint struct {
-	ID         string    `json:"id"`
-	SessionID  string    `json:"session_id"`
-	TurnID     string    `json:"turn_id"`
-	Step       int       `json:"step"`
-	Name       string    `json:"name"`
-	Summary    string    `json:"summary,omitempty"`
-	NextAction string    `json:"next_action,omitempty"`
-	EventSeq   int64     `json:"event_seq"`
-	Artifacts  []string  `json:"artifacts"`
-	CreatedAt  time.Time `json:"created_at"`
+	ID        string `json:"id"`
+	SessionID string `json:"session_id"`
+	TurnID    string `json:"turn_id"`
+	Step      int    `json:"step"`
+	// Kind is "step" (taken after every step), "turn" (after every turn)
+	// or "named" (the agent's checkpoint tool).
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
+	Summary    string `json:"summary,omitempty"`
+	NextAction string `json:"next_action,omitempty"`
+	// EventSeq is the journal position the checkpoint stands for: a fork
+	// from it starts with the journal up to and including this seq.
+	EventSeq  int64    `json:"event_seq"`
+	Artifacts []string `json:"artifacts"`
+	// Snapshot is the content-addressed workspace snapshot (the sha256 of
+	// its manifest); Files and Bytes describe it.
+	Snapshot string `json:"snapshot,omitempty"`
+	Files    int    `json:"files"`
+	Bytes    int64  `json:"bytes"`
+	// SnapshotError says why the workspace could not be snapshotted (e.g.
+	// over the size limit); the checkpoint still marks the position.
+	SnapshotError string    `json:"snapshot_error,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
 }
+
+// Checkpoint kinds.
+const (
+	CheckpointStep  = "step"
+	CheckpointTurn  = "turn"
+	CheckpointNamed = "named"
+)

@@ -179,6 +179,8 @@ type Session struct {
 	UpdatedAt          time.Time       `json:"updated_at"`
 	Metadata           json.RawMessage `json:"metadata"`
 	WebhookURL         string          `json:"webhook_url,omitempty"`
+	// ForkedFrom is set on a session forked from another's checkpoint.
+	ForkedFrom *ForkRef `json:"forked_from,omitempty"`
 }
 
 // Turn is one unit of requested work inside a session.
@@ -223,6 +225,20 @@ type CreateTurnRequest struct {
 // CancelRequest is the body of POST /v1/sessions/{id}/cancel.
 type CancelRequest struct {
 	Reason string `json:"reason,omitempty"`
+}
+
+// ForkRequest is the body of POST /v1/sessions/{id}/fork.
+type ForkRequest struct {
+	CheckpointID string `json:"checkpoint_id"`
+	// Input, when given, starts a new turn in the fork.
+	Input string `json:"input,omitempty"`
+}
+
+// ForkRef links a forked session to its origin.
+type ForkRef struct {
+	SessionID    string `json:"session_id"`
+	CheckpointID string `json:"checkpoint_id"`
+	EventSeq     int64  `json:"event_seq"`
 }
 
 // ReviewRequest is the body of POST /v1/sessions/{id}/review: a person's

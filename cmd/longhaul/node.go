@@ -22,8 +22,10 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/model/anthropic"
 	"github.com/longhaul-dev/longhaul/internal/model/openai"
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
+	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/server"
 	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
+	"github.com/longhaul-dev/longhaul/internal/vault"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -59,6 +61,13 @@ type nodeConfig struct {
 	// config, when not nil, holds agents registered before the node serves.
 	config *configFile
 	logger *slog.Logger
+	// vaultKeyFile is the vault's key file ("": vault.key in the data
+	// directory, created on first use).
+	vaultKeyFile string
+	// vaultKeyEnv is the value of LONGHAUL_VAULT_KEY ("": use the file).
+	vaultKeyEnv string
+	// sandbox is auto (bwrap when it works, else local), bwrap or local.
+	sandbox string
 }
 
 // node is a running server node.
@@ -69,12 +78,14 @@ type node struct {
 	nodeID  string
 	agents  []agentRegistration
 
-	log    *slog.Logger
-	store  *sqlite.Store
-	engine *engine.Engine
-	http   *http.Server
-	served chan error // the result of http.Server.Serve
-	unlock func()
+	log     *slog.Logger
+	store   *sqlite.Store
+	vault   *vault.Vault
+	sandbox string // the sandbox backend: bwrap or local
+	engine  *engine.Engine
+	http    *http.Server
+	served  chan error // the result of http.Server.Serve
+	unlock  func()
 }
 
 // agentRegistration reports what start-up did with one configured agent.
@@ -126,11 +137,44 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 		return nil, fmt.Errorf("migrate %s: %w", filepath.Join(dir, dbFile), err)
 	}
 
+	// The vault: its key comes from LONGHAUL_VAULT_KEY or a key file in the
+	// data directory; it must decrypt what is stored, or nothing could be
+	// redacted and the node refuses to start.
+	keyFile := cfg.vaultKeyFile
+	if keyFile == "" {
+		keyFile = filepath.Join(dir, vault.DefaultKeyFile)
+	}
+	key, err := vault.LoadKey(cfg.vaultKeyEnv, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("vault key: %w", err)
+	}
+	_ = os.Unsetenv(vault.KeyEnv) // no child process inherits it
+	if n.vault, err = vault.Open(n.store, key, nil); err != nil {
+		return nil, fmt.Errorf("open the vault: %w", err)
+	}
+	if err := n.vault.Check(ctx); err != nil {
+		return nil, fmt.Errorf("the vault key does not decrypt the stored secrets: %w", err)
+	}
+	sb, warning := sandbox.Detect(ctx, sandbox.DetectOptions{Local: cfg.sandbox == "local"})
+	if cfg.sandbox == "bwrap" && sb.Name() != "bwrap" {
+		return nil, fmt.Errorf("--sandbox bwrap: %s", warning)
+	}
+	if cfg.sandbox == "local" {
+		warning = "sandbox: the local backend was chosen (--sandbox local): shell commands are not isolated"
+	}
+	if warning != "" {
+		log.Warn(warning)
+	}
+	n.sandbox = sb.Name()
 	n.engine, err = engine.New(n.store, &engine.Config{
-		WorkspaceRoot: filepath.Join(dir, workspacesDir),
-		NodeID:        n.nodeID,
-		Providers:     providers(),
-		Logger:        log,
+		WorkspaceRoot:  filepath.Join(dir, workspacesDir),
+		RuntimeDir:     filepath.Join(dir, "run"),
+		NodeID:         n.nodeID,
+		Providers:      providers(),
+		Logger:         log,
+		Sandbox:        sb,
+		SandboxWarning: warning,
+		Vault:          n.vault,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create engine: %w", err)
@@ -158,7 +202,10 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 
 	n.addr = ln.Addr()
 	n.url = "http://" + ln.Addr().String()
-	api := server.New(n.engine, n.store, srvCfg)
+	api := server.New(struct {
+		*engine.Engine
+		*vault.API
+	}{n.engine, vault.NewAPI(n.vault)}, n.store, srvCfg)
 	n.http = &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,

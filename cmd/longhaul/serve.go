@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/longhaul-dev/longhaul/internal/vault"
 )
 
 // Defaults of `serve`.
@@ -29,6 +31,8 @@ type serveOpts struct {
 	apiKeys  []string
 	logLevel string
 	ping     time.Duration
+	vaultKey string
+	sandbox  string
 }
 
 func (c *cli) serveCmd() *cobra.Command {
@@ -66,6 +70,8 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.StringArrayVar(&o.apiKeys, "api-key", nil, "API key accepted as a bearer token; repeat for several (env LONGHAUL_API_KEYS, comma-separated)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error (env LONGHAUL_LOG_LEVEL)")
 	fs.DurationVar(&o.ping, "ping-interval", 15*time.Second, "how often an idle event stream gets a \": ping\" comment")
+	fs.StringVar(&o.sandbox, "sandbox", "auto", "where shell commands run: auto (bwrap when it works, else local with a warning), bwrap (refuse to start without it) or local (no isolation: development only)")
+	fs.StringVar(&o.vaultKey, "vault-key-file", "", "the vault's key file (default DATA/vault.key, created on first use; env LONGHAUL_VAULT_KEY gives the key itself, base64): back it up, apart from the database")
 	return cmd
 }
 
@@ -89,13 +95,21 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 			return usagef("API key %d is empty or contains whitespace", i+1)
 		}
 	}
+	switch o.sandbox {
+	case "auto", "bwrap", "local":
+	default:
+		return usagef("--sandbox %q: want auto, bwrap or local", o.sandbox)
+	}
 	cf, err := c.serverConfig(cmd, o)
 	if err != nil {
 		return err
 	}
 
 	log := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
-	n, err := startNode(ctx, nodeConfig{addr: addr, dataDir: dataDir, apiKeys: keys, pingInterval: o.ping, config: cf, logger: log})
+	n, err := startNode(ctx, nodeConfig{
+		addr: addr, dataDir: dataDir, apiKeys: keys, pingInterval: o.ping, config: cf, logger: log,
+		vaultKeyFile: o.vaultKey, vaultKeyEnv: c.getenv(vault.KeyEnv), sandbox: o.sandbox,
+	})
 	if err != nil {
 		return err
 	}
@@ -156,6 +170,11 @@ func printServeBanner(w io.Writer, n *node, cf *configFile, keys int) {
 	fmt.Fprintf(w, "Longhaul is listening on %s\n", n.url)
 	fmt.Fprintf(w, "  data:    %s (database %s, workspaces in %s)\n", n.dataDir, dbFile, workspacesDir+string(filepath.Separator))
 	fmt.Fprintf(w, "  node:    %s\n", n.nodeID)
+	sb := n.sandbox
+	if sb == "local" {
+		sb += " (commands are NOT isolated: install bubblewrap)"
+	}
+	fmt.Fprintf(w, "  sandbox: %s\n", sb)
 	if cf != nil {
 		var parts []string
 		for _, a := range n.agents {

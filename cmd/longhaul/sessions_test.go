@@ -187,3 +187,26 @@ func TestConstrainPinsAConstraint(t *testing.T) {
 	require.Error(t, r.err)
 	require.Contains(t, r.stderr, "constraint")
 }
+
+func TestCheckpointsAndFork(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	spec := writeFile(t, "spec.json", `{
+	  "model": {"provider": "scripted", "script": [
+	    {"tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "a"}}]},
+	    {"text": "done"}, {"text": "fork done"}
+	  ]},
+	  "tools": [{"name": "write_file"}]
+	}`)
+	cliOK(t, "run", "--server", s.url, "--agent-spec", spec, "go")
+	sessions := cliJSON[[]lt.Session](t, "ls", "--server", s.url, "--json")
+	id := sessions[0].ID
+	cps := cliJSON[[]lt.Checkpoint](t, "checkpoints", id, "--server", s.url, "--json")
+	require.Len(t, cps, 2)
+	require.Contains(t, cliOK(t, "checkpoints", id, "--server", s.url), cps[0].ID)
+	out := cliOK(t, "fork", id, "--checkpoint", cps[1].ID, "--input", "again", "--server", s.url)
+	require.Contains(t, out, "Forked ses_")
+	r := cliRun(t, "fork", id, "--server", s.url)
+	require.Error(t, r.err)
+	require.Contains(t, r.stderr, "--checkpoint")
+}

@@ -22,7 +22,7 @@ const inlineAgent = "inline"
 
 // validateSpec checks an agent definition; errors name the field under prefix
 // (e.g. "agent_spec.tools[2].parameters").
-func (e *Engine) validateSpec(spec *lt.AgentSpec, prefix string) error {
+func (e *Engine) validateSpec(ctx context.Context, spec *lt.AgentSpec, prefix string) error {
 	p, ok := e.cfg.Providers[spec.Model.Provider]
 	switch {
 	case spec.Model.Provider == "":
@@ -39,10 +39,8 @@ func (e *Engine) validateSpec(spec *lt.AgentSpec, prefix string) error {
 			return apierror.Invalid(prefix+".model", "%s", err.Error())
 		}
 	}
-	if e := string(spec.Environment); e != "" && e != "null" && e != "{}" {
-		// Refused rather than ignored: an agent that asks for a network
-		// allowlist or secrets must not run as if it had them.
-		return apierror.Invalid(prefix+".environment", "environment settings are not supported by this version")
+	if err := e.validateEnvironment(ctx, spec.Environment, prefix+".environment"); err != nil {
+		return err
 	}
 	if err := e.validateModelAccess(spec.Model, prefix+".model"); err != nil {
 		return err
@@ -211,7 +209,7 @@ func (e *Engine) PutAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Age
 	if req.Name == inlineAgent {
 		return nil, apierror.Invalid("name", "%q is reserved for sessions created with an inline agent_spec", inlineAgent)
 	}
-	if err := e.validateSpec(&req.Spec, "spec"); err != nil {
+	if err := e.validateSpec(ctx, &req.Spec, "spec"); err != nil {
 		return nil, err
 	}
 	raw, err := json.Marshal(req.Spec)

@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/sandbox"
+	"github.com/longhaul-dev/longhaul/internal/snapshot"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	"github.com/longhaul-dev/longhaul/internal/workspace"
@@ -56,6 +59,18 @@ type Config struct {
 	// LookupEnv reads the server's environment variables that model specs
 	// name for their API keys (api_key_env). Default: os.LookupEnv.
 	LookupEnv func(name string) (string, bool)
+	// Sandbox runs the programs of tools (shell). Default: none, and
+	// programs run as plain subprocesses in the workspace (tests,
+	// embedding); cmd wires sandbox.Detect.
+	Sandbox sandbox.Backend
+	// SandboxWarning is what the sandbox's detection said, shown in /readyz.
+	SandboxWarning string
+	// Vault resolves agents' secrets. Default: none (an agent naming
+	// secrets is refused).
+	Vault Vault
+	// RuntimeDir holds the sockets of the sessions' egress proxies (0700).
+	// Default: "run" beside WorkspaceRoot.
+	RuntimeDir string
 }
 
 func (c *Config) withDefaults() (Config, error) {
@@ -107,6 +122,9 @@ func (c *Config) withDefaults() (Config, error) {
 	if out.LookupEnv == nil {
 		out.LookupEnv = os.LookupEnv
 	}
+	if out.RuntimeDir == "" {
+		out.RuntimeDir = filepath.Join(filepath.Dir(filepath.Clean(out.WorkspaceRoot)), "run")
+	}
 	return out, nil
 }
 
@@ -119,6 +137,8 @@ type Engine struct {
 	tools  *tool.Registry
 	spaces *workspace.Manager
 	hub    *hub
+	// snapshots caches what the workspace snapshots already stored.
+	snapshots *snapshot.Cache
 
 	mu       sync.Mutex
 	draining bool
@@ -145,7 +165,27 @@ func New(st store.Store, cfg *Config) (*Engine, error) {
 		wake:  make(chan struct{}, 1),
 	}
 	e.hub = newHub(st)
+	// Unchanged files are not read again by the next checkpoint.
+	if e.snapshots, err = snapshot.NewCache(st, nil); err != nil {
+		return nil, fmt.Errorf("snapshot cache: %w", err)
+	}
+	if v := c.Vault; v != nil {
+		e.hub.onSecrets = v.Invalidate
+	}
 	return e, nil
+}
+
+// ReadyDetails reports operational facts for /readyz: which sandbox runs
+// the tools' programs, and the warning when it isolates nothing.
+func (e *Engine) ReadyDetails() map[string]string {
+	d := map[string]string{"sandbox": "none (plain subprocesses)"}
+	if e.cfg.Sandbox != nil {
+		d["sandbox"] = e.cfg.Sandbox.Name()
+	}
+	if e.cfg.SandboxWarning != "" {
+		d["sandbox_warning"] = e.cfg.SandboxWarning
+	}
+	return d
 }
 
 // NodeID is the owner name of this engine's leases.

@@ -54,6 +54,7 @@ type harness struct {
 	// environment as LookupEnv sees it.
 	providers map[string]model.Provider
 	env       map[string]string
+	vault     engine.Vault
 }
 
 func openStore(t *testing.T, dir string) *sqlite.Store {
@@ -103,6 +104,7 @@ func (h *harness) start(node string) {
 			v, ok := h.env[name]
 			return v, ok
 		},
+		Vault: h.vault,
 	})
 	require.NoError(h.t, err)
 	require.NoError(h.t, eng.Start(context.Background()))
@@ -112,6 +114,16 @@ func (h *harness) start(node string) {
 		defer cancel()
 		_ = eng.Stop(ctx)
 	})
+}
+
+// restart replaces the running engine with a new one (after a change of
+// the harness's configuration).
+func (h *harness) restart(node string) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(h.t, h.eng.Stop(ctx))
+	h.start(node)
 }
 
 func (h *harness) waitStatus(id string, want ...lt.SessionStatus) *lt.Session {

@@ -11,8 +11,9 @@ import (
 // an input action. Policies do not apply to them (they touch nothing
 // outside the session).
 const (
-	finishTool   = "finish"
-	askHumanTool = "ask_human"
+	finishTool     = "finish"
+	askHumanTool   = "ask_human"
+	checkpointTool = "checkpoint"
 )
 
 type engineTool struct {
@@ -26,6 +27,11 @@ var engineTools = map[string]engineTool{
 		kind:        journal.CallFinish,
 		description: "Finish the task: give a summary and the workspace files to deliver as artifacts.",
 		schema:      json.RawMessage(finishSchema),
+	},
+	checkpointTool: {
+		kind:        journal.CallCheckpoint,
+		description: "Mark a checkpoint: a named point of the work with a summary of what exists and what comes next. The workspace is snapshotted, so the session can be resumed or forked from here.",
+		schema:      json.RawMessage(checkpointSchema),
 	},
 	askHumanTool: {
 		kind:        journal.CallHuman,

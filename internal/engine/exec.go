@@ -37,6 +37,15 @@ func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
 		}
 	}
 	switch c.Kind {
+	case journal.CallBuiltin, journal.CallFinish, journal.CallCheckpoint:
+		if lost, err := r.workspaceLost(); lost || err != nil {
+			if err != nil {
+				return err
+			}
+			return r.restoreWorkspace(ctx) // the next tick runs the call
+		}
+	}
+	switch c.Kind {
 	case journal.CallBuiltin:
 		return r.runBuiltin(ctx, c)
 	case journal.CallFunction:
@@ -45,6 +54,8 @@ func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
 		return r.runFinish(ctx, c)
 	case journal.CallHuman:
 		return r.askHuman(c)
+	case journal.CallCheckpoint:
+		return r.runCheckpoint(ctx, c)
 	default:
 		return fmt.Errorf("call %s of kind %q cannot run", c.ID, c.Kind)
 	}
@@ -85,9 +96,13 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 		timeout = max(left, time.Second)
 	}
 	start := r.e.clock.Now()
-	res, runErr := t.Run(ctx, &tool.Call{
-		SessionID: sid, Workspace: r.ws, Arguments: c.Arguments, IdempotencyKey: key, Timeout: timeout,
-	})
+	call := &tool.Call{
+		SessionID: sid, Workspace: r.ws, Arguments: c.Arguments, IdempotencyKey: key, Timeout: timeout, Effect: c.Class,
+	}
+	if env := r.env; env != nil {
+		call.Exec, call.Network, call.Secrets, call.OnNetwork = env.exec, env.network, env.secrets, env.observe
+	}
+	res, runErr := t.Run(ctx, call)
 	if ctx.Err() != nil {
 		// Lease lost or hard stop: the outcome is unknown, and the ledger
 		// says so (started). Whoever resumes decides by the effect class.
@@ -96,6 +111,9 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 	dur := r.e.clock.Now().Sub(start).Milliseconds()
 	if runErr != nil {
 		res = &tool.Result{Error: runErr.Error()}
+	}
+	if err := r.journalNetwork(c); err != nil {
+		return err
 	}
 	var out json.RawMessage
 	if res.Output != nil {

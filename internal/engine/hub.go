@@ -15,8 +15,11 @@ type hub struct {
 	mu       sync.Mutex
 	watchers map[string]map[chan int64]struct{}
 	runnable chan struct{}
-	cancel   func()
-	wg       sync.WaitGroup
+	// onSecrets is called when the vault's secrets change (redaction must
+	// know every value).
+	onSecrets func()
+	cancel    func()
+	wg        sync.WaitGroup
 }
 
 func newHub(st store.Store) *hub {
@@ -37,6 +40,10 @@ func (h *hub) start(ctx context.Context) {
 				select {
 				case h.runnable <- struct{}{}:
 				default:
+				}
+			case store.KindSecrets:
+				if h.onSecrets != nil {
+					h.onSecrets()
 				}
 			}
 		}

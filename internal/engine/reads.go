@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/store"
@@ -47,8 +48,14 @@ func (e *Engine) ListEffects(ctx context.Context, sessionID string) ([]lt.Effect
 }
 
 // ListCheckpoints returns the session's checkpoints.
+// They come in journal order.
 func (e *Engine) ListCheckpoints(ctx context.Context, sessionID string) ([]lt.Checkpoint, error) {
-	return listDocs[lt.Checkpoint](ctx, e, sessionID, e.store.CheckpointList)
+	cps, err := listDocs[lt.Checkpoint](ctx, e, sessionID, e.store.CheckpointList)
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(cps, func(i, j int) bool { return cps[i].EventSeq < cps[j].EventSeq })
+	return cps, nil
 }
 
 // ListArtifacts returns the session's artifacts.

@@ -29,6 +29,7 @@ type runner struct {
 	tx         *transcript
 	toolDefs   []model.ToolDef
 	policies   *policy.Set
+	env        *environment
 	h          *history // nil unless a policy looks at past effects
 	released   bool     // the lease was given back with the last append
 }
@@ -44,9 +45,9 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 		return nil, fmt.Errorf("decode agent spec: %w", err)
 	}
 	r.provider = e.cfg.Providers[r.spec.Model.Provider]
-	if r.ws, err = e.spaces.Ensure(l.SessionID); err != nil {
-		return nil, fmt.Errorf("workspace: %w", err)
-	}
+	// Not created here: a workspace that is gone is noticed (and restored
+	// from the last snapshot) before the next tool runs.
+	r.ws = e.spaces.Path(l.SessionID)
 	r.tx = newTranscript(&r.spec)
 	r.toolDefs = e.toolDefs(&r.spec)
 	if r.policies, err = compilePolicies(&r.spec); err != nil {
@@ -54,6 +55,10 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 	}
 	if r.policies.NeedsEffects() {
 		r.h = newHistory()
+	}
+	if err := r.setupEnvironment(ctx); err != nil {
+		r.env.close()
+		return nil, err
 	}
 	// Rebuild the model context from the journal.
 	for after := int64(0); after < row.LastSeq; {
@@ -258,6 +263,12 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 		}
 		return false, fmt.Errorf("step %d has unfinished calls but none to run", step.N)
 	}
+	if step := st.Step; step != nil && len(step.Calls) > 0 && st.CheckpointStep != step.N {
+		// Every step ends with a checkpoint: its journal position and the
+		// workspace as the step left it.
+		_, err := r.checkpoint(ctx, lt.CheckpointStep, fmt.Sprintf("step %d", step.N), "", "", step.TurnID, step.N)
+		return false, err
+	}
 	if step := st.Step; step != nil {
 		if answer, final := finalAnswer(step); final {
 			if r.needsVerification(step) {
@@ -270,7 +281,7 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 					return false, r.callModel(ctx) // back to work on the unmet criteria
 				}
 			}
-			return false, r.completeTurn(answer, verdict)
+			return false, r.completeTurn(ctx, answer, verdict)
 		}
 	}
 	return false, r.callModel(ctx)
@@ -311,9 +322,13 @@ func finalAnswer(step *journal.Step) (string, bool) {
 	return "", false
 }
 
-func (r *runner) completeTurn(output string, verdict *lt.AcceptanceVerdict) error {
+func (r *runner) completeTurn(ctx context.Context, output string, verdict *lt.AcceptanceVerdict) error {
 	turn := r.st.CurrentTurn()
+	turnID, index := turn.ID, turn.Index
 	if err := r.add(lt.EventTurnCompleted, turn.ID, 0, journal.TurnCompleted{TurnID: turn.ID, Output: output, Acceptance: verdict}); err != nil {
+		return err
+	}
+	if _, err := r.checkpoint(ctx, lt.CheckpointTurn, fmt.Sprintf("turn %d", index), clip(output, 500), "", turnID, 0); err != nil {
 		return err
 	}
 	if len(r.st.Turns) > 0 {
@@ -349,6 +364,9 @@ func (r *runner) cancelTurns() error {
 // lease is released and the session is retried later.
 func (e *Engine) failInternal(ctx context.Context, l store.Lease, cause error) {
 	r, err := e.newRunner(ctx, l)
+	if err == nil {
+		defer r.env.close()
+	}
 	if err == nil && r.st.CurrentTurn() != nil {
 		err = r.failTurn(lt.StopInternal, "internal error: "+cause.Error())
 		if err == nil {

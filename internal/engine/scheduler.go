@@ -70,6 +70,7 @@ func (e *Engine) runSession(parent context.Context, l store.Lease) {
 		r, err = e.newRunner(ctx, l)
 		if err == nil {
 			err = r.run(ctx)
+			r.env.close()
 		}
 		if !errors.Is(err, errStaleBatch) || attempt >= maxStaleRestarts {
 			break

@@ -102,7 +102,7 @@ func (e *Engine) resolveAgent(ctx context.Context, req *lt.CreateSessionRequest)
 	case req.Agent != "" && req.AgentSpec != nil:
 		return nil, lt.AgentRef{}, apierror.Invalid("agent_spec", "give either agent or agent_spec, not both")
 	case req.AgentSpec != nil:
-		if err := e.validateSpec(req.AgentSpec, "agent_spec"); err != nil {
+		if err := e.validateSpec(ctx, req.AgentSpec, "agent_spec"); err != nil {
 			return nil, lt.AgentRef{}, err
 		}
 		return req.AgentSpec, lt.AgentRef{Name: inlineAgent, Version: 1}, nil

@@ -94,9 +94,10 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 	turnID := r.st.CurrentTurn().ID
 	pos, attempt := r.st.ModelPosition, r.st.ModelAttempt+1
 	counter := model.CounterFor(r.spec.Model.Provider, r.spec.Model.Name)
+	contextTokens := model.CountMessages(counter, msgs, tools)
 	if err := r.add(lt.EventModelRequested, turnID, stepN, journal.ModelRequested{
 		Step: stepN, Position: pos, Attempt: attempt, Provider: r.spec.Model.Provider, Model: r.spec.Model.Name,
-		Purpose: purpose, ContextTokens: model.CountMessages(counter, msgs, tools),
+		Purpose: purpose, ContextTokens: contextTokens,
 	}); err != nil {
 		return nil, err
 	}
@@ -125,6 +126,13 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 	}
 	if err := sink.emit(false); err != nil {
 		return nil, err
+	}
+	if resp.Usage.InputTokens == 0 && resp.Usage.OutputTokens == 0 {
+		// Some OpenAI-compatible servers report no usage: count it offline,
+		// so token and cost budgets still bind.
+		resp.Usage.InputTokens = int64(contextTokens)
+		resp.Usage.OutputTokens = int64(model.CountMessages(counter, []model.Message{{Role: model.RoleAssistant, Text: resp.Text, ToolCalls: resp.ToolCalls}}, nil))
+		resp.CostUSD = model.CostOf(r.spec.Model, resp.Usage)
 	}
 	return &callResult{resp: resp, pos: pos, durMS: dur}, nil
 }
@@ -237,7 +245,13 @@ func (r *runner) requestCall(turnID string, step, index int, tc journal.ToolCall
 				req.Kind, problem = journal.CallInvalid, err.Error()
 			}
 		}
-		if spec.Effect != "" && req.Kind != journal.CallInvalid {
+		switch {
+		case req.Kind == journal.CallBuiltin && tc.Name == "http_request":
+			// The method decides: GET and HEAD read; the others are
+			// irreversible unless the agent declares the endpoint
+			// idempotent (then the idempotency key goes in a header).
+			req.Class = tool.HTTPRequestEffect(canon, spec.Effect == lt.EffectIdempotent)
+		case spec.Effect != "" && req.Kind != journal.CallInvalid:
 			req.Class = spec.Effect
 		}
 	}
@@ -275,7 +289,7 @@ func (r *runner) modelFailed(ctx context.Context, purpose string, step, pos, att
 		me = &model.Error{Kind: model.KindTimeout, Message: "the model call ran into the turn's timeout"}
 	}
 	retry := me.Retryable() && attempt < r.maxAttempts() && !outOfTime
-	compactRetry := me.Kind == model.KindContextTooLong && purpose == "" && !r.st.ForceCompact && r.compactionEnabled() && !outOfTime
+	compactRetry := me.Kind == model.KindContextTooLong && purpose == "" && r.st.ContextRetryStep != step && r.compactionEnabled() && !outOfTime
 	var wait time.Duration
 	if retry {
 		wait = r.backoff(attempt, me.RetryAfter, fmt.Sprintf("model/%s/%d", purpose, step))

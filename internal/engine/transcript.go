@@ -31,6 +31,9 @@ type transcript struct {
 
 	summary string
 	cut     int
+	// note is told to the model with the next tool result (e.g. that the
+	// workspace was restored from a checkpoint).
+	note string
 }
 
 func newTranscript(spec *lt.AgentSpec) *transcript {
@@ -44,7 +47,7 @@ func transcriptWants(typ string) bool {
 	switch typ {
 	case lt.EventSessionCreated, lt.EventConstraintAdded, lt.EventTurnCreated, lt.EventTurnStarted,
 		lt.EventModelResponded, lt.EventToolCompleted, lt.EventToolFailed, lt.EventActionResolved,
-		lt.EventContextCompacted, lt.EventAcceptanceVerified:
+		lt.EventContextCompacted, lt.EventAcceptanceVerified, lt.EventEnvironmentRestored:
 		return true
 	}
 	return false
@@ -105,6 +108,11 @@ func (t *transcript) observe(ev lt.Event) {
 			}
 			t.msgs = append(t.msgs, model.Message{Role: model.RoleTool, CallID: d.CallID, Text: text, IsError: true})
 		}
+	case lt.EventEnvironmentRestored:
+		var d journal.EnvironmentRestored
+		if json.Unmarshal(ev.Data, &d) == nil {
+			t.note = "(" + d.Note + ")\n"
+		}
 	case lt.EventContextCompacted:
 		var d journal.ContextCompacted
 		if json.Unmarshal(ev.Data, &d) == nil && d.Items <= len(t.msgs) {
@@ -120,12 +128,14 @@ func (t *transcript) observe(ev lt.Event) {
 
 // editNote tells the model that a person changed a call's arguments.
 func (t *transcript) editNote(callID string) string {
+	note := t.note
+	t.note = ""
 	args, ok := t.edited[callID]
 	if !ok {
-		return ""
+		return note
 	}
 	delete(t.edited, callID)
-	return "(A person edited the arguments before approving; the call ran with " + args + ")\n"
+	return note + "(A person edited the arguments before approving; the call ran with " + args + ")\n"
 }
 
 // pinned is the block every context starts with, verbatim: it is never

@@ -63,6 +63,13 @@ const verifyPrompt = `You check whether an agent's final answer meets the accept
 // journals its verdict; the next tick completes the turn or sends the agent
 // back.
 func (r *runner) verify(ctx context.Context, step *journal.Step, answer string) error {
+	// A model call like any other: the stop conditions and the budget hold.
+	if ok, err := r.checkStop(); !ok || err != nil {
+		return err
+	}
+	if ok, err := r.checkBudget(false); !ok || err != nil {
+		return err
+	}
 	files, err := r.deliveredFiles(ctx)
 	if err != nil {
 		return err

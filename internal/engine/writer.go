@@ -37,6 +37,15 @@ func (b *batch) add(typ, turnID string, step int, data any) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", typ, err)
 	}
+	// No secret value is ever journaled (DESIGN.md principle 8): a tool
+	// output that echoes one keeps only its name.
+	red, err := b.e.redactor()
+	if err != nil {
+		return err
+	}
+	if red != nil && !red.Empty() {
+		raw = red.JSON(raw)
+	}
 	ev := lt.Event{
 		Seq: b.st.Session.LastEventSeq + 1, Type: typ, Time: b.e.clock.Now(), SessionID: b.st.Session.ID,
 		TurnID: turnID, Step: step, WorkerID: b.workerID, Data: raw,

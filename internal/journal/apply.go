@@ -87,7 +87,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		t.StartedAt = &at
 		s.Step, s.ModelAttempt = nil, 0
 		s.ToolErrorStreak, s.LastCallKey, s.LastCallRepeat = 0, "", 0
-		s.Verification, s.ForceCompact = nil, false
+		s.Verification, s.ForceCompact, s.CheckpointStep, s.ContextRetryStep = nil, false, 0, 0
 		s.Session.CurrentTurnID = t.ID
 		putTurn(ch, *t)
 	case lt.EventTurnCompleted, lt.EventTurnFailed, lt.EventTurnCancelled:
@@ -122,10 +122,11 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		if d.Consumed {
 			s.ModelPosition++
 		}
-		if d.Kind == "context_length_exceeded" && d.Retry {
-			s.ForceCompact = true
-		}
 		s.ModelAttempt++
+		if d.Kind == "context_length_exceeded" && d.Retry && d.Purpose == "" {
+			// The retry after a compaction is a fresh start, not attempt n+1.
+			s.ForceCompact, s.ContextRetryStep, s.ModelAttempt = true, d.Step, 0
+		}
 		s.Session.Usage.ModelCalls++
 		if t := s.CurrentTurn(); t != nil {
 			t.Usage.ModelCalls++
@@ -159,6 +160,15 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 			return fmt.Errorf("policy.decided for unknown call %s", d.CallID)
 		}
 		c.Policy = d.Decision
+	case lt.EventSessionForked:
+		d, err := decode[SessionForked](ev)
+		if err != nil {
+			return err
+		}
+		f := d.From
+		s.Session.ForkedFrom = &f
+		// The fork's wall clock (budgets) starts when it was made.
+		s.Session.CreatedAt = ev.Time
 	case lt.EventSessionReviewed:
 		d, err := decode[SessionReviewed](ev)
 		if err != nil {
@@ -253,6 +263,12 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		}
 		id := d.Checkpoint.ID
 		s.Session.LastCheckpoint = &id
+		if d.Checkpoint.Snapshot != "" {
+			s.LastSnapshot = d.Checkpoint.Snapshot
+		}
+		if d.Checkpoint.Kind == lt.CheckpointStep {
+			s.CheckpointStep = d.Checkpoint.Step
+		}
 		ch.put(Doc{Kind: DocCheckpoint, ID: id, Value: d.Checkpoint, CreatedAt: d.Checkpoint.CreatedAt})
 	default:
 		// Informational events (model.delta, budget.*, signals, ...) change no

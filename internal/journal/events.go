@@ -52,6 +52,47 @@ type TurnCompleted struct {
 	Acceptance *lt.AcceptanceVerdict `json:"acceptance,omitempty"`
 }
 
+// SessionForked is the data of session.forked: the events before it are a
+// copy of another session's journal up to one of its checkpoints (ids
+// renamed for this session); the effects they record are inherited, done.
+type SessionForked struct {
+	From lt.ForkRef `json:"from"`
+}
+
+// NetworkConnection is the data of network.connection: a connection a tool
+// call tried (from the sandbox through the egress proxy, or http_request),
+// allowed or refused.
+type NetworkConnection struct {
+	Step   int    `json:"step"`
+	Index  int    `json:"index"`
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	// Via is "proxy" (from the sandbox) or "http_request".
+	Via     string `json:"via"`
+	Host    string `json:"host"`
+	Port    int    `json:"port"`
+	Address string `json:"address,omitempty"`
+	Allowed bool   `json:"allowed"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// EnvironmentLost is the data of environment.lost: the session's
+// workspace was gone when a tool was about to run.
+type EnvironmentLost struct {
+	Reason string `json:"reason"`
+}
+
+// EnvironmentRestored is the data of environment.restored: the workspace
+// was recreated from a checkpoint's snapshot (none: empty).
+type EnvironmentRestored struct {
+	CheckpointID string `json:"checkpoint_id,omitempty"`
+	Snapshot     string `json:"snapshot,omitempty"`
+	Files        int    `json:"files"`
+	Bytes        int64  `json:"bytes"`
+	// Note is what the model is told.
+	Note string `json:"note"`
+}
+
 // SessionReviewed is the data of session.reviewed.
 type SessionReviewed struct {
 	Review lt.Review `json:"review"`
@@ -175,11 +216,12 @@ type ModelFailed struct {
 
 // Call kinds: who executes a tool call.
 const (
-	CallBuiltin  = "builtin"  // run by the engine in the workspace
-	CallFunction = "function" // answered by the application (function_call action)
-	CallFinish   = "finish"   // ends the turn with artifacts
-	CallHuman    = "human"    // ask_human: answered through an input action
-	CallInvalid  = "invalid"  // unknown tool or bad arguments: fails at once
+	CallBuiltin    = "builtin"    // run by the engine in the workspace
+	CallFunction   = "function"   // answered by the application (function_call action)
+	CallFinish     = "finish"     // ends the turn with artifacts
+	CallHuman      = "human"      // ask_human: answered through an input action
+	CallCheckpoint = "checkpoint" // the agent's named checkpoint
+	CallInvalid    = "invalid"    // unknown tool or bad arguments: fails at once
 )
 
 // ToolRequested is the data of tool.requested.

@@ -44,10 +44,18 @@ type State struct {
 	// budget.warning was already given for.
 	BudgetWarned map[string]float64 `json:"budget_warned,omitempty"`
 	// ForceCompact is set when the provider said the context is too long:
-	// the next call compacts first, and is the only retry.
-	ForceCompact bool `json:"force_compact,omitempty"`
+	// the next call compacts first. ContextRetryStep is the step that retry
+	// was granted to: a second refusal of the same step ends the turn.
+	ForceCompact     bool `json:"force_compact,omitempty"`
+	ContextRetryStep int  `json:"context_retry_step,omitempty"`
 	// Verification is the current turn's acceptance checking.
 	Verification *Verification `json:"verification,omitempty"`
+	// CheckpointStep is the step of the current turn that the latest
+	// automatic checkpoint was taken after.
+	CheckpointStep int `json:"checkpoint_step,omitempty"`
+	// LastSnapshot is the workspace snapshot of the latest checkpoint: what
+	// a lost workspace is restored from.
+	LastSnapshot string `json:"last_snapshot,omitempty"`
 }
 
 // Verification tracks the acceptance checks of the current turn.

@@ -16,6 +16,8 @@ type Backend interface {
 	ListTurns(ctx context.Context, sessionID string) ([]lt.Turn, error)
 	GetTurn(ctx context.Context, sessionID, turnID string) (*lt.Turn, error)
 	CancelSession(ctx context.Context, id string, req *lt.CancelRequest) (*lt.Session, error)
+	// ForkSession creates a session from a checkpoint of another.
+	ForkSession(ctx context.Context, id string, req *lt.ForkRequest) (*lt.Session, error)
 	// ReviewSession records a person's verdict on the final artifact.
 	ReviewSession(ctx context.Context, id string, req *lt.ReviewRequest) (*lt.Session, error)
 	// AddConstraint pins a constraint a person adds mid-session.
@@ -62,3 +64,18 @@ type Backend interface {
 // ListSessionsParams filters GET /v1/sessions (an alias, so the engine need
 // not import this package).
 type ListSessionsParams = lt.ListSessionsParams
+
+// SecretBackend serves the vault's endpoints (PUT, GET and DELETE
+// /v1/secrets). A Backend that implements it serves them too (the engine
+// embeds vault.API); otherwise they answer 501. Errors a client caused are
+// *apierror.Error values, and no method ever returns a secret's value.
+type SecretBackend interface {
+	// PutSecret creates or replaces the secret name and returns its
+	// metadata and whether it created it (400 naming the field of invalid
+	// input).
+	PutSecret(ctx context.Context, name string, req *lt.PutSecretRequest) (secret *lt.Secret, created bool, err error)
+	// ListSecrets returns every secret's metadata, by name.
+	ListSecrets(ctx context.Context) ([]lt.Secret, error)
+	// DeleteSecret removes a secret (404 if there is none).
+	DeleteSecret(ctx context.Context, name string) error
+}

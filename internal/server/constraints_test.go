@@ -62,3 +62,33 @@ func TestReview(t *testing.T) {
 	require.Len(t, turns.Data, 2)
 	require.Equal(t, "add a title", turns.Data[1].Input)
 }
+
+// TestCheckpointsAndFork: checkpoints are listed in journal order with
+// their snapshots; a fork from one is a new session linked to its origin.
+func TestCheckpointsAndFork(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	s := h.createSession("notes")
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	cps := decode[lt.List[lt.Checkpoint]](t, h.get("/v1/sessions/"+s.ID+"/checkpoints"))
+	require.NotEmpty(t, cps.Data)
+	first := cps.Data[0]
+	require.Equal(t, lt.CheckpointStep, first.Kind)
+	require.NotEmpty(t, first.Snapshot)
+	for i := 1; i < len(cps.Data); i++ {
+		require.Less(t, cps.Data[i-1].EventSeq, cps.Data[i].EventSeq)
+	}
+
+	requireError(t, h.post("/v1/sessions/"+s.ID+"/fork", `{}`), http.StatusBadRequest, lt.CodeInvalidRequest, "checkpoint_id")
+	requireError(t, h.post("/v1/sessions/"+s.ID+"/fork", `{"checkpoint_id": "ckpt_nope"}`), http.StatusNotFound, lt.CodeNotFound, "")
+	last := cps.Data[len(cps.Data)-1]
+	r := h.post("/v1/sessions/"+s.ID+"/fork", `{"checkpoint_id": "`+last.ID+`", "input": "one more time"}`)
+	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
+	f := decode[lt.Session](t, r)
+	require.NotNil(t, f.ForkedFrom)
+	require.Equal(t, s.ID, f.ForkedFrom.SessionID)
+	h.waitStatus(f.ID, lt.SessionIdle)
+	turns := decode[lt.List[lt.Turn]](t, h.get("/v1/sessions/"+f.ID+"/turns"))
+	require.Len(t, turns.Data, 2)
+	require.Equal(t, "one more time", turns.Data[1].Input)
+}

@@ -56,9 +56,16 @@ func decodeCreateTurn(data []byte) (*lt.CreateTurnRequest, error) {
 	return &req, nil
 }
 
-// decodeCancel decodes the body of POST /v1/sessions/{id}/cancel. The
-// reason is optional, so an empty body means "no reason" rather than an
-// error: `curl -X POST .../cancel` is the natural way to cancel.
+// decodeFork decodes the body of POST /v1/sessions/{id}/fork.
+func decodeFork(data []byte) (*lt.ForkRequest, error) {
+	var req lt.ForkRequest
+	if err := decodeJSON(data, &req); err != nil {
+		return nil, err
+	}
+	return &req, nil
+}
+
+// decodeReview decodes the body of POST /v1/sessions/{id}/review.
 func decodeReview(data []byte) (*lt.ReviewRequest, error) {
 	var req lt.ReviewRequest
 	if err := decodeJSON(data, &req); err != nil {
@@ -67,6 +74,7 @@ func decodeReview(data []byte) (*lt.ReviewRequest, error) {
 	return &req, nil
 }
 
+// decodeAddConstraint decodes the body of POST /v1/sessions/{id}/constraints.
 func decodeAddConstraint(data []byte) (*lt.AddConstraintRequest, error) {
 	var req lt.AddConstraintRequest
 	if err := decodeJSON(data, &req); err != nil {
@@ -75,6 +83,9 @@ func decodeAddConstraint(data []byte) (*lt.AddConstraintRequest, error) {
 	return &req, nil
 }
 
+// decodeCancel decodes the body of POST /v1/sessions/{id}/cancel. The
+// reason is optional, so an empty body means "no reason" rather than an
+// error: `curl -X POST .../cancel` is the natural way to cancel.
 func decodeCancel(data []byte) (*lt.CancelRequest, error) {
 	var req lt.CancelRequest
 	if len(bytes.TrimSpace(data)) == 0 {

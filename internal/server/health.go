@@ -38,5 +38,17 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 		nr.Cause = err
 		return nr
 	}
-	return writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	body := map[string]any{"status": "ready"}
+	if d, ok := s.b.(ReadyDetailer); ok {
+		if details := d.ReadyDetails(); len(details) > 0 {
+			body["details"] = details
+		}
+	}
+	return writeJSON(w, http.StatusOK, body)
+}
+
+// ReadyDetailer is implemented by backends with operational facts worth
+// showing in /readyz (e.g. the sandbox backend and its warning).
+type ReadyDetailer interface {
+	ReadyDetails() map[string]string
 }

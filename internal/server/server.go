@@ -105,6 +105,9 @@ type Server struct {
 
 	// idemLocks serializes requests that share an idempotency scope and key.
 	idemLocks keyedMutex
+
+	// secrets is b when it serves the vault's endpoints, else nil.
+	secrets SecretBackend
 }
 
 // errShuttingDown is the cause of the base context after Shutdown.
@@ -133,6 +136,7 @@ func New(b Backend, idem IdempotencyStore, cfg *Config) *Server {
 		newTicker: realTicker,
 		idemLocks: keyedMutex{m: make(map[string]*keyedLock)},
 	}
+	s.secrets, _ = b.(SecretBackend)
 	s.keys = hashKeys(c.APIKeys)
 	s.base, s.shutdown = context.WithCancelCause(context.Background())
 	s.routes()
@@ -154,6 +158,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/sessions/{id}/cancel", s.idempotent(s.cancelSession))
 	s.handle("POST /v1/sessions/{id}/constraints", s.idempotent(s.addConstraint))
 	s.handle("POST /v1/sessions/{id}/review", s.idempotent(s.reviewSession))
+	s.handle("POST /v1/sessions/{id}/fork", s.idempotent(s.forkSession))
 	s.handle("PATCH /v1/sessions/{id}/budget", s.updateBudget)
 	s.handle("GET /v1/sessions/{id}/events", s.listEvents)
 	s.handle("GET /v1/sessions/{id}/events/stream", s.streamEvents)
@@ -169,6 +174,10 @@ func (s *Server) routes() {
 	s.handle("GET /v1/artifacts/{id}", s.getArtifact)
 	s.handle("GET /v1/artifacts/{id}/content", s.artifactContent)
 	s.handle("GET /v1/blobs/{sha256}", s.getBlob)
+
+	s.handle("PUT /v1/secrets/{name}", s.putSecret)
+	s.handle("GET /v1/secrets", s.listSecrets)
+	s.handle("DELETE /v1/secrets/{name}", s.deleteSecret)
 
 	s.handle("POST /v1/agents", s.idempotent(s.putAgent))
 	s.handle("GET /v1/agents", s.listAgents)

@@ -126,6 +126,23 @@ func (s *Server) cancelSession(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, sess)
 }
 
+// forkSession is POST /v1/sessions/{id}/fork: 201 with the new session.
+func (s *Server) forkSession(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	req, err := decodeFork(body)
+	if err != nil {
+		return err
+	}
+	sess, err := s.b.ForkSession(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, sess)
+}
+
 // reviewSession is POST /v1/sessions/{id}/review: 200 with the session.
 func (s *Server) reviewSession(w http.ResponseWriter, r *http.Request) error {
 	body, err := readBody(r)

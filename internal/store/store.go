@@ -86,6 +86,9 @@ type Store interface {
 	// ErrNotFound for an unknown digest.
 	BlobPut(ctx context.Context, sha256Hex string, data []byte) error
 	BlobGet(ctx context.Context, sha256Hex string) ([]byte, error)
+	// BlobHas reports whether a blob is stored, without reading it, so a
+	// writer of many blobs (workspace snapshots) sends only the new ones.
+	BlobHas(ctx context.Context, sha256Hex string) (bool, error)
 
 	// LeaseClaim claims up to Limit sessions that are runnable (Runnable set, or
 	// WakeAt reached) and not leased by a live worker (no owner, or the lease
@@ -107,6 +110,19 @@ type Store interface {
 	// ErrNotFound. IdempotencyPut stores it; ErrConflict if it exists.
 	IdempotencyGet(ctx context.Context, scope, key string) (*IdempotencyRow, error)
 	IdempotencyPut(ctx context.Context, row *IdempotencyRow) error
+
+	// SecretPut creates the vault secret row.Name, or replaces it (a
+	// replacement keeps the stored CreatedAt), and reports whether it created
+	// it. The store holds only what the vault gives it: ciphertext, never a
+	// value. Subscribers hear KindSecrets after the commit.
+	SecretPut(ctx context.Context, row *SecretRow) (created bool, err error)
+	// SecretGet returns one secret, or ErrNotFound.
+	SecretGet(ctx context.Context, name string) (*SecretRow, error)
+	// SecretList returns every secret, by name.
+	SecretList(ctx context.Context) ([]*SecretRow, error)
+	// SecretDelete removes a secret (ErrNotFound if there is none);
+	// subscribers hear KindSecrets after the commit.
+	SecretDelete(ctx context.Context, name string) error
 
 	// Subscribe returns notifications committed after the call until cancel is
 	// called or ctx ends. Notifications are hints: a slow subscriber may miss
@@ -132,6 +148,10 @@ const (
 	KindEvents NotificationKind = iota + 1
 	// KindRunnable: a session became claimable (runnable or a new wake time).
 	KindRunnable
+	// KindSecrets: a vault secret was created, replaced or deleted
+	// (SessionID and Seq are empty); holders of secret values, such as a
+	// redactor, re-read them.
+	KindSecrets
 )
 
 // Event is a stored journal entry.
@@ -320,4 +340,23 @@ type IdempotencyRow struct {
 	Status     int
 	Response   []byte
 	CreatedAt  time.Time
+}
+
+// SecretRow is one vault secret as stored: the value only as AES-GCM
+// ciphertext, which the vault seals with a key the store never sees.
+type SecretRow struct {
+	Name       string
+	Ciphertext []byte
+	Nonce      []byte
+	// KeyID identifies the key that sealed the value (not the key itself),
+	// so a vault opened with another key says so instead of failing to
+	// decrypt.
+	KeyID string
+	// Hosts are the hosts the secret may be sent to.
+	Hosts []string
+	// Inject says how the secret is injected into requests (a JSON object
+	// the vault defines).
+	Inject    json.RawMessage
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }

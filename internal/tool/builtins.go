@@ -11,10 +11,11 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/workspace"
 )
 
-// Builtins returns the built-in workspace tools of API.md with their default
-// settings: shell, read_file, write_file, edit_file and list_files.
+// Builtins returns the built-in tools of API.md implemented here, with their
+// default settings: shell, read_file, write_file, edit_file, list_files,
+// http_request and sqlite_query.
 func Builtins() []Tool {
-	return []Tool{&Shell{}, &ReadFile{}, &WriteFile{}, &EditFile{}, &ListFiles{}}
+	return []Tool{&Shell{}, &ReadFile{}, &WriteFile{}, &EditFile{}, &ListFiles{}, &HTTPRequest{}, &SQLiteQuery{}}
 }
 
 // decodeArguments validates call.Arguments against t's schema and decodes

@@ -25,7 +25,10 @@
 //     is cancelled, and on Linux the kernel kills the command if the server
 //     dies, so no orphan keeps writing after the call is over. Captured output is
 //     bounded whatever the command prints.
+//   - sqlite_query opens a workspace database read-only, always, through a
+//     SQLite VFS confined to the workspace by os.Root; writes, ATTACH and
+//     pragma settings are refused, and rows, bytes and time are bounded.
 //
-// It imports longhaultype, internal/workspace and the JSON Schema library;
-// the engine and the root library import it.
+// It imports longhaultype, internal/workspace, the JSON Schema library and
+// the SQLite driver; the engine and the root library import it.
 package tool

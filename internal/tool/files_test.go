@@ -39,6 +39,9 @@ func TestBuiltins(t *testing.T) {
 		"write_file": lt.EffectIdempotent,
 		"edit_file":  lt.EffectIdempotent,
 		"list_files": lt.EffectRead,
+		// Refined per call by tool.HTTPRequestEffect.
+		"http_request": lt.EffectIrreversible,
+		"sqlite_query": lt.EffectRead,
 	}
 	tools := tool.Builtins()
 	require.Len(t, tools, len(want))

@@ -67,6 +67,12 @@ var shellSchema = json.RawMessage(`{
 //
 // A non-zero exit status is a normal output: the model sees exit_code. A
 // timeout or a cancellation is a Result.Error that keeps the partial output.
+//
+// When the call carries an Exec (the session's sandbox), the command runs
+// through it instead, and everything above is the sandbox's to keep: Shell
+// passes the command, LONGHAUL_SESSION_ID and LONGHAUL_IDEMPOTENCY_KEY, the
+// timeout and the output bound, and maps the ExecResult to the same output,
+// with the limit that ended the command, if one did.
 type Shell struct {
 	// Interpreter is the shell binary (default DefaultShellInterpreter).
 	Interpreter string
@@ -86,6 +92,10 @@ type ShellOutput struct {
 	TimedOut  bool `json:"timed_out"`
 	// Signal names the signal that ended the shell, if one did.
 	Signal string `json:"signal,omitempty"`
+	// Limit names the sandbox limit that ended the command, if one did
+	// (cpu, memory, processes, output, wall, file_size); only commands run
+	// through Call.Exec have one.
+	Limit string `json:"limit,omitempty"`
 }
 
 // Name implements Tool.
@@ -133,6 +143,9 @@ func (s *Shell) Run(ctx context.Context, call *Call) (*Result, error) {
 	maxOutput := DefaultMaxOutputBytes
 	if call.MaxOutputBytes > 0 {
 		maxOutput = call.MaxOutputBytes
+	}
+	if call.Exec != nil {
+		return runExec(ctx, call, args.Command, timeout, maxOutput)
 	}
 	if !shellSupported {
 		return nil, fmt.Errorf("run shell: not supported on %s", runtime.GOOS)
@@ -186,6 +199,41 @@ func (s *Shell) Run(ctx context.Context, call *Call) (*Result, error) {
 	case run.timedOut:
 		res.Error = "command timed out after " + formatSeconds(timeout)
 	case run.cancelled:
+		res.Error = "command cancelled: " + context.Cause(ctx).Error()
+	}
+	return res, nil
+}
+
+// runExec runs command through the call's Exec (the session's sandbox).
+func runExec(ctx context.Context, call *Call, command string, timeout time.Duration, maxOutput int) (*Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("run shell: not started: %w", context.Cause(ctx))
+	}
+	run, err := call.Exec.Run(ctx, &ExecRequest{
+		Command: command,
+		Env: map[string]string{
+			"LONGHAUL_SESSION_ID":      call.SessionID,
+			"LONGHAUL_IDEMPOTENCY_KEY": call.IdempotencyKey,
+		},
+		Timeout:        timeout,
+		MaxOutputBytes: maxOutput,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("run shell: %w", err)
+	}
+	res := &Result{Output: &ShellOutput{
+		ExitCode:  run.ExitCode,
+		Stdout:    run.Stdout,
+		Stderr:    run.Stderr,
+		Truncated: run.Truncated,
+		TimedOut:  run.TimedOut,
+		Signal:    run.Signal,
+		Limit:     run.Limit,
+	}}
+	switch {
+	case run.TimedOut:
+		res.Error = "command timed out after " + formatSeconds(timeout)
+	case ctx.Err() != nil:
 		res.Error = "command cancelled: " + context.Cause(ctx).Error()
 	}
 	return res, nil

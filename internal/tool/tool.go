@@ -36,6 +36,11 @@ type Call struct {
 	Timeout time.Duration
 	// MaxOutputBytes bounds captured output (0: the tool's default).
 	MaxOutputBytes int
+	// Effect is the effect class the engine decided for this call (after
+	// the agent's override and, for http_request, HTTPRequestEffect).
+	// Empty: the tool's Effect(). http_request sends IdempotencyKey in an
+	// Idempotency-Key header only when this is idempotent.
+	Effect lt.EffectClass
 
 	// Exec runs programs for tools that execute them (shell) in the
 	// session's sandbox. Nil: the tool runs them as plain subprocesses
@@ -86,6 +91,8 @@ type NetworkPolicy struct {
 	// or IP literals, that may be reached. Private, loopback, link-local
 	// and metadata addresses are refused unless listed literally.
 	Allow []string `json:"allow"`
+	// Ports are the destination ports allowed (default 80 and 443).
+	Ports []int `json:"ports,omitempty"`
 }
 
 // NetworkEvent is one connection decision.

@@ -91,6 +91,26 @@ func (s *Store) BlobGet(ctx context.Context, sha256Hex string) ([]byte, error) {
 	return data, nil
 }
 
+// BlobHas reports whether a blob is stored under a digest.
+func (s *Store) BlobHas(ctx context.Context, sha256Hex string) (bool, error) {
+	if err := checkSHA256("sha256", sha256Hex); err != nil {
+		return false, fmt.Errorf("has blob: %w", err)
+	}
+	row, err := s.queryRow(ctx, `SELECT 1 FROM blobs WHERE sha256 = ?`, sha256Hex)
+	if err != nil {
+		return false, fmt.Errorf("has blob %s: %w", sha256Hex, err)
+	}
+	var one int
+	switch err := s.readErr(row.Scan(&one)); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	default:
+		return false, fmt.Errorf("has blob %s: %w", sha256Hex, err)
+	}
+}
+
 // IdempotencyPut stores the first response to an idempotent request;
 // store.ErrConflict if (scope, key) is already stored.
 func (s *Store) IdempotencyPut(ctx context.Context, row *store.IdempotencyRow) error {

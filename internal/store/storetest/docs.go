@@ -159,6 +159,15 @@ func testBlobs(t *testing.T, h *harness) {
 	_, err = h.s.BlobGet(h.ctx, sha([]byte("never stored")))
 	require.ErrorIs(t, err, store.ErrNotFound)
 
+	has, err := h.s.BlobHas(h.ctx, key)
+	require.NoError(t, err)
+	require.True(t, has, "BlobHas of a stored blob")
+	has, err = h.s.BlobHas(h.ctx, sha([]byte("never stored")))
+	require.NoError(t, err)
+	require.False(t, has, "BlobHas of an unknown digest")
+	_, err = h.s.BlobHas(h.ctx, "not-a-digest")
+	require.Error(t, err, "BlobHas refuses a malformed digest")
+
 	// Blobs written with an append commit with it.
 	h.createSession("ses_blob")
 	big := make([]byte, 256<<10)

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+type forkOpts struct {
+	client     *clientOpts
+	checkpoint string
+	input      string
+	json       bool
+}
+
+func (c *cli) forkCmd() *cobra.Command {
+	o := &forkOpts{}
+	cmd := &cobra.Command{
+		Use:   "fork SESSION_ID --checkpoint CKPT_ID [--input TEXT]",
+		Short: "Start a new session from a checkpoint of another",
+		Long: `Create a session from one of a session's checkpoints: it starts with the
+journal up to the checkpoint and the workspace as the checkpoint saw it. The
+effects before the checkpoint are inherited as done and never run again. With
+--input the fork starts a new turn at once; otherwise it goes on from where
+the checkpoint stood (or waits for a turn, if the checkpoint ended one).
+See a session's checkpoints with 'longhaul checkpoints SESSION_ID'.`,
+		Example: `  longhaul fork ses_01J9Z --checkpoint ckpt_3f2a --input "Try the other supplier"`,
+		Args:    usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.checkpoint == "" {
+				return usagef("--checkpoint is required")
+			}
+			cl, err := c.newClient(cmd, o.client)
+			if err != nil {
+				return err
+			}
+			s, err := cl.Fork(cmd.Context(), args[0], &lt.ForkRequest{CheckpointID: o.checkpoint, Input: o.input})
+			if err != nil {
+				return err
+			}
+			if o.json {
+				return writeJSON(c.stdout, s)
+			}
+			_, err = fmt.Fprintf(c.stdout, "Forked %s from %s at checkpoint %s (status %s).\n", s.ID, args[0], o.checkpoint, s.Status)
+			return err
+		},
+	}
+	o.client = clientFlags(cmd)
+	fs := cmd.Flags()
+	fs.StringVar(&o.checkpoint, "checkpoint", "", "the checkpoint to fork from (required)")
+	fs.StringVar(&o.input, "input", "", "start a new turn in the fork with this input")
+	fs.BoolVar(&o.json, "json", false, "print the new session as JSON")
+	return cmd
+}
+
+type checkpointsOpts struct {
+	client *clientOpts
+	json   bool
+}
+
+func (c *cli) checkpointsCmd() *cobra.Command {
+	o := &checkpointsOpts{}
+	cmd := &cobra.Command{
+		Use:   "checkpoints SESSION_ID",
+		Short: "List a session's checkpoints",
+		Long: `List the session's checkpoints in journal order: one after every step and
+turn, and the ones the agent named, each with its journal position and its
+workspace snapshot. Fork from one with 'longhaul fork'.`,
+		Example: `  longhaul checkpoints ses_01J9Z`,
+		Args:    usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := c.newClient(cmd, o.client)
+			if err != nil {
+				return err
+			}
+			l, err := cl.ListCheckpoints(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if o.json {
+				return writeJSON(c.stdout, l.Data)
+			}
+			t := newTable(c.stdout, "ID", "SEQ", "KIND", "NAME", "FILES", "SIZE", "CREATED")
+			for _, cp := range l.Data {
+				t.row(cp.ID, fmt.Sprint(cp.EventSeq), cp.Kind, truncate(cp.Name, 40), fmt.Sprint(cp.Files), fmtBytes(cp.Bytes), cp.CreatedAt.Local().Format("Jan 02 15:04:05"))
+			}
+			return t.flush()
+		},
+	}
+	o.client = clientFlags(cmd)
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the checkpoints as JSON")
+	return cmd
+}

@@ -1,0 +1,159 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/model"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// TestCheckpointsAndLostWorkspace: every step and turn ends with a
+// checkpoint holding a workspace snapshot, the agent names its own; when
+// the workspace is deleted mid-session, the next tool call restores it from
+// the last snapshot, journals the loss and the restore, tells the model,
+// and the session completes.
+func TestCheckpointsAndLostWorkspace(t *testing.T) {
+	p := &planProvider{plan: []model.Response{
+		call("write_file", `{"path":"notes/a.md","content":"alpha"}`),
+		call("checkpoint", `{"name":"notes started","summary":"a.md exists","next_action":"ask the app"}`),
+		call("lookup", `{}`),
+		call("read_file", `{"path":"notes/a.md"}`),
+		{Text: "done"},
+	}}
+	h := newHarnessWith(t, map[string]model.Provider{"plan": p}, nil)
+	ctx := context.Background()
+	s := create(t, h, &lt.AgentSpec{Model: lt.ModelSpec{Provider: "plan"}, Tools: []lt.ToolSpec{
+		{Name: "write_file"}, {Name: "read_file"}, {Name: "checkpoint"}, {Name: "lookup", Type: "function"},
+	}}, nil)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+
+	ws := filepath.Join(h.dir, "workspaces", s.ID)
+	require.FileExists(t, filepath.Join(ws, "notes", "a.md"))
+	require.NoError(t, os.RemoveAll(ws)) // the environment is lost
+	_, err := h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`"ok"`)})
+	require.NoError(t, err)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+
+	data, err := os.ReadFile(filepath.Join(ws, "notes", "a.md"))
+	require.NoError(t, err)
+	require.Equal(t, "alpha", string(data))
+	require.Len(t, events(t, h, s.ID, lt.EventEnvironmentLost), 1)
+	restored := events(t, h, s.ID, lt.EventEnvironmentRestored)
+	require.Len(t, restored, 1)
+	rd := data2[journal.EnvironmentRestored](t, restored[0])
+	require.NotEmpty(t, rd.Snapshot)
+	require.Equal(t, 1, rd.Files)
+	// The model read the file back, and was told what happened.
+	steps := p.stepRequests()
+	last := steps[len(steps)-1].msgs
+	require.Contains(t, last[len(last)-1].Text, "restored from checkpoint")
+	require.Contains(t, last[len(last)-1].Text, "alpha")
+
+	cps, err := h.eng.ListCheckpoints(ctx, s.ID)
+	require.NoError(t, err)
+	var kinds []string
+	for _, c := range cps {
+		kinds = append(kinds, c.Kind)
+		require.Empty(t, c.SnapshotError)
+		if c.Kind != lt.CheckpointTurn || c.Files > 0 {
+			require.NotEmpty(t, c.Snapshot, "checkpoint %s", c.Name)
+		}
+	}
+	require.Equal(t, "step,named,step,step,step,turn", strings.Join(kinds, ","))
+	named := cps[1]
+	require.Equal(t, "notes started", named.Name)
+	require.Equal(t, "ask the app", named.NextAction)
+	require.Equal(t, cps[0].Snapshot, named.Snapshot, "nothing changed between them: the same snapshot")
+	view, err := h.eng.GetSession(ctx, s.ID)
+	require.NoError(t, err)
+	require.Equal(t, cps[len(cps)-1].ID, *view.LastCheckpoint)
+	checkJournal(t, h.store, s.ID)
+}
+
+func data2[T any](t *testing.T, ev lt.Event) T { return data[T](t, ev) }
+
+// TestForkDoesNotRepeatEffects: a fork from the checkpoint after an
+// irreversible effect starts with that effect done (inherited, never run
+// again), the workspace as the checkpoint saw it, and its own ids; it runs
+// on by itself while the origin is untouched.
+func TestForkDoesNotRepeatEffects(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	outside := filepath.Join(t.TempDir(), "sent.log")
+	cmd := "echo sent >> " + outside
+	sp := spec(t, `[
+	  {"tool_calls":[{"name":"write_file","arguments":{"path":"draft.md","content":"v1"}}]},
+	  {"tool_calls":[{"name":"shell","arguments":{"command":`+jsonString(cmd)+`}}]},
+	  {"tool_calls":[{"name":"write_file","arguments":{"path":"draft.md","content":"v2"}}]},
+	  {"text":"origin done"},
+	  {"text":"fork done"}]`, lt.ToolSpec{Name: "write_file"}, lt.ToolSpec{Name: "shell"})
+	s := create(t, h, sp, nil)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	cps, err := h.eng.ListCheckpoints(ctx, s.ID)
+	require.NoError(t, err)
+	var afterShell *lt.Checkpoint
+	for i := range cps {
+		if cps[i].Kind == lt.CheckpointStep && cps[i].Step == 2 {
+			afterShell = &cps[i]
+		}
+	}
+	require.NotNil(t, afterShell)
+
+	// No worker runs while the fork is made, so its workspace can be seen
+	// as the fork starts.
+	stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	require.NoError(t, h.eng.Stop(stopCtx))
+	cancel()
+	f, err := h.eng.ForkSession(ctx, s.ID, &lt.ForkRequest{CheckpointID: afterShell.ID})
+	require.NoError(t, err)
+	require.NotEqual(t, s.ID, f.ID)
+	require.Equal(t, &lt.ForkRef{SessionID: s.ID, CheckpointID: afterShell.ID, EventSeq: afterShell.EventSeq}, f.ForkedFrom)
+	// The fork holds the workspace as it was after step 2.
+	data, err := os.ReadFile(filepath.Join(h.dir, "workspaces", f.ID, "draft.md"))
+	require.NoError(t, err)
+	require.Equal(t, "v1", string(data))
+	h.start("node-a")
+	f = h.waitStatus(f.ID, lt.SessionIdle)
+
+	sent, err := os.ReadFile(outside)
+	require.NoError(t, err)
+	require.Equal(t, "sent\n", string(sent), "the irreversible command ran once, in the origin only")
+	effects, err := h.eng.ListEffects(ctx, f.ID)
+	require.NoError(t, err)
+	var shell []lt.Effect
+	for _, e := range effects {
+		require.Equal(t, f.ID, e.SessionID)
+		if e.Tool == "shell" {
+			shell = append(shell, e)
+		}
+	}
+	require.Len(t, shell, 1, "inherited")
+	require.Equal(t, lt.EffectSucceeded, shell[0].Status)
+	originEffects, err := h.eng.ListEffects(ctx, s.ID)
+	require.NoError(t, err)
+	for _, e := range originEffects {
+		require.NotEqual(t, shell[0].ID, e.ID, "the fork has its own ids")
+	}
+	turns, err := h.eng.ListTurns(ctx, f.ID)
+	require.NoError(t, err)
+	require.Len(t, turns, 1)
+	require.Equal(t, "origin done", turns[0].Output, "the fork went on from step 2: the script's next step")
+	checkJournal(t, h.store, f.ID)
+
+	_, err = h.eng.ForkSession(ctx, s.ID, &lt.ForkRequest{CheckpointID: "ckpt_nope"})
+	requireAPIError(t, err, lt.CodeNotFound, "ckpt_nope")
+}
+
+func jsonString(s string) string {
+	raw, _ := json.Marshal(s)
+	return string(raw)
+}

@@ -1,0 +1,186 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync"
+
+	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/egress"
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/redact"
+	"github.com/longhaul-dev/longhaul/internal/sandbox"
+	"github.com/longhaul-dev/longhaul/internal/tool"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// Vault is where agents' environment.secrets resolve (internal/vault
+// implements it). Values never leave the server but in requests to the
+// hosts a secret is bound to.
+type Vault interface {
+	// Source returns the credentials of the named secrets, by host; an
+	// unknown name is an error naming it.
+	Source(ctx context.Context, names []string) (tool.SecretSource, error)
+	// Require checks that the named secrets exist (without decrypting);
+	// the first unknown one is an error naming it.
+	Require(ctx context.Context, names []string) error
+	// Redactor returns the redactor of every secret's value (cached until
+	// Invalidate).
+	Redactor(ctx context.Context) (*redact.Redactor, error)
+	// Invalidate drops what the vault cached, after its secrets changed.
+	Invalidate()
+}
+
+// redactor returns what removes secret values from everything the engine
+// writes. With a vault whose values cannot be read (a wrong key), it
+// fails closed: nothing is written.
+func (e *Engine) redactor() (*redact.Redactor, error) {
+	if e.cfg.Vault == nil {
+		return nil, nil
+	}
+	r, err := e.cfg.Vault.Redactor(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("load the secrets to redact: %w", err)
+	}
+	return r, nil
+}
+
+var secretName = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`)
+
+// validateEnvironment checks an agent's environment: the network allowlist
+// compiles, and every secret it names exists in the vault.
+func (e *Engine) validateEnvironment(ctx context.Context, env *lt.Environment, prefix string) error {
+	if env == nil {
+		return nil
+	}
+	if n := env.Network; n != nil {
+		if _, err := egress.NewPolicy(n.Allow); err != nil {
+			return apierror.Invalid(prefix+".network.allow", "%v", err)
+		}
+		for i, p := range n.Ports {
+			if p < 1 || p > 65535 {
+				return apierror.Invalid(fmt.Sprintf("%s.network.ports[%d]", prefix, i), "must be a TCP port (1 to 65535)")
+			}
+		}
+	}
+	for i, name := range env.Secrets {
+		f := fmt.Sprintf("%s.secrets[%d]", prefix, i)
+		if !secretName.MatchString(name) {
+			return apierror.Invalid(f, "must be a secret's name (%s)", secretName)
+		}
+		if e.cfg.Vault == nil {
+			return apierror.Invalid(f, "this server has no vault")
+		}
+		if err := e.cfg.Vault.Require(ctx, []string{name}); err != nil {
+			var unknown interface{ UnknownSecret() string }
+			if errors.As(err, &unknown) {
+				return apierror.Invalid(f, "%v", err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// environment is what a runner sets up for a session's tools: the
+// network policy and, when the agent lists hosts, the egress proxy its
+// sandbox reaches them through; the secrets it may use; the sandbox.
+type environment struct {
+	policy  *egress.Policy
+	network *tool.NetworkPolicy
+	secrets tool.SecretSource
+	exec    tool.Exec
+	socket  string
+	stop    func() error
+
+	mu     sync.Mutex
+	events []tool.NetworkEvent // connection decisions not journaled yet
+}
+
+func (v *environment) observe(ev tool.NetworkEvent) {
+	v.mu.Lock()
+	v.events = append(v.events, ev)
+	v.mu.Unlock()
+}
+
+// drain returns and forgets the decisions made since the last drain.
+func (v *environment) drain() []tool.NetworkEvent {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := v.events
+	v.events = nil
+	return out
+}
+
+func (v *environment) close() {
+	if v != nil && v.stop != nil {
+		_ = v.stop()
+	}
+}
+
+// setupEnvironment prepares the session's environment for this claim. The
+// proxy lives as long as the runner: a waiting session holds none.
+func (r *runner) setupEnvironment(ctx context.Context) error {
+	env := &environment{}
+	r.env = env
+	spec := r.spec.Environment
+	if spec != nil && spec.Network != nil && len(spec.Network.Allow) > 0 {
+		p, err := egress.NewPolicy(spec.Network.Allow)
+		if err == nil && len(spec.Network.Ports) > 0 {
+			p, err = p.WithConfig(egress.Config{Ports: spec.Network.Ports})
+		}
+		if err != nil {
+			return fmt.Errorf("network policy: %w", err)
+		}
+		env.policy, env.network = p, &tool.NetworkPolicy{Allow: spec.Network.Allow, Ports: spec.Network.Ports}
+		if r.e.cfg.Sandbox != nil && r.e.cfg.Sandbox.Name() == "bwrap" {
+			if err := os.MkdirAll(r.e.cfg.RuntimeDir, 0o700); err != nil {
+				return fmt.Errorf("runtime directory: %w", err)
+			}
+			env.socket = filepath.Join(r.e.cfg.RuntimeDir, r.st.Session.ID+".proxy.sock")
+			stop, err := egress.ListenUnix(ctx, env.socket, p, egress.Config{Logger: r.e.log, Ports: spec.Network.Ports}, func(ev egress.Event) {
+				env.observe(tool.NetworkEvent(ev))
+			})
+			if err != nil {
+				return fmt.Errorf("start the egress proxy: %w", err)
+			}
+			env.stop = stop
+		}
+	}
+	if spec != nil && len(spec.Secrets) > 0 {
+		if r.e.cfg.Vault == nil {
+			return fmt.Errorf("the agent names secrets but this server has no vault")
+		}
+		src, err := r.e.cfg.Vault.Source(ctx, spec.Secrets)
+		if err != nil {
+			return fmt.Errorf("secrets: %w", err)
+		}
+		env.secrets = src
+	}
+	if r.e.cfg.Sandbox != nil {
+		env.exec = r.e.cfg.Sandbox.Exec(sandbox.Spec{SessionID: r.st.Session.ID, Workspace: r.ws, ProxySocket: env.socket})
+	}
+	return nil
+}
+
+// journalNetwork records the connection decisions made while a call ran,
+// before its outcome: every allowed and refused connection is in the
+// journal.
+func (r *runner) journalNetwork(c *journal.Call) error {
+	if r.env == nil {
+		return nil
+	}
+	for _, ev := range r.env.drain() {
+		if err := r.add(lt.EventNetworkConnection, r.st.Step.TurnID, r.st.Step.N, journal.NetworkConnection{
+			Step: r.st.Step.N, Index: c.Index, CallID: c.ID, Tool: c.Tool,
+			Via: ev.Via, Host: ev.Host, Port: ev.Port, Address: ev.Address, Allowed: ev.Allowed, Reason: ev.Reason,
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,155 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/redact"
+	"github.com/longhaul-dev/longhaul/internal/tool"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// fakeVault holds secrets bound to hosts, as the real vault does.
+type fakeVault struct {
+	secrets map[string]struct{ value, host string }
+}
+
+type unknownSecret string
+
+func (u unknownSecret) Error() string         { return "secret " + string(u) + " does not exist" }
+func (u unknownSecret) UnknownSecret() string { return string(u) }
+
+func (v *fakeVault) Require(_ context.Context, names []string) error {
+	for _, n := range names {
+		if _, ok := v.secrets[n]; !ok {
+			return unknownSecret(n)
+		}
+	}
+	return nil
+}
+
+func (v *fakeVault) Redactor(context.Context) (*redact.Redactor, error) {
+	values := map[string]string{}
+	for n, s := range v.secrets {
+		values[n] = s.value
+	}
+	return redact.New(values), nil
+}
+
+func (v *fakeVault) Invalidate() {}
+
+func (v *fakeVault) Source(_ context.Context, names []string) (tool.SecretSource, error) {
+	src := sourceFunc(func(host string) []tool.Credential {
+		var out []tool.Credential
+		for _, n := range names {
+			if s := v.secrets[n]; s.host == host {
+				out = append(out, tool.Credential{Name: n, Header: "Authorization", Value: "Bearer " + s.value})
+			}
+		}
+		return out
+	})
+	return src, nil
+}
+
+type sourceFunc func(host string) []tool.Credential
+
+func (f sourceFunc) ForHost(host string) []tool.Credential { return f(host) }
+
+// TestHTTPRequestWithSecretsAndAllowlist: http_request reaches a listed host
+// with the secret bound to it injected outside the sandbox, is refused for
+// an unlisted one, and every connection decision is journaled; the class of
+// a call follows its method.
+func TestHTTPRequestWithSecretsAndAllowlist(t *testing.T) {
+	const token = "canary-token-5d1e2a9f"
+	var mu sync.Mutex
+	var auth []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		// A careless service echoes the credential back, plain and
+		// base64-encoded: none of it may reach the journal.
+		a := r.Header.Get("Authorization")
+		fmt.Fprintf(w, `{"you_sent":%q,"b64":%q}`, a, base64.StdEncoding.EncodeToString([]byte(strings.TrimPrefix(a, "Bearer "))))
+	}))
+	defer srv.Close()
+	p := &planProvider{plan: []model.Response{
+		call("http_request", fmt.Sprintf(`{"method":"GET","url":%q}`, srv.URL+"/status")),
+		call("http_request", `{"method":"POST","url":"http://unlisted.example/","body":"x"}`),
+		{Text: "done"},
+	}}
+	h := newHarnessWith(t, map[string]model.Provider{"plan": p}, nil)
+	h.vault = &fakeVault{secrets: map[string]struct{ value, host string }{"API_TOKEN": {token, "127.0.0.1"}}}
+	h.restart("node-a")
+	ctx := context.Background()
+	sp := &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "plan"},
+		Tools: []lt.ToolSpec{{Name: "http_request"}},
+		Environment: &lt.Environment{
+			Network: &lt.NetworkSpec{Allow: []string{"127.0.0.1"}, Ports: []int{srvPort(t, srv.URL)}},
+			Secrets: []string{"API_TOKEN"},
+		},
+	}
+	s := create(t, h, sp, nil)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+
+	mu.Lock()
+	require.Equal(t, []string{"Bearer " + token}, auth, "the secret went to its host, once")
+	mu.Unlock()
+	requested := events(t, h, s.ID, lt.EventToolRequested)
+	require.Equal(t, lt.EffectRead, data[journal.ToolRequested](t, requested[0]).Class, "GET reads")
+	require.Equal(t, lt.EffectIrreversible, data[journal.ToolRequested](t, requested[1]).Class, "POST is irreversible")
+	conns := events(t, h, s.ID, lt.EventNetworkConnection)
+	require.Len(t, conns, 2)
+	allowed := data[journal.NetworkConnection](t, conns[0])
+	require.True(t, allowed.Allowed)
+	require.Equal(t, "http_request", allowed.Via)
+	refused := data[journal.NetworkConnection](t, conns[1])
+	require.False(t, refused.Allowed)
+	require.Equal(t, "unlisted.example", refused.Host)
+	b64 := base64.StdEncoding.EncodeToString([]byte(token))
+	var sawRedacted bool
+	for _, ev := range events(t, h, s.ID) {
+		require.NotContains(t, string(ev.Data), token, "event %d %s", ev.Seq, ev.Type)
+		require.NotContains(t, string(ev.Data), b64, "event %d %s", ev.Seq, ev.Type)
+		sawRedacted = sawRedacted || strings.Contains(string(ev.Data), "[REDACTED:API_TOKEN]")
+	}
+	require.True(t, sawRedacted, "the echoed credential was redacted, not dropped silently")
+	for _, r := range p.stepRequests() {
+		for _, m := range r.msgs {
+			require.NotContains(t, m.Text, token, "the model never sees the value")
+		}
+	}
+
+	// An agent naming a secret the vault lacks, or a bad allowlist entry,
+	// is refused when it is defined.
+	bad := *sp
+	bad.Environment = &lt.Environment{Secrets: []string{"NOPE"}}
+	_, err := h.eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: &bad, Input: "go"})
+	requireAPIError(t, err, lt.CodeInvalidRequest, "agent_spec.environment.secrets[0]")
+	bad.Environment = &lt.Environment{Network: &lt.NetworkSpec{Allow: []string{"http://x.com/path"}}}
+	_, err = h.eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: &bad, Input: "go"})
+	requireAPIError(t, err, lt.CodeInvalidRequest, "agent_spec.environment.network.allow")
+	require.True(t, strings.HasPrefix(srv.URL, "http://127.0.0.1:"))
+}
+
+func srvPort(t *testing.T, raw string) int {
+	t.Helper()
+	u, err := url.Parse(raw)
+	require.NoError(t, err)
+	port, err := strconv.Atoi(u.Port())
+	require.NoError(t, err)
+	return port
+}

@@ -1,0 +1,159 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/snapshot"
+	"github.com/longhaul-dev/longhaul/internal/store"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// idToken matches the ids a journal mentions that belong to one session
+// (its turns, actions, effects, artifacts, checkpoints, and itself): a fork
+// gets its own, since those ids are unique across sessions.
+var idToken = regexp.MustCompile(`"((?:ses|turn|act|eff|art|ckpt)_[0-9a-z]{20,64})"`)
+
+// ForkSession creates a session from a checkpoint of another: the journal up
+// to the checkpoint (ids renamed), the workspace from its snapshot, and the
+// effects before it inherited as done — never run again. The fork links to
+// its origin (session.forked) and continues from where the checkpoint
+// stood; with an input it starts a new turn.
+func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest) (*lt.Session, error) {
+	if strings.TrimSpace(req.CheckpointID) == "" {
+		return nil, apierror.Invalid("checkpoint_id", "required: the checkpoint to fork from")
+	}
+	if req.Input != "" {
+		if err := validateInput(req.Input, "input"); err != nil {
+			return nil, err
+		}
+	}
+	row, err := e.store.SessionGet(ctx, id)
+	if err != nil {
+		return nil, notFound(err, "session", id)
+	}
+	cps, err := e.ListCheckpoints(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var cp *lt.Checkpoint
+	for i := range cps {
+		if cps[i].ID == req.CheckpointID {
+			cp = &cps[i]
+		}
+	}
+	if cp == nil {
+		return nil, apierror.NotFound("checkpoint %s not found in session %s", req.CheckpointID, id)
+	}
+
+	now := e.clock.Now()
+	forkID := newID("ses_", now)
+	rename := func(data []byte) []byte {
+		return idToken.ReplaceAllFunc(data, func(m []byte) []byte {
+			old := string(m[1 : len(m)-1])
+			if old == id {
+				return []byte(`"` + forkID + `"`)
+			}
+			prefix := old[:strings.IndexByte(old, '_')+1]
+			return []byte(`"` + derivedID(prefix, forkID, old) + `"`)
+		})
+	}
+	renameID := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		return strings.Trim(string(rename([]byte(`"`+s+`"`))), `"`)
+	}
+
+	st := &journal.State{}
+	st.Session.ID = forkID
+	b := e.newBatch(st, "")
+	for after := int64(0); after < cp.EventSeq; {
+		evs, err := e.store.EventList(ctx, id, after, int(min(1000, cp.EventSeq-after)))
+		if err != nil {
+			return nil, err
+		}
+		if len(evs) == 0 {
+			return nil, fmt.Errorf("fork %s: the journal ends before seq %d", id, cp.EventSeq)
+		}
+		for _, r := range evs {
+			ev, err := e.fullEvent(ctx, wireEvent(r))
+			if err != nil {
+				return nil, err
+			}
+			ev.SessionID, ev.TurnID, ev.Data = forkID, renameID(ev.TurnID), rename(ev.Data)
+			if err := journal.Apply(st, ev, &b.changes); err != nil {
+				return nil, fmt.Errorf("fork %s: replay seq %d: %w", id, ev.Seq, err)
+			}
+			b.events = append(b.events, ev)
+		}
+		after = evs[len(evs)-1].Seq
+	}
+	if len(st.OpenEffects) > 0 || len(st.Pending) > 0 {
+		return nil, apierror.Conflict("checkpoint %s was taken with effects or actions still open: fork from a checkpoint at the end of a step or turn", cp.ID)
+	}
+	if err := b.add(lt.EventSessionForked, "", 0, journal.SessionForked{From: lt.ForkRef{SessionID: id, CheckpointID: cp.ID, EventSeq: cp.EventSeq}}); err != nil {
+		return nil, err
+	}
+	if req.Input != "" {
+		turnID := newID("turn_", now)
+		if err := b.add(lt.EventTurnCreated, turnID, 0, journal.TurnCreated{TurnID: turnID, Index: st.TurnCount + 1, Input: req.Input}); err != nil {
+			return nil, err
+		}
+		if st.Session.Status.Terminal() {
+			if err := b.status(lt.SessionQueued, ""); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if cp.Snapshot != "" {
+		ws, err := e.spaces.Ensure(forkID)
+		if err != nil {
+			return nil, fmt.Errorf("fork workspace: %w", err)
+		}
+		if _, err := snapshot.Restore(ctx, e.store, cp.Snapshot, ws); err != nil {
+			_ = e.spaces.Remove(forkID)
+			return nil, fmt.Errorf("restore the checkpoint's workspace: %w", err)
+		}
+	}
+	p, err := b.appendParams(0, nil, false)
+	if err != nil {
+		return nil, err
+	}
+	_, err = e.store.SessionCreate(ctx, &store.SessionCreateParams{
+		Session: store.SessionRow{
+			ID: forkID, AgentName: row.AgentName, AgentVersion: row.AgentVersion, Status: string(st.Session.Status),
+			Spec: row.Spec, State: p.State, Runnable: p.Runnable, CreatedAt: now, UpdatedAt: st.Session.UpdatedAt,
+		},
+		Events: p.Events, Docs: p.Docs, Blobs: p.Blobs,
+	})
+	if err != nil {
+		_ = e.spaces.Remove(forkID)
+		return nil, err
+	}
+	v := st.View()
+	return &v, nil
+}
+
+// fullEvent returns ev with a payload that was moved to a blob read back.
+func (e *Engine) fullEvent(ctx context.Context, ev lt.Event) (lt.Event, error) {
+	if len(ev.Data) == 0 || !bytes.HasPrefix(ev.Data, []byte(`{"blob":`)) {
+		return ev, nil
+	}
+	var stub lt.BlobData
+	if json.Unmarshal(ev.Data, &stub) != nil || len(stub.Blob.SHA256) != 64 {
+		return ev, nil
+	}
+	data, err := e.store.BlobGet(ctx, stub.Blob.SHA256)
+	if err != nil {
+		return ev, fmt.Errorf("read blob of event %d: %w", ev.Seq, err)
+	}
+	ev.Data = data
+	return ev, nil
+}

@@ -1,0 +1,77 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"github.com/longhaul-dev/longhaul/internal/tool"
+)
+
+// NewLocal returns the local backend: each command is a plain subprocess
+// (`sh -c`) of the server, in the workspace, in a process group of its own
+// with a scrubbed environment. It isolates nothing: see the package
+// documentation.
+func NewLocal() Backend { return localBackend{} }
+
+type localBackend struct{}
+
+func (localBackend) Name() string { return "local" }
+
+func (localBackend) Exec(spec Spec) tool.Exec { return &localExec{spec: spec} }
+
+type localExec struct {
+	spec Spec
+}
+
+// Run implements tool.Exec.
+func (e *localExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecResult, error) {
+	lim, err := e.spec.validate()
+	if err != nil {
+		return nil, fmt.Errorf("local exec: %w", err)
+	}
+	timeout, maxOut, err := checkRequest(req, lim)
+	if err != nil {
+		return nil, fmt.Errorf("local exec: %w", err)
+	}
+	if !processGroupsSupported {
+		return nil, fmt.Errorf("local exec: not supported on %s", runtime.GOOS)
+	}
+	ws := e.spec.Workspace
+	if err := checkWorkspace(ws); err != nil {
+		return nil, fmt.Errorf("local exec: %w", err)
+	}
+	tmp := filepath.Join(ws, ".tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("local exec: create TMPDIR: %w", err)
+	}
+	argv := append([]string{"/bin/sh", "-c", wrapperScript},
+		// No process limit: RLIMIT_NPROC would count every process of
+		// the server's user, the server's own threads included.
+		wrapperArgs(req.Command, lim, false, "")...)
+	out, err := runProcess(ctx, &runSpec{
+		argv: argv,
+		env: environ(map[string]string{
+			"PATH":   DefaultPath,
+			"HOME":   ws,
+			"PWD":    ws,
+			"TMPDIR": tmp,
+			"LANG":   "C.UTF-8",
+		}, req.Env),
+		dir:         ws,
+		timeout:     timeout,
+		maxCapture:  maxOut,
+		outputLimit: lim.OutputBytes,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("local exec: %w", err)
+	}
+	if !out.started && !out.timedOut && !out.cancelled && !out.outputLimited {
+		return nil, fmt.Errorf("local exec: %w", setupError(out))
+	}
+	return toResult(out, lim, false, false), nil
+}

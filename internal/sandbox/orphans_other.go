@@ -1,0 +1,7 @@
+//go:build !linux
+
+package sandbox
+
+func reapOrphans() int { return 0 }
+
+func removeStaleCgroups(string) {}

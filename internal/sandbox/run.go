@@ -1,0 +1,274 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Inside a bwrap sandbox.
+const (
+	// WorkspaceDir is where the workspace is mounted, and the working
+	// directory and HOME of every command.
+	WorkspaceDir = "/workspace"
+	// ProxyListen is the address the forwarder listens on, in the
+	// sandbox's own network namespace; HTTP_PROXY and HTTPS_PROXY point at
+	// it.
+	ProxyListen = "127.0.0.1:3128"
+	// ProxySocketPath is where the proxy's Unix socket is mounted.
+	ProxySocketPath = "/run/longhaul/proxy.sock"
+	// ForwarderPath is where the forwarder's binary is mounted, read-only.
+	ForwarderPath = "/run/longhaul/longhaul"
+	// ForwardCommand is the hidden subcommand of the longhaul binary that
+	// runs Forward: `longhaul __sandbox-forward --listen ADDR --socket PATH`.
+	// Once it listens it writes ForwardReady and a newline to its stdout and
+	// closes it.
+	ForwardCommand = "__sandbox-forward"
+	// ForwardReady is the line the forwarder writes once it listens.
+	ForwardReady = "ready"
+)
+
+// wrapperScript is the program a run starts with `sh -c`, before the
+// command: it starts the forwarder (when there is a proxy) and waits until it
+// listens, lowers the resource limits with the shell's ulimit builtin (so
+// they bind the command and everything it starts, but not the forwarder,
+// whose Go runtime needs more address space than a command may get), tells
+// the server through fd 3 that the sandbox is set up, closes fd 3 and execs
+// `sh -c COMMAND` in its own place (same pid, so a signal that ends the
+// command ends the run). Positional parameters: $1 the command, $2 CPU
+// seconds, $3 address space in KiB, $4 file size in 512-byte blocks (the
+// unit of `ulimit -f` in POSIX shells), $5 processes ("" for none), $6 the
+// forwarder ("" for none).
+//
+// `ulimit -u` (bash) and `ulimit -p` (dash, busybox) both set RLIMIT_NPROC;
+// the soft CPU limit is set before the hard one so that soft <= hard holds
+// at every step.
+const wrapperScript = `if [ -n "$6" ]; then
+	ready=$("$6" ` + ForwardCommand + ` --listen ` + ProxyListen + ` --socket ` + ProxySocketPath + ` 3>&- </dev/null &)
+	if [ "$ready" != ` + ForwardReady + ` ]; then
+		echo "longhaul sandbox: the network forwarder did not start" >&2
+		exit 125
+	fi
+fi
+if ! { ulimit -S -t "$2" && ulimit -H -t $(($2 + 1)) && ulimit -v "$3" && ulimit -f "$4"; }; then
+	echo "longhaul sandbox: cannot set resource limits" >&2
+	exit 125
+fi
+if [ -n "$5" ] && ! { ulimit -u "$5" || ulimit -p "$5"; } 2>/dev/null; then
+	echo "longhaul sandbox: cannot set the process limit" >&2
+	exit 125
+fi
+printf ok >&3 || exit 125
+exec 3>&-
+exec /bin/sh -c "$1"`
+
+// wrapperArgs returns the arguments after `-c wrapperScript`.
+func wrapperArgs(command string, lim Limits, processes bool, forwarder string) []string {
+	nproc := ""
+	if processes {
+		nproc = strconv.Itoa(lim.Processes)
+	}
+	return []string{
+		"longhaul-sandbox", // $0
+		command,
+		strconv.Itoa(lim.CPUSeconds),
+		strconv.FormatInt(max(lim.MemoryBytes/1024, 1), 10),
+		strconv.FormatInt(max(lim.FileBytes/512, 1), 10),
+		nproc,
+		forwarder,
+	}
+}
+
+// killGrace is how long, after a run's processes are killed, one that
+// escaped (a local daemon that called setsid) may keep the output pipes open
+// before the reading stops; also the exec.Cmd WaitDelay.
+const killGrace = 2 * time.Second
+
+// Why a run was killed.
+var (
+	errWall        = errors.New("wall time limit")
+	errOutputLimit = errors.New("output limit")
+)
+
+// runSpec is one process to run.
+type runSpec struct {
+	argv []string
+	env  []string
+	dir  string
+	// files are given to the process as fds 4, 5, ...; fd 3 is the status
+	// pipe the wrapper writes "ok" to.
+	files       []*os.File
+	timeout     time.Duration
+	maxCapture  int
+	outputLimit int
+}
+
+// runOutcome is how a run went.
+type runOutcome struct {
+	state          *os.ProcessState
+	stdout, stderr string
+	truncated      bool
+	// started is true once the wrapper reached the command: an exit
+	// before that is a failure of the sandbox, not of the command.
+	started       bool
+	timedOut      bool
+	cancelled     bool
+	outputLimited bool
+}
+
+// runProcess runs spec to completion, timeout, output limit or cancellation
+// of ctx, and always returns with the process group it started dead and
+// reaped.
+func runProcess(ctx context.Context, spec *runSpec) (*runOutcome, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("not started: %w", context.Cause(ctx))
+	}
+	// Pdeathsig fires when the OS thread that started the child exits, not
+	// the process; the starting goroutine keeps its thread until the child
+	// is reaped (golang/go#27505).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+
+	var closers []*os.File
+	closeAll := func() {
+		for _, f := range closers {
+			f.Close()
+		}
+	}
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			closers = append(closers, r, w)
+		}
+		return r, w, err
+	}
+	outR, outW, err := pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := pipe()
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	statusR, statusW, err := pipe()
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	defer closeAll()
+
+	runCtx, cancelRun := context.WithCancelCause(ctx)
+	defer cancelRun(nil)
+	runCtx, cancelTimeout := context.WithTimeoutCause(runCtx, spec.timeout, errWall)
+	defer cancelTimeout()
+
+	cmd := exec.CommandContext(runCtx, spec.argv[0], spec.argv[1:]...)
+	cmd.Dir = spec.dir
+	cmd.Env = spec.env
+	// Our own pipes as *os.File: exec then starts no copying goroutines, so
+	// Wait returns when the process exits, not when the last holder of the
+	// pipe does.
+	cmd.Stdout = outW
+	cmd.Stderr = errW
+	cmd.ExtraFiles = append([]*os.File{statusW}, spec.files...)
+	cmd.SysProcAttr = procAttr()
+	var killed bool
+	var killMu sync.Mutex
+	cmd.Cancel = func() error {
+		killMu.Lock()
+		killed = true
+		killMu.Unlock()
+		return killGroup(cmd.Process.Pid)
+	}
+	cmd.WaitDelay = killGrace
+
+	startErr := cmd.Start()
+	// The child has its own copies of the write ends; ours must go, or the
+	// readers never see EOF.
+	outW.Close()
+	errW.Close()
+	statusW.Close()
+	if startErr != nil {
+		return nil, startErr
+	}
+
+	budget := &outputBudget{left: int64(spec.outputLimit), exceeded: func() { cancelRun(errOutputLimit) }}
+	stdout := newCapture(spec.maxCapture, budget)
+	stderr := newCapture(spec.maxCapture, budget)
+	var status bytes.Buffer
+	var readers sync.WaitGroup
+	readers.Go(func() { _, _ = io.Copy(stdout, outR) })
+	readers.Go(func() { _, _ = io.Copy(stderr, errR) })
+	readers.Go(func() { _, _ = io.Copy(&status, io.LimitReader(statusR, 64)) })
+
+	_ = cmd.Wait() // the exit status is read from ProcessState below
+	// The process is gone; whatever it left running in its group goes too.
+	_ = killGroup(cmd.Process.Pid)
+
+	drained := make(chan struct{})
+	go func() {
+		readers.Wait()
+		close(drained)
+	}()
+	grace := time.NewTimer(killGrace)
+	select {
+	case <-drained:
+	case <-grace.C:
+		// Something outside the group still holds the pipes; stop
+		// reading rather than wait for it.
+		outR.Close()
+		errR.Close()
+		statusR.Close()
+		<-drained
+	}
+	grace.Stop()
+
+	out := &runOutcome{state: cmd.ProcessState, started: status.String() == "ok"}
+	var truncOut, truncErr bool
+	out.stdout, truncOut = stdout.Text()
+	out.stderr, truncErr = stderr.Text()
+	out.outputLimited = budget.exceededLimit()
+	out.truncated = truncOut || truncErr || out.outputLimited
+	killMu.Lock()
+	wasKilled := killed
+	killMu.Unlock()
+	if wasKilled {
+		switch cause := context.Cause(runCtx); {
+		case ctx.Err() != nil:
+			out.cancelled = true
+		case errors.Is(cause, errWall):
+			out.timedOut = true
+		case errors.Is(cause, errOutputLimit):
+			// out.outputLimited is already set.
+		}
+	}
+	return out, nil
+}
+
+// dataFile returns a pipe whose read end holds data, for bwrap's
+// --ro-bind-data; the caller closes it. data must fit in a pipe buffer (64
+// KiB on Linux), which the small files it carries do.
+func dataFile(data string) (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	_, err = io.WriteString(w, data)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}

@@ -1,0 +1,12 @@
+//go:build linux
+
+package sandbox
+
+import "syscall"
+
+// procAttr puts the process in a new process group (pgid = its pid), so the
+// group can be killed as one, and asks the kernel to SIGKILL it if the thread
+// that started it dies with the server.
+func procAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}

@@ -1,0 +1,204 @@
+package snapshot
+
+import (
+	"container/list"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+)
+
+// Cache defaults.
+const (
+	DefaultCacheMaxFiles = 100_000
+	DefaultCacheMaxBlobs = 200_000
+	// racyWindow is how old a file's modification and change times must
+	// be, relative to the start of a Take, for its digests to be
+	// remembered. A write that lands after the file was read but within
+	// the same tick of the file system's clock would leave its size and
+	// times as they were; two seconds cover the coarsest clocks in use
+	// (FAT's), and a file younger than that is simply read again next time.
+	racyWindow = 2 * time.Second
+)
+
+// CacheConfig configures a Cache; the zero value means the defaults.
+type CacheConfig struct {
+	// MaxFiles bounds how many files' digests are remembered, least
+	// recently used first out (default DefaultCacheMaxFiles, about 200
+	// bytes each).
+	MaxFiles int
+	// MaxBlobs bounds how many blob digests are remembered as stored
+	// (default DefaultCacheMaxBlobs, about 100 bytes each).
+	MaxBlobs int
+	// Now is the clock compared with file times (default time.Now).
+	Now func() time.Time
+}
+
+func (c *CacheConfig) validate() error {
+	if c.MaxFiles < 0 {
+		return fmt.Errorf("MaxFiles %d is negative", c.MaxFiles)
+	}
+	if c.MaxBlobs < 0 {
+		return fmt.Errorf("MaxBlobs %d is negative", c.MaxBlobs)
+	}
+	return nil
+}
+
+// Cache lets Take skip what it already did: it remembers, per workspace
+// file, the identity of the file when it was read (device, inode, size,
+// modification and change times) with the digests of its content, so an
+// unchanged file is neither read nor hashed again; and it remembers which
+// blobs the store holds, so they are not asked about again. It is bounded
+// (least recently used entries are dropped) and lives in memory only:
+// after a restart the first Take reads everything once.
+//
+// A Cache belongs to the Blobs it was made for: what it remembers as stored
+// is stored there, and Take refuses it with another store. It is safe for
+// concurrent use, and one Cache may serve any number of workspaces.
+type Cache struct {
+	blobs Blobs
+	now   func() time.Time
+
+	mu       sync.Mutex
+	maxFiles int
+	files    map[fileCacheKey]*list.Element // of *fileCacheEntry
+	fileLRU  list.List
+	maxBlobs int
+	known    map[string]*list.Element // of string
+	knownLRU list.List
+}
+
+type fileCacheKey struct {
+	root string // absolute path of the workspace
+	rel  string
+}
+
+type fileCacheEntry struct {
+	key    fileCacheKey
+	id     fileID
+	sha256 string
+	chunks []Chunk
+}
+
+// fileID is what must not change for a file's cached digests to hold.
+type fileID struct {
+	dev, ino     uint64
+	size         int64
+	mtime, ctime int64 // nanoseconds since the epoch
+}
+
+// NewCache returns an empty Cache for b. cfg may be nil.
+func NewCache(b Blobs, cfg *CacheConfig) (*Cache, error) {
+	if b == nil {
+		return nil, errors.New("new snapshot cache: blobs is nil")
+	}
+	var c CacheConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	if err := c.validate(); err != nil {
+		return nil, fmt.Errorf("new snapshot cache: %w", err)
+	}
+	if c.MaxFiles == 0 {
+		c.MaxFiles = DefaultCacheMaxFiles
+	}
+	if c.MaxBlobs == 0 {
+		c.MaxBlobs = DefaultCacheMaxBlobs
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return &Cache{
+		blobs:    b,
+		now:      c.Now,
+		maxFiles: c.MaxFiles,
+		files:    make(map[fileCacheKey]*list.Element),
+		maxBlobs: c.MaxBlobs,
+		known:    make(map[string]*list.Element),
+	}, nil
+}
+
+// belongsTo reports whether the cache was made for b. Interface values of
+// an incomparable dynamic type would panic under ==, so those are compared
+// only by type and never match.
+func (c *Cache) belongsTo(b Blobs) bool {
+	tc, tb := reflect.TypeOf(c.blobs), reflect.TypeOf(b)
+	if tc != tb || !tc.Comparable() {
+		return false
+	}
+	return c.blobs == b
+}
+
+// file returns the cached digests of root/rel if the file still has the
+// identity id.
+func (c *Cache) file(root, rel string, id fileID) (string, []Chunk, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.files[fileCacheKey{root, rel}]
+	if !ok {
+		return "", nil, false
+	}
+	e := el.Value.(*fileCacheEntry)
+	if e.id != id {
+		return "", nil, false
+	}
+	c.fileLRU.MoveToFront(el)
+	return e.sha256, e.chunks, true
+}
+
+// putFile remembers the digests of root/rel read at identity id, unless
+// the file changed so recently (relative to start) that a later write could
+// leave the same identity.
+func (c *Cache) putFile(start time.Time, root, rel string, id fileID, sha string, chunks []Chunk) {
+	limit := start.Add(-racyWindow).UnixNano()
+	key := fileCacheKey{root, rel}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if id.mtime >= limit || id.ctime >= limit {
+		if el, ok := c.files[key]; ok {
+			c.fileLRU.Remove(el)
+			delete(c.files, key)
+		}
+		return
+	}
+	e := &fileCacheEntry{key: key, id: id, sha256: sha, chunks: chunks}
+	if el, ok := c.files[key]; ok {
+		el.Value = e
+		c.fileLRU.MoveToFront(el)
+		return
+	}
+	c.files[key] = c.fileLRU.PushFront(e)
+	for c.fileLRU.Len() > c.maxFiles {
+		old := c.fileLRU.Back()
+		c.fileLRU.Remove(old)
+		delete(c.files, old.Value.(*fileCacheEntry).key)
+	}
+}
+
+// stored reports whether blob d is known to be stored.
+func (c *Cache) stored(d string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.known[d]
+	if ok {
+		c.knownLRU.MoveToFront(el)
+	}
+	return ok
+}
+
+// putStored remembers that blob d is stored.
+func (c *Cache) putStored(d string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.known[d]; ok {
+		c.knownLRU.MoveToFront(el)
+		return
+	}
+	c.known[d] = c.knownLRU.PushFront(d)
+	for c.knownLRU.Len() > c.maxBlobs {
+		old := c.knownLRU.Back()
+		c.knownLRU.Remove(old)
+		delete(c.known, old.Value.(string))
+	}
+}

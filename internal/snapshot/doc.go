@@ -1,0 +1,63 @@
+// Package snapshot takes and restores content-addressed, deduplicated
+// snapshots of a workspace directory, so that a session's checkpoints can
+// each hold the workspace as it was, a lost workspace can be recreated, and
+// a fork can start from a checkpoint's files.
+//
+// # Format
+//
+// A snapshot is a tree of blobs in a Blobs store (store.Store), in the
+// manner of git:
+//
+//   - A file's content is cut into chunks by content-defined chunking (a
+//     rolling Rabin fingerprint; 512 KiB to 4 MiB, 1 MiB on average), each
+//     stored as the blob named by its SHA-256. A file up to 512 KiB is one
+//     chunk, the blob of the whole file. Because cuts depend on the bytes
+//     around them, an edit or an insertion in a large file changes only the
+//     chunks near it.
+//   - A directory is a tree blob: canonical JSON {"v":1,"entries":[...]}
+//     listing its entries sorted by name, each with its type ("dir",
+//     "file", "symlink"), permission bits, and for a file its size, the
+//     SHA-256 of its whole content and its chunks (omitted when the file is
+//     one chunk), for a directory the digest of its tree, for a symlink its
+//     target as stored in the link. Names and targets that are not UTF-8
+//     are stored base64-encoded. The root tree also lists the excluded
+//     prefixes.
+//   - The snapshot id is the digest of the root tree.
+//
+// Load flattens a snapshot into a Manifest (every path with its type, mode,
+// size and digests) for display and comparison.
+//
+// # Deduplication
+//
+// Identical bytes are one blob: a file unchanged since the last checkpoint,
+// a file copied to another place or another session's workspace, and a
+// directory none of whose entries changed (its tree blob is then byte for
+// byte the same) cost nothing more. A checkpoint after a small edit stores
+// the changed chunk and the trees on the path from the file to the root.
+// Take asks the store (BlobHas) before sending a blob; a Cache also lets it
+// skip re-reading files whose inode, size and times are unchanged and
+// re-asking about blobs it knows are stored.
+//
+// # Safety
+//
+//   - Take and Restore reach the workspace only through an os.Root, so no
+//     path, however the workspace changes meanwhile, leads outside it.
+//   - Take records symlinks and never follows them; it skips devices,
+//     FIFOs and sockets (opened, if one replaces a file, without blocking).
+//   - Restore refuses a tree whose names are not single path components
+//     ("..", "a/b", "/etc", "", NUL), unsorted or duplicated, of unknown
+//     type, or nested deeper than 1024 levels; it checks every blob against
+//     its digest; it creates symlinks as stored without ever following one,
+//     writes files to a temporary name and renames them into place, and
+//     removes what the snapshot does not hold, so restoring into a dirty
+//     directory converges.
+//   - Only permission bits are recorded and restored: never setuid,
+//     setgid or sticky bits, owners or times.
+//   - Error messages name workspace-relative paths only, never the host
+//     path of the workspace.
+//
+// The package imports the standard library and the chunking library only.
+// The engine imports it: for checkpoints (Take), for recreating a lost
+// workspace (Restore) and for forking a session from a checkpoint (Restore
+// into the new session's workspace).
+package snapshot

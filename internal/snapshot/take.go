@@ -1,0 +1,486 @@
+package snapshot
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/restic/chunker"
+)
+
+// Blobs is where snapshots live: content-addressed blobs keyed by the
+// lowercase hex SHA-256 of their bytes. store.Store satisfies it.
+// BlobPut must not keep data after it returns (Take reuses the buffer).
+type Blobs interface {
+	BlobPut(ctx context.Context, sha256Hex string, data []byte) error
+	BlobGet(ctx context.Context, sha256Hex string) ([]byte, error)
+	BlobHas(ctx context.Context, sha256Hex string) (bool, error)
+}
+
+// errVanished: a directory was removed between being listed in its parent
+// and being read; it is left out like a file removed meanwhile.
+var errVanished = errors.New("directory vanished")
+
+// ErrTooLarge is matched (errors.Is) by Take's error when a file or the
+// whole workspace is over a limit of Options.
+var ErrTooLarge = errors.New("over the snapshot size limit")
+
+// Content-defined chunking parameters. Files are cut where a rolling Rabin
+// fingerprint of the last 64 bytes matches a pattern, so an insertion moves
+// only the cuts near it and the other chunks keep their digests. They are
+// part of the format in effect: changing them (or the polynomial) breaks
+// no snapshot, but the next snapshot of a large file then shares no chunk
+// with the previous ones.
+const (
+	// MinChunkSize is the smallest chunk but a file's last; a file up to
+	// this size is one chunk, stored once as a whole.
+	MinChunkSize = 512 << 10
+	// MaxChunkSize bounds a chunk, hence a blob; the average is 1 MiB.
+	MaxChunkSize = 4 << 20
+	// chunkPolynomial is an irreducible polynomial of degree 53 over GF(2)
+	// (checked by a test), fixed so that every process cuts the same file
+	// at the same places.
+	chunkPolynomial = chunker.Pol(0x3DA3358B4DC173)
+)
+
+// Options bound and shape a Take.
+type Options struct {
+	// MaxFileBytes is the largest file Take stores (0: no limit). A larger
+	// one fails the Take with an error naming it that matches ErrTooLarge.
+	MaxFileBytes int64
+	// MaxTotalBytes bounds the sum of the file sizes (0: no limit). Over
+	// it the Take fails with an error naming the file that crossed it.
+	MaxTotalBytes int64
+	// Exclude lists workspace paths ("/"-separated, relative, clean) left
+	// out of the snapshot with everything under them, e.g. "node_modules"
+	// or ".git/objects". They are prefixes of whole components: "build"
+	// excludes "build/x", not "builder". Restore leaves them alone.
+	Exclude []string
+	// Cache, if set, lets Take skip reading files unchanged since a
+	// previous Take and asking the store about blobs it knows are stored.
+	// It must have been made for the same Blobs.
+	Cache *Cache
+}
+
+func (o *Options) validate(b Blobs) ([]string, error) {
+	if o.MaxFileBytes < 0 {
+		return nil, fmt.Errorf("MaxFileBytes %d is negative", o.MaxFileBytes)
+	}
+	if o.MaxTotalBytes < 0 {
+		return nil, fmt.Errorf("MaxTotalBytes %d is negative", o.MaxTotalBytes)
+	}
+	if o.Cache != nil && !o.Cache.belongsTo(b) {
+		return nil, errors.New("Cache was made for another Blobs")
+	}
+	return cleanExcludes(o.Exclude)
+}
+
+// Stats describe a Take or a Restore.
+type Stats struct {
+	// Files, Dirs (the root excepted) and Symlinks count what the snapshot
+	// holds; Bytes is the sum of its file sizes.
+	Files    int   `json:"files"`
+	Dirs     int   `json:"dirs"`
+	Symlinks int   `json:"symlinks"`
+	Bytes    int64 `json:"bytes"`
+	// Skipped counts the devices, FIFOs and sockets Take left out.
+	Skipped int `json:"skipped,omitempty"`
+	// ReadBytes is how much file content was read from the workspace:
+	// by Take, the files the Cache could not vouch for; by Restore, the
+	// existing files compared with the snapshot.
+	ReadBytes int64 `json:"read_bytes"`
+	// NewBlobs and NewBytes count the blobs Take stored that the store
+	// did not hold yet: what the snapshot cost.
+	NewBlobs int   `json:"new_blobs,omitempty"`
+	NewBytes int64 `json:"new_bytes,omitempty"`
+	// Written and WrittenBytes count the files Restore wrote; Removed the
+	// entries it removed because the snapshot does not have them.
+	Written      int   `json:"written,omitempty"`
+	WrittenBytes int64 `json:"written_bytes,omitempty"`
+	Removed      int   `json:"removed,omitempty"`
+}
+
+// Take snapshots the directory root: every file's content is stored as
+// chunks, every directory as a tree blob listing its entries (only blobs the
+// store lacks are sent), and the root tree's digest is returned as the
+// snapshot id. Symlinks are recorded, never followed; devices, FIFOs and
+// sockets are skipped. Each file is read once, so its stored content is one
+// consistent read even if the workspace changes meanwhile; the snapshot as
+// a whole is only as consistent as the workspace was quiet.
+//
+// Error messages name workspace-relative paths only. A root that does not
+// exist gives an error matching fs.ErrNotExist.
+func Take(ctx context.Context, b Blobs, root string, opts Options) (string, Stats, error) {
+	if b == nil {
+		return "", Stats{}, errors.New("snapshot: blobs is nil")
+	}
+	excludes, err := opts.validate(b)
+	if err != nil {
+		return "", Stats{}, fmt.Errorf("snapshot options: %w", err)
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return "", Stats{}, fmt.Errorf("snapshot: %w", err)
+	}
+	r, err := os.OpenRoot(abs)
+	if err != nil {
+		return "", Stats{}, fmt.Errorf("snapshot: open workspace: %w", stripPath(err))
+	}
+	defer r.Close()
+	t := &taker{
+		ctx: ctx, b: b, rootPath: abs, opts: opts, excludes: excludes,
+		cache: opts.Cache, seen: make(map[string]bool),
+	}
+	if t.cache != nil {
+		t.start = t.cache.now()
+	}
+	defer func() {
+		if t.work != nil {
+			t.work.chunker.Reset(nil, chunkPolynomial) // drop the file
+			chunkWorkPool.Put(t.work)
+		}
+	}()
+	id, err := t.dir(r, ".", 0)
+	if err != nil {
+		return "", t.st, fmt.Errorf("snapshot: %w", err)
+	}
+	return id, t.st, nil
+}
+
+type taker struct {
+	ctx      context.Context
+	b        Blobs
+	rootPath string
+	opts     Options
+	excludes []string
+	cache    *Cache
+	start    time.Time // by the cache's clock
+	seen     map[string]bool
+	work     *chunkWork // taken from chunkWorkPool when a file is read
+	st       Stats
+}
+
+// chunkWork is the memory chunking needs (4.5 MiB), pooled so that a Take
+// that reads nothing (every file cached) allocates none of it.
+type chunkWork struct {
+	buf     []byte
+	chunker *chunker.Chunker
+}
+
+var chunkWorkPool = sync.Pool{New: func() any {
+	return &chunkWork{
+		buf:     make([]byte, MaxChunkSize),
+		chunker: chunker.NewWithBoundaries(nil, chunkPolynomial, MinChunkSize, MaxChunkSize),
+	}
+}}
+
+// dir stores the tree of directory rel, open as d (and, first, everything
+// in it) and returns its digest. Each directory is an os.Root of its own,
+// opened through its parent's, so entries are reached by name with one
+// system call and still never outside the workspace.
+func (t *taker) dir(d *os.Root, rel string, depth int) (string, error) {
+	if depth >= maxDepth {
+		return "", fmt.Errorf("directory %q: directories nest deeper than %d levels", rel, maxDepth)
+	}
+	if err := t.ctx.Err(); err != nil {
+		return "", err
+	}
+	names, err := readDirNames(d, ".")
+	if err != nil {
+		return "", pathErr("list", rel, err)
+	}
+	tr := tree{V: formatVersion, Entries: make([]treeEntry, 0, len(names))}
+	if rel == "." {
+		tr.Exclude = t.excludes
+	}
+	for _, name := range names {
+		p := joinRel(rel, name)
+		if excluded(t.excludes, p) {
+			continue
+		}
+		fi, err := d.Lstat(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed while we listed
+		}
+		if err != nil {
+			return "", pathErr("stat", p, err)
+		}
+		var te treeEntry
+		encodeText(name, &te.Name, &te.NameB64)
+		switch mode := fi.Mode(); {
+		case mode.IsDir():
+			sub, err := t.subdir(d, name, p, depth+1)
+			if errors.Is(err, errVanished) {
+				continue // removed, or replaced by a non-directory, while we listed
+			}
+			if err != nil {
+				return "", err
+			}
+			te.Type, te.Mode, te.Tree = TypeDir, uint32(mode.Perm()), sub
+			t.st.Dirs++
+		case mode.IsRegular():
+			ok, err := t.file(d, name, p, fi, &te)
+			if err != nil {
+				return "", err
+			}
+			if !ok {
+				continue
+			}
+		case mode&fs.ModeSymlink != 0:
+			target, err := d.Readlink(name)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return "", pathErr("read link", p, err)
+			}
+			te.Type = TypeSymlink
+			encodeText(target, &te.Target, &te.TargetB64)
+			t.st.Symlinks++
+		default:
+			t.st.Skipped++
+			continue
+		}
+		tr.Entries = append(tr.Entries, te)
+	}
+	data, digest, err := encodeTree(&tr)
+	if err != nil {
+		return "", err
+	}
+	if err := t.put(digest, data); err != nil {
+		return "", fmt.Errorf("store tree of %q: %w", rel, err)
+	}
+	return digest, nil
+}
+
+// subdir opens directory name of d and stores its tree.
+func (t *taker) subdir(d *os.Root, name, rel string, depth int) (string, error) {
+	sub, err := d.OpenRoot(name)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || !isKind(d, name, fs.ModeDir) {
+			return "", errVanished
+		}
+		return "", pathErr("open", rel, err)
+	}
+	defer sub.Close()
+	// OpenRoot follows a symlink that replaced the directory since it was
+	// listed; the tree would then describe the link's target under the
+	// directory's name. The link is left out instead, as if it vanished.
+	if fi, err := d.Lstat(name); err != nil || !fi.IsDir() {
+		return "", errVanished
+	}
+	return t.dir(sub, rel, depth)
+}
+
+// file fills te for the regular file name of d (rel in the workspace). It
+// returns false if the file vanished (or stopped being a regular file)
+// since it was listed.
+func (t *taker) file(d *os.Root, name, rel string, fi fs.FileInfo, te *treeEntry) (bool, error) {
+	if err := t.checkSize(rel, fi.Size()); err != nil {
+		return false, err
+	}
+	te.Type, te.Mode = TypeFile, uint32(fi.Mode().Perm())
+	if t.cache != nil {
+		if id, ok := identify(fi); ok {
+			if sha, chunks, hit := t.cache.file(t.rootPath, rel, id); hit {
+				te.Size, te.SHA256, te.Chunks = id.size, sha, chunks
+				return true, t.count(rel, id.size)
+			}
+		}
+	}
+
+	f, err := d.OpenFile(name, readFlags, 0)
+	if errors.Is(err, fs.ErrNotExist) || (err != nil && !isKind(d, name, 0)) {
+		return false, nil // removed, or replaced by another kind of entry (a symlink)
+	}
+	if err != nil {
+		return false, pathErr("open", rel, err)
+	}
+	defer f.Close()
+	before, err := f.Stat()
+	if err != nil {
+		return false, pathErr("stat", rel, err)
+	}
+	if !before.Mode().IsRegular() {
+		t.st.Skipped++
+		return false, nil
+	}
+	if err := t.checkSize(rel, before.Size()); err != nil {
+		return false, err
+	}
+	size, sha, chunks, err := t.readChunks(rel, f)
+	if err != nil {
+		return false, err
+	}
+	te.Size, te.SHA256 = size, sha
+	if len(chunks) > 1 {
+		te.Chunks = chunks
+	} else {
+		chunks = nil
+	}
+	if t.cache != nil {
+		// Only a file that did not change while it was read is cached
+		// under its identity.
+		after, err := f.Stat()
+		idBefore, ok1 := identify(before)
+		idAfter, ok2 := identify(after)
+		if err == nil && ok1 && ok2 && idBefore == idAfter && idAfter.size == size {
+			t.cache.putFile(t.start, t.rootPath, rel, idAfter, sha, chunks)
+		}
+	}
+	return true, t.count(rel, size)
+}
+
+// checkSize applies MaxFileBytes and, ahead of reading, MaxTotalBytes.
+func (t *taker) checkSize(rel string, size int64) error {
+	if max := t.opts.MaxFileBytes; max > 0 && size > max {
+		return fmt.Errorf("file %q is %d bytes, over the limit of %d bytes per file: %w", rel, size, max, ErrTooLarge)
+	}
+	if max := t.opts.MaxTotalBytes; max > 0 && t.st.Bytes+size > max {
+		return fmt.Errorf("file %q brings the workspace over the limit of %d bytes in total: %w", rel, max, ErrTooLarge)
+	}
+	return nil
+}
+
+// count adds a file to the stats.
+func (t *taker) count(rel string, size int64) error {
+	if err := t.checkSize(rel, size); err != nil {
+		return err
+	}
+	t.st.Files++
+	t.st.Bytes += size
+	return nil
+}
+
+// readChunks reads f to its end (within MaxFileBytes), storing each chunk,
+// and returns the size, the digest of the whole content and the chunks.
+func (t *taker) readChunks(rel string, f io.Reader) (int64, string, []Chunk, error) {
+	limit := int64(math.MaxInt64)
+	if max := t.opts.MaxFileBytes; max > 0 {
+		limit = max + 1 // one byte more tells a file that grew past it
+	}
+	whole := sha256.New()
+	src := io.TeeReader(io.LimitReader(f, limit), whole)
+	if t.work == nil {
+		t.work = chunkWorkPool.Get().(*chunkWork)
+	}
+	ch := t.work.chunker
+	ch.ResetWithBoundaries(src, chunkPolynomial, MinChunkSize, MaxChunkSize)
+	var chunks []Chunk
+	var size int64
+	for {
+		if err := t.ctx.Err(); err != nil {
+			return 0, "", nil, err
+		}
+		c, err := ch.Next(t.work.buf)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return 0, "", nil, pathErr("read", rel, err)
+		}
+		size += int64(len(c.Data))
+		t.st.ReadBytes += int64(len(c.Data))
+		if max := t.opts.MaxFileBytes; max > 0 && size > max {
+			return 0, "", nil, fmt.Errorf("file %q grew over the limit of %d bytes per file: %w", rel, max, ErrTooLarge)
+		}
+		d := sha256Hex(c.Data)
+		if err := t.put(d, c.Data); err != nil {
+			return 0, "", nil, fmt.Errorf("store content of %q: %w", rel, err)
+		}
+		chunks = append(chunks, Chunk{SHA256: d, Size: int64(len(c.Data))})
+	}
+	return size, hex.EncodeToString(whole.Sum(nil)), chunks, nil
+}
+
+// put stores blob d unless this Take, the cache or the store has it.
+func (t *taker) put(d string, data []byte) error {
+	if t.seen[d] {
+		return nil
+	}
+	if t.cache != nil && t.cache.stored(d) {
+		t.seen[d] = true
+		return nil
+	}
+	has, err := t.b.BlobHas(t.ctx, d)
+	if err != nil {
+		return err
+	}
+	if !has {
+		if err := t.b.BlobPut(t.ctx, d, data); err != nil {
+			return err
+		}
+		t.st.NewBlobs++
+		t.st.NewBytes += int64(len(data))
+	}
+	t.seen[d] = true
+	if t.cache != nil {
+		t.cache.putStored(d)
+	}
+	return nil
+}
+
+// isKind reports whether name of d is (now) of the given type: 0 for a
+// regular file, fs.ModeDir for a directory.
+func isKind(d *os.Root, name string, typ fs.FileMode) bool {
+	fi, err := d.Lstat(name)
+	return err == nil && fi.Mode().Type() == typ
+}
+
+// readDirNames lists directory rel of r, sorted by name (bytes).
+func readDirNames(r *os.Root, rel string) ([]string, error) {
+	f, err := r.Open(filepath.FromSlash(rel))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// joinRel joins a "/"-separated workspace path and a name (a single
+// component, so no cleaning is needed).
+func joinRel(dir, name string) string {
+	if dir == "." {
+		return name
+	}
+	return dir + "/" + name
+}
+
+// pathErr says what failed on which workspace path, without the host path
+// that os errors carry; the cause stays in the chain for errors.Is.
+func pathErr(op, rel string, err error) error {
+	return fmt.Errorf("%s %q: %w", op, rel, stripPath(err))
+}
+
+// stripPath removes the *fs.PathError and *os.LinkError layers (whose
+// messages carry paths) around a cause.
+func stripPath(err error) error {
+	for {
+		var pe *fs.PathError
+		var le *os.LinkError
+		switch {
+		case errors.As(err, &pe) && pe.Err != nil:
+			err = pe.Err
+		case errors.As(err, &le) && le.Err != nil:
+			err = le.Err
+		default:
+			return err
+		}
+	}
+}

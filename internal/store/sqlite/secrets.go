@@ -1,0 +1,187 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// Bounds on a stored secret. The vault enforces tighter ones (a value of at
+// most 8 KiB); these only keep a wrong caller from writing nonsense.
+const (
+	maxSecretCiphertext = 64 << 10
+	maxSecretNonce      = 64
+)
+
+// SecretPut creates the secret, or replaces it keeping its CreatedAt, and
+// reports whether it created it. Subscribers hear store.KindSecrets.
+func (s *Store) SecretPut(ctx context.Context, row *store.SecretRow) (bool, error) {
+	if err := s.checkOpen(); err != nil {
+		return false, err
+	}
+	if err := checkSecretRow(row); err != nil {
+		return false, fmt.Errorf("put secret: %w", err)
+	}
+	hosts, err := json.Marshal(row.Hosts)
+	if err != nil {
+		return false, fmt.Errorf("put secret %s: encode hosts: %w", row.Name, err)
+	}
+	var created bool
+	err = s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+		// The writer runs one request at a time, so nothing can insert the
+		// row between this read and the write below.
+		var one int
+		switch err := w.queryRow(`SELECT 1 FROM secrets WHERE name = ?`, row.Name).Scan(&one); {
+		case errors.Is(err, sql.ErrNoRows):
+			created = true
+		case err != nil:
+			return nil, mapErr(err)
+		default:
+			created = false
+		}
+		if created {
+			_, err := w.exec(`INSERT INTO secrets (name, ciphertext, nonce, key_id, hosts, inject, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+				row.Name, row.Ciphertext, row.Nonce, row.KeyID, string(hosts), string(row.Inject),
+				toMicros(row.CreatedAt), toMicros(row.UpdatedAt))
+			if err != nil {
+				return nil, mapErr(err)
+			}
+		} else {
+			_, err := w.exec(`UPDATE secrets SET ciphertext = ?, nonce = ?, key_id = ?, hosts = ?, inject = ?, updated_at = ?
+WHERE name = ?`,
+				row.Ciphertext, row.Nonce, row.KeyID, string(hosts), string(row.Inject),
+				toMicros(row.UpdatedAt), row.Name)
+			if err != nil {
+				return nil, mapErr(err)
+			}
+		}
+		return []store.Notification{{Kind: store.KindSecrets}}, nil
+	}})
+	if err != nil {
+		return false, fmt.Errorf("put secret %s: %w", row.Name, err)
+	}
+	return created, nil
+}
+
+func checkSecretRow(row *store.SecretRow) error {
+	if row == nil {
+		return errors.New("row is nil")
+	}
+	if err := checkID("name", row.Name); err != nil {
+		return err
+	}
+	switch {
+	case len(row.Ciphertext) == 0:
+		return errors.New("ciphertext is empty")
+	case len(row.Ciphertext) > maxSecretCiphertext:
+		return fmt.Errorf("ciphertext is larger than %d bytes", maxSecretCiphertext)
+	case len(row.Nonce) == 0:
+		return errors.New("nonce is empty")
+	case len(row.Nonce) > maxSecretNonce:
+		return fmt.Errorf("nonce is larger than %d bytes", maxSecretNonce)
+	}
+	if err := checkID("key_id", row.KeyID); err != nil {
+		return err
+	}
+	for i, h := range row.Hosts {
+		if h == "" {
+			return fmt.Errorf("hosts[%d] is empty", i)
+		}
+	}
+	if len(row.Inject) == 0 {
+		return errors.New("inject is empty")
+	}
+	if err := checkJSON("inject", row.Inject); err != nil {
+		return err
+	}
+	if err := checkTime("created_at", row.CreatedAt); err != nil {
+		return err
+	}
+	return checkTime("updated_at", row.UpdatedAt)
+}
+
+const secretColumns = `name, ciphertext, nonce, key_id, hosts, inject, created_at, updated_at`
+
+func scanSecret(sc interface{ Scan(...any) error }) (*store.SecretRow, error) {
+	var (
+		r                store.SecretRow
+		hosts, inject    string
+		created, updated int64
+	)
+	if err := sc.Scan(&r.Name, &r.Ciphertext, &r.Nonce, &r.KeyID, &hosts, &inject, &created, &updated); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(hosts), &r.Hosts); err != nil {
+		return nil, fmt.Errorf("secret %s: stored hosts: %w", r.Name, err)
+	}
+	if r.Hosts == nil {
+		r.Hosts = []string{}
+	}
+	r.Inject = json.RawMessage(inject)
+	r.CreatedAt = fromMicros(created)
+	r.UpdatedAt = fromMicros(updated)
+	return &r, nil
+}
+
+// SecretGet returns one secret, or store.ErrNotFound.
+func (s *Store) SecretGet(ctx context.Context, name string) (*store.SecretRow, error) {
+	if err := checkID("name", name); err != nil {
+		return nil, fmt.Errorf("get secret: %w", err)
+	}
+	row, err := s.queryRow(ctx, `SELECT `+secretColumns+` FROM secrets WHERE name = ?`, name)
+	if err != nil {
+		return nil, fmt.Errorf("get secret %s: %w", name, err)
+	}
+	r, err := scanSecret(row)
+	if err != nil {
+		return nil, fmt.Errorf("get secret %s: %w", name, s.readErr(err))
+	}
+	return r, nil
+}
+
+// SecretList returns every secret, by name.
+func (s *Store) SecretList(ctx context.Context) ([]*store.SecretRow, error) {
+	var out []*store.SecretRow
+	err := s.query(ctx, func(rows *sql.Rows) error {
+		r, err := scanSecret(rows)
+		if err != nil {
+			return err
+		}
+		out = append(out, r)
+		return nil
+	}, `SELECT `+secretColumns+` FROM secrets ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list secrets: %w", err)
+	}
+	return out, nil
+}
+
+// SecretDelete removes a secret, or returns store.ErrNotFound.
+// Subscribers hear store.KindSecrets.
+func (s *Store) SecretDelete(ctx context.Context, name string) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if err := checkID("name", name); err != nil {
+		return fmt.Errorf("delete secret: %w", err)
+	}
+	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+		n, err := w.changed(`DELETE FROM secrets WHERE name = ?`, name)
+		if err != nil {
+			return nil, mapErr(err)
+		}
+		if n == 0 {
+			return nil, store.ErrNotFound
+		}
+		return []store.Notification{{Kind: store.KindSecrets}}, nil
+	}})
+	if err != nil {
+		return fmt.Errorf("delete secret %s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,245 @@
+package vault
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/textproto"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/longhaul-dev/longhaul/internal/apierror"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// Injection says how a secret goes into a request (see
+// longhaultype.SecretInjection for its forms).
+type Injection = lt.SecretInjection
+
+// Limits.
+const (
+	MinValueLen = 8
+	MaxValueLen = 8 << 10
+	MaxHosts    = 32
+)
+
+var namePattern = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`)
+
+// ValidName reports whether name may name a secret: ^[A-Z][A-Z0-9_]{0,63}$.
+func ValidName(name string) bool { return namePattern.MatchString(name) }
+
+func checkName(name string) error {
+	if !ValidName(name) {
+		return apierror.Invalid("name", "secret name %s must be an upper-case letter then up to 63 upper-case letters, digits or underscores (like GITHUB_TOKEN)", quote(name))
+	}
+	return nil
+}
+
+// checkValue validates a value without ever echoing it.
+func checkValue(value string) error {
+	switch {
+	case value == "":
+		return apierror.Invalid("value", "value is required")
+	case len(value) < MinValueLen:
+		return apierror.Invalid("value", "value must be at least %d bytes: shorter ones could not be told from ordinary text when they are redacted", MinValueLen)
+	case len(value) > MaxValueLen:
+		return apierror.Invalid("value", "value must be at most %d bytes", MaxValueLen)
+	}
+	if strings.IndexFunc(value, isControl) >= 0 {
+		return apierror.Invalid("value", "value contains a control character (such as a line break): it goes into an HTTP header, which cannot carry one")
+	}
+	return nil
+}
+
+// isControl reports the characters an HTTP header value cannot hold (a tab
+// is allowed).
+func isControl(r rune) bool { return (r < 0x20 && r != '\t') || r == 0x7f }
+
+// normalizeHosts validates hosts and returns them in canonical form (lower
+// case, no trailing dot, canonical IP addresses).
+func normalizeHosts(hosts []string) ([]string, error) {
+	if len(hosts) == 0 {
+		return nil, apierror.Invalid("hosts", "at least one host is required: a secret is only ever sent to the hosts it is bound to")
+	}
+	if len(hosts) > MaxHosts {
+		return nil, apierror.Invalid("hosts", "at most %d hosts, got %d", MaxHosts, len(hosts))
+	}
+	out := make([]string, 0, len(hosts))
+	for i, h := range hosts {
+		field := fmt.Sprintf("hosts[%d]", i)
+		n, err := normalizeHost(h)
+		if err != nil {
+			return nil, apierror.Invalid(field, "host %s: %s", quote(h), err)
+		}
+		if slices.Contains(out, n) {
+			return nil, apierror.Invalid(field, "host %s is listed twice", quote(h))
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+var labelPattern = regexp.MustCompile(`^[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?$`)
+
+// normalizeHost validates one bound host: a DNS name, "*." and a DNS name
+// of at least two labels, or an IP address.
+func normalizeHost(h string) (string, error) {
+	if strings.Contains(h, "://") || strings.ContainsAny(h, "/?#@") {
+		return "", fmt.Errorf("give a host name, not a URL")
+	}
+	if ip := net.ParseIP(strings.Trim(h, "[]")); ip != nil {
+		return ip.String(), nil
+	}
+	if strings.Contains(h, ":") {
+		return "", fmt.Errorf("give a host name without a port")
+	}
+	name := strings.TrimSuffix(strings.ToLower(h), ".")
+	wildcard := false
+	if rest, ok := strings.CutPrefix(name, "*."); ok {
+		wildcard, name = true, rest
+	}
+	if name == "" {
+		return "", fmt.Errorf("empty host name")
+	}
+	if len(name) > 253 {
+		return "", fmt.Errorf("a host name has at most 253 characters")
+	}
+	labels := strings.Split(name, ".")
+	for _, l := range labels {
+		if !labelPattern.MatchString(l) {
+			return "", fmt.Errorf("not a valid host name (letters, digits and hyphens in dot-separated labels; \"*.example.com\" for subdomains)")
+		}
+	}
+	if wildcard {
+		if len(labels) < 2 {
+			return "", fmt.Errorf("a wildcard must cover a domain of at least two labels, like *.example.com")
+		}
+		return "*." + name, nil
+	}
+	return name, nil
+}
+
+// hostMatches reports whether a request host (already normalised by
+// canonicalHost) is one of the bound hosts.
+func hostMatches(bound []string, host string) bool {
+	for _, b := range bound {
+		if suffix, ok := strings.CutPrefix(b, "*."); ok {
+			if strings.HasSuffix(host, "."+suffix) {
+				return true
+			}
+			continue
+		}
+		if host == b {
+			return true
+		}
+	}
+	return false
+}
+
+// canonicalHost puts a request's host in the form bound hosts have: no
+// port, no brackets, lower case, no trailing dot.
+func canonicalHost(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.String()
+	}
+	return strings.TrimSuffix(strings.ToLower(host), ".")
+}
+
+// Header names a secret may not be injected into: they frame the request
+// or the connection, and overriding them would break or smuggle requests.
+var forbiddenHeaders = []string{
+	"Connection", "Content-Length", "Expect", "Host", "Keep-Alive", "Proxy-Connection",
+	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+var tokenPattern = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$")
+
+// placeholder is what a format's value goes in place of.
+const placeholder = "{value}"
+
+// normalizeInjection validates inj and returns its canonical form: the
+// header always named (canonical case), a format only for the header form.
+func normalizeInjection(inj *Injection) (Injection, error) {
+	if inj == nil {
+		return Injection{}, apierror.Invalid("inject", `inject is required: {"bearer": true}, {"basic": {"username": "…"}} or {"header": "…", "format": "… {value}"}`)
+	}
+	out := Injection{Bearer: inj.Bearer}
+	if inj.Bearer && inj.Basic != nil {
+		return out, apierror.Invalid("inject", "give one of bearer, basic or header")
+	}
+	header := inj.Header
+	if header == "" {
+		if !inj.Bearer && inj.Basic == nil {
+			return out, apierror.Invalid("inject.header", `inject.header is required (or give "bearer": true or "basic")`)
+		}
+		header = "Authorization"
+	}
+	if !tokenPattern.MatchString(header) {
+		return out, apierror.Invalid("inject.header", "header name %s is not a valid HTTP header name", quote(header))
+	}
+	header = textproto.CanonicalMIMEHeaderKey(header)
+	if slices.Contains(forbiddenHeaders, header) {
+		return out, apierror.Invalid("inject.header", "a secret cannot be injected into the %s header", header)
+	}
+	out.Header = header
+	switch {
+	case inj.Bearer || inj.Basic != nil:
+		if inj.Format != "" {
+			return out, apierror.Invalid("inject.format", "format is not allowed with bearer or basic (they have their own)")
+		}
+		if inj.Basic != nil {
+			u := inj.Basic.Username
+			switch {
+			case strings.Contains(u, ":"):
+				return out, apierror.Invalid("inject.basic.username", "a basic authentication user name cannot contain ':'")
+			case strings.IndexFunc(u, isControl) >= 0:
+				return out, apierror.Invalid("inject.basic.username", "the user name contains a control character")
+			case len(u) > 256:
+				return out, apierror.Invalid("inject.basic.username", "the user name has more than 256 bytes")
+			}
+			out.Basic = &lt.SecretBasicAuth{Username: u}
+		}
+	default:
+		format := inj.Format
+		if format == "" {
+			format = placeholder
+		}
+		switch {
+		case !strings.Contains(format, placeholder):
+			return out, apierror.Invalid("inject.format", "format must contain %s, where the value goes", placeholder)
+		case strings.IndexFunc(format, isControl) >= 0:
+			return out, apierror.Invalid("inject.format", "format contains a control character")
+		case len(format) > 256:
+			return out, apierror.Invalid("inject.format", "format has more than 256 bytes")
+		}
+		out.Format = format
+	}
+	return out, nil
+}
+
+// headerValue is the header value that injects value by inj (normalised).
+func headerValue(inj Injection, value string) string {
+	switch {
+	case inj.Bearer:
+		return "Bearer " + value
+	case inj.Basic != nil:
+		return "Basic " + base64.StdEncoding.EncodeToString([]byte(inj.Basic.Username+":"+value))
+	default:
+		return strings.ReplaceAll(inj.Format, placeholder, value)
+	}
+}
+
+// quote shortens and quotes a user-supplied name or host for a message.
+// It is never given a secret's value.
+func quote(s string) string {
+	const maxLen = 80
+	if len(s) > maxLen {
+		s = s[:maxLen] + "…"
+	}
+	return fmt.Sprintf("%q", strings.ToValidUTF8(s, "\uFFFD"))
+}
