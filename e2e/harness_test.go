@@ -420,3 +420,16 @@ func requireSameEvents(t *testing.T, want, got []lt.Event, source string) {
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
+
+// waitTerminal polls a session until its turn has ended (idle, failed or
+// cancelled) and returns it.
+func waitTerminal(ctx context.Context, t *testing.T, srv *server, id string, timeout time.Duration) *lt.Session {
+	t.Helper()
+	var s *lt.Session
+	waitFor(t, timeout, "session "+id+" to finish", func() (bool, error) {
+		var err error
+		s, err = srv.api.GetSession(ctx, id)
+		return err == nil && s.Status.Terminal(), err
+	})
+	return s
+}

@@ -73,11 +73,7 @@ func TestSecretCanaries(t *testing.T) {
 		Input: "find the token",
 	})
 	require.NoError(t, err)
-	var s *lt.Session
-	waitFor(t, 30*time.Second, "the session to finish", func() (bool, error) {
-		s, err = srv.api.GetSession(ctx, sess.ID)
-		return err == nil && s.Status.Terminal(), err
-	})
+	s := waitTerminal(ctx, t, srv, sess.ID, 30*time.Second)
 	require.Equal(t, lt.SessionIdle, s.Status, "stop reason %v", deref(s.StopReason))
 	require.Equal(t, []string{"Bearer " + canary, "Bearer " + canary}, got, "the service received the secret")
 

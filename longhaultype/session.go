@@ -153,7 +153,8 @@ type Review struct {
 	At       time.Time `json:"at"`
 	// ArtifactID is the final artifact reviewed, when the session has one.
 	ArtifactID string `json:"artifact_id,omitempty"`
-	// TurnID is the turn whose answer was reviewed.
+	// TurnID is the turn that delivered that artifact (empty when the
+	// session has none).
 	TurnID string `json:"turn_id,omitempty"`
 }
 

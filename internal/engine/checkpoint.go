@@ -61,14 +61,14 @@ func (r *runner) checkpoint(ctx context.Context, kind, name, summary, next strin
 // artifactIDs lists the latest version of each artifact the session has
 // delivered (the ids runFinish derived).
 func (r *runner) artifactIDs() []string {
-	names := make([]string, 0, len(r.st.ArtifactVersions))
-	for n := range r.st.ArtifactVersions {
+	names := make([]string, 0, len(r.st.ArtifactIDs))
+	for n := range r.st.ArtifactIDs {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	out := make([]string, 0, len(names))
 	for _, n := range names {
-		out = append(out, derivedID("art_", r.st.Session.ID, n, r.st.ArtifactVersions[n]))
+		out = append(out, r.st.ArtifactIDs[n])
 	}
 	return out
 }
@@ -107,7 +107,9 @@ func (r *runner) workspaceLost() (bool, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return false, fmt.Errorf("check workspace: %w", err)
 	}
-	if r.st.LastSnapshot == "" && r.st.Session.Usage.ToolCalls == 0 {
+	if r.st.LastSnapshot == "" {
+		// Never snapshotted: nothing to restore, and nothing to report
+		// but a directory to create.
 		if _, err := r.e.spaces.Ensure(r.st.Session.ID); err != nil {
 			return false, fmt.Errorf("create workspace: %w", err)
 		}
@@ -139,9 +141,7 @@ func (r *runner) restoreWorkspace(ctx context.Context) error {
 			return fmt.Errorf("restore workspace from snapshot %s: %w", snap, err)
 		}
 		d.Snapshot, d.Files, d.Bytes = snap, stats.Files, stats.Bytes
-		if cp := r.st.Session.LastCheckpoint; cp != nil {
-			d.CheckpointID = *cp
-		}
+		d.CheckpointID = r.st.LastSnapshotCheckpoint
 		d.Note = fmt.Sprintf("The workspace was lost and restored from checkpoint %s (%d files): changes made after that checkpoint are gone; check them before you go on.", d.CheckpointID, stats.Files)
 	}
 	return r.add(lt.EventEnvironmentRestored, turnID, step, d)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -50,7 +51,10 @@ func (v *fakeVault) Redactor(context.Context) (*redact.Redactor, error) {
 
 func (v *fakeVault) Invalidate() {}
 
-func (v *fakeVault) Source(_ context.Context, names []string) (tool.SecretSource, error) {
+func (v *fakeVault) Source(ctx context.Context, names []string) (tool.SecretSource, error) {
+	if err := v.Require(ctx, names); err != nil {
+		return nil, err
+	}
 	src := sourceFunc(func(host string) []tool.Credential {
 		var out []tool.Credential
 		for _, n := range names {
@@ -152,4 +156,28 @@ func srvPort(t *testing.T, raw string) int {
 	port, err := strconv.Atoi(u.Port())
 	require.NoError(t, err)
 	return port
+}
+
+// TestDeletedSecretFailsTheTurn: a secret the agent names is deleted after
+// the agent was defined: the turn fails saying why (sandbox_error), rather
+// than the session being claimed again and again.
+func TestDeletedSecretFailsTheTurn(t *testing.T) {
+	p := &planProvider{plan: []model.Response{{Text: "never"}}}
+	v := &fakeVault{secrets: map[string]struct{ value, host string }{"API_TOKEN": {"v-123456789", "x"}}}
+	h := newHarnessWith(t, map[string]model.Provider{"plan": p}, nil)
+	h.vault = v
+	h.restart("node-a")
+	ctx := context.Background()
+	sp := &lt.AgentSpec{Model: lt.ModelSpec{Provider: "plan"}, Environment: &lt.Environment{Secrets: []string{"API_TOKEN"}}}
+	// Stop the worker, define the session, delete the secret, start again.
+	stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	require.NoError(t, h.eng.Stop(stopCtx))
+	cancel()
+	s, err := h.eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: sp, Input: "go"})
+	require.NoError(t, err)
+	delete(v.secrets, "API_TOKEN")
+	h.start("node-a")
+	s = h.waitStatus(s.ID, lt.SessionFailed)
+	require.Equal(t, lt.StopSandboxError, *s.StopReason)
+	require.Empty(t, p.requests, "no model call without the environment")
 }

@@ -101,6 +101,12 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 	if err := b.add(lt.EventSessionForked, "", 0, journal.SessionForked{From: lt.ForkRef{SessionID: id, CheckpointID: cp.ID, EventSeq: cp.EventSeq}}); err != nil {
 		return nil, err
 	}
+	if len(st.Turns) == 0 && !st.Session.Status.Terminal() {
+		// A turn's checkpoint comes just before the session went idle.
+		if err := b.status(lt.SessionIdle, ""); err != nil {
+			return nil, err
+		}
+	}
 	if req.Input != "" {
 		turnID := newID("turn_", now)
 		if err := b.add(lt.EventTurnCreated, turnID, 0, journal.TurnCreated{TurnID: turnID, Index: st.TurnCount + 1, Input: req.Input}); err != nil {

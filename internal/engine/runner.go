@@ -30,6 +30,7 @@ type runner struct {
 	toolDefs   []model.ToolDef
 	policies   *policy.Set
 	env        *environment
+	envErr     error    // why the environment could not be set up
 	h          *history // nil unless a policy looks at past effects
 	released   bool     // the lease was given back with the last append
 }
@@ -57,8 +58,10 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 		r.h = newHistory()
 	}
 	if err := r.setupEnvironment(ctx); err != nil {
+		// Not a reason to retry the claim forever (a deleted secret, a
+		// proxy that cannot start): the turn fails, saying why.
 		r.env.close()
-		return nil, err
+		r.env, r.envErr = nil, err
 	}
 	// Rebuild the model context from the journal.
 	for after := int64(0); after < row.LastSeq; {
@@ -227,6 +230,11 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 	}
 	if turn == nil {
 		return r.park(ctx)
+	}
+	if r.envErr != nil {
+		err := r.envErr
+		r.envErr = nil
+		return false, r.failTurn(lt.StopSandboxError, "the session's environment could not be set up: "+err.Error())
 	}
 	if turn.Status == lt.TurnQueued {
 		if err := r.add(lt.EventTurnStarted, turn.ID, 0, journal.TurnStarted{TurnID: turn.ID}); err != nil {

@@ -246,7 +246,7 @@ func (r *runner) requestCall(turnID string, step, index int, tc journal.ToolCall
 			}
 		}
 		switch {
-		case req.Kind == journal.CallBuiltin && tc.Name == "http_request":
+		case req.Kind == journal.CallBuiltin && tc.Name == "http_request" && (spec.Effect == "" || spec.Effect == lt.EffectIdempotent):
 			// The method decides: GET and HEAD read; the others are
 			// irreversible unless the agent declares the endpoint
 			// idempotent (then the idempotency key goes in a header).

@@ -255,6 +255,10 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 			s.ArtifactVersions = make(map[string]int)
 		}
 		s.ArtifactVersions[d.Artifact.Name] = d.Artifact.Version
+		if s.ArtifactIDs == nil {
+			s.ArtifactIDs = make(map[string]string)
+		}
+		s.ArtifactIDs[d.Artifact.Name] = d.Artifact.ID
 		ch.put(Doc{Kind: DocArtifact, ID: d.Artifact.ID, Value: d.Artifact, CreatedAt: d.Artifact.CreatedAt})
 	case lt.EventCheckpointCreated:
 		d, err := decode[CheckpointCreated](ev)
@@ -264,7 +268,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		id := d.Checkpoint.ID
 		s.Session.LastCheckpoint = &id
 		if d.Checkpoint.Snapshot != "" {
-			s.LastSnapshot = d.Checkpoint.Snapshot
+			s.LastSnapshot, s.LastSnapshotCheckpoint = d.Checkpoint.Snapshot, id
 		}
 		if d.Checkpoint.Kind == lt.CheckpointStep {
 			s.CheckpointStep = d.Checkpoint.Step

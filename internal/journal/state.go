@@ -53,9 +53,13 @@ type State struct {
 	// CheckpointStep is the step of the current turn that the latest
 	// automatic checkpoint was taken after.
 	CheckpointStep int `json:"checkpoint_step,omitempty"`
-	// LastSnapshot is the workspace snapshot of the latest checkpoint: what
-	// a lost workspace is restored from.
-	LastSnapshot string `json:"last_snapshot,omitempty"`
+	// LastSnapshot is the workspace snapshot of the latest checkpoint that
+	// has one (LastSnapshotCheckpoint): what a lost workspace is restored
+	// from.
+	LastSnapshot           string `json:"last_snapshot,omitempty"`
+	LastSnapshotCheckpoint string `json:"last_snapshot_checkpoint,omitempty"`
+	// ArtifactIDs is the id of the latest version of each artifact name.
+	ArtifactIDs map[string]string `json:"artifact_ids,omitempty"`
 }
 
 // Verification tracks the acceptance checks of the current turn.

@@ -1,7 +1,9 @@
 // Package redact replaces secret values, and their common encodings, with
 // "[REDACTED:NAME]" in text, bytes, JSON documents and log streams. The
-// engine runs it over everything the server writes that could carry a
-// secret: journal events, tool outputs, errors, logs and webhooks.
+// engine runs it over every journal event's payload before it is written,
+// which covers tool outputs (and so what the model reads). Log streams can
+// be wrapped with Writer; the server does not log secret values to begin
+// with.
 //
 // # What is matched
 //

@@ -53,7 +53,7 @@
 // mounted read-only under /run/longhaul, and before the command the sandbox
 // starts `longhaul __sandbox-forward` (Forward) on ProxyListen
 // (127.0.0.1:3128), waits until it listens, and sets HTTP_PROXY, HTTPS_PROXY,
-// ALL_PROXY and their lower-case forms to it (NO_PROXY: localhost). What is
+// ALL_PROXY and their lower-case forms to it (NO_PROXY: localhost,127.0.0.1,::1). What is
 // reachable through it is the proxy's to decide; programs that ignore the
 // proxy variables reach nothing.
 //
