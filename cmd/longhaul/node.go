@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
@@ -22,6 +23,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/model/anthropic"
 	"github.com/longhaul-dev/longhaul/internal/model/openai"
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
+	"github.com/longhaul-dev/longhaul/internal/redact"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/server"
 	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
@@ -68,6 +70,9 @@ type nodeConfig struct {
 	vaultKeyEnv string
 	// sandbox is auto (bwrap when it works, else local), bwrap or local.
 	sandbox string
+	// redactor, when set, is kept up to date with the vault's secrets (the
+	// log writer reads it).
+	redactor *atomic.Pointer[redact.Redactor]
 }
 
 // node is a running server node.
@@ -155,6 +160,18 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 	if err := n.vault.Check(ctx); err != nil {
 		return nil, fmt.Errorf("the vault key does not decrypt the stored secrets: %w", err)
 	}
+	refreshRedactor := func() {
+		if cfg.redactor == nil {
+			return
+		}
+		r, err := n.vault.Redactor(context.WithoutCancel(ctx))
+		if err != nil {
+			log.Error("load secrets for log redaction", "err", err)
+			return
+		}
+		cfg.redactor.Store(r)
+	}
+	refreshRedactor()
 	sb, warning := sandbox.Detect(ctx, sandbox.DetectOptions{Local: cfg.sandbox == "local"})
 	if cfg.sandbox == "bwrap" && sb.Name() != "bwrap" {
 		return nil, fmt.Errorf("--sandbox bwrap: %s", warning)
@@ -167,14 +184,15 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 	}
 	n.sandbox = sb.Name()
 	n.engine, err = engine.New(n.store, &engine.Config{
-		WorkspaceRoot:  filepath.Join(dir, workspacesDir),
-		RuntimeDir:     filepath.Join(dir, "run"),
-		NodeID:         n.nodeID,
-		Providers:      providers(),
-		Logger:         log,
-		Sandbox:        sb,
-		SandboxWarning: warning,
-		Vault:          n.vault,
+		WorkspaceRoot:    filepath.Join(dir, workspacesDir),
+		RuntimeDir:       filepath.Join(dir, "run"),
+		NodeID:           n.nodeID,
+		Providers:        providers(),
+		Logger:           log,
+		Sandbox:          sb,
+		SandboxWarning:   warning,
+		OnSecretsChanged: refreshRedactor,
+		Vault:            n.vault,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create engine: %w", err)

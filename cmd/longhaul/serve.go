@@ -11,10 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/longhaul-dev/longhaul/internal/redact"
 	"github.com/longhaul-dev/longhaul/internal/vault"
 )
 
@@ -105,9 +107,15 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 		return err
 	}
 
-	log := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: level}))
+	// Logs never carry a secret's value: they go through the redactor of
+	// the vault's secrets, kept current by the node.
+	red := &atomic.Pointer[redact.Redactor]{}
+	logOut := redact.NewWriter(c.stderr, red.Load)
+	defer logOut.Flush()
+	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
 	n, err := startNode(ctx, nodeConfig{
-		addr: addr, dataDir: dataDir, apiKeys: keys, pingInterval: o.ping, config: cf, logger: log,
+		redactor: red,
+		addr:     addr, dataDir: dataDir, apiKeys: keys, pingInterval: o.ping, config: cf, logger: log,
 		vaultKeyFile: o.vaultKey, vaultKeyEnv: c.getenv(vault.KeyEnv), sandbox: o.sandbox,
 	})
 	if err != nil {

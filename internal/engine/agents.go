@@ -150,7 +150,20 @@ var (
 // is never accepted in a spec, and never echoed in an error).
 func (e *Engine) validateModelAccess(m lt.ModelSpec, prefix string) error {
 	if m.APIKeySecret != "" {
-		return apierror.Invalid(prefix+".api_key_secret", "vault secrets are not available in this version: name an environment variable of the server in api_key_env")
+		if m.APIKeyEnv != "" {
+			return apierror.Invalid(prefix+".api_key_secret", "give api_key_env or api_key_secret, not both")
+		}
+		if e.cfg.Vault == nil {
+			return apierror.Invalid(prefix+".api_key_secret", "this server has no vault")
+		}
+		if err := e.cfg.Vault.Require(context.Background(), []string{m.APIKeySecret}); err != nil {
+			var unknown interface{ UnknownSecret() string }
+			if errors.As(err, &unknown) {
+				return apierror.Invalid(prefix+".api_key_secret", "%v", err)
+			}
+			return err
+		}
+		return nil
 	}
 	if m.APIKeyEnv == "" {
 		return nil

@@ -63,6 +63,9 @@ type Config struct {
 	// programs run as plain subprocesses in the workspace (tests,
 	// embedding); cmd wires sandbox.Detect.
 	Sandbox sandbox.Backend
+	// OnSecretsChanged is called (after the vault's cache is dropped) when
+	// secrets change, e.g. to refresh the redactor of the server's logs.
+	OnSecretsChanged func()
 	// SandboxWarning is what the sandbox's detection said, shown in /readyz.
 	SandboxWarning string
 	// Vault resolves agents' secrets. Default: none (an agent naming
@@ -170,7 +173,12 @@ func New(st store.Store, cfg *Config) (*Engine, error) {
 		return nil, fmt.Errorf("snapshot cache: %w", err)
 	}
 	if v := c.Vault; v != nil {
-		e.hub.onSecrets = v.Invalidate
+		e.hub.onSecrets = func() {
+			v.Invalidate()
+			if c.OnSecretsChanged != nil {
+				c.OnSecretsChanged()
+			}
+		}
 	}
 	return e, nil
 }

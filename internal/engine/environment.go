@@ -28,6 +28,8 @@ type Vault interface {
 	// Require checks that the named secrets exist (without decrypting);
 	// the first unknown one is an error naming it.
 	Require(ctx context.Context, names []string) error
+	// Value returns one secret's value (a model's api_key_secret).
+	Value(ctx context.Context, name string) (string, error)
 	// Redactor returns the redactor of every secret's value (cached until
 	// Invalidate).
 	Redactor(ctx context.Context) (*redact.Redactor, error)

@@ -51,6 +51,13 @@ func (v *fakeVault) Redactor(context.Context) (*redact.Redactor, error) {
 
 func (v *fakeVault) Invalidate() {}
 
+func (v *fakeVault) Value(ctx context.Context, name string) (string, error) {
+	if err := v.Require(ctx, []string{name}); err != nil {
+		return "", err
+	}
+	return v.secrets[name].value, nil
+}
+
 func (v *fakeVault) Source(ctx context.Context, names []string) (tool.SecretSource, error) {
 	if err := v.Require(ctx, names); err != nil {
 		return nil, err
@@ -180,4 +187,24 @@ func TestDeletedSecretFailsTheTurn(t *testing.T) {
 	s = h.waitStatus(s.ID, lt.SessionFailed)
 	require.Equal(t, lt.StopSandboxError, *s.StopReason)
 	require.Empty(t, p.requests, "no model call without the environment")
+}
+
+// TestModelKeyFromTheVault: api_key_secret names a vault secret that holds
+// a model's key: the provider gets it, and the journal never holds it.
+func TestModelKeyFromTheVault(t *testing.T) {
+	const key = "sk-vault-canary-0c7e51"
+	p := &planProvider{plan: []model.Response{{Text: "echo: " + key}}}
+	h := newHarnessWith(t, map[string]model.Provider{"plan": p}, nil)
+	h.vault = &fakeVault{secrets: map[string]struct{ value, host string }{"MODEL_KEY": {key, "api.example.com"}}}
+	h.restart("node-a")
+	s := create(t, h, &lt.AgentSpec{Model: lt.ModelSpec{Provider: "plan", APIKeySecret: "MODEL_KEY"}}, nil)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	require.Equal(t, key, p.requests[0].apiKey)
+	for _, ev := range events(t, h, s.ID) {
+		require.NotContains(t, string(ev.Data), key, "event %d %s: even a model that repeats its key", ev.Seq, ev.Type)
+	}
+	_, err := h.eng.CreateSession(context.Background(), &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{Model: lt.ModelSpec{Provider: "plan", APIKeySecret: "NOPE"}}, Input: "go",
+	})
+	requireAPIError(t, err, lt.CodeInvalidRequest, "agent_spec.model.api_key_secret")
 }

@@ -200,6 +200,17 @@ func (v *Vault) Delete(ctx context.Context, name string) error {
 // Values returns every secret's value by name, for the redactor. A secret
 // that cannot be decrypted (another key, an altered row) is an error naming
 // it: the redactor must not silently miss it.
+// Value returns one secret's value, for credentials the server itself
+// uses (a model's API key named by api_key_secret). An unknown name is an
+// *UnknownSecretError.
+func (v *Vault) Value(ctx context.Context, name string) (string, error) {
+	rows, err := v.rowsFor(ctx, []string{name})
+	if err != nil {
+		return "", err
+	}
+	return v.open(rows[0])
+}
+
 func (v *Vault) Values(ctx context.Context) (map[string]string, error) {
 	rows, err := v.st.SecretList(ctx)
 	if err != nil {
