@@ -160,6 +160,19 @@ func (c *Client) Cancel(ctx context.Context, sessionID string, req *lt.CancelReq
 	return s, nil
 }
 
+// SendSignal delivers a signal (POST /v1/sessions/{id}/signals): it wakes
+// a wait_for_signal of that name, or is kept until one waits.
+func (c *Client) SendSignal(ctx context.Context, sessionID string, req *lt.SignalRequest) (*lt.Signal, error) {
+	if err := requireID("sessionID", sessionID); err != nil {
+		return nil, fmt.Errorf("send signal: %w", err)
+	}
+	s, err := post[lt.Signal](ctx, c, c.endpoint(nil, "v1", "sessions", sessionID, "signals"), req)
+	if err != nil {
+		return nil, fmt.Errorf("send signal to session %s: %w", sessionID, err)
+	}
+	return s, nil
+}
+
 // Fork creates a session from one of the session's checkpoints
 // (POST /v1/sessions/{id}/fork).
 func (c *Client) Fork(ctx context.Context, sessionID string, req *lt.ForkRequest) (*lt.Session, error) {

@@ -54,6 +54,7 @@ const (
 	EventSessionReviewed        = "session.reviewed"
 	EventSessionForked          = "session.forked"
 	EventNetworkConnection      = "network.connection"
+	EventWaitStarted            = "wait.started"
 	EventEnvironmentLost        = "environment.lost"
 	EventEnvironmentRestored    = "environment.restored"
 )

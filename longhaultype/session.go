@@ -228,6 +228,23 @@ type CancelRequest struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// SignalRequest is the body of POST /v1/sessions/{id}/signals.
+type SignalRequest struct {
+	Name    string          `json:"name"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// Signal is a signal delivered to a session.
+type Signal struct {
+	ID      string          `json:"id"`
+	Name    string          `json:"name"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// Delivered says whether a wait_for_signal was waiting for it; if not,
+	// it is kept until one does.
+	Delivered bool      `json:"delivered"`
+	At        time.Time `json:"at"`
+}
+
 // ForkRequest is the body of POST /v1/sessions/{id}/fork.
 type ForkRequest struct {
 	CheckpointID string `json:"checkpoint_id"`

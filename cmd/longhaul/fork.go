@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -91,5 +92,54 @@ workspace snapshot. Fork from one with 'longhaul fork'.`,
 	}
 	o.client = clientFlags(cmd)
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the checkpoints as JSON")
+	return cmd
+}
+
+type signalOpts struct {
+	client  *clientOpts
+	payload string
+	json    bool
+}
+
+func (c *cli) signalCmd() *cobra.Command {
+	o := &signalOpts{}
+	cmd := &cobra.Command{
+		Use:   "signal SESSION_ID NAME [--payload JSON]",
+		Short: "Send a signal to a session",
+		Long: `Deliver a signal to a session: it wakes the agent's wait_for_signal of that
+name (the payload becomes the tool's result), or it is kept until the agent
+waits for it.`,
+		Example: `  longhaul signal ses_01J9Z deploy.finished --payload '{"version": "1.4.2"}'`,
+		Args:    usageArgs(cobra.ExactArgs(2)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := &lt.SignalRequest{Name: args[1]}
+			if o.payload != "" {
+				if !json.Valid([]byte(o.payload)) {
+					return usagef("--payload: not valid JSON")
+				}
+				req.Payload = json.RawMessage(o.payload)
+			}
+			cl, err := c.newClient(cmd, o.client)
+			if err != nil {
+				return err
+			}
+			sig, err := cl.SendSignal(cmd.Context(), args[0], req)
+			if err != nil {
+				return err
+			}
+			if o.json {
+				return writeJSON(c.stdout, sig)
+			}
+			state := "kept until the session waits for it"
+			if sig.Delivered {
+				state = "delivered to the waiting session"
+			}
+			_, err = fmt.Fprintf(c.stdout, "Signal %s (%s) %s.\n", sig.ID, sig.Name, state)
+			return err
+		},
+	}
+	o.client = clientFlags(cmd)
+	cmd.Flags().StringVar(&o.payload, "payload", "", "the signal's payload, as JSON")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the signal as JSON")
 	return cmd
 }

@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/client"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -209,4 +211,32 @@ func TestCheckpointsAndFork(t *testing.T) {
 	r := cliRun(t, "fork", id, "--server", s.url)
 	require.Error(t, r.err)
 	require.Contains(t, r.stderr, "--checkpoint")
+}
+
+func TestSignalCommand(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	spec := writeFile(t, "spec.json", `{
+	  "model": {"provider": "scripted", "script": [
+	    {"tool_calls": [{"name": "wait_for_signal", "arguments": {"name": "go"}}]}, {"text": "went"}]},
+	  "tools": [{"name": "wait_for_signal"}]
+	}`)
+	done := make(chan result, 1)
+	go func() { done <- cliRun(t, "run", "--server", s.url, "--agent-spec", spec, "wait") }()
+	var id string
+	require.Eventually(t, func() bool {
+		l, err := s.client.ListSessions(context.Background(), client.ListSessionsParams{Status: lt.SessionWaiting})
+		if err != nil || len(l.Data) == 0 {
+			return false
+		}
+		id = l.Data[0].ID
+		return true
+	}, 10*time.Second, 5*time.Millisecond)
+	r := cliRun(t, "signal", id, "go", "--payload", "{bad", "--server", s.url)
+	require.Error(t, r.err)
+	require.Contains(t, r.stderr, "--payload")
+	require.Contains(t, cliOK(t, "signal", id, "go", "--payload", `{"n": 1}`, "--server", s.url), "delivered to the waiting session")
+	res := <-done
+	require.NoError(t, res.err, res.stderr)
+	require.Contains(t, res.stdout, "went")
 }

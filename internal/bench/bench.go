@@ -239,7 +239,8 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	return d[min(len(d)-1, int(float64(len(d))*p))]
 }
 
-// WaitResult is the memory held by sessions waiting on a required action.
+// WaitResult is the memory held by sessions waiting on a required action,
+// a timer or a signal.
 type WaitResult struct {
 	Sessions         int
 	RSSBytes         int64 // whole process, after GC
@@ -257,10 +258,18 @@ func Waiting(ctx context.Context, dir string, n int) (*WaitResult, error) {
 	}
 	defer r.close()
 	before := runtime.NumGoroutine()
-	spec := &lt.AgentSpec{
+	// A third wait on a required action, a third on a day-long timer, a
+	// third on a signal that never comes: all three are rows, not work.
+	specs := []*lt.AgentSpec{{
 		Model: lt.ModelSpec{Provider: "scripted", Script: json.RawMessage(`[{"tool_calls":[{"name":"approve_refund","arguments":{"amount":10}}]},{"text":"done"}]`)},
 		Tools: []lt.ToolSpec{{Name: "approve_refund", Type: "function"}},
-	}
+	}, {
+		Model: lt.ModelSpec{Provider: "scripted", Script: json.RawMessage(`[{"tool_calls":[{"name":"sleep","arguments":{"seconds":86400}}]},{"text":"done"}]`)},
+		Tools: []lt.ToolSpec{{Name: "sleep"}},
+	}, {
+		Model: lt.ModelSpec{Provider: "scripted", Script: json.RawMessage(`[{"tool_calls":[{"name":"wait_for_signal","arguments":{"name":"go"}}]},{"text":"done"}]`)},
+		Tools: []lt.ToolSpec{{Name: "wait_for_signal"}},
+	}}
 	ids := make([]string, 0, n)
 	reserved := 0
 	var mu sync.Mutex
@@ -276,6 +285,7 @@ func Waiting(ctx context.Context, dir string, n int) (*WaitResult, error) {
 					mu.Unlock()
 					return
 				}
+				spec := specs[reserved%len(specs)]
 				reserved++
 				mu.Unlock()
 				s, err := r.eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: spec, Input: "refund"})
@@ -301,7 +311,7 @@ func Waiting(ctx context.Context, dir string, n int) (*WaitResult, error) {
 			if err != nil {
 				return nil, err
 			}
-			if s.Status == lt.SessionRequiresAction {
+			if s.Status == lt.SessionRequiresAction || s.Status == lt.SessionWaiting {
 				break
 			}
 			select {
@@ -345,7 +355,7 @@ func Print(w io.Writer, runs []*Result, wait *WaitResult) {
 	}
 	tw.Flush()
 	if wait != nil {
-		fmt.Fprintf(w, "\n%d sessions waiting on a required action: RSS %.1f MiB, goroutines %d before, %d after\n",
+		fmt.Fprintf(w, "\n%d sessions waiting (on a required action, a timer or a signal): RSS %.1f MiB, goroutines %d before, %d after\n",
 			wait.Sessions, float64(wait.RSSBytes)/(1<<20), wait.GoroutinesBefore, wait.GoroutinesAfter)
 	}
 }

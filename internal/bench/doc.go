@@ -1,7 +1,8 @@
 // Package bench measures the engine's core loop on a real store: agent steps
 // per second for one session in sequence and for many concurrent sessions,
 // per-step overhead percentiles, store commits per step, and the memory that
-// thousands of sessions waiting on a required action hold.
+// thousands of sessions waiting (on a required action, a timer or a
+// signal) hold.
 //
 // It drives the real engine with the scripted provider and a no-op read
 // tool, so what it measures is Longhaul's own overhead: journal appends

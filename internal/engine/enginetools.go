@@ -33,6 +33,16 @@ var engineTools = map[string]engineTool{
 		description: "Mark a checkpoint: a named point of the work with a summary of what exists and what comes next. The workspace is snapshotted, so the session can be resumed or forked from here.",
 		schema:      json.RawMessage(checkpointSchema),
 	},
+	sleepTool: {
+		kind:        journal.CallWait,
+		description: "Wait for a while (seconds) before going on, e.g. for a job to finish. The session holds no resources meanwhile, and the wait survives restarts.",
+		schema:      json.RawMessage(sleepSchema),
+	},
+	waitForSignalTool: {
+		kind:        journal.CallWait,
+		description: "Wait until the application sends a signal of this name (its payload is the result), or until the timeout. A signal sent before you wait is kept for you.",
+		schema:      json.RawMessage(waitForSignalSchema),
+	},
 	askHumanTool: {
 		kind:        journal.CallHuman,
 		description: "Ask a person a question and wait for the answer (optionally one of the given choices). Use it when you need information or a decision only a person has.",

@@ -56,6 +56,8 @@ func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
 		return r.askHuman(c)
 	case journal.CallCheckpoint:
 		return r.runCheckpoint(ctx, c)
+	case journal.CallWait:
+		return r.startWait(c)
 	default:
 		return fmt.Errorf("call %s of kind %q cannot run", c.ID, c.Kind)
 	}

@@ -241,7 +241,8 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 			return false, err
 		}
 	}
-	if len(st.Pending) == 0 && st.Session.Status != lt.SessionRunning {
+	waiting := st.Wait != nil && !st.Wait.Ready(r.e.clock.Now())
+	if len(st.Pending) == 0 && !waiting && st.Session.Status != lt.SessionRunning {
 		if err := r.status(lt.SessionRunning, ""); err != nil {
 			return false, err
 		}
@@ -262,6 +263,16 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 			return false, err
 		}
 		return r.park(ctx)
+	}
+	if st.Wait != nil {
+		if waiting {
+			// Park until the wake time or the signal: a row, no worker.
+			if err := r.status(lt.SessionWaiting, ""); err != nil {
+				return false, err
+			}
+			return r.park(ctx)
+		}
+		return false, r.endWait()
 	}
 	if step := st.Step; step != nil && !step.Done() {
 		for i := range step.Calls {

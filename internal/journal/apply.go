@@ -160,6 +160,39 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 			return fmt.Errorf("policy.decided for unknown call %s", d.CallID)
 		}
 		c.Policy = d.Decision
+	case lt.EventWaitStarted:
+		d, err := decode[WaitStarted](ev)
+		if err != nil {
+			return err
+		}
+		if s.Call(d.Step, d.Index) == nil {
+			return fmt.Errorf("wait for unknown call %s", d.CallID)
+		}
+		w := &Wait{WaitStarted: d}
+		if d.Kind == WaitSignal {
+			for i, sig := range s.Signals {
+				if sig.Name == d.Name {
+					got := sig
+					w.Signal = &got
+					s.Signals = append(s.Signals[:i:i], s.Signals[i+1:]...)
+					break
+				}
+			}
+		}
+		s.Wait = w
+	case lt.EventSignalReceived:
+		d, err := decode[SignalReceived](ev)
+		if err != nil {
+			return err
+		}
+		if w := s.Wait; w != nil && w.Kind == WaitSignal && w.Name == d.Name && w.Signal == nil {
+			w.Signal = &d
+		} else {
+			s.Signals = append(s.Signals, d)
+			if len(s.Signals) > maxKeptSignals {
+				s.Signals = s.Signals[len(s.Signals)-maxKeptSignals:]
+			}
+		}
 	case lt.EventSessionForked:
 		d, err := decode[SessionForked](ev)
 		if err != nil {
@@ -281,6 +314,9 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 	return nil
 }
 
+// maxKeptSignals bounds the signals a session keeps for waits to come.
+const maxKeptSignals = 100
+
 // sideCall accounts for a model call made for the loop rather than as a
 // step (compaction, verification): it consumed a model position and counts
 // in the usage like any call.
@@ -336,7 +372,7 @@ func applyTurnEnd(s *State, ev lt.Event, ch *Changes) error {
 	}
 	putTurn(ch, *t)
 	s.Turns = s.Turns[1:]
-	s.Step, s.ModelAttempt = nil, 0
+	s.Step, s.ModelAttempt, s.Wait = nil, 0, nil
 	if len(s.Turns) > 0 {
 		s.Session.CurrentTurnID = s.Turns[0].ID
 	}
@@ -463,6 +499,9 @@ func applyToolEnd(s *State, ev lt.Event, ch *Changes) error {
 		return nil
 	}
 	c.Status, c.Failed = CallDone, ev.Type == lt.EventToolFailed
+	if s.Wait != nil && s.Wait.CallID == callID {
+		s.Wait = nil
+	}
 	if c.Failed {
 		s.ToolErrorStreak++
 	} else {

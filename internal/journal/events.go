@@ -2,6 +2,7 @@ package journal
 
 import (
 	"encoding/json"
+	"time"
 
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -57,6 +58,32 @@ type TurnCompleted struct {
 // renamed for this session); the effects they record are inherited, done.
 type SessionForked struct {
 	From lt.ForkRef `json:"from"`
+}
+
+// Wait kinds.
+const (
+	WaitTimer  = "timer"
+	WaitSignal = "signal"
+)
+
+// WaitStarted is the data of wait.started: the call waits, holding no
+// worker, until Until (a timer, or a signal's timeout) or a signal named
+// Name.
+type WaitStarted struct {
+	Step   int        `json:"step"`
+	Index  int        `json:"index"`
+	CallID string     `json:"call_id"`
+	Tool   string     `json:"tool"`
+	Kind   string     `json:"kind"`
+	Name   string     `json:"name,omitempty"`
+	Until  *time.Time `json:"until,omitempty"`
+}
+
+// SignalReceived is the data of signal.received.
+type SignalReceived struct {
+	ID      string          `json:"id"`
+	Name    string          `json:"name"`
+	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
 // NetworkConnection is the data of network.connection: a connection a tool
@@ -221,6 +248,7 @@ const (
 	CallFinish     = "finish"     // ends the turn with artifacts
 	CallHuman      = "human"      // ask_human: answered through an input action
 	CallCheckpoint = "checkpoint" // the agent's named checkpoint
+	CallWait       = "wait"       // sleep and wait_for_signal: a durable wait
 	CallInvalid    = "invalid"    // unknown tool or bad arguments: fails at once
 )
 

@@ -58,6 +58,11 @@ type State struct {
 	// from.
 	LastSnapshot           string `json:"last_snapshot,omitempty"`
 	LastSnapshotCheckpoint string `json:"last_snapshot_checkpoint,omitempty"`
+	// Wait is the call the current turn waits on (sleep, wait_for_signal).
+	Wait *Wait `json:"wait,omitempty"`
+	// Signals are signals that arrived with no wait for them: the next
+	// wait_for_signal of that name takes the oldest.
+	Signals []SignalReceived `json:"signals,omitempty"`
 	// ArtifactIDs is the id of the latest version of each artifact name.
 	ArtifactIDs map[string]string `json:"artifact_ids,omitempty"`
 }
@@ -67,6 +72,19 @@ type Verification struct {
 	// Step is the step whose final answer was last checked.
 	Step    int                   `json:"step"`
 	Verdict *lt.AcceptanceVerdict `json:"verdict"`
+}
+
+// Wait is a durable wait of the current turn.
+type Wait struct {
+	WaitStarted
+	// Signal is the signal that ended it, once one came.
+	Signal *SignalReceived `json:"signal,omitempty"`
+}
+
+// Ready reports whether the wait is over at now: its signal came, or its
+// time passed.
+func (w *Wait) Ready(now time.Time) bool {
+	return w.Signal != nil || (w.Until != nil && !now.Before(*w.Until))
 }
 
 // CallStatus is the progress of one tool call within a step.
@@ -141,7 +159,8 @@ func (s *State) Runnable() bool {
 	if s.Cancel != nil {
 		return true
 	}
-	return len(s.Pending) == 0
+	// A wait is claimed again by its wake time (WakeAt), or by its signal.
+	return len(s.Pending) == 0 && (s.Wait == nil || s.Wait.Signal != nil)
 }
 
 // WakeAt is when a waiting session must be looked at again without anyone
@@ -153,6 +172,10 @@ func (s *State) WakeAt() *time.Time {
 			t := *e
 			at = &t
 		}
+	}
+	if w := s.Wait; w != nil && w.Signal == nil && w.Until != nil && (at == nil || w.Until.Before(*at)) {
+		t := *w.Until
+		at = &t
 	}
 	return at
 }

@@ -16,6 +16,8 @@ type Backend interface {
 	ListTurns(ctx context.Context, sessionID string) ([]lt.Turn, error)
 	GetTurn(ctx context.Context, sessionID, turnID string) (*lt.Turn, error)
 	CancelSession(ctx context.Context, id string, req *lt.CancelRequest) (*lt.Session, error)
+	// SendSignal delivers a signal to a session.
+	SendSignal(ctx context.Context, id string, req *lt.SignalRequest) (*lt.Signal, error)
 	// ForkSession creates a session from a checkpoint of another.
 	ForkSession(ctx context.Context, id string, req *lt.ForkRequest) (*lt.Session, error)
 	// ReviewSession records a person's verdict on the final artifact.

@@ -92,3 +92,28 @@ func TestCheckpointsAndFork(t *testing.T) {
 	require.Len(t, turns.Data, 2)
 	require.Equal(t, "one more time", turns.Data[1].Input)
 }
+
+// TestSignals: POST /v1/sessions/{id}/signals wakes a wait_for_signal of
+// that name; the payload becomes the tool's result.
+func TestSignals(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	r := h.post("/v1/sessions", `{"agent_spec": {"model": {"provider": "scripted", "script": [
+	  {"tool_calls": [{"name": "wait_for_signal", "arguments": {"name": "deploy.finished"}}]},
+	  {"text": "deployed"}]}, "tools": [{"name": "wait_for_signal"}]}, "input": "wait for the deploy"}`)
+	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
+	s := decode[lt.Session](t, r)
+	h.waitStatus(s.ID, lt.SessionWaiting)
+	requireError(t, h.post("/v1/sessions/"+s.ID+"/signals", `{"payload": 1}`), http.StatusBadRequest, lt.CodeInvalidRequest, "name")
+	r = h.post("/v1/sessions/"+s.ID+"/signals", `{"name": "deploy.finished", "payload": {"version": "1.4.2"}}`)
+	require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.body)
+	sig := decode[lt.Signal](t, r)
+	require.True(t, sig.Delivered)
+	require.True(t, strings.HasPrefix(sig.ID, "sig_"))
+	h.waitStatus(s.ID, lt.SessionIdle)
+	var found bool
+	for _, raw := range h.allEvents(s.ID, 100) {
+		found = found || strings.Contains(string(raw), `"payload":{"version":"1.4.2"}`) && strings.Contains(string(raw), `"type":"tool.completed"`)
+	}
+	require.True(t, found, "the payload is the tool's result")
+}

@@ -56,6 +56,15 @@ func decodeCreateTurn(data []byte) (*lt.CreateTurnRequest, error) {
 	return &req, nil
 }
 
+// decodeSignal decodes the body of POST /v1/sessions/{id}/signals.
+func decodeSignal(data []byte) (*lt.SignalRequest, error) {
+	var req lt.SignalRequest
+	if err := decodeJSON(data, &req); err != nil {
+		return nil, err
+	}
+	return &req, nil
+}
+
 // decodeFork decodes the body of POST /v1/sessions/{id}/fork.
 func decodeFork(data []byte) (*lt.ForkRequest, error) {
 	var req lt.ForkRequest

@@ -159,6 +159,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/sessions/{id}/constraints", s.idempotent(s.addConstraint))
 	s.handle("POST /v1/sessions/{id}/review", s.idempotent(s.reviewSession))
 	s.handle("POST /v1/sessions/{id}/fork", s.idempotent(s.forkSession))
+	s.handle("POST /v1/sessions/{id}/signals", s.idempotent(s.sendSignal))
 	s.handle("PATCH /v1/sessions/{id}/budget", s.updateBudget)
 	s.handle("GET /v1/sessions/{id}/events", s.listEvents)
 	s.handle("GET /v1/sessions/{id}/events/stream", s.streamEvents)

@@ -126,6 +126,24 @@ func (s *Server) cancelSession(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, sess)
 }
 
+// sendSignal is POST /v1/sessions/{id}/signals: 202 with the signal (it
+// wakes a waiting session, or is kept until one waits).
+func (s *Server) sendSignal(w http.ResponseWriter, r *http.Request) error {
+	body, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	req, err := decodeSignal(body)
+	if err != nil {
+		return err
+	}
+	sig, err := s.b.SendSignal(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusAccepted, sig)
+}
+
 // forkSession is POST /v1/sessions/{id}/fork: 201 with the new session.
 func (s *Server) forkSession(w http.ResponseWriter, r *http.Request) error {
 	body, err := readBody(r)
