@@ -121,7 +121,15 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 	if err != nil {
 		return err
 	}
-	printServeBanner(c.stdout, n, cf, len(keys))
+	vaultKey := "key from " + vault.KeyEnv
+	if c.getenv(vault.KeyEnv) == "" {
+		vaultKey = o.vaultKey
+		if vaultKey == "" {
+			vaultKey = filepath.Join(n.dataDir, vault.DefaultKeyFile)
+		}
+		vaultKey = "key in " + vaultKey + " (back it up, apart from the database)"
+	}
+	printServeBanner(c.stdout, n, cf, len(keys), vaultKey)
 
 	select {
 	case <-ctx.Done():
@@ -174,7 +182,7 @@ func splitList(s string) []string {
 	return out
 }
 
-func printServeBanner(w io.Writer, n *node, cf *configFile, keys int) {
+func printServeBanner(w io.Writer, n *node, cf *configFile, keys int, vaultKey string) {
 	fmt.Fprintf(w, "Longhaul is listening on %s\n", n.url)
 	fmt.Fprintf(w, "  data:    %s (database %s, workspaces in %s)\n", n.dataDir, dbFile, workspacesDir+string(filepath.Separator))
 	fmt.Fprintf(w, "  node:    %s\n", n.nodeID)
@@ -183,6 +191,7 @@ func printServeBanner(w io.Writer, n *node, cf *configFile, keys int) {
 		sb += " (commands are NOT isolated: install bubblewrap)"
 	}
 	fmt.Fprintf(w, "  sandbox: %s\n", sb)
+	fmt.Fprintf(w, "  vault:   %s\n", vaultKey)
 	if cf != nil {
 		var parts []string
 		for _, a := range n.agents {
