@@ -109,3 +109,23 @@ func TestSecretCanaries(t *testing.T) {
 	}))
 	require.Greater(t, scanned, 3, "the database, its WAL, the log and the workspace were scanned")
 }
+
+// TestSessionWebhookSecret: a session created with a webhook_url gets its
+// signing secret once, in the response that creates it.
+func TestSessionWebhookSecret(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec:  &lt.AgentSpec{Model: lt.ModelSpec{Provider: "scripted", Script: json.RawMessage(`[{"text":"hi"}]`)}},
+		Input:      "hello",
+		WebhookURL: "https://hooks.example.com/longhaul",
+	})
+	require.NoError(t, err)
+	require.True(t, len(s.WebhookSecret) > len("whsec_") && s.WebhookSecret[:6] == "whsec_", "secret %q", s.WebhookSecret)
+	again, err := srv.api.GetSession(ctx, s.ID)
+	require.NoError(t, err)
+	require.Empty(t, again.WebhookSecret, "shown only when the session is created")
+	require.Equal(t, "https://hooks.example.com/longhaul", again.WebhookURL)
+}

@@ -180,6 +180,9 @@ type Session struct {
 	UpdatedAt          time.Time       `json:"updated_at"`
 	Metadata           json.RawMessage `json:"metadata"`
 	WebhookURL         string          `json:"webhook_url,omitempty"`
+	// WebhookSecret signs the notifications sent to WebhookURL: it is in
+	// the response that creates the session, and nowhere else.
+	WebhookSecret string `json:"webhook_secret,omitempty"`
 	// ForkedFrom is set on a session forked from another's checkpoint.
 	ForkedFrom *ForkRef `json:"forked_from,omitempty"`
 }

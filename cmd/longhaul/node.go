@@ -28,6 +28,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/server"
 	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
 	"github.com/longhaul-dev/longhaul/internal/vault"
+	"github.com/longhaul-dev/longhaul/internal/webhook"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -73,6 +74,9 @@ type nodeConfig struct {
 	// redactor, when set, is kept up to date with the vault's secrets (the
 	// log writer reads it).
 	redactor *atomic.Pointer[redact.Redactor]
+	// webhookAllowPrivate lists private addresses that webhooks may reach
+	// (by default none: see internal/webhook).
+	webhookAllowPrivate []string
 }
 
 // node is a running server node.
@@ -88,10 +92,16 @@ type node struct {
 	vault   *vault.Vault
 	sandbox string // the sandbox backend: bwrap or local
 	engine  *engine.Engine
-	http    *http.Server
-	served  chan error // the result of http.Server.Serve
-	unlock  func()
+	// webhooks sends outgoing webhooks.
+	webhooks *webhook.Dispatcher
+	http     *http.Server
+	served   chan error // the result of http.Server.Serve
+	unlock   func()
 }
+
+// webhookAPI names webhook.API apart from vault.API where both are
+// embedded in the server's backend.
+type webhookAPI = webhook.API
 
 // agentRegistration reports what start-up did with one configured agent.
 type agentRegistration struct {
@@ -218,12 +228,21 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 		_ = n.engine.Stop(stopCtx)
 	})
 
+	if n.webhooks, err = webhook.New(n.store, &webhook.Config{AllowPrivate: cfg.webhookAllowPrivate, Logger: log}); err != nil {
+		return nil, fmt.Errorf("webhooks: %w", err)
+	}
+	if err := n.webhooks.Start(ctx); err != nil {
+		return nil, err
+	}
+	undo = append(undo, func() { _ = n.webhooks.Stop(context.WithoutCancel(ctx)) })
+
 	n.addr = ln.Addr()
 	n.url = "http://" + ln.Addr().String()
 	api := server.New(struct {
 		*engine.Engine
 		*vault.API
-	}{n.engine, vault.NewAPI(n.vault)}, n.store, srvCfg)
+		*webhookAPI
+	}{n.engine, vault.NewAPI(n.vault), webhook.NewAPI(n.webhooks)}, n.store, srvCfg)
 	n.http = &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -261,6 +280,10 @@ func (n *node) stop(ctx context.Context) error {
 	}
 	cancel()
 
+	// Pending deliveries stay in the outbox for the next start.
+	if err := n.webhooks.Stop(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("stop webhooks: %w", err))
+	}
 	if err := n.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close database: %w", err))
 	}

@@ -35,6 +35,8 @@ type serveOpts struct {
 	ping     time.Duration
 	vaultKey string
 	sandbox  string
+	// webhookAllowPrivate lists private addresses webhooks may reach.
+	webhookAllowPrivate []string
 }
 
 func (c *cli) serveCmd() *cobra.Command {
@@ -74,6 +76,7 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.DurationVar(&o.ping, "ping-interval", 15*time.Second, "how often an idle event stream gets a \": ping\" comment")
 	fs.StringVar(&o.sandbox, "sandbox", "auto", "where shell commands run: auto (bwrap when it works, else local with a warning), bwrap (refuse to start without it) or local (no isolation: development only)")
 	fs.StringVar(&o.vaultKey, "vault-key-file", "", "the vault's key file (default DATA/vault.key, created on first use; env LONGHAUL_VAULT_KEY gives the key itself, base64): back it up, apart from the database")
+	fs.StringArrayVar(&o.webhookAllowPrivate, "webhook-allow-private", nil, "IP address that webhooks may reach although it is private, loopback or link-local (e.g. 127.0.0.1 for a local receiver); repeat for several")
 	return cmd
 }
 
@@ -117,6 +120,7 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 		redactor: red,
 		addr:     addr, dataDir: dataDir, apiKeys: keys, pingInterval: o.ping, config: cf, logger: log,
 		vaultKeyFile: o.vaultKey, vaultKeyEnv: c.getenv(vault.KeyEnv), sandbox: o.sandbox,
+		webhookAllowPrivate: o.webhookAllowPrivate,
 	})
 	if err != nil {
 		return err

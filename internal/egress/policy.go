@@ -134,6 +134,9 @@ type Policy struct {
 	names    map[string]bool     // exact host names
 	suffixes []string            // ".example.com" for "*.example.com"
 	addrs    map[netip.Addr]bool // listed IP literals, canonical
+	// anyHost allows every host name and every public address (see
+	// NewPublicPolicy); refused address classes still need a listing.
+	anyHost  bool
 	ports    []int
 	resolver Resolver
 	dialer   Dialer
@@ -336,14 +339,19 @@ func (p *Policy) Dial(ctx context.Context, network, host string, port int) (net.
 		// address is the operator's explicit opt-in.
 		a := canonicalAddr(addr)
 		if !p.addrs[a] {
-			return refuse("IP address is not in the allowlist")
+			if !p.anyHost {
+				return refuse("IP address is not in the allowlist")
+			}
+			if class := addressClass(a); class != "" {
+				return refuse(fmt.Sprintf("%s is a %s address", a, class))
+			}
 		}
 		candidates = []netip.Addr{a}
 	} else {
 		if err := checkName(ev.Host); err != nil {
 			return refuse("invalid host name: " + err.Error())
 		}
-		if !p.nameListed(ev.Host) {
+		if !p.anyHost && !p.nameListed(ev.Host) {
 			return refuse("host is not in the allowlist")
 		}
 		answers, err := p.resolver.LookupIPAddr(ctx, ev.Host)

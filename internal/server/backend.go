@@ -81,3 +81,24 @@ type SecretBackend interface {
 	// DeleteSecret removes a secret (404 if there is none).
 	DeleteSecret(ctx context.Context, name string) error
 }
+
+// WebhookBackend serves the outgoing webhooks' endpoints (POST, GET and
+// DELETE /v1/webhooks/endpoints, GET /v1/webhooks/deliveries). A Backend
+// that implements it serves them too (the node embeds webhook.API);
+// otherwise they answer 501. Errors a client caused are *apierror.Error
+// values.
+type WebhookBackend interface {
+	// CreateWebhookEndpoint creates an endpoint and returns it with its
+	// secret (400 naming the field of invalid input).
+	CreateWebhookEndpoint(ctx context.Context, req *lt.CreateWebhookEndpointRequest) (*lt.WebhookEndpoint, error)
+	// ListWebhookEndpoints returns every endpoint, without secrets.
+	ListWebhookEndpoints(ctx context.Context) ([]lt.WebhookEndpoint, error)
+	// DeleteWebhookEndpoint removes an endpoint (404 if there is none).
+	DeleteWebhookEndpoint(ctx context.Context, id string) error
+	// ListWebhookDeliveries pages deliveries newest first, with their
+	// attempts.
+	ListWebhookDeliveries(ctx context.Context, cursor string, limit int) (*lt.List[lt.WebhookDelivery], error)
+	// SessionWebhookSecret returns (creating it on first use) the signing
+	// secret of a session's own webhook_url.
+	SessionWebhookSecret(ctx context.Context, sessionID string) (string, error)
+}

@@ -108,6 +108,8 @@ type Server struct {
 
 	// secrets is b when it serves the vault's endpoints, else nil.
 	secrets SecretBackend
+	// webhooks is b when it serves the webhooks' endpoints, else nil.
+	webhooks WebhookBackend
 }
 
 // errShuttingDown is the cause of the base context after Shutdown.
@@ -137,6 +139,7 @@ func New(b Backend, idem IdempotencyStore, cfg *Config) *Server {
 		idemLocks: keyedMutex{m: make(map[string]*keyedLock)},
 	}
 	s.secrets, _ = b.(SecretBackend)
+	s.webhooks, _ = b.(WebhookBackend)
 	s.keys = hashKeys(c.APIKeys)
 	s.base, s.shutdown = context.WithCancelCause(context.Background())
 	s.routes()
@@ -179,6 +182,11 @@ func (s *Server) routes() {
 	s.handle("PUT /v1/secrets/{name}", s.putSecret)
 	s.handle("GET /v1/secrets", s.listSecrets)
 	s.handle("DELETE /v1/secrets/{name}", s.deleteSecret)
+
+	s.handle("POST /v1/webhooks/endpoints", s.idempotent(s.createWebhookEndpoint))
+	s.handle("GET /v1/webhooks/endpoints", s.listWebhookEndpoints)
+	s.handle("DELETE /v1/webhooks/endpoints/{id}", s.deleteWebhookEndpoint)
+	s.handle("GET /v1/webhooks/deliveries", s.listWebhookDeliveries)
 
 	s.handle("POST /v1/agents", s.idempotent(s.putAgent))
 	s.handle("GET /v1/agents", s.listAgents)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -26,6 +27,13 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	sess, err := s.b.CreateSession(r.Context(), req)
 	if err != nil {
 		return err
+	}
+	if sess.WebhookURL != "" && s.webhooks != nil {
+		// Shown once, here: the application verifies the notifications
+		// its webhook_url receives with it.
+		if sess.WebhookSecret, err = s.webhooks.SessionWebhookSecret(r.Context(), sess.ID); err != nil {
+			return fmt.Errorf("webhook secret of session %s: %w", sess.ID, err)
+		}
 	}
 	return writeJSON(w, http.StatusCreated, sess)
 }

@@ -124,6 +124,43 @@ type Store interface {
 	// subscribers hear KindSecrets after the commit.
 	SecretDelete(ctx context.Context, name string) error
 
+	// Webhooks (the webhook package's durable state; see 004_webhooks).
+
+	// WebhookEndpointCreate inserts a server-wide endpoint; ErrConflict if
+	// the id exists.
+	WebhookEndpointCreate(ctx context.Context, row *WebhookEndpointRow) error
+	// WebhookEndpointGet returns one endpoint, or ErrNotFound.
+	WebhookEndpointGet(ctx context.Context, id string) (*WebhookEndpointRow, error)
+	// WebhookEndpointList returns every endpoint (disabled ones too), oldest
+	// first.
+	WebhookEndpointList(ctx context.Context) ([]*WebhookEndpointRow, error)
+	// WebhookEndpointDelete removes an endpoint (ErrNotFound if there is
+	// none) and marks its pending deliveries disabled.
+	WebhookEndpointDelete(ctx context.Context, id string, now time.Time) error
+	// WebhookSessionInit returns the session's webhook state, creating it
+	// with secret (and cursor 0) when there is none, so two callers racing
+	// get the same secret. ErrNotFound if the session does not exist.
+	WebhookSessionInit(ctx context.Context, sessionID, secret string) (*WebhookSessionRow, error)
+	// WebhookEnqueue inserts deliveries (a delivery whose id exists is
+	// skipped) and moves the session's cursor to cursor, in one transaction,
+	// conditional on the cursor still being fromCursor (else ErrConflict).
+	WebhookEnqueue(ctx context.Context, sessionID string, fromCursor, cursor int64, rows []*WebhookDeliveryRow) error
+	// WebhookDue returns up to limit pending deliveries whose next attempt
+	// is at or before now, earliest first.
+	WebhookDue(ctx context.Context, now time.Time, limit int) ([]*WebhookDeliveryRow, error)
+	// WebhookNextDue returns the earliest next attempt time of a pending
+	// delivery, or nil when none is pending.
+	WebhookNextDue(ctx context.Context) (*time.Time, error)
+	// WebhookRecordAttempt records one attempt of a delivery and sets its
+	// new status, attempts count and next attempt time, in one transaction.
+	// With DisableTarget it also disables the delivery's target (the
+	// endpoint, or the session's webhook_url) and marks the target's other
+	// pending deliveries disabled.
+	WebhookRecordAttempt(ctx context.Context, p *WebhookAttemptParams) error
+	// WebhookDeliveryList pages deliveries newest first, each with its
+	// attempts.
+	WebhookDeliveryList(ctx context.Context, p *WebhookDeliveryListParams) ([]*WebhookDeliveryRow, error)
+
 	// Subscribe returns notifications committed after the call until cancel is
 	// called or ctx ends. Notifications are hints: a slow subscriber may miss
 	// some (the channel is buffered and never blocks writers), so it must
@@ -359,4 +396,81 @@ type SecretRow struct {
 	Inject    json.RawMessage
 	CreatedAt time.Time
 	UpdatedAt time.Time
+}
+
+// WebhookEndpointRow is a server-wide webhook endpoint.
+type WebhookEndpointRow struct {
+	ID  string
+	URL string
+	// Events filters the notification types sent; empty sends all.
+	Events []string
+	// Secrets sign each request (several during a key rotation).
+	Secrets    []string
+	CreatedAt  time.Time
+	DisabledAt *time.Time
+}
+
+// WebhookSessionRow is the dispatcher's state for one session.
+type WebhookSessionRow struct {
+	SessionID string
+	Secret    string
+	// Cursor is the seq of the last event turned into notifications.
+	Cursor     int64
+	DisabledAt *time.Time
+}
+
+// Webhook delivery statuses.
+const (
+	WebhookPending   = "pending"
+	WebhookDelivered = "delivered"
+	WebhookFailed    = "failed"
+	WebhookDisabled  = "disabled"
+)
+
+// WebhookDeliveryRow is one notification to one target (the outbox).
+type WebhookDeliveryRow struct {
+	// ID is the webhook-id, the same on every attempt.
+	ID string
+	// EndpointID is the endpoint's id, or "" for the session's webhook_url.
+	EndpointID    string
+	SessionID     string
+	URL           string
+	Type          string
+	EventSeq      int64
+	Body          []byte
+	Status        string
+	Attempts      int
+	NextAttemptAt *time.Time
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	// Pos orders deliveries (it is the list cursor); set by the store.
+	Pos int64
+	// AttemptList is filled by WebhookDeliveryList, oldest first.
+	AttemptList []WebhookAttemptRow
+}
+
+// WebhookAttemptRow is one recorded delivery attempt.
+type WebhookAttemptRow struct {
+	Attempt    int
+	At         time.Time
+	StatusCode int // 0 when no response arrived
+	Error      string
+	Duration   time.Duration
+}
+
+// WebhookAttemptParams records an attempt and the delivery's new state.
+type WebhookAttemptParams struct {
+	DeliveryID    string
+	Attempt       WebhookAttemptRow
+	Status        string
+	NextAttemptAt *time.Time
+	DisableTarget bool
+	Now           time.Time
+}
+
+// WebhookDeliveryListParams pages WebhookDeliveryList: BeforePos 0 starts
+// at the newest; Limit 0 means 50.
+type WebhookDeliveryListParams struct {
+	BeforePos int64
+	Limit     int
 }

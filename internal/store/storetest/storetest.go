@@ -51,6 +51,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"SecretConcurrentPut", testSecretConcurrentPut},
 		{"SecretNotifications", testSecretNotifications},
 		{"SecretsClosed", testSecretsClosed},
+		{"WebhookEndpoints", testWebhookEndpoints},
+		{"WebhookOutbox", testWebhookOutbox},
 		{"SubscribeEvents", testSubscribeEvents},
 		{"SubscribeCancel", testSubscribeCancel},
 		{"NotFound", testNotFound},

@@ -1,0 +1,163 @@
+package webhook
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/store"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// Bounds on endpoint input.
+const (
+	maxURLLength      = 2048
+	maxDeliveriesPage = 500
+)
+
+// API serves the webhook endpoints of the HTTP API (the server's
+// WebhookBackend). Errors a client caused are *apierror.Error values.
+type API struct{ d *Dispatcher }
+
+// NewAPI returns the API of d.
+func NewAPI(d *Dispatcher) *API { return &API{d: d} }
+
+// CreateWebhookEndpoint creates a server-wide endpoint and returns it with
+// its secret, which no later response shows.
+func (a *API) CreateWebhookEndpoint(ctx context.Context, req *lt.CreateWebhookEndpointRequest) (*lt.WebhookEndpoint, error) {
+	if req == nil {
+		return nil, apierror.Invalid("", "request body is empty: send a JSON object")
+	}
+	if err := CheckURL("url", req.URL); err != nil {
+		return nil, err
+	}
+	events := []string{}
+	for i, e := range req.Events {
+		if !slices.Contains(lt.WebhookEventTypes, e) {
+			return nil, apierror.Invalid(fmt.Sprintf("events[%d]", i), "events[%d] must be one of %s, got %q",
+				i, strings.Join(lt.WebhookEventTypes, ", "), e)
+		}
+		if !slices.Contains(events, e) {
+			events = append(events, e)
+		}
+	}
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	row := &store.WebhookEndpointRow{
+		ID: "whe_" + hex.EncodeToString(b[:]), URL: req.URL, Events: events,
+		Secrets: []string{NewSecret()}, CreatedAt: a.d.clock.Now().UTC(),
+	}
+	if err := a.d.st.WebhookEndpointCreate(ctx, row); err != nil {
+		return nil, fmt.Errorf("create webhook endpoint: %w", err)
+	}
+	ep := endpointWire(row)
+	ep.Secret = row.Secrets[0]
+	return &ep, nil
+}
+
+// CheckURL validates a webhook URL: absolute http or https with a host, no
+// user info and not too long. field names it in the error (e.g.
+// "webhook_url" when the engine checks a session's).
+func CheckURL(field, raw string) error {
+	if raw == "" {
+		return apierror.Invalid(field, "%s is required", field)
+	}
+	if len(raw) > maxURLLength {
+		return apierror.Invalid(field, "%s is longer than %d bytes", field, maxURLLength)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return apierror.Invalid(field, "%s is not a valid URL", field)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return apierror.Invalid(field, "%s must be an absolute http or https URL", field)
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return apierror.Invalid(field, "%s must have a host", field)
+	}
+	if u.User != nil {
+		return apierror.Invalid(field, "%s must not contain user info", field)
+	}
+	return nil
+}
+
+func endpointWire(r *store.WebhookEndpointRow) lt.WebhookEndpoint {
+	return lt.WebhookEndpoint{ID: r.ID, URL: r.URL, Events: slices.Clone(r.Events),
+		Disabled: r.DisabledAt != nil, DisabledAt: r.DisabledAt, CreatedAt: r.CreatedAt}
+}
+
+// ListWebhookEndpoints returns every endpoint, oldest first, without secrets.
+// SessionWebhookSecret returns the signing secret of a session's own
+// webhook_url, creating it on first use.
+func (a *API) SessionWebhookSecret(ctx context.Context, sessionID string) (string, error) {
+	return a.d.SessionSecret(ctx, sessionID)
+}
+
+func (a *API) ListWebhookEndpoints(ctx context.Context) ([]lt.WebhookEndpoint, error) {
+	rows, err := a.d.st.WebhookEndpointList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list webhook endpoints: %w", err)
+	}
+	out := make([]lt.WebhookEndpoint, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, endpointWire(r))
+	}
+	return out, nil
+}
+
+// DeleteWebhookEndpoint removes an endpoint (404 if there is none); its
+// pending deliveries are not sent.
+func (a *API) DeleteWebhookEndpoint(ctx context.Context, id string) error {
+	err := a.d.st.WebhookEndpointDelete(ctx, id, a.d.clock.Now())
+	if errors.Is(err, store.ErrNotFound) {
+		return apierror.NotFound("webhook endpoint %q not found", id)
+	}
+	if err != nil {
+		return fmt.Errorf("delete webhook endpoint: %w", err)
+	}
+	return nil
+}
+
+// ListWebhookDeliveries pages deliveries newest first, each with its
+// attempts. cursor is the previous page's next_cursor ("" for the first);
+// limit is 1..500.
+func (a *API) ListWebhookDeliveries(ctx context.Context, cursor string, limit int) (*lt.List[lt.WebhookDelivery], error) {
+	if limit < 1 || limit > maxDeliveriesPage {
+		return nil, apierror.Invalid("limit", "limit must be between 1 and %d, got %d", maxDeliveriesPage, limit)
+	}
+	var before int64
+	if cursor != "" {
+		n, err := strconv.ParseInt(cursor, 10, 64)
+		if err != nil || n <= 0 {
+			return nil, apierror.Invalid("cursor", "cursor is not one this server returned")
+		}
+		before = n
+	}
+	rows, err := a.d.st.WebhookDeliveryList(ctx, &store.WebhookDeliveryListParams{BeforePos: before, Limit: limit})
+	if err != nil {
+		return nil, fmt.Errorf("list webhook deliveries: %w", err)
+	}
+	out := &lt.List[lt.WebhookDelivery]{Data: make([]lt.WebhookDelivery, 0, len(rows))}
+	for _, r := range rows {
+		w := lt.WebhookDelivery{ID: r.ID, EndpointID: r.EndpointID, SessionID: r.SessionID, URL: r.URL,
+			Type: r.Type, EventSeq: r.EventSeq, Status: r.Status, NextAttemptAt: r.NextAttemptAt,
+			CreatedAt: r.CreatedAt, Attempts: make([]lt.WebhookDeliveryAttempt, 0, len(r.AttemptList))}
+		for _, at := range r.AttemptList {
+			w.Attempts = append(w.Attempts, lt.WebhookDeliveryAttempt{Attempt: at.Attempt, At: at.At,
+				StatusCode: at.StatusCode, Error: at.Error, DurationMS: at.Duration.Milliseconds()})
+		}
+		out.Data = append(out.Data, w)
+	}
+	if len(rows) == limit {
+		next := strconv.FormatInt(rows[len(rows)-1].Pos, 10)
+		out.NextCursor = &next
+	}
+	return out, nil
+}

@@ -1,0 +1,501 @@
+package webhook
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/longhaul-dev/longhaul/internal/egress"
+	"github.com/longhaul-dev/longhaul/internal/store"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// Clock is the time source; tests inject a fake one.
+type Clock interface {
+	Now() time.Time
+	// After fires once d has passed (at once when d <= 0).
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// DefaultSchedule is the Standard Webhooks retry schedule: the delay before
+// each attempt, the first being immediate.
+var DefaultSchedule = []time.Duration{
+	0, 5 * time.Second, 5 * time.Minute, 30 * time.Minute,
+	2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour,
+}
+
+// Defaults.
+const (
+	DefaultTimeout        = 15 * time.Second
+	DefaultRescanInterval = time.Minute
+	DefaultConcurrency    = 8
+)
+
+// Config configures a Dispatcher. The zero value is valid.
+type Config struct {
+	// AllowPrivate lists IP addresses that webhooks may reach although
+	// they are private, loopback or link-local (e.g. "127.0.0.1" in tests).
+	AllowPrivate []string
+	// Ports are the destination ports allowed (default 80 and 443).
+	Ports []int
+	// Schedule overrides DefaultSchedule (its first entry is the delay of
+	// the first attempt).
+	Schedule []time.Duration
+	// Timeout bounds one request (default DefaultTimeout).
+	Timeout time.Duration
+	// RescanInterval is how often every session is re-read, in case a
+	// notification was missed (store notifications are hints).
+	RescanInterval time.Duration
+	// Concurrency bounds the requests in flight (default DefaultConcurrency).
+	Concurrency int
+	Clock       Clock
+	Logger      *slog.Logger
+	// Resolver and Dialer replace the network's (tests); see egress.Config.
+	Resolver egress.Resolver
+	Dialer   egress.Dialer
+}
+
+// Dispatcher turns journal events into outbox rows and delivers them.
+// Start and Stop it; it is safe for concurrent use.
+type Dispatcher struct {
+	st       store.Store
+	clock    Clock
+	log      *slog.Logger
+	schedule []time.Duration
+	timeout  time.Duration
+	rescan   time.Duration
+	conc     int
+	client   *http.Client
+
+	wake chan struct{}
+
+	mu   sync.Mutex
+	urls map[string]string // session id → webhook_url ("" when none), from session.created
+	// cursors caches each session's durable cursor, so that a rescan or a
+	// notification about events already scanned costs no query.
+	cursors map[string]int64
+
+	runMu  sync.Mutex
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+	runErr error // set before done closes
+}
+
+// New returns a Dispatcher on st. It refuses an invalid cfg with an error
+// naming the field.
+func New(st store.Store, cfg *Config) (*Dispatcher, error) {
+	if st == nil {
+		return nil, errors.New("new webhook dispatcher: store is nil")
+	}
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	pol, err := egress.NewPublicPolicy(c.AllowPrivate)
+	if err != nil {
+		return nil, fmt.Errorf("new webhook dispatcher: %w", err)
+	}
+	pol, err = pol.WithConfig(egress.Config{Resolver: c.Resolver, Dialer: c.Dialer, Ports: c.Ports})
+	if err != nil {
+		return nil, fmt.Errorf("new webhook dispatcher: %w", err)
+	}
+	for i, d := range c.Schedule {
+		if d < 0 {
+			return nil, fmt.Errorf("new webhook dispatcher: schedule[%d] is negative", i)
+		}
+	}
+	d := &Dispatcher{
+		st:       st,
+		clock:    c.Clock,
+		log:      c.Logger,
+		schedule: c.Schedule,
+		timeout:  c.Timeout,
+		rescan:   c.RescanInterval,
+		conc:     c.Concurrency,
+		wake:     make(chan struct{}, 1),
+		urls:     make(map[string]string),
+		cursors:  make(map[string]int64),
+	}
+	if d.clock == nil {
+		d.clock = realClock{}
+	}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	if len(d.schedule) == 0 {
+		d.schedule = DefaultSchedule
+	}
+	if d.timeout <= 0 {
+		d.timeout = DefaultTimeout
+	}
+	if d.rescan <= 0 {
+		d.rescan = DefaultRescanInterval
+	}
+	if d.conc <= 0 {
+		d.conc = DefaultConcurrency
+	}
+	d.client = &http.Client{
+		Transport: &http.Transport{
+			Proxy: nil, // never through an environment proxy: the policy dials
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				host, port, err := net.SplitHostPort(addr)
+				if err != nil {
+					return nil, fmt.Errorf("dial %s: %w", addr, err)
+				}
+				p, err := strconv.Atoi(port)
+				if err != nil {
+					return nil, fmt.Errorf("dial %s: bad port: %w", addr, err)
+				}
+				conn, _, err := pol.Dial(ctx, network, host, p)
+				return conn, err
+			},
+			ForceAttemptHTTP2:     true,
+			MaxIdleConnsPerHost:   2,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ResponseHeaderTimeout: d.timeout,
+		},
+		// A redirect is an answer that is not a 2xx: it is retried, never
+		// followed (following would let a receiver point the server at
+		// another address with the signature attached).
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Timeout:       d.timeout,
+	}
+	return d, nil
+}
+
+var errStopped = errors.New("webhook dispatcher stopped")
+
+// Start starts the dispatcher: it scans every session, then follows the
+// store's notifications and delivers due notifications until Stop. ctx only
+// carries values: cancelling it does not stop the dispatcher.
+func (d *Dispatcher) Start(ctx context.Context) error {
+	d.runMu.Lock()
+	defer d.runMu.Unlock()
+	if d.cancel != nil {
+		return errors.New("start webhook dispatcher: already started")
+	}
+	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	d.cancel = cancel
+	d.done = make(chan struct{})
+	go func() {
+		defer close(d.done)
+		d.runErr = d.run(runCtx)
+	}()
+	return nil
+}
+
+// Stop stops the dispatcher and waits for it (or for ctx). A request in
+// flight is abandoned unrecorded: its delivery stays due and the next start
+// sends it again with the same webhook-id, which receivers deduplicate by.
+// It returns the error that stopped the dispatcher earlier, if any (the
+// store closed under it).
+func (d *Dispatcher) Stop(ctx context.Context) error {
+	d.runMu.Lock()
+	cancel, done := d.cancel, d.done
+	d.runMu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel(errStopped)
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("stop webhook dispatcher: %w", context.Cause(ctx))
+	}
+	return d.runErr
+}
+
+// run is the dispatcher's life: a scanner and a deliverer, until ctx ends
+// or one of them fails.
+func (d *Dispatcher) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch, unsub := d.st.Subscribe(ctx)
+	defer unsub()
+
+	errc := make(chan error, 2)
+	go func() { errc <- d.scanLoop(ctx, ch) }()
+	go func() { errc <- d.deliverLoop(ctx) }()
+	err := <-errc
+	cancel()
+	err2 := <-errc
+	if err == nil || errors.Is(err, context.Canceled) {
+		err = err2
+	}
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// scanLoop processes each session whose journal grows, and every session at
+// start-up and each RescanInterval.
+func (d *Dispatcher) scanLoop(ctx context.Context, ch <-chan store.Notification) error {
+	for {
+		if err := d.scanAll(ctx); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if errors.Is(err, store.ErrClosed) {
+				return err
+			}
+			d.log.Warn("webhook scan", "err", err)
+		}
+		timer := d.clock.After(d.rescan)
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-timer:
+				break wait
+			case n, ok := <-ch:
+				if !ok {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					return store.ErrClosed
+				}
+				if n.Kind != store.KindEvents || n.SessionID == "" {
+					continue
+				}
+				if err := d.scanSession(ctx, n.SessionID, n.Seq, nil); err != nil {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					d.log.Warn("webhook scan session", "session_id", n.SessionID, "err", err)
+				}
+			}
+		}
+	}
+}
+
+// scanAll scans every session, page by page.
+func (d *Dispatcher) scanAll(ctx context.Context) error {
+	cursor := ""
+	for {
+		page, err := d.st.SessionList(ctx, &store.SessionListParams{Cursor: cursor, Limit: 500})
+		if err != nil {
+			return fmt.Errorf("scan webhooks: %w", err)
+		}
+		// One read of the endpoints serves the whole page.
+		eps, err := d.st.WebhookEndpointList(ctx)
+		if err != nil {
+			return fmt.Errorf("scan webhooks: %w", err)
+		}
+		for _, s := range page {
+			if err := d.scanSession(ctx, s.ID, s.LastSeq, eps); err != nil {
+				return err
+			}
+		}
+		if len(page) < 500 {
+			return nil
+		}
+		cursor = page[len(page)-1].ID
+	}
+}
+
+// sessionURL returns the session's webhook_url, read once from its
+// session.created event.
+func (d *Dispatcher) sessionURL(ctx context.Context, sessionID string) (string, error) {
+	d.mu.Lock()
+	u, ok := d.urls[sessionID]
+	d.mu.Unlock()
+	if ok {
+		return u, nil
+	}
+	evs, err := d.st.EventList(ctx, sessionID, 0, 1)
+	if err != nil {
+		return "", fmt.Errorf("read session %s: %w", sessionID, err)
+	}
+	if len(evs) == 0 {
+		return "", nil // not created yet: nothing to cache
+	}
+	if evs[0].Type == lt.EventSessionCreated {
+		var created struct {
+			WebhookURL string `json:"webhook_url"`
+		}
+		if err := json.Unmarshal(evs[0].Data, &created); err != nil {
+			return "", fmt.Errorf("read session %s: session.created: %w", sessionID, err)
+		}
+		u = created.WebhookURL
+	}
+	d.mu.Lock()
+	d.urls[sessionID] = u
+	d.mu.Unlock()
+	return u, nil
+}
+
+// SessionSecret returns the signing secret of the session's webhook_url
+// notifications, creating it if the dispatcher has not yet; the server
+// returns it once as webhook_secret when it creates the session.
+func (d *Dispatcher) SessionSecret(ctx context.Context, sessionID string) (string, error) {
+	ws, err := d.st.WebhookSessionInit(ctx, sessionID, NewSecret())
+	if err != nil {
+		return "", fmt.Errorf("webhook session secret: %w", err)
+	}
+	return ws.Secret, nil
+}
+
+// target is one destination of a session's notifications.
+type target struct {
+	endpointID string // "" for the session's webhook_url
+	url        string
+	events     []string
+	since      time.Time // only events at or after (endpoints)
+}
+
+func (t target) wants(typ string, at time.Time) bool {
+	if at.Before(t.since) {
+		return false
+	}
+	if len(t.events) == 0 {
+		return true
+	}
+	for _, e := range t.events {
+		if e == typ {
+			return true
+		}
+	}
+	return false
+}
+
+// scanSession enqueues the notifications of the session's events after its
+// cursor. lastSeq is the session's last seq as the caller knows it (0:
+// unknown); eps are the endpoints (nil: read them).
+func (d *Dispatcher) scanSession(ctx context.Context, sessionID string, lastSeq int64, eps []*store.WebhookEndpointRow) error {
+	d.mu.Lock()
+	cached, ok := d.cursors[sessionID]
+	d.mu.Unlock()
+	if ok && lastSeq > 0 && lastSeq <= cached {
+		return nil // already scanned
+	}
+	u, err := d.sessionURL(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	if eps == nil {
+		if eps, err = d.st.WebhookEndpointList(ctx); err != nil {
+			return fmt.Errorf("scan session %s: %w", sessionID, err)
+		}
+	}
+	var targets []target
+	for _, ep := range eps {
+		if ep.DisabledAt == nil {
+			targets = append(targets, target{endpointID: ep.ID, url: ep.URL, events: ep.Events, since: ep.CreatedAt})
+		}
+	}
+	if u == "" && len(targets) == 0 {
+		return nil // nobody to tell: write nothing
+	}
+	ws, err := d.st.WebhookSessionInit(ctx, sessionID, NewSecret())
+	if err != nil {
+		return fmt.Errorf("scan session %s: %w", sessionID, err)
+	}
+	if u != "" && ws.DisabledAt == nil {
+		targets = append(targets, target{url: u})
+	}
+	cursor := ws.Cursor
+	for {
+		evs, err := d.st.EventList(ctx, sessionID, cursor, 256)
+		if err != nil {
+			return fmt.Errorf("scan session %s: %w", sessionID, err)
+		}
+		if len(evs) == 0 {
+			d.mu.Lock()
+			d.cursors[sessionID] = cursor
+			d.mu.Unlock()
+			return nil
+		}
+		now := d.clock.Now()
+		var rows []*store.WebhookDeliveryRow
+		for _, ev := range evs {
+			typ := notificationType(ev)
+			if typ == "" {
+				continue
+			}
+			for _, t := range targets {
+				if t.wants(typ, ev.Time) {
+					rows = append(rows, newDelivery(t, sessionID, ev.Seq, typ, now, now.Add(d.schedule[0])))
+				}
+			}
+		}
+		last := evs[len(evs)-1].Seq
+		if err := d.st.WebhookEnqueue(ctx, sessionID, cursor, last, rows); err != nil {
+			return fmt.Errorf("scan session %s: %w", sessionID, err)
+		}
+		cursor = last
+		if len(rows) > 0 {
+			d.poke()
+		}
+	}
+}
+
+// notificationType maps an event to the notification it causes, or "".
+func notificationType(ev store.Event) string {
+	switch ev.Type {
+	case lt.EventTurnCompleted:
+		return lt.WebhookSessionCompleted
+	case lt.EventSessionStatusChanged:
+		var sc struct {
+			To lt.SessionStatus `json:"to"`
+		}
+		if json.Unmarshal(ev.Data, &sc) != nil {
+			return ""
+		}
+		switch sc.To {
+		case lt.SessionRequiresAction:
+			return lt.WebhookSessionRequiresAction
+		case lt.SessionIdle:
+			return lt.WebhookSessionIdle
+		case lt.SessionFailed:
+			return lt.WebhookSessionFailed
+		case lt.SessionCancelled:
+			return lt.WebhookSessionCancelled
+		}
+	}
+	return ""
+}
+
+// deliveryID derives the webhook-id from what identifies a notification, so
+// that deriving it again (after a crash) finds the same outbox row.
+func deliveryID(endpointID, sessionID string, seq int64, typ string) string {
+	tgt := endpointID
+	if tgt == "" {
+		tgt = "session"
+	}
+	h := sha256.Sum256([]byte(tgt + "\x00" + sessionID + "\x00" + strconv.FormatInt(seq, 10) + "\x00" + typ))
+	return "msg_" + hex.EncodeToString(h[:16])
+}
+
+func newDelivery(t target, sessionID string, seq int64, typ string, now, due time.Time) *store.WebhookDeliveryRow {
+	body, _ := json.Marshal(lt.WebhookNotification{Type: typ, SessionID: sessionID, EventSeq: seq}) // cannot fail
+	return &store.WebhookDeliveryRow{
+		ID: deliveryID(t.endpointID, sessionID, seq, typ), EndpointID: t.endpointID, SessionID: sessionID,
+		URL: t.url, Type: typ, EventSeq: seq, Body: body, Status: store.WebhookPending,
+		NextAttemptAt: &due, CreatedAt: now, UpdatedAt: now,
+	}
+}
+
+// poke wakes the delivery loop.
+func (d *Dispatcher) poke() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}

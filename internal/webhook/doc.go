@@ -1,0 +1,28 @@
+// Package webhook sends outgoing webhooks: thin notifications
+// ({"type", "session_id", "event_seq"}) about sessions, to a session's own
+// webhook_url and to the server-wide endpoints, signed per the Standard
+// Webhooks specification.
+//
+// Invariants:
+//   - The journal is the source of truth. The Dispatcher derives
+//     notifications from a session's events after a durable per-session
+//     cursor, and inserts them into the outbox in the same store transaction
+//     that moves the cursor, so a crash loses none and a re-scan enqueues
+//     none twice: a delivery's id (the webhook-id) is derived from (target,
+//     session, event seq, type) and is unique in the outbox.
+//   - Every attempt of one delivery carries the same webhook-id and is
+//     recorded (status code, error, duration, time). Retries follow the
+//     specification's schedule (immediately, 5 s, 5 min, 30 min, 2 h, 5 h,
+//     10 h, 10 h), later when Retry-After asks for more; a 2xx ends them; a
+//     410 disables the target (the endpoint, or the session's webhook_url).
+//   - Requests dial through an egress policy that refuses private,
+//     loopback, link-local and metadata addresses unless the server's
+//     configuration lists them, so a user-supplied URL cannot reach the
+//     server's own network. Redirects are not followed.
+//   - An endpoint is notified only of events at or after its creation, so
+//     creating one does not replay history. Signing secrets are "whsec_"
+//     plus base64 of 24 random bytes; an endpoint's secret is shown once.
+//
+// The node (cmd/longhaul) starts a Dispatcher and serves its API through
+// the server's WebhookBackend; nothing else imports this package.
+package webhook

@@ -1,0 +1,196 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+	"github.com/stretchr/testify/require"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// fakeClock moves only when Advance is called.
+type fakeClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	waiters []fakeWaiter
+}
+
+type fakeWaiter struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: t0} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.now
+		return ch
+	}
+	c.waiters = append(c.waiters, fakeWaiter{at: c.now.Add(d), ch: ch})
+	return ch
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	kept := c.waiters[:0]
+	for _, w := range c.waiters {
+		if !w.at.After(c.now) {
+			w.ch <- c.now
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	c.waiters = kept
+}
+
+// received is one request a receiver got.
+type received struct {
+	ID, Timestamp, Signature string
+	Body                     []byte
+}
+
+// receiver is an httptest server that answers with respond (200 when nil)
+// and records every request.
+type receiver struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	got     []received
+	respond func(n int, w http.ResponseWriter) // n counts requests from 1
+}
+
+func newReceiver(t *testing.T, respond func(n int, w http.ResponseWriter)) *receiver {
+	r := &receiver{respond: respond}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.got = append(r.got, received{ID: req.Header.Get("webhook-id"), Timestamp: req.Header.Get("webhook-timestamp"),
+			Signature: req.Header.Get("webhook-signature"), Body: body})
+		n := len(r.got)
+		respond := r.respond
+		r.mu.Unlock()
+		if respond != nil {
+			respond(n, w)
+		}
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *receiver) requests() []received {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]received(nil), r.got...)
+}
+
+func (r *receiver) port(t *testing.T) int {
+	_, p, err := net.SplitHostPort(r.srv.Listener.Addr().String())
+	require.NoError(t, err)
+	n, err := strconv.Atoi(p)
+	require.NoError(t, err)
+	return n
+}
+
+// env is a store, a fake clock and helpers to write sessions' journals.
+type env struct {
+	t     *testing.T
+	st    *sqlite.Store
+	clock *fakeClock
+	seqs  map[string]int64
+}
+
+func newEnv(t *testing.T) *env {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "longhaul.db"), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	require.NoError(t, st.Migrate(t.Context()))
+	return &env{t: t, st: st, clock: newFakeClock(), seqs: map[string]int64{}}
+}
+
+// createSession creates a session whose session.created names webhookURL.
+func (e *env) createSession(id, webhookURL string) {
+	data, err := json.Marshal(map[string]any{"agent": map[string]any{"name": "a", "version": 1}, "input": "hi", "webhook_url": webhookURL})
+	require.NoError(e.t, err)
+	evs, err := e.st.SessionCreate(e.t.Context(), &store.SessionCreateParams{
+		Session: store.SessionRow{ID: id, AgentName: "a", AgentVersion: 1, Status: "queued",
+			Spec: json.RawMessage(`{}`), State: json.RawMessage(`{}`), CreatedAt: e.clock.Now(), UpdatedAt: e.clock.Now()},
+		Events: []store.NewEvent{{Type: lt.EventSessionCreated, Time: e.clock.Now(), Data: data}},
+	})
+	require.NoError(e.t, err)
+	e.seqs[id] = evs[len(evs)-1].Seq
+}
+
+// status appends session.status_changed to `to` and returns its seq.
+func (e *env) status(id string, to lt.SessionStatus) int64 {
+	data, err := json.Marshal(map[string]any{"from": "running", "to": to})
+	require.NoError(e.t, err)
+	evs, err := e.st.EventAppend(e.t.Context(), &store.EventAppendParams{
+		SessionID: id, ExpectedSeq: e.seqs[id], Status: string(to), State: json.RawMessage(`{}`), UpdatedAt: e.clock.Now(),
+		Events: []store.NewEvent{{Type: lt.EventSessionStatusChanged, Time: e.clock.Now(), Data: data}},
+	})
+	require.NoError(e.t, err)
+	e.seqs[id] = evs[0].Seq
+	return evs[0].Seq
+}
+
+// start runs a dispatcher until the returned stop is called (or the test
+// ends).
+func (e *env) start(cfg Config) (*Dispatcher, func()) {
+	cfg.Clock = e.clock
+	d, err := New(e.st, &cfg)
+	require.NoError(e.t, err)
+	require.NoError(e.t, d.Start(context.Background()))
+	require.ErrorContains(e.t, d.Start(context.Background()), "already started")
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			require.NoError(e.t, d.Stop(ctx))
+		})
+	}
+	e.t.Cleanup(stop)
+	return d, stop
+}
+
+// deliveries lists every delivery, newest first.
+func (e *env) deliveries() []*store.WebhookDeliveryRow {
+	rows, err := e.st.WebhookDeliveryList(context.Background(), &store.WebhookDeliveryListParams{Limit: 1000})
+	require.NoError(e.t, err)
+	return rows
+}
+
+// eventually polls cond with a deadline (never a fixed sleep).
+func eventually(t *testing.T, cond func() bool, msg string) {
+	t.Helper()
+	require.Eventually(t, cond, 5*time.Second, 2*time.Millisecond, msg)
+}
+
+// allowFor lets a dispatcher reach the receiver on 127.0.0.1.
+func allowFor(t *testing.T, r *receiver) Config {
+	return Config{AllowPrivate: []string{"127.0.0.1"}, Ports: []int{r.port(t)}}
+}
