@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/longhaul-dev/longhaul/internal/egress"
+	"github.com/longhaul-dev/longhaul/internal/httpretry"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -259,25 +260,11 @@ func (t *HTTPRequest) result(out *HTTPRequestOutput, retryAfter string) *Result 
 // parseRetryAfter reads delay-seconds or an HTTP date; anything else, or a
 // time in the past, is no wait.
 func (t *HTTPRequest) parseRetryAfter(v string) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if secs <= 0 {
-			return 0
-		}
-		return time.Duration(min(secs, int64(24*time.Hour/time.Second))) * time.Second
-	}
-	at, err := http.ParseTime(v)
-	if err != nil {
-		return 0
-	}
 	now := time.Now
 	if t.Now != nil {
 		now = t.Now
 	}
-	return max(at.Sub(now()), 0)
+	return min(httpretry.Value(v, now()), 24*time.Hour)
 }
 
 func (t *HTTPRequest) parseArguments(call *Call) (*httpArgs, *Result) {

@@ -8,9 +8,11 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/longhaul-dev/longhaul/internal/httpretry"
 	"github.com/longhaul-dev/longhaul/internal/store"
 )
 
@@ -200,20 +202,8 @@ func (d *Dispatcher) send(ctx context.Context, row *store.WebhookDeliveryRow, se
 // parseRetryAfter reads delay-seconds or an HTTP date; 0 when absent or
 // invalid.
 func parseRetryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
+	if secs, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && secs >= 1e9 {
+		return maxRetryAfter // an absurd wait is capped, not ignored
 	}
-	var d time.Duration
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if secs <= 0 {
-			return 0
-		}
-		if secs > int64(maxRetryAfter/time.Second) {
-			return maxRetryAfter
-		}
-		d = time.Duration(secs) * time.Second
-	} else if t, err := http.ParseTime(v); err == nil {
-		d = t.Sub(now)
-	}
-	return min(max(d, 0), maxRetryAfter)
+	return min(httpretry.Value(v, now), maxRetryAfter)
 }

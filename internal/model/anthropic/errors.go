@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -16,6 +15,7 @@ import (
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 
+	"github.com/longhaul-dev/longhaul/internal/httpretry"
 	"github.com/longhaul-dev/longhaul/internal/model"
 )
 
@@ -174,30 +174,6 @@ func rootCause(err error) string {
 	}
 }
 
-// retryAfter is how long the server asked to wait: retry-after-ms
-// (milliseconds), else retry-after (seconds, or an HTTP date measured from
-// now). Absent, malformed or past values mean 0 (the engine's backoff
-// applies).
-func retryAfter(h http.Header, now time.Time) time.Duration {
-	if v := strings.TrimSpace(h.Get("retry-after-ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && ms < 1e12 {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	v := strings.TrimSpace(h.Get("retry-after"))
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s > 0 && s < 1e9 {
-			return time.Duration(s * float64(time.Second))
-		}
-		return 0
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := t.Sub(now); d > 0 {
-			return d
-		}
-	}
-	return 0
-}
+// retryAfter is how long the server asked to wait (0: the engine's
+// backoff applies).
+func retryAfter(h http.Header, now time.Time) time.Duration { return httpretry.After(h, now) }

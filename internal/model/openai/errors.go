@@ -19,6 +19,7 @@ import (
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
+	"github.com/longhaul-dev/longhaul/internal/httpretry"
 	"github.com/longhaul-dev/longhaul/internal/model"
 )
 
@@ -247,33 +248,9 @@ func firstNonEmpty(ss ...string) string {
 	return ""
 }
 
-// retryAfter is how long the server asked to wait: retry-after-ms
-// (milliseconds), else retry-after (seconds, or an HTTP date measured from
-// now). Absent, malformed or past values mean 0 (the engine's backoff
-// applies).
-func retryAfter(h http.Header, now time.Time) time.Duration {
-	if v := strings.TrimSpace(h.Get("retry-after-ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && ms < 1e12 {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	v := strings.TrimSpace(h.Get("retry-after"))
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s > 0 && s < 1e9 {
-			return time.Duration(s * float64(time.Second))
-		}
-		return 0
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := t.Sub(now); d > 0 {
-			return d
-		}
-	}
-	return 0
-}
+// retryAfter is how long the server asked to wait (0: the engine's
+// backoff applies).
+func retryAfter(h http.Header, now time.Time) time.Duration { return httpretry.After(h, now) }
 
 // rootCause is the innermost error's text: *url.Error and *net.OpError
 // prefix theirs with the method and the URL, which say nothing the caller
