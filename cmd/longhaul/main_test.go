@@ -23,6 +23,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
 	"github.com/longhaul-dev/longhaul/internal/server"
 	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
+	"github.com/longhaul-dev/longhaul/internal/vault"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -116,6 +117,7 @@ func cliJSON[T any](t *testing.T, args ...string) T {
 type testServer struct {
 	url    string
 	client *client.Client
+	dbPath string
 }
 
 func newTestServer(t *testing.T) *testServer {
@@ -134,7 +136,16 @@ func newTestServer(t *testing.T) *testServer {
 	})
 	require.NoError(t, err)
 	require.NoError(t, eng.Start(ctx))
-	api := server.New(eng, st, &server.Config{Logger: log})
+	// The vault is served beside the engine, as a node serves it.
+	key, err := vault.LoadKey("", filepath.Join(t.TempDir(), vault.DefaultKeyFile))
+	require.NoError(t, err)
+	v, err := vault.Open(st, key, nil)
+	require.NoError(t, err)
+	backend := struct {
+		*engine.Engine
+		*vault.API
+	}{eng, vault.NewAPI(v)}
+	api := server.New(backend, st, &server.Config{Logger: log})
 	ts := httptest.NewServer(api)
 	t.Cleanup(func() {
 		api.Shutdown() // ends event streams, so Close does not wait for them
@@ -146,7 +157,7 @@ func newTestServer(t *testing.T) *testServer {
 	})
 	cl, err := client.New(ts.URL, nil)
 	require.NoError(t, err)
-	return &testServer{url: ts.URL, client: cl}
+	return &testServer{url: ts.URL, client: cl, dbPath: st.Path()}
 }
 
 // waitEvent follows the session's journal until an event of type typ and

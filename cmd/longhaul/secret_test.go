@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,57 +13,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/longhaul-dev/longhaul/internal/engine"
-	"github.com/longhaul-dev/longhaul/internal/model"
-	"github.com/longhaul-dev/longhaul/internal/model/scripted"
-	"github.com/longhaul-dev/longhaul/internal/server"
-	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
-	"github.com/longhaul-dev/longhaul/internal/vault"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
 // cliCanary must never be printed by any command.
 const cliCanary = "cli-canary-4d2b8e61f0a7"
-
-// vaultServer is a real server with a vault: the engine's API plus
-// vault.API, as a node serves them.
-type vaultServer struct {
-	url    string
-	dbPath string
-}
-
-func newVaultServer(t *testing.T) *vaultServer {
-	t.Helper()
-	dir := t.TempDir()
-	ctx := context.Background()
-	log := slog.New(slog.DiscardHandler)
-	st, err := sqlite.Open(ctx, filepath.Join(dir, dbFile), nil)
-	require.NoError(t, err)
-	require.NoError(t, st.Migrate(ctx))
-	eng, err := engine.New(st, &engine.Config{
-		WorkspaceRoot: filepath.Join(dir, workspacesDir),
-		NodeID:        "node-test",
-		Providers:     map[string]model.Provider{"scripted": scripted.New(nil)},
-		Logger:        log,
-	})
-	require.NoError(t, err)
-	key, err := vault.LoadKey("", filepath.Join(t.TempDir(), vault.DefaultKeyFile))
-	require.NoError(t, err)
-	v, err := vault.Open(st, key, nil)
-	require.NoError(t, err)
-	backend := struct {
-		*engine.Engine
-		*vault.API
-	}{eng, vault.NewAPI(v)}
-	api := server.New(backend, st, &server.Config{Logger: log})
-	ts := httptest.NewServer(api)
-	t.Cleanup(func() {
-		api.Shutdown()
-		ts.Close()
-		require.NoError(t, st.Close())
-	})
-	return &vaultServer{url: ts.URL, dbPath: st.Path()}
-}
 
 // cliRunIn runs the command line in-process with stdin and an environment.
 func cliRunIn(t *testing.T, stdin io.Reader, env map[string]string, args ...string) result {
@@ -86,7 +38,7 @@ func cliRunIn(t *testing.T, stdin io.Reader, env map[string]string, args ...stri
 
 func TestSecretCommands(t *testing.T) {
 	t.Parallel()
-	s := newVaultServer(t)
+	s := newTestServer(t)
 	var outputs []string
 	run := func(stdin string, env map[string]string, args ...string) result {
 		t.Helper()

@@ -43,13 +43,13 @@ func TestCheckpointsAndLostWorkspace(t *testing.T) {
 	require.NoError(t, err)
 	s = h.waitStatus(s.ID, lt.SessionIdle)
 
-	data, err := os.ReadFile(filepath.Join(ws, "notes", "a.md"))
+	content, err := os.ReadFile(filepath.Join(ws, "notes", "a.md"))
 	require.NoError(t, err)
-	require.Equal(t, "alpha", string(data))
+	require.Equal(t, "alpha", string(content))
 	require.Len(t, events(t, h, s.ID, lt.EventEnvironmentLost), 1)
 	restored := events(t, h, s.ID, lt.EventEnvironmentRestored)
 	require.Len(t, restored, 1)
-	rd := data2[journal.EnvironmentRestored](t, restored[0])
+	rd := data[journal.EnvironmentRestored](t, restored[0])
 	require.NotEmpty(t, rd.Snapshot)
 	require.Equal(t, 1, rd.Files)
 	// The model read the file back, and was told what happened.
@@ -78,8 +78,6 @@ func TestCheckpointsAndLostWorkspace(t *testing.T) {
 	require.Equal(t, cps[len(cps)-1].ID, *view.LastCheckpoint)
 	checkJournal(t, h.store, s.ID)
 }
-
-func data2[T any](t *testing.T, ev lt.Event) T { return data[T](t, ev) }
 
 // TestForkDoesNotRepeatEffects: a fork from the checkpoint after an
 // irreversible effect starts with that effect done (inherited, never run

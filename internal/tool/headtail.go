@@ -6,11 +6,13 @@ import (
 	"unicode/utf8"
 )
 
-// headTail is an io.Writer that keeps the first and the last bytes of what
-// is written to it, up to a fixed total, and counts the rest. However much a
+// HeadTail is an io.Writer that keeps the first and the last bytes of what
+// is written to it, up to a fixed total, and counts the rest. The shell
+// tool and the sandbox both capture program output with it, so a result
+// reads the same whichever ran the program. However much a
 // command prints, it holds at most max bytes; the reader of the pipe keeps
 // draining, so the command never blocks on a full pipe.
-type headTail struct {
+type HeadTail struct {
 	headMax, tailMax int
 	head             []byte
 	ring             []byte // the tail, as a ring buffer once full
@@ -18,12 +20,14 @@ type headTail struct {
 	total            int64
 }
 
-func newHeadTail(max int) *headTail {
+// NewHeadTail keeps at most max bytes: half from the start, half from the
+// end.
+func NewHeadTail(max int) *HeadTail {
 	h := max / 2
-	return &headTail{headMax: h, tailMax: max - h}
+	return &HeadTail{headMax: h, tailMax: max - h}
 }
 
-func (b *headTail) Write(p []byte) (int, error) {
+func (b *HeadTail) Write(p []byte) (int, error) {
 	n := len(p)
 	b.total += int64(n)
 	if room := b.headMax - len(b.head); room > 0 {
@@ -51,7 +55,7 @@ func (b *headTail) Write(p []byte) (int, error) {
 }
 
 // tail returns the kept tail bytes in order.
-func (b *headTail) tail() []byte {
+func (b *HeadTail) tail() []byte {
 	if len(b.ring) < b.tailMax || b.w == 0 {
 		return b.ring
 	}
@@ -65,7 +69,7 @@ func (b *headTail) tail() []byte {
 // any were. The cut points are moved to rune boundaries so a multi-byte
 // character is never split into garbage; bytes that are not UTF-8 at all
 // become U+FFFD, so the text is the same wherever it is decoded.
-func (b *headTail) Text() (string, bool) {
+func (b *HeadTail) Text() (string, bool) {
 	tail := b.tail()
 	dropped := b.total - int64(len(b.head)) - int64(len(tail))
 	if dropped == 0 {

@@ -31,13 +31,13 @@ func TestHeadTail(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			// Written in one piece and byte by byte: same result.
-			whole := newHeadTail(tc.max)
+			whole := NewHeadTail(tc.max)
 			_, _ = whole.Write([]byte(tc.input))
-			bytewise := newHeadTail(tc.max)
+			bytewise := NewHeadTail(tc.max)
 			for i := range len(tc.input) {
 				_, _ = bytewise.Write([]byte{tc.input[i]})
 			}
-			for _, b := range []*headTail{whole, bytewise} {
+			for _, b := range []*HeadTail{whole, bytewise} {
 				got, truncated := b.Text()
 				require.Equal(t, tc.want, got)
 				require.Equal(t, tc.truncated, truncated)

@@ -253,7 +253,7 @@ type commandSpec struct {
 type commandRun struct {
 	exitCode       int
 	signal         string
-	stdout, stderr *headTail
+	stdout, stderr *HeadTail
 	timedOut       bool
 	cancelled      bool
 }
@@ -311,7 +311,7 @@ func runCommand(ctx context.Context, spec *commandSpec) (*commandRun, error) {
 		return nil, startErr
 	}
 
-	run := &commandRun{stdout: newHeadTail(spec.maxOutput), stderr: newHeadTail(spec.maxOutput)}
+	run := &commandRun{stdout: NewHeadTail(spec.maxOutput), stderr: NewHeadTail(spec.maxOutput)}
 	var readers sync.WaitGroup
 	readers.Go(func() { _, _ = io.Copy(run.stdout, outR) })
 	readers.Go(func() { _, _ = io.Copy(run.stderr, errR) })

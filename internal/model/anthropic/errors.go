@@ -2,26 +2,17 @@ package anthropic
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/longhaul-dev/longhaul/internal/httpretry"
 	"github.com/longhaul-dev/longhaul/internal/model"
 )
-
-// maxMessageLen bounds the message of a *model.Error: it is journaled and
-// shown to people, so it stays one short line.
-const maxMessageLen = 300
 
 // classifier turns what went wrong in one call into a *model.Error, with the
 // call's key scrubbed from every message.
@@ -109,24 +100,7 @@ func (c classifier) classify(ctx context.Context, err error) error {
 		}
 		return c.streamEventError(ae)
 	}
-	var syntax *json.SyntaxError
-	var typeErr *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syntax), errors.As(err, &typeErr):
-		return &model.Error{Kind: model.KindServer, Message: c.message("malformed response", "invalid JSON in the stream")}
-	case errors.Is(err, context.DeadlineExceeded):
-		return &model.Error{Kind: model.KindTimeout, Message: c.message("timeout", rootCause(err))}
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return &model.Error{Kind: model.KindTimeout, Message: c.message("timeout", rootCause(err))}
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return &model.Error{Kind: model.KindServer, Message: "anthropic: connection closed in the middle of the response"}
-	}
-	// Connection refused, reset, TLS and DNS failures, and whatever else
-	// the transport reports: the server may answer next time.
-	return &model.Error{Kind: model.KindServer, Message: c.message("connection", rootCause(err))}
+	return model.TransportError(err, c.message)
 }
 
 // message is "anthropic: <what>: <detail>" on one line, short, and without
@@ -138,40 +112,14 @@ func (c classifier) message(what, detail string) string {
 	return scrub("anthropic: "+what+": "+detail, c.key)
 }
 
-// scrub removes key from s, then makes s one line of at most maxMessageLen
-// bytes (the key goes first, so a cut can never leave a part of it).
+// scrub removes key from s, then makes s one line of at most
+// model.MaxMessageLen bytes (the key goes first, so a cut can never leave a
+// part of it).
 func scrub(s, key string) string {
 	if key != "" {
 		s = strings.ReplaceAll(s, key, "[redacted]")
 	}
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, s)
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > maxMessageLen {
-		cut := maxMessageLen
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
-	return s
-}
-
-// rootCause is the innermost error's text: *url.Error and *net.OpError
-// prefix theirs with the method and the URL, which say nothing the caller
-// does not know.
-func rootCause(err error) string {
-	for {
-		next := errors.Unwrap(err)
-		if next == nil {
-			return err.Error()
-		}
-		err = next
-	}
+	return model.OneLine(s)
 }
 
 // retryAfter is how long the server asked to wait (0: the engine's

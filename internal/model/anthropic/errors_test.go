@@ -421,11 +421,11 @@ func TestScrub(t *testing.T) {
 	require.Equal(t, "no key here", scrub("no key here", ""))
 
 	// Long messages are cut on a rune boundary.
-	long := "ü" + strings.Repeat("é", maxMessageLen)
+	long := "ü" + strings.Repeat("é", model.MaxMessageLen)
 	got := scrub(long, "")
 	require.True(t, utf8.ValidString(got))
 	require.True(t, strings.HasSuffix(got, "…"))
-	require.LessOrEqual(t, len(got), maxMessageLen+len("…"))
+	require.LessOrEqual(t, len(got), model.MaxMessageLen+len("…"))
 }
 
 func specAt(baseURL string) lt.ModelSpec {

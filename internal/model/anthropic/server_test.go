@@ -176,7 +176,7 @@ func requireClean(t *testing.T, err error) {
 	require.NotContains(t, text, testKey)
 	require.NotContains(t, text, "TESTKEY")
 	require.NotContains(t, text, "\n")
-	require.LessOrEqual(t, len(text), maxMessageLen+60, "error too long: %s", text)
+	require.LessOrEqual(t, len(text), model.MaxMessageLen+60, "error too long: %s", text)
 }
 
 // decode turns a JSON literal into the generic form the server records.

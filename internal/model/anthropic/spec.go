@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"net/url"
 	"strings"
 
 	"github.com/longhaul-dev/longhaul/internal/model"
@@ -70,7 +69,7 @@ func validateSpec(spec lt.ModelSpec) error {
 		return &model.FieldError{Field: "name", Message: "required (an Anthropic model name, e.g. claude-sonnet-4-5)"}
 	}
 	if spec.BaseURL != "" {
-		if msg := checkBaseURL(spec.BaseURL); msg != "" {
+		if msg := model.CheckBaseURL(spec.BaseURL); msg != "" {
 			return &model.FieldError{Field: "base_url", Message: msg}
 		}
 	}
@@ -80,38 +79,5 @@ func validateSpec(spec lt.ModelSpec) error {
 	if spec.Temperature != nil {
 		return &model.FieldError{Field: "temperature", Message: "not supported: the Messages API version used by the official SDK (2026-10-21) refuses sampling parameters"}
 	}
-	if spec.MaxOutputTokens < 0 {
-		return &model.FieldError{Field: "max_output_tokens", Message: "must be >= 0"}
-	}
-	if spec.ContextWindow < 0 {
-		return &model.FieldError{Field: "context_window", Message: "must be >= 0"}
-	}
-	if len(strings.TrimSpace(string(spec.Script))) > 0 && strings.TrimSpace(string(spec.Script)) != "null" {
-		return &model.FieldError{Field: "script", Message: "only the scripted provider takes a script"}
-	}
-	if _, err := model.ParsePricing(spec.Pricing); err != nil {
-		return err
-	}
-	return nil
-}
-
-// checkBaseURL returns why raw is not a usable base URL, or "".
-func checkBaseURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "must be a valid URL"
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return "must be an absolute http or https URL"
-	}
-	if u.Host == "" {
-		return "must name a host"
-	}
-	if u.User != nil {
-		return "must not contain credentials (name the key's environment variable in api_key_env)"
-	}
-	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
-		return "must not have a query or a fragment"
-	}
-	return ""
+	return model.ValidateLimits(spec)
 }

@@ -7,13 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	sdk "github.com/openai/openai-go/v3"
@@ -22,10 +20,6 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/httpretry"
 	"github.com/longhaul-dev/longhaul/internal/model"
 )
-
-// maxMessageLen bounds the message of a *model.Error: it is journaled and
-// shown to people, so it stays one short line.
-const maxMessageLen = 300
 
 // maxErrorBody bounds how much of an error response is read for its message.
 const maxErrorBody = 64 << 10
@@ -104,24 +98,7 @@ func (c classifier) classify(ctx context.Context, err error, httpResp *http.Resp
 		return &model.Error{Kind: model.KindServer, Message: c.message("incomplete response", endErr.msg)}
 	}
 
-	var syntax *json.SyntaxError
-	var typeErr *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syntax), errors.As(err, &typeErr):
-		return &model.Error{Kind: model.KindServer, Message: c.message("malformed response", "invalid JSON in the stream")}
-	case errors.Is(err, context.DeadlineExceeded):
-		return &model.Error{Kind: model.KindTimeout, Message: c.message("timeout", rootCause(err))}
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return &model.Error{Kind: model.KindTimeout, Message: c.message("timeout", rootCause(err))}
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return &model.Error{Kind: model.KindServer, Message: c.message("connection", "closed in the middle of the response")}
-	}
-	// Connection refused, reset, TLS and DNS failures, and whatever else the
-	// transport reports: the server may answer next time.
-	return &model.Error{Kind: model.KindServer, Message: c.message("connection", rootCause(err))}
+	return model.TransportError(err, c.message)
 }
 
 // statusError classifies an HTTP error response (status >= 400).
@@ -252,19 +229,6 @@ func firstNonEmpty(ss ...string) string {
 // backoff applies).
 func retryAfter(h http.Header, now time.Time) time.Duration { return httpretry.After(h, now) }
 
-// rootCause is the innermost error's text: *url.Error and *net.OpError
-// prefix theirs with the method and the URL, which say nothing the caller
-// does not know.
-func rootCause(err error) string {
-	for {
-		next := errors.Unwrap(err)
-		if next == nil {
-			return err.Error()
-		}
-		err = next
-	}
-}
-
 // message is "openai: <what>: <detail>" on one line, short, and without the
 // key, even if a server echoed it back.
 func (c classifier) message(what, detail string) string {
@@ -277,26 +241,12 @@ func (c classifier) message(what, detail string) string {
 var keyLike = regexp.MustCompile(`\bsk-[A-Za-z0-9_\-*]{4,}`)
 
 // scrub removes the key and anything key-like from s, then makes s one line
-// of at most maxMessageLen bytes (the key goes first, so a cut can never
+// of at most model.MaxMessageLen bytes (the key goes first, so a cut can never
 // leave a part of it).
 func (c classifier) scrub(s string) string {
 	if c.key != "" {
 		s = strings.ReplaceAll(s, c.key, "[redacted]")
 	}
 	s = keyLike.ReplaceAllString(s, "[redacted]")
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return ' '
-		}
-		return r
-	}, s)
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > maxMessageLen {
-		cut := maxMessageLen
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
-	return s
+	return model.OneLine(s)
 }

@@ -121,7 +121,7 @@ func TestHTTPErrorsAreClassified(t *testing.T) {
 				require.Equal(t, tc.retryAfter, me.RetryAfter)
 				require.Contains(t, me.Message, tc.want)
 				require.NotContains(t, me.Message, "sk-test")
-				require.LessOrEqual(t, len(me.Message), maxMessageLen+len("…"))
+				require.LessOrEqual(t, len(me.Message), model.MaxMessageLen+len("…"))
 				// The SDK does not retry: the engine does, and journals
 				// every attempt.
 				require.Len(t, f.Calls(), 1)
@@ -353,7 +353,7 @@ func TestScrub(t *testing.T) {
 	require.Equal(t, "bad key [redacted] and [redacted] again; task-force stays", got)
 
 	long := c.scrub(strings.Repeat("é", 400))
-	require.LessOrEqual(t, len(long), maxMessageLen+len("…"))
+	require.LessOrEqual(t, len(long), model.MaxMessageLen+len("…"))
 	require.True(t, strings.HasSuffix(long, "…"))
 }
 

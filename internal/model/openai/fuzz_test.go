@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/model"
 )
 
 // FuzzParseErrorBody: any error body a server sends yields a one-line message
@@ -24,7 +26,7 @@ func FuzzParseErrorBody(f *testing.F) {
 		msg := c.message(firstNonEmpty(b.code, b.typ, "HTTP 400"), b.msg)
 		require.NotContains(t, msg, testKey)
 		require.NotContains(t, msg, "\n")
-		require.LessOrEqual(t, len(msg), maxMessageLen+len("…"))
+		require.LessOrEqual(t, len(msg), model.MaxMessageLen+len("…"))
 		_ = contextTooLong(400, b)
 	})
 }

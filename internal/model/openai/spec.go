@@ -2,7 +2,6 @@ package openai
 
 import (
 	"math"
-	"net/url"
 	"strings"
 
 	"github.com/longhaul-dev/longhaul/internal/model"
@@ -36,7 +35,7 @@ func (p *Provider) validateSpec(spec lt.ModelSpec) error {
 	}
 	switch {
 	case spec.BaseURL != "":
-		if msg := checkBaseURL(spec.BaseURL); msg != "" {
+		if msg := model.CheckBaseURL(spec.BaseURL); msg != "" {
 			return &model.FieldError{Field: "base_url", Message: msg}
 		}
 	case p.name == NameCompatible:
@@ -54,38 +53,5 @@ func (p *Provider) validateSpec(spec lt.ModelSpec) error {
 	if t := spec.Temperature; t != nil && (math.IsNaN(*t) || *t < 0 || *t > 2) {
 		return &model.FieldError{Field: "temperature", Message: "must be between 0 and 2"}
 	}
-	if spec.MaxOutputTokens < 0 {
-		return &model.FieldError{Field: "max_output_tokens", Message: "must be >= 0"}
-	}
-	if spec.ContextWindow < 0 {
-		return &model.FieldError{Field: "context_window", Message: "must be >= 0"}
-	}
-	if s := strings.TrimSpace(string(spec.Script)); s != "" && s != "null" {
-		return &model.FieldError{Field: "script", Message: "only the scripted provider takes a script"}
-	}
-	if _, err := model.ParsePricing(spec.Pricing); err != nil {
-		return err
-	}
-	return nil
-}
-
-// checkBaseURL returns why raw is not a usable base URL, or "".
-func checkBaseURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "must be a valid URL"
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return "must be an absolute http or https URL"
-	}
-	if u.Host == "" {
-		return "must name a host"
-	}
-	if u.User != nil {
-		return "must not contain credentials (name the key's environment variable in api_key_env)"
-	}
-	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
-		return "must not have a query or a fragment"
-	}
-	return ""
+	return model.ValidateLimits(spec)
 }
