@@ -23,6 +23,25 @@ func (c *Client) ListActions(ctx context.Context, sessionID string, status lt.Ac
 	return l, nil
 }
 
+// ListTreeActions returns the required actions of a session and of all its
+// sub-agents, recursively, ordered by creation time, only those with status
+// when it is not empty
+// (GET /v1/sessions/{id}/actions?status=&include=subagents). Each action's
+// SessionID names the session to decide it on.
+func (c *Client) ListTreeActions(ctx context.Context, sessionID string, status lt.ActionStatus) (*lt.List[lt.Action], error) {
+	if err := requireID("sessionID", sessionID); err != nil {
+		return nil, fmt.Errorf("list tree actions: %w", err)
+	}
+	q := url.Values{}
+	setIf(q, "status", string(status))
+	q.Set("include", "subagents")
+	l, err := get[lt.List[lt.Action]](ctx, c, c.endpoint(q, "v1", "sessions", sessionID, "actions"))
+	if err != nil {
+		return nil, fmt.Errorf("list actions of tree %s: %w", sessionID, err)
+	}
+	return l, nil
+}
+
 // DecideAction resolves a required action and returns it resolved
 // (POST /v1/sessions/{id}/actions/{action_id}). Which fields of d apply
 // depends on the action's type (API.md "Required actions"). Repeating the

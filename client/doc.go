@@ -1,6 +1,7 @@
 // Package client is the Go client of Longhaul's HTTP API (API.md): one
 // typed method per endpoint, taking and returning the wire types of
-// longhaultype; StreamEvents, which follows a session's journal live; and
+// longhaultype; StreamEvents, which follows a session's journal live;
+// StreamTreeEvents, which follows a session and all its sub-agents; and
 // AllActions, which pages through the inbox of required actions.
 //
 // Invariants it keeps:
@@ -14,6 +15,8 @@
 //   - StreamEvents yields each event with seq > after exactly once and in
 //     order: it resumes by Last-Event-ID across disconnects and server
 //     restarts, drops replayed events and back-fills gaps with ListEvents.
+//     StreamTreeEvents does the same per session of the tree, resuming with
+//     the tree's cursor (longhaultype.TreeCursor) of the last event yielded.
 //
 // It imports the standard library, longhaultype and a UUID generator only,
 // never server code, so any program may import it; the CLI talks HTTP

@@ -29,6 +29,13 @@ func TestEndpoints(t *testing.T) {
 	turn := &lt.Turn{ID: "turn_2", SessionID: "ses_1", Index: 1, Status: lt.TurnQueued, Input: "more", CreatedAt: testTime}
 	action := &lt.Action{ID: "act_1", SessionID: "ses_1", Type: lt.ActionApproval, Status: lt.ActionResolved,
 		Tool: "send_email", Arguments: json.RawMessage(`{"to":"a@b.c"}`), CreatedAt: testTime}
+	childAction := &lt.Action{ID: "act_2", SessionID: "ses_2", Type: lt.ActionInput, Status: lt.ActionPending,
+		Question: "which?", CreatedAt: testTime}
+	parentID, childID := "ses_1", "ses_2"
+	sessionTree := &lt.Session{ID: "ses_1", Status: lt.SessionRunning, Agent: session.Agent, CreatedAt: testTime, UpdatedAt: testTime,
+		Subagents: []lt.Session{{ID: childID, ParentID: &parentID, Status: lt.SessionRequiresAction, Agent: session.Agent,
+			RequiredActions: []lt.Action{*childAction}, CreatedAt: testTime, UpdatedAt: testTime,
+			Subagents: []lt.Session{{ID: "ses_3", ParentID: &childID, Status: lt.SessionIdle, CreatedAt: testTime, UpdatedAt: testTime}}}}}
 	agent := &lt.Agent{Name: "researcher", Version: 3, Spec: lt.AgentSpec{Model: lt.ModelSpec{Provider: "scripted"}}, CreatedAt: testTime}
 	artifact := &lt.Artifact{ID: "art_1", SessionID: "ses_1", Name: "brief.md", Version: 1, SHA256: digest,
 		Size: int64(len(content)), ContentType: "text/markdown", Final: true, CreatedAt: testTime}
@@ -68,6 +75,11 @@ func TestEndpoints(t *testing.T) {
 			name:   "GetSession escapes the id",
 			call:   func(ctx context.Context, c *Client) (any, error) { return c.GetSession(ctx, "a/b?c d") },
 			method: "GET", path: "/v1/sessions/a%2Fb%3Fc%20d", resp: session,
+		},
+		{
+			name:   "GetSessionTree",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.GetSessionTree(ctx, "ses_1") },
+			method: "GET", path: "/v1/sessions/ses_1", query: "include=subagents", resp: sessionTree,
 		},
 		{
 			name: "ListSessions with every filter",
@@ -130,6 +142,20 @@ func TestEndpoints(t *testing.T) {
 			name:   "ListActions all",
 			call:   func(ctx context.Context, c *Client) (any, error) { return c.ListActions(ctx, "ses_1", "") },
 			method: "GET", path: "/v1/sessions/ses_1/actions", resp: &lt.List[lt.Action]{Data: []lt.Action{*action}},
+		},
+		{
+			name: "ListTreeActions pending",
+			call: func(ctx context.Context, c *Client) (any, error) {
+				return c.ListTreeActions(ctx, "ses_1", lt.ActionPending)
+			},
+			method: "GET", path: "/v1/sessions/ses_1/actions", query: "include=subagents&status=pending",
+			resp: &lt.List[lt.Action]{Data: []lt.Action{*action, *childAction}},
+		},
+		{
+			name:   "ListTreeActions all",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.ListTreeActions(ctx, "ses_1", "") },
+			method: "GET", path: "/v1/sessions/ses_1/actions", query: "include=subagents",
+			resp: &lt.List[lt.Action]{Data: []lt.Action{*childAction}},
 		},
 		{
 			name: "DecideAction",
@@ -355,6 +381,8 @@ func TestArgumentsAreValidatedBeforeAnyRequest(t *testing.T) {
 		{"ListEvents after", func() error { _, err := c.ListEvents(ctx, "ses_1", -1, 0); return err }, "after -1 is negative"},
 		{"ListEvents limit", func() error { _, err := c.ListEvents(ctx, "ses_1", 0, 1000); return err }, "limit 1000 is outside"},
 		{"ListActions", func() error { _, err := c.ListActions(ctx, "", ""); return err }, "sessionID is empty"},
+		{"GetSessionTree", func() error { _, err := c.GetSessionTree(ctx, ""); return err }, "get session tree: id is empty"},
+		{"ListTreeActions", func() error { _, err := c.ListTreeActions(ctx, "", ""); return err }, "list tree actions: sessionID is empty"},
 		{"DecideAction no action", func() error { _, err := c.DecideAction(ctx, "ses_1", "", &lt.Decision{}); return err }, "actionID is empty"},
 		{"DecideAction nil", func() error { _, err := c.DecideAction(ctx, "ses_1", "act_1", nil); return err }, "decision is nil"},
 		{"ListAllActions limit", func() error { _, err := c.ListAllActions(ctx, lt.ListActionsParams{Limit: 501}); return err }, "ListActionsParams.Limit 501 is outside 0..500"},

@@ -69,11 +69,77 @@ func (c *Client) StreamEvents(ctx context.Context, sessionID string, after int64
 			yield(lt.Event{}, fmt.Errorf("stream events of %s: after %d is negative", sessionID, after))
 			return
 		}
-		s := &stream{c: c, sessionID: sessionID, last: after, yield: yield}
+		s := &stream{c: c, sessionID: sessionID, cursor: lt.TreeCursor{sessionID: after},
+			emit: func(ev lt.Event) bool { return yield(ev, nil) }}
 		if err := s.run(ctx); err != nil {
 			yield(lt.Event{}, fmt.Errorf("stream events of %s: %w", sessionID, err))
 		}
 	}
+}
+
+// TreeEvent is one event of a session tree's stream (StreamTreeEvents).
+type TreeEvent struct {
+	// Event is the event; its SessionID names the session of the tree
+	// whose journal it is in.
+	lt.Event
+	// Cursor resumes the stream right after this event: pass it to
+	// StreamTreeEvents (it is the text form of a longhaultype.TreeCursor).
+	Cursor string
+}
+
+// StreamTreeEvents follows the journals of a session and of all its
+// sub-agents, recursively, merged into one stream
+// (GET /v1/sessions/{id}/events/stream?include=subagents). Each session's
+// events come in seq order, each exactly once; events of different sessions
+// interleave as they happen. A sub-agent spawned at any moment, even while
+// the stream was reconnecting, is followed from its first event.
+//
+// cursor says where to start: "" for the start of every journal, an event
+// seq of the session (its sub-agents from their start), or the Cursor of
+// the last TreeEvent handled, to resume exactly after it.
+//
+// Like StreamEvents it never gives up on its own: it reconnects with the
+// cursor of the last event it yielded, drops events it already yielded and
+// fills a gap in one session with ListEvents. The error is non-nil only
+// once, as the last value: a terminal failure (an unknown session, a tree
+// larger than the server serves, a refused key) or ctx's error. Breaking
+// out of the loop closes the connection.
+func (c *Client) StreamTreeEvents(ctx context.Context, sessionID, cursor string) iter.Seq2[TreeEvent, error] {
+	return func(yield func(TreeEvent, error) bool) {
+		if err := requireID("sessionID", sessionID); err != nil {
+			yield(TreeEvent{}, fmt.Errorf("stream events of tree: %w", err))
+			return
+		}
+		start, err := parseTreeStart(sessionID, cursor)
+		if err != nil {
+			yield(TreeEvent{}, fmt.Errorf("stream events of tree %s: %w", sessionID, err))
+			return
+		}
+		s := &stream{c: c, sessionID: sessionID, tree: true, cursor: start}
+		s.emit = func(ev lt.Event) bool { return yield(TreeEvent{Event: ev, Cursor: s.cursor.String()}, nil) }
+		if err := s.run(ctx); err != nil {
+			yield(TreeEvent{}, fmt.Errorf("stream events of tree %s: %w", sessionID, err))
+		}
+	}
+}
+
+// parseTreeStart reads StreamTreeEvents' cursor argument.
+func parseTreeStart(root, cursor string) (lt.TreeCursor, error) {
+	switch {
+	case cursor == "":
+		return lt.TreeCursor{}, nil
+	case lt.IsTreeCursor(cursor):
+		c, err := lt.ParseTreeCursor(cursor)
+		if err != nil {
+			return nil, fmt.Errorf("cursor: %w", err)
+		}
+		return c, nil
+	}
+	n, err := strconv.ParseInt(cursor, 10, 64)
+	if err != nil || n < 0 {
+		return nil, fmt.Errorf("cursor %q is neither a stream cursor (%s…) nor an event seq", cursor, lt.TreeCursorPrefix)
+	}
+	return lt.TreeCursor{root: n}, nil
 }
 
 // errIdle is the cause of a connection dropped by the idle watchdog.
@@ -87,13 +153,30 @@ func (e *terminalError) Unwrap() error { return e.err }
 
 func terminal(err error) error { return &terminalError{err} }
 
-// stream is the state of one StreamEvents iteration.
+// stream is the state of one StreamEvents or StreamTreeEvents iteration.
 type stream struct {
 	c         *Client
-	sessionID string
-	last      int64 // the seq of the last event yielded (or the caller's after)
-	yield     func(lt.Event, error) bool
-	stopped   bool // the consumer broke out of its loop
+	sessionID string // the session streamed; a tree's root
+	// tree: the stream carries the session's sub-agents' events too, and
+	// resumes with the whole cursor.
+	tree bool
+	// cursor holds the seq of the last event yielded per session (or the
+	// caller's start). A single session's stream keeps only sessionID.
+	cursor lt.TreeCursor
+	// emit yields an event to the consumer (the cursor already counts it);
+	// false when the consumer broke out of its loop.
+	emit    func(lt.Event) bool
+	yielded int  // events yielded so far
+	stopped bool // the consumer broke out of its loop
+}
+
+// key is the cursor entry of ev: its session in a tree, else the one
+// session streamed.
+func (s *stream) key(ev *lt.Event) string {
+	if s.tree {
+		return ev.SessionID
+	}
+	return s.sessionID
 }
 
 // run connects and reconnects until the consumer stops (nil), ctx ends or a
@@ -141,7 +224,15 @@ func (s *stream) connect(ctx context.Context) (healthy bool, retryHint time.Dura
 	defer cancel(nil)
 
 	q := url.Values{}
-	q.Set("after", strconv.FormatInt(s.last, 10))
+	resume := strconv.FormatInt(s.cursor[s.sessionID], 10)
+	if s.tree {
+		// The cursor goes in the header only: it grows with the tree,
+		// and a URL is the first thing a proxy limits.
+		q.Set("include", "subagents")
+		resume = s.cursor.String()
+	} else {
+		q.Set("after", resume)
+	}
 	req, err := http.NewRequestWithContext(connCtx, http.MethodGet,
 		s.c.endpoint(q, "v1", "sessions", s.sessionID, "events", "stream"), nil)
 	if err != nil {
@@ -150,7 +241,7 @@ func (s *stream) connect(ctx context.Context) (healthy bool, retryHint time.Dura
 	s.c.setHeaders(req)
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("Cache-Control", "no-cache")
-	req.Header.Set("Last-Event-ID", strconv.FormatInt(s.last, 10))
+	req.Header.Set("Last-Event-ID", resume)
 
 	start := s.c.now()
 	resp, err := s.c.http.Do(req)
@@ -173,10 +264,10 @@ func (s *stream) connect(ctx context.Context) (healthy bool, retryHint time.Dura
 	wd := s.c.startWatchdog(connCtx, cancel)
 	defer wd.stop()
 	rd := newSSEReader(&touchReader{r: resp.Body, wd: wd})
-	startSeq := s.last
+	startYielded := s.yielded
 	defer func() {
 		retryHint = rd.retry
-		healthy = s.last > startSeq || s.c.now().Sub(start) >= s.c.maxBackoff
+		healthy = s.yielded > startYielded || s.c.now().Sub(start) >= s.c.maxBackoff
 	}()
 	for {
 		msg, err := rd.Next()
@@ -196,64 +287,79 @@ func (s *stream) connect(ctx context.Context) (healthy bool, retryHint time.Dura
 		if ev.Seq <= 0 {
 			return false, 0, terminal(fmt.Errorf("event (id %q) has no seq", msg.ID))
 		}
-		if ev.Seq <= s.last {
+		if s.tree && ev.SessionID == "" {
+			return false, 0, terminal(fmt.Errorf("event (id %q) of a tree stream has no session_id", msg.ID))
+		}
+		key := s.key(&ev)
+		if ev.Seq <= s.cursor[key] {
 			continue // already yielded: the server replayed from an earlier point
 		}
 		// From here the consumer or a back-fill holds the time, not the
 		// network: the watchdog must not count it as silence.
 		wd.setBusy(true)
-		if ev.Seq > s.last+1 {
-			if err := s.backfill(ctx, ev.Seq); err != nil || s.stopped {
+		if ev.Seq > s.cursor[key]+1 {
+			if err := s.backfill(ctx, key, ev.Seq); err != nil || s.stopped {
 				wd.setBusy(false)
 				return false, 0, err
 			}
 		}
-		ok := s.yield(ev, nil)
+		ok := s.yield(key, ev)
 		wd.setBusy(false)
 		if !ok {
-			s.stopped = true
 			return false, 0, nil
 		}
-		s.last = ev.Seq
 	}
 }
 
-// backfill yields the events between s.last and upTo (exclusive), read with
-// ListEvents, so that a gap in the stream never reaches the consumer.
-func (s *stream) backfill(ctx context.Context, upTo int64) error {
-	for s.last < upTo-1 {
-		page, err := s.c.ListEvents(ctx, s.sessionID, s.last, int(min(upTo-1-s.last, MaxListLimit)))
+// yield hands ev, the next event of session key, to the consumer.
+func (s *stream) yield(key string, ev lt.Event) bool {
+	s.cursor[key] = ev.Seq
+	s.yielded++
+	if !s.emit(ev) {
+		s.stopped = true
+		return false
+	}
+	return true
+}
+
+// backfill yields the events of session key between its cursor and upTo
+// (exclusive), read with ListEvents, so that a gap in the stream never
+// reaches the consumer.
+func (s *stream) backfill(ctx context.Context, key string, upTo int64) error {
+	for s.cursor[key] < upTo-1 {
+		last := s.cursor[key]
+		page, err := s.c.ListEvents(ctx, key, last, int(min(upTo-1-last, MaxListLimit)))
 		if err != nil {
 			var ae *APIError
 			if errors.As(err, &ae) && !transientStatus(ae.Status) {
 				return terminal(err)
 			}
-			return err // reconnect; the resumed stream starts after s.last
+			return err // reconnect; the resumed stream starts after the cursor
 		}
-		before := s.last
 		for _, ev := range page.Data {
-			if ev.Seq <= s.last {
+			if ev.Seq <= s.cursor[key] {
 				continue
 			}
-			if ev.Seq != s.last+1 {
+			if ev.Seq != s.cursor[key]+1 {
 				// The list, not only the stream, skips a seq: the
 				// journal broke its gap-free promise. Say so rather
 				// than hand the consumer a hole.
-				return terminal(fmt.Errorf("journal gap: event %d follows %d", ev.Seq, s.last))
+				return terminal(fmt.Errorf("journal gap: event %d follows %d in session %s", ev.Seq, s.cursor[key], key))
 			}
 			if ev.Seq >= upTo {
 				break
 			}
-			if !s.yield(ev, nil) {
-				s.stopped = true
+			if s.tree && ev.SessionID == "" {
+				ev.SessionID = key // the list is of one session
+			}
+			if !s.yield(key, ev) {
 				return nil
 			}
-			s.last = ev.Seq
 		}
-		if s.last == before {
+		if s.cursor[key] == last {
 			// The server streamed seq upTo but cannot list what precedes
 			// it; reconnect and let the resumed stream sort it out.
-			return fmt.Errorf("back-fill: no events after %d before %d", s.last, upTo)
+			return fmt.Errorf("back-fill of %s: no events after %d before %d", key, last, upTo)
 		}
 	}
 	return nil

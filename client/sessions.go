@@ -74,6 +74,24 @@ func (c *Client) GetSession(ctx context.Context, id string) (*lt.Session, error)
 	return s, nil
 }
 
+// GetSessionTree returns a session with its sub-agents, recursively: each
+// session of the tree in Subagents of its parent, oldest first, each with
+// its pending required actions (GET /v1/sessions/{id}?include=subagents).
+// The server refuses a tree of more than 1,000 sessions (an APIError naming
+// the field include).
+func (c *Client) GetSessionTree(ctx context.Context, id string) (*lt.Session, error) {
+	if err := requireID("id", id); err != nil {
+		return nil, fmt.Errorf("get session tree: %w", err)
+	}
+	q := url.Values{}
+	q.Set("include", "subagents")
+	s, err := get[lt.Session](ctx, c, c.endpoint(q, "v1", "sessions", id))
+	if err != nil {
+		return nil, fmt.Errorf("get session tree %s: %w", id, err)
+	}
+	return s, nil
+}
+
 // ListSessions returns one page of sessions (GET /v1/sessions); pass the
 // page's NextCursor as p.Cursor for the next one.
 func (c *Client) ListSessions(ctx context.Context, p ListSessionsParams) (*lt.List[lt.Session], error) {

@@ -17,11 +17,22 @@
 //     through client.StreamEvents), disconnects, resumes with Last-Event-ID,
 //     restarts the server in the middle of the session, and requires that
 //     what was collected is exactly the journal.
+//   - TestSubagentsSurviveKills SIGKILLs the server while parents spawn
+//     sub-agents that work in parallel in their workspaces, and requires
+//     that each parent has exactly its children (none duplicated, lost or
+//     orphaned), that each child reported once and its usage rolled up, and
+//     that a tree event stream followed through every restart saw every
+//     event of every session of the tree exactly once, in order.
+//   - TestWebhookDeliveriesSurviveKill SIGKILLs the server with webhook
+//     deliveries in flight and queued, and requires that each is delivered
+//     after the restart with its original webhook-id, exactly once with a
+//     2xx, signed so that the Standard Webhooks reference library verifies
+//     it.
 //   - TestReadmeServeCommand runs the README's first command as written and
 //     stops it with SIGTERM; TestReadmeTestCommandIsWhatCIRuns keeps the
 //     README's test command and .ci/run identical, so neither can rot.
 //
 // The package has no non-test code beyond this comment; nothing imports it.
-// Its tests skip nothing: they need only the go command, a POSIX sh and the
-// loopback interface, all of which CI has.
+// Its tests skip nothing: they need only the go command, a POSIX sh, curl,
+// bubblewrap and the loopback interface, all of which CI has.
 package e2e

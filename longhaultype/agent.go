@@ -23,6 +23,8 @@ type AgentSpec struct {
 	// VerifyAcceptance configures the check of a final answer against the
 	// session's acceptance criteria (on whenever the session has some).
 	VerifyAcceptance *VerifyAcceptance `json:"verify_acceptance,omitempty"`
+	// Subagents bounds the sub-agents a session of this agent spawns.
+	Subagents *SubagentLimits `json:"subagents,omitempty"`
 
 	// Stop conditions: each ends the turn with its own stop_reason.
 
@@ -39,6 +41,16 @@ type AgentSpec struct {
 	// TurnTimeoutSeconds ends a turn that has run that long, counted from
 	// its start (0: none; stop_reason timeout).
 	TurnTimeoutSeconds int64 `json:"turn_timeout_seconds,omitempty"`
+}
+
+// SubagentLimits bounds spawn_agent.
+type SubagentLimits struct {
+	// MaxParallel is how many children of one session run at once
+	// (default 6); a spawn_agent call past it waits for one to finish.
+	MaxParallel int `json:"max_parallel,omitempty"`
+	// MaxDepth is how deep the tree of sessions may grow below the root
+	// (default 3): a child at that depth cannot spawn.
+	MaxDepth int `json:"max_depth,omitempty"`
 }
 
 // Environment is where an agent's tools run (DESIGN.md principles 2 and 8).

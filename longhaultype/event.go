@@ -50,13 +50,19 @@ const (
 	EventAcceptanceVerified     = "acceptance.verified"
 	EventSubagentSpawned        = "subagent.spawned"
 	EventSubagentCompleted      = "subagent.completed"
-	EventSignalReceived         = "signal.received"
-	EventSessionReviewed        = "session.reviewed"
-	EventSessionForked          = "session.forked"
-	EventNetworkConnection      = "network.connection"
-	EventWaitStarted            = "wait.started"
-	EventEnvironmentLost        = "environment.lost"
-	EventEnvironmentRestored    = "environment.restored"
+	// EventSubagentReported: a child told its parent its turn ended (the
+	// child's side of subagent.completed).
+	EventSubagentReported = "subagent.reported"
+	// EventSubagentCancelRequested: the parent asked a child to stop (its
+	// turn ended or was cancelled while the child ran).
+	EventSubagentCancelRequested = "subagent.cancel_requested"
+	EventSignalReceived          = "signal.received"
+	EventSessionReviewed         = "session.reviewed"
+	EventSessionForked           = "session.forked"
+	EventNetworkConnection       = "network.connection"
+	EventWaitStarted             = "wait.started"
+	EventEnvironmentLost         = "environment.lost"
+	EventEnvironmentRestored     = "environment.restored"
 )
 
 // BlobRef points at a content-addressed blob. Event payloads over 64 KiB are

@@ -140,6 +140,17 @@ func (u *Usage) Add(o Usage) {
 	u.ToolCalls += o.ToolCalls
 }
 
+// Sub subtracts o from u.
+func (u *Usage) Sub(o Usage) {
+	u.InputTokens -= o.InputTokens
+	u.CachedInputTokens -= o.CachedInputTokens
+	u.OutputTokens -= o.OutputTokens
+	u.ReasoningTokens -= o.ReasoningTokens
+	u.CostUSD -= o.CostUSD
+	u.ModelCalls -= o.ModelCalls
+	u.ToolCalls -= o.ToolCalls
+}
+
 // AgentRef names the agent version a session pinned when it started.
 type AgentRef struct {
 	Name    string `json:"name"`
@@ -185,6 +196,9 @@ type Session struct {
 	WebhookSecret string `json:"webhook_secret,omitempty"`
 	// ForkedFrom is set on a session forked from another's checkpoint.
 	ForkedFrom *ForkRef `json:"forked_from,omitempty"`
+	// Subagents are the sessions this one spawned (each with its own
+	// sub-agents), only when asked for with ?include=subagents.
+	Subagents []Session `json:"subagents,omitempty"`
 }
 
 // Turn is one unit of requested work inside a session.

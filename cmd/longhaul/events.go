@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -16,10 +17,11 @@ import (
 )
 
 type eventsOpts struct {
-	client *clientOpts
-	after  int64
-	follow bool
-	json   bool
+	client    *clientOpts
+	after     int64
+	follow    bool
+	json      bool
+	subagents bool
 }
 
 func (c *cli) eventsCmd() *cobra.Command {
@@ -30,9 +32,17 @@ func (c *cli) eventsCmd() *cobra.Command {
 		Long: `Print the events of a session's journal in order, one per line. With --follow,
 keep printing new events as they are appended, across turns and across server
 restarts (the stream resumes where it stopped, without gaps or duplicates),
-until interrupted.`,
+until interrupted.
+
+With --follow --subagents, follow the session and every sub-agent it spawns,
+recursively, including those spawned later: each line starts with the id of
+the session the event belongs to (in --json, its session_id). Each session's
+events are in order; events of different sessions interleave as they happen.
+--after then skips the session's own events up to that seq, not its
+sub-agents'.`,
 		Example: `  longhaul events ses_01J9Z
   longhaul events ses_01J9Z --after 40 --follow
+  longhaul events ses_01J9Z --follow --subagents
   longhaul events ses_01J9Z --json | jq -r .type`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error { return c.events(cmd, o, args[0]) },
@@ -42,6 +52,7 @@ until interrupted.`,
 	fs.Int64Var(&o.after, "after", 0, "print only events with a seq above this one")
 	fs.BoolVarP(&o.follow, "follow", "f", false, "keep following new events until interrupted")
 	fs.BoolVar(&o.json, "json", false, "print one JSON event per line")
+	fs.BoolVar(&o.subagents, "subagents", false, "with --follow: the events of the session's sub-agents too, recursively")
 	return cmd
 }
 
@@ -49,12 +60,29 @@ func (c *cli) events(cmd *cobra.Command, o *eventsOpts, id string) error {
 	if o.after < 0 {
 		return usagef("--after %d: must not be negative", o.after)
 	}
+	if o.subagents && !o.follow {
+		return usagef("--subagents needs --follow: a session tree's events are served as a stream")
+	}
 	cl, err := c.newClient(cmd, o.client)
 	if err != nil {
 		return err
 	}
 	ctx := cmd.Context()
-	p := &eventPrinter{w: c.stdout, json: o.json}
+	p := &eventPrinter{w: c.stdout, json: o.json, session: o.subagents}
+	if o.subagents {
+		for ev, err := range cl.StreamTreeEvents(ctx, id, strconv.FormatInt(o.after, 10)) {
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil // interrupted: the normal way to stop following
+				}
+				return err
+			}
+			if err := p.print(ev.Event); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if !o.follow {
 		after := o.after
 		for {
@@ -89,10 +117,12 @@ func (c *cli) events(cmd *cobra.Command, o *eventsOpts, id string) error {
 
 // eventPrinter prints events one per line: as JSON, or as
 // "SEQ  TIME  TYPE  SUMMARY" with fixed-width columns (a stream cannot wait
-// for a table to be complete before aligning it).
+// for a table to be complete before aligning it), after the event's session
+// id when session is set (a tree's events, of several sessions).
 type eventPrinter struct {
-	w    io.Writer
-	json bool
+	w       io.Writer
+	json    bool
+	session bool
 }
 
 func (p *eventPrinter) print(ev lt.Event) error {
@@ -103,6 +133,11 @@ func (p *eventPrinter) print(ev lt.Event) error {
 		}
 		_, err = fmt.Fprintf(p.w, "%s\n", raw)
 		return err
+	}
+	if p.session {
+		if _, err := fmt.Fprintf(p.w, "%s  ", oneLine(ev.SessionID)); err != nil {
+			return err
+		}
 	}
 	_, err := fmt.Fprintf(p.w, "%6d  %s  %-24s  %s\n", ev.Seq, ev.Time.Local().Format("Jan 02 15:04:05.000"), ev.Type, eventSummary(ev))
 	return err
@@ -273,6 +308,24 @@ func eventSummary(ev lt.Event) string {
 				return fmt.Sprintf("step %d, attempt %d: %s", d.Step, d.Verdict.Attempt, truncate(d.Verdict.Error, 70))
 			}
 			return fmt.Sprintf("step %d, attempt %d: %d of %d criteria met", d.Step, d.Verdict.Attempt, met, len(d.Verdict.Criteria))
+		}
+	case lt.EventSubagentSpawned:
+		var d journal.SubagentSpawned
+		if decode(ev, &d) && d.ChildID != "" {
+			return fmt.Sprintf("step %d: %s (%s): %q", d.Step, d.ChildID, agentLabel(d.Agent), truncate(d.Input, 60))
+		}
+	case lt.EventSubagentCompleted:
+		var d journal.SubagentCompleted
+		if decode(ev, &d) && d.ChildID != "" {
+			s := fmt.Sprintf("%s %s", d.ChildID, d.Status)
+			if d.StopReason != "" {
+				s += " (" + d.StopReason + ")"
+			}
+			out := d.Output
+			if out == "" {
+				out = d.Error
+			}
+			return fmt.Sprintf("%s · %s tok · %s: %q", s, fmtInt(d.Usage.InputTokens+d.Usage.OutputTokens), fmtCost(d.Usage.CostUSD), truncate(out, 50))
 		}
 	case lt.EventConstraintAdded:
 		var d journal.ConstraintAdded

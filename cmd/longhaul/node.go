@@ -13,16 +13,19 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/egress"
 	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/model/anthropic"
 	"github.com/longhaul-dev/longhaul/internal/model/openai"
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
+	"github.com/longhaul-dev/longhaul/internal/otelexport"
 	"github.com/longhaul-dev/longhaul/internal/redact"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/server"
@@ -77,6 +80,12 @@ type nodeConfig struct {
 	// webhookAllowPrivate lists private addresses that webhooks may reach
 	// (by default none: see internal/webhook).
 	webhookAllowPrivate []string
+	// otlp, when set, exports each turn this node ends as an
+	// OpenTelemetry trace.
+	otlp *otlpSettings
+	// webhookAllowPorts are destination ports webhooks may reach besides
+	// the default 80 and 443.
+	webhookAllowPorts []int
 }
 
 // node is a running server node.
@@ -94,9 +103,11 @@ type node struct {
 	engine  *engine.Engine
 	// webhooks sends outgoing webhooks.
 	webhooks *webhook.Dispatcher
-	http     *http.Server
-	served   chan error // the result of http.Server.Serve
-	unlock   func()
+	// otel exports turn traces over OTLP (nil: off).
+	otel   *otelexport.Exporter
+	http   *http.Server
+	served chan error // the result of http.Server.Serve
+	unlock func()
 }
 
 // webhookAPI names webhook.API apart from vault.API where both are
@@ -219,6 +230,15 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.addr, err)
 	}
 	undo = append(undo, func() { _ = ln.Close() })
+	// The exporter follows journals from before the engine runs, so no
+	// turn this node ends is missed.
+	if n.otel, err = startOTLP(ctx, n, cfg.otlp, log); err != nil {
+		return nil, err
+	}
+	if n.otel != nil {
+		undo = append(undo, func() { _ = n.otel.Stop(context.WithoutCancel(ctx)) })
+	}
+
 	if err := n.engine.Start(ctx); err != nil {
 		return nil, fmt.Errorf("start engine: %w", err)
 	}
@@ -228,7 +248,11 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 		_ = n.engine.Stop(stopCtx)
 	})
 
-	if n.webhooks, err = webhook.New(n.store, &webhook.Config{AllowPrivate: cfg.webhookAllowPrivate, Logger: log}); err != nil {
+	var webhookPorts []int // nil: the dispatcher's default, 80 and 443
+	if len(cfg.webhookAllowPorts) > 0 {
+		webhookPorts = append(slices.Clone(egress.DefaultPorts), cfg.webhookAllowPorts...)
+	}
+	if n.webhooks, err = webhook.New(n.store, &webhook.Config{AllowPrivate: cfg.webhookAllowPrivate, Ports: webhookPorts, Logger: log}); err != nil {
 		return nil, fmt.Errorf("webhooks: %w", err)
 	}
 	if err := n.webhooks.Start(ctx); err != nil {
@@ -280,6 +304,14 @@ func (n *node) stop(ctx context.Context) error {
 	}
 	cancel()
 
+	// After the engine: turns that ended during the drain are exported.
+	if n.otel != nil {
+		otelCtx, cancel := context.WithTimeout(ctx, httpDrainTimeout)
+		if err := n.otel.Stop(otelCtx); err != nil {
+			errs = append(errs, fmt.Errorf("stop otlp export: %w", err))
+		}
+		cancel()
+	}
 	// Pending deliveries stay in the outbox for the next start.
 	if err := n.webhooks.Stop(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("stop webhooks: %w", err))

@@ -37,6 +37,10 @@ type serveOpts struct {
 	sandbox  string
 	// webhookAllowPrivate lists private addresses webhooks may reach.
 	webhookAllowPrivate []string
+	// otlpEndpoint is where turn traces are exported ("": per OTEL_*).
+	otlpEndpoint string
+	// webhookAllowPorts are ports webhooks may reach besides 80 and 443.
+	webhookAllowPorts []int
 }
 
 func (c *cli) serveCmd() *cobra.Command {
@@ -76,7 +80,9 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.DurationVar(&o.ping, "ping-interval", 15*time.Second, "how often an idle event stream gets a \": ping\" comment")
 	fs.StringVar(&o.sandbox, "sandbox", "auto", "where shell commands run: auto (bwrap when it works, else local with a warning), bwrap (refuse to start without it) or local (no isolation: development only)")
 	fs.StringVar(&o.vaultKey, "vault-key-file", "", "the vault's key file (default DATA/vault.key, created on first use; env LONGHAUL_VAULT_KEY gives the key itself, base64): back it up, apart from the database")
+	fs.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "export each turn as an OpenTelemetry trace to this OTLP collector URL, e.g. http://localhost:4318 (default: OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT when set, else no export)")
 	fs.StringArrayVar(&o.webhookAllowPrivate, "webhook-allow-private", nil, "IP address that webhooks may reach although it is private, loopback or link-local (e.g. 127.0.0.1 for a local receiver); repeat for several")
+	fs.IntSliceVar(&o.webhookAllowPorts, "webhook-allow-port", nil, "destination port that webhooks may reach besides 80 and 443 (e.g. the port of a local receiver); repeat for several")
 	return cmd
 }
 
@@ -100,12 +106,21 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 			return usagef("API key %d is empty or contains whitespace", i+1)
 		}
 	}
+	for _, p := range o.webhookAllowPorts {
+		if p < 1 || p > 65535 {
+			return usagef("--webhook-allow-port %d: want a port number (1-65535)", p)
+		}
+	}
 	switch o.sandbox {
 	case "auto", "bwrap", "local":
 	default:
 		return usagef("--sandbox %q: want auto, bwrap or local", o.sandbox)
 	}
 	cf, err := c.serverConfig(cmd, o)
+	if err != nil {
+		return err
+	}
+	otlp, err := c.otlpFromEnv(o.otlpEndpoint)
 	if err != nil {
 		return err
 	}
@@ -119,8 +134,8 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 	n, err := startNode(ctx, nodeConfig{
 		redactor: red,
 		addr:     addr, dataDir: dataDir, apiKeys: keys, pingInterval: o.ping, config: cf, logger: log,
-		vaultKeyFile: o.vaultKey, vaultKeyEnv: c.getenv(vault.KeyEnv), sandbox: o.sandbox,
-		webhookAllowPrivate: o.webhookAllowPrivate,
+		vaultKeyFile: o.vaultKey, vaultKeyEnv: c.getenv(vault.KeyEnv), sandbox: o.sandbox, otlp: otlp,
+		webhookAllowPrivate: o.webhookAllowPrivate, webhookAllowPorts: o.webhookAllowPorts,
 	})
 	if err != nil {
 		return err

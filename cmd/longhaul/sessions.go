@@ -128,8 +128,9 @@ func pendingCount(actions []lt.Action) int {
 }
 
 type showOpts struct {
-	client *clientOpts
-	json   bool
+	client    *clientOpts
+	json      bool
+	subagents bool
 }
 
 func (c *cli) showCmd() *cobra.Command {
@@ -137,13 +138,22 @@ func (c *cli) showCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show SESSION_ID",
 		Short: "Show a session: status, intent, budget, usage, turns and pending actions",
+		Long: `Show a session: its status, intent, budget, usage, turns and pending actions.
+
+With --subagents, show the session's tree instead: the session and every
+sub-agent it spawned, each under its parent, with its status, agent, usage
+and pending actions, then the pending actions of the whole tree with the
+session each belongs to (decide an action on its own session).`,
 		Example: `  longhaul show ses_01J9Z
-  longhaul show ses_01J9Z --json | jq .usage`,
+  longhaul show ses_01J9Z --subagents
+  longhaul show ses_01J9Z --json | jq .usage
+  longhaul show ses_01J9Z --subagents --json | jq '.subagents[].status'`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error { return c.show(cmd, o, args[0]) },
 	}
 	o.client = clientFlags(cmd)
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the session as JSON (the API object)")
+	cmd.Flags().BoolVar(&o.subagents, "subagents", false, "show the session's tree of sub-agents, recursively")
 	return cmd
 }
 
@@ -153,6 +163,16 @@ func (c *cli) show(cmd *cobra.Command, o *showOpts, id string) error {
 		return err
 	}
 	ctx := cmd.Context()
+	if o.subagents {
+		tree, err := cl.GetSessionTree(ctx, id)
+		if err != nil {
+			return err
+		}
+		if o.json {
+			return writeJSON(c.stdout, tree)
+		}
+		return printSessionTree(c.stdout, tree)
+	}
 	s, err := cl.GetSession(ctx, id)
 	if err != nil {
 		return err
@@ -240,6 +260,60 @@ func printSession(w io.Writer, s *lt.Session, turns []lt.Turn) error {
 		fmt.Fprintf(w, "\nSee how to settle each with 'longhaul action ACTION_ID' (or 'longhaul inbox --session %s').\n", s.ID)
 	}
 	return nil
+}
+
+// printSessionTree prints a session and its sub-agents as an indented tree,
+// one line per session, then the pending actions of the whole tree.
+func printSessionTree(w io.Writer, root *lt.Session) error {
+	t := newTable(w, "SESSION", "STATUS", "AGENT", "TOKENS", "COST", "ACTIONS", "INPUT")
+	var pending []lt.Action
+	var walk func(s *lt.Session, lead, branch string)
+	walk = func(s *lt.Session, lead, branch string) {
+		status := string(s.Status)
+		if s.StopReason != nil {
+			status += " (" + *s.StopReason + ")"
+		}
+		n := pendingCount(s.RequiredActions)
+		t.row(lead+branch+s.ID, status, agentCell(s.Agent), fmtInt(s.Usage.InputTokens+s.Usage.OutputTokens),
+			fmtCost(s.Usage.CostUSD), fmt.Sprint(n), truncate(s.Input, 40))
+		for _, a := range s.RequiredActions {
+			if a.Status == lt.ActionPending {
+				pending = append(pending, a)
+			}
+		}
+		// The children's lines hang under this one's: a continuing
+		// line while this session has later siblings.
+		switch branch {
+		case "├─ ":
+			lead += "│  "
+		case "└─ ":
+			lead += "   "
+		}
+		for i := range s.Subagents {
+			b := "├─ "
+			if i == len(s.Subagents)-1 {
+				b = "└─ "
+			}
+			walk(&s.Subagents[i], lead, b)
+		}
+	}
+	walk(root, "", "")
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\nPending actions:")
+	at := newTable(w, "  ID", "SESSION", "TYPE", "TOOL", "CREATED", "SUMMARY")
+	for _, a := range pending {
+		at.row("  "+a.ID, a.SessionID, string(a.Type), orDash(a.Tool), fmtTime(a.CreatedAt), truncate(actionWhat(&a), 60))
+	}
+	if err := at.flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, "\nSee how to settle each with 'longhaul action ACTION_ID'.")
+	return err
 }
 
 func labelIf(first bool, label string) string {

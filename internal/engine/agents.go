@@ -125,6 +125,14 @@ func (e *Engine) validateSpec(ctx context.Context, spec *lt.AgentSpec, prefix st
 			return apierror.Invalid(prefix+"."+f.name, "must be >= 0")
 		}
 	}
+	if l := spec.Subagents; l != nil {
+		switch {
+		case l.MaxParallel < 0 || l.MaxParallel > 100:
+			return apierror.Invalid(prefix+".subagents.max_parallel", "must be between 0 and 100 (0: the default 6)")
+		case l.MaxDepth < 0 || l.MaxDepth > 10:
+			return apierror.Invalid(prefix+".subagents.max_depth", "must be between 0 and 10 (0: the default 3)")
+		}
+	}
 	if r := spec.Retry; r != nil {
 		switch {
 		case r.MaxAttempts < 0 || r.MaxAttempts > 100:

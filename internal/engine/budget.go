@@ -24,6 +24,13 @@ type budgetDim struct {
 // wall time (the other dimensions only grow with model calls).
 func (r *runner) budgetDims(beforeTool bool) []budgetDim {
 	b, u := r.st.Session.Budget, r.st.Session.Usage
+	// What running sub-agents may still spend is set aside: the tree as a
+	// whole stays within the budget.
+	res := r.st.Reserved()
+	u.CostUSD += res.CostUSD
+	u.InputTokens += res.InputTokens
+	u.ModelCalls += res.ModelCalls
+	u.ToolCalls += res.ToolCalls
 	wall := budgetDim{"wall_seconds", float64(b.SoftWallSeconds), float64(b.MaxWallSeconds), r.e.clock.Now().Sub(r.st.Session.CreatedAt).Seconds()}
 	if beforeTool {
 		return []budgetDim{

@@ -110,7 +110,7 @@ func (r *runner) workspaceLost() (bool, error) {
 	if r.st.LastSnapshot == "" {
 		// Never snapshotted: nothing to restore, and nothing to report
 		// but a directory to create.
-		if _, err := r.e.spaces.Ensure(r.st.Session.ID); err != nil {
+		if _, err := r.e.spaces.Ensure(r.st.WorkspaceID()); err != nil {
 			return false, fmt.Errorf("create workspace: %w", err)
 		}
 		return false, nil
@@ -129,7 +129,7 @@ func (r *runner) restoreWorkspace(ctx context.Context) error {
 	if err := r.add(lt.EventEnvironmentLost, turnID, step, journal.EnvironmentLost{Reason: "the workspace directory is gone"}); err != nil {
 		return err
 	}
-	ws, err := r.e.spaces.Ensure(r.st.Session.ID)
+	ws, err := r.e.spaces.Ensure(r.st.WorkspaceID())
 	if err != nil {
 		return fmt.Errorf("recreate workspace: %w", err)
 	}

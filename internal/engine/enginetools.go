@@ -43,6 +43,16 @@ var engineTools = map[string]engineTool{
 		description: "Wait until the application sends a signal of this name (its payload is the result), or until the timeout. A signal sent before you wait is kept for you.",
 		schema:      json.RawMessage(waitForSignalSchema),
 	},
+	spawnAgentTool: {
+		kind:        journal.CallSpawn,
+		description: "Start a sub-agent: a separate session with its own context that works in parallel in your workspace, on a task you describe completely in input. Name a configured agent, give an inline agent_spec, or give instructions to run your own model and tools with them. It gets a share of your remaining budget. Returns its id; call wait_agents for its answer.",
+		schema:      json.RawMessage(spawnAgentSchema),
+	},
+	waitAgentsTool: {
+		kind:        journal.CallWait,
+		description: "Wait until your sub-agents finish (all, or any one) and get their answers and artifacts. You hold no resources meanwhile.",
+		schema:      json.RawMessage(waitAgentsSchema),
+	},
 	askHumanTool: {
 		kind:        journal.CallHuman,
 		description: "Ask a person a question and wait for the answer (optionally one of the given choices). Use it when you need information or a decision only a person has.",

@@ -32,7 +32,7 @@ func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
 		if ok, err := r.checkBudget(true); !ok || err != nil {
 			return err
 		}
-		if ok, err := r.evaluatePolicy(c); !ok || err != nil {
+		if ok, err := r.evaluatePolicy(ctx, c); !ok || err != nil {
 			return err
 		}
 	}
@@ -57,7 +57,12 @@ func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
 	case journal.CallCheckpoint:
 		return r.runCheckpoint(ctx, c)
 	case journal.CallWait:
+		if c.Tool == waitAgentsTool {
+			return r.startWaitAgents(c)
+		}
 		return r.startWait(c)
+	case journal.CallSpawn:
+		return r.runSpawn(ctx, c)
 	default:
 		return fmt.Errorf("call %s of kind %q cannot run", c.ID, c.Kind)
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
@@ -111,7 +112,7 @@ func (h *history) finish(effectID string, status lt.EffectStatus, errMsg, resolu
 // evaluatePolicy decides a call that is about to run, unless a person
 // already approved it. It journals the verdict when a policy matched, and
 // reports whether the call may run now.
-func (r *runner) evaluatePolicy(c *journal.Call) (bool, error) {
+func (r *runner) evaluatePolicy(ctx context.Context, c *journal.Call) (bool, error) {
 	if c.Kind != journal.CallBuiltin && c.Kind != journal.CallFunction {
 		return true, nil
 	}
@@ -132,7 +133,13 @@ func (r *runner) evaluatePolicy(c *journal.Call) (bool, error) {
 	}
 	in := &policy.Input{Tool: c.Tool, Arguments: c.Arguments, Usage: r.st.Session.Usage}
 	if r.h != nil {
-		in.Effects = r.h.effects
+		// Rules apply across the tree of sub-agents: the others' effects
+		// come first, as if earlier.
+		others, err := r.treeEffects(ctx)
+		if err != nil {
+			return false, err
+		}
+		in.Effects = append(others, r.h.effects...)
 	}
 	v := r.policies.Evaluate(in)
 	if v.Rule == "" {

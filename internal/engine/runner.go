@@ -30,9 +30,10 @@ type runner struct {
 	toolDefs   []model.ToolDef
 	policies   *policy.Set
 	env        *environment
-	envErr     error    // why the environment could not be set up
-	h          *history // nil unless a policy looks at past effects
-	released   bool     // the lease was given back with the last append
+	envErr     error                   // why the environment could not be set up
+	h          *history                // nil unless a policy looks at past effects
+	others     map[string]*treeHistory // the tree's other sessions, for h
+	released   bool                    // the lease was given back with the last append
 }
 
 func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) {
@@ -48,7 +49,7 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 	r.provider = e.cfg.Providers[r.spec.Model.Provider]
 	// Not created here: a workspace that is gone is noticed (and restored
 	// from the last snapshot) before the next tool runs.
-	r.ws = e.spaces.Path(l.SessionID)
+	r.ws = e.spaces.Path(st.WorkspaceID()) // a sub-agent works in its root's
 	r.tx = newTranscript(&r.spec)
 	r.toolDefs = e.toolDefs(&r.spec)
 	if r.policies, err = compilePolicies(&r.spec); err != nil {
@@ -225,10 +226,16 @@ func (r *runner) run(ctx context.Context) error {
 func (r *runner) tick(ctx context.Context) (bool, error) {
 	st := r.st
 	turn := st.CurrentTurn()
+	if ids := st.OrphanedChildren(); len(ids) > 0 {
+		return false, r.cancelOrphans(ctx, ids)
+	}
 	if st.Cancel != nil && turn != nil {
 		return false, r.cancelTurns()
 	}
 	if turn == nil {
+		if st.ReportDue != nil && st.Session.ParentID != nil {
+			return false, r.reportToParent(ctx)
+		}
 		return r.park(ctx)
 	}
 	if r.envErr != nil {
@@ -272,7 +279,7 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 			}
 			return r.park(ctx)
 		}
-		return false, r.endWait()
+		return false, r.endWait(ctx)
 	}
 	if step := st.Step; step != nil && !step.Done() {
 		for i := range step.Calls {

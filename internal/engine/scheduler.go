@@ -83,7 +83,7 @@ func (e *Engine) runSession(parent context.Context, l store.Lease) {
 	switch {
 	case err == nil:
 	case errors.Is(err, store.ErrLeaseLost) || errors.Is(context.Cause(ctx), errLeaseLost):
-		e.log.Warn("lease lost; another worker owns the session now", "session", l.SessionID, "epoch", l.Epoch)
+		e.log.Warn("lease lost; another worker owns the session now", "session", l.SessionID, "epoch", l.Epoch, "err", err)
 	case errors.Is(context.Cause(ctx), errShutdown):
 		// Hard stop: whatever ran is in the ledger as started; a resume sorts it out.
 	default:

@@ -60,23 +60,45 @@ func (e *Engine) CreateSession(ctx context.Context, req *lt.CreateSessionRequest
 			return nil, apierror.Invalid("acceptance_criteria["+strconv.Itoa(i)+"]", "must not be empty")
 		}
 	}
-	specJSON, err := json.Marshal(spec)
+	now := e.clock.Now()
+	st, err := e.createSession(ctx, &newSession{
+		ID: newID("ses_", now), Spec: spec, Ref: ref,
+		Created: journal.SessionCreated{
+			Agent: ref, Input: req.Input, Goal: req.Goal, Constraints: req.Constraints,
+			AcceptanceCriteria: req.AcceptanceCriteria, Budget: budget, Metadata: req.Metadata, WebhookURL: req.WebhookURL,
+		},
+	})
 	if err != nil {
 		return nil, err
 	}
+	v := st.View()
+	return &v, nil
+}
 
+// newSession is a session to create: through the API, or a sub-agent.
+type newSession struct {
+	ID      string
+	Spec    *lt.AgentSpec
+	Ref     lt.AgentRef
+	Created journal.SessionCreated
+}
+
+// createSession appends session.created and the first turn.created in one
+// transaction. store.ErrConflict: a session with that id exists.
+func (e *Engine) createSession(ctx context.Context, ns *newSession) (*journal.State, error) {
+	specJSON, err := json.Marshal(ns.Spec)
+	if err != nil {
+		return nil, err
+	}
 	now := e.clock.Now()
 	st := &journal.State{}
-	st.Session.ID = newID("ses_", now)
+	st.Session.ID = ns.ID
 	b := e.newBatch(st, "")
-	if err := b.add(lt.EventSessionCreated, "", 0, journal.SessionCreated{
-		Agent: ref, Input: req.Input, Goal: req.Goal, Constraints: req.Constraints,
-		AcceptanceCriteria: req.AcceptanceCriteria, Budget: budget, Metadata: req.Metadata, WebhookURL: req.WebhookURL,
-	}); err != nil {
+	if err := b.add(lt.EventSessionCreated, "", 0, ns.Created); err != nil {
 		return nil, err
 	}
 	turnID := newID("turn_", now)
-	if err := b.add(lt.EventTurnCreated, turnID, 0, journal.TurnCreated{TurnID: turnID, Index: 1, Input: req.Input}); err != nil {
+	if err := b.add(lt.EventTurnCreated, turnID, 0, journal.TurnCreated{TurnID: turnID, Index: 1, Input: ns.Created.Input}); err != nil {
 		return nil, err
 	}
 	p, err := b.appendParams(0, nil, false)
@@ -85,16 +107,15 @@ func (e *Engine) CreateSession(ctx context.Context, req *lt.CreateSessionRequest
 	}
 	_, err = e.store.SessionCreate(ctx, &store.SessionCreateParams{
 		Session: store.SessionRow{
-			ID: st.Session.ID, AgentName: ref.Name, AgentVersion: ref.Version, Status: string(st.Session.Status),
-			Spec: specJSON, State: p.State, Runnable: p.Runnable, CreatedAt: now, UpdatedAt: now,
+			ID: st.Session.ID, AgentName: ns.Ref.Name, AgentVersion: ns.Ref.Version, ParentID: ns.Created.ParentID,
+			Status: string(st.Session.Status), Spec: specJSON, State: p.State, Runnable: p.Runnable, CreatedAt: now, UpdatedAt: now,
 		},
 		Events: p.Events, Docs: p.Docs, Blobs: p.Blobs,
 	})
 	if err != nil {
 		return nil, err
 	}
-	v := st.View()
-	return &v, nil
+	return st, nil
 }
 
 func (e *Engine) resolveAgent(ctx context.Context, req *lt.CreateSessionRequest) (*lt.AgentSpec, lt.AgentRef, error) {

@@ -61,7 +61,7 @@ func (r *runner) startWait(c *journal.Call) error {
 
 // endWait completes the waiting call once its wait is over: the signal
 // that came (its payload is the result), or the time that passed.
-func (r *runner) endWait() error {
+func (r *runner) endWait(ctx context.Context) error {
 	w := r.st.Wait
 	c := r.st.Call(w.Step, w.Index)
 	if c == nil {
@@ -69,6 +69,10 @@ func (r *runner) endWait() error {
 	}
 	var out any
 	switch {
+	case w.Kind == journal.WaitSubagentSlot:
+		return r.runSpawn(ctx, c) // a slot is free: spawn now
+	case w.Kind == journal.WaitAgents:
+		out = r.agentsResult(w)
 	case w.Signal != nil:
 		out = map[string]any{"signal": w.Signal.Name, "payload": w.Signal.Payload, "signal_id": w.Signal.ID}
 	case w.Kind == journal.WaitTimer:

@@ -47,6 +47,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 			p := d.ParentID
 			s.Session.ParentID = &p
 		}
+		s.Workspace, s.Depth = d.Workspace, d.Depth
 	case lt.EventSessionStatusChanged:
 		d, err := decode[StatusChanged](ev)
 		if err != nil {
@@ -169,6 +170,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 			return fmt.Errorf("wait for unknown call %s", d.CallID)
 		}
 		w := &Wait{WaitStarted: d}
+		w.Satisfied = agentsWaitOver(s, w)
 		if d.Kind == WaitSignal {
 			for i, sig := range s.Signals {
 				if sig.Name == d.Name {
@@ -193,6 +195,47 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 				s.Signals = s.Signals[len(s.Signals)-maxKeptSignals:]
 			}
 		}
+	case lt.EventSubagentSpawned:
+		d, err := decode[SubagentSpawned](ev)
+		if err != nil {
+			return err
+		}
+		c := s.Child(d.ChildID)
+		if c == nil {
+			s.Children = append(s.Children, Child{ID: d.ChildID})
+			c = &s.Children[len(s.Children)-1]
+		}
+		// A child can report before its parent records the spawn (its
+		// report merged first): it keeps what the report said.
+		c.TurnID, c.Step, c.Index, c.CallID = ev.TurnID, d.Step, d.Index, d.CallID
+		if !c.Done {
+			c.Budget = d.Budget
+		}
+	case lt.EventSubagentCompleted:
+		d, err := decode[SubagentCompleted](ev)
+		if err != nil {
+			return err
+		}
+		applySubagentCompleted(s, d, ch)
+	case lt.EventSubagentReported:
+		d, err := decode[SubagentReported](ev)
+		if err != nil {
+			return err
+		}
+		if s.ReportDue != nil && s.ReportDue.TurnID == d.TurnID {
+			s.ReportDue = nil
+		}
+	case lt.EventSubagentCancelRequested:
+		d, err := decode[SubagentCancelRequested](ev)
+		if err != nil {
+			return err
+		}
+		if c := s.Child(d.ChildID); c != nil {
+			c.CancelRequested = true
+		}
+		if w := s.Wait; w != nil && !w.Satisfied {
+			w.Satisfied = agentsWaitOver(s, w)
+		}
 	case lt.EventSessionForked:
 		d, err := decode[SessionForked](ev)
 		if err != nil {
@@ -200,6 +243,9 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		}
 		f := d.From
 		s.Session.ForkedFrom = &f
+		// A fork is a root of its own: the original's parent, workspace
+		// and sub-agents are not its to report to, work in or wait for.
+		s.Session.ParentID, s.Workspace, s.Depth, s.ReportDue, s.Children = nil, "", 0, nil, nil
 		// The fork's wall clock (budgets) starts when it was made.
 		s.Session.CreatedAt = ev.Time
 	case lt.EventSessionReviewed:
@@ -314,6 +360,54 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 	return nil
 }
 
+// applySubagentCompleted records a child's end: its usage rolls up (the
+// part not rolled up before), its reservation is released, and a wait for
+// it may be over. A report applied twice changes nothing.
+func applySubagentCompleted(s *State, d SubagentCompleted, ch *Changes) {
+	c := s.Child(d.ChildID)
+	if c == nil {
+		s.Children = append(s.Children, Child{ID: d.ChildID})
+		c = &s.Children[len(s.Children)-1]
+	}
+	if c.ReportedTurn == d.TurnID && c.Done {
+		return
+	}
+	delta := d.Usage
+	delta.Sub(c.Usage)
+	s.Session.Usage.Add(delta)
+	if t := s.CurrentTurn(); t != nil {
+		t.Usage.Add(delta)
+		putTurn(ch, *t)
+	}
+	r := d
+	c.Usage, c.ReportedTurn, c.Done, c.Result = d.Usage, d.TurnID, true, &r
+	if w := s.Wait; w != nil && !w.Satisfied {
+		w.Satisfied = agentsWaitOver(s, w)
+	}
+}
+
+// agentsWaitOver reports whether a wait on sub-agents is over: all (or
+// any) of its children completed, or, for a spawn waiting for a slot,
+// fewer than MaxRunning run.
+func agentsWaitOver(s *State, w *Wait) bool {
+	switch w.Kind {
+	case WaitSubagentSlot:
+		return s.RunningChildren() < w.MaxRunning
+	case WaitAgents:
+		done := 0
+		for _, id := range w.IDs {
+			if c := s.Child(id); c == nil || c.Done {
+				done++
+			}
+		}
+		if w.Mode == WaitAny {
+			return done > 0
+		}
+		return done == len(w.IDs)
+	}
+	return false
+}
+
 // maxKeptSignals bounds the signals a session keeps for waits to come.
 const maxKeptSignals = 100
 
@@ -369,6 +463,20 @@ func applyTurnEnd(s *State, ev lt.Event, ch *Changes) error {
 	}
 	if t.Status != lt.TurnCompleted {
 		voidTurn(s, t.ID, at, ch)
+	}
+	if s.Session.ParentID != nil {
+		// A sub-agent tells its parent how the turn ended (see
+		// State.ReportDue); its usage is read when it reports.
+		r := &SubagentCompleted{ChildID: s.Session.ID, TurnID: t.ID, Status: t.Status, Output: t.Output, Error: t.Error}
+		if t.StopReason != nil {
+			r.StopReason = *t.StopReason
+		}
+		s.ReportDue = r
+	}
+	for i := range s.Children {
+		if c := &s.Children[i]; c.TurnID == t.ID && c.Done {
+			c.Result = nil // the turn that waited for it is over
+		}
 	}
 	putTurn(ch, *t)
 	s.Turns = s.Turns[1:]

@@ -18,6 +18,12 @@ type SessionCreated struct {
 	Metadata           json.RawMessage `json:"metadata,omitempty"`
 	WebhookURL         string          `json:"webhook_url,omitempty"`
 	ParentID           string          `json:"parent_id,omitempty"`
+	// Workspace is the session whose workspace this one works in (a
+	// sub-agent shares its root's); empty: its own.
+	Workspace string `json:"workspace,omitempty"`
+	// Depth is 0 for a session created through the API, its parent's + 1
+	// for a sub-agent.
+	Depth int `json:"depth,omitempty"`
 }
 
 // StatusChanged is the data of session.status_changed.
@@ -64,6 +70,17 @@ type SessionForked struct {
 const (
 	WaitTimer  = "timer"
 	WaitSignal = "signal"
+	// WaitAgents: wait_agents, until all (or any) of IDs completed.
+	WaitAgents = "agents"
+	// WaitSubagentSlot: a spawn_agent call waits until fewer than
+	// MaxRunning children run.
+	WaitSubagentSlot = "subagent_slot"
+)
+
+// Modes of wait_agents.
+const (
+	WaitAll = "all"
+	WaitAny = "any"
 )
 
 // WaitStarted is the data of wait.started: the call waits, holding no
@@ -77,6 +94,11 @@ type WaitStarted struct {
 	Kind   string     `json:"kind"`
 	Name   string     `json:"name,omitempty"`
 	Until  *time.Time `json:"until,omitempty"`
+	// IDs and Mode: the children a wait_agents call waits for.
+	IDs  []string `json:"ids,omitempty"`
+	Mode string   `json:"mode,omitempty"`
+	// MaxRunning: a subagent_slot wait ends when fewer children run.
+	MaxRunning int `json:"max_running,omitempty"`
 }
 
 // SignalReceived is the data of signal.received.
@@ -248,7 +270,8 @@ const (
 	CallFinish     = "finish"     // ends the turn with artifacts
 	CallHuman      = "human"      // ask_human: answered through an input action
 	CallCheckpoint = "checkpoint" // the agent's named checkpoint
-	CallWait       = "wait"       // sleep and wait_for_signal: a durable wait
+	CallWait       = "wait"       // sleep, wait_for_signal, wait_agents: a durable wait
+	CallSpawn      = "spawn"      // spawn_agent: creates a sub-agent
 	CallInvalid    = "invalid"    // unknown tool or bad arguments: fails at once
 )
 
@@ -396,4 +419,48 @@ type BudgetExceeded struct {
 	Limit string  `json:"limit"`
 	Max   float64 `json:"max"`
 	Used  float64 `json:"used"`
+}
+
+// SubagentSpawned is the data of subagent.spawned, in the parent's journal:
+// the spawn_agent call (Step, Index, CallID) created the child session
+// ChildID, in the same transaction as the child's own session.created.
+type SubagentSpawned struct {
+	Step    int         `json:"step"`
+	Index   int         `json:"index"`
+	CallID  string      `json:"call_id"`
+	ChildID string      `json:"child_id"`
+	Agent   lt.AgentRef `json:"agent"`
+	Input   string      `json:"input"`
+	// Budget is the share of the parent's remaining budget the child got.
+	Budget lt.Budget `json:"budget"`
+}
+
+// SubagentCompleted is the data of subagent.completed, in the parent's
+// journal: the child ChildID reached a final status. Its usage rolls up into
+// the parent's (Usage is the child's whole tree's, cost included).
+type SubagentCompleted struct {
+	ChildID string `json:"child_id"`
+	// TurnID is the child's turn that ended; Status its end (completed,
+	// failed, cancelled).
+	TurnID     string        `json:"turn_id"`
+	Status     lt.TurnStatus `json:"status"`
+	StopReason string        `json:"stop_reason,omitempty"`
+	Output     string        `json:"output,omitempty"`
+	Error      string        `json:"error,omitempty"`
+	Artifacts  []lt.Artifact `json:"artifacts,omitempty"`
+	Usage      lt.Usage      `json:"usage"`
+}
+
+// SubagentReported is the data of subagent.reported, in the child's
+// journal: its parent has the subagent.completed of turn TurnID.
+type SubagentReported struct {
+	TurnID string `json:"turn_id"`
+}
+
+// SubagentCancelRequested is the data of subagent.cancel_requested, in the
+// parent's journal: the child was asked to stop because the parent's turn
+// that spawned it ended.
+type SubagentCancelRequested struct {
+	ChildID string `json:"child_id"`
+	Reason  string `json:"reason"`
 }

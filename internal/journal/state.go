@@ -65,6 +65,108 @@ type State struct {
 	Signals []SignalReceived `json:"signals,omitempty"`
 	// ArtifactIDs is the id of the latest version of each artifact name.
 	ArtifactIDs map[string]string `json:"artifact_ids,omitempty"`
+	// Workspace is the session whose workspace this one works in ("": its
+	// own); Depth its depth in a tree of sub-agents (0: a root).
+	Workspace string `json:"workspace,omitempty"`
+	Depth     int    `json:"depth,omitempty"`
+	// Children are the sub-agents this session spawned.
+	Children []Child `json:"children,omitempty"`
+	// ReportDue is set on a sub-agent whose last turn ended and whose
+	// parent was not told yet (subagent.reported clears it): the session
+	// stays runnable until the parent has it.
+	ReportDue *SubagentCompleted `json:"report_due,omitempty"`
+}
+
+// Child is a sub-agent spawned by the session.
+type Child struct {
+	ID string `json:"id"`
+	// TurnID, Step, Index, CallID: the spawn_agent call that created it.
+	TurnID string `json:"turn_id,omitempty"`
+	Step   int    `json:"step,omitempty"`
+	Index  int    `json:"index,omitempty"`
+	CallID string `json:"call_id,omitempty"`
+	// Budget is the share of the session's budget the child got: it is
+	// reserved (counted as used) until the child completes.
+	Budget lt.Budget `json:"budget"`
+	Done   bool      `json:"done,omitempty"`
+	// CancelRequested: the child was asked to stop.
+	CancelRequested bool `json:"cancel_requested,omitempty"`
+	// Usage is the child's usage rolled up into the session so far.
+	Usage lt.Usage `json:"usage"`
+	// ReportedTurn is the child's last turn whose end was applied.
+	ReportedTurn string `json:"reported_turn,omitempty"`
+	// Result is the child's last report (dropped once the turn that
+	// spawned it is over).
+	Result *SubagentCompleted `json:"result,omitempty"`
+}
+
+// WorkspaceID is the session whose workspace this one uses.
+func (s *State) WorkspaceID() string {
+	if s.Workspace != "" {
+		return s.Workspace
+	}
+	return s.Session.ID
+}
+
+// Child returns the sub-agent with that id.
+func (s *State) Child(id string) *Child {
+	for i := range s.Children {
+		if s.Children[i].ID == id {
+			return &s.Children[i]
+		}
+	}
+	return nil
+}
+
+// RunningChildren counts the sub-agents that have not completed and were
+// not asked to stop.
+func (s *State) RunningChildren() int {
+	n := 0
+	for _, c := range s.Children {
+		if !c.Done && !c.CancelRequested {
+			n++
+		}
+	}
+	return n
+}
+
+// OrphanedChildren lists the running sub-agents whose spawning turn is
+// over: they must be asked to stop.
+func (s *State) OrphanedChildren() []string {
+	var out []string
+	for _, c := range s.Children {
+		if c.Done || c.CancelRequested {
+			continue
+		}
+		live := false
+		for _, t := range s.Turns {
+			if t.ID == c.TurnID {
+				live = true
+				break
+			}
+		}
+		if !live {
+			out = append(out, c.ID)
+		}
+	}
+	return out
+}
+
+// Reserved is the budget held by running sub-agents: their shares count as
+// spent until they complete and their real usage rolls up. The token share
+// is in InputTokens.
+func (s *State) Reserved() lt.Usage {
+	var u lt.Usage
+	for _, c := range s.Children {
+		if c.Done {
+			continue
+		}
+		u.CostUSD += c.Budget.MaxCostUSD
+		u.InputTokens += c.Budget.MaxTokens
+		u.ModelCalls += c.Budget.MaxModelCalls
+		u.ToolCalls += c.Budget.MaxToolCalls
+	}
+	return u
 }
 
 // Verification tracks the acceptance checks of the current turn.
@@ -79,13 +181,19 @@ type Wait struct {
 	WaitStarted
 	// Signal is the signal that ended it, once one came.
 	Signal *SignalReceived `json:"signal,omitempty"`
+	// Satisfied: the sub-agents waited for completed (agents), or a
+	// slot is free (subagent_slot).
+	Satisfied bool `json:"satisfied,omitempty"`
 }
 
-// Ready reports whether the wait is over at now: its signal came, or its
-// time passed.
+// Ready reports whether the wait is over at now: its signal came, its
+// sub-agents completed, or its time passed.
 func (w *Wait) Ready(now time.Time) bool {
-	return w.Signal != nil || (w.Until != nil && !now.Before(*w.Until))
+	return w.Signal != nil || w.Satisfied || (w.Until != nil && !now.Before(*w.Until))
 }
+
+// woken reports whether something other than time ended the wait.
+func (w *Wait) woken() bool { return w.Signal != nil || w.Satisfied }
 
 // CallStatus is the progress of one tool call within a step.
 type CallStatus string
@@ -153,14 +261,18 @@ func (s *State) CurrentTurn() *lt.Turn {
 // Runnable reports whether a worker has something to do: a cancel to carry
 // out, or an unfinished turn with no pending required action.
 func (s *State) Runnable() bool {
+	if len(s.OrphanedChildren()) > 0 {
+		return true // sub-agents to stop
+	}
 	if len(s.Turns) == 0 {
-		return false
+		return s.ReportDue != nil // a parent to tell
 	}
 	if s.Cancel != nil {
 		return true
 	}
-	// A wait is claimed again by its wake time (WakeAt), or by its signal.
-	return len(s.Pending) == 0 && (s.Wait == nil || s.Wait.Signal != nil)
+	// A wait is claimed again by its wake time (WakeAt), or by what ends
+	// it (a signal, sub-agents).
+	return len(s.Pending) == 0 && (s.Wait == nil || s.Wait.woken())
 }
 
 // WakeAt is when a waiting session must be looked at again without anyone
@@ -173,7 +285,7 @@ func (s *State) WakeAt() *time.Time {
 			at = &t
 		}
 	}
-	if w := s.Wait; w != nil && w.Signal == nil && w.Until != nil && (at == nil || w.Until.Before(*at)) {
+	if w := s.Wait; w != nil && !w.woken() && w.Until != nil && (at == nil || w.Until.Before(*at)) {
 		t := *w.Until
 		at = &t
 	}

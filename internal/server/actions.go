@@ -2,7 +2,9 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -59,16 +61,41 @@ func (s *Server) getAction(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, a)
 }
 
-// listActions is GET /v1/sessions/{id}/actions?status=: the session's
-// required actions, all of them without a status.
+// listActions is GET /v1/sessions/{id}/actions?status=&include=: the
+// session's required actions, all of them without a status. With
+// include=subagents, the actions of every session below it too (each action
+// names its session_id, where it is decided), ordered by created_at.
 func (s *Server) listActions(w http.ResponseWriter, r *http.Request) error {
 	status, err := queryEnum(r, "status", actionStatuses...)
 	if err != nil {
 		return err
 	}
-	actions, err := s.b.ListActions(r.Context(), r.PathValue("id"), status)
+	inc, err := queryInclude(r)
 	if err != nil {
 		return err
+	}
+	ctx := r.Context()
+	id := r.PathValue("id")
+	// The root first: an unknown session is a 404 before any walk.
+	actions, err := s.b.ListActions(ctx, id, status)
+	if err != nil {
+		return err
+	}
+	if inc.subagents {
+		members, err := s.descendants(ctx, id)
+		if err != nil {
+			return err
+		}
+		for _, m := range members {
+			more, err := s.b.ListActions(ctx, m.id, status)
+			if err != nil {
+				return fmt.Errorf("list actions of sub-agent %s: %w", m.id, err)
+			}
+			actions = append(actions, more...)
+		}
+		// Stable: actions created at the same instant keep the tree's
+		// order (the root's first) and each session's own order.
+		slices.SortStableFunc(actions, func(a, b lt.Action) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	}
 	return writeList(w, actions)
 }

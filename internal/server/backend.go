@@ -48,6 +48,11 @@ type Backend interface {
 	// decision returns the first result; a different one is a 409.
 	DecideAction(ctx context.Context, sessionID, actionID string, d *lt.Decision) (*lt.Action, error)
 
+	// SessionTrace derives the session's trace from its journal (404 for
+	// an unknown session); includeSubagents nests each sub-agent's own
+	// trace under its subagent span.
+	SessionTrace(ctx context.Context, id string, includeSubagents bool) (*lt.Trace, error)
+
 	ListEffects(ctx context.Context, sessionID string) ([]lt.Effect, error)
 	ListCheckpoints(ctx context.Context, sessionID string) ([]lt.Checkpoint, error)
 	ListArtifacts(ctx context.Context, sessionID string) ([]lt.Artifact, error)

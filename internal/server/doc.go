@@ -35,6 +35,12 @@
 //     A stream ends only when its client leaves or Shutdown is called;
 //     register Shutdown with http.Server.RegisterOnShutdown so that
 //     http.Server.Shutdown is not held open by streaming clients.
+//   - With ?include=subagents the stream does the same for every session of
+//     the tree below the session (at most 1,000), each frame's id being the
+//     tree's cursor (longhaultype.TreeCursor): a sub-agent found at connect
+//     by listing the tree, or later by its parent's subagent.spawned event,
+//     is streamed from the cursor's seq for it or from its start, so none
+//     of its events is lost. A tree past the bound is a 400, never a cut.
 //
 // Only cmd (and tests) may import this package. It imports the standard
 // library, longhaultype, internal/apierror and internal/store (for the

@@ -171,6 +171,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/sessions/{id}/effects", s.listEffects)
 	s.handle("GET /v1/sessions/{id}/checkpoints", s.listCheckpoints)
 	s.handle("GET /v1/sessions/{id}/artifacts", s.listArtifacts)
+	s.handle("GET /v1/sessions/{id}/trace", s.sessionTrace)
 
 	s.handle("GET /v1/actions", s.listAllActions)
 	s.handle("GET /v1/actions/{action_id}", s.getAction)

@@ -32,7 +32,17 @@ const streamPage = 500
 // once and in order, and an event appended at any moment is seen. It stays
 // open across turns and ends only when the client leaves or Shutdown is
 // called (the client then resumes with Last-Event-ID).
+//
+// With ?include=subagents it is streamTree instead: the session's sub-agents'
+// events too.
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
+	inc, err := queryInclude(r)
+	if err != nil {
+		return err
+	}
+	if inc.subagents {
+		return s.streamTree(w, r)
+	}
 	id := r.PathValue("id")
 	after, err := streamStart(r)
 	if err != nil {
@@ -59,23 +69,9 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 
-	rc := http.NewResponseController(w)
-	// A stream outlives any http.Server.WriteTimeout; not every writer
-	// supports deadlines, and then there is none to clear.
-	if err := rc.SetWriteDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return fmt.Errorf("clear write deadline: %w", err)
-	}
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	if r.Method == http.MethodHead {
-		return nil // the headers are the whole answer
-	}
-	if err := rc.Flush(); err != nil {
-		s.log.Error("event stream: response cannot be flushed", "error", err, "request_id", requestID(r))
-		return nil
+	rc, streaming, err := s.startStream(w, r)
+	if err != nil || !streaming {
+		return err
 	}
 
 	tick, stopTick := s.newTicker(s.cfg.PingInterval)
@@ -114,6 +110,31 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
+}
+
+// startStream sends the headers of an event stream. streaming is false when
+// nothing more is to be written: a HEAD request (the headers are the whole
+// answer), or a response that cannot be flushed (logged).
+func (s *Server) startStream(w http.ResponseWriter, r *http.Request) (rc *http.ResponseController, streaming bool, err error) {
+	rc = http.NewResponseController(w)
+	// A stream outlives any http.Server.WriteTimeout; not every writer
+	// supports deadlines, and then there is none to clear.
+	if err := rc.SetWriteDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return nil, false, fmt.Errorf("clear write deadline: %w", err)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return nil, false, nil
+	}
+	if err := rc.Flush(); err != nil {
+		s.log.Error("event stream: response cannot be flushed", "error", err, "request_id", requestID(r))
+		return nil, false, nil
+	}
+	return rc, true, nil
 }
 
 // drain sends events, then reads and sends pages after the last seq sent
@@ -170,7 +191,7 @@ func (st *eventStream) send(events []lt.Event) error {
 		if ev.Seq != st.after+1 {
 			return fmt.Errorf("journal gap: seq %d follows %d", ev.Seq, st.after)
 		}
-		frame, err := eventFrame(ev)
+		frame, err := eventFrame(ev, strconv.FormatInt(ev.Seq, 10))
 		if err != nil {
 			return err
 		}
@@ -186,29 +207,33 @@ func (st *eventStream) send(events []lt.Event) error {
 }
 
 // ping writes a comment line that keeps proxies and clients from timing out.
-func (st *eventStream) ping() error {
-	if _, err := io.WriteString(st.w, ": ping\n\n"); err != nil {
+func (st *eventStream) ping() error { return writePing(st.w, st.rc) }
+
+// writePing writes and flushes a ": ping" comment.
+func writePing(w io.Writer, rc *http.ResponseController) error {
+	if _, err := io.WriteString(w, ": ping\n\n"); err != nil {
 		return errClientGone
 	}
-	if err := st.rc.Flush(); err != nil {
+	if err := rc.Flush(); err != nil {
 		return errClientGone
 	}
 	return nil
 }
 
-// eventFrame encodes one event as a server-sent event. json.Marshal never
-// emits a raw newline (and compacts Data), so data is one line; the type is
-// an engine constant, but a line break in it would split the frame, so it is
-// replaced.
-func eventFrame(ev *lt.Event) ([]byte, error) {
+// eventFrame encodes one event as a server-sent event whose id is id (the
+// seq, or a tree stream's cursor: neither has a line break). json.Marshal
+// never emits a raw newline (and compacts Data), so data is one line; the
+// type is an engine constant, but a line break in it would split the frame,
+// so it is replaced.
+func eventFrame(ev *lt.Event, id string) ([]byte, error) {
 	data, err := json.Marshal(ev)
 	if err != nil {
-		return nil, fmt.Errorf("encode event %d: %w", ev.Seq, err)
+		return nil, fmt.Errorf("encode event %d of %s: %w", ev.Seq, ev.SessionID, err)
 	}
 	typ := strings.NewReplacer("\r", " ", "\n", " ").Replace(ev.Type)
-	frame := make([]byte, 0, len(data)+len(typ)+40)
+	frame := make([]byte, 0, len(data)+len(typ)+len(id)+32)
 	frame = append(frame, "id: "...)
-	frame = strconv.AppendInt(frame, ev.Seq, 10)
+	frame = append(frame, id...)
 	frame = append(frame, "\nevent: "...)
 	frame = append(frame, typ...)
 	frame = append(frame, "\ndata: "...)
@@ -221,11 +246,23 @@ func eventFrame(ev *lt.Event) ([]byte, error) {
 // header (what a reconnecting EventSource sends), else ?after=, else 0.
 func streamStart(r *http.Request) (int64, error) {
 	if v := strings.TrimSpace(r.Header.Get("Last-Event-ID")); v != "" {
+		if lt.IsTreeCursor(v) {
+			return 0, errTreeCursorWithoutInclude("Last-Event-ID")
+		}
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
 			return 0, apierror.Invalid("Last-Event-ID", "header Last-Event-ID must be an event seq (an integer >= 0), got %s", quoteField(v))
 		}
 		return n, nil
 	}
+	if v := r.URL.Query().Get("after"); lt.IsTreeCursor(v) {
+		return 0, errTreeCursorWithoutInclude("after")
+	}
 	return queryInt(r, "after", 0, 0, math.MaxInt64)
+}
+
+// errTreeCursorWithoutInclude: a tree stream's cursor given to a stream of
+// one session, which would lose the sub-agents' events it stands for.
+func errTreeCursorWithoutInclude(field string) error {
+	return apierror.Invalid(field, "%s is a session tree's cursor: it resumes only a stream with include=subagents", field)
 }

@@ -293,7 +293,8 @@ func (d *Dispatcher) scanAll(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("scan webhooks: %w", err)
 		}
-		// One read of the endpoints serves the whole page.
+		// One read of the endpoints tells, for the whole page, which
+		// sessions without a webhook_url nobody listens to.
 		eps, err := d.st.WebhookEndpointList(ctx)
 		if err != nil {
 			return fmt.Errorf("scan webhooks: %w", err)
@@ -377,7 +378,8 @@ func (t target) wants(typ string, at time.Time) bool {
 
 // scanSession enqueues the notifications of the session's events after its
 // cursor. lastSeq is the session's last seq as the caller knows it (0:
-// unknown); eps are the endpoints (nil: read them).
+// unknown); eps are the endpoints as the caller last read them (nil: read
+// them), used only to skip a session nobody listens to.
 func (d *Dispatcher) scanSession(ctx context.Context, sessionID string, lastSeq int64, eps []*store.WebhookEndpointRow) error {
 	d.mu.Lock()
 	cached, ok := d.cursors[sessionID]
@@ -389,26 +391,22 @@ func (d *Dispatcher) scanSession(ctx context.Context, sessionID string, lastSeq 
 	if err != nil {
 		return err
 	}
-	if eps == nil {
-		if eps, err = d.st.WebhookEndpointList(ctx); err != nil {
-			return fmt.Errorf("scan session %s: %w", sessionID, err)
+	if u == "" {
+		if eps == nil {
+			if eps, err = d.st.WebhookEndpointList(ctx); err != nil {
+				return fmt.Errorf("scan session %s: %w", sessionID, err)
+			}
 		}
-	}
-	var targets []target
-	for _, ep := range eps {
-		if ep.DisabledAt == nil {
-			targets = append(targets, target{endpointID: ep.ID, url: ep.URL, events: ep.Events, since: ep.CreatedAt})
+		if len(endpointTargets(eps)) == 0 {
+			// Nobody to tell: write nothing. The cursor stays, so an
+			// endpoint created later still sees this session's events
+			// from its creation on.
+			return nil
 		}
-	}
-	if u == "" && len(targets) == 0 {
-		return nil // nobody to tell: write nothing
 	}
 	ws, err := d.st.WebhookSessionInit(ctx, sessionID, NewSecret())
 	if err != nil {
 		return fmt.Errorf("scan session %s: %w", sessionID, err)
-	}
-	if u != "" && ws.DisabledAt == nil {
-		targets = append(targets, target{url: u})
 	}
 	cursor := ws.Cursor
 	for {
@@ -421,6 +419,19 @@ func (d *Dispatcher) scanSession(ctx context.Context, sessionID string, lastSeq 
 			d.cursors[sessionID] = cursor
 			d.mu.Unlock()
 			return nil
+		}
+		// The endpoints are read after the events: every endpoint
+		// created before these events were appended is then in the list.
+		// A list read earlier (eps, read once for a page of sessions)
+		// could miss one created in between, and the cursor would move
+		// past events the endpoint is owed.
+		eps, err := d.st.WebhookEndpointList(ctx)
+		if err != nil {
+			return fmt.Errorf("scan session %s: %w", sessionID, err)
+		}
+		targets := endpointTargets(eps)
+		if u != "" && ws.DisabledAt == nil {
+			targets = append(targets, target{url: u})
 		}
 		now := d.clock.Now()
 		var rows []*store.WebhookDeliveryRow
@@ -444,6 +455,17 @@ func (d *Dispatcher) scanSession(ctx context.Context, sessionID string, lastSeq 
 			d.poke()
 		}
 	}
+}
+
+// endpointTargets returns the enabled endpoints as targets.
+func endpointTargets(eps []*store.WebhookEndpointRow) []target {
+	var targets []target
+	for _, ep := range eps {
+		if ep.DisabledAt == nil {
+			targets = append(targets, target{endpointID: ep.ID, url: ep.URL, events: ep.Events, since: ep.CreatedAt})
+		}
+	}
+	return targets
 }
 
 // notificationType maps an event to the notification it causes, or "".

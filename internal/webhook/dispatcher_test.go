@@ -1,9 +1,12 @@
 package webhook
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -270,4 +273,200 @@ func TestCrashDeliversExactlyOnce(t *testing.T) {
 		}
 		require.Equal(t, failed+1, n, "requests for %s", id)
 	}
+}
+
+// Each way a receiver can fail one attempt — a 5xx, a 429, a Retry-After
+// shorter than the schedule's step, a dropped connection, a redirect (never
+// followed), no answer within the per-attempt timeout — is recorded as that
+// attempt's outcome and retried on the schedule with the same webhook-id;
+// the retry answered 2xx delivers it.
+func TestReceiverFailuresAreRetried(t *testing.T) {
+	// Long enough that the retry, answered at once, never times out on a
+	// loaded machine.
+	const timeout = time.Second
+	for _, tc := range []struct {
+		name     string
+		fail     func(w http.ResponseWriter, release <-chan struct{})
+		wantCode int
+		wantErr  string
+	}{
+		{name: "500", wantCode: 500, wantErr: "HTTP 500",
+			fail: func(w http.ResponseWriter, _ <-chan struct{}) { w.WriteHeader(http.StatusInternalServerError) }},
+		{name: "503 with a Retry-After shorter than the step", wantCode: 503, wantErr: "HTTP 503",
+			fail: func(w http.ResponseWriter, _ <-chan struct{}) {
+				w.Header().Set("Retry-After", "1")
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}},
+		{name: "429 without Retry-After", wantCode: 429, wantErr: "HTTP 429",
+			fail: func(w http.ResponseWriter, _ <-chan struct{}) { w.WriteHeader(http.StatusTooManyRequests) }},
+		{name: "connection dropped", wantErr: "EOF",
+			fail: func(w http.ResponseWriter, _ <-chan struct{}) {
+				conn, _, err := http.NewResponseController(w).Hijack()
+				if err == nil {
+					_ = conn.Close()
+				}
+			}},
+		{name: "redirect", wantCode: 307, wantErr: "HTTP 307",
+			fail: func(w http.ResponseWriter, _ <-chan struct{}) {
+				w.Header().Set("Location", "/elsewhere")
+				w.WriteHeader(http.StatusTemporaryRedirect)
+			}},
+		{name: "timeout", wantErr: "timeout",
+			fail: func(_ http.ResponseWriter, release <-chan struct{}) { <-release }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			release := make(chan struct{})
+			r := newReceiver(t, func(n int, w http.ResponseWriter) {
+				if n == 1 {
+					tc.fail(w, release)
+				}
+			})
+			// Runs before the receiver closes (cleanups run last first),
+			// so a held request does not keep it from closing.
+			t.Cleanup(func() { close(release) })
+			e.createSession("s1", r.srv.URL)
+			cfg := allowFor(t, r)
+			cfg.Timeout = timeout
+			e.start(cfg)
+			e.status("s1", lt.SessionIdle)
+
+			eventually(t, func() bool { rows := e.deliveries(); return len(rows) == 1 && rows[0].Attempts == 1 }, "first attempt recorded")
+			row := e.deliveries()[0]
+			require.Equal(t, store.WebhookPending, row.Status)
+			require.Equal(t, t0.Add(DefaultSchedule[1]), *row.NextAttemptAt, "retried on the schedule")
+			first := row.AttemptList[0]
+			require.Equal(t, tc.wantCode, first.StatusCode)
+			require.Contains(t, strings.ToLower(first.Error), strings.ToLower(tc.wantErr))
+			if tc.name == "timeout" {
+				require.GreaterOrEqual(t, first.Duration, timeout, "the attempt lasted until the timeout")
+			}
+			require.Len(t, r.requests(), 1, "nothing more before the retry is due (a redirect is not followed)")
+
+			e.clock.Advance(DefaultSchedule[1])
+			eventually(t, func() bool { return e.deliveries()[0].Status == store.WebhookDelivered }, "the retry delivers")
+			row = e.deliveries()[0]
+			require.Len(t, row.AttemptList, 2)
+			require.Equal(t, 200, row.AttemptList[1].StatusCode)
+			require.Empty(t, row.AttemptList[1].Error)
+			got := r.requests()
+			require.Len(t, got, 2)
+			require.Equal(t, row.ID, got[0].ID)
+			require.Equal(t, row.ID, got[1].ID, "the same webhook-id on the retry")
+		})
+	}
+}
+
+// A 410 from a session's webhook_url disables it: the delivery stops, the
+// session's other pending delivery is disabled unsent, and later events
+// enqueue nothing for it.
+func TestGoneDisablesSessionWebhookURL(t *testing.T) {
+	e := newEnv(t)
+	r := newReceiver(t, func(n int, w http.ResponseWriter) {
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		} else {
+			w.WriteHeader(http.StatusGone)
+		}
+	})
+	e.createSession("s1", r.srv.URL)
+	e.start(allowFor(t, r))
+	seqAction := e.status("s1", lt.SessionRequiresAction)
+	eventually(t, func() bool { rows := e.deliveries(); return len(rows) == 1 && rows[0].Attempts == 1 }, "503 recorded")
+	seqIdle := e.status("s1", lt.SessionIdle)
+	eventually(t, func() bool {
+		for _, row := range e.deliveries() {
+			if row.Status != store.WebhookDisabled {
+				return false
+			}
+		}
+		return len(e.deliveries()) == 2
+	}, "both disabled")
+
+	byType := map[string]*store.WebhookDeliveryRow{}
+	for _, row := range e.deliveries() {
+		byType[row.Type] = row
+	}
+	gone := byType[lt.WebhookSessionIdle]
+	require.Equal(t, seqIdle, gone.EventSeq)
+	require.Len(t, gone.AttemptList, 1)
+	require.Equal(t, 410, gone.AttemptList[0].StatusCode)
+	pending := byType[lt.WebhookSessionRequiresAction]
+	require.Equal(t, seqAction, pending.EventSeq)
+	require.Len(t, pending.AttemptList, 1, "its retry is never sent")
+	require.Nil(t, pending.NextAttemptAt)
+	ws, err := e.st.WebhookSessionInit(t.Context(), "s1", NewSecret())
+	require.NoError(t, err)
+	require.NotNil(t, ws.DisabledAt)
+
+	e.status("s1", lt.SessionRunning)
+	e.status("s1", lt.SessionFailed)
+	e.clock.Advance(time.Hour) // past the retry and a rescan
+	require.Len(t, r.requests(), 2)
+	require.Len(t, e.deliveries(), 2, "nothing enqueued for a disabled webhook_url")
+}
+
+// listHook is a store whose first WebhookEndpointList runs hook after it has
+// read the list, to create an endpoint at the worst moment for a scan.
+type listHook struct {
+	store.Store
+	once sync.Once
+	hook func()
+}
+
+func (s *listHook) WebhookEndpointList(ctx context.Context) ([]*store.WebhookEndpointRow, error) {
+	rows, err := s.Store.WebhookEndpointList(ctx)
+	s.once.Do(s.hook)
+	return rows, err
+}
+
+// An endpoint created while a scan is under way — after the scan read the
+// endpoints, before it read the session's new events — is told of the
+// events appended after its creation: the cursor does not move past them
+// without it.
+func TestEndpointCreatedDuringAScanMissesNothing(t *testing.T) {
+	e := newEnv(t)
+	r := newReceiver(t, nil)
+	e.createSession("s1", r.srv.URL+"/session")
+	require.NoError(t, e.st.WebhookEndpointCreate(t.Context(), &store.WebhookEndpointRow{
+		ID: "whe_old", URL: r.srv.URL + "/old", Events: []string{}, Secrets: []string{NewSecret()}, CreatedAt: e.clock.Now(),
+	}))
+	listed, resume := make(chan struct{}), make(chan struct{})
+	cfg := allowFor(t, r)
+	cfg.Clock = e.clock
+	d, err := New(&listHook{Store: e.st, hook: func() { close(listed); <-resume }}, &cfg)
+	require.NoError(t, err)
+	require.NoError(t, d.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, d.Stop(ctx))
+	})
+
+	select {
+	case <-listed: // the start-up scan has read the endpoints: whe_old
+	case <-time.After(5 * time.Second):
+		t.Fatal("the dispatcher never listed the endpoints")
+	}
+	require.NoError(t, e.st.WebhookEndpointCreate(t.Context(), &store.WebhookEndpointRow{
+		ID: "whe_new", URL: r.srv.URL + "/endpoint", Events: []string{}, Secrets: []string{NewSecret()}, CreatedAt: e.clock.Now(),
+	}))
+	seq := e.status("s1", lt.SessionIdle)
+	close(resume)
+
+	eventually(t, func() bool {
+		rows := e.deliveries()
+		for _, row := range rows {
+			if row.Status != store.WebhookDelivered {
+				return false
+			}
+		}
+		return len(rows) == 3
+	}, "the session's and both endpoints' notifications delivered")
+	targets := map[string]int64{}
+	for _, row := range e.deliveries() {
+		targets[row.EndpointID] = row.EventSeq
+	}
+	require.Equal(t, map[string]int64{"": seq, "whe_old": seq, "whe_new": seq}, targets)
 }

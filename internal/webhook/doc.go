@@ -15,13 +15,20 @@
 //     specification's schedule (immediately, 5 s, 5 min, 30 min, 2 h, 5 h,
 //     10 h, 10 h), later when Retry-After asks for more; a 2xx ends them; a
 //     410 disables the target (the endpoint, or the session's webhook_url).
+//     An attempt cut short by a crash or Stop is not one: nothing records
+//     it, so the delivery is still due and the next start sends it at once,
+//     with the same webhook-id.
 //   - Requests dial through an egress policy that refuses private,
 //     loopback, link-local and metadata addresses unless the server's
 //     configuration lists them, so a user-supplied URL cannot reach the
 //     server's own network. Redirects are not followed.
-//   - An endpoint is notified only of events at or after its creation, so
-//     creating one does not replay history. Signing secrets are "whsec_"
-//     plus base64 of 24 random bytes; an endpoint's secret is shown once.
+//   - An endpoint is notified of every event at or after its creation and
+//     of none before, so creating one does not replay history. (A scan
+//     reads the endpoints after the events it turns into notifications, so
+//     an endpoint created during a scan misses none.)
+//   - Signing secrets are "whsec_" plus base64 of 24 random bytes; an
+//     endpoint's secret is shown once. During a rotation an endpoint has
+//     several, and each request carries one signature per secret.
 //
 // The node (cmd/longhaul) starts a Dispatcher and serves its API through
 // the server's WebhookBackend; nothing else imports this package.

@@ -33,7 +33,7 @@ type fakeWaiter struct {
 	ch chan time.Time
 }
 
-func newFakeClock() *fakeClock { return &fakeClock{now: t0} }
+func newFakeClock(start time.Time) *fakeClock { return &fakeClock{now: start} }
 
 func (c *fakeClock) Now() time.Time {
 	c.mu.Lock()
@@ -72,6 +72,10 @@ func (c *fakeClock) Advance(d time.Duration) {
 type received struct {
 	ID, Timestamp, Signature string
 	Body                     []byte
+	Header                   http.Header
+	// VerifyErr is what the receiver's verify said (nil: verified, or
+	// the receiver does not verify).
+	VerifyErr error
 }
 
 // receiver is an httptest server that answers with respond (200 when nil)
@@ -81,18 +85,33 @@ type receiver struct {
 	mu      sync.Mutex
 	got     []received
 	respond func(n int, w http.ResponseWriter) // n counts requests from 1
+	// verify, when set, checks each request first, as a receiver that
+	// checks signatures does: a request it refuses is answered 401.
+	verify func(h http.Header, body []byte) error
 }
 
 func newReceiver(t *testing.T, respond func(n int, w http.ResponseWriter)) *receiver {
-	r := &receiver{respond: respond}
+	return startReceiver(t, respond, nil)
+}
+
+func startReceiver(t *testing.T, respond func(n int, w http.ResponseWriter), verify func(h http.Header, body []byte) error) *receiver {
+	r := &receiver{respond: respond, verify: verify}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
+		var verr error
+		if r.verify != nil {
+			verr = r.verify(req.Header, body)
+		}
 		r.mu.Lock()
 		r.got = append(r.got, received{ID: req.Header.Get("webhook-id"), Timestamp: req.Header.Get("webhook-timestamp"),
-			Signature: req.Header.Get("webhook-signature"), Body: body})
+			Signature: req.Header.Get("webhook-signature"), Body: body, Header: req.Header.Clone(), VerifyErr: verr})
 		n := len(r.got)
 		respond := r.respond
 		r.mu.Unlock()
+		if verr != nil {
+			http.Error(w, verr.Error(), http.StatusUnauthorized)
+			return
+		}
 		if respond != nil {
 			respond(n, w)
 		}
@@ -123,12 +142,16 @@ type env struct {
 	seqs  map[string]int64
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvAt(t, t0) }
+
+// newEnvAt is newEnv with the fake clock starting at start (a test whose
+// receiver checks timestamps against the real time starts it now).
+func newEnvAt(t *testing.T, start time.Time) *env {
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "longhaul.db"), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	require.NoError(t, st.Migrate(t.Context()))
-	return &env{t: t, st: st, clock: newFakeClock(), seqs: map[string]int64{}}
+	return &env{t: t, st: st, clock: newFakeClock(start), seqs: map[string]int64{}}
 }
 
 // createSession creates a session whose session.created names webhookURL.

@@ -1,0 +1,481 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/store"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// Sub-agents (DESIGN.md principle 7). A spawn_agent call creates a child
+// session: an ordinary session with a parent, working in its root's
+// workspace, with a share of the parent's remaining budget reserved for it.
+// Crossing from one session's journal to another's is the delicate part,
+// and each crossing is made safe by the journal that starts it:
+//
+//   - Spawn: the child's id is derived from the spawning call, so a parent
+//     that crashes after creating the child and before journaling
+//     subagent.spawned creates nothing twice: it finds the child and records
+//     it.
+//   - Completion: a child whose turn ended keeps State.ReportDue (and stays
+//     runnable) until it has appended subagent.completed to its parent and
+//     subagent.reported to itself; the parent ignores a report it has.
+//   - Cancel: when the parent's spawning turn ends, whatever children still
+//     run are orphans (State.OrphanedChildren), which keep the parent
+//     runnable until each was asked to stop (subagent.cancel_requested).
+//
+// So a kill at any moment leaves no child orphaned, duplicated or lost.
+
+const (
+	spawnAgentTool = "spawn_agent"
+	waitAgentsTool = "wait_agents"
+	// Defaults of lt.SubagentLimits.
+	defaultMaxParallelSubagents = 6
+	defaultMaxSubagentDepth     = 3
+)
+
+const spawnAgentSchema = `{"type":"object","properties":{` +
+	`"agent":{"type":"string","minLength":1,"description":"The name of a configured agent to run"},` +
+	`"agent_spec":{"type":"object","description":"An inline agent definition (model, instructions, tools, ...)"},` +
+	`"instructions":{"type":"string","minLength":1,"description":"Run your own model and tools with these instructions instead of yours"},` +
+	`"input":{"type":"string","minLength":1,"description":"The task for the sub-agent, complete enough to do without your context"},` +
+	`"budget":{"type":"object","description":"Limits for the sub-agent, within what you have left (default: an equal share)","properties":{` +
+	`"max_cost_usd":{"type":"number","minimum":0},"max_tokens":{"type":"integer","minimum":0},"max_model_calls":{"type":"integer","minimum":0},` +
+	`"max_tool_calls":{"type":"integer","minimum":0},"max_wall_seconds":{"type":"integer","minimum":0}},"additionalProperties":false}` +
+	`},"required":["input"],"additionalProperties":false}`
+
+const waitAgentsSchema = `{"type":"object","properties":{` +
+	`"ids":{"type":"array","items":{"type":"string","minLength":1},"uniqueItems":true,"description":"The sub-agents to wait for (default: every one this turn spawned)"},` +
+	`"mode":{"type":"string","enum":["all","any"],"description":"Wait for all of them (default) or the first to finish"},` +
+	`"timeout_seconds":{"type":"number","minimum":0,"maximum":2592000,"description":"Give up waiting after this long (default: no limit)"}` +
+	`},"additionalProperties":false}`
+
+type spawnArgs struct {
+	Agent        string          `json:"agent"`
+	AgentSpec    *lt.AgentSpec   `json:"agent_spec"`
+	Instructions string          `json:"instructions"`
+	Input        string          `json:"input"`
+	Budget       *lt.Budget      `json:"budget"`
+	Raw          json.RawMessage `json:"-"`
+}
+
+func (r *runner) maxParallelSubagents() int {
+	if l := r.spec.Subagents; l != nil && l.MaxParallel > 0 {
+		return l.MaxParallel
+	}
+	return defaultMaxParallelSubagents
+}
+
+func (r *runner) maxSubagentDepth() int {
+	if l := r.spec.Subagents; l != nil && l.MaxDepth > 0 {
+		return l.MaxDepth
+	}
+	return defaultMaxSubagentDepth
+}
+
+// childID is the id of the session a spawn_agent call creates: derived
+// from the call, so a resumed worker finds the child the dead one made.
+func childID(parentID, turnID string, step, index int) string {
+	return derivedID("ses_", parentID, turnID, step, index, "subagent")
+}
+
+// runSpawn runs a spawn_agent call: it waits for a free slot, resolves the
+// child's agent, reserves its budget share, creates the child session and
+// journals subagent.spawned with the call's result.
+func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
+	step, turnID := r.st.Step.N, r.st.Step.TurnID
+	sid := r.st.Session.ID
+	id := childID(sid, turnID, step, c.Index)
+	fail := func(msg string) error {
+		return r.add(lt.EventToolFailed, turnID, step, journal.ToolFailed{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Error: msg})
+	}
+	existing, err := r.e.store.SessionGet(ctx, id)
+	switch {
+	case err == nil:
+		// Created before a crash: record it as it is.
+		return r.recordSpawn(c, existing)
+	case !errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("look for sub-agent %s: %w", id, err)
+	}
+	if r.st.Depth+1 > r.maxSubagentDepth() {
+		return fail(fmt.Sprintf("cannot spawn: this session is a sub-agent at depth %d and the tree may be at most %d deep; do the work yourself", r.st.Depth, r.maxSubagentDepth()))
+	}
+	if max := r.maxParallelSubagents(); r.st.RunningChildren() >= max {
+		// More wait their turn: the call waits, holding no worker, until a
+		// child completes.
+		return r.add(lt.EventWaitStarted, turnID, step, journal.WaitStarted{
+			Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Kind: journal.WaitSubagentSlot, MaxRunning: max,
+		})
+	}
+	var args spawnArgs
+	if err := json.Unmarshal(c.Arguments, &args); err != nil {
+		return fail("invalid arguments: " + err.Error())
+	}
+	spec, ref, err := r.childSpec(ctx, &args)
+	if err != nil {
+		return fail(toolMessage(err))
+	}
+	budget, err := r.childBudget(args.Budget)
+	if err != nil {
+		return fail(toolMessage(err))
+	}
+	ns := &newSession{
+		ID: id, Spec: spec, Ref: ref,
+		Created: journal.SessionCreated{
+			Agent: ref, Input: args.Input, Constraints: slices.Clone(r.st.Session.Constraints), Budget: budget,
+			ParentID: sid, Workspace: r.st.WorkspaceID(), Depth: r.st.Depth + 1,
+			Metadata: mustJSON(map[string]any{"spawned_by": map[string]any{"session_id": sid, "turn_id": turnID, "call_id": c.ID}}),
+		},
+	}
+	if _, err := r.e.createSession(ctx, ns); err != nil && !errors.Is(err, store.ErrConflict) {
+		return fmt.Errorf("create sub-agent: %w", err)
+	}
+	row, err := r.e.store.SessionGet(ctx, id)
+	if err != nil {
+		return fmt.Errorf("read sub-agent %s: %w", id, err)
+	}
+	r.e.kick()
+	return r.recordSpawn(c, row)
+}
+
+// recordSpawn journals subagent.spawned and the call's result from the
+// child's own row (its budget as it was created).
+func (r *runner) recordSpawn(c *journal.Call, row *store.SessionRow) error {
+	step, turnID := r.st.Step.N, r.st.Step.TurnID
+	var child journal.State
+	if err := json.Unmarshal(row.State, &child); err != nil {
+		return fmt.Errorf("decode sub-agent %s: %w", row.ID, err)
+	}
+	if err := r.add(lt.EventSubagentSpawned, turnID, step, journal.SubagentSpawned{
+		Step: step, Index: c.Index, CallID: c.ID, ChildID: row.ID, Agent: child.Session.Agent,
+		Input: child.Session.Input, Budget: child.Session.Budget,
+	}); err != nil {
+		return err
+	}
+	out := mustJSON(map[string]any{
+		"id": row.ID, "agent": child.Session.Agent.Name, "budget": child.Session.Budget,
+		"note": "The sub-agent runs in parallel in your workspace. Call wait_agents to get its answer.",
+	})
+	return r.add(lt.EventToolCompleted, turnID, step, journal.ToolCompleted{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Output: out})
+}
+
+// childSpec resolves the agent a spawn_agent call names. The child obeys
+// the parent's policies too: rules apply across the whole tree.
+func (r *runner) childSpec(ctx context.Context, args *spawnArgs) (*lt.AgentSpec, lt.AgentRef, error) {
+	n := 0
+	for _, set := range []bool{args.Agent != "", args.AgentSpec != nil, args.Instructions != ""} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return nil, lt.AgentRef{}, apierror.Invalid("agent", "give exactly one of agent (a configured agent's name), agent_spec or instructions")
+	}
+	var spec lt.AgentSpec
+	var ref lt.AgentRef
+	switch {
+	case args.Agent != "":
+		a, err := r.e.GetAgent(ctx, args.Agent, 0)
+		if err != nil {
+			var ae *apierror.Error
+			if errors.As(err, &ae) && ae.Code == lt.CodeNotFound {
+				return nil, ref, apierror.Invalid("agent", "no agent named %q", args.Agent)
+			}
+			return nil, ref, err
+		}
+		spec, ref = a.Spec, lt.AgentRef{Name: a.Name, Version: a.Version}
+	case args.AgentSpec != nil:
+		if err := r.e.validateSpec(ctx, args.AgentSpec, "agent_spec"); err != nil {
+			return nil, ref, err
+		}
+		spec, ref = *args.AgentSpec, lt.AgentRef{Name: inlineAgent, Version: 1}
+	default:
+		// The parent's model and tools with other instructions.
+		raw, err := json.Marshal(r.spec)
+		if err != nil {
+			return nil, ref, err
+		}
+		if err := json.Unmarshal(raw, &spec); err != nil {
+			return nil, ref, err
+		}
+		spec.Instructions, ref = args.Instructions, r.st.Session.Agent
+	}
+	spec.Policies = inheritPolicies(spec.Policies, r.spec.Policies, spec.Tools)
+	return &spec, ref, nil
+}
+
+// inheritPolicies adds the parent's policies that can apply to the child's
+// tools (a rule on a tool the child lacks matches nothing) to the child's
+// own; the most restrictive still decides. Inherited rules keep their name
+// with a "parent." prefix, so the journal says where a decision came from.
+func inheritPolicies(own, parent []lt.Policy, tools []lt.ToolSpec) []lt.Policy {
+	out := slices.Clone(own)
+	names := make(map[string]bool, len(own))
+	for i, p := range own {
+		names[policyName(p, i)] = true
+	}
+	for i, p := range parent {
+		if p.Tool != "" && p.Tool != "*" && !slices.ContainsFunc(tools, func(t lt.ToolSpec) bool { return t.Name == p.Tool }) {
+			continue
+		}
+		name := policyName(p, i)
+		if !strings.HasPrefix(name, "parent.") {
+			name = "parent." + name
+		}
+		if names[name] {
+			continue // inherited already (a grandchild of the same tree)
+		}
+		names[name] = true
+		p.Name = name
+		out = append(out, p)
+	}
+	return out
+}
+
+func policyName(p lt.Policy, i int) string {
+	if p.Name != "" {
+		return p.Name
+	}
+	return fmt.Sprintf("policies[%d]", i)
+}
+
+// childBudget computes a child's share of the parent's remaining budget,
+// per limit the parent has: what the call asked for, at most what is left
+// once running children's shares are set aside; by default an equal share
+// among the free slots and the parent itself. Wall time is not divided
+// (children run in parallel): a child gets at most the parent's time left.
+func (r *runner) childBudget(asked *lt.Budget) (lt.Budget, error) {
+	var want lt.Budget
+	if asked != nil {
+		if err := validateBudget(*asked, "budget"); err != nil {
+			return lt.Budget{}, err
+		}
+		want = *asked
+	}
+	b, u, res := r.st.Session.Budget, r.st.Session.Usage, r.st.Reserved()
+	shares := float64(max(r.maxParallelSubagents()-r.st.RunningChildren(), 0) + 1)
+	var out lt.Budget
+	var err error
+	share := func(name string, max, used, asked float64) float64 {
+		if max <= 0 {
+			return asked // the parent has no limit: neither has the child, unless asked
+		}
+		left := max - used
+		if left <= 0 && err == nil {
+			err = apierror.Invalid("budget", "no %s left to give a sub-agent (%g of %g used or set aside for running sub-agents)", dimLabel(name), used, max)
+		}
+		if asked > 0 {
+			return math.Min(asked, left)
+		}
+		return left / shares
+	}
+	out.MaxCostUSD = share("cost_usd", b.MaxCostUSD, u.CostUSD+res.CostUSD, want.MaxCostUSD)
+	out.MaxTokens = atLeastOne(share("tokens", float64(b.MaxTokens), float64(u.InputTokens+u.OutputTokens+res.InputTokens), float64(want.MaxTokens)))
+	out.MaxModelCalls = atLeastOne(share("model_calls", float64(b.MaxModelCalls), float64(u.ModelCalls+res.ModelCalls), float64(want.MaxModelCalls)))
+	out.MaxToolCalls = atLeastOne(share("tool_calls", float64(b.MaxToolCalls), float64(u.ToolCalls+res.ToolCalls), float64(want.MaxToolCalls)))
+	if b.MaxWallSeconds > 0 {
+		left := float64(b.MaxWallSeconds) - r.e.clock.Now().Sub(r.st.Session.CreatedAt).Seconds()
+		if left <= 0 && err == nil {
+			err = apierror.Invalid("budget", "no wall-clock time left to give a sub-agent")
+		}
+		out.MaxWallSeconds = int64(math.Max(left, 1))
+		if want.MaxWallSeconds > 0 && float64(want.MaxWallSeconds) < left {
+			out.MaxWallSeconds = want.MaxWallSeconds
+		}
+	} else {
+		out.MaxWallSeconds = want.MaxWallSeconds
+	}
+	return out, err
+}
+
+// atLeastOne rounds a share of a countable limit down, but never to 0
+// (which would mean "no limit").
+func atLeastOne(v float64) int64 {
+	if v <= 0 {
+		return 0
+	}
+	return max(int64(v), 1)
+}
+
+// startWaitAgents journals the wait of a wait_agents call: for the children
+// it names (default: those its turn spawned), all or any.
+func (r *runner) startWaitAgents(c *journal.Call) error {
+	step, turnID := r.st.Step.N, r.st.Step.TurnID
+	var args struct {
+		IDs            []string `json:"ids"`
+		Mode           string   `json:"mode"`
+		TimeoutSeconds *float64 `json:"timeout_seconds"`
+	}
+	_ = json.Unmarshal(c.Arguments, &args) // validated against the tool's schema when requested
+	fail := func(msg string) error {
+		return r.add(lt.EventToolFailed, turnID, step, journal.ToolFailed{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Error: msg})
+	}
+	ids := args.IDs
+	if len(ids) == 0 {
+		for _, ch := range r.st.Children {
+			if ch.TurnID == turnID {
+				ids = append(ids, ch.ID)
+			}
+		}
+		if len(ids) == 0 {
+			return fail("no sub-agents to wait for: this turn spawned none (use spawn_agent first)")
+		}
+	}
+	for i, id := range ids {
+		if r.st.Child(id) == nil {
+			return fail(fmt.Sprintf("ids[%d]: %q is not a sub-agent of this session", i, id))
+		}
+	}
+	mode := args.Mode
+	if mode == "" {
+		mode = journal.WaitAll
+	}
+	d := journal.WaitStarted{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Kind: journal.WaitAgents, IDs: ids, Mode: mode}
+	if args.TimeoutSeconds != nil {
+		until := r.e.clock.Now().Add(time.Duration(*args.TimeoutSeconds * float64(time.Second))).Truncate(time.Millisecond)
+		d.Until = &until
+	}
+	return r.add(lt.EventWaitStarted, turnID, step, d)
+}
+
+// agentsResult is wait_agents' result: what each finished child answered,
+// and which still run.
+func (r *runner) agentsResult(w *journal.Wait) json.RawMessage {
+	type agentOut struct {
+		ID         string   `json:"id"`
+		Status     string   `json:"status"`
+		Output     string   `json:"output,omitempty"`
+		Error      string   `json:"error,omitempty"`
+		StopReason string   `json:"stop_reason,omitempty"`
+		Artifacts  []any    `json:"artifacts,omitempty"`
+		Usage      lt.Usage `json:"usage"`
+	}
+	out := struct {
+		Agents   []agentOut `json:"agents"`
+		Running  []string   `json:"running,omitempty"`
+		TimedOut bool       `json:"timed_out,omitempty"`
+	}{Agents: []agentOut{}}
+	for _, id := range w.IDs {
+		c := r.st.Child(id)
+		if c == nil || !c.Done {
+			out.Running = append(out.Running, id)
+			continue
+		}
+		a := agentOut{ID: id, Status: "completed", Usage: c.Usage}
+		if res := c.Result; res != nil {
+			a.Status, a.Output, a.Error, a.StopReason = string(res.Status), res.Output, res.Error, res.StopReason
+			for _, art := range res.Artifacts {
+				a.Artifacts = append(a.Artifacts, map[string]any{"id": art.ID, "name": art.Name, "version": art.Version, "content_type": art.ContentType, "size": art.Size})
+			}
+		}
+		out.Agents = append(out.Agents, a)
+	}
+	out.TimedOut = !w.Satisfied && len(out.Running) > 0
+	return mustJSON(out)
+}
+
+// reportToParent tells the parent how this sub-agent's last turn ended:
+// subagent.completed on the parent (unless it has it), then
+// subagent.reported here. The child's own end is made durable first, so
+// the parent never learns of an end the child's journal could lose.
+func (r *runner) reportToParent(ctx context.Context) error {
+	if err := r.flush(ctx, false); err != nil {
+		return err
+	}
+	d := *r.st.ReportDue
+	d.Usage = r.st.Session.Usage
+	arts, err := r.e.latestArtifacts(ctx, r.st.Session.ID)
+	if err != nil {
+		return err
+	}
+	d.Artifacts = arts
+	parentID := *r.st.Session.ParentID
+	_, err = mutate(ctx, r.e, parentID, func(b *batch) (struct{}, error) {
+		if c := b.st.Child(d.ChildID); c != nil && c.Done && c.ReportedTurn == d.TurnID {
+			return struct{}{}, nil // reported before a crash
+		}
+		return struct{}{}, b.add(lt.EventSubagentCompleted, "", 0, d)
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		r.e.log.Warn("sub-agent's parent is gone; its report is dropped", "session", r.st.Session.ID, "parent", parentID)
+	case err != nil:
+		return fmt.Errorf("report to parent %s: %w", parentID, err)
+	}
+	return r.add(lt.EventSubagentReported, "", 0, journal.SubagentReported{TurnID: d.TurnID})
+}
+
+// latestArtifacts lists the latest version of each of a session's artifacts.
+func (e *Engine) latestArtifacts(ctx context.Context, sessionID string) ([]lt.Artifact, error) {
+	all, err := e.ListArtifacts(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	latest := map[string]int{}
+	var out []lt.Artifact
+	for _, a := range all {
+		if i, ok := latest[a.Name]; ok {
+			if a.Version > out[i].Version {
+				out[i] = a
+			}
+			continue
+		}
+		latest[a.Name] = len(out)
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// cancelOrphans asks the children whose spawning turn is over to stop
+// (their own workers cancel their turns and, in turn, their children), and
+// journals each request.
+func (r *runner) cancelOrphans(ctx context.Context, ids []string) error {
+	reason := "the parent's turn that spawned this sub-agent ended"
+	if r.st.Cancel != nil {
+		reason = "the parent session was cancelled"
+	}
+	for _, id := range ids {
+		if _, err := r.e.CancelSession(ctx, id, &lt.CancelRequest{Reason: reason}); err != nil && !isNotFound(err) {
+			return fmt.Errorf("cancel sub-agent %s: %w", id, err)
+		}
+		if err := r.add(lt.EventSubagentCancelRequested, "", 0, journal.SubagentCancelRequested{ChildID: id, Reason: reason}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func isNotFound(err error) bool {
+	var ae *apierror.Error
+	return errors.Is(err, store.ErrNotFound) || (errors.As(err, &ae) && ae.Code == lt.CodeNotFound)
+}
+
+// toolMessage is an error as the model reads it: an API error's field and
+// message, or the error.
+func toolMessage(err error) string {
+	var ae *apierror.Error
+	if errors.As(err, &ae) {
+		if ae.Field != "" {
+			return ae.Field + ": " + ae.Message
+		}
+		return ae.Message
+	}
+	return err.Error()
+}
+
+func mustJSON(v any) json.RawMessage {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("encode %T: %v", v, err)) // only for values built here
+	}
+	return raw
+}

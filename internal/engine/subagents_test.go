@@ -1,0 +1,309 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// childSpec is an inline agent for spawn_agent's agent_spec argument.
+func childSpec(script string, tools ...string) map[string]any {
+	ts := make([]map[string]any, 0, len(tools))
+	for _, name := range tools {
+		ts = append(ts, map[string]any{"name": name})
+	}
+	return map[string]any{
+		"model":        map[string]any{"provider": "scripted", "script": json.RawMessage(script)},
+		"instructions": "Do the sub-task.",
+		"tools":        ts,
+	}
+}
+
+func toolCall(name string, args any) map[string]any {
+	return map[string]any{"name": name, "arguments": args}
+}
+
+// script builds a scripted model's script from steps.
+func script(t *testing.T, steps ...any) string {
+	t.Helper()
+	raw, err := json.Marshal(steps)
+	require.NoError(t, err)
+	return string(raw)
+}
+
+func children(t *testing.T, h *harness, parentID string) []lt.Session {
+	t.Helper()
+	l, err := h.eng.ListSessions(context.Background(), lt.ListSessionsParams{ParentID: parentID, Limit: 100})
+	require.NoError(t, err)
+	return l.Data
+}
+
+// TestSubagentsRunInParallelAndReport: a session spawns two sub-agents in
+// one step; they run in its workspace, each with a share of its budget,
+// and wait_agents returns their answers and artifacts. Their usage rolls
+// up into the parent's.
+func TestSubagentsRunInParallelAndReport(t *testing.T) {
+	h := newHarness(t)
+	one := childSpec(script(t,
+		map[string]any{"tool_calls": []any{toolCall("write_file", map[string]any{"path": "a.txt", "content": "from a"})}, "usage": map[string]any{"input_tokens": 100, "output_tokens": 10}},
+		map[string]any{"tool_calls": []any{toolCall("finish", map[string]any{"summary": "wrote a", "artifacts": []string{"a.txt"}})}, "usage": map[string]any{"input_tokens": 100, "output_tokens": 10}},
+	), "write_file", "finish")
+	two := childSpec(script(t, map[string]any{"text": "b is done", "usage": map[string]any{"input_tokens": 50, "output_tokens": 5}}))
+	parent := spec(t, script(t,
+		map[string]any{"tool_calls": []any{
+			toolCall("spawn_agent", map[string]any{"agent_spec": one, "input": "write a"}),
+			toolCall("spawn_agent", map[string]any{"agent_spec": two, "input": "do b"}),
+		}, "usage": map[string]any{"input_tokens": 10, "output_tokens": 1}},
+		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}, "usage": map[string]any{"input_tokens": 10, "output_tokens": 1}},
+		map[string]any{"tool_calls": []any{toolCall("read_file", map[string]any{"path": "a.txt"})}, "usage": map[string]any{"input_tokens": 10, "output_tokens": 1}},
+		map[string]any{"text": "all done", "usage": map[string]any{"input_tokens": 10, "output_tokens": 1}},
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"}, lt.ToolSpec{Name: "read_file"})
+	s := create(t, h, parent, &lt.Budget{MaxModelCalls: 70})
+	s = h.waitStatus(s.ID, lt.SessionIdle, lt.SessionFailed)
+	require.Equal(t, lt.SessionIdle, s.Status, "stop reason %v", s.StopReason)
+	require.Equal(t, "all done", mustTurnOutput(t, h, s))
+
+	kids := children(t, h, s.ID)
+	require.Len(t, kids, 2)
+	var sum lt.Usage
+	for _, k := range kids {
+		require.Equal(t, s.ID, *k.ParentID)
+		require.Equal(t, lt.SessionIdle, k.Status)
+		// An equal share of the 70 model calls among six free slots and
+		// the parent, then five and the parent (the parent had used one).
+		require.Positive(t, k.Budget.MaxModelCalls)
+		require.LessOrEqual(t, k.Budget.MaxModelCalls, int64(10))
+		sum.Add(k.Usage)
+		checkJournal(t, h.store, k.ID)
+	}
+	spawned := events(t, h, s.ID, lt.EventSubagentSpawned)
+	require.Len(t, spawned, 2)
+	completed := events(t, h, s.ID, lt.EventSubagentCompleted)
+	require.Len(t, completed, 2)
+
+	// The parent's own four calls plus the children's.
+	require.Equal(t, int64(4)+sum.ModelCalls, s.Usage.ModelCalls)
+	require.Equal(t, int64(40)+sum.InputTokens, s.Usage.InputTokens)
+	require.Equal(t, int64(250), sum.InputTokens)
+
+	// wait_agents' result holds both answers and the artifact.
+	var waitOut string
+	for _, ev := range events(t, h, s.ID, lt.EventToolCompleted) {
+		if d := data[journal.ToolCompleted](t, ev); d.Tool == "wait_agents" {
+			waitOut = string(d.Output)
+		}
+		if d := data[journal.ToolCompleted](t, ev); d.Tool == "read_file" {
+			require.Contains(t, string(d.Output), "from a", "the child wrote in the parent's workspace")
+		}
+	}
+	require.Contains(t, waitOut, "wrote a")
+	require.Contains(t, waitOut, "b is done")
+	require.Contains(t, waitOut, `"name":"a.txt"`)
+	require.NotContains(t, waitOut, `"running"`)
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestSubagentSlots: past max_parallel, a spawn waits (holding no worker)
+// until a child finishes.
+func TestSubagentSlots(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	waiter := childSpec(script(t,
+		map[string]any{"tool_calls": []any{toolCall("wait_for_signal", map[string]any{"name": "go"})}},
+		map[string]any{"text": "first done"},
+	), "wait_for_signal")
+	quick := childSpec(script(t, map[string]any{"text": "second done"}))
+	parent := spec(t, script(t,
+		map[string]any{"tool_calls": []any{
+			toolCall("spawn_agent", map[string]any{"agent_spec": waiter, "input": "wait"}),
+			toolCall("spawn_agent", map[string]any{"agent_spec": quick, "input": "quick"}),
+		}},
+		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{"mode": "all"})}},
+		map[string]any{"text": "both done"},
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"})
+	parent.Subagents = &lt.SubagentLimits{MaxParallel: 1}
+	s := create(t, h, parent, nil)
+	s = h.waitStatus(s.ID, lt.SessionWaiting)
+	waits := events(t, h, s.ID, lt.EventWaitStarted)
+	require.Len(t, waits, 1)
+	require.Equal(t, journal.WaitSubagentSlot, data[journal.WaitStarted](t, waits[0]).Kind)
+	kids := children(t, h, s.ID)
+	require.Len(t, kids, 1, "the second spawn waits for a slot")
+	h.waitStatus(kids[0].ID, lt.SessionWaiting)
+
+	_, err := h.eng.SendSignal(ctx, kids[0].ID, &lt.SignalRequest{Name: "go"})
+	require.NoError(t, err)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	require.Equal(t, "both done", mustTurnOutput(t, h, s))
+	kids = children(t, h, s.ID)
+	require.Len(t, kids, 2)
+	// The second child was created only after the first one reported.
+	var firstDone int64
+	for _, ev := range events(t, h, s.ID, lt.EventSubagentCompleted) {
+		if data[journal.SubagentCompleted](t, ev).ChildID != "" && firstDone == 0 {
+			firstDone = ev.Seq
+		}
+	}
+	spawned := events(t, h, s.ID, lt.EventSubagentSpawned)
+	require.Len(t, spawned, 2)
+	require.Greater(t, spawned[1].Seq, firstDone)
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestCancelCascadesToSubagents: cancelling the parent cancels its
+// children (and theirs); each reports how it ended.
+func TestCancelCascadesToSubagents(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	grandchild := childSpec(script(t, map[string]any{"tool_calls": []any{toolCall("wait_for_signal", map[string]any{"name": "never"})}}), "wait_for_signal")
+	child := childSpec(script(t,
+		map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": grandchild, "input": "wait forever"})}},
+		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
+		map[string]any{"text": "unreachable"},
+	), "spawn_agent", "wait_agents")
+	parent := spec(t, script(t,
+		map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": child, "input": "delegate"})}},
+		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
+		map[string]any{"text": "unreachable"},
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"})
+	s := create(t, h, parent, nil)
+	s = h.waitStatus(s.ID, lt.SessionWaiting)
+	kids := children(t, h, s.ID)
+	require.Len(t, kids, 1)
+	h.waitStatus(kids[0].ID, lt.SessionWaiting)
+	var grand []lt.Session
+	require.Eventually(t, func() bool { grand = children(t, h, kids[0].ID); return len(grand) == 1 }, testTimeout, pollEvery)
+	h.waitStatus(grand[0].ID, lt.SessionWaiting)
+
+	_, err := h.eng.CancelSession(ctx, s.ID, &lt.CancelRequest{Reason: "enough"})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionCancelled)
+	h.waitStatus(kids[0].ID, lt.SessionCancelled)
+	h.waitStatus(grand[0].ID, lt.SessionCancelled)
+	require.Eventually(t, func() bool {
+		return len(events(t, h, s.ID, lt.EventSubagentCompleted)) == 1 && len(events(t, h, kids[0].ID, lt.EventSubagentCompleted)) == 1
+	}, testTimeout, pollEvery, "each child reported its end")
+	d := data[journal.SubagentCompleted](t, events(t, h, s.ID, lt.EventSubagentCompleted)[0])
+	require.Equal(t, lt.TurnCancelled, d.Status)
+	for _, id := range []string{s.ID, kids[0].ID, grand[0].ID} {
+		checkJournal(t, h.store, id)
+	}
+}
+
+// TestSubagentInheritsPoliciesAndBudget: the parent's rules apply to the
+// child, and the child cannot spend past its share.
+func TestSubagentInheritsPoliciesAndBudget(t *testing.T) {
+	h := newHarness(t)
+	child := childSpec(script(t,
+		map[string]any{"tool_calls": []any{toolCall("write_file", map[string]any{"path": "x.txt", "content": "x"})}},
+		map[string]any{"text": "tried"},
+	), "write_file")
+	parent := spec(t, script(t,
+		map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": child, "input": "write", "budget": map[string]any{"max_tool_calls": 1000}})}},
+		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
+		map[string]any{"text": "done"},
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"}, lt.ToolSpec{Name: "write_file"})
+	parent.Policies = []lt.Policy{{Name: "no-writes", Tool: "write_file", Decision: lt.PolicyDeny, Reason: "read-only task"}}
+	s := create(t, h, parent, &lt.Budget{MaxToolCalls: 3})
+	s = h.waitStatus(s.ID, lt.SessionIdle, lt.SessionFailed)
+	require.Equal(t, lt.SessionIdle, s.Status)
+	kids := children(t, h, s.ID)
+	require.Len(t, kids, 1)
+	// Asked for 1,000 tool calls, got what was left.
+	require.Equal(t, int64(3), kids[0].Budget.MaxToolCalls)
+	require.Zero(t, kids[0].Budget.MaxModelCalls, "no limit where the parent has none")
+	var denied bool
+	for _, ev := range events(t, h, kids[0].ID, lt.EventPolicyDecided) {
+		d := data[journal.PolicyDecided](t, ev)
+		denied = denied || (d.Rule == "parent.no-writes" && d.Decision == lt.PolicyDeny)
+	}
+	require.True(t, denied, "the parent's policy applies in the child")
+}
+
+// TestSubagentToolErrors: bad spawns come back to the model as tool errors.
+func TestSubagentToolErrors(t *testing.T) {
+	h := newHarness(t)
+	parent := spec(t, script(t,
+		map[string]any{"tool_calls": []any{
+			toolCall("spawn_agent", map[string]any{"agent": "nobody", "input": "x"}),
+			toolCall("spawn_agent", map[string]any{"input": "x"}),
+			toolCall("wait_agents", map[string]any{"ids": []string{"ses_unknown"}}),
+		}},
+		map[string]any{"text": "gave up"},
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"})
+	s := create(t, h, parent, nil)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	failed := events(t, h, s.ID, lt.EventToolFailed)
+	require.Len(t, failed, 3)
+	msgs := ""
+	for _, ev := range failed {
+		msgs += data[journal.ToolFailed](t, ev).Error + "\n"
+	}
+	require.Contains(t, msgs, `no agent named "nobody"`)
+	require.Contains(t, msgs, "give exactly one of agent")
+	require.Contains(t, msgs, `"ses_unknown" is not a sub-agent`)
+	require.Empty(t, children(t, h, s.ID))
+}
+
+// TestSubagentDepthLimit: a child at the maximum depth cannot spawn.
+func TestSubagentDepthLimit(t *testing.T) {
+	h := newHarness(t)
+	leaf := childSpec(script(t, map[string]any{"text": "leaf"}))
+	mid := childSpec(script(t,
+		map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": leaf, "input": "deeper"})}},
+		map[string]any{"text": "mid done"},
+	), "spawn_agent")
+	mid["subagents"] = map[string]any{"max_depth": 1}
+	parent := spec(t, script(t,
+		map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": mid, "input": "delegate"})}},
+		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
+		map[string]any{"text": "done"},
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"})
+	s := create(t, h, parent, nil)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	kids := children(t, h, s.ID)
+	require.Len(t, kids, 1)
+	require.Empty(t, children(t, h, kids[0].ID))
+	failed := events(t, h, kids[0].ID, lt.EventToolFailed)
+	require.Len(t, failed, 1)
+	require.Contains(t, data[journal.ToolFailed](t, failed[0]).Error, "at most 1 deep")
+}
+
+// How long the tests poll for a state the engine reaches on its own.
+const (
+	testTimeout = 10 * time.Second
+	pollEvery   = 2 * time.Millisecond
+)
+
+// TestTrajectoryRulesSpanTheTree: a rule that counts effects counts those
+// of the whole tree: the parent's write uses up what the child may do.
+func TestTrajectoryRulesSpanTheTree(t *testing.T) {
+	h := newHarness(t)
+	child := childSpec(script(t,
+		map[string]any{"tool_calls": []any{toolCall("write_file", map[string]any{"path": "second.txt", "content": "2"})}},
+		map[string]any{"text": "tried"},
+	), "write_file")
+	parent := spec(t, script(t,
+		map[string]any{"tool_calls": []any{toolCall("write_file", map[string]any{"path": "first.txt", "content": "1"})}},
+		map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": child, "input": "write"})}},
+		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
+		map[string]any{"text": "done"},
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"}, lt.ToolSpec{Name: "write_file"})
+	parent.Policies = []lt.Policy{{Name: "one-write", Tool: "write_file", When: `count(effects, e.tool == "write_file") >= 1`, Decision: lt.PolicyDeny, Reason: "one write per tree"}}
+	s := create(t, h, parent, nil)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	require.Empty(t, events(t, h, s.ID, lt.EventPolicyDecided), "the first write of the tree is allowed")
+	kids := children(t, h, s.ID)
+	require.Len(t, kids, 1)
+	decided := events(t, h, kids[0].ID, lt.EventPolicyDecided)
+	require.Len(t, decided, 1)
+	d := data[journal.PolicyDecided](t, decided[0])
+	require.Equal(t, "parent.one-write", d.Rule)
+	require.Equal(t, lt.PolicyDeny, d.Decision, "the parent's write counts in the child")
+}

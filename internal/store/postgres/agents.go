@@ -1,0 +1,101 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// AgentInsert stores one version of an agent; store.ErrConflict if that
+// version exists.
+func (s *Store) AgentInsert(ctx context.Context, p *store.AgentInsertParams) (*store.AgentRow, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	if err := checkAgentInsert(p); err != nil {
+		return nil, fmt.Errorf("insert agent: %w", err)
+	}
+	_, err := s.exec(ctx, `INSERT INTO agents (name, version, spec, created_at) VALUES ($1, $2, $3, $4)`,
+		p.Name, p.Version, jsonArg(p.Spec), p.CreatedAt)
+	if err != nil {
+		return nil, fmt.Errorf("insert agent %s version %d: %w", p.Name, p.Version, err)
+	}
+	return &store.AgentRow{Name: p.Name, Version: p.Version, Spec: p.Spec, CreatedAt: stored(p.CreatedAt)}, nil
+}
+
+func checkAgentInsert(p *store.AgentInsertParams) error {
+	if p == nil {
+		return errors.New("params are nil")
+	}
+	if err := checkID("name", p.Name); err != nil {
+		return err
+	}
+	if p.Version < 1 {
+		return fmt.Errorf("version must be at least 1, got %d", p.Version)
+	}
+	if err := checkJSON("spec", p.Spec); err != nil {
+		return err
+	}
+	return checkTime("created_at", p.CreatedAt)
+}
+
+const agentColumns = `name, version, spec, created_at`
+
+func scanAgent(sc rowScanner) (*store.AgentRow, error) {
+	var (
+		a    store.AgentRow
+		spec []byte
+	)
+	if err := sc.Scan(&a.Name, &a.Version, &spec, &a.CreatedAt); err != nil {
+		return nil, err
+	}
+	a.Spec = fromJSON(spec)
+	a.CreatedAt = a.CreatedAt.UTC()
+	return &a, nil
+}
+
+// AgentGet returns one version of an agent, or its latest for version 0.
+func (s *Store) AgentGet(ctx context.Context, name string, version int) (*store.AgentRow, error) {
+	if err := checkID("name", name); err != nil {
+		return nil, fmt.Errorf("get agent: %w", err)
+	}
+	if version < 0 {
+		return nil, fmt.Errorf("get agent %s: version must not be negative, got %d", name, version)
+	}
+	q := `SELECT ` + agentColumns + ` FROM agents WHERE name = $1 AND version = $2`
+	args := []any{name, version}
+	if version == 0 {
+		q = `SELECT ` + agentColumns + ` FROM agents WHERE name = $1 ORDER BY version DESC LIMIT 1`
+		args = args[:1]
+	}
+	var a *store.AgentRow
+	err := s.queryRow(ctx, func(row pgx.Row) (err error) {
+		a, err = scanAgent(row)
+		return err
+	}, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("get agent %s version %d: %w", name, version, err)
+	}
+	return a, nil
+}
+
+// AgentList returns the latest version of each agent, by name.
+func (s *Store) AgentList(ctx context.Context) ([]*store.AgentRow, error) {
+	var out []*store.AgentRow
+	err := s.query(ctx, func(rows pgx.Rows) error {
+		a, err := scanAgent(rows)
+		if err != nil {
+			return err
+		}
+		out = append(out, a)
+		return nil
+	}, `SELECT DISTINCT ON (name) `+agentColumns+` FROM agents ORDER BY name, version DESC`)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	return out, nil
+}

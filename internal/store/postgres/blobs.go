@@ -1,0 +1,131 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+const insertBlobSQL = `INSERT INTO blobs (sha256, size, data) VALUES ($1, $2, $3) ON CONFLICT (sha256) DO NOTHING`
+
+// queueBlobs stores blobs that are not stored yet (content addressing makes
+// an existing one identical).
+func queueBlobs(t *txn, blobs []store.BlobWrite) {
+	for i := range blobs {
+		b := &blobs[i]
+		data := b.Data
+		if data == nil {
+			data = []byte{} // an empty blob, not NULL
+		}
+		t.queue(insertBlobSQL, b.SHA256, len(data), data)
+	}
+}
+
+// BlobPut stores data under its SHA-256 (lowercase hex), which must match.
+// Storing a blob again is a no-op.
+func (s *Store) BlobPut(ctx context.Context, sha256Hex string, data []byte) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if err := checkBlob("sha256", sha256Hex, data); err != nil {
+		return fmt.Errorf("put blob: %w", err)
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	if _, err := s.exec(ctx, insertBlobSQL, sha256Hex, len(data), data); err != nil {
+		return fmt.Errorf("put blob %s: %w", sha256Hex, err)
+	}
+	return nil
+}
+
+// BlobGet returns the bytes stored under a digest; store.ErrNotFound if none.
+func (s *Store) BlobGet(ctx context.Context, sha256Hex string) ([]byte, error) {
+	if err := checkSHA256("sha256", sha256Hex); err != nil {
+		return nil, fmt.Errorf("get blob: %w", err)
+	}
+	var data []byte
+	err := s.queryRow(ctx, func(row pgx.Row) error { return row.Scan(&data) },
+		`SELECT data FROM blobs WHERE sha256 = $1`, sha256Hex)
+	if err != nil {
+		return nil, fmt.Errorf("get blob %s: %w", sha256Hex, err)
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	return data, nil
+}
+
+// BlobHas reports whether a blob is stored under a digest.
+func (s *Store) BlobHas(ctx context.Context, sha256Hex string) (bool, error) {
+	if err := checkSHA256("sha256", sha256Hex); err != nil {
+		return false, fmt.Errorf("has blob: %w", err)
+	}
+	var has bool
+	err := s.queryRow(ctx, func(row pgx.Row) error { return row.Scan(&has) },
+		`SELECT EXISTS (SELECT 1 FROM blobs WHERE sha256 = $1)`, sha256Hex)
+	if err != nil {
+		return false, fmt.Errorf("has blob %s: %w", sha256Hex, err)
+	}
+	return has, nil
+}
+
+// IdempotencyPut stores the first response to an idempotent request;
+// store.ErrConflict if (scope, key) is already stored.
+func (s *Store) IdempotencyPut(ctx context.Context, row *store.IdempotencyRow) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if err := checkIdempotency(row); err != nil {
+		return fmt.Errorf("put idempotency key: %w", err)
+	}
+	_, err := s.exec(ctx, `INSERT INTO idempotency_keys (scope, key, body_sha256, status, response, created_at)
+VALUES ($1, $2, $3, $4, $5, $6)`, row.Scope, row.Key, row.BodySHA256, row.Status, row.Response, row.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("put idempotency key %q in %q: %w", row.Key, row.Scope, err)
+	}
+	return nil
+}
+
+func checkIdempotency(r *store.IdempotencyRow) error {
+	if r == nil {
+		return errors.New("row is nil")
+	}
+	if err := checkID("scope", r.Scope); err != nil {
+		return err
+	}
+	if err := checkID("key", r.Key); err != nil {
+		return err
+	}
+	if err := checkID("body_sha256", r.BodySHA256); err != nil {
+		return err
+	}
+	if r.Status < 100 || r.Status > 599 {
+		return fmt.Errorf("status must be an HTTP status (100-599), got %d", r.Status)
+	}
+	return checkTime("created_at", r.CreatedAt)
+}
+
+// IdempotencyGet returns the stored response for (scope, key);
+// store.ErrNotFound if none.
+func (s *Store) IdempotencyGet(ctx context.Context, scope, key string) (*store.IdempotencyRow, error) {
+	if err := checkID("scope", scope); err != nil {
+		return nil, fmt.Errorf("get idempotency key: %w", err)
+	}
+	if err := checkID("key", key); err != nil {
+		return nil, fmt.Errorf("get idempotency key: %w", err)
+	}
+	r := store.IdempotencyRow{Scope: scope, Key: key}
+	err := s.queryRow(ctx, func(row pgx.Row) error {
+		return row.Scan(&r.BodySHA256, &r.Status, &r.Response, &r.CreatedAt)
+	}, `SELECT body_sha256, status, response, created_at FROM idempotency_keys WHERE scope = $1 AND key = $2`, scope, key)
+	if err != nil {
+		return nil, fmt.Errorf("get idempotency key %q in %q: %w", key, scope, err)
+	}
+	r.CreatedAt = r.CreatedAt.UTC()
+	return &r, nil
+}

@@ -1,0 +1,267 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// Event list limits.
+const (
+	defaultEventListLimit = 100
+	maxEventListLimit     = 10000
+)
+
+// appendSQL is the whole condition of an append in one UPDATE: the seq the
+// caller expects and, when fenced ($10), the lease it holds. Under READ
+// COMMITTED a concurrent writer of the same session waits for the row lock
+// and then re-checks the condition on the row as the other committed it.
+const appendSQL = `UPDATE sessions SET status = $1, state = $2, last_seq = $3, updated_at = $4,
+    runnable = $5, wake_at = $6, appended_at = clock_timestamp(),
+    lease_owner = CASE WHEN $7 THEN NULL ELSE lease_owner END,
+    lease_expires_at = CASE WHEN $7 THEN NULL ELSE lease_expires_at END
+WHERE id = $8 AND last_seq = $9 AND (NOT $10 OR (lease_owner = $11 AND lease_epoch = $12))`
+
+// EventAppend appends p.Events with the next seqs and writes the session's
+// projection, docs and blobs, all in one transaction, if the session's last
+// seq is p.ExpectedSeq (else store.ErrConflict) and, when p.Fence is set, the
+// session's lease is still (Fence.Owner, Fence.Epoch) (else
+// store.ErrLeaseLost). The fence is checked first, so a worker that lost its
+// lease always learns that, whatever seq it expected. At least one event is
+// required: the journal is the truth, so the projection never changes
+// without one.
+func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	if err := checkEventAppend(p); err != nil {
+		return nil, fmt.Errorf("append events: %w", err)
+	}
+	events := newEvents(p.SessionID, p.ExpectedSeq, p.Events)
+	docs, err := normalizeDocs(p.SessionID, p.Docs)
+	if err != nil {
+		return nil, fmt.Errorf("append events to session %s: %w", p.SessionID, err)
+	}
+	lastSeq := p.ExpectedSeq + int64(len(events))
+	var (
+		fenced bool
+		owner  string
+		epoch  int64
+	)
+	if p.Fence != nil {
+		fenced, owner, epoch = true, p.Fence.Owner, p.Fence.Epoch
+	}
+	args := []any{p.Status, jsonArg(p.State), lastSeq, p.UpdatedAt, p.Runnable, p.WakeAt, p.ReleaseLease,
+		p.SessionID, p.ExpectedSeq, fenced, owner, epoch}
+
+	err = s.write(ctx, func(ctx context.Context, t *txn) error {
+		matched, err := t.update(ctx, args)
+		if err != nil {
+			return err
+		}
+		if !matched {
+			if err := t.appendRefused(ctx, p); err != nil {
+				return err
+			}
+			// The row changed between the UPDATE and the lock, into one the
+			// append matches; with the lock held, the UPDATE now applies.
+			if matched, err = t.update(ctx, args); err != nil {
+				return err
+			}
+			if !matched {
+				return fmt.Errorf("append refused while the session row was locked and matching")
+			}
+		}
+		queueEvents(t, events)
+		queueDocs(t, docs)
+		queueBlobs(t, p.Blobs)
+		t.notify(store.Notification{Kind: store.KindEvents, SessionID: p.SessionID, Seq: lastSeq})
+		if p.Runnable || p.WakeAt != nil {
+			t.notify(store.Notification{Kind: store.KindRunnable, SessionID: p.SessionID})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("append events to session %s: %w", p.SessionID, err)
+	}
+	return events, nil
+}
+
+// update runs the append's conditional UPDATE and reports whether it
+// matched the session.
+func (t *txn) update(ctx context.Context, args []any) (bool, error) {
+	var matched bool
+	t.queue(appendSQL, args...).Exec(func(ct pgconn.CommandTag) error {
+		matched = ct.RowsAffected() == 1
+		return nil
+	})
+	return matched, t.flush(ctx)
+}
+
+// appendRefused locks the session row and explains why the append's UPDATE
+// matched nothing: no session, a lost lease (checked first) or a moved seq.
+// It returns nil if the row, as locked now, matches after all.
+func (t *txn) appendRefused(ctx context.Context, p *store.EventAppendParams) error {
+	var (
+		lastSeq, epoch int64
+		owner          *string
+	)
+	t.queue(`SELECT last_seq, lease_owner, lease_epoch FROM sessions WHERE id = $1 FOR UPDATE`, p.SessionID).
+		QueryRow(func(row pgx.Row) error { return row.Scan(&lastSeq, &owner, &epoch) })
+	if err := t.flush(ctx); err != nil {
+		return err
+	}
+	held := ""
+	if owner != nil {
+		held = *owner
+	}
+	if p.Fence != nil && (owner == nil || held != p.Fence.Owner || epoch != p.Fence.Epoch) {
+		return fmt.Errorf("%w: held by %q epoch %d, fence is %q epoch %d",
+			store.ErrLeaseLost, held, epoch, p.Fence.Owner, p.Fence.Epoch)
+	}
+	if lastSeq != p.ExpectedSeq {
+		return fmt.Errorf("%w: last seq is %d, expected %d", store.ErrConflict, lastSeq, p.ExpectedSeq)
+	}
+	return nil
+}
+
+func checkEventAppend(p *store.EventAppendParams) error {
+	if p == nil {
+		return errors.New("params are nil")
+	}
+	if err := checkID("session_id", p.SessionID); err != nil {
+		return err
+	}
+	if p.ExpectedSeq < 0 {
+		return fmt.Errorf("expected_seq must not be negative, got %d", p.ExpectedSeq)
+	}
+	if p.Fence != nil {
+		if err := checkID("fence.owner", p.Fence.Owner); err != nil {
+			return err
+		}
+		if p.Fence.SessionID != "" && p.Fence.SessionID != p.SessionID {
+			return fmt.Errorf("fence.session_id %q is not session_id %q", p.Fence.SessionID, p.SessionID)
+		}
+	}
+	if len(p.Events) == 0 {
+		return errors.New("events: at least one event is required")
+	}
+	if err := checkNewEvents(p.Events); err != nil {
+		return err
+	}
+	if err := checkID("status", p.Status); err != nil {
+		return err
+	}
+	if err := checkJSON("state", p.State); err != nil {
+		return err
+	}
+	if err := checkTime("updated_at", p.UpdatedAt); err != nil {
+		return err
+	}
+	if p.WakeAt != nil {
+		if err := checkTime("wake_at", *p.WakeAt); err != nil {
+			return err
+		}
+	}
+	if err := checkDocs(p.Docs); err != nil {
+		return err
+	}
+	return checkBlobs(p.Blobs)
+}
+
+// newEvents numbers events after afterSeq, as they will be stored (times at
+// microsecond precision, in UTC).
+func newEvents(sessionID string, afterSeq int64, in []store.NewEvent) []store.Event {
+	out := make([]store.Event, len(in))
+	for i, e := range in {
+		out[i] = store.Event{
+			SessionID: sessionID,
+			Seq:       afterSeq + int64(i) + 1,
+			Type:      e.Type,
+			Time:      stored(e.Time),
+			TurnID:    e.TurnID,
+			Step:      e.Step,
+			WorkerID:  e.WorkerID,
+			Data:      e.Data,
+		}
+	}
+	return out
+}
+
+// insertEventsSQL inserts a whole append's events in one statement, from one
+// array per column.
+const insertEventsSQL = `INSERT INTO events (session_id, seq, type, time, turn_id, step, worker_id, data)
+SELECT $1, u.seq, u.type, u.time, u.turn_id, u.step, u.worker_id, u.data::json
+FROM unnest($2::bigint[], $3::text[], $4::timestamptz[], $5::text[], $6::bigint[], $7::text[], $8::text[])
+    AS u(seq, type, time, turn_id, step, worker_id, data)`
+
+func queueEvents(t *txn, events []store.Event) {
+	if len(events) == 0 {
+		return
+	}
+	var (
+		seqs    = make([]int64, len(events))
+		types   = make([]string, len(events))
+		times   = make([]time.Time, len(events))
+		turns   = make([]string, len(events))
+		steps   = make([]int64, len(events))
+		workers = make([]string, len(events))
+		data    = make([]*string, len(events))
+	)
+	for i := range events {
+		e := &events[i]
+		seqs[i], types[i], times[i], turns[i], steps[i], workers[i] = e.Seq, e.Type, e.Time, e.TurnID, int64(e.Step), e.WorkerID
+		if len(e.Data) > 0 {
+			d := string(e.Data)
+			data[i] = &d
+		}
+	}
+	t.queue(insertEventsSQL, events[0].SessionID, seqs, types, times, turns, steps, workers, data)
+}
+
+// EventList returns up to limit events of a session with seq > afterSeq, in
+// seq order; store.ErrNotFound for an unknown session. Limit 0 means 100;
+// more than 10000 is an error.
+func (s *Store) EventList(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]store.Event, error) {
+	if err := checkID("session_id", sessionID); err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	if afterSeq < 0 {
+		return nil, fmt.Errorf("list events of session %s: after_seq must not be negative, got %d", sessionID, afterSeq)
+	}
+	limit, err := checkLimit(limit, defaultEventListLimit, maxEventListLimit)
+	if err != nil {
+		return nil, fmt.Errorf("list events of session %s: %w", sessionID, err)
+	}
+	out := make([]store.Event, 0, min(limit, 256))
+	err = s.query(ctx, func(rows pgx.Rows) error {
+		var (
+			e    store.Event
+			data []byte
+		)
+		if err := rows.Scan(&e.Seq, &e.Type, &e.Time, &e.TurnID, &e.Step, &e.WorkerID, &data); err != nil {
+			return err
+		}
+		e.SessionID = sessionID
+		e.Time = e.Time.UTC()
+		e.Data = fromJSON(data)
+		out = append(out, e)
+		return nil
+	}, `SELECT seq, type, time, turn_id, step, worker_id, data FROM events
+WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, sessionID, afterSeq, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list events of session %s: %w", sessionID, err)
+	}
+	if len(out) == 0 {
+		if err := s.sessionExists(ctx, sessionID); err != nil {
+			return nil, fmt.Errorf("list events: %w", err)
+		}
+	}
+	return out, nil
+}

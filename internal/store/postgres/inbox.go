@@ -1,0 +1,82 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// Action inbox limits.
+const (
+	defaultActionListLimit = 50
+	maxActionListLimit     = 1000
+)
+
+// ActionListAll lists required actions across sessions in creation order
+// (created_at, then id), filtered by the non-empty fields of p and starting
+// after p.After. Limit 0 means 50; more than 1000 is an error. An unknown
+// session lists nothing.
+func (s *Store) ActionListAll(ctx context.Context, p *store.ActionListParams) ([]*store.DocRow, error) {
+	if p == nil {
+		p = &store.ActionListParams{}
+	}
+	limit, err := checkLimit(p.Limit, defaultActionListLimit, maxActionListLimit)
+	if err != nil {
+		return nil, fmt.Errorf("list actions: %w", err)
+	}
+	q, args, err := actionListQuery(p, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list actions: %w", err)
+	}
+	out := make([]*store.DocRow, 0, min(limit, 64))
+	err = s.query(ctx, func(rows pgx.Rows) error {
+		d, err := scanDoc(rows)
+		if err != nil {
+			return err
+		}
+		out = append(out, d)
+		return nil
+	}, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list actions: %w", err)
+	}
+	return out, nil
+}
+
+// actionListQuery builds the statement of ActionListAll: one shape per
+// combination of filters, each able to use an index (actions_status,
+// actions_type, actions_session) that also gives the order.
+func actionListQuery(p *store.ActionListParams, limit int) (string, []any, error) {
+	q := `SELECT ` + docColumns + ` FROM actions WHERE true`
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if p.Status != "" {
+		q += ` AND status = ` + arg(p.Status)
+	}
+	if p.Type != "" {
+		q += ` AND type = ` + arg(p.Type)
+	}
+	if p.SessionID != "" {
+		q += ` AND session_id = ` + arg(p.SessionID)
+	}
+	if p.After != nil {
+		if err := checkTime("after.created_at", p.After.CreatedAt); err != nil {
+			return "", nil, err
+		}
+		q += ` AND (created_at, id) > (` + arg(p.After.CreatedAt) + `, ` + arg(p.After.ID) + `)`
+	}
+	q += ` ORDER BY created_at, id LIMIT ` + arg(limit)
+	return q, args, nil
+}
+
+// ActionGetByID returns a required action by its id alone.
+func (s *Store) ActionGetByID(ctx context.Context, actionID string) (*store.DocRow, error) {
+	return s.docGet(ctx, store.DocAction, "", actionID)
+}

@@ -1,0 +1,245 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// DefaultSubscriberBuffer is the default capacity of a Subscribe channel.
+const DefaultSubscriberBuffer = 256
+
+// Config tunes the driver. A nil *Config, and every zero field, means the
+// default named in the field's comment.
+type Config struct {
+	// Logger receives listener disconnections and applied migrations (never
+	// the connection string). Default: a logger that discards everything.
+	Logger *slog.Logger
+	// MaxConns is the size of the connection pool, not counting the one
+	// connection that LISTENs. Default: the connection string's
+	// pool_max_conns, else pgxpool's default (the larger of 4 and the
+	// number of CPUs).
+	MaxConns int
+	// SubscriberBuffer is the capacity of each Subscribe channel; a
+	// subscriber that falls further behind misses notifications. Default: 256
+	// (DefaultSubscriberBuffer).
+	SubscriberBuffer int
+}
+
+// withDefaults validates cfg and returns a copy with every zero field set.
+func (c *Config) withDefaults() (Config, error) {
+	var out Config
+	if c != nil {
+		out = *c
+	}
+	switch {
+	case out.MaxConns < 0 || out.MaxConns > math.MaxInt32:
+		return out, fmt.Errorf("config: MaxConns must be between 0 and %d, got %d", math.MaxInt32, out.MaxConns)
+	case out.SubscriberBuffer < 0:
+		return out, fmt.Errorf("config: SubscriberBuffer must not be negative, got %d", out.SubscriberBuffer)
+	}
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.DiscardHandler)
+	}
+	if out.SubscriberBuffer == 0 {
+		out.SubscriberBuffer = DefaultSubscriberBuffer
+	}
+	return out, nil
+}
+
+// Store is the PostgreSQL implementation of store.Store. Create it with Open.
+type Store struct {
+	log  *slog.Logger
+	pool *pgxpool.Pool
+	// schema is where the tables live (the first schema of the search_path).
+	schema string
+	// channel is the NOTIFY channel of that schema; instance tells this
+	// Store's notifications from other nodes'.
+	channel  string
+	instance string
+	target   string
+	hub      *hub
+	lis      *listener
+	notifier *notifier
+
+	stop context.CancelFunc
+	done sync.WaitGroup // the listener and the notifier
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the database that dsn names, checks that its schema
+// exists, and starts listening for other nodes' notifications (it returns
+// once it listens, so a subscriber hears every commit after Open). It does
+// not migrate: call Migrate (Ping reports an unmigrated database). Errors
+// never contain dsn, which may hold a password.
+func Open(ctx context.Context, dsn string, cfg *Config) (*Store, error) {
+	return open(ctx, dsn, cfg, nil)
+}
+
+// open is Open; tune, when set, adjusts the listener before it starts
+// (tests shorten its timings).
+func open(ctx context.Context, dsn string, cfg *Config, tune func(*listener)) (*Store, error) {
+	if dsn == "" {
+		return nil, errors.New("open postgres store: connection string is empty")
+	}
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("open postgres store: %w", err)
+	}
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// pgx's parse errors quote the string, redacting the password only
+		// as far as it can tell where it is; say nothing of the string.
+		return nil, errors.New("open postgres store: the connection string cannot be parsed " +
+			"(it is not shown, as it may hold a password): want a postgres:// URL or key=value pairs")
+	}
+	password := pcfg.ConnConfig.Password
+	target := describe(pcfg)
+	fail := func(err error) error {
+		return fmt.Errorf("open postgres store %s: %w", target, scrub(err, password))
+	}
+	if c.MaxConns > 0 {
+		pcfg.MaxConns = int32(c.MaxConns)
+	}
+	if _, ok := pcfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		pcfg.ConnConfig.RuntimeParams["application_name"] = "longhaul"
+	}
+	listenCfg := pcfg.ConnConfig.Copy()
+
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fail(err)
+	}
+	var (
+		schema   *string
+		encoding string
+	)
+	err = pool.QueryRow(ctx, `SELECT current_schema(), current_setting('server_encoding')`).Scan(&schema, &encoding)
+	if err != nil {
+		pool.Close()
+		return nil, fail(err)
+	}
+	if schema == nil {
+		pool.Close()
+		return nil, fail(errors.New("the search_path names no schema that exists: create it, or fix search_path"))
+	}
+	if encoding != "UTF8" {
+		// Journals hold any Unicode text; another encoding would refuse some.
+		pool.Close()
+		return nil, fail(fmt.Errorf("the database's encoding is %s, want UTF8 (CREATE DATABASE ... ENCODING 'UTF8')", encoding))
+	}
+	instance, err := newInstanceID()
+	if err != nil {
+		pool.Close()
+		return nil, fail(err)
+	}
+	s := &Store{
+		log:      c.Logger,
+		pool:     pool,
+		schema:   *schema,
+		channel:  channelName(*schema),
+		instance: instance,
+		target:   target + " schema " + strconv.Quote(*schema),
+		hub:      newHub(c.SubscriberBuffer),
+	}
+	s.lis = newListener(listenCfg, s.channel, s.instance, s.hub, s.log, s.target)
+	if tune != nil {
+		tune(s.lis)
+	}
+	conn, alive, err := s.lis.connect(ctx)
+	if err != nil {
+		pool.Close()
+		return nil, fail(fmt.Errorf("listen: %w", err))
+	}
+	s.notifier = newNotifier(pool, s.channel, s.instance, func(err error) {
+		s.log.Warn("postgres notify failed; other nodes miss these notifications", "target", s.target,
+			"err", scrub(err, password))
+	})
+	bg, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	s.done.Go(func() { s.lis.run(bg, conn, alive) })
+	s.done.Go(func() { s.notifier.run(bg) })
+	return s, nil
+}
+
+// describe names the database without its password: user@host:port/database.
+func describe(cfg *pgxpool.Config) string {
+	cc := cfg.ConnConfig
+	return fmt.Sprintf("%s@%s/%s", cc.User, net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port))), cc.Database)
+}
+
+func newInstanceID() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("instance id: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// Target names the database and schema the store uses, without any
+// password, for logs and banners: "user@host:port/database schema "name"".
+func (s *Store) Target() string { return s.target }
+
+// Schema returns the schema the store's tables live in.
+func (s *Store) Schema() string { return s.schema }
+
+// Close stops listening, sends the notifications still queued, waits for
+// the calls in flight to finish, closes the connections and the
+// subscribers' channels. Later calls to any method return store.ErrClosed;
+// a second Close returns nil.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		s.stop()
+		s.done.Wait()
+		s.pool.Close()
+		s.hub.close()
+	})
+	return nil
+}
+
+// Ping checks that the database answers and that its schema is the one this
+// driver knows (so an unmigrated database is not ready).
+func (s *Store) Ping(ctx context.Context) error {
+	current, known, err := s.SchemaVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("ping: %w", err)
+	}
+	if current != known {
+		return fmt.Errorf("ping: database schema version %d, driver schema version %d: run migrations", current, known)
+	}
+	return nil
+}
+
+// checkOpen returns store.ErrClosed once Close has started.
+func (s *Store) checkOpen() error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	return nil
+}
+
+// Subscribe returns the notifications committed after the call, by this
+// node or any other, until cancel is called, ctx ends or the store closes;
+// each closes the channel. The channel holds Config.SubscriberBuffer
+// notifications; a subscriber that falls further behind misses some and must
+// re-read the store.
+func (s *Store) Subscribe(ctx context.Context) (<-chan store.Notification, func()) {
+	return s.hub.subscribe(ctx)
+}

@@ -1,0 +1,165 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// password is what the tests put in connection strings; it must appear in
+// no error and no log line.
+const password = "Sup3r-Secret-pa55word"
+
+// closedPort returns a loopback port nothing listens on.
+func closedPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	return port
+}
+
+// TestOpenErrorsHideThePassword: whatever goes wrong, an error of Open
+// never contains the connection string's password.
+func TestOpenErrorsHideThePassword(t *testing.T) {
+	t.Parallel()
+	port := strconv.Itoa(closedPort(t))
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cases := map[string]string{
+		"unreachable URL":        "postgres://longhaul:" + password + "@127.0.0.1:" + port + "/db?connect_timeout=5",
+		"unreachable key=value":  "host=127.0.0.1 port=" + port + " user=longhaul password=" + password + " dbname=db connect_timeout=5",
+		"quoted key=value":       "host=127.0.0.1 port=" + port + " password='" + password + "' connect_timeout=5",
+		"bad port in URL":        "postgres://longhaul:" + password + "@127.0.0.1:notaport/db",
+		"bad escape in URL":      "postgres://longhaul:" + password + "%zz@127.0.0.1/db",
+		"unknown sslmode":        "postgres://longhaul:" + password + "@127.0.0.1:" + port + "/db?sslmode=sometimes",
+		"unterminated key=value": "host=127.0.0.1 password='" + password,
+		"garbage":                "postgres://:" + password + "@[::1",
+		"password in query":      "postgres://127.0.0.1:" + port + "/db?password=" + password + "&connect_timeout=5",
+	}
+	for name, dsn := range cases {
+		t.Run(name, func(t *testing.T) {
+			var logs bytes.Buffer
+			s, err := Open(ctx, dsn, &Config{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+			require.Error(t, err)
+			require.Nil(t, s)
+			require.NotContains(t, err.Error(), password)
+			require.NotContains(t, logs.String(), password)
+			require.Contains(t, err.Error(), "open postgres store")
+		})
+	}
+	_, err := Open(ctx, "", nil)
+	require.ErrorContains(t, err, "connection string is empty")
+	_, err = Open(ctx, "postgres://127.0.0.1/db", &Config{MaxConns: -1})
+	require.ErrorContains(t, err, "MaxConns")
+	_, err = Open(ctx, "postgres://127.0.0.1/db", &Config{SubscriberBuffer: -1})
+	require.ErrorContains(t, err, "SubscriberBuffer")
+}
+
+func TestScrub(t *testing.T) {
+	t.Parallel()
+	cause := context.DeadlineExceeded
+	err := scrub(&wrapped{msg: "dial user:" + password + "@host", err: cause}, password)
+	require.Equal(t, "dial user:xxxxx@host", err.Error())
+	require.ErrorIs(t, err, cause, "the cause stays matchable")
+	plain := &wrapped{msg: "no secret here", err: cause}
+	require.Same(t, plain, scrub(plain, password).(*wrapped))
+	require.Same(t, plain, scrub(plain, "").(*wrapped))
+	require.NoError(t, scrub(nil, password))
+}
+
+type wrapped struct {
+	msg string
+	err error
+}
+
+func (e *wrapped) Error() string { return e.msg }
+func (e *wrapped) Unwrap() error { return e.err }
+
+// lockedBuffer is a log sink written by the listener's goroutine and read
+// by the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestPasswordNeverLogged runs a store whose connection string holds a
+// password through migrations, a lost listener connection and a refused
+// schema; the password appears in no log line and no error.
+func TestPasswordNeverLogged(t *testing.T) {
+	t.Parallel()
+	dsn := withParam(t, freshSchema(t), "password", password)
+	var logs lockedBuffer
+	s, err := open(t.Context(), dsn, &Config{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))},
+		func(l *listener) { l.minBackoff = 10 * time.Millisecond })
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	require.NoError(t, s.Migrate(t.Context()))
+	listens := s.lis.listens.Load()
+	adminExec(t, "SELECT pg_terminate_backend($1)", int64(s.lis.pid.Load()))
+	poll(t, "the listener reconnects", func() bool { return s.lis.listens.Load() > listens })
+	poll(t, "the reconnection is logged", func() bool { return strings.Contains(logs.String(), "reconnected") })
+	require.NotContains(t, logs.String(), password)
+	require.Contains(t, logs.String(), "migration applied")
+	require.NotContains(t, s.Target(), password)
+
+	_, err = Open(t.Context(), withParam(t, dsn, "search_path", "no_such_schema_here"), nil)
+	require.ErrorContains(t, err, "no schema")
+	require.NotContains(t, err.Error(), password)
+	require.ErrorContains(t, err, "search_path")
+}
+
+func TestTarget(t *testing.T) {
+	t.Parallel()
+	s := openTest(t, nil)
+	require.Contains(t, s.Target(), "schema \""+s.Schema()+"\"")
+	require.True(t, strings.HasPrefix(s.Schema(), "longhaul_test_"))
+}
+
+// TestSchemasAreSeparate: two deployments in two schemas of one database
+// share nothing, notifications included.
+func TestSchemasAreSeparate(t *testing.T) {
+	t.Parallel()
+	a := openMigrated(t, nil)
+	b := openMigrated(t, nil)
+	require.NotEqual(t, a.channel, b.channel)
+	ch, cancel := b.Subscribe(t.Context())
+	defer cancel()
+	createSession(t, a, "ses_a", true)
+	_, err := b.SessionGet(t.Context(), "ses_a")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	createSession(t, b, "ses_b", false)
+	require.Equal(t, store.Notification{Kind: store.KindEvents, SessionID: "ses_b", Seq: 1}, receive(t, ch),
+		"b's subscriber hears b's commit, and nothing of a's before it")
+}
+
+func TestChannelName(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "longhaul.public", channelName("public"))
+	long := channelName(strings.Repeat("s", 100))
+	require.LessOrEqual(t, len(long), 63)
+	require.NotEqual(t, long, channelName(strings.Repeat("s", 101)))
+}

@@ -1,0 +1,169 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// Bounds on a stored secret. The vault enforces tighter ones (a value of at
+// most 8 KiB); these only keep a wrong caller from writing nonsense.
+const (
+	maxSecretCiphertext = 64 << 10
+	maxSecretNonce      = 64
+)
+
+// secretPutSQL creates or replaces a secret in one statement, safe against
+// concurrent puts of the same name (ON CONFLICT waits for the other insert
+// and then updates). xmax is 0 only on a row this statement inserted, which
+// is how it tells a creation from a replacement.
+const secretPutSQL = `INSERT INTO secrets (name, ciphertext, nonce, key_id, hosts, inject, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT (name) DO UPDATE SET ciphertext = excluded.ciphertext, nonce = excluded.nonce,
+    key_id = excluded.key_id, hosts = excluded.hosts, inject = excluded.inject, updated_at = excluded.updated_at
+RETURNING xmax = 0`
+
+// SecretPut creates the secret, or replaces it keeping its CreatedAt, and
+// reports whether it created it. Subscribers (on every node) hear
+// store.KindSecrets.
+func (s *Store) SecretPut(ctx context.Context, row *store.SecretRow) (bool, error) {
+	if err := s.checkOpen(); err != nil {
+		return false, err
+	}
+	if err := checkSecretRow(row); err != nil {
+		return false, fmt.Errorf("put secret: %w", err)
+	}
+	var created bool
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		t.queue(secretPutSQL, row.Name, row.Ciphertext, row.Nonce, row.KeyID, nonNil(row.Hosts), string(row.Inject),
+			row.CreatedAt, row.UpdatedAt).QueryRow(func(r pgx.Row) error { return r.Scan(&created) })
+		t.notify(store.Notification{Kind: store.KindSecrets})
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("put secret %s: %w", row.Name, err)
+	}
+	return created, nil
+}
+
+func checkSecretRow(row *store.SecretRow) error {
+	if row == nil {
+		return errors.New("row is nil")
+	}
+	if err := checkID("name", row.Name); err != nil {
+		return err
+	}
+	switch {
+	case len(row.Ciphertext) == 0:
+		return errors.New("ciphertext is empty")
+	case len(row.Ciphertext) > maxSecretCiphertext:
+		return fmt.Errorf("ciphertext is larger than %d bytes", maxSecretCiphertext)
+	case len(row.Nonce) == 0:
+		return errors.New("nonce is empty")
+	case len(row.Nonce) > maxSecretNonce:
+		return fmt.Errorf("nonce is larger than %d bytes", maxSecretNonce)
+	}
+	if err := checkID("key_id", row.KeyID); err != nil {
+		return err
+	}
+	for i, h := range row.Hosts {
+		if err := checkID(fmt.Sprintf("hosts[%d]", i), h); err != nil {
+			return err
+		}
+	}
+	if len(row.Inject) == 0 {
+		return errors.New("inject is empty")
+	}
+	if err := checkJSON("inject", row.Inject); err != nil {
+		return err
+	}
+	if err := checkTime("created_at", row.CreatedAt); err != nil {
+		return err
+	}
+	return checkTime("updated_at", row.UpdatedAt)
+}
+
+const secretColumns = `name, ciphertext, nonce, key_id, hosts, inject::text, created_at, updated_at`
+
+func scanSecret(sc rowScanner) (*store.SecretRow, error) {
+	var (
+		r      store.SecretRow
+		inject string
+	)
+	if err := sc.Scan(&r.Name, &r.Ciphertext, &r.Nonce, &r.KeyID, &r.Hosts, &inject, &r.CreatedAt, &r.UpdatedAt); err != nil {
+		return nil, err
+	}
+	r.Hosts = nonNil(r.Hosts)
+	r.Inject = []byte(inject)
+	r.CreatedAt = r.CreatedAt.UTC()
+	r.UpdatedAt = r.UpdatedAt.UTC()
+	return &r, nil
+}
+
+// SecretGet returns one secret, or store.ErrNotFound.
+func (s *Store) SecretGet(ctx context.Context, name string) (*store.SecretRow, error) {
+	if err := checkID("name", name); err != nil {
+		return nil, fmt.Errorf("get secret: %w", err)
+	}
+	var r *store.SecretRow
+	err := s.queryRow(ctx, func(row pgx.Row) (err error) {
+		r, err = scanSecret(row)
+		return err
+	}, `SELECT `+secretColumns+` FROM secrets WHERE name = $1`, name)
+	if err != nil {
+		return nil, fmt.Errorf("get secret %s: %w", name, err)
+	}
+	return r, nil
+}
+
+// SecretList returns every secret, by name.
+func (s *Store) SecretList(ctx context.Context) ([]*store.SecretRow, error) {
+	var out []*store.SecretRow
+	err := s.query(ctx, func(rows pgx.Rows) error {
+		r, err := scanSecret(rows)
+		if err != nil {
+			return err
+		}
+		out = append(out, r)
+		return nil
+	}, `SELECT `+secretColumns+` FROM secrets ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list secrets: %w", err)
+	}
+	return out, nil
+}
+
+// SecretDelete removes a secret, or returns store.ErrNotFound. Subscribers
+// (on every node) hear store.KindSecrets.
+func (s *Store) SecretDelete(ctx context.Context, name string) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if err := checkID("name", name); err != nil {
+		return fmt.Errorf("delete secret: %w", err)
+	}
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		var deleted bool
+		t.queue(`DELETE FROM secrets WHERE name = $1`, name).Exec(func(ct pgconn.CommandTag) error {
+			deleted = ct.RowsAffected() > 0
+			return nil
+		})
+		if err := t.flush(ctx); err != nil {
+			return err
+		}
+		if !deleted {
+			return store.ErrNotFound
+		}
+		t.notify(store.Notification{Kind: store.KindSecrets})
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("delete secret %s: %w", name, err)
+	}
+	return nil
+}

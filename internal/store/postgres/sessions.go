@@ -1,0 +1,221 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// Session list limits.
+const (
+	defaultSessionListLimit = 50
+	maxSessionListLimit     = 1000
+)
+
+// SessionCreate inserts a session with its first events (seqs 1..n),
+// projection rows and blobs in one transaction; store.ErrConflict if the id
+// exists. The session's LastSeq and Lease in the params are ignored: it
+// starts with the seq of its last event and no lease (epoch 0). A zero
+// UpdatedAt is taken to be CreatedAt. Subscribers hear KindEvents (if there
+// were events) and, when the session is runnable or has a wake time,
+// KindRunnable.
+func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams) ([]store.Event, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	if p == nil {
+		return nil, errors.New("create session: params are nil")
+	}
+	sess := p.Session
+	if sess.UpdatedAt.IsZero() {
+		sess.UpdatedAt = sess.CreatedAt
+	}
+	if err := checkSessionCreate(&sess, p); err != nil {
+		return nil, fmt.Errorf("create session: %w", err)
+	}
+	events := newEvents(sess.ID, 0, p.Events)
+	docs, err := normalizeDocs(sess.ID, p.Docs)
+	if err != nil {
+		return nil, fmt.Errorf("create session %s: %w", sess.ID, err)
+	}
+	lastSeq := int64(len(events))
+
+	err = s.write(ctx, func(ctx context.Context, t *txn) error {
+		t.queue(`INSERT INTO sessions (id, agent_name, agent_version, parent_id, status, spec, state,
+    last_seq, runnable, wake_at, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+			sess.ID, sess.AgentName, sess.AgentVersion, nullText(sess.ParentID), sess.Status,
+			jsonArg(sess.Spec), jsonArg(sess.State), lastSeq, sess.Runnable,
+			sess.WakeAt, sess.CreatedAt, sess.UpdatedAt)
+		queueEvents(t, events)
+		queueDocs(t, docs)
+		queueBlobs(t, p.Blobs)
+		if lastSeq > 0 {
+			t.notify(store.Notification{Kind: store.KindEvents, SessionID: sess.ID, Seq: lastSeq})
+		}
+		if sess.Runnable || sess.WakeAt != nil {
+			t.notify(store.Notification{Kind: store.KindRunnable, SessionID: sess.ID})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create session %s: %w", sess.ID, err)
+	}
+	return events, nil
+}
+
+func checkSessionCreate(sess *store.SessionRow, p *store.SessionCreateParams) error {
+	if err := checkID("session.id", sess.ID); err != nil {
+		return err
+	}
+	if err := checkID("session.agent_name", sess.AgentName); err != nil {
+		return err
+	}
+	if sess.AgentVersion < 1 {
+		return fmt.Errorf("session.agent_version must be at least 1, got %d", sess.AgentVersion)
+	}
+	if sess.ParentID == sess.ID {
+		return fmt.Errorf("session.parent_id is the session's own id %q", sess.ID)
+	}
+	if err := checkText("session.parent_id", sess.ParentID); err != nil {
+		return err
+	}
+	if err := checkID("session.status", sess.Status); err != nil {
+		return err
+	}
+	if err := checkJSON("session.spec", sess.Spec); err != nil {
+		return err
+	}
+	if err := checkJSON("session.state", sess.State); err != nil {
+		return err
+	}
+	if sess.WakeAt != nil {
+		if err := checkTime("session.wake_at", *sess.WakeAt); err != nil {
+			return err
+		}
+	}
+	if err := checkTime("session.created_at", sess.CreatedAt); err != nil {
+		return err
+	}
+	if err := checkTime("session.updated_at", sess.UpdatedAt); err != nil {
+		return err
+	}
+	if err := checkNewEvents(p.Events); err != nil {
+		return err
+	}
+	if err := checkDocs(p.Docs); err != nil {
+		return err
+	}
+	return checkBlobs(p.Blobs)
+}
+
+const sessionColumns = `id, agent_name, agent_version, parent_id, status, spec, state, last_seq, runnable,
+    wake_at, lease_owner, lease_epoch, lease_expires_at, created_at, updated_at`
+
+func scanSession(sc rowScanner) (*store.SessionRow, error) {
+	var (
+		r             store.SessionRow
+		parent, owner *string
+		spec, state   []byte
+		wake, expires *time.Time
+	)
+	err := sc.Scan(&r.ID, &r.AgentName, &r.AgentVersion, &parent, &r.Status, &spec, &state, &r.LastSeq,
+		&r.Runnable, &wake, &owner, &r.Lease.Epoch, &expires, &r.CreatedAt, &r.UpdatedAt)
+	if err != nil {
+		return nil, err
+	}
+	if parent != nil {
+		r.ParentID = *parent
+	}
+	r.Spec = fromJSON(spec)
+	r.State = fromJSON(state)
+	r.WakeAt = utcPtr(wake)
+	r.Lease.SessionID = r.ID
+	if owner != nil {
+		r.Lease.Owner = *owner
+		if expires != nil {
+			r.Lease.ExpiresAt = expires.UTC()
+		}
+	}
+	r.CreatedAt = r.CreatedAt.UTC()
+	r.UpdatedAt = r.UpdatedAt.UTC()
+	return &r, nil
+}
+
+// SessionGet returns a session; store.ErrNotFound if there is none.
+func (s *Store) SessionGet(ctx context.Context, id string) (*store.SessionRow, error) {
+	if err := checkID("id", id); err != nil {
+		return nil, fmt.Errorf("get session: %w", err)
+	}
+	var r *store.SessionRow
+	err := s.queryRow(ctx, func(row pgx.Row) (err error) {
+		r, err = scanSession(row)
+		return err
+	}, `SELECT `+sessionColumns+` FROM sessions WHERE id = $1`, id)
+	if err != nil {
+		return nil, fmt.Errorf("get session %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// SessionList returns sessions newest first (created_at, then id,
+// descending), filtered by the non-empty fields of p. Limit 0 means 50; more
+// than 1000 is an error. Cursor is the id of the last session of the
+// previous page; store.ErrNotFound if no such session exists.
+func (s *Store) SessionList(ctx context.Context, p *store.SessionListParams) ([]*store.SessionRow, error) {
+	if p == nil {
+		p = &store.SessionListParams{}
+	}
+	limit, err := checkLimit(p.Limit, defaultSessionListLimit, maxSessionListLimit)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+
+	// One statement shape per combination of filters keeps each one able to
+	// use its index; pgx prepares each shape once per connection.
+	q := `SELECT ` + sessionColumns + ` FROM sessions WHERE true`
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if p.Status != "" {
+		q += ` AND status = ` + arg(p.Status)
+	}
+	if p.Agent != "" {
+		q += ` AND agent_name = ` + arg(p.Agent)
+	}
+	if p.ParentID != "" {
+		q += ` AND parent_id = ` + arg(p.ParentID)
+	}
+	if p.Cursor != "" {
+		var created time.Time
+		err := s.queryRow(ctx, func(row pgx.Row) error { return row.Scan(&created) },
+			`SELECT created_at FROM sessions WHERE id = $1`, p.Cursor)
+		if err != nil {
+			return nil, fmt.Errorf("list sessions: cursor %q: %w", p.Cursor, err)
+		}
+		q += ` AND (created_at, id) < (` + arg(created) + `, ` + arg(p.Cursor) + `)`
+	}
+	q += ` ORDER BY created_at DESC, id DESC LIMIT ` + arg(limit)
+
+	out := make([]*store.SessionRow, 0, min(limit, 64))
+	err = s.query(ctx, func(rows pgx.Rows) error {
+		r, err := scanSession(rows)
+		if err != nil {
+			return err
+		}
+		out = append(out, r)
+		return nil
+	}, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	return out, nil
+}

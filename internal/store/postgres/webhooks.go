@@ -1,0 +1,431 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// Outgoing webhooks: endpoints, per-session state, the outbox and its
+// attempts (004_webhooks.sql). None of these writes notify subscribers: the
+// dispatcher is their only reader and wakes itself.
+
+// maxWebhookPage bounds a page of WebhookDue and WebhookDeliveryList.
+const maxWebhookPage = 1000
+
+// WebhookEndpointCreate inserts an endpoint; store.ErrConflict if the id exists.
+func (s *Store) WebhookEndpointCreate(ctx context.Context, row *store.WebhookEndpointRow) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if row == nil {
+		return errors.New("create webhook endpoint: row is nil")
+	}
+	if err := checkID("id", row.ID); err != nil {
+		return fmt.Errorf("create webhook endpoint: %w", err)
+	}
+	if err := checkEndpoint(row); err != nil {
+		return fmt.Errorf("create webhook endpoint %s: %w", row.ID, err)
+	}
+	_, err := s.exec(ctx, `INSERT INTO webhook_endpoints (id, url, events, secrets, created_at, disabled_at)
+VALUES ($1, $2, $3, $4, $5, $6)`, row.ID, row.URL, nonNil(row.Events), row.Secrets, row.CreatedAt, row.DisabledAt)
+	if err != nil {
+		return fmt.Errorf("create webhook endpoint %s: %w", row.ID, err)
+	}
+	return nil
+}
+
+func checkEndpoint(row *store.WebhookEndpointRow) error {
+	if err := checkID("url", row.URL); err != nil {
+		return err
+	}
+	if len(row.Secrets) == 0 {
+		return errors.New("secrets is empty")
+	}
+	for i, v := range row.Secrets {
+		if err := checkID(fmt.Sprintf("secrets[%d]", i), v); err != nil {
+			return err
+		}
+	}
+	for i, v := range row.Events {
+		if err := checkText(fmt.Sprintf("events[%d]", i), v); err != nil {
+			return err
+		}
+	}
+	return checkTime("created_at", row.CreatedAt)
+}
+
+const endpointColumns = `id, url, events, secrets, created_at, disabled_at`
+
+func scanEndpoint(sc rowScanner) (*store.WebhookEndpointRow, error) {
+	var r store.WebhookEndpointRow
+	if err := sc.Scan(&r.ID, &r.URL, &r.Events, &r.Secrets, &r.CreatedAt, &r.DisabledAt); err != nil {
+		return nil, err
+	}
+	r.Events = nonNil(r.Events)
+	r.Secrets = nonNil(r.Secrets)
+	r.CreatedAt = r.CreatedAt.UTC()
+	r.DisabledAt = utcPtr(r.DisabledAt)
+	return &r, nil
+}
+
+// WebhookEndpointGet returns one endpoint, or store.ErrNotFound.
+func (s *Store) WebhookEndpointGet(ctx context.Context, id string) (*store.WebhookEndpointRow, error) {
+	if err := checkID("id", id); err != nil {
+		return nil, fmt.Errorf("get webhook endpoint: %w", err)
+	}
+	var r *store.WebhookEndpointRow
+	err := s.queryRow(ctx, func(row pgx.Row) (err error) {
+		r, err = scanEndpoint(row)
+		return err
+	}, `SELECT `+endpointColumns+` FROM webhook_endpoints WHERE id = $1`, id)
+	if err != nil {
+		return nil, fmt.Errorf("get webhook endpoint %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// WebhookEndpointList returns every endpoint, oldest first.
+func (s *Store) WebhookEndpointList(ctx context.Context) ([]*store.WebhookEndpointRow, error) {
+	var out []*store.WebhookEndpointRow
+	err := s.query(ctx, func(rows pgx.Rows) error {
+		r, err := scanEndpoint(rows)
+		if err != nil {
+			return err
+		}
+		out = append(out, r)
+		return nil
+	}, `SELECT `+endpointColumns+` FROM webhook_endpoints ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("list webhook endpoints: %w", err)
+	}
+	return out, nil
+}
+
+// WebhookEndpointDelete removes an endpoint and disables its pending
+// deliveries (their rows and attempts stay listed).
+func (s *Store) WebhookEndpointDelete(ctx context.Context, id string, now time.Time) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if err := checkID("id", id); err != nil {
+		return fmt.Errorf("delete webhook endpoint: %w", err)
+	}
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		t.queue(`DELETE FROM webhook_endpoints WHERE id = $1`, id).Exec(func(ct pgconn.CommandTag) error {
+			if ct.RowsAffected() == 0 {
+				return store.ErrNotFound
+			}
+			return nil
+		})
+		t.queue(`UPDATE webhook_deliveries SET status = 'disabled', next_attempt_at = NULL, updated_at = $1
+WHERE endpoint_id = $2 AND status = 'pending'`, now, id)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("delete webhook endpoint %s: %w", id, err)
+	}
+	return nil
+}
+
+// WebhookSessionInit returns the session's webhook state, creating it with
+// secret when missing; two callers racing get the same secret.
+func (s *Store) WebhookSessionInit(ctx context.Context, sessionID, secret string) (*store.WebhookSessionRow, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	if err := checkID("session_id", sessionID); err != nil {
+		return nil, fmt.Errorf("init webhook session: %w", err)
+	}
+	if err := checkID("secret", secret); err != nil {
+		return nil, fmt.Errorf("init webhook session %s: %w", sessionID, err)
+	}
+	// ON CONFLICT DO NOTHING waits for a concurrent insert of the same
+	// session to commit; the SELECT after it (a new snapshot, at READ
+	// COMMITTED) then reads the winner's row.
+	if _, err := s.exec(ctx, `INSERT INTO webhook_sessions (session_id, secret) VALUES ($1, $2)
+ON CONFLICT (session_id) DO NOTHING`, sessionID, secret); err != nil {
+		return nil, fmt.Errorf("init webhook session %s: %w", sessionID, err)
+	}
+	var out store.WebhookSessionRow
+	err := s.queryRow(ctx, func(row pgx.Row) error {
+		return row.Scan(&out.SessionID, &out.Secret, &out.Cursor, &out.DisabledAt)
+	}, `SELECT session_id, secret, cursor, disabled_at FROM webhook_sessions WHERE session_id = $1`, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("init webhook session %s: %w", sessionID, err)
+	}
+	out.DisabledAt = utcPtr(out.DisabledAt)
+	return &out, nil
+}
+
+// WebhookEnqueue inserts deliveries and moves the session's cursor, if the
+// cursor is still fromCursor.
+func (s *Store) WebhookEnqueue(ctx context.Context, sessionID string, fromCursor, cursor int64, rows []*store.WebhookDeliveryRow) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if err := checkID("session_id", sessionID); err != nil {
+		return fmt.Errorf("enqueue webhooks: %w", err)
+	}
+	if cursor < fromCursor {
+		return fmt.Errorf("enqueue webhooks %s: cursor %d is before from_cursor %d", sessionID, cursor, fromCursor)
+	}
+	for i, r := range rows {
+		if err := checkDelivery(r); err != nil {
+			return fmt.Errorf("enqueue webhooks %s: rows[%d]: %w", sessionID, i, err)
+		}
+	}
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		var moved bool
+		t.queue(`UPDATE webhook_sessions SET cursor = $1 WHERE session_id = $2 AND cursor = $3`, cursor, sessionID, fromCursor).
+			Exec(func(ct pgconn.CommandTag) error {
+				moved = ct.RowsAffected() == 1
+				return nil
+			})
+		if err := t.flush(ctx); err != nil {
+			return err
+		}
+		if !moved {
+			var exists bool
+			t.queue(`SELECT EXISTS (SELECT 1 FROM webhook_sessions WHERE session_id = $1)`, sessionID).
+				QueryRow(func(row pgx.Row) error { return row.Scan(&exists) })
+			if err := t.flush(ctx); err != nil {
+				return err
+			}
+			if !exists {
+				return fmt.Errorf("webhook session: %w", store.ErrNotFound)
+			}
+			return fmt.Errorf("cursor moved past %d: %w", fromCursor, store.ErrConflict)
+		}
+		for _, r := range rows {
+			t.queue(`INSERT INTO webhook_deliveries (id, endpoint_id, session_id, url, type, event_seq, body, status,
+    attempts, next_attempt_at, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (id) DO NOTHING`,
+				r.ID, r.EndpointID, r.SessionID, r.URL, r.Type, r.EventSeq, r.Body, r.Status, r.Attempts,
+				r.NextAttemptAt, r.CreatedAt, r.UpdatedAt)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("enqueue webhooks %s: %w", sessionID, err)
+	}
+	return nil
+}
+
+func checkDelivery(r *store.WebhookDeliveryRow) error {
+	if r == nil {
+		return errors.New("row is nil")
+	}
+	for _, f := range []struct{ name, v string }{{"id", r.ID}, {"session_id", r.SessionID}, {"url", r.URL}, {"type", r.Type}, {"status", r.Status}} {
+		if err := checkID(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	if err := checkText("endpoint_id", r.EndpointID); err != nil {
+		return err
+	}
+	if len(r.Body) == 0 {
+		return errors.New("body is empty")
+	}
+	if r.NextAttemptAt != nil {
+		if err := checkTime("next_attempt_at", *r.NextAttemptAt); err != nil {
+			return err
+		}
+	}
+	if err := checkTime("created_at", r.CreatedAt); err != nil {
+		return err
+	}
+	return checkTime("updated_at", r.UpdatedAt)
+}
+
+const deliveryColumns = `pos, id, endpoint_id, session_id, url, type, event_seq, body, status, attempts, next_attempt_at, created_at, updated_at`
+
+func scanDelivery(sc rowScanner) (*store.WebhookDeliveryRow, error) {
+	var r store.WebhookDeliveryRow
+	if err := sc.Scan(&r.Pos, &r.ID, &r.EndpointID, &r.SessionID, &r.URL, &r.Type, &r.EventSeq, &r.Body, &r.Status,
+		&r.Attempts, &r.NextAttemptAt, &r.CreatedAt, &r.UpdatedAt); err != nil {
+		return nil, err
+	}
+	r.NextAttemptAt = utcPtr(r.NextAttemptAt)
+	r.CreatedAt = r.CreatedAt.UTC()
+	r.UpdatedAt = r.UpdatedAt.UTC()
+	return &r, nil
+}
+
+func checkPage(limit int) (int, error) {
+	switch {
+	case limit == 0:
+		return 50, nil
+	case limit < 0 || limit > maxWebhookPage:
+		return 0, fmt.Errorf("limit must be between 1 and %d, got %d", maxWebhookPage, limit)
+	}
+	return limit, nil
+}
+
+// WebhookDue returns pending deliveries due at now, earliest first.
+func (s *Store) WebhookDue(ctx context.Context, now time.Time, limit int) ([]*store.WebhookDeliveryRow, error) {
+	limit, err := checkPage(limit)
+	if err != nil {
+		return nil, fmt.Errorf("list due webhooks: %w", err)
+	}
+	var out []*store.WebhookDeliveryRow
+	err = s.query(ctx, func(rows pgx.Rows) error {
+		r, err := scanDelivery(rows)
+		if err != nil {
+			return err
+		}
+		out = append(out, r)
+		return nil
+	}, `SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= $1
+ORDER BY next_attempt_at, pos LIMIT $2`, now, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list due webhooks: %w", err)
+	}
+	return out, nil
+}
+
+// WebhookNextDue returns the earliest pending next attempt time, or nil.
+func (s *Store) WebhookNextDue(ctx context.Context) (*time.Time, error) {
+	var next *time.Time
+	err := s.queryRow(ctx, func(row pgx.Row) error { return row.Scan(&next) },
+		`SELECT min(next_attempt_at) FROM webhook_deliveries WHERE status = 'pending'`)
+	if err != nil {
+		return nil, fmt.Errorf("next due webhook: %w", err)
+	}
+	return utcPtr(next), nil
+}
+
+// WebhookRecordAttempt records an attempt and the delivery's new state.
+func (s *Store) WebhookRecordAttempt(ctx context.Context, p *store.WebhookAttemptParams) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if p == nil {
+		return errors.New("record webhook attempt: params is nil")
+	}
+	if err := checkID("delivery_id", p.DeliveryID); err != nil {
+		return fmt.Errorf("record webhook attempt: %w", err)
+	}
+	switch p.Status {
+	case store.WebhookPending, store.WebhookDelivered, store.WebhookFailed, store.WebhookDisabled:
+	default:
+		return fmt.Errorf("record webhook attempt %s: unknown status %q", p.DeliveryID, p.Status)
+	}
+	if p.Status == store.WebhookPending && p.NextAttemptAt == nil {
+		return fmt.Errorf("record webhook attempt %s: a pending delivery needs next_attempt_at", p.DeliveryID)
+	}
+	if err := checkTime("attempt.at", p.Attempt.At); err != nil {
+		return fmt.Errorf("record webhook attempt %s: %w", p.DeliveryID, err)
+	}
+	if err := checkText("attempt.error", p.Attempt.Error); err != nil {
+		return fmt.Errorf("record webhook attempt %s: %w", p.DeliveryID, err)
+	}
+	if err := checkTime("now", p.Now); err != nil {
+		return fmt.Errorf("record webhook attempt %s: %w", p.DeliveryID, err)
+	}
+	next := p.NextAttemptAt
+	if p.Status != store.WebhookPending {
+		next = nil
+	}
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		var endpointID, sessionID string
+		// FOR UPDATE: attempts of one delivery are recorded one at a time.
+		t.queue(`SELECT endpoint_id, session_id FROM webhook_deliveries WHERE id = $1 FOR UPDATE`, p.DeliveryID).
+			QueryRow(func(row pgx.Row) error {
+				if err := row.Scan(&endpointID, &sessionID); err != nil {
+					return fmt.Errorf("delivery: %w", mapErr(err))
+				}
+				return nil
+			})
+		if err := t.flush(ctx); err != nil {
+			return err
+		}
+		a := p.Attempt
+		t.queue(`INSERT INTO webhook_attempts (delivery_id, attempt, at, status_code, error, duration_us) VALUES ($1, $2, $3, $4, $5, $6)`,
+			p.DeliveryID, a.Attempt, a.At, a.StatusCode, a.Error, a.Duration.Microseconds())
+		t.queue(`UPDATE webhook_deliveries SET status = $1, attempts = $2, next_attempt_at = $3, updated_at = $4 WHERE id = $5`,
+			p.Status, a.Attempt, next, p.Now, p.DeliveryID)
+		if !p.DisableTarget {
+			return nil
+		}
+		if endpointID != "" {
+			t.queue(`UPDATE webhook_endpoints SET disabled_at = $1 WHERE id = $2 AND disabled_at IS NULL`, p.Now, endpointID)
+			t.queue(`UPDATE webhook_deliveries SET status = 'disabled', next_attempt_at = NULL, updated_at = $1
+WHERE endpoint_id = $2 AND status = 'pending'`, p.Now, endpointID)
+		} else {
+			t.queue(`UPDATE webhook_sessions SET disabled_at = $1 WHERE session_id = $2 AND disabled_at IS NULL`, p.Now, sessionID)
+			t.queue(`UPDATE webhook_deliveries SET status = 'disabled', next_attempt_at = NULL, updated_at = $1
+WHERE endpoint_id = '' AND session_id = $2 AND status = 'pending'`, p.Now, sessionID)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record webhook attempt %s: %w", p.DeliveryID, err)
+	}
+	return nil
+}
+
+// WebhookDeliveryList pages deliveries newest first, each with its attempts.
+func (s *Store) WebhookDeliveryList(ctx context.Context, p *store.WebhookDeliveryListParams) ([]*store.WebhookDeliveryRow, error) {
+	if p == nil {
+		p = &store.WebhookDeliveryListParams{}
+	}
+	limit, err := checkPage(p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list webhook deliveries: %w", err)
+	}
+	before := p.BeforePos
+	if before <= 0 {
+		before = 1<<63 - 1
+	}
+	var out []*store.WebhookDeliveryRow
+	err = s.query(ctx, func(rows pgx.Rows) error {
+		r, err := scanDelivery(rows)
+		if err != nil {
+			return err
+		}
+		r.AttemptList = []store.WebhookAttemptRow{}
+		out = append(out, r)
+		return nil
+	}, `SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE pos < $1 ORDER BY pos DESC LIMIT $2`, before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list webhook deliveries: %w", err)
+	}
+	if len(out) == 0 {
+		return out, nil
+	}
+	// All the page's attempts in one query.
+	byID := make(map[string]*store.WebhookDeliveryRow, len(out))
+	ids := make([]string, len(out))
+	for i, d := range out {
+		byID[d.ID] = d
+		ids[i] = d.ID
+	}
+	err = s.query(ctx, func(rows pgx.Rows) error {
+		var (
+			id  string
+			a   store.WebhookAttemptRow
+			dur int64
+		)
+		if err := rows.Scan(&id, &a.Attempt, &a.At, &a.StatusCode, &a.Error, &dur); err != nil {
+			return err
+		}
+		a.At = a.At.UTC()
+		a.Duration = time.Duration(dur) * time.Microsecond
+		if d := byID[id]; d != nil {
+			d.AttemptList = append(d.AttemptList, a)
+		}
+		return nil
+	}, `SELECT delivery_id, attempt, at, status_code, error, duration_us FROM webhook_attempts
+WHERE delivery_id = ANY($1) ORDER BY delivery_id, attempt`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("list webhook deliveries: attempts: %w", err)
+	}
+	return out, nil
+}
