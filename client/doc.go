@@ -2,7 +2,9 @@
 // typed method per endpoint, taking and returning the wire types of
 // longhaultype; StreamEvents, which follows a session's journal live;
 // StreamTreeEvents, which follows a session and all its sub-agents; and
-// AllActions, which pages through the inbox of required actions.
+// AllActions and AllWebhookDeliveries, which page through the inbox of
+// required actions and the webhook deliveries. Every route of the API has
+// its method, except GET /metrics (Prometheus text, for a scraper).
 //
 // Invariants it keeps:
 //
@@ -11,7 +13,9 @@
 //     key, which is what makes retrying a POST after a lost response safe.
 //   - Transient failures (connection refused or reset, 429, 502, 503, 504)
 //     are retried with capped exponential backoff; anything else is
-//     returned at once. Every non-2xx response is an *APIError.
+//     returned at once. Every non-2xx response is an *APIError carrying
+//     the API's status, error code, message and field (reach it with
+//     errors.As, or test it with IsNotFound, IsConflict and HasCode).
 //   - StreamEvents yields each event with seq > after exactly once and in
 //     order: it resumes by Last-Event-ID across disconnects and server
 //     restarts, drops replayed events and back-fills gaps with ListEvents.

@@ -40,6 +40,12 @@ func TestEndpoints(t *testing.T) {
 	artifact := &lt.Artifact{ID: "art_1", SessionID: "ses_1", Name: "brief.md", Version: 1, SHA256: digest,
 		Size: int64(len(content)), ContentType: "text/markdown", Final: true, CreatedAt: testTime}
 
+	endpoint := &lt.WebhookEndpoint{ID: "whe_1", URL: "https://app.example.com/hooks", Events: []string{lt.WebhookSessionIdle},
+		Secret: "whsec_c2VjcmV0", CreatedAt: testTime}
+	delivery := lt.WebhookDelivery{ID: "whd_1", EndpointID: "whe_1", SessionID: "ses_1", URL: endpoint.URL, Type: lt.WebhookSessionIdle,
+		EventSeq: 12, Status: "delivered", CreatedAt: testTime,
+		Attempts: []lt.WebhookDeliveryAttempt{{Attempt: 1, At: testTime, StatusCode: 204, DurationMS: 15}}}
+
 	type result struct {
 		data        []byte
 		contentType string
@@ -262,6 +268,35 @@ func TestEndpoints(t *testing.T) {
 			method: "GET", path: "/v1/agents/researcher", query: "version=3", resp: agent,
 		},
 		{
+			name: "CreateWebhookEndpoint",
+			call: func(ctx context.Context, c *Client) (any, error) {
+				return c.CreateWebhookEndpoint(ctx, &lt.CreateWebhookEndpointRequest{URL: "https://app.example.com/hooks", Events: []string{lt.WebhookSessionIdle}})
+			},
+			method: "POST", path: "/v1/webhooks/endpoints",
+			body:   `{"url":"https://app.example.com/hooks","events":["session.idle"]}`,
+			status: http.StatusCreated, resp: endpoint,
+		},
+		{
+			name:   "ListWebhookEndpoints",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.ListWebhookEndpoints(ctx) },
+			method: "GET", path: "/v1/webhooks/endpoints",
+			resp: &lt.List[lt.WebhookEndpoint]{Data: []lt.WebhookEndpoint{{ID: "whe_1", URL: endpoint.URL, Events: endpoint.Events, CreatedAt: testTime}}},
+		},
+		{
+			name:   "DeleteWebhookEndpoint",
+			call:   func(ctx context.Context, c *Client) (any, error) { return nil, c.DeleteWebhookEndpoint(ctx, "whe_1") },
+			method: "DELETE", path: "/v1/webhooks/endpoints/whe_1",
+			respond: func(w http.ResponseWriter) { w.WriteHeader(http.StatusNoContent) }, noDecode: true,
+		},
+		{
+			name: "ListWebhookDeliveries",
+			call: func(ctx context.Context, c *Client) (any, error) {
+				return c.ListWebhookDeliveries(ctx, ListWebhookDeliveriesParams{Cursor: "cur_1", Limit: 5})
+			},
+			method: "GET", path: "/v1/webhooks/deliveries", query: "cursor=cur_1&limit=5",
+			resp: &lt.List[lt.WebhookDelivery]{Data: []lt.WebhookDelivery{delivery}, NextCursor: &next},
+		},
+		{
 			name:   "Health",
 			call:   func(ctx context.Context, c *Client) (any, error) { return nil, c.Health(ctx) },
 			method: "GET", path: "/healthz", respond: func(w http.ResponseWriter) {}, noDecode: true,
@@ -469,4 +504,63 @@ func TestAllActionsEndsWithTheError(t *testing.T) {
 	require.ErrorAs(t, errs[0], &ae)
 	require.Equal(t, http.StatusBadRequest, ae.Status)
 	require.Contains(t, errs[0].Error(), "list actions")
+}
+
+func TestAllWebhookDeliveriesFollowsCursors(t *testing.T) {
+	t.Parallel()
+	rc := newRecorder(func(n int, w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Query().Get("cursor") {
+		case "":
+			writeJSON(w, http.StatusOK, lt.List[lt.WebhookDelivery]{Data: []lt.WebhookDelivery{{ID: "whd_3"}, {ID: "whd_2"}}, NextCursor: new("c1")})
+		case "c1":
+			writeJSON(w, http.StatusOK, lt.List[lt.WebhookDelivery]{Data: []lt.WebhookDelivery{{ID: "whd_1"}}})
+		default:
+			writeAPIError(w, http.StatusBadRequest, lt.CodeInvalidRequest, "unknown cursor")
+		}
+	})
+	srv := startServer(t, rc)
+	c, _ := newTestClient(t, srv.URL, nil)
+	var ids []string
+	for d, err := range c.AllWebhookDeliveries(t.Context(), ListWebhookDeliveriesParams{Limit: 2}) {
+		require.NoError(t, err)
+		ids = append(ids, d.ID)
+	}
+	require.Equal(t, []string{"whd_3", "whd_2", "whd_1"}, ids)
+	reqs := rc.all()
+	require.Len(t, reqs, 2)
+	require.Equal(t, "limit=2", reqs[0].query)
+	require.Equal(t, "cursor=c1&limit=2", reqs[1].query)
+}
+
+func TestWebhookEndpointErrors(t *testing.T) {
+	t.Parallel()
+	rc := newRecorder(func(n int, w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			writeAPIError(w, http.StatusNotFound, lt.CodeNotFound, "webhook endpoint whe_9 not found")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"error":{"code":"invalid_request","message":"must be an absolute http(s) URL","field":"url"}}`))
+	})
+	srv := startServer(t, rc)
+	c, _ := newTestClient(t, srv.URL, nil)
+
+	err := c.DeleteWebhookEndpoint(t.Context(), "whe_9")
+	require.True(t, IsNotFound(err))
+	require.ErrorContains(t, err, "delete webhook endpoint whe_9")
+
+	_, err = c.CreateWebhookEndpoint(t.Context(), &lt.CreateWebhookEndpointRequest{URL: "ftp://x"})
+	var ae *APIError
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, "url", ae.Field)
+	require.True(t, HasCode(err, lt.CodeInvalidRequest))
+	require.False(t, HasCode(err, lt.CodeNotFound))
+
+	require.EqualError(t, c.DeleteWebhookEndpoint(t.Context(), ""), "delete webhook endpoint: id is empty")
+	_, err = c.CreateWebhookEndpoint(t.Context(), nil)
+	require.EqualError(t, err, "create webhook endpoint: req is nil")
+	_, err = c.ListWebhookDeliveries(t.Context(), ListWebhookDeliveriesParams{Limit: -1})
+	require.EqualError(t, err, "list webhook deliveries: ListWebhookDeliveriesParams.Limit -1 is outside 0..500")
+	require.Len(t, rc.all(), 2, "invalid arguments send nothing")
 }

@@ -103,6 +103,15 @@ func IsNotFound(err error) bool { return hasStatus(err, http.StatusNotFound) }
 // Idempotency-Key with another body, or another decision on a resolved action.
 func IsConflict(err error) bool { return hasStatus(err, http.StatusConflict) }
 
+// HasCode reports whether err is (or wraps) an API error whose code is code,
+// one of longhaultype's Code constants (CodeInvalidRequest, CodeNotFound...)
+// or another the server sent (such as "not_implemented"). For the field an
+// invalid_request names, use errors.As to reach the *APIError.
+func HasCode(err error, code string) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Code == code
+}
+
 func hasStatus(err error, status int) bool {
 	var ae *APIError
 	return errors.As(err, &ae) && ae.Status == status

@@ -48,26 +48,10 @@ func (c *Client) ListAllActions(ctx context.Context, p lt.ListActionsParams) (*l
 // The error is non-nil only once, as the last value. Breaking out of the
 // loop stops reading pages.
 func (c *Client) AllActions(ctx context.Context, p lt.ListActionsParams) iter.Seq2[lt.Action, error] {
-	return func(yield func(lt.Action, error) bool) {
-		for {
-			page, err := c.ListAllActions(ctx, p)
-			if err != nil {
-				yield(lt.Action{}, err)
-				return
-			}
-			for _, a := range page.Data {
-				if !yield(a, nil) {
-					return
-				}
-			}
-			// An empty page with a cursor would loop forever on a server
-			// that misbehaves; the API never sends one.
-			if page.NextCursor == nil || len(page.Data) == 0 {
-				return
-			}
-			p.Cursor = *page.NextCursor
-		}
-	}
+	return Pages(p.Cursor, func(cursor string) (*lt.List[lt.Action], error) {
+		p.Cursor = cursor
+		return c.ListAllActions(ctx, p)
+	})
 }
 
 // GetAction returns a required action by its id alone, in any status

@@ -28,11 +28,60 @@
 //     after the restart with its original webhook-id, exactly once with a
 //     2xx, signed so that the Standard Webhooks reference library verifies
 //     it.
+//   - TestWebUIApproveEditAndReview, TestWebUISignInWithAPIKey and
+//     TestWebUIModules drive the web UI in headless Chromium (chromedp):
+//     approvals appear in the inbox, edited arguments are checked and the
+//     session goes on with them (the journal, the ledger and the artifact
+//     say so), the timeline follows the session live without a reload,
+//     accepting the artifact changes the report, a server with API keys
+//     asks for one; screenshots of every page go to $LONGHAUL_SCREENSHOTS.
+//   - TestMultiNodeKills runs three nodes on one PostgreSQL schema with 200
+//     sessions mixing the crash test's tools with approvals (decided
+//     through any node) and durable waits (sleeps, and signals sent to a
+//     random node), SIGKILLs a node every second or two, in turn, and
+//     restarts it (some stay down past the lease TTL, so the others take
+//     their sessions over). It requires what TestCrashRecovery requires,
+//     and that no step's model call was answered twice, that every read saw
+//     the session's latest workspace on whichever node it ran, and that SSE
+//     clients following sessions through the kills collected exactly the
+//     journals.
+//   - TestMultiNodeZombie SIGSTOPs a node in the middle of its sessions'
+//     slow steps, lets two other nodes take them over past the lease TTL
+//     and finish them, then SIGCONTs it: it must log the loss of every
+//     lease, no write of it may be accepted (the epoch fence), and nothing
+//     may run twice.
+//   - TestMultiNodeSSEFailover follows sessions' streams on one node while
+//     other nodes run them, kills that node, and resumes each stream on
+//     another with Last-Event-ID: no gap, no duplicate, and the events other
+//     nodes write arrive at once (LISTEN/NOTIFY, not the ping's re-read).
+//   - TestMultiNodePostgresRestart stops a PostgreSQL cluster of its own
+//     under two nodes while sessions run: /readyz reports not ready, naming
+//     the storage error, while it is down; once it is back the nodes are
+//     ready again, their listeners reconnect (a stream on one node gets
+//     the other's events at once), and every session finishes as the
+//     workload requires.
+//   - TestMultiNodeWorkspaceFollowsSession moves a session from node A to
+//     node B and back at its waits: what it reads on A must be what it
+//     wrote on B (a node's copy of a workspace is a cache, never used
+//     stale).
 //   - TestReadmeServeCommand runs the README's first command as written and
 //     stops it with SIGTERM; TestReadmeTestCommandIsWhatCIRuns keeps the
 //     README's test command and .ci/run identical, so neither can rot.
 //
+// workload_test.go holds what the crash and multi-node tests share: the
+// plans, the operator that decides from evidence kept outside the servers,
+// and the checks of journals, ledgers and that evidence. cluster_test.go
+// holds the nodes on PostgreSQL and the throwaway PostgreSQL cluster.
+//
 // The package has no non-test code beyond this comment; nothing imports it.
 // Its tests skip nothing: they need only the go command, a POSIX sh, curl,
-// bubblewrap and the loopback interface, all of which CI has.
+// bubblewrap, Chromium, PostgreSQL and the loopback interface, all of which
+// CI has.
+// Outside CI (CI=true), the browser tests skip when no chromium is on PATH.
+// The multi-node tests need PostgreSQL: a test database named by
+// LONGHAUL_TEST_POSTGRES (or LONGHAUL_TEST_POSTGRES_URL), in which each test
+// makes a schema of its own, and, for the outage test, the server binaries
+// (initdb, pg_ctl), which it runs as the postgres user when run as root.
+// Without them they skip, except under CI=true, where they fail (.ci/run
+// starts a throwaway cluster and sets the variable).
 package e2e

@@ -105,6 +105,12 @@ const (
 	DecisionSkip         = "skip"
 )
 
+// ResolutionReconciled is the resolution of an effect whose outcome was
+// unknown after a crash and that the tool's reconcile probe found had
+// happened: the engine recorded the probe's output as the call's result
+// without asking anyone.
+const ResolutionReconciled = "reconciled"
+
 // EffectClass says what re-running a tool does to the world (DESIGN.md
 // principle 3).
 type EffectClass string

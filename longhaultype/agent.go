@@ -107,7 +107,8 @@ const (
 
 // Policy decides whether a tool call runs (allow), waits for a person's
 // approval (ask) or is refused (deny). A policy matches a call when Tool
-// names the call's tool (empty or "*": every tool) and When, a CEL
+// names the call's tool (empty or "*": every tool; "docs__*": every tool
+// whose name starts with "docs__", such as an MCP server's) and When, a CEL
 // expression, is true (empty: always). Of all matching policies the most
 // restrictive decides (deny over ask over allow); a call no policy matches
 // is allowed. When sees `tool`, `args` (the call's arguments), `effects`
@@ -158,8 +159,10 @@ type ModelSpec struct {
 	Script json.RawMessage `json:"script,omitempty"`
 }
 
-// ToolSpec enables a tool for an agent: a built-in by name, or an application
-// function tool (Type "function") answered through a function_call action.
+// ToolSpec enables a tool for an agent: a built-in by name, an application
+// function tool (Type "function") answered through a function_call action,
+// or the tools of an MCP server (Type "mcp"; Name names the server, and the
+// model sees each of its tools as "<name>__<tool>").
 type ToolSpec struct {
 	Name        string          `json:"name"`
 	Type        string          `json:"type,omitempty"`
@@ -172,6 +175,32 @@ type ToolSpec struct {
 	// affects (e.g. ["to", "cc"]); approvals list them. Default: values
 	// that look like e-mail addresses, URLs, paths or commands.
 	Affects []string `json:"affects,omitempty"`
+
+	// MCP servers (Type "mcp") only.
+
+	// Command, with Args, starts a stdio server in the session's sandbox,
+	// in its workspace; Env adds environment variables (never secrets:
+	// they would enter the sandbox).
+	Command string            `json:"command,omitempty"`
+	Args    []string          `json:"args,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	// URL is a streamable HTTP server, reached under the session's network
+	// allowlist (environment.network).
+	URL string `json:"url,omitempty"`
+	// HeadersSecret names a vault secret injected into the requests to URL
+	// (its header and format), when the secret is bound to URL's host.
+	HeadersSecret string `json:"headers_secret,omitempty"`
+	// Tools is an allowlist of the server's tool names (default: all).
+	Tools []string `json:"tools,omitempty"`
+	// Effects sets the effect class of the server's tools by their names
+	// on the server ({"echo": "read"}); a tool it does not name is
+	// irreversible unless TrustAnnotations.
+	Effects map[string]EffectClass `json:"effects,omitempty"`
+	// TrustAnnotations lets the server's tool annotations classify the
+	// tools Effects does not name: readOnlyHint makes a tool read,
+	// idempotentHint idempotent (default false: annotations are the
+	// server's claims, not the operator's).
+	TrustAnnotations bool `json:"trust_annotations,omitempty"`
 }
 
 // Agent is a named, versioned agent definition.

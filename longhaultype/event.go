@@ -63,6 +63,13 @@ const (
 	EventWaitStarted             = "wait.started"
 	EventEnvironmentLost         = "environment.lost"
 	EventEnvironmentRestored     = "environment.restored"
+	// EventMCPToolsListed: the tools an MCP server offered, as the model
+	// sees them from then on (listed when first needed, at a turn's start
+	// and after the server restarted; journaled when they changed).
+	EventMCPToolsListed = "mcp.tools_listed"
+	// EventMCPServerLost: an MCP server died or its connection broke
+	// while a call to it ran.
+	EventMCPServerLost = "mcp.server_lost"
 )
 
 // BlobRef points at a content-addressed blob. Event payloads over 64 KiB are

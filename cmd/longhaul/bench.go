@@ -12,25 +12,44 @@ import (
 
 func (c *cli) benchCmd() *cobra.Command {
 	var (
-		steps, concurrent, rounds, waiting int
-		dataDir                            string
+		steps, concurrent, rounds, waiting, nodes int
+		dataDir, storeURL                         string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure the engine's core loop on SQLite and print a table",
-		Long: `Measure the engine on an embedded SQLite store (synchronous=FULL) with the
-scripted model and a no-op read tool, so what is measured is Longhaul's own
-overhead: journal appends, projections, leases and scheduling.
+		Short: "Measure the engine's core loop on SQLite or PostgreSQL and print a table",
+		Long: `Measure the engine on an embedded SQLite store (synchronous=FULL), or on
+PostgreSQL with --store, with the scripted model and a no-op read tool, so
+what is measured is Longhaul's own overhead: journal appends, projections,
+leases and scheduling.
 
 It runs one session at a time, then --concurrent sessions at once, each of
 --steps agent steps (one model call and one tool call each), and prints
-agent-steps/s, the per-step overhead p50/p99, store commits per step and the
-process RSS. Then it parks --waiting sessions on a required action and prints
-the RSS and goroutine count they hold.`,
+agent-steps/s, the per-step overhead p50/p99, store commits per step (SQLite
+only: "-" on PostgreSQL) and the process RSS. Then it parks --waiting
+sessions on a required action, a timer or a signal, and prints the RSS and
+goroutine count they hold.
+
+On PostgreSQL every run uses a temporary schema of the --store database,
+created and dropped again (the URL's search_path is not used), so the
+benchmark never touches a deployment's tables. --nodes N runs N engines in
+this process against that schema, each with its own node id, connection
+pool and workspaces, as N nodes would; sessions are created on them in
+turn, and any node may run any session.`,
 		Example: `  longhaul bench
-  longhaul bench --concurrent 64 --steps 10 --waiting 10000`,
+  longhaul bench --concurrent 64 --steps 10 --waiting 10000
+  longhaul bench --store 'postgres://postgres@127.0.0.1:5432/bench' --nodes 3`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if storeURL != "" && !isPostgresURL(storeURL) {
+				return usagef("--store: want a postgres:// or postgresql:// URL (the value is not shown: it may hold a password)")
+			}
+			if nodes < 1 {
+				return usagef("--nodes %d: want 1 or more", nodes)
+			}
+			if nodes > 1 && storeURL == "" {
+				return usagef("--nodes %d needs --store: SQLite serves one node", nodes)
+			}
 			dir := dataDir
 			if dir == "" {
 				tmp, err := os.MkdirTemp("", "longhaul-bench-")
@@ -41,20 +60,33 @@ the RSS and goroutine count they hold.`,
 				dir = tmp
 			}
 			ctx := cmd.Context()
-			serial, err := bench.Run(ctx, bench.Config{Dir: filepath.Join(dir, "serial"), Sessions: 1, Steps: steps, Rounds: rounds})
-			if err != nil {
-				return fmt.Errorf("serial run: %w", err)
+			base := bench.Config{StoreURL: storeURL, Nodes: nodes, Steps: steps}
+			run := func(name string, sessions, rounds int) (*bench.Result, error) {
+				cfg := base
+				cfg.Dir, cfg.Sessions, cfg.Rounds = filepath.Join(dir, name), sessions, rounds
+				return bench.Run(ctx, cfg)
 			}
-			par, err := bench.Run(ctx, bench.Config{Dir: filepath.Join(dir, "concurrent"), Sessions: concurrent, Steps: steps, Rounds: 2})
+			serial, err := run("serial", 1, rounds)
+			if err != nil {
+				return unreachableStore(fmt.Errorf("serial run: %w", err))
+			}
+			par, err := run("concurrent", concurrent, 2)
 			if err != nil {
 				return fmt.Errorf("concurrent run: %w", err)
 			}
 			var wait *bench.WaitResult
 			if waiting > 0 {
-				if wait, err = bench.Waiting(ctx, filepath.Join(dir, "waiting"), waiting); err != nil {
+				cfg := base
+				cfg.Dir, cfg.Sessions = filepath.Join(dir, "waiting"), waiting
+				if wait, err = bench.Waiting(ctx, cfg); err != nil {
 					return fmt.Errorf("waiting run: %w", err)
 				}
 			}
+			where := "SQLite (synchronous=FULL), 1 node"
+			if storeURL != "" {
+				where = fmt.Sprintf("PostgreSQL (a temporary schema of the --store database), %s", plural(nodes, "node"))
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "store: %s\n\n", where)
 			bench.Print(cmd.OutOrStdout(), []*bench.Result{serial, par}, wait)
 			return nil
 		},
@@ -62,7 +94,9 @@ the RSS and goroutine count they hold.`,
 	cmd.Flags().IntVar(&steps, "steps", 10, "agent steps per session")
 	cmd.Flags().IntVar(&concurrent, "concurrent", 64, "sessions run at once in the concurrent run")
 	cmd.Flags().IntVar(&rounds, "rounds", 30, "sessions run one after another in the serial run")
-	cmd.Flags().IntVar(&waiting, "waiting", 10000, "sessions parked on a required action (0: skip)")
-	cmd.Flags().StringVar(&dataDir, "data", "", "directory for the databases (default: a temporary one, removed afterwards)")
+	cmd.Flags().IntVar(&waiting, "waiting", 10000, "sessions parked on a required action, a timer or a signal (0: skip)")
+	cmd.Flags().StringVar(&dataDir, "data", "", "directory for the SQLite databases and the workspaces (default: a temporary one, removed afterwards)")
+	cmd.Flags().StringVar(&storeURL, "store", "", "run on PostgreSQL: a postgres:// URL of a database the benchmark may create a schema in")
+	cmd.Flags().IntVar(&nodes, "nodes", 1, "engines run against the store, as that many nodes (more than 1 needs --store)")
 	return cmd
 }

@@ -28,3 +28,22 @@ func TestClientDeps(t *testing.T) {
 		require.False(t, strings.HasPrefix(dep, "modernc.org/"), "package client must not depend on %s", dep)
 	}
 }
+
+// TestCLIImportsNoStorageDriver keeps the storage drivers behind
+// internal/node, the wiring the CLI shares with the Go library: the
+// command's own files import none (its tests may).
+func TestCLIImportsNoStorageDriver(t *testing.T) {
+	t.Parallel()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the go command is not available")
+	}
+	const module = "github.com/longhaul-dev/longhaul"
+	out, err := exec.Command(goTool, "list", "-f", `{{join .Imports "\n"}}`, module+"/cmd/longhaul").Output()
+	require.NoError(t, err)
+	imports := strings.Fields(string(out))
+	require.Contains(t, imports, module+"/internal/node", "sanity: the list holds the command's imports")
+	for _, imp := range imports {
+		require.False(t, strings.HasPrefix(imp, module+"/internal/store/"), "cmd/longhaul imports %s: open stores through internal/node", imp)
+	}
+}

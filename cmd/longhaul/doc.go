@@ -1,5 +1,6 @@
 // Command longhaul is Longhaul's one binary: the server (`serve`), an offline
-// demo (`demo`), and a command-line client for people and scripts (`run`,
+// demo (`demo`), the store's maintenance (`migrate`, `export`, `import`,
+// which work on a store directly), and a command-line client for people and scripts (`run`,
 // `ls`, `show`, `events`, `cancel`, `actions`, `respond`, `decide`,
 // `inbox`, `action`, `approve`, `reject`, `stop`, `answer`, `budget`,
 // `effects`, `agents`, `artifacts`, `artifact`).
@@ -11,9 +12,11 @@
 //     code: 0 success, 1 failure (an API error shows its code, message and
 //     field), 2 a usage mistake, 130 interrupted.
 //   - Client commands talk HTTP only through package client; only the node
-//     wiring (node.go, used by serve and demo) imports a storage driver, the
-//     engine and the server. deps_test.go keeps package client free of
-//     server-side code.
+//     (node.go, used by serve and demo, over internal/node, the wiring the
+//     Go library shares) imports the engine, and no file imports a storage
+//     driver: migrate.go opens a store for serve, migrate, export and
+//     import through internal/node. deps_test.go keeps package client free
+//     of server-side code.
 //   - Flags win over environment variables (LONGHAUL_*), which win over
 //     defaults; secrets from the environment never appear as --help
 //     defaults.

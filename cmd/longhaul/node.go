@@ -2,50 +2,34 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
-	"regexp"
-	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
-	"github.com/longhaul-dev/longhaul/internal/egress"
 	"github.com/longhaul-dev/longhaul/internal/engine"
-	"github.com/longhaul-dev/longhaul/internal/model"
-	"github.com/longhaul-dev/longhaul/internal/model/anthropic"
-	"github.com/longhaul-dev/longhaul/internal/model/openai"
-	"github.com/longhaul-dev/longhaul/internal/model/scripted"
-	"github.com/longhaul-dev/longhaul/internal/otelexport"
+	lhnode "github.com/longhaul-dev/longhaul/internal/node"
 	"github.com/longhaul-dev/longhaul/internal/redact"
-	"github.com/longhaul-dev/longhaul/internal/sandbox"
-	"github.com/longhaul-dev/longhaul/internal/server"
-	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
-	"github.com/longhaul-dev/longhaul/internal/vault"
-	"github.com/longhaul-dev/longhaul/internal/webhook"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
-// This file wires one server node in this process: the SQLite store in a
-// data directory, the engine, the HTTP API and its listener. `serve` runs
-// one until a signal; `demo` runs one on a free port when no server is given.
-// It is the only place of the CLI that imports a storage driver.
+// This file runs one server node in this process: internal/node wires it
+// (the store, SQLite in the data directory or PostgreSQL shared by several
+// nodes; the vault, the sandbox, the engine, the webhooks, the trace
+// export and the HTTP API), the same wiring the Go library (the root
+// package) runs in an application; this file registers the configured
+// agents, listens and serves the API. `serve` runs one until a signal;
+// `demo` runs one on a free port when no server is given.
 
 // Layout of a data directory.
 const (
-	dbFile        = "longhaul.db"
-	workspacesDir = "workspaces"
-	nodeIDFile    = "node-id"
-	lockFile      = "lock"
+	dbFile        = lhnode.DBFile
+	workspacesDir = lhnode.WorkspacesDir
+	nodeIDFile    = lhnode.NodeIDFile
 )
 
 // Drain timeouts: how long open requests may take to finish once the
@@ -53,14 +37,22 @@ const (
 // where they can be resumed.
 const (
 	httpDrainTimeout   = 10 * time.Second
-	engineDrainTimeout = 30 * time.Second
+	engineDrainTimeout = lhnode.EngineDrainTimeout
 )
 
 // nodeConfig says how to run a node.
 type nodeConfig struct {
 	addr    string
 	dataDir string
-	apiKeys []string
+	// storeURL is a PostgreSQL URL ("": SQLite in the data directory,
+	// which holds the workspaces, the node id and the vault key either way).
+	storeURL string
+	// noMigrate refuses a schema older than this binary instead of
+	// migrating it (an operator runs `longhaul migrate` apart).
+	noMigrate bool
+	// leaseTTL is the engine's lease TTL (0: the engine's default).
+	leaseTTL time.Duration
+	apiKeys  []string
 	// pingInterval is how often idle event streams get a ": ping" comment
 	// (0: the server's default, 15 s).
 	pingInterval time.Duration
@@ -86,6 +78,8 @@ type nodeConfig struct {
 	// webhookAllowPorts are destination ports webhooks may reach besides
 	// the default 80 and 443.
 	webhookAllowPorts []int
+	// metricsPublic serves /metrics without the API's access rule.
+	metricsPublic bool
 }
 
 // node is a running server node.
@@ -97,22 +91,14 @@ type node struct {
 	agents  []agentRegistration
 
 	log     *slog.Logger
-	store   *sqlite.Store
-	vault   *vault.Vault
+	store   *openedStore
 	sandbox string // the sandbox backend: bwrap or local
 	engine  *engine.Engine
-	// webhooks sends outgoing webhooks.
-	webhooks *webhook.Dispatcher
-	// otel exports turn traces over OTLP (nil: off).
-	otel   *otelexport.Exporter
+	// wired is the node's components (internal/node).
+	wired  *lhnode.Node
 	http   *http.Server
 	served chan error // the result of http.Server.Serve
-	unlock func()
 }
-
-// webhookAPI names webhook.API apart from vault.API where both are
-// embedded in the server's backend.
-type webhookAPI = webhook.API
 
 // agentRegistration reports what start-up did with one configured agent.
 type agentRegistration struct {
@@ -121,24 +107,36 @@ type agentRegistration struct {
 	created bool
 }
 
-// startNode opens (creating if needed) the data directory, migrates the
-// database, registers the configured agents, starts the engine and serves
-// the API on cfg.addr. On error, everything it started is stopped again.
+// startNode opens (creating if needed) the data directory, opens the store
+// and migrates it (or, with noMigrate, checks that it is migrated),
+// registers the configured agents, starts the engine and serves the API on
+// cfg.addr. On error, everything it started is stopped again.
 func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 	log := cfg.logger
-	srvCfg := &server.Config{APIKeys: cfg.apiKeys, Logger: log, PingInterval: cfg.pingInterval}
-	if err := srvCfg.Validate(); err != nil {
+	var otlp *lhnode.OTLP
+	if cfg.otlp != nil {
+		otlp = &lhnode.OTLP{Endpoint: cfg.otlp.endpoint, Protocol: cfg.otlp.protocol}
+	}
+	w, err := lhnode.Open(ctx, &lhnode.Config{
+		DataDir: cfg.dataDir, StoreURL: cfg.storeURL, NoMigrate: cfg.noMigrate, LeaseTTL: cfg.leaseTTL,
+		APIKeys: cfg.apiKeys, PingInterval: cfg.pingInterval, Logger: log,
+		VaultKeyFile: cfg.vaultKeyFile, VaultKey: cfg.vaultKeyEnv, Sandbox: cfg.sandbox, Redactor: cfg.redactor,
+		WebhookAllowPrivate: cfg.webhookAllowPrivate, WebhookAllowPorts: cfg.webhookAllowPorts,
+		OTLP: otlp, MetricsPublic: cfg.metricsPublic,
+	})
+	if err != nil {
+		var se *lhnode.StoreOpenError
+		if errors.As(err, &se) {
+			return nil, unreachableStore(se.Err)
+		}
 		return nil, err
 	}
-	dir, err := filepath.Abs(cfg.dataDir)
-	if err != nil {
-		return nil, fmt.Errorf("data directory %q: %w", cfg.dataDir, err)
+	n := &node{
+		dataDir: w.DataDir, nodeID: w.NodeID, log: log, store: w.Store, sandbox: w.Sandbox, engine: w.Engine,
+		wired: w, served: make(chan error, 1),
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create data directory: %w", err)
-	}
-	n := &node{dataDir: dir, log: log, served: make(chan error, 1)}
 	var undo []func()
+	undo = append(undo, func() { _ = w.Close(context.WithoutCancel(ctx)) })
 	defer func() {
 		if err != nil {
 			for i := len(undo) - 1; i >= 0; i-- {
@@ -146,78 +144,6 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 			}
 		}
 	}()
-
-	if n.unlock, err = lockDataDir(dir); err != nil {
-		return nil, err
-	}
-	undo = append(undo, n.unlock)
-	if n.nodeID, err = loadNodeID(dir); err != nil {
-		return nil, err
-	}
-
-	if n.store, err = sqlite.Open(ctx, filepath.Join(dir, dbFile), &sqlite.Config{Logger: log}); err != nil {
-		return nil, err
-	}
-	undo = append(undo, func() { _ = n.store.Close() })
-	if err := n.store.Migrate(ctx); err != nil {
-		return nil, fmt.Errorf("migrate %s: %w", filepath.Join(dir, dbFile), err)
-	}
-
-	// The vault: its key comes from LONGHAUL_VAULT_KEY or a key file in the
-	// data directory; it must decrypt what is stored, or nothing could be
-	// redacted and the node refuses to start.
-	keyFile := cfg.vaultKeyFile
-	if keyFile == "" {
-		keyFile = filepath.Join(dir, vault.DefaultKeyFile)
-	}
-	key, err := vault.LoadKey(cfg.vaultKeyEnv, keyFile)
-	if err != nil {
-		return nil, fmt.Errorf("vault key: %w", err)
-	}
-	_ = os.Unsetenv(vault.KeyEnv) // no child process inherits it
-	if n.vault, err = vault.Open(n.store, key, nil); err != nil {
-		return nil, fmt.Errorf("open the vault: %w", err)
-	}
-	if err := n.vault.Check(ctx); err != nil {
-		return nil, fmt.Errorf("the vault key does not decrypt the stored secrets: %w", err)
-	}
-	refreshRedactor := func() {
-		if cfg.redactor == nil {
-			return
-		}
-		r, err := n.vault.Redactor(context.WithoutCancel(ctx))
-		if err != nil {
-			log.Error("load secrets for log redaction", "err", err)
-			return
-		}
-		cfg.redactor.Store(r)
-	}
-	refreshRedactor()
-	sb, warning := sandbox.Detect(ctx, sandbox.DetectOptions{Local: cfg.sandbox == "local"})
-	if cfg.sandbox == "bwrap" && sb.Name() != "bwrap" {
-		return nil, fmt.Errorf("--sandbox bwrap: %s", warning)
-	}
-	if cfg.sandbox == "local" {
-		warning = "sandbox: the local backend was chosen (--sandbox local): shell commands are not isolated"
-	}
-	if warning != "" {
-		log.Warn(warning)
-	}
-	n.sandbox = sb.Name()
-	n.engine, err = engine.New(n.store, &engine.Config{
-		WorkspaceRoot:    filepath.Join(dir, workspacesDir),
-		RuntimeDir:       filepath.Join(dir, "run"),
-		NodeID:           n.nodeID,
-		Providers:        providers(),
-		Logger:           log,
-		Sandbox:          sb,
-		SandboxWarning:   warning,
-		OnSecretsChanged: refreshRedactor,
-		Vault:            n.vault,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("create engine: %w", err)
-	}
 	if cfg.config != nil {
 		if n.agents, err = registerAgents(ctx, n.engine, cfg.config); err != nil {
 			return nil, err
@@ -230,53 +156,22 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.addr, err)
 	}
 	undo = append(undo, func() { _ = ln.Close() })
-	// The exporter follows journals from before the engine runs, so no
-	// turn this node ends is missed.
-	if n.otel, err = startOTLP(ctx, n, cfg.otlp, log); err != nil {
+	if err := w.Start(ctx); err != nil {
 		return nil, err
 	}
-	if n.otel != nil {
-		undo = append(undo, func() { _ = n.otel.Stop(context.WithoutCancel(ctx)) })
-	}
-
-	if err := n.engine.Start(ctx); err != nil {
-		return nil, fmt.Errorf("start engine: %w", err)
-	}
-	undo = append(undo, func() {
-		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), engineDrainTimeout)
-		defer cancel()
-		_ = n.engine.Stop(stopCtx)
-	})
-
-	var webhookPorts []int // nil: the dispatcher's default, 80 and 443
-	if len(cfg.webhookAllowPorts) > 0 {
-		webhookPorts = append(slices.Clone(egress.DefaultPorts), cfg.webhookAllowPorts...)
-	}
-	if n.webhooks, err = webhook.New(n.store, &webhook.Config{AllowPrivate: cfg.webhookAllowPrivate, Ports: webhookPorts, Logger: log}); err != nil {
-		return nil, fmt.Errorf("webhooks: %w", err)
-	}
-	if err := n.webhooks.Start(ctx); err != nil {
-		return nil, err
-	}
-	undo = append(undo, func() { _ = n.webhooks.Stop(context.WithoutCancel(ctx)) })
 
 	n.addr = ln.Addr()
 	n.url = "http://" + ln.Addr().String()
-	api := server.New(struct {
-		*engine.Engine
-		*vault.API
-		*webhookAPI
-	}{n.engine, vault.NewAPI(n.vault), webhook.NewAPI(n.webhooks)}, n.store, srvCfg)
 	n.http = &http.Server{
-		Handler:           api,
+		Handler:           w.API,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	// Event streams stay open until their client leaves; Shutdown ends them
 	// so that http.Server.Shutdown is not held open by them.
-	n.http.RegisterOnShutdown(api.Shutdown)
+	n.http.RegisterOnShutdown(w.API.Shutdown)
 	go func() { n.served <- n.http.Serve(ln) }()
-	log.Info("serving", "addr", n.addr.String(), "data", dir, "node", n.nodeID)
+	log.Info("serving", "addr", n.addr.String(), "data", n.dataDir, "store", n.store.String(), "node", n.nodeID)
 	return n, nil
 }
 
@@ -297,32 +192,19 @@ func (n *node) stop(ctx context.Context) error {
 	if err := <-n.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		errs = append(errs, fmt.Errorf("serve http: %w", err))
 	}
-
-	engCtx, cancel := context.WithTimeout(ctx, engineDrainTimeout)
-	if err := n.engine.Stop(engCtx); err != nil {
-		errs = append(errs, fmt.Errorf("stop engine: %w", err))
+	// The engine, then the trace export (turns that ended during the
+	// drain are exported), then the webhooks (pending deliveries stay in
+	// the outbox for the next start), then the database and the lock.
+	if err := n.wired.Close(ctx); err != nil {
+		errs = append(errs, err)
 	}
-	cancel()
-
-	// After the engine: turns that ended during the drain are exported.
-	if n.otel != nil {
-		otelCtx, cancel := context.WithTimeout(ctx, httpDrainTimeout)
-		if err := n.otel.Stop(otelCtx); err != nil {
-			errs = append(errs, fmt.Errorf("stop otlp export: %w", err))
-		}
-		cancel()
-	}
-	// Pending deliveries stay in the outbox for the next start.
-	if err := n.webhooks.Stop(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("stop webhooks: %w", err))
-	}
-	if err := n.store.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("close database: %w", err))
-	}
-	n.unlock()
 	n.log.Info("stopped")
 	return errors.Join(errs...)
 }
+
+// lockDataDir takes the data directory's lock (see lhnode.LockDataDir),
+// for the commands that open a store without running a node.
+func lockDataDir(dir string) (unlock func(), err error) { return lhnode.LockDataDir(dir) }
 
 // registerAgents puts every agent of the config file whose spec differs from
 // its latest version. A refusal names the file, the line and the field.
@@ -349,62 +231,4 @@ func registerAgents(ctx context.Context, eng *engine.Engine, cf *configFile) ([]
 		out = append(out, agentRegistration{name: a.Name, version: a.Version, created: created})
 	}
 	return out, nil
-}
-
-var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-
-// loadNodeID returns the node id kept in the data directory, creating a
-// random one the first time. A stable id lets a restarted node take back its
-// own sessions at once instead of waiting for their leases to expire.
-func loadNodeID(dir string) (string, error) {
-	p := filepath.Join(dir, nodeIDFile)
-	data, err := os.ReadFile(p)
-	if err == nil {
-		id := strings.TrimSpace(string(data))
-		if !nodeIDPattern.MatchString(id) {
-			return "", fmt.Errorf("node id file %s: %q is not a valid node id (letters, digits, '.', '_', '-'); delete the file to get a new one", p, id)
-		}
-		return id, nil
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("read node id: %w", err)
-	}
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	id := "node-" + hex.EncodeToString(b[:])
-	// Written to a temporary file and renamed, so a crash cannot leave a
-	// half-written id behind.
-	tmp, err := os.CreateTemp(dir, nodeIDFile+".tmp-*")
-	if err != nil {
-		return "", fmt.Errorf("create node id: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.WriteString(id + "\n"); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("write node id: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("write node id: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return "", fmt.Errorf("write node id: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), p); err != nil {
-		return "", fmt.Errorf("write node id: %w", err)
-	}
-	return id, nil
-}
-
-// providers are the model providers every node serves: the offline scripted
-// one, OpenAI (Responses and Chat Completions), any OpenAI-compatible
-// server (Ollama, vLLM, llama.cpp, LiteLLM) and Anthropic. Keys come from
-// the environment variables agent specs name (api_key_env).
-func providers() map[string]model.Provider {
-	return map[string]model.Provider{
-		"scripted":             scripted.New(nil),
-		openai.NameOpenAI:      openai.New(openai.Config{Name: openai.NameOpenAI}),
-		openai.NameCompatible:  openai.New(openai.Config{Name: openai.NameCompatible}),
-		anthropic.ProviderName: anthropic.New(anthropic.Config{}),
-	}
 }

@@ -1,16 +1,14 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"log/slog"
 	"net/url"
 	"strings"
 
 	"github.com/longhaul-dev/longhaul/internal/otelexport"
 )
 
-// otlpSettings says whether and where a node exports turn traces over OTLP.
+// otlpSettings says whether and where a node exports turn traces over OTLP
+// (internal/node starts the exporter).
 type otlpSettings struct {
 	// endpoint is --otlp-endpoint ("": the OTEL_EXPORTER_OTLP_* variables,
 	// which the exporter reads itself).
@@ -49,26 +47,4 @@ func (c *cli) otlpFromEnv(flag string) (*otlpSettings, error) {
 		return nil, usagef("%s=%q: want %s, %s or %s", name, protocol, otelexport.ProtocolHTTPProtobuf, otelexport.ProtocolHTTPJSON, otelexport.ProtocolGRPC)
 	}
 	return &otlpSettings{endpoint: flag, protocol: protocol}, nil
-}
-
-// startOTLP starts the node's trace exporter when s says so (nil: off).
-func startOTLP(ctx context.Context, n *node, s *otlpSettings, log *slog.Logger) (*otelexport.Exporter, error) {
-	if s == nil {
-		return nil, nil
-	}
-	x, err := otelexport.New(ctx, n.engine, n.store, &otelexport.Config{
-		NodeID: n.nodeID, Endpoint: s.endpoint, Protocol: s.protocol, Logger: log,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("otlp export: %w", err)
-	}
-	if err := x.Start(ctx); err != nil {
-		return nil, err
-	}
-	where := s.endpoint
-	if where == "" {
-		where = "the OTEL_EXPORTER_OTLP_* endpoint"
-	}
-	log.Info("exporting turn traces over OTLP", "endpoint", where, "protocol", s.protocol)
-	return x, nil
 }

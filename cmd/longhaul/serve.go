@@ -24,11 +24,21 @@ import (
 const (
 	defaultAddr    = "127.0.0.1:8080"
 	defaultDataDir = "longhaul-data"
+	// defaultLeaseTTL is the engine's default; minLeaseTTL keeps renewals
+	// (every third of it) well apart from a slow store's round trip.
+	defaultLeaseTTL = 30 * time.Second
+	minLeaseTTL     = time.Second
 )
 
 type serveOpts struct {
 	addr     string
 	dataDir  string
+	storeURL string
+	// noMigrate refuses a schema older than the binary instead of
+	// migrating it.
+	noMigrate bool
+	// leaseTTL is how long a node's lease on a session lasts unrenewed.
+	leaseTTL time.Duration
 	config   string
 	apiKeys  []string
 	logLevel string
@@ -41,16 +51,29 @@ type serveOpts struct {
 	otlpEndpoint string
 	// webhookAllowPorts are ports webhooks may reach besides 80 and 443.
 	webhookAllowPorts []int
+	// metricsPublic serves /metrics without an API key.
+	metricsPublic bool
 }
 
 func (c *cli) serveCmd() *cobra.Command {
 	o := &serveOpts{}
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the Longhaul server (HTTP API, workers, embedded SQLite)",
+		Short: "Run the Longhaul server (HTTP API and workers, on SQLite or PostgreSQL)",
 		Long: `Run the Longhaul server: the HTTP API and the workers that run sessions, with
 an embedded SQLite database in the data directory (DATA/longhaul.db, session
 workspaces in DATA/workspaces, this node's id in DATA/node-id).
+
+With --store postgres://... (or LONGHAUL_STORE) the sessions live in
+PostgreSQL instead, and several nodes, each with a data directory of its own
+(workspaces, node id, vault key), serve the same deployment: every node
+serves the API and runs workers. The tables live in the first schema of the
+URL's search_path. The URL's password is never printed; PGPASSWORD or
+~/.pgpass keep it out of the command line.
+
+At start the node migrates the database to this binary's schema; with
+--no-migrate it refuses to start on an older schema instead (run "longhaul
+migrate" first). It always refuses a schema newer than itself.
 
 Agents listed in the config file are registered at start, each only when its
 spec differs from the latest stored version:
@@ -63,9 +86,12 @@ spec differs from the latest stored version:
         tools: [{name: shell}, {name: write_file}]
 
 Without API keys the server accepts requests from loopback addresses only.
+GET /metrics serves Prometheus metrics under the same rule, unless
+--metrics-public opens it to any scraper.
 SIGINT or SIGTERM drains it: it stops accepting requests, lets running steps
 finish (or leaves them resumable) and exits 0.`,
 		Example: `  longhaul serve
+  longhaul serve --store 'postgres://longhaul@db:5432/longhaul?search_path=longhaul' --data /var/lib/longhaul --no-migrate
   longhaul serve --addr 0.0.0.0:8080 --data /var/lib/longhaul --api-key "$KEY"
   LONGHAUL_API_KEYS=key1,key2 longhaul serve --config agents.yaml`,
 		Args: usageArgs(cobra.NoArgs),
@@ -73,7 +99,10 @@ finish (or leaves them resumable) and exits 0.`,
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.addr, "addr", defaultAddr, "address to listen on, HOST:PORT (env LONGHAUL_ADDR)")
-	fs.StringVar(&o.dataDir, "data", defaultDataDir, "data directory: database, workspaces, node id (env LONGHAUL_DATA)")
+	fs.StringVar(&o.dataDir, "data", defaultDataDir, "data directory: SQLite database, workspaces, node id, vault key (env LONGHAUL_DATA)")
+	fs.StringVar(&o.storeURL, "store", "", storeFlagUsage)
+	fs.DurationVar(&o.leaseTTL, "lease-ttl", defaultLeaseTTL, "how long a node's lease on a running session lasts without renewal (renewed every third of it): how soon the other nodes take over the sessions of a node that died")
+	fs.BoolVar(&o.noMigrate, "no-migrate", false, "do not migrate the database at start: refuse a schema older than this binary (run `longhaul migrate` apart, e.g. during an upgrade)")
 	fs.StringVar(&o.config, "config", "", "config file with agents to register (env LONGHAUL_CONFIG; default "+defaultConfigFile+" if it exists)")
 	fs.StringArrayVar(&o.apiKeys, "api-key", nil, "API key accepted as a bearer token; repeat for several (env LONGHAUL_API_KEYS, comma-separated)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error (env LONGHAUL_LOG_LEVEL)")
@@ -83,6 +112,7 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "export each turn as an OpenTelemetry trace to this OTLP collector URL, e.g. http://localhost:4318 (default: OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT when set, else no export)")
 	fs.StringArrayVar(&o.webhookAllowPrivate, "webhook-allow-private", nil, "IP address that webhooks may reach although it is private, loopback or link-local (e.g. 127.0.0.1 for a local receiver); repeat for several")
 	fs.IntSliceVar(&o.webhookAllowPorts, "webhook-allow-port", nil, "destination port that webhooks may reach besides 80 and 443 (e.g. the port of a local receiver); repeat for several")
+	fs.BoolVar(&o.metricsPublic, "metrics-public", false, "serve GET /metrics to anyone, without an API key (for a Prometheus that scrapes without one, on a network where the metrics may be read: they show agent, tool and model names, volumes and costs)")
 	return cmd
 }
 
@@ -93,6 +123,13 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 		return usagef("--addr %q: want HOST:PORT: %v", addr, err)
 	}
 	dataDir := c.flagOrEnv(cmd, "data", o.dataDir, "LONGHAUL_DATA")
+	storeURL := c.flagOrEnv(cmd, "store", o.storeURL, storeEnv)
+	if storeURL != "" && !isPostgresURL(storeURL) {
+		return usagef("--store (or %s): want a postgres:// or postgresql:// URL (the value is not shown: it may hold a password); leave it empty for SQLite in the data directory", storeEnv)
+	}
+	if o.leaseTTL < minLeaseTTL {
+		return usagef("--lease-ttl %s: want at least %s", o.leaseTTL, minLeaseTTL)
+	}
 	level, err := parseLogLevel(c.flagOrEnv(cmd, "log-level", o.logLevel, "LONGHAUL_LOG_LEVEL"))
 	if err != nil {
 		return err
@@ -131,22 +168,35 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 	logOut := redact.NewWriter(c.stderr, red.Load)
 	defer logOut.Flush()
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
+	// Said before the node starts: the node unsets the key's variable, so
+	// that no child process inherits it.
+	keyFromEnv := c.getenv(vault.KeyEnv) != ""
 	n, err := startNode(ctx, nodeConfig{
 		redactor: red,
-		addr:     addr, dataDir: dataDir, apiKeys: keys, pingInterval: o.ping, config: cf, logger: log,
+		addr:     addr, dataDir: dataDir, storeURL: storeURL, noMigrate: o.noMigrate, leaseTTL: o.leaseTTL, apiKeys: keys, pingInterval: o.ping, config: cf, logger: log,
 		vaultKeyFile: o.vaultKey, vaultKeyEnv: c.getenv(vault.KeyEnv), sandbox: o.sandbox, otlp: otlp,
 		webhookAllowPrivate: o.webhookAllowPrivate, webhookAllowPorts: o.webhookAllowPorts,
+		metricsPublic: o.metricsPublic,
 	})
 	if err != nil {
 		return err
 	}
 	vaultKey := "key from " + vault.KeyEnv
-	if c.getenv(vault.KeyEnv) == "" {
+	if !keyFromEnv {
 		vaultKey = o.vaultKey
 		if vaultKey == "" {
 			vaultKey = filepath.Join(n.dataDir, vault.DefaultKeyFile)
 		}
 		vaultKey = "key in " + vaultKey + " (back it up, apart from the database)"
+		if storeURL != "" && o.vaultKey == "" {
+			// Every node must seal and open the vault's secrets with one
+			// key; a key file created in each node's data directory differs
+			// from the others', and a secret set through one node would not
+			// open on another.
+			vaultKey += "\n           WARNING: every node on this PostgreSQL store needs the same vault key: " +
+				"copy this file to the other nodes (--vault-key-file) or set " + vault.KeyEnv + " on all of them"
+			log.Warn("the vault key is the one in this node's data directory: every node on this PostgreSQL store needs the same key", "hint", "copy it to the other nodes or set "+vault.KeyEnv, "key_file", filepath.Join(n.dataDir, vault.DefaultKeyFile))
+		}
 	}
 	printServeBanner(c.stdout, n, cf, len(keys), vaultKey)
 
@@ -203,7 +253,12 @@ func splitList(s string) []string {
 
 func printServeBanner(w io.Writer, n *node, cf *configFile, keys int, vaultKey string) {
 	fmt.Fprintf(w, "Longhaul is listening on %s\n", n.url)
-	fmt.Fprintf(w, "  data:    %s (database %s, workspaces in %s)\n", n.dataDir, dbFile, workspacesDir+string(filepath.Separator))
+	if n.store.Kind == "SQLite" {
+		fmt.Fprintf(w, "  data:    %s (database %s, workspaces in %s)\n", n.dataDir, dbFile, workspacesDir+string(filepath.Separator))
+	} else {
+		fmt.Fprintf(w, "  data:    %s (workspaces in %s)\n", n.dataDir, workspacesDir+string(filepath.Separator))
+	}
+	fmt.Fprintf(w, "  store:   %s\n", n.store)
 	fmt.Fprintf(w, "  node:    %s\n", n.nodeID)
 	sb := n.sandbox
 	if sb == "local" {

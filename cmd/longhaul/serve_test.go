@@ -21,6 +21,7 @@ var listenRE = regexp.MustCompile(`listening on (http://\S+)`)
 type servingNode struct {
 	url    string
 	stdout *outBuffer
+	stderr *outBuffer
 	stop   func() error // cancels serve's context (a signal) and waits for it
 }
 
@@ -58,7 +59,7 @@ func startServe(t *testing.T, getenv func(string) string, args ...string) *servi
 		if strings.Contains(out, "Press Ctrl-C") {
 			m := listenRE.FindStringSubmatch(out)
 			require.NotNil(t, m, out)
-			return &servingNode{url: m[1], stdout: stdout, stop: stop}
+			return &servingNode{url: m[1], stdout: stdout, stderr: stderr, stop: stop}
 		}
 		select {
 		case <-ch:

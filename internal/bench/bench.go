@@ -2,9 +2,15 @@ package bench
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"math"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -16,18 +22,32 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
+	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/postgres"
 	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
-// Config sets the size of a run.
+// Config sets the size of a run and where it runs.
 type Config struct {
-	// Dir holds the database and workspaces. Required.
+	// Dir holds the SQLite database and the workspaces. Required.
 	Dir string
+	// StoreURL, when set, is a postgres:// URL: the run uses a temporary
+	// schema of that database (created, then dropped) instead of SQLite.
+	// Default: SQLite in Dir.
+	StoreURL string
+	// Nodes is the number of engines run against the store, each with its
+	// own node id, store connection pool and workspaces, as separate nodes
+	// would; sessions are created on them in turn. More than one needs
+	// StoreURL. Default: 1.
+	Nodes int
 	// Sessions run concurrently. Default: 1.
 	Sessions int
 	// Steps is the number of agent steps per session (one model call and one
@@ -35,8 +55,23 @@ type Config struct {
 	Steps int
 	// Rounds repeats the batch of sessions to gather enough samples. Default: 1.
 	Rounds int
-	// Workers is the engine's worker pool size. Default: max(Sessions, 32).
+	// Workers is each engine's worker pool size. Default: max(Sessions, 32).
 	Workers int
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Dir == "":
+		return errors.New("bench: Dir is required")
+	case c.Nodes < 0:
+		return fmt.Errorf("bench: Nodes must not be negative, got %d", c.Nodes)
+	case c.Nodes > 1 && c.StoreURL == "":
+		return fmt.Errorf("bench: Nodes %d needs StoreURL: SQLite serves one node", c.Nodes)
+	case c.StoreURL != "" && !strings.HasPrefix(c.StoreURL, "postgres://") && !strings.HasPrefix(c.StoreURL, "postgresql://"):
+		return errors.New("bench: StoreURL must be a postgres:// or postgresql:// URL")
+	}
+	c.Nodes = max(c.Nodes, 1)
+	return nil
 }
 
 // Result is one measured run.
@@ -46,6 +81,8 @@ type Result struct {
 	Elapsed        time.Duration
 	StepsPerSecond float64
 	P50, P99       time.Duration // per-step overhead
+	// CommitsPerStep is the store's committed write transactions per step;
+	// NaN when the driver does not count them (PostgreSQL).
 	CommitsPerStep float64
 	RSSBytes       int64
 }
@@ -62,46 +99,142 @@ func (noop) Run(context.Context, *tool.Call) (*tool.Result, error) {
 	return &tool.Result{Output: "ok"}, nil
 }
 
+// rig is the store and the engines of one run.
 type rig struct {
-	st  *sqlite.Store
+	nodes []rigNode
+	// sqlite is the store when the run is on SQLite (it counts commits).
+	sqlite *sqlite.Store
+	// drop removes the run's PostgreSQL schema.
+	drop func()
+}
+
+type rigNode struct {
+	st  store.Store
 	eng *engine.Engine
 }
 
-func open(ctx context.Context, dir string, workers int) (*rig, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+func open(ctx context.Context, cfg Config, workers int) (_ *rig, err error) {
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "bench.db"), nil)
+	r := &rig{drop: func() {}}
+	defer func() {
+		if err != nil {
+			r.close()
+		}
+	}()
+	dsn := ""
+	if cfg.StoreURL != "" {
+		var drop func()
+		if dsn, drop, err = tempSchema(ctx, cfg.StoreURL); err != nil {
+			return nil, err
+		}
+		r.drop = drop
+	}
+	for i := range cfg.Nodes {
+		var st store.Store
+		if dsn == "" {
+			s, err := sqlite.Open(ctx, filepath.Join(cfg.Dir, "bench.db"), nil)
+			if err != nil {
+				return nil, err
+			}
+			r.sqlite, st = s, s
+		} else {
+			s, err := postgres.Open(ctx, dsn, nil)
+			if err != nil {
+				return nil, err
+			}
+			st = s
+		}
+		r.nodes = append(r.nodes, rigNode{st: st})
+		if i == 0 {
+			if err := st.Migrate(ctx); err != nil {
+				return nil, err
+			}
+		}
+		eng, err := engine.New(st, &engine.Config{
+			WorkspaceRoot: filepath.Join(cfg.Dir, fmt.Sprintf("node-%d", i), "workspaces"),
+			NodeID:        fmt.Sprintf("bench-node-%d", i),
+			Providers:     map[string]model.Provider{"scripted": scripted.New(nil)},
+			Tools:         append(tool.Builtins(), noop{}),
+			MaxWorkers:    workers,
+			PollInterval:  50 * time.Millisecond,
+			Logger:        slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := eng.Start(ctx); err != nil {
+			return nil, err
+		}
+		r.nodes[i].eng = eng
+	}
+	return r, nil
+}
+
+// tempSchema creates a schema of its own for a run in the database that
+// base names, and returns base with its search_path set to it, and a
+// function that drops it.
+func tempSchema(ctx context.Context, base string) (string, func(), error) {
+	u, err := url.Parse(base)
 	if err != nil {
-		return nil, err
+		return "", nil, errors.New("bench: the store URL cannot be parsed (it is not shown, as it may hold a password)")
 	}
-	if err := st.Migrate(ctx); err != nil {
-		st.Close()
-		return nil, err
-	}
-	eng, err := engine.New(st, &engine.Config{
-		WorkspaceRoot: filepath.Join(dir, "workspaces"),
-		Providers:     map[string]model.Provider{"scripted": scripted.New(nil)},
-		Tools:         append(tool.Builtins(), noop{}),
-		MaxWorkers:    workers,
-		PollInterval:  50 * time.Millisecond,
-	})
+	var b [6]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	schema := "longhaul_bench_" + hex.EncodeToString(b[:])
+	ident := pgx.Identifier{schema}.Sanitize()
+	// pgxpool's parser takes the pool's own settings (pool_max_conns...)
+	// out of the URL; the rest configures one plain connection.
+	pcfg, err := pgxpool.ParseConfig(base)
 	if err != nil {
-		st.Close()
-		return nil, err
+		return "", nil, errors.New("bench: the store URL cannot be parsed (it is not shown, as it may hold a password)")
 	}
-	if err := eng.Start(ctx); err != nil {
-		st.Close()
-		return nil, err
+	exec := func(ctx context.Context, sql string) error {
+		conn, err := pgx.ConnectConfig(ctx, pcfg.ConnConfig.Copy())
+		if err != nil {
+			return fmt.Errorf("bench: connect to PostgreSQL: %w", err)
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("bench: %s: %w", sql, err)
+		}
+		return nil
 	}
-	return &rig{st: st, eng: eng}, nil
+	if err := exec(ctx, "CREATE SCHEMA "+ident); err != nil {
+		return "", nil, err
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = exec(ctx, "DROP SCHEMA "+ident+" CASCADE")
+	}
+	return u.String(), drop, nil
 }
 
 func (r *rig) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_ = r.eng.Stop(ctx)
-	_ = r.st.Close()
+	for _, n := range r.nodes {
+		if n.eng != nil {
+			_ = n.eng.Stop(ctx)
+		}
+	}
+	for _, n := range r.nodes {
+		_ = n.st.Close()
+	}
+	r.drop()
+}
+
+// commits returns the store's commit count, or -1 when it has none.
+func (r *rig) commits() int64 {
+	if r.sqlite == nil {
+		return -1
+	}
+	return r.sqlite.Stats().Commits
 }
 
 func stepsScript(steps int) json.RawMessage {
@@ -117,8 +250,8 @@ func stepsScript(steps int) json.RawMessage {
 
 // Run measures cfg.Sessions concurrent sessions of cfg.Steps steps each.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
-	if cfg.Dir == "" {
-		return nil, fmt.Errorf("bench: Dir is required")
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	cfg.Sessions = max(cfg.Sessions, 1)
 	if cfg.Steps <= 0 {
@@ -128,7 +261,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = max(cfg.Sessions, 32)
 	}
-	r, err := open(ctx, cfg.Dir, cfg.Workers)
+	r, err := open(ctx, cfg, cfg.Workers)
 	if err != nil {
 		return nil, err
 	}
@@ -137,11 +270,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		Model: lt.ModelSpec{Provider: "scripted", Script: stepsScript(cfg.Steps)},
 		Tools: []lt.ToolSpec{{Name: "noop"}}, MaxSteps: cfg.Steps + 1,
 	}
-	commits0 := r.st.Stats().Commits
+	commits0 := r.commits()
 	var ids []string
 	start := time.Now()
 	for round := 0; round < cfg.Rounds; round++ {
-		// Sessions are created concurrently, as independent clients would.
+		// Sessions are created concurrently, as independent clients would,
+		// on the nodes in turn.
 		batch := make([]string, cfg.Sessions)
 		errs := make([]error, cfg.Sessions)
 		var wg sync.WaitGroup
@@ -149,7 +283,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				s, err := r.eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: spec, Input: "benchmark"})
+				eng := r.nodes[i%len(r.nodes)].eng
+				s, err := eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: spec, Input: "benchmark"})
 				if err == nil {
 					batch[i] = s.ID
 				}
@@ -162,14 +297,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				return nil, err
 			}
 		}
-		if err := waitIdle(ctx, r.eng, batch); err != nil {
+		if err := waitIdle(ctx, r.nodes[0].eng, batch); err != nil {
 			return nil, err
 		}
 		ids = append(ids, batch...)
 	}
 	elapsed := time.Since(start)
-	commits := r.st.Stats().Commits - commits0
-	gaps, err := stepGaps(ctx, r.eng, ids)
+	commits := r.commits() - commits0
+	gaps, err := stepGaps(ctx, r.nodes[0].eng, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -177,8 +312,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res := &Result{
 		Sessions: len(ids), Steps: total, Elapsed: elapsed,
 		StepsPerSecond: float64(total) / elapsed.Seconds(),
-		CommitsPerStep: float64(commits) / float64(total),
+		CommitsPerStep: math.NaN(),
 		RSSBytes:       rss(),
+	}
+	if commits0 >= 0 {
+		res.CommitsPerStep = float64(commits) / float64(total)
 	}
 	res.P50, res.P99 = percentile(gaps, 0.50), percentile(gaps, 0.99)
 	return res, nil
@@ -248,11 +386,16 @@ type WaitResult struct {
 	GoroutinesAfter  int
 }
 
-// Waiting creates n sessions that each stop on a function_call action, waits
-// until all are requires_action, and reports the process's RSS and goroutine
-// count: waiting sessions must hold no goroutine (DESIGN.md principle 7).
-func Waiting(ctx context.Context, dir string, n int) (*WaitResult, error) {
-	r, err := open(ctx, dir, 32)
+// Waiting creates cfg.Sessions sessions that each stop on a function_call
+// action, a timer or a signal, waits until all wait, and reports the
+// process's RSS and goroutine count: waiting sessions must hold no goroutine
+// (DESIGN.md principle 7). Steps and Rounds are not used.
+func Waiting(ctx context.Context, cfg Config) (*WaitResult, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	n := max(cfg.Sessions, 1)
+	r, err := open(ctx, cfg, 32)
 	if err != nil {
 		return nil, err
 	}
@@ -285,10 +428,10 @@ func Waiting(ctx context.Context, dir string, n int) (*WaitResult, error) {
 					mu.Unlock()
 					return
 				}
-				spec := specs[reserved%len(specs)]
+				spec, eng := specs[reserved%len(specs)], r.nodes[reserved%len(r.nodes)].eng
 				reserved++
 				mu.Unlock()
-				s, err := r.eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: spec, Input: "refund"})
+				s, err := eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: spec, Input: "refund"})
 				if err != nil {
 					errs <- err
 					return
@@ -307,7 +450,7 @@ func Waiting(ctx context.Context, dir string, n int) (*WaitResult, error) {
 	}
 	for _, id := range ids {
 		for {
-			s, err := r.eng.GetSession(ctx, id)
+			s, err := r.nodes[0].eng.GetSession(ctx, id)
 			if err != nil {
 				return nil, err
 			}
@@ -350,8 +493,12 @@ func Print(w io.Writer, runs []*Result, wait *WaitResult) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "sessions\tsteps\tagent-steps/s\tp50 step\tp99 step\tcommits/step\tRSS MiB\t")
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%s\t%s\t%.2f\t%.1f\t\n", r.Sessions, r.Steps, r.StepsPerSecond,
-			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.CommitsPerStep, float64(r.RSSBytes)/(1<<20))
+		commits := "-" // not counted by this driver
+		if !math.IsNaN(r.CommitsPerStep) {
+			commits = fmt.Sprintf("%.2f", r.CommitsPerStep)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%s\t%s\t%s\t%.1f\t\n", r.Sessions, r.Steps, r.StepsPerSecond,
+			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), commits, float64(r.RSSBytes)/(1<<20))
 	}
 	tw.Flush()
 	if wait != nil {

@@ -2,7 +2,13 @@ package bench
 
 import (
 	"context"
+	"math"
+	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/store/postgres/pgtest"
 )
 
 // BenchmarkSerial runs one session of 10 agent steps at a time.
@@ -42,7 +48,7 @@ func TestRunSmoke(t *testing.T) {
 	if res.CommitsPerStep <= 0 || res.CommitsPerStep > 3 {
 		t.Fatalf("commits per step = %.2f, want in (0, 3]", res.CommitsPerStep)
 	}
-	w, err := Waiting(context.Background(), t.TempDir(), 50)
+	w, err := Waiting(context.Background(), Config{Dir: t.TempDir(), Sessions: 50})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,4 +58,39 @@ func TestRunSmoke(t *testing.T) {
 	if w.GoroutinesAfter > w.GoroutinesBefore+10 {
 		t.Fatalf("goroutines grew from %d to %d with 50 waiting sessions: waiting must hold none", w.GoroutinesBefore, w.GoroutinesAfter)
 	}
+}
+
+// TestRunOnPostgresThreeNodes runs the benchmark on PostgreSQL with three
+// engines sharing one schema: every session completes whichever node
+// claims it, and the table says commits are not counted there.
+func TestRunOnPostgresThreeNodes(t *testing.T) {
+	t.Parallel()
+	url := pgtest.BaseDSN(t)
+	if !strings.HasPrefix(url, "postgres://") && !strings.HasPrefix(url, "postgresql://") {
+		t.Skipf("%s is not a URL; the benchmark takes postgres:// URLs only", pgtest.Env)
+	}
+	ctx := context.Background()
+	res, err := Run(ctx, Config{Dir: t.TempDir(), StoreURL: url, Nodes: 3, Sessions: 6, Steps: 3})
+	require.NoError(t, err)
+	require.Equal(t, 6, res.Sessions)
+	require.Equal(t, 18, res.Steps)
+	require.True(t, math.IsNaN(res.CommitsPerStep))
+	w, err := Waiting(ctx, Config{Dir: t.TempDir(), StoreURL: url, Nodes: 3, Sessions: 12})
+	require.NoError(t, err)
+	require.Equal(t, 12, w.Sessions)
+	var out strings.Builder
+	Print(&out, []*Result{res}, w)
+	require.Regexp(t, `\n\s+6\s+18\s+\d+\s+\S+\s+\S+\s+-\s+[\d.]+\s+\n`, out.String())
+	require.Contains(t, out.String(), "12 sessions waiting")
+}
+
+func TestConfigRefusesNodesWithoutPostgres(t *testing.T) {
+	t.Parallel()
+	_, err := Run(context.Background(), Config{Dir: t.TempDir(), Nodes: 3})
+	require.ErrorContains(t, err, "Nodes 3 needs StoreURL")
+	_, err = Run(context.Background(), Config{Dir: t.TempDir(), StoreURL: "mysql://x"})
+	require.ErrorContains(t, err, "postgres:// or postgresql://")
+	// Nothing listens on port 1: the run fails cleanly, naming the step.
+	_, err = Run(context.Background(), Config{Dir: t.TempDir(), StoreURL: "postgres://nobody@127.0.0.1:1/x?pool_max_conns=2"})
+	require.ErrorContains(t, err, "bench: connect to PostgreSQL")
 }

@@ -6,9 +6,13 @@
 //
 // It drives the real engine with the scripted provider and a no-op read
 // tool, so what it measures is Longhaul's own overhead: journal appends
-// (with synchronous=FULL), projections, leases and scheduling. The
+// (with synchronous=FULL), projections, leases and scheduling. It runs on
+// an embedded SQLite store, or on PostgreSQL in a temporary schema it
+// creates and drops, with one engine or several (separate node ids and
+// connection pools against the one schema, as separate nodes would). The
 // `longhaul bench` command prints its report; benchmarks in this package
 // run the same code under `go test -bench`.
 //
-// It imports the engine, the scripted provider and the SQLite driver.
+// It imports the engine, the scripted provider, both storage drivers and
+// pgx (to create and drop its schema). cmd/longhaul (bench) imports it.
 package bench

@@ -73,6 +73,11 @@ func (e *Engine) validateSpec(ctx context.Context, spec *lt.AgentSpec, prefix st
 		if t.TimeoutSeconds < 0 || t.TimeoutSeconds > 3600 {
 			return apierror.Invalid(f+".timeout_seconds", "must be between 0 and 3600")
 		}
+		if t.Type != "mcp" {
+			if field := mcpOnlyField(&t); field != "" {
+				return apierror.Invalid(f+"."+field, "applies only to MCP servers (\"type\": \"mcp\")")
+			}
+		}
 		switch t.Type {
 		case "", "builtin":
 			if _, ok := e.tools.Get(t.Name); !ok && engineTools[t.Name].kind == "" {
@@ -90,9 +95,16 @@ func (e *Engine) validateSpec(ctx context.Context, spec *lt.AgentSpec, prefix st
 					return apierror.Invalid(f+".parameters", "invalid JSON schema: %v", err)
 				}
 			}
+		case "mcp":
+			if err := e.validateMCP(ctx, &t, f); err != nil {
+				return err
+			}
 		default:
-			return apierror.Invalid(f+".type", "unknown tool type %q (want function)", t.Type)
+			return apierror.Invalid(f+".type", "unknown tool type %q (want function or mcp)", t.Type)
 		}
+	}
+	if err := mcpNameClash(spec.Tools, prefix); err != nil {
+		return err
 	}
 	if spec.Budget != nil {
 		if err := validateBudget(*spec.Budget, prefix+".budget"); err != nil {

@@ -65,6 +65,9 @@ func (r *runner) askHuman(c *journal.Call) error {
 }
 
 func (r *runner) toolDescription(name string) string {
+	if t, ok := r.mcpTool(name); ok {
+		return t.Description
+	}
 	if spec, ok := r.toolSpec(name); ok && spec.Description != "" {
 		return spec.Description
 	}

@@ -8,9 +8,11 @@ import (
 	"io/fs"
 	"os"
 	"sort"
+	"strings"
 
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/snapshot"
+	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -45,6 +47,9 @@ func (r *runner) checkpoint(ctx context.Context, kind, name, summary, next strin
 	switch {
 	case err == nil:
 		c.Snapshot, c.Files, c.Bytes = id, stats.Files, stats.Bytes
+		if err := r.e.spaces.RecordSnapshot(r.st.WorkspaceID(), id); err != nil {
+			return nil, err
+		}
 	case ctx.Err() != nil:
 		return nil, context.Cause(ctx)
 	case errors.Is(err, fs.ErrNotExist):
@@ -97,13 +102,27 @@ func (r *runner) runCheckpoint(ctx context.Context, c *journal.Call) error {
 
 // workspaceLost reports whether the session's workspace is gone although
 // the session already worked in it (a deleted directory, or a session that
-// moved to a node without it). A session that never ran a tool simply gets
-// a new one.
+// moved to a node without it), or whether this node's copy is stale: another
+// node changed the workspace since, or it does not contain the session's
+// last snapshot. A session that never ran a tool simply gets a new one.
 func (r *runner) workspaceLost() (bool, error) {
 	_, err := os.Stat(r.ws)
 	switch {
 	case err == nil:
-		return false, nil
+		if r.wsWriter != "" && r.wsWriter != r.e.cfg.NodeID && r.st.Workspace == "" {
+			// Another node ran a tool that changes the workspace since
+			// this copy was last used (sub-agents, sharing their root's
+			// workspace, leave that to the snapshots below).
+			return true, nil
+		}
+		if r.st.LastSnapshot == "" {
+			return false, nil
+		}
+		known, tracked, err := r.e.spaces.HasSnapshot(r.st.WorkspaceID(), r.st.LastSnapshot)
+		if err != nil {
+			return false, err
+		}
+		return tracked && !known, nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return false, fmt.Errorf("check workspace: %w", err)
 	}
@@ -118,33 +137,132 @@ func (r *runner) workspaceLost() (bool, error) {
 	return true, nil
 }
 
-// restoreWorkspace recreates a lost workspace from the last checkpoint's
-// snapshot, journals environment.lost and environment.restored, and tells
-// the model (with the next tool result) what it has again.
+// restoreWorkspace brings the workspace back to where the journal says it
+// is: lost (gone, or a node that never had it) or stale (this node's copy
+// predates the session's last snapshot), it is restored from that
+// snapshot, and the calls of the current step made after the snapshot that
+// may run again (idempotent ones, with their keys) run again. It journals
+// environment.lost and environment.restored, and tells the model (with the
+// next tool result) what, if anything, is missing.
 func (r *runner) restoreWorkspace(ctx context.Context) error {
 	turnID, step := r.st.CurrentTurn().ID, 0
 	if r.st.Step != nil {
 		step = r.st.Step.N
 	}
-	if err := r.add(lt.EventEnvironmentLost, turnID, step, journal.EnvironmentLost{Reason: "the workspace directory is gone"}); err != nil {
+	reason := "the workspace directory is gone"
+	_, err := os.Stat(r.ws)
+	stale := err == nil
+	if stale {
+		reason = "this node's copy of the workspace is stale: the session changed it on another node since"
+	}
+	if err := r.add(lt.EventEnvironmentLost, turnID, step, journal.EnvironmentLost{Reason: reason}); err != nil {
 		return err
+	}
+	snap := r.st.LastSnapshot
+	if stale && snap == "" {
+		// Nothing to converge on: start from an empty directory.
+		if err := r.e.spaces.Remove(r.st.WorkspaceID()); err != nil {
+			return err
+		}
 	}
 	ws, err := r.e.spaces.Ensure(r.st.WorkspaceID())
 	if err != nil {
 		return fmt.Errorf("recreate workspace: %w", err)
 	}
 	r.ws = ws
-	d := journal.EnvironmentRestored{Note: "The workspace was lost and recreated empty: no checkpoint had a snapshot of it. Files you made before are gone."}
-	if snap := r.st.LastSnapshot; snap != "" {
-		stats, err := snapshot.Restore(ctx, r.e.store, snap, ws)
-		if err != nil {
-			return fmt.Errorf("restore workspace from snapshot %s: %w", snap, err)
+	if snap == "" {
+		d := journal.EnvironmentRestored{}
+		d.Replayed, d.Missing = r.replayStep(ctx)
+		d.Note = "The workspace was lost and recreated empty: no checkpoint had a snapshot of it"
+		switch {
+		case len(d.Missing) > 0:
+			d.Note += r.replayedNote(d.Replayed) + ". The changes these calls made could not be brought back: " + r.callLabels(d.Missing) + ". Check before you go on."
+		case len(d.Replayed) > 0:
+			d.Note += r.replayedNote(d.Replayed) + "; it is as your calls left it."
+		default:
+			d.Note += ". Files you made before are gone."
 		}
-		d.Snapshot, d.Files, d.Bytes = snap, stats.Files, stats.Bytes
-		d.CheckpointID = r.st.LastSnapshotCheckpoint
-		d.Note = fmt.Sprintf("The workspace was lost and restored from checkpoint %s (%d files): changes made after that checkpoint are gone; check them before you go on.", d.CheckpointID, stats.Files)
+		return r.add(lt.EventEnvironmentRestored, turnID, step, d)
+	}
+	d := journal.EnvironmentRestored{}
+	stats, err := snapshot.Restore(ctx, r.e.store, snap, ws)
+	if err != nil {
+		return fmt.Errorf("restore workspace from snapshot %s: %w", snap, err)
+	}
+	if err := r.e.spaces.RecordSnapshot(r.st.WorkspaceID(), snap); err != nil {
+		return err
+	}
+	d.Snapshot, d.Files, d.Bytes = snap, stats.Files, stats.Bytes
+	d.CheckpointID = r.st.LastSnapshotCheckpoint
+	d.Replayed, d.Missing = r.replayStep(ctx)
+	switch {
+	case len(d.Missing) > 0:
+		d.Note = fmt.Sprintf("The workspace was restored from checkpoint %s (%d files)%s. The changes these calls of the current step made to it could not be brought back: %s. Check them before you go on.",
+			d.CheckpointID, stats.Files, r.replayedNote(d.Replayed), r.callLabels(d.Missing))
+	default:
+		d.Note = fmt.Sprintf("The workspace was restored from checkpoint %s (%d files)%s; it is as your calls left it.", d.CheckpointID, stats.Files, r.replayedNote(d.Replayed))
 	}
 	return r.add(lt.EventEnvironmentRestored, turnID, step, d)
+}
+
+func (r *runner) replayedNote(ids []string) string {
+	if len(ids) == 0 {
+		return ""
+	}
+	return ", and the idempotent calls of the current step made since were run again (" + r.callLabels(ids) + ")"
+}
+
+// callLabels names calls for the model: "shell (call_2_1)".
+func (r *runner) callLabels(ids []string) string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = id
+		if r.st.Step != nil {
+			if c := r.st.CallByID(r.st.Step.N, id); c != nil {
+				out[i] = fmt.Sprintf("%s (%s)", c.Tool, id)
+			}
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// replayStep runs again, after a restore, the calls of the current step
+// that completed after the restored snapshot and may run again: idempotent
+// built-ins, with the same arguments and idempotency key (that is what the
+// class promises). It returns the ids of those it ran and of those whose
+// changes could not be brought back. The step's own checkpoint, once
+// taken, covers its calls: nothing is replayed then.
+func (r *runner) replayStep(ctx context.Context) (replayed, missing []string) {
+	st := r.st.Step
+	if st == nil || r.st.CheckpointStep == st.N {
+		return nil, nil
+	}
+	for i := range st.Calls {
+		c := &st.Calls[i]
+		if c.Kind != journal.CallBuiltin || c.Status != journal.CallDone || c.Failed || c.Class == lt.EffectRead {
+			continue
+		}
+		label := c.ID
+		t, ok := r.e.tools.Get(c.Tool)
+		if c.Class != lt.EffectIdempotent || !ok {
+			missing = append(missing, label)
+			continue
+		}
+		call := &tool.Call{
+			SessionID: r.st.Session.ID, Workspace: r.ws, Arguments: c.Arguments, IdempotencyKey: c.IdempotencyKey,
+			Timeout: r.callTimeout(c.Tool), Effect: c.Class,
+		}
+		if env := r.env; env != nil {
+			call.Exec, call.Network, call.Secrets = env.exec, env.network, env.secrets
+		}
+		res, err := t.Run(ctx, call)
+		if err != nil || res == nil || res.Error != "" {
+			missing = append(missing, label)
+			continue
+		}
+		replayed = append(replayed, label)
+	}
+	return replayed, missing
 }
 
 const checkpointSchema = `{"type":"object","properties":{"name":{"type":"string","minLength":1,"maxLength":200,"description":"A short name for this point of the work"},"summary":{"type":"string","description":"What exists now"},"next_action":{"type":"string","description":"What comes next, where a retry restarts"}},"required":["name"],"additionalProperties":false}`

@@ -10,8 +10,10 @@
 //     stops it before it writes or runs anything else;
 //   - an effect is in the ledger (tool.started, durable) before a tool that is
 //     not read-only runs; after a crash, read and idempotent calls run again
-//     (with the same idempotency key) and an irreversible one becomes an
-//     in-doubt required action that only a decision can settle;
+//     (with the same idempotency key) and an irreversible one is settled by
+//     its tool's reconcile probe (tool.Reconciler, reconcile.go) when it
+//     has one that can tell, else becomes an in-doubt required action that
+//     only a decision can settle;
 //   - a session that waits for a required action holds no goroutine, no
 //     worker and no lease: it is a row that a decision makes runnable (or
 //     that wakes at an approval's expiry);
@@ -23,9 +25,10 @@
 //     (retry.go): never an irreversible call.
 //
 // Files: the loop is runner.go (tick), step.go (model calls) and exec.go
-// (tool calls); the API side is sessions.go, actions.go (decisions),
+// (tool calls), with mcp.go for the tools of MCP servers (listed into the
+// journal, called through internal/mcp); the API side is sessions.go, actions.go (decisions),
 // budget.go (PATCH budget), inbox.go and reads.go.
 //
-// It imports the store interface, journal, model, policy, tool and workspace; only
+// It imports the store interface, journal, model, policy, tool, mcp and workspace; only
 // cmd wires concrete drivers and providers into it.
 package engine

@@ -12,6 +12,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/egress"
 	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/mcp"
 	"github.com/longhaul-dev/longhaul/internal/redact"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/tool"
@@ -98,6 +99,9 @@ type environment struct {
 	exec    tool.Exec
 	socket  string
 	stop    func() error
+	// mcp holds the clients of the agent's MCP servers (nil: none); it
+	// lives as long as the runner, like the proxy.
+	mcp *mcp.Manager
 
 	mu     sync.Mutex
 	events []tool.NetworkEvent // connection decisions not journaled yet
@@ -119,7 +123,14 @@ func (v *environment) drain() []tool.NetworkEvent {
 }
 
 func (v *environment) close() {
-	if v != nil && v.stop != nil {
+	if v == nil {
+		return
+	}
+	// The servers first: a stdio server may be using the proxy.
+	if v.mcp != nil {
+		v.mcp.Close()
+	}
+	if v.stop != nil {
 		_ = v.stop()
 	}
 }
@@ -166,6 +177,13 @@ func (r *runner) setupEnvironment(ctx context.Context) error {
 	if r.e.cfg.Sandbox != nil {
 		env.exec = r.e.cfg.Sandbox.Exec(sandbox.Spec{SessionID: r.st.Session.ID, Workspace: r.ws, ProxySocket: env.socket})
 	}
+	// MCP servers are started (or reached) when first needed, and stopped
+	// with the environment when the runner parks or ends.
+	m, err := r.newMCPManager(ctx, env)
+	if err != nil {
+		return err
+	}
+	env.mcp = m
 	return nil
 }
 

@@ -25,7 +25,7 @@ func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
 		_, err := r.checkStop()
 		return err
 	}
-	if c.Kind == journal.CallBuiltin || c.Kind == journal.CallFunction {
+	if c.Kind == journal.CallBuiltin || c.Kind == journal.CallFunction || c.Kind == journal.CallMCP {
 		if ok, err := r.checkLoop(c); !ok || err != nil {
 			return err
 		}
@@ -37,7 +37,7 @@ func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
 		}
 	}
 	switch c.Kind {
-	case journal.CallBuiltin, journal.CallFinish, journal.CallCheckpoint:
+	case journal.CallBuiltin, journal.CallMCP, journal.CallFinish, journal.CallCheckpoint:
 		if lost, err := r.workspaceLost(); lost || err != nil {
 			if err != nil {
 				return err
@@ -46,7 +46,7 @@ func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
 		}
 	}
 	switch c.Kind {
-	case journal.CallBuiltin:
+	case journal.CallBuiltin, journal.CallMCP:
 		return r.runBuiltin(ctx, c)
 	case journal.CallFunction:
 		return r.askFunction(c)
@@ -80,6 +80,10 @@ func (r *runner) callTimeout(name string) time.Duration {
 // runBuiltin puts the effect in the ledger (durably, unless the tool only
 // reads), runs the tool in the workspace, and records the outcome.
 func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
+	if c.Kind == journal.CallMCP {
+		// Run (and, after a crash, re-run) like a built-in, by its server.
+		return r.runMCP(ctx, c)
+	}
 	t, ok := r.e.tools.Get(c.Tool)
 	if !ok {
 		return fmt.Errorf("built-in tool %q is not registered", c.Tool)
@@ -149,7 +153,7 @@ func (r *runner) toolFailed(ctx context.Context, c *journal.Call, eff string, re
 	step, turnID := r.st.Step.N, r.st.Step.TurnID
 	attempt := c.Attempts
 	failed := journal.ToolFailed{
-		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, EffectID: eff, Error: res.Error, Output: out, DurationMS: dur, Attempt: attempt,
+		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Server: r.mcpServerOf(c), EffectID: eff, Error: res.Error, Output: out, DurationMS: dur, Attempt: attempt,
 	}
 	if !retryable(c.Class, res.Transient) {
 		return r.add(lt.EventToolFailed, turnID, step, failed)
@@ -189,8 +193,10 @@ func (r *runner) askFunction(c *journal.Call) error {
 }
 
 // markInDoubt turns an irreversible call whose outcome is unknown into an
-// in_doubt action. It never runs again until a decision says so.
-func (r *runner) markInDoubt(c *journal.Call) error {
+// in_doubt action. It never runs again until a decision says so. evidence
+// is added to what the action shows the person deciding (e.g. why the
+// tool's reconcile probe could not tell).
+func (r *runner) markInDoubt(c *journal.Call, evidence ...string) error {
 	step, turnID := r.st.Step.N, r.st.Step.TurnID
 	sid := r.st.Session.ID
 	actID := derivedID("act_", sid, turnID, step, c.Index, "in_doubt", c.Attempts)
@@ -204,7 +210,7 @@ func (r *runner) markInDoubt(c *journal.Call) error {
 		ID: actID, SessionID: sid, Type: lt.ActionInDoubt, Status: lt.ActionPending, TurnID: turnID, Step: step, CallID: c.ID, Tool: c.Tool,
 		Arguments: c.Arguments, ArgumentsSHA256: c.ArgumentsSHA256, EffectID: c.EffectID, IdempotencyKey: c.IdempotencyKey,
 		Summary:     fmt.Sprintf("Decide whether %s ran: %s", c.Tool, reason),
-		Evidence:    []string{fmt.Sprintf("attempt %d started; no outcome in the journal", c.Attempts)},
+		Evidence:    append([]string{fmt.Sprintf("attempt %d started; no outcome in the journal", c.Attempts)}, evidence...),
 		Consequence: consequence(c.Class) + "; deciding did_not_happen runs it again",
 		CreatedAt:   r.e.clock.Now(),
 	}

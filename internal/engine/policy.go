@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/mcp"
 	"github.com/longhaul-dev/longhaul/internal/policy"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -113,7 +114,7 @@ func (h *history) finish(effectID string, status lt.EffectStatus, errMsg, resolu
 // already approved it. It journals the verdict when a policy matched, and
 // reports whether the call may run now.
 func (r *runner) evaluatePolicy(ctx context.Context, c *journal.Call) (bool, error) {
-	if c.Kind != journal.CallBuiltin && c.Kind != journal.CallFunction {
+	if c.Kind != journal.CallBuiltin && c.Kind != journal.CallFunction && c.Kind != journal.CallMCP {
 		return true, nil
 	}
 	step, turnID := r.st.Step.N, r.st.Step.TurnID
@@ -128,7 +129,8 @@ func (r *runner) evaluatePolicy(ctx context.Context, c *journal.Call) (bool, err
 			Error: fmt.Sprintf("refused: the arguments about to run (sha256 %s) are not the ones a person approved (sha256 %s)", sum, c.ApprovedSHA256),
 		})
 	}
-	if c.Policy != "" || r.policies.Empty() {
+	def, hasDefault := r.mcpDefault(c)
+	if c.Policy != "" || (r.policies.Empty() && !hasDefault) {
 		return true, nil
 	}
 	in := &policy.Input{Tool: c.Tool, Arguments: c.Arguments, Usage: r.st.Session.Usage}
@@ -142,6 +144,11 @@ func (r *runner) evaluatePolicy(ctx context.Context, c *journal.Call) (bool, err
 		in.Effects = append(others, r.h.effects...)
 	}
 	v := r.policies.Evaluate(in)
+	if hasDefault && (v.Decision == lt.PolicyAllow || v.Rule == "") {
+		// No policy names the tool: its default applies, unless a policy
+		// for every tool is stricter.
+		v = def
+	}
 	if v.Rule == "" {
 		return true, nil
 	}
@@ -166,6 +173,12 @@ func (r *runner) evaluatePolicy(ctx context.Context, c *journal.Call) (bool, err
 func compilePolicies(spec *lt.AgentSpec) (*policy.Set, error) {
 	names := make([]string, 0, len(spec.Tools))
 	for _, t := range spec.Tools {
+		if t.Type == "mcp" {
+			// Its tools are known only once listed: policies may name
+			// any of them, or all ("<server>__*").
+			names = append(names, mcp.ToolName(t.Name, "*"))
+			continue
+		}
 		names = append(names, t.Name)
 	}
 	return policy.Compile(spec.Policies, names)

@@ -28,12 +28,17 @@ type runner struct {
 	ws         string
 	tx         *transcript
 	toolDefs   []model.ToolDef
+	mcp        *mcpTools // the MCP servers' tools, as last listed in the journal
 	policies   *policy.Set
 	env        *environment
 	envErr     error                   // why the environment could not be set up
 	h          *history                // nil unless a policy looks at past effects
 	others     map[string]*treeHistory // the tree's other sessions, for h
-	released   bool                    // the lease was given back with the last append
+	// wsWriter is the node whose worker last changed (or restored) the
+	// workspace, as the journal says: another node's means this node's
+	// copy, if any, is stale.
+	wsWriter string
+	released bool // the lease was given back with the last append
 }
 
 func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) {
@@ -51,7 +56,8 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 	// from the last snapshot) before the next tool runs.
 	r.ws = e.spaces.Path(st.WorkspaceID()) // a sub-agent works in its root's
 	r.tx = newTranscript(&r.spec)
-	r.toolDefs = e.toolDefs(&r.spec)
+	r.mcp = newMCPTools()
+	r.toolDefs = r.buildToolDefs()
 	if r.policies, err = compilePolicies(&r.spec); err != nil {
 		return nil, fmt.Errorf("compile policies: %w", err)
 	}
@@ -88,7 +94,7 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 // resolveBlob returns ev with its payload read back from the blob store when
 // it was moved there.
 func (e *Engine) resolveBlob(ctx context.Context, ev lt.Event) (lt.Event, error) {
-	if !transcriptWants(ev.Type) || len(ev.Data) == 0 || ev.Data[0] != '{' {
+	if (!transcriptWants(ev.Type) && ev.Type != lt.EventMCPToolsListed) || len(ev.Data) == 0 || ev.Data[0] != '{' {
 		return ev, nil
 	}
 	var stub struct {
@@ -118,6 +124,18 @@ func (r *runner) add(typ, turnID string, step int, data any) error {
 func (r *runner) observe(ev lt.Event) {
 	r.tx.observe(ev)
 	r.h.observe(ev)
+	if r.mcp.observe(ev) {
+		r.toolDefs = r.buildToolDefs()
+	}
+	switch ev.Type {
+	case lt.EventToolStarted:
+		var d journal.ToolStarted
+		if json.Unmarshal(ev.Data, &d) == nil && d.Class != lt.EffectRead {
+			r.wsWriter = ev.WorkerID
+		}
+	case lt.EventEnvironmentRestored:
+		r.wsWriter = ev.WorkerID
+	}
 }
 
 func (r *runner) status(to lt.SessionStatus, stopReason string) error {
@@ -315,12 +333,29 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 
 // recoverCall settles a call whose worker died while it ran (DESIGN.md
 // principle 3): read and idempotent calls run again with the same key; an
-// irreversible one is in doubt until a decision.
+// irreversible one is settled by its tool's reconcile probe when it has
+// one (reconcile.go), else it is in doubt until a decision.
 func (r *runner) recoverCall(ctx context.Context, c *journal.Call) (bool, error) {
 	if c.Class != lt.EffectIrreversible {
+		// The call may resume on another node than the one that started
+		// it: its workspace comes back from the last snapshot first.
+		if lost, err := r.workspaceLost(); lost || err != nil {
+			if err != nil {
+				return false, err
+			}
+			return false, r.restoreWorkspace(ctx) // the next tick runs the call again
+		}
 		return false, r.runBuiltin(ctx, c)
 	}
-	if err := r.markInDoubt(c); err != nil {
+	settled, probeErr, err := r.reconcile(ctx, c)
+	if settled || err != nil {
+		return false, err
+	}
+	var evidence []string
+	if probeErr != nil {
+		evidence = append(evidence, "the tool's reconcile probe could not tell: "+probeErr.Error())
+	}
+	if err := r.markInDoubt(c, evidence...); err != nil {
 		return false, err
 	}
 	return false, nil // the next tick sees the pending action

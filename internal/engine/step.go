@@ -40,6 +40,9 @@ func (r *runner) callModel(ctx context.Context) error {
 	if r.provider == nil {
 		return r.failTurn(lt.StopProviderError, fmt.Sprintf("model provider %q is not configured on this server", r.spec.Model.Provider))
 	}
+	if ok, err := r.refreshMCPTools(ctx); !ok || err != nil {
+		return err // the turn ended, or the next tick goes on
+	}
 	if done, err := r.compactIfNeeded(ctx, stepN); done || err != nil {
 		return err // the next tick checks again and calls the model
 	}
@@ -222,6 +225,12 @@ func (r *runner) requestCall(turnID string, step, index int, tc journal.ToolCall
 	req := journal.ToolRequested{Step: step, Index: index, CallID: tc.ID, Tool: tc.Name, Arguments: tc.Arguments}
 	var problem string
 	spec, enabled := r.toolSpec(tc.Name)
+	mt, isMCP := r.mcpTool(tc.Name)
+	if isMCP && !enabled {
+		enabled, req.Server = true, mt.server
+	} else {
+		isMCP = false
+	}
 	canon, err := tool.CanonicalJSON(tc.Arguments)
 	if err != nil {
 		problem = "arguments are not valid JSON: " + err.Error()
@@ -234,6 +243,13 @@ func (r *runner) requestCall(turnID string, step, index int, tc journal.ToolCall
 		switch {
 		case !enabled:
 			req.Kind, problem = journal.CallInvalid, fmt.Sprintf("unknown tool %q", tc.Name)
+		case isMCP:
+			// The class is the listing's: the agent's effects, trusted
+			// annotations or irreversible.
+			req.Kind, req.Class = journal.CallMCP, mt.Effect
+			if err := tool.ValidateArguments(mt.InputSchema, canon); err != nil {
+				req.Kind, problem = journal.CallInvalid, err.Error()
+			}
 		case spec.Type == "function":
 			req.Kind, req.Class = journal.CallFunction, lt.EffectIrreversible
 			if len(spec.Parameters) > 0 {
@@ -260,7 +276,7 @@ func (r *runner) requestCall(turnID string, step, index int, tc journal.ToolCall
 			// irreversible unless the agent declares the endpoint
 			// idempotent (then the idempotency key goes in a header).
 			req.Class = tool.HTTPRequestEffect(canon, spec.Effect == lt.EffectIdempotent)
-		case spec.Effect != "" && req.Kind != journal.CallInvalid:
+		case spec.Effect != "" && req.Kind != journal.CallInvalid && !isMCP:
 			req.Class = spec.Effect
 		}
 	}
@@ -270,7 +286,7 @@ func (r *runner) requestCall(turnID string, step, index int, tc journal.ToolCall
 	if problem == "" {
 		return nil
 	}
-	return r.add(lt.EventToolFailed, turnID, step, journal.ToolFailed{Step: step, Index: index, CallID: tc.ID, Tool: tc.Name, Error: problem})
+	return r.add(lt.EventToolFailed, turnID, step, journal.ToolFailed{Step: step, Index: index, CallID: tc.ID, Tool: tc.Name, Server: req.Server, Error: problem})
 }
 
 func (r *runner) toolSpec(name string) (lt.ToolSpec, bool) {

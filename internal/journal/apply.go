@@ -16,6 +16,7 @@ func Apply(s *State, ev lt.Event, ch *Changes) error {
 	if err := apply(s, ev, ch); err != nil {
 		return fmt.Errorf("apply %s (seq %d): %w", ev.Type, ev.Seq, err)
 	}
+	tally(s, ev)
 	s.Session.LastEventSeq = ev.Seq
 	if !ev.Time.IsZero() {
 		s.Session.UpdatedAt = ev.Time

@@ -116,7 +116,9 @@ type NetworkConnection struct {
 	Index  int    `json:"index"`
 	CallID string `json:"call_id"`
 	Tool   string `json:"tool"`
-	// Via is "proxy" (from the sandbox) or "http_request".
+	// Via is "proxy" (from the sandbox), "http_request" or "mcp" (an
+	// MCP client; a listing's connections have Index -1 and the server's
+	// name as Tool).
 	Via     string `json:"via"`
 	Host    string `json:"host"`
 	Port    int    `json:"port"`
@@ -138,6 +140,13 @@ type EnvironmentRestored struct {
 	Snapshot     string `json:"snapshot,omitempty"`
 	Files        int    `json:"files"`
 	Bytes        int64  `json:"bytes"`
+	// Replayed lists the calls of the current step, made after the
+	// snapshot, that were run again (idempotent ones) to bring the
+	// workspace back to where the journal says it is; Missing those whose
+	// changes could not be brought back (irreversible ones, or a replay
+	// that failed).
+	Replayed []string `json:"replayed,omitempty"`
+	Missing  []string `json:"missing,omitempty"`
 	// Note is what the model is told.
 	Note string `json:"note"`
 }
@@ -272,15 +281,19 @@ const (
 	CallCheckpoint = "checkpoint" // the agent's named checkpoint
 	CallWait       = "wait"       // sleep, wait_for_signal, wait_agents: a durable wait
 	CallSpawn      = "spawn"      // spawn_agent: creates a sub-agent
+	CallMCP        = "mcp"        // a tool of an MCP server: <server>__<tool>
 	CallInvalid    = "invalid"    // unknown tool or bad arguments: fails at once
 )
 
 // ToolRequested is the data of tool.requested.
 type ToolRequested struct {
-	Step            int             `json:"step"`
-	Index           int             `json:"index"`
-	CallID          string          `json:"call_id"`
-	Tool            string          `json:"tool"`
+	Step   int    `json:"step"`
+	Index  int    `json:"index"`
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	// Server is the MCP server of a tool of kind mcp (Tool is then
+	// "<server>__<tool>").
+	Server          string          `json:"server,omitempty"`
 	Kind            string          `json:"kind"`
 	Class           lt.EffectClass  `json:"effect"`
 	Arguments       json.RawMessage `json:"arguments"`
@@ -290,10 +303,13 @@ type ToolRequested struct {
 // ToolStarted is the data of tool.started: the effect is in the ledger before
 // the tool runs.
 type ToolStarted struct {
-	Step           int            `json:"step"`
-	Index          int            `json:"index"`
-	CallID         string         `json:"call_id"`
-	Tool           string         `json:"tool"`
+	Step   int    `json:"step"`
+	Index  int    `json:"index"`
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	// Server is the MCP server of a tool of kind mcp (Tool is then
+	// "<server>__<tool>").
+	Server         string         `json:"server,omitempty"`
 	EffectID       string         `json:"effect_id"`
 	IdempotencyKey string         `json:"idempotency_key"`
 	Class          lt.EffectClass `json:"effect"`
@@ -302,10 +318,13 @@ type ToolStarted struct {
 
 // ToolCompleted is the data of tool.completed.
 type ToolCompleted struct {
-	Step       int             `json:"step"`
-	Index      int             `json:"index"`
-	CallID     string          `json:"call_id"`
-	Tool       string          `json:"tool"`
+	Step   int    `json:"step"`
+	Index  int    `json:"index"`
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	// Server is the MCP server of a tool of kind mcp (Tool is then
+	// "<server>__<tool>").
+	Server     string          `json:"server,omitempty"`
 	EffectID   string          `json:"effect_id,omitempty"`
 	Output     json.RawMessage `json:"output"`
 	DurationMS int64           `json:"duration_ms"`
@@ -316,10 +335,13 @@ type ToolCompleted struct {
 
 // ToolFailed is the data of tool.failed.
 type ToolFailed struct {
-	Step       int             `json:"step"`
-	Index      int             `json:"index"`
-	CallID     string          `json:"call_id"`
-	Tool       string          `json:"tool"`
+	Step   int    `json:"step"`
+	Index  int    `json:"index"`
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	// Server is the MCP server of a tool of kind mcp (Tool is then
+	// "<server>__<tool>").
+	Server     string          `json:"server,omitempty"`
 	EffectID   string          `json:"effect_id,omitempty"`
 	Error      string          `json:"error"`
 	Output     json.RawMessage `json:"output,omitempty"`

@@ -75,6 +75,9 @@ type State struct {
 	// parent was not told yet (subagent.reported clears it): the session
 	// stays runnable until the parent has it.
 	ReportDue *SubagentCompleted `json:"report_due,omitempty"`
+	// Tally is how the work went (asks, retries, how far it got), for
+	// reports: see tally.go.
+	Tally Tally `json:"tally,omitzero"`
 }
 
 // Child is a sub-agent spawned by the session.

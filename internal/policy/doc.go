@@ -5,8 +5,10 @@
 //
 // Compile checks every policy when the agent is defined, so that a bad one
 // is a 400 naming its field ("policies[2].when") and never a surprise at
-// run time: the decision, the tool (one of the agent's, or "" / "*" for
-// all), the name (unique, optional), expires_in_seconds (ask only) and the
+// run time: the decision, the tool (one of the agent's, "" / "*" for all,
+// or a prefix pattern such as "docs__*" for every tool whose name starts
+// with "docs__"; the agent's tool names may be such patterns themselves,
+// for tools known only at run time, like an MCP server's), the name (unique, optional), expires_in_seconds (ask only) and the
 // condition (syntax, undeclared names, a result that is not a bool). Set.
 // Evaluate then decides each call: among the policies that match, the most
 // restrictive wins (deny over ask over allow, ties to the first); a call

@@ -28,7 +28,7 @@ func (s *Set) Evaluate(in *Input) Verdict {
 		// Only a strictly more restrictive decision can win (ties go to
 		// the first policy), so conditions that could not change the
 		// verdict are never evaluated.
-		if r.rank <= bestRank || (r.tool != "" && r.tool != in.Tool) {
+		if r.rank <= bestRank || !r.selects(in.Tool) {
 			continue
 		}
 		rank, evalErr := r.match(&act)

@@ -3,7 +3,6 @@ package policy
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -63,6 +62,7 @@ type Set struct {
 type rule struct {
 	name      string // the Verdict's Rule: the policy's Name or "policies[i]"
 	tool      string // "" matches every tool ("*" is stored as "")
+	prefix    bool   // tool is a prefix: the policy's tool was "tool*"
 	when      string // the source of the condition, for generated reasons
 	decision  lt.PolicyDecision
 	rank      int
@@ -104,10 +104,15 @@ func Compile(policies []lt.Policy, toolNames []string) (*Set, error) {
 		if r.rank == rankNone {
 			return nil, &FieldError{field("decision"), fmt.Sprintf("must be allow, ask or deny, not %q", p.Decision)}
 		}
-		if p.Tool == "*" {
+		switch pre, isPattern := toolPattern(p.Tool); {
+		case p.Tool == "*":
 			r.tool = ""
-		} else if p.Tool != "" && !slices.Contains(toolNames, p.Tool) {
+		case isPattern && strings.Contains(pre, "*"):
+			return nil, &FieldError{field("tool"), fmt.Sprintf("%q: only a trailing * is allowed (\"docs__*\": every tool whose name starts with docs__)", p.Tool)}
+		case p.Tool != "" && !toolKnown(p.Tool, toolNames):
 			return nil, &FieldError{field("tool"), unknownToolMessage(p.Tool, toolNames)}
+		case isPattern:
+			r.tool, r.prefix = pre, true
 		}
 		if p.Name != "" {
 			if msg := checkName(p.Name); msg != "" {
@@ -142,6 +147,69 @@ func Compile(policies []lt.Policy, toolNames []string) (*Set, error) {
 }
 
 const maxDuration = time.Duration(1<<63 - 1)
+
+// toolPattern returns the prefix of a tool pattern ("docs__*" selects every
+// tool whose name starts with "docs__", the tools of the MCP server docs),
+// and whether tool is one. Only a namespace ending in "__" makes a pattern:
+// "send_*" is not one (a policy must not catch tools by accident of their
+// names), and "*" alone is every tool.
+func toolPattern(tool string) (string, bool) {
+	if len(tool) > 3 && strings.HasSuffix(tool, "__*") {
+		return strings.TrimSuffix(tool, "*"), true
+	}
+	return tool, false
+}
+
+// toolKnown reports whether a policy's tool (a name or a pattern) can match
+// one of the agent's tools. toolNames may hold patterns too: tools whose
+// names are known only at run time (an MCP server's, "docs__*"), of which
+// any name with the prefix may exist.
+func toolKnown(tool string, toolNames []string) bool {
+	pre, isPattern := toolPattern(tool)
+	for _, n := range toolNames {
+		npre, nIsPattern := toolPattern(n)
+		switch {
+		case !isPattern && !nIsPattern && n == tool:
+			return true
+		case !isPattern && nIsPattern && strings.HasPrefix(tool, npre):
+			return true
+		case isPattern && !nIsPattern && strings.HasPrefix(n, pre):
+			return true
+		case isPattern && nIsPattern && (strings.HasPrefix(pre, npre) || strings.HasPrefix(npre, pre)):
+			return true
+		}
+	}
+	return false
+}
+
+// selects reports whether r's tool selects the tool named name ("" selects
+// every tool).
+func (r *rule) selects(name string) bool {
+	switch {
+	case r.tool == "":
+		return true
+	case r.prefix:
+		return strings.HasPrefix(name, r.tool)
+	default:
+		return r.tool == name
+	}
+}
+
+// Names reports whether a policy names the tool (by its name or a pattern
+// that selects it), as opposed to applying to every tool. The engine gives
+// a tool no policy names its default decision (an MCP tool that is not
+// read-only: ask).
+func (s *Set) Names(tool string) bool {
+	if s == nil {
+		return false
+	}
+	for i := range s.rules {
+		if r := &s.rules[i]; r.tool != "" && r.selects(tool) {
+			return true
+		}
+	}
+	return false
+}
 
 // checkName returns why name cannot name a policy, or "".
 func checkName(name string) string {

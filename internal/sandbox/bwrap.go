@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -201,53 +202,12 @@ func (e *bwrapExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecR
 	if err != nil {
 		return nil, fmt.Errorf("sandbox exec: %w", err)
 	}
-	if err := checkWorkspace(e.spec.Workspace); err != nil {
+	prep, err := e.b.prepare(&e.spec, lim, req.Command, req.Env)
+	if err != nil {
 		return nil, fmt.Errorf("sandbox exec: %w", err)
 	}
-	forwarder := ""
-	if e.spec.ProxySocket != "" {
-		fi, err := os.Stat(e.spec.ProxySocket)
-		if err != nil {
-			return nil, fmt.Errorf("sandbox exec: spec.proxy_socket: %w", err)
-		}
-		if fi.Mode().Type() != fs.ModeSocket {
-			return nil, fmt.Errorf("sandbox exec: spec.proxy_socket: %s is not a socket", e.spec.ProxySocket)
-		}
-		if e.b.forwarder == "" {
-			return nil, errors.New("sandbox exec: no forwarder binary for the proxy (BwrapOptions.Forwarder)")
-		}
-		forwarder = ForwarderPath
-	}
-
-	// fds 4, 5, 6 (fd 3 is the status pipe).
-	var files []*os.File
-	defer func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}()
-	for _, data := range []string{passwdData, groupData, hostsData} {
-		f, err := dataFile(data)
-		if err != nil {
-			return nil, fmt.Errorf("sandbox exec: %w", err)
-		}
-		files = append(files, f)
-	}
-
-	argv := append([]string{e.b.path}, e.b.args(&e.spec, lim, req.Env)...)
-	argv = append(argv, "--", "/bin/sh", "-c", wrapperScript)
-	argv = append(argv, wrapperArgs(req.Command, lim, true, forwarder)...)
-
-	var cg *runCgroup
-	if e.b.cgroup != "" {
-		cg, err = newRunCgroup(e.b.cgroup, lim.Processes)
-		if err != nil {
-			return nil, fmt.Errorf("sandbox exec: %w", err)
-		}
-		// The shell joins the cgroup, then becomes bwrap: every process
-		// of the sandbox is born in it, with no window before.
-		argv = append([]string{"/bin/sh", "-c", `echo $$ > "$0" && exec "$@"`, cg.procs()}, argv...)
-	}
+	defer prep.closeFiles()
+	argv, files, cg := prep.argv, prep.files, prep.cg
 
 	out, err := runProcess(ctx, &runSpec{
 		argv:        argv,
@@ -272,6 +232,104 @@ func (e *bwrapExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecR
 		return nil, fmt.Errorf("sandbox exec: set up sandbox: %w", setupError(out))
 	}
 	return toResult(out, lim, true, hit), nil
+}
+
+// prepared is a sandbox ready to start: its command line, the files it
+// reads its generated /etc entries from, and its pids cgroup (nil: none).
+type prepared struct {
+	argv  []string
+	files []*os.File
+	cg    *runCgroup
+}
+
+func (p *prepared) closeFiles() {
+	for _, f := range p.files {
+		f.Close()
+	}
+}
+
+// prepare checks spec's workspace and proxy socket and builds the command
+// line of a sandbox running command, with its pids cgroup when the backend
+// has one. The caller closes the files, and removes the cgroup when the
+// sandbox is gone.
+func (b *bwrapBackend) prepare(spec *Spec, lim Limits, command string, env map[string]string) (*prepared, error) {
+	if err := checkWorkspace(spec.Workspace); err != nil {
+		return nil, err
+	}
+	forwarder := ""
+	if spec.ProxySocket != "" {
+		fi, err := os.Stat(spec.ProxySocket)
+		if err != nil {
+			return nil, fmt.Errorf("spec.proxy_socket: %w", err)
+		}
+		if fi.Mode().Type() != fs.ModeSocket {
+			return nil, fmt.Errorf("spec.proxy_socket: %s is not a socket", spec.ProxySocket)
+		}
+		if b.forwarder == "" {
+			return nil, errors.New("no forwarder binary for the proxy (BwrapOptions.Forwarder)")
+		}
+		forwarder = ForwarderPath
+	}
+	p := &prepared{}
+	// fds 4, 5, 6 (fd 3 is the status pipe).
+	for _, data := range []string{passwdData, groupData, hostsData} {
+		f, err := dataFile(data)
+		if err != nil {
+			p.closeFiles()
+			return nil, err
+		}
+		p.files = append(p.files, f)
+	}
+	argv := append([]string{b.path}, b.args(spec, lim, env)...)
+	argv = append(argv, "--", "/bin/sh", "-c", wrapperScript)
+	argv = append(argv, wrapperArgs(command, lim, true, forwarder)...)
+	if b.cgroup != "" {
+		cg, err := newRunCgroup(b.cgroup, lim.Processes)
+		if err != nil {
+			p.closeFiles()
+			return nil, err
+		}
+		// The shell joins the cgroup, then becomes bwrap: every process
+		// of the sandbox is born in it, with no window before.
+		argv = append([]string{"/bin/sh", "-c", `echo $$ > "$0" && exec "$@"`, cg.procs()}, argv...)
+		p.cg = cg
+	}
+	p.argv = argv
+	return p, nil
+}
+
+// Start implements Backend: the program runs in a sandbox of its own, set
+// up as for Exec (mounts, user, network through the proxy, limits), for as
+// long as it lives.
+func (b *bwrapBackend) Start(ctx context.Context, spec Spec, req *StartRequest) (*Process, error) {
+	lim, err := spec.validate()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox start: %w", err)
+	}
+	if err := req.check(); err != nil {
+		return nil, fmt.Errorf("sandbox start: %w", err)
+	}
+	prep, err := b.prepare(&spec, lim, req.Command, req.Env)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox start: %w", err)
+	}
+	defer prep.closeFiles()
+	var cleanup func()
+	if cg := prep.cg; cg != nil {
+		cleanup = func() { _ = cg.remove() }
+	}
+	p, err := startProcess(ctx, &startSpec{
+		argv:      prep.argv,
+		env:       []string{"PATH=" + DefaultPath},
+		dir:       "/",
+		files:     prep.files,
+		maxStderr: cmp.Or(req.MaxStderrBytes, DefaultMaxOutputBytes),
+		cleanup:   cleanup,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox start: set up sandbox: %w", err)
+	}
+	return p, nil
 }
 
 // args returns bwrap's options for spec (without the command).

@@ -2,7 +2,11 @@
 // commands) in the session's environment, behind one interface: a Backend
 // gives, for a Spec (the session's workspace, its egress proxy socket and its
 // Limits), a tool.Exec that runs `sh -c COMMAND` there and returns a
-// tool.ExecResult. Detect picks the backend once at start-up: bwrap when
+// tool.ExecResult; and Start, for a long-lived program the caller talks to
+// over its stdin and stdout (an MCP server over stdio), set up the same way
+// and under the same limits but the wall time and the output limit, until
+// Process.Stop (stdin closed, then the process group killed after a grace
+// period) or Kill. Detect picks the backend once at start-up: bwrap when
 // bubblewrap works on the machine (it runs a trivial sandbox to know), else
 // local, with a warning for the operator.
 //

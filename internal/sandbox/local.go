@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,26 +43,17 @@ func (e *localExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecR
 		return nil, fmt.Errorf("local exec: not supported on %s", runtime.GOOS)
 	}
 	ws := e.spec.Workspace
-	if err := checkWorkspace(ws); err != nil {
+	tmp, err := localTmp(ws)
+	if err != nil {
 		return nil, fmt.Errorf("local exec: %w", err)
-	}
-	tmp := filepath.Join(ws, ".tmp")
-	if err := os.Mkdir(tmp, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("local exec: create TMPDIR: %w", err)
 	}
 	argv := append([]string{"/bin/sh", "-c", wrapperScript},
 		// No process limit: RLIMIT_NPROC would count every process of
 		// the server's user, the server's own threads included.
 		wrapperArgs(req.Command, lim, false, "")...)
 	out, err := runProcess(ctx, &runSpec{
-		argv: argv,
-		env: environ(map[string]string{
-			"PATH":   DefaultPath,
-			"HOME":   ws,
-			"PWD":    ws,
-			"TMPDIR": tmp,
-			"LANG":   "C.UTF-8",
-		}, req.Env),
+		argv:        argv,
+		env:         environ(localBase(ws, tmp), req.Env),
 		dir:         ws,
 		timeout:     timeout,
 		maxCapture:  maxOut,
@@ -74,4 +66,57 @@ func (e *localExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecR
 		return nil, fmt.Errorf("local exec: %w", setupError(out))
 	}
 	return toResult(out, lim, false, false), nil
+}
+
+// Start implements Backend: the program is a plain subprocess in the
+// workspace, like a command of Exec, with the same environment and limits
+// (but the wall time and the output limit).
+func (localBackend) Start(ctx context.Context, spec Spec, req *StartRequest) (*Process, error) {
+	lim, err := spec.validate()
+	if err != nil {
+		return nil, fmt.Errorf("local start: %w", err)
+	}
+	if err := req.check(); err != nil {
+		return nil, fmt.Errorf("local start: %w", err)
+	}
+	if !processGroupsSupported {
+		return nil, fmt.Errorf("local start: not supported on %s", runtime.GOOS)
+	}
+	tmp, err := localTmp(spec.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("local start: %w", err)
+	}
+	p, err := startProcess(ctx, &startSpec{
+		argv:      append([]string{"/bin/sh", "-c", wrapperScript}, wrapperArgs(req.Command, lim, false, "")...),
+		env:       environ(localBase(spec.Workspace, tmp), req.Env),
+		dir:       spec.Workspace,
+		maxStderr: cmp.Or(req.MaxStderrBytes, DefaultMaxOutputBytes),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("local start: %w", err)
+	}
+	return p, nil
+}
+
+// localTmp checks the workspace and returns its TMPDIR, created if needed.
+func localTmp(ws string) (string, error) {
+	if err := checkWorkspace(ws); err != nil {
+		return "", err
+	}
+	tmp := filepath.Join(ws, ".tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("create TMPDIR: %w", err)
+	}
+	return tmp, nil
+}
+
+// localBase is the scrubbed environment of a local program.
+func localBase(ws, tmp string) map[string]string {
+	return map[string]string{
+		"PATH":   DefaultPath,
+		"HOME":   ws,
+		"PWD":    ws,
+		"TMPDIR": tmp,
+		"LANG":   "C.UTF-8",
+	}
 }

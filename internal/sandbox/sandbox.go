@@ -164,6 +164,12 @@ type Backend interface {
 	// Exec returns a tool.Exec bound to spec. A spec that is not valid is
 	// reported by every Run of the returned Exec.
 	Exec(spec Spec) tool.Exec
+	// Start starts a long-lived program (an MCP server over stdio) in a
+	// sandbox bound to spec, and returns once the sandbox is set up and
+	// the program started; ctx bounds only that. The program then runs
+	// until it exits or Process.Stop or Kill ends it, under spec's limits
+	// except Wall and OutputBytes (its stdout is the caller's stream).
+	Start(ctx context.Context, spec Spec, req *StartRequest) (*Process, error)
 }
 
 // DetectOptions configures Detect.

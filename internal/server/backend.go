@@ -107,3 +107,12 @@ type WebhookBackend interface {
 	// secret of a session's own webhook_url.
 	SessionWebhookSecret(ctx context.Context, sessionID string) (string, error)
 }
+
+// ReportBackend serves GET /v1/reports/tasks. A Backend that implements it
+// serves the reports too (the node embeds report.Service); otherwise the
+// endpoint answers 501. Errors a client caused are *apierror.Error values.
+type ReportBackend interface {
+	// TaskReport reports the tasks created in the window p selects (400
+	// naming since, until, bucket, limit or cursor when invalid).
+	TaskReport(ctx context.Context, p lt.TaskReportParams) (*lt.TaskReport, error)
+}

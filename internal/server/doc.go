@@ -1,7 +1,7 @@
 // Package server is Longhaul's HTTP API (API.md): JSON endpoints for
 // sessions, turns, events, required actions, effects, checkpoints, artifacts,
-// blobs and agents, a server-sent event stream of each session's journal, and
-// the liveness and readiness probes.
+// blobs, agents and task reports, a server-sent event stream of each
+// session's journal, the liveness and readiness probes and the metrics.
 //
 // It serves a Backend (implemented by the engine) and keeps nothing of its
 // own but idempotency records, which it stores through an IdempotencyStore
@@ -28,7 +28,8 @@
 //     peers (127.0.0.0/8, ::1) and answers anyone else 403. The check reads
 //     the TCP peer address, so a reverse proxy on the same host makes every
 //     request look local: configure keys behind a proxy. /healthz and /readyz
-//     are always open.
+//     are always open. GET /metrics (when Config.Metrics is set) is under
+//     the /v1 rule unless Config.MetricsPublic opens it.
 //   - The event stream sends each seq of the journal exactly once, in order,
 //     from the resume point (Last-Event-ID, else ?after=, else 0): it
 //     subscribes before it reads, so nothing appended in between is missed.
@@ -43,7 +44,8 @@
 //     of its events is lost. A tree past the bound is a 400, never a cut.
 //
 // Only cmd (and tests) may import this package. It imports the standard
-// library, longhaultype, internal/apierror and internal/store (for the
-// idempotency record and the store's sentinel errors); never a storage
-// driver or the engine.
+// library, longhaultype, internal/apierror, internal/store (for the
+// idempotency record and the store's sentinel errors) and internal/webui
+// (the embedded web UI it serves at /); never a storage driver or the
+// engine.
 package server

@@ -12,6 +12,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+
+	"github.com/longhaul-dev/longhaul/internal/webui"
 )
 
 // Config tunes a Server. The zero value (and a nil *Config) means defaults.
@@ -33,6 +35,14 @@ type Config struct {
 	// Now is the clock used for idempotency records and request durations.
 	// Default time.Now.
 	Now func() time.Time
+	// Metrics, when set, serves GET /metrics (the Prometheus exposition).
+	// Default nil: no /metrics route.
+	Metrics http.Handler
+	// MetricsPublic serves /metrics without the API's access rule (for a
+	// scraper that cannot send a bearer token, on a network where the
+	// metrics may be read). Default false: /metrics needs an API key, or
+	// a loopback peer when there are none, like /v1.
+	MetricsPublic bool
 }
 
 // Defaults.
@@ -110,6 +120,8 @@ type Server struct {
 	secrets SecretBackend
 	// webhooks is b when it serves the webhooks' endpoints, else nil.
 	webhooks WebhookBackend
+	// reports is b when it serves the task reports, else nil.
+	reports ReportBackend
 }
 
 // errShuttingDown is the cause of the base context after Shutdown.
@@ -140,6 +152,7 @@ func New(b Backend, idem IdempotencyStore, cfg *Config) *Server {
 	}
 	s.secrets, _ = b.(SecretBackend)
 	s.webhooks, _ = b.(WebhookBackend)
+	s.reports, _ = b.(ReportBackend)
 	s.keys = hashKeys(c.APIKeys)
 	s.base, s.shutdown = context.WithCancelCause(context.Background())
 	s.routes()
@@ -189,9 +202,21 @@ func (s *Server) routes() {
 	s.handle("DELETE /v1/webhooks/endpoints/{id}", s.deleteWebhookEndpoint)
 	s.handle("GET /v1/webhooks/deliveries", s.listWebhookDeliveries)
 
+	s.handle("GET /v1/reports/tasks", s.taskReport)
+	if s.cfg.Metrics != nil {
+		s.handle("GET /metrics", s.metrics)
+	}
+
 	s.handle("POST /v1/agents", s.idempotent(s.putAgent))
 	s.handle("GET /v1/agents", s.listAgents)
 	s.handle("GET /v1/agents/{name}", s.getAgent)
+
+	// The web UI: the page at / and its assets under /ui/. They hold no
+	// data (every piece comes from /v1, under the access rule above), so
+	// they are served to anyone, with their own CSP and cache headers.
+	ui := webui.New()
+	s.mux.Handle("GET /{$}", ui)
+	s.mux.Handle("GET "+webui.AssetPrefix, ui)
 }
 
 // handlerFunc is an endpoint: it writes a response, or returns an error that

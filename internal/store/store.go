@@ -32,7 +32,8 @@ var (
 	// key already exists. Re-read and retry.
 	ErrConflict = errors.New("conflict")
 	// ErrLeaseLost: the writer's lease (owner, epoch) is no longer the
-	// session's lease. The writer must stop without writing anything.
+	// session's lease (or, for WebhookRecordAttempt, its claim is no longer
+	// the delivery's claim). The writer must stop without writing anything.
 	ErrLeaseLost = errors.New("lease lost")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store closed")
@@ -57,6 +58,10 @@ type Store interface {
 	SessionCreate(ctx context.Context, p *SessionCreateParams) ([]Event, error)
 	SessionGet(ctx context.Context, id string) (*SessionRow, error)
 	SessionList(ctx context.Context, p *SessionListParams) ([]*SessionRow, error)
+	// SessionCountByStatus counts the sessions of each status (statuses
+	// without sessions are absent), for metrics scraped every few seconds:
+	// it reads an index, never a session's state.
+	SessionCountByStatus(ctx context.Context) (map[string]int64, error)
 
 	// EventAppend appends events and writes projections atomically; see the
 	// package comment. On success it returns the stored events with their
@@ -77,6 +82,10 @@ type Store interface {
 	// ActionGetByID returns an action by its id alone (action ids are
 	// global); ErrNotFound for an unknown id.
 	ActionGetByID(ctx context.Context, actionID string) (*DocRow, error)
+	// ActionPendingStats counts the pending required actions by the action
+	// document's type, with the creation time of the oldest of each type,
+	// ordered by type (types without pending actions are absent).
+	ActionPendingStats(ctx context.Context) ([]ActionTypeStats, error)
 	EffectList(ctx context.Context, sessionID string) ([]*DocRow, error)
 	ArtifactList(ctx context.Context, sessionID string) ([]*DocRow, error)
 	ArtifactGet(ctx context.Context, artifactID string) (*DocRow, error)
@@ -124,7 +133,8 @@ type Store interface {
 	// subscribers hear KindSecrets after the commit.
 	SecretDelete(ctx context.Context, name string) error
 
-	// Webhooks (the webhook package's durable state; see 004_webhooks).
+	// Webhooks (the webhook package's durable state; see 004_webhooks and
+	// 005_webhook_claims).
 
 	// WebhookEndpointCreate inserts a server-wide endpoint; ErrConflict if
 	// the id exists.
@@ -146,16 +156,50 @@ type Store interface {
 	// conditional on the cursor still being fromCursor (else ErrConflict).
 	WebhookEnqueue(ctx context.Context, sessionID string, fromCursor, cursor int64, rows []*WebhookDeliveryRow) error
 	// WebhookDue returns up to limit pending deliveries whose next attempt
-	// is at or before now, earliest first.
+	// is at or before now, earliest first. It claims nothing, so it is only
+	// a look (for inspection): a dispatcher sends only what
+	// WebhookClaimDue gave it.
 	WebhookDue(ctx context.Context, now time.Time, limit int) ([]*WebhookDeliveryRow, error)
+	// WebhookClaimDue claims for p.Owner, until p.Until, up to p.Limit
+	// pending deliveries whose next attempt is at or before p.Now, earliest
+	// first, and returns them as claimed. Concurrent claims (by any owners,
+	// on any node) get disjoint deliveries.
+	//
+	// A claim sets ClaimedBy and moves the delivery's next attempt time to
+	// p.Until: a claimed delivery is not due, so nobody (its owner
+	// included) claims it again while the claim lasts, and a claim that
+	// ends with no attempt recorded (its owner died mid-attempt) leaves the
+	// delivery due again at p.Until, for any owner, with the same id and
+	// attempts count.
+	WebhookClaimDue(ctx context.Context, p *WebhookClaimParams) ([]*WebhookDeliveryRow, error)
+	// WebhookReleaseClaims ends every claim owner holds on a pending
+	// delivery, making the delivery due at now (or when it was due, if
+	// that is earlier), and returns how many it released. A dispatcher
+	// calls it when it stops with attempts abandoned, and when it starts,
+	// for the claims its previous run left (a node's id is its own).
+	WebhookReleaseClaims(ctx context.Context, owner string, now time.Time) (int, error)
 	// WebhookNextDue returns the earliest next attempt time of a pending
-	// delivery, or nil when none is pending.
+	// delivery (for a claimed one, the end of its claim), or nil when none
+	// is pending.
 	WebhookNextDue(ctx context.Context) (*time.Time, error)
-	// WebhookRecordAttempt records one attempt of a delivery and sets its
+	// WebhookRecordAttempt records one attempt of a delivery, made under
+	// the claim of p.Attempt.Owner, ends that claim and sets the delivery's
 	// new status, attempts count and next attempt time, in one transaction.
 	// With DisableTarget it also disables the delivery's target (the
 	// endpoint, or the session's webhook_url) and marks the target's other
 	// pending deliveries disabled.
+	//
+	// Only the claimer's attempt counts: the delivery must be claimed by
+	// p.Attempt.Owner and have p.Attempt.Attempt-1 attempts (the count its
+	// claim returned), else ErrLeaseLost and nothing is written. This
+	// fences an owner whose claim expired and was taken (by another owner,
+	// or by a later claim of its own whose attempt was recorded first), so
+	// every attempt number of a delivery is recorded once, by the claim it
+	// was made under. A claim that expired but was not taken still records.
+	// The new status applies only to a delivery still pending: one disabled
+	// while the attempt was in flight (its endpoint deleted, or its target
+	// disabled by a 410 to another delivery) stays disabled, and the
+	// attempt is recorded all the same.
 	WebhookRecordAttempt(ctx context.Context, p *WebhookAttemptParams) error
 	// WebhookDeliveryList pages deliveries newest first, each with its
 	// attempts.
@@ -256,6 +300,12 @@ type Lease struct {
 	Owner     string
 	Epoch     int64
 	ExpiresAt time.Time
+	// PreviousOwner is set by LeaseClaim when the claim took the session
+	// over: the owner of a lease that expired without being released (its
+	// worker died, stalled or lost the database; after a restart it may
+	// be this owner's previous run). Empty when the session was free.
+	// Other methods ignore it.
+	PreviousOwner string
 }
 
 // SessionCreateParams inserts a session.
@@ -276,6 +326,13 @@ type SessionListParams struct {
 	ParentID string
 	Cursor   string
 	Limit    int
+	// CreatedFrom and CreatedBefore, when not zero, keep the sessions
+	// created at or after CreatedFrom and before CreatedBefore (a window
+	// read through the creation index, for reports).
+	CreatedFrom   time.Time
+	CreatedBefore time.Time
+	// RootsOnly keeps the sessions without a parent (no sub-agents).
+	RootsOnly bool
 }
 
 // EventAppendParams appends events to a session and writes its projections.
@@ -347,6 +404,15 @@ type ActionListParams struct {
 	After *DocCursor
 	// Limit bounds the page: 0 means 50; more than 1000 is an error.
 	Limit int
+}
+
+// ActionTypeStats is ActionPendingStats' row for one action type.
+type ActionTypeStats struct {
+	Type  string
+	Count int64
+	// OldestCreatedAt is the creation time of the oldest pending action of
+	// the type.
+	OldestCreatedAt time.Time
 }
 
 // DocCursor is a position in a list ordered by (CreatedAt, ID).
@@ -441,8 +507,14 @@ type WebhookDeliveryRow struct {
 	Status        string
 	Attempts      int
 	NextAttemptAt *time.Time
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	// ClaimedBy is the owner of the delivery's latest claim, "" when no
+	// claim is held: WebhookClaimDue sets it, the attempt recorded under
+	// the claim and WebhookReleaseClaims clear it. While a pending delivery
+	// is claimed, NextAttemptAt is the end of the claim; once that has
+	// passed, the claim is expired and the delivery is due again.
+	ClaimedBy string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 	// Pos orders deliveries (it is the list cursor); set by the store.
 	Pos int64
 	// AttemptList is filled by WebhookDeliveryList, oldest first.
@@ -451,14 +523,34 @@ type WebhookDeliveryRow struct {
 
 // WebhookAttemptRow is one recorded delivery attempt.
 type WebhookAttemptRow struct {
-	Attempt    int
+	Attempt int
+	// Owner made the attempt, under its claim on the delivery (a node id);
+	// "" for attempts recorded before deliveries were claimed.
+	Owner      string
 	At         time.Time
 	StatusCode int // 0 when no response arrived
 	Error      string
 	Duration   time.Duration
 }
 
+// WebhookClaimParams claims due deliveries for one owner.
+type WebhookClaimParams struct {
+	// Owner identifies the claimer (a node id); required.
+	Owner string
+	// Now is the claimer's time: deliveries due at or before it are
+	// claimed.
+	Now time.Time
+	// Until ends the claims; it must be after Now, and long enough for
+	// one attempt.
+	Until time.Time
+	// Limit bounds the deliveries claimed, from 1 to 1000: as many as the
+	// claimer can start at once, so none waits for a slot while its claim
+	// runs out.
+	Limit int
+}
+
 // WebhookAttemptParams records an attempt and the delivery's new state.
+// Attempt.Owner must hold the delivery's claim (see WebhookRecordAttempt).
 type WebhookAttemptParams struct {
 	DeliveryID    string
 	Attempt       WebhookAttemptRow

@@ -2,7 +2,9 @@
 // schema for its arguments, a default effect class, and Run) and the
 // built-in workspace tools of API.md: shell, read_file, write_file,
 // edit_file and list_files (Builtins). The engine adds finish, function tools
-// and the others itself.
+// and the others itself. A tool may also implement Reconciler: the engine
+// then asks it whether an irreversible call whose outcome a crash left
+// unknown took effect, before asking a person.
 //
 // It also owns the two encodings the engine binds decisions to: argument
 // validation against a tool's JSON schema (ValidateArguments, CompileSchema),

@@ -23,6 +23,32 @@ type Tool interface {
 	Run(ctx context.Context, call *Call) (*Result, error)
 }
 
+// Reconciler is implemented by a tool that can find out whether a call of
+// it took effect when the journal does not know: its worker died after the
+// effect was in the ledger (tool.started) and before the outcome was. The
+// engine asks it before raising an in_doubt action for an irreversible
+// call, with the same Call (arguments, idempotency key, session,
+// workspace) the lost attempt had. A tool that can look its effects up by
+// that key (a payment provider's charge, a sent message's id) settles
+// such calls itself; a person is asked only when it cannot.
+type Reconciler interface {
+	// Reconcile reports whether the call took effect. An error means it
+	// cannot tell (the lookup failed): the engine then raises the in_doubt
+	// action, with the error as evidence. It must not perform the effect.
+	Reconcile(ctx context.Context, call *Call) (*Reconciliation, error)
+}
+
+// Reconciliation is a Reconciler's answer.
+type Reconciliation struct {
+	// Happened: the call took effect. The engine records it as completed
+	// with Output as its result (resolution "reconciled"). Otherwise the
+	// engine runs the call again, with the same idempotency key.
+	Happened bool
+	// Output is the call's result when it happened, marshalled to JSON as
+	// Result.Output is.
+	Output any
+}
+
 // Call is one invocation.
 type Call struct {
 	SessionID string
@@ -97,7 +123,7 @@ type NetworkPolicy struct {
 
 // NetworkEvent is one connection decision.
 type NetworkEvent struct {
-	// Via is "proxy" (from the sandbox) or "http_request".
+	// Via is "proxy" (from the sandbox), "http_request" or "mcp".
 	Via     string `json:"via"`
 	Host    string `json:"host"`
 	Port    int    `json:"port"`

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/httpretry"
@@ -20,74 +19,85 @@ import (
 // delivery for ever.
 const maxRetryAfter = 24 * time.Hour
 
-// deliverLoop sends due deliveries, then sleeps until the next one is due or
-// the scanner enqueues one.
+// deliverLoop claims due deliveries and attempts each once, at most conc
+// at a time, claiming only as many as it can start at once (a claim runs
+// out while its delivery waits for a slot). It sleeps until the next
+// delivery is due, the scanner enqueues one, or an attempt ends. When ctx
+// ends it waits for the attempts in flight, which end promptly (their
+// requests are cancelled with ctx).
 func (d *Dispatcher) deliverLoop(ctx context.Context) error {
+	done := make(chan struct{}, d.conc)
+	inflight := 0
+	defer func() {
+		for ; inflight > 0; inflight-- {
+			<-done
+		}
+	}()
 	for {
-		n, err := d.deliverDue(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if errors.Is(err, store.ErrClosed) {
-				return err
-			}
-			d.log.Warn("webhook delivery", "err", err)
-		}
-		if n > 0 && err == nil {
-			continue
-		}
 		var timer <-chan time.Time
-		next, err := d.st.WebhookNextDue(ctx)
-		switch {
-		case err != nil:
-			if ctx.Err() != nil {
-				return ctx.Err()
+		if free := d.conc - inflight; free > 0 {
+			rows, err := d.claimDue(ctx, free)
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if errors.Is(err, store.ErrClosed) {
+					return err
+				}
+				d.log.Warn("webhook claim", "err", err)
+				timer = d.clock.After(d.rescan)
 			}
-			if errors.Is(err, store.ErrClosed) {
-				return err
+			for _, row := range rows {
+				inflight++
+				go func() {
+					defer func() { done <- struct{}{} }()
+					if err := d.attempt(ctx, row); err != nil && ctx.Err() == nil {
+						d.log.Warn("webhook delivery", "id", row.ID, "err", err)
+					}
+				}()
 			}
-			d.log.Warn("webhook next due", "err", err)
-			timer = d.clock.After(d.rescan)
-		case next != nil:
-			timer = d.clock.After(next.Sub(d.clock.Now()))
+			if err == nil && inflight < d.conc {
+				if timer, err = d.nextDue(ctx); err != nil {
+					return err
+				}
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-d.wake:
 		case <-timer:
+		case <-done:
+			inflight--
 		}
 	}
 }
 
-// deliverDue attempts one page of due deliveries, at most conc at a time,
-// and returns how many it attempted.
-func (d *Dispatcher) deliverDue(ctx context.Context) (int, error) {
-	due, err := d.st.WebhookDue(ctx, d.clock.Now(), 64)
-	if err != nil {
-		return 0, err
+// claimDue claims up to n due deliveries for this dispatcher.
+func (d *Dispatcher) claimDue(ctx context.Context, n int) ([]*store.WebhookDeliveryRow, error) {
+	now := d.clock.Now()
+	return d.st.WebhookClaimDue(ctx, &store.WebhookClaimParams{Owner: d.owner, Now: now, Until: now.Add(d.claimTTL), Limit: n})
+}
+
+// nextDue returns a timer that fires when the next pending delivery is due
+// (nil: none is pending), or, if the store cannot tell, after the rescan
+// interval. Its error is one that stops the dispatcher.
+func (d *Dispatcher) nextDue(ctx context.Context) (<-chan time.Time, error) {
+	next, err := d.st.WebhookNextDue(ctx)
+	switch {
+	case err != nil:
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, store.ErrClosed) {
+			return nil, err
+		}
+		d.log.Warn("webhook next due", "err", err)
+		return d.clock.After(d.rescan), nil
+	case next != nil:
+		return d.clock.After(next.Sub(d.clock.Now())), nil
 	}
-	sem := make(chan struct{}, d.conc)
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	for _, row := range due {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if err := d.attempt(ctx, row); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return len(due), errors.Join(errs...)
+	return nil, nil
 }
 
 // outcome is what one attempt leads to.
@@ -97,7 +107,9 @@ type outcome struct {
 	retryAfter time.Duration
 }
 
-// attempt sends one delivery once and records the attempt.
+// attempt sends one delivery, which this dispatcher has claimed, once and
+// records the attempt. An error leaves the claim to run out (or to be
+// released by Stop), after which the delivery is due again.
 func (d *Dispatcher) attempt(ctx context.Context, row *store.WebhookDeliveryRow) error {
 	secrets, ok, err := d.secrets(ctx, row)
 	if err != nil {
@@ -106,7 +118,7 @@ func (d *Dispatcher) attempt(ctx context.Context, row *store.WebhookDeliveryRow)
 	n := row.Attempts + 1
 	now := d.clock.Now()
 	p := &store.WebhookAttemptParams{DeliveryID: row.ID, Now: now,
-		Attempt: store.WebhookAttemptRow{Attempt: n, At: now}}
+		Attempt: store.WebhookAttemptRow{Attempt: n, Owner: d.owner, At: now}}
 	if !ok {
 		// The endpoint was deleted or disabled between the query and now.
 		p.Status = store.WebhookDisabled
@@ -117,8 +129,9 @@ func (d *Dispatcher) attempt(ctx context.Context, row *store.WebhookDeliveryRow)
 	out := d.send(ctx, row, secrets, now.Unix())
 	if ctx.Err() != nil {
 		// Shutting down: the attempt did not finish, so it is not one.
-		// The row stays due and is sent again, with the same id, by the
-		// next run.
+		// Its claim is released once every attempt has stopped, and the
+		// delivery is sent again, with the same id, by the next run or
+		// another node.
 		return ctx.Err()
 	}
 	p.Attempt.Duration = time.Since(start)
@@ -142,7 +155,16 @@ func (d *Dispatcher) attempt(ctx context.Context, row *store.WebhookDeliveryRow)
 }
 
 func (d *Dispatcher) record(ctx context.Context, p *store.WebhookAttemptParams) error {
-	if err := d.st.WebhookRecordAttempt(ctx, p); err != nil {
+	err := d.st.WebhookRecordAttempt(ctx, p)
+	if errors.Is(err, store.ErrLeaseLost) {
+		// The claim ran out before the attempt ended and another claim
+		// took the delivery: that claim's attempt is the one recorded
+		// (the receiver may see this webhook-id twice, as after a crash).
+		d.log.Warn("webhook attempt not recorded: its claim was lost", "id", p.DeliveryID,
+			"attempt", p.Attempt.Attempt, "status_code", p.Attempt.StatusCode, "err", err)
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("deliver %s: %w", p.DeliveryID, err)
 	}
 	d.log.Info("webhook attempt", "id", p.DeliveryID, "attempt", p.Attempt.Attempt,

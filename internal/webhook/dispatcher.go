@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -13,6 +14,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/longhaul-dev/longhaul/internal/egress"
 	"github.com/longhaul-dev/longhaul/internal/store"
@@ -43,7 +46,15 @@ const (
 	DefaultTimeout        = 15 * time.Second
 	DefaultRescanInterval = time.Minute
 	DefaultConcurrency    = 8
+	// DefaultClaimMargin is how much longer than Timeout a claim lasts by
+	// default: the time to read the target's secrets and record the
+	// attempt, and clock skew between nodes.
+	DefaultClaimMargin = time.Minute
 )
+
+// releaseTimeout bounds the release of the claims a stopping dispatcher
+// holds (its caller has already given up on the attempts).
+const releaseTimeout = 10 * time.Second
 
 // Config configures a Dispatcher. The zero value is valid.
 type Config struct {
@@ -62,15 +73,28 @@ type Config struct {
 	RescanInterval time.Duration
 	// Concurrency bounds the requests in flight (default DefaultConcurrency).
 	Concurrency int
-	Clock       Clock
-	Logger      *slog.Logger
+	// NodeID owns the dispatcher's claims on deliveries. It must differ
+	// between the dispatchers sharing a store, and should stay the same
+	// across a node's restarts: a dispatcher starting releases the claims
+	// its id holds (its previous run died mid-attempt), so those deliveries
+	// are sent at once rather than when the claims run out. Default: a
+	// random id, new at every New.
+	NodeID string
+	// ClaimTTL is how long a claim on a delivery lasts: an attempt must
+	// end (be sent and recorded) within it, or another dispatcher may send
+	// the delivery again. It must be longer than Timeout (default Timeout
+	// plus DefaultClaimMargin).
+	ClaimTTL time.Duration
+	Clock    Clock
+	Logger   *slog.Logger
 	// Resolver and Dialer replace the network's (tests); see egress.Config.
 	Resolver egress.Resolver
 	Dialer   egress.Dialer
 }
 
-// Dispatcher turns journal events into outbox rows and delivers them.
-// Start and Stop it; it is safe for concurrent use.
+// Dispatcher turns journal events into outbox rows and delivers them,
+// alongside the dispatchers of other nodes on the same store (see the
+// package comment). Start and Stop it; it is safe for concurrent use.
 type Dispatcher struct {
 	st       store.Store
 	clock    Clock
@@ -79,6 +103,8 @@ type Dispatcher struct {
 	timeout  time.Duration
 	rescan   time.Duration
 	conc     int
+	owner    string        // NodeID: the owner of this dispatcher's claims
+	claimTTL time.Duration // how long a claim lasts
 	client   *http.Client
 
 	wake chan struct{}
@@ -118,6 +144,9 @@ func New(st store.Store, cfg *Config) (*Dispatcher, error) {
 			return nil, fmt.Errorf("new webhook dispatcher: schedule[%d] is negative", i)
 		}
 	}
+	if err := checkNodeID(c.NodeID); err != nil {
+		return nil, fmt.Errorf("new webhook dispatcher: %w", err)
+	}
 	d := &Dispatcher{
 		st:       st,
 		clock:    c.Clock,
@@ -126,6 +155,8 @@ func New(st store.Store, cfg *Config) (*Dispatcher, error) {
 		timeout:  c.Timeout,
 		rescan:   c.RescanInterval,
 		conc:     c.Concurrency,
+		owner:    c.NodeID,
+		claimTTL: c.ClaimTTL,
 		wake:     make(chan struct{}, 1),
 		urls:     make(map[string]string),
 		cursors:  make(map[string]int64),
@@ -148,6 +179,18 @@ func New(st store.Store, cfg *Config) (*Dispatcher, error) {
 	if d.conc <= 0 {
 		d.conc = DefaultConcurrency
 	}
+	if d.owner == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+		d.owner = "webhooks-" + hex.EncodeToString(b[:])
+	}
+	switch {
+	case d.claimTTL == 0:
+		d.claimTTL = d.timeout + DefaultClaimMargin
+	case d.claimTTL <= d.timeout:
+		return nil, fmt.Errorf("new webhook dispatcher: ClaimTTL %s must be longer than Timeout %s", d.claimTTL, d.timeout)
+	}
+	d.log = d.log.With("node", d.owner)
 	d.client = &http.Client{
 		Transport: &http.Transport{
 			Proxy: nil, // never through an environment proxy: the policy dials
@@ -178,6 +221,30 @@ func New(st store.Store, cfg *Config) (*Dispatcher, error) {
 	return d, nil
 }
 
+// maxNodeIDLength bounds NodeID, which is stored with every claim and
+// attempt.
+const maxNodeIDLength = 128
+
+// checkNodeID refuses a NodeID that could not be stored or shown as is.
+func checkNodeID(id string) error {
+	if len(id) > maxNodeIDLength {
+		return fmt.Errorf("NodeID is longer than %d bytes", maxNodeIDLength)
+	}
+	if !utf8.ValidString(id) {
+		return errors.New("NodeID is not valid UTF-8")
+	}
+	for _, r := range id {
+		if unicode.IsControl(r) || unicode.IsSpace(r) {
+			return fmt.Errorf("NodeID %q contains a space or control character", id)
+		}
+	}
+	return nil
+}
+
+// NodeID returns the owner of the dispatcher's claims (Config.NodeID, or
+// the random id it got).
+func (d *Dispatcher) NodeID() string { return d.owner }
+
 var errStopped = errors.New("webhook dispatcher stopped")
 
 // Start starts the dispatcher: it scans every session, then follows the
@@ -200,10 +267,10 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 }
 
 // Stop stops the dispatcher and waits for it (or for ctx). A request in
-// flight is abandoned unrecorded: its delivery stays due and the next start
-// sends it again with the same webhook-id, which receivers deduplicate by.
-// It returns the error that stopped the dispatcher earlier, if any (the
-// store closed under it).
+// flight is abandoned unrecorded and its claim released: its delivery is
+// due at once, and the next start (or another node) sends it again with
+// the same webhook-id, which receivers deduplicate by. It returns the error
+// that stopped the dispatcher earlier, if any (the store closed under it).
 func (d *Dispatcher) Stop(ctx context.Context) error {
 	d.runMu.Lock()
 	cancel, done := d.cancel, d.done
@@ -223,6 +290,12 @@ func (d *Dispatcher) Stop(ctx context.Context) error {
 // run is the dispatcher's life: a scanner and a deliverer, until ctx ends
 // or one of them fails.
 func (d *Dispatcher) run(ctx context.Context) error {
+	// Claims this node id holds now were left by its previous run, which
+	// died mid-attempt: make their deliveries due at once instead of when
+	// the claims run out.
+	if err := d.releaseClaims(ctx, "previous run"); errors.Is(err, store.ErrClosed) {
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ch, unsub := d.st.Subscribe(ctx)
@@ -237,8 +310,29 @@ func (d *Dispatcher) run(ctx context.Context) error {
 	if err == nil || errors.Is(err, context.Canceled) {
 		err = err2
 	}
+	// Every attempt has ended (deliverLoop waits for them); those that
+	// Stop cut short left their claims, which are released so that their
+	// deliveries are due at once.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer rcancel()
+	_ = d.releaseClaims(rctx, "abandoned attempts")
 	if errors.Is(err, context.Canceled) {
 		return nil
+	}
+	return err
+}
+
+// releaseClaims releases the claims this dispatcher's id holds; why says
+// whose they are, for the log. A failure is logged: the claims then run
+// out on their own.
+func (d *Dispatcher) releaseClaims(ctx context.Context, why string) error {
+	n, err := d.st.WebhookReleaseClaims(ctx, d.owner, d.clock.Now())
+	switch {
+	case errors.Is(err, store.ErrClosed) || ctx.Err() != nil:
+	case err != nil:
+		d.log.Warn("webhook claims not released; they run out on their own", "claims_of", why, "err", err)
+	case n > 0:
+		d.log.Info("webhook claims released", "claims_of", why, "count", n)
 	}
 	return err
 }
@@ -447,7 +541,28 @@ func (d *Dispatcher) scanSession(ctx context.Context, sessionID string, lastSeq 
 			}
 		}
 		last := evs[len(evs)-1].Seq
-		if err := d.st.WebhookEnqueue(ctx, sessionID, cursor, last, rows); err != nil {
+		err = d.st.WebhookEnqueue(ctx, sessionID, cursor, last, rows)
+		if errors.Is(err, store.ErrConflict) {
+			// Another scanner (another node's dispatcher) moved the
+			// cursor since this one read it, enqueueing in the same
+			// transaction everything up to where it moved it; rows
+			// derived again from those events would be the same rows.
+			// Go on from there: what lies past it is this scan's to
+			// enqueue (or the other's, whose cursor move would then
+			// conflict in turn).
+			moved, rerr := d.st.WebhookSessionInit(ctx, sessionID, NewSecret())
+			if rerr != nil {
+				return fmt.Errorf("scan session %s: %w", sessionID, rerr)
+			}
+			if moved.Cursor == cursor {
+				return fmt.Errorf("scan session %s: %w", sessionID, err)
+			}
+			d.log.Debug("webhook scan: another scanner moved the cursor", "session_id", sessionID,
+				"from", cursor, "to", moved.Cursor)
+			ws, cursor = moved, moved.Cursor
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("scan session %s: %w", sessionID, err)
 		}
 		cursor = last

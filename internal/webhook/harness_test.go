@@ -68,6 +68,20 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.waiters = kept
 }
 
+// hasWaiter reports whether something waits for the clock to reach at
+// (a dispatcher's timer), so a test can tell that a dispatcher has looked
+// and is sleeping until then.
+func (c *fakeClock) hasWaiter(at time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range c.waiters {
+		if w.at.Equal(at) {
+			return true
+		}
+	}
+	return false
+}
+
 // received is one request a receiver got.
 type received struct {
 	ID, Timestamp, Signature string

@@ -78,6 +78,12 @@ func (m *Manager) Ensure(sessionID string) (string, error) {
 	if err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", fmt.Errorf("ensure workspace %s: %w", sessionID, err)
 	}
+	if err == nil {
+		// A new copy contains no snapshot yet (see RecordSnapshot).
+		if err := m.startVersions(sessionID); err != nil {
+			return "", fmt.Errorf("ensure workspace %s: %w", sessionID, err)
+		}
+	}
 	fi, err := os.Lstat(dir)
 	if err != nil {
 		return "", fmt.Errorf("ensure workspace %s: %w", sessionID, err)
@@ -115,6 +121,9 @@ func (m *Manager) Remove(sessionID string) error {
 		return fmt.Errorf("remove workspace: %w", err)
 	}
 	if err := os.RemoveAll(filepath.Join(m.root, sessionID)); err != nil {
+		return fmt.Errorf("remove workspace %s: %w", sessionID, err)
+	}
+	if err := os.Remove(filepath.Join(m.root, sessionID+versionsSuffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove workspace %s: %w", sessionID, err)
 	}
 	return nil

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -16,7 +15,7 @@ func (s *Store) AgentInsert(ctx context.Context, p *store.AgentInsertParams) (*s
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	if err := checkAgentInsert(p); err != nil {
+	if err := checks.AgentInsert(p); err != nil {
 		return nil, fmt.Errorf("insert agent: %w", err)
 	}
 	_, err := s.exec(ctx, `INSERT INTO agents (name, version, spec, created_at) VALUES ($1, $2, $3, $4)`,
@@ -25,22 +24,6 @@ func (s *Store) AgentInsert(ctx context.Context, p *store.AgentInsertParams) (*s
 		return nil, fmt.Errorf("insert agent %s version %d: %w", p.Name, p.Version, err)
 	}
 	return &store.AgentRow{Name: p.Name, Version: p.Version, Spec: p.Spec, CreatedAt: stored(p.CreatedAt)}, nil
-}
-
-func checkAgentInsert(p *store.AgentInsertParams) error {
-	if p == nil {
-		return errors.New("params are nil")
-	}
-	if err := checkID("name", p.Name); err != nil {
-		return err
-	}
-	if p.Version < 1 {
-		return fmt.Errorf("version must be at least 1, got %d", p.Version)
-	}
-	if err := checkJSON("spec", p.Spec); err != nil {
-		return err
-	}
-	return checkTime("created_at", p.CreatedAt)
 }
 
 const agentColumns = `name, version, spec, created_at`
@@ -60,7 +43,7 @@ func scanAgent(sc rowScanner) (*store.AgentRow, error) {
 
 // AgentGet returns one version of an agent, or its latest for version 0.
 func (s *Store) AgentGet(ctx context.Context, name string, version int) (*store.AgentRow, error) {
-	if err := checkID("name", name); err != nil {
+	if err := checks.ID("name", name); err != nil {
 		return nil, fmt.Errorf("get agent: %w", err)
 	}
 	if version < 0 {

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/longhaul-dev/longhaul/internal/store/postgres/pgtest"
 )
 
 // The append benchmarks mirror the SQLite driver's (internal/store/sqlite,
@@ -49,7 +51,7 @@ func BenchmarkAppendConcurrent64ThreeNodes(b *testing.B) {
 
 func benchConcurrent(b *testing.B, nodes int) {
 	const sessions = 64
-	dsn := freshSchema(b)
+	dsn := pgtest.FreshSchema(b)
 	stores := make([]*Store, nodes)
 	for i := range stores {
 		stores[i] = openDSN(b, dsn, &Config{MaxConns: 16})

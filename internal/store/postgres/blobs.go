@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -31,7 +30,7 @@ func (s *Store) BlobPut(ctx context.Context, sha256Hex string, data []byte) erro
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	if err := checkBlob("sha256", sha256Hex, data); err != nil {
+	if err := checks.Blob("sha256", sha256Hex, data); err != nil {
 		return fmt.Errorf("put blob: %w", err)
 	}
 	if data == nil {
@@ -45,7 +44,7 @@ func (s *Store) BlobPut(ctx context.Context, sha256Hex string, data []byte) erro
 
 // BlobGet returns the bytes stored under a digest; store.ErrNotFound if none.
 func (s *Store) BlobGet(ctx context.Context, sha256Hex string) ([]byte, error) {
-	if err := checkSHA256("sha256", sha256Hex); err != nil {
+	if err := checks.SHA256("sha256", sha256Hex); err != nil {
 		return nil, fmt.Errorf("get blob: %w", err)
 	}
 	var data []byte
@@ -62,7 +61,7 @@ func (s *Store) BlobGet(ctx context.Context, sha256Hex string) ([]byte, error) {
 
 // BlobHas reports whether a blob is stored under a digest.
 func (s *Store) BlobHas(ctx context.Context, sha256Hex string) (bool, error) {
-	if err := checkSHA256("sha256", sha256Hex); err != nil {
+	if err := checks.SHA256("sha256", sha256Hex); err != nil {
 		return false, fmt.Errorf("has blob: %w", err)
 	}
 	var has bool
@@ -80,7 +79,7 @@ func (s *Store) IdempotencyPut(ctx context.Context, row *store.IdempotencyRow) e
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	if err := checkIdempotency(row); err != nil {
+	if err := checks.Idempotency(row); err != nil {
 		return fmt.Errorf("put idempotency key: %w", err)
 	}
 	_, err := s.exec(ctx, `INSERT INTO idempotency_keys (scope, key, body_sha256, status, response, created_at)
@@ -91,32 +90,13 @@ VALUES ($1, $2, $3, $4, $5, $6)`, row.Scope, row.Key, row.BodySHA256, row.Status
 	return nil
 }
 
-func checkIdempotency(r *store.IdempotencyRow) error {
-	if r == nil {
-		return errors.New("row is nil")
-	}
-	if err := checkID("scope", r.Scope); err != nil {
-		return err
-	}
-	if err := checkID("key", r.Key); err != nil {
-		return err
-	}
-	if err := checkID("body_sha256", r.BodySHA256); err != nil {
-		return err
-	}
-	if r.Status < 100 || r.Status > 599 {
-		return fmt.Errorf("status must be an HTTP status (100-599), got %d", r.Status)
-	}
-	return checkTime("created_at", r.CreatedAt)
-}
-
 // IdempotencyGet returns the stored response for (scope, key);
 // store.ErrNotFound if none.
 func (s *Store) IdempotencyGet(ctx context.Context, scope, key string) (*store.IdempotencyRow, error) {
-	if err := checkID("scope", scope); err != nil {
+	if err := checks.ID("scope", scope); err != nil {
 		return nil, fmt.Errorf("get idempotency key: %w", err)
 	}
-	if err := checkID("key", key); err != nil {
+	if err := checks.ID("key", key); err != nil {
 		return nil, fmt.Errorf("get idempotency key: %w", err)
 	}
 	r := store.IdempotencyRow{Scope: scope, Key: key}

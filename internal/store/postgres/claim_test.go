@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/postgres/pgtest"
 )
 
 // TestClaimConcurrentNodes: three nodes, each with its own pool, claim 200
@@ -26,7 +27,7 @@ func TestClaimConcurrentNodes(t *testing.T) {
 		sessions = 200
 		nodes    = 3
 	)
-	dsn := freshSchema(t)
+	dsn := pgtest.FreshSchema(t)
 	stores := make([]*Store, nodes)
 	for i := range stores {
 		stores[i] = openDSN(t, dsn, &Config{MaxConns: 4})

@@ -80,6 +80,9 @@
 //
 // # Imports
 //
-// This package imports the standard library, internal/store and pgx. Only
-// cmd/ (and tests) may import it; everything else works against store.Store.
+// This package imports the standard library, internal/store,
+// internal/store/storeutil (the hub and the input checks both drivers share)
+// and pgx; its tests use internal/store/postgres/pgtest for their database.
+// Only cmd/ (and tests) may import it; everything else works against
+// store.Store.
 package postgres

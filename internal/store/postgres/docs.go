@@ -72,7 +72,7 @@ func docType(doc json.RawMessage) any {
 		return nil
 	}
 	var typ string
-	if json.Unmarshal(v.Type, &typ) != nil || checkText("type", typ) != nil {
+	if json.Unmarshal(v.Type, &typ) != nil || checks.Text("type", typ) != nil {
 		return nil
 	}
 	return typ
@@ -112,7 +112,7 @@ func scanDoc(sc rowScanner) (*store.DocRow, error) {
 }
 
 func (s *Store) docList(ctx context.Context, kind store.DocKind, sessionID, status string) ([]*store.DocRow, error) {
-	if err := checkID("session_id", sessionID); err != nil {
+	if err := checks.ID("session_id", sessionID); err != nil {
 		return nil, fmt.Errorf("list %ss: %w", kind, err)
 	}
 	q := `SELECT ` + docColumns + ` FROM ` + docTables[kind] + ` WHERE session_id = $1`
@@ -145,7 +145,7 @@ func (s *Store) docList(ctx context.Context, kind store.DocKind, sessionID, stat
 // docGet returns one row by id, and only if it belongs to sessionID when
 // sessionID is not empty.
 func (s *Store) docGet(ctx context.Context, kind store.DocKind, sessionID, id string) (*store.DocRow, error) {
-	if err := checkID("id", id); err != nil {
+	if err := checks.ID("id", id); err != nil {
 		return nil, fmt.Errorf("get %s: %w", kind, err)
 	}
 	q := `SELECT ` + docColumns + ` FROM ` + docTables[kind] + ` WHERE id = $1`
@@ -176,7 +176,7 @@ func (s *Store) TurnList(ctx context.Context, sessionID string) ([]*store.DocRow
 
 // TurnGet returns one turn of a session.
 func (s *Store) TurnGet(ctx context.Context, sessionID, turnID string) (*store.DocRow, error) {
-	if err := checkID("session_id", sessionID); err != nil {
+	if err := checks.ID("session_id", sessionID); err != nil {
 		return nil, fmt.Errorf("get turn: %w", err)
 	}
 	return s.docGet(ctx, store.DocTurn, sessionID, turnID)
@@ -190,7 +190,7 @@ func (s *Store) ActionList(ctx context.Context, sessionID string, status string)
 
 // ActionGet returns one required action of a session.
 func (s *Store) ActionGet(ctx context.Context, sessionID, actionID string) (*store.DocRow, error) {
-	if err := checkID("session_id", sessionID); err != nil {
+	if err := checks.ID("session_id", sessionID); err != nil {
 		return nil, fmt.Errorf("get action: %w", err)
 	}
 	return s.docGet(ctx, store.DocAction, sessionID, actionID)

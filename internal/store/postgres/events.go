@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -40,7 +39,7 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	if err := checkEventAppend(p); err != nil {
+	if err := checks.EventAppend(p); err != nil {
 		return nil, fmt.Errorf("append events: %w", err)
 	}
 	events := newEvents(p.SessionID, p.ExpectedSeq, p.Events)
@@ -131,50 +130,6 @@ func (t *txn) appendRefused(ctx context.Context, p *store.EventAppendParams) err
 	return nil
 }
 
-func checkEventAppend(p *store.EventAppendParams) error {
-	if p == nil {
-		return errors.New("params are nil")
-	}
-	if err := checkID("session_id", p.SessionID); err != nil {
-		return err
-	}
-	if p.ExpectedSeq < 0 {
-		return fmt.Errorf("expected_seq must not be negative, got %d", p.ExpectedSeq)
-	}
-	if p.Fence != nil {
-		if err := checkID("fence.owner", p.Fence.Owner); err != nil {
-			return err
-		}
-		if p.Fence.SessionID != "" && p.Fence.SessionID != p.SessionID {
-			return fmt.Errorf("fence.session_id %q is not session_id %q", p.Fence.SessionID, p.SessionID)
-		}
-	}
-	if len(p.Events) == 0 {
-		return errors.New("events: at least one event is required")
-	}
-	if err := checkNewEvents(p.Events); err != nil {
-		return err
-	}
-	if err := checkID("status", p.Status); err != nil {
-		return err
-	}
-	if err := checkJSON("state", p.State); err != nil {
-		return err
-	}
-	if err := checkTime("updated_at", p.UpdatedAt); err != nil {
-		return err
-	}
-	if p.WakeAt != nil {
-		if err := checkTime("wake_at", *p.WakeAt); err != nil {
-			return err
-		}
-	}
-	if err := checkDocs(p.Docs); err != nil {
-		return err
-	}
-	return checkBlobs(p.Blobs)
-}
-
 // newEvents numbers events after afterSeq, as they will be stored (times at
 // microsecond precision, in UTC).
 func newEvents(sessionID string, afterSeq int64, in []store.NewEvent) []store.Event {
@@ -229,7 +184,7 @@ func queueEvents(t *txn, events []store.Event) {
 // seq order; store.ErrNotFound for an unknown session. Limit 0 means 100;
 // more than 10000 is an error.
 func (s *Store) EventList(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]store.Event, error) {
-	if err := checkID("session_id", sessionID); err != nil {
+	if err := checks.ID("session_id", sessionID); err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}
 	if afterSeq < 0 {

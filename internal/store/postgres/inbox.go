@@ -67,7 +67,7 @@ func actionListQuery(p *store.ActionListParams, limit int) (string, []any, error
 		q += ` AND session_id = ` + arg(p.SessionID)
 	}
 	if p.After != nil {
-		if err := checkTime("after.created_at", p.After.CreatedAt); err != nil {
+		if err := checks.Time("after.created_at", p.After.CreatedAt); err != nil {
 			return "", nil, err
 		}
 		q += ` AND (created_at, id) > (` + arg(p.After.CreatedAt) + `, ` + arg(p.After.ID) + `)`
@@ -79,4 +79,30 @@ func actionListQuery(p *store.ActionListParams, limit int) (string, []any, error
 // ActionGetByID returns a required action by its id alone.
 func (s *Store) ActionGetByID(ctx context.Context, actionID string) (*store.DocRow, error) {
 	return s.docGet(ctx, store.DocAction, "", actionID)
+}
+
+// ActionPendingStats counts the pending actions by type, with the oldest
+// creation time of each: it reads the pending rows of actions_status only
+// (a few, however many actions were ever resolved).
+func (s *Store) ActionPendingStats(ctx context.Context) ([]store.ActionTypeStats, error) {
+	var out []store.ActionTypeStats
+	err := s.query(ctx, func(rows pgx.Rows) error {
+		var (
+			typ *string
+			st  store.ActionTypeStats
+		)
+		if err := rows.Scan(&typ, &st.Count, &st.OldestCreatedAt); err != nil {
+			return err
+		}
+		if typ != nil {
+			st.Type = *typ
+		}
+		st.OldestCreatedAt = st.OldestCreatedAt.UTC()
+		out = append(out, st)
+		return nil
+	}, `SELECT type, count(*), min(created_at) FROM actions WHERE status = 'pending' GROUP BY type ORDER BY type`)
+	if err != nil {
+		return nil, fmt.Errorf("count pending actions: %w", err)
+	}
+	return out, nil
 }

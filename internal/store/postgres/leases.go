@@ -12,9 +12,6 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/store"
 )
 
-// maxClaim bounds one claim; a worker asks for the sessions it can run now.
-const maxClaim = 1000
-
 // claimSQL claims, in one statement, up to $2 sessions that are claimable at
 // $1 (runnable, or their wake time has come; and no owner, or the lease
 // expired), oldest wake first: runnable ones by their wake time if they have
@@ -23,9 +20,10 @@ const maxClaim = 1000
 // other; a row another claim committed meanwhile is re-checked after it is
 // locked, so it is left out once its new lease is live. The two halves of
 // the WHERE clause match the partial indexes sessions_runnable and
-// sessions_wake.
+// sessions_wake. The owner of an expired lease comes along (as read once
+// the row is locked): the claim takes the session over from it.
 const claimSQL = `WITH claimable AS (
-    SELECT id FROM sessions
+    SELECT id, lease_owner FROM sessions
     WHERE (runnable OR wake_at <= $1) AND (lease_owner IS NULL OR lease_expires_at <= $1)
     ORDER BY CASE WHEN runnable THEN coalesce(wake_at, updated_at) ELSE wake_at END, id
     LIMIT $2
@@ -33,7 +31,7 @@ const claimSQL = `WITH claimable AS (
 )
 UPDATE sessions s SET lease_owner = $3, lease_expires_at = $4, lease_epoch = s.lease_epoch + 1
 FROM claimable c WHERE s.id = c.id
-RETURNING s.id, s.lease_epoch, CASE WHEN s.runnable THEN coalesce(s.wake_at, s.updated_at) ELSE s.wake_at END`
+RETURNING s.id, s.lease_epoch, c.lease_owner, CASE WHEN s.runnable THEN coalesce(s.wake_at, s.updated_at) ELSE s.wake_at END`
 
 // LeaseClaim claims up to p.Limit (at most 1000) claimable sessions for
 // p.Owner until p.ExpiresAt, bumping each one's epoch, and returns the
@@ -44,7 +42,7 @@ func (s *Store) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]st
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	if err := checkLeaseClaim(p); err != nil {
+	if err := checks.LeaseClaim(p); err != nil {
 		return nil, fmt.Errorf("claim sessions: %w", err)
 	}
 	type claimed struct {
@@ -55,8 +53,12 @@ func (s *Store) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]st
 	expires := stored(p.ExpiresAt)
 	err := s.query(ctx, func(rows pgx.Rows) error {
 		c := claimed{lease: store.Lease{Owner: p.Owner, ExpiresAt: expires}}
-		if err := rows.Scan(&c.lease.SessionID, &c.lease.Epoch, &c.key); err != nil {
+		var previous *string
+		if err := rows.Scan(&c.lease.SessionID, &c.lease.Epoch, &previous, &c.key); err != nil {
 			return err
+		}
+		if previous != nil {
+			c.lease.PreviousOwner = *previous
 		}
 		out = append(out, c)
 		return nil
@@ -89,10 +91,10 @@ func (s *Store) LeaseRenew(ctx context.Context, l store.Lease, expiresAt time.Ti
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	if err := checkLease(l); err != nil {
+	if err := checks.Lease(l); err != nil {
 		return fmt.Errorf("renew lease: %w", err)
 	}
-	if err := checkTime("expires_at", expiresAt); err != nil {
+	if err := checks.Time("expires_at", expiresAt); err != nil {
 		return fmt.Errorf("renew lease: %w", err)
 	}
 	n, err := s.exec(ctx, `UPDATE sessions SET lease_expires_at = $1
@@ -115,7 +117,7 @@ func (s *Store) LeaseRelease(ctx context.Context, l store.Lease) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	if err := checkLease(l); err != nil {
+	if err := checks.Lease(l); err != nil {
 		return fmt.Errorf("release lease: %w", err)
 	}
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
@@ -159,10 +161,10 @@ func (s *Store) LeaseExpireOwner(ctx context.Context, owner string, now time.Tim
 	if err := s.checkOpen(); err != nil {
 		return 0, err
 	}
-	if err := checkID("owner", owner); err != nil {
+	if err := checks.ID("owner", owner); err != nil {
 		return 0, fmt.Errorf("expire leases: %w", err)
 	}
-	if err := checkTime("now", now); err != nil {
+	if err := checks.Time("now", now); err != nil {
 		return 0, fmt.Errorf("expire leases of %s: %w", owner, err)
 	}
 	var expired int

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
 // Notification payloads are "1 <instance> <kind> <seq> <session id>": the
@@ -101,7 +102,7 @@ type listener struct {
 	cfg     *pgx.ConnConfig
 	channel string
 	self    string
-	hub     *hub
+	hub     *storeutil.Hub
 	log     *slog.Logger
 	target  string
 
@@ -117,7 +118,7 @@ type listener struct {
 	keepalives atomic.Int64
 }
 
-func newListener(cfg *pgx.ConnConfig, channel, self string, h *hub, log *slog.Logger, target string) *listener {
+func newListener(cfg *pgx.ConnConfig, channel, self string, h *storeutil.Hub, log *slog.Logger, target string) *listener {
 	return &listener{
 		cfg: cfg, channel: channel, self: self, hub: h, log: log, target: target,
 		keepalive: listenKeepalive, minBackoff: listenMinBackoff, maxBackoff: listenMaxBackoff,
@@ -231,15 +232,15 @@ func (l *listener) deliver(pn *pgconn.Notification) {
 		// Published in-process at commit already.
 		return
 	}
-	l.hub.publish(n)
+	l.hub.Publish(n)
 }
 
 // catchUp re-announces what the listener may have missed while it had no
 // connection: a claimable session and a changed secret anywhere (hints
 // without a session), and each session whose journal grew since since.
 func (l *listener) catchUp(ctx context.Context, conn *pgx.Conn, since time.Time) {
-	l.hub.publish(store.Notification{Kind: store.KindRunnable})
-	l.hub.publish(store.Notification{Kind: store.KindSecrets})
+	l.hub.Publish(store.Notification{Kind: store.KindRunnable})
+	l.hub.Publish(store.Notification{Kind: store.KindSecrets})
 	rows, err := conn.Query(ctx, `SELECT id, last_seq FROM sessions WHERE appended_at >= $1
 ORDER BY appended_at LIMIT $2`, since, maxCatchUp)
 	if err != nil {
@@ -254,7 +255,7 @@ ORDER BY appended_at LIMIT $2`, since, maxCatchUp)
 			return
 		}
 		n.Kind = store.KindEvents
-		l.hub.publish(n)
+		l.hub.Publish(n)
 	}
 	if err := rows.Err(); err != nil {
 		l.catchUpFailed(err)

@@ -5,64 +5,19 @@ import (
 	"embed"
 	"fmt"
 	"hash/fnv"
-	"io/fs"
-	"path"
-	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-// migration is one embedded migrations/NNN_name.sql file.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// loadMigrations reads the embedded migrations in version order and checks
-// that the versions run 1, 2, 3... without gaps or duplicates.
-func loadMigrations(fsys fs.FS) ([]migration, error) {
-	entries, err := fs.ReadDir(fsys, "migrations")
-	if err != nil {
-		return nil, fmt.Errorf("read migrations: %w", err)
-	}
-	var ms []migration
-	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".sql") {
-			continue
-		}
-		prefix, _, ok := strings.Cut(e.Name(), "_")
-		if !ok {
-			return nil, fmt.Errorf("migration %s: name must be NNN_name.sql", e.Name())
-		}
-		v, err := strconv.Atoi(prefix)
-		if err != nil || v < 1 {
-			return nil, fmt.Errorf("migration %s: name must start with a positive version number", e.Name())
-		}
-		body, err := fs.ReadFile(fsys, path.Join("migrations", e.Name()))
-		if err != nil {
-			return nil, fmt.Errorf("read migration %s: %w", e.Name(), err)
-		}
-		ms = append(ms, migration{version: v, name: e.Name(), sql: string(body)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	for i, m := range ms {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("migration %s: expected version %d (versions must run 1, 2, 3... without gaps)", m.name, i+1)
-		}
-	}
-	return ms, nil
-}
-
 // knownVersion is the newest schema version this driver can use.
 func knownVersion() (int, error) {
-	ms, err := loadMigrations(migrationFS)
+	ms, err := storeutil.LoadMigrations(migrationFS)
 	if err != nil {
 		return 0, err
 	}
@@ -93,7 +48,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	ms, err := loadMigrations(migrationFS)
+	ms, err := storeutil.LoadMigrations(migrationFS)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
@@ -115,7 +70,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate: read schema version: %w", s.mapErr(err))
 	}
 	if current > len(ms) {
-		return fmt.Errorf("migrate: %w", newerSchemaError(current, len(ms)))
+		return fmt.Errorf("migrate: %w", storeutil.NewerSchemaError(current, len(ms)))
 	}
 	for _, m := range ms[current:] {
 		if err := s.applyMigration(ctx, conn, m); err != nil {
@@ -125,22 +80,22 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return nil
 }
 
-func (s *Store) applyMigration(ctx context.Context, conn *pgxpool.Conn, m migration) error {
+func (s *Store) applyMigration(ctx context.Context, conn *pgxpool.Conn, m storeutil.Migration) error {
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		// Without arguments Exec uses the simple protocol, which runs a
 		// file of several statements (in this transaction).
-		if _, err := tx.Exec(ctx, m.sql); err != nil {
-			return fmt.Errorf("apply migration %s: %w", m.name, err)
+		if _, err := tx.Exec(ctx, m.SQL); err != nil {
+			return fmt.Errorf("apply migration %s: %w", m.Name, err)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
-			return fmt.Errorf("record migration %s: %w", m.name, err)
+		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+			return fmt.Errorf("record migration %s: %w", m.Name, err)
 		}
 		return nil
 	})
 	if err != nil {
 		return s.mapErr(err)
 	}
-	s.log.Info("postgres migration applied", "version", m.version, "name", m.name, "target", s.target)
+	s.log.Info("postgres migration applied", "version", m.Version, "name", m.Name, "target", s.target)
 	return nil
 }
 
@@ -155,10 +110,6 @@ func (s *Store) unlock(ctx context.Context, conn *pgxpool.Conn, key int64) {
 		_ = conn.Conn().Close(uctx)
 	}
 	conn.Release()
-}
-
-func newerSchemaError(current, known int) error {
-	return fmt.Errorf("database schema version %d is newer than this driver's schema version %d: upgrade longhaul", current, known)
 }
 
 // SchemaVersion returns the schema's version (0 before the first migration)

@@ -6,17 +6,19 @@ import (
 	"strconv"
 	"sync"
 	"testing"
-	"testing/fstest"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/store/postgres/pgtest"
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
 // TestMigrateConcurrentNodes: nodes starting at once on an empty schema
 // migrate it once, all of them successfully.
 func TestMigrateConcurrentNodes(t *testing.T) {
 	t.Parallel()
-	dsn := freshSchema(t)
+	dsn := pgtest.FreshSchema(t)
 	const nodes = 4
 	stores := make([]*Store, nodes)
 	for i := range stores {
@@ -55,7 +57,7 @@ func TestMigrateConcurrentNodes(t *testing.T) {
 
 func TestSchemaNewerThanDriverRefused(t *testing.T) {
 	t.Parallel()
-	dsn := freshSchema(t)
+	dsn := pgtest.FreshSchema(t)
 	s := openDSN(t, dsn, nil)
 	require.NoError(t, s.Migrate(t.Context()))
 	current, known, err := s.SchemaVersion(t.Context())
@@ -122,24 +124,12 @@ WHERE locktype = 'advisory' AND NOT granted AND classid::bigint = $1 AND objid::
 	require.NoError(t, s.Migrate(t.Context()))
 }
 
+// TestLoadMigrations checks the embedded migrations; the numbering rules
+// are storeutil's, tested there.
 func TestLoadMigrations(t *testing.T) {
 	t.Parallel()
-	ms, err := loadMigrations(migrationFS)
+	ms, err := storeutil.LoadMigrations(migrationFS)
 	require.NoError(t, err)
-	require.Len(t, ms, 4, "the same versions as the SQLite driver")
-	require.Equal(t, 1, ms[0].version)
-
-	_, err = loadMigrations(fstest.MapFS{
-		"migrations/001_a.sql": {Data: []byte("SELECT 1")},
-		"migrations/003_c.sql": {Data: []byte("SELECT 1")},
-	})
-	require.ErrorContains(t, err, "003_c.sql")
-	_, err = loadMigrations(fstest.MapFS{"migrations/init.sql": {Data: []byte("SELECT 1")}})
-	require.ErrorContains(t, err, "init.sql")
-	_, err = loadMigrations(fstest.MapFS{
-		"migrations/001_a.sql": {Data: []byte("SELECT 1")},
-		"migrations/001_b.sql": {Data: []byte("SELECT 1")},
-	})
-	require.Error(t, err, "duplicate versions")
-	require.NotEqual(t, migrateLockKey("a"), migrateLockKey("b"))
+	require.Len(t, ms, 5, "the same versions as the SQLite driver")
+	require.Equal(t, 1, ms[0].Version)
 }

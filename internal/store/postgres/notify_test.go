@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/postgres/pgtest"
 )
 
 // receive returns the next notification, failing after a deadline.
@@ -53,7 +54,7 @@ func openTuned(t *testing.T, dsn string, tune func(*listener)) *Store {
 // deployment; tune adjusts b's listener.
 func twoNodes(t *testing.T, tune func(*listener)) (a, b *Store) {
 	t.Helper()
-	dsn := freshSchema(t)
+	dsn := pgtest.FreshSchema(t)
 	a = openDSN(t, dsn, nil)
 	require.NoError(t, a.Migrate(t.Context()))
 	b = openTuned(t, dsn, tune)
@@ -151,7 +152,7 @@ func TestListenerReconnects(t *testing.T) {
 	expect(t, ch, store.Notification{Kind: store.KindEvents, SessionID: "ses_before", Seq: 1})
 
 	listens := b.lis.listens.Load()
-	adminExec(t, "SELECT pg_terminate_backend($1)", int64(b.lis.pid.Load()))
+	pgtest.Exec(t, "SELECT pg_terminate_backend($1)", int64(b.lis.pid.Load()))
 	poll(t, "the listener notices", func() bool { return b.lis.pid.Load() == 0 || b.lis.listens.Load() > listens })
 	createSession(t, a, "ses_during", true)
 	_, err := a.EventAppend(t.Context(), appendParams("ses_during", 1, 2))
@@ -173,7 +174,7 @@ func TestReconnectSendsHints(t *testing.T) {
 	_, b := twoNodes(t, func(l *listener) { l.minBackoff = time.Millisecond })
 	ch, cancel := b.Subscribe(t.Context())
 	defer cancel()
-	adminExec(t, "SELECT pg_terminate_backend($1)", int64(b.lis.pid.Load()))
+	pgtest.Exec(t, "SELECT pg_terminate_backend($1)", int64(b.lis.pid.Load()))
 	expect(t, ch, store.Notification{Kind: store.KindRunnable})
 	expect(t, ch, store.Notification{Kind: store.KindSecrets})
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
 // DefaultSubscriberBuffer is the default capacity of a Subscribe channel.
@@ -70,7 +71,7 @@ type Store struct {
 	channel  string
 	instance string
 	target   string
-	hub      *hub
+	hub      *storeutil.Hub
 	lis      *listener
 	notifier *notifier
 
@@ -156,7 +157,7 @@ func open(ctx context.Context, dsn string, cfg *Config, tune func(*listener)) (*
 		channel:  channelName(*schema),
 		instance: instance,
 		target:   target + " schema " + strconv.Quote(*schema),
-		hub:      newHub(c.SubscriberBuffer),
+		hub:      storeutil.NewHub(c.SubscriberBuffer),
 	}
 	s.lis = newListener(listenCfg, s.channel, s.instance, s.hub, s.log, s.target)
 	if tune != nil {
@@ -209,7 +210,7 @@ func (s *Store) Close() error {
 		s.stop()
 		s.done.Wait()
 		s.pool.Close()
-		s.hub.close()
+		s.hub.Close()
 	})
 	return nil
 }
@@ -241,5 +242,5 @@ func (s *Store) checkOpen() error {
 // notifications; a subscriber that falls further behind misses some and must
 // re-read the store.
 func (s *Store) Subscribe(ctx context.Context) (<-chan store.Notification, func()) {
-	return s.hub.subscribe(ctx)
+	return s.hub.Subscribe(ctx)
 }

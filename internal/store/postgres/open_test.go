@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/postgres/pgtest"
 )
 
 // password is what the tests put in connection strings; it must appear in
@@ -111,7 +112,7 @@ func (l *lockedBuffer) String() string {
 // schema; the password appears in no log line and no error.
 func TestPasswordNeverLogged(t *testing.T) {
 	t.Parallel()
-	dsn := withParam(t, freshSchema(t), "password", password)
+	dsn := pgtest.WithParam(t, pgtest.FreshSchema(t), "password", password)
 	var logs lockedBuffer
 	s, err := open(t.Context(), dsn, &Config{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))},
 		func(l *listener) { l.minBackoff = 10 * time.Millisecond })
@@ -119,14 +120,14 @@ func TestPasswordNeverLogged(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	require.NoError(t, s.Migrate(t.Context()))
 	listens := s.lis.listens.Load()
-	adminExec(t, "SELECT pg_terminate_backend($1)", int64(s.lis.pid.Load()))
+	pgtest.Exec(t, "SELECT pg_terminate_backend($1)", int64(s.lis.pid.Load()))
 	poll(t, "the listener reconnects", func() bool { return s.lis.listens.Load() > listens })
 	poll(t, "the reconnection is logged", func() bool { return strings.Contains(logs.String(), "reconnected") })
 	require.NotContains(t, logs.String(), password)
 	require.Contains(t, logs.String(), "migration applied")
 	require.NotContains(t, s.Target(), password)
 
-	_, err = Open(t.Context(), withParam(t, dsn, "search_path", "no_such_schema_here"), nil)
+	_, err = Open(t.Context(), pgtest.WithParam(t, dsn, "search_path", "no_such_schema_here"), nil)
 	require.ErrorContains(t, err, "no schema")
 	require.NotContains(t, err.Error(), password)
 	require.ErrorContains(t, err, "search_path")

@@ -2,20 +2,12 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
-)
-
-// Bounds on a stored secret. The vault enforces tighter ones (a value of at
-// most 8 KiB); these only keep a wrong caller from writing nonsense.
-const (
-	maxSecretCiphertext = 64 << 10
-	maxSecretNonce      = 64
 )
 
 // secretPutSQL creates or replaces a secret in one statement, safe against
@@ -35,7 +27,7 @@ func (s *Store) SecretPut(ctx context.Context, row *store.SecretRow) (bool, erro
 	if err := s.checkOpen(); err != nil {
 		return false, err
 	}
-	if err := checkSecretRow(row); err != nil {
+	if err := checks.SecretRow(row); err != nil {
 		return false, fmt.Errorf("put secret: %w", err)
 	}
 	var created bool
@@ -49,43 +41,6 @@ func (s *Store) SecretPut(ctx context.Context, row *store.SecretRow) (bool, erro
 		return false, fmt.Errorf("put secret %s: %w", row.Name, err)
 	}
 	return created, nil
-}
-
-func checkSecretRow(row *store.SecretRow) error {
-	if row == nil {
-		return errors.New("row is nil")
-	}
-	if err := checkID("name", row.Name); err != nil {
-		return err
-	}
-	switch {
-	case len(row.Ciphertext) == 0:
-		return errors.New("ciphertext is empty")
-	case len(row.Ciphertext) > maxSecretCiphertext:
-		return fmt.Errorf("ciphertext is larger than %d bytes", maxSecretCiphertext)
-	case len(row.Nonce) == 0:
-		return errors.New("nonce is empty")
-	case len(row.Nonce) > maxSecretNonce:
-		return fmt.Errorf("nonce is larger than %d bytes", maxSecretNonce)
-	}
-	if err := checkID("key_id", row.KeyID); err != nil {
-		return err
-	}
-	for i, h := range row.Hosts {
-		if err := checkID(fmt.Sprintf("hosts[%d]", i), h); err != nil {
-			return err
-		}
-	}
-	if len(row.Inject) == 0 {
-		return errors.New("inject is empty")
-	}
-	if err := checkJSON("inject", row.Inject); err != nil {
-		return err
-	}
-	if err := checkTime("created_at", row.CreatedAt); err != nil {
-		return err
-	}
-	return checkTime("updated_at", row.UpdatedAt)
 }
 
 const secretColumns = `name, ciphertext, nonce, key_id, hosts, inject::text, created_at, updated_at`
@@ -107,7 +62,7 @@ func scanSecret(sc rowScanner) (*store.SecretRow, error) {
 
 // SecretGet returns one secret, or store.ErrNotFound.
 func (s *Store) SecretGet(ctx context.Context, name string) (*store.SecretRow, error) {
-	if err := checkID("name", name); err != nil {
+	if err := checks.ID("name", name); err != nil {
 		return nil, fmt.Errorf("get secret: %w", err)
 	}
 	var r *store.SecretRow
@@ -144,7 +99,7 @@ func (s *Store) SecretDelete(ctx context.Context, name string) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	if err := checkID("name", name); err != nil {
+	if err := checks.ID("name", name); err != nil {
 		return fmt.Errorf("delete secret: %w", err)
 	}
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {

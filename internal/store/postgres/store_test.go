@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/postgres/pgtest"
 )
 
 func TestTimesAreMicrosecondsUTC(t *testing.T) {
@@ -198,7 +199,7 @@ func TestCancelledContextWritesNothing(t *testing.T) {
 // (and say so) or return ErrClosed, never anything else.
 func TestClosePendingAppendsFinish(t *testing.T) {
 	t.Parallel()
-	dsn := freshSchema(t)
+	dsn := pgtest.FreshSchema(t)
 	s, err := Open(t.Context(), dsn, &Config{MaxConns: 4})
 	require.NoError(t, err)
 	require.NoError(t, s.Migrate(t.Context()))

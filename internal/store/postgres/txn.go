@@ -82,7 +82,7 @@ func (s *Store) write(ctx context.Context, fn func(ctx context.Context, t *txn) 
 			// its notification by the time its call returns. Other nodes
 			// hear it a moment later, from the notifier.
 			for _, n := range notes {
-				s.hub.publish(n)
+				s.hub.Publish(n)
 			}
 			s.notifier.add(notes)
 			return nil

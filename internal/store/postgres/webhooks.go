@@ -1,23 +1,24 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
 // Outgoing webhooks: endpoints, per-session state, the outbox and its
-// attempts (004_webhooks.sql). None of these writes notify subscribers: the
+// attempts (004_webhooks.sql), and the claims on deliveries
+// (005_webhook_claims.sql). None of these writes notify subscribers: the
 // dispatcher is their only reader and wakes itself.
-
-// maxWebhookPage bounds a page of WebhookDue and WebhookDeliveryList.
-const maxWebhookPage = 1000
 
 // WebhookEndpointCreate inserts an endpoint; store.ErrConflict if the id exists.
 func (s *Store) WebhookEndpointCreate(ctx context.Context, row *store.WebhookEndpointRow) error {
@@ -27,7 +28,7 @@ func (s *Store) WebhookEndpointCreate(ctx context.Context, row *store.WebhookEnd
 	if row == nil {
 		return errors.New("create webhook endpoint: row is nil")
 	}
-	if err := checkID("id", row.ID); err != nil {
+	if err := checks.ID("id", row.ID); err != nil {
 		return fmt.Errorf("create webhook endpoint: %w", err)
 	}
 	if err := checkEndpoint(row); err != nil {
@@ -42,23 +43,23 @@ VALUES ($1, $2, $3, $4, $5, $6)`, row.ID, row.URL, nonNil(row.Events), row.Secre
 }
 
 func checkEndpoint(row *store.WebhookEndpointRow) error {
-	if err := checkID("url", row.URL); err != nil {
+	if err := checks.ID("url", row.URL); err != nil {
 		return err
 	}
 	if len(row.Secrets) == 0 {
 		return errors.New("secrets is empty")
 	}
 	for i, v := range row.Secrets {
-		if err := checkID(fmt.Sprintf("secrets[%d]", i), v); err != nil {
+		if err := checks.ID(fmt.Sprintf("secrets[%d]", i), v); err != nil {
 			return err
 		}
 	}
 	for i, v := range row.Events {
-		if err := checkText(fmt.Sprintf("events[%d]", i), v); err != nil {
+		if err := checks.Text(fmt.Sprintf("events[%d]", i), v); err != nil {
 			return err
 		}
 	}
-	return checkTime("created_at", row.CreatedAt)
+	return checks.Time("created_at", row.CreatedAt)
 }
 
 const endpointColumns = `id, url, events, secrets, created_at, disabled_at`
@@ -77,7 +78,7 @@ func scanEndpoint(sc rowScanner) (*store.WebhookEndpointRow, error) {
 
 // WebhookEndpointGet returns one endpoint, or store.ErrNotFound.
 func (s *Store) WebhookEndpointGet(ctx context.Context, id string) (*store.WebhookEndpointRow, error) {
-	if err := checkID("id", id); err != nil {
+	if err := checks.ID("id", id); err != nil {
 		return nil, fmt.Errorf("get webhook endpoint: %w", err)
 	}
 	var r *store.WebhookEndpointRow
@@ -114,7 +115,7 @@ func (s *Store) WebhookEndpointDelete(ctx context.Context, id string, now time.T
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	if err := checkID("id", id); err != nil {
+	if err := checks.ID("id", id); err != nil {
 		return fmt.Errorf("delete webhook endpoint: %w", err)
 	}
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
@@ -140,10 +141,10 @@ func (s *Store) WebhookSessionInit(ctx context.Context, sessionID, secret string
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	if err := checkID("session_id", sessionID); err != nil {
+	if err := checks.ID("session_id", sessionID); err != nil {
 		return nil, fmt.Errorf("init webhook session: %w", err)
 	}
-	if err := checkID("secret", secret); err != nil {
+	if err := checks.ID("secret", secret); err != nil {
 		return nil, fmt.Errorf("init webhook session %s: %w", sessionID, err)
 	}
 	// ON CONFLICT DO NOTHING waits for a concurrent insert of the same
@@ -170,7 +171,7 @@ func (s *Store) WebhookEnqueue(ctx context.Context, sessionID string, fromCursor
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	if err := checkID("session_id", sessionID); err != nil {
+	if err := checks.ID("session_id", sessionID); err != nil {
 		return fmt.Errorf("enqueue webhooks: %w", err)
 	}
 	if cursor < fromCursor {
@@ -223,33 +224,34 @@ func checkDelivery(r *store.WebhookDeliveryRow) error {
 		return errors.New("row is nil")
 	}
 	for _, f := range []struct{ name, v string }{{"id", r.ID}, {"session_id", r.SessionID}, {"url", r.URL}, {"type", r.Type}, {"status", r.Status}} {
-		if err := checkID(f.name, f.v); err != nil {
+		if err := checks.ID(f.name, f.v); err != nil {
 			return err
 		}
 	}
-	if err := checkText("endpoint_id", r.EndpointID); err != nil {
+	if err := checks.Text("endpoint_id", r.EndpointID); err != nil {
 		return err
 	}
 	if len(r.Body) == 0 {
 		return errors.New("body is empty")
 	}
 	if r.NextAttemptAt != nil {
-		if err := checkTime("next_attempt_at", *r.NextAttemptAt); err != nil {
+		if err := checks.Time("next_attempt_at", *r.NextAttemptAt); err != nil {
 			return err
 		}
 	}
-	if err := checkTime("created_at", r.CreatedAt); err != nil {
+	if err := checks.Time("created_at", r.CreatedAt); err != nil {
 		return err
 	}
-	return checkTime("updated_at", r.UpdatedAt)
+	return checks.Time("updated_at", r.UpdatedAt)
 }
 
-const deliveryColumns = `pos, id, endpoint_id, session_id, url, type, event_seq, body, status, attempts, next_attempt_at, created_at, updated_at`
+const deliveryColumns = `pos, id, endpoint_id, session_id, url, type, event_seq, body, status, attempts, next_attempt_at,
+    coalesce(claimed_by, ''), created_at, updated_at`
 
 func scanDelivery(sc rowScanner) (*store.WebhookDeliveryRow, error) {
 	var r store.WebhookDeliveryRow
 	if err := sc.Scan(&r.Pos, &r.ID, &r.EndpointID, &r.SessionID, &r.URL, &r.Type, &r.EventSeq, &r.Body, &r.Status,
-		&r.Attempts, &r.NextAttemptAt, &r.CreatedAt, &r.UpdatedAt); err != nil {
+		&r.Attempts, &r.NextAttemptAt, &r.ClaimedBy, &r.CreatedAt, &r.UpdatedAt); err != nil {
 		return nil, err
 	}
 	r.NextAttemptAt = utcPtr(r.NextAttemptAt)
@@ -258,19 +260,9 @@ func scanDelivery(sc rowScanner) (*store.WebhookDeliveryRow, error) {
 	return &r, nil
 }
 
-func checkPage(limit int) (int, error) {
-	switch {
-	case limit == 0:
-		return 50, nil
-	case limit < 0 || limit > maxWebhookPage:
-		return 0, fmt.Errorf("limit must be between 1 and %d, got %d", maxWebhookPage, limit)
-	}
-	return limit, nil
-}
-
 // WebhookDue returns pending deliveries due at now, earliest first.
 func (s *Store) WebhookDue(ctx context.Context, now time.Time, limit int) ([]*store.WebhookDeliveryRow, error) {
-	limit, err := checkPage(limit)
+	limit, err := checks.WebhookPage(limit)
 	if err != nil {
 		return nil, fmt.Errorf("list due webhooks: %w", err)
 	}
@@ -290,6 +282,123 @@ ORDER BY next_attempt_at, pos LIMIT $2`, now, limit)
 	return out, nil
 }
 
+// claimDueSQL claims, in one statement, up to $2 deliveries due at $1 for
+// $3 until $4, and returns them with the time each was due (the order of
+// the claim; RETURNING has none). FOR UPDATE SKIP LOCKED makes concurrent
+// claims take disjoint rows without waiting for each other; a row that
+// another claim committed meanwhile is re-checked once locked and left out,
+// as it is no longer due. The CTE's WHERE and ORDER BY match the partial
+// index webhook_deliveries_due.
+const claimDueSQL = `WITH due AS (
+    SELECT pos, next_attempt_at AS due_at FROM webhook_deliveries
+    WHERE status = 'pending' AND next_attempt_at <= $1
+    ORDER BY next_attempt_at, pos
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE webhook_deliveries d SET claimed_by = $3, next_attempt_at = $4, updated_at = $1
+FROM due WHERE d.pos = due.pos
+RETURNING due.due_at, d.pos, d.id, d.endpoint_id, d.session_id, d.url, d.type, d.event_seq, d.body, d.status, d.attempts,
+    d.next_attempt_at, coalesce(d.claimed_by, ''), d.created_at, d.updated_at`
+
+// WebhookClaimDue claims up to p.Limit due deliveries for p.Owner until
+// p.Until and returns them, earliest due first, as claimed (NextAttemptAt
+// is the claim's end). Nodes claiming at once get disjoint deliveries.
+func (s *Store) WebhookClaimDue(ctx context.Context, p *store.WebhookClaimParams) ([]*store.WebhookDeliveryRow, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	if err := checkWebhookClaim(p); err != nil {
+		return nil, fmt.Errorf("claim due webhooks: %w", err)
+	}
+	type claimed struct {
+		row *store.WebhookDeliveryRow
+		due time.Time
+	}
+	var out []claimed
+	err := s.query(ctx, func(rows pgx.Rows) error {
+		var (
+			c   claimed
+			err error
+		)
+		if c.row, err = scanDelivery(prefixScanner{rows, &c.due}); err != nil {
+			return err
+		}
+		out = append(out, c)
+		return nil
+	}, claimDueSQL, p.Now, p.Limit, p.Owner, p.Until)
+	if err != nil {
+		return nil, fmt.Errorf("claim due webhooks for %s: %w", p.Owner, err)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(out, func(a, b claimed) int {
+		if c := a.due.Compare(b.due); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.row.Pos, b.row.Pos)
+	})
+	rows := make([]*store.WebhookDeliveryRow, len(out))
+	for i, c := range out {
+		rows[i] = c.row
+	}
+	return rows, nil
+}
+
+// prefixScanner scans a row whose first column is not the delivery's into
+// first, and the rest as a delivery.
+type prefixScanner struct {
+	sc    rowScanner
+	first any
+}
+
+func (p prefixScanner) Scan(dest ...any) error {
+	return p.sc.Scan(append([]any{p.first}, dest...)...)
+}
+
+func checkWebhookClaim(p *store.WebhookClaimParams) error {
+	if p == nil {
+		return errors.New("params are nil")
+	}
+	if err := checks.ID("owner", p.Owner); err != nil {
+		return err
+	}
+	if err := checks.Time("now", p.Now); err != nil {
+		return err
+	}
+	if err := checks.Time("until", p.Until); err != nil {
+		return err
+	}
+	if !stored(p.Until).After(stored(p.Now)) {
+		return fmt.Errorf("until %s must be after now %s", p.Until, p.Now)
+	}
+	if p.Limit < 1 || p.Limit > storeutil.MaxWebhookPage {
+		return fmt.Errorf("limit must be between 1 and %d, got %d", storeutil.MaxWebhookPage, p.Limit)
+	}
+	return nil
+}
+
+// WebhookReleaseClaims ends owner's claims on pending deliveries, making
+// them due at now at the latest.
+func (s *Store) WebhookReleaseClaims(ctx context.Context, owner string, now time.Time) (int, error) {
+	if err := s.checkOpen(); err != nil {
+		return 0, err
+	}
+	if err := checks.ID("owner", owner); err != nil {
+		return 0, fmt.Errorf("release webhook claims: %w", err)
+	}
+	if err := checks.Time("now", now); err != nil {
+		return 0, fmt.Errorf("release webhook claims of %s: %w", owner, err)
+	}
+	n, err := s.exec(ctx, `UPDATE webhook_deliveries SET claimed_by = NULL, next_attempt_at = least(next_attempt_at, $1), updated_at = $1
+WHERE claimed_by = $2 AND status = 'pending'`, now, owner)
+	if err != nil {
+		return 0, fmt.Errorf("release webhook claims of %s: %w", owner, err)
+	}
+	return int(n), nil
+}
+
 // WebhookNextDue returns the earliest pending next attempt time, or nil.
 func (s *Store) WebhookNextDue(ctx context.Context) (*time.Time, error) {
 	var next *time.Time
@@ -306,39 +415,24 @@ func (s *Store) WebhookRecordAttempt(ctx context.Context, p *store.WebhookAttemp
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	if p == nil {
-		return errors.New("record webhook attempt: params is nil")
-	}
-	if err := checkID("delivery_id", p.DeliveryID); err != nil {
-		return fmt.Errorf("record webhook attempt: %w", err)
-	}
-	switch p.Status {
-	case store.WebhookPending, store.WebhookDelivered, store.WebhookFailed, store.WebhookDisabled:
-	default:
-		return fmt.Errorf("record webhook attempt %s: unknown status %q", p.DeliveryID, p.Status)
-	}
-	if p.Status == store.WebhookPending && p.NextAttemptAt == nil {
-		return fmt.Errorf("record webhook attempt %s: a pending delivery needs next_attempt_at", p.DeliveryID)
-	}
-	if err := checkTime("attempt.at", p.Attempt.At); err != nil {
-		return fmt.Errorf("record webhook attempt %s: %w", p.DeliveryID, err)
-	}
-	if err := checkText("attempt.error", p.Attempt.Error); err != nil {
-		return fmt.Errorf("record webhook attempt %s: %w", p.DeliveryID, err)
-	}
-	if err := checkTime("now", p.Now); err != nil {
-		return fmt.Errorf("record webhook attempt %s: %w", p.DeliveryID, err)
+	if err := checks.WebhookAttempt(p); err != nil {
+		return err
 	}
 	next := p.NextAttemptAt
 	if p.Status != store.WebhookPending {
 		next = nil
 	}
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
-		var endpointID, sessionID string
-		// FOR UPDATE: attempts of one delivery are recorded one at a time.
-		t.queue(`SELECT endpoint_id, session_id FROM webhook_deliveries WHERE id = $1 FOR UPDATE`, p.DeliveryID).
+		var (
+			endpointID, sessionID, claimedBy string
+			attempts                         int
+		)
+		// FOR UPDATE: attempts of one delivery are recorded one at a time,
+		// and the claim checked below cannot change before the commit.
+		t.queue(`SELECT endpoint_id, session_id, coalesce(claimed_by, ''), attempts FROM webhook_deliveries WHERE id = $1 FOR UPDATE`,
+			p.DeliveryID).
 			QueryRow(func(row pgx.Row) error {
-				if err := row.Scan(&endpointID, &sessionID); err != nil {
+				if err := row.Scan(&endpointID, &sessionID, &claimedBy, &attempts); err != nil {
 					return fmt.Errorf("delivery: %w", mapErr(err))
 				}
 				return nil
@@ -347,10 +441,19 @@ func (s *Store) WebhookRecordAttempt(ctx context.Context, p *store.WebhookAttemp
 			return err
 		}
 		a := p.Attempt
-		t.queue(`INSERT INTO webhook_attempts (delivery_id, attempt, at, status_code, error, duration_us) VALUES ($1, $2, $3, $4, $5, $6)`,
-			p.DeliveryID, a.Attempt, a.At, a.StatusCode, a.Error, a.Duration.Microseconds())
-		t.queue(`UPDATE webhook_deliveries SET status = $1, attempts = $2, next_attempt_at = $3, updated_at = $4 WHERE id = $5`,
-			p.Status, a.Attempt, next, p.Now, p.DeliveryID)
+		if err := storeutil.ClaimHeld(claimedBy, attempts, a); err != nil {
+			return err
+		}
+		t.queue(`INSERT INTO webhook_attempts (delivery_id, attempt, at, status_code, error, duration_us, owner)
+VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			p.DeliveryID, a.Attempt, a.At, a.StatusCode, a.Error, a.Duration.Microseconds(), a.Owner)
+		// A delivery settled while the attempt was in flight (disabled)
+		// keeps its status; the claim ends either way.
+		t.queue(`UPDATE webhook_deliveries SET
+    status = CASE WHEN status = 'pending' THEN $1 ELSE status END,
+    next_attempt_at = CASE WHEN status = 'pending' THEN $2 ELSE next_attempt_at END,
+    attempts = $3, claimed_by = NULL, updated_at = $4 WHERE id = $5`,
+			p.Status, next, a.Attempt, p.Now, p.DeliveryID)
 		if !p.DisableTarget {
 			return nil
 		}
@@ -376,7 +479,7 @@ func (s *Store) WebhookDeliveryList(ctx context.Context, p *store.WebhookDeliver
 	if p == nil {
 		p = &store.WebhookDeliveryListParams{}
 	}
-	limit, err := checkPage(p.Limit)
+	limit, err := checks.WebhookPage(p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list webhook deliveries: %w", err)
 	}
@@ -413,7 +516,7 @@ func (s *Store) WebhookDeliveryList(ctx context.Context, p *store.WebhookDeliver
 			a   store.WebhookAttemptRow
 			dur int64
 		)
-		if err := rows.Scan(&id, &a.Attempt, &a.At, &a.StatusCode, &a.Error, &dur); err != nil {
+		if err := rows.Scan(&id, &a.Attempt, &a.Owner, &a.At, &a.StatusCode, &a.Error, &dur); err != nil {
 			return err
 		}
 		a.At = a.At.UTC()
@@ -422,7 +525,7 @@ func (s *Store) WebhookDeliveryList(ctx context.Context, p *store.WebhookDeliver
 			d.AttemptList = append(d.AttemptList, a)
 		}
 		return nil
-	}, `SELECT delivery_id, attempt, at, status_code, error, duration_us FROM webhook_attempts
+	}, `SELECT delivery_id, attempt, owner, at, status_code, error, duration_us FROM webhook_attempts
 WHERE delivery_id = ANY($1) ORDER BY delivery_id, attempt`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("list webhook deliveries: attempts: %w", err)

@@ -2,39 +2,11 @@ package sqlite
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
 )
-
-// checkBlob requires digest to be the lowercase hex SHA-256 of data: a blob
-// stored under the wrong key would be served as other content forever.
-func checkBlob(field, digest string, data []byte) error {
-	if err := checkSHA256(field, digest); err != nil {
-		return err
-	}
-	if hexSHA256(data) != digest {
-		return fmt.Errorf("%s %s is not the SHA-256 of the data", field, digest)
-	}
-	return nil
-}
-
-func hexSHA256(data []byte) string {
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
-}
-
-func checkBlobs(blobs []store.BlobWrite) error {
-	for i := range blobs {
-		if err := checkBlob(fmt.Sprintf("blobs[%d].sha256", i), blobs[i].SHA256, blobs[i].Data); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // insertBlobs stores blobs that are not stored yet (content addressing makes
 // an existing one identical).
@@ -59,7 +31,7 @@ func (s *Store) BlobPut(ctx context.Context, sha256Hex string, data []byte) erro
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	if err := checkBlob("sha256", sha256Hex, data); err != nil {
+	if err := checks.Blob("sha256", sha256Hex, data); err != nil {
 		return fmt.Errorf("put blob: %w", err)
 	}
 	blobs := []store.BlobWrite{{SHA256: sha256Hex, Data: data}}
@@ -74,7 +46,7 @@ func (s *Store) BlobPut(ctx context.Context, sha256Hex string, data []byte) erro
 
 // BlobGet returns the bytes stored under a digest; store.ErrNotFound if none.
 func (s *Store) BlobGet(ctx context.Context, sha256Hex string) ([]byte, error) {
-	if err := checkSHA256("sha256", sha256Hex); err != nil {
+	if err := checks.SHA256("sha256", sha256Hex); err != nil {
 		return nil, fmt.Errorf("get blob: %w", err)
 	}
 	row, err := s.queryRow(ctx, `SELECT data FROM blobs WHERE sha256 = ?`, sha256Hex)
@@ -93,7 +65,7 @@ func (s *Store) BlobGet(ctx context.Context, sha256Hex string) ([]byte, error) {
 
 // BlobHas reports whether a blob is stored under a digest.
 func (s *Store) BlobHas(ctx context.Context, sha256Hex string) (bool, error) {
-	if err := checkSHA256("sha256", sha256Hex); err != nil {
+	if err := checks.SHA256("sha256", sha256Hex); err != nil {
 		return false, fmt.Errorf("has blob: %w", err)
 	}
 	row, err := s.queryRow(ctx, `SELECT 1 FROM blobs WHERE sha256 = ?`, sha256Hex)
@@ -117,7 +89,7 @@ func (s *Store) IdempotencyPut(ctx context.Context, row *store.IdempotencyRow) e
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	if err := checkIdempotency(row); err != nil {
+	if err := checks.Idempotency(row); err != nil {
 		return fmt.Errorf("put idempotency key: %w", err)
 	}
 	r := *row
@@ -132,32 +104,13 @@ VALUES (?, ?, ?, ?, ?, ?)`, r.Scope, r.Key, r.BodySHA256, r.Status, r.Response, 
 	return nil
 }
 
-func checkIdempotency(r *store.IdempotencyRow) error {
-	if r == nil {
-		return errors.New("row is nil")
-	}
-	if err := checkID("scope", r.Scope); err != nil {
-		return err
-	}
-	if err := checkID("key", r.Key); err != nil {
-		return err
-	}
-	if err := checkID("body_sha256", r.BodySHA256); err != nil {
-		return err
-	}
-	if r.Status < 100 || r.Status > 599 {
-		return fmt.Errorf("status must be an HTTP status (100-599), got %d", r.Status)
-	}
-	return checkTime("created_at", r.CreatedAt)
-}
-
 // IdempotencyGet returns the stored response for (scope, key);
 // store.ErrNotFound if none.
 func (s *Store) IdempotencyGet(ctx context.Context, scope, key string) (*store.IdempotencyRow, error) {
-	if err := checkID("scope", scope); err != nil {
+	if err := checks.ID("scope", scope); err != nil {
 		return nil, fmt.Errorf("get idempotency key: %w", err)
 	}
-	if err := checkID("key", key); err != nil {
+	if err := checks.ID("key", key); err != nil {
 		return nil, fmt.Errorf("get idempotency key: %w", err)
 	}
 	row, err := s.queryRow(ctx, `SELECT body_sha256, status, response, created_at FROM idempotency_keys

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -97,41 +97,7 @@ func boolInt(b bool) int64 {
 	return 0
 }
 
-// Validation: bad input is refused before it reaches the writer, with an
-// error naming the field.
-
-func checkID(field, v string) error {
-	if v == "" {
-		return fmt.Errorf("%s is empty", field)
-	}
-	return nil
-}
-
-func checkTime(field string, t time.Time) error {
-	if t.IsZero() {
-		return fmt.Errorf("%s is zero", field)
-	}
-	// UnixMicro overflows outside about ±292,000 years.
-	if y := t.Year(); y < 1 || y > 9999 {
-		return fmt.Errorf("%s %s is out of range (years 1-9999)", field, t)
-	}
-	return nil
-}
-
-func checkJSON(field string, doc json.RawMessage) error {
-	if len(doc) != 0 && !json.Valid(doc) {
-		return fmt.Errorf("%s is not valid JSON", field)
-	}
-	return nil
-}
-
-// checkSHA256 requires the lowercase hex form used as blob keys.
-func checkSHA256(field, digest string) error {
-	if len(digest) != 64 {
-		return fmt.Errorf("%s must be 64 lowercase hex digits, got %d characters", field, len(digest))
-	}
-	if _, err := hex.DecodeString(digest); err != nil || strings.ToLower(digest) != digest {
-		return fmt.Errorf("%s must be 64 lowercase hex digits", field)
-	}
-	return nil
-}
+// checks refuses bad input before it reaches the writer, with the same rules
+// and messages as every driver. SQLite stores any bytes as TEXT, so it does
+// not refuse NUL bytes or invalid UTF-8.
+var checks = storeutil.Checks{DocKinds: docTables}

@@ -31,7 +31,8 @@
 //
 // # Notifications
 //
-// SQLite has no LISTEN/NOTIFY, so Subscribe is served by an in-process hub:
+// SQLite has no LISTEN/NOTIFY, so Subscribe is served by an in-process hub
+// (storeutil.Hub):
 // after each commit the writer offers a Notification to every subscriber's
 // buffered channel and drops it for a subscriber whose buffer is full.
 // Notifications therefore only reach subscribers in the same process, which is
@@ -53,7 +54,8 @@
 //
 // # Imports
 //
-// This package imports the standard library, internal/store and
-// modernc.org/sqlite. Only cmd/ (and tests) may import it; everything else
+// This package imports the standard library, internal/store,
+// internal/store/storeutil (the hub and the input checks both drivers share)
+// and modernc.org/sqlite. Only cmd/ (and tests) may import it; everything else
 // works against store.Store.
 package sqlite

@@ -31,25 +31,6 @@ WHERE session_id = excluded.session_id`
 	return m
 }()
 
-func checkDocs(docs []store.DocWrite) error {
-	for i := range docs {
-		d := &docs[i]
-		if _, ok := docTables[d.Kind]; !ok {
-			return fmt.Errorf("docs[%d].kind %q is not a projection kind", i, d.Kind)
-		}
-		if err := checkID(fmt.Sprintf("docs[%d].id", i), d.ID); err != nil {
-			return err
-		}
-		if err := checkJSON(fmt.Sprintf("docs[%d].doc", i), d.Doc); err != nil {
-			return err
-		}
-		if err := checkTime(fmt.Sprintf("docs[%d].created_at", i), d.CreatedAt); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // normalizeDocs fills an empty SessionID with the written session's id. A doc
 // of another session is refused: a write changes one session only.
 func normalizeDocs(sessionID string, docs []store.DocWrite) ([]store.DocWrite, error) {
@@ -85,7 +66,7 @@ func (w *writer) upsertDocs(docs []store.DocWrite) error {
 }
 
 func (s *Store) docList(ctx context.Context, kind store.DocKind, sessionID, status string) ([]*store.DocRow, error) {
-	if err := checkID("session_id", sessionID); err != nil {
+	if err := checks.ID("session_id", sessionID); err != nil {
 		return nil, fmt.Errorf("list %ss: %w", kind, err)
 	}
 	q := `SELECT id, session_id, status, doc, created_at FROM ` + docTables[kind] + ` WHERE session_id = ?`
@@ -118,7 +99,7 @@ func (s *Store) docList(ctx context.Context, kind store.DocKind, sessionID, stat
 // docGet returns one row by id, and only if it belongs to sessionID when
 // sessionID is not empty.
 func (s *Store) docGet(ctx context.Context, kind store.DocKind, sessionID, id string) (*store.DocRow, error) {
-	if err := checkID("id", id); err != nil {
+	if err := checks.ID("id", id); err != nil {
 		return nil, fmt.Errorf("get %s: %w", kind, err)
 	}
 	q := `SELECT id, session_id, status, doc, created_at FROM ` + docTables[kind] + ` WHERE id = ?`
@@ -163,7 +144,7 @@ func (s *Store) TurnList(ctx context.Context, sessionID string) ([]*store.DocRow
 
 // TurnGet returns one turn of a session.
 func (s *Store) TurnGet(ctx context.Context, sessionID, turnID string) (*store.DocRow, error) {
-	if err := checkID("session_id", sessionID); err != nil {
+	if err := checks.ID("session_id", sessionID); err != nil {
 		return nil, fmt.Errorf("get turn: %w", err)
 	}
 	return s.docGet(ctx, store.DocTurn, sessionID, turnID)
@@ -177,7 +158,7 @@ func (s *Store) ActionList(ctx context.Context, sessionID string, status string)
 
 // ActionGet returns one required action of a session.
 func (s *Store) ActionGet(ctx context.Context, sessionID, actionID string) (*store.DocRow, error) {
-	if err := checkID("session_id", sessionID); err != nil {
+	if err := checks.ID("session_id", sessionID); err != nil {
 		return nil, fmt.Errorf("get action: %w", err)
 	}
 	return s.docGet(ctx, store.DocAction, sessionID, actionID)

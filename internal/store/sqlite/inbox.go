@@ -72,7 +72,7 @@ func actionListQuery(p *store.ActionListParams, limit int) (string, []any, error
 		args = append(args, p.SessionID)
 	}
 	if p.After != nil {
-		if err := checkTime("after.created_at", p.After.CreatedAt); err != nil {
+		if err := checks.Time("after.created_at", p.After.CreatedAt); err != nil {
 			return "", nil, err
 		}
 		created := toMicros(p.After.CreatedAt)
@@ -86,4 +86,28 @@ func actionListQuery(p *store.ActionListParams, limit int) (string, []any, error
 // ActionGetByID returns a required action by its id alone.
 func (s *Store) ActionGetByID(ctx context.Context, actionID string) (*store.DocRow, error) {
 	return s.docGet(ctx, store.DocAction, "", actionID)
+}
+
+// ActionPendingStats counts the pending actions by type, with the oldest
+// creation time of each: it reads the pending rows of actions_status only
+// (a few, however many actions were ever resolved).
+func (s *Store) ActionPendingStats(ctx context.Context) ([]store.ActionTypeStats, error) {
+	var out []store.ActionTypeStats
+	err := s.query(ctx, func(rows *sql.Rows) error {
+		var (
+			typ    sql.NullString
+			n      int64
+			oldest int64
+		)
+		if err := rows.Scan(&typ, &n, &oldest); err != nil {
+			return err
+		}
+		out = append(out, store.ActionTypeStats{Type: typ.String, Count: n, OldestCreatedAt: fromMicros(oldest)})
+		return nil
+	}, `SELECT json_extract(doc, '$.type') AS type, count(*), min(created_at) FROM actions
+WHERE status = 'pending' GROUP BY type ORDER BY type`)
+	if err != nil {
+		return nil, fmt.Errorf("count pending actions: %w", err)
+	}
+	return out, nil
 }

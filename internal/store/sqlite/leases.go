@@ -10,18 +10,16 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/store"
 )
 
-// maxClaim bounds one claim; a worker asks for the sessions it can run now.
-const maxClaim = 1000
-
 // claimableSQL selects the claimable sessions without a live lease, oldest
 // wake first: runnable ones (waiting since their last update, or since their
 // wake time if they have one) and, disjoint from them, non-runnable ones whose
-// wake time has come. Each half reads only its partial index.
-const claimableSQL = `SELECT id, k FROM (
-    SELECT id, coalesce(wake_at, updated_at) AS k FROM sessions
+// wake time has come. Each half reads only its partial index. The owner of
+// an expired lease comes along: the claim takes the session over from it.
+const claimableSQL = `SELECT id, k, lease_owner FROM (
+    SELECT id, coalesce(wake_at, updated_at) AS k, lease_owner FROM sessions
     WHERE runnable = 1 AND (lease_owner IS NULL OR lease_expires_at <= ?)
     UNION ALL
-    SELECT id, wake_at AS k FROM sessions
+    SELECT id, wake_at AS k, lease_owner FROM sessions
     WHERE wake_at IS NOT NULL AND wake_at <= ? AND runnable = 0
         AND (lease_owner IS NULL OR lease_expires_at <= ?)
 )
@@ -37,7 +35,7 @@ func (s *Store) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]st
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	if err := checkLeaseClaim(p); err != nil {
+	if err := checks.LeaseClaim(p); err != nil {
 		return nil, fmt.Errorf("claim sessions: %w", err)
 	}
 	now := toMicros(p.Now)
@@ -57,11 +55,11 @@ func (s *Store) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]st
 	var leases []store.Lease
 	err = s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
 		leases = nil
-		ids, err := w.claimable(now, p.Limit)
+		ids, owners, err := w.claimable(now, p.Limit)
 		if err != nil {
 			return nil, err
 		}
-		for _, id := range ids {
+		for i, id := range ids {
 			var epoch int64
 			err := w.queryRow(`UPDATE sessions SET lease_owner = ?, lease_expires_at = ?, lease_epoch = lease_epoch + 1
 WHERE id = ? RETURNING lease_epoch`, p.Owner, expires, id).Scan(&epoch)
@@ -69,10 +67,11 @@ WHERE id = ? RETURNING lease_epoch`, p.Owner, expires, id).Scan(&epoch)
 				return nil, fmt.Errorf("claim session %s: %w", id, mapErr(err))
 			}
 			leases = append(leases, store.Lease{
-				SessionID: id,
-				Owner:     p.Owner,
-				Epoch:     epoch,
-				ExpiresAt: fromMicros(expires),
+				SessionID:     id,
+				Owner:         p.Owner,
+				Epoch:         epoch,
+				ExpiresAt:     fromMicros(expires),
+				PreviousOwner: owners[i],
 			})
 		}
 		return nil, nil
@@ -83,66 +82,34 @@ WHERE id = ? RETURNING lease_epoch`, p.Owner, expires, id).Scan(&epoch)
 	return leases, nil
 }
 
-func (w *writer) claimable(now int64, limit int) ([]string, error) {
+// claimable returns the ids of the claimable sessions and, for each, the
+// owner of its expired lease ("" when it had none).
+func (w *writer) claimable(now int64, limit int) (ids, owners []string, err error) {
 	st, err := w.stmts.get(context.Background(), claimableSQL)
 	if err != nil {
-		return nil, fmt.Errorf("select claimable sessions: %w", mapErr(err))
+		return nil, nil, fmt.Errorf("select claimable sessions: %w", mapErr(err))
 	}
 	rows, err := st.QueryContext(context.Background(), now, now, now, limit)
 	if err != nil {
-		return nil, fmt.Errorf("select claimable sessions: %w", mapErr(err))
+		return nil, nil, fmt.Errorf("select claimable sessions: %w", mapErr(err))
 	}
 	defer func() { _ = rows.Close() }()
-	var ids []string
 	for rows.Next() {
 		var (
-			id string
-			k  int64
+			id    string
+			k     int64
+			owner sql.NullString
 		)
-		if err := rows.Scan(&id, &k); err != nil {
-			return nil, fmt.Errorf("select claimable sessions: %w", mapErr(err))
+		if err := rows.Scan(&id, &k, &owner); err != nil {
+			return nil, nil, fmt.Errorf("select claimable sessions: %w", mapErr(err))
 		}
 		ids = append(ids, id)
+		owners = append(owners, owner.String)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("select claimable sessions: %w", mapErr(err))
+		return nil, nil, fmt.Errorf("select claimable sessions: %w", mapErr(err))
 	}
-	return ids, nil
-}
-
-func checkLeaseClaim(p *store.LeaseClaimParams) error {
-	if p == nil {
-		return errors.New("params are nil")
-	}
-	if err := checkID("owner", p.Owner); err != nil {
-		return err
-	}
-	if err := checkTime("now", p.Now); err != nil {
-		return err
-	}
-	if err := checkTime("expires_at", p.ExpiresAt); err != nil {
-		return err
-	}
-	if !p.ExpiresAt.After(p.Now) {
-		return fmt.Errorf("expires_at %s must be after now %s", p.ExpiresAt, p.Now)
-	}
-	if p.Limit < 1 || p.Limit > maxClaim {
-		return fmt.Errorf("limit must be between 1 and %d, got %d", maxClaim, p.Limit)
-	}
-	return nil
-}
-
-func checkLease(l store.Lease) error {
-	if err := checkID("lease.session_id", l.SessionID); err != nil {
-		return err
-	}
-	if err := checkID("lease.owner", l.Owner); err != nil {
-		return err
-	}
-	if l.Epoch < 1 {
-		return fmt.Errorf("lease.epoch must be at least 1 (a claim sets it), got %d", l.Epoch)
-	}
-	return nil
+	return ids, owners, nil
 }
 
 // LeaseRenew moves the lease's expiry to expiresAt if (Owner, Epoch) still
@@ -153,10 +120,10 @@ func (s *Store) LeaseRenew(ctx context.Context, l store.Lease, expiresAt time.Ti
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	if err := checkLease(l); err != nil {
+	if err := checks.Lease(l); err != nil {
 		return fmt.Errorf("renew lease: %w", err)
 	}
-	if err := checkTime("expires_at", expiresAt); err != nil {
+	if err := checks.Time("expires_at", expiresAt); err != nil {
 		return fmt.Errorf("renew lease: %w", err)
 	}
 	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
@@ -185,7 +152,7 @@ func (s *Store) LeaseRelease(ctx context.Context, l store.Lease) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	if err := checkLease(l); err != nil {
+	if err := checks.Lease(l); err != nil {
 		return fmt.Errorf("release lease: %w", err)
 	}
 	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
@@ -222,10 +189,10 @@ func (s *Store) LeaseExpireOwner(ctx context.Context, owner string, now time.Tim
 	if err := s.checkOpen(); err != nil {
 		return 0, err
 	}
-	if err := checkID("owner", owner); err != nil {
+	if err := checks.ID("owner", owner); err != nil {
 		return 0, fmt.Errorf("expire leases: %w", err)
 	}
-	if err := checkTime("now", now); err != nil {
+	if err := checks.Time("now", now); err != nil {
 		return 0, fmt.Errorf("expire leases of %s: %w", owner, err)
 	}
 	var expired int
@@ -286,5 +253,5 @@ func (w *writer) leaseLost(l store.Lease) error {
 // channel holds Config.SubscriberBuffer notifications; a subscriber that
 // falls further behind misses some and must re-read the store.
 func (s *Store) Subscribe(ctx context.Context) (<-chan store.Notification, func()) {
-	return s.hub.subscribe(ctx)
+	return s.hub.Subscribe(ctx)
 }

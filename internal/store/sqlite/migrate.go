@@ -4,61 +4,16 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
-	"path"
-	"sort"
-	"strconv"
-	"strings"
+
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
-// migration is one embedded migrations/NNN_name.sql file.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// loadMigrations reads the embedded migrations in version order and checks
-// that the versions run 1, 2, 3... without gaps or duplicates.
-func loadMigrations(fsys fs.FS) ([]migration, error) {
-	entries, err := fs.ReadDir(fsys, "migrations")
-	if err != nil {
-		return nil, fmt.Errorf("read migrations: %w", err)
-	}
-	var ms []migration
-	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".sql") {
-			continue
-		}
-		prefix, _, ok := strings.Cut(e.Name(), "_")
-		if !ok {
-			return nil, fmt.Errorf("migration %s: name must be NNN_name.sql", e.Name())
-		}
-		v, err := strconv.Atoi(prefix)
-		if err != nil || v < 1 {
-			return nil, fmt.Errorf("migration %s: name must start with a positive version number", e.Name())
-		}
-		body, err := fs.ReadFile(fsys, path.Join("migrations", e.Name()))
-		if err != nil {
-			return nil, fmt.Errorf("read migration %s: %w", e.Name(), err)
-		}
-		ms = append(ms, migration{version: v, name: e.Name(), sql: string(body)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	for i, m := range ms {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("migration %s: expected version %d (versions must run 1, 2, 3... without gaps)", m.name, i+1)
-		}
-	}
-	return ms, nil
-}
-
 // knownVersion is the newest schema version this driver can use.
 func knownVersion() (int, error) {
-	ms, err := loadMigrations(migrationFS)
+	ms, err := storeutil.LoadMigrations(migrationFS)
 	if err != nil {
 		return 0, err
 	}
@@ -83,7 +38,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	ms, err := loadMigrations(migrationFS)
+	ms, err := storeutil.LoadMigrations(migrationFS)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
@@ -102,17 +57,17 @@ func (s *Store) Migrate(ctx context.Context) error {
 }
 
 // applyMigration applies m unless the database already has it.
-func (w *writer) applyMigration(m migration, known int, s *Store) (err error) {
+func (w *writer) applyMigration(m storeutil.Migration, known int, s *Store) (err error) {
 	// The writer's contexts are its own: a migration half applied because a
 	// caller gave up would only be rolled back anyway.
 	ctx := context.Background()
 	if _, err := w.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return fmt.Errorf("begin migration %d: %w", m.version, mapErr(err))
+		return fmt.Errorf("begin migration %d: %w", m.Version, mapErr(err))
 	}
 	defer func() {
 		if err != nil {
 			if _, rbErr := w.conn.ExecContext(ctx, "ROLLBACK"); rbErr != nil && !isNoTransaction(rbErr) {
-				w.log.Error("sqlite migration rollback failed", "version", m.version, "err", rbErr)
+				w.log.Error("sqlite migration rollback failed", "version", m.Version, "err", rbErr)
 			}
 		}
 	}()
@@ -124,29 +79,25 @@ func (w *writer) applyMigration(m migration, known int, s *Store) (err error) {
 		return fmt.Errorf("read schema version: %w", err)
 	}
 	if current > known {
-		return newerSchemaError(current, known)
+		return storeutil.NewerSchemaError(current, known)
 	}
-	if current >= m.version {
+	if current >= m.Version {
 		_, err := w.conn.ExecContext(ctx, "ROLLBACK")
 		return err
 	}
-	if _, err := w.conn.ExecContext(ctx, m.sql); err != nil {
-		return fmt.Errorf("apply migration %s: %w", m.name, err)
+	if _, err := w.conn.ExecContext(ctx, m.SQL); err != nil {
+		return fmt.Errorf("apply migration %s: %w", m.Name, err)
 	}
 	if _, err := w.conn.ExecContext(ctx,
 		`INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`,
-		m.version, toMicros(s.cfg.Now())); err != nil {
-		return fmt.Errorf("record migration %s: %w", m.name, err)
+		m.Version, toMicros(s.cfg.Now())); err != nil {
+		return fmt.Errorf("record migration %s: %w", m.Name, err)
 	}
 	if _, err := w.conn.ExecContext(ctx, "COMMIT"); err != nil {
-		return fmt.Errorf("commit migration %s: %w", m.name, err)
+		return fmt.Errorf("commit migration %s: %w", m.Name, err)
 	}
-	s.log.Info("sqlite migration applied", "version", m.version, "name", m.name, "path", s.path)
+	s.log.Info("sqlite migration applied", "version", m.Version, "name", m.Name, "path", s.path)
 	return nil
-}
-
-func newerSchemaError(current, known int) error {
-	return fmt.Errorf("database schema version %d is newer than this driver's schema version %d: upgrade longhaul", current, known)
 }
 
 // SchemaVersion returns the database's schema version (0 before the first

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 
 	// Registers the "sqlite" database/sql driver.
 	_ "modernc.org/sqlite"
@@ -97,7 +98,7 @@ type Store struct {
 	cfg    Config
 	log    *slog.Logger
 	path   string
-	hub    *hub
+	hub    *storeutil.Hub
 	w      *writer
 	read   *sql.DB
 	rstmts stmtCache
@@ -180,7 +181,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		cfg:  c,
 		log:  c.Logger,
 		path: abs,
-		hub:  newHub(c.SubscriberBuffer),
+		hub:  storeutil.NewHub(c.SubscriberBuffer),
 		read: rdb,
 	}
 	s.rstmts.prepare = rdb.PrepareContext
@@ -231,7 +232,7 @@ func (s *Store) Close() error {
 		if err := s.w.close(); err != nil {
 			errs = append(errs, fmt.Errorf("close writer: %w", err))
 		}
-		s.hub.close()
+		s.hub.Close()
 		s.rstmts.closeAll()
 		if err := s.read.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close readers: %w", err))

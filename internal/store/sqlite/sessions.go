@@ -32,7 +32,7 @@ func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams)
 	if sess.UpdatedAt.IsZero() {
 		sess.UpdatedAt = sess.CreatedAt
 	}
-	if err := checkSessionCreate(&sess, p); err != nil {
+	if err := checks.SessionCreate(&sess, p); err != nil {
 		return nil, fmt.Errorf("create session: %w", err)
 	}
 	events := newEvents(sess.ID, 0, p.Events)
@@ -76,48 +76,6 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	return events, nil
 }
 
-func checkSessionCreate(sess *store.SessionRow, p *store.SessionCreateParams) error {
-	if err := checkID("session.id", sess.ID); err != nil {
-		return err
-	}
-	if err := checkID("session.agent_name", sess.AgentName); err != nil {
-		return err
-	}
-	if sess.AgentVersion < 1 {
-		return fmt.Errorf("session.agent_version must be at least 1, got %d", sess.AgentVersion)
-	}
-	if sess.ParentID == sess.ID {
-		return fmt.Errorf("session.parent_id is the session's own id %q", sess.ID)
-	}
-	if err := checkID("session.status", sess.Status); err != nil {
-		return err
-	}
-	if err := checkJSON("session.spec", sess.Spec); err != nil {
-		return err
-	}
-	if err := checkJSON("session.state", sess.State); err != nil {
-		return err
-	}
-	if sess.WakeAt != nil {
-		if err := checkTime("session.wake_at", *sess.WakeAt); err != nil {
-			return err
-		}
-	}
-	if err := checkTime("session.created_at", sess.CreatedAt); err != nil {
-		return err
-	}
-	if err := checkTime("session.updated_at", sess.UpdatedAt); err != nil {
-		return err
-	}
-	if err := checkNewEvents(p.Events); err != nil {
-		return err
-	}
-	if err := checkDocs(p.Docs); err != nil {
-		return err
-	}
-	return checkBlobs(p.Blobs)
-}
-
 const sessionColumns = `id, agent_name, agent_version, parent_id, status, spec, state, last_seq, runnable,
     wake_at, lease_owner, lease_epoch, lease_expires_at, created_at, updated_at`
 
@@ -154,7 +112,7 @@ func scanSession(sc interface{ Scan(...any) error }) (*store.SessionRow, error) 
 
 // SessionGet returns a session; store.ErrNotFound if there is none.
 func (s *Store) SessionGet(ctx context.Context, id string) (*store.SessionRow, error) {
-	if err := checkID("id", id); err != nil {
+	if err := checks.ID("id", id); err != nil {
 		return nil, fmt.Errorf("get session: %w", err)
 	}
 	row, err := s.queryRow(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id)
@@ -202,6 +160,23 @@ func (s *Store) SessionList(ctx context.Context, p *store.SessionListParams) ([]
 		q += ` AND parent_id = ?`
 		args = append(args, p.ParentID)
 	}
+	if p.RootsOnly {
+		q += ` AND parent_id IS NULL`
+	}
+	if !p.CreatedFrom.IsZero() {
+		if err := checks.Time("created_from", p.CreatedFrom); err != nil {
+			return nil, fmt.Errorf("list sessions: %w", err)
+		}
+		q += ` AND created_at >= ?`
+		args = append(args, toMicros(p.CreatedFrom))
+	}
+	if !p.CreatedBefore.IsZero() {
+		if err := checks.Time("created_before", p.CreatedBefore); err != nil {
+			return nil, fmt.Errorf("list sessions: %w", err)
+		}
+		q += ` AND created_at < ?`
+		args = append(args, toMicros(p.CreatedBefore))
+	}
 	if p.Cursor != "" {
 		row, err := s.queryRow(ctx, `SELECT created_at FROM sessions WHERE id = ?`, p.Cursor)
 		if err != nil {
@@ -228,6 +203,27 @@ func (s *Store) SessionList(ctx context.Context, p *store.SessionListParams) ([]
 	}, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	return out, nil
+}
+
+// SessionCountByStatus counts the sessions of each status; it reads only
+// the sessions_status index.
+func (s *Store) SessionCountByStatus(ctx context.Context) (map[string]int64, error) {
+	out := make(map[string]int64)
+	err := s.query(ctx, func(rows *sql.Rows) error {
+		var (
+			status string
+			n      int64
+		)
+		if err := rows.Scan(&status, &n); err != nil {
+			return err
+		}
+		out[status] = n
+		return nil
+	}, `SELECT status, count(*) FROM sessions GROUP BY status`)
+	if err != nil {
+		return nil, fmt.Errorf("count sessions by status: %w", err)
 	}
 	return out, nil
 }

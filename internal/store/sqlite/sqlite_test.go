@@ -10,11 +10,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"testing/fstest"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/store/storetest"
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 	"github.com/stretchr/testify/require"
 )
 
@@ -133,7 +133,7 @@ func TestDataSurvivesReopen(t *testing.T) {
 	_, err = s.AgentInsert(t.Context(), &store.AgentInsertParams{Name: "a", Version: 1, Spec: json.RawMessage(`{"x":1}`), CreatedAt: testTime})
 	require.NoError(t, err)
 	data := []byte("kept")
-	require.NoError(t, s.BlobPut(t.Context(), hexSHA256(data), data))
+	require.NoError(t, s.BlobPut(t.Context(), storeutil.HexSHA256(data), data))
 	require.NoError(t, s.Close())
 
 	s = openPath(t, path, nil)
@@ -148,7 +148,7 @@ func TestDataSurvivesReopen(t *testing.T) {
 	a, err := s.AgentGet(t.Context(), "a", 0)
 	require.NoError(t, err)
 	require.Equal(t, testTime, a.CreatedAt)
-	got, err := s.BlobGet(t.Context(), hexSHA256(data))
+	got, err := s.BlobGet(t.Context(), storeutil.HexSHA256(data))
 	require.NoError(t, err)
 	require.Equal(t, data, got)
 }
@@ -322,24 +322,13 @@ func TestOddPathCharacters(t *testing.T) {
 	require.NoError(t, err, "the database is at exactly the given path")
 }
 
+// TestLoadMigrations checks the embedded migrations; the numbering rules
+// are storeutil's, tested there.
 func TestLoadMigrations(t *testing.T) {
-	ms, err := loadMigrations(migrationFS)
+	ms, err := storeutil.LoadMigrations(migrationFS)
 	require.NoError(t, err)
 	require.NotEmpty(t, ms)
-	require.Equal(t, 1, ms[0].version)
-
-	_, err = loadMigrations(fstest.MapFS{
-		"migrations/001_a.sql": {Data: []byte("SELECT 1")},
-		"migrations/003_c.sql": {Data: []byte("SELECT 1")},
-	})
-	require.ErrorContains(t, err, "003_c.sql")
-	_, err = loadMigrations(fstest.MapFS{"migrations/init.sql": {Data: []byte("SELECT 1")}})
-	require.ErrorContains(t, err, "init.sql")
-	_, err = loadMigrations(fstest.MapFS{
-		"migrations/001_a.sql": {Data: []byte("SELECT 1")},
-		"migrations/001_b.sql": {Data: []byte("SELECT 1")},
-	})
-	require.Error(t, err, "duplicate versions")
+	require.Equal(t, 1, ms[0].Version)
 }
 
 func TestClaimUsesPartialIndexes(t *testing.T) {

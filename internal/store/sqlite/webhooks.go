@@ -9,14 +9,17 @@ import (
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
 // Outgoing webhooks: endpoints, per-session state, the outbox and its
-// attempts (004_webhooks.sql). None of these writes notify subscribers: the
+// attempts (004_webhooks.sql), and the claims on deliveries
+// (005_webhook_claims.sql). None of these writes notify subscribers: the
 // dispatcher is their only reader and wakes itself.
-
-// maxWebhookPage bounds a page of WebhookDue and WebhookDeliveryList.
-const maxWebhookPage = 1000
+//
+// Claims need no locking beyond the single writer: a claim selects the due
+// deliveries and claims them in one write transaction, which no other
+// write interleaves with, so concurrent claims see each other's claims.
 
 // WebhookEndpointCreate inserts an endpoint; store.ErrConflict if the id exists.
 func (s *Store) WebhookEndpointCreate(ctx context.Context, row *store.WebhookEndpointRow) error {
@@ -26,16 +29,16 @@ func (s *Store) WebhookEndpointCreate(ctx context.Context, row *store.WebhookEnd
 	if row == nil {
 		return errors.New("create webhook endpoint: row is nil")
 	}
-	if err := checkID("id", row.ID); err != nil {
+	if err := checks.ID("id", row.ID); err != nil {
 		return fmt.Errorf("create webhook endpoint: %w", err)
 	}
-	if err := checkID("url", row.URL); err != nil {
+	if err := checks.ID("url", row.URL); err != nil {
 		return fmt.Errorf("create webhook endpoint %s: %w", row.ID, err)
 	}
 	if len(row.Secrets) == 0 {
 		return fmt.Errorf("create webhook endpoint %s: secrets is empty", row.ID)
 	}
-	if err := checkTime("created_at", row.CreatedAt); err != nil {
+	if err := checks.Time("created_at", row.CreatedAt); err != nil {
 		return fmt.Errorf("create webhook endpoint %s: %w", row.ID, err)
 	}
 	events, err := json.Marshal(nonNil(row.Events))
@@ -124,7 +127,7 @@ func (s *Store) WebhookEndpointDelete(ctx context.Context, id string, now time.T
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	if err := checkID("id", id); err != nil {
+	if err := checks.ID("id", id); err != nil {
 		return fmt.Errorf("delete webhook endpoint: %w", err)
 	}
 	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
@@ -151,10 +154,10 @@ func (s *Store) WebhookSessionInit(ctx context.Context, sessionID, secret string
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	if err := checkID("session_id", sessionID); err != nil {
+	if err := checks.ID("session_id", sessionID); err != nil {
 		return nil, fmt.Errorf("init webhook session: %w", err)
 	}
-	if err := checkID("secret", secret); err != nil {
+	if err := checks.ID("secret", secret); err != nil {
 		return nil, fmt.Errorf("init webhook session %s: %w", sessionID, err)
 	}
 	var out store.WebhookSessionRow
@@ -181,7 +184,7 @@ func (s *Store) WebhookEnqueue(ctx context.Context, sessionID string, fromCursor
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	if err := checkID("session_id", sessionID); err != nil {
+	if err := checks.ID("session_id", sessionID); err != nil {
 		return fmt.Errorf("enqueue webhooks: %w", err)
 	}
 	if cursor < fromCursor {
@@ -226,20 +229,21 @@ func checkDelivery(r *store.WebhookDeliveryRow) error {
 		return errors.New("row is nil")
 	}
 	for _, f := range []struct{ name, v string }{{"id", r.ID}, {"session_id", r.SessionID}, {"url", r.URL}, {"type", r.Type}, {"status", r.Status}} {
-		if err := checkID(f.name, f.v); err != nil {
+		if err := checks.ID(f.name, f.v); err != nil {
 			return err
 		}
 	}
 	if len(r.Body) == 0 {
 		return errors.New("body is empty")
 	}
-	if err := checkTime("created_at", r.CreatedAt); err != nil {
+	if err := checks.Time("created_at", r.CreatedAt); err != nil {
 		return err
 	}
-	return checkTime("updated_at", r.UpdatedAt)
+	return checks.Time("updated_at", r.UpdatedAt)
 }
 
-const deliveryColumns = `pos, id, endpoint_id, session_id, url, type, event_seq, body, status, attempts, next_attempt_at, created_at, updated_at`
+const deliveryColumns = `pos, id, endpoint_id, session_id, url, type, event_seq, body, status, attempts, next_attempt_at,
+    coalesce(claimed_by, ''), created_at, updated_at`
 
 func scanDelivery(sc interface{ Scan(...any) error }) (*store.WebhookDeliveryRow, error) {
 	var (
@@ -248,7 +252,7 @@ func scanDelivery(sc interface{ Scan(...any) error }) (*store.WebhookDeliveryRow
 		created, updated int64
 	)
 	if err := sc.Scan(&r.Pos, &r.ID, &r.EndpointID, &r.SessionID, &r.URL, &r.Type, &r.EventSeq, &r.Body, &r.Status,
-		&r.Attempts, &next, &created, &updated); err != nil {
+		&r.Attempts, &next, &r.ClaimedBy, &created, &updated); err != nil {
 		return nil, err
 	}
 	r.NextAttemptAt = fromNullMicros(next)
@@ -257,19 +261,9 @@ func scanDelivery(sc interface{ Scan(...any) error }) (*store.WebhookDeliveryRow
 	return &r, nil
 }
 
-func checkPage(limit int) (int, error) {
-	switch {
-	case limit == 0:
-		return 50, nil
-	case limit < 0 || limit > maxWebhookPage:
-		return 0, fmt.Errorf("limit must be between 1 and %d, got %d", maxWebhookPage, limit)
-	}
-	return limit, nil
-}
-
 // WebhookDue returns pending deliveries due at now, earliest first.
 func (s *Store) WebhookDue(ctx context.Context, now time.Time, limit int) ([]*store.WebhookDeliveryRow, error) {
-	limit, err := checkPage(limit)
+	limit, err := checks.WebhookPage(limit)
 	if err != nil {
 		return nil, fmt.Errorf("list due webhooks: %w", err)
 	}
@@ -281,12 +275,138 @@ func (s *Store) WebhookDue(ctx context.Context, now time.Time, limit int) ([]*st
 		}
 		out = append(out, r)
 		return nil
-	}, `SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ?
-ORDER BY next_attempt_at, pos LIMIT ?`, toMicros(now), limit)
+	}, dueSQL, toMicros(now), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list due webhooks: %w", err)
 	}
 	return out, nil
+}
+
+// dueSQL selects the due deliveries, earliest first (the due index).
+const dueSQL = `SELECT ` + deliveryColumns + ` FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ?
+ORDER BY next_attempt_at, pos LIMIT ?`
+
+// WebhookClaimDue claims up to p.Limit due deliveries for p.Owner until
+// p.Until and returns them, earliest due first, as claimed (NextAttemptAt
+// is the claim's end).
+func (s *Store) WebhookClaimDue(ctx context.Context, p *store.WebhookClaimParams) ([]*store.WebhookDeliveryRow, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	if err := checkWebhookClaim(p); err != nil {
+		return nil, fmt.Errorf("claim due webhooks: %w", err)
+	}
+	now, until := toMicros(p.Now), toMicros(p.Until)
+	// Look first on a read connection: a dispatcher claims whenever it is
+	// woken, and finding nothing must not cost a write transaction (and an
+	// fsync). A delivery that becomes due after the look is the next
+	// claim's, as for a claim made just before it became due.
+	var found bool
+	err := s.query(ctx, func(*sql.Rows) error { found = true; return nil },
+		`SELECT 1 FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? LIMIT 1`, now)
+	if err != nil {
+		return nil, fmt.Errorf("claim due webhooks for %s: %w", p.Owner, err)
+	}
+	if !found {
+		return nil, nil
+	}
+	var out []*store.WebhookDeliveryRow
+	err = s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+		out = nil
+		due, err := w.dueDeliveries(now, p.Limit)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range due {
+			if _, err := w.exec(`UPDATE webhook_deliveries SET claimed_by = ?, next_attempt_at = ?, updated_at = ? WHERE pos = ?`,
+				p.Owner, until, now, r.Pos); err != nil {
+				return nil, fmt.Errorf("claim %s: %w", r.ID, mapErr(err))
+			}
+			r.ClaimedBy = p.Owner
+			r.NextAttemptAt = ptrTime(fromMicros(until))
+			r.UpdatedAt = fromMicros(now)
+		}
+		out = due
+		return nil, nil
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("claim due webhooks for %s: %w", p.Owner, err)
+	}
+	return out, nil
+}
+
+func ptrTime(t time.Time) *time.Time { return &t }
+
+// dueDeliveries reads the due deliveries inside the write transaction.
+func (w *writer) dueDeliveries(now int64, limit int) ([]*store.WebhookDeliveryRow, error) {
+	st, err := w.stmts.get(context.Background(), dueSQL)
+	if err != nil {
+		return nil, fmt.Errorf("select due webhooks: %w", mapErr(err))
+	}
+	rows, err := st.QueryContext(context.Background(), now, limit)
+	if err != nil {
+		return nil, fmt.Errorf("select due webhooks: %w", mapErr(err))
+	}
+	defer func() { _ = rows.Close() }()
+	var out []*store.WebhookDeliveryRow
+	for rows.Next() {
+		r, err := scanDelivery(rows)
+		if err != nil {
+			return nil, fmt.Errorf("select due webhooks: %w", mapErr(err))
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("select due webhooks: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+func checkWebhookClaim(p *store.WebhookClaimParams) error {
+	if p == nil {
+		return errors.New("params are nil")
+	}
+	if err := checks.ID("owner", p.Owner); err != nil {
+		return err
+	}
+	if err := checks.Time("now", p.Now); err != nil {
+		return err
+	}
+	if err := checks.Time("until", p.Until); err != nil {
+		return err
+	}
+	if toMicros(p.Until) <= toMicros(p.Now) {
+		return fmt.Errorf("until %s must be after now %s", p.Until, p.Now)
+	}
+	if p.Limit < 1 || p.Limit > storeutil.MaxWebhookPage {
+		return fmt.Errorf("limit must be between 1 and %d, got %d", storeutil.MaxWebhookPage, p.Limit)
+	}
+	return nil
+}
+
+// WebhookReleaseClaims ends owner's claims on pending deliveries, making
+// them due at now at the latest.
+func (s *Store) WebhookReleaseClaims(ctx context.Context, owner string, now time.Time) (int, error) {
+	if err := s.checkOpen(); err != nil {
+		return 0, err
+	}
+	if err := checks.ID("owner", owner); err != nil {
+		return 0, fmt.Errorf("release webhook claims: %w", err)
+	}
+	if err := checks.Time("now", now); err != nil {
+		return 0, fmt.Errorf("release webhook claims of %s: %w", owner, err)
+	}
+	var n int64
+	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+		var err error
+		n, err = w.changed(`UPDATE webhook_deliveries SET claimed_by = NULL, next_attempt_at = min(next_attempt_at, ?), updated_at = ?
+WHERE claimed_by = ? AND status = 'pending'`, toMicros(now), toMicros(now), owner)
+		return nil, mapErr(err)
+	}})
+	if err != nil {
+		return 0, fmt.Errorf("release webhook claims of %s: %w", owner, err)
+	}
+	return int(n), nil
 }
 
 // WebhookNextDue returns the earliest pending next attempt time, or nil.
@@ -307,43 +427,37 @@ func (s *Store) WebhookRecordAttempt(ctx context.Context, p *store.WebhookAttemp
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	if p == nil {
-		return errors.New("record webhook attempt: params is nil")
-	}
-	if err := checkID("delivery_id", p.DeliveryID); err != nil {
-		return fmt.Errorf("record webhook attempt: %w", err)
-	}
-	switch p.Status {
-	case store.WebhookPending, store.WebhookDelivered, store.WebhookFailed, store.WebhookDisabled:
-	default:
-		return fmt.Errorf("record webhook attempt %s: unknown status %q", p.DeliveryID, p.Status)
-	}
-	if p.Status == store.WebhookPending && p.NextAttemptAt == nil {
-		return fmt.Errorf("record webhook attempt %s: a pending delivery needs next_attempt_at", p.DeliveryID)
-	}
-	if err := checkTime("attempt.at", p.Attempt.At); err != nil {
-		return fmt.Errorf("record webhook attempt %s: %w", p.DeliveryID, err)
-	}
-	if err := checkTime("now", p.Now); err != nil {
-		return fmt.Errorf("record webhook attempt %s: %w", p.DeliveryID, err)
+	if err := checks.WebhookAttempt(p); err != nil {
+		return err
 	}
 	next := p.NextAttemptAt
 	if p.Status != store.WebhookPending {
 		next = nil
 	}
 	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
-		var endpointID, sessionID string
-		if err := w.queryRow(`SELECT endpoint_id, session_id FROM webhook_deliveries WHERE id = ?`, p.DeliveryID).
-			Scan(&endpointID, &sessionID); err != nil {
+		var (
+			endpointID, sessionID, claimedBy string
+			attempts                         int
+		)
+		if err := w.queryRow(`SELECT endpoint_id, session_id, coalesce(claimed_by, ''), attempts FROM webhook_deliveries WHERE id = ?`,
+			p.DeliveryID).Scan(&endpointID, &sessionID, &claimedBy, &attempts); err != nil {
 			return nil, fmt.Errorf("delivery: %w", mapErr(err))
 		}
 		a := p.Attempt
-		if _, err := w.exec(`INSERT INTO webhook_attempts (delivery_id, attempt, at, status_code, error, duration_us) VALUES (?, ?, ?, ?, ?, ?)`,
-			p.DeliveryID, a.Attempt, toMicros(a.At), a.StatusCode, a.Error, a.Duration.Microseconds()); err != nil {
+		if err := storeutil.ClaimHeld(claimedBy, attempts, a); err != nil {
+			return nil, err
+		}
+		if _, err := w.exec(`INSERT INTO webhook_attempts (delivery_id, attempt, at, status_code, error, duration_us, owner) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			p.DeliveryID, a.Attempt, toMicros(a.At), a.StatusCode, a.Error, a.Duration.Microseconds(), a.Owner); err != nil {
 			return nil, mapErr(err)
 		}
-		if _, err := w.exec(`UPDATE webhook_deliveries SET status = ?, attempts = ?, next_attempt_at = ?, updated_at = ? WHERE id = ?`,
-			p.Status, a.Attempt, nullMicros(next), toMicros(p.Now), p.DeliveryID); err != nil {
+		// A delivery settled while the attempt was in flight (disabled)
+		// keeps its status; the claim ends either way.
+		if _, err := w.exec(`UPDATE webhook_deliveries SET
+    status = CASE WHEN status = 'pending' THEN ? ELSE status END,
+    next_attempt_at = CASE WHEN status = 'pending' THEN ? ELSE next_attempt_at END,
+    attempts = ?, claimed_by = NULL, updated_at = ? WHERE id = ?`,
+			p.Status, nullMicros(next), a.Attempt, toMicros(p.Now), p.DeliveryID); err != nil {
 			return nil, mapErr(err)
 		}
 		if !p.DisableTarget {
@@ -375,7 +489,7 @@ func (s *Store) WebhookDeliveryList(ctx context.Context, p *store.WebhookDeliver
 	if p == nil {
 		p = &store.WebhookDeliveryListParams{}
 	}
-	limit, err := checkPage(p.Limit)
+	limit, err := checks.WebhookPage(p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list webhook deliveries: %w", err)
 	}
@@ -402,14 +516,14 @@ func (s *Store) WebhookDeliveryList(ctx context.Context, p *store.WebhookDeliver
 				a       store.WebhookAttemptRow
 				at, dur int64
 			)
-			if err := rows.Scan(&a.Attempt, &at, &a.StatusCode, &a.Error, &dur); err != nil {
+			if err := rows.Scan(&a.Attempt, &a.Owner, &at, &a.StatusCode, &a.Error, &dur); err != nil {
 				return err
 			}
 			a.At = fromMicros(at)
 			a.Duration = time.Duration(dur) * time.Microsecond
 			d.AttemptList = append(d.AttemptList, a)
 			return nil
-		}, `SELECT attempt, at, status_code, error, duration_us FROM webhook_attempts WHERE delivery_id = ? ORDER BY attempt`, d.ID)
+		}, `SELECT attempt, owner, at, status_code, error, duration_us FROM webhook_attempts WHERE delivery_id = ? ORDER BY attempt`, d.ID)
 		if err != nil {
 			return nil, fmt.Errorf("list webhook deliveries: attempts of %s: %w", d.ID, err)
 		}

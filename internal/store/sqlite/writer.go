@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
 // request is one write waiting for the writer goroutine.
@@ -35,7 +36,7 @@ type writer struct {
 	conn     *sql.Conn
 	stmts    stmtCache
 	maxBatch int
-	hub      *hub
+	hub      *storeutil.Hub
 	log      *slog.Logger
 
 	// mu makes "not closed, so send" atomic with respect to close: senders
@@ -51,7 +52,7 @@ type writer struct {
 	executed atomic.Int64 // requests that committed
 }
 
-func newWriter(db *sql.DB, conn *sql.Conn, maxBatch int, h *hub, log *slog.Logger) *writer {
+func newWriter(db *sql.DB, conn *sql.Conn, maxBatch int, h *storeutil.Hub, log *slog.Logger) *writer {
 	w := &writer{
 		db:       db,
 		conn:     conn,
@@ -253,7 +254,7 @@ func (w *writer) attempt(reqs []*request) []*request {
 	// subscribed first has it by the time its call returns.
 	for _, r := range ok {
 		for _, n := range r.notes {
-			w.hub.publish(n)
+			w.hub.Publish(n)
 		}
 	}
 	for _, r := range ok {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 	"github.com/stretchr/testify/require"
 )
 
@@ -109,7 +110,7 @@ func TestGroupCommitMaxBatch(t *testing.T) {
 	data := make([][]byte, n)
 	for i := range n {
 		data[i] = []byte(fmt.Sprintf("blob %d", i))
-		wg.Go(func() { errs[i] = s.BlobPut(context.Background(), hexSHA256(data[i]), data[i]) })
+		wg.Go(func() { errs[i] = s.BlobPut(context.Background(), storeutil.HexSHA256(data[i]), data[i]) })
 	}
 	waitQueued(t, s, 4)
 	release()

@@ -40,6 +40,7 @@ func testFencing(t *testing.T, h *harness) {
 	b := leases[0]
 	require.Equal(t, "worker-b", b.Owner)
 	require.Equal(t, int64(2), b.Epoch)
+	require.Equal(t, "worker-a", b.PreviousOwner, "worker-b took the session over")
 
 	// The zombie's append is refused as lease lost, even with the right seq
 	// and even with a wrong one (the fence is checked first).
@@ -54,7 +55,9 @@ func testFencing(t *testing.T, h *harness) {
 
 	got = h.session("ses_fence")
 	require.Equal(t, int64(3), got.LastSeq, "the zombie wrote nothing")
-	require.Equal(t, b, got.Lease)
+	held := b
+	held.PreviousOwner = "" // what the claim reported, not part of the lease
+	require.Equal(t, held, got.Lease)
 
 	// The new holder writes; a stale epoch of the same owner is fenced too.
 	h.append("ses_fence", 3, 1, func(p *store.EventAppendParams) { p.Fence = &b })
@@ -87,6 +90,7 @@ func testClaimRules(t *testing.T, h *harness) {
 		require.Equal(t, "w1", l.Owner)
 		require.Equal(t, int64(1), l.Epoch)
 		require.Equal(t, now.Add(ttl), l.ExpiresAt)
+		require.Empty(t, l.PreviousOwner, "a free session is not taken over")
 	}
 
 	// Live leases are not claimed again, by anyone.
@@ -98,11 +102,12 @@ func testClaimRules(t *testing.T, h *harness) {
 	require.ElementsMatch(t, []string{"ses_runnable_old", "ses_wake_first", "ses_runnable_new", "ses_wake_due", "ses_wake_later"},
 		leaseIDs(leases))
 	for _, l := range leases {
-		want := int64(2)
+		want, previous := int64(2), "w1"
 		if l.SessionID == "ses_wake_later" {
-			want = 1
+			want, previous = 1, ""
 		}
 		require.Equal(t, want, l.Epoch, "epoch of %s", l.SessionID)
+		require.Equal(t, previous, l.PreviousOwner, "an expired lease is taken over from its owner: %s", l.SessionID)
 	}
 
 	got := h.session("ses_idle")
@@ -176,6 +181,7 @@ func testLeaseRelease(t *testing.T, h *harness) {
 	b := h.claim("w2", at(2*time.Second), ttl, 1)
 	require.Len(t, b, 1)
 	require.Equal(t, int64(2), b[0].Epoch)
+	require.Empty(t, b[0].PreviousOwner, "a released session is not taken over")
 
 	require.ErrorIs(t, h.s.LeaseRelease(h.ctx, a), store.ErrLeaseLost, "releasing a lost lease says so")
 	require.ErrorIs(t, h.s.LeaseRenew(h.ctx, a, at(time.Hour)), store.ErrLeaseLost)

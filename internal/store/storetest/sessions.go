@@ -221,6 +221,19 @@ func testSessionList(t *testing.T, h *harness) {
 	require.Empty(t, list(store.SessionListParams{Limit: 2, Cursor: "s1"}))
 	require.Equal(t, []string{"s1"}, list(store.SessionListParams{Status: "idle", Limit: 2, Cursor: "s3"}))
 
+	// A window of creation times (from inclusive, before exclusive), roots
+	// only, with the other filters and paging.
+	window := store.SessionListParams{CreatedFrom: at(time.Minute), CreatedBefore: at(3 * time.Minute)}
+	require.Equal(t, []string{"s4", "s3", "s2"}, list(window))
+	require.Equal(t, []string{"s5", "s4", "s1"}, list(store.SessionListParams{RootsOnly: true}))
+	require.Equal(t, []string{"s5", "s4"}, list(store.SessionListParams{RootsOnly: true, CreatedFrom: at(time.Minute)}))
+	require.Equal(t, []string{"s1"}, list(store.SessionListParams{RootsOnly: true, Agent: "writer", CreatedBefore: at(3 * time.Minute)}))
+	require.Equal(t, []string{"s3"}, list(store.SessionListParams{Status: "idle", CreatedFrom: at(time.Minute), CreatedBefore: at(3 * time.Minute)}))
+	paged := window
+	paged.Limit, paged.Cursor = 2, "s4"
+	require.Equal(t, []string{"s3", "s2"}, list(paged))
+	require.Empty(t, list(store.SessionListParams{CreatedFrom: at(3 * time.Minute), CreatedBefore: at(3 * time.Minute)}))
+
 	_, err := h.s.SessionList(h.ctx, &store.SessionListParams{Cursor: "nope"})
 	require.ErrorIs(t, err, store.ErrNotFound)
 

@@ -1,6 +1,6 @@
 //go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
 
-package main
+package node
 
 import (
 	"errors"
@@ -16,7 +16,7 @@ var (
 	held   = map[string]bool{} // lock files this process holds
 )
 
-// lockDataDir takes an exclusive lock on the data directory, so that two
+// LockDataDir takes an exclusive lock on the data directory, so that two
 // processes never serve one database: the second would expire the first's
 // leases at start (they share the node id) and both would run its sessions.
 // The kernel releases the lock when the process dies.
@@ -27,8 +27,8 @@ var (
 // still held by a half-started child. Record locks are not inherited by fork,
 // but they do not exclude the process holding them, so locks taken in this
 // process are also kept in a set.
-func lockDataDir(dir string) (unlock func(), err error) {
-	p, err := filepath.Abs(filepath.Join(dir, lockFile))
+func LockDataDir(dir string) (unlock func(), err error) {
+	p, err := filepath.Abs(filepath.Join(dir, LockFile))
 	if err != nil {
 		return nil, fmt.Errorf("lock data directory: %w", err)
 	}

@@ -1,9 +1,9 @@
 //go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly)
 
-package main
+package node
 
-// lockDataDir has no portable advisory lock to take on this platform; two
+// LockDataDir has no portable advisory lock to take on this platform; two
 // processes on one data directory are then the operator's to avoid.
-func lockDataDir(string) (unlock func(), err error) {
+func LockDataDir(string) (unlock func(), err error) {
 	return func() {}, nil
 }

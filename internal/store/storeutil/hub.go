@@ -1,4 +1,4 @@
-package sqlite
+package storeutil
 
 import (
 	"context"
@@ -7,11 +7,12 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/store"
 )
 
-// hub fans notifications out to in-process subscribers: SQLite's stand-in
-// for PostgreSQL's LISTEN/NOTIFY. Publishing never blocks: a subscriber
-// whose buffer is full misses the notification, which is allowed because
-// notifications are hints and subscribers re-read the store.
-type hub struct {
+// Hub fans notifications out to this process's subscribers: SQLite's
+// stand-in for LISTEN/NOTIFY, and PostgreSQL's fan-out of its own commits and
+// of what its listener hears from other nodes. Publishing never blocks: a
+// subscriber whose buffer is full misses the notification, which is allowed
+// because notifications are hints and subscribers re-read the store.
+type Hub struct {
 	buffer int
 
 	mu     sync.Mutex
@@ -24,13 +25,15 @@ type subscriber struct {
 	stop func() bool // stops the context watcher
 }
 
-func newHub(buffer int) *hub {
-	return &hub{buffer: buffer, subs: make(map[*subscriber]struct{})}
+// NewHub returns a Hub whose subscribers each buffer up to buffer
+// notifications.
+func NewHub(buffer int) *Hub {
+	return &Hub{buffer: buffer, subs: make(map[*subscriber]struct{})}
 }
 
-// subscribe registers a subscriber until cancel is called, ctx ends or the
+// Subscribe registers a subscriber until cancel is called, ctx ends or the
 // hub closes; each of them closes the channel, once.
-func (h *hub) subscribe(ctx context.Context) (<-chan store.Notification, func()) {
+func (h *Hub) Subscribe(ctx context.Context) (<-chan store.Notification, func()) {
 	sub := &subscriber{ch: make(chan store.Notification, h.buffer)}
 	h.mu.Lock()
 	if h.closed {
@@ -52,7 +55,7 @@ func (h *hub) subscribe(ctx context.Context) (<-chan store.Notification, func())
 	}
 }
 
-func (h *hub) remove(sub *subscriber) {
+func (h *Hub) remove(sub *subscriber) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.subs[sub]; !ok {
@@ -62,8 +65,8 @@ func (h *hub) remove(sub *subscriber) {
 	close(sub.ch)
 }
 
-// publish offers n to every subscriber without waiting.
-func (h *hub) publish(n store.Notification) {
+// Publish offers n to every subscriber without waiting.
+func (h *Hub) Publish(n store.Notification) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for sub := range h.subs {
@@ -74,9 +77,9 @@ func (h *hub) publish(n store.Notification) {
 	}
 }
 
-// close closes every subscriber's channel; later subscriptions get a closed
+// Close closes every subscriber's channel; later subscriptions get a closed
 // channel.
-func (h *hub) close() {
+func (h *Hub) Close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = true

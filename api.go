@@ -1,0 +1,573 @@
+package longhaul
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+
+	"github.com/longhaul-dev/longhaul/client"
+	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/tool"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// The API's operations, in-process. Each method has the name, the
+// parameters and the results of the client.Client method that calls the
+// same endpoint over HTTP, so code written against one works against the
+// other. An error the caller caused (a bad request, an unknown id, a
+// conflict) is a *client.APIError, as over HTTP: client.IsNotFound,
+// client.IsConflict, client.HasCode and errors.As work on it alike.
+
+// apiError turns the engine's user-facing errors into *client.APIError, the
+// type callers of the API already handle. Internal failures are returned as
+// they are: in-process, their cause is the caller's to see.
+func apiError(err error) error {
+	var ae *apierror.Error
+	if err == nil || !errors.As(err, &ae) || ae.Status >= 500 && ae.Code == lt.CodeInternal {
+		return err
+	}
+	return &client.APIError{Status: ae.Status, Code: ae.Code, Message: ae.Message, Field: ae.Field}
+}
+
+func list[T any](data []T) *lt.List[T] {
+	if data == nil {
+		data = []T{}
+	}
+	return &lt.List[T]{Data: data}
+}
+
+func requireID(field, value string) error {
+	if value == "" {
+		return fmt.Errorf("%s is empty", field)
+	}
+	return nil
+}
+
+// CreateSession creates a session and starts its first turn.
+func (rt *Runtime) CreateSession(ctx context.Context, req *lt.CreateSessionRequest) (*lt.Session, error) {
+	if req == nil {
+		return nil, errors.New("create session: req is nil")
+	}
+	s, err := rt.eng.CreateSession(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("create session: %w", apiError(err))
+	}
+	if s.WebhookURL != "" {
+		// As the API does: the secret that signs the session's
+		// notifications is shown once, in the answer that creates it.
+		if s.WebhookSecret, err = rt.node.WebhookAPI.SessionWebhookSecret(ctx, s.ID); err != nil {
+			return nil, fmt.Errorf("create session: webhook secret of %s: %w", s.ID, err)
+		}
+	}
+	return s, nil
+}
+
+// GetSession returns one session, with its pending required actions.
+func (rt *Runtime) GetSession(ctx context.Context, id string) (*lt.Session, error) {
+	if err := requireID("id", id); err != nil {
+		return nil, fmt.Errorf("get session: %w", err)
+	}
+	s, err := rt.eng.GetSession(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("get session %s: %w", id, apiError(err))
+	}
+	return s, nil
+}
+
+// ListSessions returns one page of sessions, newest first.
+func (rt *Runtime) ListSessions(ctx context.Context, p client.ListSessionsParams) (*lt.List[lt.Session], error) {
+	l, err := rt.eng.ListSessions(ctx, lt.ListSessionsParams{
+		Status: string(p.Status), Agent: p.Agent, ParentID: p.ParentID, Cursor: p.Cursor, Limit: p.Limit,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", apiError(err))
+	}
+	return l, nil
+}
+
+// CreateTurn sends a follow-up turn; it is queued if a turn is running.
+func (rt *Runtime) CreateTurn(ctx context.Context, sessionID string, req *lt.CreateTurnRequest) (*lt.Turn, error) {
+	if err := requireID("sessionID", sessionID); err != nil {
+		return nil, fmt.Errorf("create turn: %w", err)
+	}
+	if req == nil {
+		return nil, errors.New("create turn: req is nil")
+	}
+	t, err := rt.eng.CreateTurn(ctx, sessionID, req)
+	if err != nil {
+		return nil, fmt.Errorf("create turn in %s: %w", sessionID, apiError(err))
+	}
+	return t, nil
+}
+
+// ListTurns returns the session's turns, oldest first.
+func (rt *Runtime) ListTurns(ctx context.Context, sessionID string) (*lt.List[lt.Turn], error) {
+	if err := requireID("sessionID", sessionID); err != nil {
+		return nil, fmt.Errorf("list turns: %w", err)
+	}
+	turns, err := rt.eng.ListTurns(ctx, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("list turns of %s: %w", sessionID, apiError(err))
+	}
+	return list(turns), nil
+}
+
+// GetTurn returns one turn.
+func (rt *Runtime) GetTurn(ctx context.Context, sessionID, turnID string) (*lt.Turn, error) {
+	if err := errors.Join(requireID("sessionID", sessionID), requireID("turnID", turnID)); err != nil {
+		return nil, fmt.Errorf("get turn: %w", err)
+	}
+	t, err := rt.eng.GetTurn(ctx, sessionID, turnID)
+	if err != nil {
+		return nil, fmt.Errorf("get turn %s of %s: %w", turnID, sessionID, apiError(err))
+	}
+	return t, nil
+}
+
+// Cancel stops the session's running turn at the next safe point. req may
+// be nil (no reason).
+func (rt *Runtime) Cancel(ctx context.Context, sessionID string, req *lt.CancelRequest) (*lt.Session, error) {
+	if err := requireID("sessionID", sessionID); err != nil {
+		return nil, fmt.Errorf("cancel session: %w", err)
+	}
+	if req == nil {
+		req = &lt.CancelRequest{}
+	}
+	s, err := rt.eng.CancelSession(ctx, sessionID, req)
+	if err != nil {
+		return nil, fmt.Errorf("cancel session %s: %w", sessionID, apiError(err))
+	}
+	return s, nil
+}
+
+// SendSignal delivers a signal: it wakes a wait_for_signal of that name,
+// or is kept until one waits.
+func (rt *Runtime) SendSignal(ctx context.Context, sessionID string, req *lt.SignalRequest) (*lt.Signal, error) {
+	if err := requireID("sessionID", sessionID); err != nil {
+		return nil, fmt.Errorf("send signal: %w", err)
+	}
+	if req == nil {
+		return nil, errors.New("send signal: req is nil")
+	}
+	s, err := rt.eng.SendSignal(ctx, sessionID, req)
+	if err != nil {
+		return nil, fmt.Errorf("send signal to session %s: %w", sessionID, apiError(err))
+	}
+	return s, nil
+}
+
+// Fork creates a session from one of the session's checkpoints.
+func (rt *Runtime) Fork(ctx context.Context, sessionID string, req *lt.ForkRequest) (*lt.Session, error) {
+	if err := requireID("sessionID", sessionID); err != nil {
+		return nil, fmt.Errorf("fork session: %w", err)
+	}
+	if req == nil {
+		return nil, errors.New("fork session: req is nil")
+	}
+	s, err := rt.eng.ForkSession(ctx, sessionID, req)
+	if err != nil {
+		return nil, fmt.Errorf("fork session %s: %w", sessionID, apiError(err))
+	}
+	return s, nil
+}
+
+// Review records a verdict on the session's final artifact.
+func (rt *Runtime) Review(ctx context.Context, sessionID string, req *lt.ReviewRequest) (*lt.Session, error) {
+	if err := requireID("sessionID", sessionID); err != nil {
+		return nil, fmt.Errorf("review session: %w", err)
+	}
+	if req == nil {
+		return nil, errors.New("review session: req is nil")
+	}
+	s, err := rt.eng.ReviewSession(ctx, sessionID, req)
+	if err != nil {
+		return nil, fmt.Errorf("review session %s: %w", sessionID, apiError(err))
+	}
+	return s, nil
+}
+
+// AddConstraint pins a constraint mid-session: every later model context
+// carries it verbatim.
+func (rt *Runtime) AddConstraint(ctx context.Context, sessionID, constraint string) (*lt.Session, error) {
+	if err := requireID("sessionID", sessionID); err != nil {
+		return nil, fmt.Errorf("add constraint: %w", err)
+	}
+	s, err := rt.eng.AddConstraint(ctx, sessionID, &lt.AddConstraintRequest{Constraint: constraint})
+	if err != nil {
+		return nil, fmt.Errorf("add constraint to session %s: %w", sessionID, apiError(err))
+	}
+	return s, nil
+}
+
+// UpdateBudget replaces the limits that p sets and keeps the others (a
+// limit set to 0 is removed), and returns the session with its new budget.
+func (rt *Runtime) UpdateBudget(ctx context.Context, sessionID string, p *lt.BudgetPatch) (*lt.Session, error) {
+	if err := requireID("sessionID", sessionID); err != nil {
+		return nil, fmt.Errorf("update budget: %w", err)
+	}
+	if p == nil {
+		return nil, fmt.Errorf("update budget of %s: patch is nil", sessionID)
+	}
+	s, err := rt.eng.UpdateBudget(ctx, sessionID, p)
+	if err != nil {
+		return nil, fmt.Errorf("update budget of %s: %w", sessionID, apiError(err))
+	}
+	return s, nil
+}
+
+// ListEvents returns up to limit journal events with seq > after, in
+// order; limit 0 means 50. NextCursor is the last seq of a full page.
+func (rt *Runtime) ListEvents(ctx context.Context, sessionID string, after int64, limit int) (*lt.List[lt.Event], error) {
+	if err := requireID("sessionID", sessionID); err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	if after < 0 {
+		return nil, fmt.Errorf("list events of %s: after %d is negative", sessionID, after)
+	}
+	if limit < 0 || limit > client.MaxListLimit {
+		return nil, fmt.Errorf("list events of %s: limit %d is outside 0..%d", sessionID, limit, client.MaxListLimit)
+	}
+	if limit == 0 {
+		limit = 50
+	}
+	evs, err := rt.eng.ListEvents(ctx, sessionID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list events of %s: %w", sessionID, apiError(err))
+	}
+	l := list(evs)
+	if len(evs) == limit {
+		next := fmt.Sprint(evs[len(evs)-1].Seq)
+		l.NextCursor = &next
+	}
+	return l, nil
+}
+
+// ListActions returns the session's required actions, only those with
+// status when it is not empty.
+func (rt *Runtime) ListActions(ctx context.Context, sessionID string, status lt.ActionStatus) (*lt.List[lt.Action], error) {
+	if err := requireID("sessionID", sessionID); err != nil {
+		return nil, fmt.Errorf("list actions: %w", err)
+	}
+	actions, err := rt.eng.ListActions(ctx, sessionID, string(status))
+	if err != nil {
+		return nil, fmt.Errorf("list actions of %s: %w", sessionID, apiError(err))
+	}
+	return list(actions), nil
+}
+
+// ListAllActions returns one page of the inbox: required actions across
+// sessions, oldest first.
+func (rt *Runtime) ListAllActions(ctx context.Context, p lt.ListActionsParams) (*lt.List[lt.Action], error) {
+	l, err := rt.eng.ListAllActions(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("list actions: %w", apiError(err))
+	}
+	return l, nil
+}
+
+// AllActions yields every action that p's filters select, oldest first,
+// following the pages' cursors. The error is non-nil only once, as the
+// last value.
+func (rt *Runtime) AllActions(ctx context.Context, p lt.ListActionsParams) iter.Seq2[lt.Action, error] {
+	return client.Pages(p.Cursor, func(cursor string) (*lt.List[lt.Action], error) {
+		p.Cursor = cursor
+		return rt.ListAllActions(ctx, p)
+	})
+}
+
+// GetAction returns a required action by its id alone, in any status.
+func (rt *Runtime) GetAction(ctx context.Context, actionID string) (*lt.Action, error) {
+	if err := requireID("actionID", actionID); err != nil {
+		return nil, fmt.Errorf("get action: %w", err)
+	}
+	a, err := rt.eng.GetAction(ctx, actionID)
+	if err != nil {
+		return nil, fmt.Errorf("get action %s: %w", actionID, apiError(err))
+	}
+	return a, nil
+}
+
+// DecideAction resolves a required action and returns it resolved. Which
+// fields of d apply depends on the action's type (API.md "Required
+// actions"). Repeating the same decision returns the first result; a
+// different decision on a resolved action is a conflict.
+func (rt *Runtime) DecideAction(ctx context.Context, sessionID, actionID string, d *lt.Decision) (*lt.Action, error) {
+	if err := errors.Join(requireID("sessionID", sessionID), requireID("actionID", actionID)); err != nil {
+		return nil, fmt.Errorf("decide action: %w", err)
+	}
+	if d == nil {
+		return nil, fmt.Errorf("decide action %s: decision is nil", actionID)
+	}
+	a, err := rt.eng.DecideAction(ctx, sessionID, actionID, d)
+	if err != nil {
+		return nil, fmt.Errorf("decide action %s of %s: %w", actionID, sessionID, apiError(err))
+	}
+	return a, nil
+}
+
+// ListEffects returns the session's side-effect ledger.
+func (rt *Runtime) ListEffects(ctx context.Context, sessionID string) (*lt.List[lt.Effect], error) {
+	if err := requireID("sessionID", sessionID); err != nil {
+		return nil, fmt.Errorf("list effects: %w", err)
+	}
+	effects, err := rt.eng.ListEffects(ctx, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("list effects of %s: %w", sessionID, apiError(err))
+	}
+	return list(effects), nil
+}
+
+// ListCheckpoints returns the session's checkpoints, oldest first.
+func (rt *Runtime) ListCheckpoints(ctx context.Context, sessionID string) (*lt.List[lt.Checkpoint], error) {
+	if err := requireID("sessionID", sessionID); err != nil {
+		return nil, fmt.Errorf("list checkpoints: %w", err)
+	}
+	cps, err := rt.eng.ListCheckpoints(ctx, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("list checkpoints of %s: %w", sessionID, apiError(err))
+	}
+	return list(cps), nil
+}
+
+// ListArtifacts returns the session's artifacts.
+func (rt *Runtime) ListArtifacts(ctx context.Context, sessionID string) (*lt.List[lt.Artifact], error) {
+	if err := requireID("sessionID", sessionID); err != nil {
+		return nil, fmt.Errorf("list artifacts: %w", err)
+	}
+	arts, err := rt.eng.ListArtifacts(ctx, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("list artifacts of %s: %w", sessionID, apiError(err))
+	}
+	return list(arts), nil
+}
+
+// GetArtifact returns an artifact's metadata.
+func (rt *Runtime) GetArtifact(ctx context.Context, id string) (*lt.Artifact, error) {
+	if err := requireID("id", id); err != nil {
+		return nil, fmt.Errorf("get artifact: %w", err)
+	}
+	a, err := rt.eng.GetArtifact(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("get artifact %s: %w", id, apiError(err))
+	}
+	return a, nil
+}
+
+// ArtifactContent returns an artifact's bytes and their content type.
+func (rt *Runtime) ArtifactContent(ctx context.Context, id string) (data []byte, contentType string, err error) {
+	if err := requireID("id", id); err != nil {
+		return nil, "", fmt.Errorf("artifact content: %w", err)
+	}
+	a, data, err := rt.eng.ArtifactContent(ctx, id)
+	if err != nil {
+		return nil, "", fmt.Errorf("artifact content %s: %w", id, apiError(err))
+	}
+	return data, a.ContentType, nil
+}
+
+// GetBlob returns the content-addressed blob with that sha256 (an event
+// whose payload was too large to inline points at one).
+func (rt *Runtime) GetBlob(ctx context.Context, sha256Hex string) ([]byte, error) {
+	data, err := rt.eng.GetBlob(ctx, sha256Hex)
+	if err != nil {
+		return nil, fmt.Errorf("get blob %s: %w", sha256Hex, apiError(err))
+	}
+	return data, nil
+}
+
+// SessionTrace returns the session's trace: its turns as trees of spans
+// with durations, tokens and cost. With includeSubagents, each sub-agent's
+// own trace is nested under its subagent span.
+func (rt *Runtime) SessionTrace(ctx context.Context, id string, includeSubagents bool) (*lt.Trace, error) {
+	if err := requireID("id", id); err != nil {
+		return nil, fmt.Errorf("get trace: %w", err)
+	}
+	tr, err := rt.eng.SessionTrace(ctx, id, includeSubagents)
+	if err != nil {
+		return nil, fmt.Errorf("get trace of %s: %w", id, apiError(err))
+	}
+	return tr, nil
+}
+
+// PutAgent creates an agent, or adds a new version of it.
+func (rt *Runtime) PutAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Agent, error) {
+	if req == nil {
+		return nil, errors.New("put agent: req is nil")
+	}
+	a, err := rt.eng.PutAgent(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("put agent %s: %w", req.Name, apiError(err))
+	}
+	return a, nil
+}
+
+// EnsureAgent defines an agent the way a program that starts again and
+// again wants it: it creates the agent, or adds a version only when req's
+// spec differs from the latest version's (compared as canonical JSON). It
+// reports whether it wrote a version.
+func (rt *Runtime) EnsureAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Agent, bool, error) {
+	if req == nil {
+		return nil, false, errors.New("ensure agent: req is nil")
+	}
+	latest, err := rt.eng.GetAgent(ctx, req.Name, 0)
+	switch err := apiError(err); {
+	case err == nil:
+		same, err := sameSpec(&latest.Spec, &req.Spec)
+		if err != nil {
+			return nil, false, fmt.Errorf("ensure agent %s: %w", req.Name, err)
+		}
+		if same {
+			return latest, false, nil
+		}
+	case !client.IsNotFound(err):
+		return nil, false, fmt.Errorf("ensure agent %s: %w", req.Name, err)
+	}
+	a, err := rt.PutAgent(ctx, req)
+	if err != nil {
+		return nil, false, err
+	}
+	return a, true, nil
+}
+
+func sameSpec(a, b *lt.AgentSpec) (bool, error) {
+	canon := func(s *lt.AgentSpec) ([]byte, error) {
+		raw, err := json.Marshal(s)
+		if err != nil {
+			return nil, fmt.Errorf("encode spec: %w", err)
+		}
+		return tool.CanonicalJSON(raw)
+	}
+	ca, err := canon(a)
+	if err != nil {
+		return false, err
+	}
+	cb, err := canon(b)
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(ca, cb), nil
+}
+
+// ListAgents returns the latest version of every agent, by name.
+func (rt *Runtime) ListAgents(ctx context.Context) (*lt.List[lt.Agent], error) {
+	agents, err := rt.eng.ListAgents(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", apiError(err))
+	}
+	return list(agents), nil
+}
+
+// GetAgent returns one version of an agent, the latest when version is 0.
+func (rt *Runtime) GetAgent(ctx context.Context, name string, version int) (*lt.Agent, error) {
+	if err := requireID("name", name); err != nil {
+		return nil, fmt.Errorf("get agent: %w", err)
+	}
+	if version < 0 {
+		return nil, fmt.Errorf("get agent %s: version %d is negative", name, version)
+	}
+	a, err := rt.eng.GetAgent(ctx, name, version)
+	if err != nil {
+		return nil, fmt.Errorf("get agent %s: %w", name, apiError(err))
+	}
+	return a, nil
+}
+
+// PutSecret creates the vault secret name, or replaces its value, hosts
+// and injection. It returns the secret's metadata (never the value) and
+// whether it was created.
+func (rt *Runtime) PutSecret(ctx context.Context, name string, req *lt.PutSecretRequest) (*lt.Secret, bool, error) {
+	if err := requireID("name", name); err != nil {
+		return nil, false, fmt.Errorf("put secret: %w", err)
+	}
+	if req == nil {
+		return nil, false, fmt.Errorf("put secret %s: req is nil", name)
+	}
+	s, created, err := rt.node.VaultAPI.PutSecret(ctx, name, req)
+	if err != nil {
+		return nil, false, fmt.Errorf("put secret %s: %w", name, apiError(err))
+	}
+	return s, created, nil
+}
+
+// ListSecrets returns the metadata of every vault secret, by name.
+func (rt *Runtime) ListSecrets(ctx context.Context) (*lt.List[lt.Secret], error) {
+	secrets, err := rt.node.VaultAPI.ListSecrets(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list secrets: %w", apiError(err))
+	}
+	return list(secrets), nil
+}
+
+// DeleteSecret removes a vault secret.
+func (rt *Runtime) DeleteSecret(ctx context.Context, name string) error {
+	if err := requireID("name", name); err != nil {
+		return fmt.Errorf("delete secret: %w", err)
+	}
+	if err := rt.node.VaultAPI.DeleteSecret(ctx, name); err != nil {
+		return fmt.Errorf("delete secret %s: %w", name, apiError(err))
+	}
+	return nil
+}
+
+// CreateWebhookEndpoint registers a webhook endpoint; the returned
+// endpoint's Secret is shown only here.
+func (rt *Runtime) CreateWebhookEndpoint(ctx context.Context, req *lt.CreateWebhookEndpointRequest) (*lt.WebhookEndpoint, error) {
+	if req == nil {
+		return nil, errors.New("create webhook endpoint: req is nil")
+	}
+	ep, err := rt.node.WebhookAPI.CreateWebhookEndpoint(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("create webhook endpoint: %w", apiError(err))
+	}
+	return ep, nil
+}
+
+// ListWebhookEndpoints returns every webhook endpoint, without secrets.
+func (rt *Runtime) ListWebhookEndpoints(ctx context.Context) (*lt.List[lt.WebhookEndpoint], error) {
+	eps, err := rt.node.WebhookAPI.ListWebhookEndpoints(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list webhook endpoints: %w", apiError(err))
+	}
+	return list(eps), nil
+}
+
+// DeleteWebhookEndpoint removes a webhook endpoint.
+func (rt *Runtime) DeleteWebhookEndpoint(ctx context.Context, id string) error {
+	if err := requireID("id", id); err != nil {
+		return fmt.Errorf("delete webhook endpoint: %w", err)
+	}
+	if err := rt.node.WebhookAPI.DeleteWebhookEndpoint(ctx, id); err != nil {
+		return fmt.Errorf("delete webhook endpoint %s: %w", id, apiError(err))
+	}
+	return nil
+}
+
+// ListWebhookDeliveries returns one page of webhook deliveries, newest
+// first, each with its attempts.
+func (rt *Runtime) ListWebhookDeliveries(ctx context.Context, p client.ListWebhookDeliveriesParams) (*lt.List[lt.WebhookDelivery], error) {
+	if p.Limit < 0 || p.Limit > client.MaxListLimit {
+		return nil, fmt.Errorf("list webhook deliveries: ListWebhookDeliveriesParams.Limit %d is outside 0..%d", p.Limit, client.MaxListLimit)
+	}
+	limit := p.Limit
+	if limit == 0 {
+		limit = 50
+	}
+	l, err := rt.node.WebhookAPI.ListWebhookDeliveries(ctx, p.Cursor, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list webhook deliveries: %w", apiError(err))
+	}
+	return l, nil
+}
+
+// TaskReport returns one page of the task report of a window, with the
+// totals and the time series of the whole window.
+func (rt *Runtime) TaskReport(ctx context.Context, p lt.TaskReportParams) (*lt.TaskReport, error) {
+	r, err := rt.node.Reports.TaskReport(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("task report: %w", apiError(err))
+	}
+	return r, nil
+}

@@ -1,0 +1,100 @@
+package journal
+
+import (
+	"encoding/json"
+	"time"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// Tally is what a session's journal says about how its work went, beyond
+// its usage: the required actions it raised, the failures it retried, the
+// latest checkpoint it reached and when it last stopped working. Reports
+// (internal/report) read it from the projection, so a report over
+// thousands of sessions never scans a journal.
+//
+// A fork starts a new tally: the copied prefix of its journal is its
+// origin's work, counted in the origin's record. Inherited keeps the usage
+// the fork came with, so that its own cost is Usage minus Inherited and a
+// report over both sessions does not count that money twice.
+type Tally struct {
+	// Asks counts the required actions raised, by type (function calls
+	// included: a report decides which of them needed a person).
+	Asks map[lt.ActionType]int `json:"asks,omitempty"`
+	// Retries counts failed attempts that were tried again: model.failed
+	// and tool.failed with retry set.
+	Retries int `json:"retries,omitempty"`
+	// Checkpoint describes the latest checkpoint (Session.LastCheckpoint).
+	Checkpoint *CheckpointBrief `json:"checkpoint,omitempty"`
+	// EndedAt is when the session last reached a terminal status (idle,
+	// failed, cancelled); nil while a turn is queued or under way.
+	EndedAt *time.Time `json:"ended_at,omitempty"`
+	// Inherited is the usage a fork was made with (nil: not a fork).
+	Inherited *lt.Usage `json:"inherited,omitempty"`
+}
+
+// CheckpointBrief names a checkpoint and where it stands.
+type CheckpointBrief struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Kind is step, turn or named (lt.Checkpoint.Kind).
+	Kind   string    `json:"kind"`
+	TurnID string    `json:"turn_id,omitempty"`
+	Step   int       `json:"step,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// AsksOf returns how many required actions of the given types were raised.
+func (t *Tally) AsksOf(types ...lt.ActionType) int {
+	n := 0
+	for _, typ := range types {
+		n += t.Asks[typ]
+	}
+	return n
+}
+
+// tally folds an event that Apply accepted into s.Tally. It never fails:
+// apply already decoded the same data.
+func tally(s *State, ev lt.Event) {
+	t := &s.Tally
+	switch ev.Type {
+	case lt.EventActionRequired:
+		var d struct {
+			Action struct {
+				Type lt.ActionType `json:"type"`
+			} `json:"action"`
+		}
+		if json.Unmarshal(ev.Data, &d) == nil && d.Action.Type != "" {
+			if t.Asks == nil {
+				t.Asks = make(map[lt.ActionType]int)
+			}
+			t.Asks[d.Action.Type]++
+		}
+	case lt.EventModelFailed, lt.EventToolFailed:
+		var d struct {
+			Retry bool `json:"retry"`
+		}
+		if json.Unmarshal(ev.Data, &d) == nil && d.Retry {
+			t.Retries++
+		}
+	case lt.EventCheckpointCreated:
+		var d CheckpointCreated
+		if json.Unmarshal(ev.Data, &d) == nil {
+			c := d.Checkpoint
+			if c.CreatedAt.IsZero() {
+				c.CreatedAt = ev.Time
+			}
+			t.Checkpoint = &CheckpointBrief{ID: c.ID, Name: c.Name, Kind: c.Kind, TurnID: c.TurnID, Step: c.Step, At: c.CreatedAt}
+		}
+	case lt.EventSessionStatusChanged:
+		if s.Session.Status.Terminal() {
+			at := ev.Time
+			t.EndedAt = &at
+		} else {
+			t.EndedAt = nil
+		}
+	case lt.EventSessionForked:
+		u := s.Session.Usage
+		*t = Tally{Checkpoint: t.Checkpoint, Inherited: &u}
+	}
+}

@@ -1,0 +1,473 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/longhaul-dev/longhaul/internal/egress"
+	"github.com/longhaul-dev/longhaul/internal/engine"
+	"github.com/longhaul-dev/longhaul/internal/metrics"
+	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/model/anthropic"
+	"github.com/longhaul-dev/longhaul/internal/model/openai"
+	"github.com/longhaul-dev/longhaul/internal/model/scripted"
+	"github.com/longhaul-dev/longhaul/internal/otelexport"
+	"github.com/longhaul-dev/longhaul/internal/redact"
+	"github.com/longhaul-dev/longhaul/internal/report"
+	"github.com/longhaul-dev/longhaul/internal/sandbox"
+	"github.com/longhaul-dev/longhaul/internal/server"
+	"github.com/longhaul-dev/longhaul/internal/tool"
+	"github.com/longhaul-dev/longhaul/internal/vault"
+	"github.com/longhaul-dev/longhaul/internal/webhook"
+)
+
+// Drain timeouts of Close when its ctx sets no deadline: how long running
+// steps may take to reach a point where they can be resumed, and how long
+// the trace export may take to send what it holds.
+const (
+	EngineDrainTimeout = 30 * time.Second
+	OTelDrainTimeout   = 10 * time.Second
+)
+
+// Sandbox choices (Config.Sandbox).
+const (
+	SandboxAuto  = "auto"
+	SandboxBwrap = "bwrap"
+	SandboxLocal = "local"
+)
+
+// Config says how to run a node. Zero fields mean the default named in
+// their comment.
+type Config struct {
+	// DataDir holds the workspaces, the node id, the vault's key file and,
+	// without StoreURL, the SQLite database. Required; created if missing.
+	DataDir string
+	// StoreURL is a PostgreSQL URL. Default: SQLite in DataDir.
+	StoreURL string
+	// NoMigrate refuses a schema older than this binary instead of
+	// migrating it (an operator runs `longhaul migrate` apart).
+	NoMigrate bool
+	// LeaseTTL is the engine's lease TTL. Default: the engine's (30 s).
+	LeaseTTL time.Duration
+	// APIKeys are the bearer tokens the API accepts. Default: none, and the
+	// API answers loopback peers only.
+	APIKeys []string
+	// PingInterval is how often idle event streams get a ": ping" comment.
+	// Default: the server's (15 s).
+	PingInterval time.Duration
+	// Logger receives the node's logs. Default: slog.Default().
+	Logger *slog.Logger
+	// VaultKeyFile is the vault's key file. Default: vault.key in DataDir,
+	// created on first use.
+	VaultKeyFile string
+	// VaultKey is the vault's key itself (base64, as LONGHAUL_VAULT_KEY
+	// gives it). Default: the key file.
+	VaultKey string
+	// Sandbox is SandboxAuto (bwrap when it works, else local with a
+	// warning), SandboxBwrap (refuse to start without it) or SandboxLocal
+	// (no isolation). Default: SandboxAuto.
+	Sandbox string
+	// Redactor, when set, is kept up to date with the vault's secrets (a
+	// log writer reads it). Default: none.
+	Redactor *atomic.Pointer[redact.Redactor]
+	// WebhookAllowPrivate lists private addresses webhooks may reach.
+	// Default: none (see internal/webhook).
+	WebhookAllowPrivate []string
+	// WebhookAllowPorts are ports webhooks may reach besides 80 and 443.
+	WebhookAllowPorts []int
+	// OTLP, when set, exports each turn this node ends as an OpenTelemetry
+	// trace. Default: no export.
+	OTLP *OTLP
+	// MetricsPublic serves /metrics without the API's access rule.
+	MetricsPublic bool
+	// Tools are tools agents may enable besides the built-ins (the Go
+	// library's tools). A name must not be a built-in's.
+	Tools []tool.Tool
+	// Providers are model providers besides (or replacing, by name) the
+	// built-in ones (DefaultProviders).
+	Providers map[string]model.Provider
+}
+
+// OTLP says where a node exports turn traces.
+type OTLP struct {
+	// Endpoint is the collector's URL ("": the OTEL_EXPORTER_OTLP_*
+	// variables, which the exporter reads itself).
+	Endpoint string
+	// Protocol is one of otelexport's protocols ("": its default).
+	Protocol string
+}
+
+func (c *Config) validate() error {
+	if c.DataDir == "" {
+		return errors.New("node config: DataDir is required")
+	}
+	switch c.Sandbox {
+	case "", SandboxAuto, SandboxBwrap, SandboxLocal:
+	default:
+		return fmt.Errorf("node config: Sandbox %q: want %s, %s or %s", c.Sandbox, SandboxAuto, SandboxBwrap, SandboxLocal)
+	}
+	if c.LeaseTTL < 0 {
+		return fmt.Errorf("node config: LeaseTTL %s is negative", c.LeaseTTL)
+	}
+	for _, p := range c.WebhookAllowPorts {
+		if p < 1 || p > 65535 {
+			return fmt.Errorf("node config: WebhookAllowPorts: %d is not a port number (1-65535)", p)
+		}
+	}
+	names := map[string]bool{}
+	for _, t := range tool.Builtins() {
+		names[t.Name()] = true
+	}
+	for i, t := range c.Tools {
+		switch {
+		case t == nil:
+			return fmt.Errorf("node config: Tools[%d] is nil", i)
+		case names[t.Name()]:
+			return fmt.Errorf("node config: Tools[%d]: the name %q is taken", i, t.Name())
+		case engine.ReservedToolName(t.Name()):
+			return fmt.Errorf("node config: Tools[%d]: %q is a tool the engine runs itself", i, t.Name())
+		}
+		names[t.Name()] = true
+	}
+	return nil
+}
+
+// Node is one node's components, wired. Open builds them; Start runs
+// them; Close stops them.
+type Node struct {
+	// DataDir is the data directory, absolute.
+	DataDir string
+	NodeID  string
+	// Sandbox is the sandbox backend: bwrap or local.
+	Sandbox string
+	// SandboxWarning is what the sandbox's detection warned about ("":
+	// nothing).
+	SandboxWarning string
+
+	Store  *Store
+	Vault  *vault.Vault
+	Engine *engine.Engine
+	// Webhooks sends outgoing webhooks.
+	Webhooks *webhook.Dispatcher
+	// Metrics is served at /metrics; the engine and the webhooks write
+	// through its store decorator, which counts this node's work.
+	Metrics *metrics.Metrics
+	// OTel exports turn traces over OTLP (nil: off).
+	OTel *otelexport.Exporter
+	// API is the HTTP API, the handler a listener serves. Call its
+	// Shutdown before the listener's, so that open event streams end.
+	API *server.Server
+	// WebhookAPI and VaultAPI serve the webhooks' and the vault's
+	// endpoints (API embeds them); in-process callers use them directly.
+	WebhookAPI *webhook.API
+	VaultAPI   *vault.API
+	// Reports serves the task reports (API embeds it).
+	Reports *report.Service
+
+	log    *slog.Logger
+	otlp   *OTLP
+	unlock func()
+
+	mu sync.Mutex
+	// running: Start was called and the node not stopped since;
+	// engineRunning and webhooksRunning say which parts started (OTel is
+	// set only while the export runs).
+	running, engineRunning, webhooksRunning bool
+	closed                                  bool
+	closeErr                                error
+}
+
+// Open opens (creating if needed) the data directory and takes its lock,
+// opens the store and migrates it (or, with NoMigrate, checks that it is
+// migrated), opens the vault, detects the sandbox and builds the engine,
+// the webhook dispatcher and the API, without starting anything: the
+// caller may register agents and take its listener first, then Start. On
+// error, everything it opened is closed again; otherwise Close releases it.
+func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
+	if cfg == nil {
+		return nil, errors.New("node config: nil")
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	srvCfg := &server.Config{APIKeys: cfg.APIKeys, Logger: log, PingInterval: cfg.PingInterval, MetricsPublic: cfg.MetricsPublic}
+	if err := srvCfg.Validate(); err != nil {
+		return nil, err
+	}
+	dir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("data directory %q: %w", cfg.DataDir, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	n := &Node{DataDir: dir, log: log, otlp: cfg.OTLP}
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
+
+	if n.unlock, err = LockDataDir(dir); err != nil {
+		return nil, err
+	}
+	undo = append(undo, n.unlock)
+	if n.NodeID, err = LoadNodeID(dir); err != nil {
+		return nil, err
+	}
+
+	if n.Store, err = OpenStore(ctx, StoreChoice{URL: cfg.StoreURL, DataDir: dir}, log, true); err != nil {
+		return nil, &StoreOpenError{Err: err}
+	}
+	undo = append(undo, func() { _ = n.Store.Close() })
+	if err := CheckSchema(ctx, n.Store, !cfg.NoMigrate); err != nil {
+		return nil, err
+	}
+
+	// The vault: its key comes from the caller or a key file in the data
+	// directory; it must decrypt what is stored, or nothing could be
+	// redacted and the node refuses to start.
+	keyFile := cfg.VaultKeyFile
+	if keyFile == "" {
+		keyFile = filepath.Join(dir, vault.DefaultKeyFile)
+	}
+	key, err := vault.LoadKey(cfg.VaultKey, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("vault key: %w", err)
+	}
+	if cfg.VaultKey != "" {
+		// The key came from the environment (LONGHAUL_VAULT_KEY): no child
+		// process inherits it.
+		_ = os.Unsetenv(vault.KeyEnv)
+	}
+	if n.Vault, err = vault.Open(n.Store, key, nil); err != nil {
+		return nil, fmt.Errorf("open the vault: %w", err)
+	}
+	if err := n.Vault.Check(ctx); err != nil {
+		return nil, fmt.Errorf("the vault key does not decrypt the stored secrets: %w", err)
+	}
+	refreshRedactor := func() {
+		if cfg.Redactor == nil {
+			return
+		}
+		r, err := n.Vault.Redactor(context.WithoutCancel(ctx))
+		if err != nil {
+			log.Error("load secrets for log redaction", "err", err)
+			return
+		}
+		cfg.Redactor.Store(r)
+	}
+	refreshRedactor()
+
+	sb, warning := sandbox.Detect(ctx, sandbox.DetectOptions{Local: cfg.Sandbox == SandboxLocal})
+	if cfg.Sandbox == SandboxBwrap && sb.Name() != SandboxBwrap {
+		return nil, fmt.Errorf("--sandbox bwrap: %s", warning)
+	}
+	if cfg.Sandbox == SandboxLocal {
+		warning = "sandbox: the local backend was chosen (--sandbox local): shell commands are not isolated"
+	}
+	if warning != "" {
+		log.Warn(warning)
+	}
+	n.Sandbox, n.SandboxWarning = sb.Name(), warning
+
+	// The engine and the webhook dispatcher write through the metrics'
+	// decorator: the counters count what this node writes.
+	n.Metrics = metrics.New(n.Store, &metrics.Config{Logger: log})
+	writes := n.Metrics.Wrap(n.Store)
+	srvCfg.Metrics = n.Metrics.Handler()
+	var tools []tool.Tool // nil: the engine's built-ins
+	if len(cfg.Tools) > 0 {
+		tools = append(tool.Builtins(), cfg.Tools...)
+	}
+	providers := DefaultProviders()
+	maps.Copy(providers, cfg.Providers)
+	n.Engine, err = engine.New(writes, &engine.Config{
+		WorkspaceRoot:    filepath.Join(dir, WorkspacesDir),
+		RuntimeDir:       filepath.Join(dir, RuntimeDir),
+		NodeID:           n.NodeID,
+		LeaseTTL:         cfg.LeaseTTL,
+		Providers:        providers,
+		Tools:            tools,
+		Logger:           log,
+		Sandbox:          sb,
+		SandboxWarning:   warning,
+		OnSecretsChanged: refreshRedactor,
+		Vault:            n.Vault,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create engine: %w", err)
+	}
+
+	var webhookPorts []int // nil: the dispatcher's default, 80 and 443
+	if len(cfg.WebhookAllowPorts) > 0 {
+		webhookPorts = append(slices.Clone(egress.DefaultPorts), cfg.WebhookAllowPorts...)
+	}
+	if n.Webhooks, err = webhook.New(writes, &webhook.Config{NodeID: n.NodeID, AllowPrivate: cfg.WebhookAllowPrivate, Ports: webhookPorts, Logger: log}); err != nil {
+		return nil, fmt.Errorf("webhooks: %w", err)
+	}
+	n.WebhookAPI, n.VaultAPI, n.Reports = webhook.NewAPI(n.Webhooks), vault.NewAPI(n.Vault), report.New(n.Store, nil)
+	n.API = server.New(struct {
+		*engine.Engine
+		*vault.API
+		*webhookAPI
+		*report.Service
+	}{n.Engine, n.VaultAPI, n.WebhookAPI, n.Reports}, n.Store, srvCfg)
+	return n, nil
+}
+
+// StoreOpenError is Open's error when the store could not be opened (for
+// PostgreSQL: reached, or logged in to), so that a caller can tell it from
+// the rest and say what to check. Its message is Err's.
+type StoreOpenError struct{ Err error }
+
+func (e *StoreOpenError) Error() string { return e.Err.Error() }
+func (e *StoreOpenError) Unwrap() error { return e.Err }
+
+// webhookAPI names webhook.API apart from vault.API where both are
+// embedded in the server's backend.
+type webhookAPI = webhook.API
+
+// Start runs the node: the trace export (when configured; it follows
+// journals from before the engine runs, so no turn this node ends is
+// missed), the engine (which resumes this node's sessions) and the webhook
+// dispatcher. On error, what it started is stopped again; Close releases
+// the rest.
+func (n *Node) Start(ctx context.Context) (err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return errors.New("start node: the node is closed")
+	}
+	if n.running {
+		return errors.New("start node: already started")
+	}
+	n.running = true
+	defer func() {
+		if err != nil {
+			_ = n.stopRunning(ctx)
+		}
+	}()
+	if n.otlp != nil {
+		x, err := otelexport.New(ctx, n.Engine, n.Store, &otelexport.Config{
+			NodeID: n.NodeID, Endpoint: n.otlp.Endpoint, Protocol: n.otlp.Protocol, Logger: n.log,
+		})
+		if err != nil {
+			return fmt.Errorf("otlp export: %w", err)
+		}
+		if err := x.Start(ctx); err != nil {
+			return err
+		}
+		n.OTel = x
+		where := n.otlp.Endpoint
+		if where == "" {
+			where = "the OTEL_EXPORTER_OTLP_* endpoint"
+		}
+		n.log.Info("exporting turn traces over OTLP", "endpoint", where, "protocol", n.otlp.Protocol)
+	}
+	if err := n.Engine.Start(ctx); err != nil {
+		return fmt.Errorf("start engine: %w", err)
+	}
+	n.engineRunning = true
+	if err := n.Webhooks.Start(ctx); err != nil {
+		return err
+	}
+	n.webhooksRunning = true
+	return nil
+}
+
+// drainContext is the context a stop runs under: never cancelled by ctx
+// (a signal that cancelled it must not cut the drain short), bounded by
+// ctx's deadline when it has one, else by d.
+func drainContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	base := context.WithoutCancel(ctx)
+	if dl, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(base, dl)
+	}
+	return context.WithTimeout(base, d)
+}
+
+// stopRunning stops what Start started: the engine first, so that the
+// trace export and the webhooks see the turns its drain ends. The caller
+// holds n.mu.
+func (n *Node) stopRunning(ctx context.Context) error {
+	var errs []error
+	if n.engineRunning {
+		engCtx, cancel := drainContext(ctx, EngineDrainTimeout)
+		if err := n.Engine.Stop(engCtx); err != nil {
+			errs = append(errs, fmt.Errorf("stop engine: %w", err))
+		}
+		cancel()
+		n.engineRunning = false
+	}
+	if n.OTel != nil {
+		otelCtx, cancel := drainContext(ctx, OTelDrainTimeout)
+		if err := n.OTel.Stop(otelCtx); err != nil {
+			errs = append(errs, fmt.Errorf("stop otlp export: %w", err))
+		}
+		cancel()
+		n.OTel = nil
+	}
+	if n.webhooksRunning {
+		// Pending deliveries stay in the outbox for the next start.
+		if err := n.Webhooks.Stop(context.WithoutCancel(ctx)); err != nil {
+			errs = append(errs, fmt.Errorf("stop webhooks: %w", err))
+		}
+		n.webhooksRunning = false
+	}
+	n.running = false
+	return errors.Join(errs...)
+}
+
+// Close stops whatever runs (running steps get until ctx's deadline, or
+// EngineDrainTimeout when it has none, to reach a point where they can be
+// resumed; ctx may already be cancelled, e.g. by a signal: the drain still
+// runs), then closes the store and releases the data directory. It does
+// not end the API's event streams: the caller shuts its listener and the
+// API down first. It is safe to call more than once; later calls return
+// the first result.
+func (n *Node) Close(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return n.closeErr
+	}
+	n.closed = true
+	errs := []error{n.stopRunning(ctx)}
+	if err := n.Store.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close database: %w", err))
+	}
+	n.unlock()
+	n.closeErr = errors.Join(errs...)
+	return n.closeErr
+}
+
+// DefaultProviders are the model providers every node serves: the offline
+// scripted one, OpenAI (Responses and Chat Completions), any
+// OpenAI-compatible server (Ollama, vLLM, llama.cpp, LiteLLM) and
+// Anthropic. Keys come from the environment variables agent specs name
+// (api_key_env) or the vault (api_key_secret).
+func DefaultProviders() map[string]model.Provider {
+	return map[string]model.Provider{
+		"scripted":             scripted.New(nil),
+		openai.NameOpenAI:      openai.New(openai.Config{Name: openai.NameOpenAI}),
+		openai.NameCompatible:  openai.New(openai.Config{Name: openai.NameCompatible}),
+		anthropic.ProviderName: anthropic.New(anthropic.Config{}),
+	}
+}

@@ -1,0 +1,165 @@
+package node_test
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/client"
+	"github.com/longhaul-dev/longhaul/internal/node"
+	"github.com/longhaul-dev/longhaul/internal/tool"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// TestNodeRunsASession wires a node on SQLite, serves its API and runs a
+// session through it; Close releases the directory for the next node.
+func TestNodeRunsASession(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dir := filepath.Join(t.TempDir(), "data") // created by Open
+	n, err := node.Open(ctx, &node.Config{DataDir: dir, Logger: quiet, Sandbox: node.SandboxLocal})
+	require.NoError(t, err)
+	require.Equal(t, "SQLite", n.Store.Kind)
+	require.Equal(t, filepath.Join(dir, node.DBFile), n.Store.Target)
+	require.Equal(t, node.SandboxLocal, n.Sandbox)
+	require.NotEmpty(t, n.SandboxWarning)
+	require.FileExists(t, filepath.Join(dir, node.NodeIDFile))
+	require.NoError(t, n.Start(ctx))
+	require.ErrorContains(t, n.Start(ctx), "already started")
+
+	srv := httptest.NewServer(n.API)
+	c, err := client.New(srv.URL, nil)
+	require.NoError(t, err)
+	s, err := c.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{Model: lt.ModelSpec{Provider: "scripted", Script: []byte(`[{"text":"hi"}]`)}},
+		Input:     "hi",
+	})
+	require.NoError(t, err)
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Status != lt.SessionIdle {
+		require.True(t, time.Now().Before(deadline), "session status %s", s.Status)
+		time.Sleep(5 * time.Millisecond) // polling with a deadline
+		s, err = c.GetSession(ctx, s.ID)
+		require.NoError(t, err)
+	}
+	resp, err := http.Get(srv.URL + "/metrics")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the metrics are served, to loopback without keys")
+	n.API.Shutdown()
+	srv.Close()
+
+	require.NoError(t, n.Close(ctx))
+	require.NoError(t, n.Close(ctx), "a second Close returns the first result")
+	require.ErrorContains(t, n.Start(ctx), "closed")
+
+	again, err := node.Open(ctx, &node.Config{DataDir: dir, Logger: quiet, Sandbox: node.SandboxLocal})
+	require.NoError(t, err)
+	require.Equal(t, n.NodeID, again.NodeID)
+	require.NoError(t, again.Close(ctx), "Close without Start releases what Open opened")
+}
+
+func TestOpenRefusesBadConfig(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	for name, tc := range map[string]struct {
+		cfg  *node.Config
+		want string
+	}{
+		"nil":          {nil, "node config: nil"},
+		"no data dir":  {&node.Config{}, "DataDir is required"},
+		"sandbox":      {&node.Config{DataDir: t.TempDir(), Sandbox: "vm"}, `Sandbox "vm"`},
+		"lease":        {&node.Config{DataDir: t.TempDir(), LeaseTTL: -time.Second}, "LeaseTTL -1s is negative"},
+		"webhook port": {&node.Config{DataDir: t.TempDir(), WebhookAllowPorts: []int{70000}}, "70000 is not a port number"},
+		"api key":      {&node.Config{DataDir: t.TempDir(), APIKeys: []string{"a b"}}, "APIKeys[0] contains whitespace"},
+		"store url":    {&node.Config{DataDir: t.TempDir(), StoreURL: "mysql://db"}, "must be a postgres:// or postgresql:// URL"},
+		"tool name":    {&node.Config{DataDir: t.TempDir(), Tools: []tool.Tool{tool.Builtins()[0]}}, `Tools[0]: the name "shell" is taken`},
+		"nil tool":     {&node.Config{DataDir: t.TempDir(), Tools: []tool.Tool{nil}}, "Tools[0] is nil"},
+	} {
+		_, err := node.Open(ctx, tc.cfg)
+		require.ErrorContains(t, err, tc.want, name)
+	}
+}
+
+// TestOpenFailsCleanly: a failure after the lock was taken releases it.
+func TestOpenFailsCleanly(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dir := t.TempDir()
+	n, err := node.Open(ctx, &node.Config{DataDir: dir, Logger: quiet, Sandbox: node.SandboxLocal})
+	require.NoError(t, err)
+	_, err = node.Open(ctx, &node.Config{DataDir: dir, Logger: quiet, Sandbox: node.SandboxLocal})
+	require.ErrorContains(t, err, "in use by another longhaul process")
+	require.NoError(t, n.Close(ctx))
+
+	// A vault key that does not decrypt what is stored fails Open after
+	// the store was opened; the lock goes with it.
+	_, err = node.Open(ctx, &node.Config{DataDir: dir, Logger: quiet, Sandbox: node.SandboxLocal, VaultKey: "not base64!"})
+	require.ErrorContains(t, err, "vault key")
+	n, err = node.Open(ctx, &node.Config{DataDir: dir, Logger: quiet, Sandbox: node.SandboxLocal})
+	require.NoError(t, err)
+	require.NoError(t, n.Close(ctx))
+}
+
+// TestUnreachablePostgreSQLIsAStoreOpenError: a caller can tell the store's
+// failure from the rest (to add its hint), and the message names no
+// password.
+func TestUnreachablePostgreSQLIsAStoreOpenError(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err = node.Open(ctx, &node.Config{DataDir: t.TempDir(), Logger: quiet, Sandbox: node.SandboxLocal,
+		StoreURL: "postgres://longhaul:s3cret@" + addr + "/longhaul?connect_timeout=5"})
+	var se *node.StoreOpenError
+	require.ErrorAs(t, err, &se)
+	require.NotContains(t, err.Error(), "s3cret")
+}
+
+func TestLoadNodeID(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	id, err := node.LoadNodeID(dir)
+	require.NoError(t, err)
+	require.Regexp(t, `^node-[0-9a-f]{16}$`, id)
+	again, err := node.LoadNodeID(dir)
+	require.NoError(t, err)
+	require.Equal(t, id, again)
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, node.NodeIDFile), []byte("bad id!\n"), 0o600))
+	_, err = node.LoadNodeID(dir)
+	require.ErrorContains(t, err, "is not a valid node id")
+}
+
+// TestCheckSchema: an older schema is migrated only when asked; a missing
+// SQLite database is an error for a command that only reads one.
+func TestCheckSchema(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dir := t.TempDir()
+	_, err := node.OpenStore(ctx, node.StoreChoice{DataDir: dir}, nil, false)
+	require.ErrorContains(t, err, "no Longhaul database at")
+
+	s, err := node.OpenStore(ctx, node.StoreChoice{DataDir: dir}, nil, true)
+	require.NoError(t, err)
+	defer s.Close()
+	require.ErrorContains(t, node.CheckSchema(ctx, s, false), "run `longhaul migrate` first")
+	require.NoError(t, node.CheckSchema(ctx, s, true))
+	require.NoError(t, node.CheckSchema(ctx, s, false), "migrated: up to date")
+	current, known, err := s.SchemaVersion(ctx)
+	require.NoError(t, err)
+	require.Equal(t, known, current)
+}

@@ -1,0 +1,220 @@
+package storeutil
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// Checks validates parameters before a driver touches its database: bad
+// input is refused with an error naming the field and wrapping no sentinel.
+// The rules are the store interface's contract, so every driver refuses the
+// same input with the same message; the only driver-specific rule is
+// StrictText.
+type Checks struct {
+	// StrictText refuses text and JSON that hold a NUL byte or invalid UTF-8,
+	// which PostgreSQL's text and jsonb columns cannot store. SQLite stores
+	// any bytes, so it leaves this off.
+	StrictText bool
+	// DocKinds holds the driver's projection kinds (only its keys are read:
+	// the driver maps each kind to its table).
+	DocKinds map[store.DocKind]string
+}
+
+// Bounds that are part of the interface's contract, the same for every
+// driver.
+const (
+	// MaxClaim bounds one LeaseClaim; a worker asks for the sessions it can
+	// run now.
+	MaxClaim = 1000
+	// MaxWebhookPage bounds a page of WebhookDue and WebhookDeliveryList, and
+	// a webhook claim.
+	MaxWebhookPage = 1000
+	// MaxSecretCiphertext and MaxSecretNonce bound a stored secret. The vault
+	// enforces tighter ones (a value of at most 8 KiB); these only keep a
+	// wrong caller from writing nonsense.
+	MaxSecretCiphertext = 64 << 10
+	MaxSecretNonce      = 64
+)
+
+// ID requires a non-empty identifier that Text accepts.
+func (c Checks) ID(field, v string) error {
+	if v == "" {
+		return fmt.Errorf("%s is empty", field)
+	}
+	return c.Text(field, v)
+}
+
+// Text refuses what the driver's text columns cannot store; empty is allowed.
+func (c Checks) Text(field, v string) error {
+	if !c.StrictText {
+		return nil
+	}
+	if strings.IndexByte(v, 0) >= 0 {
+		return fmt.Errorf("%s contains a NUL byte", field)
+	}
+	if !utf8.ValidString(v) {
+		return fmt.Errorf("%s is not valid UTF-8", field)
+	}
+	return nil
+}
+
+// Time requires a set time whose year both drivers' encodings hold (SQLite's
+// UnixMicro overflows outside about ±292,000 years; PostgreSQL's timestamptz
+// ends earlier still).
+func (Checks) Time(field string, t time.Time) error {
+	if t.IsZero() {
+		return fmt.Errorf("%s is zero", field)
+	}
+	if y := t.Year(); y < 1 || y > 9999 {
+		return fmt.Errorf("%s %s is out of range (years 1-9999)", field, t)
+	}
+	return nil
+}
+
+// JSON accepts an empty document or valid JSON.
+func (c Checks) JSON(field string, doc json.RawMessage) error {
+	if len(doc) != 0 && !json.Valid(doc) {
+		return fmt.Errorf("%s is not valid JSON", field)
+	}
+	// json.Valid accepts invalid UTF-8 inside strings.
+	if c.StrictText && !utf8.Valid(doc) {
+		return fmt.Errorf("%s is not valid UTF-8", field)
+	}
+	return nil
+}
+
+// SHA256 requires the lowercase hex form used as blob keys.
+func (Checks) SHA256(field, digest string) error {
+	if len(digest) != 64 {
+		return fmt.Errorf("%s must be 64 lowercase hex digits, got %d characters", field, len(digest))
+	}
+	if _, err := hex.DecodeString(digest); err != nil || strings.ToLower(digest) != digest {
+		return fmt.Errorf("%s must be 64 lowercase hex digits", field)
+	}
+	return nil
+}
+
+// Blob requires digest to be the lowercase hex SHA-256 of data: a blob
+// stored under the wrong key would be served as other content forever.
+func (c Checks) Blob(field, digest string, data []byte) error {
+	if err := c.SHA256(field, digest); err != nil {
+		return err
+	}
+	if HexSHA256(data) != digest {
+		return fmt.Errorf("%s %s is not the SHA-256 of the data", field, digest)
+	}
+	return nil
+}
+
+// HexSHA256 is the blob key of data.
+func HexSHA256(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// Blobs checks every blob of a write.
+func (c Checks) Blobs(blobs []store.BlobWrite) error {
+	for i := range blobs {
+		if err := c.Blob(fmt.Sprintf("blobs[%d].sha256", i), blobs[i].SHA256, blobs[i].Data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// NewEvents checks the events of an append.
+func (c Checks) NewEvents(events []store.NewEvent) error {
+	for i := range events {
+		e := &events[i]
+		if err := c.ID(fmt.Sprintf("events[%d].type", i), e.Type); err != nil {
+			return err
+		}
+		if err := c.Time(fmt.Sprintf("events[%d].time", i), e.Time); err != nil {
+			return err
+		}
+		if e.Step < 0 {
+			return fmt.Errorf("events[%d].step must not be negative, got %d", i, e.Step)
+		}
+		if err := c.Text(fmt.Sprintf("events[%d].turn_id", i), e.TurnID); err != nil {
+			return err
+		}
+		if err := c.Text(fmt.Sprintf("events[%d].worker_id", i), e.WorkerID); err != nil {
+			return err
+		}
+		if err := c.JSON(fmt.Sprintf("events[%d].data", i), e.Data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Docs checks projection writes.
+func (c Checks) Docs(docs []store.DocWrite) error {
+	for i := range docs {
+		d := &docs[i]
+		if _, ok := c.DocKinds[d.Kind]; !ok {
+			return fmt.Errorf("docs[%d].kind %q is not a projection kind", i, d.Kind)
+		}
+		if err := c.ID(fmt.Sprintf("docs[%d].id", i), d.ID); err != nil {
+			return err
+		}
+		if err := c.Text(fmt.Sprintf("docs[%d].session_id", i), d.SessionID); err != nil {
+			return err
+		}
+		if err := c.Text(fmt.Sprintf("docs[%d].status", i), d.Status); err != nil {
+			return err
+		}
+		if err := c.JSON(fmt.Sprintf("docs[%d].doc", i), d.Doc); err != nil {
+			return err
+		}
+		if err := c.Time(fmt.Sprintf("docs[%d].created_at", i), d.CreatedAt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Lease checks a lease held by a caller.
+func (c Checks) Lease(l store.Lease) error {
+	if err := c.ID("lease.session_id", l.SessionID); err != nil {
+		return err
+	}
+	if err := c.ID("lease.owner", l.Owner); err != nil {
+		return err
+	}
+	if l.Epoch < 1 {
+		return fmt.Errorf("lease.epoch must be at least 1 (a claim sets it), got %d", l.Epoch)
+	}
+	return nil
+}
+
+// LeaseClaim checks a claim of at most MaxClaim sessions.
+func (c Checks) LeaseClaim(p *store.LeaseClaimParams) error {
+	if p == nil {
+		return errors.New("params are nil")
+	}
+	if err := c.ID("owner", p.Owner); err != nil {
+		return err
+	}
+	if err := c.Time("now", p.Now); err != nil {
+		return err
+	}
+	if err := c.Time("expires_at", p.ExpiresAt); err != nil {
+		return err
+	}
+	if !p.ExpiresAt.After(p.Now) {
+		return fmt.Errorf("expires_at %s must be after now %s", p.ExpiresAt, p.Now)
+	}
+	if p.Limit < 1 || p.Limit > MaxClaim {
+		return fmt.Errorf("limit must be between 1 and %d, got %d", MaxClaim, p.Limit)
+	}
+	return nil
+}

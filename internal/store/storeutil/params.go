@@ -1,0 +1,243 @@
+package storeutil
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// The checks of whole parameter sets and rows, in the order the fields are
+// checked (the first bad field is the one reported).
+
+// EventAppend checks the parameters of Store.EventAppend.
+func (c Checks) EventAppend(p *store.EventAppendParams) error {
+	if p == nil {
+		return errors.New("params are nil")
+	}
+	if err := c.ID("session_id", p.SessionID); err != nil {
+		return err
+	}
+	if p.ExpectedSeq < 0 {
+		return fmt.Errorf("expected_seq must not be negative, got %d", p.ExpectedSeq)
+	}
+	if p.Fence != nil {
+		if err := c.ID("fence.owner", p.Fence.Owner); err != nil {
+			return err
+		}
+		if p.Fence.SessionID != "" && p.Fence.SessionID != p.SessionID {
+			return fmt.Errorf("fence.session_id %q is not session_id %q", p.Fence.SessionID, p.SessionID)
+		}
+	}
+	if len(p.Events) == 0 {
+		return errors.New("events: at least one event is required")
+	}
+	if err := c.NewEvents(p.Events); err != nil {
+		return err
+	}
+	if err := c.ID("status", p.Status); err != nil {
+		return err
+	}
+	if err := c.JSON("state", p.State); err != nil {
+		return err
+	}
+	if err := c.Time("updated_at", p.UpdatedAt); err != nil {
+		return err
+	}
+	if p.WakeAt != nil {
+		if err := c.Time("wake_at", *p.WakeAt); err != nil {
+			return err
+		}
+	}
+	if err := c.Docs(p.Docs); err != nil {
+		return err
+	}
+	return c.Blobs(p.Blobs)
+}
+
+// SessionCreate checks the new session row and the rest of
+// Store.SessionCreate's parameters.
+func (c Checks) SessionCreate(sess *store.SessionRow, p *store.SessionCreateParams) error {
+	if err := c.ID("session.id", sess.ID); err != nil {
+		return err
+	}
+	if err := c.ID("session.agent_name", sess.AgentName); err != nil {
+		return err
+	}
+	if sess.AgentVersion < 1 {
+		return fmt.Errorf("session.agent_version must be at least 1, got %d", sess.AgentVersion)
+	}
+	if sess.ParentID == sess.ID {
+		return fmt.Errorf("session.parent_id is the session's own id %q", sess.ID)
+	}
+	if err := c.Text("session.parent_id", sess.ParentID); err != nil {
+		return err
+	}
+	if err := c.ID("session.status", sess.Status); err != nil {
+		return err
+	}
+	if err := c.JSON("session.spec", sess.Spec); err != nil {
+		return err
+	}
+	if err := c.JSON("session.state", sess.State); err != nil {
+		return err
+	}
+	if sess.WakeAt != nil {
+		if err := c.Time("session.wake_at", *sess.WakeAt); err != nil {
+			return err
+		}
+	}
+	if err := c.Time("session.created_at", sess.CreatedAt); err != nil {
+		return err
+	}
+	if err := c.Time("session.updated_at", sess.UpdatedAt); err != nil {
+		return err
+	}
+	if err := c.NewEvents(p.Events); err != nil {
+		return err
+	}
+	if err := c.Docs(p.Docs); err != nil {
+		return err
+	}
+	return c.Blobs(p.Blobs)
+}
+
+// AgentInsert checks the parameters of Store.AgentInsert.
+func (c Checks) AgentInsert(p *store.AgentInsertParams) error {
+	if p == nil {
+		return errors.New("params are nil")
+	}
+	if err := c.ID("name", p.Name); err != nil {
+		return err
+	}
+	if p.Version < 1 {
+		return fmt.Errorf("version must be at least 1, got %d", p.Version)
+	}
+	if err := c.JSON("spec", p.Spec); err != nil {
+		return err
+	}
+	return c.Time("created_at", p.CreatedAt)
+}
+
+// Idempotency checks an idempotency record before it is stored.
+func (c Checks) Idempotency(r *store.IdempotencyRow) error {
+	if r == nil {
+		return errors.New("row is nil")
+	}
+	if err := c.ID("scope", r.Scope); err != nil {
+		return err
+	}
+	if err := c.ID("key", r.Key); err != nil {
+		return err
+	}
+	if err := c.ID("body_sha256", r.BodySHA256); err != nil {
+		return err
+	}
+	if r.Status < 100 || r.Status > 599 {
+		return fmt.Errorf("status must be an HTTP status (100-599), got %d", r.Status)
+	}
+	return c.Time("created_at", r.CreatedAt)
+}
+
+// SecretRow checks a secret before it is stored.
+func (c Checks) SecretRow(row *store.SecretRow) error {
+	if row == nil {
+		return errors.New("row is nil")
+	}
+	if err := c.ID("name", row.Name); err != nil {
+		return err
+	}
+	switch {
+	case len(row.Ciphertext) == 0:
+		return errors.New("ciphertext is empty")
+	case len(row.Ciphertext) > MaxSecretCiphertext:
+		return fmt.Errorf("ciphertext is larger than %d bytes", MaxSecretCiphertext)
+	case len(row.Nonce) == 0:
+		return errors.New("nonce is empty")
+	case len(row.Nonce) > MaxSecretNonce:
+		return fmt.Errorf("nonce is larger than %d bytes", MaxSecretNonce)
+	}
+	if err := c.ID("key_id", row.KeyID); err != nil {
+		return err
+	}
+	for i, h := range row.Hosts {
+		if err := c.ID(fmt.Sprintf("hosts[%d]", i), h); err != nil {
+			return err
+		}
+	}
+	if len(row.Inject) == 0 {
+		return errors.New("inject is empty")
+	}
+	if err := c.JSON("inject", row.Inject); err != nil {
+		return err
+	}
+	if err := c.Time("created_at", row.CreatedAt); err != nil {
+		return err
+	}
+	return c.Time("updated_at", row.UpdatedAt)
+}
+
+// ClaimHeld refuses an attempt that was not made under the delivery's
+// current claim: claimed by someone else (or by nobody, once the claim's
+// attempt was recorded or the claim released), or for another attempt
+// number (the owner's own later claim took it).
+func ClaimHeld(claimedBy string, attempts int, a store.WebhookAttemptRow) error {
+	if claimedBy != a.Owner {
+		if claimedBy == "" {
+			return fmt.Errorf("attempt %d by %s: the delivery is not claimed: %w", a.Attempt, a.Owner, store.ErrLeaseLost)
+		}
+		return fmt.Errorf("attempt %d by %s: the delivery is claimed by %s: %w", a.Attempt, a.Owner, claimedBy, store.ErrLeaseLost)
+	}
+	if a.Attempt != attempts+1 {
+		return fmt.Errorf("attempt %d by %s: the delivery's claim is for attempt %d: %w", a.Attempt, a.Owner, attempts+1, store.ErrLeaseLost)
+	}
+	return nil
+}
+
+// WebhookPage applies the default (50) and the maximum of a page of
+// WebhookDue or WebhookDeliveryList.
+func (Checks) WebhookPage(limit int) (int, error) {
+	switch {
+	case limit == 0:
+		return 50, nil
+	case limit < 0 || limit > MaxWebhookPage:
+		return 0, fmt.Errorf("limit must be between 1 and %d, got %d", MaxWebhookPage, limit)
+	}
+	return limit, nil
+}
+
+// WebhookAttempt checks the parameters of Store.WebhookRecordAttempt. Its
+// errors carry the operation ("record webhook attempt", with the delivery's
+// id once that is known good), as the drivers return them unwrapped.
+func (c Checks) WebhookAttempt(p *store.WebhookAttemptParams) error {
+	if p == nil {
+		return errors.New("record webhook attempt: params is nil")
+	}
+	if err := c.ID("delivery_id", p.DeliveryID); err != nil {
+		return fmt.Errorf("record webhook attempt: %w", err)
+	}
+	switch p.Status {
+	case store.WebhookPending, store.WebhookDelivered, store.WebhookFailed, store.WebhookDisabled:
+	default:
+		return fmt.Errorf("record webhook attempt %s: unknown status %q", p.DeliveryID, p.Status)
+	}
+	if p.Status == store.WebhookPending && p.NextAttemptAt == nil {
+		return fmt.Errorf("record webhook attempt %s: a pending delivery needs next_attempt_at", p.DeliveryID)
+	}
+	if err := c.ID("attempt.owner", p.Attempt.Owner); err != nil {
+		return fmt.Errorf("record webhook attempt %s: %w", p.DeliveryID, err)
+	}
+	if p.Attempt.Attempt < 1 {
+		return fmt.Errorf("record webhook attempt %s: attempt.attempt must be at least 1, got %d", p.DeliveryID, p.Attempt.Attempt)
+	}
+	if err := c.Time("attempt.at", p.Attempt.At); err != nil {
+		return fmt.Errorf("record webhook attempt %s: %w", p.DeliveryID, err)
+	}
+	if err := c.Text("attempt.error", p.Attempt.Error); err != nil {
+		return fmt.Errorf("record webhook attempt %s: %w", p.DeliveryID, err)
+	}
+	if err := c.Time("now", p.Now); err != nil {
+		return fmt.Errorf("record webhook attempt %s: %w", p.DeliveryID, err)
+	}
+	return nil
+}

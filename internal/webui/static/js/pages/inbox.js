@@ -1,0 +1,108 @@
+// Inbox: every pending required action across sessions
+// (GET /v1/actions?status=pending, oldest first), each a card with its
+// decision form.
+//
+// How it stays live: it polls the list every 2 seconds while the tab is
+// visible, backing off to 30 seconds while requests fail and while the tab
+// is hidden, and at once after a decision here or when the tab is shown
+// again. Polling was chosen over following every session's event stream:
+// the server has no stream across sessions, one stream per pending session
+// would not scale to a busy inbox, and a poll cannot miss anything (each
+// answer is the whole pending list), whether the server restarted or a
+// connection dropped. A decision made anywhere disappears from every open
+// inbox within one poll; a card that someone is editing stays until it is
+// decided, then says what happened.
+
+import { api, listAll, enc } from '../api.js';
+import { h, replace, errorBox } from '../dom.js';
+import { poll } from '../live.js';
+import { actionCard, setCardSession } from '../actions.js';
+import { setInboxCount } from '../badge.js';
+
+const types = [
+  ['', 'All'],
+  ['approval', 'Approvals'],
+  ['function_call', 'Function calls'],
+  ['input', 'Questions'],
+  ['in_doubt', 'In doubt'],
+  ['budget', 'Budgets'],
+];
+
+export async function inboxPage(root, scope, query) {
+  document.title = 'Inbox · Longhaul';
+  let filter = types.some(([t]) => t === query.get('type')) ? query.get('type') : '';
+  const cards = new Map(); // action id -> card
+  const sessions = new Map(); // session id -> Promise<session>
+  const list = h('div', { class: 'inbox-list', id: 'inbox-list' });
+  const empty = h('p', { class: 'muted empty', id: 'inbox-empty', hidden: true }, 'Nothing is waiting for a person.');
+  const status = h('p', { class: 'muted small', id: 'inbox-status' });
+  const errors = h('div');
+  const chips = h('div', { class: 'filters chips', role: 'group', 'aria-label': 'Type' });
+
+  for (const [t, label] of types) {
+    const b = h('button', { type: 'button', class: 'chip-btn', dataset: { type: t }, 'aria-pressed': String(t === filter) }, label);
+    b.addEventListener('click', () => {
+      filter = t;
+      for (const c of chips.children) c.setAttribute('aria-pressed', String(c.dataset.type === t));
+      history.replaceState(null, '', `#/inbox${t ? '?type=' + t : ''}`);
+      applyFilter();
+    });
+    chips.append(b);
+  }
+  root.append(h('div', { class: 'page-head' }, h('h1', null, 'Inbox'), status), chips, errors, empty, list);
+
+  const sessionOf = (id) => {
+    if (!sessions.has(id)) {
+      sessions.set(id, api.get(`/v1/sessions/${enc(id)}`, undefined, { signal: scope.signal }).catch(() => null));
+    }
+    return sessions.get(id);
+  };
+
+  const applyFilter = () => {
+    let shown = 0;
+    for (const card of cards.values()) {
+      const visible = !filter || card.dataset.type === filter;
+      card.hidden = !visible;
+      if (visible && !card.classList.contains('decided')) shown++;
+    }
+    empty.hidden = shown > 0;
+  };
+
+  const load = async () => {
+    const { data, truncated } = await listAll('/v1/actions', { status: 'pending', limit: 200 }, { max: 1000, signal: scope.signal });
+    const ids = new Set(data.map((a) => a.id));
+    for (const [id, card] of cards) {
+      if (ids.has(id)) continue;
+      if (card.classList.contains('decided')) {
+        // Decided here: leave its confirmation for a moment.
+        if (!card.dataset.goneAt) card.dataset.goneAt = String(Date.now());
+        else if (Date.now() - Number(card.dataset.goneAt) > 4000) {
+          card.remove();
+          cards.delete(id);
+        }
+        continue;
+      }
+      // Decided elsewhere (another person, the CLI, an expiry).
+      card.remove();
+      cards.delete(id);
+    }
+    for (const a of data) {
+      if (cards.has(a.id)) continue;
+      const sessionPromise = sessionOf(a.session_id);
+      const card = actionCard(a, { sessionPromise, onDecided: () => poller.now() });
+      sessionPromise.then((s) => s && setCardSession(card, s));
+      cards.set(a.id, card);
+      list.append(card);
+    }
+    setInboxCount(data.length);
+    replace(status, `${data.length}${truncated ? '+' : ''} pending · updated ${new Date().toLocaleTimeString()}`);
+    replace(errors);
+    applyFilter();
+  };
+
+  const poller = poll(scope, load, {
+    interval: 2000,
+    max: 30000,
+    onError: (err) => replace(errors, err ? errorBox(err) : null),
+  });
+}

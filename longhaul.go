@@ -1,0 +1,211 @@
+package longhaul
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/longhaul-dev/longhaul/internal/engine"
+	"github.com/longhaul-dev/longhaul/internal/node"
+	"github.com/longhaul-dev/longhaul/internal/tool"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// Options says how to run the engine in-process. Zero fields mean the
+// default named in their comment.
+type Options struct {
+	// DataDir holds the sessions' workspaces, this node's id, the vault's
+	// key file and, without PostgresURL, the SQLite database
+	// (DataDir/longhaul.db). Required; created if missing. One process at
+	// a time may use it.
+	DataDir string
+	// PostgresURL keeps the sessions in PostgreSQL instead
+	// (postgres://USER@HOST:PORT/DB?search_path=SCHEMA): every process
+	// with a data directory of its own on the same schema serves the same
+	// sessions, like `longhaul serve --store`. Default: SQLite in DataDir.
+	PostgresURL string
+	// NoMigrate refuses a schema older than this library instead of
+	// migrating it at Open. Default: Open migrates.
+	NoMigrate bool
+
+	// Agents are defined at Open: each is created, or given a new version
+	// when its spec differs from its latest one (see Runtime.EnsureAgent).
+	// Default: none.
+	Agents []lt.PutAgentRequest
+	// Tools are tools written in Go (Tool), which agents enable by name
+	// beside the built-ins. Default: none.
+	Tools []*GoTool
+	// Functions answer application function tools in-process (Function).
+	// Default: none.
+	Functions []*GoFunction
+
+	// Logger receives the engine's logs. Default: slog.Default().
+	Logger *slog.Logger
+	// Sandbox says where the shell tool's commands run: "auto" (bubblewrap
+	// when it works, else unisolated with a warning), "bwrap" (Open fails
+	// without it) or "local" (no isolation). Default: "auto".
+	Sandbox string
+	// LeaseTTL is how long this process's lease on a running session lasts
+	// unrenewed: how soon another process on the same PostgreSQL takes
+	// over the sessions of one that died. Default: 30 s.
+	LeaseTTL time.Duration
+	// VaultKeyFile is the file holding the key of the vault of secrets.
+	// Default: DataDir/vault.key, created on first use; back it up apart
+	// from the database.
+	VaultKeyFile string
+	// APIKeys are the bearer tokens Handler accepts. Default: none, and
+	// Handler answers loopback peers only.
+	APIKeys []string
+}
+
+// Runtime is the engine running in this process: its workers run the
+// sessions, and its methods are the API's operations, in-process. Open
+// one with Open and Close it when done; it is safe for concurrent use.
+type Runtime struct {
+	node *node.Node
+	eng  *engine.Engine
+	log  *slog.Logger
+
+	// cancel stops the function dispatcher; done closes when it returned.
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open starts the engine in this process: it opens (creating them if
+// needed) the data directory and the store, migrates the store, defines
+// Options.Agents, starts the workers, which resume the sessions left
+// running, and starts answering the pending calls of Options.Functions.
+// ctx bounds the start only.
+//
+// Open is wired exactly like `longhaul serve` (minus the listener: see
+// Handler), so a session created in-process can be watched from the CLI or
+// the web UI of a server on the same store, and the other way round.
+func Open(ctx context.Context, opts Options) (_ *Runtime, err error) {
+	if opts.DataDir == "" {
+		return nil, errors.New("open longhaul: Options.DataDir is required")
+	}
+	if opts.PostgresURL != "" && !node.IsPostgresURL(opts.PostgresURL) {
+		return nil, errors.New("open longhaul: Options.PostgresURL must start with postgres:// or postgresql://")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	tools, fns, err := registrations(opts)
+	if err != nil {
+		return nil, fmt.Errorf("open longhaul: %w", err)
+	}
+	n, err := node.Open(ctx, &node.Config{
+		DataDir: opts.DataDir, StoreURL: opts.PostgresURL, NoMigrate: opts.NoMigrate, LeaseTTL: opts.LeaseTTL,
+		APIKeys: opts.APIKeys, Logger: log, VaultKeyFile: opts.VaultKeyFile, Sandbox: opts.Sandbox, Tools: tools,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open longhaul: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = n.Close(ctx)
+		}
+	}()
+	rt := &Runtime{node: n, eng: n.Engine, log: log}
+	// Defined before the workers start: a session they resume may name
+	// one of these agents' latest versions.
+	for i := range opts.Agents {
+		if _, _, err := rt.EnsureAgent(ctx, &opts.Agents[i]); err != nil {
+			return nil, fmt.Errorf("open longhaul: Options.Agents[%d]: %w", i, err)
+		}
+	}
+	if err := n.Start(ctx); err != nil {
+		return nil, fmt.Errorf("open longhaul: %w", err)
+	}
+	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	rt.cancel, rt.done = cancel, make(chan struct{})
+	if len(fns) == 0 {
+		close(rt.done)
+	} else {
+		d := newDispatcher(n.Engine, n.Store, fns, log)
+		go func() {
+			defer close(rt.done)
+			d.run(dctx)
+		}()
+	}
+	return rt, nil
+}
+
+// registrations checks the Go tools and functions and returns them as the
+// engine and the dispatcher take them.
+func registrations(opts Options) ([]tool.Tool, map[string]*GoFunction, error) {
+	builtins := map[string]bool{}
+	for _, t := range tool.Builtins() {
+		builtins[t.Name()] = true
+	}
+	seen := map[string]string{}
+	var tools []tool.Tool
+	for i, t := range opts.Tools {
+		field := fmt.Sprintf("Options.Tools[%d]", i)
+		switch {
+		case t == nil:
+			return nil, nil, fmt.Errorf("%s is nil", field)
+		case builtins[t.name]:
+			return nil, nil, fmt.Errorf("%s: %q is the name of a built-in tool", field, t.name)
+		case seen[t.name] != "":
+			return nil, nil, fmt.Errorf("%s: %q is also %s", field, t.name, seen[t.name])
+		}
+		seen[t.name] = field
+		tools = append(tools, t.impl)
+	}
+	fns := map[string]*GoFunction{}
+	for i, f := range opts.Functions {
+		field := fmt.Sprintf("Options.Functions[%d]", i)
+		switch {
+		case f == nil:
+			return nil, nil, fmt.Errorf("%s is nil", field)
+		case builtins[f.name]:
+			return nil, nil, fmt.Errorf("%s: %q is the name of a built-in tool", field, f.name)
+		case seen[f.name] != "":
+			return nil, nil, fmt.Errorf("%s: %q is also %s", field, f.name, seen[f.name])
+		}
+		seen[f.name] = field
+		fns[f.name] = f
+	}
+	return tools, fns, nil
+}
+
+// Handler is the HTTP API (API.md) of this runtime, with the web UI at /,
+// /healthz, /readyz and /metrics: the handler `longhaul serve` serves.
+// Mount it at the root of an http.Server to let the CLI, the web UI or
+// other programs (package client) reach the sessions. It accepts
+// Options.APIKeys as bearer tokens, or loopback peers only when there are
+// none. Close ends its open event streams; shut the http.Server down first.
+func (rt *Runtime) Handler() http.Handler { return rt.node.API }
+
+// NodeID names this runtime as the owner of the sessions it runs (kept in
+// the data directory across restarts).
+func (rt *Runtime) NodeID() string { return rt.node.NodeID }
+
+// Close stops the runtime: function handlers get their ctx cancelled (the
+// calls they did not answer stay pending, to be handed over at the next
+// Open), the API's event streams end, and running steps get until ctx's
+// deadline (30 s when it has none) to reach a point where they can be
+// resumed; steps still running then are cut, and handled as after a crash
+// at the next Open. Then the store is closed and the data directory
+// released. Later calls return the first result.
+func (rt *Runtime) Close(ctx context.Context) error {
+	rt.closeOnce.Do(func() {
+		rt.cancel()
+		<-rt.done
+		rt.node.API.Shutdown()
+		rt.closeErr = rt.node.Close(ctx)
+		if rt.closeErr != nil {
+			rt.closeErr = fmt.Errorf("close longhaul: %w", rt.closeErr)
+		}
+	})
+	return rt.closeErr
+}
