@@ -47,8 +47,10 @@ func (r *runner) checkpoint(ctx context.Context, kind, name, summary, next strin
 	switch {
 	case err == nil:
 		c.Snapshot, c.Files, c.Bytes = id, stats.Files, stats.Bytes
-		if err := r.e.spaces.RecordSnapshot(r.st.WorkspaceID(), id); err != nil {
-			return nil, err
+		if err := r.e.spaces.RecordSnapshot(r.st.WorkspaceID(), r.st.Session.ID, id); err != nil {
+			// The list only spares a restore later: a failure to keep
+			// it costs a restore, never the checkpoint.
+			r.e.log.Warn("record workspace snapshot", "session", r.st.Session.ID, "err", err)
 		}
 	case ctx.Err() != nil:
 		return nil, context.Cause(ctx)
@@ -118,7 +120,7 @@ func (r *runner) workspaceLost() (bool, error) {
 		if r.st.LastSnapshot == "" {
 			return false, nil
 		}
-		known, tracked, err := r.e.spaces.HasSnapshot(r.st.WorkspaceID(), r.st.LastSnapshot)
+		known, tracked, err := r.e.spaces.HasSnapshot(r.st.WorkspaceID(), r.st.Session.ID, r.st.LastSnapshot)
 		if err != nil {
 			return false, err
 		}
@@ -189,8 +191,8 @@ func (r *runner) restoreWorkspace(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("restore workspace from snapshot %s: %w", snap, err)
 	}
-	if err := r.e.spaces.RecordSnapshot(r.st.WorkspaceID(), snap); err != nil {
-		return err
+	if err := r.e.spaces.RecordSnapshot(r.st.WorkspaceID(), r.st.Session.ID, snap); err != nil {
+		r.e.log.Warn("record workspace snapshot", "session", r.st.Session.ID, "err", err)
 	}
 	d.Snapshot, d.Files, d.Bytes = snap, stats.Files, stats.Bytes
 	d.CheckpointID = r.st.LastSnapshotCheckpoint

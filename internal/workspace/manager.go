@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 )
 
 // maxSessionIDLen keeps a session directory name well below the 255-byte
@@ -14,9 +15,11 @@ const maxSessionIDLen = 128
 
 // Manager creates, finds and removes session workspaces under one root
 // directory. It holds no state beyond the root, so any number of Managers on
-// the same root (one per process, say) agree.
+// the same root (one per process, say) agree; the snapshot lists beside the
+// workspaces are written through a temporary file and a rename.
 type Manager struct {
 	root string
+	mu   sync.Mutex // serialises updates of the snapshot lists (versions.go)
 }
 
 // New returns a Manager for root, creating the directory (0700) if needed.

@@ -13,76 +13,103 @@ import (
 
 // A workspace lives on one node's disk, but a session may run on several
 // nodes in turn. Each node remembers, beside each workspace directory, the
-// snapshots its copy is known to contain: those it took of it and those it
-// restored into it. A copy that does not contain the session's latest
-// snapshot is stale (another node worked on the session since) and must be
-// restored before a tool runs in it.
+// snapshots its copy is known to contain, per session working in it (a
+// root and its sub-agents share one): those it took of it and those it
+// restored into it. A copy that does not contain a session's latest
+// snapshot is stale for it (another node worked on the session since) and
+// must be restored before a tool runs in it.
 
 // versionsSuffix names the file, beside the workspace directory (never in
 // it: the agent must not see or change it), that lists its snapshots.
 const versionsSuffix = ".snapshots"
 
-// maxVersions bounds the list: only the latest snapshots matter.
-const maxVersions = 64
+// maxVersions bounds the list per session: only the latest snapshots
+// matter.
+const maxVersions = 16
 
-func (m *Manager) versionsPath(sessionID string) (string, error) {
-	if err := ValidateSessionID(sessionID); err != nil {
+func (m *Manager) versionsPath(workspaceID string) (string, error) {
+	if err := ValidateSessionID(workspaceID); err != nil {
 		return "", err
 	}
-	return filepath.Join(m.root, sessionID+versionsSuffix), nil
+	return filepath.Join(m.root, workspaceID+versionsSuffix), nil
 }
 
-// RecordSnapshot notes that this node's copy of the workspace contains
-// snapshot id (it was taken of it or restored into it).
-func (m *Manager) RecordSnapshot(sessionID, id string) error {
-	p, err := m.versionsPath(sessionID)
+// RecordSnapshot notes that this node's copy of workspace workspaceID
+// contains snapshot id of session sessionID (taken of it or restored into
+// it).
+func (m *Manager) RecordSnapshot(workspaceID, sessionID, id string) error {
+	p, err := m.versionsPath(workspaceID)
 	if err != nil {
 		return fmt.Errorf("record snapshot: %w", err)
 	}
-	ids, _, err := readVersions(p)
+	if err := ValidateSessionID(sessionID); err != nil {
+		return fmt.Errorf("record snapshot: %w", err)
+	}
+	// Sub-agents sharing a workspace record their snapshots at the same
+	// time: one read-modify-write at a time, and a temporary file of its
+	// own for each.
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	lines, _, err := readVersions(p)
 	if err != nil {
-		return fmt.Errorf("record snapshot of workspace %s: %w", sessionID, err)
+		return fmt.Errorf("record snapshot of workspace %s: %w", workspaceID, err)
 	}
-	ids = slices.DeleteFunc(ids, func(s string) bool { return s == id })
-	ids = append(ids, id)
-	if len(ids) > maxVersions {
-		ids = ids[len(ids)-maxVersions:]
+	entry := sessionID + " " + id
+	lines = slices.DeleteFunc(lines, func(s string) bool { return s == entry })
+	lines = append(lines, entry)
+	// Keep the latest maxVersions of each session.
+	seen := map[string]int{}
+	kept := lines[:0:0]
+	for i := len(lines) - 1; i >= 0; i-- {
+		sid, _, _ := strings.Cut(lines[i], " ")
+		if seen[sid]++; seen[sid] <= maxVersions {
+			kept = append(kept, lines[i])
+		}
 	}
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, []byte(strings.Join(ids, "\n")+"\n"), 0o600); err != nil {
-		return fmt.Errorf("record snapshot of workspace %s: %w", sessionID, err)
+	slices.Reverse(kept)
+	tmp, err := os.CreateTemp(m.root, workspaceID+versionsSuffix+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("record snapshot of workspace %s: %w", workspaceID, err)
 	}
-	if err := os.Rename(tmp, p); err != nil {
-		return fmt.Errorf("record snapshot of workspace %s: %w", sessionID, err)
+	defer os.Remove(tmp.Name()) // after a successful rename, nothing to remove
+	_, err = tmp.WriteString(strings.Join(kept, "\n") + "\n")
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), p)
+	}
+	if err != nil {
+		return fmt.Errorf("record snapshot of workspace %s: %w", workspaceID, err)
 	}
 	return nil
 }
 
-// HasSnapshot reports whether this node's copy of the workspace is known to
-// contain snapshot id. tracked is false for a workspace made before
-// versions were kept (it is then trusted as it is).
-func (m *Manager) HasSnapshot(sessionID, id string) (known, tracked bool, err error) {
-	p, err := m.versionsPath(sessionID)
+// HasSnapshot reports whether this node's copy of workspace workspaceID is
+// known to contain snapshot id of session sessionID. tracked is false for
+// a workspace made before versions were kept (it is then trusted as it is).
+func (m *Manager) HasSnapshot(workspaceID, sessionID, id string) (known, tracked bool, err error) {
+	p, err := m.versionsPath(workspaceID)
 	if err != nil {
 		return false, false, fmt.Errorf("check snapshot: %w", err)
 	}
-	ids, tracked, err := readVersions(p)
+	lines, tracked, err := readVersions(p)
 	if err != nil {
-		return false, false, fmt.Errorf("check snapshot of workspace %s: %w", sessionID, err)
+		return false, false, fmt.Errorf("check snapshot of workspace %s: %w", workspaceID, err)
 	}
-	return slices.Contains(ids, id), tracked, nil
+	return slices.Contains(lines, sessionID+" "+id), tracked, nil
 }
 
 // startVersions begins the (empty) list of a new workspace.
-func (m *Manager) startVersions(sessionID string) error {
-	p, err := m.versionsPath(sessionID)
+func (m *Manager) startVersions(workspaceID string) error {
+	p, err := m.versionsPath(workspaceID)
 	if err != nil {
 		return err
 	}
 	return os.WriteFile(p, nil, 0o600)
 }
 
-func readVersions(p string) (ids []string, tracked bool, err error) {
+func readVersions(p string) (lines []string, tracked bool, err error) {
 	f, err := os.Open(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
@@ -94,8 +121,8 @@ func readVersions(p string) (ids []string, tracked bool, err error) {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		if line := strings.TrimSpace(sc.Text()); line != "" {
-			ids = append(ids, line)
+			lines = append(lines, line)
 		}
 	}
-	return ids, true, sc.Err()
+	return lines, true, sc.Err()
 }
