@@ -223,7 +223,7 @@ func (s *Store) Ping(ctx context.Context) error {
 		return fmt.Errorf("ping: %w", err)
 	}
 	if current != known {
-		return fmt.Errorf("ping: database schema version %d, driver schema version %d: run migrations", current, known)
+		return fmt.Errorf("ping: %w", storeutil.SchemaMismatch(current, known))
 	}
 	return nil
 }

@@ -53,6 +53,20 @@ func LoadMigrations(fsys fs.FS) ([]Migration, error) {
 	return ms, nil
 }
 
+// SchemaMismatch is Ping's verdict on a database at schema version current
+// for a driver that knows version known: nil when they match; an older
+// database needs its migrations run, a newer one a newer binary.
+func SchemaMismatch(current, known int) error {
+	switch {
+	case current == known:
+		return nil
+	case current > known:
+		return NewerSchemaError(current, known)
+	default:
+		return fmt.Errorf("database schema version %d, driver schema version %d: run migrations", current, known)
+	}
+}
+
 // NewerSchemaError is the error for a database whose schema is newer than
 // the running binary's driver.
 func NewerSchemaError(current, known int) error {

@@ -42,3 +42,11 @@ func TestNewerSchemaError(t *testing.T) {
 	require.EqualError(t, NewerSchemaError(7, 5),
 		"database schema version 7 is newer than this driver's schema version 5: upgrade longhaul")
 }
+
+func TestSchemaMismatch(t *testing.T) {
+	require.NoError(t, SchemaMismatch(5, 5))
+	require.ErrorContains(t, SchemaMismatch(3, 5), "database schema version 3, driver schema version 5: run migrations")
+	err := SchemaMismatch(6, 5)
+	require.ErrorContains(t, err, "newer than this driver's schema version 5: upgrade longhaul")
+	require.NotContains(t, err.Error(), "run migrations", "a newer database is fixed by a newer binary, not by migrating")
+}
