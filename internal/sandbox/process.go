@@ -156,30 +156,17 @@ func startProcess(ctx context.Context, spec *startSpec) (*Process, error) {
 		}
 		return nil, fmt.Errorf("not started: %w", context.Cause(ctx))
 	}
-	var files []*os.File
-	closeAll := func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}
-	pipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
-		if err == nil {
-			files = append(files, r, w)
-		}
-		return r, w, err
-	}
-	inR, inW, err1 := pipe()
-	outR, outW, err2 := pipe()
-	errR, errW, err3 := pipe()
-	statusR, statusW, err4 := pipe()
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
-		closeAll()
+	ps, _, err := openPipes(4) // each end is closed on its own below
+	if err != nil {
 		if spec.cleanup != nil {
 			spec.cleanup()
 		}
 		return nil, err
 	}
+	inR, inW := ps[0].r, ps[0].w
+	outR, outW := ps[1].r, ps[1].w
+	errR, errW := ps[2].r, ps[2].w
+	statusR, statusW := ps[3].r, ps[3].w
 
 	p := &Process{
 		stdin: inW, stdout: outR, stderr: tool.NewHeadTail(spec.maxStderr),

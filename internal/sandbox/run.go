@@ -137,34 +137,14 @@ func runProcess(ctx context.Context, spec *runSpec) (*runOutcome, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 
-	var closers []*os.File
-	closeAll := func() {
-		for _, f := range closers {
-			f.Close()
-		}
-	}
-	pipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
-		if err == nil {
-			closers = append(closers, r, w)
-		}
-		return r, w, err
-	}
-	outR, outW, err := pipe()
+	ps, closeAll, err := openPipes(3)
 	if err != nil {
-		return nil, err
-	}
-	errR, errW, err := pipe()
-	if err != nil {
-		closeAll()
-		return nil, err
-	}
-	statusR, statusW, err := pipe()
-	if err != nil {
-		closeAll()
 		return nil, err
 	}
 	defer closeAll()
+	outR, outW := ps[0].r, ps[0].w
+	errR, errW := ps[1].r, ps[1].w
+	statusR, statusW := ps[2].r, ps[2].w
 
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	defer cancelRun(nil)
@@ -271,4 +251,27 @@ func dataFile(data string) (*os.File, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// pipe is the two ends of an os.Pipe.
+type pipe struct{ r, w *os.File }
+
+// openPipes opens n pipes. On failure it closes those it opened; otherwise
+// closeAll closes every end (closing an end twice is harmless).
+func openPipes(n int) (ps []pipe, closeAll func(), err error) {
+	closeAll = func() {
+		for _, p := range ps {
+			p.r.Close()
+			p.w.Close()
+		}
+	}
+	for range n {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		ps = append(ps, pipe{r, w})
+	}
+	return ps, closeAll, nil
 }
