@@ -273,8 +273,8 @@ func (c *ControlPlane) interfaceAddrs() []netip.Addr {
 // does not resolve is reported as not the control plane (the connection
 // will fail anyway).
 func (c *ControlPlane) Check(ctx context.Context, host string, port int) string {
-	if c == nil {
-		return ""
+	if c == nil || len(c.atPort(port)) == 0 {
+		return "" // nothing to resolve a name for
 	}
 	lit := strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
 	if a, err := netip.ParseAddr(lit); err == nil {
