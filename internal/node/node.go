@@ -25,6 +25,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/report"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/server"
+	"github.com/longhaul-dev/longhaul/internal/store/postgres"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	"github.com/longhaul-dev/longhaul/internal/vault"
 	"github.com/longhaul-dev/longhaul/internal/webhook"
@@ -95,6 +96,16 @@ type Config struct {
 	// Providers are model providers besides (or replacing, by name) the
 	// built-in ones (DefaultProviders).
 	Providers map[string]model.Provider
+	// ModelKeyEnv are environment variables agents may name as a model's
+	// api_key_env, each with the hosts its key may go to, besides
+	// engine.DefaultModelKeyEnv (a default's name given here takes these
+	// hosts instead). Default: the engine's defaults only.
+	ModelKeyEnv map[string][]string
+	// ControlPlaneAddrs are addresses (HOST:PORT) of this deployment's
+	// control plane besides this node's listener and its database, which
+	// sessions may never reach: the other nodes' API addresses, a load
+	// balancer in front of them. Default: none.
+	ControlPlaneAddrs []string
 }
 
 // OTLP says where a node exports turn traces.
@@ -172,6 +183,10 @@ type Node struct {
 	VaultAPI   *vault.API
 	// Reports serves the task reports (API embeds it).
 	Reports *report.Service
+	// ControlPlane holds the addresses no session may reach: the
+	// database's (from the store URL), Config.ControlPlaneAddrs, and this
+	// node's listener once Serving is told it.
+	ControlPlane *egress.ControlPlane
 
 	log    *slog.Logger
 	otlp   *OTLP
@@ -287,6 +302,24 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 	}
 	n.Sandbox, n.SandboxWarning = sb.Name(), warning
 
+	// The control plane: what no session may reach, however its agent
+	// lists it (this node's listener is added by Serving).
+	n.ControlPlane = &egress.ControlPlane{}
+	if err := n.ControlPlane.Set(egress.GroupExtra, "the server's control plane", cfg.ControlPlaneAddrs); err != nil {
+		return nil, fmt.Errorf("node config: ControlPlaneAddrs: %w", err)
+	}
+	if cfg.StoreURL != "" {
+		addrs, err := postgres.Addresses(cfg.StoreURL)
+		if err != nil {
+			return nil, err
+		}
+		if err := n.ControlPlane.Set(egress.GroupDatabase, "the server's own database", addrs); err != nil {
+			return nil, err
+		}
+	}
+	keyEnv := engine.DefaultModelKeyEnv()
+	maps.Copy(keyEnv, cfg.ModelKeyEnv)
+
 	// The engine and the webhook dispatcher write through the metrics'
 	// decorator: the counters count what this node writes.
 	n.Metrics = metrics.New(n.Store, &metrics.Config{Logger: log})
@@ -310,6 +343,8 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 		SandboxWarning:   warning,
 		OnSecretsChanged: refreshRedactor,
 		Vault:            n.Vault,
+		ModelKeyEnv:      keyEnv,
+		ControlPlane:     n.ControlPlane,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create engine: %w", err)
@@ -330,6 +365,13 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 		*report.Service
 	}{n.Engine, n.VaultAPI, n.WebhookAPI, n.Reports}, n.Store, srvCfg)
 	return n, nil
+}
+
+// Serving tells the node the addresses its API listens on (a listener's
+// Addr().String(), "127.0.0.1:8080" or "[::]:8080"), so that no session
+// reaches them: call it before Start, which resumes sessions.
+func (n *Node) Serving(addrs ...string) error {
+	return n.ControlPlane.Set(egress.GroupListen, "the server's own API", addrs)
 }
 
 // StoreOpenError is Open's error when the store could not be opened (for
