@@ -165,7 +165,7 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 	undo = append(undo, func() { _ = ln.Close() })
 	// Before the engine resumes any session: no session may reach the
 	// API it is served by.
-	if err := w.Serving(ln.Addr().String()); err != nil {
+	if err := w.Serving(ctx, ln.Addr().String()); err != nil {
 		return nil, err
 	}
 	if err := w.Start(ctx); err != nil {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // ControlPlane is the set of addresses of the server's own control plane:
@@ -34,6 +35,40 @@ type ControlPlane struct {
 	// localAddrs returns the addresses of the host's interfaces (default:
 	// net.InterfaceAddrs).
 	localAddrs func() ([]netip.Addr, error)
+
+	// refresh, when set, is called before a check when the last call is
+	// older than refreshEvery (see SetRefresher).
+	refreshMu    sync.Mutex
+	refresh      func(ctx context.Context) error
+	refreshEvery time.Duration
+	refreshedAt  time.Time
+	now          func() time.Time
+}
+
+// SetRefresher makes every check first call refresh (which calls Set for
+// the groups it keeps current, such as the other nodes' addresses read from
+// the database) when its last call is older than every. A failed refresh
+// keeps the addresses known so far; the next check tries again.
+func (c *ControlPlane) SetRefresher(every time.Duration, now func() time.Time, refresh func(ctx context.Context) error) {
+	c.refreshMu.Lock()
+	defer c.refreshMu.Unlock()
+	c.refresh, c.refreshEvery, c.now, c.refreshedAt = refresh, every, now, time.Time{}
+}
+
+// maybeRefresh runs the refresher when it is due; one caller at a time.
+func (c *ControlPlane) maybeRefresh(ctx context.Context) {
+	c.refreshMu.Lock()
+	defer c.refreshMu.Unlock()
+	if c.refresh == nil {
+		return
+	}
+	now := c.now()
+	if !c.refreshedAt.IsZero() && now.Sub(c.refreshedAt) < c.refreshEvery {
+		return
+	}
+	if err := c.refresh(ctx); err == nil {
+		c.refreshedAt = now
+	}
 }
 
 // controlAddr is one control plane address: an IP literal (addr valid) or
@@ -146,7 +181,7 @@ func parseControlAddr(hostport string) (controlAddr, error) {
 	return controlAddr{name: name, port: port}, nil
 }
 
-// snapshot returns the addresses at port.
+// atPort returns the addresses at port.
 func (c *ControlPlane) atPort(port int) []controlAddr {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -170,6 +205,12 @@ func (c *ControlPlane) check(ctx context.Context, r Resolver, a netip.Addr, port
 	if c == nil {
 		return ""
 	}
+	c.maybeRefresh(ctx)
+	return c.checkAddr(ctx, r, a, port)
+}
+
+// checkAddr is check without the refresh.
+func (c *ControlPlane) checkAddr(ctx context.Context, r Resolver, a netip.Addr, port int) string {
 	entries := c.atPort(port)
 	if len(entries) == 0 {
 		return ""
@@ -273,15 +314,19 @@ func (c *ControlPlane) interfaceAddrs() []netip.Addr {
 // does not resolve is reported as not the control plane (the connection
 // will fail anyway).
 func (c *ControlPlane) Check(ctx context.Context, host string, port int) string {
-	if c == nil || len(c.atPort(port)) == 0 {
+	if c == nil {
+		return ""
+	}
+	c.maybeRefresh(ctx)
+	if len(c.atPort(port)) == 0 {
 		return "" // nothing to resolve a name for
 	}
 	lit := strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
 	if a, err := netip.ParseAddr(lit); err == nil {
-		return c.check(ctx, nil, a.WithZone(""), port)
+		return c.checkAddr(ctx, nil, a.WithZone(""), port)
 	}
 	for _, a := range resolveAll(ctx, nil, normalizeName(host)) {
-		if reason := c.check(ctx, nil, a, port); reason != "" {
+		if reason := c.checkAddr(ctx, nil, a, port); reason != "" {
 			return reason
 		}
 	}

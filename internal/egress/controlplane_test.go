@@ -1,12 +1,14 @@
 package egress_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -155,4 +157,35 @@ func TestProxyRefusesTheControlPlane(t *testing.T) {
 		require.Contains(t, body, "may not reach its own control plane", target)
 	}
 	require.Zero(t, hits.Load(), "the control plane received nothing")
+}
+
+// TestControlPlaneRefresher: the refresher keeps a group current, called at
+// most once per interval; a failed refresh keeps what was known.
+func TestControlPlaneRefresher(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	cp := &egress.ControlPlane{}
+	calls := 0
+	nodes := []string{"10.0.0.7:8080"}
+	var fail error
+	cp.SetRefresher(5*time.Second, func() time.Time { return now }, func(context.Context) error {
+		calls++
+		if fail != nil {
+			return fail
+		}
+		return cp.Set(egress.GroupNodes, "another node's API", nodes)
+	})
+	require.Contains(t, cp.Check(t.Context(), "10.0.0.7", 8080), "another node's API")
+	require.Equal(t, 1, calls)
+	nodes = []string{"10.0.0.8:8080"}
+	require.Empty(t, cp.Check(t.Context(), "10.0.0.8", 8080), "not refreshed yet")
+	require.Equal(t, 1, calls)
+	now = now.Add(5 * time.Second)
+	require.Contains(t, cp.Check(t.Context(), "10.0.0.8", 8080), "another node's API", "refreshed once due")
+	require.Equal(t, 2, calls)
+	fail = errors.New("database down")
+	now = now.Add(time.Minute)
+	require.Contains(t, cp.Check(t.Context(), "10.0.0.8", 8080), "another node's API", "kept after a failed refresh")
+	require.Contains(t, cp.Check(t.Context(), "10.0.0.8", 8080), "another node's API")
+	require.Equal(t, 4, calls, "a failed refresh is tried again at the next check")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,7 +26,9 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/report"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/server"
+	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/store/postgres"
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	"github.com/longhaul-dev/longhaul/internal/vault"
 	"github.com/longhaul-dev/longhaul/internal/webhook"
@@ -369,9 +372,75 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 
 // Serving tells the node the addresses its API listens on (a listener's
 // Addr().String(), "127.0.0.1:8080" or "[::]:8080"), so that no session
-// reaches them: call it before Start, which resumes sessions.
-func (n *Node) Serving(addrs ...string) error {
-	return n.ControlPlane.Set(egress.GroupListen, "the server's own API", addrs)
+// reaches them: call it before Start, which resumes sessions. It announces
+// them in the store too, where every node on it reads the others'
+// (refreshed at most every NodesRefreshInterval, when a connection is
+// checked): a session on one node cannot reach another node's API either.
+// A listener on every address is announced with each address of this
+// host's interfaces, which is how other hosts reach it.
+func (n *Node) Serving(ctx context.Context, addrs ...string) error {
+	if err := n.ControlPlane.Set(egress.GroupListen, "the server's own API", addrs); err != nil {
+		return err
+	}
+	announced := announceAddrs(addrs)
+	if err := n.Store.NodeAnnounce(ctx, &store.NodeRow{ID: n.NodeID, Addrs: announced, AnnouncedAt: time.Now().UTC()}); err != nil {
+		return fmt.Errorf("announce this node's address: %w", err)
+	}
+	n.ControlPlane.SetRefresher(NodesRefreshInterval, time.Now, func(ctx context.Context) error {
+		rows, err := n.Store.NodeList(ctx)
+		if err != nil {
+			n.log.Warn("read the other nodes' addresses", "err", err)
+			return err
+		}
+		var all []string
+		for _, r := range rows {
+			all = append(all, r.Addrs...)
+		}
+		if err := n.ControlPlane.Set(egress.GroupNodes, "the API of a node of this server", all); err != nil {
+			n.log.Warn("a node announced an invalid address", "err", err)
+			return err
+		}
+		return nil
+	})
+	return nil
+}
+
+// NodesRefreshInterval is how often, at most, a node re-reads the other
+// nodes' announced addresses.
+const NodesRefreshInterval = 5 * time.Second
+
+// announceAddrs is what a node announces for its listeners: each address,
+// and for one on every address (0.0.0.0, [::]) also each address of this
+// host's interfaces at its port; at most storeutil.MaxNodeAddrs in all.
+func announceAddrs(addrs []string) []string {
+	var out []string
+	add := func(a string) {
+		if len(out) < storeutil.MaxNodeAddrs && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	for _, a := range addrs {
+		add(a)
+	}
+	for _, a := range addrs {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil {
+			continue
+		}
+		if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+			continue
+		}
+		ifaddrs, err := net.InterfaceAddrs()
+		if err != nil {
+			continue
+		}
+		for _, ia := range ifaddrs {
+			if ipn, ok := ia.(*net.IPNet); ok && !ipn.IP.IsLoopback() && !ipn.IP.IsLinkLocalUnicast() {
+				add(net.JoinHostPort(ipn.IP.String(), port))
+			}
+		}
+	}
+	return out
 }
 
 // StoreOpenError is Open's error when the store could not be opened (for
