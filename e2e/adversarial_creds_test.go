@@ -609,3 +609,37 @@ func TestAdversarialCreds_Exfiltrate(t *testing.T) {
 	require.Equal(t, "Bearer "+canary, got[0].Header.Get("Authorization"), "the secret went to its own service only")
 	require.True(t, strings.HasPrefix(got[0].Path, "/docs"))
 }
+
+// TestAdversarialCreds_OtherNode: with two nodes on one PostgreSQL schema,
+// an agent that lists both nodes' API addresses reaches neither, whichever
+// node runs it: its own listener, and the other's announced address.
+func TestAdversarialCreds_OtherNode(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.FreshSchema(t)
+	a := startServer(t, "--store", dsn)
+	b := startServer(t, "--store", dsn)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var steps [][]map[string]any
+	for _, srv := range []*server{a, b} {
+		steps = append(steps, credsCall("http_request", map[string]any{"method": "GET", "url": srv.url + "/v1/sessions"}))
+	}
+	s, err := a.api.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{
+			Model:       lt.ModelSpec{Provider: "scripted", Script: credsScript(t, steps...)},
+			Tools:       []lt.ToolSpec{{Name: "http_request"}},
+			Environment: &lt.Environment{Network: &lt.NetworkSpec{Allow: []string{"127.0.0.1"}, Ports: []int{credsAPIPort(t, a), credsAPIPort(t, b)}}},
+		},
+		Input: "list every node's sessions",
+	})
+	require.NoError(t, err)
+	s = waitTerminal(ctx, t, a, s.ID, 45*time.Second)
+	require.Equal(t, lt.SessionIdle, s.Status, "stop reason %v", deref(s.StopReason))
+	outputs, refused := credsOutcomes(ctx, t, a.api, s.ID)
+	require.Len(t, outputs, 2)
+	for i, o := range outputs {
+		require.Contains(t, o, "may not reach its own control plane", "node %d: %s", i, o)
+		require.NotContains(t, o, `"status":200`)
+	}
+	require.Len(t, refused, 2)
+}

@@ -185,9 +185,21 @@ func parseControlAddr(hostport string) (controlAddr, error) {
 func (c *ControlPlane) atPort(port int) []controlAddr {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
+	// In a fixed order, so that an address in two groups is always named
+	// by the same one (this node's listener first).
+	names := make([]string, 0, len(c.groups))
+	for g := range c.groups {
+		names = append(names, g)
+	}
+	slices.SortFunc(names, func(x, y string) int {
+		if x == GroupListen || y == GroupListen {
+			return strings.Compare(strconv.FormatBool(x != GroupListen), strconv.FormatBool(y != GroupListen))
+		}
+		return strings.Compare(x, y)
+	})
 	var out []controlAddr
-	for _, g := range c.groups {
-		for _, a := range g {
+	for _, name := range names {
+		for _, a := range c.groups[name] {
 			if a.port == port {
 				out = append(out, a)
 			}

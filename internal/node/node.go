@@ -394,7 +394,9 @@ func (n *Node) Serving(ctx context.Context, addrs ...string) error {
 		}
 		var all []string
 		for _, r := range rows {
-			all = append(all, r.Addrs...)
+			if r.ID != n.NodeID { // this node's are GroupListen's
+				all = append(all, r.Addrs...)
+			}
 		}
 		if err := n.ControlPlane.Set(egress.GroupNodes, "the API of a node of this server", all); err != nil {
 			n.log.Warn("a node announced an invalid address", "err", err)
