@@ -80,6 +80,10 @@ type nodeConfig struct {
 	webhookAllowPorts []int
 	// metricsPublic serves /metrics without the API's access rule.
 	metricsPublic bool
+	// allowedHosts and trustedOrigins: see server.Config.
+	allowedHosts, trustedOrigins []string
+	// httpLimits bound what one client can hold (zero: the defaults).
+	httpLimits lhnode.HTTPLimits
 }
 
 // node is a running server node.
@@ -123,6 +127,7 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 		VaultKeyFile: cfg.vaultKeyFile, VaultKey: cfg.vaultKeyEnv, Sandbox: cfg.sandbox, Redactor: cfg.redactor,
 		WebhookAllowPrivate: cfg.webhookAllowPrivate, WebhookAllowPorts: cfg.webhookAllowPorts,
 		OTLP: otlp, MetricsPublic: cfg.metricsPublic,
+		AllowedHosts: cfg.allowedHosts, TrustedOrigins: cfg.trustedOrigins,
 	})
 	if err != nil {
 		var se *lhnode.StoreOpenError
@@ -162,15 +167,12 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 
 	n.addr = ln.Addr()
 	n.url = "http://" + ln.Addr().String()
-	n.http = &http.Server{
-		Handler:           w.API,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	n.http = lhnode.HTTPServer(w.API, cfg.httpLimits, log)
 	// Event streams stay open until their client leaves; Shutdown ends them
 	// so that http.Server.Shutdown is not held open by them.
 	n.http.RegisterOnShutdown(w.API.Shutdown)
-	go func() { n.served <- n.http.Serve(ln) }()
+	limited := lhnode.LimitConnsPerIP(ln, cfg.httpLimits)
+	go func() { n.served <- n.http.Serve(limited) }()
 	log.Info("serving", "addr", n.addr.String(), "data", n.dataDir, "store", n.store.String(), "node", n.nodeID)
 	return n, nil
 }

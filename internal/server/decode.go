@@ -133,13 +133,16 @@ func decodeAgent(data []byte) (*lt.PutAgentRequest, error) {
 	return &req, nil
 }
 
-// decodeJSON decodes one JSON object from data into dst strictly: no
-// unknown fields, no wrong types, nothing after the object, and not empty.
-// Every failure is a 400 naming the field (a dotted path with [i] for array
-// elements) or the byte offset.
+// decodeJSON decodes one JSON object from data into dst strictly: UTF-8,
+// no unknown fields, no wrong types, no key given twice, nothing after the
+// object, and not empty. Every failure is a 400 naming the field (a dotted
+// path with [i] for array elements) or the byte offset.
 func decodeJSON(data []byte, dst any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return apierror.Invalid("", "request body is empty: send a JSON object")
+	}
+	if err := checkUTF8(data); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -156,7 +159,7 @@ func decodeJSON(data []byte, dst any) error {
 		return apierror.Invalid("", "unexpected data after the JSON object at byte offset %d",
 			end+int64(len(rest)-len(trimmed)))
 	}
-	return nil
+	return checkStrict(data[:end], reflect.TypeOf(dst))
 }
 
 // decodeError turns an encoding/json error into a 400 that says where.
