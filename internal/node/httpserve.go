@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -90,15 +91,16 @@ func HTTPServer(h http.Handler, l HTTPLimits, log *slog.Logger) *http.Server {
 
 // LimitConnsPerIP wraps ln so that one remote IP address holds at most
 // l.MaxConnsPerIP of its connections at once (ln itself when the cap is
-// off). A connection past the cap gets a 429 and is closed at once, before
-// net/http reads anything of it, so a flood from one address costs the
-// server a short write per connection and leaves the others served.
+// off). A connection past the cap gets a 429 and is closed, net/http never
+// sees it, so a flood from one address costs the server a short write per
+// connection and leaves the other addresses served.
 func LimitConnsPerIP(ln net.Listener, l HTTPLimits) net.Listener {
 	l = l.withDefaults()
 	if l.MaxConnsPerIP == 0 {
 		return ln
 	}
-	return &perIPListener{Listener: ln, max: l.MaxConnsPerIP, open: make(map[netip.Addr]int)}
+	return &perIPListener{Listener: ln, max: l.MaxConnsPerIP, open: make(map[netip.Addr]int),
+		refusing: make(chan struct{}, maxRefusing)}
 }
 
 type perIPListener struct {
@@ -107,6 +109,8 @@ type perIPListener struct {
 
 	mu   sync.Mutex
 	open map[netip.Addr]int
+	// refusing holds a token per refusal under way.
+	refusing chan struct{}
 }
 
 // refusal is what a connection past the cap reads: a complete HTTP
@@ -116,9 +120,14 @@ const refusalBody = `{"error":{"code":"rate_limited","message":"too many open co
 var refusal = []byte(fmt.Sprintf("HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n"+
 	"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(refusalBody), refusalBody))
 
-// refusalWriteTimeout bounds writing the refusal: a client that does not
-// read it is not waited for.
-const refusalWriteTimeout = time.Second
+// A refusal is written and the client's request drained within
+// refusalTimeout (a client that does not read is not waited for), reading
+// at most refusalDrainBytes; at most maxRefusing are under way at once.
+const (
+	refusalTimeout    = time.Second
+	refusalDrainBytes = 64 << 10
+	maxRefusing       = 64
+)
 
 func (l *perIPListener) Accept() (net.Conn, error) {
 	for {
@@ -133,7 +142,7 @@ func (l *perIPListener) Accept() (net.Conn, error) {
 		l.mu.Lock()
 		if l.open[ip] >= l.max {
 			l.mu.Unlock()
-			go refuse(c)
+			l.refuse(c)
 			continue
 		}
 		l.open[ip]++
@@ -150,16 +159,31 @@ func (l *perIPListener) release(ip netip.Addr) {
 	}
 }
 
-// refuse answers a connection past the cap and closes it.
-func refuse(c net.Conn) {
-	_ = c.SetWriteDeadline(time.Now().Add(refusalWriteTimeout))
-	_, _ = c.Write(refusal)
-	// Half-close first, so a client still sending its request reads the
-	// answer instead of a reset.
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.CloseWrite()
+// refuse answers a connection past the cap and closes it. Closing a socket
+// with unread bytes makes the kernel send a reset, which can destroy the
+// answer before the client reads it; so it half-closes, then reads what
+// the client sent for a moment (as net/http does) before closing. At most
+// maxRefusing connections linger at once: past that, under a flood, a
+// connection is closed without an answer, so the refusals themselves never
+// hold more than a bounded number of descriptors.
+func (l *perIPListener) refuse(c net.Conn) {
+	select {
+	case l.refusing <- struct{}{}:
+	default:
+		_ = c.Close()
+		return
 	}
-	_ = c.Close()
+	go func() {
+		defer func() { <-l.refusing }()
+		deadline := time.Now().Add(refusalTimeout)
+		_ = c.SetDeadline(deadline)
+		_, _ = c.Write(refusal)
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		}
+		_, _ = io.CopyN(io.Discard, c, refusalDrainBytes)
+		_ = c.Close()
+	}()
 }
 
 // remoteIP is the remote address of a TCP connection, IPv4-mapped IPv6

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -29,6 +31,12 @@ func readBody(r *http.Request) ([]byte, error) {
 		if errors.As(err, &tooLarge) {
 			return nil, apierror.TooLarge("request body is larger than %d bytes", tooLarge.Limit)
 		}
+		if isTimeout(err) {
+			// http.Server's ReadTimeout passed (which also ends the
+			// request's context): the client is too slow, the server fine.
+			return nil, &apierror.Error{Status: http.StatusBadRequest, Code: lt.CodeInvalidRequest,
+				Message: "the request body did not arrive within the server's read timeout", Cause: err}
+		}
 		if r.Context().Err() != nil {
 			return nil, fmt.Errorf("read request body: %w", r.Context().Err())
 		}
@@ -36,6 +44,12 @@ func readBody(r *http.Request) ([]byte, error) {
 			Message: "the request body could not be read", Cause: err}
 	}
 	return data, nil
+}
+
+// isTimeout reports whether err is a deadline's expiry.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // decodeCreateSession decodes the body of POST /v1/sessions.
