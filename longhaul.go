@@ -201,7 +201,12 @@ func registrations(opts Options) ([]tool.Tool, map[string]*GoFunction, error) {
 // Mount it at the root of an http.Server to let the CLI, the web UI or
 // other programs (package client) reach the sessions. It accepts
 // Options.APIKeys as bearer tokens, or loopback peers only when there are
-// none. Close ends its open event streams; shut the http.Server down first.
+// none; then a Host header must name the server's listen address (or
+// localhost on a loopback listener), and in every mode a state change from
+// another site or with a body that is not application/json is refused
+// (docs/api.md, "Requests from web pages"). Give the http.Server timeouts
+// of its own. Close ends its open event streams; shut the http.Server down
+// first.
 func (rt *Runtime) Handler() http.Handler { return rt.node.API }
 
 // NodeID names this runtime as the owner of the sessions it runs (kept in

@@ -86,6 +86,10 @@ type nodeConfig struct {
 	// controlPlaneAddrs are addresses of the control plane besides this
 	// node's listener and its database.
 	controlPlaneAddrs []string
+	// allowedHosts and trustedOrigins: see server.Config.
+	allowedHosts, trustedOrigins []string
+	// httpLimits bound what one client can hold (zero: the defaults).
+	httpLimits lhnode.HTTPLimits
 }
 
 // node is a running server node.
@@ -130,6 +134,7 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 		WebhookAllowPrivate: cfg.webhookAllowPrivate, WebhookAllowPorts: cfg.webhookAllowPorts,
 		OTLP: otlp, MetricsPublic: cfg.metricsPublic,
 		ModelKeyEnv: cfg.modelKeyEnv, ControlPlaneAddrs: cfg.controlPlaneAddrs,
+		AllowedHosts: cfg.allowedHosts, TrustedOrigins: cfg.trustedOrigins,
 	})
 	if err != nil {
 		var se *lhnode.StoreOpenError
@@ -174,15 +179,12 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 
 	n.addr = ln.Addr()
 	n.url = "http://" + ln.Addr().String()
-	n.http = &http.Server{
-		Handler:           w.API,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	n.http = lhnode.HTTPServer(w.API, cfg.httpLimits, log)
 	// Event streams stay open until their client leaves; Shutdown ends them
 	// so that http.Server.Shutdown is not held open by them.
 	n.http.RegisterOnShutdown(w.API.Shutdown)
-	go func() { n.served <- n.http.Serve(ln) }()
+	limited := lhnode.LimitConnsPerIP(ln, cfg.httpLimits)
+	go func() { n.served <- n.http.Serve(limited) }()
 	log.Info("serving", "addr", n.addr.String(), "data", n.dataDir, "store", n.store.String(), "node", n.nodeID)
 	return n, nil
 }

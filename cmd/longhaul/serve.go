@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	lhnode "github.com/longhaul-dev/longhaul/internal/node"
 	"github.com/longhaul-dev/longhaul/internal/redact"
 	"github.com/longhaul-dev/longhaul/internal/vault"
 )
@@ -59,6 +61,13 @@ type serveOpts struct {
 	// controlPlaneAddrs are other addresses of this deployment's control
 	// plane (other nodes, a load balancer) that sessions may never reach.
 	controlPlaneAddrs []string
+	// allowedHosts are names the Host header may give besides the listen
+	// address; publicURLs are the server's public URLs (their hosts are
+	// allowed, their origins trusted).
+	allowedHosts []string
+	publicURLs   []string
+	// http bounds what one client can hold (timeouts, connections per IP).
+	http lhnode.HTTPLimits
 }
 
 func (c *cli) serveCmd() *cobra.Command {
@@ -103,6 +112,20 @@ this node's --addr, the database of --store, and --control-plane-addr.
 Without API keys the server accepts requests from loopback addresses only.
 GET /metrics serves Prometheus metrics under the same rule, unless
 --metrics-public opens it to any scraper.
+
+Web pages cannot drive the API: without API keys a request's Host header
+must name this server (its listen address, or localhost on a loopback
+one; add names with --allowed-host or --public-url, which a server with
+keys then checks too), and in every mode a state-changing request from
+another origin, or with a body that is not application/json, is refused
+(403).
+
+Slow or greedy clients are bounded: a request must arrive within
+--read-header-timeout (header) and --read-timeout (header and body), a
+response is written within --write-timeout (event streams excepted), an
+idle keep-alive connection closes after --idle-timeout, and one IP address
+holds at most --max-conns-per-ip connections (more get a 429). 0 turns a
+limit off.
 SIGINT or SIGTERM drains it: it stops accepting requests, lets running steps
 finish (or leaves them resumable) and exits 0.`,
 		Example: `  longhaul serve
@@ -129,6 +152,13 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.IntSliceVar(&o.webhookAllowPorts, "webhook-allow-port", nil, "destination port that webhooks may reach besides 80 and 443 (e.g. the port of a local receiver); repeat for several")
 	fs.StringArrayVar(&o.modelKeyEnv, "model-key-env", nil, "NAME=HOST[,HOST]: allow agents to name the environment variable NAME as a model's api_key_env, its key going only to these hosts (a host may give a port: HOST:PORT); repeat for several. OPENAI_API_KEY=api.openai.com and ANTHROPIC_API_KEY=api.anthropic.com are allowed by default (naming one here replaces its hosts); any other variable is refused, and LONGHAUL_* never allowed")
 	fs.StringArrayVar(&o.controlPlaneAddrs, "control-plane-addr", nil, "HOST:PORT of this deployment's control plane that sessions must never reach, besides this node's --addr and its database (e.g. the other nodes' API addresses, a load balancer in front of them); repeat for several")
+	fs.StringArrayVar(&o.allowedHosts, "allowed-host", nil, "a name clients reach this server under, NAME or NAME:PORT (a DNS name, or the Host a reverse proxy forwards), allowed in the Host header besides the listen address; repeat for several (env LONGHAUL_ALLOWED_HOSTS, comma-separated)")
+	fs.StringArrayVar(&o.publicURLs, "public-url", nil, "a URL browsers and clients reach this server at, e.g. https://longhaul.example.com behind a proxy: its host is allowed in Host and its origin may send state-changing requests; repeat for several (env LONGHAUL_PUBLIC_URL)")
+	fs.DurationVar(&o.http.ReadHeaderTimeout, "read-header-timeout", lhnode.DefaultReadHeaderTimeout, "how long a client may take to send a request's header (0: no limit)")
+	fs.DurationVar(&o.http.ReadTimeout, "read-timeout", lhnode.DefaultReadTimeout, "how long a client may take to send a whole request, header and body (0: no limit)")
+	fs.DurationVar(&o.http.WriteTimeout, "write-timeout", lhnode.DefaultWriteTimeout, "how long a response may take, from the end of its request's header; event streams are exempt (0: no limit)")
+	fs.DurationVar(&o.http.IdleTimeout, "idle-timeout", lhnode.DefaultIdleTimeout, "how long an idle keep-alive connection stays open (0: no limit)")
+	fs.IntVar(&o.http.MaxConnsPerIP, "max-conns-per-ip", lhnode.DefaultMaxConnsPerIP, "connections one client IP address may hold open at once; more are answered 429 and closed (0: no limit)")
 	fs.BoolVar(&o.metricsPublic, "metrics-public", false, "serve GET /metrics to anyone, without an API key (for a Prometheus that scrapes without one, on a network where the metrics may be read: they show agent, tool and model names, volumes and costs)")
 	return cmd
 }
@@ -164,6 +194,14 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 		if p < 1 || p > 65535 {
 			return usagef("--webhook-allow-port %d: want a port number (1-65535)", p)
 		}
+	}
+	allowedHosts, trustedOrigins, err := c.serveHosts(cmd, o)
+	if err != nil {
+		return err
+	}
+	limits, err := httpLimits(o.http)
+	if err != nil {
+		return err
 	}
 	switch o.sandbox {
 	case "auto", "bwrap", "local":
@@ -203,6 +241,7 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 		vaultKeyFile: o.vaultKey, vaultKeyEnv: c.getenv(vault.KeyEnv), sandbox: o.sandbox, otlp: otlp,
 		webhookAllowPrivate: o.webhookAllowPrivate, webhookAllowPorts: o.webhookAllowPorts,
 		metricsPublic: o.metricsPublic, modelKeyEnv: keyEnv, controlPlaneAddrs: o.controlPlaneAddrs,
+		allowedHosts: allowedHosts, trustedOrigins: trustedOrigins, httpLimits: limits,
 	})
 	if err != nil {
 		return err
@@ -241,6 +280,65 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 		stopErr := n.stop(context.WithoutCancel(ctx))
 		return errors.Join(fmt.Errorf("serve http: %w", err), stopErr)
 	}
+}
+
+// serveHosts returns the names allowed in the Host header (--allowed-host,
+// or LONGHAUL_ALLOWED_HOSTS, plus the hosts of the public URLs) and the
+// trusted origins (those of --public-url, or LONGHAUL_PUBLIC_URL).
+func (c *cli) serveHosts(cmd *cobra.Command, o *serveOpts) (hosts, origins []string, err error) {
+	hosts = o.allowedHosts
+	if !cmd.Flags().Changed("allowed-host") {
+		hosts = splitList(c.getenv("LONGHAUL_ALLOWED_HOSTS"))
+	}
+	for _, h := range hosts {
+		if h == "" || strings.ContainsAny(h, "/*@?# \t") {
+			return nil, nil, usagef("--allowed-host %q: want a host name or IP, optionally with :PORT (no scheme, path or wildcard)", h)
+		}
+	}
+	urls := o.publicURLs
+	if !cmd.Flags().Changed("public-url") {
+		urls = splitList(c.getenv("LONGHAUL_PUBLIC_URL"))
+	}
+	for _, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+			(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+			return nil, nil, usagef("--public-url %q: want http(s)://HOST[:PORT], without a path", raw)
+		}
+		hosts = append(hosts, u.Host)
+		origins = append(origins, u.Scheme+"://"+u.Host)
+	}
+	return hosts, origins, nil
+}
+
+// httpLimits turns the flags' values (0: off) into the node's HTTP limits
+// (where 0 means the default and a negative value off).
+func httpLimits(f lhnode.HTTPLimits) (lhnode.HTTPLimits, error) {
+	for name, d := range map[string]time.Duration{
+		"read-header-timeout": f.ReadHeaderTimeout, "read-timeout": f.ReadTimeout,
+		"write-timeout": f.WriteTimeout, "idle-timeout": f.IdleTimeout,
+	} {
+		if d < 0 {
+			return f, usagef("--%s %s: want a duration of 0 (no limit) or more", name, d)
+		}
+	}
+	if f.MaxConnsPerIP < 0 {
+		return f, usagef("--max-conns-per-ip %d: want 0 (no limit) or more", f.MaxConnsPerIP)
+	}
+	off := func(d time.Duration) time.Duration {
+		if d == 0 {
+			return -1
+		}
+		return d
+	}
+	out := lhnode.HTTPLimits{
+		ReadHeaderTimeout: off(f.ReadHeaderTimeout), ReadTimeout: off(f.ReadTimeout),
+		WriteTimeout: off(f.WriteTimeout), IdleTimeout: off(f.IdleTimeout), MaxConnsPerIP: f.MaxConnsPerIP,
+	}
+	if out.MaxConnsPerIP == 0 {
+		out.MaxConnsPerIP = -1
+	}
+	return out, nil
 }
 
 // serverConfig loads the config file: the one given by --config or

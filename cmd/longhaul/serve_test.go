@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -245,4 +246,44 @@ func TestServeModelKeyEnv(t *testing.T) {
 	r = cliRun(t, "serve", "--addr", "127.0.0.1:0", "--data", t.TempDir(), "--config", cfg, "--model-key-env", "MY_KEY=127.0.0.1:10")
 	require.Equal(t, exitFailure, r.code)
 	require.Contains(t, r.stderr, cfg+":6: agents[0].spec.model.api_key_env: environment variable MY_KEY is not set on this server")
+}
+
+func TestServeHostsAndOrigins(t *testing.T) {
+	t.Parallel()
+	n := startServe(t, noEnv, "--data", t.TempDir(), "--sandbox", "local",
+		"--allowed-host", "longhaul.test", "--public-url", "https://public.example")
+	send := func(method, host string, header map[string]string, body string) int {
+		var rd io.Reader
+		if body != "" {
+			rd = strings.NewReader(body)
+		}
+		req, err := http.NewRequest(method, n.url+"/v1/agents", rd)
+		require.NoError(t, err)
+		req.Host = host
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		require.NoError(t, res.Body.Close())
+		return res.StatusCode
+	}
+	self := strings.TrimPrefix(n.url, "http://")
+	require.Equal(t, http.StatusOK, send(http.MethodGet, self, nil, ""))
+	require.Equal(t, http.StatusOK, send(http.MethodGet, "longhaul.test:443", nil, ""))
+	require.Equal(t, http.StatusOK, send(http.MethodGet, "public.example", nil, ""))
+	require.Equal(t, http.StatusForbidden, send(http.MethodGet, "evil.example", nil, ""))
+
+	agent := `{"name": "notes", "spec": {"model": {"provider": "scripted", "script": [{"text": "done"}]}, "instructions": "Be brief."}}`
+	asJSON := map[string]string{"Content-Type": "application/json"}
+	require.Equal(t, http.StatusCreated, send(http.MethodPost, self, asJSON, agent))
+	fromPublic := map[string]string{"Content-Type": "application/json", "Origin": "https://public.example"}
+	require.Contains(t, []int{http.StatusOK, http.StatusCreated}, send(http.MethodPost, self, fromPublic, agent), "the public URL's origin is trusted")
+	fromEvil := map[string]string{"Content-Type": "application/json", "Origin": "https://evil.example"}
+	require.Equal(t, http.StatusForbidden, send(http.MethodPost, self, fromEvil, agent))
+	require.Equal(t, http.StatusForbidden, send(http.MethodPost, self, map[string]string{"Content-Type": "text/plain"}, agent))
+
+	r := cliRun(t, "serve", "--help")
+	require.Contains(t, r.stdout, "--max-conns-per-ip")
+	require.Contains(t, r.stdout, "--read-timeout")
 }

@@ -93,6 +93,11 @@ type Config struct {
 	OTLP *OTLP
 	// MetricsPublic serves /metrics without the API's access rule.
 	MetricsPublic bool
+	// AllowedHosts and TrustedOrigins are the API's (server.Config): names
+	// the Host header may give besides the listener's own address, and
+	// browser origins allowed to send state-changing requests.
+	AllowedHosts   []string
+	TrustedOrigins []string
 	// Tools are tools agents may enable besides the built-ins (the Go
 	// library's tools). A name must not be a built-in's.
 	Tools []tool.Tool
@@ -221,7 +226,8 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	srvCfg := &server.Config{APIKeys: cfg.APIKeys, Logger: log, PingInterval: cfg.PingInterval, MetricsPublic: cfg.MetricsPublic}
+	srvCfg := &server.Config{APIKeys: cfg.APIKeys, Logger: log, PingInterval: cfg.PingInterval, MetricsPublic: cfg.MetricsPublic,
+		AllowedHosts: cfg.AllowedHosts, TrustedOrigins: cfg.TrustedOrigins}
 	if err := srvCfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -51,6 +51,7 @@ func TestNoKeysMeansLoopbackOnly(t *testing.T) {
 	serve := func(path, remote string) *response {
 		req := httptest.NewRequest(http.MethodGet, path, nil)
 		req.RemoteAddr = remote
+		req.Host = "localhost" // httptest's example.com would be refused: see TestHostRule
 		rec := httptest.NewRecorder()
 		h.srv.ServeHTTP(rec, req)
 		return &response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}

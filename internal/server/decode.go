@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -29,6 +31,12 @@ func readBody(r *http.Request) ([]byte, error) {
 		if errors.As(err, &tooLarge) {
 			return nil, apierror.TooLarge("request body is larger than %d bytes", tooLarge.Limit)
 		}
+		if isTimeout(err) {
+			// http.Server's ReadTimeout passed (which also ends the
+			// request's context): the client is too slow, the server fine.
+			return nil, &apierror.Error{Status: http.StatusBadRequest, Code: lt.CodeInvalidRequest,
+				Message: "the request body did not arrive within the server's read timeout", Cause: err}
+		}
 		if r.Context().Err() != nil {
 			return nil, fmt.Errorf("read request body: %w", r.Context().Err())
 		}
@@ -36,6 +44,12 @@ func readBody(r *http.Request) ([]byte, error) {
 			Message: "the request body could not be read", Cause: err}
 	}
 	return data, nil
+}
+
+// isTimeout reports whether err is a deadline's expiry.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // decodeCreateSession decodes the body of POST /v1/sessions.
@@ -133,13 +147,16 @@ func decodeAgent(data []byte) (*lt.PutAgentRequest, error) {
 	return &req, nil
 }
 
-// decodeJSON decodes one JSON object from data into dst strictly: no
-// unknown fields, no wrong types, nothing after the object, and not empty.
-// Every failure is a 400 naming the field (a dotted path with [i] for array
-// elements) or the byte offset.
+// decodeJSON decodes one JSON object from data into dst strictly: UTF-8,
+// no unknown fields, no wrong types, no key given twice, nothing after the
+// object, and not empty. Every failure is a 400 naming the field (a dotted
+// path with [i] for array elements) or the byte offset.
 func decodeJSON(data []byte, dst any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return apierror.Invalid("", "request body is empty: send a JSON object")
+	}
+	if err := checkUTF8(data); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -156,7 +173,7 @@ func decodeJSON(data []byte, dst any) error {
 		return apierror.Invalid("", "unexpected data after the JSON object at byte offset %d",
 			end+int64(len(rest)-len(trimmed)))
 	}
-	return nil
+	return checkStrict(data[:end], reflect.TypeOf(dst))
 }
 
 // decodeError turns an encoding/json error into a 400 that says where.

@@ -77,7 +77,6 @@ func TestDecodeCreateSessionAccepts(t *testing.T) {
 	    "policies": [{"tool": "send_email", "decision": "ask"}],
 	    "environment": {"network": {"allow": ["api.example.com"]}}
 	  },
-	  "input": "Write a brief",
 	  "goal": "A brief",
 	  "constraints": ["be short"],
 	  "budget": {"max_cost_usd": 5, "soft_cost_usd": 2},

@@ -16,9 +16,12 @@
 //     error" whose cause goes to the log only. A panicking handler is
 //     recovered, logged and answered with a 500; the server keeps running.
 //   - Request bodies are decoded strictly: unknown fields, wrong types,
-//     malformed JSON, empty bodies and trailing data are 400s naming the
-//     field (a dotted path such as "agent_spec.tools[1].effect") or the byte
-//     offset; bodies over Config.MaxBodyBytes are 413s.
+//     malformed JSON, empty bodies, trailing data, a key given twice in one
+//     object (for a struct, in any case: encoding/json would let the second
+//     overwrite the first) and bytes that are not UTF-8 (or an escaped lone
+//     surrogate) are 400s naming the field (a dotted path such as
+//     "agent_spec.tools[1].effect") or the byte offset; bodies over
+//     Config.MaxBodyBytes are 413s. One body can be read only one way.
 //   - A POST that creates or decides and carries an Idempotency-Key runs at
 //     most once per (scope, key) on this server, and a repeat with the same
 //     body gets the first 2xx response back byte for byte; the same key with
@@ -30,6 +33,16 @@
 //     request look local: configure keys behind a proxy. /healthz and /readyz
 //     are always open. GET /metrics (when Config.Metrics is set) is under
 //     the /v1 rule unless Config.MetricsPublic opens it.
+//   - No web page drives the API (origin.go): without keys (or with
+//     Config.AllowedHosts) a Host that does not name this server is a 403
+//     (DNS rebinding); in every mode a state-changing request from another
+//     site (Sec-Fetch-Site, else Origin against Host and
+//     Config.TrustedOrigins) or with a body that is not application/json
+//     is a 403 naming the header. No CORS is ever granted.
+//   - http.Server's ReadTimeout bounds a request's header and body only:
+//     the read deadline is lifted once the body is read (deadline.go), so
+//     a long handler or an event stream is not cancelled by it; streams
+//     lift the write deadline too.
 //   - The event stream sends each seq of the journal exactly once, in order,
 //     from the resume point (Last-Event-ID, else ?after=, else 0): it
 //     subscribes before it reads, so nothing appended in between is missed.

@@ -64,6 +64,9 @@ type harnessOpts struct {
 	ticker func(d time.Duration) (<-chan time.Time, func())
 	// clock, if set, is the engine's clock.
 	clock engine.Clock
+	// httpServer, if set, adjusts the http.Server before it starts
+	// (timeouts).
+	httpServer func(*http.Server)
 }
 
 func newHarness(t *testing.T, opts harnessOpts) *harness {
@@ -111,6 +114,9 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 	}
 	ts := httptest.NewUnstartedServer(srv)
 	ts.Config.RegisterOnShutdown(srv.Shutdown)
+	if opts.httpServer != nil {
+		opts.httpServer(ts.Config)
+	}
 	ts.Start()
 	t.Cleanup(func() {
 		srv.Shutdown()

@@ -115,6 +115,8 @@ func TestIdempotentRaceAcrossServersAnswersWithTheFirstResponse(t *testing.T) {
 		blind.blind.Store(1)
 		req := httptest.NewRequest(http.MethodPost, "/v1/sessions", strings.NewReader(body))
 		req.RemoteAddr = "127.0.0.1:40000"
+		req.Host = "localhost"
+		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Idempotency-Key", "k")
 		rec := httptest.NewRecorder()
 		other.ServeHTTP(rec, req)

@@ -237,17 +237,23 @@ func jsonFields(t reflect.Type) []jsonField {
 // lookupField finds key among fields the way encoding/json does: an exact
 // match first, then a case-insensitive one.
 func lookupField(fields []jsonField, key string) (reflect.Type, bool) {
+	f, ok := findField(fields, key)
+	return f.typ, ok
+}
+
+// findField is lookupField returning the field itself.
+func findField(fields []jsonField, key string) (jsonField, bool) {
 	for _, f := range fields {
 		if f.name == key {
-			return f.typ, true
+			return f, true
 		}
 	}
 	for _, f := range fields {
 		if strings.EqualFold(f.name, key) {
-			return f.typ, true
+			return f, true
 		}
 	}
-	return nil, false
+	return jsonField{}, false
 }
 
 func joinKey(path, key string) string {

@@ -3,11 +3,11 @@ package server
 import "net/http"
 
 // metrics is GET /metrics: Config.Metrics, behind the API's access rule
-// unless Config.MetricsPublic says otherwise (the rule is applied here:
-// ServeHTTP applies it to /v1 only).
+// and the Host rule, unless Config.MetricsPublic says otherwise (they are
+// applied here: ServeHTTP applies them to /v1 only).
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) error {
 	if !s.cfg.MetricsPublic {
-		if err := s.authorize(w, r); err != nil {
+		if err := s.guard(w, r); err != nil {
 			return err
 		}
 	}

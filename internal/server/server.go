@@ -43,6 +43,18 @@ type Config struct {
 	// metrics may be read). Default false: /metrics needs an API key, or
 	// a loopback peer when there are none, like /v1.
 	MetricsPublic bool
+	// AllowedHosts are further names the Host header may give for this
+	// server, "name" (any port) or "name:port": a DNS name, or the name a
+	// reverse proxy forwards. The server's own address (and localhost on a
+	// loopback listener) is always allowed. The Host rule applies to a
+	// server without API keys, and to one with keys when this is not
+	// empty (see origin.go). Default: none.
+	AllowedHosts []string
+	// TrustedOrigins are browser origins ("https://longhaul.example.com")
+	// allowed to send state-changing requests besides the Host's own: the
+	// public URL of a server behind a proxy that rewrites Host. Default:
+	// none.
+	TrustedOrigins []string
 }
 
 // Defaults.
@@ -71,6 +83,16 @@ func (c *Config) Validate() error {
 	if c.PingInterval < 0 {
 		return fmt.Errorf("server config: PingInterval is negative (%s)", c.PingInterval)
 	}
+	for i, h := range c.AllowedHosts {
+		if err := validateAllowedHost(h); err != nil {
+			return fmt.Errorf("server config: AllowedHosts[%d]: %w", i, err)
+		}
+	}
+	for i, o := range c.TrustedOrigins {
+		if err := validateTrustedOrigin(o); err != nil {
+			return fmt.Errorf("server config: TrustedOrigins[%d]: %w", i, err)
+		}
+	}
 	return nil
 }
 
@@ -80,6 +102,8 @@ func (c *Config) withDefaults() Config {
 	if c != nil {
 		out = *c
 		out.APIKeys = append([]string(nil), c.APIKeys...)
+		out.AllowedHosts = append([]string(nil), c.AllowedHosts...)
+		out.TrustedOrigins = append([]string(nil), c.TrustedOrigins...)
 	}
 	if out.MaxBodyBytes == 0 {
 		out.MaxBodyBytes = DefaultMaxBodyBytes
@@ -104,6 +128,10 @@ type Server struct {
 	log  *slog.Logger
 	mux  *http.ServeMux
 	keys [][32]byte // SHA-256 of each API key, so comparisons take equal time
+	// hosts and crossOrigin refuse requests a web page made the browser
+	// send (origin.go).
+	hosts       hostRule
+	crossOrigin *http.CrossOriginProtection
 
 	// base ends when Shutdown is called; event streams watch it.
 	base     context.Context
@@ -154,6 +182,8 @@ func New(b Backend, idem IdempotencyStore, cfg *Config) *Server {
 	s.webhooks, _ = b.(WebhookBackend)
 	s.reports, _ = b.(ReportBackend)
 	s.keys = hashKeys(c.APIKeys)
+	s.hosts = newHostRule(c.AllowedHosts)
+	s.crossOrigin = newCrossOrigin(c.TrustedOrigins)
 	s.base, s.shutdown = context.WithCancelCause(context.Background())
 	s.routes()
 	return s
@@ -257,7 +287,8 @@ func newRequestID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// ServeHTTP authenticates /v1/ requests, routes, answers unrouted requests
+// ServeHTTP authenticates /v1/ requests and refuses those a web page made a
+// browser send (origin.go), routes, answers unrouted requests
 // with 404/405 in the API error shape, and recovers handler panics.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := s.cfg.Now()
@@ -288,8 +319,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// after a 413, rather than reading the rest of a huge body.
 		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	}
+	r.Body = liftReadDeadline(w, r, r.Body)
 	if isAPIPath(r.URL.Path) {
-		if err := s.authorize(rw, r); err != nil {
+		if err := s.guard(rw, r); err != nil {
 			s.writeError(rw, r, err)
 			return
 		}

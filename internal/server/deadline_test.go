@@ -1,0 +1,136 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/server"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// slowBackend holds CreateSession and ListSessions until release is
+// closed, and records whether their context ended meanwhile.
+type slowBackend struct {
+	server.Backend
+	entered   chan struct{}
+	release   chan struct{}
+	cancelled atomic.Bool
+}
+
+func (b *slowBackend) hold(ctx context.Context) {
+	b.entered <- struct{}{}
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+		b.cancelled.Store(true)
+	}
+}
+
+func (b *slowBackend) ListSessions(ctx context.Context, p server.ListSessionsParams) (*lt.List[lt.Session], error) {
+	b.hold(ctx)
+	return b.Backend.ListSessions(ctx, p)
+}
+
+func (b *slowBackend) CreateSession(ctx context.Context, req *lt.CreateSessionRequest) (*lt.Session, error) {
+	b.hold(ctx)
+	return b.Backend.CreateSession(ctx, req)
+}
+
+// shortTimeouts is an http.Server's read and write timeouts in these tests.
+const shortTimeout = 100 * time.Millisecond
+
+func TestReadTimeoutDoesNotCutOffAHandler(t *testing.T) {
+	t.Parallel()
+	sb := &slowBackend{entered: make(chan struct{}, 2), release: make(chan struct{})}
+	h := newHarness(t, harnessOpts{
+		wrap:       func(b server.Backend) server.Backend { sb.Backend = b; return sb },
+		httpServer: func(s *http.Server) { s.ReadTimeout = shortTimeout },
+	})
+	results := make(chan *response, 2)
+	go func() { results <- h.get("/v1/sessions") }()
+	go func() { results <- h.post("/v1/sessions", scriptedSession("slow")) }()
+	<-sb.entered
+	<-sb.entered
+	// net/http keeps ReadTimeout's deadline while a handler runs, and its
+	// expiry would cancel the request's context; the server lifts it once
+	// the body is read.
+	require.Never(t, sb.cancelled.Load, 5*shortTimeout, shortTimeout/10, "a handler's context ended at the read timeout")
+	close(sb.release)
+	statuses := []int{(<-results).status, (<-results).status}
+	require.ElementsMatch(t, []int{http.StatusOK, http.StatusCreated}, statuses)
+}
+
+func TestEventStreamOutlivesReadAndWriteTimeouts(t *testing.T) {
+	t.Parallel()
+	ticks := make(chan time.Time)
+	h := newHarness(t, harnessOpts{
+		ticker:     func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} },
+		httpServer: func(s *http.Server) { s.ReadTimeout, s.WriteTimeout = shortTimeout, shortTimeout },
+	})
+	sess := h.createSession("stream")
+	h.waitStatus(sess.ID, lt.SessionIdle)
+	n := len(h.allEvents(sess.ID, 500))
+	s := h.openStream(sess.ID, "", map[string]string{"Last-Event-ID": strconv.Itoa(n)})
+	frames := make(chan sseFrame, 16)
+	ended := make(chan error, 1)
+	go func() {
+		for {
+			f, err := s.next()
+			if err != nil {
+				ended <- err
+				return
+			}
+			frames <- f
+		}
+	}()
+	require.Never(t, func() bool { return len(ended) > 0 }, 5*shortTimeout, shortTimeout/10, "the stream ended at a timeout")
+	ticks <- time.Time{}
+	select {
+	case f := <-frames:
+		require.Equal(t, "ping", f.comment)
+	case err := <-ended:
+		t.Fatalf("the stream ended: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no ping within 10 s")
+	}
+}
+
+func TestSlowBodyLosesItsConnection(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{httpServer: func(s *http.Server) { s.ReadTimeout = shortTimeout }})
+	conn, err := net.Dial("tcp", h.ts.Listener.Addr().String())
+	require.NoError(t, err)
+	defer conn.Close()
+	start := time.Now()
+	_, err = io.WriteString(conn, "POST /v1/sessions HTTP/1.1\r\nHost: "+h.ts.Listener.Addr().String()+
+		"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+	require.NoError(t, err)
+	// Then nothing: the server answers (the body could not be read) and
+	// closes the connection once the read timeout passes.
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err == nil {
+		require.Equal(t, http.StatusBadRequest, res.StatusCode)
+		_, err = io.Copy(io.Discard, res.Body)
+		require.NoError(t, err)
+		_, err = conn.Read(make([]byte, 1))
+	}
+	require.True(t, errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isReset(err), "want the connection closed, got %v", err)
+	require.GreaterOrEqual(t, time.Since(start), shortTimeout)
+	require.Empty(t, decode[lt.List[lt.Session]](t, h.get("/v1/sessions")).Data)
+}
+
+func isReset(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "connection reset")
+}

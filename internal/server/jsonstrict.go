@@ -1,0 +1,207 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"unicode/utf8"
+
+	"github.com/longhaul-dev/longhaul/internal/apierror"
+)
+
+// encoding/json accepts two things a strict reader refuses, and that let
+// two readers of one body see different requests: a key given twice (the
+// last one wins; a proxy, a log or a policy reading the first would see
+// another value), and bytes that are not UTF-8 (replaced by U+FFFD, as is
+// an escaped lone surrogate such as "\ud800"). RFC 8259 says the names of
+// an object SHOULD be unique and JSON text MUST be UTF-8; these checks make
+// both a 400 naming the place.
+
+// checkUTF8 refuses a body that is not UTF-8, naming the byte offset of
+// the first invalid byte and, when the body can be read that far, the
+// field whose value holds it.
+func checkUTF8(data []byte) error {
+	if utf8.Valid(data) {
+		return nil
+	}
+	off := 0
+	for off < len(data) {
+		r, size := utf8.DecodeRune(data[off:])
+		if r == utf8.RuneError && size == 1 {
+			break
+		}
+		off += size
+	}
+	if path, ok := valuePathAt(data, int64(off)); ok && path != "" {
+		return apierror.Invalid(path, "field %q holds invalid UTF-8 at byte offset %d: the request body must be UTF-8", path, off)
+	}
+	return apierror.Invalid("", "invalid UTF-8 at byte offset %d: the request body must be UTF-8", off)
+}
+
+// checkStrict walks a body that decoded into a value of type t and refuses
+// a key given twice in one object, and an escaped lone surrogate in a
+// string. In an object that decodes into a struct, keys that name the same
+// field count as the same key whatever their case ("input" and "Input":
+// encoding/json matches field names case-insensitively, so the second would
+// overwrite the first); elsewhere (maps, free-form JSON) keys are compared
+// exactly, after unescaping ("a" and "\u0061" are the same key).
+func checkStrict(data []byte, t reflect.Type) error {
+	if off, ok := loneSurrogate(data); ok {
+		if path, found := valuePathAt(data, int64(off)); found && path != "" {
+			return apierror.Invalid(path, "field %q holds an escaped lone surrogate at byte offset %d: it is not valid UTF-16, and would not survive as text", path, off)
+		}
+		return apierror.Invalid("", "an escaped lone surrogate at byte offset %d: it is not valid UTF-16, and would not survive as text", off)
+	}
+	w := &dupWalker{dec: json.NewDecoder(bytes.NewReader(data))}
+	w.dec.UseNumber()
+	err := w.value(t, "")
+	var dup *duplicateKeyError
+	if errors.As(err, &dup) {
+		if dup.same != dup.key {
+			return apierror.Invalid(dup.path, "duplicate key %q: %q names the same field, given earlier in the object", dup.path, dup.same)
+		}
+		return apierror.Invalid(dup.path, "duplicate key %q: each key may be given once in an object", dup.path)
+	}
+	if err != nil {
+		// The body decoded already, so it is valid JSON: a bug here.
+		return fmt.Errorf("re-read request body: %w", err)
+	}
+	return nil
+}
+
+// duplicateKeyError is the second occurrence of a key: its path, the key
+// as given, and the earlier key it repeats (the same, or another case of a
+// struct field's name).
+type duplicateKeyError struct{ path, key, same string }
+
+func (e *duplicateKeyError) Error() string { return "duplicate key " + e.path }
+
+type dupWalker struct{ dec *json.Decoder }
+
+// value reads one value that decodes into t (nil: free-form JSON).
+func (w *dupWalker) value(t reflect.Type, path string) error {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t != nil && opaque(t) {
+		t = nil // decodes itself: its keys are compared exactly
+	}
+	tok, err := w.dec.Token()
+	if err != nil {
+		return err
+	}
+	delim, ok := tok.(json.Delim)
+	if !ok {
+		return nil
+	}
+	if delim == '[' {
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		for i := 0; w.dec.More(); i++ {
+			if err := w.value(elem, joinIndex(path, i)); err != nil {
+				return err
+			}
+		}
+		_, err = w.dec.Token()
+		return err
+	}
+	var fields []jsonField
+	var elem reflect.Type
+	switch {
+	case t != nil && t.Kind() == reflect.Struct:
+		fields = jsonFields(t)
+	case t != nil && t.Kind() == reflect.Map:
+		elem = t.Elem()
+	}
+	seen := make(map[string]string) // the name compared -> the key as first given
+	for w.dec.More() {
+		tok, err := w.dec.Token()
+		if err != nil {
+			return err
+		}
+		key, _ := tok.(string)
+		name, ft := key, elem
+		if fields != nil {
+			if f, ok := findField(fields, key); ok {
+				name, ft = f.name, f.typ
+			} else {
+				ft = nil
+			}
+		}
+		if first, dup := seen[name]; dup {
+			return &duplicateKeyError{path: joinKey(path, key), key: key, same: first}
+		}
+		seen[name] = key
+		if err := w.value(ft, joinKey(path, key)); err != nil {
+			return err
+		}
+	}
+	_, err = w.dec.Token()
+	return err
+}
+
+// loneSurrogate returns the byte offset of the first \uXXXX escape in a
+// string of data (valid JSON) that is half of a UTF-16 surrogate pair
+// without its other half.
+func loneSurrogate(data []byte) (int, bool) {
+	inString := false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		if !inString {
+			inString = c == '"'
+			continue
+		}
+		switch c {
+		case '"':
+			inString = false
+		case '\\':
+			if i+1 < len(data) && data[i+1] == 'u' {
+				r, ok := hex4(data, i+2)
+				switch {
+				case !ok:
+				case r >= 0xD800 && r <= 0xDBFF:
+					// A high half must be followed by a low half.
+					if i+7 < len(data) && data[i+6] == '\\' && data[i+7] == 'u' {
+						if lo, ok := hex4(data, i+8); ok && lo >= 0xDC00 && lo <= 0xDFFF {
+							i += 11
+							continue
+						}
+					}
+					return i, true
+				case r >= 0xDC00 && r <= 0xDFFF:
+					return i, true
+				}
+				i += 5
+				continue
+			}
+			i++ // the escaped character
+		}
+	}
+	return 0, false
+}
+
+// hex4 parses the four hex digits at data[i:i+4].
+func hex4(data []byte, i int) (rune, bool) {
+	if i+4 > len(data) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range data[i : i+4] {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
