@@ -235,6 +235,8 @@ func runExec(ctx context.Context, call *Call, command string, timeout time.Durat
 		res.Error = "command timed out after " + formatSeconds(timeout)
 	case ctx.Err() != nil:
 		res.Error = "command cancelled: " + context.Cause(ctx).Error()
+	case run.Error != "":
+		res.Error = run.Error
 	}
 	return res, nil
 }

@@ -107,8 +107,11 @@ type ExecResult struct {
 	TimedOut  bool   `json:"timed_out"`
 	Signal    string `json:"signal,omitempty"`
 	// Limit names the resource limit that ended the program, if one did
-	// (cpu, memory, processes, output, wall).
+	// (cpu, memory, processes, output, wall, file_size, disk).
 	Limit string `json:"limit,omitempty"`
+	// Error, when set, fails the call with this message for the model
+	// (the workspace over its disk quota), whatever the exit code.
+	Error string `json:"error,omitempty"`
 }
 
 // NetworkPolicy says which hosts a session may reach (environment.network).

@@ -1,0 +1,75 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/longhaul-dev/longhaul/internal/tool"
+)
+
+// diskPoll is how often the workspace of a running command is measured.
+const diskPoll = 500 * time.Millisecond
+
+// diskError is a workspace over its quota.
+type diskError struct{ used, limit int64 }
+
+func (e *diskError) Error() string {
+	return fmt.Sprintf("the workspace uses %s, over its disk quota of %s (environment.disk_mb): remove files before writing more",
+		mib(e.used), mib(e.limit))
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// overQuota measures the workspace ws; it returns a *diskError when it is
+// over limit, nil when it is not, and the measuring error otherwise.
+func overQuota(ws string, limit int64) error {
+	used, err := scanWorkspace(ws, nil)
+	if err != nil {
+		return err
+	}
+	if used > limit {
+		return &diskError{used: used, limit: limit}
+	}
+	return nil
+}
+
+// diskMonitor returns a runSpec.monitor that measures the workspace every
+// diskPoll while the command runs and stops it once the workspace is over
+// its quota. The quota therefore holds to within what a command writes in
+// diskPoll (plus the time one measurement takes), not to the byte.
+func diskMonitor(ws string, limit int64) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		t := time.NewTicker(diskPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+			var de *diskError
+			if err := overQuota(ws, limit); errors.As(err, &de) {
+				return de
+			}
+		}
+	}
+}
+
+// applyQuota marks res when the run was stopped for the quota, or when the
+// workspace is over it now that the command ended: the call then fails
+// with a tool error that says so (Limit stays what stopped the command
+// when that was another limit, as the file size of a single large write).
+func applyQuota(res *tool.ExecResult, out *runOutcome, ws string, limit int64) {
+	var de *diskError
+	if !errors.As(out.stopErr, &de) {
+		if err := overQuota(ws, limit); !errors.As(err, &de) {
+			return
+		}
+	}
+	if res.Limit == "" {
+		res.Limit = LimitDisk
+	}
+	res.Error = de.Error()
+}
