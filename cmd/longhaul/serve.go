@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/longhaul-dev/longhaul/internal/redact"
+	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/vault"
 )
 
@@ -45,6 +46,8 @@ type serveOpts struct {
 	ping     time.Duration
 	vaultKey string
 	sandbox  string
+	// sandboxDiskMB is the default workspace quota.
+	sandboxDiskMB int
 	// webhookAllowPrivate lists private addresses webhooks may reach.
 	webhookAllowPrivate []string
 	// otlpEndpoint is where turn traces are exported ("": per OTEL_*).
@@ -108,6 +111,7 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error (env LONGHAUL_LOG_LEVEL)")
 	fs.DurationVar(&o.ping, "ping-interval", 15*time.Second, "how often an idle event stream gets a \": ping\" comment")
 	fs.StringVar(&o.sandbox, "sandbox", "auto", "where shell commands run: auto (bwrap when it works, else local with a warning), bwrap (refuse to start without it) or local (no isolation: development only)")
+	fs.IntVar(&o.sandboxDiskMB, "sandbox-disk-mb", sandbox.DefaultDiskBytes>>20, "disk quota of each session's workspace, in MiB, for agents that set no environment.disk_mb: a shell command that leaves the workspace above it fails with a tool error")
 	fs.StringVar(&o.vaultKey, "vault-key-file", "", "the vault's key file (default DATA/vault.key, created on first use; env LONGHAUL_VAULT_KEY gives the key itself, base64): back it up, apart from the database")
 	fs.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "export each turn as an OpenTelemetry trace to this OTLP collector URL, e.g. http://localhost:4318 (default: OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT when set, else no export)")
 	fs.StringArrayVar(&o.webhookAllowPrivate, "webhook-allow-private", nil, "IP address that webhooks may reach although it is private, loopback or link-local (e.g. 127.0.0.1 for a local receiver); repeat for several")
@@ -148,6 +152,9 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 			return usagef("--webhook-allow-port %d: want a port number (1-65535)", p)
 		}
 	}
+	if o.sandboxDiskMB < 1 {
+		return usagef("--sandbox-disk-mb %d: must be at least 1", o.sandboxDiskMB)
+	}
 	switch o.sandbox {
 	case "auto", "bwrap", "local":
 	default:
@@ -174,7 +181,7 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 	n, err := startNode(ctx, nodeConfig{
 		redactor: red,
 		addr:     addr, dataDir: dataDir, storeURL: storeURL, noMigrate: o.noMigrate, leaseTTL: o.leaseTTL, apiKeys: keys, pingInterval: o.ping, config: cf, logger: log,
-		vaultKeyFile: o.vaultKey, vaultKeyEnv: c.getenv(vault.KeyEnv), sandbox: o.sandbox, otlp: otlp,
+		vaultKeyFile: o.vaultKey, vaultKeyEnv: c.getenv(vault.KeyEnv), sandbox: o.sandbox, sandboxDiskMB: o.sandboxDiskMB, otlp: otlp,
 		webhookAllowPrivate: o.webhookAllowPrivate, webhookAllowPorts: o.webhookAllowPorts,
 		metricsPublic: o.metricsPublic,
 	})

@@ -76,6 +76,9 @@ type Config struct {
 	// warning), SandboxBwrap (refuse to start without it) or SandboxLocal
 	// (no isolation). Default: SandboxAuto.
 	Sandbox string
+	// SandboxDiskMB is the workspace quota, in MiB, of sessions whose
+	// agent sets no environment.disk_mb. Default: sandbox.DefaultDiskBytes.
+	SandboxDiskMB int
 	// Redactor, when set, is kept up to date with the vault's secrets (a
 	// log writer reads it). Default: none.
 	Redactor *atomic.Pointer[redact.Redactor]
@@ -275,7 +278,7 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 	}
 	refreshRedactor()
 
-	sb, warning := sandbox.Detect(ctx, sandbox.DetectOptions{Local: cfg.Sandbox == SandboxLocal})
+	sb, warning := sandbox.Detect(ctx, sandbox.DetectOptions{Local: cfg.Sandbox == SandboxLocal, DiskBytes: int64(cfg.SandboxDiskMB) << 20})
 	if cfg.Sandbox == SandboxBwrap && sb.Name() != SandboxBwrap {
 		return nil, fmt.Errorf("--sandbox bwrap: %s", warning)
 	}
