@@ -93,7 +93,7 @@ type ShellOutput struct {
 	// Signal names the signal that ended the shell, if one did.
 	Signal string `json:"signal,omitempty"`
 	// Limit names the sandbox limit that ended the command, if one did
-	// (cpu, memory, processes, output, wall, file_size); only commands run
+	// (cpu, memory, processes, output, wall, file_size, disk); only commands run
 	// through Call.Exec have one.
 	Limit string `json:"limit,omitempty"`
 }
