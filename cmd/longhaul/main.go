@@ -13,15 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/longhaul-dev/longhaul/client"
-	"github.com/longhaul-dev/longhaul/internal/sandbox"
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == sandbox.EnterCommand {
-		// A root server starting a sandbox: this process drops to the
-		// sandbox's user and becomes bwrap, before any of the CLI runs.
-		os.Exit(sandbox.EnterMain(os.Args[2:]))
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		// After the first signal, restore the default handling: a second

@@ -217,8 +217,8 @@
 // environment.network allows hosts, Limits from its configuration) and sets
 // tool.Call.Exec to Backend.Exec(spec). Tools see only tool.Exec. The hidden
 // command `longhaul __sandbox-forward` (cmd/longhaul/forward.go) runs
-// RunForwarder; `longhaul __sandbox-enter` (cmd/longhaul/main.go, before the
-// CLI parses anything) runs EnterMain. The package imports internal/tool (for
+// RunForwarder; `longhaul __sandbox-enter` is run by this package's init, in
+// any binary that links it, before its main (EnterMain). The package imports internal/tool (for
 // the Exec types), the standard library, golang.org/x/sys/unix and
 // github.com/elastic/go-seccomp-bpf (with golang.org/x/net/bpf, to assemble
 // its program).

@@ -39,6 +39,16 @@ const EnterCommand = "__sandbox-enter"
 // private mount namespace (the host's /tmp is left untouched).
 const StageDir = "/tmp"
 
+// init runs the enter helper in any binary that links this package (the
+// longhaul binary, a test binary, a program embedding the engine) before
+// its own main or TestMain: a root server starts sandboxes through
+// os.Executable, whatever that program is.
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == EnterCommand {
+		os.Exit(EnterMain(os.Args[2:]))
+	}
+}
+
 // EnterMain runs EnterCommand with its arguments (after the command name).
 // It returns only on failure, with the exit code 125 (as the wrapper script
 // uses for a sandbox that could not be set up).
