@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -81,6 +82,39 @@ func TestBwrapSandboxNeverRunsAsHostRoot(t *testing.T) {
 	require.Equal(t, "engine\nsandbox\n", string(got))
 	// The engine still reads and writes what the sandbox made.
 	require.NoError(t, os.WriteFile(filepath.Join(ws, "d", "f"), []byte("engine again\n"), 0o644))
+
+	// What a restore writes (the server's directories and files, private
+	// to it) is the sandbox's to change at its next command.
+	require.NoError(t, os.Mkdir(filepath.Join(ws, "restored"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "restored", "r.txt"), []byte("r\n"), 0o600))
+	res = run(t, b.Exec(Spec{SessionID: "s", Workspace: ws}), `echo more >> restored/r.txt && touch restored/new`)
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+}
+
+// TestBwrapOwnershipWalkFollowsNoLinks: links the sandbox plants in the
+// workspace (to host files, to /) are given away themselves, never their
+// targets.
+func TestBwrapOwnershipWalkFollowsNoLinks(t *testing.T) {
+	t.Parallel()
+	b := testBwrap(t)
+	if !b.root {
+		t.Skip("only a root server gives the workspace away")
+	}
+	target := filepath.Join(t.TempDir(), "host-file")
+	require.NoError(t, os.WriteFile(target, []byte("host\n"), 0o600))
+	ws := t.TempDir()
+	require.NoError(t, os.Symlink(target, filepath.Join(ws, "planted")))
+	require.NoError(t, os.Symlink(filepath.Dir(target), filepath.Join(ws, "planted-dir")))
+	ex := b.Exec(Spec{SessionID: "s", Workspace: ws})
+	res := run(t, ex, `ln -s /etc/passwd pw; ln -s / rootlink; true`)
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	res = run(t, ex, `true`)
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	for _, p := range []string{target, filepath.Dir(target), "/etc/passwd", "/"} {
+		fi, err := os.Stat(p)
+		require.NoError(t, err)
+		require.Equal(t, uint32(0), fi.Sys().(*syscall.Stat_t).Uid, "%s was given away", p)
+	}
 }
 
 func TestBwrapKernelInterfacesReadOnlyOrMasked(t *testing.T) {

@@ -145,12 +145,13 @@
 // project quotas need a file system mounted for them). It is enforced by
 // measuring: the workspace's usage is, per inode (hard links once), the
 // largest of its size, its allocated blocks and 4 KiB. It is measured every
-// 500 ms while a command runs (past the quota, the command is killed) and
-// when it ends; over the quota, the call fails with Limit "disk" and
+// 500 ms while a command runs (less often for a workspace so large that a
+// measurement takes over 125 ms: four times what the last one took; past
+// the quota, the command is killed) and when it ends; over the quota, the call fails with Limit "disk" and
 // ExecResult.Error saying how much is used of how much, which the shell tool
 // turns into the call's error. RLIMIT_FSIZE stops a single file at the quota
 // at once. What it does not bound: what a command writes within one
-// measuring interval (at disk speed, 500 ms of writes), and what the
+// measuring interval (at disk speed, half a second of writes), and what the
 // engine's own file tools write (their content comes from the model, bounded
 // by its output). The server's free-space floor is the backstop for the
 // disk as a whole.

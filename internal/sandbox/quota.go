@@ -35,24 +35,30 @@ func overQuota(ws string, limit int64) error {
 	return nil
 }
 
-// diskMonitor returns a runSpec.monitor that measures the workspace every
-// diskPoll while the command runs and stops it once the workspace is over
-// its quota. The quota therefore holds to within what a command writes in
-// diskPoll (plus the time one measurement takes), not to the byte.
+// diskMonitor returns a runSpec.monitor that measures the workspace while
+// the command runs and stops it once the workspace is over its quota. It
+// measures every diskPoll, or, for a workspace so large that measuring it
+// takes long, after four times what the last measurement took (so that the
+// measuring never takes more than a fifth of a core). The quota therefore
+// holds to within what a command writes between two measurements, not to
+// the byte.
 func diskMonitor(ws string, limit int64) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
-		t := time.NewTicker(diskPoll)
-		defer t.Stop()
+		wait := diskPoll
 		for {
+			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
+				t.Stop()
 				return nil
 			case <-t.C:
 			}
+			start := time.Now()
 			var de *diskError
 			if err := overQuota(ws, limit); errors.As(err, &de) {
 				return de
 			}
+			wait = max(diskPoll, 4*time.Since(start))
 		}
 	}
 }
