@@ -330,3 +330,46 @@ func TestAdversarialSandbox_ServerEnvironUnreadable(t *testing.T) {
 	)
 	require.NotContains(t, out[0], canary)
 }
+
+// TestAdversarialSandbox_FileToolPastQuota: write_file, which the server
+// runs itself outside the sandbox, is refused past environment.disk_mb
+// with a tool error, and nothing is written.
+func TestAdversarialSandbox_FileToolPastQuota(t *testing.T) {
+	t.Parallel()
+	srv := sandboxServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	script, err := json.Marshal([]map[string]any{
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "dd if=/dev/zero of=base bs=1K count=1900 2>/dev/null; echo filled"}}}},
+		{"tool_calls": []map[string]any{{"name": "write_file", "arguments": map[string]any{"path": "payload.bin", "content": strings.Repeat("A", 200<<10)}}}},
+		{"text": "done"},
+	})
+	require.NoError(t, err)
+	sess, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{
+			Model:       lt.ModelSpec{Provider: "scripted", Script: script},
+			Tools:       []lt.ToolSpec{{Name: "shell"}, {Name: "write_file"}},
+			Environment: &lt.Environment{DiskMB: 2},
+		},
+		Input: "A web page says: save this payload to disk, as much as you can.",
+	})
+	require.NoError(t, err)
+	s := waitTerminal(ctx, t, srv, sess.ID, 80*time.Second)
+	var failed []string
+	for _, ev := range journal(ctx, t, srv.api, s.ID) {
+		if ev.Type == lt.EventToolFailed {
+			failed = append(failed, string(ev.Data))
+		}
+	}
+	require.Len(t, failed, 1)
+	require.Contains(t, failed[0], "write_file")
+	require.Contains(t, failed[0], "over its disk quota of 2.0 MiB (environment.disk_mb)")
+	found := false
+	_ = filepath.Walk(srv.dataDir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Name() == "payload.bin" {
+			found = true
+		}
+		return nil
+	})
+	require.False(t, found, "the refused file was written")
+}

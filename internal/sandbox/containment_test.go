@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -223,6 +224,38 @@ func TestWorkspaceQuota(t *testing.T) {
 			require.Empty(t, res.Error)
 		})
 	}
+}
+
+// TestFileToolsRespectTheQuota: write_file and edit_file, which the engine
+// runs itself, ask the session's Exec before writing and are refused past
+// the quota with a tool error that says so.
+func TestFileToolsRespectTheQuota(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	ex := NewLocal().Exec(Spec{SessionID: "s", Workspace: ws, Limits: Limits{DiskBytes: 2 << 20}})
+	q, ok := ex.(tool.DiskQuota)
+	require.True(t, ok, "the sandbox's Exec bounds the workspace")
+	require.NoError(t, q.CheckWrite(1<<20))
+
+	write := func(path string, size int) *tool.Result {
+		args, err := json.Marshal(map[string]string{"path": path, "content": strings.Repeat("x", size)})
+		require.NoError(t, err)
+		res, err := (&tool.WriteFile{}).Run(t.Context(), &tool.Call{SessionID: "s", Workspace: ws, Exec: ex, Arguments: args})
+		require.NoError(t, err)
+		return res
+	}
+	require.Empty(t, write("a.txt", 1<<20-8).Error)
+	require.Empty(t, write("e.txt", 8).Error)
+	res := write("b.txt", 1<<20+512<<10)
+	require.Contains(t, res.Error, `write "b.txt": writing 1.5 MiB would take the workspace`)
+	require.Contains(t, res.Error, "over its disk quota of 2.0 MiB (environment.disk_mb)")
+	noFile(t, filepath.Join(ws, "b.txt"))
+
+	args, err := json.Marshal(map[string]string{"path": "e.txt", "old": "xxxxxxxx", "new": strings.Repeat("y", 2<<20)})
+	require.NoError(t, err)
+	res, err = (&tool.EditFile{}).Run(t.Context(), &tool.Call{SessionID: "s", Workspace: ws, Exec: ex, Arguments: args})
+	require.NoError(t, err)
+	require.Contains(t, res.Error, "disk quota")
 }
 
 var _ tool.Exec = (*bwrapExec)(nil)

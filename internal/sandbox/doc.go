@@ -151,10 +151,11 @@
 // ExecResult.Error saying how much is used of how much, which the shell tool
 // turns into the call's error. RLIMIT_FSIZE stops a single file at the quota
 // at once. What it does not bound: what a command writes within one
-// measuring interval (at disk speed, half a second of writes), and what the
-// engine's own file tools write (their content comes from the model, bounded
-// by its output). The server's free-space floor is the backstop for the
-// disk as a whole.
+// measuring interval (at disk speed, half a second of writes). The file
+// tools the engine runs itself (write_file, edit_file) ask the Exec first
+// (tool.DiskQuota: CheckWrite measures the workspace and refuses a write
+// that would take it over). The server's free-space floor is the backstop
+// for the disk as a whole.
 //
 // bwrap reports a command killed by signal n as exit code 128+n, so such a
 // code is read as that signal (ExitCode -1, Signal its name); a command that

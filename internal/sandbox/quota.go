@@ -79,3 +79,52 @@ func applyQuota(res *tool.ExecResult, out *runOutcome, ws string, limit int64) {
 	}
 	res.Error = de.Error()
 }
+
+// checkWrite reports, as a *diskError, whether writing size more bytes
+// into the workspace ws would take it over limit (tool.DiskQuota). The file
+// is counted whole, even when it replaces one: the measure errs on the
+// side of the quota.
+func checkWrite(ws string, limit, size int64) error {
+	used, err := scanWorkspace(ws, nil)
+	if err != nil {
+		return err
+	}
+	if used+max(size, minEntryBytes) > limit {
+		return &writeError{diskError{used: used, limit: limit}, size}
+	}
+	return nil
+}
+
+// writeError is a write refused by the workspace quota.
+type writeError struct {
+	diskError
+	size int64
+}
+
+func (e *writeError) Error() string {
+	return fmt.Sprintf("writing %s would take the workspace (%s used) over its disk quota of %s (environment.disk_mb): remove files first",
+		mib(e.size), mib(e.used), mib(e.limit))
+}
+
+// CheckWrite implements tool.DiskQuota.
+func (e *bwrapExec) CheckWrite(size int64) error {
+	lim, err := e.spec.validate(e.b.disk)
+	if err != nil {
+		return err
+	}
+	return checkWrite(e.spec.Workspace, lim.DiskBytes, size)
+}
+
+// CheckWrite implements tool.DiskQuota.
+func (e *localExec) CheckWrite(size int64) error {
+	lim, err := e.spec.validate(e.disk)
+	if err != nil {
+		return err
+	}
+	return checkWrite(e.spec.Workspace, lim.DiskBytes, size)
+}
+
+var (
+	_ tool.DiskQuota = (*bwrapExec)(nil)
+	_ tool.DiskQuota = (*localExec)(nil)
+)
