@@ -125,10 +125,12 @@ func TestAdversarialSandbox_KernelTriggersAndMemoryMasked(t *testing.T) {
 
 // TestAdversarialSandbox_NeverHostRoot: while a command runs in the sandbox,
 // the host's /proc shows it with a non-root uid (every one of real,
-// effective, saved and file-system uid).
+// effective, saved and file-system uid): --sandbox-user's, for a root
+// server.
 func TestAdversarialSandbox_NeverHostRoot(t *testing.T) {
 	t.Parallel()
-	srv := sandboxServer(t)
+	sandboxNeedBwrap(t)
+	srv := startServer(t, "--sandbox", "bwrap", "--sandbox-user", "43210:43210")
 	marker := "4." + strconv.FormatInt(time.Now().UnixNano()%1000000, 10)
 	uids := make(chan []string, 1)
 	go func() {
@@ -148,6 +150,9 @@ func TestAdversarialSandbox_NeverHostRoot(t *testing.T) {
 	require.NotNil(t, got, "the sandbox's sleep was never seen from the host")
 	for _, u := range got {
 		require.NotEqual(t, "0", u, "a sandbox process holds host root: Uid %v", got)
+	}
+	if os.Geteuid() == 0 {
+		require.Equal(t, []string{"43210", "43210", "43210", "43210"}, got, "a root server runs its sandboxes as --sandbox-user")
 	}
 }
 
