@@ -62,6 +62,10 @@ type Environment struct {
 	// injects them into requests to their bound hosts. They never enter the
 	// sandbox.
 	Secrets []string `json:"secrets,omitempty"`
+	// DiskMB is the workspace's disk quota in MiB: a shell command that
+	// leaves the workspace above it fails with a tool error (0: the
+	// server's default, serve --sandbox-disk-mb).
+	DiskMB int `json:"disk_mb,omitempty"`
 }
 
 // NetworkSpec is an agent's network allowlist.

@@ -66,6 +66,10 @@ type nodeConfig struct {
 	vaultKeyEnv string
 	// sandbox is auto (bwrap when it works, else local), bwrap or local.
 	sandbox string
+	// sandboxDiskMB is the default workspace quota (serve --sandbox-disk-mb).
+	sandboxDiskMB int
+	// sandboxUID and sandboxGID: serve --sandbox-user (0: the default).
+	sandboxUID, sandboxGID int
 	// redactor, when set, is kept up to date with the vault's secrets (the
 	// log writer reads it).
 	redactor *atomic.Pointer[redact.Redactor]
@@ -130,7 +134,7 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 	w, err := lhnode.Open(ctx, &lhnode.Config{
 		DataDir: cfg.dataDir, StoreURL: cfg.storeURL, NoMigrate: cfg.noMigrate, LeaseTTL: cfg.leaseTTL,
 		APIKeys: cfg.apiKeys, PingInterval: cfg.pingInterval, Logger: log,
-		VaultKeyFile: cfg.vaultKeyFile, VaultKey: cfg.vaultKeyEnv, Sandbox: cfg.sandbox, Redactor: cfg.redactor,
+		VaultKeyFile: cfg.vaultKeyFile, VaultKey: cfg.vaultKeyEnv, Sandbox: cfg.sandbox, SandboxDiskMB: cfg.sandboxDiskMB, SandboxUID: cfg.sandboxUID, SandboxGID: cfg.sandboxGID, Redactor: cfg.redactor,
 		WebhookAllowPrivate: cfg.webhookAllowPrivate, WebhookAllowPorts: cfg.webhookAllowPorts,
 		OTLP: otlp, MetricsPublic: cfg.metricsPublic,
 		ModelKeyEnv: cfg.modelKeyEnv, ControlPlaneAddrs: cfg.controlPlaneAddrs,

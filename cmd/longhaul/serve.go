@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	lhnode "github.com/longhaul-dev/longhaul/internal/node"
 	"github.com/longhaul-dev/longhaul/internal/redact"
+	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/vault"
 )
 
@@ -47,6 +49,11 @@ type serveOpts struct {
 	ping     time.Duration
 	vaultKey string
 	sandbox  string
+	// sandboxDiskMB is the default workspace quota.
+	sandboxDiskMB int
+	// sandboxUser is UID[:GID], the host identity of a root server's
+	// sandboxes.
+	sandboxUser string
 	// webhookAllowPrivate lists private addresses webhooks may reach.
 	webhookAllowPrivate []string
 	// otlpEndpoint is where turn traces are exported ("": per OTEL_*).
@@ -146,6 +153,8 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error (env LONGHAUL_LOG_LEVEL)")
 	fs.DurationVar(&o.ping, "ping-interval", 15*time.Second, "how often an idle event stream gets a \": ping\" comment")
 	fs.StringVar(&o.sandbox, "sandbox", "auto", "where shell commands run: auto (bwrap when it works, else local with a warning), bwrap (refuse to start without it) or local (no isolation: development only)")
+	fs.StringVar(&o.sandboxUser, "sandbox-user", fmt.Sprintf("%d:%d", sandbox.DefaultUID, sandbox.DefaultGID), "UID[:GID]: the unprivileged host user (and group) a server running as root runs its bwrap sandboxes as; numbers, never 0. A uid no other program uses is best")
+	fs.IntVar(&o.sandboxDiskMB, "sandbox-disk-mb", sandbox.DefaultDiskBytes>>20, "disk quota of each session's workspace, in MiB, for agents that set no environment.disk_mb: a shell command that leaves the workspace above it fails with a tool error")
 	fs.StringVar(&o.vaultKey, "vault-key-file", "", "the vault's key file (default DATA/vault.key, created on first use; env LONGHAUL_VAULT_KEY gives the key itself, base64): back it up, apart from the database")
 	fs.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "export each turn as an OpenTelemetry trace to this OTLP collector URL, e.g. http://localhost:4318 (default: OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT when set, else no export)")
 	fs.StringArrayVar(&o.webhookAllowPrivate, "webhook-allow-private", nil, "IP address that webhooks may reach although it is private, loopback or link-local (e.g. 127.0.0.1 for a local receiver); repeat for several")
@@ -203,6 +212,13 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 	if err != nil {
 		return err
 	}
+	sbUID, sbGID, err := parseSandboxUser(o.sandboxUser)
+	if err != nil {
+		return err
+	}
+	if o.sandboxDiskMB < 1 {
+		return usagef("--sandbox-disk-mb %d: must be at least 1", o.sandboxDiskMB)
+	}
 	switch o.sandbox {
 	case "auto", "bwrap", "local":
 	default:
@@ -238,7 +254,7 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 	n, err := startNode(ctx, nodeConfig{
 		redactor: red,
 		addr:     addr, dataDir: dataDir, storeURL: storeURL, noMigrate: o.noMigrate, leaseTTL: o.leaseTTL, apiKeys: keys, pingInterval: o.ping, config: cf, logger: log,
-		vaultKeyFile: o.vaultKey, vaultKeyEnv: c.getenv(vault.KeyEnv), sandbox: o.sandbox, otlp: otlp,
+		vaultKeyFile: o.vaultKey, vaultKeyEnv: c.getenv(vault.KeyEnv), sandbox: o.sandbox, sandboxDiskMB: o.sandboxDiskMB, sandboxUID: sbUID, sandboxGID: sbGID, otlp: otlp,
 		webhookAllowPrivate: o.webhookAllowPrivate, webhookAllowPorts: o.webhookAllowPorts,
 		metricsPublic: o.metricsPublic, modelKeyEnv: keyEnv, controlPlaneAddrs: o.controlPlaneAddrs,
 		allowedHosts: allowedHosts, trustedOrigins: trustedOrigins, httpLimits: limits,
@@ -432,4 +448,19 @@ func printServeBanner(w io.Writer, n *node, cf *configFile, keys int, vaultKey s
 		fmt.Fprintf(w, "  access:  %d API key(s); requests need \"Authorization: Bearer <key>\"\n", keys)
 	}
 	fmt.Fprintln(w, "Press Ctrl-C to stop; running steps finish first.")
+}
+
+// parseSandboxUser reads --sandbox-user: UID or UID:GID (the group defaults
+// to the uid), numbers above 0.
+func parseSandboxUser(v string) (uid, gid int, err error) {
+	us, gs, hasGID := strings.Cut(v, ":")
+	if !hasGID {
+		gs = us
+	}
+	uid, err1 := strconv.Atoi(us)
+	gid, err2 := strconv.Atoi(gs)
+	if err1 != nil || err2 != nil || uid <= 0 || gid <= 0 {
+		return 0, 0, usagef("--sandbox-user %q: want UID or UID:GID, numbers above 0 (the sandbox never runs as root)", v)
+	}
+	return uid, gid, nil
 }

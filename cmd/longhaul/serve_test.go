@@ -287,3 +287,23 @@ func TestServeHostsAndOrigins(t *testing.T) {
 	require.Contains(t, r.stdout, "--max-conns-per-ip")
 	require.Contains(t, r.stdout, "--read-timeout")
 }
+
+func TestServeRefusesBadSandboxFlags(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ args []string }{
+		{[]string{"--sandbox-user", "0"}},
+		{[]string{"--sandbox-user", "1000:0"}},
+		{[]string{"--sandbox-user", "nobody"}},
+		{[]string{"--sandbox-disk-mb", "0"}},
+	} {
+		r := cliRun(t, append([]string{"serve", "--data", t.TempDir()}, tc.args...)...)
+		require.Equal(t, exitUsage, r.code, "%v", tc.args)
+		require.Contains(t, r.stderr, tc.args[0], "the error names the flag")
+	}
+	uid, gid, err := parseSandboxUser("2000")
+	require.NoError(t, err)
+	require.Equal(t, []int{2000, 2000}, []int{uid, gid})
+	uid, gid, err = parseSandboxUser("2000:3000")
+	require.NoError(t, err)
+	require.Equal(t, []int{2000, 3000}, []int{uid, gid})
+}

@@ -63,6 +63,18 @@ var secretName = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`)
 
 // validateEnvironment checks an agent's environment: the network allowlist
 // compiles, and every secret it names exists in the vault.
+// maxDiskMB bounds environment.disk_mb (1 TiB).
+const maxDiskMB = 1 << 20
+
+// sandboxLimits are the limits an agent's environment sets on its sandbox:
+// its workspace quota (zero fields take the backend's defaults).
+func sandboxLimits(env *lt.Environment) sandbox.Limits {
+	if env == nil {
+		return sandbox.Limits{}
+	}
+	return sandbox.Limits{DiskBytes: int64(env.DiskMB) << 20}
+}
+
 func (e *Engine) validateEnvironment(ctx context.Context, env *lt.Environment, prefix string) error {
 	if env == nil {
 		return nil
@@ -76,6 +88,9 @@ func (e *Engine) validateEnvironment(ctx context.Context, env *lt.Environment, p
 				return apierror.Invalid(fmt.Sprintf("%s.network.ports[%d]", prefix, i), "must be a TCP port (1 to 65535)")
 			}
 		}
+	}
+	if env.DiskMB < 0 || env.DiskMB > maxDiskMB {
+		return apierror.Invalid(prefix+".disk_mb", "must be between 0 (the server's default) and %d MiB", maxDiskMB)
 	}
 	for i, name := range env.Secrets {
 		f := fmt.Sprintf("%s.secrets[%d]", prefix, i)
@@ -185,7 +200,7 @@ func (r *runner) setupEnvironment(ctx context.Context) error {
 		env.secrets = src
 	}
 	if r.e.cfg.Sandbox != nil {
-		env.exec = r.e.cfg.Sandbox.Exec(sandbox.Spec{SessionID: r.st.Session.ID, Workspace: r.ws, ProxySocket: env.socket})
+		env.exec = r.e.cfg.Sandbox.Exec(sandbox.Spec{SessionID: r.st.Session.ID, Workspace: r.ws, ProxySocket: env.socket, Limits: sandboxLimits(spec)})
 	}
 	// MCP servers are started (or reached) when first needed, and stopped
 	// with the environment when the runner parks or ends.

@@ -323,7 +323,7 @@ func (r *runner) newMCPManager(ctx context.Context, env *environment) (*mcp.Mana
 	if backend == nil {
 		backend = sandbox.NewLocal()
 	}
-	sbSpec := sandbox.Spec{SessionID: r.st.Session.ID, Workspace: r.ws, ProxySocket: env.socket}
+	sbSpec := sandbox.Spec{SessionID: r.st.Session.ID, Workspace: r.ws, ProxySocket: env.socket, Limits: sandboxLimits(r.spec.Environment)}
 	servers := make([]mcp.Server, 0, len(specs))
 	for _, s := range specs {
 		var d mcp.Dialer

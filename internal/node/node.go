@@ -80,6 +80,13 @@ type Config struct {
 	// warning), SandboxBwrap (refuse to start without it) or SandboxLocal
 	// (no isolation). Default: SandboxAuto.
 	Sandbox string
+	// SandboxDiskMB is the workspace quota, in MiB, of sessions whose
+	// agent sets no environment.disk_mb. Default: sandbox.DefaultDiskBytes.
+	SandboxDiskMB int
+	// SandboxUID and SandboxGID are the host user and group the sandboxes
+	// of a server running as root run as. Default: sandbox.DefaultUID and
+	// sandbox.DefaultGID (65534, nobody and nogroup).
+	SandboxUID, SandboxGID int
 	// Redactor, when set, is kept up to date with the vault's secrets (a
 	// log writer reads it). Default: none.
 	Redactor *atomic.Pointer[redact.Redactor]
@@ -299,7 +306,10 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 	}
 	refreshRedactor()
 
-	sb, warning := sandbox.Detect(ctx, sandbox.DetectOptions{Local: cfg.Sandbox == SandboxLocal})
+	sb, warning := sandbox.Detect(ctx, sandbox.DetectOptions{
+		Local: cfg.Sandbox == SandboxLocal, DiskBytes: int64(cfg.SandboxDiskMB) << 20,
+		Bwrap: sandbox.BwrapOptions{UID: cfg.SandboxUID, GID: cfg.SandboxGID},
+	})
 	if cfg.Sandbox == SandboxBwrap && sb.Name() != SandboxBwrap {
 		return nil, fmt.Errorf("--sandbox bwrap: %s", warning)
 	}

@@ -32,7 +32,24 @@ type BwrapOptions struct {
 	// NoCgroup turns off the per-run pids cgroup, leaving the process
 	// limit to RLIMIT_NPROC alone.
 	NoCgroup bool
+	// UID and GID are the host user and group the sandbox's processes run
+	// as when the server runs as root (default 65534 and 65534: nobody and
+	// nogroup). A dedicated, otherwise unused pair is better: every
+	// sandbox, of every session, runs as it. The server then starts each
+	// sandbox through the Forwarder binary's EnterCommand and gives the
+	// workspace to this user before each command. A server that does not
+	// run as root runs its sandboxes as its own user and ignores them.
+	UID, GID int
+	// DiskBytes is the workspace quota of a Spec that sets none (0:
+	// DefaultDiskBytes).
+	DiskBytes int64
 }
+
+// Default host identity of the sandboxes of a root server.
+const (
+	DefaultUID = 65534
+	DefaultGID = 65534
+)
 
 // Sandbox identity: the user commands run as, inside the user namespace.
 // Whatever the server's user, files it owns appear owned by this user.
@@ -81,6 +98,15 @@ type bwrapBackend struct {
 	// it has --size.
 	disableUserns bool
 	sizeTmp       bool
+	// root is true when the server runs as root: each sandbox is then
+	// started through the enter helper and runs as owner (see
+	// EnterCommand).
+	root  bool
+	owner ids
+	// seccomp is the compiled filter bwrap loads (seccompProgram).
+	seccomp []byte
+	// disk is the default workspace quota (0: DefaultDiskBytes).
+	disk int64
 }
 
 // NewBwrap returns the bwrap backend after running a trivial sandbox once.
@@ -114,7 +140,7 @@ func newBwrap(ctx context.Context, opts BwrapOptions) (*bwrapBackend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("run %s --help: %w", path, err)
 	}
-	for _, need := range []string{"--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--ro-bind-data", "--remount-ro", "--cap-drop"} {
+	for _, need := range []string{"--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--ro-bind-data", "--remount-ro", "--cap-drop", "--seccomp"} {
 		if !strings.Contains(string(help), need) {
 			return nil, fmt.Errorf("%s is too old: it has no %s option", path, need)
 		}
@@ -128,6 +154,20 @@ func newBwrap(ctx context.Context, opts BwrapOptions) (*bwrapBackend, error) {
 	if b.forwarder == "" {
 		if exe, err := os.Executable(); err == nil {
 			b.forwarder = exe
+		}
+	}
+	if b.seccomp, _, err = seccompProgram(); err != nil {
+		return nil, err
+	}
+	b.disk = max(opts.DiskBytes, 0)
+	if os.Geteuid() == 0 {
+		b.root = true
+		b.owner = ids{uid: cmp.Or(opts.UID, DefaultUID), gid: cmp.Or(opts.GID, DefaultGID)}
+		if b.owner.uid <= 0 || b.owner.gid <= 0 {
+			return nil, fmt.Errorf("the sandbox's user and group must not be root (uid %d, gid %d)", b.owner.uid, b.owner.gid)
+		}
+		if b.forwarder == "" {
+			return nil, errors.New("a server that runs as root needs the longhaul binary (BwrapOptions.Forwarder) to start sandboxes as an unprivileged user")
 		}
 	}
 	// What a server that died left behind goes first.
@@ -172,14 +212,10 @@ func (b *bwrapBackend) probe(ctx context.Context) error {
 	return nil
 }
 
-// warning says what this backend cannot enforce here, or "".
+// warning says what this backend cannot enforce here, or "". Sandboxes
+// never run as root (see EnterCommand), so RLIMIT_NPROC always binds them:
+// there is nothing to say.
 func (b *bwrapBackend) warning() string {
-	if b.cgroup == "" && os.Geteuid() == 0 {
-		return "sandbox: bwrap cannot limit the number of processes of a command: the server runs as root, " +
-			"for which the kernel does not enforce RLIMIT_NPROC, and no pids cgroup could be created (" +
-			b.cgroupErr.Error() + "); a fork bomb is stopped only by the wall time limit. " +
-			"Run the server as an unprivileged user, or give it a writable pids cgroup."
-	}
 	return ""
 }
 
@@ -194,7 +230,7 @@ type bwrapExec struct {
 
 // Run implements tool.Exec.
 func (e *bwrapExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecResult, error) {
-	lim, err := e.spec.validate()
+	lim, err := e.spec.validate(e.b.disk)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox exec: %w", err)
 	}
@@ -217,6 +253,8 @@ func (e *bwrapExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecR
 		timeout:     timeout,
 		maxCapture:  maxOut,
 		outputLimit: lim.OutputBytes,
+		newMountNS:  e.b.root,
+		monitor:     diskMonitor(e.spec.Workspace, lim.DiskBytes),
 	})
 	hit := false
 	if cg != nil {
@@ -231,15 +269,24 @@ func (e *bwrapExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecR
 	if !out.started && !out.timedOut && !out.cancelled && !out.outputLimited {
 		return nil, fmt.Errorf("sandbox exec: set up sandbox: %w", setupError(out))
 	}
-	return toResult(out, lim, true, hit), nil
+	res := toResult(out, lim, true, hit)
+	applyQuota(res, out, e.spec.Workspace, lim.DiskBytes)
+	return res, nil
 }
 
 // prepared is a sandbox ready to start: its command line, the files it
-// reads its generated /etc entries from, and its pids cgroup (nil: none).
+// reads its generated /etc entries and its seccomp filter from, and its pids
+// cgroup (nil: none).
 type prepared struct {
 	argv  []string
 	files []*os.File
 	cg    *runCgroup
+}
+
+// sources are the host paths a sandbox mounts: as they are, or, for a root
+// server, as staged by the enter helper.
+type sources struct {
+	workspace, socket, forwarder string
 }
 
 func (p *prepared) closeFiles() {
@@ -270,9 +317,30 @@ func (b *bwrapBackend) prepare(spec *Spec, lim Limits, command string, env map[s
 		}
 		forwarder = ForwarderPath
 	}
+	src := sources{workspace: spec.Workspace, socket: spec.ProxySocket, forwarder: b.forwarder}
+	var staged []string
+	if b.root {
+		// The sandbox's user must own what it writes, and reach the
+		// proxy's socket (a connect needs write permission on it).
+		if _, err := scanWorkspace(spec.Workspace, &b.owner); err != nil {
+			return nil, err
+		}
+		stage := func(p string) string {
+			staged = append(staged, p)
+			return filepath.Join(StageDir, strconv.Itoa(len(staged)-1))
+		}
+		src.workspace = stage(spec.Workspace)
+		if spec.ProxySocket != "" {
+			if err := os.Lchown(spec.ProxySocket, b.owner.uid, b.owner.gid); err != nil {
+				return nil, fmt.Errorf("spec.proxy_socket: %w", err)
+			}
+			src.socket = stage(spec.ProxySocket)
+			src.forwarder = stage(b.forwarder)
+		}
+	}
 	p := &prepared{}
-	// fds 4, 5, 6 (fd 3 is the status pipe).
-	for _, data := range []string{passwdData, groupData, hostsData} {
+	// fds 4, 5, 6, 7 (fd 3 is the status pipe).
+	for _, data := range []string{passwdData, groupData, hostsData, string(b.seccomp)} {
 		f, err := dataFile(data)
 		if err != nil {
 			p.closeFiles()
@@ -280,17 +348,23 @@ func (b *bwrapBackend) prepare(spec *Spec, lim Limits, command string, env map[s
 		}
 		p.files = append(p.files, f)
 	}
-	argv := append([]string{b.path}, b.args(spec, lim, env)...)
+	argv := append([]string{b.path}, b.args(spec, src, lim, env)...)
 	argv = append(argv, "--", "/bin/sh", "-c", wrapperScript)
 	argv = append(argv, wrapperArgs(command, lim, true, forwarder)...)
+	if b.root {
+		head := []string{b.forwarder, EnterCommand, strconv.Itoa(b.owner.uid), strconv.Itoa(b.owner.gid), strconv.Itoa(len(staged))}
+		head = append(head, staged...)
+		argv = append(append(head, "--"), argv...)
+	}
 	if b.cgroup != "" {
 		cg, err := newRunCgroup(b.cgroup, lim.Processes)
 		if err != nil {
 			p.closeFiles()
 			return nil, err
 		}
-		// The shell joins the cgroup, then becomes bwrap: every process
-		// of the sandbox is born in it, with no window before.
+		// The shell joins the cgroup, then becomes bwrap (or the enter
+		// helper, which becomes bwrap): every process of the sandbox is
+		// born in it, with no window before.
 		argv = append([]string{"/bin/sh", "-c", `echo $$ > "$0" && exec "$@"`, cg.procs()}, argv...)
 		p.cg = cg
 	}
@@ -302,7 +376,7 @@ func (b *bwrapBackend) prepare(spec *Spec, lim Limits, command string, env map[s
 // up as for Exec (mounts, user, network through the proxy, limits), for as
 // long as it lives.
 func (b *bwrapBackend) Start(ctx context.Context, spec Spec, req *StartRequest) (*Process, error) {
-	lim, err := spec.validate()
+	lim, err := spec.validate(b.disk)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox start: %w", err)
 	}
@@ -319,12 +393,13 @@ func (b *bwrapBackend) Start(ctx context.Context, spec Spec, req *StartRequest) 
 		cleanup = func() { _ = cg.remove() }
 	}
 	p, err := startProcess(ctx, &startSpec{
-		argv:      prep.argv,
-		env:       []string{"PATH=" + DefaultPath},
-		dir:       "/",
-		files:     prep.files,
-		maxStderr: cmp.Or(req.MaxStderrBytes, DefaultMaxOutputBytes),
-		cleanup:   cleanup,
+		argv:       prep.argv,
+		env:        []string{"PATH=" + DefaultPath},
+		dir:        "/",
+		files:      prep.files,
+		maxStderr:  cmp.Or(req.MaxStderrBytes, DefaultMaxOutputBytes),
+		cleanup:    cleanup,
+		newMountNS: b.root,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sandbox start: set up sandbox: %w", err)
@@ -332,8 +407,9 @@ func (b *bwrapBackend) Start(ctx context.Context, spec Spec, req *StartRequest) 
 	return p, nil
 }
 
-// args returns bwrap's options for spec (without the command).
-func (b *bwrapBackend) args(spec *Spec, lim Limits, env map[string]string) []string {
+// args returns bwrap's options for spec (without the command), mounting
+// src.
+func (b *bwrapBackend) args(spec *Spec, src sources, lim Limits, env map[string]string) []string {
 	a := []string{
 		"--unshare-all", "--unshare-user",
 	}
@@ -403,21 +479,69 @@ func (b *bwrapBackend) args(spec *Spec, lim Limits, env map[string]string) []str
 		"--ro-bind-data", "4", "/etc/passwd",
 		"--ro-bind-data", "5", "/etc/group",
 		"--ro-bind-data", "6", "/etc/hosts",
+		"--seccomp", "7",
 		"--proc", "/proc",
-		"--dev", "/dev",
 	)
-	if b.sizeTmp {
-		a = append(a, "--size", strconv.FormatInt(lim.TmpBytes, 10))
-	}
-	a = append(a, "--tmpfs", "/tmp",
-		"--bind", spec.Workspace, WorkspaceDir,
-	)
+	a = append(a, procMasks()...)
+	a = append(a, "--dev", "/dev")
+	a = append(a, b.sizedTmpfs(lim.ShmBytes, "/dev/shm")...)
+	a = append(a, b.sizedTmpfs(lim.TmpBytes, "/tmp")...)
+	a = append(a, "--bind", src.workspace, WorkspaceDir)
 	if spec.ProxySocket != "" {
 		a = append(a,
-			"--ro-bind", spec.ProxySocket, ProxySocketPath,
-			"--ro-bind", b.forwarder, ForwarderPath,
+			"--ro-bind", src.socket, ProxySocketPath,
+			"--ro-bind", src.forwarder, ForwarderPath,
 		)
 	}
-	a = append(a, "--chdir", WorkspaceDir, "--remount-ro", "/")
+	// The root and /dev are tmpfs that bwrap made, owned by the sandbox's
+	// user: read-only, only /workspace, /tmp and /dev/shm stay writable.
+	a = append(a, "--chdir", WorkspaceDir, "--remount-ro", "/dev", "--remount-ro", "/")
+	return a
+}
+
+// sizedTmpfs mounts a tmpfs of size bytes on dir, or, with a bwrap that
+// cannot size one, an empty read-only one (an unbounded tmpfs would let a
+// command fill the machine's memory).
+func (b *bwrapBackend) sizedTmpfs(size int64, dir string) []string {
+	if b.sizeTmp {
+		return []string{"--size", strconv.FormatInt(size, 10), "--tmpfs", dir}
+	}
+	return []string{"--tmpfs", dir, "--remount-ro", dir}
+}
+
+// What of /proc a sandbox may not write or see, as container runtimes mask
+// it (runc's and moby's default masked and read-only paths): the kernel's
+// settings and its triggers read-only; its memory, its log, its keys and
+// its timers hidden. Paths this kernel does not have are skipped.
+var (
+	procReadOnly    = []string{"/proc/sys", "/proc/irq", "/proc/bus", "/proc/fs"}
+	procMaskedFiles = []string{
+		"/proc/sysrq-trigger", "/proc/kcore", "/proc/kmsg", "/proc/keys", "/proc/key-users",
+		"/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug",
+		"/proc/interrupts", "/proc/kallsyms", "/proc/kpagecount", "/proc/kpageflags", "/proc/kpagecgroup",
+		"/proc/config.gz", "/proc/vmallocinfo", "/proc/slabinfo", "/proc/modules",
+	}
+	procMaskedDirs = []string{"/proc/acpi", "/proc/asound", "/proc/scsi", "/proc/driver", "/proc/tty/driver"}
+)
+
+// procMasks returns bwrap's options that apply procReadOnly,
+// procMaskedFiles and procMaskedDirs over the sandbox's new /proc.
+func procMasks() []string {
+	var a []string
+	for _, p := range procReadOnly {
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			a = append(a, "--ro-bind", p, p)
+		}
+	}
+	for _, p := range procMaskedFiles {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
+			a = append(a, "--ro-bind", "/dev/null", p)
+		}
+	}
+	for _, p := range procMaskedDirs {
+		if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+			a = append(a, "--tmpfs", p, "--remount-ro", p)
+		}
+	}
 	return a
 }

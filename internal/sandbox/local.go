@@ -19,19 +19,21 @@ import (
 // documentation.
 func NewLocal() Backend { return localBackend{} }
 
-type localBackend struct{}
+// localBackend's disk is the default workspace quota (0: DefaultDiskBytes).
+type localBackend struct{ disk int64 }
 
 func (localBackend) Name() string { return "local" }
 
-func (localBackend) Exec(spec Spec) tool.Exec { return &localExec{spec: spec} }
+func (b localBackend) Exec(spec Spec) tool.Exec { return &localExec{spec: spec, disk: b.disk} }
 
 type localExec struct {
 	spec Spec
+	disk int64
 }
 
 // Run implements tool.Exec.
 func (e *localExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecResult, error) {
-	lim, err := e.spec.validate()
+	lim, err := e.spec.validate(e.disk)
 	if err != nil {
 		return nil, fmt.Errorf("local exec: %w", err)
 	}
@@ -58,6 +60,7 @@ func (e *localExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecR
 		timeout:     timeout,
 		maxCapture:  maxOut,
 		outputLimit: lim.OutputBytes,
+		monitor:     diskMonitor(ws, lim.DiskBytes),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("local exec: %w", err)
@@ -65,14 +68,16 @@ func (e *localExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecR
 	if !out.started && !out.timedOut && !out.cancelled && !out.outputLimited {
 		return nil, fmt.Errorf("local exec: %w", setupError(out))
 	}
-	return toResult(out, lim, false, false), nil
+	res := toResult(out, lim, false, false)
+	applyQuota(res, out, ws, lim.DiskBytes)
+	return res, nil
 }
 
 // Start implements Backend: the program is a plain subprocess in the
 // workspace, like a command of Exec, with the same environment and limits
 // (but the wall time and the output limit).
-func (localBackend) Start(ctx context.Context, spec Spec, req *StartRequest) (*Process, error) {
-	lim, err := spec.validate()
+func (b localBackend) Start(ctx context.Context, spec Spec, req *StartRequest) (*Process, error) {
+	lim, err := spec.validate(b.disk)
 	if err != nil {
 		return nil, fmt.Errorf("local start: %w", err)
 	}

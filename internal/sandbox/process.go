@@ -143,6 +143,8 @@ type startSpec struct {
 	files     []*os.File // given as fds 4, 5, ...; fd 3 is the status pipe
 	maxStderr int
 	cleanup   func()
+	// newMountNS: see runSpec.
+	newMountNS bool
 }
 
 // startProcess starts spec, waits until the wrapper script reports that the
@@ -189,7 +191,7 @@ func startProcess(ctx context.Context, spec *startSpec) (*Process, error) {
 		cmd.Stdout = outW
 		cmd.Stderr = errW
 		cmd.ExtraFiles = append([]*os.File{statusW}, spec.files...)
-		cmd.SysProcAttr = procAttr()
+		cmd.SysProcAttr = procAttr(spec.newMountNS)
 		err := cmd.Start()
 		// The child has its own copies; ours of its ends must go, or
 		// readers never see EOF and writers never see EPIPE.

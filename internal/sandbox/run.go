@@ -109,6 +109,12 @@ type runSpec struct {
 	timeout     time.Duration
 	maxCapture  int
 	outputLimit int
+	// newMountNS starts the process in a mount namespace of its own (the
+	// enter helper of a root server).
+	newMountNS bool
+	// monitor, when set, runs while the process does; an error it returns
+	// kills the run, and is the outcome's stopErr (the disk quota).
+	monitor func(ctx context.Context) error
 }
 
 // runOutcome is how a run went.
@@ -122,6 +128,8 @@ type runOutcome struct {
 	timedOut      bool
 	cancelled     bool
 	outputLimited bool
+	// stopErr is the monitor's error that killed the run, if one did.
+	stopErr error
 }
 
 // runProcess runs spec to completion, timeout, output limit or cancellation
@@ -160,7 +168,7 @@ func runProcess(ctx context.Context, spec *runSpec) (*runOutcome, error) {
 	cmd.Stdout = outW
 	cmd.Stderr = errW
 	cmd.ExtraFiles = append([]*os.File{statusW}, spec.files...)
-	cmd.SysProcAttr = procAttr()
+	cmd.SysProcAttr = procAttr(spec.newMountNS)
 	var killed bool
 	var killMu sync.Mutex
 	cmd.Cancel = func() error {
@@ -189,6 +197,15 @@ func runProcess(ctx context.Context, spec *runSpec) (*runOutcome, error) {
 	readers.Go(func() { _, _ = io.Copy(stdout, outR) })
 	readers.Go(func() { _, _ = io.Copy(stderr, errR) })
 	readers.Go(func() { _, _ = io.Copy(&status, io.LimitReader(statusR, 64)) })
+	if spec.monitor != nil {
+		monitorCtx, stopMonitor := context.WithCancel(runCtx)
+		defer stopMonitor()
+		go func() {
+			if err := spec.monitor(monitorCtx); err != nil {
+				cancelRun(err)
+			}
+		}()
+	}
 
 	_ = cmd.Wait() // the exit status is read from ProcessState below
 	// The process is gone; whatever it left running in its group goes too.
@@ -229,6 +246,8 @@ func runProcess(ctx context.Context, spec *runSpec) (*runOutcome, error) {
 			out.timedOut = true
 		case errors.Is(cause, errOutputLimit):
 			// out.outputLimited is already set.
+		default:
+			out.stopErr = cause
 		}
 	}
 	return out, nil

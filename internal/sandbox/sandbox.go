@@ -33,6 +33,12 @@ const (
 	DefaultFileBytes = 1 << 30
 	// DefaultTmpBytes is the size of the private /tmp of a bwrap sandbox.
 	DefaultTmpBytes = 256 << 20
+	// DefaultShmBytes is the size of the private /dev/shm of a bwrap
+	// sandbox.
+	DefaultShmBytes = 64 << 20
+	// DefaultDiskBytes is the workspace quota (Limits.DiskBytes) when
+	// neither the session nor the server sets one.
+	DefaultDiskBytes = 10 << 30
 	// DefaultMaxOutputBytes is how much of each of stdout and stderr a
 	// result keeps (its beginning and its end) when the request does not
 	// say.
@@ -53,6 +59,8 @@ const (
 	LimitOutput    = "output"
 	LimitWall      = "wall"
 	LimitFileSize  = "file_size"
+	// LimitDisk: the workspace went over its quota (Limits.DiskBytes).
+	LimitDisk = "disk"
 )
 
 // Limits bound one program run. A zero field takes its default (the
@@ -78,6 +86,13 @@ type Limits struct {
 	FileBytes int64
 	// TmpBytes is the size of the private /tmp (bwrap only).
 	TmpBytes int64
+	// ShmBytes is the size of the private /dev/shm (bwrap only).
+	ShmBytes int64
+	// DiskBytes is the workspace's quota: what the workspace may use in
+	// all (see the package documentation for how it is enforced). Zero
+	// takes the backend's default (DetectOptions.DiskBytes, else
+	// DefaultDiskBytes).
+	DiskBytes int64
 }
 
 // withDefaults returns l with zero fields set to their defaults, or an
@@ -98,6 +113,10 @@ func (l Limits) withDefaults() (Limits, error) {
 		return l, errors.New("limits.file_bytes: must be >= 0")
 	case l.TmpBytes < 0:
 		return l, errors.New("limits.tmp_bytes: must be >= 0")
+	case l.ShmBytes < 0:
+		return l, errors.New("limits.shm_bytes: must be >= 0")
+	case l.DiskBytes < 0:
+		return l, errors.New("limits.disk_bytes: must be >= 0")
 	}
 	if l.CPUSeconds == 0 {
 		l.CPUSeconds = DefaultCPUSeconds
@@ -119,6 +138,12 @@ func (l Limits) withDefaults() (Limits, error) {
 	}
 	if l.TmpBytes == 0 {
 		l.TmpBytes = DefaultTmpBytes
+	}
+	if l.ShmBytes == 0 {
+		l.ShmBytes = DefaultShmBytes
+	}
+	if l.DiskBytes == 0 {
+		l.DiskBytes = DefaultDiskBytes
 	}
 	return l, nil
 }
@@ -143,8 +168,9 @@ type Spec struct {
 	Limits Limits
 }
 
-// validate checks s and returns its limits with defaults.
-func (s *Spec) validate() (Limits, error) {
+// validate checks s and returns its limits with defaults, the workspace
+// quota defaulting to disk (when > 0).
+func (s *Spec) validate(disk int64) (Limits, error) {
 	if s.Workspace == "" {
 		return Limits{}, errors.New("spec.workspace: is required")
 	}
@@ -154,7 +180,18 @@ func (s *Spec) validate() (Limits, error) {
 	if s.ProxySocket != "" && !filepath.IsAbs(s.ProxySocket) {
 		return Limits{}, fmt.Errorf("spec.proxy_socket: %q is not an absolute path", s.ProxySocket)
 	}
-	return s.Limits.withDefaults()
+	l := s.Limits
+	if l.DiskBytes == 0 && disk > 0 {
+		l.DiskBytes = disk
+	}
+	l, err := l.withDefaults()
+	if err != nil {
+		return l, err
+	}
+	// No single file may be larger than the whole quota: RLIMIT_FSIZE
+	// stops it in the kernel, at once.
+	l.FileBytes = min(l.FileBytes, l.DiskBytes)
+	return l, nil
 }
 
 // Backend runs programs in sandboxes of one kind.
@@ -180,6 +217,9 @@ type DetectOptions struct {
 	// choice (a test that must see the host, a machine where bwrap is known
 	// not to work). The warning still says what it means.
 	Local bool
+	// DiskBytes is the workspace quota of a Spec whose Limits.DiskBytes is
+	// zero (0: DefaultDiskBytes); the server's --sandbox-disk-mb.
+	DiskBytes int64
 }
 
 // Detect returns the bwrap backend when bubblewrap works on this machine
@@ -189,12 +229,19 @@ type DetectOptions struct {
 // bwrap backend cannot enforce here. The server prints it at start-up and
 // shows it in /readyz details.
 func Detect(ctx context.Context, opts DetectOptions) (Backend, string) {
-	if opts.Local {
-		return NewLocal(), localWarning("it was chosen by configuration")
+	if opts.DiskBytes < 0 {
+		opts.DiskBytes = 0
 	}
-	b, err := newBwrap(ctx, opts.Bwrap)
+	if opts.Local {
+		return localBackend{disk: opts.DiskBytes}, localWarning("it was chosen by configuration")
+	}
+	bo := opts.Bwrap
+	if bo.DiskBytes == 0 {
+		bo.DiskBytes = opts.DiskBytes
+	}
+	b, err := newBwrap(ctx, bo)
 	if err != nil {
-		return NewLocal(), localWarning(err.Error()) +
+		return localBackend{disk: opts.DiskBytes}, localWarning(err.Error()) +
 			" Install bubblewrap (Debian package bubblewrap) and allow user namespaces to isolate them."
 	}
 	return b, b.warning()

@@ -16,6 +16,7 @@ func TestLimitsDefaults(t *testing.T) {
 	require.Equal(t, Limits{
 		CPUSeconds: DefaultCPUSeconds, MemoryBytes: DefaultMemoryBytes, Processes: DefaultProcesses,
 		OutputBytes: DefaultOutputBytes, Wall: DefaultWall, FileBytes: DefaultFileBytes, TmpBytes: DefaultTmpBytes,
+		ShmBytes: DefaultShmBytes, DiskBytes: DefaultDiskBytes,
 	}, l)
 	l, err = Limits{CPUSeconds: 5, Wall: time.Second}.withDefaults()
 	require.NoError(t, err)
@@ -30,6 +31,8 @@ func TestLimitsDefaults(t *testing.T) {
 		"limits.wall":         {Wall: -1},
 		"limits.file_bytes":   {FileBytes: -1},
 		"limits.tmp_bytes":    {TmpBytes: -1},
+		"limits.shm_bytes":    {ShmBytes: -1},
+		"limits.disk_bytes":   {DiskBytes: -1},
 	} {
 		_, err := lim.withDefaults()
 		require.ErrorContains(t, err, field)

@@ -7,6 +7,6 @@ import "syscall"
 // procAttr puts the process in a new process group (pgid = its pid), so the
 // group can be killed as one. These systems have no parent-death signal; the
 // group is still killed on timeout and cancellation.
-func procAttr() *syscall.SysProcAttr {
+func procAttr(bool) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }

@@ -11,7 +11,7 @@ import (
 // Running programs needs POSIX process groups.
 const processGroupsSupported = false
 
-func procAttr() *syscall.SysProcAttr { return nil }
+func procAttr(bool) *syscall.SysProcAttr { return nil }
 
 func killGroup(int) error { return errors.New("process groups are not supported") }
 

@@ -99,6 +99,9 @@ func (t *EditFile) Run(ctx context.Context, call *Call) (*Result, error) {
 		return &Result{Error: fmt.Sprintf("edit %q: old text occurs %d times; it must occur exactly once (include more surrounding text to make it unique)", args.Path, nOld)}, nil
 	}
 	edited := []byte(strings.Replace(content, args.Old, args.New, 1))
+	if err := checkDiskQuota(call, int64(len(edited))); err != nil {
+		return &Result{Error: fmt.Sprintf("edit %q: %v", args.Path, err)}, nil
+	}
 	if err := d.WriteFile(args.Path, edited); err != nil {
 		return &Result{Error: err.Error()}, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"unicode/utf8"
 
 	"github.com/longhaul-dev/longhaul/internal/workspace"
@@ -189,6 +190,9 @@ func (t *WriteFile) Run(ctx context.Context, call *Call) (*Result, error) {
 	}
 	defer d.Close()
 	data := []byte(args.Content)
+	if err := checkDiskQuota(call, int64(len(data))); err != nil {
+		return &Result{Error: fmt.Sprintf("write %q: %v", args.Path, err)}, nil
+	}
 	if err := d.WriteFile(args.Path, data); err != nil {
 		return &Result{Error: err.Error()}, nil
 	}

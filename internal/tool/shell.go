@@ -93,7 +93,7 @@ type ShellOutput struct {
 	// Signal names the signal that ended the shell, if one did.
 	Signal string `json:"signal,omitempty"`
 	// Limit names the sandbox limit that ended the command, if one did
-	// (cpu, memory, processes, output, wall, file_size); only commands run
+	// (cpu, memory, processes, output, wall, file_size, disk); only commands run
 	// through Call.Exec have one.
 	Limit string `json:"limit,omitempty"`
 }
@@ -235,6 +235,8 @@ func runExec(ctx context.Context, call *Call, command string, timeout time.Durat
 		res.Error = "command timed out after " + formatSeconds(timeout)
 	case ctx.Err() != nil:
 		res.Error = "command cancelled: " + context.Cause(ctx).Error()
+	case run.Error != "":
+		res.Error = run.Error
 	}
 	return res, nil
 }

@@ -89,6 +89,23 @@ type Exec interface {
 	Run(ctx context.Context, req *ExecRequest) (*ExecResult, error)
 }
 
+// DiskQuota is implemented by an Exec that bounds the disk use of the
+// session's workspace (the sandbox's environment.disk_mb). The file tools
+// ask it before they write: CheckWrite returns an error, for the model,
+// when writing size more bytes would take the workspace over its quota.
+type DiskQuota interface {
+	CheckWrite(size int64) error
+}
+
+// checkDiskQuota asks the call's Exec, when it bounds the workspace, whether
+// size more bytes may be written.
+func checkDiskQuota(call *Call, size int64) error {
+	if q, ok := call.Exec.(DiskQuota); ok {
+		return q.CheckWrite(size)
+	}
+	return nil
+}
+
 // ExecRequest is one program run: Command is run by `sh -c` in the
 // workspace.
 type ExecRequest struct {
@@ -108,8 +125,11 @@ type ExecResult struct {
 	TimedOut  bool   `json:"timed_out"`
 	Signal    string `json:"signal,omitempty"`
 	// Limit names the resource limit that ended the program, if one did
-	// (cpu, memory, processes, output, wall).
+	// (cpu, memory, processes, output, wall, file_size, disk).
 	Limit string `json:"limit,omitempty"`
+	// Error, when set, fails the call with this message for the model
+	// (the workspace over its disk quota), whatever the exit code.
+	Error string `json:"error,omitempty"`
 }
 
 // NetworkPolicy says which hosts a session may reach (environment.network).

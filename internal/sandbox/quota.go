@@ -1,0 +1,130 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/longhaul-dev/longhaul/internal/tool"
+)
+
+// diskPoll is how often the workspace of a running command is measured.
+const diskPoll = 500 * time.Millisecond
+
+// diskError is a workspace over its quota.
+type diskError struct{ used, limit int64 }
+
+func (e *diskError) Error() string {
+	return fmt.Sprintf("the workspace uses %s, over its disk quota of %s (environment.disk_mb): remove files before writing more",
+		mib(e.used), mib(e.limit))
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// overQuota measures the workspace ws; it returns a *diskError when it is
+// over limit, nil when it is not, and the measuring error otherwise.
+func overQuota(ws string, limit int64) error {
+	used, err := scanWorkspace(ws, nil)
+	if err != nil {
+		return err
+	}
+	if used > limit {
+		return &diskError{used: used, limit: limit}
+	}
+	return nil
+}
+
+// diskMonitor returns a runSpec.monitor that measures the workspace while
+// the command runs and stops it once the workspace is over its quota. It
+// measures every diskPoll, or, for a workspace so large that measuring it
+// takes long, after four times what the last measurement took (so that the
+// measuring never takes more than a fifth of a core). The quota therefore
+// holds to within what a command writes between two measurements, not to
+// the byte.
+func diskMonitor(ws string, limit int64) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		wait := diskPoll
+		for {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+			start := time.Now()
+			var de *diskError
+			if err := overQuota(ws, limit); errors.As(err, &de) {
+				return de
+			}
+			wait = max(diskPoll, 4*time.Since(start))
+		}
+	}
+}
+
+// applyQuota marks res when the run was stopped for the quota, or when the
+// workspace is over it now that the command ended: the call then fails
+// with a tool error that says so (Limit stays what stopped the command
+// when that was another limit, as the file size of a single large write).
+func applyQuota(res *tool.ExecResult, out *runOutcome, ws string, limit int64) {
+	var de *diskError
+	if !errors.As(out.stopErr, &de) {
+		if err := overQuota(ws, limit); !errors.As(err, &de) {
+			return
+		}
+	}
+	if res.Limit == "" {
+		res.Limit = LimitDisk
+	}
+	res.Error = de.Error()
+}
+
+// checkWrite reports, as a *diskError, whether writing size more bytes
+// into the workspace ws would take it over limit (tool.DiskQuota). The file
+// is counted whole, even when it replaces one: the measure errs on the
+// side of the quota.
+func checkWrite(ws string, limit, size int64) error {
+	used, err := scanWorkspace(ws, nil)
+	if err != nil {
+		return err
+	}
+	if used+max(size, minEntryBytes) > limit {
+		return &writeError{diskError{used: used, limit: limit}, size}
+	}
+	return nil
+}
+
+// writeError is a write refused by the workspace quota.
+type writeError struct {
+	diskError
+	size int64
+}
+
+func (e *writeError) Error() string {
+	return fmt.Sprintf("writing %s would take the workspace (%s used) over its disk quota of %s (environment.disk_mb): remove files first",
+		mib(e.size), mib(e.used), mib(e.limit))
+}
+
+// CheckWrite implements tool.DiskQuota.
+func (e *bwrapExec) CheckWrite(size int64) error {
+	lim, err := e.spec.validate(e.b.disk)
+	if err != nil {
+		return err
+	}
+	return checkWrite(e.spec.Workspace, lim.DiskBytes, size)
+}
+
+// CheckWrite implements tool.DiskQuota.
+func (e *localExec) CheckWrite(size int64) error {
+	lim, err := e.spec.validate(e.disk)
+	if err != nil {
+		return err
+	}
+	return checkWrite(e.spec.Workspace, lim.DiskBytes, size)
+}
+
+var (
+	_ tool.DiskQuota = (*bwrapExec)(nil)
+	_ tool.DiskQuota = (*localExec)(nil)
+)
