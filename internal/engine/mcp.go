@@ -35,6 +35,10 @@ import (
 //     resumed on another worker picks up a server that changed meanwhile,
 //     but only between model calls, never inside one step's calls.
 //
+// Listing a stdio server starts its process, before any call of it was
+// checked against policy; a server whose every tool a policy denies without
+// condition is therefore never listed nor started (mcpServerDenied).
+//
 // A call is requested, started and completed like a built-in's (ledger row,
 // idempotency key in the request's _meta), its tool the model-visible
 // "<server>__<tool>" and the server's name in the events. A connection that
@@ -159,6 +163,9 @@ func (r *runner) refreshMCPTools(ctx context.Context) (bool, error) {
 	}
 	for i := range specs {
 		s := &specs[i]
+		if mcpServerDenied(r.spec.Policies, s.Name) {
+			continue // never started: none of its tools could run
+		}
 		cur := r.mcp.listed[s.Name]
 		reason := ""
 		switch gen := r.env.mcp.Generation(s.Name); {
@@ -202,6 +209,20 @@ func (r *runner) refreshMCPTools(ctx context.Context) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// mcpServerDenied reports whether a policy without a condition denies
+// every tool of an MCP server ("*", or "<server>__*"). Listing a stdio
+// server means starting its command, so such a server is never listed,
+// started or dialled: an agent (or a sub-agent, which inherits the rule)
+// denied everything runs no process of its MCP servers at all.
+func mcpServerDenied(policies []lt.Policy, server string) bool {
+	for _, p := range policies {
+		if p.Decision == lt.PolicyDeny && p.When == "" && (p.Tool == "" || p.Tool == "*" || p.Tool == mcp.ToolName(server, "*")) {
+			return true
+		}
+	}
+	return false
 }
 
 // journalMCPNetwork records the connection decisions made while listing a

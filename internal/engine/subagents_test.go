@@ -63,7 +63,9 @@ func TestSubagentsRunInParallelAndReport(t *testing.T) {
 		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}, "usage": map[string]any{"input_tokens": 10, "output_tokens": 1}},
 		map[string]any{"tool_calls": []any{toolCall("read_file", map[string]any{"path": "a.txt"})}, "usage": map[string]any{"input_tokens": 10, "output_tokens": 1}},
 		map[string]any{"text": "all done", "usage": map[string]any{"input_tokens": 10, "output_tokens": 1}},
-	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"}, lt.ToolSpec{Name: "read_file"})
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"}, lt.ToolSpec{Name: "read_file"},
+		// A child holds at most its parent's tools.
+		lt.ToolSpec{Name: "write_file"})
 	s := create(t, h, parent, &lt.Budget{MaxModelCalls: 70})
 	s = h.waitStatus(s.ID, lt.SessionIdle, lt.SessionFailed)
 	require.Equal(t, lt.SessionIdle, s.Status, "stop reason %v", s.StopReason)
