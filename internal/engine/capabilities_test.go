@@ -245,3 +245,40 @@ func TestLowerLimits(t *testing.T) {
 	require.Equal(t, own, lowerLimits(nil, own))
 	require.Equal(t, call, lowerLimits(call, nil))
 }
+
+// TestInheritPoliciesOnMCPPatterns: a parent's rules on an MCP server's
+// tools ("docs__*", "docs__delete") apply in a child that has the server;
+// a rule on a tool the child lacks is left out (it would not compile).
+func TestInheritPoliciesOnMCPPatterns(t *testing.T) {
+	parent := []lt.Policy{
+		{Tool: "docs__*", Decision: lt.PolicyAsk},
+		{Tool: "docs__delete", Decision: lt.PolicyDeny},
+		{Tool: "shell", Decision: lt.PolicyDeny},
+		{Tool: "*", When: "usage.cost_usd > 1", Decision: lt.PolicyDeny},
+	}
+	got := inheritPolicies(nil, parent, []lt.ToolSpec{{Name: "docs", Type: "mcp", Command: "docs-server"}})
+	var names []string
+	for _, p := range got {
+		names = append(names, p.Name)
+	}
+	require.Equal(t, []string{"parent.policies[0]", "parent.policies[1]", "parent.policies[3]"}, names)
+}
+
+// TestMCPServerDenied: only a rule without a condition that denies every
+// tool of the server keeps it from starting.
+func TestMCPServerDenied(t *testing.T) {
+	for _, tc := range []struct {
+		p    lt.Policy
+		want bool
+	}{
+		{lt.Policy{Tool: "*", Decision: lt.PolicyDeny}, true},
+		{lt.Policy{Decision: lt.PolicyDeny}, true},
+		{lt.Policy{Tool: "docs__*", Decision: lt.PolicyDeny}, true},
+		{lt.Policy{Tool: "other__*", Decision: lt.PolicyDeny}, false},
+		{lt.Policy{Tool: "docs__search", Decision: lt.PolicyDeny}, false},
+		{lt.Policy{Tool: "*", Decision: lt.PolicyAsk}, false},
+		{lt.Policy{Tool: "*", When: "usage.cost_usd > 1", Decision: lt.PolicyDeny}, false},
+	} {
+		require.Equal(t, tc.want, mcpServerDenied([]lt.Policy{tc.p}, "docs"), "%+v", tc.p)
+	}
+}
