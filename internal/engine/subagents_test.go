@@ -341,8 +341,8 @@ func TestSubagentCannotWiden(t *testing.T) {
 	}
 	wide["model"].(map[string]any)["api_key_env"] = "SERVER_KEY"
 	_, err := h.eng.PutAgent(ctx, &lt.PutAgentRequest{Name: "deployer", Spec: lt.AgentSpec{
-		Model: lt.ModelSpec{Provider: "scripted", Script: json.RawMessage(`[{"text": "deployed"}]`)},
-		Tools: []lt.ToolSpec{{Name: "shell"}, {Name: "sqlite_query"}},
+		Model:       lt.ModelSpec{Provider: "scripted", Script: json.RawMessage(`[{"text": "deployed"}]`)},
+		Tools:       []lt.ToolSpec{{Name: "shell"}, {Name: "sqlite_query"}},
 		Environment: &lt.Environment{Secrets: []string{"DEPLOY_TOKEN"}},
 	}})
 	require.NoError(t, err)
