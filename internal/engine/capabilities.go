@@ -89,6 +89,7 @@ func narrowChild(parent, asked *lt.AgentSpec, pl parentLimits) (*lt.AgentSpec, e
 	narrowNetwork(parent.Environment, child.Environment, &rs)
 	narrowSecrets(parent.Environment, child.Environment, &rs)
 	narrowLimits(parent, child, pl, &rs)
+	narrowPolicies(parent.Policies, child.Policies, child.Tools, &rs)
 	if len(rs) > 0 {
 		return nil, &wideningError{refused: rs}
 	}
@@ -298,6 +299,32 @@ func narrowMCP(p, c *lt.ToolSpec, rs *refusals) {
 			c.Effects = map[string]lt.EffectClass{}
 		}
 		c.Effects[name] = pc
+	}
+}
+
+// narrowPolicies: the parent's policies apply in the child anyway
+// (inheritPolicies), and the most restrictive decides, so a child's own
+// rule can loosen nothing — but one: an MCP tool that no policy names gets
+// the default decision (ask, unless it only reads), and a child's rule
+// naming it would take that default away. Such a rule is refused unless the
+// parent names the same tools itself (then the parent's rule decides).
+func narrowPolicies(parent, child []lt.Policy, tools []lt.ToolSpec, rs *refusals) {
+	for i, p := range child {
+		if p.Tool == "" || p.Tool == "*" {
+			continue
+		}
+		j := slices.IndexFunc(tools, func(t lt.ToolSpec) bool {
+			return t.Type == "mcp" && strings.HasPrefix(p.Tool, t.Name+mcp.Separator)
+		})
+		if j < 0 {
+			continue
+		}
+		all := mcp.ToolName(tools[j].Name, "*")
+		if slices.ContainsFunc(parent, func(q lt.Policy) bool { return q.Tool == p.Tool || q.Tool == all }) {
+			continue
+		}
+		rs.add(fmt.Sprintf("policy %s on %s", policyName(p, i), p.Tool),
+			"it would replace the default of asking before an MCP tool that is not read-only")
 	}
 }
 

@@ -112,6 +112,10 @@ func TestNarrowChildRefuses(t *testing.T) {
 			[]string{"model api_key_secret GITHUB_TOKEN"}},
 		{"a cheaper price", func(c *lt.AgentSpec) { c.Model.Pricing = json.RawMessage(`{"input_per_mtok":0}`) },
 			[]string{"model pricing"}},
+		{"a rule taking away the MCP default", func(c *lt.AgentSpec) {
+			c.Tools = []lt.ToolSpec{{Name: "docs", Type: "mcp", Command: "docs-server", Args: []string{"--ro"}, Env: map[string]string{"MODE": "ro"}}}
+			c.Policies = []lt.Policy{{Name: "open", Tool: "docs__*", Decision: lt.PolicyAllow}, {Tool: "shell", Decision: lt.PolicyAllow}}
+		}, []string{"child may not use policy open on docs__*: its parent may not (it would replace the default of asking before an MCP tool that is not read-only)"}},
 		{"raised limits", func(c *lt.AgentSpec) {
 			c.MaxSteps, c.TurnTimeoutSeconds = 500, 3600
 			c.Subagents = &lt.SubagentLimits{MaxParallel: 10, MaxDepth: 9}
@@ -199,6 +203,16 @@ func TestNarrowChildInherits(t *testing.T) {
 	require.Equal(t, 20, got.MaxSteps, "lowered")
 	require.Equal(t, int64(600), got.TurnTimeoutSeconds, "the parent's")
 	require.Equal(t, &lt.SubagentLimits{MaxParallel: 2, MaxDepth: 2}, got.Subagents)
+
+	// A rule on an MCP tool the parent names itself: the parent's decides.
+	parent.Policies = []lt.Policy{{Tool: "docs__fetch", Decision: lt.PolicyAsk}}
+	child.Policies = []lt.Policy{{Tool: "docs__search", Decision: lt.PolicyDeny, When: "size(args) > 3"}}
+	_, err = narrowChild(parent, child, capLimits())
+	require.EqualError(t, err, "child may not use policy policies[0] on docs__search: its parent may not (it would replace the default of asking before an MCP tool that is not read-only)")
+	parent.Policies = []lt.Policy{{Tool: "docs__*", Decision: lt.PolicyAsk}}
+	_, err = narrowChild(parent, child, capLimits())
+	require.NoError(t, err)
+	parent.Policies, child.Policies = nil, nil
 
 	// An MCP server's allowlist the child leaves out is the parent's.
 	child.Tools = []lt.ToolSpec{{Name: "docs", Type: "mcp", Command: "docs-server", Args: []string{"--ro"}, Env: map[string]string{"MODE": "ro"}}}
