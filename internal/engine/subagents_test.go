@@ -472,3 +472,46 @@ func TestSubagentMCPUnderDenyAll(t *testing.T) {
 	require.Empty(t, events(t, h, s.ID, lt.EventMCPToolsListed))
 	require.Empty(t, events(t, h, kids[0].ID, lt.EventMCPToolsListed))
 }
+
+// TestSubagentMCPStartsOnlyForAnAllowedCall: a sub-agent with its parent's
+// MCP server offers the tools of the parent's listing ("parent") without
+// starting the server; a call its policies deny starts nothing, and an
+// allowed call starts the server for itself.
+func TestSubagentMCPStartsOnlyForAnAllowedCall(t *testing.T) {
+	h := newHarness(t)
+	srv := testMCPServer(t, "docs", func(s *lt.ToolSpec) { s.Effects = map[string]lt.EffectClass{"echo": lt.EffectRead} })
+	run := func(call map[string]any) (root, child string) {
+		c := childSpec(script(t, map[string]any{"tool_calls": []any{call}}, map[string]any{"text": "child done"}))
+		c["tools"] = []lt.ToolSpec{srv}
+		parent := spec(t, script(t,
+			map[string]any{"tool_calls": []any{
+				toolCall("spawn_agent", map[string]any{"agent_spec": c, "input": "use docs"}),
+				toolCall("wait_agents", map[string]any{}),
+			}},
+			map[string]any{"text": "done"},
+		), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"}, srv)
+		parent.Policies = []lt.Policy{{Name: "no-records", Tool: "docs__record", Decision: lt.PolicyDeny}}
+		s := create(t, h, parent, nil)
+		s = h.waitStatus(s.ID, lt.SessionIdle)
+		kids := children(t, h, s.ID)
+		require.Len(t, kids, 1)
+		listed := events(t, h, kids[0].ID, lt.EventMCPToolsListed)
+		require.NotEmpty(t, listed)
+		d := data[journal.MCPToolsListed](t, listed[0])
+		require.Equal(t, "parent", d.Reason)
+		require.Len(t, d.Tools, len(data[journal.MCPToolsListed](t, events(t, h, s.ID, lt.EventMCPToolsListed)[0]).Tools))
+		return s.ID, kids[0].ID
+	}
+
+	root, child := run(toolCall("docs__record", map[string]any{"note": "x"}))
+	failed := events(t, h, child, lt.EventToolFailed)
+	require.Len(t, failed, 1)
+	require.Equal(t, journal.RefusedPolicy, data[journal.ToolFailed](t, failed[0]).Refused)
+	require.Len(t, readLines(t, filepath.Join(h.workspace(root), mcptest.PIDLog)), 1, "only the parent's listing started the server")
+	require.Empty(t, readLines(t, filepath.Join(h.workspace(root), mcptest.CallLog)))
+
+	root, child = run(toolCall("docs__echo", map[string]any{"text": "hi"}))
+	require.Len(t, events(t, h, child, lt.EventToolCompleted), 1)
+	require.Len(t, readLines(t, filepath.Join(h.workspace(root), mcptest.PIDLog)), 2, "the allowed call started the child's own")
+	checkJournal(t, h.store, child)
+}
