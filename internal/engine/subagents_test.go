@@ -193,6 +193,11 @@ func TestCancelCascadesToSubagents(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return len(events(t, h, s.ID, lt.EventSubagentCompleted)) == 1 && len(events(t, h, kids[0].ID, lt.EventSubagentCompleted)) == 1
 	}, testTimeout, pollEvery, "each child reported its end")
+	// A child journals subagent.reported after its parent has the report:
+	// its journal is checked once that last event is there.
+	require.Eventually(t, func() bool {
+		return len(events(t, h, kids[0].ID, lt.EventSubagentReported)) == 1 && len(events(t, h, grand[0].ID, lt.EventSubagentReported)) == 1
+	}, testTimeout, pollEvery, "each child recorded that its report was delivered")
 	d := data[journal.SubagentCompleted](t, events(t, h, s.ID, lt.EventSubagentCompleted)[0])
 	require.Equal(t, lt.TurnCancelled, d.Status)
 	for _, id := range []string{s.ID, kids[0].ID, grand[0].ID} {
