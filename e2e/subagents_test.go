@@ -140,7 +140,8 @@ func parentAgent(p int) *lt.AgentSpec {
 	return &lt.AgentSpec{
 		Model:        lt.ModelSpec{Provider: "scripted", Script: raw},
 		Instructions: "Split the work among sub-agents.",
-		Tools:        []lt.ToolSpec{{Name: "spawn_agent"}, {Name: "wait_agents"}, {Name: "list_files"}},
+		// The children's tools too: a child holds at most its parent's.
+		Tools: []lt.ToolSpec{{Name: "spawn_agent"}, {Name: "wait_agents"}, {Name: "list_files"}, {Name: "write_file"}, {Name: "read_file"}},
 	}
 }
 

@@ -45,7 +45,7 @@ var engineTools = map[string]engineTool{
 	},
 	spawnAgentTool: {
 		kind:        journal.CallSpawn,
-		description: "Start a sub-agent: a separate session with its own context that works in parallel in your workspace, on a task you describe completely in input. Name a configured agent, give an inline agent_spec, or give instructions to run your own model and tools with them. It gets a share of your remaining budget. Returns its id; call wait_agents for its answer.",
+		description: "Start a sub-agent: a separate session with its own context that works in parallel in your workspace, on a task you describe completely in input. Name a configured agent, give an inline agent_spec, or give instructions to run your own model and tools with them. It gets a share of your remaining budget, and at most your own tools, network, secrets and model: asking for more is refused. Returns its id; call wait_agents for its answer.",
 		schema:      json.RawMessage(spawnAgentSchema),
 	},
 	waitAgentsTool: {

@@ -35,6 +35,13 @@ import (
 //     resumed on another worker picks up a server that changed meanwhile,
 //     but only between model calls, never inside one step's calls.
 //
+// Listing a stdio server starts its process, before any call of it was
+// checked against policy; a server whose every tool a policy denies without
+// condition is therefore never listed nor started (mcpServerDenied), and a
+// sub-agent takes its first listing of a server from its parent's journal
+// ("parent", parentMCPOffer): it starts the server only for a call that
+// passed policy.
+//
 // A call is requested, started and completed like a built-in's (ledger row,
 // idempotency key in the request's _meta), its tool the model-visible
 // "<server>__<tool>" and the server's name in the events. A connection that
@@ -159,11 +166,17 @@ func (r *runner) refreshMCPTools(ctx context.Context) (bool, error) {
 	}
 	for i := range specs {
 		s := &specs[i]
+		if mcpServerDenied(r.spec.Policies, s.Name) {
+			continue // never started: none of its tools could run
+		}
 		cur := r.mcp.listed[s.Name]
 		reason := ""
 		switch gen := r.env.mcp.Generation(s.Name); {
 		case cur == nil:
 			reason = "first"
+		case cur.Reason == mcpReasonParent && gen == 0:
+			// The parent's listing stands until a call of this
+			// sub-agent starts the server (then "restart" lists it).
 		case r.st.Step == nil && r.mcp.refreshed[s.Name] != turn.ID:
 			reason = "turn"
 		case gen != 0 && gen != r.mcp.gen[s.Name]:
@@ -171,6 +184,19 @@ func (r *runner) refreshMCPTools(ctx context.Context) (bool, error) {
 		}
 		if reason == "" {
 			continue
+		}
+		if reason == "first" && r.st.Session.ParentID != nil {
+			offer, err := r.parentMCPOffer(ctx, s)
+			if err != nil {
+				return false, err
+			}
+			if offer != nil {
+				r.mcp.refreshed[s.Name] = turn.ID
+				if err := r.add(lt.EventMCPToolsListed, turn.ID, stepN, offer); err != nil {
+					return false, err
+				}
+				continue
+			}
 		}
 		l, err := r.env.mcp.List(ctx, s.Name)
 		if nerr := r.journalMCPNetwork(turn.ID, stepN, s.Name); nerr != nil {
@@ -202,6 +228,65 @@ func (r *runner) refreshMCPTools(ctx context.Context) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// mcpReasonParent is the reason of a sub-agent's listing taken from its
+// parent's journal (mcp.tools_listed), made without starting the server.
+const mcpReasonParent = "parent"
+
+// parentMCPOffer derives a sub-agent's offer of one of its MCP servers
+// from its parent's latest listing of it, so the sub-agent starts the
+// server only for a call that passed its policies (the parent's included),
+// never just to list it. A child's server is always one its parent has,
+// with the same launch definition (narrowMCP). nil when the parent has
+// none (the caller then lists the server).
+func (r *runner) parentMCPOffer(ctx context.Context, s *lt.ToolSpec) (*journal.MCPToolsListed, error) {
+	parentID := *r.st.Session.ParentID
+	var last *journal.MCPToolsListed
+	for after := int64(0); ; {
+		evs, err := r.e.store.EventList(ctx, parentID, after, 1000)
+		if err != nil {
+			return nil, fmt.Errorf("read the MCP listings of parent %s: %w", parentID, err)
+		}
+		if len(evs) == 0 {
+			break
+		}
+		for _, ev := range evs {
+			if ev.Type != lt.EventMCPToolsListed {
+				continue
+			}
+			w, err := r.e.resolveBlob(ctx, wireEvent(ev))
+			if err != nil {
+				return nil, err
+			}
+			var d journal.MCPToolsListed
+			if err := json.Unmarshal(w.Data, &d); err != nil {
+				return nil, fmt.Errorf("decode an MCP listing of parent %s: %w", parentID, err)
+			}
+			if d.Server == s.Name {
+				last = &d
+			}
+		}
+		after = evs[len(evs)-1].Seq
+	}
+	if last == nil {
+		return nil, nil
+	}
+	return mcp.Reoffer(s, last, mcpReasonParent)
+}
+
+// mcpServerDenied reports whether a policy without a condition denies
+// every tool of an MCP server ("*", or "<server>__*"). Listing a stdio
+// server means starting its command, so such a server is never listed,
+// started or dialled: an agent (or a sub-agent, which inherits the rule)
+// denied everything runs no process of its MCP servers at all.
+func mcpServerDenied(policies []lt.Policy, server string) bool {
+	for _, p := range policies {
+		if p.Decision == lt.PolicyDeny && p.When == "" && (p.Tool == "" || p.Tool == "*" || p.Tool == mcp.ToolName(server, "*")) {
+			return true
+		}
+	}
+	return false
 }
 
 // journalMCPNetwork records the connection decisions made while listing a

@@ -171,8 +171,14 @@ func (r *runner) evaluatePolicy(ctx context.Context, c *journal.Call) (bool, err
 
 // compilePolicies compiles an agent's policies against its tool names.
 func compilePolicies(spec *lt.AgentSpec) (*policy.Set, error) {
-	names := make([]string, 0, len(spec.Tools))
-	for _, t := range spec.Tools {
+	return policy.Compile(spec.Policies, policyToolNames(spec.Tools))
+}
+
+// policyToolNames are the names policies may select among an agent's
+// tools.
+func policyToolNames(tools []lt.ToolSpec) []string {
+	names := make([]string, 0, len(tools))
+	for _, t := range tools {
 		if t.Type == "mcp" {
 			// Its tools are known only once listed: policies may name
 			// any of them, or all ("<server>__*").
@@ -181,5 +187,5 @@ func compilePolicies(spec *lt.AgentSpec) (*policy.Set, error) {
 		}
 		names = append(names, t.Name)
 	}
-	return policy.Compile(spec.Policies, names)
+	return names
 }

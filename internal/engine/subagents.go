@@ -12,6 +12,7 @@ import (
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/policy"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -124,10 +125,13 @@ func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
 	if err != nil {
 		return fail(toolMessage(err))
 	}
-	budget, err := r.childBudget(args.Budget)
+	budget, err := r.childBudget(lowerLimits(args.Budget, spec.Budget))
 	if err != nil {
 		return fail(toolMessage(err))
 	}
+	// The child's spec says what it got: its own default budget was one
+	// more ask, never a way past its share.
+	spec.Budget = &budget
 	ns := &newSession{
 		ID: id, Spec: spec, Ref: ref,
 		Created: journal.SessionCreated{
@@ -168,8 +172,10 @@ func (r *runner) recordSpawn(c *journal.Call, row *store.SessionRow) error {
 	return r.add(lt.EventToolCompleted, turnID, step, journal.ToolCompleted{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Output: out})
 }
 
-// childSpec resolves the agent a spawn_agent call names. The child obeys
-// the parent's policies too: rules apply across the whole tree.
+// childSpec resolves the agent a spawn_agent call names and narrows it to
+// what this session holds (narrowChild): a spawn asking for more than the
+// parent's capabilities is refused, whichever form names the child. The
+// child obeys the parent's policies too: rules apply across the whole tree.
 func (r *runner) childSpec(ctx context.Context, args *spawnArgs) (*lt.AgentSpec, lt.AgentRef, error) {
 	n := 0
 	for _, set := range []bool{args.Agent != "", args.AgentSpec != nil, args.Instructions != ""} {
@@ -180,7 +186,7 @@ func (r *runner) childSpec(ctx context.Context, args *spawnArgs) (*lt.AgentSpec,
 	if n != 1 {
 		return nil, lt.AgentRef{}, apierror.Invalid("agent", "give exactly one of agent (a configured agent's name), agent_spec or instructions")
 	}
-	var spec lt.AgentSpec
+	var asked *lt.AgentSpec
 	var ref lt.AgentRef
 	switch {
 	case args.Agent != "":
@@ -192,39 +198,48 @@ func (r *runner) childSpec(ctx context.Context, args *spawnArgs) (*lt.AgentSpec,
 			}
 			return nil, ref, err
 		}
-		spec, ref = a.Spec, lt.AgentRef{Name: a.Name, Version: a.Version}
+		asked, ref = &a.Spec, lt.AgentRef{Name: a.Name, Version: a.Version}
 	case args.AgentSpec != nil:
-		if err := r.e.validateSpec(ctx, args.AgentSpec, "agent_spec"); err != nil {
-			return nil, ref, err
-		}
-		spec, ref = *args.AgentSpec, lt.AgentRef{Name: inlineAgent, Version: 1}
+		asked, ref = args.AgentSpec, lt.AgentRef{Name: inlineAgent, Version: 1}
 	default:
-		// The parent's model and tools with other instructions.
-		raw, err := json.Marshal(r.spec)
-		if err != nil {
+		// The parent's model and tools with other instructions; its
+		// budget is the share childBudget gives, not the parent's default.
+		own := r.spec
+		own.Instructions, own.Budget, ref = args.Instructions, nil, r.st.Session.Agent
+		asked = &own
+	}
+	// Narrowed before an inline spec is validated, so a refusal never
+	// depends on what this server holds (which environment variables or
+	// secrets exist): the model learns nothing by asking.
+	spec, err := narrowChild(&r.spec, asked, parentLimits{
+		MaxParallelSubagents: r.maxParallelSubagents(), MaxSubagentDepth: r.maxSubagentDepth(),
+	})
+	if err != nil {
+		return nil, ref, err
+	}
+	if args.AgentSpec != nil {
+		if err := r.e.validateSpec(ctx, spec, "agent_spec"); err != nil {
 			return nil, ref, err
 		}
-		if err := json.Unmarshal(raw, &spec); err != nil {
-			return nil, ref, err
-		}
-		spec.Instructions, ref = args.Instructions, r.st.Session.Agent
 	}
 	spec.Policies = inheritPolicies(spec.Policies, r.spec.Policies, spec.Tools)
-	return &spec, ref, nil
+	return spec, ref, nil
 }
 
 // inheritPolicies adds the parent's policies that can apply to the child's
-// tools (a rule on a tool the child lacks matches nothing) to the child's
-// own; the most restrictive still decides. Inherited rules keep their name
-// with a "parent." prefix, so the journal says where a decision came from.
+// tools (a rule on a tool the child lacks matches nothing, and would not
+// compile) to the child's own; the most restrictive still decides.
+// Inherited rules keep their name with a "parent." prefix, so the journal
+// says where a decision came from.
 func inheritPolicies(own, parent []lt.Policy, tools []lt.ToolSpec) []lt.Policy {
 	out := slices.Clone(own)
 	names := make(map[string]bool, len(own))
 	for i, p := range own {
 		names[policyName(p, i)] = true
 	}
+	toolNames := policyToolNames(tools)
 	for i, p := range parent {
-		if p.Tool != "" && p.Tool != "*" && !slices.ContainsFunc(tools, func(t lt.ToolSpec) bool { return t.Name == p.Tool }) {
+		if !policy.MaySelect(p.Tool, toolNames) {
 			continue
 		}
 		name := policyName(p, i)
@@ -295,6 +310,33 @@ func (r *runner) childBudget(asked *lt.Budget) (lt.Budget, error) {
 		out.MaxWallSeconds = want.MaxWallSeconds
 	}
 	return out, err
+}
+
+// lowerLimits merges two asks for a child's budget (the call's and the
+// child spec's default): per limit, the lower of those set. Soft limits
+// are not given to children (childBudget gives hard shares only).
+func lowerLimits(a, b *lt.Budget) *lt.Budget {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return &lt.Budget{
+		MaxCostUSD:     lowerSet(a.MaxCostUSD, b.MaxCostUSD),
+		MaxTokens:      lowerSet(a.MaxTokens, b.MaxTokens),
+		MaxModelCalls:  lowerSet(a.MaxModelCalls, b.MaxModelCalls),
+		MaxToolCalls:   lowerSet(a.MaxToolCalls, b.MaxToolCalls),
+		MaxWallSeconds: lowerSet(a.MaxWallSeconds, b.MaxWallSeconds),
+	}
+}
+
+// lowerSet is the lower of two limits where 0 means none.
+func lowerSet[T int64 | float64](x, y T) T {
+	if x <= 0 || (y > 0 && y < x) {
+		return y
+	}
+	return x
 }
 
 // atLeastOne rounds a share of a countable limit down, but never to 0

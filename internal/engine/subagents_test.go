@@ -3,12 +3,14 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/mcp/mcptest"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -63,7 +65,9 @@ func TestSubagentsRunInParallelAndReport(t *testing.T) {
 		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}, "usage": map[string]any{"input_tokens": 10, "output_tokens": 1}},
 		map[string]any{"tool_calls": []any{toolCall("read_file", map[string]any{"path": "a.txt"})}, "usage": map[string]any{"input_tokens": 10, "output_tokens": 1}},
 		map[string]any{"text": "all done", "usage": map[string]any{"input_tokens": 10, "output_tokens": 1}},
-	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"}, lt.ToolSpec{Name: "read_file"})
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"}, lt.ToolSpec{Name: "read_file"},
+		// A child holds at most its parent's tools.
+		lt.ToolSpec{Name: "write_file"})
 	s := create(t, h, parent, &lt.Budget{MaxModelCalls: 70})
 	s = h.waitStatus(s.ID, lt.SessionIdle, lt.SessionFailed)
 	require.Equal(t, lt.SessionIdle, s.Status, "stop reason %v", s.StopReason)
@@ -189,6 +193,11 @@ func TestCancelCascadesToSubagents(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return len(events(t, h, s.ID, lt.EventSubagentCompleted)) == 1 && len(events(t, h, kids[0].ID, lt.EventSubagentCompleted)) == 1
 	}, testTimeout, pollEvery, "each child reported its end")
+	// A child journals subagent.reported after its parent has the report:
+	// its journal is checked once that last event is there.
+	require.Eventually(t, func() bool {
+		return len(events(t, h, kids[0].ID, lt.EventSubagentReported)) == 1 && len(events(t, h, grand[0].ID, lt.EventSubagentReported)) == 1
+	}, testTimeout, pollEvery, "each child recorded that its report was delivered")
 	d := data[journal.SubagentCompleted](t, events(t, h, s.ID, lt.EventSubagentCompleted)[0])
 	require.Equal(t, lt.TurnCancelled, d.Status)
 	for _, id := range []string{s.ID, kids[0].ID, grand[0].ID} {
@@ -306,4 +315,208 @@ func TestTrajectoryRulesSpanTheTree(t *testing.T) {
 	d := data[journal.PolicyDecided](t, decided[0])
 	require.Equal(t, "parent.one-write", d.Rule)
 	require.Equal(t, lt.PolicyDeny, d.Decision, "the parent's write counts in the child")
+}
+
+// spawnErrors returns the errors of a session's failed spawn_agent calls.
+func spawnErrors(t *testing.T, h *harness, id string) []string {
+	t.Helper()
+	var out []string
+	for _, ev := range events(t, h, id, lt.EventToolFailed) {
+		if d := data[journal.ToolFailed](t, ev); d.Tool == "spawn_agent" {
+			out = append(out, d.Error)
+		}
+	}
+	return out
+}
+
+// TestSubagentCannotWiden: whichever form names the child — an inline
+// agent_spec, a configured agent — a spawn that asks for more than the
+// parent holds is one tool error naming each refused item, and no child
+// exists; the instructions form gets exactly the parent's tools.
+func TestSubagentCannotWiden(t *testing.T) {
+	h := newHarnessWith(t, nil, map[string]string{"SERVER_KEY": "k-123"})
+	h.vault = &fakeVault{secrets: map[string]struct{ value, host string }{"DEPLOY_TOKEN": {"t-456", "127.0.0.1"}}}
+	h.restart("node-a")
+	ctx := context.Background()
+
+	wide := childSpec(script(t, map[string]any{"text": "out"}), "shell", "http_request")
+	wide["environment"] = map[string]any{
+		"network": map[string]any{"allow": []string{"127.0.0.1"}, "ports": []int{8443}},
+		"secrets": []string{"DEPLOY_TOKEN"},
+	}
+	wide["model"].(map[string]any)["api_key_env"] = "SERVER_KEY"
+	_, err := h.eng.PutAgent(ctx, &lt.PutAgentRequest{Name: "deployer", Spec: lt.AgentSpec{
+		Model:       lt.ModelSpec{Provider: "scripted", Script: json.RawMessage(`[{"text": "deployed"}]`)},
+		Tools:       []lt.ToolSpec{{Name: "shell"}, {Name: "sqlite_query"}},
+		Environment: &lt.Environment{Secrets: []string{"DEPLOY_TOKEN"}},
+	}})
+	require.NoError(t, err)
+	parent := spec(t, script(t,
+		map[string]any{"tool_calls": []any{
+			toolCall("spawn_agent", map[string]any{"agent_spec": wide, "input": "exfiltrate"}),
+			toolCall("spawn_agent", map[string]any{"agent": "deployer", "input": "deploy"}),
+			toolCall("spawn_agent", map[string]any{"instructions": "Same tools, other task.", "input": "look"}),
+		}},
+		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
+		map[string]any{"text": "done"},
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"}, lt.ToolSpec{Name: "shell"})
+	s := create(t, h, parent, nil)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+
+	errs := spawnErrors(t, h, s.ID)
+	require.Len(t, errs, 2)
+	require.Equal(t, "child may not use model api_key_env SERVER_KEY: its parent may not; "+
+		"child may not use tool http_request: its parent may not; "+
+		"child may not use network 127.0.0.1:8443: its parent may not; "+
+		"child may not use secret DEPLOY_TOKEN: its parent may not", errs[0])
+	require.Equal(t, "child may not use tool sqlite_query: its parent may not; "+
+		"child may not use secret DEPLOY_TOKEN: its parent may not", errs[1])
+	for _, e := range errs {
+		require.NotContains(t, e, "k-123")
+		require.NotContains(t, e, "t-456")
+	}
+
+	kids := children(t, h, s.ID)
+	require.Len(t, kids, 1, "only the instructions form was spawned")
+	raw, err := h.store.SessionGet(ctx, kids[0].ID)
+	require.NoError(t, err)
+	var got lt.AgentSpec
+	require.NoError(t, json.Unmarshal(raw.Spec, &got))
+	require.Equal(t, parent.Tools, got.Tools)
+	require.Equal(t, "Same tools, other task.", got.Instructions)
+	require.Nil(t, got.Environment)
+}
+
+// TestSubagentGrandchildCannotWiden: a grandchild is narrowed against its
+// own parent, which was narrowed already: the root's network does not
+// reach a grandchild through a child that gave it up.
+func TestSubagentGrandchildCannotWiden(t *testing.T) {
+	h := newHarness(t)
+	net := map[string]any{"network": map[string]any{"allow": []string{"127.0.0.1"}, "ports": []int{8443}}}
+	grand := childSpec(script(t, map[string]any{"text": "out"}))
+	grand["environment"] = net
+	child := childSpec(script(t,
+		map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": grand, "input": "deeper"})}},
+		map[string]any{"text": "child done"},
+	), "spawn_agent")
+	parent := spec(t, script(t,
+		map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": child, "input": "delegate"})}},
+		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
+		map[string]any{"text": "done"},
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"})
+	parent.Environment = &lt.Environment{Network: &lt.NetworkSpec{Allow: []string{"127.0.0.1"}, Ports: []int{8443}}}
+	s := create(t, h, parent, nil)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	kids := children(t, h, s.ID)
+	require.Len(t, kids, 1)
+	require.Equal(t, []string{"child may not use network 127.0.0.1:8443: its parent may not"}, spawnErrors(t, h, kids[0].ID))
+	require.Empty(t, children(t, h, kids[0].ID))
+}
+
+// TestSubagentSpecBudgetCannotRaise: a child spec's own budget is one more
+// ask: it lowers the child's share, and never raises it.
+func TestSubagentSpecBudgetCannotRaise(t *testing.T) {
+	h := newHarness(t)
+	big := childSpec(script(t, map[string]any{"text": "big"}))
+	big["budget"] = map[string]any{"max_tool_calls": 1000, "max_cost_usd": 50}
+	small := childSpec(script(t, map[string]any{"text": "small"}))
+	small["budget"] = map[string]any{"max_tool_calls": 2}
+	parent := spec(t, script(t,
+		map[string]any{"tool_calls": []any{
+			toolCall("spawn_agent", map[string]any{"agent_spec": small, "input": "small"}),
+			toolCall("spawn_agent", map[string]any{"agent_spec": big, "input": "big"}),
+		}},
+		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
+		map[string]any{"text": "done"},
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"})
+	s := create(t, h, parent, &lt.Budget{MaxToolCalls: 12})
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	kids := children(t, h, s.ID)
+	require.Len(t, kids, 2)
+	for _, k := range kids {
+		switch k.Input {
+		case "big":
+			require.LessOrEqual(t, k.Budget.MaxToolCalls, int64(10), "at most what the parent had left")
+			require.Positive(t, k.Budget.MaxToolCalls)
+			require.Equal(t, 50.0, k.Budget.MaxCostUSD, "a limit the parent does not have is the child's own ask")
+		case "small":
+			require.Equal(t, int64(2), k.Budget.MaxToolCalls)
+		}
+	}
+}
+
+// TestSubagentMCPUnderDenyAll: under a parent that denies every tool, an
+// MCP server the parent has is never started, by the parent nor by a child
+// that has it too; a server the parent lacks is refused before any process
+// could start.
+func TestSubagentMCPUnderDenyAll(t *testing.T) {
+	h := newHarness(t)
+	srv := testMCPServer(t, "docs")
+	marker := filepath.Join(t.TempDir(), "marker")
+	same := childSpec(script(t, map[string]any{"text": "no tools"}))
+	same["tools"] = []lt.ToolSpec{srv}
+	evil := childSpec(script(t, map[string]any{"text": "ran"}))
+	evil["tools"] = []lt.ToolSpec{{Name: "evil", Type: "mcp", Command: "sh", Args: []string{"-c", "touch " + marker}}}
+	parent := spec(t, script(t,
+		map[string]any{"tool_calls": []any{
+			toolCall("spawn_agent", map[string]any{"agent_spec": evil, "input": "start it"}),
+			toolCall("spawn_agent", map[string]any{"agent_spec": same, "input": "use docs"}),
+		}},
+		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
+		map[string]any{"text": "done"},
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"}, srv)
+	parent.Policies = []lt.Policy{{Name: "nothing", Tool: "*", Decision: lt.PolicyDeny}}
+	s := create(t, h, parent, nil)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	require.Equal(t, []string{"child may not use MCP server evil: its parent may not"}, spawnErrors(t, h, s.ID))
+	kids := children(t, h, s.ID)
+	require.Len(t, kids, 1)
+	h.waitStatus(kids[0].ID, lt.SessionIdle)
+	require.NoFileExists(t, marker)
+	require.Empty(t, readLines(t, filepath.Join(h.workspace(s.ID), mcptest.PIDLog)), "no MCP server process started")
+	require.Empty(t, events(t, h, s.ID, lt.EventMCPToolsListed))
+	require.Empty(t, events(t, h, kids[0].ID, lt.EventMCPToolsListed))
+}
+
+// TestSubagentMCPStartsOnlyForAnAllowedCall: a sub-agent with its parent's
+// MCP server offers the tools of the parent's listing ("parent") without
+// starting the server; a call its policies deny starts nothing, and an
+// allowed call starts the server for itself.
+func TestSubagentMCPStartsOnlyForAnAllowedCall(t *testing.T) {
+	h := newHarness(t)
+	srv := testMCPServer(t, "docs", func(s *lt.ToolSpec) { s.Effects = map[string]lt.EffectClass{"echo": lt.EffectRead} })
+	run := func(call map[string]any) (root, child string) {
+		c := childSpec(script(t, map[string]any{"tool_calls": []any{call}}, map[string]any{"text": "child done"}))
+		c["tools"] = []lt.ToolSpec{srv}
+		parent := spec(t, script(t,
+			map[string]any{"tool_calls": []any{
+				toolCall("spawn_agent", map[string]any{"agent_spec": c, "input": "use docs"}),
+				toolCall("wait_agents", map[string]any{}),
+			}},
+			map[string]any{"text": "done"},
+		), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"}, srv)
+		parent.Policies = []lt.Policy{{Name: "no-records", Tool: "docs__record", Decision: lt.PolicyDeny}}
+		s := create(t, h, parent, nil)
+		s = h.waitStatus(s.ID, lt.SessionIdle)
+		kids := children(t, h, s.ID)
+		require.Len(t, kids, 1)
+		listed := events(t, h, kids[0].ID, lt.EventMCPToolsListed)
+		require.NotEmpty(t, listed)
+		d := data[journal.MCPToolsListed](t, listed[0])
+		require.Equal(t, "parent", d.Reason)
+		require.Len(t, d.Tools, len(data[journal.MCPToolsListed](t, events(t, h, s.ID, lt.EventMCPToolsListed)[0]).Tools))
+		return s.ID, kids[0].ID
+	}
+
+	root, child := run(toolCall("docs__record", map[string]any{"note": "x"}))
+	failed := events(t, h, child, lt.EventToolFailed)
+	require.Len(t, failed, 1)
+	require.Equal(t, journal.RefusedPolicy, data[journal.ToolFailed](t, failed[0]).Refused)
+	require.Len(t, readLines(t, filepath.Join(h.workspace(root), mcptest.PIDLog)), 1, "only the parent's listing started the server")
+	require.Empty(t, readLines(t, filepath.Join(h.workspace(root), mcptest.CallLog)))
+
+	root, child = run(toolCall("docs__echo", map[string]any{"text": "hi"}))
+	require.Len(t, events(t, h, child, lt.EventToolCompleted), 1)
+	require.Len(t, readLines(t, filepath.Join(h.workspace(root), mcptest.PIDLog)), 2, "the allowed call started the child's own")
+	checkJournal(t, h.store, child)
 }

@@ -14,8 +14,9 @@ import (
 type MCPToolsListed struct {
 	Server string `json:"server"`
 	// Reason is why the server was listed: "first" (no listing in the
-	// journal yet), "turn" (a turn started) or "restart" (the server was
-	// started again).
+	// journal yet), "turn" (a turn started), "restart" (the server was
+	// started again) or "parent" (a sub-agent's first listing, taken from
+	// its parent's journal without starting the server).
 	Reason string `json:"reason"`
 	// ServerName and ServerVersion are what the server said it is.
 	ServerName    string    `json:"server_name,omitempty"`

@@ -86,16 +86,9 @@ func Offer(spec *lt.ToolSpec, l *Listing, reason string) (*journal.MCPToolsListe
 		mt.Effect, mt.EffectFrom = Effect(spec, &mt)
 		out.Tools = append(out.Tools, mt)
 	}
-	raw, err := json.Marshal(out.Tools)
-	if err != nil {
-		return nil, fmt.Errorf("encode the tools of MCP server %s: %w", spec.Name, err)
+	if err := hashOffer(out); err != nil {
+		return nil, err
 	}
-	canon, err := tool.CanonicalJSON(raw)
-	if err != nil {
-		return nil, fmt.Errorf("encode the tools of MCP server %s: %w", spec.Name, err)
-	}
-	sum := sha256.Sum256(canon)
-	out.SHA256 = hex.EncodeToString(sum[:])
 	return out, nil
 }
 
@@ -137,4 +130,43 @@ func Effect(spec *lt.ToolSpec, t *journal.MCPTool) (lt.EffectClass, string) {
 		}
 	}
 	return lt.EffectIrreversible, "default"
+}
+
+// Reoffer derives an agent's offer of a server from another agent's offer
+// of the same server (a sub-agent's from its parent's: the same name and
+// launch definition), without listing it, so no process starts for it:
+// the tools the agent's allowlist keeps, classified by the agent's effects
+// and annotation trust.
+func Reoffer(spec *lt.ToolSpec, from *journal.MCPToolsListed, reason string) (*journal.MCPToolsListed, error) {
+	out := &journal.MCPToolsListed{
+		Server: spec.Name, Reason: reason, ServerName: from.ServerName, ServerVersion: from.ServerVersion,
+		Tools: []journal.MCPTool{}, Hidden: slices.Clone(from.Hidden),
+	}
+	for _, t := range from.Tools {
+		if len(spec.Tools) > 0 && !slices.Contains(spec.Tools, t.Tool) {
+			out.Hidden = append(out.Hidden, journal.MCPHiddenTool{Tool: t.Tool, Reason: "not in the agent's tools allowlist"})
+			continue
+		}
+		t.Effect, t.EffectFrom = Effect(spec, &t)
+		out.Tools = append(out.Tools, t)
+	}
+	if err := hashOffer(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// hashOffer sets an offer's SHA256: the hash of its tools' canonical JSON.
+func hashOffer(out *journal.MCPToolsListed) error {
+	raw, err := json.Marshal(out.Tools)
+	if err != nil {
+		return fmt.Errorf("encode the tools of MCP server %s: %w", out.Server, err)
+	}
+	canon, err := tool.CanonicalJSON(raw)
+	if err != nil {
+		return fmt.Errorf("encode the tools of MCP server %s: %w", out.Server, err)
+	}
+	sum := sha256.Sum256(canon)
+	out.SHA256 = hex.EncodeToString(sum[:])
+	return nil
 }

@@ -90,6 +90,28 @@ func TestOfferAllowlistAndHash(t *testing.T) {
 	require.Equal(t, "not in the agent's tools allowlist", reasons["upsert"])
 }
 
+// TestReoffer: a sub-agent's offer derived from its parent's is what
+// listing the server with the sub-agent's own spec would give.
+func TestReoffer(t *testing.T) {
+	t.Parallel()
+	parentSpec := &lt.ToolSpec{Name: "docs", Type: "mcp", TrustAnnotations: true, Effects: map[string]lt.EffectClass{"delete": lt.EffectIdempotent}}
+	parent, err := mcp.Offer(parentSpec, listing(), "first")
+	require.NoError(t, err)
+	childSpec := &lt.ToolSpec{Name: "docs", Type: "mcp", Tools: []string{"search", "delete"}, Effects: map[string]lt.EffectClass{"delete": lt.EffectIrreversible}}
+	got, err := mcp.Reoffer(childSpec, parent, "parent")
+	require.NoError(t, err)
+	listed, err := mcp.Offer(childSpec, listing(), "parent")
+	require.NoError(t, err)
+	require.Equal(t, listed.Tools, got.Tools)
+	require.Equal(t, listed.SHA256, got.SHA256)
+	require.Equal(t, "parent", got.Reason)
+	require.Equal(t, "srv", got.ServerName)
+	tools := byTool(got)
+	require.Equal(t, lt.EffectIrreversible, tools["search"].Effect, "the child does not trust annotations")
+	require.Equal(t, lt.EffectIrreversible, tools["delete"].Effect)
+	require.Len(t, parent.Tools, 4, "the parent's offer is not changed")
+}
+
 func TestValidServerName(t *testing.T) {
 	t.Parallel()
 	for _, ok := range []string{"everything", "docs-v2", "my_docs", "A1"} {

@@ -160,6 +160,14 @@ func toolPattern(tool string) (string, bool) {
 	return tool, false
 }
 
+// MaySelect reports whether a policy's tool ("", "*", a name or a
+// "<server>__*" pattern) can select one of toolNames, as Compile requires
+// of a rule: a sub-agent inherits exactly its parent's rules that may apply
+// to its own tools, patterns over an MCP server's tools included.
+func MaySelect(tool string, toolNames []string) bool {
+	return tool == "" || tool == "*" || toolKnown(tool, toolNames)
+}
+
 // toolKnown reports whether a policy's tool (a name or a pattern) can match
 // one of the agent's tools. toolNames may hold patterns too: tools whose
 // names are known only at run time (an MCP server's, "docs__*"), of which
