@@ -113,7 +113,9 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 	defer release()
 	callCtx, cancel := context.WithTimeout(interruptible, r.e.cfg.ModelTimeout)
 	defer cancel()
-	sink := &deltaSink{r: r, ctx: callCtx, cancel: cancel, turnID: turnID, step: stepN, attempt: attempt, purpose: purpose, last: r.e.clock.Now()}
+	// The sink writes the journal under the runner's context: an
+	// interrupted call's deltas are still recorded.
+	sink := &deltaSink{r: r, ctx: ctx, cancel: cancel, turnID: turnID, step: stepN, attempt: attempt, purpose: purpose, last: r.e.clock.Now()}
 	req := &model.Request{Spec: r.spec.Model, Messages: msgs, Tools: tools, Position: pos, APIKey: r.apiKey(ctx), OnDelta: sink.add}
 	start := r.e.clock.Now()
 	resp, err := r.provider.Respond(callCtx, req)
