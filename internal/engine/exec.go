@@ -112,7 +112,7 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 	if env := r.env; env != nil {
 		call.Exec, call.Network, call.Secrets, call.OnNetwork = env.exec, env.network, env.secrets, env.observe
 	}
-	callCtx, release := r.callContext(ctx)
+	callCtx, release := r.callContext(ctx, true)
 	res, runErr := t.Run(callCtx, call)
 	release()
 	if ctx.Err() != nil {

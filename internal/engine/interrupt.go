@@ -48,9 +48,11 @@ func (c *interruptCause) Error() string { return c.msg }
 
 // deadline returns the first deadline that bounds the current turn's calls
 // and the cause it cuts them with; ok is false when nothing bounds them.
-func (r *runner) deadline() (at time.Time, cause *interruptCause, ok bool) {
-	if wall := r.st.WallDeadline(); wall != nil {
-		at, ok = *wall, true
+// wall says whether the wall-clock budget counts: not for a verification
+// call, which the budget never checks (docs/api.md, Budgets).
+func (r *runner) deadline(wall bool) (at time.Time, cause *interruptCause, ok bool) {
+	if end := r.st.WallDeadline(); wall && end != nil {
+		at, ok = *end, true
 		cause = &interruptCause{kind: interruptWall, at: at,
 			msg: fmt.Sprintf("the session's wall-clock budget ran out (max_wall_seconds %d)", r.st.Session.Budget.MaxWallSeconds)}
 	}
@@ -86,7 +88,7 @@ func (r *runner) newTurnDeadline() *time.Time {
 
 // interruptDue returns the cause whose deadline has passed, if one has.
 func (r *runner) interruptDue() *interruptCause {
-	at, cause, ok := r.deadline()
+	at, cause, ok := r.deadline(true)
 	if !ok || r.e.clock.Now().Before(at) {
 		return nil
 	}
@@ -98,10 +100,10 @@ func (r *runner) interruptDue() *interruptCause {
 // *interruptCause when the turn's first deadline passes on the engine's
 // clock. The watcher re-reads the clock whenever its timer fires, so a
 // clock that moves by other means than real time (a test's) is followed.
-// release must be called when the call returns.
-func (r *runner) callContext(ctx context.Context) (callCtx context.Context, release func()) {
+// wall is as in deadline. release must be called when the call returns.
+func (r *runner) callContext(ctx context.Context, wall bool) (callCtx context.Context, release func()) {
 	callCtx, cancel := context.WithCancelCause(ctx)
-	at, cause, ok := r.deadline()
+	at, cause, ok := r.deadline(wall)
 	if !ok {
 		return callCtx, func() { cancel(nil) }
 	}

@@ -318,3 +318,34 @@ func TestWallInterruptsMCPCall(t *testing.T) {
 	require.Equal(t, "t", d.Server)
 	checkJournal(t, h.store, s.ID)
 }
+
+// TestTurnTimeoutEndsWaitAgents: a parent parked in wait_agents wakes at
+// its turn's timeout, stops, and its sub-agent (waiting for a signal that
+// never comes) is cancelled with it.
+func TestTurnTimeoutEndsWaitAgents(t *testing.T) {
+	h := newHarness(t)
+	child := childSpec(script(t, map[string]any{"tool_calls": []any{toolCall("wait_for_signal", map[string]any{"name": "never"})}}), "wait_for_signal")
+	parent := spec(t, script(t,
+		map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": child, "input": "wait forever"})}},
+		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
+		map[string]any{"text": "never"},
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"})
+	parent.TurnTimeoutSeconds = 20
+	s := create(t, h, parent, nil)
+	s = h.waitStatus(s.ID, lt.SessionWaiting)
+	kids := children(t, h, s.ID)
+	require.Len(t, kids, 1)
+	h.waitStatus(kids[0].ID, lt.SessionWaiting)
+
+	h.clock.Advance(21 * time.Second)
+	s = requireStopped(t, h, s.ID, lt.StopTimeout)
+	h.waitStatus(kids[0].ID, lt.SessionCancelled)
+	var interrupted []string
+	for _, ev := range events(t, h, s.ID, lt.EventToolFailed) {
+		if d := data[journal.ToolFailed](t, ev); d.Interrupted != "" {
+			interrupted = append(interrupted, d.Tool+" "+d.Interrupted)
+		}
+	}
+	require.Equal(t, []string{"wait_agents turn_timeout"}, interrupted)
+	checkJournal(t, h.store, s.ID)
+}

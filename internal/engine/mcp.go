@@ -258,7 +258,7 @@ func (r *runner) runMCP(ctx context.Context, c *journal.Call) error {
 	// (callContext) rather than shorten its timeout: an irreversible call
 	// cut by them is in doubt, not failed.
 	start := r.e.clock.Now()
-	callCtx, release := r.callContext(ctx)
+	callCtx, release := r.callContext(ctx, true)
 	res := r.env.mcp.Call(callCtx, &mcp.CallRequest{
 		Server: t.server, Tool: t.Tool, Arguments: c.Arguments, IdempotencyKey: key, Timeout: r.callTimeout(t.server),
 	})

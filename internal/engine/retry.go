@@ -59,7 +59,7 @@ func (r *runner) backOff(ctx context.Context, wait time.Duration) error {
 	}
 	// A deadline of the turn ends the wait early: the next tick's checks
 	// then stop the turn instead of trying again.
-	wctx, release := r.callContext(ctx)
+	wctx, release := r.callContext(ctx, true)
 	defer release()
 	select {
 	case <-wctx.Done():

@@ -108,8 +108,9 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 		return nil, err
 	}
 	// The turn's timeout and the wall-clock budget abandon the request in
-	// flight (callContext).
-	interruptible, release := r.callContext(ctx)
+	// flight (callContext); a verification call, which the budget never
+	// checks, only the turn's timeout.
+	interruptible, release := r.callContext(ctx, purpose != journal.PurposeVerification)
 	defer release()
 	callCtx, cancel := context.WithTimeout(interruptible, r.e.cfg.ModelTimeout)
 	defer cancel()
