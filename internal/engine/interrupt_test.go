@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/model"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -348,4 +349,62 @@ func TestTurnTimeoutEndsWaitAgents(t *testing.T) {
 	}
 	require.Equal(t, []string{"wait_agents turn_timeout"}, interrupted)
 	checkJournal(t, h.store, s.ID)
+}
+
+// gatedVerifier answers step calls from its plan and holds every
+// verification call until released (or its context ends, which it
+// reports).
+type gatedVerifier struct {
+	planProvider
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (p *gatedVerifier) Respond(ctx context.Context, req *model.Request) (*model.Response, error) {
+	if len(req.Messages) > 0 && strings.HasPrefix(req.Messages[0].Text, "You check whether an agent's final answer") {
+		p.entered <- struct{}{}
+		select {
+		case <-p.release:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("verification abandoned: %w", ctx.Err())
+		}
+	}
+	return p.planProvider.Respond(ctx, req)
+}
+
+// TestVerificationCutByTurnTimeoutOnly: the budget never checks a
+// verification call, so max_wall_seconds does not cut one in flight; the
+// turn's timeout does.
+func TestVerificationCutByTurnTimeoutOnly(t *testing.T) {
+	const met = `{"criteria":[{"criterion":"mentions ACME","met":true,"reason":"it does"}]}`
+	run := func(t *testing.T, sp *lt.AgentSpec, budget *lt.Budget) (*harness, *gatedVerifier, *lt.Session) {
+		p := &gatedVerifier{planProvider: planProvider{plan: []model.Response{{Text: "ACME renews on 31 March."}}, verdicts: []string{met}},
+			entered: make(chan struct{}, 1), release: make(chan struct{})}
+		h := newHarnessWith(t, map[string]model.Provider{"gated": p}, nil)
+		s, err := h.eng.CreateSession(context.Background(), &lt.CreateSessionRequest{
+			AgentSpec: sp, Input: "brief", AcceptanceCriteria: []string{"mentions ACME"}, Budget: budget,
+		})
+		require.NoError(t, err)
+		select {
+		case <-p.entered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no verification call came")
+		}
+		h.clock.Advance(21 * time.Second)
+		return h, p, s
+	}
+	t.Run("max_wall_seconds lets it answer", func(t *testing.T) {
+		h, p, s := run(t, &lt.AgentSpec{Model: lt.ModelSpec{Provider: "gated"}}, &lt.Budget{MaxWallSeconds: 20})
+		close(p.release)
+		s = h.waitStatus(s.ID, lt.SessionIdle)
+		require.Len(t, events(t, h, s.ID, lt.EventAcceptanceVerified), 1)
+		require.Empty(t, events(t, h, s.ID, lt.EventModelFailed))
+	})
+	t.Run("turn_timeout_seconds cuts it", func(t *testing.T) {
+		h, _, s := run(t, &lt.AgentSpec{Model: lt.ModelSpec{Provider: "gated"}, TurnTimeoutSeconds: 20}, nil)
+		s = requireStopped(t, h, s.ID, lt.StopTimeout)
+		d := data[journal.ModelFailed](t, events(t, h, s.ID, lt.EventModelFailed)[0])
+		require.Equal(t, journal.PurposeVerification, d.Purpose)
+		require.Equal(t, "turn_timeout", d.Interrupted)
+	})
 }
