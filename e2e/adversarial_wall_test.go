@@ -469,7 +469,7 @@ func TestAdversarialWall_SlowModelAbandoned(t *testing.T) {
 	got := wallStopped(ctx, t, srv, s, lt.StopTimeout)
 	failed := wallEvents(ctx, t, srv, s.ID, lt.EventModelFailed)
 	require.Len(t, failed, 1)
-	require.Equal(t, "interrupted", failed[0].Kind)
+	require.Equal(t, "timeout", failed[0].Kind)
 	require.Equal(t, "turn_timeout", failed[0].Interrupted)
 	require.Empty(t, wallEvents(ctx, t, srv, s.ID, lt.EventModelResponded))
 	require.Equal(t, int64(1), got.Usage.ModelCalls)

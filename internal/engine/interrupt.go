@@ -173,9 +173,10 @@ func (r *runner) toolInterrupted(ctx context.Context, c *journal.Call, cause *in
 }
 
 // modelInterrupted journals a model call that cause cut midway: it failed
-// (no retry) and counts what it was sent, then the turn stops.
+// with kind timeout (a deadline passed; Interrupted says which), is not
+// retried, and counts what it was sent; then the turn stops.
 func (r *runner) modelInterrupted(cause *interruptCause, failed journal.ModelFailed, usage lt.Usage) error {
-	failed.Kind, failed.Message, failed.Interrupted = "interrupted", cause.msg, string(cause.kind)
+	failed.Kind, failed.Message, failed.Interrupted = string(model.KindTimeout), cause.msg, string(cause.kind)
 	failed.Consumed, failed.Retry, failed.Usage = true, false, &usage
 	if err := r.add(lt.EventModelFailed, r.st.CurrentTurn().ID, failed.Step, failed); err != nil {
 		return err

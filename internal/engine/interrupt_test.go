@@ -232,7 +232,7 @@ func TestTurnTimeoutInterruptsModelCall(t *testing.T) {
 	failed := events(t, h, s.ID, lt.EventModelFailed)
 	require.Len(t, failed, 1)
 	d := data[journal.ModelFailed](t, failed[0])
-	require.Equal(t, "interrupted", d.Kind)
+	require.Equal(t, "timeout", d.Kind)
 	require.Equal(t, "turn_timeout", d.Interrupted)
 	require.False(t, d.Retry)
 	require.NotNil(t, d.Usage)
@@ -348,6 +348,8 @@ func TestTurnTimeoutEndsWaitAgents(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"wait_agents turn_timeout"}, interrupted)
+	require.Eventually(t, func() bool { return len(events(t, h, s.ID, lt.EventSubagentCompleted)) == 1 },
+		testTimeout, pollEvery, "the child reported its end")
 	checkJournal(t, h.store, s.ID)
 }
 

@@ -273,8 +273,8 @@ type ModelFailed struct {
 	// left), after RetryInMS (the backoff, or a longer Retry-After).
 	Retry     bool  `json:"retry"`
 	RetryInMS int64 `json:"retry_in_ms,omitempty"`
-	// Interrupted names the limit that cut the call in flight (Kind
-	// "interrupted"): max_wall_seconds or turn_timeout.
+	// Interrupted names the deadline that cut the call in flight (Kind
+	// "timeout"): max_wall_seconds or turn_timeout.
 	Interrupted string `json:"interrupted,omitempty"`
 	// Usage is what an abandoned call is counted for: the provider's own
 	// report when it gave one, else its input counted offline (the request
