@@ -28,8 +28,9 @@ import (
 // (journal.State.WakeAt), so it is claimed at the deadline and the wait
 // ends there (waitInterrupted).
 
-// interruptKind names what cut a call in flight. The journal records it in
-// tool.failed and model.failed ("interrupted").
+// interruptKind names what cut a call in flight; the journal records it as
+// the `interrupted` field of tool.failed and model.failed. (A cancel, a
+// steer or a pause would be further kinds, each with its stop in stopFor.)
 type interruptKind string
 
 const (
@@ -40,8 +41,7 @@ const (
 // interruptCause is the cause a call's context is cancelled with.
 type interruptCause struct {
 	kind interruptKind
-	at   time.Time // the deadline that passed
-	msg  string
+	msg  string // why, for the journal and the model
 }
 
 func (c *interruptCause) Error() string { return c.msg }
@@ -53,12 +53,12 @@ func (c *interruptCause) Error() string { return c.msg }
 func (r *runner) deadline(wall bool) (at time.Time, cause *interruptCause, ok bool) {
 	if end := r.st.WallDeadline(); wall && end != nil {
 		at, ok = *end, true
-		cause = &interruptCause{kind: interruptWall, at: at,
+		cause = &interruptCause{kind: interruptWall,
 			msg: fmt.Sprintf("the session's wall-clock budget ran out (max_wall_seconds %d)", r.st.Session.Budget.MaxWallSeconds)}
 	}
 	if end, has := r.turnDeadline(); has && (!ok || end.Before(at)) {
 		at, ok = end, true
-		cause = &interruptCause{kind: interruptTurnTimeout, at: at,
+		cause = &interruptCause{kind: interruptTurnTimeout,
 			msg: fmt.Sprintf("the turn ran past its timeout of %d s", r.spec.TurnTimeoutSeconds)}
 	}
 	return at, cause, ok
