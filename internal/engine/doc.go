@@ -29,9 +29,15 @@
 //     agent is defined and again before every call; no session reaches the
 //     server's control plane (Config.ControlPlane), by the network or as a
 //     model's base_url.
+//   - the session's wall-clock budget and the turn's timeout bind a call in
+//     flight: it runs under a context cancelled with the cause at the first
+//     deadline (interrupt.go), which also maps the cause to the journal (a
+//     read or idempotent call failed, an irreversible one in doubt) and
+//     stops the turn; a parked wait wakes at the deadline (a wake time of
+//     its row).
 //
 // Files: the loop is runner.go (tick), step.go (model calls) and exec.go
-// (tool calls), with mcp.go for the tools of MCP servers (listed into the
+// (tool calls), interrupt.go (calls cut in flight), with mcp.go for the tools of MCP servers (listed into the
 // journal, called through internal/mcp); the API side is sessions.go, actions.go (decisions),
 // budget.go (PATCH budget), inbox.go and reads.go.
 //

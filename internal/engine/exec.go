@@ -102,18 +102,19 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 			return err
 		}
 	}
-	timeout := r.callTimeout(c.Tool)
-	if left, ok := r.turnTimeLeft(); ok && (timeout == 0 || left < timeout) {
-		timeout = max(left, time.Second)
-	}
+	// The turn's timeout and the wall-clock budget are not folded into the
+	// tool's own timeout: they interrupt the call (callContext), which an
+	// irreversible call must know to be left in doubt.
 	start := r.e.clock.Now()
 	call := &tool.Call{
-		SessionID: sid, Workspace: r.ws, Arguments: c.Arguments, IdempotencyKey: key, Timeout: timeout, Effect: c.Class,
+		SessionID: sid, Workspace: r.ws, Arguments: c.Arguments, IdempotencyKey: key, Timeout: r.callTimeout(c.Tool), Effect: c.Class,
 	}
 	if env := r.env; env != nil {
 		call.Exec, call.Network, call.Secrets, call.OnNetwork = env.exec, env.network, env.secrets, env.observe
 	}
-	res, runErr := t.Run(ctx, call)
+	callCtx, release := r.callContext(ctx, true)
+	res, runErr := t.Run(callCtx, call)
+	release()
 	if ctx.Err() != nil {
 		// Lease lost or hard stop: the outcome is unknown, and the ledger
 		// says so (started). Whoever resumes decides by the effect class.
@@ -135,6 +136,9 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 		out = raw
 	}
 	if res.Error != "" {
+		if cause := interruption(ctx, callCtx); cause != nil {
+			return r.toolInterrupted(ctx, c, cause, res, out, dur)
+		}
 		return r.toolFailed(ctx, c, eff, res, out, dur)
 	}
 	if out == nil {
@@ -192,15 +196,33 @@ func (r *runner) askFunction(c *journal.Call) error {
 	return r.add(lt.EventActionRequired, turnID, step, journal.ActionRequired{Action: a})
 }
 
+// Why an irreversible call's outcome is unknown (the in_doubt action's
+// reason).
+const reasonWorkerStopped = "the worker running this call stopped before its outcome was recorded"
+
+// settleUnknown settles an irreversible call whose outcome is unknown (its
+// worker died, or a limit cut it midway): by its tool's reconcile probe
+// when it has one (reconcile.go), else as an in_doubt action, saying
+// reason. It is never re-run blindly.
+func (r *runner) settleUnknown(ctx context.Context, c *journal.Call, reason string, evidence ...string) error {
+	settled, probeErr, err := r.reconcile(ctx, c)
+	if settled || err != nil {
+		return err
+	}
+	if probeErr != nil {
+		evidence = append(evidence, "the tool's reconcile probe could not tell: "+probeErr.Error())
+	}
+	return r.markInDoubt(c, reason, evidence...)
+}
+
 // markInDoubt turns an irreversible call whose outcome is unknown into an
 // in_doubt action. It never runs again until a decision says so. evidence
 // is added to what the action shows the person deciding (e.g. why the
 // tool's reconcile probe could not tell).
-func (r *runner) markInDoubt(c *journal.Call, evidence ...string) error {
+func (r *runner) markInDoubt(c *journal.Call, reason string, evidence ...string) error {
 	step, turnID := r.st.Step.N, r.st.Step.TurnID
 	sid := r.st.Session.ID
 	actID := derivedID("act_", sid, turnID, step, c.Index, "in_doubt", c.Attempts)
-	reason := "the worker running this call stopped before its outcome was recorded"
 	if err := r.add(lt.EventEffectInDoubt, turnID, step, journal.EffectInDoubt{
 		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, EffectID: c.EffectID, ActionID: actID, Reason: reason,
 	}); err != nil {

@@ -10,7 +10,6 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/journal"
@@ -340,14 +339,15 @@ func (r *runner) runMCP(ctx context.Context, c *journal.Call) error {
 	if r.env == nil || r.env.mcp == nil {
 		return fmt.Errorf("call %s: the session's MCP servers are not set up", c.ID)
 	}
-	timeout := r.callTimeout(t.server)
-	if left, ok := r.turnTimeLeft(); ok && (timeout == 0 || left < timeout) {
-		timeout = max(left, time.Second)
-	}
+	// The turn's timeout and the wall-clock budget interrupt the call
+	// (callContext) rather than shorten its timeout: an irreversible call
+	// cut by them is in doubt, not failed.
 	start := r.e.clock.Now()
-	res := r.env.mcp.Call(ctx, &mcp.CallRequest{
-		Server: t.server, Tool: t.Tool, Arguments: c.Arguments, IdempotencyKey: key, Timeout: timeout,
+	callCtx, release := r.callContext(ctx, true)
+	res := r.env.mcp.Call(callCtx, &mcp.CallRequest{
+		Server: t.server, Tool: t.Tool, Arguments: c.Arguments, IdempotencyKey: key, Timeout: r.callTimeout(t.server),
 	})
+	release()
 	if ctx.Err() != nil {
 		// Lease lost or hard stop: the ledger says started; whoever
 		// resumes decides by the effect class.
@@ -356,6 +356,12 @@ func (r *runner) runMCP(ctx context.Context, c *journal.Call) error {
 	dur := r.e.clock.Now().Sub(start).Milliseconds()
 	if err := r.journalNetwork(c); err != nil {
 		return err
+	}
+	if cause := interruption(ctx, callCtx); cause != nil && res.Unknown {
+		// The request was sent and abandoned (notifications/cancelled):
+		// its outcome is the interruption's to record. Cut before
+		// anything was sent, it simply failed (below).
+		return r.toolInterrupted(ctx, c, cause, &tool.Result{Error: res.Error}, nil, dur)
 	}
 	if res.Unknown {
 		if err := r.add(lt.EventMCPServerLost, turnID, step, journal.MCPServerLost{

@@ -57,9 +57,16 @@ func (r *runner) backOff(ctx context.Context, wait time.Duration) error {
 	if err := r.flush(ctx, false); err != nil {
 		return err
 	}
+	// A deadline of the turn ends the wait early: the next tick's checks
+	// then stop the turn instead of trying again.
+	wctx, release := r.callContext(ctx, true)
+	defer release()
 	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
+	case <-wctx.Done():
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		return nil
 	case <-r.e.clock.After(wait):
 		return nil
 	}

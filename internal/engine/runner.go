@@ -262,7 +262,7 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 		return false, r.failTurn(lt.StopSandboxError, "the session's environment could not be set up: "+err.Error())
 	}
 	if turn.Status == lt.TurnQueued {
-		if err := r.add(lt.EventTurnStarted, turn.ID, 0, journal.TurnStarted{TurnID: turn.ID}); err != nil {
+		if err := r.add(lt.EventTurnStarted, turn.ID, 0, journal.TurnStarted{TurnID: turn.ID, Deadline: r.newTurnDeadline()}); err != nil {
 			return false, err
 		}
 	}
@@ -291,6 +291,11 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 	}
 	if st.Wait != nil {
 		if waiting {
+			if cause := r.interruptDue(); cause != nil {
+				// A deadline (a wake time of the parked row) came
+				// before the wait was over.
+				return false, r.waitInterrupted(cause)
+			}
 			// Park until the wake time or the signal: a row, no worker.
 			if err := r.status(lt.SessionWaiting, ""); err != nil {
 				return false, err
@@ -347,18 +352,8 @@ func (r *runner) recoverCall(ctx context.Context, c *journal.Call) (bool, error)
 		}
 		return false, r.runBuiltin(ctx, c)
 	}
-	settled, probeErr, err := r.reconcile(ctx, c)
-	if settled || err != nil {
-		return false, err
-	}
-	var evidence []string
-	if probeErr != nil {
-		evidence = append(evidence, "the tool's reconcile probe could not tell: "+probeErr.Error())
-	}
-	if err := r.markInDoubt(c, evidence...); err != nil {
-		return false, err
-	}
-	return false, nil // the next tick sees the pending action
+	// The next tick sees the settled call, or the pending action.
+	return false, r.settleUnknown(ctx, c, reasonWorkerStopped)
 }
 
 // park makes everything durable and gives the lease back, unless an API

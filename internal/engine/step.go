@@ -107,13 +107,16 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 	if err := r.flush(ctx, false); err != nil {
 		return nil, err
 	}
-	timeout := r.e.cfg.ModelTimeout
-	if left, ok := r.turnTimeLeft(); ok {
-		timeout = min(timeout, left)
-	}
-	callCtx, cancel := context.WithTimeout(ctx, timeout)
+	// The turn's timeout and the wall-clock budget abandon the request in
+	// flight (callContext); a verification call, which the budget never
+	// checks, only the turn's timeout.
+	interruptible, release := r.callContext(ctx, purpose != journal.PurposeVerification)
+	defer release()
+	callCtx, cancel := context.WithTimeout(interruptible, r.e.cfg.ModelTimeout)
 	defer cancel()
-	sink := &deltaSink{r: r, ctx: callCtx, cancel: cancel, turnID: turnID, step: stepN, attempt: attempt, purpose: purpose, last: r.e.clock.Now()}
+	// The sink writes the journal under the runner's context: an
+	// interrupted call's deltas are still recorded.
+	sink := &deltaSink{r: r, ctx: ctx, cancel: cancel, turnID: turnID, step: stepN, attempt: attempt, purpose: purpose, last: r.e.clock.Now()}
 	key, err := r.modelAccess(callCtx)
 	if err != nil {
 		// Nothing was sent: the key (or the base URL) is refused now.
@@ -129,6 +132,14 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 		return nil, context.Cause(ctx)
 	}
 	dur := r.e.clock.Now().Sub(start).Milliseconds()
+	if cause := interruption(ctx, interruptible); cause != nil && err != nil {
+		if err := sink.emit(false); err != nil { // what streamed before the cut stays visible
+			return nil, err
+		}
+		return nil, r.modelInterrupted(cause, journal.ModelFailed{
+			Purpose: purpose, Step: stepN, Position: pos, Attempt: attempt, DurationMS: dur,
+		}, abandonedUsage(r.spec.Model, resp, contextTokens))
+	}
 	if err != nil {
 		return nil, r.modelFailed(ctx, purpose, stepN, pos, attempt, dur, err)
 	}

@@ -17,12 +17,11 @@ const (
 // turnTimeLeft is how long the current turn may still run, if it has a
 // timeout.
 func (r *runner) turnTimeLeft() (time.Duration, bool) {
-	t := r.st.CurrentTurn()
-	if r.spec.TurnTimeoutSeconds <= 0 || t == nil || t.StartedAt == nil {
+	end, ok := r.turnDeadline()
+	if !ok {
 		return 0, false
 	}
-	limit := time.Duration(r.spec.TurnTimeoutSeconds) * time.Second
-	return limit - r.e.clock.Now().Sub(*t.StartedAt), true
+	return end.Sub(r.e.clock.Now()), true
 }
 
 // checkStop applies the stop conditions that hold between steps: the turn

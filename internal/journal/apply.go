@@ -84,9 +84,14 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		if err != nil {
 			return err
 		}
+		d, err := decode[TurnStarted](ev)
+		if err != nil {
+			return err
+		}
 		t.Status = lt.TurnRunning
 		at := ev.Time
 		t.StartedAt = &at
+		s.TurnDeadline = d.Deadline
 		s.Step, s.ModelAttempt = nil, 0
 		s.ToolErrorStreak, s.LastCallKey, s.LastCallRepeat = 0, "", 0
 		s.Verification, s.ForceCompact, s.CheckpointStep, s.ContextRetryStep = nil, false, 0, 0
@@ -129,9 +134,15 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 			// The retry after a compaction is a fresh start, not attempt n+1.
 			s.ForceCompact, s.ContextRetryStep, s.ModelAttempt = true, d.Step, 0
 		}
-		s.Session.Usage.ModelCalls++
+		u := lt.Usage{ModelCalls: 1}
+		if d.Usage != nil {
+			// An abandoned call still counts what it was sent.
+			u = *d.Usage
+			u.ModelCalls, u.ToolCalls = 1, 0
+		}
+		s.Session.Usage.Add(u)
 		if t := s.CurrentTurn(); t != nil {
-			t.Usage.ModelCalls++
+			t.Usage.Add(u)
 			putTurn(ch, *t)
 		}
 	case lt.EventToolRequested:
@@ -481,7 +492,7 @@ func applyTurnEnd(s *State, ev lt.Event, ch *Changes) error {
 	}
 	putTurn(ch, *t)
 	s.Turns = s.Turns[1:]
-	s.Step, s.ModelAttempt, s.Wait = nil, 0, nil
+	s.Step, s.ModelAttempt, s.Wait, s.TurnDeadline = nil, 0, nil, nil
 	if len(s.Turns) > 0 {
 		s.Session.CurrentTurnID = s.Turns[0].ID
 	}

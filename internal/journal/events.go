@@ -48,6 +48,9 @@ type TurnCreated struct {
 // TurnStarted is the data of turn.started.
 type TurnStarted struct {
 	TurnID string `json:"turn_id"`
+	// Deadline is when the turn's timeout (turn_timeout_seconds) ends it,
+	// if it has one: a wake time of a session parked in a wait.
+	Deadline *time.Time `json:"deadline,omitempty"`
 }
 
 // TurnCompleted is the data of turn.completed.
@@ -270,6 +273,13 @@ type ModelFailed struct {
 	// left), after RetryInMS (the backoff, or a longer Retry-After).
 	Retry     bool  `json:"retry"`
 	RetryInMS int64 `json:"retry_in_ms,omitempty"`
+	// Interrupted names the deadline that cut the call in flight (Kind
+	// "timeout"): max_wall_seconds or turn_timeout.
+	Interrupted string `json:"interrupted,omitempty"`
+	// Usage is what an abandoned call is counted for: the provider's own
+	// report when it gave one, else its input counted offline (the request
+	// was sent; a provider may bill it). Nil for other failures.
+	Usage *lt.Usage `json:"usage,omitempty"`
 }
 
 // Call kinds: who executes a tool call.
@@ -357,6 +367,10 @@ type ToolFailed struct {
 	Retry     bool  `json:"retry,omitempty"`
 	Attempt   int   `json:"attempt,omitempty"`
 	RetryInMS int64 `json:"retry_in_ms,omitempty"`
+	// Interrupted names the limit that cut the call in flight
+	// (max_wall_seconds or turn_timeout); Output is then what it had
+	// written so far.
+	Interrupted string `json:"interrupted,omitempty"`
 }
 
 // Reasons a call was refused (ToolFailed.Refused).

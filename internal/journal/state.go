@@ -60,6 +60,9 @@ type State struct {
 	LastSnapshotCheckpoint string `json:"last_snapshot_checkpoint,omitempty"`
 	// Wait is the call the current turn waits on (sleep, wait_for_signal).
 	Wait *Wait `json:"wait,omitempty"`
+	// TurnDeadline is when the current turn's timeout ends it, if it has
+	// one (TurnStarted.Deadline).
+	TurnDeadline *time.Time `json:"turn_deadline,omitempty"`
 	// Signals are signals that arrived with no wait for them: the next
 	// wait_for_signal of that name takes the oldest.
 	Signals []SignalReceived `json:"signals,omitempty"`
@@ -288,11 +291,28 @@ func (s *State) WakeAt() *time.Time {
 			at = &t
 		}
 	}
-	if w := s.Wait; w != nil && !w.woken() && w.Until != nil && (at == nil || w.Until.Before(*at)) {
-		t := *w.Until
-		at = &t
+	if w := s.Wait; w != nil && !w.woken() {
+		// The wait ends at its own time, or earlier when the turn's
+		// timeout or the session's wall-clock budget cuts it: the
+		// session is claimed then and stops.
+		for _, e := range []*time.Time{w.Until, s.TurnDeadline, s.WallDeadline()} {
+			if e != nil && (at == nil || e.Before(*at)) {
+				t := *e
+				at = &t
+			}
+		}
 	}
 	return at
+}
+
+// WallDeadline is when the session's wall-clock budget (max_wall_seconds,
+// counted from its creation) runs out; nil when it has none.
+func (s *State) WallDeadline() *time.Time {
+	if s.Session.Budget.MaxWallSeconds <= 0 {
+		return nil
+	}
+	t := s.Session.CreatedAt.Add(time.Duration(s.Session.Budget.MaxWallSeconds) * time.Second)
+	return &t
 }
 
 // PendingAction returns the pending action with that id.

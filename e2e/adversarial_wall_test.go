@@ -1,0 +1,477 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// The wall-clock limits bind a call in flight (issue 14, item 7): an agent
+// that runs past max_wall_seconds or turn_timeout_seconds is stopped at
+// the deadline, whatever it is doing — a long command, a command that
+// forks a detached grandchild, ignores SIGTERM or spins the CPU, the sleep
+// tool, a model that does not answer. Each case asserts from outside: the
+// host's process table (nothing of the command survives), a recorder on
+// loopback the agent is allowed to reach (it gets nothing after the
+// deadline), and the journal. Deadlines are real and short (3 s); the tests
+// poll, never sleep to wait.
+
+// wallDeadline is the limit most cases run under: long enough for a
+// sandbox to start on a loaded machine, short against the 30 s the agent
+// asks for.
+const wallDeadline = 3
+
+// wallStopWithin bounds how long after its creation a session under
+// wallDeadline may take to stop (the deadline, the kill, the journal).
+const wallStopWithin = 15 * time.Second
+
+// wallRecorder is a loopback HTTP server that records the paths of the
+// requests it gets: what a sandboxed command managed to send out.
+type wallRecorder struct {
+	srv   *httptest.Server
+	port  int
+	mu    sync.Mutex
+	paths []string
+}
+
+func newWallRecorder(t *testing.T) *wallRecorder {
+	t.Helper()
+	rec := &wallRecorder{}
+	rec.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec.mu.Lock()
+		rec.paths = append(rec.paths, r.URL.Path)
+		rec.mu.Unlock()
+		fmt.Fprint(w, "recorded")
+	}))
+	t.Cleanup(rec.srv.Close)
+	u, err := url.Parse(rec.srv.URL)
+	require.NoError(t, err)
+	rec.port, err = strconv.Atoi(u.Port())
+	require.NoError(t, err)
+	return rec
+}
+
+// curl is a shell command that requests path from the recorder through
+// the sandbox's egress proxy.
+func (rec *wallRecorder) curl(path string) string {
+	return `curl -s -m 5 --noproxy '' -x "$HTTP_PROXY" http://127.0.0.1:` + strconv.Itoa(rec.port) + path
+}
+
+// count is how many requests for path arrived.
+func (rec *wallRecorder) count(path string) int {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	n := 0
+	for _, p := range rec.paths {
+		if p == path {
+			n++
+		}
+	}
+	return n
+}
+
+func (rec *wallRecorder) all() []string {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return append([]string(nil), rec.paths...)
+}
+
+// network lets a session reach the recorder (and nothing else) through the
+// egress proxy.
+func (rec *wallRecorder) network() *lt.Environment {
+	return &lt.Environment{Network: &lt.NetworkSpec{Allow: []string{"127.0.0.1"}, Ports: []int{rec.port}}}
+}
+
+// wallSandboxServer starts a server whose shell commands run in bubblewrap
+// (what CI runs), or skips when bwrap or curl is missing outside CI.
+func wallSandboxServer(t *testing.T) *server {
+	t.Helper()
+	for _, tool := range []string{"bwrap", "curl", "setsid", "nohup"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s is required in CI (.ci/run installs it)", tool)
+			}
+			t.Skipf("%s is not installed: the wall-clock kill in the sandbox is not tested", tool)
+		}
+	}
+	return startServer(t, "--sandbox", "bwrap")
+}
+
+// wallMarker is a string no other process on the machine has in its
+// command line, for the host's process table to find.
+func wallMarker() string {
+	return fmt.Sprintf("%06d", rand.IntN(1_000_000))
+}
+
+// wallProcs returns the host's processes whose command line contains
+// needle (Linux /proc), as "pid: cmdline".
+func wallProcs(t *testing.T, needle string) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	var out []string
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		if cmd := strings.ReplaceAll(string(b), "\x00", " "); strings.Contains(cmd, needle) {
+			out = append(out, fmt.Sprintf("%d: %s", pid, cmd))
+		}
+	}
+	return out
+}
+
+// wallAwaitProcs polls the host's process table until some process
+// matches needle, failing with the session's journal if none comes.
+func wallAwaitProcs(ctx context.Context, t *testing.T, srv *server, id, needle string) {
+	t.Helper()
+	deadline := time.Now().Add(wallStopWithin)
+	for len(wallProcs(t, needle)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no process running %q came; the journal:\n%s", needle, describeJournal(journal(ctx, t, srv.api, id)))
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// wallRequireGone polls until no process matches any needle, failing with
+// the survivors after timeout.
+func wallRequireGone(t *testing.T, timeout time.Duration, needles ...string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var left []string
+		for _, n := range needles {
+			left = append(left, wallProcs(t, n)...)
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes survived the deadline by %s: %v", timeout, left)
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// wallScript is a scripted model's script: one step per entry.
+func wallScript(t *testing.T, steps ...map[string]any) json.RawMessage {
+	t.Helper()
+	raw, err := json.Marshal(steps)
+	require.NoError(t, err)
+	return raw
+}
+
+// wallShell is a step that runs command in the shell.
+func wallShell(command string) map[string]any {
+	return map[string]any{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": command}}}}
+}
+
+// wallStopped polls until the session's turn has ended, and requires that
+// it ended for reason within wallStopWithin of its creation.
+func wallStopped(ctx context.Context, t *testing.T, srv *server, s *lt.Session, reason string) *lt.Session {
+	t.Helper()
+	got := waitTerminal(ctx, t, srv, s.ID, wallStopWithin)
+	require.Equal(t, lt.SessionFailed, got.Status, "stop reason %s\n%s", deref(got.StopReason), describeJournal(journal(ctx, t, srv.api, s.ID)))
+	require.Equal(t, reason, deref(got.StopReason))
+	return got
+}
+
+// wallEvent is what the cases read of tool.failed, model.failed and
+// effect.in_doubt events (as documented in docs/api.md).
+type wallEvent struct {
+	Tool        string          `json:"tool"`
+	Error       string          `json:"error"`
+	Output      json.RawMessage `json:"output"`
+	Interrupted string          `json:"interrupted"`
+	Kind        string          `json:"kind"`
+	Reason      string          `json:"reason"`
+	Retry       bool            `json:"retry"`
+}
+
+// wallEvents returns the data of the session's events of type typ.
+func wallEvents(ctx context.Context, t *testing.T, srv *server, id, typ string) []wallEvent {
+	t.Helper()
+	var out []wallEvent
+	for _, ev := range journal(ctx, t, srv.api, id) {
+		if ev.Type == typ {
+			var d wallEvent
+			require.NoError(t, json.Unmarshal(ev.Data, &d), "event %d %s", ev.Seq, typ)
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// TestAdversarialWall_LongCommandKilled: `sleep 30` under max_wall_seconds
+// 3 is killed at the deadline (gone from the host's process table), the
+// call is journaled as interrupted and the session stops with
+// budget_exceeded, long before the 30 s.
+func TestAdversarialWall_LongCommandKilled(t *testing.T) {
+	t.Parallel()
+	srv := wallSandboxServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sleep := "sleep 30." + wallMarker()
+	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{
+			Model: lt.ModelSpec{Provider: "scripted", Script: wallScript(t, wallShell("echo started; "+sleep), map[string]any{"text": "never"})},
+			Tools: []lt.ToolSpec{{Name: "shell", Effect: lt.EffectIdempotent}},
+		},
+		Budget: &lt.Budget{MaxWallSeconds: wallDeadline},
+		Input:  "Run the command.",
+	})
+	require.NoError(t, err)
+	wallAwaitProcs(ctx, t, srv, s.ID, sleep)
+	wallStopped(ctx, t, srv, s, lt.StopBudgetExceeded)
+	wallRequireGone(t, 5*time.Second, sleep)
+
+	failed := wallEvents(ctx, t, srv, s.ID, lt.EventToolFailed)
+	require.Len(t, failed, 1)
+	require.Equal(t, "max_wall_seconds", failed[0].Interrupted)
+	require.Contains(t, string(failed[0].Output), "started")
+	require.Len(t, wallEvents(ctx, t, srv, s.ID, lt.EventBudgetExceeded), 1)
+}
+
+// TestAdversarialWall_Grandchild (a short name: the test's temporary
+// directory holds the proxy's socket, whose path is bounded): a command forks a
+// grandchild that leaves its session and process group (setsid) and one
+// double-forked under nohup, each to phone home after the deadline. The
+// recorder proves the way out works (a control request before the
+// deadline arrives) and that neither grandchild got out; the host shows
+// none of them left.
+func TestAdversarialWall_Grandchild(t *testing.T) {
+	t.Parallel()
+	rec := newWallRecorder(t)
+	srv := wallSandboxServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m := wallMarker()
+	setsidSleep, nohupSleep, mainSleep := "sleep 6.1"+m, "sleep 6.2"+m, "sleep 30.3"+m
+	command := rec.curl("/control") + "; " +
+		`setsid sh -c '` + setsidSleep + `; ` + rec.curl("/escape-setsid") + `' </dev/null >/dev/null 2>&1 & ` +
+		`nohup sh -c '(` + nohupSleep + `; ` + rec.curl("/escape-nohup") + `) &' </dev/null >/dev/null 2>&1 & ` +
+		mainSleep
+	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{
+			Model:       lt.ModelSpec{Provider: "scripted", Script: wallScript(t, wallShell(command), map[string]any{"text": "never"})},
+			Tools:       []lt.ToolSpec{{Name: "shell", Effect: lt.EffectIdempotent}},
+			Environment: rec.network(),
+		},
+		Budget: &lt.Budget{MaxWallSeconds: wallDeadline},
+		Input:  "Run the command.",
+	})
+	require.NoError(t, err)
+	wallAwaitProcs(ctx, t, srv, s.ID, setsidSleep)
+	wallStopped(ctx, t, srv, s, lt.StopBudgetExceeded)
+	wallRequireGone(t, 5*time.Second, m)
+	// Nothing of the command runs any more: nothing can send later.
+	require.Equal(t, 1, rec.count("/control"), "the way to the recorder works: %v", rec.all())
+	require.Zero(t, rec.count("/escape-setsid"), "a detached grandchild outlived the kill")
+	require.Zero(t, rec.count("/escape-nohup"), "a double-forked grandchild outlived the kill")
+}
+
+// TestAdversarialWall_IgnoredSignalsStillDie: a command that ignores
+// SIGTERM, SIGINT and SIGHUP, and a child of it doing the same in a busy
+// loop, die at the deadline all the same.
+func TestAdversarialWall_IgnoredSignalsStillDie(t *testing.T) {
+	t.Parallel()
+	srv := wallSandboxServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m := wallMarker()
+	command := `trap '' TERM INT HUP; sh -c 'trap "" TERM INT HUP; while :; do :; done' spin-` + m + ` & sleep 30.` + m
+	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{
+			Model: lt.ModelSpec{Provider: "scripted", Script: wallScript(t, wallShell(command), map[string]any{"text": "never"})},
+			Tools: []lt.ToolSpec{{Name: "shell", Effect: lt.EffectIdempotent}},
+		},
+		Budget: &lt.Budget{MaxWallSeconds: wallDeadline},
+		Input:  "Run the command.",
+	})
+	require.NoError(t, err)
+	wallAwaitProcs(ctx, t, srv, s.ID, "spin-"+m)
+	wallStopped(ctx, t, srv, s, lt.StopBudgetExceeded)
+	wallRequireGone(t, 5*time.Second, m)
+}
+
+// TestAdversarialWall_ManyBackgroundChildren: a command that scatters
+// twenty orphaned background sleeps (each in a subshell that exits at
+// once) loses them all at the deadline, under turn_timeout_seconds.
+func TestAdversarialWall_ManyBackgroundChildren(t *testing.T) {
+	t.Parallel()
+	srv := wallSandboxServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m := wallMarker()
+	command := `for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do (sleep 40.` + m + ` &); done; sleep 30.` + m
+	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{
+			Model:              lt.ModelSpec{Provider: "scripted", Script: wallScript(t, wallShell(command), map[string]any{"text": "never"})},
+			Tools:              []lt.ToolSpec{{Name: "shell", Effect: lt.EffectIdempotent}},
+			TurnTimeoutSeconds: wallDeadline,
+		},
+		Input: "Run the command.",
+	})
+	require.NoError(t, err)
+	wallAwaitProcs(ctx, t, srv, s.ID, "sleep 30."+m)
+	wallStopped(ctx, t, srv, s, lt.StopTimeout)
+	wallRequireGone(t, 5*time.Second, m)
+	failed := wallEvents(ctx, t, srv, s.ID, lt.EventToolFailed)
+	require.Len(t, failed, 1)
+	require.Equal(t, "turn_timeout", failed[0].Interrupted)
+}
+
+// TestAdversarialWall_InDoubt: an irreversible command
+// (the shell's default class) that already reached the outside when the
+// deadline cut it is in doubt: an in_doubt action says why, and when a
+// person answers did_not_happen it is not run again past the deadline
+// (the recorder got exactly one request) and the session stops.
+func TestAdversarialWall_InDoubt(t *testing.T) {
+	t.Parallel()
+	rec := newWallRecorder(t)
+	srv := wallSandboxServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sleep := "sleep 30." + wallMarker()
+	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{
+			Model:       lt.ModelSpec{Provider: "scripted", Script: wallScript(t, wallShell(rec.curl("/deploy")+"; "+sleep), map[string]any{"text": "never"})},
+			Tools:       []lt.ToolSpec{{Name: "shell"}},
+			Environment: rec.network(),
+		},
+		Budget: &lt.Budget{MaxWallSeconds: wallDeadline},
+		Input:  "Deploy.",
+	})
+	require.NoError(t, err)
+	wallAwaitProcs(ctx, t, srv, s.ID, sleep)
+	var got *lt.Session
+	waitFor(t, wallStopWithin, "the in_doubt action", func() (bool, error) {
+		got, err = srv.api.GetSession(ctx, s.ID)
+		return err == nil && got.Status == lt.SessionRequiresAction, err
+	})
+	wallRequireGone(t, 5*time.Second, sleep)
+	require.Len(t, got.RequiredActions, 1)
+	act := got.RequiredActions[0]
+	require.Equal(t, lt.ActionInDoubt, act.Type)
+	require.Contains(t, act.Summary, "interrupted in flight: the session's wall-clock budget ran out")
+	doubt := wallEvents(ctx, t, srv, s.ID, lt.EventEffectInDoubt)
+	require.Len(t, doubt, 1)
+	require.Empty(t, wallEvents(ctx, t, srv, s.ID, lt.EventToolFailed), "cut midway, it is not a plain failure")
+	effects, err := srv.api.ListEffects(ctx, s.ID)
+	require.NoError(t, err)
+	require.Len(t, effects.Data, 1)
+	require.Equal(t, lt.EffectInDoubt, effects.Data[0].Status)
+
+	_, err = srv.api.DecideAction(ctx, s.ID, act.ID, &lt.Decision{Decision: lt.DecisionDidNotHappen})
+	require.NoError(t, err)
+	wallStopped(ctx, t, srv, s, lt.StopBudgetExceeded)
+	require.Equal(t, 1, rec.count("/deploy"), "the irreversible call ran again past the deadline: %v", rec.all())
+	require.Len(t, wallEvents(ctx, t, srv, s.ID, lt.EventToolStarted), 1)
+}
+
+// TestAdversarialWall_SleepToolEndsAtDeadline: the sleep tool asking for
+// 60 s under max_wall_seconds 3 parks the session (a row, no worker) and
+// it is woken and stopped at the deadline.
+func TestAdversarialWall_SleepToolEndsAtDeadline(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{
+			Model: lt.ModelSpec{Provider: "scripted", Script: wallScript(t,
+				map[string]any{"tool_calls": []map[string]any{{"name": "sleep", "arguments": map[string]any{"seconds": 60}}}},
+				map[string]any{"text": "never"})},
+			Tools: []lt.ToolSpec{{Name: "sleep"}},
+		},
+		Budget: &lt.Budget{MaxWallSeconds: wallDeadline},
+		Input:  "Wait a minute.",
+	})
+	require.NoError(t, err)
+	got := wallStopped(ctx, t, srv, s, lt.StopBudgetExceeded)
+	require.Less(t, got.UpdatedAt.Sub(got.CreatedAt), 30*time.Second, "stopped at the deadline, not at the end of the sleep")
+	var waited bool
+	for _, ev := range journal(ctx, t, srv.api, s.ID) {
+		if ev.Type == lt.EventSessionStatusChanged && strings.Contains(string(ev.Data), `"to":"waiting"`) {
+			waited = true
+		}
+	}
+	require.True(t, waited, "the session was parked while it slept")
+	failed := wallEvents(ctx, t, srv, s.ID, lt.EventToolFailed)
+	require.Len(t, failed, 1)
+	require.Equal(t, "sleep", failed[0].Tool)
+	require.Equal(t, "max_wall_seconds", failed[0].Interrupted)
+	require.Empty(t, wallEvents(ctx, t, srv, s.ID, lt.EventToolCompleted))
+}
+
+// TestAdversarialWall_SignalWaitEndsAtTurnTimeout: wait_for_signal with
+// a day's timeout under turn_timeout_seconds 3 ends at the turn's deadline.
+func TestAdversarialWall_SignalWaitEndsAtTurnTimeout(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{
+			Model: lt.ModelSpec{Provider: "scripted", Script: wallScript(t,
+				map[string]any{"tool_calls": []map[string]any{{"name": "wait_for_signal", "arguments": map[string]any{"name": "never.comes", "timeout_seconds": 86400}}}},
+				map[string]any{"text": "never"})},
+			Tools:              []lt.ToolSpec{{Name: "wait_for_signal"}},
+			TurnTimeoutSeconds: wallDeadline,
+		},
+		Input: "Wait for the signal.",
+	})
+	require.NoError(t, err)
+	wallStopped(ctx, t, srv, s, lt.StopTimeout)
+	failed := wallEvents(ctx, t, srv, s.ID, lt.EventToolFailed)
+	require.Len(t, failed, 1)
+	require.Equal(t, "turn_timeout", failed[0].Interrupted)
+}
+
+// TestAdversarialWall_SlowModelAbandoned: a model that takes 60 s to
+// answer is abandoned at turn_timeout_seconds 3; the call is journaled as
+// interrupted and still counted in the usage.
+func TestAdversarialWall_SlowModelAbandoned(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{
+			Model:              lt.ModelSpec{Provider: "scripted", Script: wallScript(t, map[string]any{"delay_ms": 60000, "text": "too late"})},
+			TurnTimeoutSeconds: wallDeadline,
+		},
+		Input: "Think hard.",
+	})
+	require.NoError(t, err)
+	got := wallStopped(ctx, t, srv, s, lt.StopTimeout)
+	failed := wallEvents(ctx, t, srv, s.ID, lt.EventModelFailed)
+	require.Len(t, failed, 1)
+	require.Equal(t, "timeout", failed[0].Kind)
+	require.Equal(t, "turn_timeout", failed[0].Interrupted)
+	require.Empty(t, wallEvents(ctx, t, srv, s.ID, lt.EventModelResponded))
+	require.Equal(t, int64(1), got.Usage.ModelCalls)
+	require.Positive(t, got.Usage.InputTokens, "the abandoned call's input is counted")
+}

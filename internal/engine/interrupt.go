@@ -1,0 +1,231 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/tool"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// Interrupting a call in flight. The limits that bound a turn in time
+// (the session's max_wall_seconds, counted from its creation, and the
+// agent's turn_timeout_seconds, counted from the turn's start) must bind
+// while a call runs, not only between calls: a model request, a shell
+// command, an MCP call is run under a context of its own (callContext)
+// that is cancelled, with an *interruptCause, when the first of them
+// passes. What the call leaves behind is journaled in one place per kind of
+// call (toolInterrupted, modelInterrupted, waitInterrupted), and the turn
+// stops for the cause in one place (stopFor).
+//
+// The durable waits (sleep, wait_for_signal, wait_agents) run no call: the
+// session is a parked row, and the deadlines are wake times of that row
+// (journal.State.WakeAt), so it is claimed at the deadline and the wait
+// ends there (waitInterrupted).
+
+// interruptKind names what cut a call in flight; the journal records it as
+// the `interrupted` field of tool.failed and model.failed. (A cancel, a
+// steer or a pause would be further kinds, each with its stop in stopFor.)
+type interruptKind string
+
+const (
+	interruptWall        interruptKind = "max_wall_seconds"
+	interruptTurnTimeout interruptKind = "turn_timeout"
+)
+
+// interruptCause is the cause a call's context is cancelled with.
+type interruptCause struct {
+	kind interruptKind
+	msg  string // why, for the journal and the model
+}
+
+func (c *interruptCause) Error() string { return c.msg }
+
+// deadline returns the first deadline that bounds the current turn's calls
+// and the cause it cuts them with; ok is false when nothing bounds them.
+// wall says whether the wall-clock budget counts: not for a verification
+// call, which the budget never checks (docs/api.md, Budgets).
+func (r *runner) deadline(wall bool) (at time.Time, cause *interruptCause, ok bool) {
+	if end := r.st.WallDeadline(); wall && end != nil {
+		at, ok = *end, true
+		cause = &interruptCause{kind: interruptWall,
+			msg: fmt.Sprintf("the session's wall-clock budget ran out (max_wall_seconds %d)", r.st.Session.Budget.MaxWallSeconds)}
+	}
+	if end, has := r.turnDeadline(); has && (!ok || end.Before(at)) {
+		at, ok = end, true
+		cause = &interruptCause{kind: interruptTurnTimeout,
+			msg: fmt.Sprintf("the turn ran past its timeout of %d s", r.spec.TurnTimeoutSeconds)}
+	}
+	return at, cause, ok
+}
+
+// turnDeadline is when the current turn's timeout ends it, if it has one.
+func (r *runner) turnDeadline() (time.Time, bool) {
+	if d := r.st.TurnDeadline; d != nil {
+		return *d, true // as journaled when the turn started
+	}
+	t := r.st.CurrentTurn()
+	if r.spec.TurnTimeoutSeconds <= 0 || t == nil || t.StartedAt == nil {
+		return time.Time{}, false
+	}
+	return t.StartedAt.Add(time.Duration(r.spec.TurnTimeoutSeconds) * time.Second), true
+}
+
+// newTurnDeadline is the deadline a turn starting now gets (journaled with
+// turn.started, so a session parked in a wait wakes at it), if any.
+func (r *runner) newTurnDeadline() *time.Time {
+	if r.spec.TurnTimeoutSeconds <= 0 {
+		return nil
+	}
+	t := r.e.clock.Now().Add(time.Duration(r.spec.TurnTimeoutSeconds) * time.Second)
+	return &t
+}
+
+// interruptDue returns the cause whose deadline has passed, if one has.
+func (r *runner) interruptDue() *interruptCause {
+	at, cause, ok := r.deadline(true)
+	if !ok || r.e.clock.Now().Before(at) {
+		return nil
+	}
+	return cause
+}
+
+// callContext derives the context one call in flight runs under: it ends
+// with ctx (a lost lease, a hard stop), and is cancelled with an
+// *interruptCause when the turn's first deadline passes on the engine's
+// clock. The watcher re-reads the clock whenever its timer fires, so a
+// clock that moves by other means than real time (a test's) is followed.
+// wall is as in deadline. release must be called when the call returns.
+func (r *runner) callContext(ctx context.Context, wall bool) (callCtx context.Context, release func()) {
+	callCtx, cancel := context.WithCancelCause(ctx)
+	at, cause, ok := r.deadline(wall)
+	if !ok {
+		return callCtx, func() { cancel(nil) }
+	}
+	clock := r.e.clock
+	go func() {
+		for {
+			left := at.Sub(clock.Now())
+			if left <= 0 {
+				cancel(cause)
+				return
+			}
+			select {
+			case <-clock.After(left):
+			case <-callCtx.Done():
+				return
+			}
+		}
+	}()
+	return callCtx, func() { cancel(nil) }
+}
+
+// interruption returns the cause that cut a call run under callCtx, or nil
+// when the call ended by itself or ctx (the runner's) ended: a lost lease
+// or a hard stop is no interruption, the call stays started and whoever
+// resumes settles it.
+func interruption(ctx, callCtx context.Context) *interruptCause {
+	if ctx.Err() != nil {
+		return nil
+	}
+	var cause *interruptCause
+	if errors.As(context.Cause(callCtx), &cause) {
+		return cause
+	}
+	return nil
+}
+
+// toolInterrupted journals a tool call (built-in or MCP) that cause cut
+// midway. An irreversible one may have taken effect: it is settled by its
+// tool's reconcile probe, or becomes in doubt (an in_doubt action a person
+// decides), and is never re-run blindly; once it is settled the next tick's
+// checks stop the turn before anything else runs. Any other call failed:
+// it is journaled as interrupted with what it wrote so far, and the turn
+// stops at once.
+func (r *runner) toolInterrupted(ctx context.Context, c *journal.Call, cause *interruptCause, res *tool.Result, out json.RawMessage, dur int64) error {
+	step, turnID := r.st.Step.N, r.st.Step.TurnID
+	cur := r.st.Call(step, c.Index) // c may predate a merge
+	if cur == nil || cur.ID != c.ID {
+		return fmt.Errorf("interrupted call %s is not in step %d", c.ID, step)
+	}
+	if cur.Class == lt.EffectIrreversible {
+		evidence := []string{fmt.Sprintf("cut after %d ms: %s", dur, cause.msg)}
+		if res != nil && res.Error != "" {
+			evidence = append(evidence, "the tool said: "+clip(res.Error, 500))
+		}
+		if len(out) > 0 {
+			evidence = append(evidence, "its output so far: "+clip(string(out), 2000))
+		}
+		return r.settleUnknown(ctx, cur, "interrupted in flight: "+cause.msg, evidence...)
+	}
+	if err := r.add(lt.EventToolFailed, turnID, step, journal.ToolFailed{
+		Step: step, Index: cur.Index, CallID: cur.ID, Tool: cur.Tool, Server: r.mcpServerOf(cur), EffectID: cur.EffectID,
+		Error: "interrupted: " + cause.msg, Output: out, DurationMS: dur, Attempt: cur.Attempts, Interrupted: string(cause.kind),
+	}); err != nil {
+		return err
+	}
+	return r.stopFor(cause)
+}
+
+// modelInterrupted journals a model call that cause cut midway: it failed
+// with kind timeout (a deadline passed; Interrupted says which), is not
+// retried, and counts what it was sent; then the turn stops.
+func (r *runner) modelInterrupted(cause *interruptCause, failed journal.ModelFailed, usage lt.Usage) error {
+	failed.Kind, failed.Message, failed.Interrupted = string(model.KindTimeout), cause.msg, string(cause.kind)
+	failed.Consumed, failed.Retry, failed.Usage = true, false, &usage
+	if err := r.add(lt.EventModelFailed, r.st.CurrentTurn().ID, failed.Step, failed); err != nil {
+		return err
+	}
+	return r.stopFor(cause)
+}
+
+// waitInterrupted ends a durable wait that cause cut before it was over:
+// the waiting call failed, and the turn stops.
+func (r *runner) waitInterrupted(cause *interruptCause) error {
+	w := r.st.Wait
+	c := r.st.Call(w.Step, w.Index)
+	if c == nil {
+		return fmt.Errorf("wait on unknown call %s", w.CallID)
+	}
+	if err := r.add(lt.EventToolFailed, r.st.Step.TurnID, w.Step, journal.ToolFailed{
+		Step: w.Step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Error: "interrupted: " + cause.msg, Interrupted: string(cause.kind),
+	}); err != nil {
+		return err
+	}
+	return r.stopFor(cause)
+}
+
+// stopFor ends the turn for the cause that cut its call: budget_exceeded
+// (with budget.exceeded) for the wall-clock budget, timeout for the turn's.
+func (r *runner) stopFor(cause *interruptCause) error {
+	switch cause.kind {
+	case interruptWall:
+		b := r.st.Session.Budget
+		return r.exceed(budgetDim{"wall_seconds", float64(b.SoftWallSeconds), float64(b.MaxWallSeconds),
+			r.e.clock.Now().Sub(r.st.Session.CreatedAt).Seconds()})
+	case interruptTurnTimeout:
+		return r.failTurn(lt.StopTimeout, cause.msg)
+	default:
+		return fmt.Errorf("no stop for interruption %q", cause.kind)
+	}
+}
+
+// abandonedUsage is what an abandoned model call counts: the usage the
+// provider reported, if it returned any with its error, else the request's
+// input counted offline, priced as the model is, so token and cost budgets
+// still bind calls that never answer.
+func abandonedUsage(spec lt.ModelSpec, resp *model.Response, contextTokens int) lt.Usage {
+	if resp != nil && (resp.Usage.InputTokens > 0 || resp.Usage.OutputTokens > 0) {
+		u := resp.Usage
+		u.CostUSD = resp.CostUSD
+		return u
+	}
+	u := lt.Usage{InputTokens: int64(contextTokens)}
+	u.CostUSD = model.CostOf(spec, u)
+	return u
+}
