@@ -128,6 +128,9 @@ func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
 	if err != nil {
 		return fail(toolMessage(err))
 	}
+	if err := r.openTreeLedger(ctx); err != nil {
+		return err
+	}
 	ns := &newSession{
 		ID: id, Spec: spec, Ref: ref,
 		Created: journal.SessionCreated{

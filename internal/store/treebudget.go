@@ -91,6 +91,10 @@ type TreeReserveParams struct {
 	// Hint is what the caller knows of a model call before it starts (the
 	// cost and tokens of its input); 0 where it knows nothing.
 	Hint TreeAmounts
+	// Unknown: the caller cannot vouch for the estimate (a session's first
+	// model call, which may cost nothing like the tree's calls so far): the
+	// call is treated as crossing, so it runs alone.
+	Unknown bool
 	// Limits, when set, replace the ledger's limits first (the root passes
 	// its own budget with each of its calls).
 	Limits *TreeAmounts

@@ -110,7 +110,7 @@ WHERE root_id = $5 RETURNING true`, p.Limits.CostUSD, p.Limits.Tokens, p.Limits.
 		if err := t.flush(ctx); err != nil {
 			return err
 		}
-		res = storeutil.TreeDecide(&l, p.Kind, p.Hint)
+		res = storeutil.TreeDecide(&l, p.Kind, p.Hint, p.Unknown)
 		if res.Outcome != store.TreeGranted {
 			return nil
 		}

@@ -120,7 +120,7 @@ WHERE root_id = ?`, p.Limits.CostUSD, p.Limits.Tokens, p.Limits.ModelCalls, p.Li
 		if err != nil {
 			return nil, err
 		}
-		res = storeutil.TreeDecide(l, p.Kind, p.Hint)
+		res = storeutil.TreeDecide(l, p.Kind, p.Hint, p.Unknown)
 		if res.Outcome != store.TreeGranted {
 			return nil, nil
 		}

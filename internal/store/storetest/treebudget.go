@@ -140,12 +140,20 @@ func testTreeReserveCost(t *testing.T, h *harness) {
 		require.Equal(t, "cost_usd", res.Limit)
 	}
 	require.Equal(t, []string{"ses_k1", "ses_k2"}, granted)
+	// A call whose caller cannot vouch for the estimate (its first) goes
+	// alone: it waits while calls are in flight.
+	res, err := th.s.TreeReserve(th.ctx, &store.TreeReserveParams{
+		RootID: th.root, ID: "res_k6_first", Lease: th.leases["ses_k6"], Kind: store.TreeCallModel, Unknown: true, Now: at(2 * time.Second),
+	})
+	require.NoError(t, err)
+	require.Equal(t, store.TreeBusy, res.Outcome)
+
 	for _, k := range granted {
 		th.settle(k, call, "res_"+k+"_2")
 	}
 
 	// 0.9 spent: the next call crosses, so it goes alone.
-	res := th.reserve("ses_k3", "res_k3_3", store.TreeCallModel)
+	res = th.reserve("ses_k3", "res_k3_3", store.TreeCallModel)
 	require.Equal(t, store.TreeGranted, res.Outcome)
 	require.True(t, res.Exclusive)
 	require.Equal(t, store.TreeBusy, th.reserve("ses_k4", "res_k4_3", store.TreeCallModel).Outcome)

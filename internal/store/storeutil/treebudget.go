@@ -19,9 +19,11 @@ import (
 // plus that one call. A limit already spent refuses every call.
 //
 // The estimate of a model call is the larger of hint (what the caller knows
-// before the call: the cost and tokens of its input) and the largest model
-// call the tree settled; a model call or a tool call counts 1.
-func TreeDecide(l *store.TreeBudgetRow, kind store.TreeCallKind, hint store.TreeAmounts) store.TreeReserveResult {
+// before the call: the cost and tokens of its input and of its longest
+// answer) and the largest model call the tree settled; unknown (the
+// caller's first call) makes it unknown. A model call or a tool call
+// counts 1.
+func TreeDecide(l *store.TreeBudgetRow, kind store.TreeCallKind, hint store.TreeAmounts, unknown bool) store.TreeReserveResult {
 	out := store.TreeReserveResult{Ledger: *l}
 	type dim struct {
 		name         string
@@ -35,7 +37,7 @@ func TreeDecide(l *store.TreeBudgetRow, kind store.TreeCallKind, hint store.Tree
 		dims = []dim{{"tool_calls", float64(l.Limits.ToolCalls), float64(l.Spent.ToolCalls), float64(l.Reserved.ToolCalls), 1, true}}
 		out.Reserved = store.TreeAmounts{ToolCalls: 1}
 	} else {
-		known := l.SettledCalls > 0
+		known := l.SettledCalls > 0 && !unknown
 		est := store.TreeAmounts{
 			CostUSD:    math.Max(hint.CostUSD, l.MaxCall.CostUSD),
 			Tokens:     max(hint.Tokens, l.MaxCall.Tokens),
