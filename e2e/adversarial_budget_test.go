@@ -337,3 +337,41 @@ func TestAdversarialBudget_InjectedSpawnStorm(t *testing.T) {
 	}
 	require.True(t, read, "the model read the injected instruction")
 }
+
+// TestAdversarialBudget_KilledMidCall: the server is killed while a child's
+// model call, the one allowed to cross the tree's limit, is in flight. Its
+// reservation dies with its worker's lease: after a restart the tree goes
+// on (nothing blocks it forever) and still spends at most the root's dollar
+// plus one step.
+func TestAdversarialBudget_KilledMidCall(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	srv := startServer(t, "--sandbox", "local")
+	slow := budgetStep(0.3, 100, budgetReadMissing())
+	slow["delay_ms"] = 1500
+	child := budgetChild(slow, budgetStep(0.3, 100))
+	root := budgetRoot(ctx, t, srv, lt.Budget{MaxCostUSD: 1}, budgetFanOut(budgetSpawns(4, child, nil))...)
+	waitFor(t, 30*time.Second, "a child's model call in flight", func() (bool, error) {
+		kids, err := srv.api.ListSessions(ctx, client.ListSessionsParams{ParentID: root, Limit: 100})
+		if err != nil {
+			return false, err
+		}
+		for _, k := range kids.Data {
+			l, err := srv.api.ListEvents(ctx, k.ID, 0, 100)
+			if err != nil {
+				return false, err
+			}
+			for _, ev := range l.Data {
+				if ev.Type == lt.EventModelRequested {
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	srv.kill()
+	srv.restart()
+	sum := budgetTreeSpend(ctx, t, srv, root)
+	require.LessOrEqual(t, sum.costUSD, 1.0+0.3+1e-9)
+	require.Greater(t, sum.costUSD, 0.3, "the tree went on after the restart")
+}
