@@ -11,7 +11,9 @@
 // which appends the events with the next gap-free seqs AND writes the new
 // projections in one transaction, conditional on the seq the caller last saw
 // (optimistic concurrency) and, for workers, on the lease epoch it holds
-// (fencing). Nothing else changes a session.
+// (fencing). Nothing else changes a session. A tree of sub-agents shares a
+// budget ledger beside its sessions (treebudget.go), which an append may
+// settle in its transaction.
 //
 // This package imports only the standard library and longhaultype.
 package store
