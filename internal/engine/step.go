@@ -98,7 +98,7 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 	pos, attempt := r.st.ModelPosition, r.st.ModelAttempt+1
 	counter := model.CounterFor(r.spec.Model.Provider, r.spec.Model.Name)
 	contextTokens := model.CountMessages(counter, msgs, tools)
-	if ok, err := r.reserveModelCall(ctx, pos, attempt, contextTokens); !ok || err != nil {
+	if ok, err := r.reserveModelCall(ctx, purpose, pos, attempt, contextTokens); !ok || err != nil {
 		return nil, err // the tree's budget is spent (the turn ended), or the call waits for the tree's calls in flight
 	}
 	if err := r.add(lt.EventModelRequested, turnID, stepN, journal.ModelRequested{

@@ -145,11 +145,16 @@ func (r *runner) openTreeLedger(ctx context.Context) error {
 	return nil
 }
 
-// reserveModelCall reserves a model call in the tree's ledger before it
-// starts. It reports whether the call may start: when not, the turn ended
+// reserveModelCall reserves a model call (a step's or a compaction's) in
+// the tree's ledger before it starts. It reports whether the call may start: when not, the turn ended
 // (the tree's budget is spent) or the call waits for the tree's calls in
 // flight, and the next tick tries again.
-func (r *runner) reserveModelCall(ctx context.Context, pos, attempt, contextTokens int) (bool, error) {
+func (r *runner) reserveModelCall(ctx context.Context, purpose string, pos, attempt, contextTokens int) (bool, error) {
+	if purpose == journal.PurposeVerification {
+		// Never checked, as by a session's own budget: a final answer is
+		// verified even at the limit. Its usage is settled all the same.
+		return true, nil
+	}
 	// What the call can use at most: its input, and the longest answer the
 	// spec allows (when it sets one).
 	most := lt.Usage{InputTokens: int64(contextTokens), OutputTokens: int64(r.spec.Model.MaxOutputTokens)}
