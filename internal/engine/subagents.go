@@ -128,9 +128,6 @@ func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
 	if err != nil {
 		return fail(toolMessage(err))
 	}
-	if err := r.openTreeLedger(ctx); err != nil {
-		return err
-	}
 	ns := &newSession{
 		ID: id, Spec: spec, Ref: ref,
 		Created: journal.SessionCreated{
@@ -138,6 +135,9 @@ func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
 			ParentID: sid, Workspace: r.st.WorkspaceID(), Depth: r.st.Depth + 1,
 			Metadata: mustJSON(map[string]any{"spawned_by": map[string]any{"session_id": sid, "turn_id": turnID, "call_id": c.ID}}),
 		},
+	}
+	if err := r.openTreeLedger(ctx); err != nil {
+		return err
 	}
 	if _, err := r.e.createSession(ctx, ns); err != nil && !errors.Is(err, store.ErrConflict) {
 		return fmt.Errorf("create sub-agent: %w", err)
