@@ -60,6 +60,16 @@ type Options struct {
 	// APIKeys are the bearer tokens Handler accepts. Default: none, and
 	// Handler answers loopback peers only.
 	APIKeys []string
+	// ListenAddrs are the addresses Handler is served on (a listener's
+	// Addr().String(): listen before Open). No session may reach them, nor
+	// the database of PostgresURL, whatever its agent lists. Default: none
+	// known (the database is refused all the same).
+	ListenAddrs []string
+	// ModelKeyEnv are environment variables agents may name as a model's
+	// api_key_env, each with the hosts its key may go to, besides
+	// OPENAI_API_KEY (api.openai.com) and ANTHROPIC_API_KEY
+	// (api.anthropic.com). Default: those two only.
+	ModelKeyEnv map[string][]string
 }
 
 // Runtime is the engine running in this process: its workers run the
@@ -105,6 +115,7 @@ func Open(ctx context.Context, opts Options) (_ *Runtime, err error) {
 	n, err := node.Open(ctx, &node.Config{
 		DataDir: opts.DataDir, StoreURL: opts.PostgresURL, NoMigrate: opts.NoMigrate, LeaseTTL: opts.LeaseTTL,
 		APIKeys: opts.APIKeys, Logger: log, VaultKeyFile: opts.VaultKeyFile, Sandbox: opts.Sandbox, Tools: tools,
+		ModelKeyEnv: opts.ModelKeyEnv,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open longhaul: %w", err)
@@ -114,6 +125,13 @@ func Open(ctx context.Context, opts Options) (_ *Runtime, err error) {
 			_ = n.Close(ctx)
 		}
 	}()
+	if len(opts.ListenAddrs) > 0 {
+		// Before the workers start: a session they resume must not
+		// reach the API either.
+		if err := n.Serving(ctx, opts.ListenAddrs...); err != nil {
+			return nil, fmt.Errorf("open longhaul: Options.ListenAddrs: %w", err)
+		}
+	}
 	rt := &Runtime{node: n, eng: n.Engine, log: log}
 	// Defined before the workers start: a session they resume may name
 	// one of these agents' latest versions.

@@ -309,6 +309,8 @@ func TestOpenRefusesBadOptions(t *testing.T) {
 		"duplicate name": {longhaul.Options{DataDir: t.TempDir(), Tools: []*longhaul.GoTool{tool("dup")}, Functions: []*longhaul.GoFunction{function}}, `Options.Functions[0]: "dup" is also Options.Tools[0]`},
 		"bad sandbox":    {longhaul.Options{DataDir: t.TempDir(), Sandbox: "docker"}, `Sandbox "docker"`},
 		"invalid agent":  {longhaul.Options{DataDir: t.TempDir(), Logger: quiet, Agents: []lt.PutAgentRequest{{Name: "a", Spec: lt.AgentSpec{}}}}, "Options.Agents[0]: put agent a: invalid_request (400): required (field spec.model.provider)"},
+		"listen addr":    {longhaul.Options{DataDir: t.TempDir(), ListenAddrs: []string{"nope"}}, "Options.ListenAddrs"},
+		"model key env":  {longhaul.Options{DataDir: t.TempDir(), ModelKeyEnv: map[string][]string{"LONGHAUL_API_KEYS": {"evil.example.com"}}}, "LONGHAUL_API_KEYS is the server's own configuration"},
 	} {
 		if tc.opts.Logger == nil {
 			tc.opts.Logger = quiet
@@ -452,4 +454,19 @@ func TestRuntimeOnPostgreSQL(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, turns.Data, 2)
 	require.Equal(t, "again", turns.Data[1].Output)
+}
+
+// TestListenAddrsAreTheControlPlane: the addresses Handler is served on are
+// refused to sessions, as a model's base_url too.
+func TestListenAddrsAreTheControlPlane(t *testing.T) {
+	t.Parallel()
+	rt, err := longhaul.Open(t.Context(), longhaul.Options{DataDir: t.TempDir(), Logger: quiet, ListenAddrs: []string{"127.0.0.1:18089"}})
+	require.NoError(t, err)
+	defer rt.Close(t.Context())
+	_, err = rt.CreateSession(t.Context(), &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{Model: lt.ModelSpec{Provider: "openai-compatible", Name: "m", BaseURL: "http://localhost:18089/v1"}},
+		Input:     "hi",
+	})
+	require.ErrorContains(t, err, "the server's own API")
+	require.ErrorContains(t, err, "agent_spec.model.base_url")
 }

@@ -94,7 +94,8 @@ func TestOpenAICompatibleProvider(t *testing.T) {
 	t.Parallel()
 	const key = "sk-local-canary-93b1f0"
 	chat := newChatServer(t)
-	srv := startServerWithEnv(t, []string{"LOCAL_MODEL_KEY=" + key})
+	// The operator allows the variable for this server's address only.
+	srv := startServerWithEnv(t, []string{"LOCAL_MODEL_KEY=" + key}, "--model-key-env", "LOCAL_MODEL_KEY="+chat.srv.Listener.Addr().String())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	sess, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{

@@ -38,6 +38,9 @@ type serverConfig struct {
 	// Agents are registered at start, each only when its spec differs from
 	// the latest stored version, so restarts do not pile up versions.
 	Agents []lt.PutAgentRequest `json:"agents"`
+	// ModelKeyEnv allows environment variables as a model's api_key_env,
+	// each for its hosts (as serve --model-key-env NAME=HOST[,HOST]).
+	ModelKeyEnv map[string][]string `json:"model_key_env,omitempty"`
 }
 
 // configFile is a loaded longhaul.yaml, with what is needed to name the line

@@ -80,6 +80,12 @@ type nodeConfig struct {
 	webhookAllowPorts []int
 	// metricsPublic serves /metrics without the API's access rule.
 	metricsPublic bool
+	// modelKeyEnv are the environment variables agents may name as a
+	// model's api_key_env, with their hosts, besides the engine's defaults.
+	modelKeyEnv map[string][]string
+	// controlPlaneAddrs are addresses of the control plane besides this
+	// node's listener and its database.
+	controlPlaneAddrs []string
 }
 
 // node is a running server node.
@@ -123,6 +129,7 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 		VaultKeyFile: cfg.vaultKeyFile, VaultKey: cfg.vaultKeyEnv, Sandbox: cfg.sandbox, Redactor: cfg.redactor,
 		WebhookAllowPrivate: cfg.webhookAllowPrivate, WebhookAllowPorts: cfg.webhookAllowPorts,
 		OTLP: otlp, MetricsPublic: cfg.metricsPublic,
+		ModelKeyEnv: cfg.modelKeyEnv, ControlPlaneAddrs: cfg.controlPlaneAddrs,
 	})
 	if err != nil {
 		var se *lhnode.StoreOpenError
@@ -156,6 +163,11 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.addr, err)
 	}
 	undo = append(undo, func() { _ = ln.Close() })
+	// Before the engine resumes any session: no session may reach the
+	// API it is served by.
+	if err := w.Serving(ctx, ln.Addr().String()); err != nil {
+		return nil, err
+	}
 	if err := w.Start(ctx); err != nil {
 		return nil, err
 	}

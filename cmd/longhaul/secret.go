@@ -72,7 +72,8 @@ redirect a file. Values are 8 bytes to 8 KiB, on one line.
 
 --host (repeatable) names a host the secret may be sent to: an exact name
 (api.github.com), "*.example.com" for every subdomain of example.com, or an
-IP address. How the value goes into a request:
+IP address, each optionally with a port (127.0.0.1:8443, [::1]:8443), which
+then binds the secret to that port only. How the value goes into a request:
 
   --bearer                       Authorization: Bearer VALUE
   --basic-user USER              Authorization: Basic base64(USER:VALUE)
@@ -90,7 +91,7 @@ Authorization (e.g. Proxy-Authorization).`,
 	}
 	o.client = clientFlags(cmd)
 	fs := cmd.Flags()
-	fs.StringArrayVar(&o.hosts, "host", nil, "host the secret may be sent to (repeatable): api.example.com, *.example.com or an IP address")
+	fs.StringArrayVar(&o.hosts, "host", nil, "host the secret may be sent to (repeatable): api.example.com, *.example.com or an IP address, optionally :PORT (that port only)")
 	fs.BoolVar(&o.bearer, "bearer", false, "inject as \"Authorization: Bearer VALUE\"")
 	fs.StringVar(&o.basicUser, "basic-user", "", "inject as HTTP basic authentication with this user name and the value as password")
 	fs.StringVar(&o.header, "header", "", "header to inject the value into (with --bearer or --basic-user: instead of Authorization)")

@@ -53,6 +53,12 @@ type serveOpts struct {
 	webhookAllowPorts []int
 	// metricsPublic serves /metrics without an API key.
 	metricsPublic bool
+	// modelKeyEnv are NAME=HOST[,HOST] entries: environment variables
+	// agents may name as a model's api_key_env, and where each key may go.
+	modelKeyEnv []string
+	// controlPlaneAddrs are other addresses of this deployment's control
+	// plane (other nodes, a load balancer) that sessions may never reach.
+	controlPlaneAddrs []string
 }
 
 func (c *cli) serveCmd() *cobra.Command {
@@ -84,6 +90,15 @@ spec differs from the latest stored version:
         model: {provider: scripted, script: [{text: "Hello"}]}
         instructions: Be brief.
         tools: [{name: shell}, {name: write_file}]
+  model_key_env:              # as --model-key-env, see below
+    LOCAL_MODEL_KEY: ["localhost:11434"]
+
+A model's key goes only where it is bound: api_key_secret only to the
+secret's hosts, and api_key_env only names variables allowed for model keys,
+OPENAI_API_KEY (for api.openai.com) and ANTHROPIC_API_KEY (for
+api.anthropic.com) by default, more with --model-key-env NAME=HOST[,HOST].
+Sessions never reach the server's control plane, whatever an agent lists:
+this node's --addr, the database of --store, and --control-plane-addr.
 
 Without API keys the server accepts requests from loopback addresses only.
 GET /metrics serves Prometheus metrics under the same rule, unless
@@ -112,6 +127,8 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "export each turn as an OpenTelemetry trace to this OTLP collector URL, e.g. http://localhost:4318 (default: OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT when set, else no export)")
 	fs.StringArrayVar(&o.webhookAllowPrivate, "webhook-allow-private", nil, "IP address that webhooks may reach although it is private, loopback or link-local (e.g. 127.0.0.1 for a local receiver); repeat for several")
 	fs.IntSliceVar(&o.webhookAllowPorts, "webhook-allow-port", nil, "destination port that webhooks may reach besides 80 and 443 (e.g. the port of a local receiver); repeat for several")
+	fs.StringArrayVar(&o.modelKeyEnv, "model-key-env", nil, "NAME=HOST[,HOST]: allow agents to name the environment variable NAME as a model's api_key_env, its key going only to these hosts (a host may give a port: HOST:PORT); repeat for several. OPENAI_API_KEY=api.openai.com and ANTHROPIC_API_KEY=api.anthropic.com are allowed by default (naming one here replaces its hosts); any other variable is refused, and LONGHAUL_* never allowed")
+	fs.StringArrayVar(&o.controlPlaneAddrs, "control-plane-addr", nil, "HOST:PORT of this deployment's control plane that sessions must never reach, besides this node's --addr and its database (e.g. the other nodes' API addresses, a load balancer in front of them); repeat for several")
 	fs.BoolVar(&o.metricsPublic, "metrics-public", false, "serve GET /metrics to anyone, without an API key (for a Prometheus that scrapes without one, on a network where the metrics may be read: they show agent, tool and model names, volumes and costs)")
 	return cmd
 }
@@ -157,6 +174,15 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 	if err != nil {
 		return err
 	}
+	keyEnv, err := modelKeyEnv(cf, o.modelKeyEnv)
+	if err != nil {
+		return err
+	}
+	for _, a := range o.controlPlaneAddrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return usagef("--control-plane-addr %q: want HOST:PORT: %v", a, err)
+		}
+	}
 	otlp, err := c.otlpFromEnv(o.otlpEndpoint)
 	if err != nil {
 		return err
@@ -176,7 +202,7 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 		addr:     addr, dataDir: dataDir, storeURL: storeURL, noMigrate: o.noMigrate, leaseTTL: o.leaseTTL, apiKeys: keys, pingInterval: o.ping, config: cf, logger: log,
 		vaultKeyFile: o.vaultKey, vaultKeyEnv: c.getenv(vault.KeyEnv), sandbox: o.sandbox, otlp: otlp,
 		webhookAllowPrivate: o.webhookAllowPrivate, webhookAllowPorts: o.webhookAllowPorts,
-		metricsPublic: o.metricsPublic,
+		metricsPublic: o.metricsPublic, modelKeyEnv: keyEnv, controlPlaneAddrs: o.controlPlaneAddrs,
 	})
 	if err != nil {
 		return err
@@ -229,6 +255,28 @@ func (c *cli) serverConfig(cmd *cobra.Command, o *serveOpts) (*configFile, error
 		path = defaultConfigFile
 	}
 	return loadConfig(path)
+}
+
+// modelKeyEnv is the operator's allowlist of model key variables: the
+// config file's model_key_env, then each --model-key-env NAME=HOST[,HOST]
+// (a name given again takes the later hosts). The engine adds its defaults
+// and validates the hosts.
+func modelKeyEnv(cf *configFile, flags []string) (map[string][]string, error) {
+	out := map[string][]string{}
+	if cf != nil {
+		for name, hosts := range cf.ModelKeyEnv {
+			out[name] = hosts
+		}
+	}
+	for _, f := range flags {
+		name, hosts, ok := strings.Cut(f, "=")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" || splitList(hosts) == nil {
+			return nil, usagef("--model-key-env %q: want NAME=HOST[,HOST] (the variable's name, not its value)", f)
+		}
+		out[name] = splitList(hosts)
+	}
+	return out, nil
 }
 
 func parseLogLevel(s string) (slog.Level, error) {

@@ -212,3 +212,37 @@ func TestEventsFollowAcrossServerRestart(t *testing.T) {
 	}
 	require.NoError(t, n.stop())
 }
+
+// TestServeModelKeyEnv: --model-key-env and the config file's
+// model_key_env allow variables for model keys, each for its hosts; a bad
+// entry, or the server's own configuration, is refused at start.
+func TestServeModelKeyEnv(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--model-key-env", "MY_KEY"}, `--model-key-env "MY_KEY": want NAME=HOST[,HOST]`},
+		{[]string{"--model-key-env", "MY_KEY="}, `want NAME=HOST[,HOST]`},
+		{[]string{"--model-key-env", "LONGHAUL_API_KEYS=evil.example.com"}, "LONGHAUL_API_KEYS is the server's own configuration, never a model key"},
+		{[]string{"--model-key-env", "MY_KEY=https://evil.example.com/"}, `MY_KEY`},
+		{[]string{"--control-plane-addr", "10.0.0.8"}, `--control-plane-addr "10.0.0.8": want HOST:PORT`},
+	} {
+		r := cliRun(t, append([]string{"serve", "--addr", "127.0.0.1:0", "--data", t.TempDir()}, tt.args...)...)
+		require.NotEqual(t, 0, r.code, tt.args)
+		require.Contains(t, r.stderr, tt.want, tt.args)
+		require.NotContains(t, r.stdout, "listening")
+	}
+
+	// From the config file: the agent's key would go to another host than
+	// the one its variable is allowed for.
+	cfg := writeFile(t, "longhaul.yaml", "model_key_env:\n  MY_KEY: [\"127.0.0.1:9\"]\nagents:\n  - name: a\n    spec:\n      model: {provider: openai-compatible, name: m, base_url: \"http://127.0.0.1:10/v1\", api_key_env: MY_KEY}\n")
+	r := cliRun(t, "serve", "--addr", "127.0.0.1:0", "--data", t.TempDir(), "--config", cfg)
+	require.Equal(t, exitFailure, r.code)
+	require.Contains(t, r.stderr, cfg+":6: agents[0].spec.model.api_key_env: the key in MY_KEY goes only to 127.0.0.1:9, not to 127.0.0.1:10")
+	// The flag replaces the file's hosts for the same name: the host now
+	// matches, and what is left to say is that the variable is not set.
+	r = cliRun(t, "serve", "--addr", "127.0.0.1:0", "--data", t.TempDir(), "--config", cfg, "--model-key-env", "MY_KEY=127.0.0.1:10")
+	require.Equal(t, exitFailure, r.code)
+	require.Contains(t, r.stderr, cfg+":6: agents[0].spec.model.api_key_env: environment variable MY_KEY is not set on this server")
+}

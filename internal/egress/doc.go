@@ -23,6 +23,10 @@
 //     "127.0.0.1" or "10.0.0.5" is the operator's explicit opt-in, and a
 //     listed name may then resolve to it.
 //   - Ports other than the configured ones (80 and 443 by default).
+//   - The server's own control plane (ControlPlane: the API listeners of its
+//     nodes and its database), even when listed: compared by IP and port
+//     after resolution, a listener on 0.0.0.0 or [::] counting for every
+//     local address at its port.
 //
 // The rebinding rule: Dial resolves a listed name once, checks every answer,
 // refuses the connection if any answer is a refused address (an attacker who

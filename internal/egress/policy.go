@@ -60,6 +60,9 @@ type Config struct {
 	// Logger receives the proxy's internal errors (default: discarded).
 	// Decisions go to the onEvent callback, not here.
 	Logger *slog.Logger
+	// ControlPlane holds the server's own addresses, refused whatever the
+	// allowlist says (default: none).
+	ControlPlane *ControlPlane
 }
 
 // validate names the offending field.
@@ -140,6 +143,7 @@ type Policy struct {
 	ports    []int
 	resolver Resolver
 	dialer   Dialer
+	control  *ControlPlane
 }
 
 // NewPolicy builds a policy from an allowlist (tool.NetworkPolicy.Allow) with
@@ -170,6 +174,11 @@ func (p *Policy) WithConfig(cfg Config) (*Policy, error) {
 	q.dialer = cfg.Dialer
 	if q.dialer == nil {
 		q.dialer = &net.Dialer{Timeout: DefaultDialTimeout, KeepAlive: 30 * time.Second}
+	}
+	if cfg.ControlPlane != nil {
+		// Never dropped by a later WithConfig that does not repeat it: a
+		// policy that refuses the control plane keeps refusing it.
+		q.control = cfg.ControlPlane
 	}
 	q.ports = slices.Clone(cfg.Ports)
 	if len(q.ports) == 0 {
@@ -374,6 +383,12 @@ func (p *Policy) Dial(ctx context.Context, network, host string, port int) (net.
 		}
 		if len(candidates) == 0 {
 			return refuse("resolves to no address")
+		}
+	}
+	// After the allowlist, whatever it lists: the server's own addresses.
+	for _, a := range candidates {
+		if reason := p.control.check(ctx, p.resolver, a, port); reason != "" {
+			return refuse(reason)
 		}
 	}
 	candidates = slices.DeleteFunc(candidates, func(a netip.Addr) bool {

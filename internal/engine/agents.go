@@ -42,7 +42,7 @@ func (e *Engine) validateSpec(ctx context.Context, spec *lt.AgentSpec, prefix st
 	if err := e.validateEnvironment(ctx, spec.Environment, prefix+".environment"); err != nil {
 		return err
 	}
-	if err := e.validateModelAccess(spec.Model, prefix+".model"); err != nil {
+	if err := e.validateModelAccess(ctx, spec.Model, prefix+".model"); err != nil {
 		return err
 	}
 	if c := spec.Compaction; c != nil && (c.Threshold < 0 || c.Threshold >= 1) {
@@ -156,47 +156,6 @@ func (e *Engine) validateSpec(ctx context.Context, spec *lt.AgentSpec, prefix st
 		case r.MaxBackoffMS > 0 && r.InitialBackoffMS > r.MaxBackoffMS:
 			return apierror.Invalid(prefix+".retry.initial_backoff_ms", "must not exceed max_backoff_ms")
 		}
-	}
-	return nil
-}
-
-var (
-	envName             = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
-	conventionalEnvName = regexp.MustCompile(`^[A-Z_][A-Z0-9_]{0,63}$`)
-)
-
-// validateModelAccess checks where the model's key comes from: the name of
-// an environment variable of this server, which must be set (a key itself
-// is never accepted in a spec, and never echoed in an error).
-func (e *Engine) validateModelAccess(m lt.ModelSpec, prefix string) error {
-	if m.APIKeySecret != "" {
-		if m.APIKeyEnv != "" {
-			return apierror.Invalid(prefix+".api_key_secret", "give api_key_env or api_key_secret, not both")
-		}
-		if e.cfg.Vault == nil {
-			return apierror.Invalid(prefix+".api_key_secret", "this server has no vault")
-		}
-		if err := e.cfg.Vault.Require(context.Background(), []string{m.APIKeySecret}); err != nil {
-			var unknown interface{ UnknownSecret() string }
-			if errors.As(err, &unknown) {
-				return apierror.Invalid(prefix+".api_key_secret", "%v", err)
-			}
-			return err
-		}
-		return nil
-	}
-	if m.APIKeyEnv == "" {
-		return nil
-	}
-	if !envName.MatchString(m.APIKeyEnv) {
-		return apierror.Invalid(prefix+".api_key_env", "must be the name of an environment variable (letters, digits and _), not a key")
-	}
-	if _, ok := e.cfg.LookupEnv(m.APIKeyEnv); !ok {
-		if !conventionalEnvName.MatchString(m.APIKeyEnv) {
-			// Not echoed: it may be a key pasted in the wrong field.
-			return apierror.Invalid(prefix+".api_key_env", "the environment variable it names is not set on this server")
-		}
-		return apierror.Invalid(prefix+".api_key_env", "environment variable %s is not set on this server", m.APIKeyEnv)
 	}
 	return nil
 }

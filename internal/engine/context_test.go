@@ -37,6 +37,13 @@ type recorded struct {
 	apiKey  string
 }
 
+// planURL is where the plan provider's calls would go: the host model keys
+// are bound to in these tests.
+const planURL = "https://api.example.com/v1"
+
+// DefaultBaseURL implements model.Endpoint, as a remote provider does.
+func (p *planProvider) DefaultBaseURL(lt.ModelSpec) string { return planURL }
+
 func (p *planProvider) Respond(_ context.Context, req *model.Request) (*model.Response, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -300,6 +307,8 @@ func TestAPIKeyFromTheServersEnvironment(t *testing.T) {
 	const key = "sk-canary-4f1d9a"
 	p := &planProvider{plan: []model.Response{{Text: "ok"}}}
 	h := newHarnessWith(t, map[string]model.Provider{"plan": p}, map[string]string{"PLAN_API_KEY": key})
+	h.modelKeyEnv = map[string][]string{"PLAN_API_KEY": {"api.example.com"}}
+	h.restart("node-a")
 	ctx := context.Background()
 	s := create(t, h, &lt.AgentSpec{Model: lt.ModelSpec{Provider: "plan", APIKeyEnv: "PLAN_API_KEY"}}, nil)
 	h.waitStatus(s.ID, lt.SessionIdle)

@@ -25,13 +25,20 @@
 //     an approved call runs only if its arguments hash to what a person
 //     approved (approval.go, actions.go);
 //   - transient failures are retried by the effect class's rules
-//     (retry.go): never an irreversible call.
+//     (retry.go): never an irreversible call;
+//   - a model key goes only where it is bound (modelaccess.go): a vault
+//     secret to its hosts, an api_key_env variable only when the operator
+//     allowed it (Config.ModelKeyEnv) and to its hosts, checked when an
+//     agent is defined and again before every call; no session reaches the
+//     server's control plane (Config.ControlPlane), by the network or as a
+//     model's base_url.
 //
 // Files: the loop is runner.go (tick), step.go (model calls) and exec.go
 // (tool calls), with mcp.go for the tools of MCP servers (listed into the
 // journal, called through internal/mcp); the API side is sessions.go, actions.go (decisions),
 // budget.go (PATCH budget), inbox.go and reads.go.
 //
-// It imports the store interface, journal, model, policy, tool, mcp and workspace; only
+// It imports the store interface, journal, model, policy, tool, mcp, egress,
+// vault (its host bindings) and workspace; only
 // cmd wires concrete drivers and providers into it.
 package engine

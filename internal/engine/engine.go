@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/longhaul-dev/longhaul/internal/egress"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/snapshot"
@@ -59,6 +60,20 @@ type Config struct {
 	// LookupEnv reads the server's environment variables that model specs
 	// name for their API keys (api_key_env). Default: os.LookupEnv.
 	LookupEnv func(name string) (string, bool)
+	// ModelKeyEnv lists the environment variables a model spec may name in
+	// api_key_env, each with the hosts its key may be sent to (as a vault
+	// secret's hosts: names, "*.example.com", IP addresses, each with an
+	// optional port). A variable not listed is refused, set or not; a
+	// LONGHAUL_ variable cannot be listed. Default (nil):
+	// DefaultModelKeyEnv, OPENAI_API_KEY for api.openai.com and
+	// ANTHROPIC_API_KEY for api.anthropic.com.
+	ModelKeyEnv map[string][]string
+	// ControlPlane holds the server's own addresses (its nodes' API
+	// listeners, its database), which no session may reach: the egress
+	// proxy and http_request refuse them whatever an agent lists, and a
+	// model's base_url may not be one. The node fills it as it learns them
+	// (its listener is bound after New). Default: none.
+	ControlPlane *egress.ControlPlane
 	// Sandbox runs the programs of tools (shell). Default: none, and
 	// programs run as plain subprocesses in the workspace (tests,
 	// embedding); cmd wires sandbox.Detect.
@@ -125,6 +140,14 @@ func (c *Config) withDefaults() (Config, error) {
 	if out.LookupEnv == nil {
 		out.LookupEnv = os.LookupEnv
 	}
+	if out.ModelKeyEnv == nil {
+		out.ModelKeyEnv = DefaultModelKeyEnv()
+	}
+	keyEnv, err := normalizeModelKeyEnv(out.ModelKeyEnv)
+	if err != nil {
+		return out, err
+	}
+	out.ModelKeyEnv = keyEnv
 	if out.RuntimeDir == "" {
 		out.RuntimeDir = filepath.Join(filepath.Dir(filepath.Clean(out.WorkspaceRoot)), "run")
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/internal/egress"
 	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/model"
@@ -55,6 +56,11 @@ type harness struct {
 	providers map[string]model.Provider
 	env       map[string]string
 	vault     engine.Vault
+	// modelKeyEnv is the operator's allowlist of api_key_env variables
+	// (nil: the engine's default); controlPlane the server's own
+	// addresses (nil: none).
+	modelKeyEnv  map[string][]string
+	controlPlane *egress.ControlPlane
 }
 
 func openStore(t *testing.T, dir string) *sqlite.Store {
@@ -104,7 +110,7 @@ func (h *harness) start(node string) {
 			v, ok := h.env[name]
 			return v, ok
 		},
-		Vault: h.vault,
+		Vault: h.vault, ModelKeyEnv: h.modelKeyEnv, ControlPlane: h.controlPlane,
 	})
 	require.NoError(h.t, err)
 	require.NoError(h.t, eng.Start(context.Background()))

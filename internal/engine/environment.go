@@ -29,8 +29,15 @@ type Vault interface {
 	// Require checks that the named secrets exist (without decrypting);
 	// the first unknown one is an error naming it.
 	Require(ctx context.Context, names []string) error
-	// Value returns one secret's value (a model's api_key_secret).
-	Value(ctx context.Context, name string) (string, error)
+	// CheckBound checks, without decrypting, that a secret exists and
+	// that dest (host:port) is one of its hosts (a model's
+	// api_key_secret); errors as ValueFor's.
+	CheckBound(ctx context.Context, name, dest string) error
+	// ValueFor returns a secret's value for a request to dest (host:port)
+	// only if dest is one of its hosts now: an unknown name is an error
+	// with an UnknownSecret() method, an unbound destination one with a
+	// NotBound() method.
+	ValueFor(ctx context.Context, name, dest string) (string, error)
 	// Redactor returns the redactor of every secret's value (cached until
 	// Invalidate).
 	Redactor(ctx context.Context) (*redact.Redactor, error)
@@ -142,20 +149,23 @@ func (r *runner) setupEnvironment(ctx context.Context) error {
 	r.env = env
 	spec := r.spec.Environment
 	if spec != nil && spec.Network != nil && len(spec.Network.Allow) > 0 {
+		// The server's own addresses are refused whatever the agent lists,
+		// by every path out: the proxy, http_request and MCP over HTTP.
 		p, err := egress.NewPolicy(spec.Network.Allow)
-		if err == nil && len(spec.Network.Ports) > 0 {
-			p, err = p.WithConfig(egress.Config{Ports: spec.Network.Ports})
+		if err == nil {
+			p, err = p.WithConfig(egress.Config{Ports: spec.Network.Ports, ControlPlane: r.e.cfg.ControlPlane})
 		}
 		if err != nil {
 			return fmt.Errorf("network policy: %w", err)
 		}
-		env.policy, env.network = p, &tool.NetworkPolicy{Allow: spec.Network.Allow, Ports: spec.Network.Ports}
+		env.policy = p
+		env.network = &tool.NetworkPolicy{Allow: spec.Network.Allow, Ports: spec.Network.Ports, ControlPlane: r.e.cfg.ControlPlane}
 		if r.e.cfg.Sandbox != nil && r.e.cfg.Sandbox.Name() == "bwrap" {
 			if err := os.MkdirAll(r.e.cfg.RuntimeDir, 0o700); err != nil {
 				return fmt.Errorf("runtime directory: %w", err)
 			}
 			env.socket = filepath.Join(r.e.cfg.RuntimeDir, r.st.Session.ID+".proxy.sock")
-			stop, err := egress.ListenUnix(ctx, env.socket, p, egress.Config{Logger: r.e.log, Ports: spec.Network.Ports}, func(ev egress.Event) {
+			stop, err := egress.ListenUnix(ctx, env.socket, p, egress.Config{Logger: r.e.log, Ports: spec.Network.Ports, ControlPlane: r.e.cfg.ControlPlane}, func(ev egress.Event) {
 				env.observe(tool.NetworkEvent(ev))
 			})
 			if err != nil {

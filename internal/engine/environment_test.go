@@ -19,6 +19,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/redact"
 	"github.com/longhaul-dev/longhaul/internal/tool"
+	"github.com/longhaul-dev/longhaul/internal/vault"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -51,8 +52,23 @@ func (v *fakeVault) Redactor(context.Context) (*redact.Redactor, error) {
 
 func (v *fakeVault) Invalidate() {}
 
-func (v *fakeVault) Value(ctx context.Context, name string) (string, error) {
+type notBound string
+
+func (n notBound) Error() string    { return "secret " + string(n) + " is not bound to that host" }
+func (n notBound) NotBound() string { return string(n) }
+
+func (v *fakeVault) CheckBound(ctx context.Context, name, dest string) error {
 	if err := v.Require(ctx, []string{name}); err != nil {
+		return err
+	}
+	if !vault.HostMatches([]string{v.secrets[name].host}, dest) {
+		return notBound(name)
+	}
+	return nil
+}
+
+func (v *fakeVault) ValueFor(ctx context.Context, name, dest string) (string, error) {
+	if err := v.CheckBound(ctx, name, dest); err != nil {
 		return "", err
 	}
 	return v.secrets[name].value, nil
@@ -65,7 +81,7 @@ func (v *fakeVault) Source(ctx context.Context, names []string) (tool.SecretSour
 	src := sourceFunc(func(host string) []tool.Credential {
 		var out []tool.Credential
 		for _, n := range names {
-			if s := v.secrets[n]; s.host == host {
+			if s := v.secrets[n]; vault.HostMatches([]string{s.host}, host) {
 				out = append(out, tool.Credential{Name: n, Header: "Authorization", Value: "Bearer " + s.value})
 			}
 		}

@@ -117,7 +117,12 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	sink := &deltaSink{r: r, ctx: callCtx, cancel: cancel, turnID: turnID, step: stepN, attempt: attempt, purpose: purpose, last: r.e.clock.Now()}
-	req := &model.Request{Spec: r.spec.Model, Messages: msgs, Tools: tools, Position: pos, APIKey: r.apiKey(ctx), OnDelta: sink.add}
+	key, err := r.modelAccess(callCtx)
+	if err != nil {
+		// Nothing was sent: the key (or the base URL) is refused now.
+		return nil, r.modelFailed(ctx, purpose, stepN, pos, attempt, 0, err)
+	}
+	req := &model.Request{Spec: r.spec.Model, Messages: msgs, Tools: tools, Position: pos, APIKey: key, OnDelta: sink.add}
 	start := r.e.clock.Now()
 	resp, err := r.provider.Respond(callCtx, req)
 	r.modelCallEnded()
@@ -142,26 +147,6 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 		resp.CostUSD = model.CostOf(r.spec.Model, resp.Usage)
 	}
 	return &callResult{resp: resp, pos: pos, durMS: dur}, nil
-}
-
-// apiKey is the model credential, read from the server's environment
-// variable the spec names. It goes to the provider only: never into the
-// journal, an event or a log.
-func (r *runner) apiKey(ctx context.Context) string {
-	if name := r.spec.Model.APIKeySecret; name != "" && r.e.cfg.Vault != nil {
-		// A vault secret: redacted from everything the server writes, like
-		// every other.
-		v, err := r.e.cfg.Vault.Value(ctx, name)
-		if err != nil {
-			r.e.log.Warn("model key from the vault", "session", r.st.Session.ID, "secret", name, "err", err)
-		}
-		return v
-	}
-	if r.spec.Model.APIKeyEnv == "" {
-		return ""
-	}
-	v, _ := r.e.cfg.LookupEnv(r.spec.Model.APIKeyEnv)
-	return v
 }
 
 // Streamed output is coalesced into model.delta events of at least

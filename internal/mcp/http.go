@@ -75,7 +75,7 @@ type credentials struct {
 
 func (c *credentials) RoundTrip(req *http.Request) (*http.Response, error) {
 	if c.headers != nil {
-		creds := c.headers(req.URL.Hostname())
+		creds := c.headers(hostPort(req.URL))
 		if len(creds) > 0 {
 			req = req.Clone(req.Context())
 			for _, cr := range creds {
@@ -84,4 +84,17 @@ func (c *credentials) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return c.next.RoundTrip(req)
+}
+
+// hostPort is a URL's host and port, the port filled in from the scheme:
+// what a secret's host binding is matched against.
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	return net.JoinHostPort(u.Hostname(), port)
 }

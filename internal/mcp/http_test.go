@@ -59,7 +59,7 @@ func TestHTTPServerThroughThePolicy(t *testing.T) {
 	}
 	dial, events := dialVia([]string{"127.0.0.1"})
 	d := &mcp.HTTP{URL: srv.URL + "/mcp", Network: dial, Headers: func(host string) []tool.Credential {
-		if host == "127.0.0.1" {
+		if host == srv.Listener.Addr().String() { // with the port: a binding may name one
 			return []tool.Credential{{Name: "DOCS_TOKEN", Header: "Authorization", Value: "Bearer test-token-123"}}
 		}
 		return nil

@@ -27,6 +27,16 @@ type Provider interface {
 	Respond(ctx context.Context, req *Request) (*Response, error)
 }
 
+// Endpoint is implemented by providers that call a remote API.
+// DefaultBaseURL is where the calls of spec go when it gives no base_url
+// ("": nowhere, the spec must give one). The engine sends a model key only
+// to the host of the URL a spec's calls go to, and only when that host is
+// one the key is bound to; a provider that does not implement Endpoint is
+// given a key only for a spec with a base_url.
+type Endpoint interface {
+	DefaultBaseURL(spec lt.ModelSpec) string
+}
+
 // Role of a message in the context.
 type Role string
 

@@ -17,6 +17,13 @@
 //     CheckSchema is the one place that decides.
 //   - The vault's key must decrypt every stored secret before anything
 //     runs, or nothing could be redacted: Open fails otherwise.
+//   - No session reaches the control plane: the database of StoreURL,
+//     ControlPlaneAddrs and the listeners the caller reports with Serving
+//     (announced in the store, where every node reads the others') are in
+//     the engine's ControlPlane, which the egress proxy, http_request and
+//     the check of a model's base_url refuse.
+//   - Model keys named by api_key_env are the engine's defaults plus
+//     ModelKeyEnv, each for its hosts.
 //   - Close stops what started, in the reverse order: the engine (running
 //     steps finish or stay resumable), the trace export, the webhook
 //     dispatcher (pending deliveries stay in the outbox), then the store

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,6 +26,9 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/report"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/server"
+	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/postgres"
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	"github.com/longhaul-dev/longhaul/internal/vault"
 	"github.com/longhaul-dev/longhaul/internal/webhook"
@@ -95,6 +99,16 @@ type Config struct {
 	// Providers are model providers besides (or replacing, by name) the
 	// built-in ones (DefaultProviders).
 	Providers map[string]model.Provider
+	// ModelKeyEnv are environment variables agents may name as a model's
+	// api_key_env, each with the hosts its key may go to, besides
+	// engine.DefaultModelKeyEnv (a default's name given here takes these
+	// hosts instead). Default: the engine's defaults only.
+	ModelKeyEnv map[string][]string
+	// ControlPlaneAddrs are addresses (HOST:PORT) of this deployment's
+	// control plane besides this node's listener and its database, which
+	// sessions may never reach: the other nodes' API addresses, a load
+	// balancer in front of them. Default: none.
+	ControlPlaneAddrs []string
 }
 
 // OTLP says where a node exports turn traces.
@@ -172,6 +186,10 @@ type Node struct {
 	VaultAPI   *vault.API
 	// Reports serves the task reports (API embeds it).
 	Reports *report.Service
+	// ControlPlane holds the addresses no session may reach: the
+	// database's (from the store URL), Config.ControlPlaneAddrs, and this
+	// node's listener once Serving is told it.
+	ControlPlane *egress.ControlPlane
 
 	log    *slog.Logger
 	otlp   *OTLP
@@ -287,6 +305,24 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 	}
 	n.Sandbox, n.SandboxWarning = sb.Name(), warning
 
+	// The control plane: what no session may reach, however its agent
+	// lists it (this node's listener is added by Serving).
+	n.ControlPlane = &egress.ControlPlane{}
+	if err := n.ControlPlane.Set(egress.GroupExtra, "the server's control plane", cfg.ControlPlaneAddrs); err != nil {
+		return nil, fmt.Errorf("node config: ControlPlaneAddrs: %w", err)
+	}
+	if cfg.StoreURL != "" {
+		addrs, err := postgres.Addresses(cfg.StoreURL)
+		if err != nil {
+			return nil, err
+		}
+		if err := n.ControlPlane.Set(egress.GroupDatabase, "the server's own database", addrs); err != nil {
+			return nil, err
+		}
+	}
+	keyEnv := engine.DefaultModelKeyEnv()
+	maps.Copy(keyEnv, cfg.ModelKeyEnv)
+
 	// The engine and the webhook dispatcher write through the metrics'
 	// decorator: the counters count what this node writes.
 	n.Metrics = metrics.New(n.Store, &metrics.Config{Logger: log})
@@ -310,6 +346,8 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 		SandboxWarning:   warning,
 		OnSecretsChanged: refreshRedactor,
 		Vault:            n.Vault,
+		ModelKeyEnv:      keyEnv,
+		ControlPlane:     n.ControlPlane,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create engine: %w", err)
@@ -330,6 +368,81 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 		*report.Service
 	}{n.Engine, n.VaultAPI, n.WebhookAPI, n.Reports}, n.Store, srvCfg)
 	return n, nil
+}
+
+// Serving tells the node the addresses its API listens on (a listener's
+// Addr().String(), "127.0.0.1:8080" or "[::]:8080"), so that no session
+// reaches them: call it before Start, which resumes sessions. It announces
+// them in the store too, where every node on it reads the others'
+// (refreshed at most every NodesRefreshInterval, when a connection is
+// checked): a session on one node cannot reach another node's API either.
+// A listener on every address is announced with each address of this
+// host's interfaces, which is how other hosts reach it.
+func (n *Node) Serving(ctx context.Context, addrs ...string) error {
+	if err := n.ControlPlane.Set(egress.GroupListen, "the server's own API", addrs); err != nil {
+		return err
+	}
+	announced := announceAddrs(addrs)
+	if err := n.Store.NodeAnnounce(ctx, &store.NodeRow{ID: n.NodeID, Addrs: announced, AnnouncedAt: time.Now().UTC()}); err != nil {
+		return fmt.Errorf("announce this node's address: %w", err)
+	}
+	n.ControlPlane.SetRefresher(NodesRefreshInterval, time.Now, func(ctx context.Context) error {
+		rows, err := n.Store.NodeList(ctx)
+		if err != nil {
+			n.log.Warn("read the other nodes' addresses", "err", err)
+			return err
+		}
+		var all []string
+		for _, r := range rows {
+			if r.ID != n.NodeID { // this node's are GroupListen's
+				all = append(all, r.Addrs...)
+			}
+		}
+		if err := n.ControlPlane.Set(egress.GroupNodes, "the API of a node of this server", all); err != nil {
+			n.log.Warn("a node announced an invalid address", "err", err)
+			return err
+		}
+		return nil
+	})
+	return nil
+}
+
+// NodesRefreshInterval is how often, at most, a node re-reads the other
+// nodes' announced addresses.
+const NodesRefreshInterval = 5 * time.Second
+
+// announceAddrs is what a node announces for its listeners: each address,
+// and for one on every address (0.0.0.0, [::]) also each address of this
+// host's interfaces at its port; at most storeutil.MaxNodeAddrs in all.
+func announceAddrs(addrs []string) []string {
+	var out []string
+	add := func(a string) {
+		if len(out) < storeutil.MaxNodeAddrs && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	for _, a := range addrs {
+		add(a)
+	}
+	for _, a := range addrs {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil {
+			continue
+		}
+		if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+			continue
+		}
+		ifaddrs, err := net.InterfaceAddrs()
+		if err != nil {
+			continue
+		}
+		for _, ia := range ifaddrs {
+			if ipn, ok := ia.(*net.IPNet); ok && !ipn.IP.IsLoopback() && !ipn.IP.IsLinkLocalUnicast() {
+				add(net.JoinHostPort(ipn.IP.String(), port))
+			}
+		}
+	}
+	return out
 }
 
 // StoreOpenError is Open's error when the store could not be opened (for

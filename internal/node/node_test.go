@@ -15,6 +15,7 @@ import (
 
 	"github.com/longhaul-dev/longhaul/client"
 	"github.com/longhaul-dev/longhaul/internal/node"
+	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -162,4 +163,41 @@ func TestCheckSchema(t *testing.T) {
 	current, known, err := s.SchemaVersion(ctx)
 	require.NoError(t, err)
 	require.Equal(t, known, current)
+}
+
+// TestNodeControlPlane: the node refuses to its sessions its own listener,
+// the addresses other nodes announced in the store, the configured extra
+// addresses, and the model key variables are the defaults plus the
+// configured ones.
+func TestNodeControlPlane(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	n, err := node.Open(ctx, &node.Config{
+		DataDir: filepath.Join(t.TempDir(), "data"), Logger: quiet, Sandbox: node.SandboxLocal,
+		ControlPlaneAddrs: []string{"10.9.9.9:443"},
+	})
+	require.NoError(t, err)
+	defer n.Close(ctx)
+	require.NoError(t, n.Serving(ctx, "127.0.0.1:18080"))
+	require.Contains(t, n.ControlPlane.Check(ctx, "localhost", 18080), "the server's own API")
+	require.Contains(t, n.ControlPlane.Check(ctx, "10.9.9.9", 443), "the server's control plane")
+	require.Empty(t, n.ControlPlane.Check(ctx, "127.0.0.1", 18081))
+
+	// Another node on the same store announces itself: read at the next
+	// refresh.
+	require.NoError(t, n.Store.NodeAnnounce(ctx, &store.NodeRow{ID: "node-other", Addrs: []string{"10.0.0.42:8080"}, AnnouncedAt: time.Now()}))
+	rows, err := n.Store.NodeList(ctx)
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	waitFor := time.Now().Add(2 * node.NodesRefreshInterval)
+	for n.ControlPlane.Check(ctx, "10.0.0.42", 8080) == "" {
+		require.True(t, time.Now().Before(waitFor), "the other node's address was never refused")
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Contains(t, n.ControlPlane.Check(ctx, "10.0.0.42", 8080), "the API of a node of this server")
+
+	_, err = node.Open(ctx, &node.Config{DataDir: t.TempDir(), Logger: quiet, Sandbox: node.SandboxLocal, ControlPlaneAddrs: []string{"nope"}})
+	require.ErrorContains(t, err, "ControlPlaneAddrs")
+	_, err = node.Open(ctx, &node.Config{DataDir: t.TempDir(), Logger: quiet, Sandbox: node.SandboxLocal, ModelKeyEnv: map[string][]string{"LONGHAUL_STORE": {"x.example.com"}}})
+	require.ErrorContains(t, err, "LONGHAUL_STORE is the server's own configuration")
 }

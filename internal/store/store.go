@@ -135,6 +135,14 @@ type Store interface {
 	// subscribers hear KindSecrets after the commit.
 	SecretDelete(ctx context.Context, name string) error
 
+	// NodeAnnounce records the addresses a node's API listens on,
+	// replacing what the same node announced before, so that every node
+	// refuses them to its sessions (a session must never reach the control
+	// plane, whichever node serves it).
+	NodeAnnounce(ctx context.Context, row *NodeRow) error
+	// NodeList returns every node's announced addresses, by node id.
+	NodeList(ctx context.Context) ([]*NodeRow, error)
+
 	// Webhooks (the webhook package's durable state; see 004_webhooks and
 	// 005_webhook_claims).
 
@@ -463,6 +471,14 @@ type IdempotencyRow struct {
 	Status     int
 	Response   []byte
 	CreatedAt  time.Time
+}
+
+// NodeRow is what a node announced: its id and the addresses ("host:port")
+// its API listens on.
+type NodeRow struct {
+	ID          string
+	Addrs       []string
+	AnnouncedAt time.Time
 }
 
 // SecretRow is one vault secret as stored: the value only as AES-GCM

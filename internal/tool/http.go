@@ -198,6 +198,9 @@ func (t *HTTPRequest) Run(ctx context.Context, call *Call) (*Result, error) {
 	if len(call.Network.Ports) > 0 {
 		cfg.Ports = call.Network.Ports
 	}
+	if call.Network.ControlPlane != nil {
+		cfg.ControlPlane = call.Network.ControlPlane
+	}
 	if policy, err = policy.WithConfig(cfg); err != nil {
 		return nil, fmt.Errorf("http_request: %w", err)
 	}
@@ -480,7 +483,9 @@ func (ex *httpExchange) newRequest(ctx context.Context, method string, u *url.UR
 	req.Header = ex.args.headers.Clone()
 	var creds []Credential
 	if trusted && ex.call.Secrets != nil {
-		creds = ex.call.Secrets.ForHost(normalizeHost(u.Hostname()))
+		// The port too: a secret bound to one port of a host goes to that
+		// port only.
+		creds = ex.call.Secrets.ForHost(net.JoinHostPort(normalizeHost(u.Hostname()), strconv.Itoa(urlPort(u))))
 	}
 	if !trusted {
 		for _, h := range sensitiveHeaders {

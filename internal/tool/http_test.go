@@ -47,7 +47,13 @@ func (s *hostSecrets) ForHost(host string) []tool.Credential {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.asked = append(s.asked, host)
-	return s.byHost[host]
+	// Bound by name here; the port binding is the vault's (internal/vault
+	// tests it).
+	name, _, err := net.SplitHostPort(host)
+	if err != nil {
+		return nil
+	}
+	return s.byHost[name]
 }
 
 const (
@@ -313,7 +319,8 @@ func TestHTTPRequestInjectsSecretsForBoundHostOnly(t *testing.T) {
 	require.Empty(t, e.Headers["Authorization"])
 	require.Empty(t, e.Headers["X-Api-Key"])
 	require.Empty(t, out.Credentials)
-	require.Equal(t, []string{"api.example.com", "other.example.net"}, secrets.asked)
+	port := ":" + strconv.Itoa(h.port)
+	require.Equal(t, []string{"api.example.com" + port, "other.example.net" + port}, secrets.asked, "asked with the port")
 }
 
 func TestHTTPRequestRedirects(t *testing.T) {
@@ -357,7 +364,7 @@ func TestHTTPRequestRedirects(t *testing.T) {
 			require.Empty(t, e.Headers[name], name)
 		}
 		require.Equal(t, []string{"1"}, e.Headers["X-Trace"])
-		require.Equal(t, []string{"api.example.com"}, secrets.asked)
+		require.Equal(t, []string{"api.example.com:" + strconv.Itoa(h.port)}, secrets.asked)
 		evs := c.networkEvents()
 		require.Len(t, evs, 2)
 		require.Equal(t, "api.example.com", evs[0].Host)
@@ -662,4 +669,33 @@ func TestHTTPRequestArgumentErrors(t *testing.T) {
 		Network:   &tool.NetworkPolicy{Allow: []string{"https://api.example.com"}},
 	})
 	require.ErrorContains(t, err, `allow[0] "https://api.example.com"`)
+}
+
+// TestHTTPRequestRefusesTheControlPlane: the server's own address is
+// refused although the agent lists it, written as a literal or as a name
+// that resolves to it, with an error that says whose it is; nothing (and
+// no credential) reaches it.
+func TestHTTPRequestRefusesTheControlPlane(t *testing.T) {
+	t.Parallel()
+	h := newHTTPHarness(t)
+	cp := &egress.ControlPlane{}
+	require.NoError(t, cp.Add(egress.GroupListen, "the server's own API", "0.0.0.0:"+strconv.Itoa(h.port)))
+	for _, u := range []string{
+		h.url("127.0.0.1", "/echo?id=cp1"),
+		h.url("api.example.com", "/echo?id=cp2"), // resolves to 127.0.0.1
+	} {
+		c := h.newCall(t, map[string]any{"method": "POST", "url": u, "body": `{"decision":"approve"}`})
+		c.call.Network.ControlPlane = cp
+		c.call.Secrets = newSecrets()
+		res, err := h.tool.Run(t.Context(), c.call)
+		require.NoError(t, err)
+		require.Contains(t, res.Error, "is the server's own API: an agent may not reach its own control plane", u)
+		require.False(t, res.Transient, "a refusal is not retried")
+		evs := c.networkEvents()
+		require.NotEmpty(t, evs)
+		require.False(t, evs[len(evs)-1].Allowed)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	require.Empty(t, h.received, "nothing reached the control plane")
 }

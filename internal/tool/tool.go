@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/longhaul-dev/longhaul/internal/egress"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -119,6 +120,10 @@ type NetworkPolicy struct {
 	Allow []string `json:"allow"`
 	// Ports are the destination ports allowed (default 80 and 443).
 	Ports []int `json:"ports,omitempty"`
+	// ControlPlane holds the server's own addresses (its nodes' API
+	// listeners, its database): refused whatever Allow lists. Nil: none
+	// (tests, embedding without a listener).
+	ControlPlane *egress.ControlPlane `json:"-"`
 }
 
 // NetworkEvent is one connection decision.
@@ -136,7 +141,9 @@ type NetworkEvent struct {
 type SecretSource interface {
 	// ForHost returns the credentials bound to host among the secrets the
 	// agent names; values never leave the server except in requests to
-	// their hosts.
+	// their hosts. host is a request's host and port ("api.example.com:443",
+	// "[::1]:8443"), so that a secret bound to one port of a host goes to
+	// that port only.
 	ForHost(host string) []Credential
 }
 

@@ -30,9 +30,12 @@
 //   - Names match ^[A-Z][A-Z0-9_]{0,63}$ (like environment variables). Values
 //     are 8 bytes to 8 KiB, without control characters (they go into HTTP
 //     headers). Hosts are DNS names, "*.suffix" wildcards (any subdomain of
-//     suffix, never suffix itself) or IP addresses.
+//     suffix, never suffix itself) or IP addresses, each optionally with a
+//     port: with one, the secret goes to that port only.
 //   - A Source hands out only the secrets an agent names, and of those only
-//     the ones bound to the host a request goes to, ready to inject.
+//     the ones bound to the host and port a request goes to, ready to
+//     inject. ValueFor hands a model key (api_key_secret) out only for a
+//     destination among the secret's hosts, checked on the row it decrypts.
 //
 // Redaction of values from everything the server writes is the job of
 // internal/redact; Values and Redactor feed it.

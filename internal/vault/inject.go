@@ -3,7 +3,6 @@ package vault
 import (
 	"encoding/base64"
 	"fmt"
-	"net"
 	"net/textproto"
 	"regexp"
 	"slices"
@@ -55,100 +54,6 @@ func checkValue(value string) error {
 // isControl reports the characters an HTTP header value cannot hold (a tab
 // is allowed).
 func isControl(r rune) bool { return (r < 0x20 && r != '\t') || r == 0x7f }
-
-// normalizeHosts validates hosts and returns them in canonical form (lower
-// case, no trailing dot, canonical IP addresses).
-func normalizeHosts(hosts []string) ([]string, error) {
-	if len(hosts) == 0 {
-		return nil, apierror.Invalid("hosts", "at least one host is required: a secret is only ever sent to the hosts it is bound to")
-	}
-	if len(hosts) > MaxHosts {
-		return nil, apierror.Invalid("hosts", "at most %d hosts, got %d", MaxHosts, len(hosts))
-	}
-	out := make([]string, 0, len(hosts))
-	for i, h := range hosts {
-		field := fmt.Sprintf("hosts[%d]", i)
-		n, err := normalizeHost(h)
-		if err != nil {
-			return nil, apierror.Invalid(field, "host %s: %s", quote(h), err)
-		}
-		if slices.Contains(out, n) {
-			return nil, apierror.Invalid(field, "host %s is listed twice", quote(h))
-		}
-		out = append(out, n)
-	}
-	return out, nil
-}
-
-var labelPattern = regexp.MustCompile(`^[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?$`)
-
-// normalizeHost validates one bound host: a DNS name, "*." and a DNS name
-// of at least two labels, or an IP address.
-func normalizeHost(h string) (string, error) {
-	if strings.Contains(h, "://") || strings.ContainsAny(h, "/?#@") {
-		return "", fmt.Errorf("give a host name, not a URL")
-	}
-	if ip := net.ParseIP(strings.Trim(h, "[]")); ip != nil {
-		return ip.String(), nil
-	}
-	if strings.Contains(h, ":") {
-		return "", fmt.Errorf("give a host name without a port")
-	}
-	name := strings.TrimSuffix(strings.ToLower(h), ".")
-	wildcard := false
-	if rest, ok := strings.CutPrefix(name, "*."); ok {
-		wildcard, name = true, rest
-	}
-	if name == "" {
-		return "", fmt.Errorf("empty host name")
-	}
-	if len(name) > 253 {
-		return "", fmt.Errorf("a host name has at most 253 characters")
-	}
-	labels := strings.Split(name, ".")
-	for _, l := range labels {
-		if !labelPattern.MatchString(l) {
-			return "", fmt.Errorf("not a valid host name (letters, digits and hyphens in dot-separated labels; \"*.example.com\" for subdomains)")
-		}
-	}
-	if wildcard {
-		if len(labels) < 2 {
-			return "", fmt.Errorf("a wildcard must cover a domain of at least two labels, like *.example.com")
-		}
-		return "*." + name, nil
-	}
-	return name, nil
-}
-
-// hostMatches reports whether a request host (already normalised by
-// canonicalHost) is one of the bound hosts.
-func hostMatches(bound []string, host string) bool {
-	for _, b := range bound {
-		if suffix, ok := strings.CutPrefix(b, "*."); ok {
-			if strings.HasSuffix(host, "."+suffix) {
-				return true
-			}
-			continue
-		}
-		if host == b {
-			return true
-		}
-	}
-	return false
-}
-
-// canonicalHost puts a request's host in the form bound hosts have: no
-// port, no brackets, lower case, no trailing dot.
-func canonicalHost(host string) string {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.Trim(host, "[]")
-	if ip := net.ParseIP(host); ip != nil {
-		return ip.String()
-	}
-	return strings.TrimSuffix(strings.ToLower(host), ".")
-}
 
 // Header names a secret may not be injected into: they frame the request
 // or the connection, and overriding them would break or smuggle requests.

@@ -197,12 +197,10 @@ func (v *Vault) Delete(ctx context.Context, name string) error {
 	return nil
 }
 
-// Values returns every secret's value by name, for the redactor. A secret
-// that cannot be decrypted (another key, an altered row) is an error naming
-// it: the redactor must not silently miss it.
-// Value returns one secret's value, for credentials the server itself
-// uses (a model's API key named by api_key_secret). An unknown name is an
-// *UnknownSecretError.
+// Value returns one secret's value, wherever it goes. An unknown name is
+// an *UnknownSecretError. The server's own credentials (a model's
+// api_key_secret) are read with ValueFor instead, which keeps to the
+// secret's hosts.
 func (v *Vault) Value(ctx context.Context, name string) (string, error) {
 	rows, err := v.rowsFor(ctx, []string{name})
 	if err != nil {
@@ -211,6 +209,55 @@ func (v *Vault) Value(ctx context.Context, name string) (string, error) {
 	return v.open(rows[0])
 }
 
+// NotBoundError is the error of a secret asked for a destination that is
+// not one of its hosts. It names the secret and the destination, never
+// the value.
+type NotBoundError struct {
+	Name string
+	Dest string
+}
+
+// NotBound names the secret (the engine tells this error from a storage
+// failure by it).
+func (e *NotBoundError) NotBound() string { return e.Name }
+
+func (e *NotBoundError) Error() string {
+	return fmt.Sprintf("secret %s is not bound to %s (it goes only to its hosts: add the host with `longhaul secret set`)", e.Name, e.Dest)
+}
+
+// CheckBound checks that the secret name exists and that dest (a host and
+// a port, as HostMatches takes it) is one of its hosts, without decrypting
+// anything (for validating a model's api_key_secret). An unknown name is an
+// *UnknownSecretError, an unbound destination a *NotBoundError.
+func (v *Vault) CheckBound(ctx context.Context, name, dest string) error {
+	rows, err := v.rowsFor(ctx, []string{name})
+	if err != nil {
+		return err
+	}
+	if !HostMatches(rows[0].Hosts, dest) {
+		return &NotBoundError{Name: name, Dest: dest}
+	}
+	return nil
+}
+
+// ValueFor returns the value of the secret name for a request to dest (a
+// host and a port), checked against the hosts of the very row it decrypts:
+// a secret whose hosts changed since an agent was defined goes only to its
+// hosts of now. Errors as CheckBound's.
+func (v *Vault) ValueFor(ctx context.Context, name, dest string) (string, error) {
+	rows, err := v.rowsFor(ctx, []string{name})
+	if err != nil {
+		return "", err
+	}
+	if !HostMatches(rows[0].Hosts, dest) {
+		return "", &NotBoundError{Name: name, Dest: dest}
+	}
+	return v.open(rows[0])
+}
+
+// Values returns every secret's value by name, for the redactor. A secret
+// that cannot be decrypted (another key, an altered row) is an error naming
+// it: the redactor must not silently miss it.
 func (v *Vault) Values(ctx context.Context) (map[string]string, error) {
 	rows, err := v.st.SecretList(ctx)
 	if err != nil {
@@ -365,13 +412,12 @@ type bound struct {
 	cred  tool.Credential
 }
 
-// ForHost returns the credentials bound to host (a request's host, with or
-// without a port), by name.
+// ForHost returns the credentials bound to host (a request's host and
+// port; without a port, only secrets bound to no port match), by name.
 func (s *source) ForHost(host string) []tool.Credential {
-	h := canonicalHost(host)
 	var out []tool.Credential
 	for _, b := range s.creds {
-		if hostMatches(b.hosts, h) {
+		if HostMatches(b.hosts, host) {
 			out = append(out, b.cred)
 		}
 	}

@@ -240,7 +240,11 @@ func TestValidationNamesTheFieldAndNeverTheValue(t *testing.T) {
 		{"NUL in value", "TOKEN", canary + "\x00", hosts, bearer, "value"},
 		{"no hosts", "TOKEN", canary, nil, bearer, "hosts"},
 		{"URL as host", "TOKEN", canary, []string{"https://api.example.com/v1"}, bearer, "hosts[0]"},
-		{"host with port", "TOKEN", canary, []string{"api.example.com", "api.example.com:443"}, bearer, "hosts[1]"},
+		{"port out of range", "TOKEN", canary, []string{"api.example.com", "api.example.com:65536"}, bearer, "hosts[1]"},
+		{"port zero", "TOKEN", canary, []string{"api.example.com:0"}, bearer, "hosts[0]"},
+		{"port not a number", "TOKEN", canary, []string{"api.example.com:https"}, bearer, "hosts[0]"},
+		{"IPv6 with a port, no brackets", "TOKEN", canary, []string{"::1:8443:x"}, bearer, "hosts[0]"},
+		{"duplicate host with port", "TOKEN", canary, []string{"LOCAL.example.com:8443", "local.example.com.:8443"}, bearer, "hosts[1]"},
 		{"bare wildcard", "TOKEN", canary, []string{"*"}, bearer, "hosts[0]"},
 		{"wildcard on a TLD", "TOKEN", canary, []string{"*.com"}, bearer, "hosts[0]"},
 		{"invalid label", "TOKEN", canary, []string{"api..example.com"}, bearer, "hosts[0]"},
@@ -468,4 +472,60 @@ func TestStorageErrors(t *testing.T) {
 	require.ErrorIs(t, v.Delete(ctx, "TOKEN"), errBroken)
 	_, err = v.Source(ctx, []string{"TOKEN"})
 	require.ErrorIs(t, err, errBroken)
+}
+
+// TestPortBinding: a host bound with a port takes that port only; a host
+// bound without one takes every port; a destination given without a port
+// gets only the secrets bound to no port.
+func TestPortBinding(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	m, _, err := e.v.Put(ctx, "LOCAL_TOKEN", canary, []string{"127.0.0.1:8443", "[::1]:8443", "Svc.Example.com.:9000", "*.corp.example:8080"}, vault.Injection{Bearer: true})
+	require.NoError(t, err)
+	require.Equal(t, []string{"127.0.0.1:8443", "[::1]:8443", "svc.example.com:9000", "*.corp.example:8080"}, m.Hosts, "canonical form")
+	_, _, err = e.v.Put(ctx, "ANY_PORT", "any-port-value", []string{"127.0.0.1", "::1"}, vault.Injection{Header: "X-Key"})
+	require.NoError(t, err)
+
+	src, err := e.v.Source(ctx, []string{"LOCAL_TOKEN", "ANY_PORT"})
+	require.NoError(t, err)
+	names := func(dest string) []string {
+		var out []string
+		for _, c := range src.ForHost(dest) {
+			out = append(out, c.Name)
+		}
+		return out
+	}
+	require.Equal(t, []string{"ANY_PORT", "LOCAL_TOKEN"}, names("127.0.0.1:8443"))
+	require.Equal(t, []string{"ANY_PORT"}, names("127.0.0.1:8444"), "another port of the bound address")
+	require.Equal(t, []string{"ANY_PORT"}, names("127.0.0.1"), "no port: only the bindings without one")
+	require.Equal(t, []string{"ANY_PORT", "LOCAL_TOKEN"}, names("[::1]:8443"))
+	require.Equal(t, []string{"ANY_PORT", "LOCAL_TOKEN"}, names("[::ffff:127.0.0.1]:8443"), "the mapped form is the same address")
+	require.Equal(t, []string{"LOCAL_TOKEN"}, names("SVC.example.com:9000"))
+	require.Empty(t, names("svc.example.com:443"))
+	require.Equal(t, []string{"LOCAL_TOKEN"}, names("a.b.corp.example:8080"))
+	require.Empty(t, names("a.corp.example:80"))
+
+	require.NoError(t, e.v.CheckBound(ctx, "LOCAL_TOKEN", "127.0.0.1:8443"))
+	var notBound *vault.NotBoundError
+	require.ErrorAs(t, e.v.CheckBound(ctx, "LOCAL_TOKEN", "127.0.0.1:9999"), &notBound)
+	var unknown *vault.UnknownSecretError
+	require.ErrorAs(t, e.v.CheckBound(ctx, "NOPE", "127.0.0.1:8443"), &unknown)
+
+	v, err := e.v.ValueFor(ctx, "LOCAL_TOKEN", "127.0.0.1:8443")
+	require.NoError(t, err)
+	require.Equal(t, canary, v)
+	v, err = e.v.ValueFor(ctx, "LOCAL_TOKEN", "127.0.0.1:9999")
+	require.ErrorAs(t, err, &notBound)
+	require.Empty(t, v)
+	require.NotContains(t, err.Error(), canary)
+
+	// The hosts change: the value follows the new binding at once.
+	_, _, err = e.v.Put(ctx, "LOCAL_TOKEN", canary, []string{"127.0.0.1:9999"}, vault.Injection{Bearer: true})
+	require.NoError(t, err)
+	_, err = e.v.ValueFor(ctx, "LOCAL_TOKEN", "127.0.0.1:8443")
+	require.ErrorAs(t, err, &notBound)
+	v, err = e.v.ValueFor(ctx, "LOCAL_TOKEN", "127.0.0.1:9999")
+	require.NoError(t, err)
+	require.Equal(t, canary, v)
 }

@@ -81,3 +81,9 @@ func validateSpec(spec lt.ModelSpec) error {
 	}
 	return model.ValidateLimits(spec)
 }
+
+// DefaultURL is where Anthropic's API is when a spec gives no base_url.
+const DefaultURL = "https://api.anthropic.com"
+
+// DefaultBaseURL implements model.Endpoint.
+func (p *Provider) DefaultBaseURL(lt.ModelSpec) string { return DefaultURL }

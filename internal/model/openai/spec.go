@@ -55,3 +55,15 @@ func (p *Provider) validateSpec(spec lt.ModelSpec) error {
 	}
 	return model.ValidateLimits(spec)
 }
+
+// DefaultURL is where OpenAI's API is when a spec gives no base_url.
+const DefaultURL = "https://api.openai.com/v1"
+
+// DefaultBaseURL implements model.Endpoint: OpenAI's API for "openai",
+// nothing for "openai-compatible" (its specs give base_url).
+func (p *Provider) DefaultBaseURL(lt.ModelSpec) string {
+	if p.name == NameOpenAI {
+		return DefaultURL
+	}
+	return ""
+}

@@ -164,3 +164,18 @@ func TestChannelName(t *testing.T) {
 	require.LessOrEqual(t, len(long), 63)
 	require.NotEqual(t, long, channelName(strings.Repeat("s", 101)))
 }
+
+func TestAddresses(t *testing.T) {
+	got, err := Addresses("postgres://u:secret-pw@db.internal:6543,10.0.0.7/longhaul?sslmode=disable")
+	require.NoError(t, err)
+	require.Equal(t, []string{"db.internal:6543", "10.0.0.7:5432"}, got)
+	got, err = Addresses("postgres://u@[::1]:5433/longhaul")
+	require.NoError(t, err)
+	require.Equal(t, []string{"[::1]:5433"}, got)
+	got, err = Addresses("postgres:///longhaul?host=/var/run/postgresql")
+	require.NoError(t, err)
+	require.Empty(t, got, "a unix socket is no network address")
+	_, err = Addresses("postgres://u:secret-pw@db:notaport/x")
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "secret-pw")
+}

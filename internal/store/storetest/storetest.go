@@ -53,6 +53,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"SecretConcurrentPut", testSecretConcurrentPut},
 		{"SecretNotifications", testSecretNotifications},
 		{"SecretsClosed", testSecretsClosed},
+		{"Nodes", testNodes},
 		{"WebhookEndpoints", testWebhookEndpoints},
 		{"WebhookOutbox", testWebhookOutbox},
 		{"WebhookEnqueueConcurrent", testWebhookEnqueueConcurrent},

@@ -244,3 +244,25 @@ func (c Checks) WebhookAttempt(p *store.WebhookAttemptParams) error {
 	}
 	return nil
 }
+
+// MaxNodeAddrs bounds the addresses one node announces.
+const MaxNodeAddrs = 16
+
+// NodeRow checks a node's announcement before it is stored.
+func (c Checks) NodeRow(row *store.NodeRow) error {
+	if row == nil {
+		return errors.New("row is nil")
+	}
+	if err := c.ID("id", row.ID); err != nil {
+		return err
+	}
+	if len(row.Addrs) > MaxNodeAddrs {
+		return fmt.Errorf("addrs: at most %d, got %d", MaxNodeAddrs, len(row.Addrs))
+	}
+	for i, a := range row.Addrs {
+		if err := c.ID(fmt.Sprintf("addrs[%d]", i), a); err != nil {
+			return err
+		}
+	}
+	return c.Time("announced_at", row.AnnouncedAt)
+}
