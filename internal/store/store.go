@@ -215,7 +215,7 @@ type Store interface {
 	// attempts.
 	WebhookDeliveryList(ctx context.Context, p *WebhookDeliveryListParams) ([]*WebhookDeliveryRow, error)
 
-	// Tree budgets (see treebudget.go and 006_tree_budgets).
+	// Tree budgets (see treebudget.go and 007_tree_budgets).
 
 	// TreeBudgetPut creates the ledger of the tree rooted at p.RootID, or
 	// replaces its limits (and raises its spent to p.Spent if behind).

@@ -1,5 +1,5 @@
--- 006_tree_budgets: the shared budget ledger of a tree of sub-agents
--- (PostgreSQL dialect of the SQLite driver's 006_tree_budgets).
+-- 007_tree_budgets: the shared budget ledger of a tree of sub-agents
+-- (PostgreSQL dialect of the SQLite driver's 007_tree_budgets).
 --
 -- One row per tree (keyed by its root session) holds the root's hard limits,
 -- what the tree's settled calls spent, and the largest model call settled

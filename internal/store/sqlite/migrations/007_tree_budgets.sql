@@ -1,4 +1,4 @@
--- 006_tree_budgets: the shared budget ledger of a tree of sub-agents.
+-- 007_tree_budgets: the shared budget ledger of a tree of sub-agents.
 --
 -- One row per tree (keyed by its root session) holds the root's hard limits,
 -- what the tree's settled calls spent, and the largest model call settled
