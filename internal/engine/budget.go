@@ -263,5 +263,8 @@ func (e *Engine) UpdateBudget(ctx context.Context, sessionID string, p *lt.Budge
 	if err != nil {
 		return nil, notFound(err, "session", sessionID)
 	}
+	if err := e.syncTreeLimits(ctx, v); err != nil {
+		return nil, fmt.Errorf("update the tree's budget of session %s: %w", sessionID, err)
+	}
 	return v, nil
 }

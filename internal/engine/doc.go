@@ -19,6 +19,9 @@
 //     that wakes at an approval's expiry);
 //   - before a call runs: the turn's stop conditions (stop.go), the budget
 //     (budget.go) and the policies (policy.go) are checked, in that order;
+//     in a tree of sub-agents the call also reserves in the tree's ledger
+//     in the store, settled with the append that journals it, so the whole
+//     tree spends at most its root's limits plus one call (treebudget.go);
 //     an approved call runs only if its arguments hash to what a person
 //     approved (approval.go, actions.go);
 //   - transient failures are retried by the effect class's rules

@@ -32,6 +32,9 @@ func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
 		if ok, err := r.checkBudget(true); !ok || err != nil {
 			return err
 		}
+		if ok, err := r.reserveToolCall(ctx, c); !ok || err != nil {
+			return err
+		}
 		if ok, err := r.evaluatePolicy(ctx, c); !ok || err != nil {
 			return err
 		}

@@ -39,6 +39,8 @@ type runner struct {
 	// copy, if any, is stale.
 	wsWriter string
 	released bool // the lease was given back with the last append
+	// tree is this session's part in its tree's budget ledger.
+	tree *treeLedger
 }
 
 func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) {
@@ -46,7 +48,7 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{e: e, lease: l, st: st, durableSeq: row.LastSeq}
+	r := &runner{e: e, lease: l, st: st, durableSeq: row.LastSeq, tree: newTreeLedger(st)}
 	r.b = e.newBatch(st, e.cfg.NodeID)
 	if err := json.Unmarshal(row.Spec, &r.spec); err != nil {
 		return nil, fmt.Errorf("decode agent spec: %w", err)
@@ -158,8 +160,10 @@ func (r *runner) flush(ctx context.Context, release bool) error {
 		if err != nil {
 			return err
 		}
+		p.TreeSettle = r.treeSettle()
 		_, err = r.e.store.EventAppend(ctx, p)
 		if err == nil {
+			r.treeSettled(p.TreeSettle)
 			r.durableSeq = r.st.Session.LastEventSeq
 			r.b = r.e.newBatch(r.st, r.e.cfg.NodeID)
 			r.released = p.ReleaseLease

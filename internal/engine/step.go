@@ -98,6 +98,9 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 	pos, attempt := r.st.ModelPosition, r.st.ModelAttempt+1
 	counter := model.CounterFor(r.spec.Model.Provider, r.spec.Model.Name)
 	contextTokens := model.CountMessages(counter, msgs, tools)
+	if ok, err := r.reserveModelCall(ctx, purpose, pos, attempt, contextTokens); !ok || err != nil {
+		return nil, err // the tree's budget is spent (the turn ended), or the call waits for the tree's calls in flight
+	}
 	if err := r.add(lt.EventModelRequested, turnID, stepN, journal.ModelRequested{
 		Step: stepN, Position: pos, Attempt: attempt, Provider: r.spec.Model.Provider, Model: r.spec.Model.Name,
 		Purpose: purpose, ContextTokens: contextTokens,
@@ -125,6 +128,7 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 	req := &model.Request{Spec: r.spec.Model, Messages: msgs, Tools: tools, Position: pos, APIKey: key, OnDelta: sink.add}
 	start := r.e.clock.Now()
 	resp, err := r.provider.Respond(callCtx, req)
+	r.modelCallEnded()
 	if sink.err != nil {
 		return nil, sink.err // the lease was lost, or a newer write conflicts
 	}

@@ -140,6 +140,9 @@ func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
 			Metadata: mustJSON(map[string]any{"spawned_by": map[string]any{"session_id": sid, "turn_id": turnID, "call_id": c.ID}}),
 		},
 	}
+	if err := r.openTreeLedger(ctx); err != nil {
+		return err
+	}
 	if _, err := r.e.createSession(ctx, ns); err != nil && !errors.Is(err, store.ErrConflict) {
 		return fmt.Errorf("create sub-agent: %w", err)
 	}

@@ -455,6 +455,9 @@ type BudgetExceeded struct {
 	Limit string  `json:"limit"`
 	Max   float64 `json:"max"`
 	Used  float64 `json:"used"`
+	// Tree is the root of the sub-agent tree whose limit was reached (Max
+	// and Used are then the whole tree's), "" for the session's own.
+	Tree string `json:"tree,omitempty"`
 }
 
 // SubagentSpawned is the data of subagent.spawned, in the parent's journal:

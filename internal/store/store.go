@@ -11,7 +11,9 @@
 // which appends the events with the next gap-free seqs AND writes the new
 // projections in one transaction, conditional on the seq the caller last saw
 // (optimistic concurrency) and, for workers, on the lease epoch it holds
-// (fencing). Nothing else changes a session.
+// (fencing). Nothing else changes a session. A tree of sub-agents shares a
+// budget ledger beside its sessions (treebudget.go), which an append may
+// settle in its transaction.
 //
 // This package imports only the standard library and longhaultype.
 package store
@@ -213,6 +215,21 @@ type Store interface {
 	// attempts.
 	WebhookDeliveryList(ctx context.Context, p *WebhookDeliveryListParams) ([]*WebhookDeliveryRow, error)
 
+	// Tree budgets (see treebudget.go and 007_tree_budgets).
+
+	// TreeBudgetPut creates the ledger of the tree rooted at p.RootID, or
+	// replaces its limits (and raises its spent to p.Spent if behind).
+	TreeBudgetPut(ctx context.Context, p *TreeBudgetPutParams) error
+	// TreeBudgetGet returns a tree's ledger with its live reservations
+	// summed, or ErrNotFound.
+	TreeBudgetGet(ctx context.Context, rootID string) (*TreeBudgetRow, error)
+	// TreeReserve decides, atomically with every other reservation of the
+	// tree (on any node), whether a call may start, by storeutil.TreeDecide
+	// on the ledger and its live reservations; a granted call's reservation
+	// is stored, and reservations whose lease ended are dropped. ErrNotFound
+	// if the tree has no ledger.
+	TreeReserve(ctx context.Context, p *TreeReserveParams) (*TreeReserveResult, error)
+
 	// Subscribe returns notifications committed after the call until cancel is
 	// called or ctx ends. Notifications are hints: a slow subscriber may miss
 	// some (the channel is buffered and never blocks writers), so it must
@@ -366,6 +383,9 @@ type EventAppendParams struct {
 	// Docs are projection rows to upsert (turns, actions, effects, ...).
 	Docs  []DocWrite
 	Blobs []BlobWrite
+	// TreeSettle, when set, settles calls in the session's tree ledger in
+	// the same transaction (a tree without a ledger is left alone).
+	TreeSettle *TreeSettle
 }
 
 // DocKind names a projection table.

@@ -71,6 +71,9 @@ WHERE id = ? AND last_seq = ? AND (NOT ? OR (lease_owner = ? AND lease_epoch = ?
 		if err := w.insertBlobs(p.Blobs); err != nil {
 			return nil, err
 		}
+		if err := w.settleTree(p.TreeSettle, toMicros(p.UpdatedAt)); err != nil {
+			return nil, err
+		}
 		notes := []store.Notification{{Kind: store.KindEvents, SessionID: p.SessionID, Seq: lastSeq}}
 		if runnable {
 			notes = append(notes, store.Notification{Kind: store.KindRunnable, SessionID: p.SessionID})

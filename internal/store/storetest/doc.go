@@ -1,8 +1,8 @@
 // Package storetest is the conformance suite for storage drivers: every
 // driver's tests call Run, so the semantics written in internal/store's
 // comments (gap-free seqs, optimistic concurrency, lease fencing, claim
-// rules, projection upserts, notifications, sentinel errors) hold for all of
-// them alike.
+// rules, projection upserts, tree budget reservations, notifications,
+// sentinel errors) hold for all of them alike.
 //
 // The suite passes every time explicitly (the store takes its times from
 // parameters), uses times at microsecond precision (the precision drivers

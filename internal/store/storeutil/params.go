@@ -52,7 +52,10 @@ func (c Checks) EventAppend(p *store.EventAppendParams) error {
 	if err := c.Docs(p.Docs); err != nil {
 		return err
 	}
-	return c.Blobs(p.Blobs)
+	if err := c.Blobs(p.Blobs); err != nil {
+		return err
+	}
+	return c.TreeSettle(p.TreeSettle)
 }
 
 // SessionCreate checks the new session row and the rest of

@@ -1,0 +1,318 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/engine"
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/model/scripted"
+	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/postgres"
+	"github.com/longhaul-dev/longhaul/internal/store/postgres/pgtest"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// treeSpend is what a tree's sessions spent, summed from their own
+// journals: every model call answered (its usage and cost) or failed, and
+// every tool call started.
+type treeSpend struct {
+	CostUSD    float64
+	Tokens     int64
+	ModelCalls int64
+	ToolCalls  int64
+}
+
+// spendOfTree waits until every session of the tree rooted at rootID has
+// stopped, then sums their journals. It returns the sessions too.
+func spendOfTree(t *testing.T, st store.Store, eng *engine.Engine, rootID string) (treeSpend, []*lt.Session) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(30 * time.Second)
+	var all []*lt.Session
+	for {
+		all = all[:0]
+		settled := true
+		queue := []string{rootID}
+		for len(queue) > 0 {
+			id := queue[0]
+			queue = queue[1:]
+			s, err := eng.GetSession(ctx, id)
+			require.NoError(t, err)
+			all = append(all, s)
+			switch s.Status {
+			case lt.SessionIdle, lt.SessionFailed, lt.SessionCancelled:
+			default:
+				settled = false
+			}
+			kids, err := eng.ListSessions(ctx, lt.ListSessionsParams{ParentID: id, Limit: 100})
+			require.NoError(t, err)
+			for _, k := range kids.Data {
+				queue = append(queue, k.ID)
+			}
+		}
+		if settled {
+			// A stopped session holds no lease, so every reservation ended.
+			row, err := st.SessionGet(ctx, rootID)
+			require.NoError(t, err)
+			if row.Lease.Owner == "" {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the tree of %s did not stop", rootID)
+		}
+		time.Sleep(5 * time.Millisecond) // polling with a deadline
+	}
+	var sum treeSpend
+	for _, s := range all {
+		evs, err := st.EventList(ctx, s.ID, 0, 10000)
+		require.NoError(t, err)
+		for _, ev := range evs {
+			switch ev.Type {
+			case lt.EventModelResponded:
+				var d journal.ModelResponded
+				require.NoError(t, json.Unmarshal(ev.Data, &d))
+				sum.CostUSD += d.CostUSD
+				sum.Tokens += d.Usage.InputTokens + d.Usage.OutputTokens
+				sum.ModelCalls++
+			case lt.EventModelFailed:
+				sum.ModelCalls++
+			case lt.EventToolStarted:
+				sum.ToolCalls++
+			}
+		}
+	}
+	return sum, all
+}
+
+// requireLedgerMatches checks that the tree's ledger spent exactly what the
+// journals say.
+func requireLedgerMatches(t *testing.T, st store.Store, rootID string, sum treeSpend) {
+	t.Helper()
+	l, err := st.TreeBudgetGet(context.Background(), rootID)
+	require.NoError(t, err)
+	require.InDelta(t, sum.CostUSD, l.Spent.CostUSD, 1e-9)
+	require.Equal(t, sum.Tokens, l.Spent.Tokens)
+	require.Equal(t, sum.ModelCalls, l.Spent.ModelCalls)
+	require.Equal(t, sum.ToolCalls, l.Spent.ToolCalls)
+	require.Zero(t, l.Reserved, "no reservation outlives its session's lease")
+}
+
+// treeRoot is a root that spawns n children at once, waits for them and
+// answers; its own steps cost a cent and ten tokens.
+func treeRoot(t *testing.T, n int, child map[string]any) *lt.AgentSpec {
+	t.Helper()
+	var spawns []any
+	for range n {
+		spawns = append(spawns, toolCall("spawn_agent", map[string]any{"agent_spec": child, "input": "do your part"}))
+	}
+	own := map[string]any{"input_tokens": 10, "output_tokens": 0}
+	return spec(t, script(t,
+		map[string]any{"tool_calls": spawns, "cost_usd": 0.01, "usage": own},
+		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}, "cost_usd": 0.01, "usage": own},
+		map[string]any{"text": "all parts done", "cost_usd": 0.01, "usage": own},
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"}, lt.ToolSpec{Name: "read_file"})
+}
+
+// childStep is one step of a child: a tool call (reading a file that is
+// not there, so the model goes on), or the final answer.
+func childStep(cost float64, tokens int64, tool bool) map[string]any {
+	st := map[string]any{"cost_usd": cost, "usage": map[string]any{"input_tokens": tokens * 3 / 4, "output_tokens": tokens / 4}, "delay_ms": 40}
+	if tool {
+		st["tool_calls"] = []any{toolCall("read_file", map[string]any{"path": "missing.txt"})}
+	} else {
+		st["text"] = "my part is done"
+	}
+	return st
+}
+
+// requireTreeExceeded checks that a session of the tree was stopped by the
+// tree's ledger, and says so in its journal.
+func requireTreeExceeded(t *testing.T, h *harness, all []*lt.Session, rootID, limit string) {
+	t.Helper()
+	for _, s := range all {
+		for _, ev := range events(t, h, s.ID, lt.EventBudgetExceeded) {
+			d := data[journal.BudgetExceeded](t, ev)
+			if d.Tree == rootID && d.Limit == limit {
+				require.Equal(t, lt.SessionFailed, s.Status)
+				require.Equal(t, lt.StopBudgetExceeded, *s.StopReason)
+				return
+			}
+		}
+	}
+	t.Fatalf("no session of the tree was stopped by the tree's %s limit", limit)
+}
+
+// TestTreeBudgetParallelChildrenCost reproduces issue 14's finding: a root
+// with one dollar spawns six children at once whose steps cost 0.3 each.
+// Each child's share is 1/7 of what is left, so each checks and goes; the
+// tree spent 1.82. With the tree's ledger it spends at most the limit plus
+// one step.
+func TestTreeBudgetParallelChildrenCost(t *testing.T) {
+	h := newHarness(t)
+	child := childSpec(script(t, childStep(0.3, 100, true), childStep(0.3, 100, false)), "read_file")
+	s := create(t, h, treeRoot(t, 6, child), &lt.Budget{MaxCostUSD: 1})
+	sum, all := spendOfTree(t, h.store, h.eng, s.ID)
+	// A spawn after the tree spent its budget is refused: how many children
+	// there were depends on how fast the first ran.
+	require.GreaterOrEqual(t, len(all), 3)
+	require.LessOrEqual(t, sum.CostUSD, 1.0+0.3+1e-9, "the tree spent at most its root's limit plus one step")
+	require.Greater(t, sum.CostUSD, 0.6, "the tree did work until its budget ran out")
+	requireLedgerMatches(t, h.store, s.ID, sum)
+	requireTreeExceeded(t, h, all, s.ID, "cost_usd")
+
+	root, err := h.eng.GetSession(context.Background(), s.ID)
+	require.NoError(t, err)
+	require.LessOrEqual(t, root.Usage.CostUSD, sum.CostUSD+1e-9, "the root reports the children's usage it was told")
+	for _, c := range all {
+		checkJournal(t, h.store, c.ID)
+	}
+}
+
+// TestTreeBudgetParallelChildrenTokens: the same for tokens.
+func TestTreeBudgetParallelChildrenTokens(t *testing.T) {
+	h := newHarness(t)
+	child := childSpec(script(t, childStep(0, 200, true), childStep(0, 200, false)), "read_file")
+	s := create(t, h, treeRoot(t, 6, child), &lt.Budget{MaxTokens: 1000})
+	sum, all := spendOfTree(t, h.store, h.eng, s.ID)
+	require.LessOrEqual(t, sum.Tokens, int64(1000+200), "at most the limit plus one step")
+	requireLedgerMatches(t, h.store, s.ID, sum)
+	requireTreeExceeded(t, h, all, s.ID, "tokens")
+}
+
+// TestTreeBudgetParallelChildrenCalls: model calls and tool calls never
+// go past the root's limits, whatever the children ask for.
+func TestTreeBudgetParallelChildrenCalls(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		budget lt.Budget
+		check  func(t *testing.T, sum treeSpend)
+	}{
+		{"model_calls", lt.Budget{MaxModelCalls: 9}, func(t *testing.T, sum treeSpend) {
+			require.LessOrEqual(t, sum.ModelCalls, int64(9+1))
+		}},
+		{"tool_calls", lt.Budget{MaxToolCalls: 4}, func(t *testing.T, sum treeSpend) {
+			require.LessOrEqual(t, sum.ToolCalls, int64(4+1))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			steps := []any{childStep(0, 10, true), childStep(0, 10, true), childStep(0, 10, true), childStep(0, 10, false)}
+			child := childSpec(script(t, steps...), "read_file")
+			// Each child asks for the parent's whole budget: the shares
+			// refuse all but what is left, and the ledger holds the tree.
+			spawn := func(i int) any {
+				return toolCall("spawn_agent", map[string]any{"agent_spec": child, "input": "part", "budget": map[string]any{"max_model_calls": 9, "max_tool_calls": 4}})
+			}
+			own := map[string]any{"input_tokens": 10, "output_tokens": 0}
+			root := spec(t, script(t,
+				map[string]any{"tool_calls": []any{spawn(0), spawn(1), spawn(2), spawn(3)}, "usage": own},
+				map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}, "usage": own},
+				map[string]any{"text": "done", "usage": own},
+			), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"}, lt.ToolSpec{Name: "read_file"})
+			s := create(t, h, root, &tc.budget)
+			sum, _ := spendOfTree(t, h.store, h.eng, s.ID)
+			tc.check(t, sum)
+			requireLedgerMatches(t, h.store, s.ID, sum)
+		})
+	}
+}
+
+// TestTreeBudgetGrandchildren: a child that spawns grandchildren draws on
+// the same ledger: the whole tree, at any depth, spends at most the root's
+// limit plus one step.
+func TestTreeBudgetGrandchildren(t *testing.T) {
+	h := newHarness(t)
+	grandchild := childSpec(script(t, childStep(0.25, 10, true), childStep(0.25, 10, false)), "read_file")
+	var spawns []any
+	for range 3 {
+		spawns = append(spawns, toolCall("spawn_agent", map[string]any{"agent_spec": grandchild, "input": "do a piece"}))
+	}
+	child := childSpec(script(t,
+		map[string]any{"tool_calls": spawns, "cost_usd": 0.01},
+		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}, "cost_usd": 0.01},
+		map[string]any{"text": "pieces done", "cost_usd": 0.01},
+	), "spawn_agent", "wait_agents", "read_file")
+	s := create(t, h, treeRoot(t, 3, child), &lt.Budget{MaxCostUSD: 1})
+	sum, all := spendOfTree(t, h.store, h.eng, s.ID)
+	require.Greater(t, len(all), 4, "grandchildren ran")
+	require.LessOrEqual(t, sum.CostUSD, 1.0+0.25+1e-9)
+	requireLedgerMatches(t, h.store, s.ID, sum)
+	requireTreeExceeded(t, h, all, s.ID, "cost_usd")
+}
+
+// TestTreeBudgetRaisedByPatch: a root's budget raised while its tree runs
+// reaches the ledger at once, and a tree within its limits runs to the end
+// with every call settled.
+func TestTreeBudgetRaisedByPatch(t *testing.T) {
+	h := newHarness(t)
+	child := childSpec(script(t, childStep(0.1, 10, true), childStep(0.1, 10, false)), "read_file")
+	s := create(t, h, treeRoot(t, 2, child), &lt.Budget{MaxCostUSD: 5})
+	raised := 7.0
+	_, err := h.eng.UpdateBudget(context.Background(), s.ID, &lt.BudgetPatch{MaxCostUSD: &raised})
+	require.NoError(t, err)
+	sum, all := spendOfTree(t, h.store, h.eng, s.ID)
+	for _, c := range all {
+		require.Equal(t, lt.SessionIdle, c.Status, "session %s: %s", c.ID, c.StopReason)
+	}
+	require.InDelta(t, 0.03+4*0.1, sum.CostUSD, 1e-9)
+	requireLedgerMatches(t, h.store, s.ID, sum)
+	l, err := h.store.TreeBudgetGet(context.Background(), s.ID)
+	require.NoError(t, err)
+	require.Equal(t, 7.0, l.Limits.CostUSD)
+	require.Equal(t, int64(5), l.SettledCalls-1, "the root's later calls and its children's four (the first was before the ledger)")
+}
+
+// TestTreeBudgetTwoNodesPostgres: the children of one tree run on two
+// engines (two nodes) sharing one PostgreSQL database; the ledger holds
+// across them.
+func TestTreeBudgetTwoNodesPostgres(t *testing.T) {
+	dsn := pgtest.FreshSchema(t)
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, dsn, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	require.NoError(t, st.Migrate(ctx))
+	dir := t.TempDir()
+	clock := &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}
+	var engines []*engine.Engine
+	for _, node := range []string{"node-a", "node-b"} {
+		eng, err := engine.New(st, &engine.Config{
+			WorkspaceRoot: filepath.Join(dir, "workspaces"), NodeID: node, Clock: clock,
+			Providers: map[string]model.Provider{"scripted": scripted.New(nil)}, PollInterval: 10 * time.Millisecond,
+		})
+		require.NoError(t, err)
+		require.NoError(t, eng.Start(ctx))
+		t.Cleanup(func() {
+			stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = eng.Stop(stopCtx)
+		})
+		engines = append(engines, eng)
+	}
+	child := childSpec(script(t, childStep(0.3, 100, true), childStep(0.3, 100, false)), "read_file")
+	s, err := engines[0].CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: treeRoot(t, 6, child), Input: "go", Budget: &lt.Budget{MaxCostUSD: 1}})
+	require.NoError(t, err)
+	sum, all := spendOfTree(t, st, engines[1], s.ID)
+	require.GreaterOrEqual(t, len(all), 3)
+	require.LessOrEqual(t, sum.CostUSD, 1.0+0.3+1e-9)
+	requireLedgerMatches(t, st, s.ID, sum)
+	nodes := map[string]bool{}
+	for _, c := range all {
+		evs, err := st.EventList(ctx, c.ID, 0, 10000)
+		require.NoError(t, err)
+		for _, ev := range evs {
+			if ev.WorkerID != "" {
+				nodes[ev.WorkerID] = true
+			}
+		}
+	}
+	t.Logf("workers of the tree: %v", nodes)
+}
