@@ -165,6 +165,8 @@ type Engine struct {
 	hub    *hub
 	// snapshots caches what the workspace snapshots already stored.
 	snapshots *snapshot.Cache
+	// sockets names the egress proxies' Unix sockets.
+	sockets *proxySockets
 
 	mu       sync.Mutex
 	draining bool
@@ -186,9 +188,10 @@ func New(st store.Store, cfg *Config) (*Engine, error) {
 	}
 	e := &Engine{
 		store: st, cfg: c, log: c.Logger, clock: c.Clock, spaces: spaces,
-		tools: tool.NewRegistry(c.Tools...),
-		slots: make(chan struct{}, c.MaxWorkers),
-		wake:  make(chan struct{}, 1),
+		tools:   tool.NewRegistry(c.Tools...),
+		slots:   make(chan struct{}, c.MaxWorkers),
+		wake:    make(chan struct{}, 1),
+		sockets: &proxySockets{dir: c.RuntimeDir},
 	}
 	e.hub = newHub(st)
 	// Unchanged files are not read again by the next checkpoint.
@@ -269,6 +272,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	cancel(errShutdown)
 	<-done
 	e.hub.stop()
+	e.sockets.close()
 	return nil
 }
 

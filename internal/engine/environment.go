@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"sync"
 
@@ -176,10 +174,9 @@ func (r *runner) setupEnvironment(ctx context.Context) error {
 		env.policy = p
 		env.network = &tool.NetworkPolicy{Allow: spec.Network.Allow, Ports: spec.Network.Ports, ControlPlane: r.e.cfg.ControlPlane}
 		if r.e.cfg.Sandbox != nil && r.e.cfg.Sandbox.Name() == "bwrap" {
-			if err := os.MkdirAll(r.e.cfg.RuntimeDir, 0o700); err != nil {
-				return fmt.Errorf("runtime directory: %w", err)
+			if env.socket, err = r.e.sockets.path(r.st.Session.ID); err != nil {
+				return err
 			}
-			env.socket = filepath.Join(r.e.cfg.RuntimeDir, r.st.Session.ID+".proxy.sock")
 			stop, err := egress.ListenUnix(ctx, env.socket, p, egress.Config{Logger: r.e.log, Ports: spec.Network.Ports, ControlPlane: r.e.cfg.ControlPlane}, func(ev egress.Event) {
 				env.observe(tool.NetworkEvent(ev))
 			})
