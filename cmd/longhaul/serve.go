@@ -57,7 +57,7 @@ type serveOpts struct {
 	// agents may name as a model's api_key_env, and where each key may go.
 	modelKeyEnv []string
 	// controlPlaneAddrs are other addresses of this deployment's control
-	// plane (other nodes, a load balancer) that sessions may never reach.
+	// plane (a load balancer) that sessions may never reach.
 	controlPlaneAddrs []string
 }
 
@@ -128,7 +128,7 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.StringArrayVar(&o.webhookAllowPrivate, "webhook-allow-private", nil, "IP address that webhooks may reach although it is private, loopback or link-local (e.g. 127.0.0.1 for a local receiver); repeat for several")
 	fs.IntSliceVar(&o.webhookAllowPorts, "webhook-allow-port", nil, "destination port that webhooks may reach besides 80 and 443 (e.g. the port of a local receiver); repeat for several")
 	fs.StringArrayVar(&o.modelKeyEnv, "model-key-env", nil, "NAME=HOST[,HOST]: allow agents to name the environment variable NAME as a model's api_key_env, its key going only to these hosts (a host may give a port: HOST:PORT); repeat for several. OPENAI_API_KEY=api.openai.com and ANTHROPIC_API_KEY=api.anthropic.com are allowed by default (naming one here replaces its hosts); any other variable is refused, and LONGHAUL_* never allowed")
-	fs.StringArrayVar(&o.controlPlaneAddrs, "control-plane-addr", nil, "HOST:PORT of this deployment's control plane that sessions must never reach, besides this node's --addr and its database (e.g. the other nodes' API addresses, a load balancer in front of them); repeat for several")
+	fs.StringArrayVar(&o.controlPlaneAddrs, "control-plane-addr", nil, "HOST:PORT of this deployment's control plane that sessions must never reach, besides every node's --addr (each node announces its own in the database) and the database (e.g. a load balancer in front of the nodes); repeat for several")
 	fs.BoolVar(&o.metricsPublic, "metrics-public", false, "serve GET /metrics to anyone, without an API key (for a Prometheus that scrapes without one, on a network where the metrics may be read: they show agent, tool and model names, volumes and costs)")
 	return cmd
 }
