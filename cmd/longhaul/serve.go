@@ -66,7 +66,7 @@ type serveOpts struct {
 	// agents may name as a model's api_key_env, and where each key may go.
 	modelKeyEnv []string
 	// controlPlaneAddrs are other addresses of this deployment's control
-	// plane (other nodes, a load balancer) that sessions may never reach.
+	// plane (a load balancer) that sessions may never reach.
 	controlPlaneAddrs []string
 	// allowedHosts are names the Host header may give besides the listen
 	// address; publicURLs are the server's public URLs (their hosts are
@@ -160,7 +160,7 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.StringArrayVar(&o.webhookAllowPrivate, "webhook-allow-private", nil, "IP address that webhooks may reach although it is private, loopback or link-local (e.g. 127.0.0.1 for a local receiver); repeat for several")
 	fs.IntSliceVar(&o.webhookAllowPorts, "webhook-allow-port", nil, "destination port that webhooks may reach besides 80 and 443 (e.g. the port of a local receiver); repeat for several")
 	fs.StringArrayVar(&o.modelKeyEnv, "model-key-env", nil, "NAME=HOST[,HOST]: allow agents to name the environment variable NAME as a model's api_key_env, its key going only to these hosts (a host may give a port: HOST:PORT); repeat for several. OPENAI_API_KEY=api.openai.com and ANTHROPIC_API_KEY=api.anthropic.com are allowed by default (naming one here replaces its hosts); any other variable is refused, and LONGHAUL_* never allowed")
-	fs.StringArrayVar(&o.controlPlaneAddrs, "control-plane-addr", nil, "HOST:PORT of this deployment's control plane that sessions must never reach, besides this node's --addr and its database (e.g. the other nodes' API addresses, a load balancer in front of them); repeat for several")
+	fs.StringArrayVar(&o.controlPlaneAddrs, "control-plane-addr", nil, "HOST:PORT of this deployment's control plane that sessions must never reach, besides every node's --addr (each node announces its own in the database) and the database (e.g. a load balancer in front of the nodes); repeat for several")
 	fs.StringArrayVar(&o.allowedHosts, "allowed-host", nil, "a name clients reach this server under, NAME or NAME:PORT (a DNS name, or the Host a reverse proxy forwards), allowed in the Host header besides the listen address; repeat for several (env LONGHAUL_ALLOWED_HOSTS, comma-separated)")
 	fs.StringArrayVar(&o.publicURLs, "public-url", nil, "a URL browsers and clients reach this server at, e.g. https://longhaul.example.com behind a proxy: its host is allowed in Host and its origin may send state-changing requests; repeat for several (env LONGHAUL_PUBLIC_URL)")
 	fs.DurationVar(&o.http.ReadHeaderTimeout, "read-header-timeout", lhnode.DefaultReadHeaderTimeout, "how long a client may take to send a request's header (0: no limit)")

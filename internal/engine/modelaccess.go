@@ -44,9 +44,7 @@ func DefaultModelKeyEnv() map[string][]string {
 	}
 }
 
-var (
-	envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
-)
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 
 // reservedEnvPrefix names the server's own configuration variables
 // (LONGHAUL_API_KEYS, LONGHAUL_VAULT_KEY, LONGHAUL_STORE...): never a model

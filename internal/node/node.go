@@ -117,9 +117,9 @@ type Config struct {
 	// hosts instead). Default: the engine's defaults only.
 	ModelKeyEnv map[string][]string
 	// ControlPlaneAddrs are addresses (HOST:PORT) of this deployment's
-	// control plane besides this node's listener and its database, which
-	// sessions may never reach: the other nodes' API addresses, a load
-	// balancer in front of them. Default: none.
+	// control plane besides the nodes' listeners (announced through the
+	// store, see Serving) and the database, which sessions may never
+	// reach: a load balancer in front of the nodes. Default: none.
 	ControlPlaneAddrs []string
 }
 
