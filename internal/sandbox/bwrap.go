@@ -243,7 +243,7 @@ func (e *bwrapExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecR
 		return nil, fmt.Errorf("sandbox exec: %w", err)
 	}
 	defer prep.closeFiles()
-	argv, files, cg := prep.argv, prep.files, prep.cg
+	argv, files, cg, before := prep.argv, prep.files, prep.cg, prep.usage
 
 	out, err := runProcess(ctx, &runSpec{
 		argv:        argv,
@@ -254,7 +254,7 @@ func (e *bwrapExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecR
 		maxCapture:  maxOut,
 		outputLimit: lim.OutputBytes,
 		newMountNS:  e.b.root,
-		monitor:     diskMonitor(e.spec.Workspace, lim.DiskBytes),
+		monitor:     diskMonitor(e.spec.Workspace, lim.DiskBytes, before),
 	})
 	hit := false
 	if cg != nil {
@@ -266,11 +266,11 @@ func (e *bwrapExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecR
 	if err != nil {
 		return nil, fmt.Errorf("sandbox exec: %w", err)
 	}
-	if !out.started && !out.timedOut && !out.cancelled && !out.outputLimited {
+	if !out.started && !out.timedOut && !out.cancelled && !out.outputLimited && out.stopErr == nil {
 		return nil, fmt.Errorf("sandbox exec: set up sandbox: %w", setupError(out))
 	}
 	res := toResult(out, lim, true, hit)
-	applyQuota(res, out, e.spec.Workspace, lim.DiskBytes)
+	applyQuota(res, out, e.spec.Workspace, lim.DiskBytes, before)
 	return res, nil
 }
 
@@ -281,6 +281,8 @@ type prepared struct {
 	argv  []string
 	files []*os.File
 	cg    *runCgroup
+	// usage is the workspace's usage before the command.
+	usage int64
 }
 
 // sources are the host paths a sandbox mounts: as they are, or, for a root
@@ -319,12 +321,19 @@ func (b *bwrapBackend) prepare(spec *Spec, lim Limits, command string, env map[s
 	}
 	src := sources{workspace: spec.Workspace, socket: spec.ProxySocket, forwarder: b.forwarder}
 	var staged []string
+	// The sandbox's user must own what it writes (a root server gives it
+	// what the engine wrote), and the quota needs the usage before.
+	var owner *ids
 	if b.root {
-		// The sandbox's user must own what it writes, and reach the
-		// proxy's socket (a connect needs write permission on it).
-		if _, err := scanWorkspace(spec.Workspace, &b.owner); err != nil {
-			return nil, err
-		}
+		owner = &b.owner
+	}
+	usage, err := scanWorkspace(spec.Workspace, owner)
+	if err != nil {
+		return nil, err
+	}
+	if b.root {
+		// The sandbox's user must reach the proxy's socket (a connect
+		// needs write permission on it).
 		stage := func(p string) string {
 			staged = append(staged, p)
 			return filepath.Join(StageDir, strconv.Itoa(len(staged)-1))
@@ -338,7 +347,7 @@ func (b *bwrapBackend) prepare(spec *Spec, lim Limits, command string, env map[s
 			src.forwarder = stage(b.forwarder)
 		}
 	}
-	p := &prepared{}
+	p := &prepared{usage: usage}
 	// fds 4, 5, 6, 7 (fd 3 is the status pipe).
 	for _, data := range []string{passwdData, groupData, hostsData, string(b.seccomp)} {
 		f, err := dataFile(data)

@@ -217,6 +217,13 @@ func TestWorkspaceQuota(t *testing.T) {
 			res = run(t, ex, `rm -f f*; i=0; while true; do i=$((i+1)); dd if=/dev/zero of=g$i bs=1M count=1 2>/dev/null; done`, withTimeout(20*time.Second))
 			require.Equal(t, LimitDisk, res.Limit)
 			require.False(t, res.TimedOut)
+			// In a workspace over its quota, a command that adds nothing
+			// (or frees only a part) is not failed for it, nor stopped
+			// before it can free space.
+			res = run(t, ex, `ls > /dev/null; rm -f g1`)
+			require.Empty(t, res.Limit)
+			require.Empty(t, res.Error)
+			require.Equal(t, 0, res.ExitCode, res.Stderr)
 			// Freeing space is allowed, and then all is well again.
 			res = run(t, ex, `rm -f g*; echo ok > small`)
 			require.Equal(t, 0, res.ExitCode)

@@ -146,10 +146,13 @@
 // measuring: the workspace's usage is, per inode (hard links once), the
 // largest of its size, its allocated blocks and 4 KiB. It is measured every
 // 500 ms while a command runs (less often for a workspace so large that a
-// measurement takes over 125 ms: four times what the last one took; past
-// the quota, the command is killed) and when it ends; over the quota, the call fails with Limit "disk" and
+// measurement takes over 125 ms: four times what the last one took) and
+// when it ends. Over the quota and larger than the command found it, the
+// command is killed, or its call fails, with Limit "disk" and
 // ExecResult.Error saying how much is used of how much, which the shell tool
-// turns into the call's error. RLIMIT_FSIZE stops a single file at the quota
+// turns into the call's error. A command may always free space, and one
+// that adds nothing to a workspace already over its quota is not failed for
+// it. RLIMIT_FSIZE stops a single file at the quota
 // at once. What it does not bound: what a command writes within one
 // measuring interval (at disk speed, half a second of writes). The file
 // tools the engine runs itself (write_file, edit_file) ask the Exec first

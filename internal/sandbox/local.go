@@ -49,6 +49,10 @@ func (e *localExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecR
 	if err != nil {
 		return nil, fmt.Errorf("local exec: %w", err)
 	}
+	before, err := scanWorkspace(ws, nil)
+	if err != nil {
+		return nil, fmt.Errorf("local exec: %w", err)
+	}
 	argv := append([]string{"/bin/sh", "-c", wrapperScript},
 		// No process limit: RLIMIT_NPROC would count every process of
 		// the server's user, the server's own threads included.
@@ -60,16 +64,16 @@ func (e *localExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecR
 		timeout:     timeout,
 		maxCapture:  maxOut,
 		outputLimit: lim.OutputBytes,
-		monitor:     diskMonitor(ws, lim.DiskBytes),
+		monitor:     diskMonitor(ws, lim.DiskBytes, before),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("local exec: %w", err)
 	}
-	if !out.started && !out.timedOut && !out.cancelled && !out.outputLimited {
+	if !out.started && !out.timedOut && !out.cancelled && !out.outputLimited && out.stopErr == nil {
 		return nil, fmt.Errorf("local exec: %w", setupError(out))
 	}
 	res := toResult(out, lim, false, false)
-	applyQuota(res, out, ws, lim.DiskBytes)
+	applyQuota(res, out, ws, lim.DiskBytes, before)
 	return res, nil
 }
 

@@ -23,13 +23,16 @@ func (e *diskError) Error() string {
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // overQuota measures the workspace ws; it returns a *diskError when it is
-// over limit, nil when it is not, and the measuring error otherwise.
-func overQuota(ws string, limit int64) error {
+// over limit and larger than before (what the command found: a command may
+// always free space, and one that adds nothing to a workspace already over
+// its quota is not failed for it), nil when it is not, and the measuring
+// error otherwise.
+func overQuota(ws string, limit, before int64) error {
 	used, err := scanWorkspace(ws, nil)
 	if err != nil {
 		return err
 	}
-	if used > limit {
+	if used > limit && used > before {
 		return &diskError{used: used, limit: limit}
 	}
 	return nil
@@ -42,7 +45,7 @@ func overQuota(ws string, limit int64) error {
 // measuring never takes more than a fifth of a core). The quota therefore
 // holds to within what a command writes between two measurements, not to
 // the byte.
-func diskMonitor(ws string, limit int64) func(ctx context.Context) error {
+func diskMonitor(ws string, limit, before int64) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
 		wait := diskPoll
 		for {
@@ -55,7 +58,7 @@ func diskMonitor(ws string, limit int64) func(ctx context.Context) error {
 			}
 			start := time.Now()
 			var de *diskError
-			if err := overQuota(ws, limit); errors.As(err, &de) {
+			if err := overQuota(ws, limit, before); errors.As(err, &de) {
 				return de
 			}
 			wait = max(diskPoll, 4*time.Since(start))
@@ -67,10 +70,10 @@ func diskMonitor(ws string, limit int64) func(ctx context.Context) error {
 // workspace is over it now that the command ended: the call then fails
 // with a tool error that says so (Limit stays what stopped the command
 // when that was another limit, as the file size of a single large write).
-func applyQuota(res *tool.ExecResult, out *runOutcome, ws string, limit int64) {
+func applyQuota(res *tool.ExecResult, out *runOutcome, ws string, limit, before int64) {
 	var de *diskError
 	if !errors.As(out.stopErr, &de) {
-		if err := overQuota(ws, limit); !errors.As(err, &de) {
+		if err := overQuota(ws, limit, before); !errors.As(err, &de) {
 			return
 		}
 	}
