@@ -475,3 +475,76 @@ func TestAdversarialWall_SlowModelAbandoned(t *testing.T) {
 	require.Equal(t, int64(1), got.Usage.ModelCalls)
 	require.Positive(t, got.Usage.InputTokens, "the abandoned call's input is counted")
 }
+
+// TestAdversarialWall_WakesAfterRestart: the deadline of a parked wait is
+// a wake time of the session's row, not a timer in a process: a server
+// killed while the session sleeps (60 s under max_wall_seconds 3) and
+// started again still stops it at the deadline.
+func TestAdversarialWall_WakesAfterRestart(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{
+			Model: lt.ModelSpec{Provider: "scripted", Script: wallScript(t,
+				map[string]any{"tool_calls": []map[string]any{{"name": "sleep", "arguments": map[string]any{"seconds": 60}}}},
+				map[string]any{"text": "never"})},
+			Tools: []lt.ToolSpec{{Name: "sleep"}},
+		},
+		Budget: &lt.Budget{MaxWallSeconds: wallDeadline},
+		Input:  "Wait a minute.",
+	})
+	require.NoError(t, err)
+	var got *lt.Session
+	waitFor(t, wallStopWithin, "the session to sleep", func() (bool, error) {
+		got, err = srv.api.GetSession(ctx, s.ID)
+		if err == nil && got.Status.Terminal() {
+			return false, fmt.Errorf("the session ended before it slept: %s", deref(got.StopReason))
+		}
+		return err == nil && got.Status == lt.SessionWaiting, err
+	})
+	srv.restart()
+	got = wallStopped(ctx, t, srv, s, lt.StopBudgetExceeded)
+	require.Less(t, got.UpdatedAt.Sub(got.CreatedAt), 30*time.Second, "stopped at the deadline, not at the end of the sleep")
+	failed := wallEvents(ctx, t, srv, s.ID, lt.EventToolFailed)
+	require.Len(t, failed, 1)
+	require.Equal(t, "max_wall_seconds", failed[0].Interrupted)
+}
+
+// TestAdversarialWall_MCPCallCancelled: a tool of an MCP server (the
+// reference "everything" server's long-running operation, asked for 60 s)
+// is cancelled at turn_timeout_seconds 8 (the server, a Node.js program,
+// must start and list its tools first); the call is journaled as
+// interrupted and the turn stops. The server runs as a local subprocess:
+// its program lives outside what a bubblewrap sandbox mounts.
+func TestAdversarialWall_MCPCallCancelled(t *testing.T) {
+	t.Parallel()
+	bin := os.Getenv("LONGHAUL_TEST_MCP_EVERYTHING")
+	if bin == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("LONGHAUL_TEST_MCP_EVERYTHING must be set under CI=true (.ci/run installs it)")
+		}
+		t.Skip("LONGHAUL_TEST_MCP_EVERYTHING is not set: the MCP case is not tested")
+	}
+	srv := startServer(t, "--sandbox", "local")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{
+			Model: lt.ModelSpec{Provider: "scripted", Script: wallScript(t,
+				map[string]any{"tool_calls": []map[string]any{{"name": "everything__trigger-long-running-operation", "arguments": map[string]any{"duration": 60, "steps": 60}}}},
+				map[string]any{"text": "never"})},
+			Tools:              []lt.ToolSpec{{Name: "everything", Type: "mcp", Command: bin, Args: []string{"stdio"}, TrustAnnotations: true}},
+			TurnTimeoutSeconds: 8,
+		},
+		Input: "Run the long operation.",
+	})
+	require.NoError(t, err)
+	wallStopped(ctx, t, srv, s, lt.StopTimeout)
+	failed := wallEvents(ctx, t, srv, s.ID, lt.EventToolFailed)
+	require.Len(t, failed, 1, "%s", describeJournal(journal(ctx, t, srv.api, s.ID)))
+	require.Equal(t, "everything__trigger-long-running-operation", failed[0].Tool)
+	require.Equal(t, "turn_timeout", failed[0].Interrupted)
+	require.Empty(t, wallEvents(ctx, t, srv, s.ID, lt.EventToolCompleted))
+}
