@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/client"
+	"github.com/longhaul-dev/longhaul/internal/store/postgres/pgtest"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -381,4 +382,25 @@ func TestAdversarialBudget_KilledMidCall(t *testing.T) {
 	sum := budgetTreeSpend(ctx, t, srv, root)
 	require.LessOrEqual(t, sum.costUSD, 1.0+0.3+1e-9)
 	require.Greater(t, sum.costUSD, 0.3, "the tree went on after the restart")
+}
+
+// TestAdversarialBudget_TwoNodes: the six children of a one-dollar root run
+// on two nodes sharing one PostgreSQL database, the first node killed in
+// the middle: the ledger in the database holds the tree across nodes.
+func TestAdversarialBudget_TwoNodes(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	c := startCluster(t, pgtest.FreshSchema(t), 2, 3*time.Second)
+	slow := budgetStep(0.3, 100, budgetReadMissing())
+	slow["delay_ms"] = 300
+	child := budgetChild(slow, budgetStep(0.3, 100, budgetReadMissing()), budgetStep(0.3, 100))
+	root := budgetRoot(ctx, t, c.nodes[0], lt.Budget{MaxCostUSD: 1}, budgetFanOut(budgetSpawns(6, child, nil))...)
+	waitFor(t, 30*time.Second, "the children to start", func() (bool, error) {
+		kids, err := c.nodes[1].api.ListSessions(ctx, client.ListSessionsParams{ParentID: root, Limit: 100})
+		return err == nil && len(kids.Data) >= 3, err
+	})
+	c.nodes[0].kill()
+	sum := budgetTreeSpend(ctx, t, c.nodes[1], root)
+	require.LessOrEqual(t, sum.costUSD, 1.0+0.3+1e-9, "the tree spent at most its root's dollar plus one step across nodes")
+	require.Positive(t, sum.treeStops)
 }

@@ -250,22 +250,22 @@ func (r *runner) reserveTree(ctx context.Context, kind store.TreeCallKind, id st
 // treeExceeded ends the turn: the tree spent one of its root's limits.
 func (r *runner) treeExceeded(res *store.TreeReserveResult) error {
 	l := res.Ledger
-	var max, used float64
+	var limit, used float64
 	switch res.Limit {
 	case "cost_usd":
-		max, used = l.Limits.CostUSD, l.Spent.CostUSD
+		limit, used = l.Limits.CostUSD, l.Spent.CostUSD
 	case "tokens":
-		max, used = float64(l.Limits.Tokens), float64(l.Spent.Tokens)
+		limit, used = float64(l.Limits.Tokens), float64(l.Spent.Tokens)
 	case "model_calls":
-		max, used = float64(l.Limits.ModelCalls), float64(l.Spent.ModelCalls)
+		limit, used = float64(l.Limits.ModelCalls), float64(l.Spent.ModelCalls)
 	case "tool_calls":
-		max, used = float64(l.Limits.ToolCalls), float64(l.Spent.ToolCalls)
+		limit, used = float64(l.Limits.ToolCalls), float64(l.Spent.ToolCalls)
 	}
 	turn := r.st.CurrentTurn()
-	if err := r.add(lt.EventBudgetExceeded, turn.ID, 0, journal.BudgetExceeded{Limit: res.Limit, Max: max, Used: used, Tree: l.RootID}); err != nil {
+	if err := r.add(lt.EventBudgetExceeded, turn.ID, 0, journal.BudgetExceeded{Limit: res.Limit, Max: limit, Used: used, Tree: l.RootID}); err != nil {
 		return err
 	}
-	return r.failTurn(lt.StopBudgetExceeded, fmt.Sprintf("the budget limit max_%s of the sub-agent tree of %s was reached (%g of %g spent by the whole tree)", res.Limit, l.RootID, used, max))
+	return r.failTurn(lt.StopBudgetExceeded, fmt.Sprintf("the budget limit max_%s of the sub-agent tree of %s was reached (%g of %g spent by the whole tree)", res.Limit, l.RootID, used, limit))
 }
 
 // syncTreeLimits carries a root's new budget to its tree's ledger, if it
