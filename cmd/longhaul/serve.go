@@ -111,6 +111,7 @@ response is written within --write-timeout (event streams excepted), an
 idle keep-alive connection closes after --idle-timeout, and one IP address
 holds at most --max-conns-per-ip connections (more get a 429). 0 turns a
 limit off.
+
 SIGINT or SIGTERM drains it: it stops accepting requests, lets running steps
 finish (or leaves them resumable) and exits 0.`,
 		Example: `  longhaul serve
@@ -136,7 +137,7 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.StringArrayVar(&o.webhookAllowPrivate, "webhook-allow-private", nil, "IP address that webhooks may reach although it is private, loopback or link-local (e.g. 127.0.0.1 for a local receiver); repeat for several")
 	fs.IntSliceVar(&o.webhookAllowPorts, "webhook-allow-port", nil, "destination port that webhooks may reach besides 80 and 443 (e.g. the port of a local receiver); repeat for several")
 	fs.StringArrayVar(&o.allowedHosts, "allowed-host", nil, "a name clients reach this server under, NAME or NAME:PORT (a DNS name, or the Host a reverse proxy forwards), allowed in the Host header besides the listen address; repeat for several (env LONGHAUL_ALLOWED_HOSTS, comma-separated)")
-	fs.StringArrayVar(&o.publicURLs, "public-url", nil, "a URL browsers and clients reach this server at, e.g. https://longhaul.example.com behind a proxy: its host is allowed in Host and its origin may send state-changing requests; repeat for several (env LONGHAUL_PUBLIC_URL)")
+	fs.StringArrayVar(&o.publicURLs, "public-url", nil, "a URL browsers and clients reach this server at, e.g. https://longhaul.example.com behind a proxy: its host is allowed in Host and its origin may send state-changing requests; repeat for several (env LONGHAUL_PUBLIC_URL, comma-separated)")
 	fs.DurationVar(&o.http.ReadHeaderTimeout, "read-header-timeout", lhnode.DefaultReadHeaderTimeout, "how long a client may take to send a request's header (0: no limit)")
 	fs.DurationVar(&o.http.ReadTimeout, "read-timeout", lhnode.DefaultReadTimeout, "how long a client may take to send a whole request, header and body (0: no limit)")
 	fs.DurationVar(&o.http.WriteTimeout, "write-timeout", lhnode.DefaultWriteTimeout, "how long a response may take, from the end of its request's header; event streams are exempt (0: no limit)")
