@@ -133,6 +133,7 @@ response is written within --write-timeout (event streams excepted), an
 idle keep-alive connection closes after --idle-timeout, and one IP address
 holds at most --max-conns-per-ip connections (more get a 429). 0 turns a
 limit off.
+
 SIGINT or SIGTERM drains it: it stops accepting requests, lets running steps
 finish (or leaves them resumable) and exits 0.`,
 		Example: `  longhaul serve
@@ -162,7 +163,7 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.StringArrayVar(&o.modelKeyEnv, "model-key-env", nil, "NAME=HOST[,HOST]: allow agents to name the environment variable NAME as a model's api_key_env, its key going only to these hosts (a host may give a port: HOST:PORT); repeat for several. OPENAI_API_KEY=api.openai.com and ANTHROPIC_API_KEY=api.anthropic.com are allowed by default (naming one here replaces its hosts); any other variable is refused, and LONGHAUL_* never allowed")
 	fs.StringArrayVar(&o.controlPlaneAddrs, "control-plane-addr", nil, "HOST:PORT of this deployment's control plane that sessions must never reach, besides every node's --addr (each node announces its own in the database) and the database (e.g. a load balancer in front of the nodes); repeat for several")
 	fs.StringArrayVar(&o.allowedHosts, "allowed-host", nil, "a name clients reach this server under, NAME or NAME:PORT (a DNS name, or the Host a reverse proxy forwards), allowed in the Host header besides the listen address; repeat for several (env LONGHAUL_ALLOWED_HOSTS, comma-separated)")
-	fs.StringArrayVar(&o.publicURLs, "public-url", nil, "a URL browsers and clients reach this server at, e.g. https://longhaul.example.com behind a proxy: its host is allowed in Host and its origin may send state-changing requests; repeat for several (env LONGHAUL_PUBLIC_URL)")
+	fs.StringArrayVar(&o.publicURLs, "public-url", nil, "a URL browsers and clients reach this server at, e.g. https://longhaul.example.com behind a proxy: its host is allowed in Host and its origin may send state-changing requests; repeat for several (env LONGHAUL_PUBLIC_URL, comma-separated)")
 	fs.DurationVar(&o.http.ReadHeaderTimeout, "read-header-timeout", lhnode.DefaultReadHeaderTimeout, "how long a client may take to send a request's header (0: no limit)")
 	fs.DurationVar(&o.http.ReadTimeout, "read-timeout", lhnode.DefaultReadTimeout, "how long a client may take to send a whole request, header and body (0: no limit)")
 	fs.DurationVar(&o.http.WriteTimeout, "write-timeout", lhnode.DefaultWriteTimeout, "how long a response may take, from the end of its request's header; event streams are exempt (0: no limit)")

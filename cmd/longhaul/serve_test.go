@@ -283,6 +283,19 @@ func TestServeHostsAndOrigins(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, send(http.MethodPost, self, fromEvil, agent))
 	require.Equal(t, http.StatusForbidden, send(http.MethodPost, self, map[string]string{"Content-Type": "text/plain"}, agent))
 
+	// The same from the environment.
+	env := map[string]string{"LONGHAUL_ALLOWED_HOSTS": "a.test, b.test:8443", "LONGHAUL_PUBLIC_URL": "https://c.test"}
+	fromEnv := startServe(t, func(k string) string { return env[k] }, "--data", t.TempDir(), "--sandbox", "local")
+	for host, want := range map[string]int{"a.test": http.StatusOK, "b.test:8443": http.StatusOK, "b.test": http.StatusForbidden, "c.test:443": http.StatusOK, "d.test": http.StatusForbidden} {
+		req, err := http.NewRequest(http.MethodGet, fromEnv.url+"/v1/agents", nil)
+		require.NoError(t, err)
+		req.Host = host
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		require.NoError(t, res.Body.Close())
+		require.Equal(t, want, res.StatusCode, host)
+	}
+
 	r := cliRun(t, "serve", "--help")
 	require.Contains(t, r.stdout, "--max-conns-per-ip")
 	require.Contains(t, r.stdout, "--read-timeout")

@@ -21,13 +21,13 @@ import (
 type HTTPLimits struct {
 	// ReadHeaderTimeout bounds reading a request's header.
 	ReadHeaderTimeout time.Duration
-	// ReadTimeout bounds reading a whole request, header and body. The
-	// API lifts it once the body is read, so a handler that runs longer
-	// is not cut off (see internal/server's deadline.go).
+	// ReadTimeout bounds reading a whole request, header and body.
+	// net/http lifts it once the body is read, so a handler that runs
+	// longer is not cut off.
 	ReadTimeout time.Duration
 	// WriteTimeout bounds a response, from the end of its request's
-	// header. Event streams lift it for themselves: they last until the
-	// client leaves.
+	// header. Event streams lift it for themselves (they last until the
+	// client leaves) and bound each of their writes instead.
 	WriteTimeout time.Duration
 	// IdleTimeout is how long a keep-alive connection waits for its next
 	// request.

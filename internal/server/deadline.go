@@ -6,42 +6,30 @@ import (
 	"time"
 )
 
-// http.Server.ReadTimeout bounds reading a request's header and body, so a
-// client that sends one byte of its body and then nothing loses its
-// connection. But net/http keeps that read deadline while the handler runs,
-// and once it passes, its background read of the connection fails and
-// cancels the request's context: a handler that runs longer than
-// ReadTimeout, and every event stream, would be cut off. So the deadline is
-// lifted once the body has been read to its end, or at once when there is
-// none. Between requests http.Server sets its own (IdleTimeout, then
-// ReadHeaderTimeout).
+// An event stream is exempt from http.Server's WriteTimeout (startStream
+// clears the deadline), since it lasts as long as its client; its writes get
+// a deadline each instead. http.Server's ReadTimeout needs nothing of the
+// kind: net/http clears the read deadline once a request's body has been
+// read (its background read of the connection starts without one), so a
+// handler or a stream that outlives ReadTimeout is not cut off
+// (TestReadTimeoutDoesNotCutOffAHandler keeps that true).
 
-// liftReadDeadline returns the body to give r: body itself, after lifting
-// the read deadline when r has none, else body wrapped so that reading its
-// end lifts it. A writer without deadlines (an in-process caller) is left
-// alone.
-func liftReadDeadline(w http.ResponseWriter, r *http.Request, body io.ReadCloser) io.ReadCloser {
-	rc := http.NewResponseController(w)
-	if !hasBody(r) {
-		_ = rc.SetReadDeadline(time.Time{}) // http.ErrNotSupported: there is none to lift
-		return body
-	}
-	return &deadlineLifter{ReadCloser: body, rc: rc}
+// streamWriter is an event stream's writer: each write first moves the
+// connection's write deadline to Config.StreamWriteTimeout from now, so a
+// stream lives as long as its client reads, and no longer. The flush that
+// follows a write runs under the same deadline.
+type streamWriter struct {
+	w       io.Writer
+	rc      *http.ResponseController
+	timeout time.Duration
 }
 
-// deadlineLifter lifts the connection's read deadline when its body reads
-// to the end.
-type deadlineLifter struct {
-	io.ReadCloser
-	rc     *http.ResponseController
-	lifted bool
+func (s *Server) streamWriter(w io.Writer, rc *http.ResponseController) io.Writer {
+	return &streamWriter{w: w, rc: rc, timeout: s.cfg.StreamWriteTimeout}
 }
 
-func (b *deadlineLifter) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF && !b.lifted {
-		b.lifted = true
-		_ = b.rc.SetReadDeadline(time.Time{})
-	}
-	return n, err
+func (sw *streamWriter) Write(p []byte) (int, error) {
+	// http.ErrNotSupported (an in-process writer): no deadline to move.
+	_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout))
+	return sw.w.Write(p)
 }

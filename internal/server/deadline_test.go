@@ -62,9 +62,9 @@ func TestReadTimeoutDoesNotCutOffAHandler(t *testing.T) {
 	go func() { results <- h.post("/v1/sessions", scriptedSession("slow")) }()
 	<-sb.entered
 	<-sb.entered
-	// net/http keeps ReadTimeout's deadline while a handler runs, and its
-	// expiry would cancel the request's context; the server lifts it once
-	// the body is read.
+	// ReadTimeout's deadline must not outlive the body: its expiry during
+	// the handler would end the request's context (net/http clears it when
+	// its background read of the connection starts).
 	require.Never(t, sb.cancelled.Load, 5*shortTimeout, shortTimeout/10, "a handler's context ended at the read timeout")
 	close(sb.release)
 	statuses := []int{(<-results).status, (<-results).status}
@@ -133,4 +133,39 @@ func TestSlowBodyLosesItsConnection(t *testing.T) {
 
 func isReset(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "connection reset")
+}
+
+func TestEventStreamEndsWhenItsClientStopsReading(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{
+		cfg: &server.Config{StreamWriteTimeout: shortTimeout},
+		// A small send buffer, so that a reader that stops blocks the
+		// server's writes after a few events rather than megabytes.
+		httpServer: func(s *http.Server) {
+			s.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+				if tc, ok := c.(*net.TCPConn); ok {
+					require.NoError(t, tc.SetWriteBuffer(4<<10))
+				}
+				return ctx
+			}
+		},
+	})
+	sess := h.createSession("stalled reader")
+	h.waitStatus(sess.ID, lt.SessionIdle)
+	streamPath := "/v1/sessions/" + sess.ID + "/events/stream"
+	// Opened and never read: once the socket buffers on both sides are
+	// full, the server's next write blocks, and its deadline ends the
+	// stream, which the request's log line shows.
+	h.openStream(sess.ID, "", nil)
+	payload := `{"name":"bulk","payload":"` + strings.Repeat("x", 60<<10) + `"}`
+	ended := func() bool {
+		return strings.Contains(h.logs.String(), "msg=request method=GET path="+streamPath+" status=200")
+	}
+	// A few events fill the small buffers; the stream's client gives up
+	// only after 20 s (openStream), so an end within 5 s is the server's.
+	for i := 0; i < 30 && !ended(); i++ {
+		r := h.post("/v1/sessions/"+sess.ID+"/signals", payload)
+		require.Equal(t, http.StatusAccepted, r.status, "%s", r.body)
+	}
+	require.Eventually(t, ended, 5*time.Second, shortTimeout/10, "the stalled stream was not ended")
 }

@@ -39,10 +39,9 @@
 //     site (Sec-Fetch-Site, else Origin against Host and
 //     Config.TrustedOrigins) or with a body that is not application/json
 //     is a 403 naming the header. No CORS is ever granted.
-//   - http.Server's ReadTimeout bounds a request's header and body only:
-//     the read deadline is lifted once the body is read (deadline.go), so
-//     a long handler or an event stream is not cancelled by it; streams
-//     lift the write deadline too.
+//   - An event stream is exempt from http.Server's WriteTimeout, but each
+//     of its writes must finish within Config.StreamWriteTimeout: a client
+//     that stops reading loses its stream (deadline.go).
 //   - The event stream sends each seq of the journal exactly once, in order,
 //     from the resume point (Last-Event-ID, else ?after=, else 0): it
 //     subscribes before it reads, so nothing appended in between is missed.

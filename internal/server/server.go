@@ -50,6 +50,12 @@ type Config struct {
 	// server without API keys, and to one with keys when this is not
 	// empty (see origin.go). Default: none.
 	AllowedHosts []string
+	// StreamWriteTimeout bounds each write of an event stream (a batch of
+	// events, or a ping): a stream is exempt from http.Server's
+	// WriteTimeout, since it lasts as long as its client, but a client that
+	// stops reading would otherwise hold it (and its connection) for ever.
+	// Default 1 minute.
+	StreamWriteTimeout time.Duration
 	// TrustedOrigins are browser origins ("https://longhaul.example.com")
 	// allowed to send state-changing requests besides the Host's own: the
 	// public URL of a server behind a proxy that rewrites Host. Default:
@@ -59,8 +65,9 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultMaxBodyBytes = 1 << 20
-	DefaultPingInterval = 15 * time.Second
+	DefaultMaxBodyBytes       = 1 << 20
+	DefaultPingInterval       = 15 * time.Second
+	DefaultStreamWriteTimeout = time.Minute
 )
 
 // Validate reports the first invalid field of c, naming it. A nil Config is
@@ -82,6 +89,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PingInterval < 0 {
 		return fmt.Errorf("server config: PingInterval is negative (%s)", c.PingInterval)
+	}
+	if c.StreamWriteTimeout < 0 {
+		return fmt.Errorf("server config: StreamWriteTimeout is negative (%s)", c.StreamWriteTimeout)
 	}
 	for i, h := range c.AllowedHosts {
 		if err := validateAllowedHost(h); err != nil {
@@ -110,6 +120,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.PingInterval == 0 {
 		out.PingInterval = DefaultPingInterval
+	}
+	if out.StreamWriteTimeout == 0 {
+		out.StreamWriteTimeout = DefaultStreamWriteTimeout
 	}
 	if out.Logger == nil {
 		out.Logger = slog.Default()
@@ -319,7 +332,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// after a 413, rather than reading the rest of a huge body.
 		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	}
-	r.Body = liftReadDeadline(w, r, r.Body)
 	if isAPIPath(r.URL.Path) {
 		if err := s.guard(rw, r); err != nil {
 			s.writeError(rw, r, err)

@@ -77,7 +77,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 	tick, stopTick := s.newTicker(s.cfg.PingInterval)
 	defer stopTick()
 
-	st := &eventStream{w: w, rc: rc, after: after}
+	st := &eventStream{w: s.streamWriter(w, rc), rc: rc, after: after}
 	for {
 		if err := s.drain(ctx, st, id, events); err != nil {
 			s.endStream(ctx, r, err)
@@ -117,8 +117,9 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 // answer), or a response that cannot be flushed (logged).
 func (s *Server) startStream(w http.ResponseWriter, r *http.Request) (rc *http.ResponseController, streaming bool, err error) {
 	rc = http.NewResponseController(w)
-	// A stream outlives any http.Server.WriteTimeout; not every writer
-	// supports deadlines, and then there is none to clear.
+	// A stream outlives any http.Server.WriteTimeout (each of its writes
+	// gets a deadline of its own: streamWriter); not every writer supports
+	// deadlines, and then there is none to clear.
 	if err := rc.SetWriteDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return nil, false, fmt.Errorf("clear write deadline: %w", err)
 	}

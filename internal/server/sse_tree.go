@@ -93,7 +93,7 @@ func (s *Server) streamTree(w http.ResponseWriter, r *http.Request) error {
 	if err != nil || !streaming {
 		return err
 	}
-	ts.w, ts.rc = w, rc
+	ts.w, ts.rc = s.streamWriter(w, rc), rc
 	tick, stopTick := s.newTicker(s.cfg.PingInterval)
 	defer stopTick()
 	ts.cases[1].Chan = reflect.ValueOf(tick)
