@@ -395,9 +395,34 @@ func narrowLimits(p, c *lt.AgentSpec, pl parentLimits, rs *refusals) {
 	}
 	atMost(rs, "subagents.max_parallel", pl.MaxParallelSubagents, &c.Subagents.MaxParallel)
 	atMost(rs, "subagents.max_depth", pl.MaxSubagentDepth, &c.Subagents.MaxDepth)
-	// The environment's size limits belong here too, one line each, e.g.
-	// for a workspace quota:
-	//   atMost(rs, "environment.disk_mb", pe.DiskMB, &ce.DiskMB)
+	narrowDisk(p, c, rs)
+}
+
+// narrowDisk: a child works in its root's workspace, so its quota is at
+// most its parent's. A parent on the server's default (0) leaves nothing
+// to compare a child's own number with here, so such a child takes the
+// default too: asking for a number of its own is refused rather than
+// trusted.
+func narrowDisk(p, c *lt.AgentSpec, rs *refusals) {
+	var parent int
+	if p.Environment != nil {
+		parent = p.Environment.DiskMB
+	}
+	if c.Environment == nil || c.Environment.DiskMB <= 0 {
+		if parent > 0 {
+			if c.Environment == nil {
+				c.Environment = &lt.Environment{}
+			}
+			c.Environment.DiskMB = parent
+		}
+		return
+	}
+	ce := c.Environment
+	if parent <= 0 {
+		rs.add(fmt.Sprintf("environment.disk_mb %d", ce.DiskMB), "it has the server's default quota")
+		return
+	}
+	atMost(rs, "environment.disk_mb", parent, &ce.DiskMB)
 }
 
 // atMost applies one limit: unset on the parent (0, the engine's

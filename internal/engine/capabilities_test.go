@@ -125,6 +125,8 @@ func TestNarrowChildRefuses(t *testing.T) {
 			"subagents.max_parallel 10: its parent may not (at most 2)",
 			"subagents.max_depth 9: its parent may not (at most 3)",
 		}},
+		{"a disk quota over the server's default", func(c *lt.AgentSpec) { c.Environment = &lt.Environment{DiskMB: 1 << 20} },
+			[]string{"child may not use environment.disk_mb 1048576: its parent may not (it has the server's default quota)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			parent := capParent()
@@ -295,4 +297,20 @@ func TestMCPServerDenied(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, mcpServerDenied([]lt.Policy{tc.p}, "docs"), "%+v", tc.p)
 	}
+}
+
+// TestNarrowChildDiskQuota: a child's workspace quota is at most its
+// parent's, and a child that names none takes the parent's, never the
+// server's larger default.
+func TestNarrowChildDiskQuota(t *testing.T) {
+	parent := capParent()
+	parent.Environment.DiskMB = 100
+	got, err := narrowChild(parent, &lt.AgentSpec{Model: lt.ModelSpec{Provider: "openai"}}, capLimits())
+	require.NoError(t, err)
+	require.Equal(t, 100, got.Environment.DiskMB)
+	got, err = narrowChild(parent, &lt.AgentSpec{Model: lt.ModelSpec{Provider: "openai"}, Environment: &lt.Environment{DiskMB: 50}}, capLimits())
+	require.NoError(t, err)
+	require.Equal(t, 50, got.Environment.DiskMB)
+	_, err = narrowChild(parent, &lt.AgentSpec{Model: lt.ModelSpec{Provider: "openai"}, Environment: &lt.Environment{DiskMB: 101}}, capLimits())
+	require.ErrorContains(t, err, "child may not use environment.disk_mb 101: its parent may not (at most 100)")
 }
