@@ -340,7 +340,13 @@ func TestTurnTimeoutEndsWaitAgents(t *testing.T) {
 
 	h.clock.Advance(21 * time.Second)
 	s = requireStopped(t, h, s.ID, lt.StopTimeout)
-	h.waitStatus(kids[0].ID, lt.SessionCancelled)
+	// The child holds at most its parent's turn timeout (it inherits it),
+	// so it ends either cancelled by its parent or by that same timeout,
+	// whichever its worker meets first; never still waiting.
+	kid := h.waitStatus(kids[0].ID, lt.SessionCancelled, lt.SessionFailed)
+	if kid.Status == lt.SessionFailed {
+		require.Equal(t, string(lt.StopTimeout), *kid.StopReason)
+	}
 	var interrupted []string
 	for _, ev := range events(t, h, s.ID, lt.EventToolFailed) {
 		if d := data[journal.ToolFailed](t, ev); d.Interrupted != "" {

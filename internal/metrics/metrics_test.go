@@ -111,6 +111,9 @@ func (s *stack) do(method, path string, body any, key string) (int, []byte) {
 	}
 	req, err := http.NewRequest(method, s.api.URL+path, rd)
 	require.NoError(s.t, err)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
