@@ -80,6 +80,9 @@ type nodeConfig struct {
 	webhookAllowPorts []int
 	// metricsPublic serves /metrics without the API's access rule.
 	metricsPublic bool
+	// minFreeMiB is the free-space floor of the data volume (0: the
+	// node's default; negative: none).
+	minFreeMiB int64
 }
 
 // node is a running server node.
@@ -122,7 +125,7 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 		APIKeys: cfg.apiKeys, PingInterval: cfg.pingInterval, Logger: log,
 		VaultKeyFile: cfg.vaultKeyFile, VaultKey: cfg.vaultKeyEnv, Sandbox: cfg.sandbox, Redactor: cfg.redactor,
 		WebhookAllowPrivate: cfg.webhookAllowPrivate, WebhookAllowPorts: cfg.webhookAllowPorts,
-		OTLP: otlp, MetricsPublic: cfg.metricsPublic,
+		OTLP: otlp, MetricsPublic: cfg.metricsPublic, MinFreeMiB: cfg.minFreeMiB,
 	})
 	if err != nil {
 		var se *lhnode.StoreOpenError

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/longhaul-dev/longhaul/internal/freespace"
 	"github.com/longhaul-dev/longhaul/internal/redact"
 	"github.com/longhaul-dev/longhaul/internal/vault"
 )
@@ -53,6 +54,9 @@ type serveOpts struct {
 	webhookAllowPorts []int
 	// metricsPublic serves /metrics without an API key.
 	metricsPublic bool
+	// minFreeMB is the free-space floor of the data volume, in MiB (0:
+	// none).
+	minFreeMB int64
 }
 
 func (c *cli) serveCmd() *cobra.Command {
@@ -113,6 +117,7 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.StringArrayVar(&o.webhookAllowPrivate, "webhook-allow-private", nil, "IP address that webhooks may reach although it is private, loopback or link-local (e.g. 127.0.0.1 for a local receiver); repeat for several")
 	fs.IntSliceVar(&o.webhookAllowPorts, "webhook-allow-port", nil, "destination port that webhooks may reach besides 80 and 443 (e.g. the port of a local receiver); repeat for several")
 	fs.BoolVar(&o.metricsPublic, "metrics-public", false, "serve GET /metrics to anyone, without an API key (for a Prometheus that scrapes without one, on a network where the metrics may be read: they show agent, tool and model names, volumes and costs)")
+	fs.Int64Var(&o.minFreeMB, "min-free-mb", freespace.DefaultFloorMiB, "free space (MiB) the data directory's volume must keep: below it the server takes no new work (new sessions and turns are 507, /readyz is 503) until space is freed; 0 turns the floor off")
 	return cmd
 }
 
@@ -148,6 +153,13 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 			return usagef("--webhook-allow-port %d: want a port number (1-65535)", p)
 		}
 	}
+	if o.minFreeMB < 0 {
+		return usagef("--min-free-mb %d: want 0 or more", o.minFreeMB)
+	}
+	minFree := o.minFreeMB
+	if minFree == 0 {
+		minFree = -1 // no floor
+	}
 	switch o.sandbox {
 	case "auto", "bwrap", "local":
 	default:
@@ -176,7 +188,7 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 		addr:     addr, dataDir: dataDir, storeURL: storeURL, noMigrate: o.noMigrate, leaseTTL: o.leaseTTL, apiKeys: keys, pingInterval: o.ping, config: cf, logger: log,
 		vaultKeyFile: o.vaultKey, vaultKeyEnv: c.getenv(vault.KeyEnv), sandbox: o.sandbox, otlp: otlp,
 		webhookAllowPrivate: o.webhookAllowPrivate, webhookAllowPorts: o.webhookAllowPorts,
-		metricsPublic: o.metricsPublic,
+		metricsPublic: o.metricsPublic, minFreeMiB: minFree,
 	})
 	if err != nil {
 		return err
