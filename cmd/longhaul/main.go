@@ -16,6 +16,16 @@ import (
 )
 
 func main() {
+	// First of all, before any goroutine of ours or child process starts:
+	// the vault's key leaves the environment (see vaultenv.go).
+	vaultKey, err := hideVaultKey()
+	if err != nil && vaultKey == "" {
+		fmt.Fprintf(os.Stderr, "longhaul: %v\n", err)
+		os.Exit(exitFailure)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "longhaul: warning: %v\n", err)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		// After the first signal, restore the default handling: a second
@@ -23,7 +33,7 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	err = execute(ctx, os.Args[1:], os.Stdout, os.Stderr, vaultKeyGetenv(vaultKey))
 	os.Exit(reportError(ctx, os.Stderr, err))
 }
 

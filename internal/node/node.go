@@ -237,6 +237,9 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 		return nil, err
 	}
 	undo = append(undo, n.unlock)
+	if err := tightenDataDir(dir); err != nil {
+		return nil, err
+	}
 	if n.NodeID, err = LoadNodeID(dir); err != nil {
 		return nil, err
 	}
