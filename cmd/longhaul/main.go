@@ -37,16 +37,17 @@ func main() {
 	os.Exit(reportError(ctx, os.Stderr, err))
 }
 
-// run executes the command line args (without the program name). It writes
-// results to stdout and diagnostics (logs, progress notes) to stderr, and
-// returns the error that ended the command without printing it: main hands it
-// to reportError.
+// run is execute over the process environment as it is.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return execute(ctx, args, stdout, stderr, os.Getenv)
 }
 
-// execute is run with the environment injected, so tests can set LONGHAUL_*
-// variables without touching the process environment.
+// execute runs the command line args (without the program name). It writes
+// results to stdout and diagnostics (logs, progress notes) to stderr, and
+// returns the error that ended the command without printing it: main hands
+// it to reportError. The environment is read through getenv, so tests can
+// set LONGHAUL_* variables without touching the process environment, and
+// main can hand over the vault's key it took out of the environment.
 func execute(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	c := &cli{stdout: stdout, stderr: stderr, getenv: getenv, now: time.Now}
 	root := c.rootCmd()
