@@ -249,12 +249,23 @@ func TestAdversarialDisk_VaultKeyNotInEnviron(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, created, err := srv.api.PutSecret(ctx, "DISK_CANARY", &lt.PutSecretRequest{Value: "v-123", Hosts: []string{"api.example.com"}})
+	_, created, err := srv.api.PutSecret(ctx, "DISK_CANARY", &lt.PutSecretRequest{Value: "disk-canary-v123", Hosts: []string{"api.example.com"}, Inject: &lt.SecretInjection{Bearer: true}})
 	require.NoError(t, err)
 	require.True(t, created)
 	_, err = os.Stat(filepath.Join(srv.dataDir, "vault.key"))
 	require.ErrorIs(t, err, fs.ErrNotExist, "the key came from the environment: no key file")
 	require.Contains(t, srv.logSince(0), "vault:   key from LONGHAUL_VAULT_KEY")
+
+	// The same key opens the secret sealed with it after a restart (a
+	// node refuses to start on a key that does not), and is again gone
+	// from the new process's environment.
+	srv.restart()
+	environ, err = os.ReadFile("/proc/" + strconv.Itoa(srv.cmd.Process.Pid) + "/environ")
+	require.NoError(t, err)
+	require.NotContains(t, string(environ), key)
+	secrets, err := srv.api.ListSecrets(ctx)
+	require.NoError(t, err)
+	require.Len(t, secrets.Data, 1)
 }
 
 // TestAdversarialDisk_SandboxHuntsVaultKey: an injected model searches
@@ -363,9 +374,14 @@ func diskImport(t *testing.T, dir, content string) (string, bool) {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "import.jsonl")
 	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+	// import reads into an existing store; migrate makes an empty one.
+	migrate := exec.Command(longhaulBin, "migrate", "--data", dir)
+	migrate.Env = serverEnv()
+	b, err := migrate.CombinedOutput()
+	require.NoError(t, err, "migrate: %s", b)
 	cmd := exec.Command(longhaulBin, "import", "--data", dir, p)
 	cmd.Env = serverEnv()
-	b, err := cmd.CombinedOutput()
+	b, err = cmd.CombinedOutput()
 	return string(b), err == nil
 }
 
@@ -385,13 +401,12 @@ func TestAdversarialDisk_ImportCraftedIDs(t *testing.T) {
 			require.Contains(t, out, "session_id")
 			_, err := os.Stat(filepath.Join(root, "etc"))
 			require.ErrorIs(t, err, fs.ErrNotExist, "nothing written outside the data directory")
-			// The target, if it was created, holds no session.
-			if _, err := os.Stat(filepath.Join(dir, "longhaul.db")); err == nil {
-				cmd := exec.Command(longhaulBin, "export", id, "--data", dir, "-o", filepath.Join(root, "x.jsonl"))
-				cmd.Env = serverEnv()
-				b, err := cmd.CombinedOutput()
-				require.Error(t, err, "%s", b)
-			}
+			// The target holds no session.
+			cmd := exec.Command(longhaulBin, "export", id, "--data", dir, "-o", filepath.Join(root, "x.jsonl"))
+			cmd.Env = serverEnv()
+			b, err := cmd.CombinedOutput()
+			require.Error(t, err, "%s", b)
+			require.Contains(t, string(b), "not found")
 		})
 	}
 }
