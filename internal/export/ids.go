@@ -9,10 +9,11 @@ import (
 // as keys in the target store, and other code may take a session id for a
 // path segment (a workspace's directory, a URL). Session ids are what the
 // engine makes ("ses_" and lowercase letters and digits: a ULID or a
-// derived hash); other records' ids are a type prefix and the same kind of
-// characters, never a separator or a dot-dot.
+// derived hash), or stores written by tests and tools allow ('_', '-');
+// other records' ids are a type prefix and the same kind of characters:
+// never a separator, a dot or a control character.
 var (
-	sessionIDPattern = regexp.MustCompile(`^ses_[0-9a-z]{1,64}$`)
+	sessionIDPattern = regexp.MustCompile(`^ses_[0-9a-z_-]{1,64}$`)
 	docIDPattern     = regexp.MustCompile(`^[a-z]{1,16}_[0-9A-Za-z_-]{1,128}$`)
 )
 
@@ -20,7 +21,7 @@ var (
 // the field that holds it.
 func checkSessionID(at, field, id string) error {
 	if !sessionIDPattern.MatchString(id) {
-		return invalid("%s: %s %s is not a session id (ses_ and up to 64 lowercase letters and digits)", at, field, quoteID(id))
+		return invalid("%s: %s %s is not a session id (ses_ and up to 64 lowercase letters, digits, '_' or '-')", at, field, quoteID(id))
 	}
 	return nil
 }
