@@ -245,4 +245,7 @@ const (
 	CodeRateLimited     = "rate_limited"      // 429
 	CodeInternal        = "internal"          // 500
 	CodeUnavailable     = "unavailable"       // 503
+	// CodeInsufficientStorage: the data volume is full (or below the
+	// server's free-space floor); nothing of the request was kept.
+	CodeInsufficientStorage = "insufficient_storage" // 507
 )

@@ -7,7 +7,7 @@
 //
 // Invariants it keeps:
 //
-//   - main calls run(ctx, args, stdout, stderr), which returns the error
+//   - main calls execute(ctx, args, stdout, stderr, getenv), which returns the error
 //     that ended the command; reportError prints it and maps it to the exit
 //     code: 0 success, 1 failure (an API error shows its code, message and
 //     field), 2 a usage mistake, 130 interrupted.

@@ -16,6 +16,16 @@ import (
 )
 
 func main() {
+	// First of all, before any goroutine of ours or child process starts:
+	// the vault's key leaves the environment (see vaultenv.go).
+	vaultKey, err := hideVaultKey()
+	if err != nil && vaultKey == "" {
+		fmt.Fprintf(os.Stderr, "longhaul: %v\n", err)
+		os.Exit(exitFailure)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "longhaul: warning: %v\n", err)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		// After the first signal, restore the default handling: a second
@@ -23,20 +33,21 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	err = execute(ctx, os.Args[1:], os.Stdout, os.Stderr, vaultKeyGetenv(vaultKey))
 	os.Exit(reportError(ctx, os.Stderr, err))
 }
 
-// run executes the command line args (without the program name). It writes
-// results to stdout and diagnostics (logs, progress notes) to stderr, and
-// returns the error that ended the command without printing it: main hands it
-// to reportError.
+// run is execute over the process environment as it is.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return execute(ctx, args, stdout, stderr, os.Getenv)
 }
 
-// execute is run with the environment injected, so tests can set LONGHAUL_*
-// variables without touching the process environment.
+// execute runs the command line args (without the program name). It writes
+// results to stdout and diagnostics (logs, progress notes) to stderr, and
+// returns the error that ended the command without printing it: main hands
+// it to reportError. The environment is read through getenv, so tests can
+// set LONGHAUL_* variables without touching the process environment, and
+// main can hand over the vault's key it took out of the environment.
 func execute(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	c := &cli{stdout: stdout, stderr: stderr, getenv: getenv, now: time.Now}
 	root := c.rootCmd()

@@ -94,6 +94,9 @@ type nodeConfig struct {
 	allowedHosts, trustedOrigins []string
 	// httpLimits bound what one client can hold (zero: the defaults).
 	httpLimits lhnode.HTTPLimits
+	// minFreeMiB is the free-space floor of the data volume (0: the
+	// node's default; negative: none).
+	minFreeMiB int64
 }
 
 // node is a running server node.
@@ -138,7 +141,7 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 		WebhookAllowPrivate: cfg.webhookAllowPrivate, WebhookAllowPorts: cfg.webhookAllowPorts,
 		OTLP: otlp, MetricsPublic: cfg.metricsPublic,
 		ModelKeyEnv: cfg.modelKeyEnv, ControlPlaneAddrs: cfg.controlPlaneAddrs,
-		AllowedHosts: cfg.allowedHosts, TrustedOrigins: cfg.trustedOrigins,
+		AllowedHosts: cfg.allowedHosts, TrustedOrigins: cfg.trustedOrigins, MinFreeMiB: cfg.minFreeMiB,
 	})
 	if err != nil {
 		var se *lhnode.StoreOpenError

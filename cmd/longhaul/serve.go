@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/longhaul-dev/longhaul/internal/freespace"
 	lhnode "github.com/longhaul-dev/longhaul/internal/node"
 	"github.com/longhaul-dev/longhaul/internal/redact"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
@@ -75,6 +76,9 @@ type serveOpts struct {
 	publicURLs   []string
 	// http bounds what one client can hold (timeouts, connections per IP).
 	http lhnode.HTTPLimits
+	// minFreeMB is the free-space floor of the data volume, in MiB (0:
+	// none).
+	minFreeMB int64
 }
 
 func (c *cli) serveCmd() *cobra.Command {
@@ -170,6 +174,7 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.DurationVar(&o.http.IdleTimeout, "idle-timeout", lhnode.DefaultIdleTimeout, "how long an idle keep-alive connection stays open (0: no limit)")
 	fs.IntVar(&o.http.MaxConnsPerIP, "max-conns-per-ip", lhnode.DefaultMaxConnsPerIP, "connections one client IP address may hold open at once; more are answered 429 and closed (0: no limit)")
 	fs.BoolVar(&o.metricsPublic, "metrics-public", false, "serve GET /metrics to anyone, without an API key (for a Prometheus that scrapes without one, on a network where the metrics may be read: they show agent, tool and model names, volumes and costs)")
+	fs.Int64Var(&o.minFreeMB, "min-free-mb", freespace.DefaultFloorMiB, "free space (MiB) the data directory's volume must keep: below it the server takes no new work (new sessions and turns are 507, /readyz is 503) until space is freed; 0 turns the floor off")
 	return cmd
 }
 
@@ -220,6 +225,13 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 	if o.sandboxDiskMB < 1 {
 		return usagef("--sandbox-disk-mb %d: must be at least 1", o.sandboxDiskMB)
 	}
+	if o.minFreeMB < 0 {
+		return usagef("--min-free-mb %d: want 0 or more", o.minFreeMB)
+	}
+	minFree := o.minFreeMB
+	if minFree == 0 {
+		minFree = -1 // no floor
+	}
 	switch o.sandbox {
 	case "auto", "bwrap", "local":
 	default:
@@ -258,7 +270,7 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 		vaultKeyFile: o.vaultKey, vaultKeyEnv: c.getenv(vault.KeyEnv), sandbox: o.sandbox, sandboxDiskMB: o.sandboxDiskMB, sandboxUID: sbUID, sandboxGID: sbGID, otlp: otlp,
 		webhookAllowPrivate: o.webhookAllowPrivate, webhookAllowPorts: o.webhookAllowPorts,
 		metricsPublic: o.metricsPublic, modelKeyEnv: keyEnv, controlPlaneAddrs: o.controlPlaneAddrs,
-		allowedHosts: allowedHosts, trustedOrigins: trustedOrigins, httpLimits: limits,
+		allowedHosts: allowedHosts, trustedOrigins: trustedOrigins, httpLimits: limits, minFreeMiB: minFree,
 	})
 	if err != nil {
 		return err

@@ -63,6 +63,13 @@ func Unavailable(format string, args ...any) *Error {
 	return &Error{Status: http.StatusServiceUnavailable, Code: lt.CodeUnavailable, Message: fmt.Sprintf(format, args...)}
 }
 
+// InsufficientStorage is a 507: the data volume is full, so the write was
+// not made. The message says what is full, never where (a path of the
+// server's machine).
+func InsufficientStorage(cause error, format string, args ...any) *Error {
+	return &Error{Status: http.StatusInsufficientStorage, Code: lt.CodeInsufficientStorage, Message: fmt.Sprintf(format, args...), Cause: cause}
+}
+
 // Internal wraps an unexpected error as a 500 whose message reveals nothing.
 func Internal(cause error) *Error {
 	return &Error{Status: http.StatusInternalServerError, Code: lt.CodeInternal, Message: "internal error", Cause: cause}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/snapshot"
+	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -54,6 +55,10 @@ func (r *runner) checkpoint(ctx context.Context, kind, name, summary, next strin
 		}
 	case ctx.Err() != nil:
 		return nil, context.Cause(ctx)
+	case store.IsStorageFull(err):
+		// Not a checkpoint without its snapshot: the step waits for space
+		// and is taken again from the journal (see runSession).
+		return nil, fmt.Errorf("snapshot the workspace: %w", err)
 	case errors.Is(err, fs.ErrNotExist):
 		c.SnapshotError = "the workspace does not exist"
 	default:

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/egress"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
@@ -86,6 +87,14 @@ type Config struct {
 	// Vault resolves agents' secrets. Default: none (an agent naming
 	// secrets is refused).
 	Vault Vault
+	// FreeSpace checks the data volume's free space: nil when there is
+	// enough, else an error wrapping store.ErrStorageFull whose message
+	// says what is nearly full (freespace.Monitor.Check). Below the floor
+	// the engine claims no session, creates none (507), and /readyz is
+	// 503; a session whose write failed for want of space waits until it
+	// returns nil. Default: none (no floor; a full disk is still noticed
+	// by the writes that fail).
+	FreeSpace func() error
 	// RuntimeDir holds the sockets of the sessions' egress proxies (0700).
 	// Default: "run" beside WorkspaceRoot.
 	RuntimeDir string
@@ -220,6 +229,23 @@ func (e *Engine) ReadyDetails() map[string]string {
 		d["sandbox_warning"] = e.cfg.SandboxWarning
 	}
 	return d
+}
+
+// checkSpace is Config.FreeSpace, or nil without one.
+func (e *Engine) checkSpace() error {
+	if e.cfg.FreeSpace == nil {
+		return nil
+	}
+	return e.cfg.FreeSpace()
+}
+
+// refuseWhenLow is the 507 of a request that would create work while the
+// data volume is below its floor: the work could not be journaled for long.
+func (e *Engine) refuseWhenLow() error {
+	if err := e.checkSpace(); err != nil {
+		return apierror.InsufficientStorage(err, "%v; no new work is accepted until space is freed", err)
+	}
+	return nil
 }
 
 // NodeID is the owner name of this engine's leases.

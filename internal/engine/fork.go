@@ -26,6 +26,9 @@ var idToken = regexp.MustCompile(`"((?:ses|turn|act|eff|art|ckpt)_[0-9a-z]{20,64
 // its origin (session.forked) and continues from where the checkpoint
 // stood; with an input it starts a new turn.
 func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest) (*lt.Session, error) {
+	if err := e.refuseWhenLow(); err != nil {
+		return nil, err
+	}
 	if strings.TrimSpace(req.CheckpointID) == "" {
 		return nil, apierror.Invalid("checkpoint_id", "required: the checkpoint to fork from")
 	}

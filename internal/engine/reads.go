@@ -121,5 +121,10 @@ func (e *Engine) Ready(ctx context.Context) error {
 	if err := e.store.Ping(ctx); err != nil {
 		return apierror.Unavailable("storage: %v", err)
 	}
+	if err := e.checkSpace(); err != nil {
+		ae := apierror.Unavailable("%v", err)
+		ae.Cause = err
+		return ae
+	}
 	return nil
 }

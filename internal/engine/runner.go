@@ -263,6 +263,11 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 	if r.envErr != nil {
 		err := r.envErr
 		r.envErr = nil
+		if store.IsStorageFull(err) {
+			// A full disk is no fault of the environment: the session
+			// waits for space (see runSession).
+			return false, fmt.Errorf("set up the environment: %w", err)
+		}
 		return false, r.failTurn(lt.StopSandboxError, "the session's environment could not be set up: "+err.Error())
 	}
 	if turn.Status == lt.TurnQueued {

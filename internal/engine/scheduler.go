@@ -21,7 +21,10 @@ func (e *Engine) schedule(ctx context.Context) {
 			return
 		}
 		free := cap(e.slots) - len(e.slots)
-		if free > 0 {
+		// Below the free-space floor nothing new is claimed: a session
+		// started now would soon fail its writes. The check runs at every
+		// pass, so work resumes by itself once space returns.
+		if free > 0 && e.checkSpace() == nil {
 			now := e.clock.Now()
 			leases, err := e.store.LeaseClaim(ctx, &store.LeaseClaimParams{
 				Owner: e.cfg.NodeID, Now: now, ExpiresAt: now.Add(e.cfg.LeaseTTL), Limit: free,
@@ -65,20 +68,28 @@ func (e *Engine) runSession(parent context.Context, l store.Lease) {
 	defer func() { cancel(nil); <-renewed }()
 
 	var err error
-	for attempt := 0; ; attempt++ {
+	for attempt := 0; ; {
 		var r *runner
 		r, err = e.newRunner(ctx, l)
 		if err == nil {
 			err = r.run(ctx)
 			r.env.close()
 		}
-		if !errors.Is(err, errStaleBatch) || attempt >= maxStaleRestarts {
-			break
+		if errors.Is(err, errStaleBatch) && attempt < maxStaleRestarts {
+			// An API write made the runner's unsaved events impossible (e.g.
+			// a person decided an approval the runner was expiring): start
+			// over from the journal under the same lease.
+			attempt++
+			e.log.Debug("restarting the session's runner on the newer journal", "session", l.SessionID, "err", err)
+			continue
 		}
-		// An API write made the runner's unsaved events impossible (e.g. a
-		// person decided an approval the runner was expiring): start over
-		// from the journal under the same lease.
-		e.log.Debug("restarting the session's runner on the newer journal", "session", l.SessionID, "err", err)
+		if store.IsStorageFull(err) && !errors.Is(err, store.ErrLeaseLost) && e.awaitSpace(ctx, l, err) {
+			// Space is back: start over from the journal, as a resume after
+			// a crash would, so the write that failed is made again (or the
+			// call whose outcome it recorded is sorted out by the ledger).
+			continue
+		}
+		break
 	}
 	switch {
 	case err == nil:
@@ -86,9 +97,43 @@ func (e *Engine) runSession(parent context.Context, l store.Lease) {
 		e.log.Warn("lease lost; another worker owns the session now", "session", l.SessionID, "epoch", l.Epoch, "err", err)
 	case errors.Is(context.Cause(ctx), errShutdown):
 		// Hard stop: whatever ran is in the ledger as started; a resume sorts it out.
+	case store.IsStorageFull(err):
+		// Stopped (drain) while waiting for space: the session is not at
+		// fault, so it is not failed. Its lease is given back when the
+		// disk lets it; else it expires and the session is claimed again.
+		e.log.Warn("session left waiting for disk space", "session", l.SessionID, "err", err)
+		if rerr := e.store.LeaseRelease(context.WithoutCancel(ctx), l); rerr != nil && !errors.Is(rerr, store.ErrLeaseLost) {
+			e.log.Warn("release lease", "session", l.SessionID, "err", rerr)
+		}
 	default:
 		e.log.Error("session run failed", "session", l.SessionID, "err", err)
 		e.failInternal(context.WithoutCancel(ctx), l, err)
+	}
+}
+
+// awaitSpace holds a session whose write failed for want of space until
+// space returns, keeping its lease (renewLease goes on; a renewal that the
+// full disk refuses is retried at the next tick). It returns true when the
+// session should run again from its journal, false when ctx ended first.
+// Without a free-space check (Config.FreeSpace) it waits one poll interval
+// and lets the next attempt find out.
+func (e *Engine) awaitSpace(ctx context.Context, l store.Lease, cause error) bool {
+	e.log.Warn("the data volume is full: the session waits for space, then resumes from its journal",
+		"session", l.SessionID, "err", cause)
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-e.clock.After(e.cfg.PollInterval):
+		}
+		if e.isDraining() {
+			// Stop does not wait for the disk: the lease is given back.
+			return false
+		}
+		if e.checkSpace() == nil {
+			e.log.Info("space is back: resuming the session from its journal", "session", l.SessionID)
+			return true
+		}
 	}
 }
 

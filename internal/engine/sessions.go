@@ -21,6 +21,9 @@ const maxInputBytes = 512 << 10
 // CreateSession validates the request, pins the agent version, and appends
 // session.created and turn.created in one transaction.
 func (e *Engine) CreateSession(ctx context.Context, req *lt.CreateSessionRequest) (*lt.Session, error) {
+	if err := e.refuseWhenLow(); err != nil {
+		return nil, err
+	}
 	spec, ref, err := e.resolveAgent(ctx, req)
 	if err != nil {
 		return nil, err
@@ -193,6 +196,9 @@ func (e *Engine) ListSessions(ctx context.Context, p lt.ListSessionsParams) (*lt
 
 // CreateTurn queues a follow-up turn; it starts when the running one ends.
 func (e *Engine) CreateTurn(ctx context.Context, sessionID string, req *lt.CreateTurnRequest) (*lt.Turn, error) {
+	if err := e.refuseWhenLow(); err != nil {
+		return nil, err
+	}
 	if err := validateInput(req.Input, "input"); err != nil {
 		return nil, err
 	}

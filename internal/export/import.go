@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/webhook"
@@ -244,9 +245,15 @@ func (f *file) setHeader(l *anyLine) error {
 	case len(l.Sessions) == 0 || l.SessionID == "" || l.Sessions[0] != l.SessionID:
 		return invalid("header: sessions must list the exported session_id first")
 	}
+	if err := checkSessionID("header", "session_id", l.SessionID); err != nil {
+		return err
+	}
 	for i, id := range l.Sessions {
 		if id == "" || slices.Contains(l.Sessions[:i], id) {
-			return invalid("header: sessions[%d] %q is empty or listed twice", i, id)
+			return invalid("header: sessions[%d] %s is empty or listed twice", i, quoteID(id))
+		}
+		if err := checkSessionID("header", "sessions["+strconv.Itoa(i)+"]", id); err != nil {
+			return err
 		}
 	}
 	f.header = headerLine{Kind: kindHeader, Format: l.Format, Version: l.Version, ExportedAt: l.ExportedAt, SessionID: l.SessionID, Sessions: l.Sessions}
@@ -260,6 +267,11 @@ func (f *file) addSession(at string, l *anyLine) (*sessionData, error) {
 	}
 	if n > 0 {
 		if err := f.sessions[n-1].complete(); err != nil {
+			return nil, err
+		}
+	}
+	if l.ParentID != "" {
+		if err := checkSessionID(at, "parent_id", l.ParentID); err != nil {
 			return nil, err
 		}
 	}
@@ -338,6 +350,8 @@ func addDoc(at string, cur *sessionData, l *anyLine, seen map[string]bool) error
 		return invalid("%s: unknown doc_kind %q", at, l.DocKind)
 	case l.ID == "":
 		return invalid("%s: session %s %s: id is empty", at, l.SessionID, kind)
+	case !docIDPattern.MatchString(l.ID):
+		return checkDocID(at, string(kind)+" id", l.ID)
 	case seen[key]:
 		return invalid("%s: %s %s appears twice", at, kind, l.ID)
 	case l.CreatedAt.IsZero():

@@ -16,6 +16,7 @@ import (
 
 	"github.com/longhaul-dev/longhaul/internal/egress"
 	"github.com/longhaul-dev/longhaul/internal/engine"
+	"github.com/longhaul-dev/longhaul/internal/freespace"
 	"github.com/longhaul-dev/longhaul/internal/metrics"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/model/anthropic"
@@ -108,6 +109,14 @@ type Config struct {
 	// Tools are tools agents may enable besides the built-ins (the Go
 	// library's tools). A name must not be a built-in's.
 	Tools []tool.Tool
+	// MinFreeMiB is the free-space floor of the data directory's volume
+	// (and the workspaces'): below it the node claims and creates no
+	// session and /readyz is 503. Default (0): freespace.DefaultFloorMiB;
+	// negative: no floor.
+	MinFreeMiB int64
+	// FreeSpace, when set, replaces statfs(2) in the free-space checks
+	// (tests). Default: statfs.
+	FreeSpace func(dir string) (uint64, error)
 	// Providers are model providers besides (or replacing, by name) the
 	// built-in ones (DefaultProviders).
 	Providers map[string]model.Provider
@@ -259,6 +268,9 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 		return nil, err
 	}
 	undo = append(undo, n.unlock)
+	if err := tightenDataDir(dir); err != nil {
+		return nil, err
+	}
 	if n.NodeID, err = LoadNodeID(dir); err != nil {
 		return nil, err
 	}
@@ -341,6 +353,23 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 
 	// The engine and the webhook dispatcher write through the metrics'
 	// decorator: the counters count what this node writes.
+	floor := cfg.MinFreeMiB
+	switch {
+	case floor == 0:
+		floor = freespace.DefaultFloorMiB
+	case floor < 0:
+		floor = 0
+	}
+	// The workspaces are in the data directory, but may be a mount of
+	// their own; both are "the data volume" to whoever reads a message.
+	space, err := freespace.New([]freespace.Volume{
+		{Dir: dir, Name: "the data volume"},
+		{Dir: filepath.Join(dir, WorkspacesDir), Name: "the data volume"},
+	}, floor, &freespace.Config{Free: cfg.FreeSpace, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+
 	n.Metrics = metrics.New(n.Store, &metrics.Config{Logger: log})
 	writes := n.Metrics.Wrap(n.Store)
 	srvCfg.Metrics = n.Metrics.Handler()
@@ -364,6 +393,7 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 		Vault:            n.Vault,
 		ModelKeyEnv:      keyEnv,
 		ControlPlane:     n.ControlPlane,
+		FreeSpace:        space.Check,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create engine: %w", err)

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/freespace"
+	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -22,6 +24,9 @@ const codeMethodNotAllowed = "method_not_allowed"
 // anything else is a 500 "internal error" with the cause in the log only.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	ae := apierror.From(err)
+	if ae.Code == lt.CodeInternal && store.IsStorageFull(err) {
+		ae = storageFull(err)
+	}
 	if ae.Status < 400 || ae.Status > 599 {
 		// A user-facing error with a non-error status is a backend bug;
 		// nothing of it is shown.
@@ -47,6 +52,17 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if err := writeJSON(w, ae.Status, body); err != nil {
 		s.log.Error("write error response", "error", err, "request_id", requestID(r))
 	}
+}
+
+// storageFull is the 507 of a write that failed because the data volume
+// is full. The message says what is full and what to do; the file system's
+// own error (which names a path) stays in the log.
+func storageFull(err error) *apierror.Error {
+	var low *freespace.LowError
+	if errors.As(err, &low) {
+		return apierror.InsufficientStorage(err, "%s; nothing was saved: retry once space is freed", low.Error())
+	}
+	return apierror.InsufficientStorage(err, "the data volume is full; nothing was saved: retry once space is freed")
 }
 
 // internalBody is what every 500 says: nothing about the cause.

@@ -22,6 +22,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"syscall"
 	"time"
 )
 
@@ -39,7 +40,18 @@ var (
 	ErrLeaseLost = errors.New("lease lost")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store closed")
+	// ErrStorageFull: the volume holding the data is full (SQLite's
+	// SQLITE_FULL, PostgreSQL's disk_full, ENOSPC on a file). Nothing of the
+	// failed write was kept; the same write can succeed once space is freed.
+	ErrStorageFull = errors.New("storage full")
 )
+
+// IsStorageFull reports whether err says the storage is full: the driver's
+// sentinel, or an out-of-space or over-quota error from the file system
+// (blobs, workspace snapshots and their lists are files).
+func IsStorageFull(err error) bool {
+	return errors.Is(err, ErrStorageFull) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
 
 // Store is a storage driver. All methods are safe for concurrent use.
 type Store interface {

@@ -17,6 +17,10 @@ const (
 	codeForeignKeyViolation  = "23503"
 	codeSerializationFailure = "40001"
 	codeDeadlockDetected     = "40P01"
+	// codeDiskFull is disk_full; the class 53 (insufficient resources)
+	// holds it with out_of_memory and too_many_connections, which are not
+	// about storage.
+	codeDiskFull = "53100"
 )
 
 // mapErr translates driver errors to the store's sentinels at the package
@@ -50,13 +54,15 @@ func mapErr(err error) error {
 			// Every foreign key names a session, except the attempts' one,
 			// whose delivery is read first.
 			return fmt.Errorf("session: %w: %w", store.ErrNotFound, err)
+		case codeDiskFull:
+			return fmt.Errorf("%w: %w", store.ErrStorageFull, err)
 		}
 	}
 	return err
 }
 
 func isSentinel(err error) bool {
-	for _, s := range []error{store.ErrNotFound, store.ErrConflict, store.ErrLeaseLost, store.ErrClosed} {
+	for _, s := range []error{store.ErrNotFound, store.ErrConflict, store.ErrLeaseLost, store.ErrClosed, store.ErrStorageFull} {
 		if errors.Is(err, s) {
 			return true
 		}

@@ -36,6 +36,15 @@ func mapErr(err error) error {
 			// Every foreign key names a session.
 			return fmt.Errorf("session: %w: %w", store.ErrNotFound, err)
 		}
+		if se.Code()&0xff == sqlite3.SQLITE_FULL {
+			// The volume is full (SQLite's VFS turns ENOSPC into
+			// SQLITE_FULL): the statement or transaction was rolled back.
+			return fmt.Errorf("%w: %w", store.ErrStorageFull, err)
+		}
+	}
+	if store.IsStorageFull(err) {
+		// ENOSPC or EDQUOT surfaced as such (e.g. creating the WAL).
+		return fmt.Errorf("%w: %w", store.ErrStorageFull, err)
 	}
 	return err
 }

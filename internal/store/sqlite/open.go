@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -124,6 +125,17 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite store: path %q: %w", path, err)
+	}
+	// SQLite would create the file with 0644 less the umask; the journal
+	// of sessions is nobody else's to read. Created here with 0600, the
+	// database also gives its -wal and -shm files that mode (SQLite
+	// creates them with the database's permissions).
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite store %s: %w", abs, err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("open sqlite store %s: %w", abs, err)
 	}
 	busy := strconv.FormatInt(c.BusyTimeout.Milliseconds(), 10)
 

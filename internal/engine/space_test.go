@@ -1,0 +1,186 @@
+package engine_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/engine"
+	"github.com/longhaul-dev/longhaul/internal/freespace"
+	"github.com/longhaul-dev/longhaul/internal/freespace/freespacetest"
+	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/model/scripted"
+	"github.com/longhaul-dev/longhaul/internal/store"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// startSpaceEngine starts an engine on st whose free-space check is check.
+func startSpaceEngine(t *testing.T, st store.Store, dir string, check func() error) *engine.Engine {
+	t.Helper()
+	eng, err := engine.New(st, &engine.Config{
+		WorkspaceRoot: filepath.Join(dir, "workspaces"), NodeID: "node-a",
+		Clock:        &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)},
+		Providers:    map[string]model.Provider{"scripted": scripted.New(nil)},
+		PollInterval: 10 * time.Millisecond,
+		FreeSpace:    check,
+	})
+	require.NoError(t, err)
+	require.NoError(t, eng.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = eng.Stop(ctx)
+	})
+	return eng
+}
+
+// TestLowSpaceRefusesWorkAndRecovers: below the floor the engine says it is
+// not ready, refuses new sessions with a 507 naming the volume, claims
+// nothing, and takes the work up by itself once space returns.
+func TestLowSpaceRefusesWorkAndRecovers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	st := openStore(t, dir)
+	t.Cleanup(func() { st.Close() })
+	var free atomic.Uint64
+	free.Store(1 << 30)
+	var checks atomic.Int64
+	mon, err := freespace.New([]freespace.Volume{{Dir: dir, Name: "the data volume"}}, 64,
+		&freespace.Config{Free: func(string) (uint64, error) { checks.Add(1); return free.Load(), nil }})
+	require.NoError(t, err)
+	eng := startSpaceEngine(t, st, dir, mon.Check)
+	ctx := context.Background()
+	req := &lt.CreateSessionRequest{AgentSpec: spec(t, `[{"text":"done"}]`), Input: "hi"}
+
+	require.NoError(t, eng.Ready(ctx))
+	free.Store(10 << 20)
+	err = eng.Ready(ctx)
+	ae := apierror.From(err)
+	require.Equal(t, http.StatusServiceUnavailable, ae.Status)
+	require.Equal(t, "the data volume is nearly full: 10 MiB free, below the floor of 64 MiB", ae.Message)
+
+	_, err = eng.CreateSession(ctx, req)
+	ae = apierror.From(err)
+	require.Equal(t, http.StatusInsufficientStorage, ae.Status, "error: %v", err)
+	require.Equal(t, lt.CodeInsufficientStorage, ae.Code)
+	require.Contains(t, ae.Message, "the data volume is nearly full")
+	require.NotContains(t, ae.Message, dir, "no path of the machine")
+	list, err := eng.ListSessions(ctx, lt.ListSessionsParams{})
+	require.NoError(t, err)
+	require.Empty(t, list.Data, "a refused session left nothing behind")
+
+	// A session queued while space was there (here: written straight to the
+	// store by a second engine that has no floor) is not claimed below it.
+	other, err := engine.New(st, &engine.Config{WorkspaceRoot: filepath.Join(dir, "workspaces"),
+		Providers: map[string]model.Provider{"scripted": scripted.New(nil)}})
+	require.NoError(t, err)
+	s, err := other.CreateSession(ctx, req)
+	require.NoError(t, err)
+	seen := checks.Load()
+	require.Eventually(t, func() bool { return checks.Load() >= seen+5 }, 10*time.Second, time.Millisecond,
+		"the scheduler checks the space at each pass")
+	got, err := eng.GetSession(ctx, s.ID)
+	require.NoError(t, err)
+	require.Equal(t, lt.SessionQueued, got.Status, "nothing claimed below the floor")
+	row, err := st.SessionGet(ctx, s.ID)
+	require.NoError(t, err)
+	require.Empty(t, row.Lease.Owner)
+
+	free.Store(1 << 30)
+	require.NoError(t, eng.Ready(ctx))
+	waitSessionStatus(t, eng, s.ID, lt.SessionIdle)
+}
+
+func waitSessionStatus(t *testing.T, eng *engine.Engine, id string, want lt.SessionStatus) *lt.Session {
+	t.Helper()
+	var s *lt.Session
+	require.Eventually(t, func() bool {
+		var err error
+		s, err = eng.GetSession(context.Background(), id)
+		require.NoError(t, err)
+		return s.Status == want
+	}, 20*time.Second, 5*time.Millisecond, "session %s never became %s", id, want)
+	return s
+}
+
+// TestDiskFullMidStepResumes fills the real volume under the database and
+// the workspaces while a tool runs: the write of its result fails, the
+// session is neither failed nor left for its lease to expire, and once the
+// space is back it resumes from its journal and completes, with every
+// event it had journaled kept.
+func TestDiskFullMidStepResumes(t *testing.T) {
+	t.Parallel()
+	dir := freespacetest.MountTmpfs(t, 16)
+	st := openStore(t, dir)
+	t.Cleanup(func() { st.Close() })
+	var lowSeen atomic.Int64
+	mon, err := freespace.New([]freespace.Volume{{Dir: dir, Name: "the data volume"}}, 1, nil)
+	require.NoError(t, err)
+	check := func() error {
+		err := mon.Check()
+		if err != nil {
+			lowSeen.Add(1)
+		}
+		return err
+	}
+	eng := startSpaceEngine(t, st, dir, check)
+	ctx := context.Background()
+
+	outside := t.TempDir()
+	gate, started := filepath.Join(outside, "go"), filepath.Join(outside, "started")
+	s, err := eng.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: spec(t, `[
+		 {"tool_calls":[{"name":"shell","arguments":{"command":"touch `+started+`; while [ ! -e `+gate+` ]; do sleep 0.02; done; echo opened"}}]},
+		 {"text":"done"}]`, lt.ToolSpec{Name: "shell", Effect: lt.EffectRead}),
+		Input: "wait for the gate",
+	})
+	require.NoError(t, err)
+	// The tool runs (a read: nothing of it is journaled before it ends).
+	waitFile(t, started)
+	before, err := eng.ListEvents(ctx, s.ID, 0, 1000)
+	require.NoError(t, err)
+
+	ballast := freespacetest.Fill(t, dir, 0)
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	// The tool's result cannot be written: the session waits for space
+	// (the monitor is asked again and again) instead of failing.
+	require.Eventually(t, func() bool { return lowSeen.Load() >= 10 }, 20*time.Second, time.Millisecond)
+	got, err := eng.GetSession(ctx, s.ID)
+	require.NoError(t, err)
+	require.Equal(t, lt.SessionRunning, got.Status)
+	row, err := st.SessionGet(ctx, s.ID)
+	require.NoError(t, err)
+	require.Equal(t, "node-a", row.Lease.Owner, "the lease is kept while waiting")
+
+	require.NoError(t, os.Remove(ballast))
+	got = waitSessionStatus(t, eng, s.ID, lt.SessionIdle)
+	require.Empty(t, got.StopReason)
+	turns, err := eng.ListTurns(ctx, s.ID)
+	require.NoError(t, err)
+	require.Equal(t, lt.TurnCompleted, turns[0].Status)
+	require.Equal(t, "done", turns[0].Output)
+
+	after, err := eng.ListEvents(ctx, s.ID, 0, 1000)
+	require.NoError(t, err)
+	require.Greater(t, len(after), len(before))
+	for i, ev := range before {
+		require.Equal(t, ev.Seq, after[i].Seq)
+		require.Equal(t, ev.Type, after[i].Type, "journaled events are kept as they were")
+	}
+	completed := 0
+	for _, ev := range after {
+		if ev.Type == lt.EventToolCompleted {
+			completed++
+			require.Contains(t, string(ev.Data), "opened")
+		}
+	}
+	require.Equal(t, 1, completed)
+	checkJournal(t, st, s.ID)
+}
