@@ -300,8 +300,9 @@ func TestAdversarialDisk_SandboxHuntsVaultKey(t *testing.T) {
 
 // TestAdversarialDisk_DataDirPrivate: after a real server ran a session
 // (database, WAL, workspace, snapshots), nothing in its data directory's
-// top level or its workspaces' directory is open to other users, although
-// the server ran with a permissive umask.
+// top level or its workspaces' directory is open to other users (under the
+// usual umask 022, SQLite made the database 0644 before; a umask of 0 is
+// covered by internal/node's TestDataDirIsPrivate).
 func TestAdversarialDisk_DataDirPrivate(t *testing.T) {
 	t.Parallel()
 	srv := startServerWithEnv(t, nil, "--sandbox", "local")
