@@ -11,6 +11,7 @@ import (
 
 	"github.com/longhaul-dev/longhaul/internal/egress"
 	"github.com/longhaul-dev/longhaul/internal/mcp"
+	"github.com/longhaul-dev/longhaul/internal/model"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -139,6 +140,19 @@ func narrowModel(p, c *lt.ModelSpec, rs *refusals) {
 		c.Pricing = slices.Clone(p.Pricing)
 	} else if !jsonEqual(c.Pricing, p.Pricing) {
 		rs.add("model pricing", "a child is priced as its parent")
+	}
+	// Another model name must have a price when the parent's has one: a
+	// model without a known price costs 0, and the budget's cost limit
+	// would not bind the child at all.
+	if c.Name == "" {
+		c.Name = p.Name
+	}
+	if c.Name != p.Name {
+		parent, _ := model.PricingFor(*p)
+		child, _ := model.PricingFor(*c)
+		if parent != nil && child == nil {
+			rs.add("model "+c.Name, "it has no known price, so a cost limit would not bind it; the parent's pricing may name one")
+		}
 	}
 }
 

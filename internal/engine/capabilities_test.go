@@ -314,3 +314,18 @@ func TestNarrowChildDiskQuota(t *testing.T) {
 	_, err = narrowChild(parent, &lt.AgentSpec{Model: lt.ModelSpec{Provider: "openai"}, Environment: &lt.Environment{DiskMB: 101}}, capLimits())
 	require.ErrorContains(t, err, "child may not use environment.disk_mb 101: its parent may not (at most 100)")
 }
+
+// TestNarrowChildModelPrice: a child may run another model of its parent's
+// endpoint, but not one without a known price (it would cost 0, and no
+// cost limit would bind it); without a name it runs its parent's.
+func TestNarrowChildModelPrice(t *testing.T) {
+	parent := &lt.AgentSpec{Model: lt.ModelSpec{Provider: "openai", Name: "gpt-5", APIKeyEnv: "OPENAI_API_KEY"}}
+	got, err := narrowChild(parent, &lt.AgentSpec{Model: lt.ModelSpec{Provider: "openai", Name: "gpt-5-mini"}}, capLimits())
+	require.NoError(t, err)
+	require.Equal(t, "gpt-5-mini", got.Model.Name)
+	got, err = narrowChild(parent, &lt.AgentSpec{}, capLimits())
+	require.NoError(t, err)
+	require.Equal(t, "gpt-5", got.Model.Name)
+	_, err = narrowChild(parent, &lt.AgentSpec{Model: lt.ModelSpec{Provider: "openai", Name: "ft:gpt-5:acme::abc"}}, capLimits())
+	require.ErrorContains(t, err, "child may not use model ft:gpt-5:acme::abc: its parent may not (it has no known price")
+}

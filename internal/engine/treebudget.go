@@ -155,14 +155,24 @@ func (r *runner) reserveModelCall(ctx context.Context, purpose string, pos, atte
 		// verified even at the limit. Its usage is settled all the same.
 		return true, nil
 	}
-	// What the call can use at most: its input, and the longest answer the
-	// spec allows (when it sets one).
-	most := lt.Usage{InputTokens: int64(contextTokens), OutputTokens: int64(r.spec.Model.MaxOutputTokens)}
+	// What the call can use at most: its input, and the longest answer it
+	// can get — what the spec allows, else what the model's context window
+	// leaves. The estimate must be a bound, never a guess: a hostile model
+	// warms the tree up with cheap calls, then has every child ask for the
+	// longest answer at once.
+	out, bounded := int64(r.spec.Model.MaxOutputTokens), true
+	if out == 0 {
+		w := model.ContextWindow(r.spec.Model)
+		out, bounded = int64(w-contextTokens), w > contextTokens
+	}
+	most := lt.Usage{InputTokens: int64(contextTokens), OutputTokens: max(out, 0)}
 	hint := store.TreeAmounts{Tokens: most.InputTokens + most.OutputTokens, CostUSD: model.CostOf(r.spec.Model, most)}
 	id := derivedID("tres_", r.st.Session.ID, "model", pos, attempt)
 	// A session's first call may cost nothing like the tree's calls so
-	// far (another model, a longer context): it runs alone.
-	unknown := ownUsage(r.st).ModelCalls == 0
+	// far (another model, a longer context), and a call with no bound on
+	// its answer (no max_output_tokens, no known context window) may cost
+	// anything: such calls run alone.
+	unknown := ownUsage(r.st).ModelCalls == 0 || !bounded
 	ok, err := r.reserveTree(ctx, store.TreeCallModel, id, hint, unknown)
 	if ok && err == nil && r.tree != nil && inTree(r.st) && !r.tree.missing {
 		r.tree.held = id

@@ -176,6 +176,23 @@ func TestTreeBudgetParallelChildrenCost(t *testing.T) {
 	}
 }
 
+// TestTreeBudgetWarmUpThenSpike: children warm the tree up with cheap
+// calls, then each makes one dear call at once (a hostile model asking for
+// its longest answer). A call whose answer is unbounded runs alone, so the
+// tree passes its limit by one call at most.
+func TestTreeBudgetWarmUpThenSpike(t *testing.T) {
+	h := newHarness(t)
+	child := childSpec(script(t, childStep(0.001, 100, true), childStep(0.5, 100, false)), "read_file")
+	s := create(t, h, treeRoot(t, 6, child), &lt.Budget{MaxCostUSD: 1})
+	sum, all := spendOfTree(t, h.store, h.eng, s.ID)
+	t.Logf("the tree spent %v in %d sessions", sum.CostUSD, len(all))
+	require.LessOrEqual(t, sum.CostUSD, 1.0+0.5+1e-9, "the tree spent at most its root's limit plus one call")
+	requireLedgerMatches(t, h.store, s.ID, sum)
+	for _, c := range all {
+		checkJournal(t, h.store, c.ID)
+	}
+}
+
 // TestTreeBudgetParallelChildrenTokens: the same for tokens.
 func TestTreeBudgetParallelChildrenTokens(t *testing.T) {
 	h := newHarness(t)
