@@ -327,10 +327,7 @@ func (b *bwrapBackend) prepare(spec *Spec, lim Limits, command string, env map[s
 	if b.root {
 		owner = &b.owner
 	}
-	usage, err := scanWorkspace(spec.Workspace, owner)
-	if err != nil {
-		return nil, err
-	}
+	usage := usageBefore(spec.Workspace, owner)
 	if b.root {
 		// The sandbox's user must reach the proxy's socket (a connect
 		// needs write permission on it).

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -228,6 +229,36 @@ func TestWorkspaceQuota(t *testing.T) {
 			res = run(t, ex, `rm -f g*; echo ok > small`)
 			require.Equal(t, 0, res.ExitCode)
 			require.Empty(t, res.Limit)
+			require.Empty(t, res.Error)
+		})
+	}
+}
+
+// TestWorkspaceQuotaFailsClosed: a command that makes its workspace
+// unmeasurable (directories nested past the walk's depth) and then writes
+// is stopped for the quota all the same, and removing what could not be
+// measured makes the workspace usable again.
+func TestWorkspaceQuotaFailsClosed(t *testing.T) {
+	t.Parallel()
+	backends := map[string]Backend{"local": NewLocal()}
+	if b := testBwrap(t); b != nil {
+		backends["bwrap"] = b
+	}
+	for name, be := range backends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ws := t.TempDir()
+			ex := be.Exec(Spec{SessionID: "s", Workspace: ws, Limits: Limits{DiskBytes: 4 << 20}})
+			deep := fmt.Sprintf(`mkdir -p "$(printf 'a/%%.0s' $(seq %d))"`, maxDepth+10)
+			// A command that would write forever is stopped while it runs.
+			res := run(t, ex, deep+`; i=0; while true; do i=$((i+1)); dd if=/dev/zero of=g$i bs=1M count=1 2>/dev/null; done`, withTimeout(20*time.Second))
+			require.Equal(t, LimitDisk, res.Limit)
+			require.False(t, res.TimedOut, "stopped by the quota, not by its timeout")
+			require.Contains(t, res.Error, "cannot be measured against its disk quota of 4.0 MiB (environment.disk_mb)")
+			// The next command still runs, and may remove what made the
+			// workspace unmeasurable.
+			res = run(t, ex, `rm -rf a g*; echo ok > small`)
+			require.Equal(t, 0, res.ExitCode, res.Stderr)
 			require.Empty(t, res.Error)
 		})
 	}

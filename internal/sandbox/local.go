@@ -49,10 +49,7 @@ func (e *localExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecR
 	if err != nil {
 		return nil, fmt.Errorf("local exec: %w", err)
 	}
-	before, err := scanWorkspace(ws, nil)
-	if err != nil {
-		return nil, fmt.Errorf("local exec: %w", err)
-	}
+	before := usageBefore(ws, nil)
 	argv := append([]string{"/bin/sh", "-c", wrapperScript},
 		// No process limit: RLIMIT_NPROC would count every process of
 		// the server's user, the server's own threads included.

@@ -12,12 +12,39 @@ import (
 // diskPoll is how often the workspace of a running command is measured.
 const diskPoll = 500 * time.Millisecond
 
-// diskError is a workspace over its quota.
-type diskError struct{ used, limit int64 }
+// diskError is a workspace over its quota, or one that cannot be measured
+// against it (cause): the quota fails closed, since a workspace made
+// unmeasurable on purpose (directories nested past the walk's depth,
+// directories nobody may read) would otherwise take writes without bound.
+type diskError struct {
+	used, limit int64
+	cause       error
+}
 
 func (e *diskError) Error() string {
+	if e.cause != nil {
+		return fmt.Sprintf("the workspace cannot be measured against its disk quota of %s (environment.disk_mb): %v; remove what cannot be measured before writing more",
+			mib(e.limit), e.cause)
+	}
 	return fmt.Sprintf("the workspace uses %s, over its disk quota of %s (environment.disk_mb): remove files before writing more",
 		mib(e.used), mib(e.limit))
+}
+
+// unmeasured is the usage "before" a command of a workspace that could
+// not be measured: any later measure counts as growth, so the quota binds.
+const unmeasured = -1
+
+// usageBefore measures the workspace before a command (giving what it
+// finds to owner, when set). A workspace that cannot be measured is not a
+// set-up failure — a command must stay able to remove what makes it so —
+// but its usage is unknown, and the command is held to the quota from its
+// first measure.
+func usageBefore(ws string, owner *ids) int64 {
+	used, err := scanWorkspace(ws, owner)
+	if err != nil {
+		return unmeasured
+	}
+	return used
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
@@ -25,12 +52,12 @@ func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 // overQuota measures the workspace ws; it returns a *diskError when it is
 // over limit and larger than before (what the command found: a command may
 // always free space, and one that adds nothing to a workspace already over
-// its quota is not failed for it), nil when it is not, and the measuring
-// error otherwise.
+// its quota is not failed for it) or cannot be measured, and nil when it
+// is within its quota.
 func overQuota(ws string, limit, before int64) error {
 	used, err := scanWorkspace(ws, nil)
 	if err != nil {
-		return err
+		return &diskError{limit: limit, cause: err}
 	}
 	if used > limit && used > before {
 		return &diskError{used: used, limit: limit}
