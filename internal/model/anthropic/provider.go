@@ -12,17 +12,11 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/model"
 )
 
-// defaultResponseHeaderTimeout bounds the wait for the response headers of a
-// call when Config.HTTPClient is nil. A streamed answer sends its headers as
-// soon as the request is accepted; the body itself is bounded only by the
-// caller's ctx, since a long answer legitimately streams for minutes.
-const defaultResponseHeaderTimeout = 10 * time.Minute
-
 // Config configures a Provider. The zero value means defaults.
 type Config struct {
-	// HTTPClient sends the requests. Default: a client on a clone of
-	// http.DefaultTransport with a response-header timeout of 10 minutes and
-	// no overall timeout (the caller's ctx bounds a call). Tests pass their
+	// HTTPClient sends the requests. Default: model.HTTPClient(), on a clone of
+	// http.DefaultTransport with a response-header timeout of 10 minutes,
+	// no redirects followed and no overall timeout (the caller's ctx bounds a call). Tests pass their
 	// httptest server's client.
 	HTTPClient *http.Client
 	// Now tells the time, to turn a Retry-After given as an HTTP date into a
@@ -46,7 +40,7 @@ var (
 func New(cfg Config) *Provider {
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = defaultHTTPClient()
+		hc = model.HTTPClient()
 	}
 	now := cfg.Now
 	if now == nil {
@@ -64,15 +58,6 @@ func New(cfg Config) *Provider {
 		option.WithMaxRetries(0),
 	)
 	return &Provider{client: client, now: now}
-}
-
-func defaultHTTPClient() *http.Client {
-	if t, ok := http.DefaultTransport.(*http.Transport); ok {
-		t = t.Clone()
-		t.ResponseHeaderTimeout = defaultResponseHeaderTimeout
-		return &http.Client{Transport: t}
-	}
-	return &http.Client{Transport: http.DefaultTransport}
 }
 
 // Respond makes one streamed Messages API call and returns the complete

@@ -28,13 +28,6 @@ const (
 	apiChat      = "chat"
 )
 
-// defaultResponseHeaderTimeout bounds the wait for the response headers of a
-// call when Config.HTTPClient is nil, as the SDK's own default client does. A
-// streamed answer sends its headers as soon as the request is accepted; the
-// body is bounded only by the caller's ctx, since a long answer legitimately
-// streams for minutes.
-const defaultResponseHeaderTimeout = 10 * time.Minute
-
 // Config configures a provider instance.
 type Config struct {
 	// Name is NameOpenAI ("openai": the Responses API by default, "api":
@@ -43,9 +36,9 @@ type Config struct {
 	// is then required; the key is optional, e.g. for Ollama). Any other
 	// name is a wiring mistake and New panics.
 	Name string
-	// HTTPClient sends the requests. Default (nil): a client on a clone of
-	// http.DefaultTransport with a response-header timeout of 10 minutes and
-	// no overall timeout (the caller's ctx bounds a call). Tests pass their
+	// HTTPClient sends the requests. Default (nil): model.HTTPClient(), on a clone of
+	// http.DefaultTransport with a response-header timeout of 10 minutes,
+	// no redirects followed and no overall timeout (the caller's ctx bounds a call). Tests pass their
 	// httptest server's client.
 	HTTPClient *http.Client
 	// Now tells the time, to turn a Retry-After given as an HTTP date into a
@@ -75,22 +68,13 @@ func New(cfg Config) *Provider {
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = defaultHTTPClient()
+		hc = model.HTTPClient()
 	}
 	now := cfg.Now
 	if now == nil {
 		now = time.Now
 	}
 	return &Provider{name: cfg.Name, hc: hc, now: now}
-}
-
-func defaultHTTPClient() *http.Client {
-	if t, ok := http.DefaultTransport.(*http.Transport); ok {
-		t = t.Clone()
-		t.ResponseHeaderTimeout = defaultResponseHeaderTimeout
-		return &http.Client{Transport: t}
-	}
-	return &http.Client{Transport: http.DefaultTransport}
 }
 
 // Respond makes one streamed call and returns the complete response once the
