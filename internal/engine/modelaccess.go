@@ -90,6 +90,21 @@ type modelTarget struct {
 
 func (t modelTarget) dest() string { return net.JoinHostPort(t.host, strconv.Itoa(t.port)) }
 
+// cleartext reports why a key may not go to t: over plain http to a host
+// that is not this machine's, anyone on the path reads it. "" when it may.
+func (t modelTarget) cleartext() string {
+	if t.url == nil || t.url.Scheme != "http" {
+		return ""
+	}
+	if t.host == "localhost" {
+		return ""
+	}
+	if ip := net.ParseIP(t.host); ip != nil && ip.IsLoopback() {
+		return ""
+	}
+	return "a model key is sent only over https (or plain http to this machine's loopback), never in clear text to " + t.host
+}
+
 func (e *Engine) modelTarget(m lt.ModelSpec) (modelTarget, bool) {
 	raw := m.BaseURL
 	if raw == "" {
@@ -152,6 +167,9 @@ func (e *Engine) validateModelAccess(ctx context.Context, m lt.ModelSpec, prefix
 			}
 			return err
 		}
+		if why := target.cleartext(); why != "" {
+			return apierror.Invalid(prefix+".base_url", "%s", why)
+		}
 		return nil
 	}
 	if m.APIKeyEnv == "" {
@@ -170,6 +188,9 @@ func (e *Engine) validateModelAccess(ctx context.Context, m lt.ModelSpec, prefix
 	}
 	if !vault.HostMatches(hosts, target.dest()) {
 		return apierror.Invalid(field, "the key in %s goes only to %s, not to %s (the model's host)", m.APIKeyEnv, strings.Join(hosts, ", "), target.dest())
+	}
+	if why := target.cleartext(); why != "" {
+		return apierror.Invalid(prefix+".base_url", "%s", why)
 	}
 	if _, ok := e.cfg.LookupEnv(m.APIKeyEnv); !ok {
 		return apierror.Invalid(field, "environment variable %s is not set on this server", m.APIKeyEnv)
@@ -214,6 +235,9 @@ func (r *runner) modelAccess(ctx context.Context) (string, error) {
 		if !hasTarget {
 			return refuse("api_key_secret: provider %s names no host without base_url", m.Provider)
 		}
+		if why := target.cleartext(); why != "" {
+			return refuse("base_url: %s", why)
+		}
 		v, err := r.e.cfg.Vault.ValueFor(ctx, m.APIKeySecret, target.dest())
 		if err != nil {
 			if msg, ok := secretRefusal(err); ok {
@@ -232,6 +256,8 @@ func (r *runner) modelAccess(ctx context.Context) (string, error) {
 			return refuse("api_key_env: provider %s names no host without base_url", m.Provider)
 		case !vault.HostMatches(hosts, target.dest()):
 			return refuse("api_key_env: the key in %s goes only to %s, not to %s", m.APIKeyEnv, strings.Join(hosts, ", "), target.dest())
+		case target.cleartext() != "":
+			return refuse("base_url: %s", target.cleartext())
 		}
 		v, _ := r.e.cfg.LookupEnv(m.APIKeyEnv)
 		return v, nil

@@ -109,6 +109,10 @@ func TestModelKeySecretBinding(t *testing.T) {
 	// base_url.
 	err = try(lt.ModelSpec{Provider: "scripted", APIKeySecret: "MODEL_KEY", Script: json.RawMessage(`[{"text":"hi"}]`)})
 	requireAPIError(t, err, lt.CodeInvalidRequest, "agent_spec.model.api_key_secret")
+	// A bound host over plain http would have the key read on the way.
+	err = try(lt.ModelSpec{Provider: "plan", APIKeySecret: "PORT_KEY", BaseURL: "http://api.example.com:8443/v1"})
+	requireAPIError(t, err, lt.CodeInvalidRequest, "agent_spec.model.base_url")
+	require.Contains(t, err.Error(), "never in clear text")
 }
 
 // TestModelKeyCheckedAtCallTime: a stored agent whose secret was rebound
