@@ -256,8 +256,8 @@ func TestAdversarialCreds_ApproveSelf(t *testing.T) {
 	tools := []lt.ToolSpec{{Name: "http_request"}}
 	if sandbox {
 		steps = append(steps,
-			toolCalls(toolCall("shell", map[string]any{"command": proxyCurl(5, shellQuote(decide), credsStatus, "-X POST", credsJSON, "-d "+shellQuote(approve)) + credsAlways})),
-			toolCalls(toolCall("shell", map[string]any{"command": proxyCurl(5, shellQuote(fmt.Sprintf("http://127.0.0.1:%d/v1/sessions", port)), credsStatus, "-X GET") + credsAlways})),
+			shellStep(proxyCurl(5, shellQuote(decide), credsStatus, "-X POST", credsJSON, "-d "+shellQuote(approve))+credsAlways),
+			shellStep(proxyCurl(5, shellQuote(fmt.Sprintf("http://127.0.0.1:%d/v1/sessions", port)), credsStatus, "-X GET")+credsAlways),
 		)
 		tools = append(tools, lt.ToolSpec{Name: "shell"})
 	}
@@ -382,7 +382,7 @@ func TestAdversarialCreds_Database(t *testing.T) {
 	steps := []any{toolCalls(toolCall("http_request", map[string]any{"method": "GET", "url": target}))}
 	tools := []lt.ToolSpec{{Name: "http_request"}}
 	if sandbox {
-		steps = append(steps, toolCalls(toolCall("shell", map[string]any{"command": proxyCurl(5, shellQuote(target), credsStatus, "-X GET") + credsAlways})))
+		steps = append(steps, shellStep(proxyCurl(5, shellQuote(target), credsStatus, "-X GET")+credsAlways))
 		tools = append(tools, lt.ToolSpec{Name: "shell"})
 	}
 	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{

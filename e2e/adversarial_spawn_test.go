@@ -63,14 +63,14 @@ func TestAdversarialSpawn_Network(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	child := map[string]any{
-		"model":       map[string]any{"provider": "scripted", "script": []any{toolCalls(toolCall("shell", map[string]any{"command": curlEveryWay(3, rec.url()+"/child")}))}},
+		"model":       map[string]any{"provider": "scripted", "script": []any{shellStep(curlEveryWay(3, rec.url()+"/child"))}},
 		"tools":       []any{map[string]any{"name": "shell"}},
 		"environment": map[string]any{"network": map[string]any{"allow": []string{"127.0.0.1"}, "ports": []int{rec.port()}}},
 	}
 	s := runSession(ctx, t, srv, &lt.CreateSessionRequest{Input: "do the task", AgentSpec: &lt.AgentSpec{
 		Model: lt.ModelSpec{Provider: "scripted", Script: attackScript(t,
 			toolCalls(toolCall("spawn_agent", map[string]any{"agent_spec": child, "input": "curl it"})),
-			toolCalls(toolCall("shell", map[string]any{"command": curlEveryWay(3, rec.url()+"/parent")})),
+			shellStep(curlEveryWay(3, rec.url()+"/parent")),
 			finalText("done"))},
 		Tools: []lt.ToolSpec{{Name: "spawn_agent"}, {Name: "wait_agents"}, {Name: "shell"}},
 	}}, 45*time.Second)
@@ -268,7 +268,7 @@ func TestAdversarialSpawn_Grandchild(t *testing.T) {
 	defer cancel()
 	network := map[string]any{"network": map[string]any{"allow": []string{"127.0.0.1"}, "ports": []int{rec.port()}}}
 	grand := map[string]any{
-		"model":       map[string]any{"provider": "scripted", "script": []any{toolCalls(toolCall("shell", map[string]any{"command": curlEveryWay(3, rec.url()+"/grandchild")}))}},
+		"model":       map[string]any{"provider": "scripted", "script": []any{shellStep(curlEveryWay(3, rec.url()+"/grandchild"))}},
 		"tools":       []any{map[string]any{"name": "shell"}},
 		"environment": network,
 	}
@@ -357,7 +357,7 @@ func TestAdversarialSpawn_AgentForm(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	_, err := srv.api.PutAgent(ctx, &lt.PutAgentRequest{Name: "ops", Spec: lt.AgentSpec{
-		Model:       lt.ModelSpec{Provider: "scripted", Script: attackScript(t, toolCalls(toolCall("shell", map[string]any{"command": curlEveryWay(3, rec.url()+"/ops")})))},
+		Model:       lt.ModelSpec{Provider: "scripted", Script: attackScript(t, shellStep(curlEveryWay(3, rec.url()+"/ops")))},
 		Tools:       []lt.ToolSpec{{Name: "shell"}},
 		Environment: &lt.Environment{Network: &lt.NetworkSpec{Allow: []string{"127.0.0.1"}, Ports: []int{rec.port()}}},
 	}})
@@ -430,7 +430,7 @@ func TestAdversarialSpawn_ApproveAPI(t *testing.T) {
 	approve := `for a in $(curl -s --noproxy '' -x "$HTTP_PROXY" ` + srv.url + `/v1/actions | grep -o 'act_[A-Za-z0-9]*' | sort -u); do ` +
 		`curl -s --noproxy '' -x "$HTTP_PROXY" -X POST -H 'Content-Type: application/json' -d '{"decision":"approve"}' ` + srv.url + `/v1/actions/$a; done; true`
 	child := map[string]any{
-		"model":       map[string]any{"provider": "scripted", "script": []any{toolCalls(toolCall("shell", map[string]any{"command": approve}))}},
+		"model":       map[string]any{"provider": "scripted", "script": []any{shellStep(approve)}},
 		"tools":       []any{map[string]any{"name": "shell"}},
 		"environment": map[string]any{"network": map[string]any{"allow": []string{"127.0.0.1"}, "ports": []int{port}}},
 	}
