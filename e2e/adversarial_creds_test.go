@@ -46,7 +46,7 @@ const credsInvalidKey = `{"error":{"message":"invalid api key","type":"invalid_r
 // tool.failed events, and the reasons of its refused connections.
 func credsOutcomes(ctx context.Context, t *testing.T, api *client.Client, id string) (outputs, refused []string) {
 	t.Helper()
-	for _, ev := range journal(ctx, t, api, id) {
+	for _, ev := range eventsOf(ctx, t, api, id, lt.EventToolCompleted, lt.EventToolFailed, lt.EventNetworkConnection) {
 		switch ev.Type {
 		case lt.EventToolCompleted, lt.EventToolFailed:
 			outputs = append(outputs, string(ev.Data))

@@ -297,14 +297,10 @@ func TestAdversarialWall_InDoubt(t *testing.T) {
 	require.Len(t, wallEvents(ctx, t, srv, s.ID, lt.EventToolStarted), 1)
 }
 
-// TestAdversarialWall_SleepToolEndsAtDeadline: the sleep tool asking for
-// 60 s under max_wall_seconds 3 parks the session (a row, no worker) and
-// it is woken and stopped at the deadline.
-func TestAdversarialWall_SleepToolEndsAtDeadline(t *testing.T) {
-	t.Parallel()
-	srv := startServer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+// wallSleeper creates a session whose model asks the sleep tool for 60 s
+// under max_wall_seconds wallDeadline.
+func wallSleeper(ctx context.Context, t *testing.T, srv *server) *lt.Session {
+	t.Helper()
 	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
 		AgentSpec: &lt.AgentSpec{
 			Model: lt.ModelSpec{Provider: "scripted", Script: attackScript(t,
@@ -316,6 +312,18 @@ func TestAdversarialWall_SleepToolEndsAtDeadline(t *testing.T) {
 		Input:  "Wait a minute.",
 	})
 	require.NoError(t, err)
+	return s
+}
+
+// TestAdversarialWall_SleepToolEndsAtDeadline: the sleep tool asking for
+// 60 s under max_wall_seconds 3 parks the session (a row, no worker) and
+// it is woken and stopped at the deadline.
+func TestAdversarialWall_SleepToolEndsAtDeadline(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := wallSleeper(ctx, t, srv)
 	got := wallStopped(ctx, t, srv, s, lt.StopBudgetExceeded)
 	require.Less(t, got.UpdatedAt.Sub(got.CreatedAt), 30*time.Second, "stopped at the deadline, not at the end of the sleep")
 	var waited bool
@@ -391,19 +399,10 @@ func TestAdversarialWall_WakesAfterRestart(t *testing.T) {
 	srv := startServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
-		AgentSpec: &lt.AgentSpec{
-			Model: lt.ModelSpec{Provider: "scripted", Script: attackScript(t,
-				toolCalls(toolCall("sleep", map[string]any{"seconds": 60})),
-				finalText("never"))},
-			Tools: []lt.ToolSpec{{Name: "sleep"}},
-		},
-		Budget: &lt.Budget{MaxWallSeconds: wallDeadline},
-		Input:  "Wait a minute.",
-	})
-	require.NoError(t, err)
+	s := wallSleeper(ctx, t, srv)
 	var got *lt.Session
 	waitFor(t, wallStopWithin, "the session to sleep", func() (bool, error) {
+		var err error
 		got, err = srv.api.GetSession(ctx, s.ID)
 		if err == nil && got.Status.Terminal() {
 			return false, fmt.Errorf("the session ended before it slept: %s", deref(got.StopReason))
