@@ -74,6 +74,14 @@ func diskRequireFull(t *testing.T, srv *server, vol string) {
 	require.NotContains(t, body, vol, "no path of the server's machine")
 }
 
+// diskSmallVolume starts a server whose data directory is on a volume of
+// its own, 48 MiB, with a floor of 4 MiB, and returns it with the volume.
+func diskSmallVolume(t *testing.T) (*server, string) {
+	t.Helper()
+	vol := freespacetest.MountTmpfs(t, 48)
+	return startServer(t, "--data", filepath.Join(vol, "data"), "--min-free-mb", "4", "--sandbox", "local"), vol
+}
+
 // diskWaitForSpace waits until the server logs that a session waits for
 // space (rather than failing it).
 func diskWaitForSpace(t *testing.T, srv *server) {
@@ -113,8 +121,7 @@ func diskRequireKept(t *testing.T, id string, before, after []lt.Event) {
 // restart, and everything journaled before is still there.
 func TestAdversarialDisk_FullVolumeMidStep(t *testing.T) {
 	t.Parallel()
-	vol := freespacetest.MountTmpfs(t, 48)
-	srv := startServer(t, "--data", filepath.Join(vol, "data"), "--min-free-mb", "4", "--sandbox", "local")
+	srv, vol := diskSmallVolume(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -149,8 +156,7 @@ func TestAdversarialDisk_FullVolumeMidStep(t *testing.T) {
 // silently forgotten or run again), nothing journaled is lost.
 func TestAdversarialDisk_ModelFillsVolume(t *testing.T) {
 	t.Parallel()
-	vol := freespacetest.MountTmpfs(t, 48)
-	srv := startServer(t, "--data", filepath.Join(vol, "data"), "--min-free-mb", "4", "--sandbox", "local")
+	srv, vol := diskSmallVolume(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
