@@ -9,10 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,41 +33,20 @@ const (
 	httpCanaryValue = "sk-http-canary-5be21d"
 )
 
-// httpRecorder is a loopback server that records every request it gets:
-// it must get none.
-type httpRecorder struct {
-	srv *httptest.Server
-	mu  sync.Mutex
-	got []string
-}
-
-func httpStartRecorder(t *testing.T) *httpRecorder {
+// httpRecorder starts a recorder that answers as a model API refusing the
+// call: it must get nothing.
+func httpRecorder(t *testing.T) *recorder {
 	t.Helper()
-	rec := &httpRecorder{}
-	rec.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		rec.mu.Lock()
-		rec.got = append(rec.got, r.Method+" "+r.URL.Path+" auth="+r.Header.Get("Authorization")+" "+string(body))
-		rec.mu.Unlock()
-		http.Error(w, `{"error":{"message":"recorder","type":"invalid_request_error"}}`, http.StatusBadRequest)
-	}))
-	t.Cleanup(rec.srv.Close)
-	return rec
-}
-
-func (r *httpRecorder) requests() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.got...)
+	return newRecorder(t, replyWith(http.StatusBadRequest, `{"error":{"message":"recorder","type":"invalid_request_error"}}`))
 }
 
 // httpExfilSession is the body a hostile page posts: a session whose model
 // is the recorder, keyed with the server's canary variable.
-func httpExfilSession(t *testing.T, rec *httpRecorder) []byte {
+func httpExfilSession(t *testing.T, rec *recorder) []byte {
 	t.Helper()
 	b, err := json.Marshal(map[string]any{
 		"agent_spec": map[string]any{
-			"model": map[string]any{"provider": "openai-compatible", "name": "m", "base_url": rec.srv.URL + "/v1", "api_key_env": httpCanaryEnv},
+			"model": map[string]any{"provider": "openai-compatible", "name": "m", "base_url": rec.url() + "/v1", "api_key_env": httpCanaryEnv},
 		},
 		"input": "hello",
 	})
@@ -125,20 +102,20 @@ func httpRequireNoSessions(t *testing.T, srv *server) {
 
 // httpRequireRefused asserts a 403 naming field, that nothing was created
 // and that the recorder got nothing.
-func httpRequireRefused(t *testing.T, srv *server, rec *httpRecorder, r httpResult, field string) {
+func httpRequireRefused(t *testing.T, srv *server, rec *recorder, r httpResult, field string) {
 	t.Helper()
 	require.Equal(t, http.StatusForbidden, r.status, "body: %s", r.body)
 	require.Equal(t, lt.CodeForbidden, r.err.Code)
 	require.Equal(t, field, r.err.Field, "body: %s", r.body)
 	httpRequireNoSessions(t, srv)
 	if rec != nil {
-		require.Empty(t, rec.requests(), "the recorder received a request")
+		rec.requireNone(t, "the recorder received a request")
 	}
 }
 
 func TestAdversarialHTTP_CrossSite(t *testing.T) {
 	t.Parallel()
-	rec := httpStartRecorder(t)
+	rec := httpRecorder(t)
 	srv := startServerWithEnv(t, []string{httpCanaryEnv + "=" + httpCanaryValue})
 	attack := httpExfilSession(t, rec)
 	evil := "https://evil.example"
@@ -202,7 +179,7 @@ func TestAdversarialHTTP_CrossSite(t *testing.T) {
 
 func TestAdversarialHTTP_DNSRebinding(t *testing.T) {
 	t.Parallel()
-	rec := httpStartRecorder(t)
+	rec := httpRecorder(t)
 	srv := startServerWithEnv(t, []string{httpCanaryEnv + "=" + httpCanaryValue})
 	port := srv.addr[strings.LastIndex(srv.addr, ":")+1:]
 	rebound := "evil.example:" + port
@@ -237,7 +214,7 @@ func TestAdversarialHTTP_DNSRebinding(t *testing.T) {
 
 func TestAdversarialHTTP_PageHoldingAKey(t *testing.T) {
 	t.Parallel()
-	rec := httpStartRecorder(t)
+	rec := httpRecorder(t)
 	const key = "lh-http-adversary-key"
 	srv := startServerWithEnv(t, []string{httpCanaryEnv + "=" + httpCanaryValue}, "--api-key", key)
 	// A page that got hold of a key (pasted into it, or stored by it) still
@@ -255,7 +232,7 @@ func TestAdversarialHTTP_PageHoldingAKey(t *testing.T) {
 	list := httpSend(t, srv, http.MethodGet, "/v1/sessions", "", nil, map[string]string{"Authorization": "Bearer " + key})
 	require.Equal(t, http.StatusOK, list.status)
 	require.JSONEq(t, `{"data":[],"next_cursor":null}`, string(list.body))
-	require.Empty(t, rec.requests())
+	rec.requireNone(t)
 }
 
 func TestAdversarialHTTP_CraftedBodies(t *testing.T) {

@@ -5,15 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,75 +36,11 @@ const wallDeadline = 3
 // wallDeadline may take to stop (the deadline, the kill, the journal).
 const wallStopWithin = 15 * time.Second
 
-// wallRecorder is a loopback HTTP server that records the paths of the
-// requests it gets: what a sandboxed command managed to send out.
-type wallRecorder struct {
-	srv   *httptest.Server
-	port  int
-	mu    sync.Mutex
-	paths []string
-}
-
-func newWallRecorder(t *testing.T) *wallRecorder {
-	t.Helper()
-	rec := &wallRecorder{}
-	rec.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec.mu.Lock()
-		rec.paths = append(rec.paths, r.URL.Path)
-		rec.mu.Unlock()
-		fmt.Fprint(w, "recorded")
-	}))
-	t.Cleanup(rec.srv.Close)
-	u, err := url.Parse(rec.srv.URL)
-	require.NoError(t, err)
-	rec.port, err = strconv.Atoi(u.Port())
-	require.NoError(t, err)
-	return rec
-}
-
-// curl is a shell command that requests path from the recorder through
-// the sandbox's egress proxy.
-func (rec *wallRecorder) curl(path string) string {
-	return `curl -s -m 5 --noproxy '' -x "$HTTP_PROXY" http://127.0.0.1:` + strconv.Itoa(rec.port) + path
-}
-
-// count is how many requests for path arrived.
-func (rec *wallRecorder) count(path string) int {
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	n := 0
-	for _, p := range rec.paths {
-		if p == path {
-			n++
-		}
-	}
-	return n
-}
-
-func (rec *wallRecorder) all() []string {
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	return append([]string(nil), rec.paths...)
-}
-
-// network lets a session reach the recorder (and nothing else) through the
-// egress proxy.
-func (rec *wallRecorder) network() *lt.Environment {
-	return &lt.Environment{Network: &lt.NetworkSpec{Allow: []string{"127.0.0.1"}, Ports: []int{rec.port}}}
-}
-
 // wallSandboxServer starts a server whose shell commands run in bubblewrap
-// (what CI runs), or skips when bwrap or curl is missing outside CI.
+// (what CI runs), or skips when a tool the cases use is missing outside CI.
 func wallSandboxServer(t *testing.T) *server {
 	t.Helper()
-	for _, tool := range []string{"bwrap", "curl", "setsid", "nohup"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is required in CI (.ci/run installs it)", tool)
-			}
-			t.Skipf("%s is not installed: the wall-clock kill in the sandbox is not tested", tool)
-		}
-	}
+	needTools(t, "the wall-clock kill in the sandbox is not tested", "bwrap", "curl", "setsid", "nohup")
 	return startServer(t, "--sandbox", "bwrap")
 }
 
@@ -175,25 +106,12 @@ func wallRequireGone(t *testing.T, timeout time.Duration, needles ...string) {
 	}
 }
 
-// wallScript is a scripted model's script: one step per entry.
-func wallScript(t *testing.T, steps ...map[string]any) json.RawMessage {
-	t.Helper()
-	raw, err := json.Marshal(steps)
-	require.NoError(t, err)
-	return raw
-}
-
-// wallShell is a step that runs command in the shell.
-func wallShell(command string) map[string]any {
-	return map[string]any{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": command}}}}
-}
-
 // wallStopped polls until the session's turn has ended, and requires that
 // it ended for reason within wallStopWithin of its creation.
 func wallStopped(ctx context.Context, t *testing.T, srv *server, s *lt.Session, reason string) *lt.Session {
 	t.Helper()
 	got := waitTerminal(ctx, t, srv, s.ID, wallStopWithin)
-	require.Equal(t, lt.SessionFailed, got.Status, "stop reason %s\n%s", deref(got.StopReason), describeJournal(journal(ctx, t, srv.api, s.ID)))
+	requireStatus(ctx, t, srv, got, lt.SessionFailed)
 	require.Equal(t, reason, deref(got.StopReason))
 	return got
 }
@@ -213,15 +131,7 @@ type wallEvent struct {
 // wallEvents returns the data of the session's events of type typ.
 func wallEvents(ctx context.Context, t *testing.T, srv *server, id, typ string) []wallEvent {
 	t.Helper()
-	var out []wallEvent
-	for _, ev := range journal(ctx, t, srv.api, id) {
-		if ev.Type == typ {
-			var d wallEvent
-			require.NoError(t, json.Unmarshal(ev.Data, &d), "event %d %s", ev.Seq, typ)
-			out = append(out, d)
-		}
-	}
-	return out
+	return eventData[wallEvent](ctx, t, srv.api, id, typ)
 }
 
 // TestAdversarialWall_LongCommandKilled: `sleep 30` under max_wall_seconds
@@ -236,7 +146,7 @@ func TestAdversarialWall_LongCommandKilled(t *testing.T) {
 	sleep := "sleep 30." + wallMarker()
 	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
 		AgentSpec: &lt.AgentSpec{
-			Model: lt.ModelSpec{Provider: "scripted", Script: wallScript(t, wallShell("echo started; "+sleep), map[string]any{"text": "never"})},
+			Model: lt.ModelSpec{Provider: "scripted", Script: attackScript(t, shellStep("echo started; "+sleep), finalText("never"))},
 			Tools: []lt.ToolSpec{{Name: "shell", Effect: lt.EffectIdempotent}},
 		},
 		Budget: &lt.Budget{MaxWallSeconds: wallDeadline},
@@ -263,19 +173,19 @@ func TestAdversarialWall_LongCommandKilled(t *testing.T) {
 // none of them left.
 func TestAdversarialWall_Grandchild(t *testing.T) {
 	t.Parallel()
-	rec := newWallRecorder(t)
+	rec := newRecorder(t, nil)
 	srv := wallSandboxServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	m := wallMarker()
 	setsidSleep, nohupSleep, mainSleep := "sleep 6.1"+m, "sleep 6.2"+m, "sleep 30.3"+m
-	command := rec.curl("/control") + "; " +
-		`setsid sh -c '` + setsidSleep + `; ` + rec.curl("/escape-setsid") + `' </dev/null >/dev/null 2>&1 & ` +
-		`nohup sh -c '(` + nohupSleep + `; ` + rec.curl("/escape-nohup") + `) &' </dev/null >/dev/null 2>&1 & ` +
+	command := proxyCurl(5, rec.url()+"/control") + "; " +
+		`setsid sh -c '` + setsidSleep + `; ` + proxyCurl(5, rec.url()+"/escape-setsid") + `' </dev/null >/dev/null 2>&1 & ` +
+		`nohup sh -c '(` + nohupSleep + `; ` + proxyCurl(5, rec.url()+"/escape-nohup") + `) &' </dev/null >/dev/null 2>&1 & ` +
 		mainSleep
 	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
 		AgentSpec: &lt.AgentSpec{
-			Model:       lt.ModelSpec{Provider: "scripted", Script: wallScript(t, wallShell(command), map[string]any{"text": "never"})},
+			Model:       lt.ModelSpec{Provider: "scripted", Script: attackScript(t, shellStep(command), finalText("never"))},
 			Tools:       []lt.ToolSpec{{Name: "shell", Effect: lt.EffectIdempotent}},
 			Environment: rec.network(),
 		},
@@ -304,7 +214,7 @@ func TestAdversarialWall_IgnoredSignalsStillDie(t *testing.T) {
 	command := `trap '' TERM INT HUP; sh -c 'trap "" TERM INT HUP; while :; do :; done' spin-` + m + ` & sleep 30.` + m
 	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
 		AgentSpec: &lt.AgentSpec{
-			Model: lt.ModelSpec{Provider: "scripted", Script: wallScript(t, wallShell(command), map[string]any{"text": "never"})},
+			Model: lt.ModelSpec{Provider: "scripted", Script: attackScript(t, shellStep(command), finalText("never"))},
 			Tools: []lt.ToolSpec{{Name: "shell", Effect: lt.EffectIdempotent}},
 		},
 		Budget: &lt.Budget{MaxWallSeconds: wallDeadline},
@@ -328,7 +238,7 @@ func TestAdversarialWall_ManyBackgroundChildren(t *testing.T) {
 	command := `for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do (sleep 40.` + m + ` &); done; sleep 30.` + m
 	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
 		AgentSpec: &lt.AgentSpec{
-			Model:              lt.ModelSpec{Provider: "scripted", Script: wallScript(t, wallShell(command), map[string]any{"text": "never"})},
+			Model:              lt.ModelSpec{Provider: "scripted", Script: attackScript(t, shellStep(command), finalText("never"))},
 			Tools:              []lt.ToolSpec{{Name: "shell", Effect: lt.EffectIdempotent}},
 			TurnTimeoutSeconds: wallDeadline,
 		},
@@ -350,14 +260,14 @@ func TestAdversarialWall_ManyBackgroundChildren(t *testing.T) {
 // (the recorder got exactly one request) and the session stops.
 func TestAdversarialWall_InDoubt(t *testing.T) {
 	t.Parallel()
-	rec := newWallRecorder(t)
+	rec := newRecorder(t, nil)
 	srv := wallSandboxServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	sleep := "sleep 30." + wallMarker()
 	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
 		AgentSpec: &lt.AgentSpec{
-			Model:       lt.ModelSpec{Provider: "scripted", Script: wallScript(t, wallShell(rec.curl("/deploy")+"; "+sleep), map[string]any{"text": "never"})},
+			Model:       lt.ModelSpec{Provider: "scripted", Script: attackScript(t, shellStep(proxyCurl(5, rec.url()+"/deploy")+"; "+sleep), finalText("never"))},
 			Tools:       []lt.ToolSpec{{Name: "shell"}},
 			Environment: rec.network(),
 		},
@@ -366,11 +276,7 @@ func TestAdversarialWall_InDoubt(t *testing.T) {
 	})
 	require.NoError(t, err)
 	wallAwaitProcs(ctx, t, srv, s.ID, sleep)
-	var got *lt.Session
-	waitFor(t, wallStopWithin, "the in_doubt action", func() (bool, error) {
-		got, err = srv.api.GetSession(ctx, s.ID)
-		return err == nil && got.Status == lt.SessionRequiresAction, err
-	})
+	got := waitStatus(ctx, t, srv, s.ID, wallStopWithin, lt.SessionRequiresAction) // the in_doubt action
 	wallRequireGone(t, 5*time.Second, sleep)
 	require.Len(t, got.RequiredActions, 1)
 	act := got.RequiredActions[0]
@@ -391,6 +297,24 @@ func TestAdversarialWall_InDoubt(t *testing.T) {
 	require.Len(t, wallEvents(ctx, t, srv, s.ID, lt.EventToolStarted), 1)
 }
 
+// wallSleeper creates a session whose model asks the sleep tool for 60 s
+// under max_wall_seconds wallDeadline.
+func wallSleeper(ctx context.Context, t *testing.T, srv *server) *lt.Session {
+	t.Helper()
+	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{
+			Model: lt.ModelSpec{Provider: "scripted", Script: attackScript(t,
+				toolCalls(toolCall("sleep", map[string]any{"seconds": 60})),
+				finalText("never"))},
+			Tools: []lt.ToolSpec{{Name: "sleep"}},
+		},
+		Budget: &lt.Budget{MaxWallSeconds: wallDeadline},
+		Input:  "Wait a minute.",
+	})
+	require.NoError(t, err)
+	return s
+}
+
 // TestAdversarialWall_SleepToolEndsAtDeadline: the sleep tool asking for
 // 60 s under max_wall_seconds 3 parks the session (a row, no worker) and
 // it is woken and stopped at the deadline.
@@ -399,17 +323,7 @@ func TestAdversarialWall_SleepToolEndsAtDeadline(t *testing.T) {
 	srv := startServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
-		AgentSpec: &lt.AgentSpec{
-			Model: lt.ModelSpec{Provider: "scripted", Script: wallScript(t,
-				map[string]any{"tool_calls": []map[string]any{{"name": "sleep", "arguments": map[string]any{"seconds": 60}}}},
-				map[string]any{"text": "never"})},
-			Tools: []lt.ToolSpec{{Name: "sleep"}},
-		},
-		Budget: &lt.Budget{MaxWallSeconds: wallDeadline},
-		Input:  "Wait a minute.",
-	})
-	require.NoError(t, err)
+	s := wallSleeper(ctx, t, srv)
 	got := wallStopped(ctx, t, srv, s, lt.StopBudgetExceeded)
 	require.Less(t, got.UpdatedAt.Sub(got.CreatedAt), 30*time.Second, "stopped at the deadline, not at the end of the sleep")
 	var waited bool
@@ -435,9 +349,9 @@ func TestAdversarialWall_SignalWaitEndsAtTurnTimeout(t *testing.T) {
 	defer cancel()
 	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
 		AgentSpec: &lt.AgentSpec{
-			Model: lt.ModelSpec{Provider: "scripted", Script: wallScript(t,
-				map[string]any{"tool_calls": []map[string]any{{"name": "wait_for_signal", "arguments": map[string]any{"name": "never.comes", "timeout_seconds": 86400}}}},
-				map[string]any{"text": "never"})},
+			Model: lt.ModelSpec{Provider: "scripted", Script: attackScript(t,
+				toolCalls(toolCall("wait_for_signal", map[string]any{"name": "never.comes", "timeout_seconds": 86400})),
+				finalText("never"))},
 			Tools:              []lt.ToolSpec{{Name: "wait_for_signal"}},
 			TurnTimeoutSeconds: wallDeadline,
 		},
@@ -460,7 +374,7 @@ func TestAdversarialWall_SlowModelAbandoned(t *testing.T) {
 	defer cancel()
 	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
 		AgentSpec: &lt.AgentSpec{
-			Model:              lt.ModelSpec{Provider: "scripted", Script: wallScript(t, map[string]any{"delay_ms": 60000, "text": "too late"})},
+			Model:              lt.ModelSpec{Provider: "scripted", Script: attackScript(t, map[string]any{"delay_ms": 60000, "text": "too late"})},
 			TurnTimeoutSeconds: wallDeadline,
 		},
 		Input: "Think hard.",
@@ -485,19 +399,10 @@ func TestAdversarialWall_WakesAfterRestart(t *testing.T) {
 	srv := startServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
-		AgentSpec: &lt.AgentSpec{
-			Model: lt.ModelSpec{Provider: "scripted", Script: wallScript(t,
-				map[string]any{"tool_calls": []map[string]any{{"name": "sleep", "arguments": map[string]any{"seconds": 60}}}},
-				map[string]any{"text": "never"})},
-			Tools: []lt.ToolSpec{{Name: "sleep"}},
-		},
-		Budget: &lt.Budget{MaxWallSeconds: wallDeadline},
-		Input:  "Wait a minute.",
-	})
-	require.NoError(t, err)
+	s := wallSleeper(ctx, t, srv)
 	var got *lt.Session
 	waitFor(t, wallStopWithin, "the session to sleep", func() (bool, error) {
+		var err error
 		got, err = srv.api.GetSession(ctx, s.ID)
 		if err == nil && got.Status.Terminal() {
 			return false, fmt.Errorf("the session ended before it slept: %s", deref(got.StopReason))
@@ -520,21 +425,15 @@ func TestAdversarialWall_WakesAfterRestart(t *testing.T) {
 // its program lives outside what a bubblewrap sandbox mounts.
 func TestAdversarialWall_MCPCallCancelled(t *testing.T) {
 	t.Parallel()
-	bin := os.Getenv("LONGHAUL_TEST_MCP_EVERYTHING")
-	if bin == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("LONGHAUL_TEST_MCP_EVERYTHING must be set under CI=true (.ci/run installs it)")
-		}
-		t.Skip("LONGHAUL_TEST_MCP_EVERYTHING is not set: the MCP case is not tested")
-	}
+	bin := mcpEverything(t)
 	srv := startServer(t, "--sandbox", "local")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
 		AgentSpec: &lt.AgentSpec{
-			Model: lt.ModelSpec{Provider: "scripted", Script: wallScript(t,
-				map[string]any{"tool_calls": []map[string]any{{"name": "everything__trigger-long-running-operation", "arguments": map[string]any{"duration": 60, "steps": 60}}}},
-				map[string]any{"text": "never"})},
+			Model: lt.ModelSpec{Provider: "scripted", Script: attackScript(t,
+				toolCalls(toolCall("everything__trigger-long-running-operation", map[string]any{"duration": 60, "steps": 60})),
+				finalText("never"))},
 			Tools:              []lt.ToolSpec{{Name: "everything", Type: "mcp", Command: bin, Args: []string{"stdio"}, TrustAnnotations: true}},
 			TurnTimeoutSeconds: 8,
 		},

@@ -68,6 +68,25 @@
 //     stops it with SIGTERM; TestReadmeTestCommandIsWhatCIRuns keeps the
 //     README's test command and .ci/run identical, so neither can rot.
 //
+// The adversarial suite (issue 14, "nothing widens its own powers") is
+// adversarial_<area>_test.go, one file per area — budget (a tree of
+// sub-agents spends at most its root's limits plus one step), creds (model
+// keys, vault secrets bound to their hosts, the server's own API and
+// database out of an agent's reach), disk (a full data volume, the vault
+// key, the data directory's permissions, crafted imports), http (cross-site
+// requests, DNS rebinding, crafted bodies, slow and flooding clients),
+// sandbox (bubblewrap against a root-seeking command), spawn (a sub-agent
+// never gets more than its parent) and wall (the wall-clock limits kill a
+// call in flight) — with tests named TestAdversarial<Area>_<Case>. Each
+// case is one scripted attacker: a model driven by the scripted provider
+// that obeys the instructions it is fed, or a hostile API client. Each
+// asserts from outside the server: a loopback recorder that must receive
+// nothing (or exactly what was allowed), the host's state (processes,
+// files, /proc) and the journal. adversary_test.go holds what they share
+// (the recorder, the script, call and curl builders, the waits) and says
+// how to add a case. CI runs the suite as root with bubblewrap, the case
+// that matters: a root server's sandboxes must still hold nothing of root.
+//
 // workload_test.go holds what the crash and multi-node tests share: the
 // plans, the operator that decides from evidence kept outside the servers,
 // and the checks of journals, ledgers and that evidence. cluster_test.go
