@@ -533,8 +533,11 @@ func TestCancelWhileWaitingForAction(t *testing.T) {
 	require.Equal(t, lt.ActionCancelled, acts[0].Status)
 	_, err = h.eng.DecideAction(ctx, s.ID, act.ID, &lt.Decision{Output: json.RawMessage(`1`)})
 	require.ErrorContains(t, err, "conflict", "a cancelled action cannot be decided")
-	// A follow-up turn runs again on the cancelled session.
+	// A follow-up turn runs again on the cancelled session. The journal is
+	// compared with the stored state once the turn is over: read while a
+	// worker appends, the two reads would see different moments.
 	_, err = h.eng.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "again"})
 	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
 	checkJournal(t, h.store, s.ID)
 }
