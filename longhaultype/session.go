@@ -171,26 +171,29 @@ type Review struct {
 
 // Session is the API's view of a durable session: a projection of its journal.
 type Session struct {
-	ID                 string          `json:"id"`
-	Status             SessionStatus   `json:"status"`
-	Agent              AgentRef        `json:"agent"`
-	Input              string          `json:"input,omitempty"`
-	Goal               string          `json:"goal"`
-	Constraints        []string        `json:"constraints"`
-	AcceptanceCriteria []string        `json:"acceptance_criteria"`
-	Budget             Budget          `json:"budget"`
-	Usage              Usage           `json:"usage"`
-	ParentID           *string         `json:"parent_id"`
-	CurrentTurnID      string          `json:"current_turn_id"`
-	LastCheckpoint     *string         `json:"last_checkpoint"`
-	RequiredActions    []Action        `json:"required_actions"`
-	StopReason         *string         `json:"stop_reason"`
-	Review             *Review         `json:"review"`
-	LastEventSeq       int64           `json:"last_event_seq"`
-	CreatedAt          time.Time       `json:"created_at"`
-	UpdatedAt          time.Time       `json:"updated_at"`
-	Metadata           json.RawMessage `json:"metadata"`
-	WebhookURL         string          `json:"webhook_url,omitempty"`
+	ID                 string        `json:"id"`
+	Status             SessionStatus `json:"status"`
+	Agent              AgentRef      `json:"agent"`
+	Input              string        `json:"input,omitempty"`
+	Goal               string        `json:"goal"`
+	Constraints        []string      `json:"constraints"`
+	AcceptanceCriteria []string      `json:"acceptance_criteria"`
+	Budget             Budget        `json:"budget"`
+	Usage              Usage         `json:"usage"`
+	ParentID           *string       `json:"parent_id"`
+	CurrentTurnID      string        `json:"current_turn_id"`
+	LastCheckpoint     *string       `json:"last_checkpoint"`
+	RequiredActions    []Action      `json:"required_actions"`
+	StopReason         *string       `json:"stop_reason"`
+	// CancelRequested is true from a cancel request until it has taken
+	// effect (the turns are cancelled).
+	CancelRequested bool            `json:"cancel_requested"`
+	Review          *Review         `json:"review"`
+	LastEventSeq    int64           `json:"last_event_seq"`
+	CreatedAt       time.Time       `json:"created_at"`
+	UpdatedAt       time.Time       `json:"updated_at"`
+	Metadata        json.RawMessage `json:"metadata"`
+	WebhookURL      string          `json:"webhook_url,omitempty"`
 	// WebhookSecret signs the notifications sent to WebhookURL: it is in
 	// the response that creates the session, and nowhere else.
 	WebhookSecret string `json:"webhook_secret,omitempty"`

@@ -15,11 +15,11 @@ import (
 
 // Interrupting a call in flight. The limits that bound a turn in time
 // (the session's max_wall_seconds, counted from its creation, and the
-// agent's turn_timeout_seconds, counted from the turn's start) must bind
-// while a call runs, not only between calls: a model request, a shell
-// command, an MCP call is run under a context of its own (callContext)
-// that is cancelled, with an *interruptCause, when the first of them
-// passes. What the call leaves behind is journaled in one place per kind of
+// agent's turn_timeout_seconds, counted from the turn's start) and a
+// person's cancel must bind while a call runs, not only between calls: a
+// model request, a shell command, an MCP call is run under a context of
+// its own (callContext) that is cancelled, with an *interruptCause, when
+// the first of them passes or a cancel is journaled (watchCancel). What the call leaves behind is journaled in one place per kind of
 // call (toolInterrupted, modelInterrupted, waitInterrupted), and the turn
 // stops for the cause in one place (stopFor).
 //
@@ -29,13 +29,14 @@ import (
 // ends there (waitInterrupted).
 
 // interruptKind names what cut a call in flight; the journal records it as
-// the `interrupted` field of tool.failed and model.failed. (A cancel, a
-// steer or a pause would be further kinds, each with its stop in stopFor.)
+// the `interrupted` field of tool.failed and model.failed. (A steer or a
+// pause would be further kinds, each with its stop in stopFor.)
 type interruptKind string
 
 const (
 	interruptWall        interruptKind = "max_wall_seconds"
 	interruptTurnTimeout interruptKind = "turn_timeout"
+	interruptCancel      interruptKind = "cancelled"
 )
 
 // interruptCause is the cause a call's context is cancelled with.
@@ -98,11 +99,17 @@ func (r *runner) interruptDue() *interruptCause {
 // callContext derives the context one call in flight runs under: it ends
 // with ctx (a lost lease, a hard stop), and is cancelled with an
 // *interruptCause when the turn's first deadline passes on the engine's
-// clock. The watcher re-reads the clock whenever its timer fires, so a
-// clock that moves by other means than real time (a test's) is followed.
-// wall is as in deadline. release must be called when the call returns.
+// clock or when a cancel of the session is journaled. The deadline watcher
+// re-reads the clock whenever its timer fires, so a clock that moves by
+// other means than real time (a test's) is followed. wall is as in
+// deadline. release must be called when the call returns.
 func (r *runner) callContext(ctx context.Context, wall bool) (callCtx context.Context, release func()) {
 	callCtx, cancel := context.WithCancelCause(ctx)
+	if c := r.st.Cancel; c != nil {
+		cancel(cancelCause(c)) // read in as the call's start was made durable
+	} else {
+		go r.e.watchCancel(callCtx, cancel, r.st.Session.ID)
+	}
 	at, cause, ok := r.deadline(wall)
 	if !ok {
 		return callCtx, func() { cancel(nil) }
@@ -123,6 +130,41 @@ func (r *runner) callContext(ctx context.Context, wall bool) (callCtx context.Co
 		}
 	}()
 	return callCtx, func() { cancel(nil) }
+}
+
+// watchCancel cancels a call's context with an interruptCancel cause once
+// the session's journal holds a cancel request. The request is written by
+// the API on whichever node took it, so the stored state is what is read:
+// at once (a cancel may have come after the runner last read it), whenever
+// the store says the session's journal grew (at once on this node, and
+// across nodes through the store's notifier), and every poll interval for a
+// store whose notifications were lost.
+func (e *Engine) watchCancel(callCtx context.Context, cancel context.CancelCauseFunc, sessionID string) {
+	grew, stop := e.hub.watch(sessionID)
+	defer stop()
+	poll := time.NewTicker(e.cfg.PollInterval)
+	defer poll.Stop()
+	for {
+		_, st, err := e.loadState(callCtx, sessionID)
+		if err == nil && st.Cancel != nil {
+			cancel(cancelCause(st.Cancel))
+			return
+		}
+		select {
+		case <-grew:
+		case <-poll.C:
+		case <-callCtx.Done():
+			return
+		}
+	}
+}
+
+func cancelCause(c *journal.CancelRequested) *interruptCause {
+	msg := "the session was cancelled"
+	if c.Reason != "" {
+		msg += ": " + c.Reason
+	}
+	return &interruptCause{kind: interruptCancel, msg: msg}
 }
 
 // interruption returns the cause that cut a call run under callCtx, or nil
@@ -161,7 +203,13 @@ func (r *runner) toolInterrupted(ctx context.Context, c *journal.Call, cause *in
 		if len(out) > 0 {
 			evidence = append(evidence, "its output so far: "+clip(string(out), 2000))
 		}
-		return r.settleUnknown(ctx, cur, "interrupted in flight: "+cause.msg, evidence...)
+		if err := r.settleUnknown(ctx, cur, "interrupted in flight: "+cause.msg, evidence...); err != nil {
+			return err
+		}
+		if cause.kind == interruptCancel {
+			return r.merge(ctx) // the next tick holds the cancel until the call is settled
+		}
+		return nil
 	}
 	if err := r.add(lt.EventToolFailed, turnID, step, journal.ToolFailed{
 		Step: step, Index: cur.Index, CallID: cur.ID, Tool: cur.Tool, Server: r.mcpServerOf(cur), EffectID: cur.EffectID,
@@ -169,24 +217,24 @@ func (r *runner) toolInterrupted(ctx context.Context, c *journal.Call, cause *in
 	}); err != nil {
 		return err
 	}
-	return r.stopFor(cause)
+	return r.stopFor(ctx, cause)
 }
 
 // modelInterrupted journals a model call that cause cut midway: it failed
 // with kind timeout (a deadline passed; Interrupted says which), is not
 // retried, and counts what it was sent; then the turn stops.
-func (r *runner) modelInterrupted(cause *interruptCause, failed journal.ModelFailed, usage lt.Usage) error {
+func (r *runner) modelInterrupted(ctx context.Context, cause *interruptCause, failed journal.ModelFailed, usage lt.Usage) error {
 	failed.Kind, failed.Message, failed.Interrupted = string(model.KindTimeout), cause.msg, string(cause.kind)
 	failed.Consumed, failed.Retry, failed.Usage = true, false, &usage
 	if err := r.add(lt.EventModelFailed, r.st.CurrentTurn().ID, failed.Step, failed); err != nil {
 		return err
 	}
-	return r.stopFor(cause)
+	return r.stopFor(ctx, cause)
 }
 
 // waitInterrupted ends a durable wait that cause cut before it was over:
 // the waiting call failed, and the turn stops.
-func (r *runner) waitInterrupted(cause *interruptCause) error {
+func (r *runner) waitInterrupted(ctx context.Context, cause *interruptCause) error {
 	w := r.st.Wait
 	c := r.st.Call(w.Step, w.Index)
 	if c == nil {
@@ -197,12 +245,14 @@ func (r *runner) waitInterrupted(cause *interruptCause) error {
 	}); err != nil {
 		return err
 	}
-	return r.stopFor(cause)
+	return r.stopFor(ctx, cause)
 }
 
 // stopFor ends the turn for the cause that cut its call: budget_exceeded
 // (with budget.exceeded) for the wall-clock budget, timeout for the turn's.
-func (r *runner) stopFor(cause *interruptCause) error {
+// A cancel was journaled by another writer: the runner reads it in
+// (merge), and the next tick cancels the turns before anything else runs.
+func (r *runner) stopFor(ctx context.Context, cause *interruptCause) error {
 	switch cause.kind {
 	case interruptWall:
 		b := r.st.Session.Budget
@@ -210,6 +260,8 @@ func (r *runner) stopFor(cause *interruptCause) error {
 			r.e.clock.Now().Sub(r.st.Session.CreatedAt).Seconds()})
 	case interruptTurnTimeout:
 		return r.failTurn(lt.StopTimeout, cause.msg)
+	case interruptCancel:
+		return r.merge(ctx)
 	default:
 		return fmt.Errorf("no stop for interruption %q", cause.kind)
 	}

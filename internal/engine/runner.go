@@ -251,7 +251,7 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 	if ids := st.OrphanedChildren(); len(ids) > 0 {
 		return false, r.cancelOrphans(ctx, ids)
 	}
-	if st.Cancel != nil && turn != nil {
+	if st.Cancel != nil && turn != nil && !st.CancelHeld() {
 		return false, r.cancelTurns()
 	}
 	if turn == nil {
@@ -303,7 +303,7 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 			if cause := r.interruptDue(); cause != nil {
 				// A deadline (a wake time of the parked row) came
 				// before the wait was over.
-				return false, r.waitInterrupted(cause)
+				return false, r.waitInterrupted(ctx, cause)
 			}
 			// Park until the wake time or the signal: a row, no worker.
 			if err := r.status(lt.SessionWaiting, ""); err != nil {

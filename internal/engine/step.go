@@ -140,7 +140,7 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 		if err := sink.emit(false); err != nil { // what streamed before the cut stays visible
 			return nil, err
 		}
-		return nil, r.modelInterrupted(cause, journal.ModelFailed{
+		return nil, r.modelInterrupted(ctx, cause, journal.ModelFailed{
 			Purpose: purpose, Step: stepN, Position: pos, Attempt: attempt, DurationMS: dur,
 		}, abandonedUsage(r.spec.Model, resp, contextTokens))
 	}

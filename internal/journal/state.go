@@ -273,12 +273,32 @@ func (s *State) Runnable() bool {
 	if len(s.Turns) == 0 {
 		return s.ReportDue != nil // a parent to tell
 	}
-	if s.Cancel != nil {
+	if s.Cancel != nil && !s.CancelHeld() {
 		return true
 	}
 	// A wait is claimed again by its wake time (WakeAt), or by what ends
 	// it (a signal, sub-agents).
 	return len(s.Pending) == 0 && (s.Wait == nil || s.Wait.woken())
+}
+
+// CancelHeld reports whether a requested cancel must wait before it ends
+// the turns: an irreversible call whose outcome is unknown (started when
+// its worker stopped, or in doubt) is settled first, by its reconcile probe
+// or a person's decision, so a cancel never forgets an effect.
+func (s *State) CancelHeld() bool {
+	for _, a := range s.Pending {
+		if a.Type == lt.ActionInDoubt {
+			return true
+		}
+	}
+	if s.Step != nil {
+		for _, c := range s.Step.Calls {
+			if c.Status == CallStarted && c.Class == lt.EffectIrreversible {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // WakeAt is when a waiting session must be looked at again without anyone
@@ -365,6 +385,7 @@ func (s *State) CallByID(step int, callID string) *Call {
 func (s *State) View() lt.Session {
 	v := s.Session
 	v.RequiredActions = append([]lt.Action{}, s.Pending...)
+	v.CancelRequested = s.Cancel != nil
 	if v.Constraints == nil {
 		v.Constraints = []string{}
 	}

@@ -1,0 +1,155 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// A cancel interrupts the call in flight (interrupt.go, watchCancel): the
+// clock never moves in these tests, so only the cancel can end the call.
+
+func cancelNow(t *testing.T, h *harness, id string) *lt.Session {
+	t.Helper()
+	s, err := h.eng.CancelSession(context.Background(), id, &lt.CancelRequest{Reason: "stop now"})
+	require.NoError(t, err)
+	return s
+}
+
+func requireCancelled(t *testing.T, h *harness, id string) *lt.Session {
+	t.Helper()
+	s := h.waitStatus(id, lt.SessionCancelled)
+	require.NotNil(t, s.StopReason)
+	require.Equal(t, lt.StopCancelled, *s.StopReason)
+	require.False(t, s.CancelRequested, "the cancel has taken effect")
+	return s
+}
+
+// TestCancelInterruptsModelCall: a model call that would take ten minutes
+// is abandoned at the cancel, counts what it was sent, and no tool call
+// starts after it.
+func TestCancelInterruptsModelCall(t *testing.T) {
+	h := newHarness(t)
+	s := create(t, h, spec(t, `[{"delay_ms":600000,"tool_calls":[{"name":"shell","arguments":{"command":"true"}}]},{"text":"never"}]`,
+		lt.ToolSpec{Name: "shell"}), nil)
+	waitEvent(t, h, s.ID, lt.EventModelRequested)
+	require.True(t, cancelNow(t, h, s.ID).CancelRequested, "pending until it has taken effect")
+	s = requireCancelled(t, h, s.ID)
+
+	failed := events(t, h, s.ID, lt.EventModelFailed)
+	require.Len(t, failed, 1)
+	d := data[journal.ModelFailed](t, failed[0])
+	require.Equal(t, "cancelled", d.Interrupted)
+	require.Contains(t, d.Message, "the session was cancelled: stop now")
+	require.NotNil(t, d.Usage)
+	require.Positive(t, d.Usage.InputTokens)
+	require.Equal(t, d.Usage.InputTokens, s.Usage.InputTokens, "the abandoned call's input is counted")
+	require.Empty(t, events(t, h, s.ID, lt.EventModelResponded))
+	require.Empty(t, events(t, h, s.ID, lt.EventToolStarted))
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestCancelKillsShell: a cancel kills a shell command's process group (a
+// background child too) and no model call starts after it.
+func TestCancelKillsShell(t *testing.T) {
+	h := newHarness(t)
+	cmd, bg := uniqueSleep(), uniqueSleep()
+	args, err := json.Marshal(map[string]string{"command": "echo started; " + bg + " & " + cmd + "; echo never"})
+	require.NoError(t, err)
+	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"shell","arguments":`+string(args)+`}]},{"text":"never"}]`,
+		lt.ToolSpec{Name: "shell", Effect: lt.EffectIdempotent}), nil)
+	waitProcs(t, cmd, 1)
+	waitProcs(t, bg, 1)
+	cancelNow(t, h, s.ID)
+	requireCancelled(t, h, s.ID)
+	waitProcs(t, cmd, 0)
+	waitProcs(t, bg, 0)
+
+	failed := events(t, h, s.ID, lt.EventToolFailed)
+	require.Len(t, failed, 1)
+	d := data[journal.ToolFailed](t, failed[0])
+	require.Equal(t, "cancelled", d.Interrupted)
+	require.Contains(t, string(d.Output), "started")
+	require.Len(t, events(t, h, s.ID, lt.EventModelRequested), 1, "no model call after the cancel")
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestCancelEndsWaits: a session parked in sleep or wait_for_signal is
+// cancelled at once; the waiting call never completes.
+func TestCancelEndsWaits(t *testing.T) {
+	for name, call := range map[string]string{
+		"sleep":           `{"name":"sleep","arguments":{"seconds":3600}}`,
+		"wait_for_signal": `{"name":"wait_for_signal","arguments":{"name":"never.comes"}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			s := create(t, h, spec(t, `[{"tool_calls":[`+call+`]},{"text":"never"}]`, lt.ToolSpec{Name: "sleep"}, lt.ToolSpec{Name: "wait_for_signal"}), nil)
+			h.waitStatus(s.ID, lt.SessionWaiting)
+			cancelNow(t, h, s.ID)
+			s = requireCancelled(t, h, s.ID)
+			require.Empty(t, events(t, h, s.ID, lt.EventToolCompleted))
+			require.Len(t, events(t, h, s.ID, lt.EventModelRequested), 1)
+			checkJournal(t, h.store, s.ID)
+		})
+	}
+}
+
+// TestCancelIrreversibleCallIsInDoubt: an irreversible command cut by a
+// cancel may have taken effect: it becomes an in_doubt action, the cancel
+// stays requested (and shown) until a person decides it, and the session
+// is then cancelled without running the call again.
+func TestCancelIrreversibleCallIsInDoubt(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	marker := filepath.Join(t.TempDir(), "ran")
+	cmd := uniqueSleep()
+	args, err := json.Marshal(map[string]string{"command": "echo x >> " + marker + "; " + cmd})
+	require.NoError(t, err)
+	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"shell","arguments":`+string(args)+`}]},{"text":"never"}]`,
+		lt.ToolSpec{Name: "shell"}), nil)
+	waitProcs(t, cmd, 1)
+	cancelNow(t, h, s.ID)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	waitProcs(t, cmd, 0)
+	require.True(t, s.CancelRequested, "held until the call is settled")
+	require.Len(t, s.RequiredActions, 1)
+	act := s.RequiredActions[0]
+	require.Equal(t, lt.ActionInDoubt, act.Type)
+	require.Contains(t, act.Summary, "interrupted in flight: the session was cancelled: stop now")
+	require.Len(t, events(t, h, s.ID, lt.EventEffectInDoubt), 1)
+
+	_, err = h.eng.DecideAction(ctx, s.ID, act.ID, &lt.Decision{Decision: lt.DecisionDidNotHappen})
+	require.NoError(t, err)
+	requireCancelled(t, h, s.ID)
+	lines, err := os.ReadFile(marker)
+	require.NoError(t, err)
+	require.Equal(t, "x\n", string(lines), "a cancelled session does not run the call again")
+	require.Len(t, events(t, h, s.ID, lt.EventToolStarted), 1)
+	require.Len(t, events(t, h, s.ID, lt.EventModelRequested), 1)
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestCancelInterruptsMCPCall: an MCP call that never answers is cancelled
+// with the session; the tool is idempotent, so the call simply failed.
+func TestCancelInterruptsMCPCall(t *testing.T) {
+	h := newHarness(t)
+	sp := spec(t, `[{"tool_calls":[{"name":"t__hang","arguments":{}}]},{"text":"never"}]`,
+		testMCPServer(t, "t", func(s *lt.ToolSpec) { s.Effects = map[string]lt.EffectClass{"hang": lt.EffectIdempotent} }))
+	sp.Policies = []lt.Policy{{Tool: "t__hang", Decision: lt.PolicyAllow}}
+	s := create(t, h, sp, nil)
+	waitEvent(t, h, s.ID, lt.EventToolStarted)
+	cancelNow(t, h, s.ID)
+	s = requireCancelled(t, h, s.ID)
+	failed := events(t, h, s.ID, lt.EventToolFailed)
+	require.Len(t, failed, 1)
+	require.Equal(t, "cancelled", data[journal.ToolFailed](t, failed[0]).Interrupted)
+	require.Len(t, events(t, h, s.ID, lt.EventModelRequested), 1)
+	checkJournal(t, h.store, s.ID)
+}
