@@ -193,6 +193,9 @@ func printSession(w io.Writer, s *lt.Session, turns []lt.Turn) error {
 	if s.StopReason != nil {
 		status += " (" + *s.StopReason + ")"
 	}
+	if s.CancelRequested {
+		status += " (cancel requested)" // until the cancel has taken effect
+	}
 	kv.row("Status:", status)
 	kv.row("Agent:", agentCell(s.Agent))
 	if s.ParentID != nil {

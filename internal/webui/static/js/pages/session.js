@@ -100,6 +100,7 @@ export async function sessionPage(root, scope, id, query) {
       h('h1', null, 'Session ', h('span', { class: 'mono id' }, session.id)),
       h('div', { class: 'head-status' }, statusBadge(session.status),
         session.stop_reason ? chip(session.stop_reason, 'warn') : null,
+        session.cancel_requested ? chip('cancel requested', 'warn') : null,
         session.review ? chip(session.review.accepted ? 'accepted' : 'rejected', session.review.accepted ? 'ok' : 'error') : null));
   }
 
