@@ -153,3 +153,43 @@ func TestCancelInterruptsMCPCall(t *testing.T) {
 	require.Len(t, events(t, h, s.ID, lt.EventModelRequested), 1)
 	checkJournal(t, h.store, s.ID)
 }
+
+// TestCancelAcrossACrash: a cancel requested while no worker runs the
+// session (its worker died mid-call) is in the journal: the worker that
+// resumes it honours it, first settling the irreversible call the dead
+// worker had started (in doubt: the cancel waits for the decision), and
+// runs nothing else.
+func TestCancelAcrossACrash(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	marker := filepath.Join(t.TempDir(), "ran")
+	cmd := uniqueSleep()
+	args, err := json.Marshal(map[string]string{"command": "echo x >> " + marker + "; " + cmd})
+	require.NoError(t, err)
+	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"shell","arguments":`+string(args)+`}]},{"text":"never"}]`,
+		lt.ToolSpec{Name: "shell"}), nil)
+	waitProcs(t, cmd, 1)
+	// Kill the engine hard: its runner is cancelled mid-call, like a
+	// SIGKILL leaves it.
+	hard, cancel := context.WithCancel(ctx)
+	cancel()
+	require.NoError(t, h.eng.Stop(hard))
+	require.True(t, cancelNow(t, h, s.ID).CancelRequested)
+
+	h.start("node-a") // the same node restarts: its old leases expire at once
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	require.True(t, s.CancelRequested, "held until the started call is settled")
+	require.Len(t, s.RequiredActions, 1)
+	act := s.RequiredActions[0]
+	require.Equal(t, lt.ActionInDoubt, act.Type)
+
+	_, err = h.eng.DecideAction(ctx, s.ID, act.ID, &lt.Decision{Decision: lt.DecisionDidNotHappen})
+	require.NoError(t, err)
+	requireCancelled(t, h, s.ID)
+	lines, err := os.ReadFile(marker)
+	require.NoError(t, err)
+	require.Equal(t, "x\n", string(lines))
+	require.Len(t, events(t, h, s.ID, lt.EventToolStarted), 1)
+	require.Len(t, events(t, h, s.ID, lt.EventModelRequested), 1)
+	checkJournal(t, h.store, s.ID)
+}
