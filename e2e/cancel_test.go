@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/internal/store/postgres/pgtest"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -99,4 +100,35 @@ func TestCancel_IrreversibleCommandInDoubt(t *testing.T) {
 	require.False(t, got.CancelRequested)
 	require.Len(t, wallEvents(ctx, t, srv, s.ID, lt.EventToolStarted), 1, "not run again")
 	require.Len(t, eventsOf(ctx, t, srv.api, s.ID, lt.EventModelRequested), 1)
+}
+
+// TestCancel_FromAnotherNode: two nodes share PostgreSQL; a cancel taken
+// by the node that does not run the session reaches the one that does (the
+// store's notifier) and abandons its 20 s model call within seconds.
+func TestCancel_FromAnotherNode(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, pgtest.FreshSchema(t), multiLeaseTTL)
+	a := c.nodes[c.add()]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := a.api.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{Model: lt.ModelSpec{Provider: "scripted", Script: attackScript(t, map[string]any{"delay_ms": 20000, "text": "too late"})}},
+		Input:     "Think hard.",
+	})
+	require.NoError(t, err)
+	waitFor(t, cancelWithin, "the model call to start", func() (bool, error) {
+		return len(eventsOf(ctx, t, a.api, s.ID, lt.EventModelRequested)) > 0, nil
+	})
+	b := c.nodes[c.add()] // started once node a holds the session
+	start := time.Now()
+	got, err := b.api.Cancel(ctx, s.ID, &lt.CancelRequest{Reason: "from b"})
+	require.NoError(t, err)
+	require.True(t, got.CancelRequested)
+	got = waitTerminal(ctx, t, b, s.ID, cancelWithin)
+	requireStatus(ctx, t, b, got, lt.SessionCancelled)
+	require.Less(t, time.Since(start), cancelWithin)
+	failed := wallEvents(ctx, t, b, s.ID, lt.EventModelFailed)
+	require.Len(t, failed, 1)
+	require.Equal(t, "cancelled", failed[0].Interrupted)
+	require.Empty(t, eventsOf(ctx, t, b.api, s.ID, lt.EventModelResponded))
 }
