@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -114,6 +116,7 @@ func TestCancelIrreversibleCallIsInDoubt(t *testing.T) {
 	require.NoError(t, err)
 	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"shell","arguments":`+string(args)+`}]},{"text":"never"}]`,
 		lt.ToolSpec{Name: "shell"}), nil)
+	waitFile(t, marker) // the command's shell matches cmd before it ran echo
 	waitProcs(t, cmd, 1)
 	cancelNow(t, h, s.ID)
 	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
@@ -168,6 +171,7 @@ func TestCancelAcrossACrash(t *testing.T) {
 	require.NoError(t, err)
 	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"shell","arguments":`+string(args)+`}]},{"text":"never"}]`,
 		lt.ToolSpec{Name: "shell"}), nil)
+	waitFile(t, marker) // the command's shell matches cmd before it ran echo
 	waitProcs(t, cmd, 1)
 	// Kill the engine hard: its runner is cancelled mid-call, like a
 	// SIGKILL leaves it.
@@ -190,6 +194,57 @@ func TestCancelAcrossACrash(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "x\n", string(lines))
 	require.Len(t, events(t, h, s.ID, lt.EventToolStarted), 1)
+	require.Len(t, events(t, h, s.ID, lt.EventModelRequested), 1)
+	checkJournal(t, h.store, s.ID)
+}
+
+// cancellingTool is a read tool that cancels its own session through the
+// API and then answers at once: the cancel lands between two calls.
+type cancellingTool struct {
+	eng   atomic.Pointer[func(ctx context.Context, sessionID string) error]
+	calls atomic.Int32
+}
+
+func (c *cancellingTool) Name() string                { return "canceller" }
+func (c *cancellingTool) Description() string         { return "Cancels its session." }
+func (c *cancellingTool) Parameters() json.RawMessage { return json.RawMessage(`{"type":"object"}`) }
+func (c *cancellingTool) Effect() lt.EffectClass      { return lt.EffectRead }
+func (c *cancellingTool) Run(ctx context.Context, call *tool.Call) (*tool.Result, error) {
+	c.calls.Add(1)
+	if err := (*c.eng.Load())(context.WithoutCancel(ctx), call.SessionID); err != nil {
+		return nil, err
+	}
+	return &tool.Result{Output: "done"}, nil
+}
+
+// TestCancelBeforeTheNextCallStarts: a cancel that lands between two calls
+// of a step is read in as the next call's start is made durable; that
+// call (irreversible) is not run at all, so it failed rather than being in
+// doubt, and the session is cancelled.
+func TestCancelBeforeTheNextCallStarts(t *testing.T) {
+	ct := &cancellingTool{}
+	h := newHarness(t, ct)
+	cancelFn := func(ctx context.Context, id string) error {
+		_, err := h.eng.CancelSession(ctx, id, &lt.CancelRequest{Reason: "stop now"})
+		return err
+	}
+	ct.eng.Store(&cancelFn)
+	marker := filepath.Join(t.TempDir(), "ran")
+	args, err := json.Marshal(map[string]string{"command": "echo x >> " + marker})
+	require.NoError(t, err)
+	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"canceller","arguments":{}},{"name":"shell","arguments":`+string(args)+`}]},{"text":"never"}]`,
+		lt.ToolSpec{Name: "canceller"}, lt.ToolSpec{Name: "shell"}), nil)
+	s = requireCancelled(t, h, s.ID)
+	require.Equal(t, int32(1), ct.calls.Load())
+	require.NoFileExists(t, marker, "the call after the cancel must not run")
+	require.Empty(t, s.RequiredActions)
+	failed := events(t, h, s.ID, lt.EventToolFailed)
+	require.Len(t, failed, 1)
+	d := data[journal.ToolFailed](t, failed[0])
+	require.Equal(t, "shell", d.Tool)
+	require.Equal(t, "cancelled", d.Interrupted)
+	require.Contains(t, d.Error, "not run: the session was cancelled: stop now")
+	require.Empty(t, events(t, h, s.ID, lt.EventEffectInDoubt))
 	require.Len(t, events(t, h, s.ID, lt.EventModelRequested), 1)
 	checkJournal(t, h.store, s.ID)
 }

@@ -104,6 +104,9 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 		if err := r.flush(ctx, false); err != nil {
 			return err
 		}
+		if r.st.Cancel != nil {
+			return r.cancelledBeforeRun(c, eff)
+		}
 	}
 	// The turn's timeout and the wall-clock budget are not folded into the
 	// tool's own timeout: they interrupt the call (callContext), which an

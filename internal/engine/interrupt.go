@@ -220,6 +220,22 @@ func (r *runner) toolInterrupted(ctx context.Context, c *journal.Call, cause *in
 	return r.stopFor(ctx, cause)
 }
 
+// cancelledBeforeRun journals a call whose start, made durable, read in a
+// cancel (merged from the store as the start was appended): the call has
+// not run, so it failed, having done nothing (even an irreversible one is
+// not in doubt), and the next tick cancels the turn.
+func (r *runner) cancelledBeforeRun(c *journal.Call, eff string) error {
+	cause := cancelCause(r.st.Cancel)
+	cur := r.st.Call(r.st.Step.N, c.Index) // c may predate the merge
+	if cur == nil || cur.ID != c.ID {
+		return fmt.Errorf("cancelled call %s is not in step %d", c.ID, r.st.Step.N)
+	}
+	return r.add(lt.EventToolFailed, r.st.Step.TurnID, r.st.Step.N, journal.ToolFailed{
+		Step: r.st.Step.N, Index: cur.Index, CallID: cur.ID, Tool: cur.Tool, Server: r.mcpServerOf(cur), EffectID: eff,
+		Error: "not run: " + cause.msg, Attempt: cur.Attempts, Interrupted: string(cause.kind),
+	})
+}
+
 // modelInterrupted journals a model call that cause cut midway: it failed
 // with kind timeout (a deadline passed; Interrupted says which), is not
 // retried, and counts what it was sent; then the turn stops.

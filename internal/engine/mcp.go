@@ -335,6 +335,9 @@ func (r *runner) runMCP(ctx context.Context, c *journal.Call) error {
 		if err := r.flush(ctx, false); err != nil {
 			return err
 		}
+		if r.st.Cancel != nil {
+			return r.cancelledBeforeRun(c, eff)
+		}
 	}
 	if r.env == nil || r.env.mcp == nil {
 		return fmt.Errorf("call %s: the session's MCP servers are not set up", c.ID)
