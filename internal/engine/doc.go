@@ -32,9 +32,10 @@
 //     agent is defined and again before every call; no session reaches the
 //     server's control plane (Config.ControlPlane), by the network or as a
 //     model's base_url.
-//   - the session's wall-clock budget and the turn's timeout bind a call in
-//     flight: it runs under a context cancelled with the cause at the first
-//     deadline (interrupt.go), which also maps the cause to the journal (a
+//   - the session's wall-clock budget, the turn's timeout and a cancel bind
+//     a call in flight: it runs under a context cancelled with the cause at
+//     the first deadline or when a cancel is journaled, on whichever node
+//     (interrupt.go), which also maps the cause to the journal (a
 //     read or idempotent call failed, an irreversible one in doubt) and
 //     stops the turn; a parked wait wakes at the deadline (a wake time of
 //     its row).
