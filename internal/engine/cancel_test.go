@@ -248,3 +248,19 @@ func TestCancelBeforeTheNextCallStarts(t *testing.T) {
 	require.Len(t, events(t, h, s.ID, lt.EventModelRequested), 1)
 	checkJournal(t, h.store, s.ID)
 }
+
+// TestCancelEndsARetryBackoff: a cancel ends the wait before a model call
+// is tried again (an hour's Retry-After, on a clock that never moves), and
+// no further attempt is made.
+func TestCancelEndsARetryBackoff(t *testing.T) {
+	h := newHarness(t)
+	sp := spec(t, `[{"error":{"status":503,"retry_after_seconds":3600}},{"text":"never"}]`)
+	sp.Retry = &lt.RetryPolicy{MaxAttempts: 4, InitialBackoffMS: 1000, MaxBackoffMS: 1500}
+	s := create(t, h, sp, nil)
+	waitEvent(t, h, s.ID, lt.EventModelFailed)
+	cancelNow(t, h, s.ID)
+	s = requireCancelled(t, h, s.ID)
+	require.Len(t, events(t, h, s.ID, lt.EventModelRequested), 1, "no attempt after the cancel")
+	require.Empty(t, events(t, h, s.ID, lt.EventModelResponded))
+	checkJournal(t, h.store, s.ID)
+}

@@ -57,14 +57,18 @@ func (r *runner) backOff(ctx context.Context, wait time.Duration) error {
 	if err := r.flush(ctx, false); err != nil {
 		return err
 	}
-	// A deadline of the turn ends the wait early: the next tick's checks
-	// then stop the turn instead of trying again.
+	// A deadline of the turn or a cancel ends the wait early: the next
+	// tick's checks then stop the turn instead of trying again (a cancel,
+	// written by another, is read in first).
 	wctx, release := r.callContext(ctx, true)
 	defer release()
 	select {
 	case <-wctx.Done():
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
+		}
+		if cause := interruption(ctx, wctx); cause != nil && cause.kind == interruptCancel {
+			return r.merge(ctx)
 		}
 		return nil
 	case <-r.e.clock.After(wait):
