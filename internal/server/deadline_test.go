@@ -109,10 +109,12 @@ func TestEventStreamOutlivesReadAndWriteTimeouts(t *testing.T) {
 func TestSlowBodyLosesItsConnection(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{httpServer: func(s *http.Server) { s.ReadTimeout = shortTimeout }})
+	// Taken before the dial: the server's read deadline starts when it
+	// accepts the connection, which may come before Dial returns here.
+	start := time.Now()
 	conn, err := net.Dial("tcp", h.ts.Listener.Addr().String())
 	require.NoError(t, err)
 	defer conn.Close()
-	start := time.Now()
 	_, err = io.WriteString(conn, "POST /v1/sessions HTTP/1.1\r\nHost: "+h.ts.Listener.Addr().String()+
 		"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
 	require.NoError(t, err)
