@@ -19,9 +19,10 @@ import (
 // person's cancel must bind while a call runs, not only between calls: a
 // model request, a shell command, an MCP call is run under a context of
 // its own (callContext) that is cancelled, with an *interruptCause, when
-// the first of them passes or a cancel is journaled (watchCancel). What the call leaves behind is journaled in one place per kind of
-// call (toolInterrupted, modelInterrupted, waitInterrupted), and the turn
-// stops for the cause in one place (stopFor).
+// the first of them passes or a cancel is journaled (watchCancel). What
+// the call leaves behind is journaled in one place per kind of call
+// (toolInterrupted, modelInterrupted, waitInterrupted), and the turn stops
+// for the cause in one place (stopFor).
 //
 // The durable waits (sleep, wait_for_signal, wait_agents) run no call: the
 // session is a parked row, and the deadlines are wake times of that row
