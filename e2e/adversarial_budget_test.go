@@ -206,6 +206,21 @@ func TestAdversarialBudget_ParallelChildrenCost(t *testing.T) {
 	require.LessOrEqual(t, s.Usage.CostUSD, 1.0+0.3+1e-9, "the root reports no more than the tree spent")
 }
 
+// TestAdversarialBudget_WarmUpThenSpike: the children first make cheap
+// calls, so the tree's largest call stays small, then each makes one dear
+// call at the same moment (a model asking for its longest answer). A call
+// with no bound on its answer runs alone, so the tree passes its dollar by
+// one call at most.
+func TestAdversarialBudget_WarmUpThenSpike(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	srv := startServer(t, "--sandbox", "local")
+	child := budgetChild(budgetStep(0.001, 100, budgetReadMissing()), budgetStep(0.001, 100, budgetReadMissing()), budgetStep(0.5, 100))
+	root := budgetRoot(ctx, t, srv, lt.Budget{MaxCostUSD: 1}, budgetFanOut(budgetSpawns(6, child, nil))...)
+	sum := budgetTreeSpend(ctx, t, srv, root)
+	require.LessOrEqual(t, sum.costUSD, 1.0+0.5+1e-9, "the tree spent at most its root's dollar plus one call")
+}
+
 // TestAdversarialBudget_ParallelChildrenTokens: the same attack on a token
 // budget.
 func TestAdversarialBudget_ParallelChildrenTokens(t *testing.T) {

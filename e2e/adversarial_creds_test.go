@@ -158,6 +158,48 @@ func TestAdversarialCreds_SecretHost(t *testing.T) {
 	other.requireNone(t)
 }
 
+// TestAdversarialCreds_Redirect: the host a model key is bound to answers
+// with a redirect to another; the key is not carried there (net/http
+// would forward x-api-key), and over plain http toward a host that is not
+// this machine's it is never sent at all.
+func TestAdversarialCreds_Redirect(t *testing.T) {
+	t.Parallel()
+	const canary = "sk-redirect-canary-5c1e77"
+	elsewhere := newRecorder(t, replyWith(http.StatusUnauthorized, credsInvalidKey))
+	bound := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.url()+r.URL.Path, http.StatusTemporaryRedirect)
+	})
+	srv := startServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, _, err := srv.api.PutSecret(ctx, "MODEL_KEY", &lt.PutSecretRequest{
+		Value: canary, Hosts: []string{bound.hostPort(), "llm.example.com:80"}, Inject: &lt.SecretInjection{Bearer: true},
+	})
+	require.NoError(t, err)
+	for _, provider := range []string{"openai-compatible", "anthropic"} {
+		s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
+			AgentSpec: &lt.AgentSpec{Model: lt.ModelSpec{Provider: provider, Name: "m", BaseURL: bound.url() + "/v1", APIKeySecret: "MODEL_KEY"}},
+			Input:     "hi",
+		})
+		require.NoError(t, err, provider)
+		waitTerminal(ctx, t, srv, s.ID, 20*time.Second)
+	}
+	require.Len(t, bound.requests(), 2, "each call went to its bound host, once: a redirect is not retried")
+	elsewhere.requireNone(t, "a redirect carried the call, and its key, to another host")
+
+	// Plain http toward a host that is not this machine's: refused when
+	// the agent is defined, whatever the binding says.
+	_, err = srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{Model: lt.ModelSpec{Provider: "openai-compatible", Name: "m", BaseURL: "http://llm.example.com/v1", APIKeySecret: "MODEL_KEY"}},
+		Input:     "hi",
+	})
+	var ae *client.APIError
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, http.StatusBadRequest, ae.Status)
+	require.Equal(t, "agent_spec.model.base_url", ae.Field)
+	require.Contains(t, ae.Message, "never in clear text")
+}
+
 // TestAdversarialCreds_PortBind: a secret bound to 127.0.0.1:PORT1
 // is not injected by http_request into a request to 127.0.0.1:PORT2, though
 // the agent may reach both and names the secret.

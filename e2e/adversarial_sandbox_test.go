@@ -198,8 +198,8 @@ func TestAdversarialSandbox_NoNamespacesNoMounts(t *testing.T) {
 // sandboxSyscalls are the numbers of the probed calls by architecture (the
 // sandbox has perl, not a C compiler).
 var sandboxSyscalls = map[string]map[string]int{
-	"amd64": {"bpf": 321, "keyctl": 250, "add_key": 248, "perf_event_open": 298, "ptrace": 101, "init_module": 175, "kexec_load": 246, "userfaultfd": 323},
-	"arm64": {"bpf": 280, "keyctl": 219, "add_key": 217, "perf_event_open": 241, "ptrace": 117, "init_module": 105, "kexec_load": 104, "userfaultfd": 282},
+	"amd64": {"bpf": 321, "keyctl": 250, "add_key": 248, "perf_event_open": 298, "ptrace": 101, "init_module": 175, "kexec_load": 246, "userfaultfd": 323, "clone": 56},
+	"arm64": {"bpf": 280, "keyctl": 219, "add_key": 217, "perf_event_open": 241, "ptrace": 117, "init_module": 105, "kexec_load": 104, "userfaultfd": 282, "clone": 220},
 }
 
 // TestAdversarialSandbox_KernelSyscallsDenied: eBPF, the kernel keyring,
@@ -220,6 +220,10 @@ func TestAdversarialSandbox_KernelSyscallsDenied(t *testing.T) {
 		cmds = append(cmds, `perl -e '$r = syscall(`+strconv.Itoa(nr[name])+`, 0, 0, 0, 0, 0); print "`+name+` $r $!\n"'`)
 	}
 	cmds = append(cmds, `sleep 30 & p=$!; perl -e '$r = syscall(`+strconv.Itoa(nr["ptrace"])+`, 16, $ARGV[0], 0, 0); print "ptrace $r $!\n"' $p; kill $p`)
+	// A new user and network namespace through clone itself (CLONE_NEWUSER
+	// | CLONE_NEWNET | SIGCHLD), as unshare is refused: its capabilities
+	// would open the kernel's network configuration.
+	cmds = append(cmds, `perl -e '$r = syscall(`+strconv.Itoa(nr["clone"])+`, 0x50000011, 0, 0, 0, 0); exit 0 if $r == 0; print "clone $r $!\n"'`)
 	out, _ := sandboxAttack(t, srv, nil, cmds...)
 	for i, o := range out {
 		require.Contains(t, o, "-1 Operation not permitted", "call %d was not denied: %s", i, o)
@@ -272,6 +276,23 @@ func TestAdversarialSandbox_WorkspaceQuota(t *testing.T) {
 		return nil
 	})
 	require.Less(t, usage, int64(4<<20), "the workspace was cleaned up by the agent itself")
+}
+
+// TestAdversarialSandbox_UnmeasurableWorkspace: a model that nests
+// directories past what the quota's walk measures, then writes without
+// end, is stopped by the quota all the same (it fails closed), and can
+// clean up after itself.
+func TestAdversarialSandbox_UnmeasurableWorkspace(t *testing.T) {
+	t.Parallel()
+	srv := sandboxServer(t)
+	out, _ := sandboxAttack(t, srv, &lt.Environment{DiskMB: 4},
+		`mkdir -p "$(printf 'a/%.0s' $(seq 300))"; i=0; while true; do i=$((i+1)); dd if=/dev/zero of=g$i bs=1M count=1 2>/dev/null || break; done`,
+		`rm -rf a g*; echo freed`,
+	)
+	require.Contains(t, out[0], string(lt.EventToolFailed))
+	require.Contains(t, out[0], "cannot be measured against its disk quota of 4.0 MiB (environment.disk_mb)")
+	require.Contains(t, out[1], string(lt.EventToolCompleted))
+	require.Contains(t, out[1], "freed")
 }
 
 // TestAdversarialSandbox_DiskQuotaValidated: a hostile API client cannot

@@ -31,4 +31,6 @@ func TestHTTPClientFollowsNoRedirect(t *testing.T) {
 	_, err = model.HTTPClient().Do(req)
 	require.True(t, errors.Is(err, model.ErrRedirect), "%v", err)
 	require.Zero(t, elsewhere.Load(), "the redirect's target got the call")
+	me := model.TransportError(err, func(what, detail string) string { return what + ": " + detail })
+	require.False(t, me.Retryable(), "a redirect is the endpoint's configuration: trying again gets the same answer")
 }

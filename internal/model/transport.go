@@ -26,6 +26,10 @@ func TransportError(err error, message func(what, detail string) string) *Error 
 	var typeErr *json.UnmarshalTypeError
 	var ne net.Error
 	switch {
+	case errors.Is(err, ErrRedirect):
+		// The endpoint is configured to send calls elsewhere: trying again
+		// gets the same answer.
+		return &Error{Kind: KindBadRequest, Message: message("redirect", ErrRedirect.Error())}
 	case errors.As(err, &syntax), errors.As(err, &typeErr):
 		return &Error{Kind: KindServer, Message: message("malformed response", "invalid JSON in the stream")}
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
