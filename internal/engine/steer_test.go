@@ -361,3 +361,27 @@ func containsMsg(msgs []model.Message, m model.Message) bool {
 	}
 	return false
 }
+
+// TestSteerQueuedTurn: a message to a turn that has not started yet (no
+// worker runs the session) comes after that turn's input, not before it.
+func TestSteerQueuedTurn(t *testing.T) {
+	h, p := newSteerHarness(t)
+	ctx := context.Background()
+	s := create(t, h, spec(t, `[{"text":"first answer"},{"text":"second answer"}]`), nil)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	require.NoError(t, h.eng.Stop(ctx))
+	turn, err := h.eng.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "Now the second part."})
+	require.NoError(t, err)
+	s = steer(t, h, s.ID, "Only the figures, please.", false)
+	require.Equal(t, lt.SessionQueued, s.Status)
+	steered := events(t, h, s.ID, lt.EventTurnSteered)
+	require.Len(t, steered, 1)
+	require.Equal(t, turn.ID, data[journal.TurnSteered](t, steered[0]).TurnID, "the queued turn is the current one")
+
+	h.start("node-a")
+	h.waitStatus(s.ID, lt.SessionIdle)
+	reqs := p.sent()
+	require.Len(t, reqs, 2)
+	require.Equal(t, []model.Message{user("Now the second part."), user("Only the figures, please.")}, reqs[1].Messages[len(reqs[1].Messages)-2:])
+	checkJournal(t, h.store, s.ID)
+}
