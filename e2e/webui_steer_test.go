@@ -32,6 +32,7 @@ func TestWebUISteer(t *testing.T) {
 	start := time.Now()
 	b.setValue(tab, "#steer-input", msg)
 	b.click(tab, "#steer-interrupt")
+	b.screenshot(tab, "steer-control")
 	b.click(tab, "#steer")
 	b.waitJS(tab, "the confirmation", `document.querySelector('#steer-sent') !== null`)
 	b.waitJS(tab, "the message in the timeline", `Array.from(document.querySelectorAll('#timeline li[data-type="turn.steered"]')).some((li) => li.innerText.includes(`+jsString(msg)+`) && li.innerText.includes('interrupt'))`)

@@ -213,6 +213,9 @@ func eventSummary(ev lt.Event) string {
 			if d.Purpose != "" {
 				m += ", " + d.Purpose
 			}
+			if d.Steers > 0 {
+				m += fmt.Sprintf(", %d steering", d.Steers)
+			}
 			return fmt.Sprintf("step %d: %s (attempt %d)", d.Step, m, d.Attempt)
 		}
 	case lt.EventModelResponded:

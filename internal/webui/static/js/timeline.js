@@ -76,7 +76,7 @@ export function describe(ev) {
     case 'turn.steered':
       return [`Steered${d.interrupt ? ' (interrupt)' : ''}: ${truncate(d.input, 400)}`, 'info'];
     case 'model.requested':
-      return [`Model call${d.purpose ? ` (${d.purpose})` : ''}: ${d.provider || ''}${d.model ? '/' + d.model : ''}, step ${d.step}${d.attempt > 1 ? `, attempt ${d.attempt}` : ''}, ${fmtInt(d.context_tokens)} context tokens`, 'info'];
+      return [`Model call${d.purpose ? ` (${d.purpose})` : ''}: ${d.provider || ''}${d.model ? '/' + d.model : ''}, step ${d.step}${d.attempt > 1 ? `, attempt ${d.attempt}` : ''}, ${fmtInt(d.context_tokens)} context tokens${d.steers ? `, ${fmtInt(d.steers)} steering message${d.steers > 1 ? 's' : ''}` : ''}`, 'info'];
     case 'model.responded': {
       const calls = d.tool_calls ? d.tool_calls.map((c) => c.name).join(', ') : '';
       const what = d.text ? `“${truncate(d.text, 160)}”` : '';
