@@ -108,8 +108,9 @@ type steering struct {
 	placed int
 	// sent is how many the latest step call carried.
 	sent int
-	// early holds the messages to a turn not started yet, by turn id.
-	early map[string][]string
+	// early holds the messages to turns not started yet, in journal
+	// order.
+	early []earlySteer
 }
 
 func (t *transcript) observeSteering(ev lt.Event) {
@@ -120,10 +121,7 @@ func (t *transcript) observeSteering(ev lt.Event) {
 			return
 		}
 		if _, queued := t.inputs[d.TurnID]; queued {
-			if t.early == nil {
-				t.early = make(map[string][]string)
-			}
-			t.early[d.TurnID] = append(t.early[d.TurnID], d.Input)
+			t.early = append(t.early, earlySteer{turnID: d.TurnID, input: d.Input})
 			return
 		}
 		t.steers = append(t.steers, d.Input)
@@ -135,11 +133,26 @@ func (t *transcript) observeSteering(ev lt.Event) {
 	}
 }
 
-// turnStarted makes the messages sent to a turn before it started follow
-// its input.
-func (t *transcript) turnStarted(turnID string) {
-	t.steers = append(t.steers, t.early[turnID]...)
-	delete(t.early, turnID)
+// earlySteer is a message to a turn that had not started.
+type earlySteer struct{ turnID, input string }
+
+// startTurn puts a starting turn's input in the items: after every message
+// a past turn was sent (also to a turn that ended before it started: they
+// are not lost), and before the messages sent to this turn while it was
+// queued.
+func (t *transcript) startTurn(turnID, input string) {
+	var mine []string
+	for _, e := range t.early {
+		if e.turnID == turnID {
+			mine = append(mine, e.input)
+		} else {
+			t.steers = append(t.steers, e.input)
+		}
+	}
+	t.early = nil
+	t.placeSteers(len(t.steers))
+	t.msgs = append(t.msgs, model.Message{Role: model.RoleUser, Text: input})
+	t.steers = append(t.steers, mine...)
 }
 
 // placeSteers moves the first n messages into the items, in order.

@@ -385,3 +385,34 @@ func TestSteerQueuedTurn(t *testing.T) {
 	require.Equal(t, []model.Message{user("Now the second part."), user("Only the figures, please.")}, reqs[1].Messages[len(reqs[1].Messages)-2:])
 	checkJournal(t, h.store, s.ID)
 }
+
+// TestSteerToATurnThatNeverRan: a message to a queued turn that is
+// cancelled before it starts is not lost, and does not hold the next turn:
+// the next turn's first call carries it, before that turn's input, and
+// the turn ends.
+func TestSteerToATurnThatNeverRan(t *testing.T) {
+	h, p := newSteerHarness(t)
+	ctx := context.Background()
+	s := create(t, h, spec(t, `[{"text":"first answer"},{"text":"third answer"}]`), nil)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	require.NoError(t, h.eng.Stop(ctx))
+	_, err := h.eng.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "The second part."})
+	require.NoError(t, err)
+	steer(t, h, s.ID, "Mind the units.", false)
+	_, err = h.eng.CancelSession(ctx, s.ID, &lt.CancelRequest{Reason: "not now"})
+	require.NoError(t, err)
+	h.start("node-a")
+	h.waitStatus(s.ID, lt.SessionCancelled)
+	require.Empty(t, events(t, h, s.ID, lt.EventTurnStarted)[1:], "the steered turn never started")
+
+	_, err = h.eng.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "The third part."})
+	require.NoError(t, err)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	reqs := p.sent()
+	require.Len(t, reqs, 2, "one call for the third turn: the message is read with it")
+	require.Equal(t, []model.Message{user("Mind the units."), user("The third part.")}, reqs[1].Messages[len(reqs[1].Messages)-2:])
+	turns, err := h.eng.ListTurns(ctx, s.ID)
+	require.NoError(t, err)
+	require.Equal(t, "third answer", turns[2].Output)
+	checkJournal(t, h.store, s.ID)
+}

@@ -81,10 +81,8 @@ func (t *transcript) observe(ev lt.Event) {
 	case lt.EventTurnStarted:
 		var d journal.TurnStarted
 		if json.Unmarshal(ev.Data, &d) == nil {
-			t.placeSteers(len(t.steers)) // what a past turn was told stays before this one
-			t.msgs = append(t.msgs, model.Message{Role: model.RoleUser, Text: t.inputs[d.TurnID]})
+			t.startTurn(d.TurnID, t.inputs[d.TurnID])
 			delete(t.inputs, d.TurnID)
-			t.turnStarted(d.TurnID)
 		}
 	case lt.EventModelResponded:
 		var d journal.ModelResponded
