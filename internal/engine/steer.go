@@ -40,9 +40,9 @@ import (
 // call, as it does while the turn waits for an action or a durable wait.
 
 // maxSteerBytes bounds one steering message: it is a short instruction
-// placed in every later context (a long text is a follow-up turn's input),
-// and it stays well under the blob threshold, so the journal keeps the
-// interrupt flag the projection needs inline.
+// placed in every later context (a long text is a follow-up turn's input).
+// Bounded, its event is never moved to a blob (writer.go), so the journal
+// keeps inline the interrupt flag the projection reads.
 const maxSteerBytes = 32 << 10
 
 // interruptSteer: a steer with interrupt abandoned the model call.

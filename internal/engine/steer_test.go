@@ -416,3 +416,25 @@ func TestSteerToATurnThatNeverRan(t *testing.T) {
 	require.Equal(t, "third answer", turns[2].Output)
 	checkJournal(t, h.store, s.ID)
 }
+
+// TestSteerLongMessageStaysInline: a message at the size limit, which JSON
+// escapes to more than the blob threshold, is journaled inline, so a
+// replay of the journal reads its interrupt flag.
+func TestSteerLongMessageStaysInline(t *testing.T) {
+	h, p := newSteerHarness(t)
+	s := create(t, h, spec(t, `[{"delay_ms":600000,"text":"never"},{"text":"ok"}]`), nil)
+	waitEvent(t, h, s.ID, lt.EventModelRequested)
+	msg := strings.Repeat("<", 32<<10) // each one \u003c in JSON: 192 KiB
+	steer(t, h, s.ID, msg, true)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	steered := events(t, h, s.ID, lt.EventTurnSteered)
+	require.Len(t, steered, 1)
+	require.Greater(t, len(steered[0].Data), 64<<10)
+	d := data[journal.TurnSteered](t, steered[0])
+	require.Equal(t, msg, d.Input)
+	require.True(t, d.Interrupt)
+	reqs := p.sent()
+	require.Len(t, reqs, 2)
+	require.Equal(t, user(msg), reqs[1].Messages[len(reqs[1].Messages)-1])
+	checkJournal(t, h.store, s.ID)
+}
