@@ -44,7 +44,9 @@ func TestSteerEndpoint(t *testing.T) {
 	require.Equal(t, s.ID, got.ID)
 	again := h.do(http.MethodPost, path, body, key)
 	require.Equal(t, http.StatusOK, again.status)
-	require.JSONEq(t, string(r.body), string(again.body), "a replay answers the same")
+	require.Equal(t, string(r.body), string(again.body), "a replay answers the same")
+	require.Equal(t, "true", again.header.Get("Idempotent-Replayed"))
+	requireError(t, h.do(http.MethodPost, path, []byte(`{"input":"Something else."}`), key), http.StatusConflict, "conflict", "")
 	steered := 0
 	for _, raw := range h.allEvents(s.ID, 100) {
 		var ev lt.Event
