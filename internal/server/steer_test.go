@@ -58,6 +58,9 @@ func TestSteerEndpoint(t *testing.T) {
 	}
 	require.Equal(t, 1, steered, "journaled once")
 
+	// A page elsewhere cannot steer: a body must be JSON.
+	requireError(t, h.do(http.MethodPost, path, []byte(`{"input":"x"}`), map[string]string{"Content-Type": "text/plain"}),
+		http.StatusForbidden, "forbidden", "Content-Type")
 	requireError(t, h.post(path, `{}`), http.StatusBadRequest, "invalid_request", "input")
 	requireError(t, h.post(path, `{"input":"  "}`), http.StatusBadRequest, "invalid_request", "input")
 	requireError(t, h.post(path, `{"input":"x","interupt":true}`), http.StatusBadRequest, "invalid_request", "interupt")
