@@ -30,6 +30,7 @@ type api interface {
 	ListTurns(ctx context.Context, sessionID string) (*lt.List[lt.Turn], error)
 	GetTurn(ctx context.Context, sessionID, turnID string) (*lt.Turn, error)
 	Cancel(ctx context.Context, sessionID string, req *lt.CancelRequest) (*lt.Session, error)
+	Steer(ctx context.Context, sessionID string, req *lt.SteerRequest) (*lt.Session, error)
 	SendSignal(ctx context.Context, sessionID string, req *lt.SignalRequest) (*lt.Signal, error)
 	Fork(ctx context.Context, sessionID string, req *lt.ForkRequest) (*lt.Session, error)
 	Review(ctx context.Context, sessionID string, req *lt.ReviewRequest) (*lt.Session, error)

@@ -169,6 +169,15 @@ func eventSummary(ev lt.Event) string {
 		if decode(ev, &d) {
 			return orDash(truncate(d.Reason, 80))
 		}
+	case lt.EventTurnSteered:
+		var d journal.TurnSteered
+		if decode(ev, &d) {
+			s := fmt.Sprintf("%q", truncate(d.Input, 80))
+			if d.Interrupt {
+				s += " (interrupt)"
+			}
+			return s
+		}
 	case lt.EventTurnCreated:
 		var d journal.TurnCreated
 		if decode(ev, &d) {
@@ -203,6 +212,9 @@ func eventSummary(ev lt.Event) string {
 			}
 			if d.Purpose != "" {
 				m += ", " + d.Purpose
+			}
+			if d.Steers > 0 {
+				m += fmt.Sprintf(", %d steering", d.Steers)
 			}
 			return fmt.Sprintf("step %d: %s (attempt %d)", d.Step, m, d.Attempt)
 		}

@@ -39,9 +39,15 @@
 //     read or idempotent call failed, an irreversible one in doubt) and
 //     stops the turn; a parked wait wakes at the deadline (a wake time of
 //     its row).
+//   - a person's steering message (turn.steered) reaches the model
+//     verbatim at the turn's next step call, in journal order, and a turn
+//     does not end with one unread; a steer with interrupt abandons a
+//     step's model call in flight through the same watcher as a cancel and
+//     the call is made again with it; it never cuts a tool call (steer.go).
 //
 // Files: the loop is runner.go (tick), step.go (model calls) and exec.go
-// (tool calls), interrupt.go (calls cut in flight), with mcp.go for the tools of MCP servers (listed into the
+// (tool calls), interrupt.go (calls cut in flight), steer.go (steering
+// messages), with mcp.go for the tools of MCP servers (listed into the
 // journal, called through internal/mcp); the API side is sessions.go, actions.go (decisions),
 // budget.go (PATCH budget), inbox.go and reads.go.
 //

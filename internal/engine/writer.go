@@ -86,7 +86,9 @@ func (b *batch) storeEvents() ([]store.NewEvent, []store.BlobWrite, error) {
 	blobs := b.blobs
 	for _, ev := range b.events {
 		data := ev.Data
-		if len(data) > b.e.cfg.BlobThreshold {
+		// A steering message stays inline (it is bounded, maxSteerBytes):
+		// the projection reads its interrupt flag on replay.
+		if len(data) > b.e.cfg.BlobThreshold && ev.Type != lt.EventTurnSteered {
 			sum := sha256.Sum256(data)
 			h := hex.EncodeToString(sum[:])
 			blobs = append(blobs, store.BlobWrite{SHA256: h, Data: data})

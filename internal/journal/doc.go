@@ -13,7 +13,9 @@
 //     decided did_not_happen, which returns to pending to run again with the
 //     same idempotency key;
 //   - open effects (started, in doubt) are kept in State until resolved, so a
-//     resumed worker knows exactly which calls may have touched the world.
+//     resumed worker knows exactly which calls may have touched the world;
+//   - a turn does not complete while a steering message (turn.steered) has
+//     not reached a step's model call (steer.go).
 //
 // It imports only the standard library and longhaultype.
 package journal

@@ -73,14 +73,17 @@ export function describe(ev) {
       return [`Turn failed (${d.stop_reason}): ${truncate(d.error, 200)}`, 'error'];
     case 'turn.cancelled':
       return [`Turn cancelled${d.reason ? ': ' + d.reason : ''}`, 'warn'];
+    case 'turn.steered':
+      return [`Steered${d.interrupt ? ' (interrupt)' : ''}: ${truncate(d.input, 400)}`, 'info'];
     case 'model.requested':
-      return [`Model call${d.purpose ? ` (${d.purpose})` : ''}: ${d.provider || ''}${d.model ? '/' + d.model : ''}, step ${d.step}${d.attempt > 1 ? `, attempt ${d.attempt}` : ''}, ${fmtInt(d.context_tokens)} context tokens`, 'info'];
+      return [`Model call${d.purpose ? ` (${d.purpose})` : ''}: ${d.provider || ''}${d.model ? '/' + d.model : ''}, step ${d.step}${d.attempt > 1 ? `, attempt ${d.attempt}` : ''}, ${fmtInt(d.context_tokens)} context tokens${d.steers ? `, ${fmtInt(d.steers)} steering message${d.steers > 1 ? 's' : ''}` : ''}`, 'info'];
     case 'model.responded': {
       const calls = d.tool_calls ? d.tool_calls.map((c) => c.name).join(', ') : '';
       const what = d.text ? `“${truncate(d.text, 160)}”` : '';
       return [`Model answered${calls ? ' with tool calls: ' + calls : ''}${what ? ' ' + what : ''} · ${usageText(d.usage, d.cost_usd)} · ${fmtDuration(d.duration_ms)}`, 'info'];
     }
     case 'model.failed':
+      if (d.interrupted === 'steered') return [`Model call abandoned for a steering message; made again with it · ${usageText(d.usage)}`, 'warn'];
       return [`Model call failed (${d.kind}${d.status ? ' ' + d.status : ''}): ${truncate(d.message, 200)}${d.retry ? `; retrying${d.retry_in_ms ? ' in ' + fmtDuration(d.retry_in_ms) : ''}` : ''}`, d.retry ? 'warn' : 'error'];
     case 'context.compacted':
       return [`Context compacted: ${fmtInt(d.tokens_before)} → ${fmtInt(d.tokens_after)} tokens`, 'info'];

@@ -1,6 +1,7 @@
 // Session: what the session is for and where it stands (status, budget
 // meters, review), what it needs (its pending actions, with their forms),
-// what a person can do (cancel, a follow-up turn, review the result), and
+// what a person can do (cancel, steer the running turn, a follow-up turn,
+// review the result), and
 // tabs for the live timeline, turns, the effect ledger, checkpoints (fork
 // from one), artifacts (preview, download), the trace and the sub-agents.
 // The timeline is the event stream; every event that changes the session
@@ -14,6 +15,7 @@ import { actionCard } from '../actions.js';
 import { waterfall } from '../waterfall.js';
 import { artifactsTab } from './artifacts.js';
 import { refreshInboxCount } from '../badge.js';
+import { steerForm } from '../steer.js';
 
 const terminal = new Set(['idle', 'failed', 'cancelled']);
 
@@ -149,11 +151,13 @@ export async function sessionPage(root, scope, id, query) {
   function renderControls() {
     const s = session;
     if (!controlEls) {
-      controlEls = { cancel: cancelForm(), followUp: followUpForm(), review: reviewForm() };
+      controlEls = { cancel: cancelForm(), steer: steerForm(path, () => refreshSoon()), followUp: followUpForm(), review: reviewForm() };
       replace(controls, h('h2', null, 'Actions'),
-        h('div', { class: 'controls-grid' }, controlEls.cancel, controlEls.followUp, controlEls.review));
+        h('div', { class: 'controls-grid' }, controlEls.cancel, controlEls.steer, controlEls.followUp, controlEls.review));
     }
     controlEls.cancel.hidden = terminal.has(s.status);
+    // A turn that is not done can be steered (a pending cancel refuses it).
+    controlEls.steer.hidden = terminal.has(s.status) || !!s.cancel_requested;
     controlEls.review.hidden = !(s.status === 'idle' || s.review);
     replace(controlEls.review.querySelector('.review-state'), s.review
       ? h('p', { class: s.review.accepted ? 'ok' : 'error', id: 'review-state' },
