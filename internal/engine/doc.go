@@ -39,9 +39,14 @@
 //     read or idempotent call failed, an irreversible one in doubt) and
 //     stops the turn; a parked wait wakes at the deadline (a wake time of
 //     its row).
+//   - a pause cuts nothing: it takes effect before the next call starts
+//     (the worker reads the session's row at every safe point) or at once
+//     when no worker runs the session; a paused session holds no worker,
+//     lease or wake time, whatever is decided meanwhile, and its paused
+//     time counts toward no deadline (pause.go).
 //
 // Files: the loop is runner.go (tick), step.go (model calls) and exec.go
-// (tool calls), interrupt.go (calls cut in flight), with mcp.go for the tools of MCP servers (listed into the
+// (tool calls), interrupt.go (calls cut in flight), pause.go (pause and resume), with mcp.go for the tools of MCP servers (listed into the
 // journal, called through internal/mcp); the API side is sessions.go, actions.go (decisions),
 // budget.go (PATCH budget), inbox.go and reads.go.
 //
