@@ -17,6 +17,9 @@ const (
 	SessionIdle           SessionStatus = "idle"
 	SessionFailed         SessionStatus = "failed"
 	SessionCancelled      SessionStatus = "cancelled"
+	// SessionPaused: a person paused the session; it holds no worker and
+	// runs nothing until resumed (POST /v1/sessions/{id}/resume).
+	SessionPaused SessionStatus = "paused"
 )
 
 // Terminal reports whether no turn of the session is queued or running: the
@@ -202,6 +205,18 @@ type Session struct {
 	// Subagents are the sessions this one spawned (each with its own
 	// sub-agents), only when asked for with ?include=subagents.
 	Subagents []Session `json:"subagents,omitempty"`
+
+	// PauseRequested is true from a pause request until it has taken
+	// effect (the session is paused at its next safe point).
+	PauseRequested bool `json:"pause_requested"`
+	// PauseReason is the reason given for the pause requested or in
+	// effect; PausedAt is when the pause in effect began.
+	PauseReason string     `json:"pause_reason,omitempty"`
+	PausedAt    *time.Time `json:"paused_at,omitempty"`
+	// PausedSeconds is how long the session's ended pauses lasted: its
+	// wall-clock budget counts the time since CreatedAt less this (and
+	// less the pause in effect, since PausedAt).
+	PausedSeconds float64 `json:"paused_seconds,omitempty"`
 }
 
 // Turn is one unit of requested work inside a session.
@@ -318,3 +333,12 @@ type SteerRequest struct {
 	Input     string `json:"input"`
 	Interrupt bool   `json:"interrupt,omitempty"`
 }
+
+// PauseRequest is the body of POST /v1/sessions/{id}/pause.
+type PauseRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// ResumeRequest is the body of POST /v1/sessions/{id}/resume (it has no
+// fields yet; an empty body is accepted).
+type ResumeRequest struct{}

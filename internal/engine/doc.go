@@ -44,10 +44,16 @@
 //     does not end with one unread; a steer with interrupt abandons a
 //     step's model call in flight through the same watcher as a cancel and
 //     the call is made again with it; it never cuts a tool call (steer.go).
+//   - a pause cuts nothing: it takes effect before the next call starts
+//     (the worker reads the session's row at every safe point) or at once
+//     when no worker runs the session; a paused session holds no worker,
+//     lease or wake time, whatever is decided meanwhile, and its paused
+//     time counts toward no deadline (pause.go).
 //
 // Files: the loop is runner.go (tick), step.go (model calls) and exec.go
 // (tool calls), interrupt.go (calls cut in flight), steer.go (steering
-// messages), with mcp.go for the tools of MCP servers (listed into the
+// messages), pause.go (pause and resume), with mcp.go for the tools of MCP
+// servers (listed into the
 // journal, called through internal/mcp); the API side is sessions.go, actions.go (decisions),
 // budget.go (PATCH budget), inbox.go and reads.go.
 //

@@ -15,7 +15,8 @@ import (
 
 // Interrupting a call in flight. The limits that bound a turn in time
 // (the session's max_wall_seconds, counted from its creation, and the
-// agent's turn_timeout_seconds, counted from the turn's start) and a
+// agent's turn_timeout_seconds, counted from the turn's start, both less
+// the time the session was paused: journal/pause.go) and a
 // person's cancel must bind while a call runs, not only between calls: a
 // model request, a shell command, an MCP call is run under a context of
 // its own (callContext) that is cancelled, with an *interruptCause, when
@@ -296,7 +297,7 @@ func (r *runner) stopFor(ctx context.Context, cause *interruptCause) error {
 	case interruptWall:
 		b := r.st.Session.Budget
 		return r.exceed(budgetDim{"wall_seconds", float64(b.SoftWallSeconds), float64(b.MaxWallSeconds),
-			r.e.clock.Now().Sub(r.st.Session.CreatedAt).Seconds()})
+			r.st.WallElapsed(r.e.clock.Now()).Seconds()})
 	case interruptTurnTimeout:
 		return r.failTurn(lt.StopTimeout, cause.msg)
 	case interruptCancel:

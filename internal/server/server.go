@@ -229,8 +229,10 @@ func (s *Server) routes() {
 	s.handle("GET /v1/sessions/{id}/artifacts", s.listArtifacts)
 	s.handle("GET /v1/sessions/{id}/trace", s.sessionTrace)
 
-	// Steering the running turn (steer.go).
+	// Control of a running session: steer.go, pause.go.
 	s.handle("POST /v1/sessions/{id}/steer", s.idempotent(s.steerSession))
+	s.handle("POST /v1/sessions/{id}/pause", s.idempotent(s.pauseSession))
+	s.handle("POST /v1/sessions/{id}/resume", s.idempotent(s.resumeSession))
 
 	s.handle("GET /v1/actions", s.listAllActions)
 	s.handle("GET /v1/actions/{action_id}", s.getAction)

@@ -1,7 +1,7 @@
 // Session: what the session is for and where it stands (status, budget
 // meters, review), what it needs (its pending actions, with their forms),
-// what a person can do (cancel, steer the running turn, a follow-up turn,
-// review the result), and
+// what a person can do (cancel, steer the running turn, pause and resume,
+// a follow-up turn, review the result), and
 // tabs for the live timeline, turns, the effect ledger, checkpoints (fork
 // from one), artifacts (preview, download), the trace and the sub-agents.
 // The timeline is the event stream; every event that changes the session
@@ -16,6 +16,7 @@ import { waterfall } from '../waterfall.js';
 import { artifactsTab } from './artifacts.js';
 import { refreshInboxCount } from '../badge.js';
 import { steerForm } from '../steer.js';
+import { pauseControl, pauseChip, pausedSeconds } from '../pause.js';
 
 const terminal = new Set(['idle', 'failed', 'cancelled']);
 
@@ -103,6 +104,7 @@ export async function sessionPage(root, scope, id, query) {
       h('div', { class: 'head-status' }, statusBadge(session.status),
         session.stop_reason ? chip(session.stop_reason, 'warn') : null,
         session.cancel_requested ? chip('cancel requested', 'warn') : null,
+        pauseChip(session),
         session.review ? chip(session.review.accepted ? 'accepted' : 'rejected', session.review.accepted ? 'ok' : 'error') : null));
   }
 
@@ -133,7 +135,7 @@ export async function sessionPage(root, scope, id, query) {
     const b = s.budget || {};
     const u = s.usage || {};
     const end = terminal.has(s.status) ? new Date(s.updated_at).getTime() : Date.now();
-    const wall = Math.max(0, (end - new Date(s.created_at).getTime()) / 1000);
+    const wall = Math.max(0, (end - new Date(s.created_at).getTime()) / 1000 - pausedSeconds(s, end));
     const dims = [
       ['Cost', u.cost_usd || 0, b.max_cost_usd, b.soft_cost_usd, fmtCost],
       ['Tokens', (u.input_tokens || 0) + (u.output_tokens || 0), b.max_tokens, b.soft_tokens, fmtInt],
@@ -151,10 +153,11 @@ export async function sessionPage(root, scope, id, query) {
   function renderControls() {
     const s = session;
     if (!controlEls) {
-      controlEls = { cancel: cancelForm(), steer: steerForm(path, () => refreshSoon()), followUp: followUpForm(), review: reviewForm() };
+      controlEls = { cancel: cancelForm(), steer: steerForm(path, () => refreshSoon()), pause: pauseControl(path, () => refreshSoon()), followUp: followUpForm(), review: reviewForm() };
       replace(controls, h('h2', null, 'Actions'),
-        h('div', { class: 'controls-grid' }, controlEls.cancel, controlEls.steer, controlEls.followUp, controlEls.review));
+        h('div', { class: 'controls-grid' }, controlEls.cancel, controlEls.steer, controlEls.pause.el, controlEls.followUp, controlEls.review));
     }
+    controlEls.pause.update(s);
     controlEls.cancel.hidden = terminal.has(s.status);
     // A turn that is not done can be steered (a pending cancel refuses it).
     controlEls.steer.hidden = terminal.has(s.status) || !!s.cancel_requested;
