@@ -34,6 +34,9 @@ type transcript struct {
 	// note is told to the model with the next tool result (e.g. that the
 	// workspace was restored from a checkpoint).
 	note string
+	// changed are the people's workspace changes since the last model
+	// call: told at the next one (personnote.go).
+	changed []lt.WorkspaceChange
 }
 
 func newTranscript(spec *lt.AgentSpec) *transcript {
@@ -47,7 +50,8 @@ func transcriptWants(typ string) bool {
 	switch typ {
 	case lt.EventSessionCreated, lt.EventConstraintAdded, lt.EventTurnCreated, lt.EventTurnStarted,
 		lt.EventModelResponded, lt.EventToolCompleted, lt.EventToolFailed, lt.EventActionResolved,
-		lt.EventContextCompacted, lt.EventAcceptanceVerified, lt.EventEnvironmentRestored:
+		lt.EventContextCompacted, lt.EventAcceptanceVerified, lt.EventEnvironmentRestored,
+		lt.EventWorkspaceChanged:
 		return true
 	}
 	return false
@@ -80,9 +84,15 @@ func (t *transcript) observe(ev lt.Event) {
 			t.msgs = append(t.msgs, model.Message{Role: model.RoleUser, Text: t.inputs[d.TurnID]})
 			delete(t.inputs, d.TurnID)
 		}
+	case lt.EventWorkspaceChanged:
+		var d lt.WorkspaceChange
+		if json.Unmarshal(ev.Data, &d) == nil {
+			t.changed = append(t.changed, d)
+		}
 	case lt.EventModelResponded:
 		var d journal.ModelResponded
 		if json.Unmarshal(ev.Data, &d) == nil {
+			t.flushChanged()
 			m := model.Message{Role: model.RoleAssistant, Text: d.Text, Reasoning: d.Reasoning}
 			for _, c := range d.ToolCalls {
 				m.ToolCalls = append(m.ToolCalls, model.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
@@ -185,7 +195,11 @@ func (t *transcript) messagesFrom(cut int, summary string) []model.Message {
 	if cut > 0 && len(kept) > 0 && kept[0].Role != model.RoleUser {
 		out = append(out, model.Message{Role: model.RoleUser, Text: continueNote})
 	}
-	return append(out, kept...)
+	out = append(out, kept...)
+	if m, ok := t.changedMessage(); ok {
+		out = append(out, m)
+	}
+	return out
 }
 
 // toolDefs describes the agent's tools to the model.
