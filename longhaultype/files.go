@@ -34,6 +34,9 @@ type WorkspaceChange struct {
 	PreviousSHA256 string `json:"previous_sha256,omitempty"`
 	// ActionID is the input action (kind "file") the upload answered.
 	ActionID string `json:"action_id,omitempty"`
+	// Unchanged is set (in API answers only) when an upload held the bytes
+	// the file already had: nothing was journaled.
+	Unchanged bool `json:"unchanged,omitempty"`
 	// Seq is the journal position of the workspace.changed event (set in
 	// API answers; the event's own seq says it in the journal).
 	Seq int64 `json:"seq,omitempty"`

@@ -36,15 +36,6 @@ const MaxFileBytes = 32 << 20
 // the pause branch names it longhaultype.SessionPaused).
 const statusPaused = lt.SessionStatus("paused")
 
-// FileWrite is a person's upload: Data becomes the content of Path.
-// ActionID, when set, names the pending input action of kind "file" the
-// upload answers (resolved in the same append).
-type FileWrite struct {
-	Path     string
-	Data     []byte
-	ActionID string
-}
-
 // filesWritable reports, as a 409 naming the status, whether a person may
 // change the session's workspace now: only while no worker runs it, and
 // only in the root of a tree whose sub-agents (who share it) are done.
@@ -220,22 +211,22 @@ func (e *Engine) OpenFile(ctx context.Context, sessionID, path string) (*lt.File
 		SHA256: hex.EncodeToString(h.Sum(nil)), Mode: fmt.Sprintf("%04o", fi.Mode().Perm()), ModTime: &t}, f, nil
 }
 
-// WriteFile is a person's upload or edit: it replaces (or creates) the
-// file, journals workspace.changed (by "person", the path, the new
+// WriteFile is a person's upload or edit: data replaces (or creates) the
+// file at path; it journals workspace.changed (by "person", the path, the new
 // SHA-256 and size; the content as a blob in the same transaction) before
-// it answers, and, with ActionID, resolves that input action of kind
-// "file". 409 unless the session is paused, idle, waiting or
+// it answers, and, with actionID, resolves that pending input action of
+// kind "file" in the same append. 409 unless the session is paused, idle, waiting or
 // requires_action; 400 naming path for a path that leaves the workspace or
 // goes through a symlink; 413 over MaxFileBytes or the workspace's quota.
-func (e *Engine) WriteFile(ctx context.Context, sessionID string, req *FileWrite) (*lt.WorkspaceChange, error) {
-	c, err := cleanFilesPath(req.Path, false)
+func (e *Engine) WriteFile(ctx context.Context, sessionID, path string, data []byte, actionID string) (*lt.WorkspaceChange, error) {
+	c, err := cleanFilesPath(path, false)
 	if err != nil {
 		return nil, err
 	}
-	if int64(len(req.Data)) > MaxFileBytes {
+	if int64(len(data)) > MaxFileBytes {
 		return nil, apierror.TooLarge("the file is larger than %d bytes", MaxFileBytes)
 	}
-	return e.changeFile(ctx, sessionID, lt.WorkspaceWrite, c, req.Data, req.ActionID)
+	return e.changeFile(ctx, sessionID, lt.WorkspaceWrite, c, data, actionID)
 }
 
 // DeleteFile deletes a file (or a symlink, never its target) of the
@@ -289,6 +280,12 @@ func (e *Engine) changeFile(ctx context.Context, sessionID, op, c string, data [
 			return nil, err
 		}
 		change.ActionID = actionID
+		if act == nil && op == lt.WorkspaceWrite && change.PreviousSHA256 == change.SHA256 {
+			// The same bytes again (a retried upload): nothing changed,
+			// nothing to tell the model.
+			change.Unchanged = true
+			return change, nil
+		}
 		b := e.newBatch(st, e.cfg.NodeID)
 		turnID, step := "", 0
 		if act != nil {
