@@ -332,6 +332,10 @@ func eventSummary(ev lt.Event) string {
 		if decode(ev, &d) {
 			return fmt.Sprintf("pinned: %q", truncate(d.Constraint, 80))
 		}
+	case lt.EventWorkspaceChanged:
+		if s, ok := workspaceChangedSummary(ev); ok {
+			return s
+		}
 	}
 	return truncate(string(ev.Data), 100)
 }

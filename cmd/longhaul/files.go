@@ -201,3 +201,22 @@ requires_action (409 otherwise).`,
 	}
 	return cmd
 }
+
+// workspaceChangedSummary is the one-line form of workspace.changed in
+// "longhaul events": "by person: wrote notes.md (12 B, sha256 3f2a…)".
+func workspaceChangedSummary(ev lt.Event) (string, bool) {
+	var d lt.WorkspaceChange
+	if !decode(ev, &d) || d.Path == "" {
+		return "", false
+	}
+	s := "by " + d.By + ": "
+	if d.Op == lt.WorkspaceDelete {
+		s += "deleted " + d.Path
+	} else {
+		s += fmt.Sprintf("wrote %s (%s, sha256 %s)", d.Path, fmtBytes(d.Size), shortHash(d.SHA256))
+	}
+	if d.ActionID != "" {
+		s += ", answering " + d.ActionID
+	}
+	return s, true
+}
