@@ -243,13 +243,18 @@ func (e *Engine) DeleteFile(ctx context.Context, sessionID, path string) (*lt.Wo
 // changeFile journals and applies one person's change (workspacesync.go
 // says why in this order).
 func (e *Engine) changeFile(ctx context.Context, sessionID, op, c string, data []byte, actionID string) (*lt.WorkspaceChange, error) {
-	row, err := e.store.SessionGet(ctx, sessionID)
+	row, st, err := e.loadState(ctx, sessionID)
 	if err != nil {
 		return nil, notFound(err, "session", sessionID)
 	}
+	if err := filesWritable(st); err != nil {
+		return nil, err
+	}
 	unlock, ok := e.wsLocks.tryExclusive(sessionID)
 	if !ok {
-		return nil, apierror.Conflict("session %s is running: its workspace can be changed only while it is paused, idle, waiting or requires_action", sessionID)
+		// A runner of this node has not let go of it yet (it parks or
+		// ends), or another change is being made.
+		return nil, apierror.Conflict("session %s is still being worked on by this node: try again", sessionID)
 	}
 	defer unlock()
 	var spec lt.AgentSpec

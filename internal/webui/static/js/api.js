@@ -141,3 +141,13 @@ export async function fetchBlob(path, signal) {
 }
 
 export const enc = encodeURIComponent;
+
+// putFile uploads a person's file: the raw bytes as
+// application/octet-stream (the file routes' one exception to JSON
+// bodies), with the API key; it returns the workspace change.
+export async function putFile(path, body, query, signal) {
+  const headers = authHeaders({ 'Content-Type': 'application/octet-stream' });
+  const resp = await fetch(withQuery(path, query), { method: 'PUT', headers, body, cache: 'no-store', signal });
+  if (!resp.ok) throw await errorFrom(resp);
+  return resp.json();
+}
