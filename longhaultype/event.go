@@ -70,6 +70,15 @@ const (
 	// EventMCPServerLost: an MCP server died or its connection broke
 	// while a call to it ran.
 	EventMCPServerLost = "mcp.server_lost"
+	// EventSessionPauseRequested: a person asked a running session to
+	// pause; it takes effect at the next safe point (session.paused).
+	EventSessionPauseRequested = "session.pause_requested"
+	// EventSessionPaused: the pause took effect; nothing runs until
+	// session.resumed.
+	EventSessionPaused = "session.paused"
+	// EventSessionResumed: a person resumed a paused session (or withdrew
+	// a pause that had not taken effect).
+	EventSessionResumed = "session.resumed"
 )
 
 // BlobRef points at a content-addressed blob. Event payloads over 64 KiB are

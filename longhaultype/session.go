@@ -17,6 +17,9 @@ const (
 	SessionIdle           SessionStatus = "idle"
 	SessionFailed         SessionStatus = "failed"
 	SessionCancelled      SessionStatus = "cancelled"
+	// SessionPaused: a person paused the session; it holds no worker and
+	// runs nothing until resumed (POST /v1/sessions/{id}/resume).
+	SessionPaused SessionStatus = "paused"
 )
 
 // Terminal reports whether no turn of the session is queued or running: the
@@ -202,6 +205,10 @@ type Session struct {
 	// Subagents are the sessions this one spawned (each with its own
 	// sub-agents), only when asked for with ?include=subagents.
 	Subagents []Session `json:"subagents,omitempty"`
+
+	// PauseRequested is true from a pause request until it has taken
+	// effect (the session is paused at its next safe point).
+	PauseRequested bool `json:"pause_requested"`
 }
 
 // Turn is one unit of requested work inside a session.
@@ -309,3 +316,12 @@ type ListSessionsParams struct {
 	Cursor   string
 	Limit    int
 }
+
+// PauseRequest is the body of POST /v1/sessions/{id}/pause.
+type PauseRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// ResumeRequest is the body of POST /v1/sessions/{id}/resume (it has no
+// fields yet; an empty body is accepted).
+type ResumeRequest struct{}

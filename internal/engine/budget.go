@@ -31,7 +31,7 @@ func (r *runner) budgetDims(beforeTool bool) []budgetDim {
 	u.InputTokens += res.InputTokens
 	u.ModelCalls += res.ModelCalls
 	u.ToolCalls += res.ToolCalls
-	wall := budgetDim{"wall_seconds", float64(b.SoftWallSeconds), float64(b.MaxWallSeconds), r.e.clock.Now().Sub(r.st.Session.CreatedAt).Seconds()}
+	wall := budgetDim{"wall_seconds", float64(b.SoftWallSeconds), float64(b.MaxWallSeconds), r.st.WallElapsed(r.e.clock.Now()).Seconds()}
 	if beforeTool {
 		return []budgetDim{
 			{"tool_calls", float64(b.SoftToolCalls), float64(b.MaxToolCalls), float64(u.ToolCalls)},
@@ -149,7 +149,7 @@ func usedOf(st *journal.State, name string, now time.Time) float64 {
 	case "tool_calls":
 		return float64(u.ToolCalls)
 	case "wall_seconds":
-		return now.Sub(st.Session.CreatedAt).Seconds()
+		return st.WallElapsed(now).Seconds()
 	}
 	return 0
 }

@@ -274,7 +274,7 @@ func (r *runner) stopFor(ctx context.Context, cause *interruptCause) error {
 	case interruptWall:
 		b := r.st.Session.Budget
 		return r.exceed(budgetDim{"wall_seconds", float64(b.SoftWallSeconds), float64(b.MaxWallSeconds),
-			r.e.clock.Now().Sub(r.st.Session.CreatedAt).Seconds()})
+			r.st.WallElapsed(r.e.clock.Now()).Seconds()})
 	case interruptTurnTimeout:
 		return r.failTurn(lt.StopTimeout, cause.msg)
 	case interruptCancel:

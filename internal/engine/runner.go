@@ -202,6 +202,12 @@ func (r *runner) merge(ctx context.Context) error {
 		r.observe(wireEvent(ev))
 	}
 	old := r.b
+	if !old.empty() && pausedAmong(foreign) {
+		// The API paused the session (it looked parked) while this runner
+		// built on it: what it has not saved must not run. It starts over
+		// from the journal, and parks.
+		return fmt.Errorf("%w: the session was paused", errStaleBatch)
+	}
 	r.st = st
 	r.durableSeq = row.LastSeq
 	r.b = r.e.newBatch(st, r.e.cfg.NodeID)
@@ -246,6 +252,9 @@ func (r *runner) run(ctx context.Context) error {
 // tick does the next thing the journal says is due, and reports whether the
 // runner is done with the session (it waits or has nothing left to do).
 func (r *runner) tick(ctx context.Context) (bool, error) {
+	if err := r.readControls(ctx); err != nil {
+		return false, err
+	}
 	st := r.st
 	turn := st.CurrentTurn()
 	if ids := st.OrphanedChildren(); len(ids) > 0 {
@@ -259,6 +268,9 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 			return false, r.reportToParent(ctx)
 		}
 		return r.park(ctx)
+	}
+	if st.Pause != nil {
+		return r.pause(ctx) // nothing runs while paused, not even a recovery
 	}
 	if r.envErr != nil {
 		err := r.envErr

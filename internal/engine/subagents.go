@@ -301,7 +301,7 @@ func (r *runner) childBudget(asked *lt.Budget) (lt.Budget, error) {
 	out.MaxModelCalls = atLeastOne(share("model_calls", float64(b.MaxModelCalls), float64(u.ModelCalls+res.ModelCalls), float64(want.MaxModelCalls)))
 	out.MaxToolCalls = atLeastOne(share("tool_calls", float64(b.MaxToolCalls), float64(u.ToolCalls+res.ToolCalls), float64(want.MaxToolCalls)))
 	if b.MaxWallSeconds > 0 {
-		left := float64(b.MaxWallSeconds) - r.e.clock.Now().Sub(r.st.Session.CreatedAt).Seconds()
+		left := float64(b.MaxWallSeconds) - r.st.WallElapsed(r.e.clock.Now()).Seconds()
 		if left <= 0 && err == nil {
 			err = apierror.Invalid("budget", "no wall-clock time left to give a sub-agent")
 		}

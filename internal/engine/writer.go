@@ -61,9 +61,14 @@ func (b *batch) add(typ, turnID string, step int, data any) error {
 }
 
 // status appends a status change if the session is not already in to.
+// A paused session stays paused until it is resumed or its turns end: a
+// decision taken meanwhile does not make it running.
 func (b *batch) status(to lt.SessionStatus, stopReason string) error {
 	from := b.st.Session.Status
 	if from == to && stopReason == "" {
+		return nil
+	}
+	if b.st.Paused() && to != lt.SessionPaused && !to.Terminal() {
 		return nil
 	}
 	return b.add(lt.EventSessionStatusChanged, "", 0, journal.StatusChanged{From: from, To: to, StopReason: stopReason})

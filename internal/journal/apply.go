@@ -68,6 +68,8 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 			return err
 		}
 		s.Cancel = &d
+	case lt.EventSessionPauseRequested, lt.EventSessionPaused, lt.EventSessionResumed:
+		return applyPause(s, ev)
 	case lt.EventTurnCreated:
 		d, err := decode[TurnCreated](ev)
 		if err != nil {
@@ -260,7 +262,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		// and sub-agents are not its to report to, work in or wait for.
 		s.Session.ParentID, s.Workspace, s.Depth, s.ReportDue, s.Children = nil, "", 0, nil, nil
 		// The fork's wall clock (budgets) starts when it was made.
-		s.Session.CreatedAt = ev.Time
+		s.Session.CreatedAt, s.PausedFor, s.Pause = ev.Time, 0, nil
 	case lt.EventSessionReviewed:
 		d, err := decode[SessionReviewed](ev)
 		if err != nil {
@@ -502,6 +504,7 @@ func applyTurnEnd(s *State, ev lt.Event, ch *Changes) error {
 	}
 	if len(s.Turns) == 0 {
 		s.Cancel = nil
+		endPause(s, at) // nothing is left to pause
 	}
 	return nil
 }

@@ -89,6 +89,12 @@ type State struct {
 	// Tally is how the work went (asks, retries, how far it got), for
 	// reports: see tally.go.
 	Tally Tally `json:"tally,omitzero"`
+
+	// Pause is set from a pause request until the session is resumed (or
+	// its turns end): see pause.go. PausedFor is how long the session's
+	// ended pauses lasted: its wall-clock budget does not count them.
+	Pause     *Pause        `json:"pause,omitempty"`
+	PausedFor time.Duration `json:"paused_for,omitempty"`
 }
 
 // Child is a sub-agent spawned by the session.
@@ -284,6 +290,11 @@ func (s *State) Runnable() bool {
 	if s.Cancel != nil && !s.CancelHeld() {
 		return true
 	}
+	if s.Pause != nil {
+		// A requested pause is carried out by a worker; a paused session
+		// holds none, whatever was decided or signalled meanwhile.
+		return s.PauseRequested()
+	}
 	// A wait is claimed again by its wake time (WakeAt), or by what ends
 	// it (a signal, sub-agents).
 	return len(s.Pending) == 0 && (s.Wait == nil || s.Wait.woken())
@@ -312,6 +323,9 @@ func (s *State) CancelHeld() bool {
 // WakeAt is when a waiting session must be looked at again without anyone
 // acting on it: the earliest expiry of a pending action (nil: never).
 func (s *State) WakeAt() *time.Time {
+	if s.Paused() {
+		return nil // nothing fires while paused; a due timer fires on resume
+	}
 	var at *time.Time
 	for i := range s.Pending {
 		if e := s.Pending[i].ExpiresAt; e != nil && (at == nil || e.Before(*at)) {
@@ -334,12 +348,13 @@ func (s *State) WakeAt() *time.Time {
 }
 
 // WallDeadline is when the session's wall-clock budget (max_wall_seconds,
-// counted from its creation) runs out; nil when it has none.
+// counted from its creation, less the time it was paused) runs out; nil
+// when it has none.
 func (s *State) WallDeadline() *time.Time {
 	if s.Session.Budget.MaxWallSeconds <= 0 {
 		return nil
 	}
-	t := s.Session.CreatedAt.Add(time.Duration(s.Session.Budget.MaxWallSeconds) * time.Second)
+	t := s.Session.CreatedAt.Add(time.Duration(s.Session.Budget.MaxWallSeconds)*time.Second + s.PausedFor)
 	return &t
 }
 
@@ -394,6 +409,7 @@ func (s *State) View() lt.Session {
 	v := s.Session
 	v.RequiredActions = append([]lt.Action{}, s.Pending...)
 	v.CancelRequested = s.Cancel != nil
+	v.PauseRequested = s.PauseRequested()
 	if v.Constraints == nil {
 		v.Constraints = []string{}
 	}

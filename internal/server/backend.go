@@ -66,6 +66,14 @@ type Backend interface {
 
 	// Ready reports whether storage is reachable and migrated.
 	Ready(ctx context.Context) error
+
+	// PauseSession pauses a session at its next safe point (at once when
+	// no worker runs it); pausing again changes nothing. 409 for a session
+	// whose turns are over or that is being cancelled.
+	PauseSession(ctx context.Context, id string, req *lt.PauseRequest) (*lt.Session, error)
+	// ResumeSession ends a pause (or withdraws one not yet in effect);
+	// 409 for a session that is neither paused nor asked to pause.
+	ResumeSession(ctx context.Context, id string, req *lt.ResumeRequest) (*lt.Session, error)
 }
 
 // ListSessionsParams filters GET /v1/sessions (an alias, so the engine need

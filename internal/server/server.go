@@ -242,6 +242,9 @@ func (s *Server) routes() {
 	s.handle("GET /v1/sessions/{id}/artifacts", s.listArtifacts)
 	s.handle("GET /v1/sessions/{id}/trace", s.sessionTrace)
 
+	s.handle("POST /v1/sessions/{id}/pause", s.idempotent(s.pauseSession))
+	s.handle("POST /v1/sessions/{id}/resume", s.idempotent(s.resumeSession))
+
 	s.handle("GET /v1/actions", s.listAllActions)
 	s.handle("GET /v1/actions/{action_id}", s.getAction)
 

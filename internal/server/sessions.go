@@ -16,6 +16,7 @@ import (
 var sessionStatuses = []string{
 	string(lt.SessionQueued), string(lt.SessionRunning), string(lt.SessionRequiresAction),
 	string(lt.SessionWaiting), string(lt.SessionIdle), string(lt.SessionFailed), string(lt.SessionCancelled),
+	string(lt.SessionPaused),
 }
 
 // createSession is POST /v1/sessions: 201 with the new session.

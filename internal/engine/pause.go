@@ -1,0 +1,181 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/store"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// Pause and resume. A pause is not a cancel: it cuts nothing in flight.
+// It takes effect at the session's next safe point, before its next model
+// or tool call starts, and the session is then a row that no worker holds
+// (status paused) until a person resumes it:
+//
+//   - a session no worker runs (queued, parked on a required action or a
+//     wait) is paused at once, by the API (session.paused);
+//   - a running one gets session.pause_requested; its worker reads the
+//     session's row at every safe point (readControls, whichever node took
+//     the request), journals session.paused and gives the session back
+//     (tick). A worker whose unsaved events meet a session the API
+//     paused meanwhile drops them and starts over from the journal
+//     (runner.merge), so nothing it built before the pause runs.
+//
+// While paused, decisions and signals are recorded but run nothing, timers
+// and expiries do not fire (journal.State.WakeAt), and a cancel still ends
+// the turns. Paused time counts toward neither max_wall_seconds nor
+// turn_timeout_seconds (journal/pause.go).
+
+// maxPauseReasonBytes bounds a pause's reason: it is journaled and shown.
+const maxPauseReasonBytes = 4 << 10
+
+// PauseSession pauses a session at its next safe point (idempotent: a
+// session already paused, or asked to, is returned as it is). A session
+// whose turns are over (idle, failed, cancelled) or that is being
+// cancelled cannot be paused (409).
+func (e *Engine) PauseSession(ctx context.Context, id string, req *lt.PauseRequest) (*lt.Session, error) {
+	if len(req.Reason) > maxPauseReasonBytes {
+		return nil, apierror.Invalid("reason", "must be at most %d bytes", maxPauseReasonBytes)
+	}
+	v, err := mutate(ctx, e, id, func(b *batch) (*lt.Session, error) {
+		st := b.st
+		switch {
+		case st.Pause != nil:
+			// Already paused, or asked to: a repeated pause changes nothing.
+		case len(st.Turns) == 0 || st.Session.Status.Terminal():
+			return nil, apierror.Conflict("session %s is %s: it has no turn to pause", id, st.Session.Status)
+		case st.Cancel != nil:
+			return nil, apierror.Conflict("session %s is being cancelled", id)
+		case parked(st.Session.Status):
+			// No worker runs it (one that claimed it meanwhile drops
+			// what it had not saved: runner.merge): paused now.
+			if err := pauseNow(b, req.Reason); err != nil {
+				return nil, err
+			}
+		default:
+			if err := b.add(lt.EventSessionPauseRequested, "", 0, journal.PauseRequested{Reason: req.Reason}); err != nil {
+				return nil, err
+			}
+		}
+		v := b.st.View()
+		return &v, nil
+	})
+	if err != nil {
+		return nil, notFound(err, "session", id)
+	}
+	return v, nil
+}
+
+// ResumeSession ends a session's pause: it goes on where it stopped (a
+// pause that had not taken effect yet is withdrawn). A session that is
+// neither paused nor asked to pause is a 409.
+func (e *Engine) ResumeSession(ctx context.Context, id string, _ *lt.ResumeRequest) (*lt.Session, error) {
+	v, err := mutate(ctx, e, id, func(b *batch) (*lt.Session, error) {
+		st := b.st
+		if st.Pause == nil {
+			return nil, apierror.Conflict("session %s is not paused (status %s)", id, st.Session.Status)
+		}
+		var pausedMS int64
+		if at := st.Pause.At; at != nil {
+			pausedMS = max(e.clock.Now().Sub(*at), 0).Milliseconds()
+		}
+		wasPaused := st.Paused()
+		if err := b.add(lt.EventSessionResumed, "", 0, journal.Resumed{PausedMS: pausedMS}); err != nil {
+			return nil, err
+		}
+		if wasPaused {
+			if err := b.status(resumedStatus(b.st), ""); err != nil {
+				return nil, err
+			}
+		}
+		v := b.st.View()
+		return &v, nil
+	})
+	if err != nil {
+		return nil, notFound(err, "session", id)
+	}
+	return v, nil
+}
+
+// parked reports whether a session in this status is held by no worker:
+// its pause can take effect at once.
+func parked(s lt.SessionStatus) bool {
+	return s == lt.SessionQueued || s == lt.SessionRequiresAction || s == lt.SessionWaiting
+}
+
+// pauseNow journals the pause taking effect.
+func pauseNow(b *batch, reason string) error {
+	if err := b.add(lt.EventSessionPaused, "", 0, journal.Paused{Reason: reason}); err != nil {
+		return err
+	}
+	return b.status(lt.SessionPaused, "")
+}
+
+// resumedStatus is what a session is once resumed: what it would be had
+// it never been paused. A wait whose time came meanwhile is still waiting
+// here: its row's wake time has passed, so a worker claims it at once and
+// the wait ends as it would have.
+func resumedStatus(st *journal.State) lt.SessionStatus {
+	switch t := st.CurrentTurn(); {
+	case len(st.Pending) > 0:
+		return lt.SessionRequiresAction
+	case st.Wait != nil && st.Wait.Signal == nil && !st.Wait.Satisfied:
+		return lt.SessionWaiting
+	case t != nil && t.Status == lt.TurnQueued:
+		return lt.SessionQueued
+	default:
+		return lt.SessionRunning
+	}
+}
+
+// pause carries out a requested pause at the runner's safe point (or finds
+// the session paused): the pause is journaled, and the session is given
+// back. It reports whether the runner is done (see park).
+func (r *runner) pause(ctx context.Context) (bool, error) {
+	if r.st.PauseRequested() {
+		if err := pauseNow(r.b, r.st.Pause.Reason); err != nil {
+			return false, err
+		}
+		r.observe(r.b.events[len(r.b.events)-1])
+	}
+	return r.park(ctx)
+}
+
+// readControls is the safe point's look for a pause: when another writer
+// asked for one (or paused the session) since the runner last read the
+// journal, on this node or any other, the runner merges the journal before
+// it starts anything else. It reads the store itself rather than waiting
+// for a notice, so a pause that was answered before the safe point is
+// always seen there. (Other writes are merged as before, when the runner
+// next appends: a cancel keeps its own path, interrupt.go.)
+func (r *runner) readControls(ctx context.Context) error {
+	row, err := r.e.store.SessionGet(ctx, r.lease.SessionID)
+	if err != nil {
+		return err
+	}
+	if row.LastSeq <= r.durableSeq {
+		return nil
+	}
+	foreign, err := r.e.store.EventList(ctx, r.lease.SessionID, r.durableSeq, int(row.LastSeq-r.durableSeq))
+	if err != nil {
+		return err
+	}
+	for _, ev := range foreign {
+		if ev.Type == lt.EventSessionPauseRequested || ev.Type == lt.EventSessionPaused {
+			return r.merge(ctx)
+		}
+	}
+	return nil
+}
+
+// pausedAmong reports whether the events hold a pause taking effect.
+func pausedAmong(evs []store.Event) bool {
+	for _, ev := range evs {
+		if ev.Type == lt.EventSessionPaused {
+			return true
+		}
+	}
+	return false
+}
