@@ -32,16 +32,12 @@ import (
 // stored as one blob.
 const MaxFileBytes = 32 << 20
 
-// statusPaused is the status of a session a person paused (pause.go on
-// the pause branch names it longhaultype.SessionPaused).
-const statusPaused = lt.SessionStatus("paused")
-
 // filesWritable reports, as a 409 naming the status, whether a person may
 // change the session's workspace now: only while no worker runs it, and
 // only in the root of a tree whose sub-agents (who share it) are done.
 func filesWritable(st *journal.State) error {
 	switch s := st.Session.Status; s {
-	case statusPaused, lt.SessionIdle, lt.SessionWaiting, lt.SessionRequiresAction:
+	case lt.SessionPaused, lt.SessionIdle, lt.SessionWaiting, lt.SessionRequiresAction:
 	default:
 		return apierror.Conflict("session %s is %s: its workspace can be changed only while it is paused, idle, waiting or requires_action", st.Session.ID, s)
 	}

@@ -426,3 +426,37 @@ func (h *harness) state(id string) *journal.State {
 	require.NoError(h.t, json.Unmarshal(row.State, &st))
 	return &st
 }
+
+// TestPersonWriteWhilePaused: a paused session's workspace can be
+// changed; after the resume the model is told at its next call.
+func TestPersonWriteWhilePaused(t *testing.T) {
+	p := &planProvider{plan: []model.Response{
+		call("lookup", `{}`),
+		call("read_file", `{"path":"plan.md"}`),
+		{Text: "done"},
+	}}
+	h := newHarnessWith(t, map[string]model.Provider{"plan": p}, nil)
+	ctx := context.Background()
+	s := create(t, h, &lt.AgentSpec{Model: lt.ModelSpec{Provider: "plan"}, Tools: []lt.ToolSpec{
+		{Name: "read_file"}, {Name: "lookup", Type: "function"},
+	}}, nil)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	_, err := h.eng.PauseSession(ctx, s.ID, &lt.PauseRequest{Reason: "a person takes over"})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionPaused)
+	ch, err := h.eng.WriteFile(ctx, s.ID, "plan.md", []byte("step 1: ask ops"), "")
+	require.NoError(t, err)
+	require.Equal(t, "plan.md", ch.Path)
+	_, err = h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`"ok"`)})
+	require.NoError(t, err)
+	_, err = h.eng.ResumeSession(ctx, s.ID, &lt.ResumeRequest{})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	steps := p.stepRequests()
+	require.Len(t, steps, 3)
+	second := steps[1].msgs
+	require.Contains(t, second[len(second)-1].Text, "wrote plan.md (15 bytes, sha256 "+sum256("step 1: ask ops")+")")
+	last := steps[2].msgs
+	require.Contains(t, last[len(last)-1].Text, "step 1: ask ops")
+	checkJournal(t, h.store, s.ID)
+}
