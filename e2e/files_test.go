@@ -1,0 +1,153 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// Taking over the workspace in the web UI, in headless Chromium against the
+// real binary: a person pauses a session that waits for them, uploads a
+// file and edits another in the session page's file browser, resumes it,
+// and sees the changes in the timeline; the agent then reads the uploaded
+// file, and a checkpoint's snapshot is browsed read-only.
+
+// postJSON sends a JSON POST to the server (the pause and resume routes
+// have no Go client method of their own yet).
+func postJSON(ctx context.Context, t *testing.T, srv *server, path, body string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.url+path, bytes.NewReader([]byte(body)))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode, "POST %s", path)
+}
+
+func TestWebUITakeOverWorkspace(t *testing.T) {
+	ctx := t.Context()
+	b := startBrowser(t)
+	srv := startServer(t)
+
+	script, err := json.Marshal([]map[string]any{
+		{"tool_calls": []map[string]any{{"name": "write_file", "arguments": map[string]any{"path": "notes.md", "content": "draft by the agent"}}}},
+		{"tool_calls": []map[string]any{{"name": "lookup", "arguments": map[string]any{}}}},
+		{"tool_calls": []map[string]any{{"name": "read_file", "arguments": map[string]any{"path": "hint.txt"}}}},
+		{"text": "done"},
+	})
+	require.NoError(t, err)
+	sess, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{Input: "work on the notes", AgentSpec: &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Name: "demo", Script: script},
+		Tools: []lt.ToolSpec{{Name: "write_file"}, {Name: "read_file"},
+			{Name: "lookup", Type: "function", Parameters: json.RawMessage(`{"type":"object","additionalProperties":false}`)}},
+	}})
+	require.NoError(t, err)
+	id := sess.ID
+	act := pendingAction(ctx, t, srv, id, "function_call", "lookup")
+
+	// Open the Files tab while the session waits for a person; then pause
+	// it: the page follows the stream and offers the upload.
+	page := b.root
+	b.do(page, "open the session's files", navigate(srv.url+"/#/sessions/"+id+"?tab=files"))
+	b.waitJS(page, "the listing with the agent's file", `document.querySelector('#files-table tr[data-path="notes.md"]') !== null`)
+	postJSON(ctx, t, srv, "/v1/sessions/"+id+"/pause", `{"reason":"a person takes over"}`)
+	waitFor(t, browserTimeout, "the session to be paused", func() (bool, error) {
+		s, err := srv.api.GetSession(ctx, id)
+		return err == nil && s.Status == lt.SessionPaused, err
+	})
+	b.goTo(page, "#/sessions/"+id+"?tab=files")
+	b.waitJS(page, "the file browser to allow changes while paused", `(document.querySelector('#files-writable') || {}).dataset?.writable === 'true' && document.querySelector('#files-writable').innerText.includes('paused')`)
+
+	// Upload a file from this machine.
+	local := filepath.Join(t.TempDir(), "hint.txt")
+	const hint = "Use the staging database, not production."
+	require.NoError(t, os.WriteFile(local, []byte(hint), 0o600))
+	b.do(page, "choose the file to upload", chromedp.SetUploadFiles(chromedp.CSS("#files-upload-input"), []string{local}))
+	b.click(page, "#files-upload-go")
+	b.waitJS(page, "the upload's confirmation", `(document.querySelector('#files-ok') || {}).innerText?.includes('Wrote hint.txt')`)
+	b.waitJS(page, "hint.txt in the listing", `document.querySelector('#files-table tr[data-path="hint.txt"]') !== null`)
+
+	// Edit the agent's file in place.
+	b.click(page, `#files-table tr[data-path="notes.md"] .edit-btn`)
+	b.waitJS(page, "the editor with the file", `(document.querySelector('#files-editor-text') || {}).value === 'draft by the agent'`)
+	b.setValue(page, "#files-editor-text", "draft by the agent\nreviewed by a person")
+	b.click(page, "#files-editor-save")
+	b.waitJS(page, "the edit's confirmation", `(document.querySelector('#files-ok') || {}).innerText?.includes('Wrote notes.md')`)
+	b.screenshot(page, "files-paused")
+
+	got, err := srv.api.GetFile(ctx, id, "", "hint.txt")
+	require.NoError(t, err)
+	require.Equal(t, hint, string(got))
+	got, err = srv.api.GetFile(ctx, id, "", "notes.md")
+	require.NoError(t, err)
+	require.Equal(t, "draft by the agent\nreviewed by a person", string(got))
+
+	// Resume, answer the agent's question, and watch the timeline.
+	b.click(page, `button.tab[data-tab="timeline"]`)
+	postJSON(ctx, t, srv, "/v1/sessions/"+id+"/resume", `{}`)
+	_, err = srv.api.DecideAction(ctx, id, act.ID, &lt.Decision{Output: json.RawMessage(`"nothing found"`)})
+	require.NoError(t, err)
+	s := waitTerminal(ctx, t, srv, id, browserTimeout)
+	require.Equal(t, lt.SessionIdle, s.Status)
+	b.waitJS(page, "both changes in the timeline", `document.querySelectorAll('#timeline li[data-type="workspace.changed"]').length === 2`)
+	items := b.text(page, "#timeline")
+	require.Contains(t, items, "Workspace changed by person: wrote hint.txt")
+	require.Contains(t, items, "wrote notes.md")
+	b.screenshot(page, "files-timeline")
+
+	// The journal has them, by a person, and the agent read the upload.
+	var changed []lt.WorkspaceChange
+	read := ""
+	for _, ev := range journal(ctx, t, srv.api, id) {
+		switch ev.Type {
+		case lt.EventWorkspaceChanged:
+			var d lt.WorkspaceChange
+			require.NoError(t, json.Unmarshal(ev.Data, &d))
+			changed = append(changed, d)
+		case lt.EventToolCompleted:
+			read = string(ev.Data)
+		}
+	}
+	require.Len(t, changed, 2)
+	require.Equal(t, "person", changed[0].By)
+	require.Equal(t, "hint.txt", changed[0].Path)
+	require.Equal(t, "notes.md", changed[1].Path)
+	require.Contains(t, read, "staging database", "the agent read the person's file")
+
+	// The last checkpoint's snapshot, browsed read-only.
+	cps, err := srv.api.ListCheckpoints(ctx, id)
+	require.NoError(t, err)
+	last := cps.Data[len(cps.Data)-1]
+	b.goTo(page, "#/sessions/"+id+"?tab=files")
+	b.waitJS(page, "the checkpoint in the source list", fmt.Sprintf(`document.querySelector('#files-source option[value=%q]') !== null`, last.ID))
+	b.eval(page, fmt.Sprintf(`(() => { const s = document.querySelector('#files-source'); s.value = %q; s.dispatchEvent(new Event('change')); return true; })()`, last.ID), nil)
+	b.waitJS(page, "the snapshot's listing", `(document.querySelector('#files-writable') || {}).innerText?.includes('read only') && document.querySelector('#files-table tr[data-path="hint.txt"]') !== null`)
+	require.Zero(t, evalInt(b, page, `document.querySelectorAll('#files-table .edit-btn, #files-table .delete-btn').length`), "a snapshot offers no change")
+	require.True(t, evalBool(b, page, `document.querySelector('#files-upload').hidden`), "no upload into a snapshot")
+	b.screenshot(page, "files-checkpoint")
+	// Leave the page, so its event stream ends before the server does.
+	b.do(page, "leave the session page", chromedp.Navigate("about:blank"))
+}
+
+func evalInt(b *browser, ctx context.Context, expr string) int {
+	var n int
+	b.eval(ctx, expr, &n)
+	return n
+}
+
+func evalBool(b *browser, ctx context.Context, expr string) bool {
+	var v bool
+	b.eval(ctx, expr, &v)
+	return v
+}
