@@ -12,17 +12,33 @@ import (
 
 // filesURL is the URL of a session's workspace file (or, with a checkpoint,
 // of its snapshot's): each segment of the workspace-relative path is
-// escaped on its own, so "a/b.txt" stays a path.
+// escaped on its own, so "a/b.txt" stays a path, and a "." or ".." segment
+// is sent escaped, so that no URL resolution drops it on the way and the
+// server judges the path the caller gave (a 400 naming path).
 func (c *Client) filesURL(query url.Values, sessionID, checkpointID, path string) string {
-	segs := []string{"v1", "sessions", sessionID}
+	base := []string{"v1", "sessions", sessionID}
 	if checkpointID != "" {
-		segs = append(segs, "checkpoints", checkpointID)
+		base = append(base, "checkpoints", checkpointID)
 	}
-	segs = append(segs, "files")
+	base = append(base, "files")
+	u := c.endpoint(nil, base...)
+	var b strings.Builder
+	b.WriteString(u)
 	if p := strings.Trim(path, "/"); p != "" {
-		segs = append(segs, strings.Split(p, "/")...)
+		for _, seg := range strings.Split(p, "/") {
+			b.WriteByte('/')
+			if seg == "." || seg == ".." {
+				b.WriteString(strings.ReplaceAll(seg, ".", "%2E"))
+				continue
+			}
+			b.WriteString(url.PathEscape(seg))
+		}
 	}
-	return c.endpoint(query, segs...)
+	if len(query) > 0 {
+		b.WriteByte('?')
+		b.WriteString(query.Encode())
+	}
+	return b.String()
 }
 
 // ListFiles lists directory dir ("" for the root) of the session's

@@ -5,7 +5,7 @@
 // approval sends that SHA-256 back, so the server refuses it (409) if the
 // arguments changed since the page showed them.
 
-import { api, enc, newKey, putFile } from './api.js';
+import { api, enc, filePath, newKey, putFile } from './api.js';
 import { h, replace, code, pretty, chip, errorBox, busy, fmtAge, fmtCost, fmtInt, shortId, time, field, truncate } from './dom.js';
 import { validate, parseJSON } from './schema.js';
 
@@ -413,7 +413,7 @@ function fileInputForm(ctx) {
       return;
     }
     try {
-      const url = `/v1/sessions/${enc(a.session_id)}/files/${a.path.split('/').map(enc).join('/')}`;
+      const url = `/v1/sessions/${enc(a.session_id)}/files/${filePath(a.path)}`;
       const ch = await busy(go, putFile(url, f, { action_id: a.id }));
       ctx.done(null, `Uploaded ${ch.path} (${ch.size} bytes).`);
     } catch (err) {

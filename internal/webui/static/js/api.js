@@ -151,3 +151,10 @@ export async function putFile(path, body, query, signal) {
   if (!resp.ok) throw await errorFrom(resp);
   return resp.json();
 }
+
+// filePath escapes a workspace-relative path for a URL, segment by segment;
+// "." and ".." are escaped too, so the browser does not resolve them away
+// and the server judges the path as typed.
+export function filePath(p) {
+  return p.split('/').map((seg) => (seg === '.' || seg === '..' ? seg.replaceAll('.', '%2E') : encodeURIComponent(seg))).join('/');
+}

@@ -7,7 +7,7 @@
 // fetched with the API key and handed to the browser from memory, never by
 // pointing the page at the API, so no key goes in a URL.
 
-import { api, enc, fetchBlob, putFile, request } from '../api.js';
+import { api, enc, fetchBlob, filePath, putFile, request } from '../api.js';
 import { h, replace, fmtBytes, time, errorBox, busy, chip, field } from '../dom.js';
 
 // Files larger than this are not opened in the editor.
@@ -58,7 +58,7 @@ function browser(el, scope, sessionId, getSession) {
   replace(el, h('div', { class: 'files-bar' }, sourceSel, crumbs), notice, listing, result, upload, editor);
 
   const join = (d, name) => (d === '.' ? name : `${d}/${name}`);
-  const fileURL = (p) => `${source ? `${base}/checkpoints/${enc(source)}` : base}/files/${p.split('/').map(enc).join('/')}`;
+  const fileURL = (p) => `${source ? `${base}/checkpoints/${enc(source)}` : base}/files/${filePath(p)}`;
 
   sourceSel.addEventListener('change', () => {
     source = sourceSel.value;
@@ -136,7 +136,7 @@ function browser(el, scope, sessionId, getSession) {
       return;
     }
     const p = uploadPath.value.trim() || join(dir, f.name);
-    if (await change(uploadGo, () => putFile(`${base}/files/${p.split('/').map(enc).join('/')}`, f, undefined, scope.signal), wrote)) {
+    if (await change(uploadGo, () => putFile(`${base}/files/${filePath(p)}`, f, undefined, scope.signal), wrote)) {
       uploadInput.value = '';
       uploadPath.value = '';
     }
@@ -150,7 +150,7 @@ function browser(el, scope, sessionId, getSession) {
       return;
     }
     const body = new Blob([editText.value], { type: 'application/octet-stream' });
-    if (await change(editSave, () => putFile(`${base}/files/${p.split('/').map(enc).join('/')}`, body, undefined, scope.signal), wrote)) {
+    if (await change(editSave, () => putFile(`${base}/files/${filePath(p)}`, body, undefined, scope.signal), wrote)) {
       closeEditor();
     }
   });
