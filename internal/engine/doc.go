@@ -39,11 +39,18 @@
 //     read or idempotent call failed, an irreversible one in doubt) and
 //     stops the turn; a parked wait wakes at the deadline (a wake time of
 //     its row).
+//   - a person changes the workspace (files.go) only while no worker runs
+//     the session, journaled (workspace.changed, the content a blob) before
+//     the answer; the workspace is the last snapshot plus the people's
+//     changes since, which any node that lacks them restores and applies
+//     before the session's next tool call or checkpoint (workspacesync.go);
+//     the model is told at its next call (personnote.go).
 //
 // Files: the loop is runner.go (tick), step.go (model calls) and exec.go
 // (tool calls), interrupt.go (calls cut in flight), with mcp.go for the tools of MCP servers (listed into the
 // journal, called through internal/mcp); the API side is sessions.go, actions.go (decisions),
-// budget.go (PATCH budget), inbox.go and reads.go.
+// budget.go (PATCH budget), inbox.go, reads.go and files.go (a person's
+// files).
 //
 // It imports the store interface, journal, model, policy, tool, mcp, egress,
 // vault (its host bindings) and workspace; only

@@ -89,14 +89,18 @@ func cleanFilesPath(p string, dir bool) (string, error) {
 
 // readView brings this node's copy of the session's workspace up to date
 // and opens it, or, when this node's runner of the session holds it, opens
-// it as it is (the live copy). Close the Dir, then call done.
+// it as it is (the live copy). A workspace sub-agents share (a sub-agent's,
+// or that of a root whose sub-agents run) is read as it is too: a read
+// never restores files under a running agent. Close the Dir, then call
+// done.
 func (e *Engine) readView(ctx context.Context, sessionID string) (*journal.State, *workspace.Dir, func(), error) {
 	_, st, err := e.loadState(ctx, sessionID)
 	if err != nil {
 		return nil, nil, nil, notFound(err, "session", sessionID)
 	}
 	var done func()
-	if unlock, ok := e.wsLocks.tryExclusive(sessionID); ok {
+	shared := st.Workspace != "" || st.RunningChildren() > 0
+	if unlock, ok := e.wsLocks.tryExclusive(sessionID); ok && !shared {
 		done = unlock
 		if _, err := e.syncWorkspace(ctx, st); err != nil {
 			done()
@@ -104,7 +108,11 @@ func (e *Engine) readView(ctx context.Context, sessionID string) (*journal.State
 		}
 	} else {
 		// A runner works in it here (or a person's change is being
-		// made, which leaves it current).
+		// made, which leaves it current), or sub-agents share it: it
+		// is read as it is, never restored under them.
+		if ok {
+			unlock()
+		}
 		done = e.wsLocks.share(sessionID)
 		if _, err := e.spaces.Ensure(st.WorkspaceID()); err != nil {
 			done()
