@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -459,4 +460,30 @@ func TestPersonWriteWhilePaused(t *testing.T) {
 	last := steps[2].msgs
 	require.Contains(t, last[len(last)-1].Text, "step 1: ask ops")
 	checkJournal(t, h.store, s.ID)
+}
+
+// TestManyPersonChangesKeepTheCopyCurrent: more changes than the list of a
+// copy's snapshots holds leave this node's copy current: the next turn
+// runs in it without a restore, and its checkpoint holds every change.
+func TestManyPersonChangesKeepTheCopyCurrent(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"write_file","arguments":{"path":"a.txt","content":"a"}}]},{"text":"first"},
+	  {"tool_calls":[{"name":"write_file","arguments":{"path":"b.txt","content":"b"}}]},{"text":"second"}]`, lt.ToolSpec{Name: "write_file"}), nil)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	for i := range 20 {
+		_, err := h.eng.WriteFile(ctx, s.ID, fmt.Sprintf("p/%02d.txt", i), []byte(fmt.Sprint(i)), "")
+		require.NoError(t, err)
+	}
+	_, err := h.eng.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "again"})
+	require.NoError(t, err)
+	waitEvent(t, h, s.ID, lt.EventTurnCompleted)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentLost), "the copy was current")
+	cps, err := h.eng.ListCheckpoints(ctx, s.ID)
+	require.NoError(t, err)
+	l, err := h.eng.ListCheckpointFiles(ctx, s.ID, cps[len(cps)-1].ID, "p")
+	require.NoError(t, err)
+	require.Len(t, l.Entries, 20)
+	require.Empty(t, h.state(s.ID).PersonChanges)
 }

@@ -209,6 +209,14 @@ func (e *Engine) applyPersonChanges(ctx context.Context, st *journal.State, ws s
 			e.log.Warn("record a person's change", "session", st.Session.ID, "err", err)
 		}
 	}
+	if st.LastSnapshot != "" {
+		// The copy holds it (it was current, or was just restored from
+		// it): noted again, so that the markers, which share the list's
+		// bound, never push it out and make the copy look stale.
+		if err := e.spaces.RecordSnapshot(st.WorkspaceID(), st.Session.ID, st.LastSnapshot); err != nil {
+			e.log.Warn("record workspace snapshot", "session", st.Session.ID, "err", err)
+		}
+	}
 	return failed
 }
 
