@@ -3,16 +3,20 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/internal/store/postgres/pgtest"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -150,4 +154,77 @@ func evalBool(b *browser, ctx context.Context, expr string) bool {
 	var v bool
 	b.eval(ctx, expr, &v)
 	return v
+}
+
+// TestMultiNodePersonChange: two nodes share PostgreSQL. Node A runs a
+// session until it waits for a signal; a person uploads a file and edits
+// the agent's through node B, which has no copy of the workspace; B dies;
+// A, whose copy lacks both changes, takes the signal: it restores the last
+// snapshot, applies the changes again, and the agent reads them. Nothing a
+// person changed is lost, whichever node runs the session next.
+func TestMultiNodePersonChange(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.FreshSchema(t)
+	ctx := t.Context()
+	c := newCluster(t, dsn, multiLeaseTTL)
+	a := c.nodes[c.add()]
+	script, err := json.Marshal([]map[string]any{
+		{"tool_calls": []map[string]any{{"name": "write_file", "arguments": map[string]any{"path": "notes.md", "content": "by the agent"}}}},
+		{"tool_calls": []map[string]any{{"name": "wait_for_signal", "arguments": map[string]any{"name": "go", "timeout_seconds": 3600}}}},
+		{"tool_calls": []map[string]any{{"name": "read_file", "arguments": map[string]any{"path": "person.txt"}}}},
+		{"tool_calls": []map[string]any{{"name": "read_file", "arguments": map[string]any{"path": "notes.md"}}}},
+		{"text": "done"},
+	})
+	require.NoError(t, err)
+	sess, err := a.api.CreateSession(ctx, &lt.CreateSessionRequest{Input: "wait, then read", AgentSpec: &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Name: "demo", Script: script},
+		Tools: []lt.ToolSpec{{Name: "write_file"}, {Name: "read_file"}, {Name: "wait_for_signal"}},
+	}})
+	require.NoError(t, err)
+	id := sess.ID
+	waitFor(t, 60*time.Second, "the session to wait on node A", func() (bool, error) {
+		s, err := a.api.GetSession(ctx, id)
+		return err == nil && s.Status == lt.SessionWaiting, err
+	})
+
+	b := c.nodes[c.add()]
+	l, err := b.api.ListFiles(ctx, id, "", "")
+	require.NoError(t, err)
+	require.Len(t, l.Entries, 1, "node B restored the last snapshot to list it")
+	up, err := b.api.PutFile(ctx, id, "person.txt", []byte("uploaded through node B"), "")
+	require.NoError(t, err)
+	_, err = b.api.PutFile(ctx, id, "notes.md", []byte("edited by a person"), "")
+	require.NoError(t, err)
+	b.kill()
+
+	_, err = a.api.SendSignal(ctx, id, &lt.SignalRequest{Name: "go"})
+	require.NoError(t, err)
+	s := waitTerminal(ctx, t, a, id, 60*time.Second)
+	require.Equal(t, lt.SessionIdle, s.Status)
+
+	var outputs []string
+	restored := ""
+	for _, ev := range journal(ctx, t, a.api, id) {
+		switch ev.Type {
+		case lt.EventToolCompleted:
+			outputs = append(outputs, string(ev.Data))
+		case lt.EventEnvironmentRestored:
+			restored = string(ev.Data)
+		case lt.EventWorkspaceChanged:
+			require.Equal(t, c.ids[1], ev.WorkerID, "journaled by node B")
+		}
+	}
+	require.Contains(t, restored, "2 change(s) a person made to the workspace since were applied again")
+	require.Contains(t, outputs[len(outputs)-2], "uploaded through node B")
+	require.Contains(t, outputs[len(outputs)-1], "edited by a person")
+	got, err := a.api.GetFile(ctx, id, "", "person.txt")
+	require.NoError(t, err)
+	require.Equal(t, "uploaded through node B", string(got))
+	cps, err := a.api.ListCheckpoints(ctx, id)
+	require.NoError(t, err)
+	got, err = a.api.GetFile(ctx, id, cps.Data[len(cps.Data)-1].ID, "person.txt")
+	require.NoError(t, err)
+	require.Equal(t, "uploaded through node B", string(got), "the next checkpoint holds the change")
+	sum := sha256.Sum256(got)
+	require.Equal(t, up.SHA256, hex.EncodeToString(sum[:]))
 }
