@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/journal"
@@ -27,6 +28,10 @@ import (
 // person lists, reads, writes and deletes the files of a session's
 // workspace, and reads any checkpoint's snapshot. How a change reaches
 // whichever node runs the session next is in workspacesync.go.
+
+// lockWait bounds how long a person's change waits for this node's
+// runner of a session that just parked to let go of its workspace.
+const lockWait = 10 * time.Second
 
 // MaxFileBytes bounds a person's upload: its content is held in memory and
 // stored as one blob.
@@ -254,10 +259,12 @@ func (e *Engine) changeFile(ctx context.Context, sessionID, op, c string, data [
 	if err := filesWritable(st); err != nil {
 		return nil, err
 	}
-	unlock, ok := e.wsLocks.tryExclusive(sessionID)
+	// A runner of this node that just parked the session may not have let
+	// go of it yet, or another change is being made: wait a little.
+	lockCtx, cancel := context.WithTimeout(ctx, lockWait)
+	unlock, ok := e.wsLocks.exclusive(lockCtx, sessionID)
+	cancel()
 	if !ok {
-		// A runner of this node has not let go of it yet (it parks or
-		// ends), or another change is being made.
 		return nil, apierror.Conflict("session %s is still being worked on by this node: try again", sessionID)
 	}
 	defer unlock()

@@ -43,59 +43,101 @@ import (
 // alone (never waiting: a session running on this node is a 409).
 
 // workspaceLocks are per-session read-write locks, created on first use
-// and dropped when unused.
+// and dropped when unused. Unlike sync.RWMutex, taking one alone can wait
+// with a deadline: a person's change made just as the session parked waits
+// for the runner to let go, rather than failing.
 type workspaceLocks struct {
 	mu sync.Mutex
 	m  map[string]*workspaceLock
 }
 
 type workspaceLock struct {
-	sync.RWMutex
-	refs int
+	readers int
+	writer  bool
+	refs    int
+	// changed is closed (and replaced) whenever the lock is released.
+	changed chan struct{}
 }
 
+// get returns id's lock, counting a reference; l.mu is held.
 func (l *workspaceLocks) get(id string) *workspaceLock {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.m == nil {
 		l.m = make(map[string]*workspaceLock)
 	}
 	k := l.m[id]
 	if k == nil {
-		k = &workspaceLock{}
+		k = &workspaceLock{changed: make(chan struct{})}
 		l.m[id] = k
 	}
 	k.refs++
 	return k
 }
 
-func (l *workspaceLocks) put(id string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if k := l.m[id]; k != nil {
-		if k.refs--; k.refs == 0 {
-			delete(l.m, id)
-		}
+// release drops a reference and wakes the waiters; l.mu is held.
+func (l *workspaceLocks) release(id string, k *workspaceLock) {
+	close(k.changed)
+	k.changed = make(chan struct{})
+	if k.refs--; k.refs == 0 {
+		delete(l.m, id)
 	}
 }
 
 // share holds session id's lock shared (a runner), waiting for a person's
 // change in progress to end.
 func (l *workspaceLocks) share(id string) (unlock func()) {
+	l.mu.Lock()
 	k := l.get(id)
-	k.RLock()
-	return func() { k.RUnlock(); l.put(id) }
+	for k.writer {
+		ch := k.changed
+		l.mu.Unlock()
+		<-ch
+		l.mu.Lock()
+	}
+	k.readers++
+	l.mu.Unlock()
+	return func() {
+		l.mu.Lock()
+		k.readers--
+		l.release(id, k)
+		l.mu.Unlock()
+	}
 }
 
-// tryExclusive holds session id's lock alone, or reports false at once
-// when a runner (or another change) holds it.
-func (l *workspaceLocks) tryExclusive(id string) (unlock func(), ok bool) {
+// exclusive holds session id's lock alone, waiting until ctx ends for the
+// holders to let go (with a ctx already done it only tries).
+func (l *workspaceLocks) exclusive(ctx context.Context, id string) (unlock func(), ok bool) {
+	l.mu.Lock()
 	k := l.get(id)
-	if !k.TryLock() {
-		l.put(id)
-		return nil, false
+	for k.writer || k.readers > 0 {
+		ch := k.changed
+		l.mu.Unlock()
+		select {
+		case <-ch:
+			l.mu.Lock()
+		case <-ctx.Done():
+			l.mu.Lock()
+			if k.refs--; k.refs == 0 {
+				delete(l.m, id)
+			}
+			l.mu.Unlock()
+			return nil, false
+		}
 	}
-	return func() { k.Unlock(); l.put(id) }, true
+	k.writer = true
+	l.mu.Unlock()
+	return func() {
+		l.mu.Lock()
+		k.writer = false
+		l.release(id, k)
+		l.mu.Unlock()
+	}, true
+}
+
+// tryExclusive is exclusive without waiting.
+func (l *workspaceLocks) tryExclusive(id string) (unlock func(), ok bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return l.exclusive(ctx, id)
 }
 
 // changeMarker names, in the workspace's list of snapshots, a person's
