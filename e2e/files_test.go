@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -25,19 +23,6 @@ import (
 // file and edits another in the session page's file browser, resumes it,
 // and sees the changes in the timeline; the agent then reads the uploaded
 // file, and a checkpoint's snapshot is browsed read-only.
-
-// postJSON sends a JSON POST to the server (the pause and resume routes
-// have no Go client method of their own yet).
-func postJSON(ctx context.Context, t *testing.T, srv *server, path, body string) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.url+path, bytes.NewReader([]byte(body)))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer res.Body.Close()
-	require.Equal(t, http.StatusOK, res.StatusCode, "POST %s", path)
-}
 
 func TestWebUITakeOverWorkspace(t *testing.T) {
 	ctx := t.Context()
@@ -61,16 +46,17 @@ func TestWebUITakeOverWorkspace(t *testing.T) {
 	act := pendingAction(ctx, t, srv, id, "function_call", "lookup")
 
 	// Open the Files tab while the session waits for a person; then pause
-	// it: the page follows the stream and offers the upload.
+	// it with the page's button: the page follows the stream and offers
+	// the upload.
 	page := b.root
 	b.do(page, "open the session's files", navigate(srv.url+"/#/sessions/"+id+"?tab=files"))
 	b.waitJS(page, "the listing with the agent's file", `document.querySelector('#files-table tr[data-path="notes.md"]') !== null`)
-	postJSON(ctx, t, srv, "/v1/sessions/"+id+"/pause", `{"reason":"a person takes over"}`)
+	b.setValue(page, "#pause-reason", "a person takes over")
+	b.click(page, "#pause")
 	waitFor(t, browserTimeout, "the session to be paused", func() (bool, error) {
 		s, err := srv.api.GetSession(ctx, id)
 		return err == nil && s.Status == lt.SessionPaused, err
 	})
-	b.goTo(page, "#/sessions/"+id+"?tab=files")
 	b.waitJS(page, "the file browser to allow changes while paused", `(document.querySelector('#files-writable') || {}).dataset?.writable === 'true' && document.querySelector('#files-writable').innerText.includes('paused')`)
 
 	// Upload a file from this machine.
@@ -97,11 +83,12 @@ func TestWebUITakeOverWorkspace(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "draft by the agent\nreviewed by a person", string(got))
 
-	// Resume, answer the agent's question, and watch the timeline.
-	b.click(page, `button.tab[data-tab="timeline"]`)
-	postJSON(ctx, t, srv, "/v1/sessions/"+id+"/resume", `{}`)
+	// Answer the agent's question, resume with the page's button, and
+	// watch the timeline.
 	_, err = srv.api.DecideAction(ctx, id, act.ID, &lt.Decision{Output: json.RawMessage(`"nothing found"`)})
 	require.NoError(t, err)
+	b.click(page, `button.tab[data-tab="timeline"]`)
+	b.click(page, "#resume")
 	s := waitTerminal(ctx, t, srv, id, browserTimeout)
 	require.Equal(t, lt.SessionIdle, s.Status)
 	b.waitJS(page, "both changes in the timeline", `document.querySelectorAll('#timeline li[data-type="workspace.changed"]').length === 2`)

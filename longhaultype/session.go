@@ -209,6 +209,14 @@ type Session struct {
 	// PauseRequested is true from a pause request until it has taken
 	// effect (the session is paused at its next safe point).
 	PauseRequested bool `json:"pause_requested"`
+	// PauseReason is the reason given for the pause requested or in
+	// effect; PausedAt is when the pause in effect began.
+	PauseReason string     `json:"pause_reason,omitempty"`
+	PausedAt    *time.Time `json:"paused_at,omitempty"`
+	// PausedSeconds is how long the session's ended pauses lasted: its
+	// wall-clock budget counts the time since CreatedAt less this (and
+	// less the pause in effect, since PausedAt).
+	PausedSeconds float64 `json:"paused_seconds,omitempty"`
 }
 
 // Turn is one unit of requested work inside a session.

@@ -1,7 +1,7 @@
 // Command longhaul is Longhaul's one binary: the server (`serve`), an offline
 // demo (`demo`), the store's maintenance (`migrate`, `export`, `import`,
 // which work on a store directly), and a command-line client for people and scripts (`run`,
-// `ls`, `show`, `events`, `cancel`, `actions`, `respond`, `decide`,
+// `ls`, `show`, `events`, `cancel`, `pause`, `resume`, `actions`, `respond`, `decide`,
 // `inbox`, `action`, `approve`, `reject`, `stop`, `answer`, `budget`,
 // `effects`, `agents`, `artifacts`, `artifact`).
 //

@@ -336,6 +336,10 @@ func eventSummary(ev lt.Event) string {
 		if s, ok := workspaceChangedSummary(ev); ok {
 			return s
 		}
+	case lt.EventSessionPauseRequested, lt.EventSessionPaused, lt.EventSessionResumed:
+		if s, ok := pauseSummary(ev); ok {
+			return s
+		}
 	}
 	return truncate(string(ev.Data), 100)
 }

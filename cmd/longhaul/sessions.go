@@ -19,7 +19,7 @@ const maxListTotal = 10000
 
 var sessionStatuses = []lt.SessionStatus{
 	lt.SessionQueued, lt.SessionRunning, lt.SessionRequiresAction, lt.SessionWaiting,
-	lt.SessionIdle, lt.SessionFailed, lt.SessionCancelled,
+	lt.SessionIdle, lt.SessionFailed, lt.SessionCancelled, lt.SessionPaused,
 }
 
 type lsOpts struct {
@@ -195,6 +195,9 @@ func printSession(w io.Writer, s *lt.Session, turns []lt.Turn) error {
 	}
 	if s.CancelRequested {
 		status += " (cancel requested)" // until the cancel has taken effect
+	}
+	if s.PauseRequested {
+		status += " (pause requested)" // until the call in flight has finished
 	}
 	kv.row("Status:", status)
 	kv.row("Agent:", agentCell(s.Agent))

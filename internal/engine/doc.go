@@ -45,9 +45,14 @@
 //     changes since, which any node that lacks them restores and applies
 //     before the session's next tool call or checkpoint (workspacesync.go);
 //     the model is told at its next call (personnote.go).
+//   - a pause cuts nothing: it takes effect before the next call starts
+//     (the worker reads the session's row at every safe point) or at once
+//     when no worker runs the session; a paused session holds no worker,
+//     lease or wake time, whatever is decided meanwhile, and its paused
+//     time counts toward no deadline (pause.go).
 //
 // Files: the loop is runner.go (tick), step.go (model calls) and exec.go
-// (tool calls), interrupt.go (calls cut in flight), with mcp.go for the tools of MCP servers (listed into the
+// (tool calls), interrupt.go (calls cut in flight), pause.go (pause and resume), with mcp.go for the tools of MCP servers (listed into the
 // journal, called through internal/mcp); the API side is sessions.go, actions.go (decisions),
 // budget.go (PATCH budget), inbox.go, reads.go and files.go (a person's
 // files).

@@ -15,7 +15,8 @@ import (
 
 // Interrupting a call in flight. The limits that bound a turn in time
 // (the session's max_wall_seconds, counted from its creation, and the
-// agent's turn_timeout_seconds, counted from the turn's start) and a
+// agent's turn_timeout_seconds, counted from the turn's start, both less
+// the time the session was paused: journal/pause.go) and a
 // person's cancel must bind while a call runs, not only between calls: a
 // model request, a shell command, an MCP call is run under a context of
 // its own (callContext) that is cancelled, with an *interruptCause, when

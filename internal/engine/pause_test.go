@@ -431,3 +431,59 @@ func TestPauseSurvivesRestart(t *testing.T) {
 	require.Equal(t, "done", mustTurnOutput(t, h, s))
 	checkJournal(t, h.store, s.ID)
 }
+
+// TestPauseHoldsThroughATurnEndedByADecision: a person stops an approval
+// while the session is paused: that turn fails, and the follow-up turn
+// queued behind it waits for the resume (the session stays paused).
+func TestPauseHoldsThroughATurnEndedByADecision(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	sp := spec(t, `[{"tool_calls":[{"name":"shell","arguments":{"command":"echo never"}}]},{"text":"second turn done"}]`, lt.ToolSpec{Name: "shell"})
+	sp.Policies = []lt.Policy{{Tool: "shell", Decision: lt.PolicyAsk}}
+	s := create(t, h, sp, nil)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	act := s.RequiredActions[0]
+	_, err := h.eng.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "and then"})
+	require.NoError(t, err)
+	pauseNow(t, h, s.ID)
+
+	_, err = h.eng.DecideAction(ctx, s.ID, act.ID, &lt.Decision{Decision: lt.DecisionStop})
+	require.NoError(t, err)
+	s, err = h.eng.GetSession(ctx, s.ID)
+	require.NoError(t, err)
+	require.Equal(t, lt.SessionPaused, s.Status, "the next turn waits for the resume")
+	requireReleased(t, h, s.ID)
+	require.Len(t, events(t, h, s.ID, lt.EventTurnFailed), 1)
+	require.Len(t, events(t, h, s.ID, lt.EventTurnStarted), 1, "the follow-up did not start")
+
+	s = resume(t, h, s.ID)
+	require.Equal(t, lt.SessionQueued, s.Status)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	require.Equal(t, "second turn done", mustTurnOutput(t, h, s))
+	require.Empty(t, events(t, h, s.ID, lt.EventToolStarted))
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestPauseWhileWaitingForSignal: a signal that comes while the session is
+// paused is recorded (its wait has it) but wakes nothing; on resume the
+// wait ends with it.
+func TestPauseWhileWaitingForSignal(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"wait_for_signal","arguments":{"name":"go.ahead"}}]},{"text":"went"}]`,
+		lt.ToolSpec{Name: "wait_for_signal"}), nil)
+	h.waitStatus(s.ID, lt.SessionWaiting)
+	pauseNow(t, h, s.ID)
+	sig, err := h.eng.SendSignal(ctx, s.ID, &lt.SignalRequest{Name: "go.ahead", Payload: json.RawMessage(`"now"`)})
+	require.NoError(t, err)
+	require.True(t, sig.Delivered, "the paused wait has it")
+	requireReleased(t, h, s.ID)
+	require.Empty(t, events(t, h, s.ID, lt.EventToolCompleted))
+
+	s = resume(t, h, s.ID)
+	require.Equal(t, lt.SessionRunning, s.Status, "its wait is over: it runs")
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	require.Contains(t, string(data[journal.ToolCompleted](t, events(t, h, s.ID, lt.EventToolCompleted)[0]).Output), `"payload":"now"`)
+	require.Equal(t, "went", mustTurnOutput(t, h, s))
+	checkJournal(t, h.store, s.ID)
+}

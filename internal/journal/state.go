@@ -410,6 +410,10 @@ func (s *State) View() lt.Session {
 	v.RequiredActions = append([]lt.Action{}, s.Pending...)
 	v.CancelRequested = s.Cancel != nil
 	v.PauseRequested = s.PauseRequested()
+	v.PausedSeconds = s.PausedFor.Seconds()
+	if p := s.Pause; p != nil {
+		v.PauseReason, v.PausedAt = p.Reason, p.At
+	}
 	if v.Constraints == nil {
 		v.Constraints = []string{}
 	}

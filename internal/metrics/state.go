@@ -28,7 +28,7 @@ var (
 var (
 	knownStatuses = []lt.SessionStatus{
 		lt.SessionQueued, lt.SessionRunning, lt.SessionRequiresAction, lt.SessionWaiting,
-		lt.SessionIdle, lt.SessionFailed, lt.SessionCancelled,
+		lt.SessionIdle, lt.SessionFailed, lt.SessionCancelled, lt.SessionPaused,
 	}
 	knownActionTypes = []lt.ActionType{lt.ActionApproval, lt.ActionFunctionCall, lt.ActionInput, lt.ActionInDoubt, lt.ActionBudget}
 )

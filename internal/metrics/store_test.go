@@ -274,6 +274,7 @@ longhaul_sessions{status="archived"} 1
 longhaul_sessions{status="cancelled"} 0
 longhaul_sessions{status="failed"} 0
 longhaul_sessions{status="idle"} 4
+longhaul_sessions{status="paused"} 0
 longhaul_sessions{status="queued"} 0
 longhaul_sessions{status="requires_action"} 0
 longhaul_sessions{status="running"} 0

@@ -52,9 +52,15 @@ export function describe(ev) {
       return [`Session created${d.agent ? ` with agent ${d.agent.name} v${d.agent.version}` : ''}${d.goal ? ': ' + truncate(d.goal, 160) : ''}`, 'info'];
     case 'session.status_changed':
       return [`Status ${d.from} → ${d.to}${d.stop_reason ? ` (${d.stop_reason})` : ''}`,
-        d.to === 'failed' ? 'error' : d.to === 'requires_action' ? 'warn' : d.to === 'idle' ? 'ok' : 'info'];
+        d.to === 'failed' ? 'error' : d.to === 'requires_action' || d.to === 'paused' ? 'warn' : d.to === 'idle' ? 'ok' : 'info'];
     case 'session.cancel_requested':
       return [`Cancel requested${d.reason ? ': ' + d.reason : ''}`, 'warn'];
+    case 'session.pause_requested':
+      return [`Pause requested${d.reason ? ': ' + d.reason : ''}: the call in flight finishes first`, 'warn'];
+    case 'session.paused':
+      return [`Paused${d.reason ? ': ' + d.reason : ''}`, 'warn'];
+    case 'session.resumed':
+      return [`Resumed${d.paused_ms ? ` after ${fmtDuration(d.paused_ms)} paused` : ' (the pause had not taken effect)'}`, 'ok'];
     case 'session.constraint_added':
       return [`Constraint pinned: ${truncate(d.constraint, 200)}`, 'info'];
     case 'session.reviewed': {

@@ -1,6 +1,7 @@
 // Session: what the session is for and where it stands (status, budget
 // meters, review), what it needs (its pending actions, with their forms),
-// what a person can do (cancel, a follow-up turn, review the result), and
+// what a person can do (cancel, pause and resume, a follow-up turn, review
+// the result), and
 // tabs for the live timeline, turns, the effect ledger, checkpoints (fork
 // from one), artifacts (preview, download), the workspace's files (browse,
 // download, and upload or edit while the session is parked: files.js), the
@@ -17,6 +18,7 @@ import { waterfall } from '../waterfall.js';
 import { artifactsTab } from './artifacts.js';
 import { filesTab } from './files.js';
 import { refreshInboxCount } from '../badge.js';
+import { pauseControl, pauseChip, pausedSeconds } from '../pause.js';
 
 const terminal = new Set(['idle', 'failed', 'cancelled']);
 
@@ -106,6 +108,7 @@ export async function sessionPage(root, scope, id, query) {
       h('div', { class: 'head-status' }, statusBadge(session.status),
         session.stop_reason ? chip(session.stop_reason, 'warn') : null,
         session.cancel_requested ? chip('cancel requested', 'warn') : null,
+        pauseChip(session),
         session.review ? chip(session.review.accepted ? 'accepted' : 'rejected', session.review.accepted ? 'ok' : 'error') : null));
   }
 
@@ -136,7 +139,7 @@ export async function sessionPage(root, scope, id, query) {
     const b = s.budget || {};
     const u = s.usage || {};
     const end = terminal.has(s.status) ? new Date(s.updated_at).getTime() : Date.now();
-    const wall = Math.max(0, (end - new Date(s.created_at).getTime()) / 1000);
+    const wall = Math.max(0, (end - new Date(s.created_at).getTime()) / 1000 - pausedSeconds(s, end));
     const dims = [
       ['Cost', u.cost_usd || 0, b.max_cost_usd, b.soft_cost_usd, fmtCost],
       ['Tokens', (u.input_tokens || 0) + (u.output_tokens || 0), b.max_tokens, b.soft_tokens, fmtInt],
@@ -154,10 +157,11 @@ export async function sessionPage(root, scope, id, query) {
   function renderControls() {
     const s = session;
     if (!controlEls) {
-      controlEls = { cancel: cancelForm(), followUp: followUpForm(), review: reviewForm() };
+      controlEls = { cancel: cancelForm(), followUp: followUpForm(), review: reviewForm(), pause: pauseControl(path, () => refreshSoon()) };
       replace(controls, h('h2', null, 'Actions'),
-        h('div', { class: 'controls-grid' }, controlEls.cancel, controlEls.followUp, controlEls.review));
+        h('div', { class: 'controls-grid' }, controlEls.cancel, controlEls.pause.el, controlEls.followUp, controlEls.review));
     }
+    controlEls.pause.update(s);
     controlEls.cancel.hidden = terminal.has(s.status);
     controlEls.review.hidden = !(s.status === 'idle' || s.review);
     replace(controlEls.review.querySelector('.review-state'), s.review

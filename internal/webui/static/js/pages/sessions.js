@@ -8,7 +8,7 @@ import { api, enc } from '../api.js';
 import { h, replace, statusBadge, fmtCost, fmtAge, shortId, truncate, errorBox, time } from '../dom.js';
 import { poll } from '../live.js';
 
-const statuses = ['queued', 'running', 'requires_action', 'waiting', 'idle', 'failed', 'cancelled'];
+const statuses = ['queued', 'running', 'requires_action', 'waiting', 'paused', 'idle', 'failed', 'cancelled'];
 const pageSize = 50;
 
 export async function sessionsPage(root, scope, query) {
