@@ -210,7 +210,11 @@ type call struct {
 	method string
 	url    string
 	body   any // marshalled as JSON when non-nil
-	accept string
+	// raw, when non-nil, is sent as is with Content-Type rawType (a file
+	// upload) instead of body.
+	raw     []byte
+	rawType string
+	accept  string
 	// noRetry marks probes (healthz, readyz) whose answer is the status itself.
 	noRetry bool
 }
@@ -231,6 +235,9 @@ func (c *Client) send(ctx context.Context, cl *call) (*response, error) {
 		if body, err = json.Marshal(cl.body); err != nil {
 			return nil, fmt.Errorf("encode request: %w", err)
 		}
+	}
+	if cl.raw != nil {
+		body = cl.raw
 	}
 	var key string
 	if cl.method == http.MethodPost {
@@ -275,7 +282,9 @@ func (c *Client) attempt(ctx context.Context, cl *call, body []byte, key string)
 		return nil, fmt.Errorf("build request: %w", err)
 	}
 	c.setHeaders(req)
-	if body != nil {
+	if cl.raw != nil {
+		req.Header.Set("Content-Type", cl.rawType)
+	} else if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	accept := cl.accept

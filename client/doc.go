@@ -3,7 +3,9 @@
 // longhaultype; StreamEvents, which follows a session's journal live;
 // StreamTreeEvents, which follows a session and all its sub-agents; and
 // AllActions and AllWebhookDeliveries, which page through the inbox of
-// required actions and the webhook deliveries. Every route of the API has
+// required actions and the webhook deliveries; ListFiles, GetFile,
+// PutFile and DeleteFile, a person's take-over of a workspace (an upload
+// is the one request body sent as application/octet-stream). Every route of the API has
 // its method, except GET /metrics (Prometheus text, for a scraper).
 //
 // Invariants it keeps:

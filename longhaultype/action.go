@@ -47,6 +47,11 @@ type Action struct {
 	Consequence     string          `json:"consequence,omitempty"`
 	Question        string          `json:"question,omitempty"`
 	Choices         []string        `json:"choices,omitempty"`
+	// Kind is an input action's kind: "text" (an answer, the default) or
+	// "file" (an upload to Path: PUT /v1/sessions/{id}/files/{path}
+	// ?action_id=…).
+	Kind string `json:"kind,omitempty"`
+	Path string `json:"path,omitempty"`
 	// Policy names the rule that asked for an approval.
 	Policy string `json:"policy,omitempty"`
 	// Limit is the budget limit a budget action is about, with the usage

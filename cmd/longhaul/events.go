@@ -344,6 +344,10 @@ func eventSummary(ev lt.Event) string {
 		if decode(ev, &d) {
 			return fmt.Sprintf("pinned: %q", truncate(d.Constraint, 80))
 		}
+	case lt.EventWorkspaceChanged:
+		if s, ok := workspaceChangedSummary(ev); ok {
+			return s
+		}
 	case lt.EventSessionPauseRequested, lt.EventSessionPaused, lt.EventSessionResumed:
 		if s, ok := pauseSummary(ev); ok {
 			return s

@@ -161,6 +161,9 @@ func (e *Engine) decisionEvents(b *batch, spec *lt.AgentSpec, a *lt.Action, d *l
 	case lt.ActionApproval:
 		return e.approvalDecision(b, spec, a, call, d, resolved)
 	case lt.ActionInput:
+		if a.Kind == lt.InputFile {
+			return apierror.Conflict("action %s asks for a file: upload it with PUT /v1/sessions/%s/files/%s?action_id=%s", a.ID, a.SessionID, a.Path, a.ID)
+		}
 		if d.Decision != "" || d.Arguments != nil || len(d.Output) > 0 || d.Error != "" || d.Budget != nil || d.ArgumentsSHA256 != "" {
 			return apierror.Invalid("decision", "an input action takes only answer")
 		}

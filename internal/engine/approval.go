@@ -61,6 +61,15 @@ func (r *runner) askHuman(c *journal.Call) error {
 	if text := strings.TrimSpace(r.st.Step.Text); text != "" {
 		a.Evidence = []string{"The agent's reasoning for this step: " + clip(text, 2000)}
 	}
+	if args.Kind == lt.InputFile {
+		// Answered by an upload to that path (files.go).
+		p, err := askFilePath(args)
+		if err != nil {
+			return r.add(lt.EventToolFailed, turnID, step, journal.ToolFailed{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Error: err.Error()})
+		}
+		a.Kind, a.Path = lt.InputFile, p
+		a.Summary = "The agent asks for a file at " + p + ": " + clip(args.Question, 500)
+	}
 	return r.add(lt.EventActionRequired, turnID, step, journal.ActionRequired{Action: a})
 }
 

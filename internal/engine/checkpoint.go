@@ -37,6 +37,12 @@ func (r *runner) checkpoint(ctx context.Context, kind, name, summary, next strin
 		if err := r.restoreWorkspace(ctx); err != nil {
 			return nil, err
 		}
+	} else if lost {
+		// No turn to tell: brought up to date quietly, since the
+		// snapshot stands for the people's changes too (workspacesync.go).
+		if _, err := r.e.syncWorkspace(ctx, r.st); err != nil {
+			return nil, err
+		}
 	}
 	sid := r.st.Session.ID
 	seq := r.st.Session.LastEventSeq + 1
@@ -122,18 +128,14 @@ func (r *runner) workspaceLost() (bool, error) {
 			// workspace, leave that to the snapshots below).
 			return true, nil
 		}
-		if r.st.LastSnapshot == "" {
-			return false, nil
-		}
-		known, tracked, err := r.e.spaces.HasSnapshot(r.st.WorkspaceID(), r.st.Session.ID, r.st.LastSnapshot)
-		if err != nil {
-			return false, err
-		}
-		return tracked && !known, nil
+		// It must hold the last snapshot and the people's changes since
+		// (workspacesync.go).
+		ok, err := r.e.holdsLatest(r.st)
+		return !ok, err
 	case !errors.Is(err, fs.ErrNotExist):
 		return false, fmt.Errorf("check workspace: %w", err)
 	}
-	if r.st.LastSnapshot == "" {
+	if r.st.LastSnapshot == "" && len(r.st.PersonChanges) == 0 {
 		// Never snapshotted: nothing to restore, and nothing to report
 		// but a directory to create.
 		if _, err := r.e.spaces.Ensure(r.st.WorkspaceID()); err != nil {
@@ -189,6 +191,7 @@ func (r *runner) restoreWorkspace(ctx context.Context) error {
 		default:
 			d.Note += ". Files you made before are gone."
 		}
+		d.Note += r.reapplyPersonChanges(ctx, ws)
 		return r.add(lt.EventEnvironmentRestored, turnID, step, d)
 	}
 	d := journal.EnvironmentRestored{}
@@ -209,7 +212,24 @@ func (r *runner) restoreWorkspace(ctx context.Context) error {
 	default:
 		d.Note = fmt.Sprintf("The workspace was restored from checkpoint %s (%d files)%s; it is as your calls left it.", d.CheckpointID, stats.Files, r.replayedNote(d.Replayed))
 	}
+	d.Note += r.reapplyPersonChanges(ctx, ws)
 	return r.add(lt.EventEnvironmentRestored, turnID, step, d)
+}
+
+// reapplyPersonChanges applies again, after a restore (and the replay of
+// the step's calls, which came before them), the changes people made since
+// the snapshot, and says so for the model.
+func (r *runner) reapplyPersonChanges(ctx context.Context, ws string) string {
+	changes := r.st.PersonChanges
+	if len(changes) == 0 {
+		return ""
+	}
+	failed := r.e.applyPersonChanges(ctx, r.st, ws, changes)
+	note := fmt.Sprintf(" The %d change(s) a person made to the workspace since were applied again.", len(changes)-len(failed))
+	if len(failed) > 0 {
+		note += " These could not be: " + strings.Join(failed, "; ") + "."
+	}
+	return note
 }
 
 func (r *runner) replayedNote(ids []string) string {

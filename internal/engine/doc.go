@@ -44,6 +44,12 @@
 //     does not end with one unread; a steer with interrupt abandons a
 //     step's model call in flight through the same watcher as a cancel and
 //     the call is made again with it; it never cuts a tool call (steer.go).
+//   - a person changes the workspace (files.go) only while no worker runs
+//     the session, journaled (workspace.changed, the content a blob) before
+//     the answer; the workspace is the last snapshot plus the people's
+//     changes since, which any node that lacks them restores and applies
+//     before the session's next tool call or checkpoint (workspacesync.go);
+//     the model is told at its next call (personnote.go).
 //   - a pause cuts nothing: it takes effect before the next call starts
 //     (the worker reads the session's row at every safe point) or at once
 //     when no worker runs the session; a paused session holds no worker,
@@ -55,7 +61,8 @@
 // messages), pause.go (pause and resume), with mcp.go for the tools of MCP
 // servers (listed into the
 // journal, called through internal/mcp); the API side is sessions.go, actions.go (decisions),
-// budget.go (PATCH budget), inbox.go and reads.go.
+// budget.go (PATCH budget), inbox.go, reads.go and files.go (a person's
+// files).
 //
 // It imports the store interface, journal, model, policy, tool, mcp, egress,
 // vault (its host bindings) and workspace; only

@@ -176,6 +176,9 @@ type Engine struct {
 	snapshots *snapshot.Cache
 	// sockets names the egress proxies' Unix sockets.
 	sockets *proxySockets
+	// wsLocks keeps a person's change of a workspace and this node's
+	// runner of the session apart (workspacesync.go).
+	wsLocks workspaceLocks
 
 	mu       sync.Mutex
 	draining bool

@@ -135,7 +135,9 @@ func (r *runner) observe(ev lt.Event) {
 		if json.Unmarshal(ev.Data, &d) == nil && d.Class != lt.EffectRead {
 			r.wsWriter = ev.WorkerID
 		}
-	case lt.EventEnvironmentRestored:
+	case lt.EventEnvironmentRestored, lt.EventWorkspaceChanged:
+		// A person's change was applied to that node's copy, which holds
+		// everything before it (workspacesync.go).
 		r.wsWriter = ev.WorkerID
 	}
 }

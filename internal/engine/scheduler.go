@@ -66,6 +66,9 @@ func (e *Engine) runSession(parent context.Context, l store.Lease) {
 		e.renewLease(ctx, cancel, l)
 	}()
 	defer func() { cancel(nil); <-renewed }()
+	// A person's change of the workspace on this node waits for no runner
+	// and none starts during one (workspacesync.go).
+	defer e.wsLocks.share(l.SessionID)()
 
 	var err error
 	for attempt := 0; ; {

@@ -35,6 +35,9 @@ type transcript struct {
 	// note is told to the model with the next tool result (e.g. that the
 	// workspace was restored from a checkpoint).
 	note string
+	// changed are the people's workspace changes since the last model
+	// call: told at the next one (personnote.go).
+	changed []lt.WorkspaceChange
 
 	steering
 }
@@ -51,7 +54,7 @@ func transcriptWants(typ string) bool {
 	case lt.EventSessionCreated, lt.EventConstraintAdded, lt.EventTurnCreated, lt.EventTurnStarted,
 		lt.EventModelResponded, lt.EventToolCompleted, lt.EventToolFailed, lt.EventActionResolved,
 		lt.EventContextCompacted, lt.EventAcceptanceVerified, lt.EventEnvironmentRestored,
-		lt.EventTurnSteered, lt.EventModelRequested:
+		lt.EventTurnSteered, lt.EventModelRequested, lt.EventWorkspaceChanged:
 		return true
 	}
 	return false
@@ -84,10 +87,18 @@ func (t *transcript) observe(ev lt.Event) {
 			t.startTurn(d.TurnID, t.inputs[d.TurnID])
 			delete(t.inputs, d.TurnID)
 		}
+	case lt.EventWorkspaceChanged:
+		var d lt.WorkspaceChange
+		if json.Unmarshal(ev.Data, &d) == nil {
+			t.changed = append(t.changed, d)
+		}
 	case lt.EventModelResponded:
 		var d journal.ModelResponded
 		if json.Unmarshal(ev.Data, &d) == nil {
-			t.placeSteers(t.sent) // the messages the call carried come before its answer
+			// What the call was told comes before its answer: the people's
+			// file changes, then the messages it carried.
+			t.flushChanged()
+			t.placeSteers(t.sent)
 			m := model.Message{Role: model.RoleAssistant, Text: d.Text, Reasoning: d.Reasoning}
 			for _, c := range d.ToolCalls {
 				m.ToolCalls = append(m.ToolCalls, model.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
@@ -193,6 +204,9 @@ func (t *transcript) messagesFrom(cut int, summary string) []model.Message {
 		out = append(out, model.Message{Role: model.RoleUser, Text: continueNote})
 	}
 	out = append(out, kept...)
+	if m, ok := t.changedMessage(); ok {
+		out = append(out, m)
+	}
 	return append(out, t.heldSteers()...)
 }
 

@@ -17,6 +17,7 @@ func Apply(s *State, ev lt.Event, ch *Changes) error {
 		return fmt.Errorf("apply %s (seq %d): %w", ev.Type, ev.Seq, err)
 	}
 	tally(s, ev)
+	trackWorkspace(s, ev)
 	s.Session.LastEventSeq = ev.Seq
 	if !ev.Time.IsZero() {
 		s.Session.UpdatedAt = ev.Time
@@ -375,6 +376,9 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		s.Session.LastCheckpoint = &id
 		if d.Checkpoint.Snapshot != "" {
 			s.LastSnapshot, s.LastSnapshotCheckpoint = d.Checkpoint.Snapshot, id
+			// The runner brings its copy up to date before it snapshots
+			// it (engine, workspaceLost): the snapshot holds them.
+			s.PersonChanges = nil
 		}
 		if d.Checkpoint.Kind == lt.CheckpointStep {
 			s.CheckpointStep = d.Checkpoint.Step
@@ -720,4 +724,24 @@ func putAction(ch *Changes, a lt.Action) {
 
 func putEffect(ch *Changes, e lt.Effect) {
 	ch.put(Doc{Kind: DocEffect, ID: e.ID, Status: string(e.Status), Value: e, CreatedAt: e.StartedAt})
+}
+
+// trackWorkspace keeps what the workspace's copies depend on: the node that
+// last changed it and the people's changes no snapshot holds yet.
+func trackWorkspace(s *State, ev lt.Event) {
+	switch ev.Type {
+	case lt.EventToolStarted:
+		var d ToolStarted
+		if json.Unmarshal(ev.Data, &d) == nil && d.Class != lt.EffectRead {
+			s.WorkspaceNode = ev.WorkerID
+		}
+	case lt.EventEnvironmentRestored:
+		s.WorkspaceNode = ev.WorkerID
+	case lt.EventWorkspaceChanged:
+		var d WorkspaceChanged
+		if json.Unmarshal(ev.Data, &d) == nil {
+			s.WorkspaceNode = ev.WorkerID
+			s.PersonChanges = append(s.PersonChanges, PersonChange{Seq: ev.Seq, Op: d.Op, Path: d.Path, SHA256: d.SHA256})
+		}
+	}
 }

@@ -507,3 +507,18 @@ type SubagentCancelRequested struct {
 	ChildID string `json:"child_id"`
 	Reason  string `json:"reason"`
 }
+
+// WorkspaceChanged is the data of workspace.changed: a person changed a
+// file of the workspace through the API. A write's content is the blob
+// named SHA256 (written in the same transaction), so whichever node next
+// runs the session can apply it after restoring the last snapshot.
+type WorkspaceChanged = lt.WorkspaceChange
+
+// PersonChange is a person's change the latest snapshot does not hold yet
+// (State.PersonChanges): Seq is its workspace.changed event.
+type PersonChange struct {
+	Seq    int64  `json:"seq"`
+	Op     string `json:"op"`
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256,omitempty"`
+}

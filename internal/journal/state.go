@@ -61,6 +61,14 @@ type State struct {
 	// from.
 	LastSnapshot           string `json:"last_snapshot,omitempty"`
 	LastSnapshotCheckpoint string `json:"last_snapshot_checkpoint,omitempty"`
+	// PersonChanges are the workspace.changed of people since the latest
+	// snapshot: a node restoring the workspace applies them, in order, on
+	// top of LastSnapshot (a checkpoint's snapshot then holds them).
+	PersonChanges []PersonChange `json:"person_changes,omitempty"`
+	// WorkspaceNode is the node that last changed the workspace (a tool
+	// that is not read-only, a restore, a person's change): another node's
+	// copy is stale.
+	WorkspaceNode string `json:"workspace_node,omitempty"`
 	// Wait is the call the current turn waits on (sleep, wait_for_signal).
 	Wait *Wait `json:"wait,omitempty"`
 	// TurnDeadline is when the current turn's timeout ends it, if it has

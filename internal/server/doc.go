@@ -22,6 +22,9 @@
 //     surrogate) are 400s naming the field (a dotted path such as
 //     "agent_spec.tools[1].effect") or the byte offset; bodies over
 //     Config.MaxBodyBytes are 413s. One body can be read only one way.
+//     The one body that is not JSON is a person's file upload (PUT
+//     /v1/sessions/{id}/files/{path}, files.go): raw bytes sent as
+//     application/octet-stream, bounded by Config.MaxFileBytes.
 //   - A POST that creates or decides and carries an Idempotency-Key runs at
 //     most once per (scope, key) on this server, and a repeat with the same
 //     body gets the first 2xx response back byte for byte; the same key with
@@ -38,7 +41,8 @@
 //     (DNS rebinding); in every mode a state-changing request from another
 //     site (Sec-Fetch-Site, else Origin against Host and
 //     Config.TrustedOrigins) or with a body that is not application/json
-//     is a 403 naming the header. No CORS is ever granted.
+//     (application/octet-stream on the upload route alone) is a 403
+//     naming the header. No CORS is ever granted.
 //   - An event stream is exempt from http.Server's WriteTimeout, but each
 //     of its writes must finish within Config.StreamWriteTimeout: a client
 //     that stops reading loses its stream (deadline.go).

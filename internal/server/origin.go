@@ -41,7 +41,10 @@ import (
 //   - Content-Type: a state-changing request with a body must say
 //     application/json (parameters such as charset=utf-8 are fine). A page
 //     can only send text/plain, form or multipart bodies without a
-//     preflight, which this server never grants. In every auth mode.
+//     preflight, which this server never grants. In every auth mode. The
+//     one exception is a file upload (filePutPattern, files.go): its body
+//     is the file's bytes and must say application/octet-stream, which a
+//     page cannot send cross-site without a preflight either.
 
 // loopbackName is the name every loopback listener answers to besides its
 // IP literals.
@@ -202,14 +205,18 @@ func (s *Server) checkCrossSite(r *http.Request) error {
 		return nil
 	}
 	ct := r.Header.Get("Content-Type")
+	want, what := "application/json", "a request body"
+	if s.isFileUpload(r) {
+		want, what = octetStream, "a file upload"
+	}
 	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil || mt != "application/json" {
+	if err != nil || mt != want {
 		got := "none"
 		if ct != "" {
 			got = quoteField(ct)
 		}
 		return &apierror.Error{Status: http.StatusForbidden, Code: lt.CodeForbidden, Field: "Content-Type",
-			Message: fmt.Sprintf("a request body must be sent with Content-Type: application/json (got %s)", got)}
+			Message: fmt.Sprintf("%s must be sent with Content-Type: %s (got %s)", what, want, got)}
 	}
 	return nil
 }

@@ -61,6 +61,10 @@ type Config struct {
 	// public URL of a server behind a proxy that rewrites Host. Default:
 	// none.
 	TrustedOrigins []string
+	// MaxFileBytes bounds the body of a file upload (PUT
+	// /v1/sessions/{id}/files/{path}); a larger one is a 413. Default
+	// DefaultMaxFileBytes.
+	MaxFileBytes int64
 }
 
 // Defaults.
@@ -90,6 +94,9 @@ func (c *Config) Validate() error {
 	if c.PingInterval < 0 {
 		return fmt.Errorf("server config: PingInterval is negative (%s)", c.PingInterval)
 	}
+	if c.MaxFileBytes < 0 {
+		return fmt.Errorf("server config: MaxFileBytes is negative (%d)", c.MaxFileBytes)
+	}
 	if c.StreamWriteTimeout < 0 {
 		return fmt.Errorf("server config: StreamWriteTimeout is negative (%s)", c.StreamWriteTimeout)
 	}
@@ -117,6 +124,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.MaxBodyBytes == 0 {
 		out.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if out.MaxFileBytes == 0 {
+		out.MaxFileBytes = DefaultMaxFileBytes
 	}
 	if out.PingInterval == 0 {
 		out.PingInterval = DefaultPingInterval
@@ -163,6 +173,8 @@ type Server struct {
 	webhooks WebhookBackend
 	// reports is b when it serves the task reports, else nil.
 	reports ReportBackend
+	// files is b when it serves the workspace files, else nil.
+	files FilesBackend
 }
 
 // errShuttingDown is the cause of the base context after Shutdown.
@@ -194,6 +206,7 @@ func New(b Backend, idem IdempotencyStore, cfg *Config) *Server {
 	s.secrets, _ = b.(SecretBackend)
 	s.webhooks, _ = b.(WebhookBackend)
 	s.reports, _ = b.(ReportBackend)
+	s.files, _ = b.(FilesBackend)
 	s.keys = hashKeys(c.APIKeys)
 	s.hosts = newHostRule(c.AllowedHosts)
 	s.crossOrigin = newCrossOrigin(c.TrustedOrigins)
@@ -258,6 +271,8 @@ func (s *Server) routes() {
 	s.handle("POST /v1/agents", s.idempotent(s.putAgent))
 	s.handle("GET /v1/agents", s.listAgents)
 	s.handle("GET /v1/agents/{name}", s.getAgent)
+
+	s.fileRoutes()
 
 	// The web UI: the page at / and its assets under /ui/. They hold no
 	// data (every piece comes from /v1, under the access rule above), so
@@ -335,7 +350,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		// The unwrapped writer: net/http then also closes the connection
 		// after a 413, rather than reading the rest of a huge body.
-		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+		r.Body = http.MaxBytesReader(w, r.Body, s.bodyLimit(r))
 	}
 	if isAPIPath(r.URL.Path) {
 		if err := s.guard(rw, r); err != nil {

@@ -25,7 +25,10 @@
 //   - The snapshot id is the digest of the root tree.
 //
 // Load flattens a snapshot into a Manifest (every path with its type, mode,
-// size and digests) for display and comparison.
+// size and digests) for display and comparison; Lookup, ListDir and
+// CopyFile (browse.go) read one directory or one file of it without
+// restoring it, never following a symlink (the API's read-only view of a
+// checkpoint).
 //
 // # Deduplication
 //

@@ -22,6 +22,11 @@
 // workspace-relative path, never a path of the host, so tools may pass them to
 // the model verbatim.
 //
+// A person's changes through the API go through ResolveDirect and Remove
+// (direct.go), which follow no symlink at all: a path through one, even
+// one that stays inside, is refused, so the change lands exactly where the
+// journal says on whichever node it is applied again.
+//
 // The package imports only the standard library; the tool package and the
 // engine import it.
 package workspace

@@ -5,7 +5,7 @@
 // approval sends that SHA-256 back, so the server refuses it (409) if the
 // arguments changed since the page showed them.
 
-import { api, enc, newKey } from './api.js';
+import { api, enc, filePath, newKey, putFile } from './api.js';
 import { h, replace, code, pretty, chip, errorBox, busy, fmtAge, fmtCost, fmtInt, shortId, time, field, truncate } from './dom.js';
 import { validate, parseJSON } from './schema.js';
 
@@ -301,6 +301,10 @@ function functionForm(ctx) {
 function inputForm(ctx) {
   const key = newKey();
   const a = ctx.action;
+  if (a.kind === 'file') {
+    fileInputForm(ctx);
+    return;
+  }
   if (a.choices && a.choices.length) {
     const row = buttonRow(a.choices.map((c) => {
       const b = h('button', { type: 'button', class: 'choice', dataset: { act: 'choice', choice: c } }, c);
@@ -392,4 +396,30 @@ function budgetForm(ctx) {
     post(ctx, stop, body, key, 'Stopped: the turn fails with budget_exceeded.');
   });
   ctx.decide.append(...rows, buttonRow(approve), field('Or stop the task', reason), buttonRow(stop));
+}
+
+// fileInputForm answers an input action that asks for a file: the upload
+// goes to the path the agent named, and resolves the action in the same
+// step (PUT /v1/sessions/{id}/files/{path}?action_id=…).
+function fileInputForm(ctx) {
+  const a = ctx.action;
+  const file = h('input', { type: 'file', class: 'file-answer' });
+  const go = h('button', { type: 'button', class: 'primary', dataset: { act: 'upload' } }, 'Upload');
+  go.addEventListener('click', async () => {
+    replace(ctx.result);
+    const f = file.files && file.files[0];
+    if (!f) {
+      replace(ctx.result, errorBox('Choose the file to upload.'));
+      return;
+    }
+    try {
+      const url = `/v1/sessions/${enc(a.session_id)}/files/${filePath(a.path)}`;
+      const ch = await busy(go, putFile(url, f, { action_id: a.id }));
+      ctx.done(null, `Uploaded ${ch.path} (${ch.size} bytes).`);
+    } catch (err) {
+      replace(ctx.result, errorBox(err));
+    }
+  });
+  ctx.decide.append(h('p', { class: 'muted' }, 'The agent asks for a file, to be placed at ', h('code', { class: 'file-path' }, a.path), '.'),
+    field('File', file), buttonRow(go));
 }

@@ -141,3 +141,20 @@ export async function fetchBlob(path, signal) {
 }
 
 export const enc = encodeURIComponent;
+
+// putFile uploads a person's file: the raw bytes as
+// application/octet-stream (the file routes' one exception to JSON
+// bodies), with the API key; it returns the workspace change.
+export async function putFile(path, body, query, signal) {
+  const headers = authHeaders({ 'Content-Type': 'application/octet-stream' });
+  const resp = await fetch(withQuery(path, query), { method: 'PUT', headers, body, cache: 'no-store', signal });
+  if (!resp.ok) throw await errorFrom(resp);
+  return resp.json();
+}
+
+// filePath escapes a workspace-relative path for a URL, segment by segment;
+// "." and ".." are escaped too, so the browser does not resolve them away
+// and the server judges the path as typed.
+export function filePath(p) {
+  return p.split('/').map((seg) => (seg === '.' || seg === '..' ? seg.replaceAll('.', '%2E') : encodeURIComponent(seg))).join('/');
+}

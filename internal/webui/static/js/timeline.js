@@ -143,6 +143,8 @@ export function describe(ev) {
       return [`Workspace lost: ${d.reason}`, 'warn'];
     case 'environment.restored':
       return [`Workspace restored: ${d.note || ''}`, 'info'];
+    case 'workspace.changed':
+      return [`Workspace changed by ${d.by || 'person'}: ${d.op === 'delete' ? 'deleted' : 'wrote'} ${d.path}${d.op === 'delete' ? '' : ` (${fmtInt(d.size)} bytes, sha256 ${truncate(d.sha256 || '', 16)})`}${d.action_id ? ' answering ' + shortId(d.action_id) : ''}`, 'warn'];
     default:
       return [ev.type, 'info'];
   }

@@ -3,7 +3,9 @@
 // what a person can do (cancel, steer the running turn, pause and resume,
 // a follow-up turn, review the result), and
 // tabs for the live timeline, turns, the effect ledger, checkpoints (fork
-// from one), artifacts (preview, download), the trace and the sub-agents.
+// from one), artifacts (preview, download), the workspace's files (browse,
+// download, and upload or edit while the session is parked: files.js), the
+// trace and the sub-agents.
 // The timeline is the event stream; every event that changes the session
 // refreshes the rest, so the page is live without a reload.
 
@@ -14,6 +16,7 @@ import { startTimeline } from '../timeline.js';
 import { actionCard } from '../actions.js';
 import { waterfall } from '../waterfall.js';
 import { artifactsTab } from './artifacts.js';
+import { filesTab } from './files.js';
 import { refreshInboxCount } from '../badge.js';
 import { steerForm } from '../steer.js';
 import { pauseControl, pauseChip, pausedSeconds } from '../pause.js';
@@ -21,7 +24,7 @@ import { pauseControl, pauseChip, pausedSeconds } from '../pause.js';
 const terminal = new Set(['idle', 'failed', 'cancelled']);
 
 // Events after which the session (and the open tab) is read again.
-const refreshOn = /^(session\.|turn\.|action\.|artifact\.|checkpoint\.|budget\.|effect\.|tool\.(started|completed|failed)|subagent\.|model\.responded|context\.compacted)/;
+const refreshOn = /^(session\.|turn\.|action\.|artifact\.|checkpoint\.|budget\.|effect\.|tool\.(started|completed|failed)|subagent\.|model\.responded|context\.compacted|workspace\.)/;
 
 const tabs = [
   ['timeline', 'Timeline'],
@@ -29,6 +32,7 @@ const tabs = [
   ['effects', 'Effects'],
   ['checkpoints', 'Checkpoints'],
   ['artifacts', 'Artifacts'],
+  ['files', 'Files'],
   ['trace', 'Trace'],
   ['subagents', 'Sub-agents'],
 ];
@@ -61,6 +65,7 @@ export async function sessionPage(root, scope, id, query) {
     effects: loadEffects,
     checkpoints: loadCheckpoints,
     artifacts: (el) => artifactsTab(el, scope, id, () => session),
+    files: (el) => filesTab(el, scope, id, () => session),
     trace: loadTrace,
     subagents: async (el) => renderSubagents(el, session),
   };

@@ -1,0 +1,52 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/longhaul-dev/longhaul/internal/model"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// The model is told which files a person changed (workspace.changed) at
+// its next call: a person's message after everything else in the context,
+// built from the changes journaled since its last call. When the call is
+// answered (model.responded), the message takes its place in the
+// conversation just before the answer, so every later context, and one
+// rebuilt from the journal after a crash, shows the model what it saw, in
+// order. Tool results of a step a person changed files in the middle of
+// still come right after the call that asked for them: the message waits
+// for the next model call.
+
+// changedMessage is the message telling the pending changes, if any.
+func (t *transcript) changedMessage() (model.Message, bool) {
+	if len(t.changed) == 0 {
+		return model.Message{}, false
+	}
+	return model.Message{Role: model.RoleUser, Text: personChangesText(t.changed)}, true
+}
+
+// flushChanged moves the pending changes' message into the conversation
+// (at a model response: the call that was told).
+func (t *transcript) flushChanged() {
+	if m, ok := t.changedMessage(); ok {
+		t.msgs = append(t.msgs, m)
+		t.changed = nil
+	}
+}
+
+// personChangesText lists the changes, the latest of each path last.
+func personChangesText(changes []lt.WorkspaceChange) string {
+	var b strings.Builder
+	b.WriteString("(A person changed files in the workspace since your last step:")
+	for _, c := range changes {
+		switch c.Op {
+		case lt.WorkspaceDelete:
+			fmt.Fprintf(&b, "\n- deleted %s", c.Path)
+		default:
+			fmt.Fprintf(&b, "\n- wrote %s (%d bytes, sha256 %s)", c.Path, c.Size, c.SHA256)
+		}
+	}
+	b.WriteString("\nRead these files again before you rely on what you knew of them.)")
+	return b.String()
+}

@@ -1,0 +1,287 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"sync"
+
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/snapshot"
+	"github.com/longhaul-dev/longhaul/internal/workspace"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// A person's change of the workspace (files.go) and the workspace's copies
+// on the nodes.
+//
+// Workspaces are local to a node; the journal is the truth. The workspace
+// a session has is, as the journal says it: its last snapshot
+// (State.LastSnapshot), then the people's changes journaled since
+// (State.PersonChanges, each a workspace.changed whose content is a blob
+// written in the same transaction). A node's copy is current when it
+// holds both: this node was the last to change it (State.WorkspaceNode),
+// it is known to contain the last snapshot, and it is known to contain the
+// last person's change (a marker "change-<seq>" in the workspace's list of
+// snapshots, workspace.Manager.RecordSnapshot, recorded once the change is
+// applied). A copy that is not current is restored from the snapshot and
+// the changes are applied again on top, in order — by the API node before
+// it reads or writes, and by the runner before its next tool call or
+// checkpoint (runner.workspaceLost) — so a person's change is never lost,
+// whichever node runs the session next. A checkpoint's snapshot, taken of a
+// current copy, holds the changes, and clears the list.
+//
+// A person's change is journaled first (conditional on the journal not
+// having moved since the state was read, so a session that was resumed,
+// decided or woken meanwhile is a 409) and applied to this node's copy
+// after; until its marker is recorded the copy is not current. On one node
+// a runner and a person's change are kept apart by workspaceLocks: a
+// runner holds its session's lock shared while it runs, a change holds it
+// alone (never waiting: a session running on this node is a 409).
+
+// workspaceLocks are per-session read-write locks, created on first use
+// and dropped when unused. Unlike sync.RWMutex, taking one alone can wait
+// with a deadline: a person's change made just as the session parked waits
+// for the runner to let go, rather than failing.
+type workspaceLocks struct {
+	mu sync.Mutex
+	m  map[string]*workspaceLock
+}
+
+type workspaceLock struct {
+	readers int
+	writer  bool
+	refs    int
+	// changed is closed (and replaced) whenever the lock is released.
+	changed chan struct{}
+}
+
+// get returns id's lock, counting a reference; l.mu is held.
+func (l *workspaceLocks) get(id string) *workspaceLock {
+	if l.m == nil {
+		l.m = make(map[string]*workspaceLock)
+	}
+	k := l.m[id]
+	if k == nil {
+		k = &workspaceLock{changed: make(chan struct{})}
+		l.m[id] = k
+	}
+	k.refs++
+	return k
+}
+
+// release drops a reference and wakes the waiters; l.mu is held.
+func (l *workspaceLocks) release(id string, k *workspaceLock) {
+	close(k.changed)
+	k.changed = make(chan struct{})
+	if k.refs--; k.refs == 0 {
+		delete(l.m, id)
+	}
+}
+
+// share holds session id's lock shared (a runner), waiting for a person's
+// change in progress to end.
+func (l *workspaceLocks) share(id string) (unlock func()) {
+	l.mu.Lock()
+	k := l.get(id)
+	for k.writer {
+		ch := k.changed
+		l.mu.Unlock()
+		<-ch
+		l.mu.Lock()
+	}
+	k.readers++
+	l.mu.Unlock()
+	return func() {
+		l.mu.Lock()
+		k.readers--
+		l.release(id, k)
+		l.mu.Unlock()
+	}
+}
+
+// exclusive holds session id's lock alone, waiting until ctx ends for the
+// holders to let go (with a ctx already done it only tries).
+func (l *workspaceLocks) exclusive(ctx context.Context, id string) (unlock func(), ok bool) {
+	l.mu.Lock()
+	k := l.get(id)
+	for k.writer || k.readers > 0 {
+		ch := k.changed
+		l.mu.Unlock()
+		select {
+		case <-ch:
+			l.mu.Lock()
+		case <-ctx.Done():
+			l.mu.Lock()
+			if k.refs--; k.refs == 0 {
+				delete(l.m, id)
+			}
+			l.mu.Unlock()
+			return nil, false
+		}
+	}
+	k.writer = true
+	l.mu.Unlock()
+	return func() {
+		l.mu.Lock()
+		k.writer = false
+		l.release(id, k)
+		l.mu.Unlock()
+	}, true
+}
+
+// tryExclusive is exclusive without waiting.
+func (l *workspaceLocks) tryExclusive(id string) (unlock func(), ok bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return l.exclusive(ctx, id)
+}
+
+// changeMarker names, in the workspace's list of snapshots, a person's
+// change applied to this node's copy.
+func changeMarker(seq int64) string { return "change-" + strconv.FormatInt(seq, 10) }
+
+// workspaceCurrent reports whether this node's copy of st's workspace is
+// what the journal says (see above). A workspace never snapshotted and
+// never changed by a person, or one made before the lists were kept, is
+// taken as it is.
+func (e *Engine) workspaceCurrent(st *journal.State) (bool, error) {
+	wsID := st.WorkspaceID()
+	_, err := os.Stat(e.spaces.Path(wsID))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return st.LastSnapshot == "" && len(st.PersonChanges) == 0, nil
+	case err != nil:
+		return false, fmt.Errorf("check workspace: %w", err)
+	}
+	if st.WorkspaceNode != "" && st.WorkspaceNode != e.cfg.NodeID && st.Workspace == "" {
+		return false, nil
+	}
+	return e.holdsLatest(st)
+}
+
+// holdsLatest reports whether this node's copy is known to hold the last
+// snapshot and the last person's change (untracked copies are trusted).
+func (e *Engine) holdsLatest(st *journal.State) (bool, error) {
+	wsID, sid := st.WorkspaceID(), st.Session.ID
+	if st.LastSnapshot != "" {
+		known, tracked, err := e.spaces.HasSnapshot(wsID, sid, st.LastSnapshot)
+		if err != nil {
+			return false, err
+		}
+		if tracked && !known {
+			return false, nil
+		}
+	}
+	if n := len(st.PersonChanges); n > 0 {
+		known, tracked, err := e.spaces.HasSnapshot(wsID, sid, changeMarker(st.PersonChanges[n-1].Seq))
+		if err != nil {
+			return false, err
+		}
+		if tracked && !known {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// syncWorkspace makes this node's copy of st's workspace current, without
+// journaling anything: restored from the last snapshot (or emptied, when
+// there is none) and the people's changes applied on top. It returns the
+// workspace's path. The caller holds the session's lock alone.
+func (e *Engine) syncWorkspace(ctx context.Context, st *journal.State) (string, error) {
+	ok, err := e.workspaceCurrent(st)
+	if err != nil {
+		return "", err
+	}
+	wsID := st.WorkspaceID()
+	if ok {
+		ws, err := e.spaces.Ensure(wsID)
+		if err != nil {
+			return "", fmt.Errorf("create workspace: %w", err)
+		}
+		return ws, nil
+	}
+	if st.LastSnapshot == "" {
+		if err := e.spaces.Remove(wsID); err != nil {
+			return "", err
+		}
+	}
+	ws, err := e.spaces.Ensure(wsID)
+	if err != nil {
+		return "", fmt.Errorf("create workspace: %w", err)
+	}
+	if snap := st.LastSnapshot; snap != "" {
+		if _, err := snapshot.Restore(ctx, e.store, snap, ws); err != nil {
+			return "", fmt.Errorf("restore workspace from snapshot %s: %w", snap, err)
+		}
+		if err := e.spaces.RecordSnapshot(wsID, st.Session.ID, snap); err != nil {
+			e.log.Warn("record workspace snapshot", "session", st.Session.ID, "err", err)
+		}
+	}
+	if failed := e.applyPersonChanges(ctx, st, ws, st.PersonChanges); len(failed) > 0 {
+		return "", fmt.Errorf("apply the people's changes to the workspace: %s", failed[0])
+	}
+	return ws, nil
+}
+
+// applyPersonChanges applies changes to the copy at ws, in order, and
+// records each one's marker. It returns what could not be applied (a blob
+// that is gone, a path a restored step made unreachable), each naming its
+// path; the rest are applied.
+func (e *Engine) applyPersonChanges(ctx context.Context, st *journal.State, ws string, changes []journal.PersonChange) []string {
+	if len(changes) == 0 {
+		return nil
+	}
+	d, err := workspace.Open(ws)
+	if err != nil {
+		return []string{fmt.Sprintf("open the workspace: %v", err)}
+	}
+	defer d.Close()
+	var failed []string
+	for _, c := range changes {
+		if err := applyPersonChange(ctx, e, d, c); err != nil {
+			failed = append(failed, fmt.Sprintf("%s %q: %v", c.Op, c.Path, err))
+			continue
+		}
+		if err := e.spaces.RecordSnapshot(st.WorkspaceID(), st.Session.ID, changeMarker(c.Seq)); err != nil {
+			e.log.Warn("record a person's change", "session", st.Session.ID, "err", err)
+		}
+	}
+	if st.LastSnapshot != "" {
+		// The copy holds it (it was current, or was just restored from
+		// it): noted again, so that the markers, which share the list's
+		// bound, never push it out and make the copy look stale.
+		if err := e.spaces.RecordSnapshot(st.WorkspaceID(), st.Session.ID, st.LastSnapshot); err != nil {
+			e.log.Warn("record workspace snapshot", "session", st.Session.ID, "err", err)
+		}
+	}
+	return failed
+}
+
+func applyPersonChange(ctx context.Context, e *Engine, d *workspace.Dir, c journal.PersonChange) error {
+	switch c.Op {
+	case lt.WorkspaceDelete:
+		if err := d.Remove(c.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	case lt.WorkspaceWrite:
+		data, err := e.store.BlobGet(ctx, c.SHA256)
+		if err != nil {
+			return fmt.Errorf("read its content (blob %s): %w", c.SHA256, err)
+		}
+		if sha256Hex(data) != c.SHA256 {
+			return fmt.Errorf("blob %s holds other bytes", c.SHA256)
+		}
+		if _, _, err := d.ResolveDirect(c.Path); err != nil {
+			return err
+		}
+		return d.WriteFile(c.Path, data)
+	default:
+		return fmt.Errorf("unknown op %q", c.Op)
+	}
+}

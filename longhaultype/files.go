@@ -1,0 +1,100 @@
+package longhaultype
+
+import "time"
+
+// EventWorkspaceChanged: a person wrote or deleted a file of the session's
+// workspace through the API (data: WorkspaceChange). The change is in the
+// store before the API answers; the model is told at its next call.
+const EventWorkspaceChanged = "workspace.changed"
+
+// WorkspaceChange ops.
+const (
+	WorkspaceWrite  = "write"
+	WorkspaceDelete = "delete"
+)
+
+// ChangedByPerson is the "by" of a change made through the API.
+const ChangedByPerson = "person"
+
+// WorkspaceChange is the data of workspace.changed and the answer of a
+// file upload or delete (PUT and DELETE /v1/sessions/{id}/files/{path}).
+type WorkspaceChange struct {
+	// By is who made the change: "person".
+	By string `json:"by"`
+	// Op is "write" or "delete".
+	Op string `json:"op"`
+	// Path is the workspace-relative path, clean, with "/" separators.
+	Path string `json:"path"`
+	// SHA256 and Size are the new content's (a write); the content is the
+	// blob named SHA256 (GET /v1/blobs/{sha256}).
+	SHA256 string `json:"sha256,omitempty"`
+	Size   int64  `json:"size"`
+	// PreviousSHA256 is the content the path held before ("" when it did
+	// not exist).
+	PreviousSHA256 string `json:"previous_sha256,omitempty"`
+	// ActionID is the input action (kind "file") the upload answered.
+	ActionID string `json:"action_id,omitempty"`
+	// Unchanged is set (in API answers only) when an upload held the bytes
+	// the file already had: nothing was journaled.
+	Unchanged bool `json:"unchanged,omitempty"`
+	// Seq is the journal position of the workspace.changed event (set in
+	// API answers; the event's own seq says it in the journal).
+	Seq int64 `json:"seq,omitempty"`
+}
+
+// File entry types.
+const (
+	FileTypeFile    = "file"
+	FileTypeDir     = "dir"
+	FileTypeSymlink = "symlink"
+	FileTypeOther   = "other"
+)
+
+// FileEntry is one entry of a workspace or snapshot listing.
+type FileEntry struct {
+	Name string `json:"name"`
+	// Path is relative to the workspace root, with "/" separators.
+	Path string `json:"path"`
+	// Type is file, dir, symlink or other (a device, FIFO or socket).
+	Type string `json:"type"`
+	// Size is a file's length in bytes (0 for others).
+	Size int64 `json:"size"`
+	// SHA256 is a file's content digest.
+	SHA256 string `json:"sha256,omitempty"`
+	// Target is a symlink's target, as stored; never followed.
+	Target string `json:"target,omitempty"`
+	// Mode holds the permission bits, in octal ("0644").
+	Mode string `json:"mode,omitempty"`
+	// ModTime is a live workspace file's modification time (snapshots keep
+	// no times).
+	ModTime *time.Time `json:"mtime,omitempty"`
+}
+
+// FileListing is the answer of GET /v1/sessions/{id}/files?path=DIR (and of
+// a checkpoint's snapshot).
+type FileListing struct {
+	// Path is the clean directory listed ("." for the workspace root).
+	Path string `json:"path"`
+	// CheckpointID and Snapshot are set when a checkpoint's snapshot was
+	// listed.
+	CheckpointID string `json:"checkpoint_id,omitempty"`
+	Snapshot     string `json:"snapshot,omitempty"`
+	// Entries are sorted by name.
+	Entries []FileEntry `json:"entries"`
+	// Total is how many entries the directory has; Truncated is set when
+	// Entries holds fewer.
+	Total     int  `json:"total"`
+	Truncated bool `json:"truncated,omitempty"`
+	// Writable says whether a person may change the workspace now (the
+	// session is paused, idle, waiting or requires_action); false for a
+	// snapshot.
+	Writable bool `json:"writable"`
+}
+
+// Input action kinds (Action.Kind).
+const (
+	// InputText is an answer in words (the default).
+	InputText = "text"
+	// InputFile is a file a person uploads to Action.Path.
+	InputFile = "file"
+)
