@@ -1,0 +1,256 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/longhaul-dev/longhaul/internal/engine"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// The control run measures how long an in-flight control takes to reach a
+// running turn: from the request, taken by the engine's API method (what
+// the HTTP handler calls), to the journal showing its effect. Every session
+// is in a model call that would last controlCallDelay, so an effect seen
+// at all was the call being cut, not the call ending by itself.
+
+// ControlKind names the in-flight control a control run sends.
+type ControlKind string
+
+// ControlCancel is a cancel (POST /v1/sessions/{id}/cancel): its effect is
+// the model call abandoned (model.failed, interrupted "cancelled") and the
+// session cancelled with the cancel no longer pending.
+const ControlCancel ControlKind = "cancel"
+
+// controlCallDelay is how long each session's model call would take: far
+// longer than a whole run, so no call ends by itself.
+const controlCallDelay = 10 * time.Minute
+
+// controlEffectTimeout bounds the wait for one request's effect: past it
+// the run fails, since the control did not reach the turn.
+const controlEffectTimeout = time.Minute
+
+// controlFallbackPoll re-reads a session whose journal growth was not
+// notified (a notification may be lost by design): it bounds the error of
+// the measurement, not the latency measured.
+const controlFallbackPoll = 5 * time.Millisecond
+
+// ControlResult is the latency of one kind of in-flight control.
+type ControlResult struct {
+	Kind ControlKind
+	// Sessions is the number of sessions a request was sent to, each in a
+	// model call.
+	Sessions int
+	// CrossNode counts the requests taken by a node other than the one
+	// running the session (with Nodes > 1, all of them): the runner learns
+	// of those through the store's notifier or its poll interval.
+	CrossNode int
+	// Latencies holds, in the order sent, each request's time from the call
+	// of the API method to the journal showing the effect.
+	Latencies     []time.Duration
+	P50, P99, Max time.Duration
+}
+
+// Control puts cfg.Sessions sessions (default 1) each in a model call that
+// would last minutes, then sends kind to them one after another, each once
+// the previous one's effect is in the journal, and measures each request's
+// latency from request to effect. With cfg.Nodes > 1 each request is taken
+// by a node that does not run the session. Steps and Rounds are not used.
+func Control(ctx context.Context, cfg Config, kind ControlKind) (*ControlResult, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if kind != ControlCancel {
+		return nil, fmt.Errorf("bench: unknown control %q", kind)
+	}
+	n := max(cfg.Sessions, 1)
+	if cfg.Workers <= 0 {
+		cfg.Workers = max(n, 32)
+	}
+	r, err := open(ctx, cfg, cfg.Workers)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	script, err := json.Marshal([]map[string]any{
+		{"delay_ms": controlCallDelay.Milliseconds(), "text": "this answer comes too late"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	spec := &lt.AgentSpec{Model: lt.ModelSpec{Provider: "scripted", Script: script}}
+	ids := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := r.nodes[i%len(r.nodes)].eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: spec, Input: "benchmark"})
+			if err == nil {
+				ids[i] = s.ID
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	// Every call is in flight before the first request: the requests reach
+	// turns of a loaded engine, not an idle one.
+	runners := make([]string, n)
+	for i, id := range ids {
+		if runners[i], err = awaitModelCall(ctx, r.nodes[0].eng, id); err != nil {
+			return nil, err
+		}
+	}
+	res := &ControlResult{Kind: kind, Sessions: n}
+	for i, id := range ids {
+		to, at := r.requestNode(runners[i])
+		if to.NodeID() != runners[i] {
+			res.CrossNode++
+		}
+		lat, err := cancelLatency(ctx, to, at, id)
+		if err != nil {
+			return nil, err
+		}
+		res.Latencies = append(res.Latencies, lat)
+	}
+	sorted := slices.Clone(res.Latencies)
+	res.P50, res.P99 = percentile(sorted, 0.50), percentile(sorted, 0.99)
+	res.Max = sorted[len(sorted)-1]
+	return res, nil
+}
+
+// requestNode returns the engine a request for a session that runner runs
+// is sent to (another node's, when there is one) and the runner's engine,
+// where the effect is watched for (the journal grows there first).
+func (r *rig) requestNode(runner string) (to, at *engine.Engine) {
+	at = r.nodes[0].eng
+	for _, n := range r.nodes {
+		if n.eng.NodeID() == runner {
+			at = n.eng
+		}
+	}
+	to = at
+	for _, n := range r.nodes {
+		if n.eng.NodeID() != runner {
+			return n.eng, at
+		}
+	}
+	return to, at
+}
+
+// awaitModelCall waits until the session's model call has started and
+// returns the node running it (the worker id of model.requested).
+func awaitModelCall(ctx context.Context, eng *engine.Engine, id string) (string, error) {
+	deadline := time.Now().Add(controlEffectTimeout)
+	for {
+		evs, err := eng.ListEvents(ctx, id, 0, 1000)
+		if err != nil {
+			return "", err
+		}
+		for _, ev := range evs {
+			if ev.Type == lt.EventModelRequested {
+				return ev.WorkerID, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("bench: session %s started no model call within %s", id, controlEffectTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// cancelLatency cancels the session through to and returns the time until
+// the journal, watched on at, shows the cancel's effect; then it checks
+// that the effect is the call in flight abandoned, not one that ended.
+func cancelLatency(ctx context.Context, to, at *engine.Engine, id string) (time.Duration, error) {
+	grew, stop := at.WatchSession(ctx, id)
+	defer stop()
+	poll := time.NewTicker(controlFallbackPoll)
+	defer poll.Stop()
+	start := time.Now()
+	if _, err := to.CancelSession(ctx, id, &lt.CancelRequest{Reason: "benchmark"}); err != nil {
+		return 0, fmt.Errorf("bench: cancel session %s: %w", id, err)
+	}
+	deadline := time.After(controlEffectTimeout)
+	for {
+		s, err := at.GetSession(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		if s.Status == lt.SessionCancelled && !s.CancelRequested {
+			lat := time.Since(start)
+			return lat, checkCancelled(ctx, at, id)
+		}
+		if s.Status.Terminal() && s.Status != lt.SessionCancelled {
+			return 0, fmt.Errorf("bench: session %s ended %s, not cancelled", id, s.Status)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-deadline:
+			return 0, fmt.Errorf("bench: the cancel of session %s took no effect within %s", id, controlEffectTimeout)
+		case <-grew:
+		case <-poll.C:
+		}
+	}
+}
+
+// checkCancelled checks a cancelled session's journal: its one model call
+// was abandoned by the cancel, nothing answered it, and no tool ran.
+func checkCancelled(ctx context.Context, eng *engine.Engine, id string) error {
+	evs, err := eng.ListEvents(ctx, id, 0, 1000)
+	if err != nil {
+		return err
+	}
+	abandoned := 0
+	for _, ev := range evs {
+		switch ev.Type {
+		case lt.EventModelFailed:
+			var d struct {
+				Interrupted string `json:"interrupted"`
+			}
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				return fmt.Errorf("bench: session %s: decode %s: %w", id, ev.Type, err)
+			}
+			if d.Interrupted == string(interruptedByCancel) {
+				abandoned++
+			}
+		case lt.EventModelResponded, lt.EventToolStarted:
+			return fmt.Errorf("bench: session %s journaled %s: the cancel did not cut the model call", id, ev.Type)
+		}
+	}
+	if abandoned != 1 {
+		return fmt.Errorf("bench: session %s journaled %d model calls interrupted by the cancel, want 1", id, abandoned)
+	}
+	return nil
+}
+
+// interruptedByCancel is the `interrupted` field of a model.failed that a
+// cancel cut (docs/api.md).
+const interruptedByCancel = "cancelled"
+
+// PrintControl writes the control latencies' table.
+func PrintControl(w io.Writer, runs []*ControlResult) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "control\tsessions\tcross-node\tp50 to effect\tp99 to effect\tmax\t")
+	for _, r := range runs {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t\n", r.Kind, r.Sessions, r.CrossNode,
+			r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond), r.Max.Round(10*time.Microsecond))
+	}
+	tw.Flush()
+}
