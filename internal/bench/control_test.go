@@ -27,6 +27,25 @@ func BenchmarkCancelLatency(b *testing.B) {
 	reportLatencies(b, all)
 }
 
+// BenchmarkCancelLatencyAcrossNodes is BenchmarkCancelLatency on
+// PostgreSQL with two nodes, each cancel taken by the node that does not run
+// the session (it needs LONGHAUL_TEST_POSTGRES).
+func BenchmarkCancelLatencyAcrossNodes(b *testing.B) {
+	url := pgtest.BaseDSN(b)
+	if !strings.HasPrefix(url, "postgres://") && !strings.HasPrefix(url, "postgresql://") {
+		b.Skipf("%s is not a URL; the benchmark takes postgres:// URLs only", pgtest.Env)
+	}
+	var all []time.Duration
+	for b.Loop() {
+		res, err := Control(context.Background(), Config{Dir: b.TempDir(), StoreURL: url, Nodes: 2, Sessions: 20}, ControlCancel)
+		if err != nil {
+			b.Fatal(err)
+		}
+		all = append(all, res.Latencies...)
+	}
+	reportLatencies(b, all)
+}
+
 func reportLatencies(b *testing.B, all []time.Duration) {
 	slices.Sort(all)
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
