@@ -133,3 +133,7 @@ const (
 	CheckpointTurn  = "turn"
 	CheckpointNamed = "named"
 )
+
+// EventTurnSteered: a person's message to the running turn (POST
+// /v1/sessions/{id}/steer), given to the model at its next call.
+const EventTurnSteered = "turn.steered"

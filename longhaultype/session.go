@@ -309,3 +309,12 @@ type ListSessionsParams struct {
 	Cursor   string
 	Limit    int
 }
+
+// SteerRequest is the body of POST /v1/sessions/{id}/steer: a message to
+// the running turn, given to the model verbatim at its next call.
+// Interrupt abandons a model call in flight and makes it again with the
+// message.
+type SteerRequest struct {
+	Input     string `json:"input"`
+	Interrupt bool   `json:"interrupt,omitempty"`
+}

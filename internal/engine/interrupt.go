@@ -30,8 +30,9 @@ import (
 // ends there (waitInterrupted).
 
 // interruptKind names what cut a call in flight; the journal records it as
-// the `interrupted` field of tool.failed and model.failed. (A steer or a
-// pause would be further kinds, each with its stop in stopFor.)
+// the `interrupted` field of tool.failed and model.failed. Each kind has
+// its stop in stopFor (interruptSteer, steer.go, only ever cuts a step's
+// model call).
 type interruptKind string
 
 const (
@@ -97,6 +98,18 @@ func (r *runner) interruptDue() *interruptCause {
 	return cause
 }
 
+// controlDue returns the cause with which a control another writer
+// journaled (a cancel, a steer) cuts a call, nil while none does.
+type controlDue func(st *journal.State) *interruptCause
+
+// cancelDue cuts any call once a cancel is requested.
+func cancelDue(st *journal.State) *interruptCause {
+	if st.Cancel == nil {
+		return nil
+	}
+	return cancelCause(st.Cancel)
+}
+
 // callContext derives the context one call in flight runs under: it ends
 // with ctx (a lost lease, a hard stop), and is cancelled with an
 // *interruptCause when the turn's first deadline passes on the engine's
@@ -105,11 +118,17 @@ func (r *runner) interruptDue() *interruptCause {
 // other means than real time (a test's) is followed. wall is as in
 // deadline. release must be called when the call returns.
 func (r *runner) callContext(ctx context.Context, wall bool) (callCtx context.Context, release func()) {
+	return r.controlledContext(ctx, wall, cancelDue)
+}
+
+// controlledContext is callContext with the controls that cut the call
+// given by due (a step's model call is also cut by a steer: steerDue).
+func (r *runner) controlledContext(ctx context.Context, wall bool, due controlDue) (callCtx context.Context, release func()) {
 	callCtx, cancel := context.WithCancelCause(ctx)
-	if c := r.st.Cancel; c != nil {
-		cancel(cancelCause(c)) // read in as the call's start was made durable
+	if cause := due(r.st); cause != nil {
+		cancel(cause) // read in as the call's start was made durable
 	} else {
-		go r.e.watchCancel(callCtx, cancel, r.st.Session.ID)
+		go r.e.watchCancel(callCtx, cancel, r.st.Session.ID, due)
 	}
 	at, cause, ok := r.deadline(wall)
 	if !ok {
@@ -133,23 +152,26 @@ func (r *runner) callContext(ctx context.Context, wall bool) (callCtx context.Co
 	return callCtx, func() { cancel(nil) }
 }
 
-// watchCancel cancels a call's context with an interruptCancel cause once
-// the session's journal holds a cancel request. The request is written by
+// watchCancel cancels a call's context with the cause due finds once the
+// session's journal holds a control that cuts the call (a cancel request,
+// a steer with interrupt). The request is written by
 // the API on whichever node took it, so the stored state is what is read:
 // at once (a cancel may have come after the runner last read it), whenever
 // the store says the session's journal grew (at once on this node, and
 // across nodes through the store's notifier), and every poll interval for a
 // store whose notifications were lost.
-func (e *Engine) watchCancel(callCtx context.Context, cancel context.CancelCauseFunc, sessionID string) {
+func (e *Engine) watchCancel(callCtx context.Context, cancel context.CancelCauseFunc, sessionID string, due controlDue) {
 	grew, stop := e.hub.watch(sessionID)
 	defer stop()
 	poll := time.NewTicker(e.cfg.PollInterval)
 	defer poll.Stop()
 	for {
 		_, st, err := e.loadState(callCtx, sessionID)
-		if err == nil && st.Cancel != nil {
-			cancel(cancelCause(st.Cancel))
-			return
+		if err == nil {
+			if cause := due(st); cause != nil {
+				cancel(cause)
+				return
+			}
 		}
 		select {
 		case <-grew:
@@ -279,6 +301,8 @@ func (r *runner) stopFor(ctx context.Context, cause *interruptCause) error {
 		return r.failTurn(lt.StopTimeout, cause.msg)
 	case interruptCancel:
 		return r.merge(ctx)
+	case interruptSteer:
+		return r.steerStop(ctx)
 	default:
 		return fmt.Errorf("no stop for interruption %q", cause.kind)
 	}

@@ -329,6 +329,14 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 	}
 	if step := st.Step; step != nil {
 		if answer, final := finalAnswer(step); final {
+			// A person's message may have come while the model
+			// answered: the model reads it before the turn may end.
+			if err := r.readIn(ctx); err != nil {
+				return false, err
+			}
+			if r.st.Steer.Undelivered() {
+				return false, r.callModel(ctx)
+			}
 			if r.needsVerification(step) {
 				return false, r.verify(ctx, step, answer)
 			}

@@ -43,6 +43,14 @@ func (r *runner) callModel(ctx context.Context) error {
 	if ok, err := r.refreshMCPTools(ctx); !ok || err != nil {
 		return err // the turn ended, or the next tick goes on
 	}
+	// The context carries every steering message journaled so far (by
+	// another writer); a cancel read in stops the turn first.
+	if err := r.readIn(ctx); err != nil {
+		return err
+	}
+	if r.st.Cancel != nil && !r.st.CancelHeld() {
+		return nil // the next tick cancels the turns
+	}
 	if done, err := r.compactIfNeeded(ctx, stepN); done || err != nil {
 		return err // the next tick checks again and calls the model
 	}
@@ -96,6 +104,14 @@ func (c *callResult) usage() lt.Usage {
 func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []model.Message, tools []model.ToolDef) (*callResult, error) {
 	turnID := r.st.CurrentTurn().ID
 	pos, attempt := r.st.ModelPosition, r.st.ModelAttempt+1
+	// A step's context ends with every steering message read in so far
+	// (msgs was built just now): the call says how many, and a later one
+	// sent with interrupt abandons it.
+	due, steers := cancelDue, 0
+	if purpose == "" {
+		steers = r.tx.steerCount()
+		due = steerDue(steers)
+	}
 	counter := model.CounterFor(r.spec.Model.Provider, r.spec.Model.Name)
 	contextTokens := model.CountMessages(counter, msgs, tools)
 	if ok, err := r.reserveModelCall(ctx, purpose, pos, attempt, contextTokens); !ok || err != nil {
@@ -103,7 +119,7 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 	}
 	if err := r.add(lt.EventModelRequested, turnID, stepN, journal.ModelRequested{
 		Step: stepN, Position: pos, Attempt: attempt, Provider: r.spec.Model.Provider, Model: r.spec.Model.Name,
-		Purpose: purpose, ContextTokens: contextTokens,
+		Purpose: purpose, ContextTokens: contextTokens, Steers: steers,
 	}); err != nil {
 		return nil, err
 	}
@@ -113,7 +129,7 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 	// The turn's timeout and the wall-clock budget abandon the request in
 	// flight (callContext); a verification call, which the budget never
 	// checks, only the turn's timeout.
-	interruptible, release := r.callContext(ctx, purpose != journal.PurposeVerification)
+	interruptible, release := r.controlledContext(ctx, purpose != journal.PurposeVerification, due)
 	defer release()
 	callCtx, cancel := context.WithTimeout(interruptible, r.e.cfg.ModelTimeout)
 	defer cancel()

@@ -15,7 +15,8 @@ import (
 // conversation items after it. A turn's input enters the conversation when
 // the turn starts, not when it is queued. Compaction changes what is sent,
 // never what is stored: msgs keeps every item, and cut says how many of the
-// first ones the summary stands for.
+// first ones the summary stands for. A person's steering messages follow
+// every item before them and enter msgs as user messages (steer.go).
 type transcript struct {
 	instructions string
 	goal         string
@@ -34,6 +35,8 @@ type transcript struct {
 	// note is told to the model with the next tool result (e.g. that the
 	// workspace was restored from a checkpoint).
 	note string
+
+	steering
 }
 
 func newTranscript(spec *lt.AgentSpec) *transcript {
@@ -47,7 +50,8 @@ func transcriptWants(typ string) bool {
 	switch typ {
 	case lt.EventSessionCreated, lt.EventConstraintAdded, lt.EventTurnCreated, lt.EventTurnStarted,
 		lt.EventModelResponded, lt.EventToolCompleted, lt.EventToolFailed, lt.EventActionResolved,
-		lt.EventContextCompacted, lt.EventAcceptanceVerified, lt.EventEnvironmentRestored:
+		lt.EventContextCompacted, lt.EventAcceptanceVerified, lt.EventEnvironmentRestored,
+		lt.EventTurnSteered, lt.EventModelRequested:
 		return true
 	}
 	return false
@@ -77,12 +81,15 @@ func (t *transcript) observe(ev lt.Event) {
 	case lt.EventTurnStarted:
 		var d journal.TurnStarted
 		if json.Unmarshal(ev.Data, &d) == nil {
+			t.placeSteers(len(t.steers)) // what a past turn was told stays before this one
 			t.msgs = append(t.msgs, model.Message{Role: model.RoleUser, Text: t.inputs[d.TurnID]})
 			delete(t.inputs, d.TurnID)
+			t.turnStarted(d.TurnID)
 		}
 	case lt.EventModelResponded:
 		var d journal.ModelResponded
 		if json.Unmarshal(ev.Data, &d) == nil {
+			t.placeSteers(t.sent) // the messages the call carried come before its answer
 			m := model.Message{Role: model.RoleAssistant, Text: d.Text, Reasoning: d.Reasoning}
 			for _, c := range d.ToolCalls {
 				m.ToolCalls = append(m.ToolCalls, model.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
@@ -118,6 +125,8 @@ func (t *transcript) observe(ev lt.Event) {
 		if json.Unmarshal(ev.Data, &d) == nil && d.Items <= len(t.msgs) {
 			t.summary, t.cut = d.Summary, d.Items
 		}
+	case lt.EventTurnSteered, lt.EventModelRequested:
+		t.observeSteering(ev)
 	case lt.EventAcceptanceVerified:
 		var d journal.AcceptanceVerified
 		if json.Unmarshal(ev.Data, &d) == nil && sendsBack(&d.Verdict, t.maxVerify) {
@@ -185,7 +194,8 @@ func (t *transcript) messagesFrom(cut int, summary string) []model.Message {
 	if cut > 0 && len(kept) > 0 && kept[0].Role != model.RoleUser {
 		out = append(out, model.Message{Role: model.RoleUser, Text: continueNote})
 	}
-	return append(out, kept...)
+	out = append(out, kept...)
+	return append(out, t.heldSteers()...)
 }
 
 // toolDefs describes the agent's tools to the model.

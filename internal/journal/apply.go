@@ -98,9 +98,18 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		s.Session.CurrentTurnID = t.ID
 		putTurn(ch, *t)
 	case lt.EventTurnCompleted, lt.EventTurnFailed, lt.EventTurnCancelled:
+		if ev.Type == lt.EventTurnCompleted && s.Steer.Undelivered() {
+			// A person's message came as the turn was ending: the
+			// model reads it first (the writer starts over).
+			return fmt.Errorf("turn %s cannot complete: a steering message has not reached the model", ev.TurnID)
+		}
 		return applyTurnEnd(s, ev, ch)
 	case lt.EventModelRequested:
-		// Nothing changes until the model answers: a crash here means "call again".
+		// Nothing else changes until the model answers: a crash here
+		// means "call again".
+		return applySteersSent(s, ev)
+	case lt.EventTurnSteered:
+		return applySteered(s, ev)
 	case lt.EventModelResponded:
 		d, err := decode[ModelResponded](ev)
 		if err != nil {
@@ -133,6 +142,10 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		if d.Kind == "context_length_exceeded" && d.Retry && d.Purpose == "" {
 			// The retry after a compaction is a fresh start, not attempt n+1.
 			s.ForceCompact, s.ContextRetryStep, s.ModelAttempt = true, d.Step, 0
+		}
+		if d.Interrupted == InterruptedSteered {
+			// Made again with a person's message: no failure of the model.
+			s.ModelAttempt = 0
 		}
 		u := lt.Usage{ModelCalls: 1}
 		if d.Usage != nil {

@@ -221,6 +221,9 @@ type ModelRequested struct {
 	Purpose string `json:"purpose,omitempty"`
 	// ContextTokens is the size of the context sent, as counted offline.
 	ContextTokens int `json:"context_tokens,omitempty"`
+	// Steers is how many of the session's steering messages (turn.steered,
+	// in order) a step's context carries: the first Steers of them.
+	Steers int `json:"steers,omitempty"`
 }
 
 // ModelDelta is the data of model.delta: streamed output of a call still
@@ -273,8 +276,9 @@ type ModelFailed struct {
 	// left), after RetryInMS (the backoff, or a longer Retry-After).
 	Retry     bool  `json:"retry"`
 	RetryInMS int64 `json:"retry_in_ms,omitempty"`
-	// Interrupted names the deadline that cut the call in flight (Kind
-	// "timeout"): max_wall_seconds or turn_timeout.
+	// Interrupted names what cut the call in flight (Kind "timeout"):
+	// max_wall_seconds, turn_timeout, cancelled, or steered (a steer with
+	// interrupt: the call is made again with the message).
 	Interrupted string `json:"interrupted,omitempty"`
 	// Usage is what an abandoned call is counted for: the provider's own
 	// report when it gave one, else its input counted offline (the request

@@ -31,6 +31,9 @@ type State struct {
 	OpenEffects []lt.Effect `json:"open_effects,omitempty"`
 	// Cancel is set while a cancel request waits for the next safe point.
 	Cancel *CancelRequested `json:"cancel,omitempty"`
+	// Steer counts the steering messages and how far model calls carry
+	// them (steer.go).
+	Steer Steer `json:"steer,omitzero"`
 	// ArtifactVersions is the latest version of each artifact name.
 	ArtifactVersions map[string]int `json:"artifact_versions,omitempty"`
 	// ToolErrorStreak counts the current turn's tool calls that failed in a

@@ -27,6 +27,9 @@ type Backend interface {
 	// UpdateBudget replaces the limits the patch names and returns the
 	// session (400 naming the field of an invalid merged budget).
 	UpdateBudget(ctx context.Context, sessionID string, p *lt.BudgetPatch) (*lt.Session, error)
+	// SteerSession sends a person's message to the session's current turn
+	// (400 naming input, 409 when no turn runs).
+	SteerSession(ctx context.Context, id string, req *lt.SteerRequest) (*lt.Session, error)
 
 	// ListEvents returns up to limit events with seq > after (404 for an
 	// unknown session).

@@ -229,6 +229,9 @@ func (s *Server) routes() {
 	s.handle("GET /v1/sessions/{id}/artifacts", s.listArtifacts)
 	s.handle("GET /v1/sessions/{id}/trace", s.sessionTrace)
 
+	// Steering the running turn (steer.go).
+	s.handle("POST /v1/sessions/{id}/steer", s.idempotent(s.steerSession))
+
 	s.handle("GET /v1/actions", s.listAllActions)
 	s.handle("GET /v1/actions/{action_id}", s.getAction)
 

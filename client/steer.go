@@ -1,0 +1,27 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// Steer sends a message to the session's running turn
+// (POST /v1/sessions/{id}/steer): it reaches the model verbatim at its
+// next call; with req.Interrupt a model call in flight is abandoned and
+// made again with it. A session with no running turn answers 409 (send a
+// follow-up turn with CreateTurn instead).
+func (c *Client) Steer(ctx context.Context, sessionID string, req *lt.SteerRequest) (*lt.Session, error) {
+	if err := requireID("sessionID", sessionID); err != nil {
+		return nil, fmt.Errorf("steer session: %w", err)
+	}
+	if req == nil {
+		return nil, fmt.Errorf("steer session %s: req is nil", sessionID)
+	}
+	s, err := post[lt.Session](ctx, c, c.endpoint(nil, "v1", "sessions", sessionID, "steer"), req)
+	if err != nil {
+		return nil, fmt.Errorf("steer session %s: %w", sessionID, err)
+	}
+	return s, nil
+}

@@ -1,0 +1,188 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/model"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// Steering a running turn (POST /v1/sessions/{id}/steer). A person's
+// message is journaled as turn.steered by whichever node took the request,
+// and reaches the model verbatim, as a user message, at the turn's next
+// step call. Where it goes in the context follows from the journal alone,
+// so a replay on any node builds the same context:
+//
+//   - the messages are numbered in journal order; a step call carries every
+//     one journaled before it (the context ends with the ones not yet
+//     answered, after the tool results before them) and says how many in
+//     its model.requested (Steers);
+//   - they enter the transcript's items just before the answer of the call
+//     that carried them first, so a later context is the one that was sent
+//     plus what came after; from then on they are items like any other
+//     (compaction summarises them as a person's words), and the pinned
+//     block never changes;
+//   - a message to a turn still queued comes after that turn's input;
+//   - the turn does not end with a message the model has not read: a final
+//     answer with one unread is followed by another call (tick).
+//
+// With interrupt, a step's model call in flight that does not carry the
+// message is abandoned (interruptSteer, through the same watcher as a
+// cancel: at once on the node that took the request, through the store's
+// notifier on another, or within a poll interval) and made again with it;
+// the abandoned call counts as a cancelled one does. A tool call is never
+// cut by a steer (it is an effect): the message waits for the next model
+// call, as it does while the turn waits for an action or a durable wait.
+
+// maxSteerBytes bounds one steering message: it is a short instruction
+// placed in every later context (a long text is a follow-up turn's input),
+// and it stays well under the blob threshold, so the journal keeps the
+// interrupt flag the projection needs inline.
+const maxSteerBytes = 32 << 10
+
+// interruptSteer: a steer with interrupt abandoned the model call.
+const interruptSteer interruptKind = journal.InterruptedSteered
+
+// SteerSession journals a person's message to the session's current turn
+// (queued, running, waiting or requires_action). A session with no turn to
+// steer (idle, failed, cancelled), or whose turns are being cancelled, is a
+// conflict: a follow-up turn is what carries a new request then.
+func (e *Engine) SteerSession(ctx context.Context, id string, req *lt.SteerRequest) (*lt.Session, error) {
+	switch {
+	case strings.TrimSpace(req.Input) == "":
+		return nil, apierror.Invalid("input", "required: the message to the running turn")
+	case len(req.Input) > maxSteerBytes:
+		return nil, apierror.Invalid("input", "longer than %d bytes (send a long text as a follow-up turn's input)", maxSteerBytes)
+	}
+	if err := e.refuseWhenLow(); err != nil {
+		return nil, err
+	}
+	v, err := mutate(ctx, e, id, func(b *batch) (*lt.Session, error) {
+		st := b.st
+		turn := st.CurrentTurn()
+		switch {
+		case turn == nil:
+			return nil, apierror.Conflict("session %s has no running turn (it is %s): send a follow-up turn instead (POST /v1/sessions/%s/turns)",
+				id, st.Session.Status, id)
+		case st.Cancel != nil:
+			return nil, apierror.Conflict("session %s is being cancelled: send a follow-up turn once it is", id)
+		}
+		if err := b.add(lt.EventTurnSteered, turn.ID, 0, journal.TurnSteered{TurnID: turn.ID, Input: req.Input, Interrupt: req.Interrupt}); err != nil {
+			return nil, err
+		}
+		v := b.st.View()
+		return &v, nil
+	})
+	if err != nil {
+		return nil, notFound(err, "session", id)
+	}
+	return v, nil
+}
+
+// steerDue is what a step's model call carrying the first sent steering
+// messages is watched for: a cancel, or a later message sent with
+// interrupt.
+func steerDue(sent int) controlDue {
+	return func(st *journal.State) *interruptCause {
+		if c := cancelDue(st); c != nil {
+			return c
+		}
+		if st.Steer.Interrupt > sent {
+			return &interruptCause{kind: interruptSteer,
+				msg: "a person steered the turn with interrupt: the call is made again with their message"}
+		}
+		return nil
+	}
+}
+
+// steering is the transcript's part for steering messages.
+type steering struct {
+	// steers are the messages to turns that started, in journal order;
+	// placed of them are in msgs, the others end the next context.
+	steers []string
+	placed int
+	// sent is how many the latest step call carried.
+	sent int
+	// early holds the messages to a turn not started yet, by turn id.
+	early map[string][]string
+}
+
+func (t *transcript) observeSteering(ev lt.Event) {
+	switch ev.Type {
+	case lt.EventTurnSteered:
+		var d journal.TurnSteered
+		if json.Unmarshal(ev.Data, &d) != nil {
+			return
+		}
+		if _, queued := t.inputs[d.TurnID]; queued {
+			if t.early == nil {
+				t.early = make(map[string][]string)
+			}
+			t.early[d.TurnID] = append(t.early[d.TurnID], d.Input)
+			return
+		}
+		t.steers = append(t.steers, d.Input)
+	case lt.EventModelRequested:
+		var d journal.ModelRequested
+		if json.Unmarshal(ev.Data, &d) == nil && d.Purpose == "" {
+			t.sent = d.Steers
+		}
+	}
+}
+
+// turnStarted makes the messages sent to a turn before it started follow
+// its input.
+func (t *transcript) turnStarted(turnID string) {
+	t.steers = append(t.steers, t.early[turnID]...)
+	delete(t.early, turnID)
+}
+
+// placeSteers moves the first n messages into the items, in order.
+func (t *transcript) placeSteers(n int) {
+	for ; t.placed < min(n, len(t.steers)); t.placed++ {
+		t.msgs = append(t.msgs, model.Message{Role: model.RoleUser, Text: t.steers[t.placed]})
+	}
+}
+
+// heldSteers are the messages no call has answered yet: they end the
+// context, after every item journaled before them.
+func (t *transcript) heldSteers() []model.Message {
+	out := make([]model.Message, 0, len(t.steers)-t.placed)
+	for _, s := range t.steers[t.placed:] {
+		out = append(out, model.Message{Role: model.RoleUser, Text: s})
+	}
+	return out
+}
+
+// steerCount is how many messages the next context carries.
+func (t *transcript) steerCount() int { return len(t.steers) }
+
+// steerStop reads in the steer that cut the call (written by another
+// writer): the next tick makes the call again with it.
+func (r *runner) steerStop(ctx context.Context) error {
+	if err := r.merge(ctx); err != nil {
+		return fmt.Errorf("read in the steer: %w", err)
+	}
+	return nil
+}
+
+// readIn makes the runner's events durable and reads in what other writers
+// journaled since (a steer, a cancel), so what it decides next sees them.
+func (r *runner) readIn(ctx context.Context) error {
+	if err := r.flush(ctx, false); err != nil {
+		return err
+	}
+	row, err := r.e.store.SessionGet(ctx, r.lease.SessionID)
+	if err != nil {
+		return err
+	}
+	if row.LastSeq == r.durableSeq {
+		return nil
+	}
+	return r.merge(ctx)
+}

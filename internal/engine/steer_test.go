@@ -1,0 +1,363 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/model/scripted"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// Steering a running turn (steer.go). The scripted provider plays the
+// script; its delay_ms waits on a gate the test opens (scripted.Config
+// After), so a call lasts exactly as long as the test wants, and the
+// provider records every request it was sent.
+
+// gatedScripted is the scripted provider whose delays end when the test
+// opens the gate, recording the requests it receives.
+type gatedScripted struct {
+	*scripted.Provider
+	gate     chan time.Time
+	openOnce sync.Once
+	mu       sync.Mutex
+	requests []*model.Request
+}
+
+func newGatedScripted() *gatedScripted {
+	p := &gatedScripted{gate: make(chan time.Time)}
+	p.Provider = scripted.New(&scripted.Config{After: func(time.Duration) <-chan time.Time { return p.gate }})
+	return p
+}
+
+// open ends every delay, now and later.
+func (p *gatedScripted) open() { p.openOnce.Do(func() { close(p.gate) }) }
+
+func (p *gatedScripted) Respond(ctx context.Context, req *model.Request) (*model.Response, error) {
+	p.mu.Lock()
+	c := *req
+	c.Messages = append([]model.Message(nil), req.Messages...)
+	p.requests = append(p.requests, &c)
+	p.mu.Unlock()
+	return p.Provider.Respond(ctx, req)
+}
+
+// sent returns the requests received so far.
+func (p *gatedScripted) sent() []*model.Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]*model.Request(nil), p.requests...)
+}
+
+func newSteerHarness(t *testing.T) (*harness, *gatedScripted) {
+	t.Helper()
+	p := newGatedScripted()
+	t.Cleanup(p.open) // a call still waiting ends with the test
+	return newHarnessWith(t, map[string]model.Provider{"scripted": p}, nil), p
+}
+
+func steer(t *testing.T, h *harness, id, input string, interrupt bool) *lt.Session {
+	t.Helper()
+	s, err := h.eng.SteerSession(context.Background(), id, &lt.SteerRequest{Input: input, Interrupt: interrupt})
+	require.NoError(t, err)
+	return s
+}
+
+// waitEvents polls until the session journaled n events of typ.
+func waitEvents(t *testing.T, h *harness, id, typ string, n int) []lt.Event {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		evs := events(t, h, id, typ)
+		if len(evs) >= n {
+			return evs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %s journaled %d %s, want %d", id, len(evs), typ, n)
+		}
+		time.Sleep(2 * time.Millisecond) // polling with a deadline
+	}
+}
+
+func user(text string) model.Message { return model.Message{Role: model.RoleUser, Text: text} }
+
+// roles lists the messages' roles and, for user messages, their text: what
+// a context looks like, in order.
+func roles(msgs []model.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = string(m.Role)
+		if m.Role == model.RoleUser {
+			out[i] += ": " + m.Text
+		}
+	}
+	return out
+}
+
+// TestSteerReachesTheNextCall: two messages sent while a model call runs
+// do not disturb it; the next call carries both verbatim, in order, as
+// user messages after the tool result of the step they came during; a
+// later turn's context (built by another claim, from the journal alone)
+// has them where they were sent: before the answer of the call that
+// carried them.
+func TestSteerReachesTheNextCall(t *testing.T) {
+	h, p := newSteerHarness(t)
+	ctx := context.Background()
+	s := create(t, h, spec(t, `[{"delay_ms":60000,"tool_calls":[{"name":"list_files","arguments":{}}]},{"text":"done as asked"}]`,
+		lt.ToolSpec{Name: "list_files"}), nil)
+	waitEvent(t, h, s.ID, lt.EventModelRequested)
+	const first, second = "Use British spelling.", "  And keep it short:\n  three lines at most.  "
+	steer(t, h, s.ID, first, false)
+	steer(t, h, s.ID, second, false)
+	steered := events(t, h, s.ID, lt.EventTurnSteered)
+	require.Len(t, steered, 2)
+	d := data[journal.TurnSteered](t, steered[1])
+	require.Equal(t, second, d.Input, "journaled verbatim")
+	require.Equal(t, s.CurrentTurnID, d.TurnID)
+	require.False(t, d.Interrupt)
+	p.open()
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+
+	require.Empty(t, events(t, h, s.ID, lt.EventModelFailed), "the call in flight was not cut")
+	reqs := p.sent()
+	require.Len(t, reqs, 2)
+	require.NotContains(t, roles(reqs[0].Messages), "user: "+first)
+	next := reqs[1].Messages
+	n := len(next)
+	require.Equal(t, model.RoleAssistant, next[n-4].Role)
+	require.Equal(t, model.RoleTool, next[n-3].Role, "after the result of the step they came during")
+	require.Equal(t, []model.Message{user(first), user(second)}, next[n-2:], "verbatim and in order")
+	requested := events(t, h, s.ID, lt.EventModelRequested)
+	require.Equal(t, 0, data[journal.ModelRequested](t, requested[0]).Steers)
+	require.Equal(t, 2, data[journal.ModelRequested](t, requested[1]).Steers)
+
+	// A follow-up turn: a new claim rebuilds the context from the journal.
+	_, err := h.eng.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "now the summary"})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	reqs = p.sent()
+	require.Len(t, reqs, 3)
+	later := reqs[2].Messages
+	require.Equal(t, next, later[:n], "the later context is the one sent plus what came after")
+	require.Equal(t, model.RoleAssistant, later[n].Role)
+	require.Equal(t, "done as asked", later[n].Text)
+	require.Equal(t, user("now the summary"), later[n+1])
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestSteerDuringTheFinalAnswer: a message sent while the model writes its
+// final answer is read before the turn may end: the model is called again,
+// and its second answer ends the turn.
+func TestSteerDuringTheFinalAnswer(t *testing.T) {
+	h, p := newSteerHarness(t)
+	s := create(t, h, spec(t, `[{"delay_ms":60000,"text":"the report, in French"},{"text":"the report, in English"}]`), nil)
+	waitEvent(t, h, s.ID, lt.EventModelRequested)
+	steer(t, h, s.ID, "Write it in English.", false)
+	p.open()
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+
+	reqs := p.sent()
+	require.Len(t, reqs, 2)
+	last := reqs[1].Messages
+	require.Equal(t, "the report, in French", last[len(last)-2].Text)
+	require.Equal(t, user("Write it in English."), last[len(last)-1])
+	turns, err := h.eng.ListTurns(context.Background(), s.ID)
+	require.NoError(t, err)
+	require.Len(t, turns, 1)
+	require.Equal(t, "the report, in English", turns[0].Output)
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestSteerInterruptsModelCall: with interrupt, a model call that would
+// never answer is abandoned at once, counted like a cancelled call, and
+// made again with the message; the turn goes on.
+func TestSteerInterruptsModelCall(t *testing.T) {
+	h, p := newSteerHarness(t)
+	s := create(t, h, spec(t, `[{"delay_ms":600000,"tool_calls":[{"name":"list_files","arguments":{}}]},{"text":"redirected"}]`,
+		lt.ToolSpec{Name: "list_files"}), nil)
+	waitEvent(t, h, s.ID, lt.EventModelRequested)
+	const msg = "Stop listing files; answer now."
+	start := time.Now()
+	steer(t, h, s.ID, msg, true)
+	failed := waitEvents(t, h, s.ID, lt.EventModelFailed, 1)
+	require.Less(t, time.Since(start), 2*time.Second, "the call in flight is abandoned within the bound")
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+
+	require.Len(t, failed, 1)
+	d := data[journal.ModelFailed](t, failed[0])
+	require.Equal(t, journal.InterruptedSteered, d.Interrupted)
+	require.False(t, d.Retry)
+	require.NotNil(t, d.Usage)
+	require.Positive(t, d.Usage.InputTokens, "the abandoned call counts what it was sent")
+	responded := events(t, h, s.ID, lt.EventModelResponded)
+	require.Len(t, responded, 1)
+	answered := data[journal.ModelResponded](t, responded[0]).Usage
+	require.Equal(t, d.Usage.InputTokens+answered.InputTokens, s.Usage.InputTokens)
+	require.Equal(t, int64(2), s.Usage.ModelCalls)
+
+	requested := events(t, h, s.ID, lt.EventModelRequested)
+	require.Len(t, requested, 2)
+	again := data[journal.ModelRequested](t, requested[1])
+	require.Equal(t, 1, again.Step, "the same step, made again")
+	require.Equal(t, 1, again.Attempt, "a fresh start, not a retry")
+	require.Equal(t, 1, again.Steers)
+	reqs := p.sent()
+	require.Len(t, reqs, 2)
+	require.Equal(t, append(append([]model.Message(nil), reqs[0].Messages...), user(msg)), reqs[1].Messages)
+	require.Empty(t, events(t, h, s.ID, lt.EventToolRequested), "the abandoned answer's call never came")
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestSteerDoesNotCutToolCall: a tool call is an effect: a steer with
+// interrupt lets it finish, and the message goes in at the next call,
+// after its result.
+func TestSteerDoesNotCutToolCall(t *testing.T) {
+	h, p := newSteerHarness(t)
+	dir := t.TempDir()
+	started, release := filepath.Join(dir, "started"), filepath.Join(dir, "release")
+	args, err := json.Marshal(map[string]string{"command": fmt.Sprintf("touch %s; while [ ! -f %s ]; do sleep 0.01; done; echo finished", started, release)})
+	require.NoError(t, err)
+	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"shell","arguments":`+string(args)+`}]},{"text":"ok"}]`,
+		lt.ToolSpec{Name: "shell", Effect: lt.EffectIdempotent}), nil)
+	waitFile(t, started)
+	steer(t, h, s.ID, "Mind the tests.", true)
+	// The runner learns of a steer at once on this node (the store's
+	// notification): had it cut the command, it would within this span.
+	require.Never(t, func() bool { return len(events(t, h, s.ID, lt.EventToolFailed)) > 0 }, 300*time.Millisecond, 10*time.Millisecond)
+	require.NoError(t, os.WriteFile(release, nil, 0o600))
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+
+	require.Empty(t, events(t, h, s.ID, lt.EventToolFailed, lt.EventModelFailed))
+	done := events(t, h, s.ID, lt.EventToolCompleted)
+	require.Len(t, done, 1)
+	require.Contains(t, string(data[journal.ToolCompleted](t, done[0]).Output), "finished")
+	reqs := p.sent()
+	require.Len(t, reqs, 2)
+	last := reqs[1].Messages
+	require.Equal(t, model.RoleTool, last[len(last)-2].Role)
+	require.Contains(t, last[len(last)-2].Text, "finished")
+	require.Equal(t, user("Mind the tests."), last[len(last)-1])
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestSteerRefusals: a message is required and bounded; an unknown session
+// is 404; a session with no turn running is 409, saying what to do.
+func TestSteerRefusals(t *testing.T) {
+	h, _ := newSteerHarness(t)
+	ctx := context.Background()
+	s := create(t, h, spec(t, `[{"text":"done"}]`), nil)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+
+	_, err := h.eng.SteerSession(ctx, s.ID, &lt.SteerRequest{Input: " \n"})
+	requireAPIError(t, err, lt.CodeInvalidRequest, "input")
+	_, err = h.eng.SteerSession(ctx, s.ID, &lt.SteerRequest{Input: strings.Repeat("x", 33<<10)})
+	requireAPIError(t, err, lt.CodeInvalidRequest, "input")
+	_, err = h.eng.SteerSession(ctx, "ses_nope", &lt.SteerRequest{Input: "hi"})
+	requireAPIError(t, err, lt.CodeNotFound, "ses_nope")
+	_, err = h.eng.SteerSession(ctx, s.ID, &lt.SteerRequest{Input: "hi", Interrupt: true})
+	requireAPIError(t, err, lt.CodeConflict, "send a follow-up turn instead")
+	require.Empty(t, events(t, h, s.ID, lt.EventTurnSteered))
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestSteerWhileRequiresActionSurvivesCompaction: a steer with interrupt
+// to a session waiting for a person's decision leaves the action pending;
+// the message reaches the call after the decision, stays in every later
+// context until compaction summarises it as a person's words, and the
+// pinned block of every call is byte-identical.
+func TestSteerWhileRequiresActionSurvivesCompaction(t *testing.T) {
+	const msg = "Report the checksum of every part too."
+	plan := []model.Response{call("write_file", fmt.Sprintf(`{"path":"big.txt","content":%q}`, strings.Repeat("0123456789 abcdefghij ", 110)))}
+	plan = append(plan, call("pause", `{}`))
+	for i := range 12 {
+		plan = append(plan, call("read_file", fmt.Sprintf(`{"path":"big.txt","offset":%d}`, i)))
+	}
+	plan = append(plan, model.Response{Text: "All parts read."})
+	p := &planProvider{plan: plan}
+	h := newHarnessWith(t, map[string]model.Provider{"plan": p}, nil)
+	ctx := context.Background()
+	s, err := h.eng.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{
+			Model:        lt.ModelSpec{Provider: "plan", Name: "planner", ContextWindow: 3000},
+			Instructions: "Read the file in parts.",
+			Tools:        []lt.ToolSpec{{Name: "write_file"}, {Name: "read_file"}, {Name: "pause", Type: "function"}},
+			Compaction:   &lt.Compaction{Threshold: 0.5},
+			MaxSteps:     100,
+		},
+		Input: "Read big.txt.", Goal: "every part read", Constraints: []string{"Never delete a file."},
+	})
+	require.NoError(t, err)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	act := s.RequiredActions[0]
+	calls := len(p.stepRequests())
+	s = steer(t, h, s.ID, msg, true)
+	require.Equal(t, lt.SessionRequiresAction, s.Status)
+	require.Equal(t, []lt.Action{act}, s.RequiredActions, "the action stays pending")
+	_, err = h.eng.DecideAction(ctx, s.ID, act.ID, &lt.Decision{Output: json.RawMessage(`"go on"`)})
+	require.NoError(t, err)
+	s = h.waitStatus(s.ID, lt.SessionIdle, lt.SessionFailed)
+	require.Equal(t, lt.SessionIdle, s.Status)
+	require.Empty(t, events(t, h, s.ID, lt.EventModelFailed), "nothing was in flight to cut")
+
+	steps := p.stepRequests()
+	after := steps[calls].msgs
+	require.Equal(t, model.RoleTool, after[len(after)-2].Role, "after the decision's result")
+	require.Equal(t, user(msg), after[len(after)-1])
+	pinned := systemText(steps[0].msgs)
+	require.Contains(t, pinned, "Constraint: Never delete a file.")
+	for i, r := range steps {
+		sys := systemText(r.msgs)
+		require.True(t, strings.HasPrefix(sys, pinned), "step call %d: the pinned block is unchanged", i)
+		require.NotContains(t, sys[:len(pinned)], msg)
+		if rest := sys[len(pinned):]; rest != "" {
+			require.True(t, strings.HasPrefix(rest, "\n\n## Summary of the earlier conversation"), "step call %d", i)
+		}
+	}
+	// Until compaction summarises it, every context carries it verbatim;
+	// the summary call then gets it as a person's words.
+	require.NotEmpty(t, events(t, h, s.ID, lt.EventContextCompacted))
+	summarised := -1
+	for i, r := range p.requests {
+		if r.purpose == journal.PurposeCompaction && strings.Contains(r.msgs[1].Text, "[person] "+msg) {
+			summarised = i
+			break
+		}
+	}
+	require.Positive(t, summarised, "compaction summarised the message like any item")
+	first, seen := -1, 0 // the first step call after the steer
+	for i, r := range p.requests {
+		if r.purpose == "" {
+			if seen == calls {
+				first = i
+				break
+			}
+			seen++
+		}
+	}
+	require.Less(t, first, summarised)
+	for i := first; i < summarised; i++ {
+		if r := p.requests[i]; r.purpose == "" {
+			require.True(t, containsMsg(r.msgs, user(msg)), "request %d lost the message before it was summarised", i)
+		}
+	}
+	checkJournal(t, h.store, s.ID)
+}
+
+func containsMsg(msgs []model.Message, m model.Message) bool {
+	for _, x := range msgs {
+		if x.Role == m.Role && x.Text == m.Text {
+			return true
+		}
+	}
+	return false
+}
