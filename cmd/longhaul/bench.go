@@ -33,9 +33,11 @@ goroutine count they hold.
 Last it puts --control sessions each in a model call that would last
 minutes and cancels them one after another, and prints the latency from
 the cancel request (the API's own call) to its effect in the journal (the
-call abandoned, the session cancelled): p50, p99 and max. With --nodes 2
-or more each cancel is taken by a node that does not run the session, so
-it reaches the runner through the store's notifier (or its poll interval).
+call abandoned, the session cancelled): p50, p99 and max. Then the same
+for a steer with interrupt, to the call abandoned and made again with the
+message. With --nodes 2 or more each request is taken by a node that does
+not run the session, so it reaches the runner through the store's
+notifier (or its poll interval).
 
 On PostgreSQL every run uses a temporary schema of the --store database,
 created and dropped again (the URL's search_path is not used), so the
@@ -94,12 +96,15 @@ turn, and any node may run any session.`,
 				}
 			}
 			var controls []*bench.ControlResult
-			if control > 0 {
+			for _, kind := range []bench.ControlKind{bench.ControlCancel, bench.ControlSteer} {
+				if control == 0 {
+					break
+				}
 				cfg := base
-				cfg.Dir, cfg.Sessions = filepath.Join(dir, "control"), control
-				res, err := bench.Control(ctx, cfg, bench.ControlCancel)
+				cfg.Dir, cfg.Sessions = filepath.Join(dir, "control-"+string(kind)), control
+				res, err := bench.Control(ctx, cfg, kind)
 				if err != nil {
-					return fmt.Errorf("control run (cancel): %w", err)
+					return fmt.Errorf("control run (%s): %w", kind, err)
 				}
 				controls = append(controls, res)
 			}
@@ -120,7 +125,7 @@ turn, and any node may run any session.`,
 	cmd.Flags().IntVar(&concurrent, "concurrent", 64, "sessions run at once in the concurrent run")
 	cmd.Flags().IntVar(&rounds, "rounds", 30, "sessions run one after another in the serial run")
 	cmd.Flags().IntVar(&waiting, "waiting", 10000, "sessions parked on a required action, a timer or a signal (0: skip)")
-	cmd.Flags().IntVar(&control, "control", 50, "sessions cancelled in a model call, to measure the latency from request to effect (0: skip)")
+	cmd.Flags().IntVar(&control, "control", 50, "sessions cancelled, and as many steered with interrupt, in a model call, to measure the latency from request to effect (0: skip)")
 	cmd.Flags().StringVar(&dataDir, "data", "", "directory for the SQLite databases and the workspaces (default: a temporary one, removed afterwards)")
 	cmd.Flags().StringVar(&storeURL, "store", "", "run on PostgreSQL: a postgres:// URL of a database the benchmark may create a schema in")
 	cmd.Flags().IntVar(&nodes, "nodes", 1, "engines run against the store, as that many nodes (more than 1 needs --store)")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/engine"
+	"github.com/longhaul-dev/longhaul/internal/journal"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -28,6 +29,16 @@ type ControlKind string
 // the model call abandoned (model.failed, interrupted "cancelled") and the
 // session cancelled with the cancel no longer pending.
 const ControlCancel ControlKind = "cancel"
+
+// ControlSteer is a steer with interrupt (POST /v1/sessions/{id}/steer,
+// "interrupt": true): its effect is the model call abandoned (model.failed,
+// interrupted "steered") and made again with the message (a step's
+// model.requested carrying it). The call made again is as slow; the run
+// cancels the sessions afterwards.
+const ControlSteer ControlKind = "steer"
+
+// steerMessage is what the steer run sends.
+const steerMessage = "Stop here and answer with what you have."
 
 // controlCallDelay is how long each session's model call would take: far
 // longer than a whole run, so no call ends by itself.
@@ -61,13 +72,14 @@ type ControlResult struct {
 // Control puts cfg.Sessions sessions (default 1) each in a model call that
 // would last minutes, then sends kind to them one after another, each once
 // the previous one's effect is in the journal, and measures each request's
-// latency from request to effect. With cfg.Nodes > 1 each request is taken
-// by a node that does not run the session. Steps and Rounds are not used.
+// latency from request to effect (a steer run then cancels its sessions,
+// unmeasured). With cfg.Nodes > 1 each request is taken by a node that
+// does not run the session. Steps and Rounds are not used.
 func Control(ctx context.Context, cfg Config, kind ControlKind) (*ControlResult, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if kind != ControlCancel {
+	if kind != ControlCancel && kind != ControlSteer {
 		return nil, fmt.Errorf("bench: unknown control %q", kind)
 	}
 	n := max(cfg.Sessions, 1)
@@ -79,9 +91,9 @@ func Control(ctx context.Context, cfg Config, kind ControlKind) (*ControlResult,
 		return nil, err
 	}
 	defer r.close()
-	script, err := json.Marshal([]map[string]any{
-		{"delay_ms": controlCallDelay.Milliseconds(), "text": "this answer comes too late"},
-	})
+	// One slow call, and for a steer the slow call made again with it.
+	slow := map[string]any{"delay_ms": controlCallDelay.Milliseconds(), "text": "this answer comes too late"}
+	script, err := json.Marshal([]map[string]any{slow, slow})
 	if err != nil {
 		return nil, err
 	}
@@ -118,11 +130,26 @@ func Control(ctx context.Context, cfg Config, kind ControlKind) (*ControlResult,
 		if to.NodeID() != runners[i] {
 			res.CrossNode++
 		}
-		lat, err := cancelLatency(ctx, to, at, id)
+		latency := cancelLatency
+		if kind == ControlSteer {
+			latency = steerLatency
+		}
+		lat, err := latency(ctx, to, at, id)
 		if err != nil {
 			return nil, err
 		}
 		res.Latencies = append(res.Latencies, lat)
+	}
+	if kind == ControlSteer {
+		// Each steered session is in its call made again: a cancel ends it
+		// (and checks that the steer let no answer through), so the
+		// engines stop at once.
+		for i, id := range ids {
+			to, at := r.requestNode(runners[i])
+			if _, err := cancelLatency(ctx, to, at, id); err != nil {
+				return nil, err
+			}
+		}
 	}
 	sorted := slices.Clone(res.Latencies)
 	res.P50, res.P99 = percentile(sorted, 0.50), percentile(sorted, 0.99)
@@ -243,6 +270,72 @@ func checkCancelled(ctx context.Context, eng *engine.Engine, id string) error {
 // interruptedByCancel is the `interrupted` field of a model.failed that a
 // cancel cut (docs/api.md).
 const interruptedByCancel = "cancelled"
+
+// steerLatency steers the session with interrupt through to and returns
+// the time until the journal, watched on at, shows the steer's effect: the
+// call in flight abandoned for it and a step's call made again with the
+// message.
+func steerLatency(ctx context.Context, to, at *engine.Engine, id string) (time.Duration, error) {
+	grew, stop := at.WatchSession(ctx, id)
+	defer stop()
+	poll := time.NewTicker(controlFallbackPoll)
+	defer poll.Stop()
+	start := time.Now()
+	if _, err := to.SteerSession(ctx, id, &lt.SteerRequest{Input: steerMessage, Interrupt: true}); err != nil {
+		return 0, fmt.Errorf("bench: steer session %s: %w", id, err)
+	}
+	deadline := time.After(controlEffectTimeout)
+	for {
+		evs, err := at.ListEvents(ctx, id, 0, 1000)
+		if err != nil {
+			return 0, err
+		}
+		done, err := steered(id, evs)
+		if done || err != nil {
+			return time.Since(start), err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-deadline:
+			return 0, fmt.Errorf("bench: the steer of session %s took no effect within %s", id, controlEffectTimeout)
+		case <-grew:
+		case <-poll.C:
+		}
+	}
+}
+
+// steered reports whether a session's journal shows a steer's effect: after
+// turn.steered, the model call abandoned for it (model.failed, interrupted
+// "steered"), then a step's call made again carrying the message. An
+// answer or an end of the turn first is an error: the steer did not cut
+// the call.
+func steered(id string, evs []lt.Event) (bool, error) {
+	sent, abandoned := false, false
+	for _, ev := range evs {
+		switch ev.Type {
+		case lt.EventTurnSteered:
+			sent = true
+		case lt.EventModelFailed:
+			var d journal.ModelFailed
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				return false, fmt.Errorf("bench: session %s: decode %s: %w", id, ev.Type, err)
+			}
+			abandoned = abandoned || sent && d.Interrupted == journal.InterruptedSteered
+		case lt.EventModelRequested:
+			var d journal.ModelRequested
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				return false, fmt.Errorf("bench: session %s: decode %s: %w", id, ev.Type, err)
+			}
+			if abandoned && d.Purpose == "" && d.Steers >= 1 {
+				return true, nil
+			}
+		case lt.EventModelResponded, lt.EventToolStarted, lt.EventTurnCompleted, lt.EventTurnFailed, lt.EventTurnCancelled:
+			return false, fmt.Errorf("bench: session %s journaled %s before the steer's call: the steer did not cut the model call", id, ev.Type)
+		}
+	}
+	return false, nil
+}
 
 // PrintControl writes the control latencies' table.
 func PrintControl(w io.Writer, runs []*ControlResult) {

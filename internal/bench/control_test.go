@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -10,34 +11,49 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/store/postgres/pgtest"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
 // BenchmarkCancelLatency cancels 20 sessions in a model call, one after
 // another, and reports the time from each request to its effect in the
 // journal.
 func BenchmarkCancelLatency(b *testing.B) {
-	var all []time.Duration
-	for b.Loop() {
-		res, err := Control(context.Background(), Config{Dir: b.TempDir(), Sessions: 20}, ControlCancel)
-		if err != nil {
-			b.Fatal(err)
-		}
-		all = append(all, res.Latencies...)
-	}
-	reportLatencies(b, all)
+	benchControl(b, Config{Sessions: 20}, ControlCancel)
+}
+
+// BenchmarkSteerLatency is BenchmarkCancelLatency for a steer with
+// interrupt: to the call abandoned and made again with the message.
+func BenchmarkSteerLatency(b *testing.B) {
+	benchControl(b, Config{Sessions: 20}, ControlSteer)
 }
 
 // BenchmarkCancelLatencyAcrossNodes is BenchmarkCancelLatency on
 // PostgreSQL with two nodes, each cancel taken by the node that does not run
 // the session (it needs LONGHAUL_TEST_POSTGRES).
 func BenchmarkCancelLatencyAcrossNodes(b *testing.B) {
+	benchControl(b, Config{StoreURL: benchPostgres(b), Nodes: 2, Sessions: 20}, ControlCancel)
+}
+
+// BenchmarkSteerLatencyAcrossNodes is BenchmarkSteerLatency on PostgreSQL
+// with two nodes, as BenchmarkCancelLatencyAcrossNodes.
+func BenchmarkSteerLatencyAcrossNodes(b *testing.B) {
+	benchControl(b, Config{StoreURL: benchPostgres(b), Nodes: 2, Sessions: 20}, ControlSteer)
+}
+
+// benchPostgres returns the test database's URL, or skips.
+func benchPostgres(b *testing.B) string {
 	url := pgtest.BaseDSN(b)
 	if !strings.HasPrefix(url, "postgres://") && !strings.HasPrefix(url, "postgresql://") {
 		b.Skipf("%s is not a URL; the benchmark takes postgres:// URLs only", pgtest.Env)
 	}
+	return url
+}
+
+func benchControl(b *testing.B, cfg Config, kind ControlKind) {
 	var all []time.Duration
 	for b.Loop() {
-		res, err := Control(context.Background(), Config{Dir: b.TempDir(), StoreURL: url, Nodes: 2, Sessions: 20}, ControlCancel)
+		cfg.Dir = b.TempDir()
+		res, err := Control(context.Background(), cfg, kind)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -86,17 +102,58 @@ func TestControlCancel(t *testing.T) {
 	require.Regexp(t, `\n\s+cancel\s+3\s+0\s+\S+\s+\S+\s+\S+\s*\n`, out.String())
 }
 
-// TestControlCancelAcrossNodes runs it on PostgreSQL with two nodes: every
+// TestControlSteer runs the steer measurement on SQLite: every session's
+// model call was abandoned for the message and made again with it (Control
+// checks each journal, and that the cancel ending the run let no answer
+// through).
+func TestControlSteer(t *testing.T) {
+	t.Parallel()
+	res, err := Control(context.Background(), Config{Dir: t.TempDir(), Sessions: 3}, ControlSteer)
+	require.NoError(t, err)
+	requireControlResult(t, res, ControlSteer, 3, 0)
+	var out strings.Builder
+	PrintControl(&out, []*ControlResult{res})
+	require.Regexp(t, `\n\s+steer\s+3\s+0\s+\S+\s+\S+\s+\S+\s*\n`, out.String())
+}
+
+// TestControlAcrossNodes runs both on PostgreSQL with two nodes: every
 // request is taken by the node that does not run the session.
-func TestControlCancelAcrossNodes(t *testing.T) {
+func TestControlAcrossNodes(t *testing.T) {
 	t.Parallel()
 	url := pgtest.BaseDSN(t)
 	if !strings.HasPrefix(url, "postgres://") && !strings.HasPrefix(url, "postgresql://") {
 		t.Skipf("%s is not a URL; the benchmark takes postgres:// URLs only", pgtest.Env)
 	}
-	res, err := Control(context.Background(), Config{Dir: t.TempDir(), StoreURL: url, Nodes: 2, Sessions: 4}, ControlCancel)
+	for _, kind := range []ControlKind{ControlCancel, ControlSteer} {
+		res, err := Control(context.Background(), Config{Dir: t.TempDir(), StoreURL: url, Nodes: 2, Sessions: 4}, kind)
+		require.NoError(t, err, "%s", kind)
+		requireControlResult(t, res, kind, 4, 4)
+	}
+}
+
+// TestSteeredNeedsTheCallMadeAgain: the steer's effect is the abandoned
+// call and the call made again with the message; a journal with only the
+// first is not done, and one where the call answered is an error.
+func TestSteeredNeedsTheCallMadeAgain(t *testing.T) {
+	t.Parallel()
+	ev := func(typ, data string) lt.Event { return lt.Event{Type: typ, Data: json.RawMessage(data)} }
+	start := []lt.Event{ev(lt.EventModelRequested, `{"step":1}`), ev(lt.EventTurnSteered, `{"input":"x","interrupt":true}`)}
+	abandoned := append(slices.Clone(start), ev(lt.EventModelFailed, `{"step":1,"interrupted":"steered"}`))
+
+	done, err := steered("ses_1", start)
 	require.NoError(t, err)
-	requireControlResult(t, res, ControlCancel, 4, 4)
+	require.False(t, done)
+	done, err = steered("ses_1", abandoned)
+	require.NoError(t, err)
+	require.False(t, done, "abandoned, not yet made again")
+	done, err = steered("ses_1", append(slices.Clone(abandoned), ev(lt.EventModelRequested, `{"step":1,"steers":1}`)))
+	require.NoError(t, err)
+	require.True(t, done)
+	_, err = steered("ses_1", append(slices.Clone(start), ev(lt.EventModelResponded, `{"step":1}`)))
+	require.ErrorContains(t, err, "did not cut the model call")
+	done, err = steered("ses_1", append(slices.Clone(start), ev(lt.EventModelFailed, `{"step":1,"interrupted":"turn_timeout"}`), ev(lt.EventModelRequested, `{"step":1,"steers":1}`)))
+	require.NoError(t, err)
+	require.False(t, done, "a call cut by something else is not the steer's effect")
 }
 
 func TestControlRefusesAnUnknownKind(t *testing.T) {
