@@ -12,7 +12,7 @@ import (
 func TestBenchControl(t *testing.T) {
 	t.Parallel()
 	out := cliOK(t, "bench", "--steps", "2", "--rounds", "1", "--concurrent", "2", "--waiting", "0", "--control", "2", "--data", t.TempDir())
-	require.Regexp(t, `(?s)agent-steps/s.*\n\n\s+control\s+sessions\s+cross-node\s+p50 to effect\s+p99 to effect\s+max\s*\n\s+cancel\s+2\s+0\s+\S+\s+\S+\s+\S+\s*\n\s+steer\s+2\s+0\s+\S+\s+\S+\s+\S+\s*\n$`, out)
+	require.Regexp(t, `(?s)agent-steps/s.*\n\n\s+control\s+sessions\s+cross-node\s+p50 answer\s+p99 answer\s+p50 to effect\s+p99 to effect\s+max\s*\n\s+cancel\s+2\s+0(\s+\S+){5}\s*\n\s+steer\s+2\s+0(\s+\S+){5}\s*\n$`, out)
 }
 
 // TestBenchControlSkipped: --control 0 skips the control run, and a

@@ -67,6 +67,16 @@ type ControlResult struct {
 	// of the API method to the journal showing the effect.
 	Latencies     []time.Duration
 	P50, P99, Max time.Duration
+	// AnswerP50 and AnswerP99 are of the API call's own time, until it
+	// returned (the request made durable): the rest of a latency is the
+	// way to the runner and the runner's work.
+	AnswerP50, AnswerP99 time.Duration
+}
+
+// controlSample is one request's times from its start: to the API call's
+// return, and to the effect in the journal.
+type controlSample struct {
+	answer, effect time.Duration
 }
 
 // Control puts cfg.Sessions sessions (default 1) each in a model call that
@@ -125,6 +135,7 @@ func Control(ctx context.Context, cfg Config, kind ControlKind) (*ControlResult,
 		}
 	}
 	res := &ControlResult{Kind: kind, Sessions: n}
+	var answers []time.Duration
 	for i, id := range ids {
 		to, at := r.requestNode(runners[i])
 		if to.NodeID() != runners[i] {
@@ -134,11 +145,12 @@ func Control(ctx context.Context, cfg Config, kind ControlKind) (*ControlResult,
 		if kind == ControlSteer {
 			latency = steerLatency
 		}
-		lat, err := latency(ctx, to, at, id)
+		sample, err := latency(ctx, to, at, id)
 		if err != nil {
 			return nil, err
 		}
-		res.Latencies = append(res.Latencies, lat)
+		res.Latencies = append(res.Latencies, sample.effect)
+		answers = append(answers, sample.answer)
 	}
 	if kind == ControlSteer {
 		// Each steered session is in its call made again: a cancel ends it
@@ -154,6 +166,7 @@ func Control(ctx context.Context, cfg Config, kind ControlKind) (*ControlResult,
 	sorted := slices.Clone(res.Latencies)
 	res.P50, res.P99 = percentile(sorted, 0.50), percentile(sorted, 0.99)
 	res.Max = sorted[len(sorted)-1]
+	res.AnswerP50, res.AnswerP99 = percentile(answers, 0.50), percentile(answers, 0.99)
 	return res, nil
 }
 
@@ -204,33 +217,34 @@ func awaitModelCall(ctx context.Context, eng *engine.Engine, id string) (string,
 // cancelLatency cancels the session through to and returns the time until
 // the journal, watched on at, shows the cancel's effect; then it checks
 // that the effect is the call in flight abandoned, not one that ended.
-func cancelLatency(ctx context.Context, to, at *engine.Engine, id string) (time.Duration, error) {
+func cancelLatency(ctx context.Context, to, at *engine.Engine, id string) (controlSample, error) {
 	grew, stop := at.WatchSession(ctx, id)
 	defer stop()
 	poll := time.NewTicker(controlFallbackPoll)
 	defer poll.Stop()
 	start := time.Now()
 	if _, err := to.CancelSession(ctx, id, &lt.CancelRequest{Reason: "benchmark"}); err != nil {
-		return 0, fmt.Errorf("bench: cancel session %s: %w", id, err)
+		return controlSample{}, fmt.Errorf("bench: cancel session %s: %w", id, err)
 	}
+	sample := controlSample{answer: time.Since(start)}
 	deadline := time.After(controlEffectTimeout)
 	for {
 		s, err := at.GetSession(ctx, id)
 		if err != nil {
-			return 0, err
+			return controlSample{}, err
 		}
 		if s.Status == lt.SessionCancelled && !s.CancelRequested {
-			lat := time.Since(start)
-			return lat, checkCancelled(ctx, at, id)
+			sample.effect = time.Since(start)
+			return sample, checkCancelled(ctx, at, id)
 		}
 		if s.Status.Terminal() && s.Status != lt.SessionCancelled {
-			return 0, fmt.Errorf("bench: session %s ended %s, not cancelled", id, s.Status)
+			return controlSample{}, fmt.Errorf("bench: session %s ended %s, not cancelled", id, s.Status)
 		}
 		select {
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return controlSample{}, ctx.Err()
 		case <-deadline:
-			return 0, fmt.Errorf("bench: the cancel of session %s took no effect within %s", id, controlEffectTimeout)
+			return controlSample{}, fmt.Errorf("bench: the cancel of session %s took no effect within %s", id, controlEffectTimeout)
 		case <-grew:
 		case <-poll.C:
 		}
@@ -275,30 +289,32 @@ const interruptedByCancel = "cancelled"
 // the time until the journal, watched on at, shows the steer's effect: the
 // call in flight abandoned for it and a step's call made again with the
 // message.
-func steerLatency(ctx context.Context, to, at *engine.Engine, id string) (time.Duration, error) {
+func steerLatency(ctx context.Context, to, at *engine.Engine, id string) (controlSample, error) {
 	grew, stop := at.WatchSession(ctx, id)
 	defer stop()
 	poll := time.NewTicker(controlFallbackPoll)
 	defer poll.Stop()
 	start := time.Now()
 	if _, err := to.SteerSession(ctx, id, &lt.SteerRequest{Input: steerMessage, Interrupt: true}); err != nil {
-		return 0, fmt.Errorf("bench: steer session %s: %w", id, err)
+		return controlSample{}, fmt.Errorf("bench: steer session %s: %w", id, err)
 	}
+	sample := controlSample{answer: time.Since(start)}
 	deadline := time.After(controlEffectTimeout)
 	for {
 		evs, err := at.ListEvents(ctx, id, 0, 1000)
 		if err != nil {
-			return 0, err
+			return controlSample{}, err
 		}
 		done, err := steered(id, evs)
 		if done || err != nil {
-			return time.Since(start), err
+			sample.effect = time.Since(start)
+			return sample, err
 		}
 		select {
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return controlSample{}, ctx.Err()
 		case <-deadline:
-			return 0, fmt.Errorf("bench: the steer of session %s took no effect within %s", id, controlEffectTimeout)
+			return controlSample{}, fmt.Errorf("bench: the steer of session %s took no effect within %s", id, controlEffectTimeout)
 		case <-grew:
 		case <-poll.C:
 		}
@@ -340,10 +356,11 @@ func steered(id string, evs []lt.Event) (bool, error) {
 // PrintControl writes the control latencies' table.
 func PrintControl(w io.Writer, runs []*ControlResult) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "control\tsessions\tcross-node\tp50 to effect\tp99 to effect\tmax\t")
+	fmt.Fprintln(tw, "control\tsessions\tcross-node\tp50 answer\tp99 answer\tp50 to effect\tp99 to effect\tmax\t")
+	round := func(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t\n", r.Kind, r.Sessions, r.CrossNode,
-			r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond), r.Max.Round(10*time.Microsecond))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", r.Kind, r.Sessions, r.CrossNode,
+			round(r.AnswerP50), round(r.AnswerP99), round(r.P50), round(r.P99), round(r.Max))
 	}
 	tw.Flush()
 }

@@ -86,6 +86,12 @@ func requireControlResult(t *testing.T, res *ControlResult, kind ControlKind, se
 	require.LessOrEqual(t, res.P50, res.P99)
 	require.LessOrEqual(t, res.P99, res.Max)
 	require.Contains(t, res.Latencies, res.Max)
+	// Each request's answer comes before its effect, so each order
+	// statistic of the answers is at most the effects' one.
+	require.Positive(t, res.AnswerP50)
+	require.LessOrEqual(t, res.AnswerP50, res.AnswerP99)
+	require.LessOrEqual(t, res.AnswerP50, res.P50)
+	require.LessOrEqual(t, res.AnswerP99, res.P99)
 }
 
 // TestControlCancel runs the cancel measurement on SQLite: every session's
@@ -98,8 +104,8 @@ func TestControlCancel(t *testing.T) {
 	requireControlResult(t, res, ControlCancel, 3, 0)
 	var out strings.Builder
 	PrintControl(&out, []*ControlResult{res})
-	require.Regexp(t, `control\s+sessions\s+cross-node\s+p50 to effect\s+p99 to effect\s+max`, out.String())
-	require.Regexp(t, `\n\s+cancel\s+3\s+0\s+\S+\s+\S+\s+\S+\s*\n`, out.String())
+	require.Regexp(t, `control\s+sessions\s+cross-node\s+p50 answer\s+p99 answer\s+p50 to effect\s+p99 to effect\s+max`, out.String())
+	require.Regexp(t, `\n\s+cancel\s+3\s+0(\s+\S+){5}\s*\n`, out.String())
 }
 
 // TestControlSteer runs the steer measurement on SQLite: every session's
@@ -113,7 +119,7 @@ func TestControlSteer(t *testing.T) {
 	requireControlResult(t, res, ControlSteer, 3, 0)
 	var out strings.Builder
 	PrintControl(&out, []*ControlResult{res})
-	require.Regexp(t, `\n\s+steer\s+3\s+0\s+\S+\s+\S+\s+\S+\s*\n`, out.String())
+	require.Regexp(t, `\n\s+steer\s+3\s+0(\s+\S+){5}\s*\n`, out.String())
 }
 
 // TestControlAcrossNodes runs both on PostgreSQL with two nodes: every
