@@ -169,6 +169,15 @@ func eventSummary(ev lt.Event) string {
 		if decode(ev, &d) {
 			return orDash(truncate(d.Reason, 80))
 		}
+	case lt.EventTurnSteered:
+		var d journal.TurnSteered
+		if decode(ev, &d) {
+			s := fmt.Sprintf("%q", truncate(d.Input, 80))
+			if d.Interrupt {
+				s += " (interrupt)"
+			}
+			return s
+		}
 	case lt.EventTurnCreated:
 		var d journal.TurnCreated
 		if decode(ev, &d) {
