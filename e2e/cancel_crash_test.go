@@ -42,25 +42,35 @@ const cancelCrashLeaseTTL = 30 * time.Second
 // cancelCrashKill cancels the session and SIGKILLs the server as soon as
 // the cancel is answered, then starts it again on the same data directory;
 // it returns the time the dead incarnation was gone, after which every
-// event is the new one's. The cancel is a plain POST without an
-// Idempotency-Key (the Go client sends one, and its record is one more
-// commit before the answer), so the kill follows the cancel's own commit
-// as closely as a client can.
+// event is the new one's.
 func cancelCrashKill(t *testing.T, srv *server, id string) time.Time {
 	t.Helper()
-	resp, err := http.Post(srv.url+"/v1/sessions/"+id+"/cancel", "application/json", strings.NewReader(`{"reason":"crash test"}`))
+	got, dead := crashKillAfter(t, srv, id, "cancel", `{"reason":"crash test"}`)
+	require.True(t, got.CancelRequested, "the cancel is pending until it has taken effect")
+	return dead
+}
+
+// crashKillAfter posts body to the session's control endpoint (cancel,
+// steer) and SIGKILLs the server as soon as the answer is in, then starts
+// it again on the same data directory. It returns the session as answered
+// and the time the dead incarnation was gone. The request is a plain POST
+// without an Idempotency-Key (the Go client sends one, and its record is
+// one more commit before the answer), so the kill follows the request's
+// own commit as closely as a client can.
+func crashKillAfter(t *testing.T, srv *server, id, control, body string) (lt.Session, time.Time) {
+	t.Helper()
+	resp, err := http.Post(srv.url+"/v1/sessions/"+id+"/"+control, "application/json", strings.NewReader(body))
 	require.NoError(t, err)
-	body, err := io.ReadAll(resp.Body) // arrived with the headers: a small answer
+	answer, err := io.ReadAll(resp.Body) // arrived with the headers: a small answer
 	srv.kill()
 	dead := time.Now()
 	resp.Body.Close()
 	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode, "cancel: %s", body)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", control, answer)
 	var got lt.Session
-	require.NoError(t, json.Unmarshal(body, &got))
-	require.True(t, got.CancelRequested, "the cancel is pending until it has taken effect")
+	require.NoError(t, json.Unmarshal(answer, &got))
 	srv.restart()
-	return dead
+	return got, dead
 }
 
 // requireNothingAfterCancel fails if a model call or a tool call started
@@ -197,21 +207,31 @@ func TestCancelCrash_IrreversibleCommandInDoubt(t *testing.T) {
 
 // cancelCrashStopped stops node a, which runs the session, with SIGSTOP,
 // cancels the session through node b, and requires the precondition the
-// stop makes certain: the request is the journal's last event, and the
-// cancel is pending. Then it kills a (SIGKILL, while stopped) and starts it
-// again on its data directory.
+// stop makes certain (crashStopped); then it kills a and starts it again.
 func cancelCrashStopped(ctx context.Context, t *testing.T, a, b *server, id string) {
 	t.Helper()
+	crashStopped(ctx, t, a, b, id, lt.EventSessionCancelRequested, func() {
+		got, err := b.api.Cancel(ctx, id, &lt.CancelRequest{Reason: "crash test"})
+		require.NoError(t, err)
+		require.True(t, got.CancelRequested)
+	})
+}
+
+// crashStopped stops node a, which runs the session, with SIGSTOP, sends a
+// control through node b (send), and requires the precondition the stop
+// makes certain: the request (an event of type request) is the journal's
+// last event, the session still runs, and no cancel has taken effect. Then
+// it kills a (SIGKILL, while stopped) and starts it again on its data
+// directory.
+func crashStopped(ctx context.Context, t *testing.T, a, b *server, id, request string, send func()) {
+	t.Helper()
 	a.pause()
-	got, err := b.api.Cancel(ctx, id, &lt.CancelRequest{Reason: "crash test"})
-	require.NoError(t, err)
-	require.True(t, got.CancelRequested)
+	send()
 	evs := journal(ctx, t, b.api, id)
-	require.Equal(t, lt.EventSessionCancelRequested, evs[len(evs)-1].Type, "the cancel request is the journal's last event:\n%s", describeJournal(evs))
-	got, err = b.api.GetSession(ctx, id)
+	require.Equal(t, request, evs[len(evs)-1].Type, "the request is the journal's last event:\n%s", describeJournal(evs))
+	got, err := b.api.GetSession(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, lt.SessionRunning, got.Status)
-	require.True(t, got.CancelRequested)
 	a.restart()
 }
 

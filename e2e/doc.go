@@ -74,7 +74,9 @@
 //     cancel, so certainly) and restart it on the same data directory: the
 //     session is cancelled and nothing starts after the request; an
 //     irreversible command the kill cut is an in_doubt action first, and the
-//     cancel stays requested until a person decides.
+//     cancel stays requested until a person decides. TestSteerCrash_* do
+//     the same to a steer with interrupt: the step's call made after the
+//     restart carries the message, and nothing answers the turn without it.
 //
 // The adversarial suite (issue 14, "nothing widens its own powers") is
 // adversarial_<area>_test.go, one file per area — budget (a tree of
