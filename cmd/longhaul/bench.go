@@ -96,10 +96,11 @@ turn, and any node may run any session.`,
 				}
 			}
 			var controls []*bench.ControlResult
-			for _, kind := range []bench.ControlKind{bench.ControlCancel, bench.ControlSteer} {
-				if control == 0 {
-					break
-				}
+			kinds := []bench.ControlKind{bench.ControlCancel, bench.ControlSteer}
+			if control == 0 {
+				kinds = nil
+			}
+			for _, kind := range kinds {
 				cfg := base
 				cfg.Dir, cfg.Sessions = filepath.Join(dir, "control-"+string(kind)), control
 				res, err := bench.Control(ctx, cfg, kind)
