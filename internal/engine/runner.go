@@ -331,7 +331,7 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 		if answer, final := finalAnswer(step); final {
 			// A person's message may have come while the model
 			// answered: the model reads it before the turn may end.
-			if err := r.readIn(ctx); err != nil {
+			if err := r.readSteers(ctx, true); err != nil {
 				return false, err
 			}
 			if r.st.Steer.Undelivered() {

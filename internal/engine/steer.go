@@ -171,17 +171,25 @@ func (r *runner) steerStop(ctx context.Context) error {
 	return nil
 }
 
-// readIn makes the runner's events durable and reads in what other writers
-// journaled since (a steer, a cancel), so what it decides next sees them.
-func (r *runner) readIn(ctx context.Context) error {
-	if err := r.flush(ctx, false); err != nil {
-		return err
+// readSteers reads in a steer (or a cancel) another writer journaled since
+// the runner last read the session, so that what it does next sees it: the
+// context of a step call carries every message, and a turn does not end
+// with one unread. Other writes are left to the next append's merge, as
+// everywhere else. flush first makes the runner's pending events durable,
+// so that a steer arriving later still cannot cost them (journal.Apply
+// refuses turn.completed with a message unread, and the runner starts over
+// from the journal).
+func (r *runner) readSteers(ctx context.Context, flush bool) error {
+	if flush {
+		if err := r.flush(ctx, false); err != nil {
+			return err
+		}
 	}
-	row, err := r.e.store.SessionGet(ctx, r.lease.SessionID)
+	_, st, err := r.e.loadState(ctx, r.lease.SessionID)
 	if err != nil {
 		return err
 	}
-	if row.LastSeq == r.durableSeq {
+	if st.Steer.Count == r.st.Steer.Count {
 		return nil
 	}
 	return r.merge(ctx)

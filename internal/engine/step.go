@@ -44,12 +44,9 @@ func (r *runner) callModel(ctx context.Context) error {
 		return err // the turn ended, or the next tick goes on
 	}
 	// The context carries every steering message journaled so far (by
-	// another writer); a cancel read in stops the turn first.
-	if err := r.readIn(ctx); err != nil {
+	// another writer).
+	if err := r.readSteers(ctx, false); err != nil {
 		return err
-	}
-	if r.st.Cancel != nil && !r.st.CancelHeld() {
-		return nil // the next tick cancels the turns
 	}
 	if done, err := r.compactIfNeeded(ctx, stepN); done || err != nil {
 		return err // the next tick checks again and calls the model

@@ -1,0 +1,81 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/client"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// slowSession is a create-session body whose first model call lasts ten
+// minutes: the session runs until something stops it.
+const slowSession = `{
+  "agent_spec": {
+    "model": {"provider": "scripted", "script": [{"delay_ms": 600000, "text": "late"}]},
+    "instructions": "Wait."
+  },
+  "input": "go"
+}`
+
+// TestSteerEndpoint: POST /v1/sessions/{id}/steer answers 200 with the
+// session once turn.steered is journaled, replays under its Idempotency-Key,
+// names the field of a bad body, and is 404 for an unknown session and 409
+// for one with no turn running; the Go client's Steer says the same, and
+// its interrupt ends the call in flight.
+func TestSteerEndpoint(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	ctx := context.Background()
+	r := h.post("/v1/sessions", slowSession)
+	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
+	s := decode[lt.Session](t, r)
+	path := "/v1/sessions/" + s.ID + "/steer"
+
+	body := []byte(`{"input":"Answer in one line.","interrupt":false}`)
+	key := map[string]string{"Idempotency-Key": "steer-1", "Content-Type": "application/json"}
+	r = h.do(http.MethodPost, path, body, key)
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+	got := decode[lt.Session](t, r)
+	require.Equal(t, s.ID, got.ID)
+	again := h.do(http.MethodPost, path, body, key)
+	require.Equal(t, http.StatusOK, again.status)
+	require.JSONEq(t, string(r.body), string(again.body), "a replay answers the same")
+	steered := 0
+	for _, raw := range h.allEvents(s.ID, 100) {
+		var ev lt.Event
+		require.NoError(t, json.Unmarshal(raw, &ev))
+		if ev.Type == lt.EventTurnSteered {
+			steered++
+			require.JSONEq(t, `{"turn_id":"`+ev.TurnID+`","input":"Answer in one line."}`, string(ev.Data))
+		}
+	}
+	require.Equal(t, 1, steered, "journaled once")
+
+	requireError(t, h.post(path, `{}`), http.StatusBadRequest, "invalid_request", "input")
+	requireError(t, h.post(path, `{"input":"  "}`), http.StatusBadRequest, "invalid_request", "input")
+	requireError(t, h.post(path, `{"input":"x","interupt":true}`), http.StatusBadRequest, "invalid_request", "interupt")
+	requireError(t, h.post(path, `{"input":"x","interrupt":"yes"}`), http.StatusBadRequest, "invalid_request", "interrupt")
+	requireError(t, h.post(path, `{"input":"`+strings.Repeat("x", 40<<10)+`"}`), http.StatusBadRequest, "invalid_request", "input")
+	requireError(t, h.post("/v1/sessions/ses_nope/steer", `{"input":"x"}`), http.StatusNotFound, "not_found", "")
+
+	c, err := client.New(h.ts.URL, nil)
+	require.NoError(t, err)
+	viaClient, err := c.Steer(ctx, s.ID, &lt.SteerRequest{Input: "Stop waiting.", Interrupt: true})
+	require.NoError(t, err)
+	require.Equal(t, s.ID, viaClient.ID)
+	_, err = c.Steer(ctx, "ses_nope", &lt.SteerRequest{Input: "x"})
+	require.True(t, client.IsNotFound(err), "%v", err)
+
+	// The interrupt abandoned the ten-minute call; made again, it ends the
+	// turn (the script is over): nothing runs now.
+	h.waitStatus(s.ID, lt.SessionIdle)
+	e := requireError(t, h.post(path, `{"input":"x"}`), http.StatusConflict, "conflict", "")
+	require.Contains(t, e.Message, "send a follow-up turn instead")
+	_, err = c.Steer(ctx, s.ID, &lt.SteerRequest{Input: "x"})
+	require.True(t, client.IsConflict(err), "%v", err)
+}
