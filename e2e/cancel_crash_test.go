@@ -260,10 +260,8 @@ func TestCancelCrash_AcrossNodes(t *testing.T) {
 	})
 	b := c.nodes[c.add()] // started once node a holds the session
 	cancelCrashStopped(ctx, t, a, b, s.ID)
-	start := time.Now()
 	got := waitTerminal(ctx, t, b, s.ID, cancelWithin)
 	requireStatus(ctx, t, b, got, lt.SessionCancelled)
-	require.Less(t, time.Since(start), cancelWithin)
 	require.False(t, got.CancelRequested, "the cancel has taken effect")
 	requireNothingAfterCancel(ctx, t, b, s.ID)
 	require.Len(t, eventsOf(ctx, t, b.api, s.ID, lt.EventModelRequested), 1)
