@@ -67,6 +67,16 @@
 //   - TestReadmeServeCommand runs the README's first command as written and
 //     stops it with SIGTERM; TestReadmeTestCommandIsWhatCIRuns keeps the
 //     README's test command and .ci/run identical, so neither can rot.
+//   - TestCancelCrash_* SIGKILL the server between a cancel's request and
+//     its effect (on one SQLite node right after the answer, racing the
+//     effect, read back from the journal; on a node of two sharing
+//     PostgreSQL, stopped with SIGSTOP before the other node takes the
+//     cancel, so certainly) and restart it on the same data directory: the
+//     session is cancelled and nothing starts after the request; an
+//     irreversible command the kill cut is an in_doubt action first, and the
+//     cancel stays requested until a person decides. TestSteerCrash_* do
+//     the same to a steer with interrupt: the step's call made after the
+//     restart carries the message, and nothing answers the turn without it.
 //
 // The adversarial suite (issue 14, "nothing widens its own powers") is
 // adversarial_<area>_test.go, one file per area — budget (a tree of

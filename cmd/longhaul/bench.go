@@ -12,8 +12,8 @@ import (
 
 func (c *cli) benchCmd() *cobra.Command {
 	var (
-		steps, concurrent, rounds, waiting, nodes int
-		dataDir, storeURL                         string
+		steps, concurrent, rounds, waiting, nodes, control int
+		dataDir, storeURL                                  string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -30,6 +30,15 @@ only: "-" on PostgreSQL) and the process RSS. Then it parks --waiting
 sessions on a required action, a timer or a signal, and prints the RSS and
 goroutine count they hold.
 
+Last it puts --control sessions each in a model call that would last
+minutes and cancels them one after another, and prints the latency from
+the cancel request (the API's own call) to its effect in the journal (the
+call abandoned, the session cancelled): p50, p99 and max. Then the same
+for a steer with interrupt, to the call abandoned and made again with the
+message. With --nodes 2 or more each request is taken by a node that does
+not run the session, so it reaches the runner through the store's
+notifier (or its poll interval).
+
 On PostgreSQL every run uses a temporary schema of the --store database,
 created and dropped again (the URL's search_path is not used), so the
 benchmark never touches a deployment's tables. --nodes N runs N engines in
@@ -38,7 +47,8 @@ pool and workspaces, as N nodes would; sessions are created on them in
 turn, and any node may run any session.`,
 		Example: `  longhaul bench
   longhaul bench --concurrent 64 --steps 10 --waiting 10000
-  longhaul bench --store 'postgres://postgres@127.0.0.1:5432/bench' --nodes 3`,
+  longhaul bench --store 'postgres://postgres@127.0.0.1:5432/bench' --nodes 3
+  longhaul bench --control 200 --waiting 0 --store 'postgres://postgres@127.0.0.1:5432/bench' --nodes 2`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if storeURL != "" && !isPostgresURL(storeURL) {
@@ -46,6 +56,9 @@ turn, and any node may run any session.`,
 			}
 			if nodes < 1 {
 				return usagef("--nodes %d: want 1 or more", nodes)
+			}
+			if control < 0 {
+				return usagef("--control %d: want 0 (skip) or more", control)
 			}
 			if nodes > 1 && storeURL == "" {
 				return usagef("--nodes %d needs --store: SQLite serves one node", nodes)
@@ -82,12 +95,30 @@ turn, and any node may run any session.`,
 					return fmt.Errorf("waiting run: %w", err)
 				}
 			}
+			var controls []*bench.ControlResult
+			kinds := []bench.ControlKind{bench.ControlCancel, bench.ControlSteer}
+			if control == 0 {
+				kinds = nil
+			}
+			for _, kind := range kinds {
+				cfg := base
+				cfg.Dir, cfg.Sessions = filepath.Join(dir, "control-"+string(kind)), control
+				res, err := bench.Control(ctx, cfg, kind)
+				if err != nil {
+					return fmt.Errorf("control run (%s): %w", kind, err)
+				}
+				controls = append(controls, res)
+			}
 			where := "SQLite (synchronous=FULL), 1 node"
 			if storeURL != "" {
 				where = fmt.Sprintf("PostgreSQL (a temporary schema of the --store database), %s", plural(nodes, "node"))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "store: %s\n\n", where)
 			bench.Print(cmd.OutOrStdout(), []*bench.Result{serial, par}, wait)
+			if len(controls) > 0 {
+				fmt.Fprintln(cmd.OutOrStdout())
+				bench.PrintControl(cmd.OutOrStdout(), controls)
+			}
 			return nil
 		},
 	}
@@ -95,6 +126,7 @@ turn, and any node may run any session.`,
 	cmd.Flags().IntVar(&concurrent, "concurrent", 64, "sessions run at once in the concurrent run")
 	cmd.Flags().IntVar(&rounds, "rounds", 30, "sessions run one after another in the serial run")
 	cmd.Flags().IntVar(&waiting, "waiting", 10000, "sessions parked on a required action, a timer or a signal (0: skip)")
+	cmd.Flags().IntVar(&control, "control", 50, "sessions cancelled, and as many steered with interrupt, in a model call, to measure the latency from request to effect (0: skip)")
 	cmd.Flags().StringVar(&dataDir, "data", "", "directory for the SQLite databases and the workspaces (default: a temporary one, removed afterwards)")
 	cmd.Flags().StringVar(&storeURL, "store", "", "run on PostgreSQL: a postgres:// URL of a database the benchmark may create a schema in")
 	cmd.Flags().IntVar(&nodes, "nodes", 1, "engines run against the store, as that many nodes (more than 1 needs --store)")

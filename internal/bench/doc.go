@@ -2,7 +2,10 @@
 // per second for one session in sequence and for many concurrent sessions,
 // per-step overhead percentiles, store commits per step, and the memory that
 // thousands of sessions waiting (on a required action, a timer or a
-// signal) hold.
+// signal) hold; and the latency of an in-flight control (a cancel, a steer
+// with interrupt) from its request to its effect in the journal while many
+// sessions are in a model call, each request taken by a node that does not
+// run the session when there are several (control.go).
 //
 // It drives the real engine with the scripted provider and a no-op read
 // tool, so what it measures is Longhaul's own overhead: journal appends
@@ -13,6 +16,7 @@
 // `longhaul bench` command prints its report; benchmarks in this package
 // run the same code under `go test -bench`.
 //
-// It imports the engine, the scripted provider, both storage drivers and
-// pgx (to create and drop its schema). cmd/longhaul (bench) imports it.
+// It imports the engine, the journal's event types (to read an effect),
+// the scripted provider, both storage drivers and pgx (to create and drop
+// its schema). cmd/longhaul (bench) imports it.
 package bench
