@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -35,6 +36,9 @@ func TestSteerEndpoint(t *testing.T) {
 	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
 	s := decode[lt.Session](t, r)
 	path := "/v1/sessions/" + s.ID + "/steer"
+	// The steers below must find the ten-minute call in flight: one read
+	// in before the call starts is carried by it, and nothing is abandoned.
+	waitEventType(t, h, s.ID, lt.EventModelRequested)
 
 	body := []byte(`{"input":"Answer in one line.","interrupt":false}`)
 	key := map[string]string{"Idempotency-Key": "steer-1", "Content-Type": "application/json"}
@@ -83,4 +87,21 @@ func TestSteerEndpoint(t *testing.T) {
 	require.Contains(t, e.Message, "send a follow-up turn instead")
 	_, err = c.Steer(ctx, s.ID, &lt.SteerRequest{Input: "x"})
 	require.True(t, client.IsConflict(err), "%v", err)
+}
+
+// waitEventType polls the session's journal until it holds an event of typ.
+func waitEventType(t *testing.T, h *harness, id, typ string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		for _, raw := range h.allEvents(id, 500) {
+			var ev lt.Event
+			require.NoError(t, json.Unmarshal(raw, &ev))
+			if ev.Type == typ {
+				return
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "session %s journaled no %s", id, typ)
+		time.Sleep(5 * time.Millisecond) // polling with a deadline
+	}
 }
