@@ -250,10 +250,13 @@ func TestCancelBeforeTheNextCallStarts(t *testing.T) {
 }
 
 // TestCancelEndsARetryBackoff: a cancel ends the wait before a model call
-// is tried again (an hour's Retry-After, on a clock that never moves), and
+// is tried again (an hour's Retry-After, whose timer never fires here), and
 // no further attempt is made.
 func TestCancelEndsARetryBackoff(t *testing.T) {
 	h := newHarness(t)
+	h.clock.mu.Lock()
+	h.clock.holdHours = true // the harness's clock otherwise cuts waits to 20 ms
+	h.clock.mu.Unlock()
 	sp := spec(t, `[{"error":{"status":503,"retry_after_seconds":3600}},{"text":"never"}]`)
 	sp.Retry = &lt.RetryPolicy{MaxAttempts: 4, InitialBackoffMS: 1000, MaxBackoffMS: 1500}
 	s := create(t, h, sp, nil)

@@ -28,6 +28,10 @@ import (
 type fakeClock struct {
 	mu  sync.Mutex
 	now time.Time
+	// holdHours makes After of an hour or more never fire, as it would not
+	// within a test in real time: a test of what ends a long wait early
+	// sets it.
+	holdHours bool
 }
 
 func (c *fakeClock) Now() time.Time {
@@ -36,6 +40,12 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	hold := c.holdHours && d >= time.Hour
+	c.mu.Unlock()
+	if hold {
+		return make(chan time.Time)
+	}
 	return time.After(min(d, 20*time.Millisecond))
 }
 func (c *fakeClock) Advance(d time.Duration) {

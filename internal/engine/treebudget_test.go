@@ -83,6 +83,14 @@ func spendOfTree(t *testing.T, st store.Store, eng *engine.Engine, rootID string
 				sum.Tokens += d.Usage.InputTokens + d.Usage.OutputTokens
 				sum.ModelCalls++
 			case lt.EventModelFailed:
+				// A call abandoned in flight (a cancel, a deadline) is
+				// counted for what it was sent, as the session's usage is.
+				var d journal.ModelFailed
+				require.NoError(t, json.Unmarshal(ev.Data, &d))
+				if d.Usage != nil {
+					sum.CostUSD += d.Usage.CostUSD
+					sum.Tokens += d.Usage.InputTokens + d.Usage.OutputTokens
+				}
 				sum.ModelCalls++
 			case lt.EventToolStarted:
 				sum.ToolCalls++

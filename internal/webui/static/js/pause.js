@@ -51,7 +51,14 @@ export function pauseControl(path, changed) {
   const el = h('div', { class: 'control', id: 'pause-control' },
     h('h3', null, 'Pause'), state, reason, h('div', { class: 'buttons' }, pause, resume), res);
 
+  // The answer to a click is dropped once the session moves on: the state
+  // line says where it stands.
+  let shown = null;
+
   function update(s) {
+    const now = s.status === 'paused' ? 'paused' : s.pause_requested ? 'requested' : 'working';
+    if (shown !== null && now !== shown) replace(res);
+    shown = now;
     el.hidden = ended.has(s.status);
     const parked = s.status === 'paused' || s.pause_requested;
     pause.hidden = parked;
