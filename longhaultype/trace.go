@@ -46,7 +46,8 @@ const (
 	// SpanAction is a required action, from action.required to its
 	// resolution: a child of the tool call it is about, else of the turn.
 	SpanAction SpanKind = "action"
-	// SpanWait is a durable wait (sleep, wait_for_signal) of a tool call.
+	// SpanWait is a durable wait (sleep, wait_for_signal) of a tool call,
+	// or a pause of a turn (wait_kind "pause").
 	SpanWait SpanKind = "wait"
 	// SpanSubagent is a child session spawned by a spawn_agent call, from
 	// subagent.spawned to subagent.completed; it may outlive its turn.

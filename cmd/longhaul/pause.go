@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -127,4 +128,13 @@ func pauseSummary(ev lt.Event) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// printPauseHint follows a session.paused line of a followed turn with the
+// command that resumes it: `run` goes on following the paused turn.
+func printPauseHint(w io.Writer, sessionID string, ev lt.Event) {
+	if ev.Type != lt.EventSessionPaused {
+		return
+	}
+	fmt.Fprintf(w, "        ↳ paused; nothing runs until: longhaul resume %s\n", sessionID)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -73,4 +74,31 @@ func TestPauseRequestedIsShown(t *testing.T) {
 	require.JSONEq(t, `{"reason":"lunch"}`, body)
 	require.Regexp(t, `(?m)^Status: +running \(pause requested\)$`, cliOK(t, "show", "ses_p", "--server", srv.URL))
 	require.True(t, cliJSON[lt.Session](t, "pause", "ses_p", "--json", "--server", srv.URL).PauseRequested)
+}
+
+// TestRunFollowsThroughAPause: `longhaul run` following a turn shows the
+// pause with the command that resumes it, and goes on to the turn's end
+// once the session is resumed and its action answered.
+func TestRunFollowsThroughAPause(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	spec := writeFile(t, "spec.json", functionSpec)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	stdout, stderr := newOutBuffer(), newOutBuffer()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"run", "--server", s.url, "--agent-spec", spec, "Look up c-7"}, stdout, stderr)
+	}()
+	sessionID, actionID := hintIDs(t, stdout.waitFor(t, "longhaul respond "))
+
+	cliOK(t, "pause", sessionID, "--server", s.url)
+	stdout.waitFor(t, "paused; nothing runs until: longhaul resume "+sessionID)
+	cliOK(t, "respond", sessionID, actionID, "--server", s.url, "--output", `{"name": "ACME"}`)
+	require.Equal(t, lt.SessionPaused, cliJSON[lt.Session](t, "show", sessionID, "--json", "--server", s.url).Status,
+		"an answer while paused runs nothing")
+	cliOK(t, "resume", sessionID, "--server", s.url)
+
+	require.NoError(t, <-done, "stderr: %s", stderr.String())
+	require.Contains(t, stdout.String(), "Output:\nCustomer c-7 is ACME.")
 }

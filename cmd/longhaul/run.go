@@ -123,6 +123,7 @@ func (c *cli) run(cmd *cobra.Command, o *runOpts, input string) error {
 			return err
 		}
 		printActionHint(c.stdout, s.ID, ev)
+		printPauseHint(c.stdout, s.ID, ev)
 		return nil
 	})
 	if err != nil {

@@ -135,10 +135,12 @@ func resumedStatus(st *journal.State) lt.SessionStatus {
 // back. It reports whether the runner is done (see park).
 func (r *runner) pause(ctx context.Context) (bool, error) {
 	if r.st.PauseRequested() {
-		if err := pauseNow(r.b, r.st.Pause.Reason); err != nil {
+		if err := r.add(lt.EventSessionPaused, "", 0, journal.Paused{Reason: r.st.Pause.Reason}); err != nil {
 			return false, err
 		}
-		r.observe(r.b.events[len(r.b.events)-1])
+		if err := r.status(lt.SessionPaused, ""); err != nil {
+			return false, err
+		}
 	}
 	return r.park(ctx)
 }

@@ -176,6 +176,8 @@ type builder struct {
 	// idleUsage is what children reported while no turn was current: it
 	// belongs to the session, not to a turn.
 	idleUsage lt.Usage
+	// pause is the span of the pause in effect, if any (pause.go).
+	pause *node
 }
 
 func decode[T any](ev lt.Event) (T, error) {
@@ -227,6 +229,8 @@ func (b *builder) event(ev lt.Event) error {
 		}
 	case lt.EventTurnCompleted, lt.EventTurnFailed, lt.EventTurnCancelled:
 		return b.turnEnd(ev)
+	case lt.EventSessionPaused, lt.EventSessionResumed:
+		return b.pauseEvent(ev)
 	case lt.EventModelRequested:
 		return b.modelRequested(ev)
 	case lt.EventModelResponded, lt.EventModelFailed, lt.EventContextCompacted, lt.EventAcceptanceVerified:
