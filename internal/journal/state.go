@@ -278,8 +278,9 @@ func (s *State) CurrentTurn() *lt.Turn {
 	return &s.Turns[0]
 }
 
-// Runnable reports whether a worker has something to do: a cancel to carry
-// out, or an unfinished turn with no pending required action.
+// Runnable reports whether a worker has something to do: a cancel or a
+// pause to carry out, or an unfinished turn of a session that is not paused
+// with no pending required action.
 func (s *State) Runnable() bool {
 	if len(s.OrphanedChildren()) > 0 {
 		return true // sub-agents to stop
