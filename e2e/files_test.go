@@ -215,3 +215,51 @@ func TestMultiNodePersonChange(t *testing.T) {
 	sum := sha256.Sum256(got)
 	require.Equal(t, up.SHA256, hex.EncodeToString(sum[:]))
 }
+
+// TestWebUIFileInputAction: an agent asks a person for a file (ask_human
+// of kind file); the inbox card offers an upload to the path it asked
+// for, the upload answers the action, and the agent reads the file.
+func TestWebUIFileInputAction(t *testing.T) {
+	ctx := t.Context()
+	b := startBrowser(t)
+	srv := startServer(t)
+	script, err := json.Marshal([]map[string]any{
+		{"tool_calls": []map[string]any{{"name": "ask_human", "arguments": map[string]any{
+			"question": "Please upload this month's customer list", "kind": "file", "path": "in/customers.csv"}}}},
+		{"tool_calls": []map[string]any{{"name": "read_file", "arguments": map[string]any{"path": "in/customers.csv"}}}},
+		{"text": "done"},
+	})
+	require.NoError(t, err)
+	sess, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{Input: "import the customers", AgentSpec: &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Name: "demo", Script: script},
+		Tools: []lt.ToolSpec{{Name: "ask_human"}, {Name: "read_file"}},
+	}})
+	require.NoError(t, err)
+	act := pendingAction(ctx, t, srv, sess.ID, "input", "ask_human")
+	require.Equal(t, lt.InputFile, act.Kind)
+	require.Equal(t, "in/customers.csv", act.Path)
+
+	page := b.root
+	b.do(page, "open the inbox", navigate(srv.url+"/#/inbox"))
+	card := fmt.Sprintf(`article[data-action-id=%q]`, act.ID)
+	b.waitJS(page, "the file request in the inbox", fmt.Sprintf(`(document.querySelector(%s) || {}).innerText?.includes('in/customers.csv')`, jsString(card+" .file-path")))
+	local := filepath.Join(t.TempDir(), "customers.csv")
+	require.NoError(t, os.WriteFile(local, []byte("name,email\nada,ada@example.com\n"), 0o600))
+	b.do(page, "choose the file", chromedp.SetUploadFiles(chromedp.CSS(card+" input.file-answer"), []string{local}))
+	b.click(page, card+` button[data-act="upload"]`)
+	b.waitJS(page, "the card's confirmation", fmt.Sprintf(`(document.querySelector(%s) || {}).innerText?.includes('Uploaded in/customers.csv')`, jsString(card)))
+	b.screenshot(page, "file-input-answered")
+
+	s := waitTerminal(ctx, t, srv, sess.ID, browserTimeout)
+	require.Equal(t, lt.SessionIdle, s.Status)
+	var outputs []string
+	for _, ev := range journal(ctx, t, srv.api, sess.ID) {
+		if ev.Type == lt.EventToolCompleted {
+			outputs = append(outputs, string(ev.Data))
+		}
+	}
+	require.Len(t, outputs, 2)
+	require.Contains(t, outputs[0], `"path":"in/customers.csv"`, "ask_human returned the upload")
+	require.Contains(t, outputs[1], "ada@example.com", "the agent read the person's file")
+	b.do(page, "leave the inbox", chromedp.Navigate("about:blank"))
+}

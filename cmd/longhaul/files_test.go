@@ -85,3 +85,31 @@ func TestFilesCommands(t *testing.T) {
 	_, err = srv.client.Cancel(ctx, slow.ID, &lt.CancelRequest{})
 	require.NoError(t, err)
 }
+
+// TestFilesPutAnswersAFileAction: "files put --action" answers an input
+// action that asks for a file; a path other than the one asked is the
+// server's 409.
+func TestFilesPutAnswersAFileAction(t *testing.T) {
+	t.Parallel()
+	srv := newTestServer(t)
+	ctx := context.Background()
+	script := json.RawMessage(`[{"tool_calls":[{"name":"ask_human","arguments":{"question":"The data, please","kind":"file","path":"data.csv"}}]},{"text":"thanks"}]`)
+	s, err := srv.client.CreateSession(ctx, &lt.CreateSessionRequest{Input: "data", AgentSpec: &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Script: script}, Tools: []lt.ToolSpec{{Name: "ask_human"}}}})
+	require.NoError(t, err)
+	ev := srv.waitEvent(t, s.ID, lt.EventActionRequired)
+	var d struct {
+		Action lt.Action `json:"action"`
+	}
+	require.NoError(t, json.Unmarshal(ev.Data, &d))
+	require.Equal(t, "data.csv", d.Action.Path)
+	local := writeFile(t, "data.csv", "a,b\n")
+	r := cliRun(t, "files", "put", s.ID, "other.csv", local, "--action", d.Action.ID, "--server", srv.url)
+	require.Equal(t, exitFailure, r.code)
+	require.Contains(t, r.stderr, `asks for the file "data.csv"`)
+	require.Contains(t, cliOK(t, "files", "put", s.ID, "data.csv", local, "--action", d.Action.ID, "--server", srv.url), "Wrote data.csv")
+	srv.waitEvent(t, s.ID, lt.EventTurnCompleted)
+	a, err := srv.client.GetAction(ctx, d.Action.ID)
+	require.NoError(t, err)
+	require.Equal(t, lt.ActionResolved, a.Status)
+}

@@ -221,12 +221,13 @@ func (e *Engine) OpenFile(ctx context.Context, sessionID, path string) (*lt.File
 }
 
 // WriteFile is a person's upload or edit: data replaces (or creates) the
-// file at path; it journals workspace.changed (by "person", the path, the new
-// SHA-256 and size; the content as a blob in the same transaction) before
-// it answers, and, with actionID, resolves that pending input action of
-// kind "file" in the same append. 409 unless the session is paused, idle, waiting or
-// requires_action; 400 naming path for a path that leaves the workspace or
-// goes through a symlink; 413 over MaxFileBytes or the workspace's quota.
+// file at path. It journals workspace.changed (by "person", the path, the
+// new SHA-256 and size; the content as a blob in the same transaction)
+// before it answers and, with actionID, resolves that pending input action
+// of kind "file" in the same append. 409 unless the session is paused,
+// idle, waiting or requires_action; 400 naming path for a path that leaves
+// the workspace or goes through a symlink; 413 over MaxFileBytes or the
+// workspace's quota.
 func (e *Engine) WriteFile(ctx context.Context, sessionID, path string, data []byte, actionID string) (*lt.WorkspaceChange, error) {
 	c, err := cleanFilesPath(path, false)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
+	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -486,4 +487,30 @@ func TestManyPersonChangesKeepTheCopyCurrent(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, l.Entries, 20)
 	require.Empty(t, h.state(s.ID).PersonChanges)
+}
+
+// TestPersonWriteQuota: an upload that would take the workspace over its
+// quota (environment.disk_mb) is a 413, and nothing is written or
+// journaled.
+func TestPersonWriteQuota(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	sp := spec(t, `[{"text":"done"}]`)
+	sp.Environment = &lt.Environment{DiskMB: 1}
+	s := create(t, h, sp, nil)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	// The same node's API, with the sandbox that measures the quota.
+	api, err := engine.New(h.store, &engine.Config{
+		WorkspaceRoot: filepath.Join(h.dir, "workspaces"), NodeID: "node-a", Clock: h.clock,
+		Providers: map[string]model.Provider{"scripted": scripted.New(nil)}, Sandbox: sandbox.NewLocal(),
+	})
+	require.NoError(t, err)
+	_, err = api.WriteFile(ctx, s.ID, "small.txt", []byte("fits"), "")
+	require.NoError(t, err)
+	_, err = api.WriteFile(ctx, s.ID, "big.bin", make([]byte, 2<<20), "")
+	requireAPIError(t, err, lt.CodePayloadTooLarge, "quota")
+	require.NoFileExists(t, filepath.Join(h.dir, "workspaces", s.ID, "big.bin"))
+	require.Len(t, personChanged(t, h, s.ID), 1)
+	_, err = api.WriteFile(ctx, s.ID, "huge.bin", make([]byte, engine.MaxFileBytes+1), "")
+	requireAPIError(t, err, lt.CodePayloadTooLarge, "larger than")
 }
