@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -116,7 +117,7 @@ func TestCancelIrreversibleCallIsInDoubt(t *testing.T) {
 	require.NoError(t, err)
 	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"shell","arguments":`+string(args)+`}]},{"text":"never"}]`,
 		lt.ToolSpec{Name: "shell"}), nil)
-	waitFile(t, marker) // the command's shell matches cmd before it ran echo
+	waitFileHolds(t, marker, "x\n") // the echo done, not only its file created
 	waitProcs(t, cmd, 1)
 	cancelNow(t, h, s.ID)
 	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
@@ -171,7 +172,7 @@ func TestCancelAcrossACrash(t *testing.T) {
 	require.NoError(t, err)
 	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"shell","arguments":`+string(args)+`}]},{"text":"never"}]`,
 		lt.ToolSpec{Name: "shell"}), nil)
-	waitFile(t, marker) // the command's shell matches cmd before it ran echo
+	waitFileHolds(t, marker, "x\n") // the echo done, not only its file created
 	waitProcs(t, cmd, 1)
 	// Kill the engine hard: its runner is cancelled mid-call, like a
 	// SIGKILL leaves it.
@@ -266,4 +267,17 @@ func TestCancelEndsARetryBackoff(t *testing.T) {
 	require.Len(t, events(t, h, s.ID, lt.EventModelRequested), 1, "no attempt after the cancel")
 	require.Empty(t, events(t, h, s.ID, lt.EventModelResponded))
 	checkJournal(t, h.store, s.ID)
+}
+
+// waitFileHolds polls until the file at path holds exactly want.
+func waitFileHolds(t *testing.T, path, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if b, err := os.ReadFile(path); err == nil && string(b) == want {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "%s never held %q", path, want)
+		time.Sleep(2 * time.Millisecond) // polling with a deadline
+	}
 }
