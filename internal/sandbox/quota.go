@@ -30,20 +30,16 @@ func (e *diskError) Error() string {
 		mib(e.used), mib(e.limit))
 }
 
-// unmeasured is the usage "before" a command of a workspace that could
-// not be measured: any later measure counts as growth, so the quota binds.
-const unmeasured = -1
-
 // usageBefore measures the workspace before a command (giving what it
 // finds to owner, when set). A workspace that cannot be measured is not a
 // set-up failure — a command must stay able to remove what makes it so —
-// but its usage is unknown, and the command is held to the quota from its
-// first measure.
+// and what the walk could count is a lower bound of its usage: a later
+// measure above it counts as growth, so the quota binds, while a command
+// that removes the unmeasurable part and then the rest is not stopped
+// halfway for what was there before it ran. (While the workspace cannot
+// be measured, the command is stopped at once: overQuota.)
 func usageBefore(ws string, owner *ids) int64 {
-	used, err := scanWorkspace(ws, owner)
-	if err != nil {
-		return unmeasured
-	}
+	used, _ := scanWorkspace(ws, owner)
 	return used
 }
 

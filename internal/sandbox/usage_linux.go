@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 
@@ -77,17 +78,19 @@ func (s *scanner) walk(fd int, depth int) error {
 	if err != nil {
 		return fmt.Errorf("read workspace directory: %w", err)
 	}
+	var firstErr error
 	for _, name := range names {
 		var st unix.Stat_t
 		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			if errors.Is(err, unix.ENOENT) {
 				continue // removed meanwhile
 			}
-			return fmt.Errorf("stat in workspace: %w", err)
+			firstErr = cmp.Or(firstErr, fmt.Errorf("stat in workspace: %w", err))
+			continue
 		}
 		if s.owner != nil && (int(st.Uid) != s.owner.uid || int(st.Gid) != s.owner.gid) {
 			if err := unix.Fchownat(fd, name, s.owner.uid, s.owner.gid, unix.AT_SYMLINK_NOFOLLOW); err != nil && !errors.Is(err, unix.ENOENT) {
-				return fmt.Errorf("give a workspace file to the sandbox user: %w", err)
+				firstErr = cmp.Or(firstErr, fmt.Errorf("give a workspace file to the sandbox user: %w", err))
 			}
 		}
 		s.count(&st)
@@ -99,13 +102,14 @@ func (s *scanner) walk(fd int, depth int) error {
 			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
 				continue // replaced meanwhile
 			}
-			return fmt.Errorf("open in workspace: %w", err)
+			firstErr = cmp.Or(firstErr, fmt.Errorf("open in workspace: %w", err))
+			continue
 		}
-		if err := s.walk(sub, depth+1); err != nil {
-			return err
-		}
+		// After an error the rest is still counted: the total stays a
+		// lower bound of what the workspace holds (usageBefore).
+		firstErr = cmp.Or(firstErr, s.walk(sub, depth+1))
 	}
-	return nil
+	return firstErr
 }
 
 // readNames returns the names in the directory fd, but . and ..

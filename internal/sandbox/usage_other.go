@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"io/fs"
 	"path/filepath"
 )
@@ -18,9 +19,15 @@ type ids struct{ uid, gid int }
 // its size and minEntryBytes. owner is ignored here.
 func scanWorkspace(dir string, _ *ids) (int64, error) {
 	var total int64
+	var firstErr error
 	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
 		if err != nil {
-			return err
+			// Count the rest: the total stays a lower bound (usageBefore).
+			firstErr = cmp.Or(firstErr, err)
+			if d != nil && d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
 		}
 		fi, err := d.Info()
 		if err != nil {
@@ -29,5 +36,8 @@ func scanWorkspace(dir string, _ *ids) (int64, error) {
 		total += max(fi.Size(), minEntryBytes)
 		return nil
 	})
-	return total, err
+	if err != nil {
+		return total, err
+	}
+	return total, firstErr
 }
