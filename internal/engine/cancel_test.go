@@ -281,3 +281,33 @@ func waitFileHolds(t *testing.T, path, want string) {
 		time.Sleep(2 * time.Millisecond) // polling with a deadline
 	}
 }
+
+// TestCancelWhileWaitingForApproval: a cancel of a session parked on an
+// approval voids it: the call never runs, a late approval is a conflict,
+// and the session is cancelled with the cancel no longer pending.
+func TestCancelWhileWaitingForApproval(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	marker := filepath.Join(t.TempDir(), "ran")
+	args, err := json.Marshal(map[string]string{"command": "echo x >> " + marker})
+	require.NoError(t, err)
+	sp := spec(t, `[{"tool_calls":[{"name":"shell","arguments":`+string(args)+`}]},{"text":"never"}]`, lt.ToolSpec{Name: "shell"})
+	sp.Policies = []lt.Policy{{Name: "commands", Tool: "shell", Decision: lt.PolicyAsk}}
+	s := create(t, h, sp, nil)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	act := s.RequiredActions[0]
+	require.Equal(t, lt.ActionApproval, act.Type)
+
+	cancelNow(t, h, s.ID)
+	s = requireCancelled(t, h, s.ID)
+	require.Empty(t, s.RequiredActions)
+	_, err = h.eng.DecideAction(ctx, s.ID, act.ID, &lt.Decision{Decision: lt.DecisionApprove, ArgumentsSHA256: act.ArgumentsSHA256})
+	requireAPIError(t, err, "conflict", "")
+	acts, err := h.eng.ListActions(ctx, s.ID, "")
+	require.NoError(t, err)
+	require.Len(t, acts, 1)
+	require.Equal(t, lt.ActionCancelled, acts[0].Status)
+	require.NoFileExists(t, marker, "the call waiting for approval never ran")
+	require.Empty(t, events(t, h, s.ID, lt.EventToolStarted))
+	checkJournal(t, h.store, s.ID)
+}
