@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/mcp/mcptest"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -141,7 +144,9 @@ func TestCancelIrreversibleCallIsInDoubt(t *testing.T) {
 }
 
 // TestCancelInterruptsMCPCall: an MCP call that never answers is cancelled
-// with the session; the tool is idempotent, so the call simply failed.
+// with the session, per the protocol (the server is sent
+// notifications/cancelled and logs it); the tool is idempotent, so the
+// call simply failed.
 func TestCancelInterruptsMCPCall(t *testing.T) {
 	h := newHarness(t)
 	sp := spec(t, `[{"tool_calls":[{"name":"t__hang","arguments":{}}]},{"text":"never"}]`,
@@ -156,6 +161,12 @@ func TestCancelInterruptsMCPCall(t *testing.T) {
 	require.Equal(t, "cancelled", data[journal.ToolFailed](t, failed[0]).Interrupted)
 	require.Len(t, events(t, h, s.ID, lt.EventModelRequested), 1)
 	checkJournal(t, h.store, s.ID)
+	calls := filepath.Join(h.workspace(s.ID), mcptest.CallLog)
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.ContainsFunc(readLines(t, calls), func(l string) bool { return strings.HasPrefix(l, "hang ") && strings.HasSuffix(l, " cancelled") }) {
+		require.True(t, time.Now().Before(deadline), "the server was never told the call was cancelled: %q", readLines(t, calls))
+		time.Sleep(5 * time.Millisecond) // polling with a deadline
+	}
 }
 
 // TestCancelAcrossACrash: a cancel requested while no worker runs the

@@ -49,7 +49,7 @@ type Options struct {
 //	record       {note}  -> logs the call and answers   (no annotations)
 //	crash_once   {note}  -> the first call with a key crashes, a repeat answers
 //	exit_always  {}      -> crashes on every call
-//	hang         {}      -> never answers (until the call is cancelled)
+//	hang         {}      -> never answers; logs when it starts and when it is cancelled
 func NewServer(opts Options) *sdk.Server {
 	s := sdk.NewServer(&sdk.Implementation{Name: "mcptest", Version: "1.0.0"}, nil)
 	yes := true
@@ -136,8 +136,13 @@ func NewServer(opts Options) *sdk.Server {
 			return nil, ctx.Err()
 		})
 	s.AddTool(&sdk.Tool{Name: "hang", Description: "Never answer.", InputSchema: obj("")},
-		func(ctx context.Context, _ *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			logCall("hang", key(req), "started")
 			<-ctx.Done()
+			// The client's notifications/cancelled ends ctx: logged, so a
+			// test can tell a call cancelled per the protocol from a
+			// server that was just killed.
+			logCall("hang", key(req), "cancelled")
 			return nil, ctx.Err()
 		})
 	return s
