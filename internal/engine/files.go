@@ -159,6 +159,7 @@ func (e *Engine) ListFiles(ctx context.Context, sessionID, dir string) (*lt.File
 	}
 	out := &lt.FileListing{Path: filepath.ToSlash(c), Entries: make([]lt.FileEntry, 0, len(l.Entries)), Total: l.Total, Truncated: l.Truncated,
 		Writable: filesWritable(st) == nil}
+	hashBudget := int64(listHashBytes)
 	for _, en := range l.Entries {
 		p := en.Name
 		if c != "." {
@@ -174,14 +175,29 @@ func (e *Engine) ListFiles(ctx context.Context, sessionID, dir string) (*lt.File
 		}
 		if en.Type == workspace.EntryFile {
 			fe.Size = en.Size
-			if sum, err := fileSHA256(d, p); err == nil {
-				fe.SHA256 = sum
+			if en.Size <= MaxFileBytes && en.Size <= hashBudget {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				if sum, err := fileSHA256(d, p); err == nil {
+					fe.SHA256 = sum
+					hashBudget -= en.Size
+				}
 			}
 		}
 		out.Entries = append(out.Entries, fe)
 	}
 	return out, nil
 }
+
+// listHashBytes bounds how much of the files a listing reads to give their
+// digests. A model can make any number of huge sparse files in an instant
+// (no disk used, each at the sandbox's file size limit): read through,
+// they would hold the workspace's lock and a core for as long as the
+// listing lasts, on every visit of the file browser. A file over
+// MaxFileBytes, or past the budget, is listed without its sha256 (its
+// download's ETag has it).
+const listHashBytes = 4 * MaxFileBytes
 
 // OpenFile opens a file of the session's workspace for reading (symlinks
 // inside the workspace are followed; a directory is a 400 naming path).

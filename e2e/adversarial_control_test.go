@@ -1,0 +1,205 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// The adversarial cases of taking over the workspace (API.md "Cancel,
+// steer, pause, take over"): a prompt-injected model plants symlinks, FIFOs
+// and huge sparse files in its workspace while it waits for a person, and
+// a hostile page or API caller sends the person's requests. Each asserts
+// from outside: the HTTP answers and the host's file system.
+
+// controlLookup is a function tool the scripted model calls to park the
+// session on a required action (requires_action), the state in which a
+// person changes the workspace.
+var controlLookup = lt.ToolSpec{Name: "lookup", Type: "function", Parameters: json.RawMessage(`{"type":"object","additionalProperties":false}`)}
+
+// controlParked starts a session whose model runs the shell command, then
+// calls lookup, and waits until it is parked on that call.
+func controlParked(ctx context.Context, t *testing.T, srv *server, command string) string {
+	t.Helper()
+	sess, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{Input: "prepare the files", AgentSpec: diskSpec(
+		attackScript(t, shellStep(command), toolCalls(toolCall("lookup", map[string]any{})), finalText("done")),
+		lt.ToolSpec{Name: "shell"}, controlLookup)})
+	require.NoError(t, err)
+	waitStatus(ctx, t, srv, sess.ID, 60*time.Second, lt.SessionRequiresAction)
+	return sess.ID
+}
+
+// controlRaw sends one request with the headers given (no retries) and
+// returns the status and the body; the client gives up after timeout.
+func controlRaw(t *testing.T, srv *server, timeout time.Duration, method, path string, body []byte, headers ...string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.url+path, strings.NewReader(string(body)))
+	require.NoError(t, err)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := (&http.Client{Timeout: timeout}).Do(req)
+	require.NoError(t, err, "%s %s", method, path)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+// TestAdversarialControl_HugeSparseFilesListedAtOnce: the model fills its
+// workspace with sparse files of many GiB (instant to make, no disk used,
+// each at the sandbox's file size limit) before it parks. Listing the
+// workspace, which the web UI's file browser does on every visit, must
+// not read them through: it answers at once, naming each file, without a
+// digest for those too large to hash on a listing.
+func TestAdversarialControl_HugeSparseFilesListedAtOnce(t *testing.T) {
+	t.Parallel()
+	needTools(t, "a model's sparse files", "truncate")
+	ctx := t.Context()
+	srv := startServer(t)
+	id := controlParked(ctx, t, srv, `echo small > small.txt; truncate -s 1G $(seq -f big%g.bin 1 200); ls | wc -l`)
+
+	start := time.Now()
+	status, body := controlRaw(t, srv, 20*time.Second, http.MethodGet, "/v1/sessions/"+id+"/files", nil)
+	require.Equal(t, http.StatusOK, status, body)
+	require.Less(t, time.Since(start), 10*time.Second, "the listing read the sparse files through")
+	var l lt.FileListing
+	require.NoError(t, json.Unmarshal([]byte(body), &l))
+	require.Equal(t, 201, l.Total)
+	for _, e := range l.Entries {
+		if e.Name == "small.txt" {
+			require.NotEmpty(t, e.SHA256, "a small file's digest is listed")
+			continue
+		}
+		require.Equal(t, int64(1<<30), e.Size, e.Name)
+		require.Empty(t, e.SHA256, "%s: no digest of a huge file on a listing", e.Name)
+	}
+}
+
+// TestAdversarialControl_PlantedSymlinksLeadNowhere: the model plants
+// symlinks to the host's /etc/shadow, to /etc, to the server's data
+// directory and up out of its workspace, and a FIFO, then parks. A
+// person's reads, writes and deletes through them never leave the
+// workspace: a read is a 400 naming path and shows none of the target's
+// bytes, a write lands nowhere, a delete removes the link and never its
+// target, and a FIFO does not hang a read.
+func TestAdversarialControl_PlantedSymlinksLeadNowhere(t *testing.T) {
+	t.Parallel()
+	needTools(t, "a model's symlinks", "mkfifo")
+	ctx := t.Context()
+	srv := startServer(t)
+	id := controlParked(ctx, t, srv, `echo mine > real.txt; ln -s /etc/shadow shadow; ln -s /etc etc; ln -s `+shellQuote(srv.dataDir)+` data; `+
+		`ln -s ../../../../../../.. up; ln -s real.txt inner; mkfifo pipe; ls -la`)
+	shadow, err := os.ReadFile("/etc/shadow")
+	require.NoError(t, err)
+	base := "/v1/sessions/" + id + "/files/"
+
+	for _, p := range []string{"shadow", "etc/shadow", "etc/passwd", "data/lock", "up/etc/shadow", "pipe", "etc"} {
+		status, body := controlRaw(t, srv, 10*time.Second, http.MethodGet, base+p, nil)
+		require.Equal(t, http.StatusBadRequest, status, "GET %s: %s", p, body)
+		require.Contains(t, body, `"field":"path"`, p)
+		require.NotContains(t, body, strings.SplitN(string(shadow), "\n", 2)[0], p)
+	}
+	status, body := controlRaw(t, srv, 10*time.Second, http.MethodGet, base+"inner", nil)
+	require.Equal(t, http.StatusOK, status, body)
+	require.Equal(t, "mine\n", body, "a symlink inside the workspace is read through")
+
+	put := func(p string) (int, string) {
+		return controlRaw(t, srv, 10*time.Second, http.MethodPut, base+p, []byte("planted by a person"), "Content-Type", "application/octet-stream")
+	}
+	for _, p := range []string{"etc/longhaul-control-test", "shadow", "data/longhaul-control-test", "up/tmp/longhaul-control-test", "inner", "pipe"} {
+		status, body := put(p)
+		require.Equal(t, http.StatusBadRequest, status, "PUT %s: %s", p, body)
+	}
+	for _, p := range []string{"/etc/longhaul-control-test", srv.dataDir + "/longhaul-control-test", "/tmp/longhaul-control-test"} {
+		require.NoFileExists(t, p)
+	}
+	got, err := srv.api.GetFile(ctx, id, "", "real.txt")
+	require.NoError(t, err)
+	require.Equal(t, "mine\n", string(got), "a write to a symlink never reaches its target")
+
+	status, body = controlRaw(t, srv, 10*time.Second, http.MethodDelete, base+"shadow", nil)
+	require.Equal(t, http.StatusOK, status, body)
+	status, body = controlRaw(t, srv, 10*time.Second, http.MethodDelete, base+"etc/passwd", nil)
+	require.Equal(t, http.StatusBadRequest, status, body)
+	after, err := os.ReadFile("/etc/shadow")
+	require.NoError(t, err)
+	require.Equal(t, shadow, after)
+	require.FileExists(t, "/etc/passwd")
+	l, err := srv.api.ListFiles(ctx, id, "", "")
+	require.NoError(t, err)
+	for _, e := range l.Entries {
+		require.NotEqual(t, "shadow", e.Name, "the link itself was deleted")
+	}
+}
+
+// TestAdversarialControl_ForeignPageCannotUpload: the upload is the one
+// request whose body is not JSON. A page of another site (its Origin, or
+// Sec-Fetch-Site) is refused even with the right type, a type a page can
+// send without a preflight is refused, and an upload over the limit is a
+// 413; none of them writes anything.
+func TestAdversarialControl_ForeignPageCannotUpload(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	srv := startServer(t)
+	id := controlParked(ctx, t, srv, `echo mine > real.txt`)
+	path := "/v1/sessions/" + id + "/files/real.txt"
+	octet := "application/octet-stream"
+	for _, h := range [][]string{
+		{"Content-Type", octet, "Origin", "http://evil.example"},
+		{"Content-Type", octet, "Origin", "null"},
+		{"Content-Type", octet, "Sec-Fetch-Site", "cross-site"},
+		{"Content-Type", "text/plain"},
+		{"Content-Type", "application/x-www-form-urlencoded"},
+		{"Content-Type", "multipart/form-data; boundary=x"},
+		{"Content-Type", "application/json"},
+		{},
+	} {
+		status, body := controlRaw(t, srv, 10*time.Second, http.MethodPut, path, []byte("from a foreign page"), h...)
+		require.Equal(t, http.StatusForbidden, status, "%v: %s", h, body)
+	}
+	status, body := controlRaw(t, srv, 30*time.Second, http.MethodPut, path, make([]byte, 33<<20), "Content-Type", octet)
+	require.Equal(t, http.StatusRequestEntityTooLarge, status, body)
+	got, err := srv.api.GetFile(ctx, id, "", "real.txt")
+	require.NoError(t, err)
+	require.Equal(t, "mine\n", string(got))
+	for _, ev := range journal(ctx, t, srv.api, id) {
+		require.NotEqual(t, lt.EventWorkspaceChanged, ev.Type, "nothing was journaled")
+	}
+}
+
+// TestAdversarialControl_AnotherSessionsCheckpoint: a checkpoint id of
+// another session, named under this one's path, is a 404: a session's
+// URL reads only its own snapshots.
+func TestAdversarialControl_AnotherSessionsCheckpoint(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	srv := startServer(t)
+	secret := controlParked(ctx, t, srv, `echo the other session > secret.txt`)
+	other := controlParked(ctx, t, srv, `echo mine > real.txt`)
+	cps, err := srv.api.ListCheckpoints(ctx, secret)
+	require.NoError(t, err)
+	snapshots := 0
+	for _, cp := range cps.Data {
+		if cp.Snapshot == "" {
+			continue
+		}
+		snapshots++
+		status, body := controlRaw(t, srv, 10*time.Second, http.MethodGet, "/v1/sessions/"+other+"/checkpoints/"+cp.ID+"/files/secret.txt", nil)
+		require.Equal(t, http.StatusNotFound, status, body)
+		require.NotContains(t, body, "the other session")
+		status, body = controlRaw(t, srv, 10*time.Second, http.MethodGet, "/v1/sessions/"+other+"/checkpoints/"+cp.ID+"/files", nil)
+		require.Equal(t, http.StatusNotFound, status, body)
+		require.NotContains(t, body, "secret.txt")
+	}
+	require.NotZero(t, snapshots, "the other session has a checkpoint with a snapshot")
+}
