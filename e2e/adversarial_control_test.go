@@ -109,6 +109,12 @@ func TestAdversarialControl_PlantedSymlinksLeadNowhere(t *testing.T) {
 		require.Contains(t, body, `"field":"path"`, p)
 		require.NotContains(t, body, strings.SplitN(string(shadow), "\n", 2)[0], p)
 	}
+	for _, dir := range []string{"etc", "data", "up", "up/etc"} {
+		status, body := controlRaw(t, srv, 10*time.Second, http.MethodGet, "/v1/sessions/"+id+"/files?path="+dir, nil)
+		require.Equal(t, http.StatusBadRequest, status, "list %s: %s", dir, body)
+		require.NotContains(t, body, "passwd", dir)
+		require.NotContains(t, body, "longhaul.db", dir)
+	}
 	status, body := controlRaw(t, srv, 10*time.Second, http.MethodGet, base+"inner", nil)
 	require.Equal(t, http.StatusOK, status, body)
 	require.Equal(t, "mine\n", body, "a symlink inside the workspace is read through")
