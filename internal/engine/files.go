@@ -313,9 +313,13 @@ func (e *Engine) changeFile(ctx context.Context, sessionID, op, c string, data [
 			return nil, err
 		}
 		change.ActionID = actionID
-		if act == nil && op == lt.WorkspaceWrite && change.PreviousSHA256 == change.SHA256 {
+		live := st.WorkspaceNode == "" || st.WorkspaceNode == e.cfg.NodeID
+		if act == nil && op == lt.WorkspaceWrite && change.PreviousSHA256 == change.SHA256 && live {
 			// The same bytes again (a retried upload): nothing changed,
-			// nothing to tell the model.
+			// nothing to tell the model. Only this node's copy, when it
+			// is the live one, says so: another node's may hold what the
+			// agent did since the last snapshot, which the journaled
+			// change then replaces there.
 			change.Unchanged = true
 			return change, nil
 		}

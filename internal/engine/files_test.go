@@ -514,3 +514,55 @@ func TestPersonWriteQuota(t *testing.T) {
 	_, err = api.WriteFile(ctx, s.ID, "huge.bin", make([]byte, engine.MaxFileBytes+1), "")
 	requireAPIError(t, err, lt.CodePayloadTooLarge, "larger than")
 }
+
+// TestPersonRevertThroughAnotherNodeIsKept: the agent changed a file in
+// the step it parked in (after the last snapshot); a person, through a
+// node whose copy is the last snapshot, writes the file back to what that
+// snapshot holds. The write is journaled like any other (the journal, not
+// a node's copy, says what the workspace is), so the node that runs the
+// session next brings its copy up to date and the agent reads the
+// person's bytes, not its own.
+func TestPersonRevertThroughAnotherNodeIsKept(t *testing.T) {
+	twoCalls := model.Response{ToolCalls: []model.ToolCall{
+		{Name: "write_file", Arguments: json.RawMessage(`{"path":"a.txt","content":"by the agent"}`)},
+		{Name: "lookup", Arguments: json.RawMessage(`{}`)},
+	}}
+	p := &planProvider{plan: []model.Response{
+		call("write_file", `{"path":"a.txt","content":"golden"}`),
+		twoCalls,
+		call("read_file", `{"path":"a.txt"}`),
+		{Text: "done"},
+	}}
+	h := newHarnessWith(t, map[string]model.Provider{"plan": p}, nil)
+	ctx := context.Background()
+	s := create(t, h, &lt.AgentSpec{Model: lt.ModelSpec{Provider: "plan"}, Tools: []lt.ToolSpec{
+		{Name: "write_file"}, {Name: "read_file"}, {Name: "lookup", Type: "function"},
+	}}, nil)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	live, err := os.ReadFile(filepath.Join(h.dir, "workspaces", s.ID, "a.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "by the agent", string(live), "the live copy holds the agent's change")
+
+	other, err := engine.New(h.store, &engine.Config{
+		WorkspaceRoot: filepath.Join(t.TempDir(), "workspaces"), NodeID: "node-b", Clock: h.clock,
+		Providers: map[string]model.Provider{"scripted": scripted.New(nil)},
+	})
+	require.NoError(t, err)
+	ch, err := other.WriteFile(ctx, s.ID, "a.txt", []byte("golden"), "")
+	require.NoError(t, err)
+	require.False(t, ch.Unchanged, "node-b's copy is not the live one: the write is journaled")
+	require.Len(t, personChanged(t, h, s.ID), 1)
+
+	_, err = h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`"ok"`)})
+	require.NoError(t, err)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	got, err := os.ReadFile(filepath.Join(h.dir, "workspaces", s.ID, "a.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "golden", string(got), "the person's bytes, not the agent's")
+	var read string
+	for _, ev := range events(t, h, s.ID, lt.EventToolCompleted) {
+		read = string(ev.Data)
+	}
+	require.Contains(t, read, "golden")
+	checkJournal(t, h.store, s.ID)
+}
