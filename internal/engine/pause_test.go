@@ -487,3 +487,42 @@ func TestPauseWhileWaitingForSignal(t *testing.T) {
 	require.Equal(t, "went", mustTurnOutput(t, h, s))
 	checkJournal(t, h.store, s.ID)
 }
+
+// TestSteerWhilePausedAndAPersonsFile: a paused session is steered (with
+// interrupt, which has no call to cut) and a person writes a file; nothing
+// runs until the resume, and then the next step call carries both, once:
+// the file change, then the message (transcript: changes before steers).
+func TestSteerWhilePausedAndAPersonsFile(t *testing.T) {
+	h, p := newSteerHarness(t)
+	ctx := context.Background()
+	sp := spec(t, `[{"tool_calls":[{"name":"shell","arguments":{"command":"echo approved"}}]},{"text":"done"}]`, lt.ToolSpec{Name: "shell"})
+	sp.Policies = []lt.Policy{{Tool: "shell", Decision: lt.PolicyAsk}}
+	p.open()
+	s := create(t, h, sp, nil)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	act := s.RequiredActions[0]
+	pauseNow(t, h, s.ID)
+
+	steer(t, h, s.ID, "Stop after this command.", true)
+	_, err := h.eng.WriteFile(ctx, s.ID, "hint.txt", []byte("a person's hint"), "")
+	require.NoError(t, err)
+	_, err = h.eng.DecideAction(ctx, s.ID, act.ID, &lt.Decision{Decision: lt.DecisionApprove, ArgumentsSHA256: act.ArgumentsSHA256})
+	require.NoError(t, err)
+	s, err = h.eng.GetSession(ctx, s.ID)
+	require.NoError(t, err)
+	require.Equal(t, lt.SessionPaused, s.Status)
+	require.Len(t, p.sent(), 1, "no model call while paused")
+	require.Empty(t, events(t, h, s.ID, lt.EventToolStarted), "nothing ran while paused")
+
+	resume(t, h, s.ID)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	require.Empty(t, events(t, h, s.ID, lt.EventModelFailed), "no call was cut")
+	reqs := p.sent()
+	require.Len(t, reqs, 2)
+	next := reqs[1].Messages
+	n := len(next)
+	require.Equal(t, model.RoleTool, next[n-3].Role)
+	require.Contains(t, next[n-2].Text, "hint.txt", "the person's file change")
+	require.Equal(t, user("Stop after this command."), next[n-1], "then the message, verbatim")
+	checkJournal(t, h.store, s.ID)
+}
