@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -208,4 +209,74 @@ func TestAdversarialControl_AnotherSessionsCheckpoint(t *testing.T) {
 		require.NotContains(t, body, "secret.txt")
 	}
 	require.NotZero(t, snapshots, "the other session has a checkpoint with a snapshot")
+}
+
+// TestAdversarialControl_StaleEditIsRefused: two people edit the same file
+// of a parked session: each downloads it, the first saves, then the
+// second saves an edit of the bytes they read, naming them with If-Match
+// (the download's ETag) as the web UI's editor does. The second save is a
+// 409 naming If-Match, and the first person's change is kept; a save
+// naming the current bytes, or none, goes through.
+func TestAdversarialControl_StaleEditIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	srv := startServer(t)
+	id := controlParked(ctx, t, srv, `echo draft > notes.md`)
+	path := "/v1/sessions/" + id + "/files/notes.md"
+	download := func() (string, string) {
+		req, err := http.NewRequest(http.MethodGet, srv.url+path, nil)
+		require.NoError(t, err)
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+		return string(b), resp.Header.Get("ETag")
+	}
+	save := func(content, etag string) (int, string) {
+		return controlRaw(t, srv, 10*time.Second, http.MethodPut, path, []byte(content), "Content-Type", "application/octet-stream", "If-Match", etag)
+	}
+	_, first := download()
+	_, second := download()
+	status, body := save("draft\nreviewed by the first person\n", first)
+	require.Equal(t, http.StatusOK, status, body)
+	status, body = save("draft\nreviewed by the second person\n", second)
+	require.Equal(t, http.StatusConflict, status, body)
+	require.Contains(t, body, `"field":"If-Match"`)
+	got, etag := download()
+	require.Equal(t, "draft\nreviewed by the first person\n", got, "the first person's change is kept")
+
+	status, body = controlRaw(t, srv, 10*time.Second, http.MethodDelete, path, nil, "If-Match", second)
+	require.Equal(t, http.StatusConflict, status, body)
+	status, body = save(got+"and by the second person\n", etag)
+	require.Equal(t, http.StatusOK, status, body)
+	require.Len(t, eventsOf(ctx, t, srv.api, id, lt.EventWorkspaceChanged), 2)
+}
+
+// TestAdversarialControl_WebUIStaleEditIsRefused: a person opens a file in
+// the web UI's editor; meanwhile another person changes it through the
+// API; the first person's save is refused (the editor sends the ETag it
+// read as If-Match) and says why, and the other person's change is kept.
+func TestAdversarialControl_WebUIStaleEditIsRefused(t *testing.T) {
+	ctx := t.Context()
+	b := startBrowser(t)
+	srv := startServer(t)
+	id := controlParked(ctx, t, srv, `echo draft > notes.md`)
+
+	page := b.root
+	b.do(page, "open the session's files", navigate(srv.url+"/#/sessions/"+id+"?tab=files"))
+	b.waitJS(page, "the agent's file in the listing", `document.querySelector('#files-table tr[data-path="notes.md"] .edit-btn') !== null`)
+	b.click(page, `#files-table tr[data-path="notes.md"] .edit-btn`)
+	b.waitJS(page, "the editor with the file", `(document.querySelector('#files-editor-text') || {}).value === 'draft\n'`)
+
+	_, err := srv.api.PutFile(ctx, id, "notes.md", []byte("rewritten by another person\n"), "")
+	require.NoError(t, err)
+	b.setValue(page, "#files-editor-text", "draft\nedited in the browser\n")
+	b.click(page, "#files-editor-save")
+	b.waitJS(page, "the refusal", `(document.querySelector('#files-result .error') || {}).innerText?.includes('If-Match')`)
+	got, err := srv.api.GetFile(ctx, id, "", "notes.md")
+	require.NoError(t, err)
+	require.Equal(t, "rewritten by another person\n", string(got), "the other person's change is kept")
+	b.do(page, "leave the session page", chromedp.Navigate("about:blank"))
 }

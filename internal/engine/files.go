@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -245,6 +246,16 @@ func (e *Engine) OpenFile(ctx context.Context, sessionID, path string) (*lt.File
 // the workspace or goes through a symlink; 413 over MaxFileBytes or the
 // workspace's quota.
 func (e *Engine) WriteFile(ctx context.Context, sessionID, path string, data []byte, actionID string) (*lt.WorkspaceChange, error) {
+	return e.WriteFileIfMatch(ctx, sessionID, path, data, actionID, "")
+}
+
+// WriteFileIfMatch is WriteFile on a condition: with ifMatch (an If-Match
+// header: the quoted SHA-256 a download's ETag gave, or "*"), the write is
+// made only while the file still holds those bytes ("*": while it
+// exists), else it is a 409 naming If-Match. A person who edits what they
+// read never overwrites, unseen, what another person (or the agent, run
+// meanwhile) wrote since.
+func (e *Engine) WriteFileIfMatch(ctx context.Context, sessionID, path string, data []byte, actionID, ifMatch string) (*lt.WorkspaceChange, error) {
 	c, err := cleanFilesPath(path, false)
 	if err != nil {
 		return nil, err
@@ -252,23 +263,52 @@ func (e *Engine) WriteFile(ctx context.Context, sessionID, path string, data []b
 	if int64(len(data)) > MaxFileBytes {
 		return nil, apierror.TooLarge("the file is larger than %d bytes", MaxFileBytes)
 	}
-	return e.changeFile(ctx, sessionID, lt.WorkspaceWrite, c, data, actionID)
+	return e.changeFile(ctx, sessionID, lt.WorkspaceWrite, c, data, actionID, ifMatch)
 }
 
 // DeleteFile deletes a file (or a symlink, never its target) of the
 // session's workspace, journaled as workspace.changed with op "delete";
 // the same rules as WriteFile. A directory is a 400; a missing path a 404.
 func (e *Engine) DeleteFile(ctx context.Context, sessionID, path string) (*lt.WorkspaceChange, error) {
+	return e.DeleteFileIfMatch(ctx, sessionID, path, "")
+}
+
+// DeleteFileIfMatch is DeleteFile on the condition WriteFileIfMatch says.
+func (e *Engine) DeleteFileIfMatch(ctx context.Context, sessionID, path, ifMatch string) (*lt.WorkspaceChange, error) {
 	c, err := cleanFilesPath(path, false)
 	if err != nil {
 		return nil, err
 	}
-	return e.changeFile(ctx, sessionID, lt.WorkspaceDelete, c, nil, "")
+	return e.changeFile(ctx, sessionID, lt.WorkspaceDelete, c, nil, "", ifMatch)
+}
+
+// checkIfMatch checks an If-Match header against what the path holds
+// (previous: its SHA-256, "" when it is no regular file).
+func checkIfMatch(ifMatch, path, previous string) error {
+	if ifMatch == "" {
+		return nil
+	}
+	for tag := range strings.SplitSeq(ifMatch, ",") {
+		tag = strings.TrimSpace(tag)
+		if previous != "" && (tag == "*" || tag == strconv.Quote(previous)) {
+			return nil
+		}
+	}
+	e := apierror.Conflict("path %q no longer holds the bytes If-Match names (it holds %s): read it again and redo the change on what it holds now", path, describeSHA(previous))
+	e.Field = "If-Match"
+	return e
+}
+
+func describeSHA(sum string) string {
+	if sum == "" {
+		return "no file"
+	}
+	return "sha256 " + sum
 }
 
 // changeFile journals and applies one person's change (workspacesync.go
 // says why in this order).
-func (e *Engine) changeFile(ctx context.Context, sessionID, op, c string, data []byte, actionID string) (*lt.WorkspaceChange, error) {
+func (e *Engine) changeFile(ctx context.Context, sessionID, op, c string, data []byte, actionID, ifMatch string) (*lt.WorkspaceChange, error) {
 	row, st, err := e.loadState(ctx, sessionID)
 	if err != nil {
 		return nil, notFound(err, "session", sessionID)
@@ -310,6 +350,9 @@ func (e *Engine) changeFile(ctx context.Context, sessionID, op, c string, data [
 		}
 		change, err := e.prepareChange(ws, st, &spec, op, c, data)
 		if err != nil {
+			return nil, err
+		}
+		if err := checkIfMatch(ifMatch, slash, change.PreviousSHA256); err != nil {
 			return nil, err
 		}
 		change.ActionID = actionID
