@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -564,5 +565,45 @@ func TestPersonRevertThroughAnotherNodeIsKept(t *testing.T) {
 		read = string(ev.Data)
 	}
 	require.Contains(t, read, "golden")
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestSubagentCannotAskForAFile: a sub-agent works in its root's
+// workspace, which no person may change while it runs (nor through the
+// sub-agent), so an ask_human of kind file there could never be answered
+// and would hold the whole tree: it fails at once, as a tool error the
+// sub-agent reads, and the tree goes on.
+func TestSubagentCannotAskForAFile(t *testing.T) {
+	h := newHarness(t)
+	child := childSpec(script(t,
+		map[string]any{"tool_calls": []any{toolCall("ask_human", map[string]any{"question": "Upload the data", "kind": "file", "path": "in/data.csv"})}},
+		map[string]any{"text": "went on without it"},
+	), "ask_human")
+	parent := spec(t, script(t,
+		map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": child, "input": "get the data"})}},
+		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
+		map[string]any{"text": "done"},
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"})
+	s := create(t, h, parent, nil)
+	var kid lt.Session
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) { // polling with a deadline
+		if kids := children(t, h, s.ID); len(kids) > 0 {
+			kid = kids[0]
+			if kid.Status == lt.SessionRequiresAction || kid.Status == lt.SessionIdle || kid.Status.Terminal() {
+				break
+			}
+		}
+		require.False(t, time.Now().After(deadline), "the sub-agent neither asked nor ended")
+	}
+	for _, a := range kid.RequiredActions {
+		// Were it asked, a person could not give it.
+		_, err := h.eng.WriteFile(context.Background(), kid.ID, a.Path, []byte("a,b\n"), a.ID)
+		require.NoError(t, err, "a file the sub-agent asks for cannot be uploaded")
+	}
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	failed := events(t, h, kid.ID, lt.EventToolFailed)
+	require.Len(t, failed, 1)
+	require.Contains(t, data[journal.ToolFailed](t, failed[0]).Error, "sub-agent")
+	require.Empty(t, events(t, h, kid.ID, lt.EventActionRequired))
 	checkJournal(t, h.store, s.ID)
 }
