@@ -280,3 +280,29 @@ func TestAdversarialControl_WebUIStaleEditIsRefused(t *testing.T) {
 	require.Equal(t, "rewritten by another person\n", string(got), "the other person's change is kept")
 	b.do(page, "leave the session page", chromedp.Navigate("about:blank"))
 }
+
+// TestAdversarialControl_CheckpointListingIsBounded: the model fills a
+// directory with thousands of files, which its checkpoint's snapshot
+// holds. Listing that snapshot is bounded like a live listing: at most
+// 1,000 entries, truncated, with the total, so no answer grows with what
+// a model chose to make.
+func TestAdversarialControl_CheckpointListingIsBounded(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	srv := startServer(t)
+	id := controlParked(ctx, t, srv, `mkdir many && cd many && touch $(seq -f f%05g 1 3000) && ls | wc -l`)
+	live, err := srv.api.ListFiles(ctx, id, "", "many")
+	require.NoError(t, err)
+	require.Equal(t, 1000, len(live.Entries))
+	require.True(t, live.Truncated)
+	cps, err := srv.api.ListCheckpoints(ctx, id)
+	require.NoError(t, err)
+	cp := cps.Data[len(cps.Data)-1]
+	require.NotEmpty(t, cp.Snapshot)
+	l, err := srv.api.ListFiles(ctx, id, cp.ID, "many")
+	require.NoError(t, err)
+	require.Equal(t, 3000, l.Total)
+	require.Equal(t, 1000, len(l.Entries), "a snapshot's listing is bounded as a live one is")
+	require.True(t, l.Truncated)
+	require.Equal(t, "many/f00001", l.Entries[0].Path, "sorted by name")
+}

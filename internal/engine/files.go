@@ -518,7 +518,13 @@ func (e *Engine) ListCheckpointFiles(ctx context.Context, sessionID, checkpointI
 		}
 		return nil, fileError(err, dir)
 	}
-	out := &lt.FileListing{Path: filepath.ToSlash(c), CheckpointID: cp.ID, Snapshot: cp.Snapshot, Entries: make([]lt.FileEntry, 0, len(entries)), Total: len(entries)}
+	out := &lt.FileListing{Path: filepath.ToSlash(c), CheckpointID: cp.ID, Snapshot: cp.Snapshot, Total: len(entries)}
+	if len(entries) > workspace.DefaultListMax {
+		// Bounded as a live listing is: a directory holds what the model
+		// chose to make.
+		entries, out.Truncated = entries[:workspace.DefaultListMax], true
+	}
+	out.Entries = make([]lt.FileEntry, 0, len(entries))
 	for _, en := range entries {
 		out.Entries = append(out.Entries, snapshotEntry(&en))
 	}
