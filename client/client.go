@@ -215,6 +215,8 @@ type call struct {
 	raw     []byte
 	rawType string
 	accept  string
+	// ifMatch, when not empty, is sent as If-Match (a conditional change).
+	ifMatch string
 	// noRetry marks probes (healthz, readyz) whose answer is the status itself.
 	noRetry bool
 }
@@ -286,6 +288,9 @@ func (c *Client) attempt(ctx context.Context, cl *call, body []byte, key string)
 		req.Header.Set("Content-Type", cl.rawType)
 	} else if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if cl.ifMatch != "" {
+		req.Header.Set("If-Match", cl.ifMatch)
 	}
 	accept := cl.accept
 	if accept == "" {

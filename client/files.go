@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -89,6 +90,15 @@ func (c *Client) GetFile(ctx context.Context, sessionID, checkpointID, path stri
 // the upload answers. 409 unless the session is paused, idle, waiting or
 // requires_action.
 func (c *Client) PutFile(ctx context.Context, sessionID, path string, data []byte, actionID string) (*lt.WorkspaceChange, error) {
+	return c.PutFileIfMatch(ctx, sessionID, path, data, actionID, "")
+}
+
+// PutFileIfMatch is PutFile made only while the file holds the bytes of
+// SHA-256 ifSHA256 ("*": while it exists; "": unconditional); otherwise a
+// 409 naming If-Match, and nothing changes. An edit of a downloaded file
+// names the digest it read, so it never overwrites, unseen, a change made
+// since.
+func (c *Client) PutFileIfMatch(ctx context.Context, sessionID, path string, data []byte, actionID, ifSHA256 string) (*lt.WorkspaceChange, error) {
 	if err := requireID("sessionID", sessionID); err != nil {
 		return nil, fmt.Errorf("put file: %w", err)
 	}
@@ -103,7 +113,7 @@ func (c *Client) PutFile(ctx context.Context, sessionID, path string, data []byt
 		data = []byte{}
 	}
 	out := new(lt.WorkspaceChange)
-	if err := c.doJSON(ctx, &call{method: http.MethodPut, url: c.filesURL(q, sessionID, "", path), raw: data, rawType: "application/octet-stream"}, out); err != nil {
+	if err := c.doJSON(ctx, &call{method: http.MethodPut, url: c.filesURL(q, sessionID, "", path), raw: data, rawType: "application/octet-stream", ifMatch: ifMatchHeader(ifSHA256)}, out); err != nil {
 		return nil, fmt.Errorf("put file %s of %s: %w", path, sessionID, err)
 	}
 	return out, nil
@@ -112,6 +122,11 @@ func (c *Client) PutFile(ctx context.Context, sessionID, path string, data []byt
 // DeleteFile deletes a file (or a symlink) of the session's workspace
 // (DELETE /v1/sessions/{id}/files/{path}).
 func (c *Client) DeleteFile(ctx context.Context, sessionID, path string) (*lt.WorkspaceChange, error) {
+	return c.DeleteFileIfMatch(ctx, sessionID, path, "")
+}
+
+// DeleteFileIfMatch is DeleteFile on the condition PutFileIfMatch says.
+func (c *Client) DeleteFileIfMatch(ctx context.Context, sessionID, path, ifSHA256 string) (*lt.WorkspaceChange, error) {
 	if err := requireID("sessionID", sessionID); err != nil {
 		return nil, fmt.Errorf("delete file: %w", err)
 	}
@@ -119,8 +134,16 @@ func (c *Client) DeleteFile(ctx context.Context, sessionID, path string) (*lt.Wo
 		return nil, fmt.Errorf("delete file: path is empty")
 	}
 	out := new(lt.WorkspaceChange)
-	if err := c.doJSON(ctx, &call{method: http.MethodDelete, url: c.filesURL(nil, sessionID, "", path)}, out); err != nil {
+	if err := c.doJSON(ctx, &call{method: http.MethodDelete, url: c.filesURL(nil, sessionID, "", path), ifMatch: ifMatchHeader(ifSHA256)}, out); err != nil {
 		return nil, fmt.Errorf("delete file %s of %s: %w", path, sessionID, err)
 	}
 	return out, nil
+}
+
+// ifMatchHeader is the If-Match value naming a file's SHA-256 ("*" as is).
+func ifMatchHeader(sha string) string {
+	if sha == "" || sha == "*" {
+		return sha
+	}
+	return strconv.Quote(sha)
 }

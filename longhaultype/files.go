@@ -59,7 +59,8 @@ type FileEntry struct {
 	Type string `json:"type"`
 	// Size is a file's length in bytes (0 for others).
 	Size int64 `json:"size"`
-	// SHA256 is a file's content digest.
+	// SHA256 is a file's content digest (a live listing leaves it out for
+	// files too large to hash there).
 	SHA256 string `json:"sha256,omitempty"`
 	// Target is a symlink's target, as stored; never followed.
 	Target string `json:"target,omitempty"`

@@ -134,7 +134,7 @@ file (written whole or not at all).`,
 }
 
 func (c *cli) filesPutCmd(co *clientOpts) *cobra.Command {
-	var action string
+	var action, ifMatch string
 	cmd := &cobra.Command{
 		Use:   "put SESSION_ID PATH [LOCAL_FILE|-] [--action ACTION_ID]",
 		Short: "Upload a file into a session's workspace (from a local file or stdin)",
@@ -161,7 +161,7 @@ input action (one that asks for a file at PATH).`,
 			if err != nil {
 				return err
 			}
-			ch, err := cl.PutFile(cmd.Context(), args[0], args[1], data, action)
+			ch, err := cl.PutFileIfMatch(cmd.Context(), args[0], args[1], data, action, ifMatch)
 			if err != nil {
 				return err
 			}
@@ -174,10 +174,12 @@ input action (one that asks for a file at PATH).`,
 		},
 	}
 	cmd.Flags().StringVar(&action, "action", "", "the input action (kind file) this upload answers")
+	cmd.Flags().StringVar(&ifMatch, "if-match", "", "write only while the file holds these bytes: the full sha256 it held when you read it (\"files ls --json\"), or * while it exists (409 otherwise)")
 	return cmd
 }
 
 func (c *cli) filesRmCmd(co *clientOpts) *cobra.Command {
+	var ifMatch string
 	cmd := &cobra.Command{
 		Use:   "rm SESSION_ID PATH",
 		Short: "Delete a file (or a symlink) of a session's workspace",
@@ -191,7 +193,7 @@ requires_action (409 otherwise).`,
 			if err != nil {
 				return err
 			}
-			ch, err := cl.DeleteFile(cmd.Context(), args[0], args[1])
+			ch, err := cl.DeleteFileIfMatch(cmd.Context(), args[0], args[1], ifMatch)
 			if err != nil {
 				return err
 			}
@@ -199,6 +201,7 @@ requires_action (409 otherwise).`,
 			return err
 		},
 	}
+	cmd.Flags().StringVar(&ifMatch, "if-match", "", "delete only while the file holds these bytes: the full sha256 it held when you read it, or * while it exists (409 otherwise)")
 	return cmd
 }
 

@@ -113,3 +113,35 @@ func TestFilesPutAnswersAFileAction(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, lt.ActionResolved, a.Status)
 }
+
+// TestFilesIfMatch: "files put --if-match" and "files rm --if-match" change
+// a file only while it holds the bytes named; else they fail with the
+// server's 409 naming If-Match and change nothing.
+func TestFilesIfMatch(t *testing.T) {
+	t.Parallel()
+	srv := newTestServer(t)
+	ctx := context.Background()
+	script := json.RawMessage(`[{"tool_calls":[{"name":"write_file","arguments":{"path":"notes.md","content":"v1"}}]},{"text":"done"}]`)
+	s, err := srv.client.CreateSession(ctx, &lt.CreateSessionRequest{Input: "notes", AgentSpec: &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Script: script}, Tools: []lt.ToolSpec{{Name: "write_file"}}}})
+	require.NoError(t, err)
+	deadline := time.Now().Add(testTimeout)
+	for {
+		got, err := srv.client.GetSession(ctx, s.ID)
+		require.NoError(t, err)
+		if got.Status == lt.SessionIdle {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "session still %s", got.Status)
+		time.Sleep(10 * time.Millisecond) // polling with a deadline
+	}
+	read := cliJSON[lt.FileListing](t, "files", "ls", s.ID, "--json", "--server", srv.url).Entries[0].SHA256
+	cliOK(t, "files", "put", s.ID, "notes.md", writeFile(t, "a.md", "v2 by one person"), "--if-match", read, "--server", srv.url)
+	r := cliRun(t, "files", "put", s.ID, "notes.md", writeFile(t, "b.md", "v2 by another"), "--if-match", read, "--server", srv.url)
+	require.Equal(t, exitFailure, r.code)
+	require.Contains(t, r.stderr, "If-Match")
+	r = cliRun(t, "files", "rm", s.ID, "notes.md", "--if-match", read, "--server", srv.url)
+	require.Equal(t, exitFailure, r.code)
+	require.Equal(t, "v2 by one person", cliOK(t, "files", "get", s.ID, "notes.md", "--server", srv.url))
+	cliOK(t, "files", "rm", s.ID, "notes.md", "--if-match", "*", "--server", srv.url)
+}

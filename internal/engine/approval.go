@@ -62,8 +62,13 @@ func (r *runner) askHuman(c *journal.Call) error {
 		a.Evidence = []string{"The agent's reasoning for this step: " + clip(text, 2000)}
 	}
 	if args.Kind == lt.InputFile {
-		// Answered by an upload to that path (files.go).
+		// Answered by an upload to that path (files.go). A sub-agent's
+		// workspace is its root's, which no person may change while the
+		// sub-agent runs: asked there, the file could never come.
 		p, err := askFilePath(args)
+		if err == nil && r.st.Workspace != "" {
+			err = fmt.Errorf("ask_human: a sub-agent cannot ask for a file (kind %q): it works in its parent's workspace, which a person can change only once its sub-agents are done; ask in words, or report what you need to your parent", lt.InputFile)
+		}
 		if err != nil {
 			return r.add(lt.EventToolFailed, turnID, step, journal.ToolFailed{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Error: err.Error()})
 		}

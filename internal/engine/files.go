@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -159,6 +160,7 @@ func (e *Engine) ListFiles(ctx context.Context, sessionID, dir string) (*lt.File
 	}
 	out := &lt.FileListing{Path: filepath.ToSlash(c), Entries: make([]lt.FileEntry, 0, len(l.Entries)), Total: l.Total, Truncated: l.Truncated,
 		Writable: filesWritable(st) == nil}
+	hashBudget := int64(listHashBytes)
 	for _, en := range l.Entries {
 		p := en.Name
 		if c != "." {
@@ -174,14 +176,29 @@ func (e *Engine) ListFiles(ctx context.Context, sessionID, dir string) (*lt.File
 		}
 		if en.Type == workspace.EntryFile {
 			fe.Size = en.Size
-			if sum, err := fileSHA256(d, p); err == nil {
-				fe.SHA256 = sum
+			if en.Size <= MaxFileBytes && en.Size <= hashBudget {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				if sum, err := fileSHA256(d, p); err == nil {
+					fe.SHA256 = sum
+					hashBudget -= en.Size
+				}
 			}
 		}
 		out.Entries = append(out.Entries, fe)
 	}
 	return out, nil
 }
+
+// listHashBytes bounds how much of the files a listing reads to give their
+// digests. A model can make any number of huge sparse files in an instant
+// (no disk used, each at the sandbox's file size limit): read through,
+// they would hold the workspace's lock and a core for as long as the
+// listing lasts, on every visit of the file browser. A file over
+// MaxFileBytes, or past the budget, is listed without its sha256 (its
+// download's ETag has it).
+const listHashBytes = 4 * MaxFileBytes
 
 // OpenFile opens a file of the session's workspace for reading (symlinks
 // inside the workspace are followed; a directory is a 400 naming path).
@@ -229,6 +246,16 @@ func (e *Engine) OpenFile(ctx context.Context, sessionID, path string) (*lt.File
 // the workspace or goes through a symlink; 413 over MaxFileBytes or the
 // workspace's quota.
 func (e *Engine) WriteFile(ctx context.Context, sessionID, path string, data []byte, actionID string) (*lt.WorkspaceChange, error) {
+	return e.WriteFileIfMatch(ctx, sessionID, path, data, actionID, "")
+}
+
+// WriteFileIfMatch is WriteFile on a condition: with ifMatch (an If-Match
+// header: the quoted SHA-256 a download's ETag gave, or "*"), the write is
+// made only while the file still holds those bytes ("*": while it
+// exists), else it is a 409 naming If-Match. A person who edits what they
+// read never overwrites, unseen, what another person (or the agent, run
+// meanwhile) wrote since.
+func (e *Engine) WriteFileIfMatch(ctx context.Context, sessionID, path string, data []byte, actionID, ifMatch string) (*lt.WorkspaceChange, error) {
 	c, err := cleanFilesPath(path, false)
 	if err != nil {
 		return nil, err
@@ -236,23 +263,52 @@ func (e *Engine) WriteFile(ctx context.Context, sessionID, path string, data []b
 	if int64(len(data)) > MaxFileBytes {
 		return nil, apierror.TooLarge("the file is larger than %d bytes", MaxFileBytes)
 	}
-	return e.changeFile(ctx, sessionID, lt.WorkspaceWrite, c, data, actionID)
+	return e.changeFile(ctx, sessionID, lt.WorkspaceWrite, c, data, actionID, ifMatch)
 }
 
 // DeleteFile deletes a file (or a symlink, never its target) of the
 // session's workspace, journaled as workspace.changed with op "delete";
 // the same rules as WriteFile. A directory is a 400; a missing path a 404.
 func (e *Engine) DeleteFile(ctx context.Context, sessionID, path string) (*lt.WorkspaceChange, error) {
+	return e.DeleteFileIfMatch(ctx, sessionID, path, "")
+}
+
+// DeleteFileIfMatch is DeleteFile on the condition WriteFileIfMatch says.
+func (e *Engine) DeleteFileIfMatch(ctx context.Context, sessionID, path, ifMatch string) (*lt.WorkspaceChange, error) {
 	c, err := cleanFilesPath(path, false)
 	if err != nil {
 		return nil, err
 	}
-	return e.changeFile(ctx, sessionID, lt.WorkspaceDelete, c, nil, "")
+	return e.changeFile(ctx, sessionID, lt.WorkspaceDelete, c, nil, "", ifMatch)
+}
+
+// checkIfMatch checks an If-Match header against what the path holds
+// (previous: its SHA-256, "" when it is no regular file).
+func checkIfMatch(ifMatch, path, previous string) error {
+	if ifMatch == "" {
+		return nil
+	}
+	for tag := range strings.SplitSeq(ifMatch, ",") {
+		tag = strings.TrimSpace(tag)
+		if previous != "" && (tag == "*" || tag == strconv.Quote(previous)) {
+			return nil
+		}
+	}
+	e := apierror.Conflict("path %q no longer holds the bytes If-Match names (it holds %s): read it again and redo the change on what it holds now", path, describeSHA(previous))
+	e.Field = "If-Match"
+	return e
+}
+
+func describeSHA(sum string) string {
+	if sum == "" {
+		return "no file"
+	}
+	return "sha256 " + sum
 }
 
 // changeFile journals and applies one person's change (workspacesync.go
 // says why in this order).
-func (e *Engine) changeFile(ctx context.Context, sessionID, op, c string, data []byte, actionID string) (*lt.WorkspaceChange, error) {
+func (e *Engine) changeFile(ctx context.Context, sessionID, op, c string, data []byte, actionID, ifMatch string) (*lt.WorkspaceChange, error) {
 	row, st, err := e.loadState(ctx, sessionID)
 	if err != nil {
 		return nil, notFound(err, "session", sessionID)
@@ -296,10 +352,17 @@ func (e *Engine) changeFile(ctx context.Context, sessionID, op, c string, data [
 		if err != nil {
 			return nil, err
 		}
+		if err := checkIfMatch(ifMatch, slash, change.PreviousSHA256); err != nil {
+			return nil, err
+		}
 		change.ActionID = actionID
-		if act == nil && op == lt.WorkspaceWrite && change.PreviousSHA256 == change.SHA256 {
+		live := st.WorkspaceNode == "" || st.WorkspaceNode == e.cfg.NodeID
+		if act == nil && op == lt.WorkspaceWrite && change.PreviousSHA256 == change.SHA256 && live {
 			// The same bytes again (a retried upload): nothing changed,
-			// nothing to tell the model.
+			// nothing to tell the model. Only this node's copy, when it
+			// is the live one, says so: another node's may hold what the
+			// agent did since the last snapshot, which the journaled
+			// change then replaces there.
 			change.Unchanged = true
 			return change, nil
 		}
@@ -455,7 +518,13 @@ func (e *Engine) ListCheckpointFiles(ctx context.Context, sessionID, checkpointI
 		}
 		return nil, fileError(err, dir)
 	}
-	out := &lt.FileListing{Path: filepath.ToSlash(c), CheckpointID: cp.ID, Snapshot: cp.Snapshot, Entries: make([]lt.FileEntry, 0, len(entries)), Total: len(entries)}
+	out := &lt.FileListing{Path: filepath.ToSlash(c), CheckpointID: cp.ID, Snapshot: cp.Snapshot, Total: len(entries)}
+	if len(entries) > workspace.DefaultListMax {
+		// Bounded as a live listing is: a directory holds what the model
+		// chose to make.
+		entries, out.Truncated = entries[:workspace.DefaultListMax], true
+	}
+	out.Entries = make([]lt.FileEntry, 0, len(entries))
 	for _, en := range entries {
 		out.Entries = append(out.Entries, snapshotEntry(&en))
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -513,4 +514,96 @@ func TestPersonWriteQuota(t *testing.T) {
 	require.Len(t, personChanged(t, h, s.ID), 1)
 	_, err = api.WriteFile(ctx, s.ID, "huge.bin", make([]byte, engine.MaxFileBytes+1), "")
 	requireAPIError(t, err, lt.CodePayloadTooLarge, "larger than")
+}
+
+// TestPersonRevertThroughAnotherNodeIsKept: the agent changed a file in
+// the step it parked in (after the last snapshot); a person, through a
+// node whose copy is the last snapshot, writes the file back to what that
+// snapshot holds. The write is journaled like any other (the journal, not
+// a node's copy, says what the workspace is), so the node that runs the
+// session next brings its copy up to date and the agent reads the
+// person's bytes, not its own.
+func TestPersonRevertThroughAnotherNodeIsKept(t *testing.T) {
+	twoCalls := model.Response{ToolCalls: []model.ToolCall{
+		{Name: "write_file", Arguments: json.RawMessage(`{"path":"a.txt","content":"by the agent"}`)},
+		{Name: "lookup", Arguments: json.RawMessage(`{}`)},
+	}}
+	p := &planProvider{plan: []model.Response{
+		call("write_file", `{"path":"a.txt","content":"golden"}`),
+		twoCalls,
+		call("read_file", `{"path":"a.txt"}`),
+		{Text: "done"},
+	}}
+	h := newHarnessWith(t, map[string]model.Provider{"plan": p}, nil)
+	ctx := context.Background()
+	s := create(t, h, &lt.AgentSpec{Model: lt.ModelSpec{Provider: "plan"}, Tools: []lt.ToolSpec{
+		{Name: "write_file"}, {Name: "read_file"}, {Name: "lookup", Type: "function"},
+	}}, nil)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	live, err := os.ReadFile(filepath.Join(h.dir, "workspaces", s.ID, "a.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "by the agent", string(live), "the live copy holds the agent's change")
+
+	other, err := engine.New(h.store, &engine.Config{
+		WorkspaceRoot: filepath.Join(t.TempDir(), "workspaces"), NodeID: "node-b", Clock: h.clock,
+		Providers: map[string]model.Provider{"scripted": scripted.New(nil)},
+	})
+	require.NoError(t, err)
+	ch, err := other.WriteFile(ctx, s.ID, "a.txt", []byte("golden"), "")
+	require.NoError(t, err)
+	require.False(t, ch.Unchanged, "node-b's copy is not the live one: the write is journaled")
+	require.Len(t, personChanged(t, h, s.ID), 1)
+
+	_, err = h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`"ok"`)})
+	require.NoError(t, err)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	got, err := os.ReadFile(filepath.Join(h.dir, "workspaces", s.ID, "a.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "golden", string(got), "the person's bytes, not the agent's")
+	var read string
+	for _, ev := range events(t, h, s.ID, lt.EventToolCompleted) {
+		read = string(ev.Data)
+	}
+	require.Contains(t, read, "golden")
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestSubagentCannotAskForAFile: a sub-agent works in its root's
+// workspace, which no person may change while it runs (nor through the
+// sub-agent), so an ask_human of kind file there could never be answered
+// and would hold the whole tree: it fails at once, as a tool error the
+// sub-agent reads, and the tree goes on.
+func TestSubagentCannotAskForAFile(t *testing.T) {
+	h := newHarness(t)
+	child := childSpec(script(t,
+		map[string]any{"tool_calls": []any{toolCall("ask_human", map[string]any{"question": "Upload the data", "kind": "file", "path": "in/data.csv"})}},
+		map[string]any{"text": "went on without it"},
+	), "ask_human")
+	parent := spec(t, script(t,
+		map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": child, "input": "get the data"})}},
+		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
+		map[string]any{"text": "done"},
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"})
+	s := create(t, h, parent, nil)
+	var kid lt.Session
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) { // polling with a deadline
+		if kids := children(t, h, s.ID); len(kids) > 0 {
+			kid = kids[0]
+			if kid.Status == lt.SessionRequiresAction || kid.Status == lt.SessionIdle || kid.Status.Terminal() {
+				break
+			}
+		}
+		require.False(t, time.Now().After(deadline), "the sub-agent neither asked nor ended")
+	}
+	for _, a := range kid.RequiredActions {
+		// Were it asked, a person could not give it.
+		_, err := h.eng.WriteFile(context.Background(), kid.ID, a.Path, []byte("a,b\n"), a.ID)
+		require.NoError(t, err, "a file the sub-agent asks for cannot be uploaded")
+	}
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	failed := events(t, h, kid.ID, lt.EventToolFailed)
+	require.Len(t, failed, 1)
+	require.Contains(t, data[journal.ToolFailed](t, failed[0]).Error, "sub-agent")
+	require.Empty(t, events(t, h, kid.ID, lt.EventActionRequired))
+	checkJournal(t, h.store, s.ID)
 }

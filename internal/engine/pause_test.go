@@ -3,6 +3,8 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -485,5 +487,91 @@ func TestPauseWhileWaitingForSignal(t *testing.T) {
 	s = h.waitStatus(s.ID, lt.SessionIdle)
 	require.Contains(t, string(data[journal.ToolCompleted](t, events(t, h, s.ID, lt.EventToolCompleted)[0]).Output), `"payload":"now"`)
 	require.Equal(t, "went", mustTurnOutput(t, h, s))
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestSteerWhilePausedAndAPersonsFile: a paused session is steered (with
+// interrupt, which has no call to cut) and a person writes a file; nothing
+// runs until the resume, and then the next step call carries both, once:
+// the file change, then the message (transcript: changes before steers).
+func TestSteerWhilePausedAndAPersonsFile(t *testing.T) {
+	h, p := newSteerHarness(t)
+	ctx := context.Background()
+	sp := spec(t, `[{"tool_calls":[{"name":"shell","arguments":{"command":"echo approved"}}]},{"text":"done"}]`, lt.ToolSpec{Name: "shell"})
+	sp.Policies = []lt.Policy{{Tool: "shell", Decision: lt.PolicyAsk}}
+	p.open()
+	s := create(t, h, sp, nil)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	act := s.RequiredActions[0]
+	pauseNow(t, h, s.ID)
+
+	steer(t, h, s.ID, "Stop after this command.", true)
+	_, err := h.eng.WriteFile(ctx, s.ID, "hint.txt", []byte("a person's hint"), "")
+	require.NoError(t, err)
+	_, err = h.eng.DecideAction(ctx, s.ID, act.ID, &lt.Decision{Decision: lt.DecisionApprove, ArgumentsSHA256: act.ArgumentsSHA256})
+	require.NoError(t, err)
+	s, err = h.eng.GetSession(ctx, s.ID)
+	require.NoError(t, err)
+	require.Equal(t, lt.SessionPaused, s.Status)
+	require.Len(t, p.sent(), 1, "no model call while paused")
+	require.Empty(t, events(t, h, s.ID, lt.EventToolStarted), "nothing ran while paused")
+
+	resume(t, h, s.ID)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	require.Empty(t, events(t, h, s.ID, lt.EventModelFailed), "no call was cut")
+	reqs := p.sent()
+	require.Len(t, reqs, 2)
+	next := reqs[1].Messages
+	n := len(next)
+	require.Equal(t, model.RoleTool, next[n-3].Role)
+	require.Contains(t, next[n-2].Text, "hint.txt", "the person's file change")
+	require.Equal(t, user("Stop after this command."), next[n-1], "then the message, verbatim")
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestPauseRequestedThenCancelHeldByAnInDoubtCall: a pause is asked while
+// an irreversible shell command runs, then a cancel cuts the command: the
+// call is in doubt, which holds the cancel, and the pause takes effect. A
+// second pause or a steer is refused while the cancel is pending; a
+// person may still change the files. Deciding the call did not happen
+// ends the turn as cancelled, without running the call again, though the
+// session was paused.
+func TestPauseRequestedThenCancelHeldByAnInDoubtCall(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	marker := filepath.Join(t.TempDir(), "ran")
+	cmd := uniqueSleep()
+	args, err := json.Marshal(map[string]string{"command": "echo x >> " + marker + "; " + cmd})
+	require.NoError(t, err)
+	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"shell","arguments":`+string(args)+`}]},{"text":"never"}]`,
+		lt.ToolSpec{Name: "shell"}), nil)
+	waitFileHolds(t, marker, "x\n")
+	waitProcs(t, cmd, 1)
+	require.True(t, pauseNow(t, h, s.ID).PauseRequested)
+	cancelNow(t, h, s.ID)
+	s = h.waitStatus(s.ID, lt.SessionPaused)
+	waitProcs(t, cmd, 0)
+	require.True(t, s.CancelRequested)
+	require.Len(t, s.RequiredActions, 1)
+	act := s.RequiredActions[0]
+	require.Equal(t, lt.ActionInDoubt, act.Type)
+	requireReleased(t, h, s.ID)
+
+	_, err = h.eng.PauseSession(ctx, s.ID, &lt.PauseRequest{})
+	require.NoError(t, err, "already paused: a repeated pause changes nothing")
+	_, err = h.eng.SteerSession(ctx, s.ID, &lt.SteerRequest{Input: "go on"})
+	requireAPIError(t, err, lt.CodeConflict, "being cancelled")
+	_, err = h.eng.WriteFile(ctx, s.ID, "note.txt", []byte("a person's note"), "")
+	require.NoError(t, err)
+
+	_, err = h.eng.DecideAction(ctx, s.ID, act.ID, &lt.Decision{Decision: lt.DecisionDidNotHappen})
+	require.NoError(t, err)
+	s = requireCancelled(t, h, s.ID)
+	require.False(t, s.CancelRequested)
+	require.False(t, s.PauseRequested)
+	lines, err := os.ReadFile(marker)
+	require.NoError(t, err)
+	require.Equal(t, "x\n", string(lines), "the call did not run again")
+	require.Len(t, events(t, h, s.ID, lt.EventToolStarted), 1)
 	checkJournal(t, h.store, s.ID)
 }

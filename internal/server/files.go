@@ -23,12 +23,13 @@ type FilesBackend interface {
 	ListFiles(ctx context.Context, sessionID, dir string) (*lt.FileListing, error)
 	// OpenFile opens a file for reading; the caller closes it.
 	OpenFile(ctx context.Context, sessionID, path string) (*lt.FileEntry, io.ReadCloser, error)
-	// WriteFile is a person's upload (409 unless the session is paused,
-	// idle, waiting or requires_action); actionID, when set, names the
-	// input action of kind "file" it answers.
-	WriteFile(ctx context.Context, sessionID, path string, data []byte, actionID string) (*lt.WorkspaceChange, error)
-	// DeleteFile deletes a file or a symlink (same rules as WriteFile).
-	DeleteFile(ctx context.Context, sessionID, path string) (*lt.WorkspaceChange, error)
+	// WriteFileIfMatch is a person's upload (409 unless the session is
+	// paused, idle, waiting or requires_action); actionID, when set, names
+	// the input action of kind "file" it answers; ifMatch, when set (the
+	// request's If-Match), is a 409 unless the file holds those bytes.
+	WriteFileIfMatch(ctx context.Context, sessionID, path string, data []byte, actionID, ifMatch string) (*lt.WorkspaceChange, error)
+	// DeleteFileIfMatch deletes a file or a symlink (same rules).
+	DeleteFileIfMatch(ctx context.Context, sessionID, path, ifMatch string) (*lt.WorkspaceChange, error)
 	// ListCheckpointFiles and OpenCheckpointFile read a checkpoint's
 	// snapshot (read only).
 	ListCheckpointFiles(ctx context.Context, sessionID, checkpointID, dir string) (*lt.FileListing, error)
@@ -107,7 +108,8 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) error {
 }
 
 // putFile is PUT /v1/sessions/{id}/files/{path}[?action_id=act_…]: the
-// body is the file's new content.
+// body is the file's new content; If-Match (the ETag of the download it
+// edits) makes it conditional.
 func (s *Server) putFile(w http.ResponseWriter, r *http.Request) error {
 	if s.files == nil {
 		return errNoFiles()
@@ -120,7 +122,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) error {
 		}
 		return apierror.Invalid("", "read request body: %v", err)
 	}
-	ch, err := s.files.WriteFile(r.Context(), r.PathValue("id"), r.PathValue("path"), data, r.URL.Query().Get("action_id"))
+	ch, err := s.files.WriteFileIfMatch(r.Context(), r.PathValue("id"), r.PathValue("path"), data, r.URL.Query().Get("action_id"), r.Header.Get("If-Match"))
 	if err != nil {
 		return err
 	}
@@ -132,7 +134,7 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) error {
 	if s.files == nil {
 		return errNoFiles()
 	}
-	ch, err := s.files.DeleteFile(r.Context(), r.PathValue("id"), r.PathValue("path"))
+	ch, err := s.files.DeleteFileIfMatch(r.Context(), r.PathValue("id"), r.PathValue("path"), r.Header.Get("If-Match"))
 	if err != nil {
 		return err
 	}

@@ -140,13 +140,23 @@ export async function fetchBlob(path, signal) {
   return resp.blob();
 }
 
+// fetchFile reads a workspace file with the API key: its bytes and its
+// ETag (its SHA-256, quoted), which an edit of it sends back as If-Match.
+export async function fetchFile(path, signal) {
+  const resp = await fetch(path, { headers: authHeaders(), signal, cache: 'no-store' });
+  if (!resp.ok) throw await errorFrom(resp);
+  return { blob: await resp.blob(), etag: resp.headers.get('ETag') || '' };
+}
+
 export const enc = encodeURIComponent;
 
 // putFile uploads a person's file: the raw bytes as
 // application/octet-stream (the file routes' one exception to JSON
-// bodies), with the API key; it returns the workspace change.
-export async function putFile(path, body, query, signal) {
-  const headers = authHeaders({ 'Content-Type': 'application/octet-stream' });
+// bodies), with the API key; it returns the workspace change. With ifMatch
+// (the ETag of the bytes an edit started from) the server refuses the
+// write (409) when the file changed since.
+export async function putFile(path, body, query, signal, ifMatch) {
+  const headers = authHeaders({ 'Content-Type': 'application/octet-stream', ...(ifMatch ? { 'If-Match': ifMatch } : {}) });
   const resp = await fetch(withQuery(path, query), { method: 'PUT', headers, body, cache: 'no-store', signal });
   if (!resp.ok) throw await errorFrom(resp);
   return resp.json();

@@ -7,7 +7,7 @@
 // fetched with the API key and handed to the browser from memory, never by
 // pointing the page at the API, so no key goes in a URL.
 
-import { api, enc, fetchBlob, filePath, putFile, request } from '../api.js';
+import { api, enc, fetchBlob, fetchFile, filePath, putFile, request } from '../api.js';
 import { h, replace, fmtBytes, time, errorBox, busy, chip, field } from '../dom.js';
 
 // Files larger than this are not opened in the editor.
@@ -84,18 +84,25 @@ function browser(el, scope, sessionId, getSession) {
   async function edit(p, button) {
     replace(result);
     try {
-      const text = await (await busy(button, fetchBlob(fileURL(p), scope.signal))).text();
+      const { blob, etag } = await busy(button, fetchFile(fileURL(p), scope.signal));
+      const text = await blob.text();
       if (text.includes('\u0000')) {
         replace(result, errorBox(`${p} is not a text file: upload a new version instead.`));
         return;
       }
-      openEditor(p, text);
+      openEditor(p, text, etag);
     } catch (err) {
       replace(result, errorBox(err));
     }
   }
 
-  function openEditor(p, text) {
+  // editedFrom is the file the editor holds and the ETag it was read with:
+  // saved to the same path, the edit is conditional on it (If-Match), so a
+  // change made meanwhile by another person is never overwritten unseen.
+  let editedFrom = null;
+
+  function openEditor(p, text, etag) {
+    editedFrom = etag ? { path: p, etag } : null;
     editPath.value = p;
     editText.value = text;
     editor.hidden = false;
@@ -150,7 +157,8 @@ function browser(el, scope, sessionId, getSession) {
       return;
     }
     const body = new Blob([editText.value], { type: 'application/octet-stream' });
-    if (await change(editSave, () => putFile(`${base}/files/${filePath(p)}`, body, undefined, scope.signal), wrote)) {
+    const ifMatch = editedFrom && editedFrom.path === p ? editedFrom.etag : undefined;
+    if (await change(editSave, () => putFile(`${base}/files/${filePath(p)}`, body, undefined, scope.signal, ifMatch), wrote)) {
       closeEditor();
     }
   });
