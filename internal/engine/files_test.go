@@ -639,3 +639,30 @@ func TestPersonWriteIfMatch(t *testing.T) {
 	require.Len(t, personChanged(t, h, s.ID), 2)
 	checkJournal(t, h.store, s.ID)
 }
+
+// TestPersonPathTooLongIsRefused: a path no file system can hold (a name
+// over 255 bytes, a path over 4,095) is a 400 naming path before anything
+// is journaled. Journaled, it failed on every restore: the workspace could
+// never be made current again, every later read or write of the files
+// failed, and so did the session's next turn.
+func TestPersonPathTooLongIsRefused(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"write_file","arguments":{"path":"a.txt","content":"v1"}}]},{"text":"done"},{"text":"again"}]`,
+		lt.ToolSpec{Name: "write_file"}), nil)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	for _, p := range []string{"dir/" + strings.Repeat("x", 256), strings.Repeat("d/", 2048) + "f"} {
+		_, err := h.eng.WriteFile(ctx, s.ID, p, []byte("x"), "")
+		requireFieldError(t, err, lt.CodeInvalidRequest, "path")
+	}
+	_, err := h.eng.WriteFile(ctx, s.ID, "dir/"+strings.Repeat("x", 255), []byte("x"), "")
+	require.NoError(t, err, "a name of 255 bytes is fine")
+	require.Len(t, personChanged(t, h, s.ID), 1)
+	_, err = h.eng.ListFiles(ctx, s.ID, "dir")
+	require.NoError(t, err)
+	_, err = h.eng.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "again"})
+	require.NoError(t, err)
+	s = h.waitStatus(s.ID, lt.SessionIdle, lt.SessionFailed)
+	require.Equal(t, lt.SessionIdle, s.Status)
+	checkJournal(t, h.store, s.ID)
+}
