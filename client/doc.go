@@ -4,7 +4,8 @@
 // StreamTreeEvents, which follows a session and all its sub-agents; and
 // AllActions and AllWebhookDeliveries, which page through the inbox of
 // required actions and the webhook deliveries; ListFiles, GetFile,
-// PutFile and DeleteFile, a person's take-over of a workspace (an upload
+// PutFile and DeleteFile (and their IfMatch forms, conditional on the
+// bytes read), a person's take-over of a workspace (an upload
 // is the one request body sent as application/octet-stream). Every route of the API has
 // its method, except GET /metrics (Prometheus text, for a scraper).
 //

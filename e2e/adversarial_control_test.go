@@ -306,3 +306,42 @@ func TestAdversarialControl_CheckpointListingIsBounded(t *testing.T) {
 	require.True(t, l.Truncated)
 	require.Equal(t, "many/f00001", l.Entries[0].Path, "sorted by name")
 }
+
+// TestAdversarialControl_MalformedPathsAreNamed: paths the file system
+// refuses (a name or a path over its length limits, a file used as a
+// directory) are the caller's mistake: a 400 or 404 naming path, never a
+// 500, and never a journaled change that no copy of the workspace can
+// hold.
+func TestAdversarialControl_MalformedPathsAreNamed(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	srv := startServer(t)
+	id := controlParked(ctx, t, srv, `echo mine > real.txt`)
+	long := strings.Repeat("x", 300)
+	deep := strings.Repeat("d/", 2100) + "f"
+	for _, p := range []string{long, "dir/" + long, deep, "real.txt/x", "real.txt/x/y"} {
+		base := "/v1/sessions/" + id + "/files"
+		for _, r := range []struct {
+			method, path string
+			body         []byte
+			headers      []string
+		}{
+			{http.MethodGet, base + "/" + p, nil, nil},
+			{http.MethodGet, base + "?path=" + p, nil, nil},
+			{http.MethodPut, base + "/" + p, []byte("x"), []string{"Content-Type", "application/octet-stream"}},
+			{http.MethodDelete, base + "/" + p, nil, nil},
+		} {
+			status, body := controlRaw(t, srv, 10*time.Second, r.method, r.path, r.body, r.headers...)
+			require.Contains(t, []int{http.StatusBadRequest, http.StatusNotFound}, status, "%s %s: %s", r.method, r.path, body)
+			require.Contains(t, body, `"field":"path"`, "%s %s", r.method, r.path)
+		}
+	}
+	// None was journaled: a change no copy can hold would fail on every
+	// restore and keep the workspace from ever being current again.
+	require.Empty(t, eventsOf(ctx, t, srv.api, id, lt.EventWorkspaceChanged))
+	_, err := srv.api.PutFile(ctx, id, "dir/ok.txt", []byte("fine"), "")
+	require.NoError(t, err)
+	l, err := srv.api.ListFiles(ctx, id, "", "dir")
+	require.NoError(t, err)
+	require.Len(t, l.Entries, 1)
+}

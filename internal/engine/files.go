@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
@@ -71,7 +72,11 @@ func fileError(err error, path string) error {
 		return err
 	case errors.Is(err, workspace.ErrEscapes), errors.Is(err, workspace.ErrInvalidPath), errors.Is(err, snapshot.ErrThroughSymlink):
 		return apierror.Invalid("path", "%v", err)
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		// The caller's path, not the server's failure.
+		return apierror.Invalid("path", "path %q has a name longer than the file system allows", path)
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+		// ENOTDIR: a file named as a directory on the way; nothing is there.
 		return &apierror.Error{Status: http.StatusNotFound, Code: lt.CodeNotFound, Field: "path", Message: fmt.Sprintf("path %q does not exist in the workspace", path)}
 	}
 	return err
@@ -90,7 +95,33 @@ func cleanFilesPath(p string, dir bool) (string, error) {
 	if c == "." && !dir {
 		return "", apierror.Invalid("path", "path %q names the workspace itself: name a file", p)
 	}
+	if err := checkPathLength(c); err != nil {
+		return "", apierror.Invalid("path", "%v", err)
+	}
 	return c, nil
+}
+
+// maxNameBytes and maxPathBytes are the file system's limits on one name
+// and a whole path (NAME_MAX, PATH_MAX less its NUL). A person's change is
+// journaled before it is applied, and applied again on every restore: a
+// path no copy can hold would fail every time, and keep the copy from
+// ever being current again, so it is refused before.
+const (
+	maxNameBytes = 255
+	maxPathBytes = 4095
+)
+
+// checkPathLength checks the clean path c against those limits.
+func checkPathLength(c string) error {
+	if len(c) > maxPathBytes {
+		return fmt.Errorf("path is %d bytes long: at most %d", len(c), maxPathBytes)
+	}
+	for name := range strings.SplitSeq(filepath.ToSlash(c), "/") {
+		if len(name) > maxNameBytes {
+			return fmt.Errorf("path has a name of %d bytes (%.40q…): at most %d", len(name), name, maxNameBytes)
+		}
+	}
+	return nil
 }
 
 // readView brings this node's copy of the session's workspace up to date
@@ -150,7 +181,7 @@ func (e *Engine) ListFiles(ctx context.Context, sessionID, dir string) (*lt.File
 	defer d.Close()
 	l, err := d.List(c, 0)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, workspace.ErrEscapes) || errors.Is(err, workspace.ErrInvalidPath) {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, workspace.ErrEscapes) || errors.Is(err, workspace.ErrInvalidPath) || errors.Is(err, syscall.ENAMETOOLONG) {
 			return nil, fileError(err, dir)
 		}
 		if strings.Contains(err.Error(), "not a directory") {
@@ -352,8 +383,13 @@ func (e *Engine) changeFile(ctx context.Context, sessionID, op, c string, data [
 		if err != nil {
 			return nil, err
 		}
-		if err := checkIfMatch(ifMatch, slash, change.PreviousSHA256); err != nil {
-			return nil, err
+		// A write of the bytes the file holds already meets its purpose
+		// whatever If-Match says: it is how a conditional upload whose
+		// answer was lost looks when the client sends it again.
+		if op != lt.WorkspaceWrite || change.PreviousSHA256 != change.SHA256 {
+			if err := checkIfMatch(ifMatch, slash, change.PreviousSHA256); err != nil {
+				return nil, err
+			}
 		}
 		change.ActionID = actionID
 		live := st.WorkspaceNode == "" || st.WorkspaceNode == e.cfg.NodeID
@@ -622,6 +658,9 @@ func askFilePath(args askHumanArgs) (string, error) {
 	}
 	if c == "." {
 		return "", fmt.Errorf("ask_human: path %q names the workspace itself: name a file", args.Path)
+	}
+	if err := checkPathLength(c); err != nil {
+		return "", fmt.Errorf("ask_human: %w", err)
 	}
 	return filepath.ToSlash(c), nil
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -605,5 +606,63 @@ func TestSubagentCannotAskForAFile(t *testing.T) {
 	require.Len(t, failed, 1)
 	require.Contains(t, data[journal.ToolFailed](t, failed[0]).Error, "sub-agent")
 	require.Empty(t, events(t, h, kid.ID, lt.EventActionRequired))
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestPersonWriteIfMatch: a conditional write is made only while the file
+// holds the bytes named; sent again after it was made (an answer lost, the
+// client retrying), it changes nothing and is no conflict; a delete naming
+// old bytes is refused.
+func TestPersonWriteIfMatch(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"write_file","arguments":{"path":"a.txt","content":"v1"}}]},{"text":"done"}]`,
+		lt.ToolSpec{Name: "write_file"}), nil)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	v1 := strconv.Quote(sum256("v1"))
+	_, err := h.eng.WriteFileIfMatch(ctx, s.ID, "a.txt", []byte("v2"), "", `"`+sum256("other")+`"`)
+	requireFieldError(t, err, lt.CodeConflict, "If-Match")
+	ch, err := h.eng.WriteFileIfMatch(ctx, s.ID, "a.txt", []byte("v2"), "", v1)
+	require.NoError(t, err)
+	require.False(t, ch.Unchanged)
+	again, err := h.eng.WriteFileIfMatch(ctx, s.ID, "a.txt", []byte("v2"), "", v1)
+	require.NoError(t, err, "the same write sent again")
+	require.True(t, again.Unchanged)
+	_, err = h.eng.WriteFileIfMatch(ctx, s.ID, "a.txt", []byte("v3"), "", v1)
+	requireFieldError(t, err, lt.CodeConflict, "If-Match")
+	_, err = h.eng.DeleteFileIfMatch(ctx, s.ID, "a.txt", v1)
+	requireFieldError(t, err, lt.CodeConflict, "If-Match")
+	_, err = h.eng.WriteFileIfMatch(ctx, s.ID, "new.txt", []byte("x"), "", "*")
+	requireFieldError(t, err, lt.CodeConflict, "If-Match")
+	_, err = h.eng.DeleteFileIfMatch(ctx, s.ID, "a.txt", "*")
+	require.NoError(t, err)
+	require.Len(t, personChanged(t, h, s.ID), 2)
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestPersonPathTooLongIsRefused: a path no file system can hold (a name
+// over 255 bytes, a path over 4,095) is a 400 naming path before anything
+// is journaled. Journaled, it failed on every restore: the workspace could
+// never be made current again, every later read or write of the files
+// failed, and so did the session's next turn.
+func TestPersonPathTooLongIsRefused(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"write_file","arguments":{"path":"a.txt","content":"v1"}}]},{"text":"done"},{"text":"again"}]`,
+		lt.ToolSpec{Name: "write_file"}), nil)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	for _, p := range []string{"dir/" + strings.Repeat("x", 256), strings.Repeat("d/", 2048) + "f"} {
+		_, err := h.eng.WriteFile(ctx, s.ID, p, []byte("x"), "")
+		requireFieldError(t, err, lt.CodeInvalidRequest, "path")
+	}
+	_, err := h.eng.WriteFile(ctx, s.ID, "dir/"+strings.Repeat("x", 255), []byte("x"), "")
+	require.NoError(t, err, "a name of 255 bytes is fine")
+	require.Len(t, personChanged(t, h, s.ID), 1)
+	_, err = h.eng.ListFiles(ctx, s.ID, "dir")
+	require.NoError(t, err)
+	_, err = h.eng.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "again"})
+	require.NoError(t, err)
+	s = h.waitStatus(s.ID, lt.SessionIdle, lt.SessionFailed)
+	require.Equal(t, lt.SessionIdle, s.Status)
 	checkJournal(t, h.store, s.ID)
 }
