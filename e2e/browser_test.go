@@ -205,7 +205,20 @@ func (b *browser) setValue(ctx context.Context, sel, value string) {
 // visible.
 func (b *browser) click(ctx context.Context, sel string) {
 	b.t.Helper()
-	b.do(ctx, "click "+sel, chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible))
+	deadline := time.Now().Add(browserTimeout)
+	for {
+		c, cancel := context.WithTimeout(ctx, browserTimeout)
+		err := chromedp.Do(c, chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible))
+		cancel()
+		// A page that re-renders (a live listing, on the event stream's
+		// news) may replace the node between its lookup and the click,
+		// before any mouse event is sent: look it up again.
+		if err != nil && strings.Contains(err.Error(), "Could not find node with given id") && time.Now().Before(deadline) {
+			continue
+		}
+		require.NoError(b.t, err, "click "+sel)
+		return
+	}
 }
 
 // screenshot saves the whole page as name.png.
