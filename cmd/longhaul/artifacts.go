@@ -103,15 +103,7 @@ func (c *cli) artifactGetCmd(co *clientOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if out == "" || out == "-" {
-				_, err := c.stdout.Write(data)
-				return err
-			}
-			if err := writeFileAtomic(out, data); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(c.stderr, "Wrote %s (%s).\n", out, fmtBytes(int64(len(data))))
-			return err
+			return c.writeOutput(out, data)
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "file to write (default: stdout)")
@@ -145,4 +137,18 @@ func writeFileAtomic(path string, data []byte) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// writeOutput writes a download to stdout (out empty or "-") or whole to
+// the file out, saying on stderr what it wrote.
+func (c *cli) writeOutput(out string, data []byte) error {
+	if out == "" || out == "-" {
+		_, err := c.stdout.Write(data)
+		return err
+	}
+	if err := writeFileAtomic(out, data); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(c.stderr, "Wrote %s (%s).\n", out, fmtBytes(int64(len(data))))
+	return err
 }

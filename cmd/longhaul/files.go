@@ -117,15 +117,7 @@ file (written whole or not at all).`,
 			if err != nil {
 				return err
 			}
-			if out == "" || out == "-" {
-				_, err := c.stdout.Write(data)
-				return err
-			}
-			if err := writeFileAtomic(out, data); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(c.stderr, "Wrote %s (%s).\n", out, fmtBytes(int64(len(data))))
-			return err
+			return c.writeOutput(out, data)
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "file to write (default: stdout)")
