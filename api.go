@@ -79,9 +79,7 @@ func (rt *Runtime) GetSession(ctx context.Context, id string) (*lt.Session, erro
 
 // ListSessions returns one page of sessions, newest first.
 func (rt *Runtime) ListSessions(ctx context.Context, p client.ListSessionsParams) (*lt.List[lt.Session], error) {
-	l, err := rt.eng.ListSessions(ctx, lt.ListSessionsParams{
-		Status: string(p.Status), Agent: p.Agent, ParentID: p.ParentID, Cursor: p.Cursor, Limit: p.Limit,
-	})
+	l, err := rt.eng.ListSessions(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", apiError(err))
 	}

@@ -77,15 +77,9 @@ func (c *Client) StreamEvents(ctx context.Context, sessionID string, after int64
 	}
 }
 
-// TreeEvent is one event of a session tree's stream (StreamTreeEvents).
-type TreeEvent struct {
-	// Event is the event; its SessionID names the session of the tree
-	// whose journal it is in.
-	lt.Event
-	// Cursor resumes the stream right after this event: pass it to
-	// StreamTreeEvents (it is the text form of a longhaultype.TreeCursor).
-	Cursor string
-}
+// TreeEvent is one event of a session tree's stream (StreamTreeEvents);
+// pass its Cursor to StreamTreeEvents to resume right after it.
+type TreeEvent = lt.TreeEvent
 
 // StreamTreeEvents follows the journals of a session and of all its
 // sub-agents, recursively, merged into one stream

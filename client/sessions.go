@@ -15,13 +15,7 @@ const MaxListLimit = 500
 
 // ListSessionsParams filters and pages GET /v1/sessions. Zero fields are not
 // sent: no filter, the first page, the server's default page size.
-type ListSessionsParams struct {
-	Status   lt.SessionStatus
-	Agent    string
-	ParentID string
-	Cursor   string
-	Limit    int
-}
+type ListSessionsParams = lt.ListSessionsParams
 
 // get performs a GET and decodes the JSON response into a new T.
 func get[T any](ctx context.Context, c *Client, u string) (*T, error) {

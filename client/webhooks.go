@@ -53,10 +53,7 @@ func (c *Client) DeleteWebhookEndpoint(ctx context.Context, id string) error {
 
 // ListWebhookDeliveriesParams pages GET /v1/webhooks/deliveries. Zero
 // fields are not sent: the first page, the server's default page size.
-type ListWebhookDeliveriesParams struct {
-	Cursor string
-	Limit  int
-}
+type ListWebhookDeliveriesParams = lt.ListWebhookDeliveriesParams
 
 // ListWebhookDeliveries returns one page of webhook deliveries, newest
 // first, each with its attempts (GET /v1/webhooks/deliveries). Pass the

@@ -146,3 +146,14 @@ const (
 // EventTurnSteered: a person's message to the running turn (POST
 // /v1/sessions/{id}/steer), given to the model at its next call.
 const EventTurnSteered = "turn.steered"
+
+// TreeEvent is one event of a session tree's stream (GET
+// /v1/sessions/{id}/events/stream?include=subagents).
+type TreeEvent struct {
+	// Event is the event; its SessionID names the session of the tree
+	// whose journal it is in.
+	Event
+	// Cursor resumes the stream right after this event (the text form of a
+	// TreeCursor).
+	Cursor string
+}

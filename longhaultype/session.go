@@ -318,7 +318,7 @@ type List[T any] struct {
 
 // ListSessionsParams filters and pages GET /v1/sessions.
 type ListSessionsParams struct {
-	Status   string
+	Status   SessionStatus
 	Agent    string
 	ParentID string
 	Cursor   string

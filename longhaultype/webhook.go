@@ -68,3 +68,9 @@ type WebhookDeliveryAttempt struct {
 	Error      string    `json:"error,omitempty"`
 	DurationMS int64     `json:"duration_ms"`
 }
+
+// ListWebhookDeliveriesParams pages GET /v1/webhooks/deliveries.
+type ListWebhookDeliveriesParams struct {
+	Cursor string
+	Limit  int
+}

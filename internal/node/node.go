@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/longhaul-dev/longhaul/internal/app"
 	"log/slog"
 	"maps"
 	"net"
@@ -207,6 +208,9 @@ type Node struct {
 	VaultAPI   *vault.API
 	// Reports serves the task reports (API embeds it).
 	Reports *report.Service
+	// App is the application service: every use case of the API, which
+	// the HTTP API and the Go library both serve.
+	App *app.App
 	// ControlPlane holds the addresses no session may reach: the
 	// database's (from the store URL), Config.ControlPlaneAddrs, and this
 	// node's listener once Serving is told it.
@@ -407,6 +411,9 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("webhooks: %w", err)
 	}
 	n.WebhookAPI, n.VaultAPI, n.Reports = webhook.NewAPI(n.Webhooks), vault.NewAPI(n.Vault), report.New(n.Store, nil)
+	if n.App, err = app.New(app.Deps{Engine: n.Engine, Vault: n.VaultAPI, Webhooks: n.WebhookAPI, Reports: n.Reports}); err != nil {
+		return nil, err
+	}
 	n.API = server.New(struct {
 		*engine.Engine
 		*vault.API

@@ -48,9 +48,11 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	var p ListSessionsParams
 	var err error
-	if p.Status, err = queryEnum(r, "status", sessionStatuses...); err != nil {
+	status, err := queryEnum(r, "status", sessionStatuses...)
+	if err != nil {
 		return err
 	}
+	p.Status = lt.SessionStatus(status)
 	if p.Agent, err = queryString(r, "agent"); err != nil {
 		return err
 	}

@@ -1,0 +1,22 @@
+// Package app is Longhaul's application service: every use case the API
+// offers — sessions and their trees, turns and controls, required
+// actions, following a journal, provenance, workspace files, agents,
+// secrets, webhooks and reports — implemented once, behind one exported
+// interface, Service.
+//
+// Both transports are thin adapters over it: the HTTP API
+// (internal/server, whose Backend is Service) only decodes a request,
+// calls one method and encodes the answer; the Go library (the root
+// package's Runtime) calls the same method and turns its error into the
+// client's error type. So the two cannot drift, and a rule that must hold
+// for every caller (who may do what, the actor recorded on a decision)
+// has one place to live.
+//
+// Errors a caller caused are *apierror.Error values (a 400 naming the
+// field, a 404, a 409); anything else is an internal failure.
+//
+// Who may import it: the root package, internal/node (which builds the
+// App), internal/server (for the interface), internal/bench, and tests.
+// It imports the engine, the vault, the webhook dispatcher and the
+// reports, never a transport.
+package app

@@ -1,0 +1,34 @@
+package app
+
+import (
+	"context"
+	"io"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// ListFiles implements Service.
+func (a *App) ListFiles(ctx context.Context, sessionID, checkpointID, dir string) (*lt.FileListing, error) {
+	if checkpointID != "" {
+		return a.eng.ListCheckpointFiles(ctx, sessionID, checkpointID, dir)
+	}
+	return a.eng.ListFiles(ctx, sessionID, dir)
+}
+
+// OpenFile implements Service.
+func (a *App) OpenFile(ctx context.Context, sessionID, checkpointID, path string) (*lt.FileEntry, io.ReadCloser, error) {
+	if checkpointID != "" {
+		return a.eng.OpenCheckpointFile(ctx, sessionID, checkpointID, path)
+	}
+	return a.eng.OpenFile(ctx, sessionID, path)
+}
+
+// PutFileIfMatch implements Service.
+func (a *App) PutFileIfMatch(ctx context.Context, sessionID, path string, data []byte, actionID, ifSHA256 string) (*lt.WorkspaceChange, error) {
+	return a.eng.WriteFileIfMatch(ctx, sessionID, path, data, actionID, ifSHA256)
+}
+
+// DeleteFileIfMatch implements Service.
+func (a *App) DeleteFileIfMatch(ctx context.Context, sessionID, path, ifSHA256 string) (*lt.WorkspaceChange, error) {
+	return a.eng.DeleteFileIfMatch(ctx, sessionID, path, ifSHA256)
+}

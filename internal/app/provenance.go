@@ -1,0 +1,79 @@
+package app
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/longhaul-dev/longhaul/internal/apierror"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// ListEvents implements Service.
+func (a *App) ListEvents(ctx context.Context, sessionID string, after int64, limit int) (*lt.List[lt.Event], error) {
+	if after < 0 {
+		return nil, apierror.Invalid("after", "after must be 0 or more, got %d", after)
+	}
+	if limit < 0 || limit > MaxListLimit {
+		return nil, apierror.Invalid("limit", "limit must be between 1 and %d, got %d", MaxListLimit, limit)
+	}
+	if limit == 0 {
+		limit = DefaultListLimit
+	}
+	evs, err := a.eng.ListEvents(ctx, sessionID, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	page := list(evs)
+	if len(evs) == limit {
+		next := strconv.FormatInt(evs[len(evs)-1].Seq, 10)
+		page.NextCursor = &next
+	}
+	return page, nil
+}
+
+// SessionTrace implements Service.
+func (a *App) SessionTrace(ctx context.Context, id string, includeSubagents bool) (*lt.Trace, error) {
+	return a.eng.SessionTrace(ctx, id, includeSubagents)
+}
+
+// ListEffects implements Service.
+func (a *App) ListEffects(ctx context.Context, sessionID string) (*lt.List[lt.Effect], error) {
+	effects, err := a.eng.ListEffects(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return list(effects), nil
+}
+
+// ListCheckpoints implements Service.
+func (a *App) ListCheckpoints(ctx context.Context, sessionID string) (*lt.List[lt.Checkpoint], error) {
+	cps, err := a.eng.ListCheckpoints(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return list(cps), nil
+}
+
+// ListArtifacts implements Service.
+func (a *App) ListArtifacts(ctx context.Context, sessionID string) (*lt.List[lt.Artifact], error) {
+	arts, err := a.eng.ListArtifacts(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return list(arts), nil
+}
+
+// GetArtifact implements Service.
+func (a *App) GetArtifact(ctx context.Context, id string) (*lt.Artifact, error) {
+	return a.eng.GetArtifact(ctx, id)
+}
+
+// ArtifactContent implements Service.
+func (a *App) ArtifactContent(ctx context.Context, id string) (*lt.Artifact, []byte, error) {
+	return a.eng.ArtifactContent(ctx, id)
+}
+
+// GetBlob implements Service.
+func (a *App) GetBlob(ctx context.Context, sha256Hex string) ([]byte, error) {
+	return a.eng.GetBlob(ctx, sha256Hex)
+}

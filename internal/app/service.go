@@ -1,0 +1,126 @@
+package app
+
+import (
+	"context"
+	"io"
+	"iter"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// Service is every use case of the API. Method names and shapes follow the
+// Go client's (client.Client), so the client, the library (Runtime) and
+// the HTTP handlers name each operation alike; a test holds the three to
+// the same method set (see the exceptions it lists, each with its reason).
+//
+// Errors a caller caused are *apierror.Error values; anything else is an
+// internal failure (a 500 over HTTP).
+type Service interface {
+	// Sessions, turns and the controls a person or an application has
+	// over them.
+
+	// CreateSession creates a session and starts its first turn; with a
+	// webhook_url, the answer carries the secret that signs its
+	// notifications (shown only here).
+	CreateSession(ctx context.Context, req *lt.CreateSessionRequest) (*lt.Session, error)
+	GetSession(ctx context.Context, id string) (*lt.Session, error)
+	// GetSessionTree returns the session with its sub-agents nested,
+	// recursively (a 400 naming include past MaxTreeSessions).
+	GetSessionTree(ctx context.Context, id string) (*lt.Session, error)
+	ListSessions(ctx context.Context, p lt.ListSessionsParams) (*lt.List[lt.Session], error)
+	CreateTurn(ctx context.Context, sessionID string, req *lt.CreateTurnRequest) (*lt.Turn, error)
+	ListTurns(ctx context.Context, sessionID string) (*lt.List[lt.Turn], error)
+	GetTurn(ctx context.Context, sessionID, turnID string) (*lt.Turn, error)
+	Cancel(ctx context.Context, sessionID string, req *lt.CancelRequest) (*lt.Session, error)
+	SendSignal(ctx context.Context, sessionID string, req *lt.SignalRequest) (*lt.Signal, error)
+	Fork(ctx context.Context, sessionID string, req *lt.ForkRequest) (*lt.Session, error)
+	Review(ctx context.Context, sessionID string, req *lt.ReviewRequest) (*lt.Session, error)
+	AddConstraint(ctx context.Context, sessionID, constraint string) (*lt.Session, error)
+	UpdateBudget(ctx context.Context, sessionID string, p *lt.BudgetPatch) (*lt.Session, error)
+	Steer(ctx context.Context, sessionID string, req *lt.SteerRequest) (*lt.Session, error)
+	Pause(ctx context.Context, sessionID string, req *lt.PauseRequest) (*lt.Session, error)
+	Resume(ctx context.Context, sessionID string) (*lt.Session, error)
+
+	// The journal: a page of it, or followed as it grows.
+
+	// ListEvents returns up to limit events with seq > after (limit 0:
+	// DefaultListLimit); NextCursor is the last seq of a full page.
+	ListEvents(ctx context.Context, sessionID string, after int64, limit int) (*lt.List[lt.Event], error)
+	// StreamEvents yields the session's events with seq > after, in
+	// order, then each new one as the journal grows, until ctx ends (it
+	// then stops without an error) or reading fails (the error is the
+	// last value).
+	StreamEvents(ctx context.Context, sessionID string, after int64) iter.Seq2[lt.Event, error]
+	// StreamTreeEvents follows the journals of a session and of all its
+	// sub-agents, recursively, from the position cursor names (the text
+	// form of an lt.TreeCursor; "" for the start), as StreamEvents does.
+	StreamTreeEvents(ctx context.Context, sessionID, cursor string) iter.Seq2[lt.TreeEvent, error]
+
+	// Required actions.
+
+	ListActions(ctx context.Context, sessionID string, status lt.ActionStatus) (*lt.List[lt.Action], error)
+	// ListTreeActions is ListActions over the session and all its
+	// sub-agents.
+	ListTreeActions(ctx context.Context, sessionID string, status lt.ActionStatus) (*lt.List[lt.Action], error)
+	// ListAllActions is the inbox: actions across sessions in creation
+	// order, filtered and paged by p.
+	ListAllActions(ctx context.Context, p lt.ListActionsParams) (*lt.List[lt.Action], error)
+	GetAction(ctx context.Context, actionID string) (*lt.Action, error)
+	// DecideAction resolves a required action. Deciding again with the
+	// same decision returns the first result; a different one is a 409.
+	DecideAction(ctx context.Context, sessionID, actionID string, d *lt.Decision) (*lt.Action, error)
+
+	// Provenance: traces, the effect ledger, checkpoints, artifacts, blobs.
+
+	SessionTrace(ctx context.Context, id string, includeSubagents bool) (*lt.Trace, error)
+	ListEffects(ctx context.Context, sessionID string) (*lt.List[lt.Effect], error)
+	ListCheckpoints(ctx context.Context, sessionID string) (*lt.List[lt.Checkpoint], error)
+	ListArtifacts(ctx context.Context, sessionID string) (*lt.List[lt.Artifact], error)
+	GetArtifact(ctx context.Context, id string) (*lt.Artifact, error)
+	// ArtifactContent returns an artifact's metadata and bytes (the
+	// transports need its digest and content type).
+	ArtifactContent(ctx context.Context, id string) (*lt.Artifact, []byte, error)
+	GetBlob(ctx context.Context, sha256Hex string) ([]byte, error)
+
+	// The workspace, as a person taking over sees it: the live one, or a
+	// checkpoint's snapshot when checkpointID is set (read only).
+
+	ListFiles(ctx context.Context, sessionID, checkpointID, dir string) (*lt.FileListing, error)
+	// OpenFile opens a file for reading; the caller closes it.
+	OpenFile(ctx context.Context, sessionID, checkpointID, path string) (*lt.FileEntry, io.ReadCloser, error)
+	// PutFileIfMatch writes a person's upload (409 unless the session is
+	// paused, idle, waiting or requires_action); actionID, when set, names
+	// the input action of kind "file" it answers; ifSHA256, when set, is a
+	// 409 unless the file holds those bytes.
+	PutFileIfMatch(ctx context.Context, sessionID, path string, data []byte, actionID, ifSHA256 string) (*lt.WorkspaceChange, error)
+	// DeleteFileIfMatch deletes a file or a symlink (same rules).
+	DeleteFileIfMatch(ctx context.Context, sessionID, path, ifSHA256 string) (*lt.WorkspaceChange, error)
+
+	// Agents.
+
+	PutAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Agent, error)
+	// EnsureAgent creates the agent, or adds a version only when req's
+	// spec differs from the latest version's; it reports whether it wrote.
+	EnsureAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Agent, bool, error)
+	ListAgents(ctx context.Context) (*lt.List[lt.Agent], error)
+	GetAgent(ctx context.Context, name string, version int) (*lt.Agent, error)
+
+	// The vault (never a secret's value).
+
+	PutSecret(ctx context.Context, name string, req *lt.PutSecretRequest) (*lt.Secret, bool, error)
+	ListSecrets(ctx context.Context) (*lt.List[lt.Secret], error)
+	DeleteSecret(ctx context.Context, name string) error
+
+	// Outgoing webhooks.
+
+	CreateWebhookEndpoint(ctx context.Context, req *lt.CreateWebhookEndpointRequest) (*lt.WebhookEndpoint, error)
+	ListWebhookEndpoints(ctx context.Context) (*lt.List[lt.WebhookEndpoint], error)
+	DeleteWebhookEndpoint(ctx context.Context, id string) error
+	ListWebhookDeliveries(ctx context.Context, p lt.ListWebhookDeliveriesParams) (*lt.List[lt.WebhookDelivery], error)
+
+	// Reports and health.
+
+	TaskReport(ctx context.Context, p lt.TaskReportParams) (*lt.TaskReport, error)
+	// Ready reports whether storage is reachable and migrated.
+	Ready(ctx context.Context) error
+}

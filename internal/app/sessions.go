@@ -1,0 +1,104 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// CreateSession implements Service.
+func (a *App) CreateSession(ctx context.Context, req *lt.CreateSessionRequest) (*lt.Session, error) {
+	s, err := a.eng.CreateSession(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if s.WebhookURL != "" {
+		// The secret that signs the session's notifications is shown once,
+		// in the answer that creates it.
+		if s.WebhookSecret, err = a.webhooks.SessionWebhookSecret(ctx, s.ID); err != nil {
+			return nil, fmt.Errorf("webhook secret of session %s: %w", s.ID, err)
+		}
+	}
+	return s, nil
+}
+
+// GetSession implements Service.
+func (a *App) GetSession(ctx context.Context, id string) (*lt.Session, error) {
+	return a.eng.GetSession(ctx, id)
+}
+
+// ListSessions implements Service.
+func (a *App) ListSessions(ctx context.Context, p lt.ListSessionsParams) (*lt.List[lt.Session], error) {
+	return a.eng.ListSessions(ctx, p)
+}
+
+// CreateTurn implements Service.
+func (a *App) CreateTurn(ctx context.Context, sessionID string, req *lt.CreateTurnRequest) (*lt.Turn, error) {
+	return a.eng.CreateTurn(ctx, sessionID, req)
+}
+
+// ListTurns implements Service.
+func (a *App) ListTurns(ctx context.Context, sessionID string) (*lt.List[lt.Turn], error) {
+	turns, err := a.eng.ListTurns(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return list(turns), nil
+}
+
+// GetTurn implements Service.
+func (a *App) GetTurn(ctx context.Context, sessionID, turnID string) (*lt.Turn, error) {
+	return a.eng.GetTurn(ctx, sessionID, turnID)
+}
+
+// Cancel implements Service.
+func (a *App) Cancel(ctx context.Context, sessionID string, req *lt.CancelRequest) (*lt.Session, error) {
+	if req == nil {
+		req = &lt.CancelRequest{}
+	}
+	return a.eng.CancelSession(ctx, sessionID, req)
+}
+
+// SendSignal implements Service.
+func (a *App) SendSignal(ctx context.Context, sessionID string, req *lt.SignalRequest) (*lt.Signal, error) {
+	return a.eng.SendSignal(ctx, sessionID, req)
+}
+
+// Fork implements Service.
+func (a *App) Fork(ctx context.Context, sessionID string, req *lt.ForkRequest) (*lt.Session, error) {
+	return a.eng.ForkSession(ctx, sessionID, req)
+}
+
+// Review implements Service.
+func (a *App) Review(ctx context.Context, sessionID string, req *lt.ReviewRequest) (*lt.Session, error) {
+	return a.eng.ReviewSession(ctx, sessionID, req)
+}
+
+// AddConstraint implements Service.
+func (a *App) AddConstraint(ctx context.Context, sessionID, constraint string) (*lt.Session, error) {
+	return a.eng.AddConstraint(ctx, sessionID, &lt.AddConstraintRequest{Constraint: constraint})
+}
+
+// UpdateBudget implements Service.
+func (a *App) UpdateBudget(ctx context.Context, sessionID string, p *lt.BudgetPatch) (*lt.Session, error) {
+	return a.eng.UpdateBudget(ctx, sessionID, p)
+}
+
+// Steer implements Service.
+func (a *App) Steer(ctx context.Context, sessionID string, req *lt.SteerRequest) (*lt.Session, error) {
+	return a.eng.SteerSession(ctx, sessionID, req)
+}
+
+// Pause implements Service.
+func (a *App) Pause(ctx context.Context, sessionID string, req *lt.PauseRequest) (*lt.Session, error) {
+	if req == nil {
+		req = &lt.PauseRequest{}
+	}
+	return a.eng.PauseSession(ctx, sessionID, req)
+}
+
+// Resume implements Service.
+func (a *App) Resume(ctx context.Context, sessionID string) (*lt.Session, error) {
+	return a.eng.ResumeSession(ctx, sessionID, &lt.ResumeRequest{})
+}

@@ -1,0 +1,38 @@
+package app
+
+import (
+	"context"
+
+	"github.com/longhaul-dev/longhaul/internal/apierror"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// CreateWebhookEndpoint implements Service.
+func (a *App) CreateWebhookEndpoint(ctx context.Context, req *lt.CreateWebhookEndpointRequest) (*lt.WebhookEndpoint, error) {
+	return a.webhooks.CreateWebhookEndpoint(ctx, req)
+}
+
+// ListWebhookEndpoints implements Service.
+func (a *App) ListWebhookEndpoints(ctx context.Context) (*lt.List[lt.WebhookEndpoint], error) {
+	eps, err := a.webhooks.ListWebhookEndpoints(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return list(eps), nil
+}
+
+// DeleteWebhookEndpoint implements Service.
+func (a *App) DeleteWebhookEndpoint(ctx context.Context, id string) error {
+	return a.webhooks.DeleteWebhookEndpoint(ctx, id)
+}
+
+// ListWebhookDeliveries implements Service.
+func (a *App) ListWebhookDeliveries(ctx context.Context, p lt.ListWebhookDeliveriesParams) (*lt.List[lt.WebhookDelivery], error) {
+	if p.Limit < 0 || p.Limit > MaxListLimit {
+		return nil, apierror.Invalid("limit", "limit must be between 1 and %d, got %d", MaxListLimit, p.Limit)
+	}
+	if p.Limit == 0 {
+		p.Limit = DefaultListLimit
+	}
+	return a.webhooks.ListWebhookDeliveries(ctx, p.Cursor, p.Limit)
+}
