@@ -10,12 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
-)
-
-// Session list limits.
-const (
-	defaultSessionListLimit = 50
-	maxSessionListLimit     = 1000
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
 // SessionCreate inserts a session with its first events (seqs 1..n),
@@ -39,8 +34,8 @@ func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams)
 	if err := checks.SessionCreate(&sess, p); err != nil {
 		return nil, fmt.Errorf("create session: %w", err)
 	}
-	events := newEvents(sess.ID, 0, p.Events)
-	docs, err := normalizeDocs(sess.ID, p.Docs)
+	events := storeutil.NewEvents(sess.ID, 0, p.Events)
+	docs, err := storeutil.NormalizeDocs(sess.ID, p.Docs)
 	if err != nil {
 		return nil, fmt.Errorf("create session %s: %w", sess.ID, err)
 	}
@@ -127,7 +122,7 @@ func (s *Store) SessionList(ctx context.Context, p *store.SessionListParams) ([]
 	if p == nil {
 		p = &store.SessionListParams{}
 	}
-	limit, err := checkLimit(p.Limit, defaultSessionListLimit, maxSessionListLimit)
+	limit, err := storeutil.SessionPage.Limit(p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
