@@ -3,7 +3,6 @@ package postgres
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -25,14 +24,8 @@ func (s *Store) WebhookEndpointCreate(ctx context.Context, row *store.WebhookEnd
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	if row == nil {
-		return errors.New("create webhook endpoint: row is nil")
-	}
-	if err := checks.ID("id", row.ID); err != nil {
-		return fmt.Errorf("create webhook endpoint: %w", err)
-	}
-	if err := checks.WebhookEndpoint(row); err != nil {
-		return fmt.Errorf("create webhook endpoint %s: %w", row.ID, err)
+	if err := checks.WebhookEndpointCreate(row); err != nil {
+		return err
 	}
 	_, err := s.exec(ctx, `INSERT INTO webhook_endpoints (id, url, events, secrets, created_at, disabled_at)
 VALUES ($1, $2, $3, $4, $5, $6)`, row.ID, row.URL, storeutil.NonNil(row.Events), row.Secrets, row.CreatedAt, row.DisabledAt)

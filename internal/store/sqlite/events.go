@@ -21,15 +21,11 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	if err := checks.EventAppend(p); err != nil {
-		return nil, fmt.Errorf("append events: %w", err)
-	}
-	events := storeutil.NewEvents(p.SessionID, p.ExpectedSeq, p.Events)
-	docs, err := storeutil.NormalizeDocs(p.SessionID, p.Docs)
+	write, err := checks.PrepareEventAppend(p)
 	if err != nil {
-		return nil, fmt.Errorf("append events to session %s: %w", p.SessionID, err)
+		return nil, err
 	}
-	lastSeq := p.ExpectedSeq + int64(len(events))
+	events, docs, lastSeq := write.Events, write.Docs, write.LastSeq
 
 	var fenced bool
 	var owner string

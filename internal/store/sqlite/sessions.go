@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
@@ -20,22 +19,11 @@ func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams)
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	if p == nil {
-		return nil, errors.New("create session: params are nil")
-	}
-	sess := p.Session
-	if sess.UpdatedAt.IsZero() {
-		sess.UpdatedAt = sess.CreatedAt
-	}
-	if err := checks.SessionCreate(&sess, p); err != nil {
-		return nil, fmt.Errorf("create session: %w", err)
-	}
-	events := storeutil.NewEvents(sess.ID, 0, p.Events)
-	docs, err := storeutil.NormalizeDocs(sess.ID, p.Docs)
+	sess, write, err := checks.PrepareSessionCreate(p)
 	if err != nil {
-		return nil, fmt.Errorf("create session %s: %w", sess.ID, err)
+		return nil, err
 	}
-	lastSeq := int64(len(events))
+	events, docs, lastSeq := write.Events, write.Docs, write.LastSeq
 
 	err = s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
 		_, err := w.exec(`INSERT INTO sessions (id, agent_name, agent_version, parent_id, status, spec, state,

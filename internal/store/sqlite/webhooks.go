@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -26,14 +25,8 @@ func (s *Store) WebhookEndpointCreate(ctx context.Context, row *store.WebhookEnd
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	if row == nil {
-		return errors.New("create webhook endpoint: row is nil")
-	}
-	if err := checks.ID("id", row.ID); err != nil {
-		return fmt.Errorf("create webhook endpoint: %w", err)
-	}
-	if err := checks.WebhookEndpoint(row); err != nil {
-		return fmt.Errorf("create webhook endpoint %s: %w", row.ID, err)
+	if err := checks.WebhookEndpointCreate(row); err != nil {
+		return err
 	}
 	events, err := json.Marshal(storeutil.NonNil(row.Events))
 	if err != nil {

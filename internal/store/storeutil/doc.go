@@ -9,8 +9,10 @@
 //     NormalizeDocs (a write's docs belong to its session) and Projections,
 //     the projection reads (TurnList, ActionGet...) over the two queries and
 //     the session lookup a driver supplies;
-//   - the rows a driver builds before it writes (NewEvents numbers an
-//     append's events, NonNil stores an absent list as []);
+//   - the rows a driver builds before it writes: PrepareSessionCreate and
+//     PrepareEventAppend check a journal write and number its events
+//     (NewEvents) and bind its docs (NormalizeDocs); NonNil stores an
+//     absent list as [] and BlobData an empty blob as zero bytes;
 //   - the in-process notification Hub that serves Store.Subscribe;
 //   - the loading and numbering of the embedded migrations (LoadMigrations).
 //

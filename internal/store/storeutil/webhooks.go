@@ -9,9 +9,23 @@ import (
 
 // The checks of the outgoing webhooks' rows and parameters.
 
-// WebhookEndpoint checks a new endpoint's fields after its id (which the
-// drivers check first, to name it in the error).
-func (c Checks) WebhookEndpoint(row *store.WebhookEndpointRow) error {
+// WebhookEndpointCreate checks the row of Store.WebhookEndpointCreate. Its
+// errors carry the operation ("create webhook endpoint", with the id once
+// that is known good), as the drivers return them unwrapped.
+func (c Checks) WebhookEndpointCreate(row *store.WebhookEndpointRow) error {
+	if row == nil {
+		return errors.New("create webhook endpoint: row is nil")
+	}
+	if err := c.ID("id", row.ID); err != nil {
+		return fmt.Errorf("create webhook endpoint: %w", err)
+	}
+	if err := c.webhookEndpoint(row); err != nil {
+		return fmt.Errorf("create webhook endpoint %s: %w", row.ID, err)
+	}
+	return nil
+}
+
+func (c Checks) webhookEndpoint(row *store.WebhookEndpointRow) error {
 	if err := c.ID("url", row.URL); err != nil {
 		return err
 	}
@@ -65,22 +79,9 @@ func (c Checks) WebhookClaim(p *store.WebhookClaimParams) error {
 	if p == nil {
 		return errors.New("params are nil")
 	}
-	if err := c.ID("owner", p.Owner); err != nil {
-		return err
-	}
-	if err := c.Time("now", p.Now); err != nil {
-		return err
-	}
-	if err := c.Time("until", p.Until); err != nil {
-		return err
-	}
-	if p.Until.UnixMicro() <= p.Now.UnixMicro() {
-		return fmt.Errorf("until %s must be after now %s", p.Until, p.Now)
-	}
-	if p.Limit < 1 || p.Limit > MaxWebhookPage {
-		return fmt.Errorf("limit must be between 1 and %d, got %d", MaxWebhookPage, p.Limit)
-	}
-	return nil
+	// As stored: at microsecond precision.
+	endsAfter := p.Until.UnixMicro() > p.Now.UnixMicro()
+	return c.claim(p.Owner, p.Now, "until", p.Until, endsAfter, p.Limit, MaxWebhookPage)
 }
 
 // ClaimHeld refuses an attempt that was not made under the delivery's

@@ -29,7 +29,7 @@ func TestWebhookChecks(t *testing.T) {
 		return p
 	}
 	for _, c := range []Checks{lenient, strict} {
-		require.NoError(t, c.WebhookEndpoint(endpoint(func(*store.WebhookEndpointRow) {})))
+		require.NoError(t, c.WebhookEndpointCreate(endpoint(func(*store.WebhookEndpointRow) {})))
 		require.NoError(t, c.WebhookDelivery(delivery(func(*store.WebhookDeliveryRow) {})))
 		require.NoError(t, c.WebhookClaim(claim(func(*store.WebhookClaimParams) {})))
 	}
@@ -38,9 +38,11 @@ func TestWebhookChecks(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"endpoint without secrets", lenient.WebhookEndpoint(endpoint(func(r *store.WebhookEndpointRow) { r.Secrets = nil })), "secrets is empty"},
-		{"empty secret", lenient.WebhookEndpoint(endpoint(func(r *store.WebhookEndpointRow) { r.Secrets = []string{"s1", ""} })), "secrets[1] is empty"},
-		{"NUL in an event name", strict.WebhookEndpoint(endpoint(func(r *store.WebhookEndpointRow) { r.Events = []string{"a\x00"} })), "events[0] contains a NUL byte"},
+		{"endpoint without secrets", lenient.WebhookEndpointCreate(endpoint(func(r *store.WebhookEndpointRow) { r.Secrets = nil })), "create webhook endpoint wh_1: secrets is empty"},
+		{"empty secret", lenient.WebhookEndpointCreate(endpoint(func(r *store.WebhookEndpointRow) { r.Secrets = []string{"s1", ""} })), "create webhook endpoint wh_1: secrets[1] is empty"},
+		{"NUL in an event name", strict.WebhookEndpointCreate(endpoint(func(r *store.WebhookEndpointRow) { r.Events = []string{"a\x00"} })), "create webhook endpoint wh_1: events[0] contains a NUL byte"},
+		{"nil endpoint", lenient.WebhookEndpointCreate(nil), "create webhook endpoint: row is nil"},
+		{"endpoint without id", lenient.WebhookEndpointCreate(endpoint(func(r *store.WebhookEndpointRow) { r.ID = "" })), "create webhook endpoint: id is empty"},
 		{"nil delivery", lenient.WebhookDelivery(nil), "row is nil"},
 		{"delivery without body", lenient.WebhookDelivery(delivery(func(r *store.WebhookDeliveryRow) { r.Body = nil })), "body is empty"},
 		{"zero next attempt", lenient.WebhookDelivery(delivery(func(r *store.WebhookDeliveryRow) { r.NextAttemptAt = &time.Time{} })), "next_attempt_at is zero"},
