@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"os"
@@ -24,9 +25,10 @@ import (
 //
 // For every package, importRules says which packages of the module may import
 // it in their non-test code. A package without an entry fails the test: add
-// one. Each doc.go states the same, in the sentence whoMayImport builds from
-// the entry, and the test holds the two together, so the table is the single
-// source of truth and a doc cannot state a rule the code breaks.
+// one. Each doc.go states the same in a "Who may import it:" sentence
+// naming the same packages (whoMayImport writes one; a doc may add remarks
+// in parentheses), and the test holds the two together, so the table is the
+// single source of truth and a doc cannot state a rule the code breaks.
 //
 // Test files (TestGoFiles and XTestGoFiles) are not held to the table: a test
 // may import a storage driver, the engine, the scripted provider or a test
@@ -263,14 +265,21 @@ func TestImportRules(t *testing.T) {
 				t.Errorf("package %s: %v (every package has a doc.go that says who may import it)", path, err)
 				continue
 			}
-			if want := r.whoMayImport(); !strings.Contains(doc, want) {
-				t.Errorf("%s/doc.go must say, as importRules in deps_test.go does: %q", path, want)
+			stated, err := statedImporters(doc)
+			if err != nil {
+				t.Errorf("%s/doc.go: %v; say, as importRules in deps_test.go does: %q", path, err, r.whoMayImport())
+				continue
+			}
+			if want := slices.Sorted(slices.Values(r.importers)); !slices.Equal(stated, want) {
+				t.Errorf("%s/doc.go says %v may import it, importRules in deps_test.go says %v: make them agree, e.g. %q",
+					path, stated, want, r.whoMayImport())
 			}
 		}
 	})
 }
 
-// TestImportRulesTable checks the sentence the table's forms give.
+// TestImportRulesTable checks the sentence each form of rule gives and how
+// a doc's sentence is read.
 func TestImportRulesTable(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, "Who may import it: any package.", importRule{importers: anyone}.whoMayImport())
@@ -279,6 +288,21 @@ func TestImportRulesTable(t *testing.T) {
 		importRule{importers: []string{"internal/node"}}.whoMayImport())
 	require.Equal(t, "Who may import it: the root package, internal/bench, internal/node and tests.",
 		importRule{importers: []string{".", "internal/bench", "internal/node"}}.whoMayImport())
+	for path, r := range importRules {
+		stated, err := statedImporters(r.whoMayImport())
+		require.NoError(t, err, path)
+		require.Equal(t, slices.Sorted(slices.Values(r.importers)), stated, "%s: the sentence reads back as the rule", path)
+	}
+	// A doc may explain its importers and order them as it likes.
+	stated, err := statedImporters("Who may import it: the root package, internal/node (which builds it), " +
+		"internal/server (for the interface), internal/bench, and tests. It imports the engine.")
+	require.NoError(t, err)
+	require.Equal(t, []string{".", "internal/bench", "internal/node", "internal/server"}, stated)
+	_, err = statedImporters("Who may import it: internal/node. Tests may too.")
+	require.EqualError(t, err, `"Who may import it:" does not end with "and tests"`)
+	_, err = statedImporters("Only cmd/ may import it.")
+	require.EqualError(t, err, `no "Who may import it:" sentence`)
+
 	require.True(t, matches("internal/store/", "internal/store/sqlite"))
 	require.False(t, matches("internal/store/", "internal/store"))
 	require.False(t, matches("internal/app", "internal/apierror"))
@@ -298,7 +322,7 @@ func (r importRule) importersText() string {
 
 // whoMayImport is the sentence the package's doc.go carries.
 func (r importRule) whoMayImport() string {
-	const lead = "Who may import it: "
+	const lead = whoMayImportLead + " "
 	switch {
 	case slices.Equal(r.importers, anyone):
 		return lead + "any package."
@@ -313,6 +337,61 @@ func (r importRule) whoMayImport() string {
 		}
 	}
 	return lead + strings.Join(names, ", ") + " and tests."
+}
+
+// whoMayImportLead starts the sentence of a doc.go that names the
+// package's importers.
+const whoMayImportLead = "Who may import it:"
+
+// statedImporters reads the importers a doc comment names in its "Who may
+// import it:" sentence (up to the first full stop), sorted: anyone for "any
+// package", none for "no package of the module (tests aside)", else a list
+// of package paths ("the root package" is ".") that ends with "and tests".
+// Parenthesised remarks are skipped.
+func statedImporters(doc string) ([]string, error) {
+	_, sentence, ok := strings.Cut(doc, whoMayImportLead)
+	if !ok {
+		return nil, fmt.Errorf("no %q sentence", whoMayImportLead)
+	}
+	if end := strings.Index(sentence, ". "); end >= 0 {
+		sentence = sentence[:end]
+	}
+	sentence = strings.TrimSuffix(strings.TrimSpace(sentence), ".")
+	switch sentence {
+	case "any package":
+		return anyone, nil
+	case "no package of the module (tests aside)":
+		return nil, nil
+	}
+	// Drop the remarks in parentheses.
+	var b strings.Builder
+	depth := 0
+	for _, c := range sentence {
+		switch {
+		case c == '(':
+			depth++
+		case c == ')':
+			depth--
+		case depth == 0:
+			b.WriteRune(c)
+		}
+	}
+	list, ok := strings.CutSuffix(strings.TrimSpace(b.String()), "and tests")
+	if !ok {
+		return nil, fmt.Errorf("%q does not end with \"and tests\"", whoMayImportLead)
+	}
+	var out []string
+	for _, item := range strings.Split(strings.ReplaceAll(list, " and ", ","), ",") {
+		switch item = strings.TrimSpace(item); item {
+		case "":
+		case "the root package":
+			out = append(out, ".")
+		default:
+			out = append(out, item)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // matches reports whether path is rule (a package) or, for a rule ending in
