@@ -48,6 +48,7 @@
 // scripted model provider, so their output is deterministic.
 //
 // It imports longhaultype, client (for its error type and parameter types)
-// and the internal packages; programs import it, nothing in this module
-// does.
+// and the internal packages (stores open through internal/node, never a
+// driver directly). Programs import it. Who may import it: no package of the
+// module (tests aside).
 package longhaul

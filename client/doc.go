@@ -27,7 +27,7 @@
 //
 // It imports the standard library, longhaultype and a UUID generator only,
 // never server code, so any program may import it; the CLI talks HTTP
-// through it alone.
+// through it alone. Who may import it: any package.
 //
 // Usage:
 //

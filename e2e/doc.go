@@ -102,7 +102,8 @@
 // and the checks of journals, ledgers and that evidence. cluster_test.go
 // holds the nodes on PostgreSQL and the throwaway PostgreSQL cluster.
 //
-// The package has no non-test code beyond this comment; nothing imports it.
+// The package has no non-test code beyond this comment. Who may import it:
+// no package of the module (tests aside).
 // Its tests skip nothing: they need only the go command, a POSIX sh, curl,
 // bubblewrap, Chromium, PostgreSQL and the loopback interface, all of which
 // CI has.

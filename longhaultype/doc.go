@@ -3,5 +3,6 @@
 // appear in JSON (see docs/api.md).
 //
 // It is shared by the server, the Go client and the CLI, and imports nothing but
-// the standard library, so a client program pulls in no server code.
+// the standard library, so a client program pulls in no server code. Who may
+// import it: any package.
 package longhaultype

@@ -15,8 +15,8 @@
 //     (node.go, used by serve and demo, over internal/node, the wiring the
 //     Go library shares) imports the engine, and no file imports a storage
 //     driver: migrate.go opens a store for serve, migrate, export and
-//     import through internal/node. deps_test.go keeps package client free
-//     of server-side code.
+//     import through internal/node. The module's deps_test.go holds these
+//     rules, and keeps package client free of server-side code.
 //   - Flags win over environment variables (LONGHAUL_*), which win over
 //     defaults; secrets from the environment never appear as --help
 //     defaults.
@@ -24,5 +24,5 @@
 //     an unknown or mistyped field is an error naming the file, the line and
 //     the field's path.
 //
-// Nothing imports this package.
+// Who may import it: no package of the module (tests aside).
 package main

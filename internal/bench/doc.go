@@ -18,5 +18,6 @@
 //
 // It imports the engine, the journal's event types (to read an effect),
 // the scripted provider, both storage drivers and pgx (to create and drop
-// its schema). cmd/longhaul (bench) imports it.
+// its schema); the bench command runs it. Who may import it: cmd/longhaul
+// and tests.
 package bench

@@ -43,6 +43,6 @@
 // (tool.NetworkEvent(ev)); this package cannot name the tool type because
 // internal/tool imports it.
 //
-// It imports only the standard library. internal/tool (http_request), the
-// engine and the sandbox backends import it.
+// It imports only the standard library. Who may import it: internal/engine,
+// internal/node, internal/tool, internal/webhook and tests.
 package egress

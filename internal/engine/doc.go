@@ -64,7 +64,10 @@
 // budget.go (PATCH budget), inbox.go, reads.go and files.go (a person's
 // files).
 //
-// It imports the store interface, journal, model, policy, tool, mcp, egress,
-// vault (its host bindings) and workspace; only
-// cmd wires concrete drivers and providers into it.
+// It imports the store interface (never a driver), journal, model, policy,
+// tool, mcp, egress, vault (its host bindings) and workspace, and no
+// transport (internal/server, internal/webui, cmd/); internal/node wires
+// concrete drivers and providers into it. Who may import it: the root
+// package, cmd/longhaul, internal/app, internal/bench, internal/node and
+// tests.
 package engine

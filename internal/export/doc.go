@@ -63,5 +63,6 @@
 //
 // It imports the store interface, the journal's event payloads, the
 // snapshot format, the webhook package (for a signing secret) and the
-// wire types. cmd/longhaul (export, import) and tests import it.
+// wire types; the export and import commands run it. Who may import it:
+// cmd/longhaul and tests.
 package export

@@ -9,5 +9,6 @@
 // claim and each request that creates work.
 //
 // It imports only the standard library and internal/store (for the
-// ErrStorageFull sentinel its errors wrap).
+// ErrStorageFull sentinel its errors wrap). Who may import it: cmd/longhaul,
+// internal/app, internal/node, internal/server and tests.
 package freespace

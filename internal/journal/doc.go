@@ -17,5 +17,8 @@
 //   - a turn does not complete while a steering message (turn.steered) has
 //     not reached a step's model call (steer.go).
 //
-// It imports only the standard library and longhaultype.
+// It imports only the standard library and longhaultype. Who may import it:
+// cmd/longhaul, internal/app, internal/bench, internal/engine,
+// internal/export, internal/mcp, internal/metrics, internal/report,
+// internal/trace and tests.
 package journal

@@ -48,5 +48,6 @@
 //
 // It imports the MCP SDK, internal/sandbox (stdio servers), internal/tool
 // (credentials, schema checks, canonical JSON), internal/journal (the
-// listing's payload) and longhaultype. Only the engine imports it.
+// listing's payload) and longhaultype. Who may import it: internal/engine
+// and tests.
 package mcp

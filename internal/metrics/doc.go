@@ -31,7 +31,7 @@
 // maxInflightCalls calls. Events a fork copies from its origin are not
 // counted again.
 //
-// Only cmd/longhaul and tests import this package; it imports the store
-// interface, the journal's payload types, the wire types and the
-// Prometheus client.
+// It imports the store interface, the journal's payload types, the wire
+// types and the Prometheus client. Who may import it: internal/node and
+// tests.
 package metrics

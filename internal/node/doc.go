@@ -30,8 +30,9 @@
 //     and the lock.
 //
 // It imports the storage drivers so that its callers do not: cmd/longhaul
-// and the root package import it, never a driver (their tests aside). It
-// never listens on a port: the caller serves Node.API.
+// and the root package import it, never a driver (their tests aside). Who
+// may import it: the root package, cmd/longhaul and tests. It never
+// listens on a port: the caller serves Node.API.
 // HTTPServer and LimitConnsPerIP build what a caller serves it with: an
 // http.Server within HTTPLimits' timeouts, and a listener that caps the
 // connections one client address holds.

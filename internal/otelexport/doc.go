@@ -34,7 +34,7 @@
 //
 // The official exporters read the standard OTEL_EXPORTER_OTLP_* variables
 // (endpoint, headers, timeout, TLS, compression) themselves; cmd/longhaul
-// decides whether export is on at all. Only cmd/longhaul imports this
-// package; it imports the store's notification types, the trace
-// derivation and the wire types, never the engine.
+// decides whether export is on at all and internal/node starts it. It
+// imports the store's notification types and the wire types, never the
+// engine. Who may import it: cmd/longhaul, internal/node and tests.
 package otelexport

@@ -90,7 +90,7 @@
 //   - Effects are exposed to conditions without copying them, and only when
 //     a condition that reads them is evaluated.
 //
-// It imports longhaultype and CEL (cel.dev/cel-go) only. The engine, which
-// decides every tool call, and the agent validation of the server and the
-// root library import it.
+// It imports longhaultype and CEL (cel.dev/cel-go) only. The engine decides
+// every tool call with it and validates agents' policies. Who may import
+// it: internal/app, internal/engine and tests.
 package policy

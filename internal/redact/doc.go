@@ -42,6 +42,6 @@
 // inside the decoded strings (and numbers) of the document, which is then
 // re-encoded.
 //
-// It imports only the standard library; the engine, the server and cmd/ may
-// import it.
+// It imports only the standard library. Who may import it: cmd/longhaul,
+// internal/engine, internal/node, internal/vault and tests.
 package redact

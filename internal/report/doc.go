@@ -33,5 +33,6 @@
 //
 // It imports the store interface, the journal's projection types, apierror
 // and the wire types; the node wires a Service into the server's backend
-// (server.ReportBackend).
+// (server.ReportBackend). Who may import it: internal/app, internal/node and
+// tests.
 package report

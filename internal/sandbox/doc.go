@@ -215,7 +215,7 @@
 //
 // # Who uses it
 //
-// Only cmd/longhaul wires it: it calls Detect at start-up, prints the warning
+// internal/node wires it: it calls Detect at start-up, prints the warning
 // (and the engine shows it in /readyz details), and hands the Backend to the
 // engine, which builds a Spec per session (its workspace from
 // internal/workspace, the egress proxy's socket when the agent's
@@ -226,5 +226,7 @@
 // any binary that links it, before its main (EnterMain). The package imports internal/tool (for
 // the Exec types), the standard library, golang.org/x/sys/unix and
 // github.com/elastic/go-seccomp-bpf (with golang.org/x/net/bpf, to assemble
-// its program).
+// its program). cmd/longhaul links it for the hidden commands and
+// EnterMain, internal/mcp runs stdio servers in it. Who may import it:
+// cmd/longhaul, internal/engine, internal/mcp, internal/node and tests.
 package sandbox

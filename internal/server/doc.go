@@ -59,9 +59,10 @@
 //     is streamed from the cursor's seq for it or from its start, so none
 //     of its events is lost. A tree past the bound is a 400, never a cut.
 //
-// Only cmd (and tests) may import this package. It imports the standard
-// library, longhaultype, internal/apierror, internal/store (for the
-// idempotency record and the store's sentinel errors) and internal/webui
-// (the embedded web UI it serves at /); never a storage driver or the
-// engine.
+// It imports the standard library, longhaultype, internal/apierror,
+// internal/store (for the idempotency record and the store's sentinel
+// errors), internal/freespace and internal/webui (the embedded web UI it
+// serves at /); never a storage driver or the engine (handlers reach it
+// through the application service). Who may import it: internal/node and
+// tests.
 package server

@@ -60,7 +60,8 @@
 //     path of the workspace.
 //
 // The package imports the standard library and the chunking library only.
-// The engine imports it: for checkpoints (Take), for recreating a lost
+// The engine uses it for checkpoints (Take), for recreating a lost
 // workspace (Restore) and for forking a session from a checkpoint (Restore
-// into the new session's workspace).
+// into the new session's workspace); export reads checkpoints' trees. Who
+// may import it: internal/engine, internal/export and tests.
 package snapshot

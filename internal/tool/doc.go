@@ -31,6 +31,9 @@
 //     SQLite VFS confined to the workspace by os.Root; writes, ATTACH and
 //     pragma settings are refused, and rows, bytes and time are bounded.
 //
-// It imports longhaultype, internal/workspace, the JSON Schema library and
-// the SQLite driver; the engine and the root library import it.
+// It imports longhaultype, internal/workspace, internal/egress,
+// internal/httpretry, the JSON Schema library and the SQLite driver
+// (modernc.org/sqlite, never internal/store/sqlite). Who may import it: the
+// root package, internal/app, internal/bench, internal/engine, internal/mcp,
+// internal/node, internal/sandbox, internal/vault and tests.
 package tool

@@ -41,6 +41,6 @@
 // internal/redact; Values and Redactor feed it.
 //
 // It imports the standard library, internal/store, internal/tool,
-// internal/redact, internal/apierror and longhaultype. The engine, the
-// server's wiring in cmd/ and tests import it.
+// internal/redact, internal/apierror and longhaultype. Who may import it:
+// cmd/longhaul, internal/app, internal/engine, internal/node and tests.
 package vault

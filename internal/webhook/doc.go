@@ -49,7 +49,9 @@
 //     endpoint's secret is shown once. During a rotation an endpoint has
 //     several, and each request carries one signature per secret.
 //
-// The node (cmd/longhaul) starts a Dispatcher, with its node id as
-// NodeID, and serves its API through the server's WebhookBackend; nothing
-// else imports this package.
+// The node (internal/node) starts a Dispatcher, with its node id as
+// NodeID, and serves its API through the server's WebhookBackend; export
+// makes signing secrets (NewSecret), and the application service serves
+// the webhook use cases. Who may import it: internal/app, internal/export,
+// internal/node and tests.
 package webhook

@@ -32,6 +32,6 @@
 //     with fetch() (EventSource cannot send headers), so a key is never put
 //     in a URL.
 //
-// Only internal/server (and tests) may import this package. It imports the
-// standard library only.
+// It imports the standard library only. Who may import it: internal/server
+// and tests.
 package webui

@@ -27,6 +27,6 @@
 // one that stays inside, is refused, so the change lands exactly where the
 // journal says on whichever node it is applied again.
 //
-// The package imports only the standard library; the tool package and the
-// engine import it.
+// The package imports only the standard library. Who may import it:
+// internal/engine, internal/tool and tests.
 package workspace

@@ -7,5 +7,5 @@
 // started with ServeEnv set, so tests can name the test binary itself as an
 // agent's MCP server command.
 //
-// Only tests import it.
+// Who may import it: no package of the module (tests aside).
 package mcptest

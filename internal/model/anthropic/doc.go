@@ -65,6 +65,6 @@
 //     blocks keeps their text readable but cannot send them back.
 //
 // It imports the SDK, internal/model and longhaultype. The engine uses it
-// through model.Provider, wired by provider name in cmd; nothing else imports
-// it.
+// through model.Provider, wired by provider name in internal/node. Who may
+// import it: internal/node and tests.
 package anthropic

@@ -95,5 +95,5 @@
 //
 // It imports the SDK, internal/model and longhaultype. The engine uses it
 // through model.Provider and model.SpecValidator, wired by provider name in
-// cmd; nothing else imports it.
+// internal/node. Who may import it: internal/node and tests.
 package openai

@@ -22,6 +22,8 @@
 //   - Waiting (delay_ms) goes through an injectable After function and always
 //     ends when the context is cancelled.
 //
-// It imports only the standard library, longhaultype and internal/model; the
-// engine (and whatever wires providers by name) imports it.
+// It imports only the standard library, longhaultype and internal/model;
+// internal/node wires it by provider name and internal/bench drives the
+// engine with it. Who may import it: internal/bench, internal/node and
+// tests.
 package scripted

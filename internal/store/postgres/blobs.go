@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
 const insertBlobSQL = `INSERT INTO blobs (sha256, size, data) VALUES ($1, $2, $3) ON CONFLICT (sha256) DO NOTHING`
@@ -16,10 +17,7 @@ const insertBlobSQL = `INSERT INTO blobs (sha256, size, data) VALUES ($1, $2, $3
 func queueBlobs(t *txn, blobs []store.BlobWrite) {
 	for i := range blobs {
 		b := &blobs[i]
-		data := b.Data
-		if data == nil {
-			data = []byte{} // an empty blob, not NULL
-		}
+		data := storeutil.BlobData(b.Data)
 		t.queue(insertBlobSQL, b.SHA256, len(data), data)
 	}
 }
@@ -33,9 +31,7 @@ func (s *Store) BlobPut(ctx context.Context, sha256Hex string, data []byte) erro
 	if err := checks.Blob("sha256", sha256Hex, data); err != nil {
 		return fmt.Errorf("put blob: %w", err)
 	}
-	if data == nil {
-		data = []byte{}
-	}
+	data = storeutil.BlobData(data)
 	if _, err := s.exec(ctx, insertBlobSQL, sha256Hex, len(data), data); err != nil {
 		return fmt.Errorf("put blob %s: %w", sha256Hex, err)
 	}

@@ -44,12 +44,5 @@ func nullText(s string) any {
 	return s
 }
 
-func nonNil(v []string) []string {
-	if v == nil {
-		return []string{}
-	}
-	return v
-}
-
 // rowScanner is a pgx.Row or pgx.Rows.
 type rowScanner interface{ Scan(dest ...any) error }

@@ -81,8 +81,9 @@
 // # Imports
 //
 // This package imports the standard library, internal/store,
-// internal/store/storeutil (the hub and the input checks both drivers share)
-// and pgx; its tests use internal/store/postgres/pgtest for their database.
-// Only cmd/ (and tests) may import it; everything else works against
-// store.Store.
+// internal/store/storeutil (what both drivers share that is not SQL: the
+// input checks, the projection reads, the hub) and pgx; its tests use
+// internal/store/postgres/pgtest for their database. internal/node opens it
+// for the CLI and the library; everything else works against store.Store.
+// Who may import it: internal/bench, internal/node and tests.
 package postgres

@@ -9,12 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
-)
-
-// Event list limits.
-const (
-	defaultEventListLimit = 100
-	maxEventListLimit     = 10000
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
 // appendSQL is the whole condition of an append in one UPDATE: the seq the
@@ -39,15 +34,11 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	if err := checks.EventAppend(p); err != nil {
-		return nil, fmt.Errorf("append events: %w", err)
-	}
-	events := newEvents(p.SessionID, p.ExpectedSeq, p.Events)
-	docs, err := normalizeDocs(p.SessionID, p.Docs)
+	write, err := checks.PrepareEventAppend(p)
 	if err != nil {
-		return nil, fmt.Errorf("append events to session %s: %w", p.SessionID, err)
+		return nil, err
 	}
-	lastSeq := p.ExpectedSeq + int64(len(events))
+	events, docs, lastSeq := write.Events, write.Docs, write.LastSeq
 	var (
 		fenced bool
 		owner  string
@@ -131,25 +122,6 @@ func (t *txn) appendRefused(ctx context.Context, p *store.EventAppendParams) err
 	return nil
 }
 
-// newEvents numbers events after afterSeq, as they will be stored (times at
-// microsecond precision, in UTC).
-func newEvents(sessionID string, afterSeq int64, in []store.NewEvent) []store.Event {
-	out := make([]store.Event, len(in))
-	for i, e := range in {
-		out[i] = store.Event{
-			SessionID: sessionID,
-			Seq:       afterSeq + int64(i) + 1,
-			Type:      e.Type,
-			Time:      stored(e.Time),
-			TurnID:    e.TurnID,
-			Step:      e.Step,
-			WorkerID:  e.WorkerID,
-			Data:      e.Data,
-		}
-	}
-	return out
-}
-
 // insertEventsSQL inserts a whole append's events in one statement, from one
 // array per column.
 const insertEventsSQL = `INSERT INTO events (session_id, seq, type, time, turn_id, step, worker_id, data)
@@ -191,7 +163,7 @@ func (s *Store) EventList(ctx context.Context, sessionID string, afterSeq int64,
 	if afterSeq < 0 {
 		return nil, fmt.Errorf("list events of session %s: after_seq must not be negative, got %d", sessionID, afterSeq)
 	}
-	limit, err := checkLimit(limit, defaultEventListLimit, maxEventListLimit)
+	limit, err := storeutil.EventPage.Limit(limit)
 	if err != nil {
 		return nil, fmt.Errorf("list events of session %s: %w", sessionID, err)
 	}

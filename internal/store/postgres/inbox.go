@@ -8,12 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
-)
-
-// Action inbox limits.
-const (
-	defaultActionListLimit = 50
-	maxActionListLimit     = 1000
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
 // ActionListAll lists required actions across sessions in creation order
@@ -24,7 +19,7 @@ func (s *Store) ActionListAll(ctx context.Context, p *store.ActionListParams) ([
 	if p == nil {
 		p = &store.ActionListParams{}
 	}
-	limit, err := checkLimit(p.Limit, defaultActionListLimit, maxActionListLimit)
+	limit, err := storeutil.ActionPage.Limit(p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list actions: %w", err)
 	}
@@ -74,11 +69,6 @@ func actionListQuery(p *store.ActionListParams, limit int) (string, []any, error
 	}
 	q += ` ORDER BY created_at, id LIMIT ` + arg(limit)
 	return q, args, nil
-}
-
-// ActionGetByID returns a required action by its id alone.
-func (s *Store) ActionGetByID(ctx context.Context, actionID string) (*store.DocRow, error) {
-	return s.docGet(ctx, store.DocAction, "", actionID)
 }
 
 // ActionPendingStats counts the pending actions by type, with the oldest

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
 // NodeAnnounce records (or replaces) a node's API addresses.
@@ -20,7 +21,7 @@ func (s *Store) NodeAnnounce(ctx context.Context, row *store.NodeRow) error {
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
 		t.queue(`INSERT INTO nodes (id, addrs, announced_at) VALUES ($1, $2, $3)
 ON CONFLICT (id) DO UPDATE SET addrs = excluded.addrs, announced_at = excluded.announced_at`,
-			row.ID, nonNil(row.Addrs), row.AnnouncedAt)
+			row.ID, storeutil.NonNil(row.Addrs), row.AnnouncedAt)
 		return nil
 	})
 	if err != nil {
@@ -37,7 +38,7 @@ func (s *Store) NodeList(ctx context.Context) ([]*store.NodeRow, error) {
 		if err := rows.Scan(&r.ID, &r.Addrs, &r.AnnouncedAt); err != nil {
 			return err
 		}
-		r.Addrs = nonNil(r.Addrs)
+		r.Addrs = storeutil.NonNil(r.Addrs)
 		r.AnnouncedAt = r.AnnouncedAt.UTC()
 		out = append(out, &r)
 		return nil

@@ -62,6 +62,10 @@ func (c *Config) withDefaults() (Config, error) {
 
 // Store is the PostgreSQL implementation of store.Store. Create it with Open.
 type Store struct {
+	// Projections serves the projection reads (TurnList, ActionGet...)
+	// over queryDocs and queryDoc.
+	storeutil.Projections
+
 	log  *slog.Logger
 	pool *pgxpool.Pool
 	// schema is where the tables live (the first schema of the search_path).
@@ -159,6 +163,7 @@ func open(ctx context.Context, dsn string, cfg *Config, tune func(*listener)) (*
 		target:   target + " schema " + strconv.Quote(*schema),
 		hub:      storeutil.NewHub(c.SubscriberBuffer),
 	}
+	s.Projections = storeutil.Projections{Checks: checks, QueryList: s.queryDocs, QueryGet: s.queryDoc, SessionExists: s.sessionExists}
 	s.lis = newListener(listenCfg, s.channel, s.instance, s.hub, s.log, s.target)
 	if tune != nil {
 		tune(s.lis)

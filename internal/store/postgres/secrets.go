@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
 // secretPutSQL creates or replaces a secret in one statement, safe against
@@ -32,7 +33,7 @@ func (s *Store) SecretPut(ctx context.Context, row *store.SecretRow) (bool, erro
 	}
 	var created bool
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
-		t.queue(secretPutSQL, row.Name, row.Ciphertext, row.Nonce, row.KeyID, nonNil(row.Hosts), string(row.Inject),
+		t.queue(secretPutSQL, row.Name, row.Ciphertext, row.Nonce, row.KeyID, storeutil.NonNil(row.Hosts), string(row.Inject),
 			row.CreatedAt, row.UpdatedAt).QueryRow(func(r pgx.Row) error { return r.Scan(&created) })
 		t.notify(store.Notification{Kind: store.KindSecrets})
 		return nil
@@ -53,7 +54,7 @@ func scanSecret(sc rowScanner) (*store.SecretRow, error) {
 	if err := sc.Scan(&r.Name, &r.Ciphertext, &r.Nonce, &r.KeyID, &r.Hosts, &inject, &r.CreatedAt, &r.UpdatedAt); err != nil {
 		return nil, err
 	}
-	r.Hosts = nonNil(r.Hosts)
+	r.Hosts = storeutil.NonNil(r.Hosts)
 	r.Inject = []byte(inject)
 	r.CreatedAt = r.CreatedAt.UTC()
 	r.UpdatedAt = r.UpdatedAt.UTC()

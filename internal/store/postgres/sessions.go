@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -10,12 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
-)
-
-// Session list limits.
-const (
-	defaultSessionListLimit = 50
-	maxSessionListLimit     = 1000
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
 // SessionCreate inserts a session with its first events (seqs 1..n),
@@ -29,22 +23,11 @@ func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams)
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	if p == nil {
-		return nil, errors.New("create session: params are nil")
-	}
-	sess := p.Session
-	if sess.UpdatedAt.IsZero() {
-		sess.UpdatedAt = sess.CreatedAt
-	}
-	if err := checks.SessionCreate(&sess, p); err != nil {
-		return nil, fmt.Errorf("create session: %w", err)
-	}
-	events := newEvents(sess.ID, 0, p.Events)
-	docs, err := normalizeDocs(sess.ID, p.Docs)
+	sess, write, err := checks.PrepareSessionCreate(p)
 	if err != nil {
-		return nil, fmt.Errorf("create session %s: %w", sess.ID, err)
+		return nil, err
 	}
-	lastSeq := int64(len(events))
+	events, docs, lastSeq := write.Events, write.Docs, write.LastSeq
 
 	err = s.write(ctx, func(ctx context.Context, t *txn) error {
 		t.queue(`INSERT INTO sessions (id, agent_name, agent_version, parent_id, status, spec, state,
@@ -127,7 +110,7 @@ func (s *Store) SessionList(ctx context.Context, p *store.SessionListParams) ([]
 	if p == nil {
 		p = &store.SessionListParams{}
 	}
-	limit, err := checkLimit(p.Limit, defaultSessionListLimit, maxSessionListLimit)
+	limit, err := storeutil.SessionPage.Limit(p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}

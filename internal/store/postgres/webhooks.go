@@ -3,7 +3,6 @@ package postgres
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -25,41 +24,15 @@ func (s *Store) WebhookEndpointCreate(ctx context.Context, row *store.WebhookEnd
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	if row == nil {
-		return errors.New("create webhook endpoint: row is nil")
-	}
-	if err := checks.ID("id", row.ID); err != nil {
-		return fmt.Errorf("create webhook endpoint: %w", err)
-	}
-	if err := checkEndpoint(row); err != nil {
-		return fmt.Errorf("create webhook endpoint %s: %w", row.ID, err)
+	if err := checks.WebhookEndpointCreate(row); err != nil {
+		return err
 	}
 	_, err := s.exec(ctx, `INSERT INTO webhook_endpoints (id, url, events, secrets, created_at, disabled_at)
-VALUES ($1, $2, $3, $4, $5, $6)`, row.ID, row.URL, nonNil(row.Events), row.Secrets, row.CreatedAt, row.DisabledAt)
+VALUES ($1, $2, $3, $4, $5, $6)`, row.ID, row.URL, storeutil.NonNil(row.Events), row.Secrets, row.CreatedAt, row.DisabledAt)
 	if err != nil {
 		return fmt.Errorf("create webhook endpoint %s: %w", row.ID, err)
 	}
 	return nil
-}
-
-func checkEndpoint(row *store.WebhookEndpointRow) error {
-	if err := checks.ID("url", row.URL); err != nil {
-		return err
-	}
-	if len(row.Secrets) == 0 {
-		return errors.New("secrets is empty")
-	}
-	for i, v := range row.Secrets {
-		if err := checks.ID(fmt.Sprintf("secrets[%d]", i), v); err != nil {
-			return err
-		}
-	}
-	for i, v := range row.Events {
-		if err := checks.Text(fmt.Sprintf("events[%d]", i), v); err != nil {
-			return err
-		}
-	}
-	return checks.Time("created_at", row.CreatedAt)
 }
 
 const endpointColumns = `id, url, events, secrets, created_at, disabled_at`
@@ -69,8 +42,8 @@ func scanEndpoint(sc rowScanner) (*store.WebhookEndpointRow, error) {
 	if err := sc.Scan(&r.ID, &r.URL, &r.Events, &r.Secrets, &r.CreatedAt, &r.DisabledAt); err != nil {
 		return nil, err
 	}
-	r.Events = nonNil(r.Events)
-	r.Secrets = nonNil(r.Secrets)
+	r.Events = storeutil.NonNil(r.Events)
+	r.Secrets = storeutil.NonNil(r.Secrets)
 	r.CreatedAt = r.CreatedAt.UTC()
 	r.DisabledAt = utcPtr(r.DisabledAt)
 	return &r, nil
@@ -178,7 +151,7 @@ func (s *Store) WebhookEnqueue(ctx context.Context, sessionID string, fromCursor
 		return fmt.Errorf("enqueue webhooks %s: cursor %d is before from_cursor %d", sessionID, cursor, fromCursor)
 	}
 	for i, r := range rows {
-		if err := checkDelivery(r); err != nil {
+		if err := checks.WebhookDelivery(r); err != nil {
 			return fmt.Errorf("enqueue webhooks %s: rows[%d]: %w", sessionID, i, err)
 		}
 	}
@@ -217,32 +190,6 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (id) DO N
 		return fmt.Errorf("enqueue webhooks %s: %w", sessionID, err)
 	}
 	return nil
-}
-
-func checkDelivery(r *store.WebhookDeliveryRow) error {
-	if r == nil {
-		return errors.New("row is nil")
-	}
-	for _, f := range []struct{ name, v string }{{"id", r.ID}, {"session_id", r.SessionID}, {"url", r.URL}, {"type", r.Type}, {"status", r.Status}} {
-		if err := checks.ID(f.name, f.v); err != nil {
-			return err
-		}
-	}
-	if err := checks.Text("endpoint_id", r.EndpointID); err != nil {
-		return err
-	}
-	if len(r.Body) == 0 {
-		return errors.New("body is empty")
-	}
-	if r.NextAttemptAt != nil {
-		if err := checks.Time("next_attempt_at", *r.NextAttemptAt); err != nil {
-			return err
-		}
-	}
-	if err := checks.Time("created_at", r.CreatedAt); err != nil {
-		return err
-	}
-	return checks.Time("updated_at", r.UpdatedAt)
 }
 
 const deliveryColumns = `pos, id, endpoint_id, session_id, url, type, event_seq, body, status, attempts, next_attempt_at,
@@ -308,7 +255,7 @@ func (s *Store) WebhookClaimDue(ctx context.Context, p *store.WebhookClaimParams
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	if err := checkWebhookClaim(p); err != nil {
+	if err := checks.WebhookClaim(p); err != nil {
 		return nil, fmt.Errorf("claim due webhooks: %w", err)
 	}
 	type claimed struct {
@@ -355,28 +302,6 @@ type prefixScanner struct {
 
 func (p prefixScanner) Scan(dest ...any) error {
 	return p.sc.Scan(append([]any{p.first}, dest...)...)
-}
-
-func checkWebhookClaim(p *store.WebhookClaimParams) error {
-	if p == nil {
-		return errors.New("params are nil")
-	}
-	if err := checks.ID("owner", p.Owner); err != nil {
-		return err
-	}
-	if err := checks.Time("now", p.Now); err != nil {
-		return err
-	}
-	if err := checks.Time("until", p.Until); err != nil {
-		return err
-	}
-	if !stored(p.Until).After(stored(p.Now)) {
-		return fmt.Errorf("until %s must be after now %s", p.Until, p.Now)
-	}
-	if p.Limit < 1 || p.Limit > storeutil.MaxWebhookPage {
-		return fmt.Errorf("limit must be between 1 and %d, got %d", storeutil.MaxWebhookPage, p.Limit)
-	}
-	return nil
 }
 
 // WebhookReleaseClaims ends owner's claims on pending deliveries, making

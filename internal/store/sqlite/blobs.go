@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
 // insertBlobs stores blobs that are not stored yet (content addressing makes
@@ -13,10 +14,7 @@ import (
 func (w *writer) insertBlobs(blobs []store.BlobWrite) error {
 	for i := range blobs {
 		b := &blobs[i]
-		data := b.Data
-		if data == nil {
-			data = []byte{} // an empty blob, not NULL
-		}
+		data := storeutil.BlobData(b.Data)
 		if _, err := w.exec(`INSERT OR IGNORE INTO blobs (sha256, size, data) VALUES (?, ?, ?)`,
 			b.SHA256, len(data), data); err != nil {
 			return fmt.Errorf("insert blob %s: %w", b.SHA256, mapErr(err))

@@ -55,7 +55,9 @@
 // # Imports
 //
 // This package imports the standard library, internal/store,
-// internal/store/storeutil (the hub and the input checks both drivers share)
-// and modernc.org/sqlite. Only cmd/ (and tests) may import it; everything else
-// works against store.Store.
+// internal/store/storeutil (what both drivers share that is not SQL: the
+// input checks, the projection reads, the hub) and modernc.org/sqlite.
+// internal/node opens it for the CLI and the library; everything else
+// works against store.Store. Who may import it: internal/bench,
+// internal/node and tests.
 package sqlite

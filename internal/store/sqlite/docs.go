@@ -6,17 +6,12 @@ import (
 	"fmt"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
-// docTables maps each projection kind to its table. The names are constants,
-// so building SQL from them is safe.
-var docTables = map[store.DocKind]string{
-	store.DocTurn:       "turns",
-	store.DocAction:     "actions",
-	store.DocEffect:     "effects",
-	store.DocArtifact:   "artifacts",
-	store.DocCheckpoint: "checkpoints",
-}
+// docTables maps each projection kind to its table (the same in both
+// drivers' schemas).
+var docTables = storeutil.DocTables
 
 // upsertDocSQL updates a row in place only if it belongs to the same session:
 // ids are global (ArtifactGet takes an id alone), so an id reused by another
@@ -30,26 +25,6 @@ WHERE session_id = excluded.session_id`
 	}
 	return m
 }()
-
-// normalizeDocs fills an empty SessionID with the written session's id. A doc
-// of another session is refused: a write changes one session only.
-func normalizeDocs(sessionID string, docs []store.DocWrite) ([]store.DocWrite, error) {
-	if len(docs) == 0 {
-		return nil, nil
-	}
-	out := make([]store.DocWrite, len(docs))
-	for i, d := range docs {
-		switch d.SessionID {
-		case "":
-			d.SessionID = sessionID
-		case sessionID:
-		default:
-			return nil, fmt.Errorf("docs[%d].session_id %q is not the written session %q", i, d.SessionID, sessionID)
-		}
-		out[i] = d
-	}
-	return out, nil
-}
 
 func (w *writer) upsertDocs(docs []store.DocWrite) error {
 	for i := range docs {
@@ -65,10 +40,8 @@ func (w *writer) upsertDocs(docs []store.DocWrite) error {
 	return nil
 }
 
-func (s *Store) docList(ctx context.Context, kind store.DocKind, sessionID, status string) ([]*store.DocRow, error) {
-	if err := checks.ID("session_id", sessionID); err != nil {
-		return nil, fmt.Errorf("list %ss: %w", kind, err)
-	}
+// queryDocs is storeutil.Projections.QueryList.
+func (s *Store) queryDocs(ctx context.Context, kind store.DocKind, sessionID, status string) ([]*store.DocRow, error) {
 	q := `SELECT id, session_id, status, doc, created_at FROM ` + docTables[kind] + ` WHERE session_id = ?`
 	args := []any{sessionID}
 	if status != "" {
@@ -85,23 +58,11 @@ func (s *Store) docList(ctx context.Context, kind store.DocKind, sessionID, stat
 		out = append(out, d)
 		return nil
 	}, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list %ss of session %s: %w", kind, sessionID, err)
-	}
-	if len(out) == 0 {
-		if err := s.sessionExists(ctx, sessionID); err != nil {
-			return nil, fmt.Errorf("list %ss: %w", kind, err)
-		}
-	}
-	return out, nil
+	return out, err
 }
 
-// docGet returns one row by id, and only if it belongs to sessionID when
-// sessionID is not empty.
-func (s *Store) docGet(ctx context.Context, kind store.DocKind, sessionID, id string) (*store.DocRow, error) {
-	if err := checks.ID("id", id); err != nil {
-		return nil, fmt.Errorf("get %s: %w", kind, err)
-	}
+// queryDoc is storeutil.Projections.QueryGet.
+func (s *Store) queryDoc(ctx context.Context, kind store.DocKind, sessionID, id string) (*store.DocRow, error) {
 	q := `SELECT id, session_id, status, doc, created_at FROM ` + docTables[kind] + ` WHERE id = ?`
 	args := []any{id}
 	if sessionID != "" {
@@ -110,11 +71,11 @@ func (s *Store) docGet(ctx context.Context, kind store.DocKind, sessionID, id st
 	}
 	row, err := s.queryRow(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("get %s %s: %w", kind, id, err)
+		return nil, err
 	}
 	d, err := scanDoc(row)
 	if err != nil {
-		return nil, fmt.Errorf("get %s %s: %w", kind, id, s.readErr(err))
+		return nil, s.readErr(err)
 	}
 	return d, nil
 }
@@ -131,55 +92,4 @@ func scanDoc(sc interface{ Scan(...any) error }) (*store.DocRow, error) {
 	d.Doc = fromJSONText(doc)
 	d.CreatedAt = fromMicros(created)
 	return &d, nil
-}
-
-// Projection reads. Lists are in creation order (created_at, then id) and
-// return store.ErrNotFound for an unknown session; gets return
-// store.ErrNotFound for an unknown id (or one of another session).
-
-// TurnList returns a session's turns.
-func (s *Store) TurnList(ctx context.Context, sessionID string) ([]*store.DocRow, error) {
-	return s.docList(ctx, store.DocTurn, sessionID, "")
-}
-
-// TurnGet returns one turn of a session.
-func (s *Store) TurnGet(ctx context.Context, sessionID, turnID string) (*store.DocRow, error) {
-	if err := checks.ID("session_id", sessionID); err != nil {
-		return nil, fmt.Errorf("get turn: %w", err)
-	}
-	return s.docGet(ctx, store.DocTurn, sessionID, turnID)
-}
-
-// ActionList returns a session's required actions, those with status only
-// unless status is "".
-func (s *Store) ActionList(ctx context.Context, sessionID string, status string) ([]*store.DocRow, error) {
-	return s.docList(ctx, store.DocAction, sessionID, status)
-}
-
-// ActionGet returns one required action of a session.
-func (s *Store) ActionGet(ctx context.Context, sessionID, actionID string) (*store.DocRow, error) {
-	if err := checks.ID("session_id", sessionID); err != nil {
-		return nil, fmt.Errorf("get action: %w", err)
-	}
-	return s.docGet(ctx, store.DocAction, sessionID, actionID)
-}
-
-// EffectList returns a session's effect ledger.
-func (s *Store) EffectList(ctx context.Context, sessionID string) ([]*store.DocRow, error) {
-	return s.docList(ctx, store.DocEffect, sessionID, "")
-}
-
-// ArtifactList returns a session's artifacts.
-func (s *Store) ArtifactList(ctx context.Context, sessionID string) ([]*store.DocRow, error) {
-	return s.docList(ctx, store.DocArtifact, sessionID, "")
-}
-
-// ArtifactGet returns an artifact by its id alone.
-func (s *Store) ArtifactGet(ctx context.Context, artifactID string) (*store.DocRow, error) {
-	return s.docGet(ctx, store.DocArtifact, "", artifactID)
-}
-
-// CheckpointList returns a session's checkpoints.
-func (s *Store) CheckpointList(ctx context.Context, sessionID string) ([]*store.DocRow, error) {
-	return s.docList(ctx, store.DocCheckpoint, sessionID, "")
 }

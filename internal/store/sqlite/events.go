@@ -6,12 +6,7 @@ import (
 	"fmt"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
-)
-
-// Event list limits.
-const (
-	defaultEventListLimit = 100
-	maxEventListLimit     = 10000
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
 // EventAppend appends p.Events with the next seqs and writes the session's
@@ -26,15 +21,11 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	if err := checks.EventAppend(p); err != nil {
-		return nil, fmt.Errorf("append events: %w", err)
-	}
-	events := newEvents(p.SessionID, p.ExpectedSeq, p.Events)
-	docs, err := normalizeDocs(p.SessionID, p.Docs)
+	write, err := checks.PrepareEventAppend(p)
 	if err != nil {
-		return nil, fmt.Errorf("append events to session %s: %w", p.SessionID, err)
+		return nil, err
 	}
-	lastSeq := p.ExpectedSeq + int64(len(events))
+	events, docs, lastSeq := write.Events, write.Docs, write.LastSeq
 
 	var fenced bool
 	var owner string
@@ -110,25 +101,6 @@ func (w *writer) appendRefused(p *store.EventAppendParams) error {
 	return fmt.Errorf("append refused with last seq %d and lease %q epoch %d matching", lastSeq, owner.String, epoch)
 }
 
-// newEvents numbers events after afterSeq, as they will be stored (times at
-// microsecond precision, in UTC).
-func newEvents(sessionID string, afterSeq int64, in []store.NewEvent) []store.Event {
-	out := make([]store.Event, len(in))
-	for i, e := range in {
-		out[i] = store.Event{
-			SessionID: sessionID,
-			Seq:       afterSeq + int64(i) + 1,
-			Type:      e.Type,
-			Time:      fromMicros(toMicros(e.Time)),
-			TurnID:    e.TurnID,
-			Step:      e.Step,
-			WorkerID:  e.WorkerID,
-			Data:      e.Data,
-		}
-	}
-	return out
-}
-
 func (w *writer) insertEvents(events []store.Event) error {
 	for i := range events {
 		e := &events[i]
@@ -149,18 +121,15 @@ func (s *Store) EventList(ctx context.Context, sessionID string, afterSeq int64,
 	if err := checks.ID("session_id", sessionID); err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}
-	switch {
-	case afterSeq < 0:
+	if afterSeq < 0 {
 		return nil, fmt.Errorf("list events of session %s: after_seq must not be negative, got %d", sessionID, afterSeq)
-	case limit < 0:
-		return nil, fmt.Errorf("list events of session %s: limit must not be negative, got %d", sessionID, limit)
-	case limit == 0:
-		limit = defaultEventListLimit
-	case limit > maxEventListLimit:
-		return nil, fmt.Errorf("list events of session %s: limit must be at most %d, got %d", sessionID, maxEventListLimit, limit)
+	}
+	limit, err := storeutil.EventPage.Limit(limit)
+	if err != nil {
+		return nil, fmt.Errorf("list events of session %s: %w", sessionID, err)
 	}
 	out := make([]store.Event, 0, min(limit, 256))
-	err := s.query(ctx, func(rows *sql.Rows) error {
+	err = s.query(ctx, func(rows *sql.Rows) error {
 		var (
 			e    store.Event
 			t    int64

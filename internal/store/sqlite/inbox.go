@@ -6,12 +6,7 @@ import (
 	"fmt"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
-)
-
-// Action inbox limits.
-const (
-	defaultActionListLimit = 50
-	maxActionListLimit     = 1000
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
 // ActionListAll lists required actions across sessions in creation order
@@ -22,14 +17,9 @@ func (s *Store) ActionListAll(ctx context.Context, p *store.ActionListParams) ([
 	if p == nil {
 		p = &store.ActionListParams{}
 	}
-	limit := p.Limit
-	switch {
-	case limit < 0:
-		return nil, fmt.Errorf("list actions: limit must not be negative, got %d", limit)
-	case limit == 0:
-		limit = defaultActionListLimit
-	case limit > maxActionListLimit:
-		return nil, fmt.Errorf("list actions: limit must be at most %d, got %d", maxActionListLimit, limit)
+	limit, err := storeutil.ActionPage.Limit(p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list actions: %w", err)
 	}
 
 	q, args, err := actionListQuery(p, limit)
@@ -81,11 +71,6 @@ func actionListQuery(p *store.ActionListParams, limit int) (string, []any, error
 	}
 	q += ` ORDER BY created_at, id LIMIT ?`
 	return q, append(args, limit), nil
-}
-
-// ActionGetByID returns a required action by its id alone.
-func (s *Store) ActionGetByID(ctx context.Context, actionID string) (*store.DocRow, error) {
-	return s.docGet(ctx, store.DocAction, "", actionID)
 }
 
 // ActionPendingStats counts the pending actions by type, with the oldest

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
 // NodeAnnounce records (or replaces) a node's API addresses.
@@ -17,7 +18,7 @@ func (s *Store) NodeAnnounce(ctx context.Context, row *store.NodeRow) error {
 	if err := checks.NodeRow(row); err != nil {
 		return fmt.Errorf("announce node: %w", err)
 	}
-	addrs, err := json.Marshal(nonNilStrings(row.Addrs))
+	addrs, err := json.Marshal(storeutil.NonNil(row.Addrs))
 	if err != nil {
 		return fmt.Errorf("announce node %s: encode addrs: %w", row.ID, err)
 	}
@@ -48,7 +49,7 @@ func (s *Store) NodeList(ctx context.Context) ([]*store.NodeRow, error) {
 		if err := json.Unmarshal([]byte(addrs), &r.Addrs); err != nil {
 			return fmt.Errorf("node %s: stored addrs: %w", r.ID, err)
 		}
-		r.Addrs = nonNilStrings(r.Addrs)
+		r.Addrs = storeutil.NonNil(r.Addrs)
 		r.AnnouncedAt = fromMicros(at)
 		out = append(out, &r)
 		return nil
@@ -57,11 +58,4 @@ func (s *Store) NodeList(ctx context.Context) ([]*store.NodeRow, error) {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
 	return out, nil
-}
-
-func nonNilStrings(v []string) []string {
-	if v == nil {
-		return []string{}
-	}
-	return v
 }

@@ -96,6 +96,10 @@ func (c *Config) withDefaults() (Config, error) {
 
 // Store is the SQLite implementation of store.Store. Create it with Open.
 type Store struct {
+	// Projections serves the projection reads (TurnList, ActionGet...)
+	// over queryDocs and queryDoc.
+	storeutil.Projections
+
 	cfg    Config
 	log    *slog.Logger
 	path   string
@@ -196,6 +200,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		hub:  storeutil.NewHub(c.SubscriberBuffer),
 		read: rdb,
 	}
+	s.Projections = storeutil.Projections{Checks: checks, QueryList: s.queryDocs, QueryGet: s.queryDoc, SessionExists: s.sessionExists}
 	s.rstmts.prepare = rdb.PrepareContext
 	s.w = newWriter(wdb, conn, c.MaxBatch, s.hub, c.Logger)
 	return s, nil

@@ -3,16 +3,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
-)
-
-// Session list limits.
-const (
-	defaultSessionListLimit = 50
-	maxSessionListLimit     = 1000
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
 // SessionCreate inserts a session with its first events (seqs 1..n) and
@@ -25,22 +19,11 @@ func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams)
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	if p == nil {
-		return nil, errors.New("create session: params are nil")
-	}
-	sess := p.Session
-	if sess.UpdatedAt.IsZero() {
-		sess.UpdatedAt = sess.CreatedAt
-	}
-	if err := checks.SessionCreate(&sess, p); err != nil {
-		return nil, fmt.Errorf("create session: %w", err)
-	}
-	events := newEvents(sess.ID, 0, p.Events)
-	docs, err := normalizeDocs(sess.ID, p.Docs)
+	sess, write, err := checks.PrepareSessionCreate(p)
 	if err != nil {
-		return nil, fmt.Errorf("create session %s: %w", sess.ID, err)
+		return nil, err
 	}
-	lastSeq := int64(len(events))
+	events, docs, lastSeq := write.Events, write.Docs, write.LastSeq
 
 	err = s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
 		_, err := w.exec(`INSERT INTO sessions (id, agent_name, agent_version, parent_id, status, spec, state,
@@ -134,14 +117,9 @@ func (s *Store) SessionList(ctx context.Context, p *store.SessionListParams) ([]
 	if p == nil {
 		p = &store.SessionListParams{}
 	}
-	limit := p.Limit
-	switch {
-	case limit < 0:
-		return nil, fmt.Errorf("list sessions: limit must not be negative, got %d", limit)
-	case limit == 0:
-		limit = defaultSessionListLimit
-	case limit > maxSessionListLimit:
-		return nil, fmt.Errorf("list sessions: limit must be at most %d, got %d", maxSessionListLimit, limit)
+	limit, err := storeutil.SessionPage.Limit(p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
 	}
 
 	// One statement shape per combination of filters keeps each one able to
@@ -193,7 +171,7 @@ func (s *Store) SessionList(ctx context.Context, p *store.SessionListParams) ([]
 	args = append(args, limit)
 
 	out := make([]*store.SessionRow, 0, min(limit, 64))
-	err := s.query(ctx, func(rows *sql.Rows) error {
+	err = s.query(ctx, func(rows *sql.Rows) error {
 		r, err := scanSession(rows)
 		if err != nil {
 			return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -26,22 +25,10 @@ func (s *Store) WebhookEndpointCreate(ctx context.Context, row *store.WebhookEnd
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	if row == nil {
-		return errors.New("create webhook endpoint: row is nil")
+	if err := checks.WebhookEndpointCreate(row); err != nil {
+		return err
 	}
-	if err := checks.ID("id", row.ID); err != nil {
-		return fmt.Errorf("create webhook endpoint: %w", err)
-	}
-	if err := checks.ID("url", row.URL); err != nil {
-		return fmt.Errorf("create webhook endpoint %s: %w", row.ID, err)
-	}
-	if len(row.Secrets) == 0 {
-		return fmt.Errorf("create webhook endpoint %s: secrets is empty", row.ID)
-	}
-	if err := checks.Time("created_at", row.CreatedAt); err != nil {
-		return fmt.Errorf("create webhook endpoint %s: %w", row.ID, err)
-	}
-	events, err := json.Marshal(nonNil(row.Events))
+	events, err := json.Marshal(storeutil.NonNil(row.Events))
 	if err != nil {
 		return fmt.Errorf("create webhook endpoint %s: encode events: %w", row.ID, err)
 	}
@@ -58,13 +45,6 @@ func (s *Store) WebhookEndpointCreate(ctx context.Context, row *store.WebhookEnd
 		return fmt.Errorf("create webhook endpoint %s: %w", row.ID, err)
 	}
 	return nil
-}
-
-func nonNil(v []string) []string {
-	if v == nil {
-		return []string{}
-	}
-	return v
 }
 
 const endpointColumns = `id, url, events, secrets, created_at, disabled_at`
@@ -85,7 +65,7 @@ func scanEndpoint(sc interface{ Scan(...any) error }) (*store.WebhookEndpointRow
 	if err := json.Unmarshal([]byte(secrets), &r.Secrets); err != nil {
 		return nil, fmt.Errorf("webhook endpoint %s: stored secrets: %w", r.ID, err)
 	}
-	r.Events = nonNil(r.Events)
+	r.Events = storeutil.NonNil(r.Events)
 	r.CreatedAt = fromMicros(created)
 	r.DisabledAt = fromNullMicros(disabled)
 	return &r, nil
@@ -191,7 +171,7 @@ func (s *Store) WebhookEnqueue(ctx context.Context, sessionID string, fromCursor
 		return fmt.Errorf("enqueue webhooks %s: cursor %d is before from_cursor %d", sessionID, cursor, fromCursor)
 	}
 	for i, r := range rows {
-		if err := checkDelivery(r); err != nil {
+		if err := checks.WebhookDelivery(r); err != nil {
 			return fmt.Errorf("enqueue webhooks %s: rows[%d]: %w", sessionID, i, err)
 		}
 	}
@@ -222,24 +202,6 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
 		return fmt.Errorf("enqueue webhooks %s: %w", sessionID, err)
 	}
 	return nil
-}
-
-func checkDelivery(r *store.WebhookDeliveryRow) error {
-	if r == nil {
-		return errors.New("row is nil")
-	}
-	for _, f := range []struct{ name, v string }{{"id", r.ID}, {"session_id", r.SessionID}, {"url", r.URL}, {"type", r.Type}, {"status", r.Status}} {
-		if err := checks.ID(f.name, f.v); err != nil {
-			return err
-		}
-	}
-	if len(r.Body) == 0 {
-		return errors.New("body is empty")
-	}
-	if err := checks.Time("created_at", r.CreatedAt); err != nil {
-		return err
-	}
-	return checks.Time("updated_at", r.UpdatedAt)
 }
 
 const deliveryColumns = `pos, id, endpoint_id, session_id, url, type, event_seq, body, status, attempts, next_attempt_at,
@@ -293,7 +255,7 @@ func (s *Store) WebhookClaimDue(ctx context.Context, p *store.WebhookClaimParams
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	if err := checkWebhookClaim(p); err != nil {
+	if err := checks.WebhookClaim(p); err != nil {
 		return nil, fmt.Errorf("claim due webhooks: %w", err)
 	}
 	now, until := toMicros(p.Now), toMicros(p.Until)
@@ -360,28 +322,6 @@ func (w *writer) dueDeliveries(now int64, limit int) ([]*store.WebhookDeliveryRo
 		return nil, fmt.Errorf("select due webhooks: %w", mapErr(err))
 	}
 	return out, nil
-}
-
-func checkWebhookClaim(p *store.WebhookClaimParams) error {
-	if p == nil {
-		return errors.New("params are nil")
-	}
-	if err := checks.ID("owner", p.Owner); err != nil {
-		return err
-	}
-	if err := checks.Time("now", p.Now); err != nil {
-		return err
-	}
-	if err := checks.Time("until", p.Until); err != nil {
-		return err
-	}
-	if toMicros(p.Until) <= toMicros(p.Now) {
-		return fmt.Errorf("until %s must be after now %s", p.Until, p.Now)
-	}
-	if p.Limit < 1 || p.Limit > storeutil.MaxWebhookPage {
-		return fmt.Errorf("limit must be between 1 and %d, got %d", storeutil.MaxWebhookPage, p.Limit)
-	}
-	return nil
 }
 
 // WebhookReleaseClaims ends owner's claims on pending deliveries, making

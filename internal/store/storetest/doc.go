@@ -9,6 +9,7 @@
 // promise), compares JSON documents semantically (a driver may normalise
 // them) and waits for notifications with a deadline rather than sleeping.
 //
-// It imports the standard library, internal/store and testify's require. Only
-// driver tests may import it.
+// It imports the standard library, internal/store and testify's require.
+// The drivers' tests run it. Who may import it: no package of the module
+// (tests aside).
 package storetest

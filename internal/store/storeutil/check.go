@@ -201,20 +201,27 @@ func (c Checks) LeaseClaim(p *store.LeaseClaimParams) error {
 	if p == nil {
 		return errors.New("params are nil")
 	}
-	if err := c.ID("owner", p.Owner); err != nil {
+	return c.claim(p.Owner, p.Now, "expires_at", p.ExpiresAt, p.ExpiresAt.After(p.Now), p.Limit, MaxClaim)
+}
+
+// claim checks what a claim of leases or of webhook deliveries carries: who
+// claims, from now until end (endsAfter says whether end is after now, as
+// the claim compares them) and how many at most.
+func (c Checks) claim(owner string, now time.Time, endField string, end time.Time, endsAfter bool, limit, maxLimit int) error {
+	if err := c.ID("owner", owner); err != nil {
 		return err
 	}
-	if err := c.Time("now", p.Now); err != nil {
+	if err := c.Time("now", now); err != nil {
 		return err
 	}
-	if err := c.Time("expires_at", p.ExpiresAt); err != nil {
+	if err := c.Time(endField, end); err != nil {
 		return err
 	}
-	if !p.ExpiresAt.After(p.Now) {
-		return fmt.Errorf("expires_at %s must be after now %s", p.ExpiresAt, p.Now)
+	if !endsAfter {
+		return fmt.Errorf("%s %s must be after now %s", endField, end, now)
 	}
-	if p.Limit < 1 || p.Limit > MaxClaim {
-		return fmt.Errorf("limit must be between 1 and %d, got %d", MaxClaim, p.Limit)
+	if limit < 1 || limit > maxLimit {
+		return fmt.Errorf("limit must be between 1 and %d, got %d", maxLimit, limit)
 	}
 	return nil
 }

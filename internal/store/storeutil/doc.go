@@ -1,10 +1,23 @@
-// Package storeutil holds what the storage drivers share that is not SQL:
-// the in-process notification Hub that serves Store.Subscribe; Checks, the
-// validation of store.*Params that every driver runs before it touches its
-// database, so that all drivers refuse the same input with the same error
-// (naming the field, wrapping no sentinel); and the loading and numbering
-// of the embedded migrations (LoadMigrations). SQL, and anything else that
-// depends on the database's dialect, stays in each driver.
+// Package storeutil holds what the storage drivers share that is not SQL,
+// so that each driver keeps only its SQL and its dialect's encodings:
+//   - Checks, the validation of store.*Params and rows (webhook endpoints,
+//     deliveries and claims included) that every driver runs before it
+//     touches its database, so that all drivers refuse the same input with
+//     the same error (naming the field, wrapping no sentinel), and Page, the
+//     default and maximum length of each list;
+//   - the projection bookkeeping: DocTables (each kind's table),
+//     NormalizeDocs (a write's docs belong to its session) and Projections,
+//     the projection reads (TurnList, ActionGet...) over the two queries and
+//     the session lookup a driver supplies;
+//   - the rows a driver builds before it writes: PrepareSessionCreate and
+//     PrepareEventAppend check a journal write and number its events
+//     (NewEvents) and bind its docs (NormalizeDocs); NonNil stores an
+//     absent list as [] and BlobData an empty blob as zero bytes;
+//   - the in-process notification Hub that serves Store.Subscribe;
+//   - the loading and numbering of the embedded migrations (LoadMigrations).
+//
+// SQL, and anything else that depends on the database's dialect (how a time
+// or a list is encoded, how a claim locks), stays in each driver.
 //
 // Invariants: Hub.Publish never blocks, and every subscription's channel is
 // closed exactly once (on cancel, on its context's end or on Close). Checks
@@ -13,7 +26,8 @@
 // can store. LoadMigrations returns
 // versions 1, 2, 3... without gaps, or an error.
 //
-// It imports the standard library and internal/store. Only storage drivers
-// (internal/store/sqlite, internal/store/postgres) may import it: everyone
-// else goes through the store.Store interface.
+// It imports the standard library and internal/store. Who may import it:
+// internal/node, internal/store/postgres, internal/store/sqlite and tests.
+// The node reads one bound (MaxNodeAddrs, what it announces); everyone else
+// goes through the store.Store interface.
 package storeutil

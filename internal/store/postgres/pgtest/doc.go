@@ -10,6 +10,6 @@
 // is dropped after the test's other cleanups, so stores opened on it are
 // closed first.
 //
-// It imports the standard library, pgx and testify's require. Only tests
-// import it.
+// It imports the standard library, pgx and testify's require. Who may import
+// it: no package of the module (tests aside).
 package pgtest

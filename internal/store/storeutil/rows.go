@@ -1,0 +1,92 @@
+package storeutil
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// NonNil returns v, or an empty slice for nil: lists are stored and returned
+// as [] rather than null.
+func NonNil(v []string) []string {
+	if v == nil {
+		return []string{}
+	}
+	return v
+}
+
+// NewEvents numbers events after afterSeq, as they will be stored (times at
+// microsecond precision, in UTC, as both drivers' encodings keep them).
+func NewEvents(sessionID string, afterSeq int64, in []store.NewEvent) []store.Event {
+	out := make([]store.Event, len(in))
+	for i, e := range in {
+		out[i] = store.Event{
+			SessionID: sessionID,
+			Seq:       afterSeq + int64(i) + 1,
+			Type:      e.Type,
+			Time:      time.UnixMicro(e.Time.UnixMicro()).UTC(),
+			TurnID:    e.TurnID,
+			Step:      e.Step,
+			WorkerID:  e.WorkerID,
+			Data:      e.Data,
+		}
+	}
+	return out
+}
+
+// SessionWrite is what a write to a session's journal stores beside the
+// session's row: its new events, numbered; its docs, bound to the session;
+// and the session's last seq once it commits.
+type SessionWrite struct {
+	Events  []store.Event
+	Docs    []store.DocWrite
+	LastSeq int64
+}
+
+// PrepareSessionCreate checks the parameters of Store.SessionCreate and
+// returns the new session's row (a zero UpdatedAt taken to be CreatedAt)
+// and its first write. Its errors carry the operation ("create session"),
+// as the drivers return them unwrapped.
+func (c Checks) PrepareSessionCreate(p *store.SessionCreateParams) (store.SessionRow, SessionWrite, error) {
+	if p == nil {
+		return store.SessionRow{}, SessionWrite{}, errors.New("create session: params are nil")
+	}
+	sess := p.Session
+	if sess.UpdatedAt.IsZero() {
+		sess.UpdatedAt = sess.CreatedAt
+	}
+	if err := c.SessionCreate(&sess, p); err != nil {
+		return store.SessionRow{}, SessionWrite{}, fmt.Errorf("create session: %w", err)
+	}
+	events := NewEvents(sess.ID, 0, p.Events)
+	docs, err := NormalizeDocs(sess.ID, p.Docs)
+	if err != nil {
+		return store.SessionRow{}, SessionWrite{}, fmt.Errorf("create session %s: %w", sess.ID, err)
+	}
+	return sess, SessionWrite{Events: events, Docs: docs, LastSeq: int64(len(events))}, nil
+}
+
+// PrepareEventAppend checks the parameters of Store.EventAppend and returns
+// its write. Its errors carry the operation ("append events").
+func (c Checks) PrepareEventAppend(p *store.EventAppendParams) (SessionWrite, error) {
+	if err := c.EventAppend(p); err != nil {
+		return SessionWrite{}, fmt.Errorf("append events: %w", err)
+	}
+	events := NewEvents(p.SessionID, p.ExpectedSeq, p.Events)
+	docs, err := NormalizeDocs(p.SessionID, p.Docs)
+	if err != nil {
+		return SessionWrite{}, fmt.Errorf("append events to session %s: %w", p.SessionID, err)
+	}
+	return SessionWrite{Events: events, Docs: docs, LastSeq: p.ExpectedSeq + int64(len(events))}, nil
+}
+
+// BlobData is data as a blob stores it: an empty blob is zero bytes, never
+// NULL.
+func BlobData(data []byte) []byte {
+	if data == nil {
+		return []byte{}
+	}
+	return data
+}
