@@ -78,7 +78,7 @@ func tally(s *State, ev lt.Event) {
 			t.Retries++
 		}
 	case lt.EventCheckpointCreated:
-		var d CheckpointCreated
+		var d lt.CheckpointCreatedData
 		if json.Unmarshal(ev.Data, &d) == nil {
 			c := d.Checkpoint
 			if c.CreatedAt.IsZero() {
