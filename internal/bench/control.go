@@ -261,9 +261,7 @@ func checkCancelled(ctx context.Context, eng *engine.Engine, id string) error {
 	for _, ev := range evs {
 		switch ev.Type {
 		case lt.EventModelFailed:
-			var d struct {
-				Interrupted string `json:"interrupted"`
-			}
+			var d lt.ModelFailedData
 			if err := json.Unmarshal(ev.Data, &d); err != nil {
 				return fmt.Errorf("bench: session %s: decode %s: %w", id, ev.Type, err)
 			}

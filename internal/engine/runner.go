@@ -99,10 +99,8 @@ func (e *Engine) resolveBlob(ctx context.Context, ev lt.Event) (lt.Event, error)
 	if (!transcriptWants(ev.Type) && ev.Type != lt.EventMCPToolsListed) || len(ev.Data) == 0 || ev.Data[0] != '{' {
 		return ev, nil
 	}
-	var stub struct {
-		Blob *lt.BlobRef `json:"blob"`
-	}
-	if json.Unmarshal(ev.Data, &stub) != nil || stub.Blob == nil || len(stub.Blob.SHA256) != 64 {
+	var stub lt.BlobData
+	if json.Unmarshal(ev.Data, &stub) != nil || len(stub.Blob.SHA256) != 64 {
 		return ev, nil
 	}
 	data, err := e.store.BlobGet(ctx, stub.Blob.SHA256)
