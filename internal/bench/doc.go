@@ -16,7 +16,7 @@
 // `longhaul bench` command prints its report; benchmarks in this package
 // run the same code under `go test -bench`.
 //
-// It imports the engine, the journal's event types (to read an effect),
-// the scripted provider, both storage drivers and pgx (to create and drop
+// It imports the engine, the wire types (events' payloads, to read an
+// effect), the scripted provider, both storage drivers and pgx (to create and drop
 // its schema). cmd/longhaul (bench) imports it.
 package bench

@@ -47,6 +47,6 @@
 // changed listing from the same one.
 //
 // It imports the MCP SDK, internal/sandbox (stdio servers), internal/tool
-// (credentials, schema checks, canonical JSON), internal/journal (the
-// listing's payload) and longhaultype. Only the engine imports it.
+// (credentials, schema checks, canonical JSON) and longhaultype (the
+// listing's payload among the wire types). Only the engine imports it.
 package mcp

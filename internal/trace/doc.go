@@ -26,6 +26,6 @@
 //     decode rather than guess.
 //
 // The engine (GET /v1/sessions/{id}/trace) and the OpenTelemetry exporter
-// import this package; it imports only the journal's payload types and the
-// wire types.
+// import this package; it imports only the wire types (the journal's
+// payload types among them).
 package trace
