@@ -444,7 +444,8 @@ type BudgetExceededData struct {
 	Tree string `json:"tree,omitempty"`
 }
 
-// Checkpoints, artifacts and the workspace.
+// Checkpoints, artifacts and the workspace (workspace.changed carries a
+// WorkspaceChange, files.go).
 
 // CheckpointCreatedData is the data of checkpoint.created.
 type CheckpointCreatedData struct {
