@@ -54,9 +54,6 @@ type importRule struct {
 	// noDeps are import path prefixes that neither the package's build (its
 	// transitive dependencies) nor its tests' direct imports may have.
 	noDeps []string
-	// pending names the work that creates a package that does not exist
-	// yet; the entry must lose it once the package exists.
-	pending string
 }
 
 var importRules = map[string]importRule{
@@ -68,8 +65,7 @@ var importRules = map[string]importRule{
 	"e2e":          {},
 
 	// The application service, the engine and what only the engine uses.
-	"internal/app": {importers: []string{".", "internal/bench", "internal/node", "internal/server"},
-		pending: "issue 16's application service"},
+	"internal/app":       {importers: []string{".", "internal/bench", "internal/node", "internal/server"}},
 	"internal/engine":    {importers: []string{".", "cmd/longhaul", "internal/app", "internal/bench", "internal/node"}},
 	"internal/mcp":       {importers: []string{"internal/engine"}},
 	"internal/policy":    {importers: []string{"internal/app", "internal/engine"}},
@@ -175,11 +171,8 @@ func TestImportRules(t *testing.T) {
 		for _, path := range rulePaths {
 			r := importRules[path]
 			_, exists := byPath[path]
-			switch {
-			case !exists && r.pending == "":
+			if !exists {
 				t.Errorf("importRules has an entry for %s, which is not a package of the module: remove it", path)
-			case exists && r.pending != "":
-				t.Errorf("package %s exists now: remove its pending note (%q) from importRules", path, r.pending)
 			}
 			for _, imp := range r.importers {
 				if _, ok := importRules[imp]; !ok && imp != "*" {

@@ -33,7 +33,8 @@
 //     runtime hands each of its pending function_call actions to the Go
 //     function and decides the action with the result, durably (what was
 //     pending when the process stopped is handed over at the next Open).
-//   - Subscribe follows a session's journal, resuming from any seq.
+//   - Subscribe follows a session's journal, resuming from any seq; an
+//     event's payload decodes to its longhaultype type (Event.DecodeData).
 //   - Handler serves the HTTP API and the web UI of the runtime, for the
 //     CLI and other programs.
 //

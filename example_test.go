@@ -69,10 +69,7 @@ func Example() {
 		}
 		switch ev.Type {
 		case lt.EventToolCompleted:
-			var d struct {
-				Tool   string          `json:"tool"`
-				Output json.RawMessage `json:"output"`
-			}
+			var d lt.ToolCompletedData
 			_ = json.Unmarshal(ev.Data, &d)
 			fmt.Println(d.Tool, "->", string(d.Output))
 		case lt.EventTurnCompleted:
@@ -281,15 +278,11 @@ func ExampleFunction() {
 		}
 		switch ev.Type {
 		case lt.EventActionRequired:
-			var d struct {
-				Action lt.Action `json:"action"`
-			}
+			var d lt.ActionRequiredData
 			_ = json.Unmarshal(ev.Data, &d)
 			fmt.Println("required:", d.Action.Type, d.Action.Tool, string(d.Action.Arguments))
 		case lt.EventToolCompleted:
-			var d struct {
-				Output json.RawMessage `json:"output"`
-			}
+			var d lt.ToolCompletedData
 			_ = json.Unmarshal(ev.Data, &d)
 			fmt.Println("output:", string(d.Output))
 		case lt.EventTurnCompleted:
@@ -345,9 +338,7 @@ func ExampleRuntime_Subscribe() {
 			case lt.EventTurnCreated, lt.EventTurnStarted:
 				fmt.Println(ev.Seq > after, ev.Type)
 			case lt.EventTurnCompleted:
-				var d struct {
-					Output string `json:"output"`
-				}
+				var d lt.TurnCompletedData
 				_ = json.Unmarshal(ev.Data, &d)
 				fmt.Println(ev.Seq > after, ev.Type, d.Output)
 				return ev.Seq

@@ -1,6 +1,7 @@
 // Package client is the Go client of Longhaul's HTTP API (API.md): one
 // typed method per endpoint, taking and returning the wire types of
-// longhaultype; StreamEvents, which follows a session's journal live;
+// longhaultype; StreamEvents, which follows a session's journal live (an
+// event's payload decodes to its longhaultype type: Event.DecodeData);
 // StreamTreeEvents, which follows a session and all its sub-agents; and
 // AllActions and AllWebhookDeliveries, which page through the inbox of
 // required actions and the webhook deliveries; ListFiles, GetFile,

@@ -6,6 +6,8 @@ import (
 )
 
 // Event is one journal entry. Seq is per session, gap-free, and starts at 1.
+// Data is the JSON of the payload type of Type (eventdata.go); DecodeData
+// decodes it.
 type Event struct {
 	Seq       int64           `json:"seq"`
 	Type      string          `json:"type"`
@@ -18,7 +20,8 @@ type Event struct {
 }
 
 // Event types. The list in API.md, plus a few that make the journal complete
-// (a model call that failed, a cancel request, a turn cancelled).
+// (a model call that failed, a cancel request, a turn cancelled). Each has
+// its payload type in the registry of eventregistry.go (EventTypes).
 const (
 	EventSessionCreated         = "session.created"
 	EventSessionStatusChanged   = "session.status_changed"

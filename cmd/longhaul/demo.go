@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/longhaul-dev/longhaul/client"
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -117,7 +116,7 @@ func (c *cli) demo(cmd *cobra.Command, o *demoOpts) (err error) {
 		if ev.Type != lt.EventActionRequired {
 			return nil
 		}
-		var d journal.ActionRequired
+		var d lt.ActionRequiredData
 		if !decode(ev, &d) {
 			return fmt.Errorf("event %d: action.required data is not an action", ev.Seq)
 		}
@@ -277,12 +276,12 @@ func (t *stepTracker) observe(ev lt.Event) error {
 	}
 	switch ev.Type {
 	case lt.EventModelRequested:
-		var d journal.ModelRequested
+		var d lt.ModelRequestedData
 		if decode(ev, &d) && t.cur != nil && t.cur.n != d.Step {
 			return t.flush()
 		}
 	case lt.EventModelResponded:
-		var d journal.ModelResponded
+		var d lt.ModelRespondedData
 		if !decode(ev, &d) {
 			return nil
 		}
@@ -301,7 +300,7 @@ func (t *stepTracker) observe(ev lt.Event) error {
 			t.cur.end = ev.Time
 		}
 	case lt.EventToolFailed:
-		var d journal.ToolFailed
+		var d lt.ToolFailedData
 		if decode(ev, &d) && t.cur != nil && d.Step == t.cur.n {
 			t.cur.end = ev.Time
 			for i := range t.cur.tools {
@@ -311,7 +310,7 @@ func (t *stepTracker) observe(ev lt.Event) error {
 			}
 		}
 	case lt.EventAcceptanceVerified:
-		var d journal.AcceptanceVerified
+		var d lt.AcceptanceVerifiedData
 		if !decode(ev, &d) {
 			return nil
 		}

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/longhaul-dev/longhaul/client"
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -151,12 +150,12 @@ func eventSummary(ev lt.Event) string {
 	}
 	switch ev.Type {
 	case lt.EventSessionCreated:
-		var d journal.SessionCreated
+		var d lt.SessionCreatedData
 		if decode(ev, &d) {
 			return fmt.Sprintf("%s: %q", agentLabel(d.Agent), truncate(d.Input, 60))
 		}
 	case lt.EventSessionStatusChanged:
-		var d journal.StatusChanged
+		var d lt.SessionStatusChangedData
 		if decode(ev, &d) {
 			s := fmt.Sprintf("%s → %s", d.From, d.To)
 			if d.StopReason != "" {
@@ -165,12 +164,12 @@ func eventSummary(ev lt.Event) string {
 			return s
 		}
 	case lt.EventSessionCancelRequested:
-		var d journal.CancelRequested
+		var d lt.SessionCancelRequestedData
 		if decode(ev, &d) {
 			return orDash(truncate(d.Reason, 80))
 		}
 	case lt.EventTurnSteered:
-		var d journal.TurnSteered
+		var d lt.TurnSteeredData
 		if decode(ev, &d) {
 			s := fmt.Sprintf("%q", truncate(d.Input, 80))
 			if d.Interrupt {
@@ -179,32 +178,32 @@ func eventSummary(ev lt.Event) string {
 			return s
 		}
 	case lt.EventTurnCreated:
-		var d journal.TurnCreated
+		var d lt.TurnCreatedData
 		if decode(ev, &d) {
 			return fmt.Sprintf("turn %d: %q", d.Index, truncate(d.Input, 60))
 		}
 	case lt.EventTurnStarted:
-		var d journal.TurnStarted
+		var d lt.TurnStartedData
 		if decode(ev, &d) {
 			return d.TurnID
 		}
 	case lt.EventTurnCompleted:
-		var d journal.TurnCompleted
+		var d lt.TurnCompletedData
 		if decode(ev, &d) {
 			return fmt.Sprintf("%q", truncate(d.Output, 80))
 		}
 	case lt.EventTurnFailed:
-		var d journal.TurnFailed
+		var d lt.TurnFailedData
 		if decode(ev, &d) {
 			return d.StopReason + ": " + truncate(d.Error, 80)
 		}
 	case lt.EventTurnCancelled:
-		var d journal.TurnCancelled
+		var d lt.TurnCancelledData
 		if decode(ev, &d) {
 			return orDash(truncate(d.Reason, 80))
 		}
 	case lt.EventModelRequested:
-		var d journal.ModelRequested
+		var d lt.ModelRequestedData
 		if decode(ev, &d) {
 			m := d.Provider
 			if d.Model != "" {
@@ -219,13 +218,13 @@ func eventSummary(ev lt.Event) string {
 			return fmt.Sprintf("step %d: %s (attempt %d)", d.Step, m, d.Attempt)
 		}
 	case lt.EventModelResponded:
-		var d journal.ModelResponded
+		var d lt.ModelRespondedData
 		if decode(ev, &d) {
 			return fmt.Sprintf("step %d: %s  · %s tok · %s · %s", d.Step, modelAnswer(d),
 				fmtInt(d.Usage.InputTokens+d.Usage.OutputTokens), fmtCost(d.CostUSD), fmtDuration(ms(d.DurationMS)))
 		}
 	case lt.EventModelFailed:
-		var d journal.ModelFailed
+		var d lt.ModelFailedData
 		if decode(ev, &d) {
 			kind := d.Kind
 			if d.Status != 0 {
@@ -234,17 +233,17 @@ func eventSummary(ev lt.Event) string {
 			return fmt.Sprintf("step %d, attempt %d: %s: %s", d.Step, d.Attempt, kind, truncate(d.Message, 80))
 		}
 	case lt.EventToolRequested:
-		var d journal.ToolRequested
+		var d lt.ToolRequestedData
 		if decode(ev, &d) {
 			return fmt.Sprintf("step %d: %s [%s, %s]", d.Step, toolLabel(d.Tool, d.Arguments), d.Kind, d.Class)
 		}
 	case lt.EventToolStarted:
-		var d journal.ToolStarted
+		var d lt.ToolStartedData
 		if decode(ev, &d) {
 			return fmt.Sprintf("step %d: %s [%s] effect %s, attempt %d", d.Step, d.Tool, d.Class, d.EffectID, d.Attempt)
 		}
 	case lt.EventToolCompleted:
-		var d journal.ToolCompleted
+		var d lt.ToolCompletedData
 		if decode(ev, &d) {
 			s := fmt.Sprintf("step %d: %s → %s (%s)", d.Step, d.Tool, truncate(string(d.Output), 60), fmtDuration(ms(d.DurationMS)))
 			if d.Resolution != "" {
@@ -253,62 +252,62 @@ func eventSummary(ev lt.Event) string {
 			return s
 		}
 	case lt.EventToolFailed:
-		var d journal.ToolFailed
+		var d lt.ToolFailedData
 		if decode(ev, &d) {
 			return fmt.Sprintf("step %d: %s: %s", d.Step, d.Tool, truncate(d.Error, 80))
 		}
 	case lt.EventEffectInDoubt:
-		var d journal.EffectInDoubt
+		var d lt.EffectInDoubtData
 		if decode(ev, &d) {
 			return fmt.Sprintf("step %d: %s: %s (action %s)", d.Step, d.Tool, truncate(d.Reason, 60), d.ActionID)
 		}
 	case lt.EventActionRequired:
-		var d journal.ActionRequired
+		var d lt.ActionRequiredData
 		if decode(ev, &d) {
 			return fmt.Sprintf("%s %s: %s", d.Action.Type, d.Action.ID, truncate(actionWhat(&d.Action), 80))
 		}
 	case lt.EventActionResolved:
-		var d journal.ActionResolved
+		var d lt.ActionResolvedData
 		if decode(ev, &d) {
 			return fmt.Sprintf("%s %s: %s", d.Type, d.ActionID, decisionText(&d.Decision))
 		}
 	case lt.EventCheckpointCreated:
-		var d journal.CheckpointCreated
+		var d lt.CheckpointCreatedData
 		if decode(ev, &d) {
 			return fmt.Sprintf("%s: %s", d.Checkpoint.Name, truncate(d.Checkpoint.Summary, 60))
 		}
 	case lt.EventArtifactCreated:
-		var d journal.ArtifactCreated
+		var d lt.ArtifactCreatedData
 		if decode(ev, &d) {
 			return fmt.Sprintf("%s %s v%d (%s)", d.Artifact.ID, d.Artifact.Name, d.Artifact.Version, fmtBytes(d.Artifact.Size))
 		}
 	case lt.EventBudgetExceeded:
-		var d journal.BudgetExceeded
+		var d lt.BudgetExceededData
 		if decode(ev, &d) && d.Limit != "" {
 			return fmt.Sprintf("%s: used %g of %g", d.Limit, d.Used, d.Max)
 		}
 	case lt.EventBudgetWarning:
-		var d journal.BudgetWarning
+		var d lt.BudgetWarningData
 		if decode(ev, &d) && d.Limit.Name != "" {
 			return fmt.Sprintf("%s: used %g of %g", d.Limit.Name, d.Limit.Used, d.Limit.Max)
 		}
 	case lt.EventPolicyDecided:
-		var d journal.PolicyDecided
+		var d lt.PolicyDecidedData
 		if decode(ev, &d) {
 			return fmt.Sprintf("step %d: %s %s by %s: %s", d.Step, d.Decision, d.Tool, d.Rule, truncate(d.Reason, 60))
 		}
 	case lt.EventModelDelta:
-		var d journal.ModelDelta
+		var d lt.ModelDeltaData
 		if decode(ev, &d) {
 			return fmt.Sprintf("step %d: %q", d.Step, truncate(d.Text+d.Reasoning, 70))
 		}
 	case lt.EventContextCompacted:
-		var d journal.ContextCompacted
+		var d lt.ContextCompactedData
 		if decode(ev, &d) {
 			return fmt.Sprintf("step %d: %s → %s tok, %d items summarised: %q", d.Step, fmtInt(int64(d.TokensBefore)), fmtInt(int64(d.TokensAfter)), d.Items, truncate(d.Summary, 50))
 		}
 	case lt.EventAcceptanceVerified:
-		var d journal.AcceptanceVerified
+		var d lt.AcceptanceVerifiedData
 		if decode(ev, &d) {
 			met := 0
 			for _, c := range d.Verdict.Criteria {
@@ -322,12 +321,12 @@ func eventSummary(ev lt.Event) string {
 			return fmt.Sprintf("step %d, attempt %d: %d of %d criteria met", d.Step, d.Verdict.Attempt, met, len(d.Verdict.Criteria))
 		}
 	case lt.EventSubagentSpawned:
-		var d journal.SubagentSpawned
+		var d lt.SubagentSpawnedData
 		if decode(ev, &d) && d.ChildID != "" {
 			return fmt.Sprintf("step %d: %s (%s): %q", d.Step, d.ChildID, agentLabel(d.Agent), truncate(d.Input, 60))
 		}
 	case lt.EventSubagentCompleted:
-		var d journal.SubagentCompleted
+		var d lt.SubagentCompletedData
 		if decode(ev, &d) && d.ChildID != "" {
 			s := fmt.Sprintf("%s %s", d.ChildID, d.Status)
 			if d.StopReason != "" {
@@ -340,7 +339,7 @@ func eventSummary(ev lt.Event) string {
 			return fmt.Sprintf("%s · %s tok · %s: %q", s, fmtInt(d.Usage.InputTokens+d.Usage.OutputTokens), fmtCost(d.Usage.CostUSD), truncate(out, 50))
 		}
 	case lt.EventConstraintAdded:
-		var d journal.ConstraintAdded
+		var d lt.ConstraintAddedData
 		if decode(ev, &d) {
 			return fmt.Sprintf("pinned: %q", truncate(d.Constraint, 80))
 		}
@@ -362,7 +361,7 @@ func decode(ev lt.Event, v any) bool {
 	return json.Unmarshal(ev.Data, v) == nil
 }
 
-func modelAnswer(d journal.ModelResponded) string {
+func modelAnswer(d lt.ModelRespondedData) string {
 	if len(d.ToolCalls) == 0 {
 		return fmt.Sprintf("%q", truncate(d.Text, 60))
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -109,17 +108,17 @@ func (c *cli) resume(cmd *cobra.Command, o *resumeOpts, id string) error {
 func pauseSummary(ev lt.Event) (string, bool) {
 	switch ev.Type {
 	case lt.EventSessionPauseRequested:
-		var d journal.PauseRequested
+		var d lt.SessionPauseRequestedData
 		if decode(ev, &d) {
 			return "at the next safe point: " + orDash(truncate(d.Reason, 80)), true
 		}
 	case lt.EventSessionPaused:
-		var d journal.Paused
+		var d lt.SessionPausedData
 		if decode(ev, &d) {
 			return orDash(truncate(d.Reason, 80)), true
 		}
 	case lt.EventSessionResumed:
-		var d journal.Resumed
+		var d lt.SessionResumedData
 		if decode(ev, &d) {
 			if d.PausedMS == 0 {
 				return "the pause had not taken effect", true

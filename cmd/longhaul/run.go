@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/longhaul-dev/longhaul/client"
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -192,17 +191,17 @@ func followTurn(ctx context.Context, cl *client.Client, sessionID, turnID string
 func turnEnded(ev lt.Event) *turnEnd {
 	switch ev.Type {
 	case lt.EventTurnCompleted:
-		var d journal.TurnCompleted
+		var d lt.TurnCompletedData
 		if decode(ev, &d) {
 			return &turnEnd{turnID: firstNonEmpty(d.TurnID, ev.TurnID), status: lt.TurnCompleted, output: d.Output}
 		}
 	case lt.EventTurnFailed:
-		var d journal.TurnFailed
+		var d lt.TurnFailedData
 		if decode(ev, &d) {
 			return &turnEnd{turnID: firstNonEmpty(d.TurnID, ev.TurnID), status: lt.TurnFailed, stopReason: d.StopReason, err: d.Error}
 		}
 	case lt.EventTurnCancelled:
-		var d journal.TurnCancelled
+		var d lt.TurnCancelledData
 		if decode(ev, &d) {
 			return &turnEnd{turnID: firstNonEmpty(d.TurnID, ev.TurnID), status: lt.TurnCancelled, err: d.Reason}
 		}
@@ -234,7 +233,7 @@ func printActionHint(w io.Writer, sessionID string, ev lt.Event) {
 	if ev.Type != lt.EventActionRequired {
 		return
 	}
-	var d journal.ActionRequired
+	var d lt.ActionRequiredData
 	if !decode(ev, &d) {
 		return
 	}

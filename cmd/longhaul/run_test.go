@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -149,7 +148,7 @@ func startFunctionSession(t *testing.T, s *testServer) (string, lt.Action) {
 	id := strings.TrimSpace(cliOK(t, "run", "--server", s.url, "--agent-spec", spec, "--detach", "Look up c-7"))
 	require.True(t, strings.HasPrefix(id, "ses_"), id)
 	ev := s.waitEvent(t, id, lt.EventActionRequired)
-	var d journal.ActionRequired
+	var d lt.ActionRequiredData
 	require.NoError(t, json.Unmarshal(ev.Data, &d))
 	return id, d.Action
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -22,9 +21,9 @@ func TestSteerCommand(t *testing.T) {
 	out := cliOK(t, "steer", id, "Use the 2025 figures.", "--interrupt", "--server", s.url)
 	require.Contains(t, out, "Steered "+id+" (status: requires_action)")
 	ev := s.waitEvent(t, id, lt.EventTurnSteered)
-	var d journal.TurnSteered
+	var d lt.TurnSteeredData
 	require.NoError(t, json.Unmarshal(ev.Data, &d))
-	require.Equal(t, journal.TurnSteered{TurnID: ev.TurnID, Input: "Use the 2025 figures.", Interrupt: true}, d)
+	require.Equal(t, lt.TurnSteeredData{TurnID: ev.TurnID, Input: "Use the 2025 figures.", Interrupt: true}, d)
 	sess := cliJSON[lt.Session](t, "steer", id, "And be brief.", "--server", s.url, "--json")
 	require.Equal(t, lt.SessionRequiresAction, sess.Status)
 	require.Len(t, sess.RequiredActions, 1)

@@ -141,8 +141,8 @@ func (c *cannedTreeStream) seen() []string {
 func TestEventsFollowSubagents(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	// The data as the engine journals it (internal/journal's SubagentSpawned
-	// and SubagentCompleted).
+	// The data as the engine journals it (lt.SubagentSpawnedData and
+	// lt.SubagentCompletedData).
 	spawned := json.RawMessage(`{"step":1,"index":0,"call_id":"call_1","child_id":"ses_c1",` +
 		`"agent":{"name":"researcher","version":1},"input":"find the prices","budget":{}}`)
 	completed := json.RawMessage(`{"child_id":"ses_c1","turn_id":"turn_9","status":"completed","output":"3 prices",` +

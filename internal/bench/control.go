@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/engine"
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -262,9 +261,7 @@ func checkCancelled(ctx context.Context, eng *engine.Engine, id string) error {
 	for _, ev := range evs {
 		switch ev.Type {
 		case lt.EventModelFailed:
-			var d struct {
-				Interrupted string `json:"interrupted"`
-			}
+			var d lt.ModelFailedData
 			if err := json.Unmarshal(ev.Data, &d); err != nil {
 				return fmt.Errorf("bench: session %s: decode %s: %w", id, ev.Type, err)
 			}
@@ -333,13 +330,13 @@ func steered(id string, evs []lt.Event) (bool, error) {
 		case lt.EventTurnSteered:
 			sent = true
 		case lt.EventModelFailed:
-			var d journal.ModelFailed
+			var d lt.ModelFailedData
 			if err := json.Unmarshal(ev.Data, &d); err != nil {
 				return false, fmt.Errorf("bench: session %s: decode %s: %w", id, ev.Type, err)
 			}
-			abandoned = abandoned || sent && d.Interrupted == journal.InterruptedSteered
+			abandoned = abandoned || sent && d.Interrupted == lt.InterruptedSteered
 		case lt.EventModelRequested:
-			var d journal.ModelRequested
+			var d lt.ModelRequestedData
 			if err := json.Unmarshal(ev.Data, &d); err != nil {
 				return false, fmt.Errorf("bench: session %s: decode %s: %w", id, ev.Type, err)
 			}

@@ -16,8 +16,8 @@
 // `longhaul bench` command prints its report; benchmarks in this package
 // run the same code under `go test -bench`.
 //
-// It imports the engine, the journal's event types (to read an effect),
-// the scripted provider, both storage drivers and pgx (to create and drop
-// its schema); the bench command runs it. Who may import it: cmd/longhaul
-// and tests.
+// It imports the engine, the wire types (events' payloads, to read an
+// effect), the scripted provider, both storage drivers and pgx (to create
+// and drop its schema); the bench command runs it. Who may import it:
+// cmd/longhaul and tests.
 package bench

@@ -143,7 +143,7 @@ func decisionSHA256(d *lt.Decision) (string, error) {
 // carry it out. spec is the session's agent (for the schemas of edited
 // arguments).
 func (e *Engine) decisionEvents(b *batch, spec *lt.AgentSpec, a *lt.Action, d *lt.Decision, sum string) error {
-	resolved := journal.ActionResolved{ActionID: a.ID, Type: string(a.Type), CallID: a.CallID, Decision: *d, DecisionSHA256: sum}
+	resolved := lt.ActionResolvedData{ActionID: a.ID, Type: string(a.Type), CallID: a.CallID, Decision: *d, DecisionSHA256: sum}
 	if a.Type == lt.ActionBudget {
 		return budgetDecision(b, a, d, resolved, e.clock.Now())
 	}
@@ -151,8 +151,8 @@ func (e *Engine) decisionEvents(b *batch, spec *lt.AgentSpec, a *lt.Action, d *l
 	if call == nil {
 		return apierror.Conflict("action %s no longer matches a tool call", a.ID)
 	}
-	failed := func(msg, refused, resolution string) journal.ToolFailed {
-		return journal.ToolFailed{
+	failed := func(msg, refused, resolution string) lt.ToolFailedData {
+		return lt.ToolFailedData{
 			Step: a.Step, Index: call.Index, CallID: call.ID, Tool: call.Tool, EffectID: call.EffectID,
 			Error: msg, Refused: refused, Resolution: resolution,
 		}
@@ -180,7 +180,7 @@ func (e *Engine) decisionEvents(b *batch, spec *lt.AgentSpec, a *lt.Action, d *l
 		if err := b.add(lt.EventActionResolved, a.TurnID, a.Step, resolved); err != nil {
 			return err
 		}
-		return b.add(lt.EventToolCompleted, a.TurnID, a.Step, journal.ToolCompleted{
+		return b.add(lt.EventToolCompleted, a.TurnID, a.Step, lt.ToolCompletedData{
 			Step: a.Step, Index: call.Index, CallID: call.ID, Tool: call.Tool, Output: out,
 		})
 	case lt.ActionFunctionCall:
@@ -195,7 +195,7 @@ func (e *Engine) decisionEvents(b *batch, spec *lt.AgentSpec, a *lt.Action, d *l
 			return err
 		}
 		if hasOutput {
-			return b.add(lt.EventToolCompleted, a.TurnID, a.Step, journal.ToolCompleted{
+			return b.add(lt.EventToolCompleted, a.TurnID, a.Step, lt.ToolCompletedData{
 				Step: a.Step, Index: call.Index, CallID: call.ID, Tool: call.Tool, EffectID: call.EffectID, Output: d.Output,
 			})
 		}
@@ -213,7 +213,7 @@ func (e *Engine) decisionEvents(b *batch, spec *lt.AgentSpec, a *lt.Action, d *l
 			if err := b.add(lt.EventActionResolved, a.TurnID, a.Step, resolved); err != nil {
 				return err
 			}
-			return b.add(lt.EventToolCompleted, a.TurnID, a.Step, journal.ToolCompleted{
+			return b.add(lt.EventToolCompleted, a.TurnID, a.Step, lt.ToolCompletedData{
 				Step: a.Step, Index: call.Index, CallID: call.ID, Tool: call.Tool, EffectID: call.EffectID,
 				Output: out, Resolution: lt.DecisionHappened,
 			})
@@ -243,7 +243,7 @@ func (e *Engine) decisionEvents(b *batch, spec *lt.AgentSpec, a *lt.Action, d *l
 // approvalDecision carries out approve (optionally with edited arguments,
 // which are validated and re-bound), reject (the reason goes back to the
 // model) and stop (the turn ends).
-func (e *Engine) approvalDecision(b *batch, spec *lt.AgentSpec, a *lt.Action, call *journal.Call, d *lt.Decision, resolved journal.ActionResolved) error {
+func (e *Engine) approvalDecision(b *batch, spec *lt.AgentSpec, a *lt.Action, call *journal.Call, d *lt.Decision, resolved lt.ActionResolvedData) error {
 	if d.Answer != "" || len(d.Output) > 0 || d.Error != "" || d.Budget != nil {
 		return apierror.Invalid("decision", "an approval takes decision (approve, reject or stop), and arguments or reason")
 	}
@@ -275,8 +275,8 @@ func (e *Engine) approvalDecision(b *batch, spec *lt.AgentSpec, a *lt.Action, ca
 		if err := b.add(lt.EventActionResolved, a.TurnID, a.Step, resolved); err != nil {
 			return err
 		}
-		return b.add(lt.EventToolFailed, a.TurnID, a.Step, journal.ToolFailed{
-			Step: a.Step, Index: call.Index, CallID: call.ID, Tool: call.Tool, Refused: journal.RefusedRejected,
+		return b.add(lt.EventToolFailed, a.TurnID, a.Step, lt.ToolFailedData{
+			Step: a.Step, Index: call.Index, CallID: call.ID, Tool: call.Tool, Refused: lt.RefusedRejected,
 			Error: "rejected by a person: " + d.Reason,
 		})
 	case lt.DecisionStop:
@@ -287,8 +287,8 @@ func (e *Engine) approvalDecision(b *batch, spec *lt.AgentSpec, a *lt.Action, ca
 		if d.Reason != "" {
 			msg += ": " + d.Reason
 		}
-		if err := b.add(lt.EventToolFailed, a.TurnID, a.Step, journal.ToolFailed{
-			Step: a.Step, Index: call.Index, CallID: call.ID, Tool: call.Tool, Refused: journal.RefusedStopped, Error: msg,
+		if err := b.add(lt.EventToolFailed, a.TurnID, a.Step, lt.ToolFailedData{
+			Step: a.Step, Index: call.Index, CallID: call.ID, Tool: call.Tool, Refused: lt.RefusedStopped, Error: msg,
 		}); err != nil {
 			return err
 		}
@@ -311,7 +311,7 @@ func (e *Engine) validateEdit(spec *lt.AgentSpec, call *journal.Call, args json.
 			schema = t.Parameters
 		}
 	}
-	if t, ok := e.tools.Get(call.Tool); ok && call.Kind == journal.CallBuiltin {
+	if t, ok := e.tools.Get(call.Tool); ok && call.Kind == lt.CallBuiltin {
 		schema = t.Parameters()
 	}
 	if len(schema) == 0 {
@@ -330,7 +330,7 @@ func (e *Engine) validateEdit(spec *lt.AgentSpec, call *journal.Call, args json.
 // budgetDecision carries out a budget action: approve (with optional new
 // limits; the soft threshold that was reached is lifted unless the new
 // limits move it past the usage) or stop (the turn ends, budget_exceeded).
-func budgetDecision(b *batch, a *lt.Action, d *lt.Decision, resolved journal.ActionResolved, now time.Time) error {
+func budgetDecision(b *batch, a *lt.Action, d *lt.Decision, resolved lt.ActionResolvedData, now time.Time) error {
 	if d.Arguments != nil || d.Answer != "" || len(d.Output) > 0 || d.Error != "" || d.ArgumentsSHA256 != "" {
 		return apierror.Invalid("decision", "a budget action takes decision (approve or stop) and, to approve, budget")
 	}
@@ -374,7 +374,7 @@ func endTurn(b *batch, stopReason, msg string) error {
 	if turn == nil {
 		return nil
 	}
-	if err := b.add(lt.EventTurnFailed, turn.ID, 0, journal.TurnFailed{TurnID: turn.ID, StopReason: stopReason, Error: msg}); err != nil {
+	if err := b.add(lt.EventTurnFailed, turn.ID, 0, lt.TurnFailedData{TurnID: turn.ID, StopReason: stopReason, Error: msg}); err != nil {
 		return err
 	}
 	if len(b.st.Turns) > 0 {
@@ -400,13 +400,13 @@ func expireActions(add func(typ, turnID string, step int, data any) error, st *j
 		if err != nil {
 			return n, err
 		}
-		if err := add(lt.EventActionResolved, a.TurnID, a.Step, journal.ActionResolved{
+		if err := add(lt.EventActionResolved, a.TurnID, a.Step, lt.ActionResolvedData{
 			ActionID: a.ID, Type: string(a.Type), CallID: a.CallID, Decision: d, DecisionSHA256: sum,
 		}); err != nil {
 			return n, err
 		}
-		if err := add(lt.EventToolFailed, a.TurnID, a.Step, journal.ToolFailed{
-			Step: a.Step, Index: call.Index, CallID: call.ID, Tool: call.Tool, Refused: journal.RefusedApprovalExpired,
+		if err := add(lt.EventToolFailed, a.TurnID, a.Step, lt.ToolFailedData{
+			Step: a.Step, Index: call.Index, CallID: call.ID, Tool: call.Tool, Refused: lt.RefusedApprovalExpired,
 			Error: fmt.Sprintf("refused: the approval expired at %s before anyone decided", a.ExpiresAt.UTC().Format(time.RFC3339)),
 		}); err != nil {
 			return n, err

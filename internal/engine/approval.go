@@ -42,7 +42,7 @@ func (r *runner) askApproval(c *journal.Call, v policy.Verdict) error {
 		at := now.Add(v.ExpiresIn).Truncate(time.Millisecond)
 		a.ExpiresAt = &at
 	}
-	return r.add(lt.EventActionRequired, turnID, step, journal.ActionRequired{Action: a})
+	return r.add(lt.EventActionRequired, turnID, step, lt.ActionRequiredData{Action: a})
 }
 
 // askHuman turns an ask_human call into an input action; the answer becomes
@@ -70,12 +70,12 @@ func (r *runner) askHuman(c *journal.Call) error {
 			err = fmt.Errorf("ask_human: a sub-agent cannot ask for a file (kind %q): it works in its parent's workspace, which a person can change only once its sub-agents are done; ask in words, or report what you need to your parent", lt.InputFile)
 		}
 		if err != nil {
-			return r.add(lt.EventToolFailed, turnID, step, journal.ToolFailed{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Error: err.Error()})
+			return r.add(lt.EventToolFailed, turnID, step, lt.ToolFailedData{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Error: err.Error()})
 		}
 		a.Kind, a.Path = lt.InputFile, p
 		a.Summary = "The agent asks for a file at " + p + ": " + clip(args.Question, 500)
 	}
-	return r.add(lt.EventActionRequired, turnID, step, journal.ActionRequired{Action: a})
+	return r.add(lt.EventActionRequired, turnID, step, lt.ActionRequiredData{Action: a})
 }
 
 func (r *runner) toolDescription(name string) string {

@@ -66,7 +66,7 @@ func (r *runner) checkBudget(beforeTool bool) (bool, error) {
 	for _, d := range dims {
 		if d.max > 0 && d.used >= warnFraction*d.max && r.st.BudgetWarned[d.name] != d.max {
 			turn := r.st.CurrentTurn()
-			if err := r.add(lt.EventBudgetWarning, turn.ID, 0, journal.BudgetWarning{
+			if err := r.add(lt.EventBudgetWarning, turn.ID, 0, lt.BudgetWarningData{
 				Limit: lt.BudgetLimit{Name: d.name, Soft: d.soft, Max: d.max, Used: d.used},
 			}); err != nil {
 				return false, err
@@ -78,7 +78,7 @@ func (r *runner) checkBudget(beforeTool bool) (bool, error) {
 
 func (r *runner) exceed(d budgetDim) error {
 	turn := r.st.CurrentTurn()
-	if err := r.add(lt.EventBudgetExceeded, turn.ID, 0, journal.BudgetExceeded{Limit: d.name, Max: d.max, Used: d.used}); err != nil {
+	if err := r.add(lt.EventBudgetExceeded, turn.ID, 0, lt.BudgetExceededData{Limit: d.name, Max: d.max, Used: d.used}); err != nil {
 		return err
 	}
 	return r.failTurn(lt.StopBudgetExceeded, fmt.Sprintf("budget limit max_%s reached (%g of %g)", d.name, d.used, d.max))
@@ -104,7 +104,7 @@ func (r *runner) askBudget(d budgetDim) error {
 		Usage:       &u,
 		CreatedAt:   r.e.clock.Now(),
 	}
-	return r.add(lt.EventActionRequired, turn.ID, 0, journal.ActionRequired{Action: a})
+	return r.add(lt.EventActionRequired, turn.ID, 0, lt.ActionRequiredData{Action: a})
 }
 
 func consequenceOfBudget(d budgetDim) string {
@@ -230,7 +230,7 @@ func (e *Engine) UpdateBudget(ctx context.Context, sessionID string, p *lt.Budge
 			return nil, err
 		}
 		if nb != b.st.Session.Budget {
-			if err := b.add(lt.EventBudgetUpdated, "", 0, journal.BudgetUpdated{Budget: nb}); err != nil {
+			if err := b.add(lt.EventBudgetUpdated, "", 0, lt.BudgetUpdatedData{Budget: nb}); err != nil {
 				return nil, err
 			}
 		}
@@ -246,7 +246,7 @@ func (e *Engine) UpdateBudget(ctx context.Context, sessionID string, p *lt.Budge
 			if err != nil {
 				return nil, err
 			}
-			if err := b.add(lt.EventActionResolved, a.TurnID, 0, journal.ActionResolved{
+			if err := b.add(lt.EventActionResolved, a.TurnID, 0, lt.ActionResolvedData{
 				ActionID: a.ID, Type: string(a.Type), Decision: d, DecisionSHA256: sum, Budget: &nb,
 			}); err != nil {
 				return nil, err

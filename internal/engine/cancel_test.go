@@ -13,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/mcp/mcptest"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -51,7 +50,7 @@ func TestCancelInterruptsModelCall(t *testing.T) {
 
 	failed := events(t, h, s.ID, lt.EventModelFailed)
 	require.Len(t, failed, 1)
-	d := data[journal.ModelFailed](t, failed[0])
+	d := data[lt.ModelFailedData](t, failed[0])
 	require.Equal(t, "cancelled", d.Interrupted)
 	require.Contains(t, d.Message, "the session was cancelled: stop now")
 	require.NotNil(t, d.Usage)
@@ -80,7 +79,7 @@ func TestCancelKillsShell(t *testing.T) {
 
 	failed := events(t, h, s.ID, lt.EventToolFailed)
 	require.Len(t, failed, 1)
-	d := data[journal.ToolFailed](t, failed[0])
+	d := data[lt.ToolFailedData](t, failed[0])
 	require.Equal(t, "cancelled", d.Interrupted)
 	require.Contains(t, string(d.Output), "started")
 	require.Len(t, events(t, h, s.ID, lt.EventModelRequested), 1, "no model call after the cancel")
@@ -158,7 +157,7 @@ func TestCancelInterruptsMCPCall(t *testing.T) {
 	s = requireCancelled(t, h, s.ID)
 	failed := events(t, h, s.ID, lt.EventToolFailed)
 	require.Len(t, failed, 1)
-	require.Equal(t, "cancelled", data[journal.ToolFailed](t, failed[0]).Interrupted)
+	require.Equal(t, "cancelled", data[lt.ToolFailedData](t, failed[0]).Interrupted)
 	require.Len(t, events(t, h, s.ID, lt.EventModelRequested), 1)
 	checkJournal(t, h.store, s.ID)
 	calls := filepath.Join(h.workspace(s.ID), mcptest.CallLog)
@@ -252,7 +251,7 @@ func TestCancelBeforeTheNextCallStarts(t *testing.T) {
 	require.Empty(t, s.RequiredActions)
 	failed := events(t, h, s.ID, lt.EventToolFailed)
 	require.Len(t, failed, 1)
-	d := data[journal.ToolFailed](t, failed[0])
+	d := data[lt.ToolFailedData](t, failed[0])
 	require.Equal(t, "shell", d.Tool)
 	require.Equal(t, "cancelled", d.Interrupted)
 	require.Contains(t, d.Error, "not run: the session was cancelled: stop now")

@@ -70,7 +70,7 @@ func (r *runner) checkpoint(ctx context.Context, kind, name, summary, next strin
 	default:
 		c.SnapshotError = clip(err.Error(), 300)
 	}
-	if err := r.add(lt.EventCheckpointCreated, turnID, step, journal.CheckpointCreated{Checkpoint: c}); err != nil {
+	if err := r.add(lt.EventCheckpointCreated, turnID, step, lt.CheckpointCreatedData{Checkpoint: c}); err != nil {
 		return nil, err
 	}
 	return &c, nil
@@ -110,7 +110,7 @@ func (r *runner) runCheckpoint(ctx context.Context, c *journal.Call) error {
 	if err != nil {
 		return err
 	}
-	return r.add(lt.EventToolCompleted, turnID, step, journal.ToolCompleted{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Output: out})
+	return r.add(lt.EventToolCompleted, turnID, step, lt.ToolCompletedData{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Output: out})
 }
 
 // workspaceLost reports whether the session's workspace is gone although
@@ -164,7 +164,7 @@ func (r *runner) restoreWorkspace(ctx context.Context) error {
 	if stale {
 		reason = "this node's copy of the workspace is stale: the session changed it on another node since"
 	}
-	if err := r.add(lt.EventEnvironmentLost, turnID, step, journal.EnvironmentLost{Reason: reason}); err != nil {
+	if err := r.add(lt.EventEnvironmentLost, turnID, step, lt.EnvironmentLostData{Reason: reason}); err != nil {
 		return err
 	}
 	snap := r.st.LastSnapshot
@@ -180,7 +180,7 @@ func (r *runner) restoreWorkspace(ctx context.Context) error {
 	}
 	r.ws = ws
 	if snap == "" {
-		d := journal.EnvironmentRestored{}
+		d := lt.EnvironmentRestoredData{}
 		d.Replayed, d.Missing = r.replayStep(ctx)
 		d.Note = "The workspace was lost and recreated empty: no checkpoint had a snapshot of it"
 		switch {
@@ -194,7 +194,7 @@ func (r *runner) restoreWorkspace(ctx context.Context) error {
 		d.Note += r.reapplyPersonChanges(ctx, ws)
 		return r.add(lt.EventEnvironmentRestored, turnID, step, d)
 	}
-	d := journal.EnvironmentRestored{}
+	d := lt.EnvironmentRestoredData{}
 	stats, err := snapshot.Restore(ctx, r.e.store, snap, ws)
 	if err != nil {
 		return fmt.Errorf("restore workspace from snapshot %s: %w", snap, err)
@@ -266,7 +266,7 @@ func (r *runner) replayStep(ctx context.Context) (replayed, missing []string) {
 	}
 	for i := range st.Calls {
 		c := &st.Calls[i]
-		if c.Kind != journal.CallBuiltin || c.Status != journal.CallDone || c.Failed || c.Class == lt.EffectRead {
+		if c.Kind != lt.CallBuiltin || c.Status != journal.CallDone || c.Failed || c.Class == lt.EffectRead {
 			continue
 		}
 		label := c.ID

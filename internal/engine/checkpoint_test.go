@@ -11,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -49,7 +48,7 @@ func TestCheckpointsAndLostWorkspace(t *testing.T) {
 	require.Len(t, events(t, h, s.ID, lt.EventEnvironmentLost), 1)
 	restored := events(t, h, s.ID, lt.EventEnvironmentRestored)
 	require.Len(t, restored, 1)
-	rd := data[journal.EnvironmentRestored](t, restored[0])
+	rd := data[lt.EnvironmentRestoredData](t, restored[0])
 	require.NotEmpty(t, rd.Snapshot)
 	require.Equal(t, 1, rd.Files)
 	// The model read the file back, and was told what happened.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -56,7 +55,7 @@ func (r *runner) compactIfNeeded(ctx context.Context, stepN int) (bool, error) {
 		}
 		return false, nil // nothing to summarise yet: send as is
 	}
-	res, err := r.invoke(ctx, journal.PurposeCompaction, stepN, r.tx.summaryRequest(cut), nil)
+	res, err := r.invoke(ctx, lt.PurposeCompaction, stepN, r.tx.summaryRequest(cut), nil)
 	if res == nil || err != nil {
 		return true, err
 	}
@@ -66,7 +65,7 @@ func (r *runner) compactIfNeeded(ctx context.Context, stepN int) (bool, error) {
 	}
 	after := model.CountMessages(counter, r.tx.messagesFrom(cut, summary), r.toolDefs)
 	turn := r.st.CurrentTurn()
-	return true, r.add(lt.EventContextCompacted, turn.ID, stepN, journal.ContextCompacted{
+	return true, r.add(lt.EventContextCompacted, turn.ID, stepN, lt.ContextCompactedData{
 		Step: stepN, Items: cut, TokensBefore: before, TokensAfter: after, Summary: summary, Forced: forced,
 		Usage: res.usage(), CostUSD: res.resp.CostUSD, DurationMS: res.durMS,
 	})

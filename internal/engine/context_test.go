@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -51,18 +50,18 @@ func (p *planProvider) Respond(_ context.Context, req *model.Request) (*model.Re
 	if len(req.Messages) > 0 && req.Messages[0].Role == model.RoleSystem {
 		switch sys := req.Messages[0].Text; {
 		case strings.HasPrefix(sys, "You compact the working memory"):
-			purpose = journal.PurposeCompaction
+			purpose = lt.PurposeCompaction
 		case strings.HasPrefix(sys, "You check whether an agent's final answer"):
-			purpose = journal.PurposeVerification
+			purpose = lt.PurposeVerification
 		}
 	}
 	p.requests = append(p.requests, recorded{purpose: purpose, msgs: append([]model.Message(nil), req.Messages...), apiKey: req.APIKey})
 	usage := lt.Usage{InputTokens: 100, OutputTokens: 10}
 	switch purpose {
-	case journal.PurposeCompaction:
+	case lt.PurposeCompaction:
 		p.summaries++
 		return &model.Response{Text: fmt.Sprintf("Summary %d: the agent read parts of big.txt.", p.summaries), Usage: usage}, nil
-	case journal.PurposeVerification:
+	case lt.PurposeVerification:
 		v := p.verdicts[0]
 		if len(p.verdicts) > 1 {
 			p.verdicts = p.verdicts[1:]
@@ -148,7 +147,7 @@ func TestPinnedIntentSurvivesCompaction(t *testing.T) {
 	compactions := events(t, h, s.ID, lt.EventContextCompacted)
 	require.GreaterOrEqual(t, len(compactions)-before, 3, "compactions after the constraint was added")
 	for _, ev := range compactions {
-		d := data[journal.ContextCompacted](t, ev)
+		d := data[lt.ContextCompactedData](t, ev)
 		require.Less(t, d.TokensAfter, d.TokensBefore)
 		require.Contains(t, d.Summary, "Summary ")
 	}
@@ -188,10 +187,10 @@ func TestContextTooLongCompactsOnceThenRetries(t *testing.T) {
 		s = h.waitStatus(s.ID, lt.SessionIdle)
 		failed := events(t, h, s.ID, lt.EventModelFailed)
 		require.Len(t, failed, 1)
-		require.Equal(t, "context_length_exceeded", data[journal.ModelFailed](t, failed[0]).Kind)
+		require.Equal(t, "context_length_exceeded", data[lt.ModelFailedData](t, failed[0]).Kind)
 		compacted := events(t, h, s.ID, lt.EventContextCompacted)
 		require.Len(t, compacted, 1)
-		require.True(t, data[journal.ContextCompacted](t, compacted[0]).Forced)
+		require.True(t, data[lt.ContextCompactedData](t, compacted[0]).Forced)
 		checkJournal(t, h.store, s.ID)
 	})
 	t.Run("still too long", func(t *testing.T) {
@@ -226,7 +225,7 @@ func TestAcceptanceVerification(t *testing.T) {
 		s = h.waitStatus(s.ID, lt.SessionIdle)
 		verified := events(t, h, s.ID, lt.EventAcceptanceVerified)
 		require.Len(t, verified, 2)
-		first := data[journal.AcceptanceVerified](t, verified[0]).Verdict
+		first := data[lt.AcceptanceVerifiedData](t, verified[0]).Verdict
 		require.False(t, first.AllMet)
 		require.Equal(t, 1, first.Attempt)
 		steps := p.stepRequests()
@@ -287,7 +286,7 @@ func TestStreamedTextBecomesCoalescedDeltas(t *testing.T) {
 	require.Less(t, len(deltas), len(text)/100, "coalesced, not one event per chunk")
 	var got strings.Builder
 	for i, ev := range deltas {
-		d := data[journal.ModelDelta](t, ev)
+		d := data[lt.ModelDeltaData](t, ev)
 		require.Equal(t, 1, d.Step)
 		if i < len(deltas)-1 {
 			require.GreaterOrEqual(t, len(d.Text), 512)
@@ -296,7 +295,7 @@ func TestStreamedTextBecomesCoalescedDeltas(t *testing.T) {
 	}
 	require.Equal(t, text, got.String())
 	responded := events(t, h, s.ID, lt.EventModelResponded)
-	require.Equal(t, text, data[journal.ModelResponded](t, responded[0]).Text)
+	require.Equal(t, text, data[lt.ModelRespondedData](t, responded[0]).Text)
 	require.Less(t, deltas[len(deltas)-1].Seq, responded[0].Seq)
 }
 

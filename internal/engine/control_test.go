@@ -117,8 +117,8 @@ func TestApprovalBindingRefusesOtherArguments(t *testing.T) {
 	require.True(t, os.IsNotExist(err), "the forged call must not run")
 	failed := events(t, h, s.ID, lt.EventToolFailed)
 	require.Len(t, failed, 1)
-	d := data[journal.ToolFailed](t, failed[0])
-	require.Equal(t, journal.RefusedApprovalMismatch, d.Refused)
+	d := data[lt.ToolFailedData](t, failed[0])
+	require.Equal(t, lt.RefusedApprovalMismatch, d.Refused)
 	require.Contains(t, d.Error, "not the ones a person approved")
 	require.Empty(t, events(t, h, s.ID, lt.EventToolStarted))
 }
@@ -144,7 +144,7 @@ func TestApprovalExpiry(t *testing.T) {
 	require.Equal(t, "gave up", mustTurnOutput(t, h, s))
 	failed := events(t, h, s.ID, lt.EventToolFailed)
 	require.Len(t, failed, 1)
-	require.Equal(t, journal.RefusedApprovalExpired, data[journal.ToolFailed](t, failed[0]).Refused)
+	require.Equal(t, lt.RefusedApprovalExpired, data[lt.ToolFailedData](t, failed[0]).Refused)
 
 	_, err := h.eng.DecideAction(ctx, s.ID, act.ID, &lt.Decision{Decision: lt.DecisionApprove})
 	requireAPIError(t, err, lt.CodeConflict, "expired")
@@ -193,7 +193,7 @@ func TestModelRetryBackoff(t *testing.T) {
 	require.Len(t, failed, 3)
 	var waits []int64
 	for i, ev := range failed {
-		d := data[journal.ModelFailed](t, ev)
+		d := data[lt.ModelFailedData](t, ev)
 		require.Equal(t, i+1, d.Attempt)
 		require.True(t, d.Retry)
 		waits = append(waits, d.RetryInMS)
@@ -241,12 +241,12 @@ func TestToolRetriesFollowTheEffectClass(t *testing.T) {
 		started := events(t, h, s.ID, lt.EventToolStarted)
 		require.Len(t, started, 3)
 		for i, ev := range started {
-			require.Equal(t, i+1, data[journal.ToolStarted](t, ev).Attempt)
+			require.Equal(t, i+1, data[lt.ToolStartedData](t, ev).Attempt)
 		}
 		failed := events(t, h, s.ID, lt.EventToolFailed)
 		require.Len(t, failed, 2)
 		for _, ev := range failed {
-			d := data[journal.ToolFailed](t, ev)
+			d := data[lt.ToolFailedData](t, ev)
 			require.True(t, d.Retry)
 			require.Positive(t, d.RetryInMS)
 		}
@@ -265,7 +265,7 @@ func TestToolRetriesFollowTheEffectClass(t *testing.T) {
 		require.Equal(t, int32(1), ft.calls.Load())
 		failed := events(t, h, s.ID, lt.EventToolFailed)
 		require.Len(t, failed, 1)
-		require.False(t, data[journal.ToolFailed](t, failed[0]).Retry)
+		require.False(t, data[lt.ToolFailedData](t, failed[0]).Retry)
 	})
 	t.Run("exhausted: the turn stops", func(t *testing.T) {
 		ft := &flakyTool{name: "remote", class: lt.EffectRead, failures: 100, keys: make(chan string, 10)}
@@ -439,7 +439,7 @@ func TestStopConditions(t *testing.T) {
 		require.Equal(t, lt.StopLoopDetected, *s.StopReason)
 		require.Len(t, events(t, h, s.ID, lt.EventToolStarted), 2, "the third identical call never ran")
 		failed := events(t, h, s.ID, lt.EventToolFailed)
-		require.Equal(t, journal.RefusedLoop, data[journal.ToolFailed](t, failed[len(failed)-1]).Refused)
+		require.Equal(t, lt.RefusedLoop, data[lt.ToolFailedData](t, failed[len(failed)-1]).Refused)
 	})
 	t.Run("consecutive tool errors", func(t *testing.T) {
 		h := newHarness(t)
@@ -513,13 +513,13 @@ func TestTrajectoryRules(t *testing.T) {
 		require.Equal(t, lt.SessionIdle, s.Status)
 		decided := events(t, h, s.ID, lt.EventPolicyDecided)
 		require.Len(t, decided, 1)
-		pd := data[journal.PolicyDecided](t, decided[0])
+		pd := data[lt.PolicyDecidedData](t, decided[0])
 		require.Equal(t, "two-emails", pd.Rule)
 		require.Equal(t, lt.PolicyDeny, pd.Decision)
 		failed := events(t, h, s.ID, lt.EventToolFailed)
 		require.Len(t, failed, 1)
-		fd := data[journal.ToolFailed](t, failed[0])
-		require.Equal(t, journal.RefusedPolicy, fd.Refused)
+		fd := data[lt.ToolFailedData](t, failed[0])
+		require.Equal(t, lt.RefusedPolicy, fd.Refused)
 		require.Contains(t, fd.Error, "at most two e-mails per session")
 		require.Len(t, events(t, h, s.ID, lt.EventToolStarted), 2)
 	})

@@ -234,7 +234,7 @@ func TestSessionRunsToCompletion(t *testing.T) {
 	var shellOut string
 	for _, ev := range evs {
 		if ev.Type == lt.EventToolCompleted {
-			var d journal.ToolCompleted
+			var d lt.ToolCompletedData
 			require.NoError(t, json.Unmarshal(ev.Data, &d))
 			if d.Tool == "shell" {
 				shellOut = string(d.Output)

@@ -3,7 +3,7 @@ package engine
 import (
 	"encoding/json"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
 // Tools the engine runs itself, because they act on the session rather than
@@ -24,37 +24,37 @@ type engineTool struct {
 
 var engineTools = map[string]engineTool{
 	finishTool: {
-		kind:        journal.CallFinish,
+		kind:        lt.CallFinish,
 		description: "Finish the task: give a summary and the workspace files to deliver as artifacts.",
 		schema:      json.RawMessage(finishSchema),
 	},
 	checkpointTool: {
-		kind:        journal.CallCheckpoint,
+		kind:        lt.CallCheckpoint,
 		description: "Mark a checkpoint: a named point of the work with a summary of what exists and what comes next. The workspace is snapshotted, so the session can be resumed or forked from here.",
 		schema:      json.RawMessage(checkpointSchema),
 	},
 	sleepTool: {
-		kind:        journal.CallWait,
+		kind:        lt.CallWait,
 		description: "Wait for a while (seconds) before going on, e.g. for a job to finish. The session holds no resources meanwhile, and the wait survives restarts.",
 		schema:      json.RawMessage(sleepSchema),
 	},
 	waitForSignalTool: {
-		kind:        journal.CallWait,
+		kind:        lt.CallWait,
 		description: "Wait until the application sends a signal of this name (its payload is the result), or until the timeout. A signal sent before you wait is kept for you.",
 		schema:      json.RawMessage(waitForSignalSchema),
 	},
 	spawnAgentTool: {
-		kind:        journal.CallSpawn,
+		kind:        lt.CallSpawn,
 		description: "Start a sub-agent: a separate session with its own context that works in parallel in your workspace, on a task you describe completely in input. Name a configured agent, give an inline agent_spec, or give instructions to run your own model and tools with them. It gets a share of your remaining budget, and at most your own tools, network, secrets and model: asking for more is refused. Returns its id; call wait_agents for its answer.",
 		schema:      json.RawMessage(spawnAgentSchema),
 	},
 	waitAgentsTool: {
-		kind:        journal.CallWait,
+		kind:        lt.CallWait,
 		description: "Wait until your sub-agents finish (all, or any one) and get their answers and artifacts. You hold no resources meanwhile.",
 		schema:      json.RawMessage(waitAgentsSchema),
 	},
 	askHumanTool: {
-		kind:        journal.CallHuman,
+		kind:        lt.CallHuman,
 		description: "Ask a person a question and wait for the answer (optionally one of the given choices). Use it when you need information or a decision only a person has.",
 		schema:      json.RawMessage(askHumanSchema),
 	},

@@ -217,7 +217,7 @@ func (r *runner) journalNetwork(c *journal.Call) error {
 		return nil
 	}
 	for _, ev := range r.env.drain() {
-		if err := r.add(lt.EventNetworkConnection, r.st.Step.TurnID, r.st.Step.N, journal.NetworkConnection{
+		if err := r.add(lt.EventNetworkConnection, r.st.Step.TurnID, r.st.Step.N, lt.NetworkConnectionData{
 			Step: r.st.Step.N, Index: c.Index, CallID: c.ID, Tool: c.Tool,
 			Via: ev.Via, Host: ev.Host, Port: ev.Port, Address: ev.Address, Allowed: ev.Allowed, Reason: ev.Reason,
 		}); err != nil {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/redact"
 	"github.com/longhaul-dev/longhaul/internal/tool"
@@ -136,14 +135,14 @@ func TestHTTPRequestWithSecretsAndAllowlist(t *testing.T) {
 	require.Equal(t, []string{"Bearer " + token}, auth, "the secret went to its host, once")
 	mu.Unlock()
 	requested := events(t, h, s.ID, lt.EventToolRequested)
-	require.Equal(t, lt.EffectRead, data[journal.ToolRequested](t, requested[0]).Class, "GET reads")
-	require.Equal(t, lt.EffectIrreversible, data[journal.ToolRequested](t, requested[1]).Class, "POST is irreversible")
+	require.Equal(t, lt.EffectRead, data[lt.ToolRequestedData](t, requested[0]).Class, "GET reads")
+	require.Equal(t, lt.EffectIrreversible, data[lt.ToolRequestedData](t, requested[1]).Class, "POST is irreversible")
 	conns := events(t, h, s.ID, lt.EventNetworkConnection)
 	require.Len(t, conns, 2)
-	allowed := data[journal.NetworkConnection](t, conns[0])
+	allowed := data[lt.NetworkConnectionData](t, conns[0])
 	require.True(t, allowed.Allowed)
 	require.Equal(t, "http_request", allowed.Via)
-	refused := data[journal.NetworkConnection](t, conns[1])
+	refused := data[lt.NetworkConnectionData](t, conns[1])
 	require.False(t, refused.Allowed)
 	require.Equal(t, "unlisted.example", refused.Host)
 	b64 := base64.StdEncoding.EncodeToString([]byte(token))

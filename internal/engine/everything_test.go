@@ -13,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -65,8 +64,8 @@ func TestMCPServerEverything(t *testing.T) {
 
 	listed := events(t, h, s.ID, lt.EventMCPToolsListed)
 	require.Len(t, listed, 1)
-	l := data[journal.MCPToolsListed](t, listed[0])
-	byName := map[string]journal.MCPTool{}
+	l := data[lt.MCPToolsListedData](t, listed[0])
+	byName := map[string]lt.MCPTool{}
 	for _, tl := range l.Tools {
 		byName[tl.Tool] = tl
 	}
@@ -80,11 +79,11 @@ func TestMCPServerEverything(t *testing.T) {
 	outputs := map[string]string{}
 	for _, ev := range events(t, h, s.ID, lt.EventToolCompleted, lt.EventToolFailed) {
 		if ev.Type == lt.EventToolCompleted {
-			d := data[journal.ToolCompleted](t, ev)
+			d := data[lt.ToolCompletedData](t, ev)
 			require.Equal(t, "everything", d.Server)
 			outputs[d.Tool] = string(d.Output)
 		} else {
-			d := data[journal.ToolFailed](t, ev)
+			d := data[lt.ToolFailedData](t, ev)
 			outputs[d.Tool] = "error: " + d.Error
 		}
 	}
@@ -136,7 +135,7 @@ func TestMCPServerEverythingCrashMidCall(t *testing.T) {
 				require.Equal(t, lt.SessionIdle, s.Status)
 				started := events(t, h, s.ID, lt.EventToolStarted)
 				require.Len(t, started, 2, "re-run once")
-				a, b := data[journal.ToolStarted](t, started[0]), data[journal.ToolStarted](t, started[1])
+				a, b := data[lt.ToolStartedData](t, started[0]), data[lt.ToolStartedData](t, started[1])
 				require.Equal(t, a.IdempotencyKey, b.IdempotencyKey)
 				require.Len(t, events(t, h, s.ID, lt.EventToolCompleted), 1)
 			} else {

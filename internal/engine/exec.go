@@ -25,7 +25,7 @@ func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
 		_, err := r.checkStop()
 		return err
 	}
-	if c.Kind == journal.CallBuiltin || c.Kind == journal.CallFunction || c.Kind == journal.CallMCP {
+	if c.Kind == lt.CallBuiltin || c.Kind == lt.CallFunction || c.Kind == lt.CallMCP {
 		if ok, err := r.checkLoop(c); !ok || err != nil {
 			return err
 		}
@@ -40,7 +40,7 @@ func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
 		}
 	}
 	switch c.Kind {
-	case journal.CallBuiltin, journal.CallMCP, journal.CallFinish, journal.CallCheckpoint:
+	case lt.CallBuiltin, lt.CallMCP, lt.CallFinish, lt.CallCheckpoint:
 		if lost, err := r.workspaceLost(); lost || err != nil {
 			if err != nil {
 				return err
@@ -49,22 +49,22 @@ func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
 		}
 	}
 	switch c.Kind {
-	case journal.CallBuiltin, journal.CallMCP:
+	case lt.CallBuiltin, lt.CallMCP:
 		return r.runBuiltin(ctx, c)
-	case journal.CallFunction:
+	case lt.CallFunction:
 		return r.askFunction(c)
-	case journal.CallFinish:
+	case lt.CallFinish:
 		return r.runFinish(ctx, c)
-	case journal.CallHuman:
+	case lt.CallHuman:
 		return r.askHuman(c)
-	case journal.CallCheckpoint:
+	case lt.CallCheckpoint:
 		return r.runCheckpoint(ctx, c)
-	case journal.CallWait:
+	case lt.CallWait:
 		if c.Tool == waitAgentsTool {
 			return r.startWaitAgents(c)
 		}
 		return r.startWait(c)
-	case journal.CallSpawn:
+	case lt.CallSpawn:
 		return r.runSpawn(ctx, c)
 	default:
 		return fmt.Errorf("call %s of kind %q cannot run", c.ID, c.Kind)
@@ -83,7 +83,7 @@ func (r *runner) callTimeout(name string) time.Duration {
 // runBuiltin puts the effect in the ledger (durably, unless the tool only
 // reads), runs the tool in the workspace, and records the outcome.
 func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
-	if c.Kind == journal.CallMCP {
+	if c.Kind == lt.CallMCP {
 		// Run (and, after a crash, re-run) like a built-in, by its server.
 		return r.runMCP(ctx, c)
 	}
@@ -94,7 +94,7 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 	step, turnID := r.st.Step.N, r.st.Step.TurnID
 	sid := r.st.Session.ID
 	eff, key := effectID(sid, turnID, step, c.Index), idempotencyKey(sid, turnID, step, c.Index)
-	if err := r.add(lt.EventToolStarted, turnID, step, journal.ToolStarted{
+	if err := r.add(lt.EventToolStarted, turnID, step, lt.ToolStartedData{
 		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, EffectID: eff, IdempotencyKey: key, Class: c.Class, Attempt: c.Attempts + 1,
 	}); err != nil {
 		return err
@@ -150,7 +150,7 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 	if out == nil {
 		out = json.RawMessage("null")
 	}
-	return r.add(lt.EventToolCompleted, turnID, step, journal.ToolCompleted{
+	return r.add(lt.EventToolCompleted, turnID, step, lt.ToolCompletedData{
 		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, EffectID: eff, Output: out, DurationMS: dur,
 	})
 }
@@ -162,7 +162,7 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 func (r *runner) toolFailed(ctx context.Context, c *journal.Call, eff string, res *tool.Result, out json.RawMessage, dur int64) error {
 	step, turnID := r.st.Step.N, r.st.Step.TurnID
 	attempt := c.Attempts
-	failed := journal.ToolFailed{
+	failed := lt.ToolFailedData{
 		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Server: r.mcpServerOf(c), EffectID: eff, Error: res.Error, Output: out, DurationMS: dur, Attempt: attempt,
 	}
 	if !retryable(c.Class, res.Transient) {
@@ -188,7 +188,7 @@ func (r *runner) askFunction(c *journal.Call) error {
 	step, turnID := r.st.Step.N, r.st.Step.TurnID
 	sid := r.st.Session.ID
 	eff, key := effectID(sid, turnID, step, c.Index), idempotencyKey(sid, turnID, step, c.Index)
-	if err := r.add(lt.EventToolStarted, turnID, step, journal.ToolStarted{
+	if err := r.add(lt.EventToolStarted, turnID, step, lt.ToolStartedData{
 		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, EffectID: eff, IdempotencyKey: key, Class: c.Class, Attempt: 1,
 	}); err != nil {
 		return err
@@ -199,7 +199,7 @@ func (r *runner) askFunction(c *journal.Call) error {
 		EffectID: eff, IdempotencyKey: key, Summary: fmt.Sprintf("Run application function %s with the given arguments and post its output", c.Tool),
 		Consequence: consequence(c.Class), CreatedAt: r.e.clock.Now(),
 	}
-	return r.add(lt.EventActionRequired, turnID, step, journal.ActionRequired{Action: a})
+	return r.add(lt.EventActionRequired, turnID, step, lt.ActionRequiredData{Action: a})
 }
 
 // Why an irreversible call's outcome is unknown (the in_doubt action's
@@ -229,7 +229,7 @@ func (r *runner) markInDoubt(c *journal.Call, reason string, evidence ...string)
 	step, turnID := r.st.Step.N, r.st.Step.TurnID
 	sid := r.st.Session.ID
 	actID := derivedID("act_", sid, turnID, step, c.Index, "in_doubt", c.Attempts)
-	if err := r.add(lt.EventEffectInDoubt, turnID, step, journal.EffectInDoubt{
+	if err := r.add(lt.EventEffectInDoubt, turnID, step, lt.EffectInDoubtData{
 		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, EffectID: c.EffectID, ActionID: actID, Reason: reason,
 	}); err != nil {
 		return err
@@ -242,7 +242,7 @@ func (r *runner) markInDoubt(c *journal.Call, reason string, evidence ...string)
 		Consequence: consequence(c.Class) + "; deciding did_not_happen runs it again",
 		CreatedAt:   r.e.clock.Now(),
 	}
-	return r.add(lt.EventActionRequired, turnID, step, journal.ActionRequired{Action: a})
+	return r.add(lt.EventActionRequired, turnID, step, lt.ActionRequiredData{Action: a})
 }
 
 func consequence(c lt.EffectClass) string {
@@ -286,7 +286,7 @@ func (r *runner) runFinish(ctx context.Context, c *journal.Call) error {
 	for _, p := range args.Artifacts {
 		data, err := readArtifact(root, p, r.e.cfg.MaxArtifactBytes)
 		if err != nil {
-			return r.add(lt.EventToolFailed, turnID, step, journal.ToolFailed{
+			return r.add(lt.EventToolFailed, turnID, step, lt.ToolFailedData{
 				Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Error: fmt.Sprintf("artifact %q: %v", p, err),
 			})
 		}
@@ -298,7 +298,7 @@ func (r *runner) runFinish(ctx context.Context, c *journal.Call) error {
 			Name: name, Version: version, SHA256: sum, Size: int64(len(data)), ContentType: contentType(name, data),
 			Final: true, CreatedAt: r.e.clock.Now(),
 		}
-		if err := r.add(lt.EventArtifactCreated, turnID, step, journal.ArtifactCreated{Artifact: a}); err != nil {
+		if err := r.add(lt.EventArtifactCreated, turnID, step, lt.ArtifactCreatedData{Artifact: a}); err != nil {
 			return err
 		}
 		out.Artifacts = append(out.Artifacts, delivered{a.ID, a.Name, a.Version, a.SHA256, a.Size})
@@ -307,7 +307,7 @@ func (r *runner) runFinish(ctx context.Context, c *journal.Call) error {
 	if err != nil {
 		return err
 	}
-	return r.add(lt.EventToolCompleted, turnID, step, journal.ToolCompleted{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Output: raw})
+	return r.add(lt.EventToolCompleted, turnID, step, lt.ToolCompletedData{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Output: raw})
 }
 
 func readArtifact(root *os.Root, p string, max int64) ([]byte, error) {
@@ -348,7 +348,7 @@ func contentType(name string, data []byte) string {
 
 func finishSummary(step *journal.Step) (string, bool) {
 	for _, c := range step.Calls {
-		if c.Kind == journal.CallFinish && !c.Failed {
+		if c.Kind == lt.CallFinish && !c.Failed {
 			var args finishArgs
 			if json.Unmarshal(c.Arguments, &args) == nil {
 				return args.Summary, true

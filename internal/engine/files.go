@@ -520,14 +520,14 @@ func resolveFileAction(b *batch, a *lt.Action, change *lt.WorkspaceChange) error
 	if err != nil {
 		return err
 	}
-	if err := b.add(lt.EventActionResolved, a.TurnID, a.Step, journal.ActionResolved{ActionID: a.ID, Type: string(a.Type), CallID: a.CallID, Decision: d, DecisionSHA256: sum}); err != nil {
+	if err := b.add(lt.EventActionResolved, a.TurnID, a.Step, lt.ActionResolvedData{ActionID: a.ID, Type: string(a.Type), CallID: a.CallID, Decision: d, DecisionSHA256: sum}); err != nil {
 		return err
 	}
 	out, err := json.Marshal(map[string]any{"answer": answer, "path": change.Path, "sha256": change.SHA256, "size": change.Size})
 	if err != nil {
 		return err
 	}
-	if err := b.add(lt.EventToolCompleted, a.TurnID, a.Step, journal.ToolCompleted{Step: a.Step, Index: call.Index, CallID: call.ID, Tool: call.Tool, Output: out}); err != nil {
+	if err := b.add(lt.EventToolCompleted, a.TurnID, a.Step, lt.ToolCompletedData{Step: a.Step, Index: call.Index, CallID: call.ID, Tool: call.Tool, Output: out}); err != nil {
 		return err
 	}
 	if len(b.st.Pending) == 0 && b.st.Session.Status == lt.SessionRequiresAction {

@@ -411,7 +411,7 @@ func TestPersonChangeReachesAnotherNode(t *testing.T) {
 
 	restored := events(t, h, s.ID, lt.EventEnvironmentRestored)
 	require.Len(t, restored, 1)
-	rd := data[journal.EnvironmentRestored](t, restored[0])
+	rd := data[lt.EnvironmentRestoredData](t, restored[0])
 	require.Contains(t, rd.Note, "1 change(s) a person made to the workspace since were applied again")
 	got, err := os.ReadFile(filepath.Join(h.dir, "workspaces", s.ID, "b.txt"))
 	require.NoError(t, err)
@@ -604,7 +604,7 @@ func TestSubagentCannotAskForAFile(t *testing.T) {
 	s = h.waitStatus(s.ID, lt.SessionIdle)
 	failed := events(t, h, kid.ID, lt.EventToolFailed)
 	require.Len(t, failed, 1)
-	require.Contains(t, data[journal.ToolFailed](t, failed[0]).Error, "sub-agent")
+	require.Contains(t, data[lt.ToolFailedData](t, failed[0]).Error, "sub-agent")
 	require.Empty(t, events(t, h, kid.ID, lt.EventActionRequired))
 	checkJournal(t, h.store, s.ID)
 }

@@ -183,7 +183,7 @@ func (e *Engine) watchCancel(callCtx context.Context, cancel context.CancelCause
 	}
 }
 
-func cancelCause(c *journal.CancelRequested) *interruptCause {
+func cancelCause(c *lt.SessionCancelRequestedData) *interruptCause {
 	msg := "the session was cancelled"
 	if c.Reason != "" {
 		msg += ": " + c.Reason
@@ -235,7 +235,7 @@ func (r *runner) toolInterrupted(ctx context.Context, c *journal.Call, cause *in
 		}
 		return nil
 	}
-	if err := r.add(lt.EventToolFailed, turnID, step, journal.ToolFailed{
+	if err := r.add(lt.EventToolFailed, turnID, step, lt.ToolFailedData{
 		Step: step, Index: cur.Index, CallID: cur.ID, Tool: cur.Tool, Server: r.mcpServerOf(cur), EffectID: cur.EffectID,
 		Error: "interrupted: " + cause.msg, Output: out, DurationMS: dur, Attempt: cur.Attempts, Interrupted: string(cause.kind),
 	}); err != nil {
@@ -254,7 +254,7 @@ func (r *runner) cancelledBeforeRun(c *journal.Call, eff string) error {
 	if cur == nil || cur.ID != c.ID {
 		return fmt.Errorf("cancelled call %s is not in step %d", c.ID, r.st.Step.N)
 	}
-	return r.add(lt.EventToolFailed, r.st.Step.TurnID, r.st.Step.N, journal.ToolFailed{
+	return r.add(lt.EventToolFailed, r.st.Step.TurnID, r.st.Step.N, lt.ToolFailedData{
 		Step: r.st.Step.N, Index: cur.Index, CallID: cur.ID, Tool: cur.Tool, Server: r.mcpServerOf(cur), EffectID: eff,
 		Error: "not run: " + cause.msg, Attempt: cur.Attempts, Interrupted: string(cause.kind),
 	})
@@ -263,7 +263,7 @@ func (r *runner) cancelledBeforeRun(c *journal.Call, eff string) error {
 // modelInterrupted journals a model call that cause cut midway: it failed
 // with kind timeout (a deadline passed; Interrupted says which), is not
 // retried, and counts what it was sent; then the turn stops.
-func (r *runner) modelInterrupted(ctx context.Context, cause *interruptCause, failed journal.ModelFailed, usage lt.Usage) error {
+func (r *runner) modelInterrupted(ctx context.Context, cause *interruptCause, failed lt.ModelFailedData, usage lt.Usage) error {
 	failed.Kind, failed.Message, failed.Interrupted = string(model.KindTimeout), cause.msg, string(cause.kind)
 	failed.Consumed, failed.Retry, failed.Usage = true, false, &usage
 	if err := r.add(lt.EventModelFailed, r.st.CurrentTurn().ID, failed.Step, failed); err != nil {
@@ -280,7 +280,7 @@ func (r *runner) waitInterrupted(ctx context.Context, cause *interruptCause) err
 	if c == nil {
 		return fmt.Errorf("wait on unknown call %s", w.CallID)
 	}
-	if err := r.add(lt.EventToolFailed, r.st.Step.TurnID, w.Step, journal.ToolFailed{
+	if err := r.add(lt.EventToolFailed, r.st.Step.TurnID, w.Step, lt.ToolFailedData{
 		Step: w.Step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Error: "interrupted: " + cause.msg, Interrupted: string(cause.kind),
 	}); err != nil {
 		return err

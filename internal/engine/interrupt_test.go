@@ -14,7 +14,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -116,7 +115,7 @@ func TestWallInterruptsShell(t *testing.T) {
 
 	failed := events(t, h, s.ID, lt.EventToolFailed)
 	require.Len(t, failed, 1)
-	d := data[journal.ToolFailed](t, failed[0])
+	d := data[lt.ToolFailedData](t, failed[0])
 	require.Equal(t, "max_wall_seconds", d.Interrupted)
 	require.Contains(t, d.Error, "interrupted: the session's wall-clock budget ran out (max_wall_seconds 20)")
 	require.Contains(t, string(d.Output), "started")
@@ -142,7 +141,7 @@ func TestTurnTimeoutInterruptsShell(t *testing.T) {
 	h.clock.Advance(21 * time.Second)
 	s = requireStopped(t, h, s.ID, lt.StopTimeout)
 	waitProcs(t, cmd, 0)
-	d := data[journal.ToolFailed](t, events(t, h, s.ID, lt.EventToolFailed)[0])
+	d := data[lt.ToolFailedData](t, events(t, h, s.ID, lt.EventToolFailed)[0])
 	require.Equal(t, "turn_timeout", d.Interrupted)
 	require.Contains(t, d.Error, "the turn ran past its timeout of 20 s")
 	require.Empty(t, events(t, h, s.ID, lt.EventBudgetExceeded))
@@ -172,7 +171,7 @@ func TestFirstDeadlineWins(t *testing.T) {
 			h.clock.Advance(tc.advance)
 			s = requireStopped(t, h, s.ID, tc.reason)
 			waitProcs(t, cmd, 0)
-			require.Equal(t, tc.kind, data[journal.ToolFailed](t, events(t, h, s.ID, lt.EventToolFailed)[0]).Interrupted)
+			require.Equal(t, tc.kind, data[lt.ToolFailedData](t, events(t, h, s.ID, lt.EventToolFailed)[0]).Interrupted)
 		})
 	}
 }
@@ -203,7 +202,7 @@ func TestInterruptedIrreversibleCallIsInDoubt(t *testing.T) {
 	require.NotEmpty(t, act.Evidence)
 	doubt := events(t, h, s.ID, lt.EventEffectInDoubt)
 	require.Len(t, doubt, 1)
-	require.Contains(t, data[journal.EffectInDoubt](t, doubt[0]).Reason, "max_wall_seconds 20")
+	require.Contains(t, data[lt.EffectInDoubtData](t, doubt[0]).Reason, "max_wall_seconds 20")
 	require.Empty(t, events(t, h, s.ID, lt.EventToolFailed), "an irreversible call cut midway is not a plain failure")
 
 	_, err = h.eng.DecideAction(ctx, s.ID, act.ID, &lt.Decision{Decision: lt.DecisionDidNotHappen})
@@ -231,7 +230,7 @@ func TestTurnTimeoutInterruptsModelCall(t *testing.T) {
 
 	failed := events(t, h, s.ID, lt.EventModelFailed)
 	require.Len(t, failed, 1)
-	d := data[journal.ModelFailed](t, failed[0])
+	d := data[lt.ModelFailedData](t, failed[0])
 	require.Equal(t, "timeout", d.Kind)
 	require.Equal(t, "turn_timeout", d.Interrupted)
 	require.False(t, d.Retry)
@@ -250,7 +249,7 @@ func TestWallInterruptsModelCall(t *testing.T) {
 	waitEvent(t, h, s.ID, lt.EventModelRequested)
 	h.clock.Advance(21 * time.Second)
 	s = requireStopped(t, h, s.ID, lt.StopBudgetExceeded)
-	d := data[journal.ModelFailed](t, events(t, h, s.ID, lt.EventModelFailed)[0])
+	d := data[lt.ModelFailedData](t, events(t, h, s.ID, lt.EventModelFailed)[0])
 	require.Equal(t, "max_wall_seconds", d.Interrupted)
 	require.Len(t, events(t, h, s.ID, lt.EventBudgetExceeded), 1)
 	checkJournal(t, h.store, s.ID)
@@ -293,7 +292,7 @@ func TestDeadlineEndsADurableWait(t *testing.T) {
 			s = requireStopped(t, h, s.ID, tc.reason)
 			failed := events(t, h, s.ID, lt.EventToolFailed)
 			require.Len(t, failed, 1)
-			require.Contains(t, data[journal.ToolFailed](t, failed[0]).Error, "interrupted: ")
+			require.Contains(t, data[lt.ToolFailedData](t, failed[0]).Error, "interrupted: ")
 			require.Empty(t, events(t, h, s.ID, lt.EventToolCompleted))
 			checkJournal(t, h.store, s.ID)
 		})
@@ -314,7 +313,7 @@ func TestWallInterruptsMCPCall(t *testing.T) {
 	s = requireStopped(t, h, s.ID, lt.StopBudgetExceeded)
 	failed := events(t, h, s.ID, lt.EventToolFailed)
 	require.Len(t, failed, 1)
-	d := data[journal.ToolFailed](t, failed[0])
+	d := data[lt.ToolFailedData](t, failed[0])
 	require.Equal(t, "max_wall_seconds", d.Interrupted)
 	require.Equal(t, "t", d.Server)
 	checkJournal(t, h.store, s.ID)
@@ -349,7 +348,7 @@ func TestTurnTimeoutEndsWaitAgents(t *testing.T) {
 	}
 	var interrupted []string
 	for _, ev := range events(t, h, s.ID, lt.EventToolFailed) {
-		if d := data[journal.ToolFailed](t, ev); d.Interrupted != "" {
+		if d := data[lt.ToolFailedData](t, ev); d.Interrupted != "" {
 			interrupted = append(interrupted, d.Tool+" "+d.Interrupted)
 		}
 	}
@@ -411,8 +410,8 @@ func TestVerificationCutByTurnTimeoutOnly(t *testing.T) {
 	t.Run("turn_timeout_seconds cuts it", func(t *testing.T) {
 		h, _, s := run(t, &lt.AgentSpec{Model: lt.ModelSpec{Provider: "gated"}, TurnTimeoutSeconds: 20}, nil)
 		s = requireStopped(t, h, s.ID, lt.StopTimeout)
-		d := data[journal.ModelFailed](t, events(t, h, s.ID, lt.EventModelFailed)[0])
-		require.Equal(t, journal.PurposeVerification, d.Purpose)
+		d := data[lt.ModelFailedData](t, events(t, h, s.ID, lt.EventModelFailed)[0])
+		require.Equal(t, lt.PurposeVerification, d.Purpose)
 		require.Equal(t, "turn_timeout", d.Interrupted)
 	})
 }

@@ -56,8 +56,8 @@ const mcpDefaultRule = "mcp_default"
 // mcpTools is what a runner knows of its MCP servers' tools, derived from
 // the journal, and when it last listed each server.
 type mcpTools struct {
-	listed map[string]*journal.MCPToolsListed // server -> latest listing
-	byName map[string]mcpTool                 // model-visible name -> tool
+	listed map[string]*lt.MCPToolsListedData // server -> latest listing
+	byName map[string]mcpTool                // model-visible name -> tool
 	// refreshed is the turn each server was last listed in by this
 	// runner; gen the connection that listing came from.
 	refreshed map[string]string
@@ -66,12 +66,12 @@ type mcpTools struct {
 
 type mcpTool struct {
 	server string
-	journal.MCPTool
+	lt.MCPTool
 }
 
 func newMCPTools() *mcpTools {
 	return &mcpTools{
-		listed: map[string]*journal.MCPToolsListed{}, byName: map[string]mcpTool{},
+		listed: map[string]*lt.MCPToolsListedData{}, byName: map[string]mcpTool{},
 		refreshed: map[string]string{}, gen: map[string]int{},
 	}
 }
@@ -82,7 +82,7 @@ func (m *mcpTools) observe(ev lt.Event) bool {
 	if m == nil || ev.Type != lt.EventMCPToolsListed {
 		return false
 	}
-	var d journal.MCPToolsListed
+	var d lt.MCPToolsListedData
 	if json.Unmarshal(ev.Data, &d) != nil {
 		return false
 	}
@@ -141,7 +141,7 @@ func (r *runner) mcpTool(name string) (mcpTool, bool) {
 // mcpServerOf is the MCP server of a call ("" for other tools), for the
 // events of its calls.
 func (r *runner) mcpServerOf(c *journal.Call) string {
-	if c.Kind != journal.CallMCP {
+	if c.Kind != lt.CallMCP {
 		return ""
 	}
 	t, _ := r.mcpTool(c.Tool)
@@ -239,9 +239,9 @@ const mcpReasonParent = "parent"
 // never just to list it. A child's server is always one its parent has,
 // with the same launch definition (narrowMCP). nil when the parent has
 // none (the caller then lists the server).
-func (r *runner) parentMCPOffer(ctx context.Context, s *lt.ToolSpec) (*journal.MCPToolsListed, error) {
+func (r *runner) parentMCPOffer(ctx context.Context, s *lt.ToolSpec) (*lt.MCPToolsListedData, error) {
 	parentID := *r.st.Session.ParentID
-	var last *journal.MCPToolsListed
+	var last *lt.MCPToolsListedData
 	for after := int64(0); ; {
 		evs, err := r.e.store.EventList(ctx, parentID, after, 1000)
 		if err != nil {
@@ -258,7 +258,7 @@ func (r *runner) parentMCPOffer(ctx context.Context, s *lt.ToolSpec) (*journal.M
 			if err != nil {
 				return nil, err
 			}
-			var d journal.MCPToolsListed
+			var d lt.MCPToolsListedData
 			if err := json.Unmarshal(w.Data, &d); err != nil {
 				return nil, fmt.Errorf("decode an MCP listing of parent %s: %w", parentID, err)
 			}
@@ -292,7 +292,7 @@ func mcpServerDenied(policies []lt.Policy, server string) bool {
 // server (outside any call).
 func (r *runner) journalMCPNetwork(turnID string, step int, server string) error {
 	for _, ev := range r.env.drain() {
-		if err := r.add(lt.EventNetworkConnection, turnID, step, journal.NetworkConnection{
+		if err := r.add(lt.EventNetworkConnection, turnID, step, lt.NetworkConnectionData{
 			Step: step, Index: -1, Tool: server,
 			Via: ev.Via, Host: ev.Host, Port: ev.Port, Address: ev.Address, Allowed: ev.Allowed, Reason: ev.Reason,
 		}); err != nil {
@@ -312,7 +312,7 @@ func (r *runner) runMCP(ctx context.Context, c *journal.Call) error {
 	t, ok := r.mcpTool(c.Tool)
 	if !ok {
 		// Its server's listing changed since the call was requested.
-		return r.add(lt.EventToolFailed, turnID, step, journal.ToolFailed{
+		return r.add(lt.EventToolFailed, turnID, step, lt.ToolFailedData{
 			Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool,
 			Error: fmt.Sprintf("tool %s is no longer offered by its MCP server", c.Tool),
 		})
@@ -320,11 +320,11 @@ func (r *runner) runMCP(ctx context.Context, c *journal.Call) error {
 	if err := tool.ValidateArguments(t.InputSchema, c.Arguments); err != nil {
 		// Arguments a person edited when approving are checked here,
 		// against the schema the server listed.
-		return r.add(lt.EventToolFailed, turnID, step, journal.ToolFailed{
+		return r.add(lt.EventToolFailed, turnID, step, lt.ToolFailedData{
 			Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Server: t.server, Error: err.Error(),
 		})
 	}
-	if err := r.add(lt.EventToolStarted, turnID, step, journal.ToolStarted{
+	if err := r.add(lt.EventToolStarted, turnID, step, lt.ToolStartedData{
 		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Server: t.server, EffectID: eff, IdempotencyKey: key,
 		Class: c.Class, Attempt: c.Attempts + 1,
 	}); err != nil {
@@ -367,7 +367,7 @@ func (r *runner) runMCP(ctx context.Context, c *journal.Call) error {
 		return r.toolInterrupted(ctx, c, cause, &tool.Result{Error: res.Error}, nil, dur)
 	}
 	if res.Unknown {
-		if err := r.add(lt.EventMCPServerLost, turnID, step, journal.MCPServerLost{
+		if err := r.add(lt.EventMCPServerLost, turnID, step, lt.MCPServerLostData{
 			Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Server: t.server, Error: res.Lost,
 		}); err != nil {
 			return err
@@ -386,7 +386,7 @@ func (r *runner) runMCP(ctx context.Context, c *journal.Call) error {
 	if err != nil {
 		return fmt.Errorf("encode %s output: %w", c.Tool, err)
 	}
-	return r.add(lt.EventToolCompleted, turnID, step, journal.ToolCompleted{
+	return r.add(lt.EventToolCompleted, turnID, step, lt.ToolCompletedData{
 		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Server: t.server, EffectID: eff, Output: out, DurationMS: dur,
 	})
 }
@@ -395,7 +395,7 @@ func (r *runner) runMCP(ctx context.Context, c *journal.Call) error {
 // unless the tool only reads (by the agent's effects, or by annotations the
 // agent trusts). Other tools have none.
 func (r *runner) mcpDefault(c *journal.Call) (policy.Verdict, bool) {
-	if c.Kind != journal.CallMCP || c.Class == lt.EffectRead || r.policies.Names(c.Tool) {
+	if c.Kind != lt.CallMCP || c.Class == lt.EffectRead || r.policies.Names(c.Tool) {
 		return policy.Verdict{}, false
 	}
 	return policy.Verdict{

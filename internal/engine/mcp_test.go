@@ -19,7 +19,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/mcp/mcptest"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -101,7 +100,7 @@ func TestMCPToolsListedAndCalled(t *testing.T) {
 
 	listed := events(t, h, s.ID, lt.EventMCPToolsListed)
 	require.Len(t, listed, 1, "the same tools are journaled once, however often they are listed")
-	l := data[journal.MCPToolsListed](t, listed[0])
+	l := data[lt.MCPToolsListedData](t, listed[0])
 	require.Equal(t, "t", l.Server)
 	require.Equal(t, "first", l.Reason)
 	require.Equal(t, "mcptest", l.ServerName)
@@ -113,19 +112,19 @@ func TestMCPToolsListedAndCalled(t *testing.T) {
 	require.Equal(t, lt.EffectIdempotent, classes["t__add"])
 	require.Equal(t, lt.EffectIrreversible, classes["t__record"])
 
-	var started []journal.ToolStarted
+	var started []lt.ToolStartedData
 	for _, ev := range events(t, h, s.ID, lt.EventToolRequested, lt.EventToolStarted, lt.EventToolCompleted) {
 		switch ev.Type {
 		case lt.EventToolRequested:
-			d := data[journal.ToolRequested](t, ev)
-			require.Equal(t, journal.CallMCP, d.Kind)
+			d := data[lt.ToolRequestedData](t, ev)
+			require.Equal(t, lt.CallMCP, d.Kind)
 			require.Equal(t, "t", d.Server)
 		case lt.EventToolStarted:
-			d := data[journal.ToolStarted](t, ev)
+			d := data[lt.ToolStartedData](t, ev)
 			require.Equal(t, "t", d.Server)
 			started = append(started, d)
 		case lt.EventToolCompleted:
-			d := data[journal.ToolCompleted](t, ev)
+			d := data[lt.ToolCompletedData](t, ev)
 			require.Equal(t, "t", d.Server)
 			if d.Tool == "t__echo" {
 				require.JSONEq(t, `{"content":[{"type":"text","text":"echo: hi"}]}`, string(d.Output))
@@ -169,16 +168,16 @@ func TestMCPErrorsAndPolicies(t *testing.T) {
 	s := create(t, h, sp, nil)
 	s = h.waitStatus(s.ID, lt.SessionIdle)
 
-	failures := map[string]journal.ToolFailed{}
+	failures := map[string]lt.ToolFailedData{}
 	for _, ev := range events(t, h, s.ID, lt.EventToolFailed) {
-		d := data[journal.ToolFailed](t, ev)
+		d := data[lt.ToolFailedData](t, ev)
 		failures[d.Tool] = d
 	}
 	require.Equal(t, "it failed as asked", failures["t__fail"].Error)
 	require.Contains(t, failures["t__refuse"].Error, "refused the call: error -32000: refused by the test server")
 	require.Contains(t, failures["t__nope"].Error, `unknown tool "t__nope"`)
 	require.Contains(t, failures["t__echo"].Error, "arguments.text")
-	require.Equal(t, journal.RefusedPolicy, failures["t__record"].Refused)
+	require.Equal(t, lt.RefusedPolicy, failures["t__record"].Refused)
 	require.Contains(t, failures["t__record"].Error, "not today")
 	for _, name := range []string{"t__fail", "t__refuse"} {
 		require.False(t, failures[name].Retry, "%s: not transient", name)
@@ -206,7 +205,7 @@ func TestMCPCrashMidCallIrreversible(t *testing.T) {
 	require.Equal(t, "t__crash_once", act.Tool)
 	lost := events(t, h, s.ID, lt.EventMCPServerLost)
 	require.Len(t, lost, 1)
-	ld := data[journal.MCPServerLost](t, lost[0])
+	ld := data[lt.MCPServerLostData](t, lost[0])
 	require.Equal(t, "t", ld.Server)
 	require.Contains(t, ld.Error, "exit status 3")
 	require.Contains(t, ld.Error, "crashing as asked")
@@ -241,7 +240,7 @@ func TestMCPCrashMidCallIdempotent(t *testing.T) {
 
 	var retried bool
 	for _, ev := range events(t, h, s.ID, lt.EventToolFailed) {
-		d := data[journal.ToolFailed](t, ev)
+		d := data[lt.ToolFailedData](t, ev)
 		require.True(t, d.Retry, "only the retried attempt failed")
 		require.Contains(t, d.Error, "broke during the call")
 		retried = true
@@ -249,7 +248,7 @@ func TestMCPCrashMidCallIdempotent(t *testing.T) {
 	require.True(t, retried)
 	started := events(t, h, s.ID, lt.EventToolStarted)
 	require.Len(t, started, 2)
-	k1, k2 := data[journal.ToolStarted](t, started[0]), data[journal.ToolStarted](t, started[1])
+	k1, k2 := data[lt.ToolStartedData](t, started[0]), data[lt.ToolStartedData](t, started[1])
 	require.Equal(t, k1.IdempotencyKey, k2.IdempotencyKey)
 	require.Equal(t, k1.EffectID, k2.EffectID)
 	require.Equal(t, 2, k2.Attempt)
@@ -268,7 +267,7 @@ func TestMCPServerThatCannotStart(t *testing.T) {
 	require.Equal(t, lt.StopSandboxError, *s.StopReason)
 	failed := events(t, h, s.ID, lt.EventTurnFailed)
 	require.Len(t, failed, 1)
-	d := data[journal.TurnFailed](t, failed[0])
+	d := data[lt.TurnFailedData](t, failed[0])
 	require.Contains(t, d.Error, "MCP server gone could not be listed")
 	require.Contains(t, d.Error, "3 failed starts in a row")
 }
@@ -357,14 +356,14 @@ func TestMCPOverHTTP(t *testing.T) {
 	done := events(t, h, s.ID, lt.EventToolCompleted)
 	require.Len(t, done, 1)
 	require.Contains(t, string(done[0].Data), "echo: over http")
-	l := data[journal.MCPToolsListed](t, events(t, h, s.ID, lt.EventMCPToolsListed)[0])
+	l := data[lt.MCPToolsListedData](t, events(t, h, s.ID, lt.EventMCPToolsListed)[0])
 	require.Len(t, l.Tools, 1, "the allowlist hides the others")
 	require.NotEmpty(t, l.Hidden)
 
 	conns := events(t, h, s.ID, lt.EventNetworkConnection)
 	require.NotEmpty(t, conns)
 	for _, ev := range conns {
-		d := data[journal.NetworkConnection](t, ev)
+		d := data[lt.NetworkConnectionData](t, ev)
 		require.Equal(t, "mcp", d.Via)
 		require.True(t, d.Allowed)
 	}
@@ -386,5 +385,5 @@ func TestMCPOverHTTP(t *testing.T) {
 	require.Equal(t, lt.StopSandboxError, *s2.StopReason)
 	refused := events(t, h, s2.ID, lt.EventNetworkConnection)
 	require.NotEmpty(t, refused)
-	require.False(t, data[journal.NetworkConnection](t, refused[0]).Allowed)
+	require.False(t, data[lt.NetworkConnectionData](t, refused[0]).Allowed)
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/egress"
 	"github.com/longhaul-dev/longhaul/internal/engine"
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -149,7 +148,7 @@ func TestModelKeyCheckedAtCallTime(t *testing.T) {
 		require.Equal(t, lt.StopProviderError, *s.StopReason)
 		failed := events(t, h, s.ID, lt.EventModelFailed)
 		require.Len(t, failed, 1)
-		f := data[journal.ModelFailed](t, failed[0])
+		f := data[lt.ModelFailedData](t, failed[0])
 		require.Contains(t, f.Message, "model key not sent")
 		require.Contains(t, f.Message, why)
 		require.False(t, f.Retry)
@@ -180,7 +179,7 @@ func TestModelBaseURLNotTheControlPlane(t *testing.T) {
 	s, err := h.eng.CreateSession(ctx, &lt.CreateSessionRequest{Agent: "loop", Input: "go"})
 	require.NoError(t, err)
 	s = h.waitStatus(s.ID, lt.SessionFailed)
-	f := data[journal.ModelFailed](t, events(t, h, s.ID, lt.EventModelFailed)[0])
+	f := data[lt.ModelFailedData](t, events(t, h, s.ID, lt.EventModelFailed)[0])
 	require.Contains(t, f.Message, "another node's API")
 	require.Empty(t, p.requests)
 }

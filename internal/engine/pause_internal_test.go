@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
 	"github.com/longhaul-dev/longhaul/internal/store"
@@ -48,7 +47,7 @@ func TestPauseDropsAClaimingWorkersUnsavedWork(t *testing.T) {
 	r, err := e.newRunner(ctx, leases[0])
 	require.NoError(t, err)
 	turn := r.st.CurrentTurn()
-	require.NoError(t, r.add(lt.EventTurnStarted, turn.ID, 0, journal.TurnStarted{TurnID: turn.ID}))
+	require.NoError(t, r.add(lt.EventTurnStarted, turn.ID, 0, lt.TurnStartedData{TurnID: turn.ID}))
 	require.NoError(t, r.status(lt.SessionRunning, ""))
 
 	p, err := e.PauseSession(ctx, s.ID, &lt.PauseRequest{Reason: "not now"})

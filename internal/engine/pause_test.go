@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -119,7 +118,7 @@ func TestPauseDuringModelCall(t *testing.T) {
 	require.Empty(t, events(t, h, s.ID, lt.EventToolStarted), "no call starts once paused")
 	paused := events(t, h, s.ID, lt.EventSessionPaused)
 	require.Len(t, paused, 1)
-	require.Equal(t, "lunch", data[journal.Paused](t, paused[0]).Reason)
+	require.Equal(t, "lunch", data[lt.SessionPausedData](t, paused[0]).Reason)
 	require.Less(t, seqOf(t, h, s.ID, lt.EventModelResponded), paused[0].Seq)
 
 	s = resume(t, h, s.ID)
@@ -219,7 +218,7 @@ func TestPauseWhileWaitingOnTimer(t *testing.T) {
 	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"sleep","arguments":{"seconds":3600}}]},{"text":"awake"}]`,
 		lt.ToolSpec{Name: "sleep"}), nil)
 	s = h.waitStatus(s.ID, lt.SessionWaiting)
-	until := data[journal.WaitStarted](t, events(t, h, s.ID, lt.EventWaitStarted)[0]).Until
+	until := data[lt.WaitStartedData](t, events(t, h, s.ID, lt.EventWaitStarted)[0]).Until
 	require.NotNil(t, until)
 
 	s = pauseNow(t, h, s.ID)
@@ -240,7 +239,7 @@ func TestPauseWhileWaitingOnTimer(t *testing.T) {
 	var out struct {
 		SleptUntil time.Time `json:"slept_until"`
 	}
-	require.NoError(t, json.Unmarshal(data[journal.ToolCompleted](t, completed[0]).Output, &out))
+	require.NoError(t, json.Unmarshal(data[lt.ToolCompletedData](t, completed[0]).Output, &out))
 	require.True(t, out.SleptUntil.Equal(*until), "the timer kept its time: %s, want %s", out.SleptUntil, *until)
 	require.Equal(t, "awake", mustTurnOutput(t, h, s))
 	checkJournal(t, h.store, s.ID)
@@ -485,7 +484,7 @@ func TestPauseWhileWaitingForSignal(t *testing.T) {
 	s = resume(t, h, s.ID)
 	require.Equal(t, lt.SessionRunning, s.Status, "its wait is over: it runs")
 	s = h.waitStatus(s.ID, lt.SessionIdle)
-	require.Contains(t, string(data[journal.ToolCompleted](t, events(t, h, s.ID, lt.EventToolCompleted)[0]).Output), `"payload":"now"`)
+	require.Contains(t, string(data[lt.ToolCompletedData](t, events(t, h, s.ID, lt.EventToolCompleted)[0]).Output), `"payload":"now"`)
 	require.Equal(t, "went", mustTurnOutput(t, h, s))
 	checkJournal(t, h.store, s.ID)
 }

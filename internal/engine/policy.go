@@ -43,18 +43,18 @@ func (h *history) observe(ev lt.Event) {
 	case lt.EventModelResponded:
 		clear(h.args)
 	case lt.EventToolRequested:
-		var d journal.ToolRequested
+		var d lt.ToolRequestedData
 		if json.Unmarshal(ev.Data, &d) == nil {
 			h.args[d.CallID], _ = policy.DecodeArgs(d.Arguments)
 		}
 	case lt.EventActionResolved:
-		var d journal.ActionResolved
+		var d lt.ActionResolvedData
 		if json.Unmarshal(ev.Data, &d) == nil && len(d.Arguments) > 0 && d.CallID != "" {
 			// An edited approval: the call runs with the edited arguments.
 			h.args[d.CallID], _ = policy.DecodeArgs(d.Arguments)
 		}
 	case lt.EventToolStarted:
-		var d journal.ToolStarted
+		var d lt.ToolStartedData
 		if json.Unmarshal(ev.Data, &d) != nil {
 			return
 		}
@@ -68,17 +68,17 @@ func (h *history) observe(ev lt.Event) {
 			SessionID: ev.SessionID, TurnID: ev.TurnID, Step: d.Step,
 		})
 	case lt.EventToolCompleted:
-		var d journal.ToolCompleted
+		var d lt.ToolCompletedData
 		if json.Unmarshal(ev.Data, &d) == nil {
 			h.finish(d.EffectID, lt.EffectSucceeded, "", d.Resolution)
 		}
 	case lt.EventToolFailed:
-		var d journal.ToolFailed
+		var d lt.ToolFailedData
 		if json.Unmarshal(ev.Data, &d) == nil {
 			h.finish(d.EffectID, lt.EffectFailed, d.Error, d.Resolution)
 		}
 	case lt.EventEffectInDoubt:
-		var d journal.EffectInDoubt
+		var d lt.EffectInDoubtData
 		if json.Unmarshal(ev.Data, &d) == nil {
 			h.finish(d.EffectID, lt.EffectInDoubt, "", "")
 		}
@@ -114,7 +114,7 @@ func (h *history) finish(effectID string, status lt.EffectStatus, errMsg, resolu
 // already approved it. It journals the verdict when a policy matched, and
 // reports whether the call may run now.
 func (r *runner) evaluatePolicy(ctx context.Context, c *journal.Call) (bool, error) {
-	if c.Kind != journal.CallBuiltin && c.Kind != journal.CallFunction && c.Kind != journal.CallMCP {
+	if c.Kind != lt.CallBuiltin && c.Kind != lt.CallFunction && c.Kind != lt.CallMCP {
 		return true, nil
 	}
 	step, turnID := r.st.Step.N, r.st.Step.TurnID
@@ -124,8 +124,8 @@ func (r *runner) evaluatePolicy(ctx context.Context, c *journal.Call) (bool, err
 		if err == nil && sum == c.ApprovedSHA256 {
 			return true, nil
 		}
-		return false, r.add(lt.EventToolFailed, turnID, step, journal.ToolFailed{
-			Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Refused: journal.RefusedApprovalMismatch,
+		return false, r.add(lt.EventToolFailed, turnID, step, lt.ToolFailedData{
+			Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Refused: lt.RefusedApprovalMismatch,
 			Error: fmt.Sprintf("refused: the arguments about to run (sha256 %s) are not the ones a person approved (sha256 %s)", sum, c.ApprovedSHA256),
 		})
 	}
@@ -152,15 +152,15 @@ func (r *runner) evaluatePolicy(ctx context.Context, c *journal.Call) (bool, err
 	if v.Rule == "" {
 		return true, nil
 	}
-	if err := r.add(lt.EventPolicyDecided, turnID, step, journal.PolicyDecided{
+	if err := r.add(lt.EventPolicyDecided, turnID, step, lt.PolicyDecidedData{
 		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Decision: v.Decision, Rule: v.Rule, Reason: v.Reason, EvalError: v.EvalError,
 	}); err != nil {
 		return false, err
 	}
 	switch v.Decision {
 	case lt.PolicyDeny:
-		return false, r.add(lt.EventToolFailed, turnID, step, journal.ToolFailed{
-			Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Refused: journal.RefusedPolicy,
+		return false, r.add(lt.EventToolFailed, turnID, step, lt.ToolFailedData{
+			Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Refused: lt.RefusedPolicy,
 			Error: fmt.Sprintf("denied by policy %s: %s", v.Rule, v.Reason),
 		})
 	case lt.PolicyAsk:

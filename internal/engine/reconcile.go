@@ -37,7 +37,7 @@ var errNoAnswer = errors.New("the reconcile probe returned no answer")
 // The probe is a read: nothing is made durable before it runs, and a crash
 // during it only means it is asked again.
 func (r *runner) reconcile(ctx context.Context, c *journal.Call) (settled bool, probeErr, err error) {
-	if c.Kind != journal.CallBuiltin {
+	if c.Kind != lt.CallBuiltin {
 		return false, nil, nil
 	}
 	t, ok := r.e.tools.Get(c.Tool)
@@ -83,7 +83,7 @@ func (r *runner) reconcile(ctx context.Context, c *journal.Call) (settled bool, 
 		return false, perr, nil
 	}
 	if !res.Happened {
-		return true, nil, r.add(lt.EventToolFailed, turnID, step, journal.ToolFailed{
+		return true, nil, r.add(lt.EventToolFailed, turnID, step, lt.ToolFailedData{
 			Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, EffectID: c.EffectID, DurationMS: dur,
 			Error: fmt.Sprintf("reconciled: the tool's reconcile probe found that attempt %d did not take effect; "+
 				"the call runs again with the same idempotency key", c.Attempts),
@@ -100,7 +100,7 @@ func (r *runner) reconcile(ctx context.Context, c *journal.Call) (settled bool, 
 		}
 		out = raw
 	}
-	return true, nil, r.add(lt.EventToolCompleted, turnID, step, journal.ToolCompleted{
+	return true, nil, r.add(lt.EventToolCompleted, turnID, step, lt.ToolCompletedData{
 		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, EffectID: c.EffectID, Output: out, DurationMS: dur,
 		Resolution: lt.ResolutionReconciled,
 	})

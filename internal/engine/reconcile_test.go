@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -87,18 +86,18 @@ func crashDuringCharge(t *testing.T, h *harness, ct *chargeTool) string {
 	return s.ID
 }
 
-func toolEnds(t *testing.T, h *harness, id string) (completed []journal.ToolCompleted, failed []journal.ToolFailed) {
+func toolEnds(t *testing.T, h *harness, id string) (completed []lt.ToolCompletedData, failed []lt.ToolFailedData) {
 	t.Helper()
 	evs, err := h.eng.ListEvents(context.Background(), id, 0, 1000)
 	require.NoError(t, err)
 	for _, ev := range evs {
 		switch ev.Type {
 		case lt.EventToolCompleted:
-			var d journal.ToolCompleted
+			var d lt.ToolCompletedData
 			require.NoError(t, json.Unmarshal(ev.Data, &d))
 			completed = append(completed, d)
 		case lt.EventToolFailed:
-			var d journal.ToolFailed
+			var d lt.ToolFailedData
 			require.NoError(t, json.Unmarshal(ev.Data, &d))
 			failed = append(failed, d)
 		case lt.EventActionRequired, lt.EventEffectInDoubt:

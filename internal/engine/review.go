@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -43,12 +42,12 @@ func (e *Engine) ReviewSession(ctx context.Context, id string, req *lt.ReviewReq
 		if a := finalArtifact(arts); a != nil {
 			r.ArtifactID, r.TurnID = a.ID, a.TurnID
 		}
-		if err := b.add(lt.EventSessionReviewed, r.TurnID, 0, journal.SessionReviewed{Review: r}); err != nil {
+		if err := b.add(lt.EventSessionReviewed, r.TurnID, 0, lt.SessionReviewedData{Review: r}); err != nil {
 			return nil, err
 		}
 		if req.Continue {
 			turnID := newID("turn_", e.clock.Now())
-			if err := b.add(lt.EventTurnCreated, turnID, 0, journal.TurnCreated{TurnID: turnID, Index: b.st.TurnCount + 1, Input: req.Note}); err != nil {
+			if err := b.add(lt.EventTurnCreated, turnID, 0, lt.TurnCreatedData{TurnID: turnID, Index: b.st.TurnCount + 1, Input: req.Note}); err != nil {
 				return nil, err
 			}
 			if err := b.status(lt.SessionQueued, ""); err != nil {

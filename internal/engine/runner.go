@@ -99,10 +99,8 @@ func (e *Engine) resolveBlob(ctx context.Context, ev lt.Event) (lt.Event, error)
 	if (!transcriptWants(ev.Type) && ev.Type != lt.EventMCPToolsListed) || len(ev.Data) == 0 || ev.Data[0] != '{' {
 		return ev, nil
 	}
-	var stub struct {
-		Blob *lt.BlobRef `json:"blob"`
-	}
-	if json.Unmarshal(ev.Data, &stub) != nil || stub.Blob == nil || len(stub.Blob.SHA256) != 64 {
+	var stub lt.BlobData
+	if json.Unmarshal(ev.Data, &stub) != nil || len(stub.Blob.SHA256) != 64 {
 		return ev, nil
 	}
 	data, err := e.store.BlobGet(ctx, stub.Blob.SHA256)
@@ -131,7 +129,7 @@ func (r *runner) observe(ev lt.Event) {
 	}
 	switch ev.Type {
 	case lt.EventToolStarted:
-		var d journal.ToolStarted
+		var d lt.ToolStartedData
 		if json.Unmarshal(ev.Data, &d) == nil && d.Class != lt.EffectRead {
 			r.wsWriter = ev.WorkerID
 		}
@@ -285,7 +283,7 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 		return false, r.failTurn(lt.StopSandboxError, "the session's environment could not be set up: "+err.Error())
 	}
 	if turn.Status == lt.TurnQueued {
-		if err := r.add(lt.EventTurnStarted, turn.ID, 0, journal.TurnStarted{TurnID: turn.ID, Deadline: r.newTurnDeadline()}); err != nil {
+		if err := r.add(lt.EventTurnStarted, turn.ID, 0, lt.TurnStartedData{TurnID: turn.ID, Deadline: r.newTurnDeadline()}); err != nil {
 			return false, err
 		}
 	}
@@ -416,7 +414,7 @@ func finalAnswer(step *journal.Step) (string, bool) {
 func (r *runner) completeTurn(ctx context.Context, output string, verdict *lt.AcceptanceVerdict) error {
 	turn := r.st.CurrentTurn()
 	turnID, index := turn.ID, turn.Index
-	if err := r.add(lt.EventTurnCompleted, turn.ID, 0, journal.TurnCompleted{TurnID: turn.ID, Output: output, Acceptance: verdict}); err != nil {
+	if err := r.add(lt.EventTurnCompleted, turn.ID, 0, lt.TurnCompletedData{TurnID: turn.ID, Output: output, Acceptance: verdict}); err != nil {
 		return err
 	}
 	if _, err := r.checkpoint(ctx, lt.CheckpointTurn, fmt.Sprintf("turn %d", index), clip(output, 500), "", turnID, 0); err != nil {
@@ -430,7 +428,7 @@ func (r *runner) completeTurn(ctx context.Context, output string, verdict *lt.Ac
 
 func (r *runner) failTurn(stopReason, msg string) error {
 	turn := r.st.CurrentTurn()
-	if err := r.add(lt.EventTurnFailed, turn.ID, 0, journal.TurnFailed{TurnID: turn.ID, StopReason: stopReason, Error: msg}); err != nil {
+	if err := r.add(lt.EventTurnFailed, turn.ID, 0, lt.TurnFailedData{TurnID: turn.ID, StopReason: stopReason, Error: msg}); err != nil {
 		return err
 	}
 	if len(r.st.Turns) > 0 {
@@ -443,7 +441,7 @@ func (r *runner) cancelTurns() error {
 	reason := r.st.Cancel.Reason
 	for len(r.st.Turns) > 0 {
 		t := r.st.Turns[0]
-		if err := r.add(lt.EventTurnCancelled, t.ID, 0, journal.TurnCancelled{TurnID: t.ID, Reason: reason}); err != nil {
+		if err := r.add(lt.EventTurnCancelled, t.ID, 0, lt.TurnCancelledData{TurnID: t.ID, Reason: reason}); err != nil {
 			return err
 		}
 	}

@@ -66,7 +66,7 @@ func (e *Engine) CreateSession(ctx context.Context, req *lt.CreateSessionRequest
 	now := e.clock.Now()
 	st, err := e.createSession(ctx, &newSession{
 		ID: newID("ses_", now), Spec: spec, Ref: ref,
-		Created: journal.SessionCreated{
+		Created: lt.SessionCreatedData{
 			Agent: ref, Input: req.Input, Goal: req.Goal, Constraints: req.Constraints,
 			AcceptanceCriteria: req.AcceptanceCriteria, Budget: budget, Metadata: req.Metadata, WebhookURL: req.WebhookURL,
 		},
@@ -83,7 +83,7 @@ type newSession struct {
 	ID      string
 	Spec    *lt.AgentSpec
 	Ref     lt.AgentRef
-	Created journal.SessionCreated
+	Created lt.SessionCreatedData
 }
 
 // createSession appends session.created and the first turn.created in one
@@ -101,7 +101,7 @@ func (e *Engine) createSession(ctx context.Context, ns *newSession) (*journal.St
 		return nil, err
 	}
 	turnID := newID("turn_", now)
-	if err := b.add(lt.EventTurnCreated, turnID, 0, journal.TurnCreated{TurnID: turnID, Index: 1, Input: ns.Created.Input}); err != nil {
+	if err := b.add(lt.EventTurnCreated, turnID, 0, lt.TurnCreatedData{TurnID: turnID, Index: 1, Input: ns.Created.Input}); err != nil {
 		return nil, err
 	}
 	p, err := b.appendParams(0, nil, false)
@@ -209,7 +209,7 @@ func (e *Engine) CreateTurn(ctx context.Context, sessionID string, req *lt.Creat
 		}
 		now := e.clock.Now()
 		id := newID("turn_", now)
-		if err := b.add(lt.EventTurnCreated, id, 0, journal.TurnCreated{TurnID: id, Index: st.TurnCount + 1, Input: req.Input}); err != nil {
+		if err := b.add(lt.EventTurnCreated, id, 0, lt.TurnCreatedData{TurnID: id, Index: st.TurnCount + 1, Input: req.Input}); err != nil {
 			return nil, err
 		}
 		if st.Session.Status.Terminal() {
@@ -263,7 +263,7 @@ func (e *Engine) GetTurn(ctx context.Context, sessionID, turnID string) (*lt.Tur
 func (e *Engine) CancelSession(ctx context.Context, id string, req *lt.CancelRequest) (*lt.Session, error) {
 	v, err := mutate(ctx, e, id, func(b *batch) (*lt.Session, error) {
 		if len(b.st.Turns) > 0 && b.st.Cancel == nil {
-			if err := b.add(lt.EventSessionCancelRequested, "", 0, journal.CancelRequested{Reason: req.Reason}); err != nil {
+			if err := b.add(lt.EventSessionCancelRequested, "", 0, lt.SessionCancelRequestedData{Reason: req.Reason}); err != nil {
 				return nil, err
 			}
 		}
@@ -291,7 +291,7 @@ func (e *Engine) AddConstraint(ctx context.Context, id string, req *lt.AddConstr
 		return nil, apierror.Invalid("constraint", "must be at most %d bytes", maxConstraintBytes)
 	}
 	v, err := mutate(ctx, e, id, func(b *batch) (*lt.Session, error) {
-		if err := b.add(lt.EventConstraintAdded, "", 0, journal.ConstraintAdded{Constraint: c}); err != nil {
+		if err := b.add(lt.EventConstraintAdded, "", 0, lt.ConstraintAddedData{Constraint: c}); err != nil {
 			return nil, err
 		}
 		v := b.st.View()

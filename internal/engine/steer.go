@@ -46,7 +46,7 @@ import (
 const maxSteerBytes = 32 << 10
 
 // interruptSteer: a steer with interrupt abandoned the model call.
-const interruptSteer interruptKind = journal.InterruptedSteered
+const interruptSteer interruptKind = lt.InterruptedSteered
 
 // SteerSession journals a person's message to the session's current turn
 // (queued, running, waiting or requires_action). A session with no turn to
@@ -72,7 +72,7 @@ func (e *Engine) SteerSession(ctx context.Context, id string, req *lt.SteerReque
 		case st.Cancel != nil:
 			return nil, apierror.Conflict("session %s is being cancelled: send a follow-up turn once it is", id)
 		}
-		if err := b.add(lt.EventTurnSteered, turn.ID, 0, journal.TurnSteered{TurnID: turn.ID, Input: req.Input, Interrupt: req.Interrupt}); err != nil {
+		if err := b.add(lt.EventTurnSteered, turn.ID, 0, lt.TurnSteeredData{TurnID: turn.ID, Input: req.Input, Interrupt: req.Interrupt}); err != nil {
 			return nil, err
 		}
 		v := b.st.View()
@@ -116,7 +116,7 @@ type steering struct {
 func (t *transcript) observeSteering(ev lt.Event) {
 	switch ev.Type {
 	case lt.EventTurnSteered:
-		var d journal.TurnSteered
+		var d lt.TurnSteeredData
 		if json.Unmarshal(ev.Data, &d) != nil {
 			return
 		}
@@ -126,7 +126,7 @@ func (t *transcript) observeSteering(ev lt.Event) {
 		}
 		t.steers = append(t.steers, d.Input)
 	case lt.EventModelRequested:
-		var d journal.ModelRequested
+		var d lt.ModelRequestedData
 		if json.Unmarshal(ev.Data, &d) == nil && d.Purpose == "" {
 			t.sent = d.Steers
 		}

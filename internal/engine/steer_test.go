@@ -13,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -121,7 +120,7 @@ func TestSteerReachesTheNextCall(t *testing.T) {
 	steer(t, h, s.ID, second, false)
 	steered := events(t, h, s.ID, lt.EventTurnSteered)
 	require.Len(t, steered, 2)
-	d := data[journal.TurnSteered](t, steered[1])
+	d := data[lt.TurnSteeredData](t, steered[1])
 	require.Equal(t, second, d.Input, "journaled verbatim")
 	require.Equal(t, s.CurrentTurnID, d.TurnID)
 	require.False(t, d.Interrupt)
@@ -138,8 +137,8 @@ func TestSteerReachesTheNextCall(t *testing.T) {
 	require.Equal(t, model.RoleTool, next[n-3].Role, "after the result of the step they came during")
 	require.Equal(t, []model.Message{user(first), user(second)}, next[n-2:], "verbatim and in order")
 	requested := events(t, h, s.ID, lt.EventModelRequested)
-	require.Equal(t, 0, data[journal.ModelRequested](t, requested[0]).Steers)
-	require.Equal(t, 2, data[journal.ModelRequested](t, requested[1]).Steers)
+	require.Equal(t, 0, data[lt.ModelRequestedData](t, requested[0]).Steers)
+	require.Equal(t, 2, data[lt.ModelRequestedData](t, requested[1]).Steers)
 
 	// A follow-up turn: a new claim rebuilds the context from the journal.
 	_, err := h.eng.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "now the summary"})
@@ -194,20 +193,20 @@ func TestSteerInterruptsModelCall(t *testing.T) {
 	s = h.waitStatus(s.ID, lt.SessionIdle)
 
 	require.Len(t, failed, 1)
-	d := data[journal.ModelFailed](t, failed[0])
-	require.Equal(t, journal.InterruptedSteered, d.Interrupted)
+	d := data[lt.ModelFailedData](t, failed[0])
+	require.Equal(t, lt.InterruptedSteered, d.Interrupted)
 	require.False(t, d.Retry)
 	require.NotNil(t, d.Usage)
 	require.Positive(t, d.Usage.InputTokens, "the abandoned call counts what it was sent")
 	responded := events(t, h, s.ID, lt.EventModelResponded)
 	require.Len(t, responded, 1)
-	answered := data[journal.ModelResponded](t, responded[0]).Usage
+	answered := data[lt.ModelRespondedData](t, responded[0]).Usage
 	require.Equal(t, d.Usage.InputTokens+answered.InputTokens, s.Usage.InputTokens)
 	require.Equal(t, int64(2), s.Usage.ModelCalls)
 
 	requested := events(t, h, s.ID, lt.EventModelRequested)
 	require.Len(t, requested, 2)
-	again := data[journal.ModelRequested](t, requested[1])
+	again := data[lt.ModelRequestedData](t, requested[1])
 	require.Equal(t, 1, again.Step, "the same step, made again")
 	require.Equal(t, 1, again.Attempt, "a fresh start, not a retry")
 	require.Equal(t, 1, again.Steers)
@@ -240,7 +239,7 @@ func TestSteerDoesNotCutToolCall(t *testing.T) {
 	require.Empty(t, events(t, h, s.ID, lt.EventToolFailed, lt.EventModelFailed))
 	done := events(t, h, s.ID, lt.EventToolCompleted)
 	require.Len(t, done, 1)
-	require.Contains(t, string(data[journal.ToolCompleted](t, done[0]).Output), "finished")
+	require.Contains(t, string(data[lt.ToolCompletedData](t, done[0]).Output), "finished")
 	reqs := p.sent()
 	require.Len(t, reqs, 2)
 	last := reqs[1].Messages
@@ -328,7 +327,7 @@ func TestSteerWhileRequiresActionSurvivesCompaction(t *testing.T) {
 	require.NotEmpty(t, events(t, h, s.ID, lt.EventContextCompacted))
 	summarised := -1
 	for i, r := range p.requests {
-		if r.purpose == journal.PurposeCompaction && strings.Contains(r.msgs[1].Text, "[person] "+msg) {
+		if r.purpose == lt.PurposeCompaction && strings.Contains(r.msgs[1].Text, "[person] "+msg) {
 			summarised = i
 			break
 		}
@@ -376,7 +375,7 @@ func TestSteerQueuedTurn(t *testing.T) {
 	require.Equal(t, lt.SessionQueued, s.Status)
 	steered := events(t, h, s.ID, lt.EventTurnSteered)
 	require.Len(t, steered, 1)
-	require.Equal(t, turn.ID, data[journal.TurnSteered](t, steered[0]).TurnID, "the queued turn is the current one")
+	require.Equal(t, turn.ID, data[lt.TurnSteeredData](t, steered[0]).TurnID, "the queued turn is the current one")
 
 	h.start("node-a")
 	h.waitStatus(s.ID, lt.SessionIdle)
@@ -430,7 +429,7 @@ func TestSteerLongMessageStaysInline(t *testing.T) {
 	steered := events(t, h, s.ID, lt.EventTurnSteered)
 	require.Len(t, steered, 1)
 	require.Greater(t, len(steered[0].Data), 64<<10)
-	d := data[journal.TurnSteered](t, steered[0])
+	d := data[lt.TurnSteeredData](t, steered[0])
 	require.Equal(t, msg, d.Input)
 	require.True(t, d.Interrupt)
 	reqs := p.sent()

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -57,15 +56,15 @@ func (r *runner) callModel(ctx context.Context) error {
 	}
 	resp := res.resp
 	turn := r.st.CurrentTurn()
-	calls := make([]journal.ToolCall, len(resp.ToolCalls))
+	calls := make([]lt.ToolCall, len(resp.ToolCalls))
 	for i, tc := range resp.ToolCalls {
 		args := tc.Arguments
 		if len(args) == 0 {
 			args = json.RawMessage("{}")
 		}
-		calls[i] = journal.ToolCall{ID: tc.ID, Name: tc.Name, Arguments: args}
+		calls[i] = lt.ToolCall{ID: tc.ID, Name: tc.Name, Arguments: args}
 	}
-	if err := r.add(lt.EventModelResponded, turn.ID, stepN, journal.ModelResponded{
+	if err := r.add(lt.EventModelResponded, turn.ID, stepN, lt.ModelRespondedData{
 		Step: stepN, Position: res.pos, Text: resp.Text, ToolCalls: calls, Usage: res.usage(), CostUSD: resp.CostUSD,
 		DurationMS: res.durMS, Reasoning: resp.Reasoning, Model: resp.Model, StopReason: resp.StopReason,
 	}); err != nil {
@@ -114,7 +113,7 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 	if ok, err := r.reserveModelCall(ctx, purpose, pos, attempt, contextTokens); !ok || err != nil {
 		return nil, err // the tree's budget is spent (the turn ended), or the call waits for the tree's calls in flight
 	}
-	if err := r.add(lt.EventModelRequested, turnID, stepN, journal.ModelRequested{
+	if err := r.add(lt.EventModelRequested, turnID, stepN, lt.ModelRequestedData{
 		Step: stepN, Position: pos, Attempt: attempt, Provider: r.spec.Model.Provider, Model: r.spec.Model.Name,
 		Purpose: purpose, ContextTokens: contextTokens, Steers: steers,
 	}); err != nil {
@@ -126,7 +125,7 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 	// The turn's timeout and the wall-clock budget abandon the request in
 	// flight (callContext); a verification call, which the budget never
 	// checks, only the turn's timeout.
-	interruptible, release := r.controlledContext(ctx, purpose != journal.PurposeVerification, due)
+	interruptible, release := r.controlledContext(ctx, purpose != lt.PurposeVerification, due)
 	defer release()
 	callCtx, cancel := context.WithTimeout(interruptible, r.e.cfg.ModelTimeout)
 	defer cancel()
@@ -153,7 +152,7 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 		if err := sink.emit(false); err != nil { // what streamed before the cut stays visible
 			return nil, err
 		}
-		return nil, r.modelInterrupted(ctx, cause, journal.ModelFailed{
+		return nil, r.modelInterrupted(ctx, cause, lt.ModelFailedData{
 			Purpose: purpose, Step: stepN, Position: pos, Attempt: attempt, DurationMS: dur,
 		}, abandonedUsage(r.spec.Model, resp, contextTokens))
 	}
@@ -215,7 +214,7 @@ func (d *deltaSink) emit(flush bool) error {
 	if d.text.Len() == 0 && d.reasoning.Len() == 0 {
 		return nil
 	}
-	ev := journal.ModelDelta{Step: d.step, Attempt: d.attempt, Purpose: d.purpose, Text: d.text.String(), Reasoning: d.reasoning.String()}
+	ev := lt.ModelDeltaData{Step: d.step, Attempt: d.attempt, Purpose: d.purpose, Text: d.text.String(), Reasoning: d.reasoning.String()}
 	d.text.Reset()
 	d.reasoning.Reset()
 	d.last = d.r.e.clock.Now()
@@ -231,11 +230,11 @@ func (d *deltaSink) emit(flush bool) error {
 // requestCall journals one call the model asked for, resolving its kind and
 // effect class; a call to an unknown tool or with invalid arguments fails at
 // once with an error the model can read.
-func (r *runner) requestCall(turnID string, step, index int, tc journal.ToolCall) error {
+func (r *runner) requestCall(turnID string, step, index int, tc lt.ToolCall) error {
 	if tc.ID == "" {
 		tc.ID = fmt.Sprintf("call_%d_%d", step, index)
 	}
-	req := journal.ToolRequested{Step: step, Index: index, CallID: tc.ID, Tool: tc.Name, Arguments: tc.Arguments}
+	req := lt.ToolRequestedData{Step: step, Index: index, CallID: tc.ID, Tool: tc.Name, Arguments: tc.Arguments}
 	var problem string
 	spec, enabled := r.toolSpec(tc.Name)
 	mt, isMCP := r.mcpTool(tc.Name)
@@ -247,7 +246,7 @@ func (r *runner) requestCall(turnID string, step, index int, tc journal.ToolCall
 	canon, err := tool.CanonicalJSON(tc.Arguments)
 	if err != nil {
 		problem = "arguments are not valid JSON: " + err.Error()
-		req.Kind = journal.CallInvalid
+		req.Kind = lt.CallInvalid
 	} else {
 		req.Arguments = canon
 		req.ArgumentsSHA256, _ = tool.ArgumentsSHA256(canon)
@@ -255,41 +254,41 @@ func (r *runner) requestCall(turnID string, step, index int, tc journal.ToolCall
 	if problem == "" {
 		switch {
 		case !enabled:
-			req.Kind, problem = journal.CallInvalid, fmt.Sprintf("unknown tool %q", tc.Name)
+			req.Kind, problem = lt.CallInvalid, fmt.Sprintf("unknown tool %q", tc.Name)
 		case isMCP:
 			// The class is the listing's: the agent's effects, trusted
 			// annotations or irreversible.
-			req.Kind, req.Class = journal.CallMCP, mt.Effect
+			req.Kind, req.Class = lt.CallMCP, mt.Effect
 			if err := tool.ValidateArguments(mt.InputSchema, canon); err != nil {
-				req.Kind, problem = journal.CallInvalid, err.Error()
+				req.Kind, problem = lt.CallInvalid, err.Error()
 			}
 		case spec.Type == "function":
-			req.Kind, req.Class = journal.CallFunction, lt.EffectIrreversible
+			req.Kind, req.Class = lt.CallFunction, lt.EffectIrreversible
 			if len(spec.Parameters) > 0 {
 				if err := tool.ValidateArguments(spec.Parameters, canon); err != nil {
-					req.Kind, problem = journal.CallInvalid, err.Error()
+					req.Kind, problem = lt.CallInvalid, err.Error()
 				}
 			}
 		case engineTools[tc.Name].kind != "":
 			et := engineTools[tc.Name]
 			req.Kind, req.Class = et.kind, lt.EffectRead
 			if err := tool.ValidateArguments(et.schema, canon); err != nil {
-				req.Kind, problem = journal.CallInvalid, err.Error()
+				req.Kind, problem = lt.CallInvalid, err.Error()
 			}
 		default:
 			t, _ := r.e.tools.Get(tc.Name)
-			req.Kind, req.Class = journal.CallBuiltin, t.Effect()
+			req.Kind, req.Class = lt.CallBuiltin, t.Effect()
 			if err := tool.ValidateArguments(t.Parameters(), canon); err != nil {
-				req.Kind, problem = journal.CallInvalid, err.Error()
+				req.Kind, problem = lt.CallInvalid, err.Error()
 			}
 		}
 		switch {
-		case req.Kind == journal.CallBuiltin && tc.Name == "http_request" && (spec.Effect == "" || spec.Effect == lt.EffectIdempotent):
+		case req.Kind == lt.CallBuiltin && tc.Name == "http_request" && (spec.Effect == "" || spec.Effect == lt.EffectIdempotent):
 			// The method decides: GET and HEAD read; the others are
 			// irreversible unless the agent declares the endpoint
 			// idempotent (then the idempotency key goes in a header).
 			req.Class = tool.HTTPRequestEffect(canon, spec.Effect == lt.EffectIdempotent)
-		case spec.Effect != "" && req.Kind != journal.CallInvalid && !isMCP:
+		case spec.Effect != "" && req.Kind != lt.CallInvalid && !isMCP:
 			req.Class = spec.Effect
 		}
 	}
@@ -299,7 +298,7 @@ func (r *runner) requestCall(turnID string, step, index int, tc journal.ToolCall
 	if problem == "" {
 		return nil
 	}
-	return r.add(lt.EventToolFailed, turnID, step, journal.ToolFailed{Step: step, Index: index, CallID: tc.ID, Tool: tc.Name, Server: req.Server, Error: problem})
+	return r.add(lt.EventToolFailed, turnID, step, lt.ToolFailedData{Step: step, Index: index, CallID: tc.ID, Tool: tc.Name, Server: req.Server, Error: problem})
 }
 
 func (r *runner) toolSpec(name string) (lt.ToolSpec, bool) {
@@ -332,7 +331,7 @@ func (r *runner) modelFailed(ctx context.Context, purpose string, step, pos, att
 	if retry {
 		wait = r.backoff(attempt, me.RetryAfter, fmt.Sprintf("model/%s/%d", purpose, step))
 	}
-	if err := r.add(lt.EventModelFailed, turn.ID, step, journal.ModelFailed{
+	if err := r.add(lt.EventModelFailed, turn.ID, step, lt.ModelFailedData{
 		Purpose: purpose, Step: step, Position: pos, Attempt: attempt, Kind: string(me.Kind), Status: me.Status,
 		RetryAfterMS: me.RetryAfter.Milliseconds(), Message: me.Message, Consumed: true, DurationMS: dur,
 		Retry: retry || compactRetry, RetryInMS: wait.Milliseconds(),

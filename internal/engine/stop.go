@@ -53,8 +53,8 @@ func (r *runner) checkLoop(c *journal.Call) (bool, error) {
 		return true, nil
 	}
 	step, turnID := r.st.Step.N, r.st.Step.TurnID
-	if err := r.add(lt.EventToolFailed, turnID, step, journal.ToolFailed{
-		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Refused: journal.RefusedLoop,
+	if err := r.add(lt.EventToolFailed, turnID, step, lt.ToolFailedData{
+		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Refused: lt.RefusedLoop,
 		Error: fmt.Sprintf("refused: %s was called with the same arguments %d times in a row", c.Tool, c.Repeat),
 	}); err != nil {
 		return false, err

@@ -97,7 +97,7 @@ func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
 	sid := r.st.Session.ID
 	id := childID(sid, turnID, step, c.Index)
 	fail := func(msg string) error {
-		return r.add(lt.EventToolFailed, turnID, step, journal.ToolFailed{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Error: msg})
+		return r.add(lt.EventToolFailed, turnID, step, lt.ToolFailedData{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Error: msg})
 	}
 	existing, err := r.e.store.SessionGet(ctx, id)
 	switch {
@@ -113,8 +113,8 @@ func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
 	if max := r.maxParallelSubagents(); r.st.RunningChildren() >= max {
 		// More wait their turn: the call waits, holding no worker, until a
 		// child completes.
-		return r.add(lt.EventWaitStarted, turnID, step, journal.WaitStarted{
-			Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Kind: journal.WaitSubagentSlot, MaxRunning: max,
+		return r.add(lt.EventWaitStarted, turnID, step, lt.WaitStartedData{
+			Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Kind: lt.WaitSubagentSlot, MaxRunning: max,
 		})
 	}
 	var args spawnArgs
@@ -134,7 +134,7 @@ func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
 	spec.Budget = &budget
 	ns := &newSession{
 		ID: id, Spec: spec, Ref: ref,
-		Created: journal.SessionCreated{
+		Created: lt.SessionCreatedData{
 			Agent: ref, Input: args.Input, Constraints: slices.Clone(r.st.Session.Constraints), Budget: budget,
 			ParentID: sid, Workspace: r.st.WorkspaceID(), Depth: r.st.Depth + 1,
 			Metadata: mustJSON(map[string]any{"spawned_by": map[string]any{"session_id": sid, "turn_id": turnID, "call_id": c.ID}}),
@@ -162,7 +162,7 @@ func (r *runner) recordSpawn(c *journal.Call, row *store.SessionRow) error {
 	if err := json.Unmarshal(row.State, &child); err != nil {
 		return fmt.Errorf("decode sub-agent %s: %w", row.ID, err)
 	}
-	if err := r.add(lt.EventSubagentSpawned, turnID, step, journal.SubagentSpawned{
+	if err := r.add(lt.EventSubagentSpawned, turnID, step, lt.SubagentSpawnedData{
 		Step: step, Index: c.Index, CallID: c.ID, ChildID: row.ID, Agent: child.Session.Agent,
 		Input: child.Session.Input, Budget: child.Session.Budget,
 	}); err != nil {
@@ -172,7 +172,7 @@ func (r *runner) recordSpawn(c *journal.Call, row *store.SessionRow) error {
 		"id": row.ID, "agent": child.Session.Agent.Name, "budget": child.Session.Budget,
 		"note": "The sub-agent runs in parallel in your workspace. Call wait_agents to get its answer.",
 	})
-	return r.add(lt.EventToolCompleted, turnID, step, journal.ToolCompleted{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Output: out})
+	return r.add(lt.EventToolCompleted, turnID, step, lt.ToolCompletedData{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Output: out})
 }
 
 // childSpec resolves the agent a spawn_agent call names and narrows it to
@@ -362,7 +362,7 @@ func (r *runner) startWaitAgents(c *journal.Call) error {
 	}
 	_ = json.Unmarshal(c.Arguments, &args) // validated against the tool's schema when requested
 	fail := func(msg string) error {
-		return r.add(lt.EventToolFailed, turnID, step, journal.ToolFailed{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Error: msg})
+		return r.add(lt.EventToolFailed, turnID, step, lt.ToolFailedData{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Error: msg})
 	}
 	ids := args.IDs
 	if len(ids) == 0 {
@@ -382,9 +382,9 @@ func (r *runner) startWaitAgents(c *journal.Call) error {
 	}
 	mode := args.Mode
 	if mode == "" {
-		mode = journal.WaitAll
+		mode = lt.WaitAll
 	}
-	d := journal.WaitStarted{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Kind: journal.WaitAgents, IDs: ids, Mode: mode}
+	d := lt.WaitStartedData{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Kind: lt.WaitAgents, IDs: ids, Mode: mode}
 	if args.TimeoutSeconds != nil {
 		until := r.e.clock.Now().Add(time.Duration(*args.TimeoutSeconds * float64(time.Second))).Truncate(time.Millisecond)
 		d.Until = &until
@@ -456,7 +456,7 @@ func (r *runner) reportToParent(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("report to parent %s: %w", parentID, err)
 	}
-	return r.add(lt.EventSubagentReported, "", 0, journal.SubagentReported{TurnID: d.TurnID})
+	return r.add(lt.EventSubagentReported, "", 0, lt.SubagentReportedData{TurnID: d.TurnID})
 }
 
 // latestArtifacts lists the latest version of each of a session's artifacts.
@@ -492,7 +492,7 @@ func (r *runner) cancelOrphans(ctx context.Context, ids []string) error {
 		if _, err := r.e.CancelSession(ctx, id, &lt.CancelRequest{Reason: reason}); err != nil && !isNotFound(err) {
 			return fmt.Errorf("cancel sub-agent %s: %w", id, err)
 		}
-		if err := r.add(lt.EventSubagentCancelRequested, "", 0, journal.SubagentCancelRequested{ChildID: id, Reason: reason}); err != nil {
+		if err := r.add(lt.EventSubagentCancelRequested, "", 0, lt.SubagentCancelRequestedData{ChildID: id, Reason: reason}); err != nil {
 			return err
 		}
 	}

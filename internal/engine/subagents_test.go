@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/mcp/mcptest"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -99,10 +98,10 @@ func TestSubagentsRunInParallelAndReport(t *testing.T) {
 	// wait_agents' result holds both answers and the artifact.
 	var waitOut string
 	for _, ev := range events(t, h, s.ID, lt.EventToolCompleted) {
-		if d := data[journal.ToolCompleted](t, ev); d.Tool == "wait_agents" {
+		if d := data[lt.ToolCompletedData](t, ev); d.Tool == "wait_agents" {
 			waitOut = string(d.Output)
 		}
-		if d := data[journal.ToolCompleted](t, ev); d.Tool == "read_file" {
+		if d := data[lt.ToolCompletedData](t, ev); d.Tool == "read_file" {
 			require.Contains(t, string(d.Output), "from a", "the child wrote in the parent's workspace")
 		}
 	}
@@ -136,7 +135,7 @@ func TestSubagentSlots(t *testing.T) {
 	s = h.waitStatus(s.ID, lt.SessionWaiting)
 	waits := events(t, h, s.ID, lt.EventWaitStarted)
 	require.Len(t, waits, 1)
-	require.Equal(t, journal.WaitSubagentSlot, data[journal.WaitStarted](t, waits[0]).Kind)
+	require.Equal(t, lt.WaitSubagentSlot, data[lt.WaitStartedData](t, waits[0]).Kind)
 	kids := children(t, h, s.ID)
 	require.Len(t, kids, 1, "the second spawn waits for a slot")
 	h.waitStatus(kids[0].ID, lt.SessionWaiting)
@@ -150,7 +149,7 @@ func TestSubagentSlots(t *testing.T) {
 	// The second child was created only after the first one reported.
 	var firstDone int64
 	for _, ev := range events(t, h, s.ID, lt.EventSubagentCompleted) {
-		if data[journal.SubagentCompleted](t, ev).ChildID != "" && firstDone == 0 {
+		if data[lt.SubagentCompletedData](t, ev).ChildID != "" && firstDone == 0 {
 			firstDone = ev.Seq
 		}
 	}
@@ -198,7 +197,7 @@ func TestCancelCascadesToSubagents(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return len(events(t, h, kids[0].ID, lt.EventSubagentReported)) == 1 && len(events(t, h, grand[0].ID, lt.EventSubagentReported)) == 1
 	}, testTimeout, pollEvery, "each child recorded that its report was delivered")
-	d := data[journal.SubagentCompleted](t, events(t, h, s.ID, lt.EventSubagentCompleted)[0])
+	d := data[lt.SubagentCompletedData](t, events(t, h, s.ID, lt.EventSubagentCompleted)[0])
 	require.Equal(t, lt.TurnCancelled, d.Status)
 	for _, id := range []string{s.ID, kids[0].ID, grand[0].ID} {
 		checkJournal(t, h.store, id)
@@ -229,7 +228,7 @@ func TestSubagentInheritsPoliciesAndBudget(t *testing.T) {
 	require.Zero(t, kids[0].Budget.MaxModelCalls, "no limit where the parent has none")
 	var denied bool
 	for _, ev := range events(t, h, kids[0].ID, lt.EventPolicyDecided) {
-		d := data[journal.PolicyDecided](t, ev)
+		d := data[lt.PolicyDecidedData](t, ev)
 		denied = denied || (d.Rule == "parent.no-writes" && d.Decision == lt.PolicyDeny)
 	}
 	require.True(t, denied, "the parent's policy applies in the child")
@@ -252,7 +251,7 @@ func TestSubagentToolErrors(t *testing.T) {
 	require.Len(t, failed, 3)
 	msgs := ""
 	for _, ev := range failed {
-		msgs += data[journal.ToolFailed](t, ev).Error + "\n"
+		msgs += data[lt.ToolFailedData](t, ev).Error + "\n"
 	}
 	require.Contains(t, msgs, `no agent named "nobody"`)
 	require.Contains(t, msgs, "give exactly one of agent")
@@ -281,7 +280,7 @@ func TestSubagentDepthLimit(t *testing.T) {
 	require.Empty(t, children(t, h, kids[0].ID))
 	failed := events(t, h, kids[0].ID, lt.EventToolFailed)
 	require.Len(t, failed, 1)
-	require.Contains(t, data[journal.ToolFailed](t, failed[0]).Error, "at most 1 deep")
+	require.Contains(t, data[lt.ToolFailedData](t, failed[0]).Error, "at most 1 deep")
 }
 
 // How long the tests poll for a state the engine reaches on its own.
@@ -312,7 +311,7 @@ func TestTrajectoryRulesSpanTheTree(t *testing.T) {
 	require.Len(t, kids, 1)
 	decided := events(t, h, kids[0].ID, lt.EventPolicyDecided)
 	require.Len(t, decided, 1)
-	d := data[journal.PolicyDecided](t, decided[0])
+	d := data[lt.PolicyDecidedData](t, decided[0])
 	require.Equal(t, "parent.one-write", d.Rule)
 	require.Equal(t, lt.PolicyDeny, d.Decision, "the parent's write counts in the child")
 }
@@ -322,7 +321,7 @@ func spawnErrors(t *testing.T, h *harness, id string) []string {
 	t.Helper()
 	var out []string
 	for _, ev := range events(t, h, id, lt.EventToolFailed) {
-		if d := data[journal.ToolFailed](t, ev); d.Tool == "spawn_agent" {
+		if d := data[lt.ToolFailedData](t, ev); d.Tool == "spawn_agent" {
 			out = append(out, d.Error)
 		}
 	}
@@ -502,16 +501,16 @@ func TestSubagentMCPStartsOnlyForAnAllowedCall(t *testing.T) {
 		require.Len(t, kids, 1)
 		listed := events(t, h, kids[0].ID, lt.EventMCPToolsListed)
 		require.NotEmpty(t, listed)
-		d := data[journal.MCPToolsListed](t, listed[0])
+		d := data[lt.MCPToolsListedData](t, listed[0])
 		require.Equal(t, "parent", d.Reason)
-		require.Len(t, d.Tools, len(data[journal.MCPToolsListed](t, events(t, h, s.ID, lt.EventMCPToolsListed)[0]).Tools))
+		require.Len(t, d.Tools, len(data[lt.MCPToolsListedData](t, events(t, h, s.ID, lt.EventMCPToolsListed)[0]).Tools))
 		return s.ID, kids[0].ID
 	}
 
 	root, child := run(toolCall("docs__record", map[string]any{"note": "x"}))
 	failed := events(t, h, child, lt.EventToolFailed)
 	require.Len(t, failed, 1)
-	require.Equal(t, journal.RefusedPolicy, data[journal.ToolFailed](t, failed[0]).Refused)
+	require.Equal(t, lt.RefusedPolicy, data[lt.ToolFailedData](t, failed[0]).Refused)
 	require.Len(t, readLines(t, filepath.Join(h.workspace(root), mcptest.PIDLog)), 1, "only the parent's listing started the server")
 	require.Empty(t, readLines(t, filepath.Join(h.workspace(root), mcptest.CallLog)))
 

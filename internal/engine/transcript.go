@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -67,22 +66,22 @@ func (t *transcript) observe(ev lt.Event) {
 	}
 	switch ev.Type {
 	case lt.EventSessionCreated:
-		var d journal.SessionCreated
+		var d lt.SessionCreatedData
 		if json.Unmarshal(ev.Data, &d) == nil {
 			t.goal, t.constraints, t.criteria = d.Goal, d.Constraints, d.AcceptanceCriteria
 		}
 	case lt.EventConstraintAdded:
-		var d journal.ConstraintAdded
+		var d lt.ConstraintAddedData
 		if json.Unmarshal(ev.Data, &d) == nil {
 			t.constraints = append(t.constraints, d.Constraint)
 		}
 	case lt.EventTurnCreated:
-		var d journal.TurnCreated
+		var d lt.TurnCreatedData
 		if json.Unmarshal(ev.Data, &d) == nil {
 			t.inputs[d.TurnID] = d.Input
 		}
 	case lt.EventTurnStarted:
-		var d journal.TurnStarted
+		var d lt.TurnStartedData
 		if json.Unmarshal(ev.Data, &d) == nil {
 			t.startTurn(d.TurnID, t.inputs[d.TurnID])
 			delete(t.inputs, d.TurnID)
@@ -93,7 +92,7 @@ func (t *transcript) observe(ev lt.Event) {
 			t.changed = append(t.changed, d)
 		}
 	case lt.EventModelResponded:
-		var d journal.ModelResponded
+		var d lt.ModelRespondedData
 		if json.Unmarshal(ev.Data, &d) == nil {
 			// What the call was told comes before its answer: the people's
 			// file changes, then the messages it carried.
@@ -106,17 +105,17 @@ func (t *transcript) observe(ev lt.Event) {
 			t.msgs = append(t.msgs, m)
 		}
 	case lt.EventActionResolved:
-		var d journal.ActionResolved
+		var d lt.ActionResolvedData
 		if json.Unmarshal(ev.Data, &d) == nil && len(d.Arguments) > 0 && d.CallID != "" {
 			t.edited[d.CallID] = string(d.Arguments)
 		}
 	case lt.EventToolCompleted:
-		var d journal.ToolCompleted
+		var d lt.ToolCompletedData
 		if json.Unmarshal(ev.Data, &d) == nil {
 			t.msgs = append(t.msgs, model.Message{Role: model.RoleTool, CallID: d.CallID, Text: t.editNote(d.CallID) + string(d.Output)})
 		}
 	case lt.EventToolFailed:
-		var d journal.ToolFailed
+		var d lt.ToolFailedData
 		if json.Unmarshal(ev.Data, &d) == nil && !d.Retry {
 			text := t.editNote(d.CallID) + d.Error
 			if len(d.Output) > 0 {
@@ -125,19 +124,19 @@ func (t *transcript) observe(ev lt.Event) {
 			t.msgs = append(t.msgs, model.Message{Role: model.RoleTool, CallID: d.CallID, Text: text, IsError: true})
 		}
 	case lt.EventEnvironmentRestored:
-		var d journal.EnvironmentRestored
+		var d lt.EnvironmentRestoredData
 		if json.Unmarshal(ev.Data, &d) == nil {
 			t.note = "(" + d.Note + ")\n"
 		}
 	case lt.EventContextCompacted:
-		var d journal.ContextCompacted
+		var d lt.ContextCompactedData
 		if json.Unmarshal(ev.Data, &d) == nil && d.Items <= len(t.msgs) {
 			t.summary, t.cut = d.Summary, d.Items
 		}
 	case lt.EventTurnSteered, lt.EventModelRequested:
 		t.observeSteering(ev)
 	case lt.EventAcceptanceVerified:
-		var d journal.AcceptanceVerified
+		var d lt.AcceptanceVerifiedData
 		if json.Unmarshal(ev.Data, &d) == nil && sendsBack(&d.Verdict, t.maxVerify) {
 			t.msgs = append(t.msgs, model.Message{Role: model.RoleUser, Text: unmetFeedback(&d.Verdict)})
 		}

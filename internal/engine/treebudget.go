@@ -150,7 +150,7 @@ func (r *runner) openTreeLedger(ctx context.Context) error {
 // (the tree's budget is spent) or the call waits for the tree's calls in
 // flight, and the next tick tries again.
 func (r *runner) reserveModelCall(ctx context.Context, purpose string, pos, attempt, contextTokens int) (bool, error) {
-	if purpose == journal.PurposeVerification {
+	if purpose == lt.PurposeVerification {
 		// Never checked, as by a session's own budget: a final answer is
 		// verified even at the limit. Its usage is settled all the same.
 		return true, nil
@@ -272,7 +272,7 @@ func (r *runner) treeExceeded(res *store.TreeReserveResult) error {
 		limit, used = float64(l.Limits.ToolCalls), float64(l.Spent.ToolCalls)
 	}
 	turn := r.st.CurrentTurn()
-	if err := r.add(lt.EventBudgetExceeded, turn.ID, 0, journal.BudgetExceeded{Limit: res.Limit, Max: limit, Used: used, Tree: l.RootID}); err != nil {
+	if err := r.add(lt.EventBudgetExceeded, turn.ID, 0, lt.BudgetExceededData{Limit: res.Limit, Max: limit, Used: used, Tree: l.RootID}); err != nil {
 		return err
 	}
 	return r.failTurn(lt.StopBudgetExceeded, fmt.Sprintf("the budget limit max_%s of the sub-agent tree of %s was reached (%g of %g spent by the whole tree)", res.Limit, l.RootID, used, limit))

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/engine"
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
 	"github.com/longhaul-dev/longhaul/internal/store"
@@ -85,7 +84,7 @@ func spendOfTree(t *testing.T, st store.Store, eng *engine.Engine, rootID string
 		for _, ev := range evs {
 			switch ev.Type {
 			case lt.EventModelResponded:
-				var d journal.ModelResponded
+				var d lt.ModelRespondedData
 				require.NoError(t, json.Unmarshal(ev.Data, &d))
 				sum.CostUSD += d.CostUSD
 				sum.Tokens += d.Usage.InputTokens + d.Usage.OutputTokens
@@ -93,7 +92,7 @@ func spendOfTree(t *testing.T, st store.Store, eng *engine.Engine, rootID string
 			case lt.EventModelFailed:
 				// A call abandoned in flight (a cancel, a deadline) is
 				// counted for what it was sent, as the session's usage is.
-				var d journal.ModelFailed
+				var d lt.ModelFailedData
 				require.NoError(t, json.Unmarshal(ev.Data, &d))
 				if d.Usage != nil {
 					sum.CostUSD += d.Usage.CostUSD
@@ -155,7 +154,7 @@ func requireTreeExceeded(t *testing.T, h *harness, all []*lt.Session, rootID, li
 	t.Helper()
 	for _, s := range all {
 		for _, ev := range events(t, h, s.ID, lt.EventBudgetExceeded) {
-			d := data[journal.BudgetExceeded](t, ev)
+			d := data[lt.BudgetExceededData](t, ev)
 			if d.Tree == rootID && d.Limit == limit {
 				require.Equal(t, lt.SessionFailed, s.Status)
 				require.Equal(t, lt.StopBudgetExceeded, *s.StopReason)

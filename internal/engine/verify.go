@@ -87,7 +87,7 @@ func (r *runner) verify(ctx context.Context, step *journal.Step, answer string) 
 		b.WriteString("\n## Delivered file " + f + "\n")
 	}
 	msgs := []model.Message{{Role: model.RoleSystem, Text: verifyPrompt}, {Role: model.RoleUser, Text: b.String()}}
-	res, err := r.invoke(ctx, journal.PurposeVerification, step.N, msgs, nil)
+	res, err := r.invoke(ctx, lt.PurposeVerification, step.N, msgs, nil)
 	if res == nil || err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func (r *runner) verify(ctx context.Context, step *journal.Step, answer string) 
 	verdict := parseVerdict(res.resp.Text, r.st.Session.AcceptanceCriteria)
 	verdict.Attempt = attempt
 	turn := r.st.CurrentTurn()
-	return r.add(lt.EventAcceptanceVerified, turn.ID, step.N, journal.AcceptanceVerified{
+	return r.add(lt.EventAcceptanceVerified, turn.ID, step.N, lt.AcceptanceVerifiedData{
 		Step: step.N, Verdict: verdict, Usage: res.usage(), CostUSD: res.resp.CostUSD, DurationMS: res.durMS,
 	})
 }

@@ -35,7 +35,7 @@ const defaultSignalTimeout = 7 * 24 * time.Hour
 func (r *runner) startWait(c *journal.Call) error {
 	step, turnID := r.st.Step.N, r.st.Step.TurnID
 	now := r.e.clock.Now()
-	d := journal.WaitStarted{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool}
+	d := lt.WaitStartedData{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool}
 	var args struct {
 		Seconds        float64  `json:"seconds"`
 		Name           string   `json:"name"`
@@ -44,10 +44,10 @@ func (r *runner) startWait(c *journal.Call) error {
 	_ = json.Unmarshal(c.Arguments, &args) // validated against the tool's schema when requested
 	var until time.Time
 	if c.Tool == sleepTool {
-		d.Kind = journal.WaitTimer
+		d.Kind = lt.WaitTimer
 		until = now.Add(time.Duration(args.Seconds * float64(time.Second)))
 	} else {
-		d.Kind, d.Name = journal.WaitSignal, args.Name
+		d.Kind, d.Name = lt.WaitSignal, args.Name
 		timeout := defaultSignalTimeout
 		if args.TimeoutSeconds != nil {
 			timeout = time.Duration(*args.TimeoutSeconds * float64(time.Second))
@@ -69,13 +69,13 @@ func (r *runner) endWait(ctx context.Context) error {
 	}
 	var out any
 	switch {
-	case w.Kind == journal.WaitSubagentSlot:
+	case w.Kind == lt.WaitSubagentSlot:
 		return r.runSpawn(ctx, c) // a slot is free: spawn now
-	case w.Kind == journal.WaitAgents:
+	case w.Kind == lt.WaitAgents:
 		out = r.agentsResult(w)
 	case w.Signal != nil:
 		out = map[string]any{"signal": w.Signal.Name, "payload": w.Signal.Payload, "signal_id": w.Signal.ID}
-	case w.Kind == journal.WaitTimer:
+	case w.Kind == lt.WaitTimer:
 		out = map[string]any{"slept_until": w.Until.UTC().Format(time.RFC3339)}
 	default:
 		out = map[string]any{"signal": w.Name, "timed_out": true}
@@ -84,7 +84,7 @@ func (r *runner) endWait(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return r.add(lt.EventToolCompleted, r.st.Step.TurnID, w.Step, journal.ToolCompleted{
+	return r.add(lt.EventToolCompleted, r.st.Step.TurnID, w.Step, lt.ToolCompletedData{
 		Step: w.Step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Output: raw,
 	})
 }
@@ -105,10 +105,10 @@ func (e *Engine) SendSignal(ctx context.Context, id string, req *lt.SignalReques
 		return nil, apierror.Invalid("payload", "must be at most %d bytes", maxSignalPayload)
 	}
 	now := e.clock.Now()
-	sig := journal.SignalReceived{ID: newID("sig_", now), Name: name, Payload: req.Payload}
+	sig := lt.SignalReceivedData{ID: newID("sig_", now), Name: name, Payload: req.Payload}
 	out, err := mutate(ctx, e, id, func(b *batch) (*lt.Signal, error) {
 		delivered := false
-		if w := b.st.Wait; w != nil && w.Kind == journal.WaitSignal && w.Name == name && w.Signal == nil {
+		if w := b.st.Wait; w != nil && w.Kind == lt.WaitSignal && w.Name == name && w.Signal == nil {
 			delivered = true
 		}
 		if err := b.add(lt.EventSignalReceived, "", 0, sig); err != nil {

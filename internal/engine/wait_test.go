@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -32,7 +31,7 @@ func TestSleepIsADurableTimer(t *testing.T) {
 	s = h.waitStatus(s.ID, lt.SessionIdle)
 	completed := events(t, h, s.ID, lt.EventToolCompleted)
 	require.Len(t, completed, 1, "the timer fired once")
-	require.Contains(t, string(data[journal.ToolCompleted](t, completed[0]).Output), "slept_until")
+	require.Contains(t, string(data[lt.ToolCompletedData](t, completed[0]).Output), "slept_until")
 	require.Equal(t, "awake", mustTurnOutput(t, h, s))
 	checkJournal(t, h.store, s.ID)
 }
@@ -53,7 +52,7 @@ func TestWaitForSignal(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, sig.Delivered)
 		s = h.waitStatus(s.ID, lt.SessionIdle)
-		out := string(data[journal.ToolCompleted](t, events(t, h, s.ID, lt.EventToolCompleted)[0]).Output)
+		out := string(data[lt.ToolCompletedData](t, events(t, h, s.ID, lt.EventToolCompleted)[0]).Output)
 		require.Contains(t, out, `"version":"1.4.2"`)
 		checkJournal(t, h.store, s.ID)
 	})
@@ -68,7 +67,7 @@ func TestWaitForSignal(t *testing.T) {
 		require.False(t, sig.Delivered, "nothing waits yet: kept")
 		h.start("node-a")
 		s = h.waitStatus(s.ID, lt.SessionIdle)
-		out := string(data[journal.ToolCompleted](t, events(t, h, s.ID, lt.EventToolCompleted)[0]).Output)
+		out := string(data[lt.ToolCompletedData](t, events(t, h, s.ID, lt.EventToolCompleted)[0]).Output)
 		require.Contains(t, out, `"payload":"early"`)
 	})
 	t.Run("timeout", func(t *testing.T) {
@@ -77,7 +76,7 @@ func TestWaitForSignal(t *testing.T) {
 		s = h.waitStatus(s.ID, lt.SessionWaiting)
 		h.clock.Advance(11 * time.Minute)
 		s = h.waitStatus(s.ID, lt.SessionIdle)
-		out := string(data[journal.ToolCompleted](t, events(t, h, s.ID, lt.EventToolCompleted)[0]).Output)
+		out := string(data[lt.ToolCompletedData](t, events(t, h, s.ID, lt.EventToolCompleted)[0]).Output)
 		require.Contains(t, out, `"timed_out":true`)
 	})
 	t.Run("bad signals", func(t *testing.T) {

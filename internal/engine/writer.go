@@ -71,7 +71,7 @@ func (b *batch) status(to lt.SessionStatus, stopReason string) error {
 	if b.st.Paused() && to != lt.SessionPaused && !to.Terminal() {
 		return nil
 	}
-	return b.add(lt.EventSessionStatusChanged, "", 0, journal.StatusChanged{From: from, To: to, StopReason: stopReason})
+	return b.add(lt.EventSessionStatusChanged, "", 0, lt.SessionStatusChangedData{From: from, To: to, StopReason: stopReason})
 }
 
 func (b *batch) blob(data []byte) string {

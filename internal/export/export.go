@@ -310,9 +310,7 @@ func webhookURL(ctx context.Context, events []store.Event, get func(context.Cont
 		}
 		data = full
 	}
-	var created struct {
-		WebhookURL string `json:"webhook_url"`
-	}
+	var created lt.SessionCreatedData
 	if err := json.Unmarshal(data, &created); err != nil {
 		return "", fmt.Errorf("read session.created: %w", err)
 	}

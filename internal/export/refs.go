@@ -8,7 +8,6 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/snapshot"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -90,19 +89,19 @@ func (r *refs) event(ctx context.Context, ev *store.Event, get func(context.Cont
 	}
 	switch ev.Type {
 	case lt.EventCheckpointCreated:
-		var d journal.CheckpointCreated
+		var d lt.CheckpointCreatedData
 		if err := json.Unmarshal(data, &d); err != nil {
 			return fmt.Errorf("%s: %w", by, err)
 		}
 		r.addSnapshot(d.Checkpoint.Snapshot, by)
 	case lt.EventEnvironmentRestored:
-		var d journal.EnvironmentRestored
+		var d lt.EnvironmentRestoredData
 		if err := json.Unmarshal(data, &d); err != nil {
 			return fmt.Errorf("%s: %w", by, err)
 		}
 		r.addSnapshot(d.Snapshot, by)
 	case lt.EventArtifactCreated:
-		var d journal.ArtifactCreated
+		var d lt.ArtifactCreatedData
 		if err := json.Unmarshal(data, &d); err != nil {
 			return fmt.Errorf("%s: %w", by, err)
 		}

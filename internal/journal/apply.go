@@ -36,7 +36,7 @@ func decode[T any](ev lt.Event) (T, error) {
 func apply(s *State, ev lt.Event, ch *Changes) error {
 	switch ev.Type {
 	case lt.EventSessionCreated:
-		d, err := decode[SessionCreated](ev)
+		d, err := decode[lt.SessionCreatedData](ev)
 		if err != nil {
 			return err
 		}
@@ -51,7 +51,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		}
 		s.Workspace, s.Depth = d.Workspace, d.Depth
 	case lt.EventSessionStatusChanged:
-		d, err := decode[StatusChanged](ev)
+		d, err := decode[lt.SessionStatusChangedData](ev)
 		if err != nil {
 			return err
 		}
@@ -63,7 +63,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 			s.Session.StopReason = nil
 		}
 	case lt.EventSessionCancelRequested:
-		d, err := decode[CancelRequested](ev)
+		d, err := decode[lt.SessionCancelRequestedData](ev)
 		if err != nil {
 			return err
 		}
@@ -71,7 +71,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 	case lt.EventSessionPauseRequested, lt.EventSessionPaused, lt.EventSessionResumed:
 		return applyPause(s, ev)
 	case lt.EventTurnCreated:
-		d, err := decode[TurnCreated](ev)
+		d, err := decode[lt.TurnCreatedData](ev)
 		if err != nil {
 			return err
 		}
@@ -87,7 +87,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		if err != nil {
 			return err
 		}
-		d, err := decode[TurnStarted](ev)
+		d, err := decode[lt.TurnStartedData](ev)
 		if err != nil {
 			return err
 		}
@@ -114,7 +114,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 	case lt.EventTurnSteered:
 		return applySteered(s, ev)
 	case lt.EventModelResponded:
-		d, err := decode[ModelResponded](ev)
+		d, err := decode[lt.ModelRespondedData](ev)
 		if err != nil {
 			return err
 		}
@@ -134,7 +134,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		t.Steps = d.Step
 		putTurn(ch, *t)
 	case lt.EventModelFailed:
-		d, err := decode[ModelFailed](ev)
+		d, err := decode[lt.ModelFailedData](ev)
 		if err != nil {
 			return err
 		}
@@ -146,7 +146,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 			// The retry after a compaction is a fresh start, not attempt n+1.
 			s.ForceCompact, s.ContextRetryStep, s.ModelAttempt = true, d.Step, 0
 		}
-		if d.Interrupted == InterruptedSteered {
+		if d.Interrupted == lt.InterruptedSteered {
 			// Made again with a person's message: no failure of the model.
 			s.ModelAttempt = 0
 		}
@@ -162,7 +162,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 			putTurn(ch, *t)
 		}
 	case lt.EventToolRequested:
-		d, err := decode[ToolRequested](ev)
+		d, err := decode[lt.ToolRequestedData](ev)
 		if err != nil {
 			return err
 		}
@@ -180,7 +180,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 			Arguments: d.Arguments, ArgumentsSHA256: d.ArgumentsSHA256, Status: CallRequested, Repeat: s.LastCallRepeat,
 		})
 	case lt.EventPolicyDecided:
-		d, err := decode[PolicyDecided](ev)
+		d, err := decode[lt.PolicyDecidedData](ev)
 		if err != nil {
 			return err
 		}
@@ -190,16 +190,16 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		}
 		c.Policy = d.Decision
 	case lt.EventWaitStarted:
-		d, err := decode[WaitStarted](ev)
+		d, err := decode[lt.WaitStartedData](ev)
 		if err != nil {
 			return err
 		}
 		if s.Call(d.Step, d.Index) == nil {
 			return fmt.Errorf("wait for unknown call %s", d.CallID)
 		}
-		w := &Wait{WaitStarted: d}
+		w := &Wait{WaitStartedData: d}
 		w.Satisfied = agentsWaitOver(s, w)
-		if d.Kind == WaitSignal {
+		if d.Kind == lt.WaitSignal {
 			for i, sig := range s.Signals {
 				if sig.Name == d.Name {
 					got := sig
@@ -211,11 +211,11 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		}
 		s.Wait = w
 	case lt.EventSignalReceived:
-		d, err := decode[SignalReceived](ev)
+		d, err := decode[lt.SignalReceivedData](ev)
 		if err != nil {
 			return err
 		}
-		if w := s.Wait; w != nil && w.Kind == WaitSignal && w.Name == d.Name && w.Signal == nil {
+		if w := s.Wait; w != nil && w.Kind == lt.WaitSignal && w.Name == d.Name && w.Signal == nil {
 			w.Signal = &d
 		} else {
 			s.Signals = append(s.Signals, d)
@@ -224,7 +224,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 			}
 		}
 	case lt.EventSubagentSpawned:
-		d, err := decode[SubagentSpawned](ev)
+		d, err := decode[lt.SubagentSpawnedData](ev)
 		if err != nil {
 			return err
 		}
@@ -240,13 +240,13 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 			c.Budget = d.Budget
 		}
 	case lt.EventSubagentCompleted:
-		d, err := decode[SubagentCompleted](ev)
+		d, err := decode[lt.SubagentCompletedData](ev)
 		if err != nil {
 			return err
 		}
 		applySubagentCompleted(s, d, ch)
 	case lt.EventSubagentReported:
-		d, err := decode[SubagentReported](ev)
+		d, err := decode[lt.SubagentReportedData](ev)
 		if err != nil {
 			return err
 		}
@@ -254,7 +254,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 			s.ReportDue = nil
 		}
 	case lt.EventSubagentCancelRequested:
-		d, err := decode[SubagentCancelRequested](ev)
+		d, err := decode[lt.SubagentCancelRequestedData](ev)
 		if err != nil {
 			return err
 		}
@@ -265,7 +265,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 			w.Satisfied = agentsWaitOver(s, w)
 		}
 	case lt.EventSessionForked:
-		d, err := decode[SessionForked](ev)
+		d, err := decode[lt.SessionForkedData](ev)
 		if err != nil {
 			return err
 		}
@@ -277,27 +277,27 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		// The fork's wall clock (budgets) starts when it was made.
 		s.Session.CreatedAt, s.PausedFor, s.Pause = ev.Time, 0, nil
 	case lt.EventSessionReviewed:
-		d, err := decode[SessionReviewed](ev)
+		d, err := decode[lt.SessionReviewedData](ev)
 		if err != nil {
 			return err
 		}
 		r := d.Review
 		s.Session.Review = &r
 	case lt.EventConstraintAdded:
-		d, err := decode[ConstraintAdded](ev)
+		d, err := decode[lt.ConstraintAddedData](ev)
 		if err != nil {
 			return err
 		}
 		s.Session.Constraints = append(s.Session.Constraints, d.Constraint)
 	case lt.EventContextCompacted:
-		d, err := decode[ContextCompacted](ev)
+		d, err := decode[lt.ContextCompactedData](ev)
 		if err != nil {
 			return err
 		}
 		s.ForceCompact = false
 		sideCall(s, d.Usage, d.CostUSD, ch)
 	case lt.EventAcceptanceVerified:
-		d, err := decode[AcceptanceVerified](ev)
+		d, err := decode[lt.AcceptanceVerifiedData](ev)
 		if err != nil {
 			return err
 		}
@@ -305,13 +305,13 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		s.Verification = &Verification{Step: d.Step, Verdict: &v}
 		sideCall(s, d.Usage, d.CostUSD, ch)
 	case lt.EventBudgetUpdated:
-		d, err := decode[BudgetUpdated](ev)
+		d, err := decode[lt.BudgetUpdatedData](ev)
 		if err != nil {
 			return err
 		}
 		s.Session.Budget = d.Budget
 	case lt.EventBudgetWarning:
-		d, err := decode[BudgetWarning](ev)
+		d, err := decode[lt.BudgetWarningData](ev)
 		if err != nil {
 			return err
 		}
@@ -324,7 +324,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 	case lt.EventToolCompleted, lt.EventToolFailed:
 		return applyToolEnd(s, ev, ch)
 	case lt.EventEffectInDoubt:
-		d, err := decode[EffectInDoubt](ev)
+		d, err := decode[lt.EffectInDoubtData](ev)
 		if err != nil {
 			return err
 		}
@@ -335,7 +335,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		e.Status = lt.EffectInDoubt
 		putEffect(ch, *e)
 	case lt.EventActionRequired:
-		d, err := decode[ActionRequired](ev)
+		d, err := decode[lt.ActionRequiredData](ev)
 		if err != nil {
 			return err
 		}
@@ -354,7 +354,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 	case lt.EventActionResolved:
 		return applyActionResolved(s, ev, ch)
 	case lt.EventArtifactCreated:
-		d, err := decode[ArtifactCreated](ev)
+		d, err := decode[lt.ArtifactCreatedData](ev)
 		if err != nil {
 			return err
 		}
@@ -368,7 +368,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		s.ArtifactIDs[d.Artifact.Name] = d.Artifact.ID
 		ch.put(Doc{Kind: DocArtifact, ID: d.Artifact.ID, Value: d.Artifact, CreatedAt: d.Artifact.CreatedAt})
 	case lt.EventCheckpointCreated:
-		d, err := decode[CheckpointCreated](ev)
+		d, err := decode[lt.CheckpointCreatedData](ev)
 		if err != nil {
 			return err
 		}
@@ -394,7 +394,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 // applySubagentCompleted records a child's end: its usage rolls up (the
 // part not rolled up before), its reservation is released, and a wait for
 // it may be over. A report applied twice changes nothing.
-func applySubagentCompleted(s *State, d SubagentCompleted, ch *Changes) {
+func applySubagentCompleted(s *State, d lt.SubagentCompletedData, ch *Changes) {
 	c := s.Child(d.ChildID)
 	if c == nil {
 		s.Children = append(s.Children, Child{ID: d.ChildID})
@@ -422,16 +422,16 @@ func applySubagentCompleted(s *State, d SubagentCompleted, ch *Changes) {
 // fewer than MaxRunning run.
 func agentsWaitOver(s *State, w *Wait) bool {
 	switch w.Kind {
-	case WaitSubagentSlot:
+	case lt.WaitSubagentSlot:
 		return s.RunningChildren() < w.MaxRunning
-	case WaitAgents:
+	case lt.WaitAgents:
 		done := 0
 		for _, id := range w.IDs {
 			if c := s.Child(id); c == nil || c.Done {
 				done++
 			}
 		}
-		if w.Mode == WaitAny {
+		if w.Mode == lt.WaitAny {
 			return done > 0
 		}
 		return done == len(w.IDs)
@@ -476,13 +476,13 @@ func applyTurnEnd(s *State, ev lt.Event, ch *Changes) error {
 	t.CompletedAt = &at
 	switch ev.Type {
 	case lt.EventTurnCompleted:
-		d, err := decode[TurnCompleted](ev)
+		d, err := decode[lt.TurnCompletedData](ev)
 		if err != nil {
 			return err
 		}
 		t.Status, t.Output, t.Acceptance = lt.TurnCompleted, d.Output, d.Acceptance
 	case lt.EventTurnFailed:
-		d, err := decode[TurnFailed](ev)
+		d, err := decode[lt.TurnFailedData](ev)
 		if err != nil {
 			return err
 		}
@@ -498,7 +498,7 @@ func applyTurnEnd(s *State, ev lt.Event, ch *Changes) error {
 	if s.Session.ParentID != nil {
 		// A sub-agent tells its parent how the turn ended (see
 		// State.ReportDue); its usage is read when it reports.
-		r := &SubagentCompleted{ChildID: s.Session.ID, TurnID: t.ID, Status: t.Status, Output: t.Output, Error: t.Error}
+		r := &lt.SubagentCompletedData{ChildID: s.Session.ID, TurnID: t.ID, Status: t.Status, Output: t.Output, Error: t.Error}
 		if t.StopReason != nil {
 			r.StopReason = *t.StopReason
 		}
@@ -567,7 +567,7 @@ func dropTurnEffects(effects []lt.Effect, turnID string) []lt.Effect {
 }
 
 func applyToolStarted(s *State, ev lt.Event, ch *Changes) error {
-	d, err := decode[ToolStarted](ev)
+	d, err := decode[lt.ToolStartedData](ev)
 	if err != nil {
 		return err
 	}
@@ -603,13 +603,13 @@ func applyToolEnd(s *State, ev lt.Event, ch *Changes) error {
 	var callID, effectID, errMsg, resolution string
 	retry := false
 	if ev.Type == lt.EventToolCompleted {
-		d, err := decode[ToolCompleted](ev)
+		d, err := decode[lt.ToolCompletedData](ev)
 		if err != nil {
 			return err
 		}
 		step, index, callID, effectID, resolution = d.Step, d.Index, d.CallID, d.EffectID, d.Resolution
 	} else {
-		d, err := decode[ToolFailed](ev)
+		d, err := decode[lt.ToolFailedData](ev)
 		if err != nil {
 			return err
 		}
@@ -670,7 +670,7 @@ func applyToolEnd(s *State, ev lt.Event, ch *Changes) error {
 }
 
 func applyActionResolved(s *State, ev lt.Event, ch *Changes) error {
-	d, err := decode[ActionResolved](ev)
+	d, err := decode[lt.ActionResolvedData](ev)
 	if err != nil {
 		return err
 	}
@@ -731,14 +731,14 @@ func putEffect(ch *Changes, e lt.Effect) {
 func trackWorkspace(s *State, ev lt.Event) {
 	switch ev.Type {
 	case lt.EventToolStarted:
-		var d ToolStarted
+		var d lt.ToolStartedData
 		if json.Unmarshal(ev.Data, &d) == nil && d.Class != lt.EffectRead {
 			s.WorkspaceNode = ev.WorkerID
 		}
 	case lt.EventEnvironmentRestored:
 		s.WorkspaceNode = ev.WorkerID
 	case lt.EventWorkspaceChanged:
-		var d WorkspaceChanged
+		var d lt.WorkspaceChange
 		if json.Unmarshal(ev.Data, &d) == nil {
 			s.WorkspaceNode = ev.WorkerID
 			s.PersonChanges = append(s.PersonChanges, PersonChange{Seq: ev.Seq, Op: d.Op, Path: d.Path, SHA256: d.SHA256})

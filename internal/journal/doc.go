@@ -1,5 +1,8 @@
-// Package journal defines the payloads of the journal's events and the
-// projection of a session's state from them.
+// Package journal is the projection of a session's state from the events of
+// its journal. The events' payloads are not defined here: they are the
+// public wire contract, one type per event type in longhaultype
+// (eventdata.go), so the engine, this projection, the CLI, webhooks and Go
+// clients read the same structs.
 //
 // Apply is a pure function: the state of a session is, by construction, what
 // its events say. The engine applies every event it appends (and persists the

@@ -21,24 +21,6 @@ import (
 // session.paused and session.resumed of each pause), so it is part of the
 // projection and a replay gives the same deadlines.
 
-// PauseRequested is the data of session.pause_requested.
-type PauseRequested struct {
-	Reason string `json:"reason,omitempty"`
-}
-
-// Paused is the data of session.paused.
-type Paused struct {
-	Reason string `json:"reason,omitempty"`
-}
-
-// Resumed is the data of session.resumed. PausedMS is how long the pause
-// that it ends was in effect (0 when it had not taken effect: a request
-// withdrawn); it is informational, the projection measures the events'
-// times.
-type Resumed struct {
-	PausedMS int64 `json:"paused_ms,omitempty"`
-}
-
 // Pause is a session's pause, from its request until it is resumed.
 type Pause struct {
 	Reason string `json:"reason,omitempty"`
@@ -69,7 +51,7 @@ func (s *State) WallElapsed(now time.Time) time.Duration {
 func applyPause(s *State, ev lt.Event) error {
 	switch ev.Type {
 	case lt.EventSessionPauseRequested:
-		d, err := decode[PauseRequested](ev)
+		d, err := decode[lt.SessionPauseRequestedData](ev)
 		if err != nil {
 			return err
 		}
@@ -77,7 +59,7 @@ func applyPause(s *State, ev lt.Event) error {
 			s.Pause = &Pause{Reason: d.Reason}
 		}
 	case lt.EventSessionPaused:
-		d, err := decode[Paused](ev)
+		d, err := decode[lt.SessionPausedData](ev)
 		if err != nil {
 			return err
 		}

@@ -30,7 +30,7 @@ type State struct {
 	// in doubt): after a crash these are what may have touched the world.
 	OpenEffects []lt.Effect `json:"open_effects,omitempty"`
 	// Cancel is set while a cancel request waits for the next safe point.
-	Cancel *CancelRequested `json:"cancel,omitempty"`
+	Cancel *lt.SessionCancelRequestedData `json:"cancel,omitempty"`
 	// Steer counts the steering messages and how far model calls carry
 	// them (steer.go).
 	Steer Steer `json:"steer,omitzero"`
@@ -72,11 +72,11 @@ type State struct {
 	// Wait is the call the current turn waits on (sleep, wait_for_signal).
 	Wait *Wait `json:"wait,omitempty"`
 	// TurnDeadline is when the current turn's timeout ends it, if it has
-	// one (TurnStarted.Deadline).
+	// one (lt.TurnStartedData.Deadline).
 	TurnDeadline *time.Time `json:"turn_deadline,omitempty"`
 	// Signals are signals that arrived with no wait for them: the next
 	// wait_for_signal of that name takes the oldest.
-	Signals []SignalReceived `json:"signals,omitempty"`
+	Signals []lt.SignalReceivedData `json:"signals,omitempty"`
 	// ArtifactIDs is the id of the latest version of each artifact name.
 	ArtifactIDs map[string]string `json:"artifact_ids,omitempty"`
 	// Workspace is the session whose workspace this one works in ("": its
@@ -88,7 +88,7 @@ type State struct {
 	// ReportDue is set on a sub-agent whose last turn ended and whose
 	// parent was not told yet (subagent.reported clears it): the session
 	// stays runnable until the parent has it.
-	ReportDue *SubagentCompleted `json:"report_due,omitempty"`
+	ReportDue *lt.SubagentCompletedData `json:"report_due,omitempty"`
 	// Tally is how the work went (asks, retries, how far it got), for
 	// reports: see tally.go.
 	Tally Tally `json:"tally,omitzero"`
@@ -120,7 +120,7 @@ type Child struct {
 	ReportedTurn string `json:"reported_turn,omitempty"`
 	// Result is the child's last report (dropped once the turn that
 	// spawned it is over).
-	Result *SubagentCompleted `json:"result,omitempty"`
+	Result *lt.SubagentCompletedData `json:"result,omitempty"`
 }
 
 // WorkspaceID is the session whose workspace this one uses.
@@ -201,9 +201,9 @@ type Verification struct {
 
 // Wait is a durable wait of the current turn.
 type Wait struct {
-	WaitStarted
+	lt.WaitStartedData
 	// Signal is the signal that ended it, once one came.
-	Signal *SignalReceived `json:"signal,omitempty"`
+	Signal *lt.SignalReceivedData `json:"signal,omitempty"`
 	// Satisfied: the sub-agents waited for completed (agents), or a
 	// slot is free (subagent_slot).
 	Satisfied bool `json:"satisfied,omitempty"`
@@ -479,4 +479,13 @@ func (c *Changes) Docs() []Doc {
 		out = append(out, c.docs[k])
 	}
 	return out
+}
+
+// PersonChange is a person's change the latest snapshot does not hold yet
+// (State.PersonChanges): Seq is its workspace.changed event.
+type PersonChange struct {
+	Seq    int64  `json:"seq"`
+	Op     string `json:"op"`
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256,omitempty"`
 }

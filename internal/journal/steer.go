@@ -6,27 +6,13 @@ import (
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
-// TurnSteered is the data of turn.steered: a person's message to the turn
-// TurnID (the current one when it was sent), given to the model verbatim as
-// a user message at its next step call. Interrupt: a step's model call in
-// flight is abandoned and made again with it.
-type TurnSteered struct {
-	TurnID    string `json:"turn_id"`
-	Input     string `json:"input"`
-	Interrupt bool   `json:"interrupt,omitempty"`
-}
-
-// InterruptedSteered is ModelFailed.Interrupted for a call a steer with
-// interrupt abandoned.
-const InterruptedSteered = "steered"
-
 // Steer counts a session's steering messages, numbered 1, 2, … in journal
 // order, against the model calls that carry them.
 type Steer struct {
 	// Count is how many turn.steered the journal holds.
 	Count int `json:"count,omitempty"`
 	// Sent is how many of them the latest step call carried
-	// (ModelRequested.Steers): Count > Sent means a message still has to
+	// (lt.ModelRequestedData.Steers): Count > Sent means a message still has to
 	// reach the model, and the turn may not end before it has.
 	Sent int `json:"sent,omitempty"`
 	// Interrupt is the number of the latest message sent with interrupt: a
@@ -39,7 +25,7 @@ type Steer struct {
 func (s Steer) Undelivered() bool { return s.Count > s.Sent }
 
 func applySteered(s *State, ev lt.Event) error {
-	d, err := decode[TurnSteered](ev)
+	d, err := decode[lt.TurnSteeredData](ev)
 	if err != nil {
 		return err
 	}
@@ -58,7 +44,7 @@ func applySteered(s *State, ev lt.Event) error {
 }
 
 func applySteersSent(s *State, ev lt.Event) error {
-	d, err := decode[ModelRequested](ev)
+	d, err := decode[lt.ModelRequestedData](ev)
 	if err != nil {
 		return err
 	}

@@ -59,26 +59,25 @@ func tally(s *State, ev lt.Event) {
 	t := &s.Tally
 	switch ev.Type {
 	case lt.EventActionRequired:
-		var d struct {
-			Action struct {
-				Type lt.ActionType `json:"type"`
-			} `json:"action"`
-		}
+		var d lt.ActionRequiredData
 		if json.Unmarshal(ev.Data, &d) == nil && d.Action.Type != "" {
 			if t.Asks == nil {
 				t.Asks = make(map[lt.ActionType]int)
 			}
 			t.Asks[d.Action.Type]++
 		}
-	case lt.EventModelFailed, lt.EventToolFailed:
-		var d struct {
-			Retry bool `json:"retry"`
+	case lt.EventModelFailed:
+		var d lt.ModelFailedData
+		if json.Unmarshal(ev.Data, &d) == nil && d.Retry {
+			t.Retries++
 		}
+	case lt.EventToolFailed:
+		var d lt.ToolFailedData
 		if json.Unmarshal(ev.Data, &d) == nil && d.Retry {
 			t.Retries++
 		}
 	case lt.EventCheckpointCreated:
-		var d CheckpointCreated
+		var d lt.CheckpointCreatedData
 		if json.Unmarshal(ev.Data, &d) == nil {
 			c := d.Checkpoint
 			if c.CreatedAt.IsZero() {

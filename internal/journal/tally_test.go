@@ -16,31 +16,31 @@ func TestTally(t *testing.T) {
 		require.Equal(t, Tally{}, b.st.Tally)
 
 		// A transient tool failure that is retried, then one that is not.
-		b.must(lt.EventToolFailed, "t1", ToolFailed{Step: 1, Index: 0, CallID: "c1", EffectID: "e1", Error: "503", Retry: true, Attempt: 1})
-		b.must(lt.EventToolStarted, "t1", ToolStarted{Step: 1, Index: 0, CallID: "c1", EffectID: "e1", IdempotencyKey: "k1", Class: lt.EffectIdempotent, Attempt: 2})
-		b.must(lt.EventToolFailed, "t1", ToolFailed{Step: 1, Index: 0, CallID: "c1", EffectID: "e1", Error: "bad request"})
+		b.must(lt.EventToolFailed, "t1", lt.ToolFailedData{Step: 1, Index: 0, CallID: "c1", EffectID: "e1", Error: "503", Retry: true, Attempt: 1})
+		b.must(lt.EventToolStarted, "t1", lt.ToolStartedData{Step: 1, Index: 0, CallID: "c1", EffectID: "e1", IdempotencyKey: "k1", Class: lt.EffectIdempotent, Attempt: 2})
+		b.must(lt.EventToolFailed, "t1", lt.ToolFailedData{Step: 1, Index: 0, CallID: "c1", EffectID: "e1", Error: "bad request"})
 		// A model call retried once, and one that gave up.
-		b.must(lt.EventModelFailed, "t1", ModelFailed{Step: 2, Kind: "server_error", Retry: true})
-		b.must(lt.EventModelFailed, "t1", ModelFailed{Step: 2, Kind: "server_error", Retry: false})
-		b.must(lt.EventModelResponded, "t1", ModelResponded{Step: 2, ToolCalls: []ToolCall{{ID: "c2", Name: "ask_human"}, {ID: "c3", Name: "lookup"}}})
-		b.must(lt.EventToolRequested, "t1", ToolRequested{Step: 2, Index: 0, CallID: "c2", Tool: "ask_human", Kind: CallHuman, Class: lt.EffectRead})
-		b.must(lt.EventToolRequested, "t1", ToolRequested{Step: 2, Index: 1, CallID: "c3", Tool: "lookup", Kind: CallFunction, Class: lt.EffectRead})
-		b.must(lt.EventActionRequired, "t1", ActionRequired{Action: lt.Action{ID: "a1", Type: lt.ActionInput, TurnID: "t1", Step: 2, CallID: "c2"}})
-		b.must(lt.EventActionRequired, "t1", ActionRequired{Action: lt.Action{ID: "a2", Type: lt.ActionFunctionCall, TurnID: "t1", Step: 2, CallID: "c3"}})
-		b.must(lt.EventActionRequired, "t1", ActionRequired{Action: lt.Action{ID: "a3", Type: lt.ActionBudget, TurnID: "t1"}})
+		b.must(lt.EventModelFailed, "t1", lt.ModelFailedData{Step: 2, Kind: "server_error", Retry: true})
+		b.must(lt.EventModelFailed, "t1", lt.ModelFailedData{Step: 2, Kind: "server_error", Retry: false})
+		b.must(lt.EventModelResponded, "t1", lt.ModelRespondedData{Step: 2, ToolCalls: []lt.ToolCall{{ID: "c2", Name: "ask_human"}, {ID: "c3", Name: "lookup"}}})
+		b.must(lt.EventToolRequested, "t1", lt.ToolRequestedData{Step: 2, Index: 0, CallID: "c2", Tool: "ask_human", Kind: lt.CallHuman, Class: lt.EffectRead})
+		b.must(lt.EventToolRequested, "t1", lt.ToolRequestedData{Step: 2, Index: 1, CallID: "c3", Tool: "lookup", Kind: lt.CallFunction, Class: lt.EffectRead})
+		b.must(lt.EventActionRequired, "t1", lt.ActionRequiredData{Action: lt.Action{ID: "a1", Type: lt.ActionInput, TurnID: "t1", Step: 2, CallID: "c2"}})
+		b.must(lt.EventActionRequired, "t1", lt.ActionRequiredData{Action: lt.Action{ID: "a2", Type: lt.ActionFunctionCall, TurnID: "t1", Step: 2, CallID: "c3"}})
+		b.must(lt.EventActionRequired, "t1", lt.ActionRequiredData{Action: lt.Action{ID: "a3", Type: lt.ActionBudget, TurnID: "t1"}})
 		require.Equal(t, map[lt.ActionType]int{lt.ActionInput: 1, lt.ActionFunctionCall: 1, lt.ActionBudget: 1}, b.st.Tally.Asks)
 		require.Equal(t, 2, b.st.Tally.AsksOf(lt.ActionInput, lt.ActionBudget, lt.ActionApproval))
 		require.Equal(t, 2, b.st.Tally.Retries)
 
 		at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-		b.must(lt.EventCheckpointCreated, "t1", CheckpointCreated{Checkpoint: lt.Checkpoint{ID: "ck1", TurnID: "t1", Step: 2, Kind: lt.CheckpointNamed, Name: "draft", CreatedAt: at}})
+		b.must(lt.EventCheckpointCreated, "t1", lt.CheckpointCreatedData{Checkpoint: lt.Checkpoint{ID: "ck1", TurnID: "t1", Step: 2, Kind: lt.CheckpointNamed, Name: "draft", CreatedAt: at}})
 		require.Equal(t, &CheckpointBrief{ID: "ck1", Name: "draft", Kind: lt.CheckpointNamed, TurnID: "t1", Step: 2, At: at}, b.st.Tally.Checkpoint)
 
 		require.Nil(t, b.st.Tally.EndedAt)
-		b.must(lt.EventSessionStatusChanged, "", StatusChanged{From: lt.SessionRunning, To: lt.SessionFailed, StopReason: lt.StopProviderError})
+		b.must(lt.EventSessionStatusChanged, "", lt.SessionStatusChangedData{From: lt.SessionRunning, To: lt.SessionFailed, StopReason: lt.StopProviderError})
 		require.NotNil(t, b.st.Tally.EndedAt)
 		require.Equal(t, time.Unix(b.seq, 0).UTC(), *b.st.Tally.EndedAt)
-		b.must(lt.EventSessionStatusChanged, "", StatusChanged{From: lt.SessionFailed, To: lt.SessionQueued})
+		b.must(lt.EventSessionStatusChanged, "", lt.SessionStatusChangedData{From: lt.SessionFailed, To: lt.SessionQueued})
 		require.Nil(t, b.st.Tally.EndedAt, "a follow-up turn makes the session work again")
 
 		// The tally survives the projection's JSON round trip.
@@ -53,9 +53,9 @@ func TestTally(t *testing.T) {
 
 	t.Run("a fork starts afresh and remembers its inherited usage", func(t *testing.T) {
 		b := started(t, lt.EffectRead)
-		b.must(lt.EventModelFailed, "t1", ModelFailed{Step: 2, Retry: true})
-		b.must(lt.EventCheckpointCreated, "t1", CheckpointCreated{Checkpoint: lt.Checkpoint{ID: "ck1", Kind: lt.CheckpointStep, Name: "step 1", Step: 1}})
-		b.must(lt.EventSessionForked, "", SessionForked{From: lt.ForkRef{SessionID: "ses_0", CheckpointID: "ck0", EventSeq: 8}})
+		b.must(lt.EventModelFailed, "t1", lt.ModelFailedData{Step: 2, Retry: true})
+		b.must(lt.EventCheckpointCreated, "t1", lt.CheckpointCreatedData{Checkpoint: lt.Checkpoint{ID: "ck1", Kind: lt.CheckpointStep, Name: "step 1", Step: 1}})
+		b.must(lt.EventSessionForked, "", lt.SessionForkedData{From: lt.ForkRef{SessionID: "ses_0", CheckpointID: "ck0", EventSeq: 8}})
 		require.Zero(t, b.st.Tally.Retries)
 		require.Nil(t, b.st.Tally.Asks)
 		require.Equal(t, &lt.Usage{InputTokens: 10, OutputTokens: 2, CostUSD: 0.5, ModelCalls: 2, ToolCalls: 1}, b.st.Tally.Inherited)

@@ -29,14 +29,14 @@ func TestPersonChangesProjection(t *testing.T) {
 	require.Equal(t, []PersonChange{{Seq: 7, Op: "write", Path: "a.txt", SHA256: "aa"}, {Seq: 8, Op: "delete", Path: "b.txt"}}, b.st.PersonChanges)
 	require.Equal(t, "node-c", b.st.WorkspaceNode)
 
-	apply(lt.EventCheckpointCreated, "node-a", CheckpointCreated{Checkpoint: lt.Checkpoint{ID: "ckpt_1", SnapshotError: "too big"}})
+	apply(lt.EventCheckpointCreated, "node-a", lt.CheckpointCreatedData{Checkpoint: lt.Checkpoint{ID: "ckpt_1", SnapshotError: "too big"}})
 	require.Len(t, b.st.PersonChanges, 2, "a checkpoint without a snapshot holds nothing")
-	apply(lt.EventCheckpointCreated, "node-a", CheckpointCreated{Checkpoint: lt.Checkpoint{ID: "ckpt_2", Snapshot: "ss"}})
+	apply(lt.EventCheckpointCreated, "node-a", lt.CheckpointCreatedData{Checkpoint: lt.Checkpoint{ID: "ckpt_2", Snapshot: "ss"}})
 	require.Empty(t, b.st.PersonChanges)
 	require.Equal(t, "ss", b.st.LastSnapshot)
 
-	apply(lt.EventEnvironmentRestored, "node-d", EnvironmentRestored{Snapshot: "ss"})
+	apply(lt.EventEnvironmentRestored, "node-d", lt.EnvironmentRestoredData{Snapshot: "ss"})
 	require.Equal(t, "node-d", b.st.WorkspaceNode)
-	apply(lt.EventToolStarted, "node-e", ToolStarted{Step: 1, Index: 0, CallID: "c1", Tool: "shell", EffectID: "e1", Class: lt.EffectIdempotent, Attempt: 2})
+	apply(lt.EventToolStarted, "node-e", lt.ToolStartedData{Step: 1, Index: 0, CallID: "c1", Tool: "shell", EffectID: "e1", Class: lt.EffectIdempotent, Attempt: 2})
 	require.Equal(t, "node-e", b.st.WorkspaceNode)
 }

@@ -47,7 +47,7 @@
 // changed listing from the same one.
 //
 // It imports the MCP SDK, internal/sandbox (stdio servers), internal/tool
-// (credentials, schema checks, canonical JSON), internal/journal (the
-// listing's payload) and longhaultype. Who may import it: internal/engine
-// and tests.
+// (credentials, schema checks, canonical JSON) and longhaultype (the
+// listing's payload among the wire types). Who may import it:
+// internal/engine and tests.
 package mcp

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -48,18 +47,18 @@ var modelToolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // Offer decides what of a server's listing the agent offers the model, per
 // its tools entry (spec): the allowlisted tools whose names models accept
 // and whose input schemas compile, each with its effect class (see Effect).
-// reason says why the server was listed (MCPToolsListed.Reason).
-func Offer(spec *lt.ToolSpec, l *Listing, reason string) (*journal.MCPToolsListed, error) {
-	out := &journal.MCPToolsListed{
+// reason says why the server was listed (lt.MCPToolsListedData.Reason).
+func Offer(spec *lt.ToolSpec, l *Listing, reason string) (*lt.MCPToolsListedData, error) {
+	out := &lt.MCPToolsListedData{
 		Server: spec.Name, Reason: reason, ServerName: l.ServerName, ServerVersion: l.ServerVersion,
-		Tools: []journal.MCPTool{},
+		Tools: []lt.MCPTool{},
 	}
 	seen := map[string]bool{}
 	for _, t := range l.Tools {
 		if t == nil {
 			continue
 		}
-		hide := func(why string) { out.Hidden = append(out.Hidden, journal.MCPHiddenTool{Tool: t.Name, Reason: why}) }
+		hide := func(why string) { out.Hidden = append(out.Hidden, lt.MCPHiddenTool{Tool: t.Name, Reason: why}) }
 		name := ToolName(spec.Name, t.Name)
 		switch {
 		case seen[t.Name]:
@@ -78,7 +77,7 @@ func Offer(spec *lt.ToolSpec, l *Listing, reason string) (*journal.MCPToolsListe
 			hide(err.Error())
 			continue
 		}
-		mt := journal.MCPTool{Name: name, Tool: t.Name, Description: strings.TrimSpace(t.Description), InputSchema: schema}
+		mt := lt.MCPTool{Name: name, Tool: t.Name, Description: strings.TrimSpace(t.Description), InputSchema: schema}
 		if a := t.Annotations; a != nil {
 			ro, idem := a.ReadOnlyHint, a.IdempotentHint
 			mt.ReadOnlyHint, mt.IdempotentHint, mt.DestructiveHint = &ro, &idem, a.DestructiveHint
@@ -117,7 +116,7 @@ func inputSchema(s any) (json.RawMessage, error) {
 // server's annotations, read for readOnlyHint and idempotent for
 // idempotentHint ("annotations"); else irreversible ("default"), the class
 // whose calls are never re-run blindly.
-func Effect(spec *lt.ToolSpec, t *journal.MCPTool) (lt.EffectClass, string) {
+func Effect(spec *lt.ToolSpec, t *lt.MCPTool) (lt.EffectClass, string) {
 	if c, ok := spec.Effects[t.Tool]; ok && c != "" {
 		return c, "config"
 	}
@@ -137,14 +136,14 @@ func Effect(spec *lt.ToolSpec, t *journal.MCPTool) (lt.EffectClass, string) {
 // launch definition), without listing it, so no process starts for it:
 // the tools the agent's allowlist keeps, classified by the agent's effects
 // and annotation trust.
-func Reoffer(spec *lt.ToolSpec, from *journal.MCPToolsListed, reason string) (*journal.MCPToolsListed, error) {
-	out := &journal.MCPToolsListed{
+func Reoffer(spec *lt.ToolSpec, from *lt.MCPToolsListedData, reason string) (*lt.MCPToolsListedData, error) {
+	out := &lt.MCPToolsListedData{
 		Server: spec.Name, Reason: reason, ServerName: from.ServerName, ServerVersion: from.ServerVersion,
-		Tools: []journal.MCPTool{}, Hidden: slices.Clone(from.Hidden),
+		Tools: []lt.MCPTool{}, Hidden: slices.Clone(from.Hidden),
 	}
 	for _, t := range from.Tools {
 		if len(spec.Tools) > 0 && !slices.Contains(spec.Tools, t.Tool) {
-			out.Hidden = append(out.Hidden, journal.MCPHiddenTool{Tool: t.Tool, Reason: "not in the agent's tools allowlist"})
+			out.Hidden = append(out.Hidden, lt.MCPHiddenTool{Tool: t.Tool, Reason: "not in the agent's tools allowlist"})
 			continue
 		}
 		t.Effect, t.EffectFrom = Effect(spec, &t)
@@ -157,7 +156,7 @@ func Reoffer(spec *lt.ToolSpec, from *journal.MCPToolsListed, reason string) (*j
 }
 
 // hashOffer sets an offer's SHA256: the hash of its tools' canonical JSON.
-func hashOffer(out *journal.MCPToolsListed) error {
+func hashOffer(out *lt.MCPToolsListedData) error {
 	raw, err := json.Marshal(out.Tools)
 	if err != nil {
 		return fmt.Errorf("encode the tools of MCP server %s: %w", out.Server, err)

@@ -7,7 +7,6 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/mcp"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -25,8 +24,8 @@ func listing() *mcp.Listing {
 	}}
 }
 
-func byTool(l *journal.MCPToolsListed) map[string]journal.MCPTool {
-	out := map[string]journal.MCPTool{}
+func byTool(l *lt.MCPToolsListedData) map[string]lt.MCPTool {
+	out := map[string]lt.MCPTool{}
 	for _, t := range l.Tools {
 		out[t.Tool] = t
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -75,13 +74,13 @@ func decode[T any](data []byte) (T, error) {
 func (m *Metrics) count(ev store.Event, data []byte) error {
 	switch ev.Type {
 	case lt.EventModelRequested:
-		d, err := decode[journal.ModelRequested](data)
+		d, err := decode[lt.ModelRequestedData](data)
 		if err != nil {
 			return err
 		}
 		m.calls.start(ev.SessionID, modelRef{provider: d.Provider, model: d.Model})
 	case lt.EventModelResponded:
-		d, err := decode[journal.ModelResponded](data)
+		d, err := decode[lt.ModelRespondedData](data)
 		if err != nil {
 			return err
 		}
@@ -89,19 +88,19 @@ func (m *Metrics) count(ev store.Event, data []byte) error {
 		m.steps.Inc()
 		m.modelCall(ref, "ok", d.DurationMS, d.Usage, d.CostUSD)
 	case lt.EventContextCompacted:
-		d, err := decode[journal.ContextCompacted](data)
+		d, err := decode[lt.ContextCompactedData](data)
 		if err != nil {
 			return err
 		}
 		m.modelCall(m.endCall(ev.SessionID, ""), "ok", d.DurationMS, d.Usage, d.CostUSD)
 	case lt.EventAcceptanceVerified:
-		d, err := decode[journal.AcceptanceVerified](data)
+		d, err := decode[lt.AcceptanceVerifiedData](data)
 		if err != nil {
 			return err
 		}
 		m.modelCall(m.endCall(ev.SessionID, ""), "ok", d.DurationMS, d.Usage, d.CostUSD)
 	case lt.EventModelFailed:
-		d, err := decode[journal.ModelFailed](data)
+		d, err := decode[lt.ModelFailedData](data)
 		if err != nil {
 			return err
 		}
@@ -111,7 +110,7 @@ func (m *Metrics) count(ev store.Event, data []byte) error {
 			m.retries.WithLabelValues("model", ref.model).Inc()
 		}
 	case lt.EventToolCompleted:
-		d, err := decode[journal.ToolCompleted](data)
+		d, err := decode[lt.ToolCompletedData](data)
 		if err != nil {
 			return err
 		}
@@ -119,7 +118,7 @@ func (m *Metrics) count(ev store.Event, data []byte) error {
 			m.toolDuration.WithLabelValues(m.tools.value(d.Tool), "ok").Observe(seconds(d.DurationMS))
 		}
 	case lt.EventToolFailed:
-		d, err := decode[journal.ToolFailed](data)
+		d, err := decode[lt.ToolFailedData](data)
 		if err != nil {
 			return err
 		}

@@ -21,7 +21,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/engine"
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/metrics"
 	lhmodel "github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
@@ -245,25 +244,25 @@ func (s *stack) count(ids ...string) journalCounts {
 		for _, ev := range evs {
 			switch ev.Type {
 			case lt.EventModelResponded:
-				var d journal.ModelResponded
+				var d lt.ModelRespondedData
 				require.NoError(s.t, json.Unmarshal(ev.Data, &d))
 				c.steps++
 				c.input += d.Usage.InputTokens
 				c.output += d.Usage.OutputTokens
 				c.cost += d.CostUSD
 			case lt.EventModelFailed:
-				var d journal.ModelFailed
+				var d lt.ModelFailedData
 				require.NoError(s.t, json.Unmarshal(ev.Data, &d))
 				c.modelErrors++
 				if d.Retry {
 					c.modelRetries++
 				}
 			case lt.EventToolCompleted:
-				var d journal.ToolCompleted
+				var d lt.ToolCompletedData
 				require.NoError(s.t, json.Unmarshal(ev.Data, &d))
 				c.toolOK[d.Tool]++
 			case lt.EventToolFailed:
-				var d journal.ToolFailed
+				var d lt.ToolFailedData
 				require.NoError(s.t, json.Unmarshal(ev.Data, &d))
 				if d.Refused == "" {
 					c.toolErr[d.Tool]++

@@ -18,7 +18,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -116,7 +115,7 @@ func TestAppendOutcomes(t *testing.T) {
 	ctx := t.Context()
 	responded := func() *store.EventAppendParams {
 		return &store.EventAppendParams{SessionID: "ses_1", Events: []store.NewEvent{
-			ev(t, lt.EventModelResponded, journal.ModelResponded{Step: 1, CostUSD: 0.5, DurationMS: 1500,
+			ev(t, lt.EventModelResponded, lt.ModelRespondedData{Step: 1, CostUSD: 0.5, DurationMS: 1500,
 				Usage: lt.Usage{InputTokens: 10, CachedInputTokens: 4, OutputTokens: 3, ReasoningTokens: 1}}),
 		}}
 	}
@@ -148,7 +147,7 @@ func TestAppendOutcomes(t *testing.T) {
 
 func TestModelCallsAndBlobs(t *testing.T) {
 	t.Parallel()
-	big := journal.ModelResponded{Step: 1, Model: "gpt-x-2030", CostUSD: 0.25, Usage: lt.Usage{InputTokens: 7}}
+	big := lt.ModelRespondedData{Step: 1, Model: "gpt-x-2030", CostUSD: 0.25, Usage: lt.Usage{InputTokens: 7}}
 	bigRaw, err := json.Marshal(big)
 	require.NoError(t, err)
 	sum := sha256.Sum256(bigRaw)
@@ -161,7 +160,7 @@ func TestModelCallsAndBlobs(t *testing.T) {
 	ctx := t.Context()
 	request := func(id string) {
 		_, err := st.EventAppend(ctx, &store.EventAppendParams{SessionID: id, Events: []store.NewEvent{
-			ev(t, lt.EventModelRequested, journal.ModelRequested{Provider: "openai", Model: "gpt-x"}),
+			ev(t, lt.EventModelRequested, lt.ModelRequestedData{Provider: "openai", Model: "gpt-x"}),
 		}})
 		require.NoError(t, err)
 	}
@@ -188,11 +187,11 @@ func TestModelCallsAndBlobs(t *testing.T) {
 	// acceptance checks are model calls too.
 	request("ses_4")
 	_, err = st.EventAppend(ctx, &store.EventAppendParams{SessionID: "ses_4", Events: []store.NewEvent{
-		ev(t, lt.EventModelFailed, journal.ModelFailed{Retry: true, DurationMS: 20}),
-		ev(t, lt.EventModelRequested, journal.ModelRequested{Provider: "openai", Model: "gpt-x", Purpose: journal.PurposeCompaction}),
-		ev(t, lt.EventContextCompacted, journal.ContextCompacted{CostUSD: 0.125, Usage: lt.Usage{InputTokens: 50}}),
-		ev(t, lt.EventModelRequested, journal.ModelRequested{Provider: "openai", Model: "gpt-x", Purpose: journal.PurposeVerification}),
-		ev(t, lt.EventAcceptanceVerified, journal.AcceptanceVerified{CostUSD: 0.125}),
+		ev(t, lt.EventModelFailed, lt.ModelFailedData{Retry: true, DurationMS: 20}),
+		ev(t, lt.EventModelRequested, lt.ModelRequestedData{Provider: "openai", Model: "gpt-x", Purpose: lt.PurposeCompaction}),
+		ev(t, lt.EventContextCompacted, lt.ContextCompactedData{CostUSD: 0.125, Usage: lt.Usage{InputTokens: 50}}),
+		ev(t, lt.EventModelRequested, lt.ModelRequestedData{Provider: "openai", Model: "gpt-x", Purpose: lt.PurposeVerification}),
+		ev(t, lt.EventAcceptanceVerified, lt.AcceptanceVerifiedData{CostUSD: 0.125}),
 	}})
 	require.NoError(t, err)
 	require.Equal(t, 1.0, testutil.ToFloat64(m.retries.WithLabelValues("model", "gpt-x")))
@@ -210,12 +209,12 @@ func TestToolsForksLeasesWebhooks(t *testing.T) {
 
 	// Tool calls: refused ones and ones a person resolved never ran.
 	_, err := st.EventAppend(ctx, &store.EventAppendParams{SessionID: "ses_1", Events: []store.NewEvent{
-		ev(t, lt.EventToolCompleted, journal.ToolCompleted{Tool: "shell", DurationMS: 2000}),
-		ev(t, lt.EventToolFailed, journal.ToolFailed{Tool: "http_request", Retry: true, DurationMS: 30}),
-		ev(t, lt.EventToolFailed, journal.ToolFailed{Tool: "send_email", Refused: journal.RefusedPolicy}),
-		ev(t, lt.EventToolCompleted, journal.ToolCompleted{Tool: "send_email", Resolution: lt.DecisionHappened}),
-		ev(t, lt.EventToolCompleted, journal.ToolCompleted{Tool: "third"}),
-		ev(t, lt.EventToolCompleted, journal.ToolCompleted{Tool: "fourth_is_other"}),
+		ev(t, lt.EventToolCompleted, lt.ToolCompletedData{Tool: "shell", DurationMS: 2000}),
+		ev(t, lt.EventToolFailed, lt.ToolFailedData{Tool: "http_request", Retry: true, DurationMS: 30}),
+		ev(t, lt.EventToolFailed, lt.ToolFailedData{Tool: "send_email", Refused: lt.RefusedPolicy}),
+		ev(t, lt.EventToolCompleted, lt.ToolCompletedData{Tool: "send_email", Resolution: lt.DecisionHappened}),
+		ev(t, lt.EventToolCompleted, lt.ToolCompletedData{Tool: "third"}),
+		ev(t, lt.EventToolCompleted, lt.ToolCompletedData{Tool: "fourth_is_other"}),
 		{Type: lt.EventToolCompleted, Data: json.RawMessage(`{"tool": 5}`)},
 	}})
 	require.NoError(t, err)
@@ -229,9 +228,9 @@ func TestToolsForksLeasesWebhooks(t *testing.T) {
 
 	// A fork's copied prefix is not counted again.
 	_, err = st.SessionCreate(ctx, &store.SessionCreateParams{Session: store.SessionRow{ID: "ses_fork"}, Events: []store.NewEvent{
-		ev(t, lt.EventModelResponded, journal.ModelResponded{Step: 1}),
-		ev(t, lt.EventSessionForked, journal.SessionForked{}),
-		ev(t, lt.EventModelResponded, journal.ModelResponded{Step: 2}),
+		ev(t, lt.EventModelResponded, lt.ModelRespondedData{Step: 1}),
+		ev(t, lt.EventSessionForked, lt.SessionForkedData{}),
+		ev(t, lt.EventModelResponded, lt.ModelRespondedData{Step: 2}),
 	}})
 	require.NoError(t, err)
 	require.Equal(t, 1.0, testutil.ToFloat64(m.steps))

@@ -16,7 +16,6 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/otelexport"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/trace"
@@ -113,11 +112,11 @@ func (j *journals) add(id, worker string, at time.Time, typ, turn string, data a
 
 // turn appends a whole turn: one step whose model call answers.
 func (j *journals) turn(id, worker, turnID string, index int, at time.Time) {
-	j.add(id, worker, at, lt.EventTurnCreated, turnID, journal.TurnCreated{TurnID: turnID, Index: index})
-	j.add(id, worker, at, lt.EventTurnStarted, turnID, journal.TurnStarted{TurnID: turnID})
-	j.add(id, worker, at, lt.EventModelRequested, turnID, journal.ModelRequested{Step: 1, Attempt: 1, Provider: "openai", Model: "gpt-x"})
-	j.add(id, worker, at.Add(time.Second), lt.EventModelResponded, turnID, journal.ModelResponded{Step: 1, Text: "ok", Usage: lt.Usage{InputTokens: 3, OutputTokens: 1}, Model: "gpt-x-2025", StopReason: "stop"})
-	j.add(id, worker, at.Add(2*time.Second), lt.EventTurnCompleted, turnID, journal.TurnCompleted{TurnID: turnID, Output: "ok"})
+	j.add(id, worker, at, lt.EventTurnCreated, turnID, lt.TurnCreatedData{TurnID: turnID, Index: index})
+	j.add(id, worker, at, lt.EventTurnStarted, turnID, lt.TurnStartedData{TurnID: turnID})
+	j.add(id, worker, at, lt.EventModelRequested, turnID, lt.ModelRequestedData{Step: 1, Attempt: 1, Provider: "openai", Model: "gpt-x"})
+	j.add(id, worker, at.Add(time.Second), lt.EventModelResponded, turnID, lt.ModelRespondedData{Step: 1, Text: "ok", Usage: lt.Usage{InputTokens: 3, OutputTokens: 1}, Model: "gpt-x-2025", StopReason: "stop"})
+	j.add(id, worker, at.Add(2*time.Second), lt.EventTurnCompleted, turnID, lt.TurnCompletedData{TurnID: turnID, Output: "ok"})
 }
 
 // grpcReceiver is an OTLP/gRPC collector.
@@ -209,7 +208,7 @@ func TestHorizonAndForgottenCursors(t *testing.T) {
 	g, endpoint := newGRPCReceiver(t)
 
 	// Before the exporter starts: a turn that ended then.
-	j.add("ses_old", "node-a", start.Add(-time.Hour), lt.EventSessionCreated, "", journal.SessionCreated{Agent: lt.AgentRef{Name: "a", Version: 1}})
+	j.add("ses_old", "node-a", start.Add(-time.Hour), lt.EventSessionCreated, "", lt.SessionCreatedData{Agent: lt.AgentRef{Name: "a", Version: 1}})
 	j.turn("ses_old", "node-a", "turn_old", 1, start.Add(-time.Hour))
 	for len(j.ch) > 0 {
 		<-j.ch // those notifications were sent before anyone listened
@@ -232,7 +231,7 @@ func TestHorizonAndForgottenCursors(t *testing.T) {
 	require.Equal(t, int64(1), x.Stats().Skipped)
 
 	// Another node's turn is not this node's to export.
-	j.add("ses_b", "node-b", start, lt.EventSessionCreated, "", journal.SessionCreated{Agent: lt.AgentRef{Name: "b", Version: 1}})
+	j.add("ses_b", "node-b", start, lt.EventSessionCreated, "", lt.SessionCreatedData{Agent: lt.AgentRef{Name: "b", Version: 1}})
 	j.turn("ses_b", "node-b", "turn_b", 1, start.Add(2*time.Second))
 	waitFor(t, "node-b's turn seen", func() bool { return x.Stats().Skipped == 2 })
 	require.Equal(t, int64(2), x.Stats().Sessions)
@@ -243,10 +242,10 @@ func TestHorizonAndForgottenCursors(t *testing.T) {
 
 	// ses_old comes back: read from its start again, nothing is exported
 	// twice; a third session past MaxSessions evicts the oldest cursor.
-	j.add("ses_old", "", clock.Now(), lt.EventConstraintAdded, "", journal.ConstraintAdded{Constraint: "be brief"})
+	j.add("ses_old", "", clock.Now(), lt.EventConstraintAdded, "", lt.ConstraintAddedData{Constraint: "be brief"})
 	waitFor(t, "ses_old re-read", func() bool { return x.Stats().Skipped == 4 })
-	j.add("ses_c", "node-a", clock.Now(), lt.EventSessionCreated, "", journal.SessionCreated{Agent: lt.AgentRef{Name: "c", Version: 1}})
-	j.add("ses_d", "node-a", clock.Now(), lt.EventSessionCreated, "", journal.SessionCreated{Agent: lt.AgentRef{Name: "d", Version: 1}})
+	j.add("ses_c", "node-a", clock.Now(), lt.EventSessionCreated, "", lt.SessionCreatedData{Agent: lt.AgentRef{Name: "c", Version: 1}})
+	j.add("ses_d", "node-a", clock.Now(), lt.EventSessionCreated, "", lt.SessionCreatedData{Agent: lt.AgentRef{Name: "d", Version: 1}})
 	j.turn("ses_d", "node-a", "turn_d", 1, clock.Now())
 	waitFor(t, "ses_d's turn", func() bool { return x.Stats().Exported >= 2 })
 	require.Equal(t, int64(2), x.Stats().Exported)
@@ -288,26 +287,26 @@ func TestSpansOfApprovalsRefusalsAndSubagents(t *testing.T) {
 	const sid, tid = "ses_1", "turn_1"
 	tick := func() time.Time { at = at.Add(time.Second); return at }
 	sha := strings.Repeat("a", 64)
-	j.add(sid, "node-a", tick(), lt.EventSessionCreated, "", journal.SessionCreated{Agent: lt.AgentRef{Name: "lead", Version: 1}})
-	j.add(sid, "node-a", tick(), lt.EventTurnCreated, tid, journal.TurnCreated{TurnID: tid, Index: 1})
-	j.add(sid, "node-a", tick(), lt.EventTurnStarted, tid, journal.TurnStarted{TurnID: tid})
-	j.add(sid, "node-a", tick(), lt.EventModelRequested, tid, journal.ModelRequested{Step: 1, Attempt: 1, Provider: "anthropic", Model: "claude-x"})
-	j.add(sid, "node-a", tick(), lt.EventModelResponded, tid, journal.ModelResponded{Step: 1, ToolCalls: []journal.ToolCall{
+	j.add(sid, "node-a", tick(), lt.EventSessionCreated, "", lt.SessionCreatedData{Agent: lt.AgentRef{Name: "lead", Version: 1}})
+	j.add(sid, "node-a", tick(), lt.EventTurnCreated, tid, lt.TurnCreatedData{TurnID: tid, Index: 1})
+	j.add(sid, "node-a", tick(), lt.EventTurnStarted, tid, lt.TurnStartedData{TurnID: tid})
+	j.add(sid, "node-a", tick(), lt.EventModelRequested, tid, lt.ModelRequestedData{Step: 1, Attempt: 1, Provider: "anthropic", Model: "claude-x"})
+	j.add(sid, "node-a", tick(), lt.EventModelResponded, tid, lt.ModelRespondedData{Step: 1, ToolCalls: []lt.ToolCall{
 		{ID: "c0", Name: "send_email"}, {ID: "c1", Name: "deploy"}, {ID: "c2", Name: "spawn_agent"}}})
-	j.add(sid, "node-a", tick(), lt.EventToolRequested, tid, journal.ToolRequested{Step: 1, Index: 0, CallID: "c0", Tool: "send_email", Kind: journal.CallFunction, Class: lt.EffectIrreversible, ArgumentsSHA256: sha})
-	j.add(sid, "node-a", tick(), lt.EventToolRequested, tid, journal.ToolRequested{Step: 1, Index: 1, CallID: "c1", Tool: "deploy", Kind: journal.CallBuiltin, Class: lt.EffectIrreversible, ArgumentsSHA256: sha})
-	j.add(sid, "node-a", tick(), lt.EventToolRequested, tid, journal.ToolRequested{Step: 1, Index: 2, CallID: "c2", Tool: "spawn_agent", Kind: journal.CallBuiltin, Class: lt.EffectRead, ArgumentsSHA256: sha})
-	j.add(sid, "node-a", tick(), lt.EventToolFailed, tid, journal.ToolFailed{Step: 1, Index: 0, CallID: "c0", Tool: "send_email", Error: "denied", Refused: journal.RefusedPolicy})
-	j.add(sid, "node-a", tick(), lt.EventActionRequired, tid, journal.ActionRequired{Action: lt.Action{ID: "act_1", Type: lt.ActionApproval, TurnID: tid, Step: 1, CallID: "c1", Tool: "deploy"}})
-	j.add(sid, "", tick(), lt.EventActionResolved, tid, journal.ActionResolved{ActionID: "act_1", Type: string(lt.ActionApproval), Decision: lt.Decision{Decision: lt.DecisionApprove}, ArgumentsSHA256: sha})
-	j.add(sid, "node-a", tick(), lt.EventToolStarted, tid, journal.ToolStarted{Step: 1, Index: 1, CallID: "c1", Tool: "deploy", EffectID: "eff_1", Class: lt.EffectIrreversible, Attempt: 1})
-	j.add(sid, "node-a", tick(), lt.EventToolCompleted, tid, journal.ToolCompleted{Step: 1, Index: 1, CallID: "c1", Tool: "deploy", EffectID: "eff_1"})
-	j.add(sid, "node-a", tick(), lt.EventSubagentSpawned, tid, journal.SubagentSpawned{Step: 1, Index: 2, CallID: "c2", ChildID: "ses_child", Agent: lt.AgentRef{Name: "helper", Version: 1}})
-	j.add(sid, "node-a", tick(), lt.EventToolCompleted, tid, journal.ToolCompleted{Step: 1, Index: 2, CallID: "c2", Tool: "spawn_agent"})
-	j.add(sid, "node-a", tick(), lt.EventModelRequested, tid, journal.ModelRequested{Step: 2, Attempt: 1, Provider: "anthropic", Model: "claude-x"})
-	j.add(sid, "node-a", tick(), lt.EventModelResponded, tid, journal.ModelResponded{Step: 2, Text: "done"})
+	j.add(sid, "node-a", tick(), lt.EventToolRequested, tid, lt.ToolRequestedData{Step: 1, Index: 0, CallID: "c0", Tool: "send_email", Kind: lt.CallFunction, Class: lt.EffectIrreversible, ArgumentsSHA256: sha})
+	j.add(sid, "node-a", tick(), lt.EventToolRequested, tid, lt.ToolRequestedData{Step: 1, Index: 1, CallID: "c1", Tool: "deploy", Kind: lt.CallBuiltin, Class: lt.EffectIrreversible, ArgumentsSHA256: sha})
+	j.add(sid, "node-a", tick(), lt.EventToolRequested, tid, lt.ToolRequestedData{Step: 1, Index: 2, CallID: "c2", Tool: "spawn_agent", Kind: lt.CallBuiltin, Class: lt.EffectRead, ArgumentsSHA256: sha})
+	j.add(sid, "node-a", tick(), lt.EventToolFailed, tid, lt.ToolFailedData{Step: 1, Index: 0, CallID: "c0", Tool: "send_email", Error: "denied", Refused: lt.RefusedPolicy})
+	j.add(sid, "node-a", tick(), lt.EventActionRequired, tid, lt.ActionRequiredData{Action: lt.Action{ID: "act_1", Type: lt.ActionApproval, TurnID: tid, Step: 1, CallID: "c1", Tool: "deploy"}})
+	j.add(sid, "", tick(), lt.EventActionResolved, tid, lt.ActionResolvedData{ActionID: "act_1", Type: string(lt.ActionApproval), Decision: lt.Decision{Decision: lt.DecisionApprove}, ArgumentsSHA256: sha})
+	j.add(sid, "node-a", tick(), lt.EventToolStarted, tid, lt.ToolStartedData{Step: 1, Index: 1, CallID: "c1", Tool: "deploy", EffectID: "eff_1", Class: lt.EffectIrreversible, Attempt: 1})
+	j.add(sid, "node-a", tick(), lt.EventToolCompleted, tid, lt.ToolCompletedData{Step: 1, Index: 1, CallID: "c1", Tool: "deploy", EffectID: "eff_1"})
+	j.add(sid, "node-a", tick(), lt.EventSubagentSpawned, tid, lt.SubagentSpawnedData{Step: 1, Index: 2, CallID: "c2", ChildID: "ses_child", Agent: lt.AgentRef{Name: "helper", Version: 1}})
+	j.add(sid, "node-a", tick(), lt.EventToolCompleted, tid, lt.ToolCompletedData{Step: 1, Index: 2, CallID: "c2", Tool: "spawn_agent"})
+	j.add(sid, "node-a", tick(), lt.EventModelRequested, tid, lt.ModelRequestedData{Step: 2, Attempt: 1, Provider: "anthropic", Model: "claude-x"})
+	j.add(sid, "node-a", tick(), lt.EventModelResponded, tid, lt.ModelRespondedData{Step: 2, Text: "done"})
 	turnEnd := tick()
-	j.add(sid, "node-a", turnEnd, lt.EventTurnCompleted, tid, journal.TurnCompleted{TurnID: tid})
+	j.add(sid, "node-a", turnEnd, lt.EventTurnCompleted, tid, lt.TurnCompletedData{TurnID: tid})
 	waitFor(t, "the export", func() bool { return x.Stats().Exported == 1 })
 
 	spans := g.byName()
@@ -315,7 +314,7 @@ func TestSpansOfApprovalsRefusalsAndSubagents(t *testing.T) {
 	require.NotNil(t, email)
 	require.Equal(t, tracepb.Status_STATUS_CODE_ERROR, email.Status.GetCode())
 	require.Equal(t, "denied", email.Status.GetMessage())
-	require.Equal(t, journal.RefusedPolicy, str(t, email, "error.type"))
+	require.Equal(t, lt.RefusedPolicy, str(t, email, "error.type"))
 	require.Equal(t, "function", str(t, email, "gen_ai.tool.type"))
 	deploy := spans["execute_tool deploy"]
 	require.Equal(t, "irreversible", str(t, deploy, "longhaul.effect.class"))

@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -61,7 +60,7 @@ func TestBudgetHardLimits(t *testing.T) {
 			s = h.requireFailed(s.ID, lt.StopBudgetExceeded)
 
 			evs := h.events(s.ID)
-			exceeded := dataOf[journal.BudgetExceeded](t, evs, lt.EventBudgetExceeded)
+			exceeded := dataOf[lt.BudgetExceededData](t, evs, lt.EventBudgetExceeded)
 			require.Len(t, exceeded, 1)
 			require.Equal(t, tc.name, exceeded[0].Limit)
 			limit := exceeded[0].Max
@@ -76,7 +75,7 @@ func TestBudgetHardLimits(t *testing.T) {
 			}
 			require.Less(t, s.Usage.ModelCalls, int64(20), "the always-continue model was stopped early")
 
-			warnings := dataOf[journal.BudgetWarning](t, evs, lt.EventBudgetWarning)
+			warnings := dataOf[lt.BudgetWarningData](t, evs, lt.EventBudgetWarning)
 			require.Len(t, warnings, 1, "one warning at 80 %%")
 			require.Equal(t, tc.name, warnings[0].Limit.Name)
 			require.Equal(t, limit, warnings[0].Limit.Max)
@@ -132,7 +131,7 @@ func TestBudgetPatch(t *testing.T) {
 	patch(s.ID, `{"soft_model_calls": 0}`)
 	s = h.waitStatus(s.ID, lt.SessionIdle)
 	require.Equal(t, int64(4), s.Usage.ModelCalls)
-	resolved := dataOf[journal.ActionResolved](t, h.events(s.ID), lt.EventActionResolved)
+	resolved := dataOf[lt.ActionResolvedData](t, h.events(s.ID), lt.EventActionResolved)
 	require.Len(t, resolved, 1)
 	require.Equal(t, lt.DecisionApprove, resolved[0].Decision.Decision)
 
@@ -168,9 +167,9 @@ func TestStopConditions(t *testing.T) {
 
 		evs := h.events(s.ID)
 		require.Len(t, ofType(evs, lt.EventToolCompleted), 2, "the first two calls ran")
-		failed := dataOf[journal.ToolFailed](t, evs, lt.EventToolFailed)
+		failed := dataOf[lt.ToolFailedData](t, evs, lt.EventToolFailed)
 		require.Len(t, failed, 1)
-		require.Equal(t, journal.RefusedLoop, failed[0].Refused)
+		require.Equal(t, lt.RefusedLoop, failed[0].Refused)
 		require.Equal(t, 3, failed[0].Step)
 		require.Len(t, ofType(evs, lt.EventToolStarted), 2, "the repeated call never started")
 	})
@@ -224,7 +223,7 @@ func TestTurnTimeoutAndWallBudget(t *testing.T) {
 	require.Equal(t, int64(1), s1.Usage.ModelCalls, "no model call after the timeout")
 	s2 = h.requireFailed(s2.ID, lt.StopBudgetExceeded)
 	require.Equal(t, int64(1), s2.Usage.ModelCalls)
-	exceeded := dataOf[journal.BudgetExceeded](t, h.events(s2.ID), lt.EventBudgetExceeded)
+	exceeded := dataOf[lt.BudgetExceededData](t, h.events(s2.ID), lt.EventBudgetExceeded)
 	require.Len(t, exceeded, 1)
 	require.Equal(t, "wall_seconds", exceeded[0].Limit)
 }
@@ -241,7 +240,7 @@ func TestTurnTimeoutCutsAModelCall(t *testing.T) {
 	spec.TurnTimeoutSeconds = 1
 	s := h.start(sessionBody(t, spec, nil))
 	s = h.requireFailed(s.ID, lt.StopTimeout)
-	failed := dataOf[journal.ModelFailed](t, h.events(s.ID), lt.EventModelFailed)
+	failed := dataOf[lt.ModelFailedData](t, h.events(s.ID), lt.EventModelFailed)
 	require.Len(t, failed, 1)
 	require.Equal(t, "timeout", failed[0].Kind)
 	require.False(t, failed[0].Retry)

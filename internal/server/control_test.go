@@ -11,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -231,17 +230,17 @@ func TestApprovalDecisions(t *testing.T) {
 		h.waitStatus(s.ID, lt.SessionIdle)
 
 		evs := h.events(s.ID)
-		decided := dataOf[journal.PolicyDecided](t, evs, lt.EventPolicyDecided)
+		decided := dataOf[lt.PolicyDecidedData](t, evs, lt.EventPolicyDecided)
 		require.Len(t, decided, 1)
 		require.Equal(t, "outbound-email", decided[0].Rule)
 		require.Equal(t, lt.PolicyAsk, decided[0].Decision)
 		require.Equal(t, "an email leaves the company", decided[0].Reason)
-		resolved := dataOf[journal.ActionResolved](t, evs, lt.EventActionResolved)
+		resolved := dataOf[lt.ActionResolvedData](t, evs, lt.EventActionResolved)
 		require.Len(t, resolved, 2)
 		require.Equal(t, a.ID, resolved[0].ActionID)
 		require.Equal(t, a.ArgumentsSHA256, resolved[0].ArgumentsSHA256, "the approval binds the arguments shown")
 		require.Empty(t, resolved[0].Arguments, "not edited")
-		completed := dataOf[journal.ToolCompleted](t, evs, lt.EventToolCompleted)
+		completed := dataOf[lt.ToolCompletedData](t, evs, lt.EventToolCompleted)
 		require.Len(t, completed, 1)
 		require.JSONEq(t, `{"sent": true}`, string(completed[0].Output))
 	})
@@ -277,7 +276,7 @@ func TestApprovalDecisions(t *testing.T) {
 		fc := h.waitAction(s.ID, lt.ActionFunctionCall)
 		require.JSONEq(t, edited, string(fc.Arguments))
 		require.Equal(t, argsSHA(t, edited), fc.ArgumentsSHA256)
-		resolved := dataOf[journal.ActionResolved](t, h.events(s.ID), lt.EventActionResolved)
+		resolved := dataOf[lt.ActionResolvedData](t, h.events(s.ID), lt.EventActionResolved)
 		require.Len(t, resolved, 1)
 		require.Equal(t, argsSHA(t, edited), resolved[0].ArgumentsSHA256, "the approval re-binds to the edit")
 		require.Equal(t, canonical(t, edited), string(resolved[0].Arguments))
@@ -322,9 +321,9 @@ func TestApprovalDecisions(t *testing.T) {
 		// turn goes on.
 		h.waitStatus(s.ID, lt.SessionIdle)
 		evs := h.events(s.ID)
-		failed := dataOf[journal.ToolFailed](t, evs, lt.EventToolFailed)
+		failed := dataOf[lt.ToolFailedData](t, evs, lt.EventToolFailed)
 		require.Len(t, failed, 1)
-		require.Equal(t, journal.RefusedRejected, failed[0].Refused)
+		require.Equal(t, lt.RefusedRejected, failed[0].Refused)
 		require.Contains(t, failed[0].Error, "the CEO is on leave; write to the CFO")
 		require.Empty(t, ofType(evs, lt.EventToolStarted), "a rejected call never starts")
 		require.Len(t, ofType(evs, lt.EventModelResponded), 2, "the model answered after the rejection")
@@ -338,10 +337,10 @@ func TestApprovalDecisions(t *testing.T) {
 		h.requireFailed(s.ID, lt.StopStopped)
 
 		evs := h.events(s.ID)
-		failed := dataOf[journal.ToolFailed](t, evs, lt.EventToolFailed)
+		failed := dataOf[lt.ToolFailedData](t, evs, lt.EventToolFailed)
 		require.Len(t, failed, 1)
-		require.Equal(t, journal.RefusedStopped, failed[0].Refused)
-		turnFailed := dataOf[journal.TurnFailed](t, evs, lt.EventTurnFailed)
+		require.Equal(t, lt.RefusedStopped, failed[0].Refused)
+		turnFailed := dataOf[lt.TurnFailedData](t, evs, lt.EventTurnFailed)
 		require.Len(t, turnFailed, 1)
 		require.Contains(t, turnFailed[0].Error, "wrong task")
 		require.Len(t, ofType(evs, lt.EventModelResponded), 1, "no model call after a stop")
@@ -373,7 +372,7 @@ func TestEditedWriteIsWhatRuns(t *testing.T) {
 	h.waitStatus(s.ID, lt.SessionIdle)
 
 	evs := h.events(s.ID)
-	completed := dataOf[journal.ToolCompleted](t, evs, lt.EventToolCompleted)
+	completed := dataOf[lt.ToolCompletedData](t, evs, lt.EventToolCompleted)
 	require.Len(t, completed, 2, "the write and the read of final.md")
 	require.Equal(t, "write_file", completed[0].Tool)
 	require.Equal(t, "read_file", completed[1].Tool)
@@ -381,7 +380,7 @@ func TestEditedWriteIsWhatRuns(t *testing.T) {
 	require.NoError(t, json.Unmarshal(completed[1].Output, &read))
 	require.Equal(t, "final.md", read.Path)
 	require.Equal(t, "approved text", read.Content)
-	failed := dataOf[journal.ToolFailed](t, evs, lt.EventToolFailed)
+	failed := dataOf[lt.ToolFailedData](t, evs, lt.EventToolFailed)
 	require.Len(t, failed, 1, "draft.md was never written")
 	require.Equal(t, "read_file", failed[0].Tool)
 	require.Empty(t, failed[0].Refused)
@@ -510,7 +509,7 @@ func TestConcurrentDecisionsOneWins(t *testing.T) {
 	require.NoError(t, json.Unmarshal(decode[lt.Action](t, &response{body: won}).Resolution, &d))
 	require.Equal(t, []string{"approve", "reject"}[winner], d.Decision)
 
-	resolved := dataOf[journal.ActionResolved](t, h.events(s.ID), lt.EventActionResolved)
+	resolved := dataOf[lt.ActionResolvedData](t, h.events(s.ID), lt.EventActionResolved)
 	require.Len(t, resolved, 1, "exactly one decision is in the journal")
 	require.Equal(t, d, resolved[0].Decision)
 
@@ -560,12 +559,12 @@ func (h *harness) requireExpired(sessionID string) {
 	h.t.Helper()
 	h.waitStatus(sessionID, lt.SessionIdle)
 	evs := h.events(sessionID)
-	failed := dataOf[journal.ToolFailed](h.t, evs, lt.EventToolFailed)
+	failed := dataOf[lt.ToolFailedData](h.t, evs, lt.EventToolFailed)
 	require.Len(h.t, failed, 1)
-	require.Equal(h.t, journal.RefusedApprovalExpired, failed[0].Refused)
+	require.Equal(h.t, lt.RefusedApprovalExpired, failed[0].Refused)
 	require.Contains(h.t, failed[0].Error, "expired")
 	require.Empty(h.t, ofType(evs, lt.EventToolStarted), "an expired approval never runs the call")
-	resolved := dataOf[journal.ActionResolved](h.t, evs, lt.EventActionResolved)
+	resolved := dataOf[lt.ActionResolvedData](h.t, evs, lt.EventActionResolved)
 	require.Len(h.t, resolved, 1)
 	require.Equal(h.t, lt.DecisionExpired, resolved[0].Decision.Decision)
 	require.Len(h.t, ofType(evs, lt.EventModelResponded), 2, "the model was told, and answered")
@@ -656,7 +655,7 @@ func TestAskHuman(t *testing.T) {
 	h.decideOK(s.ID, b.ID, `{"answer": "the budget is tight"}`)
 	h.waitStatus(s.ID, lt.SessionIdle)
 
-	completed := dataOf[journal.ToolCompleted](t, h.events(s.ID), lt.EventToolCompleted)
+	completed := dataOf[lt.ToolCompletedData](t, h.events(s.ID), lt.EventToolCompleted)
 	require.Len(t, completed, 2)
 	require.JSONEq(t, `{"answer": "eu"}`, string(completed[0].Output))
 	require.JSONEq(t, `{"answer": "the budget is tight"}`, string(completed[1].Output))
@@ -682,13 +681,13 @@ func TestDenyPolicies(t *testing.T) {
 		h.waitStatus(s.ID, lt.SessionIdle)
 
 		evs := h.events(s.ID)
-		decided := dataOf[journal.PolicyDecided](t, evs, lt.EventPolicyDecided)
+		decided := dataOf[lt.PolicyDecidedData](t, evs, lt.EventPolicyDecided)
 		require.Len(t, decided, 1, "the policy did not match the small payment")
-		require.Equal(t, journal.PolicyDecided{Step: 2, Index: 0, CallID: decided[0].CallID, Tool: "pay", Decision: lt.PolicyDeny,
+		require.Equal(t, lt.PolicyDecidedData{Step: 2, Index: 0, CallID: decided[0].CallID, Tool: "pay", Decision: lt.PolicyDeny,
 			Rule: "big-payments", Reason: "payments over $10 need a purchase order"}, decided[0])
-		failed := dataOf[journal.ToolFailed](t, evs, lt.EventToolFailed)
+		failed := dataOf[lt.ToolFailedData](t, evs, lt.EventToolFailed)
 		require.Len(t, failed, 1)
-		require.Equal(t, journal.RefusedPolicy, failed[0].Refused)
+		require.Equal(t, lt.RefusedPolicy, failed[0].Refused)
 		require.Equal(t, decided[0].CallID, failed[0].CallID)
 		require.Contains(t, failed[0].Error, "big-payments")
 		require.Contains(t, failed[0].Error, "payments over $10 need a purchase order")
@@ -715,14 +714,14 @@ func TestDenyPolicies(t *testing.T) {
 		h.waitStatus(s.ID, lt.SessionIdle)
 
 		evs := h.events(s.ID)
-		decided := dataOf[journal.PolicyDecided](t, evs, lt.EventPolicyDecided)
+		decided := dataOf[lt.PolicyDecidedData](t, evs, lt.EventPolicyDecided)
 		require.Len(t, decided, 1)
 		require.Equal(t, 3, decided[0].Step)
 		require.Equal(t, "two-emails", decided[0].Rule)
 		require.Equal(t, lt.PolicyDeny, decided[0].Decision)
-		failed := dataOf[journal.ToolFailed](t, evs, lt.EventToolFailed)
+		failed := dataOf[lt.ToolFailedData](t, evs, lt.EventToolFailed)
 		require.Len(t, failed, 1)
-		require.Equal(t, journal.RefusedPolicy, failed[0].Refused)
+		require.Equal(t, lt.RefusedPolicy, failed[0].Refused)
 		require.Contains(t, failed[0].Error, "at most two emails per session")
 		require.Len(t, ofType(evs, lt.EventToolStarted), 2)
 	})

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -61,7 +60,7 @@ func Build(events []lt.Event, opts *Options) (*lt.Trace, error) {
 }
 
 func build(events []lt.Event, o *Options, depth int, seen map[string]bool) (*lt.Trace, error) {
-	b := &builder{turnByID: map[string]*turnState{}, subagents: map[string]*node{}, early: map[string]journal.SubagentCompleted{}}
+	b := &builder{turnByID: map[string]*turnState{}, subagents: map[string]*node{}, early: map[string]lt.SubagentCompletedData{}}
 	for _, ev := range events {
 		if err := b.event(ev); err != nil {
 			return nil, fmt.Errorf("trace: event %d (%s): %w", ev.Seq, ev.Type, err)
@@ -169,7 +168,7 @@ type builder struct {
 	subOrder  []*node
 	// early holds completions a child reported before the spawn was
 	// journaled in the parent (the child's report can commit first).
-	early map[string]journal.SubagentCompleted
+	early map[string]lt.SubagentCompletedData
 	// reported is the last usage each child reported (its reports are
 	// cumulative; a turn gets the difference).
 	reported map[string]lt.Usage
@@ -197,13 +196,13 @@ func (b *builder) event(ev lt.Event) error {
 	}
 	switch ev.Type {
 	case lt.EventSessionCreated:
-		d, err := decode[journal.SessionCreated](ev)
+		d, err := decode[lt.SessionCreatedData](ev)
 		if err != nil {
 			return err
 		}
 		b.tr.Agent = d.Agent
 	case lt.EventTurnCreated:
-		d, err := decode[journal.TurnCreated](ev)
+		d, err := decode[lt.TurnCreatedData](ev)
 		if err != nil {
 			return err
 		}
@@ -220,7 +219,7 @@ func (b *builder) event(ev lt.Event) error {
 		b.turns = append(b.turns, t)
 		b.turnByID[d.TurnID] = t
 	case lt.EventTurnStarted:
-		d, err := decode[journal.TurnStarted](ev)
+		d, err := decode[lt.TurnStartedData](ev)
 		if err != nil {
 			return err
 		}
@@ -238,7 +237,7 @@ func (b *builder) event(ev lt.Event) error {
 	case lt.EventToolRequested:
 		return b.toolRequested(ev)
 	case lt.EventPolicyDecided:
-		d, err := decode[journal.PolicyDecided](ev)
+		d, err := decode[lt.PolicyDecidedData](ev)
 		if err != nil {
 			return err
 		}
@@ -246,7 +245,7 @@ func (b *builder) event(ev lt.Event) error {
 			c.n.span.Attributes.Policy = d.Decision
 		}
 	case lt.EventToolStarted:
-		d, err := decode[journal.ToolStarted](ev)
+		d, err := decode[lt.ToolStartedData](ev)
 		if err != nil {
 			return err
 		}
@@ -267,7 +266,7 @@ func (b *builder) event(ev lt.Event) error {
 	case lt.EventToolCompleted, lt.EventToolFailed:
 		return b.toolEnded(ev)
 	case lt.EventEffectInDoubt:
-		d, err := decode[journal.EffectInDoubt](ev)
+		d, err := decode[lt.EffectInDoubtData](ev)
 		if err != nil {
 			return err
 		}
@@ -279,7 +278,7 @@ func (b *builder) event(ev lt.Event) error {
 	case lt.EventActionRequired:
 		return b.actionRequired(ev)
 	case lt.EventActionResolved:
-		d, err := decode[journal.ActionResolved](ev)
+		d, err := decode[lt.ActionResolvedData](ev)
 		if err != nil {
 			return err
 		}
@@ -291,7 +290,7 @@ func (b *builder) event(ev lt.Event) error {
 			}
 		}
 	case lt.EventCheckpointCreated:
-		d, err := decode[journal.CheckpointCreated](ev)
+		d, err := decode[lt.CheckpointCreatedData](ev)
 		if err != nil {
 			return err
 		}
@@ -306,7 +305,7 @@ func (b *builder) event(ev lt.Event) error {
 	case lt.EventSubagentSpawned:
 		return b.subagentSpawned(ev)
 	case lt.EventSubagentCompleted:
-		d, err := decode[journal.SubagentCompleted](ev)
+		d, err := decode[lt.SubagentCompletedData](ev)
 		if err != nil {
 			return err
 		}
@@ -371,7 +370,7 @@ func (t *turnState) step(n int, at time.Time) *stepState {
 }
 
 func (b *builder) modelRequested(ev lt.Event) error {
-	d, err := decode[journal.ModelRequested](ev)
+	d, err := decode[lt.ModelRequestedData](ev)
 	if err != nil {
 		return err
 	}
@@ -425,9 +424,9 @@ func (b *builder) modelAnswered(ev lt.Event) error {
 		}}
 		switch ev.Type {
 		case lt.EventContextCompacted:
-			n.span.Attributes.Purpose = journal.PurposeCompaction
+			n.span.Attributes.Purpose = lt.PurposeCompaction
 		case lt.EventAcceptanceVerified:
-			n.span.Attributes.Purpose = journal.PurposeVerification
+			n.span.Attributes.Purpose = lt.PurposeVerification
 		}
 		if n.span.Attributes.Purpose == "" && ev.Step > 0 {
 			t.step(ev.Step, ev.Time).n.add(n)
@@ -443,7 +442,7 @@ func (b *builder) modelAnswered(ev lt.Event) error {
 	}
 	switch ev.Type {
 	case lt.EventModelResponded:
-		d, err := decode[journal.ModelResponded](ev)
+		d, err := decode[lt.ModelRespondedData](ev)
 		if err != nil {
 			return err
 		}
@@ -451,7 +450,7 @@ func (b *builder) modelAnswered(ev lt.Event) error {
 		a.ResponseModel, a.StopReason = d.Model, d.StopReason
 		n.close(ev.Time, lt.SpanOK, "")
 	case lt.EventModelFailed:
-		d, err := decode[journal.ModelFailed](ev)
+		d, err := decode[lt.ModelFailedData](ev)
 		if err != nil {
 			return err
 		}
@@ -463,7 +462,7 @@ func (b *builder) modelAnswered(ev lt.Event) error {
 		}
 		n.close(ev.Time, lt.SpanError, msg)
 	case lt.EventContextCompacted:
-		d, err := decode[journal.ContextCompacted](ev)
+		d, err := decode[lt.ContextCompactedData](ev)
 		if err != nil {
 			return err
 		}
@@ -471,7 +470,7 @@ func (b *builder) modelAnswered(ev lt.Event) error {
 		a.TokensBefore, a.TokensAfter = d.TokensBefore, d.TokensAfter
 		n.close(ev.Time, lt.SpanOK, "")
 	case lt.EventAcceptanceVerified:
-		d, err := decode[journal.AcceptanceVerified](ev)
+		d, err := decode[lt.AcceptanceVerifiedData](ev)
 		if err != nil {
 			return err
 		}
@@ -487,7 +486,7 @@ func (b *builder) modelAnswered(ev lt.Event) error {
 }
 
 func (b *builder) toolRequested(ev lt.Event) error {
-	d, err := decode[journal.ToolRequested](ev)
+	d, err := decode[lt.ToolRequestedData](ev)
 	if err != nil {
 		return err
 	}
@@ -512,13 +511,13 @@ func (b *builder) toolEnded(ev lt.Event) error {
 		retry               bool
 	)
 	if ev.Type == lt.EventToolCompleted {
-		d, err := decode[journal.ToolCompleted](ev)
+		d, err := decode[lt.ToolCompletedData](ev)
 		if err != nil {
 			return err
 		}
 		step, index, effectID, resolution = d.Step, d.Index, d.EffectID, d.Resolution
 	} else {
-		d, err := decode[journal.ToolFailed](ev)
+		d, err := decode[lt.ToolFailedData](ev)
 		if err != nil {
 			return err
 		}
@@ -562,7 +561,7 @@ func (b *builder) toolEnded(ev lt.Event) error {
 }
 
 func (b *builder) waitStarted(ev lt.Event) error {
-	d, err := decode[journal.WaitStarted](ev)
+	d, err := decode[lt.WaitStartedData](ev)
 	if err != nil {
 		return err
 	}
@@ -582,7 +581,7 @@ func (b *builder) waitStarted(ev lt.Event) error {
 }
 
 func (b *builder) actionRequired(ev lt.Event) error {
-	d, err := decode[journal.ActionRequired](ev)
+	d, err := decode[lt.ActionRequiredData](ev)
 	if err != nil {
 		return err
 	}
@@ -607,7 +606,7 @@ func (b *builder) actionRequired(ev lt.Event) error {
 }
 
 func (b *builder) subagentSpawned(ev lt.Event) error {
-	d, err := decode[journal.SubagentSpawned](ev)
+	d, err := decode[lt.SubagentSpawnedData](ev)
 	if err != nil {
 		return err
 	}
@@ -659,7 +658,7 @@ func (b *builder) rollUpChild(childID string, u lt.Usage) {
 // completeSubagent records a child's report: its latest turn's end and its
 // whole tree's usage so far. A later report (a later turn of the child)
 // moves the end.
-func completeSubagent(n *node, d journal.SubagentCompleted, at time.Time) {
+func completeSubagent(n *node, d lt.SubagentCompletedData, at time.Time) {
 	u := d.Usage
 	n.usage = &u
 	a := &n.span.Attributes
@@ -688,13 +687,13 @@ func (b *builder) turnEnd(ev lt.Event) error {
 	status := lt.SpanOK
 	switch ev.Type {
 	case lt.EventTurnCompleted:
-		d, err := decode[journal.TurnCompleted](ev)
+		d, err := decode[lt.TurnCompletedData](ev)
 		if err != nil {
 			return err
 		}
 		turnID = d.TurnID
 	case lt.EventTurnFailed:
-		d, err := decode[journal.TurnFailed](ev)
+		d, err := decode[lt.TurnFailedData](ev)
 		if err != nil {
 			return err
 		}
@@ -703,7 +702,7 @@ func (b *builder) turnEnd(ev lt.Event) error {
 			errMsg = d.StopReason
 		}
 	case lt.EventTurnCancelled:
-		d, err := decode[journal.TurnCancelled](ev)
+		d, err := decode[lt.TurnCancelledData](ev)
 		if err != nil {
 			return err
 		}

@@ -26,7 +26,7 @@ type journalBuilder struct {
 
 func newJournal(t *testing.T, sid string) *journalBuilder {
 	j := &journalBuilder{t: t, sid: sid, now: t0}
-	j.add(0, lt.EventSessionCreated, "", 0, journal.SessionCreated{Agent: lt.AgentRef{Name: "researcher", Version: 2}, Input: "go"})
+	j.add(0, lt.EventSessionCreated, "", 0, lt.SessionCreatedData{Agent: lt.AgentRef{Name: "researcher", Version: 2}, Input: "go"})
 	return j
 }
 
@@ -42,26 +42,26 @@ func (j *journalBuilder) add(after time.Duration, typ, turn string, step int, da
 }
 
 func (j *journalBuilder) turn(after time.Duration, id string, index int) *journalBuilder {
-	j.add(after, lt.EventTurnCreated, id, 0, journal.TurnCreated{TurnID: id, Index: index, Input: "go"})
-	return j.add(0, lt.EventTurnStarted, id, 0, journal.TurnStarted{TurnID: id})
+	j.add(after, lt.EventTurnCreated, id, 0, lt.TurnCreatedData{TurnID: id, Index: index, Input: "go"})
+	return j.add(0, lt.EventTurnStarted, id, 0, lt.TurnStartedData{TurnID: id})
 }
 
 func (j *journalBuilder) requested(after time.Duration, turn string, step, attempt int, purpose string) *journalBuilder {
-	return j.add(after, lt.EventModelRequested, turn, step, journal.ModelRequested{
+	return j.add(after, lt.EventModelRequested, turn, step, lt.ModelRequestedData{
 		Step: step, Attempt: attempt, Provider: "scripted", Model: "demo", Purpose: purpose, ContextTokens: 120,
 	})
 }
 
 func (j *journalBuilder) responded(after time.Duration, turn string, step int, in, out int64, cost float64, calls ...string) *journalBuilder {
-	var tcs []journal.ToolCall
+	var tcs []lt.ToolCall
 	for i, name := range calls {
-		tcs = append(tcs, journal.ToolCall{ID: callID(step, i), Name: name, Arguments: json.RawMessage(`{}`)})
+		tcs = append(tcs, lt.ToolCall{ID: callID(step, i), Name: name, Arguments: json.RawMessage(`{}`)})
 	}
 	stop := "end_turn"
 	if len(calls) > 0 {
 		stop = "tool_use"
 	}
-	return j.add(after, lt.EventModelResponded, turn, step, journal.ModelResponded{
+	return j.add(after, lt.EventModelResponded, turn, step, lt.ModelRespondedData{
 		Step: step, ToolCalls: tcs, Usage: lt.Usage{InputTokens: in, OutputTokens: out}, CostUSD: cost, Model: "demo-2025", StopReason: stop,
 	})
 }
@@ -71,21 +71,21 @@ func callID(step, index int) string {
 }
 
 func (j *journalBuilder) toolRequested(after time.Duration, turn string, step, index int, tool string, class lt.EffectClass) *journalBuilder {
-	return j.add(after, lt.EventToolRequested, turn, step, journal.ToolRequested{
-		Step: step, Index: index, CallID: callID(step, index), Tool: tool, Kind: journal.CallBuiltin, Class: class,
+	return j.add(after, lt.EventToolRequested, turn, step, lt.ToolRequestedData{
+		Step: step, Index: index, CallID: callID(step, index), Tool: tool, Kind: lt.CallBuiltin, Class: class,
 		Arguments: json.RawMessage(`{}`), ArgumentsSHA256: strings.Repeat("a", 64),
 	})
 }
 
 func (j *journalBuilder) toolStarted(after time.Duration, turn string, step, index, attempt int, tool string) *journalBuilder {
-	return j.add(after, lt.EventToolStarted, turn, step, journal.ToolStarted{
+	return j.add(after, lt.EventToolStarted, turn, step, lt.ToolStartedData{
 		Step: step, Index: index, CallID: callID(step, index), Tool: tool, EffectID: "eff_" + callID(step, index),
 		IdempotencyKey: "key-" + callID(step, index), Class: lt.EffectIdempotent, Attempt: attempt,
 	})
 }
 
 func (j *journalBuilder) toolCompleted(after time.Duration, turn string, step, index int, tool string, effect bool) *journalBuilder {
-	d := journal.ToolCompleted{Step: step, Index: index, CallID: callID(step, index), Tool: tool, Output: json.RawMessage(`"ok"`)}
+	d := lt.ToolCompletedData{Step: step, Index: index, CallID: callID(step, index), Tool: tool, Output: json.RawMessage(`"ok"`)}
 	if effect {
 		d.EffectID = "eff_" + callID(step, index)
 	}
@@ -93,13 +93,13 @@ func (j *journalBuilder) toolCompleted(after time.Duration, turn string, step, i
 }
 
 func (j *journalBuilder) stepCheckpoint(after time.Duration, turn string, step int) *journalBuilder {
-	return j.add(after, lt.EventCheckpointCreated, turn, step, journal.CheckpointCreated{Checkpoint: lt.Checkpoint{
+	return j.add(after, lt.EventCheckpointCreated, turn, step, lt.CheckpointCreatedData{Checkpoint: lt.Checkpoint{
 		ID: "ckpt_" + turn + "_" + callID(step, 0), TurnID: turn, Step: step, Kind: lt.CheckpointStep, Name: "step", CreatedAt: j.now.Add(after),
 	}})
 }
 
 func (j *journalBuilder) completed(after time.Duration, turn string) *journalBuilder {
-	return j.add(after, lt.EventTurnCompleted, turn, 0, journal.TurnCompleted{TurnID: turn, Output: "done"})
+	return j.add(after, lt.EventTurnCompleted, turn, 0, lt.TurnCompletedData{TurnID: turn, Output: "done"})
 }
 
 // projected applies the journal the way the engine does and returns each
@@ -243,7 +243,7 @@ func TestBuildCompletedTurn(t *testing.T) {
 	require.Nil(t, tool.Usage)
 	require.Equal(t, int64(21), tool.DurationMS)
 	require.Equal(t, lt.SpanAttributes{
-		TurnID: "turn_a", Step: 1, Tool: "write_file", CallID: "call_1_0", CallKind: journal.CallBuiltin, Index: &zero,
+		TurnID: "turn_a", Step: 1, Tool: "write_file", CallID: "call_1_0", CallKind: lt.CallBuiltin, Index: &zero,
 		EffectID: "eff_call_1_0", EffectClass: lt.EffectIdempotent, IdempotencyKey: "key-call_1_0", Attempts: 1,
 	}, tool.Attributes)
 }
@@ -257,9 +257,9 @@ func TestBuildModelRetries(t *testing.T) {
 	t.Parallel()
 	j := newJournal(t, "ses_1").turn(0, "turn_a", 1).
 		requested(0, "turn_a", 1, 1, "").
-		add(ms(50), lt.EventModelFailed, "turn_a", 1, journal.ModelFailed{Step: 1, Attempt: 1, Kind: "rate_limit", Status: 429, Message: "slow down", Consumed: true, Retry: true, RetryInMS: 1000}).
+		add(ms(50), lt.EventModelFailed, "turn_a", 1, lt.ModelFailedData{Step: 1, Attempt: 1, Kind: "rate_limit", Status: 429, Message: "slow down", Consumed: true, Retry: true, RetryInMS: 1000}).
 		requested(ms(1000), "turn_a", 1, 2, "").
-		add(ms(70), lt.EventModelFailed, "turn_a", 1, journal.ModelFailed{Step: 1, Attempt: 2, Kind: "server", Status: 500, Message: "boom", Consumed: true, Retry: true}).
+		add(ms(70), lt.EventModelFailed, "turn_a", 1, lt.ModelFailedData{Step: 1, Attempt: 2, Kind: "server", Status: 500, Message: "boom", Consumed: true, Retry: true}).
 		requested(ms(500), "turn_a", 1, 3, "").
 		responded(ms(100), "turn_a", 1, 10, 5, 0.001).
 		completed(0, "turn_a")
@@ -287,8 +287,8 @@ func TestBuildFailedTurnAfterModelErrors(t *testing.T) {
 	t.Parallel()
 	j := newJournal(t, "ses_1").turn(0, "turn_a", 1).
 		requested(0, "turn_a", 1, 1, "").
-		add(ms(30), lt.EventModelFailed, "turn_a", 1, journal.ModelFailed{Step: 1, Attempt: 1, Kind: "auth", Status: 401, Message: "bad key", Consumed: true}).
-		add(0, lt.EventTurnFailed, "turn_a", 0, journal.TurnFailed{TurnID: "turn_a", StopReason: lt.StopProviderError, Error: "model: bad key"})
+		add(ms(30), lt.EventModelFailed, "turn_a", 1, lt.ModelFailedData{Step: 1, Attempt: 1, Kind: "auth", Status: 401, Message: "bad key", Consumed: true}).
+		add(0, lt.EventTurnFailed, "turn_a", 0, lt.TurnFailedData{TurnID: "turn_a", StopReason: lt.StopProviderError, Error: "model: bad key"})
 	tr := j.build(nil)
 	require.Equal(t, `turn turn 1 error
   step step 1 error
@@ -307,7 +307,7 @@ func TestBuildToolRetry(t *testing.T) {
 		responded(ms(10), "turn_a", 1, 10, 5, 0, "http_request").
 		toolRequested(0, "turn_a", 1, 0, "http_request", lt.EffectIdempotent).
 		toolStarted(ms(1), "turn_a", 1, 0, 1, "http_request").
-		add(ms(40), lt.EventToolFailed, "turn_a", 1, journal.ToolFailed{Step: 1, Index: 0, CallID: "call_1_0", Tool: "http_request", EffectID: "eff_call_1_0", Error: "503 from upstream", Retry: true, Attempt: 1, RetryInMS: 200}).
+		add(ms(40), lt.EventToolFailed, "turn_a", 1, lt.ToolFailedData{Step: 1, Index: 0, CallID: "call_1_0", Tool: "http_request", EffectID: "eff_call_1_0", Error: "503 from upstream", Retry: true, Attempt: 1, RetryInMS: 200}).
 		toolStarted(ms(200), "turn_a", 1, 0, 2, "http_request").
 		toolCompleted(ms(30), "turn_a", 1, 0, "http_request", true).
 		requested(0, "turn_a", 2, 1, "").
@@ -339,8 +339,8 @@ func TestBuildRefusedCall(t *testing.T) {
 		requested(0, "turn_a", 1, 1, "").
 		responded(ms(10), "turn_a", 1, 10, 5, 0, "send_email").
 		toolRequested(0, "turn_a", 1, 0, "send_email", lt.EffectIrreversible).
-		add(0, lt.EventPolicyDecided, "turn_a", 1, journal.PolicyDecided{Step: 1, Index: 0, CallID: "call_1_0", Tool: "send_email", Decision: lt.PolicyDeny, Rule: "no email"}).
-		add(ms(1), lt.EventToolFailed, "turn_a", 1, journal.ToolFailed{Step: 1, Index: 0, CallID: "call_1_0", Tool: "send_email", Error: "refused by policy", Refused: journal.RefusedPolicy}).
+		add(0, lt.EventPolicyDecided, "turn_a", 1, lt.PolicyDecidedData{Step: 1, Index: 0, CallID: "call_1_0", Tool: "send_email", Decision: lt.PolicyDeny, Rule: "no email"}).
+		add(ms(1), lt.EventToolFailed, "turn_a", 1, lt.ToolFailedData{Step: 1, Index: 0, CallID: "call_1_0", Tool: "send_email", Error: "refused by policy", Refused: lt.RefusedPolicy}).
 		requested(0, "turn_a", 2, 1, "").
 		responded(ms(10), "turn_a", 2, 10, 5, 0).
 		completed(0, "turn_a")
@@ -348,7 +348,7 @@ func TestBuildRefusedCall(t *testing.T) {
 	tool := find(t, tr.Spans, "turn_a/step/1/call/0")
 	require.Equal(t, lt.SpanError, tool.Status)
 	require.Equal(t, "refused by policy", tool.Error)
-	require.Equal(t, journal.RefusedPolicy, tool.Attributes.Refused)
+	require.Equal(t, lt.RefusedPolicy, tool.Attributes.Refused)
 	require.Equal(t, lt.PolicyDeny, tool.Attributes.Policy)
 	require.Zero(t, tool.Attributes.Attempts)
 	require.Equal(t, lt.SpanOK, tr.Spans[0].Children[0].Status, "a refused call is feedback to the model, not a failed step")
@@ -363,17 +363,17 @@ func TestBuildApprovalAndWait(t *testing.T) {
 		responded(ms(10), "turn_a", 1, 10, 5, 0, "deploy", "sleep").
 		toolRequested(0, "turn_a", 1, 0, "deploy", lt.EffectIrreversible).
 		toolRequested(0, "turn_a", 1, 1, "sleep", lt.EffectRead).
-		add(ms(1), lt.EventActionRequired, "turn_a", 1, journal.ActionRequired{Action: lt.Action{
+		add(ms(1), lt.EventActionRequired, "turn_a", 1, lt.ActionRequiredData{Action: lt.Action{
 			ID: "act_1", SessionID: "ses_1", Type: lt.ActionApproval, TurnID: "turn_a", Step: 1, CallID: "call_1_0", Tool: "deploy",
 			ArgumentsSHA256: strings.Repeat("a", 64), CreatedAt: t0,
 		}}).
-		add(time.Minute, lt.EventActionResolved, "turn_a", 1, journal.ActionResolved{
+		add(time.Minute, lt.EventActionResolved, "turn_a", 1, lt.ActionResolvedData{
 			ActionID: "act_1", Type: string(lt.ActionApproval), CallID: "call_1_0", Decision: lt.Decision{Decision: lt.DecisionApprove},
 			ArgumentsSHA256: strings.Repeat("a", 64),
 		}).
 		toolStarted(ms(1), "turn_a", 1, 0, 1, "deploy").
 		toolCompleted(ms(5), "turn_a", 1, 0, "deploy", true).
-		add(ms(1), lt.EventWaitStarted, "turn_a", 1, journal.WaitStarted{Step: 1, Index: 1, CallID: "call_1_1", Tool: "sleep", Kind: journal.WaitTimer, Until: &until}).
+		add(ms(1), lt.EventWaitStarted, "turn_a", 1, lt.WaitStartedData{Step: 1, Index: 1, CallID: "call_1_1", Tool: "sleep", Kind: lt.WaitTimer, Until: &until}).
 		toolCompleted(time.Hour, "turn_a", 1, 1, "sleep", false).
 		requested(0, "turn_a", 2, 1, "").
 		responded(ms(10), "turn_a", 2, 10, 5, 0).
@@ -397,7 +397,7 @@ func TestBuildApprovalAndWait(t *testing.T) {
 	wait := find(t, tr.Spans, "turn_a/step/1/call/1/wait/12")
 	require.Equal(t, time.Hour.Milliseconds(), wait.DurationMS)
 	require.Equal(t, &until, wait.Attributes.WaitUntil)
-	require.Equal(t, journal.WaitTimer, wait.Attributes.WaitKind)
+	require.Equal(t, lt.WaitTimer, wait.Attributes.WaitKind)
 }
 
 func TestBuildRunningTurn(t *testing.T) {
@@ -407,7 +407,7 @@ func TestBuildRunningTurn(t *testing.T) {
 		responded(ms(10), "turn_a", 1, 10, 5, 0.5, "shell").
 		toolRequested(0, "turn_a", 1, 0, "shell", lt.EffectIrreversible).
 		toolStarted(ms(5), "turn_a", 1, 0, 1, "shell")
-	j.add(0, lt.EventTurnCreated, "turn_b", 0, journal.TurnCreated{TurnID: "turn_b", Index: 2, Input: "more"})
+	j.add(0, lt.EventTurnCreated, "turn_b", 0, lt.TurnCreatedData{TurnID: "turn_b", Index: 2, Input: "more"})
 	tr := j.build(nil)
 	require.Equal(t, `turn turn 1 running
   step step 1 running
@@ -430,12 +430,12 @@ func TestBuildCancelledTurn(t *testing.T) {
 	j := newJournal(t, "ses_1").turn(0, "turn_a", 1).
 		requested(0, "turn_a", 1, 1, "").
 		responded(ms(10), "turn_a", 1, 10, 5, 0, "ask_human").
-		add(0, lt.EventToolRequested, "turn_a", 1, journal.ToolRequested{Step: 1, Index: 0, CallID: "call_1_0", Tool: "ask_human", Kind: journal.CallHuman, Class: lt.EffectRead, Arguments: json.RawMessage(`{}`), ArgumentsSHA256: strings.Repeat("b", 64)}).
-		add(ms(1), lt.EventActionRequired, "turn_a", 1, journal.ActionRequired{Action: lt.Action{
+		add(0, lt.EventToolRequested, "turn_a", 1, lt.ToolRequestedData{Step: 1, Index: 0, CallID: "call_1_0", Tool: "ask_human", Kind: lt.CallHuman, Class: lt.EffectRead, Arguments: json.RawMessage(`{}`), ArgumentsSHA256: strings.Repeat("b", 64)}).
+		add(ms(1), lt.EventActionRequired, "turn_a", 1, lt.ActionRequiredData{Action: lt.Action{
 			ID: "act_q", SessionID: "ses_1", Type: lt.ActionInput, TurnID: "turn_a", Step: 1, CallID: "call_1_0", Question: "which?", CreatedAt: t0,
 		}}).
-		add(ms(100), lt.EventSessionCancelRequested, "", 0, journal.CancelRequested{Reason: "enough"}).
-		add(ms(2), lt.EventTurnCancelled, "turn_a", 0, journal.TurnCancelled{TurnID: "turn_a", Reason: "enough"})
+		add(ms(100), lt.EventSessionCancelRequested, "", 0, lt.SessionCancelRequestedData{Reason: "enough"}).
+		add(ms(2), lt.EventTurnCancelled, "turn_a", 0, lt.TurnCancelledData{TurnID: "turn_a", Reason: "enough"})
 	tr := j.build(nil)
 	require.Equal(t, `turn turn 1 cancelled
   step step 1 cancelled
@@ -453,12 +453,12 @@ func TestBuildCancelledTurn(t *testing.T) {
 func TestBuildCompactionAndVerification(t *testing.T) {
 	t.Parallel()
 	j := newJournal(t, "ses_1").turn(0, "turn_a", 1).
-		requested(0, "turn_a", 1, 1, journal.PurposeCompaction).
-		add(ms(80), lt.EventContextCompacted, "turn_a", 1, journal.ContextCompacted{Step: 1, Items: 4, TokensBefore: 9000, TokensAfter: 1200, Summary: "s", Usage: lt.Usage{InputTokens: 9000, OutputTokens: 300}, CostUSD: 0.2, DurationMS: 80}).
+		requested(0, "turn_a", 1, 1, lt.PurposeCompaction).
+		add(ms(80), lt.EventContextCompacted, "turn_a", 1, lt.ContextCompactedData{Step: 1, Items: 4, TokensBefore: 9000, TokensAfter: 1200, Summary: "s", Usage: lt.Usage{InputTokens: 9000, OutputTokens: 300}, CostUSD: 0.2, DurationMS: 80}).
 		requested(0, "turn_a", 1, 1, "").
 		responded(ms(10), "turn_a", 1, 1200, 50, 0.1).
-		requested(0, "turn_a", 1, 1, journal.PurposeVerification).
-		add(ms(40), lt.EventAcceptanceVerified, "turn_a", 1, journal.AcceptanceVerified{Step: 1, Verdict: lt.AcceptanceVerdict{Attempt: 1, AllMet: true}, Usage: lt.Usage{InputTokens: 500, OutputTokens: 20}, CostUSD: 0.05, DurationMS: 40}).
+		requested(0, "turn_a", 1, 1, lt.PurposeVerification).
+		add(ms(40), lt.EventAcceptanceVerified, "turn_a", 1, lt.AcceptanceVerifiedData{Step: 1, Verdict: lt.AcceptanceVerdict{Attempt: 1, AllMet: true}, Usage: lt.Usage{InputTokens: 500, OutputTokens: 20}, CostUSD: 0.05, DurationMS: 40}).
 		completed(0, "turn_a")
 	tr := j.build(nil)
 	require.Equal(t, `turn turn 1 ok
@@ -469,7 +469,7 @@ func TestBuildCompactionAndVerification(t *testing.T) {
 `, shape(tr.Spans))
 	turn := tr.Spans[0]
 	comp := turn.Children[0]
-	require.Equal(t, journal.PurposeCompaction, comp.Attributes.Purpose)
+	require.Equal(t, lt.PurposeCompaction, comp.Attributes.Purpose)
 	require.Equal(t, 9000, comp.Attributes.TokensBefore)
 	require.Equal(t, 1200, comp.Attributes.TokensAfter)
 	ver := turn.Children[2]
@@ -504,8 +504,8 @@ func subagentJournal(t *testing.T, reportFirst bool) *journalBuilder {
 		requested(0, "turn_p", 1, 1, "").
 		responded(ms(10), "turn_p", 1, 100, 10, 0.01, "spawn_agent").
 		toolRequested(0, "turn_p", 1, 0, "spawn_agent", lt.EffectRead)
-	spawned := journal.SubagentSpawned{Step: 1, Index: 0, CallID: "call_1_0", ChildID: "ses_child", Agent: lt.AgentRef{Name: "helper", Version: 1}, Input: "help"}
-	report := journal.SubagentCompleted{ChildID: "ses_child", TurnID: "turn_c", Status: lt.TurnCompleted, Output: "helped",
+	spawned := lt.SubagentSpawnedData{Step: 1, Index: 0, CallID: "call_1_0", ChildID: "ses_child", Agent: lt.AgentRef{Name: "helper", Version: 1}, Input: "help"}
+	report := lt.SubagentCompletedData{ChildID: "ses_child", TurnID: "turn_c", Status: lt.TurnCompleted, Output: "helped",
 		Usage: lt.Usage{InputTokens: 50, OutputTokens: 5, CostUSD: 0.004, ModelCalls: 1}}
 	if reportFirst {
 		// The child's report can commit before the parent journals the spawn.
@@ -609,7 +609,7 @@ func TestBuildDepthLimit(t *testing.T) {
 			requested(0, turn, 1, 1, "").
 			responded(ms(10), turn, 1, 1, 1, 0, "spawn_agent").
 			toolRequested(0, turn, 1, 0, "spawn_agent", lt.EffectRead).
-			add(ms(1), lt.EventSubagentSpawned, turn, 1, journal.SubagentSpawned{Step: 1, Index: 0, CallID: "call_1_0", ChildID: next, Agent: lt.AgentRef{Name: "a", Version: 1}})
+			add(ms(1), lt.EventSubagentSpawned, turn, 1, lt.SubagentSpawnedData{Step: 1, Index: 0, CallID: "call_1_0", ChildID: next, Agent: lt.AgentRef{Name: "a", Version: 1}})
 		return j.evs
 	}
 	depthOf := func(maxDepth int) int {
@@ -662,7 +662,7 @@ func TestBuildIgnoresUnknownAndInformationalEvents(t *testing.T) {
 	t.Parallel()
 	j := newJournal(t, "ses_1").turn(0, "turn_a", 1).
 		requested(0, "turn_a", 1, 1, "").
-		add(ms(5), lt.EventModelDelta, "turn_a", 1, journal.ModelDelta{Step: 1, Attempt: 1, Text: "hel"}).
+		add(ms(5), lt.EventModelDelta, "turn_a", 1, lt.ModelDeltaData{Step: 1, Attempt: 1, Text: "hel"}).
 		add(0, "something.new", "turn_a", 1, map[string]any{"x": 1}).
 		responded(ms(5), "turn_a", 1, 1, 1, 0).
 		completed(0, "turn_a")

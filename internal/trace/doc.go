@@ -25,7 +25,7 @@
 //     back): Build decodes each payload it uses and fails on one it cannot
 //     decode rather than guess.
 //
-// It imports only the journal's payload types and the wire types. The engine
-// serves it (GET /v1/sessions/{id}/trace). Who may import it:
+// It imports only the wire types (the journal's payload types among them).
+// The engine serves it (GET /v1/sessions/{id}/trace). Who may import it:
 // internal/engine and tests.
 package trace

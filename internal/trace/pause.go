@@ -3,7 +3,6 @@ package trace
 import (
 	"strconv"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -18,7 +17,7 @@ const PauseWaitKind = "pause"
 func (b *builder) pauseEvent(ev lt.Event) error {
 	switch ev.Type {
 	case lt.EventSessionPaused:
-		d, err := decode[journal.Paused](ev)
+		d, err := decode[lt.SessionPausedData](ev)
 		if err != nil {
 			return err
 		}

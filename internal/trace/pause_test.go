@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/trace"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -18,9 +17,9 @@ func TestBuildPause(t *testing.T) {
 	j := newJournal(t, "ses_1").turn(0, "turn_a", 1).
 		requested(0, "turn_a", 1, 1, "").
 		responded(ms(10), "turn_a", 1, 10, 5, 0.5).
-		add(ms(1), lt.EventSessionPauseRequested, "", 0, journal.PauseRequested{Reason: "lunch"}).
-		add(ms(1), lt.EventSessionPaused, "", 0, journal.Paused{Reason: "lunch"}).
-		add(time.Hour, lt.EventSessionResumed, "", 0, journal.Resumed{PausedMS: 3600_000}).
+		add(ms(1), lt.EventSessionPauseRequested, "", 0, lt.SessionPauseRequestedData{Reason: "lunch"}).
+		add(ms(1), lt.EventSessionPaused, "", 0, lt.SessionPausedData{Reason: "lunch"}).
+		add(time.Hour, lt.EventSessionResumed, "", 0, lt.SessionResumedData{PausedMS: 3600_000}).
 		requested(ms(1), "turn_a", 2, 1, "").
 		responded(ms(10), "turn_a", 2, 10, 5, 0.5).
 		completed(0, "turn_a")
@@ -38,9 +37,9 @@ func TestBuildPause(t *testing.T) {
 
 	j = newJournal(t, "ses_2").turn(0, "turn_b", 1).
 		requested(0, "turn_b", 1, 1, "").
-		add(ms(5), lt.EventSessionPaused, "", 0, journal.Paused{}).
-		add(time.Minute, lt.EventSessionCancelRequested, "", 0, journal.CancelRequested{}).
-		add(ms(2), lt.EventTurnCancelled, "turn_b", 0, journal.TurnCancelled{TurnID: "turn_b"})
+		add(ms(5), lt.EventSessionPaused, "", 0, lt.SessionPausedData{}).
+		add(time.Minute, lt.EventSessionCancelRequested, "", 0, lt.SessionCancelRequestedData{}).
+		add(ms(2), lt.EventTurnCancelled, "turn_b", 0, lt.TurnCancelledData{TurnID: "turn_b"})
 	tr = j.build(nil)
 	pause = tr.Spans[0].Children[len(tr.Spans[0].Children)-1]
 	require.Equal(t, "paused", pause.Name)

@@ -422,9 +422,7 @@ func (d *Dispatcher) sessionURL(ctx context.Context, sessionID string) (string, 
 		return "", nil // not created yet: nothing to cache
 	}
 	if evs[0].Type == lt.EventSessionCreated {
-		var created struct {
-			WebhookURL string `json:"webhook_url"`
-		}
+		var created lt.SessionCreatedData
 		if err := json.Unmarshal(evs[0].Data, &created); err != nil {
 			return "", fmt.Errorf("read session %s: session.created: %w", sessionID, err)
 		}
@@ -589,9 +587,7 @@ func notificationType(ev store.Event) string {
 	case lt.EventTurnCompleted:
 		return lt.WebhookSessionCompleted
 	case lt.EventSessionStatusChanged:
-		var sc struct {
-			To lt.SessionStatus `json:"to"`
-		}
+		var sc lt.SessionStatusChangedData
 		if json.Unmarshal(ev.Data, &sc) != nil {
 			return ""
 		}
