@@ -84,18 +84,7 @@ func TestGoldenWebhookRequests(t *testing.T) {
 	e.status("ses_golden", lt.SessionIdle)
 
 	e.start(allowFor(t, &receiver{srv: recv}))
-	eventually(t, func() bool {
-		rows := e.deliveries()
-		if len(rows) != 4 {
-			return false
-		}
-		for _, row := range rows {
-			if row.Status != store.WebhookDelivered {
-				return false
-			}
-		}
-		return true
-	}, "both notifications delivered to both targets")
+	eventually(t, func() bool { return e.allDelivered(4) }, "both notifications delivered to both targets")
 
 	mu.Lock()
 	defer mu.Unlock()
