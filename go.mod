@@ -35,6 +35,8 @@ require (
 
 require github.com/elastic/go-seccomp-bpf v1.6.0
 
+require go.uber.org/goleak v1.3.0
+
 require (
 	cel.dev/expr v0.25.2 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect

@@ -71,6 +71,8 @@ type harness struct {
 	// addresses (nil: none).
 	modelKeyEnv  map[string][]string
 	controlPlane *egress.ControlPlane
+	// pollInterval is the scheduler's (0: 10 ms).
+	pollInterval time.Duration
 }
 
 func openStore(t *testing.T, dir string) *sqlite.Store {
@@ -112,10 +114,20 @@ func (h *harness) start(node string) {
 	for name, p := range h.providers {
 		providers[name] = p
 	}
+	// No fake clock (a test in a synctest bubble): the engine's real clock,
+	// which the bubble's virtual time drives.
+	var clock engine.Clock
+	if h.clock != nil {
+		clock = h.clock
+	}
+	poll := 10 * time.Millisecond
+	if h.pollInterval > 0 {
+		poll = h.pollInterval
+	}
 	eng, err := engine.New(h.store, &engine.Config{
-		WorkspaceRoot: filepath.Join(h.dir, "workspaces"), NodeID: node, Clock: h.clock,
+		WorkspaceRoot: filepath.Join(h.dir, "workspaces"), NodeID: node, Clock: clock,
 		Providers:    providers,
-		PollInterval: 10 * time.Millisecond, Tools: h.tools,
+		PollInterval: poll, Tools: h.tools,
 		LookupEnv: func(name string) (string, bool) {
 			v, ok := h.env[name]
 			return v, ok

@@ -118,20 +118,6 @@ func TestApplyProjection(t *testing.T) {
 	})
 }
 
-// FuzzApply feeds arbitrary event sequences to the projection: it may refuse
-// them, but never panics.
-func FuzzApply(f *testing.F) {
-	f.Add(lt.EventSessionCreated, []byte(`{"input":"x"}`), lt.EventToolCompleted, []byte(`{"step":1,"call_id":"c"}`))
-	f.Add(lt.EventTurnCreated, []byte(`{"turn_id":"t"}`), lt.EventTurnCompleted, []byte(`{}`))
-	f.Add(lt.EventModelResponded, []byte(`{"step":1,"tool_calls":[{"id":"c"}]}`), lt.EventActionResolved, []byte(`{"action_id":"a"}`))
-	f.Add(lt.EventWorkspaceChanged, []byte(`{"by":"person","op":"write","path":"a","sha256":"x","size":1}`), lt.EventCheckpointCreated, []byte(`{"checkpoint":{"id":"c","snapshot":"s"}}`))
-	f.Fuzz(func(t *testing.T, t1 string, d1 []byte, t2 string, d2 []byte) {
-		b := started(t, lt.EffectIdempotent)
-		_ = b.ev(t1, "t1", json.RawMessage(validOr(d1)))
-		_ = b.ev(t2, "t1", json.RawMessage(validOr(d2)))
-	})
-}
-
 func validOr(d []byte) []byte {
 	if json.Valid(d) {
 		return d

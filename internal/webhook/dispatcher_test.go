@@ -231,18 +231,7 @@ func TestCrashDeliversExactlyOnce(t *testing.T) {
 	// Two restarts in a row: the second re-scans and must add nothing.
 	_, stop2 := e.start(allowFor(t, r))
 	e.clock.Advance(5 * time.Second)
-	eventually(t, func() bool {
-		rows := e.deliveries()
-		if len(rows) != 4 {
-			return false
-		}
-		for _, row := range rows {
-			if row.Status != store.WebhookDelivered {
-				return false
-			}
-		}
-		return true
-	}, "all four delivered")
+	eventually(t, func() bool { return e.allDelivered(4) }, "all four delivered")
 	stop2()
 	e.start(allowFor(t, r))
 	e.clock.Advance(time.Hour)

@@ -221,6 +221,21 @@ func (e *env) deliveries() []*store.WebhookDeliveryRow {
 	return rows
 }
 
+// allDelivered reports whether the outbox holds n deliveries, every one
+// delivered.
+func (e *env) allDelivered(n int) bool {
+	rows := e.deliveries()
+	if len(rows) != n {
+		return false
+	}
+	for _, row := range rows {
+		if row.Status != store.WebhookDelivered {
+			return false
+		}
+	}
+	return true
+}
+
 // eventually polls cond with a deadline (never a fixed sleep).
 func eventually(t *testing.T, cond func() bool, msg string) {
 	t.Helper()
