@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/longhaul-dev/longhaul/internal/journal"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -133,7 +132,7 @@ func TestSynctestModelRetryBackoff(t *testing.T) {
 		require.Len(t, failed, 3)
 		require.Len(t, requested, 4)
 		for i, ev := range failed {
-			d := data[journal.ModelFailed](t, ev)
+			d := data[lt.ModelFailedData](t, ev)
 			require.Equal(t, i+1, d.Attempt)
 			require.True(t, d.Retry)
 			wait := requested[i+1] - ev.Time.Sub(start)
@@ -209,7 +208,7 @@ func TestSynctestWallTime(t *testing.T) {
 				failed := events(t, h, s.ID, lt.EventModelFailed)
 				require.Len(t, failed, 1)
 				require.Equal(t, tc.at, failed[0].Time.Sub(start))
-				d := data[journal.ModelFailed](t, failed[0])
+				d := data[lt.ModelFailedData](t, failed[0])
 				require.Equal(t, tc.interrupted, d.Interrupted)
 				require.Equal(t, tc.at.Milliseconds(), d.DurationMS)
 				require.Equal(t, []time.Duration{tc.at}, offsets(t, h, s.ID, start, lt.EventTurnFailed))
