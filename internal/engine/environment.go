@@ -46,11 +46,11 @@ type Vault interface {
 // redactor returns what removes secret values from everything the engine
 // writes. With a vault whose values cannot be read (a wrong key), it
 // fails closed: nothing is written.
-func (e *Engine) redactor() (*redact.Redactor, error) {
+func (e *Engine) redactor(ctx context.Context) (*redact.Redactor, error) {
 	if e.cfg.Vault == nil {
 		return nil, nil
 	}
-	r, err := e.cfg.Vault.Redactor(context.Background())
+	r, err := e.cfg.Vault.Redactor(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load the secrets to redact: %w", err)
 	}

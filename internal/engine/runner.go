@@ -49,7 +49,7 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 		return nil, err
 	}
 	r := &runner{e: e, lease: l, st: st, durableSeq: row.LastSeq, tree: newTreeLedger(st)}
-	r.b = e.newBatch(st, e.cfg.NodeID)
+	r.b = e.newBatch(ctx, st, e.cfg.NodeID)
 	if err := json.Unmarshal(row.Spec, &r.spec); err != nil {
 		return nil, fmt.Errorf("decode agent spec: %w", err)
 	}
@@ -167,7 +167,7 @@ func (r *runner) flush(ctx context.Context, release bool) error {
 		if err == nil {
 			r.treeSettled(p.TreeSettle)
 			r.durableSeq = r.st.Session.LastEventSeq
-			r.b = r.e.newBatch(r.st, r.e.cfg.NodeID)
+			r.b = r.e.newBatch(ctx, r.st, r.e.cfg.NodeID)
 			r.released = p.ReleaseLease
 			return nil
 		}
@@ -212,7 +212,7 @@ func (r *runner) merge(ctx context.Context) error {
 	}
 	r.st = st
 	r.durableSeq = row.LastSeq
-	r.b = r.e.newBatch(st, r.e.cfg.NodeID)
+	r.b = r.e.newBatch(ctx, st, r.e.cfg.NodeID)
 	r.b.blobs = old.blobs
 	for _, ev := range old.events {
 		ev.Seq = st.Session.LastEventSeq + 1
