@@ -173,7 +173,7 @@ func (r *runner) setupEnvironment(ctx context.Context) error {
 		}
 		env.policy = p
 		env.network = &tool.NetworkPolicy{Allow: spec.Network.Allow, Ports: spec.Network.Ports, ControlPlane: r.e.cfg.ControlPlane}
-		if r.e.cfg.Sandbox != nil && r.e.cfg.Sandbox.Name() == "bwrap" {
+		if r.e.cfg.Sandbox != nil && r.e.cfg.Sandbox.ConfinesNetwork() {
 			if env.socket, err = r.e.sockets.path(r.st.Session.ID); err != nil {
 				return err
 			}
