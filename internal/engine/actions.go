@@ -336,14 +336,13 @@ func (e *Engine) validateEdit(spec *lt.AgentSpec, call *journal.Call, args json.
 	if err != nil {
 		return nil, apierror.Invalid("arguments", "not valid JSON: %v", err)
 	}
+	// The agent's function or built-in of that name; an MCP tool's edited
+	// arguments are checked against its listing when the call runs
+	// (runMCP), so here only against any object.
 	var schema json.RawMessage
-	for _, t := range spec.Tools {
-		if t.Name == call.Tool && t.Type == "function" {
-			schema = t.Parameters
-		}
-	}
-	if t, ok := e.tools.Get(call.Tool); ok && call.Kind == journal.CallBuiltin {
-		schema = t.Parameters()
+	if en, ok := newToolCatalog(e.tools, spec).lookup(call.Tool); ok &&
+		(en.ns == nsFunction || (en.ns == nsBuiltin && call.Kind == journal.CallBuiltin)) {
+		schema = en.schema
 	}
 	if len(schema) == 0 {
 		schema = json.RawMessage(`{"type":"object"}`)

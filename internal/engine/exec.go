@@ -10,7 +10,6 @@ import (
 	"os"
 	"path"
 	"strings"
-	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/tool"
@@ -49,8 +48,11 @@ func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
 		}
 	}
 	switch c.Kind {
-	case journal.CallBuiltin, journal.CallMCP:
+	case journal.CallBuiltin:
 		return r.runBuiltin(ctx, c)
+	case journal.CallMCP:
+		// Run (and, after a crash, re-run) like a built-in, by its server.
+		return r.runMCP(ctx, c)
 	case journal.CallFunction:
 		return r.askFunction(c)
 	case journal.CallFinish:
@@ -71,23 +73,10 @@ func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
 	}
 }
 
-func (r *runner) callTimeout(name string) time.Duration {
-	for _, t := range r.spec.Tools {
-		if t.Name == name && t.TimeoutSeconds > 0 {
-			return time.Duration(t.TimeoutSeconds) * time.Second
-		}
-	}
-	return 0
-}
-
 // runBuiltin puts the effect in the ledger (durably, unless the tool only
 // reads), runs the tool in the workspace, and records the outcome.
 func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
-	if c.Kind == journal.CallMCP {
-		// Run (and, after a crash, re-run) like a built-in, by its server.
-		return r.runMCP(ctx, c)
-	}
-	t, ok := r.e.tools.Get(c.Tool)
+	t, ok := r.tools.builtin(c.Tool)
 	if !ok {
 		return fmt.Errorf("built-in tool %q is not registered", c.Tool)
 	}
@@ -113,7 +102,7 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 	// irreversible call must know to be left in doubt.
 	start := r.e.clock.Now()
 	call := &tool.Call{
-		SessionID: sid, Workspace: r.ws, Arguments: c.Arguments, IdempotencyKey: key, Timeout: r.callTimeout(c.Tool), Effect: c.Class,
+		SessionID: sid, Workspace: r.ws, Arguments: c.Arguments, IdempotencyKey: key, Timeout: r.tools.timeout(c.Tool), Effect: c.Class,
 	}
 	if env := r.env; env != nil {
 		call.Exec, call.Network, call.Secrets, call.OnNetwork = env.exec, env.network, env.secrets, env.observe

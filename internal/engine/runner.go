@@ -27,8 +27,8 @@ type runner struct {
 	provider   model.Provider
 	ws         string
 	tx         *transcript
-	toolDefs   []model.ToolDef
-	mcp        *mcpTools // the MCP servers' tools, as last listed in the journal
+	tools      *toolCatalog // what each tool name stands for, and what the model is offered
+	mcp        *mcpTools    // the MCP servers' tools, as last listed in the journal
 	policies   *policy.Set
 	env        *environment
 	envErr     error                   // why the environment could not be set up
@@ -59,7 +59,7 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 	r.ws = e.spaces.Path(st.WorkspaceID()) // a sub-agent works in its root's
 	r.tx = newTranscript(&r.spec)
 	r.mcp = newMCPTools()
-	r.toolDefs = r.buildToolDefs()
+	r.tools = newToolCatalog(e.tools, &r.spec)
 	if r.policies, err = compilePolicies(&r.spec); err != nil {
 		return nil, fmt.Errorf("compile policies: %w", err)
 	}
@@ -127,7 +127,7 @@ func (r *runner) observe(ev lt.Event) {
 	r.tx.observe(ev)
 	r.h.observe(ev)
 	if r.mcp.observe(ev) {
-		r.toolDefs = r.buildToolDefs()
+		r.tools.withMCP(r.mcp)
 	}
 	switch ev.Type {
 	case lt.EventToolStarted:
