@@ -127,7 +127,7 @@ func newToolCatalog(reg *tool.Registry, spec *lt.AgentSpec) *toolCatalog {
 // such an entry offers the model nothing, and a call of its name is
 // unknown.
 func toolFromSpec(reg *tool.Registry, ts *lt.ToolSpec) (*toolEntry, bool) {
-	en := &toolEntry{name: ts.Name, spec: *ts, timeout: time.Duration(ts.TimeoutSeconds) * time.Second}
+	en := &toolEntry{name: ts.Name, spec: *ts, timeout: entryTimeout(ts)}
 	desc := ts.Description
 	switch et, isEngine := engineToolNamed(ts.Name); {
 	case ts.Type == "function":
@@ -168,6 +168,14 @@ func toolFromSpec(reg *tool.Registry, ts *lt.ToolSpec) (*toolEntry, bool) {
 	return en, true
 }
 
+// entryTimeout is the timeout an agent's entry sets (0: none).
+func entryTimeout(ts *lt.ToolSpec) time.Duration {
+	if ts.TimeoutSeconds <= 0 {
+		return 0
+	}
+	return time.Duration(ts.TimeoutSeconds) * time.Second
+}
+
 // withMCP rebuilds the MCP part from the servers' latest listings: every
 // listed tool can be looked up, and the model is offered those of the
 // agent's servers, in the agent's order.
@@ -179,7 +187,7 @@ func (c *toolCatalog) withMCP(m *mcpTools) {
 	}
 	timeouts := map[string]time.Duration{}
 	for _, s := range c.servers {
-		timeouts[s.Name] = time.Duration(s.TimeoutSeconds) * time.Second
+		timeouts[s.Name] = entryTimeout(&s)
 	}
 	for server, l := range m.listed {
 		for _, t := range l.Tools {

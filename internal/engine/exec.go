@@ -16,7 +16,11 @@ import (
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
-// execCall runs one requested call of the current step.
+// execCall runs one requested call of the current step. It dispatches once
+// on the call's kind: the kind its tool's catalog entry had when the call
+// was requested (requestCall), journaled, so a call resumed after a crash
+// runs as it was requested; the runners of built-in and MCP calls look the
+// tool up in the catalog again.
 // Before it runs: the turn timeout, loop detection and the budget, then the
 // policies (or, for an approved call, the binding to what was approved).
 func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
