@@ -44,6 +44,19 @@ func listing(t *testing.T, server string, effect lt.EffectClass, names ...string
 	return lt.Event{Type: lt.EventMCPToolsListed, Data: raw}
 }
 
+// listedCatalog is the catalog of spec over the builtins, with the MCP
+// listings folded in.
+func listedCatalog(t *testing.T, spec *lt.AgentSpec, listings ...lt.Event) *toolCatalog {
+	t.Helper()
+	c := newToolCatalog(tool.NewRegistry(tool.Builtins()...), spec)
+	m := newMCPTools()
+	for _, ev := range listings {
+		require.True(t, m.observe(ev))
+	}
+	c.withMCP(m)
+	return c
+}
+
 func defNames(defs []model.ToolDef) []string {
 	var out []string
 	for _, d := range defs {
@@ -147,11 +160,7 @@ func TestCatalogDefinitionsOrder(t *testing.T) {
 }
 
 func TestCatalogMCPTools(t *testing.T) {
-	reg := tool.NewRegistry(tool.Builtins()...)
-	c := newToolCatalog(reg, catalogSpec())
-	m := newMCPTools()
-	require.True(t, m.observe(listing(t, "gh", lt.EffectIdempotent, "issues")))
-	c.withMCP(m)
+	c := listedCatalog(t, catalogSpec(), listing(t, "gh", lt.EffectIdempotent, "issues"))
 
 	en, ok := c.lookup("gh__issues")
 	require.True(t, ok)
@@ -199,17 +208,13 @@ func TestCatalogHTTPRequestClass(t *testing.T) {
 // engine tool or built-in of its name, and an entry of any other type
 // (even an MCP server's) names the engine's tool or the built-in.
 func TestCatalogPrecedence(t *testing.T) {
-	reg := tool.NewRegistry(tool.Builtins()...)
-	c := newToolCatalog(reg, &lt.AgentSpec{Tools: []lt.ToolSpec{
+	c := listedCatalog(t, &lt.AgentSpec{Tools: []lt.ToolSpec{
 		{Name: "gh__issues", Type: "function"},
 		{Name: "read_file", Type: "function", Description: "the application's"},
 		{Name: "read_file"},
 		{Name: "shell", Type: "mcp"},
 		{Name: "gh", Type: "mcp"},
-	}})
-	m := newMCPTools()
-	require.True(t, m.observe(listing(t, "gh", lt.EffectRead, "issues")))
-	c.withMCP(m)
+	}}, listing(t, "gh", lt.EffectRead, "issues"))
 
 	en, ok := c.lookup("gh__issues")
 	require.True(t, ok)
