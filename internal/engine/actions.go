@@ -45,17 +45,15 @@ func (e *Engine) DecideAction(ctx context.Context, sessionID, actionID string, d
 	if err != nil {
 		return nil, apierror.Invalid("", "decision is not valid JSON: %v", err)
 	}
-	row, err := e.store.SessionGet(ctx, sessionID)
-	if err != nil {
-		return nil, notFound(err, "session", sessionID)
-	}
-	var spec lt.AgentSpec
-	if err := json.Unmarshal(row.Spec, &spec); err != nil {
-		return nil, fmt.Errorf("decode agent spec of %s: %w", sessionID, err)
-	}
+	// One read of the session per attempt: mutateRow's. The agent spec is
+	// pinned at creation, so decoding it from the row the attempt built on
+	// is the same as reading it beforehand; the loop reads again only when
+	// a worker appended meanwhile (its compare-and-swap failed), which a
+	// correct decision needs.
 	var expiredAt *time.Time
-	a, err := mutate(ctx, e, sessionID, func(b *batch) (*lt.Action, error) {
-		expiredAt = nil
+	var stored *lt.Action
+	a, err := mutateRow(ctx, e, sessionID, func(row *store.SessionRow, b *batch) (*lt.Action, error) {
+		expiredAt, stored = nil, nil
 		a, _ := b.st.PendingAction(actionID)
 		if a == nil {
 			return e.decidedAction(ctx, sessionID, actionID, sum)
@@ -67,15 +65,23 @@ func (e *Engine) DecideAction(ctx context.Context, sessionID, actionID string, d
 			if _, err := expireActions(b.add, b.st, e.clock.Now()); err != nil {
 				return nil, err
 			}
-		} else if err := e.decisionEvents(b, &spec, &act, d, sum); err != nil {
-			return nil, err
+		} else {
+			var spec lt.AgentSpec
+			if err := json.Unmarshal(row.Spec, &spec); err != nil {
+				return nil, fmt.Errorf("decode agent spec of %s: %w", sessionID, err)
+			}
+			if err := e.decisionEvents(b, &spec, &act, d, sum); err != nil {
+				return nil, err
+			}
 		}
 		if len(b.st.Pending) == 0 && b.st.Session.Status == lt.SessionRequiresAction {
 			if err := b.status(lt.SessionRunning, ""); err != nil {
 				return nil, err
 			}
 		}
-		return &act, nil
+		var err error
+		stored, err = resolvedDoc(b, actionID)
+		return &act, err
 	})
 	if err != nil {
 		return nil, notFound(err, "session", sessionID)
@@ -83,19 +89,44 @@ func (e *Engine) DecideAction(ctx context.Context, sessionID, actionID string, d
 	if expiredAt != nil {
 		return nil, apierror.Conflict("action %s expired at %s: the call was rejected and not run", actionID, expiredAt.UTC().Format(time.RFC3339))
 	}
-	if a.Status == lt.ActionPending {
-		// Return the stored (resolved) form.
-		row, err := e.store.ActionGet(ctx, sessionID, actionID)
+	if a.Status != lt.ActionPending {
+		return a, nil
+	}
+	if stored != nil {
+		// The stored (resolved) form: the row this batch wrote, read
+		// back as it was written.
+		return stored, nil
+	}
+	// The batch did not write the action's row: read what is stored.
+	row, err := e.store.ActionGet(ctx, sessionID, actionID)
+	if err != nil {
+		return nil, err
+	}
+	var out lt.Action
+	if err := json.Unmarshal(row.Doc, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// resolvedDoc is the action row a batch writes for actionID, decoded as a
+// read of it would be (nil when the batch does not write it).
+func resolvedDoc(b *batch, actionID string) (*lt.Action, error) {
+	for _, d := range b.changes.Docs() {
+		if d.Kind != journal.DocAction || d.ID != actionID {
+			continue
+		}
+		raw, err := json.Marshal(d.Value)
 		if err != nil {
 			return nil, err
 		}
 		var out lt.Action
-		if err := json.Unmarshal(row.Doc, &out); err != nil {
+		if err := json.Unmarshal(raw, &out); err != nil {
 			return nil, err
 		}
 		return &out, nil
 	}
-	return a, nil
+	return nil, nil
 }
 
 // decidedAction answers a decision on an action that is no longer pending.
@@ -305,14 +336,13 @@ func (e *Engine) validateEdit(spec *lt.AgentSpec, call *journal.Call, args json.
 	if err != nil {
 		return nil, apierror.Invalid("arguments", "not valid JSON: %v", err)
 	}
+	// The agent's function or built-in of that name; an MCP tool's edited
+	// arguments are checked against its listing when the call runs
+	// (runMCP), so here only against any object.
 	var schema json.RawMessage
-	for _, t := range spec.Tools {
-		if t.Name == call.Tool && t.Type == "function" {
-			schema = t.Parameters
-		}
-	}
-	if t, ok := e.tools.Get(call.Tool); ok && call.Kind == lt.CallBuiltin {
-		schema = t.Parameters()
+	if en, ok := newToolCatalog(e.tools, spec).lookup(call.Tool); ok &&
+		(en.ns == nsFunction || (en.ns == nsBuiltin && call.Kind == lt.CallBuiltin)) {
+		schema = en.schema
 	}
 	if len(schema) == 0 {
 		schema = json.RawMessage(`{"type":"object"}`)

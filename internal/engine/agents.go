@@ -67,7 +67,9 @@ func (e *Engine) validateSpec(ctx context.Context, spec *lt.AgentSpec, prefix st
 		if t.Effect != "" && !t.Effect.Valid() {
 			return apierror.Invalid(f+".effect", "must be read, idempotent or irreversible")
 		}
-		if t.Effect != "" && engineTools[t.Name].kind != "" && t.Type != "function" {
+		// What the entry stands for, as a runner's catalog resolves it.
+		resolved, known := toolFromSpec(e.tools, &t)
+		if t.Effect != "" && known && resolved.ns == nsEngine {
 			return apierror.Invalid(f+".effect", "%s is run by the engine and has no external effect to classify", t.Name)
 		}
 		if t.TimeoutSeconds < 0 || t.TimeoutSeconds > 3600 {
@@ -80,7 +82,7 @@ func (e *Engine) validateSpec(ctx context.Context, spec *lt.AgentSpec, prefix st
 		}
 		switch t.Type {
 		case "", "builtin":
-			if _, ok := e.tools.Get(t.Name); !ok && engineTools[t.Name].kind == "" {
+			if !known {
 				return apierror.Invalid(f+".name", "unknown built-in tool %q (application tools need \"type\": \"function\")", t.Name)
 			}
 			if len(t.Parameters) > 0 {
@@ -119,7 +121,7 @@ func (e *Engine) validateSpec(ctx context.Context, spec *lt.AgentSpec, prefix st
 		return apierror.Invalid(prefix+".policies", "%v", err)
 	}
 	for i, p := range spec.Policies {
-		if engineTools[p.Tool].kind != "" {
+		if _, isEngine := engineToolNamed(p.Tool); isEngine {
 			// Refused rather than ignored: a rule that never applies would
 			// look like protection.
 			return apierror.Invalid(fmt.Sprintf("%s.policies[%d].tool", prefix, i), "%s is run by the engine and touches nothing outside the session: policies do not apply to it", p.Tool)

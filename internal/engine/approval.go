@@ -22,7 +22,10 @@ func (r *runner) askApproval(c *journal.Call, v policy.Verdict) error {
 	step, turnID := r.st.Step.N, r.st.Step.TurnID
 	sid := r.st.Session.ID
 	now := r.e.clock.Now()
-	spec, _ := r.toolSpec(c.Tool)
+	var affectsNames []string
+	if en, ok := r.tools.lookup(c.Tool); ok {
+		affectsNames = en.spec.Affects // the agent's entry of that name: none for an MCP tool
+	}
 	evidence := []string{}
 	if text := strings.TrimSpace(r.st.Step.Text); text != "" {
 		evidence = append(evidence, "The agent's reasoning for this step: "+clip(text, 2000))
@@ -32,7 +35,7 @@ func (r *runner) askApproval(c *journal.Call, v policy.Verdict) error {
 		ID: derivedID("act_", sid, turnID, step, c.Index, "approval"), SessionID: sid, Type: lt.ActionApproval, Status: lt.ActionPending,
 		TurnID: turnID, Step: step, CallID: c.ID, Tool: c.Tool, Arguments: c.Arguments, ArgumentsSHA256: c.ArgumentsSHA256,
 		Summary:     describeCall(r.toolDescription(c.Tool), c.Tool, c.Arguments),
-		Affects:     affects(spec.Affects, c.Tool, c.Arguments),
+		Affects:     affects(affectsNames, c.Tool, c.Arguments),
 		Evidence:    evidence,
 		Consequence: consequence(c.Class),
 		Policy:      v.Rule,
@@ -79,14 +82,8 @@ func (r *runner) askHuman(c *journal.Call) error {
 }
 
 func (r *runner) toolDescription(name string) string {
-	if t, ok := r.mcpTool(name); ok {
-		return t.Description
-	}
-	if spec, ok := r.toolSpec(name); ok && spec.Description != "" {
-		return spec.Description
-	}
-	if t, ok := r.e.tools.Get(name); ok {
-		return t.Description()
+	if en, ok := r.tools.lookup(name); ok {
+		return en.description
 	}
 	return ""
 }

@@ -162,7 +162,7 @@ func narrowTools(parent, child []lt.ToolSpec, rs *refusals) {
 	for i := range child {
 		c := &child[i]
 		kind := toolKind(c)
-		if kind == "builtin" && engineTools[c.Name].kind != "" {
+		if _, isEngine := engineToolNamed(c.Name); kind == "builtin" && isEngine {
 			// finish, checkpoint, sleep, waits, ask_human, spawn_agent:
 			// run by the engine on the session itself, touching nothing
 			// outside it (a grandchild spawned with spawn_agent is

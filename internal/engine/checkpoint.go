@@ -270,14 +270,14 @@ func (r *runner) replayStep(ctx context.Context) (replayed, missing []string) {
 			continue
 		}
 		label := c.ID
-		t, ok := r.e.tools.Get(c.Tool)
+		t, ok := r.tools.builtin(c.Tool)
 		if c.Class != lt.EffectIdempotent || !ok {
 			missing = append(missing, label)
 			continue
 		}
 		call := &tool.Call{
 			SessionID: r.st.Session.ID, Workspace: r.ws, Arguments: c.Arguments, IdempotencyKey: c.IdempotencyKey,
-			Timeout: r.callTimeout(c.Tool), Effect: c.Class,
+			Timeout: r.tools.timeout(c.Tool), Effect: c.Class,
 		}
 		if env := r.env; env != nil {
 			call.Exec, call.Network, call.Secrets = env.exec, env.network, env.secrets

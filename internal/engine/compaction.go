@@ -39,7 +39,7 @@ func (r *runner) compactIfNeeded(ctx context.Context, stepN int) (bool, error) {
 		return false, nil
 	}
 	counter := model.CounterFor(r.spec.Model.Provider, r.spec.Model.Name)
-	before := model.CountMessages(counter, r.tx.messages(), r.toolDefs)
+	before := model.CountMessages(counter, r.tx.messages(), r.tools.definitions())
 	limit := int(r.compactionThreshold() * float64(window))
 	if !forced && before <= limit {
 		return false, nil
@@ -63,7 +63,7 @@ func (r *runner) compactIfNeeded(ctx context.Context, stepN int) (bool, error) {
 	if summary == "" {
 		summary = "(The summariser returned nothing; the earlier conversation is in the journal.)"
 	}
-	after := model.CountMessages(counter, r.tx.messagesFrom(cut, summary), r.toolDefs)
+	after := model.CountMessages(counter, r.tx.messagesFrom(cut, summary), r.tools.definitions())
 	turn := r.st.CurrentTurn()
 	return true, r.add(lt.EventContextCompacted, turn.ID, stepN, lt.ContextCompactedData{
 		Step: stepN, Items: cut, TokensBefore: before, TokensAfter: after, Summary: summary, Forced: forced,

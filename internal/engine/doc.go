@@ -57,7 +57,9 @@
 //     time counts toward no deadline (pause.go).
 //
 // Files: the loop is runner.go (tick), step.go (model calls) and exec.go
-// (tool calls), interrupt.go (calls cut in flight), steer.go (steering
+// (tool calls), each tool name resolved by the runner's tool catalog
+// (catalog.go: the agent's entries, the engine's own tools of
+// enginetools.go, the registry, the MCP listings), interrupt.go (calls cut in flight), steer.go (steering
 // messages), pause.go (pause and resume), with mcp.go for the tools of MCP
 // servers (listed into the
 // journal, called through internal/mcp); the API side is sessions.go, actions.go (decisions),

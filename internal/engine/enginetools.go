@@ -60,6 +60,12 @@ var engineTools = map[string]engineTool{
 	},
 }
 
+// engineToolNamed returns the engine's tool of that name, if it runs one.
+func engineToolNamed(name string) (engineTool, bool) {
+	et, ok := engineTools[name]
+	return et, ok
+}
+
 const finishSchema = `{"type":"object","properties":{"summary":{"type":"string","description":"What was done, for the person who asked"},"artifacts":{"type":"array","items":{"type":"string"},"description":"Workspace paths of the files to deliver"}},"required":["summary"],"additionalProperties":false}`
 
 const askHumanSchema = `{"type":"object","properties":{"question":{"type":"string","minLength":1,"description":"The question, complete enough to answer without other context"},"choices":{"type":"array","items":{"type":"string","minLength":1},"minItems":2,"uniqueItems":true,"description":"The answers to choose from, if the answer must be one of them"},"kind":{"type":"string","enum":["text","file"],"description":"text (default): an answer in words; file: the person uploads a file to path in the workspace"},"path":{"type":"string","minLength":1,"description":"With kind file: the workspace-relative path the file is uploaded to"}},"required":["question"],"additionalProperties":false}`

@@ -46,11 +46,11 @@ type Vault interface {
 // redactor returns what removes secret values from everything the engine
 // writes. With a vault whose values cannot be read (a wrong key), it
 // fails closed: nothing is written.
-func (e *Engine) redactor() (*redact.Redactor, error) {
+func (e *Engine) redactor(ctx context.Context) (*redact.Redactor, error) {
 	if e.cfg.Vault == nil {
 		return nil, nil
 	}
-	r, err := e.cfg.Vault.Redactor(context.Background())
+	r, err := e.cfg.Vault.Redactor(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load the secrets to redact: %w", err)
 	}
@@ -173,7 +173,7 @@ func (r *runner) setupEnvironment(ctx context.Context) error {
 		}
 		env.policy = p
 		env.network = &tool.NetworkPolicy{Allow: spec.Network.Allow, Ports: spec.Network.Ports, ControlPlane: r.e.cfg.ControlPlane}
-		if r.e.cfg.Sandbox != nil && r.e.cfg.Sandbox.Name() == "bwrap" {
+		if r.e.cfg.Sandbox != nil && r.e.cfg.Sandbox.ConfinesNetwork() {
 			if env.socket, err = r.e.sockets.path(r.st.Session.ID); err != nil {
 				return err
 			}

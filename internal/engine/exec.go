@@ -10,14 +10,17 @@ import (
 	"os"
 	"path"
 	"strings"
-	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
-// execCall runs one requested call of the current step.
+// execCall runs one requested call of the current step. It dispatches once
+// on the call's kind: the kind its tool's catalog entry had when the call
+// was requested (requestCall), journaled, so a call resumed after a crash
+// runs as it was requested; the runners of built-in and MCP calls look the
+// tool up in the catalog again.
 // Before it runs: the turn timeout, loop detection and the budget, then the
 // policies (or, for an approved call, the binding to what was approved).
 func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
@@ -49,8 +52,11 @@ func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
 		}
 	}
 	switch c.Kind {
-	case lt.CallBuiltin, lt.CallMCP:
+	case lt.CallBuiltin:
 		return r.runBuiltin(ctx, c)
+	case lt.CallMCP:
+		// Run (and, after a crash, re-run) like a built-in, by its server.
+		return r.runMCP(ctx, c)
 	case lt.CallFunction:
 		return r.askFunction(c)
 	case lt.CallFinish:
@@ -71,23 +77,10 @@ func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
 	}
 }
 
-func (r *runner) callTimeout(name string) time.Duration {
-	for _, t := range r.spec.Tools {
-		if t.Name == name && t.TimeoutSeconds > 0 {
-			return time.Duration(t.TimeoutSeconds) * time.Second
-		}
-	}
-	return 0
-}
-
 // runBuiltin puts the effect in the ledger (durably, unless the tool only
 // reads), runs the tool in the workspace, and records the outcome.
 func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
-	if c.Kind == lt.CallMCP {
-		// Run (and, after a crash, re-run) like a built-in, by its server.
-		return r.runMCP(ctx, c)
-	}
-	t, ok := r.e.tools.Get(c.Tool)
+	t, ok := r.tools.builtin(c.Tool)
 	if !ok {
 		return fmt.Errorf("built-in tool %q is not registered", c.Tool)
 	}
@@ -113,7 +106,7 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 	// irreversible call must know to be left in doubt.
 	start := r.e.clock.Now()
 	call := &tool.Call{
-		SessionID: sid, Workspace: r.ws, Arguments: c.Arguments, IdempotencyKey: key, Timeout: r.callTimeout(c.Tool), Effect: c.Class,
+		SessionID: sid, Workspace: r.ws, Arguments: c.Arguments, IdempotencyKey: key, Timeout: r.tools.timeout(c.Tool), Effect: c.Class,
 	}
 	if env := r.env; env != nil {
 		call.Exec, call.Network, call.Secrets, call.OnNetwork = env.exec, env.network, env.secrets, env.observe

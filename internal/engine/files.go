@@ -402,7 +402,7 @@ func (e *Engine) changeFile(ctx context.Context, sessionID, op, c string, data [
 			change.Unchanged = true
 			return change, nil
 		}
-		b := e.newBatch(st, e.cfg.NodeID)
+		b := e.newBatch(ctx, st, e.cfg.NodeID)
 		turnID, step := "", 0
 		if act != nil {
 			turnID, step = act.TurnID, act.Step

@@ -76,7 +76,7 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 
 	st := &journal.State{}
 	st.Session.ID = forkID
-	b := e.newBatch(st, "")
+	b := e.newBatch(ctx, st, "")
 	for after := int64(0); after < cp.EventSeq; {
 		evs, err := e.store.EventList(ctx, id, after, int(min(1000, cp.EventSeq-after)))
 		if err != nil {

@@ -14,7 +14,6 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/mcp"
-	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/policy"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/tool"
@@ -56,8 +55,7 @@ const mcpDefaultRule = "mcp_default"
 // mcpTools is what a runner knows of its MCP servers' tools, derived from
 // the journal, and when it last listed each server.
 type mcpTools struct {
-	listed map[string]*lt.MCPToolsListedData // server -> latest listing
-	byName map[string]mcpTool                // model-visible name -> tool
+	listed map[string]*lt.MCPToolsListedData // server -> latest listing (the catalog's MCP part)
 	// refreshed is the turn each server was last listed in by this
 	// runner; gen the connection that listing came from.
 	refreshed map[string]string
@@ -71,8 +69,7 @@ type mcpTool struct {
 
 func newMCPTools() *mcpTools {
 	return &mcpTools{
-		listed: map[string]*lt.MCPToolsListedData{}, byName: map[string]mcpTool{},
-		refreshed: map[string]string{}, gen: map[string]int{},
+		listed: map[string]*lt.MCPToolsListedData{}, refreshed: map[string]string{}, gen: map[string]int{},
 	}
 }
 
@@ -86,15 +83,7 @@ func (m *mcpTools) observe(ev lt.Event) bool {
 	if json.Unmarshal(ev.Data, &d) != nil {
 		return false
 	}
-	if old := m.listed[d.Server]; old != nil {
-		for _, t := range old.Tools {
-			delete(m.byName, t.Name)
-		}
-	}
 	m.listed[d.Server] = &d
-	for _, t := range d.Tools {
-		m.byName[t.Name] = mcpTool{server: d.Server, MCPTool: t}
-	}
 	return true
 }
 
@@ -109,42 +98,13 @@ func mcpSpecs(spec *lt.AgentSpec) []lt.ToolSpec {
 	return out
 }
 
-// buildToolDefs is what the model is offered: the agent's own tools, then
-// each MCP server's tools as last listed, in the agent's order.
-func (r *runner) buildToolDefs() []model.ToolDef {
-	defs := r.e.toolDefs(&r.spec)
-	for _, s := range mcpSpecs(&r.spec) {
-		l := r.mcp.listed[s.Name]
-		if l == nil {
-			continue
-		}
-		for _, t := range l.Tools {
-			desc := t.Description
-			if desc == "" {
-				desc = fmt.Sprintf("Tool %s of the MCP server %s.", t.Tool, s.Name)
-			}
-			defs = append(defs, model.ToolDef{Name: t.Name, Description: desc, Parameters: t.InputSchema})
-		}
-	}
-	return defs
-}
-
-// mcpTool returns the MCP tool the model calls by name, as last listed.
-func (r *runner) mcpTool(name string) (mcpTool, bool) {
-	if r.mcp == nil {
-		return mcpTool{}, false
-	}
-	t, ok := r.mcp.byName[name]
-	return t, ok
-}
-
 // mcpServerOf is the MCP server of a call ("" for other tools), for the
 // events of its calls.
 func (r *runner) mcpServerOf(c *journal.Call) string {
 	if c.Kind != lt.CallMCP {
 		return ""
 	}
-	t, _ := r.mcpTool(c.Tool)
+	t, _ := r.tools.mcpTool(c.Tool)
 	return t.server
 }
 
@@ -309,7 +269,7 @@ func (r *runner) runMCP(ctx context.Context, c *journal.Call) error {
 	step, turnID := r.st.Step.N, r.st.Step.TurnID
 	sid := r.st.Session.ID
 	eff, key := effectID(sid, turnID, step, c.Index), idempotencyKey(sid, turnID, step, c.Index)
-	t, ok := r.mcpTool(c.Tool)
+	t, ok := r.tools.mcpTool(c.Tool)
 	if !ok {
 		// Its server's listing changed since the call was requested.
 		return r.add(lt.EventToolFailed, turnID, step, lt.ToolFailedData{
@@ -348,7 +308,7 @@ func (r *runner) runMCP(ctx context.Context, c *journal.Call) error {
 	start := r.e.clock.Now()
 	callCtx, release := r.callContext(ctx, true)
 	res := r.env.mcp.Call(callCtx, &mcp.CallRequest{
-		Server: t.server, Tool: t.Tool, Arguments: c.Arguments, IdempotencyKey: key, Timeout: r.callTimeout(t.server),
+		Server: t.server, Tool: t.Tool, Arguments: c.Arguments, IdempotencyKey: key, Timeout: r.tools.timeout(c.Tool),
 	})
 	release()
 	if ctx.Err() != nil {

@@ -387,3 +387,23 @@ func TestMCPOverHTTP(t *testing.T) {
 	require.NotEmpty(t, refused)
 	require.False(t, data[lt.NetworkConnectionData](t, refused[0]).Allowed)
 }
+
+// TestMCPServerNameIsNoTool: an MCP server's own name is not a tool the
+// model can call (only "<server>__<tool>" are): a call of it fails as an
+// unknown tool, before anything starts, and the turn goes on.
+func TestMCPServerNameIsNoTool(t *testing.T) {
+	h := newHarness(t)
+	sp := spec(t, `[{"tool_calls":[{"name":"t","arguments":{}}]},{"text":"done"}]`, testMCPServer(t, "t"))
+	s := create(t, h, sp, nil)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	failed := events(t, h, s.ID, lt.EventToolFailed)
+	require.Len(t, failed, 1)
+	d := data[lt.ToolFailedData](t, failed[0])
+	require.Equal(t, "t", d.Tool)
+	require.Equal(t, `unknown tool "t"`, d.Error)
+	require.Empty(t, d.Server)
+	requested := data[lt.ToolRequestedData](t, events(t, h, s.ID, lt.EventToolRequested)[0])
+	require.Equal(t, lt.CallInvalid, requested.Kind)
+	require.Empty(t, events(t, h, s.ID, lt.EventToolStarted))
+	checkJournal(t, h.store, s.ID)
+}

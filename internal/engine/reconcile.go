@@ -40,7 +40,7 @@ func (r *runner) reconcile(ctx context.Context, c *journal.Call) (settled bool, 
 	if c.Kind != lt.CallBuiltin {
 		return false, nil, nil
 	}
-	t, ok := r.e.tools.Get(c.Tool)
+	t, ok := r.tools.builtin(c.Tool)
 	if !ok {
 		return false, nil, nil
 	}
@@ -49,7 +49,7 @@ func (r *runner) reconcile(ctx context.Context, c *journal.Call) (settled bool, 
 		return false, nil, nil
 	}
 	step, turnID := r.st.Step.N, r.st.Step.TurnID
-	timeout := r.callTimeout(c.Tool)
+	timeout := r.tools.timeout(c.Tool)
 	if timeout == 0 {
 		timeout = defaultReconcileTimeout
 	}

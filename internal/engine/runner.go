@@ -27,8 +27,8 @@ type runner struct {
 	provider   model.Provider
 	ws         string
 	tx         *transcript
-	toolDefs   []model.ToolDef
-	mcp        *mcpTools // the MCP servers' tools, as last listed in the journal
+	tools      *toolCatalog // what each tool name stands for, and what the model is offered
+	mcp        *mcpTools    // the MCP servers' tools, as last listed in the journal
 	policies   *policy.Set
 	env        *environment
 	envErr     error                   // why the environment could not be set up
@@ -49,7 +49,7 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 		return nil, err
 	}
 	r := &runner{e: e, lease: l, st: st, durableSeq: row.LastSeq, tree: newTreeLedger(st)}
-	r.b = e.newBatch(st, e.cfg.NodeID)
+	r.b = e.newBatch(ctx, st, e.cfg.NodeID)
 	if err := json.Unmarshal(row.Spec, &r.spec); err != nil {
 		return nil, fmt.Errorf("decode agent spec: %w", err)
 	}
@@ -59,7 +59,7 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 	r.ws = e.spaces.Path(st.WorkspaceID()) // a sub-agent works in its root's
 	r.tx = newTranscript(&r.spec)
 	r.mcp = newMCPTools()
-	r.toolDefs = r.buildToolDefs()
+	r.tools = newToolCatalog(e.tools, &r.spec)
 	if r.policies, err = compilePolicies(&r.spec); err != nil {
 		return nil, fmt.Errorf("compile policies: %w", err)
 	}
@@ -125,7 +125,7 @@ func (r *runner) observe(ev lt.Event) {
 	r.tx.observe(ev)
 	r.h.observe(ev)
 	if r.mcp.observe(ev) {
-		r.toolDefs = r.buildToolDefs()
+		r.tools.withMCP(r.mcp)
 	}
 	switch ev.Type {
 	case lt.EventToolStarted:
@@ -165,7 +165,7 @@ func (r *runner) flush(ctx context.Context, release bool) error {
 		if err == nil {
 			r.treeSettled(p.TreeSettle)
 			r.durableSeq = r.st.Session.LastEventSeq
-			r.b = r.e.newBatch(r.st, r.e.cfg.NodeID)
+			r.b = r.e.newBatch(ctx, r.st, r.e.cfg.NodeID)
 			r.released = p.ReleaseLease
 			return nil
 		}
@@ -210,7 +210,7 @@ func (r *runner) merge(ctx context.Context) error {
 	}
 	r.st = st
 	r.durableSeq = row.LastSeq
-	r.b = r.e.newBatch(st, r.e.cfg.NodeID)
+	r.b = r.e.newBatch(ctx, st, r.e.cfg.NodeID)
 	r.b.blobs = old.blobs
 	for _, ev := range old.events {
 		ev.Seq = st.Session.LastEventSeq + 1

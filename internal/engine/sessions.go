@@ -96,7 +96,7 @@ func (e *Engine) createSession(ctx context.Context, ns *newSession) (*journal.St
 	now := e.clock.Now()
 	st := &journal.State{}
 	st.Session.ID = ns.ID
-	b := e.newBatch(st, "")
+	b := e.newBatch(ctx, st, "")
 	if err := b.add(lt.EventSessionCreated, "", 0, ns.Created); err != nil {
 		return nil, err
 	}

@@ -50,7 +50,7 @@ func (r *runner) callModel(ctx context.Context) error {
 	if done, err := r.compactIfNeeded(ctx, stepN); done || err != nil {
 		return err // the next tick checks again and calls the model
 	}
-	res, err := r.invoke(ctx, "", stepN, r.tx.messages(), r.toolDefs)
+	res, err := r.invoke(ctx, "", stepN, r.tx.messages(), r.tools.definitions())
 	if res == nil || err != nil {
 		return err
 	}
@@ -236,12 +236,9 @@ func (r *runner) requestCall(turnID string, step, index int, tc lt.ToolCall) err
 	}
 	req := lt.ToolRequestedData{Step: step, Index: index, CallID: tc.ID, Tool: tc.Name, Arguments: tc.Arguments}
 	var problem string
-	spec, enabled := r.toolSpec(tc.Name)
-	mt, isMCP := r.mcpTool(tc.Name)
-	if isMCP && !enabled {
-		enabled, req.Server = true, mt.server
-	} else {
-		isMCP = false
+	en, known := r.tools.lookup(tc.Name)
+	if known && en.ns == nsMCP {
+		req.Server = en.mcp.server
 	}
 	canon, err := tool.CanonicalJSON(tc.Arguments)
 	if err != nil {
@@ -251,45 +248,19 @@ func (r *runner) requestCall(turnID string, step, index int, tc lt.ToolCall) err
 		req.Arguments = canon
 		req.ArgumentsSHA256, _ = tool.ArgumentsSHA256(canon)
 	}
-	if problem == "" {
-		switch {
-		case !enabled:
-			req.Kind, problem = lt.CallInvalid, fmt.Sprintf("unknown tool %q", tc.Name)
-		case isMCP:
-			// The class is the listing's: the agent's effects, trusted
-			// annotations or irreversible.
-			req.Kind, req.Class = lt.CallMCP, mt.Effect
-			if err := tool.ValidateArguments(mt.InputSchema, canon); err != nil {
-				req.Kind, problem = lt.CallInvalid, err.Error()
-			}
-		case spec.Type == "function":
-			req.Kind, req.Class = lt.CallFunction, lt.EffectIrreversible
-			if len(spec.Parameters) > 0 {
-				if err := tool.ValidateArguments(spec.Parameters, canon); err != nil {
-					req.Kind, problem = lt.CallInvalid, err.Error()
-				}
-			}
-		case engineTools[tc.Name].kind != "":
-			et := engineTools[tc.Name]
-			req.Kind, req.Class = et.kind, lt.EffectRead
-			if err := tool.ValidateArguments(et.schema, canon); err != nil {
-				req.Kind, problem = lt.CallInvalid, err.Error()
-			}
-		default:
-			t, _ := r.e.tools.Get(tc.Name)
-			req.Kind, req.Class = lt.CallBuiltin, t.Effect()
-			if err := tool.ValidateArguments(t.Parameters(), canon); err != nil {
-				req.Kind, problem = lt.CallInvalid, err.Error()
-			}
+	switch {
+	case problem != "":
+	case !known:
+		req.Kind, problem = lt.CallInvalid, fmt.Sprintf("unknown tool %q", tc.Name)
+	default:
+		req.Kind, req.Class = en.kind, en.classOf(canon)
+		if !en.checksArgs() {
+			break
 		}
-		switch {
-		case req.Kind == lt.CallBuiltin && tc.Name == "http_request" && (spec.Effect == "" || spec.Effect == lt.EffectIdempotent):
-			// The method decides: GET and HEAD read; the others are
-			// irreversible unless the agent declares the endpoint
-			// idempotent (then the idempotency key goes in a header).
-			req.Class = tool.HTTPRequestEffect(canon, spec.Effect == lt.EffectIdempotent)
-		case spec.Effect != "" && req.Kind != lt.CallInvalid && !isMCP:
-			req.Class = spec.Effect
+		if err := tool.ValidateArguments(en.schema, canon); err != nil {
+			// Journaled with the tool's own class: the agent's override
+			// applies only to a call that can run.
+			req.Kind, req.Class, problem = lt.CallInvalid, en.class, err.Error()
 		}
 	}
 	if err := r.add(lt.EventToolRequested, turnID, step, req); err != nil {
@@ -299,15 +270,6 @@ func (r *runner) requestCall(turnID string, step, index int, tc lt.ToolCall) err
 		return nil
 	}
 	return r.add(lt.EventToolFailed, turnID, step, lt.ToolFailedData{Step: step, Index: index, CallID: tc.ID, Tool: tc.Name, Server: req.Server, Error: problem})
-}
-
-func (r *runner) toolSpec(name string) (lt.ToolSpec, bool) {
-	for _, t := range r.spec.Tools {
-		if t.Name == name {
-			return t, true
-		}
-	}
-	return lt.ToolSpec{}, false
 }
 
 // modelFailed journals a failed call and applies the retry policy: transient

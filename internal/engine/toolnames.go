@@ -5,4 +5,7 @@ package engine
 // wait_agents). Config.Tools must not use these names: an agent that
 // enables one gets the engine's tool, so a tool registered under it would
 // never run.
-func ReservedToolName(name string) bool { return engineTools[name].kind != "" }
+func ReservedToolName(name string) bool {
+	_, ok := engineToolNamed(name)
+	return ok
+}

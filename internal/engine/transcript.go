@@ -208,34 +208,3 @@ func (t *transcript) messagesFrom(cut int, summary string) []model.Message {
 	}
 	return append(out, t.heldSteers()...)
 }
-
-// toolDefs describes the agent's tools to the model.
-func (e *Engine) toolDefs(spec *lt.AgentSpec) []model.ToolDef {
-	var out []model.ToolDef
-	for _, ts := range spec.Tools {
-		switch {
-		case ts.Type == "function":
-			params := ts.Parameters
-			if len(params) == 0 {
-				params = json.RawMessage(`{"type":"object"}`)
-			}
-			out = append(out, model.ToolDef{Name: ts.Name, Description: ts.Description, Parameters: params})
-		case engineTools[ts.Name].kind != "":
-			et := engineTools[ts.Name]
-			desc := et.description
-			if ts.Description != "" {
-				desc = ts.Description
-			}
-			out = append(out, model.ToolDef{Name: ts.Name, Description: desc, Parameters: et.schema})
-		default:
-			if t, ok := e.tools.Get(ts.Name); ok {
-				desc := t.Description()
-				if ts.Description != "" {
-					desc = ts.Description
-				}
-				out = append(out, model.ToolDef{Name: t.Name(), Description: desc, Parameters: t.Parameters()})
-			}
-		}
-	}
-	return out
-}

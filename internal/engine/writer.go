@@ -19,7 +19,11 @@ import (
 // the state its next event will land on; the state and the projection rows
 // the batch touched are written with the events in one transaction.
 type batch struct {
-	e        *Engine
+	e *Engine
+	// ctx is the context of the write the batch belongs to (the request,
+	// or the runner's claim): what add reads on the way (the vault's
+	// redactor) is read under it.
+	ctx      context.Context
 	st       *journal.State
 	workerID string
 	events   []lt.Event
@@ -27,8 +31,8 @@ type batch struct {
 	changes  journal.Changes
 }
 
-func (e *Engine) newBatch(st *journal.State, workerID string) *batch {
-	return &batch{e: e, st: st, workerID: workerID}
+func (e *Engine) newBatch(ctx context.Context, st *journal.State, workerID string) *batch {
+	return &batch{e: e, ctx: ctx, st: st, workerID: workerID}
 }
 
 // add appends one event to the batch and applies it to the working state.
@@ -39,7 +43,7 @@ func (b *batch) add(typ, turnID string, step int, data any) error {
 	}
 	// No secret value is ever journaled (DESIGN.md principle 8): a tool
 	// output that echoes one keeps only its name.
-	red, err := b.e.redactor()
+	red, err := b.e.redactor(b.ctx)
 	if err != nil {
 		return err
 	}
@@ -175,14 +179,21 @@ func (e *Engine) loadState(ctx context.Context, sessionID string) (*store.Sessio
 // journal moved meanwhile (a worker appended), fn runs again on the new state.
 // fn returns the value the caller wants; an empty batch writes nothing.
 func mutate[T any](ctx context.Context, e *Engine, sessionID string, fn func(b *batch) (T, error)) (T, error) {
+	return mutateRow(ctx, e, sessionID, func(_ *store.SessionRow, b *batch) (T, error) { return fn(b) })
+}
+
+// mutateRow is mutate for a change that also needs the session's row (its
+// pinned agent spec): fn gets the row its state was read from, so the
+// change reads the session once per attempt.
+func mutateRow[T any](ctx context.Context, e *Engine, sessionID string, fn func(row *store.SessionRow, b *batch) (T, error)) (T, error) {
 	var zero T
 	for attempt := 0; ; attempt++ {
 		row, st, err := e.loadState(ctx, sessionID)
 		if err != nil {
 			return zero, err
 		}
-		b := e.newBatch(st, "")
-		out, err := fn(b)
+		b := e.newBatch(ctx, st, "")
+		out, err := fn(row, b)
 		if err != nil || b.empty() {
 			return out, err
 		}

@@ -221,6 +221,8 @@ func (b *bwrapBackend) warning() string {
 
 func (b *bwrapBackend) Name() string { return "bwrap" }
 
+func (b *bwrapBackend) ConfinesNetwork() bool { return true }
+
 func (b *bwrapBackend) Exec(spec Spec) tool.Exec { return &bwrapExec{b: b, spec: spec} }
 
 type bwrapExec struct {

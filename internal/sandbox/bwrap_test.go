@@ -476,3 +476,12 @@ func TestBwrapSetupFailureIsError(t *testing.T) {
 	require.ErrorContains(t, err, "set up sandbox")
 	require.ErrorContains(t, err, "no-such-binary")
 }
+
+// TestConfinesNetwork: the engine starts a session's egress proxy only for
+// a backend that routes programs through it (bwrap); the local backend
+// confines nothing, so it says so.
+func TestConfinesNetwork(t *testing.T) {
+	t.Parallel()
+	require.False(t, NewLocal().ConfinesNetwork())
+	require.True(t, testBwrap(t).ConfinesNetwork())
+}

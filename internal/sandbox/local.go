@@ -24,6 +24,8 @@ type localBackend struct{ disk int64 }
 
 func (localBackend) Name() string { return "local" }
 
+func (localBackend) ConfinesNetwork() bool { return false }
+
 func (b localBackend) Exec(spec Spec) tool.Exec { return &localExec{spec: spec, disk: b.disk} }
 
 type localExec struct {

@@ -198,6 +198,11 @@ func (s *Spec) validate(disk int64) (Limits, error) {
 type Backend interface {
 	// Name is "bwrap" or "local".
 	Name() string
+	// ConfinesNetwork reports whether programs in this backend's sandboxes
+	// reach the network only through Spec.ProxySocket (bwrap), so the
+	// engine starts the egress proxy for a session that has network; the
+	// local backend ignores the socket and confines nothing.
+	ConfinesNetwork() bool
 	// Exec returns a tool.Exec bound to spec. A spec that is not valid is
 	// reported by every Run of the returned Exec.
 	Exec(spec Spec) tool.Exec
