@@ -563,3 +563,15 @@ func TestCancelWhileWaitingForAction(t *testing.T) {
 	h.waitStatus(s.ID, lt.SessionIdle)
 	checkJournal(t, h.store, s.ID)
 }
+
+// TestReplayWithNanosecondClock: a clock that reads nanoseconds (as the
+// real one does) must not make the stored state differ from a replay of the
+// journal, whose times the store keeps to the microsecond.
+func TestReplayWithNanosecondClock(t *testing.T) {
+	h := newHarness(t)
+	h.clock.Advance(123456789 * time.Nanosecond)
+	s := create(t, h, spec(t, `[{"text":"done"}]`), nil)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	require.Equal(t, 123456000, s.UpdatedAt.Nanosecond(), "the session's time is the journal's")
+	checkJournal(t, h.store, s.ID)
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 	"unicode/utf8"
 
 	"github.com/longhaul-dev/longhaul/internal/journal"
@@ -50,8 +51,11 @@ func (b *batch) add(typ, turnID string, step int, data any) error {
 	if red != nil && !red.Empty() {
 		raw = red.JSON(raw)
 	}
+	// The stores keep an event's time to the microsecond: the projection
+	// must see the time a replay of the journal will read back, or the
+	// stored state would not be the journal's (updated_at, a tally's end).
 	ev := lt.Event{
-		Seq: b.st.Session.LastEventSeq + 1, Type: typ, Time: b.e.clock.Now(), SessionID: b.st.Session.ID,
+		Seq: b.st.Session.LastEventSeq + 1, Type: typ, Time: b.e.clock.Now().Truncate(time.Microsecond), SessionID: b.st.Session.ID,
 		TurnID: turnID, Step: step, WorkerID: b.workerID, Data: raw,
 	}
 	if typ == lt.EventSessionCreated {
