@@ -16,9 +16,6 @@ import (
 // tree, not only its own. The runner follows the other sessions' journals
 // incrementally, one cursor per session, while it holds its lease.
 
-// maxTreeSessions bounds the sessions a tree-wide rule looks at.
-const maxTreeSessions = 1000
-
 // treeHistory is the effect history of one other session of the tree.
 type treeHistory struct {
 	h     *history
@@ -71,7 +68,9 @@ func (r *runner) treeEffects(ctx context.Context) ([]policy.Effect, error) {
 }
 
 // treeSessions lists every session of st's tree: its root and all the
-// root's descendants.
+// root's descendants, at most MaxTreeSessions. A larger tree is cut rather
+// than refused: a tree-wide rule then sees the effects of the sessions the
+// walk reached first.
 func (e *Engine) treeSessions(ctx context.Context, st *journal.State) ([]string, error) {
 	root := st.Session.ID
 	for parent := st.Session.ParentID; parent != nil; {
@@ -88,38 +87,14 @@ func (e *Engine) treeSessions(ctx context.Context, st *journal.State) ([]string,
 		}
 		root, parent = row.ID, ps.Session.ParentID
 	}
-	return e.descendants(ctx, root, true)
-}
-
-// descendants lists id's descendants, breadth first (id itself first when
-// self), at most maxTreeSessions.
-func (e *Engine) descendants(ctx context.Context, id string, self bool) ([]string, error) {
-	var out []string
-	if self {
-		out = append(out, id)
+	members, err := WalkTree(ctx, e.store, root, MaxTreeSessions)
+	if err != nil && !errors.Is(err, ErrTreeTooLarge) {
+		return nil, err
 	}
-	queue := []string{id}
-	for len(queue) > 0 && len(out) < maxTreeSessions {
-		parent := queue[0]
-		queue = queue[1:]
-		cursor := ""
-		for {
-			rows, err := e.store.SessionList(ctx, &store.SessionListParams{ParentID: parent, Cursor: cursor, Limit: 200})
-			if err != nil {
-				return nil, fmt.Errorf("list the sub-agents of %s: %w", parent, err)
-			}
-			for _, row := range rows {
-				out = append(out, row.ID)
-				queue = append(queue, row.ID)
-			}
-			if len(rows) < 200 {
-				break
-			}
-			cursor = rows[len(rows)-1].ID
-		}
+	ids := make([]string, 0, len(members)+1)
+	ids = append(ids, root)
+	for _, m := range members {
+		ids = append(ids, m.ID)
 	}
-	if len(out) > maxTreeSessions {
-		out = out[:maxTreeSessions]
-	}
-	return out, nil
+	return ids, nil
 }

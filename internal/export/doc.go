@@ -62,6 +62,6 @@
 //     an imported session restores its workspace from the last snapshot.
 //
 // It imports the store interface, the journal's event payloads, the
-// snapshot format, the webhook package (for a signing secret) and the
-// wire types. cmd/longhaul (export, import) and tests import it.
+// snapshot format, the webhook package (for a signing secret), the engine
+// (for its walk of a session tree, engine.WalkTree) and the wire types. cmd/longhaul (export, import) and tests import it.
 package export
