@@ -40,6 +40,11 @@ type Journals interface {
 
 var _ Journals = (*engine.Engine)(nil)
 
+// MaxTreeSessions bounds the sessions of a tree that GetSessionTree,
+// ListTreeActions and StreamTreeEvents serve, the root included (the
+// engine's bound on every walk of a tree).
+const MaxTreeSessions = engine.MaxTreeSessions
+
 // DefaultPollInterval is how often a followed journal is read again when
 // no notice of its growth came (a notice may be lost: store notifications
 // are hints).

@@ -166,15 +166,6 @@ type Server struct {
 
 	// idemLocks serializes requests that share an idempotency scope and key.
 	idemLocks keyedMutex
-
-	// secrets is b when it serves the vault's endpoints, else nil.
-	secrets SecretBackend
-	// webhooks is b when it serves the webhooks' endpoints, else nil.
-	webhooks WebhookBackend
-	// reports is b when it serves the task reports, else nil.
-	reports ReportBackend
-	// files is b when it serves the workspace files, else nil.
-	files FilesBackend
 }
 
 // errShuttingDown is the cause of the base context after Shutdown.
@@ -203,10 +194,6 @@ func New(b Backend, idem IdempotencyStore, cfg *Config) *Server {
 		newTicker: realTicker,
 		idemLocks: keyedMutex{m: make(map[string]*keyedLock)},
 	}
-	s.secrets, _ = b.(SecretBackend)
-	s.webhooks, _ = b.(WebhookBackend)
-	s.reports, _ = b.(ReportBackend)
-	s.files, _ = b.(FilesBackend)
 	s.keys = hashKeys(c.APIKeys)
 	s.hosts = newHostRule(c.AllowedHosts)
 	s.crossOrigin = newCrossOrigin(c.TrustedOrigins)
