@@ -12,6 +12,11 @@
 // for every caller (who may do what, the actor recorded on a decision)
 // has one place to live.
 //
+// The sub-agent trees and the followed journals (GetSessionTree,
+// ListTreeActions, StreamEvents, StreamTreeEvents) are Trees, which reads
+// through Journals (the engine, or a test's in-memory tree) and walks a
+// tree with the engine's one walk (engine.WalkTree).
+//
 // Errors a caller caused are *apierror.Error values (a 400 naming the
 // field, a 404, a 409); anything else is an internal failure.
 //

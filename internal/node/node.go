@@ -67,8 +67,9 @@ type Config struct {
 	// APIKeys are the bearer tokens the API accepts. Default: none, and the
 	// API answers loopback peers only.
 	APIKeys []string
-	// PingInterval is how often idle event streams get a ": ping" comment.
-	// Default: the server's (15 s).
+	// PingInterval is how often idle event streams get a ": ping" comment,
+	// and how often the journals they follow are read again in case a
+	// notice was lost. Default: the server's (15 s).
 	PingInterval time.Duration
 	// Logger receives the node's logs. Default: slog.Default().
 	Logger *slog.Logger

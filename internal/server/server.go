@@ -25,9 +25,10 @@ type Config struct {
 	// MaxBodyBytes bounds a request body; a larger body is a 413. Default
 	// 1 MiB.
 	MaxBodyBytes int64
-	// PingInterval is how often an event stream sends a ": ping" comment
-	// (and re-reads the journal, in case a notification was lost). Default
-	// 15 s.
+	// PingInterval is how often an event stream sends a ": ping" comment.
+	// (The journals it follows are read again, in case a notice was lost,
+	// on the App's poll: internal/node gives app.Deps.PollInterval this
+	// value.) Default 15 s.
 	PingInterval time.Duration
 	// Logger receives internal errors and recovered panics (error level) and
 	// one line per request (debug level). Default slog.Default().
