@@ -1,0 +1,134 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/app"
+	"github.com/longhaul-dev/longhaul/internal/engine"
+	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/model/scripted"
+	"github.com/longhaul-dev/longhaul/internal/report"
+	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
+	"github.com/longhaul-dev/longhaul/internal/vault"
+	"github.com/longhaul-dev/longhaul/internal/webhook"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// fixture is the real stack under the App: a SQLite store and a running
+// engine in t.TempDir(), with the scripted model provider.
+type fixture struct {
+	t   *testing.T
+	ctx context.Context
+	st  *sqlite.Store
+	eng *engine.Engine
+	app *app.App
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	ctx := t.Context()
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "longhaul.db"), nil)
+	require.NoError(t, err)
+	require.NoError(t, st.Migrate(ctx))
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
+
+	eng, err := engine.New(st, &engine.Config{
+		WorkspaceRoot: filepath.Join(dir, "workspaces"),
+		Providers:     map[string]model.Provider{"scripted": scripted.New(nil)},
+		Logger:        slog.New(slog.DiscardHandler),
+		PollInterval:  20 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	require.NoError(t, eng.Start(context.Background()))
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, eng.Stop(stopCtx))
+	})
+
+	key, err := vault.LoadKey("", filepath.Join(t.TempDir(), vault.DefaultKeyFile))
+	require.NoError(t, err)
+	v, err := vault.Open(st, key, nil)
+	require.NoError(t, err)
+	hooks, err := webhook.New(st, nil)
+	require.NoError(t, err)
+	a, err := app.New(app.Deps{Engine: eng, Vault: vault.NewAPI(v), Webhooks: webhook.NewAPI(hooks), Reports: report.New(st, nil)})
+	require.NoError(t, err)
+	return &fixture{t: t, ctx: ctx, st: st, eng: eng, app: a}
+}
+
+// create starts a session of an inline scripted agent.
+func (f *fixture) create(spec, input string) *lt.Session {
+	f.t.Helper()
+	var req lt.CreateSessionRequest
+	require.NoError(f.t, json.Unmarshal([]byte(`{"agent_spec": `+spec+`, "input": "`+input+`"}`), &req))
+	s, err := f.app.CreateSession(f.ctx, &req)
+	require.NoError(f.t, err)
+	return s
+}
+
+// waitIdle polls the session until it is idle and returns it.
+func (f *fixture) waitIdle(id string) *lt.Session {
+	f.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		s, err := f.app.GetSession(f.ctx, id)
+		require.NoError(f.t, err)
+		if s.Status == lt.SessionIdle {
+			return s
+		}
+		require.False(f.t, s.Status.Terminal(), "session %s ended as %s", id, s.Status)
+		require.True(f.t, time.Now().Before(deadline), "session %s still %s", id, s.Status)
+		time.Sleep(5 * time.Millisecond) // polling interval, not a wait for an event
+	}
+}
+
+// journal reads the session's whole journal.
+func (f *fixture) journal(id string) []lt.Event {
+	f.t.Helper()
+	page, err := f.app.ListEvents(f.ctx, id, 0, app.MaxListLimit)
+	require.NoError(f.t, err)
+	require.Nil(f.t, page.NextCursor, "a journal of one page")
+	return page.Data
+}
+
+// spawnedChildren returns the children a session's subagent.spawned events
+// name, in journal order.
+func (f *fixture) spawnedChildren(id string) []string {
+	f.t.Helper()
+	var kids []string
+	for _, ev := range f.journal(id) {
+		if ev.Type != lt.EventSubagentSpawned {
+			continue
+		}
+		var d struct {
+			ChildID string `json:"child_id"`
+		}
+		require.NoError(f.t, json.Unmarshal(ev.Data, &d))
+		kids = append(kids, d.ChildID)
+	}
+	return kids
+}
+
+// leafSpec is an agent that answers at once.
+const leafSpec = `{"model": {"provider": "scripted", "script": [{"text": "done"}]}, "instructions": "Answer."}`
+
+// spawnerSpec is an agent that spawns one sub-agent per spec, in order,
+// waits for them, then answers.
+func spawnerSpec(children ...string) string {
+	script := ""
+	for _, c := range children {
+		script += `{"tool_calls": [{"name": "spawn_agent", "arguments": {"agent_spec": ` + c + `, "input": "sub-task"}}]},`
+	}
+	script += `{"tool_calls": [{"name": "wait_agents", "arguments": {}}]}, {"text": "all done"}`
+	return `{"model": {"provider": "scripted", "script": [` + script + `]},
+	  "instructions": "Delegate.", "tools": [{"name": "spawn_agent"}, {"name": "wait_agents"}]}`
+}
