@@ -11,13 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/app"
+	"github.com/longhaul-dev/longhaul/internal/app/apptest"
 	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
-	"github.com/longhaul-dev/longhaul/internal/report"
 	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
-	"github.com/longhaul-dev/longhaul/internal/vault"
-	"github.com/longhaul-dev/longhaul/internal/webhook"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -54,14 +52,7 @@ func newFixture(t *testing.T) *fixture {
 		require.NoError(t, eng.Stop(stopCtx))
 	})
 
-	key, err := vault.LoadKey("", filepath.Join(t.TempDir(), vault.DefaultKeyFile))
-	require.NoError(t, err)
-	v, err := vault.Open(st, key, nil)
-	require.NoError(t, err)
-	hooks, err := webhook.New(st, nil)
-	require.NoError(t, err)
-	a, err := app.New(app.Deps{Engine: eng, Vault: vault.NewAPI(v), Webhooks: webhook.NewAPI(hooks), Reports: report.New(st, nil)})
-	require.NoError(t, err)
+	a := apptest.New(t, st, eng, nil)
 	return &fixture{t: t, ctx: ctx, st: st, eng: eng, app: a}
 }
 

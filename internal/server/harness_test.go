@@ -19,14 +19,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/app"
+	"github.com/longhaul-dev/longhaul/internal/app/apptest"
 	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
-	"github.com/longhaul-dev/longhaul/internal/report"
 	"github.com/longhaul-dev/longhaul/internal/server"
 	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
-	"github.com/longhaul-dev/longhaul/internal/vault"
-	"github.com/longhaul-dev/longhaul/internal/webhook"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -109,7 +107,7 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 		cfg = *opts.cfg
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	a := newApp(t, st, eng)
+	a := apptest.New(t, st, eng, nil)
 	var b server.Backend = a
 	if opts.wrap != nil {
 		b = opts.wrap(b)
@@ -129,22 +127,6 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 		ts.Close()
 	})
 	return &harness{t: t, store: st, eng: eng, app: a, srv: srv, ts: ts, logs: logs}
-}
-
-// newApp is the application service over eng, as a node builds it: a
-// vault whose key file lives in a directory of its own (apart from the
-// database, as it should), the webhooks' and the reports' APIs.
-func newApp(t *testing.T, st *sqlite.Store, eng *engine.Engine) *app.App {
-	t.Helper()
-	key, err := vault.LoadKey("", filepath.Join(t.TempDir(), vault.DefaultKeyFile))
-	require.NoError(t, err)
-	v, err := vault.Open(st, key, nil)
-	require.NoError(t, err)
-	hooks, err := webhook.New(st, nil)
-	require.NoError(t, err)
-	a, err := app.New(app.Deps{Engine: eng, Vault: vault.NewAPI(v), Webhooks: webhook.NewAPI(hooks), Reports: report.New(st, nil)})
-	require.NoError(t, err)
-	return a
 }
 
 // response is a finished HTTP exchange.
