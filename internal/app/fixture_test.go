@@ -3,8 +3,6 @@ package app_test
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,8 +11,6 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/app"
 	"github.com/longhaul-dev/longhaul/internal/app/apptest"
 	"github.com/longhaul-dev/longhaul/internal/engine"
-	"github.com/longhaul-dev/longhaul/internal/model"
-	"github.com/longhaul-dev/longhaul/internal/model/scripted"
 	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -31,29 +27,9 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	dir := t.TempDir()
-	ctx := t.Context()
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "longhaul.db"), nil)
-	require.NoError(t, err)
-	require.NoError(t, st.Migrate(ctx))
-	t.Cleanup(func() { require.NoError(t, st.Close()) })
-
-	eng, err := engine.New(st, &engine.Config{
-		WorkspaceRoot: filepath.Join(dir, "workspaces"),
-		Providers:     map[string]model.Provider{"scripted": scripted.New(nil)},
-		Logger:        slog.New(slog.DiscardHandler),
-		PollInterval:  20 * time.Millisecond,
-	})
-	require.NoError(t, err)
-	require.NoError(t, eng.Start(context.Background()))
-	t.Cleanup(func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, eng.Stop(stopCtx))
-	})
-
+	st, eng := apptest.Engine(t, nil)
 	a := apptest.New(t, st, eng, nil)
-	return &fixture{t: t, ctx: ctx, st: st, eng: eng, app: a}
+	return &fixture{t: t, ctx: t.Context(), st: st, eng: eng, app: a}
 }
 
 // create starts a session of an inline scripted agent.

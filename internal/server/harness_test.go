@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,8 +20,6 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/app"
 	"github.com/longhaul-dev/longhaul/internal/app/apptest"
 	"github.com/longhaul-dev/longhaul/internal/engine"
-	"github.com/longhaul-dev/longhaul/internal/model"
-	"github.com/longhaul-dev/longhaul/internal/model/scripted"
 	"github.com/longhaul-dev/longhaul/internal/server"
 	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -74,27 +71,7 @@ type harnessOpts struct {
 
 func newHarness(t *testing.T, opts harnessOpts) *harness {
 	t.Helper()
-	dir := t.TempDir()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "longhaul.db"), nil)
-	require.NoError(t, err)
-	require.NoError(t, st.Migrate(ctx))
-	t.Cleanup(func() { require.NoError(t, st.Close()) })
-
-	eng, err := engine.New(st, &engine.Config{
-		WorkspaceRoot: filepath.Join(dir, "workspaces"),
-		Providers:     map[string]model.Provider{"scripted": scripted.New(nil)},
-		Logger:        slog.New(slog.DiscardHandler),
-		PollInterval:  20 * time.Millisecond,
-		Clock:         opts.clock,
-	})
-	require.NoError(t, err)
-	require.NoError(t, eng.Start(ctx))
-	t.Cleanup(func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, eng.Stop(stopCtx))
-	})
+	st, eng := apptest.Engine(t, opts.clock)
 
 	logs := &syncBuffer{}
 	t.Cleanup(func() {
