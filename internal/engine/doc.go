@@ -62,7 +62,9 @@
 // servers (listed into the
 // journal, called through internal/mcp); the API side is sessions.go, actions.go (decisions),
 // budget.go (PATCH budget), inbox.go, reads.go and files.go (a person's
-// files).
+// files); treewalk.go is the one walk of a session tree (WalkTree, bounded
+// by MaxTreeSessions), which the API's trees (internal/app), export and the
+// tree-wide policies (tree.go) share.
 //
 // It imports the store interface, journal, model, policy, tool, mcp, egress,
 // vault (its host bindings) and workspace; only
