@@ -18,12 +18,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/client"
+	"github.com/longhaul-dev/longhaul/internal/app/apptest"
 	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
 	"github.com/longhaul-dev/longhaul/internal/server"
 	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
-	"github.com/longhaul-dev/longhaul/internal/vault"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -136,16 +136,9 @@ func newTestServer(t *testing.T) *testServer {
 	})
 	require.NoError(t, err)
 	require.NoError(t, eng.Start(ctx))
-	// The vault is served beside the engine, as a node serves it.
-	key, err := vault.LoadKey("", filepath.Join(t.TempDir(), vault.DefaultKeyFile))
-	require.NoError(t, err)
-	v, err := vault.Open(st, key, nil)
-	require.NoError(t, err)
-	backend := struct {
-		*engine.Engine
-		*vault.API
-	}{eng, vault.NewAPI(v)}
-	api := server.New(backend, st, &server.Config{Logger: log})
+	// The application service over the engine, with a vault, as a node
+	// serves it.
+	api := server.New(apptest.New(t, st, eng, nil), st, &server.Config{Logger: log})
 	ts := httptest.NewServer(api)
 	t.Cleanup(func() {
 		api.Shutdown() // ends event streams, so Close does not wait for them

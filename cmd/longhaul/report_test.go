@@ -17,10 +17,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/client"
+	"github.com/longhaul-dev/longhaul/internal/app/apptest"
 	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
-	"github.com/longhaul-dev/longhaul/internal/report"
 	"github.com/longhaul-dev/longhaul/internal/server"
 	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -43,10 +43,7 @@ func newReportServer(t *testing.T) *testServer {
 	})
 	require.NoError(t, err)
 	require.NoError(t, eng.Start(ctx))
-	api := server.New(struct {
-		*engine.Engine
-		*report.Service
-	}{eng, report.New(st, nil)}, st, &server.Config{Logger: log})
+	api := server.New(apptest.New(t, st, eng, nil), st, &server.Config{Logger: log})
 	ts := httptest.NewServer(api)
 	t.Cleanup(func() {
 		api.Shutdown()

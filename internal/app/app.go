@@ -2,6 +2,8 @@ package app
 
 import (
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/report"
@@ -25,16 +27,22 @@ type App struct {
 	vault    *vault.API
 	webhooks *webhook.API
 	reports  *report.Service
+	// trees serves the sub-agent trees and the followed journals.
+	trees *Trees
 }
 
 var _ Service = (*App)(nil)
 
-// Deps are what an App serves. Every field is required.
+// Deps are what an App serves. Every field is required but PollInterval.
 type Deps struct {
 	Engine   *engine.Engine
 	Vault    *vault.API
 	Webhooks *webhook.API
 	Reports  *report.Service
+	// PollInterval is how often a followed journal (StreamEvents,
+	// StreamTreeEvents) is read again when no notice of its growth came.
+	// Default DefaultPollInterval.
+	PollInterval time.Duration
 }
 
 // New returns the App serving d. It fails naming the first missing
@@ -49,8 +57,14 @@ func New(d Deps) (*App, error) {
 		return nil, errors.New("app: Deps.Webhooks is nil")
 	case d.Reports == nil:
 		return nil, errors.New("app: Deps.Reports is nil")
+	case d.PollInterval < 0:
+		return nil, fmt.Errorf("app: Deps.PollInterval is negative (%s)", d.PollInterval)
 	}
-	return &App{eng: d.Engine, vault: d.Vault, webhooks: d.Webhooks, reports: d.Reports}, nil
+	var poll func() (<-chan time.Time, func())
+	if d.PollInterval > 0 {
+		poll = every(d.PollInterval)
+	}
+	return &App{eng: d.Engine, vault: d.Vault, webhooks: d.Webhooks, reports: d.Reports, trees: NewTrees(d.Engine, poll)}, nil
 }
 
 // list wraps a slice as a one-page list (never a null data).

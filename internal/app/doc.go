@@ -12,11 +12,17 @@
 // for every caller (who may do what, the actor recorded on a decision)
 // has one place to live.
 //
+// The sub-agent trees and the followed journals (GetSessionTree,
+// ListTreeActions, StreamEvents, StreamTreeEvents) are Trees, which reads
+// through Journals (the engine, or a test's in-memory tree) and walks a
+// tree with the one walk of a tree (store.WalkTree).
+//
 // Errors a caller caused are *apierror.Error values (a 400 naming the
 // field, a 404, a 409); anything else is an internal failure.
 //
 // Who may import it: the root package, internal/node (which builds the
-// App), internal/server (for the interface), internal/bench, and tests.
+// App), internal/server (for the interface), internal/bench, and tests
+// (internal/app/apptest builds an App for them).
 // It imports the engine, the vault, the webhook dispatcher and the
 // reports, never a transport.
 package app

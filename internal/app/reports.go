@@ -13,3 +13,8 @@ func (a *App) TaskReport(ctx context.Context, p lt.TaskReportParams) (*lt.TaskRe
 
 // Ready implements Service.
 func (a *App) Ready(ctx context.Context) error { return a.eng.Ready(ctx) }
+
+// ReadyDetails reports the engine's operational facts worth showing with
+// readiness (the sandbox that runs tools, and its warning). It is not a use
+// case of Service: the HTTP API shows them on /readyz (server.ReadyDetailer).
+func (a *App) ReadyDetails() map[string]string { return a.eng.ReadyDetails() }

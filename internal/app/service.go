@@ -47,13 +47,19 @@ type Service interface {
 	// DefaultListLimit); NextCursor is the last seq of a full page.
 	ListEvents(ctx context.Context, sessionID string, after int64, limit int) (*lt.List[lt.Event], error)
 	// StreamEvents yields the session's events with seq > after, in
-	// order, then each new one as the journal grows, until ctx ends (it
-	// then stops without an error) or reading fails (the error is the
-	// last value).
+	// order, then each new one as the journal grows, until ctx ends or the
+	// engine stops (it then stops without an error) or reading fails (the
+	// error is the last value). An error the request caused (an unknown
+	// session: 404) is the only value, and comes before the stream opens:
+	// a transport that answers with a status first learns when through
+	// WithOpened.
 	StreamEvents(ctx context.Context, sessionID string, after int64) iter.Seq2[lt.Event, error]
 	// StreamTreeEvents follows the journals of a session and of all its
 	// sub-agents, recursively, from the position cursor names (the text
-	// form of an lt.TreeCursor; "" for the start), as StreamEvents does.
+	// form of an lt.TreeCursor; "" for the start), as StreamEvents does;
+	// each value's Cursor resumes the stream after it. A tree past
+	// MaxTreeSessions at the start is a 400 naming include; one that grows
+	// past it ends the stream with an error.
 	StreamTreeEvents(ctx context.Context, sessionID, cursor string) iter.Seq2[lt.TreeEvent, error]
 
 	// Required actions.

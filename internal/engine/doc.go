@@ -64,7 +64,9 @@
 // servers (listed into the
 // journal, called through internal/mcp); the API side is sessions.go, actions.go (decisions),
 // budget.go (PATCH budget), inbox.go, reads.go and files.go (a person's
-// files).
+// files); tree.go bounds a session tree (MaxTreeSessions) for the API's
+// trees (internal/app) and the tree-wide policies, walked by the store's one
+// walk of a tree (store.WalkTree, which export shares).
 //
 // It imports the store interface (never a driver), journal, model, policy,
 // tool, mcp, egress, vault (its host bindings) and workspace, and no

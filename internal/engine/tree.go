@@ -11,13 +11,16 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/store"
 )
 
+// MaxTreeSessions bounds the sessions of one tree that are read or followed
+// together, the root included. The API refuses a larger tree rather than
+// cut it (a client must not take a partial tree for the whole one); a
+// tree-wide policy looks at this many.
+const MaxTreeSessions = 1000
+
 // Trajectory rules apply across a tree of sub-agents: a policy that counts
 // earlier effects (count(effects, ...)) sees those of every session of the
 // tree, not only its own. The runner follows the other sessions' journals
 // incrementally, one cursor per session, while it holds its lease.
-
-// maxTreeSessions bounds the sessions a tree-wide rule looks at.
-const maxTreeSessions = 1000
 
 // treeHistory is the effect history of one other session of the tree.
 type treeHistory struct {
@@ -71,7 +74,9 @@ func (r *runner) treeEffects(ctx context.Context) ([]policy.Effect, error) {
 }
 
 // treeSessions lists every session of st's tree: its root and all the
-// root's descendants.
+// root's descendants, at most MaxTreeSessions. A larger tree is cut rather
+// than refused: a tree-wide rule then sees the effects of the sessions the
+// walk reached first.
 func (e *Engine) treeSessions(ctx context.Context, st *journal.State) ([]string, error) {
 	root := st.Session.ID
 	for parent := st.Session.ParentID; parent != nil; {
@@ -88,38 +93,34 @@ func (e *Engine) treeSessions(ctx context.Context, st *journal.State) ([]string,
 		}
 		root, parent = row.ID, ps.Session.ParentID
 	}
-	return e.descendants(ctx, root, true)
+	members, err := store.WalkTree(ctx, e.store, root, MaxTreeSessions)
+	if err != nil && !errors.Is(err, store.ErrTreeTooLarge) {
+		return nil, err
+	}
+	ids := make([]string, 0, len(members)+1)
+	ids = append(ids, root)
+	for _, m := range members {
+		ids = append(ids, m.ID)
+	}
+	return ids, nil
 }
 
-// descendants lists id's descendants, breadth first (id itself first when
-// self), at most maxTreeSessions.
-func (e *Engine) descendants(ctx context.Context, id string, self bool) ([]string, error) {
-	var out []string
-	if self {
-		out = append(out, id)
+// SessionTree lists the sessions below root as WalkTree does, at most
+// MaxTreeSessions with the root (past it: store.ErrTreeTooLarge, and no members).
+func (e *Engine) SessionTree(ctx context.Context, root string) ([]store.TreeMember, error) {
+	members, err := store.WalkTree(ctx, e.store, root, MaxTreeSessions)
+	if err != nil {
+		return nil, err
 	}
-	queue := []string{id}
-	for len(queue) > 0 && len(out) < maxTreeSessions {
-		parent := queue[0]
-		queue = queue[1:]
-		cursor := ""
-		for {
-			rows, err := e.store.SessionList(ctx, &store.SessionListParams{ParentID: parent, Cursor: cursor, Limit: 200})
-			if err != nil {
-				return nil, fmt.Errorf("list the sub-agents of %s: %w", parent, err)
-			}
-			for _, row := range rows {
-				out = append(out, row.ID)
-				queue = append(queue, row.ID)
-			}
-			if len(rows) < 200 {
-				break
-			}
-			cursor = rows[len(rows)-1].ID
-		}
+	return members, nil
+}
+
+// SessionChildren lists the children of session id oldest first, as
+// Children does (past room: store.ErrTreeTooLarge, and no ids).
+func (e *Engine) SessionChildren(ctx context.Context, id string, room int) ([]string, error) {
+	ids, err := store.Children(ctx, e.store, id, room)
+	if err != nil {
+		return nil, err
 	}
-	if len(out) > maxTreeSessions {
-		out = out[:maxTreeSessions]
-	}
-	return out, nil
+	return ids, nil
 }

@@ -61,8 +61,9 @@
 //     stay where they are. Workspaces are not in the file; a node that runs
 //     an imported session restores its workspace from the last snapshot.
 //
-// It imports the store interface, the snapshot format, the webhook package
-// (for a signing secret) and the wire types (the events' payloads among
-// them); the export and import commands run it. Who may import it:
-// cmd/longhaul and tests.
+// It imports the store interface (and its walk of a session tree,
+// store.WalkTree), the snapshot format, the webhook package (for a signing
+// secret) and the wire types (the events' payloads among them);
+// the export and import commands run it. Who may import it: cmd/longhaul
+// and tests.
 package export

@@ -42,7 +42,7 @@ type Summary struct {
 	Warnings []string
 }
 
-// exportPage is how many events and sessions one read asks for.
+// exportPage is how many events one read asks for.
 const exportPage = 1000
 
 // readAttempts bounds how often Export re-reads a session that changed
@@ -182,8 +182,9 @@ func Export(ctx context.Context, src store.Store, id string, w io.Writer, opts *
 	return sum, nil
 }
 
-// sessionTree returns id, and with subagents its descendants breadth
-// first (so parents come before their children).
+// sessionTree returns id, and with subagents its descendants as the
+// store walks a tree (breadth first, parents before their children, the
+// children of one parent oldest first), however many there are.
 func sessionTree(ctx context.Context, src store.Store, id string, subagents bool) ([]string, error) {
 	if id == "" {
 		return nil, errors.New("export: the session id is empty")
@@ -195,26 +196,12 @@ func sessionTree(ctx context.Context, src store.Store, id string, subagents bool
 	if !subagents {
 		return ids, nil
 	}
-	seen := map[string]bool{id: true}
-	for i := 0; i < len(ids); i++ {
-		cursor := ""
-		for {
-			page, err := src.SessionList(ctx, &store.SessionListParams{ParentID: ids[i], Cursor: cursor, Limit: exportPage})
-			if err != nil {
-				return nil, fmt.Errorf("export: sub-agents of %s: %w", ids[i], err)
-			}
-			// Lists come newest first; children are written oldest first.
-			for j := len(page) - 1; j >= 0; j-- {
-				if c := page[j].ID; !seen[c] {
-					seen[c] = true
-					ids = append(ids, c)
-				}
-			}
-			if len(page) < exportPage {
-				break
-			}
-			cursor = page[len(page)-1].ID
-		}
+	members, err := store.WalkTree(ctx, src, id, 0)
+	if err != nil {
+		return nil, fmt.Errorf("export: %w", err)
+	}
+	for _, m := range members {
+		ids = append(ids, m.ID)
 	}
 	return ids, nil
 }

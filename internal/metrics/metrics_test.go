@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/internal/app/apptest"
 	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/metrics"
 	lhmodel "github.com/longhaul-dev/longhaul/internal/model"
@@ -84,7 +85,7 @@ func newStack(t *testing.T) *stack {
 	})
 	s := &stack{t: t, m: m, clock: clk, metricN: metricsNow}
 	for _, public := range []bool{false, true} {
-		srv := server.New(eng, st, &server.Config{APIKeys: []string{apiKey}, Logger: slog.New(slog.DiscardHandler),
+		srv := server.New(apptest.New(t, st, eng, nil), st, &server.Config{APIKeys: []string{apiKey}, Logger: slog.New(slog.DiscardHandler),
 			Metrics: m.Handler(), MetricsPublic: public})
 		ts := httptest.NewServer(srv)
 		t.Cleanup(func() {
@@ -380,7 +381,7 @@ func TestMetricsAccess(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, st.Close()) })
 	eng, err := engine.New(st, &engine.Config{WorkspaceRoot: filepath.Join(t.TempDir(), "w"), Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	bare := httptest.NewServer(server.New(eng, st, &server.Config{Logger: slog.New(slog.DiscardHandler)}))
+	bare := httptest.NewServer(server.New(apptest.New(t, st, eng, nil), st, &server.Config{Logger: slog.New(slog.DiscardHandler)}))
 	t.Cleanup(bare.Close)
 	res3, err := bare.Client().Get(bare.URL + "/metrics")
 	require.NoError(t, err)

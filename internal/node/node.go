@@ -67,8 +67,9 @@ type Config struct {
 	// APIKeys are the bearer tokens the API accepts. Default: none, and the
 	// API answers loopback peers only.
 	APIKeys []string
-	// PingInterval is how often idle event streams get a ": ping" comment.
-	// Default: the server's (15 s).
+	// PingInterval is how often idle event streams get a ": ping" comment,
+	// and how often the journals they follow are read again in case a
+	// notice was lost. Default: the server's (15 s).
 	PingInterval time.Duration
 	// Logger receives the node's logs. Default: slog.Default().
 	Logger *slog.Logger
@@ -411,15 +412,11 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("webhooks: %w", err)
 	}
 	n.WebhookAPI, n.VaultAPI, n.Reports = webhook.NewAPI(n.Webhooks), vault.NewAPI(n.Vault), report.New(n.Store, nil)
-	if n.App, err = app.New(app.Deps{Engine: n.Engine, Vault: n.VaultAPI, Webhooks: n.WebhookAPI, Reports: n.Reports}); err != nil {
+	// A followed journal is read again as often as an idle stream pings.
+	if n.App, err = app.New(app.Deps{Engine: n.Engine, Vault: n.VaultAPI, Webhooks: n.WebhookAPI, Reports: n.Reports, PollInterval: cfg.PingInterval}); err != nil {
 		return nil, err
 	}
-	n.API = server.New(struct {
-		*engine.Engine
-		*vault.API
-		*webhookAPI
-		*report.Service
-	}{n.Engine, n.VaultAPI, n.WebhookAPI, n.Reports}, n.Store, srvCfg)
+	n.API = server.New(n.App, n.Store, srvCfg)
 	return n, nil
 }
 
@@ -505,10 +502,6 @@ type StoreOpenError struct{ Err error }
 
 func (e *StoreOpenError) Error() string { return e.Err.Error() }
 func (e *StoreOpenError) Unwrap() error { return e.Err }
-
-// webhookAPI names webhook.API apart from vault.API where both are
-// embedded in the server's backend.
-type webhookAPI = webhook.API
 
 // Start runs the node: the trace export (when configured; it follows
 // journals from before the engine runs, so no turn this node ends is

@@ -10,13 +10,13 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/internal/app/apptest"
 	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
@@ -83,11 +83,7 @@ func newHarness(t *testing.T, base time.Time) *harness {
 		defer cancel()
 		require.NoError(t, eng.Stop(stopCtx))
 	})
-	backend := struct {
-		*engine.Engine
-		*report.Service
-	}{eng, report.New(st, &report.Config{Now: clk.Now})}
-	srv := server.New(backend, st, &server.Config{Logger: slog.New(slog.DiscardHandler)})
+	srv := server.New(apptest.New(t, st, eng, report.New(st, &report.Config{Now: clk.Now})), st, &server.Config{Logger: slog.New(slog.DiscardHandler)})
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() {
 		srv.Shutdown()
@@ -527,25 +523,3 @@ func TestTaskReport(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// TestTaskReportWithoutReports: a server whose backend has no report
-// service answers 501.
-func TestTaskReportWithoutReports(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "l.db"), nil)
-	require.NoError(t, err)
-	require.NoError(t, st.Migrate(context.Background()))
-	t.Cleanup(func() { require.NoError(t, st.Close()) })
-	eng, err := engine.New(st, &engine.Config{WorkspaceRoot: filepath.Join(dir, "w"), Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
-	ts := httptest.NewServer(server.New(eng, st, &server.Config{Logger: slog.New(slog.DiscardHandler)}))
-	t.Cleanup(ts.Close)
-	res, err := ts.Client().Get(ts.URL + "/v1/reports/tasks")
-	require.NoError(t, err)
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusNotImplemented, res.StatusCode)
-	require.True(t, strings.Contains(string(body), "not_implemented"), "%s", body)
-}

@@ -2,9 +2,7 @@ package server
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
-	"slices"
 
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -74,30 +72,15 @@ func (s *Server) listActions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ctx := r.Context()
-	id := r.PathValue("id")
-	// The root first: an unknown session is a 404 before any walk.
-	actions, err := s.b.ListActions(ctx, id, status)
+	list := s.b.ListActions
+	if inc.subagents {
+		list = s.b.ListTreeActions
+	}
+	actions, err := list(r.Context(), r.PathValue("id"), lt.ActionStatus(status))
 	if err != nil {
 		return err
 	}
-	if inc.subagents {
-		members, err := s.descendants(ctx, id)
-		if err != nil {
-			return err
-		}
-		for _, m := range members {
-			more, err := s.b.ListActions(ctx, m.id, status)
-			if err != nil {
-				return fmt.Errorf("list actions of sub-agent %s: %w", m.id, err)
-			}
-			actions = append(actions, more...)
-		}
-		// Stable: actions created at the same instant keep the tree's
-		// order (the root's first) and each session's own order.
-		slices.SortStableFunc(actions, func(a, b lt.Action) int { return a.CreatedAt.Compare(b.CreatedAt) })
-	}
-	return writeList(w, actions)
+	return writeJSON(w, http.StatusOK, actions)
 }
 
 // decideAction is POST /v1/sessions/{id}/actions/{action_id}: 200 with the
@@ -125,7 +108,7 @@ func (s *Server) listEffects(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeList(w, effects)
+	return writeJSON(w, http.StatusOK, effects)
 }
 
 // listCheckpoints is GET /v1/sessions/{id}/checkpoints.
@@ -134,5 +117,5 @@ func (s *Server) listCheckpoints(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeList(w, checkpoints)
+	return writeJSON(w, http.StatusOK, checkpoints)
 }

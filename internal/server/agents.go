@@ -29,7 +29,7 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeList(w, agents)
+	return writeJSON(w, http.StatusOK, agents)
 }
 
 // getAgent is GET /v1/agents/{name}?version=N: that version, or the latest

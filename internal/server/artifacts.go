@@ -15,7 +15,7 @@ func (s *Server) listArtifacts(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeList(w, artifacts)
+	return writeJSON(w, http.StatusOK, artifacts)
 }
 
 // getArtifact is GET /v1/artifacts/{id}: the artifact's metadata.

@@ -3,9 +3,12 @@
 // blobs, agents and task reports, a server-sent event stream of each
 // session's journal, the liveness and readiness probes and the metrics.
 //
-// It serves a Backend (implemented by the engine) and keeps nothing of its
-// own but idempotency records, which it stores through an IdempotencyStore
-// (store.Store satisfies it).
+// It serves a Backend, the application service (app.Service, implemented
+// by app.App): a handler decodes the request, calls one method and encodes
+// the answer; the use cases themselves (a session's tree, following
+// journals, paging, defaults) live in internal/app, shared with the Go
+// library. The server keeps nothing of its own but idempotency records,
+// which it stores through an IdempotencyStore (store.Store satisfies it).
 //
 // Invariants it keeps:
 //
@@ -47,8 +50,10 @@
 //     of its writes must finish within Config.StreamWriteTimeout: a client
 //     that stops reading loses its stream (deadline.go).
 //   - The event stream sends each seq of the journal exactly once, in order,
-//     from the resume point (Last-Event-ID, else ?after=, else 0): it
-//     subscribes before it reads, so nothing appended in between is missed.
+//     from the resume point (Last-Event-ID, else ?after=, else 0), as
+//     Backend.StreamEvents yields it (it watches before it reads, so nothing
+//     appended in between is missed). The stream's errors of the request
+//     (404, 400) come before its 200: app.WithOpened says when it is open.
 //     A stream ends only when its client leaves or Shutdown is called;
 //     register Shutdown with http.Server.RegisterOnShutdown so that
 //     http.Server.Shutdown is not held open by streaming clients.
@@ -60,9 +65,9 @@
 //     of its events is lost. A tree past the bound is a 400, never a cut.
 //
 // It imports the standard library, longhaultype, internal/apierror,
-// internal/store (for the idempotency record and the store's sentinel
-// errors), internal/freespace and internal/webui (the embedded web UI it
-// serves at /); never a storage driver or the engine (handlers reach it
-// through the application service). Who may import it: internal/node and
-// tests.
+// internal/app (for the interface it serves), internal/store (for the
+// idempotency record and the store's sentinel errors), internal/freespace
+// and internal/webui (the embedded web UI it serves at /); never a storage
+// driver, nor the engine but through internal/app. Who may import it:
+// internal/node and tests.
 package server

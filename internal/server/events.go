@@ -3,10 +3,8 @@ package server
 import (
 	"math"
 	"net/http"
-	"strconv"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
-	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
 // listEvents is GET /v1/sessions/{id}/events?after=SEQ&limit=N: up to limit
@@ -37,17 +35,9 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	events, err := s.b.ListEvents(r.Context(), r.PathValue("id"), after, limit)
+	page, err := s.b.ListEvents(r.Context(), r.PathValue("id"), after, limit)
 	if err != nil {
 		return err
-	}
-	if events == nil {
-		events = []lt.Event{}
-	}
-	page := lt.List[lt.Event]{Data: events}
-	if len(events) == limit {
-		next := strconv.FormatInt(events[len(events)-1].Seq, 10)
-		page.NextCursor = &next
 	}
 	return writeJSON(w, http.StatusOK, page)
 }

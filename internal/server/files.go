@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"io"
 	"mime"
@@ -12,29 +11,6 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
-
-// FilesBackend serves a session's workspace files and its checkpoints'
-// snapshots (API.md "Cancel, steer, pause, take over"). A Backend that
-// implements it (the engine) serves them; otherwise they answer 501.
-// Paths are workspace-relative; one that leaves the workspace or goes
-// through a symlink where none may be followed is a 400 naming "path".
-type FilesBackend interface {
-	// ListFiles lists directory dir ("" or "." for the root).
-	ListFiles(ctx context.Context, sessionID, dir string) (*lt.FileListing, error)
-	// OpenFile opens a file for reading; the caller closes it.
-	OpenFile(ctx context.Context, sessionID, path string) (*lt.FileEntry, io.ReadCloser, error)
-	// WriteFileIfMatch is a person's upload (409 unless the session is
-	// paused, idle, waiting or requires_action); actionID, when set, names
-	// the input action of kind "file" it answers; ifMatch, when set (the
-	// request's If-Match), is a 409 unless the file holds those bytes.
-	WriteFileIfMatch(ctx context.Context, sessionID, path string, data []byte, actionID, ifMatch string) (*lt.WorkspaceChange, error)
-	// DeleteFileIfMatch deletes a file or a symlink (same rules).
-	DeleteFileIfMatch(ctx context.Context, sessionID, path, ifMatch string) (*lt.WorkspaceChange, error)
-	// ListCheckpointFiles and OpenCheckpointFile read a checkpoint's
-	// snapshot (read only).
-	ListCheckpointFiles(ctx context.Context, sessionID, checkpointID, dir string) (*lt.FileListing, error)
-	OpenCheckpointFile(ctx context.Context, sessionID, checkpointID, path string) (*lt.FileEntry, io.ReadCloser, error)
-}
 
 // filePutPattern is the one route whose body is not JSON: a person's
 // upload is the file's raw bytes, sent as application/octet-stream (see
@@ -77,16 +53,9 @@ func (s *Server) bodyLimit(r *http.Request) int64 {
 	return s.cfg.MaxBodyBytes
 }
 
-func errNoFiles() error {
-	return &apierror.Error{Status: http.StatusNotImplemented, Code: "not_implemented", Message: "this server does not serve workspace files"}
-}
-
 // listFiles is GET /v1/sessions/{id}/files?path=DIR.
 func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) error {
-	if s.files == nil {
-		return errNoFiles()
-	}
-	l, err := s.files.ListFiles(r.Context(), r.PathValue("id"), r.URL.Query().Get("path"))
+	l, err := s.b.ListFiles(r.Context(), r.PathValue("id"), "", r.URL.Query().Get("path"))
 	if err != nil {
 		return err
 	}
@@ -95,10 +64,7 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) error {
 
 // getFile is GET /v1/sessions/{id}/files/{path}: the bytes, as a download.
 func (s *Server) getFile(w http.ResponseWriter, r *http.Request) error {
-	if s.files == nil {
-		return errNoFiles()
-	}
-	fe, rc, err := s.files.OpenFile(r.Context(), r.PathValue("id"), r.PathValue("path"))
+	fe, rc, err := s.b.OpenFile(r.Context(), r.PathValue("id"), "", r.PathValue("path"))
 	if err != nil {
 		return err
 	}
@@ -111,9 +77,6 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) error {
 // body is the file's new content; If-Match (the ETag of the download it
 // edits) makes it conditional.
 func (s *Server) putFile(w http.ResponseWriter, r *http.Request) error {
-	if s.files == nil {
-		return errNoFiles()
-	}
 	data, err := io.ReadAll(r.Body)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -122,7 +85,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) error {
 		}
 		return apierror.Invalid("", "read request body: %v", err)
 	}
-	ch, err := s.files.WriteFileIfMatch(r.Context(), r.PathValue("id"), r.PathValue("path"), data, r.URL.Query().Get("action_id"), r.Header.Get("If-Match"))
+	ch, err := s.b.PutFileIfMatch(r.Context(), r.PathValue("id"), r.PathValue("path"), data, r.URL.Query().Get("action_id"), r.Header.Get("If-Match"))
 	if err != nil {
 		return err
 	}
@@ -131,10 +94,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) error {
 
 // deleteFile is DELETE /v1/sessions/{id}/files/{path}.
 func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) error {
-	if s.files == nil {
-		return errNoFiles()
-	}
-	ch, err := s.files.DeleteFileIfMatch(r.Context(), r.PathValue("id"), r.PathValue("path"), r.Header.Get("If-Match"))
+	ch, err := s.b.DeleteFileIfMatch(r.Context(), r.PathValue("id"), r.PathValue("path"), r.Header.Get("If-Match"))
 	if err != nil {
 		return err
 	}
@@ -143,10 +103,7 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) error {
 
 // listCheckpointFiles is GET /v1/sessions/{id}/checkpoints/{cp}/files?path=.
 func (s *Server) listCheckpointFiles(w http.ResponseWriter, r *http.Request) error {
-	if s.files == nil {
-		return errNoFiles()
-	}
-	l, err := s.files.ListCheckpointFiles(r.Context(), r.PathValue("id"), r.PathValue("checkpoint_id"), r.URL.Query().Get("path"))
+	l, err := s.b.ListFiles(r.Context(), r.PathValue("id"), r.PathValue("checkpoint_id"), r.URL.Query().Get("path"))
 	if err != nil {
 		return err
 	}
@@ -155,10 +112,7 @@ func (s *Server) listCheckpointFiles(w http.ResponseWriter, r *http.Request) err
 
 // getCheckpointFile is GET /v1/sessions/{id}/checkpoints/{cp}/files/{path}.
 func (s *Server) getCheckpointFile(w http.ResponseWriter, r *http.Request) error {
-	if s.files == nil {
-		return errNoFiles()
-	}
-	fe, rc, err := s.files.OpenCheckpointFile(r.Context(), r.PathValue("id"), r.PathValue("checkpoint_id"), r.PathValue("path"))
+	fe, rc, err := s.b.OpenFile(r.Context(), r.PathValue("id"), r.PathValue("checkpoint_id"), r.PathValue("path"))
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,9 +17,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/internal/app"
+	"github.com/longhaul-dev/longhaul/internal/app/apptest"
 	"github.com/longhaul-dev/longhaul/internal/engine"
-	"github.com/longhaul-dev/longhaul/internal/model"
-	"github.com/longhaul-dev/longhaul/internal/model/scripted"
 	"github.com/longhaul-dev/longhaul/internal/server"
 	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -32,6 +31,7 @@ type harness struct {
 	t      *testing.T
 	store  *sqlite.Store
 	eng    *engine.Engine
+	app    *app.App
 	srv    *server.Server
 	ts     *httptest.Server
 	logs   *syncBuffer
@@ -71,27 +71,7 @@ type harnessOpts struct {
 
 func newHarness(t *testing.T, opts harnessOpts) *harness {
 	t.Helper()
-	dir := t.TempDir()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "longhaul.db"), nil)
-	require.NoError(t, err)
-	require.NoError(t, st.Migrate(ctx))
-	t.Cleanup(func() { require.NoError(t, st.Close()) })
-
-	eng, err := engine.New(st, &engine.Config{
-		WorkspaceRoot: filepath.Join(dir, "workspaces"),
-		Providers:     map[string]model.Provider{"scripted": scripted.New(nil)},
-		Logger:        slog.New(slog.DiscardHandler),
-		PollInterval:  20 * time.Millisecond,
-		Clock:         opts.clock,
-	})
-	require.NoError(t, err)
-	require.NoError(t, eng.Start(ctx))
-	t.Cleanup(func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, eng.Stop(stopCtx))
-	})
+	st, eng := apptest.Engine(t, opts.clock)
 
 	logs := &syncBuffer{}
 	t.Cleanup(func() {
@@ -104,9 +84,10 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 		cfg = *opts.cfg
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	var b server.Backend = eng
+	a := apptest.New(t, st, eng, nil)
+	var b server.Backend = a
 	if opts.wrap != nil {
-		b = opts.wrap(eng)
+		b = opts.wrap(b)
 	}
 	srv := server.New(b, st, &cfg)
 	if opts.ticker != nil {
@@ -122,7 +103,7 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 		srv.Shutdown()
 		ts.Close()
 	})
-	return &harness{t: t, store: st, eng: eng, srv: srv, ts: ts, logs: logs}
+	return &harness{t: t, store: st, eng: eng, app: a, srv: srv, ts: ts, logs: logs}
 }
 
 // response is a finished HTTP exchange.

@@ -110,7 +110,7 @@ func TestIdempotentRaceAcrossServersAnswersWithTheFirstResponse(t *testing.T) {
 
 	// A second server on the same store that did not see the record in time.
 	blind := &blindIdempotency{IdempotencyStore: h.store}
-	other := server.New(h.eng, blind, &server.Config{Logger: slog.New(slog.NewTextHandler(h.logs, nil))})
+	other := server.New(h.app, blind, &server.Config{Logger: slog.New(slog.NewTextHandler(h.logs, nil))})
 	serve := func(body string) *httptest.ResponseRecorder {
 		blind.blind.Store(1)
 		req := httptest.NewRequest(http.MethodPost, "/v1/sessions", strings.NewReader(body))

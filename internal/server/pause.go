@@ -19,7 +19,7 @@ func (s *Server) pauseSession(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeOptional(body, &req); err != nil {
 		return err
 	}
-	sess, err := s.b.PauseSession(r.Context(), r.PathValue("id"), &req)
+	sess, err := s.b.Pause(r.Context(), r.PathValue("id"), &req)
 	if err != nil {
 		return err
 	}
@@ -33,11 +33,12 @@ func (s *Server) resumeSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// The body has no fields yet, but it is checked as one that may.
 	var req lt.ResumeRequest
 	if err := decodeOptional(body, &req); err != nil {
 		return err
 	}
-	sess, err := s.b.ResumeSession(r.Context(), r.PathValue("id"), &req)
+	sess, err := s.b.Resume(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package server
 import (
 	"net/http"
 
-	"github.com/longhaul-dev/longhaul/internal/apierror"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -11,10 +10,6 @@ import (
 // per-task records (a page, newest first) with totals and a time series
 // over the whole window.
 func (s *Server) taskReport(w http.ResponseWriter, r *http.Request) error {
-	if s.reports == nil {
-		return &apierror.Error{Status: http.StatusNotImplemented, Code: "not_implemented",
-			Message: "this server does not serve task reports"}
-	}
 	var p lt.TaskReportParams
 	var err error
 	if p.Since, err = queryString(r, "since"); err != nil {
@@ -40,7 +35,7 @@ func (s *Server) taskReport(w http.ResponseWriter, r *http.Request) error {
 	if p.Limit, err = queryLimit(r); err != nil {
 		return err
 	}
-	rep, err := s.reports.TaskReport(r.Context(), p)
+	rep, err := s.b.TaskReport(r.Context(), p)
 	if err != nil {
 		return err
 	}

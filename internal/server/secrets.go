@@ -3,7 +3,6 @@ package server
 import (
 	"net/http"
 
-	"github.com/longhaul-dev/longhaul/internal/apierror"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -11,20 +10,10 @@ import (
 // nothing here echoes a body: decoding errors name a field or a byte
 // offset, and the backend's errors never contain the value.
 
-// errNoVault answers the vault's endpoints on a server whose backend has no
-// vault (a 501, which clients do not retry as they would a 503).
-func errNoVault() *apierror.Error {
-	return &apierror.Error{Status: http.StatusNotImplemented, Code: "not_implemented",
-		Message: "this server has no vault: secrets are not available"}
-}
-
 // putSecret is PUT /v1/secrets/{name}: 201 with the metadata of a new
 // secret, 200 with that of a replaced one. PUT is idempotent by nature, so
 // it needs no Idempotency-Key.
 func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) error {
-	if s.secrets == nil {
-		return errNoVault()
-	}
 	body, err := readBody(r)
 	if err != nil {
 		return err
@@ -33,7 +22,7 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(body, &req); err != nil {
 		return err
 	}
-	secret, created, err := s.secrets.PutSecret(r.Context(), r.PathValue("name"), &req)
+	secret, created, err := s.b.PutSecret(r.Context(), r.PathValue("name"), &req)
 	if err != nil {
 		return err
 	}
@@ -47,22 +36,16 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) error {
 // listSecrets is GET /v1/secrets: every secret's metadata, by name, in one
 // page (a server holds few secrets).
 func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) error {
-	if s.secrets == nil {
-		return errNoVault()
-	}
-	secrets, err := s.secrets.ListSecrets(r.Context())
+	secrets, err := s.b.ListSecrets(r.Context())
 	if err != nil {
 		return err
 	}
-	return writeList(w, secrets)
+	return writeJSON(w, http.StatusOK, secrets)
 }
 
 // deleteSecret is DELETE /v1/secrets/{name}: 204, or 404.
 func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) error {
-	if s.secrets == nil {
-		return errNoVault()
-	}
-	if err := s.secrets.DeleteSecret(r.Context(), r.PathValue("name")); err != nil {
+	if err := s.b.DeleteSecret(r.Context(), r.PathValue("name")); err != nil {
 		return err
 	}
 	w.Header().Set("Cache-Control", "no-store")

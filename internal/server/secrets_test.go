@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"net/http"
 	"os"
@@ -13,32 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/server"
-	"github.com/longhaul-dev/longhaul/internal/vault"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
 // secretCanary must never appear in a response, a log line or the database.
 const secretCanary = "canary-secret-5b0d1e7a94c3"
-
-// vaultBackend serves the engine plus a vault, as the node does once the
-// engine embeds vault.API. api is set after the store exists, before any
-// request.
-type vaultBackend struct {
-	server.Backend
-	api *vault.API
-}
-
-func (b *vaultBackend) PutSecret(ctx context.Context, name string, req *lt.PutSecretRequest) (*lt.Secret, bool, error) {
-	return b.api.PutSecret(ctx, name, req)
-}
-
-func (b *vaultBackend) ListSecrets(ctx context.Context) ([]lt.Secret, error) {
-	return b.api.ListSecrets(ctx)
-}
-
-func (b *vaultBackend) DeleteSecret(ctx context.Context, name string) error {
-	return b.api.DeleteSecret(ctx, name)
-}
 
 // secretsHarness is the real stack with a vault whose key file lives in its
 // own directory (apart from the database, as it should).
@@ -50,17 +28,7 @@ type secretsHarness struct {
 
 func newSecretsHarness(t *testing.T) *secretsHarness {
 	t.Helper()
-	vb := &vaultBackend{}
-	h := newHarness(t, harnessOpts{wrap: func(b server.Backend) server.Backend {
-		vb.Backend = b
-		return vb
-	}})
-	key, err := vault.LoadKey("", filepath.Join(t.TempDir(), vault.DefaultKeyFile))
-	require.NoError(t, err)
-	v, err := vault.Open(h.store, key, nil)
-	require.NoError(t, err)
-	vb.api = vault.NewAPI(v)
-	return &secretsHarness{harness: h}
+	return &secretsHarness{harness: newHarness(t, harnessOpts{})}
 }
 
 func (h *secretsHarness) send(method, path, body string) *response {
@@ -195,22 +163,4 @@ func (h *secretsHarness) requireNoCanary(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, scanned, 1, "the database file was scanned")
-}
-
-func TestSecretsWithoutVault(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, harnessOpts{})
-	for _, req := range []struct{ method, path, body string }{
-		{http.MethodPut, "/v1/secrets/TOKEN", `{"value": "` + secretCanary + `"}`},
-		{http.MethodGet, "/v1/secrets", ""},
-		{http.MethodDelete, "/v1/secrets/TOKEN", ""},
-	} {
-		var body []byte
-		if req.body != "" {
-			body = []byte(req.body)
-		}
-		r := h.do(req.method, req.path, body, nil)
-		requireError(t, r, http.StatusNotImplemented, "not_implemented", "")
-		require.NotContains(t, string(r.body), secretCanary)
-	}
 }

@@ -25,9 +25,10 @@ type Config struct {
 	// MaxBodyBytes bounds a request body; a larger body is a 413. Default
 	// 1 MiB.
 	MaxBodyBytes int64
-	// PingInterval is how often an event stream sends a ": ping" comment
-	// (and re-reads the journal, in case a notification was lost). Default
-	// 15 s.
+	// PingInterval is how often an event stream sends a ": ping" comment.
+	// (The journals it follows are read again, in case a notice was lost,
+	// on the App's poll: internal/node gives app.Deps.PollInterval this
+	// value.) Default 15 s.
 	PingInterval time.Duration
 	// Logger receives internal errors and recovered panics (error level) and
 	// one line per request (debug level). Default slog.Default().
@@ -166,15 +167,6 @@ type Server struct {
 
 	// idemLocks serializes requests that share an idempotency scope and key.
 	idemLocks keyedMutex
-
-	// secrets is b when it serves the vault's endpoints, else nil.
-	secrets SecretBackend
-	// webhooks is b when it serves the webhooks' endpoints, else nil.
-	webhooks WebhookBackend
-	// reports is b when it serves the task reports, else nil.
-	reports ReportBackend
-	// files is b when it serves the workspace files, else nil.
-	files FilesBackend
 }
 
 // errShuttingDown is the cause of the base context after Shutdown.
@@ -203,10 +195,6 @@ func New(b Backend, idem IdempotencyStore, cfg *Config) *Server {
 		newTicker: realTicker,
 		idemLocks: keyedMutex{m: make(map[string]*keyedLock)},
 	}
-	s.secrets, _ = b.(SecretBackend)
-	s.webhooks, _ = b.(WebhookBackend)
-	s.reports, _ = b.(ReportBackend)
-	s.files, _ = b.(FilesBackend)
 	s.keys = hashKeys(c.APIKeys)
 	s.hosts = newHostRule(c.AllowedHosts)
 	s.crossOrigin = newCrossOrigin(c.TrustedOrigins)

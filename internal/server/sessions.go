@@ -1,11 +1,8 @@
 package server
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
@@ -29,16 +26,11 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// With a webhook_url, the answer carries the secret that signs its
+	// notifications, shown only here.
 	sess, err := s.b.CreateSession(r.Context(), req)
 	if err != nil {
 		return err
-	}
-	if sess.WebhookURL != "" && s.webhooks != nil {
-		// Shown once, here: the application verifies the notifications
-		// its webhook_url receives with it.
-		if sess.WebhookSecret, err = s.webhooks.SessionWebhookSecret(r.Context(), sess.ID); err != nil {
-			return fmt.Errorf("webhook secret of session %s: %w", sess.ID, err)
-		}
 	}
 	return writeJSON(w, http.StatusCreated, sess)
 }
@@ -80,56 +72,21 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 
 // getSession is GET /v1/sessions/{id}?include=subagents. With
 // include=subagents the session's subagents are filled in, each with its
-// own, down the whole tree, oldest child first; every session of the tree
-// is read with GetSession, so each carries its pending required_actions.
+// own, down the whole tree, oldest child first (Backend.GetSessionTree).
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 	inc, err := queryInclude(r)
 	if err != nil {
 		return err
 	}
-	ctx := r.Context()
-	sess, err := s.b.GetSession(ctx, r.PathValue("id"))
+	get := s.b.GetSession
+	if inc.subagents {
+		get = s.b.GetSessionTree
+	}
+	sess, err := get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
-	}
-	if inc.subagents {
-		if err := s.fillSubagents(ctx, sess); err != nil {
-			return err
-		}
 	}
 	return writeJSON(w, http.StatusOK, sess)
-}
-
-// fillSubagents sets the Subagents of root and of every session below it.
-func (s *Server) fillSubagents(ctx context.Context, root *lt.Session) error {
-	members, err := s.descendants(ctx, root.ID)
-	if err != nil {
-		return err
-	}
-	full := make(map[string]*lt.Session, len(members)+1)
-	children := make(map[string][]string, len(members)+1)
-	full[root.ID] = root
-	for _, m := range members {
-		sess, err := s.b.GetSession(ctx, m.id)
-		if err != nil {
-			return fmt.Errorf("get sub-agent %s of %s: %w", m.id, m.parent, err)
-		}
-		full[m.id] = sess
-		children[m.parent] = append(children[m.parent], m.id)
-	}
-	// Subagents holds values, so a parent takes copies of its children:
-	// build each child completely before copying it. descendants never
-	// repeats a session, so this ends.
-	var build func(id string) lt.Session
-	build = func(id string) lt.Session {
-		sess := full[id]
-		for _, c := range children[id] {
-			sess.Subagents = append(sess.Subagents, build(c))
-		}
-		return *sess
-	}
-	*root = build(root.ID)
-	return nil
 }
 
 // includeOpts is what ?include= asks for.
@@ -160,98 +117,6 @@ func queryInclude(r *http.Request) (includeOpts, error) {
 	return inc, nil
 }
 
-// maxTreeSessions bounds the sessions that one ?include=subagents request
-// reads or follows, the root included. A larger tree is refused with a 400
-// rather than cut silently: a client must not take a partial tree for the
-// whole one.
-const maxTreeSessions = 1000
-
-// treeMember is a session below the root of a tree, with its parent.
-type treeMember struct {
-	id, parent string
-}
-
-// treeTooLarge is the error for a tree past maxTreeSessions.
-func treeTooLarge(root string) error {
-	return apierror.Invalid("include", "the session tree of %s has more than %d sessions, more than include=subagents serves; "+
-		"read its sessions one by one (GET /v1/sessions?parent_id=)", root, maxTreeSessions)
-}
-
-// descendants lists every session below root, breadth first: each after its
-// parent, the children of one parent oldest first. It pages through
-// ListSessions fully, and fails with treeTooLarge when the tree, root
-// included, has more than maxTreeSessions sessions. A session listed twice
-// (a cycle, which parent links cannot form, or a page that repeats one) is
-// taken once.
-func (s *Server) descendants(ctx context.Context, root string) ([]treeMember, error) {
-	var out []treeMember
-	seen := map[string]bool{root: true}
-	for i := -1; i < len(out); i++ {
-		parent := root
-		if i >= 0 {
-			parent = out[i].id
-		}
-		children, err := s.children(ctx, parent, maxTreeSessions-1-len(out))
-		if err != nil {
-			if errors.Is(err, errTooManyChildren) {
-				return nil, treeTooLarge(root)
-			}
-			return nil, err
-		}
-		for _, c := range children {
-			if seen[c] {
-				continue
-			}
-			if len(out)+1 >= maxTreeSessions {
-				return nil, treeTooLarge(root)
-			}
-			seen[c] = true
-			out = append(out, treeMember{id: c, parent: parent})
-		}
-	}
-	return out, nil
-}
-
-// errTooManyChildren: a session has more children than children was allowed
-// to return.
-var errTooManyChildren = errors.New("too many children")
-
-// children returns the ids of the sessions whose parent is id, oldest first,
-// reading every page of ListSessions; errTooManyChildren once it has read
-// more than room of them, so a huge fan-out is not read to its end.
-func (s *Server) children(ctx context.Context, id string, room int) ([]string, error) {
-	p := ListSessionsParams{ParentID: id, Limit: maxLimit}
-	var kids []lt.Session
-	for {
-		page, err := s.b.ListSessions(ctx, p)
-		if err != nil {
-			return nil, fmt.Errorf("list sub-agents of %s: %w", id, err)
-		}
-		if page == nil {
-			return nil, fmt.Errorf("list sub-agents of %s: backend returned no list", id)
-		}
-		kids = append(kids, page.Data...)
-		if len(kids) > room {
-			return nil, errTooManyChildren
-		}
-		if page.NextCursor == nil || len(page.Data) == 0 {
-			break
-		}
-		p.Cursor = *page.NextCursor
-	}
-	slices.SortStableFunc(kids, func(a, b lt.Session) int {
-		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
-	ids := make([]string, len(kids))
-	for i, k := range kids {
-		ids[i] = k.ID
-	}
-	return ids, nil
-}
-
 // createTurn is POST /v1/sessions/{id}/turns: 201 with the new turn (queued
 // behind a running one, if any).
 func (s *Server) createTurn(w http.ResponseWriter, r *http.Request) error {
@@ -276,7 +141,7 @@ func (s *Server) listTurns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeList(w, turns)
+	return writeJSON(w, http.StatusOK, turns)
 }
 
 // getTurn is GET /v1/sessions/{id}/turns/{turn_id}.
@@ -299,7 +164,7 @@ func (s *Server) cancelSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	sess, err := s.b.CancelSession(r.Context(), r.PathValue("id"), req)
+	sess, err := s.b.Cancel(r.Context(), r.PathValue("id"), req)
 	if err != nil {
 		return err
 	}
@@ -334,7 +199,7 @@ func (s *Server) forkSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	sess, err := s.b.ForkSession(r.Context(), r.PathValue("id"), req)
+	sess, err := s.b.Fork(r.Context(), r.PathValue("id"), req)
 	if err != nil {
 		return err
 	}
@@ -351,7 +216,7 @@ func (s *Server) reviewSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	sess, err := s.b.ReviewSession(r.Context(), r.PathValue("id"), req)
+	sess, err := s.b.Review(r.Context(), r.PathValue("id"), req)
 	if err != nil {
 		return err
 	}
@@ -369,7 +234,7 @@ func (s *Server) addConstraint(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	sess, err := s.b.AddConstraint(r.Context(), r.PathValue("id"), req)
+	sess, err := s.b.AddConstraint(r.Context(), r.PathValue("id"), req.Constraint)
 	if err != nil {
 		return err
 	}
@@ -394,13 +259,4 @@ func (s *Server) updateBudget(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, sess)
-}
-
-// writeList writes items in the list envelope of an endpoint that returns
-// everything at once (next_cursor is always null).
-func writeList[T any](w http.ResponseWriter, items []T) error {
-	if items == nil {
-		items = []T{}
-	}
-	return writeJSON(w, http.StatusOK, lt.List[T]{Data: items})
 }

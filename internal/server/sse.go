@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"math"
 	"net/http"
 	"strconv"
@@ -13,11 +14,9 @@ import (
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/app"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
-
-// streamPage is how many events the stream reads per ListEvents call.
-const streamPage = 500
 
 // streamEvents is GET /v1/sessions/{id}/events/stream: the session's journal
 // as server-sent events, from the resume point on, one frame per event:
@@ -26,12 +25,11 @@ const streamPage = 500
 //	event: <type>
 //	data: <the event as JSON, on one line>
 //
-// and a ": ping" comment every PingInterval. It subscribes before it reads,
-// then alternates reading everything after the last seq sent with waiting
-// for a notification, a ping tick or the end; so every seq is sent exactly
-// once and in order, and an event appended at any moment is seen. It stays
-// open across turns and ends only when the client leaves or Shutdown is
-// called (the client then resumes with Last-Event-ID).
+// and a ": ping" comment every PingInterval. Backend.StreamEvents follows
+// the journal (every seq exactly once and in order, an event appended at
+// any moment seen); this handler writes what it yields. It stays open
+// across turns and ends only when the client leaves or Shutdown is called
+// (the client then resumes with Last-Event-ID).
 //
 // With ?include=subagents it is streamTree instead: the session's sub-agents'
 // events too.
@@ -48,6 +46,32 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	stream := func(ctx context.Context) iter.Seq2[lt.Event, error] { return s.b.StreamEvents(ctx, id, after) }
+	return serveStream(s, w, r, stream, func(ev *lt.Event) ([]byte, error) {
+		return eventFrame(ev, strconv.FormatInt(ev.Seq, 10))
+	})
+}
+
+// streamBuffer is how many values a stream may yield ahead of the writes:
+// the writer flushes only once it has written every value ready, so a
+// backlog goes out in few packets.
+const streamBuffer = 64
+
+// streamItem is one value a Backend stream yielded.
+type streamItem[T any] struct {
+	v   T
+	err error
+}
+
+// serveStream answers r with the event stream that stream yields, each
+// value written as frame encodes it, plus a ping every PingInterval. The
+// stream runs in a goroutine of its own, so that pings go out while it
+// waits for events; app.WithOpened tells when it has checked the request:
+// an error before that is the request's, answered with its status (a 404
+// or a 400), and returned; one after it ends the stream (logged). It
+// returns when the client leaves, Shutdown is called or the stream ends,
+// and only once the stream's goroutine has (so no watch outlives it).
+func serveStream[T any](s *Server, w http.ResponseWriter, r *http.Request, stream func(context.Context) iter.Seq2[T, error], frame func(*T) ([]byte, error)) error {
 	if s.base.Err() != nil {
 		return apierror.Unavailable("the server is shutting down; reconnect to another server or later")
 	}
@@ -57,59 +81,106 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 	stopOnShutdown := context.AfterFunc(s.base, cancel)
 	defer stopOnShutdown()
 
-	// Subscribe first: an event appended after the first read but before the
-	// subscription would otherwise wait for the next event or ping.
-	updates, stopWatch := s.b.WatchSession(ctx, id)
-	defer stopWatch()
+	opened := make(chan struct{})
+	items := make(chan streamItem[T], streamBuffer)
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		defer close(items)
+		for v, err := range stream(app.WithOpened(ctx, func() { close(opened) })) {
+			select {
+			case items <- streamItem[T]{v: v, err: err}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	defer func() {
+		cancel()
+		<-ended
+	}()
 
-	// The first read also answers 404 for an unknown session, while an
-	// error response can still be sent.
-	events, err := s.b.ListEvents(ctx, id, after, streamPage)
-	if err != nil {
-		return err
+	// Nothing is written until the stream is open or has failed: opened
+	// is closed before the stream yields anything, so a value that comes
+	// first is an error of the request.
+	var first *streamItem[T]
+	firstOK := true
+	select {
+	case <-opened:
+	case it, ok := <-items:
+		select {
+		case <-opened: // opened, then yielded at once: handled in order below
+			first, firstOK = &it, ok
+		default:
+			if !ok {
+				return nil // the client left, or Shutdown was called
+			}
+			if it.err == nil {
+				return errors.New("event stream: a value came before the stream opened")
+			}
+			return it.err
+		}
 	}
 
 	rc, streaming, err := s.startStream(w, r)
 	if err != nil || !streaming {
 		return err
 	}
-
+	sw := s.streamWriter(w, rc)
 	tick, stopTick := s.newTicker(s.cfg.PingInterval)
 	defer stopTick()
-
-	st := &eventStream{w: s.streamWriter(w, rc), rc: rc, after: after}
-	for {
-		if err := s.drain(ctx, st, id, events); err != nil {
-			s.endStream(ctx, r, err)
-			return nil
+	// send writes one value and reports whether the stream goes on.
+	send := func(it streamItem[T], ok bool) bool {
+		if !ok {
+			// The stream ended without our ctx ending: the backend is
+			// stopping. The client resumes elsewhere or later.
+			if ctx.Err() == nil {
+				s.log.Info("event stream: session watch ended; closing the stream", "session_id", r.PathValue("id"))
+			}
+			return false
 		}
-		events = nil
-	wait:
-		for {
-			select {
-			case <-ctx.Done():
+		if it.err == nil {
+			it.err = writeFrame(sw, frame, &it.v)
+		}
+		// Flush once every value ready is written.
+		if it.err == nil && len(items) == 0 && rc.Flush() != nil {
+			it.err = errClientGone
+		}
+		if it.err != nil {
+			s.endStream(ctx, r, it.err)
+			return false
+		}
+		return true
+	}
+	if first != nil && !send(*first, firstOK) {
+		return nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick:
+			if err := writePing(sw, rc); err != nil {
+				return nil // the client left
+			}
+		case it, ok := <-items:
+			if !send(it, ok) {
 				return nil
-			case seq, ok := <-updates:
-				if !ok {
-					// The watch ended without our ctx ending: the backend is
-					// stopping. The client resumes elsewhere or later.
-					if ctx.Err() == nil {
-						s.log.Info("event stream: session watch ended; closing the stream", "session_id", id)
-					}
-					return nil
-				}
-				if seq > st.after {
-					break wait
-				}
-			case <-tick:
-				if err := st.ping(); err != nil {
-					return nil // the client left
-				}
-				// Read anyway: a notification may have been dropped.
-				break wait
 			}
 		}
 	}
+}
+
+// writeFrame encodes v and writes it.
+func writeFrame[T any](w io.Writer, frame func(*T) ([]byte, error), v *T) error {
+	data, err := frame(v)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(data); err != nil {
+		return errClientGone
+	}
+	return nil
 }
 
 // startStream sends the headers of an event stream. streaming is false when
@@ -138,26 +209,6 @@ func (s *Server) startStream(w http.ResponseWriter, r *http.Request) (rc *http.R
 	return rc, true, nil
 }
 
-// drain sends events, then reads and sends pages after the last seq sent
-// until a page comes back short (the stream has caught up).
-func (s *Server) drain(ctx context.Context, st *eventStream, id string, events []lt.Event) error {
-	for {
-		if events == nil {
-			var err error
-			if events, err = s.b.ListEvents(ctx, id, st.after, streamPage); err != nil {
-				return fmt.Errorf("list events after %d: %w", st.after, err)
-			}
-		}
-		if err := st.send(events); err != nil {
-			return err
-		}
-		if len(events) < streamPage {
-			return nil
-		}
-		events = nil
-	}
-}
-
 // endStream logs why a stream ended early, unless the client or a shutdown
 // ended it.
 func (s *Server) endStream(ctx context.Context, r *http.Request, err error) {
@@ -169,46 +220,6 @@ func (s *Server) endStream(ctx context.Context, r *http.Request, err error) {
 
 // errClientGone: a write or flush to the client failed.
 var errClientGone = errors.New("client gone")
-
-// eventStream writes frames and remembers the last seq sent.
-type eventStream struct {
-	w     io.Writer
-	rc    *http.ResponseController
-	after int64
-}
-
-// send writes events in order and flushes. A seq at or below the last one
-// sent is skipped (never repeated); a gap ends the stream, since sending past
-// it would lose an event for good, while the client's reconnect re-reads it.
-func (st *eventStream) send(events []lt.Event) error {
-	if len(events) == 0 {
-		return nil
-	}
-	for i := range events {
-		ev := &events[i]
-		if ev.Seq <= st.after {
-			continue
-		}
-		if ev.Seq != st.after+1 {
-			return fmt.Errorf("journal gap: seq %d follows %d", ev.Seq, st.after)
-		}
-		frame, err := eventFrame(ev, strconv.FormatInt(ev.Seq, 10))
-		if err != nil {
-			return err
-		}
-		if _, err := st.w.Write(frame); err != nil {
-			return errClientGone
-		}
-		st.after = ev.Seq
-	}
-	if err := st.rc.Flush(); err != nil {
-		return errClientGone
-	}
-	return nil
-}
-
-// ping writes a comment line that keeps proxies and clients from timing out.
-func (st *eventStream) ping() error { return writePing(st.w, st.rc) }
 
 // writePing writes and flushes a ": ping" comment.
 func writePing(w io.Writer, rc *http.ResponseController) error {

@@ -260,7 +260,8 @@ func TestTreeStreamPingsRereadsAndShutsDown(t *testing.T) {
 	tr := newTreeReader(t, s, nil)
 	tr.readAll(b)
 
-	// A notification lost: the ping re-reads every session.
+	// A notification lost: the poll that comes with the ping (newTreeHarness)
+	// re-reads every session.
 	b.emitSilently(c1)
 	ticks <- time.Time{}
 	f, err := s.next()

@@ -18,7 +18,7 @@ func (s *Server) steerSession(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(body, &req); err != nil {
 		return err
 	}
-	sess, err := s.b.SteerSession(r.Context(), r.PathValue("id"), &req)
+	sess, err := s.b.Steer(r.Context(), r.PathValue("id"), &req)
 	if err != nil {
 		return err
 	}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,30 +18,27 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/app"
+	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/server"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
-// treeBackend is an in-memory Backend of session trees: sessions with a
+// treeBackend is an in-memory engine of session trees: sessions with a
 // parent, journals and actions, and watches. It serves the reads the
-// include=subagents endpoints use (GetSession, ListSessions, ListEvents,
-// WatchSession, ListActions); the embedded nil Backend makes any other call
-// panic, which fails the test. Spawning a child appends subagent.spawned to
-// the parent's journal in the same critical section, as the engine does in
-// one transaction. It outlives the Servers put in front of it, so a test can
-// "restart" the server over the same data.
+// application's tree and stream use cases make (app.Journals), walking its
+// tree with the engine's own walk (store.WalkTree over its SessionList).
+// Spawning a child appends subagent.spawned to the parent's journal in the
+// same critical section, as the engine does in one transaction. It
+// outlives the Servers put in front of it, so a test can "restart" the
+// server over the same data.
 type treeBackend struct {
-	server.Backend
-
 	mu       sync.Mutex
 	now      time.Time
 	sessions map[string]*treeSession
 	order    []string // creation order
 	watchers map[string]map[chan int64]struct{}
-	// pageCap bounds a ListSessions page whatever the requested limit, so
-	// the server must follow next_cursor.
-	pageCap int
 }
 
 type treeSession struct {
@@ -53,11 +52,8 @@ func newTreeBackend() *treeBackend {
 		now:      time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
 		sessions: make(map[string]*treeSession),
 		watchers: make(map[string]map[chan int64]struct{}),
-		pageCap:  maxPage,
 	}
 }
-
-const maxPage = 500
 
 // tick advances the fake clock (creation order is time order).
 func (b *treeBackend) tick() time.Time {
@@ -184,15 +180,15 @@ func (b *treeBackend) GetSession(_ context.Context, id string) (*lt.Session, err
 	return &v, nil
 }
 
-// ListSessions filters by parent only, newest first; the cursor is the id of
-// the last session of the previous page.
-func (b *treeBackend) ListSessions(_ context.Context, p server.ListSessionsParams) (*lt.List[lt.Session], error) {
+// SessionList is the store's list (store.SessionLister), by parent only,
+// newest first; the cursor is the id of the last session of the previous
+// page.
+func (b *treeBackend) SessionList(_ context.Context, p *store.SessionListParams) ([]*store.SessionRow, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	limit := min(p.Limit, b.pageCap)
-	out := &lt.List[lt.Session]{Data: []lt.Session{}}
+	var out []*store.SessionRow
 	started := p.Cursor == ""
-	for i := len(b.order) - 1; i >= 0; i-- {
+	for i := len(b.order) - 1; i >= 0 && len(out) < p.Limit; i-- {
 		s := b.sessions[b.order[i]]
 		if !started {
 			started = s.sess.ID == p.Cursor
@@ -201,14 +197,29 @@ func (b *treeBackend) ListSessions(_ context.Context, p server.ListSessionsParam
 		if p.ParentID != "" && (s.sess.ParentID == nil || *s.sess.ParentID != p.ParentID) {
 			continue
 		}
-		if len(out.Data) == limit {
-			c := out.Data[len(out.Data)-1].ID
-			out.NextCursor = &c
-			break
+		row := &store.SessionRow{ID: s.sess.ID, CreatedAt: s.sess.CreatedAt}
+		if s.sess.ParentID != nil {
+			row.ParentID = *s.sess.ParentID
 		}
-		out.Data = append(out.Data, b.view(s))
+		out = append(out, row)
 	}
 	return out, nil
+}
+
+func (b *treeBackend) SessionTree(ctx context.Context, root string) ([]store.TreeMember, error) {
+	members, err := store.WalkTree(ctx, b, root, engine.MaxTreeSessions)
+	if err != nil {
+		return nil, err
+	}
+	return members, nil
+}
+
+func (b *treeBackend) SessionChildren(ctx context.Context, id string, room int) ([]string, error) {
+	ids, err := store.Children(ctx, b, id, room)
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
 }
 
 func (b *treeBackend) ListEvents(_ context.Context, id string, after int64, limit int) ([]lt.Event, error) {
@@ -270,9 +281,60 @@ func (noIdempotency) IdempotencyGet(context.Context, string, string) (*store.Ide
 
 func (noIdempotency) IdempotencyPut(context.Context, *store.IdempotencyRow) error { return nil }
 
+// treeService serves b over HTTP with the application's tree and stream
+// use cases (app.Trees) reading b; the embedded nil Backend makes any other
+// call panic, which fails the test.
+type treeService struct {
+	server.Backend
+	b     *treeBackend
+	trees *app.Trees
+}
+
+func (s *treeService) GetSession(ctx context.Context, id string) (*lt.Session, error) {
+	return s.b.GetSession(ctx, id)
+}
+
+func (s *treeService) GetSessionTree(ctx context.Context, id string) (*lt.Session, error) {
+	return s.trees.GetSessionTree(ctx, id)
+}
+
+func (s *treeService) ListActions(ctx context.Context, id string, status lt.ActionStatus) (*lt.List[lt.Action], error) {
+	actions, err := s.b.ListActions(ctx, id, string(status))
+	if err != nil {
+		return nil, err
+	}
+	return &lt.List[lt.Action]{Data: append([]lt.Action{}, actions...)}, nil
+}
+
+func (s *treeService) ListTreeActions(ctx context.Context, id string, status lt.ActionStatus) (*lt.List[lt.Action], error) {
+	return s.trees.ListTreeActions(ctx, id, status)
+}
+
+func (s *treeService) ListEvents(ctx context.Context, id string, after int64, limit int) (*lt.List[lt.Event], error) {
+	events, err := s.b.ListEvents(ctx, id, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	page := &lt.List[lt.Event]{Data: events}
+	if len(events) == limit {
+		next := strconv.FormatInt(events[len(events)-1].Seq, 10)
+		page.NextCursor = &next
+	}
+	return page, nil
+}
+
+func (s *treeService) StreamEvents(ctx context.Context, id string, after int64) iter.Seq2[lt.Event, error] {
+	return s.trees.StreamEvents(ctx, id, after)
+}
+
+func (s *treeService) StreamTreeEvents(ctx context.Context, id, cursor string) iter.Seq2[lt.TreeEvent, error] {
+	return s.trees.StreamTreeEvents(ctx, id, cursor)
+}
+
 // newTreeHarness serves b with a fresh Server, as a harness whose helpers
 // (get, openStream, …) work; it has no engine or store. ticker, if set,
-// replaces the ping ticker.
+// replaces the ping ticker; each of its ticks is also a poll of the
+// streams (after the ping), so a test that ticks sees both.
 func newTreeHarness(t *testing.T, b *treeBackend, ticker func(time.Duration) (<-chan time.Time, func())) *harness {
 	t.Helper()
 	logs := &syncBuffer{}
@@ -281,7 +343,14 @@ func newTreeHarness(t *testing.T, b *treeBackend, ticker func(time.Duration) (<-
 			t.Logf("server log:\n%s", logs.String())
 		}
 	})
-	srv := server.New(b, noIdempotency{}, &server.Config{
+	var poll func() (<-chan time.Time, func())
+	if ticker != nil {
+		polls := make(chan time.Time)
+		poll = func() (<-chan time.Time, func()) { return polls, func() {} }
+		ticker = pingThenPoll(ticker, polls)
+	}
+	svc := &treeService{b: b, trees: app.NewTrees(b, poll)}
+	srv := server.New(svc, noIdempotency{}, &server.Config{
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if ticker != nil {
@@ -297,10 +366,39 @@ func newTreeHarness(t *testing.T, b *treeBackend, ticker func(time.Duration) (<-
 	return &harness{t: t, srv: srv, ts: ts, logs: logs}
 }
 
+// pingThenPoll returns a ticker whose ticks are ticker's, each of which it
+// then sends on polls too, once the stream has taken the ping.
+func pingThenPoll(ticker func(time.Duration) (<-chan time.Time, func()), polls chan<- time.Time) func(time.Duration) (<-chan time.Time, func()) {
+	return func(d time.Duration) (<-chan time.Time, func()) {
+		up, stop := ticker(d)
+		pings := make(chan time.Time)
+		quit := make(chan struct{})
+		go func() {
+			for {
+				select {
+				case at := <-up:
+					select {
+					case pings <- at:
+					case <-quit:
+						return
+					}
+					select {
+					case polls <- at:
+					case <-quit:
+						return
+					}
+				case <-quit:
+					return
+				}
+			}
+		}()
+		return pings, func() { close(quit); stop() }
+	}
+}
+
 func TestGetSessionIncludeSubagents(t *testing.T) {
 	t.Parallel()
 	b := newTreeBackend()
-	b.pageCap = 1 // every child list takes several pages
 	root := b.create("")
 	c1 := b.create(root)
 	g1 := b.create(c1)
@@ -403,7 +501,6 @@ func (b *treeBackend) count() int {
 func TestListActionsIncludeSubagents(t *testing.T) {
 	t.Parallel()
 	b := newTreeBackend()
-	b.pageCap = 2
 	root := b.create("")
 	c1 := b.create(root)
 	c2 := b.create(root)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/internal/app"
 	"github.com/longhaul-dev/longhaul/internal/server"
 )
 
@@ -63,7 +64,8 @@ func TestSynctestStreamPingInterval(t *testing.T) {
 		b := newTreeBackend()
 		root := b.create("")
 		b.emit(root, 1)
-		srv := server.New(b, noIdempotency{}, &server.Config{PingInterval: 42 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+		svc := &treeService{b: b, trees: app.NewTrees(b, nil)}
+		srv := server.New(svc, noIdempotency{}, &server.Config{PingInterval: 42 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 		ctx, cancel := context.WithCancel(context.Background())
 		rec := &streamRecorder{header: http.Header{}}
 		done := make(chan struct{})

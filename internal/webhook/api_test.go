@@ -1,7 +1,8 @@
-package webhook
+package webhook_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -11,17 +12,42 @@ import (
 
 	"github.com/longhaul-dev/longhaul/internal/server"
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/webhook"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 	"github.com/stretchr/testify/require"
 )
 
-// apiServer serves d's API through the real HTTP server. The embedded
-// Backend is nil: only the webhooks' routes are exercised.
-func apiServer(t *testing.T, e *env, d *Dispatcher) *httptest.Server {
-	srv := server.New(struct {
-		server.Backend
-		*API
-	}{nil, NewAPI(d)}, e.st, nil)
+// webhookService serves the webhooks' API as the application service
+// does (internal/app's adaptation of webhook.API). The embedded Backend
+// is nil: only the webhooks' routes are exercised.
+type webhookService struct {
+	server.Backend
+	api *webhook.API
+}
+
+func (s webhookService) CreateWebhookEndpoint(ctx context.Context, req *lt.CreateWebhookEndpointRequest) (*lt.WebhookEndpoint, error) {
+	return s.api.CreateWebhookEndpoint(ctx, req)
+}
+
+func (s webhookService) ListWebhookEndpoints(ctx context.Context) (*lt.List[lt.WebhookEndpoint], error) {
+	eps, err := s.api.ListWebhookEndpoints(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &lt.List[lt.WebhookEndpoint]{Data: append([]lt.WebhookEndpoint{}, eps...)}, nil
+}
+
+func (s webhookService) DeleteWebhookEndpoint(ctx context.Context, id string) error {
+	return s.api.DeleteWebhookEndpoint(ctx, id)
+}
+
+func (s webhookService) ListWebhookDeliveries(ctx context.Context, p lt.ListWebhookDeliveriesParams) (*lt.List[lt.WebhookDelivery], error) {
+	return s.api.ListWebhookDeliveries(ctx, p.Cursor, p.Limit)
+}
+
+// apiServer serves d's API through the real HTTP server.
+func apiServer(t *testing.T, e *webhook.Env, d *webhook.Dispatcher) *httptest.Server {
+	srv := server.New(webhookService{api: webhook.NewAPI(d)}, e.Store(), nil)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
 	return ts
@@ -50,8 +76,8 @@ func requireField(t *testing.T, body []byte, field string) {
 }
 
 func TestEndpointsAPI(t *testing.T) {
-	e := newEnv(t)
-	d, err := New(e.st, &Config{Clock: e.clock})
+	e := webhook.NewEnv(t)
+	d, err := webhook.New(e.Store(), e.Config())
 	require.NoError(t, err)
 	ts := apiServer(t, e, d)
 
@@ -64,7 +90,7 @@ func TestEndpointsAPI(t *testing.T) {
 	require.True(t, strings.HasPrefix(created.Secret, "whsec_"))
 	require.Equal(t, "https://hooks.example.com/in", created.URL)
 	require.Equal(t, []string{"session.requires_action", "session.idle"}, created.Events)
-	require.Equal(t, t0, created.CreatedAt)
+	require.Equal(t, webhook.T0, created.CreatedAt)
 
 	code, body = call(t, "GET", ts.URL+"/v1/webhooks/endpoints", "")
 	require.Equal(t, http.StatusOK, code)
@@ -96,29 +122,29 @@ func TestEndpointsAPI(t *testing.T) {
 }
 
 func TestDeliveriesAPI(t *testing.T) {
-	e := newEnv(t)
-	r := newReceiver(t, func(n int, w http.ResponseWriter) {
+	e := webhook.NewEnv(t)
+	url, cfg := webhook.NewReceiver(t, func(n int, w http.ResponseWriter) {
 		if n == 1 {
 			w.WriteHeader(http.StatusBadGateway)
 		}
 	})
-	e.createSession("s1", r.srv.URL)
-	d, _ := e.start(allowFor(t, r))
+	e.CreateSession("s1", url)
+	d, _ := e.Start(cfg)
 	ts := apiServer(t, e, d)
-	e.status("s1", lt.SessionRequiresAction)
-	e.status("s1", lt.SessionIdle)
-	eventually(t, func() bool {
-		rows := e.deliveries()
+	e.Status("s1", lt.SessionRequiresAction)
+	e.Status("s1", lt.SessionIdle)
+	webhook.Eventually(t, func() bool {
+		rows := e.Deliveries()
 		return len(rows) == 2 && rows[0].Attempts > 0 && rows[1].Attempts > 0
 	}, "both attempted")
-	e.clock.Advance(DefaultSchedule[1])
-	eventually(t, func() bool {
-		rows := e.deliveries()
+	e.Advance(webhook.DefaultSchedule[1])
+	webhook.Eventually(t, func() bool {
+		rows := e.Deliveries()
 		return rows[0].Status == store.WebhookDelivered && rows[1].Status == store.WebhookDelivered
 	}, "both delivered")
 
 	var all []lt.WebhookDelivery
-	url := ts.URL + "/v1/webhooks/deliveries?limit=1"
+	url = ts.URL + "/v1/webhooks/deliveries?limit=1"
 	for range 3 {
 		code, body := call(t, "GET", url, "")
 		require.Equal(t, http.StatusOK, code, string(body))

@@ -1,0 +1,131 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"iter"
+
+	"github.com/longhaul-dev/longhaul/internal/apierror"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// streamPage is how many events a stream reads per ListEvents call.
+const streamPage = 500
+
+// openedKey carries a stream's opened callback (WithOpened).
+type openedKey struct{}
+
+// WithOpened returns a context whose streams (StreamEvents,
+// StreamTreeEvents) call opened once they are open: the request checked
+// (the session exists, a cursor is of its tree, the tree is within
+// engine.MaxTreeSessions) and every journal watched, before the first
+// event is yielded and before the stream first waits. An error the
+// request caused comes before it, as the stream's only value; so a
+// transport that must answer with a status before the first event (HTTP's
+// 200 of an event stream, or a 404) knows when to, even when no event
+// comes for a long time. Like net/http/httptrace's hooks, it travels in
+// the context because only a transport needs it, and it changes nothing
+// of what the stream yields.
+func WithOpened(ctx context.Context, opened func()) context.Context {
+	return context.WithValue(ctx, openedKey{}, opened)
+}
+
+// markOpened calls the opened callback of ctx, if any.
+func markOpened(ctx context.Context) {
+	if f, _ := ctx.Value(openedKey{}).(func()); f != nil {
+		f()
+	}
+}
+
+// StreamEvents yields the session's events with seq > after, in order,
+// each exactly once, then each new one as the journal grows: it watches
+// the journal before it reads it, so nothing appended in between is
+// missed, reads again whenever the watch says the journal grew, and also
+// on a poll, in case a notice was lost. It ends without an error when ctx
+// ends or the engine stops (the watch closes); a failed read, or a gap in
+// the journal (sending past it would lose an event for good), is its last
+// value.
+func (t *Trees) StreamEvents(ctx context.Context, sessionID string, after int64) iter.Seq2[lt.Event, error] {
+	return func(yield func(lt.Event, error) bool) {
+		if after < 0 {
+			yield(lt.Event{}, apierror.Invalid("after", "after must be 0 or more, got %d", after))
+			return
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		// Watch first: an event appended after the first read but before
+		// the watch would otherwise wait for the next event or poll.
+		updates, stopWatch := t.src.WatchSession(ctx, sessionID)
+		defer stopWatch()
+		// The first read also finds an unknown session (a 404) before the
+		// stream opens.
+		events, err := t.src.ListEvents(ctx, sessionID, after, streamPage)
+		if err != nil {
+			yield(lt.Event{}, err)
+			return
+		}
+		markOpened(ctx)
+		poll, stopPoll := t.newPoll()
+		defer stopPoll()
+		for {
+			var ok bool
+			if after, ok = t.drain(ctx, sessionID, after, events, yield); !ok {
+				return
+			}
+			events = nil
+		wait:
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case seq, open := <-updates:
+					if !open {
+						return // the engine is stopping; the caller resumes later
+					}
+					if seq > after {
+						break wait
+					}
+				case <-poll:
+					break wait // read anyway: a notice may have been lost
+				}
+			}
+		}
+	}
+}
+
+// drain yields events, then reads and yields pages after the last seq
+// yielded until a page comes back short (the stream has caught up). A seq
+// at or below after is skipped (never repeated). It returns the last seq
+// yielded, and false when the stream is over: the consumer stopped, ctx
+// ended, or a read failed or found a gap (yielded as the last value).
+func (t *Trees) drain(ctx context.Context, sessionID string, after int64, events []lt.Event, yield func(lt.Event, error) bool) (int64, bool) {
+	for {
+		if events == nil {
+			var err error
+			if events, err = t.src.ListEvents(ctx, sessionID, after, streamPage); err != nil {
+				if ctx.Err() == nil {
+					yield(lt.Event{}, fmt.Errorf("list events after %d: %w", after, err))
+				}
+				return after, false
+			}
+		}
+		for i := range events {
+			ev := events[i]
+			if ev.Seq <= after {
+				continue
+			}
+			if ev.Seq != after+1 {
+				yield(lt.Event{}, fmt.Errorf("journal gap: seq %d follows %d", ev.Seq, after))
+				return after, false
+			}
+			if !yield(ev, nil) {
+				return after, false
+			}
+			after = ev.Seq
+		}
+		if len(events) < streamPage {
+			return after, true
+		}
+		events = nil
+	}
+}
