@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -62,7 +63,7 @@ func (rt *Runtime) PutFileIfMatch(ctx context.Context, sessionID, path string, d
 	if err := requirePath(sessionID, path); err != nil {
 		return nil, fmt.Errorf("put file: %w", err)
 	}
-	ch, err := rt.svc.PutFileIfMatch(ctx, sessionID, path, data, actionID, ifSHA256)
+	ch, err := rt.svc.PutFileIfMatch(ctx, sessionID, path, data, actionID, ifMatch(ifSHA256))
 	if err != nil {
 		return nil, fmt.Errorf("put file %s of %s: %w", path, sessionID, apiError(err))
 	}
@@ -79,7 +80,7 @@ func (rt *Runtime) DeleteFileIfMatch(ctx context.Context, sessionID, path, ifSHA
 	if err := requirePath(sessionID, path); err != nil {
 		return nil, fmt.Errorf("delete file: %w", err)
 	}
-	ch, err := rt.svc.DeleteFileIfMatch(ctx, sessionID, path, ifSHA256)
+	ch, err := rt.svc.DeleteFileIfMatch(ctx, sessionID, path, ifMatch(ifSHA256))
 	if err != nil {
 		return nil, fmt.Errorf("delete file %s of %s: %w", path, sessionID, apiError(err))
 	}
@@ -97,4 +98,15 @@ func requirePath(sessionID, path string) error {
 		return errors.New("path is empty")
 	}
 	return nil
+}
+
+// ifMatch is the condition as the service takes it, the value of an
+// If-Match header (the HTTP API hands the service the header as sent, a
+// list of tags included): the SHA-256 quoted, as the client sends it; "*"
+// and "" as they are.
+func ifMatch(sha256Hex string) string {
+	if sha256Hex == "" || sha256Hex == "*" {
+		return sha256Hex
+	}
+	return strconv.Quote(sha256Hex)
 }
