@@ -24,7 +24,7 @@ import (
 // before sending anything (an empty id, a nil request, a negative seq or
 // version), and the error's type and context ("get session ses_x: ...").
 
-// apiError turns the engine's user-facing errors into *client.APIError, the
+// apiError turns the service's user-facing errors into *client.APIError, the
 // type callers of the API already handle. Internal failures are returned as
 // they are: in-process, their cause is the caller's to see.
 func apiError(err error) error {
