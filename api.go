@@ -1,16 +1,13 @@
 package longhaul
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
 
 	"github.com/longhaul-dev/longhaul/client"
 	"github.com/longhaul-dev/longhaul/internal/apierror"
-	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -20,8 +17,14 @@ import (
 // other. An error the caller caused (a bad request, an unknown id, a
 // conflict) is a *client.APIError, as over HTTP: client.IsNotFound,
 // client.IsConflict, client.HasCode and errors.As work on it alike.
+//
+// Every operation is the application service's (internal/app, the one the
+// HTTP API serves too), so the library and the API cannot drift. What is
+// left here is the library's own: the checks the Go client also makes
+// before sending anything (an empty id, a nil request, a negative seq or
+// version), and the error's type and context ("get session ses_x: ...").
 
-// apiError turns the engine's user-facing errors into *client.APIError, the
+// apiError turns the service's user-facing errors into *client.APIError, the
 // type callers of the API already handle. Internal failures are returned as
 // they are: in-process, their cause is the caller's to see.
 func apiError(err error) error {
@@ -32,13 +35,6 @@ func apiError(err error) error {
 	return &client.APIError{Status: ae.Status, Code: ae.Code, Message: ae.Message, Field: ae.Field}
 }
 
-func list[T any](data []T) *lt.List[T] {
-	if data == nil {
-		data = []T{}
-	}
-	return &lt.List[T]{Data: data}
-}
-
 func requireID(field, value string) error {
 	if value == "" {
 		return fmt.Errorf("%s is empty", field)
@@ -46,21 +42,16 @@ func requireID(field, value string) error {
 	return nil
 }
 
-// CreateSession creates a session and starts its first turn.
+// CreateSession creates a session and starts its first turn. With a
+// WebhookURL, the answer carries the secret that signs its notifications
+// (shown only here).
 func (rt *Runtime) CreateSession(ctx context.Context, req *lt.CreateSessionRequest) (*lt.Session, error) {
 	if req == nil {
 		return nil, errors.New("create session: req is nil")
 	}
-	s, err := rt.eng.CreateSession(ctx, req)
+	s, err := rt.svc.CreateSession(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("create session: %w", apiError(err))
-	}
-	if s.WebhookURL != "" {
-		// As the API does: the secret that signs the session's
-		// notifications is shown once, in the answer that creates it.
-		if s.WebhookSecret, err = rt.node.WebhookAPI.SessionWebhookSecret(ctx, s.ID); err != nil {
-			return nil, fmt.Errorf("create session: webhook secret of %s: %w", s.ID, err)
-		}
 	}
 	return s, nil
 }
@@ -70,7 +61,7 @@ func (rt *Runtime) GetSession(ctx context.Context, id string) (*lt.Session, erro
 	if err := requireID("id", id); err != nil {
 		return nil, fmt.Errorf("get session: %w", err)
 	}
-	s, err := rt.eng.GetSession(ctx, id)
+	s, err := rt.svc.GetSession(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("get session %s: %w", id, apiError(err))
 	}
@@ -79,7 +70,7 @@ func (rt *Runtime) GetSession(ctx context.Context, id string) (*lt.Session, erro
 
 // ListSessions returns one page of sessions, newest first.
 func (rt *Runtime) ListSessions(ctx context.Context, p client.ListSessionsParams) (*lt.List[lt.Session], error) {
-	l, err := rt.eng.ListSessions(ctx, p)
+	l, err := rt.svc.ListSessions(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", apiError(err))
 	}
@@ -94,7 +85,7 @@ func (rt *Runtime) CreateTurn(ctx context.Context, sessionID string, req *lt.Cre
 	if req == nil {
 		return nil, errors.New("create turn: req is nil")
 	}
-	t, err := rt.eng.CreateTurn(ctx, sessionID, req)
+	t, err := rt.svc.CreateTurn(ctx, sessionID, req)
 	if err != nil {
 		return nil, fmt.Errorf("create turn in %s: %w", sessionID, apiError(err))
 	}
@@ -106,11 +97,11 @@ func (rt *Runtime) ListTurns(ctx context.Context, sessionID string) (*lt.List[lt
 	if err := requireID("sessionID", sessionID); err != nil {
 		return nil, fmt.Errorf("list turns: %w", err)
 	}
-	turns, err := rt.eng.ListTurns(ctx, sessionID)
+	l, err := rt.svc.ListTurns(ctx, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("list turns of %s: %w", sessionID, apiError(err))
 	}
-	return list(turns), nil
+	return l, nil
 }
 
 // GetTurn returns one turn.
@@ -118,7 +109,7 @@ func (rt *Runtime) GetTurn(ctx context.Context, sessionID, turnID string) (*lt.T
 	if err := errors.Join(requireID("sessionID", sessionID), requireID("turnID", turnID)); err != nil {
 		return nil, fmt.Errorf("get turn: %w", err)
 	}
-	t, err := rt.eng.GetTurn(ctx, sessionID, turnID)
+	t, err := rt.svc.GetTurn(ctx, sessionID, turnID)
 	if err != nil {
 		return nil, fmt.Errorf("get turn %s of %s: %w", turnID, sessionID, apiError(err))
 	}
@@ -131,10 +122,7 @@ func (rt *Runtime) Cancel(ctx context.Context, sessionID string, req *lt.CancelR
 	if err := requireID("sessionID", sessionID); err != nil {
 		return nil, fmt.Errorf("cancel session: %w", err)
 	}
-	if req == nil {
-		req = &lt.CancelRequest{}
-	}
-	s, err := rt.eng.CancelSession(ctx, sessionID, req)
+	s, err := rt.svc.Cancel(ctx, sessionID, req)
 	if err != nil {
 		return nil, fmt.Errorf("cancel session %s: %w", sessionID, apiError(err))
 	}
@@ -150,7 +138,7 @@ func (rt *Runtime) SendSignal(ctx context.Context, sessionID string, req *lt.Sig
 	if req == nil {
 		return nil, errors.New("send signal: req is nil")
 	}
-	s, err := rt.eng.SendSignal(ctx, sessionID, req)
+	s, err := rt.svc.SendSignal(ctx, sessionID, req)
 	if err != nil {
 		return nil, fmt.Errorf("send signal to session %s: %w", sessionID, apiError(err))
 	}
@@ -165,7 +153,7 @@ func (rt *Runtime) Fork(ctx context.Context, sessionID string, req *lt.ForkReque
 	if req == nil {
 		return nil, errors.New("fork session: req is nil")
 	}
-	s, err := rt.eng.ForkSession(ctx, sessionID, req)
+	s, err := rt.svc.Fork(ctx, sessionID, req)
 	if err != nil {
 		return nil, fmt.Errorf("fork session %s: %w", sessionID, apiError(err))
 	}
@@ -180,7 +168,7 @@ func (rt *Runtime) Review(ctx context.Context, sessionID string, req *lt.ReviewR
 	if req == nil {
 		return nil, errors.New("review session: req is nil")
 	}
-	s, err := rt.eng.ReviewSession(ctx, sessionID, req)
+	s, err := rt.svc.Review(ctx, sessionID, req)
 	if err != nil {
 		return nil, fmt.Errorf("review session %s: %w", sessionID, apiError(err))
 	}
@@ -193,7 +181,7 @@ func (rt *Runtime) AddConstraint(ctx context.Context, sessionID, constraint stri
 	if err := requireID("sessionID", sessionID); err != nil {
 		return nil, fmt.Errorf("add constraint: %w", err)
 	}
-	s, err := rt.eng.AddConstraint(ctx, sessionID, &lt.AddConstraintRequest{Constraint: constraint})
+	s, err := rt.svc.AddConstraint(ctx, sessionID, constraint)
 	if err != nil {
 		return nil, fmt.Errorf("add constraint to session %s: %w", sessionID, apiError(err))
 	}
@@ -209,7 +197,7 @@ func (rt *Runtime) UpdateBudget(ctx context.Context, sessionID string, p *lt.Bud
 	if p == nil {
 		return nil, fmt.Errorf("update budget of %s: patch is nil", sessionID)
 	}
-	s, err := rt.eng.UpdateBudget(ctx, sessionID, p)
+	s, err := rt.svc.UpdateBudget(ctx, sessionID, p)
 	if err != nil {
 		return nil, fmt.Errorf("update budget of %s: %w", sessionID, apiError(err))
 	}
@@ -225,20 +213,9 @@ func (rt *Runtime) ListEvents(ctx context.Context, sessionID string, after int64
 	if after < 0 {
 		return nil, fmt.Errorf("list events of %s: after %d is negative", sessionID, after)
 	}
-	if limit < 0 || limit > client.MaxListLimit {
-		return nil, fmt.Errorf("list events of %s: limit %d is outside 0..%d", sessionID, limit, client.MaxListLimit)
-	}
-	if limit == 0 {
-		limit = 50
-	}
-	evs, err := rt.eng.ListEvents(ctx, sessionID, after, limit)
+	l, err := rt.svc.ListEvents(ctx, sessionID, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list events of %s: %w", sessionID, apiError(err))
-	}
-	l := list(evs)
-	if len(evs) == limit {
-		next := fmt.Sprint(evs[len(evs)-1].Seq)
-		l.NextCursor = &next
 	}
 	return l, nil
 }
@@ -249,17 +226,17 @@ func (rt *Runtime) ListActions(ctx context.Context, sessionID string, status lt.
 	if err := requireID("sessionID", sessionID); err != nil {
 		return nil, fmt.Errorf("list actions: %w", err)
 	}
-	actions, err := rt.eng.ListActions(ctx, sessionID, string(status))
+	l, err := rt.svc.ListActions(ctx, sessionID, status)
 	if err != nil {
 		return nil, fmt.Errorf("list actions of %s: %w", sessionID, apiError(err))
 	}
-	return list(actions), nil
+	return l, nil
 }
 
 // ListAllActions returns one page of the inbox: required actions across
 // sessions, oldest first.
 func (rt *Runtime) ListAllActions(ctx context.Context, p lt.ListActionsParams) (*lt.List[lt.Action], error) {
-	l, err := rt.eng.ListAllActions(ctx, p)
+	l, err := rt.svc.ListAllActions(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("list actions: %w", apiError(err))
 	}
@@ -281,7 +258,7 @@ func (rt *Runtime) GetAction(ctx context.Context, actionID string) (*lt.Action, 
 	if err := requireID("actionID", actionID); err != nil {
 		return nil, fmt.Errorf("get action: %w", err)
 	}
-	a, err := rt.eng.GetAction(ctx, actionID)
+	a, err := rt.svc.GetAction(ctx, actionID)
 	if err != nil {
 		return nil, fmt.Errorf("get action %s: %w", actionID, apiError(err))
 	}
@@ -299,7 +276,7 @@ func (rt *Runtime) DecideAction(ctx context.Context, sessionID, actionID string,
 	if d == nil {
 		return nil, fmt.Errorf("decide action %s: decision is nil", actionID)
 	}
-	a, err := rt.eng.DecideAction(ctx, sessionID, actionID, d)
+	a, err := rt.svc.DecideAction(ctx, sessionID, actionID, d)
 	if err != nil {
 		return nil, fmt.Errorf("decide action %s of %s: %w", actionID, sessionID, apiError(err))
 	}
@@ -311,11 +288,11 @@ func (rt *Runtime) ListEffects(ctx context.Context, sessionID string) (*lt.List[
 	if err := requireID("sessionID", sessionID); err != nil {
 		return nil, fmt.Errorf("list effects: %w", err)
 	}
-	effects, err := rt.eng.ListEffects(ctx, sessionID)
+	l, err := rt.svc.ListEffects(ctx, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("list effects of %s: %w", sessionID, apiError(err))
 	}
-	return list(effects), nil
+	return l, nil
 }
 
 // ListCheckpoints returns the session's checkpoints, oldest first.
@@ -323,11 +300,11 @@ func (rt *Runtime) ListCheckpoints(ctx context.Context, sessionID string) (*lt.L
 	if err := requireID("sessionID", sessionID); err != nil {
 		return nil, fmt.Errorf("list checkpoints: %w", err)
 	}
-	cps, err := rt.eng.ListCheckpoints(ctx, sessionID)
+	l, err := rt.svc.ListCheckpoints(ctx, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("list checkpoints of %s: %w", sessionID, apiError(err))
 	}
-	return list(cps), nil
+	return l, nil
 }
 
 // ListArtifacts returns the session's artifacts.
@@ -335,11 +312,11 @@ func (rt *Runtime) ListArtifacts(ctx context.Context, sessionID string) (*lt.Lis
 	if err := requireID("sessionID", sessionID); err != nil {
 		return nil, fmt.Errorf("list artifacts: %w", err)
 	}
-	arts, err := rt.eng.ListArtifacts(ctx, sessionID)
+	l, err := rt.svc.ListArtifacts(ctx, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("list artifacts of %s: %w", sessionID, apiError(err))
 	}
-	return list(arts), nil
+	return l, nil
 }
 
 // GetArtifact returns an artifact's metadata.
@@ -347,7 +324,7 @@ func (rt *Runtime) GetArtifact(ctx context.Context, id string) (*lt.Artifact, er
 	if err := requireID("id", id); err != nil {
 		return nil, fmt.Errorf("get artifact: %w", err)
 	}
-	a, err := rt.eng.GetArtifact(ctx, id)
+	a, err := rt.svc.GetArtifact(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("get artifact %s: %w", id, apiError(err))
 	}
@@ -359,7 +336,7 @@ func (rt *Runtime) ArtifactContent(ctx context.Context, id string) (data []byte,
 	if err := requireID("id", id); err != nil {
 		return nil, "", fmt.Errorf("artifact content: %w", err)
 	}
-	a, data, err := rt.eng.ArtifactContent(ctx, id)
+	a, data, err := rt.svc.ArtifactContent(ctx, id)
 	if err != nil {
 		return nil, "", fmt.Errorf("artifact content %s: %w", id, apiError(err))
 	}
@@ -369,7 +346,7 @@ func (rt *Runtime) ArtifactContent(ctx context.Context, id string) (data []byte,
 // GetBlob returns the content-addressed blob with that sha256 (an event
 // whose payload was too large to inline points at one).
 func (rt *Runtime) GetBlob(ctx context.Context, sha256Hex string) ([]byte, error) {
-	data, err := rt.eng.GetBlob(ctx, sha256Hex)
+	data, err := rt.svc.GetBlob(ctx, sha256Hex)
 	if err != nil {
 		return nil, fmt.Errorf("get blob %s: %w", sha256Hex, apiError(err))
 	}
@@ -383,7 +360,7 @@ func (rt *Runtime) SessionTrace(ctx context.Context, id string, includeSubagents
 	if err := requireID("id", id); err != nil {
 		return nil, fmt.Errorf("get trace: %w", err)
 	}
-	tr, err := rt.eng.SessionTrace(ctx, id, includeSubagents)
+	tr, err := rt.svc.SessionTrace(ctx, id, includeSubagents)
 	if err != nil {
 		return nil, fmt.Errorf("get trace of %s: %w", id, apiError(err))
 	}
@@ -395,7 +372,7 @@ func (rt *Runtime) PutAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.A
 	if req == nil {
 		return nil, errors.New("put agent: req is nil")
 	}
-	a, err := rt.eng.PutAgent(ctx, req)
+	a, err := rt.svc.PutAgent(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("put agent %s: %w", req.Name, apiError(err))
 	}
@@ -404,58 +381,28 @@ func (rt *Runtime) PutAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.A
 
 // EnsureAgent defines an agent the way a program that starts again and
 // again wants it: it creates the agent, or adds a version only when req's
-// spec differs from the latest version's (compared as canonical JSON). It
-// reports whether it wrote a version.
+// spec differs from the latest version's (lt.SameAgentSpec: compared as
+// canonical JSON). It reports whether it wrote a version. Its error is
+// the put's (the definition was not stored), a *client.APIError naming the
+// spec's field when the definition is refused.
 func (rt *Runtime) EnsureAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Agent, bool, error) {
 	if req == nil {
 		return nil, false, errors.New("ensure agent: req is nil")
 	}
-	latest, err := rt.eng.GetAgent(ctx, req.Name, 0)
-	switch err := apiError(err); {
-	case err == nil:
-		same, err := sameSpec(&latest.Spec, &req.Spec)
-		if err != nil {
-			return nil, false, fmt.Errorf("ensure agent %s: %w", req.Name, err)
-		}
-		if same {
-			return latest, false, nil
-		}
-	case !client.IsNotFound(err):
-		return nil, false, fmt.Errorf("ensure agent %s: %w", req.Name, err)
-	}
-	a, err := rt.PutAgent(ctx, req)
+	a, wrote, err := rt.svc.EnsureAgent(ctx, req)
 	if err != nil {
-		return nil, false, err
+		return nil, false, fmt.Errorf("put agent %s: %w", req.Name, apiError(err))
 	}
-	return a, true, nil
-}
-
-func sameSpec(a, b *lt.AgentSpec) (bool, error) {
-	canon := func(s *lt.AgentSpec) ([]byte, error) {
-		raw, err := json.Marshal(s)
-		if err != nil {
-			return nil, fmt.Errorf("encode spec: %w", err)
-		}
-		return tool.CanonicalJSON(raw)
-	}
-	ca, err := canon(a)
-	if err != nil {
-		return false, err
-	}
-	cb, err := canon(b)
-	if err != nil {
-		return false, err
-	}
-	return bytes.Equal(ca, cb), nil
+	return a, wrote, nil
 }
 
 // ListAgents returns the latest version of every agent, by name.
 func (rt *Runtime) ListAgents(ctx context.Context) (*lt.List[lt.Agent], error) {
-	agents, err := rt.eng.ListAgents(ctx)
+	l, err := rt.svc.ListAgents(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", apiError(err))
 	}
-	return list(agents), nil
+	return l, nil
 }
 
 // GetAgent returns one version of an agent, the latest when version is 0.
@@ -466,7 +413,7 @@ func (rt *Runtime) GetAgent(ctx context.Context, name string, version int) (*lt.
 	if version < 0 {
 		return nil, fmt.Errorf("get agent %s: version %d is negative", name, version)
 	}
-	a, err := rt.eng.GetAgent(ctx, name, version)
+	a, err := rt.svc.GetAgent(ctx, name, version)
 	if err != nil {
 		return nil, fmt.Errorf("get agent %s: %w", name, apiError(err))
 	}
@@ -483,7 +430,7 @@ func (rt *Runtime) PutSecret(ctx context.Context, name string, req *lt.PutSecret
 	if req == nil {
 		return nil, false, fmt.Errorf("put secret %s: req is nil", name)
 	}
-	s, created, err := rt.node.VaultAPI.PutSecret(ctx, name, req)
+	s, created, err := rt.svc.PutSecret(ctx, name, req)
 	if err != nil {
 		return nil, false, fmt.Errorf("put secret %s: %w", name, apiError(err))
 	}
@@ -492,11 +439,11 @@ func (rt *Runtime) PutSecret(ctx context.Context, name string, req *lt.PutSecret
 
 // ListSecrets returns the metadata of every vault secret, by name.
 func (rt *Runtime) ListSecrets(ctx context.Context) (*lt.List[lt.Secret], error) {
-	secrets, err := rt.node.VaultAPI.ListSecrets(ctx)
+	l, err := rt.svc.ListSecrets(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list secrets: %w", apiError(err))
 	}
-	return list(secrets), nil
+	return l, nil
 }
 
 // DeleteSecret removes a vault secret.
@@ -504,7 +451,7 @@ func (rt *Runtime) DeleteSecret(ctx context.Context, name string) error {
 	if err := requireID("name", name); err != nil {
 		return fmt.Errorf("delete secret: %w", err)
 	}
-	if err := rt.node.VaultAPI.DeleteSecret(ctx, name); err != nil {
+	if err := rt.svc.DeleteSecret(ctx, name); err != nil {
 		return fmt.Errorf("delete secret %s: %w", name, apiError(err))
 	}
 	return nil
@@ -516,7 +463,7 @@ func (rt *Runtime) CreateWebhookEndpoint(ctx context.Context, req *lt.CreateWebh
 	if req == nil {
 		return nil, errors.New("create webhook endpoint: req is nil")
 	}
-	ep, err := rt.node.WebhookAPI.CreateWebhookEndpoint(ctx, req)
+	ep, err := rt.svc.CreateWebhookEndpoint(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("create webhook endpoint: %w", apiError(err))
 	}
@@ -525,11 +472,11 @@ func (rt *Runtime) CreateWebhookEndpoint(ctx context.Context, req *lt.CreateWebh
 
 // ListWebhookEndpoints returns every webhook endpoint, without secrets.
 func (rt *Runtime) ListWebhookEndpoints(ctx context.Context) (*lt.List[lt.WebhookEndpoint], error) {
-	eps, err := rt.node.WebhookAPI.ListWebhookEndpoints(ctx)
+	l, err := rt.svc.ListWebhookEndpoints(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list webhook endpoints: %w", apiError(err))
 	}
-	return list(eps), nil
+	return l, nil
 }
 
 // DeleteWebhookEndpoint removes a webhook endpoint.
@@ -537,35 +484,47 @@ func (rt *Runtime) DeleteWebhookEndpoint(ctx context.Context, id string) error {
 	if err := requireID("id", id); err != nil {
 		return fmt.Errorf("delete webhook endpoint: %w", err)
 	}
-	if err := rt.node.WebhookAPI.DeleteWebhookEndpoint(ctx, id); err != nil {
+	if err := rt.svc.DeleteWebhookEndpoint(ctx, id); err != nil {
 		return fmt.Errorf("delete webhook endpoint %s: %w", id, apiError(err))
 	}
 	return nil
 }
 
 // ListWebhookDeliveries returns one page of webhook deliveries, newest
-// first, each with its attempts.
+// first, each with its attempts; p.Limit 0 means 50.
 func (rt *Runtime) ListWebhookDeliveries(ctx context.Context, p client.ListWebhookDeliveriesParams) (*lt.List[lt.WebhookDelivery], error) {
-	if p.Limit < 0 || p.Limit > client.MaxListLimit {
-		return nil, fmt.Errorf("list webhook deliveries: ListWebhookDeliveriesParams.Limit %d is outside 0..%d", p.Limit, client.MaxListLimit)
-	}
-	limit := p.Limit
-	if limit == 0 {
-		limit = 50
-	}
-	l, err := rt.node.WebhookAPI.ListWebhookDeliveries(ctx, p.Cursor, limit)
+	l, err := rt.svc.ListWebhookDeliveries(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("list webhook deliveries: %w", apiError(err))
 	}
 	return l, nil
 }
 
+// AllWebhookDeliveries yields every webhook delivery, newest first,
+// following the pages' cursors from p.Cursor. The error is non-nil only
+// once, as the last value.
+func (rt *Runtime) AllWebhookDeliveries(ctx context.Context, p client.ListWebhookDeliveriesParams) iter.Seq2[lt.WebhookDelivery, error] {
+	return client.Pages(p.Cursor, func(cursor string) (*lt.List[lt.WebhookDelivery], error) {
+		p.Cursor = cursor
+		return rt.ListWebhookDeliveries(ctx, p)
+	})
+}
+
 // TaskReport returns one page of the task report of a window, with the
 // totals and the time series of the whole window.
 func (rt *Runtime) TaskReport(ctx context.Context, p lt.TaskReportParams) (*lt.TaskReport, error) {
-	r, err := rt.node.Reports.TaskReport(ctx, p)
+	r, err := rt.svc.TaskReport(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("task report: %w", apiError(err))
 	}
 	return r, nil
+}
+
+// Ready reports whether the store is reachable and migrated: nil when it
+// is (the in-process counterpart of client.Ready and GET /readyz).
+func (rt *Runtime) Ready(ctx context.Context) error {
+	if err := rt.svc.Ready(ctx); err != nil {
+		return fmt.Errorf("ready: %w", apiError(err))
+	}
+	return nil
 }

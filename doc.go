@@ -6,7 +6,10 @@
 // Open starts a Runtime. Its methods are the HTTP API's operations (API.md)
 // with the same names, parameters and results as package client's, so a
 // program can move between an embedded engine and a remote server by
-// changing one value:
+// changing one value. Each is the application service's (internal/app),
+// the one the HTTP API serves, so the two cannot drift; a test holds the
+// client, the Runtime and the service to one method set. (Subscribe, which
+// follows a session's journal, is StreamEvents by its first name here.)
 //
 //	rt, err := longhaul.Open(ctx, longhaul.Options{
 //		DataDir:   "longhaul-data",
@@ -33,8 +36,9 @@
 //     runtime hands each of its pending function_call actions to the Go
 //     function and decides the action with the result, durably (what was
 //     pending when the process stopped is handed over at the next Open).
-//   - Subscribe follows a session's journal, resuming from any seq; an
-//     event's payload decodes to its longhaultype type (Event.DecodeData).
+//   - StreamEvents (or Subscribe) follows a session's journal, resuming
+//     from any seq; an event's payload decodes to its longhaultype type
+//     (Event.DecodeData).
 //   - Handler serves the HTTP API and the web UI of the runtime, for the
 //     CLI and other programs.
 //

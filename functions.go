@@ -12,6 +12,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/longhaul-dev/longhaul/client"
+	"github.com/longhaul-dev/longhaul/internal/app"
 	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -129,7 +130,7 @@ const (
 // dispatcher hands pending function_call actions to their GoFunctions and
 // decides the actions with what they return.
 type dispatcher struct {
-	eng   *engine.Engine
+	svc   app.Service
 	notes store.Store // for Subscribe
 	fns   map[string]*GoFunction
 	log   *slog.Logger
@@ -140,8 +141,8 @@ type dispatcher struct {
 	wg       sync.WaitGroup
 }
 
-func newDispatcher(eng *engine.Engine, notes store.Store, fns map[string]*GoFunction, log *slog.Logger) *dispatcher {
-	return &dispatcher{eng: eng, notes: notes, fns: fns, log: log, inflight: make(map[string]bool), sem: make(chan struct{}, maxFunctionHandlers)}
+func newDispatcher(svc app.Service, notes store.Store, fns map[string]*GoFunction, log *slog.Logger) *dispatcher {
+	return &dispatcher{svc: svc, notes: notes, fns: fns, log: log, inflight: make(map[string]bool), sem: make(chan struct{}, maxFunctionHandlers)}
 }
 
 // run hands over the actions pending now, then those that appear, until
@@ -188,7 +189,7 @@ func (d *dispatcher) run(ctx context.Context) {
 func (d *dispatcher) scanAll(ctx context.Context) {
 	p := lt.ListActionsParams{Status: string(lt.ActionPending), Type: string(lt.ActionFunctionCall), Limit: client.MaxListLimit}
 	for ctx.Err() == nil {
-		page, err := d.eng.ListAllActions(ctx, p)
+		page, err := d.svc.ListAllActions(ctx, p)
 		if err != nil {
 			if ctx.Err() == nil {
 				d.log.Error("list pending function calls", "err", err)
@@ -208,14 +209,14 @@ func (d *dispatcher) scanAll(ctx context.Context) {
 // scanSession hands over the pending function_call actions of one session
 // whose journal grew.
 func (d *dispatcher) scanSession(ctx context.Context, sessionID string) {
-	actions, err := d.eng.ListActions(ctx, sessionID, string(lt.ActionPending))
+	actions, err := d.svc.ListActions(ctx, sessionID, lt.ActionPending)
 	if err != nil {
 		if ctx.Err() == nil && !client.IsNotFound(apiError(err)) {
 			d.log.Error("list pending actions", "session", sessionID, "err", err)
 		}
 		return
 	}
-	for _, a := range actions {
+	for _, a := range actions.Data {
 		if a.Type == lt.ActionFunctionCall {
 			d.dispatch(ctx, a)
 		}
@@ -271,7 +272,7 @@ func (d *dispatcher) answer(ctx context.Context, fn *GoFunction, a lt.Action) {
 		}
 		dec = &lt.Decision{Error: msg}
 	}
-	if _, err := d.eng.DecideAction(ctx, a.SessionID, a.ID, dec); err != nil {
+	if _, err := d.svc.DecideAction(ctx, a.SessionID, a.ID, dec); err != nil {
 		switch ae := apiError(err); {
 		case ctx.Err() != nil:
 		case client.IsConflict(ae) || client.IsNotFound(ae):

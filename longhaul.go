@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/longhaul-dev/longhaul/internal/engine"
+	"github.com/longhaul-dev/longhaul/internal/app"
 	"github.com/longhaul-dev/longhaul/internal/node"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -77,8 +77,10 @@ type Options struct {
 // one with Open and Close it when done; it is safe for concurrent use.
 type Runtime struct {
 	node *node.Node
-	eng  *engine.Engine
-	log  *slog.Logger
+	// svc is the node's application service: every API operation of the
+	// Runtime is one of its methods (see api.go).
+	svc app.Service
+	log *slog.Logger
 
 	// cancel stops the function dispatcher; done closes when it returned.
 	cancel context.CancelFunc
@@ -132,7 +134,7 @@ func Open(ctx context.Context, opts Options) (_ *Runtime, err error) {
 			return nil, fmt.Errorf("open longhaul: Options.ListenAddrs: %w", err)
 		}
 	}
-	rt := &Runtime{node: n, eng: n.Engine, log: log}
+	rt := &Runtime{node: n, svc: n.App, log: log}
 	// Defined before the workers start: a session they resume may name
 	// one of these agents' latest versions.
 	for i := range opts.Agents {
@@ -148,7 +150,7 @@ func Open(ctx context.Context, opts Options) (_ *Runtime, err error) {
 	if len(fns) == 0 {
 		close(rt.done)
 	} else {
-		d := newDispatcher(n.Engine, n.Store, fns, log)
+		d := newDispatcher(n.App, n.Store, fns, log)
 		go func() {
 			defer close(rt.done)
 			d.run(dctx)

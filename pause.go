@@ -17,10 +17,7 @@ func (rt *Runtime) Pause(ctx context.Context, sessionID string, req *lt.PauseReq
 	if err := requireID("sessionID", sessionID); err != nil {
 		return nil, fmt.Errorf("pause session: %w", err)
 	}
-	if req == nil {
-		req = &lt.PauseRequest{}
-	}
-	s, err := rt.eng.PauseSession(ctx, sessionID, req)
+	s, err := rt.svc.Pause(ctx, sessionID, req)
 	if err != nil {
 		return nil, fmt.Errorf("pause session %s: %w", sessionID, apiError(err))
 	}
@@ -33,7 +30,7 @@ func (rt *Runtime) Resume(ctx context.Context, sessionID string) (*lt.Session, e
 	if err := requireID("sessionID", sessionID); err != nil {
 		return nil, fmt.Errorf("resume session: %w", err)
 	}
-	s, err := rt.eng.ResumeSession(ctx, sessionID, &lt.ResumeRequest{})
+	s, err := rt.svc.Resume(ctx, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("resume session %s: %w", sessionID, apiError(err))
 	}

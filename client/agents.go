@@ -49,3 +49,34 @@ func (c *Client) GetAgent(ctx context.Context, name string, version int) (*lt.Ag
 	}
 	return a, nil
 }
+
+// EnsureAgent defines an agent the way a program that starts again and
+// again wants it: it creates the agent, or adds a version only when req's
+// spec differs from the latest version's (lt.SameAgentSpec: compared as
+// canonical JSON, the rule the server's and the library's EnsureAgent
+// follow). It returns the latest version afterwards and whether it wrote
+// one. An error of the GetAgent or PutAgent it makes is returned as that
+// call's, so it names the step that failed.
+func (c *Client) EnsureAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Agent, bool, error) {
+	if req == nil {
+		return nil, false, fmt.Errorf("ensure agent: req is nil")
+	}
+	latest, err := c.GetAgent(ctx, req.Name, 0)
+	switch {
+	case err == nil:
+		same, err := lt.SameAgentSpec(&latest.Spec, &req.Spec)
+		if err != nil {
+			return nil, false, fmt.Errorf("ensure agent %s: %w", req.Name, err)
+		}
+		if same {
+			return latest, false, nil
+		}
+	case !IsNotFound(err):
+		return nil, false, err
+	}
+	a, err := c.PutAgent(ctx, req)
+	if err != nil {
+		return nil, false, err
+	}
+	return a, true, nil
+}

@@ -7,7 +7,9 @@
 // required actions and the webhook deliveries; ListFiles, GetFile,
 // PutFile and DeleteFile (and their IfMatch forms, conditional on the
 // bytes read), a person's take-over of a workspace (an upload
-// is the one request body sent as application/octet-stream). Every route of the API has
+// is the one request body sent as application/octet-stream); and
+// EnsureAgent, which adds an agent version only when the spec changed
+// (longhaultype.SameAgentSpec, the server's rule). Every route of the API has
 // its method, except GET /metrics (Prometheus text, for a scraper).
 //
 // Invariants it keeps:

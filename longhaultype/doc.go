@@ -1,6 +1,8 @@
 // Package longhaultype holds the wire types of Longhaul's HTTP API: sessions,
 // turns, events, required actions, effects, agents and errors, exactly as they
-// appear in JSON (see docs/api.md).
+// appear in JSON (see docs/api.md), and the canonical form of a JSON
+// document (CanonicalJSON, SameAgentSpec) by which the server and the client
+// compare them.
 //
 // Events carry typed payloads. An Event's Data is the JSON of one Go type per
 // event type (eventdata.go): the payload of EventX is XData, and

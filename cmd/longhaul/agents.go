@@ -5,7 +5,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/longhaul-dev/longhaul/client"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -100,7 +99,7 @@ When the latest version already has this spec, nothing changes (unless
 			if force {
 				a, err = cl.PutAgent(cmd.Context(), &req)
 			} else {
-				a, created, err = putAgentIfChanged(cmd.Context(), cl, client.IsNotFound, &req)
+				a, created, err = cl.EnsureAgent(cmd.Context(), &req)
 			}
 			if err != nil {
 				return err

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,71 +76,6 @@ func loadConfig(path string) (*configFile, error) {
 		}
 	}
 	return cf, nil
-}
-
-// agentRegistry is what registering an agent needs: the engine (serve) and
-// the API client (agents put) both have these methods.
-type agentRegistry interface {
-	GetAgent(ctx context.Context, name string, version int) (*lt.Agent, error)
-	PutAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Agent, error)
-}
-
-// putAgentIfChanged registers req as a new version of its agent unless the
-// latest version already has the same spec. It returns the latest version
-// afterwards and whether it was created now. isNotFound recognises the
-// registry's "no such agent" error.
-func putAgentIfChanged(ctx context.Context, reg agentRegistry, isNotFound func(error) bool, req *lt.PutAgentRequest) (*lt.Agent, bool, error) {
-	latest, err := reg.GetAgent(ctx, req.Name, 0)
-	switch {
-	case err == nil:
-		same, err := sameSpec(&latest.Spec, &req.Spec)
-		if err != nil {
-			return nil, false, err
-		}
-		if same {
-			return latest, false, nil
-		}
-	case !isNotFound(err):
-		return nil, false, err
-	}
-	a, err := reg.PutAgent(ctx, req)
-	if err != nil {
-		return nil, false, err
-	}
-	return a, true, nil
-}
-
-// sameSpec compares two specs by their canonical JSON (object keys sorted,
-// whitespace dropped), so a spec that went through a store and back equals
-// the file it came from.
-func sameSpec(a, b *lt.AgentSpec) (bool, error) {
-	ca, err := canonicalJSON(a)
-	if err != nil {
-		return false, err
-	}
-	cb, err := canonicalJSON(b)
-	if err != nil {
-		return false, err
-	}
-	return bytes.Equal(ca, cb), nil
-}
-
-func canonicalJSON(v any) ([]byte, error) {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("encode spec: %w", err)
-	}
-	var generic any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&generic); err != nil {
-		return nil, fmt.Errorf("decode spec: %w", err)
-	}
-	out, err := json.Marshal(generic) // maps marshal with sorted keys
-	if err != nil {
-		return nil, fmt.Errorf("encode spec: %w", err)
-	}
-	return out, nil
 }
 
 // fileError is a problem in a hand-written file, located as precisely as

@@ -157,16 +157,3 @@ model:
 	require.Equal(t, "yes", args["flag"], "YAML 1.2: yes is a string")
 	require.Nil(t, args["none"])
 }
-
-func TestSameSpecIgnoresFormatting(t *testing.T) {
-	t.Parallel()
-	a := lt.AgentSpec{Model: lt.ModelSpec{Provider: "scripted", Script: json.RawMessage(`[ {"text": "x", "usage": {"output_tokens": 1, "input_tokens": 2}} ]`)}}
-	b := lt.AgentSpec{Model: lt.ModelSpec{Provider: "scripted", Script: json.RawMessage(`[{"usage":{"input_tokens":2,"output_tokens":1},"text":"x"}]`)}}
-	same, err := sameSpec(&a, &b)
-	require.NoError(t, err)
-	require.True(t, same)
-	b.Instructions = "other"
-	same, err = sameSpec(&a, &b)
-	require.NoError(t, err)
-	require.False(t, same)
-}

@@ -164,7 +164,7 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 		}
 	}()
 	if cfg.config != nil {
-		if n.agents, err = registerAgents(ctx, n.engine, cfg.config); err != nil {
+		if n.agents, err = registerAgents(ctx, n.wired.App, cfg.config); err != nil {
 			return nil, err
 		}
 	}
@@ -227,17 +227,19 @@ func (n *node) stop(ctx context.Context) error {
 // for the commands that open a store without running a node.
 func lockDataDir(dir string) (unlock func(), err error) { return lhnode.LockDataDir(dir) }
 
+// agentEnsurer is what registering the config file's agents needs: the
+// application service's EnsureAgent (the rule of lt.SameAgentSpec).
+type agentEnsurer interface {
+	EnsureAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Agent, bool, error)
+}
+
 // registerAgents puts every agent of the config file whose spec differs from
 // its latest version. A refusal names the file, the line and the field.
-func registerAgents(ctx context.Context, eng *engine.Engine, cf *configFile) ([]agentRegistration, error) {
-	isNotFound := func(err error) bool {
-		var ae *apierror.Error
-		return errors.As(err, &ae) && ae.Code == lt.CodeNotFound
-	}
+func registerAgents(ctx context.Context, agents agentEnsurer, cf *configFile) ([]agentRegistration, error) {
 	out := make([]agentRegistration, 0, len(cf.Agents))
 	for i := range cf.Agents {
 		req := &cf.Agents[i]
-		a, created, err := putAgentIfChanged(ctx, eng, isNotFound, req)
+		a, created, err := agents.EnsureAgent(ctx, req)
 		if err != nil {
 			var ae *apierror.Error
 			if errors.As(err, &ae) && ae.Code == lt.CodeInvalidRequest {

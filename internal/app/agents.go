@@ -1,15 +1,11 @@
 package app
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
-	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -20,7 +16,7 @@ func (a *App) PutAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Agent,
 
 // EnsureAgent implements Service: what a program that starts again and
 // again wants, a version added only when the spec changed (compared as
-// canonical JSON, so key order and spacing do not count).
+// lt.SameAgentSpec, so key order and spacing do not count).
 func (a *App) EnsureAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Agent, bool, error) {
 	if req == nil {
 		return nil, false, apierror.Invalid("", "the agent definition is missing")
@@ -29,7 +25,7 @@ func (a *App) EnsureAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Age
 	var ae *apierror.Error
 	switch {
 	case err == nil:
-		same, err := SameSpec(&latest.Spec, &req.Spec)
+		same, err := lt.SameAgentSpec(&latest.Spec, &req.Spec)
 		if err != nil {
 			return nil, false, err
 		}
@@ -44,27 +40,6 @@ func (a *App) EnsureAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Age
 		return nil, false, err
 	}
 	return agent, true, nil
-}
-
-// SameSpec reports whether two agent specs are the same definition: equal
-// as canonical JSON.
-func SameSpec(a, b *lt.AgentSpec) (bool, error) {
-	canon := func(s *lt.AgentSpec) ([]byte, error) {
-		raw, err := json.Marshal(s)
-		if err != nil {
-			return nil, fmt.Errorf("encode agent spec: %w", err)
-		}
-		return tool.CanonicalJSON(raw)
-	}
-	ca, err := canon(a)
-	if err != nil {
-		return false, err
-	}
-	cb, err := canon(b)
-	if err != nil {
-		return false, err
-	}
-	return bytes.Equal(ca, cb), nil
 }
 
 // ListAgents implements Service.

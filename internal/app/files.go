@@ -24,11 +24,11 @@ func (a *App) OpenFile(ctx context.Context, sessionID, checkpointID, path string
 }
 
 // PutFileIfMatch implements Service.
-func (a *App) PutFileIfMatch(ctx context.Context, sessionID, path string, data []byte, actionID, ifSHA256 string) (*lt.WorkspaceChange, error) {
-	return a.eng.WriteFileIfMatch(ctx, sessionID, path, data, actionID, ifSHA256)
+func (a *App) PutFileIfMatch(ctx context.Context, sessionID, path string, data []byte, actionID, ifMatch string) (*lt.WorkspaceChange, error) {
+	return a.eng.WriteFileIfMatch(ctx, sessionID, path, data, actionID, ifMatch)
 }
 
 // DeleteFileIfMatch implements Service.
-func (a *App) DeleteFileIfMatch(ctx context.Context, sessionID, path, ifSHA256 string) (*lt.WorkspaceChange, error) {
-	return a.eng.DeleteFileIfMatch(ctx, sessionID, path, ifSHA256)
+func (a *App) DeleteFileIfMatch(ctx context.Context, sessionID, path, ifMatch string) (*lt.WorkspaceChange, error) {
+	return a.eng.DeleteFileIfMatch(ctx, sessionID, path, ifMatch)
 }

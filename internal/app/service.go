@@ -96,11 +96,13 @@ type Service interface {
 	OpenFile(ctx context.Context, sessionID, checkpointID, path string) (*lt.FileEntry, io.ReadCloser, error)
 	// PutFileIfMatch writes a person's upload (409 unless the session is
 	// paused, idle, waiting or requires_action); actionID, when set, names
-	// the input action of kind "file" it answers; ifSHA256, when set, is a
-	// 409 unless the file holds those bytes.
-	PutFileIfMatch(ctx context.Context, sessionID, path string, data []byte, actionID, ifSHA256 string) (*lt.WorkspaceChange, error)
+	// the input action of kind "file" it answers; ifMatch, when set, is an
+	// If-Match value (the file's ETag, its quoted SHA-256, or a list of
+	// them) and a 409 unless the file holds those bytes. (The client's and
+	// the library's PutFileIfMatch take the bare SHA-256 and quote it.)
+	PutFileIfMatch(ctx context.Context, sessionID, path string, data []byte, actionID, ifMatch string) (*lt.WorkspaceChange, error)
 	// DeleteFileIfMatch deletes a file or a symlink (same rules).
-	DeleteFileIfMatch(ctx context.Context, sessionID, path, ifSHA256 string) (*lt.WorkspaceChange, error)
+	DeleteFileIfMatch(ctx context.Context, sessionID, path, ifMatch string) (*lt.WorkspaceChange, error)
 
 	// Agents.
 
