@@ -213,6 +213,9 @@ func (rt *Runtime) ListEvents(ctx context.Context, sessionID string, after int64
 	if after < 0 {
 		return nil, fmt.Errorf("list events of %s: after %d is negative", sessionID, after)
 	}
+	if limit < 0 || limit > client.MaxListLimit {
+		return nil, fmt.Errorf("list events of %s: limit %d is outside 0..%d", sessionID, limit, client.MaxListLimit)
+	}
 	l, err := rt.svc.ListEvents(ctx, sessionID, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list events of %s: %w", sessionID, apiError(err))
@@ -493,6 +496,9 @@ func (rt *Runtime) DeleteWebhookEndpoint(ctx context.Context, id string) error {
 // ListWebhookDeliveries returns one page of webhook deliveries, newest
 // first, each with its attempts; p.Limit 0 means 50.
 func (rt *Runtime) ListWebhookDeliveries(ctx context.Context, p client.ListWebhookDeliveriesParams) (*lt.List[lt.WebhookDelivery], error) {
+	if p.Limit < 0 || p.Limit > client.MaxListLimit {
+		return nil, fmt.Errorf("list webhook deliveries: ListWebhookDeliveriesParams.Limit %d is outside 0..%d", p.Limit, client.MaxListLimit)
+	}
 	l, err := rt.svc.ListWebhookDeliveries(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("list webhook deliveries: %w", apiError(err))

@@ -57,13 +57,12 @@ func TestRuntimeWebhookDeliveriesPages(t *testing.T) {
 	}
 	require.Equal(t, want, paged)
 
-	// A limit out of range is the service's refusal, as over HTTP.
+	// A limit out of range is refused before anything is read, as the
+	// client refuses it before sending.
 	_, err = rt.ListWebhookDeliveries(ctx, client.ListWebhookDeliveriesParams{Limit: client.MaxListLimit + 1})
-	var ae *client.APIError
-	require.ErrorAs(t, err, &ae)
-	require.Equal(t, "limit", ae.Field)
+	require.EqualError(t, err, "list webhook deliveries: ListWebhookDeliveriesParams.Limit 501 is outside 0..500")
 	for _, err := range rt.AllWebhookDeliveries(ctx, client.ListWebhookDeliveriesParams{Limit: -1}) {
-		require.True(t, client.HasCode(err, lt.CodeInvalidRequest), "%v", err)
+		require.ErrorContains(t, err, "ListWebhookDeliveriesParams.Limit -1 is outside 0..500")
 	}
 
 	s, err := rt.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: new(scripted(`[{"text":"hi"}]`)), Input: "hi", WebhookURL: "http://127.0.0.1:1/own"})
@@ -72,4 +71,15 @@ func TestRuntimeWebhookDeliveriesPages(t *testing.T) {
 	got, err := rt.GetSession(ctx, s.ID)
 	require.NoError(t, err)
 	require.Empty(t, got.WebhookSecret, "shown only in the answer that creates it")
+}
+
+// TestRuntimeListEventsLimit: the library refuses a page size out of range
+// before it reads anything, with the client's words.
+func TestRuntimeListEventsLimit(t *testing.T) {
+	ctx := t.Context()
+	rt := open(t, longhaul.Options{DataDir: t.TempDir()})
+	_, err := rt.ListEvents(ctx, "ses_x", 0, client.MaxListLimit+1)
+	require.EqualError(t, err, "list events of ses_x: limit 501 is outside 0..500")
+	_, err = rt.ListEvents(ctx, "ses_x", 0, -1)
+	require.EqualError(t, err, "list events of ses_x: limit -1 is outside 0..500")
 }

@@ -14,7 +14,7 @@ func (a *App) ListEvents(ctx context.Context, sessionID string, after int64, lim
 		return nil, apierror.Invalid("after", "after must be 0 or more, got %d", after)
 	}
 	if limit < 0 || limit > MaxListLimit {
-		return nil, apierror.Invalid("limit", "limit must be between 1 and %d, got %d", MaxListLimit, limit)
+		return nil, apierror.Invalid("limit", "limit must be between 0 (the default page, %d) and %d, got %d", DefaultListLimit, MaxListLimit, limit)
 	}
 	if limit == 0 {
 		limit = DefaultListLimit

@@ -29,7 +29,7 @@ func (a *App) DeleteWebhookEndpoint(ctx context.Context, id string) error {
 // ListWebhookDeliveries implements Service.
 func (a *App) ListWebhookDeliveries(ctx context.Context, p lt.ListWebhookDeliveriesParams) (*lt.List[lt.WebhookDelivery], error) {
 	if p.Limit < 0 || p.Limit > MaxListLimit {
-		return nil, apierror.Invalid("limit", "limit must be between 1 and %d, got %d", MaxListLimit, p.Limit)
+		return nil, apierror.Invalid("limit", "limit must be between 0 (the default page, %d) and %d, got %d", DefaultListLimit, MaxListLimit, p.Limit)
 	}
 	if p.Limit == 0 {
 		p.Limit = DefaultListLimit
