@@ -72,14 +72,3 @@ func TestRuntimeWebhookDeliveriesPages(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, got.WebhookSecret, "shown only in the answer that creates it")
 }
-
-// TestRuntimeListEventsLimit: the library refuses a page size out of range
-// before it reads anything, with the client's words.
-func TestRuntimeListEventsLimit(t *testing.T) {
-	ctx := t.Context()
-	rt := open(t, longhaul.Options{DataDir: t.TempDir()})
-	_, err := rt.ListEvents(ctx, "ses_x", 0, client.MaxListLimit+1)
-	require.EqualError(t, err, "list events of ses_x: limit 501 is outside 0..500")
-	_, err = rt.ListEvents(ctx, "ses_x", 0, -1)
-	require.EqualError(t, err, "list events of ses_x: limit -1 is outside 0..500")
-}
