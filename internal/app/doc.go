@@ -21,7 +21,7 @@
 // field, a 404, a 409); anything else is an internal failure.
 //
 // Who may import it: the root package, internal/node (which builds the
-// App), internal/server (for the interface), internal/bench, and tests
+// App), internal/server (for the interface), and tests
 // (internal/app/apptest builds an App for them).
 // It imports the engine, the vault, the webhook dispatcher and the
 // reports, never a transport.

@@ -10,5 +10,5 @@
 //
 // It imports only the standard library and internal/store (for the
 // ErrStorageFull sentinel its errors wrap). Who may import it: cmd/longhaul,
-// internal/app, internal/node, internal/server and tests.
+// internal/node, internal/server and tests.
 package freespace

@@ -20,8 +20,7 @@
 //   - a turn does not complete while a steering message (turn.steered) has
 //     not reached a step's model call (steer.go).
 //
-// It imports only the standard library and longhaultype. Who may import it:
-// cmd/longhaul, internal/app, internal/bench, internal/engine,
-// internal/export, internal/mcp, internal/metrics, internal/report,
-// internal/trace and tests.
+// It imports only the standard library and longhaultype (where the events'
+// payload types are: every other package reads those, never this one). Who
+// may import it: internal/engine, internal/report and tests.
 package journal

@@ -92,5 +92,5 @@
 //
 // It imports longhaultype and CEL (cel.dev/cel-go) only. The engine decides
 // every tool call with it and validates agents' policies. Who may import
-// it: internal/app, internal/engine and tests.
+// it: internal/engine and tests.
 package policy

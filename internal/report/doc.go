@@ -32,7 +32,7 @@
 // series and the page alike.
 //
 // It imports the store interface, the journal's projection types, apierror
-// and the wire types; the node wires a Service into the server's backend
-// (server.ReportBackend). Who may import it: internal/app, internal/node and
+// and the wire types; the node wires a Service into the application service
+// (internal/app). Who may import it: internal/app, internal/node and
 // tests.
 package report

@@ -28,8 +28,9 @@ const DefaultMaxTasks = 50_000
 // scanPage is how many session rows one store read takes.
 const scanPage = 1000
 
-// Service computes task reports from a store's projections. It implements
-// server.ReportBackend; all methods are safe for concurrent use.
+// Service computes task reports from a store's projections; the
+// application service (internal/app) serves them. All methods are safe for
+// concurrent use.
 type Service struct {
 	st  store.Store
 	cfg Config

@@ -34,6 +34,6 @@
 // It imports longhaultype, internal/workspace, internal/egress,
 // internal/httpretry, the JSON Schema library and the SQLite driver
 // (modernc.org/sqlite, never internal/store/sqlite). Who may import it: the
-// root package, internal/app, internal/bench, internal/engine, internal/mcp,
+// root package, internal/bench, internal/engine, internal/mcp,
 // internal/node, internal/sandbox, internal/vault and tests.
 package tool

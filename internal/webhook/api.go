@@ -22,8 +22,8 @@ const (
 	maxDeliveriesPage = 500
 )
 
-// API serves the webhook endpoints of the HTTP API (the server's
-// WebhookBackend). Errors a client caused are *apierror.Error values.
+// API serves the webhook use cases of the application service
+// (internal/app). Errors a client caused are *apierror.Error values.
 type API struct{ d *Dispatcher }
 
 // NewAPI returns the API of d.

@@ -50,7 +50,7 @@
 //     several, and each request carries one signature per secret.
 //
 // The node (internal/node) starts a Dispatcher, with its node id as
-// NodeID, and serves its API through the server's WebhookBackend; export
+// NodeID, and the application service (internal/app) serves its API; export
 // makes signing secrets (NewSecret), and the application service serves
 // the webhook use cases. Who may import it: internal/app, internal/export,
 // internal/node and tests.
