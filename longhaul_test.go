@@ -426,6 +426,16 @@ func TestSubscribeEnds(t *testing.T) {
 	require.Equal(t, int64(1), seqs[0])
 }
 
+// TestRuntimePollInterval: the Runtime's streams read their journals again
+// every 2 s without a notice (notices are hints a busy process may miss),
+// as the library's Subscribe always has, not at the HTTP API's ping
+// interval (15 s).
+func TestRuntimePollInterval(t *testing.T) {
+	t.Parallel()
+	rt := open(t, longhaul.Options{DataDir: t.TempDir()})
+	require.Equal(t, 2*time.Second, longhaul.PollInterval(rt))
+}
+
 // TestRuntimeOnPostgreSQL runs a session with a Go tool on PostgreSQL, and
 // resumes it from a second runtime (another data directory, another node)
 // on the same schema.
