@@ -31,6 +31,9 @@ type openedKey struct{}
 // opened runs at most once, however often the stream reports it: a
 // callback that closes a channel can be given as is.
 func WithOpened(ctx context.Context, opened func()) context.Context {
+	if opened == nil {
+		return ctx
+	}
 	return context.WithValue(ctx, openedKey{}, sync.OnceFunc(opened))
 }
 
