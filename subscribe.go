@@ -43,8 +43,8 @@ func (rt *Runtime) Subscribe(ctx context.Context, sessionID string, after int64)
 }
 
 // errClosing ends a stream of a Runtime that is closing: the service's
-// stream stopped (the engine's watches closed) while the caller's ctx is
-// live.
+// stream stopped without an error while the caller's ctx is live, which
+// only the engine stopping does.
 var errClosing = errors.New("the runtime is closing")
 
 // follow yields the values of the service's stream seq and ends it as the
