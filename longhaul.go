@@ -72,6 +72,13 @@ type Options struct {
 	ModelKeyEnv map[string][]string
 }
 
+// subscribePoll is how often a stream of the Runtime (StreamEvents,
+// StreamTreeEvents) reads its journals again without a notice of their
+// growth (notices are hints that a busy process may miss): a missed one
+// delays an event by that much at most. An HTTP stream reads as often as
+// it pings instead.
+const subscribePoll = 2 * time.Second
+
 // Runtime is the engine running in this process: its workers run the
 // sessions, and its methods are the API's operations, in-process. Open
 // one with Open and Close it when done; it is safe for concurrent use.
@@ -117,7 +124,7 @@ func Open(ctx context.Context, opts Options) (_ *Runtime, err error) {
 	n, err := node.Open(ctx, &node.Config{
 		DataDir: opts.DataDir, StoreURL: opts.PostgresURL, NoMigrate: opts.NoMigrate, LeaseTTL: opts.LeaseTTL,
 		APIKeys: opts.APIKeys, Logger: log, VaultKeyFile: opts.VaultKeyFile, Sandbox: opts.Sandbox, Tools: tools,
-		ModelKeyEnv: opts.ModelKeyEnv,
+		ModelKeyEnv: opts.ModelKeyEnv, PollInterval: subscribePoll,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open longhaul: %w", err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/longhaul-dev/longhaul"
 	"github.com/longhaul-dev/longhaul/client"
+	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/store/postgres/pgtest"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -424,6 +425,45 @@ func TestSubscribeEnds(t *testing.T) {
 	}
 	require.Equal(t, want, seqs, "every event, once, in order")
 	require.Equal(t, int64(1), seqs[0])
+}
+
+// TestSubscribeEndsOnClose: a Runtime closed under a stream ends it with
+// an error as the last value, not silently: the stream never ends on its
+// own.
+func TestSubscribeEndsOnClose(t *testing.T) {
+	t.Parallel()
+	rt := open(t, longhaul.Options{DataDir: t.TempDir()})
+	s, err := rt.CreateSession(t.Context(), &lt.CreateSessionRequest{AgentSpec: new(scripted(`[{"text":"hi"}]`)), Input: "hi"})
+	require.NoError(t, err)
+	waitStatus(t, rt, s.ID, lt.SessionIdle)
+	closed := make(chan error, 1)
+	var errs []error
+	for ev, err := range rt.Subscribe(t.Context(), s.ID, 0) {
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if ev.Type == lt.EventTurnCompleted {
+			go func() { closed <- rt.Close(context.WithoutCancel(t.Context())) }()
+		}
+	}
+	require.NoError(t, <-closed)
+	require.Len(t, errs, 1)
+	// The stream learns it either from the engine's watch closing or from
+	// a read it had started failing on the closed store.
+	if !errors.Is(errs[0], store.ErrClosed) {
+		require.EqualError(t, errs[0], "stream events of "+s.ID+": the runtime is closing")
+	}
+}
+
+// TestRuntimePollInterval: the Runtime's streams read their journals again
+// every 2 s without a notice (notices are hints a busy process may miss),
+// as the library's Subscribe always has, not at the HTTP API's ping
+// interval (15 s).
+func TestRuntimePollInterval(t *testing.T) {
+	t.Parallel()
+	rt := open(t, longhaul.Options{DataDir: t.TempDir()})
+	require.Equal(t, 2*time.Second, longhaul.PollInterval(rt))
 }
 
 // TestRuntimeOnPostgreSQL runs a session with a Go tool on PostgreSQL, and

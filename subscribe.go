@@ -2,6 +2,7 @@ package longhaul
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 
@@ -17,9 +18,9 @@ import (
 //
 // It never ends on its own while the session exists: the session's turns
 // end, follow-up turns come. The error is non-nil only once, as the last
-// value: ctx's error when ctx ends, or the failure to read the journal
-// (the session does not exist: client.IsNotFound). Breaking out of the
-// loop stops it.
+// value: ctx's error when ctx ends, the failure to read the journal (the
+// session does not exist: client.IsNotFound), or, when the Runtime is
+// closed under it, an error saying so. Breaking out of the loop stops it.
 func (rt *Runtime) StreamEvents(ctx context.Context, sessionID string, after int64) iter.Seq2[lt.Event, error] {
 	return func(yield func(lt.Event, error) bool) {
 		if err := requireID("sessionID", sessionID); err != nil {
@@ -41,12 +42,17 @@ func (rt *Runtime) Subscribe(ctx context.Context, sessionID string, after int64)
 	return rt.StreamEvents(ctx, sessionID, after)
 }
 
+// errClosing ends a stream of a Runtime that is closing: the service's
+// stream stopped without an error while the caller's ctx is live, which
+// only the engine stopping does.
+var errClosing = errors.New("the runtime is closing")
+
 // follow yields the values of the service's stream seq and ends it as the
 // client's streams end: the service's stream stops without an error when
-// ctx ends, a client's yields ctx's error last, so a loop over either
-// learns why it stopped. A failure is yielded as a *client.APIError when
-// the caller caused it, wrapped by wrap; a read that failed because ctx
-// ended is ctx's error.
+// ctx ends or the engine stops, a client's yields an error last, so a
+// loop over either learns why it stopped: ctx's error, or errClosing. A
+// failure is yielded as a *client.APIError when the caller caused it,
+// wrapped by wrap; a read that failed because ctx ended is ctx's error.
 func follow[T any](ctx context.Context, seq iter.Seq2[T, error], yield func(T, error) bool, wrap func(error) error) {
 	var zero T
 	for v, err := range seq {
@@ -61,7 +67,9 @@ func follow[T any](ctx context.Context, seq iter.Seq2[T, error], yield func(T, e
 			return
 		}
 	}
-	if ctx.Err() != nil {
-		yield(zero, wrap(ctx.Err()))
+	err := ctx.Err()
+	if err == nil {
+		err = errClosing
 	}
+	yield(zero, wrap(err))
 }

@@ -129,3 +129,32 @@ func TestRuntimeStreamTreeEvents(t *testing.T) {
 		require.EqualError(t, err, "stream events of tree: sessionID is empty")
 	}
 }
+
+// TestRuntimeStreamTreeEventsAfterSeq: a plain seq as the cursor is the
+// root's, as client.StreamTreeEvents takes it: the root's events come
+// from the next seq on, the sub-agent's from its start.
+func TestRuntimeStreamTreeEventsAfterSeq(t *testing.T) {
+	t.Parallel()
+	rt := open(t, longhaul.Options{DataDir: t.TempDir()})
+	root, child := spawnTree(t, rt)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	first := map[string]int64{}
+	var errs []error
+	for ev, err := range rt.StreamTreeEvents(ctx, root, "3") {
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if _, ok := first[ev.SessionID]; !ok {
+			first[ev.SessionID] = ev.Seq
+		}
+		if ev.SessionID == child && ev.Type == lt.EventActionRequired {
+			cancel()
+		}
+	}
+	require.Len(t, errs, 1)
+	require.ErrorIs(t, errs[0], context.Canceled)
+	require.Equal(t, map[string]int64{root: 4, child: 1}, first)
+}

@@ -56,7 +56,9 @@ type Service interface {
 	StreamEvents(ctx context.Context, sessionID string, after int64) iter.Seq2[lt.Event, error]
 	// StreamTreeEvents follows the journals of a session and of all its
 	// sub-agents, recursively, from the position cursor names (the text
-	// form of an lt.TreeCursor; "" for the start), as StreamEvents does;
+	// form of an lt.TreeCursor, a plain seq of the session, its sub-agents
+	// from their start, or "" for the start: ParseTreeStart), as
+	// StreamEvents does;
 	// each value's Cursor resumes the stream after it. A tree past
 	// MaxTreeSessions at the start is a 400 naming include; one that grows
 	// past it ends the stream with an error.

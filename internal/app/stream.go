@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"sync"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -26,8 +27,14 @@ type openedKey struct{}
 // comes for a long time. Like net/http/httptrace's hooks, it travels in
 // the context because only a transport needs it, and it changes nothing
 // of what the stream yields.
+//
+// opened runs at most once, however often the stream reports it: a
+// callback that closes a channel can be given as is.
 func WithOpened(ctx context.Context, opened func()) context.Context {
-	return context.WithValue(ctx, openedKey{}, opened)
+	if opened == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, openedKey{}, sync.OnceFunc(opened))
 }
 
 // markOpened calls the opened callback of ctx, if any.

@@ -203,9 +203,10 @@ func TestStreamTreeEventsFollowsASpawnAndResumes(t *testing.T) {
 	require.Equal(t, total-int(start[root])-int(start[child]), rm.seen)
 	resumed.stop()
 
-	// A cursor of another tree, or not a cursor: refused, naming cursor.
+	// A cursor of another tree, or neither a cursor nor a seq: refused,
+	// naming cursor.
 	other := f.create(leafSpec, "another tree").ID
-	for _, cursor := range []string{lt.TreeCursor{root: 1, other: 1}.String(), "t1.%%%", "7"} {
+	for _, cursor := range []string{lt.TreeCursor{root: 1, other: 1}.String(), "t1.%%%", "-7", "seven"} {
 		var errs []error
 		for _, err := range f.app.StreamTreeEvents(f.ctx, root, cursor) {
 			errs = append(errs, err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"strconv"
 	"sync"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
@@ -28,15 +29,17 @@ import (
 // else from its start. Each followed session is watched before it is
 // read, as in StreamEvents, and read again on a poll.
 //
+// cursor is where it starts, as ParseTreeStart reads it: "", a tree
+// cursor, or a plain seq of the root (its sub-agents from their start).
 // Errors the request caused come first, before WithOpened's callback: an
-// unknown root (404), a cursor that is not a tree cursor or names more
-// sessions than engine.MaxTreeSessions or a session not in the tree (400
-// naming cursor), a tree past the bound (400 naming include). A tree that
+// unknown root (404), a cursor that is neither a tree cursor nor a seq, or
+// names more sessions than engine.MaxTreeSessions or a session not in the
+// tree (400 naming cursor), a tree past the bound (400 naming include). A tree that
 // grows past the bound while followed ends the stream with an error: the
 // caller's next start gets the 400.
 func (t *Trees) StreamTreeEvents(ctx context.Context, root, cursor string) iter.Seq2[lt.TreeEvent, error] {
 	return func(yield func(lt.TreeEvent, error) bool) {
-		start, err := parseTreeCursor(cursor)
+		start, err := ParseTreeStart(root, cursor, "cursor")
 		if err != nil {
 			yield(lt.TreeEvent{}, err)
 			return
@@ -116,20 +119,33 @@ func (t *Trees) StreamTreeEvents(ctx context.Context, root, cursor string) iter.
 	}
 }
 
-// parseTreeCursor parses a tree stream's start: "" is the start of every
-// session.
-func parseTreeCursor(cursor string) (lt.TreeCursor, error) {
-	if cursor == "" {
+// ParseTreeStart parses where a tree stream of root starts, as
+// StreamTreeEvents takes it: "" is the start of every session; a tree
+// cursor (lt.TreeCursorPrefix…) resumes each session it names; a plain
+// event seq is the root's, its sub-agents from their start. An error is a
+// 400 naming field, in its message too: StreamTreeEvents names its
+// parameter "cursor", and the HTTP API the header or query parameter the
+// value came in, checking it with this before it starts the stream.
+func ParseTreeStart(root, v, field string) (lt.TreeCursor, error) {
+	if v == "" {
 		return lt.TreeCursor{}, nil
 	}
-	c, err := lt.ParseTreeCursor(cursor)
-	if err != nil {
-		return nil, apierror.Invalid("cursor", "cursor is not a valid cursor: %v", err)
+	if lt.IsTreeCursor(v) {
+		c, err := lt.ParseTreeCursor(v)
+		if err != nil {
+			return nil, apierror.Invalid(field, "%s is not a valid cursor: %v", field, err)
+		}
+		if len(c) > engine.MaxTreeSessions {
+			return nil, apierror.Invalid(field, "%s names %d sessions; a session tree streams at most %d", field, len(c), engine.MaxTreeSessions)
+		}
+		return c, nil
 	}
-	if len(c) > engine.MaxTreeSessions {
-		return nil, apierror.Invalid("cursor", "cursor names %d sessions; a session tree streams at most %d", len(c), engine.MaxTreeSessions)
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return nil, apierror.Invalid(field, "%s must be a stream cursor (%s…) or an event seq of the session (an integer >= 0), got %s",
+			field, lt.TreeCursorPrefix, quoteValue(v))
 	}
-	return c, nil
+	return lt.TreeCursor{root: n}, nil
 }
 
 // treeStream is the state of one tree stream: the sessions it follows and

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -68,9 +69,13 @@ type Config struct {
 	// API answers loopback peers only.
 	APIKeys []string
 	// PingInterval is how often idle event streams get a ": ping" comment,
-	// and how often the journals they follow are read again in case a
-	// notice was lost. Default: the server's (15 s).
+	// and, without PollInterval, how often the journals they follow are
+	// read again in case a notice was lost. Default: the server's (15 s).
 	PingInterval time.Duration
+	// PollInterval is how often a followed journal (the App's streams) is
+	// read again in case a notice was lost: the Go library reads more
+	// often than an HTTP stream pings. Default: PingInterval.
+	PollInterval time.Duration
 	// Logger receives the node's logs. Default: slog.Default().
 	Logger *slog.Logger
 	// VaultKeyFile is the vault's key file. Default: vault.key in DataDir,
@@ -212,6 +217,10 @@ type Node struct {
 	// App is the application service: every use case of the API, which
 	// the HTTP API and the Go library both serve.
 	App *app.App
+	// PollInterval is how often the App's streams read the journals they
+	// follow again (Config.PollInterval, else Config.PingInterval, else
+	// app.DefaultPollInterval).
+	PollInterval time.Duration
 	// ControlPlane holds the addresses no session may reach: the
 	// database's (from the store URL), Config.ControlPlaneAddrs, and this
 	// node's listener once Serving is told it.
@@ -412,8 +421,10 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("webhooks: %w", err)
 	}
 	n.WebhookAPI, n.VaultAPI, n.Reports = webhook.NewAPI(n.Webhooks), vault.NewAPI(n.Vault), report.New(n.Store, nil)
-	// A followed journal is read again as often as an idle stream pings.
-	if n.App, err = app.New(app.Deps{Engine: n.Engine, Vault: n.VaultAPI, Webhooks: n.WebhookAPI, Reports: n.Reports, PollInterval: cfg.PingInterval}); err != nil {
+	// A followed journal is read again as often as an idle stream pings,
+	// unless the caller (the library) says otherwise.
+	n.PollInterval = cmp.Or(cfg.PollInterval, cfg.PingInterval, app.DefaultPollInterval)
+	if n.App, err = app.New(app.Deps{Engine: n.Engine, Vault: n.VaultAPI, Webhooks: n.WebhookAPI, Reports: n.Reports, PollInterval: n.PollInterval}); err != nil {
 		return nil, err
 	}
 	n.API = server.New(n.App, n.Store, srvCfg)

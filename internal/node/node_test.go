@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/client"
+	"github.com/longhaul-dev/longhaul/internal/app"
 	"github.com/longhaul-dev/longhaul/internal/node"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/tool"
@@ -200,4 +201,28 @@ func TestNodeControlPlane(t *testing.T) {
 	require.ErrorContains(t, err, "ControlPlaneAddrs")
 	_, err = node.Open(ctx, &node.Config{DataDir: t.TempDir(), Logger: quiet, Sandbox: node.SandboxLocal, ModelKeyEnv: map[string][]string{"LONGHAUL_STORE": {"x.example.com"}}})
 	require.ErrorContains(t, err, "LONGHAUL_STORE is the server's own configuration")
+}
+
+// TestNodePollInterval: the App's streams read their journals again every
+// Config.PollInterval, else as often as the API pings, else by default.
+func TestNodePollInterval(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		ping, poll time.Duration
+		want       time.Duration
+	}{
+		{"default", 0, 0, app.DefaultPollInterval},
+		{"ping", 5 * time.Second, 0, 5 * time.Second},
+		{"poll", 5 * time.Second, 2 * time.Second, 2 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			n, err := node.Open(t.Context(), &node.Config{DataDir: t.TempDir(), Logger: quiet, Sandbox: node.SandboxLocal,
+				PingInterval: tc.ping, PollInterval: tc.poll})
+			require.NoError(t, err)
+			defer func() { require.NoError(t, n.Close(context.WithoutCancel(t.Context()))) }()
+			require.Equal(t, tc.want, n.PollInterval)
+		})
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"iter"
 	"math"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -87,6 +88,18 @@ func serveStream[T any](s *Server, w http.ResponseWriter, r *http.Request, strea
 	go func() {
 		defer close(ended)
 		defer close(items)
+		// A panic here would escape ServeHTTP's recover and end the
+		// process: it ends the stream instead, as the stream's error.
+		defer func() {
+			if p := recover(); p != nil {
+				s.log.Error("event stream panicked", "method", r.Method, "path", r.URL.Path, "request_id", requestID(r),
+					"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+				select {
+				case items <- streamItem[T]{err: fmt.Errorf("%w: %v", errStreamPanicked, p)}:
+				case <-ctx.Done():
+				}
+			}
+		}()
 		for v, err := range stream(app.WithOpened(ctx, func() { close(opened) })) {
 			select {
 			case items <- streamItem[T]{v: v, err: err}:
@@ -210,9 +223,9 @@ func (s *Server) startStream(w http.ResponseWriter, r *http.Request) (rc *http.R
 }
 
 // endStream logs why a stream ended early, unless the client or a shutdown
-// ended it.
+// ended it, or it panicked (logged with its stack where it was recovered).
 func (s *Server) endStream(ctx context.Context, r *http.Request, err error) {
-	if ctx.Err() != nil || errors.Is(err, errClientGone) {
+	if ctx.Err() != nil || errors.Is(err, errClientGone) || errors.Is(err, errStreamPanicked) {
 		return
 	}
 	s.log.Error("event stream ended", "path", r.URL.Path, "error", err, "request_id", requestID(r))
@@ -220,6 +233,9 @@ func (s *Server) endStream(ctx context.Context, r *http.Request, err error) {
 
 // errClientGone: a write or flush to the client failed.
 var errClientGone = errors.New("client gone")
+
+// errStreamPanicked: the Backend's stream panicked (serveStream).
+var errStreamPanicked = errors.New("event stream panicked")
 
 // writePing writes and flushes a ": ping" comment.
 func writePing(w io.Writer, rc *http.ResponseController) error {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"iter"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
@@ -43,10 +42,11 @@ func (s *Server) streamTree(w http.ResponseWriter, r *http.Request) error {
 	return err
 }
 
-// treeStreamStart returns where a tree stream resumes, as the cursor
-// Backend.StreamTreeEvents takes, and the field it was read from: the
-// Last-Event-ID header, else ?after=, else the start. A tree cursor
-// resumes each session it names; a plain seq is the root's.
+// treeStreamStart returns where a tree stream resumes, as
+// Backend.StreamTreeEvents takes it (the value as given: the App reads it,
+// app.ParseTreeStart), and the field it was read from: the Last-Event-ID
+// header, else ?after=, else the start. It checks the value here too, so
+// that a malformed one is a 400 naming the field it came in.
 func treeStreamStart(r *http.Request, root string) (cursor, field string, err error) {
 	field = "Last-Event-ID"
 	v := strings.TrimSpace(r.Header.Get(field))
@@ -56,23 +56,8 @@ func treeStreamStart(r *http.Request, root string) (cursor, field string, err er
 			return "", field, err
 		}
 	}
-	if v == "" {
-		return "", field, nil
+	if _, err := app.ParseTreeStart(root, v, field); err != nil {
+		return "", field, err
 	}
-	if lt.IsTreeCursor(v) {
-		c, err := lt.ParseTreeCursor(v)
-		if err != nil {
-			return "", field, apierror.Invalid(field, "%s is not a valid cursor: %v", field, err)
-		}
-		if len(c) > app.MaxTreeSessions {
-			return "", field, apierror.Invalid(field, "%s names %d sessions; a session tree streams at most %d", field, len(c), app.MaxTreeSessions)
-		}
-		return v, field, nil
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
-		return "", field, apierror.Invalid(field, "%s must be a stream cursor (%s…) or an event seq of the session (an integer >= 0), got %s",
-			field, lt.TreeCursorPrefix, quoteField(v))
-	}
-	return lt.TreeCursor{root: n}.String(), field, nil
+	return v, field, nil
 }
