@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,17 +110,19 @@ func recordStream(s *sseStream) *bytes.Buffer {
 }
 
 // readAndPing reads n events, then a ping (the test's ticker fires).
-func readAndPing(t *testing.T, s *sseStream, n int, ticks chan<- time.Time) {
+func readAndPing(t *testing.T, s *sseStream, n int, tickers *pingTickers) {
 	t.Helper()
 	for range n {
 		s.nextEvent()
 	}
-	requirePing(t, s, ticks)
+	requirePing(t, s, tickers)
 }
 
-func requirePing(t *testing.T, s *sseStream, ticks chan<- time.Time) {
+// requirePing fires the ticker of the stream opened last (s, which has
+// written its first frames, so its ticker exists) and reads the ping.
+func requirePing(t *testing.T, s *sseStream, tickers *pingTickers) {
 	t.Helper()
-	ticks <- time.Time{}
+	tickers.last() <- time.Time{}
 	f, err := s.next()
 	require.NoError(t, err)
 	require.Equal(t, "ping", f.comment)
@@ -134,9 +137,27 @@ func requireEnd(t *testing.T, h *harness, s *sseStream) {
 	require.True(t, errors.Is(err, io.EOF), "the stream ends after a shutdown, with nothing more: %v", err)
 }
 
-// pingTicker is a ticker a test fires by sending on ticks.
-func pingTicker(ticks chan time.Time) func(time.Duration) (<-chan time.Time, func()) {
-	return func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} }
+// pingTickers gives each stream a ping ticker of its own, which the test
+// fires: a tick meant for one stream cannot be taken by an earlier one
+// whose handler has not yet seen its client leave.
+type pingTickers struct {
+	mu    sync.Mutex
+	ticks []chan time.Time
+}
+
+func (p *pingTickers) ticker(time.Duration) (<-chan time.Time, func()) {
+	c := make(chan time.Time)
+	p.mu.Lock()
+	p.ticks = append(p.ticks, c)
+	p.mu.Unlock()
+	return c, func() {}
+}
+
+// last is the ticker of the stream that started last.
+func (p *pingTickers) last() chan<- time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ticks[len(p.ticks)-1]
 }
 
 // TestGoldenEventStream holds the exact bytes of a session's event stream:
@@ -146,8 +167,8 @@ func pingTicker(ticks chan time.Time) func(time.Duration) (<-chan time.Time, fun
 // (normalizeIDs); times are the fixed clock's.
 func TestGoldenEventStream(t *testing.T) {
 	t.Parallel()
-	ticks := make(chan time.Time)
-	h := newHarness(t, harnessOpts{clock: fixedClock{}, ticker: pingTicker(ticks)})
+	tickers := &pingTickers{}
+	h := newHarness(t, harnessOpts{clock: fixedClock{}, ticker: tickers.ticker})
 	sess := h.createSession("golden")
 	h.waitStatus(sess.ID, lt.SessionIdle)
 	n := len(h.allEvents(sess.ID, 500))
@@ -156,14 +177,14 @@ func TestGoldenEventStream(t *testing.T) {
 	out.WriteString("# GET /v1/sessions/{id}/events/stream\n")
 	full := h.openStream(sess.ID, "", nil)
 	raw := recordStream(full)
-	readAndPing(t, full, n, ticks)
+	readAndPing(t, full, n, tickers)
 	full.close()
 	out.Write(raw.Bytes())
 
 	out.WriteString("# GET /v1/sessions/{id}/events/stream with Last-Event-ID: " + strconv.Itoa(n-2) + "\n")
 	resumed := h.openStream(sess.ID, "", map[string]string{"Last-Event-ID": strconv.Itoa(n - 2)})
 	raw = recordStream(resumed)
-	readAndPing(t, resumed, 2, ticks)
+	readAndPing(t, resumed, 2, tickers)
 	requireEnd(t, h, resumed)
 	out.Write(raw.Bytes())
 
@@ -186,8 +207,8 @@ func TestGoldenTreeStream(t *testing.T) {
 	b.emit(c1, 1)
 	b.emit(c2, 2)
 	b.emit(g1, 1)
-	ticks := make(chan time.Time)
-	h := newTreeHarness(t, b, pingTicker(ticks))
+	tickers := &pingTickers{}
+	h := newTreeHarness(t, b, tickers.ticker)
 
 	var out bytes.Buffer
 	out.WriteString("# GET /v1/sessions/" + root + "/events/stream?include=subagents\n")
@@ -197,7 +218,7 @@ func TestGoldenTreeStream(t *testing.T) {
 	tr.readAll(b)
 	var cut string
 	n := tr.frames
-	requirePing(t, full, ticks)
+	requirePing(t, full, tickers)
 	full.close()
 	out.Write(raw.Bytes())
 
@@ -222,7 +243,7 @@ func TestGoldenTreeStream(t *testing.T) {
 	require.NoError(t, err)
 	rt := newTreeReader(t, resumed, start)
 	rt.readAll(b)
-	requirePing(t, resumed, ticks)
+	requirePing(t, resumed, tickers)
 	requireEnd(t, h, resumed)
 	out.Write(raw.Bytes())
 
