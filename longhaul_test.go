@@ -397,6 +397,10 @@ func TestSubscribeEnds(t *testing.T) {
 	}
 	require.Len(t, errs, 1)
 	require.True(t, client.IsNotFound(errs[0]))
+	require.ErrorContains(t, errs[0], "subscribe to ses_nope: ")
+	for _, err := range rt.StreamEvents(t.Context(), "ses_nope", 0) {
+		require.ErrorContains(t, err, "stream events of ses_nope: ")
+	}
 
 	s, err := rt.CreateSession(t.Context(), &lt.CreateSessionRequest{AgentSpec: new(scripted(`[{"text":"hi"}]`)), Input: "hi"})
 	require.NoError(t, err)
@@ -452,7 +456,7 @@ func TestSubscribeEndsOnClose(t *testing.T) {
 	// The stream learns it either from the engine's watch closing or from
 	// a read it had started failing on the closed store.
 	if !errors.Is(errs[0], store.ErrClosed) {
-		require.EqualError(t, errs[0], "stream events of "+s.ID+": the runtime is closing")
+		require.EqualError(t, errs[0], "subscribe to "+s.ID+": the runtime is closing")
 	}
 }
 

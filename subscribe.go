@@ -22,24 +22,31 @@ import (
 // session does not exist: client.IsNotFound), or, when the Runtime is
 // closed under it, an error saying so. Breaking out of the loop stops it.
 func (rt *Runtime) StreamEvents(ctx context.Context, sessionID string, after int64) iter.Seq2[lt.Event, error] {
+	return rt.streamEvents(ctx, sessionID, after, "stream events", "stream events of")
+}
+
+// Subscribe is StreamEvents, by the name this package gave it first (its
+// errors say "subscribe", as they always did).
+func (rt *Runtime) Subscribe(ctx context.Context, sessionID string, after int64) iter.Seq2[lt.Event, error] {
+	return rt.streamEvents(ctx, sessionID, after, "subscribe", "subscribe to")
+}
+
+// streamEvents is StreamEvents, its errors starting with verb (no session
+// named) or verbOf and the session's id.
+func (rt *Runtime) streamEvents(ctx context.Context, sessionID string, after int64, verb, verbOf string) iter.Seq2[lt.Event, error] {
 	return func(yield func(lt.Event, error) bool) {
 		if err := requireID("sessionID", sessionID); err != nil {
-			yield(lt.Event{}, fmt.Errorf("stream events: %w", err))
+			yield(lt.Event{}, fmt.Errorf("%s: %w", verb, err))
 			return
 		}
 		if after < 0 {
-			yield(lt.Event{}, fmt.Errorf("stream events of %s: after %d is negative", sessionID, after))
+			yield(lt.Event{}, fmt.Errorf("%s %s: after %d is negative", verbOf, sessionID, after))
 			return
 		}
 		follow(ctx, rt.svc.StreamEvents(ctx, sessionID, after), yield, func(err error) error {
-			return fmt.Errorf("stream events of %s: %w", sessionID, err)
+			return fmt.Errorf("%s %s: %w", verbOf, sessionID, err)
 		})
 	}
-}
-
-// Subscribe is StreamEvents, by the name this package gave it first.
-func (rt *Runtime) Subscribe(ctx context.Context, sessionID string, after int64) iter.Seq2[lt.Event, error] {
-	return rt.StreamEvents(ctx, sessionID, after)
 }
 
 // errClosing ends a stream of a Runtime that is closing: the service's
