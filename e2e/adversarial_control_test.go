@@ -31,9 +31,16 @@ var controlLookup = lt.ToolSpec{Name: "lookup", Type: "function", Parameters: js
 // calls lookup, and waits until it is parked on that call.
 func controlParked(ctx context.Context, t *testing.T, srv *server, command string) string {
 	t.Helper()
-	sess, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{Input: "prepare the files", AgentSpec: diskSpec(
-		attackScript(t, shellStep(command), toolCalls(toolCall("lookup", map[string]any{})), finalText("done")),
-		lt.ToolSpec{Name: "shell"}, controlLookup)})
+	return controlParkedIn(ctx, t, srv, command, nil)
+}
+
+// controlParkedIn is controlParked with the agent's environment env.
+func controlParkedIn(ctx context.Context, t *testing.T, srv *server, command string, env *lt.Environment) string {
+	t.Helper()
+	spec := diskSpec(attackScript(t, shellStep(command), toolCalls(toolCall("lookup", map[string]any{})), finalText("done")),
+		lt.ToolSpec{Name: "shell"}, controlLookup)
+	spec.Environment = env
+	sess, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{Input: "prepare the files", AgentSpec: spec})
 	require.NoError(t, err)
 	waitStatus(ctx, t, srv, sess.ID, 60*time.Second, lt.SessionRequiresAction)
 	return sess.ID
@@ -67,7 +74,12 @@ func TestAdversarialControl_HugeSparseFilesListedAtOnce(t *testing.T) {
 	needTools(t, "a model's sparse files", "truncate")
 	ctx := t.Context()
 	srv := startServer(t)
-	id := controlParked(ctx, t, srv, `echo small > small.txt; truncate -s 1G $(seq -f big%g.bin 1 200); ls | wc -l`)
+	// 200 GiB of apparent size: a quota counts a sparse file at its size,
+	// so the session's quota (1 TiB) holds them all, or the quota's
+	// monitor would stop the command after as many as it made before its
+	// first measure (fewer on a busy machine).
+	id := controlParkedIn(ctx, t, srv, `echo small > small.txt; truncate -s 1G $(seq -f big%g.bin 1 200); ls | wc -l`,
+		&lt.Environment{DiskMB: 1 << 20})
 
 	start := time.Now()
 	status, body := controlRaw(t, srv, 20*time.Second, http.MethodGet, "/v1/sessions/"+id+"/files", nil)
