@@ -129,6 +129,26 @@ type Store interface {
 	// subscribers hear KindSecrets after the commit.
 	SecretDelete(ctx context.Context, name string) error
 
+	// APIKeyCreate stores a new API key; ErrConflict if its id or its
+	// token hash is taken. The store holds only the token's hash.
+	APIKeyCreate(ctx context.Context, row *APIKeyRow) error
+	// APIKeyByHash returns the key whose token hashes to tokenHash
+	// (lowercase hex SHA-256), revoked and expired ones included (the
+	// caller decides what they may do), or ErrNotFound. It reads the row
+	// on every call: a revocation on any node holds at once.
+	APIKeyByHash(ctx context.Context, tokenHash string) (*APIKeyRow, error)
+	// APIKeyGet returns one key by id, or ErrNotFound.
+	APIKeyGet(ctx context.Context, id string) (*APIKeyRow, error)
+	// APIKeyList returns every key, revoked ones included, oldest first.
+	APIKeyList(ctx context.Context) ([]*APIKeyRow, error)
+	// APIKeyRevoke sets the key's RevokedAt to at (ErrNotFound if there is
+	// no such key); revoking a revoked key keeps its first revocation time.
+	APIKeyRevoke(ctx context.Context, id string, at time.Time) error
+	// APIKeyTouch records a use of the key at at: LastUsedAt becomes at
+	// unless it is already later (uses on several nodes may arrive out of
+	// order). ErrNotFound if there is no such key.
+	APIKeyTouch(ctx context.Context, id string, at time.Time) error
+
 	// NodeAnnounce records the addresses a node's API listens on,
 	// replacing what the same node announced before, so that every node
 	// refuses them to its sessions (a session must never reach the control
@@ -473,6 +493,22 @@ type NodeRow struct {
 	ID          string
 	Addrs       []string
 	AnnouncedAt time.Time
+}
+
+// APIKeyRow is one API key as stored: its token only as a hash.
+type APIKeyRow struct {
+	ID      string
+	Name    string
+	Role    string
+	Project string
+	// Prefix is the token's first characters, to tell keys apart.
+	Prefix string
+	// TokenHash is the lowercase hex SHA-256 of the token.
+	TokenHash  string
+	CreatedAt  time.Time
+	LastUsedAt *time.Time
+	ExpiresAt  *time.Time
+	RevokedAt  *time.Time
 }
 
 // SecretRow is one vault secret as stored: the value only as AES-GCM

@@ -3,6 +3,7 @@ package storeutil
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
 )
@@ -200,4 +201,36 @@ func (c Checks) NodeRow(row *store.NodeRow) error {
 		}
 	}
 	return c.Time("announced_at", row.AnnouncedAt)
+}
+
+// APIKeyRow checks a key before it is stored.
+func (c Checks) APIKeyRow(row *store.APIKeyRow) error {
+	if row == nil {
+		return errors.New("row is nil")
+	}
+	for _, f := range []struct{ field, v string }{
+		{"id", row.ID}, {"name", row.Name}, {"role", row.Role}, {"project", row.Project}, {"prefix", row.Prefix},
+	} {
+		if err := c.ID(f.field, f.v); err != nil {
+			return err
+		}
+	}
+	if err := c.SHA256("token_hash", row.TokenHash); err != nil {
+		return err
+	}
+	if err := c.Time("created_at", row.CreatedAt); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		field string
+		t     *time.Time
+	}{{"last_used_at", row.LastUsedAt}, {"expires_at", row.ExpiresAt}, {"revoked_at", row.RevokedAt}} {
+		if f.t == nil {
+			continue
+		}
+		if err := c.Time(f.field, *f.t); err != nil {
+			return err
+		}
+	}
+	return nil
 }
