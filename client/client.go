@@ -217,7 +217,9 @@ type call struct {
 	accept  string
 	// ifMatch, when not empty, is sent as If-Match (a conditional change).
 	ifMatch string
-	// noRetry marks probes (healthz, readyz) whose answer is the status itself.
+	// noRetry marks probes (healthz, readyz) whose answer is the status
+	// itself, and calls the server does not replay (POST /v1/keys: a retry
+	// after a lost answer would make a second key).
 	noRetry bool
 }
 

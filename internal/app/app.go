@@ -7,6 +7,7 @@ import (
 
 	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/report"
+	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/vault"
 	"github.com/longhaul-dev/longhaul/internal/webhook"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -27,18 +28,26 @@ type App struct {
 	vault    *vault.API
 	webhooks *webhook.API
 	reports  *report.Service
+	// store holds the API keys.
+	store store.Store
+	clock func() time.Time
 	// trees serves the sub-agent trees and the followed journals.
 	trees *Trees
 }
 
 var _ Service = (*App)(nil)
 
-// Deps are what an App serves. Every field is required but PollInterval.
+// Deps are what an App serves. Every field is required but PollInterval
+// and Now.
 type Deps struct {
 	Engine   *engine.Engine
 	Vault    *vault.API
 	Webhooks *webhook.API
 	Reports  *report.Service
+	// Store holds the API keys (the engine's store).
+	Store store.Store
+	// Now is the clock of the keys' times. Default time.Now.
+	Now func() time.Time
 	// PollInterval is how often a followed journal (StreamEvents,
 	// StreamTreeEvents) is read again when no notice of its growth came.
 	// Default DefaultPollInterval.
@@ -57,6 +66,8 @@ func New(d Deps) (*App, error) {
 		return nil, errors.New("app: Deps.Webhooks is nil")
 	case d.Reports == nil:
 		return nil, errors.New("app: Deps.Reports is nil")
+	case d.Store == nil:
+		return nil, errors.New("app: Deps.Store is nil")
 	case d.PollInterval < 0:
 		return nil, fmt.Errorf("app: Deps.PollInterval is negative (%s)", d.PollInterval)
 	}
@@ -64,8 +75,16 @@ func New(d Deps) (*App, error) {
 	if d.PollInterval > 0 {
 		poll = every(d.PollInterval)
 	}
-	return &App{eng: d.Engine, vault: d.Vault, webhooks: d.Webhooks, reports: d.Reports, trees: NewTrees(d.Engine, poll)}, nil
+	now := d.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &App{eng: d.Engine, vault: d.Vault, webhooks: d.Webhooks, reports: d.Reports, store: d.Store, clock: now,
+		trees: NewTrees(d.Engine, poll)}, nil
 }
+
+// now is the App's clock, in UTC at the stores' precision (microseconds).
+func (a *App) now() time.Time { return a.clock().UTC().Truncate(time.Microsecond) }
 
 // list wraps a slice as a one-page list (never a null data).
 func list[T any](data []T) *lt.List[T] {

@@ -121,6 +121,14 @@ type Service interface {
 	ListSecrets(ctx context.Context) (*lt.List[lt.Secret], error)
 	DeleteSecret(ctx context.Context, name string) error
 
+	// API keys (admin only). CreateKey's answer is the only place the
+	// token appears; RevokeKey holds at once on every node (the key is
+	// read from the store on each request).
+
+	CreateKey(ctx context.Context, req *lt.CreateKeyRequest) (*lt.APIKey, error)
+	ListKeys(ctx context.Context) (*lt.List[lt.APIKey], error)
+	RevokeKey(ctx context.Context, id string) error
+
 	// Outgoing webhooks.
 
 	CreateWebhookEndpoint(ctx context.Context, req *lt.CreateWebhookEndpointRequest) (*lt.WebhookEndpoint, error)

@@ -246,6 +246,10 @@ func (s *Server) routes() {
 	s.handle("GET /v1/secrets", s.listSecrets)
 	s.handle("DELETE /v1/secrets/{name}", s.deleteSecret)
 
+	s.handle("POST /v1/keys", s.createKey)
+	s.handle("GET /v1/keys", s.listKeys)
+	s.handle("DELETE /v1/keys/{id}", s.revokeKey)
+
 	s.handle("POST /v1/webhooks/endpoints", s.idempotent(s.createWebhookEndpoint))
 	s.handle("GET /v1/webhooks/endpoints", s.listWebhookEndpoints)
 	s.handle("DELETE /v1/webhooks/endpoints/{id}", s.deleteWebhookEndpoint)

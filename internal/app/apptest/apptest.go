@@ -33,7 +33,7 @@ func New(t testing.TB, st store.Store, eng *engine.Engine, reports *report.Servi
 	if reports == nil {
 		reports = report.New(st, nil)
 	}
-	a, err := app.New(app.Deps{Engine: eng, Vault: vault.NewAPI(v), Webhooks: webhook.NewAPI(hooks), Reports: reports})
+	a, err := app.New(app.Deps{Engine: eng, Vault: vault.NewAPI(v), Webhooks: webhook.NewAPI(hooks), Reports: reports, Store: st})
 	require.NoError(t, err)
 	return a
 }

@@ -1,13 +1,20 @@
 package storetest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"testing"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
-	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 	"github.com/stretchr/testify/require"
 )
+
+// tokenHash is a token's stored form: its SHA-256 in lowercase hex.
+func tokenHash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
 
 // apiKeyRow is a well-formed key whose token is "token of " + id.
 func apiKeyRow(id string, created time.Time) *store.APIKeyRow {
@@ -17,7 +24,7 @@ func apiKeyRow(id string, created time.Time) *store.APIKeyRow {
 		Role:      "approver",
 		Project:   "support",
 		Prefix:    "lh_ABCDEFGH",
-		TokenHash: storeutil.HexSHA256([]byte("token of " + id)),
+		TokenHash: tokenHash("token of " + id),
 		CreatedAt: created,
 	}
 }
@@ -26,7 +33,7 @@ func apiKeyRow(id string, created time.Time) *store.APIKeyRow {
 // revoke keeps its first time; touch only moves forward; unknown ids and
 // hashes are ErrNotFound; a taken id or token hash is ErrConflict.
 func testAPIKeys(t *testing.T, h *harness) {
-	unknown := storeutil.HexSHA256([]byte("nobody's token"))
+	unknown := tokenHash("nobody's token")
 	_, err := h.s.APIKeyByHash(h.ctx, unknown)
 	require.ErrorIs(t, err, store.ErrNotFound)
 	_, err = h.s.APIKeyGet(h.ctx, "key_nope")

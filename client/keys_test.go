@@ -1,0 +1,73 @@
+package client
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// TestCreateKeyIsNotRetried: a 503 is returned, not retried (the server
+// does not replay POST /v1/keys, so a retry could make a second key).
+func TestCreateKeyIsNotRetried(t *testing.T) {
+	t.Parallel()
+	key := lt.APIKey{ID: "key_1", Name: "alice", Role: lt.RoleApprover, Project: "support", Prefix: "lh_abcdefgh",
+		CreatedAt: testTime, Key: "lh_abcdefgh"}
+	rc := newRecorder(func(n int, w http.ResponseWriter, r *http.Request) {
+		if n == 0 {
+			writeAPIError(w, http.StatusServiceUnavailable, lt.CodeUnavailable, "draining")
+			return
+		}
+		writeJSON(w, http.StatusCreated, key)
+	})
+	srv := startServer(t, rc)
+	c, _ := newTestClient(t, srv.URL, nil)
+	req := &lt.CreateKeyRequest{Name: "alice", Role: lt.RoleApprover, Project: "support"}
+
+	_, err := c.CreateKey(t.Context(), req)
+	require.True(t, hasStatus(err, http.StatusServiceUnavailable), "%v", err)
+	require.Len(t, rc.all(), 1, "not retried")
+	got, err := c.CreateKey(t.Context(), req)
+	require.NoError(t, err)
+	require.Equal(t, &key, got)
+	for _, r := range rc.all() {
+		require.Equal(t, http.MethodPost, r.method)
+		require.Equal(t, "/v1/keys", r.path)
+		require.JSONEq(t, `{"name":"alice","role":"approver","project":"support"}`, r.body)
+	}
+	_, err = c.CreateKey(t.Context(), nil)
+	require.ErrorContains(t, err, "req is nil")
+}
+
+func TestListAndRevokeKeys(t *testing.T) {
+	t.Parallel()
+	list := lt.List[lt.APIKey]{Data: []lt.APIKey{{ID: "key_1", Name: "ci", Role: lt.RoleOperator, Project: "default",
+		Prefix: "lh_abcdefgh", CreatedAt: testTime}}}
+	rc := newRecorder(func(n int, w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodGet:
+			writeJSON(w, http.StatusOK, list)
+		case r.URL.Path == "/v1/keys/key_1":
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			writeAPIError(w, http.StatusNotFound, lt.CodeNotFound, "API key key_2 not found")
+		}
+	})
+	srv := startServer(t, rc)
+	c, _ := newTestClient(t, srv.URL, nil)
+
+	got, err := c.ListKeys(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, &list, got)
+	require.NoError(t, c.RevokeKey(t.Context(), "key_1"))
+	err = c.RevokeKey(t.Context(), "key_2")
+	require.True(t, IsNotFound(err), "%v", err)
+	require.ErrorContains(t, c.RevokeKey(t.Context(), ""), "id is empty")
+
+	reqs := rc.all()
+	require.Len(t, reqs, 3, "an invalid id sends nothing")
+	require.Equal(t, "/v1/keys", reqs[0].path)
+	require.Equal(t, http.MethodDelete, reqs[1].method)
+}

@@ -1,0 +1,72 @@
+package server_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// TestKeysEndpoints: POST /v1/keys answers 201 with the token (not cached,
+// and not kept by the idempotency store: a replayed Idempotency-Key makes
+// a second key); GET lists metadata without tokens; DELETE answers 204,
+// again 204, and 404 for an unknown id.
+func TestKeysEndpoints(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+
+	body := `{"name": "alice", "role": "approver", "project": "support"}`
+	r := h.do(http.MethodPost, "/v1/keys", []byte(body), map[string]string{"Idempotency-Key": "same"})
+	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
+	require.Equal(t, "no-store", r.header.Get("Cache-Control"))
+	k := decode[lt.APIKey](t, r)
+	require.True(t, strings.HasPrefix(k.ID, "key_"), k.ID)
+	require.True(t, strings.HasPrefix(k.Key, "lh_"), "the token is shown once")
+	require.Equal(t, "alice", k.Name)
+	require.Equal(t, lt.RoleApprover, k.Role)
+	require.Equal(t, "support", k.Project)
+
+	r = h.do(http.MethodPost, "/v1/keys", []byte(body), map[string]string{"Idempotency-Key": "same"})
+	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
+	again := decode[lt.APIKey](t, r)
+	require.NotEqual(t, k.ID, again.ID, "no replay: a token is kept nowhere")
+	require.NotEqual(t, k.Key, again.Key)
+
+	r = h.get("/v1/keys")
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+	require.NotContains(t, string(r.body), k.Key, "a list never shows a token")
+	l := decode[lt.List[lt.APIKey]](t, r)
+	require.Len(t, l.Data, 2)
+	require.Equal(t, k.ID, l.Data[0].ID)
+	require.Equal(t, k.Prefix, l.Data[0].Prefix)
+
+	r = h.do(http.MethodDelete, "/v1/keys/"+k.ID, nil, nil)
+	require.Equal(t, http.StatusNoContent, r.status, "body: %s", r.body)
+	r = h.do(http.MethodDelete, "/v1/keys/"+k.ID, nil, nil)
+	require.Equal(t, http.StatusNoContent, r.status, "revoking again: body: %s", r.body)
+	requireError(t, h.do(http.MethodDelete, "/v1/keys/key_nope", nil, nil), http.StatusNotFound, lt.CodeNotFound, "")
+
+	l = decode[lt.List[lt.APIKey]](t, h.get("/v1/keys"))
+	require.NotNil(t, l.Data[0].RevokedAt)
+	require.Nil(t, l.Data[1].RevokedAt)
+}
+
+// TestCreateKeyInvalidFields: each bad body is a 400 naming its field.
+func TestCreateKeyInvalidFields(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	for body, field := range map[string]string{
+		`{"role": "admin"}`:                                                     "name",
+		`{"name": "x", "role": "root"}`:                                         "role",
+		`{"name": "x", "role": "reader", "project": "Not Valid"}`:               "project",
+		`{"name": "x", "role": "reader", "expires_at": "2001-01-01T00:00:00Z"}`: "expires_at",
+		`{"name": "x", "role": "reader", "scopes": []}`:                         "scopes",
+	} {
+		requireError(t, h.post("/v1/keys", body), http.StatusBadRequest, lt.CodeInvalidRequest, field)
+	}
+	l := decode[lt.List[lt.APIKey]](t, h.get("/v1/keys"))
+	require.Empty(t, l.Data)
+}

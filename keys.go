@@ -1,0 +1,44 @@
+package longhaul
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// CreateKey creates an API key for the runtime's HTTP API (Handler). The
+// returned key's Key is the token, shown only here: the store keeps only
+// its hash.
+func (rt *Runtime) CreateKey(ctx context.Context, req *lt.CreateKeyRequest) (*lt.APIKey, error) {
+	if req == nil {
+		return nil, errors.New("create key: req is nil")
+	}
+	k, err := rt.svc.CreateKey(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("create key %s: %w", req.Name, apiError(err))
+	}
+	return k, nil
+}
+
+// ListKeys returns every API key's metadata, revoked ones included,
+// oldest first; never a token.
+func (rt *Runtime) ListKeys(ctx context.Context) (*lt.List[lt.APIKey], error) {
+	l, err := rt.svc.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list keys: %w", apiError(err))
+	}
+	return l, nil
+}
+
+// RevokeKey revokes an API key at once; revoking it again is no error.
+func (rt *Runtime) RevokeKey(ctx context.Context, id string) error {
+	if err := requireID("id", id); err != nil {
+		return fmt.Errorf("revoke key: %w", err)
+	}
+	if err := rt.svc.RevokeKey(ctx, id); err != nil {
+		return fmt.Errorf("revoke key %s: %w", id, apiError(err))
+	}
+	return nil
+}
