@@ -49,7 +49,7 @@ func (rt *Runtime) CreateSession(ctx context.Context, req *lt.CreateSessionReque
 	if req == nil {
 		return nil, errors.New("create session: req is nil")
 	}
-	s, err := rt.svc.CreateSession(ctx, req)
+	s, err := rt.svc.CreateSession(asLibrary(ctx), req)
 	if err != nil {
 		return nil, fmt.Errorf("create session: %w", apiError(err))
 	}
@@ -61,7 +61,7 @@ func (rt *Runtime) GetSession(ctx context.Context, id string) (*lt.Session, erro
 	if err := requireID("id", id); err != nil {
 		return nil, fmt.Errorf("get session: %w", err)
 	}
-	s, err := rt.svc.GetSession(ctx, id)
+	s, err := rt.svc.GetSession(asLibrary(ctx), id)
 	if err != nil {
 		return nil, fmt.Errorf("get session %s: %w", id, apiError(err))
 	}
@@ -70,7 +70,7 @@ func (rt *Runtime) GetSession(ctx context.Context, id string) (*lt.Session, erro
 
 // ListSessions returns one page of sessions, newest first.
 func (rt *Runtime) ListSessions(ctx context.Context, p client.ListSessionsParams) (*lt.List[lt.Session], error) {
-	l, err := rt.svc.ListSessions(ctx, p)
+	l, err := rt.svc.ListSessions(asLibrary(ctx), p)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", apiError(err))
 	}
@@ -85,7 +85,7 @@ func (rt *Runtime) CreateTurn(ctx context.Context, sessionID string, req *lt.Cre
 	if req == nil {
 		return nil, errors.New("create turn: req is nil")
 	}
-	t, err := rt.svc.CreateTurn(ctx, sessionID, req)
+	t, err := rt.svc.CreateTurn(asLibrary(ctx), sessionID, req)
 	if err != nil {
 		return nil, fmt.Errorf("create turn in %s: %w", sessionID, apiError(err))
 	}
@@ -97,7 +97,7 @@ func (rt *Runtime) ListTurns(ctx context.Context, sessionID string) (*lt.List[lt
 	if err := requireID("sessionID", sessionID); err != nil {
 		return nil, fmt.Errorf("list turns: %w", err)
 	}
-	l, err := rt.svc.ListTurns(ctx, sessionID)
+	l, err := rt.svc.ListTurns(asLibrary(ctx), sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("list turns of %s: %w", sessionID, apiError(err))
 	}
@@ -109,7 +109,7 @@ func (rt *Runtime) GetTurn(ctx context.Context, sessionID, turnID string) (*lt.T
 	if err := errors.Join(requireID("sessionID", sessionID), requireID("turnID", turnID)); err != nil {
 		return nil, fmt.Errorf("get turn: %w", err)
 	}
-	t, err := rt.svc.GetTurn(ctx, sessionID, turnID)
+	t, err := rt.svc.GetTurn(asLibrary(ctx), sessionID, turnID)
 	if err != nil {
 		return nil, fmt.Errorf("get turn %s of %s: %w", turnID, sessionID, apiError(err))
 	}
@@ -122,7 +122,7 @@ func (rt *Runtime) Cancel(ctx context.Context, sessionID string, req *lt.CancelR
 	if err := requireID("sessionID", sessionID); err != nil {
 		return nil, fmt.Errorf("cancel session: %w", err)
 	}
-	s, err := rt.svc.Cancel(ctx, sessionID, req)
+	s, err := rt.svc.Cancel(asLibrary(ctx), sessionID, req)
 	if err != nil {
 		return nil, fmt.Errorf("cancel session %s: %w", sessionID, apiError(err))
 	}
@@ -138,7 +138,7 @@ func (rt *Runtime) SendSignal(ctx context.Context, sessionID string, req *lt.Sig
 	if req == nil {
 		return nil, errors.New("send signal: req is nil")
 	}
-	s, err := rt.svc.SendSignal(ctx, sessionID, req)
+	s, err := rt.svc.SendSignal(asLibrary(ctx), sessionID, req)
 	if err != nil {
 		return nil, fmt.Errorf("send signal to session %s: %w", sessionID, apiError(err))
 	}
@@ -153,7 +153,7 @@ func (rt *Runtime) Fork(ctx context.Context, sessionID string, req *lt.ForkReque
 	if req == nil {
 		return nil, errors.New("fork session: req is nil")
 	}
-	s, err := rt.svc.Fork(ctx, sessionID, req)
+	s, err := rt.svc.Fork(asLibrary(ctx), sessionID, req)
 	if err != nil {
 		return nil, fmt.Errorf("fork session %s: %w", sessionID, apiError(err))
 	}
@@ -168,7 +168,7 @@ func (rt *Runtime) Review(ctx context.Context, sessionID string, req *lt.ReviewR
 	if req == nil {
 		return nil, errors.New("review session: req is nil")
 	}
-	s, err := rt.svc.Review(ctx, sessionID, req)
+	s, err := rt.svc.Review(asLibrary(ctx), sessionID, req)
 	if err != nil {
 		return nil, fmt.Errorf("review session %s: %w", sessionID, apiError(err))
 	}
@@ -181,7 +181,7 @@ func (rt *Runtime) AddConstraint(ctx context.Context, sessionID, constraint stri
 	if err := requireID("sessionID", sessionID); err != nil {
 		return nil, fmt.Errorf("add constraint: %w", err)
 	}
-	s, err := rt.svc.AddConstraint(ctx, sessionID, constraint)
+	s, err := rt.svc.AddConstraint(asLibrary(ctx), sessionID, constraint)
 	if err != nil {
 		return nil, fmt.Errorf("add constraint to session %s: %w", sessionID, apiError(err))
 	}
@@ -197,7 +197,7 @@ func (rt *Runtime) UpdateBudget(ctx context.Context, sessionID string, p *lt.Bud
 	if p == nil {
 		return nil, fmt.Errorf("update budget of %s: patch is nil", sessionID)
 	}
-	s, err := rt.svc.UpdateBudget(ctx, sessionID, p)
+	s, err := rt.svc.UpdateBudget(asLibrary(ctx), sessionID, p)
 	if err != nil {
 		return nil, fmt.Errorf("update budget of %s: %w", sessionID, apiError(err))
 	}
@@ -216,7 +216,7 @@ func (rt *Runtime) ListEvents(ctx context.Context, sessionID string, after int64
 	if limit < 0 || limit > client.MaxListLimit {
 		return nil, fmt.Errorf("list events of %s: limit %d is outside 0..%d", sessionID, limit, client.MaxListLimit)
 	}
-	l, err := rt.svc.ListEvents(ctx, sessionID, after, limit)
+	l, err := rt.svc.ListEvents(asLibrary(ctx), sessionID, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list events of %s: %w", sessionID, apiError(err))
 	}
@@ -229,7 +229,7 @@ func (rt *Runtime) ListActions(ctx context.Context, sessionID string, status lt.
 	if err := requireID("sessionID", sessionID); err != nil {
 		return nil, fmt.Errorf("list actions: %w", err)
 	}
-	l, err := rt.svc.ListActions(ctx, sessionID, status)
+	l, err := rt.svc.ListActions(asLibrary(ctx), sessionID, status)
 	if err != nil {
 		return nil, fmt.Errorf("list actions of %s: %w", sessionID, apiError(err))
 	}
@@ -239,7 +239,7 @@ func (rt *Runtime) ListActions(ctx context.Context, sessionID string, status lt.
 // ListAllActions returns one page of the inbox: required actions across
 // sessions, oldest first.
 func (rt *Runtime) ListAllActions(ctx context.Context, p lt.ListActionsParams) (*lt.List[lt.Action], error) {
-	l, err := rt.svc.ListAllActions(ctx, p)
+	l, err := rt.svc.ListAllActions(asLibrary(ctx), p)
 	if err != nil {
 		return nil, fmt.Errorf("list actions: %w", apiError(err))
 	}
@@ -261,7 +261,7 @@ func (rt *Runtime) GetAction(ctx context.Context, actionID string) (*lt.Action, 
 	if err := requireID("actionID", actionID); err != nil {
 		return nil, fmt.Errorf("get action: %w", err)
 	}
-	a, err := rt.svc.GetAction(ctx, actionID)
+	a, err := rt.svc.GetAction(asLibrary(ctx), actionID)
 	if err != nil {
 		return nil, fmt.Errorf("get action %s: %w", actionID, apiError(err))
 	}
@@ -279,7 +279,7 @@ func (rt *Runtime) DecideAction(ctx context.Context, sessionID, actionID string,
 	if d == nil {
 		return nil, fmt.Errorf("decide action %s: decision is nil", actionID)
 	}
-	a, err := rt.svc.DecideAction(ctx, sessionID, actionID, d)
+	a, err := rt.svc.DecideAction(asLibrary(ctx), sessionID, actionID, d)
 	if err != nil {
 		return nil, fmt.Errorf("decide action %s of %s: %w", actionID, sessionID, apiError(err))
 	}
@@ -291,7 +291,7 @@ func (rt *Runtime) ListEffects(ctx context.Context, sessionID string) (*lt.List[
 	if err := requireID("sessionID", sessionID); err != nil {
 		return nil, fmt.Errorf("list effects: %w", err)
 	}
-	l, err := rt.svc.ListEffects(ctx, sessionID)
+	l, err := rt.svc.ListEffects(asLibrary(ctx), sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("list effects of %s: %w", sessionID, apiError(err))
 	}
@@ -303,7 +303,7 @@ func (rt *Runtime) ListCheckpoints(ctx context.Context, sessionID string) (*lt.L
 	if err := requireID("sessionID", sessionID); err != nil {
 		return nil, fmt.Errorf("list checkpoints: %w", err)
 	}
-	l, err := rt.svc.ListCheckpoints(ctx, sessionID)
+	l, err := rt.svc.ListCheckpoints(asLibrary(ctx), sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("list checkpoints of %s: %w", sessionID, apiError(err))
 	}
@@ -315,7 +315,7 @@ func (rt *Runtime) ListArtifacts(ctx context.Context, sessionID string) (*lt.Lis
 	if err := requireID("sessionID", sessionID); err != nil {
 		return nil, fmt.Errorf("list artifacts: %w", err)
 	}
-	l, err := rt.svc.ListArtifacts(ctx, sessionID)
+	l, err := rt.svc.ListArtifacts(asLibrary(ctx), sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("list artifacts of %s: %w", sessionID, apiError(err))
 	}
@@ -327,7 +327,7 @@ func (rt *Runtime) GetArtifact(ctx context.Context, id string) (*lt.Artifact, er
 	if err := requireID("id", id); err != nil {
 		return nil, fmt.Errorf("get artifact: %w", err)
 	}
-	a, err := rt.svc.GetArtifact(ctx, id)
+	a, err := rt.svc.GetArtifact(asLibrary(ctx), id)
 	if err != nil {
 		return nil, fmt.Errorf("get artifact %s: %w", id, apiError(err))
 	}
@@ -339,7 +339,7 @@ func (rt *Runtime) ArtifactContent(ctx context.Context, id string) (data []byte,
 	if err := requireID("id", id); err != nil {
 		return nil, "", fmt.Errorf("artifact content: %w", err)
 	}
-	a, data, err := rt.svc.ArtifactContent(ctx, id)
+	a, data, err := rt.svc.ArtifactContent(asLibrary(ctx), id)
 	if err != nil {
 		return nil, "", fmt.Errorf("artifact content %s: %w", id, apiError(err))
 	}
@@ -349,7 +349,7 @@ func (rt *Runtime) ArtifactContent(ctx context.Context, id string) (data []byte,
 // GetBlob returns the content-addressed blob with that sha256 (an event
 // whose payload was too large to inline points at one).
 func (rt *Runtime) GetBlob(ctx context.Context, sha256Hex string) ([]byte, error) {
-	data, err := rt.svc.GetBlob(ctx, sha256Hex)
+	data, err := rt.svc.GetBlob(asLibrary(ctx), sha256Hex)
 	if err != nil {
 		return nil, fmt.Errorf("get blob %s: %w", sha256Hex, apiError(err))
 	}
@@ -363,7 +363,7 @@ func (rt *Runtime) SessionTrace(ctx context.Context, id string, includeSubagents
 	if err := requireID("id", id); err != nil {
 		return nil, fmt.Errorf("get trace: %w", err)
 	}
-	tr, err := rt.svc.SessionTrace(ctx, id, includeSubagents)
+	tr, err := rt.svc.SessionTrace(asLibrary(ctx), id, includeSubagents)
 	if err != nil {
 		return nil, fmt.Errorf("get trace of %s: %w", id, apiError(err))
 	}
@@ -375,7 +375,7 @@ func (rt *Runtime) PutAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.A
 	if req == nil {
 		return nil, errors.New("put agent: req is nil")
 	}
-	a, err := rt.svc.PutAgent(ctx, req)
+	a, err := rt.svc.PutAgent(asLibrary(ctx), req)
 	if err != nil {
 		return nil, fmt.Errorf("put agent %s: %w", req.Name, apiError(err))
 	}
@@ -392,7 +392,7 @@ func (rt *Runtime) EnsureAgent(ctx context.Context, req *lt.PutAgentRequest) (*l
 	if req == nil {
 		return nil, false, errors.New("ensure agent: req is nil")
 	}
-	a, wrote, err := rt.svc.EnsureAgent(ctx, req)
+	a, wrote, err := rt.svc.EnsureAgent(asLibrary(ctx), req)
 	if err != nil {
 		return nil, false, fmt.Errorf("put agent %s: %w", req.Name, apiError(err))
 	}
@@ -401,7 +401,7 @@ func (rt *Runtime) EnsureAgent(ctx context.Context, req *lt.PutAgentRequest) (*l
 
 // ListAgents returns the latest version of every agent, by name.
 func (rt *Runtime) ListAgents(ctx context.Context) (*lt.List[lt.Agent], error) {
-	l, err := rt.svc.ListAgents(ctx)
+	l, err := rt.svc.ListAgents(asLibrary(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", apiError(err))
 	}
@@ -416,7 +416,7 @@ func (rt *Runtime) GetAgent(ctx context.Context, name string, version int) (*lt.
 	if version < 0 {
 		return nil, fmt.Errorf("get agent %s: version %d is negative", name, version)
 	}
-	a, err := rt.svc.GetAgent(ctx, name, version)
+	a, err := rt.svc.GetAgent(asLibrary(ctx), name, version)
 	if err != nil {
 		return nil, fmt.Errorf("get agent %s: %w", name, apiError(err))
 	}
@@ -433,7 +433,7 @@ func (rt *Runtime) PutSecret(ctx context.Context, name string, req *lt.PutSecret
 	if req == nil {
 		return nil, false, fmt.Errorf("put secret %s: req is nil", name)
 	}
-	s, created, err := rt.svc.PutSecret(ctx, name, req)
+	s, created, err := rt.svc.PutSecret(asLibrary(ctx), name, req)
 	if err != nil {
 		return nil, false, fmt.Errorf("put secret %s: %w", name, apiError(err))
 	}
@@ -442,7 +442,7 @@ func (rt *Runtime) PutSecret(ctx context.Context, name string, req *lt.PutSecret
 
 // ListSecrets returns the metadata of every vault secret, by name.
 func (rt *Runtime) ListSecrets(ctx context.Context) (*lt.List[lt.Secret], error) {
-	l, err := rt.svc.ListSecrets(ctx)
+	l, err := rt.svc.ListSecrets(asLibrary(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("list secrets: %w", apiError(err))
 	}
@@ -454,7 +454,7 @@ func (rt *Runtime) DeleteSecret(ctx context.Context, name string) error {
 	if err := requireID("name", name); err != nil {
 		return fmt.Errorf("delete secret: %w", err)
 	}
-	if err := rt.svc.DeleteSecret(ctx, name); err != nil {
+	if err := rt.svc.DeleteSecret(asLibrary(ctx), name); err != nil {
 		return fmt.Errorf("delete secret %s: %w", name, apiError(err))
 	}
 	return nil
@@ -466,7 +466,7 @@ func (rt *Runtime) CreateWebhookEndpoint(ctx context.Context, req *lt.CreateWebh
 	if req == nil {
 		return nil, errors.New("create webhook endpoint: req is nil")
 	}
-	ep, err := rt.svc.CreateWebhookEndpoint(ctx, req)
+	ep, err := rt.svc.CreateWebhookEndpoint(asLibrary(ctx), req)
 	if err != nil {
 		return nil, fmt.Errorf("create webhook endpoint: %w", apiError(err))
 	}
@@ -475,7 +475,7 @@ func (rt *Runtime) CreateWebhookEndpoint(ctx context.Context, req *lt.CreateWebh
 
 // ListWebhookEndpoints returns every webhook endpoint, without secrets.
 func (rt *Runtime) ListWebhookEndpoints(ctx context.Context) (*lt.List[lt.WebhookEndpoint], error) {
-	l, err := rt.svc.ListWebhookEndpoints(ctx)
+	l, err := rt.svc.ListWebhookEndpoints(asLibrary(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("list webhook endpoints: %w", apiError(err))
 	}
@@ -487,7 +487,7 @@ func (rt *Runtime) DeleteWebhookEndpoint(ctx context.Context, id string) error {
 	if err := requireID("id", id); err != nil {
 		return fmt.Errorf("delete webhook endpoint: %w", err)
 	}
-	if err := rt.svc.DeleteWebhookEndpoint(ctx, id); err != nil {
+	if err := rt.svc.DeleteWebhookEndpoint(asLibrary(ctx), id); err != nil {
 		return fmt.Errorf("delete webhook endpoint %s: %w", id, apiError(err))
 	}
 	return nil
@@ -499,7 +499,7 @@ func (rt *Runtime) ListWebhookDeliveries(ctx context.Context, p client.ListWebho
 	if p.Limit < 0 || p.Limit > client.MaxListLimit {
 		return nil, fmt.Errorf("list webhook deliveries: ListWebhookDeliveriesParams.Limit %d is outside 0..%d", p.Limit, client.MaxListLimit)
 	}
-	l, err := rt.svc.ListWebhookDeliveries(ctx, p)
+	l, err := rt.svc.ListWebhookDeliveries(asLibrary(ctx), p)
 	if err != nil {
 		return nil, fmt.Errorf("list webhook deliveries: %w", apiError(err))
 	}
@@ -519,7 +519,7 @@ func (rt *Runtime) AllWebhookDeliveries(ctx context.Context, p client.ListWebhoo
 // TaskReport returns one page of the task report of a window, with the
 // totals and the time series of the whole window.
 func (rt *Runtime) TaskReport(ctx context.Context, p lt.TaskReportParams) (*lt.TaskReport, error) {
-	r, err := rt.svc.TaskReport(ctx, p)
+	r, err := rt.svc.TaskReport(asLibrary(ctx), p)
 	if err != nil {
 		return nil, fmt.Errorf("task report: %w", apiError(err))
 	}
@@ -529,7 +529,7 @@ func (rt *Runtime) TaskReport(ctx context.Context, p lt.TaskReportParams) (*lt.T
 // Ready reports whether the store is reachable and migrated: nil when it
 // is (the in-process counterpart of client.Ready and GET /readyz).
 func (rt *Runtime) Ready(ctx context.Context) error {
-	if err := rt.svc.Ready(ctx); err != nil {
+	if err := rt.svc.Ready(asLibrary(ctx)); err != nil {
 		return fmt.Errorf("ready: %w", apiError(err))
 	}
 	return nil

@@ -22,7 +22,7 @@ func (rt *Runtime) ListFiles(ctx context.Context, sessionID, checkpointID, dir s
 	if err := requireID("sessionID", sessionID); err != nil {
 		return nil, fmt.Errorf("list files: %w", err)
 	}
-	l, err := rt.svc.ListFiles(ctx, sessionID, checkpointID, dir)
+	l, err := rt.svc.ListFiles(asLibrary(ctx), sessionID, checkpointID, dir)
 	if err != nil {
 		return nil, fmt.Errorf("list files of %s: %w", sessionID, apiError(err))
 	}
@@ -40,7 +40,7 @@ func (rt *Runtime) GetFile(ctx context.Context, sessionID, checkpointID, path st
 			err = fmt.Errorf("get file %s of %s: %w", path, sessionID, err)
 		}
 	}()
-	_, r, err := rt.svc.OpenFile(ctx, sessionID, checkpointID, path)
+	_, r, err := rt.svc.OpenFile(asLibrary(ctx), sessionID, checkpointID, path)
 	if err != nil {
 		return nil, apiError(err)
 	}
@@ -63,7 +63,7 @@ func (rt *Runtime) PutFileIfMatch(ctx context.Context, sessionID, path string, d
 	if err := requirePath(sessionID, path); err != nil {
 		return nil, fmt.Errorf("put file: %w", err)
 	}
-	ch, err := rt.svc.PutFileIfMatch(ctx, sessionID, path, data, actionID, ifMatch(ifSHA256))
+	ch, err := rt.svc.PutFileIfMatch(asLibrary(ctx), sessionID, path, data, actionID, ifMatch(ifSHA256))
 	if err != nil {
 		return nil, fmt.Errorf("put file %s of %s: %w", path, sessionID, apiError(err))
 	}
@@ -80,7 +80,7 @@ func (rt *Runtime) DeleteFileIfMatch(ctx context.Context, sessionID, path, ifSHA
 	if err := requirePath(sessionID, path); err != nil {
 		return nil, fmt.Errorf("delete file: %w", err)
 	}
-	ch, err := rt.svc.DeleteFileIfMatch(ctx, sessionID, path, ifMatch(ifSHA256))
+	ch, err := rt.svc.DeleteFileIfMatch(asLibrary(ctx), sessionID, path, ifMatch(ifSHA256))
 	if err != nil {
 		return nil, fmt.Errorf("delete file %s of %s: %w", path, sessionID, apiError(err))
 	}

@@ -15,7 +15,7 @@ func (rt *Runtime) CreateKey(ctx context.Context, req *lt.CreateKeyRequest) (*lt
 	if req == nil {
 		return nil, errors.New("create key: req is nil")
 	}
-	k, err := rt.svc.CreateKey(ctx, req)
+	k, err := rt.svc.CreateKey(asLibrary(ctx), req)
 	if err != nil {
 		return nil, fmt.Errorf("create key %s: %w", req.Name, apiError(err))
 	}
@@ -25,7 +25,7 @@ func (rt *Runtime) CreateKey(ctx context.Context, req *lt.CreateKeyRequest) (*lt
 // ListKeys returns every API key's metadata, revoked ones included,
 // oldest first; never a token.
 func (rt *Runtime) ListKeys(ctx context.Context) (*lt.List[lt.APIKey], error) {
-	l, err := rt.svc.ListKeys(ctx)
+	l, err := rt.svc.ListKeys(asLibrary(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", apiError(err))
 	}
@@ -37,7 +37,7 @@ func (rt *Runtime) RevokeKey(ctx context.Context, id string) error {
 	if err := requireID("id", id); err != nil {
 		return fmt.Errorf("revoke key: %w", err)
 	}
-	if err := rt.svc.RevokeKey(ctx, id); err != nil {
+	if err := rt.svc.RevokeKey(asLibrary(ctx), id); err != nil {
 		return fmt.Errorf("revoke key %s: %w", id, apiError(err))
 	}
 	return nil

@@ -79,13 +79,21 @@ type Options struct {
 // it pings instead.
 const subscribePoll = 2 * time.Second
 
+// asLibrary is ctx carrying the library's identity for the Service: the
+// program that embeds the runtime owns it, so it calls as an admin of every
+// project (app.LibraryCaller), whatever ctx carried.
+func asLibrary(ctx context.Context) context.Context {
+	return app.WithCaller(ctx, app.LibraryCaller)
+}
+
 // Runtime is the engine running in this process: its workers run the
 // sessions, and its methods are the API's operations, in-process. Open
 // one with Open and Close it when done; it is safe for concurrent use.
 type Runtime struct {
 	node *node.Node
 	// svc is the node's application service: every API operation of the
-	// Runtime is one of its methods (see api.go).
+	// Runtime is one of its methods (see api.go), called with
+	// asLibrary(ctx).
 	svc app.Service
 	log *slog.Logger
 

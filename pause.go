@@ -17,7 +17,7 @@ func (rt *Runtime) Pause(ctx context.Context, sessionID string, req *lt.PauseReq
 	if err := requireID("sessionID", sessionID); err != nil {
 		return nil, fmt.Errorf("pause session: %w", err)
 	}
-	s, err := rt.svc.Pause(ctx, sessionID, req)
+	s, err := rt.svc.Pause(asLibrary(ctx), sessionID, req)
 	if err != nil {
 		return nil, fmt.Errorf("pause session %s: %w", sessionID, apiError(err))
 	}
@@ -30,7 +30,7 @@ func (rt *Runtime) Resume(ctx context.Context, sessionID string) (*lt.Session, e
 	if err := requireID("sessionID", sessionID); err != nil {
 		return nil, fmt.Errorf("resume session: %w", err)
 	}
-	s, err := rt.svc.Resume(ctx, sessionID)
+	s, err := rt.svc.Resume(asLibrary(ctx), sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("resume session %s: %w", sessionID, apiError(err))
 	}

@@ -18,7 +18,7 @@ func (rt *Runtime) Steer(ctx context.Context, sessionID string, req *lt.SteerReq
 	if req == nil {
 		return nil, fmt.Errorf("steer session %s: req is nil", sessionID)
 	}
-	s, err := rt.svc.Steer(ctx, sessionID, req)
+	s, err := rt.svc.Steer(asLibrary(ctx), sessionID, req)
 	if err != nil {
 		return nil, fmt.Errorf("steer session %s: %w", sessionID, apiError(err))
 	}

@@ -43,7 +43,7 @@ func (rt *Runtime) streamEvents(ctx context.Context, sessionID string, after int
 			yield(lt.Event{}, fmt.Errorf("%s %s: after %d is negative", verbOf, sessionID, after))
 			return
 		}
-		follow(ctx, rt.svc.StreamEvents(ctx, sessionID, after), yield, func(err error) error {
+		follow(ctx, rt.svc.StreamEvents(asLibrary(ctx), sessionID, after), yield, func(err error) error {
 			return fmt.Errorf("%s %s: %w", verbOf, sessionID, err)
 		})
 	}

@@ -19,7 +19,7 @@ func (rt *Runtime) GetSessionTree(ctx context.Context, id string) (*lt.Session, 
 	if err := requireID("id", id); err != nil {
 		return nil, fmt.Errorf("get session tree: %w", err)
 	}
-	s, err := rt.svc.GetSessionTree(ctx, id)
+	s, err := rt.svc.GetSessionTree(asLibrary(ctx), id)
 	if err != nil {
 		return nil, fmt.Errorf("get session tree %s: %w", id, apiError(err))
 	}
@@ -34,7 +34,7 @@ func (rt *Runtime) ListTreeActions(ctx context.Context, sessionID string, status
 	if err := requireID("sessionID", sessionID); err != nil {
 		return nil, fmt.Errorf("list tree actions: %w", err)
 	}
-	l, err := rt.svc.ListTreeActions(ctx, sessionID, status)
+	l, err := rt.svc.ListTreeActions(asLibrary(ctx), sessionID, status)
 	if err != nil {
 		return nil, fmt.Errorf("list actions of tree %s: %w", sessionID, apiError(err))
 	}
@@ -59,7 +59,7 @@ func (rt *Runtime) StreamTreeEvents(ctx context.Context, sessionID, cursor strin
 			yield(lt.TreeEvent{}, fmt.Errorf("stream events of tree: %w", err))
 			return
 		}
-		follow(ctx, rt.svc.StreamTreeEvents(ctx, sessionID, cursor), yield, func(err error) error {
+		follow(ctx, rt.svc.StreamTreeEvents(asLibrary(ctx), sessionID, cursor), yield, func(err error) error {
 			return fmt.Errorf("stream events of tree %s: %w", sessionID, err)
 		})
 	}

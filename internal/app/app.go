@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/engine"
@@ -31,14 +32,15 @@ type App struct {
 	// store holds the API keys.
 	store store.Store
 	clock func() time.Time
+	log   *slog.Logger
 	// trees serves the sub-agent trees and the followed journals.
 	trees *Trees
 }
 
 var _ Service = (*App)(nil)
 
-// Deps are what an App serves. Every field is required but PollInterval
-// and Now.
+// Deps are what an App serves. Every field is required but PollInterval,
+// Now and Logger.
 type Deps struct {
 	Engine   *engine.Engine
 	Vault    *vault.API
@@ -48,6 +50,9 @@ type Deps struct {
 	Store store.Store
 	// Now is the clock of the keys' times. Default time.Now.
 	Now func() time.Time
+	// Logger receives what fails beside a request (recording a key's
+	// use). Default: slog.Default().
+	Logger *slog.Logger
 	// PollInterval is how often a followed journal (StreamEvents,
 	// StreamTreeEvents) is read again when no notice of its growth came.
 	// Default DefaultPollInterval.
@@ -79,8 +84,12 @@ func New(d Deps) (*App, error) {
 	if now == nil {
 		now = time.Now
 	}
+	log := d.Logger
+	if log == nil {
+		log = slog.Default()
+	}
 	return &App{eng: d.Engine, vault: d.Vault, webhooks: d.Webhooks, reports: d.Reports, store: d.Store, clock: now,
-		trees: NewTrees(d.Engine, poll)}, nil
+		log: log, trees: NewTrees(d.Engine, poll)}, nil
 }
 
 // now is the App's clock, in UTC at the stores' precision (microseconds).

@@ -424,9 +424,10 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 	// A followed journal is read again as often as an idle stream pings,
 	// unless the caller (the library) says otherwise.
 	n.PollInterval = cmp.Or(cfg.PollInterval, cfg.PingInterval, app.DefaultPollInterval)
-	if n.App, err = app.New(app.Deps{Engine: n.Engine, Vault: n.VaultAPI, Webhooks: n.WebhookAPI, Reports: n.Reports, Store: n.Store, PollInterval: n.PollInterval}); err != nil {
+	if n.App, err = app.New(app.Deps{Engine: n.Engine, Vault: n.VaultAPI, Webhooks: n.WebhookAPI, Reports: n.Reports, Store: n.Store, Logger: n.log, PollInterval: n.PollInterval}); err != nil {
 		return nil, err
 	}
+	srvCfg.Keys = n.App
 	n.API = server.New(n.App, n.Store, srvCfg)
 	return n, nil
 }

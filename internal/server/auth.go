@@ -1,12 +1,16 @@
 package server
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/longhaul-dev/longhaul/internal/app"
 )
 
 // hashKeys returns the SHA-256 of each key. Comparing digests makes every
@@ -19,27 +23,58 @@ func hashKeys(keys []string) [][32]byte {
 	return out
 }
 
-// authorize applies the access rule of /v1/: with API keys configured, a
-// valid "Authorization: Bearer <key>" (401 otherwise); with none, a loopback
-// peer (403 otherwise). A server without keys is meant for one person on one
+// KeyAuthenticator finds the caller a stored API key's token names
+// (app.App's Authenticate): app.ErrInvalidKey for an unknown, revoked or
+// expired key, any other error for a failure to look it up.
+type KeyAuthenticator interface {
+	Authenticate(ctx context.Context, token string) (app.Caller, error)
+}
+
+// authorize applies the access rule of /v1/ and returns who calls. With API
+// keys configured (Config.APIKeys, the bootstrap keys): a valid
+// "Authorization: Bearer <key>", a bootstrap key (an admin named
+// "bootstrap") or a key of the store (its name, role and project), 401
+// otherwise. With none: a loopback peer, as the key its bearer token names
+// when it names a stored one, else as an admin named "local"; 403 for any
+// other peer. A server without keys is meant for one person on one
 // machine; the serve command says so when it starts.
-func (s *Server) authorize(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request) (app.Caller, error) {
+	token, hasToken := bearerToken(r.Header.Get("Authorization"))
 	if len(s.keys) == 0 {
-		if isLoopback(r.RemoteAddr) {
-			return nil
+		if !isLoopback(r.RemoteAddr) {
+			return app.Caller{}, forbidden("this server has no API keys configured and accepts requests from the local machine only")
 		}
-		return forbidden("this server has no API keys configured and accepts requests from the local machine only")
+		if hasToken && s.cfg.Keys != nil {
+			// A local user may act as a stored key (to try its role); a
+			// token that names none is ignored, as it always was here.
+			c, err := s.cfg.Keys.Authenticate(r.Context(), token)
+			if err == nil {
+				return c, nil
+			}
+			if !errors.Is(err, app.ErrInvalidKey) {
+				return app.Caller{}, err
+			}
+		}
+		return app.LocalCaller, nil
 	}
-	token, ok := bearerToken(r.Header.Get("Authorization"))
-	if !ok {
+	if !hasToken {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="longhaul"`)
-		return unauthorized("missing API key: send \"Authorization: Bearer <key>\"")
+		return app.Caller{}, unauthorized("missing API key: send \"Authorization: Bearer <key>\"")
 	}
-	if !s.validKey(token) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="longhaul", error="invalid_token"`)
-		return unauthorized("invalid API key")
+	if s.validKey(token) {
+		return app.BootstrapCaller, nil
 	}
-	return nil
+	if s.cfg.Keys != nil {
+		c, err := s.cfg.Keys.Authenticate(r.Context(), token)
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, app.ErrInvalidKey) {
+			return app.Caller{}, err
+		}
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="longhaul", error="invalid_token"`)
+	return app.Caller{}, unauthorized("invalid API key")
 }
 
 // validKey compares token with every configured key in constant time, and

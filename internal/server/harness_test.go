@@ -85,6 +85,9 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	a := apptest.New(t, st, eng, nil)
+	if cfg.Keys == nil {
+		cfg.Keys = a
+	}
 	var b server.Backend = a
 	if opts.wrap != nil {
 		b = opts.wrap(b)

@@ -7,7 +7,7 @@ import "net/http"
 // applied here: ServeHTTP applies them to /v1 only).
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) error {
 	if !s.cfg.MetricsPublic {
-		if err := s.guard(w, r); err != nil {
+		if _, err := s.guard(w, r); err != nil {
 			return err
 		}
 	}

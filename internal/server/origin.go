@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/app"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -229,15 +230,19 @@ func hasBody(r *http.Request) bool {
 
 // guard applies the access rule (authorize), then the Host rule, then the
 // cross-site rule: everything a request to an access-controlled route must
-// pass before a handler sees it.
-func (s *Server) guard(w http.ResponseWriter, r *http.Request) error {
-	if err := s.authorize(w, r); err != nil {
-		return err
+// pass before a handler sees it. It returns the caller authorize found.
+func (s *Server) guard(w http.ResponseWriter, r *http.Request) (app.Caller, error) {
+	c, err := s.authorize(w, r)
+	if err != nil {
+		return app.Caller{}, err
 	}
 	if len(s.keys) == 0 || len(s.cfg.AllowedHosts) > 0 {
 		if err := s.hosts.check(r); err != nil {
-			return err
+			return app.Caller{}, err
 		}
 	}
-	return s.checkCrossSite(r)
+	if err := s.checkCrossSite(r); err != nil {
+		return app.Caller{}, err
+	}
+	return c, nil
 }

@@ -13,15 +13,22 @@ import (
 	"strings"
 	"time"
 
+	"github.com/longhaul-dev/longhaul/internal/app"
 	"github.com/longhaul-dev/longhaul/internal/webui"
 )
 
 // Config tunes a Server. The zero value (and a nil *Config) means defaults.
 type Config struct {
-	// APIKeys are the bearer tokens accepted on /v1/ ("Authorization: Bearer
-	// <key>"). Default: none, and then /v1/ answers loopback peers only
-	// (127.0.0.0/8 and ::1) and anyone else 403. Keys must not be empty.
+	// APIKeys are the bootstrap bearer tokens accepted on /v1/
+	// ("Authorization: Bearer <key>"), each an admin of every project.
+	// Default: none, and then /v1/ answers loopback peers only (127.0.0.0/8
+	// and ::1) and anyone else 403. Keys must not be empty.
 	APIKeys []string
+	// Keys finds the keys created through POST /v1/keys (the App). With
+	// APIKeys set, a token that is no bootstrap key is looked up here on
+	// every request; without, a loopback peer's token is (a local user may
+	// act as a stored key). Default nil: only the bootstrap keys.
+	Keys KeyAuthenticator
 	// MaxBodyBytes bounds a request body; a larger body is a 413. Default
 	// 1 MiB.
 	MaxBodyBytes int64
@@ -345,10 +352,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, s.bodyLimit(r))
 	}
 	if isAPIPath(r.URL.Path) {
-		if err := s.guard(rw, r); err != nil {
+		c, err := s.guard(rw, r)
+		if err != nil {
 			s.writeError(rw, r, err)
 			return
 		}
+		// Every use case reads who calls from the context (app.CallerFrom).
+		r = r.WithContext(app.WithCaller(r.Context(), c))
 	}
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		s.writeError(rw, r, s.unrouted(rw, r))
