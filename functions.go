@@ -189,7 +189,7 @@ func (d *dispatcher) run(ctx context.Context) {
 func (d *dispatcher) scanAll(ctx context.Context) {
 	p := lt.ListActionsParams{Status: string(lt.ActionPending), Type: string(lt.ActionFunctionCall), Limit: client.MaxListLimit}
 	for ctx.Err() == nil {
-		page, err := d.svc.ListAllActions(ctx, p)
+		page, err := d.svc.ListAllActions(asLibrary(ctx), p)
 		if err != nil {
 			if ctx.Err() == nil {
 				d.log.Error("list pending function calls", "err", err)
@@ -209,7 +209,7 @@ func (d *dispatcher) scanAll(ctx context.Context) {
 // scanSession hands over the pending function_call actions of one session
 // whose journal grew.
 func (d *dispatcher) scanSession(ctx context.Context, sessionID string) {
-	actions, err := d.svc.ListActions(ctx, sessionID, lt.ActionPending)
+	actions, err := d.svc.ListActions(asLibrary(ctx), sessionID, lt.ActionPending)
 	if err != nil {
 		if ctx.Err() == nil && !client.IsNotFound(apiError(err)) {
 			d.log.Error("list pending actions", "session", sessionID, "err", err)
@@ -272,7 +272,7 @@ func (d *dispatcher) answer(ctx context.Context, fn *GoFunction, a lt.Action) {
 		}
 		dec = &lt.Decision{Error: msg}
 	}
-	if _, err := d.svc.DecideAction(ctx, a.SessionID, a.ID, dec); err != nil {
+	if _, err := d.svc.DecideAction(asLibrary(ctx), a.SessionID, a.ID, dec); err != nil {
 		switch ae := apiError(err); {
 		case ctx.Err() != nil:
 		case client.IsConflict(ae) || client.IsNotFound(ae):

@@ -77,3 +77,8 @@ func From(err error) *Error {
 	}
 	return Internal(err)
 }
+
+// Forbidden is a 403: the caller is known and may not do this.
+func Forbidden(format string, args ...any) *Error {
+	return &Error{Status: http.StatusForbidden, Code: lt.CodeForbidden, Message: fmt.Sprintf(format, args...)}
+}

@@ -8,6 +8,9 @@ import (
 
 // ListActions implements Service.
 func (a *App) ListActions(ctx context.Context, sessionID string, status lt.ActionStatus) (*lt.List[lt.Action], error) {
+	if err := Allow(ctx, "ListActions"); err != nil {
+		return nil, err
+	}
 	actions, err := a.eng.ListActions(ctx, sessionID, string(status))
 	if err != nil {
 		return nil, err
@@ -17,15 +20,24 @@ func (a *App) ListActions(ctx context.Context, sessionID string, status lt.Actio
 
 // ListAllActions implements Service.
 func (a *App) ListAllActions(ctx context.Context, p lt.ListActionsParams) (*lt.List[lt.Action], error) {
+	if err := Allow(ctx, "ListAllActions"); err != nil {
+		return nil, err
+	}
 	return a.eng.ListAllActions(ctx, p)
 }
 
 // GetAction implements Service.
 func (a *App) GetAction(ctx context.Context, actionID string) (*lt.Action, error) {
+	if err := Allow(ctx, "GetAction"); err != nil {
+		return nil, err
+	}
 	return a.eng.GetAction(ctx, actionID)
 }
 
 // DecideAction implements Service.
 func (a *App) DecideAction(ctx context.Context, sessionID, actionID string, d *lt.Decision) (*lt.Action, error) {
+	if err := Allow(ctx, "DecideAction"); err != nil {
+		return nil, err
+	}
 	return a.eng.DecideAction(ctx, sessionID, actionID, d)
 }

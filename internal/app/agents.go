@@ -11,6 +11,9 @@ import (
 
 // PutAgent implements Service.
 func (a *App) PutAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Agent, error) {
+	if err := Allow(ctx, "PutAgent"); err != nil {
+		return nil, err
+	}
 	return a.eng.PutAgent(ctx, req)
 }
 
@@ -18,6 +21,9 @@ func (a *App) PutAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Agent,
 // again wants, a version added only when the spec changed (compared as
 // lt.SameAgentSpec, so key order and spacing do not count).
 func (a *App) EnsureAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Agent, bool, error) {
+	if err := Allow(ctx, "EnsureAgent"); err != nil {
+		return nil, false, err
+	}
 	if req == nil {
 		return nil, false, apierror.Invalid("", "the agent definition is missing")
 	}
@@ -44,6 +50,9 @@ func (a *App) EnsureAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Age
 
 // ListAgents implements Service.
 func (a *App) ListAgents(ctx context.Context) (*lt.List[lt.Agent], error) {
+	if err := Allow(ctx, "ListAgents"); err != nil {
+		return nil, err
+	}
 	agents, err := a.eng.ListAgents(ctx)
 	if err != nil {
 		return nil, err
@@ -53,5 +62,8 @@ func (a *App) ListAgents(ctx context.Context) (*lt.List[lt.Agent], error) {
 
 // GetAgent implements Service.
 func (a *App) GetAgent(ctx context.Context, name string, version int) (*lt.Agent, error) {
+	if err := Allow(ctx, "GetAgent"); err != nil {
+		return nil, err
+	}
 	return a.eng.GetAgent(ctx, name, version)
 }

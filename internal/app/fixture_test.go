@@ -29,7 +29,8 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	st, eng := apptest.Engine(t, nil)
 	a := apptest.New(t, st, eng, nil)
-	return &fixture{t: t, ctx: t.Context(), st: st, eng: eng, app: a}
+	// The tests call the App as the library does.
+	return &fixture{t: t, ctx: app.WithCaller(t.Context(), app.LibraryCaller), st: st, eng: eng, app: a}
 }
 
 // create starts a session of an inline scripted agent.

@@ -110,6 +110,9 @@ func roleNames() string {
 // CreateKey implements Service: the answer is the only place the token
 // ever appears.
 func (a *App) CreateKey(ctx context.Context, req *lt.CreateKeyRequest) (*lt.APIKey, error) {
+	if err := Allow(ctx, "CreateKey"); err != nil {
+		return nil, err
+	}
 	now := a.now()
 	req, err := checkCreateKey(req, now)
 	if err != nil {
@@ -140,6 +143,9 @@ func (a *App) CreateKey(ctx context.Context, req *lt.CreateKeyRequest) (*lt.APIK
 // ListKeys implements Service: every key, revoked ones included, oldest
 // first (a server holds few keys: one page).
 func (a *App) ListKeys(ctx context.Context) (*lt.List[lt.APIKey], error) {
+	if err := Allow(ctx, "ListKeys"); err != nil {
+		return nil, err
+	}
 	rows, err := a.store.APIKeyList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", err)
@@ -154,6 +160,9 @@ func (a *App) ListKeys(ctx context.Context) (*lt.List[lt.APIKey], error) {
 // RevokeKey implements Service. The key stays listed, with its revocation
 // time; revoking it again changes nothing.
 func (a *App) RevokeKey(ctx context.Context, id string) error {
+	if err := Allow(ctx, "RevokeKey"); err != nil {
+		return err
+	}
 	if id == "" {
 		return apierror.Invalid("id", "id is required")
 	}

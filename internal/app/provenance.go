@@ -10,6 +10,9 @@ import (
 
 // ListEvents implements Service.
 func (a *App) ListEvents(ctx context.Context, sessionID string, after int64, limit int) (*lt.List[lt.Event], error) {
+	if err := Allow(ctx, "ListEvents"); err != nil {
+		return nil, err
+	}
 	if after < 0 {
 		return nil, apierror.Invalid("after", "after must be 0 or more, got %d", after)
 	}
@@ -33,11 +36,17 @@ func (a *App) ListEvents(ctx context.Context, sessionID string, after int64, lim
 
 // SessionTrace implements Service.
 func (a *App) SessionTrace(ctx context.Context, id string, includeSubagents bool) (*lt.Trace, error) {
+	if err := Allow(ctx, "SessionTrace"); err != nil {
+		return nil, err
+	}
 	return a.eng.SessionTrace(ctx, id, includeSubagents)
 }
 
 // ListEffects implements Service.
 func (a *App) ListEffects(ctx context.Context, sessionID string) (*lt.List[lt.Effect], error) {
+	if err := Allow(ctx, "ListEffects"); err != nil {
+		return nil, err
+	}
 	effects, err := a.eng.ListEffects(ctx, sessionID)
 	if err != nil {
 		return nil, err
@@ -47,6 +56,9 @@ func (a *App) ListEffects(ctx context.Context, sessionID string) (*lt.List[lt.Ef
 
 // ListCheckpoints implements Service.
 func (a *App) ListCheckpoints(ctx context.Context, sessionID string) (*lt.List[lt.Checkpoint], error) {
+	if err := Allow(ctx, "ListCheckpoints"); err != nil {
+		return nil, err
+	}
 	cps, err := a.eng.ListCheckpoints(ctx, sessionID)
 	if err != nil {
 		return nil, err
@@ -56,6 +68,9 @@ func (a *App) ListCheckpoints(ctx context.Context, sessionID string) (*lt.List[l
 
 // ListArtifacts implements Service.
 func (a *App) ListArtifacts(ctx context.Context, sessionID string) (*lt.List[lt.Artifact], error) {
+	if err := Allow(ctx, "ListArtifacts"); err != nil {
+		return nil, err
+	}
 	arts, err := a.eng.ListArtifacts(ctx, sessionID)
 	if err != nil {
 		return nil, err
@@ -65,15 +80,24 @@ func (a *App) ListArtifacts(ctx context.Context, sessionID string) (*lt.List[lt.
 
 // GetArtifact implements Service.
 func (a *App) GetArtifact(ctx context.Context, id string) (*lt.Artifact, error) {
+	if err := Allow(ctx, "GetArtifact"); err != nil {
+		return nil, err
+	}
 	return a.eng.GetArtifact(ctx, id)
 }
 
 // ArtifactContent implements Service.
 func (a *App) ArtifactContent(ctx context.Context, id string) (*lt.Artifact, []byte, error) {
+	if err := Allow(ctx, "ArtifactContent"); err != nil {
+		return nil, nil, err
+	}
 	return a.eng.ArtifactContent(ctx, id)
 }
 
 // GetBlob implements Service.
 func (a *App) GetBlob(ctx context.Context, sha256Hex string) ([]byte, error) {
+	if err := Allow(ctx, "GetBlob"); err != nil {
+		return nil, err
+	}
 	return a.eng.GetBlob(ctx, sha256Hex)
 }

@@ -8,6 +8,9 @@ import (
 
 // TaskReport implements Service.
 func (a *App) TaskReport(ctx context.Context, p lt.TaskReportParams) (*lt.TaskReport, error) {
+	if err := Allow(ctx, "TaskReport"); err != nil {
+		return nil, err
+	}
 	return a.reports.TaskReport(ctx, p)
 }
 

@@ -9,6 +9,9 @@ import (
 
 // CreateSession implements Service.
 func (a *App) CreateSession(ctx context.Context, req *lt.CreateSessionRequest) (*lt.Session, error) {
+	if err := Allow(ctx, "CreateSession"); err != nil {
+		return nil, err
+	}
 	s, err := a.eng.CreateSession(ctx, req)
 	if err != nil {
 		return nil, err
@@ -25,21 +28,33 @@ func (a *App) CreateSession(ctx context.Context, req *lt.CreateSessionRequest) (
 
 // GetSession implements Service.
 func (a *App) GetSession(ctx context.Context, id string) (*lt.Session, error) {
+	if err := Allow(ctx, "GetSession"); err != nil {
+		return nil, err
+	}
 	return a.eng.GetSession(ctx, id)
 }
 
 // ListSessions implements Service.
 func (a *App) ListSessions(ctx context.Context, p lt.ListSessionsParams) (*lt.List[lt.Session], error) {
+	if err := Allow(ctx, "ListSessions"); err != nil {
+		return nil, err
+	}
 	return a.eng.ListSessions(ctx, p)
 }
 
 // CreateTurn implements Service.
 func (a *App) CreateTurn(ctx context.Context, sessionID string, req *lt.CreateTurnRequest) (*lt.Turn, error) {
+	if err := Allow(ctx, "CreateTurn"); err != nil {
+		return nil, err
+	}
 	return a.eng.CreateTurn(ctx, sessionID, req)
 }
 
 // ListTurns implements Service.
 func (a *App) ListTurns(ctx context.Context, sessionID string) (*lt.List[lt.Turn], error) {
+	if err := Allow(ctx, "ListTurns"); err != nil {
+		return nil, err
+	}
 	turns, err := a.eng.ListTurns(ctx, sessionID)
 	if err != nil {
 		return nil, err
@@ -49,11 +64,17 @@ func (a *App) ListTurns(ctx context.Context, sessionID string) (*lt.List[lt.Turn
 
 // GetTurn implements Service.
 func (a *App) GetTurn(ctx context.Context, sessionID, turnID string) (*lt.Turn, error) {
+	if err := Allow(ctx, "GetTurn"); err != nil {
+		return nil, err
+	}
 	return a.eng.GetTurn(ctx, sessionID, turnID)
 }
 
 // Cancel implements Service.
 func (a *App) Cancel(ctx context.Context, sessionID string, req *lt.CancelRequest) (*lt.Session, error) {
+	if err := Allow(ctx, "Cancel"); err != nil {
+		return nil, err
+	}
 	if req == nil {
 		req = &lt.CancelRequest{}
 	}
@@ -62,36 +83,57 @@ func (a *App) Cancel(ctx context.Context, sessionID string, req *lt.CancelReques
 
 // SendSignal implements Service.
 func (a *App) SendSignal(ctx context.Context, sessionID string, req *lt.SignalRequest) (*lt.Signal, error) {
+	if err := Allow(ctx, "SendSignal"); err != nil {
+		return nil, err
+	}
 	return a.eng.SendSignal(ctx, sessionID, req)
 }
 
 // Fork implements Service.
 func (a *App) Fork(ctx context.Context, sessionID string, req *lt.ForkRequest) (*lt.Session, error) {
+	if err := Allow(ctx, "Fork"); err != nil {
+		return nil, err
+	}
 	return a.eng.ForkSession(ctx, sessionID, req)
 }
 
 // Review implements Service.
 func (a *App) Review(ctx context.Context, sessionID string, req *lt.ReviewRequest) (*lt.Session, error) {
+	if err := Allow(ctx, "Review"); err != nil {
+		return nil, err
+	}
 	return a.eng.ReviewSession(ctx, sessionID, req)
 }
 
 // AddConstraint implements Service.
 func (a *App) AddConstraint(ctx context.Context, sessionID, constraint string) (*lt.Session, error) {
+	if err := Allow(ctx, "AddConstraint"); err != nil {
+		return nil, err
+	}
 	return a.eng.AddConstraint(ctx, sessionID, &lt.AddConstraintRequest{Constraint: constraint})
 }
 
 // UpdateBudget implements Service.
 func (a *App) UpdateBudget(ctx context.Context, sessionID string, p *lt.BudgetPatch) (*lt.Session, error) {
+	if err := Allow(ctx, "UpdateBudget"); err != nil {
+		return nil, err
+	}
 	return a.eng.UpdateBudget(ctx, sessionID, p)
 }
 
 // Steer implements Service.
 func (a *App) Steer(ctx context.Context, sessionID string, req *lt.SteerRequest) (*lt.Session, error) {
+	if err := Allow(ctx, "Steer"); err != nil {
+		return nil, err
+	}
 	return a.eng.SteerSession(ctx, sessionID, req)
 }
 
 // Pause implements Service.
 func (a *App) Pause(ctx context.Context, sessionID string, req *lt.PauseRequest) (*lt.Session, error) {
+	if err := Allow(ctx, "Pause"); err != nil {
+		return nil, err
+	}
 	if req == nil {
 		req = &lt.PauseRequest{}
 	}
@@ -100,5 +142,8 @@ func (a *App) Pause(ctx context.Context, sessionID string, req *lt.PauseRequest)
 
 // Resume implements Service.
 func (a *App) Resume(ctx context.Context, sessionID string) (*lt.Session, error) {
+	if err := Allow(ctx, "Resume"); err != nil {
+		return nil, err
+	}
 	return a.eng.ResumeSession(ctx, sessionID, &lt.ResumeRequest{})
 }

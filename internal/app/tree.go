@@ -81,21 +81,33 @@ func every(d time.Duration) func() (<-chan time.Time, func()) {
 
 // GetSessionTree implements Service.
 func (a *App) GetSessionTree(ctx context.Context, id string) (*lt.Session, error) {
+	if err := Allow(ctx, "GetSessionTree"); err != nil {
+		return nil, err
+	}
 	return a.trees.GetSessionTree(ctx, id)
 }
 
 // ListTreeActions implements Service.
 func (a *App) ListTreeActions(ctx context.Context, sessionID string, status lt.ActionStatus) (*lt.List[lt.Action], error) {
+	if err := Allow(ctx, "ListTreeActions"); err != nil {
+		return nil, err
+	}
 	return a.trees.ListTreeActions(ctx, sessionID, status)
 }
 
 // StreamEvents implements Service.
 func (a *App) StreamEvents(ctx context.Context, sessionID string, after int64) iter.Seq2[lt.Event, error] {
+	if err := Allow(ctx, "StreamEvents"); err != nil {
+		return refused[lt.Event](err)
+	}
 	return a.trees.StreamEvents(ctx, sessionID, after)
 }
 
 // StreamTreeEvents implements Service.
 func (a *App) StreamTreeEvents(ctx context.Context, sessionID, cursor string) iter.Seq2[lt.TreeEvent, error] {
+	if err := Allow(ctx, "StreamTreeEvents"); err != nil {
+		return refused[lt.TreeEvent](err)
+	}
 	return a.trees.StreamTreeEvents(ctx, sessionID, cursor)
 }
 

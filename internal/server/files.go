@@ -28,12 +28,12 @@ const DefaultMaxFileBytes = 32 << 20
 
 // fileRoutes registers the workspace file endpoints.
 func (s *Server) fileRoutes() {
-	s.handle("GET /v1/sessions/{id}/files", s.listFiles)
-	s.handle("GET /v1/sessions/{id}/files/{path...}", s.getFile)
-	s.handle(filePutPattern, s.putFile)
-	s.handle("DELETE /v1/sessions/{id}/files/{path...}", s.deleteFile)
-	s.handle("GET /v1/sessions/{id}/checkpoints/{checkpoint_id}/files", s.listCheckpointFiles)
-	s.handle("GET /v1/sessions/{id}/checkpoints/{checkpoint_id}/files/{path...}", s.getCheckpointFile)
+	s.handle("GET /v1/sessions/{id}/files", "ListFiles", s.listFiles)
+	s.handle("GET /v1/sessions/{id}/files/{path...}", "OpenFile", s.getFile)
+	s.handle(filePutPattern, "PutFileIfMatch", s.putFile)
+	s.handle("DELETE /v1/sessions/{id}/files/{path...}", "DeleteFileIfMatch", s.deleteFile)
+	s.handle("GET /v1/sessions/{id}/checkpoints/{checkpoint_id}/files", "ListFiles", s.listCheckpointFiles)
+	s.handle("GET /v1/sessions/{id}/checkpoints/{checkpoint_id}/files/{path...}", "OpenFile", s.getCheckpointFile)
 }
 
 // isFileUpload reports whether r goes to filePutPattern.

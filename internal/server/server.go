@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"path"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -158,7 +159,9 @@ type Server struct {
 	cfg  Config
 	log  *slog.Logger
 	mux  *http.ServeMux
-	keys [][32]byte // SHA-256 of each API key, so comparisons take equal time
+	// routeList is every endpoint handle registered (Routes).
+	routeList []Route
+	keys      [][32]byte // SHA-256 of each API key, so comparisons take equal time
 	// hosts and crossOrigin refuse requests a web page made the browser
 	// send (origin.go).
 	hosts       hostRule
@@ -213,63 +216,63 @@ func New(b Backend, idem IdempotencyStore, cfg *Config) *Server {
 // routes registers every endpoint. Patterns are Go 1.22 ServeMux patterns;
 // GET patterns answer HEAD too.
 func (s *Server) routes() {
-	s.handle("GET /healthz", s.healthz)
-	s.handle("GET /readyz", s.readyz)
+	s.handle("GET /healthz", "", s.healthz)
+	s.handle("GET /readyz", "", s.readyz)
 
-	s.handle("POST /v1/sessions", s.idempotent(s.createSession))
-	s.handle("GET /v1/sessions", s.listSessions)
-	s.handle("GET /v1/sessions/{id}", s.getSession)
-	s.handle("POST /v1/sessions/{id}/turns", s.idempotent(s.createTurn))
-	s.handle("GET /v1/sessions/{id}/turns", s.listTurns)
-	s.handle("GET /v1/sessions/{id}/turns/{turn_id}", s.getTurn)
-	s.handle("POST /v1/sessions/{id}/cancel", s.idempotent(s.cancelSession))
-	s.handle("POST /v1/sessions/{id}/constraints", s.idempotent(s.addConstraint))
-	s.handle("POST /v1/sessions/{id}/review", s.idempotent(s.reviewSession))
-	s.handle("POST /v1/sessions/{id}/fork", s.idempotent(s.forkSession))
-	s.handle("POST /v1/sessions/{id}/signals", s.idempotent(s.sendSignal))
-	s.handle("PATCH /v1/sessions/{id}/budget", s.updateBudget)
-	s.handle("GET /v1/sessions/{id}/events", s.listEvents)
-	s.handle("GET /v1/sessions/{id}/events/stream", s.streamEvents)
-	s.handle("GET /v1/sessions/{id}/actions", s.listActions)
-	s.handle("POST /v1/sessions/{id}/actions/{action_id}", s.idempotent(s.decideAction))
-	s.handle("GET /v1/sessions/{id}/effects", s.listEffects)
-	s.handle("GET /v1/sessions/{id}/checkpoints", s.listCheckpoints)
-	s.handle("GET /v1/sessions/{id}/artifacts", s.listArtifacts)
-	s.handle("GET /v1/sessions/{id}/trace", s.sessionTrace)
+	s.handle("POST /v1/sessions", "CreateSession", s.idempotent(s.createSession))
+	s.handle("GET /v1/sessions", "ListSessions", s.listSessions)
+	s.handle("GET /v1/sessions/{id}", "GetSession", s.getSession)
+	s.handle("POST /v1/sessions/{id}/turns", "CreateTurn", s.idempotent(s.createTurn))
+	s.handle("GET /v1/sessions/{id}/turns", "ListTurns", s.listTurns)
+	s.handle("GET /v1/sessions/{id}/turns/{turn_id}", "GetTurn", s.getTurn)
+	s.handle("POST /v1/sessions/{id}/cancel", "Cancel", s.idempotent(s.cancelSession))
+	s.handle("POST /v1/sessions/{id}/constraints", "AddConstraint", s.idempotent(s.addConstraint))
+	s.handle("POST /v1/sessions/{id}/review", "Review", s.idempotent(s.reviewSession))
+	s.handle("POST /v1/sessions/{id}/fork", "Fork", s.idempotent(s.forkSession))
+	s.handle("POST /v1/sessions/{id}/signals", "SendSignal", s.idempotent(s.sendSignal))
+	s.handle("PATCH /v1/sessions/{id}/budget", "UpdateBudget", s.updateBudget)
+	s.handle("GET /v1/sessions/{id}/events", "ListEvents", s.listEvents)
+	s.handle("GET /v1/sessions/{id}/events/stream", "StreamEvents", s.streamEvents)
+	s.handle("GET /v1/sessions/{id}/actions", "ListActions", s.listActions)
+	s.handle("POST /v1/sessions/{id}/actions/{action_id}", "DecideAction", s.idempotent(s.decideAction))
+	s.handle("GET /v1/sessions/{id}/effects", "ListEffects", s.listEffects)
+	s.handle("GET /v1/sessions/{id}/checkpoints", "ListCheckpoints", s.listCheckpoints)
+	s.handle("GET /v1/sessions/{id}/artifacts", "ListArtifacts", s.listArtifacts)
+	s.handle("GET /v1/sessions/{id}/trace", "SessionTrace", s.sessionTrace)
 
 	// Control of a running session: steer.go, pause.go.
-	s.handle("POST /v1/sessions/{id}/steer", s.idempotent(s.steerSession))
-	s.handle("POST /v1/sessions/{id}/pause", s.idempotent(s.pauseSession))
-	s.handle("POST /v1/sessions/{id}/resume", s.idempotent(s.resumeSession))
+	s.handle("POST /v1/sessions/{id}/steer", "Steer", s.idempotent(s.steerSession))
+	s.handle("POST /v1/sessions/{id}/pause", "Pause", s.idempotent(s.pauseSession))
+	s.handle("POST /v1/sessions/{id}/resume", "Resume", s.idempotent(s.resumeSession))
 
-	s.handle("GET /v1/actions", s.listAllActions)
-	s.handle("GET /v1/actions/{action_id}", s.getAction)
+	s.handle("GET /v1/actions", "ListAllActions", s.listAllActions)
+	s.handle("GET /v1/actions/{action_id}", "GetAction", s.getAction)
 
-	s.handle("GET /v1/artifacts/{id}", s.getArtifact)
-	s.handle("GET /v1/artifacts/{id}/content", s.artifactContent)
-	s.handle("GET /v1/blobs/{sha256}", s.getBlob)
+	s.handle("GET /v1/artifacts/{id}", "GetArtifact", s.getArtifact)
+	s.handle("GET /v1/artifacts/{id}/content", "ArtifactContent", s.artifactContent)
+	s.handle("GET /v1/blobs/{sha256}", "GetBlob", s.getBlob)
 
-	s.handle("PUT /v1/secrets/{name}", s.putSecret)
-	s.handle("GET /v1/secrets", s.listSecrets)
-	s.handle("DELETE /v1/secrets/{name}", s.deleteSecret)
+	s.handle("PUT /v1/secrets/{name}", "PutSecret", s.putSecret)
+	s.handle("GET /v1/secrets", "ListSecrets", s.listSecrets)
+	s.handle("DELETE /v1/secrets/{name}", "DeleteSecret", s.deleteSecret)
 
-	s.handle("POST /v1/keys", s.createKey)
-	s.handle("GET /v1/keys", s.listKeys)
-	s.handle("DELETE /v1/keys/{id}", s.revokeKey)
+	s.handle("POST /v1/keys", "CreateKey", s.createKey)
+	s.handle("GET /v1/keys", "ListKeys", s.listKeys)
+	s.handle("DELETE /v1/keys/{id}", "RevokeKey", s.revokeKey)
 
-	s.handle("POST /v1/webhooks/endpoints", s.idempotent(s.createWebhookEndpoint))
-	s.handle("GET /v1/webhooks/endpoints", s.listWebhookEndpoints)
-	s.handle("DELETE /v1/webhooks/endpoints/{id}", s.deleteWebhookEndpoint)
-	s.handle("GET /v1/webhooks/deliveries", s.listWebhookDeliveries)
+	s.handle("POST /v1/webhooks/endpoints", "CreateWebhookEndpoint", s.idempotent(s.createWebhookEndpoint))
+	s.handle("GET /v1/webhooks/endpoints", "ListWebhookEndpoints", s.listWebhookEndpoints)
+	s.handle("DELETE /v1/webhooks/endpoints/{id}", "DeleteWebhookEndpoint", s.deleteWebhookEndpoint)
+	s.handle("GET /v1/webhooks/deliveries", "ListWebhookDeliveries", s.listWebhookDeliveries)
 
-	s.handle("GET /v1/reports/tasks", s.taskReport)
+	s.handle("GET /v1/reports/tasks", "TaskReport", s.taskReport)
 	if s.cfg.Metrics != nil {
-		s.handle("GET /metrics", s.metrics)
+		s.handle("GET /metrics", "", s.metrics)
 	}
 
-	s.handle("POST /v1/agents", s.idempotent(s.putAgent))
-	s.handle("GET /v1/agents", s.listAgents)
-	s.handle("GET /v1/agents/{name}", s.getAgent)
+	s.handle("POST /v1/agents", "PutAgent", s.idempotent(s.putAgent))
+	s.handle("GET /v1/agents", "ListAgents", s.listAgents)
+	s.handle("GET /v1/agents/{name}", "GetAgent", s.getAgent)
 
 	s.fileRoutes()
 
@@ -285,8 +288,35 @@ func (s *Server) routes() {
 // writeError turns into one.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-func (s *Server) handle(pattern string, h handlerFunc) {
+// Route is one endpoint: its ServeMux pattern and the Service method whose
+// entry in app.Permissions says who may call it ("" for the open probes,
+// and for /metrics, which has its own rule).
+type Route struct {
+	Pattern string
+	Method  string
+}
+
+// Routes lists every endpoint, in the order they were registered (the
+// route × role test derives its cases from it).
+func (s *Server) Routes() []Route { return slices.Clone(s.routeList) }
+
+// handle registers an endpoint. A /v1 route names the Service method it
+// calls, and its caller's role is checked against app.Permissions before
+// the handler decodes anything; registering one without a known method is
+// a wiring mistake (a panic at start-up, caught by every test).
+func (s *Server) handle(pattern, method string, h handlerFunc) {
+	_, p, _ := strings.Cut(pattern, " ")
+	if _, ok := app.Permissions[method]; (method != "" || isAPIPath(p)) && !ok {
+		panic(fmt.Sprintf("server: route %q names no method of app.Permissions (%q)", pattern, method))
+	}
+	s.routeList = append(s.routeList, Route{Pattern: pattern, Method: method})
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if method != "" {
+			if err := app.Allow(r.Context(), method); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+		}
 		if err := h(w, r); err != nil {
 			s.writeError(w, r, err)
 		}

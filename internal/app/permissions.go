@@ -1,0 +1,153 @@
+package app
+
+import (
+	"context"
+	"iter"
+	"slices"
+	"strings"
+
+	"github.com/longhaul-dev/longhaul/internal/apierror"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// Who may do what (API.md "Identity, roles, projects, audit"), as sets of
+// roles. An admin may do everything; a runner nothing of the Service (it
+// only connects a self-managed environment).
+var (
+	// readers read a project: sessions and all they derive, agents,
+	// reports.
+	readers = []lt.Role{lt.RoleAdmin, lt.RoleOperator, lt.RoleApprover, lt.RoleReader}
+	// operators run the work: sessions, turns, controls, files, agents,
+	// signals, budgets, webhooks.
+	operators = []lt.Role{lt.RoleAdmin, lt.RoleOperator}
+	// deciders answer a session's questions: decide actions, review.
+	// Operators are not among them, so the key that runs the work need not
+	// be the one that approves it.
+	deciders = []lt.Role{lt.RoleAdmin, lt.RoleApprover}
+	// stoppers may cancel a session: who runs it, and who approves it.
+	stoppers = []lt.Role{lt.RoleAdmin, lt.RoleOperator, lt.RoleApprover}
+	// admins manage the server: keys and secrets.
+	admins = []lt.Role{lt.RoleAdmin}
+)
+
+// Permissions maps every Service method to the roles that may call it: the
+// one table of who may do what, for both transports (the HTTP API's routes
+// each call one method; the library calls them as an admin). Every App
+// method checks it first (Allow). Ready is absent: it is a probe, open to
+// anyone (GET /readyz needs no key).
+var Permissions = map[string][]lt.Role{
+	// Sessions and turns.
+	"CreateSession":  operators,
+	"GetSession":     readers,
+	"GetSessionTree": readers,
+	"ListSessions":   readers,
+	"CreateTurn":     operators,
+	"ListTurns":      readers,
+	"GetTurn":        readers,
+	"Fork":           operators,
+
+	// Controls.
+	"Cancel":        stoppers,
+	"SendSignal":    operators,
+	"Review":        deciders,
+	"AddConstraint": operators,
+	"UpdateBudget":  operators,
+	"Steer":         operators,
+	"Pause":         operators,
+	"Resume":        operators,
+
+	// The journal.
+	"ListEvents":       readers,
+	"StreamEvents":     readers,
+	"StreamTreeEvents": readers,
+
+	// Required actions.
+	"ListActions":     readers,
+	"ListTreeActions": readers,
+	"ListAllActions":  readers,
+	"GetAction":       readers,
+	"DecideAction":    deciders,
+
+	// Provenance.
+	"SessionTrace":    readers,
+	"ListEffects":     readers,
+	"ListCheckpoints": readers,
+	"ListArtifacts":   readers,
+	"GetArtifact":     readers,
+	"ArtifactContent": readers,
+	"GetBlob":         readers,
+
+	// The workspace.
+	"ListFiles":         readers,
+	"OpenFile":          readers,
+	"PutFileIfMatch":    operators,
+	"DeleteFileIfMatch": operators,
+
+	// Agents.
+	"PutAgent":    operators,
+	"EnsureAgent": operators,
+	"ListAgents":  readers,
+	"GetAgent":    readers,
+
+	// The vault: admin only (even a secret's name and hosts say much).
+	"PutSecret":    admins,
+	"ListSecrets":  admins,
+	"DeleteSecret": admins,
+
+	// API keys.
+	"CreateKey": admins,
+	"ListKeys":  admins,
+	"RevokeKey": admins,
+
+	// Outgoing webhooks: endpoints and their deliveries (URLs, bodies).
+	"CreateWebhookEndpoint": operators,
+	"ListWebhookEndpoints":  operators,
+	"DeleteWebhookEndpoint": operators,
+	"ListWebhookDeliveries": operators,
+
+	// Reports.
+	"TaskReport": readers,
+}
+
+// Allowed reports whether role may call the Service method.
+func Allowed(method string, role lt.Role) bool {
+	return slices.Contains(Permissions[method], role)
+}
+
+// Allow is the first thing every App method does, and what the HTTP API
+// checks before it decodes a request (so a refused caller learns nothing
+// from a 400 or a 404): the caller ctx carries must hold one of the roles
+// Permissions gives method; a 403 says the role and what it lacks. A
+// missing caller is refused (a transport that forgot to say who calls gets
+// nothing, never an admin's powers).
+func Allow(ctx context.Context, method string) error {
+	c, ok := CallerFrom(ctx)
+	if !ok {
+		return apierror.Forbidden("no caller identity reached %s: refused", method)
+	}
+	roles := Permissions[method]
+	if slices.Contains(roles, c.Role) {
+		return nil
+	}
+	names := make([]string, len(roles))
+	for i, r := range roles {
+		names[i] = string(r)
+	}
+	return apierror.Forbidden("the %s role may not call %s (it needs one of: %s)", roleOrNone(c.Role), method, strings.Join(names, ", "))
+}
+
+func roleOrNone(r lt.Role) string {
+	if r == "" {
+		return "(none)"
+	}
+	return string(r)
+}
+
+// refused is a stream whose only value is err (Allow's refusal), before
+// the stream opens.
+func refused[T any](err error) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		var zero T
+		yield(zero, err)
+	}
+}
