@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -69,19 +67,7 @@ func TestKeysCommands(t *testing.T) {
 	require.Contains(t, r.stderr, "field:   expires_at")
 
 	// No key is in the database, in any file of it: only its hash.
-	dir := filepath.Dir(s.dbPath)
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	for _, e := range entries {
-		if e.IsDir() {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		require.NoError(t, err)
-		for _, key := range []string{aliceKey, token, k.Key} {
-			require.False(t, bytes.Contains(data, []byte(key)), "%s holds a key", e.Name())
-		}
-	}
+	requireNotInFiles(t, filepath.Dir(s.dbPath), aliceKey, token, k.Key)
 }
 
 func TestKeysUsageErrors(t *testing.T) {

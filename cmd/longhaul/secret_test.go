@@ -95,7 +95,13 @@ func TestSecretCommands(t *testing.T) {
 		require.NotContains(t, o, cliCanary, "output %d", i)
 	}
 	// Nor is it in the database, in any file of it.
-	dir := filepath.Dir(s.dbPath)
+	requireNotInFiles(t, filepath.Dir(s.dbPath), cliCanary)
+}
+
+// requireNotInFiles fails if a file of dir (not of its subdirectories)
+// holds one of the needles.
+func requireNotInFiles(t *testing.T, dir string, needles ...string) {
+	t.Helper()
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	for _, e := range entries {
@@ -104,7 +110,9 @@ func TestSecretCommands(t *testing.T) {
 		}
 		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
 		require.NoError(t, err)
-		require.False(t, bytes.Contains(data, []byte(cliCanary)), "%s holds the canary", e.Name())
+		for _, n := range needles {
+			require.False(t, bytes.Contains(data, []byte(n)), "%s holds %q", e.Name(), n)
+		}
 	}
 }
 
