@@ -17,12 +17,19 @@
 // through Journals (the engine, or a test's in-memory tree) and walks a
 // tree with the one walk of a tree (store.WalkTree).
 //
+// Who calls is a Caller in the context (caller.go), which every transport
+// sets: the HTTP API from the API key (Authenticate resolves a stored
+// key, authn.go), the library as an admin. Every App method first checks
+// the caller's role against the one table of who may do what,
+// Permissions (permissions.go); a call without a caller is refused. The
+// API keys themselves are a use case too (keys.go).
+//
 // Errors a caller caused are *apierror.Error values (a 400 naming the
 // field, a 404, a 409); anything else is an internal failure.
 //
 // Who may import it: the root package, internal/node (which builds the
 // App), internal/server (for the interface), and tests
 // (internal/app/apptest builds an App for them).
-// It imports the engine, the vault, the webhook dispatcher and the
-// reports, never a transport.
+// It imports the engine, the vault, the webhook dispatcher, the reports
+// and the store interface (for the keys), never a transport.
 package app

@@ -32,13 +32,20 @@
 //     most once per (scope, key) on this server, and a repeat with the same
 //     body gets the first 2xx response back byte for byte; the same key with
 //     another body is a 409.
-//   - Access control: with Config.APIKeys set, every /v1/ request needs
-//     "Authorization: Bearer <key>"; with no keys, /v1/ accepts only loopback
-//     peers (127.0.0.0/8, ::1) and answers anyone else 403. The check reads
-//     the TCP peer address, so a reverse proxy on the same host makes every
-//     request look local: configure keys behind a proxy. /healthz and /readyz
-//     are always open. GET /metrics (when Config.Metrics is set) is under
-//     the /v1 rule unless Config.MetricsPublic opens it.
+//   - Access control (auth.go): with Config.APIKeys set, every /v1/ request
+//     needs "Authorization: Bearer <key>", a bootstrap key (an admin) or a
+//     key of the store (Config.Keys, read on every request, so a
+//     revocation holds at once on every node); with no keys, /v1/ accepts
+//     only loopback peers (127.0.0.0/8, ::1), as an admin named "local"
+//     or the stored key their token names, and answers anyone else 403.
+//     The check reads the TCP peer address, so a reverse proxy on the same
+//     host makes every request look local: configure keys behind a proxy.
+//     The caller goes into the request's context (app.WithCaller); each
+//     /v1 route names the Service method it calls, and app.Allow checks
+//     the caller's role against app.Permissions before the handler reads
+//     the request (403 otherwise). /healthz and /readyz are always open.
+//     GET /metrics (when Config.Metrics is set) is under the /v1 access
+//     rule unless Config.MetricsPublic opens it.
 //   - No web page drives the API (origin.go): without keys (or with
 //     Config.AllowedHosts) a Host that does not name this server is a 403
 //     (DNS rebinding); in every mode a state-changing request from another
