@@ -29,7 +29,7 @@ only its SHA-256, so a lost key cannot be shown again (create another and
 revoke the lost one). A revoked key is refused at once on every node, and
 stays listed, revoked. The keys given to 'longhaul serve --api-key' (or
 LONGHAUL_API_KEYS) are admin keys that are not listed here.`,
-		Example: `  longhaul keys create alice --role approver --project support
+		Example: `  longhaul keys create alice --role approver
   TOKEN=$(longhaul keys create ci --role operator --expires-in 720h --quiet)
   longhaul keys ls
   longhaul keys revoke key_01jd8x2k3m4n5p6q7r8s9t0v1w`,
@@ -62,7 +62,7 @@ stores its hash, never the key. --quiet prints the key alone, for a script.
 A key may expire: --expires-in takes a duration (720h), --expires-at a time
 (RFC 3339: 2027-01-31T00:00:00Z). An expired key is refused like a revoked
 one.`,
-		Example: `  longhaul keys create alice --role approver --project support
+		Example: `  longhaul keys create alice --role approver
   longhaul keys create nightly-ci --role operator --expires-in 720h --quiet > ci.key
   longhaul keys create auditor --role reader --expires-at 2027-01-31T00:00:00Z --json`,
 		Args: usageArgs(cobra.ExactArgs(1)),

@@ -27,8 +27,8 @@ func TestKeysCommands(t *testing.T) {
 
 	require.Equal(t, "No API keys. Create one with 'longhaul keys create NAME --role ROLE'.\n", ok("keys", "ls"))
 
-	out := ok("keys", "create", "alice", "--role", "approver", "--project", "support")
-	m := regexp.MustCompile(`^Key (key_[a-z0-9]+) created for alice \(approver, project support\)\.\n` +
+	out := ok("keys", "create", "alice", "--role", "approver", "--project", "default")
+	m := regexp.MustCompile(`^Key (key_[a-z0-9]+) created for alice \(approver, project default\)\.\n` +
 		`Keep it now: it is shown only this once \(the server stores only its hash\)\.\n\n(lh_[a-z2-7]{52})\n$`).FindStringSubmatch(out)
 	require.NotNil(t, m, "output:\n%s", out)
 	aliceID, aliceKey := m[1], m[2]

@@ -86,6 +86,12 @@ func checkCreateKey(req *lt.CreateKeyRequest, now time.Time) (*lt.CreateKeyReque
 	if !projectRE.MatchString(out.Project) {
 		return nil, apierror.Invalid("project", "project must be 1 to 63 lowercase letters, digits, '-' or '_', starting with a letter or a digit, got %q", out.Project)
 	}
+	// Until sessions, agents, secrets and endpoints belong to projects, a
+	// key of another project would see everything: refused, rather than
+	// promise an isolation that does not hold.
+	if out.Project != lt.DefaultProject {
+		return nil, apierror.Invalid("project", "projects do not yet scope what a key may see: only project %q is accepted, got %q", lt.DefaultProject, out.Project)
+	}
 	if out.ExpiresAt != nil {
 		if !out.ExpiresAt.After(now) {
 			return nil, apierror.Invalid("expires_at", "expires_at must be in the future, got %s", out.ExpiresAt.UTC().Format(time.RFC3339))

@@ -20,14 +20,14 @@ import (
 func TestKeysLifecycle(t *testing.T) {
 	f := newFixture(t)
 	exp := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
-	k, err := f.app.CreateKey(f.ctx, &lt.CreateKeyRequest{Name: "alice", Role: lt.RoleApprover, Project: "support", ExpiresAt: &exp})
+	k, err := f.app.CreateKey(f.ctx, &lt.CreateKeyRequest{Name: "alice", Role: lt.RoleApprover, Project: "default", ExpiresAt: &exp})
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(k.ID, "key_"), k.ID)
 	require.Regexp(t, `^lh_[a-z2-7]{52}$`, k.Key)
 	require.Equal(t, k.Key[:11], k.Prefix)
 	require.Equal(t, "alice", k.Name)
 	require.Equal(t, lt.RoleApprover, k.Role)
-	require.Equal(t, "support", k.Project)
+	require.Equal(t, "default", k.Project)
 	require.Equal(t, &exp, k.ExpiresAt)
 	require.Nil(t, k.RevokedAt)
 
@@ -81,6 +81,7 @@ func TestCreateKeyInvalid(t *testing.T) {
 		{"unknown role", &lt.CreateKeyRequest{Name: "x", Role: "root"}, "role", `"root"`},
 		{"project case", &lt.CreateKeyRequest{Name: "x", Role: lt.RoleReader, Project: "Support"}, "project", `"Support"`},
 		{"project slash", &lt.CreateKeyRequest{Name: "x", Role: lt.RoleReader, Project: "a/b"}, "project", "lowercase"},
+		{"another project", &lt.CreateKeyRequest{Name: "x", Role: lt.RoleReader, Project: "support"}, "project", `only project "default" is accepted`},
 		{"expired", &lt.CreateKeyRequest{Name: "x", Role: lt.RoleReader, ExpiresAt: &past}, "expires_at", "in the future"},
 	} {
 		_, err := f.app.CreateKey(f.ctx, tc.req)

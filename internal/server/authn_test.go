@@ -73,10 +73,10 @@ func TestStoreKeyAuthentication(t *testing.T) {
 	require.Equal(t, http.StatusOK, h.listSessionsAs("boot-key").status)
 	require.Equal(t, app.BootstrapCaller, rec.last())
 
-	k := h.createKey(`{"name": "alice", "role": "approver", "project": "support"}`)
+	k := h.createKey(`{"name": "alice", "role": "approver", "project": "default"}`)
 	r := h.listSessionsAs(k.Key)
 	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
-	require.Equal(t, app.Caller{KeyID: k.ID, Name: "alice", Role: lt.RoleApprover, Project: "support"}, rec.last())
+	require.Equal(t, app.Caller{KeyID: k.ID, Name: "alice", Role: lt.RoleApprover, Project: "default"}, rec.last())
 
 	unknown := h.listSessionsAs("lh_" + "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
 	requireError(t, unknown, http.StatusUnauthorized, lt.CodeUnauthorized, "")
@@ -135,11 +135,11 @@ func TestLocalCaller(t *testing.T) {
 	require.Equal(t, http.StatusOK, h.listSessionsAs("whatever").status)
 	require.Equal(t, app.LocalCaller, rec.last())
 
-	r := h.post("/v1/keys", `{"name": "bob", "role": "reader", "project": "support"}`)
+	r := h.post("/v1/keys", `{"name": "bob", "role": "reader", "project": "default"}`)
 	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
 	k := decode[lt.APIKey](t, r)
 	require.Equal(t, http.StatusOK, h.listSessionsAs(k.Key).status)
-	require.Equal(t, app.Caller{KeyID: k.ID, Name: "bob", Role: lt.RoleReader, Project: "support"}, rec.last())
+	require.Equal(t, app.Caller{KeyID: k.ID, Name: "bob", Role: lt.RoleReader, Project: "default"}, rec.last())
 
 	req := httptest.NewRequest(http.MethodGet, "/v1/sessions", nil)
 	req.RemoteAddr = "203.0.113.9:4711"

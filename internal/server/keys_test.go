@@ -18,7 +18,7 @@ func TestKeysEndpoints(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 
-	body := `{"name": "alice", "role": "approver", "project": "support"}`
+	body := `{"name": "alice", "role": "approver", "project": "default"}`
 	r := h.do(http.MethodPost, "/v1/keys", []byte(body), map[string]string{"Idempotency-Key": "same"})
 	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
 	require.Equal(t, "no-store", r.header.Get("Cache-Control"))
@@ -27,7 +27,7 @@ func TestKeysEndpoints(t *testing.T) {
 	require.True(t, strings.HasPrefix(k.Key, "lh_"), "the token is shown once")
 	require.Equal(t, "alice", k.Name)
 	require.Equal(t, lt.RoleApprover, k.Role)
-	require.Equal(t, "support", k.Project)
+	require.Equal(t, "default", k.Project)
 
 	r = h.do(http.MethodPost, "/v1/keys", []byte(body), map[string]string{"Idempotency-Key": "same"})
 	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
