@@ -164,7 +164,7 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 		}
 	}()
 	if cfg.config != nil {
-		if n.agents, err = registerAgents(ctx, n.wired.App, cfg.config); err != nil {
+		if n.agents, err = registerAgents(ctx, n.wired, cfg.config); err != nil {
 			return nil, err
 		}
 	}
@@ -228,7 +228,8 @@ func (n *node) stop(ctx context.Context) error {
 func lockDataDir(dir string) (unlock func(), err error) { return lhnode.LockDataDir(dir) }
 
 // agentEnsurer is what registering the config file's agents needs: the
-// application service's EnsureAgent (the rule of lt.SameAgentSpec).
+// application service's EnsureAgent (the rule of lt.SameAgentSpec), called
+// as the config file's caller (lhnode.Node.EnsureAgent).
 type agentEnsurer interface {
 	EnsureAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Agent, bool, error)
 }

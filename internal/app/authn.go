@@ -32,6 +32,9 @@ var (
 	// LibraryCaller is the program that embeds the library (Runtime): it
 	// owns the runtime, so it is an admin of every project.
 	LibraryCaller = Caller{Name: "library", Role: lt.RoleAdmin}
+	// ConfigCaller is the operator's config file (serve --config): whoever
+	// wrote it runs the server, so it is an admin of every project.
+	ConfigCaller = Caller{Name: "config", Role: lt.RoleAdmin}
 )
 
 // Authenticate returns the caller a stored API key's token names, or

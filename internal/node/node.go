@@ -35,6 +35,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	"github.com/longhaul-dev/longhaul/internal/vault"
 	"github.com/longhaul-dev/longhaul/internal/webhook"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
 // Drain timeouts of Close when its ctx sets no deadline: how long running
@@ -641,4 +642,11 @@ func DefaultProviders() map[string]model.Provider {
 		openai.NameCompatible:  openai.New(openai.Config{Name: openai.NameCompatible}),
 		anthropic.ProviderName: anthropic.New(anthropic.Config{}),
 	}
+}
+
+// EnsureAgent defines an agent of the server's config file (serve
+// --config) through the application service, as its caller ConfigCaller:
+// the operator who wrote the file.
+func (n *Node) EnsureAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Agent, bool, error) {
+	return n.App.EnsureAgent(app.WithCaller(ctx, app.ConfigCaller), req)
 }
