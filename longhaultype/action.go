@@ -62,6 +62,10 @@ type Action struct {
 	ExpiresAt  *time.Time      `json:"expires_at"`
 	ResolvedAt *time.Time      `json:"resolved_at,omitempty"`
 	Resolution json.RawMessage `json:"resolution,omitempty"`
+	// ResolvedBy is who decided the action (the actor on its
+	// action.resolved event); nil while pending, or when it resolved by
+	// itself (expiry, a cancel, the engine).
+	ResolvedBy *Actor `json:"resolved_by,omitempty"`
 }
 
 // Decision is the body of POST /v1/sessions/{id}/actions/{action_id}. Which

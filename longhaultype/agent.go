@@ -209,6 +209,9 @@ type ToolSpec struct {
 
 // Agent is a named, versioned agent definition.
 type Agent struct {
+	// Project is the project the agent belongs to: agent names are unique
+	// within a project.
+	Project   string    `json:"project"`
 	Name      string    `json:"name"`
 	Version   int       `json:"version"`
 	Spec      AgentSpec `json:"spec"`
@@ -220,6 +223,9 @@ type Agent struct {
 type PutAgentRequest struct {
 	Name string    `json:"name"`
 	Spec AgentSpec `json:"spec"`
+	// Project: only an admin key may name one (default DefaultProject);
+	// another key's agents are in its own project.
+	Project string `json:"project,omitempty"`
 }
 
 // Error is the body of every error response.

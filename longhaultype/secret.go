@@ -38,6 +38,9 @@ type PutSecretRequest struct {
 	// ("api.github.com") or "*.example.com" for every subdomain.
 	Hosts  []string         `json:"hosts"`
 	Inject *SecretInjection `json:"inject"`
+	// Project is the project whose sessions may use the secret (default
+	// DefaultProject): secret names are unique within a project.
+	Project string `json:"project,omitempty"`
 }
 
 // String hides the value, so that a request printed or logged by mistake
@@ -56,6 +59,7 @@ func (r PutSecretRequest) LogValue() slog.Value {
 
 // Secret is a vault secret's metadata: everything but its value.
 type Secret struct {
+	Project   string          `json:"project"`
 	Name      string          `json:"name"`
 	Hosts     []string        `json:"hosts"`
 	Inject    SecretInjection `json:"inject"`

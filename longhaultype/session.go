@@ -174,7 +174,10 @@ type Review struct {
 
 // Session is the API's view of a durable session: a projection of its journal.
 type Session struct {
-	ID                 string        `json:"id"`
+	ID string `json:"id"`
+	// Project is the project the session belongs to, and everything it
+	// derives with it (sub-agents, forks, events, actions, artifacts...).
+	Project            string        `json:"project"`
 	Status             SessionStatus `json:"status"`
 	Agent              AgentRef      `json:"agent"`
 	Input              string        `json:"input,omitempty"`
@@ -217,6 +220,11 @@ type Session struct {
 	// wall-clock budget counts the time since CreatedAt less this (and
 	// less the pause in effect, since PausedAt).
 	PausedSeconds float64 `json:"paused_seconds,omitempty"`
+
+	// CreatedBy is who created the session (the actor on
+	// session.created); nil for sessions created before actors were
+	// recorded.
+	CreatedBy *Actor `json:"created_by,omitempty"`
 }
 
 // Turn is one unit of requested work inside a session.
@@ -251,6 +259,10 @@ type CreateSessionRequest struct {
 	Budget             *Budget         `json:"budget,omitempty"`
 	Metadata           json.RawMessage `json:"metadata,omitempty"`
 	WebhookURL         string          `json:"webhook_url,omitempty"`
+	// Project is the project the session belongs to: only an admin key
+	// may name one (another key's sessions are in its own project);
+	// default DefaultProject.
+	Project string `json:"project,omitempty"`
 }
 
 // CreateTurnRequest is the body of POST /v1/sessions/{id}/turns.

@@ -30,12 +30,16 @@ type WebhookNotification struct {
 type CreateWebhookEndpointRequest struct {
 	URL    string   `json:"url"`
 	Events []string `json:"events,omitempty"`
+	// Project: only an admin key may name one (default DefaultProject);
+	// the endpoint receives the events of that project's sessions only.
+	Project string `json:"project,omitempty"`
 }
 
 // WebhookEndpoint is a server-wide endpoint. Secret ("whsec_...") is set only
 // in the 201 response that created it.
 type WebhookEndpoint struct {
 	ID         string     `json:"id"`
+	Project    string     `json:"project"`
 	URL        string     `json:"url"`
 	Events     []string   `json:"events"`
 	Secret     string     `json:"secret,omitempty"`
