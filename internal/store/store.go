@@ -315,7 +315,11 @@ type AgentInsertParams struct {
 
 // SessionRow is a session as stored.
 type SessionRow struct {
-	ID           string
+	ID string
+	// Project is the project the session belongs to (lt.DefaultProject
+	// for sessions stored before projects existed); sub-agents and forks
+	// are in their parent's.
+	Project      string
 	AgentName    string
 	AgentVersion int
 	ParentID     string
