@@ -40,6 +40,10 @@ type SessionCreatedData struct {
 	// for a sub-agent. Engine bookkeeping (the API shows the tree through
 	// parent_id).
 	Depth int `json:"depth,omitempty"`
+	// Project is the project the session belongs to (a sub-agent is in its
+	// parent's); empty in journals written before projects existed, whose
+	// sessions are in DefaultProject.
+	Project string `json:"project,omitempty"`
 }
 
 // SessionStatusChangedData is the data of session.status_changed.

@@ -137,7 +137,7 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 	}
 	_, err = e.store.SessionCreate(ctx, &store.SessionCreateParams{
 		Session: store.SessionRow{
-			ID: forkID, AgentName: row.AgentName, AgentVersion: row.AgentVersion, Status: string(st.Session.Status),
+			ID: forkID, Project: row.Project, AgentName: row.AgentName, AgentVersion: row.AgentVersion, Status: string(st.Session.Status),
 			Spec: row.Spec, State: p.State, Runnable: p.Runnable, CreatedAt: now, UpdatedAt: st.Session.UpdatedAt,
 		},
 		Events: p.Events, Docs: p.Docs, Blobs: p.Blobs,

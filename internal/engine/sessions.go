@@ -63,12 +63,17 @@ func (e *Engine) CreateSession(ctx context.Context, req *lt.CreateSessionRequest
 			return nil, apierror.Invalid("acceptance_criteria["+strconv.Itoa(i)+"]", "must not be empty")
 		}
 	}
+	project := req.Project
+	if project == "" {
+		project = lt.DefaultProject
+	}
 	now := e.clock.Now()
 	st, err := e.createSession(ctx, &newSession{
 		ID: newID("ses_", now), Spec: spec, Ref: ref,
 		Created: lt.SessionCreatedData{
 			Agent: ref, Input: req.Input, Goal: req.Goal, Constraints: req.Constraints,
 			AcceptanceCriteria: req.AcceptanceCriteria, Budget: budget, Metadata: req.Metadata, WebhookURL: req.WebhookURL,
+			Project: project,
 		},
 	})
 	if err != nil {
@@ -110,7 +115,7 @@ func (e *Engine) createSession(ctx context.Context, ns *newSession) (*journal.St
 	}
 	_, err = e.store.SessionCreate(ctx, &store.SessionCreateParams{
 		Session: store.SessionRow{
-			ID: st.Session.ID, AgentName: ns.Ref.Name, AgentVersion: ns.Ref.Version, ParentID: ns.Created.ParentID,
+			ID: st.Session.ID, Project: st.Project(), AgentName: ns.Ref.Name, AgentVersion: ns.Ref.Version, ParentID: ns.Created.ParentID,
 			Status: string(st.Session.Status), Spec: specJSON, State: p.State, Runnable: p.Runnable, CreatedAt: now, UpdatedAt: now,
 		},
 		Events: p.Events, Docs: p.Docs, Blobs: p.Blobs,

@@ -136,7 +136,7 @@ func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
 		ID: id, Spec: spec, Ref: ref,
 		Created: lt.SessionCreatedData{
 			Agent: ref, Input: args.Input, Constraints: slices.Clone(r.st.Session.Constraints), Budget: budget,
-			ParentID: sid, Workspace: r.st.WorkspaceID(), Depth: r.st.Depth + 1,
+			ParentID: sid, Workspace: r.st.WorkspaceID(), Depth: r.st.Depth + 1, Project: r.st.Project(),
 			Metadata: mustJSON(map[string]any{"spawned_by": map[string]any{"session_id": sid, "turn_id": turnID, "call_id": c.ID}}),
 		},
 	}

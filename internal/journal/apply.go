@@ -43,7 +43,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		s.Session = lt.Session{
 			ID: ev.SessionID, Status: lt.SessionQueued, Agent: d.Agent, Input: d.Input, Goal: d.Goal,
 			Constraints: d.Constraints, AcceptanceCriteria: d.AcceptanceCriteria, Budget: d.Budget,
-			Metadata: d.Metadata, WebhookURL: d.WebhookURL, CreatedAt: ev.Time,
+			Metadata: d.Metadata, WebhookURL: d.WebhookURL, CreatedAt: ev.Time, Project: d.Project,
 		}
 		if d.ParentID != "" {
 			p := d.ParentID

@@ -427,7 +427,18 @@ func (s *State) View() lt.Session {
 	if len(v.Metadata) == 0 || string(v.Metadata) == "null" {
 		v.Metadata = json.RawMessage("{}")
 	}
+	v.Project = s.Project()
 	return v
+}
+
+// Project is the project of the session: the one its session.created
+// names, or lt.DefaultProject for a session journaled before projects
+// existed (the migration put those in the default project).
+func (s *State) Project() string {
+	if s.Session.Project == "" {
+		return lt.DefaultProject
+	}
+	return s.Session.Project
 }
 
 // DocKind names a projection row kind (mirrors the store's tables).

@@ -94,6 +94,11 @@ type Store interface {
 	// BlobHas reports whether a blob is stored, without reading it, so a
 	// writer of many blobs (workspace snapshots) sends only the new ones.
 	BlobHas(ctx context.Context, sha256Hex string) (bool, error)
+	// BlobInProject reports whether a session of project refers to the
+	// blob: wrote it in SessionCreate or EventAppend (Blobs), which records
+	// the reference. A blob stored only with BlobPut (a snapshot's) is in
+	// no project.
+	BlobInProject(ctx context.Context, sha256Hex, project string) (bool, error)
 
 	// LeaseClaim claims up to Limit sessions that are runnable (Runnable set, or
 	// WakeAt reached) and not leased by a live worker (no owner, or the lease
@@ -313,12 +318,17 @@ type AgentInsertParams struct {
 	CreatedAt time.Time
 }
 
+// DefaultProject is the project of a session created without one, and of
+// the sessions stored before projects existed (the migrations' column
+// default): lt.DefaultProject, which the store does not import.
+const DefaultProject = "default"
+
 // SessionRow is a session as stored.
 type SessionRow struct {
 	ID string
-	// Project is the project the session belongs to (lt.DefaultProject
-	// for sessions stored before projects existed); sub-agents and forks
-	// are in their parent's.
+	// Project is the project the session belongs to (DefaultProject for
+	// sessions stored before projects existed, and when SessionCreate is
+	// given none); sub-agents and forks are in their parent's.
 	Project      string
 	AgentName    string
 	AgentVersion int
@@ -364,6 +374,8 @@ type SessionCreateParams struct {
 // SessionListParams filters and pages a list, newest first. Cursor is the
 // last id of the previous page.
 type SessionListParams struct {
+	// Project keeps the sessions of one project; "" keeps every project's.
+	Project  string
 	Status   string
 	Agent    string
 	ParentID string
@@ -444,6 +456,9 @@ type ActionListParams struct {
 	Status    string
 	Type      string
 	SessionID string
+	// Project keeps the actions of the sessions of one project; "" does
+	// not filter.
+	Project string
 	// After, when set, starts the page after that position: the CreatedAt
 	// and ID of the previous page's last row. A position need not be a row
 	// that still exists, so paging never fails on a cursor.

@@ -13,12 +13,14 @@ import (
 const insertBlobSQL = `INSERT INTO blobs (sha256, size, data) VALUES ($1, $2, $3) ON CONFLICT (sha256) DO NOTHING`
 
 // queueBlobs stores blobs that are not stored yet (content addressing makes
-// an existing one identical).
-func queueBlobs(t *txn, blobs []store.BlobWrite) {
+// an existing one identical) and records that the session refers to each
+// (see BlobInProject).
+func queueBlobs(t *txn, sessionID string, blobs []store.BlobWrite) {
 	for i := range blobs {
 		b := &blobs[i]
 		data := storeutil.BlobData(b.Data)
 		t.queue(insertBlobSQL, b.SHA256, len(data), data)
+		t.queue(`INSERT INTO blob_refs (sha256, session_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, b.SHA256, sessionID)
 	}
 }
 
@@ -67,6 +69,24 @@ func (s *Store) BlobHas(ctx context.Context, sha256Hex string) (bool, error) {
 		return false, fmt.Errorf("has blob %s: %w", sha256Hex, err)
 	}
 	return has, nil
+}
+
+// BlobInProject reports whether a session of project refers to the blob.
+func (s *Store) BlobInProject(ctx context.Context, sha256Hex, project string) (bool, error) {
+	if err := checks.SHA256("sha256", sha256Hex); err != nil {
+		return false, fmt.Errorf("blob in project: %w", err)
+	}
+	if err := checks.ID("project", project); err != nil {
+		return false, fmt.Errorf("blob in project: %w", err)
+	}
+	var in bool
+	err := s.queryRow(ctx, func(row pgx.Row) error { return row.Scan(&in) },
+		`SELECT EXISTS (SELECT 1 FROM blob_refs r JOIN sessions s ON s.id = r.session_id
+WHERE r.sha256 = $1 AND s.project = $2)`, sha256Hex, project)
+	if err != nil {
+		return false, fmt.Errorf("blob %s in project %q: %w", sha256Hex, project, err)
+	}
+	return in, nil
 }
 
 // IdempotencyPut stores the first response to an idempotent request;

@@ -70,7 +70,7 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 		}
 		queueEvents(t, events)
 		queueDocs(t, docs)
-		queueBlobs(t, p.Blobs)
+		queueBlobs(t, p.SessionID, p.Blobs)
 		queueSettleTree(t, p.TreeSettle, p.UpdatedAt)
 		t.notify(store.Notification{Kind: store.KindEvents, SessionID: p.SessionID, Seq: lastSeq})
 		if p.Runnable || p.WakeAt != nil {

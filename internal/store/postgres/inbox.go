@@ -52,6 +52,11 @@ func actionListQuery(p *store.ActionListParams, limit int) (string, []any, error
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
 	}
+	if p.Project != "" {
+		// Through the session's row (its primary key): an action is in
+		// its session's project.
+		q += ` AND session_id IN (SELECT id FROM sessions WHERE project = ` + arg(p.Project) + `)`
+	}
 	if p.Status != "" {
 		q += ` AND status = ` + arg(p.Status)
 	}

@@ -30,15 +30,15 @@ func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams)
 	events, docs, lastSeq := write.Events, write.Docs, write.LastSeq
 
 	err = s.write(ctx, func(ctx context.Context, t *txn) error {
-		t.queue(`INSERT INTO sessions (id, agent_name, agent_version, parent_id, status, spec, state,
+		t.queue(`INSERT INTO sessions (id, project, agent_name, agent_version, parent_id, status, spec, state,
     last_seq, runnable, wake_at, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-			sess.ID, sess.AgentName, sess.AgentVersion, nullText(sess.ParentID), sess.Status,
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+			sess.ID, sess.Project, sess.AgentName, sess.AgentVersion, nullText(sess.ParentID), sess.Status,
 			jsonArg(sess.Spec), jsonArg(sess.State), lastSeq, sess.Runnable,
 			sess.WakeAt, sess.CreatedAt, sess.UpdatedAt)
 		queueEvents(t, events)
 		queueDocs(t, docs)
-		queueBlobs(t, p.Blobs)
+		queueBlobs(t, sess.ID, p.Blobs)
 		if lastSeq > 0 {
 			t.notify(store.Notification{Kind: store.KindEvents, SessionID: sess.ID, Seq: lastSeq})
 		}
@@ -53,7 +53,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 	return events, nil
 }
 
-const sessionColumns = `id, agent_name, agent_version, parent_id, status, spec, state, last_seq, runnable,
+const sessionColumns = `id, project, agent_name, agent_version, parent_id, status, spec, state, last_seq, runnable,
     wake_at, lease_owner, lease_epoch, lease_expires_at, created_at, updated_at`
 
 func scanSession(sc rowScanner) (*store.SessionRow, error) {
@@ -63,7 +63,7 @@ func scanSession(sc rowScanner) (*store.SessionRow, error) {
 		spec, state   []byte
 		wake, expires *time.Time
 	)
-	err := sc.Scan(&r.ID, &r.AgentName, &r.AgentVersion, &parent, &r.Status, &spec, &state, &r.LastSeq,
+	err := sc.Scan(&r.ID, &r.Project, &r.AgentName, &r.AgentVersion, &parent, &r.Status, &spec, &state, &r.LastSeq,
 		&r.Runnable, &wake, &owner, &r.Lease.Epoch, &expires, &r.CreatedAt, &r.UpdatedAt)
 	if err != nil {
 		return nil, err
@@ -122,6 +122,9 @@ func (s *Store) SessionList(ctx context.Context, p *store.SessionListParams) ([]
 	arg := func(v any) string {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
+	}
+	if p.Project != "" {
+		q += ` AND project = ` + arg(p.Project)
 	}
 	if p.Status != "" {
 		q += ` AND status = ` + arg(p.Status)

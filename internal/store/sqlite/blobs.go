@@ -10,14 +10,22 @@ import (
 )
 
 // insertBlobs stores blobs that are not stored yet (content addressing makes
-// an existing one identical).
-func (w *writer) insertBlobs(blobs []store.BlobWrite) error {
+// an existing one identical) and, when sessionID is set, records that the
+// session refers to each (see BlobInProject).
+func (w *writer) insertBlobs(sessionID string, blobs []store.BlobWrite) error {
 	for i := range blobs {
 		b := &blobs[i]
 		data := storeutil.BlobData(b.Data)
 		if _, err := w.exec(`INSERT OR IGNORE INTO blobs (sha256, size, data) VALUES (?, ?, ?)`,
 			b.SHA256, len(data), data); err != nil {
 			return fmt.Errorf("insert blob %s: %w", b.SHA256, mapErr(err))
+		}
+		if sessionID == "" {
+			continue
+		}
+		if _, err := w.exec(`INSERT OR IGNORE INTO blob_refs (sha256, session_id) VALUES (?, ?)`,
+			b.SHA256, sessionID); err != nil {
+			return fmt.Errorf("refer to blob %s: %w", b.SHA256, mapErr(err))
 		}
 	}
 	return nil
@@ -34,7 +42,7 @@ func (s *Store) BlobPut(ctx context.Context, sha256Hex string, data []byte) erro
 	}
 	blobs := []store.BlobWrite{{SHA256: sha256Hex, Data: data}}
 	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
-		return nil, w.insertBlobs(blobs)
+		return nil, w.insertBlobs("", blobs)
 	}})
 	if err != nil {
 		return fmt.Errorf("put blob %s: %w", sha256Hex, err)
@@ -78,6 +86,30 @@ func (s *Store) BlobHas(ctx context.Context, sha256Hex string) (bool, error) {
 		return false, nil
 	default:
 		return false, fmt.Errorf("has blob %s: %w", sha256Hex, err)
+	}
+}
+
+// BlobInProject reports whether a session of project refers to the blob.
+func (s *Store) BlobInProject(ctx context.Context, sha256Hex, project string) (bool, error) {
+	if err := checks.SHA256("sha256", sha256Hex); err != nil {
+		return false, fmt.Errorf("blob in project: %w", err)
+	}
+	if err := checks.ID("project", project); err != nil {
+		return false, fmt.Errorf("blob in project: %w", err)
+	}
+	row, err := s.queryRow(ctx, `SELECT 1 FROM blob_refs r JOIN sessions s ON s.id = r.session_id
+WHERE r.sha256 = ? AND s.project = ? LIMIT 1`, sha256Hex, project)
+	if err != nil {
+		return false, fmt.Errorf("blob %s in project %q: %w", sha256Hex, project, err)
+	}
+	var one int
+	switch err := s.readErr(row.Scan(&one)); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	default:
+		return false, fmt.Errorf("blob %s in project %q: %w", sha256Hex, project, err)
 	}
 }
 

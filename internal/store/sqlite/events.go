@@ -59,7 +59,7 @@ WHERE id = ? AND last_seq = ? AND (NOT ? OR (lease_owner = ? AND lease_epoch = ?
 		if err := w.upsertDocs(docs); err != nil {
 			return nil, err
 		}
-		if err := w.insertBlobs(p.Blobs); err != nil {
+		if err := w.insertBlobs(p.SessionID, p.Blobs); err != nil {
 			return nil, err
 		}
 		if err := w.settleTree(p.TreeSettle, toMicros(p.UpdatedAt)); err != nil {

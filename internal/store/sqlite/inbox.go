@@ -48,6 +48,12 @@ func (s *Store) ActionListAll(ctx context.Context, p *store.ActionListParams) ([
 func actionListQuery(p *store.ActionListParams, limit int) (string, []any, error) {
 	q := `SELECT id, session_id, status, doc, created_at FROM actions WHERE 1 = 1`
 	var args []any
+	if p.Project != "" {
+		// Through the session's row (its primary key): an action is in
+		// its session's project.
+		q += ` AND session_id IN (SELECT id FROM sessions WHERE project = ?)`
+		args = append(args, p.Project)
+	}
 	if p.Status != "" {
 		q += ` AND status = ?`
 		args = append(args, p.Status)

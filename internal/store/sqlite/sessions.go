@@ -26,10 +26,10 @@ func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams)
 	events, docs, lastSeq := write.Events, write.Docs, write.LastSeq
 
 	err = s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
-		_, err := w.exec(`INSERT INTO sessions (id, agent_name, agent_version, parent_id, status, spec, state,
+		_, err := w.exec(`INSERT INTO sessions (id, project, agent_name, agent_version, parent_id, status, spec, state,
     last_seq, runnable, wake_at, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			sess.ID, sess.AgentName, sess.AgentVersion, nullString(sess.ParentID), sess.Status,
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			sess.ID, sess.Project, sess.AgentName, sess.AgentVersion, nullString(sess.ParentID), sess.Status,
 			jsonText(sess.Spec), jsonText(sess.State), lastSeq, boolInt(sess.Runnable),
 			nullMicros(sess.WakeAt), toMicros(sess.CreatedAt), toMicros(sess.UpdatedAt))
 		if err != nil {
@@ -41,7 +41,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		if err := w.upsertDocs(docs); err != nil {
 			return nil, err
 		}
-		if err := w.insertBlobs(p.Blobs); err != nil {
+		if err := w.insertBlobs(sess.ID, p.Blobs); err != nil {
 			return nil, err
 		}
 		var notes []store.Notification
@@ -59,7 +59,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	return events, nil
 }
 
-const sessionColumns = `id, agent_name, agent_version, parent_id, status, spec, state, last_seq, runnable,
+const sessionColumns = `id, project, agent_name, agent_version, parent_id, status, spec, state, last_seq, runnable,
     wake_at, lease_owner, lease_epoch, lease_expires_at, created_at, updated_at`
 
 func scanSession(sc interface{ Scan(...any) error }) (*store.SessionRow, error) {
@@ -71,7 +71,7 @@ func scanSession(sc interface{ Scan(...any) error }) (*store.SessionRow, error) 
 		wake, leaseExpires sql.NullInt64
 		created, updated   int64
 	)
-	err := sc.Scan(&r.ID, &r.AgentName, &r.AgentVersion, &parent, &r.Status, &spec, &state, &r.LastSeq,
+	err := sc.Scan(&r.ID, &r.Project, &r.AgentName, &r.AgentVersion, &parent, &r.Status, &spec, &state, &r.LastSeq,
 		&runnable, &wake, &owner, &r.Lease.Epoch, &leaseExpires, &created, &updated)
 	if err != nil {
 		return nil, err
@@ -126,6 +126,10 @@ func (s *Store) SessionList(ctx context.Context, p *store.SessionListParams) ([]
 	// use its index; the combinations are few and their statements cached.
 	q := `SELECT ` + sessionColumns + ` FROM sessions WHERE 1 = 1`
 	var args []any
+	if p.Project != "" {
+		q += ` AND project = ?`
+		args = append(args, p.Project)
+	}
 	if p.Status != "" {
 		q += ` AND status = ?`
 		args = append(args, p.Status)

@@ -68,6 +68,9 @@ func (c Checks) SessionCreate(sess *store.SessionRow, p *store.SessionCreatePara
 	if err := c.ID("session.agent_name", sess.AgentName); err != nil {
 		return err
 	}
+	if err := c.ID("session.project", sess.Project); err != nil {
+		return err
+	}
 	if sess.AgentVersion < 1 {
 		return fmt.Errorf("session.agent_version must be at least 1, got %d", sess.AgentVersion)
 	}

@@ -57,6 +57,9 @@ func (c Checks) PrepareSessionCreate(p *store.SessionCreateParams) (store.Sessio
 	if sess.UpdatedAt.IsZero() {
 		sess.UpdatedAt = sess.CreatedAt
 	}
+	if sess.Project == "" {
+		sess.Project = store.DefaultProject
+	}
 	if err := c.SessionCreate(&sess, p); err != nil {
 		return store.SessionRow{}, SessionWrite{}, fmt.Errorf("create session: %w", err)
 	}
