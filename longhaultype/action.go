@@ -178,6 +178,9 @@ type ListActionsParams struct {
 	Type string
 	// SessionID restricts the list to one session ("": all).
 	SessionID string
-	Cursor    string
-	Limit     int
+	// Project restricts the list to one project's sessions ("": all the
+	// caller sees: every project for an admin key, else its own).
+	Project string
+	Cursor  string
+	Limit   int
 }

@@ -12,6 +12,9 @@ type TaskReportParams struct {
 	Until string
 	// Agent keeps the tasks of one agent ("": all).
 	Agent string
+	// Project keeps the tasks of one project ("": all the caller sees:
+	// every project for an admin key, else its own).
+	Project string
 	// IncludeSubagents reports sub-agent sessions as tasks of their own.
 	// By default only root sessions are tasks, each with its sub-agents'
 	// cost rolled into its usage.
@@ -34,9 +37,11 @@ const (
 // TaskReport is the body of GET /v1/reports/tasks: one page of per-task
 // records, with totals and a time series over the whole window.
 type TaskReport struct {
-	Since            time.Time  `json:"since"`
-	Until            time.Time  `json:"until"`
-	Agent            string     `json:"agent,omitempty"`
+	Since time.Time `json:"since"`
+	Until time.Time `json:"until"`
+	Agent string    `json:"agent,omitempty"`
+	// Project is the project reported on ("" for every project).
+	Project          string     `json:"project,omitempty"`
 	IncludeSubagents bool       `json:"include_subagents"`
 	Bucket           string     `json:"bucket"`
 	Totals           TaskTotals `json:"totals"`

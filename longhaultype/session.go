@@ -330,6 +330,9 @@ type List[T any] struct {
 
 // ListSessionsParams filters and pages GET /v1/sessions.
 type ListSessionsParams struct {
+	// Project keeps one project's sessions ("": all the caller sees:
+	// every project for an admin key, else its own).
+	Project  string
 	Status   SessionStatus
 	Agent    string
 	ParentID string

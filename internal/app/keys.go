@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -40,10 +39,6 @@ const (
 
 var keyEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
-// projectRE is a project's syntax: a lowercase letter or digit, then up
-// to 62 lowercase letters, digits, '-' or '_' (a name that is safe in a
-// path, a label and a log line).
-var projectRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 
 // HashKeyToken is the stored form of a token: its SHA-256 in lowercase
 // hex. The server hashes the bearer token it is given and looks the hash
@@ -83,14 +78,8 @@ func checkCreateKey(req *lt.CreateKeyRequest, now time.Time) (*lt.CreateKeyReque
 	if out.Project == "" {
 		out.Project = lt.DefaultProject
 	}
-	if !projectRE.MatchString(out.Project) {
-		return nil, apierror.Invalid("project", "project must be 1 to 63 lowercase letters, digits, '-' or '_', starting with a letter or a digit, got %q", out.Project)
-	}
-	// Until sessions, agents, secrets and endpoints belong to projects, a
-	// key of another project would see everything: refused, rather than
-	// promise an isolation that does not hold.
-	if out.Project != lt.DefaultProject {
-		return nil, apierror.Invalid("project", "projects do not yet scope what a key may see: only project %q is accepted, got %q", lt.DefaultProject, out.Project)
+	if err := checkProjectName(out.Project); err != nil {
+		return nil, err
 	}
 	if out.ExpiresAt != nil {
 		if !out.ExpiresAt.After(now) {

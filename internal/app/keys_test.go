@@ -40,10 +40,13 @@ func TestKeysLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, lt.DefaultProject, other.Project, "the default project")
 	require.NotEqual(t, k.Key, other.Key)
+	support, err := f.app.CreateKey(f.ctx, &lt.CreateKeyRequest{Name: "bob", Role: lt.RoleReader, Project: "support"})
+	require.NoError(t, err, "a key of another project: projects scope what it sees")
+	require.Equal(t, "support", support.Project)
 
 	keys, err := f.app.ListKeys(f.ctx)
 	require.NoError(t, err)
-	require.Len(t, keys.Data, 2)
+	require.Len(t, keys.Data, 3)
 	require.Equal(t, k.ID, keys.Data[0].ID, "oldest first")
 	for _, got := range keys.Data {
 		require.Empty(t, got.Key, "a list never shows a token")
@@ -81,7 +84,7 @@ func TestCreateKeyInvalid(t *testing.T) {
 		{"unknown role", &lt.CreateKeyRequest{Name: "x", Role: "root"}, "role", `"root"`},
 		{"project case", &lt.CreateKeyRequest{Name: "x", Role: lt.RoleReader, Project: "Support"}, "project", `"Support"`},
 		{"project slash", &lt.CreateKeyRequest{Name: "x", Role: lt.RoleReader, Project: "a/b"}, "project", "lowercase"},
-		{"another project", &lt.CreateKeyRequest{Name: "x", Role: lt.RoleReader, Project: "support"}, "project", `only project "default" is accepted`},
+		{"project too long", &lt.CreateKeyRequest{Name: "x", Role: lt.RoleReader, Project: strings.Repeat("a", 64)}, "project", "1 to 63"},
 		{"expired", &lt.CreateKeyRequest{Name: "x", Role: lt.RoleReader, ExpiresAt: &past}, "expires_at", "in the future"},
 	} {
 		_, err := f.app.CreateKey(f.ctx, tc.req)

@@ -11,6 +11,11 @@ func (a *App) TaskReport(ctx context.Context, p lt.TaskReportParams) (*lt.TaskRe
 	if err := Allow(ctx, "TaskReport"); err != nil {
 		return nil, err
 	}
+	project, err := listProject(ctx, p.Project)
+	if err != nil {
+		return nil, err
+	}
+	p.Project = project
 	return a.reports.TaskReport(ctx, p)
 }
 

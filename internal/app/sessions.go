@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/longhaul-dev/longhaul/internal/apierror"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -12,7 +13,16 @@ func (a *App) CreateSession(ctx context.Context, req *lt.CreateSessionRequest) (
 	if err := Allow(ctx, "CreateSession"); err != nil {
 		return nil, err
 	}
-	s, err := a.eng.CreateSession(ctx, req)
+	if req == nil {
+		return nil, apierror.Invalid("", "the request body is missing")
+	}
+	project, err := creationProject(ctx, req.Project)
+	if err != nil {
+		return nil, err
+	}
+	in := *req
+	in.Project = project
+	s, err := a.eng.CreateSession(ctx, &in)
 	if err != nil {
 		return nil, err
 	}
@@ -31,6 +41,9 @@ func (a *App) GetSession(ctx context.Context, id string) (*lt.Session, error) {
 	if err := Allow(ctx, "GetSession"); err != nil {
 		return nil, err
 	}
+	if err := a.visibleSession(ctx, id); err != nil {
+		return nil, err
+	}
 	return a.eng.GetSession(ctx, id)
 }
 
@@ -38,6 +51,22 @@ func (a *App) GetSession(ctx context.Context, id string) (*lt.Session, error) {
 func (a *App) ListSessions(ctx context.Context, p lt.ListSessionsParams) (*lt.List[lt.Session], error) {
 	if err := Allow(ctx, "ListSessions"); err != nil {
 		return nil, err
+	}
+	project, err := listProject(ctx, p.Project)
+	if err != nil {
+		return nil, err
+	}
+	p.Project = project
+	if p.Cursor != "" {
+		// A cursor names a session: one of another project is as unknown
+		// as one that never existed (the engine's 400), not a position.
+		ok, err := a.seesSession(ctx, p.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, apierror.Invalid("cursor", "unknown cursor %q", p.Cursor)
+		}
 	}
 	return a.eng.ListSessions(ctx, p)
 }
@@ -47,12 +76,18 @@ func (a *App) CreateTurn(ctx context.Context, sessionID string, req *lt.CreateTu
 	if err := Allow(ctx, "CreateTurn"); err != nil {
 		return nil, err
 	}
+	if err := a.visibleSession(ctx, sessionID); err != nil {
+		return nil, err
+	}
 	return a.eng.CreateTurn(ctx, sessionID, req)
 }
 
 // ListTurns implements Service.
 func (a *App) ListTurns(ctx context.Context, sessionID string) (*lt.List[lt.Turn], error) {
 	if err := Allow(ctx, "ListTurns"); err != nil {
+		return nil, err
+	}
+	if err := a.visibleSession(ctx, sessionID); err != nil {
 		return nil, err
 	}
 	turns, err := a.eng.ListTurns(ctx, sessionID)
@@ -67,12 +102,18 @@ func (a *App) GetTurn(ctx context.Context, sessionID, turnID string) (*lt.Turn, 
 	if err := Allow(ctx, "GetTurn"); err != nil {
 		return nil, err
 	}
+	if err := a.visibleSession(ctx, sessionID); err != nil {
+		return nil, err
+	}
 	return a.eng.GetTurn(ctx, sessionID, turnID)
 }
 
 // Cancel implements Service.
 func (a *App) Cancel(ctx context.Context, sessionID string, req *lt.CancelRequest) (*lt.Session, error) {
 	if err := Allow(ctx, "Cancel"); err != nil {
+		return nil, err
+	}
+	if err := a.visibleSession(ctx, sessionID); err != nil {
 		return nil, err
 	}
 	if req == nil {
@@ -86,12 +127,18 @@ func (a *App) SendSignal(ctx context.Context, sessionID string, req *lt.SignalRe
 	if err := Allow(ctx, "SendSignal"); err != nil {
 		return nil, err
 	}
+	if err := a.visibleSession(ctx, sessionID); err != nil {
+		return nil, err
+	}
 	return a.eng.SendSignal(ctx, sessionID, req)
 }
 
 // Fork implements Service.
 func (a *App) Fork(ctx context.Context, sessionID string, req *lt.ForkRequest) (*lt.Session, error) {
 	if err := Allow(ctx, "Fork"); err != nil {
+		return nil, err
+	}
+	if err := a.visibleSession(ctx, sessionID); err != nil {
 		return nil, err
 	}
 	return a.eng.ForkSession(ctx, sessionID, req)
@@ -102,12 +149,18 @@ func (a *App) Review(ctx context.Context, sessionID string, req *lt.ReviewReques
 	if err := Allow(ctx, "Review"); err != nil {
 		return nil, err
 	}
+	if err := a.visibleSession(ctx, sessionID); err != nil {
+		return nil, err
+	}
 	return a.eng.ReviewSession(ctx, sessionID, req)
 }
 
 // AddConstraint implements Service.
 func (a *App) AddConstraint(ctx context.Context, sessionID, constraint string) (*lt.Session, error) {
 	if err := Allow(ctx, "AddConstraint"); err != nil {
+		return nil, err
+	}
+	if err := a.visibleSession(ctx, sessionID); err != nil {
 		return nil, err
 	}
 	return a.eng.AddConstraint(ctx, sessionID, &lt.AddConstraintRequest{Constraint: constraint})
@@ -118,6 +171,9 @@ func (a *App) UpdateBudget(ctx context.Context, sessionID string, p *lt.BudgetPa
 	if err := Allow(ctx, "UpdateBudget"); err != nil {
 		return nil, err
 	}
+	if err := a.visibleSession(ctx, sessionID); err != nil {
+		return nil, err
+	}
 	return a.eng.UpdateBudget(ctx, sessionID, p)
 }
 
@@ -126,12 +182,18 @@ func (a *App) Steer(ctx context.Context, sessionID string, req *lt.SteerRequest)
 	if err := Allow(ctx, "Steer"); err != nil {
 		return nil, err
 	}
+	if err := a.visibleSession(ctx, sessionID); err != nil {
+		return nil, err
+	}
 	return a.eng.SteerSession(ctx, sessionID, req)
 }
 
 // Pause implements Service.
 func (a *App) Pause(ctx context.Context, sessionID string, req *lt.PauseRequest) (*lt.Session, error) {
 	if err := Allow(ctx, "Pause"); err != nil {
+		return nil, err
+	}
+	if err := a.visibleSession(ctx, sessionID); err != nil {
 		return nil, err
 	}
 	if req == nil {
@@ -143,6 +205,9 @@ func (a *App) Pause(ctx context.Context, sessionID string, req *lt.PauseRequest)
 // Resume implements Service.
 func (a *App) Resume(ctx context.Context, sessionID string) (*lt.Session, error) {
 	if err := Allow(ctx, "Resume"); err != nil {
+		return nil, err
+	}
+	if err := a.visibleSession(ctx, sessionID); err != nil {
 		return nil, err
 	}
 	return a.eng.ResumeSession(ctx, sessionID, &lt.ResumeRequest{})

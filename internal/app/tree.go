@@ -84,12 +84,18 @@ func (a *App) GetSessionTree(ctx context.Context, id string) (*lt.Session, error
 	if err := Allow(ctx, "GetSessionTree"); err != nil {
 		return nil, err
 	}
+	if err := a.visibleSession(ctx, id); err != nil {
+		return nil, err
+	}
 	return a.trees.GetSessionTree(ctx, id)
 }
 
 // ListTreeActions implements Service.
 func (a *App) ListTreeActions(ctx context.Context, sessionID string, status lt.ActionStatus) (*lt.List[lt.Action], error) {
 	if err := Allow(ctx, "ListTreeActions"); err != nil {
+		return nil, err
+	}
+	if err := a.visibleSession(ctx, sessionID); err != nil {
 		return nil, err
 	}
 	return a.trees.ListTreeActions(ctx, sessionID, status)
@@ -100,7 +106,7 @@ func (a *App) StreamEvents(ctx context.Context, sessionID string, after int64) i
 	if err := Allow(ctx, "StreamEvents"); err != nil {
 		return refused[lt.Event](err)
 	}
-	return a.trees.StreamEvents(ctx, sessionID, after)
+	return visibleStream(ctx, a, sessionID, a.trees.StreamEvents(ctx, sessionID, after))
 }
 
 // StreamTreeEvents implements Service.
@@ -108,7 +114,7 @@ func (a *App) StreamTreeEvents(ctx context.Context, sessionID, cursor string) it
 	if err := Allow(ctx, "StreamTreeEvents"); err != nil {
 		return refused[lt.TreeEvent](err)
 	}
-	return a.trees.StreamTreeEvents(ctx, sessionID, cursor)
+	return visibleStream(ctx, a, sessionID, a.trees.StreamTreeEvents(ctx, sessionID, cursor))
 }
 
 // GetSessionTree returns the session with its sub-agents filled in, each

@@ -58,7 +58,7 @@ func (e *Engine) ListAllActions(ctx context.Context, p lt.ListActionsParams) (*l
 		}
 	}
 	rows, err := e.store.ActionListAll(ctx, &store.ActionListParams{
-		Status: p.Status, Type: p.Type, SessionID: p.SessionID, After: after, Limit: limit + 1,
+		Status: p.Status, Type: p.Type, SessionID: p.SessionID, Project: p.Project, After: after, Limit: limit + 1,
 	})
 	if err != nil {
 		return nil, err

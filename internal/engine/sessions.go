@@ -176,7 +176,7 @@ func (e *Engine) ListSessions(ctx context.Context, p lt.ListSessionsParams) (*lt
 	if limit <= 0 {
 		limit = 50
 	}
-	rows, err := e.store.SessionList(ctx, &store.SessionListParams{Status: string(p.Status), Agent: p.Agent, ParentID: p.ParentID, Cursor: p.Cursor, Limit: limit + 1})
+	rows, err := e.store.SessionList(ctx, &store.SessionListParams{Project: p.Project, Status: string(p.Status), Agent: p.Agent, ParentID: p.ParentID, Cursor: p.Cursor, Limit: limit + 1})
 	if errors.Is(err, store.ErrNotFound) && p.Cursor != "" {
 		return nil, apierror.Invalid("cursor", "unknown cursor %q", p.Cursor)
 	}

@@ -69,7 +69,7 @@ func (s *Service) TaskReport(ctx context.Context, p lt.TaskReportParams) (*lt.Ta
 		return nil, err
 	}
 	rep := &lt.TaskReport{
-		Since: w.since, Until: w.until, Agent: w.agent, IncludeSubagents: w.includeSubagents, Bucket: w.bucket,
+		Since: w.since, Until: w.until, Agent: w.agent, Project: w.project, IncludeSubagents: w.includeSubagents, Bucket: w.bucket,
 		Series: make([]lt.TaskBucket, w.buckets),
 		Data:   []lt.TaskRecord{},
 		Totals: lt.TaskTotals{ByStatus: map[lt.SessionStatus]int{}},
@@ -79,7 +79,7 @@ func (s *Service) TaskReport(ctx context.Context, p lt.TaskReportParams) (*lt.Ta
 	}
 
 	list := store.SessionListParams{
-		Agent: w.agent, RootsOnly: !w.includeSubagents,
+		Project: w.project, Agent: w.agent, RootsOnly: !w.includeSubagents,
 		CreatedFrom: w.since, CreatedBefore: w.until, Limit: scanPage,
 	}
 	// The page starts after the cursor's task (at once without one); the

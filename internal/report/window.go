@@ -29,6 +29,7 @@ const (
 type window struct {
 	since, until     time.Time
 	agent            string
+	project          string
 	includeSubagents bool
 	bucket           string
 	step             time.Duration
@@ -78,7 +79,7 @@ func parseTime(field, s string, base time.Time) (time.Time, error) {
 
 // newWindow checks p against the clock's now.
 func newWindow(p lt.TaskReportParams, now time.Time) (*window, error) {
-	w := &window{agent: p.Agent, includeSubagents: p.IncludeSubagents, cursor: p.Cursor, limit: p.Limit}
+	w := &window{agent: p.Agent, project: p.Project, includeSubagents: p.IncludeSubagents, cursor: p.Cursor, limit: p.Limit}
 	w.until = now.UTC()
 	if p.Until != "" {
 		t, err := parseTime("until", p.Until, now)
