@@ -39,7 +39,6 @@ const (
 
 var keyEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
-
 // HashKeyToken is the stored form of a token: its SHA-256 in lowercase
 // hex. The server hashes the bearer token it is given and looks the hash
 // up.
