@@ -91,6 +91,14 @@ func callZero(t *testing.T, method reflect.Value, ctx context.Context) error {
 			args = append(args, reflect.Zero(in))
 		}
 	}
+	return callArgs(t, method, args)
+}
+
+// callArgs calls method with args and returns its error: the last result,
+// or a stream's first value's.
+func callArgs(t *testing.T, method reflect.Value, args []reflect.Value) error {
+	t.Helper()
+	mt := method.Type()
 	out := method.Call(args)
 	last := out[len(out)-1]
 	if last.Type().Kind() == reflect.Func { // a stream: iter.Seq2[T, error]

@@ -15,6 +15,8 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
 	"github.com/longhaul-dev/longhaul/internal/report"
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/postgres"
+	"github.com/longhaul-dev/longhaul/internal/store/postgres/pgtest"
 	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
 	"github.com/longhaul-dev/longhaul/internal/vault"
 	"github.com/longhaul-dev/longhaul/internal/webhook"
@@ -43,15 +45,51 @@ func New(t testing.TB, st store.Store, eng *engine.Engine, reports *report.Servi
 // clock); both end with the test.
 func Engine(t testing.TB, clock engine.Clock) (*sqlite.Store, *engine.Engine) {
 	t.Helper()
-	dir := t.TempDir()
+	st := SQLite(t)
+	return st, EngineOn(t, st, clock)
+}
+
+// SQLite opens a migrated SQLite store in t.TempDir(), closed when the
+// test ends.
+func SQLite(t testing.TB) *sqlite.Store {
+	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "longhaul.db"), nil)
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "longhaul.db"), nil)
 	require.NoError(t, err)
 	require.NoError(t, st.Migrate(ctx))
 	t.Cleanup(func() { require.NoError(t, st.Close()) })
+	return st
+}
 
+// Postgres opens a migrated PostgreSQL store on a fresh schema of the test
+// database (pgtest: the test skips without one, and fails under CI=true),
+// closed when the test ends.
+func Postgres(t testing.TB) *postgres.Store {
+	t.Helper()
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, pgtest.FreshSchema(t), nil)
+	require.NoError(t, err)
+	require.NoError(t, st.Migrate(ctx))
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
+	return st
+}
+
+// Drivers are the stores an App-level suite runs on, by name: SQLite, and
+// PostgreSQL (which skips without a test database, and fails under
+// CI=true).
+var Drivers = map[string]func(testing.TB) store.Store{
+	"sqlite":   func(t testing.TB) store.Store { return SQLite(t) },
+	"postgres": func(t testing.TB) store.Store { return Postgres(t) },
+}
+
+// EngineOn starts an engine on st (migrated) with the scripted model
+// provider, its workspaces in t.TempDir() (clock, when not nil, is its
+// clock); it stops when the test ends.
+func EngineOn(t testing.TB, st store.Store, clock engine.Clock) *engine.Engine {
+	t.Helper()
+	ctx := context.Background()
 	eng, err := engine.New(st, &engine.Config{
-		WorkspaceRoot: filepath.Join(dir, "workspaces"),
+		WorkspaceRoot: filepath.Join(t.TempDir(), "workspaces"),
 		Providers:     map[string]model.Provider{"scripted": scripted.New(nil)},
 		Logger:        slog.New(slog.DiscardHandler),
 		PollInterval:  20 * time.Millisecond,
@@ -64,5 +102,5 @@ func Engine(t testing.TB, clock engine.Clock) (*sqlite.Store, *engine.Engine) {
 		defer cancel()
 		require.NoError(t, eng.Stop(stopCtx))
 	})
-	return st, eng
+	return eng
 }
