@@ -90,9 +90,9 @@ func TestEndpoints(t *testing.T) {
 		{
 			name: "ListSessions with every filter",
 			call: func(ctx context.Context, c *Client) (any, error) {
-				return c.ListSessions(ctx, ListSessionsParams{Status: lt.SessionIdle, Agent: "researcher", ParentID: "ses_p", Cursor: "cur_1", Limit: 10})
+				return c.ListSessions(ctx, ListSessionsParams{Project: "support", Status: lt.SessionIdle, Agent: "researcher", ParentID: "ses_p", Cursor: "cur_1", Limit: 10})
 			},
-			method: "GET", path: "/v1/sessions", query: "agent=researcher&cursor=cur_1&limit=10&parent_id=ses_p&status=idle",
+			method: "GET", path: "/v1/sessions", query: "agent=researcher&cursor=cur_1&limit=10&parent_id=ses_p&project=support&status=idle",
 			resp: &lt.List[lt.Session]{Data: []lt.Session{*session}, NextCursor: &next},
 		},
 		{
@@ -174,9 +174,9 @@ func TestEndpoints(t *testing.T) {
 		{
 			name: "ListAllActions with every filter",
 			call: func(ctx context.Context, c *Client) (any, error) {
-				return c.ListAllActions(ctx, lt.ListActionsParams{Status: "pending", Type: "approval", SessionID: "ses_1", Cursor: "cur_1", Limit: 20})
+				return c.ListAllActions(ctx, lt.ListActionsParams{Status: "pending", Type: "approval", SessionID: "ses_1", Project: "support", Cursor: "cur_1", Limit: 20})
 			},
-			method: "GET", path: "/v1/actions", query: "cursor=cur_1&limit=20&session_id=ses_1&status=pending&type=approval",
+			method: "GET", path: "/v1/actions", query: "cursor=cur_1&limit=20&project=support&session_id=ses_1&status=pending&type=approval",
 			resp: &lt.List[lt.Action]{Data: []lt.Action{*action}, NextCursor: &next},
 		},
 		{

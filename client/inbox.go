@@ -12,7 +12,7 @@ import (
 )
 
 // ListAllActions returns one page of the inbox: required actions across
-// sessions, oldest first (GET /v1/actions?status=&type=&session_id=). Pass
+// sessions, oldest first (GET /v1/actions?project=&status=&type=&session_id=). Pass
 // the page's NextCursor as p.Cursor for the next one; AllActions follows
 // the cursors for you.
 func (c *Client) ListAllActions(ctx context.Context, p lt.ListActionsParams) (*lt.List[lt.Action], error) {
@@ -23,6 +23,7 @@ func (c *Client) ListAllActions(ctx context.Context, p lt.ListActionsParams) (*l
 	setIf(q, "status", p.Status)
 	setIf(q, "type", p.Type)
 	setIf(q, "session_id", p.SessionID)
+	setIf(q, "project", p.Project)
 	setIf(q, "cursor", p.Cursor)
 	if p.Limit > 0 {
 		q.Set("limit", strconv.Itoa(p.Limit))

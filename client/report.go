@@ -22,6 +22,7 @@ func (c *Client) TaskReport(ctx context.Context, p lt.TaskReportParams) (*lt.Tas
 	setIf(q, "since", p.Since)
 	setIf(q, "until", p.Until)
 	setIf(q, "agent", p.Agent)
+	setIf(q, "project", p.Project)
 	setIf(q, "bucket", p.Bucket)
 	setIf(q, "cursor", p.Cursor)
 	if p.IncludeSubagents {

@@ -36,12 +36,12 @@ func TestTaskReport(t *testing.T) {
 	c, err := New(srv.URL, nil)
 	require.NoError(t, err)
 
-	got, err := c.TaskReport(t.Context(), lt.TaskReportParams{Since: "2d", Until: "2025-03-03T00:00:00Z", Agent: "writer",
+	got, err := c.TaskReport(t.Context(), lt.TaskReportParams{Since: "2d", Until: "2025-03-03T00:00:00Z", Agent: "writer", Project: "support",
 		IncludeSubagents: true, Bucket: lt.BucketHour, Cursor: "ses_9", Limit: 20})
 	require.NoError(t, err)
 	require.Equal(t, want, got)
 	require.Equal(t, "GET /v1/reports/tasks", gotRequest)
-	require.Equal(t, "agent=writer&bucket=hour&cursor=ses_9&include_subagents=true&limit=20&since=2d&until=2025-03-03T00%3A00%3A00Z", gotQuery)
+	require.Equal(t, "agent=writer&bucket=hour&cursor=ses_9&include_subagents=true&limit=20&project=support&since=2d&until=2025-03-03T00%3A00%3A00Z", gotQuery)
 
 	_, err = c.TaskReport(t.Context(), lt.TaskReportParams{})
 	require.NoError(t, err)

@@ -96,6 +96,7 @@ func (c *Client) ListSessions(ctx context.Context, p ListSessionsParams) (*lt.Li
 	setIf(q, "status", string(p.Status))
 	setIf(q, "agent", p.Agent)
 	setIf(q, "parent_id", p.ParentID)
+	setIf(q, "project", p.Project)
 	setIf(q, "cursor", p.Cursor)
 	if p.Limit > 0 {
 		q.Set("limit", strconv.Itoa(p.Limit))

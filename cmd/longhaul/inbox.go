@@ -28,6 +28,7 @@ type inboxOpts struct {
 	client  *clientOpts
 	typ     string
 	session string
+	project string
 	json    bool
 }
 
@@ -58,6 +59,7 @@ decide it:
 	fs := cmd.Flags()
 	fs.StringVar(&o.typ, "type", "", "only actions of this type: "+joinActionTypes())
 	fs.StringVar(&o.session, "session", "", "only actions of this session")
+	fs.StringVar(&o.project, "project", "", "only actions of this project's sessions (an admin key may name any; another key sees only its own)")
 	fs.BoolVar(&o.json, "json", false, "print a JSON array of actions (API objects)")
 	return cmd
 }
@@ -71,7 +73,7 @@ func (c *cli) inbox(cmd *cobra.Command, o *inboxOpts) error {
 		return err
 	}
 	actions := []lt.Action{}
-	p := lt.ListActionsParams{Status: string(lt.ActionPending), Type: o.typ, SessionID: o.session}
+	p := lt.ListActionsParams{Status: string(lt.ActionPending), Type: o.typ, SessionID: o.session, Project: o.project}
 	for a, err := range cl.AllActions(cmd.Context(), p) {
 		if err != nil {
 			return err

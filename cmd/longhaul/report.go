@@ -20,6 +20,7 @@ type reportOpts struct {
 	since     string
 	until     string
 	agent     string
+	project   string
 	subagents bool
 	bucket    string
 	json      bool
@@ -59,6 +60,7 @@ series by hour or day); --csv prints one row per task, for a spreadsheet.`,
 	fs.StringVar(&o.since, "since", "7d", "start of the window: an RFC 3339 time or a duration before --until (7d, 36h)")
 	fs.StringVar(&o.until, "until", "", "end of the window: an RFC 3339 time or a duration before now (default now)")
 	fs.StringVar(&o.agent, "agent", "", "only the tasks of this agent")
+	fs.StringVar(&o.project, "project", "", "only the tasks of this project (an admin key may name any; another key sees only its own)")
 	fs.BoolVar(&o.subagents, "subagents", false, "list sub-agents as tasks of their own")
 	fs.StringVar(&o.bucket, "bucket", "", "step of the series: hour or day (default: hour for a window up to 48h, else day)")
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON (the API's form, every task)")
@@ -81,7 +83,7 @@ func (c *cli) report(cmd *cobra.Command, o *reportOpts) error {
 	if err != nil {
 		return err
 	}
-	p := lt.TaskReportParams{Since: o.since, Until: o.until, Agent: o.agent, IncludeSubagents: o.subagents,
+	p := lt.TaskReportParams{Since: o.since, Until: o.until, Agent: o.agent, Project: o.project, IncludeSubagents: o.subagents,
 		Bucket: o.bucket, Limit: reportPage}
 	rep, err := cl.TaskReport(cmd.Context(), p)
 	if err != nil {

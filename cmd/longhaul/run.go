@@ -18,6 +18,7 @@ type runOpts struct {
 	agent       string
 	agentSpec   string
 	goal        string
+	project     string
 	constraints []string
 	acceptance  []string
 	budgetUSD   float64
@@ -52,6 +53,7 @@ The exit code is 0 when the turn completed, 1 when it failed or was cancelled.`,
 	fs.StringVar(&o.agent, "agent", "", "name of a configured agent")
 	fs.StringVar(&o.agentSpec, "agent-spec", "", "file (JSON or YAML) holding an inline agent spec")
 	fs.StringVar(&o.goal, "goal", "", "the goal, pinned in every model context")
+	fs.StringVar(&o.project, "project", "", "the session's project (an admin key only; default: the key's project, or default)")
 	fs.StringArrayVar(&o.constraints, "constraint", nil, "a constraint the agent must respect (repeatable)")
 	fs.StringArrayVar(&o.acceptance, "acceptance", nil, "an acceptance criterion for the result (repeatable)")
 	fs.Float64Var(&o.budgetUSD, "budget-usd", 0, "hard limit on the session's model cost, in USD")
@@ -71,6 +73,7 @@ func (c *cli) run(cmd *cobra.Command, o *runOpts, input string) error {
 		Agent:              o.agent,
 		Input:              input,
 		Goal:               o.goal,
+		Project:            o.project,
 		Constraints:        o.constraints,
 		AcceptanceCriteria: o.acceptance,
 	}

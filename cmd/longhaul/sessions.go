@@ -23,11 +23,12 @@ var sessionStatuses = []lt.SessionStatus{
 }
 
 type lsOpts struct {
-	client *clientOpts
-	status string
-	agent  string
-	limit  int
-	json   bool
+	client  *clientOpts
+	status  string
+	agent   string
+	project string
+	limit   int
+	json    bool
 }
 
 func (c *cli) lsCmd() *cobra.Command {
@@ -46,6 +47,7 @@ func (c *cli) lsCmd() *cobra.Command {
 	fs := cmd.Flags()
 	fs.StringVar(&o.status, "status", "", "only sessions with this status: "+joinStatuses())
 	fs.StringVar(&o.agent, "agent", "", "only sessions of this agent")
+	fs.StringVar(&o.project, "project", "", "only sessions of this project (an admin key may name any; another key sees only its own)")
 	fs.IntVar(&o.limit, "limit", defaultListLimit, fmt.Sprintf("at most this many sessions (1-%d)", maxListTotal))
 	fs.BoolVar(&o.json, "json", false, "print a JSON array of sessions (API objects)")
 	return cmd
@@ -72,7 +74,7 @@ func (c *cli) ls(cmd *cobra.Command, o *lsOpts) error {
 	}
 	ctx := cmd.Context()
 	sessions := []lt.Session{}
-	p := client.ListSessionsParams{Status: lt.SessionStatus(o.status), Agent: o.agent}
+	p := client.ListSessionsParams{Project: o.project, Status: lt.SessionStatus(o.status), Agent: o.agent}
 	for len(sessions) < o.limit {
 		p.Limit = min(o.limit-len(sessions), client.MaxListLimit)
 		page, err := cl.ListSessions(ctx, p)

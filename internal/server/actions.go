@@ -16,7 +16,7 @@ var actionTypes = []string{
 	string(lt.ActionInDoubt), string(lt.ActionBudget),
 }
 
-// listAllActions is GET /v1/actions?status=&type=&session_id=&cursor=&limit=:
+// listAllActions is GET /v1/actions?project=&status=&type=&session_id=&cursor=&limit=:
 // the inbox of required actions across sessions, oldest first.
 func (s *Server) listAllActions(w http.ResponseWriter, r *http.Request) error {
 	var p lt.ListActionsParams
@@ -28,6 +28,9 @@ func (s *Server) listAllActions(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if p.SessionID, err = queryString(r, "session_id"); err != nil {
+		return err
+	}
+	if p.Project, err = queryString(r, "project"); err != nil {
 		return err
 	}
 	if p.Cursor, err = queryString(r, "cursor"); err != nil {

@@ -6,7 +6,7 @@ import (
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
-// taskReport is GET /v1/reports/tasks?since=&until=&agent=&include_subagents=&bucket=&cursor=&limit=:
+// taskReport is GET /v1/reports/tasks?since=&until=&agent=&project=&include_subagents=&bucket=&cursor=&limit=:
 // per-task records (a page, newest first) with totals and a time series
 // over the whole window.
 func (s *Server) taskReport(w http.ResponseWriter, r *http.Request) error {
@@ -19,6 +19,9 @@ func (s *Server) taskReport(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if p.Agent, err = queryString(r, "agent"); err != nil {
+		return err
+	}
+	if p.Project, err = queryString(r, "project"); err != nil {
 		return err
 	}
 	include, err := queryEnum(r, "include_subagents", "true", "false")

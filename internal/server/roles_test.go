@@ -3,6 +3,7 @@ package server_test
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -88,6 +89,16 @@ var routeCases = map[string]routeCase{
 	"GET /v1/reports/tasks": {"TaskReport", "/v1/reports/tasks", ""},
 }
 
+// ownRules are the routes outside app.Permissions that still need a role:
+// the roles each allows.
+var ownRules = map[string][]lt.Role{
+	// The metrics span every project: an admin's (when keys are on).
+	"GET /metrics": {lt.RoleAdmin},
+}
+
+// metricsOK is a /metrics handler that answers.
+var metricsOK = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("up 1\n")) })
+
 // routeHeaders are the headers a route's request needs beyond the key.
 var routeHeaders = map[string]map[string]string{
 	"PUT /v1/sessions/{id}/files/{path...}": {"Content-Type": "application/octet-stream"},
@@ -101,7 +112,7 @@ var routeHeaders = map[string]map[string]string{
 // server's own route → method mapping must be the one this table states.
 func TestRoutesByRole(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOpts{cfg: &server.Config{APIKeys: []string{"boot-key"}, Metrics: http.NotFoundHandler()}})
+	h := newHarness(t, harnessOpts{cfg: &server.Config{APIKeys: []string{"boot-key"}, Metrics: metricsOK}})
 
 	routes := h.srv.Routes()
 	seen := map[string]bool{}
@@ -141,6 +152,15 @@ func TestRoutesByRole(t *testing.T) {
 			}
 			res := h.do(verb, tc.path, body, header)
 			name := fmt.Sprintf("%s as %s", r.Pattern, who)
+			if own, ok := ownRules[r.Pattern]; ok {
+				if slices.Contains(own, roleOf(who)) {
+					require.Less(t, res.status, 300, "%s: body: %s", name, res.body)
+					continue
+				}
+				e := requireError(t, res, http.StatusForbidden, lt.CodeForbidden, "")
+				require.Contains(t, e.Message, "the "+string(roleOf(who))+" role may not", name)
+				continue
+			}
 			if tc.method == "" || app.Allowed(tc.method, roleOf(who)) {
 				require.NotContains(t, []int{http.StatusUnauthorized, http.StatusForbidden}, res.status, "%s: body: %s", name, res.body)
 				require.Less(t, res.status, 500, "%s: body: %s", name, res.body)

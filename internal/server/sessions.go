@@ -35,7 +35,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusCreated, sess)
 }
 
-// listSessions is GET /v1/sessions?status=&agent=&parent_id=&cursor=&limit=,
+// listSessions is GET /v1/sessions?project=&status=&agent=&parent_id=&cursor=&limit=,
 // newest first.
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	var p ListSessionsParams
@@ -45,6 +45,9 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p.Status = lt.SessionStatus(status)
+	if p.Project, err = queryString(r, "project"); err != nil {
+		return err
+	}
 	if p.Agent, err = queryString(r, "agent"); err != nil {
 		return err
 	}
