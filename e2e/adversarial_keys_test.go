@@ -13,9 +13,7 @@ import (
 
 // TestAdversarialKeys_NoKeyWidensItself: a key handed to a model's
 // operator or to a reader, used against the real binary, cannot mint a
-// key (of any role), read or write the vault, or outlive its revocation;
-// and no key can be made in a project that would promise an isolation
-// the server does not enforce yet.
+// key (of any role), read or write the vault, or outlive its revocation.
 func TestAdversarialKeys_NoKeyWidensItself(t *testing.T) {
 	t.Parallel()
 	const admin = "lh-keys-adversary-bootstrap"
@@ -53,11 +51,6 @@ func TestAdversarialKeys_NoKeyWidensItself(t *testing.T) {
 	r := send(reader.Key, http.MethodPost, "/v1/sessions", `{"agent_spec":{"model":{"provider":"scripted","script":[{"text":"hi"}]}},"input":"hi"}`)
 	require.Equal(t, http.StatusForbidden, r.status, "a reader starts work: %s", r.body)
 	require.Equal(t, http.StatusOK, send(reader.Key, http.MethodGet, "/v1/sessions", "").status, "a reader reads")
-
-	// A project the server would not isolate is refused, even to an admin.
-	r = send(admin, http.MethodPost, "/v1/keys", `{"name":"x","role":"reader","project":"support"}`)
-	require.Equal(t, http.StatusBadRequest, r.status, "%s", r.body)
-	require.Equal(t, "project", r.err.Field)
 
 	// Revoked: refused from the next request on, with the bytes of an
 	// unknown key (nothing says the key once existed).
