@@ -124,7 +124,7 @@ func Export(ctx context.Context, src store.Store, id string, w io.Writer, opts *
 	for _, sd := range sessions {
 		r := &sd.row
 		err := put(sessionLine{
-			Kind: kindSession, ID: r.ID, AgentName: r.AgentName, AgentVersion: r.AgentVersion, ParentID: r.ParentID,
+			Kind: kindSession, ID: r.ID, Project: r.Project, AgentName: r.AgentName, AgentVersion: r.AgentVersion, ParentID: r.ParentID,
 			Status: r.Status, LastSeq: r.LastSeq, Runnable: r.Runnable, WakeAt: r.WakeAt,
 			CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Webhook: sd.webhook,
 		}, rawField{"spec", r.Spec}, rawField{"state", r.State})

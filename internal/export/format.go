@@ -67,8 +67,11 @@ type WebhookState struct {
 
 // sessionLine is a session row; Spec and State travel as raw fields.
 type sessionLine struct {
-	Kind         string        `json:"kind"`
-	ID           string        `json:"id"`
+	Kind string `json:"kind"`
+	ID   string `json:"id"`
+	// Project is absent from files written before projects existed: such
+	// a session is imported into the default project.
+	Project      string        `json:"project,omitempty"`
 	AgentName    string        `json:"agent_name"`
 	AgentVersion int           `json:"agent_version"`
 	ParentID     string        `json:"parent_id,omitempty"`
@@ -138,6 +141,7 @@ type anyLine struct {
 
 	ID           string        `json:"id"`
 	SessionID    string        `json:"session_id"`
+	Project      string        `json:"project"`
 	AgentName    string        `json:"agent_name"`
 	AgentVersion int           `json:"agent_version"`
 	ParentID     string        `json:"parent_id"`

@@ -295,7 +295,7 @@ func (f *file) addSession(at string, l *anyLine) (*sessionData, error) {
 	}
 	sd := &sessionData{
 		row: store.SessionRow{
-			ID: l.ID, AgentName: l.AgentName, AgentVersion: l.AgentVersion, ParentID: l.ParentID, Status: l.Status,
+			ID: l.ID, Project: l.Project, AgentName: l.AgentName, AgentVersion: l.AgentVersion, ParentID: l.ParentID, Status: l.Status,
 			Spec: spec, State: state, LastSeq: l.LastSeq, Runnable: l.Runnable, WakeAt: l.WakeAt,
 			CreatedAt: l.CreatedAt, UpdatedAt: l.UpdatedAt,
 		},

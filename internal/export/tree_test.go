@@ -22,7 +22,9 @@ func createRaw(t *testing.T, st store.Store, id, parent string, at time.Time) {
 	t.Helper()
 	_, err := st.SessionCreate(context.Background(), &store.SessionCreateParams{
 		Session: store.SessionRow{
-			ID: id, AgentName: "writer", AgentVersion: 2, ParentID: parent, Status: "idle",
+			// Not the default project: the project travels with the
+			// session (requireSameSession compares the rows).
+			ID: id, Project: "support", AgentName: "writer", AgentVersion: 2, ParentID: parent, Status: "idle",
 			Spec:      json.RawMessage("{\n  \"model\": {\"provider\": \"scripted\"}\n}"),
 			State:     json.RawMessage(`{"note":"<b>&amp;</b> \u00e9t\u00e9","n":1.50}`),
 			CreatedAt: at, UpdatedAt: at.Add(time.Second),
