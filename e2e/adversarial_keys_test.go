@@ -11,14 +11,10 @@ import (
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
-// TestAdversarialKeys_NoKeyWidensItself: a key handed to a model's
-// operator or to a reader, used against the real binary, cannot mint a
-// key (of any role), read or write the vault, or outlive its revocation.
-func TestAdversarialKeys_NoKeyWidensItself(t *testing.T) {
-	t.Parallel()
-	const admin = "lh-keys-adversary-bootstrap"
-	srv := startServer(t, "--api-key", admin)
-	send := func(key, method, path, body string) httpResult {
+// keySender returns a function that sends a request to srv with key as
+// its bearer token, and body, when not empty, as JSON.
+func keySender(t *testing.T, srv *server) func(key, method, path, body string) httpResult {
+	return func(key, method, path, body string) httpResult {
 		t.Helper()
 		h := map[string]string{"Authorization": "Bearer " + key}
 		var b []byte
@@ -27,6 +23,16 @@ func TestAdversarialKeys_NoKeyWidensItself(t *testing.T) {
 		}
 		return httpSend(t, srv, method, path, "", b, h)
 	}
+}
+
+// TestAdversarialKeys_NoKeyWidensItself: a key handed to a model's
+// operator or to a reader, used against the real binary, cannot mint a
+// key (of any role), read or write the vault, or outlive its revocation.
+func TestAdversarialKeys_NoKeyWidensItself(t *testing.T) {
+	t.Parallel()
+	const admin = "lh-keys-adversary-bootstrap"
+	srv := startServer(t, "--api-key", admin)
+	send := keySender(t, srv)
 	create := func(role lt.Role) lt.APIKey {
 		t.Helper()
 		r := send(admin, http.MethodPost, "/v1/keys", `{"name":"`+string(role)+`","role":"`+string(role)+`"}`)

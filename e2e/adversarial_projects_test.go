@@ -11,28 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/client"
+	"github.com/longhaul-dev/longhaul/internal/app/apptest"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
-
-// projectsWork is a session's script: a large file written (its call's
-// payload goes to a blob), delivered as an artifact, then a lookup that
-// the application must answer (a pending action).
-func projectsWork(t *testing.T, project string) *lt.AgentSpec {
-	t.Helper()
-	args, err := json.Marshal(map[string]string{"path": "big.txt", "content": project + ": " + strings.Repeat("x", 70<<10)})
-	require.NoError(t, err)
-	var spec lt.AgentSpec
-	require.NoError(t, json.Unmarshal([]byte(`{
-	  "model": {"provider": "scripted", "script": [
-	    {"tool_calls": [{"name": "write_file", "arguments": `+string(args)+`}]},
-	    {"tool_calls": [{"name": "finish", "arguments": {"summary": "done", "artifacts": ["big.txt"]}}]},
-	    {"tool_calls": [{"name": "lookup", "arguments": {"id": "1"}}]}]},
-	  "instructions": "Work.",
-	  "tools": [{"name": "write_file"}, {"name": "finish"},
-	    {"name": "lookup", "type": "function", "effect": "read",
-	     "parameters": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}}]}`), &spec))
-	return &spec
-}
 
 // TestAdversarialProjects_KeyOfAnotherProject: a key of project alpha, of
 // every role that reads or acts, used from the outside against the real
@@ -54,7 +35,7 @@ func TestAdversarialProjects_KeyOfAnotherProject(t *testing.T) {
 
 	// Beta's session, as an admin naming beta: a blob, an artifact,
 	// checkpoints, effects, a pending action.
-	s, err := api.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: projectsWork(t, "beta"), Input: "work", Project: "beta"})
+	s, err := api.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: apptest.WorkSpec(t, "beta", 1), Input: "work", Project: "beta"})
 	require.NoError(t, err)
 	require.Equal(t, "beta", s.Project)
 	b := s.ID
@@ -74,15 +55,7 @@ func TestAdversarialProjects_KeyOfAnotherProject(t *testing.T) {
 	before, err := api.ListEvents(ctx, b, 0, 500)
 	require.NoError(t, err)
 
-	send := func(key, method, path, body string) httpResult {
-		t.Helper()
-		h := map[string]string{"Authorization": "Bearer " + key}
-		var raw []byte
-		if body != "" {
-			raw, h["Content-Type"] = []byte(body), "application/json"
-		}
-		return httpSend(t, srv, method, path, "", raw, h)
-	}
+	send := keySender(t, srv)
 	// The body of a 404 for an unknown id, with the id in it swapped for
 	// the one tried: the bytes a probe of another project's id must get.
 	unknownBody := func(key, method, path, body, id, unknown string) string {

@@ -51,12 +51,8 @@ func (a *App) GetAction(ctx context.Context, actionID string) (*lt.Action, error
 	}
 	// An action is its session's: one of another project is as unknown
 	// as an action that never existed (the engine's 404).
-	ok, err := a.seesSession(ctx, act.SessionID)
-	if err != nil {
+	if err := a.seenThrough(ctx, act.SessionID, apierror.NotFound("action %s not found", actionID)); err != nil {
 		return nil, err
-	}
-	if !ok {
-		return nil, apierror.NotFound("action %s not found", actionID)
 	}
 	return act, nil
 }

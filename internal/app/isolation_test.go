@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -52,34 +51,11 @@ type projectWork struct {
 	blobs                []string
 }
 
-// isolationSpec writes a large file (its call's payload goes to a blob),
-// delivers it as an artifact (its content is a blob) and ends the turn;
-// the next turn asks for two lookups (function calls the application
-// answers): the first is answered, the second left pending.
-func isolationSpec(t *testing.T, project string) *lt.AgentSpec {
-	t.Helper()
-	content := project + ": " + strings.Repeat("x", 70<<10) // past the 64 KiB blob threshold
-	args, err := json.Marshal(map[string]string{"path": "big.txt", "content": content})
-	require.NoError(t, err)
-	var spec lt.AgentSpec
-	require.NoError(t, json.Unmarshal([]byte(`{
-	  "model": {"provider": "scripted", "script": [
-	    {"tool_calls": [{"name": "write_file", "arguments": `+string(args)+`}]},
-	    {"tool_calls": [{"name": "finish", "arguments": {"summary": "done", "artifacts": ["big.txt"]}}]},
-	    {"tool_calls": [{"name": "lookup", "arguments": {"id": "1"}}]},
-	    {"tool_calls": [{"name": "lookup", "arguments": {"id": "2"}}]}]},
-	  "instructions": "Work.",
-	  "tools": [{"name": "write_file"}, {"name": "finish"},
-	    {"name": "lookup", "type": "function", "effect": "read",
-	     "parameters": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}}]}`), &spec))
-	return &spec
-}
-
 // doWork runs a session in project as an admin naming it, to the pending
 // second lookup, and returns what it made.
 func doWork(t *testing.T, a *app.App, admin context.Context, project string) *projectWork {
 	t.Helper()
-	s, err := a.CreateSession(admin, &lt.CreateSessionRequest{AgentSpec: isolationSpec(t, project), Input: "work", Project: project})
+	s, err := a.CreateSession(admin, &lt.CreateSessionRequest{AgentSpec: apptest.WorkSpec(t, project, 2), Input: "work", Project: project})
 	require.NoError(t, err)
 	require.Equal(t, project, s.Project)
 	waitStatus(t, a, admin, s.ID, lt.SessionIdle)

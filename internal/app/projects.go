@@ -56,20 +56,11 @@ func (s scope) sees(project string) bool { return s.all || s.project == project 
 // default the default project; any other caller's own project, which it
 // may name but not leave (a 403 naming project).
 func creationProject(ctx context.Context, asked string) (string, error) {
-	s := scopeOf(ctx)
-	if !s.all {
-		if asked != "" && asked != s.project {
-			return "", otherProject(asked, s.project)
-		}
-		return s.project, nil
+	project, err := listProject(ctx, asked)
+	if project == "" && err == nil {
+		project = lt.DefaultProject
 	}
-	if asked == "" {
-		return lt.DefaultProject, nil
-	}
-	if err := checkProjectName(asked); err != nil {
-		return "", err
-	}
-	return asked, nil
+	return project, err
 }
 
 // listProject is the project a list keeps when the caller asks for asked
@@ -120,6 +111,20 @@ func (a *App) seesSession(ctx context.Context, id string) (bool, error) {
 	return s.sees(row.Project), nil
 }
 
+// seenThrough answers hidden unless the caller may see session id: for a
+// resource of its own id (an action, an artifact), reached through its
+// session, hidden is the resource's unknown-id 404.
+func (a *App) seenThrough(ctx context.Context, id string, hidden error) error {
+	ok, err := a.seesSession(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return hidden
+	}
+	return nil
+}
+
 // visibleSession is what every method given a session id does first, after
 // Allow: a session of another project is a 404 exactly like an unknown id
 // (the engine's "session … not found"), so a key learns nothing of another
@@ -127,18 +132,8 @@ func (a *App) seesSession(ctx context.Context, id string) (bool, error) {
 // session (its sub-agents and forks too) is in its project, so checking the
 // session checks all that is reached through it.
 func (a *App) visibleSession(ctx context.Context, id string) error {
-	ok, err := a.seesSession(ctx, id)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return sessionNotFound(id)
-	}
-	return nil
+	return a.seenThrough(ctx, id, apierror.NotFound("session %s not found", id))
 }
-
-// sessionNotFound is the engine's 404 for an unknown session.
-func sessionNotFound(id string) error { return apierror.NotFound("session %s not found", id) }
 
 // visibleStream is stream once the caller may see session id, and else a
 // stream whose only value is visibleSession's 404: the check runs when the

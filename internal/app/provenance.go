@@ -120,12 +120,8 @@ func (a *App) visibleArtifact(ctx context.Context, id string) (*lt.Artifact, err
 	if err != nil {
 		return nil, err
 	}
-	ok, err := a.seesSession(ctx, art.SessionID)
-	if err != nil {
+	if err := a.seenThrough(ctx, art.SessionID, apierror.NotFound("artifact %s not found", id)); err != nil {
 		return nil, err
-	}
-	if !ok {
-		return nil, apierror.NotFound("artifact %s not found", id)
 	}
 	return art, nil
 }

@@ -2,8 +2,11 @@ package apptest
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +23,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
 	"github.com/longhaul-dev/longhaul/internal/vault"
 	"github.com/longhaul-dev/longhaul/internal/webhook"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
 // New returns the App over eng and st. reports, when not nil, replaces the
@@ -103,4 +107,30 @@ func EngineOn(t testing.TB, st store.Store, clock engine.Clock) *engine.Engine {
 		require.NoError(t, eng.Stop(stopCtx))
 	})
 	return eng
+}
+
+// WorkSpec is an agent of the scripted provider that leaves a session
+// holding something of each kind a project isolates: it writes a file
+// larger than the 64 KiB blob threshold (the call's payload goes to a
+// blob; the content starts with project, so two projects' blobs differ),
+// delivers it as an artifact (its content is a blob too) and ends the
+// turn, leaving effects and checkpoints; the next turn asks for lookups
+// lookups of a function tool the application answers (required actions).
+func WorkSpec(t testing.TB, project string, lookups int) *lt.AgentSpec {
+	t.Helper()
+	args, err := json.Marshal(map[string]string{"path": "big.txt", "content": project + ": " + strings.Repeat("x", 70<<10)})
+	require.NoError(t, err)
+	script := `{"tool_calls": [{"name": "write_file", "arguments": ` + string(args) + `}]},
+	  {"tool_calls": [{"name": "finish", "arguments": {"summary": "done", "artifacts": ["big.txt"]}}]}`
+	for i := range lookups {
+		script += fmt.Sprintf(`, {"tool_calls": [{"name": "lookup", "arguments": {"id": "%d"}}]}`, i+1)
+	}
+	var spec lt.AgentSpec
+	require.NoError(t, json.Unmarshal([]byte(`{
+	  "model": {"provider": "scripted", "script": [`+script+`]},
+	  "instructions": "Work.",
+	  "tools": [{"name": "write_file"}, {"name": "finish"},
+	    {"name": "lookup", "type": "function", "effect": "read",
+	     "parameters": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}}]}`), &spec))
+	return &spec
 }

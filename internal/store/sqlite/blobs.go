@@ -74,9 +74,18 @@ func (s *Store) BlobHas(ctx context.Context, sha256Hex string) (bool, error) {
 	if err := checks.SHA256("sha256", sha256Hex); err != nil {
 		return false, fmt.Errorf("has blob: %w", err)
 	}
-	row, err := s.queryRow(ctx, `SELECT 1 FROM blobs WHERE sha256 = ?`, sha256Hex)
+	has, err := s.exists(ctx, `SELECT 1 FROM blobs WHERE sha256 = ?`, sha256Hex)
 	if err != nil {
 		return false, fmt.Errorf("has blob %s: %w", sha256Hex, err)
+	}
+	return has, nil
+}
+
+// exists reports whether query (a SELECT 1 …) finds a row.
+func (s *Store) exists(ctx context.Context, query string, args ...any) (bool, error) {
+	row, err := s.queryRow(ctx, query, args...)
+	if err != nil {
+		return false, err
 	}
 	var one int
 	switch err := s.readErr(row.Scan(&one)); {
@@ -85,7 +94,7 @@ func (s *Store) BlobHas(ctx context.Context, sha256Hex string) (bool, error) {
 	case errors.Is(err, store.ErrNotFound):
 		return false, nil
 	default:
-		return false, fmt.Errorf("has blob %s: %w", sha256Hex, err)
+		return false, err
 	}
 }
 
@@ -97,20 +106,12 @@ func (s *Store) BlobInProject(ctx context.Context, sha256Hex, project string) (b
 	if err := checks.ID("project", project); err != nil {
 		return false, fmt.Errorf("blob in project: %w", err)
 	}
-	row, err := s.queryRow(ctx, `SELECT 1 FROM blob_refs r JOIN sessions s ON s.id = r.session_id
+	in, err := s.exists(ctx, `SELECT 1 FROM blob_refs r JOIN sessions s ON s.id = r.session_id
 WHERE r.sha256 = ? AND s.project = ? LIMIT 1`, sha256Hex, project)
 	if err != nil {
 		return false, fmt.Errorf("blob %s in project %q: %w", sha256Hex, project, err)
 	}
-	var one int
-	switch err := s.readErr(row.Scan(&one)); {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, store.ErrNotFound):
-		return false, nil
-	default:
-		return false, fmt.Errorf("blob %s in project %q: %w", sha256Hex, project, err)
-	}
+	return in, nil
 }
 
 // IdempotencyPut stores the first response to an idempotent request;

@@ -2,12 +2,9 @@ package sqlite
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"strings"
 	"testing"
 
-	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/storetest"
 	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 	"github.com/stretchr/testify/require"
 )
@@ -29,11 +26,6 @@ INSERT INTO artifacts (id, session_id, status, doc, created_at)
 VALUES ('art_1', 'ses_old', 'final', '{"id":"art_1","name":"x","sha256":"{artifact}"}', 1);
 `
 
-func digest(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
-}
-
 // TestMigrateProjects: 009_projects puts the sessions stored before it in
 // the default project and finds the blobs they already refer to.
 func TestMigrateProjects(t *testing.T) {
@@ -44,23 +36,10 @@ func TestMigrateProjects(t *testing.T) {
 	for _, m := range ms[:8] {
 		raw(t, s, func(w *writer) error { return w.applyMigration(m, len(ms), s) })
 	}
-	names := map[string]string{"payload": digest("payload"), "upload": digest("upload"), "artifact": digest("artifact"), "snapshot": digest("snapshot")}
 	raw(t, s, func(w *writer) error {
-		var pairs []string
-		for k, v := range names {
-			pairs = append(pairs, "{"+k+"}", v)
-		}
-		_, err := w.conn.ExecContext(context.Background(), strings.NewReplacer(pairs...).Replace(preProjectsSQL))
+		_, err := w.conn.ExecContext(context.Background(), storetest.PreProjectsSQL(preProjectsSQL))
 		return err
 	})
-
 	require.NoError(t, s.Migrate(t.Context()))
-	row, err := s.SessionGet(t.Context(), "ses_old")
-	require.NoError(t, err)
-	require.Equal(t, store.DefaultProject, row.Project)
-	for name, want := range map[string]bool{"payload": true, "upload": true, "artifact": true, "snapshot": false} {
-		in, err := s.BlobInProject(t.Context(), names[name], store.DefaultProject)
-		require.NoError(t, err)
-		require.Equal(t, want, in, "the %s blob", name)
-	}
+	storetest.RequireProjectsMigrated(t, s)
 }

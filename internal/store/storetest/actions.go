@@ -43,12 +43,7 @@ func testActionListAll(t *testing.T, h *harness) {
 		p.Docs = []store.DocWrite{actionDoc("act_c1", "pending", "approval", at(5*time.Second))}
 	})
 
-	list := func(p store.ActionListParams) []string {
-		t.Helper()
-		rows, err := h.s.ActionListAll(h.ctx, &p)
-		require.NoError(t, err)
-		return docIDs(rows)
-	}
+	list := h.actionIDs
 	all := []string{"act_a1", "act_a2", "act_b3", "act_a3", "act_b1", "act_b2", "act_c1"}
 	require.Equal(t, all, list(store.ActionListParams{}))
 	rows, err := h.s.ActionListAll(h.ctx, nil)

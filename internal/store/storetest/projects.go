@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -28,19 +29,7 @@ func testSessionProjects(t *testing.T, h *harness) {
 	require.Equal(t, "support", h.session("ses_s1").Project)
 	require.Equal(t, "ops", h.session("ses_o1").Project)
 
-	sessions := func(p store.SessionListParams) []string {
-		t.Helper()
-		rows, err := h.s.SessionList(h.ctx, &p)
-		require.NoError(t, err)
-		ids := make([]string, len(rows))
-		for i, r := range rows {
-			ids[i] = r.ID
-			if p.Project != "" {
-				require.Equal(t, p.Project, r.Project, "session %s", r.ID)
-			}
-		}
-		return ids
-	}
+	sessions := h.sessionIDs
 	require.Equal(t, []string{"ses_s3", "ses_o1", "ses_s2", "ses_s1", "ses_d1"}, sessions(store.SessionListParams{}))
 	require.Equal(t, []string{"ses_s3", "ses_s2", "ses_s1"}, sessions(store.SessionListParams{Project: "support"}))
 	require.Equal(t, []string{"ses_d1"}, sessions(store.SessionListParams{Project: store.DefaultProject}))
@@ -70,12 +59,7 @@ func testSessionProjects(t *testing.T, h *harness) {
 	h.append("ses_o1", 1, 1, func(p *store.EventAppendParams) {
 		p.Docs = []store.DocWrite{actionDoc("act_o1", "pending", "approval", at(14*time.Second))}
 	})
-	actions := func(p store.ActionListParams) []string {
-		t.Helper()
-		rows, err := h.s.ActionListAll(h.ctx, &p)
-		require.NoError(t, err)
-		return docIDs(rows)
-	}
+	actions := h.actionIDs
 	require.Equal(t, []string{"act_d1", "act_s1", "act_s2", "act_s3", "act_o1"}, actions(store.ActionListParams{}))
 	require.Equal(t, []string{"act_s1", "act_s2", "act_s3"}, actions(store.ActionListParams{Project: "support"}))
 	require.Equal(t, []string{"act_s1", "act_s3"}, actions(store.ActionListParams{Project: "support", Status: "pending"}))
@@ -137,4 +121,37 @@ func testBlobProjects(t *testing.T, h *harness) {
 	require.Error(t, err, "a malformed digest")
 	_, err = h.s.BlobInProject(h.ctx, sha(created), "")
 	require.Error(t, err, "no project")
+}
+
+// preProjectsBlobs are the blobs of the session ses_old in the drivers'
+// tests of 009_projects, by what the session held them for (a snapshot's
+// blob is named by no session), and whether the migration must find them
+// in the session's project.
+var preProjectsBlobs = map[string]bool{"payload": true, "upload": true, "artifact": true, "snapshot": false}
+
+// PreProjectsSQL fills a driver's statements that store a database as it
+// was before 009_projects (the session ses_old, its journal and its
+// blobs): each {payload}, {upload}, {artifact} and {snapshot} becomes the
+// digest of that blob.
+func PreProjectsSQL(template string) string {
+	var pairs []string
+	for name := range preProjectsBlobs {
+		pairs = append(pairs, "{"+name+"}", sha([]byte(name)))
+	}
+	return strings.NewReplacer(pairs...).Replace(template)
+}
+
+// RequireProjectsMigrated checks what 009_projects made of the database
+// PreProjectsSQL filled: ses_old is in the default project, and so are the
+// blobs its journal and artifacts name, but not the snapshot's.
+func RequireProjectsMigrated(t *testing.T, s store.Store) {
+	t.Helper()
+	row, err := s.SessionGet(t.Context(), "ses_old")
+	require.NoError(t, err)
+	require.Equal(t, store.DefaultProject, row.Project)
+	for name, want := range preProjectsBlobs {
+		in, err := s.BlobInProject(t.Context(), sha([]byte(name)), store.DefaultProject)
+		require.NoError(t, err)
+		require.Equal(t, want, in, "the %s blob", name)
+	}
 }

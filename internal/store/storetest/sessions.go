@@ -197,16 +197,7 @@ func testSessionList(t *testing.T, h *harness) {
 			p.Session.ParentID = sp.parent
 		})
 	}
-	list := func(p store.SessionListParams) []string {
-		t.Helper()
-		rows, err := h.s.SessionList(h.ctx, &p)
-		require.NoError(t, err)
-		ids := make([]string, len(rows))
-		for i, r := range rows {
-			ids[i] = r.ID
-		}
-		return ids
-	}
+	list := h.sessionIDs
 	require.Equal(t, []string{"s5", "s4", "s3", "s2", "s1"}, list(store.SessionListParams{}))
 	require.Equal(t, []string{"s5", "s3", "s1"}, list(store.SessionListParams{Status: "idle"}))
 	require.Equal(t, []string{"s4", "s3"}, list(store.SessionListParams{Agent: "coder"}))

@@ -180,6 +180,29 @@ func (h *harness) append(id string, expected int64, n int, mod ...func(*store.Ev
 	return events
 }
 
+// sessionIDs lists the ids of the sessions SessionList gives for p.
+func (h *harness) sessionIDs(p store.SessionListParams) []string {
+	h.t.Helper()
+	rows, err := h.s.SessionList(h.ctx, &p)
+	require.NoError(h.t, err)
+	ids := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+		if p.Project != "" {
+			require.Equal(h.t, p.Project, r.Project, "session %s", r.ID)
+		}
+	}
+	return ids
+}
+
+// actionIDs lists the ids of the actions ActionListAll gives for p.
+func (h *harness) actionIDs(p store.ActionListParams) []string {
+	h.t.Helper()
+	rows, err := h.s.ActionListAll(h.ctx, &p)
+	require.NoError(h.t, err)
+	return docIDs(rows)
+}
+
 func (h *harness) session(id string) *store.SessionRow {
 	h.t.Helper()
 	row, err := h.s.SessionGet(h.ctx, id)
