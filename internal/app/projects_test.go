@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"reflect"
 	"testing"
@@ -122,4 +123,58 @@ func callWithID(t *testing.T, method reflect.Value, ctx context.Context, id stri
 func leafSpecValue(t *testing.T) *lt.AgentSpec {
 	t.Helper()
 	return &lt.AgentSpec{Model: lt.ModelSpec{Provider: "scripted", Script: []byte(`[{"text": "done"}]`)}, Instructions: "Answer."}
+}
+
+// TestSubagentsAndForksStayInTheirProject: a session's sub-agents (down
+// the tree) and its forks are in its project, whoever forks it, so a key
+// of another project reaches none of them, and the tree of a session of
+// its own holds only sessions of its project.
+func TestSubagentsAndForksStayInTheirProject(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var req lt.CreateSessionRequest
+	require.NoError(t, json.Unmarshal([]byte(`{"agent_spec": `+spawnerSpec(spawnerSpec(leafSpec))+`, "input": "delegate", "project": "beta"}`), &req))
+	root, err := f.app.CreateSession(f.ctx, &req)
+	require.NoError(t, err)
+	f.waitIdle(root.ID)
+	tree, err := f.app.GetSessionTree(f.ctx, root.ID)
+	require.NoError(t, err)
+	var all []lt.Session
+	var walk func(s lt.Session)
+	walk = func(s lt.Session) {
+		all = append(all, s)
+		for _, c := range s.Subagents {
+			walk(c)
+		}
+	}
+	walk(*tree)
+	require.Len(t, all, 3, "the root, its child and its grandchild")
+
+	betaOperator := app.WithCaller(f.ctx, app.Caller{Name: "beta", Role: lt.RoleOperator, Project: "beta"})
+	cps, err := f.app.ListCheckpoints(betaOperator, root.ID)
+	require.NoError(t, err)
+	require.NotEmpty(t, cps.Data)
+	fork, err := f.app.Fork(betaOperator, root.ID, &lt.ForkRequest{CheckpointID: cps.Data[len(cps.Data)-1].ID})
+	require.NoError(t, err)
+	all = append(all, *fork)
+
+	alpha := app.WithCaller(f.ctx, app.Caller{Name: "alpha", Role: lt.RoleReader, Project: "alpha"})
+	for _, s := range all {
+		got, err := f.app.GetSession(f.ctx, s.ID)
+		require.NoError(t, err)
+		require.Equal(t, "beta", got.Project, "session %s", s.ID)
+		row, err := f.st.SessionGet(f.ctx, s.ID)
+		require.NoError(t, err)
+		require.Equal(t, "beta", row.Project, "the row of session %s", s.ID)
+		_, err = f.app.GetSession(alpha, s.ID)
+		e := apierror.From(err)
+		require.Equal(t, http.StatusNotFound, e.Status, "%v", err)
+		require.Equal(t, "session "+s.ID+" not found", e.Message)
+	}
+	children, err := f.app.ListSessions(betaOperator, lt.ListSessionsParams{ParentID: root.ID})
+	require.NoError(t, err)
+	require.Len(t, children.Data, 1)
+	none, err := f.app.ListSessions(alpha, lt.ListSessionsParams{ParentID: root.ID})
+	require.NoError(t, err)
+	require.Empty(t, none.Data, "another project's children are not listed")
 }
