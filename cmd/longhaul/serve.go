@@ -121,8 +121,9 @@ Sessions never reach the server's control plane, whatever an agent lists:
 this node's --addr, the database of --store, and --control-plane-addr.
 
 Without API keys the server accepts requests from loopback addresses only.
-GET /metrics serves Prometheus metrics under the same rule, unless
---metrics-public opens it to any scraper.
+GET /metrics serves Prometheus metrics under the same rule (with keys, an
+admin key: the metrics span every project), unless --metrics-public opens
+it to any scraper.
 
 Web pages cannot drive the API: without API keys a request's Host header
 must name this server (its listen address, or localhost on a loopback

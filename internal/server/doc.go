@@ -45,7 +45,8 @@
 //     the caller's role against app.Permissions before the handler reads
 //     the request (403 otherwise). /healthz and /readyz are always open.
 //     GET /metrics (when Config.Metrics is set) is under the /v1 access
-//     rule unless Config.MetricsPublic opens it.
+//     rule, for admins only (the metrics span every project), unless
+//     Config.MetricsPublic opens it.
 //   - No web page drives the API (origin.go): without keys (or with
 //     Config.AllowedHosts) a Host that does not name this server is a 403
 //     (DNS rebinding); in every mode a state-changing request from another

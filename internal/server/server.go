@@ -49,8 +49,8 @@ type Config struct {
 	Metrics http.Handler
 	// MetricsPublic serves /metrics without the API's access rule (for a
 	// scraper that cannot send a bearer token, on a network where the
-	// metrics may be read). Default false: /metrics needs an API key, or
-	// a loopback peer when there are none, like /v1.
+	// metrics may be read). Default false: /metrics needs an admin's API
+	// key, or a loopback peer when there are none, like /v1.
 	MetricsPublic bool
 	// AllowedHosts are further names the Host header may give for this
 	// server, "name" (any port) or "name:port": a DNS name, or the name a
