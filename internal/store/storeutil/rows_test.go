@@ -39,6 +39,7 @@ func TestPrepareSessionCreate(t *testing.T) {
 	sess, w, err := lenient.PrepareSessionCreate(p)
 	require.NoError(t, err)
 	require.Equal(t, testTime, sess.UpdatedAt, "a zero UpdatedAt is CreatedAt")
+	require.Equal(t, store.DefaultProject, sess.Project, "no project: the default one")
 	require.Equal(t, int64(1), w.LastSeq)
 	require.Equal(t, int64(1), w.Events[0].Seq)
 
