@@ -101,14 +101,14 @@ func (a *App) seesSession(ctx context.Context, id string) (bool, error) {
 	if s.all {
 		return true, nil
 	}
-	row, err := a.store.SessionGet(ctx, id)
+	project, err := a.store.SessionProject(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	return s.sees(row.Project), nil
+	return s.sees(project), nil
 }
 
 // seenThrough answers hidden unless the caller may see session id: for a

@@ -53,6 +53,10 @@ type Store interface {
 	// transaction. ErrConflict if the id exists.
 	SessionCreate(ctx context.Context, p *SessionCreateParams) ([]Event, error)
 	SessionGet(ctx context.Context, id string) (*SessionRow, error)
+	// SessionProject returns the project of a session, reading nothing
+	// else of it (every request of a key confined to a project asks it
+	// first); ErrNotFound if there is no such session.
+	SessionProject(ctx context.Context, id string) (string, error)
 	SessionList(ctx context.Context, p *SessionListParams) ([]*SessionRow, error)
 	// SessionCountByStatus counts the sessions of each status (statuses
 	// without sessions are absent), for metrics scraped every few seconds:

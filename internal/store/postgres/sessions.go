@@ -102,6 +102,21 @@ func (s *Store) SessionGet(ctx context.Context, id string) (*store.SessionRow, e
 	return r, nil
 }
 
+// SessionProject returns a session's project; store.ErrNotFound if there
+// is no such session.
+func (s *Store) SessionProject(ctx context.Context, id string) (string, error) {
+	if err := checks.ID("id", id); err != nil {
+		return "", fmt.Errorf("session project: %w", err)
+	}
+	var project string
+	err := s.queryRow(ctx, func(row pgx.Row) error { return row.Scan(&project) },
+		`SELECT project FROM sessions WHERE id = $1`, id)
+	if err != nil {
+		return "", fmt.Errorf("project of session %s: %w", id, err)
+	}
+	return project, nil
+}
+
 // SessionList returns sessions newest first (created_at, then id,
 // descending), filtered by the non-empty fields of p. Limit 0 means 50; more
 // than 1000 is an error. Cursor is the id of the last session of the

@@ -109,6 +109,23 @@ func (s *Store) SessionGet(ctx context.Context, id string) (*store.SessionRow, e
 	return r, nil
 }
 
+// SessionProject returns a session's project; store.ErrNotFound if there
+// is no such session.
+func (s *Store) SessionProject(ctx context.Context, id string) (string, error) {
+	if err := checks.ID("id", id); err != nil {
+		return "", fmt.Errorf("session project: %w", err)
+	}
+	row, err := s.queryRow(ctx, `SELECT project FROM sessions WHERE id = ?`, id)
+	if err != nil {
+		return "", fmt.Errorf("project of session %s: %w", id, err)
+	}
+	var project string
+	if err := row.Scan(&project); err != nil {
+		return "", fmt.Errorf("project of session %s: %w", id, s.readErr(err))
+	}
+	return project, nil
+}
+
 // SessionList returns sessions newest first (created_at, then id,
 // descending), filtered by the non-empty fields of p. Limit 0 means 50; more
 // than 1000 is an error. Cursor is the id of the last session of the

@@ -28,6 +28,15 @@ func testSessionProjects(t *testing.T, h *harness) {
 	require.Equal(t, store.DefaultProject, h.session("ses_d1").Project, "no project: the default one")
 	require.Equal(t, "support", h.session("ses_s1").Project)
 	require.Equal(t, "ops", h.session("ses_o1").Project)
+	for id, want := range map[string]string{"ses_d1": store.DefaultProject, "ses_s2": "support", "ses_o1": "ops"} {
+		project, err := h.s.SessionProject(h.ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, want, project, "SessionProject(%s)", id)
+	}
+	_, err := h.s.SessionProject(h.ctx, "ses_nope")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = h.s.SessionProject(h.ctx, "")
+	require.Error(t, err, "no id")
 
 	sessions := h.sessionIDs
 	require.Equal(t, []string{"ses_s3", "ses_o1", "ses_s2", "ses_s1", "ses_d1"}, sessions(store.SessionListParams{}))
