@@ -317,6 +317,16 @@ func TestMoveSessionBetweenStores(t *testing.T) {
 	require.Empty(t, got.Warnings)
 	requireSameSession(t, src.st, pg, id)
 
+	// The session's blobs are its project's in the target too, so keys of
+	// that project may read them.
+	for _, ev := range events {
+		if d := blobStub(ev.Data); d != "" {
+			in, err := pg.BlobInProject(ctx, d, store.DefaultProject)
+			require.NoError(t, err)
+			require.True(t, in, "blob %s of event %d", d, ev.Seq)
+		}
+	}
+
 	// The webhook secret came along, and the cursor: the target does not
 	// notify the session's history again.
 	pws, err := pg.WebhookSessionInit(ctx, id, "whsec_unused")

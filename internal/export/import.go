@@ -67,7 +67,7 @@ func Import(ctx context.Context, dst store.Store, r io.ReaderAt, size int64, opt
 		sum.NewBlobs++
 	}
 	for i, sd := range f.sessions {
-		if err := createSession(ctx, dst, sd); err != nil {
+		if err := createSession(ctx, dst, sd, f.blobOrder); err != nil {
 			if i > 0 {
 				err = fmt.Errorf("%w (the sessions before it in the file were imported: %v)", err, f.header.Sessions[:i])
 			}
@@ -80,7 +80,7 @@ func Import(ctx context.Context, dst store.Store, r io.ReaderAt, size int64, opt
 
 // createSession writes one session, its journal and its docs in one
 // transaction.
-func createSession(ctx context.Context, dst store.Store, sd *sessionData) error {
+func createSession(ctx context.Context, dst store.Store, sd *sessionData, blobs []string) error {
 	events := make([]store.NewEvent, len(sd.events))
 	for i, ev := range sd.events {
 		events[i] = store.NewEvent{Type: ev.Type, Time: ev.Time, TurnID: ev.TurnID, Step: ev.Step, WorkerID: ev.WorkerID, Data: ev.Data}
@@ -89,7 +89,10 @@ func createSession(ctx context.Context, dst store.Store, sd *sessionData) error 
 	for i, d := range sd.docs {
 		docs[i] = store.DocWrite{Kind: d.kind, ID: d.row.ID, SessionID: d.row.SessionID, Status: d.row.Status, Doc: d.row.Doc, CreatedAt: d.row.CreatedAt}
 	}
-	stored, err := dst.SessionCreate(ctx, &store.SessionCreateParams{Session: sd.row, Events: events, Docs: docs})
+	// The file's blobs are its sessions' (their payloads, artifacts and
+	// snapshots): each session refers to them, so keys of its project may
+	// read them (store.BlobInProject).
+	stored, err := dst.SessionCreate(ctx, &store.SessionCreateParams{Session: sd.row, Events: events, Docs: docs, BlobRefs: blobs})
 	if err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return fmt.Errorf("session %s was created in the target store while the file was checked: %w", sd.row.ID, err)

@@ -373,6 +373,11 @@ type SessionCreateParams struct {
 	// Blobs are written in the same transaction (the first events may
 	// already refer to them: a large input is moved to a blob).
 	Blobs []BlobWrite
+	// BlobRefs are digests of blobs stored before (BlobPut) that the
+	// session refers to: recorded as its own, like Blobs (see
+	// BlobInProject). An import stores a file's blobs first, then its
+	// sessions.
+	BlobRefs []string
 }
 
 // SessionListParams filters and pages a list, newest first. Cursor is the

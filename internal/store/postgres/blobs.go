@@ -10,6 +10,8 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
+const insertBlobRefSQL = `INSERT INTO blob_refs (sha256, session_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`
+
 const insertBlobSQL = `INSERT INTO blobs (sha256, size, data) VALUES ($1, $2, $3) ON CONFLICT (sha256) DO NOTHING`
 
 // queueBlobs stores blobs that are not stored yet (content addressing makes
@@ -20,7 +22,7 @@ func queueBlobs(t *txn, sessionID string, blobs []store.BlobWrite) {
 		b := &blobs[i]
 		data := storeutil.BlobData(b.Data)
 		t.queue(insertBlobSQL, b.SHA256, len(data), data)
-		t.queue(`INSERT INTO blob_refs (sha256, session_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, b.SHA256, sessionID)
+		t.queue(insertBlobRefSQL, b.SHA256, sessionID)
 	}
 }
 

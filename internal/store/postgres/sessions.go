@@ -39,6 +39,9 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 		queueEvents(t, events)
 		queueDocs(t, docs)
 		queueBlobs(t, sess.ID, p.Blobs)
+		for _, d := range p.BlobRefs {
+			t.queue(insertBlobRefSQL, d, sess.ID)
+		}
 		if lastSeq > 0 {
 			t.notify(store.Notification{Kind: store.KindEvents, SessionID: sess.ID, Seq: lastSeq})
 		}

@@ -44,6 +44,11 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		if err := w.insertBlobs(sess.ID, p.Blobs); err != nil {
 			return nil, err
 		}
+		for _, d := range p.BlobRefs {
+			if _, err := w.exec(`INSERT OR IGNORE INTO blob_refs (sha256, session_id) VALUES (?, ?)`, d, sess.ID); err != nil {
+				return nil, fmt.Errorf("refer to blob %s: %w", d, mapErr(err))
+			}
+		}
 		var notes []store.Notification
 		if lastSeq > 0 {
 			notes = append(notes, store.Notification{Kind: store.KindEvents, SessionID: sess.ID, Seq: lastSeq})

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -116,13 +117,28 @@ func testBlobProjects(t *testing.T, h *harness) {
 	require.True(t, in(shared, "beta"))
 	require.False(t, in(shared, store.DefaultProject))
 	require.False(t, in(alone, "alpha"), "a blob stored alone is in no project")
+	h.createSession("ses_imported", inProject("gamma"), func(p *store.SessionCreateParams) {
+		p.BlobRefs = []string{sha(alone)}
+	})
+	require.True(t, in(alone, "gamma"), "a blob stored before, named by a session's BlobRefs")
+	require.False(t, in(alone, "alpha"))
+	_, err := h.s.SessionCreate(h.ctx, &store.SessionCreateParams{
+		Session: store.SessionRow{
+			ID: "ses_bad_ref", AgentName: "a", AgentVersion: 1, Status: "queued",
+			Spec: json.RawMessage(`{}`), State: json.RawMessage(`{}`), CreatedAt: t0,
+		},
+		BlobRefs: []string{sha(created), "not-a-digest"},
+	})
+	require.ErrorContains(t, err, "blob_refs[1]", "a malformed digest in BlobRefs")
+	_, err = h.s.SessionGet(h.ctx, "ses_bad_ref")
+	require.ErrorIs(t, err, store.ErrNotFound, "nothing of a refused creation is kept")
 	require.False(t, in([]byte("never stored"), "alpha"))
 
 	// A refused append records no reference.
 	refused := []byte("refused")
 	p := appendParams("ses_a", 5, 1) // stale seq
 	p.Blobs = []store.BlobWrite{{SHA256: sha(refused), Data: refused}}
-	_, err := h.s.EventAppend(h.ctx, p)
+	_, err = h.s.EventAppend(h.ctx, p)
 	require.ErrorIs(t, err, store.ErrConflict)
 	require.False(t, in(refused, "alpha"))
 

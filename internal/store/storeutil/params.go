@@ -106,6 +106,11 @@ func (c Checks) SessionCreate(sess *store.SessionRow, p *store.SessionCreatePara
 	if err := c.Docs(p.Docs); err != nil {
 		return err
 	}
+	for i, d := range p.BlobRefs {
+		if err := c.SHA256(fmt.Sprintf("blob_refs[%d]", i), d); err != nil {
+			return err
+		}
+	}
 	return c.Blobs(p.Blobs)
 }
 
