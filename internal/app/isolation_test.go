@@ -315,7 +315,14 @@ func testProjectIsolation(t *testing.T, st store.Store) {
 	require.Equal(t, "project", e.Field)
 	s, err = a.CreateSession(admin, &lt.CreateSessionRequest{AgentSpec: spec, Input: "hi"})
 	require.NoError(t, err)
-	require.Equal(t, lt.DefaultProject, s.Project, "an admin naming none: the default project")
+	require.Equal(t, lt.DefaultProject, s.Project, "an admin without a project naming none: the default project")
+	gammaAdmin := app.WithCaller(t.Context(), app.Caller{KeyID: "key_adm", Name: "gamma admin", Role: lt.RoleAdmin, Project: "gamma"})
+	s, err = a.CreateSession(gammaAdmin, &lt.CreateSessionRequest{AgentSpec: spec, Input: "hi"})
+	require.NoError(t, err)
+	require.Equal(t, "gamma", s.Project, "an admin key naming none: its key's project")
+	s, err = a.CreateSession(gammaAdmin, &lt.CreateSessionRequest{AgentSpec: spec, Input: "hi", Project: "delta"})
+	require.NoError(t, err)
+	require.Equal(t, "delta", s.Project, "an admin key names any project")
 
 	// An admin sees both projects, and may keep one.
 	all, err := a.ListSessions(admin, lt.ListSessionsParams{})

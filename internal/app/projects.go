@@ -53,12 +53,18 @@ func (s scope) sees(project string) bool { return s.all || s.project == project 
 
 // creationProject is the project of what the caller creates when it asks
 // for asked (a body's "project", "" when absent): an admin's choice, by
-// default the default project; any other caller's own project, which it
+// default its key's project (API.md: "the key's, or "project" in the body
+// for an admin key"), the default project for an admin without one (a
+// bootstrap key, the library); any other caller's own project, which it
 // may name but not leave (a 403 naming project).
 func creationProject(ctx context.Context, asked string) (string, error) {
 	project, err := listProject(ctx, asked)
 	if project == "" && err == nil {
-		project = lt.DefaultProject
+		c, _ := CallerFrom(ctx)
+		project = c.Project
+		if project == "" {
+			project = lt.DefaultProject
+		}
 	}
 	return project, err
 }
