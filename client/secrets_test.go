@@ -88,13 +88,13 @@ func TestListAndDeleteSecrets(t *testing.T) {
 	srv := startServer(t, rc)
 	c, _ := newTestClient(t, srv.URL, nil)
 
-	got, err := c.ListSecrets(t.Context())
+	got, err := c.ListSecrets(t.Context(), "")
 	require.NoError(t, err)
 	require.Equal(t, &list, got)
-	require.NoError(t, c.DeleteSecret(t.Context(), "A_TOKEN"))
-	err = c.DeleteSecret(t.Context(), "MISSING")
+	require.NoError(t, c.DeleteSecret(t.Context(), "", "A_TOKEN"))
+	err = c.DeleteSecret(t.Context(), "", "MISSING")
 	require.True(t, IsNotFound(err), "%v", err)
-	require.ErrorContains(t, c.DeleteSecret(t.Context(), ""), "name is empty")
+	require.ErrorContains(t, c.DeleteSecret(t.Context(), "", ""), "name is empty")
 
 	reqs := rc.all()
 	require.Len(t, reqs, 3)

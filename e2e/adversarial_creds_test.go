@@ -544,7 +544,7 @@ func TestAdversarialCreds_Exfiltrate(t *testing.T) {
 	list, err := srv.api.ListSessions(ctx, client.ListSessionsParams{})
 	require.NoError(t, err)
 	require.Len(t, list.Data, 1, "no session was created through the API")
-	secrets, err := srv.api.ListSecrets(ctx)
+	secrets, err := srv.api.ListSecrets(ctx, "")
 	require.NoError(t, err)
 	require.Len(t, secrets.Data, 1)
 	require.Equal(t, []string{page.hostPort()}, secrets.Data[0].Hosts, "the secret's binding is unchanged")

@@ -83,8 +83,8 @@ func checkCreateKey(req *lt.CreateKeyRequest, now time.Time) (*lt.CreateKeyReque
 	if out.Project == "" {
 		out.Project = lt.DefaultProject
 	}
-	if !projectRE.MatchString(out.Project) {
-		return nil, apierror.Invalid("project", "project must be 1 to 63 lowercase letters, digits, '-' or '_', starting with a letter or a digit, got %q", out.Project)
+	if err := checkProject(out.Project); err != nil {
+		return nil, err
 	}
 	// Until sessions, agents, secrets and endpoints belong to projects, a
 	// key of another project would see everything: refused, rather than
