@@ -268,6 +268,16 @@ func TestEndpoints(t *testing.T) {
 			method: "GET", path: "/v1/agents/researcher", query: "version=3", resp: agent,
 		},
 		{
+			name:   "ListAgents of a project",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.ListAgents(ctx, "support") },
+			method: "GET", path: "/v1/agents", query: "project=support", resp: &lt.List[lt.Agent]{Data: []lt.Agent{*agent}},
+		},
+		{
+			name:   "GetAgent of a project",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.GetAgent(ctx, "support", "researcher", 3) },
+			method: "GET", path: "/v1/agents/researcher", query: "project=support&version=3", resp: agent,
+		},
+		{
 			name: "CreateWebhookEndpoint",
 			call: func(ctx context.Context, c *Client) (any, error) {
 				return c.CreateWebhookEndpoint(ctx, &lt.CreateWebhookEndpointRequest{URL: "https://app.example.com/hooks", Events: []string{lt.WebhookSessionIdle}})
@@ -278,8 +288,8 @@ func TestEndpoints(t *testing.T) {
 		},
 		{
 			name:   "ListWebhookEndpoints",
-			call:   func(ctx context.Context, c *Client) (any, error) { return c.ListWebhookEndpoints(ctx, "") },
-			method: "GET", path: "/v1/webhooks/endpoints",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.ListWebhookEndpoints(ctx, "support") },
+			method: "GET", path: "/v1/webhooks/endpoints", query: "project=support",
 			resp: &lt.List[lt.WebhookEndpoint]{Data: []lt.WebhookEndpoint{{ID: "whe_1", URL: endpoint.URL, Events: endpoint.Events, CreatedAt: testTime}}},
 		},
 		{
@@ -291,9 +301,9 @@ func TestEndpoints(t *testing.T) {
 		{
 			name: "ListWebhookDeliveries",
 			call: func(ctx context.Context, c *Client) (any, error) {
-				return c.ListWebhookDeliveries(ctx, ListWebhookDeliveriesParams{Cursor: "cur_1", Limit: 5})
+				return c.ListWebhookDeliveries(ctx, ListWebhookDeliveriesParams{Cursor: "cur_1", Limit: 5, Project: "support"})
 			},
-			method: "GET", path: "/v1/webhooks/deliveries", query: "cursor=cur_1&limit=5",
+			method: "GET", path: "/v1/webhooks/deliveries", query: "cursor=cur_1&limit=5&project=support",
 			resp: &lt.List[lt.WebhookDelivery]{Data: []lt.WebhookDelivery{delivery}, NextCursor: &next},
 		},
 		{
