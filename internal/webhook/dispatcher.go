@@ -110,7 +110,7 @@ type Dispatcher struct {
 
 	wake chan struct{}
 
-	mu   sync.Mutex
+	mu       sync.Mutex
 	sessions map[string]sessionInfo // session id → what its notifications need, read once
 	// cursors caches each session's durable cursor, so that a rescan or a
 	// notification about events already scanned costs no query.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
-	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -50,16 +49,7 @@ func TestEndpointsHearOnlyTheirProject(t *testing.T) {
 	}
 	e.createSession("ses_default", "")
 	e.createSession("ses_support", "")
-	cfg := allowFor(t, r)
-	cfg.Clock = e.clock
-	d, err := New(&projectedSessions{Store: e.st, t: t, projects: map[string]string{"ses_support": "support"}}, &cfg)
-	require.NoError(t, err)
-	require.NoError(t, d.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, d.Stop(ctx))
-	})
+	e.startOn(&projectedSessions{Store: e.st, t: t, projects: map[string]string{"ses_support": "support"}}, allowFor(t, r))
 	e.status("ses_default", lt.SessionIdle)
 	e.status("ses_support", lt.SessionIdle)
 

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -19,13 +20,8 @@ func TestResourceProjectsMigration(t *testing.T) {
 	ctx := t.Context()
 	ms, err := storeutil.LoadMigrations(migrationFS)
 	require.NoError(t, err)
-	var at int
-	for i, m := range ms {
-		if m.Name == "010_resource_projects.sql" {
-			at = i
-		}
-	}
-	require.NotZero(t, at)
+	at := slices.IndexFunc(ms, func(m storeutil.Migration) bool { return m.Name == "010_resource_projects.sql" })
+	require.Positive(t, at)
 	conn, err := s.pool.Acquire(ctx)
 	require.NoError(t, err)
 	_, err = conn.Exec(ctx, createMigrationsTable)

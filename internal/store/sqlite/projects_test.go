@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -17,13 +18,8 @@ func TestResourceProjectsMigration(t *testing.T) {
 	s := openTest(t, nil)
 	ms, err := storeutil.LoadMigrations(migrationFS)
 	require.NoError(t, err)
-	var at int
-	for i, m := range ms {
-		if m.Name == "010_resource_projects.sql" {
-			at = i
-		}
-	}
-	require.NotZero(t, at)
+	at := slices.IndexFunc(ms, func(m storeutil.Migration) bool { return m.Name == "010_resource_projects.sql" })
+	require.Positive(t, at)
 	raw(t, s, func(w *writer) error {
 		for _, m := range ms[:at] {
 			if err := w.applyMigration(m, len(ms), s); err != nil {
