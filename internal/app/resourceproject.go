@@ -45,20 +45,10 @@ func namedProject(ctx context.Context, named string) (string, error) {
 // key of one project, filter for an admin ("": every project). filter is
 // checked.
 func listedProject(ctx context.Context, filter string) (string, error) {
-	c, _ := CallerFrom(ctx)
-	if !seesEveryProject(c) {
-		if filter != "" && filter != c.Project {
-			return "", otherProject(c, filter)
-		}
-		return c.Project, nil
-	}
-	if filter == "" {
+	if c, _ := CallerFrom(ctx); filter == "" && seesEveryProject(c) {
 		return "", nil
 	}
-	if err := checkProject(filter); err != nil {
-		return "", err
-	}
-	return filter, nil
+	return namedProject(ctx, filter)
 }
 
 // visibleProject is the project whose resources a request by id may reach:
