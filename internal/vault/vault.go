@@ -361,11 +361,13 @@ func (v *Vault) changed() {
 	v.mu.Unlock()
 }
 
-// UnknownSecretError is returned for a name that no secret has; Index is
-// its position in the names given (an agent's environment.secrets).
+// UnknownSecretError is returned for a name that no secret of Project
+// has; Index is its position in the names given (an agent's
+// environment.secrets).
 type UnknownSecretError struct {
-	Name  string
-	Index int
+	Name    string
+	Index   int
+	Project string
 }
 
 // UnknownSecret names the missing secret (the engine tells this error
@@ -373,6 +375,9 @@ type UnknownSecretError struct {
 func (e *UnknownSecretError) UnknownSecret() string { return e.Name }
 
 func (e *UnknownSecretError) Error() string {
+	if e.Project != "" && e.Project != lt.DefaultProject {
+		return fmt.Sprintf("secret %s does not exist in project %s (set it with `longhaul secret set %s --project %s`)", e.Name, e.Project, e.Name, e.Project)
+	}
 	return fmt.Sprintf("secret %s does not exist (set it with `longhaul secret set %s`)", e.Name, e.Name)
 }
 
@@ -389,7 +394,8 @@ func (v *Vault) Require(ctx context.Context, project string, names []string) err
 // in their order: a secret of another project is unknown here, whatever
 // its name.
 func (v *Vault) rowsFor(ctx context.Context, project string, names []string) ([]*store.SecretRow, error) {
-	rows, err := v.st.SecretList(ctx, inProject(project))
+	project = inProject(project)
+	rows, err := v.st.SecretList(ctx, project)
 	if err != nil {
 		return nil, fmt.Errorf("read secrets: %w", err)
 	}
@@ -401,7 +407,7 @@ func (v *Vault) rowsFor(ctx context.Context, project string, names []string) ([]
 	for i, n := range names {
 		r, ok := byName[n]
 		if !ok {
-			return nil, &UnknownSecretError{Name: n, Index: i}
+			return nil, &UnknownSecretError{Name: n, Index: i, Project: project}
 		}
 		out = append(out, r)
 	}

@@ -135,7 +135,7 @@ func TestRoundTrip(t *testing.T) {
 	_, err = e.v.Source(ctx, "", []string{"DOCS_KEY", "GITHUB_TOKEN"})
 	var unknown *vault.UnknownSecretError
 	require.ErrorAs(t, err, &unknown)
-	require.Equal(t, vault.UnknownSecretError{Name: "GITHUB_TOKEN", Index: 1}, *unknown)
+	require.Equal(t, vault.UnknownSecretError{Name: "GITHUB_TOKEN", Index: 1, Project: lt.DefaultProject}, *unknown)
 	require.ErrorAs(t, e.v.Require(ctx, "", []string{"NOPE"}), &unknown)
 	require.NoError(t, e.v.Require(ctx, "", []string{"DOCS_KEY", "LEGACY"}))
 	require.NoError(t, e.v.Check(ctx))
@@ -562,6 +562,7 @@ func TestProjectsKeepTheirSecrets(t *testing.T) {
 	var unknown *vault.UnknownSecretError
 	_, err = e.v.Source(ctx, "beta", []string{"ONLY_ALPHA"})
 	require.ErrorAs(t, err, &unknown, "beta cannot name alpha's secret")
+	require.EqualError(t, err, "secret ONLY_ALPHA does not exist in project beta (set it with `longhaul secret set ONLY_ALPHA --project beta`)")
 	require.ErrorAs(t, e.v.Require(ctx, "beta", []string{"ONLY_ALPHA"}), &unknown)
 	_, err = e.v.ValueFor(ctx, "beta", "ONLY_ALPHA", "api.example.com")
 	require.ErrorAs(t, err, &unknown)
