@@ -638,6 +638,12 @@ func TestAdversarialCreds_OtherProject(t *testing.T) {
 		Input:     "hi",
 	})
 	refused(err, "agent_spec.model.api_key_secret")
+	_, err = srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{Model: lt.ModelSpec{Provider: "scripted", Script: script},
+			Tools: []lt.ToolSpec{{Name: "docs", Type: "mcp", URL: bound.url() + "/mcp", HeadersSecret: "TOKEN"}}},
+		Input: "hi",
+	})
+	refused(err, "agent_spec.tools[0].headers_secret")
 	_, err = srv.api.PutAgent(ctx, &lt.PutAgentRequest{Name: "fetcher", Spec: fetcher})
 	refused(err, "spec.environment.secrets[0]")
 
