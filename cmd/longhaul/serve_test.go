@@ -162,6 +162,11 @@ func TestServeRefusesBadConfig(t *testing.T) {
 			content: "agents:\n  - name: Not A Name\n    spec: {model: {provider: scripted}}\n",
 			want:    `:2: agents[0].name: must match`,
 		},
+		{
+			name:    "bad project",
+			content: "agents:\n  - name: a\n    project: Not A Project\n    spec: {model: {provider: scripted}}\n",
+			want:    `:3: agents[0].project: project must be 1 to 63 lowercase letters`,
+		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
