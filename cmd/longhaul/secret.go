@@ -30,6 +30,10 @@ and the http_request tool injects each one only into requests to its hosts,
 from outside the sandbox: the agent, its sandbox and its journal never see a
 value, and the API never returns one.
 
+A secret belongs to a project (--project, default "default"), and only the
+sessions of that project can use it; the same name in another project is
+another secret.
+
 Values are encrypted at rest (AES-256-GCM) with the vault key: the
 LONGHAUL_VAULT_KEY environment variable of 'longhaul serve' (base64 of 32
 bytes, e.g. from 'openssl rand -base64 32'), or else the key file, by default
@@ -38,7 +42,8 @@ keep it apart from the database and its backups: whoever has both has the
 secrets, and without the key the secrets must all be set again.`,
 		Example: `  pass show github/token | longhaul secret set GITHUB_TOKEN --host api.github.com --bearer
   longhaul secret ls
-  longhaul secret rm GITHUB_TOKEN`,
+  longhaul secret rm GITHUB_TOKEN
+  longhaul secret set GITHUB_TOKEN --project support --host api.github.com --bearer < support.token`,
 		Args: usageArgs(noSubcommand),
 		RunE: showHelp,
 	}
