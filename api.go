@@ -399,33 +399,36 @@ func (rt *Runtime) EnsureAgent(ctx context.Context, req *lt.PutAgentRequest) (*l
 	return a, wrote, nil
 }
 
-// ListAgents returns the latest version of every agent, by name.
-func (rt *Runtime) ListAgents(ctx context.Context) (*lt.List[lt.Agent], error) {
-	l, err := rt.svc.ListAgents(asLibrary(ctx))
+// ListAgents returns the latest version of every agent of project ("": of
+// every project), by project and name.
+func (rt *Runtime) ListAgents(ctx context.Context, project string) (*lt.List[lt.Agent], error) {
+	l, err := rt.svc.ListAgents(asLibrary(ctx), project)
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", apiError(err))
 	}
 	return l, nil
 }
 
-// GetAgent returns one version of an agent, the latest when version is 0.
-func (rt *Runtime) GetAgent(ctx context.Context, name string, version int) (*lt.Agent, error) {
+// GetAgent returns one version of the agent name of project ("": the
+// default project), the latest when version is 0.
+func (rt *Runtime) GetAgent(ctx context.Context, project, name string, version int) (*lt.Agent, error) {
 	if err := requireID("name", name); err != nil {
 		return nil, fmt.Errorf("get agent: %w", err)
 	}
 	if version < 0 {
 		return nil, fmt.Errorf("get agent %s: version %d is negative", name, version)
 	}
-	a, err := rt.svc.GetAgent(asLibrary(ctx), name, version)
+	a, err := rt.svc.GetAgent(asLibrary(ctx), project, name, version)
 	if err != nil {
 		return nil, fmt.Errorf("get agent %s: %w", name, apiError(err))
 	}
 	return a, nil
 }
 
-// PutSecret creates the vault secret name, or replaces its value, hosts
-// and injection. It returns the secret's metadata (never the value) and
-// whether it was created.
+// PutSecret creates the vault secret name of req.Project ("": the default
+// project), or replaces its value, hosts and injection. It returns the
+// secret's metadata (never the value) and whether it was created. Only
+// the sessions of that project may use it.
 func (rt *Runtime) PutSecret(ctx context.Context, name string, req *lt.PutSecretRequest) (*lt.Secret, bool, error) {
 	if err := requireID("name", name); err != nil {
 		return nil, false, fmt.Errorf("put secret: %w", err)
@@ -440,21 +443,23 @@ func (rt *Runtime) PutSecret(ctx context.Context, name string, req *lt.PutSecret
 	return s, created, nil
 }
 
-// ListSecrets returns the metadata of every vault secret, by name.
-func (rt *Runtime) ListSecrets(ctx context.Context) (*lt.List[lt.Secret], error) {
-	l, err := rt.svc.ListSecrets(asLibrary(ctx))
+// ListSecrets returns the metadata of the vault secrets of project ("": of
+// every project), by project and name.
+func (rt *Runtime) ListSecrets(ctx context.Context, project string) (*lt.List[lt.Secret], error) {
+	l, err := rt.svc.ListSecrets(asLibrary(ctx), project)
 	if err != nil {
 		return nil, fmt.Errorf("list secrets: %w", apiError(err))
 	}
 	return l, nil
 }
 
-// DeleteSecret removes a vault secret.
-func (rt *Runtime) DeleteSecret(ctx context.Context, name string) error {
+// DeleteSecret removes the vault secret name of project ("": the default
+// project).
+func (rt *Runtime) DeleteSecret(ctx context.Context, project, name string) error {
 	if err := requireID("name", name); err != nil {
 		return fmt.Errorf("delete secret: %w", err)
 	}
-	if err := rt.svc.DeleteSecret(asLibrary(ctx), name); err != nil {
+	if err := rt.svc.DeleteSecret(asLibrary(ctx), project, name); err != nil {
 		return fmt.Errorf("delete secret %s: %w", name, apiError(err))
 	}
 	return nil
@@ -473,9 +478,10 @@ func (rt *Runtime) CreateWebhookEndpoint(ctx context.Context, req *lt.CreateWebh
 	return ep, nil
 }
 
-// ListWebhookEndpoints returns every webhook endpoint, without secrets.
-func (rt *Runtime) ListWebhookEndpoints(ctx context.Context) (*lt.List[lt.WebhookEndpoint], error) {
-	l, err := rt.svc.ListWebhookEndpoints(asLibrary(ctx))
+// ListWebhookEndpoints returns the webhook endpoints of project ("": of
+// every project), without secrets.
+func (rt *Runtime) ListWebhookEndpoints(ctx context.Context, project string) (*lt.List[lt.WebhookEndpoint], error) {
+	l, err := rt.svc.ListWebhookEndpoints(asLibrary(ctx), project)
 	if err != nil {
 		return nil, fmt.Errorf("list webhook endpoints: %w", apiError(err))
 	}

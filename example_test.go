@@ -392,7 +392,7 @@ func ExampleRuntime_Handler() {
 		fmt.Println(err)
 		return
 	}
-	agents, err := c.ListAgents(ctx)
+	agents, err := c.ListAgents(ctx, "")
 	if err != nil {
 		fmt.Println(err)
 		return

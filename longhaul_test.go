@@ -51,13 +51,13 @@ type api interface {
 	GetBlob(ctx context.Context, sha256Hex string) ([]byte, error)
 	SessionTrace(ctx context.Context, id string, includeSubagents bool) (*lt.Trace, error)
 	PutAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Agent, error)
-	ListAgents(ctx context.Context) (*lt.List[lt.Agent], error)
-	GetAgent(ctx context.Context, name string, version int) (*lt.Agent, error)
+	ListAgents(ctx context.Context, project string) (*lt.List[lt.Agent], error)
+	GetAgent(ctx context.Context, project, name string, version int) (*lt.Agent, error)
 	PutSecret(ctx context.Context, name string, req *lt.PutSecretRequest) (*lt.Secret, bool, error)
-	ListSecrets(ctx context.Context) (*lt.List[lt.Secret], error)
-	DeleteSecret(ctx context.Context, name string) error
+	ListSecrets(ctx context.Context, project string) (*lt.List[lt.Secret], error)
+	DeleteSecret(ctx context.Context, project, name string) error
 	CreateWebhookEndpoint(ctx context.Context, req *lt.CreateWebhookEndpointRequest) (*lt.WebhookEndpoint, error)
-	ListWebhookEndpoints(ctx context.Context) (*lt.List[lt.WebhookEndpoint], error)
+	ListWebhookEndpoints(ctx context.Context, project string) (*lt.List[lt.WebhookEndpoint], error)
 	DeleteWebhookEndpoint(ctx context.Context, id string) error
 	ListWebhookDeliveries(ctx context.Context, p client.ListWebhookDeliveriesParams) (*lt.List[lt.WebhookDelivery], error)
 	TaskReport(ctx context.Context, p lt.TaskReportParams) (*lt.TaskReport, error)
@@ -350,7 +350,7 @@ func TestEnsureAgentWritesVersionsOnlyForChanges(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, rt.Close(t.Context()))
 	rt = open(t, longhaul.Options{DataDir: dir, Agents: []lt.PutAgentRequest{v1}})
-	a, err := rt.GetAgent(t.Context(), "writer", 0)
+	a, err := rt.GetAgent(t.Context(), "", "writer", 0)
 	require.NoError(t, err)
 	require.Equal(t, 1, a.Version)
 

@@ -21,18 +21,23 @@ func (c *Client) PutAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Age
 	return a, nil
 }
 
-// ListAgents returns the latest version of every agent (GET /v1/agents).
-func (c *Client) ListAgents(ctx context.Context) (*lt.List[lt.Agent], error) {
-	l, err := get[lt.List[lt.Agent]](ctx, c, c.endpoint(nil, "v1", "agents"))
+// ListAgents returns the latest version of every agent of project
+// (GET /v1/agents?project=): a key of one project lists its own; an
+// admin's lists every project's for "".
+func (c *Client) ListAgents(ctx context.Context, project string) (*lt.List[lt.Agent], error) {
+	q := url.Values{}
+	setIf(q, "project", project)
+	l, err := get[lt.List[lt.Agent]](ctx, c, c.endpoint(q, "v1", "agents"))
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
 	return l, nil
 }
 
-// GetAgent returns one version of an agent, the latest when version is 0
-// (GET /v1/agents/{name}?version=N).
-func (c *Client) GetAgent(ctx context.Context, name string, version int) (*lt.Agent, error) {
+// GetAgent returns one version of the agent name of project, the latest
+// when version is 0 (GET /v1/agents/{name}?version=N&project=): a key of
+// one project reads its own; an admin's the default project for "".
+func (c *Client) GetAgent(ctx context.Context, project, name string, version int) (*lt.Agent, error) {
 	if err := requireID("name", name); err != nil {
 		return nil, fmt.Errorf("get agent: %w", err)
 	}
@@ -43,6 +48,7 @@ func (c *Client) GetAgent(ctx context.Context, name string, version int) (*lt.Ag
 	if version > 0 {
 		q.Set("version", strconv.Itoa(version))
 	}
+	setIf(q, "project", project)
 	a, err := get[lt.Agent](ctx, c, c.endpoint(q, "v1", "agents", name))
 	if err != nil {
 		return nil, fmt.Errorf("get agent %s: %w", name, err)
@@ -61,7 +67,7 @@ func (c *Client) EnsureAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.
 	if req == nil {
 		return nil, false, fmt.Errorf("ensure agent: req is nil")
 	}
-	latest, err := c.GetAgent(ctx, req.Name, 0)
+	latest, err := c.GetAgent(ctx, req.Project, req.Name, 0)
 	switch {
 	case err == nil:
 		same, err := lt.SameAgentSpec(&latest.Spec, &req.Spec)

@@ -199,7 +199,7 @@ func TestRequestHeaders(t *testing.T) {
 	require.Equal(t, "application/json", h.Get("Accept"))
 
 	c, _ = newTestClient(t, srv.URL, nil)
-	_, err = c.ListAgents(t.Context())
+	_, err = c.ListAgents(t.Context(), "")
 	require.NoError(t, err)
 	h = rc.all()[1].header
 	require.Empty(t, h.Values("Authorization"), "no key configured, none sent")
@@ -220,7 +220,7 @@ func TestRetriesTransientStatuses(t *testing.T) {
 			})
 			srv := startServer(t, rc)
 			c, sl := newTestClient(t, srv.URL, nil)
-			l, err := c.ListAgents(t.Context())
+			l, err := c.ListAgents(t.Context(), "")
 			require.NoError(t, err)
 			require.Equal(t, "a", l.Data[0].Name)
 			require.Len(t, rc.all(), 2)

@@ -254,18 +254,28 @@ func TestEndpoints(t *testing.T) {
 		},
 		{
 			name:   "ListAgents",
-			call:   func(ctx context.Context, c *Client) (any, error) { return c.ListAgents(ctx) },
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.ListAgents(ctx, "") },
 			method: "GET", path: "/v1/agents", resp: &lt.List[lt.Agent]{Data: []lt.Agent{*agent}},
 		},
 		{
 			name:   "GetAgent latest",
-			call:   func(ctx context.Context, c *Client) (any, error) { return c.GetAgent(ctx, "researcher", 0) },
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.GetAgent(ctx, "", "researcher", 0) },
 			method: "GET", path: "/v1/agents/researcher", resp: agent,
 		},
 		{
 			name:   "GetAgent version",
-			call:   func(ctx context.Context, c *Client) (any, error) { return c.GetAgent(ctx, "researcher", 3) },
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.GetAgent(ctx, "", "researcher", 3) },
 			method: "GET", path: "/v1/agents/researcher", query: "version=3", resp: agent,
+		},
+		{
+			name:   "ListAgents of a project",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.ListAgents(ctx, "support") },
+			method: "GET", path: "/v1/agents", query: "project=support", resp: &lt.List[lt.Agent]{Data: []lt.Agent{*agent}},
+		},
+		{
+			name:   "GetAgent of a project",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.GetAgent(ctx, "support", "researcher", 3) },
+			method: "GET", path: "/v1/agents/researcher", query: "project=support&version=3", resp: agent,
 		},
 		{
 			name: "CreateWebhookEndpoint",
@@ -278,8 +288,8 @@ func TestEndpoints(t *testing.T) {
 		},
 		{
 			name:   "ListWebhookEndpoints",
-			call:   func(ctx context.Context, c *Client) (any, error) { return c.ListWebhookEndpoints(ctx) },
-			method: "GET", path: "/v1/webhooks/endpoints",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.ListWebhookEndpoints(ctx, "support") },
+			method: "GET", path: "/v1/webhooks/endpoints", query: "project=support",
 			resp: &lt.List[lt.WebhookEndpoint]{Data: []lt.WebhookEndpoint{{ID: "whe_1", URL: endpoint.URL, Events: endpoint.Events, CreatedAt: testTime}}},
 		},
 		{
@@ -291,9 +301,9 @@ func TestEndpoints(t *testing.T) {
 		{
 			name: "ListWebhookDeliveries",
 			call: func(ctx context.Context, c *Client) (any, error) {
-				return c.ListWebhookDeliveries(ctx, ListWebhookDeliveriesParams{Cursor: "cur_1", Limit: 5})
+				return c.ListWebhookDeliveries(ctx, ListWebhookDeliveriesParams{Cursor: "cur_1", Limit: 5, Project: "support"})
 			},
-			method: "GET", path: "/v1/webhooks/deliveries", query: "cursor=cur_1&limit=5",
+			method: "GET", path: "/v1/webhooks/deliveries", query: "cursor=cur_1&limit=5&project=support",
 			resp: &lt.List[lt.WebhookDelivery]{Data: []lt.WebhookDelivery{delivery}, NextCursor: &next},
 		},
 		{
@@ -431,8 +441,8 @@ func TestArgumentsAreValidatedBeforeAnyRequest(t *testing.T) {
 		{"ArtifactContent", func() error { _, _, err := c.ArtifactContent(ctx, ""); return err }, "id is empty"},
 		{"GetBlob", func() error { _, err := c.GetBlob(ctx, "../etc"); return err }, `sha256Hex "../etc" is not 64 lowercase hex digits`},
 		{"PutAgent nil", func() error { _, err := c.PutAgent(ctx, nil); return err }, "put agent: req is nil"},
-		{"GetAgent no name", func() error { _, err := c.GetAgent(ctx, "", 0); return err }, "name is empty"},
-		{"GetAgent negative version", func() error { _, err := c.GetAgent(ctx, "a", -2); return err }, "version -2 is negative"},
+		{"GetAgent no name", func() error { _, err := c.GetAgent(ctx, "", "", 0); return err }, "name is empty"},
+		{"GetAgent negative version", func() error { _, err := c.GetAgent(ctx, "", "a", -2); return err }, "version -2 is negative"},
 	}
 	for _, tt := range tests {
 		require.ErrorContains(t, tt.call(), tt.wantErr, tt.name)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -32,23 +33,29 @@ func (c *Client) PutSecret(ctx context.Context, name string, req *lt.PutSecretRe
 	return &s, resp.status == http.StatusCreated, nil
 }
 
-// ListSecrets returns the metadata of every vault secret, by name
-// (GET /v1/secrets): names, hosts, injection and times, never values.
-func (c *Client) ListSecrets(ctx context.Context) (*lt.List[lt.Secret], error) {
-	l, err := get[lt.List[lt.Secret]](ctx, c, c.endpoint(nil, "v1", "secrets"))
+// ListSecrets returns the metadata of the vault secrets of project ("":
+// of every project), by project and name (GET /v1/secrets?project=):
+// projects, names, hosts, injection and times, never values.
+func (c *Client) ListSecrets(ctx context.Context, project string) (*lt.List[lt.Secret], error) {
+	q := url.Values{}
+	setIf(q, "project", project)
+	l, err := get[lt.List[lt.Secret]](ctx, c, c.endpoint(q, "v1", "secrets"))
 	if err != nil {
 		return nil, fmt.Errorf("list secrets: %w", err)
 	}
 	return l, nil
 }
 
-// DeleteSecret removes a vault secret (DELETE /v1/secrets/{name}); an
-// unknown name is an *APIError with status 404 (IsNotFound).
-func (c *Client) DeleteSecret(ctx context.Context, name string) error {
+// DeleteSecret removes the vault secret name of project ("": the default
+// project) (DELETE /v1/secrets/{name}?project=); an unknown name is an
+// *APIError with status 404 (IsNotFound).
+func (c *Client) DeleteSecret(ctx context.Context, project, name string) error {
 	if err := requireID("name", name); err != nil {
 		return fmt.Errorf("delete secret: %w", err)
 	}
-	if err := c.doJSON(ctx, &call{method: http.MethodDelete, url: c.endpoint(nil, "v1", "secrets", name)}, nil); err != nil {
+	q := url.Values{}
+	setIf(q, "project", project)
+	if err := c.doJSON(ctx, &call{method: http.MethodDelete, url: c.endpoint(q, "v1", "secrets", name)}, nil); err != nil {
 		return fmt.Errorf("delete secret %s: %w", name, err)
 	}
 	return nil

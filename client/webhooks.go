@@ -26,10 +26,13 @@ func (c *Client) CreateWebhookEndpoint(ctx context.Context, req *lt.CreateWebhoo
 	return ep, nil
 }
 
-// ListWebhookEndpoints returns every webhook endpoint, without secrets
-// (GET /v1/webhooks/endpoints).
-func (c *Client) ListWebhookEndpoints(ctx context.Context) (*lt.List[lt.WebhookEndpoint], error) {
-	l, err := get[lt.List[lt.WebhookEndpoint]](ctx, c, c.endpoint(nil, "v1", "webhooks", "endpoints"))
+// ListWebhookEndpoints returns the webhook endpoints of project, without
+// secrets (GET /v1/webhooks/endpoints?project=): a key of one project
+// lists its own; an admin's lists every project's for "".
+func (c *Client) ListWebhookEndpoints(ctx context.Context, project string) (*lt.List[lt.WebhookEndpoint], error) {
+	q := url.Values{}
+	setIf(q, "project", project)
+	l, err := get[lt.List[lt.WebhookEndpoint]](ctx, c, c.endpoint(q, "v1", "webhooks", "endpoints"))
 	if err != nil {
 		return nil, fmt.Errorf("list webhook endpoints: %w", err)
 	}
@@ -65,6 +68,7 @@ func (c *Client) ListWebhookDeliveries(ctx context.Context, p ListWebhookDeliver
 	}
 	q := url.Values{}
 	setIf(q, "cursor", p.Cursor)
+	setIf(q, "project", p.Project)
 	if p.Limit > 0 {
 		q.Set("limit", strconv.Itoa(p.Limit))
 	}

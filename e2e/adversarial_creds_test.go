@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -544,7 +545,7 @@ func TestAdversarialCreds_Exfiltrate(t *testing.T) {
 	list, err := srv.api.ListSessions(ctx, client.ListSessionsParams{})
 	require.NoError(t, err)
 	require.Len(t, list.Data, 1, "no session was created through the API")
-	secrets, err := srv.api.ListSecrets(ctx)
+	secrets, err := srv.api.ListSecrets(ctx, "")
 	require.NoError(t, err)
 	require.Len(t, secrets.Data, 1)
 	require.Equal(t, []string{page.hostPort()}, secrets.Data[0].Hosts, "the secret's binding is unchanged")
@@ -584,4 +585,105 @@ func TestAdversarialCreds_OtherNode(t *testing.T) {
 		require.NotContains(t, o, `"status":200`)
 	}
 	require.Len(t, refused, 2)
+}
+
+// TestAdversarialCreds_OtherProject: a secret of project alpha is
+// never used for a session of another project, even one that names it.
+// The default project's sessions and agents cannot name it (refused at
+// definition, as a secret that does not exist, on every field that takes
+// a secret's name), cannot reach it through an alpha agent of the same
+// name, and an agent stored while the default project had a secret of
+// that name gets nothing once only alpha has one: the recorder that both
+// secrets are bound to receives no value of either.
+func TestAdversarialCreds_OtherProject(t *testing.T) {
+	t.Parallel()
+	const canary = "lh-project-canary-9f41c7d2a0"
+	const decoy = "lh-default-decoy-3b7e5a19c6"
+	bound := newRecorder(t, replyWith(http.StatusOK, "bound service"))
+	srv := startServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	put := func(project, value string) {
+		t.Helper()
+		s, _, err := srv.api.PutSecret(ctx, "TOKEN", &lt.PutSecretRequest{
+			Value: value, Hosts: []string{bound.hostPort()}, Inject: &lt.SecretInjection{Bearer: true}, Project: project,
+		})
+		require.NoError(t, err)
+		require.Equal(t, cmp.Or(project, lt.DefaultProject), s.Project)
+	}
+	put("alpha", canary)
+
+	network := &lt.NetworkSpec{Allow: []string{"127.0.0.1"}, Ports: []int{bound.port()}}
+	script := attackScript(t,
+		toolCalls(toolCall("http_request", map[string]any{"method": "GET", "url": bound.url() + "/api"})),
+		finalText("done"),
+	)
+	fetcher := lt.AgentSpec{
+		Model:       lt.ModelSpec{Provider: "scripted", Script: script},
+		Tools:       []lt.ToolSpec{{Name: "http_request"}},
+		Environment: &lt.Environment{Network: network, Secrets: []string{"TOKEN"}},
+	}
+	refused := func(err error, field string) {
+		t.Helper()
+		var ae *client.APIError
+		require.ErrorAs(t, err, &ae, field)
+		require.Equal(t, http.StatusBadRequest, ae.Status, field)
+		require.Equal(t, field, ae.Field)
+		require.NotContains(t, ae.Message, canary)
+	}
+	_, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: &fetcher, Input: "fetch"})
+	refused(err, "agent_spec.environment.secrets[0]")
+	_, err = srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{Model: lt.ModelSpec{Provider: "openai-compatible", Name: "m", BaseURL: bound.url() + "/v1", APIKeySecret: "TOKEN"}},
+		Input:     "hi",
+	})
+	refused(err, "agent_spec.model.api_key_secret")
+	_, err = srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{Model: lt.ModelSpec{Provider: "scripted", Script: script},
+			Tools: []lt.ToolSpec{{Name: "docs", Type: "mcp", URL: bound.url() + "/mcp", HeadersSecret: "TOKEN"}}},
+		Input: "hi",
+	})
+	refused(err, "agent_spec.tools[0].headers_secret")
+	_, err = srv.api.PutAgent(ctx, &lt.PutAgentRequest{Name: "fetcher", Spec: fetcher})
+	refused(err, "spec.environment.secrets[0]")
+
+	// Alpha may define the agent; the default project's session that
+	// names it finds no agent of that name.
+	a, err := srv.api.PutAgent(ctx, &lt.PutAgentRequest{Name: "fetcher", Spec: fetcher, Project: "alpha"})
+	require.NoError(t, err)
+	require.Equal(t, "alpha", a.Project)
+	_, err = srv.api.CreateSession(ctx, &lt.CreateSessionRequest{Agent: "fetcher", Input: "fetch"})
+	refused(err, "agent")
+
+	// The default project's own TOKEN, then only alpha's: a session of
+	// the agent defined meanwhile resolves TOKEN in its own project,
+	// where it no longer is.
+	put("", decoy)
+	_, err = srv.api.PutAgent(ctx, &lt.PutAgentRequest{Name: "fetcher", Spec: fetcher})
+	require.NoError(t, err)
+	require.NoError(t, srv.api.DeleteSecret(ctx, "", "TOKEN"))
+	s := runSession(ctx, t, srv, &lt.CreateSessionRequest{Agent: "fetcher", Input: "fetch"}, 30*time.Second)
+	require.True(t, s.Status.Terminal())
+	var failures []string
+	for _, ev := range journal(ctx, t, srv.api, s.ID) {
+		require.NotContains(t, string(ev.Data), canary)
+		if ev.Type == lt.EventToolFailed || ev.Type == lt.EventTurnFailed {
+			failures = append(failures, string(ev.Data))
+		}
+	}
+	require.Contains(t, strings.Join(failures, "\n"), "secret TOKEN does not exist", "the session was refused its secret, and said why")
+	for _, r := range bound.requests() {
+		require.Empty(t, r.Header.Get("Authorization"), "no credential reached the bound host")
+		for _, vs := range r.Header {
+			for _, v := range vs {
+				require.NotContains(t, v, canary)
+				require.NotContains(t, v, decoy)
+			}
+		}
+		require.NotContains(t, r.Body, canary)
+	}
+	secrets, err := srv.api.ListSecrets(ctx, "")
+	require.NoError(t, err)
+	require.Len(t, secrets.Data, 1)
+	require.Equal(t, "alpha", secrets.Data[0].Project, "alpha's secret is untouched")
 }

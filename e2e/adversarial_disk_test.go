@@ -234,7 +234,7 @@ func TestAdversarialDisk_VaultKeyNotInEnviron(t *testing.T) {
 	environ, err = os.ReadFile("/proc/" + strconv.Itoa(srv.cmd.Process.Pid) + "/environ")
 	require.NoError(t, err)
 	require.NotContains(t, string(environ), key)
-	secrets, err := srv.api.ListSecrets(ctx)
+	secrets, err := srv.api.ListSecrets(ctx, "")
 	require.NoError(t, err)
 	require.Len(t, secrets.Data, 1)
 }

@@ -77,4 +77,8 @@ type WebhookDeliveryAttempt struct {
 type ListWebhookDeliveriesParams struct {
 	Cursor string
 	Limit  int
+	// Project keeps to the deliveries of one project's sessions: an
+	// admin's filter ("": every project); a key of one project sees its
+	// own only.
+	Project string
 }

@@ -23,12 +23,16 @@ func (c *cli) agentsCmd() *cobra.Command {
 }
 
 func (c *cli) agentsLsCmd(co *clientOpts) *cobra.Command {
-	var asJSON bool
+	var (
+		asJSON  bool
+		project string
+	)
 	cmd := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List agents, each at its latest version",
 		Example: `  longhaul agents ls
+  longhaul agents ls --project support
   longhaul agents ls --json | jq '.[].name'`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -36,7 +40,7 @@ func (c *cli) agentsLsCmd(co *clientOpts) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			l, err := cl.ListAgents(cmd.Context())
+			l, err := cl.ListAgents(cmd.Context(), project)
 			if err != nil {
 				return err
 			}
@@ -51,19 +55,23 @@ func (c *cli) agentsLsCmd(co *clientOpts) *cobra.Command {
 				_, err := fmt.Fprintln(c.stdout, "No agents. Define one with 'longhaul agents put FILE'.")
 				return err
 			}
-			t := newTable(c.stdout, "NAME", "VERSION", "MODEL", "TOOLS", "CREATED")
+			t := newTable(c.stdout, "PROJECT", "NAME", "VERSION", "MODEL", "TOOLS", "CREATED")
 			for _, a := range agents {
-				t.row(a.Name, fmt.Sprint(a.Version), modelCell(a.Spec.Model), toolsCell(a.Spec.Tools), fmtTime(a.CreatedAt))
+				t.row(a.Project, a.Name, fmt.Sprint(a.Version), modelCell(a.Spec.Model), toolsCell(a.Spec.Tools), fmtTime(a.CreatedAt))
 			}
 			return t.flush()
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array of agents (API objects)")
+	cmd.Flags().StringVar(&project, "project", "", "list only this project's agents (an admin key lists every project's without it)")
 	return cmd
 }
 
 func (c *cli) agentsPutCmd(co *clientOpts) *cobra.Command {
-	var force, asJSON bool
+	var (
+		force, asJSON bool
+		project       string
+	)
 	cmd := &cobra.Command{
 		Use:   "put FILE",
 		Short: "Create an agent, or a new version of it, from a JSON or YAML file",
@@ -77,7 +85,10 @@ spec (the body of POST /v1/agents):
     tools: [{name: shell}]
 
 When the latest version already has this spec, nothing changes (unless
---force). Sessions keep the version they started with.`,
+--force). Sessions keep the version they started with.
+
+The agent belongs to the key's project; an admin key puts it in the
+file's "project" or --project (default: the default project).`,
 		Example: `  longhaul agents put researcher.yaml
   longhaul agents put researcher.json --force`,
 		Args: usageArgs(cobra.ExactArgs(1)),
@@ -89,6 +100,13 @@ When the latest version already has this spec, nothing changes (unless
 			}
 			if req.Name == "" {
 				return doc.errorAt("name", "required")
+			}
+			switch {
+			case project == "":
+			case req.Project == "":
+				req.Project = project
+			case req.Project != project:
+				return usagef("agents put: the file names project %q and --project %q", req.Project, project)
 			}
 			cl, err := c.newClient(cmd, co)
 			if err != nil {
@@ -117,6 +135,7 @@ When the latest version already has this spec, nothing changes (unless
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "create a new version even when the spec is unchanged")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the agent as JSON")
+	cmd.Flags().StringVar(&project, "project", "", "the project of the agent (when the file names none)")
 	return cmd
 }
 

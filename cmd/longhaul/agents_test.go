@@ -30,7 +30,19 @@ spec:
 	require.Equal(t, "writer", agents[0].Name)
 	require.Equal(t, 2, agents[0].Version)
 	out := cliOK(t, "agents", "ls", "--server", s.url)
-	require.Regexp(t, `(?m)^writer +2 +scripted/demo +write_file, finish `, out)
+	require.Regexp(t, `(?m)^default +writer +2 +scripted/demo +write_file, finish `, out)
+
+	// The same name in another project is another agent, at its own
+	// version 1; --project keeps ls to one project.
+	require.Contains(t, cliOK(t, "agents", "put", file, "--project", "support", "--server", s.url), "Agent writer version 1 created.")
+	support := cliJSON[[]lt.Agent](t, "agents", "ls", "--project", "support", "--json", "--server", s.url)
+	require.Len(t, support, 1)
+	require.Equal(t, "support", support[0].Project)
+	require.Equal(t, 1, support[0].Version)
+	require.Len(t, cliJSON[[]lt.Agent](t, "agents", "ls", "--json", "--server", s.url), 2, "every project's")
+	r := cliRun(t, "agents", "put", writeFile(t, "p.yaml", "name: p\nproject: a\nspec: {model: {provider: scripted}}\n"), "--project", "b", "--server", s.url)
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.stderr, `the file names project "a" and --project "b"`)
 
 	// Sessions of a named agent, filtered by agent.
 	cliOK(t, "run", "--agent", "writer", "--server", s.url, "draft it")
@@ -41,7 +53,7 @@ spec:
 
 	// A file without a name, or with a field the API does not know, is
 	// refused before anything is sent.
-	r := cliRun(t, "agents", "put", writeFile(t, "a.yaml", "spec: {model: {provider: scripted}}\n"), "--server", s.url)
+	r = cliRun(t, "agents", "put", writeFile(t, "a.yaml", "spec: {model: {provider: scripted}}\n"), "--server", s.url)
 	require.Equal(t, exitFailure, r.code)
 	require.Contains(t, r.stderr, "a.yaml:1: name: required")
 	r = cliRun(t, "agents", "put", writeFile(t, "b.json", `{"name": "b", "spec": {"modle": {}}}`), "--server", s.url)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,16 +60,20 @@ func loadConfig(path string) (*configFile, error) {
 		return nil, err
 	}
 	cf.doc = doc
-	seen := map[string]int{}
+	// Names are unique per project: the same name in two projects is two
+	// agents.
+	type key struct{ project, name string }
+	seen := map[key]int{}
 	for i, a := range cf.Agents {
 		field := fmt.Sprintf("agents[%d].name", i)
 		if a.Name == "" {
 			return nil, doc.errorAt(field, "required")
 		}
-		if j, dup := seen[a.Name]; dup {
-			return nil, doc.errorAt(field, fmt.Sprintf("agent %q is already defined by agents[%d]", a.Name, j))
+		k := key{cmp.Or(a.Project, lt.DefaultProject), a.Name}
+		if j, dup := seen[k]; dup {
+			return nil, doc.errorAt(field, fmt.Sprintf("agent %q of project %s is already defined by agents[%d]", a.Name, k.project, j))
 		}
-		seen[a.Name] = i
+		seen[k] = i
 		if a.Spec.Model.Provider == "" {
 			// An absent spec decodes to the zero spec; say what is missing
 			// rather than letting the engine call the provider unknown.

@@ -79,7 +79,7 @@ func TestConfigErrorsNameFileLineAndField(t *testing.T) {
 		{
 			name: "duplicate agent", file: "longhaul.yaml",
 			content: "agents:\n  - name: a\n    spec: {model: {provider: scripted}}\n  - name: a\n    spec: {model: {provider: scripted}}\n",
-			want:    `longhaul.yaml:4: agents[1].name: agent "a" is already defined by agents[0]`,
+			want:    `longhaul.yaml:4: agents[1].name: agent "a" of project default is already defined by agents[0]`,
 		},
 		{
 			name: "duplicate key", file: "longhaul.yaml",

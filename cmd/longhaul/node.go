@@ -119,6 +119,8 @@ type node struct {
 
 // agentRegistration reports what start-up did with one configured agent.
 type agentRegistration struct {
+	// name is the agent's name, prefixed with its project ("support/")
+	// outside the default project.
 	name    string
 	version int
 	created bool
@@ -252,7 +254,11 @@ func registerAgents(ctx context.Context, agents agentEnsurer, cf *configFile) ([
 			}
 			return nil, fmt.Errorf("register agent %s from %s: %w", req.Name, cf.doc.name, err)
 		}
-		out = append(out, agentRegistration{name: a.Name, version: a.Version, created: created})
+		name := a.Name
+		if a.Project != lt.DefaultProject {
+			name = a.Project + "/" + a.Name
+		}
+		out = append(out, agentRegistration{name: name, version: a.Version, created: created})
 	}
 	return out, nil
 }

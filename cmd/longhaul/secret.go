@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -29,6 +30,10 @@ and the http_request tool injects each one only into requests to its hosts,
 from outside the sandbox: the agent, its sandbox and its journal never see a
 value, and the API never returns one.
 
+A secret belongs to a project (--project, default "default"), and only the
+sessions of that project can use it; the same name in another project is
+another secret.
+
 Values are encrypted at rest (AES-256-GCM) with the vault key: the
 LONGHAUL_VAULT_KEY environment variable of 'longhaul serve' (base64 of 32
 bytes, e.g. from 'openssl rand -base64 32'), or else the key file, by default
@@ -37,7 +42,8 @@ keep it apart from the database and its backups: whoever has both has the
 secrets, and without the key the secrets must all be set again.`,
 		Example: `  pass show github/token | longhaul secret set GITHUB_TOKEN --host api.github.com --bearer
   longhaul secret ls
-  longhaul secret rm GITHUB_TOKEN`,
+  longhaul secret rm GITHUB_TOKEN
+  longhaul secret set GITHUB_TOKEN --project support --host api.github.com --bearer < support.token`,
 		Args: usageArgs(noSubcommand),
 		RunE: showHelp,
 	}
@@ -53,6 +59,7 @@ type secretSetOpts struct {
 	bearer    bool
 	basicUser string
 	fromEnv   string
+	project   string
 	json      bool
 }
 
@@ -97,6 +104,7 @@ Authorization (e.g. Proxy-Authorization).`,
 	fs.StringVar(&o.header, "header", "", "header to inject the value into (with --bearer or --basic-user: instead of Authorization)")
 	fs.StringVar(&o.format, "format", "", "with --header: the header value, {value} standing for the secret (default \"{value}\")")
 	fs.StringVar(&o.fromEnv, "from-env", "", "read the value from this environment variable instead of standard input")
+	fs.StringVar(&o.project, "project", "", "the project whose sessions may use the secret (default: the default project)")
 	fs.BoolVar(&o.json, "json", false, "print the secret's metadata as JSON (the API object)")
 	return cmd
 }
@@ -117,7 +125,7 @@ func (c *cli) secretSet(cmd *cobra.Command, o *secretSetOpts, name string) error
 	if err != nil {
 		return err
 	}
-	s, created, err := cl.PutSecret(cmd.Context(), name, &lt.PutSecretRequest{Value: value, Hosts: o.hosts, Inject: inject})
+	s, created, err := cl.PutSecret(cmd.Context(), name, &lt.PutSecretRequest{Value: value, Hosts: o.hosts, Inject: inject, Project: o.project})
 	if err != nil {
 		return err
 	}
@@ -128,7 +136,7 @@ func (c *cli) secretSet(cmd *cobra.Command, o *secretSetOpts, name string) error
 	if created {
 		verb = "created"
 	}
-	_, err = fmt.Fprintf(c.stdout, "Secret %s %s: sent as %s to %s.\n", s.Name, verb, injectionText(s.Inject), strings.Join(s.Hosts, ", "))
+	_, err = fmt.Fprintf(c.stdout, "Secret %s %s in project %s: sent as %s to %s.\n", s.Name, verb, s.Project, injectionText(s.Inject), strings.Join(s.Hosts, ", "))
 	return err
 }
 
@@ -205,8 +213,9 @@ func injectionText(inj lt.SecretInjection) string {
 }
 
 type secretLsOpts struct {
-	client *clientOpts
-	json   bool
+	client  *clientOpts
+	project string
+	json    bool
 }
 
 func (c *cli) secretLsCmd() *cobra.Command {
@@ -216,12 +225,14 @@ func (c *cli) secretLsCmd() *cobra.Command {
 		Aliases: []string{"list"},
 		Short:   "List the vault's secrets: names, hosts and injection, never values",
 		Example: `  longhaul secret ls
+  longhaul secret ls --project support
   longhaul secret ls --json | jq -r '.[].name'`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return c.secretLs(cmd, o) },
 	}
 	o.client = clientFlags(cmd)
 	cmd.Flags().BoolVar(&o.json, "json", false, "print a JSON array of secrets (API objects, without values)")
+	cmd.Flags().StringVar(&o.project, "project", "", "list only this project's secrets (default: every project's)")
 	return cmd
 }
 
@@ -230,7 +241,7 @@ func (c *cli) secretLs(cmd *cobra.Command, o *secretLsOpts) error {
 	if err != nil {
 		return err
 	}
-	l, err := cl.ListSecrets(cmd.Context())
+	l, err := cl.ListSecrets(cmd.Context(), o.project)
 	if err != nil {
 		return err
 	}
@@ -245,15 +256,16 @@ func (c *cli) secretLs(cmd *cobra.Command, o *secretLsOpts) error {
 		_, err := fmt.Fprintln(c.stdout, "No secrets. Add one with 'longhaul secret set NAME --host HOST --bearer < file'.")
 		return err
 	}
-	t := newTable(c.stdout, "NAME", "HOSTS", "INJECTED AS", "UPDATED")
+	t := newTable(c.stdout, "PROJECT", "NAME", "HOSTS", "INJECTED AS", "UPDATED")
 	for _, s := range secrets {
-		t.row(s.Name, strings.Join(s.Hosts, ", "), injectionText(s.Inject), fmtTime(s.UpdatedAt))
+		t.row(s.Project, s.Name, strings.Join(s.Hosts, ", "), injectionText(s.Inject), fmtTime(s.UpdatedAt))
 	}
 	return t.flush()
 }
 
 type secretRmOpts struct {
-	client *clientOpts
+	client  *clientOpts
+	project string
 }
 
 func (c *cli) secretRmCmd() *cobra.Command {
@@ -264,11 +276,13 @@ func (c *cli) secretRmCmd() *cobra.Command {
 		Short:   "Delete a secret from the vault",
 		Long: `Delete a secret from the vault. From then on no request carries it, and
 agents that name it in environment.secrets cannot use it until it is set again.`,
-		Example: `  longhaul secret rm GITHUB_TOKEN`,
-		Args:    usageArgs(cobra.ExactArgs(1)),
-		RunE:    func(cmd *cobra.Command, args []string) error { return c.secretRm(cmd, o, args[0]) },
+		Example: `  longhaul secret rm GITHUB_TOKEN
+  longhaul secret rm GITHUB_TOKEN --project support`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error { return c.secretRm(cmd, o, args[0]) },
 	}
 	o.client = clientFlags(cmd)
+	cmd.Flags().StringVar(&o.project, "project", "", "the project of the secret (default: the default project)")
 	return cmd
 }
 
@@ -277,9 +291,9 @@ func (c *cli) secretRm(cmd *cobra.Command, o *secretRmOpts, name string) error {
 	if err != nil {
 		return err
 	}
-	if err := cl.DeleteSecret(cmd.Context(), name); err != nil {
+	if err := cl.DeleteSecret(cmd.Context(), o.project, name); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(c.stdout, "Secret %s deleted.\n", name)
+	_, err = fmt.Fprintf(c.stdout, "Secret %s deleted from project %s.\n", name, cmp.Or(o.project, lt.DefaultProject))
 	return err
 }

@@ -57,25 +57,41 @@ func TestSecretCommands(t *testing.T) {
 
 	// From standard input, its trailing line break dropped.
 	out := ok(cliCanary+"\n", nil, "secret", "set", "GITHUB_TOKEN", "--host", "api.github.com", "--host", "*.githubusercontent.com", "--bearer")
-	require.Equal(t, "Secret GITHUB_TOKEN created: sent as Authorization: Bearer VALUE to api.github.com, *.githubusercontent.com.\n", out)
+	require.Equal(t, "Secret GITHUB_TOKEN created in project default: sent as Authorization: Bearer VALUE to api.github.com, *.githubusercontent.com.\n", out)
 	// From the environment; replacing says so.
 	out = ok("", map[string]string{"TOKEN_VAR": cliCanary}, "secret", "set", "GITHUB_TOKEN", "--host", "api.github.com",
 		"--header", "Authorization", "--format", "token {value}", "--from-env", "TOKEN_VAR")
-	require.Equal(t, "Secret GITHUB_TOKEN replaced: sent as Authorization: token VALUE to api.github.com.\n", out)
+	require.Equal(t, "Secret GITHUB_TOKEN replaced in project default: sent as Authorization: token VALUE to api.github.com.\n", out)
 	out = ok("registry-password\r\n", nil, "secret", "set", "REGISTRY_PASSWORD", "--host", "registry.example.com", "--basic-user", "ci", "--json")
 	meta := decodeStrict[lt.Secret](t, out)
 	require.Equal(t, lt.SecretInjection{Header: "Authorization", Basic: &lt.SecretBasicAuth{Username: "ci"}}, meta.Inject)
 
 	out = ok("", nil, "secret", "ls")
 	require.Contains(t, out, "NAME")
-	require.Contains(t, out, "GITHUB_TOKEN       api.github.com        Authorization: token VALUE")
-	require.Contains(t, out, "REGISTRY_PASSWORD  registry.example.com  Authorization: Basic base64(ci:VALUE)")
+	require.Contains(t, out, "default  GITHUB_TOKEN       api.github.com        Authorization: token VALUE")
+	require.Contains(t, out, "default  REGISTRY_PASSWORD  registry.example.com  Authorization: Basic base64(ci:VALUE)")
 	list := decodeStrict[[]lt.Secret](t, ok("", nil, "secrets", "list", "--json"))
 	require.Len(t, list, 2)
 	require.Equal(t, "GITHUB_TOKEN", list[0].Name)
 
+	// The same name in another project is another secret; --project
+	// keeps ls and rm to one project.
+	out = ok("support-token-value\n", nil, "secret", "set", "GITHUB_TOKEN", "--host", "api.github.com", "--bearer", "--project", "support")
+	require.Equal(t, "Secret GITHUB_TOKEN created in project support: sent as Authorization: Bearer VALUE to api.github.com.\n", out)
+	support := decodeStrict[[]lt.Secret](t, ok("", nil, "secret", "ls", "--project", "support", "--json"))
+	require.Len(t, support, 1)
+	require.Equal(t, "support", support[0].Project)
+	require.Len(t, decodeStrict[[]lt.Secret](t, ok("", nil, "secret", "ls", "--json")), 3, "every project's")
+	require.Equal(t, "Secret GITHUB_TOKEN deleted from project support.\n", ok("", nil, "secret", "rm", "GITHUB_TOKEN", "--project", "support"))
+	r := run("", nil, "secret", "rm", "GITHUB_TOKEN", "--project", "support")
+	require.Equal(t, exitFailure, r.code)
+	require.Contains(t, r.stderr, "code:    not_found (HTTP 404)")
+	r = run("", nil, "secret", "ls", "--project", "Not A Project")
+	require.Equal(t, exitFailure, r.code)
+	require.Contains(t, r.stderr, "field:   project")
+
 	// The server's refusal names the field.
-	r := run(cliCanary, nil, "secret", "set", "BAD", "--host", "https://api.example.com/", "--bearer")
+	r = run(cliCanary, nil, "secret", "set", "BAD", "--host", "https://api.example.com/", "--bearer")
 	require.Equal(t, exitFailure, r.code)
 	require.Contains(t, r.stderr, "field:   hosts[0]")
 	r = run(cliCanary, nil, "secret", "set", "lower", "--host", "api.example.com", "--bearer")
@@ -85,7 +101,7 @@ func TestSecretCommands(t *testing.T) {
 	require.Equal(t, exitFailure, r.code)
 	require.Contains(t, r.stderr, "field:   value")
 
-	require.Equal(t, "Secret GITHUB_TOKEN deleted.\n", ok("", nil, "secret", "rm", "GITHUB_TOKEN"))
+	require.Equal(t, "Secret GITHUB_TOKEN deleted from project default.\n", ok("", nil, "secret", "rm", "GITHUB_TOKEN"))
 	r = run("", nil, "secret", "rm", "GITHUB_TOKEN")
 	require.Equal(t, exitFailure, r.code)
 	require.Contains(t, r.stderr, "code:    not_found (HTTP 404)")

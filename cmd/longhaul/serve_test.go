@@ -123,6 +123,27 @@ func TestServeRegistersConfiguredAgentsOnlyWhenChanged(t *testing.T) {
 	require.NoError(t, n.stop())
 }
 
+// TestServeRegistersAgentsPerProject: an agent of the config file names
+// its project (default: the default project); the same name in two
+// projects is two agents, each at its version 1.
+func TestServeRegistersAgentsPerProject(t *testing.T) {
+	t.Parallel()
+	cfg := writeFile(t, "longhaul.yaml", goodConfig+`  - name: researcher
+    project: support
+    spec:
+      model: {provider: scripted, script: [{text: "Supported."}]}
+`)
+	n := startServe(t, noEnv, "--data", t.TempDir(), "--config", cfg)
+	require.Contains(t, n.stdout.String(), "researcher v1 (registered), support/researcher v1 (registered), from "+cfg)
+	agents := cliJSON[[]lt.Agent](t, "agents", "ls", "--json", "--server", n.url)
+	require.Len(t, agents, 2)
+	require.Equal(t, []string{lt.DefaultProject, "support"}, []string{agents[0].Project, agents[1].Project})
+	support := cliJSON[[]lt.Agent](t, "agents", "ls", "--project", "support", "--json", "--server", n.url)
+	require.Len(t, support, 1)
+	require.Contains(t, string(support[0].Spec.Model.Script), "Supported.")
+	require.NoError(t, n.stop())
+}
+
 func TestServeRefusesBadConfig(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct{ name, content, want string }{
@@ -140,6 +161,11 @@ func TestServeRefusesBadConfig(t *testing.T) {
 			name:    "bad agent name",
 			content: "agents:\n  - name: Not A Name\n    spec: {model: {provider: scripted}}\n",
 			want:    `:2: agents[0].name: must match`,
+		},
+		{
+			name:    "bad project",
+			content: "agents:\n  - name: a\n    project: Not A Project\n    spec: {model: {provider: scripted}}\n",
+			want:    `:3: agents[0].project: project must be 1 to 63 lowercase letters`,
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -154,3 +154,14 @@ func visibleStream[T any](ctx context.Context, a *App, id string, stream iter.Se
 		stream(yield)
 	}
 }
+
+// visibleProject is the project whose agents, secrets or webhook endpoints
+// a request by id or name may reach: "" (every project) for an admin, the
+// caller's own otherwise; another project's answers 404, as one that does
+// not exist.
+func visibleProject(ctx context.Context) string {
+	if s := scopeOf(ctx); !s.all {
+		return s.project
+	}
+	return ""
+}

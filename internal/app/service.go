@@ -112,14 +112,21 @@ type Service interface {
 	// EnsureAgent creates the agent, or adds a version only when req's
 	// spec differs from the latest version's; it reports whether it wrote.
 	EnsureAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Agent, bool, error)
-	ListAgents(ctx context.Context) (*lt.List[lt.Agent], error)
-	GetAgent(ctx context.Context, name string, version int) (*lt.Agent, error)
+	// ListAgents lists the latest version of the agents of project (a
+	// key of one project: its own; an admin: "" for every project).
+	ListAgents(ctx context.Context, project string) (*lt.List[lt.Agent], error)
+	// GetAgent returns a version (0: the latest) of the agent name of
+	// project (a key of one project: its own; an admin: "" for the
+	// default project).
+	GetAgent(ctx context.Context, project, name string, version int) (*lt.Agent, error)
 
-	// The vault (never a secret's value).
+	// The vault (never a secret's value). A secret belongs to one project
+	// (req.Project; project: "" for the default project, or for every
+	// project in a list), and only that project's sessions may use it.
 
 	PutSecret(ctx context.Context, name string, req *lt.PutSecretRequest) (*lt.Secret, bool, error)
-	ListSecrets(ctx context.Context) (*lt.List[lt.Secret], error)
-	DeleteSecret(ctx context.Context, name string) error
+	ListSecrets(ctx context.Context, project string) (*lt.List[lt.Secret], error)
+	DeleteSecret(ctx context.Context, project, name string) error
 
 	// API keys (admin only). CreateKey's answer is the only place the
 	// token appears; RevokeKey holds at once on every node (the key is
@@ -129,10 +136,11 @@ type Service interface {
 	ListKeys(ctx context.Context) (*lt.List[lt.APIKey], error)
 	RevokeKey(ctx context.Context, id string) error
 
-	// Outgoing webhooks.
+	// Outgoing webhooks. An endpoint belongs to one project and hears of
+	// that project's sessions only; project in a list as ListAgents'.
 
 	CreateWebhookEndpoint(ctx context.Context, req *lt.CreateWebhookEndpointRequest) (*lt.WebhookEndpoint, error)
-	ListWebhookEndpoints(ctx context.Context) (*lt.List[lt.WebhookEndpoint], error)
+	ListWebhookEndpoints(ctx context.Context, project string) (*lt.List[lt.WebhookEndpoint], error)
 	DeleteWebhookEndpoint(ctx context.Context, id string) error
 	ListWebhookDeliveries(ctx context.Context, p lt.ListWebhookDeliveriesParams) (*lt.List[lt.WebhookDelivery], error)
 

@@ -7,35 +7,53 @@ import (
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
-// CreateWebhookEndpoint implements Service.
+// CreateWebhookEndpoint implements Service: the endpoint is in the
+// caller's project (an admin's: req.Project, default lt.DefaultProject)
+// and hears of that project's sessions only.
 func (a *App) CreateWebhookEndpoint(ctx context.Context, req *lt.CreateWebhookEndpointRequest) (*lt.WebhookEndpoint, error) {
 	if err := Allow(ctx, "CreateWebhookEndpoint"); err != nil {
 		return nil, err
 	}
+	if req != nil {
+		project, err := creationProject(ctx, req.Project)
+		if err != nil {
+			return nil, err
+		}
+		in := *req
+		in.Project = project
+		req = &in
+	}
 	return a.webhooks.CreateWebhookEndpoint(ctx, req)
 }
 
-// ListWebhookEndpoints implements Service.
-func (a *App) ListWebhookEndpoints(ctx context.Context) (*lt.List[lt.WebhookEndpoint], error) {
+// ListWebhookEndpoints implements Service: the caller's project's
+// endpoints (an admin's: project's, or every project's for "").
+func (a *App) ListWebhookEndpoints(ctx context.Context, project string) (*lt.List[lt.WebhookEndpoint], error) {
 	if err := Allow(ctx, "ListWebhookEndpoints"); err != nil {
 		return nil, err
 	}
-	eps, err := a.webhooks.ListWebhookEndpoints(ctx)
+	project, err := listProject(ctx, project)
+	if err != nil {
+		return nil, err
+	}
+	eps, err := a.webhooks.ListWebhookEndpoints(ctx, project)
 	if err != nil {
 		return nil, err
 	}
 	return list(eps), nil
 }
 
-// DeleteWebhookEndpoint implements Service.
+// DeleteWebhookEndpoint implements Service: another project's endpoint
+// is not found.
 func (a *App) DeleteWebhookEndpoint(ctx context.Context, id string) error {
 	if err := Allow(ctx, "DeleteWebhookEndpoint"); err != nil {
 		return err
 	}
-	return a.webhooks.DeleteWebhookEndpoint(ctx, id)
+	return a.webhooks.DeleteWebhookEndpoint(ctx, visibleProject(ctx), id)
 }
 
-// ListWebhookDeliveries implements Service.
+// ListWebhookDeliveries implements Service: the deliveries of the caller's
+// project's sessions (an admin's: p.Project's, or every project's).
 func (a *App) ListWebhookDeliveries(ctx context.Context, p lt.ListWebhookDeliveriesParams) (*lt.List[lt.WebhookDelivery], error) {
 	if err := Allow(ctx, "ListWebhookDeliveries"); err != nil {
 		return nil, err
@@ -46,5 +64,9 @@ func (a *App) ListWebhookDeliveries(ctx context.Context, p lt.ListWebhookDeliver
 	if p.Limit == 0 {
 		p.Limit = DefaultListLimit
 	}
-	return a.webhooks.ListWebhookDeliveries(ctx, p.Cursor, p.Limit)
+	project, err := listProject(ctx, p.Project)
+	if err != nil {
+		return nil, err
+	}
+	return a.webhooks.ListWebhookDeliveries(ctx, project, p.Cursor, p.Limit)
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,9 +21,10 @@ var agentName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 // inlineAgent is the agent name of sessions created with an inline spec.
 const inlineAgent = "inline"
 
-// validateSpec checks an agent definition; errors name the field under prefix
-// (e.g. "agent_spec.tools[2].parameters").
-func (e *Engine) validateSpec(ctx context.Context, spec *lt.AgentSpec, prefix string) error {
+// validateSpec checks an agent definition of project (the secrets it names
+// must be that project's); errors name the field under prefix (e.g.
+// "agent_spec.tools[2].parameters").
+func (e *Engine) validateSpec(ctx context.Context, project string, spec *lt.AgentSpec, prefix string) error {
 	p, ok := e.cfg.Providers[spec.Model.Provider]
 	switch {
 	case spec.Model.Provider == "":
@@ -39,10 +41,10 @@ func (e *Engine) validateSpec(ctx context.Context, spec *lt.AgentSpec, prefix st
 			return apierror.Invalid(prefix+".model", "%s", err.Error())
 		}
 	}
-	if err := e.validateEnvironment(ctx, spec.Environment, prefix+".environment"); err != nil {
+	if err := e.validateEnvironment(ctx, project, spec.Environment, prefix+".environment"); err != nil {
 		return err
 	}
-	if err := e.validateModelAccess(ctx, spec.Model, prefix+".model"); err != nil {
+	if err := e.validateModelAccess(ctx, project, spec.Model, prefix+".model"); err != nil {
 		return err
 	}
 	if c := spec.Compaction; c != nil && (c.Threshold < 0 || c.Threshold >= 1) {
@@ -98,7 +100,7 @@ func (e *Engine) validateSpec(ctx context.Context, spec *lt.AgentSpec, prefix st
 				}
 			}
 		case "mcp":
-			if err := e.validateMCP(ctx, &t, f); err != nil {
+			if err := e.validateMCP(ctx, project, &t, f); err != nil {
 				return err
 			}
 		default:
@@ -195,15 +197,17 @@ func validateBudget(b lt.Budget, prefix string) error {
 	return nil
 }
 
-// PutAgent creates an agent or adds a version of it.
+// PutAgent creates an agent of req.Project ("": the default project) or
+// adds a version of it.
 func (e *Engine) PutAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Agent, error) {
+	project := cmp.Or(req.Project, lt.DefaultProject)
 	if !agentName.MatchString(req.Name) {
 		return nil, apierror.Invalid("name", "must match %s", agentName)
 	}
 	if req.Name == inlineAgent {
 		return nil, apierror.Invalid("name", "%q is reserved for sessions created with an inline agent_spec", inlineAgent)
 	}
-	if err := e.validateSpec(ctx, &req.Spec, "spec"); err != nil {
+	if err := e.validateSpec(ctx, project, &req.Spec, "spec"); err != nil {
 		return nil, err
 	}
 	raw, err := json.Marshal(req.Spec)
@@ -212,14 +216,14 @@ func (e *Engine) PutAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Age
 	}
 	for {
 		version := 1
-		latest, err := e.store.AgentGet(ctx, req.Name, 0)
+		latest, err := e.store.AgentGet(ctx, project, req.Name, 0)
 		switch {
 		case err == nil:
 			version = latest.Version + 1
 		case !errors.Is(err, store.ErrNotFound):
 			return nil, err
 		}
-		row, err := e.store.AgentInsert(ctx, &store.AgentInsertParams{Name: req.Name, Version: version, Spec: raw, CreatedAt: e.clock.Now()})
+		row, err := e.store.AgentInsert(ctx, &store.AgentInsertParams{Project: project, Name: req.Name, Version: version, Spec: raw, CreatedAt: e.clock.Now()})
 		if errors.Is(err, store.ErrConflict) {
 			continue // another writer took this version: take the next
 		}
@@ -230,9 +234,10 @@ func (e *Engine) PutAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Age
 	}
 }
 
-// ListAgents returns the latest version of every agent.
-func (e *Engine) ListAgents(ctx context.Context) ([]lt.Agent, error) {
-	rows, err := e.store.AgentList(ctx)
+// ListAgents returns the latest version of every agent of project ("": of
+// every project).
+func (e *Engine) ListAgents(ctx context.Context, project string) ([]lt.Agent, error) {
+	rows, err := e.store.AgentList(ctx, project)
 	if err != nil {
 		return nil, err
 	}
@@ -247,11 +252,14 @@ func (e *Engine) ListAgents(ctx context.Context) ([]lt.Agent, error) {
 	return out, nil
 }
 
-// GetAgent returns one version of an agent (0: the latest).
-func (e *Engine) GetAgent(ctx context.Context, name string, version int) (*lt.Agent, error) {
-	row, err := e.store.AgentGet(ctx, name, version)
+// GetAgent returns one version of the agent name of project ("": the
+// default project; version 0: the latest). An agent of another project is
+// not found.
+func (e *Engine) GetAgent(ctx context.Context, project, name string, version int) (*lt.Agent, error) {
+	project = cmp.Or(project, lt.DefaultProject)
+	row, err := e.store.AgentGet(ctx, project, name, version)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, apierror.NotFound("agent %q not found", name)
+		return nil, apierror.NotFound("agent %q not found in project %s", name, project)
 	}
 	if err != nil {
 		return nil, err
@@ -260,7 +268,7 @@ func (e *Engine) GetAgent(ctx context.Context, name string, version int) (*lt.Ag
 }
 
 func agentView(r *store.AgentRow) (*lt.Agent, error) {
-	a := &lt.Agent{Name: r.Name, Version: r.Version, CreatedAt: r.CreatedAt}
+	a := &lt.Agent{Project: r.Project, Name: r.Name, Version: r.Version, CreatedAt: r.CreatedAt}
 	if err := json.Unmarshal(r.Spec, &a.Spec); err != nil {
 		return nil, fmt.Errorf("decode agent %s v%d: %w", r.Name, r.Version, err)
 	}

@@ -19,24 +19,28 @@ import (
 
 // Vault is where agents' environment.secrets resolve (internal/vault
 // implements it). Values never leave the server but in requests to the
-// hosts a secret is bound to.
+// hosts a secret is bound to. Every lookup is in one project ("": the
+// default): an agent's secrets are those of its project when it is
+// defined, a session's those of the session's project when it runs, and a
+// name only another project has is unknown.
 type Vault interface {
-	// Source returns the credentials of the named secrets, by host; an
-	// unknown name is an error naming it.
-	Source(ctx context.Context, names []string) (tool.SecretSource, error)
-	// Require checks that the named secrets exist (without decrypting);
-	// the first unknown one is an error naming it.
-	Require(ctx context.Context, names []string) error
-	// CheckBound checks, without decrypting, that a secret exists and
-	// that dest (host:port) is one of its hosts (a model's
+	// Source returns the credentials of the named secrets of project, by
+	// host; an unknown name is an error naming it.
+	Source(ctx context.Context, project string, names []string) (tool.SecretSource, error)
+	// Require checks that the named secrets exist in project (without
+	// decrypting); the first unknown one is an error naming it.
+	Require(ctx context.Context, project string, names []string) error
+	// CheckBound checks, without decrypting, that a secret exists in
+	// project and that dest (host:port) is one of its hosts (a model's
 	// api_key_secret); errors as ValueFor's.
-	CheckBound(ctx context.Context, name, dest string) error
-	// ValueFor returns a secret's value for a request to dest (host:port)
-	// only if dest is one of its hosts now: an unknown name is an error
-	// with an UnknownSecret() method, an unbound destination one with a
-	// NotBound() method.
-	ValueFor(ctx context.Context, name, dest string) (string, error)
-	// Redactor returns the redactor of every secret's value (cached until
+	CheckBound(ctx context.Context, project, name, dest string) error
+	// ValueFor returns the value of a secret of project for a request to
+	// dest (host:port) only if dest is one of its hosts now: an unknown
+	// name is an error with an UnknownSecret() method, an unbound
+	// destination one with a NotBound() method.
+	ValueFor(ctx context.Context, project, name, dest string) (string, error)
+	// Redactor returns the redactor of every secret's value, of every
+	// project (cached until
 	// Invalidate).
 	Redactor(ctx context.Context) (*redact.Redactor, error)
 	// Invalidate drops what the vault cached, after its secrets changed.
@@ -73,7 +77,7 @@ func sandboxLimits(env *lt.Environment) sandbox.Limits {
 	return sandbox.Limits{DiskBytes: int64(env.DiskMB) << 20}
 }
 
-func (e *Engine) validateEnvironment(ctx context.Context, env *lt.Environment, prefix string) error {
+func (e *Engine) validateEnvironment(ctx context.Context, project string, env *lt.Environment, prefix string) error {
 	if env == nil {
 		return nil
 	}
@@ -98,7 +102,7 @@ func (e *Engine) validateEnvironment(ctx context.Context, env *lt.Environment, p
 		if e.cfg.Vault == nil {
 			return apierror.Invalid(f, "this server has no vault")
 		}
-		if err := e.cfg.Vault.Require(ctx, []string{name}); err != nil {
+		if err := e.cfg.Vault.Require(ctx, project, []string{name}); err != nil {
 			var unknown interface{ UnknownSecret() string }
 			if errors.As(err, &unknown) {
 				return apierror.Invalid(f, "%v", err)
@@ -190,7 +194,7 @@ func (r *runner) setupEnvironment(ctx context.Context) error {
 		if r.e.cfg.Vault == nil {
 			return fmt.Errorf("the agent names secrets but this server has no vault")
 		}
-		src, err := r.e.cfg.Vault.Source(ctx, spec.Secrets)
+		src, err := r.e.cfg.Vault.Source(ctx, r.project, spec.Secrets)
 		if err != nil {
 			return fmt.Errorf("secrets: %w", err)
 		}

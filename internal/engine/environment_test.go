@@ -23,6 +23,7 @@ import (
 )
 
 // fakeVault holds secrets bound to hosts, as the real vault does.
+// Its secrets are the default project's: another project has none.
 type fakeVault struct {
 	secrets map[string]struct{ value, host string }
 }
@@ -32,9 +33,9 @@ type unknownSecret string
 func (u unknownSecret) Error() string         { return "secret " + string(u) + " does not exist" }
 func (u unknownSecret) UnknownSecret() string { return string(u) }
 
-func (v *fakeVault) Require(_ context.Context, names []string) error {
+func (v *fakeVault) Require(_ context.Context, project string, names []string) error {
 	for _, n := range names {
-		if _, ok := v.secrets[n]; !ok {
+		if _, ok := v.secrets[n]; !ok || (project != "" && project != lt.DefaultProject) {
 			return unknownSecret(n)
 		}
 	}
@@ -56,8 +57,8 @@ type notBound string
 func (n notBound) Error() string    { return "secret " + string(n) + " is not bound to that host" }
 func (n notBound) NotBound() string { return string(n) }
 
-func (v *fakeVault) CheckBound(ctx context.Context, name, dest string) error {
-	if err := v.Require(ctx, []string{name}); err != nil {
+func (v *fakeVault) CheckBound(ctx context.Context, project, name, dest string) error {
+	if err := v.Require(ctx, project, []string{name}); err != nil {
 		return err
 	}
 	if !vault.HostMatches([]string{v.secrets[name].host}, dest) {
@@ -66,15 +67,15 @@ func (v *fakeVault) CheckBound(ctx context.Context, name, dest string) error {
 	return nil
 }
 
-func (v *fakeVault) ValueFor(ctx context.Context, name, dest string) (string, error) {
-	if err := v.CheckBound(ctx, name, dest); err != nil {
+func (v *fakeVault) ValueFor(ctx context.Context, project, name, dest string) (string, error) {
+	if err := v.CheckBound(ctx, project, name, dest); err != nil {
 		return "", err
 	}
 	return v.secrets[name].value, nil
 }
 
-func (v *fakeVault) Source(ctx context.Context, names []string) (tool.SecretSource, error) {
-	if err := v.Require(ctx, names); err != nil {
+func (v *fakeVault) Source(ctx context.Context, project string, names []string) (tool.SecretSource, error) {
+	if err := v.Require(ctx, project, names); err != nil {
 		return nil, err
 	}
 	src := sourceFunc(func(host string) []tool.Credential {

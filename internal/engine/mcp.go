@@ -407,7 +407,7 @@ func (r *runner) newMCPManager(ctx context.Context, env *environment) (*mcp.Mana
 				if r.e.cfg.Vault == nil {
 					return nil, fmt.Errorf("MCP server %s: headers_secret: this server has no vault", s.Name)
 				}
-				src, err := r.e.cfg.Vault.Source(ctx, []string{s.HeadersSecret})
+				src, err := r.e.cfg.Vault.Source(ctx, r.project, []string{s.HeadersSecret})
 				if err != nil {
 					return nil, fmt.Errorf("MCP server %s: headers_secret: %w", s.Name, err)
 				}
@@ -458,7 +458,7 @@ func mcpOnlyField(t *lt.ToolSpec) string {
 
 // validateMCP checks an MCP server's tools entry; errors name the field
 // under f ("agent_spec.tools[2]").
-func (e *Engine) validateMCP(ctx context.Context, t *lt.ToolSpec, f string) error {
+func (e *Engine) validateMCP(ctx context.Context, project string, t *lt.ToolSpec, f string) error {
 	if ok, why := mcp.ValidServerName(t.Name); !ok {
 		return apierror.Invalid(f+".name", "%s", why)
 	}
@@ -517,7 +517,7 @@ func (e *Engine) validateMCP(ctx context.Context, t *lt.ToolSpec, f string) erro
 			if e.cfg.Vault == nil {
 				return apierror.Invalid(hf, "this server has no vault")
 			}
-			if err := e.cfg.Vault.Require(ctx, []string{name}); err != nil {
+			if err := e.cfg.Vault.Require(ctx, project, []string{name}); err != nil {
 				var unknown interface{ UnknownSecret() string }
 				if errors.As(err, &unknown) {
 					return apierror.Invalid(hf, "%v", err)

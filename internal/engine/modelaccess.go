@@ -143,7 +143,7 @@ const notAllowedEnv = "names no environment variable this server allows for mode
 // validateModelAccess checks where the model's calls and its key go (see
 // the top of this file); errors name the field under prefix
 // ("agent_spec.model").
-func (e *Engine) validateModelAccess(ctx context.Context, m lt.ModelSpec, prefix string) error {
+func (e *Engine) validateModelAccess(ctx context.Context, project string, m lt.ModelSpec, prefix string) error {
 	target, hasTarget := e.modelTarget(m)
 	if m.BaseURL != "" && hasTarget {
 		if reason := e.cfg.ControlPlane.Check(ctx, target.host, target.port); reason != "" {
@@ -161,7 +161,7 @@ func (e *Engine) validateModelAccess(ctx context.Context, m lt.ModelSpec, prefix
 		if !hasTarget {
 			return apierror.Invalid(field, "a key goes only to its secret's hosts, and provider %s names no host without base_url", m.Provider)
 		}
-		if err := e.cfg.Vault.CheckBound(ctx, m.APIKeySecret, target.dest()); err != nil {
+		if err := e.cfg.Vault.CheckBound(ctx, project, m.APIKeySecret, target.dest()); err != nil {
 			if msg, ok := secretRefusal(err); ok {
 				return apierror.Invalid(field, "%s", msg)
 			}
@@ -238,7 +238,7 @@ func (r *runner) modelAccess(ctx context.Context) (string, error) {
 		if why := target.cleartext(); why != "" {
 			return refuse("base_url: %s", why)
 		}
-		v, err := r.e.cfg.Vault.ValueFor(ctx, m.APIKeySecret, target.dest())
+		v, err := r.e.cfg.Vault.ValueFor(ctx, r.project, m.APIKeySecret, target.dest())
 		if err != nil {
 			if msg, ok := secretRefusal(err); ok {
 				return refuse("api_key_secret: %s", msg)

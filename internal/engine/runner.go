@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,8 +19,11 @@ import (
 // turn) may land between its appends and are merged by re-applying its
 // pending events on the newer state.
 type runner struct {
-	e          *Engine
-	lease      store.Lease
+	e     *Engine
+	lease store.Lease
+	// project is the session's project: its agents and secrets resolve
+	// there, and only there.
+	project    string
 	st         *journal.State // includes the pending batch
 	b          *batch         // events not yet durable
 	durableSeq int64
@@ -48,7 +52,9 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{e: e, lease: l, st: st, durableSeq: row.LastSeq, tree: newTreeLedger(st)}
+	// A session stored before projects existed has none: the default
+	// project, as the migration puts them in.
+	r := &runner{e: e, lease: l, project: cmp.Or(row.Project, lt.DefaultProject), st: st, durableSeq: row.LastSeq, tree: newTreeLedger(st)}
 	r.b = e.newBatch(ctx, st, e.cfg.NodeID)
 	if err := json.Unmarshal(row.Spec, &r.spec); err != nil {
 		return nil, fmt.Errorf("decode agent spec: %w", err)

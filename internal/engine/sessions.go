@@ -131,12 +131,14 @@ func (e *Engine) resolveAgent(ctx context.Context, req *lt.CreateSessionRequest)
 	case req.Agent != "" && req.AgentSpec != nil:
 		return nil, lt.AgentRef{}, apierror.Invalid("agent_spec", "give either agent or agent_spec, not both")
 	case req.AgentSpec != nil:
-		if err := e.validateSpec(ctx, req.AgentSpec, "agent_spec"); err != nil {
+		if err := e.validateSpec(ctx, req.Project, req.AgentSpec, "agent_spec"); err != nil {
 			return nil, lt.AgentRef{}, err
 		}
 		return req.AgentSpec, lt.AgentRef{Name: inlineAgent, Version: 1}, nil
 	case req.Agent != "":
-		a, err := e.GetAgent(ctx, req.Agent, 0)
+		// The session's project's agent: the same name in another
+		// project is another agent.
+		a, err := e.GetAgent(ctx, req.Project, req.Agent, 0)
 		if err != nil {
 			var ae *apierror.Error
 			if errors.As(err, &ae) && ae.Code == lt.CodeNotFound {

@@ -193,7 +193,7 @@ func (r *runner) childSpec(ctx context.Context, args *spawnArgs) (*lt.AgentSpec,
 	var ref lt.AgentRef
 	switch {
 	case args.Agent != "":
-		a, err := r.e.GetAgent(ctx, args.Agent, 0)
+		a, err := r.e.GetAgent(ctx, r.project, args.Agent, 0)
 		if err != nil {
 			var ae *apierror.Error
 			if errors.As(err, &ae) && ae.Code == lt.CodeNotFound {
@@ -221,7 +221,7 @@ func (r *runner) childSpec(ctx context.Context, args *spawnArgs) (*lt.AgentSpec,
 		return nil, ref, err
 	}
 	if args.AgentSpec != nil {
-		if err := r.e.validateSpec(ctx, spec, "agent_spec"); err != nil {
+		if err := r.e.validateSpec(ctx, r.project, spec, "agent_spec"); err != nil {
 			return nil, ref, err
 		}
 	}

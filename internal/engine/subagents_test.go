@@ -259,6 +259,38 @@ func TestSubagentToolErrors(t *testing.T) {
 	require.Empty(t, children(t, h, s.ID))
 }
 
+// TestSubagentByNameInItsProject: a sub-agent spawned by name is its
+// session's project's agent: an agent of that name in another project is
+// no agent at all to it.
+func TestSubagentByNameInItsProject(t *testing.T) {
+	h := newHarness(t)
+	leaf := lt.AgentSpec{Model: lt.ModelSpec{Provider: "scripted", Script: json.RawMessage(`[{"text":"helped"}]`)}}
+	a, err := h.eng.PutAgent(t.Context(), &lt.PutAgentRequest{Name: "helper", Spec: leaf, Project: "support"})
+	require.NoError(t, err)
+	require.Equal(t, "support", a.Project)
+	spawner := func() *lt.AgentSpec {
+		return spec(t, script(t,
+			map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent": "helper", "input": "x"})}},
+			map[string]any{"text": "done"},
+		), lt.ToolSpec{Name: "spawn_agent"})
+	}
+	s := create(t, h, spawner(), nil) // a session of the default project
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	failed := events(t, h, s.ID, lt.EventToolFailed)
+	require.Len(t, failed, 1)
+	require.Contains(t, data[lt.ToolFailedData](t, failed[0]).Error, `no agent named "helper"`)
+	require.Empty(t, children(t, h, s.ID))
+
+	// Once the default project has its own helper, the same call spawns it.
+	_, err = h.eng.PutAgent(t.Context(), &lt.PutAgentRequest{Name: "helper", Spec: leaf})
+	require.NoError(t, err)
+	s = create(t, h, spawner(), nil)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	kids := children(t, h, s.ID)
+	require.Len(t, kids, 1)
+	require.Equal(t, lt.AgentRef{Name: "helper", Version: 1}, kids[0].Agent)
+}
+
 // TestSubagentDepthLimit: a child at the maximum depth cannot spawn.
 func TestSubagentDepthLimit(t *testing.T) {
 	h := newHarness(t)

@@ -23,23 +23,33 @@ func (s *Server) putAgent(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusCreated, agent)
 }
 
-// listAgents is GET /v1/agents: the latest version of each agent.
+// listAgents is GET /v1/agents?project=: the latest version of each agent
+// of the caller's project (an admin's: of every project, or of ?project=).
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) error {
-	agents, err := s.b.ListAgents(r.Context())
+	project, err := queryString(r, "project")
+	if err != nil {
+		return err
+	}
+	agents, err := s.b.ListAgents(r.Context(), project)
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, agents)
 }
 
-// getAgent is GET /v1/agents/{name}?version=N: that version, or the latest
-// without ?version=.
+// getAgent is GET /v1/agents/{name}?version=N&project=: that version, or the
+// latest without ?version=, of the agent of the caller's project (an
+// admin's: of ?project=, default the default project).
 func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) error {
 	version, err := queryInt(r, "version", 0, 1, math.MaxInt32)
 	if err != nil {
 		return err
 	}
-	agent, err := s.b.GetAgent(r.Context(), r.PathValue("name"), int(version))
+	project, err := queryString(r, "project")
+	if err != nil {
+		return err
+	}
+	agent, err := s.b.GetAgent(r.Context(), project, r.PathValue("name"), int(version))
 	if err != nil {
 		return err
 	}

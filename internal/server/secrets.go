@@ -33,19 +33,29 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, status, secret)
 }
 
-// listSecrets is GET /v1/secrets: every secret's metadata, by name, in one
-// page (a server holds few secrets).
+// listSecrets is GET /v1/secrets?project=: every secret's metadata (of
+// every project, or of ?project=), by project and name, in one page (a
+// server holds few secrets).
 func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) error {
-	secrets, err := s.b.ListSecrets(r.Context())
+	project, err := queryString(r, "project")
+	if err != nil {
+		return err
+	}
+	secrets, err := s.b.ListSecrets(r.Context(), project)
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, secrets)
 }
 
-// deleteSecret is DELETE /v1/secrets/{name}: 204, or 404.
+// deleteSecret is DELETE /v1/secrets/{name}?project=: 204, or 404. The
+// secret is the default project's unless ?project= names another.
 func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) error {
-	if err := s.b.DeleteSecret(r.Context(), r.PathValue("name")); err != nil {
+	project, err := queryString(r, "project")
+	if err != nil {
+		return err
+	}
+	if err := s.b.DeleteSecret(r.Context(), project, r.PathValue("name")); err != nil {
 		return err
 	}
 	w.Header().Set("Cache-Control", "no-store")

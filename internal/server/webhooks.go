@@ -27,10 +27,15 @@ func (s *Server) createWebhookEndpoint(w http.ResponseWriter, r *http.Request) e
 	return writeJSON(w, http.StatusCreated, ep)
 }
 
-// listWebhookEndpoints is GET /v1/webhooks/endpoints: every endpoint, in
-// one page (a server has few), without secrets.
+// listWebhookEndpoints is GET /v1/webhooks/endpoints?project=: the
+// endpoints of the caller's project (an admin's: of every project, or of
+// ?project=), in one page (a server has few), without secrets.
 func (s *Server) listWebhookEndpoints(w http.ResponseWriter, r *http.Request) error {
-	eps, err := s.b.ListWebhookEndpoints(r.Context())
+	project, err := queryString(r, "project")
+	if err != nil {
+		return err
+	}
+	eps, err := s.b.ListWebhookEndpoints(r.Context(), project)
 	if err != nil {
 		return err
 	}
@@ -46,8 +51,9 @@ func (s *Server) deleteWebhookEndpoint(w http.ResponseWriter, r *http.Request) e
 	return nil
 }
 
-// listWebhookDeliveries is GET /v1/webhooks/deliveries?limit=&cursor=:
-// deliveries newest first, each with its attempts.
+// listWebhookDeliveries is GET /v1/webhooks/deliveries?limit=&cursor=&project=:
+// the deliveries of the caller's project's sessions (an admin's: of every
+// project, or of ?project=), newest first, each with its attempts.
 func (s *Server) listWebhookDeliveries(w http.ResponseWriter, r *http.Request) error {
 	limit, err := queryLimit(r)
 	if err != nil {
@@ -57,7 +63,11 @@ func (s *Server) listWebhookDeliveries(w http.ResponseWriter, r *http.Request) e
 	if err != nil {
 		return err
 	}
-	page, err := s.b.ListWebhookDeliveries(r.Context(), lt.ListWebhookDeliveriesParams{Cursor: cursor, Limit: limit})
+	project, err := queryString(r, "project")
+	if err != nil {
+		return err
+	}
+	page, err := s.b.ListWebhookDeliveries(r.Context(), lt.ListWebhookDeliveriesParams{Cursor: cursor, Limit: limit, Project: project})
 	if err != nil {
 		return err
 	}

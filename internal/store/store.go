@@ -46,8 +46,12 @@ type Store interface {
 	Close() error
 
 	AgentInsert(ctx context.Context, p *AgentInsertParams) (*AgentRow, error)
-	AgentGet(ctx context.Context, name string, version int) (*AgentRow, error) // version 0: latest
-	AgentList(ctx context.Context) ([]*AgentRow, error)                        // latest version of each
+	// AgentGet returns a version of the agent name of project (version 0:
+	// the latest), or ErrNotFound.
+	AgentGet(ctx context.Context, project, name string, version int) (*AgentRow, error)
+	// AgentList returns the latest version of each agent of project ("":
+	// of every project), by project and name.
+	AgentList(ctx context.Context, project string) ([]*AgentRow, error)
 
 	// SessionCreate inserts a session row and appends its first events in one
 	// transaction. ErrConflict if the id exists.
@@ -125,18 +129,19 @@ type Store interface {
 	IdempotencyGet(ctx context.Context, scope, key string) (*IdempotencyRow, error)
 	IdempotencyPut(ctx context.Context, row *IdempotencyRow) error
 
-	// SecretPut creates the vault secret row.Name, or replaces it (a
+	// SecretPut creates the vault secret row.Name of row.Project, or replaces it (a
 	// replacement keeps the stored CreatedAt), and reports whether it created
 	// it. The store holds only what the vault gives it: ciphertext, never a
 	// value. Subscribers hear KindSecrets after the commit.
 	SecretPut(ctx context.Context, row *SecretRow) (created bool, err error)
-	// SecretGet returns one secret, or ErrNotFound.
-	SecretGet(ctx context.Context, name string) (*SecretRow, error)
-	// SecretList returns every secret, by name.
-	SecretList(ctx context.Context) ([]*SecretRow, error)
-	// SecretDelete removes a secret (ErrNotFound if there is none);
-	// subscribers hear KindSecrets after the commit.
-	SecretDelete(ctx context.Context, name string) error
+	// SecretGet returns the secret name of project, or ErrNotFound.
+	SecretGet(ctx context.Context, project, name string) (*SecretRow, error)
+	// SecretList returns every secret of project ("": of every project),
+	// by project and name.
+	SecretList(ctx context.Context, project string) ([]*SecretRow, error)
+	// SecretDelete removes the secret name of project (ErrNotFound if
+	// there is none); subscribers hear KindSecrets after the commit.
+	SecretDelete(ctx context.Context, project, name string) error
 
 	// APIKeyCreate stores a new API key; ErrConflict if its id or its
 	// token hash is taken. The store holds only the token's hash.
@@ -174,9 +179,9 @@ type Store interface {
 	WebhookEndpointCreate(ctx context.Context, row *WebhookEndpointRow) error
 	// WebhookEndpointGet returns one endpoint, or ErrNotFound.
 	WebhookEndpointGet(ctx context.Context, id string) (*WebhookEndpointRow, error)
-	// WebhookEndpointList returns every endpoint (disabled ones too), oldest
-	// first.
-	WebhookEndpointList(ctx context.Context) ([]*WebhookEndpointRow, error)
+	// WebhookEndpointList returns every endpoint of project ("": of every
+	// project; disabled ones too), oldest first.
+	WebhookEndpointList(ctx context.Context, project string) ([]*WebhookEndpointRow, error)
 	// WebhookEndpointDelete removes an endpoint (ErrNotFound if there is
 	// none) and marks its pending deliveries disabled.
 	WebhookEndpointDelete(ctx context.Context, id string, now time.Time) error
@@ -307,6 +312,9 @@ type NewEvent struct {
 
 // AgentRow is one version of an agent definition.
 type AgentRow struct {
+	// Project is the project the agent belongs to: names are unique
+	// within a project.
+	Project   string
 	Name      string
 	Version   int
 	Spec      json.RawMessage
@@ -316,6 +324,7 @@ type AgentRow struct {
 // AgentInsertParams adds version Version of an agent. ErrConflict if that
 // version exists (two concurrent writers: exactly one wins).
 type AgentInsertParams struct {
+	Project   string
 	Name      string
 	Version   int
 	Spec      json.RawMessage
@@ -542,6 +551,9 @@ type APIKeyRow struct {
 // SecretRow is one vault secret as stored: the value only as AES-GCM
 // ciphertext, which the vault seals with a key the store never sees.
 type SecretRow struct {
+	// Project is the project whose sessions may use the secret: names
+	// are unique within a project.
+	Project    string
 	Name       string
 	Ciphertext []byte
 	Nonce      []byte
@@ -558,10 +570,13 @@ type SecretRow struct {
 	UpdatedAt time.Time
 }
 
-// WebhookEndpointRow is a server-wide webhook endpoint.
+// WebhookEndpointRow is a webhook endpoint of a project.
 type WebhookEndpointRow struct {
-	ID  string
-	URL string
+	ID string
+	// Project is the project whose sessions' events the endpoint
+	// receives.
+	Project string
+	URL     string
 	// Events filters the notification types sent; empty sends all.
 	Events []string
 	// Secrets sign each request (several during a key rotation).
@@ -592,7 +607,10 @@ type WebhookDeliveryRow struct {
 	// ID is the webhook-id, the same on every attempt.
 	ID string
 	// EndpointID is the endpoint's id, or "" for the session's webhook_url.
-	EndpointID    string
+	EndpointID string
+	// Project is the project of the delivery's session (set by the
+	// dispatcher), kept so that a listing can keep to a project.
+	Project       string
 	SessionID     string
 	URL           string
 	Type          string
@@ -659,4 +677,6 @@ type WebhookAttemptParams struct {
 type WebhookDeliveryListParams struct {
 	BeforePos int64
 	Limit     int
+	// Project keeps to the deliveries of one project ("": every project).
+	Project string
 }

@@ -17,13 +17,14 @@ type API struct {
 // NewAPI returns the API of v.
 func NewAPI(v *Vault) *API { return &API{v: v} }
 
-// PutSecret creates or replaces a secret and returns its metadata and
-// whether it was created (201) or replaced (200).
+// PutSecret creates or replaces the secret name of req.Project ("": the
+// default project; the application service checks who may name one) and
+// returns its metadata and whether it was created (201) or replaced (200).
 func (a *API) PutSecret(ctx context.Context, name string, req *lt.PutSecretRequest) (*lt.Secret, bool, error) {
 	if req == nil {
 		return nil, false, apierror.Invalid("", "request body is required")
 	}
-	m, created, err := a.v.put(ctx, name, req.Value, req.Hosts, req.Inject)
+	m, created, err := a.v.put(ctx, req.Project, name, req.Value, req.Hosts, req.Inject)
 	if err != nil {
 		return nil, false, err
 	}
@@ -31,9 +32,10 @@ func (a *API) PutSecret(ctx context.Context, name string, req *lt.PutSecretReque
 	return &s, created, nil
 }
 
-// ListSecrets returns every secret's metadata, by name.
-func (a *API) ListSecrets(ctx context.Context) ([]lt.Secret, error) {
-	metas, err := a.v.List(ctx)
+// ListSecrets returns the metadata of every secret of project ("": of
+// every project), by project and name.
+func (a *API) ListSecrets(ctx context.Context, project string) ([]lt.Secret, error) {
+	metas, err := a.v.List(ctx, project)
 	if err != nil {
 		return nil, err
 	}
@@ -44,9 +46,10 @@ func (a *API) ListSecrets(ctx context.Context) ([]lt.Secret, error) {
 	return out, nil
 }
 
-// DeleteSecret removes a secret (404 if there is none).
-func (a *API) DeleteSecret(ctx context.Context, name string) error {
-	return a.v.Delete(ctx, name)
+// DeleteSecret removes the secret name of project ("": the default
+// project; 404 if there is none).
+func (a *API) DeleteSecret(ctx context.Context, project, name string) error {
+	return a.v.Delete(ctx, project, name)
 }
 
 func wire(m Meta) lt.Secret {
@@ -54,5 +57,5 @@ func wire(m Meta) lt.Secret {
 	if hosts == nil {
 		hosts = []string{}
 	}
-	return lt.Secret{Name: m.Name, Hosts: hosts, Inject: m.Inject, CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt}
+	return lt.Secret{Project: m.Project, Name: m.Name, Hosts: hosts, Inject: m.Inject, CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/redact"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/tool"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
 // Config tunes a Vault. A nil *Config, and every zero field, means the
@@ -45,6 +46,7 @@ type Vault struct {
 
 // Meta is a secret's metadata: everything but the value.
 type Meta struct {
+	Project   string
 	Name      string
 	Hosts     []string
 	Inject    Injection
@@ -79,13 +81,30 @@ func Open(st store.Store, key []byte, cfg *Config) (*Vault, error) {
 // KeyID identifies the vault's key (not the key itself).
 func (v *Vault) KeyID() string { return v.keyID }
 
-// aad binds a ciphertext to its secret's name.
-func aad(name string) []byte { return append([]byte("longhaul-vault-v1\x00"), name...) }
+// aad binds a ciphertext to its secret's project and name, so that a row
+// copied into another project does not decrypt there. The default
+// project's keeps the form it had before projects existed, so that the
+// rows sealed then still open.
+func aad(project, name string) []byte {
+	if project == lt.DefaultProject {
+		return append([]byte("longhaul-vault-v1\x00"), name...)
+	}
+	return append(append(append([]byte("longhaul-vault-v2\x00"), project...), 0), name...)
+}
 
-func (v *Vault) seal(name, value string) (ciphertext, nonce []byte) {
+// inProject is the project a secret is looked up or stored in: "" is the
+// default project (sessions stored before projects existed have none).
+func inProject(project string) string {
+	if project == "" {
+		return lt.DefaultProject
+	}
+	return project
+}
+
+func (v *Vault) seal(project, name, value string) (ciphertext, nonce []byte) {
 	nonce = make([]byte, v.aead.NonceSize())
 	_, _ = rand.Read(nonce) // crypto/rand.Read never fails (Go 1.24+)
-	return v.aead.Seal(nil, nonce, []byte(value), aad(name)), nonce
+	return v.aead.Seal(nil, nonce, []byte(value), aad(project, name)), nonce
 }
 
 // open decrypts a row. The error names the secret and the cause, never
@@ -97,7 +116,7 @@ func (v *Vault) open(row *store.SecretRow) (string, error) {
 	if len(row.Nonce) != v.aead.NonceSize() {
 		return "", fmt.Errorf("decrypt secret %s: the stored nonce has %d bytes, want %d", row.Name, len(row.Nonce), v.aead.NonceSize())
 	}
-	plain, err := v.aead.Open(nil, row.Nonce, row.Ciphertext, aad(row.Name))
+	plain, err := v.aead.Open(nil, row.Nonce, row.Ciphertext, aad(row.Project, row.Name))
 	if err != nil {
 		// Not wrapped: the cipher's error says nothing more.
 		return "", fmt.Errorf("decrypt secret %s: the ciphertext does not authenticate (the row was altered, or copied from another secret)", row.Name)
@@ -105,15 +124,17 @@ func (v *Vault) open(row *store.SecretRow) (string, error) {
 	return string(plain), nil
 }
 
-// Put creates the secret name, or replaces its value, hosts and injection,
-// and returns its metadata and whether it created it. Invalid input is an
-// *apierror.Error naming the field; no error ever contains the value.
-func (v *Vault) Put(ctx context.Context, name, value string, hosts []string, inject Injection) (*Meta, bool, error) {
-	return v.put(ctx, name, value, hosts, &inject)
+// Put creates the secret name of project ("": the default project), or
+// replaces its value, hosts and injection, and returns its metadata and
+// whether it created it. Invalid input is an *apierror.Error naming the
+// field; no error ever contains the value.
+func (v *Vault) Put(ctx context.Context, project, name, value string, hosts []string, inject Injection) (*Meta, bool, error) {
+	return v.put(ctx, project, name, value, hosts, &inject)
 }
 
 // put is Put with the injection optional (nil: missing, a 400).
-func (v *Vault) put(ctx context.Context, name, value string, hosts []string, inject *Injection) (*Meta, bool, error) {
+func (v *Vault) put(ctx context.Context, project, name, value string, hosts []string, inject *Injection) (*Meta, bool, error) {
+	project = inProject(project)
 	if err := checkName(name); err != nil {
 		return nil, false, err
 	}
@@ -133,9 +154,9 @@ func (v *Vault) put(ctx context.Context, name, value string, hosts []string, inj
 		return nil, false, fmt.Errorf("put secret %s: encode injection: %w", name, err)
 	}
 	now := v.now().UTC().Truncate(time.Microsecond)
-	ciphertext, nonce := v.seal(name, value)
+	ciphertext, nonce := v.seal(project, name, value)
 	row := &store.SecretRow{
-		Name: name, Ciphertext: ciphertext, Nonce: nonce, KeyID: v.keyID,
+		Project: project, Name: name, Ciphertext: ciphertext, Nonce: nonce, KeyID: v.keyID,
 		Hosts: hosts, Inject: injJSON, CreatedAt: now, UpdatedAt: now,
 	}
 	created, err := v.st.SecretPut(ctx, row)
@@ -144,9 +165,9 @@ func (v *Vault) put(ctx context.Context, name, value string, hosts []string, inj
 		return nil, false, fmt.Errorf("put secret %s: %w", name, err)
 	}
 	// A replacement keeps its creation time: read it back.
-	meta := &Meta{Name: name, Hosts: hosts, Inject: inj, CreatedAt: now, UpdatedAt: now}
+	meta := &Meta{Project: project, Name: name, Hosts: hosts, Inject: inj, CreatedAt: now, UpdatedAt: now}
 	if !created {
-		stored, err := v.st.SecretGet(ctx, name)
+		stored, err := v.st.SecretGet(ctx, project, name)
 		if err != nil {
 			return nil, false, fmt.Errorf("put secret %s: read back: %w", name, err)
 		}
@@ -157,16 +178,17 @@ func (v *Vault) put(ctx context.Context, name, value string, hosts []string, inj
 
 // meta decodes a row's metadata.
 func meta(row *store.SecretRow) (Meta, error) {
-	m := Meta{Name: row.Name, Hosts: slices.Clone(row.Hosts), CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt}
+	m := Meta{Project: row.Project, Name: row.Name, Hosts: slices.Clone(row.Hosts), CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt}
 	if err := json.Unmarshal(row.Inject, &m.Inject); err != nil {
 		return Meta{}, fmt.Errorf("secret %s: stored injection: %w", row.Name, err)
 	}
 	return m, nil
 }
 
-// List returns every secret's metadata, by name.
-func (v *Vault) List(ctx context.Context) ([]Meta, error) {
-	rows, err := v.st.SecretList(ctx)
+// List returns the metadata of every secret of project ("": of every
+// project), by project and name.
+func (v *Vault) List(ctx context.Context, project string) ([]Meta, error) {
+	rows, err := v.st.SecretList(ctx, project)
 	if err != nil {
 		return nil, fmt.Errorf("list secrets: %w", err)
 	}
@@ -181,15 +203,17 @@ func (v *Vault) List(ctx context.Context) ([]Meta, error) {
 	return out, nil
 }
 
-// Delete removes a secret; an unknown name is a 404 *apierror.Error.
-func (v *Vault) Delete(ctx context.Context, name string) error {
+// Delete removes the secret name of project ("": the default project);
+// an unknown name is a 404 *apierror.Error.
+func (v *Vault) Delete(ctx context.Context, project, name string) error {
+	project = inProject(project)
 	if err := checkName(name); err != nil {
 		return err
 	}
-	err := v.st.SecretDelete(ctx, name)
+	err := v.st.SecretDelete(ctx, project, name)
 	v.changed()
 	if errors.Is(err, store.ErrNotFound) {
-		return apierror.NotFound("secret %s does not exist", name)
+		return apierror.NotFound("secret %s does not exist in project %s", name, project)
 	}
 	if err != nil {
 		return fmt.Errorf("delete secret %s: %w", name, err)
@@ -197,12 +221,12 @@ func (v *Vault) Delete(ctx context.Context, name string) error {
 	return nil
 }
 
-// Value returns one secret's value, wherever it goes. An unknown name is
-// an *UnknownSecretError. The server's own credentials (a model's
-// api_key_secret) are read with ValueFor instead, which keeps to the
-// secret's hosts.
-func (v *Vault) Value(ctx context.Context, name string) (string, error) {
-	rows, err := v.rowsFor(ctx, []string{name})
+// Value returns the value of the secret name of project ("": the default
+// project), wherever it goes. An unknown name is an *UnknownSecretError.
+// The server's own credentials (a model's api_key_secret) are read with
+// ValueFor instead, which keeps to the secret's hosts.
+func (v *Vault) Value(ctx context.Context, project, name string) (string, error) {
+	rows, err := v.rowsFor(ctx, project, []string{name})
 	if err != nil {
 		return "", err
 	}
@@ -225,12 +249,13 @@ func (e *NotBoundError) Error() string {
 	return fmt.Sprintf("secret %s is not bound to %s (it goes only to its hosts: add the host with `longhaul secret set`)", e.Name, e.Dest)
 }
 
-// CheckBound checks that the secret name exists and that dest (a host and
-// a port, as HostMatches takes it) is one of its hosts, without decrypting
-// anything (for validating a model's api_key_secret). An unknown name is an
-// *UnknownSecretError, an unbound destination a *NotBoundError.
-func (v *Vault) CheckBound(ctx context.Context, name, dest string) error {
-	rows, err := v.rowsFor(ctx, []string{name})
+// CheckBound checks that the secret name exists in project ("": the
+// default project) and that dest (a host and a port, as HostMatches takes
+// it) is one of its hosts, without decrypting anything (for validating a
+// model's api_key_secret). An unknown name is an *UnknownSecretError, an
+// unbound destination a *NotBoundError.
+func (v *Vault) CheckBound(ctx context.Context, project, name, dest string) error {
+	rows, err := v.rowsFor(ctx, project, []string{name})
 	if err != nil {
 		return err
 	}
@@ -240,12 +265,13 @@ func (v *Vault) CheckBound(ctx context.Context, name, dest string) error {
 	return nil
 }
 
-// ValueFor returns the value of the secret name for a request to dest (a
-// host and a port), checked against the hosts of the very row it decrypts:
-// a secret whose hosts changed since an agent was defined goes only to its
-// hosts of now. Errors as CheckBound's.
-func (v *Vault) ValueFor(ctx context.Context, name, dest string) (string, error) {
-	rows, err := v.rowsFor(ctx, []string{name})
+// ValueFor returns the value of the secret name of project ("": the
+// default project) for a request to dest (a host and a port), checked
+// against the hosts of the very row it decrypts: a secret whose hosts
+// changed since an agent was defined goes only to its hosts of now.
+// Errors as CheckBound's.
+func (v *Vault) ValueFor(ctx context.Context, project, name, dest string) (string, error) {
+	rows, err := v.rowsFor(ctx, project, []string{name})
 	if err != nil {
 		return "", err
 	}
@@ -255,11 +281,13 @@ func (v *Vault) ValueFor(ctx context.Context, name, dest string) (string, error)
 	return v.open(rows[0])
 }
 
-// Values returns every secret's value by name, for the redactor. A secret
-// that cannot be decrypted (another key, an altered row) is an error naming
-// it: the redactor must not silently miss it.
+// Values returns the value of every secret of every project, for the
+// redactor (a value is redacted wherever it appears, whichever project it
+// belongs to), keyed by name, or by project/name outside the default
+// project. A secret that cannot be decrypted (another key, an altered
+// row) is an error naming it: the redactor must not silently miss it.
 func (v *Vault) Values(ctx context.Context) (map[string]string, error) {
-	rows, err := v.st.SecretList(ctx)
+	rows, err := v.st.SecretList(ctx, "")
 	if err != nil {
 		return nil, fmt.Errorf("read secret values: %w", err)
 	}
@@ -269,7 +297,11 @@ func (v *Vault) Values(ctx context.Context) (map[string]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[row.Name] = value
+		key := row.Name
+		if row.Project != lt.DefaultProject {
+			key = row.Project + "/" + row.Name
+		}
+		out[key] = value
 	}
 	return out, nil
 }
@@ -278,7 +310,7 @@ func (v *Vault) Values(ctx context.Context) (map[string]string, error) {
 // calls it at start-up, so a wrong key is said at once, not at the first
 // request that needs a secret).
 func (v *Vault) Check(ctx context.Context) error {
-	rows, err := v.st.SecretList(ctx)
+	rows, err := v.st.SecretList(ctx, "")
 	if err != nil {
 		return fmt.Errorf("check secrets: %w", err)
 	}
@@ -329,11 +361,13 @@ func (v *Vault) changed() {
 	v.mu.Unlock()
 }
 
-// UnknownSecretError is returned for a name that no secret has; Index is
-// its position in the names given (an agent's environment.secrets).
+// UnknownSecretError is returned for a name that no secret of Project
+// has; Index is its position in the names given (an agent's
+// environment.secrets).
 type UnknownSecretError struct {
-	Name  string
-	Index int
+	Name    string
+	Index   int
+	Project string
 }
 
 // UnknownSecret names the missing secret (the engine tells this error
@@ -341,20 +375,27 @@ type UnknownSecretError struct {
 func (e *UnknownSecretError) UnknownSecret() string { return e.Name }
 
 func (e *UnknownSecretError) Error() string {
+	if e.Project != "" && e.Project != lt.DefaultProject {
+		return fmt.Sprintf("secret %s does not exist in project %s (set it with `longhaul secret set %s --project %s`)", e.Name, e.Project, e.Name, e.Project)
+	}
 	return fmt.Sprintf("secret %s does not exist (set it with `longhaul secret set %s`)", e.Name, e.Name)
 }
 
-// Require checks that every name is a secret, without decrypting anything
-// (for validating an agent's environment.secrets when it is defined). The
-// first unknown name is an *UnknownSecretError.
-func (v *Vault) Require(ctx context.Context, names []string) error {
-	_, err := v.rowsFor(ctx, names)
+// Require checks that every name is a secret of project ("": the default
+// project), without decrypting anything (for validating an agent's
+// environment.secrets when it is defined). The first unknown name is an
+// *UnknownSecretError.
+func (v *Vault) Require(ctx context.Context, project string, names []string) error {
+	_, err := v.rowsFor(ctx, project, names)
 	return err
 }
 
-// rowsFor returns the rows of names, in their order.
-func (v *Vault) rowsFor(ctx context.Context, names []string) ([]*store.SecretRow, error) {
-	rows, err := v.st.SecretList(ctx)
+// rowsFor returns the rows of names in project ("": the default project),
+// in their order: a secret of another project is unknown here, whatever
+// its name.
+func (v *Vault) rowsFor(ctx context.Context, project string, names []string) ([]*store.SecretRow, error) {
+	project = inProject(project)
+	rows, err := v.st.SecretList(ctx, project)
 	if err != nil {
 		return nil, fmt.Errorf("read secrets: %w", err)
 	}
@@ -366,20 +407,21 @@ func (v *Vault) rowsFor(ctx context.Context, names []string) ([]*store.SecretRow
 	for i, n := range names {
 		r, ok := byName[n]
 		if !ok {
-			return nil, &UnknownSecretError{Name: n, Index: i}
+			return nil, &UnknownSecretError{Name: n, Index: i, Project: project}
 		}
 		out = append(out, r)
 	}
 	return out, nil
 }
 
-// Source returns the credentials of the secrets that names (an agent's
-// environment.secrets) lists, for the http_request tool: its ForHost gives
-// those bound to a host, formatted for their header. The values are read
-// now; build a new Source per tool call so that changes apply. An unknown
-// name is an *UnknownSecretError.
-func (v *Vault) Source(ctx context.Context, names []string) (tool.SecretSource, error) {
-	rows, err := v.rowsFor(ctx, names)
+// Source returns the credentials of the secrets of project ("": the
+// default project) that names (an agent's environment.secrets) lists, for
+// the http_request tool: its ForHost gives those bound to a host,
+// formatted for their header. The values are read now; build a new Source
+// per tool call so that changes apply. An unknown name, or one only
+// another project has, is an *UnknownSecretError.
+func (v *Vault) Source(ctx context.Context, project string, names []string) (tool.SecretSource, error) {
+	rows, err := v.rowsFor(ctx, project, names)
 	if err != nil {
 		return nil, err
 	}

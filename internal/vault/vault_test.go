@@ -65,21 +65,21 @@ func TestRoundTrip(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
 
-	m, created, err := e.v.Put(ctx, "GITHUB_TOKEN", canary, []string{"API.GitHub.com", "*.githubusercontent.com"}, vault.Injection{Bearer: true})
+	m, created, err := e.v.Put(ctx, "", "GITHUB_TOKEN", canary, []string{"API.GitHub.com", "*.githubusercontent.com"}, vault.Injection{Bearer: true})
 	require.NoError(t, err)
 	require.True(t, created)
 	require.Equal(t, &vault.Meta{
-		Name: "GITHUB_TOKEN", Hosts: []string{"api.github.com", "*.githubusercontent.com"},
+		Project: lt.DefaultProject, Name: "GITHUB_TOKEN", Hosts: []string{"api.github.com", "*.githubusercontent.com"},
 		Inject:    vault.Injection{Header: "Authorization", Bearer: true},
 		CreatedAt: e.clock.Now(), UpdatedAt: e.clock.Now(),
 	}, m)
-	_, _, err = e.v.Put(ctx, "DOCS_KEY", "docs-key-123456", []string{"docs.example.com"}, vault.Injection{Header: "x-api-key"})
+	_, _, err = e.v.Put(ctx, "", "DOCS_KEY", "docs-key-123456", []string{"docs.example.com"}, vault.Injection{Header: "x-api-key"})
 	require.NoError(t, err)
-	_, _, err = e.v.Put(ctx, "REGISTRY", "registry-pass", []string{"10.0.0.7", "registry.example.com"}, vault.Injection{Basic: &lt.SecretBasicAuth{Username: "ci"}})
+	_, _, err = e.v.Put(ctx, "", "REGISTRY", "registry-pass", []string{"10.0.0.7", "registry.example.com"}, vault.Injection{Basic: &lt.SecretBasicAuth{Username: "ci"}})
 	require.NoError(t, err)
-	_, _, err = e.v.Put(ctx, "LEGACY", "legacy-token-1", []string{"legacy.example.com"}, vault.Injection{Header: "Authorization", Format: "token {value}"})
+	_, _, err = e.v.Put(ctx, "", "LEGACY", "legacy-token-1", []string{"legacy.example.com"}, vault.Injection{Header: "Authorization", Format: "token {value}"})
 	require.NoError(t, err)
-	m, _, err = e.v.Put(ctx, "PROXY", "proxy-token-1", []string{"proxy.example.com"}, vault.Injection{Bearer: true, Header: "proxy-authorization"})
+	m, _, err = e.v.Put(ctx, "", "PROXY", "proxy-token-1", []string{"proxy.example.com"}, vault.Injection{Bearer: true, Header: "proxy-authorization"})
 	require.NoError(t, err)
 	require.Equal(t, vault.Injection{Header: "Proxy-Authorization", Bearer: true}, m.Inject, "another header than Authorization")
 
@@ -90,7 +90,7 @@ func TestRoundTrip(t *testing.T) {
 		"PROXY": "proxy-token-1",
 	}, values)
 
-	src, err := e.v.Source(ctx, []string{"REGISTRY", "GITHUB_TOKEN", "DOCS_KEY", "LEGACY"})
+	src, err := e.v.Source(ctx, "", []string{"REGISTRY", "GITHUB_TOKEN", "DOCS_KEY", "LEGACY"})
 	require.NoError(t, err)
 	require.Equal(t, []tool.Credential{{Name: "GITHUB_TOKEN", Header: "Authorization", Value: "Bearer " + canary}}, src.ForHost("api.github.com"))
 	require.Equal(t, src.ForHost("api.github.com"), src.ForHost("API.GITHUB.COM.:443"), "case, trailing dot and port do not matter")
@@ -106,14 +106,14 @@ func TestRoundTrip(t *testing.T) {
 	require.Equal(t, []tool.Credential{{Name: "LEGACY", Header: "Authorization", Value: "token legacy-token-1"}}, src.ForHost("legacy.example.com"))
 
 	// A source holds only the secrets it was asked for.
-	only, err := e.v.Source(ctx, []string{"DOCS_KEY"})
+	only, err := e.v.Source(ctx, "", []string{"DOCS_KEY"})
 	require.NoError(t, err)
 	require.Empty(t, only.ForHost("api.github.com"))
 	require.NotContains(t, fmt.Sprintf("%v %+v %#v", only, only, only), "docs-key-123456")
 
 	// Replace: new value and hosts, the creation time stays.
 	e.clock.Advance(time.Hour)
-	m, created, err = e.v.Put(ctx, "GITHUB_TOKEN", "new-value-123", []string{"api.github.com"}, vault.Injection{Bearer: true})
+	m, created, err = e.v.Put(ctx, "", "GITHUB_TOKEN", "new-value-123", []string{"api.github.com"}, vault.Injection{Bearer: true})
 	require.NoError(t, err)
 	require.False(t, created)
 	require.Equal(t, e.clock.Now().Add(-time.Hour), m.CreatedAt)
@@ -122,22 +122,22 @@ func TestRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "new-value-123", values["GITHUB_TOKEN"])
 
-	list, err := e.v.List(ctx)
+	list, err := e.v.List(ctx, "")
 	require.NoError(t, err)
 	require.Len(t, list, 5)
 	require.Equal(t, "DOCS_KEY", list[0].Name)
 	require.Equal(t, "GITHUB_TOKEN", list[1].Name)
 	require.Equal(t, []string{"api.github.com"}, list[1].Hosts)
 
-	require.NoError(t, e.v.Delete(ctx, "GITHUB_TOKEN"))
-	err = e.v.Delete(ctx, "GITHUB_TOKEN")
+	require.NoError(t, e.v.Delete(ctx, "", "GITHUB_TOKEN"))
+	err = e.v.Delete(ctx, "", "GITHUB_TOKEN")
 	requireAPIError(t, err, 404, "")
-	_, err = e.v.Source(ctx, []string{"DOCS_KEY", "GITHUB_TOKEN"})
+	_, err = e.v.Source(ctx, "", []string{"DOCS_KEY", "GITHUB_TOKEN"})
 	var unknown *vault.UnknownSecretError
 	require.ErrorAs(t, err, &unknown)
-	require.Equal(t, vault.UnknownSecretError{Name: "GITHUB_TOKEN", Index: 1}, *unknown)
-	require.ErrorAs(t, e.v.Require(ctx, []string{"NOPE"}), &unknown)
-	require.NoError(t, e.v.Require(ctx, []string{"DOCS_KEY", "LEGACY"}))
+	require.Equal(t, vault.UnknownSecretError{Name: "GITHUB_TOKEN", Index: 1, Project: lt.DefaultProject}, *unknown)
+	require.ErrorAs(t, e.v.Require(ctx, "", []string{"NOPE"}), &unknown)
+	require.NoError(t, e.v.Require(ctx, "", []string{"DOCS_KEY", "LEGACY"}))
 	require.NoError(t, e.v.Check(ctx))
 }
 
@@ -154,7 +154,7 @@ func TestWrongKeyFails(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	_, _, err := e.v.Put(ctx, "TOKEN", canary, []string{"api.example.com"}, vault.Injection{Bearer: true})
+	_, _, err := e.v.Put(ctx, "", "TOKEN", canary, []string{"api.example.com"}, vault.Injection{Bearer: true})
 	require.NoError(t, err)
 
 	other := bytes.Repeat([]byte{7}, vault.KeySize)
@@ -165,14 +165,14 @@ func TestWrongKeyFails(t *testing.T) {
 	require.ErrorContains(t, err, "sealed with key "+e.v.KeyID()+" but the vault has key "+v2.KeyID())
 	require.NotContains(t, err.Error(), canary)
 	require.Error(t, v2.Check(ctx))
-	_, err = v2.Source(ctx, []string{"TOKEN"})
+	_, err = v2.Source(ctx, "", []string{"TOKEN"})
 	require.Error(t, err)
 	_, err = v2.Redactor(ctx)
 	require.Error(t, err)
 
 	// A row that claims the right key id but was sealed with another key
 	// does not authenticate either.
-	row, err := e.st.SecretGet(ctx, "TOKEN")
+	row, err := e.st.SecretGet(ctx, lt.DefaultProject, "TOKEN")
 	require.NoError(t, err)
 	row.KeyID = v2.KeyID()
 	_, err = e.st.SecretPut(ctx, row)
@@ -188,20 +188,20 @@ func TestSwappedRowFailsToDecrypt(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	_, _, err := e.v.Put(ctx, "PROD_TOKEN", canary, []string{"api.prod.example.com"}, vault.Injection{Bearer: true})
+	_, _, err := e.v.Put(ctx, "", "PROD_TOKEN", canary, []string{"api.prod.example.com"}, vault.Injection{Bearer: true})
 	require.NoError(t, err)
-	_, _, err = e.v.Put(ctx, "TEST_TOKEN", "test-token-value", []string{"attacker.example.com"}, vault.Injection{Bearer: true})
+	_, _, err = e.v.Put(ctx, "", "TEST_TOKEN", "test-token-value", []string{"attacker.example.com"}, vault.Injection{Bearer: true})
 	require.NoError(t, err)
 
-	prod, err := e.st.SecretGet(ctx, "PROD_TOKEN")
+	prod, err := e.st.SecretGet(ctx, lt.DefaultProject, "PROD_TOKEN")
 	require.NoError(t, err)
-	test, err := e.st.SecretGet(ctx, "TEST_TOKEN")
+	test, err := e.st.SecretGet(ctx, lt.DefaultProject, "TEST_TOKEN")
 	require.NoError(t, err)
 	test.Ciphertext, test.Nonce = prod.Ciphertext, prod.Nonce
 	_, err = e.st.SecretPut(ctx, test)
 	require.NoError(t, err)
 
-	_, err = e.v.Source(ctx, []string{"TEST_TOKEN"})
+	_, err = e.v.Source(ctx, "", []string{"TEST_TOKEN"})
 	require.ErrorContains(t, err, "decrypt secret TEST_TOKEN: the ciphertext does not authenticate")
 	require.NotContains(t, err.Error(), canary)
 	err = e.v.Check(ctx)
@@ -212,7 +212,7 @@ func TestSwappedRowFailsToDecrypt(t *testing.T) {
 	prod.Ciphertext[0] ^= 1
 	_, err = e.st.SecretPut(ctx, prod)
 	require.NoError(t, err)
-	_, err = e.v.Source(ctx, []string{"PROD_TOKEN"})
+	_, err = e.v.Source(ctx, "", []string{"PROD_TOKEN"})
 	require.ErrorContains(t, err, "does not authenticate")
 }
 
@@ -261,7 +261,7 @@ func TestValidationNamesTheFieldAndNeverTheValue(t *testing.T) {
 		{"colon in user", "TOKEN", canary, hosts, vault.Injection{Basic: &lt.SecretBasicAuth{Username: "a:b"}}, "inject.basic.username"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := e.v.Put(ctx, tc.secret, tc.value, tc.hosts, tc.inject)
+			_, _, err := e.v.Put(ctx, "", tc.secret, tc.value, tc.hosts, tc.inject)
 			ae := requireAPIError(t, err, 400, tc.field)
 			require.NotContains(t, ae.Message, canary)
 			require.NotContains(t, err.Error(), canary)
@@ -270,7 +270,7 @@ func TestValidationNamesTheFieldAndNeverTheValue(t *testing.T) {
 			}
 		})
 	}
-	list, err := e.v.List(ctx)
+	list, err := e.v.List(ctx, "")
 	require.NoError(t, err)
 	require.Empty(t, list)
 
@@ -292,9 +292,9 @@ func TestValueNeverInMetadataOrStorage(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, created)
 	require.Equal(t, lt.SecretInjection{Header: "Authorization", Format: "Bearer {value}"}, s.Inject)
-	list, err := api.ListSecrets(ctx)
+	list, err := api.ListSecrets(ctx, "")
 	require.NoError(t, err)
-	metas, err := e.v.List(ctx)
+	metas, err := e.v.List(ctx, "")
 	require.NoError(t, err)
 	printed := fmt.Sprintf("%v %+v %#v %v %+v", s, list, list, metas, &lt.PutSecretRequest{Value: canary})
 	require.NotContains(t, printed, canary)
@@ -303,7 +303,7 @@ func TestValueNeverInMetadataOrStorage(t *testing.T) {
 	// A few more writes, so the value's pages are in the WAL and in the
 	// main file after a checkpoint.
 	for i := range 3 {
-		_, _, err := e.v.Put(ctx, fmt.Sprintf("OTHER_%d", i), fmt.Sprintf("other-value-%d", i), []string{"x.example.com"}, vault.Injection{Bearer: true})
+		_, _, err := e.v.Put(ctx, "", fmt.Sprintf("OTHER_%d", i), fmt.Sprintf("other-value-%d", i), []string{"x.example.com"}, vault.Injection{Bearer: true})
 		require.NoError(t, err)
 	}
 	requireNoCanaryInFiles(t, e.dir)
@@ -346,7 +346,7 @@ func TestRedactorFollowsChanges(t *testing.T) {
 	r, err := e.v.Redactor(ctx)
 	require.NoError(t, err)
 	require.True(t, r.Empty())
-	_, _, err = e.v.Put(ctx, "TOKEN", canary, []string{"api.example.com"}, vault.Injection{Bearer: true})
+	_, _, err = e.v.Put(ctx, "", "TOKEN", canary, []string{"api.example.com"}, vault.Injection{Bearer: true})
 	require.NoError(t, err)
 	r, err = e.v.Redactor(ctx)
 	require.NoError(t, err)
@@ -358,7 +358,7 @@ func TestRedactorFollowsChanges(t *testing.T) {
 	// Another vault (another node) changes a secret; Invalidate picks it up.
 	other, err := vault.Open(e.st, e.key, nil)
 	require.NoError(t, err)
-	_, _, err = other.Put(ctx, "SECOND", "second-value", []string{"api.example.com"}, vault.Injection{Bearer: true})
+	_, _, err = other.Put(ctx, "", "SECOND", "second-value", []string{"api.example.com"}, vault.Injection{Bearer: true})
 	require.NoError(t, err)
 	stale, err := e.v.Redactor(ctx)
 	require.NoError(t, err)
@@ -368,7 +368,7 @@ func TestRedactorFollowsChanges(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "[REDACTED:SECOND]", fresh.String("second-value"))
 
-	require.NoError(t, e.v.Delete(ctx, "TOKEN"))
+	require.NoError(t, e.v.Delete(ctx, "", "TOKEN"))
 	r, err = e.v.Redactor(ctx)
 	require.NoError(t, err)
 	require.Equal(t, canary, r.String(canary))
@@ -454,23 +454,25 @@ type fakeStore struct{ store.Store }
 var errBroken = errors.New("storage is broken")
 
 func (fakeStore) SecretPut(context.Context, *store.SecretRow) (bool, error) { return false, errBroken }
-func (fakeStore) SecretList(context.Context) ([]*store.SecretRow, error)    { return nil, errBroken }
-func (fakeStore) SecretDelete(context.Context, string) error                { return errBroken }
+func (fakeStore) SecretList(context.Context, string) ([]*store.SecretRow, error) {
+	return nil, errBroken
+}
+func (fakeStore) SecretDelete(context.Context, string, string) error { return errBroken }
 
 func TestStorageErrors(t *testing.T) {
 	t.Parallel()
 	v, err := vault.Open(fakeStore{}, bytes.Repeat([]byte{1}, vault.KeySize), nil)
 	require.NoError(t, err)
 	ctx := context.Background()
-	_, _, err = v.Put(ctx, "TOKEN", canary, []string{"a.example.com"}, vault.Injection{Bearer: true})
+	_, _, err = v.Put(ctx, "", "TOKEN", canary, []string{"a.example.com"}, vault.Injection{Bearer: true})
 	require.ErrorIs(t, err, errBroken)
 	require.NotContains(t, err.Error(), canary)
-	_, err = v.List(ctx)
+	_, err = v.List(ctx, "")
 	require.ErrorIs(t, err, errBroken)
 	_, err = v.Values(ctx)
 	require.ErrorIs(t, err, errBroken)
-	require.ErrorIs(t, v.Delete(ctx, "TOKEN"), errBroken)
-	_, err = v.Source(ctx, []string{"TOKEN"})
+	require.ErrorIs(t, v.Delete(ctx, "", "TOKEN"), errBroken)
+	_, err = v.Source(ctx, "", []string{"TOKEN"})
 	require.ErrorIs(t, err, errBroken)
 }
 
@@ -481,13 +483,13 @@ func TestPortBinding(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	m, _, err := e.v.Put(ctx, "LOCAL_TOKEN", canary, []string{"127.0.0.1:8443", "[::1]:8443", "Svc.Example.com.:9000", "*.corp.example:8080"}, vault.Injection{Bearer: true})
+	m, _, err := e.v.Put(ctx, "", "LOCAL_TOKEN", canary, []string{"127.0.0.1:8443", "[::1]:8443", "Svc.Example.com.:9000", "*.corp.example:8080"}, vault.Injection{Bearer: true})
 	require.NoError(t, err)
 	require.Equal(t, []string{"127.0.0.1:8443", "[::1]:8443", "svc.example.com:9000", "*.corp.example:8080"}, m.Hosts, "canonical form")
-	_, _, err = e.v.Put(ctx, "ANY_PORT", "any-port-value", []string{"127.0.0.1", "::1"}, vault.Injection{Header: "X-Key"})
+	_, _, err = e.v.Put(ctx, "", "ANY_PORT", "any-port-value", []string{"127.0.0.1", "::1"}, vault.Injection{Header: "X-Key"})
 	require.NoError(t, err)
 
-	src, err := e.v.Source(ctx, []string{"LOCAL_TOKEN", "ANY_PORT"})
+	src, err := e.v.Source(ctx, "", []string{"LOCAL_TOKEN", "ANY_PORT"})
 	require.NoError(t, err)
 	names := func(dest string) []string {
 		var out []string
@@ -506,26 +508,95 @@ func TestPortBinding(t *testing.T) {
 	require.Equal(t, []string{"LOCAL_TOKEN"}, names("a.b.corp.example:8080"))
 	require.Empty(t, names("a.corp.example:80"))
 
-	require.NoError(t, e.v.CheckBound(ctx, "LOCAL_TOKEN", "127.0.0.1:8443"))
+	require.NoError(t, e.v.CheckBound(ctx, "", "LOCAL_TOKEN", "127.0.0.1:8443"))
 	var notBound *vault.NotBoundError
-	require.ErrorAs(t, e.v.CheckBound(ctx, "LOCAL_TOKEN", "127.0.0.1:9999"), &notBound)
+	require.ErrorAs(t, e.v.CheckBound(ctx, "", "LOCAL_TOKEN", "127.0.0.1:9999"), &notBound)
 	var unknown *vault.UnknownSecretError
-	require.ErrorAs(t, e.v.CheckBound(ctx, "NOPE", "127.0.0.1:8443"), &unknown)
+	require.ErrorAs(t, e.v.CheckBound(ctx, "", "NOPE", "127.0.0.1:8443"), &unknown)
 
-	v, err := e.v.ValueFor(ctx, "LOCAL_TOKEN", "127.0.0.1:8443")
+	v, err := e.v.ValueFor(ctx, "", "LOCAL_TOKEN", "127.0.0.1:8443")
 	require.NoError(t, err)
 	require.Equal(t, canary, v)
-	v, err = e.v.ValueFor(ctx, "LOCAL_TOKEN", "127.0.0.1:9999")
+	v, err = e.v.ValueFor(ctx, "", "LOCAL_TOKEN", "127.0.0.1:9999")
 	require.ErrorAs(t, err, &notBound)
 	require.Empty(t, v)
 	require.NotContains(t, err.Error(), canary)
 
 	// The hosts change: the value follows the new binding at once.
-	_, _, err = e.v.Put(ctx, "LOCAL_TOKEN", canary, []string{"127.0.0.1:9999"}, vault.Injection{Bearer: true})
+	_, _, err = e.v.Put(ctx, "", "LOCAL_TOKEN", canary, []string{"127.0.0.1:9999"}, vault.Injection{Bearer: true})
 	require.NoError(t, err)
-	_, err = e.v.ValueFor(ctx, "LOCAL_TOKEN", "127.0.0.1:8443")
+	_, err = e.v.ValueFor(ctx, "", "LOCAL_TOKEN", "127.0.0.1:8443")
 	require.ErrorAs(t, err, &notBound)
-	v, err = e.v.ValueFor(ctx, "LOCAL_TOKEN", "127.0.0.1:9999")
+	v, err = e.v.ValueFor(ctx, "", "LOCAL_TOKEN", "127.0.0.1:9999")
 	require.NoError(t, err)
 	require.Equal(t, canary, v)
+}
+
+// TestProjectsKeepTheirSecrets: the same name in two projects is two
+// secrets; a project resolves only its own (Source, Require, ValueFor),
+// never another's, whatever name it gives; and a row copied into another
+// project (by someone with write access to the database) does not decrypt
+// there.
+func TestProjectsKeepTheirSecrets(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	_, _, err := e.v.Put(ctx, "alpha", "TOKEN", canary, []string{"api.example.com"}, vault.Injection{Bearer: true})
+	require.NoError(t, err)
+	m, created, err := e.v.Put(ctx, "beta", "TOKEN", "beta-token-value", []string{"api.example.com"}, vault.Injection{Bearer: true})
+	require.NoError(t, err)
+	require.True(t, created, "the same name in another project is another secret")
+	require.Equal(t, "beta", m.Project)
+	_, _, err = e.v.Put(ctx, "alpha", "ONLY_ALPHA", "only-alpha-value", []string{"api.example.com"}, vault.Injection{Bearer: true})
+	require.NoError(t, err)
+
+	src, err := e.v.Source(ctx, "beta", []string{"TOKEN"})
+	require.NoError(t, err)
+	creds := src.ForHost("api.example.com")
+	require.Len(t, creds, 1)
+	require.Equal(t, "Bearer beta-token-value", creds[0].Value)
+	value, err := e.v.ValueFor(ctx, "alpha", "TOKEN", "api.example.com")
+	require.NoError(t, err)
+	require.Equal(t, canary, value)
+
+	var unknown *vault.UnknownSecretError
+	_, err = e.v.Source(ctx, "beta", []string{"ONLY_ALPHA"})
+	require.ErrorAs(t, err, &unknown, "beta cannot name alpha's secret")
+	require.EqualError(t, err, "secret ONLY_ALPHA does not exist in project beta (set it with `longhaul secret set ONLY_ALPHA --project beta`)")
+	require.ErrorAs(t, e.v.Require(ctx, "beta", []string{"ONLY_ALPHA"}), &unknown)
+	_, err = e.v.ValueFor(ctx, "beta", "ONLY_ALPHA", "api.example.com")
+	require.ErrorAs(t, err, &unknown)
+	_, err = e.v.Source(ctx, "", []string{"TOKEN"})
+	require.ErrorAs(t, err, &unknown, "the default project has no TOKEN")
+
+	all, err := e.v.List(ctx, "")
+	require.NoError(t, err)
+	require.Len(t, all, 3)
+	beta, err := e.v.List(ctx, "beta")
+	require.NoError(t, err)
+	require.Len(t, beta, 1)
+	require.Equal(t, "beta", beta[0].Project)
+
+	// The redactor knows every project's values.
+	r, err := e.v.Redactor(ctx)
+	require.NoError(t, err)
+	require.NotContains(t, string(r.Bytes([]byte("a "+canary+" and beta-token-value"))), canary)
+	require.NotContains(t, string(r.Bytes([]byte("beta-token-value"))), "beta-token-value")
+
+	// Alpha's row moved into gamma keeps its name but not its project.
+	row, err := e.st.SecretGet(ctx, "alpha", "TOKEN")
+	require.NoError(t, err)
+	row.Project = "gamma"
+	_, err = e.st.SecretPut(ctx, row)
+	require.NoError(t, err)
+	_, err = e.v.Source(ctx, "gamma", []string{"TOKEN"})
+	require.ErrorContains(t, err, "does not authenticate")
+	require.NotContains(t, err.Error(), canary)
+
+	require.NoError(t, e.v.Delete(ctx, "alpha", "TOKEN"))
+	_, err = e.v.ValueFor(ctx, "beta", "TOKEN", "api.example.com")
+	require.NoError(t, err, "deleting alpha's TOKEN leaves beta's")
+	var ae *apierror.Error
+	require.ErrorAs(t, e.v.Delete(ctx, "alpha", "TOKEN"), &ae)
+	require.Equal(t, 404, ae.Status)
 }

@@ -29,11 +29,17 @@ type API struct{ d *Dispatcher }
 // NewAPI returns the API of d.
 func NewAPI(d *Dispatcher) *API { return &API{d: d} }
 
-// CreateWebhookEndpoint creates a server-wide endpoint and returns it with
-// its secret, which no later response shows.
+// CreateWebhookEndpoint creates an endpoint of req.Project ("": the
+// default project; the application service decides which project a
+// caller may name) and returns it with its secret, which no later
+// response shows.
 func (a *API) CreateWebhookEndpoint(ctx context.Context, req *lt.CreateWebhookEndpointRequest) (*lt.WebhookEndpoint, error) {
 	if req == nil {
 		return nil, apierror.Invalid("", "request body is empty: send a JSON object")
+	}
+	project := req.Project
+	if project == "" {
+		project = lt.DefaultProject
 	}
 	if err := CheckURL("url", req.URL); err != nil {
 		return nil, err
@@ -51,7 +57,7 @@ func (a *API) CreateWebhookEndpoint(ctx context.Context, req *lt.CreateWebhookEn
 	var b [12]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
 	row := &store.WebhookEndpointRow{
-		ID: "whe_" + hex.EncodeToString(b[:]), URL: req.URL, Events: events,
+		ID: "whe_" + hex.EncodeToString(b[:]), Project: project, URL: req.URL, Events: events,
 		Secrets: []string{NewSecret()}, CreatedAt: a.d.clock.Now().UTC(),
 	}
 	if err := a.d.st.WebhookEndpointCreate(ctx, row); err != nil {
@@ -89,19 +95,20 @@ func CheckURL(field, raw string) error {
 }
 
 func endpointWire(r *store.WebhookEndpointRow) lt.WebhookEndpoint {
-	return lt.WebhookEndpoint{ID: r.ID, URL: r.URL, Events: slices.Clone(r.Events),
+	return lt.WebhookEndpoint{ID: r.ID, Project: r.Project, URL: r.URL, Events: slices.Clone(r.Events),
 		Disabled: r.DisabledAt != nil, DisabledAt: r.DisabledAt, CreatedAt: r.CreatedAt}
 }
 
-// ListWebhookEndpoints returns every endpoint, oldest first, without secrets.
 // SessionWebhookSecret returns the signing secret of a session's own
 // webhook_url, creating it on first use.
 func (a *API) SessionWebhookSecret(ctx context.Context, sessionID string) (string, error) {
 	return a.d.SessionSecret(ctx, sessionID)
 }
 
-func (a *API) ListWebhookEndpoints(ctx context.Context) ([]lt.WebhookEndpoint, error) {
-	rows, err := a.d.st.WebhookEndpointList(ctx)
+// ListWebhookEndpoints returns every endpoint of project ("": of every
+// project), oldest first, without secrets.
+func (a *API) ListWebhookEndpoints(ctx context.Context, project string) ([]lt.WebhookEndpoint, error) {
+	rows, err := a.d.st.WebhookEndpointList(ctx, project)
 	if err != nil {
 		return nil, fmt.Errorf("list webhook endpoints: %w", err)
 	}
@@ -112,9 +119,21 @@ func (a *API) ListWebhookEndpoints(ctx context.Context) ([]lt.WebhookEndpoint, e
 	return out, nil
 }
 
-// DeleteWebhookEndpoint removes an endpoint (404 if there is none); its
+// DeleteWebhookEndpoint removes an endpoint of project ("": of any
+// project); one there is not, or one of another project, is a 404. Its
 // pending deliveries are not sent.
-func (a *API) DeleteWebhookEndpoint(ctx context.Context, id string) error {
+func (a *API) DeleteWebhookEndpoint(ctx context.Context, project, id string) error {
+	if project != "" {
+		// An endpoint never changes project, so reading it first cannot
+		// let another project's endpoint through.
+		ep, err := a.d.st.WebhookEndpointGet(ctx, id)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && ep.Project != project) {
+			return apierror.NotFound("webhook endpoint %q not found", id)
+		}
+		if err != nil {
+			return fmt.Errorf("delete webhook endpoint: %w", err)
+		}
+	}
 	err := a.d.st.WebhookEndpointDelete(ctx, id, a.d.clock.Now())
 	if errors.Is(err, store.ErrNotFound) {
 		return apierror.NotFound("webhook endpoint %q not found", id)
@@ -125,10 +144,10 @@ func (a *API) DeleteWebhookEndpoint(ctx context.Context, id string) error {
 	return nil
 }
 
-// ListWebhookDeliveries pages deliveries newest first, each with its
-// attempts. cursor is the previous page's next_cursor ("" for the first);
-// limit is 1..500.
-func (a *API) ListWebhookDeliveries(ctx context.Context, cursor string, limit int) (*lt.List[lt.WebhookDelivery], error) {
+// ListWebhookDeliveries pages the deliveries of the sessions of project
+// ("": of every project) newest first, each with its attempts. cursor is
+// the previous page's next_cursor ("" for the first); limit is 1..500.
+func (a *API) ListWebhookDeliveries(ctx context.Context, project, cursor string, limit int) (*lt.List[lt.WebhookDelivery], error) {
 	if limit < 1 || limit > maxDeliveriesPage {
 		return nil, apierror.Invalid("limit", "limit must be between 1 and %d, got %d", maxDeliveriesPage, limit)
 	}
@@ -140,7 +159,7 @@ func (a *API) ListWebhookDeliveries(ctx context.Context, cursor string, limit in
 		}
 		before = n
 	}
-	rows, err := a.d.st.WebhookDeliveryList(ctx, &store.WebhookDeliveryListParams{BeforePos: before, Limit: limit})
+	rows, err := a.d.st.WebhookDeliveryList(ctx, &store.WebhookDeliveryListParams{BeforePos: before, Limit: limit, Project: project})
 	if err != nil {
 		return nil, fmt.Errorf("list webhook deliveries: %w", err)
 	}

@@ -29,8 +29,8 @@ func (s webhookService) CreateWebhookEndpoint(ctx context.Context, req *lt.Creat
 	return s.api.CreateWebhookEndpoint(ctx, req)
 }
 
-func (s webhookService) ListWebhookEndpoints(ctx context.Context) (*lt.List[lt.WebhookEndpoint], error) {
-	eps, err := s.api.ListWebhookEndpoints(ctx)
+func (s webhookService) ListWebhookEndpoints(ctx context.Context, project string) (*lt.List[lt.WebhookEndpoint], error) {
+	eps, err := s.api.ListWebhookEndpoints(ctx, project)
 	if err != nil {
 		return nil, err
 	}
@@ -38,11 +38,11 @@ func (s webhookService) ListWebhookEndpoints(ctx context.Context) (*lt.List[lt.W
 }
 
 func (s webhookService) DeleteWebhookEndpoint(ctx context.Context, id string) error {
-	return s.api.DeleteWebhookEndpoint(ctx, id)
+	return s.api.DeleteWebhookEndpoint(ctx, "", id)
 }
 
 func (s webhookService) ListWebhookDeliveries(ctx context.Context, p lt.ListWebhookDeliveriesParams) (*lt.List[lt.WebhookDelivery], error) {
-	return s.api.ListWebhookDeliveries(ctx, p.Cursor, p.Limit)
+	return s.api.ListWebhookDeliveries(ctx, p.Project, p.Cursor, p.Limit)
 }
 
 // apiServer serves d's API through the real HTTP server.

@@ -35,7 +35,7 @@ func TestTwoNodesDeliverEachNotificationOnce(t *testing.T) {
 		}
 	})
 	require.NoError(t, e.st.WebhookEndpointCreate(t.Context(), &store.WebhookEndpointRow{
-		ID: "whe_all", URL: r.srv.URL + "/endpoint", Events: []string{}, Secrets: []string{NewSecret()}, CreatedAt: e.clock.Now(),
+		Project: lt.DefaultProject, ID: "whe_all", URL: r.srv.URL + "/endpoint", Events: []string{}, Secrets: []string{NewSecret()}, CreatedAt: e.clock.Now(),
 	}))
 	nodes := []string{"node-a", "node-b"}
 	for _, node := range nodes {
@@ -144,7 +144,7 @@ func TestConcurrentScansEnqueueOnceAndLoseNothing(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			require.NoError(t, e.st.WebhookEndpointCreate(t.Context(), &store.WebhookEndpointRow{
-				ID: "whe_all", URL: "https://hooks.example.com/endpoint", Events: []string{}, Secrets: []string{NewSecret()},
+				Project: lt.DefaultProject, ID: "whe_all", URL: "https://hooks.example.com/endpoint", Events: []string{}, Secrets: []string{NewSecret()},
 				CreatedAt: e.clock.Now(),
 			}))
 			e.createSession("s1", "https://hooks.example.com/session")

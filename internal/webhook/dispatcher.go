@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -109,8 +110,8 @@ type Dispatcher struct {
 
 	wake chan struct{}
 
-	mu   sync.Mutex
-	urls map[string]string // session id → webhook_url ("" when none), from session.created
+	mu       sync.Mutex
+	sessions map[string]sessionInfo // session id → what its notifications need, read once
 	// cursors caches each session's durable cursor, so that a rescan or a
 	// notification about events already scanned costs no query.
 	cursors map[string]int64
@@ -158,7 +159,7 @@ func New(st store.Store, cfg *Config) (*Dispatcher, error) {
 		owner:    c.NodeID,
 		claimTTL: c.ClaimTTL,
 		wake:     make(chan struct{}, 1),
-		urls:     make(map[string]string),
+		sessions: make(map[string]sessionInfo),
 		cursors:  make(map[string]int64),
 	}
 	if d.clock == nil {
@@ -389,7 +390,7 @@ func (d *Dispatcher) scanAll(ctx context.Context) error {
 		}
 		// One read of the endpoints tells, for the whole page, which
 		// sessions without a webhook_url nobody listens to.
-		eps, err := d.st.WebhookEndpointList(ctx)
+		eps, err := d.st.WebhookEndpointList(ctx, "")
 		if err != nil {
 			return fmt.Errorf("scan webhooks: %w", err)
 		}
@@ -405,34 +406,54 @@ func (d *Dispatcher) scanAll(ctx context.Context) error {
 	}
 }
 
-// sessionURL returns the session's webhook_url, read once from its
-// session.created event.
-func (d *Dispatcher) sessionURL(ctx context.Context, sessionID string) (string, error) {
+// sessionInfo is what a session's notifications need to know of it; neither
+// changes after its creation.
+type sessionInfo struct {
+	// url is the session's webhook_url ("" when none), from its
+	// session.created event.
+	url string
+	// project is the session's project: only the endpoints of that
+	// project hear of it.
+	project string
+}
+
+// sessionInfo returns the session's webhook_url and project, read once.
+func (d *Dispatcher) sessionInfo(ctx context.Context, sessionID string) (sessionInfo, error) {
 	d.mu.Lock()
-	u, ok := d.urls[sessionID]
+	info, ok := d.sessions[sessionID]
 	d.mu.Unlock()
 	if ok {
-		return u, nil
+		return info, nil
 	}
 	evs, err := d.st.EventList(ctx, sessionID, 0, 1)
 	if err != nil {
-		return "", fmt.Errorf("read session %s: %w", sessionID, err)
+		return sessionInfo{}, fmt.Errorf("read session %s: %w", sessionID, err)
 	}
 	if len(evs) == 0 {
-		return "", nil // not created yet: nothing to cache
+		return sessionInfo{}, errNotCreated // nothing to cache
 	}
 	if evs[0].Type == lt.EventSessionCreated {
 		var created lt.SessionCreatedData
 		if err := json.Unmarshal(evs[0].Data, &created); err != nil {
-			return "", fmt.Errorf("read session %s: session.created: %w", sessionID, err)
+			return sessionInfo{}, fmt.Errorf("read session %s: session.created: %w", sessionID, err)
 		}
-		u = created.WebhookURL
+		info.url = created.WebhookURL
 	}
+	row, err := d.st.SessionGet(ctx, sessionID)
+	if err != nil {
+		return sessionInfo{}, fmt.Errorf("read session %s: %w", sessionID, err)
+	}
+	// Sessions stored before projects existed have none: the default
+	// project, as the migration puts them in.
+	info.project = cmp.Or(row.Project, lt.DefaultProject)
 	d.mu.Lock()
-	d.urls[sessionID] = u
+	d.sessions[sessionID] = info
 	d.mu.Unlock()
-	return u, nil
+	return info, nil
 }
+
+// errNotCreated: the session has no event yet, so nothing to notify.
+var errNotCreated = errors.New("the session has no event yet")
 
 // SessionSecret returns the signing secret of the session's webhook_url
 // notifications, creating it if the dispatcher has not yet; the server
@@ -479,17 +500,21 @@ func (d *Dispatcher) scanSession(ctx context.Context, sessionID string, lastSeq 
 	if ok && lastSeq > 0 && lastSeq <= cached {
 		return nil // already scanned
 	}
-	u, err := d.sessionURL(ctx, sessionID)
+	info, err := d.sessionInfo(ctx, sessionID)
+	if errors.Is(err, errNotCreated) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
+	u := info.url
 	if u == "" {
 		if eps == nil {
-			if eps, err = d.st.WebhookEndpointList(ctx); err != nil {
+			if eps, err = d.st.WebhookEndpointList(ctx, info.project); err != nil {
 				return fmt.Errorf("scan session %s: %w", sessionID, err)
 			}
 		}
-		if len(endpointTargets(eps)) == 0 {
+		if len(endpointTargets(eps, info.project)) == 0 {
 			// Nobody to tell: write nothing. The cursor stays, so an
 			// endpoint created later still sees this session's events
 			// from its creation on.
@@ -517,11 +542,11 @@ func (d *Dispatcher) scanSession(ctx context.Context, sessionID string, lastSeq 
 		// A list read earlier (eps, read once for a page of sessions)
 		// could miss one created in between, and the cursor would move
 		// past events the endpoint is owed.
-		eps, err := d.st.WebhookEndpointList(ctx)
+		eps, err := d.st.WebhookEndpointList(ctx, info.project)
 		if err != nil {
 			return fmt.Errorf("scan session %s: %w", sessionID, err)
 		}
-		targets := endpointTargets(eps)
+		targets := endpointTargets(eps, info.project)
 		if u != "" && ws.DisabledAt == nil {
 			targets = append(targets, target{url: u})
 		}
@@ -534,7 +559,7 @@ func (d *Dispatcher) scanSession(ctx context.Context, sessionID string, lastSeq 
 			}
 			for _, t := range targets {
 				if t.wants(typ, ev.Time) {
-					rows = append(rows, newDelivery(t, sessionID, ev.Seq, typ, now, now.Add(d.schedule[0])))
+					rows = append(rows, newDelivery(t, info.project, sessionID, ev.Seq, typ, now, now.Add(d.schedule[0])))
 				}
 			}
 		}
@@ -570,11 +595,12 @@ func (d *Dispatcher) scanSession(ctx context.Context, sessionID string, lastSeq 
 	}
 }
 
-// endpointTargets returns the enabled endpoints as targets.
-func endpointTargets(eps []*store.WebhookEndpointRow) []target {
+// endpointTargets returns the enabled endpoints of project as targets: an
+// endpoint hears only of the sessions of its project.
+func endpointTargets(eps []*store.WebhookEndpointRow, project string) []target {
 	var targets []target
 	for _, ep := range eps {
-		if ep.DisabledAt == nil {
+		if ep.DisabledAt == nil && ep.Project == project {
 			targets = append(targets, target{endpointID: ep.ID, url: ep.URL, events: ep.Events, since: ep.CreatedAt})
 		}
 	}
@@ -616,10 +642,10 @@ func deliveryID(endpointID, sessionID string, seq int64, typ string) string {
 	return "msg_" + hex.EncodeToString(h[:16])
 }
 
-func newDelivery(t target, sessionID string, seq int64, typ string, now, due time.Time) *store.WebhookDeliveryRow {
+func newDelivery(t target, project, sessionID string, seq int64, typ string, now, due time.Time) *store.WebhookDeliveryRow {
 	body, _ := json.Marshal(lt.WebhookNotification{Type: typ, SessionID: sessionID, EventSeq: seq}) // cannot fail
 	return &store.WebhookDeliveryRow{
-		ID: deliveryID(t.endpointID, sessionID, seq, typ), EndpointID: t.endpointID, SessionID: sessionID,
+		ID: deliveryID(t.endpointID, sessionID, seq, typ), EndpointID: t.endpointID, Project: project, SessionID: sessionID,
 		URL: t.url, Type: typ, EventSeq: seq, Body: body, Status: store.WebhookPending,
 		NextAttemptAt: &due, CreatedAt: now, UpdatedAt: now,
 	}

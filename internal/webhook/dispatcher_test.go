@@ -149,7 +149,7 @@ func TestGoneDisablesEndpoint(t *testing.T) {
 	row, err := e.st.WebhookEndpointGet(t.Context(), ep.ID)
 	require.NoError(t, err)
 	require.NotNil(t, row.DisabledAt)
-	eps, err := api.ListWebhookEndpoints(t.Context())
+	eps, err := api.ListWebhookEndpoints(t.Context(), "")
 	require.NoError(t, err)
 	require.True(t, eps[0].Disabled)
 
@@ -404,8 +404,8 @@ type listHook struct {
 	hook func()
 }
 
-func (s *listHook) WebhookEndpointList(ctx context.Context) ([]*store.WebhookEndpointRow, error) {
-	rows, err := s.Store.WebhookEndpointList(ctx)
+func (s *listHook) WebhookEndpointList(ctx context.Context, project string) ([]*store.WebhookEndpointRow, error) {
+	rows, err := s.Store.WebhookEndpointList(ctx, project)
 	s.once.Do(s.hook)
 	return rows, err
 }
@@ -419,7 +419,7 @@ func TestEndpointCreatedDuringAScanMissesNothing(t *testing.T) {
 	r := newReceiver(t, nil)
 	e.createSession("s1", r.srv.URL+"/session")
 	require.NoError(t, e.st.WebhookEndpointCreate(t.Context(), &store.WebhookEndpointRow{
-		ID: "whe_old", URL: r.srv.URL + "/old", Events: []string{}, Secrets: []string{NewSecret()}, CreatedAt: e.clock.Now(),
+		Project: lt.DefaultProject, ID: "whe_old", URL: r.srv.URL + "/old", Events: []string{}, Secrets: []string{NewSecret()}, CreatedAt: e.clock.Now(),
 	}))
 	listed, resume := make(chan struct{}), make(chan struct{})
 	cfg := allowFor(t, r)
@@ -439,7 +439,7 @@ func TestEndpointCreatedDuringAScanMissesNothing(t *testing.T) {
 		t.Fatal("the dispatcher never listed the endpoints")
 	}
 	require.NoError(t, e.st.WebhookEndpointCreate(t.Context(), &store.WebhookEndpointRow{
-		ID: "whe_new", URL: r.srv.URL + "/endpoint", Events: []string{}, Secrets: []string{NewSecret()}, CreatedAt: e.clock.Now(),
+		Project: lt.DefaultProject, ID: "whe_new", URL: r.srv.URL + "/endpoint", Events: []string{}, Secrets: []string{NewSecret()}, CreatedAt: e.clock.Now(),
 	}))
 	seq := e.status("s1", lt.SessionIdle)
 	close(resume)

@@ -73,7 +73,7 @@ func TestGoldenWebhookRequests(t *testing.T) {
 
 	ctx := t.Context()
 	require.NoError(t, e.st.WebhookEndpointCreate(ctx, &store.WebhookEndpointRow{
-		ID: "we_golden", URL: recv.URL + "/endpoint", Secrets: []string{fixedSecret(2), fixedSecret(3)}, CreatedAt: t0,
+		Project: lt.DefaultProject, ID: "we_golden", URL: recv.URL + "/endpoint", Secrets: []string{fixedSecret(2), fixedSecret(3)}, CreatedAt: t0,
 	}))
 	e.createSession("ses_golden", recv.URL+"/session-hook?tag=a")
 	_, err := e.st.WebhookSessionInit(ctx, "ses_golden", fixedSecret(1))

@@ -196,9 +196,12 @@ func (e *env) status(id string, to lt.SessionStatus) int64 {
 
 // start runs a dispatcher until the returned stop is called (or the test
 // ends).
-func (e *env) start(cfg Config) (*Dispatcher, func()) {
+func (e *env) start(cfg Config) (*Dispatcher, func()) { return e.startOn(e.st, cfg) }
+
+// startOn is start over st (e's store, seen through a wrapper).
+func (e *env) startOn(st store.Store, cfg Config) (*Dispatcher, func()) {
 	cfg.Clock = e.clock
-	d, err := New(e.st, &cfg)
+	d, err := New(st, &cfg)
 	require.NoError(e.t, err)
 	require.NoError(e.t, d.Start(context.Background()))
 	require.ErrorContains(e.t, d.Start(context.Background()), "already started")

@@ -142,7 +142,7 @@ func TestReferenceLibraryVerifiesDispatchedRequests(t *testing.T) {
 	rotating := []string{NewSecret(), NewSecret()} // the new one first, the old one still accepted
 	endpointSecrets.Store(&rotating)
 	require.NoError(t, e.st.WebhookEndpointCreate(t.Context(), &store.WebhookEndpointRow{
-		ID: "whe_rotating", URL: endpointRecv.srv.URL, Events: []string{}, Secrets: rotating, CreatedAt: e.clock.Now(),
+		Project: lt.DefaultProject, ID: "whe_rotating", URL: endpointRecv.srv.URL, Events: []string{}, Secrets: rotating, CreatedAt: e.clock.Now(),
 	}))
 
 	e.status("s1", lt.SessionRequiresAction)

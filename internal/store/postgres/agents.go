@@ -18,22 +18,22 @@ func (s *Store) AgentInsert(ctx context.Context, p *store.AgentInsertParams) (*s
 	if err := checks.AgentInsert(p); err != nil {
 		return nil, fmt.Errorf("insert agent: %w", err)
 	}
-	_, err := s.exec(ctx, `INSERT INTO agents (name, version, spec, created_at) VALUES ($1, $2, $3, $4)`,
-		p.Name, p.Version, jsonArg(p.Spec), p.CreatedAt)
+	_, err := s.exec(ctx, `INSERT INTO agents (project, name, version, spec, created_at) VALUES ($1, $2, $3, $4, $5)`,
+		p.Project, p.Name, p.Version, jsonArg(p.Spec), p.CreatedAt)
 	if err != nil {
-		return nil, fmt.Errorf("insert agent %s version %d: %w", p.Name, p.Version, err)
+		return nil, fmt.Errorf("insert agent %s version %d of project %s: %w", p.Name, p.Version, p.Project, err)
 	}
-	return &store.AgentRow{Name: p.Name, Version: p.Version, Spec: p.Spec, CreatedAt: stored(p.CreatedAt)}, nil
+	return &store.AgentRow{Project: p.Project, Name: p.Name, Version: p.Version, Spec: p.Spec, CreatedAt: stored(p.CreatedAt)}, nil
 }
 
-const agentColumns = `name, version, spec, created_at`
+const agentColumns = `project, name, version, spec, created_at`
 
 func scanAgent(sc rowScanner) (*store.AgentRow, error) {
 	var (
 		a    store.AgentRow
 		spec []byte
 	)
-	if err := sc.Scan(&a.Name, &a.Version, &spec, &a.CreatedAt); err != nil {
+	if err := sc.Scan(&a.Project, &a.Name, &a.Version, &spec, &a.CreatedAt); err != nil {
 		return nil, err
 	}
 	a.Spec = fromJSON(spec)
@@ -41,19 +41,23 @@ func scanAgent(sc rowScanner) (*store.AgentRow, error) {
 	return &a, nil
 }
 
-// AgentGet returns one version of an agent, or its latest for version 0.
-func (s *Store) AgentGet(ctx context.Context, name string, version int) (*store.AgentRow, error) {
+// AgentGet returns one version of an agent of project, or its latest for
+// version 0.
+func (s *Store) AgentGet(ctx context.Context, project, name string, version int) (*store.AgentRow, error) {
+	if err := checks.ID("project", project); err != nil {
+		return nil, fmt.Errorf("get agent: %w", err)
+	}
 	if err := checks.ID("name", name); err != nil {
 		return nil, fmt.Errorf("get agent: %w", err)
 	}
 	if version < 0 {
 		return nil, fmt.Errorf("get agent %s: version must not be negative, got %d", name, version)
 	}
-	q := `SELECT ` + agentColumns + ` FROM agents WHERE name = $1 AND version = $2`
-	args := []any{name, version}
+	q := `SELECT ` + agentColumns + ` FROM agents WHERE project = $1 AND name = $2 AND version = $3`
+	args := []any{project, name, version}
 	if version == 0 {
-		q = `SELECT ` + agentColumns + ` FROM agents WHERE name = $1 ORDER BY version DESC LIMIT 1`
-		args = args[:1]
+		q = `SELECT ` + agentColumns + ` FROM agents WHERE project = $1 AND name = $2 ORDER BY version DESC LIMIT 1`
+		args = args[:2]
 	}
 	var a *store.AgentRow
 	err := s.queryRow(ctx, func(row pgx.Row) (err error) {
@@ -61,13 +65,14 @@ func (s *Store) AgentGet(ctx context.Context, name string, version int) (*store.
 		return err
 	}, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("get agent %s version %d: %w", name, version, err)
+		return nil, fmt.Errorf("get agent %s version %d of project %s: %w", name, version, project, err)
 	}
 	return a, nil
 }
 
-// AgentList returns the latest version of each agent, by name.
-func (s *Store) AgentList(ctx context.Context) ([]*store.AgentRow, error) {
+// AgentList returns the latest version of each agent of project ("": of
+// every project), by project and name.
+func (s *Store) AgentList(ctx context.Context, project string) ([]*store.AgentRow, error) {
 	var out []*store.AgentRow
 	err := s.query(ctx, func(rows pgx.Rows) error {
 		a, err := scanAgent(rows)
@@ -76,7 +81,8 @@ func (s *Store) AgentList(ctx context.Context) ([]*store.AgentRow, error) {
 		}
 		out = append(out, a)
 		return nil
-	}, `SELECT DISTINCT ON (name) `+agentColumns+` FROM agents ORDER BY name, version DESC`)
+	}, `SELECT DISTINCT ON (project, name) `+agentColumns+` FROM agents
+WHERE $1 = '' OR project = $1 ORDER BY project, name, version DESC`, project)
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}

@@ -93,7 +93,7 @@ func TestSubscribeAcrossStores(t *testing.T) {
 	require.Equal(t, store.Notification{Kind: store.KindRunnable, SessionID: "ses_x"}, receive(t, ch))
 
 	_, err = a.SecretPut(t.Context(), &store.SecretRow{
-		Name: "TOKEN", Ciphertext: []byte{1}, Nonce: []byte{2}, KeyID: "k", Hosts: []string{"h"},
+		Project: "default", Name: "TOKEN", Ciphertext: []byte{1}, Nonce: []byte{2}, KeyID: "k", Hosts: []string{"h"},
 		Inject: []byte(`{}`), CreatedAt: testTime, UpdatedAt: testTime,
 	})
 	require.NoError(t, err)

@@ -15,9 +15,9 @@ import (
 // concurrent puts of the same name (ON CONFLICT waits for the other insert
 // and then updates). xmax is 0 only on a row this statement inserted, which
 // is how it tells a creation from a replacement.
-const secretPutSQL = `INSERT INTO secrets (name, ciphertext, nonce, key_id, hosts, inject, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-ON CONFLICT (name) DO UPDATE SET ciphertext = excluded.ciphertext, nonce = excluded.nonce,
+const secretPutSQL = `INSERT INTO secrets (project, name, ciphertext, nonce, key_id, hosts, inject, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+ON CONFLICT (project, name) DO UPDATE SET ciphertext = excluded.ciphertext, nonce = excluded.nonce,
     key_id = excluded.key_id, hosts = excluded.hosts, inject = excluded.inject, updated_at = excluded.updated_at
 RETURNING xmax = 0`
 
@@ -33,25 +33,25 @@ func (s *Store) SecretPut(ctx context.Context, row *store.SecretRow) (bool, erro
 	}
 	var created bool
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
-		t.queue(secretPutSQL, row.Name, row.Ciphertext, row.Nonce, row.KeyID, storeutil.NonNil(row.Hosts), string(row.Inject),
+		t.queue(secretPutSQL, row.Project, row.Name, row.Ciphertext, row.Nonce, row.KeyID, storeutil.NonNil(row.Hosts), string(row.Inject),
 			row.CreatedAt, row.UpdatedAt).QueryRow(func(r pgx.Row) error { return r.Scan(&created) })
 		t.notify(store.Notification{Kind: store.KindSecrets})
 		return nil
 	})
 	if err != nil {
-		return false, fmt.Errorf("put secret %s: %w", row.Name, err)
+		return false, fmt.Errorf("put secret %s of project %s: %w", row.Name, row.Project, err)
 	}
 	return created, nil
 }
 
-const secretColumns = `name, ciphertext, nonce, key_id, hosts, inject::text, created_at, updated_at`
+const secretColumns = `project, name, ciphertext, nonce, key_id, hosts, inject::text, created_at, updated_at`
 
 func scanSecret(sc rowScanner) (*store.SecretRow, error) {
 	var (
 		r      store.SecretRow
 		inject string
 	)
-	if err := sc.Scan(&r.Name, &r.Ciphertext, &r.Nonce, &r.KeyID, &r.Hosts, &inject, &r.CreatedAt, &r.UpdatedAt); err != nil {
+	if err := sc.Scan(&r.Project, &r.Name, &r.Ciphertext, &r.Nonce, &r.KeyID, &r.Hosts, &inject, &r.CreatedAt, &r.UpdatedAt); err != nil {
 		return nil, err
 	}
 	r.Hosts = storeutil.NonNil(r.Hosts)
@@ -61,8 +61,11 @@ func scanSecret(sc rowScanner) (*store.SecretRow, error) {
 	return &r, nil
 }
 
-// SecretGet returns one secret, or store.ErrNotFound.
-func (s *Store) SecretGet(ctx context.Context, name string) (*store.SecretRow, error) {
+// SecretGet returns the secret name of project, or store.ErrNotFound.
+func (s *Store) SecretGet(ctx context.Context, project, name string) (*store.SecretRow, error) {
+	if err := checks.ID("project", project); err != nil {
+		return nil, fmt.Errorf("get secret: %w", err)
+	}
 	if err := checks.ID("name", name); err != nil {
 		return nil, fmt.Errorf("get secret: %w", err)
 	}
@@ -70,15 +73,16 @@ func (s *Store) SecretGet(ctx context.Context, name string) (*store.SecretRow, e
 	err := s.queryRow(ctx, func(row pgx.Row) (err error) {
 		r, err = scanSecret(row)
 		return err
-	}, `SELECT `+secretColumns+` FROM secrets WHERE name = $1`, name)
+	}, `SELECT `+secretColumns+` FROM secrets WHERE project = $1 AND name = $2`, project, name)
 	if err != nil {
-		return nil, fmt.Errorf("get secret %s: %w", name, err)
+		return nil, fmt.Errorf("get secret %s of project %s: %w", name, project, err)
 	}
 	return r, nil
 }
 
-// SecretList returns every secret, by name.
-func (s *Store) SecretList(ctx context.Context) ([]*store.SecretRow, error) {
+// SecretList returns every secret of project ("": of every project), by
+// project and name.
+func (s *Store) SecretList(ctx context.Context, project string) ([]*store.SecretRow, error) {
 	var out []*store.SecretRow
 	err := s.query(ctx, func(rows pgx.Rows) error {
 		r, err := scanSecret(rows)
@@ -87,25 +91,28 @@ func (s *Store) SecretList(ctx context.Context) ([]*store.SecretRow, error) {
 		}
 		out = append(out, r)
 		return nil
-	}, `SELECT `+secretColumns+` FROM secrets ORDER BY name`)
+	}, `SELECT `+secretColumns+` FROM secrets WHERE $1 = '' OR project = $1 ORDER BY project, name`, project)
 	if err != nil {
 		return nil, fmt.Errorf("list secrets: %w", err)
 	}
 	return out, nil
 }
 
-// SecretDelete removes a secret, or returns store.ErrNotFound. Subscribers
-// (on every node) hear store.KindSecrets.
-func (s *Store) SecretDelete(ctx context.Context, name string) error {
+// SecretDelete removes the secret name of project, or returns
+// store.ErrNotFound. Subscribers (on every node) hear store.KindSecrets.
+func (s *Store) SecretDelete(ctx context.Context, project, name string) error {
 	if err := s.checkOpen(); err != nil {
 		return err
+	}
+	if err := checks.ID("project", project); err != nil {
+		return fmt.Errorf("delete secret: %w", err)
 	}
 	if err := checks.ID("name", name); err != nil {
 		return fmt.Errorf("delete secret: %w", err)
 	}
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
 		var deleted bool
-		t.queue(`DELETE FROM secrets WHERE name = $1`, name).Exec(func(ct pgconn.CommandTag) error {
+		t.queue(`DELETE FROM secrets WHERE project = $1 AND name = $2`, project, name).Exec(func(ct pgconn.CommandTag) error {
 			deleted = ct.RowsAffected() > 0
 			return nil
 		})
@@ -119,7 +126,7 @@ func (s *Store) SecretDelete(ctx context.Context, name string) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("delete secret %s: %w", name, err)
+		return fmt.Errorf("delete secret %s of project %s: %w", name, project, err)
 	}
 	return nil
 }

@@ -128,7 +128,7 @@ func TestValidation(t *testing.T) {
 			return err
 		}, "session.id"},
 		{"agent version 0", func() error {
-			_, err := s.AgentInsert(ctx, &store.AgentInsertParams{Name: "a", Version: 0, CreatedAt: testTime})
+			_, err := s.AgentInsert(ctx, &store.AgentInsertParams{Project: "default", Name: "a", Version: 0, CreatedAt: testTime})
 			return err
 		}, "version"},
 		{"claim limit 0", func() error {

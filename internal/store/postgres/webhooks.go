@@ -27,19 +27,19 @@ func (s *Store) WebhookEndpointCreate(ctx context.Context, row *store.WebhookEnd
 	if err := checks.WebhookEndpointCreate(row); err != nil {
 		return err
 	}
-	_, err := s.exec(ctx, `INSERT INTO webhook_endpoints (id, url, events, secrets, created_at, disabled_at)
-VALUES ($1, $2, $3, $4, $5, $6)`, row.ID, row.URL, storeutil.NonNil(row.Events), row.Secrets, row.CreatedAt, row.DisabledAt)
+	_, err := s.exec(ctx, `INSERT INTO webhook_endpoints (id, project, url, events, secrets, created_at, disabled_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7)`, row.ID, row.Project, row.URL, storeutil.NonNil(row.Events), row.Secrets, row.CreatedAt, row.DisabledAt)
 	if err != nil {
 		return fmt.Errorf("create webhook endpoint %s: %w", row.ID, err)
 	}
 	return nil
 }
 
-const endpointColumns = `id, url, events, secrets, created_at, disabled_at`
+const endpointColumns = `id, project, url, events, secrets, created_at, disabled_at`
 
 func scanEndpoint(sc rowScanner) (*store.WebhookEndpointRow, error) {
 	var r store.WebhookEndpointRow
-	if err := sc.Scan(&r.ID, &r.URL, &r.Events, &r.Secrets, &r.CreatedAt, &r.DisabledAt); err != nil {
+	if err := sc.Scan(&r.ID, &r.Project, &r.URL, &r.Events, &r.Secrets, &r.CreatedAt, &r.DisabledAt); err != nil {
 		return nil, err
 	}
 	r.Events = storeutil.NonNil(r.Events)
@@ -65,8 +65,9 @@ func (s *Store) WebhookEndpointGet(ctx context.Context, id string) (*store.Webho
 	return r, nil
 }
 
-// WebhookEndpointList returns every endpoint, oldest first.
-func (s *Store) WebhookEndpointList(ctx context.Context) ([]*store.WebhookEndpointRow, error) {
+// WebhookEndpointList returns every endpoint of project ("": of every
+// project), oldest first.
+func (s *Store) WebhookEndpointList(ctx context.Context, project string) ([]*store.WebhookEndpointRow, error) {
 	var out []*store.WebhookEndpointRow
 	err := s.query(ctx, func(rows pgx.Rows) error {
 		r, err := scanEndpoint(rows)
@@ -75,7 +76,7 @@ func (s *Store) WebhookEndpointList(ctx context.Context) ([]*store.WebhookEndpoi
 		}
 		out = append(out, r)
 		return nil
-	}, `SELECT `+endpointColumns+` FROM webhook_endpoints ORDER BY created_at, id`)
+	}, `SELECT `+endpointColumns+` FROM webhook_endpoints WHERE $1 = '' OR project = $1 ORDER BY created_at, id`, project)
 	if err != nil {
 		return nil, fmt.Errorf("list webhook endpoints: %w", err)
 	}
@@ -178,10 +179,10 @@ func (s *Store) WebhookEnqueue(ctx context.Context, sessionID string, fromCursor
 			return fmt.Errorf("cursor moved past %d: %w", fromCursor, store.ErrConflict)
 		}
 		for _, r := range rows {
-			t.queue(`INSERT INTO webhook_deliveries (id, endpoint_id, session_id, url, type, event_seq, body, status,
+			t.queue(`INSERT INTO webhook_deliveries (id, endpoint_id, project, session_id, url, type, event_seq, body, status,
     attempts, next_attempt_at, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (id) DO NOTHING`,
-				r.ID, r.EndpointID, r.SessionID, r.URL, r.Type, r.EventSeq, r.Body, r.Status, r.Attempts,
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (id) DO NOTHING`,
+				r.ID, r.EndpointID, r.Project, r.SessionID, r.URL, r.Type, r.EventSeq, r.Body, r.Status, r.Attempts,
 				r.NextAttemptAt, r.CreatedAt, r.UpdatedAt)
 		}
 		return nil
@@ -192,12 +193,12 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (id) DO N
 	return nil
 }
 
-const deliveryColumns = `pos, id, endpoint_id, session_id, url, type, event_seq, body, status, attempts, next_attempt_at,
+const deliveryColumns = `pos, id, endpoint_id, project, session_id, url, type, event_seq, body, status, attempts, next_attempt_at,
     coalesce(claimed_by, ''), created_at, updated_at`
 
 func scanDelivery(sc rowScanner) (*store.WebhookDeliveryRow, error) {
 	var r store.WebhookDeliveryRow
-	if err := sc.Scan(&r.Pos, &r.ID, &r.EndpointID, &r.SessionID, &r.URL, &r.Type, &r.EventSeq, &r.Body, &r.Status,
+	if err := sc.Scan(&r.Pos, &r.ID, &r.EndpointID, &r.Project, &r.SessionID, &r.URL, &r.Type, &r.EventSeq, &r.Body, &r.Status,
 		&r.Attempts, &r.NextAttemptAt, &r.ClaimedBy, &r.CreatedAt, &r.UpdatedAt); err != nil {
 		return nil, err
 	}
@@ -245,7 +246,7 @@ const claimDueSQL = `WITH due AS (
 )
 UPDATE webhook_deliveries d SET claimed_by = $3, next_attempt_at = $4, updated_at = $1
 FROM due WHERE d.pos = due.pos
-RETURNING due.due_at, d.pos, d.id, d.endpoint_id, d.session_id, d.url, d.type, d.event_seq, d.body, d.status, d.attempts,
+RETURNING due.due_at, d.pos, d.id, d.endpoint_id, d.project, d.session_id, d.url, d.type, d.event_seq, d.body, d.status, d.attempts,
     d.next_attempt_at, coalesce(d.claimed_by, ''), d.created_at, d.updated_at`
 
 // WebhookClaimDue claims up to p.Limit due deliveries for p.Owner until
@@ -412,6 +413,11 @@ func (s *Store) WebhookDeliveryList(ctx context.Context, p *store.WebhookDeliver
 	if before <= 0 {
 		before = 1<<63 - 1
 	}
+	q, args := `SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE pos < $1 ORDER BY pos DESC LIMIT $2`, []any{before, limit}
+	if p.Project != "" {
+		q = `SELECT ` + deliveryColumns + ` FROM webhook_deliveries WHERE project = $3 AND pos < $1 ORDER BY pos DESC LIMIT $2`
+		args = append(args, p.Project)
+	}
 	var out []*store.WebhookDeliveryRow
 	err = s.query(ctx, func(rows pgx.Rows) error {
 		r, err := scanDelivery(rows)
@@ -421,7 +427,7 @@ func (s *Store) WebhookDeliveryList(ctx context.Context, p *store.WebhookDeliver
 		r.AttemptList = []store.WebhookAttemptRow{}
 		out = append(out, r)
 		return nil
-	}, `SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE pos < $1 ORDER BY pos DESC LIMIT $2`, before, limit)
+	}, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list webhook deliveries: %w", err)
 	}

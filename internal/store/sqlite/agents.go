@@ -18,23 +18,24 @@ func (s *Store) AgentInsert(ctx context.Context, p *store.AgentInsertParams) (*s
 		return nil, fmt.Errorf("insert agent: %w", err)
 	}
 	row := &store.AgentRow{
+		Project:   p.Project,
 		Name:      p.Name,
 		Version:   p.Version,
 		Spec:      p.Spec,
 		CreatedAt: fromMicros(toMicros(p.CreatedAt)),
 	}
 	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
-		_, err := w.exec(`INSERT INTO agents (name, version, spec, created_at) VALUES (?, ?, ?, ?)`,
-			p.Name, p.Version, jsonText(p.Spec), toMicros(p.CreatedAt))
+		_, err := w.exec(`INSERT INTO agents (project, name, version, spec, created_at) VALUES (?, ?, ?, ?, ?)`,
+			p.Project, p.Name, p.Version, jsonText(p.Spec), toMicros(p.CreatedAt))
 		return nil, mapErr(err)
 	}})
 	if err != nil {
-		return nil, fmt.Errorf("insert agent %s version %d: %w", p.Name, p.Version, err)
+		return nil, fmt.Errorf("insert agent %s version %d of project %s: %w", p.Name, p.Version, p.Project, err)
 	}
 	return row, nil
 }
 
-const agentColumns = `name, version, spec, created_at`
+const agentColumns = `project, name, version, spec, created_at`
 
 func scanAgent(sc interface{ Scan(...any) error }) (*store.AgentRow, error) {
 	var (
@@ -42,7 +43,7 @@ func scanAgent(sc interface{ Scan(...any) error }) (*store.AgentRow, error) {
 		spec    sql.NullString
 		created int64
 	)
-	if err := sc.Scan(&a.Name, &a.Version, &spec, &created); err != nil {
+	if err := sc.Scan(&a.Project, &a.Name, &a.Version, &spec, &created); err != nil {
 		return nil, err
 	}
 	a.Spec = fromJSONText(spec)
@@ -50,8 +51,12 @@ func scanAgent(sc interface{ Scan(...any) error }) (*store.AgentRow, error) {
 	return &a, nil
 }
 
-// AgentGet returns one version of an agent, or its latest for version 0.
-func (s *Store) AgentGet(ctx context.Context, name string, version int) (*store.AgentRow, error) {
+// AgentGet returns one version of an agent of project, or its latest for
+// version 0.
+func (s *Store) AgentGet(ctx context.Context, project, name string, version int) (*store.AgentRow, error) {
+	if err := checks.ID("project", project); err != nil {
+		return nil, fmt.Errorf("get agent: %w", err)
+	}
 	if err := checks.ID("name", name); err != nil {
 		return nil, fmt.Errorf("get agent: %w", err)
 	}
@@ -63,9 +68,9 @@ func (s *Store) AgentGet(ctx context.Context, name string, version int) (*store.
 		err error
 	)
 	if version == 0 {
-		row, err = s.queryRow(ctx, `SELECT `+agentColumns+` FROM agents WHERE name = ? ORDER BY version DESC LIMIT 1`, name)
+		row, err = s.queryRow(ctx, `SELECT `+agentColumns+` FROM agents WHERE project = ? AND name = ? ORDER BY version DESC LIMIT 1`, project, name)
 	} else {
-		row, err = s.queryRow(ctx, `SELECT `+agentColumns+` FROM agents WHERE name = ? AND version = ?`, name, version)
+		row, err = s.queryRow(ctx, `SELECT `+agentColumns+` FROM agents WHERE project = ? AND name = ? AND version = ?`, project, name, version)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get agent %s version %d: %w", name, version, err)
@@ -77,8 +82,9 @@ func (s *Store) AgentGet(ctx context.Context, name string, version int) (*store.
 	return a, nil
 }
 
-// AgentList returns the latest version of each agent, by name.
-func (s *Store) AgentList(ctx context.Context) ([]*store.AgentRow, error) {
+// AgentList returns the latest version of each agent of project ("": of
+// every project), by project and name.
+func (s *Store) AgentList(ctx context.Context, project string) ([]*store.AgentRow, error) {
 	var out []*store.AgentRow
 	err := s.query(ctx, func(rows *sql.Rows) error {
 		a, err := scanAgent(rows)
@@ -88,8 +94,9 @@ func (s *Store) AgentList(ctx context.Context) ([]*store.AgentRow, error) {
 		out = append(out, a)
 		return nil
 	}, `SELECT `+agentColumns+` FROM agents a
-WHERE version = (SELECT max(version) FROM agents b WHERE b.name = a.name)
-ORDER BY name`)
+WHERE version = (SELECT max(version) FROM agents b WHERE b.project = a.project AND b.name = a.name)
+    AND (? = '' OR project = ?)
+ORDER BY project, name`, project, project)
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}

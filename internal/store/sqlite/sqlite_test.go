@@ -130,7 +130,7 @@ func TestDataSurvivesReopen(t *testing.T) {
 	createSession(t, s, "ses_keep", true)
 	_, err = s.EventAppend(t.Context(), appendParams("ses_keep", 1, 2))
 	require.NoError(t, err)
-	_, err = s.AgentInsert(t.Context(), &store.AgentInsertParams{Name: "a", Version: 1, Spec: json.RawMessage(`{"x":1}`), CreatedAt: testTime})
+	_, err = s.AgentInsert(t.Context(), &store.AgentInsertParams{Project: "default", Name: "a", Version: 1, Spec: json.RawMessage(`{"x":1}`), CreatedAt: testTime})
 	require.NoError(t, err)
 	data := []byte("kept")
 	require.NoError(t, s.BlobPut(t.Context(), storeutil.HexSHA256(data), data))
@@ -145,7 +145,7 @@ func TestDataSurvivesReopen(t *testing.T) {
 	events, err := s.EventList(t.Context(), "ses_keep", 0, 10)
 	require.NoError(t, err)
 	require.Len(t, events, 3)
-	a, err := s.AgentGet(t.Context(), "a", 0)
+	a, err := s.AgentGet(t.Context(), "default", "a", 0)
 	require.NoError(t, err)
 	require.Equal(t, testTime, a.CreatedAt)
 	got, err := s.BlobGet(t.Context(), storeutil.HexSHA256(data))
@@ -251,7 +251,7 @@ func TestValidation(t *testing.T) {
 			return err
 		}, "session.id"},
 		{"agent version 0", func() error {
-			_, err := s.AgentInsert(ctx, &store.AgentInsertParams{Name: "a", Version: 0, CreatedAt: testTime})
+			_, err := s.AgentInsert(ctx, &store.AgentInsertParams{Project: "default", Name: "a", Version: 0, CreatedAt: testTime})
 			return err
 		}, "version"},
 		{"claim limit 0", func() error {

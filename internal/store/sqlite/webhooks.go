@@ -37,8 +37,8 @@ func (s *Store) WebhookEndpointCreate(ctx context.Context, row *store.WebhookEnd
 		return fmt.Errorf("create webhook endpoint %s: encode secrets: %w", row.ID, err)
 	}
 	err = s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
-		_, err := w.exec(`INSERT INTO webhook_endpoints (id, url, events, secrets, created_at, disabled_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			row.ID, row.URL, string(events), string(secrets), toMicros(row.CreatedAt), nullMicros(row.DisabledAt))
+		_, err := w.exec(`INSERT INTO webhook_endpoints (id, project, url, events, secrets, created_at, disabled_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			row.ID, row.Project, row.URL, string(events), string(secrets), toMicros(row.CreatedAt), nullMicros(row.DisabledAt))
 		return nil, mapErr(err)
 	}})
 	if err != nil {
@@ -47,7 +47,7 @@ func (s *Store) WebhookEndpointCreate(ctx context.Context, row *store.WebhookEnd
 	return nil
 }
 
-const endpointColumns = `id, url, events, secrets, created_at, disabled_at`
+const endpointColumns = `id, project, url, events, secrets, created_at, disabled_at`
 
 func scanEndpoint(sc interface{ Scan(...any) error }) (*store.WebhookEndpointRow, error) {
 	var (
@@ -56,7 +56,7 @@ func scanEndpoint(sc interface{ Scan(...any) error }) (*store.WebhookEndpointRow
 		created         int64
 		disabled        sql.NullInt64
 	)
-	if err := sc.Scan(&r.ID, &r.URL, &events, &secrets, &created, &disabled); err != nil {
+	if err := sc.Scan(&r.ID, &r.Project, &r.URL, &events, &secrets, &created, &disabled); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(events), &r.Events); err != nil {
@@ -84,8 +84,9 @@ func (s *Store) WebhookEndpointGet(ctx context.Context, id string) (*store.Webho
 	return r, nil
 }
 
-// WebhookEndpointList returns every endpoint, oldest first.
-func (s *Store) WebhookEndpointList(ctx context.Context) ([]*store.WebhookEndpointRow, error) {
+// WebhookEndpointList returns every endpoint of project ("": of every
+// project), oldest first.
+func (s *Store) WebhookEndpointList(ctx context.Context, project string) ([]*store.WebhookEndpointRow, error) {
 	var out []*store.WebhookEndpointRow
 	err := s.query(ctx, func(rows *sql.Rows) error {
 		r, err := scanEndpoint(rows)
@@ -94,7 +95,7 @@ func (s *Store) WebhookEndpointList(ctx context.Context) ([]*store.WebhookEndpoi
 		}
 		out = append(out, r)
 		return nil
-	}, `SELECT `+endpointColumns+` FROM webhook_endpoints ORDER BY created_at, id`)
+	}, `SELECT `+endpointColumns+` FROM webhook_endpoints WHERE ? = '' OR project = ? ORDER BY created_at, id`, project, project)
 	if err != nil {
 		return nil, fmt.Errorf("list webhook endpoints: %w", err)
 	}
@@ -188,9 +189,9 @@ func (s *Store) WebhookEnqueue(ctx context.Context, sessionID string, fromCursor
 			return nil, fmt.Errorf("cursor moved past %d: %w", fromCursor, store.ErrConflict)
 		}
 		for _, r := range rows {
-			_, err := w.exec(`INSERT INTO webhook_deliveries (id, endpoint_id, session_id, url, type, event_seq, body, status, attempts, next_attempt_at, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-				r.ID, r.EndpointID, r.SessionID, r.URL, r.Type, r.EventSeq, r.Body, r.Status, r.Attempts,
+			_, err := w.exec(`INSERT INTO webhook_deliveries (id, endpoint_id, project, session_id, url, type, event_seq, body, status, attempts, next_attempt_at, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+				r.ID, r.EndpointID, r.Project, r.SessionID, r.URL, r.Type, r.EventSeq, r.Body, r.Status, r.Attempts,
 				nullMicros(r.NextAttemptAt), toMicros(r.CreatedAt), toMicros(r.UpdatedAt))
 			if err != nil {
 				return nil, mapErr(err)
@@ -204,7 +205,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
 	return nil
 }
 
-const deliveryColumns = `pos, id, endpoint_id, session_id, url, type, event_seq, body, status, attempts, next_attempt_at,
+const deliveryColumns = `pos, id, endpoint_id, project, session_id, url, type, event_seq, body, status, attempts, next_attempt_at,
     coalesce(claimed_by, ''), created_at, updated_at`
 
 func scanDelivery(sc interface{ Scan(...any) error }) (*store.WebhookDeliveryRow, error) {
@@ -213,7 +214,7 @@ func scanDelivery(sc interface{ Scan(...any) error }) (*store.WebhookDeliveryRow
 		next             sql.NullInt64
 		created, updated int64
 	)
-	if err := sc.Scan(&r.Pos, &r.ID, &r.EndpointID, &r.SessionID, &r.URL, &r.Type, &r.EventSeq, &r.Body, &r.Status,
+	if err := sc.Scan(&r.Pos, &r.ID, &r.EndpointID, &r.Project, &r.SessionID, &r.URL, &r.Type, &r.EventSeq, &r.Body, &r.Status,
 		&r.Attempts, &next, &r.ClaimedBy, &created, &updated); err != nil {
 		return nil, err
 	}
@@ -437,6 +438,10 @@ func (s *Store) WebhookDeliveryList(ctx context.Context, p *store.WebhookDeliver
 	if before <= 0 {
 		before = 1<<63 - 1
 	}
+	q, args := `SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE pos < ? ORDER BY pos DESC LIMIT ?`, []any{before, limit}
+	if p.Project != "" {
+		q, args = `SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE project = ? AND pos < ? ORDER BY pos DESC LIMIT ?`, []any{p.Project, before, limit}
+	}
 	var out []*store.WebhookDeliveryRow
 	err = s.query(ctx, func(rows *sql.Rows) error {
 		r, err := scanDelivery(rows)
@@ -445,7 +450,7 @@ func (s *Store) WebhookDeliveryList(ctx context.Context, p *store.WebhookDeliver
 		}
 		out = append(out, r)
 		return nil
-	}, `SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE pos < ? ORDER BY pos DESC LIMIT ?`, before, limit)
+	}, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list webhook deliveries: %w", err)
 	}

@@ -125,7 +125,7 @@ func testNotFound(t *testing.T, h *harness) {
 	require.ErrorIs(t, err, store.ErrNotFound, "ActionGet")
 	_, err = h.s.ArtifactGet(ctx, "art_nope")
 	require.ErrorIs(t, err, store.ErrNotFound, "ArtifactGet")
-	_, err = h.s.AgentGet(ctx, "nope", 0)
+	_, err = h.s.AgentGet(ctx, project, "nope", 0)
 	require.ErrorIs(t, err, store.ErrNotFound, "AgentGet")
 	_, err = h.s.IdempotencyGet(ctx, "scope", "nope")
 	require.ErrorIs(t, err, store.ErrNotFound, "IdempotencyGet")

@@ -15,6 +15,7 @@ import (
 // opaque bytes, so any bytes do.
 func secretRow(name string, created time.Time) *store.SecretRow {
 	return &store.SecretRow{
+		Project:    project,
 		Name:       name,
 		Ciphertext: []byte("ciphertext of " + name + "\x00\xff"),
 		Nonce:      []byte("nonce-12byte"),
@@ -30,10 +31,10 @@ func secretRow(name string, created time.Time) *store.SecretRow {
 // return exactly what was put, delete removes, and unknown names are
 // ErrNotFound.
 func testSecrets(t *testing.T, h *harness) {
-	_, err := h.s.SecretGet(h.ctx, "NOPE")
+	_, err := h.s.SecretGet(h.ctx, project, "NOPE")
 	require.ErrorIs(t, err, store.ErrNotFound)
-	require.ErrorIs(t, h.s.SecretDelete(h.ctx, "NOPE"), store.ErrNotFound)
-	list, err := h.s.SecretList(h.ctx)
+	require.ErrorIs(t, h.s.SecretDelete(h.ctx, project, "NOPE"), store.ErrNotFound)
+	list, err := h.s.SecretList(h.ctx, "")
 	require.NoError(t, err)
 	require.Empty(t, list)
 
@@ -47,7 +48,7 @@ func testSecrets(t *testing.T, h *harness) {
 	require.NoError(t, err)
 	require.True(t, created)
 
-	got, err := h.s.SecretGet(h.ctx, "B_TOKEN")
+	got, err := h.s.SecretGet(h.ctx, project, "B_TOKEN")
 	require.NoError(t, err)
 	requireSecret(t, b, got)
 
@@ -62,23 +63,23 @@ func testSecrets(t *testing.T, h *harness) {
 	created, err = h.s.SecretPut(h.ctx, b2)
 	require.NoError(t, err)
 	require.False(t, created, "a second put replaces")
-	got, err = h.s.SecretGet(h.ctx, "B_TOKEN")
+	got, err = h.s.SecretGet(h.ctx, project, "B_TOKEN")
 	require.NoError(t, err)
 	want := *b2
 	want.CreatedAt = b.CreatedAt
 	requireSecret(t, &want, got)
 
-	list, err = h.s.SecretList(h.ctx)
+	list, err = h.s.SecretList(h.ctx, "")
 	require.NoError(t, err)
 	require.Len(t, list, 2)
 	requireSecret(t, a, list[0]) // by name
 	requireSecret(t, &want, list[1])
 
-	require.NoError(t, h.s.SecretDelete(h.ctx, "A_TOKEN"))
-	_, err = h.s.SecretGet(h.ctx, "A_TOKEN")
+	require.NoError(t, h.s.SecretDelete(h.ctx, project, "A_TOKEN"))
+	_, err = h.s.SecretGet(h.ctx, project, "A_TOKEN")
 	require.ErrorIs(t, err, store.ErrNotFound)
-	require.ErrorIs(t, h.s.SecretDelete(h.ctx, "A_TOKEN"), store.ErrNotFound)
-	list, err = h.s.SecretList(h.ctx)
+	require.ErrorIs(t, h.s.SecretDelete(h.ctx, project, "A_TOKEN"), store.ErrNotFound)
+	list, err = h.s.SecretList(h.ctx, "")
 	require.NoError(t, err)
 	require.Len(t, list, 1)
 
@@ -90,6 +91,7 @@ func testSecrets(t *testing.T, h *harness) {
 
 func requireSecret(t *testing.T, want, got *store.SecretRow) {
 	t.Helper()
+	require.Equal(t, want.Project, got.Project)
 	require.Equal(t, want.Name, got.Name)
 	require.Equal(t, want.Ciphertext, got.Ciphertext)
 	require.Equal(t, want.Nonce, got.Nonce)
@@ -120,7 +122,7 @@ func testSecretPutInvalid(t *testing.T, h *harness) {
 	}
 	_, err := h.s.SecretPut(h.ctx, nil)
 	require.Error(t, err)
-	list, err := h.s.SecretList(h.ctx)
+	list, err := h.s.SecretList(h.ctx, "")
 	require.NoError(t, err)
 	require.Empty(t, list, "nothing was written")
 }
@@ -171,7 +173,7 @@ func testSecretNotifications(t *testing.T, h *harness) {
 	_, err := h.s.SecretPut(h.ctx, secretRow("NOTIFY", t0))
 	require.NoError(t, err)
 	expect(t, ch, store.Notification{Kind: store.KindSecrets})
-	require.NoError(t, h.s.SecretDelete(h.ctx, "NOTIFY"))
+	require.NoError(t, h.s.SecretDelete(h.ctx, project, "NOTIFY"))
 	expect(t, ch, store.Notification{Kind: store.KindSecrets})
 }
 
@@ -180,9 +182,9 @@ func testSecretsClosed(t *testing.T, h *harness) {
 	require.NoError(t, h.s.Close())
 	_, err := h.s.SecretPut(h.ctx, secretRow("CLOSED", t0))
 	require.ErrorIs(t, err, store.ErrClosed, "SecretPut")
-	_, err = h.s.SecretGet(h.ctx, "CLOSED")
+	_, err = h.s.SecretGet(h.ctx, project, "CLOSED")
 	require.ErrorIs(t, err, store.ErrClosed, "SecretGet")
-	_, err = h.s.SecretList(h.ctx)
+	_, err = h.s.SecretList(h.ctx, "")
 	require.ErrorIs(t, err, store.ErrClosed, "SecretList")
-	require.ErrorIs(t, h.s.SecretDelete(h.ctx, "CLOSED"), store.ErrClosed, "SecretDelete")
+	require.ErrorIs(t, h.s.SecretDelete(h.ctx, project, "CLOSED"), store.ErrClosed, "SecretDelete")
 }

@@ -15,7 +15,7 @@ import (
 func testAgentVersions(t *testing.T, h *harness) {
 	insert := func(name string, version int, spec string) (*store.AgentRow, error) {
 		return h.s.AgentInsert(h.ctx, &store.AgentInsertParams{
-			Name: name, Version: version, Spec: json.RawMessage(spec), CreatedAt: at(time.Duration(version) * time.Second),
+			Project: project, Name: name, Version: version, Spec: json.RawMessage(spec), CreatedAt: at(time.Duration(version) * time.Second),
 		})
 	}
 	a1, err := insert("alpha", 1, `{"model":"m1"}`)
@@ -31,23 +31,23 @@ func testAgentVersions(t *testing.T, h *harness) {
 	_, err = insert("alpha", 1, `{"model":"other"}`)
 	require.ErrorIs(t, err, store.ErrConflict)
 
-	latest, err := h.s.AgentGet(h.ctx, "alpha", 0)
+	latest, err := h.s.AgentGet(h.ctx, project, "alpha", 0)
 	require.NoError(t, err)
 	require.Equal(t, 2, latest.Version)
 	requireJSON(t, `{"model":"m2"}`, latest.Spec)
 	require.Equal(t, at(2*time.Second), latest.CreatedAt)
 	require.Equal(t, time.UTC, latest.CreatedAt.Location())
 
-	first, err := h.s.AgentGet(h.ctx, "alpha", 1)
+	first, err := h.s.AgentGet(h.ctx, project, "alpha", 1)
 	require.NoError(t, err)
 	requireJSON(t, `{"model":"m1"}`, first.Spec, "the conflicting insert changed nothing")
 
-	_, err = h.s.AgentGet(h.ctx, "alpha", 3)
+	_, err = h.s.AgentGet(h.ctx, project, "alpha", 3)
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = h.s.AgentGet(h.ctx, "gamma", 0)
+	_, err = h.s.AgentGet(h.ctx, project, "gamma", 0)
 	require.ErrorIs(t, err, store.ErrNotFound)
 
-	list, err := h.s.AgentList(h.ctx)
+	list, err := h.s.AgentList(h.ctx, project)
 	require.NoError(t, err)
 	require.Len(t, list, 2)
 	require.Equal(t, "alpha", list[0].Name)
@@ -63,7 +63,7 @@ func testAgentConcurrentInsert(t *testing.T, h *harness) {
 	for i := range writers {
 		wg.Go(func() {
 			_, errs[i] = h.s.AgentInsert(h.ctx, &store.AgentInsertParams{
-				Name: "racer", Version: 1, Spec: json.RawMessage(fmt.Sprintf(`{"writer":%d}`, i)), CreatedAt: t0,
+				Project: project, Name: "racer", Version: 1, Spec: json.RawMessage(fmt.Sprintf(`{"writer":%d}`, i)), CreatedAt: t0,
 			})
 		})
 	}

@@ -13,7 +13,7 @@ import (
 
 func delivery(id, endpointID, sessionID string, seq int64, due time.Time) *store.WebhookDeliveryRow {
 	return &store.WebhookDeliveryRow{
-		ID: id, EndpointID: endpointID, SessionID: sessionID, URL: "https://hooks.example.com/in",
+		ID: id, EndpointID: endpointID, Project: project, SessionID: sessionID, URL: "https://hooks.example.com/in",
 		Type: "session.idle", EventSeq: seq, Body: []byte(`{"type":"session.idle"}`),
 		Status: store.WebhookPending, NextAttemptAt: &due, CreatedAt: t0, UpdatedAt: t0,
 	}
@@ -26,9 +26,9 @@ func testWebhookEndpoints(t *testing.T, h *harness) {
 	require.ErrorIs(t, err, store.ErrNotFound)
 	require.ErrorIs(t, h.s.WebhookEndpointDelete(h.ctx, "whe_nope", t0), store.ErrNotFound)
 
-	a := &store.WebhookEndpointRow{ID: "whe_a", URL: "https://a.example.com/", Events: []string{"session.idle"},
+	a := &store.WebhookEndpointRow{ID: "whe_a", Project: project, URL: "https://a.example.com/", Events: []string{"session.idle"},
 		Secrets: []string{"whsec_a"}, CreatedAt: at(time.Second)}
-	b := &store.WebhookEndpointRow{ID: "whe_b", URL: "https://b.example.com/", Secrets: []string{"whsec_b1", "whsec_b0"},
+	b := &store.WebhookEndpointRow{ID: "whe_b", Project: project, URL: "https://b.example.com/", Secrets: []string{"whsec_b1", "whsec_b0"},
 		CreatedAt: at(2 * time.Second)}
 	require.NoError(t, h.s.WebhookEndpointCreate(h.ctx, a))
 	require.NoError(t, h.s.WebhookEndpointCreate(h.ctx, b))
@@ -38,7 +38,7 @@ func testWebhookEndpoints(t *testing.T, h *harness) {
 	require.NoError(t, err)
 	b.Events = []string{}
 	require.Equal(t, b, got)
-	list, err := h.s.WebhookEndpointList(h.ctx)
+	list, err := h.s.WebhookEndpointList(h.ctx, "")
 	require.NoError(t, err)
 	require.Equal(t, []*store.WebhookEndpointRow{a, b}, list)
 
@@ -332,7 +332,7 @@ func testWebhookRecordNonClaimer(t *testing.T, h *harness) {
 // recorded all the same and ends the claim.
 func testWebhookRecordDisabledInFlight(t *testing.T, h *harness) {
 	require.NoError(t, h.s.WebhookEndpointCreate(h.ctx, &store.WebhookEndpointRow{
-		ID: "whe_a", URL: "https://a.example.com/", Secrets: []string{"whsec_a"}, CreatedAt: t0,
+		ID: "whe_a", Project: project, URL: "https://a.example.com/", Secrets: []string{"whsec_a"}, CreatedAt: t0,
 	}))
 	h.createSession("s1")
 	_, err := h.s.WebhookSessionInit(h.ctx, "s1", "whsec_s")

@@ -119,6 +119,9 @@ func (c Checks) AgentInsert(p *store.AgentInsertParams) error {
 	if p == nil {
 		return errors.New("params are nil")
 	}
+	if err := c.ID("project", p.Project); err != nil {
+		return err
+	}
 	if err := c.ID("name", p.Name); err != nil {
 		return err
 	}
@@ -155,6 +158,9 @@ func (c Checks) Idempotency(r *store.IdempotencyRow) error {
 func (c Checks) SecretRow(row *store.SecretRow) error {
 	if row == nil {
 		return errors.New("row is nil")
+	}
+	if err := c.ID("project", row.Project); err != nil {
+		return err
 	}
 	if err := c.ID("name", row.Name); err != nil {
 		return err

@@ -26,6 +26,9 @@ func (c Checks) WebhookEndpointCreate(row *store.WebhookEndpointRow) error {
 }
 
 func (c Checks) webhookEndpoint(row *store.WebhookEndpointRow) error {
+	if err := c.ID("project", row.Project); err != nil {
+		return err
+	}
 	if err := c.ID("url", row.URL); err != nil {
 		return err
 	}
@@ -50,7 +53,7 @@ func (c Checks) WebhookDelivery(r *store.WebhookDeliveryRow) error {
 	if r == nil {
 		return errors.New("row is nil")
 	}
-	for _, f := range []struct{ name, v string }{{"id", r.ID}, {"session_id", r.SessionID}, {"url", r.URL}, {"type", r.Type}, {"status", r.Status}} {
+	for _, f := range []struct{ name, v string }{{"id", r.ID}, {"project", r.Project}, {"session_id", r.SessionID}, {"url", r.URL}, {"type", r.Type}, {"status", r.Status}} {
 		if err := c.ID(f.name, f.v); err != nil {
 			return err
 		}

@@ -13,12 +13,12 @@ import (
 // checks below are the ones they run.
 func TestWebhookChecks(t *testing.T) {
 	endpoint := func(edit func(*store.WebhookEndpointRow)) *store.WebhookEndpointRow {
-		r := &store.WebhookEndpointRow{ID: "wh_1", URL: "https://example.test/hook", Secrets: []string{"s1"}, CreatedAt: testTime}
+		r := &store.WebhookEndpointRow{ID: "wh_1", Project: "p", URL: "https://example.test/hook", Secrets: []string{"s1"}, CreatedAt: testTime}
 		edit(r)
 		return r
 	}
 	delivery := func(edit func(*store.WebhookDeliveryRow)) *store.WebhookDeliveryRow {
-		r := &store.WebhookDeliveryRow{ID: "d1", SessionID: "ses_1", URL: "https://example.test/hook", Type: "session.done",
+		r := &store.WebhookDeliveryRow{ID: "d1", Project: "p", SessionID: "ses_1", URL: "https://example.test/hook", Type: "session.done",
 			Status: store.WebhookPending, Body: []byte(`{}`), CreatedAt: testTime, UpdatedAt: testTime}
 		edit(r)
 		return r
@@ -43,7 +43,9 @@ func TestWebhookChecks(t *testing.T) {
 		{"NUL in an event name", strict.WebhookEndpointCreate(endpoint(func(r *store.WebhookEndpointRow) { r.Events = []string{"a\x00"} })), "create webhook endpoint wh_1: events[0] contains a NUL byte"},
 		{"nil endpoint", lenient.WebhookEndpointCreate(nil), "create webhook endpoint: row is nil"},
 		{"endpoint without id", lenient.WebhookEndpointCreate(endpoint(func(r *store.WebhookEndpointRow) { r.ID = "" })), "create webhook endpoint: id is empty"},
+		{"endpoint without project", lenient.WebhookEndpointCreate(endpoint(func(r *store.WebhookEndpointRow) { r.Project = "" })), "create webhook endpoint wh_1: project is empty"},
 		{"nil delivery", lenient.WebhookDelivery(nil), "row is nil"},
+		{"delivery without project", lenient.WebhookDelivery(delivery(func(r *store.WebhookDeliveryRow) { r.Project = "" })), "project is empty"},
 		{"delivery without body", lenient.WebhookDelivery(delivery(func(r *store.WebhookDeliveryRow) { r.Body = nil })), "body is empty"},
 		{"zero next attempt", lenient.WebhookDelivery(delivery(func(r *store.WebhookDeliveryRow) { r.NextAttemptAt = &time.Time{} })), "next_attempt_at is zero"},
 		{"nil claim", lenient.WebhookClaim(nil), "params are nil"},
