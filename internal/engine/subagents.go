@@ -139,7 +139,7 @@ func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
 			ParentID: sid, Workspace: r.st.WorkspaceID(), Depth: r.st.Depth + 1,
 			// The root's creator (the parent has it from its own
 			// parent): not_creator holds across the tree.
-			Actor: r.st.Session.CreatedBy,
+			Actor:    r.st.Session.CreatedBy,
 			Metadata: mustJSON(map[string]any{"spawned_by": map[string]any{"session_id": sid, "turn_id": turnID, "call_id": c.ID}}),
 		},
 	}
