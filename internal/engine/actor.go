@@ -43,17 +43,19 @@ func actorOf(ctx context.Context) *lt.Actor {
 	return &a
 }
 
-// sameActor reports whether a and b are the same identity: the same key
-// when both have one, else the same name and role (bootstrap keys, the
-// library and local callers have no key id).
+// sameActor reports whether a and b are the same person: the same key, or
+// keys of the same name (a person holds an operator key to start work and
+// an approver key to decide: separation of duties must see one person).
+// Bootstrap keys, the library and local callers have no key id: their name
+// says who they are.
 func sameActor(a, b *lt.Actor) bool {
 	if a == nil || b == nil {
 		return false
 	}
-	if a.KeyID != "" && b.KeyID != "" {
-		return a.KeyID == b.KeyID
+	if a.KeyID != "" && a.KeyID == b.KeyID {
+		return true
 	}
-	return a.Name == b.Name && a.Role == b.Role
+	return a.Name == b.Name
 }
 
 // describeActor is an actor as people read it: "alice (approver)".
