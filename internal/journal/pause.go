@@ -27,6 +27,9 @@ type Pause struct {
 	// Actor is who asked for the pause: session.paused, journaled later
 	// by a worker at its safe point, records it as that pause's actor.
 	Actor *lt.Actor `json:"actor,omitempty"`
+	// Requested: the pause began with a request (session.pause_requested),
+	// the decision a report counts, rather than taking effect at once.
+	Requested bool `json:"requested,omitempty"`
 	// At is when the pause took effect (session.paused); nil while it is
 	// only requested.
 	At *time.Time `json:"at,omitempty"`
@@ -59,7 +62,7 @@ func applyPause(s *State, ev lt.Event) error {
 			return err
 		}
 		if s.Pause == nil {
-			s.Pause = &Pause{Reason: d.Reason, Actor: d.Actor}
+			s.Pause = &Pause{Reason: d.Reason, Actor: d.Actor, Requested: true}
 		}
 	case lt.EventSessionPaused:
 		d, err := decode[lt.SessionPausedData](ev)
