@@ -290,3 +290,28 @@ func TestApproversAreValidated(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestAgentVersionsRecordTheirCreator: each agent version says who defined
+// it, read back from the store; a version defined without a caller says
+// nothing.
+func TestAgentVersionsRecordTheirCreator(t *testing.T) {
+	h := newHarness(t)
+	sp := spec(t, `[{"text":"hi"}]`)
+	v1, err := h.eng.PutAgent(as(aliceOperator), &lt.PutAgentRequest{Name: "writer", Spec: *sp})
+	require.NoError(t, err)
+	require.Equal(t, &aliceOperator, v1.CreatedBy)
+	_, err = h.eng.PutAgent(context.Background(), &lt.PutAgentRequest{Name: "writer", Spec: *sp})
+	require.NoError(t, err)
+
+	got, err := h.eng.GetAgent(context.Background(), "writer", 1)
+	require.NoError(t, err)
+	require.Equal(t, &aliceOperator, got.CreatedBy)
+	latest, err := h.eng.GetAgent(context.Background(), "writer", 0)
+	require.NoError(t, err)
+	require.Equal(t, 2, latest.Version)
+	require.Nil(t, latest.CreatedBy)
+	list, err := h.eng.ListAgents(context.Background())
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Nil(t, list[0].CreatedBy)
+}

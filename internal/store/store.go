@@ -302,6 +302,10 @@ type AgentRow struct {
 	Version   int
 	Spec      json.RawMessage
 	CreatedAt time.Time
+	// CreatedBy is who defined the version (the JSON of an lt.Actor,
+	// opaque to the store); nil when unknown (versions stored before
+	// actors were recorded).
+	CreatedBy json.RawMessage
 }
 
 // AgentInsertParams adds version Version of an agent. ErrConflict if that
@@ -311,6 +315,7 @@ type AgentInsertParams struct {
 	Version   int
 	Spec      json.RawMessage
 	CreatedAt time.Time
+	CreatedBy json.RawMessage // nil: unknown
 }
 
 // SessionRow is a session as stored.
