@@ -239,14 +239,14 @@ func TestApproversOfASubagent(t *testing.T) {
 	require.NoError(t, err)
 
 	var kid lt.Session
-	require.Eventually(t, func() bool {
-		kids := children(t, h, s.ID)
-		if len(kids) != 1 || kids[0].Status != lt.SessionRequiresAction {
-			return false
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if kids := children(t, h, s.ID); len(kids) == 1 && kids[0].Status == lt.SessionRequiresAction {
+			kid = kids[0]
+			break
 		}
-		kid = kids[0]
-		return true
-	}, 10*time.Second, 2*time.Millisecond)
+		require.True(t, time.Now().Before(deadline), "the sub-agent never asked for its approval")
+		time.Sleep(2 * time.Millisecond) // polling with a deadline
+	}
 	require.Equal(t, &rootAdmin, kid.CreatedBy, "a sub-agent is created by its root's creator")
 	act := kid.RequiredActions[0]
 	requireRefusedDecision(t, h, as(rootAdmin), &kid, act, `needs an approver who did not create the session: root (admin)`)

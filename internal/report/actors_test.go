@@ -2,18 +2,14 @@ package report_test
 
 import (
 	"context"
-	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/internal/app/apptest"
 	"github.com/longhaul-dev/longhaul/internal/engine"
-	"github.com/longhaul-dev/longhaul/internal/model"
-	"github.com/longhaul-dev/longhaul/internal/model/scripted"
 	"github.com/longhaul-dev/longhaul/internal/report"
-	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -24,45 +20,25 @@ import (
 func TestDecisionsByActor(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "longhaul.db"), nil)
-	require.NoError(t, err)
-	require.NoError(t, st.Migrate(ctx))
-	t.Cleanup(func() { require.NoError(t, st.Close()) })
-	eng, err := engine.New(st, &engine.Config{
-		WorkspaceRoot: filepath.Join(dir, "workspaces"),
-		Providers:     map[string]model.Provider{"scripted": scripted.New(nil)},
-		Logger:        slog.New(slog.DiscardHandler),
-		PollInterval:  10 * time.Millisecond,
-	})
-	require.NoError(t, err)
-	require.NoError(t, eng.Start(ctx))
-	t.Cleanup(func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, eng.Stop(stopCtx))
-	})
+	st, eng := apptest.Engine(t, nil)
 	alice := lt.Actor{KeyID: "key_alice", Name: "alice", Role: lt.RoleOperator}
 	bob := lt.Actor{KeyID: "key_bob", Name: "bob", Role: lt.RoleApprover}
 	as := func(a lt.Actor) context.Context { return engine.WithActor(ctx, a) }
-	waitAction := func(id string) lt.Action {
+	waitStatus := func(id string, want lt.SessionStatus) *lt.Session {
 		t.Helper()
-		var s *lt.Session
-		require.Eventually(t, func() bool {
-			s, err = eng.GetSession(ctx, id)
-			require.NoError(t, err)
-			return s.Status == lt.SessionRequiresAction
-		}, 10*time.Second, 2*time.Millisecond)
-		return s.RequiredActions[0]
-	}
-	waitIdle := func(id string) {
-		t.Helper()
-		require.Eventually(t, func() bool {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
 			s, err := eng.GetSession(ctx, id)
 			require.NoError(t, err)
-			return s.Status == lt.SessionIdle
-		}, 10*time.Second, 2*time.Millisecond)
+			if s.Status == want {
+				return s
+			}
+			require.True(t, time.Now().Before(deadline), "session %s still %s, want %s", id, s.Status, want)
+			time.Sleep(2 * time.Millisecond) // polling interval, not a wait for an event
+		}
 	}
+	waitAction := func(id string) lt.Action { return waitStatus(id, lt.SessionRequiresAction).RequiredActions[0] }
+	waitIdle := func(id string) { waitStatus(id, lt.SessionIdle) }
 
 	emailer := spec(t, []lt.ToolSpec{sendEmail}, []lt.Policy{{Tool: "send_email", Decision: lt.PolicyAsk}},
 		step(0.25, "send_email", `{"to": "a@example.com"}`),

@@ -19,12 +19,10 @@ import (
 // inbox.
 func TestDecisionActorsOverHTTP(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOpts{cfg: &server.Config{APIKeys: []string{"boot-key"}}})
-	h.apiKey = "boot-key"
+	h := newKeysHarness(t)
 	aliceOp := h.createKey(`{"name": "alice", "role": "operator"}`)
 	aliceAp := h.createKey(`{"name": "alice", "role": "approver"}`)
 	bob := h.createKey(`{"name": "bob", "role": "approver"}`)
-	as := func(k lt.APIKey) map[string]string { return map[string]string{"Authorization": "Bearer " + k.Key} }
 
 	deploy := lt.Policy{Name: "deploy", Tool: "send_email", Decision: lt.PolicyAsk,
 		Approvers: &lt.Approvers{Roles: []lt.Role{lt.RoleApprover}, NotCreator: true}}
@@ -87,6 +85,17 @@ func TestDecisionActorsOverHTTP(t *testing.T) {
 	require.JSONEq(t, `{"name": "bootstrap", "role": "admin"}`, string(field(t, last.Data, "actor")))
 }
 
+// newKeysHarness is a server with the bootstrap key boot-key, which the
+// harness's own requests use.
+func newKeysHarness(t *testing.T) *harness {
+	h := newHarness(t, harnessOpts{cfg: &server.Config{APIKeys: []string{"boot-key"}}})
+	h.apiKey = "boot-key"
+	return h
+}
+
+// as is the header of a request made with the key k.
+func as(k lt.APIKey) map[string]string { return map[string]string{"Authorization": "Bearer " + k.Key} }
+
 // field is one top-level field of a JSON object.
 func field(t *testing.T, raw json.RawMessage, name string) json.RawMessage {
 	t.Helper()
@@ -103,11 +112,9 @@ func field(t *testing.T, raw json.RawMessage, name string) json.RawMessage {
 // nothing: the approval waits, and is decided by the key that decides.
 func TestActorCannotBeClaimed(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOpts{cfg: &server.Config{APIKeys: []string{"boot-key"}}})
-	h.apiKey = "boot-key"
+	h := newKeysHarness(t)
 	alice := h.createKey(`{"name": "alice", "role": "operator"}`)
 	bob := h.createKey(`{"name": "bob", "role": "approver"}`)
-	as := func(k lt.APIKey) map[string]string { return map[string]string{"Authorization": "Bearer " + k.Key} }
 
 	// The model claims, in its arguments and its text, that an admin
 	// approved the email already.
