@@ -315,3 +315,24 @@ func TestAgentVersionsRecordTheirCreator(t *testing.T) {
 	require.Len(t, list, 1)
 	require.Nil(t, list[0].CreatedBy)
 }
+
+// TestPauseCarriedOutLaterKeepsItsActor: a pause asked for while a model
+// call runs is journaled by the worker at its next safe point, with the
+// actor of the person who asked for it, not the worker's.
+func TestPauseCarriedOutLaterKeepsItsActor(t *testing.T) {
+	g := newGate()
+	h := newGatedHarness(t, g)
+	s := create(t, h, spec(t, `[{"delay_ms":1000,"text":"thinking"},{"text":"done"}]`), nil)
+	g.await(t)
+	p, err := h.eng.PauseSession(as(bobApprover), s.ID, &lt.PauseRequest{Reason: "look first"})
+	require.NoError(t, err)
+	require.True(t, p.PauseRequested)
+	g.open(t)
+	h.waitStatus(s.ID, lt.SessionPaused)
+	require.Equal(t, &bobApprover, actorOfEvent(t, onlyEvent(t, h, s.ID, lt.EventSessionPauseRequested)))
+	require.Equal(t, &bobApprover, actorOfEvent(t, onlyEvent(t, h, s.ID, lt.EventSessionPaused)), "the worker journals the asker")
+	_, err = h.eng.ResumeSession(as(carolApprover), s.ID, &lt.ResumeRequest{})
+	require.NoError(t, err)
+	require.Equal(t, &carolApprover, actorOfEvent(t, onlyEvent(t, h, s.ID, lt.EventSessionResumed)))
+	h.waitStatus(s.ID, lt.SessionIdle)
+}
