@@ -29,8 +29,9 @@ spec:
 	require.Len(t, agents, 1)
 	require.Equal(t, "writer", agents[0].Name)
 	require.Equal(t, 2, agents[0].Version)
+	require.Equal(t, &lt.Actor{Name: "local", Role: lt.RoleAdmin}, agents[0].CreatedBy, "who defined the version: the loopback caller")
 	out := cliOK(t, "agents", "ls", "--server", s.url)
-	require.Regexp(t, `(?m)^writer +2 +scripted/demo +write_file, finish `, out)
+	require.Regexp(t, `(?m)^writer +2 +scripted/demo +write_file, finish .* local \(admin\)$`, out)
 
 	// Sessions of a named agent, filtered by agent.
 	cliOK(t, "run", "--agent", "writer", "--server", s.url, "draft it")
