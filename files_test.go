@@ -32,7 +32,8 @@ func TestRuntimeFilesRoundTrip(t *testing.T) {
 	ch, err := rt.PutFile(ctx, s.ID, "notes/a.txt", []byte("one"), "")
 	require.NoError(t, err)
 	require.Positive(t, ch.Seq, "the change is journaled")
-	require.Equal(t, lt.WorkspaceChange{By: "person", Op: "write", Path: "notes/a.txt", SHA256: sha256Hex("one"), Size: 3, Seq: ch.Seq}, *ch)
+	library := &lt.Actor{Name: "library", Role: lt.RoleAdmin}
+	require.Equal(t, lt.WorkspaceChange{By: "person", Actor: library, Op: "write", Path: "notes/a.txt", SHA256: sha256Hex("one"), Size: 3, Seq: ch.Seq}, *ch)
 
 	l, err := rt.ListFiles(ctx, s.ID, "", "notes")
 	require.NoError(t, err)

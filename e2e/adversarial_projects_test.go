@@ -55,7 +55,7 @@ func TestAdversarialProjects_KeyOfAnotherProject(t *testing.T) {
 	before, err := api.ListEvents(ctx, b, 0, 500)
 	require.NoError(t, err)
 
-	send := keySender(t, srv)
+	send := (&keyed{t: t, srv: srv, admin: admin}).send
 	// The body of a 404 for an unknown id, with the id in it swapped for
 	// the one tried: the bytes a probe of another project's id must get.
 	unknownBody := func(key, method, path, body, id, unknown string) string {

@@ -54,6 +54,9 @@ type Action struct {
 	Path string `json:"path,omitempty"`
 	// Policy names the rule that asked for an approval.
 	Policy string `json:"policy,omitempty"`
+	// Approvers is who may decide the approval, when its policy says
+	// (nil: anyone whose role may decide actions).
+	Approvers *Approvers `json:"approvers,omitempty"`
 	// Limit is the budget limit a budget action is about, with the usage
 	// that reached it.
 	Limit      *BudgetLimit    `json:"limit,omitempty"`

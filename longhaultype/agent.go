@@ -132,6 +132,24 @@ type Policy struct {
 	// ExpiresInSeconds makes an approval this policy asks for expire: a
 	// decision after that rejects the call (ask only; 0: never).
 	ExpiresInSeconds int64 `json:"expires_in_seconds,omitempty"`
+	// Approvers constrains who may decide the approvals this policy asks
+	// for (ask only; nil: anyone whose role may decide actions).
+	Approvers *Approvers `json:"approvers,omitempty"`
+}
+
+// Approvers is who may decide an approval: separation of duties. Every
+// condition given must hold; a decision by anyone else is refused (403)
+// and the approval stays pending.
+type Approvers struct {
+	// Roles the decider's key must have one of (admin, approver: the
+	// roles that may decide actions at all).
+	Roles []Role `json:"roles,omitempty"`
+	// Names the decider's key must have one of.
+	Names []string `json:"names,omitempty"`
+	// NotCreator refuses the session's creator (Session.CreatedBy; for a
+	// sub-agent, its root's creator): the key that started the work may
+	// not approve it.
+	NotCreator bool `json:"not_creator,omitempty"`
 }
 
 // RetryPolicy bounds retries of transient failures: model calls (timeouts,
@@ -216,6 +234,9 @@ type Agent struct {
 	Version   int       `json:"version"`
 	Spec      AgentSpec `json:"spec"`
 	CreatedAt time.Time `json:"created_at"`
+	// CreatedBy is who defined this version (nil for versions defined
+	// before actors were recorded).
+	CreatedBy *Actor `json:"created_by,omitempty"`
 }
 
 // PutAgentRequest is the body of POST /v1/agents: it creates the agent or adds

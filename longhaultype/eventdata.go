@@ -44,6 +44,10 @@ type SessionCreatedData struct {
 	// parent's); empty in journals written before projects existed, whose
 	// sessions are in DefaultProject.
 	Project string `json:"project,omitempty"`
+	// Actor is who created the session; a sub-agent's is its root's
+	// creator, so that a policy's not_creator holds across the tree. Nil
+	// in a journal older than actors.
+	Actor *Actor `json:"actor,omitempty"`
 }
 
 // SessionStatusChangedData is the data of session.status_changed.
@@ -56,16 +60,26 @@ type SessionStatusChangedData struct {
 // SessionCancelRequestedData is the data of session.cancel_requested.
 type SessionCancelRequestedData struct {
 	Reason string `json:"reason,omitempty"`
+	// Actor is who asked to cancel; nil when the engine did it by itself, or
+	// in a journal older than actors.
+	Actor *Actor `json:"actor,omitempty"`
 }
 
 // SessionPauseRequestedData is the data of session.pause_requested.
 type SessionPauseRequestedData struct {
 	Reason string `json:"reason,omitempty"`
+	// Actor is who asked to pause; nil when the engine did it by itself, or
+	// in a journal older than actors.
+	Actor *Actor `json:"actor,omitempty"`
 }
 
 // SessionPausedData is the data of session.paused.
 type SessionPausedData struct {
 	Reason string `json:"reason,omitempty"`
+	// Actor is who asked for the pause (its session.pause_requested's
+	// actor); nil when the engine did it by itself, or in a journal older
+	// than actors.
+	Actor *Actor `json:"actor,omitempty"`
 }
 
 // SessionResumedData is the data of session.resumed. PausedMS is how long
@@ -74,6 +88,9 @@ type SessionPausedData struct {
 // events' times.
 type SessionResumedData struct {
 	PausedMS int64 `json:"paused_ms,omitempty"`
+	// Actor is who resumed the session; nil when the engine did it by
+	// itself, or in a journal older than actors.
+	Actor *Actor `json:"actor,omitempty"`
 }
 
 // SessionForkedData is the data of session.forked: the events before it are a
@@ -81,17 +98,26 @@ type SessionResumedData struct {
 // renamed for this session); the effects they record are inherited, done.
 type SessionForkedData struct {
 	From ForkRef `json:"from"`
+	// Actor is who forked the session: the fork's creator (its
+	// Session.CreatedBy). Nil in a journal older than actors.
+	Actor *Actor `json:"actor,omitempty"`
 }
 
 // SessionReviewedData is the data of session.reviewed.
 type SessionReviewedData struct {
 	Review Review `json:"review"`
+	// Actor is who reviewed; nil when the engine did it by itself, or in a
+	// journal older than actors.
+	Actor *Actor `json:"actor,omitempty"`
 }
 
 // ConstraintAddedData is the data of session.constraint_added: a person pinned
 // a constraint mid-session.
 type ConstraintAddedData struct {
 	Constraint string `json:"constraint"`
+	// Actor is who pinned the constraint; nil when the engine did it by
+	// itself, or in a journal older than actors.
+	Actor *Actor `json:"actor,omitempty"`
 }
 
 // Turns.
@@ -119,6 +145,9 @@ type TurnSteeredData struct {
 	TurnID    string `json:"turn_id"`
 	Input     string `json:"input"`
 	Interrupt bool   `json:"interrupt,omitempty"`
+	// Actor is who sent the message; nil when the engine did it by itself,
+	// or in a journal older than actors.
+	Actor *Actor `json:"actor,omitempty"`
 }
 
 // TurnCompletedData is the data of turn.completed.
@@ -425,11 +454,17 @@ type ActionResolvedData struct {
 	ArgumentsSHA256 string          `json:"arguments_sha256,omitempty"`
 	// Budget is the session's budget after an approved budget action.
 	Budget *Budget `json:"budget,omitempty"`
+	// Actor is who decided the action; nil when the engine did it by itself,
+	// or in a journal older than actors.
+	Actor *Actor `json:"actor,omitempty"`
 }
 
 // BudgetUpdatedData is the data of budget.updated.
 type BudgetUpdatedData struct {
 	Budget Budget `json:"budget"`
+	// Actor is who changed the budget; nil when the engine did it by itself,
+	// or in a journal older than actors.
+	Actor *Actor `json:"actor,omitempty"`
 }
 
 // BudgetWarningData is the data of budget.warning: usage passed 80 % of a hard

@@ -21,6 +21,9 @@ const ChangedByPerson = "person"
 type WorkspaceChange struct {
 	// By is who made the change: "person".
 	By string `json:"by"`
+	// Actor is which person (nil for changes journaled before actors
+	// were recorded).
+	Actor *Actor `json:"actor,omitempty"`
 	// Op is "write" or "delete".
 	Op string `json:"op"`
 	// Path is the workspace-relative path, clean, with "/" separators.

@@ -95,6 +95,17 @@ type TaskRecord struct {
 	CostUSD         float64 `json:"cost_usd"`
 	ModelCostUSD    float64 `json:"model_cost_usd"`
 	SubagentCostUSD float64 `json:"subagent_cost_usd"`
+	// DecisionsByActor counts the decisions people made on the task, by
+	// who made them (most first): actions decided, reviews, cancels,
+	// steers, pauses and resumes, budget changes, pinned constraints and
+	// workspace changes. A sub-agent's count in its own record.
+	DecisionsByActor []ActorCount `json:"decisions_by_actor,omitempty"`
+}
+
+// ActorCount is how many decisions one actor made.
+type ActorCount struct {
+	Actor Actor `json:"actor"`
+	Count int   `json:"count"`
 }
 
 // TaskCheckpoint names the latest checkpoint a task reached.
@@ -134,6 +145,9 @@ type TaskTotals struct {
 	CostUSD                float64  `json:"cost_usd"`
 	CostPerAcceptedTaskUSD *float64 `json:"cost_per_accepted_task_usd"`
 	Usage                  Usage    `json:"usage"`
+	// DecisionsByActor sums the tasks' DecisionsByActor (most first;
+	// empty when nobody decided anything).
+	DecisionsByActor []ActorCount `json:"decisions_by_actor"`
 }
 
 // TaskBucket is one hour or day of a report's series.

@@ -152,6 +152,8 @@ type SpanAttributes struct {
 	ActionID   string     `json:"action_id,omitempty"`
 	ActionType ActionType `json:"action_type,omitempty"`
 	Decision   string     `json:"decision,omitempty"`
+	// DecidedBy is who decided the action (its action.resolved's actor).
+	DecidedBy *Actor `json:"decided_by,omitempty"`
 
 	// Waits.
 	WaitKind   string     `json:"wait_kind,omitempty"`

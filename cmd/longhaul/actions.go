@@ -88,9 +88,13 @@ func (c *cli) actions(cmd *cobra.Command, o *actionsOpts, id string) error {
 }
 
 func printActionTable(w io.Writer, indent string, actions []lt.Action) error {
-	t := newTable(w, indent+"ID", "TYPE", "STATUS", "TOOL", "CREATED", "SUMMARY")
+	t := newTable(w, indent+"ID", "TYPE", "STATUS", "BY", "TOOL", "CREATED", "SUMMARY")
 	for _, a := range actions {
-		t.row(indent+a.ID, string(a.Type), string(a.Status), orDash(a.Tool), fmtTime(a.CreatedAt), truncate(actionWhat(&a), 70))
+		by := "-"
+		if a.ResolvedBy != nil {
+			by = actorLabel(a.ResolvedBy)
+		}
+		t.row(indent+a.ID, string(a.Type), string(a.Status), by, orDash(a.Tool), fmtTime(a.CreatedAt), truncate(actionWhat(&a), 70))
 	}
 	return t.flush()
 }

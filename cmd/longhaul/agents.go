@@ -55,9 +55,13 @@ func (c *cli) agentsLsCmd(co *clientOpts) *cobra.Command {
 				_, err := fmt.Fprintln(c.stdout, "No agents. Define one with 'longhaul agents put FILE'.")
 				return err
 			}
-			t := newTable(c.stdout, "PROJECT", "NAME", "VERSION", "MODEL", "TOOLS", "CREATED")
+			t := newTable(c.stdout, "PROJECT", "NAME", "VERSION", "MODEL", "TOOLS", "CREATED", "BY")
 			for _, a := range agents {
-				t.row(a.Project, a.Name, fmt.Sprint(a.Version), modelCell(a.Spec.Model), toolsCell(a.Spec.Tools), fmtTime(a.CreatedAt))
+				by := "-"
+				if a.CreatedBy != nil {
+					by = actorLabel(a.CreatedBy)
+				}
+				t.row(a.Project, a.Name, fmt.Sprint(a.Version), modelCell(a.Spec.Model), toolsCell(a.Spec.Tools), fmtTime(a.CreatedAt), by)
 			}
 			return t.flush()
 		},

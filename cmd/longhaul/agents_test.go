@@ -29,8 +29,9 @@ spec:
 	require.Len(t, agents, 1)
 	require.Equal(t, "writer", agents[0].Name)
 	require.Equal(t, 2, agents[0].Version)
+	require.Equal(t, &lt.Actor{Name: "local", Role: lt.RoleAdmin}, agents[0].CreatedBy, "who defined the version: the loopback caller")
 	out := cliOK(t, "agents", "ls", "--server", s.url)
-	require.Regexp(t, `(?m)^default +writer +2 +scripted/demo +write_file, finish `, out)
+	require.Regexp(t, `(?m)^default +writer +2 +scripted/demo +write_file, finish .* local \(admin\)$`, out)
 
 	// The same name in another project is another agent, at its own
 	// version 1; --project keeps ls to one project.

@@ -142,8 +142,38 @@ func (p *eventPrinter) print(ev lt.Event) error {
 	return err
 }
 
-// eventSummary describes an event's data in one short line for people.
+// eventSummary describes an event's data in one short line for people,
+// ending with who made the decision it carries, if anyone did.
 func eventSummary(ev lt.Event) string {
+	s := eventDetail(ev)
+	if a := eventActor(ev); a != nil {
+		if ev.Type == lt.EventSessionCreated {
+			return s + " · created by " + actorLabel(a)
+		}
+		return s + " · by " + actorLabel(a)
+	}
+	return s
+}
+
+// eventActor is the actor an event's data carries (nil: none, the engine's
+// own doing).
+func eventActor(ev lt.Event) *lt.Actor {
+	var d struct {
+		Actor *lt.Actor `json:"actor"`
+	}
+	if json.Unmarshal(ev.Data, &d) != nil {
+		return nil
+	}
+	return d.Actor
+}
+
+// actorLabel is an actor as people read it: "alice (approver)".
+func actorLabel(a *lt.Actor) string {
+	return fmt.Sprintf("%s (%s)", oneLine(a.Name), a.Role)
+}
+
+// eventDetail is what eventSummary says of an event's data.
+func eventDetail(ev lt.Event) string {
 	var blob lt.BlobData
 	if json.Unmarshal(ev.Data, &blob) == nil && blob.Blob.SHA256 != "" {
 		return fmt.Sprintf("(large payload, blob %s, %s) %s", shortHash(blob.Blob.SHA256), fmtBytes(blob.Blob.Size), truncate(blob.Preview, 60))

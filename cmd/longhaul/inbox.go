@@ -203,6 +203,9 @@ func printAction(w io.Writer, a *lt.Action, now time.Time) error {
 	if a.Policy != "" {
 		b.line("Asked by:", "policy "+a.Policy)
 	}
+	if a.Approvers != nil {
+		b.line("Approvers:", approversText(a.Approvers))
+	}
 	if a.Question != "" {
 		b.line("Question:", a.Question)
 	}
@@ -223,6 +226,9 @@ func printAction(w io.Writer, a *lt.Action, now time.Time) error {
 			resolved = fmtTime(*a.ResolvedAt)
 		}
 		b.line("Resolved:", resolved)
+		if a.ResolvedBy != nil {
+			b.line("Decided by:", actorLabel(a.ResolvedBy))
+		}
 		if len(a.Resolution) > 0 {
 			b.line("Resolution:", resolutionText(a.Resolution))
 		}
@@ -374,4 +380,24 @@ func resolutionText(raw json.RawMessage) string {
 		s += "\n" + prettyJSON(raw)
 	}
 	return s
+}
+
+// approversText says who may decide an approval: "role admin, not the
+// session's creator".
+func approversText(ap *lt.Approvers) string {
+	var parts []string
+	if len(ap.Roles) > 0 {
+		roles := make([]string, len(ap.Roles))
+		for i, r := range ap.Roles {
+			roles[i] = string(r)
+		}
+		parts = append(parts, "role "+strings.Join(roles, " or "))
+	}
+	if len(ap.Names) > 0 {
+		parts = append(parts, "named "+strings.Join(ap.Names, " or "))
+	}
+	if ap.NotCreator {
+		parts = append(parts, "not the session's creator")
+	}
+	return strings.Join(parts, ", ")
 }

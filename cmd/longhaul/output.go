@@ -157,7 +157,11 @@ func printError(w io.Writer, err error) {
 		if ae.Field != "" {
 			fmt.Fprintf(w, "  field:   %s\n", ae.Field)
 		}
-		if ae.Status == 401 || ae.Status == 403 {
+		switch {
+		case ae.Status == 403 && strings.HasPrefix(ae.Message, "the policy "):
+			// The key is fine: the agent's policy wants another person.
+			fmt.Fprintln(w, "Hint: the policy says who may decide this action: someone it names has to.")
+		case ae.Status == 401 || ae.Status == 403:
 			fmt.Fprintln(w, "Hint: pass the server's API key with --api-key or LONGHAUL_API_KEY.")
 		}
 		return

@@ -237,6 +237,13 @@ func printReport(w io.Writer, rep *lt.TaskReport) error {
 		perAccepted = fmtCost(*tot.CostPerAcceptedTaskUSD)
 	}
 	fmt.Fprintf(w, "Cost:            %s in all; %s per accepted task\n", fmtCost(tot.CostUSD), perAccepted)
+	if len(tot.DecisionsByActor) > 0 {
+		by := make([]string, len(tot.DecisionsByActor))
+		for i, c := range tot.DecisionsByActor {
+			by[i] = fmt.Sprintf("%d by %s", c.Count, actorLabel(&c.Actor))
+		}
+		fmt.Fprintf(w, "Decisions:       %s\n", strings.Join(by, ", "))
+	}
 
 	var busy []lt.TaskBucket
 	for _, b := range rep.Series {

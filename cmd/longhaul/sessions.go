@@ -234,7 +234,11 @@ func printSession(w io.Writer, s *lt.Session, turns []lt.Turn) error {
 		kv.row("Review:", verdict)
 	}
 	kv.row("Events:", fmt.Sprint(s.LastEventSeq))
-	kv.row("Created:", fmtTime(s.CreatedAt))
+	created := fmtTime(s.CreatedAt)
+	if s.CreatedBy != nil {
+		created += " by " + actorLabel(s.CreatedBy)
+	}
+	kv.row("Created:", created)
 	kv.row("Updated:", fmtTime(s.UpdatedAt))
 	if err := kv.flush(); err != nil {
 		return err

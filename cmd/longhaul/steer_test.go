@@ -23,7 +23,8 @@ func TestSteerCommand(t *testing.T) {
 	ev := s.waitEvent(t, id, lt.EventTurnSteered)
 	var d lt.TurnSteeredData
 	require.NoError(t, json.Unmarshal(ev.Data, &d))
-	require.Equal(t, lt.TurnSteeredData{TurnID: ev.TurnID, Input: "Use the 2025 figures.", Interrupt: true}, d)
+	require.Equal(t, lt.TurnSteeredData{TurnID: ev.TurnID, Input: "Use the 2025 figures.", Interrupt: true,
+		Actor: &lt.Actor{Name: "local", Role: lt.RoleAdmin}}, d, "the loopback caller steered")
 	sess := cliJSON[lt.Session](t, "steer", id, "And be brief.", "--server", s.url, "--json")
 	require.Equal(t, lt.SessionRequiresAction, sess.Status)
 	require.Len(t, sess.RequiredActions, 1)

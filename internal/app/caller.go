@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 
+	"github.com/longhaul-dev/longhaul/internal/engine"
+
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -25,9 +27,10 @@ func (c Caller) Actor() lt.Actor { return lt.Actor{KeyID: c.KeyID, Name: c.Name,
 
 type callerKey struct{}
 
-// WithCaller returns ctx carrying c, for the Service to read.
+// WithCaller returns ctx carrying c, for the Service to read, and c's
+// actor for the engine to journal on the decisions made with it.
 func WithCaller(ctx context.Context, c Caller) context.Context {
-	return context.WithValue(ctx, callerKey{}, c)
+	return context.WithValue(engine.WithActor(ctx, c.Actor()), callerKey{}, c)
 }
 
 // CallerFrom returns the caller ctx carries, and whether it carries one.

@@ -59,6 +59,11 @@ func (e *Engine) DecideAction(ctx context.Context, sessionID, actionID string, d
 			return e.decidedAction(ctx, sessionID, actionID, sum)
 		}
 		act := *a
+		// Who decides is checked first: a refused decider changes
+		// nothing, not even an expiry that is due.
+		if err := checkApprovers(&act, b.actor(), b.st.Session.CreatedBy); err != nil {
+			return nil, err
+		}
 		if expired(&act, e.clock.Now()) {
 			// Too late: the call is rejected, and the decision refused.
 			expiredAt = act.ExpiresAt
@@ -174,7 +179,7 @@ func decisionSHA256(d *lt.Decision) (string, error) {
 // carry it out. spec is the session's agent (for the schemas of edited
 // arguments).
 func (e *Engine) decisionEvents(b *batch, spec *lt.AgentSpec, a *lt.Action, d *lt.Decision, sum string) error {
-	resolved := lt.ActionResolvedData{ActionID: a.ID, Type: string(a.Type), CallID: a.CallID, Decision: *d, DecisionSHA256: sum}
+	resolved := lt.ActionResolvedData{ActionID: a.ID, Type: string(a.Type), CallID: a.CallID, Decision: *d, DecisionSHA256: sum, Actor: b.actor()}
 	if a.Type == lt.ActionBudget {
 		return budgetDecision(b, a, d, resolved, e.clock.Now())
 	}

@@ -214,6 +214,12 @@ func (e *Engine) PutAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Age
 	if err != nil {
 		return nil, err
 	}
+	var by json.RawMessage // who defines the version; nil: unknown
+	if a := actorOf(ctx); a != nil {
+		if by, err = json.Marshal(a); err != nil {
+			return nil, err
+		}
+	}
 	for {
 		version := 1
 		latest, err := e.store.AgentGet(ctx, project, req.Name, 0)
@@ -223,7 +229,7 @@ func (e *Engine) PutAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Age
 		case !errors.Is(err, store.ErrNotFound):
 			return nil, err
 		}
-		row, err := e.store.AgentInsert(ctx, &store.AgentInsertParams{Project: project, Name: req.Name, Version: version, Spec: raw, CreatedAt: e.clock.Now()})
+		row, err := e.store.AgentInsert(ctx, &store.AgentInsertParams{Project: project, Name: req.Name, Version: version, Spec: raw, CreatedAt: e.clock.Now(), CreatedBy: by})
 		if errors.Is(err, store.ErrConflict) {
 			continue // another writer took this version: take the next
 		}
@@ -271,6 +277,11 @@ func agentView(r *store.AgentRow) (*lt.Agent, error) {
 	a := &lt.Agent{Project: r.Project, Name: r.Name, Version: r.Version, CreatedAt: r.CreatedAt}
 	if err := json.Unmarshal(r.Spec, &a.Spec); err != nil {
 		return nil, fmt.Errorf("decode agent %s v%d: %w", r.Name, r.Version, err)
+	}
+	if len(r.CreatedBy) > 0 {
+		if err := json.Unmarshal(r.CreatedBy, &a.CreatedBy); err != nil {
+			return nil, fmt.Errorf("decode the creator of agent %s v%d: %w", r.Name, r.Version, err)
+		}
 	}
 	return a, nil
 }

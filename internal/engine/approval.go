@@ -39,6 +39,7 @@ func (r *runner) askApproval(c *journal.Call, v policy.Verdict) error {
 		Evidence:    evidence,
 		Consequence: consequence(c.Class),
 		Policy:      v.Rule,
+		Approvers:   v.Approvers,
 		CreatedAt:   now,
 	}
 	if v.ExpiresIn > 0 {

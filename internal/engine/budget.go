@@ -230,7 +230,7 @@ func (e *Engine) UpdateBudget(ctx context.Context, sessionID string, p *lt.Budge
 			return nil, err
 		}
 		if nb != b.st.Session.Budget {
-			if err := b.add(lt.EventBudgetUpdated, "", 0, lt.BudgetUpdatedData{Budget: nb}); err != nil {
+			if err := b.add(lt.EventBudgetUpdated, "", 0, lt.BudgetUpdatedData{Budget: nb, Actor: b.actor()}); err != nil {
 				return nil, err
 			}
 		}
@@ -247,7 +247,7 @@ func (e *Engine) UpdateBudget(ctx context.Context, sessionID string, p *lt.Budge
 				return nil, err
 			}
 			if err := b.add(lt.EventActionResolved, a.TurnID, 0, lt.ActionResolvedData{
-				ActionID: a.ID, Type: string(a.Type), Decision: d, DecisionSHA256: sum, Budget: &nb,
+				ActionID: a.ID, Type: string(a.Type), Decision: d, DecisionSHA256: sum, Budget: &nb, Actor: b.actor(),
 			}); err != nil {
 				return nil, err
 			}

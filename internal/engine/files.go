@@ -391,7 +391,7 @@ func (e *Engine) changeFile(ctx context.Context, sessionID, op, c string, data [
 				return nil, err
 			}
 		}
-		change.ActionID = actionID
+		change.ActionID, change.Actor = actionID, actorOf(ctx)
 		live := st.WorkspaceNode == "" || st.WorkspaceNode == e.cfg.NodeID
 		if act == nil && op == lt.WorkspaceWrite && change.PreviousSHA256 == change.SHA256 && live {
 			// The same bytes again (a retried upload): nothing changed,
@@ -520,7 +520,7 @@ func resolveFileAction(b *batch, a *lt.Action, change *lt.WorkspaceChange) error
 	if err != nil {
 		return err
 	}
-	if err := b.add(lt.EventActionResolved, a.TurnID, a.Step, lt.ActionResolvedData{ActionID: a.ID, Type: string(a.Type), CallID: a.CallID, Decision: d, DecisionSHA256: sum}); err != nil {
+	if err := b.add(lt.EventActionResolved, a.TurnID, a.Step, lt.ActionResolvedData{ActionID: a.ID, Type: string(a.Type), CallID: a.CallID, Decision: d, DecisionSHA256: sum, Actor: b.actor()}); err != nil {
 		return err
 	}
 	out, err := json.Marshal(map[string]any{"answer": answer, "path": change.Path, "sha256": change.SHA256, "size": change.Size})

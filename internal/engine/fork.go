@@ -101,7 +101,7 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 	if len(st.OpenEffects) > 0 || len(st.Pending) > 0 {
 		return nil, apierror.Conflict("checkpoint %s was taken with effects or actions still open: fork from a checkpoint at the end of a step or turn", cp.ID)
 	}
-	if err := b.add(lt.EventSessionForked, "", 0, lt.SessionForkedData{From: lt.ForkRef{SessionID: id, CheckpointID: cp.ID, EventSeq: cp.EventSeq}}); err != nil {
+	if err := b.add(lt.EventSessionForked, "", 0, lt.SessionForkedData{From: lt.ForkRef{SessionID: id, CheckpointID: cp.ID, EventSeq: cp.EventSeq}, Actor: b.actor()}); err != nil {
 		return nil, err
 	}
 	if len(st.Turns) == 0 && !st.Session.Status.Terminal() {

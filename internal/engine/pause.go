@@ -55,7 +55,7 @@ func (e *Engine) PauseSession(ctx context.Context, id string, req *lt.PauseReque
 				return nil, err
 			}
 		default:
-			if err := b.add(lt.EventSessionPauseRequested, "", 0, lt.SessionPauseRequestedData{Reason: req.Reason}); err != nil {
+			if err := b.add(lt.EventSessionPauseRequested, "", 0, lt.SessionPauseRequestedData{Reason: req.Reason, Actor: b.actor()}); err != nil {
 				return nil, err
 			}
 		}
@@ -82,7 +82,7 @@ func (e *Engine) ResumeSession(ctx context.Context, id string, _ *lt.ResumeReque
 			pausedMS = max(e.clock.Now().Sub(*at), 0).Milliseconds()
 		}
 		wasPaused := st.Paused()
-		if err := b.add(lt.EventSessionResumed, "", 0, lt.SessionResumedData{PausedMS: pausedMS}); err != nil {
+		if err := b.add(lt.EventSessionResumed, "", 0, lt.SessionResumedData{PausedMS: pausedMS, Actor: b.actor()}); err != nil {
 			return nil, err
 		}
 		if wasPaused {
@@ -105,9 +105,10 @@ func parked(s lt.SessionStatus) bool {
 	return s == lt.SessionQueued || s == lt.SessionRequiresAction || s == lt.SessionWaiting
 }
 
-// pauseNow journals the pause taking effect.
+// pauseNow journals the pause taking effect, asked for by the batch's
+// actor.
 func pauseNow(b *batch, reason string) error {
-	if err := b.add(lt.EventSessionPaused, "", 0, lt.SessionPausedData{Reason: reason}); err != nil {
+	if err := b.add(lt.EventSessionPaused, "", 0, lt.SessionPausedData{Reason: reason, Actor: b.actor()}); err != nil {
 		return err
 	}
 	return b.status(lt.SessionPaused, "")
@@ -135,7 +136,7 @@ func resumedStatus(st *journal.State) lt.SessionStatus {
 // back. It reports whether the runner is done (see park).
 func (r *runner) pause(ctx context.Context) (bool, error) {
 	if r.st.PauseRequested() {
-		if err := r.add(lt.EventSessionPaused, "", 0, lt.SessionPausedData{Reason: r.st.Pause.Reason}); err != nil {
+		if err := r.add(lt.EventSessionPaused, "", 0, lt.SessionPausedData{Reason: r.st.Pause.Reason, Actor: r.st.Pause.Actor}); err != nil {
 			return false, err
 		}
 		if err := r.status(lt.SessionPaused, ""); err != nil {

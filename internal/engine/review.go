@@ -42,7 +42,7 @@ func (e *Engine) ReviewSession(ctx context.Context, id string, req *lt.ReviewReq
 		if a := finalArtifact(arts); a != nil {
 			r.ArtifactID, r.TurnID = a.ID, a.TurnID
 		}
-		if err := b.add(lt.EventSessionReviewed, r.TurnID, 0, lt.SessionReviewedData{Review: r}); err != nil {
+		if err := b.add(lt.EventSessionReviewed, r.TurnID, 0, lt.SessionReviewedData{Review: r, Actor: b.actor()}); err != nil {
 			return nil, err
 		}
 		if req.Continue {

@@ -74,6 +74,7 @@ func (e *Engine) CreateSession(ctx context.Context, req *lt.CreateSessionRequest
 			Agent: ref, Input: req.Input, Goal: req.Goal, Constraints: req.Constraints,
 			AcceptanceCriteria: req.AcceptanceCriteria, Budget: budget, Metadata: req.Metadata, WebhookURL: req.WebhookURL,
 			Project: project,
+			Actor:   actorOf(ctx),
 		},
 	})
 	if err != nil {
@@ -270,7 +271,7 @@ func (e *Engine) GetTurn(ctx context.Context, sessionID, turnID string) (*lt.Tur
 func (e *Engine) CancelSession(ctx context.Context, id string, req *lt.CancelRequest) (*lt.Session, error) {
 	v, err := mutate(ctx, e, id, func(b *batch) (*lt.Session, error) {
 		if len(b.st.Turns) > 0 && b.st.Cancel == nil {
-			if err := b.add(lt.EventSessionCancelRequested, "", 0, lt.SessionCancelRequestedData{Reason: req.Reason}); err != nil {
+			if err := b.add(lt.EventSessionCancelRequested, "", 0, lt.SessionCancelRequestedData{Reason: req.Reason, Actor: b.actor()}); err != nil {
 				return nil, err
 			}
 		}
@@ -298,7 +299,7 @@ func (e *Engine) AddConstraint(ctx context.Context, id string, req *lt.AddConstr
 		return nil, apierror.Invalid("constraint", "must be at most %d bytes", maxConstraintBytes)
 	}
 	v, err := mutate(ctx, e, id, func(b *batch) (*lt.Session, error) {
-		if err := b.add(lt.EventConstraintAdded, "", 0, lt.ConstraintAddedData{Constraint: c}); err != nil {
+		if err := b.add(lt.EventConstraintAdded, "", 0, lt.ConstraintAddedData{Constraint: c, Actor: b.actor()}); err != nil {
 			return nil, err
 		}
 		v := b.st.View()

@@ -72,7 +72,7 @@ func (e *Engine) SteerSession(ctx context.Context, id string, req *lt.SteerReque
 		case st.Cancel != nil:
 			return nil, apierror.Conflict("session %s is being cancelled: send a follow-up turn once it is", id)
 		}
-		if err := b.add(lt.EventTurnSteered, turn.ID, 0, lt.TurnSteeredData{TurnID: turn.ID, Input: req.Input, Interrupt: req.Interrupt}); err != nil {
+		if err := b.add(lt.EventTurnSteered, turn.ID, 0, lt.TurnSteeredData{TurnID: turn.ID, Input: req.Input, Interrupt: req.Interrupt, Actor: b.actor()}); err != nil {
 			return nil, err
 		}
 		v := b.st.View()

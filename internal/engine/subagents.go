@@ -137,6 +137,9 @@ func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
 		Created: lt.SessionCreatedData{
 			Agent: ref, Input: args.Input, Constraints: slices.Clone(r.st.Session.Constraints), Budget: budget,
 			ParentID: sid, Workspace: r.st.WorkspaceID(), Depth: r.st.Depth + 1, Project: r.st.Project(),
+			// The root's creator (the parent has it from its own
+			// parent): not_creator holds across the tree.
+			Actor:    r.st.Session.CreatedBy,
 			Metadata: mustJSON(map[string]any{"spawned_by": map[string]any{"session_id": sid, "turn_id": turnID, "call_id": c.ID}}),
 		},
 	}

@@ -36,6 +36,10 @@ func (e *Engine) newBatch(ctx context.Context, st *journal.State, workerID strin
 	return &batch{e: e, ctx: ctx, st: st, workerID: workerID}
 }
 
+// actor is who the decisions of the batch are journaled as made by: the
+// actor of the request it belongs to (nil for a runner's batch).
+func (b *batch) actor() *lt.Actor { return actorOf(b.ctx) }
+
 // add appends one event to the batch and applies it to the working state.
 func (b *batch) add(typ, turnID string, step int, data any) error {
 	raw, err := json.Marshal(data)

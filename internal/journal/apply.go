@@ -44,6 +44,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 			ID: ev.SessionID, Status: lt.SessionQueued, Agent: d.Agent, Input: d.Input, Goal: d.Goal,
 			Constraints: d.Constraints, AcceptanceCriteria: d.AcceptanceCriteria, Budget: d.Budget,
 			Metadata: d.Metadata, WebhookURL: d.WebhookURL, CreatedAt: ev.Time, Project: d.Project,
+			CreatedBy: d.Actor,
 		}
 		if d.ParentID != "" {
 			p := d.ParentID
@@ -276,6 +277,9 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		s.Session.ParentID, s.Workspace, s.Depth, s.ReportDue, s.Children = nil, "", 0, nil, nil
 		// The fork's wall clock (budgets) starts when it was made.
 		s.Session.CreatedAt, s.PausedFor, s.Pause = ev.Time, 0, nil
+		// Who forked it created it: the creator a not_creator approver
+		// is told apart from.
+		s.Session.CreatedBy = d.Actor
 	case lt.EventSessionReviewed:
 		d, err := decode[lt.SessionReviewedData](ev)
 		if err != nil {
@@ -682,6 +686,7 @@ func applyActionResolved(s *State, ev lt.Event, ch *Changes) error {
 	resolved := *a
 	resolved.Status, resolved.ResolvedAt = lt.ActionResolved, &at
 	resolved.Resolution, _ = json.Marshal(d.Decision)
+	resolved.ResolvedBy = d.Actor
 	putAction(ch, resolved)
 	s.Pending = append(s.Pending[:i], s.Pending[i+1:]...)
 	switch {

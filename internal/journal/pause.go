@@ -24,6 +24,12 @@ import (
 // Pause is a session's pause, from its request until it is resumed.
 type Pause struct {
 	Reason string `json:"reason,omitempty"`
+	// Actor is who asked for the pause: session.paused, journaled later
+	// by a worker at its safe point, records it as that pause's actor.
+	Actor *lt.Actor `json:"actor,omitempty"`
+	// Requested: the pause began with a request (session.pause_requested),
+	// the decision a report counts, rather than taking effect at once.
+	Requested bool `json:"requested,omitempty"`
 	// At is when the pause took effect (session.paused); nil while it is
 	// only requested.
 	At *time.Time `json:"at,omitempty"`
@@ -56,7 +62,7 @@ func applyPause(s *State, ev lt.Event) error {
 			return err
 		}
 		if s.Pause == nil {
-			s.Pause = &Pause{Reason: d.Reason}
+			s.Pause = &Pause{Reason: d.Reason, Actor: d.Actor, Requested: true}
 		}
 	case lt.EventSessionPaused:
 		d, err := decode[lt.SessionPausedData](ev)
@@ -71,6 +77,9 @@ func applyPause(s *State, ev lt.Event) error {
 		}
 		if d.Reason != "" {
 			s.Pause.Reason = d.Reason
+		}
+		if d.Actor != nil {
+			s.Pause.Actor = d.Actor
 		}
 		at := ev.Time
 		s.Pause.At = &at

@@ -31,6 +31,39 @@ type Tally struct {
 	EndedAt *time.Time `json:"ended_at,omitempty"`
 	// Inherited is the usage a fork was made with (nil: not a fork).
 	Inherited *lt.Usage `json:"inherited,omitempty"`
+	// Decisions counts the decisions people made, by actor, in the order
+	// they first decided (decisionEvents).
+	Decisions []lt.ActorCount `json:"decisions,omitempty"`
+}
+
+// decisionEvents are the events that carry a person's decision, counted
+// per actor. A pause counts once: its request, or its session.paused
+// when it took effect without one (a parked session).
+var decisionEvents = map[string]bool{
+	lt.EventActionResolved: true, lt.EventSessionReviewed: true, lt.EventSessionCancelRequested: true,
+	lt.EventTurnSteered: true, lt.EventBudgetUpdated: true, lt.EventSessionPauseRequested: true,
+	lt.EventSessionPaused: true, lt.EventSessionResumed: true, lt.EventWorkspaceChanged: true,
+	lt.EventConstraintAdded: true,
+}
+
+// countDecision counts ev's actor, if it carries one.
+func (t *Tally) countDecision(s *State, ev lt.Event) {
+	if ev.Type == lt.EventSessionPaused && s.Pause != nil && s.Pause.Requested {
+		return
+	}
+	var d struct {
+		Actor *lt.Actor `json:"actor"`
+	}
+	if json.Unmarshal(ev.Data, &d) != nil || d.Actor == nil {
+		return
+	}
+	for i := range t.Decisions {
+		if t.Decisions[i].Actor == *d.Actor {
+			t.Decisions[i].Count++
+			return
+		}
+	}
+	t.Decisions = append(t.Decisions, lt.ActorCount{Actor: *d.Actor, Count: 1})
 }
 
 // CheckpointBrief names a checkpoint and where it stands.
@@ -57,6 +90,9 @@ func (t *Tally) AsksOf(types ...lt.ActionType) int {
 // apply already decoded the same data.
 func tally(s *State, ev lt.Event) {
 	t := &s.Tally
+	if decisionEvents[ev.Type] {
+		t.countDecision(s, ev)
+	}
 	switch ev.Type {
 	case lt.EventActionRequired:
 		var d lt.ActionRequiredData

@@ -298,7 +298,8 @@ func TestSpansOfApprovalsRefusalsAndSubagents(t *testing.T) {
 	j.add(sid, "node-a", tick(), lt.EventToolRequested, tid, lt.ToolRequestedData{Step: 1, Index: 2, CallID: "c2", Tool: "spawn_agent", Kind: lt.CallBuiltin, Class: lt.EffectRead, ArgumentsSHA256: sha})
 	j.add(sid, "node-a", tick(), lt.EventToolFailed, tid, lt.ToolFailedData{Step: 1, Index: 0, CallID: "c0", Tool: "send_email", Error: "denied", Refused: lt.RefusedPolicy})
 	j.add(sid, "node-a", tick(), lt.EventActionRequired, tid, lt.ActionRequiredData{Action: lt.Action{ID: "act_1", Type: lt.ActionApproval, TurnID: tid, Step: 1, CallID: "c1", Tool: "deploy"}})
-	j.add(sid, "", tick(), lt.EventActionResolved, tid, lt.ActionResolvedData{ActionID: "act_1", Type: string(lt.ActionApproval), Decision: lt.Decision{Decision: lt.DecisionApprove}, ArgumentsSHA256: sha})
+	j.add(sid, "", tick(), lt.EventActionResolved, tid, lt.ActionResolvedData{ActionID: "act_1", Type: string(lt.ActionApproval), Decision: lt.Decision{Decision: lt.DecisionApprove}, ArgumentsSHA256: sha,
+		Actor: &lt.Actor{KeyID: "key_bob", Name: "bob", Role: lt.RoleApprover}})
 	j.add(sid, "node-a", tick(), lt.EventToolStarted, tid, lt.ToolStartedData{Step: 1, Index: 1, CallID: "c1", Tool: "deploy", EffectID: "eff_1", Class: lt.EffectIrreversible, Attempt: 1})
 	j.add(sid, "node-a", tick(), lt.EventToolCompleted, tid, lt.ToolCompletedData{Step: 1, Index: 1, CallID: "c1", Tool: "deploy", EffectID: "eff_1"})
 	j.add(sid, "node-a", tick(), lt.EventSubagentSpawned, tid, lt.SubagentSpawnedData{Step: 1, Index: 2, CallID: "c2", ChildID: "ses_child", Agent: lt.AgentRef{Name: "helper", Version: 1}})
@@ -323,6 +324,9 @@ func TestSpansOfApprovalsRefusalsAndSubagents(t *testing.T) {
 	require.NotNil(t, act)
 	require.Equal(t, deploy.SpanId, act.ParentSpanId)
 	require.Equal(t, lt.DecisionApprove, str(t, act, "longhaul.action.decision"))
+	require.Equal(t, "bob", str(t, act, "longhaul.action.decided_by.name"))
+	require.Equal(t, "approver", str(t, act, "longhaul.action.decided_by.role"))
+	require.Equal(t, "key_bob", str(t, act, "longhaul.action.decided_by.key_id"))
 	sub := spans["invoke_agent helper"]
 	require.NotNil(t, sub)
 	require.Equal(t, spans["execute_tool spawn_agent"].SpanId, sub.ParentSpanId)

@@ -281,6 +281,13 @@ func describe(tr *lt.Trace, turnID string, sp lt.Span) (string, trace.SpanKind, 
 		if a.Decision != "" {
 			attrs = append(attrs, attribute.String("longhaul.action.decision", a.Decision))
 		}
+		if by := a.DecidedBy; by != nil {
+			attrs = append(attrs, attribute.String("longhaul.action.decided_by.name", by.Name),
+				attribute.String("longhaul.action.decided_by.role", string(by.Role)))
+			if by.KeyID != "" {
+				attrs = append(attrs, attribute.String("longhaul.action.decided_by.key_id", by.KeyID))
+			}
+		}
 	case lt.SpanWait:
 		attrs = append(attrs, attribute.String("longhaul.wait.kind", a.WaitKind))
 		if a.SignalName != "" {

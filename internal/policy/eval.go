@@ -80,7 +80,7 @@ func (r *rule) verdict(rank int, evalErr string) Verdict {
 		v.Decision = lt.PolicyDeny
 	case rankAsk:
 		v.Decision = lt.PolicyAsk
-		v.ExpiresIn = r.expiresIn
+		v.ExpiresIn, v.Approvers = r.expiresIn, r.approvers
 	default:
 		v.Decision = lt.PolicyAllow
 	}

@@ -3,6 +3,7 @@ package policy
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -68,6 +69,7 @@ type rule struct {
 	rank      int
 	reason    string
 	expiresIn time.Duration
+	approvers *lt.Approvers
 	prog      cel.Program // nil when the policy has no condition
 }
 
@@ -76,7 +78,7 @@ type rule struct {
 // error, except "" and "*"). Errors are *FieldError with Field relative to
 // the agent spec, e.g. "policies[2].when", "policies[0].decision",
 // "policies[1].tool", "policies[3].expires_in_seconds", "policies[1].name"
-// (duplicate names). An empty/nil list compiles to a Set that allows
+// (duplicate names), "policies[0].approvers.roles[1]". An empty/nil list compiles to a Set that allows
 // everything.
 func Compile(policies []lt.Policy, toolNames []string) (*Set, error) {
 	s := &Set{rules: make([]rule, 0, len(policies))}
@@ -133,6 +135,17 @@ func Compile(policies []lt.Policy, toolNames []string) (*Set, error) {
 			return nil, &FieldError{field("expires_in_seconds"), "is too large"}
 		}
 		r.expiresIn = time.Duration(p.ExpiresInSeconds) * time.Second
+		if p.Approvers != nil {
+			if p.Decision != lt.PolicyAsk {
+				return nil, &FieldError{field("approvers"), fmt.Sprintf("applies only to ask policies, not %s", p.Decision)}
+			}
+			if fe := checkApprovers(p.Approvers, field("approvers")); fe != nil {
+				return nil, fe
+			}
+			ap := *p.Approvers
+			ap.Roles, ap.Names = slices.Clone(ap.Roles), slices.Clone(ap.Names)
+			r.approvers = &ap
+		}
 		if p.When != "" {
 			prog, usesEffects, msg := compileCondition(env, p.When)
 			if msg != "" {
@@ -147,6 +160,31 @@ func Compile(policies []lt.Policy, toolNames []string) (*Set, error) {
 }
 
 const maxDuration = time.Duration(1<<63 - 1)
+
+// checkApprovers checks a policy's approvers; field is where they are.
+// Only the roles that may decide actions at all (admin, approver) can be
+// required: a rule naming another would make its approvals undecidable.
+func checkApprovers(ap *lt.Approvers, field string) *FieldError {
+	if len(ap.Roles) == 0 && len(ap.Names) == 0 && !ap.NotCreator {
+		return &FieldError{field, "give roles, names or not_creator (or leave approvers out: anyone who may decide actions)"}
+	}
+	for i, r := range ap.Roles {
+		f := fmt.Sprintf("%s.roles[%d]", field, i)
+		switch r {
+		case lt.RoleAdmin, lt.RoleApprover:
+		case lt.RoleOperator, lt.RoleReader, lt.RoleRunner:
+			return &FieldError{f, fmt.Sprintf("the %s role may not decide actions: give admin or approver", r)}
+		default:
+			return &FieldError{f, fmt.Sprintf("unknown role %q: give admin or approver", r)}
+		}
+	}
+	for i, n := range ap.Names {
+		if strings.TrimSpace(n) == "" || n != strings.TrimSpace(n) {
+			return &FieldError{fmt.Sprintf("%s.names[%d]", field, i), "must be a key's name: not empty, no surrounding spaces"}
+		}
+	}
+	return nil
+}
 
 // toolPattern returns the prefix of a tool pattern ("docs__*" selects every
 // tool whose name starts with "docs__", the tools of the MCP server docs),
@@ -356,6 +394,9 @@ type Verdict struct {
 	Reason string
 	// ExpiresIn comes from the deciding ask policy's ExpiresInSeconds.
 	ExpiresIn time.Duration
+	// Approvers comes from the deciding ask policy: who may decide the
+	// approval (nil: anyone who may decide actions).
+	Approvers *lt.Approvers
 	// EvalError is set when the deciding verdict comes from a condition
 	// that failed to evaluate: the policy, deny or ask, then asks.
 	EvalError string

@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -121,6 +122,11 @@ func TestCompileRejects(t *testing.T) {
 		{"blank", []lt.Policy{{When: " \n\t", Decision: lt.PolicyDeny}}, "policies[0].when", "is blank"},
 		{"too long", []lt.Policy{{When: strings.Repeat("true && ", 600) + "true", Decision: lt.PolicyDeny}}, "policies[0].when", "exceeds limit"},
 		{"many errors are summarised", []lt.Policy{{When: "a || b || c || d || f", Decision: lt.PolicyDeny}}, "policies[0].when", "and 2 more"},
+		{"approvers on deny", []lt.Policy{{Decision: lt.PolicyDeny, Approvers: &lt.Approvers{NotCreator: true}}}, "policies[0].approvers", "only to ask"},
+		{"approvers empty", []lt.Policy{{Decision: lt.PolicyAsk, Approvers: &lt.Approvers{}}}, "policies[0].approvers", "give roles, names or not_creator"},
+		{"approver role reader", []lt.Policy{ok, {Decision: lt.PolicyAsk, Approvers: &lt.Approvers{Roles: []lt.Role{lt.RoleApprover, lt.RoleReader}}}}, "policies[1].approvers.roles[1]", "the reader role may not decide actions"},
+		{"approver role unknown", []lt.Policy{{Decision: lt.PolicyAsk, Approvers: &lt.Approvers{Roles: []lt.Role{"Admin"}}}}, "policies[0].approvers.roles[0]", `unknown role "Admin"`},
+		{"approver name blank", []lt.Policy{{Decision: lt.PolicyAsk, Approvers: &lt.Approvers{Names: []string{""}}}}, "policies[0].approvers.names[0]", "not empty"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -214,4 +220,24 @@ func TestGeneratedReasonIsShort(t *testing.T) {
 	require.True(t, strings.HasPrefix(v.Reason, `denied by policy policies[0] (when tool == "pay" || args.memo == "é" ||`), v.Reason)
 	require.True(t, strings.HasSuffix(v.Reason, "…)"), v.Reason)
 	require.Less(t, len([]rune(v.Reason)), 250)
+}
+
+// TestVerdictCarriesApprovers: the ask policy that decides hands its
+// approvers to the approval (a copy: the caller's spec cannot change them
+// afterwards); an allow or a policy without them hands none.
+func TestVerdictCarriesApprovers(t *testing.T) {
+	t.Parallel()
+	approvers := &lt.Approvers{Roles: []lt.Role{lt.RoleAdmin}, Names: []string{"carol"}, NotCreator: true}
+	policies := []lt.Policy{
+		{Name: "payments", Tool: "pay", Decision: lt.PolicyAsk, Approvers: approvers},
+		{Name: "mail", Tool: "send_email", Decision: lt.PolicyAsk},
+	}
+	s, err := policy.Compile(policies, agentTools)
+	require.NoError(t, err)
+	approvers.Names[0] = "mallory"
+	v := s.Evaluate(&policy.Input{Tool: "pay", Arguments: json.RawMessage(`{}`)})
+	require.Equal(t, lt.PolicyAsk, v.Decision)
+	require.Equal(t, &lt.Approvers{Roles: []lt.Role{lt.RoleAdmin}, Names: []string{"carol"}, NotCreator: true}, v.Approvers)
+	require.Nil(t, s.Evaluate(&policy.Input{Tool: "send_email", Arguments: json.RawMessage(`{}`)}).Approvers)
+	require.Nil(t, s.Evaluate(&policy.Input{Tool: "shell", Arguments: json.RawMessage(`{}`)}).Approvers)
 }

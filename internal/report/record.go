@@ -1,8 +1,10 @@
 package report
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/journal"
@@ -69,9 +71,11 @@ func newTask(row *store.SessionRow, now time.Time) (*task, error) {
 		StopReason: s.StopReason, CreatedAt: created, Review: s.Review, Turns: p.TurnCount,
 		Subagents: len(p.Children), Usage: usage, CostUSD: usage.CostUSD,
 		ModelCostUSD: own.CostUSD, SubagentCostUSD: children.CostUSD,
-		Retries:    p.Tally.Retries,
-		AsksByType: map[lt.ActionType]int{},
+		Retries:          p.Tally.Retries,
+		AsksByType:       map[lt.ActionType]int{},
+		DecisionsByActor: slices.Clone(p.Tally.Decisions),
 	}
+	sortActorCounts(r.DecisionsByActor)
 	if r.Agent.Name == "" {
 		r.Agent = lt.AgentRef{Name: row.AgentName, Version: row.AgentVersion}
 	}
@@ -110,4 +114,13 @@ func newTask(row *store.SessionRow, now time.Time) (*task, error) {
 		r.LastCheckpoint = &lt.TaskCheckpoint{ID: *s.LastCheckpoint}
 	}
 	return &task{rec: r, own: own}, nil
+}
+
+// sortActorCounts orders counts most first, then by name, role and key:
+// a stable order for people to read and for golden files.
+func sortActorCounts(counts []lt.ActorCount) {
+	slices.SortFunc(counts, func(a, b lt.ActorCount) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Actor.Name, b.Actor.Name),
+			cmp.Compare(a.Actor.Role, b.Actor.Role), cmp.Compare(a.Actor.KeyID, b.Actor.KeyID))
+	})
 }

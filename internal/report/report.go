@@ -86,6 +86,7 @@ func (s *Service) TaskReport(ctx context.Context, p lt.TaskReportParams) (*lt.Ta
 	// scan goes on to the end of the window for the totals.
 	paging := w.cursor == ""
 	read := 0
+	byActor := map[lt.Actor]int{}
 	for {
 		rows, err := s.st.SessionList(ctx, &list)
 		if err != nil {
@@ -103,6 +104,9 @@ func (s *Service) TaskReport(ctx context.Context, p lt.TaskReportParams) (*lt.Ta
 				return nil, fmt.Errorf("report tasks: %w", err)
 			}
 			add(rep, w, t)
+			for _, c := range t.rec.DecisionsByActor {
+				byActor[c.Actor] += c.Count
+			}
 			switch {
 			case !paging:
 				paging = row.ID == w.cursor
@@ -122,6 +126,11 @@ func (s *Service) TaskReport(ctx context.Context, p lt.TaskReportParams) (*lt.Ta
 		return nil, apierror.Invalid("cursor", "%q is not a task of this report's window: page with the since and until of the first page", w.cursor)
 	}
 	finish(&rep.Totals)
+	rep.Totals.DecisionsByActor = make([]lt.ActorCount, 0, len(byActor))
+	for a, n := range byActor {
+		rep.Totals.DecisionsByActor = append(rep.Totals.DecisionsByActor, lt.ActorCount{Actor: a, Count: n})
+	}
+	sortActorCounts(rep.Totals.DecisionsByActor)
 	return rep, nil
 }
 

@@ -57,7 +57,7 @@ func TestSteerEndpoint(t *testing.T) {
 		require.NoError(t, json.Unmarshal(raw, &ev))
 		if ev.Type == lt.EventTurnSteered {
 			steered++
-			require.JSONEq(t, `{"turn_id":"`+ev.TurnID+`","input":"Answer in one line."}`, string(ev.Data))
+			require.JSONEq(t, `{"turn_id":"`+ev.TurnID+`","input":"Answer in one line.","actor":{"name":"local","role":"admin"}}`, string(ev.Data))
 		}
 	}
 	require.Equal(t, 1, steered, "journaled once")

@@ -319,6 +319,10 @@ type AgentRow struct {
 	Version   int
 	Spec      json.RawMessage
 	CreatedAt time.Time
+	// CreatedBy is who defined the version (the JSON of an lt.Actor,
+	// opaque to the store); nil when unknown (versions stored before
+	// actors were recorded).
+	CreatedBy json.RawMessage
 }
 
 // AgentInsertParams adds version Version of an agent. ErrConflict if that
@@ -329,6 +333,7 @@ type AgentInsertParams struct {
 	Version   int
 	Spec      json.RawMessage
 	CreatedAt time.Time
+	CreatedBy json.RawMessage // nil: unknown
 }
 
 // DefaultProject is the project of a session created without one, and of

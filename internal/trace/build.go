@@ -284,7 +284,7 @@ func (b *builder) event(ev lt.Event) error {
 		}
 		for _, t := range b.turns {
 			if n := t.actions[d.ActionID]; n != nil {
-				n.span.Attributes.Decision = decisionName(d.Decision)
+				n.span.Attributes.Decision, n.span.Attributes.DecidedBy = decisionName(d.Decision), d.Actor
 				n.close(ev.Time, lt.SpanOK, "")
 				break
 			}

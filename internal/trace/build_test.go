@@ -369,7 +369,7 @@ func TestBuildApprovalAndWait(t *testing.T) {
 		}}).
 		add(time.Minute, lt.EventActionResolved, "turn_a", 1, lt.ActionResolvedData{
 			ActionID: "act_1", Type: string(lt.ActionApproval), CallID: "call_1_0", Decision: lt.Decision{Decision: lt.DecisionApprove},
-			ArgumentsSHA256: strings.Repeat("a", 64),
+			ArgumentsSHA256: strings.Repeat("a", 64), Actor: &lt.Actor{KeyID: "key_bob", Name: "bob", Role: lt.RoleApprover},
 		}).
 		toolStarted(ms(1), "turn_a", 1, 0, 1, "deploy").
 		toolCompleted(ms(5), "turn_a", 1, 0, "deploy", true).
@@ -393,6 +393,7 @@ func TestBuildApprovalAndWait(t *testing.T) {
 	require.Equal(t, "turn_a/step/1/call/0", *act.ParentID)
 	require.Equal(t, time.Minute.Milliseconds(), act.DurationMS)
 	require.Equal(t, lt.DecisionApprove, act.Attributes.Decision)
+	require.Equal(t, &lt.Actor{KeyID: "key_bob", Name: "bob", Role: lt.RoleApprover}, act.Attributes.DecidedBy, "who decided is on the action's span")
 	require.Equal(t, lt.ActionApproval, act.Attributes.ActionType)
 	wait := find(t, tr.Spans, "turn_a/step/1/call/1/wait/12")
 	require.Equal(t, time.Hour.Milliseconds(), wait.DurationMS)

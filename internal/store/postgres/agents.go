@@ -18,25 +18,26 @@ func (s *Store) AgentInsert(ctx context.Context, p *store.AgentInsertParams) (*s
 	if err := checks.AgentInsert(p); err != nil {
 		return nil, fmt.Errorf("insert agent: %w", err)
 	}
-	_, err := s.exec(ctx, `INSERT INTO agents (project, name, version, spec, created_at) VALUES ($1, $2, $3, $4, $5)`,
-		p.Project, p.Name, p.Version, jsonArg(p.Spec), p.CreatedAt)
+	_, err := s.exec(ctx, `INSERT INTO agents (project, name, version, spec, created_at, created_by) VALUES ($1, $2, $3, $4, $5, $6)`,
+		p.Project, p.Name, p.Version, jsonArg(p.Spec), p.CreatedAt, jsonArg(p.CreatedBy))
 	if err != nil {
 		return nil, fmt.Errorf("insert agent %s version %d of project %s: %w", p.Name, p.Version, p.Project, err)
 	}
-	return &store.AgentRow{Project: p.Project, Name: p.Name, Version: p.Version, Spec: p.Spec, CreatedAt: stored(p.CreatedAt)}, nil
+	return &store.AgentRow{Project: p.Project, Name: p.Name, Version: p.Version, Spec: p.Spec, CreatedAt: stored(p.CreatedAt), CreatedBy: p.CreatedBy}, nil
 }
 
-const agentColumns = `project, name, version, spec, created_at`
+const agentColumns = `project, name, version, spec, created_at, created_by`
 
 func scanAgent(sc rowScanner) (*store.AgentRow, error) {
 	var (
 		a    store.AgentRow
 		spec []byte
+		by   []byte
 	)
-	if err := sc.Scan(&a.Project, &a.Name, &a.Version, &spec, &a.CreatedAt); err != nil {
+	if err := sc.Scan(&a.Project, &a.Name, &a.Version, &spec, &a.CreatedAt, &by); err != nil {
 		return nil, err
 	}
-	a.Spec = fromJSON(spec)
+	a.Spec, a.CreatedBy = fromJSON(spec), fromJSON(by)
 	a.CreatedAt = a.CreatedAt.UTC()
 	return &a, nil
 }

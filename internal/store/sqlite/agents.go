@@ -23,10 +23,11 @@ func (s *Store) AgentInsert(ctx context.Context, p *store.AgentInsertParams) (*s
 		Version:   p.Version,
 		Spec:      p.Spec,
 		CreatedAt: fromMicros(toMicros(p.CreatedAt)),
+		CreatedBy: p.CreatedBy,
 	}
 	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
-		_, err := w.exec(`INSERT INTO agents (project, name, version, spec, created_at) VALUES (?, ?, ?, ?, ?)`,
-			p.Project, p.Name, p.Version, jsonText(p.Spec), toMicros(p.CreatedAt))
+		_, err := w.exec(`INSERT INTO agents (project, name, version, spec, created_at, created_by) VALUES (?, ?, ?, ?, ?, ?)`,
+			p.Project, p.Name, p.Version, jsonText(p.Spec), toMicros(p.CreatedAt), jsonText(p.CreatedBy))
 		return nil, mapErr(err)
 	}})
 	if err != nil {
@@ -35,18 +36,19 @@ func (s *Store) AgentInsert(ctx context.Context, p *store.AgentInsertParams) (*s
 	return row, nil
 }
 
-const agentColumns = `project, name, version, spec, created_at`
+const agentColumns = `project, name, version, spec, created_at, created_by`
 
 func scanAgent(sc interface{ Scan(...any) error }) (*store.AgentRow, error) {
 	var (
 		a       store.AgentRow
 		spec    sql.NullString
 		created int64
+		by      sql.NullString
 	)
-	if err := sc.Scan(&a.Project, &a.Name, &a.Version, &spec, &created); err != nil {
+	if err := sc.Scan(&a.Project, &a.Name, &a.Version, &spec, &created, &by); err != nil {
 		return nil, err
 	}
-	a.Spec = fromJSONText(spec)
+	a.Spec, a.CreatedBy = fromJSONText(spec), fromJSONText(by)
 	a.CreatedAt = fromMicros(created)
 	return &a, nil
 }

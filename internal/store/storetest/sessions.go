@@ -23,8 +23,13 @@ func testAgentVersions(t *testing.T, h *harness) {
 	require.Equal(t, "alpha", a1.Name)
 	require.Equal(t, 1, a1.Version)
 	require.Equal(t, at(time.Second), a1.CreatedAt)
-	_, err = insert("alpha", 2, `{"model":"m2"}`)
+	require.Nil(t, a1.CreatedBy, "who defined it is unknown")
+	by := json.RawMessage(`{"key_id":"key_1","name":"alice","role":"operator"}`)
+	a2, err := h.s.AgentInsert(h.ctx, &store.AgentInsertParams{
+		Name: "alpha", Version: 2, Spec: json.RawMessage(`{"model":"m2"}`), CreatedAt: at(2 * time.Second), CreatedBy: by,
+	})
 	require.NoError(t, err)
+	requireJSON(t, string(by), a2.CreatedBy)
 	_, err = insert("beta", 1, `{"model":"b1"}`)
 	require.NoError(t, err)
 
@@ -37,10 +42,12 @@ func testAgentVersions(t *testing.T, h *harness) {
 	requireJSON(t, `{"model":"m2"}`, latest.Spec)
 	require.Equal(t, at(2*time.Second), latest.CreatedAt)
 	require.Equal(t, time.UTC, latest.CreatedAt.Location())
+	requireJSON(t, string(by), latest.CreatedBy, "the version's creator is stored")
 
 	first, err := h.s.AgentGet(h.ctx, project, "alpha", 1)
 	require.NoError(t, err)
 	requireJSON(t, `{"model":"m1"}`, first.Spec, "the conflicting insert changed nothing")
+	require.Nil(t, first.CreatedBy)
 
 	_, err = h.s.AgentGet(h.ctx, project, "alpha", 3)
 	require.ErrorIs(t, err, store.ErrNotFound)
@@ -52,6 +59,7 @@ func testAgentVersions(t *testing.T, h *harness) {
 	require.Len(t, list, 2)
 	require.Equal(t, "alpha", list[0].Name)
 	require.Equal(t, 2, list[0].Version)
+	requireJSON(t, string(by), list[0].CreatedBy)
 	require.Equal(t, "beta", list[1].Name)
 	require.Equal(t, 1, list[1].Version)
 }

@@ -131,6 +131,9 @@ func (c Checks) AgentInsert(p *store.AgentInsertParams) error {
 	if err := c.JSON("spec", p.Spec); err != nil {
 		return err
 	}
+	if err := c.JSON("created_by", p.CreatedBy); err != nil {
+		return err
+	}
 	return c.Time("created_at", p.CreatedAt)
 }
 
