@@ -84,8 +84,8 @@ func TestAuditLog(t *testing.T) {
 	h, lines, clock := auditHarness(t, server.Config{})
 	boot := lt.Actor{Name: "bootstrap", Role: lt.RoleAdmin}
 
-	reader := h.createKey(`{"name": "rita", "role": "reader"}`)                                   // 1: POST 201
-	operator := h.createKey(`{"name": "otto", "role": "operator"}`)                               // 2: POST 201
+	reader := h.createKey(`{"name": "rita", "role": "reader"}`)                                  // 1: POST 201
+	operator := h.createKey(`{"name": "otto", "role": "operator"}`)                              // 2: POST 201
 	require.Equal(t, http.StatusOK, h.as(reader.Key, http.MethodGet, "/v1/sessions", "").status) // a read: not logged
 	clock.advance(time.Second)
 	r := h.as(reader.Key, http.MethodPost, "/v1/sessions", `{}`) // 3: refused by role
