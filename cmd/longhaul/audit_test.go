@@ -15,16 +15,8 @@ import (
 func TestAuditCommand(t *testing.T) {
 	t.Parallel()
 	s := newTestServer(t)
-	run := func(args ...string) result {
-		t.Helper()
-		return cliRunIn(t, strings.NewReader(""), nil, append(args, "--server", s.url)...)
-	}
-	ok := func(args ...string) string {
-		t.Helper()
-		r := run(args...)
-		require.NoError(t, r.err, "longhaul %s\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.stdout, r.stderr)
-		return r.stdout
-	}
+	run := func(args ...string) result { return cliRun(t, append(args, "--server", s.url)...) }
+	ok := func(args ...string) string { return cliOK(t, append(args, "--server", s.url)...) }
 
 	require.Equal(t, "No audit entries.\n", ok("audit"))
 

@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,24 +13,6 @@ import (
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
-// stepClock is a clock a test moves.
-type stepClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *stepClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *stepClock) set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
 // TestAuditRetention: PruneAudit deletes the entries older than the
 // retention as of the App's clock, and only them; again it deletes
 // nothing; retention 0 keeps everything. ListAudit's since counts back
@@ -39,9 +20,9 @@ func (c *stepClock) set(t time.Time) {
 func TestAuditRetention(t *testing.T) {
 	t.Parallel()
 	day0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := &stepClock{t: day0}
+	clock := apptest.NewClock(day0)
 	st, eng := apptest.Engine(t, nil)
-	a := apptest.NewWithClock(t, st, eng, nil, clock.now)
+	a := apptest.NewWithClock(t, st, eng, nil, clock.Now)
 	ctx := app.WithCaller(t.Context(), app.LibraryCaller)
 
 	for d := range 4 { // entries on days 0, 10, 20 and 30
@@ -60,7 +41,7 @@ func TestAuditRetention(t *testing.T) {
 		return out
 	}
 
-	clock.set(day0.Add(35 * 24 * time.Hour))
+	clock.Set(day0.Add(35 * 24 * time.Hour))
 	n, err := a.PruneAudit(ctx, 0)
 	require.NoError(t, err)
 	require.Zero(t, n, "0 keeps every entry")
@@ -78,7 +59,7 @@ func TestAuditRetention(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "pruning again (another node) deletes nothing")
 
-	clock.set(day0.Add(60 * 24 * time.Hour))
+	clock.Set(day0.Add(60 * 24 * time.Hour))
 	_, err = a.PruneAudit(ctx, app.DefaultAuditRetention)
 	require.NoError(t, err)
 	require.Equal(t, []int{20, 30}, days(), "90 days keep them")

@@ -7,45 +7,23 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/internal/app/apptest"
 	"github.com/longhaul-dev/longhaul/internal/server"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
-// manualClock is a clock that moves only when a test says so.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newManualClock() *manualClock {
-	return &manualClock{t: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // auditHarness is a server with a bootstrap key, the audit log recorded
 // in its store and written as JSON lines to the returned buffer, and a
 // manual clock.
-func auditHarness(t *testing.T, cfg server.Config) (*harness, *syncBuffer, *manualClock) {
+func auditHarness(t *testing.T, cfg server.Config) (*harness, *syncBuffer, *apptest.Clock) {
 	t.Helper()
 	lines := &syncBuffer{}
-	clock := newManualClock()
+	clock := apptest.NewClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
 	cfg.APIKeys = []string{"boot-key"}
 	cfg.AuditLog = slog.New(slog.NewJSONHandler(lines, nil))
 	cfg.Now = clock.Now
@@ -87,7 +65,7 @@ func TestAuditLog(t *testing.T) {
 	reader := h.createKey(`{"name": "rita", "role": "reader"}`)                                  // 1: POST 201
 	operator := h.createKey(`{"name": "otto", "role": "operator"}`)                              // 2: POST 201
 	require.Equal(t, http.StatusOK, h.as(reader.Key, http.MethodGet, "/v1/sessions", "").status) // a read: not logged
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	r := h.as(reader.Key, http.MethodPost, "/v1/sessions", `{}`) // 3: refused by role
 	requireError(t, r, http.StatusForbidden, lt.CodeForbidden, "")
 	r = h.as(operator.Key, http.MethodPost, "/v1/sessions/ses_nope/cancel", `{}`) // 4: allowed, unknown id
@@ -97,7 +75,7 @@ func TestAuditLog(t *testing.T) {
 	requireError(t, r, http.StatusUnauthorized, lt.CodeUnauthorized, "")
 	r = h.as("", http.MethodDelete, "/v1/keys/"+operator.ID, "") // 6: no key at all
 	requireError(t, r, http.StatusUnauthorized, lt.CodeUnauthorized, "")
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	r = h.as("boot-key", http.MethodDelete, "/v1/keys/"+operator.ID, "") // 7: revoked
 	require.Equal(t, http.StatusNoContent, r.status, "body: %s", r.body)
 	r = h.as(operator.Key, http.MethodPost, "/v1/sessions/ses_nope/cancel", `{}`) // 8: a revoked key

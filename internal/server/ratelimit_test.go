@@ -42,11 +42,11 @@ func TestRateLimitPerKey(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, cancel(bob.Key).status, "another key has its own bucket")
 	require.Equal(t, http.StatusOK, h.as(alice.Key, http.MethodGet, "/v1/sessions", "").status, "reads are not limited")
 
-	clock.advance(20*time.Second + time.Millisecond)
+	clock.Advance(20*time.Second + time.Millisecond)
 	r = cancel(alice.Key)
 	require.Equal(t, http.StatusTooManyRequests, r.status)
 	require.Equal(t, "40", r.header.Get("Retry-After"), "rounded up: 39.999 s")
-	clock.advance(40 * time.Second)
+	clock.Advance(40 * time.Second)
 	require.Equal(t, http.StatusNotFound, cancel(alice.Key).status, "refilled")
 	require.Equal(t, http.StatusTooManyRequests, cancel(alice.Key).status, "and spent again")
 
@@ -74,12 +74,12 @@ func TestRateLimitBadKeys(t *testing.T) {
 	r := h.as("lh_guess2-aaaaaaaaaaaaaaaa", http.MethodGet, "/v1/sessions", "")
 	requireError(t, r, http.StatusTooManyRequests, lt.CodeRateLimited, "")
 	require.Equal(t, "30", r.header.Get("Retry-After"))
-	clock.advance(30 * time.Second)
+	clock.Advance(30 * time.Second)
 	require.Equal(t, http.StatusUnauthorized, h.as("lh_guess3-aaaaaaaaaaaaaaaa", http.MethodGet, "/v1/sessions", "").status)
 	// While the address's bucket is empty, its requests are refused
 	// before any key is looked up: a valid key's too (documented).
 	requireError(t, h.as("boot-key", http.MethodGet, "/v1/sessions", ""), http.StatusTooManyRequests, lt.CodeRateLimited, "")
-	clock.advance(30 * time.Second)
+	clock.Advance(30 * time.Second)
 
 	entries := h.auditEntries("?actor=lh_guess2-a").Data
 	require.Len(t, entries, 1)

@@ -15,10 +15,7 @@ func (s *Store) AuditAppend(ctx context.Context, row *store.AuditRow) (int64, er
 	if err := s.checkOpen(); err != nil {
 		return 0, err
 	}
-	if err := checks.AuditRow(row); err != nil {
-		return 0, fmt.Errorf("append audit entry: %w", err)
-	}
-	targets, err := storeutil.AuditTargets(row.Targets)
+	targets, err := checks.AuditAppend(row)
 	if err != nil {
 		return 0, fmt.Errorf("append audit entry: %w", err)
 	}

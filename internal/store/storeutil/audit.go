@@ -3,7 +3,18 @@ package storeutil
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
 )
+
+// AuditAppend checks an entry before it is appended and returns the
+// stored form of its targets (AuditTargets).
+func (c Checks) AuditAppend(row *store.AuditRow) (string, error) {
+	if err := c.AuditRow(row); err != nil {
+		return "", err
+	}
+	return AuditTargets(row.Targets)
+}
 
 // AuditTargets is the stored form of an audit entry's targets: a JSON
 // object, {} for none.
