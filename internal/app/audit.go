@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/report"
@@ -32,13 +33,11 @@ const (
 func KeyPrefix(token string) string {
 	n := min(keyPrefixLen, len(token)/2)
 	// Cut at a character boundary: the prefix is stored as text.
-	for n > 0 && n < len(token) && !isRuneStart(token[n]) {
+	for n > 0 && n < len(token) && !utf8.RuneStart(token[n]) {
 		n--
 	}
 	return token[:n]
 }
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // RecordAudit appends e to the audit log and returns its Seq. It is the
 // transport's record of a request (internal/server audit.go), not a use

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/longhaul-dev/longhaul/internal/app"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -38,8 +39,12 @@ type AuditRecorder interface {
 const auditTimeout = 5 * time.Second
 
 // maxAuditTarget bounds a target's length in an entry (a file path may be
-// long; an id never is).
-const maxAuditTarget = 256
+// long; an id never is), and maxAuditMethod a method's (any token is one,
+// and a refused request may send a long one).
+const (
+	maxAuditTarget = 256
+	maxAuditMethod = 32
+)
 
 // audited reports whether a request with this method, path and status is
 // an entry of the audit log.
@@ -64,7 +69,7 @@ func (s *Server) audit(r *http.Request, status int) {
 	e := &lt.AuditEntry{
 		Time:      s.cfg.Now().UTC().Truncate(time.Microsecond),
 		Remote:    remoteIP(r),
-		Method:    r.Method,
+		Method:    truncate(r.Method, maxAuditMethod),
 		Status:    status,
 		RequestID: requestID(r),
 	}
@@ -131,15 +136,24 @@ func (s *Server) routeTargets(r *http.Request) (string, map[string]string) {
 		if v == "" {
 			continue
 		}
-		if len(v) > maxAuditTarget {
-			v = v[:maxAuditTarget]
-		}
+		v = truncate(v, maxAuditTarget)
 		if targets == nil {
 			targets = map[string]string{}
 		}
 		targets[t.name] = v
 	}
 	return m.Pattern, targets
+}
+
+// truncate cuts s to at most n bytes, at a character boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // auditTarget names a wildcard of a route in its entries.

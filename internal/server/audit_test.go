@@ -179,3 +179,25 @@ func TestAuditStoreFailure(t *testing.T) {
 	require.Contains(t, log, "the database is down")
 	require.NotContains(t, log, k.Key)
 }
+
+// TestAuditRefusedByOrigin: a valid key refused by the cross-site rule is
+// recorded as its holder (and spends no address token); a refused
+// request's odd method is kept short.
+func TestAuditRefusedByOrigin(t *testing.T) {
+	t.Parallel()
+	h, _, _ := auditHarness(t, server.Config{})
+	k := h.createKey(`{"name": "otto", "role": "operator"}`)
+	r := h.do(http.MethodPost, "/v1/sessions", []byte(`{}`), map[string]string{
+		"Authorization": "Bearer " + k.Key, "Origin": "https://evil.example"})
+	requireError(t, r, http.StatusForbidden, lt.CodeForbidden, "Origin")
+	long := strings.Repeat("X", 100)
+	r = h.do(long, "/v1/sessions", nil, nil)
+	requireError(t, r, http.StatusUnauthorized, lt.CodeUnauthorized, "")
+
+	entries := h.auditEntries("").Data
+	require.Len(t, entries, 3)
+	require.Equal(t, &lt.Actor{KeyID: k.ID, Name: "otto", Role: lt.RoleOperator}, entries[1].Actor)
+	require.Equal(t, http.StatusForbidden, entries[1].Status)
+	require.Equal(t, strings.Repeat("X", 32), entries[2].Method)
+	require.Equal(t, "", entries[2].Route, "no route has that method")
+}

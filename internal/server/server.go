@@ -431,7 +431,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		c, err := s.guard(rw, r)
 		if err != nil {
-			s.limitRefused(r, err)
+			if c.Role != "" {
+				// Authenticated, refused by the Host or cross-site rule:
+				// for the audit log only, which names who it refused.
+				r = r.WithContext(app.WithCaller(r.Context(), c))
+			} else {
+				s.limitRefused(r, err)
+			}
 			s.writeError(rw, r, err)
 			return
 		}
