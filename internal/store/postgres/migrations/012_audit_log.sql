@@ -1,5 +1,5 @@
--- 009_audit_log: the audit log (PostgreSQL dialect of the SQLite driver's
--- 009_audit_log): every request that changed state or was refused, with who
+-- 012_audit_log: the audit log (PostgreSQL dialect of the SQLite driver's
+-- 012_audit_log): every request that changed state or was refused, with who
 -- made it.
 --
 -- Append-only: seq comes from an identity sequence (never given twice, and

@@ -1,4 +1,4 @@
--- 009_audit_log: the audit log (internal/server audit.go): every request
+-- 012_audit_log: the audit log (internal/server audit.go): every request
 -- that changed state or was refused, with who made it.
 --
 -- Append-only: seq is AUTOINCREMENT, so a number is never given twice even
