@@ -1,10 +1,13 @@
 package storetest
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -144,4 +147,34 @@ func testAuditClosed(t *testing.T, h *harness) {
 	require.ErrorIs(t, err, store.ErrClosed, "AuditList")
 	_, err = h.s.AuditPrune(h.ctx, t0)
 	require.ErrorIs(t, err, store.ErrClosed, "AuditPrune")
+}
+
+// testAuditPruneConcurrent: nodes that prune at once (each every hour)
+// delete each entry once between them, and none fails for the others.
+func testAuditPruneConcurrent(t *testing.T, h *harness) {
+	const entries, nodes = 40, 4
+	for i := range entries {
+		_, err := h.s.AuditAppend(h.ctx, auditRow(time.Duration(i)*time.Second, fmt.Sprintf("k%d", i)))
+		require.NoError(t, err)
+	}
+	deleted := make(chan int64, nodes)
+	var wg sync.WaitGroup
+	for range nodes {
+		wg.Go(func() {
+			n, err := h.s.AuditPrune(h.ctx, at(time.Duration(entries/2)*time.Second))
+			assert.NoError(t, err)
+			deleted <- n
+		})
+	}
+	wg.Wait()
+	close(deleted)
+	var total int64
+	for n := range deleted {
+		total += n
+	}
+	require.EqualValues(t, entries/2, total, "each old entry deleted once")
+	list, err := h.s.AuditList(h.ctx, &store.AuditListParams{})
+	require.NoError(t, err)
+	require.Len(t, list, entries/2)
+	require.Equal(t, at(time.Duration(entries/2)*time.Second), list[0].Time)
 }

@@ -58,6 +58,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"APIKeysClosed", testAPIKeysClosed},
 		{"Audit", testAudit},
 		{"AuditInvalid", testAuditInvalid},
+		{"AuditPruneConcurrent", testAuditPruneConcurrent},
 		{"AuditClosed", testAuditClosed},
 		{"Nodes", testNodes},
 		{"WebhookEndpoints", testWebhookEndpoints},
