@@ -61,6 +61,7 @@ type api interface {
 	DeleteWebhookEndpoint(ctx context.Context, id string) error
 	ListWebhookDeliveries(ctx context.Context, p client.ListWebhookDeliveriesParams) (*lt.List[lt.WebhookDelivery], error)
 	TaskReport(ctx context.Context, p lt.TaskReportParams) (*lt.TaskReport, error)
+	ListAudit(ctx context.Context, p lt.ListAuditParams) (*lt.List[lt.AuditEntry], error)
 	Pause(ctx context.Context, sessionID string, req *lt.PauseRequest) (*lt.Session, error)
 	Resume(ctx context.Context, sessionID string) (*lt.Session, error)
 }

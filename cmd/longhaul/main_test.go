@@ -138,7 +138,8 @@ func newTestServer(t *testing.T) *testServer {
 	require.NoError(t, eng.Start(ctx))
 	// The application service over the engine, with a vault, as a node
 	// serves it.
-	api := server.New(apptest.New(t, st, eng, nil), st, &server.Config{Logger: log})
+	a := apptest.New(t, st, eng, nil)
+	api := server.New(a, st, &server.Config{Logger: log, Keys: a, Audit: a}) // as internal/node wires it
 	ts := httptest.NewServer(api)
 	t.Cleanup(func() {
 		api.Shutdown() // ends event streams, so Close does not wait for them

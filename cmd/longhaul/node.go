@@ -97,6 +97,13 @@ type nodeConfig struct {
 	// minFreeMiB is the free-space floor of the data volume (0: the
 	// node's default; negative: none).
 	minFreeMiB int64
+	// auditRetention is how long audit entries are kept (0: the node's
+	// default; negative: for ever); auditLog receives them as log lines
+	// (nil: logger).
+	auditRetention time.Duration
+	auditLog       *slog.Logger
+	// rateLimit is serve --rate-limit ("": no limits).
+	rateLimit string
 }
 
 // node is a running server node.
@@ -144,6 +151,7 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 		OTLP: otlp, MetricsPublic: cfg.metricsPublic,
 		ModelKeyEnv: cfg.modelKeyEnv, ControlPlaneAddrs: cfg.controlPlaneAddrs,
 		AllowedHosts: cfg.allowedHosts, TrustedOrigins: cfg.trustedOrigins, MinFreeMiB: cfg.minFreeMiB,
+		AuditRetention: cfg.auditRetention, AuditLog: cfg.auditLog, RateLimit: cfg.rateLimit,
 	})
 	if err != nil {
 		var se *lhnode.StoreOpenError

@@ -76,6 +76,11 @@ type serveOpts struct {
 	publicURLs   []string
 	// http bounds what one client can hold (timeouts, connections per IP).
 	http lhnode.HTTPLimits
+	// auditRetention is how long the audit log keeps an entry (0: for
+	// ever).
+	auditRetention time.Duration
+	// rateLimit is the per-key rate limits' spec ("": none).
+	rateLimit string
 	// minFreeMB is the free-space floor of the data volume, in MiB (0:
 	// none).
 	minFreeMB int64
@@ -139,6 +144,11 @@ idle keep-alive connection closes after --idle-timeout, and one IP address
 holds at most --max-conns-per-ip connections (more get a 429). 0 turns a
 limit off.
 
+Every state-changing request and every refused one (401, 403, 429) is an
+entry of the audit log (GET /v1/audit, 'longhaul audit'), also written to
+this log as a JSON line (msg "audit"); entries older than --audit-retention
+are deleted. --rate-limit limits each key's requests per route class.
+
 SIGINT or SIGTERM drains it: it stops accepting requests, lets running steps
 finish (or leaves them resumable) and exits 0.`,
 		Example: `  longhaul serve
@@ -175,6 +185,8 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.DurationVar(&o.http.IdleTimeout, "idle-timeout", lhnode.DefaultIdleTimeout, "how long an idle keep-alive connection stays open (0: no limit)")
 	fs.IntVar(&o.http.MaxConnsPerIP, "max-conns-per-ip", lhnode.DefaultMaxConnsPerIP, "connections one client IP address may hold open at once; more are answered 429 and closed (0: no limit)")
 	fs.BoolVar(&o.metricsPublic, "metrics-public", false, "serve GET /metrics to anyone, without an API key (for a Prometheus that scrapes without one, on a network where the metrics may be read: they show agent, tool and model names, volumes and costs)")
+	fs.DurationVar(&o.auditRetention, "audit-retention", lhnode.DefaultAuditRetention, "how long the audit log (GET /v1/audit) keeps an entry: older ones are deleted every hour, by every node (0: keep every entry)")
+	fs.StringVar(&o.rateLimit, "rate-limit", "", "per-key rate limits, per route class: CLASS=N/UNIT[:BURST],... with CLASS read, write or stream, UNIT s, m or h, BURST default N, e.g. read=100/s,write=20/s:40,stream=10/m; requests without a valid key count per client address; each node limits on its own; over a limit is a 429 with Retry-After (env LONGHAUL_RATE_LIMIT; default: no limits)")
 	fs.Int64Var(&o.minFreeMB, "min-free-mb", freespace.DefaultFloorMiB, "free space (MiB) the data directory's volume must keep: below it the server takes no new work (new sessions and turns are 507, /readyz is 503) until space is freed; 0 turns the floor off")
 	return cmd
 }
@@ -226,6 +238,17 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 	if o.sandboxDiskMB < 1 {
 		return usagef("--sandbox-disk-mb %d: must be at least 1", o.sandboxDiskMB)
 	}
+	if o.auditRetention < 0 {
+		return usagef("--audit-retention %s: want a duration of 0 (keep every entry) or more", o.auditRetention)
+	}
+	auditRetention := o.auditRetention
+	if auditRetention == 0 {
+		auditRetention = -1 // keep every entry
+	}
+	rateLimit := c.flagOrEnv(cmd, "rate-limit", o.rateLimit, "LONGHAUL_RATE_LIMIT")
+	if err := lhnode.ValidRateLimit(rateLimit); err != nil {
+		return usagef("--rate-limit %q: %v", rateLimit, err)
+	}
 	if o.minFreeMB < 0 {
 		return usagef("--min-free-mb %d: want 0 or more", o.minFreeMB)
 	}
@@ -262,6 +285,9 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 	logOut := redact.NewWriter(c.stderr, red.Load)
 	defer logOut.Flush()
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
+	// The audit log's entries are JSON lines among the others (msg
+	// "audit"), whatever the level, for a log shipper to pick out.
+	auditLog := slog.New(slog.NewJSONHandler(logOut, nil))
 	// Said before the node starts: the node unsets the key's variable, so
 	// that no child process inherits it.
 	keyFromEnv := c.getenv(vault.KeyEnv) != ""
@@ -272,6 +298,7 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 		webhookAllowPrivate: o.webhookAllowPrivate, webhookAllowPorts: o.webhookAllowPorts,
 		metricsPublic: o.metricsPublic, modelKeyEnv: keyEnv, controlPlaneAddrs: o.controlPlaneAddrs,
 		allowedHosts: allowedHosts, trustedOrigins: trustedOrigins, httpLimits: limits, minFreeMiB: minFree,
+		auditRetention: auditRetention, auditLog: auditLog, rateLimit: rateLimit,
 	})
 	if err != nil {
 		return err

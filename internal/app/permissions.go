@@ -99,6 +99,9 @@ var Permissions = map[string][]lt.Role{
 	"ListKeys":  admins,
 	"RevokeKey": admins,
 
+	// The audit log: who did what, and who was refused.
+	"ListAudit": admins,
+
 	// Outgoing webhooks: endpoints and their deliveries (URLs, bodies).
 	"CreateWebhookEndpoint": operators,
 	"ListWebhookEndpoints":  operators,

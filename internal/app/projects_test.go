@@ -36,13 +36,14 @@ var (
 	lists = []string{"ListSessions", "ListAllActions", "TaskReport"}
 	// creations: made in the caller's project (an admin names one).
 	creations = []string{"CreateSession"}
-	// unscoped here: server-wide (keys, the probe), or resources that
+	// unscoped here: server-wide (keys, the audit log, who the caller is,
+	// the probe), or resources that
 	// carry a project of their own (agents, secrets, webhook endpoints and
 	// their deliveries) rather than through a session.
 	unscoped = []string{
 		"PutAgent", "EnsureAgent", "ListAgents", "GetAgent",
 		"PutSecret", "ListSecrets", "DeleteSecret",
-		"CreateKey", "ListKeys", "RevokeKey",
+		"CreateKey", "ListKeys", "RevokeKey", "ListAudit",
 		"CreateWebhookEndpoint", "ListWebhookEndpoints", "DeleteWebhookEndpoint", "ListWebhookDeliveries",
 		"Ready",
 	}

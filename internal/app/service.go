@@ -136,6 +136,10 @@ type Service interface {
 	ListKeys(ctx context.Context) (*lt.List[lt.APIKey], error)
 	RevokeKey(ctx context.Context, id string) error
 
+	// ListAudit returns a page of the audit log (state-changing and
+	// refused requests), oldest first, filtered by p.
+	ListAudit(ctx context.Context, p lt.ListAuditParams) (*lt.List[lt.AuditEntry], error)
+
 	// Outgoing webhooks. An endpoint belongs to one project and hears of
 	// that project's sessions only; project in a list as ListAgents'.
 

@@ -138,6 +138,16 @@ type Config struct {
 	// store, see Serving) and the database, which sessions may never
 	// reach: a load balancer in front of the nodes. Default: none.
 	ControlPlaneAddrs []string
+	// AuditRetention is how long the audit log keeps an entry; the node
+	// prunes older ones every AuditPruneInterval. Default (0):
+	// app.DefaultAuditRetention; negative: keep every entry.
+	AuditRetention time.Duration
+	// AuditLog receives each audit entry as a log line (serve gives it a
+	// JSON handler). Default: Logger.
+	AuditLog *slog.Logger
+	// RateLimit is the API's per-key rate limits, a server.ParseRateLimits
+	// spec ("read=100/s,write=20/s"). Default "": no limits.
+	RateLimit string
 }
 
 // OTLP says where a node exports turn traces.
@@ -157,6 +167,9 @@ func (c *Config) validate() error {
 	case "", SandboxAuto, SandboxBwrap, SandboxLocal:
 	default:
 		return fmt.Errorf("node config: Sandbox %q: want %s, %s or %s", c.Sandbox, SandboxAuto, SandboxBwrap, SandboxLocal)
+	}
+	if err := ValidRateLimit(c.RateLimit); err != nil {
+		return fmt.Errorf("node config: RateLimit: %w", err)
 	}
 	if c.LeaseTTL < 0 {
 		return fmt.Errorf("node config: LeaseTTL %s is negative", c.LeaseTTL)
@@ -230,6 +243,10 @@ type Node struct {
 	log    *slog.Logger
 	otlp   *OTLP
 	unlock func()
+	// auditRetention is Config.AuditRetention with its default (negative:
+	// no pruning); auditPruner runs while the node does.
+	auditRetention time.Duration
+	auditPruner    *auditPruner
 
 	mu sync.Mutex
 	// running: Start was called and the node not stopped since;
@@ -257,8 +274,13 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	rateLimits, err := server.ParseRateLimits(cfg.RateLimit)
+	if err != nil {
+		return nil, err
+	}
 	srvCfg := &server.Config{APIKeys: cfg.APIKeys, Logger: log, PingInterval: cfg.PingInterval, MetricsPublic: cfg.MetricsPublic,
-		AllowedHosts: cfg.AllowedHosts, TrustedOrigins: cfg.TrustedOrigins}
+		AllowedHosts: cfg.AllowedHosts, TrustedOrigins: cfg.TrustedOrigins,
+		AuditLog: cmp.Or(cfg.AuditLog, log), RateLimits: rateLimits}
 	if err := srvCfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -269,7 +291,7 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
-	n := &Node{DataDir: dir, log: log, otlp: cfg.OTLP}
+	n := &Node{DataDir: dir, log: log, otlp: cfg.OTLP, auditRetention: cmp.Or(cfg.AuditRetention, app.DefaultAuditRetention)}
 	var undo []func()
 	defer func() {
 		if err != nil {
@@ -429,6 +451,7 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 		return nil, err
 	}
 	srvCfg.Keys = n.App
+	srvCfg.Audit = n.App
 	n.API = server.New(n.App, n.Store, srvCfg)
 	return n, nil
 }
@@ -561,6 +584,13 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.webhooksRunning = true
+	if n.auditRetention > 0 {
+		tick := time.NewTicker(AuditPruneInterval)
+		n.auditPruner = newAuditPruner(func(ctx context.Context) (int64, error) {
+			return n.App.PruneAudit(ctx, n.auditRetention)
+		}, n.log, tick.C, tick.Stop)
+		n.auditPruner.start(ctx)
+	}
 	return nil
 }
 
@@ -580,6 +610,10 @@ func drainContext(ctx context.Context, d time.Duration) (context.Context, contex
 // holds n.mu.
 func (n *Node) stopRunning(ctx context.Context) error {
 	var errs []error
+	if n.auditPruner != nil {
+		n.auditPruner.stop()
+		n.auditPruner = nil
+	}
 	if n.engineRunning {
 		engCtx, cancel := drainContext(ctx, EngineDrainTimeout)
 		if err := n.Engine.Stop(engCtx); err != nil {

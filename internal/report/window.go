@@ -44,6 +44,11 @@ type window struct {
 // time.ParseDuration does not know.
 var dayish = regexp.MustCompile(`^(\d{1,5})([dw])$`)
 
+// ParseDuration reads a positive duration as since and until do: Go's
+// forms (90m, 36h) or whole days and weeks (7d, 2w); the audit log's since
+// takes the same.
+func ParseDuration(s string) (time.Duration, bool) { return parseDuration(s) }
+
 // parseDuration reads a positive duration: Go's forms (90m, 36h, 1h30m)
 // or whole days and weeks (7d, 2w).
 func parseDuration(s string) (time.Duration, bool) {

@@ -7,3 +7,11 @@ import "time"
 func SetTicker(s *Server, newTicker func(d time.Duration) (<-chan time.Time, func())) {
 	s.newTicker = newTicker
 }
+
+// LimiterCount is how many rate-limit buckets s holds.
+func LimiterCount(s *Server) int {
+	if s.limits == nil {
+		return 0
+	}
+	return s.limits.size()
+}

@@ -88,6 +88,9 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 	if cfg.Keys == nil {
 		cfg.Keys = a
 	}
+	if cfg.Audit == nil {
+		cfg.Audit = a // as internal/node wires it
+	}
 	var b server.Backend = a
 	if opts.wrap != nil {
 		b = opts.wrap(b)

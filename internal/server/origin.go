@@ -230,7 +230,10 @@ func hasBody(r *http.Request) bool {
 
 // guard applies the access rule (authorize), then the Host rule, then the
 // cross-site rule: everything a request to an access-controlled route must
-// pass before a handler sees it. It returns the caller authorize found.
+// pass before a handler sees it. It returns the caller authorize found,
+// with the error too when only the Host or the cross-site rule refused r
+// (so that the audit log names who was refused; the caller is not one
+// then: it reaches no handler).
 func (s *Server) guard(w http.ResponseWriter, r *http.Request) (app.Caller, error) {
 	c, err := s.authorize(w, r)
 	if err != nil {
@@ -238,11 +241,11 @@ func (s *Server) guard(w http.ResponseWriter, r *http.Request) (app.Caller, erro
 	}
 	if len(s.keys) == 0 || len(s.cfg.AllowedHosts) > 0 {
 		if err := s.hosts.check(r); err != nil {
-			return app.Caller{}, err
+			return c, err
 		}
 	}
 	if err := s.checkCrossSite(r); err != nil {
-		return app.Caller{}, err
+		return c, err
 	}
 	return c, nil
 }

@@ -81,6 +81,8 @@ var routeCases = map[string]routeCase{
 	"GET /v1/keys":         {"ListKeys", "/v1/keys", ""},
 	"DELETE /v1/keys/{id}": {"RevokeKey", "/v1/keys/key_x", ""},
 
+	"GET /v1/audit": {"ListAudit", "/v1/audit", ""},
+
 	"POST /v1/webhooks/endpoints":        {"CreateWebhookEndpoint", "/v1/webhooks/endpoints", `{}`},
 	"GET /v1/webhooks/endpoints":         {"ListWebhookEndpoints", "/v1/webhooks/endpoints", ""},
 	"DELETE /v1/webhooks/endpoints/{id}": {"DeleteWebhookEndpoint", "/v1/webhooks/endpoints/whe_x", ""},

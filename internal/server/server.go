@@ -74,6 +74,21 @@ type Config struct {
 	// /v1/sessions/{id}/files/{path}); a larger one is a 413. Default
 	// DefaultMaxFileBytes.
 	MaxFileBytes int64
+	// Audit, when set, records the audit log's entries (audit.go): every
+	// state-changing request and every refused one. Default nil: none are
+	// stored.
+	Audit AuditRecorder
+	// AuditLog, when set, receives each audit entry as one line at info
+	// level (serve gives it a JSON handler on its log output). Default
+	// nil: none are logged.
+	AuditLog *slog.Logger
+	// RateLimits limits each caller's requests per route class
+	// (ratelimit.go; ParseRateLimits reads serve's --rate-limit). Default
+	// nil: no limits.
+	RateLimits RateLimits
+	// MaxLimiters bounds the rate limits' buckets in memory (one per
+	// caller and class). Default DefaultMaxLimiters.
+	MaxLimiters int
 }
 
 // Defaults.
@@ -113,6 +128,17 @@ func (c *Config) Validate() error {
 		if err := validateAllowedHost(h); err != nil {
 			return fmt.Errorf("server config: AllowedHosts[%d]: %w", i, err)
 		}
+	}
+	for class, r := range c.RateLimits {
+		if !slices.Contains(RouteClasses(), class) {
+			return fmt.Errorf("server config: RateLimits: unknown class %q (want one of %s)", class, strings.Join(RouteClasses(), ", "))
+		}
+		if r.Limit <= 0 || r.Burst < 1 {
+			return fmt.Errorf("server config: RateLimits[%s]: the limit must be positive and the burst at least 1", class)
+		}
+	}
+	if c.MaxLimiters < 0 {
+		return fmt.Errorf("server config: MaxLimiters is negative (%d)", c.MaxLimiters)
 	}
 	for i, o := range c.TrustedOrigins {
 		if err := validateTrustedOrigin(o); err != nil {
@@ -177,6 +203,14 @@ type Server struct {
 
 	// idemLocks serializes requests that share an idempotency scope and key.
 	idemLocks keyedMutex
+
+	// limits holds the rate limits' buckets (nil: no limits).
+	limits *limiters
+	// matcher routes a request again to learn its route and path values
+	// for the audit log, whether or not it reached mux; targetNames says
+	// what each route's wildcards name (audit.go).
+	matcher     *http.ServeMux
+	targetNames map[string][]auditTarget
 }
 
 // errShuttingDown is the cause of the base context after Shutdown.
@@ -204,6 +238,10 @@ func New(b Backend, idem IdempotencyStore, cfg *Config) *Server {
 		mux:       http.NewServeMux(),
 		newTicker: realTicker,
 		idemLocks: keyedMutex{m: make(map[string]*keyedLock)},
+
+		limits:      newLimiters(c.RateLimits, c.MaxLimiters),
+		matcher:     http.NewServeMux(),
+		targetNames: map[string][]auditTarget{},
 	}
 	s.keys = hashKeys(c.APIKeys)
 	s.hosts = newHostRule(c.AllowedHosts)
@@ -260,6 +298,8 @@ func (s *Server) routes() {
 	s.handle("GET /v1/keys", "ListKeys", s.listKeys)
 	s.handle("DELETE /v1/keys/{id}", "RevokeKey", s.revokeKey)
 
+	s.handle("GET /v1/audit", "ListAudit", s.listAudit)
+
 	s.handle("POST /v1/webhooks/endpoints", "CreateWebhookEndpoint", s.idempotent(s.createWebhookEndpoint))
 	s.handle("GET /v1/webhooks/endpoints", "ListWebhookEndpoints", s.listWebhookEndpoints)
 	s.handle("DELETE /v1/webhooks/endpoints/{id}", "DeleteWebhookEndpoint", s.deleteWebhookEndpoint)
@@ -310,6 +350,8 @@ func (s *Server) handle(pattern, method string, h handlerFunc) {
 		panic(fmt.Sprintf("server: route %q names no method of app.Permissions (%q)", pattern, method))
 	}
 	s.routeList = append(s.routeList, Route{Pattern: pattern, Method: method})
+	s.matcher.HandleFunc(pattern, func(http.ResponseWriter, *http.Request) {})
+	s.targetNames[pattern] = patternTargets(pattern)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		if method != "" {
 			if err := app.Allow(r.Context(), method); err != nil {
@@ -374,6 +416,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rw.statusCode(),
 			"duration", s.cfg.Now().Sub(start), "request_id", rid)
+		s.audit(r, rw.statusCode())
 	}()
 
 	if r.Body != nil {
@@ -382,13 +425,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, s.bodyLimit(r))
 	}
 	if isAPIPath(r.URL.Path) {
+		if err := s.limitUnauthenticated(rw, r); err != nil {
+			s.writeError(rw, r, err)
+			return
+		}
 		c, err := s.guard(rw, r)
 		if err != nil {
+			if c.Role != "" {
+				// Authenticated, refused by the Host or cross-site rule:
+				// for the audit log only, which names who it refused.
+				r = r.WithContext(app.WithCaller(r.Context(), c))
+			} else {
+				s.limitRefused(r, err)
+			}
 			s.writeError(rw, r, err)
 			return
 		}
 		// Every use case reads who calls from the context (app.CallerFrom).
 		r = r.WithContext(app.WithCaller(r.Context(), c))
+		if err := s.limitCaller(rw, r, c); err != nil {
+			s.writeError(rw, r, err)
+			return
+		}
 	}
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		s.writeError(rw, r, s.unrouted(rw, r))

@@ -163,6 +163,20 @@ type Store interface {
 	// order). ErrNotFound if there is no such key.
 	APIKeyTouch(ctx context.Context, id string, at time.Time) error
 
+	// The audit log (internal/server audit.go): append-only. No method
+	// changes or deletes one entry; only AuditPrune removes the old ones,
+	// for a retention period.
+
+	// AuditAppend stores row as the next entry and returns its Seq (which
+	// grows with every append; row.Seq is ignored).
+	AuditAppend(ctx context.Context, row *AuditRow) (int64, error)
+	// AuditList returns the entries p selects, oldest first (by Seq).
+	AuditList(ctx context.Context, p *AuditListParams) ([]*AuditRow, error)
+	// AuditPrune deletes the entries whose Time is before before, and
+	// returns how many it deleted. Pruning the same period twice (two
+	// nodes at once) deletes each entry once and is no error.
+	AuditPrune(ctx context.Context, before time.Time) (int64, error)
+
 	// NodeAnnounce records the addresses a node's API listens on,
 	// replacing what the same node announced before, so that every node
 	// refuses them to its sessions (a session must never reach the control
@@ -551,6 +565,47 @@ type APIKeyRow struct {
 	LastUsedAt *time.Time
 	ExpiresAt  *time.Time
 	RevokedAt  *time.Time
+}
+
+// AuditRow is one entry of the audit log: a request that changed state, or
+// one that was refused.
+type AuditRow struct {
+	// Seq numbers the entries in the order they were appended (set by the
+	// store).
+	Seq  int64
+	Time time.Time
+	// KeyID, ActorName and ActorRole say who called (the caller the
+	// request authenticated as; all empty when it authenticated as no
+	// one).
+	KeyID     string
+	ActorName string
+	ActorRole string
+	// KeyPrefix is the first characters of a refused token (never the
+	// whole token), when the request sent one that named no caller.
+	KeyPrefix string
+	// Remote is the peer's IP address.
+	Remote string
+	// Method is the HTTP method, Route the pattern of the route it
+	// matched ("" for none), Targets the route's path values (the ids the
+	// request named: {"id": "ses_…", "action_id": "act_…"}).
+	Method    string
+	Route     string
+	Targets   map[string]string
+	Status    int
+	RequestID string
+}
+
+// AuditListParams selects a page of the audit log, oldest first.
+type AuditListParams struct {
+	// Since, when not zero, keeps the entries at or after it.
+	Since time.Time
+	// Actor, when set, keeps the entries whose KeyID, ActorName or
+	// KeyPrefix is Actor.
+	Actor string
+	// After keeps the entries with Seq > After (the previous page's last).
+	After int64
+	// Limit bounds the page (0: storeutil.AuditPage's default).
+	Limit int
 }
 
 // SecretRow is one vault secret as stored: the value only as AES-GCM

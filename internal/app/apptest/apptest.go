@@ -30,6 +30,12 @@ import (
 // default report service (a test with its own clock).
 func New(t testing.TB, st store.Store, eng *engine.Engine, reports *report.Service) *app.App {
 	t.Helper()
+	return NewWithClock(t, st, eng, reports, nil)
+}
+
+// NewWithClock is New with the App's clock (nil: time.Now).
+func NewWithClock(t testing.TB, st store.Store, eng *engine.Engine, reports *report.Service, now func() time.Time) *app.App {
+	t.Helper()
 	key, err := vault.LoadKey("", filepath.Join(t.TempDir(), vault.DefaultKeyFile))
 	require.NoError(t, err)
 	v, err := vault.Open(st, key, nil)
@@ -39,7 +45,7 @@ func New(t testing.TB, st store.Store, eng *engine.Engine, reports *report.Servi
 	if reports == nil {
 		reports = report.New(st, nil)
 	}
-	a, err := app.New(app.Deps{Engine: eng, Vault: vault.NewAPI(v), Webhooks: webhook.NewAPI(hooks), Reports: reports, Store: st})
+	a, err := app.New(app.Deps{Engine: eng, Vault: vault.NewAPI(v), Webhooks: webhook.NewAPI(hooks), Reports: reports, Store: st, Now: now})
 	require.NoError(t, err)
 	return a
 }

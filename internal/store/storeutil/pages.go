@@ -8,11 +8,13 @@ type Page struct {
 	Default, Max int
 }
 
-// The pages of EventList, SessionList and ActionListAll.
+// The pages of EventList, SessionList, ActionListAll and AuditList.
 var (
 	EventPage   = Page{Default: 100, Max: 10000}
 	SessionPage = Page{Default: 50, Max: 1000}
 	ActionPage  = Page{Default: 50, Max: 1000}
+	// AuditPage is the page of AuditList.
+	AuditPage = Page{Default: 100, Max: 1000}
 )
 
 // Limit applies the page's default to a limit of 0 and refuses a negative

@@ -251,3 +251,63 @@ func (c Checks) APIKeyRow(row *store.APIKeyRow) error {
 	}
 	return nil
 }
+
+// MaxAuditTargets bounds an audit entry's targets (a route has a few path
+// values).
+const MaxAuditTargets = 16
+
+// AuditRow checks an audit entry before it is appended.
+func (c Checks) AuditRow(row *store.AuditRow) error {
+	if row == nil {
+		return errors.New("row is nil")
+	}
+	if err := c.Time("time", row.Time); err != nil {
+		return err
+	}
+	if err := c.ID("method", row.Method); err != nil {
+		return err
+	}
+	for _, f := range []struct{ field, v string }{
+		{"key_id", row.KeyID}, {"actor_name", row.ActorName}, {"actor_role", row.ActorRole},
+		{"key_prefix", row.KeyPrefix}, {"remote", row.Remote}, {"route", row.Route}, {"request_id", row.RequestID},
+	} {
+		if err := c.Text(f.field, f.v); err != nil {
+			return err
+		}
+	}
+	if len(row.Targets) > MaxAuditTargets {
+		return fmt.Errorf("targets: at most %d, got %d", MaxAuditTargets, len(row.Targets))
+	}
+	for k, v := range row.Targets {
+		if err := c.ID("targets key", k); err != nil {
+			return err
+		}
+		if err := c.Text("targets["+k+"]", v); err != nil {
+			return err
+		}
+	}
+	if row.Status < 100 || row.Status > 599 {
+		return fmt.Errorf("status must be an HTTP status (100-599), got %d", row.Status)
+	}
+	return nil
+}
+
+// AuditListParams checks p and returns its limit with AuditPage's default
+// applied.
+func (c Checks) AuditListParams(p *store.AuditListParams) (int, error) {
+	if p == nil {
+		return 0, errors.New("params are nil")
+	}
+	if !p.Since.IsZero() {
+		if err := c.Time("since", p.Since); err != nil {
+			return 0, err
+		}
+	}
+	if err := c.Text("actor", p.Actor); err != nil {
+		return 0, err
+	}
+	if p.After < 0 {
+		return 0, fmt.Errorf("after must not be negative, got %d", p.After)
+	}
+	return AuditPage.Limit(p.Limit)
+}
