@@ -97,6 +97,8 @@ type nodeConfig struct {
 	// minFreeMiB is the free-space floor of the data volume (0: the
 	// node's default; negative: none).
 	minFreeMiB int64
+	// sso is single sign-on behind a reverse proxy (zero: off).
+	sso ssoSettings
 }
 
 // node is a running server node.
@@ -142,6 +144,7 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 		OTLP: otlp, MetricsPublic: cfg.metricsPublic,
 		ModelKeyEnv: cfg.modelKeyEnv, ControlPlaneAddrs: cfg.controlPlaneAddrs,
 		AllowedHosts: cfg.allowedHosts, TrustedOrigins: cfg.trustedOrigins, MinFreeMiB: cfg.minFreeMiB,
+		TrustedProxyHeader: cfg.sso.header, TrustedProxies: cfg.sso.proxies, ProxyUsers: cfg.sso.users,
 	})
 	if err != nil {
 		var se *lhnode.StoreOpenError

@@ -8,9 +8,11 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -76,6 +78,11 @@ type serveOpts struct {
 	publicURLs   []string
 	// http bounds what one client can hold (timeouts, connections per IP).
 	http lhnode.HTTPLimits
+	// trustedProxyHeader names the header a trusted reverse proxy names
+	// the signed-in user in; trustedProxies are the networks it connects
+	// from (single sign-on: sso.go).
+	trustedProxyHeader string
+	trustedProxies     []string
 	// minFreeMB is the free-space floor of the data volume, in MiB (0:
 	// none).
 	minFreeMB int64
@@ -138,6 +145,20 @@ idle keep-alive connection closes after --idle-timeout, and one IP address
 holds at most --max-conns-per-ip connections (more get a 429). 0 turns a
 limit off.
 
+Single sign-on: behind a reverse proxy that signs users in with your
+identity provider (oauth2-proxy and the like) and names the user in a
+header, --trusted-proxy-header X-Forwarded-User with --trusted-proxy CIDR
+makes a request from that proxy the user it names, with the role and project
+the config file gives the user (a user it does not list gets a 403):
+
+  users:
+    - {name: alice@example.com, role: approver, project: default}
+    - {name: bob@example.com, role: admin}     # every project
+
+The header is believed only from a TCP peer inside a --trusted-proxy network
+and ignored from any other; the proxy must strip it from what clients send.
+A request with "Authorization: Bearer <key>" is that key, proxy or not.
+
 SIGINT or SIGTERM drains it: it stops accepting requests, lets running steps
 finish (or leaves them resumable) and exits 0.`,
 		Example: `  longhaul serve
@@ -174,6 +195,8 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.DurationVar(&o.http.IdleTimeout, "idle-timeout", lhnode.DefaultIdleTimeout, "how long an idle keep-alive connection stays open (0: no limit)")
 	fs.IntVar(&o.http.MaxConnsPerIP, "max-conns-per-ip", lhnode.DefaultMaxConnsPerIP, "connections one client IP address may hold open at once; more are answered 429 and closed (0: no limit)")
 	fs.BoolVar(&o.metricsPublic, "metrics-public", false, "serve GET /metrics to anyone, without an API key (for a Prometheus that scrapes without one, on a network where the metrics may be read: they show agent, tool and model names, volumes and costs)")
+	fs.StringVar(&o.trustedProxyHeader, "trusted-proxy-header", "", "single sign-on: the request header in which a reverse proxy that signed the user in names them, e.g. X-Forwarded-User; believed only from a --trusted-proxy peer, and the name must be one of the config file's users (needs --trusted-proxy)")
+	fs.StringArrayVar(&o.trustedProxies, "trusted-proxy", nil, "CIDR (or IP) of a network the --trusted-proxy-header proxy connects from, e.g. 10.0.0.5/32; the TCP peer's address is checked, never a forwarded one; repeat for several")
 	fs.Int64Var(&o.minFreeMB, "min-free-mb", freespace.DefaultFloorMiB, "free space (MiB) the data directory's volume must keep: below it the server takes no new work (new sessions and turns are 507, /readyz is 503) until space is freed; 0 turns the floor off")
 	return cmd
 }
@@ -241,6 +264,10 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 	if err != nil {
 		return err
 	}
+	sso, err := singleSignOn(o, cf)
+	if err != nil {
+		return err
+	}
 	keyEnv, err := modelKeyEnv(cf, o.modelKeyEnv)
 	if err != nil {
 		return err
@@ -270,7 +297,7 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 		vaultKeyFile: o.vaultKey, vaultKeyEnv: c.getenv(vault.KeyEnv), sandbox: o.sandbox, sandboxDiskMB: o.sandboxDiskMB, sandboxUID: sbUID, sandboxGID: sbGID, otlp: otlp,
 		webhookAllowPrivate: o.webhookAllowPrivate, webhookAllowPorts: o.webhookAllowPorts,
 		metricsPublic: o.metricsPublic, modelKeyEnv: keyEnv, controlPlaneAddrs: o.controlPlaneAddrs,
-		allowedHosts: allowedHosts, trustedOrigins: trustedOrigins, httpLimits: limits, minFreeMiB: minFree,
+		allowedHosts: allowedHosts, trustedOrigins: trustedOrigins, httpLimits: limits, minFreeMiB: minFree, sso: sso,
 	})
 	if err != nil {
 		return err
@@ -292,7 +319,7 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 			log.Warn("the vault key is the one in this node's data directory: every node on this PostgreSQL store needs the same key", "hint", "copy it to the other nodes or set "+vault.KeyEnv, "key_file", filepath.Join(n.dataDir, vault.DefaultKeyFile))
 		}
 	}
-	printServeBanner(c.stdout, n, cf, len(keys), vaultKey)
+	printServeBanner(c.stdout, n, cf, len(keys), vaultKey, sso)
 
 	select {
 	case <-ctx.Done():
@@ -338,6 +365,70 @@ func (c *cli) serveHosts(cmd *cobra.Command, o *serveOpts) (hosts, origins []str
 		origins = append(origins, u.Scheme+"://"+u.Host)
 	}
 	return hosts, origins, nil
+}
+
+// ssoSettings are serve's single sign-on behind a proxy (all zero: off).
+type ssoSettings struct {
+	header  string
+	proxies []netip.Prefix
+	users   []lhnode.ProxyUser
+}
+
+// singleSignOn reads --trusted-proxy-header and --trusted-proxy (both or
+// neither) and the config file's users (there with them, and only then).
+func singleSignOn(o *serveOpts, cf *configFile) (ssoSettings, error) {
+	var users []configUser
+	if cf != nil {
+		users = cf.Users
+	}
+	h := o.trustedProxyHeader
+	switch {
+	case h == "" && len(o.trustedProxies) > 0:
+		return ssoSettings{}, usagef("--trusted-proxy needs --trusted-proxy-header: the header the proxy names the user in (e.g. X-Forwarded-User)")
+	case h == "" && len(users) > 0:
+		return ssoSettings{}, usagef("the config file lists users, but --trusted-proxy-header is not set: they could never sign in")
+	case h == "":
+		return ssoSettings{}, nil
+	case !headerNameRE.MatchString(h):
+		return ssoSettings{}, usagef("--trusted-proxy-header %q: want a header name (letters, digits and -), e.g. X-Forwarded-User", h)
+	case len(o.trustedProxies) == 0:
+		return ssoSettings{}, usagef("--trusted-proxy-header needs --trusted-proxy CIDR: the networks the proxy connects from (the header is believed from them only)")
+	case len(users) == 0:
+		return ssoSettings{}, usagef("--trusted-proxy-header needs users in the config file (--config), e.g. users: [{name: alice@example.com, role: approver}]: every user would be refused")
+	}
+	out := ssoSettings{header: h}
+	for _, raw := range o.trustedProxies {
+		p, err := parseNetwork(raw)
+		if err != nil {
+			return ssoSettings{}, usagef("--trusted-proxy %q: want a network in CIDR notation or an IP address, e.g. 10.0.0.0/8 or 127.0.0.1", raw)
+		}
+		out.proxies = append(out.proxies, p)
+	}
+	for _, u := range users {
+		out.users = append(out.users, lhnode.ProxyUser{Name: u.Name, Role: u.Role, Project: u.Project})
+	}
+	return out, nil
+}
+
+// headerNameRE is the shape of a proxy's user header.
+var headerNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]*$`)
+
+// parseNetwork reads a CIDR, or an IP address as the network of that one
+// address.
+func parseNetwork(s string) (netip.Prefix, error) {
+	if addr, err := netip.ParseAddr(s); err == nil {
+		addr = addr.Unmap()
+		return netip.PrefixFrom(addr, addr.BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	if p.Addr().Is4In6() {
+		// Peers' addresses are compared unmapped (IPv4 as IPv4).
+		return netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96).Masked(), nil
+	}
+	return p.Masked(), nil
 }
 
 // httpLimits turns the flags' values (0: off) into the node's HTTP limits
@@ -426,7 +517,7 @@ func splitList(s string) []string {
 	return out
 }
 
-func printServeBanner(w io.Writer, n *node, cf *configFile, keys int, vaultKey string) {
+func printServeBanner(w io.Writer, n *node, cf *configFile, keys int, vaultKey string, sso ssoSettings) {
 	fmt.Fprintf(w, "Longhaul is listening on %s\n", n.url)
 	if n.store.Kind == "SQLite" {
 		fmt.Fprintf(w, "  data:    %s (database %s, workspaces in %s)\n", n.dataDir, dbFile, workspacesDir+string(filepath.Separator))
@@ -459,6 +550,13 @@ func printServeBanner(w io.Writer, n *node, cf *configFile, keys int, vaultKey s
 		fmt.Fprintln(w, "  access:  no API keys configured: accepting requests from loopback addresses only")
 	} else {
 		fmt.Fprintf(w, "  access:  %d API key(s); requests need \"Authorization: Bearer <key>\"\n", keys)
+	}
+	if sso.header != "" {
+		nets := make([]string, len(sso.proxies))
+		for i, p := range sso.proxies {
+			nets[i] = p.String()
+		}
+		fmt.Fprintf(w, "  sso:     %d user(s) named by %s from %s\n", len(sso.users), sso.header, strings.Join(nets, ", "))
 	}
 	fmt.Fprintln(w, "Press Ctrl-C to stop; running steps finish first.")
 }
