@@ -9,6 +9,7 @@ import (
 	"net/textproto"
 	"strings"
 
+	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/app"
 )
 
@@ -73,6 +74,10 @@ func (c *Config) validateProxy() error {
 	seen := make(map[string]int, len(c.ProxyUsers))
 	for i, u := range c.ProxyUsers {
 		if _, err := u.Check(); err != nil {
+			var ae *apierror.Error
+			if errors.As(err, &ae) && ae.Field != "" {
+				return fmt.Errorf("ProxyUsers[%d].%s: %s", i, ae.Field, ae.Message)
+			}
 			return fmt.Errorf("ProxyUsers[%d]: %w", i, err)
 		}
 		key := strings.ToLower(u.Name)
