@@ -62,6 +62,12 @@ func (u ProxyUser) Check() (ProxyUser, error) {
 	if u.Project != "" && !projectRE.MatchString(u.Project) {
 		return u, apierror.Invalid("project", "project must be 1 to 63 lowercase letters, digits, '-' or '_', starting with a letter or a digit, got %q", u.Project)
 	}
+	// As for keys (checkCreateKey), and to be lifted with that rule: until
+	// projects scope what a caller sees, a user of another project would
+	// see everything.
+	if u.Project != "" && u.Project != lt.DefaultProject {
+		return u, apierror.Invalid("project", "projects do not yet scope what a user may see: only project %q is accepted, got %q", lt.DefaultProject, u.Project)
+	}
 	return u, nil
 }
 
