@@ -402,6 +402,9 @@ func singleSignOn(o *serveOpts, cf *configFile) (ssoSettings, error) {
 		if err != nil {
 			return ssoSettings{}, usagef("--trusted-proxy %q: want a network in CIDR notation or an IP address, e.g. 10.0.0.0/8 or 127.0.0.1", raw)
 		}
+		if p.Bits() == 0 {
+			return ssoSettings{}, usagef("--trusted-proxy %q trusts every address: anyone could name any user; give the proxy's address or network", raw)
+		}
 		out.proxies = append(out.proxies, p)
 	}
 	for _, u := range users {

@@ -64,6 +64,8 @@ func TestServeSingleSignOnUsage(t *testing.T) {
 		{[]string{"--trusted-proxy-header", "X Forwarded User", "--trusted-proxy", "10.0.0.0/8", "--config", users}, `--trusted-proxy-header "X Forwarded User": want a header name`},
 		{[]string{"--trusted-proxy-header", "X-Forwarded-User", "--trusted-proxy", "10.0.0.0/33", "--config", users}, `--trusted-proxy "10.0.0.0/33": want a network in CIDR notation`},
 		{[]string{"--trusted-proxy-header", "X-Forwarded-User", "--trusted-proxy", "proxy.internal", "--config", users}, `--trusted-proxy "proxy.internal"`},
+		{[]string{"--trusted-proxy-header", "X-Forwarded-User", "--trusted-proxy", "0.0.0.0/0", "--config", users}, `--trusted-proxy "0.0.0.0/0" trusts every address`},
+		{[]string{"--trusted-proxy-header", "X-Forwarded-User", "--trusted-proxy", "::/0", "--config", users}, `--trusted-proxy "::/0" trusts every address`},
 		{[]string{"--config", users}, "the config file lists users, but --trusted-proxy-header is not set"},
 	} {
 		r := cliRun(t, append([]string{"serve", "--addr", "127.0.0.1:0", "--data", t.TempDir()}, tc.args...)...)
