@@ -80,7 +80,7 @@ type serveOpts struct {
 	http lhnode.HTTPLimits
 	// trustedProxyHeader names the header a trusted reverse proxy names
 	// the signed-in user in; trustedProxies are the networks it connects
-	// from (single sign-on: sso.go).
+	// from (single sign-on: internal/server/sso.go).
 	trustedProxyHeader string
 	trustedProxies     []string
 	// minFreeMB is the free-space floor of the data volume, in MiB (0:
@@ -420,7 +420,7 @@ var headerNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]*$`)
 // address.
 func parseNetwork(s string) (netip.Prefix, error) {
 	if addr, err := netip.ParseAddr(s); err == nil {
-		addr = addr.Unmap()
+		addr = addr.Unmap().WithZone("")
 		return netip.PrefixFrom(addr, addr.BitLen()), nil
 	}
 	p, err := netip.ParsePrefix(s)
@@ -428,7 +428,11 @@ func parseNetwork(s string) (netip.Prefix, error) {
 		return netip.Prefix{}, err
 	}
 	if p.Addr().Is4In6() {
-		// Peers' addresses are compared unmapped (IPv4 as IPv4).
+		// Peers' addresses are compared unmapped (IPv4 as IPv4), so a
+		// mapped network must be one of IPv4 addresses only.
+		if p.Bits() < 96 {
+			return netip.Prefix{}, errors.New("an IPv4-mapped network must be at least /96")
+		}
 		return netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96).Masked(), nil
 	}
 	return p.Masked(), nil

@@ -65,6 +65,7 @@ func TestServeSingleSignOnUsage(t *testing.T) {
 		{[]string{"--trusted-proxy-header", "X-Forwarded-User", "--trusted-proxy", "10.0.0.0/33", "--config", users}, `--trusted-proxy "10.0.0.0/33": want a network in CIDR notation`},
 		{[]string{"--trusted-proxy-header", "X-Forwarded-User", "--trusted-proxy", "proxy.internal", "--config", users}, `--trusted-proxy "proxy.internal"`},
 		{[]string{"--trusted-proxy-header", "X-Forwarded-User", "--trusted-proxy", "0.0.0.0/0", "--config", users}, `--trusted-proxy "0.0.0.0/0" trusts every address`},
+		{[]string{"--trusted-proxy-header", "X-Forwarded-User", "--trusted-proxy", "::ffff:0:0/90", "--config", users}, `--trusted-proxy "::ffff:0:0/90": want a network`},
 		{[]string{"--trusted-proxy-header", "X-Forwarded-User", "--trusted-proxy", "::/0", "--config", users}, `--trusted-proxy "::/0" trusts every address`},
 		{[]string{"--config", users}, "the config file lists users, but --trusted-proxy-header is not set"},
 	} {
@@ -97,4 +98,28 @@ func TestServeSingleSignOnUsage(t *testing.T) {
 	require.Contains(t, help, "--trusted-proxy-header")
 	require.Contains(t, help, "--trusted-proxy stringArray")
 	require.Contains(t, help, "users:")
+}
+
+// TestParseNetwork: an address is the network of that one address, a
+// network has its host bits cleared, an IPv4-mapped one is compared as
+// IPv4 (as peers' addresses are).
+func TestParseNetwork(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"127.0.0.1":              "127.0.0.1/32",
+		"::1":                    "::1/128",
+		"fe80::1%eth0":           "fe80::1/128",
+		"::ffff:10.0.0.5":        "10.0.0.5/32",
+		"10.1.2.3/8":             "10.0.0.0/8",
+		"2001:db8::7/32":         "2001:db8::/32",
+		"::ffff:192.168.0.0/112": "192.168.0.0/16",
+	} {
+		p, err := parseNetwork(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, p.String(), in)
+	}
+	for _, in := range []string{"", "proxy", "10.0.0.0/33", "::ffff:0:0/95", "10.0.0.0/8/8"} {
+		_, err := parseNetwork(in)
+		require.Error(t, err, in)
+	}
 }
