@@ -174,7 +174,7 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.StringVar(&o.storeURL, "store", "", storeFlagUsage)
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", defaultLeaseTTL, "how long a node's lease on a running session lasts without renewal (renewed every third of it): how soon the other nodes take over the sessions of a node that died")
 	fs.BoolVar(&o.noMigrate, "no-migrate", false, "do not migrate the database at start: refuse a schema older than this binary (run `longhaul migrate` apart, e.g. during an upgrade)")
-	fs.StringVar(&o.config, "config", "", "config file with agents to register (env LONGHAUL_CONFIG; default "+defaultConfigFile+" if it exists)")
+	fs.StringVar(&o.config, "config", "", "config file with agents to register and users for single sign-on (env LONGHAUL_CONFIG; default "+defaultConfigFile+" if it exists)")
 	fs.StringArrayVar(&o.apiKeys, "api-key", nil, "bootstrap API key, an admin accepted as a bearer token (more keys: longhaul keys create); repeat for several (env LONGHAUL_API_KEYS, comma-separated)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error (env LONGHAUL_LOG_LEVEL)")
 	fs.DurationVar(&o.ping, "ping-interval", 15*time.Second, "how often an idle event stream gets a \": ping\" comment")
