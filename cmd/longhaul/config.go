@@ -22,10 +22,11 @@ import (
 )
 
 // This file reads the files people write by hand: the server's config
-// (longhaul.yaml: agents to register at start) and agent definitions for
-// `run --agent-spec` and `agents put`. YAML or JSON, decoded strictly: an
-// unknown or mistyped field is an error naming the file, the line (for YAML)
-// and the field's path, such as "agents[0].spec.tools[1].effect".
+// (longhaul.yaml: agents to register at start, users for single sign-on) and
+// agent definitions for `run --agent-spec` and `agents put`. YAML or JSON,
+// decoded strictly: an unknown or mistyped field is an error naming the
+// file, the line (for YAML) and the field's path, such as
+// "agents[0].spec.tools[1].effect".
 
 // defaultConfigFile is read by `serve` when it exists and --config is not
 // given.
