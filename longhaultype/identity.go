@@ -35,11 +35,14 @@ const DefaultProject = "default"
 // Actor is who made a decision, as the journal records it on the event
 // that carries the decision.
 type Actor struct {
-	// KeyID is the API key's id (key_…); empty for a bootstrap key given
-	// to serve (--api-key), a local request to a server without keys, or
-	// the library in-process.
+	// KeyID is the API key's id (key_…), or "sso:" and the user's name for
+	// a person a trusted reverse proxy signed in (serve
+	// --trusted-proxy-header); empty for a bootstrap key given to serve
+	// (--api-key), a local request to a server without keys, or the
+	// library in-process.
 	KeyID string `json:"key_id,omitempty"`
-	// Name is the key's name (a person or a program).
+	// Name is the key's name (a person or a program), or the signed-in
+	// user's.
 	Name string `json:"name"`
 	Role Role   `json:"role"`
 }

@@ -17,14 +17,17 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/longhaul-dev/longhaul/internal/apierror"
+	lhnode "github.com/longhaul-dev/longhaul/internal/node"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
 // This file reads the files people write by hand: the server's config
-// (longhaul.yaml: agents to register at start) and agent definitions for
-// `run --agent-spec` and `agents put`. YAML or JSON, decoded strictly: an
-// unknown or mistyped field is an error naming the file, the line (for YAML)
-// and the field's path, such as "agents[0].spec.tools[1].effect".
+// (longhaul.yaml: agents to register at start, users for single sign-on) and
+// agent definitions for `run --agent-spec` and `agents put`. YAML or JSON,
+// decoded strictly: an unknown or mistyped field is an error naming the
+// file, the line (for YAML) and the field's path, such as
+// "agents[0].spec.tools[1].effect".
 
 // defaultConfigFile is read by `serve` when it exists and --config is not
 // given.
@@ -41,6 +44,18 @@ type serverConfig struct {
 	// ModelKeyEnv allows environment variables as a model's api_key_env,
 	// each for its hosts (as serve --model-key-env NAME=HOST[,HOST]).
 	ModelKeyEnv map[string][]string `json:"model_key_env,omitempty"`
+	// Users are the people a trusted reverse proxy may sign in (serve
+	// --trusted-proxy-header), each with a role and a project.
+	Users []configUser `json:"users,omitempty"`
+}
+
+// configUser is one of the config file's users: the name the proxy gives
+// (matched regardless of case), a role, and a project (default: every
+// project for an admin, "default" for any other role).
+type configUser struct {
+	Name    string  `json:"name"`
+	Role    lt.Role `json:"role"`
+	Project string  `json:"project,omitempty"`
 }
 
 // configFile is a loaded longhaul.yaml, with what is needed to name the line
@@ -80,7 +95,33 @@ func loadConfig(path string) (*configFile, error) {
 			return nil, doc.errorAt(fmt.Sprintf("agents[%d].spec.model.provider", i), "required")
 		}
 	}
+	if err := checkUsers(doc, cf.Users); err != nil {
+		return nil, err
+	}
 	return cf, nil
+}
+
+// checkUsers checks the config file's users as the server will (a known
+// role, a valid project, names unique regardless of case), naming the
+// field and its line.
+func checkUsers(doc *document, users []configUser) error {
+	seen := map[string]int{}
+	for i, u := range users {
+		if _, err := (lhnode.ProxyUser{Name: u.Name, Role: u.Role, Project: u.Project}).Check(); err != nil {
+			var ae *apierror.Error
+			if errors.As(err, &ae) && ae.Field != "" {
+				return doc.errorAt(fmt.Sprintf("users[%d].%s", i, ae.Field), ae.Message)
+			}
+			return doc.errorAt(fmt.Sprintf("users[%d]", i), err.Error())
+		}
+		key := strings.ToLower(u.Name)
+		if j, dup := seen[key]; dup {
+			return doc.errorAt(fmt.Sprintf("users[%d].name", i),
+				fmt.Sprintf("user %q is already defined by users[%d] (names are compared regardless of case)", u.Name, j))
+		}
+		seen[key] = i
+	}
+	return nil
 }
 
 // fileError is a problem in a hand-written file, located as precisely as

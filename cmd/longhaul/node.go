@@ -104,6 +104,8 @@ type nodeConfig struct {
 	auditLog       *slog.Logger
 	// rateLimit is serve --rate-limit ("": no limits).
 	rateLimit string
+	// sso is single sign-on behind a reverse proxy (zero: off).
+	sso ssoSettings
 }
 
 // node is a running server node.
@@ -152,6 +154,7 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 		ModelKeyEnv: cfg.modelKeyEnv, ControlPlaneAddrs: cfg.controlPlaneAddrs,
 		AllowedHosts: cfg.allowedHosts, TrustedOrigins: cfg.trustedOrigins, MinFreeMiB: cfg.minFreeMiB,
 		AuditRetention: cfg.auditRetention, AuditLog: cfg.auditLog, RateLimit: cfg.rateLimit,
+		TrustedProxyHeader: cfg.sso.header, TrustedProxies: cfg.sso.proxies, ProxyUsers: cfg.sso.users,
 	})
 	if err != nil {
 		var se *lhnode.StoreOpenError

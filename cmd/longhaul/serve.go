@@ -8,9 +8,11 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -81,6 +83,11 @@ type serveOpts struct {
 	auditRetention time.Duration
 	// rateLimit is the per-key rate limits' spec ("": none).
 	rateLimit string
+	// trustedProxyHeader names the header a trusted reverse proxy names
+	// the signed-in user in; trustedProxies are the networks it connects
+	// from (single sign-on: internal/server/sso.go).
+	trustedProxyHeader string
+	trustedProxies     []string
 	// minFreeMB is the free-space floor of the data volume, in MiB (0:
 	// none).
 	minFreeMB int64
@@ -149,6 +156,20 @@ entry of the audit log (GET /v1/audit, 'longhaul audit'), also written to
 this log as a JSON line (msg "audit"); entries older than --audit-retention
 are deleted. --rate-limit limits each key's requests per route class.
 
+Single sign-on: behind a reverse proxy that signs users in with your
+identity provider (oauth2-proxy and the like) and names the user in a
+header, --trusted-proxy-header X-Forwarded-User with --trusted-proxy CIDR
+makes a request from that proxy the user it names, with the role and project
+the config file gives the user (a user it does not list gets a 403):
+
+  users:
+    - {name: alice@example.com, role: approver, project: default}
+    - {name: bob@example.com, role: admin}     # every project
+
+The header is believed only from a TCP peer inside a --trusted-proxy network
+and ignored from any other; the proxy must strip it from what clients send.
+A request with "Authorization: Bearer <key>" is that key, proxy or not.
+
 SIGINT or SIGTERM drains it: it stops accepting requests, lets running steps
 finish (or leaves them resumable) and exits 0.`,
 		Example: `  longhaul serve
@@ -164,7 +185,7 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.StringVar(&o.storeURL, "store", "", storeFlagUsage)
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", defaultLeaseTTL, "how long a node's lease on a running session lasts without renewal (renewed every third of it): how soon the other nodes take over the sessions of a node that died")
 	fs.BoolVar(&o.noMigrate, "no-migrate", false, "do not migrate the database at start: refuse a schema older than this binary (run `longhaul migrate` apart, e.g. during an upgrade)")
-	fs.StringVar(&o.config, "config", "", "config file with agents to register (env LONGHAUL_CONFIG; default "+defaultConfigFile+" if it exists)")
+	fs.StringVar(&o.config, "config", "", "config file with agents to register and users for single sign-on (env LONGHAUL_CONFIG; default "+defaultConfigFile+" if it exists)")
 	fs.StringArrayVar(&o.apiKeys, "api-key", nil, "bootstrap API key, an admin accepted as a bearer token (more keys: longhaul keys create); repeat for several (env LONGHAUL_API_KEYS, comma-separated)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error (env LONGHAUL_LOG_LEVEL)")
 	fs.DurationVar(&o.ping, "ping-interval", 15*time.Second, "how often an idle event stream gets a \": ping\" comment")
@@ -187,6 +208,8 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.BoolVar(&o.metricsPublic, "metrics-public", false, "serve GET /metrics to anyone, without an API key (for a Prometheus that scrapes without one, on a network where the metrics may be read: they show agent, tool and model names, volumes and costs)")
 	fs.DurationVar(&o.auditRetention, "audit-retention", lhnode.DefaultAuditRetention, "how long the audit log (GET /v1/audit) keeps an entry: older ones are deleted every hour, by every node (0: keep every entry)")
 	fs.StringVar(&o.rateLimit, "rate-limit", "", "per-key rate limits, per route class: CLASS=N/UNIT[:BURST],... with CLASS read, write or stream, UNIT s, m or h, BURST default N, e.g. read=100/s,write=20/s:40,stream=10/m; requests without a valid key count per client address; each node limits on its own; over a limit is a 429 with Retry-After (env LONGHAUL_RATE_LIMIT; default: no limits)")
+	fs.StringVar(&o.trustedProxyHeader, "trusted-proxy-header", "", "single sign-on: the request header in which a reverse proxy that signed the user in names them, e.g. X-Forwarded-User; believed only from a --trusted-proxy peer, and the name must be one of the config file's users (needs --trusted-proxy)")
+	fs.StringArrayVar(&o.trustedProxies, "trusted-proxy", nil, "CIDR (or IP) of a network the --trusted-proxy-header proxy connects from, e.g. 10.0.0.5/32; the TCP peer's address is checked, never a forwarded one; repeat for several")
 	fs.Int64Var(&o.minFreeMB, "min-free-mb", freespace.DefaultFloorMiB, "free space (MiB) the data directory's volume must keep: below it the server takes no new work (new sessions and turns are 507, /readyz is 503) until space is freed; 0 turns the floor off")
 	return cmd
 }
@@ -265,6 +288,10 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 	if err != nil {
 		return err
 	}
+	sso, err := singleSignOn(o, cf)
+	if err != nil {
+		return err
+	}
 	keyEnv, err := modelKeyEnv(cf, o.modelKeyEnv)
 	if err != nil {
 		return err
@@ -298,7 +325,7 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 		webhookAllowPrivate: o.webhookAllowPrivate, webhookAllowPorts: o.webhookAllowPorts,
 		metricsPublic: o.metricsPublic, modelKeyEnv: keyEnv, controlPlaneAddrs: o.controlPlaneAddrs,
 		allowedHosts: allowedHosts, trustedOrigins: trustedOrigins, httpLimits: limits, minFreeMiB: minFree,
-		auditRetention: auditRetention, auditLog: auditLog, rateLimit: rateLimit,
+		auditRetention: auditRetention, auditLog: auditLog, rateLimit: rateLimit, sso: sso,
 	})
 	if err != nil {
 		return err
@@ -320,7 +347,7 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 			log.Warn("the vault key is the one in this node's data directory: every node on this PostgreSQL store needs the same key", "hint", "copy it to the other nodes or set "+vault.KeyEnv, "key_file", filepath.Join(n.dataDir, vault.DefaultKeyFile))
 		}
 	}
-	printServeBanner(c.stdout, n, cf, len(keys), vaultKey)
+	printServeBanner(c.stdout, n, cf, len(keys), vaultKey, sso)
 
 	select {
 	case <-ctx.Done():
@@ -366,6 +393,77 @@ func (c *cli) serveHosts(cmd *cobra.Command, o *serveOpts) (hosts, origins []str
 		origins = append(origins, u.Scheme+"://"+u.Host)
 	}
 	return hosts, origins, nil
+}
+
+// ssoSettings are serve's single sign-on behind a proxy (all zero: off).
+type ssoSettings struct {
+	header  string
+	proxies []netip.Prefix
+	users   []lhnode.ProxyUser
+}
+
+// singleSignOn reads --trusted-proxy-header and --trusted-proxy (both or
+// neither) and the config file's users (there with them, and only then).
+func singleSignOn(o *serveOpts, cf *configFile) (ssoSettings, error) {
+	var users []configUser
+	if cf != nil {
+		users = cf.Users
+	}
+	h := o.trustedProxyHeader
+	switch {
+	case h == "" && len(o.trustedProxies) > 0:
+		return ssoSettings{}, usagef("--trusted-proxy needs --trusted-proxy-header: the header the proxy names the user in (e.g. X-Forwarded-User)")
+	case h == "" && len(users) > 0:
+		return ssoSettings{}, usagef("the config file lists users, but --trusted-proxy-header is not set: they could never sign in")
+	case h == "":
+		return ssoSettings{}, nil
+	case !headerNameRE.MatchString(h):
+		return ssoSettings{}, usagef("--trusted-proxy-header %q: want a header name (letters, digits and -), e.g. X-Forwarded-User", h)
+	case len(o.trustedProxies) == 0:
+		return ssoSettings{}, usagef("--trusted-proxy-header needs --trusted-proxy CIDR: the networks the proxy connects from (the header is believed from them only)")
+	case len(users) == 0:
+		return ssoSettings{}, usagef("--trusted-proxy-header needs users in the config file (--config), e.g. users: [{name: alice@example.com, role: approver}]: every user would be refused")
+	}
+	out := ssoSettings{header: h}
+	for _, raw := range o.trustedProxies {
+		p, err := parseNetwork(raw)
+		if err != nil {
+			return ssoSettings{}, usagef("--trusted-proxy %q: want a network in CIDR notation or an IP address, e.g. 10.0.0.0/8 or 127.0.0.1", raw)
+		}
+		if p.Bits() == 0 {
+			return ssoSettings{}, usagef("--trusted-proxy %q trusts every address: anyone could name any user; give the proxy's address or network", raw)
+		}
+		out.proxies = append(out.proxies, p)
+	}
+	for _, u := range users {
+		out.users = append(out.users, lhnode.ProxyUser{Name: u.Name, Role: u.Role, Project: u.Project})
+	}
+	return out, nil
+}
+
+// headerNameRE is the shape of a proxy's user header.
+var headerNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]*$`)
+
+// parseNetwork reads a CIDR, or an IP address as the network of that one
+// address.
+func parseNetwork(s string) (netip.Prefix, error) {
+	if addr, err := netip.ParseAddr(s); err == nil {
+		addr = addr.Unmap().WithZone("")
+		return netip.PrefixFrom(addr, addr.BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	if p.Addr().Is4In6() {
+		// Peers' addresses are compared unmapped (IPv4 as IPv4), so a
+		// mapped network must be one of IPv4 addresses only.
+		if p.Bits() < 96 {
+			return netip.Prefix{}, errors.New("an IPv4-mapped network must be at least /96")
+		}
+		return netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96).Masked(), nil
+	}
+	return p.Masked(), nil
 }
 
 // httpLimits turns the flags' values (0: off) into the node's HTTP limits
@@ -454,7 +552,7 @@ func splitList(s string) []string {
 	return out
 }
 
-func printServeBanner(w io.Writer, n *node, cf *configFile, keys int, vaultKey string) {
+func printServeBanner(w io.Writer, n *node, cf *configFile, keys int, vaultKey string, sso ssoSettings) {
 	fmt.Fprintf(w, "Longhaul is listening on %s\n", n.url)
 	if n.store.Kind == "SQLite" {
 		fmt.Fprintf(w, "  data:    %s (database %s, workspaces in %s)\n", n.dataDir, dbFile, workspacesDir+string(filepath.Separator))
@@ -487,6 +585,13 @@ func printServeBanner(w io.Writer, n *node, cf *configFile, keys int, vaultKey s
 		fmt.Fprintln(w, "  access:  no API keys configured: accepting requests from loopback addresses only")
 	} else {
 		fmt.Fprintf(w, "  access:  %d API key(s); requests need \"Authorization: Bearer <key>\"\n", keys)
+	}
+	if sso.header != "" {
+		nets := make([]string, len(sso.proxies))
+		for i, p := range sso.proxies {
+			nets[i] = p.String()
+		}
+		fmt.Fprintf(w, "  sso:     %d user(s) named by %s from %s\n", len(sso.users), sso.header, strings.Join(nets, ", "))
 	}
 	fmt.Fprintln(w, "Press Ctrl-C to stop; running steps finish first.")
 }

@@ -14,8 +14,10 @@ import (
 // where (Project: "" for every project, as an admin), and what the journal
 // records as the actor of a decision.
 type Caller struct {
-	// KeyID is the API key's id; empty for a bootstrap key, a local
-	// request to a server without keys, or the library in-process.
+	// KeyID is the API key's id; ProxyKeyIDPrefix and the name for a
+	// user a trusted reverse proxy signed in (sso.go); empty for a
+	// bootstrap key, a local request to a server without keys, or the
+	// library in-process.
 	KeyID   string
 	Name    string
 	Role    lt.Role

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -52,6 +53,10 @@ const (
 	SandboxBwrap = "bwrap"
 	SandboxLocal = "local"
 )
+
+// ProxyUser is an identity a trusted reverse proxy may sign a user in as
+// (Config.ProxyUsers; see app.ProxyUser).
+type ProxyUser = app.ProxyUser
 
 // Config says how to run a node. Zero fields mean the default named in
 // their comment.
@@ -114,6 +119,13 @@ type Config struct {
 	// browser origins allowed to send state-changing requests.
 	AllowedHosts   []string
 	TrustedOrigins []string
+	// TrustedProxyHeader, TrustedProxies and ProxyUsers are the API's
+	// single sign-on behind a reverse proxy (server.Config): the header a
+	// proxy names the signed-in user in, the networks it is believed from,
+	// and the identities it may name. Default: none.
+	TrustedProxyHeader string
+	TrustedProxies     []netip.Prefix
+	ProxyUsers         []ProxyUser
 	// Tools are tools agents may enable besides the built-ins (the Go
 	// library's tools). A name must not be a built-in's.
 	Tools []tool.Tool
@@ -280,7 +292,8 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 	}
 	srvCfg := &server.Config{APIKeys: cfg.APIKeys, Logger: log, PingInterval: cfg.PingInterval, MetricsPublic: cfg.MetricsPublic,
 		AllowedHosts: cfg.AllowedHosts, TrustedOrigins: cfg.TrustedOrigins,
-		AuditLog: cmp.Or(cfg.AuditLog, log), RateLimits: rateLimits}
+		AuditLog: cmp.Or(cfg.AuditLog, log), RateLimits: rateLimits,
+		TrustedProxyHeader: cfg.TrustedProxyHeader, TrustedProxies: cfg.TrustedProxies, ProxyUsers: cfg.ProxyUsers}
 	if err := srvCfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -30,18 +31,27 @@ type KeyAuthenticator interface {
 	Authenticate(ctx context.Context, token string) (app.Caller, error)
 }
 
-// authorize applies the access rule of /v1/ and returns who calls. With API
-// keys configured (Config.APIKeys, the bootstrap keys): a valid
+// authorize applies the access rule of /v1/ and returns who calls. A
+// request from a trusted proxy (Config.TrustedProxyHeader, sso.go) with no
+// bearer token is the user the proxy names, when it names one. Otherwise,
+// with API keys configured (Config.APIKeys, the bootstrap keys): a valid
 // "Authorization: Bearer <key>", a bootstrap key (an admin named
 // "bootstrap") or a key of the store (its name, role and project), 401
 // otherwise. With none: a loopback peer, as the key its bearer token names
 // when it names a stored one, else as an admin named "local"; 403 for any
 // other peer. A server without keys is meant for one person on one
-// machine; the serve command says so when it starts.
+// machine; the serve command says so when it starts. A trusted proxy is
+// never that person, even on loopback: it forwards everyone's requests.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request) (app.Caller, error) {
 	token, hasToken := bearerToken(r.Header.Get("Authorization"))
+	proxied := s.fromTrustedProxy(r)
+	if proxied && !hasToken {
+		if c, named, err := s.proxyCaller(r); named {
+			return c, err
+		}
+	}
 	if len(s.keys) == 0 {
-		if !isLoopback(r.RemoteAddr) {
+		if !isLoopback(r.RemoteAddr) && !proxied {
 			return app.Caller{}, forbidden("this server has no API keys configured and accepts requests from the local machine only")
 		}
 		if hasToken && s.cfg.Keys != nil {
@@ -54,6 +64,10 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) (app.Caller, 
 			if !errors.Is(err, app.ErrInvalidKey) {
 				return app.Caller{}, err
 			}
+		}
+		if proxied {
+			return app.Caller{}, forbidden(fmt.Sprintf("a request through the trusted proxy must name its user in the %s header "+
+				"or carry a valid stored API key: this server has no API keys configured", s.cfg.TrustedProxyHeader))
 		}
 		return app.LocalCaller, nil
 	}

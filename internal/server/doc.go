@@ -39,7 +39,12 @@
 //     only loopback peers (127.0.0.0/8, ::1), as an admin named "local"
 //     or the stored key their token names, and answers anyone else 403.
 //     The check reads the TCP peer address, so a reverse proxy on the same
-//     host makes every request look local: configure keys behind a proxy.
+//     host makes every request look local: configure keys behind a proxy,
+//     or name it. Single sign-on (sso.go): a peer in
+//     Config.TrustedProxies that names a user in
+//     Config.TrustedProxyHeader, with no bearer key, is that user of
+//     Config.ProxyUsers (403 for one not listed); the header is ignored
+//     from any other peer, and a trusted proxy is never the "local" admin.
 //     The caller goes into the request's context (app.WithCaller); each
 //     /v1 route names the Service method it calls, and app.Allow checks
 //     the caller's role against app.Permissions before the handler reads

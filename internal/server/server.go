@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"path"
 	"runtime/debug"
 	"slices"
@@ -70,6 +71,21 @@ type Config struct {
 	// public URL of a server behind a proxy that rewrites Host. Default:
 	// none.
 	TrustedOrigins []string
+	// TrustedProxyHeader names the request header in which a reverse proxy
+	// that signed the user in (oauth2-proxy and the like) says who they
+	// are, e.g. "X-Forwarded-User": single sign-on without Longhaul doing
+	// OAuth. It is believed only from a TCP peer in TrustedProxies, and
+	// names one of ProxyUsers (an unknown user is a 403); from any other
+	// peer it is ignored. Default "": no single sign-on. See sso.go.
+	TrustedProxyHeader string
+	// TrustedProxies are the networks the proxies connect from (the TCP
+	// peer's address, never a forwarded one). Required with
+	// TrustedProxyHeader, and only with it.
+	TrustedProxies []netip.Prefix
+	// ProxyUsers are the identities TrustedProxyHeader may name, each
+	// checked by app.ProxyUser.Check (names unique regardless of case).
+	// Required with TrustedProxyHeader, and only with it.
+	ProxyUsers []app.ProxyUser
 	// MaxFileBytes bounds the body of a file upload (PUT
 	// /v1/sessions/{id}/files/{path}); a larger one is a 413. Default
 	// DefaultMaxFileBytes.
@@ -145,6 +161,9 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("server config: TrustedOrigins[%d]: %w", i, err)
 		}
 	}
+	if err := c.validateProxy(); err != nil {
+		return fmt.Errorf("server config: %w", err)
+	}
 	return nil
 }
 
@@ -156,6 +175,8 @@ func (c *Config) withDefaults() Config {
 		out.APIKeys = append([]string(nil), c.APIKeys...)
 		out.AllowedHosts = append([]string(nil), c.AllowedHosts...)
 		out.TrustedOrigins = append([]string(nil), c.TrustedOrigins...)
+		out.TrustedProxies = append([]netip.Prefix(nil), c.TrustedProxies...)
+		out.ProxyUsers = append([]app.ProxyUser(nil), c.ProxyUsers...)
 	}
 	if out.MaxBodyBytes == 0 {
 		out.MaxBodyBytes = DefaultMaxBodyBytes
@@ -192,6 +213,9 @@ type Server struct {
 	// send (origin.go).
 	hosts       hostRule
 	crossOrigin *http.CrossOriginProtection
+	// proxyUsers maps the lower-cased name of each of Config.ProxyUsers to
+	// who it calls as (sso.go).
+	proxyUsers map[string]app.Caller
 
 	// base ends when Shutdown is called; event streams watch it.
 	base     context.Context
@@ -246,6 +270,7 @@ func New(b Backend, idem IdempotencyStore, cfg *Config) *Server {
 	s.keys = hashKeys(c.APIKeys)
 	s.hosts = newHostRule(c.AllowedHosts)
 	s.crossOrigin = newCrossOrigin(c.TrustedOrigins)
+	s.proxyUsers = proxyCallers(c.ProxyUsers)
 	s.base, s.shutdown = context.WithCancelCause(context.Background())
 	s.routes()
 	return s
