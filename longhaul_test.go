@@ -63,6 +63,7 @@ type api interface {
 	TaskReport(ctx context.Context, p lt.TaskReportParams) (*lt.TaskReport, error)
 	Pause(ctx context.Context, sessionID string, req *lt.PauseRequest) (*lt.Session, error)
 	Resume(ctx context.Context, sessionID string) (*lt.Session, error)
+	Me(ctx context.Context) (*lt.Identity, error)
 }
 
 var (
