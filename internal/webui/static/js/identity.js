@@ -53,28 +53,31 @@ export function isMe(actor) {
 }
 
 // approversText describes an approval's requirement on who decides it
-// ({roles, names, not_creator}), or "" when there is none.
+// ({roles, names, not_creator}: every condition given must hold), or ""
+// when there is none.
 export function approversText(ap) {
   if (!ap || typeof ap !== 'object') return '';
   const parts = [];
-  if (Array.isArray(ap.roles) && ap.roles.length) parts.push(`role ${ap.roles.join(' or ')}`);
-  if (Array.isArray(ap.names) && ap.names.length) parts.push(ap.names.join(' or '));
-  let text = parts.join(', or ');
-  if (ap.not_creator) text = text ? `${text}; not who started the session` : 'anyone but who started the session';
-  return text;
+  if (Array.isArray(ap.roles) && ap.roles.length) parts.push(`a key of role ${ap.roles.join(' or ')}`);
+  if (Array.isArray(ap.names) && ap.names.length) parts.push(`named ${ap.names.join(' or ')}`);
+  if (ap.not_creator) parts.push('not who started the session');
+  return parts.join('; ');
 }
 
 // excludedBy says why the signed-in key may not decide under the
 // requirement ap ("" when it may, or when that cannot be told here: the
-// server decides). session, when known, names the creator.
+// server decides). session, when known, names its creator (for a
+// sub-agent the server judges by its root's creator, which the page may
+// not know: then it says nothing).
 export function excludedBy(ap, session) {
   if (!me || !ap || typeof ap !== 'object') return '';
-  const roles = Array.isArray(ap.roles) ? ap.roles : [];
-  const names = Array.isArray(ap.names) ? ap.names : [];
-  if ((roles.length || names.length) && !roles.includes(me.role) && !names.includes(me.name)) {
-    return `You (${actorText(me)}) are not among them.`;
+  if (Array.isArray(ap.roles) && ap.roles.length && !ap.roles.includes(me.role)) {
+    return `You are ${actorText(me)}: your role is not among them.`;
   }
-  if (ap.not_creator && session && session.created_by && isMe(session.created_by)) {
+  if (Array.isArray(ap.names) && ap.names.length && !ap.names.includes(me.name)) {
+    return `You are ${actorText(me)}: your name is not among them.`;
+  }
+  if (ap.not_creator && session && !session.parent_id && session.created_by && isMe(session.created_by)) {
     return 'You started this session, so someone else must decide.';
   }
   return '';

@@ -1,0 +1,276 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/client"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// The web UI as each role sees it, in headless Chromium against the real
+// binary with stored keys: the header names who is signed in, an approver
+// is offered the decision and a cancel but none of an operator's controls,
+// a reader is offered nothing to decide or change, and a decision names
+// who made it. The pages must not offer a control that would earn a 403:
+// the browser's console would report it, and that fails the test too.
+
+// rolesSetup is a server with a bootstrap key, stored keys of an operator
+// (olivia), an approver (alice) and a reader (rita), and a session started
+// by olivia that waits for the approval of a write.
+type rolesSetup struct {
+	srv      *server
+	operator *client.Client
+	keys     map[lt.Role]lt.APIKey
+	session  *lt.Session
+	action   lt.Action
+}
+
+func setUpRoles(ctx context.Context, t *testing.T) *rolesSetup {
+	t.Helper()
+	const boot = "lh-roles-ui-bootstrap"
+	srv := startServer(t, "--api-key", boot)
+	admin := keyedClient(t, srv, boot)
+	keys := map[lt.Role]lt.APIKey{}
+	for role, name := range map[lt.Role]string{lt.RoleOperator: "olivia", lt.RoleApprover: "alice", lt.RoleReader: "rita"} {
+		k, err := admin.CreateKey(ctx, &lt.CreateKeyRequest{Name: name, Role: role})
+		require.NoError(t, err)
+		keys[role] = *k
+	}
+	operator := keyedClient(t, srv, keys[lt.RoleOperator].Key)
+
+	script, err := json.Marshal([]map[string]any{
+		{"text": "I will write the release note.", "tool_calls": []map[string]any{
+			{"name": "write_file", "arguments": map[string]any{"path": "NOTES.md", "content": "# Release 1.2\n"}}}},
+		{"text": "The release note is written."},
+	})
+	require.NoError(t, err)
+	sess, err := operator.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{
+			Model:    lt.ModelSpec{Provider: "scripted", Name: "demo", Script: script},
+			Tools:    []lt.ToolSpec{{Name: "write_file"}},
+			Policies: []lt.Policy{{Name: "review-writes", Tool: "write_file", Decision: lt.PolicyAsk, Reason: "a person reads what is written"}},
+		},
+		Input: "Write the release note",
+		Goal:  "A release note for 1.2",
+	})
+	require.NoError(t, err)
+
+	var action lt.Action
+	waitFor(t, browserTimeout, "the write_file approval", func() (bool, error) {
+		l, err := operator.ListActions(ctx, sess.ID, lt.ActionPending)
+		if err != nil || len(l.Data) == 0 {
+			return false, err
+		}
+		action = l.Data[0]
+		return true, nil
+	})
+	require.Equal(t, lt.ActionApproval, action.Type)
+	return &rolesSetup{srv: srv, operator: operator, keys: keys, session: sess, action: action}
+}
+
+// signIn opens the UI at hash in a new tab and signs in with key; it
+// returns the tab once the header names who is signed in.
+func (s *rolesSetup) signIn(b *browser, name, key, hash string) context.Context {
+	b.t.Helper()
+	tab := b.tab(name)
+	b.do(tab, "open the UI as "+name, navigate(s.srv.url+"/"+hash))
+	b.waitJS(tab, "the sign-in form", `document.querySelector('#login-form') !== null`)
+	b.setValue(tab, "#api-key", key)
+	b.click(tab, "#sign-in")
+	b.waitJS(tab, "the header to name "+name, fmt.Sprintf(`(document.querySelector('#whoami-name') || {}).innerText === %s`, jsString(name)))
+	return tab
+}
+
+// visible is a JavaScript expression: whether the element sel exists and
+// is shown (it and its ancestors are not hidden).
+func visible(sel string) string {
+	return fmt.Sprintf(`(() => { const el = document.querySelector(%s); return !!el && el.getClientRects().length > 0; })()`, jsString(sel))
+}
+
+// TestWebUIApproverView: signed in as the approver alice, the header says
+// alice, approver, project default, with a sign-out; the inbox card offers
+// Approve; the session page offers Cancel (an approver may stop work) but
+// not pause, steer, follow-up or fork (an operator's); approving from the
+// inbox resolves the action and the decision shows in the session's
+// decided list and timeline. Signed in as the reader rita: no decision
+// form and no control at all, only a note why.
+func TestWebUIApproverView(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	b := startBrowser(t)
+	s := setUpRoles(ctx, t)
+	card := fmt.Sprintf(`article[data-action-id=%q]`, s.action.ID)
+
+	alice := s.signIn(b, "alice", s.keys[lt.RoleApprover].Key, "#/inbox")
+	require.Equal(t, "approver", b.text(alice, "#whoami .role"))
+	require.Equal(t, "project default", b.text(alice, "#whoami-project"))
+	b.waitJS(alice, "the sign-out", visible("#sign-out"))
+	b.waitJS(alice, "the approval in the inbox", visible(card+` button[data-act="approve"]`))
+	for _, act := range []string{"edit", "reject-open", "stop-open"} {
+		b.waitJS(alice, "the "+act+" button", visible(card+fmt.Sprintf(` button[data-act=%q]`, act)))
+	}
+	b.screenshot(alice, "approver-inbox")
+
+	// The session page: the approver's controls, none of the operator's.
+	b.goTo(alice, "#/sessions/"+s.session.ID)
+	b.waitJS(alice, "the pending card on the session page", visible(`#pending-actions `+card+` button[data-act="approve"]`))
+	b.waitJS(alice, "the cancel control", visible("#cancel"))
+	for _, sel := range []string{"#pause", "#resume", "#pause-control", "#steer-control", "#steer", "#send-turn", "#follow-up"} {
+		require.False(t, b.jsBool(alice, visible(sel)), "an approver is offered %s", sel)
+	}
+	b.click(alice, `.tab[data-tab="checkpoints"]`)
+	b.waitJS(alice, "the checkpoints tab", `document.querySelector('#tab-checkpoints') && !document.querySelector('#tab-checkpoints').hidden`)
+	require.False(t, b.jsBool(alice, visible("button.fork")), "an approver is offered a fork")
+	b.click(alice, `.tab[data-tab="timeline"]`)
+	b.screenshot(alice, "approver-session")
+
+	// Rita reads: the same card with no form, and no controls.
+	rita := s.signIn(b, "rita", s.keys[lt.RoleReader].Key, "#/sessions/"+s.session.ID)
+	require.Equal(t, "reader", b.text(rita, "#whoami .role"))
+	b.waitJS(rita, "the pending card, with a note instead of a form", visible(`#pending-actions `+card+` .role-note`))
+	require.Contains(t, b.text(rita, card+" .role-note"), "your role (reader) may not decide")
+	require.False(t, b.jsBool(rita, fmt.Sprintf(`document.querySelector(%s) !== null`, jsString(card+" button[data-act]"))), "a reader is offered a decision")
+	require.False(t, b.jsBool(rita, visible("#controls")), "a reader is offered controls")
+	b.screenshot(rita, "reader-session")
+	b.goTo(rita, "#/inbox")
+	b.waitJS(rita, "the card in the reader's inbox", visible(`#inbox-list `+card+` .role-note`))
+	require.False(t, b.jsBool(rita, fmt.Sprintf(`document.querySelector(%s) !== null`, jsString(card+" button[data-act]"))), "a reader is offered a decision in the inbox")
+
+	// Alice approves from the inbox; the session goes on.
+	b.goTo(alice, "#/inbox")
+	b.waitJS(alice, "the approval in the inbox again", visible(card+` button[data-act="approve"]`))
+	b.click(alice, card+` button[data-act="approve"]`)
+	b.waitJS(alice, "the approval's confirmation", fmt.Sprintf(`(document.querySelector(%s) || {}).innerText?.includes('Approved')`, jsString(card+" .result")))
+	got, err := s.operator.GetAction(ctx, s.action.ID)
+	require.NoError(t, err)
+	require.Equal(t, lt.ActionResolved, got.Status)
+	b.waitJS(alice, "the decision among the recently decided", fmt.Sprintf(
+		`(document.querySelector(%s) || {}).innerText?.includes('approved')`, jsString(`#inbox-decided li[data-action-id="`+s.action.ID+`"]`)))
+
+	// The reader's session page lists it as decided, live.
+	b.goTo(rita, "#/sessions/"+s.session.ID)
+	b.waitJS(rita, "the decided action on the reader's session page", fmt.Sprintf(
+		`(document.querySelector(%s) || {}).innerText?.includes('approved')`, jsString(`#decided-actions li[data-action-id="`+s.action.ID+`"]`)))
+	b.waitJS(rita, "the session to end idle", `document.querySelector('.head-status [data-status="idle"]') !== null`)
+	b.screenshot(rita, "reader-session-decided")
+}
+
+// TestWebUIShowsWhoDecided: the actor of every decision in the UI. The
+// approver alice approves a session the operator olivia started: alice's
+// card says "Decided by alice (approver)" (from the action's resolved_by
+// in the decision's answer), the inbox's and the session page's decided
+// lists and the timeline's action.resolved say "by alice (approver)", and
+// the session page says it was created by olivia (operator). This needs
+// the server to record actors (resolved_by, created_by, the events'
+// actor): the UI shows them when present.
+func TestWebUIShowsWhoDecided(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	b := startBrowser(t)
+	s := setUpRoles(ctx, t)
+	card := fmt.Sprintf(`article[data-action-id=%q]`, s.action.ID)
+
+	alice := s.signIn(b, "alice", s.keys[lt.RoleApprover].Key, "#/inbox")
+	b.waitJS(alice, "the approval in the inbox", visible(card+` button[data-act="approve"]`))
+	b.click(alice, card+` button[data-act="approve"]`)
+	b.waitJS(alice, "the card to say who decided", fmt.Sprintf(
+		`(document.querySelector(%s) || {}).innerText === 'Decided by alice (approver)'`, jsString(card+" .decided-by")))
+	b.waitJS(alice, "the recently decided list to name alice", fmt.Sprintf(
+		`(document.querySelector(%s) || {}).innerText === 'by alice (approver)'`, jsString(`#inbox-decided li[data-action-id="`+s.action.ID+`"] .actor`)))
+
+	b.goTo(alice, "#/sessions/"+s.session.ID)
+	b.waitJS(alice, "the timeline's action.resolved to name alice", `(document.querySelector('#timeline li[data-type="action.resolved"] .ev-actor') || {}).innerText === 'by alice (approver)'`)
+	b.waitJS(alice, "the decided list to name alice", fmt.Sprintf(
+		`(document.querySelector(%s) || {}).innerText === 'by alice (approver)'`, jsString(`#decided-actions li[data-action-id="`+s.action.ID+`"] .actor`)))
+	b.waitJS(alice, "the session to name its creator", `(document.querySelector('.overview') || {}).innerText?.includes('olivia (operator)')`)
+	b.screenshot(alice, "who-decided")
+}
+
+// jsBool evaluates a JavaScript boolean expression in the tab.
+func (b *browser) jsBool(ctx context.Context, expr string) bool {
+	b.t.Helper()
+	var v bool
+	b.eval(ctx, expr, &v)
+	return v
+}
+
+// TestWebUIIdentityModule runs identity.js and the action cards in the
+// browser on fixtures of what the server records once actors are on
+// (resolved_by, created_by, a policy's approvers): who decided is named,
+// a requirement on who decides is spelled out with why the signed-in key
+// is not among them, and a role that may not decide gets no form.
+func TestWebUIIdentityModule(t *testing.T) {
+	b := startBrowser(t)
+	srv := startServer(t)
+	tab := b.root
+	b.do(tab, "open the UI", navigate(srv.url+"/#/sessions"))
+	b.waitJS(tab, "the local caller in the header", `(document.querySelector('#whoami-name') || {}).innerText === 'local'`)
+	require.Equal(t, "all projects", b.text(tab, "#whoami-project"))
+	require.False(t, b.jsBool(tab, visible("#sign-out")), "no key, nothing to sign out of")
+	base := `document.querySelector('script[type=module]').src.replace(/js\/main\.js$/, '')`
+
+	var got struct {
+		Actor, NoActor, Approvers, ExRole, ExName, ExCreator, OkCreator, OkSubagent string
+		Can                                                                         []bool
+		PendingWho                                                                  string
+		PendingButtons, ReaderButtons                                               int
+		ReaderNote, ResolvedBy, Row                                                 string
+	}
+	b.eval(tab, `(async () => {
+		const id = await import(`+base+` + 'js/identity.js');
+		const { actionCard, decidedRow } = await import(`+base+` + 'js/actions.js');
+		const saved = id.identity();
+		const alice = {key_id: 'key_a', name: 'alice', role: 'approver'};
+		const now = new Date().toISOString();
+		const r = {};
+		try {
+			id.setIdentity({key_id: 'key_b', name: 'bob', role: 'approver', project: 'default', permissions: ['DecideAction', 'ListSessions', 'Me']});
+			r.Actor = id.actorText(alice);
+			r.NoActor = id.actorText(null) + id.actorText({});
+			r.Approvers = id.approversText({roles: ['admin'], names: ['carol'], not_creator: true});
+			r.ExRole = id.excludedBy({roles: ['admin']}, null);
+			r.ExName = id.excludedBy({roles: ['approver'], names: ['carol']}, null);
+			const mine = {created_by: {key_id: 'key_b', name: 'bob', role: 'approver'}};
+			r.ExCreator = id.excludedBy({not_creator: true}, mine);
+			r.OkCreator = id.excludedBy({not_creator: true}, {created_by: alice});
+			r.OkSubagent = id.excludedBy({not_creator: true}, {...mine, parent_id: 'ses_root'});
+			r.Can = [id.can('DecideAction'), id.can('Pause'), id.can('Cancel')];
+			const pending = {id: 'act_1', session_id: 'ses_1', type: 'approval', status: 'pending', tool: 'deploy',
+				summary: 'Deploy 1.2', arguments: {}, created_at: now, approvers: {roles: ['admin']}};
+			const card = actionCard(pending, {showSession: false});
+			r.PendingWho = card.querySelector('.approvers').textContent;
+			r.PendingButtons = card.querySelectorAll('button[data-act]').length;
+			id.setIdentity({key_id: 'key_r', name: 'rita', role: 'reader', project: 'default', permissions: ['ListSessions', 'Me']});
+			const readerCard = actionCard(pending, {showSession: false});
+			r.ReaderButtons = readerCard.querySelectorAll('button[data-act]').length;
+			r.ReaderNote = readerCard.querySelector('.role-note').textContent;
+			const resolved = {...pending, status: 'resolved', resolved_at: now, resolution: {decision: 'approve'}, resolved_by: alice};
+			r.ResolvedBy = actionCard(resolved, {showSession: false}).querySelector('.resolved-line .actor').textContent;
+			r.Row = decidedRow(resolved, {showSession: false}).textContent;
+		} finally {
+			id.setIdentity(saved);
+		}
+		return r;
+	})()`, &got)
+	require.Equal(t, "alice (approver)", got.Actor)
+	require.Empty(t, got.NoActor)
+	require.Equal(t, "a key of role admin; named carol; not who started the session", got.Approvers)
+	require.Equal(t, "You are bob (approver): your role is not among them.", got.ExRole)
+	require.Equal(t, "You are bob (approver): your name is not among them.", got.ExName)
+	require.Equal(t, "You started this session, so someone else must decide.", got.ExCreator)
+	require.Empty(t, got.OkCreator)
+	require.Empty(t, got.OkSubagent, "a sub-agent's creator is its root's: the server judges it")
+	require.Equal(t, []bool{true, false, false}, got.Can)
+	require.Equal(t, "a key of role admin You are bob (approver): your role is not among them.", got.PendingWho)
+	require.Positive(t, got.PendingButtons, "an approver may try: the server says what the policy requires")
+	require.Zero(t, got.ReaderButtons)
+	require.Equal(t, "Waiting for a decision: your role (reader) may not decide actions.", got.ReaderNote)
+	require.Equal(t, "by alice (approver)", got.ResolvedBy)
+	require.Contains(t, got.Row, "Deploy 1.2: approved by alice (approver)")
+}
