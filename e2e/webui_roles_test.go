@@ -24,15 +24,19 @@ import (
 // (olivia), an approver (alice) and a reader (rita), and a session started
 // by olivia that waits for the approval of a write.
 type rolesSetup struct {
+	browser  *browser
 	srv      *server
 	operator *client.Client
 	keys     map[lt.Role]lt.APIKey
 	session  *lt.Session
 	action   lt.Action
+	// card selects the action's card in a page.
+	card string
 }
 
 func setUpRoles(ctx context.Context, t *testing.T) *rolesSetup {
 	t.Helper()
+	b := startBrowser(t)
 	const boot = "lh-roles-ui-bootstrap"
 	srv := startServer(t, "--api-key", boot)
 	admin := keyedClient(t, srv, boot)
@@ -71,12 +75,14 @@ func setUpRoles(ctx context.Context, t *testing.T) *rolesSetup {
 		return true, nil
 	})
 	require.Equal(t, lt.ActionApproval, action.Type)
-	return &rolesSetup{srv: srv, operator: operator, keys: keys, session: sess, action: action}
+	return &rolesSetup{browser: b, srv: srv, operator: operator, keys: keys, session: sess, action: action,
+		card: fmt.Sprintf(`article[data-action-id=%q]`, action.ID)}
 }
 
 // signIn opens the UI at hash in a new tab and signs in with key; it
 // returns the tab once the header names who is signed in.
-func (s *rolesSetup) signIn(b *browser, name, key, hash string) context.Context {
+func (s *rolesSetup) signIn(name, key, hash string) context.Context {
+	b := s.browser
 	b.t.Helper()
 	tab := b.tab(name)
 	b.do(tab, "open the UI as "+name, navigate(s.srv.url+"/"+hash))
@@ -103,11 +109,10 @@ func visible(sel string) string {
 func TestWebUIApproverView(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	b := startBrowser(t)
 	s := setUpRoles(ctx, t)
-	card := fmt.Sprintf(`article[data-action-id=%q]`, s.action.ID)
+	b, card := s.browser, s.card
 
-	alice := s.signIn(b, "alice", s.keys[lt.RoleApprover].Key, "#/inbox")
+	alice := s.signIn("alice", s.keys[lt.RoleApprover].Key, "#/inbox")
 	require.Equal(t, "approver", b.text(alice, "#whoami .role"))
 	require.Equal(t, "project default", b.text(alice, "#whoami-project"))
 	b.waitJS(alice, "the sign-out", visible("#sign-out"))
@@ -131,7 +136,7 @@ func TestWebUIApproverView(t *testing.T) {
 	b.screenshot(alice, "approver-session")
 
 	// Rita reads: the same card with no form, and no controls.
-	rita := s.signIn(b, "rita", s.keys[lt.RoleReader].Key, "#/sessions/"+s.session.ID)
+	rita := s.signIn("rita", s.keys[lt.RoleReader].Key, "#/sessions/"+s.session.ID)
 	require.Equal(t, "reader", b.text(rita, "#whoami .role"))
 	b.waitJS(rita, "the pending card, with a note instead of a form", visible(`#pending-actions `+card+` .role-note`))
 	require.Contains(t, b.text(rita, card+" .role-note"), "your role (reader) may not decide")
@@ -172,11 +177,10 @@ func TestWebUIApproverView(t *testing.T) {
 func TestWebUIShowsWhoDecided(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	b := startBrowser(t)
 	s := setUpRoles(ctx, t)
-	card := fmt.Sprintf(`article[data-action-id=%q]`, s.action.ID)
+	b, card := s.browser, s.card
 
-	alice := s.signIn(b, "alice", s.keys[lt.RoleApprover].Key, "#/inbox")
+	alice := s.signIn("alice", s.keys[lt.RoleApprover].Key, "#/inbox")
 	b.waitJS(alice, "the approval in the inbox", visible(card+` button[data-act="approve"]`))
 	b.click(alice, card+` button[data-act="approve"]`)
 	b.waitJS(alice, "the card to say who decided", fmt.Sprintf(
