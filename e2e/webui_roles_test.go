@@ -102,10 +102,11 @@ func visible(sel string) string {
 // TestWebUIApproverView: signed in as the approver alice, the header says
 // alice, approver, project default, with a sign-out; the inbox card offers
 // Approve; the session page offers Cancel (an approver may stop work) but
-// not pause, steer, follow-up or fork (an operator's); approving from the
-// inbox resolves the action and the decision shows in the session's
-// decided list and timeline. Signed in as the reader rita: no decision
-// form and no control at all, only a note why.
+// not pause, steer, follow-up or fork (an operator's). Signed in as the
+// reader rita: no decision form and no control at all, only a note why;
+// as the operator olivia: pause, steer, follow-up and cancel, and no
+// decision. Approving from the inbox resolves the action, and the
+// decision shows in the inbox's and the session page's decided lists.
 func TestWebUIApproverView(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
@@ -147,6 +148,16 @@ func TestWebUIApproverView(t *testing.T) {
 	b.waitJS(rita, "the card in the reader's inbox", visible(`#inbox-list `+card+` .role-note`))
 	require.False(t, b.jsBool(rita, fmt.Sprintf(`document.querySelector(%s) !== null`, jsString(card+" button[data-act]"))), "a reader is offered a decision in the inbox")
 
+	// Olivia runs the work: an operator's controls, no decision.
+	olivia := s.signIn("olivia", s.keys[lt.RoleOperator].Key, "#/sessions/"+s.session.ID)
+	b.waitJS(olivia, "the pending card, with a note instead of a form", visible(`#pending-actions `+card+` .role-note`))
+	require.Contains(t, b.text(olivia, card+" .role-note"), "your role (operator) may not decide")
+	require.False(t, b.jsBool(olivia, fmt.Sprintf(`document.querySelector(%s) !== null`, jsString(card+" button[data-act]"))), "an operator is offered a decision")
+	for _, sel := range []string{"#pause", "#steer", "#send-turn", "#cancel"} {
+		b.waitJS(olivia, "the operator's "+sel, visible(sel))
+	}
+	b.screenshot(olivia, "operator-session")
+
 	// Alice approves from the inbox; the session goes on.
 	b.goTo(alice, "#/inbox")
 	b.waitJS(alice, "the approval in the inbox again", visible(card+` button[data-act="approve"]`))
@@ -171,7 +182,7 @@ func TestWebUIApproverView(t *testing.T) {
 // card says "Decided by alice (approver)" (from the action's resolved_by
 // in the decision's answer), the inbox's and the session page's decided
 // lists and the timeline's action.resolved say "by alice (approver)", and
-// the session page says it was created by olivia (operator). This needs
+// the session page and the sessions list say olivia (operator) started it. This needs
 // the server to record actors (resolved_by, created_by, the events'
 // actor): the UI shows them when present.
 func TestWebUIShowsWhoDecided(t *testing.T) {
@@ -194,6 +205,9 @@ func TestWebUIShowsWhoDecided(t *testing.T) {
 		`(document.querySelector(%s) || {}).innerText === 'by alice (approver)'`, jsString(`#decided-actions li[data-action-id="`+s.action.ID+`"] .actor`)))
 	b.waitJS(alice, "the session to name its creator", `(document.querySelector('.overview') || {}).innerText?.includes('olivia (operator)')`)
 	b.screenshot(alice, "who-decided")
+	b.goTo(alice, "#/sessions")
+	b.waitJS(alice, "the sessions list to name who started it", fmt.Sprintf(
+		`(document.querySelector(%s) || {}).innerText === 'started by olivia (operator)'`, jsString(`tr[data-session-id="`+s.session.ID+`"] .created-by`)))
 }
 
 // jsBool evaluates a JavaScript boolean expression in the tab.
