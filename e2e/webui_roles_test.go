@@ -105,8 +105,10 @@ func visible(sel string) string {
 // not pause, steer, follow-up or fork (an operator's). Signed in as the
 // reader rita: no decision form and no control at all, only a note why;
 // as the operator olivia: pause, steer, follow-up and cancel, and no
-// decision. Approving from the inbox resolves the action, and the
-// decision shows in the inbox's and the session page's decided lists.
+// decision. The files tab lets the operator upload, not the approver.
+// Approving from the inbox resolves the action, and the decision shows in
+// the inbox's and the session page's decided lists; the idle session is
+// the approver's to review, not the reader's.
 func TestWebUIApproverView(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
@@ -133,6 +135,11 @@ func TestWebUIApproverView(t *testing.T) {
 	b.click(alice, `.tab[data-tab="checkpoints"]`)
 	b.waitJS(alice, "the checkpoints tab", `document.querySelector('#tab-checkpoints') && !document.querySelector('#tab-checkpoints').hidden`)
 	require.False(t, b.jsBool(alice, visible("button.fork")), "an approver is offered a fork")
+	// The workspace may be changed while the session waits, but not by
+	// an approver: browsing only.
+	b.click(alice, `.tab[data-tab="files"]`)
+	b.waitJS(alice, "the files tab's notice", `(document.querySelector('#files-writable') || {}).innerText?.includes('your role (approver) may not change')`)
+	require.False(t, b.jsBool(alice, visible("#files-upload")), "an approver is offered an upload")
 	b.click(alice, `.tab[data-tab="timeline"]`)
 	b.screenshot(alice, "approver-session")
 
@@ -156,6 +163,8 @@ func TestWebUIApproverView(t *testing.T) {
 	for _, sel := range []string{"#pause", "#steer", "#send-turn", "#cancel"} {
 		b.waitJS(olivia, "the operator's "+sel, visible(sel))
 	}
+	b.click(olivia, `.tab[data-tab="files"]`)
+	b.waitJS(olivia, "the operator's upload control", visible("#files-upload"))
 	b.screenshot(olivia, "operator-session")
 
 	// Alice approves from the inbox; the session goes on.
@@ -175,6 +184,11 @@ func TestWebUIApproverView(t *testing.T) {
 		`(document.querySelector(%s) || {}).innerText?.includes('approved')`, jsString(`#decided-actions li[data-action-id="`+s.action.ID+`"]`)))
 	b.waitJS(rita, "the session to end idle", `document.querySelector('.head-status [data-status="idle"]') !== null`)
 	b.screenshot(rita, "reader-session-decided")
+	require.False(t, b.jsBool(rita, visible("#review")), "a reader is offered the review")
+
+	// The idle session is Alice's to review.
+	b.goTo(alice, "#/sessions/"+s.session.ID)
+	b.waitJS(alice, "the review form for the approver", visible("#review-accept"))
 }
 
 // TestWebUIShowsWhoDecided: the actor of every decision in the UI. The
