@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -22,7 +23,8 @@ import (
 
 // rolesSetup is a server with a bootstrap key, stored keys of an operator
 // (olivia), an approver (alice) and a reader (rita), and a session started
-// by olivia that waits for the approval of a write.
+// by olivia that waits for the approval of a write; approvers, when not
+// "", is the policy's requirement on who decides it (JSON).
 type rolesSetup struct {
 	browser  *browser
 	srv      *server
@@ -34,7 +36,7 @@ type rolesSetup struct {
 	card string
 }
 
-func setUpRoles(ctx context.Context, t *testing.T) *rolesSetup {
+func setUpRoles(ctx context.Context, t *testing.T, approvers string) *rolesSetup {
 	t.Helper()
 	b := startBrowser(t)
 	const boot = "lh-roles-ui-bootstrap"
@@ -48,22 +50,32 @@ func setUpRoles(ctx context.Context, t *testing.T) *rolesSetup {
 	}
 	operator := keyedClient(t, srv, keys[lt.RoleOperator].Key)
 
-	script, err := json.Marshal([]map[string]any{
-		{"text": "I will write the release note.", "tool_calls": []map[string]any{
-			{"name": "write_file", "arguments": map[string]any{"path": "NOTES.md", "content": "# Release 1.2\n"}}}},
-		{"text": "The release note is written."},
-	})
-	require.NoError(t, err)
-	sess, err := operator.CreateSession(ctx, &lt.CreateSessionRequest{
-		AgentSpec: &lt.AgentSpec{
-			Model:    lt.ModelSpec{Provider: "scripted", Name: "demo", Script: script},
-			Tools:    []lt.ToolSpec{{Name: "write_file"}},
-			Policies: []lt.Policy{{Name: "review-writes", Tool: "write_file", Decision: lt.PolicyAsk, Reason: "a person reads what is written"}},
+	// The body is built as JSON, not as lt types: approvers (who may
+	// decide the approval), when given, is the policy's as the API takes
+	// it.
+	policy := map[string]any{"name": "review-writes", "tool": "write_file", "decision": "ask", "reason": "a person reads what is written"}
+	if approvers != "" {
+		policy["approvers"] = json.RawMessage(approvers)
+	}
+	body, err := json.Marshal(map[string]any{
+		"agent_spec": map[string]any{
+			"model": map[string]any{"provider": "scripted", "name": "demo", "script": []map[string]any{
+				{"text": "I will write the release note.", "tool_calls": []map[string]any{
+					{"name": "write_file", "arguments": map[string]any{"path": "NOTES.md", "content": "# Release 1.2\n"}}}},
+				{"text": "The release note is written."},
+			}},
+			"tools":    []map[string]any{{"name": "write_file"}},
+			"policies": []map[string]any{policy},
 		},
-		Input: "Write the release note",
-		Goal:  "A release note for 1.2",
+		"input": "Write the release note",
+		"goal":  "A release note for 1.2",
 	})
 	require.NoError(t, err)
+	r := httpSend(t, srv, http.MethodPost, "/v1/sessions", "", body,
+		map[string]string{"Authorization": "Bearer " + keys[lt.RoleOperator].Key, "Content-Type": "application/json"})
+	require.Equal(t, http.StatusCreated, r.status, "create the session: %s", r.body)
+	sess := &lt.Session{}
+	require.NoError(t, json.Unmarshal(r.body, sess))
 
 	var action lt.Action
 	waitFor(t, browserTimeout, "the write_file approval", func() (bool, error) {
@@ -112,7 +124,7 @@ func visible(sel string) string {
 func TestWebUIApproverView(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	s := setUpRoles(ctx, t)
+	s := setUpRoles(ctx, t, "")
 	b, card := s.browser, s.card
 
 	alice := s.signIn("alice", s.keys[lt.RoleApprover].Key, "#/inbox")
@@ -196,17 +208,20 @@ func TestWebUIApproverView(t *testing.T) {
 // card says "Decided by alice (approver)" (from the action's resolved_by
 // in the decision's answer), the inbox's and the session page's decided
 // lists and the timeline's action.resolved say "by alice (approver)", and
-// the session page and the sessions list say olivia (operator) started it. This needs
+// the session page and the sessions list say olivia (operator) started it.
+// The approval's policy names who may decide it, and the card says so. This needs
 // the server to record actors (resolved_by, created_by, the events'
 // actor): the UI shows them when present.
 func TestWebUIShowsWhoDecided(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	s := setUpRoles(ctx, t)
+	s := setUpRoles(ctx, t, `{"roles": ["admin", "approver"], "not_creator": true}`)
 	b, card := s.browser, s.card
 
 	alice := s.signIn("alice", s.keys[lt.RoleApprover].Key, "#/inbox")
 	b.waitJS(alice, "the approval in the inbox", visible(card+` button[data-act="approve"]`))
+	require.Equal(t, "a key of role admin or approver; not who started the session", b.text(alice, card+" .approvers"),
+		"the card says who may decide, and alice is among them")
 	b.click(alice, card+` button[data-act="approve"]`)
 	b.waitJS(alice, "the card to say who decided", fmt.Sprintf(
 		`(document.querySelector(%s) || {}).innerText === 'Decided by alice (approver)'`, jsString(card+" .decided-by")))
