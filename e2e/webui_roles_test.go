@@ -132,6 +132,7 @@ func TestWebUIApproverView(t *testing.T) {
 	require.Equal(t, "project default", b.text(alice, "#whoami-project"))
 	b.waitJS(alice, "the sign-out", visible("#sign-out"))
 	b.waitJS(alice, "the approval in the inbox", visible(card+` button[data-act="approve"]`))
+	require.False(t, b.jsBool(alice, `document.querySelector('#inbox-read-only') !== null`), "the approver's inbox is not read-only")
 	for _, act := range []string{"edit", "reject-open", "stop-open"} {
 		b.waitJS(alice, "the "+act+" button", visible(card+fmt.Sprintf(` button[data-act=%q]`, act)))
 	}
@@ -165,6 +166,7 @@ func TestWebUIApproverView(t *testing.T) {
 	b.screenshot(rita, "reader-session")
 	b.goTo(rita, "#/inbox")
 	b.waitJS(rita, "the card in the reader's inbox", visible(`#inbox-list `+card+` .role-note`))
+	require.Contains(t, b.text(rita, "#inbox-read-only"), "Your role (reader) may not decide actions")
 	require.False(t, b.jsBool(rita, fmt.Sprintf(`document.querySelector(%s) !== null`, jsString(card+" button[data-act]"))), "a reader is offered a decision in the inbox")
 
 	// Olivia runs the work: an operator's controls, no decision.

@@ -24,6 +24,7 @@ import { h, replace, errorBox } from '../dom.js';
 import { poll } from '../live.js';
 import { actionCard, setCardSession, decidedRow } from '../actions.js';
 import { setInboxCount } from '../badge.js';
+import { can, identity } from '../identity.js';
 
 const types = [
   ['', 'All'],
@@ -56,7 +57,10 @@ export async function inboxPage(root, scope, query) {
     });
     chips.append(b);
   }
-  root.append(h('div', { class: 'page-head' }, h('h1', null, 'Inbox'), status), chips, errors, empty, list, decided);
+  const me = identity();
+  const readOnly = can('DecideAction') ? null
+    : h('p', { class: 'role-note', id: 'inbox-read-only' }, `Your role${me ? ` (${me.role})` : ''} may not decide actions: the inbox shows what waits, for someone who may.`);
+  root.append(h('div', { class: 'page-head' }, h('h1', null, 'Inbox'), status), readOnly, chips, errors, empty, list, decided);
 
   const sessionOf = (id) => {
     if (!sessions.has(id)) {
