@@ -22,9 +22,10 @@ import (
 // the browser's console would report it, and that fails the test too.
 
 // rolesSetup is a server with a bootstrap key, stored keys of an operator
-// (olivia), an approver (alice) and a reader (rita), and a session started
-// by olivia that waits for the approval of a write; approvers, when not
-// "", is the policy's requirement on who decides it (JSON).
+// (olivia), an approver (alice), a reader (rita) and a runner (rob), and a
+// session started by olivia that waits for the approval of a write.
+// approvers, when not "", is the policy's requirement on who decides it
+// (JSON).
 type rolesSetup struct {
 	browser  *browser
 	srv      *server
@@ -43,7 +44,7 @@ func setUpRoles(ctx context.Context, t *testing.T, approvers string) *rolesSetup
 	srv := startServer(t, "--api-key", boot)
 	admin := keyedClient(t, srv, boot)
 	keys := map[lt.Role]lt.APIKey{}
-	for role, name := range map[lt.Role]string{lt.RoleOperator: "olivia", lt.RoleApprover: "alice", lt.RoleReader: "rita"} {
+	for role, name := range map[lt.Role]string{lt.RoleOperator: "olivia", lt.RoleApprover: "alice", lt.RoleReader: "rita", lt.RoleRunner: "rob"} {
 		k, err := admin.CreateKey(ctx, &lt.CreateKeyRequest{Name: name, Role: role})
 		require.NoError(t, err)
 		keys[role] = *k
@@ -116,6 +117,7 @@ func visible(sel string) string {
 // Approve; the session page offers Cancel (an approver may stop work) but
 // not pause, steer, follow-up or fork (an operator's). Signed in as the
 // reader rita: no decision form and no control at all, only a note why;
+// as the runner rob: no page at all;
 // as the operator olivia: pause, steer, follow-up and cancel, and no
 // decision. The files tab lets the operator upload, not the approver.
 // Approving from the inbox resolves the action, and the decision shows in
@@ -168,6 +170,19 @@ func TestWebUIApproverView(t *testing.T) {
 	b.waitJS(rita, "the card in the reader's inbox", visible(`#inbox-list `+card+` .role-note`))
 	require.Contains(t, b.text(rita, "#inbox-read-only"), "Your role (reader) may not decide actions")
 	require.False(t, b.jsBool(rita, fmt.Sprintf(`document.querySelector(%s) !== null`, jsString(card+" button[data-act]"))), "a reader is offered a decision in the inbox")
+
+	// Rob's key connects an environment: the UI has nothing for it, and
+	// asks for nothing that would be refused.
+	rob := s.signIn("rob", s.keys[lt.RoleRunner].Key, "#/sessions/"+s.session.ID)
+	b.waitJS(rob, "the runner's note", visible("#no-access"))
+	require.False(t, b.jsBool(rob, visible("#nav")), "a runner is offered the navigation")
+	// The page's own hashchange listener (added at start) routes first;
+	// this one then reads what it built (the inbox builds its list at once).
+	b.eval(rob, `window.__routed = new Promise((resolve) => addEventListener('hashchange',
+		() => resolve(document.querySelector('#inbox-list') !== null), {once: true})), null`, nil)
+	b.goTo(rob, "#/inbox")
+	require.False(t, b.jsBool(rob, `window.__routed`), "a runner is shown the inbox")
+	b.waitJS(rob, "the sign-out", visible("#sign-out"))
 
 	// Olivia runs the work: an operator's controls, no decision.
 	olivia := s.signIn("olivia", s.keys[lt.RoleOperator].Key, "#/sessions/"+s.session.ID)

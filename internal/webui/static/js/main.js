@@ -38,7 +38,8 @@ function parseHash(hash = location.hash) {
 }
 
 function route() {
-  if (!signedIn) return;
+  // A key that may not read sessions (a runner's) has no page to see.
+  if (!signedIn || !can('ListSessions')) return;
   const { path, query } = parseHash();
   if (page) page.dispose();
   page = new Scope();
