@@ -146,8 +146,7 @@ export function describe(ev) {
     case 'environment.restored':
       return [`Workspace restored: ${d.note || ''}`, 'info'];
     case 'workspace.changed':
-      // With an actor (shown beside) the "by person" says nothing more.
-      return [`Workspace changed${d.actor ? '' : ` by ${d.by || 'person'}`}: ${d.op === 'delete' ? 'deleted' : 'wrote'} ${d.path}${d.op === 'delete' ? '' : ` (${fmtInt(d.size)} bytes, sha256 ${truncate(d.sha256 || '', 16)})`}${d.action_id ? ' answering ' + shortId(d.action_id) : ''}`, 'warn'];
+      return [`Workspace changed by ${d.by || 'person'}: ${d.op === 'delete' ? 'deleted' : 'wrote'} ${d.path}${d.op === 'delete' ? '' : ` (${fmtInt(d.size)} bytes, sha256 ${truncate(d.sha256 || '', 16)})`}${d.action_id ? ' answering ' + shortId(d.action_id) : ''}`, 'warn'];
     default:
       return [ev.type, 'info'];
   }
