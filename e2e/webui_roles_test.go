@@ -37,12 +37,14 @@ type rolesSetup struct {
 	card string
 }
 
+// rolesBootstrapKey is the server's bootstrap (admin) key in these tests.
+const rolesBootstrapKey = "lh-roles-ui-bootstrap"
+
 func setUpRoles(ctx context.Context, t *testing.T, approvers string) *rolesSetup {
 	t.Helper()
 	b := startBrowser(t)
-	const boot = "lh-roles-ui-bootstrap"
-	srv := startServer(t, "--api-key", boot)
-	admin := keyedClient(t, srv, boot)
+	srv := startServer(t, "--api-key", rolesBootstrapKey)
+	admin := keyedClient(t, srv, rolesBootstrapKey)
 	keys := map[lt.Role]lt.APIKey{}
 	for role, name := range map[lt.Role]string{lt.RoleOperator: "olivia", lt.RoleApprover: "alice", lt.RoleReader: "rita", lt.RoleRunner: "rob"} {
 		k, err := admin.CreateKey(ctx, &lt.CreateKeyRequest{Name: name, Role: role})
@@ -50,10 +52,17 @@ func setUpRoles(ctx context.Context, t *testing.T, approvers string) *rolesSetup
 		keys[role] = *k
 	}
 	operator := keyedClient(t, srv, keys[lt.RoleOperator].Key)
+	sess, action := startApproval(ctx, t, srv, keys[lt.RoleOperator].Key, approvers)
+	return &rolesSetup{browser: b, srv: srv, operator: operator, keys: keys, session: sess, action: action,
+		card: fmt.Sprintf(`article[data-action-id=%q]`, action.ID)}
+}
 
-	// The body is built as JSON, not as lt types: approvers (who may
-	// decide the approval), when given, is the policy's as the API takes
-	// it.
+// startApproval starts a session as the key and returns it with the
+// approval of a write it then waits for. The body is built as JSON, not
+// as lt types: approvers (who may decide the approval), when not "", is
+// the policy's as the API takes it.
+func startApproval(ctx context.Context, t *testing.T, srv *server, key, approvers string) (*lt.Session, lt.Action) {
+	t.Helper()
 	policy := map[string]any{"name": "review-writes", "tool": "write_file", "decision": "ask", "reason": "a person reads what is written"}
 	if approvers != "" {
 		policy["approvers"] = json.RawMessage(approvers)
@@ -73,14 +82,15 @@ func setUpRoles(ctx context.Context, t *testing.T, approvers string) *rolesSetup
 	})
 	require.NoError(t, err)
 	r := httpSend(t, srv, http.MethodPost, "/v1/sessions", "", body,
-		map[string]string{"Authorization": "Bearer " + keys[lt.RoleOperator].Key, "Content-Type": "application/json"})
+		map[string]string{"Authorization": "Bearer " + key, "Content-Type": "application/json"})
 	require.Equal(t, http.StatusCreated, r.status, "create the session: %s", r.body)
 	sess := &lt.Session{}
 	require.NoError(t, json.Unmarshal(r.body, sess))
 
+	api := keyedClient(t, srv, key)
 	var action lt.Action
 	waitFor(t, browserTimeout, "the write_file approval", func() (bool, error) {
-		l, err := operator.ListActions(ctx, sess.ID, lt.ActionPending)
+		l, err := api.ListActions(ctx, sess.ID, lt.ActionPending)
 		if err != nil || len(l.Data) == 0 {
 			return false, err
 		}
@@ -88,8 +98,7 @@ func setUpRoles(ctx context.Context, t *testing.T, approvers string) *rolesSetup
 		return true, nil
 	})
 	require.Equal(t, lt.ActionApproval, action.Type)
-	return &rolesSetup{browser: b, srv: srv, operator: operator, keys: keys, session: sess, action: action,
-		card: fmt.Sprintf(`article[data-action-id=%q]`, action.ID)}
+	return sess, action
 }
 
 // signIn opens the UI at hash in a new tab and signs in with key; it
@@ -226,7 +235,9 @@ func TestWebUIApproverView(t *testing.T) {
 // in the decision's answer), the inbox's and the session page's decided
 // lists and the timeline's action.resolved say "by alice (approver)", and
 // the session page and the sessions list say olivia (operator) started it.
-// The approval's policy names who may decide it, and the card says so. This needs
+// The approval's policy names who may decide it, and the card says so; to
+// the admin who started a session whose policy says not_creator, the card
+// says someone else must decide. This needs
 // the server to record actors (resolved_by, created_by, the events'
 // actor): the UI shows them when present.
 func TestWebUIShowsWhoDecided(t *testing.T) {
@@ -254,6 +265,15 @@ func TestWebUIShowsWhoDecided(t *testing.T) {
 	b.goTo(alice, "#/sessions")
 	b.waitJS(alice, "the sessions list to name who started it", fmt.Sprintf(
 		`(document.querySelector(%s) || {}).innerText === 'started by olivia (operator)'`, jsString(`tr[data-session-id="`+s.session.ID+`"] .created-by`)))
+
+	// Separation of duties: the admin who starts a session whose policy
+	// says not_creator is told, on the card, that someone else must decide.
+	mine, own := startApproval(ctx, t, s.srv, rolesBootstrapKey, `{"not_creator": true}`)
+	boot := s.signIn("bootstrap", rolesBootstrapKey, "#/sessions/"+mine.ID)
+	b.waitJS(boot, "the card to tell its creator someone else must decide", fmt.Sprintf(
+		`(document.querySelector(%s) || {}).innerText === 'not who started the session You started this session, so someone else must decide.'`,
+		jsString(fmt.Sprintf(`#pending-actions article[data-action-id=%q] .approvers`, own.ID))))
+	b.screenshot(boot, "creator-may-not-decide")
 }
 
 // jsBool evaluates a JavaScript boolean expression in the tab.
