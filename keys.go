@@ -42,3 +42,13 @@ func (rt *Runtime) RevokeKey(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
+// Me returns who the library calls as, the admin "library" of every
+// project, and the methods it may call (all of them).
+func (rt *Runtime) Me(ctx context.Context) (*lt.Identity, error) {
+	me, err := rt.svc.Me(asLibrary(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("me: %w", apiError(err))
+	}
+	return me, nil
+}

@@ -64,6 +64,7 @@ type api interface {
 	ListAudit(ctx context.Context, p lt.ListAuditParams) (*lt.List[lt.AuditEntry], error)
 	Pause(ctx context.Context, sessionID string, req *lt.PauseRequest) (*lt.Session, error)
 	Resume(ctx context.Context, sessionID string) (*lt.Session, error)
+	Me(ctx context.Context) (*lt.Identity, error)
 }
 
 var (

@@ -46,3 +46,14 @@ func (c *Client) RevokeKey(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
+// Me returns who the client's key is and the methods its role may call
+// (GET /v1/me, any role): what a client checks before it offers an
+// operation that would otherwise be a 403.
+func (c *Client) Me(ctx context.Context) (*lt.Identity, error) {
+	me, err := get[lt.Identity](ctx, c, c.endpoint(nil, "v1", "me"))
+	if err != nil {
+		return nil, fmt.Errorf("me: %w", err)
+	}
+	return me, nil
+}

@@ -71,3 +71,28 @@ func TestListAndRevokeKeys(t *testing.T) {
 	require.Equal(t, "/v1/keys", reqs[0].path)
 	require.Equal(t, http.MethodDelete, reqs[1].method)
 }
+
+// TestMe: GET /v1/me, decoded; an error says what was asked.
+func TestMe(t *testing.T) {
+	t.Parallel()
+	me := lt.Identity{KeyID: "key_1", Name: "alice", Role: lt.RoleApprover, Project: "default", Permissions: []string{"DecideAction", "Me"}}
+	rc := newRecorder(func(n int, w http.ResponseWriter, r *http.Request) {
+		if n == 0 {
+			writeJSON(w, http.StatusOK, me)
+			return
+		}
+		writeAPIError(w, http.StatusUnauthorized, lt.CodeUnauthorized, "missing or invalid API key")
+	})
+	srv := startServer(t, rc)
+	c, _ := newTestClient(t, srv.URL, nil)
+
+	got, err := c.Me(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, &me, got)
+	_, err = c.Me(t.Context())
+	require.True(t, hasStatus(err, http.StatusUnauthorized), "%v", err)
+	require.ErrorContains(t, err, "me: ")
+	reqs := rc.all()
+	require.Equal(t, http.MethodGet, reqs[0].method)
+	require.Equal(t, "/v1/me", reqs[0].path)
+}

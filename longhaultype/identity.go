@@ -73,3 +73,22 @@ type CreateKeyRequest struct {
 	Project   string     `json:"project,omitempty"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }
+
+// Identity is who the caller of GET /v1/me is, and what it may do: what a
+// client (the web UI) reads to say who is signed in and to offer only the
+// controls the role allows. The server still checks every request.
+type Identity struct {
+	// KeyID is the API key's id; empty for a bootstrap key, a local
+	// request to a server without keys, or the library in-process.
+	KeyID string `json:"key_id,omitempty"`
+	Name  string `json:"name"`
+	Role  Role   `json:"role"`
+	// Project is the project the caller sees; empty for every project
+	// (an admin's bootstrap key, the local caller, the library).
+	Project string `json:"project"`
+	// Permissions are the names of the operations the role may call,
+	// sorted: the methods of the Go client and library, one per route of
+	// the HTTP API ("DecideAction" is POST /v1/sessions/{id}/actions/{id},
+	// "Cancel" is POST /v1/sessions/{id}/cancel, and so on).
+	Permissions []string `json:"permissions"`
+}

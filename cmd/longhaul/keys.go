@@ -14,7 +14,7 @@ func (c *cli) keysCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "keys",
 		Aliases: []string{"key"},
-		Short:   "Manage the server's API keys (create, ls, revoke)",
+		Short:   "Manage the server's API keys (create, ls, revoke), and say who a key is (whoami)",
 		Long: `Manage the API keys of the server (an admin key is needed). A key has a name
 (who holds it: a person or a program), a role and a project:
 
@@ -32,11 +32,12 @@ LONGHAUL_API_KEYS) are admin keys that are not listed here.`,
 		Example: `  longhaul keys create alice --role approver
   TOKEN=$(longhaul keys create ci --role operator --expires-in 720h --quiet)
   longhaul keys ls
-  longhaul keys revoke key_01jd8x2k3m4n5p6q7r8s9t0v1w`,
+  longhaul keys revoke key_01jd8x2k3m4n5p6q7r8s9t0v1w
+  longhaul keys whoami`,
 		Args: usageArgs(noSubcommand),
 		RunE: showHelp,
 	}
-	cmd.AddCommand(c.keysCreateCmd(), c.keysLsCmd(), c.keysRevokeCmd())
+	cmd.AddCommand(c.keysCreateCmd(), c.keysLsCmd(), c.keysRevokeCmd(), c.keysWhoamiCmd())
 	return cmd
 }
 
@@ -237,5 +238,53 @@ func (c *cli) keysRevoke(cmd *cobra.Command, o *keysRevokeOpts, id string) error
 		return err
 	}
 	_, err = fmt.Fprintf(c.stdout, "Key %s revoked.\n", id)
+	return err
+}
+
+type keysWhoamiOpts struct {
+	client *clientOpts
+	json   bool
+}
+
+func (c *cli) keysWhoamiCmd() *cobra.Command {
+	o := &keysWhoamiOpts{}
+	cmd := &cobra.Command{
+		Use:   "whoami",
+		Short: "Say who the API key is, and what its role may do",
+		Long: `Print who the server takes the API key (--api-key, LONGHAUL_API_KEY) for:
+its name, role, project and id, and the operations its role may call (GET
+/v1/me). Any key may ask, whatever its role. Without a key, a server without
+keys answers a local request as the admin "local".`,
+		Example: `  longhaul keys whoami
+  LONGHAUL_API_KEY=$(cat ci.key) longhaul keys whoami --json | jq -r .role`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error { return c.keysWhoami(cmd, o) },
+	}
+	o.client = clientFlags(cmd)
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the API object")
+	return cmd
+}
+
+func (c *cli) keysWhoami(cmd *cobra.Command, o *keysWhoamiOpts) error {
+	cl, err := c.newClient(cmd, o.client)
+	if err != nil {
+		return err
+	}
+	me, err := cl.Me(cmd.Context())
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return writeJSON(c.stdout, me)
+	}
+	project := "every project"
+	if me.Project != "" {
+		project = "project " + me.Project
+	}
+	id := "no stored key"
+	if me.KeyID != "" {
+		id = "key " + me.KeyID
+	}
+	_, err = fmt.Fprintf(c.stdout, "%s (%s), %s, %s\nMay call: %s\n", me.Name, me.Role, project, id, strings.Join(me.Permissions, ", "))
 	return err
 }

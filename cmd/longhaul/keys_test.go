@@ -83,6 +83,7 @@ func TestKeysUsageErrors(t *testing.T) {
 		{[]string{"keys", "create", "x", "--role", "reader", "--expires-in", "-1h"}, "must be positive"},
 		{[]string{"keys", "create"}, "accepts 1 arg"},
 		{[]string{"keys", "revoke"}, "accepts 1 arg"},
+		{[]string{"keys", "whoami", "alice"}, "unknown command"},
 		{[]string{"keys", "nope"}, "unknown"},
 	} {
 		r := cliRunIn(t, strings.NewReader(""), nil, append(tc.args, "--server", "http://127.0.0.1:1")...)
@@ -93,10 +94,31 @@ func TestKeysUsageErrors(t *testing.T) {
 
 func TestKeysHelp(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"keys", "--help"}, {"keys", "create", "--help"}, {"keys", "ls", "--help"}, {"keys", "revoke", "--help"}} {
+	for _, args := range [][]string{{"keys", "--help"}, {"keys", "create", "--help"}, {"keys", "ls", "--help"}, {"keys", "revoke", "--help"}, {"keys", "whoami", "--help"}} {
 		r := cliRunIn(t, strings.NewReader(""), nil, args...)
 		require.NoError(t, r.err, "%v", args)
 		require.Contains(t, r.stdout, "Examples:", "%v", args)
 		require.Contains(t, r.stdout, "longhaul keys", "%v", args)
 	}
+}
+
+// TestKeysWhoami: a local request to a server without keys is the admin
+// "local" of every project, which may call everything, as text and as the
+// API object. (What a stored key's role may call is the server's
+// TestMeEndpoint.)
+func TestKeysWhoami(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	ok := func(args ...string) string {
+		t.Helper()
+		r := cliRunIn(t, strings.NewReader(""), nil, append(args, "--server", s.url)...)
+		require.NoError(t, r.err, "longhaul %s\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.stdout, r.stderr)
+		return r.stdout
+	}
+	out := ok("keys", "whoami")
+	require.True(t, strings.HasPrefix(out, "local (admin), every project, no stored key\nMay call: AddConstraint, "), out)
+	require.Contains(t, out, ", CreateKey, ")
+	me := decodeStrict[lt.Identity](t, ok("keys", "whoami", "--json"))
+	require.Equal(t, lt.Identity{Name: "local", Role: lt.RoleAdmin, Permissions: me.Permissions}, me)
+	require.Contains(t, me.Permissions, "DecideAction")
 }

@@ -28,13 +28,17 @@ var (
 	stoppers = []lt.Role{lt.RoleAdmin, lt.RoleOperator, lt.RoleApprover}
 	// admins manage the server: keys and secrets.
 	admins = []lt.Role{lt.RoleAdmin}
+	// everyone is every role, a runner's included: a key may always ask
+	// who it is.
+	everyone = lt.Roles()
 )
 
 // Permissions maps every Service method to the roles that may call it: the
 // one table of who may do what, for both transports (the HTTP API's routes
 // each call one method; the library calls them as an admin). Every App
 // method checks it first (Allow). Ready is absent: it is a probe, open to
-// anyone (GET /readyz needs no key).
+// anyone (GET /readyz needs no key). Me is the one method a runner may
+// call.
 var Permissions = map[string][]lt.Role{
 	// Sessions and turns.
 	"CreateSession":  operators,
@@ -94,6 +98,9 @@ var Permissions = map[string][]lt.Role{
 	"ListSecrets":  admins,
 	"DeleteSecret": admins,
 
+	// Identity: who the caller is, what it may do.
+	"Me": everyone,
+
 	// API keys.
 	"CreateKey": admins,
 	"ListKeys":  admins,
@@ -115,6 +122,19 @@ var Permissions = map[string][]lt.Role{
 // Allowed reports whether role may call the Service method.
 func Allowed(method string, role lt.Role) bool {
 	return slices.Contains(Permissions[method], role)
+}
+
+// AllowedMethods lists, sorted, the Service methods role may call (what
+// GET /v1/me tells a client to offer).
+func AllowedMethods(role lt.Role) []string {
+	var out []string
+	for method, roles := range Permissions {
+		if slices.Contains(roles, role) {
+			out = append(out, method)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Allow is the first thing every App method does, and what the HTTP API

@@ -128,6 +128,13 @@ type Service interface {
 	ListSecrets(ctx context.Context, project string) (*lt.List[lt.Secret], error)
 	DeleteSecret(ctx context.Context, project, name string) error
 
+	// Identity.
+
+	// Me says who the caller is and what its role may call (GET /v1/me),
+	// for a client to offer only what the role allows; open to every
+	// role.
+	Me(ctx context.Context) (*lt.Identity, error)
+
 	// API keys (admin only). CreateKey's answer is the only place the
 	// token appears; RevokeKey holds at once on every node (the key is
 	// read from the store on each request).

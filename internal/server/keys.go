@@ -6,7 +6,19 @@ import (
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
-// The API keys' endpoints (admin only).
+// The API keys' endpoints (admin only), and who the caller is.
+
+// me is GET /v1/me: the caller's identity and the methods its role may
+// call (any role). It is not cached: the same URL answers another key
+// differently.
+func (s *Server) me(w http.ResponseWriter, r *http.Request) error {
+	me, err := s.b.Me(r.Context())
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	return writeJSON(w, http.StatusOK, me)
+}
 
 // createKey is POST /v1/keys: 201 with the key's metadata and its token,
 // the only response that ever shows it. It takes no Idempotency-Key: a

@@ -1,12 +1,15 @@
 package server_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/internal/app"
+	"github.com/longhaul-dev/longhaul/internal/server"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -69,4 +72,37 @@ func TestCreateKeyInvalidFields(t *testing.T) {
 	}
 	l := decode[lt.List[lt.APIKey]](t, h.get("/v1/keys"))
 	require.Empty(t, l.Data)
+}
+
+// TestMeEndpoint: GET /v1/me answers each key with its own identity (not
+// cached: one URL, many answers) and its role's methods, a runner's
+// included; the bootstrap key is the admin "bootstrap" of every project;
+// an unknown key is a 401.
+func TestMeEndpoint(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{cfg: &server.Config{APIKeys: []string{"boot-key"}}})
+	as := func(token string) *response {
+		return h.do(http.MethodGet, "/v1/me", nil, map[string]string{"Authorization": "Bearer " + token})
+	}
+
+	r := as("boot-key")
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+	require.Equal(t, "no-store", r.header.Get("Cache-Control"))
+	require.JSONEq(t, `{"name": "bootstrap", "role": "admin", "project": "", "permissions": `+jsonList(app.AllowedMethods(lt.RoleAdmin))+`}`, string(r.body))
+
+	for _, role := range lt.Roles() {
+		k := h.createKey(`{"name": "alice", "role": "` + string(role) + `"}`)
+		me := decode[lt.Identity](t, as(k.Key))
+		require.Equal(t, lt.Identity{KeyID: k.ID, Name: "alice", Role: role, Project: "default", Permissions: app.AllowedMethods(role)}, me)
+	}
+	approver := decode[lt.Identity](t, as(h.createKey(`{"name": "bob", "role": "approver"}`).Key))
+	require.Contains(t, approver.Permissions, "DecideAction")
+	require.NotContains(t, approver.Permissions, "Steer")
+
+	requireError(t, as("lh_"+strings.Repeat("a", 52)), http.StatusUnauthorized, lt.CodeUnauthorized, "")
+}
+
+func jsonList(items []string) string {
+	b, _ := json.Marshal(items)
+	return string(b)
 }

@@ -77,6 +77,8 @@ var routeCases = map[string]routeCase{
 	"GET /v1/secrets":           {"ListSecrets", "/v1/secrets", ""},
 	"DELETE /v1/secrets/{name}": {"DeleteSecret", "/v1/secrets/A_TOKEN", ""},
 
+	"GET /v1/me": {"Me", "/v1/me", ""},
+
 	"POST /v1/keys":        {"CreateKey", "/v1/keys", `{}`},
 	"GET /v1/keys":         {"ListKeys", "/v1/keys", ""},
 	"DELETE /v1/keys/{id}": {"RevokeKey", "/v1/keys/key_x", ""},

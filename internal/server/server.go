@@ -319,6 +319,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/secrets", "ListSecrets", s.listSecrets)
 	s.handle("DELETE /v1/secrets/{name}", "DeleteSecret", s.deleteSecret)
 
+	s.handle("GET /v1/me", "Me", s.me)
 	s.handle("POST /v1/keys", "CreateKey", s.createKey)
 	s.handle("GET /v1/keys", "ListKeys", s.listKeys)
 	s.handle("DELETE /v1/keys/{id}", "RevokeKey", s.revokeKey)

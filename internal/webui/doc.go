@@ -11,6 +11,14 @@
 // (every pending required action across sessions, with a form for each
 // type) and Reports (per-task records, totals and a chart over time).
 //
+// It knows who is signed in (GET /v1/me: name, role, project, and the
+// Service methods the role may call), says so in the header, and offers
+// only the controls the role may use (js/identity.js: can("DecideAction"),
+// can("Pause"), …); the server checks every request regardless. Every
+// decision shows its actor ("by alice (approver)") where the server
+// recorded one: decided actions in the inbox and on the session page, the
+// timeline's events, the session's creator.
+//
 // Invariants it keeps:
 //
 //   - Every response carries a strict Content-Security-Policy (scripts,

@@ -11,6 +11,8 @@ import (
 	"testing/fstest"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/app"
 )
 
 func get(t *testing.T, h http.Handler, target string, header map[string]string) *httptest.ResponseRecorder {
@@ -194,4 +196,22 @@ func TestSourcesKeepTheCSPRules(t *testing.T) {
 	require.NotContains(t, page, "<style")
 	require.NotContains(t, page, " style=")
 	require.NotRegexp(t, `\son[a-z]+=`, page, "no inline event handlers")
+}
+
+// Every control the UI hides by role asks can() for a method of
+// app.Permissions (what GET /v1/me lists): a misspelt or renamed one
+// would hide a control from every role, or show it to all.
+func TestRoleChecksNameServiceMethods(t *testing.T) {
+	calls := regexp.MustCompile(`\bcan\(\s*'([^']*)'\s*\)`)
+	seen := map[string]bool{}
+	for name, text := range staticText(t) {
+		for _, m := range calls.FindAllStringSubmatch(text, -1) {
+			_, ok := app.Permissions[m[1]]
+			require.True(t, ok, "%s asks can(%q), which is no method of app.Permissions", name, m[1])
+			seen[m[1]] = true
+		}
+	}
+	for _, method := range []string{"DecideAction", "Cancel", "Steer", "Pause", "Resume", "CreateTurn", "Review", "Fork", "PutFileIfMatch", "DeleteFileIfMatch", "ListSessions"} {
+		require.True(t, seen[method], "no control asks can(%q)", method)
+	}
 }

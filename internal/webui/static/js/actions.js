@@ -3,11 +3,14 @@
 // action (in plain language, who or what it affects, the evidence, the
 // consequence, the policy) and the exact arguments with their SHA-256. An
 // approval sends that SHA-256 back, so the server refuses it (409) if the
-// arguments changed since the page showed them.
+// arguments changed since the page showed them. A decided action says who
+// decided it (resolved_by), a pending one who may (approvers), and a role
+// that may not decide sees no decision form.
 
 import { api, enc, filePath, newKey, putFile } from './api.js';
 import { h, replace, code, pretty, chip, errorBox, busy, fmtAge, fmtCost, fmtInt, shortId, time, field, truncate } from './dom.js';
 import { validate, parseJSON } from './schema.js';
+import { can, identity, byActor, approversText, excludedBy } from './identity.js';
 
 const typeNames = {
   approval: 'Approval',
@@ -64,6 +67,9 @@ function list(items) {
   return h('ul', { class: 'plain' }, items.map((x) => h('li', null, x)));
 }
 
+// cardActions is the action each card shows.
+const cardActions = new WeakMap();
+
 // actionCard renders one action. opts: session (the session object, when
 // known, for its goal and agent), showSession (link to it), onDecided(action).
 export function actionCard(action, opts = {}) {
@@ -71,6 +77,7 @@ export function actionCard(action, opts = {}) {
     class: ['card', 'action', `action-${action.type}`],
     dataset: { actionId: action.id, type: action.type, sessionId: action.session_id },
   });
+  cardActions.set(card, action);
   const result = h('div', { class: 'result', role: 'status' });
   const decide = h('div', { class: 'decide' });
 
@@ -91,6 +98,8 @@ export function actionCard(action, opts = {}) {
   if (action.evidence && action.evidence.length) facts.push(['Evidence', list(action.evidence)]);
   if (action.consequence) facts.push(['Consequence', action.consequence]);
   if (action.policy) facts.push(['Policy', h('code', null, action.policy)]);
+  const approvers = approversText(action.approvers);
+  if (approvers) facts.push(['Who may decide', approversFact(action, opts.session)]);
   if (action.effect_id) facts.push(['Effect', h('span', { class: 'mono' }, action.effect_id)]);
   if (action.idempotency_key) facts.push(['Idempotency key', h('span', { class: 'mono' }, action.idempotency_key)]);
   if (action.limit) {
@@ -119,17 +128,62 @@ export function actionCard(action, opts = {}) {
     done(resolved, text) {
       card.classList.add('decided');
       replace(decide);
-      replace(result, h('p', { class: 'ok' }, text));
+      replace(result, h('p', { class: 'ok' }, text),
+        resolved && resolved.resolved_by ? h('p', { class: 'decided-by' }, byActor(resolved.resolved_by, 'Decided by ')) : null);
       if (opts.onDecided) opts.onDecided(resolved || action);
     },
   };
   const forms = { approval: approvalForm, function_call: functionForm, input: inputForm, in_doubt: inDoubtForm, budget: budgetForm };
   if (action.status !== 'pending') {
-    decide.append(h('p', { class: 'muted' }, `${action.status}${action.resolution ? ': ' + truncate(JSON.stringify(action.resolution), 200) : ''}`));
+    decide.append(h('p', { class: 'muted resolved-line' }, `${action.status}${action.resolution ? ': ' + truncate(JSON.stringify(action.resolution), 200) : ''}`,
+      action.resolved_by ? [' ', byActor(action.resolved_by)] : null));
+  } else if (!mayDecide(action)) {
+    const me = identity();
+    decide.append(h('p', { class: 'role-note', id: `no-decide-${action.id}` },
+      `Waiting for a decision: your role${me ? ` (${me.role})` : ''} may not ${action.type === 'input' && action.kind === 'file' ? 'upload files' : 'decide actions'}.`));
   } else if (forms[action.type]) {
     forms[action.type](ctx);
   }
   return card;
+}
+
+// decisionText says in a word or two how an action was resolved, from its
+// resolution (the decision as recorded).
+export function decisionText(action) {
+  const r = action.resolution && typeof action.resolution === 'object' ? action.resolution : {};
+  const words = { approve: 'approved', reject: 'rejected', stop: 'stopped', happened: 'recorded as happened', did_not_happen: 'recorded as not happened', skip: 'skipped' };
+  if (r.decision) return words[r.decision] || r.decision;
+  if (r.answer !== undefined) return `answered “${truncate(String(r.answer), 80)}”`;
+  if (r.error) return 'failed with an error';
+  if (r.output !== undefined) return 'output sent';
+  return action.status;
+}
+
+// decidedRow is one line of a list of decided actions: what was asked,
+// how it was decided, by whom and when.
+export function decidedRow(action, opts = {}) {
+  const headline = action.type === 'input' ? (action.question || action.summary) : (action.summary || action.tool || action.type);
+  return h('li', { class: 'decided-row', dataset: { actionId: action.id, status: action.status } },
+    chip(typeNames[action.type] || action.type, `type-${action.type}`), ' ',
+    opts.showSession !== false ? [h('a', { href: `#/sessions/${enc(action.session_id)}`, class: 'mono', title: action.session_id }, shortId(action.session_id)), ' '] : null,
+    h('span', { class: 'summary' }, truncate(headline, 160)), ': ',
+    h('strong', { class: 'decision' }, decisionText(action)), ' ',
+    byActor(action.resolved_by),
+    action.resolved_at ? [' · ', time(action.resolved_at, `${fmtAge(action.resolved_at)} ago`)] : null);
+}
+
+// mayDecide reports whether the signed-in role may answer action: a file
+// input is answered by an upload, every other action by a decision.
+function mayDecide(action) {
+  return action.type === 'input' && action.kind === 'file' ? can('PutFileIfMatch') : can('DecideAction');
+}
+
+// approversFact is the card's "Who may decide" line, with a note when the
+// signed-in key is not among them (the server refuses its decision with a
+// 403 saying what the policy requires).
+function approversFact(action, session) {
+  const why = excludedBy(action.approvers, session);
+  return h('span', { class: 'approvers' }, approversText(action.approvers), why ? [' ', h('span', { class: 'excluded' }, why)] : null);
 }
 
 function setGoal(el, session) {
@@ -142,6 +196,10 @@ function setGoal(el, session) {
 export function setCardSession(card, session) {
   const el = card.querySelector('.goal');
   if (el) setGoal(el, session);
+  // The session names its creator, whom a not_creator rule excludes.
+  const action = cardActions.get(card);
+  const ap = card.querySelector('.approvers');
+  if (action && ap) ap.replaceWith(approversFact(action, session));
 }
 
 // post sends a decision and reports the outcome on the card. The one

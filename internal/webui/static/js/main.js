@@ -1,9 +1,11 @@
-// The app shell: sign-in when the server asks for a key, the routes
+// The app shell: sign-in when the server asks for a key, who is signed in
+// (GET /v1/me: name, role, project) with a sign-out, the routes
 // (#/sessions, #/sessions/{id}, #/inbox, #/reports), the navigation and the
 // count of pending actions beside "Inbox".
 
 import { api, auth, onAuthRequired, APIError } from './api.js';
-import { h, replace, errorBox } from './dom.js';
+import { h, replace, errorBox, chip } from './dom.js';
+import { setIdentity, can } from './identity.js';
 import { Scope, poll } from './live.js';
 import { setInboxCount, setInboxRefresher } from './badge.js';
 import { sessionsPage } from './pages/sessions.js';
@@ -14,6 +16,8 @@ import { reportsPage } from './pages/reports.js';
 const app = document.getElementById('app');
 const nav = document.getElementById('nav');
 const account = document.getElementById('account');
+const whoami = document.getElementById('whoami');
+const signOutButton = document.getElementById('sign-out');
 
 const routes = [
   [/^\/sessions\/([^/?]+)$/, (m) => ['sessions', (el, scope, q) => sessionPage(el, scope, decodeURIComponent(m[1]), q)]],
@@ -34,7 +38,8 @@ function parseHash(hash = location.hash) {
 }
 
 function route() {
-  if (!signedIn) return;
+  // A key that may not read sessions (a runner's) has no page to see.
+  if (!signedIn || !can('ListSessions')) return;
   const { path, query } = parseHash();
   if (page) page.dispose();
   page = new Scope();
@@ -71,22 +76,48 @@ function startShell() {
   setInboxRefresher(badge.now);
 }
 
-function showApp() {
+// showApp shows the signed-in shell for the identity me (GET /v1/me). A
+// key whose role reads nothing (a runner's) is told so, rather than shown
+// pages that would each be a 403.
+function showApp(me) {
+  setIdentity(me);
   signedIn = true;
+  showIdentity(me);
+  account.hidden = false;
+  signOutButton.hidden = !auth.key;
+  if (!can('ListSessions')) {
+    nav.hidden = true;
+    clearPage();
+    app.append(h('div', { class: 'card', id: 'no-access' }, h('h1', null, 'Nothing to show to this key'),
+      h('p', null, `The ${me.role} role may not read sessions, so this UI has nothing to offer it.`),
+      h('p', { class: 'muted' }, 'Sign in with a key of another role.')));
+    return;
+  }
   nav.hidden = false;
-  account.hidden = !auth.key;
   startShell();
   route();
+}
+
+// showIdentity names who is signed in, in the header: name, role and
+// project ("all projects" for an admin key that is not bound to one).
+function showIdentity(me) {
+  replace(whoami,
+    h('span', { class: 'whoami-name', id: 'whoami-name', title: me.key_id || '' }, me.name),
+    ' ', chip(me.role, `role role-${me.role}`),
+    ' ', h('span', { class: 'whoami-project muted', id: 'whoami-project' }, me.project ? `project ${me.project}` : 'all projects'));
+  whoami.dataset.role = me.role;
 }
 
 function signOut(message) {
   signedIn = false;
   auth.clear();
+  setIdentity(null);
   if (page) page.dispose();
   if (shell) shell.dispose();
   page = null;
   nav.hidden = true;
   account.hidden = true;
+  replace(whoami);
   showLogin(message);
 }
 
@@ -112,8 +143,7 @@ function showLogin(message) {
     button.disabled = true;
     replace(status);
     try {
-      await probe();
-      showApp();
+      showApp(await probe());
     } catch (err) {
       auth.clear();
       replace(status, errorBox(err.status === 401 ? 'That API key was refused.' : err));
@@ -126,19 +156,20 @@ function showLogin(message) {
   input.focus();
 }
 
+// probe asks who the key is: it proves the key and tells the shell what
+// to offer.
 function probe() {
-  return api.get('/v1/sessions', { limit: 1 });
+  return api.get('/v1/me');
 }
 
 async function boot() {
   onAuthRequired(() => {
     if (signedIn) signOut(auth.key ? 'The server refused the API key; sign in again.' : 'This server requires an API key.');
   });
-  document.getElementById('sign-out').addEventListener('click', () => signOut());
+  signOutButton.addEventListener('click', () => signOut());
   window.addEventListener('hashchange', route);
   try {
-    await probe();
-    showApp();
+    showApp(await probe());
   } catch (err) {
     if (err instanceof APIError && err.status === 401) {
       auth.clear();

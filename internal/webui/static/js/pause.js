@@ -6,6 +6,7 @@
 
 import { api, newKey } from './api.js';
 import { h, replace, errorBox, busy, chip, fmtAge } from './dom.js';
+import { can } from './identity.js';
 
 const ended = new Set(['idle', 'failed', 'cancelled']);
 
@@ -59,11 +60,15 @@ export function pauseControl(path, changed) {
     const now = s.status === 'paused' ? 'paused' : s.pause_requested ? 'requested' : 'working';
     if (shown !== null && now !== shown) replace(res);
     shown = now;
-    el.hidden = ended.has(s.status);
     const parked = s.status === 'paused' || s.pause_requested;
-    pause.hidden = parked;
-    reason.hidden = parked;
-    resume.hidden = !parked;
+    // Only the button the role may use: a role that may do neither (an
+    // approver, a reader) sees no pause control.
+    const mayPause = can('Pause');
+    const mayResume = can('Resume');
+    el.hidden = ended.has(s.status) || (parked ? !mayResume : !mayPause);
+    pause.hidden = parked || !mayPause;
+    reason.hidden = parked || !mayPause;
+    resume.hidden = !parked || !mayResume;
     replace(state, s.status === 'paused'
       ? h('p', null, `Paused${s.paused_at ? ` ${fmtAge(s.paused_at)} ago` : ''}${s.pause_reason ? ': ' + s.pause_reason : ''}. Nothing runs until it is resumed; decisions are recorded meanwhile.`)
       : s.pause_requested

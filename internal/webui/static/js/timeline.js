@@ -2,11 +2,13 @@
 // over SSE (GET /v1/sessions/{id}/events/stream?include=subagents), one
 // item per event, with the arguments and results in a fold. The stream
 // resumes with the tree cursor after a drop, so the timeline has every
-// event once, in order per session.
+// event once, in order per session. An event that records a decision
+// names its actor ("by alice (approver)").
 
 import { enc, fetchBlob } from './api.js';
 import { h, replace, code, pretty, fmtClock, fmtCost, fmtDuration, fmtInt, shortId, truncate, errorBox } from './dom.js';
 import { follow } from './sse.js';
+import { byActor } from './identity.js';
 
 // Most events kept on the page; older ones are dropped from the DOM (the
 // journal keeps them: GET /v1/sessions/{id}/events).
@@ -204,7 +206,8 @@ export function startTimeline(scope, sessionId, onEvent) {
         h('time', { class: 'ev-time', datetime: ev.time, title: ev.time }, fmtClock(ev.time)),
         sub ? h('a', { class: 'chip sub-chip mono', href: `#/sessions/${enc(ev.session_id)}`, title: `sub-agent ${ev.session_id}` }, shortId(ev.session_id)) : null,
         h('span', { class: 'ev-type' }, ev.type),
-        h('span', { class: 'ev-text' }, text)),
+        h('span', { class: 'ev-text' }, text),
+        actorOf(ev)),
       body);
     details.addEventListener('toggle', () => {
       if (!details.open || body.childElementCount) return;
@@ -239,6 +242,16 @@ export function startTimeline(scope, sessionId, onEvent) {
     },
   });
   scope.onDispose(stream.stop);
+  return el;
+}
+
+// actorOf is who made the decision an event records, when it records one
+// (a blob's preview does not say).
+function actorOf(ev) {
+  const d = ev.data || {};
+  if (isBlob(d)) return null;
+  const el = byActor(d.actor);
+  if (el) el.classList.add('ev-actor');
   return el;
 }
 

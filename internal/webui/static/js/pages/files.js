@@ -5,10 +5,12 @@
 // one. Each change is journaled by the server as workspace.changed (it
 // shows in the timeline) and the model is told at its next call. Bytes are
 // fetched with the API key and handed to the browser from memory, never by
-// pointing the page at the API, so no key goes in a URL.
+// pointing the page at the API, so no key goes in a URL. A role that may
+// not change files (a reader, an approver) browses and downloads only.
 
 import { api, enc, fetchBlob, fetchFile, filePath, putFile, request } from '../api.js';
 import { h, replace, fmtBytes, time, errorBox, busy, chip, field } from '../dom.js';
+import { can, identity } from '../identity.js';
 
 // Files larger than this are not opened in the editor.
 const maxEditBytes = 1 << 20;
@@ -180,13 +182,18 @@ function browser(el, scope, sessionId, getSession) {
   }
 
   function renderListing(l) {
-    writable = !source && l.writable;
+    const mayWrite = can('PutFileIfMatch');
+    const mayDelete = can('DeleteFileIfMatch');
+    writable = !source && l.writable && mayWrite;
     const s = getSession();
+    const me = identity();
     notice.textContent = source
       ? 'A checkpoint\'s snapshot: read only.'
-      : writable
-        ? `The session is ${s ? s.status : 'parked'}: you may change its files; the agent is told at its next call.`
-        : `The session is ${s ? s.status : 'running'}: read only. Pause it (or wait until it needs a person or is idle) to change files.`;
+      : !mayWrite
+        ? `Read only: your role${me ? ` (${me.role})` : ''} may not change a workspace's files.`
+        : writable
+          ? `The session is ${s ? s.status : 'parked'}: you may change its files; the agent is told at its next call.`
+          : `The session is ${s ? s.status : 'running'}: read only. Pause it (or wait until it needs a person or is idle) to change files.`;
     notice.dataset.writable = String(writable);
     upload.hidden = !writable;
     if (!writable) closeEditor();
@@ -215,7 +222,7 @@ function browser(el, scope, sessionId, getSession) {
           buttons.push(ed);
         }
       }
-      if (writable && (e.type === 'file' || e.type === 'symlink')) {
+      if (!source && l.writable && mayDelete && (e.type === 'file' || e.type === 'symlink')) {
         const rm = h('button', { type: 'button', class: 'danger-outline delete-btn' }, 'Delete');
         rm.addEventListener('click', () => remove(e.path, rm));
         buttons.push(rm);

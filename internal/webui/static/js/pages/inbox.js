@@ -11,13 +11,20 @@
 // answer is the whole pending list), whether the server restarted or a
 // connection dropped. A decision made anywhere disappears from every open
 // inbox within one poll; a card that someone is editing stays until it is
-// decided, then says what happened.
+// decided, then says what happened and who decided it.
+//
+// Below the pending cards, "Recently decided" lists the newest decisions
+// across sessions, each with its actor ("approved by alice (approver)"),
+// polled more slowly (every 15 seconds, and at once after a decision
+// here): the inbox lists oldest first, so it reads up to 1000 decided
+// actions to find the newest.
 
 import { api, listAll, enc } from '../api.js';
 import { h, replace, errorBox } from '../dom.js';
 import { poll } from '../live.js';
-import { actionCard, setCardSession } from '../actions.js';
+import { actionCard, setCardSession, decidedRow } from '../actions.js';
 import { setInboxCount } from '../badge.js';
+import { can, identity } from '../identity.js';
 
 const types = [
   ['', 'All'],
@@ -38,6 +45,7 @@ export async function inboxPage(root, scope, query) {
   const status = h('p', { class: 'muted small', id: 'inbox-status' });
   const errors = h('div');
   const chips = h('div', { class: 'filters chips', role: 'group', 'aria-label': 'Type' });
+  const decided = h('section', { class: 'decided-list', id: 'inbox-decided' });
 
   for (const [t, label] of types) {
     const b = h('button', { type: 'button', class: 'chip-btn', dataset: { type: t }, 'aria-pressed': String(t === filter) }, label);
@@ -49,7 +57,10 @@ export async function inboxPage(root, scope, query) {
     });
     chips.append(b);
   }
-  root.append(h('div', { class: 'page-head' }, h('h1', null, 'Inbox'), status), chips, errors, empty, list);
+  const me = identity();
+  const readOnly = can('DecideAction') ? null
+    : h('p', { class: 'role-note', id: 'inbox-read-only' }, `Your role${me ? ` (${me.role})` : ''} may not decide actions: the inbox shows what waits, for someone who may.`);
+  root.append(h('div', { class: 'page-head' }, h('h1', null, 'Inbox'), status), readOnly, chips, errors, empty, list, decided);
 
   const sessionOf = (id) => {
     if (!sessions.has(id)) {
@@ -89,7 +100,7 @@ export async function inboxPage(root, scope, query) {
     for (const a of data) {
       if (cards.has(a.id)) continue;
       const sessionPromise = sessionOf(a.session_id);
-      const card = actionCard(a, { sessionPromise, onDecided: () => poller.now() });
+      const card = actionCard(a, { sessionPromise, onDecided: () => { poller.now(); decidedPoller.now(); } });
       sessionPromise.then((s) => s && setCardSession(card, s));
       cards.set(a.id, card);
       list.append(card);
@@ -105,4 +116,18 @@ export async function inboxPage(root, scope, query) {
     max: 30000,
     onError: (err) => replace(errors, err ? errorBox(err) : null),
   });
+
+  const loadDecided = async () => {
+    const { data, truncated } = await listAll('/v1/actions', { status: 'resolved', limit: 200 }, { max: 1000, signal: scope.signal });
+    const newest = [...data].sort((a, b) => String(b.resolved_at || '').localeCompare(String(a.resolved_at || ''))).slice(0, recentDecided);
+    replace(decided, newest.length ? [
+      h('h2', null, 'Recently decided'),
+      truncated ? h('p', { class: 'muted small' }, 'Among the first 1000 decided actions.') : null,
+      h('ul', { class: 'plain decided-rows' }, newest.map((a) => decidedRow(a))),
+    ] : null);
+  };
+  const decidedPoller = poll(scope, loadDecided, { interval: 15000, max: 60000 });
 }
+
+// How many decided actions the inbox lists.
+const recentDecided = 20;

@@ -5,7 +5,8 @@
 // tabs for the live timeline, turns, the effect ledger, checkpoints (fork
 // from one), artifacts (preview, download), the workspace's files (browse,
 // download, and upload or edit while the session is parked: files.js), the
-// trace and the sub-agents.
+// trace and the sub-agents. The controls a role may not use are not shown
+// (identity.js); decided actions name who decided them.
 // The timeline is the event stream; every event that changes the session
 // refreshes the rest, so the page is live without a reload.
 
@@ -13,7 +14,8 @@ import { api, enc, newKey } from '../api.js';
 import { h, replace, statusBadge, fmtCost, fmtInt, fmtDuration, fmtBytes, fmtAge, time, shortId, truncate, errorBox, busy, kv, chip } from '../dom.js';
 import { poll, debounce } from '../live.js';
 import { startTimeline } from '../timeline.js';
-import { actionCard } from '../actions.js';
+import { actionCard, decidedRow } from '../actions.js';
+import { can, byActor } from '../identity.js';
 import { waterfall } from '../waterfall.js';
 import { artifactsTab } from './artifacts.js';
 import { filesTab } from './files.js';
@@ -46,12 +48,13 @@ export async function sessionPage(root, scope, id, query) {
   const meters = h('section', { class: 'card meters', id: 'budget' });
   const controls = h('section', { class: 'card controls', id: 'controls' });
   const pending = h('section', { class: 'pending', id: 'pending-actions' });
+  const decided = h('section', { class: 'decided-list', id: 'decided-actions' });
   const tabBar = h('div', { class: 'tabs', role: 'tablist' });
   const panels = {};
   let current = tabs.some(([t]) => t === query.get('tab')) ? query.get('tab') : 'timeline';
   let session = null;
 
-  root.append(head, errors, h('div', { class: 'grid-2' }, overview, meters), pending, controls, tabBar);
+  root.append(head, errors, h('div', { class: 'grid-2' }, overview, meters), pending, controls, decided, tabBar);
   for (const [name, label] of tabs) {
     const b = h('button', { type: 'button', role: 'tab', class: 'tab', dataset: { tab: name }, 'aria-selected': String(name === current) }, label);
     b.addEventListener('click', () => show(name));
@@ -101,6 +104,16 @@ export async function sessionPage(root, scope, id, query) {
     renderControls();
     renderPending();
     if (current !== 'timeline') loadTab();
+    await loadDecided();
+  }
+
+  // The session's decided actions, newest first, each with who decided it
+  // (resolved_by) and how. Not a sub-agent's: its own page lists them.
+  async function loadDecided() {
+    const l = await api.get(`${path}/actions`, { status: 'resolved' }, { signal: scope.signal });
+    const rows = [...l.data].sort((a, b) => String(b.resolved_at || '').localeCompare(String(a.resolved_at || '')));
+    replace(decided, rows.length ? [h('h2', null, `Decided (${rows.length})`),
+      h('ul', { class: 'plain decided-rows' }, rows.map((a) => decidedRow(a, { showSession: false })))] : null);
   }
 
   function renderHead() {
@@ -122,6 +135,8 @@ export async function sessionPage(root, scope, id, query) {
       kv([
         ['Input', s.goal && s.input ? truncate(s.input, 600) : ''],
         ['Agent', s.agent ? `${s.agent.name} v${s.agent.version}` : ''],
+        ['Project', s.project || ''],
+        ['Created by', byActor(s.created_by, '') || ''],
         ['Constraints', s.constraints && s.constraints.length ? h('ul', { class: 'plain' }, s.constraints.map((c) => h('li', null, c))) : ''],
         ['Acceptance criteria', s.acceptance_criteria && s.acceptance_criteria.length ? h('ul', { class: 'plain' }, s.acceptance_criteria.map((c) => h('li', null, c))) : ''],
         ['Usage', `${fmtCost(u.cost_usd)} · ${fmtInt((u.input_tokens || 0) + (u.output_tokens || 0))} tokens · ${fmtInt(u.model_calls)} model calls · ${fmtInt(u.tool_calls)} tool calls`],
@@ -163,10 +178,15 @@ export async function sessionPage(root, scope, id, query) {
         h('div', { class: 'controls-grid' }, controlEls.cancel, controlEls.steer, controlEls.pause.el, controlEls.followUp, controlEls.review));
     }
     controlEls.pause.update(s);
-    controlEls.cancel.hidden = terminal.has(s.status);
+    controlEls.cancel.hidden = terminal.has(s.status) || !can('Cancel');
     // A turn that is not done can be steered (a pending cancel refuses it).
-    controlEls.steer.hidden = terminal.has(s.status) || !!s.cancel_requested;
-    controlEls.review.hidden = !(s.status === 'idle' || s.review);
+    controlEls.steer.hidden = terminal.has(s.status) || !!s.cancel_requested || !can('Steer');
+    controlEls.followUp.hidden = !can('CreateTurn');
+    // The review form is for who may review; others read the review in
+    // the overview.
+    controlEls.review.hidden = !(s.status === 'idle' || s.review) || !can('Review');
+    // A role with none of these controls (a reader) sees no empty card.
+    controls.hidden = Object.values(controlEls).every((c) => (c.el || c).hidden);
     replace(controlEls.review.querySelector('.review-state'), s.review
       ? h('p', { class: s.review.accepted ? 'ok' : 'error', id: 'review-state' },
         `${s.review.accepted ? 'Accepted' : 'Rejected'} ${fmtAge(s.review.at)} ago${s.review.note ? ': ' + s.review.note : ''}`)
@@ -324,7 +344,7 @@ export async function sessionPage(root, scope, id, query) {
     if (el.querySelector('.fork-form')) return;
     replace(el, h('ol', { class: 'checkpoints' }, cps.data.map((c) => {
       const res = h('div');
-      const forkBtn = h('button', { type: 'button', class: 'fork', dataset: { checkpointId: c.id } }, 'Fork from here…');
+      const forkBtn = h('button', { type: 'button', class: 'fork', dataset: { checkpointId: c.id }, hidden: !can('Fork') }, 'Fork from here…');
       forkBtn.addEventListener('click', () => {
         const input = h('textarea', { rows: 2, class: 'fork-input', placeholder: 'Optional: input for a new turn in the fork' });
         const go = h('button', { type: 'button', class: 'primary', dataset: { act: 'fork' } }, 'Fork');

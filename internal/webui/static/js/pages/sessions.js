@@ -6,6 +6,7 @@
 
 import { api, enc } from '../api.js';
 import { h, replace, statusBadge, fmtCost, fmtAge, shortId, truncate, errorBox, time } from '../dom.js';
+import { identity, byActor } from '../identity.js';
 import { poll } from '../live.js';
 
 const statuses = ['queued', 'running', 'requires_action', 'waiting', 'paused', 'idle', 'failed', 'cancelled'];
@@ -129,11 +130,20 @@ function row(s) {
     h('td', { 'data-label': 'Session', class: 'session-cell' },
       h('a', { href, class: 'mono', title: s.id }, shortId(s.id)),
       s.parent_id ? h('span', { class: 'chip', title: `sub-agent of ${s.parent_id}` }, 'sub-agent') : null,
-      h('div', { class: 'goal' }, truncate(s.goal || s.input || '', 160))),
+      // A key of one project sees only its own: the project is worth
+      // naming only to a key that sees them all.
+      s.project && seesEveryProject() ? h('span', { class: 'chip project', title: 'project' }, s.project) : null,
+      h('div', { class: 'goal' }, truncate(s.goal || s.input || '', 160)),
+      s.created_by ? h('div', { class: 'small created-by' }, byActor(s.created_by, 'started by ')) : null),
     h('td', { 'data-label': 'Status' }, statusBadge(s.status), s.stop_reason ? h('div', { class: 'muted small' }, s.stop_reason) : null,
       s.review ? h('div', { class: s.review.accepted ? 'ok small' : 'error small' }, s.review.accepted ? 'accepted' : 'rejected') : null),
     h('td', { 'data-label': 'Agent' }, s.agent ? `${s.agent.name} v${s.agent.version}` : ''),
     h('td', { 'data-label': 'Cost', class: 'num' }, fmtCost(s.usage && s.usage.cost_usd)),
     h('td', { 'data-label': 'Age', class: 'num' }, time(s.created_at, fmtAge(s.created_at))),
     h('td', { 'data-label': 'Pending', class: 'num' }, pending ? h('a', { href: '#/inbox', class: 'badge warn' }, String(pending)) : '0'));
+}
+
+function seesEveryProject() {
+  const me = identity();
+  return !!me && !me.project;
 }
