@@ -43,7 +43,7 @@ var (
 	unscoped = []string{
 		"PutAgent", "EnsureAgent", "ListAgents", "GetAgent",
 		"PutSecret", "ListSecrets", "DeleteSecret",
-		"CreateKey", "ListKeys", "RevokeKey", "ListAudit",
+		"CreateKey", "ListKeys", "RevokeKey", "ListAudit", "Me",
 		"CreateWebhookEndpoint", "ListWebhookEndpoints", "DeleteWebhookEndpoint", "ListWebhookDeliveries",
 		"Ready",
 	}
