@@ -170,10 +170,15 @@ func newEnvAt(t *testing.T, start time.Time) *env {
 
 // createSession creates a session whose session.created names webhookURL.
 func (e *env) createSession(id, webhookURL string) {
-	data, err := json.Marshal(map[string]any{"agent": map[string]any{"name": "a", "version": 1}, "input": "hi", "webhook_url": webhookURL})
+	e.createSessionIn(lt.DefaultProject, id, webhookURL)
+}
+
+// createSessionIn is createSession in project.
+func (e *env) createSessionIn(project, id, webhookURL string) {
+	data, err := json.Marshal(map[string]any{"agent": map[string]any{"name": "a", "version": 1}, "input": "hi", "webhook_url": webhookURL, "project": project})
 	require.NoError(e.t, err)
 	evs, err := e.st.SessionCreate(e.t.Context(), &store.SessionCreateParams{
-		Session: store.SessionRow{ID: id, AgentName: "a", AgentVersion: 1, Status: "queued",
+		Session: store.SessionRow{ID: id, Project: project, AgentName: "a", AgentVersion: 1, Status: "queued",
 			Spec: json.RawMessage(`{}`), State: json.RawMessage(`{}`), CreatedAt: e.clock.Now(), UpdatedAt: e.clock.Now()},
 		Events: []store.NewEvent{{Type: lt.EventSessionCreated, Time: e.clock.Now(), Data: data}},
 	})

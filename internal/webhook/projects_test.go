@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 
@@ -9,31 +8,6 @@ import (
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 	"github.com/stretchr/testify/require"
 )
-
-// projectedSessions is the store, with the projects of the sessions in
-// projects: until the store keeps a session's project (the sessions'
-// project column of issue 17, another branch), it reads every session as
-// having none, which the dispatcher takes for the default project. A
-// project the store does keep must agree.
-type projectedSessions struct {
-	store.Store
-	t        *testing.T
-	projects map[string]string
-}
-
-func (s *projectedSessions) SessionGet(ctx context.Context, id string) (*store.SessionRow, error) {
-	row, err := s.Store.SessionGet(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if want, ok := s.projects[id]; ok {
-		if row.Project != "" {
-			require.Equal(s.t, want, row.Project, "the store's project of session %s", id)
-		}
-		row.Project = want
-	}
-	return row, nil
-}
 
 // TestEndpointsHearOnlyTheirProject: two endpoints in two projects, a
 // session in each: each endpoint is told of its own project's session
@@ -47,9 +21,9 @@ func TestEndpointsHearOnlyTheirProject(t *testing.T) {
 			Secrets: []string{NewSecret()}, CreatedAt: e.clock.Now(),
 		}))
 	}
-	e.createSession("ses_default", "")
-	e.createSession("ses_support", "")
-	e.startOn(&projectedSessions{Store: e.st, t: t, projects: map[string]string{"ses_support": "support"}}, allowFor(t, r))
+	e.createSessionIn(lt.DefaultProject, "ses_default", "")
+	e.createSessionIn("support", "ses_support", "")
+	e.startOn(e.st, allowFor(t, r))
 	e.status("ses_default", lt.SessionIdle)
 	e.status("ses_support", lt.SessionIdle)
 

@@ -26,7 +26,7 @@ func testAgentVersions(t *testing.T, h *harness) {
 	require.Nil(t, a1.CreatedBy, "who defined it is unknown")
 	by := json.RawMessage(`{"key_id":"key_1","name":"alice","role":"operator"}`)
 	a2, err := h.s.AgentInsert(h.ctx, &store.AgentInsertParams{
-		Name: "alpha", Version: 2, Spec: json.RawMessage(`{"model":"m2"}`), CreatedAt: at(2 * time.Second), CreatedBy: by,
+		Project: project, Name: "alpha", Version: 2, Spec: json.RawMessage(`{"model":"m2"}`), CreatedAt: at(2 * time.Second), CreatedBy: by,
 	})
 	require.NoError(t, err)
 	requireJSON(t, string(by), a2.CreatedBy)
