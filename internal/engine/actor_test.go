@@ -256,6 +256,50 @@ func TestApproversOfASubagent(t *testing.T) {
 	require.Equal(t, "all done", mustTurnOutput(t, h, s))
 }
 
+// TestSubagentCannotShadowTheParentsApprovers: a model spawning a child
+// whose own policy is a plain ask on the tool the parent guards with
+// approvers (even naming it as the inherited rule) does not lift the
+// separation of duties: the child's approval carries the parent's
+// approvers, and the session's creator is refused.
+func TestSubagentCannotShadowTheParentsApprovers(t *testing.T) {
+	for _, ownName := range []string{"mine", "parent.deploy"} {
+		t.Run(ownName, func(t *testing.T) {
+			h := newHarness(t)
+			child := childSpec(script(t,
+				map[string]any{"tool_calls": []any{toolCall("write_file", map[string]any{"path": "c.txt", "content": "child"})}},
+				map[string]any{"text": "child done"},
+			), "write_file")
+			child["policies"] = []any{map[string]any{"name": ownName, "tool": "write_file", "decision": "ask"}}
+			parent := spec(t, script(t,
+				map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": child, "input": "deploy"})}},
+				map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
+				map[string]any{"text": "all done"},
+			), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"}, lt.ToolSpec{Name: "write_file"})
+			approvers := &lt.Approvers{Roles: []lt.Role{lt.RoleAdmin, lt.RoleApprover}, NotCreator: true}
+			parent.Policies = []lt.Policy{{Name: "deploy", Tool: "write_file", Decision: lt.PolicyAsk, Approvers: approvers}}
+			s, err := h.eng.CreateSession(as(rootAdmin), &lt.CreateSessionRequest{AgentSpec: parent, Input: "go"})
+			require.NoError(t, err)
+
+			var kid lt.Session
+			for deadline := time.Now().Add(10 * time.Second); ; {
+				if kids := children(t, h, s.ID); len(kids) == 1 && kids[0].Status == lt.SessionRequiresAction {
+					kid = kids[0]
+					break
+				}
+				require.True(t, time.Now().Before(deadline), "the sub-agent never asked for its approval")
+				time.Sleep(2 * time.Millisecond) // polling with a deadline
+			}
+			act := kid.RequiredActions[0]
+			require.Equal(t, "parent.deploy", act.Policy, "the parent's rule decides a tie")
+			require.Equal(t, approvers, act.Approvers)
+			requireRefusedDecision(t, h, as(rootAdmin), &kid, act, `who did not create the session: root (admin)`)
+			_, err = h.eng.DecideAction(as(bobApprover), kid.ID, act.ID, &lt.Decision{Decision: lt.DecisionApprove})
+			require.NoError(t, err)
+			h.waitStatus(s.ID, lt.SessionIdle)
+		})
+	}
+}
+
 // TestApproversAreValidated: an agent's approvers are checked when it is
 // defined, each error naming the field.
 func TestApproversAreValidated(t *testing.T) {

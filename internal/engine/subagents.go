@@ -232,16 +232,26 @@ func (r *runner) childSpec(ctx context.Context, args *spawnArgs) (*lt.AgentSpec,
 	return spec, ref, nil
 }
 
-// inheritPolicies adds the parent's policies that can apply to the child's
+// inheritPolicies puts the parent's policies that can apply to the child's
 // tools (a rule on a tool the child lacks matches nothing, and would not
-// compile) to the child's own; the most restrictive still decides.
-// Inherited rules keep their name with a "parent." prefix, so the journal
-// says where a decision came from.
+// compile) before the child's own; the most restrictive still decides.
+// They come first because a tie goes to the first rule: a child's own
+// "ask" must not stand in for the parent's "ask" with its approvers (a
+// model spawning a child with a plain ask would otherwise lift a
+// separation of duties). Inherited rules keep their name with a "parent."
+// prefix, so the journal says where a decision came from; no rule is
+// dropped for its name (a child naming its own rule "parent.deploy" must
+// not shadow the parent's), a clash is numbered instead.
 func inheritPolicies(own, parent []lt.Policy, tools []lt.ToolSpec) []lt.Policy {
-	out := slices.Clone(own)
-	names := make(map[string]bool, len(own))
-	for i, p := range own {
-		names[policyName(p, i)] = true
+	out := make([]lt.Policy, 0, len(parent)+len(own))
+	names := make(map[string]bool, len(parent)+len(own))
+	unique := func(name string) string {
+		base := name
+		for n := 2; names[name]; n++ {
+			name = fmt.Sprintf("%s#%d", base, n)
+		}
+		names[name] = true
+		return name
 	}
 	toolNames := policyToolNames(tools)
 	for i, p := range parent {
@@ -252,11 +262,11 @@ func inheritPolicies(own, parent []lt.Policy, tools []lt.ToolSpec) []lt.Policy {
 		if !strings.HasPrefix(name, "parent.") {
 			name = "parent." + name
 		}
-		if names[name] {
-			continue // inherited already (a grandchild of the same tree)
-		}
-		names[name] = true
-		p.Name = name
+		p.Name = unique(name)
+		out = append(out, p)
+	}
+	for i, p := range own {
+		p.Name = unique(policyName(p, i))
 		out = append(out, p)
 	}
 	return out
