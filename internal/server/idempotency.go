@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/app"
 	"github.com/longhaul-dev/longhaul/internal/store"
 )
 
@@ -153,11 +154,23 @@ func idempotencyKey(r *http.Request) (string, error) {
 	return key, nil
 }
 
-// idempotencyScope is the method and route pattern with the request's path
-// values, e.g. "POST /v1/sessions/{id}/turns id=ses_1": the same key on
-// another session (or another endpoint) is another request.
+// idempotencyScope is the caller, the method and route pattern with the
+// request's path values, e.g. "key_01… POST /v1/sessions/{id}/turns
+// id=ses_1": the same key on another session (or another endpoint) is
+// another request, and so is the same key from another caller: a replay
+// answers what the first request answered, which another key (of another
+// project, or role) must not read, nor block by taking a key first.
 func idempotencyScope(r *http.Request) string {
 	var b strings.Builder
+	c, _ := app.CallerFrom(r.Context())
+	if c.KeyID != "" {
+		b.WriteString(c.KeyID)
+	} else {
+		// A caller without a stored key: a bootstrap key, the local
+		// caller, a built-in one; each its own scope.
+		b.WriteString("builtin:" + url.PathEscape(c.Name))
+	}
+	b.WriteString(" ")
 	b.WriteString(r.Pattern)
 	for _, name := range wildcardNames(r.Pattern) {
 		b.WriteString(" ")
