@@ -23,9 +23,9 @@ import (
 // Per-key rate limits (serve --rate-limit). Each caller has a token bucket
 // per route class: a key by its id, a bootstrap or local identity by its
 // name, and a request that authenticated as no one by its peer's IP
-// address, so that a flood of bad keys is limited too (it is refused with
-// a 429 before its key is even looked up, once its address's bucket is
-// empty; a valid key sent from that address meanwhile is refused too).
+// address, so that a flood of bad keys is limited too (its refusals become
+// 429s once its address's bucket is empty; a valid key sent from that
+// address is not held back by them).
 // The buckets live in this process: each node limits on its own, and N
 // nodes behind a balancer let through up to N times a limit.
 
@@ -259,28 +259,22 @@ func rateLimited(w http.ResponseWriter, who string, wait time.Duration) error {
 		Message: fmt.Sprintf("rate limit exceeded for %s: retry in %d s", who, secs)}
 }
 
-// limitUnauthenticated refuses, before its key is looked up, a request
-// from an address whose requests that authenticated as no one used up its
-// bucket.
-func (s *Server) limitUnauthenticated(w http.ResponseWriter, r *http.Request) error {
-	if s.limits == nil {
-		return nil
-	}
-	if wait := s.limits.empty(limitKey(r, nil), s.routeClass(r), s.cfg.Now()); wait > 0 {
-		return rateLimited(w, "this address", wait)
-	}
-	return nil
-}
-
 // limitRefused spends a token of the address's bucket for a request that
-// authentication refused (401, 403).
-func (s *Server) limitRefused(r *http.Request, err error) {
+// authentication refused (401, 403), and turns the refusal into a 429
+// once the bucket is empty. Only refused requests spend it, and it is
+// never checked before authentication: a client guessing keys from an
+// address (a proxy's, which every user of single sign-on shares) must not
+// lock out the valid keys that come from it.
+func (s *Server) limitRefused(w http.ResponseWriter, r *http.Request, err error) error {
 	if s.limits == nil {
-		return
+		return err
 	}
 	if st := apierror.From(err).Status; st == http.StatusUnauthorized || st == http.StatusForbidden {
-		s.limits.take(limitKey(r, nil), s.routeClass(r), s.cfg.Now())
+		if wait := s.limits.take(limitKey(r, nil), s.routeClass(r), s.cfg.Now()); wait > 0 {
+			return rateLimited(w, "this address", wait)
+		}
 	}
+	return err
 }
 
 // limitCaller spends a token of c's bucket for r's class, or refuses r

@@ -451,10 +451,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, s.bodyLimit(r))
 	}
 	if isAPIPath(r.URL.Path) {
-		if err := s.limitUnauthenticated(rw, r); err != nil {
-			s.writeError(rw, r, err)
-			return
-		}
 		c, err := s.guard(rw, r)
 		if err != nil {
 			if c.Role != "" {
@@ -462,7 +458,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				// for the audit log only, which names who it refused.
 				r = r.WithContext(app.WithCaller(r.Context(), c))
 			} else {
-				s.limitRefused(r, err)
+				err = s.limitRefused(rw, r, err)
 			}
 			s.writeError(rw, r, err)
 			return
