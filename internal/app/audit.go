@@ -28,9 +28,13 @@ const (
 
 // KeyPrefix is what the audit log keeps of a refused token: the first
 // characters a key's list shows (keyPrefixLen), and never more than half
-// of the token, so that a short one (a password pasted by mistake, a
-// bootstrap key) is never recorded whole.
+// of the token; nothing of a token that is not shaped as a stored key
+// (KeyTokenPrefix): that is a bootstrap key, or a password pasted by
+// mistake, of which no part may be written down.
 func KeyPrefix(token string) string {
+	if !strings.HasPrefix(token, KeyTokenPrefix) {
+		return ""
+	}
 	n := min(keyPrefixLen, len(token)/2)
 	// Cut at a character boundary: the prefix is stored as text.
 	for n > 0 && n < len(token) && !utf8.RuneStart(token[n]) {

@@ -86,7 +86,8 @@ func TestListAuditInvalid(t *testing.T) {
 func TestKeyPrefix(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, "lh_abcdefgh", app.KeyPrefix("lh_abcdefghijklmnopqrstuvwxyz234567abcdefghijklmnopqrst"))
-	require.Equal(t, "hunt", app.KeyPrefix("hunter22"))
+	require.Equal(t, "lh_a", app.KeyPrefix("lh_abcde"), "never more than half")
+	require.Equal(t, "", app.KeyPrefix("hunter22"), "nothing of a bootstrap key or a password")
 	require.Equal(t, "", app.KeyPrefix("x"))
-	require.Equal(t, "ää", app.KeyPrefix("äääää"), "cut at a character boundary")
+	require.Equal(t, "lh_ä", app.KeyPrefix("lh_ääää"), "cut at a character boundary")
 }
