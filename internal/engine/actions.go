@@ -56,7 +56,17 @@ func (e *Engine) DecideAction(ctx context.Context, sessionID, actionID string, d
 		expiredAt, stored = nil, nil
 		a, _ := b.st.PendingAction(actionID)
 		if a == nil {
-			return e.decidedAction(ctx, sessionID, actionID, sum)
+			done, err := e.decidedAction(ctx, sessionID, actionID, sum)
+			if err != nil {
+				return nil, err
+			}
+			// The same decision again answers the first one's result, but
+			// only to whom the policy lets decide: a refused decider
+			// must not read a 200 (nor leave one in the audit log).
+			if err := checkApprovers(done, b.actor(), b.st.Session.CreatedBy); err != nil {
+				return nil, err
+			}
+			return done, nil
 		}
 		act := *a
 		// Who decides is checked first: a refused decider changes

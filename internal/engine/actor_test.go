@@ -177,10 +177,13 @@ func TestApproversSeparationOfDuties(t *testing.T) {
 	s = h.waitStatus(s.ID, lt.SessionIdle)
 	require.Equal(t, "deployed", mustTurnOutput(t, h, s))
 	require.Equal(t, &bobApprover, actorOfEvent(t, onlyEvent(t, h, s.ID, lt.EventActionResolved)))
-	// The same decision again is answered as decided, whoever asks.
+	// The same decision again is answered as decided to whom the policy
+	// lets decide; a refused decider still gets the 403, never a 200.
 	again, err := h.eng.DecideAction(as(bobApprover), s.ID, act.ID, &lt.Decision{Decision: lt.DecisionApprove})
 	require.NoError(t, err)
 	require.Equal(t, decided.ResolvedAt, again.ResolvedAt)
+	_, err = h.eng.DecideAction(as(aliceApprover), s.ID, act.ID, &lt.Decision{Decision: lt.DecisionApprove})
+	requireAPIError(t, err, lt.CodeForbidden, needs)
 	checkJournal(t, h.store, s.ID)
 }
 
