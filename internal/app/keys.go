@@ -11,8 +11,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/oklog/ulid/v2"
 
@@ -63,13 +61,8 @@ func checkCreateKey(req *lt.CreateKeyRequest, now time.Time) (*lt.CreateKeyReque
 		return nil, apierror.Invalid("", "the request body is missing")
 	}
 	out := *req
-	switch {
-	case strings.TrimSpace(out.Name) == "":
-		return nil, apierror.Invalid("name", "name is required")
-	case !utf8.ValidString(out.Name) || utf8.RuneCountInString(out.Name) > MaxKeyName:
-		return nil, apierror.Invalid("name", "name must be valid UTF-8 of at most %d characters", MaxKeyName)
-	case strings.ContainsFunc(out.Name, unicode.IsControl):
-		return nil, apierror.Invalid("name", "name must not contain control characters")
+	if err := checkCallerName(out.Name); err != nil {
+		return nil, err
 	}
 	if !slices.Contains(lt.Roles(), out.Role) {
 		return nil, apierror.Invalid("role", "role must be one of %s, got %q", roleNames(), out.Role)

@@ -80,6 +80,10 @@ func TestCreateKeyInvalid(t *testing.T) {
 		{"blank name", &lt.CreateKeyRequest{Name: "  ", Role: lt.RoleAdmin}, "name", "name is required"},
 		{"long name", &lt.CreateKeyRequest{Name: strings.Repeat("a", app.MaxKeyName+1), Role: lt.RoleAdmin}, "name", "at most"},
 		{"control in name", &lt.CreateKeyRequest{Name: "a\nb", Role: lt.RoleAdmin}, "name", "control"},
+		// approvers compare names exactly: "alice " is not another person.
+		{"spaced name", &lt.CreateKeyRequest{Name: "alice ", Role: lt.RoleApprover}, "name", "spaces"},
+		{"comma in name", &lt.CreateKeyRequest{Name: "alice,bob", Role: lt.RoleApprover}, "name", "commas"},
+		{"built-in name", &lt.CreateKeyRequest{Name: "Bootstrap", Role: lt.RoleApprover}, "name", "built-in caller"},
 		{"no role", &lt.CreateKeyRequest{Name: "x"}, "role", "admin, operator, approver, reader, runner"},
 		{"unknown role", &lt.CreateKeyRequest{Name: "x", Role: "root"}, "role", `"root"`},
 		{"project case", &lt.CreateKeyRequest{Name: "x", Role: lt.RoleReader, Project: "Support"}, "project", `"Support"`},

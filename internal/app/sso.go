@@ -31,6 +31,29 @@ type ProxyUser struct {
 	Project string
 }
 
+// checkCallerName checks the name of a key or of a user a proxy signs
+// in, as the actor on decisions shows it (a 400 naming name): a policy's
+// approvers and not_creator compare names exactly, so "alice " must not
+// pass for another person than "alice", nor a key pass for a built-in
+// caller.
+func checkCallerName(name string) error {
+	switch {
+	case strings.TrimSpace(name) == "":
+		return apierror.Invalid("name", "name is required")
+	case name != strings.TrimSpace(name):
+		return apierror.Invalid("name", "name must not start or end with spaces, got %q", name)
+	case !utf8.ValidString(name) || utf8.RuneCountInString(name) > MaxKeyName:
+		return apierror.Invalid("name", "name must be valid UTF-8 of at most %d characters", MaxKeyName)
+	case strings.ContainsFunc(name, unicode.IsControl) || strings.Contains(name, ","):
+		// A comma is how HTTP joins repeated header values: a user's name
+		// with one could be a proxy's value merged with a client's.
+		return apierror.Invalid("name", "name must not contain control characters or commas, got %q", name)
+	case slices.ContainsFunc(builtinCallerNames, func(n string) bool { return strings.EqualFold(n, name) }):
+		return apierror.Invalid("name", "name %q is the name of a built-in caller (%s): choose another", name, strings.Join(builtinCallerNames, ", "))
+	}
+	return nil
+}
+
 // builtinCallerNames are the names of the callers that are not a stored
 // key or a person: a user of the same name would read as one of them in a
 // list of actors.
@@ -39,19 +62,8 @@ var builtinCallerNames = []string{BootstrapCaller.Name, LocalCaller.Name, Librar
 // Check returns u with its default project, or a 400 naming the field at
 // fault ("name", "role" or "project").
 func (u ProxyUser) Check() (ProxyUser, error) {
-	switch {
-	case strings.TrimSpace(u.Name) == "":
-		return u, apierror.Invalid("name", "name is required")
-	case u.Name != strings.TrimSpace(u.Name):
-		return u, apierror.Invalid("name", "name must not start or end with spaces, got %q", u.Name)
-	case !utf8.ValidString(u.Name) || utf8.RuneCountInString(u.Name) > MaxKeyName:
-		return u, apierror.Invalid("name", "name must be valid UTF-8 of at most %d characters", MaxKeyName)
-	case strings.ContainsFunc(u.Name, unicode.IsControl) || strings.Contains(u.Name, ","):
-		// A comma is how HTTP joins repeated header values: a name with
-		// one could be a proxy's value merged with a client's.
-		return u, apierror.Invalid("name", "name must not contain control characters or commas, got %q", u.Name)
-	case slices.ContainsFunc(builtinCallerNames, func(n string) bool { return strings.EqualFold(n, u.Name) }):
-		return u, apierror.Invalid("name", "name %q is the name of a built-in caller (%s): choose another", u.Name, strings.Join(builtinCallerNames, ", "))
+	if err := checkCallerName(u.Name); err != nil {
+		return u, err
 	}
 	if !slices.Contains(lt.Roles(), u.Role) {
 		return u, apierror.Invalid("role", "role must be one of %s, got %q", roleNames(), u.Role)
