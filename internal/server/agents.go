@@ -39,7 +39,7 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) error {
 
 // getAgent is GET /v1/agents/{name}?version=N&project=: that version, or the
 // latest without ?version=, of the agent of the caller's project (an
-// admin's: of ?project=, default the default project).
+// admin's: of ?project=, else its key's project, else the default one).
 func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) error {
 	version, err := queryInt(r, "version", 0, 1, math.MaxInt32)
 	if err != nil {

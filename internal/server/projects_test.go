@@ -15,8 +15,7 @@ import (
 
 // TestProjectsOverHTTP: the project of agents, secrets and webhook
 // endpoints over the HTTP API, for an operator key of project support (a
-// row written to the store directly: the API creates keys in the default
-// project only until sessions are scoped too) and the bootstrap admin:
+// row written to the store directly) and the bootstrap admin:
 // body "project" and ?project= reach the service, a key naming another
 // project is a 403 on the field project, another project's endpoint a 404.
 func TestProjectsOverHTTP(t *testing.T) {

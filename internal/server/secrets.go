@@ -49,7 +49,8 @@ func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) error {
 }
 
 // deleteSecret is DELETE /v1/secrets/{name}?project=: 204, or 404. The
-// secret is the default project's unless ?project= names another.
+// secret is of the project ?project= names, else of the admin key's own
+// project, else of the default one.
 func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) error {
 	project, err := queryString(r, "project")
 	if err != nil {
