@@ -241,15 +241,7 @@ func TestApproversOfASubagent(t *testing.T) {
 	s, err := h.eng.CreateSession(as(rootAdmin), &lt.CreateSessionRequest{AgentSpec: parent, Input: "go"})
 	require.NoError(t, err)
 
-	var kid lt.Session
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if kids := children(t, h, s.ID); len(kids) == 1 && kids[0].Status == lt.SessionRequiresAction {
-			kid = kids[0]
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "the sub-agent never asked for its approval")
-		time.Sleep(2 * time.Millisecond) // polling with a deadline
-	}
+	kid := waitChildApproval(t, h, s.ID)
 	require.Equal(t, &rootAdmin, kid.CreatedBy, "a sub-agent is created by its root's creator")
 	act := kid.RequiredActions[0]
 	requireRefusedDecision(t, h, as(rootAdmin), &kid, act, `needs an approver who did not create the session: root (admin)`)
@@ -257,6 +249,19 @@ func TestApproversOfASubagent(t *testing.T) {
 	require.NoError(t, err)
 	s = h.waitStatus(s.ID, lt.SessionIdle)
 	require.Equal(t, "all done", mustTurnOutput(t, h, s))
+}
+
+// waitChildApproval waits for the one sub-agent of parent to ask for an
+// approval, and returns it.
+func waitChildApproval(t *testing.T, h *harness, parent string) lt.Session {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if kids := children(t, h, parent); len(kids) == 1 && kids[0].Status == lt.SessionRequiresAction {
+			return kids[0]
+		}
+		require.True(t, time.Now().Before(deadline), "the sub-agent never asked for its approval")
+		time.Sleep(2 * time.Millisecond) // polling with a deadline
+	}
 }
 
 // TestSubagentCannotShadowTheParentsApprovers: a model spawning a child
@@ -283,15 +288,7 @@ func TestSubagentCannotShadowTheParentsApprovers(t *testing.T) {
 			s, err := h.eng.CreateSession(as(rootAdmin), &lt.CreateSessionRequest{AgentSpec: parent, Input: "go"})
 			require.NoError(t, err)
 
-			var kid lt.Session
-			for deadline := time.Now().Add(10 * time.Second); ; {
-				if kids := children(t, h, s.ID); len(kids) == 1 && kids[0].Status == lt.SessionRequiresAction {
-					kid = kids[0]
-					break
-				}
-				require.True(t, time.Now().Before(deadline), "the sub-agent never asked for its approval")
-				time.Sleep(2 * time.Millisecond) // polling with a deadline
-			}
+			kid := waitChildApproval(t, h, s.ID)
 			act := kid.RequiredActions[0]
 			require.Equal(t, "parent.deploy", act.Policy, "the parent's rule decides a tie")
 			require.Equal(t, approvers, act.Approvers)
