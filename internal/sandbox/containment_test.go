@@ -275,7 +275,9 @@ func TestWorkspaceQuotaFailsClosed(t *testing.T) {
 			// The next command still runs, and may remove what made the
 			// workspace unmeasurable.
 			res = run(t, ex, `rm -rf a g*; echo ok > small`)
-			require.Equal(t, 0, res.ExitCode, res.Stderr)
+			// The whole result: a failure here has been seen once, under
+			// heavy load, as a signal with no error (killed by what?).
+			require.Equal(t, 0, res.ExitCode, "%+v", res)
 			require.Empty(t, res.Error)
 		})
 	}
