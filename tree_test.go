@@ -78,6 +78,16 @@ func TestRuntimeSessionTree(t *testing.T) {
 	require.EqualError(t, err, "list tree actions: sessionID is empty")
 }
 
+// seenEvent reports whether evs holds an event of type typ of session.
+func seenEvent(evs []lt.TreeEvent, session, typ string) bool {
+	for _, ev := range evs {
+		if ev.SessionID == session && ev.Type == typ {
+			return true
+		}
+	}
+	return false
+}
+
 // TestRuntimeStreamTreeEvents: the merged stream of a tree's journals
 // holds the root's events and the sub-agent's, ends with ctx's error when
 // ctx ends (as the client's does), and resumes after a cursor it gave.
@@ -100,8 +110,12 @@ func TestRuntimeStreamTreeEvents(t *testing.T) {
 		}
 		require.NotEmpty(t, ev.Cursor)
 		got = append(got, ev)
-		if ev.SessionID == child && ev.Type == lt.EventActionRequired {
-			cancel() // the sub-agent's question: all that comes until a person answers
+		// The sub-agent's question and the root's record of the spawn:
+		// all that comes until a person answers. The two journals are
+		// written independently (the child can ask before the root's
+		// subagent.spawned is appended), so wait for both.
+		if seenEvent(got, child, lt.EventActionRequired) && seenEvent(got, root, lt.EventSubagentSpawned) {
+			cancel()
 		}
 	}
 	require.Len(t, errs, 1)
