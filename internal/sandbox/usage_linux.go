@@ -76,6 +76,12 @@ func (s *scanner) walk(fd int, depth int) error {
 	}
 	names, err := readNames(fd)
 	if err != nil {
+		if depth > 0 && errors.Is(err, unix.ENOENT) {
+			// Removed meanwhile: getdents on a directory deleted after
+			// it was opened. A command removing a tree (the way out of
+			// an unmeasurable workspace) must not be stopped for it.
+			return nil
+		}
 		return fmt.Errorf("read workspace directory: %w", err)
 	}
 	var firstErr error
