@@ -67,6 +67,10 @@ type Cache struct {
 	maxBlobs int
 	known    map[string]*list.Element // of string
 	knownLRU list.List
+	// roots holds, per workspace (absolute path), what the next Take may
+	// start from (incremental.go).
+	roots map[string]*rootState
+	clock uint64 // counts uses of roots, for dropping the oldest
 }
 
 type fileCacheKey struct {
@@ -86,6 +90,9 @@ type fileID struct {
 	dev, ino     uint64
 	size         int64
 	mtime, ctime int64 // nanoseconds since the epoch
+	// nlink tells a file that other names share: a write through one of
+	// them changes the others, which an incremental Take would not see.
+	nlink uint64
 }
 
 // NewCache returns an empty Cache for b. cfg may be nil.
@@ -116,6 +123,7 @@ func NewCache(b Blobs, cfg *CacheConfig) (*Cache, error) {
 		files:    make(map[fileCacheKey]*list.Element),
 		maxBlobs: c.MaxBlobs,
 		known:    make(map[string]*list.Element),
+		roots:    make(map[string]*rootState),
 	}, nil
 }
 

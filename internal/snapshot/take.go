@@ -71,6 +71,13 @@ type Options struct {
 	// previous Take and asking the store about blobs it knows are stored.
 	// It must have been made for the same Blobs.
 	Cache *Cache
+	// Incremental, with a Cache, lets Take start from the Cache's record
+	// of the previous Take of this workspace and read again only the
+	// paths told to Cache.NoteWrites since (incremental.go). The caller
+	// vouches that every other change of the workspace since was told too
+	// (Cache.BeginUnknownWrites, Cache.Forget); without it, Take walks the
+	// whole workspace.
+	Incremental bool
 }
 
 func (o *Options) validate(b Blobs) ([]string, error) {
@@ -82,6 +89,9 @@ func (o *Options) validate(b Blobs) ([]string, error) {
 	}
 	if o.Cache != nil && !o.Cache.belongsTo(b) {
 		return nil, errors.New("Cache was made for another Blobs")
+	}
+	if o.Incremental && o.Cache == nil {
+		return nil, errors.New("Incremental needs a Cache")
 	}
 	return cleanExcludes(o.Exclude)
 }
@@ -106,6 +116,9 @@ type Stats struct {
 	NewBytes int64 `json:"new_bytes,omitempty"`
 	// Written and WrittenBytes count the files Restore wrote; Removed the
 	// entries it removed because the snapshot does not have them.
+	// Incremental is true when Take started from the previous Take's
+	// record and read only the paths written since (Options.Incremental).
+	Incremental  bool  `json:"incremental,omitempty"`
 	Written      int   `json:"written,omitempty"`
 	WrittenBytes int64 `json:"written_bytes,omitempty"`
 	Removed      int   `json:"removed,omitempty"`
@@ -142,18 +155,50 @@ func Take(ctx context.Context, b Blobs, root string, opts Options) (string, Stat
 		ctx: ctx, b: b, rootPath: abs, opts: opts, excludes: excludes,
 		cache: opts.Cache, seen: make(map[string]bool),
 	}
-	if t.cache != nil {
-		t.start = t.cache.now()
-	}
 	defer func() {
 		if t.work != nil {
 			t.work.chunker.Reset(nil, chunkPolynomial) // drop the file
 			chunkWorkPool.Put(t.work)
 		}
 	}()
+	var base *rootRecord
+	var dirty []string
+	var gen uint64
+	if t.cache != nil {
+		t.start = t.cache.now()
+	}
+	if t.cache != nil && opts.Incremental {
+		// The workspace directory's identity is recorded: a record of a
+		// directory since replaced (removed and made again) is not used.
+		if fi, err := os.Lstat(abs); err == nil {
+			if id, ok := identify(fi); ok {
+				base, dirty, gen = t.cache.startTake(abs)
+				t.rec = &rootRecord{dev: id.dev, ino: id.ino, options: t.optionsKey(), dirs: make(map[string]*dirRecord)}
+			}
+		}
+	}
+	if base != nil {
+		id, err := t.incremental(r, base, dirty)
+		switch {
+		case err == nil:
+			t.rec.id = id
+			t.st.Incremental = true
+			t.cache.endTake(abs, t.rec, gen)
+			return id, t.st, nil
+		case t.ctx.Err() != nil:
+			return "", t.st, fmt.Errorf("snapshot: %w", t.ctx.Err())
+		}
+		// Walk instead; what was read and stored stays counted.
+		t.st = Stats{ReadBytes: t.st.ReadBytes, NewBlobs: t.st.NewBlobs, NewBytes: t.st.NewBytes}
+		t.rec.dirs = make(map[string]*dirRecord)
+	}
 	id, err := t.dir(r, ".", 0)
 	if err != nil {
 		return "", t.st, fmt.Errorf("snapshot: %w", err)
+	}
+	if t.rec != nil && !t.rec.broken {
+		t.rec.id = id
+		t.cache.endTake(abs, t.rec, gen)
 	}
 	return id, t.st, nil
 }
@@ -169,6 +214,12 @@ type taker struct {
 	seen     map[string]bool
 	work     *chunkWork // taken from chunkWorkPool when a file is read
 	st       Stats
+	// rec, with a Cache, records the trees for the next Take to start
+	// from (incremental.go).
+	rec *rootRecord
+	// fresh makes file read the file even if the Cache vouches for it: it
+	// was written.
+	fresh bool
 }
 
 // chunkWork is the memory chunking needs (4.5 MiB), pooled so that a Take
@@ -200,6 +251,7 @@ func (t *taker) dir(d *os.Root, rel string, depth int) (string, error) {
 	if err != nil {
 		return "", pathErr("list", rel, err)
 	}
+	before := t.st
 	tr := tree{V: formatVersion, Entries: make([]treeEntry, 0, len(names))}
 	if rel == "." {
 		tr.Exclude = t.excludes
@@ -261,6 +313,7 @@ func (t *taker) dir(d *os.Root, rel string, depth int) (string, error) {
 	if err := t.put(digest, data); err != nil {
 		return "", fmt.Errorf("store tree of %q: %w", rel, err)
 	}
+	t.recordDir(rel, &tr, digest, before)
 	return digest, nil
 }
 
@@ -291,7 +344,7 @@ func (t *taker) file(d *os.Root, name, rel string, fi fs.FileInfo, te *treeEntry
 		return false, err
 	}
 	te.Type, te.Mode = TypeFile, uint32(fi.Mode().Perm())
-	if t.cache != nil {
+	if t.cache != nil && !t.fresh {
 		if id, ok := identify(fi); ok {
 			if sha, chunks, hit := t.cache.file(t.rootPath, rel, id); hit {
 				te.Size, te.SHA256, te.Chunks = id.size, sha, chunks
