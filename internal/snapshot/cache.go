@@ -71,6 +71,7 @@ type Cache struct {
 	// start from (incremental.go).
 	roots map[string]*rootState
 	clock uint64 // counts uses of roots, for dropping the oldest
+	gens  uint64 // the last generation given (rootState.gen)
 }
 
 type fileCacheKey struct {

@@ -131,8 +131,16 @@ func (c *Cache) Forget(root string) {
 
 func (c *Cache) forgetLocked(s *rootState) {
 	s.rec = nil
-	s.gen++
+	s.gen = c.nextGen()
 	clear(s.dirty)
+}
+
+// nextGen returns a generation never given before: a state dropped and
+// made again never gives a Take in progress the generation it started
+// with; c.mu is held.
+func (c *Cache) nextGen() uint64 {
+	c.gens++
+	return c.gens
 }
 
 // state returns root's state, created if missing; c.mu is held.
@@ -159,7 +167,7 @@ func (c *Cache) startTake(root string) (rec *rootRecord, dirty []string, gen uin
 		dirty = append(dirty, p)
 	}
 	clear(s.dirty)
-	s.gen++
+	s.gen = c.nextGen()
 	if s.unknown > 0 {
 		rec = nil
 	}
