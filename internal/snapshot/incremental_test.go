@@ -177,24 +177,30 @@ func TestIncrementalFallsBackToTheWalk(t *testing.T) {
 		c.NoteWrites(ws, "link/a.txt")
 		requireWalked(t, requireSameAsWalk(t, b, c, ws, Options{}))
 	})
-	t.Run("through a symlinked file", func(t *testing.T) {
-		b, c, ws := setup(t)
-		require.NoError(t, os.Symlink("top.txt", filepath.Join(ws, "alias")))
-		c.NoteWrites(ws, "alias")
-		requireSameAsWalk(t, b, c, ws, Options{})
-		require.NoError(t, os.WriteFile(filepath.Join(ws, "alias"), []byte("via alias"), 0o644))
-		c.NoteWrites(ws, "alias")
-		requireWalked(t, requireSameAsWalk(t, b, c, ws, Options{}))
-	})
-	t.Run("hard link", func(t *testing.T) {
-		b, c, ws := setup(t)
-		require.NoError(t, os.Link(filepath.Join(ws, "top.txt"), filepath.Join(ws, "real/hard.txt")))
-		c.NoteWrites(ws, "real/hard.txt")
-		requireSameAsWalk(t, b, c, ws, Options{})
-		require.NoError(t, os.WriteFile(filepath.Join(ws, "top.txt"), []byte("both names"), 0o644))
-		c.NoteWrites(ws, "top.txt")
-		requireWalked(t, requireSameAsWalk(t, b, c, ws, Options{}))
-	})
+	// A second name for a file, then a write through the other one: the
+	// name written is told, the other changes too.
+	for _, c := range []struct {
+		name        string
+		link        func(ws string) error
+		linked      string // the new name
+		writeTo     string
+		toldWritten string
+	}{
+		{"through a symlinked file", func(ws string) error { return os.Symlink("top.txt", filepath.Join(ws, "alias")) }, "alias", "alias", "alias"},
+		{"hard link", func(ws string) error {
+			return os.Link(filepath.Join(ws, "top.txt"), filepath.Join(ws, "real/hard.txt"))
+		}, "real/hard.txt", "top.txt", "top.txt"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b, cache, ws := setup(t)
+			require.NoError(t, c.link(ws))
+			cache.NoteWrites(ws, c.linked)
+			requireSameAsWalk(t, b, cache, ws, Options{})
+			require.NoError(t, os.WriteFile(filepath.Join(ws, c.writeTo), []byte("through the other name"), 0o644))
+			cache.NoteWrites(ws, c.toldWritten)
+			requireWalked(t, requireSameAsWalk(t, b, cache, ws, Options{}))
+		})
+	}
 	t.Run("a file replaced by a directory", func(t *testing.T) {
 		b, c, ws := setup(t)
 		require.NoError(t, os.Remove(filepath.Join(ws, "top.txt")))

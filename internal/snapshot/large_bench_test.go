@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
 )
 
 // The large workspace of the benchmarks below stands for a real
@@ -52,17 +50,6 @@ func agedCache(b *testing.B, s Blobs) *Cache {
 	return cache
 }
 
-// openBenchStore opens a SQLite store, as the engine's, under TMPDIR.
-func openBenchStore(b *testing.B) *sqlite.Store {
-	b.Helper()
-	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "longhaul.db"), nil)
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = s.Close() })
-	require.NoError(b, s.Migrate(ctx))
-	return s
-}
-
 // BenchmarkFirstSnapshotLargeTree is the first checkpoint of a workspace
 // holding the large tree: every file read, chunked and stored in SQLite.
 func BenchmarkFirstSnapshotLargeTree(b *testing.B) {
@@ -74,7 +61,7 @@ func BenchmarkFirstSnapshotLargeTree(b *testing.B) {
 	ctx := context.Background()
 	for b.Loop() {
 		b.StopTimer()
-		s := openBenchStore(b)
+		s := openSQLiteBlobs(b)
 		cache, err := NewCache(s, nil)
 		require.NoError(b, err)
 		b.StartTimer()
@@ -109,7 +96,7 @@ func BenchmarkWriteFileStepSnapshot(b *testing.B) {
 			if c.large {
 				buildLargeTree(b, ws)
 			}
-			s := openBenchStore(b)
+			s := openSQLiteBlobs(b)
 			cache := agedCache(b, s)
 			ctx := context.Background()
 			opts := Options{Cache: cache, Incremental: c.incremental}
@@ -139,7 +126,7 @@ func BenchmarkShellStepSnapshot(b *testing.B) {
 	}
 	ws := b.TempDir()
 	buildLargeTree(b, ws)
-	s := openBenchStore(b)
+	s := openSQLiteBlobs(b)
 	cache := agedCache(b, s)
 	ctx := context.Background()
 	opts := Options{Cache: cache, Incremental: true}
