@@ -222,10 +222,14 @@ type taker struct {
 	fresh bool
 }
 
-// chunkWork is the memory chunking needs (4.5 MiB), pooled so that a Take
+// chunkWork is the memory chunking needs (4.5 MiB, 8.5 MiB once a file of
+// several chunks was read), pooled so that a Take
 // that reads nothing (every file cached) allocates none of it.
 type chunkWork struct {
-	buf     []byte
+	buf []byte
+	// next holds the chunks after the first (made for the first file
+	// of more than one chunk), while buf keeps the first.
+	next    []byte
 	chunker *chunker.Chunker
 }
 
@@ -423,20 +427,31 @@ func (t *taker) readChunks(rel string, f io.Reader) (int64, string, []Chunk, err
 	if max := t.opts.MaxFileBytes; max > 0 {
 		limit = max + 1 // one byte more tells a file that grew past it
 	}
-	whole := sha256.New()
-	src := io.TeeReader(io.LimitReader(f, limit), whole)
 	if t.work == nil {
 		t.work = chunkWorkPool.Get().(*chunkWork)
 	}
 	ch := t.work.chunker
-	ch.ResetWithBoundaries(src, chunkPolynomial, MinChunkSize, MaxChunkSize)
+	ch.ResetWithBoundaries(io.LimitReader(f, limit), chunkPolynomial, MinChunkSize, MaxChunkSize)
+	// Most files are one chunk, whose digest is the whole content's: the
+	// content is hashed once. The first chunk is kept (in buf) until a
+	// second one shows the file is longer, and only then hashed into whole
+	// with the rest (read into next).
+	whole := sha256.New()
+	var first []byte
 	var chunks []Chunk
 	var size int64
 	for {
 		if err := t.ctx.Err(); err != nil {
 			return 0, "", nil, err
 		}
-		c, err := ch.Next(t.work.buf)
+		buf := t.work.buf
+		if len(chunks) > 0 {
+			if t.work.next == nil {
+				t.work.next = make([]byte, MaxChunkSize)
+			}
+			buf = t.work.next
+		}
+		c, err := ch.Next(buf)
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -448,11 +463,26 @@ func (t *taker) readChunks(rel string, f io.Reader) (int64, string, []Chunk, err
 		if max := t.opts.MaxFileBytes; max > 0 && size > max {
 			return 0, "", nil, fmt.Errorf("file %q grew over the limit of %d bytes per file: %w", rel, max, ErrTooLarge)
 		}
+		if len(chunks) == 0 {
+			first = c.Data
+		} else {
+			if first != nil {
+				whole.Write(first)
+				first = nil
+			}
+			whole.Write(c.Data)
+		}
 		d := sha256Hex(c.Data)
 		if err := t.put(d, c.Data); err != nil {
 			return 0, "", nil, fmt.Errorf("store content of %q: %w", rel, err)
 		}
 		chunks = append(chunks, Chunk{SHA256: d, Size: int64(len(c.Data))})
+	}
+	switch len(chunks) {
+	case 0:
+		return 0, sha256Hex(nil), nil, nil
+	case 1:
+		return size, chunks[0].SHA256, chunks, nil
 	}
 	return size, hex.EncodeToString(whole.Sum(nil)), chunks, nil
 }
