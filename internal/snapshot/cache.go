@@ -26,7 +26,9 @@ const (
 type CacheConfig struct {
 	// MaxFiles bounds how many files' digests are remembered, least
 	// recently used first out (default DefaultCacheMaxFiles, about 200
-	// bytes each).
+	// bytes each), and separately the entries of the workspaces' records
+	// for incremental Takes (about 250 bytes each): a workspace of more
+	// entries is walked at every Take.
 	MaxFiles int
 	// MaxBlobs bounds how many blob digests are remembered as stored
 	// (default DefaultCacheMaxBlobs, about 100 bytes each).

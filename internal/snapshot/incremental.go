@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -34,8 +35,9 @@ import (
 // next Take walks, which is then about as cheap.
 const maxDirtyPaths = 4096
 
-// maxRootRecords bounds how many workspaces keep a record (a few hundred
-// bytes per file of each); the least recently used is dropped first.
+// maxRootRecords bounds how many workspaces keep a record; their entries
+// (a few hundred bytes each) are bounded by CacheConfig.MaxFiles too. The
+// least recently used is dropped first.
 const maxRootRecords = 64
 
 // errNotIncremental: the record cannot vouch for the workspace; the Take
@@ -67,6 +69,8 @@ type rootRecord struct {
 	// broken is set when a directory could not be recorded: the record
 	// is not kept.
 	broken bool
+	// entries counts the entries of all its trees, for the Cache's bound.
+	entries int
 }
 
 // dirRecord is one directory of a rootRecord.
@@ -183,11 +187,15 @@ func (c *Cache) endTake(root string, rec *rootRecord, gen uint64) {
 	if s == nil || s.gen != gen || s.unknown > 0 {
 		return
 	}
+	rec.entries = 0
+	for _, d := range rec.dirs {
+		rec.entries += len(d.tree.Entries)
+	}
 	s.rec = rec
-	// Bound the records kept, least recently used out.
-	var n int
-	var oldest *rootState
-	var oldestKey string
+	// Bound the records kept, by their entries like the files' digests
+	// (MaxFiles) and by their number, least recently used out.
+	var kept []*rootState
+	total := 0
 	for k, o := range c.roots {
 		if o.rec == nil {
 			if o.unknown == 0 && len(o.dirty) == 0 && o != s {
@@ -195,16 +203,18 @@ func (c *Cache) endTake(root string, rec *rootRecord, gen uint64) {
 			}
 			continue
 		}
-		n++
-		if oldest == nil || o.used < oldest.used {
-			oldest, oldestKey = o, k
-		}
+		kept = append(kept, o)
+		total += o.rec.entries
 	}
-	if n > maxRootRecords && oldest != nil {
-		c.forgetLocked(oldest)
-		if oldest.unknown == 0 {
-			delete(c.roots, oldestKey)
+	slices.SortFunc(kept, func(a, b *rootState) int { return cmp.Compare(a.used, b.used) })
+	n := len(kept)
+	for _, o := range kept {
+		if total <= c.maxFiles && n <= maxRootRecords {
+			break
 		}
+		total -= o.rec.entries
+		n--
+		c.forgetLocked(o)
 	}
 }
 

@@ -267,6 +267,42 @@ func TestOverlappingTakesKeepNoStaleRecord(t *testing.T) {
 	require.True(t, c.roots[key].dirty["a.txt"], "a write noted during a Take stays for the next")
 }
 
+// TestRecordsAreBounded: the records' entries count against MaxFiles, the
+// least recently used record out first, and one over it alone is not kept.
+func TestRecordsAreBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newMemBlobs()
+	c, err := NewCache(b, &CacheConfig{MaxFiles: 10, Now: func() time.Time { return farFuture }})
+	require.NoError(t, err)
+	take := func(ws string) Stats {
+		t.Helper()
+		_, st, err := Take(ctx, b, ws, Options{Cache: c, Incremental: true})
+		require.NoError(t, err)
+		return st
+	}
+	spaces := make([]string, 4)
+	for i := range spaces {
+		spaces[i] = t.TempDir()
+		files := 5
+		if i == 3 {
+			files = 11
+		}
+		for j := range files {
+			writeFile(t, spaces[i], fmt.Sprintf("f%d", j), []byte("x"), 0o644)
+		}
+	}
+	take(spaces[0])
+	take(spaces[1])
+	require.True(t, take(spaces[0]).Incremental, "two records of 5 entries fit")
+	take(spaces[2]) // 15 entries: the least recently used, spaces[1], goes
+	require.True(t, take(spaces[2]).Incremental)
+	require.True(t, take(spaces[0]).Incremental)
+	require.False(t, take(spaces[1]).Incremental)
+	take(spaces[3])
+	require.False(t, take(spaces[3]).Incremental, "over the bound alone: not kept")
+}
+
 func TestIncrementalNeedsACache(t *testing.T) {
 	t.Parallel()
 	_, _, err := Take(context.Background(), newMemBlobs(), t.TempDir(), Options{Incremental: true})
