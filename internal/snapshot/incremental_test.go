@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -307,4 +308,64 @@ func TestIncrementalNeedsACache(t *testing.T) {
 	t.Parallel()
 	_, _, err := Take(context.Background(), newMemBlobs(), t.TempDir(), Options{Incremental: true})
 	require.ErrorContains(t, err, "Incremental needs a Cache")
+}
+
+// TestIncrementalUnderConcurrentWriters runs Takes while writers (as
+// sub-agents sharing a workspace would) write told paths and a shell-like
+// writer writes untold ones inside BeginUnknownWrites: once they are all
+// done, an incremental Take must be the walk's.
+func TestIncrementalUnderConcurrentWriters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newMemBlobs()
+	c, err := NewCache(b, nil) // the real clock: recent files are not cached
+	require.NoError(t, err)
+	ws := t.TempDir()
+	for i := range 50 {
+		writeFile(t, ws, fmt.Sprintf("d%d/f%d", i%5, i), []byte("start"), 0o644)
+	}
+	inc := Options{Cache: c, Incremental: true}
+	_, _, err = Take(ctx, b, ws, inc)
+	require.NoError(t, err)
+
+	writers := make(chan struct{})
+	var done sync.WaitGroup
+	for w := range 3 {
+		done.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 18))
+			for k := range 60 {
+				p := fmt.Sprintf("d%d/f%d", rng.IntN(6), rng.IntN(60))
+				c.NoteWrites(ws, p)
+				writeFile(t, ws, p, []byte(fmt.Sprintf("writer %d write %d", w, k)), 0o644)
+				c.NoteWrites(ws, p)
+			}
+		})
+	}
+	done.Go(func() {
+		for k := range 10 {
+			end := c.BeginUnknownWrites(ws)
+			writeFile(t, ws, fmt.Sprintf("shell/out%d", k%3), []byte(fmt.Sprintf("shell %d", k)), 0o644)
+			end()
+		}
+	})
+	var takers sync.WaitGroup
+	for range 2 {
+		takers.Go(func() {
+			for {
+				select {
+				case <-writers:
+					return
+				default:
+				}
+				if _, _, err := Take(ctx, b, ws, inc); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	done.Wait()
+	close(writers)
+	takers.Wait()
+	requireSameAsWalk(t, b, c, ws, Options{})
 }
