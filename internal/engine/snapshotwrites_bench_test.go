@@ -40,7 +40,7 @@ func BenchmarkWriteFileStep(b *testing.B) {
 				b.Skip("no GOROOT/src to copy")
 			}
 			steps := max(b.N, 2) + 1
-			eng := startBenchEngine(b)
+			eng, workspaces := startBenchEngine(b)
 			ctx := context.Background()
 			var script strings.Builder
 			script.WriteString(`[{"tool_calls":[{"name":"lookup","arguments":{}}]}`)
@@ -57,7 +57,7 @@ func BenchmarkWriteFileStep(b *testing.B) {
 			s = waitBenchStatus(b, eng, s.ID, lt.SessionRequiresAction)
 			if large {
 				// The workspace exists once the session has run a step.
-				ws := filepath.Join(benchWorkspaces(b), s.ID)
+				ws := filepath.Join(workspaces, s.ID)
 				require.NoError(b, os.MkdirAll(ws, 0o700))
 				require.NoError(b, os.CopyFS(filepath.Join(ws, "goroot"), os.DirFS(src)))
 			}
@@ -82,23 +82,19 @@ func BenchmarkWriteFileStep(b *testing.B) {
 	}
 }
 
-// benchWorkspaceRoot is where startBenchEngine puts the workspaces of b.
-var benchWorkspaceRoot = map[string]string{}
-
-func benchWorkspaces(b *testing.B) string { return benchWorkspaceRoot[b.Name()] }
-
 // startBenchEngine starts an engine on a SQLite store under TMPDIR with the
-// scripted model and the real clock.
-func startBenchEngine(b *testing.B) *engine.Engine {
+// scripted model and the real clock, and returns it with the directory of
+// its workspaces.
+func startBenchEngine(b *testing.B) (*engine.Engine, string) {
 	b.Helper()
 	dir := b.TempDir()
 	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "longhaul.db"), nil)
 	require.NoError(b, err)
 	b.Cleanup(func() { st.Close() })
 	require.NoError(b, st.Migrate(context.Background()))
-	benchWorkspaceRoot[b.Name()] = filepath.Join(dir, "workspaces")
+	workspaces := filepath.Join(dir, "workspaces")
 	eng, err := engine.New(st, &engine.Config{
-		WorkspaceRoot: benchWorkspaceRoot[b.Name()], NodeID: "node-a",
+		WorkspaceRoot: workspaces, NodeID: "node-a",
 		Providers:    map[string]model.Provider{"scripted": scripted.New(nil)},
 		PollInterval: 10 * time.Millisecond,
 	})
@@ -109,7 +105,7 @@ func startBenchEngine(b *testing.B) *engine.Engine {
 		defer cancel()
 		_ = eng.Stop(ctx)
 	})
-	return eng
+	return eng, workspaces
 }
 
 // waitBenchStatus polls, with a deadline, until session id has a status of
