@@ -183,14 +183,16 @@ func Take(ctx context.Context, b Blobs, root string, opts Options) (string, Stat
 		case err == nil:
 			t.rec.id = id
 			t.st.Incremental = true
-			t.cache.endTake(abs, t.rec, gen)
+			if !t.rec.broken {
+				t.cache.endTake(abs, t.rec, gen)
+			}
 			return id, t.st, nil
 		case t.ctx.Err() != nil:
 			return "", t.st, fmt.Errorf("snapshot: %w", t.ctx.Err())
 		}
 		// Walk instead; what was read and stored stays counted.
 		t.st = Stats{ReadBytes: t.st.ReadBytes, NewBlobs: t.st.NewBlobs, NewBytes: t.st.NewBytes}
-		t.rec.dirs = make(map[string]*dirRecord)
+		t.rec.dirs, t.rec.broken = make(map[string]*dirRecord), false
 	}
 	id, err := t.dir(r, ".", 0)
 	if err != nil {
