@@ -50,7 +50,9 @@ func (r *runner) checkpoint(ctx context.Context, kind, name, summary, next strin
 		ID: derivedID("ckpt_", sid, seq), SessionID: sid, TurnID: turnID, Step: step, Kind: kind, Name: name,
 		Summary: summary, NextAction: next, EventSeq: seq, Artifacts: r.artifactIDs(), CreatedAt: r.e.clock.Now(),
 	}
-	id, stats, err := snapshot.Take(ctx, r.e.store, r.ws, snapshot.Options{MaxFileBytes: maxSnapshotFileBytes, MaxTotalBytes: maxSnapshotTotalBytes, Cache: r.e.snapshots})
+	id, stats, err := snapshot.Take(ctx, r.e.store, r.ws, snapshot.Options{
+		MaxFileBytes: maxSnapshotFileBytes, MaxTotalBytes: maxSnapshotTotalBytes, Cache: r.e.snapshots, Incremental: true, // snapshotwrites.go
+	})
 	switch {
 	case err == nil:
 		c.Snapshot, c.Files, c.Bytes = id, stats.Files, stats.Bytes
@@ -170,7 +172,7 @@ func (r *runner) restoreWorkspace(ctx context.Context) error {
 	snap := r.st.LastSnapshot
 	if stale && snap == "" {
 		// Nothing to converge on: start from an empty directory.
-		if err := r.e.spaces.Remove(r.st.WorkspaceID()); err != nil {
+		if err := r.e.removeWorkspace(r.st.WorkspaceID()); err != nil {
 			return err
 		}
 	}
@@ -195,7 +197,7 @@ func (r *runner) restoreWorkspace(ctx context.Context) error {
 		return r.add(lt.EventEnvironmentRestored, turnID, step, d)
 	}
 	d := lt.EnvironmentRestoredData{}
-	stats, err := snapshot.Restore(ctx, r.e.store, snap, ws)
+	stats, err := r.e.restoreSnapshot(ctx, snap, ws)
 	if err != nil {
 		return fmt.Errorf("restore workspace from snapshot %s: %w", snap, err)
 	}
@@ -282,7 +284,9 @@ func (r *runner) replayStep(ctx context.Context) (replayed, missing []string) {
 		if env := r.env; env != nil {
 			call.Exec, call.Network, call.Secrets = env.exec, env.network, env.secrets
 		}
+		done := r.e.trackCall(r.ws, t, c.Arguments)
 		res, err := t.Run(ctx, call)
+		done()
 		if err != nil || res == nil || res.Error != "" {
 			missing = append(missing, label)
 			continue

@@ -112,7 +112,9 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 		call.Exec, call.Network, call.Secrets, call.OnNetwork = env.exec, env.network, env.secrets, env.observe
 	}
 	callCtx, release := r.callContext(ctx, true)
+	done := r.e.trackCall(r.ws, t, c.Arguments)
 	res, runErr := t.Run(callCtx, call)
+	done()
 	release()
 	if ctx.Err() != nil {
 		// Lease lost or hard stop: the outcome is unknown, and the ledger

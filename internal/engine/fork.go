@@ -10,7 +10,6 @@ import (
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/journal"
-	"github.com/longhaul-dev/longhaul/internal/snapshot"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -126,8 +125,8 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 		if err != nil {
 			return nil, fmt.Errorf("fork workspace: %w", err)
 		}
-		if _, err := snapshot.Restore(ctx, e.store, cp.Snapshot, ws); err != nil {
-			_ = e.spaces.Remove(forkID)
+		if _, err := e.restoreSnapshot(ctx, cp.Snapshot, ws); err != nil {
+			_ = e.removeWorkspace(forkID)
 			return nil, fmt.Errorf("restore the checkpoint's workspace: %w", err)
 		}
 	}
@@ -143,7 +142,7 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 		Events: p.Events, Docs: p.Docs, Blobs: p.Blobs,
 	})
 	if err != nil {
-		_ = e.spaces.Remove(forkID)
+		_ = e.removeWorkspace(forkID)
 		return nil, err
 	}
 	v := st.View()

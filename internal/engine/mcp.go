@@ -307,6 +307,9 @@ func (r *runner) runMCP(ctx context.Context, c *journal.Call) error {
 	// cut by them is in doubt, not failed.
 	start := r.e.clock.Now()
 	callCtx, release := r.callContext(ctx, true)
+	// An MCP server may write anywhere in the workspace.
+	done := r.e.snapshots.BeginUnknownWrites(r.ws)
+	defer done()
 	res := r.env.mcp.Call(callCtx, &mcp.CallRequest{
 		Server: t.server, Tool: t.Tool, Arguments: c.Arguments, IdempotencyKey: key, Timeout: r.tools.timeout(c.Tool),
 	})

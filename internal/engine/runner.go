@@ -63,6 +63,9 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 	// Not created here: a workspace that is gone is noticed (and restored
 	// from the last snapshot) before the next tool runs.
 	r.ws = e.spaces.Path(st.WorkspaceID()) // a sub-agent works in its root's
+	// Since no runner held the session, the workspace may have changed
+	// unseen: its first checkpoint walks it (snapshotwrites.go).
+	e.snapshots.Forget(r.ws)
 	r.tx = newTranscript(&r.spec)
 	r.mcp = newMCPTools()
 	r.tools = newToolCatalog(e.tools, &r.spec)

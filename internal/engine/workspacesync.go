@@ -10,7 +10,6 @@ import (
 	"sync"
 
 	"github.com/longhaul-dev/longhaul/internal/journal"
-	"github.com/longhaul-dev/longhaul/internal/snapshot"
 	"github.com/longhaul-dev/longhaul/internal/workspace"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -206,7 +205,7 @@ func (e *Engine) syncWorkspace(ctx context.Context, st *journal.State) (string, 
 		return ws, nil
 	}
 	if st.LastSnapshot == "" {
-		if err := e.spaces.Remove(wsID); err != nil {
+		if err := e.removeWorkspace(wsID); err != nil {
 			return "", err
 		}
 	}
@@ -215,7 +214,7 @@ func (e *Engine) syncWorkspace(ctx context.Context, st *journal.State) (string, 
 		return "", fmt.Errorf("create workspace: %w", err)
 	}
 	if snap := st.LastSnapshot; snap != "" {
-		if _, err := snapshot.Restore(ctx, e.store, snap, ws); err != nil {
+		if _, err := e.restoreSnapshot(ctx, snap, ws); err != nil {
 			return "", fmt.Errorf("restore workspace from snapshot %s: %w", snap, err)
 		}
 		if err := e.spaces.RecordSnapshot(wsID, st.Session.ID, snap); err != nil {
@@ -243,7 +242,10 @@ func (e *Engine) applyPersonChanges(ctx context.Context, st *journal.State, ws s
 	defer d.Close()
 	var failed []string
 	for _, c := range changes {
-		if err := applyPersonChange(ctx, e, d, c); err != nil {
+		done := e.trackWrites(ws, c.Path)
+		err := applyPersonChange(ctx, e, d, c)
+		done()
+		if err != nil {
 			failed = append(failed, fmt.Sprintf("%s %q: %v", c.Op, c.Path, err))
 			continue
 		}

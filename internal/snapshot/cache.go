@@ -26,7 +26,9 @@ const (
 type CacheConfig struct {
 	// MaxFiles bounds how many files' digests are remembered, least
 	// recently used first out (default DefaultCacheMaxFiles, about 200
-	// bytes each).
+	// bytes each), and separately the entries of the workspaces' records
+	// for incremental Takes (about 250 bytes each): a workspace of more
+	// entries is walked at every Take.
 	MaxFiles int
 	// MaxBlobs bounds how many blob digests are remembered as stored
 	// (default DefaultCacheMaxBlobs, about 100 bytes each).
@@ -67,6 +69,11 @@ type Cache struct {
 	maxBlobs int
 	known    map[string]*list.Element // of string
 	knownLRU list.List
+	// roots holds, per workspace (absolute path), what the next Take may
+	// start from (incremental.go).
+	roots map[string]*rootState
+	clock uint64 // counts uses of roots, for dropping the oldest
+	gens  uint64 // the last generation given (rootState.gen)
 }
 
 type fileCacheKey struct {
@@ -86,6 +93,9 @@ type fileID struct {
 	dev, ino     uint64
 	size         int64
 	mtime, ctime int64 // nanoseconds since the epoch
+	// nlink tells a file that other names share: a write through one of
+	// them changes the others, which an incremental Take would not see.
+	nlink uint64
 }
 
 // NewCache returns an empty Cache for b. cfg may be nil.
@@ -116,6 +126,7 @@ func NewCache(b Blobs, cfg *CacheConfig) (*Cache, error) {
 		files:    make(map[fileCacheKey]*list.Element),
 		maxBlobs: c.MaxBlobs,
 		known:    make(map[string]*list.Element),
+		roots:    make(map[string]*rootState),
 	}, nil
 }
 

@@ -223,14 +223,23 @@ func TestCacheIsBounded(t *testing.T) {
 	require.Positive(t, st.ReadBytes)
 }
 
+// openSQLiteBlobs opens a SQLite store, as the engine's, under the test's
+// temporary directory.
+func openSQLiteBlobs(tb testing.TB) *sqlite.Store {
+	tb.Helper()
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(tb.TempDir(), "longhaul.db"), nil)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = s.Close() })
+	require.NoError(tb, s.Migrate(ctx))
+	return s
+}
+
 // TestWithSQLiteStore runs checkpoints against the real store.
 func TestWithSQLiteStore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "longhaul.db"), nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	require.NoError(t, s.Migrate(ctx))
+	s := openSQLiteBlobs(t)
 
 	ws := t.TempDir()
 	buildWorkspace(t, ws)

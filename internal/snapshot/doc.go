@@ -41,6 +41,20 @@
 // skip re-reading files whose inode, size and times are unchanged and
 // re-asking about blobs it knows are stored.
 //
+// # Incremental snapshots
+//
+// With Options.Incremental, a Take also leaves in the Cache a record of
+// every directory's tree, and the next Take of the workspace starts from
+// it: told the paths written since (Cache.NoteWrites), it reads those and
+// re-encodes the directories on the way to them only, so a checkpoint
+// after a write_file costs the same in an empty workspace and in one of a
+// hundred thousand files. A writer of unknown paths
+// (Cache.BeginUnknownWrites), a restore (Cache.Forget), anything unusual on
+// a written path (a symlink, a hard link, a special file), other options,
+// or a Take overlapping another, make the next Take walk the workspace as
+// before; the record is in memory only, so after a restart or on another
+// node the first Take walks (incremental.go).
+//
 // # Safety
 //
 //   - Take and Restore reach the workspace only through an os.Root, so no

@@ -20,5 +20,6 @@ func identify(fi fs.FileInfo) (fileID, bool) {
 		size:  st.Size,
 		mtime: st.Mtimespec.Nano(),
 		ctime: st.Ctimespec.Nano(),
+		nlink: uint64(st.Nlink),
 	}, true
 }

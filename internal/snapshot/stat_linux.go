@@ -20,5 +20,6 @@ func identify(fi fs.FileInfo) (fileID, bool) {
 		size:  st.Size,
 		mtime: st.Mtim.Nano(),
 		ctime: st.Ctim.Nano(),
+		nlink: uint64(st.Nlink),
 	}, true
 }

@@ -71,6 +71,13 @@ type Options struct {
 	// previous Take and asking the store about blobs it knows are stored.
 	// It must have been made for the same Blobs.
 	Cache *Cache
+	// Incremental, with a Cache, lets Take start from the Cache's record
+	// of the previous Take of this workspace and read again only the
+	// paths told to Cache.NoteWrites since (incremental.go). The caller
+	// vouches that every other change of the workspace since was told too
+	// (Cache.BeginUnknownWrites, Cache.Forget); without it, Take walks the
+	// whole workspace.
+	Incremental bool
 }
 
 func (o *Options) validate(b Blobs) ([]string, error) {
@@ -82,6 +89,9 @@ func (o *Options) validate(b Blobs) ([]string, error) {
 	}
 	if o.Cache != nil && !o.Cache.belongsTo(b) {
 		return nil, errors.New("Cache was made for another Blobs")
+	}
+	if o.Incremental && o.Cache == nil {
+		return nil, errors.New("Incremental needs a Cache")
 	}
 	return cleanExcludes(o.Exclude)
 }
@@ -106,6 +116,9 @@ type Stats struct {
 	NewBytes int64 `json:"new_bytes,omitempty"`
 	// Written and WrittenBytes count the files Restore wrote; Removed the
 	// entries it removed because the snapshot does not have them.
+	// Incremental is true when Take started from the previous Take's
+	// record and read only the paths written since (Options.Incremental).
+	Incremental  bool  `json:"incremental,omitempty"`
 	Written      int   `json:"written,omitempty"`
 	WrittenBytes int64 `json:"written_bytes,omitempty"`
 	Removed      int   `json:"removed,omitempty"`
@@ -142,18 +155,52 @@ func Take(ctx context.Context, b Blobs, root string, opts Options) (string, Stat
 		ctx: ctx, b: b, rootPath: abs, opts: opts, excludes: excludes,
 		cache: opts.Cache, seen: make(map[string]bool),
 	}
-	if t.cache != nil {
-		t.start = t.cache.now()
-	}
 	defer func() {
 		if t.work != nil {
 			t.work.chunker.Reset(nil, chunkPolynomial) // drop the file
 			chunkWorkPool.Put(t.work)
 		}
 	}()
+	var base *rootRecord
+	var dirty []string
+	var gen uint64
+	if t.cache != nil {
+		t.start = t.cache.now()
+	}
+	if t.cache != nil && opts.Incremental {
+		// The workspace directory's identity is recorded: a record of a
+		// directory since replaced (removed and made again) is not used.
+		if fi, err := os.Lstat(abs); err == nil {
+			if id, ok := identify(fi); ok {
+				base, dirty, gen = t.cache.startTake(abs)
+				t.rec = &rootRecord{dev: id.dev, ino: id.ino, options: t.optionsKey(), dirs: make(map[string]*dirRecord)}
+			}
+		}
+	}
+	if base != nil {
+		id, err := t.incremental(r, base, dirty)
+		switch {
+		case err == nil:
+			t.rec.id = id
+			t.st.Incremental = true
+			if !t.rec.broken {
+				t.cache.endTake(abs, t.rec, gen)
+			}
+			return id, t.st, nil
+		case t.ctx.Err() != nil:
+			return "", t.st, fmt.Errorf("snapshot: %w", t.ctx.Err())
+		}
+		// Walk instead; what was read and stored stays counted.
+		t.st = Stats{ReadBytes: t.st.ReadBytes, NewBlobs: t.st.NewBlobs, NewBytes: t.st.NewBytes}
+		t.rec.dirs, t.rec.broken = make(map[string]*dirRecord), false
+	}
 	id, err := t.dir(r, ".", 0)
 	if err != nil {
 		return "", t.st, fmt.Errorf("snapshot: %w", err)
+	}
+	if t.rec != nil && !t.rec.broken {
+		t.rec.id = id
+		t.cache.endTake(abs, t.rec, gen)
 	}
 	return id, t.st, nil
 }
@@ -169,12 +216,22 @@ type taker struct {
 	seen     map[string]bool
 	work     *chunkWork // taken from chunkWorkPool when a file is read
 	st       Stats
+	// rec, with a Cache, records the trees for the next Take to start
+	// from (incremental.go).
+	rec *rootRecord
+	// fresh makes file read the file even if the Cache vouches for it: it
+	// was written.
+	fresh bool
 }
 
-// chunkWork is the memory chunking needs (4.5 MiB), pooled so that a Take
+// chunkWork is the memory chunking needs (4.5 MiB, 8.5 MiB once a file of
+// several chunks was read), pooled so that a Take
 // that reads nothing (every file cached) allocates none of it.
 type chunkWork struct {
-	buf     []byte
+	buf []byte
+	// next holds the chunks after the first (made for the first file
+	// of more than one chunk), while buf keeps the first.
+	next    []byte
 	chunker *chunker.Chunker
 }
 
@@ -200,6 +257,7 @@ func (t *taker) dir(d *os.Root, rel string, depth int) (string, error) {
 	if err != nil {
 		return "", pathErr("list", rel, err)
 	}
+	before := t.st
 	tr := tree{V: formatVersion, Entries: make([]treeEntry, 0, len(names))}
 	if rel == "." {
 		tr.Exclude = t.excludes
@@ -261,6 +319,7 @@ func (t *taker) dir(d *os.Root, rel string, depth int) (string, error) {
 	if err := t.put(digest, data); err != nil {
 		return "", fmt.Errorf("store tree of %q: %w", rel, err)
 	}
+	t.recordDir(rel, &tr, digest, before)
 	return digest, nil
 }
 
@@ -291,7 +350,7 @@ func (t *taker) file(d *os.Root, name, rel string, fi fs.FileInfo, te *treeEntry
 		return false, err
 	}
 	te.Type, te.Mode = TypeFile, uint32(fi.Mode().Perm())
-	if t.cache != nil {
+	if t.cache != nil && !t.fresh {
 		if id, ok := identify(fi); ok {
 			if sha, chunks, hit := t.cache.file(t.rootPath, rel, id); hit {
 				te.Size, te.SHA256, te.Chunks = id.size, sha, chunks
@@ -370,20 +429,31 @@ func (t *taker) readChunks(rel string, f io.Reader) (int64, string, []Chunk, err
 	if max := t.opts.MaxFileBytes; max > 0 {
 		limit = max + 1 // one byte more tells a file that grew past it
 	}
-	whole := sha256.New()
-	src := io.TeeReader(io.LimitReader(f, limit), whole)
 	if t.work == nil {
 		t.work = chunkWorkPool.Get().(*chunkWork)
 	}
 	ch := t.work.chunker
-	ch.ResetWithBoundaries(src, chunkPolynomial, MinChunkSize, MaxChunkSize)
+	ch.ResetWithBoundaries(io.LimitReader(f, limit), chunkPolynomial, MinChunkSize, MaxChunkSize)
+	// Most files are one chunk, whose digest is the whole content's: the
+	// content is hashed once. The first chunk is kept (in buf) until a
+	// second one shows the file is longer, and only then hashed into whole
+	// with the rest (read into next).
+	whole := sha256.New()
+	var first []byte
 	var chunks []Chunk
 	var size int64
 	for {
 		if err := t.ctx.Err(); err != nil {
 			return 0, "", nil, err
 		}
-		c, err := ch.Next(t.work.buf)
+		buf := t.work.buf
+		if len(chunks) > 0 {
+			if t.work.next == nil {
+				t.work.next = make([]byte, MaxChunkSize)
+			}
+			buf = t.work.next
+		}
+		c, err := ch.Next(buf)
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -395,11 +465,26 @@ func (t *taker) readChunks(rel string, f io.Reader) (int64, string, []Chunk, err
 		if max := t.opts.MaxFileBytes; max > 0 && size > max {
 			return 0, "", nil, fmt.Errorf("file %q grew over the limit of %d bytes per file: %w", rel, max, ErrTooLarge)
 		}
+		if len(chunks) == 0 {
+			first = c.Data
+		} else {
+			if first != nil {
+				whole.Write(first)
+				first = nil
+			}
+			whole.Write(c.Data)
+		}
 		d := sha256Hex(c.Data)
 		if err := t.put(d, c.Data); err != nil {
 			return 0, "", nil, fmt.Errorf("store content of %q: %w", rel, err)
 		}
 		chunks = append(chunks, Chunk{SHA256: d, Size: int64(len(c.Data))})
+	}
+	switch len(chunks) {
+	case 0:
+		return 0, sha256Hex(nil), nil, nil
+	case 1:
+		return size, chunks[0].SHA256, chunks, nil
 	}
 	return size, hex.EncodeToString(whole.Sum(nil)), chunks, nil
 }

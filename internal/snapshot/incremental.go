@@ -1,0 +1,473 @@
+package snapshot
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Incremental snapshots.
+//
+// A Take with a Cache leaves, per workspace, a record of what it found:
+// every directory's tree with its digest and the counts below it. When the
+// only writes to the workspace since were told to the Cache (NoteWrites:
+// write_file, edit_file, a person's upload), the next Take starts from that
+// record and looks at the written paths and their parent directories only:
+// its cost is that of the change, whatever the size of the workspace.
+//
+// Anything else makes the next Take walk the whole workspace (still
+// skipping the files the stat cache vouches for): a writer the Cache was
+// not told about (BeginUnknownWrites: a shell command), a restore (Forget),
+// a record from another Take that overlapped, a workspace directory that
+// was replaced, other options, or anything unusual on a written path (a
+// symlink on it, a file with other names, a special file). The record lives
+// in this process's memory only, so after a crash, or on another node, the
+// first Take walks.
+
+// maxDirtyPaths is how many written paths a record follows; past it the
+// next Take walks, which is then about as cheap.
+const maxDirtyPaths = 4096
+
+// maxRootRecords bounds how many workspaces keep a record; their entries
+// (a few hundred bytes each) are bounded by CacheConfig.MaxFiles too. The
+// least recently used is dropped first.
+const maxRootRecords = 64
+
+// errNotIncremental: the record cannot vouch for the workspace; the Take
+// walks instead.
+var errNotIncremental = errors.New("the previous snapshot's record does not apply")
+
+// rootState is what the Cache knows of one workspace.
+type rootState struct {
+	rec *rootRecord // nil: the next Take walks
+	// dirty lists the paths written since rec was taken.
+	dirty map[string]bool
+	// unknown counts the writers in progress whose writes are unknown;
+	// while there is one, no record is kept.
+	unknown int
+	// gen changes whenever a record could go stale (a Take starts, a
+	// writer of unknown paths starts or ends, a restore): a Take keeps its
+	// record only if gen is still the one it started with.
+	gen  uint64
+	used uint64 // for dropping the least recently used record
+}
+
+// rootRecord is the result of a Take, per directory.
+type rootRecord struct {
+	id      string // the snapshot
+	dev     uint64 // of the workspace directory: a replaced one is walked
+	ino     uint64
+	options string // the options that shaped it
+	dirs    map[string]*dirRecord
+	// broken is set when a directory could not be recorded: the record
+	// is not kept.
+	broken bool
+	// entries counts the entries of all its trees, for the Cache's bound.
+	entries int
+}
+
+// dirRecord is one directory of a rootRecord.
+type dirRecord struct {
+	tree   tree
+	digest string
+	// below counts the files, directories, symlinks, bytes and skipped
+	// special files under the directory (not the directory itself).
+	below Stats
+	// skipped counts its own entries that were skipped: one of them may be
+	// a written path, whose old state is then unknown.
+	skipped int
+}
+
+// NoteWrites tells the Cache that paths (workspace-relative, "/"-separated,
+// clean) of the workspace root are being, or were, written: the next
+// incremental Take reads them again. Call it before the write and again
+// after, so that a Take that ran in between does not hide the write. An
+// unclean path makes the next Take walk.
+func (c *Cache) NoteWrites(root string, paths ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.roots[rootKey(root)]
+	if s == nil {
+		return // no record, and no Take in progress that would leave one
+	}
+	for _, p := range paths {
+		if p == "." || p == "" || path.Clean(p) != p || strings.HasPrefix(p, "../") || p == ".." || path.IsAbs(p) || len(s.dirty) >= maxDirtyPaths {
+			c.forgetLocked(s)
+			return
+		}
+		s.dirty[p] = true
+	}
+}
+
+// BeginUnknownWrites tells the Cache that something may now write anywhere
+// in the workspace root (a shell command): until end is called, and for the
+// next Take after, Take walks the workspace.
+func (c *Cache) BeginUnknownWrites(root string) (end func()) {
+	key := rootKey(root)
+	c.mu.Lock()
+	s := c.state(key)
+	s.unknown++
+	c.forgetLocked(s)
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		s.unknown--
+		c.forgetLocked(s)
+	}
+}
+
+// Forget makes the next Take of root walk the workspace: call it when the
+// workspace is changed other than by the writes told by NoteWrites (a
+// restore, a fork into it, a removal).
+func (c *Cache) Forget(root string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.forgetLocked(c.state(rootKey(root)))
+}
+
+func (c *Cache) forgetLocked(s *rootState) {
+	s.rec = nil
+	s.gen = c.nextGen()
+	clear(s.dirty)
+}
+
+// nextGen returns a generation never given before: a state dropped and
+// made again never gives a Take in progress the generation it started
+// with; c.mu is held.
+func (c *Cache) nextGen() uint64 {
+	c.gens++
+	return c.gens
+}
+
+// state returns root's state, created if missing; c.mu is held.
+func (c *Cache) state(key string) *rootState {
+	s := c.roots[key]
+	if s == nil {
+		s = &rootState{dirty: make(map[string]bool)}
+		c.roots[key] = s
+	}
+	c.clock++
+	s.used = c.clock
+	return s
+}
+
+// startTake takes root's record out (a Take overlapping this one walks)
+// with the paths written since, and returns the generation that the Take's
+// own record must find to be kept. rec is nil when the Take must walk.
+func (c *Cache) startTake(root string) (rec *rootRecord, dirty []string, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.state(root)
+	rec, s.rec = s.rec, nil
+	for p := range s.dirty {
+		dirty = append(dirty, p)
+	}
+	clear(s.dirty)
+	s.gen = c.nextGen()
+	if s.unknown > 0 {
+		rec = nil
+	}
+	return rec, dirty, s.gen
+}
+
+// endTake keeps rec as root's record unless something could have made it
+// stale since startTake returned gen.
+func (c *Cache) endTake(root string, rec *rootRecord, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.roots[root]
+	if s == nil || s.gen != gen || s.unknown > 0 {
+		return
+	}
+	rec.entries = 0
+	for _, d := range rec.dirs {
+		rec.entries += len(d.tree.Entries)
+	}
+	s.rec = rec
+	// Bound the records kept, by their entries like the files' digests
+	// (MaxFiles) and by their number, least recently used out.
+	var kept []*rootState
+	total := 0
+	for k, o := range c.roots {
+		if o.rec == nil {
+			if o.unknown == 0 && len(o.dirty) == 0 && o != s {
+				delete(c.roots, k)
+			}
+			continue
+		}
+		kept = append(kept, o)
+		total += o.rec.entries
+	}
+	slices.SortFunc(kept, func(a, b *rootState) int { return cmp.Compare(a.used, b.used) })
+	n := len(kept)
+	for _, o := range kept {
+		if total <= c.maxFiles && n <= maxRootRecords {
+			break
+		}
+		total -= o.rec.entries
+		n--
+		c.forgetLocked(o)
+	}
+}
+
+// rootKey is how the Cache names a workspace: its absolute path.
+func rootKey(root string) string {
+	if abs, err := filepath.Abs(root); err == nil {
+		return abs
+	}
+	return root
+}
+
+// optionsKey says what in Options shapes a record: a record made under
+// other limits or exclusions is not reused.
+func (t *taker) optionsKey() string {
+	var b strings.Builder
+	b.WriteString(strings.Join(t.excludes, "\x00"))
+	b.WriteString("\x01")
+	b.WriteString(strconv.FormatInt(t.opts.MaxFileBytes, 10))
+	b.WriteString("\x01")
+	b.WriteString(strconv.FormatInt(t.opts.MaxTotalBytes, 10))
+	return b.String()
+}
+
+// incremental takes the snapshot from base and the paths written since:
+// only the written paths and the directories holding them are read again.
+// It returns errNotIncremental when base cannot vouch for the rest.
+func (t *taker) incremental(r *os.Root, base *rootRecord, dirty []string) (string, error) {
+	if base.options != t.optionsKey() || base.dev != t.rec.dev || base.ino != t.rec.ino {
+		return "", errNotIncremental
+	}
+	if len(dirty) == 0 {
+		// Nothing written: the same snapshot. Its trees are stored
+		// already; the record is kept as it is.
+		t.rec = base
+		t.st = base.dirs["."].below
+		return base.id, nil
+	}
+	// children[d] lists the names in directory d to look at again: the
+	// written paths and the directories on the way to them.
+	children := make(map[string]map[string]bool)
+	written := make(map[string]bool)
+	for _, p := range dirty {
+		if excluded(t.excludes, p) {
+			continue
+		}
+		written[p] = true
+		dir := "."
+		for _, name := range strings.Split(p, "/") {
+			if children[dir] == nil {
+				children[dir] = make(map[string]bool)
+			}
+			children[dir][name] = true
+			dir = joinRel(dir, name)
+		}
+	}
+	t.rec.dirs = base.dirs // updated in place: base was taken out of the Cache
+	digest, err := t.rebuild(r, ".", 0, children, written)
+	if err != nil {
+		return "", err
+	}
+	t.st.Files, t.st.Dirs, t.st.Symlinks, t.st.Bytes, t.st.Skipped = addBelow(Stats{}, t.rec.dirs["."].below)
+	if max := t.opts.MaxTotalBytes; max > 0 && t.st.Bytes > max {
+		return "", errNotIncremental // the walk names the file that crossed it
+	}
+	return digest, nil
+}
+
+// rebuild stores directory rel (open as d) anew from its record, looking
+// again at the names children lists, and returns its digest.
+func (t *taker) rebuild(d *os.Root, rel string, depth int, children map[string]map[string]bool, written map[string]bool) (string, error) {
+	if depth >= maxDepth {
+		return "", errNotIncremental
+	}
+	if err := t.ctx.Err(); err != nil {
+		return "", err
+	}
+	old := t.rec.dirs[rel]
+	if old == nil {
+		return "", errNotIncremental
+	}
+	names := make([]string, 0, len(children[rel]))
+	for name := range children[rel] {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	entries := slices.Clone(old.tree.Entries)
+	skipped := old.skipped
+	for _, name := range names {
+		p := joinRel(rel, name)
+		if excluded(t.excludes, p) {
+			continue
+		}
+		i, found, err := findEntry(entries, name)
+		if err != nil {
+			return "", err
+		}
+		var prev treeEntry
+		if found {
+			prev = entries[i]
+			entries = slices.Delete(entries, i, i+1)
+		} else if skipped > 0 {
+			return "", errNotIncremental // it may have been one of them
+		}
+		fi, err := d.Lstat(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return "", pathErr("stat", p, err)
+		}
+		if !found {
+			// A new name must be one the directory lists: on a file
+			// system that ignores case, "A" may be the existing "a".
+			if listed, err := readDirNames(d, "."); err != nil || !slices.Contains(listed, name) {
+				return "", errNotIncremental
+			}
+		}
+		var te treeEntry
+		encodeText(name, &te.Name, &te.NameB64)
+		_, onTheWay := children[p]
+		switch mode := fi.Mode(); {
+		case mode.IsDir():
+			sub, err := t.openSubdir(d, name, p)
+			if err != nil {
+				return "", err
+			}
+			var digest string
+			if rec := t.rec.dirs[p]; onTheWay && !written[p] && prev.Type == TypeDir && rec != nil && rec.digest == prev.Tree {
+				digest, err = t.rebuild(sub, p, depth+1, children, written)
+			} else {
+				// New, or written as a whole: walked (and recorded).
+				digest, err = t.dir(sub, p, depth+1)
+			}
+			sub.Close()
+			if err != nil {
+				return "", err
+			}
+			te.Type, te.Mode, te.Tree = TypeDir, uint32(mode.Perm()), digest
+		case mode.IsRegular():
+			if id, ok := identify(fi); !ok || id.nlink > 1 {
+				// Written through another name, the others changed too.
+				return "", errNotIncremental
+			}
+			t.fresh = true
+			ok, err := t.file(d, name, p, fi, &te)
+			t.fresh = false
+			if err != nil {
+				return "", err
+			}
+			if !ok {
+				return "", errNotIncremental
+			}
+		default:
+			// A symlink on a written path: the write went through it
+			// to another path. Special files are rare enough to walk.
+			return "", errNotIncremental
+		}
+		j, _, _ := findEntry(entries, name)
+		entries = slices.Insert(entries, j, te)
+	}
+	tr := tree{V: formatVersion, Entries: entries}
+	if rel == "." {
+		tr.Exclude = t.excludes
+	}
+	data, digest, err := encodeTree(&tr)
+	if err != nil {
+		return "", err
+	}
+	if err := t.put(digest, data); err != nil {
+		return "", fmt.Errorf("store tree of %q: %w", rel, err)
+	}
+	below := Stats{Skipped: skipped}
+	for _, e := range entries {
+		switch e.Type {
+		case TypeFile:
+			below.Files++
+			below.Bytes += e.Size
+		case TypeSymlink:
+			below.Symlinks++
+		case TypeDir:
+			name, err := e.name()
+			if err != nil {
+				return "", err
+			}
+			sub := t.rec.dirs[joinRel(rel, name)]
+			if sub == nil || sub.digest != e.Tree {
+				return "", errNotIncremental
+			}
+			below.Dirs++
+			below.Files, below.Dirs, below.Symlinks, below.Bytes, below.Skipped = addBelow(below, sub.below)
+		}
+	}
+	t.rec.dirs[rel] = &dirRecord{tree: tr, digest: digest, below: below, skipped: skipped}
+	return digest, nil
+}
+
+// openSubdir opens directory name of d, as subdir does, or says the record
+// cannot be used.
+func (t *taker) openSubdir(d *os.Root, name, rel string) (*os.Root, error) {
+	sub, err := d.OpenRoot(name)
+	if err != nil {
+		return nil, errNotIncremental
+	}
+	if fi, err := d.Lstat(name); err != nil || !fi.IsDir() {
+		sub.Close()
+		return nil, errNotIncremental
+	}
+	return sub, nil
+}
+
+// findEntry finds name in entries, sorted by name, or where it belongs.
+func findEntry(entries []treeEntry, name string) (int, bool, error) {
+	var bad error
+	i, found := slices.BinarySearchFunc(entries, name, func(e treeEntry, name string) int {
+		n, err := e.name()
+		if err != nil {
+			bad = err
+		}
+		return strings.Compare(n, name)
+	})
+	return i, found, bad
+}
+
+// addBelow returns the counts of a and b added up.
+func addBelow(a, b Stats) (files, dirs, symlinks int, bytes int64, skipped int) {
+	return a.Files + b.Files, a.Dirs + b.Dirs, a.Symlinks + b.Symlinks, a.Bytes + b.Bytes, a.Skipped + b.Skipped
+}
+
+// recordDir keeps, during a walk, the tree of directory rel and the counts
+// below it (the difference of the Take's counts since before was read).
+func (t *taker) recordDir(rel string, tr *tree, digest string, before Stats) {
+	if t.rec == nil {
+		return
+	}
+	var below Stats
+	below.Files = t.st.Files - before.Files
+	below.Dirs = t.st.Dirs - before.Dirs
+	below.Symlinks = t.st.Symlinks - before.Symlinks
+	below.Bytes = t.st.Bytes - before.Bytes
+	below.Skipped = t.st.Skipped - before.Skipped
+	// Its own skipped entries are those not below a subdirectory.
+	skipped := below.Skipped
+	for _, e := range tr.Entries {
+		if e.Type != TypeDir {
+			continue
+		}
+		name, err := e.name()
+		sub := t.rec.dirs[joinRel(rel, name)]
+		if err != nil || sub == nil {
+			t.rec.broken = true
+			return
+		}
+		skipped -= sub.below.Skipped
+	}
+	t.rec.dirs[rel] = &dirRecord{tree: *tr, digest: digest, below: below, skipped: skipped}
+}
