@@ -1,15 +1,3 @@
-// Command peers runs, on DBOS Transact or River, a workload equivalent to
-// `longhaul bench`'s agent step, fully durable, and prints a table in the
-// same shape as `longhaul bench`'s, so bench/peers/compare can read both.
-//
-// The workload (see internal/bench): a session of --steps agent steps, each
-// one model call and one tool call, except the last step, which is a model
-// call answering with text; every call's result is journaled before the next
-// call starts. It runs --rounds sessions one after another, then
-// --concurrent sessions at once, twice.
-//
-// This is a module of its own so that DBOS and River never enter the main
-// module's dependencies.
 package main
 
 import (

@@ -1,17 +1,3 @@
-// Command compare runs `longhaul bench` and the peers (DBOS Transact, River)
-// alternately on the same SQLite file system and the same PostgreSQL, round
-// after round, and prints the median throughput of each and the median of
-// the rounds' ratios: Longhaul agent-steps/s ÷ the peer's agent-step
-// equivalents/s, for a serial and a concurrent run on each store.
-//
-// Run it from the peers module (bench/peers):
-//
-//	go run ./compare --url "$LONGHAUL_TEST_POSTGRES"
-//
-// It builds the longhaul command from the repository two levels up and the
-// peers command from this module. The SQLite databases go to $TMPDIR (for
-// every system alike); without --url (or $LONGHAUL_TEST_POSTGRES) the
-// PostgreSQL runs are skipped.
 package main
 
 import (
