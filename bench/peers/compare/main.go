@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/jackc/pgx/v5"
 )
 
 type options struct {
@@ -84,6 +86,11 @@ func run(ctx context.Context, w io.Writer, o options) error {
 	stores := []string{"sqlite"}
 	if o.url != "" {
 		stores = append(stores, "postgres")
+		settings, err := postgresDurability(ctx, o.url)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(w, settings)
 	}
 	systems := append([]string{"longhaul"}, o.peers...)
 	// samples[store][system] holds one measurement per round.
@@ -121,6 +128,26 @@ func run(ctx context.Context, w io.Writer, o options) error {
 		o.rounds, o.steps, o.serial, o.parallel)
 	printSummary(w, stores, o.peers, samples)
 	return nil
+}
+
+// postgresDurability reports the server's durability settings, and warns
+// when fsync is off: its commits then cost no flush, and the PostgreSQL
+// figures say nothing of a durable run.
+func postgresDurability(ctx context.Context, url string) (string, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return "", fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var version, fsync, syncCommit string
+	if err := conn.QueryRow(ctx, "SELECT current_setting('server_version'), current_setting('fsync'), current_setting('synchronous_commit')").Scan(&version, &fsync, &syncCommit); err != nil {
+		return "", fmt.Errorf("read PostgreSQL's settings: %w", err)
+	}
+	out := fmt.Sprintf("PostgreSQL %s: fsync=%s, synchronous_commit=%s", version, fsync, syncCommit)
+	if fsync != "on" || syncCommit != "on" {
+		out += "\nwarning: this server does not flush its commits: the PostgreSQL runs are not durable, unlike a deployment's"
+	}
+	return out, nil
 }
 
 func command(ctx context.Context, dir, name string, args ...string) *exec.Cmd {
