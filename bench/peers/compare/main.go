@@ -258,7 +258,7 @@ func peerTitle(p string) string {
 func runTitle(store string, concurrent bool) string {
 	name := "SQLite synchronous=FULL"
 	if store == "postgres" {
-		name = "PostgreSQL (fsync on)"
+		name = "PostgreSQL"
 	}
 	if concurrent {
 		return name + ", concurrent"
