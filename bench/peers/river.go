@@ -233,13 +233,20 @@ func (s *riverSystem[TTx]) runSession(ctx context.Context, id string, steps int)
 	s.mu.Lock()
 	s.waiters[id] = ch
 	s.mu.Unlock()
+	forget := func() {
+		s.mu.Lock()
+		delete(s.waiters, id)
+		s.mu.Unlock()
+	}
 	if _, err := s.client.Insert(ctx, sessionArgs{Session: id, Steps: steps}, nil); err != nil {
+		forget()
 		return err
 	}
 	select {
 	case err := <-ch:
 		return err
 	case <-ctx.Done():
+		forget()
 		return ctx.Err()
 	}
 }
