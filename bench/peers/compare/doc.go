@@ -5,7 +5,8 @@
 // the median of the rounds' ratios, Longhaul ÷ peer, for the serial and the
 // concurrent run on each store. A ratio above 1 means Longhaul is faster.
 //
-// Run it from the peers module (bench/peers):
+// Run it from the peers module (bench/peers), or through the script
+// bench/compare, which does that:
 //
 //	go run ./compare --url "$LONGHAUL_TEST_POSTGRES"
 //
