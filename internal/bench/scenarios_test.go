@@ -30,3 +30,24 @@ func TestActiveTiny(t *testing.T) {
 	_, err = Active(context.Background(), Config{Dir: t.TempDir()}, -time.Second)
 	require.ErrorContains(t, err, "model latency must not be negative")
 }
+
+// TestLongTiny runs the long scenario at its smallest: the session is
+// parked and resumed, compacts, and every fifth of it has a cost.
+func TestLongTiny(t *testing.T) {
+	t.Parallel()
+	res, err := Long(context.Background(), Config{Dir: t.TempDir(), Steps: 300})
+	require.NoError(t, err)
+	require.Equal(t, 300, res.Steps)
+	require.Equal(t, 3, res.Turns)
+	require.Positive(t, res.Compactions, "the small context window makes the session compact")
+	for i, f := range res.Fifths {
+		require.Positive(t, f, "fifth %d", i+1)
+	}
+	require.Positive(t, res.ResumeFirst)
+	require.Positive(t, res.ResumeLast)
+	var out strings.Builder
+	PrintLong(&out, res)
+	require.Regexp(t, `long session steps.*\n\s+300\s+3\s+\d+\s`, out.String())
+	_, err = Long(context.Background(), Config{Dir: t.TempDir(), Steps: 150})
+	require.ErrorContains(t, err, "at least 200 steps")
+}
