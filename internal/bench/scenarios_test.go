@@ -2,6 +2,9 @@ package bench
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -50,4 +53,47 @@ func TestLongTiny(t *testing.T) {
 	require.Regexp(t, `long session steps.*\n\s+300\s+3\s+\d+\s`, out.String())
 	_, err = Long(context.Background(), Config{Dir: t.TempDir(), Steps: 150})
 	require.ErrorContains(t, err, "at least 200 steps")
+}
+
+// TestWorkspaceTiny runs the workspace scenario tiny, empty and with a
+// small tree: the tree is copied into the workspace (the first snapshot
+// holds its files), and both kinds of steps are measured.
+func TestWorkspaceTiny(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	empty, err := Workspace(ctx, Config{Dir: t.TempDir(), Steps: 4}, "")
+	require.NoError(t, err)
+	require.Zero(t, empty.Files)
+	tree := t.TempDir()
+	for i := range 20 {
+		require.NoError(t, os.MkdirAll(filepath.Join(tree, "d", strconv.Itoa(i%3)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(tree, "d", strconv.Itoa(i%3), strconv.Itoa(i)), []byte("content"), 0o644))
+	}
+	dir := t.TempDir()
+	full, err := Workspace(ctx, Config{Dir: dir, Steps: 4, Sessions: 2}, tree)
+	require.NoError(t, err)
+	// Each session's workspace holds the tree and what its steps wrote.
+	logs, err := filepath.Glob(filepath.Join(dir, "node-0", "workspaces", "*", "bench", "log.txt"))
+	require.NoError(t, err)
+	require.Len(t, logs, 2)
+	for _, log := range logs {
+		got, err := os.ReadFile(log)
+		require.NoError(t, err)
+		require.Equal(t, "2\n4\n", string(got), "the shell steps' appends")
+		ws := filepath.Dir(filepath.Dir(log))
+		require.FileExists(t, filepath.Join(ws, "bench", "w3.txt"))
+		require.FileExists(t, filepath.Join(ws, "d", "1", "19"))
+	}
+	require.Equal(t, 20, full.Files)
+	require.Equal(t, int64(20*len("content")), full.Bytes)
+	for _, r := range []*WorkspaceResult{empty, full} {
+		require.Positive(t, r.FirstSnapshot)
+		require.Positive(t, r.WriteP50)
+		require.Positive(t, r.ShellP50)
+	}
+	var out strings.Builder
+	PrintWorkspace(&out, []*WorkspaceResult{empty, full})
+	require.Regexp(t, `\(empty\)\s+0\s+0\.0\s.*1\.00×\s*\n.*\s+20\s+0\.0\s`, out.String())
+	_, err = Workspace(ctx, Config{Dir: t.TempDir()}, filepath.Join(tree, "missing"))
+	require.ErrorContains(t, err, "the workspace tree")
 }
