@@ -97,3 +97,21 @@ func TestWorkspaceTiny(t *testing.T) {
 	_, err = Workspace(ctx, Config{Dir: t.TempDir()}, filepath.Join(tree, "missing"))
 	require.ErrorContains(t, err, "the workspace tree")
 }
+
+// TestWatchersTiny runs the watchers scenario tiny: every subscriber reads
+// every event of the turn, in order, over a real node's API.
+func TestWatchersTiny(t *testing.T) {
+	t.Parallel()
+	res, err := Watchers(context.Background(), Config{Dir: t.TempDir(), Steps: 3}, 5)
+	require.NoError(t, err)
+	require.Equal(t, 5, res.Watchers)
+	require.Greater(t, res.Events, 3*2, "each step journals several events")
+	require.Equal(t, 5*res.Events, res.Samples)
+	require.Positive(t, res.P50)
+	require.GreaterOrEqual(t, res.Max, res.P99)
+	var out strings.Builder
+	PrintWatchers(&out, []*WatchersResult{res})
+	require.Regexp(t, `watchers.*\n\s+5\s+\d+\s+\d+\s`, out.String())
+	_, err = Watchers(context.Background(), Config{Dir: t.TempDir()}, 0)
+	require.ErrorContains(t, err, "watchers must be 1 or more")
+}
