@@ -210,7 +210,7 @@ type Server struct {
 	routeList []Route
 	// frames shares the encoded frames of session streams (sseframes.go).
 	frames frameCache
-	keys      [][32]byte // SHA-256 of each API key, so comparisons take equal time
+	keys   [][32]byte // SHA-256 of each API key, so comparisons take equal time
 	// hosts and crossOrigin refuse requests a web page made the browser
 	// send (origin.go).
 	hosts       hostRule
