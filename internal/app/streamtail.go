@@ -33,7 +33,7 @@ type tails struct {
 type sessionTail struct {
 	streams int // the streams holding it; under tails.mu
 
-	mu     sync.Mutex
+	mu     sync.RWMutex
 	events []lt.Event
 }
 
@@ -65,11 +65,21 @@ func (t *tails) release(sessionID string, st *sessionTail) {
 // list returns up to streamPage events with seq > after: from the tail
 // when it holds every one up to want (want > after), else from src, whose
 // answer the tail then keeps. The events returned are shared: read them,
-// never change them. Streams of one session read one at a time, so that
-// of many told of the same event only the first reads the store.
+// never change them. Streams of one session read the store one at a time,
+// so that of many told of the same event only the first reads it; those
+// the tail serves share a read lock, so a thousand of them do not queue.
 func (st *sessionTail) list(ctx context.Context, src Journals, sessionID string, after, want int64) ([]lt.Event, error) {
+	if want > after {
+		st.mu.RLock()
+		evs := st.covering(after, want)
+		st.mu.RUnlock()
+		if evs != nil {
+			return evs, nil
+		}
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	// Another stream may have read what this one wants while it waited.
 	if want > after {
 		if evs := st.covering(after, want); evs != nil {
 			return evs, nil
