@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -27,6 +28,10 @@ const longParkEvery = 100
 // the default threshold.
 const longContextWindow = 6000
 
+// longResumeSamples is how many resumes, early and late in the session,
+// the long run takes the median of.
+const longResumeSamples = 5
+
 // LongResult is one long run.
 type LongResult struct {
 	Steps       int
@@ -39,8 +44,9 @@ type LongResult struct {
 	Fifths [5]time.Duration
 	Ratio  float64
 	// ResumeFirst and ResumeLast are the time from the message that
-	// resumes the parked session to its first model call: after the
-	// first park, and after the last one.
+	// resumes the parked session to its first model call: the median of
+	// the first longResumeSamples parks, and of the last ones (a single
+	// one is at the mercy of a busy machine).
 	ResumeFirst, ResumeLast time.Duration
 }
 
@@ -108,7 +114,9 @@ func Long(ctx context.Context, cfg Config) (*LongResult, error) {
 		res.Turns++
 	}
 	res.Elapsed = time.Since(start)
-	res.ResumeFirst, res.ResumeLast = resumes[0], resumes[len(resumes)-1]
+	k := min(longResumeSamples, len(resumes))
+	res.ResumeFirst = percentile(slices.Clone(resumes[:k]), 0.5)
+	res.ResumeLast = percentile(slices.Clone(resumes[len(resumes)-k:]), 0.5)
 	gaps, compactions, err := turnStepGaps(ctx, eng, s.ID)
 	if err != nil {
 		return nil, err
@@ -191,7 +199,7 @@ func turnStepGaps(ctx context.Context, eng *engine.Engine, id string) ([]time.Du
 // PrintLong writes the long run's table.
 func PrintLong(w io.Writer, res *LongResult) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "long session steps\tturns (parks+1)\tcompactions\t1st fifth\t2nd\t3rd\t4th\t5th\tlast/first\tresume after 1st park\tafter last park\t")
+	fmt.Fprintln(tw, "long session steps\tturns (parks+1)\tcompactions\t1st fifth\t2nd\t3rd\t4th\t5th\tlast/first\tp50 resume, first parks\tlast parks\t")
 	f := res.Fifths
 	fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%.2f×\t%s\t%s\t\n", res.Steps, res.Turns, res.Compactions,
 		ms(f[0]), ms(f[1]), ms(f[2]), ms(f[3]), ms(f[4]), res.Ratio, res.ResumeFirst.Round(time.Microsecond), res.ResumeLast.Round(time.Microsecond))
