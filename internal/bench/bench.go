@@ -290,26 +290,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	for round := 0; round < cfg.Rounds; round++ {
 		// Sessions are created concurrently, as independent clients would,
 		// on the nodes in turn.
-		batch := make([]string, cfg.Sessions)
-		errs := make([]error, cfg.Sessions)
-		var wg sync.WaitGroup
-		for i := range batch {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				eng := r.nodes[i%len(r.nodes)].eng
-				s, err := eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: spec, Input: "benchmark"})
-				if err == nil {
-					batch[i] = s.ID
-				}
-				errs[i] = err
-			}()
-		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				return nil, err
-			}
+		batch, err := createSessions(ctx, r, cfg.Sessions, spec, "benchmark")
+		if err != nil {
+			return nil, err
 		}
 		if err := waitIdle(ctx, r.nodes[0].eng, batch); err != nil {
 			return nil, err
