@@ -18,9 +18,14 @@ import (
 // reads the store whenever the tail does not reach the seq it was told
 // of (or it has none to reach: its first read and its polls).
 
-// tailKeep is how many of a session's latest events its tail keeps: a
+// tailKeep and tailKeepBytes bound a session's tail: its latest events,
+// at most tailKeep of them and about tailKeepBytes of payload (an event's
+// payload may reach the engine's blob threshold, 64 KiB by default). A
 // stream behind them reads the store, as it would without the tail.
-const tailKeep = 1024
+const (
+	tailKeep      = 1024
+	tailKeepBytes = 4 << 20
+)
 
 // tails holds the tails of the sessions that streams follow, each while
 // at least one does.
@@ -121,6 +126,14 @@ func (st *sessionTail) keep(evs []lt.Event) {
 	}
 	if over := len(st.events) - tailKeep; over > 0 {
 		st.events = st.events[over:]
+	}
+	// The newest events are kept, and at least one, whatever its size.
+	size := 0
+	for i := len(st.events) - 1; i >= 0; i-- {
+		if size += len(st.events[i].Data); size > tailKeepBytes && i < len(st.events)-1 {
+			st.events = st.events[i+1:]
+			break
+		}
 	}
 }
 

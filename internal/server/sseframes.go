@@ -11,17 +11,22 @@ import (
 // client. A journal's events never change once appended, so a frame kept
 // is the frame any stream of that session would encode for that seq.
 //
-// It keeps two generations of at most frameCacheSize frames each: when the
-// current one fills up it becomes the old one and the older is dropped, so
-// the frames of events just appended are found and the memory is bounded
-// without a list to keep in order.
+// It keeps two generations of at most frameCacheSize frames and about
+// frameCacheBytes each: when the current one fills up it becomes the old
+// one and the older is dropped, so the frames of events just appended are
+// found and the memory is bounded without a list to keep in order.
 type frameCache struct {
 	mu       sync.Mutex
 	cur, old map[frameKey][]byte
+	curBytes int
 }
 
-// frameCacheSize bounds each generation of frameCache.
-const frameCacheSize = 4096
+// frameCacheSize and frameCacheBytes bound each generation of frameCache
+// (a frame holds an event's payload, up to the engine's blob threshold).
+const (
+	frameCacheSize  = 4096
+	frameCacheBytes = 8 << 20
+)
 
 // frameKey names one event of one session.
 type frameKey struct {
@@ -51,12 +56,13 @@ func (c *frameCache) frame(ev *lt.Event, encode func() ([]byte, error)) ([]byte,
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.cur) >= frameCacheSize {
-		c.old, c.cur = c.cur, nil
+	if len(c.cur) >= frameCacheSize || c.curBytes+len(f) > frameCacheBytes {
+		c.old, c.cur, c.curBytes = c.cur, nil, 0
 	}
 	if c.cur == nil {
-		c.cur = make(map[frameKey][]byte, frameCacheSize)
+		c.cur = make(map[frameKey][]byte)
 	}
 	c.cur[key] = f
+	c.curBytes += len(f)
 	return f, nil
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -40,6 +41,17 @@ func TestFrameCacheEncodesEachEventOnce(t *testing.T) {
 		frameOf(&lt.Event{Seq: int64(i + 10), SessionID: "sess_c"})
 	}
 	require.LessOrEqual(t, len(c.cur)+len(c.old), 2*frameCacheSize)
+	// Large frames: bounded in bytes too.
+	for i := range 40 {
+		frameOf(&lt.Event{Seq: int64(i + 1), SessionID: "sess_d", Data: []byte(`"` + strings.Repeat("x", 1<<20) + `"`)})
+	}
+	held := 0
+	for _, gen := range []map[frameKey][]byte{c.cur, c.old} {
+		for _, f := range gen {
+			held += len(f)
+		}
+	}
+	require.LessOrEqual(t, held, 2*frameCacheBytes)
 	before := encodes
 	frameOf(ev)
 	require.Equal(t, before+1, encodes, "a frame of two generations ago is encoded again")
