@@ -256,20 +256,20 @@ func workspaceTimes(ctx context.Context, eng *engine.Engine, id string) (*sessio
 	return out, nil
 }
 
-// PrintWorkspace writes the workspace runs' table; the ratio is of each
-// run's write_file step to the first run's (an empty workspace's).
+// PrintWorkspace writes the workspace runs' table; the ratios are of each
+// run's write_file and shell steps to the first run's (an empty
+// workspace's).
 func PrintWorkspace(w io.Writer, runs []*WorkspaceResult) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workspace\tfiles\tMiB\tfirst snapshot\tp50 write_file step\tp50 shell step\tp50 snapshot\twrite_file ratio\t")
+	fmt.Fprintln(tw, "workspace\tfiles\tMiB\tfirst snapshot\tp50 write_file step\tp50 shell step\tp50 snapshot\twrite_file ratio\tshell ratio\t")
 	for _, r := range runs {
 		tree := r.Tree
 		if tree == "" {
 			tree = "(empty)"
 		}
-		ratio := float64(r.WriteP50) / float64(runs[0].WriteP50)
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%s\t%s\t%s\t%s\t%.2f×\t\n", tree, r.Files, float64(r.Bytes)/(1<<20),
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%s\t%s\t%s\t%s\t%.2f×\t%.2f×\t\n", tree, r.Files, float64(r.Bytes)/(1<<20),
 			r.FirstSnapshot.Round(time.Microsecond), r.WriteP50.Round(time.Microsecond), r.ShellP50.Round(time.Microsecond),
-			r.SnapshotP50.Round(time.Microsecond), ratio)
+			r.SnapshotP50.Round(time.Microsecond), float64(r.WriteP50)/float64(runs[0].WriteP50), float64(r.ShellP50)/float64(runs[0].ShellP50))
 	}
 	tw.Flush()
 }
