@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -81,6 +83,17 @@ func Active(ctx context.Context, cfg Config, latency time.Duration) (*ActiveResu
 	peakRSS, peakG := peaks.stop()
 	if err != nil {
 		return nil, err
+	}
+	// Counted after the clock stopped: a session that ended early (a stop
+	// condition) would otherwise inflate the rate.
+	for _, id := range ids {
+		steps, err := countSteps(ctx, r.nodes[0].eng, id)
+		if err != nil {
+			return nil, err
+		}
+		if steps != cfg.Steps {
+			return nil, fmt.Errorf("bench: session %s took %d steps, want %d", id, steps, cfg.Steps)
+		}
 	}
 	total := n * cfg.Steps
 	return &ActiveResult{
@@ -156,4 +169,27 @@ func PrintActive(w io.Writer, runs []*ActiveResult) {
 			r.Elapsed.Round(time.Millisecond), r.StepsPerSecond, float64(r.PeakRSSBytes)/(1<<20), r.GoroutinesBefore, r.PeakGoroutines)
 	}
 	tw.Flush()
+}
+
+// countSteps returns the number of steps the session took: its model calls
+// for a step (not for a compaction or a verification).
+func countSteps(ctx context.Context, eng *engine.Engine, id string) (int, error) {
+	evs, err := eng.ListEvents(ctx, id, 0, 10000)
+	if err != nil {
+		return 0, err
+	}
+	steps := 0
+	for _, ev := range evs {
+		if ev.Type != lt.EventModelRequested {
+			continue
+		}
+		var d lt.ModelRequestedData
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return 0, fmt.Errorf("bench: %s of session %s: %w", ev.Type, id, err)
+		}
+		if d.Purpose == "" {
+			steps++
+		}
+	}
+	return steps, nil
 }
