@@ -111,3 +111,19 @@ func BenchmarkWatchers1000(b *testing.B) {
 	}
 	b.ReportMetric(float64(p99.Milliseconds())/float64(runs), "p99-ms")
 }
+
+// BenchmarkActive1000 runs the active scenario at its goal's size: 1,000
+// sessions of 10 steps against a model answering after 1 s.
+func BenchmarkActive1000(b *testing.B) {
+	var rate float64
+	runs := 0
+	for b.Loop() {
+		res, err := Active(context.Background(), Config{Dir: b.TempDir(), Sessions: 1000, Steps: 10}, time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rate += res.StepsPerSecond
+		runs++
+	}
+	b.ReportMetric(rate/float64(runs), "agent-steps/s")
+}
