@@ -70,25 +70,33 @@ func (t *tails) release(sessionID string, st *sessionTail) {
 // list returns up to streamPage events with seq > after: from the tail
 // when it holds every one up to want (want > after), else from src, whose
 // answer the tail then keeps. The events returned are shared: read them,
-// never change them. Streams of one session read the store one at a time,
-// so that of many told of the same event only the first reads it; those
-// the tail serves share a read lock, so a thousand of them do not queue.
+// never change them. The streams told of an event read the store one at a
+// time, so that of many only the first reads it, and the others find it
+// in the tail (served under a shared lock, so a thousand do not queue). A
+// read with nothing to reach (want <= after: a stream's first read, a
+// poll) cannot be served by the tail and does not wait for the others.
 func (st *sessionTail) list(ctx context.Context, src Journals, sessionID string, after, want int64) ([]lt.Event, error) {
-	if want > after {
-		st.mu.RLock()
-		evs := st.covering(after, want)
-		st.mu.RUnlock()
-		if evs != nil {
-			return evs, nil
+	if want <= after {
+		evs, err := src.ListEvents(ctx, sessionID, after, streamPage)
+		if err != nil {
+			return nil, err
 		}
+		st.mu.Lock()
+		st.keep(evs)
+		st.mu.Unlock()
+		return evs, nil
+	}
+	st.mu.RLock()
+	evs := st.covering(after, want)
+	st.mu.RUnlock()
+	if evs != nil {
+		return evs, nil
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	// Another stream may have read what this one wants while it waited.
-	if want > after {
-		if evs := st.covering(after, want); evs != nil {
-			return evs, nil
-		}
+	if evs := st.covering(after, want); evs != nil {
+		return evs, nil
 	}
 	evs, err := src.ListEvents(ctx, sessionID, after, streamPage)
 	if err != nil {
@@ -119,6 +127,9 @@ func (st *sessionTail) keep(evs []lt.Event) {
 		return
 	}
 	n := len(st.events)
+	if n > 0 && evs[0].Seq >= st.events[0].Seq && evs[len(evs)-1].Seq <= st.events[n-1].Seq {
+		return // held already (a read that started before the tail's last one)
+	}
 	if n > 0 && evs[0].Seq >= st.events[0].Seq && evs[0].Seq <= st.events[n-1].Seq+1 {
 		st.events = slices.Concat(st.events[:evs[0].Seq-st.events[0].Seq], evs)
 	} else {

@@ -26,6 +26,8 @@ func TestSessionTailKeeps(t *testing.T) {
 	st.keep(tailEvents(1, 10, 1))
 	st.keep(tailEvents(8, 20, 1)) // overlaps: joined
 	require.Len(t, st.events, 20)
+	st.keep(tailEvents(12, 15, 1)) // an older read: held already
+	require.Len(t, st.events, 20)
 	require.Equal(t, tailEvents(6, 20, 1), st.covering(5, 20))
 	require.Nil(t, st.covering(5, 21), "the tail does not reach seq 21: the store is read")
 	require.Nil(t, st.covering(20, 21))
