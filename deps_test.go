@@ -105,7 +105,7 @@ var importRules = map[string]importRule{
 	// Transport and wiring.
 	"internal/server":     {importers: []string{"internal/node"}},
 	"internal/webui":      {importers: []string{"internal/server"}},
-	"internal/node":       {importers: []string{".", "cmd/longhaul"}},
+	"internal/node":       {importers: []string{".", "cmd/longhaul", "internal/bench"}},
 	"internal/apierror":   {importers: anyone},
 	"internal/report":     {importers: []string{"internal/app", "internal/node"}},
 	"internal/webhook":    {importers: []string{"internal/app", "internal/export", "internal/node"}},

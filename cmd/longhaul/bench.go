@@ -14,6 +14,7 @@ func (c *cli) benchCmd() *cobra.Command {
 	var (
 		steps, concurrent, rounds, waiting, nodes, control int
 		dataDir, storeURL                                  string
+		scen                                               scenarioFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -44,11 +45,44 @@ created and dropped again (the URL's search_path is not used), so the
 benchmark never touches a deployment's tables. --nodes N runs N engines in
 this process against that schema, each with its own node id, connection
 pool and workspaces, as N nodes would; sessions are created on them in
-turn, and any node may run any session.`,
+turn, and any node may run any session.
+
+Scenarios. With any of --workspace, --long, --active or --watchers, only
+the scenarios given run (not the runs above), each printing its table:
+
+--workspace DIR copies DIR into a session's workspace (its first step),
+then takes --steps steps (30 unless given), write_file and shell in turn,
+each checkpointed; and the same in an empty workspace. It prints each
+kind of step's p50 cost, the first snapshot's time (of the tree just
+copied) and the later snapshots' p50, and the write_file steps' ratio to
+the empty workspace's.
+
+--long N runs one session of N steps (at least 200) with compaction on (a
+small context window) and parked every 100 steps (its turn ends; the next
+message resumes it from the store). It prints the cost of each fifth of
+the steps, the last fifth's ratio to the first, and the time from the
+message that resumes the session to its first model call: the median of
+the first five parks and of the last five.
+
+--active N runs N sessions of --steps steps at once against a model that
+answers each call after --model-latency, with a worker per session, and
+prints agent-steps/s (at most N / latency), the peak RSS and the peak
+goroutine count.
+
+--watchers N runs a node's HTTP API on loopback, subscribes N Go clients
+to one session's event stream, runs a turn of --steps steps (20 unless
+given) and prints each event's latency from its append to each
+subscriber reading it: p50, p99 and max.
+
+The scenarios run on SQLite (--store and --nodes are not used).`,
 		Example: `  longhaul bench
   longhaul bench --concurrent 64 --steps 10 --waiting 10000
   longhaul bench --store 'postgres://postgres@127.0.0.1:5432/bench' --nodes 3
-  longhaul bench --control 200 --waiting 0 --store 'postgres://postgres@127.0.0.1:5432/bench' --nodes 2`,
+  longhaul bench --control 200 --waiting 0 --store 'postgres://postgres@127.0.0.1:5432/bench' --nodes 2
+  longhaul bench --workspace ~/src/go
+  longhaul bench --long 10000
+  longhaul bench --active 1000 --model-latency 1s
+  longhaul bench --watchers 1000`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if storeURL != "" && !isPostgresURL(storeURL) {
@@ -59,6 +93,9 @@ turn, and any node may run any session.`,
 			}
 			if control < 0 {
 				return usagef("--control %d: want 0 (skip) or more", control)
+			}
+			if err := scen.validate(); err != nil {
+				return err
 			}
 			if nodes > 1 && storeURL == "" {
 				return usagef("--nodes %d needs --store: SQLite serves one node", nodes)
@@ -73,6 +110,15 @@ turn, and any node may run any session.`,
 				dir = tmp
 			}
 			ctx := cmd.Context()
+			if scen.any() {
+				if storeURL != "" || nodes > 1 {
+					return usagef("--store and --nodes do not apply to the scenarios (--workspace, --long, --active, --watchers): they run on SQLite")
+				}
+				if !cmd.Flags().Changed("steps") {
+					steps = 0 // each scenario's own default
+				}
+				return scen.run(ctx, cmd.OutOrStdout(), dir, steps)
+			}
 			base := bench.Config{StoreURL: storeURL, Nodes: nodes, Steps: steps}
 			run := func(name string, sessions, rounds int) (*bench.Result, error) {
 				cfg := base
@@ -129,6 +175,7 @@ turn, and any node may run any session.`,
 	cmd.Flags().IntVar(&control, "control", 50, "sessions cancelled, and as many steered with interrupt, in a model call, to measure the latency from request to effect (0: skip)")
 	cmd.Flags().StringVar(&dataDir, "data", "", "directory for the SQLite databases and the workspaces (default: a temporary one, removed afterwards)")
 	cmd.Flags().StringVar(&storeURL, "store", "", "run on PostgreSQL: a postgres:// URL of a database the benchmark may create a schema in")
+	scen.register(cmd)
 	cmd.Flags().IntVar(&nodes, "nodes", 1, "engines run against the store, as that many nodes (more than 1 needs --store)")
 	return cmd
 }

@@ -64,9 +64,11 @@ func (t *Trees) StreamEvents(ctx context.Context, sessionID string, after int64)
 		// the watch would otherwise wait for the next event or poll.
 		updates, stopWatch := t.src.WatchSession(ctx, sessionID)
 		defer stopWatch()
+		tail := t.tails.acquire(sessionID)
+		defer t.tails.release(sessionID, tail)
 		// The first read also finds an unknown session (a 404) before the
 		// stream opens.
-		events, err := t.src.ListEvents(ctx, sessionID, after, streamPage)
+		events, err := tail.list(ctx, t.src, sessionID, after, 0)
 		if err != nil {
 			yield(lt.Event{}, err)
 			return
@@ -74,9 +76,14 @@ func (t *Trees) StreamEvents(ctx context.Context, sessionID string, after int64)
 		markOpened(ctx)
 		poll, stopPoll := t.newPoll()
 		defer stopPoll()
+		// want is the seq the last notice announced, which the shared
+		// tail may already hold; 0 (a poll) reads the store.
+		var want int64
 		for {
 			var ok bool
-			if after, ok = t.drain(ctx, sessionID, after, events, yield); !ok {
+			if after, ok = drain(ctx, after, events, yield, func(after int64) ([]lt.Event, error) {
+				return tail.list(ctx, t.src, sessionID, after, want)
+			}); !ok {
 				return
 			}
 			events = nil
@@ -90,9 +97,11 @@ func (t *Trees) StreamEvents(ctx context.Context, sessionID string, after int64)
 						return // the engine is stopping; the caller resumes later
 					}
 					if seq > after {
+						want = seq
 						break wait
 					}
 				case <-poll:
+					want = 0
 					break wait // read anyway: a notice may have been lost
 				}
 			}
@@ -100,16 +109,17 @@ func (t *Trees) StreamEvents(ctx context.Context, sessionID string, after int64)
 	}
 }
 
-// drain yields events, then reads and yields pages after the last seq
-// yielded until a page comes back short (the stream has caught up). A seq
+// drain yields events, then reads (with list) and yields pages after the
+// last seq yielded until a page comes back short (the stream has caught up). A seq
 // at or below after is skipped (never repeated). It returns the last seq
 // yielded, and false when the stream is over: the consumer stopped, ctx
 // ended, or a read failed or found a gap (yielded as the last value).
-func (t *Trees) drain(ctx context.Context, sessionID string, after int64, events []lt.Event, yield func(lt.Event, error) bool) (int64, bool) {
+func drain(ctx context.Context, after int64, events []lt.Event, yield func(lt.Event, error) bool,
+	list func(after int64) ([]lt.Event, error)) (int64, bool) {
 	for {
 		if events == nil {
 			var err error
-			if events, err = t.src.ListEvents(ctx, sessionID, after, streamPage); err != nil {
+			if events, err = list(after); err != nil {
 				if ctx.Err() == nil {
 					yield(lt.Event{}, fmt.Errorf("list events after %d: %w", after, err))
 				}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net/url"
 	"os"
@@ -113,7 +114,18 @@ type rigNode struct {
 	eng *engine.Engine
 }
 
-func open(ctx context.Context, cfg Config, workers int) (_ *rig, err error) {
+// rigExtras are what a scenario adds to every engine of its rig: a model
+// provider of its own (the scenarios' bench model) and tools.
+type rigExtras struct {
+	providers map[string]model.Provider
+	tools     []tool.Tool
+}
+
+func open(ctx context.Context, cfg Config, workers int) (*rig, error) {
+	return openWith(ctx, cfg, workers, rigExtras{})
+}
+
+func openWith(ctx context.Context, cfg Config, workers int, extras rigExtras) (_ *rig, err error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -152,11 +164,13 @@ func open(ctx context.Context, cfg Config, workers int) (_ *rig, err error) {
 				return nil, err
 			}
 		}
+		providers := map[string]model.Provider{"scripted": scripted.New(nil)}
+		maps.Copy(providers, extras.providers)
 		eng, err := engine.New(st, &engine.Config{
 			WorkspaceRoot: filepath.Join(cfg.Dir, fmt.Sprintf("node-%d", i), "workspaces"),
 			NodeID:        fmt.Sprintf("bench-node-%d", i),
-			Providers:     map[string]model.Provider{"scripted": scripted.New(nil)},
-			Tools:         append(tool.Builtins(), noop{}),
+			Providers:     providers,
+			Tools:         append(append(tool.Builtins(), noop{}), extras.tools...),
 			MaxWorkers:    workers,
 			PollInterval:  50 * time.Millisecond,
 			Logger:        slog.New(slog.DiscardHandler),
@@ -276,26 +290,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	for round := 0; round < cfg.Rounds; round++ {
 		// Sessions are created concurrently, as independent clients would,
 		// on the nodes in turn.
-		batch := make([]string, cfg.Sessions)
-		errs := make([]error, cfg.Sessions)
-		var wg sync.WaitGroup
-		for i := range batch {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				eng := r.nodes[i%len(r.nodes)].eng
-				s, err := eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: spec, Input: "benchmark"})
-				if err == nil {
-					batch[i] = s.ID
-				}
-				errs[i] = err
-			}()
-		}
-		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				return nil, err
-			}
+		batch, err := createSessions(ctx, r, cfg.Sessions, spec, "benchmark")
+		if err != nil {
+			return nil, err
 		}
 		if err := waitIdle(ctx, r.nodes[0].eng, batch); err != nil {
 			return nil, err

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -93,4 +94,36 @@ func TestConfigRefusesNodesWithoutPostgres(t *testing.T) {
 	// Nothing listens on port 1: the run fails cleanly, naming the step.
 	_, err = Run(context.Background(), Config{Dir: t.TempDir(), StoreURL: "postgres://nobody@127.0.0.1:1/x?pool_max_conns=2"})
 	require.ErrorContains(t, err, "bench: connect to PostgreSQL")
+}
+
+// BenchmarkWatchers1000 runs the watchers scenario with 1,000 subscribers
+// (a CPU profile of it shows the event stream's fan-out).
+func BenchmarkWatchers1000(b *testing.B) {
+	var p99 time.Duration
+	runs := 0
+	for b.Loop() {
+		res, err := Watchers(context.Background(), Config{Dir: b.TempDir()}, 1000)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p99 += res.P99
+		runs++
+	}
+	b.ReportMetric(float64(p99.Milliseconds())/float64(runs), "p99-ms")
+}
+
+// BenchmarkActive1000 runs the active scenario at its goal's size: 1,000
+// sessions of 10 steps against a model answering after 1 s.
+func BenchmarkActive1000(b *testing.B) {
+	var rate float64
+	runs := 0
+	for b.Loop() {
+		res, err := Active(context.Background(), Config{Dir: b.TempDir(), Sessions: 1000, Steps: 10}, time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rate += res.StepsPerSecond
+		runs++
+	}
+	b.ReportMetric(rate/float64(runs), "agent-steps/s")
 }

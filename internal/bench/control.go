@@ -3,11 +3,9 @@ package bench
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -107,22 +105,8 @@ func Control(ctx context.Context, cfg Config, kind ControlKind) (*ControlResult,
 		return nil, err
 	}
 	spec := &lt.AgentSpec{Model: lt.ModelSpec{Provider: "scripted", Script: script}}
-	ids := make([]string, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s, err := r.nodes[i%len(r.nodes)].eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: spec, Input: "benchmark"})
-			if err == nil {
-				ids[i] = s.ID
-			}
-			errs[i] = err
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	ids, err := createSessions(ctx, r, n, spec, "benchmark")
+	if err != nil {
 		return nil, err
 	}
 	// Every call is in flight before the first request: the requests reach

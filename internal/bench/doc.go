@@ -16,8 +16,17 @@
 // `longhaul bench` command prints its report; benchmarks in this package
 // run the same code under `go test -bench`.
 //
+// Its scenarios measure the cost of real work: a large workspace
+// (workspace.go: a tree copied in, then write_file and shell steps), a
+// long session parked and compacted (long.go), many sessions active at
+// once against a slow model (active.go), and many subscribers of one
+// session's event stream over a real node's HTTP API (watchers.go). They
+// use a bench-local model (model.go) whose spec does not grow with the
+// steps and which can answer after a latency.
+//
 // It imports the engine, the wire types (events' payloads, to read an
-// effect), the scripted provider, both storage drivers and pgx (to create
-// and drop its schema); the bench command runs it. Who may import it:
-// cmd/longhaul and tests.
+// effect), the scripted provider, both storage drivers, pgx (to create
+// and drop its schema) and internal/node (the watchers run serves a node's
+// API); the bench command runs it. Who may import it: cmd/longhaul and
+// tests.
 package bench

@@ -30,8 +30,9 @@
 //     and the lock.
 //
 // It imports the storage drivers so that its callers do not: cmd/longhaul
-// and the root package import it, never a driver (their tests aside). Who
-// may import it: the root package, cmd/longhaul and tests. It never
+// and the root package import it, never a driver (their tests aside);
+// internal/bench runs a node to measure the API's event streams. Who may
+// import it: the root package, cmd/longhaul, internal/bench and tests. It never
 // listens on a port: the caller serves Node.API.
 // HTTPServer and LimitConnsPerIP build what a caller serves it with: an
 // http.Server within HTTPLimits' timeouts, and a listener that caps the

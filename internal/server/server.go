@@ -208,7 +208,9 @@ type Server struct {
 	mux  *http.ServeMux
 	// routeList is every endpoint handle registered (Routes).
 	routeList []Route
-	keys      [][32]byte // SHA-256 of each API key, so comparisons take equal time
+	// frames shares the encoded frames of session streams (sseframes.go).
+	frames frameCache
+	keys   [][32]byte // SHA-256 of each API key, so comparisons take equal time
 	// hosts and crossOrigin refuse requests a web page made the browser
 	// send (origin.go).
 	hosts       hostRule

@@ -49,7 +49,7 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 	}
 	stream := func(ctx context.Context) iter.Seq2[lt.Event, error] { return s.b.StreamEvents(ctx, id, after) }
 	return serveStream(s, w, r, stream, func(ev *lt.Event) ([]byte, error) {
-		return eventFrame(ev, strconv.FormatInt(ev.Seq, 10))
+		return s.frames.frame(ev, func() ([]byte, error) { return eventFrame(ev, strconv.FormatInt(ev.Seq, 10)) })
 	})
 }
 

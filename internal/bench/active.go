@@ -1,0 +1,195 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/longhaul-dev/longhaul/internal/engine"
+	"github.com/longhaul-dev/longhaul/internal/model"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// The active run measures many sessions working at once against a slow
+// model: the engine must not be the bottleneck (agent-steps/s close to
+// sessions / latency), must hold no goroutine for a session it does not
+// run, and must fit them in little memory.
+
+// ActiveResult is one active run.
+type ActiveResult struct {
+	Sessions int
+	// Steps counts the agent steps completed (each a model call, which
+	// takes the latency, and its tool calls), the final answers included.
+	Steps          int
+	Latency        time.Duration
+	Elapsed        time.Duration
+	StepsPerSecond float64
+	// PeakRSSBytes and PeakGoroutines are the highest seen while the
+	// sessions ran (sampled); GoroutinesBefore is before they started.
+	PeakRSSBytes     int64
+	PeakGoroutines   int
+	GoroutinesBefore int
+}
+
+// activeSample is how often the active run samples RSS and goroutines.
+const activeSample = 20 * time.Millisecond
+
+// Active runs cfg.Sessions sessions (default 1) of cfg.Steps steps
+// (default 10) at once against a model answering each call after latency,
+// and measures agent-steps/s from the first session's creation to the last
+// one's end, with the peak RSS and goroutine count. The engine's worker
+// pool is cfg.Workers (default: one per session, as a node sized for the
+// load would be). Rounds is not used.
+func Active(ctx context.Context, cfg Config, latency time.Duration) (*ActiveResult, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if latency < 0 {
+		return nil, fmt.Errorf("bench: model latency must not be negative, got %s", latency)
+	}
+	n := max(cfg.Sessions, 1)
+	if cfg.Steps <= 0 {
+		cfg.Steps = 10
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = n
+	}
+	m := &benchModel{latency: latency, next: noopPlan(cfg.Steps)}
+	r, err := openWith(ctx, cfg, cfg.Workers, rigExtras{providers: map[string]model.Provider{benchProvider: m}})
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	spec := &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: benchProvider, Name: "noop"},
+		Tools: []lt.ToolSpec{{Name: "noop"}}, MaxSteps: cfg.Steps + 1,
+	}
+	before := runtime.NumGoroutine()
+	peaks := samplePeaks(activeSample)
+	start := time.Now()
+	ids, err := createSessions(ctx, r, n, spec, "benchmark")
+	if err != nil {
+		peaks.stop()
+		return nil, err
+	}
+	err = waitIdle(ctx, r.nodes[0].eng, ids)
+	elapsed := time.Since(start)
+	peakRSS, peakG := peaks.stop()
+	if err != nil {
+		return nil, err
+	}
+	// Counted after the clock stopped: a session that ended early (a stop
+	// condition) would otherwise inflate the rate.
+	for _, id := range ids {
+		steps, err := countSteps(ctx, r.nodes[0].eng, id)
+		if err != nil {
+			return nil, err
+		}
+		if steps != cfg.Steps {
+			return nil, fmt.Errorf("bench: session %s took %d steps, want %d", id, steps, cfg.Steps)
+		}
+	}
+	total := n * cfg.Steps
+	return &ActiveResult{
+		Sessions: n, Steps: total, Latency: latency, Elapsed: elapsed,
+		StepsPerSecond: float64(total) / elapsed.Seconds(),
+		PeakRSSBytes:   peakRSS, PeakGoroutines: peakG, GoroutinesBefore: before,
+	}, nil
+}
+
+// createSessions creates n sessions of spec at once, as independent
+// clients would, on the rig's nodes in turn, and returns their ids.
+func createSessions(ctx context.Context, r *rig, n int, spec *lt.AgentSpec, input string) ([]string, error) {
+	ids := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := r.nodes[i%len(r.nodes)].eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: spec, Input: input})
+			if err == nil {
+				ids[i] = s.ID
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// peakSampler records the highest RSS and goroutine count seen.
+type peakSampler struct {
+	done    chan struct{}
+	stopped chan struct{}
+	rss     int64
+	gor     int
+}
+
+func samplePeaks(every time.Duration) *peakSampler {
+	p := &peakSampler{done: make(chan struct{}), stopped: make(chan struct{})}
+	go func() {
+		defer close(p.stopped)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			p.rss, p.gor = max(p.rss, rss()), max(p.gor, runtime.NumGoroutine())
+			select {
+			case <-p.done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return p
+}
+
+// stop ends the sampling (after one last sample) and returns the peaks.
+func (p *peakSampler) stop() (rssBytes int64, goroutines int) {
+	close(p.done)
+	<-p.stopped
+	return max(p.rss, rss()), max(p.gor, runtime.NumGoroutine())
+}
+
+// PrintActive writes the active run's table.
+func PrintActive(w io.Writer, runs []*ActiveResult) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "active sessions\tmodel latency\tagent steps\telapsed\tagent-steps/s\tpeak RSS MiB\tgoroutines before\tpeak goroutines\t")
+	for _, r := range runs {
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%.0f\t%.1f\t%d\t%d\t\n", r.Sessions, r.Latency, r.Steps,
+			r.Elapsed.Round(time.Millisecond), r.StepsPerSecond, float64(r.PeakRSSBytes)/(1<<20), r.GoroutinesBefore, r.PeakGoroutines)
+	}
+	tw.Flush()
+}
+
+// countSteps returns the number of steps the session took: its model calls
+// for a step (not for a compaction or a verification).
+func countSteps(ctx context.Context, eng *engine.Engine, id string) (int, error) {
+	evs, err := eng.ListEvents(ctx, id, 0, 10000)
+	if err != nil {
+		return 0, err
+	}
+	steps := 0
+	for _, ev := range evs {
+		if ev.Type != lt.EventModelRequested {
+			continue
+		}
+		var d lt.ModelRequestedData
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return 0, fmt.Errorf("bench: %s of session %s: %w", ev.Type, id, err)
+		}
+		if d.Purpose == "" {
+			steps++
+		}
+	}
+	return steps, nil
+}

@@ -1,0 +1,117 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestActiveTiny runs the active scenario tiny: every session's steps
+// complete, the model's latency bounds the rate from above, and the table
+// has its row.
+func TestActiveTiny(t *testing.T) {
+	t.Parallel()
+	const latency = 20 * time.Millisecond
+	res, err := Active(context.Background(), Config{Dir: t.TempDir(), Sessions: 8, Steps: 3}, latency)
+	require.NoError(t, err)
+	require.Equal(t, 8, res.Sessions)
+	require.Equal(t, 24, res.Steps)
+	// Each session makes its 3 calls one after another, each taking the
+	// latency at least: no run can be faster.
+	require.GreaterOrEqual(t, res.Elapsed, 3*latency)
+	require.Positive(t, res.PeakRSSBytes)
+	require.GreaterOrEqual(t, res.PeakGoroutines, res.GoroutinesBefore)
+	var out strings.Builder
+	PrintActive(&out, []*ActiveResult{res})
+	require.Regexp(t, `active sessions.*\n\s+8\s+20ms\s+24\s`, out.String())
+	_, err = Active(context.Background(), Config{Dir: t.TempDir()}, -time.Second)
+	require.ErrorContains(t, err, "model latency must not be negative")
+}
+
+// TestLongTiny runs the long scenario at its smallest: the session is
+// parked and resumed, compacts, and every fifth of it has a cost.
+func TestLongTiny(t *testing.T) {
+	t.Parallel()
+	res, err := Long(context.Background(), Config{Dir: t.TempDir(), Steps: 300})
+	require.NoError(t, err)
+	require.Equal(t, 300, res.Steps)
+	require.Equal(t, 3, res.Turns)
+	require.Positive(t, res.Compactions, "the small context window makes the session compact")
+	for i, f := range res.Fifths {
+		require.Positive(t, f, "fifth %d", i+1)
+	}
+	require.Positive(t, res.ResumeFirst)
+	require.Positive(t, res.ResumeLast)
+	var out strings.Builder
+	PrintLong(&out, res)
+	require.Regexp(t, `long session steps.*\n\s+300\s+3\s+\d+\s`, out.String())
+	_, err = Long(context.Background(), Config{Dir: t.TempDir(), Steps: 150})
+	require.ErrorContains(t, err, "at least 200 steps")
+}
+
+// TestWorkspaceTiny runs the workspace scenario tiny, empty and with a
+// small tree: the tree is copied into the workspace (the first snapshot
+// holds its files), and both kinds of steps are measured.
+func TestWorkspaceTiny(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	empty, err := Workspace(ctx, Config{Dir: t.TempDir(), Steps: 4}, "")
+	require.NoError(t, err)
+	require.Zero(t, empty.Files)
+	tree := t.TempDir()
+	for i := range 20 {
+		require.NoError(t, os.MkdirAll(filepath.Join(tree, "d", strconv.Itoa(i%3)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(tree, "d", strconv.Itoa(i%3), strconv.Itoa(i)), []byte("content"), 0o644))
+	}
+	dir := t.TempDir()
+	full, err := Workspace(ctx, Config{Dir: dir, Steps: 4, Sessions: 2}, tree)
+	require.NoError(t, err)
+	// Each session's workspace holds the tree and what its steps wrote.
+	logs, err := filepath.Glob(filepath.Join(dir, "node-0", "workspaces", "*", "bench", "log.txt"))
+	require.NoError(t, err)
+	require.Len(t, logs, 2)
+	for _, log := range logs {
+		got, err := os.ReadFile(log)
+		require.NoError(t, err)
+		require.Equal(t, "2\n4\n", string(got), "the shell steps' appends")
+		ws := filepath.Dir(filepath.Dir(log))
+		require.FileExists(t, filepath.Join(ws, "bench", "w3.txt"))
+		require.FileExists(t, filepath.Join(ws, "d", "1", "19"))
+	}
+	require.Equal(t, 20, full.Files)
+	require.Equal(t, int64(20*len("content")), full.Bytes)
+	for _, r := range []*WorkspaceResult{empty, full} {
+		require.Positive(t, r.FirstSnapshot)
+		require.Positive(t, r.WriteP50)
+		require.Positive(t, r.ShellP50)
+	}
+	var out strings.Builder
+	PrintWorkspace(&out, []*WorkspaceResult{empty, full})
+	require.Regexp(t, `\(empty\)\s+0\s+0\.0\s.*1\.00×\s*\n.*\s+20\s+0\.0\s`, out.String())
+	_, err = Workspace(ctx, Config{Dir: t.TempDir()}, filepath.Join(tree, "missing"))
+	require.ErrorContains(t, err, "the workspace tree")
+}
+
+// TestWatchersTiny runs the watchers scenario tiny: every subscriber reads
+// every event of the turn, in order, over a real node's API.
+func TestWatchersTiny(t *testing.T) {
+	t.Parallel()
+	res, err := Watchers(context.Background(), Config{Dir: t.TempDir(), Steps: 3}, 5)
+	require.NoError(t, err)
+	require.Equal(t, 5, res.Watchers)
+	require.Greater(t, res.Events, 3*2, "each step journals several events")
+	require.Equal(t, 5*res.Events, res.Samples)
+	require.Positive(t, res.P50)
+	require.GreaterOrEqual(t, res.Max, res.P99)
+	var out strings.Builder
+	PrintWatchers(&out, []*WatchersResult{res})
+	require.Regexp(t, `watchers.*\n\s+5\s+\d+\s+\d+\s`, out.String())
+	_, err = Watchers(context.Background(), Config{Dir: t.TempDir()}, 0)
+	require.ErrorContains(t, err, "watchers must be 1 or more")
+}

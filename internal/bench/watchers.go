@@ -1,0 +1,294 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/longhaul-dev/longhaul/internal/model"
+	lhnode "github.com/longhaul-dev/longhaul/internal/node"
+	"github.com/longhaul-dev/longhaul/internal/tool"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// The watchers run measures the API's event stream with many subscribers
+// on one session: a real node (the HTTP API as `longhaul serve` wires it)
+// behind a loopback listener, and Go HTTP clients, each reading
+// GET /v1/sessions/{id}/events/stream, while the session takes steps. An
+// event's latency, for each subscriber, is from its append (the event's
+// time, which the engine stamps as it appends) to that subscriber reading
+// its frame.
+
+// watchersStepLatency is the model's latency in the watchers run: the
+// session's events come in bursts a step apart, as a real session's do,
+// not in one backlog.
+const watchersStepLatency = 20 * time.Millisecond
+
+// watchersOpenTimeout bounds the wait for every subscriber's stream to
+// open, and then for every one to read the last event.
+const watchersOpenTimeout = 2 * time.Minute
+
+// WatchersResult is one watchers run.
+type WatchersResult struct {
+	Watchers int
+	// Events is the number of events each subscriber read; Samples the
+	// latencies measured (Watchers × Events).
+	Events, Samples int
+	P50, P99, Max   time.Duration
+}
+
+// Watchers runs a node in cfg.Dir on SQLite, subscribes watchers clients
+// to one session's event stream over loopback, then runs a turn of
+// cfg.Steps steps (default 20) and measures each event's latency from its
+// append to each subscriber. Sessions, Rounds, Nodes and StoreURL are not
+// used.
+func Watchers(ctx context.Context, cfg Config, watchers int) (_ *WatchersResult, err error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if watchers < 1 {
+		return nil, fmt.Errorf("bench: watchers must be 1 or more, got %d", watchers)
+	}
+	if cfg.Steps <= 0 {
+		cfg.Steps = 20
+	}
+	// The first turn answers at once, so the session exists and is idle
+	// when the subscribers connect; the second takes the steps measured.
+	m := &benchModel{latency: watchersStepLatency, next: func(req *model.Request) *model.Response {
+		if req.Position == 0 || req.Position > cfg.Steps {
+			return answer("done")
+		}
+		return call("noop", map[string]any{"i": req.Position})
+	}}
+	n, err := lhnode.Open(ctx, &lhnode.Config{
+		DataDir: cfg.Dir, Logger: slog.New(slog.DiscardHandler), Sandbox: lhnode.SandboxLocal,
+		Providers: map[string]model.Provider{benchProvider: m}, Tools: []tool.Tool{noop{}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, n.Close(context.WithoutCancel(ctx))) }()
+	if err := n.Start(ctx); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: n.API, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer func() {
+		n.API.Shutdown() // ends the open streams, so the server's close does not wait on them
+		_ = srv.Close()
+	}()
+
+	eng := n.Engine
+	spec := &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: benchProvider, Name: "noop"},
+		Tools: []lt.ToolSpec{{Name: "noop"}}, MaxSteps: cfg.Steps + 2,
+	}
+	s, err := eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: spec, Input: "ready"})
+	if err != nil {
+		return nil, err
+	}
+	if err := waitIdle(ctx, eng, []string{s.ID}); err != nil {
+		return nil, err
+	}
+	start, err := lastSeq(ctx, eng, s.ID)
+	if err != nil {
+		return nil, err
+	}
+
+	url := fmt.Sprintf("http://%s/v1/sessions/%s/events/stream?after=%d", ln.Addr(), s.ID, start)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: watchers, DisableCompression: true}}
+	defer client.CloseIdleConnections()
+	wctx, stop := context.WithCancel(ctx)
+	subs := make([]*subscriber, watchers)
+	var opened sync.WaitGroup
+	var wg sync.WaitGroup
+	for i := range subs {
+		subs[i] = &subscriber{after: start}
+		opened.Add(1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			subs[i].follow(wctx, client, url, opened.Done)
+		}()
+	}
+	defer func() {
+		stop()
+		wg.Wait()
+	}()
+	if err := waitGroupWithin(ctx, &opened, watchersOpenTimeout); err != nil {
+		return nil, fmt.Errorf("bench: waiting for the subscribers' streams to open: %w", err)
+	}
+	for _, sub := range subs {
+		if err := sub.failure(); err != nil {
+			return nil, err
+		}
+	}
+
+	if _, err := eng.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "work"}); err != nil {
+		return nil, err
+	}
+	if err := waitIdle(ctx, eng, []string{s.ID}); err != nil {
+		return nil, err
+	}
+	end, err := lastSeq(ctx, eng, s.ID)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(watchersOpenTimeout)
+	for _, sub := range subs {
+		for sub.last.Load() < end {
+			if err := sub.failure(); err != nil {
+				return nil, err
+			}
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("bench: a subscriber read up to event %d of %d within %s", sub.last.Load(), end, watchersOpenTimeout)
+			}
+			time.Sleep(time.Millisecond) // poll: the bench's own wait, not a measurement
+		}
+	}
+	stop()
+	wg.Wait()
+
+	evs, err := eng.ListEvents(ctx, s.ID, start, int(end-start))
+	if err != nil {
+		return nil, err
+	}
+	appended := make(map[int64]time.Time, len(evs))
+	for _, ev := range evs {
+		appended[ev.Seq] = ev.Time
+	}
+	var lat []time.Duration
+	for _, sub := range subs {
+		for i, rc := range sub.received {
+			if rc.seq != start+int64(i)+1 {
+				return nil, fmt.Errorf("bench: a subscriber read event %d where %d was due: the stream lost or reordered events", rc.seq, start+int64(i)+1)
+			}
+			at, ok := appended[rc.seq]
+			if !ok {
+				return nil, fmt.Errorf("bench: a subscriber read event %d, which the journal does not have", rc.seq)
+			}
+			lat = append(lat, rc.at.Sub(at))
+		}
+	}
+	res := &WatchersResult{Watchers: watchers, Events: int(end - start), Samples: len(lat)}
+	res.P50, res.P99 = percentile(lat, 0.50), percentile(lat, 0.99)
+	res.Max = lat[len(lat)-1] // percentile sorted them
+	return res, nil
+}
+
+// waitGroupWithin waits for wg, at most d.
+func waitGroupWithin(ctx context.Context, wg *sync.WaitGroup, d time.Duration) error {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return fmt.Errorf("not all within %s", d)
+	}
+}
+
+// subscriber is one client of the event stream.
+type subscriber struct {
+	after int64
+	// last is the seq of the last frame read.
+	last     atomic.Int64
+	received []receipt
+	mu       sync.Mutex
+	err      error
+}
+
+// receipt is when a subscriber read an event's frame.
+type receipt struct {
+	seq int64
+	at  time.Time
+}
+
+func (s *subscriber) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+func (s *subscriber) fail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.err = err
+}
+
+// follow reads the stream until ctx ends, noting when each frame's id line
+// arrives; opened is called once the stream's headers are in (or it
+// failed).
+func (s *subscriber) follow(ctx context.Context, client *http.Client, url string, opened func()) {
+	once := sync.OnceFunc(opened)
+	defer once()
+	s.last.Store(s.after)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		s.fail(err)
+		return
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		s.fail(fmt.Errorf("bench: subscribe: %w", err))
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		s.fail(fmt.Errorf("bench: subscribe: status %s", resp.Status))
+		return
+	}
+	once()
+	r := bufio.NewReader(resp.Body)
+	for {
+		line, err := r.ReadSlice('\n')
+		if err != nil {
+			if ctx.Err() == nil {
+				s.fail(fmt.Errorf("bench: read the stream: %w", err))
+			}
+			return
+		}
+		id, ok := bytes.CutPrefix(line, []byte("id: "))
+		if !ok {
+			continue
+		}
+		at := time.Now()
+		seq, err := strconv.ParseInt(string(bytes.TrimSpace(id)), 10, 64)
+		if err != nil {
+			s.fail(fmt.Errorf("bench: a frame's id %q: %w", id, err))
+			return
+		}
+		s.received = append(s.received, receipt{seq: seq, at: at})
+		s.last.Store(seq)
+	}
+}
+
+// PrintWatchers writes the watchers runs' table.
+func PrintWatchers(w io.Writer, runs []*WatchersResult) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "watchers\tevents\tsamples\tp50 append→read\tp99\tmax\t")
+	for _, r := range runs {
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t\n", r.Watchers, r.Events, r.Samples,
+			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.Max.Round(time.Microsecond))
+	}
+	tw.Flush()
+}
