@@ -260,8 +260,12 @@ func TestAdversarialDisk_SandboxHuntsVaultKey(t *testing.T) {
 	evs := journal(ctx, t, srv.api, s.ID)
 	sawOutput := false
 	for _, ev := range evs {
+		// This server's key, in any form. (Not the variable's name alone:
+		// the local sandbox reads every process of its user, and other
+		// tests of this package, run in parallel, start servers with
+		// their own keys in their environment, as an operator may.)
 		require.NotContains(t, string(ev.Data), key, "event %d (%s)", ev.Seq, ev.Type)
-		require.NotContains(t, string(ev.Data), "LONGHAUL_VAULT_KEY=", "event %d (%s)", ev.Seq, ev.Type)
+		require.NotContains(t, string(ev.Data), "LONGHAUL_VAULT_KEY="+key, "event %d (%s)", ev.Seq, ev.Type)
 		if ev.Type == lt.EventToolCompleted {
 			sawOutput = strings.Contains(string(ev.Data), "searched")
 		}
