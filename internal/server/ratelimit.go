@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -150,17 +151,6 @@ func (l *limiters) take(who, class string, now time.Time) time.Duration {
 	return 0
 }
 
-// empty reports how long until who's bucket for class has a token (0: it
-// has one now), spending nothing; a caller without a bucket has a full one.
-func (l *limiters) empty(who, class string, now time.Time) time.Duration {
-	lim := l.get(who, class, now, false)
-	if lim == nil || lim.TokensAt(now) >= 1 {
-		return 0
-	}
-	missing := 1 - lim.TokensAt(now)
-	return time.Duration(missing / float64(lim.Limit()) * float64(time.Second))
-}
-
 // get returns who's bucket for class (nil if the class is not limited, or
 // if there is none and create is false).
 func (l *limiters) get(who, class string, now time.Time, create bool) *rate.Limiter {
@@ -184,19 +174,26 @@ func (l *limiters) get(who, class string, now time.Time, create bool) *rate.Limi
 
 // sweep bounds the memory the buckets take. A bucket that has refilled is
 // the same as a new one, so it goes first at no cost; if that is not
-// enough (more active callers than max), arbitrary buckets go until half
-// the room is free: their callers start again from a full bucket.
+// enough, the buckets of addresses go (their callers start again from a
+// full bucket), arbitrary ones until half the room is free, and only then
+// those of keys and names. Addresses are what an attacker can make many
+// of; keys are made by an admin: a flood from many addresses must not
+// refill a drained key's bucket by pushing it out.
 func (l *limiters) sweep(now time.Time) {
 	for k, lim := range l.m {
 		if lim.TokensAt(now) >= float64(lim.Burst()) {
 			delete(l.m, k)
 		}
 	}
-	for k := range l.m {
-		if len(l.m) < l.max/2 {
-			break
+	for _, addresses := range []bool{true, false} {
+		for k := range l.m {
+			if len(l.m) < l.max/2 {
+				return
+			}
+			if strings.HasPrefix(k.who, addressPrefix) == addresses {
+				delete(l.m, k)
+			}
 		}
-		delete(l.m, k)
 	}
 }
 
@@ -228,12 +225,32 @@ func (s *Server) routeClass(r *http.Request) string {
 func limitKey(r *http.Request, c *app.Caller) string {
 	switch {
 	case c == nil:
-		return "ip:" + remoteIP(r)
+		return addressPrefix + addressBucket(remoteIP(r))
 	case c.KeyID != "":
 		return "key:" + c.KeyID
 	default:
 		return "name:" + c.Name
 	}
+}
+
+// addressPrefix starts the bucket key of a request that authenticated as
+// no one.
+const addressPrefix = "ip:"
+
+// addressBucket is the part of a peer's address its bucket is for: an IPv4
+// address whole, an IPv6 address's /64 network, the smallest block a
+// host is commonly given (one host holds a whole /64, and would otherwise
+// get a fresh bucket for each of its addresses).
+func addressBucket(host string) string {
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	ip = ip.Unmap()
+	if ip.Is4() {
+		return ip.String()
+	}
+	return netip.PrefixFrom(ip.WithZone(""), 64).Masked().String()
 }
 
 // remoteIP is the host part of r.RemoteAddr (all of it when it has no
