@@ -146,3 +146,40 @@ func TestAdversarialProjects_KeyOfAnotherProject(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, sessions.Data, 1, "no fork, no session planted in beta")
 }
+
+// TestAdversarialProjects_IdempotencyKeyReplay: a key of project beta
+// that guesses (or sees in a log) the Idempotency-Key alpha's program
+// uses, and sends the same body, gets a request of its own, in its own
+// project, never a replay of alpha's answer (alpha's session, with its id
+// and project); alpha's own retry still replays its first answer.
+func TestAdversarialProjects_IdempotencyKeyReplay(t *testing.T) {
+	t.Parallel()
+	const admin = "lh-idempotency-adversary-bootstrap"
+	k := startKeyed(t, admin)
+	operatorOf := func(project string) string {
+		t.Helper()
+		r := k.send(admin, http.MethodPost, "/v1/keys", `{"name":"`+project+`-ops","role":"operator","project":"`+project+`"}`)
+		require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+		var key lt.APIKey
+		require.NoError(t, json.Unmarshal(r.body, &key))
+		return key.Key
+	}
+	alpha, beta := operatorOf("alpha"), operatorOf("beta")
+	body := []byte(`{"agent_spec":{"model":{"provider":"scripted","script":[{"text":"alpha's plan"}]}},"input":"nightly"}`)
+	create := func(key string) lt.Session {
+		t.Helper()
+		r := httpSend(t, k.srv, http.MethodPost, "/v1/sessions", "", body, map[string]string{
+			"Authorization": "Bearer " + key, "Content-Type": "application/json", "Idempotency-Key": "nightly-report",
+		})
+		require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+		var s lt.Session
+		require.NoError(t, json.Unmarshal(r.body, &s))
+		return s
+	}
+	first := create(alpha)
+	require.Equal(t, "alpha", first.Project)
+	stolen := create(beta)
+	require.NotEqual(t, first.ID, stolen.ID, "beta was answered with alpha's session")
+	require.Equal(t, "beta", stolen.Project)
+	require.Equal(t, first.ID, create(alpha).ID, "alpha's retry replays its own answer")
+}

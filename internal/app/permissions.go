@@ -156,10 +156,12 @@ func Allow(ctx context.Context, method string) error {
 	for i, r := range roles {
 		names[i] = string(r)
 	}
-	return apierror.Forbidden("the %s role may not call %s (it needs one of: %s)", roleOrNone(c.Role), method, strings.Join(names, ", "))
+	return apierror.Forbidden("the %s role may not call %s (it needs one of: %s)", RoleOrNone(c.Role), method, strings.Join(names, ", "))
 }
 
-func roleOrNone(r lt.Role) string {
+// RoleOrNone is a role as a refusal names it ("(none)" for a caller
+// without one).
+func RoleOrNone(r lt.Role) string {
 	if r == "" {
 		return "(none)"
 	}

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/app"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -20,17 +21,9 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		if c.Role != lt.RoleAdmin {
-			return apierror.Forbidden("the %s role may not read /metrics (it needs the admin role: the metrics span every project)", roleName(c.Role))
+			return apierror.Forbidden("the %s role may not read /metrics (it needs the admin role: the metrics span every project)", app.RoleOrNone(c.Role))
 		}
 	}
 	s.cfg.Metrics.ServeHTTP(w, r)
 	return nil
-}
-
-// roleName is a role for a message ("(none)" when empty).
-func roleName(r lt.Role) string {
-	if r == "" {
-		return "(none)"
-	}
-	return string(r)
 }
