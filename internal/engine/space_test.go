@@ -76,6 +76,12 @@ func TestLowSpaceRefusesWorkAndRecovers(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, list.Data, "a refused session left nothing behind")
 
+	// A pass of the scheduler that checked the space before it went low
+	// may still be claiming: wait for a pass that checks after.
+	seen := checks.Load()
+	require.Eventually(t, func() bool { return checks.Load() > seen }, 10*time.Second, time.Millisecond,
+		"the scheduler checks the space at each pass")
+
 	// A session queued while space was there (here: written straight to the
 	// store by a second engine that has no floor) is not claimed below it.
 	other, err := engine.New(st, &engine.Config{WorkspaceRoot: filepath.Join(dir, "workspaces"),
@@ -83,7 +89,7 @@ func TestLowSpaceRefusesWorkAndRecovers(t *testing.T) {
 	require.NoError(t, err)
 	s, err := other.CreateSession(ctx, req)
 	require.NoError(t, err)
-	seen := checks.Load()
+	seen = checks.Load()
 	require.Eventually(t, func() bool { return checks.Load() >= seen+5 }, 10*time.Second, time.Millisecond,
 		"the scheduler checks the space at each pass")
 	got, err := eng.GetSession(ctx, s.ID)

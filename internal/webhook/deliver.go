@@ -95,9 +95,23 @@ func (d *Dispatcher) nextDue(ctx context.Context) (<-chan time.Time, error) {
 		d.log.Warn("webhook next due", "err", err)
 		return d.clock.After(d.rescan), nil
 	case next != nil:
-		return d.clock.After(next.Sub(d.clock.Now())), nil
+		return d.afterUntil(*next), nil
 	}
 	return nil, nil
+}
+
+// afterUntil returns a channel that receives once the clock reaches t. The
+// clock is read again once the timer is set: a clock that moved past t in
+// between (a test's clock advanced by another goroutine, which a timer set
+// from the earlier reading would wait for a second time) fires at once.
+func (d *Dispatcher) afterUntil(t time.Time) <-chan time.Time {
+	timer := d.clock.After(t.Sub(d.clock.Now()))
+	if now := d.clock.Now(); !now.Before(t) {
+		fired := make(chan time.Time, 1)
+		fired <- now
+		return fired
+	}
+	return timer
 }
 
 // outcome is what one attempt leads to.

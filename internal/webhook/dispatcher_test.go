@@ -459,3 +459,41 @@ func TestEndpointCreatedDuringAScanMissesNothing(t *testing.T) {
 	}
 	require.Equal(t, map[string]int64{"": seq, "whe_old": seq, "whe_new": seq}, targets)
 }
+
+// jumpingClock is a fake clock that another goroutine advances by `by` just
+// before the first timer is set: the interleaving in which a wait computed
+// from an earlier reading of the clock would wait a second time.
+type jumpingClock struct {
+	*fakeClock
+	by   time.Duration
+	once sync.Once
+}
+
+func (c *jumpingClock) After(d time.Duration) <-chan time.Time {
+	c.once.Do(func() { c.fakeClock.Advance(c.by) })
+	return c.fakeClock.After(d)
+}
+
+// The wait for the next due delivery ends once the clock reaches it, even
+// when the clock moves between reading it and setting the timer (the
+// retry in TestReceiverFailuresAreRetried was once never sent so).
+func TestNextDueSurvivesAClockMovingMeanwhile(t *testing.T) {
+	e := newEnv(t)
+	clock := &jumpingClock{fakeClock: e.clock, by: DefaultSchedule[1]}
+	d, err := New(e.st, &Config{Clock: clock})
+	require.NoError(t, err)
+	select {
+	case <-d.afterUntil(t0.Add(DefaultSchedule[1])):
+	default:
+		t.Fatal("the clock reached the due time, but the wait goes on")
+	}
+	// A due time still ahead is waited for.
+	later := d.afterUntil(clock.Now().Add(time.Second))
+	select {
+	case <-later:
+		t.Fatal("fired before its time")
+	default:
+	}
+	clock.Advance(time.Second)
+	<-later
+}
