@@ -20,9 +20,10 @@ func TestRuntimeWebhookDeliveriesPages(t *testing.T) {
 	t.Parallel()
 	rt := open(t, longhaul.Options{DataDir: t.TempDir()})
 	ctx := t.Context()
-	// Loopback: the egress policy refuses it, so every attempt fails at
-	// once and the deliveries stay listed.
-	_, err := rt.CreateWebhookEndpoint(ctx, &lt.CreateWebhookEndpointRequest{URL: "http://127.0.0.1:1/hook", Events: []string{lt.WebhookSessionIdle}})
+	// A name under .invalid (RFC 2606) never resolves, so every attempt
+	// fails and the deliveries stay listed. (Loopback would be refused
+	// already at creation.)
+	_, err := rt.CreateWebhookEndpoint(ctx, &lt.CreateWebhookEndpointRequest{URL: "https://hooks.example.invalid/hook", Events: []string{lt.WebhookSessionIdle}})
 	require.NoError(t, err)
 	const sessions = 3
 	for range sessions {
@@ -65,10 +66,15 @@ func TestRuntimeWebhookDeliveriesPages(t *testing.T) {
 		require.ErrorContains(t, err, "ListWebhookDeliveriesParams.Limit -1 is outside 0..500")
 	}
 
-	s, err := rt.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: new(scripted(`[{"text":"hi"}]`)), Input: "hi", WebhookURL: "http://127.0.0.1:1/own"})
+	s, err := rt.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: new(scripted(`[{"text":"hi"}]`)), Input: "hi", WebhookURL: "https://hooks.example.invalid/own"})
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(s.WebhookSecret, "whsec_"), s.WebhookSecret)
 	got, err := rt.GetSession(ctx, s.ID)
 	require.NoError(t, err)
 	require.Empty(t, got.WebhookSecret, "shown only in the answer that creates it")
+
+	// A webhook_url no notification could ever reach is refused at once,
+	// naming the field and the rule.
+	_, err = rt.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: new(scripted(`[{"text":"hi"}]`)), Input: "hi", WebhookURL: "http://127.0.0.1:1/own"})
+	require.ErrorContains(t, err, "webhook_url would never be delivered to: port 1 is not allowed (allowed: 80, 443)")
 }

@@ -20,6 +20,13 @@ func (a *App) CreateSession(ctx context.Context, req *lt.CreateSessionRequest) (
 	if err != nil {
 		return nil, err
 	}
+	if req.WebhookURL != "" {
+		// The same rules as an endpoint's: a URL every notification would
+		// be refused is refused now, not at each delivery.
+		if err := a.webhooks.CheckTarget("webhook_url", req.WebhookURL); err != nil {
+			return nil, err
+		}
+	}
 	in := *req
 	in.Project = project
 	s, err := a.eng.CreateSession(ctx, &in)

@@ -320,49 +320,19 @@ func (p *Policy) Dial(ctx context.Context, network, host string, port int) (net.
 		return refuse(fmt.Sprintf("network %q is not supported", network))
 	}
 
-	lit := strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	addr, err := netip.ParseAddr(lit)
-	isLiteral := err == nil
-	if isLiteral {
-		ev.Host = addr.String()
-		if addr.Zone() != "" {
-			return refuse("an IP address with a zone is not allowed")
-		}
-	} else {
-		ev.Host = normalizeName(host)
-	}
-	ports := p.ports
-	if len(ports) == 0 {
-		ports = DefaultPorts
-	}
-	if !slices.Contains(ports, port) {
-		return refuse(fmt.Sprintf("port %d is not allowed (allowed: %s)", port, joinInts(ports)))
+	st := p.static(host, port)
+	ev.Host = st.host
+	if st.reason != "" {
+		return refuse(st.reason)
 	}
 	if p.resolver == nil || p.dialer == nil {
 		return refuse("policy was not built with NewPolicy")
 	}
 
 	var candidates []netip.Addr
-	if isLiteral {
-		// A listed literal is allowed whatever its class: listing a private
-		// address is the operator's explicit opt-in.
-		a := canonicalAddr(addr)
-		if !p.addrs[a] {
-			if !p.anyHost {
-				return refuse("IP address is not in the allowlist")
-			}
-			if class := addressClass(a); class != "" {
-				return refuse(fmt.Sprintf("%s is a %s address", a, class))
-			}
-		}
-		candidates = []netip.Addr{a}
+	if st.literal.IsValid() {
+		candidates = []netip.Addr{st.literal}
 	} else {
-		if err := checkName(ev.Host); err != nil {
-			return refuse("invalid host name: " + err.Error())
-		}
-		if !p.anyHost && !p.nameListed(ev.Host) {
-			return refuse("host is not in the allowlist")
-		}
 		answers, err := p.resolver.LookupIPAddr(ctx, ev.Host)
 		if err != nil {
 			ev.Reason = "resolve: " + err.Error()
@@ -417,6 +387,83 @@ func (p *Policy) Dial(ctx context.Context, network, host string, port int) (net.
 	}
 	ev.Reason = "connect: " + lastErr.Error()
 	return nil, ev, fmt.Errorf("connect to %s: %w", net.JoinHostPort(ev.Host, strconv.Itoa(port)), lastErr)
+}
+
+// staticCheck is what Dial decides before any lookup.
+type staticCheck struct {
+	// host is the host as events show it: a literal's canonical form or
+	// the normalized name.
+	host string
+	// literal is the canonical address when host is an IP literal (the
+	// zero Addr for a name).
+	literal netip.Addr
+	// reason refuses the connection ("" when nothing refuses it yet).
+	reason string
+}
+
+// static checks the port, and an IP literal's or a name's own standing in
+// the allowlist: everything but what a lookup and the server's own
+// addresses tell.
+func (p *Policy) static(host string, port int) staticCheck {
+	var c staticCheck
+	lit := strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	addr, err := netip.ParseAddr(lit)
+	isLiteral := err == nil
+	if isLiteral {
+		c.host = addr.String()
+		if addr.Zone() != "" {
+			c.reason = "an IP address with a zone is not allowed"
+			return c
+		}
+	} else {
+		c.host = normalizeName(host)
+	}
+	ports := p.ports
+	if len(ports) == 0 {
+		ports = DefaultPorts
+	}
+	if !slices.Contains(ports, port) {
+		c.reason = fmt.Sprintf("port %d is not allowed (allowed: %s)", port, joinInts(ports))
+		return c
+	}
+	if isLiteral {
+		// A listed literal is allowed whatever its class: listing a private
+		// address is the operator's explicit opt-in.
+		a := canonicalAddr(addr)
+		if !p.addrs[a] {
+			if !p.anyHost {
+				c.reason = "IP address is not in the allowlist"
+				return c
+			}
+			if class := addressClass(a); class != "" {
+				c.reason = fmt.Sprintf("%s is a %s address", a, class)
+				return c
+			}
+		}
+		c.literal = a
+		return c
+	}
+	if err := checkName(c.host); err != nil {
+		c.reason = "invalid host name: " + err.Error()
+		return c
+	}
+	if !p.anyHost && !p.nameListed(c.host) {
+		c.reason = "host is not in the allowlist"
+	}
+	return c
+}
+
+// Precheck tells, without a lookup or a connection, whether Dial will
+// surely refuse host:port: a port the policy does not allow, an IP literal
+// of a refused class or not listed, a name not listed or not a valid name.
+// It is for refusing a target when it is configured (a webhook endpoint)
+// rather than at every delivery; nil does not promise that Dial will
+// connect (a name may resolve to a refused address).
+func (p *Policy) Precheck(host string, port int) error {
+	if st := p.static(host, port); st.reason != "" {
+		return &RefusedError{Host: st.host, Port: port, Reason: st.reason}
+	}
+	return nil
 }
 
 func joinInts(v []int) string {

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -53,6 +54,20 @@ type ContentItem struct {
 	Name     string `json:"name,omitempty"`
 	// Bytes is the size of binary data that is not reproduced.
 	Bytes int `json:"bytes,omitempty"`
+}
+
+// MarshalJSON keeps a text item's text even when it is empty: a text item
+// without its `text` field is not a text item to a reader (nor to the MCP
+// schema), and an empty answer is still an answer.
+func (c ContentItem) MarshalJSON() ([]byte, error) {
+	type plain ContentItem // without this method
+	if c.Type != "text" {
+		return json.Marshal(plain(c))
+	}
+	return json.Marshal(struct {
+		plain
+		Text string `json:"text"` // shadows plain's, which omits it when empty
+	}{plain(c), c.Text})
 }
 
 // result turns a tools/call result into a CallResult.

@@ -159,13 +159,17 @@ func New(st store.Store, cfg *Config) *Metrics {
 // gather from it; an embedding program may add its own collectors).
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-// Handler serves the registry in the Prometheus exposition formats. A
+// Handler serves the registry in the Prometheus exposition formats, and
+// in OpenMetrics to a scraper that asks for it (Prometheus does by
+// default; without it, a scraper negotiating OpenMetrics falls back to the
+// classic text format and loses exemplars and created timestamps). A
 // scrape whose store reads fail still serves every other metric (the
 // failure is logged).
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
-		ErrorLog:      slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
-		ErrorHandling: promhttp.ContinueOnError,
-		Registry:      m.reg,
+		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
+		ErrorHandling:     promhttp.ContinueOnError,
+		Registry:          m.reg,
+		EnableOpenMetrics: true,
 	})
 }

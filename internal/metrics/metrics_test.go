@@ -351,6 +351,38 @@ func TestMetrics(t *testing.T) {
 	require.Empty(t, problems, "metric names and help follow the Prometheus conventions")
 }
 
+// TestOpenMetricsWhenAsked: a scraper that negotiates OpenMetrics (as
+// Prometheus does) gets it, terminated by "# EOF"; one that does not gets
+// the classic text format.
+func TestOpenMetricsWhenAsked(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	for _, tc := range []struct{ accept, contentType string }{
+		{"application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1", "application/openmetrics-text; version=1.0.0; charset=utf-8; escaping=underscores"},
+		{"", "text/plain; version=0.0.4; charset=utf-8; escaping=underscores"},
+	} {
+		req, err := http.NewRequest(http.MethodGet, s.api.URL+"/metrics", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+		if tc.accept != "" {
+			req.Header.Set("Accept", tc.accept)
+		}
+		res, err := s.api.Client().Do(req)
+		require.NoError(t, err)
+		body, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, res.StatusCode)
+		require.Equal(t, tc.contentType, res.Header.Get("Content-Type"))
+		if tc.accept != "" {
+			require.True(t, bytes.HasSuffix(body, []byte("# EOF\n")), "an OpenMetrics exposition ends with # EOF")
+			require.Contains(t, string(body), "# TYPE longhaul_steps counter", "OpenMetrics names a counter's family without _total")
+		} else {
+			require.NotContains(t, string(body), "# EOF")
+		}
+	}
+}
+
 // TestMetricsAccess: /metrics answers like /v1 (an API key, here) unless
 // it is public.
 func TestMetricsAccess(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/egress"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -41,7 +42,7 @@ func (a *API) CreateWebhookEndpoint(ctx context.Context, req *lt.CreateWebhookEn
 	if project == "" {
 		project = lt.DefaultProject
 	}
-	if err := CheckURL("url", req.URL); err != nil {
+	if err := a.CheckTarget("url", req.URL); err != nil {
 		return nil, err
 	}
 	events := []string{}
@@ -90,6 +91,35 @@ func CheckURL(field, raw string) error {
 	}
 	if u.User != nil {
 		return apierror.Invalid(field, "%s must not contain user info", field)
+	}
+	return nil
+}
+
+// CheckTarget is CheckURL, then the delivery policy's verdict on what it
+// can tell without a lookup: a URL that every delivery would be refused
+// (a port not allowed, a private or loopback address, an invalid name) is
+// refused when it is configured, with the rule, rather than accepted and
+// then failed at every attempt. A name is not resolved here: what it
+// resolves to is checked at each delivery.
+func (a *API) CheckTarget(field, raw string) error {
+	if err := CheckURL(field, raw); err != nil {
+		return err
+	}
+	u, _ := url.Parse(raw) // CheckURL parsed it
+	port := 443
+	if u.Scheme == "http" {
+		port = 80
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
+			return apierror.Invalid(field, "%s has an invalid port %q", field, p)
+		}
+		port = n
+	}
+	var refused *egress.RefusedError
+	if err := a.d.pol.Precheck(u.Hostname(), port); errors.As(err, &refused) {
+		return apierror.Invalid(field, "%s would never be delivered to: %s (webhook deliveries go to public addresses, on the ports the server allows)", field, refused.Reason)
 	}
 	return nil
 }

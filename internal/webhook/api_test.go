@@ -115,6 +115,37 @@ func TestEndpointsAPI(t *testing.T) {
 		requireField(t, resp, field)
 	}
 
+	// A target every delivery would be refused is refused at creation,
+	// with the rule; nothing is created.
+	for url, rule := range map[string]string{
+		"http://hooks.example.com:8080/in": "port 8080 is not allowed (allowed: 80, 443)",
+		"https://127.0.0.1/in":             "127.0.0.1 is a loopback address",
+		"https://[::1]:443/in":             "::1 is a loopback address",
+		"http://10.1.2.3/in":               "10.1.2.3 is a private address",
+		"http://169.254.169.254/latest":    "169.254.169.254 is a",
+		"https://bad_host!.example/in":     "invalid host name",
+		"https://hooks.example.com:99999/": "invalid port",
+	} {
+		code, resp := call(t, "POST", ts.URL+"/v1/webhooks/endpoints", `{"url": "`+url+`"}`)
+		require.Equal(t, http.StatusBadRequest, code, url)
+		requireField(t, resp, "url")
+		require.Contains(t, string(resp), rule, url)
+	}
+	code, body = call(t, "GET", ts.URL+"/v1/webhooks/endpoints", "")
+	require.Equal(t, http.StatusOK, code)
+	require.NoError(t, json.Unmarshal(body, &list))
+	require.Len(t, list.Data, 1, "no refused endpoint was created")
+
+	// What the operator allows is accepted: a listed private address and
+	// an allowed port.
+	allowed := e.Config()
+	allowed.AllowPrivate, allowed.Ports = []string{"127.0.0.1"}, []int{8080}
+	d2, err := webhook.New(e.Store(), allowed)
+	require.NoError(t, err)
+	ts2 := apiServer(t, e, d2)
+	code, body = call(t, "POST", ts2.URL+"/v1/webhooks/endpoints", `{"url": "http://127.0.0.1:8080/in"}`)
+	require.Equal(t, http.StatusCreated, code, string(body))
+
 	code, _ = call(t, "DELETE", ts.URL+"/v1/webhooks/endpoints/"+created.ID, "")
 	require.Equal(t, http.StatusNoContent, code)
 	code, _ = call(t, "DELETE", ts.URL+"/v1/webhooks/endpoints/"+created.ID, "")

@@ -107,6 +107,9 @@ type Dispatcher struct {
 	owner    string        // NodeID: the owner of this dispatcher's claims
 	claimTTL time.Duration // how long a claim lasts
 	client   *http.Client
+	// pol is the policy every delivery dials through; CheckTarget asks it
+	// about a URL when one is configured.
+	pol *egress.Policy
 
 	wake chan struct{}
 
@@ -192,6 +195,7 @@ func New(st store.Store, cfg *Config) (*Dispatcher, error) {
 		return nil, fmt.Errorf("new webhook dispatcher: ClaimTTL %s must be longer than Timeout %s", d.claimTTL, d.timeout)
 	}
 	d.log = d.log.With("node", d.owner)
+	d.pol = pol
 	d.client = &http.Client{
 		Transport: &http.Transport{
 			Proxy: nil, // never through an environment proxy: the policy dials
