@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -173,6 +174,29 @@ func KindForStatus(status int) ErrorKind {
 		return KindBadRequest
 	}
 }
+
+// authCodes are the error codes and types, across the providers, of a
+// credential the provider refuses: waiting or retrying does not cure them.
+// An API reports them as an HTTP 401/403 before a stream begins, but some
+// gateways and compatible servers report them inside a stream that began
+// with 200, where they would otherwise read as a server error and be
+// retried.
+var authCodes = map[string]bool{
+	"invalid_api_key":        true, // OpenAI
+	"incorrect_api_key":      true,
+	"invalid_authentication": true,
+	"authentication_error":   true, // Anthropic, LiteLLM
+	"permission_error":       true, // Anthropic
+	"permission_denied":      true,
+	"unauthorized":           true,
+	"account_deactivated":    true,
+	"insufficient_quota":     true, // out of credit: not cured by waiting either
+}
+
+// IsAuthCode reports whether a provider's error code or type (as reported
+// in an error body or a stream's error event) says the credential is
+// refused.
+func IsAuthCode(code string) bool { return authCodes[strings.ToLower(code)] }
 
 // SpecValidator is implemented by providers that can check a model spec when
 // an agent is defined, so a bad definition is refused up front.

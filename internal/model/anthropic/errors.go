@@ -49,6 +49,11 @@ func (c classifier) streamEventError(e *sdk.Error) *model.Error {
 		kind = model.KindOverloaded
 	case "rate_limit_error":
 		kind = model.KindRateLimited
+	default:
+		if model.IsAuthCode(errType) {
+			// A refused key is not cured by a retry, wherever it is said.
+			kind = model.KindAuth
+		}
 	}
 	msg := e.Message
 	if msg == "" {

@@ -186,6 +186,12 @@ func TestRespondStreamFailures(t *testing.T) {
 			message: "anthropic: api_error: Internal server error",
 		},
 		{
+			name:    "authentication error event mid-stream",
+			handler: streamBody(events(start, `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`)),
+			kind:    model.KindAuth,
+			message: "anthropic: authentication_error: invalid x-api-key",
+		},
+		{
 			name:    "stream ends before message_stop",
 			handler: streamBody(events(start, textStart, textDelta)),
 			kind:    model.KindServer,
@@ -252,7 +258,7 @@ func TestRespondStreamFailures(t *testing.T) {
 			resp, err := api.provider().Respond(context.Background(), req)
 			require.Nil(t, resp, "a broken stream never yields a response")
 			me := requireModelError(t, err, tt.kind)
-			require.True(t, me.Retryable())
+			require.Equal(t, tt.kind != model.KindAuth, me.Retryable(), "only a refused key is permanent")
 			require.Zero(t, me.Status)
 			require.Contains(t, me.Message, tt.message)
 			require.Equal(t, 1, api.count())

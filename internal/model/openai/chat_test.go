@@ -212,6 +212,10 @@ func TestChatStreamFailures(t *testing.T) {
 			frames: []string{chatRoleChunk(), chatTextChunk("Half"), chunk(`{"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}`)},
 		},
 		{
+			name: "auth error chunk from a gateway", spec: compatSpec(), kind: model.KindAuth, want: "authentication_error",
+			frames: []string{chunk(`{"error":{"message":"Authentication Error, Invalid proxy server token passed.","type":"auth_error","code":"authentication_error"}}`)},
+		},
+		{
 			name: "context error chunk from a compatible server", spec: compatSpec(), kind: model.KindContextTooLong, want: "maximum context length",
 			frames: []string{chunk(`{"error":{"message":"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens.","type":"BadRequestError","code":400}}`)},
 		},

@@ -107,8 +107,9 @@ func (c classifier) statusError(status int, body errorBody, resp *http.Response)
 	switch {
 	case contextTooLong(status, body):
 		kind = model.KindContextTooLong
-	case body.code == "insufficient_quota":
-		// A 429 that waiting does not cure: the account is out of credit.
+	case model.IsAuthCode(body.code):
+		// e.g. a 429 that waiting does not cure: the account is out of
+		// credit.
 		kind = model.KindAuth
 	}
 	msg := body.msg
@@ -134,7 +135,7 @@ func (c classifier) streamError(e *apiStreamError) *model.Error {
 		kind = model.KindRateLimited
 	case e.code == "server_is_overloaded" || e.code == "overloaded" || e.code == "overloaded_error":
 		kind = model.KindOverloaded
-	case e.code == "insufficient_quota":
+	case model.IsAuthCode(e.code):
 		kind = model.KindAuth
 	case e.code == "invalid_prompt":
 		kind = model.KindBadRequest

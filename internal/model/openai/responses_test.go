@@ -302,6 +302,15 @@ func TestResponsesStreamFailures(t *testing.T) {
 			},
 		},
 		{
+			// A refused key said inside the stream (as gateways do) is
+			// permanent: retrying it five times as a server error only
+			// delays the person who must fix the key.
+			name: "error event: invalid_api_key", kind: model.KindAuth, want: "invalid_api_key: Incorrect API key provided",
+			handler: func() []string {
+				return append(partial, event(`{"type":"error","sequence_number":9,"code":"invalid_api_key","message":"Incorrect API key provided.","param":null}`))
+			},
+		},
+		{
 			name: "error event: context length", kind: model.KindContextTooLong, want: "context",
 			handler: func() []string {
 				return append(partial, event(`{"type":"error","sequence_number":9,"code":"context_length_exceeded","message":"Your input exceeds the context window of this model.","param":"input"}`))
