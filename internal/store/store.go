@@ -221,15 +221,21 @@ type Store interface {
 	// p.Until: a claimed delivery is not due, so nobody (its owner
 	// included) claims it again while the claim lasts, and a claim that
 	// ends with no attempt recorded (its owner died mid-attempt) leaves the
-	// delivery due again at p.Until, for any owner, with the same id and
-	// attempts count.
+	// delivery due again at p.Until, for any owner, with the same id.
+	// Claiming such a delivery records the attempt that was in flight
+	// under the claim that ran out, with its owner and LostAttemptError
+	// (the receiver may have it), and counts it: the log of attempts
+	// shows every request that may have reached the receiver.
 	WebhookClaimDue(ctx context.Context, p *WebhookClaimParams) ([]*WebhookDeliveryRow, error)
 	// WebhookReleaseClaims ends every claim owner holds on a pending
 	// delivery, making the delivery due at now (or when it was due, if
 	// that is earlier), and returns how many it released. A dispatcher
-	// calls it when it stops with attempts abandoned, and when it starts,
-	// for the claims its previous run left (a node's id is its own).
-	WebhookReleaseClaims(ctx context.Context, owner string, now time.Time) (int, error)
+	// calls it when it stops with attempts abandoned (inFlightLost false:
+	// it cancelled them itself, so they are not attempts), and when it
+	// starts, for the claims its previous run left (a node's id is its
+	// own): inFlightLost true, since that run died with the attempts in
+	// flight, which are then recorded as WebhookClaimDue records them.
+	WebhookReleaseClaims(ctx context.Context, owner string, now time.Time, inFlightLost bool) (int, error)
 	// WebhookNextDue returns the earliest next attempt time of a pending
 	// delivery (for a claimed one, the end of its claim), or nil when none
 	// is pending.
@@ -378,6 +384,10 @@ type SessionRow struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
+
+// LostAttemptError is the error of an attempt recorded after the fact:
+// it was in flight under a claim whose owner stopped before recording it.
+const LostAttemptError = "outcome unknown: the attempt was in flight when its node stopped (the receiver may have received it, with the same webhook-id)"
 
 // Lease identifies who may write a session. Owner is empty when unleased.
 type Lease struct {

@@ -227,8 +227,10 @@ func (e *env) claimAs(owner string) time.Time {
 }
 
 // A node that died mid-attempt leaves its claim; when the claim runs out,
-// another node sends the delivery, with the same webhook-id, and only its
-// attempt is recorded (the dead node's, should it arrive, is refused).
+// another node sends the delivery, with the same webhook-id. The log shows
+// the dead node's attempt, whose outcome nobody knows (the receiver may
+// have it), then the new one; the dead node's own record, should it
+// arrive, is refused.
 func TestExpiredClaimIsSentByAnotherNode(t *testing.T) {
 	e := newEnv(t)
 	r := newReceiver(t, nil)
@@ -249,8 +251,11 @@ func TestExpiredClaimIsSentByAnotherNode(t *testing.T) {
 	require.Len(t, got, 1)
 	require.Equal(t, row.ID, got[0].ID, "the same webhook-id")
 	list := e.deliveries()[0].AttemptList
-	require.Len(t, list, 1)
-	require.Equal(t, "node-b", list[0].Owner)
+	require.Len(t, list, 2)
+	require.Equal(t, store.WebhookAttemptRow{Attempt: 1, Owner: "node-dead", At: until, Error: store.LostAttemptError}, list[0])
+	require.Equal(t, "node-b", list[1].Owner)
+	require.Equal(t, 2, list[1].Attempt)
+	require.Equal(t, 200, list[1].StatusCode)
 	require.ErrorIs(t, e.st.WebhookRecordAttempt(t.Context(), &store.WebhookAttemptParams{
 		DeliveryID: row.ID, Status: store.WebhookDelivered, Now: e.clock.Now(),
 		Attempt: store.WebhookAttemptRow{Attempt: 1, Owner: "node-dead", At: e.clock.Now(), StatusCode: 200},
@@ -276,6 +281,10 @@ func TestStartReleasesThePreviousRunsClaims(t *testing.T) {
 	got := r.requests()
 	require.Len(t, got, 1)
 	require.Equal(t, row.ID, got[0].ID)
+	list := e.deliveries()[0].AttemptList
+	require.Len(t, list, 2, "the attempt the previous run died with, then this run's")
+	require.Equal(t, store.WebhookAttemptRow{Attempt: 1, Owner: "node-a", At: t0, Error: store.LostAttemptError}, list[0])
+	require.Equal(t, 200, list[1].StatusCode)
 }
 
 // Stop abandons a request in flight unrecorded and releases its claim, so

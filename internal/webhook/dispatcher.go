@@ -298,7 +298,7 @@ func (d *Dispatcher) run(ctx context.Context) error {
 	// Claims this node id holds now were left by its previous run, which
 	// died mid-attempt: make their deliveries due at once instead of when
 	// the claims run out.
-	if err := d.releaseClaims(ctx, "previous run"); errors.Is(err, store.ErrClosed) {
+	if err := d.releaseClaims(ctx, "previous run", true); errors.Is(err, store.ErrClosed) {
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -320,7 +320,7 @@ func (d *Dispatcher) run(ctx context.Context) error {
 	// deliveries are due at once.
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer rcancel()
-	_ = d.releaseClaims(rctx, "abandoned attempts")
+	_ = d.releaseClaims(rctx, "abandoned attempts", false)
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
@@ -330,8 +330,8 @@ func (d *Dispatcher) run(ctx context.Context) error {
 // releaseClaims releases the claims this dispatcher's id holds; why says
 // whose they are, for the log. A failure is logged: the claims then run
 // out on their own.
-func (d *Dispatcher) releaseClaims(ctx context.Context, why string) error {
-	n, err := d.st.WebhookReleaseClaims(ctx, d.owner, d.clock.Now())
+func (d *Dispatcher) releaseClaims(ctx context.Context, why string, inFlightLost bool) error {
+	n, err := d.st.WebhookReleaseClaims(ctx, d.owner, d.clock.Now(), inFlightLost)
 	switch {
 	case errors.Is(err, store.ErrClosed) || ctx.Err() != nil:
 	case err != nil:

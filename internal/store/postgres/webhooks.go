@@ -237,14 +237,22 @@ ORDER BY next_attempt_at, pos LIMIT $2`, now, limit)
 // another claim committed meanwhile is re-checked once locked and left out,
 // as it is no longer due. The CTE's WHERE and ORDER BY match the partial
 // index webhook_deliveries_due.
+//
+// A delivery whose claim ran out (claimed_by still set) had an attempt in
+// flight: lost records it (store.LostAttemptError, $5) and the update
+// counts it.
 const claimDueSQL = `WITH due AS (
-    SELECT pos, next_attempt_at AS due_at FROM webhook_deliveries
+    SELECT pos, id, next_attempt_at AS due_at, claimed_by AS lost_owner, attempts AS lost_attempts FROM webhook_deliveries
     WHERE status = 'pending' AND next_attempt_at <= $1
     ORDER BY next_attempt_at, pos
     LIMIT $2
     FOR UPDATE SKIP LOCKED
+), lost AS (
+    INSERT INTO webhook_attempts (delivery_id, attempt, at, status_code, error, duration_us, owner)
+    SELECT id, lost_attempts + 1, $1, 0, $5, 0, lost_owner FROM due WHERE lost_owner IS NOT NULL
 )
-UPDATE webhook_deliveries d SET claimed_by = $3, next_attempt_at = $4, updated_at = $1
+UPDATE webhook_deliveries d SET claimed_by = $3, next_attempt_at = $4, updated_at = $1,
+    attempts = d.attempts + CASE WHEN due.lost_owner IS NULL THEN 0 ELSE 1 END
 FROM due WHERE d.pos = due.pos
 RETURNING due.due_at, d.pos, d.id, d.endpoint_id, d.project, d.session_id, d.url, d.type, d.event_seq, d.body, d.status, d.attempts,
     d.next_attempt_at, coalesce(d.claimed_by, ''), d.created_at, d.updated_at`
@@ -274,7 +282,7 @@ func (s *Store) WebhookClaimDue(ctx context.Context, p *store.WebhookClaimParams
 		}
 		out = append(out, c)
 		return nil
-	}, claimDueSQL, p.Now, p.Limit, p.Owner, p.Until)
+	}, claimDueSQL, p.Now, p.Limit, p.Owner, p.Until, store.LostAttemptError)
 	if err != nil {
 		return nil, fmt.Errorf("claim due webhooks for %s: %w", p.Owner, err)
 	}
@@ -307,7 +315,7 @@ func (p prefixScanner) Scan(dest ...any) error {
 
 // WebhookReleaseClaims ends owner's claims on pending deliveries, making
 // them due at now at the latest.
-func (s *Store) WebhookReleaseClaims(ctx context.Context, owner string, now time.Time) (int, error) {
+func (s *Store) WebhookReleaseClaims(ctx context.Context, owner string, now time.Time, inFlightLost bool) (int, error) {
 	if err := s.checkOpen(); err != nil {
 		return 0, err
 	}
@@ -317,8 +325,17 @@ func (s *Store) WebhookReleaseClaims(ctx context.Context, owner string, now time
 	if err := checks.Time("now", now); err != nil {
 		return 0, fmt.Errorf("release webhook claims of %s: %w", owner, err)
 	}
-	n, err := s.exec(ctx, `UPDATE webhook_deliveries SET claimed_by = NULL, next_attempt_at = least(next_attempt_at, $1), updated_at = $1
-WHERE claimed_by = $2 AND status = 'pending'`, now, owner)
+	// With inFlightLost, each claim's attempt is recorded as lost (see
+	// claimDueSQL) in the same statement.
+	n, err := s.exec(ctx, `WITH released AS (
+    SELECT pos, id, attempts FROM webhook_deliveries WHERE claimed_by = $2 AND status = 'pending' FOR UPDATE
+), lost AS (
+    INSERT INTO webhook_attempts (delivery_id, attempt, at, status_code, error, duration_us, owner)
+    SELECT id, attempts + 1, $1, 0, $4, 0, $2 FROM released WHERE $3
+)
+UPDATE webhook_deliveries d SET claimed_by = NULL, next_attempt_at = least(d.next_attempt_at, $1), updated_at = $1,
+    attempts = d.attempts + CASE WHEN $3 THEN 1 ELSE 0 END
+FROM released WHERE d.pos = released.pos`, now, owner, inFlightLost, store.LostAttemptError)
 	if err != nil {
 		return 0, fmt.Errorf("release webhook claims of %s: %w", owner, err)
 	}

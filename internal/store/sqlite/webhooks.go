@@ -281,8 +281,15 @@ func (s *Store) WebhookClaimDue(ctx context.Context, p *store.WebhookClaimParams
 			return nil, err
 		}
 		for _, r := range due {
-			if _, err := w.exec(`UPDATE webhook_deliveries SET claimed_by = ?, next_attempt_at = ?, updated_at = ? WHERE pos = ?`,
-				p.Owner, until, now, r.Pos); err != nil {
+			if r.ClaimedBy != "" {
+				// Its claim ran out with an attempt in flight.
+				if err := w.recordLostAttempt(r.ID, r.Attempts, now, r.ClaimedBy); err != nil {
+					return nil, err
+				}
+				r.Attempts++
+			}
+			if _, err := w.exec(`UPDATE webhook_deliveries SET claimed_by = ?, next_attempt_at = ?, attempts = ?, updated_at = ? WHERE pos = ?`,
+				p.Owner, until, r.Attempts, now, r.Pos); err != nil {
 				return nil, fmt.Errorf("claim %s: %w", r.ID, mapErr(err))
 			}
 			r.ClaimedBy = p.Owner
@@ -299,6 +306,49 @@ func (s *Store) WebhookClaimDue(ctx context.Context, p *store.WebhookClaimParams
 }
 
 func ptrTime(t time.Time) *time.Time { return &t }
+
+// recordLostAttempt records attempt attempts+1 of delivery id, which owner
+// made under a claim that ended without its outcome (see
+// store.LostAttemptError).
+func (w *writer) recordLostAttempt(id string, attempts int, now int64, owner string) error {
+	if _, err := w.exec(`INSERT INTO webhook_attempts (delivery_id, attempt, at, status_code, error, duration_us, owner) VALUES (?, ?, ?, 0, ?, 0, ?)`,
+		id, attempts+1, now, store.LostAttemptError, owner); err != nil {
+		return fmt.Errorf("record the lost attempt of %s: %w", id, mapErr(err))
+	}
+	return nil
+}
+
+// claimedDelivery is a delivery's id and attempts count.
+type claimedDelivery struct {
+	id       string
+	attempts int
+}
+
+// claimedBy reads the pending deliveries owner has claimed, inside the
+// write transaction.
+func (w *writer) claimedBy(owner string) ([]claimedDelivery, error) {
+	st, err := w.stmts.get(context.Background(), `SELECT id, attempts FROM webhook_deliveries WHERE claimed_by = ? AND status = 'pending'`)
+	if err != nil {
+		return nil, fmt.Errorf("select claimed webhooks: %w", mapErr(err))
+	}
+	rows, err := st.QueryContext(context.Background(), owner)
+	if err != nil {
+		return nil, fmt.Errorf("select claimed webhooks: %w", mapErr(err))
+	}
+	defer func() { _ = rows.Close() }()
+	var out []claimedDelivery
+	for rows.Next() {
+		var c claimedDelivery
+		if err := rows.Scan(&c.id, &c.attempts); err != nil {
+			return nil, fmt.Errorf("select claimed webhooks: %w", mapErr(err))
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("select claimed webhooks: %w", mapErr(err))
+	}
+	return out, nil
+}
 
 // dueDeliveries reads the due deliveries inside the write transaction.
 func (w *writer) dueDeliveries(now int64, limit int) ([]*store.WebhookDeliveryRow, error) {
@@ -327,7 +377,7 @@ func (w *writer) dueDeliveries(now int64, limit int) ([]*store.WebhookDeliveryRo
 
 // WebhookReleaseClaims ends owner's claims on pending deliveries, making
 // them due at now at the latest.
-func (s *Store) WebhookReleaseClaims(ctx context.Context, owner string, now time.Time) (int, error) {
+func (s *Store) WebhookReleaseClaims(ctx context.Context, owner string, now time.Time, inFlightLost bool) (int, error) {
 	if err := s.checkOpen(); err != nil {
 		return 0, err
 	}
@@ -340,8 +390,20 @@ func (s *Store) WebhookReleaseClaims(ctx context.Context, owner string, now time
 	var n int64
 	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
 		var err error
-		n, err = w.changed(`UPDATE webhook_deliveries SET claimed_by = NULL, next_attempt_at = min(next_attempt_at, ?), updated_at = ?
-WHERE claimed_by = ? AND status = 'pending'`, toMicros(now), toMicros(now), owner)
+		if inFlightLost {
+			lost, err := w.claimedBy(owner)
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range lost {
+				if err := w.recordLostAttempt(c.id, c.attempts, toMicros(now), owner); err != nil {
+					return nil, err
+				}
+			}
+		}
+		n, err = w.changed(`UPDATE webhook_deliveries SET claimed_by = NULL, next_attempt_at = min(next_attempt_at, ?),
+    attempts = attempts + ?, updated_at = ?
+WHERE claimed_by = ? AND status = 'pending'`, toMicros(now), boolInt(inFlightLost), toMicros(now), owner)
 		return nil, mapErr(err)
 	}})
 	if err != nil {

@@ -257,24 +257,27 @@ func testWebhookClaimExpiry(t *testing.T, h *harness) {
 	again := h.claimDue("node-b", at(claimTTL), 10)
 	require.Len(t, again, 1, "due again once the claim has ended")
 	require.Equal(t, first[0].ID, again[0].ID, "the same webhook-id")
-	require.Equal(t, first[0].Attempts, again[0].Attempts)
+	require.Equal(t, first[0].Attempts+1, again[0].Attempts, "the attempt in flight under the dead claim counts")
 	require.Equal(t, "node-b", again[0].ClaimedBy)
 	require.Equal(t, at(2*claimTTL), *again[0].NextAttemptAt)
+	lost := store.WebhookAttemptRow{Attempt: 1, Owner: "dead-node", At: at(claimTTL), Error: store.LostAttemptError}
+	require.Equal(t, []store.WebhookAttemptRow{lost}, h.deliveryByID("msg_1").AttemptList,
+		"the log shows the request that may have reached the receiver")
 
 	// The dead node was only slow: its attempt arrives after the takeover.
 	err = h.s.WebhookRecordAttempt(h.ctx, attempt("msg_1", "dead-node", 1, at(claimTTL+time.Second)))
 	require.ErrorIs(t, err, store.ErrLeaseLost)
 	row := h.deliveryByID("msg_1")
-	require.Empty(t, row.AttemptList, "a refused attempt writes nothing")
+	require.Equal(t, []store.WebhookAttemptRow{lost}, row.AttemptList, "a refused attempt writes nothing")
 	require.Equal(t, store.WebhookPending, row.Status)
 	require.Equal(t, "node-b", row.ClaimedBy, "the claim stays the new claimer's")
 
-	require.NoError(t, h.s.WebhookRecordAttempt(h.ctx, attempt("msg_1", "node-b", 1, at(claimTTL+2*time.Second))))
+	require.NoError(t, h.s.WebhookRecordAttempt(h.ctx, attempt("msg_1", "node-b", 2, at(claimTTL+2*time.Second))))
 	row = h.deliveryByID("msg_1")
 	require.Equal(t, store.WebhookDelivered, row.Status)
 	require.Nil(t, row.NextAttemptAt)
 	require.Empty(t, row.ClaimedBy)
-	require.Equal(t, []store.WebhookAttemptRow{{Attempt: 1, Owner: "node-b", At: at(claimTTL + 2*time.Second), StatusCode: 200}}, row.AttemptList)
+	require.Equal(t, []store.WebhookAttemptRow{lost, {Attempt: 2, Owner: "node-b", At: at(claimTTL + 2*time.Second), StatusCode: 200}}, row.AttemptList)
 	require.Empty(t, h.claimDue("node-c", at(time.Hour), 10), "a delivered delivery is never claimed")
 }
 
@@ -355,9 +358,11 @@ func testWebhookRecordDisabledInFlight(t *testing.T, h *harness) {
 
 // testWebhookReleaseClaims: releasing an owner's claims makes its pending
 // deliveries due at once (or when they were due, if earlier) and touches
-// nobody else's claims.
+// nobody else's claims. A release after a graceful stop records nothing;
+// one at start-up, after a crash, records the attempts that were in
+// flight.
 func testWebhookReleaseClaims(t *testing.T, h *harness) {
-	_, err := h.s.WebhookReleaseClaims(h.ctx, "", t0)
+	_, err := h.s.WebhookReleaseClaims(h.ctx, "", t0, false)
 	requireInvalid(t, err, "owner")
 	h.createSession("s1")
 	_, err = h.s.WebhookSessionInit(h.ctx, "s1", "whsec_s")
@@ -372,7 +377,7 @@ func testWebhookReleaseClaims(t *testing.T, h *harness) {
 	// released, unlike the first two (which end at 30 s).
 	require.Equal(t, []string{"msg_4"}, deliveryIDs(h.claimDue("node-a", at(time.Second), 1)))
 
-	n, err := h.s.WebhookReleaseClaims(h.ctx, "node-a", at(claimTTL+time.Second))
+	n, err := h.s.WebhookReleaseClaims(h.ctx, "node-a", at(claimTTL+time.Second), false)
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 	for id, due := range map[string]time.Time{
@@ -382,9 +387,11 @@ func testWebhookReleaseClaims(t *testing.T, h *harness) {
 		row := h.deliveryByID(id)
 		require.Empty(t, row.ClaimedBy, id)
 		require.Equal(t, due, *row.NextAttemptAt, id)
+		require.Zero(t, row.Attempts, "abandoned by a graceful stop: not an attempt")
+		require.Empty(t, row.AttemptList, id)
 	}
 	require.Equal(t, "node-b", h.deliveryByID("msg_3").ClaimedBy, "another owner's claim stays")
-	n, err = h.s.WebhookReleaseClaims(h.ctx, "node-a", at(claimTTL+time.Second))
+	n, err = h.s.WebhookReleaseClaims(h.ctx, "node-a", at(claimTTL+time.Second), true)
 	require.NoError(t, err)
 	require.Zero(t, n)
 	require.ErrorIs(t, h.s.WebhookRecordAttempt(h.ctx, attempt("msg_1", "node-a", 1, at(time.Minute))), store.ErrLeaseLost,
@@ -392,6 +399,21 @@ func testWebhookReleaseClaims(t *testing.T, h *harness) {
 	require.NoError(t, h.s.WebhookRecordAttempt(h.ctx, attempt("msg_3", "node-b", 1, at(time.Minute))))
 	got := h.claimDue("node-c", at(claimTTL+time.Second), 10)
 	require.ElementsMatch(t, []string{"msg_1", "msg_2", "msg_4"}, deliveryIDs(got))
+
+	// node-c dies with its three attempts in flight and starts again: its
+	// release at start-up records them, as lost, and counts them.
+	n, err = h.s.WebhookReleaseClaims(h.ctx, "node-c", at(claimTTL+2*time.Second), true)
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	for _, id := range []string{"msg_1", "msg_2", "msg_4"} {
+		row := h.deliveryByID(id)
+		require.Empty(t, row.ClaimedBy, id)
+		require.Equal(t, 1, row.Attempts, id)
+		require.Equal(t, []store.WebhookAttemptRow{{Attempt: 1, Owner: "node-c", At: at(claimTTL + 2*time.Second), Error: store.LostAttemptError}}, row.AttemptList, id)
+		require.Equal(t, store.WebhookPending, row.Status, id)
+	}
+	require.ErrorIs(t, h.s.WebhookRecordAttempt(h.ctx, attempt("msg_1", "node-c", 1, at(time.Minute))), store.ErrLeaseLost,
+		"the dead run's attempt, arriving late, records nothing")
 }
 
 // testWebhookClaimConcurrent: owners claiming at the same time, and
