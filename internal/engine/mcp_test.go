@@ -209,6 +209,10 @@ func TestMCPCrashMidCallIrreversible(t *testing.T) {
 	require.Equal(t, "t", ld.Server)
 	require.Contains(t, ld.Error, "exit status 3")
 	require.Contains(t, ld.Error, "crashing as asked")
+	// The person deciding reads that the server went away, not that a
+	// worker stopped: nothing stopped but the server.
+	require.Contains(t, act.Summary, `the MCP server "t" went away during the call, before it answered`)
+	require.NotContains(t, act.Summary, "worker")
 	ws := h.workspace(s.ID)
 	require.Len(t, readLines(t, filepath.Join(ws, mcptest.CallLog)), 1, "ran once, not retried")
 

@@ -395,7 +395,17 @@ func (r *runner) recoverCall(ctx context.Context, c *journal.Call) (bool, error)
 		return false, r.runBuiltin(ctx, c)
 	}
 	// The next tick sees the settled call, or the pending action.
-	return false, r.settleUnknown(ctx, c, reasonWorkerStopped)
+	return false, r.settleUnknown(ctx, c, unknownReason(c))
+}
+
+// unknownReason says why a started irreversible call's outcome is
+// unknown: its MCP server went away mid-call (mcp.server_lost), or else
+// the worker running it stopped.
+func unknownReason(c *journal.Call) string {
+	if c.LostServer != "" {
+		return fmt.Sprintf("the MCP server %q went away during the call, before it answered (%s)", c.LostServer, c.LostError)
+	}
+	return reasonWorkerStopped
 }
 
 // park makes everything durable and gives the lease back, unless an API

@@ -327,6 +327,16 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		return applyToolStarted(s, ev, ch)
 	case lt.EventToolCompleted, lt.EventToolFailed:
 		return applyToolEnd(s, ev, ch)
+	case lt.EventMCPServerLost:
+		d, err := decode[lt.MCPServerLostData](ev)
+		if err != nil {
+			return err
+		}
+		// The call stays started (its outcome is unknown); what is known is
+		// why, for whoever settles it.
+		if c := s.Call(d.Step, d.Index); c != nil && c.ID == d.CallID {
+			c.LostServer, c.LostError = d.Server, d.Error
+		}
 	case lt.EventEffectInDoubt:
 		d, err := decode[lt.EffectInDoubtData](ev)
 		if err != nil {
@@ -583,6 +593,7 @@ func applyToolStarted(s *State, ev lt.Event, ch *Changes) error {
 		return fmt.Errorf("call %s already done", d.CallID)
 	}
 	c.Status, c.EffectID, c.IdempotencyKey, c.Attempts = CallStarted, d.EffectID, d.IdempotencyKey, d.Attempt
+	c.LostServer, c.LostError = "", "" // a new attempt
 	e, _ := s.OpenEffect(d.EffectID)
 	if e == nil {
 		s.OpenEffects = append(s.OpenEffects, lt.Effect{

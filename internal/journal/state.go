@@ -271,6 +271,11 @@ type Call struct {
 	// Repeat is how many times in a row (this one included) the turn asked
 	// for this tool with these arguments.
 	Repeat int `json:"repeat,omitempty"`
+	// LostServer and LostError say, for a started call of an MCP server
+	// that went away mid-call (mcp.server_lost), which server and how: the
+	// call's outcome is unknown because of the server, not of the worker.
+	LostServer string `json:"lost_server,omitempty"`
+	LostError  string `json:"lost_error,omitempty"`
 }
 
 // CurrentTurn returns the current (first unfinished) turn, or nil.
