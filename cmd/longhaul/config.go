@@ -47,6 +47,9 @@ type serverConfig struct {
 	// Users are the people a trusted reverse proxy may sign in (serve
 	// --trusted-proxy-header), each with a role and a project.
 	Users []configUser `json:"users,omitempty"`
+	// SandboxROPaths are host directories every sandbox sees read-only
+	// (as serve --sandbox-ro-path; both lists are used).
+	SandboxROPaths []string `json:"sandbox_ro_paths,omitempty"`
 }
 
 // configUser is one of the config file's users: the name the proxy gives

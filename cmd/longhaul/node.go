@@ -70,6 +70,9 @@ type nodeConfig struct {
 	sandboxDiskMB int
 	// sandboxUID and sandboxGID: serve --sandbox-user (0: the default).
 	sandboxUID, sandboxGID int
+	// sandboxROPaths: serve --sandbox-ro-path and the config file's
+	// sandbox_ro_paths.
+	sandboxROPaths []string
 	// redactor, when set, is kept up to date with the vault's secrets (the
 	// log writer reads it).
 	redactor *atomic.Pointer[redact.Redactor]
@@ -148,7 +151,7 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 	w, err := lhnode.Open(ctx, &lhnode.Config{
 		DataDir: cfg.dataDir, StoreURL: cfg.storeURL, NoMigrate: cfg.noMigrate, LeaseTTL: cfg.leaseTTL,
 		APIKeys: cfg.apiKeys, PingInterval: cfg.pingInterval, Logger: log,
-		VaultKeyFile: cfg.vaultKeyFile, VaultKey: cfg.vaultKeyEnv, Sandbox: cfg.sandbox, SandboxDiskMB: cfg.sandboxDiskMB, SandboxUID: cfg.sandboxUID, SandboxGID: cfg.sandboxGID, Redactor: cfg.redactor,
+		VaultKeyFile: cfg.vaultKeyFile, VaultKey: cfg.vaultKeyEnv, Sandbox: cfg.sandbox, SandboxDiskMB: cfg.sandboxDiskMB, SandboxROPaths: cfg.sandboxROPaths, SandboxUID: cfg.sandboxUID, SandboxGID: cfg.sandboxGID, Redactor: cfg.redactor,
 		WebhookAllowPrivate: cfg.webhookAllowPrivate, WebhookAllowPorts: cfg.webhookAllowPorts,
 		OTLP: otlp, MetricsPublic: cfg.metricsPublic,
 		ModelKeyEnv: cfg.modelKeyEnv, ControlPlaneAddrs: cfg.controlPlaneAddrs,

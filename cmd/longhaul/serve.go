@@ -59,6 +59,8 @@ type serveOpts struct {
 	sandboxUser string
 	// webhookAllowPrivate lists private addresses webhooks may reach.
 	webhookAllowPrivate []string
+	// sandboxROPaths are host directories every sandbox sees read-only.
+	sandboxROPaths []string
 	// otlpEndpoint is where turn traces are exported ("": per OTEL_*).
 	otlpEndpoint string
 	// webhookAllowPorts are ports webhooks may reach besides 80 and 443.
@@ -192,6 +194,7 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.StringVar(&o.sandbox, "sandbox", "auto", "where shell commands run: auto (bwrap when it works, else local with a warning), bwrap (refuse to start without it) or local (no isolation: development only)")
 	fs.StringVar(&o.sandboxUser, "sandbox-user", fmt.Sprintf("%d:%d", sandbox.DefaultUID, sandbox.DefaultGID), "UID[:GID]: the unprivileged host user (and group) a server running as root runs its bwrap sandboxes as; numbers, never 0. A uid no other program uses is best")
 	fs.IntVar(&o.sandboxDiskMB, "sandbox-disk-mb", sandbox.DefaultDiskBytes>>20, "disk quota of each session's workspace, in MiB, for agents that set no environment.disk_mb: a shell command that leaves the workspace above it fails with a tool error")
+	fs.StringArrayVar(&o.sandboxROPaths, "sandbox-ro-path", nil, "a host directory every bwrap sandbox sees read-only at the same path, e.g. where an MCP server was installed (npm install --prefix /opt/mcp ...); never the data directory, /etc or the sandbox's own mount points. Repeat for several (also sandbox_ro_paths in the config file)")
 	fs.StringVar(&o.vaultKey, "vault-key-file", "", "the vault's key file (default DATA/vault.key, created on first use; env LONGHAUL_VAULT_KEY gives the key itself, base64): back it up, apart from the database")
 	fs.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "export each turn as an OpenTelemetry trace to this OTLP collector URL, e.g. http://localhost:4318 (default: OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT when set, else no export)")
 	fs.StringArrayVar(&o.webhookAllowPrivate, "webhook-allow-private", nil, "IP address that webhooks may reach although it is private, loopback or link-local (e.g. 127.0.0.1 for a local receiver); repeat for several")
@@ -321,7 +324,7 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 	n, err := startNode(ctx, nodeConfig{
 		redactor: red,
 		addr:     addr, dataDir: dataDir, storeURL: storeURL, noMigrate: o.noMigrate, leaseTTL: o.leaseTTL, apiKeys: keys, pingInterval: o.ping, config: cf, logger: log,
-		vaultKeyFile: o.vaultKey, vaultKeyEnv: c.getenv(vault.KeyEnv), sandbox: o.sandbox, sandboxDiskMB: o.sandboxDiskMB, sandboxUID: sbUID, sandboxGID: sbGID, otlp: otlp,
+		vaultKeyFile: o.vaultKey, vaultKeyEnv: c.getenv(vault.KeyEnv), sandbox: o.sandbox, sandboxDiskMB: o.sandboxDiskMB, sandboxROPaths: sandboxROPaths(cf, o.sandboxROPaths), sandboxUID: sbUID, sandboxGID: sbGID, otlp: otlp,
 		webhookAllowPrivate: o.webhookAllowPrivate, webhookAllowPorts: o.webhookAllowPorts,
 		metricsPublic: o.metricsPublic, modelKeyEnv: keyEnv, controlPlaneAddrs: o.controlPlaneAddrs,
 		allowedHosts: allowedHosts, trustedOrigins: trustedOrigins, httpLimits: limits, minFreeMiB: minFree,
@@ -530,6 +533,16 @@ func modelKeyEnv(cf *configFile, flags []string) (map[string][]string, error) {
 		out[name] = splitList(hosts)
 	}
 	return out, nil
+}
+
+// sandboxROPaths are the config file's sandbox_ro_paths, then each
+// --sandbox-ro-path (the node checks them).
+func sandboxROPaths(cf *configFile, flags []string) []string {
+	var out []string
+	if cf != nil {
+		out = append(out, cf.SandboxROPaths...)
+	}
+	return append(out, flags...)
 }
 
 func parseLogLevel(s string) (slog.Level, error) {

@@ -394,7 +394,7 @@ func (r *runner) newMCPManager(ctx context.Context, env *environment) (*mcp.Mana
 					}
 					return backend.Start(ctx, sbSpec, req)
 				},
-				Command: mcp.CommandLine(s.Command, s.Args), Env: s.Env,
+				Command: mcp.CommandLine(s.Command, s.Args), Program: s.Command, Env: s.Env,
 			}
 		} else {
 			h := &mcp.HTTP{URL: s.URL}

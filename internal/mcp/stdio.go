@@ -29,6 +29,9 @@ type Stdio struct {
 	// Command is the shell command line (CommandLine builds one from a
 	// program and its arguments).
 	Command string
+	// Program is the program Command runs (for the sandbox's check that
+	// it can see it; "" when unknown).
+	Program string
 	Env     map[string]string
 	// StopGrace: see DefaultStopGrace (the default).
 	StopGrace time.Duration
@@ -39,7 +42,7 @@ func (d *Stdio) Dial(ctx context.Context) (*Link, error) {
 	if d.Start == nil {
 		return nil, errors.New("stdio server: no sandbox to start it in")
 	}
-	p, err := d.Start(ctx, &sandbox.StartRequest{Command: d.Command, Env: d.Env})
+	p, err := d.Start(ctx, &sandbox.StartRequest{Command: d.Command, Program: d.Program, Env: d.Env})
 	if err != nil {
 		return nil, err
 	}

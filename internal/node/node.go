@@ -97,6 +97,11 @@ type Config struct {
 	// SandboxDiskMB is the workspace quota, in MiB, of sessions whose
 	// agent sets no environment.disk_mb. Default: sandbox.DefaultDiskBytes.
 	SandboxDiskMB int
+	// SandboxROPaths are host directories every bwrap sandbox sees
+	// read-only at the same place (serve --sandbox-ro-path). Never the data
+	// directory, the workspaces or the vault's key file, nor a directory
+	// holding one. Default: none.
+	SandboxROPaths []string
 	// SandboxUID and SandboxGID are the host user and group the sandboxes
 	// of a server running as root run as. Default: sandbox.DefaultUID and
 	// sandbox.DefaultGID (65534, nobody and nogroup).
@@ -368,9 +373,13 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 	}
 	refreshRedactor()
 
+	roPaths, err := checkSandboxROPaths(cfg.SandboxROPaths, dir, keyFile)
+	if err != nil {
+		return nil, err
+	}
 	sb, warning := sandbox.Detect(ctx, sandbox.DetectOptions{
 		Local: cfg.Sandbox == SandboxLocal, DiskBytes: int64(cfg.SandboxDiskMB) << 20,
-		Bwrap: sandbox.BwrapOptions{UID: cfg.SandboxUID, GID: cfg.SandboxGID},
+		Bwrap: sandbox.BwrapOptions{UID: cfg.SandboxUID, GID: cfg.SandboxGID, ReadOnlyPaths: roPaths},
 	})
 	if cfg.Sandbox == SandboxBwrap && sb.Name() != SandboxBwrap {
 		return nil, fmt.Errorf("--sandbox bwrap: %s", warning)

@@ -43,6 +43,11 @@ type BwrapOptions struct {
 	// DiskBytes is the workspace quota of a Spec that sets none (0:
 	// DefaultDiskBytes).
 	DiskBytes int64
+	// ReadOnlyPaths are host directories (or files) every sandbox sees
+	// read-only at the same place (serve --sandbox-ro-path), checked by
+	// CheckReadOnlyPaths. With a root server the sandbox's user must be
+	// able to read them.
+	ReadOnlyPaths []string
 }
 
 // Default host identity of the sandboxes of a root server.
@@ -107,6 +112,8 @@ type bwrapBackend struct {
 	seccomp []byte
 	// disk is the default workspace quota (0: DefaultDiskBytes).
 	disk int64
+	// roPaths are BwrapOptions.ReadOnlyPaths, checked.
+	roPaths []string
 }
 
 // NewBwrap returns the bwrap backend after running a trivial sandbox once.
@@ -160,6 +167,9 @@ func newBwrap(ctx context.Context, opts BwrapOptions) (*bwrapBackend, error) {
 		return nil, err
 	}
 	b.disk = max(opts.DiskBytes, 0)
+	if b.roPaths, err = CheckReadOnlyPaths("read-only path", opts.ReadOnlyPaths); err != nil {
+		return nil, err
+	}
 	if os.Geteuid() == 0 {
 		b.root = true
 		b.owner = ids{uid: cmp.Or(opts.UID, DefaultUID), gid: cmp.Or(opts.GID, DefaultGID)}
@@ -291,6 +301,8 @@ type prepared struct {
 // server, as staged by the enter helper.
 type sources struct {
 	workspace, socket, forwarder string
+	// roPaths are the sources of the backend's read-only paths, in order.
+	roPaths []string
 }
 
 func (p *prepared) closeFiles() {
@@ -321,7 +333,7 @@ func (b *bwrapBackend) prepare(spec *Spec, lim Limits, command string, env map[s
 		}
 		forwarder = ForwarderPath
 	}
-	src := sources{workspace: spec.Workspace, socket: spec.ProxySocket, forwarder: b.forwarder}
+	src := sources{workspace: spec.Workspace, socket: spec.ProxySocket, forwarder: b.forwarder, roPaths: b.roPaths}
 	var staged []string
 	// The sandbox's user must own what it writes (a root server gives it
 	// what the engine wrote), and the quota needs the usage before.
@@ -344,6 +356,13 @@ func (b *bwrapBackend) prepare(spec *Spec, lim Limits, command string, env map[s
 			}
 			src.socket = stage(spec.ProxySocket)
 			src.forwarder = stage(b.forwarder)
+		}
+		// The read-only paths too: the sandbox's user may not be able to
+		// reach them where they are (under /root, say), and the helper's
+		// stage hides the host's /tmp.
+		src.roPaths = make([]string, len(b.roPaths))
+		for i, p := range b.roPaths {
+			src.roPaths[i] = stage(p)
 		}
 	}
 	p := &prepared{usage: usage}
@@ -389,6 +408,9 @@ func (b *bwrapBackend) Start(ctx context.Context, spec Spec, req *StartRequest) 
 		return nil, fmt.Errorf("sandbox start: %w", err)
 	}
 	if err := req.check(); err != nil {
+		return nil, fmt.Errorf("sandbox start: %w", err)
+	}
+	if err := b.checkProgram(req.Program); err != nil {
 		return nil, fmt.Errorf("sandbox start: %w", err)
 	}
 	prep, err := b.prepare(&spec, lim, req.Command, req.Env)
@@ -500,6 +522,10 @@ func (b *bwrapBackend) args(spec *Spec, src sources, lim Limits, env map[string]
 			"--ro-bind", src.socket, ProxySocketPath,
 			"--ro-bind", src.forwarder, ForwarderPath,
 		)
+	}
+	// Last, so that one under /tmp lands on the sandbox's own /tmp.
+	for i, p := range b.roPaths {
+		a = append(a, "--ro-bind", src.roPaths[i], p)
 	}
 	// The root and /dev are tmpfs that bwrap made, owned by the sandbox's
 	// user: read-only, only /workspace, /tmp and /dev/shm stay writable.

@@ -22,6 +22,11 @@ import (
 // runs, rather than waiting for it to end.
 type StartRequest struct {
 	Command string
+	// Program is the program Command runs, when the caller knows it (an
+	// MCP server's command): a backend that shows the sandbox only part of
+	// the host checks it is visible first, so a server that cannot start
+	// says why, naming the path.
+	Program string
 	Env     map[string]string
 	// MaxStderrBytes bounds what Process.Stderr keeps of the program's
 	// standard error (its beginning and its end). Default:

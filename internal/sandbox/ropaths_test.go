@@ -1,0 +1,80 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestCheckReadOnlyPaths(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	got, err := CheckReadOnlyPaths("--sandbox-ro-path", []string{dir + "/./", "/usr/share"})
+	require.NoError(t, err)
+	require.Equal(t, []string{dir, "/usr/share"}, got, "cleaned")
+
+	for p, want := range map[string]string{
+		"":                 `--sandbox-ro-path "": must be an absolute path`,
+		"opt/mcp":          `--sandbox-ro-path "opt/mcp": must be an absolute path`,
+		"/":                `--sandbox-ro-path "/": the sandbox has its own /; choose a directory under it`,
+		"/tmp/":            `--sandbox-ro-path "/tmp/": the sandbox has its own /tmp`,
+		"/etc":             `--sandbox-ro-path "/etc": /etc is the sandbox's own (or holds the host's secrets); choose a directory outside it`,
+		"/etc/ssl/private": `/etc is the sandbox's own`,
+		"/proc/1":          `/proc is the sandbox's own`,
+		"/workspace/x":     `/workspace is the sandbox's own`,
+		"/run/longhaul":    `/run is the sandbox's own`,
+		"/tmp/../proc":     `/proc is the sandbox's own`,
+		dir + "/not-there": `no such file or directory`,
+	} {
+		_, err := CheckReadOnlyPaths("--sandbox-ro-path", []string{p})
+		require.ErrorContains(t, err, want, p)
+	}
+}
+
+// A directory given as read-only is seen at the same place, read-only; a
+// host directory not given is not seen at all.
+func TestBwrapReadOnlyPaths(t *testing.T) {
+	t.Parallel()
+	shared := testBwrap(t)
+	// Private directories (t.TempDir's): a root server's sandbox user
+	// reaches a read-only path through the enter helper's stage.
+	tools := t.TempDir()
+	hidden := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(tools, "tool.sh"), []byte("#!/bin/sh\necho tool ran\n"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(hidden, "secret.txt"), []byte("HIDDEN-CANARY"), 0o644))
+	b := *shared
+	b.roPaths = []string{tools}
+	ex := b.Exec(Spec{SessionID: "ses_ro", Workspace: t.TempDir()})
+
+	res := run(t, ex, tools+"/tool.sh")
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	require.Equal(t, "tool ran\n", res.Stdout)
+	res = run(t, ex, "echo x > "+tools+"/new.txt")
+	require.NotEqual(t, 0, res.ExitCode, "read-only")
+	require.Contains(t, res.Stderr, "Read-only file system")
+	noFile(t, filepath.Join(tools, "new.txt"))
+	res = run(t, ex, "cat "+hidden+"/secret.txt")
+	require.NotEqual(t, 0, res.ExitCode)
+	require.NotContains(t, res.Stdout, "HIDDEN-CANARY")
+
+	// A program the sandbox cannot see is refused before it starts, with
+	// the path and the setting that would show it.
+	err := b.checkProgram(hidden + "/server")
+	require.EqualError(t, err, "the command "+hidden+"/server does not exist on the server's machine")
+	require.NoError(t, os.WriteFile(filepath.Join(hidden, "server"), []byte("#!/bin/sh\n"), 0o755))
+	err = b.checkProgram(hidden + "/server")
+	require.ErrorContains(t, err, "the command "+hidden+"/server is not visible in the sandbox")
+	require.ErrorContains(t, err, "serve --sandbox-ro-path "+hidden)
+	_, err = b.Start(t.Context(), Spec{SessionID: "ses_ro", Workspace: t.TempDir()}, &StartRequest{Command: "exec " + hidden + "/server", Program: hidden + "/server"})
+	require.ErrorContains(t, err, "is not visible in the sandbox")
+	require.NoError(t, b.checkProgram(tools+"/tool.sh"))
+	require.NoError(t, b.checkProgram("sh"), "on the sandbox's PATH")
+	require.NoError(t, b.checkProgram("./bin/server"), "the workspace's own")
+	require.ErrorContains(t, b.checkProgram("no-such-program-x"), "is not on the sandbox's PATH")
+
+	// A link in a visible directory that leads outside it does not count.
+	require.NoError(t, os.Symlink(filepath.Join(hidden, "server"), filepath.Join(tools, "link")))
+	require.ErrorContains(t, b.checkProgram(filepath.Join(tools, "link")), "serve --sandbox-ro-path "+hidden)
+}
