@@ -16,7 +16,9 @@ import (
 // one and the older is dropped, so the frames of events just appended are
 // found and the memory is bounded without a list to keep in order.
 type frameCache struct {
-	mu       sync.Mutex
+	// mu is read-locked to look a frame up: a thousand streams look up
+	// each event's frame, and only the first stores it.
+	mu       sync.RWMutex
 	cur, old map[frameKey][]byte
 	curBytes int
 }
@@ -38,12 +40,12 @@ type frameKey struct {
 // then kept). The frame is shared: write it, never change it.
 func (c *frameCache) frame(ev *lt.Event, encode func() ([]byte, error)) ([]byte, error) {
 	key := frameKey{ev.SessionID, ev.Seq}
-	c.mu.Lock()
+	c.mu.RLock()
 	f, ok := c.cur[key]
 	if !ok {
 		f, ok = c.old[key]
 	}
-	c.mu.Unlock()
+	c.mu.RUnlock()
 	if ok {
 		return f, nil
 	}
