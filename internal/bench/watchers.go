@@ -41,6 +41,9 @@ const watchersStepLatency = 20 * time.Millisecond
 // open, and then for every one to read the last event.
 const watchersOpenTimeout = 2 * time.Minute
 
+// watchersReadBuffer is the size of each client's read buffers.
+const watchersReadBuffer = 16 << 10
+
 // WatchersResult is one watchers run.
 type WatchersResult struct {
 	Watchers int
@@ -121,14 +124,20 @@ func Watchers(ctx context.Context, cfg Config, watchers int) (_ *WatchersResult,
 	}
 
 	url := fmt.Sprintf("http://%s/v1/sessions/%s/events/stream?after=%d", ln.Addr(), s.ID, start)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: watchers, DisableCompression: true}}
+	// The clients read a backlog in few system calls (the default buffer
+	// is 4 KiB), so that they cost the run as little as they can.
+	client := &http.Client{Transport: &http.Transport{
+		MaxIdleConnsPerHost: watchers, DisableCompression: true, ReadBufferSize: watchersReadBuffer,
+	}}
 	defer client.CloseIdleConnections()
 	wctx, stop := context.WithCancel(ctx)
 	subs := make([]*subscriber, watchers)
 	var opened sync.WaitGroup
 	var wg sync.WaitGroup
 	for i := range subs {
-		subs[i] = &subscriber{after: start}
+		// Room for every receipt of the turn (a step journals about 6
+		// events), so that the clients' appends do not make garbage.
+		subs[i] = &subscriber{after: start, received: make([]receipt, 0, 8*cfg.Steps+16)}
 		opened.Add(1)
 		wg.Add(1)
 		go func() {
@@ -272,7 +281,7 @@ func (s *subscriber) follow(ctx context.Context, client *http.Client, url string
 		return
 	}
 	once()
-	r := bufio.NewReader(resp.Body)
+	r := bufio.NewReaderSize(resp.Body, watchersReadBuffer)
 	for {
 		line, err := r.ReadSlice('\n')
 		if err != nil {
