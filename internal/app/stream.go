@@ -48,27 +48,40 @@ func markOpened(ctx context.Context) {
 // each exactly once, then each new one as the journal grows: it watches
 // the journal before it reads it, so nothing appended in between is
 // missed, reads again whenever the watch says the journal grew, and also
-// on a poll, in case a notice was lost. It ends without an error when ctx
-// ends or the engine stops (the watch closes); a failed read, or a gap in
-// the journal (sending past it would lose an event for good), is its last
-// value.
+// on a poll, in case a notice was lost. The streams of one session share
+// one watch and the session's latest events (streamtail.go). It ends
+// without an error when ctx ends or the engine stops (the watch closes); a
+// failed read, or a gap in the journal (sending past it would lose an
+// event for good), is its last value.
 func (t *Trees) StreamEvents(ctx context.Context, sessionID string, after int64) iter.Seq2[lt.Event, error] {
 	return func(yield func(lt.Event, error) bool) {
 		if after < 0 {
 			yield(lt.Event{}, apierror.Invalid("after", "after must be 0 or more, got %d", after))
 			return
 		}
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
 		// Watch first: an event appended after the first read but before
-		// the watch would otherwise wait for the next event or poll.
-		updates, stopWatch := t.src.WatchSession(ctx, sessionID)
-		defer stopWatch()
-		tail := t.tails.acquire(sessionID)
-		defer t.tails.release(sessionID, tail)
+		// the watch would otherwise wait for the next event or poll. Every
+		// event appended once view is loaded announces a newer view.
+		feed := t.feeds.acquire(t.src, sessionID)
+		defer t.feeds.release(sessionID, feed)
+		view := feed.view.Load()
+		// want is the seq the last notice announced, which the shared
+		// tail may already hold; 0 (a first read, a poll) reads the store.
+		var want int64
+		list := func(after int64) ([]lt.Event, error) {
+			if evs := feed.view.Load().covering(after, want); evs != nil {
+				return evs, nil
+			}
+			evs, err := t.src.ListEvents(ctx, sessionID, after, streamPage)
+			if err != nil {
+				return nil, err
+			}
+			feed.keep(evs)
+			return evs, nil
+		}
 		// The first read also finds an unknown session (a 404) before the
 		// stream opens.
-		events, err := tail.list(ctx, t.src, sessionID, after, 0)
+		events, err := list(after)
 		if err != nil {
 			yield(lt.Event{}, err)
 			return
@@ -76,32 +89,28 @@ func (t *Trees) StreamEvents(ctx context.Context, sessionID string, after int64)
 		markOpened(ctx)
 		poll, stopPoll := t.newPoll()
 		defer stopPoll()
-		// want is the seq the last notice announced, which the shared
-		// tail may already hold; 0 (a poll) reads the store.
-		var want int64
 		for {
 			var ok bool
-			if after, ok = drain(ctx, after, events, yield, func(after int64) ([]lt.Event, error) {
-				return tail.list(ctx, t.src, sessionID, after, want)
-			}); !ok {
+			if after, ok = drain(ctx, after, events, yield, list); !ok {
 				return
 			}
-			events = nil
 		wait:
 			for {
 				select {
 				case <-ctx.Done():
 					return
-				case seq, open := <-updates:
-					if !open {
+				case <-view.changed:
+					if view = feed.view.Load(); view.closed {
 						return // the engine is stopping; the caller resumes later
 					}
-					if seq > after {
-						want = seq
+					if view.announced > after {
+						want = view.announced
+						// What is new, at once from the tail when it has it.
+						events = view.covering(after, want)
 						break wait
 					}
 				case <-poll:
-					want = 0
+					want, events = 0, nil
 					break wait // read anyway: a notice may have been lost
 				}
 			}

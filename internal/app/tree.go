@@ -58,9 +58,9 @@ type Trees struct {
 	src Journals
 	// newPoll makes the ticker on which a stream reads its journals again.
 	newPoll func() (tick <-chan time.Time, stop func())
-	// tails are the followed sessions' latest events, shared by their
-	// streams (streamtail.go).
-	tails tails
+	// feeds are the followed sessions' watches and latest events, shared
+	// by their streams (streamtail.go).
+	feeds feeds
 }
 
 // NewTrees returns a Trees reading src. poll, when not nil, makes the

@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -39,6 +41,9 @@ const watchersStepLatency = 20 * time.Millisecond
 // open, and then for every one to read the last event.
 const watchersOpenTimeout = 2 * time.Minute
 
+// watchersReadBuffer is the size of each client's read buffers.
+const watchersReadBuffer = 16 << 10
+
 // WatchersResult is one watchers run.
 type WatchersResult struct {
 	Watchers int
@@ -46,6 +51,14 @@ type WatchersResult struct {
 	// latencies measured (Watchers × Events).
 	Events, Samples int
 	P50, P99, Max   time.Duration
+	// CPUPerDelivery is the process's CPU time (user and system, the
+	// clients' included) from the turn's start to the last subscriber's
+	// last read, per sample: on a loaded machine it varies less than the
+	// latencies. WritesPerDelivery is the write system calls in that
+	// time per sample (about one per frame sent: fewer when frames are
+	// batched). Both are 0 where the process's counters cannot be read.
+	CPUPerDelivery    time.Duration
+	WritesPerDelivery float64
 }
 
 // Watchers runs a node in cfg.Dir on SQLite, subscribes watchers clients
@@ -111,14 +124,20 @@ func Watchers(ctx context.Context, cfg Config, watchers int) (_ *WatchersResult,
 	}
 
 	url := fmt.Sprintf("http://%s/v1/sessions/%s/events/stream?after=%d", ln.Addr(), s.ID, start)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: watchers, DisableCompression: true}}
+	// The clients read a backlog in few system calls (the default buffer
+	// is 4 KiB), so that they cost the run as little as they can.
+	client := &http.Client{Transport: &http.Transport{
+		MaxIdleConnsPerHost: watchers, DisableCompression: true, ReadBufferSize: watchersReadBuffer,
+	}}
 	defer client.CloseIdleConnections()
 	wctx, stop := context.WithCancel(ctx)
 	subs := make([]*subscriber, watchers)
 	var opened sync.WaitGroup
 	var wg sync.WaitGroup
 	for i := range subs {
-		subs[i] = &subscriber{after: start}
+		// Room for every receipt of the turn (a step journals about 6
+		// events), so that the clients' appends do not make garbage.
+		subs[i] = &subscriber{after: start, received: make([]receipt, 0, 8*cfg.Steps+16)}
 		opened.Add(1)
 		wg.Add(1)
 		go func() {
@@ -139,6 +158,7 @@ func Watchers(ctx context.Context, cfg Config, watchers int) (_ *WatchersResult,
 		}
 	}
 
+	before := readProcCounters()
 	if _, err := eng.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "work"}); err != nil {
 		return nil, err
 	}
@@ -161,6 +181,7 @@ func Watchers(ctx context.Context, cfg Config, watchers int) (_ *WatchersResult,
 			time.Sleep(time.Millisecond) // poll: the bench's own wait, not a measurement
 		}
 	}
+	used := readProcCounters().since(before)
 	stop()
 	wg.Wait()
 
@@ -188,6 +209,8 @@ func Watchers(ctx context.Context, cfg Config, watchers int) (_ *WatchersResult,
 	res := &WatchersResult{Watchers: watchers, Events: int(end - start), Samples: len(lat)}
 	res.P50, res.P99 = percentile(lat, 0.50), percentile(lat, 0.99)
 	res.Max = lat[len(lat)-1] // percentile sorted them
+	res.CPUPerDelivery = used.cpu / time.Duration(len(lat))
+	res.WritesPerDelivery = float64(used.writes) / float64(len(lat))
 	return res, nil
 }
 
@@ -258,7 +281,7 @@ func (s *subscriber) follow(ctx context.Context, client *http.Client, url string
 		return
 	}
 	once()
-	r := bufio.NewReader(resp.Body)
+	r := bufio.NewReaderSize(resp.Body, watchersReadBuffer)
 	for {
 		line, err := r.ReadSlice('\n')
 		if err != nil {
@@ -285,10 +308,52 @@ func (s *subscriber) follow(ctx context.Context, client *http.Client, url string
 // PrintWatchers writes the watchers runs' table.
 func PrintWatchers(w io.Writer, runs []*WatchersResult) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "watchers\tevents\tsamples\tp50 append→read\tp99\tmax\t")
+	fmt.Fprintln(tw, "watchers\tevents\tsamples\tp50 append→read\tp99\tmax\tCPU/sample\twrites/sample\t")
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t\n", r.Watchers, r.Events, r.Samples,
-			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.Max.Round(time.Microsecond))
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.2f\t\n", r.Watchers, r.Events, r.Samples,
+			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.Max.Round(time.Microsecond),
+			r.CPUPerDelivery.Round(10*time.Nanosecond), r.WritesPerDelivery)
 	}
 	tw.Flush()
+}
+
+// procCounters are the process's CPU time and write system calls so far.
+type procCounters struct {
+	cpu    time.Duration
+	writes int64
+}
+
+// readProcCounters reads the process's counters from Linux's /proc (zero
+// where they cannot be read). The CPU time counts in the kernel's clock
+// ticks, 10 ms: a turn's is hundreds of them.
+func readProcCounters() procCounters {
+	var c procCounters
+	if data, err := os.ReadFile("/proc/self/stat"); err == nil {
+		// After the command's name (in parentheses): state, then ppid …;
+		// utime and stime are the 12th and 13th fields from there.
+		if _, rest, ok := bytes.Cut(data, []byte(") ")); ok {
+			if f := strings.Fields(string(rest)); len(f) > 12 {
+				utime, _ := strconv.ParseInt(f[11], 10, 64)
+				stime, _ := strconv.ParseInt(f[12], 10, 64)
+				c.cpu = time.Duration(utime+stime) * (time.Second / clockTicksPerSecond)
+			}
+		}
+	}
+	if data, err := os.ReadFile("/proc/self/io"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "syscw: "); ok {
+				c.writes, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+	}
+	return c
+}
+
+// clockTicksPerSecond is Linux's USER_HZ, the unit of /proc's CPU times
+// (100 on every architecture Go supports).
+const clockTicksPerSecond = 100
+
+// since is what was counted from before to c.
+func (c procCounters) since(before procCounters) procCounters {
+	return procCounters{cpu: c.cpu - before.cpu, writes: c.writes - before.writes}
 }

@@ -14,22 +14,30 @@ import (
 // handler or a stream that outlives ReadTimeout is not cut off
 // (TestReadTimeoutDoesNotCutOffAHandler keeps that true).
 
-// streamWriter is an event stream's writer: each write first moves the
-// connection's write deadline to Config.StreamWriteTimeout from now, so a
-// stream lives as long as its client reads, and no longer. The flush that
-// follows a write runs under the same deadline.
+// streamWriter is an event stream's writer: each send (a batch of frames,
+// or a ping) writes and flushes within Config.StreamWriteTimeout from its
+// start, so a stream lives as long as its client reads, and no longer.
+// One deadline per send, not per frame: moving it is not free, and a
+// thousand streams send every event.
 type streamWriter struct {
 	w       io.Writer
 	rc      *http.ResponseController
 	timeout time.Duration
 }
 
-func (s *Server) streamWriter(w io.Writer, rc *http.ResponseController) io.Writer {
+func (s *Server) streamWriter(w io.Writer, rc *http.ResponseController) *streamWriter {
 	return &streamWriter{w: w, rc: rc, timeout: s.cfg.StreamWriteTimeout}
 }
 
-func (sw *streamWriter) Write(p []byte) (int, error) {
+// send writes p and flushes it; errClientGone when either fails.
+func (sw *streamWriter) send(p []byte) error {
 	// http.ErrNotSupported (an in-process writer): no deadline to move.
 	_ = sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout))
-	return sw.w.Write(p)
+	if _, err := sw.w.Write(p); err != nil {
+		return errClientGone
+	}
+	if err := sw.rc.Flush(); err != nil {
+		return errClientGone
+	}
+	return nil
 }

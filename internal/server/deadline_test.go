@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/internal/app"
 	"github.com/longhaul-dev/longhaul/internal/server"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -78,10 +80,22 @@ func TestEventStreamOutlivesReadAndWriteTimeouts(t *testing.T) {
 		ticker:     func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} },
 		httpServer: func(s *http.Server) { s.ReadTimeout, s.WriteTimeout = shortTimeout, shortTimeout },
 	})
-	sess := h.createSession("stream")
-	h.waitStatus(sess.ID, lt.SessionIdle)
-	n := len(h.allEvents(sess.ID, 500))
-	s := h.openStream(sess.ID, "", map[string]string{"Last-Event-ID": strconv.Itoa(n)})
+	// The session is made through the App, not the API: the timeouts are
+	// the stream's to outlive, and on a loaded machine creating a session
+	// can take longer than they allow a plain request.
+	ctx := app.WithCaller(t.Context(), app.LibraryCaller)
+	var req lt.CreateSessionRequest
+	require.NoError(t, json.Unmarshal([]byte(scriptedSession("stream")), &req))
+	sess, err := h.app.CreateSession(ctx, &req)
+	require.NoError(t, err)
+	var n int64
+	require.Eventually(t, func() bool {
+		got, err := h.app.GetSession(ctx, sess.ID)
+		require.NoError(t, err)
+		n = got.LastEventSeq
+		return got.Status == lt.SessionIdle
+	}, 15*time.Second, 10*time.Millisecond, "the session did not become idle")
+	s := h.openStream(sess.ID, "", map[string]string{"Last-Event-ID": strconv.FormatInt(n, 10)})
 	frames := make(chan sseFrame, 16)
 	ended := make(chan error, 1)
 	go func() {

@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"iter"
 	"math"
 	"net/http"
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
@@ -142,8 +142,38 @@ func serveStream[T any](s *Server, w http.ResponseWriter, r *http.Request, strea
 	sw := s.streamWriter(w, rc)
 	tick, stopTick := s.newTicker(s.cfg.PingInterval)
 	defer stopTick()
-	// send writes one value and reports whether the stream goes on.
+	// send writes it, and every value ready after it, as one write and
+	// one flush (a client behind gets what it missed in one go), and
+	// reports whether the stream goes on.
 	send := func(it streamItem[T], ok bool) bool {
+		batch := streamBatches.Get().(*[]byte)
+		buf := (*batch)[:0]
+		defer func() {
+			*batch = buf[:0]
+			streamBatches.Put(batch)
+		}()
+		for ok && it.err == nil {
+			data, err := frame(&it.v)
+			if err != nil {
+				it.err = err
+				break
+			}
+			buf = append(buf, data...)
+			if len(buf) >= streamBatchBytes {
+				break // sent now; the values still waiting make the next batch
+			}
+			select {
+			case it, ok = <-items:
+				continue
+			default:
+			}
+			break
+		}
+		if len(buf) > 0 {
+			if err := sw.send(buf); err != nil && it.err == nil {
+				it.err = err
+			}
+		}
 		if !ok {
 			// The stream ended without our ctx ending: the backend is
 			// stopping. The client resumes elsewhere or later.
@@ -151,13 +181,6 @@ func serveStream[T any](s *Server, w http.ResponseWriter, r *http.Request, strea
 				s.log.Info("event stream: session watch ended; closing the stream", "session_id", r.PathValue("id"))
 			}
 			return false
-		}
-		if it.err == nil {
-			it.err = writeFrame(sw, frame, &it.v)
-		}
-		// Flush once every value ready is written.
-		if it.err == nil && len(items) == 0 && rc.Flush() != nil {
-			it.err = errClientGone
 		}
 		if it.err != nil {
 			s.endStream(ctx, r, it.err)
@@ -173,7 +196,7 @@ func serveStream[T any](s *Server, w http.ResponseWriter, r *http.Request, strea
 		case <-ctx.Done():
 			return nil
 		case <-tick:
-			if err := writePing(sw, rc); err != nil {
+			if err := sw.send(ping); err != nil {
 				return nil // the client left
 			}
 		case it, ok := <-items:
@@ -184,17 +207,16 @@ func serveStream[T any](s *Server, w http.ResponseWriter, r *http.Request, strea
 	}
 }
 
-// writeFrame encodes v and writes it.
-func writeFrame[T any](w io.Writer, frame func(*T) ([]byte, error), v *T) error {
-	data, err := frame(v)
-	if err != nil {
-		return err
-	}
-	if _, err := w.Write(data); err != nil {
-		return errClientGone
-	}
-	return nil
-}
+// streamBatchBytes is about the most a stream writes at once: a client far
+// behind gets its backlog in writes of this size.
+const streamBatchBytes = 64 << 10
+
+// streamBatches are the buffers in which streams gather a batch's frames:
+// shared, since a stream needs one only while it writes.
+var streamBatches = sync.Pool{New: func() any { return new([]byte) }}
+
+// ping is the comment an idle stream sends every PingInterval.
+var ping = []byte(": ping\n\n")
 
 // startStream sends the headers of an event stream. streaming is false when
 // nothing more is to be written: a HEAD request (the headers are the whole
@@ -236,17 +258,6 @@ var errClientGone = errors.New("client gone")
 
 // errStreamPanicked: the Backend's stream panicked (serveStream).
 var errStreamPanicked = errors.New("event stream panicked")
-
-// writePing writes and flushes a ": ping" comment.
-func writePing(w io.Writer, rc *http.ResponseController) error {
-	if _, err := io.WriteString(w, ": ping\n\n"); err != nil {
-		return errClientGone
-	}
-	if err := rc.Flush(); err != nil {
-		return errClientGone
-	}
-	return nil
-}
 
 // eventFrame encodes one event as a server-sent event whose id is id (the
 // seq, or a tree stream's cursor: neither has a line break). json.Marshal

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -55,4 +57,31 @@ func TestFrameCacheEncodesEachEventOnce(t *testing.T) {
 	before := encodes
 	frameOf(ev)
 	require.Equal(t, before+1, encodes, "a frame of two generations ago is encoded again")
+}
+
+// TestFrameCacheSharedByConcurrentStreams: streams looking up the same
+// new events at once (the lock-free slots and the maps behind them) each
+// get every event's own frame (with -race: without a data race). How
+// often an event is encoded depends on the scheduling (two streams may
+// both encode it before either stores it); TestFrameCacheEncodesEachEventOnce
+// counts it.
+func TestFrameCacheSharedByConcurrentStreams(t *testing.T) {
+	t.Parallel()
+	var c frameCache
+	const streams, events = 50, 2 * frameRecentSlots
+	var wg sync.WaitGroup
+	for range streams {
+		wg.Go(func() {
+			for seq := int64(1); seq <= events; seq++ {
+				ev := &lt.Event{Seq: seq, Type: lt.EventTurnStarted, SessionID: "sess_a"}
+				f, err := c.frame(ev, func() ([]byte, error) {
+					return eventFrame(ev, strconv.FormatInt(seq, 10))
+				})
+				if err != nil || !strings.HasPrefix(string(f), "id: "+strconv.FormatInt(seq, 10)+"\n") {
+					t.Errorf("seq %d: frame %q, error %v", seq, f, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
