@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
@@ -24,6 +25,9 @@ type countingStore struct {
 	mu    sync.Mutex
 	reads []eventRead // while armed
 	armed bool
+	// hideSnapshot: SessionGet returns the state without its context
+	// snapshot.
+	hideSnapshot bool
 }
 
 type eventRead struct {
@@ -39,6 +43,25 @@ func (s *countingStore) EventList(ctx context.Context, sessionID string, afterSe
 	}
 	s.mu.Unlock()
 	return evs, err
+}
+
+// SessionGet hides the session's context snapshot while hideSnapshot is
+// set: a claim then replays the whole journal, as before snapshots.
+func (s *countingStore) SessionGet(ctx context.Context, id string) (*store.SessionRow, error) {
+	row, err := s.Store.SessionGet(ctx, id)
+	s.mu.Lock()
+	hide := s.hideSnapshot
+	s.mu.Unlock()
+	if err != nil || !hide {
+		return row, err
+	}
+	var st journal.State
+	if err := json.Unmarshal(row.State, &st); err != nil {
+		return nil, err
+	}
+	st.ContextSnapshot = nil
+	row.State, err = json.Marshal(&st)
+	return row, err
 }
 
 func (s *countingStore) arm(on bool) []eventRead {
@@ -239,36 +262,42 @@ func TestResumedContextKeepsPinnedAndSteers(t *testing.T) {
 
 // BenchmarkResume is a claim of a parked session (newRunner: its state,
 // its spec and the model context rebuilt) after N steps with compaction
-// on. It reports events-read: the journal rows the claim read.
+// on: from its latest context snapshot, and from its first event as before
+// snapshots. It reports events-read: the journal rows the claim read.
 func BenchmarkResume(b *testing.B) {
 	for _, steps := range []int{200, 2000} {
-		b.Run(fmt.Sprintf("steps=%d", steps), func(b *testing.B) {
-			const perTurn = 100
-			e, cs := startResumeEngine(b, perTurn)
-			ctx := context.Background()
-			s, err := e.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: resumeSpec(perTurn), Input: "echo"})
+		const perTurn = 100
+		e, cs := startResumeEngine(b, perTurn)
+		ctx := context.Background()
+		s, err := e.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: resumeSpec(perTurn), Input: "echo"})
+		require.NoError(b, err)
+		waitIdle(b, e, s.ID)
+		for done := perTurn; done < steps; done += perTurn {
+			_, err := e.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "continue"})
 			require.NoError(b, err)
 			waitIdle(b, e, s.ID)
-			for done := perTurn; done < steps; done += perTurn {
-				_, err := e.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "continue"})
-				require.NoError(b, err)
-				waitIdle(b, e, s.ID)
-			}
-			cs.arm(true)
-			b.ResetTimer()
-			for range b.N {
-				r, err := e.newRunner(ctx, store.Lease{SessionID: s.ID})
-				if err != nil {
-					b.Fatal(err)
+		}
+		for _, from := range []string{"snapshot", "first-event"} {
+			b.Run(fmt.Sprintf("steps=%d/from=%s", steps, from), func(b *testing.B) {
+				cs.mu.Lock()
+				cs.hideSnapshot = from == "first-event"
+				cs.mu.Unlock()
+				cs.arm(true)
+				b.ResetTimer()
+				for range b.N {
+					r, err := e.newRunner(ctx, store.Lease{SessionID: s.ID})
+					if err != nil {
+						b.Fatal(err)
+					}
+					r.env.close()
 				}
-				r.env.close()
-			}
-			b.StopTimer()
-			rows := 0
-			for _, r := range cs.arm(false) {
-				rows += r.rows
-			}
-			b.ReportMetric(float64(rows)/float64(b.N), "events-read")
-		})
+				b.StopTimer()
+				rows := 0
+				for _, r := range cs.arm(false) {
+					rows += r.rows
+				}
+				b.ReportMetric(float64(rows)/float64(b.N), "events-read")
+			})
+		}
 	}
 }
