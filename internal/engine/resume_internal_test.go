@@ -260,6 +260,45 @@ func TestResumedContextKeepsPinnedAndSteers(t *testing.T) {
 	require.Contains(t, sys, "Constraint: Keep notes short.")
 }
 
+// TestForkDoesNotResumeFromItsParentsSnapshot: a fork copies its parent's
+// journal, compactions and their snapshot references included, with ids
+// renamed; the parent's snapshot holds the parent's ids, so the fork's
+// claims replay its journal until it compacts itself, and build the context
+// that replay gives.
+func TestForkDoesNotResumeFromItsParentsSnapshot(t *testing.T) {
+	const perTurn = 40
+	e, _ := startResumeEngine(t, perTurn)
+	ctx := context.Background()
+	s, err := e.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: resumeSpec(perTurn), Input: "echo"})
+	require.NoError(t, err)
+	waitIdle(t, e, s.ID)
+	_, err = e.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "continue"})
+	require.NoError(t, err)
+	waitIdle(t, e, s.ID)
+	cps, err := e.ListCheckpoints(ctx, s.ID)
+	require.NoError(t, err)
+	fork, err := e.ForkSession(ctx, s.ID, &lt.ForkRequest{CheckpointID: cps[len(cps)-1].ID})
+	require.NoError(t, err)
+
+	row, st, err := e.loadState(ctx, fork.ID)
+	require.NoError(t, err)
+	require.NotNil(t, st.ContextSnapshot, "the fork's journal names its parent's snapshot")
+	snap, err := e.readContextSnapshot(ctx, fork.ID, row.LastSeq, st.ContextSnapshot)
+	require.NoError(t, err)
+	require.Nil(t, snap, "the parent's snapshot is not the fork's")
+	checkResumedContext(t, e, fork.ID)
+
+	_, err = e.CreateTurn(ctx, fork.ID, &lt.CreateTurnRequest{Input: "continue"})
+	require.NoError(t, err)
+	waitIdle(t, e, fork.ID)
+	row, st, err = e.loadState(ctx, fork.ID)
+	require.NoError(t, err)
+	snap, err = e.readContextSnapshot(ctx, fork.ID, row.LastSeq, st.ContextSnapshot)
+	require.NoError(t, err)
+	require.NotNil(t, snap, "the fork compacted: its own snapshot")
+	checkResumedContext(t, e, fork.ID)
+}
+
 // BenchmarkResume is a claim of a parked session (newRunner: its state,
 // its spec and the model context rebuilt) after N steps with compaction
 // on: from its latest context snapshot, and from its first event as before
