@@ -158,6 +158,29 @@ func waitIdle(tb testing.TB, e *Engine, id string) {
 	}, time.Minute, 2*time.Millisecond)
 }
 
+// parkedSession creates a session of the resume spec and runs it for turns
+// turns, each ending parked (idle).
+func parkedSession(tb testing.TB, e *Engine, perTurn, turns int) string {
+	tb.Helper()
+	ctx := context.Background()
+	s, err := e.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: resumeSpec(perTurn), Input: "echo", Goal: "every note echoed", Constraints: []string{"Keep notes short."}})
+	require.NoError(tb, err)
+	waitIdle(tb, e, s.ID)
+	for range turns - 1 {
+		continueTurn(tb, e, s.ID)
+	}
+	return s.ID
+}
+
+// continueTurn resumes a parked session with a new turn and waits until it
+// is parked again.
+func continueTurn(tb testing.TB, e *Engine, id string) {
+	tb.Helper()
+	_, err := e.CreateTurn(context.Background(), id, &lt.CreateTurnRequest{Input: "continue"})
+	require.NoError(tb, err)
+	waitIdle(tb, e, id)
+}
+
 // TestResumeReadsOnlyAfterTheLastCompaction: a parked session that was
 // compacted many times is resumed by a new turn; the claim reads none of
 // the journal before the latest compaction's snapshot, and what it reads
@@ -166,24 +189,15 @@ func TestResumeReadsOnlyAfterTheLastCompaction(t *testing.T) {
 	const perTurn = 40
 	e, cs := startResumeEngine(t, perTurn)
 	ctx := context.Background()
-	s, err := e.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: resumeSpec(perTurn), Input: "echo", Goal: "every note echoed", Constraints: []string{"Keep notes short."}})
-	require.NoError(t, err)
-	waitIdle(t, e, s.ID)
-	for range 3 {
-		_, err := e.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "continue"})
-		require.NoError(t, err)
-		waitIdle(t, e, s.ID)
-	}
-	_, st, err := e.loadState(ctx, s.ID)
+	id := parkedSession(t, e, perTurn, 4)
+	_, st, err := e.loadState(ctx, id)
 	require.NoError(t, err)
 	require.NotNil(t, st.ContextSnapshot, "the session compacted")
 	from, journal := st.ContextSnapshot.Seq, st.Session.LastEventSeq
 	require.Greater(t, from, journal/2, "compacted late in the session")
 
 	cs.arm(true)
-	_, err = e.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "continue"})
-	require.NoError(t, err)
-	waitIdle(t, e, s.ID)
+	continueTurn(t, e, id)
 	reads := cs.arm(false)
 	require.NotEmpty(t, reads, "the claim read the journal after the snapshot")
 	rows := 0
@@ -194,7 +208,7 @@ func TestResumeReadsOnlyAfterTheLastCompaction(t *testing.T) {
 	require.Less(t, int64(rows), journal/2, "rows read on claim")
 
 	// The resumed context is the one the whole journal gives.
-	checkResumedContext(t, e, s.ID)
+	checkResumedContext(t, e, id)
 }
 
 // checkResumedContext builds a runner of the session from its latest
@@ -234,23 +248,21 @@ func TestResumedContextKeepsPinnedAndSteers(t *testing.T) {
 	const perTurn = 30
 	e, _ := startResumeEngine(t, perTurn)
 	ctx := context.Background()
-	s, err := e.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: resumeSpec(perTurn), Input: "echo", Constraints: []string{"Keep notes short."}})
-	require.NoError(t, err)
-	waitIdle(t, e, s.ID)
+	id := parkedSession(t, e, perTurn, 1)
 	for i := range 4 {
-		_, err := e.AddConstraint(ctx, s.ID, &lt.AddConstraintRequest{Constraint: fmt.Sprintf("Rule %d.", i)})
+		_, err := e.AddConstraint(ctx, id, &lt.AddConstraintRequest{Constraint: fmt.Sprintf("Rule %d.", i)})
 		require.NoError(t, err)
 		// The worker may claim the turn before or after the message: either
 		// order is journaled, and both rebuild alike.
-		_, err = e.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: fmt.Sprintf("continue %d", i)})
+		_, err = e.CreateTurn(ctx, id, &lt.CreateTurnRequest{Input: fmt.Sprintf("continue %d", i)})
 		require.NoError(t, err)
-		_, _ = e.SteerSession(ctx, s.ID, &lt.SteerRequest{Input: fmt.Sprintf("hurry %d", i)})
-		waitIdle(t, e, s.ID)
+		_, _ = e.SteerSession(ctx, id, &lt.SteerRequest{Input: fmt.Sprintf("hurry %d", i)})
+		waitIdle(t, e, id)
 		if i > 0 {
-			checkResumedContext(t, e, s.ID)
+			checkResumedContext(t, e, id)
 		}
 	}
-	r, err := e.newRunner(ctx, store.Lease{SessionID: s.ID})
+	r, err := e.newRunner(ctx, store.Lease{SessionID: id})
 	require.NoError(t, err)
 	defer r.env.close()
 	sys := r.tx.messages()[0].Text
@@ -269,15 +281,10 @@ func TestForkDoesNotResumeFromItsParentsSnapshot(t *testing.T) {
 	const perTurn = 40
 	e, _ := startResumeEngine(t, perTurn)
 	ctx := context.Background()
-	s, err := e.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: resumeSpec(perTurn), Input: "echo"})
+	id := parkedSession(t, e, perTurn, 2)
+	cps, err := e.ListCheckpoints(ctx, id)
 	require.NoError(t, err)
-	waitIdle(t, e, s.ID)
-	_, err = e.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "continue"})
-	require.NoError(t, err)
-	waitIdle(t, e, s.ID)
-	cps, err := e.ListCheckpoints(ctx, s.ID)
-	require.NoError(t, err)
-	fork, err := e.ForkSession(ctx, s.ID, &lt.ForkRequest{CheckpointID: cps[len(cps)-1].ID})
+	fork, err := e.ForkSession(ctx, id, &lt.ForkRequest{CheckpointID: cps[len(cps)-1].ID})
 	require.NoError(t, err)
 
 	row, st, err := e.loadState(ctx, fork.ID)
@@ -288,9 +295,7 @@ func TestForkDoesNotResumeFromItsParentsSnapshot(t *testing.T) {
 	require.Nil(t, snap, "the parent's snapshot is not the fork's")
 	checkResumedContext(t, e, fork.ID)
 
-	_, err = e.CreateTurn(ctx, fork.ID, &lt.CreateTurnRequest{Input: "continue"})
-	require.NoError(t, err)
-	waitIdle(t, e, fork.ID)
+	continueTurn(t, e, fork.ID)
 	row, st, err = e.loadState(ctx, fork.ID)
 	require.NoError(t, err)
 	snap, err = e.readContextSnapshot(ctx, fork.ID, row.LastSeq, st.ContextSnapshot)
@@ -308,14 +313,7 @@ func BenchmarkResume(b *testing.B) {
 		const perTurn = 100
 		e, cs := startResumeEngine(b, perTurn)
 		ctx := context.Background()
-		s, err := e.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: resumeSpec(perTurn), Input: "echo"})
-		require.NoError(b, err)
-		waitIdle(b, e, s.ID)
-		for done := perTurn; done < steps; done += perTurn {
-			_, err := e.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "continue"})
-			require.NoError(b, err)
-			waitIdle(b, e, s.ID)
-		}
+		id := parkedSession(b, e, perTurn, steps/perTurn)
 		for _, from := range []string{"snapshot", "first-event"} {
 			b.Run(fmt.Sprintf("steps=%d/from=%s", steps, from), func(b *testing.B) {
 				cs.mu.Lock()
@@ -324,7 +322,7 @@ func BenchmarkResume(b *testing.B) {
 				cs.arm(true)
 				b.ResetTimer()
 				for range b.N {
-					r, err := e.newRunner(ctx, store.Lease{SessionID: s.ID})
+					r, err := e.newRunner(ctx, store.Lease{SessionID: id})
 					if err != nil {
 						b.Fatal(err)
 					}
