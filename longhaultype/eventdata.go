@@ -274,6 +274,12 @@ type ContextCompactedData struct {
 	Usage        Usage   `json:"usage"`
 	CostUSD      float64 `json:"cost_usd"`
 	DurationMS   int64   `json:"duration_ms"`
+	// Snapshot is the blob holding what a worker derives from the journal
+	// up to this event (the model context, with its summary and the items
+	// kept): a worker resuming the session starts there rather than
+	// replaying the journal before it. Absent when the worker could not
+	// vouch for one; the journal alone still rebuilds everything.
+	Snapshot *BlobRef `json:"snapshot,omitempty"`
 }
 
 // AcceptanceVerifiedData is the data of acceptance.verified: the verification

@@ -61,8 +61,9 @@ the empty workspace's.
 small context window) and parked every 100 steps (its turn ends; the next
 message resumes it from the store). It prints the cost of each fifth of
 the steps, the last fifth's ratio to the first, and the time from the
-message that resumes the session to its first model call: the median of
-the first five parks and of the last five.
+message that resumes the session to its first model call: the median and
+the 99th percentile (of five, the slowest) of the first five parks and of
+the last five.
 
 --active N runs N sessions of --steps steps at once against a model that
 answers each call after --model-latency, with a worker per session, and

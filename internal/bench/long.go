@@ -46,8 +46,10 @@ type LongResult struct {
 	// ResumeFirst and ResumeLast are the time from the message that
 	// resumes the parked session to its first model call: the median of
 	// the first longResumeSamples parks, and of the last ones (a single
-	// one is at the mercy of a busy machine).
-	ResumeFirst, ResumeLast time.Duration
+	// one is at the mercy of a busy machine); the P99 ones are the 99th
+	// percentile of the same parks (of so few, their slowest).
+	ResumeFirst, ResumeLast       time.Duration
+	ResumeFirstP99, ResumeLastP99 time.Duration
 }
 
 // Long runs one session of cfg.Steps steps (default 1,000), parked every
@@ -117,6 +119,8 @@ func Long(ctx context.Context, cfg Config) (*LongResult, error) {
 	k := min(longResumeSamples, len(resumes))
 	res.ResumeFirst = percentile(slices.Clone(resumes[:k]), 0.5)
 	res.ResumeLast = percentile(slices.Clone(resumes[len(resumes)-k:]), 0.5)
+	res.ResumeFirstP99 = percentile(slices.Clone(resumes[:k]), 0.99)
+	res.ResumeLastP99 = percentile(slices.Clone(resumes[len(resumes)-k:]), 0.99)
 	gaps, compactions, err := turnStepGaps(ctx, eng, s.ID)
 	if err != nil {
 		return nil, err
@@ -199,10 +203,12 @@ func turnStepGaps(ctx context.Context, eng *engine.Engine, id string) ([]time.Du
 // PrintLong writes the long run's table.
 func PrintLong(w io.Writer, res *LongResult) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "long session steps\tturns (parks+1)\tcompactions\t1st fifth\t2nd\t3rd\t4th\t5th\tlast/first\tp50 resume, first parks\tlast parks\t")
+	fmt.Fprintln(tw, "long session steps\tturns (parks+1)\tcompactions\t1st fifth\t2nd\t3rd\t4th\t5th\tlast/first\tresume p50, first parks\tp99\tlast parks p50\tp99\t")
 	f := res.Fifths
-	fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%.2f×\t%s\t%s\t\n", res.Steps, res.Turns, res.Compactions,
-		ms(f[0]), ms(f[1]), ms(f[2]), ms(f[3]), ms(f[4]), res.Ratio, res.ResumeFirst.Round(time.Microsecond), res.ResumeLast.Round(time.Microsecond))
+	us := func(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
+	fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%.2f×\t%s\t%s\t%s\t%s\t\n", res.Steps, res.Turns, res.Compactions,
+		ms(f[0]), ms(f[1]), ms(f[2]), ms(f[3]), ms(f[4]), res.Ratio,
+		us(res.ResumeFirst), us(res.ResumeFirstP99), us(res.ResumeLast), us(res.ResumeLastP99))
 	tw.Flush()
 }
 

@@ -65,10 +65,19 @@ func (r *runner) compactIfNeeded(ctx context.Context, stepN int) (bool, error) {
 	}
 	after := model.CountMessages(counter, r.tx.messagesFrom(cut, summary), r.tools.definitions())
 	turn := r.st.CurrentTurn()
-	return true, r.add(lt.EventContextCompacted, turn.ID, stepN, lt.ContextCompactedData{
+	d := lt.ContextCompactedData{
 		Step: stepN, Items: cut, TokensBefore: before, TokensAfter: after, Summary: summary, Forced: forced,
 		Usage: res.usage(), CostUSD: res.resp.CostUSD, DurationMS: res.durMS,
-	})
+	}
+	// A worker resuming the session starts from here (resume.go).
+	snap, ok, err := r.contextSnapshotFor(ctx, cut, summary)
+	if err != nil {
+		return true, err
+	}
+	if ok {
+		d.Snapshot = &lt.BlobRef{SHA256: r.b.blob(snap), Size: int64(len(snap))}
+	}
+	return true, r.add(lt.EventContextCompacted, turn.ID, stepN, d)
 }
 
 // chooseCut returns how many items to summarise so that the items kept fit
@@ -76,18 +85,20 @@ func (r *runner) compactIfNeeded(ctx context.Context, stepN int) (bool, error) {
 // the kept part never starts with a tool result (its call must come with
 // it).
 func (t *transcript) chooseCut(c model.Counter, keep int) int {
-	cut := len(t.msgs)
+	end := t.end()
+	cut := end
 	used := 0
-	for i := len(t.msgs) - 1; i > t.cut; i-- {
-		used += model.CountMessages(c, t.msgs[i:i+1], nil)
-		if used > keep && cut < len(t.msgs) {
+	for i := end - 1; i > t.cut; i-- {
+		item := t.from(i)[:1]
+		used += model.CountMessages(c, item, nil)
+		if used > keep && cut < end {
 			break
 		}
-		if t.msgs[i].Role != model.RoleTool {
+		if item[0].Role != model.RoleTool {
 			cut = i
 		}
 	}
-	if cut == len(t.msgs) {
+	if cut == end {
 		return t.cut
 	}
 	return cut
@@ -104,7 +115,7 @@ func (t *transcript) summaryRequest(cut int) []model.Message {
 		b.WriteString("## Summary so far\n" + t.summary + "\n\n")
 	}
 	b.WriteString("## Conversation to summarise\n")
-	for _, m := range t.msgs[t.cut:cut] {
+	for _, m := range t.from(t.cut)[:cut-t.cut] {
 		switch m.Role {
 		case model.RoleUser:
 			b.WriteString("[person] " + m.Text + "\n")

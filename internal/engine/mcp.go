@@ -201,33 +201,11 @@ const mcpReasonParent = "parent"
 // none (the caller then lists the server).
 func (r *runner) parentMCPOffer(ctx context.Context, s *lt.ToolSpec) (*lt.MCPToolsListedData, error) {
 	parentID := *r.st.Session.ParentID
-	var last *lt.MCPToolsListedData
-	for after := int64(0); ; {
-		evs, err := r.e.store.EventList(ctx, parentID, after, 1000)
-		if err != nil {
-			return nil, fmt.Errorf("read the MCP listings of parent %s: %w", parentID, err)
-		}
-		if len(evs) == 0 {
-			break
-		}
-		for _, ev := range evs {
-			if ev.Type != lt.EventMCPToolsListed {
-				continue
-			}
-			w, err := r.e.resolveBlob(ctx, wireEvent(ev))
-			if err != nil {
-				return nil, err
-			}
-			var d lt.MCPToolsListedData
-			if err := json.Unmarshal(w.Data, &d); err != nil {
-				return nil, fmt.Errorf("decode an MCP listing of parent %s: %w", parentID, err)
-			}
-			if d.Server == s.Name {
-				last = &d
-			}
-		}
-		after = evs[len(evs)-1].Seq
+	listed, err := r.e.mcpListingsOf(ctx, parentID)
+	if err != nil {
+		return nil, fmt.Errorf("read the MCP listings of parent %s: %w", parentID, err)
 	}
+	last := listed[s.Name]
 	if last == nil {
 		return nil, nil
 	}

@@ -43,6 +43,11 @@ type runner struct {
 	// copy, if any, is stale.
 	wsWriter string
 	released bool // the lease was given back with the last append
+	// snapshotOff: the runner read another writer's events after its
+	// own unsaved ones (merge), in another order than the journal's, so
+	// its compactions name no context snapshot (resume.go) for the rest
+	// of the claim.
+	snapshotOff bool
 	// tree is this session's part in its tree's budget ledger.
 	tree *treeLedger
 }
@@ -81,23 +86,10 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 		r.env.close()
 		r.env, r.envErr = nil, err
 	}
-	// Rebuild the model context from the journal.
-	for after := int64(0); after < row.LastSeq; {
-		evs, err := e.store.EventList(ctx, l.SessionID, after, 1000)
-		if err != nil {
-			return nil, err
-		}
-		if len(evs) == 0 {
-			break
-		}
-		for _, ev := range evs {
-			w, err := e.resolveBlob(ctx, wireEvent(ev))
-			if err != nil {
-				return nil, err
-			}
-			r.observe(w)
-		}
-		after = evs[len(evs)-1].Seq
+	// Rebuild the model context from the journal: from its latest
+	// snapshot on (resume.go).
+	if err := r.rebuild(ctx, row.LastSeq); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -207,9 +199,6 @@ func (r *runner) merge(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, ev := range foreign {
-		r.observe(wireEvent(ev))
-	}
 	old := r.b
 	if !old.empty() && pausedAmong(foreign) {
 		// The API paused the session (it looked parked) while this runner
@@ -217,16 +206,52 @@ func (r *runner) merge(ctx context.Context) error {
 		// from the journal, and parks.
 		return fmt.Errorf("%w: the session was paused", errStaleBatch)
 	}
+	// In the journal the other writer's events come before the runner's
+	// unsaved ones, which it has already read in: what it derives is
+	// derived again, in the journal's order (resume.go), unless that means
+	// the whole journal (a policy on past effects).
+	rederive := len(foreign) > 0 && !old.empty() && r.h == nil
+	if !rederive {
+		for _, ev := range foreign {
+			// Moved to a blob, a payload (a long turn input) reads back
+			// as its stub: the transcript needs the payload.
+			w, err := r.e.resolveBlob(ctx, wireEvent(ev))
+			if err != nil {
+				return err
+			}
+			r.observe(w)
+		}
+		if len(foreign) > 0 && !old.empty() {
+			r.snapshotOff = true
+		}
+	}
 	r.st = st
 	r.durableSeq = row.LastSeq
 	r.b = r.e.newBatch(ctx, st, r.e.cfg.NodeID)
-	r.b.blobs = old.blobs
+	dropped := map[string]bool{}
 	for _, ev := range old.events {
 		ev.Seq = st.Session.LastEventSeq + 1
+		if ev.Type == lt.EventContextCompacted {
+			// Its snapshot was of the journal before the events just
+			// read in: at its new seq it would not be the journal's.
+			if data, sha := withoutSnapshot(ev.Data); sha != "" {
+				ev.Data, dropped[sha] = data, true
+			}
+		}
 		if err := journal.Apply(st, ev, &r.b.changes); err != nil {
 			return fmt.Errorf("%w: %v", errStaleBatch, err)
 		}
 		r.b.events = append(r.b.events, ev)
+	}
+	for _, b := range old.blobs {
+		if !dropped[b.SHA256] {
+			r.b.blobs = append(r.b.blobs, b)
+		}
+	}
+	if rederive {
+		if err := r.rederive(ctx, row.LastSeq); err != nil {
+			return err
+		}
 	}
 	// The pending events may have ended the session's last turn (idle,
 	// failed) while the API queued another: the session is not done.

@@ -102,10 +102,13 @@ func steerDue(sent int) controlDue {
 
 // steering is the transcript's part for steering messages.
 type steering struct {
-	// steers are the messages to turns that started, in journal order;
-	// placed of them are in msgs, the others end the next context.
-	steers []string
-	placed int
+	// steers are the messages to turns that started, in journal order,
+	// from number steerBase on (the ones before were placed, and a
+	// transcript resumed from a snapshot does not hold them); placed of
+	// them are in the items, the others end the next context.
+	steers    []string
+	steerBase int
+	placed    int
 	// sent is how many the latest step call carried.
 	sent int
 	// early holds the messages to turns not started yet, in journal
@@ -150,30 +153,31 @@ func (t *transcript) startTurn(turnID, input string) {
 		}
 	}
 	t.early = nil
-	t.placeSteers(len(t.steers))
+	t.placeSteers(t.steerCount())
 	t.msgs = append(t.msgs, model.Message{Role: model.RoleUser, Text: input})
 	t.steers = append(t.steers, mine...)
 }
 
 // placeSteers moves the first n messages into the items, in order.
 func (t *transcript) placeSteers(n int) {
-	for ; t.placed < min(n, len(t.steers)); t.placed++ {
-		t.msgs = append(t.msgs, model.Message{Role: model.RoleUser, Text: t.steers[t.placed]})
+	for ; t.placed < min(n, t.steerCount()); t.placed++ {
+		t.msgs = append(t.msgs, model.Message{Role: model.RoleUser, Text: t.steers[t.placed-t.steerBase]})
 	}
 }
 
 // heldSteers are the messages no call has answered yet: they end the
 // context, after every item journaled before them.
 func (t *transcript) heldSteers() []model.Message {
-	out := make([]model.Message, 0, len(t.steers)-t.placed)
-	for _, s := range t.steers[t.placed:] {
+	held := t.steers[t.placed-t.steerBase:]
+	out := make([]model.Message, 0, len(held))
+	for _, s := range held {
 		out = append(out, model.Message{Role: model.RoleUser, Text: s})
 	}
 	return out
 }
 
 // steerCount is how many messages the next context carries.
-func (t *transcript) steerCount() int { return len(t.steers) }
+func (t *transcript) steerCount() int { return t.steerBase + len(t.steers) }
 
 // steerStop reads in the steer that cut the call (written by another
 // writer): the next tick makes the call again with it.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/longhaul-dev/longhaul/internal/model"
@@ -13,9 +14,14 @@ import (
 // first and verbatim, then the latest compaction summary, then the
 // conversation items after it. A turn's input enters the conversation when
 // the turn starts, not when it is queued. Compaction changes what is sent,
-// never what is stored: msgs keeps every item, and cut says how many of the
-// first ones the summary stands for. A person's steering messages follow
-// every item before them and enter msgs as user messages (steer.go).
+// never what is stored: the journal keeps every item, and cut says how many
+// of the first ones the summary stands for. Items are numbered from the
+// session's start; msgs holds those from base on (the ones a summary stands
+// for are dropped: no later context or compaction reads them), so a long
+// session's transcript stays the size of its context, and one resumed from
+// a context snapshot (resume.go) starts at its cut. A person's steering
+// messages follow every item before them and enter msgs as user messages
+// (steer.go).
 type transcript struct {
 	instructions string
 	goal         string
@@ -24,7 +30,9 @@ type transcript struct {
 	maxVerify    int // how often unmet criteria send the agent back
 
 	inputs map[string]string
-	msgs   []model.Message
+	// msgs are the items from number base on.
+	msgs []model.Message
+	base int
 	// edited holds, per call id, arguments a person edited when approving:
 	// the model is told what actually ran.
 	edited map[string]string
@@ -130,8 +138,9 @@ func (t *transcript) observe(ev lt.Event) {
 		}
 	case lt.EventContextCompacted:
 		var d lt.ContextCompactedData
-		if json.Unmarshal(ev.Data, &d) == nil && d.Items <= len(t.msgs) {
+		if json.Unmarshal(ev.Data, &d) == nil && d.Items <= t.end() && d.Items >= t.base {
 			t.summary, t.cut = d.Summary, d.Items
+			t.dropSummarised()
 		}
 	case lt.EventTurnSteered, lt.EventModelRequested:
 		t.observeSteering(ev)
@@ -141,6 +150,18 @@ func (t *transcript) observe(ev lt.Event) {
 			t.msgs = append(t.msgs, model.Message{Role: model.RoleUser, Text: unmetFeedback(&d.Verdict)})
 		}
 	}
+}
+
+// end is the number of items so far.
+func (t *transcript) end() int { return t.base + len(t.msgs) }
+
+// from returns the items from number i on.
+func (t *transcript) from(i int) []model.Message { return t.msgs[i-t.base:] }
+
+// dropSummarised forgets the items the summary stands for.
+func (t *transcript) dropSummarised() {
+	t.msgs = slices.Clone(t.from(t.cut))
+	t.base = t.cut
 }
 
 // editNote tells the model that a person changed a call's arguments.
@@ -190,7 +211,7 @@ func (t *transcript) messages() []model.Message {
 // messagesFrom returns the context with the first cut items replaced by
 // summary.
 func (t *transcript) messagesFrom(cut int, summary string) []model.Message {
-	kept := t.msgs[cut:]
+	kept := t.from(cut)
 	out := make([]model.Message, 0, len(kept)+2)
 	system := t.pinned()
 	if summary != "" {

@@ -108,6 +108,16 @@ func (r *refs) event(ctx context.Context, ev *store.Event, get func(context.Cont
 		if d.Artifact.SHA256 != "" {
 			r.addBlob(d.Artifact.SHA256, by)
 		}
+	case lt.EventContextCompacted:
+		// The context snapshot a resumed worker starts from (without it,
+		// the imported session's first claim replays its whole journal).
+		var d lt.ContextCompactedData
+		if err := json.Unmarshal(data, &d); err != nil {
+			return fmt.Errorf("%s: %w", by, err)
+		}
+		if d.Snapshot != nil {
+			r.addBlob(d.Snapshot.SHA256, by)
+		}
 	}
 	return nil
 }

@@ -299,6 +299,9 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 			return err
 		}
 		s.ForceCompact = false
+		if d.Snapshot != nil {
+			s.ContextSnapshot = &ContextSnapshot{Seq: ev.Seq, SHA256: d.Snapshot.SHA256}
+		}
 		sideCall(s, d.Usage, d.CostUSD, ch)
 	case lt.EventAcceptanceVerified:
 		d, err := decode[lt.AcceptanceVerifiedData](ev)

@@ -93,6 +93,12 @@ type State struct {
 	// reports: see tally.go.
 	Tally Tally `json:"tally,omitzero"`
 
+	// ContextSnapshot is the latest context.compacted that names a
+	// snapshot of the context (resume.go in the engine): a resumed worker
+	// rebuilds from it and the events after it, not from the whole
+	// journal.
+	ContextSnapshot *ContextSnapshot `json:"context_snapshot,omitempty"`
+
 	// Pause is set from a pause request until the session is resumed (or
 	// its turns end): see pause.go. PausedFor is how long the session's
 	// ended pauses lasted: its wall-clock budget does not count them.
@@ -190,6 +196,13 @@ func (s *State) Reserved() lt.Usage {
 		u.ToolCalls += c.Budget.MaxToolCalls
 	}
 	return u
+}
+
+// ContextSnapshot locates a snapshot of what a worker derives from the
+// journal up to event Seq.
+type ContextSnapshot struct {
+	Seq    int64  `json:"seq"`
+	SHA256 string `json:"sha256"`
 }
 
 // Verification tracks the acceptance checks of the current turn.
