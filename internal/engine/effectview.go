@@ -29,33 +29,30 @@ func (e *Engine) GetEffect(ctx context.Context, sessionID, effectID string) (*lt
 	if eff == nil {
 		return nil, apierror.NotFound("effect %s not found in session %s", effectID, sessionID)
 	}
-	if eff.ArgumentsEventSeq > 0 {
-		raw, err := e.eventData(ctx, sessionID, eff.ArgumentsEventSeq)
-		if err != nil {
-			return nil, err
-		}
-		var d struct {
-			Arguments json.RawMessage `json:"arguments"`
-		}
-		if err := json.Unmarshal(raw, &d); err != nil {
-			return nil, fmt.Errorf("decode the arguments of effect %s (event %d): %w", effectID, eff.ArgumentsEventSeq, err)
-		}
-		eff.Arguments = d.Arguments
+	if eff.Arguments, err = e.eventField(ctx, sessionID, eff.ArgumentsEventSeq, "arguments"); err != nil {
+		return nil, err
 	}
-	if eff.ResultEventSeq > 0 {
-		raw, err := e.eventData(ctx, sessionID, eff.ResultEventSeq)
-		if err != nil {
-			return nil, err
-		}
-		var d struct {
-			Output json.RawMessage `json:"output"`
-		}
-		if err := json.Unmarshal(raw, &d); err != nil {
-			return nil, fmt.Errorf("decode the output of effect %s (event %d): %w", effectID, eff.ResultEventSeq, err)
-		}
-		eff.Output = d.Output
+	if eff.Output, err = e.eventField(ctx, sessionID, eff.ResultEventSeq, "output"); err != nil {
+		return nil, err
 	}
 	return eff, nil
+}
+
+// eventField is one field of the payload of the session's event seq (a
+// large payload read back from its blob); nothing for seq 0.
+func (e *Engine) eventField(ctx context.Context, sessionID string, seq int64, field string) (json.RawMessage, error) {
+	if seq == 0 {
+		return nil, nil
+	}
+	raw, err := e.eventData(ctx, sessionID, seq)
+	if err != nil {
+		return nil, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return nil, fmt.Errorf("decode event %d of session %s: %w", seq, sessionID, err)
+	}
+	return fields[field], nil
 }
 
 // eventData is the payload of the session's event seq, with a large one

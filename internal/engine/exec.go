@@ -240,16 +240,9 @@ func (r *runner) markInDoubt(c *journal.Call, reason string, evidence ...string)
 	return r.add(lt.EventActionRequired, turnID, step, lt.ActionRequiredData{Action: a})
 }
 
-func consequence(c lt.EffectClass) string {
-	switch c {
-	case lt.EffectRead:
-		return "read-only: no external effect"
-	case lt.EffectIdempotent:
-		return "external effect, safe to repeat with the same idempotency key"
-	default:
-		return "irreversible external effect"
-	}
-}
+// consequence is an effect class in words a person weighs (an approval
+// says more: evidence.go).
+func consequence(c lt.EffectClass) string { return upperFirst(classWords(c)) }
 
 type finishArgs struct {
 	Summary   string   `json:"summary"`
