@@ -82,7 +82,7 @@ func DescribeCall(tool string, args json.RawMessage) string {
 			line += ": " + args
 		}
 	}
-	return clipLine(line, maxLineBytes)
+	return Clip(line, maxLineBytes)
 }
 
 // RawCall is the call as code, tool(name=value, …) with its arguments in
@@ -99,7 +99,7 @@ func RawCall(tool string, args json.RawMessage) string {
 // write's size, an HTTP status).
 func DescribeResult(output json.RawMessage, errMsg string) string {
 	if errMsg != "" {
-		return clipLine("failed: "+oneLine(errMsg), maxLineBytes)
+		return Clip("failed: "+oneLine(errMsg), maxLineBytes)
 	}
 	var m map[string]any
 	if json.Unmarshal(output, &m) != nil || m == nil {
@@ -107,7 +107,7 @@ func DescribeResult(output json.RawMessage, errMsg string) string {
 		if s == "" || s == "null" {
 			return "done"
 		}
-		return clipLine(oneLine(s), maxLineBytes)
+		return Clip(oneLine(s), maxLineBytes)
 	}
 	str := func(k string) string { s, _ := m[k].(string); return s }
 	num := func(k string) (float64, bool) { f, ok := m[k].(float64); return f, ok }
@@ -148,7 +148,7 @@ func DescribeResult(output json.RawMessage, errMsg string) string {
 		}
 		line = string(raw)
 	}
-	return clipLine(line, maxLineBytes)
+	return Clip(line, maxLineBytes)
 }
 
 func has(m map[string]any, k string) bool { _, ok := m[k]; return ok }
@@ -170,7 +170,7 @@ func argumentList(m map[string]any, affectedFirst bool) string {
 		enc := json.NewEncoder(&buf)
 		enc.SetEscapeHTML(false) // a person reads this: "&", not "\u0026"
 		_ = enc.Encode(m[k])
-		parts = append(parts, k+"="+clipLine(strings.TrimSuffix(buf.String(), "\n"), 120))
+		parts = append(parts, k+"="+Clip(strings.TrimSuffix(buf.String(), "\n"), 120))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -229,13 +229,13 @@ func LooksLikeURL(s string) bool {
 func hostPath(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		return orUnnamed(clipLine(raw, 120))
+		return orUnnamed(Clip(raw, 120))
 	}
 	p := u.Host + u.EscapedPath()
 	if u.RawQuery != "" {
 		p += "?…"
 	}
-	return clipLine(p, 120)
+	return Clip(p, 120)
 }
 
 func code(s string) string {
@@ -246,7 +246,7 @@ func code(s string) string {
 	return "`" + oneLine(s) + "`"
 }
 
-func quote(s string, n int) string { return "“" + clipLine(oneLine(s), n) + "”" }
+func quote(s string, n int) string { return "“" + Clip(oneLine(s), n) + "”" }
 
 func orUnnamed(s string) string { return cmpOr(s, "(no path)") }
 
@@ -263,14 +263,14 @@ func oneLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = strings.TrimSpace(s[:i]) + " …"
 	}
-	return clipLine(s, 120)
+	return Clip(s, 120)
 }
 
 // firstLine is s's first non-blank line, clipped.
 func firstLine(s string) string {
 	for l := range strings.SplitSeq(s, "\n") {
 		if l = strings.TrimSpace(l); l != "" {
-			return clipLine(l, 80)
+			return Clip(l, 80)
 		}
 	}
 	return ""
@@ -283,9 +283,9 @@ func byteCount(n int) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// clipLine shortens s to at most n bytes on a rune boundary, marking the
+// Clip shortens s to at most n bytes on a rune boundary, marking the
 // cut.
-func clipLine(s string, n int) string {
+func Clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
