@@ -30,7 +30,7 @@ func (r *runner) askApproval(ctx context.Context, c *journal.Call, v policy.Verd
 	if err != nil {
 		return err
 	}
-	ac := &approvalContext{r: r, ctx: ctx, red: red}
+	ac := &approvalContext{r: r, red: red}
 	var affectsNames []string
 	if en, ok := r.tools.lookup(c.Tool); ok {
 		affectsNames = en.spec.Affects // the agent's entry of that name: none for an MCP tool
@@ -51,7 +51,7 @@ func (r *runner) askApproval(ctx context.Context, c *journal.Call, v policy.Verd
 		Call:        journal.RawCall(c.Tool, c.Arguments),
 		Affects:     affects(affectsNames, c.Tool, c.Arguments),
 		Evidence:    evidence,
-		Consequence: ac.consequence(c),
+		Consequence: ac.consequence(ctx, c),
 		Policy:      v.Rule,
 		Approvers:   v.Approvers,
 		CreatedAt:   now,
