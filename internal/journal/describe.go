@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -26,11 +27,10 @@ const maxLineBytes = 200
 // no words for reads as the tool's name with its arguments, the affected
 // ones (addresses, URLs) first.
 func DescribeCall(tool string, args json.RawMessage) string {
-	var m map[string]any
-	if json.Unmarshal(args, &m) != nil {
-		m = nil
-	}
-	str := func(k string) string { s, _ := m[k].(string); return s }
+	// Fields are decoded only as needed: the projection describes every
+	// call, and a write's content may be large.
+	fields := decodeFields(args)
+	str := fields.str
 	var line string
 	switch tool {
 	case "shell":
@@ -56,7 +56,7 @@ func DescribeCall(tool string, args json.RawMessage) string {
 	case "browser":
 		line = "Browser: " + strings.TrimSpace(str("action")+" "+cmpOr(str("url"), str("selector")))
 	case "sleep":
-		line = fmt.Sprintf("Wait %v s", m["seconds"])
+		line = fmt.Sprintf("Wait %v s", fields.value("seconds"))
 	case "wait_for_signal":
 		line = "Wait for the signal " + quote(str("name"), 60)
 	case "spawn_agent":
@@ -69,7 +69,7 @@ func DescribeCall(tool string, args json.RawMessage) string {
 		line = "Finish: " + oneLine(str("summary"))
 	}
 	if line == "" {
-		if to := emailRecipients(m["to"]); to != "" {
+		if to := emailRecipients(fields.value("to")); to != "" {
 			line = "Email to " + to
 			if subj := cmpOr(str("subject"), str("title")); subj != "" {
 				line += ": " + quote(subj, 80)
@@ -77,6 +77,8 @@ func DescribeCall(tool string, args json.RawMessage) string {
 		}
 	}
 	if line == "" {
+		var m map[string]any
+		_ = json.Unmarshal(args, &m)
 		line = tool
 		if args := argumentList(m, true); args != "" {
 			line += ": " + args
@@ -101,22 +103,22 @@ func DescribeResult(output json.RawMessage, errMsg string) string {
 	if errMsg != "" {
 		return Clip("failed: "+oneLine(errMsg), maxLineBytes)
 	}
-	var m map[string]any
-	if json.Unmarshal(output, &m) != nil || m == nil {
+	m := decodeFields(output)
+	if m == nil {
 		s := strings.TrimSpace(string(output))
 		if s == "" || s == "null" {
 			return "done"
 		}
 		return Clip(oneLine(s), maxLineBytes)
 	}
-	str := func(k string) string { s, _ := m[k].(string); return s }
-	num := func(k string) (float64, bool) { f, ok := m[k].(float64); return f, ok }
+	str := m.str
+	num := func(k string) (float64, bool) { f, ok := m.value(k).(float64); return f, ok }
 	var line string
 	switch {
 	case has(m, "exit_code") && has(m, "stdout"):
 		code, _ := num("exit_code")
 		line = fmt.Sprintf("exit %d", int(code))
-		if m["timed_out"] == true {
+		if m.value("timed_out") == true {
 			line += ", timed out"
 		}
 		if sig := str("signal"); sig != "" {
@@ -142,16 +144,40 @@ func DescribeResult(output json.RawMessage, errMsg string) string {
 	case has(m, "path") && has(m, "sha256"):
 		line = "edited " + str("path")
 	default:
-		raw, err := json.Marshal(m)
-		if err != nil {
+		var compact bytes.Buffer
+		if json.Compact(&compact, output) != nil {
 			return "done"
 		}
-		line = string(raw)
+		line = compact.String()
 	}
 	return Clip(line, maxLineBytes)
 }
 
-func has(m map[string]any, k string) bool { _, ok := m[k]; return ok }
+// fields are a JSON object's members, each decoded only when asked for.
+type fields map[string]json.RawMessage
+
+// decodeFields is nil unless raw is a JSON object.
+func decodeFields(raw json.RawMessage) fields {
+	var f fields
+	if json.Unmarshal(raw, &f) != nil {
+		return nil
+	}
+	return f
+}
+
+func (f fields) str(k string) string {
+	var s string
+	_ = json.Unmarshal(f[k], &s)
+	return s
+}
+
+func (f fields) value(k string) any {
+	var v any
+	_ = json.Unmarshal(f[k], &v)
+	return v
+}
+
+func has(f fields, k string) bool { _, ok := f[k]; return ok }
 
 // argumentList is name=value, … in name order; with affectedFirst, values
 // that name who or what is affected (an address, a URL) come first.
