@@ -192,6 +192,7 @@ func (r *runner) askFunction(c *journal.Call) error {
 		ID: derivedID("act_", sid, turnID, step, c.Index, "function_call"), SessionID: sid, Type: lt.ActionFunctionCall, Status: lt.ActionPending,
 		TurnID: turnID, Step: step, CallID: c.ID, Tool: c.Tool, Arguments: c.Arguments, ArgumentsSHA256: c.ArgumentsSHA256,
 		EffectID: eff, IdempotencyKey: key, Summary: fmt.Sprintf("Run application function %s with the given arguments and post its output", c.Tool),
+		Call:        journal.RawCall(c.Tool, c.Arguments),
 		Consequence: consequence(c.Class), CreatedAt: r.e.clock.Now(),
 	}
 	return r.add(lt.EventActionRequired, turnID, step, lt.ActionRequiredData{Action: a})
@@ -233,6 +234,7 @@ func (r *runner) markInDoubt(c *journal.Call, reason string, evidence ...string)
 		ID: actID, SessionID: sid, Type: lt.ActionInDoubt, Status: lt.ActionPending, TurnID: turnID, Step: step, CallID: c.ID, Tool: c.Tool,
 		Arguments: c.Arguments, ArgumentsSHA256: c.ArgumentsSHA256, EffectID: c.EffectID, IdempotencyKey: c.IdempotencyKey,
 		Summary:     fmt.Sprintf("Decide whether %s ran: %s", c.Tool, reason),
+		Call:        journal.RawCall(c.Tool, c.Arguments),
 		Evidence:    append([]string{fmt.Sprintf("attempt %d started; no outcome in the journal", c.Attempts)}, evidence...),
 		Consequence: consequence(c.Class) + "; deciding did_not_happen runs it again",
 		CreatedAt:   r.e.clock.Now(),
