@@ -298,6 +298,22 @@ func (rt *Runtime) ListEffects(ctx context.Context, sessionID string) (*lt.List[
 	return l, nil
 }
 
+// GetEffect returns one row of the ledger with its whole arguments and
+// output.
+func (rt *Runtime) GetEffect(ctx context.Context, sessionID, effectID string) (*lt.Effect, error) {
+	if err := requireID("sessionID", sessionID); err != nil {
+		return nil, fmt.Errorf("get effect: %w", err)
+	}
+	if err := requireID("effectID", effectID); err != nil {
+		return nil, fmt.Errorf("get effect: %w", err)
+	}
+	e, err := rt.svc.GetEffect(asLibrary(ctx), sessionID, effectID)
+	if err != nil {
+		return nil, fmt.Errorf("get effect %s of %s: %w", effectID, sessionID, apiError(err))
+	}
+	return e, nil
+}
+
 // ListCheckpoints returns the session's checkpoints, oldest first.
 func (rt *Runtime) ListCheckpoints(ctx context.Context, sessionID string) (*lt.List[lt.Checkpoint], error) {
 	if err := requireID("sessionID", sessionID); err != nil {

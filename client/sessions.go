@@ -239,6 +239,22 @@ func (c *Client) ListEffects(ctx context.Context, sessionID string) (*lt.List[lt
 	return l, nil
 }
 
+// GetEffect returns one row of the ledger with its whole arguments and
+// output (GET /v1/sessions/{id}/effects/{effect_id}).
+func (c *Client) GetEffect(ctx context.Context, sessionID, effectID string) (*lt.Effect, error) {
+	if err := requireID("sessionID", sessionID); err != nil {
+		return nil, fmt.Errorf("get effect: %w", err)
+	}
+	if err := requireID("effectID", effectID); err != nil {
+		return nil, fmt.Errorf("get effect: %w", err)
+	}
+	e, err := get[lt.Effect](ctx, c, c.endpoint(nil, "v1", "sessions", sessionID, "effects", effectID))
+	if err != nil {
+		return nil, fmt.Errorf("get effect %s of %s: %w", effectID, sessionID, err)
+	}
+	return e, nil
+}
+
 // ListCheckpoints returns the session's checkpoints
 // (GET /v1/sessions/{id}/checkpoints).
 func (c *Client) ListCheckpoints(ctx context.Context, sessionID string) (*lt.List[lt.Checkpoint], error) {

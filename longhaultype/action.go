@@ -45,8 +45,11 @@ type Action struct {
 	Affects         []string        `json:"affects,omitempty"`
 	Evidence        []string        `json:"evidence,omitempty"`
 	Consequence     string          `json:"consequence,omitempty"`
-	Question        string          `json:"question,omitempty"`
-	Choices         []string        `json:"choices,omitempty"`
+	// Call is the tool call as code, tool(name=value, …), beside Summary's
+	// plain words (the whole arguments are in Arguments).
+	Call     string   `json:"call,omitempty"`
+	Question string   `json:"question,omitempty"`
+	Choices  []string `json:"choices,omitempty"`
 	// Kind is an input action's kind: "text" (an answer, the default) or
 	// "file" (an upload to Path: PUT /v1/sessions/{id}/files/{path}
 	// ?action_id=…).
@@ -170,6 +173,26 @@ type Effect struct {
 	Error           string       `json:"error,omitempty"`
 	StartedAt       time.Time    `json:"started_at"`
 	FinishedAt      *time.Time   `json:"finished_at"`
+	// Summary says in plain language what the call does, naming who or
+	// what it affects first ("Write notes.md (1204 bytes)", "Email to
+	// bob@example.com: “Q3”"); two calls of one tool read apart.
+	Summary string `json:"summary,omitempty"`
+	// Result says in one line what came of the call: its error, or what
+	// its output says ("exit 0: 3 rows", "wrote 1204 bytes to notes.md");
+	// empty while it runs.
+	Result string `json:"result,omitempty"`
+	// ArgumentsEventSeq is the journal event that holds the arguments the
+	// call ran with (tool.requested, or the action.resolved of an approval
+	// that edited them); ResultEventSeq the one that holds its last outcome
+	// (tool.completed or tool.failed). Zero for effects recorded before
+	// the ledger kept them.
+	ArgumentsEventSeq int64 `json:"arguments_event_seq,omitempty"`
+	ResultEventSeq    int64 `json:"result_event_seq,omitempty"`
+	// Arguments and Output are the whole arguments and output, read from
+	// those events: set only by GET /v1/sessions/{id}/effects/{effect_id}
+	// (a list carries Summary and Result).
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Output    json.RawMessage `json:"output,omitempty"`
 }
 
 // ListActionsParams filters GET /v1/actions, the inbox of required actions

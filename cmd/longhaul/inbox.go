@@ -182,6 +182,9 @@ func printAction(w io.Writer, a *lt.Action, now time.Time) error {
 	if a.Tool != "" {
 		b.line("Tool:", a.Tool)
 	}
+	if a.Call != "" {
+		b.line("Call:", a.Call)
+	}
 	if len(a.Arguments) > 0 {
 		b.line("Arguments:", prettyJSON(a.Arguments))
 	}

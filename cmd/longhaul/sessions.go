@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -490,23 +491,36 @@ so the agent works on what you asked.`,
 type effectsOpts struct {
 	client *clientOpts
 	json   bool
+	full   bool
 }
 
 func (c *cli) effectsCmd() *cobra.Command {
 	o := &effectsOpts{}
 	cmd := &cobra.Command{
-		Use:   "effects SESSION_ID",
-		Short: "List a session's side-effect ledger",
+		Use:   "effects SESSION_ID [EFFECT_ID]",
+		Short: "List a session's side-effect ledger, or show one effect whole",
 		Long: `List every tool call of the session that ran (or may have run) against the
-world: its effect class, status (started, succeeded, failed, in_doubt,
-resolved), attempts and idempotency key.`,
+world: what it did and what came of it, its effect class and status (started,
+succeeded, failed, in_doubt, resolved).
+
+With an EFFECT_ID, or --full for every row, show each effect whole: its
+arguments and its output as the journal holds them, its attempts and its
+idempotency key.`,
 		Example: `  longhaul effects ses_01J9Z
+  longhaul effects ses_01J9Z eff_01J9Z...
+  longhaul effects ses_01J9Z --full
   longhaul effects ses_01J9Z --json | jq '.[] | select(.status == "in_doubt")'`,
-		Args: usageArgs(cobra.ExactArgs(1)),
-		RunE: func(cmd *cobra.Command, args []string) error { return c.effects(cmd, o, args[0]) },
+		Args: usageArgs(cobra.RangeArgs(1, 2)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 2 {
+				return c.effect(cmd, o, args[0], args[1])
+			}
+			return c.effects(cmd, o, args[0])
+		},
 	}
 	o.client = clientFlags(cmd)
-	cmd.Flags().BoolVar(&o.json, "json", false, "print a JSON array of effects")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print JSON (an array of effects; with --full or EFFECT_ID, with their arguments and outputs)")
+	cmd.Flags().BoolVar(&o.full, "full", false, "show every effect whole, with its arguments and output")
 	return cmd
 }
 
@@ -523,6 +537,15 @@ func (c *cli) effects(cmd *cobra.Command, o *effectsOpts, id string) error {
 	if effects == nil {
 		effects = []lt.Effect{}
 	}
+	if o.full {
+		for i := range effects {
+			whole, err := cl.GetEffect(cmd.Context(), id, effects[i].ID)
+			if err != nil {
+				return err
+			}
+			effects[i] = *whole
+		}
+	}
 	if o.json {
 		return writeJSON(c.stdout, effects)
 	}
@@ -530,14 +553,85 @@ func (c *cli) effects(cmd *cobra.Command, o *effectsOpts, id string) error {
 		_, err := fmt.Fprintln(c.stdout, "No effects.")
 		return err
 	}
-	t := newTable(c.stdout, "ID", "STEP", "TOOL", "CLASS", "STATUS", "ATTEMPTS", "STARTED", "NOTE")
-	for _, e := range effects {
-		note := e.Error
-		if e.Resolution != "" {
-			note = "resolved: " + e.Resolution
+	if o.full {
+		for i := range effects {
+			if i > 0 {
+				if _, err := fmt.Fprintln(c.stdout); err != nil {
+					return err
+				}
+			}
+			if err := printEffect(c.stdout, &effects[i]); err != nil {
+				return err
+			}
 		}
-		t.row(e.ID, fmt.Sprint(e.Step), e.Tool, string(e.Class), string(e.Status), fmt.Sprint(e.Attempts),
-			fmtTime(e.StartedAt), orDash(truncate(note, 60)))
+		return nil
 	}
-	return t.flush()
+	t := newTable(c.stdout, "ID", "STEP", "TOOL", "CLASS", "STATUS", "WHAT", "RESULT", "STARTED")
+	for _, e := range effects {
+		t.row(e.ID, strconv.Itoa(e.Step), e.Tool, string(e.Class), string(e.Status),
+			orDash(truncate(e.Summary, 60)), orDash(truncate(effectResult(&e), 50)), fmtTime(e.StartedAt))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(c.stdout, "\nWhole arguments and output: longhaul effects %s EFFECT_ID (or --full)\n", id)
+	return err
+}
+
+// effect shows one effect whole.
+func (c *cli) effect(cmd *cobra.Command, o *effectsOpts, id, effectID string) error {
+	cl, err := c.newClient(cmd, o.client)
+	if err != nil {
+		return err
+	}
+	e, err := cl.GetEffect(cmd.Context(), id, effectID)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return writeJSON(c.stdout, e)
+	}
+	return printEffect(c.stdout, e)
+}
+
+// effectResult is what a ledger row says came of the call: its result, or
+// for a row recorded before the ledger kept one, its error or resolution.
+func effectResult(e *lt.Effect) string {
+	switch {
+	case e.Result != "":
+		return e.Result
+	case e.Resolution != "":
+		return "resolved: " + e.Resolution
+	}
+	return e.Error
+}
+
+// printEffect writes one effect whole, as the inbox writes an action.
+func printEffect(w io.Writer, e *lt.Effect) error {
+	b := &block{w: w}
+	b.text("%s  %s  %s", e.ID, e.Tool, e.Status)
+	if e.Summary != "" {
+		b.text("  %s", e.Summary)
+	}
+	b.line("Step:", fmt.Sprintf("%d (call %d of turn %s)", e.Step, e.CallIndex+1, e.TurnID))
+	b.line("Class:", string(e.Class))
+	b.line("Attempts:", strconv.Itoa(e.Attempts))
+	b.line("Idem. key:", e.IdempotencyKey)
+	b.line("Started:", fmtTime(e.StartedAt))
+	if e.FinishedAt != nil {
+		b.line("Finished:", fmtTime(*e.FinishedAt))
+	}
+	if r := effectResult(e); r != "" {
+		b.line("Result:", r)
+	}
+	if e.Error != "" {
+		b.line("Error:", e.Error)
+	}
+	if len(e.Arguments) > 0 {
+		b.line("Arguments:", prettyJSON(e.Arguments))
+	}
+	if len(e.Output) > 0 && string(e.Output) != "null" {
+		b.line("Output:", prettyJSON(e.Output))
+	}
+	return b.err
 }

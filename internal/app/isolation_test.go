@@ -178,6 +178,8 @@ func testProjectIsolation(t *testing.T, st store.Store) {
 			requireNotFound(t, err, gone, "SessionTrace")
 			_, err = a.ListEffects(ctx, b)
 			requireNotFound(t, err, gone, "ListEffects")
+			_, err = a.GetEffect(ctx, b, "eff_x")
+			requireNotFound(t, err, gone, "GetEffect")
 			_, err = a.ListCheckpoints(ctx, b)
 			requireNotFound(t, err, gone, "ListCheckpoints")
 			_, err = a.ListArtifacts(ctx, b)

@@ -75,6 +75,7 @@ var Permissions = map[string][]lt.Role{
 	// Provenance.
 	"SessionTrace":    readers,
 	"ListEffects":     readers,
+	"GetEffect":       readers,
 	"ListCheckpoints": readers,
 	"ListArtifacts":   readers,
 	"GetArtifact":     readers,

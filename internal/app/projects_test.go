@@ -25,7 +25,7 @@ var (
 		"Review", "AddConstraint", "UpdateBudget", "Steer", "Pause", "Resume",
 		"ListEvents", "StreamEvents", "StreamTreeEvents",
 		"ListActions", "ListTreeActions", "DecideAction",
-		"SessionTrace", "ListEffects", "ListCheckpoints", "ListArtifacts",
+		"SessionTrace", "ListEffects", "GetEffect", "ListCheckpoints", "ListArtifacts",
 		"ListFiles", "OpenFile", "PutFileIfMatch", "DeleteFileIfMatch",
 	}
 	// byOwnID: an id of its own, resolved to its session (a blob: to the

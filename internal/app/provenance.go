@@ -63,6 +63,17 @@ func (a *App) ListEffects(ctx context.Context, sessionID string) (*lt.List[lt.Ef
 	return list(effects), nil
 }
 
+// GetEffect implements Service.
+func (a *App) GetEffect(ctx context.Context, sessionID, effectID string) (*lt.Effect, error) {
+	if err := Allow(ctx, "GetEffect"); err != nil {
+		return nil, err
+	}
+	if err := a.visibleSession(ctx, sessionID); err != nil {
+		return nil, err
+	}
+	return a.eng.GetEffect(ctx, sessionID, effectID)
+}
+
 // ListCheckpoints implements Service.
 func (a *App) ListCheckpoints(ctx context.Context, sessionID string) (*lt.List[lt.Checkpoint], error) {
 	if err := Allow(ctx, "ListCheckpoints"); err != nil {

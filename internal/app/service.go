@@ -82,6 +82,8 @@ type Service interface {
 
 	SessionTrace(ctx context.Context, id string, includeSubagents bool) (*lt.Trace, error)
 	ListEffects(ctx context.Context, sessionID string) (*lt.List[lt.Effect], error)
+	// GetEffect returns one ledger row with its whole arguments and output.
+	GetEffect(ctx context.Context, sessionID, effectID string) (*lt.Effect, error)
 	ListCheckpoints(ctx context.Context, sessionID string) (*lt.List[lt.Checkpoint], error)
 	ListArtifacts(ctx context.Context, sessionID string) (*lt.List[lt.Artifact], error)
 	GetArtifact(ctx context.Context, id string) (*lt.Artifact, error)

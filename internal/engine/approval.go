@@ -1,13 +1,12 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"sort"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/policy"
@@ -18,10 +17,20 @@ import (
 // carrying what a person needs to decide (API.md "Required actions"): the
 // action in plain language, who or what it affects, the evidence, the
 // consequence, and the exact arguments with their hash.
-func (r *runner) askApproval(c *journal.Call, v policy.Verdict) error {
+//
+// The summary names who or what is affected first, in plain words (the
+// call as code is beside it); the consequence is built from the effect
+// class and the environment (sandbox, network, secrets, workspace); the
+// evidence shows the workspace files the call runs or changes.
+func (r *runner) askApproval(ctx context.Context, c *journal.Call, v policy.Verdict) error {
 	step, turnID := r.st.Step.N, r.st.Step.TurnID
 	sid := r.st.Session.ID
 	now := r.e.clock.Now()
+	red, err := r.e.redactor(ctx)
+	if err != nil {
+		return err
+	}
+	ac := &approvalContext{r: r, red: red}
 	var affectsNames []string
 	if en, ok := r.tools.lookup(c.Tool); ok {
 		affectsNames = en.spec.Affects // the agent's entry of that name: none for an MCP tool
@@ -31,13 +40,18 @@ func (r *runner) askApproval(c *journal.Call, v policy.Verdict) error {
 		evidence = append(evidence, "The agent's reasoning for this step: "+clip(text, 2000))
 	}
 	evidence = append(evidence, fmt.Sprintf("Policy %s asked for approval: %s", v.Rule, v.Reason))
+	if d := firstSentence(r.toolDescription(c.Tool)); d != "" {
+		evidence = append(evidence, fmt.Sprintf("What %s does: %s", c.Tool, d))
+	}
+	evidence = append(evidence, ac.fileEvidence(c)...)
 	a := lt.Action{
 		ID: derivedID("act_", sid, turnID, step, c.Index, "approval"), SessionID: sid, Type: lt.ActionApproval, Status: lt.ActionPending,
 		TurnID: turnID, Step: step, CallID: c.ID, Tool: c.Tool, Arguments: c.Arguments, ArgumentsSHA256: c.ArgumentsSHA256,
-		Summary:     describeCall(r.toolDescription(c.Tool), c.Tool, c.Arguments),
+		Summary:     journal.DescribeCall(c.Tool, c.Arguments),
+		Call:        journal.RawCall(c.Tool, c.Arguments),
 		Affects:     affects(affectsNames, c.Tool, c.Arguments),
 		Evidence:    evidence,
-		Consequence: consequence(c.Class),
+		Consequence: ac.consequence(ctx, c),
 		Policy:      v.Rule,
 		Approvers:   v.Approvers,
 		CreatedAt:   now,
@@ -89,34 +103,12 @@ func (r *runner) toolDescription(name string) string {
 	return ""
 }
 
-// describeCall says in one line what a call does: the first sentence of the
-// tool's description, then the call with its arguments.
-func describeCall(description, name string, args json.RawMessage) string {
-	var m map[string]any
-	_ = json.Unmarshal(args, &m)
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// firstSentence is a tool description's first sentence.
+func firstSentence(description string) string {
+	if i := strings.IndexAny(description, ".\n"); i >= 0 {
+		description = description[:i]
 	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		var buf strings.Builder
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false) // a person reads this: "&", not "\u0026"
-		_ = enc.Encode(m[k])
-		parts = append(parts, k+"="+clip(strings.TrimSuffix(buf.String(), "\n"), 120))
-	}
-	call := fmt.Sprintf("%s(%s)", name, strings.Join(parts, ", "))
-	first := description
-	if i := strings.IndexAny(first, ".\n"); i >= 0 {
-		first = first[:i]
-	}
-	first = strings.TrimSpace(first)
-	if first == "" {
-		return "Run " + call
-	}
-	return first + ": " + call
+	return strings.TrimSpace(description)
 }
 
 // affects lists who or what a call touches: the named arguments' values, or
@@ -154,9 +146,9 @@ func affects(names []string, toolName string, args json.RawMessage) []string {
 				add("the workspace, by the shell command: " + s)
 			case k == "path":
 				add("workspace file " + s)
-			case looksLikeEmail(s):
+			case journal.LooksLikeEmail(s):
 				add(s)
-			case looksLikeURL(s):
+			case journal.LooksLikeURL(s):
 				add(s)
 			}
 		})
@@ -175,27 +167,8 @@ func collectStrings(v any, f func(string)) {
 	}
 }
 
-func looksLikeEmail(s string) bool {
-	at := strings.LastIndexByte(s, '@')
-	return at > 0 && at < len(s)-3 && strings.Contains(s[at:], ".") && !strings.ContainsAny(s, " \n\t")
-}
-
-func looksLikeURL(s string) bool {
-	u, err := url.Parse(s)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
-}
-
 // clip shortens s to at most n bytes on a rune boundary, marking the cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+func clip(s string, n int) string { return journal.Clip(s, n) }
 
 // expired reports whether a pending action's expiry has passed.
 func expired(a *lt.Action, now time.Time) bool {

@@ -554,7 +554,7 @@ func TestTrajectoryRules(t *testing.T) {
 		require.Equal(t, lt.ActionApproval, a.Type)
 		require.JSONEq(t, `{"env":"prod"}`, string(a.Arguments), "staging deployed freely before any test ran")
 		require.Contains(t, strings.Join(a.Evidence, "\n"), "the last test run failed")
-		require.Equal(t, "irreversible external effect", a.Consequence)
+		require.Equal(t, "Your application performs deploy once approved: Longhaul cannot see or limit what it does; it is irreversible: it cannot be undone, and may not be repeated safely", a.Consequence)
 		checkJournal(t, h.store, s.ID)
 	})
 }

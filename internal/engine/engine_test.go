@@ -17,6 +17,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
+	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
 	"github.com/longhaul-dev/longhaul/internal/tool"
@@ -73,6 +74,8 @@ type harness struct {
 	controlPlane *egress.ControlPlane
 	// pollInterval is the scheduler's (0: 10 ms).
 	pollInterval time.Duration
+	// sandbox runs the tools' programs (nil: plain subprocesses).
+	sandbox sandbox.Backend
 }
 
 func openStore(t *testing.T, dir string) *sqlite.Store {
@@ -132,7 +135,7 @@ func (h *harness) start(node string) {
 			v, ok := h.env[name]
 			return v, ok
 		},
-		Vault: h.vault, ModelKeyEnv: h.modelKeyEnv, ControlPlane: h.controlPlane,
+		Vault: h.vault, ModelKeyEnv: h.modelKeyEnv, ControlPlane: h.controlPlane, Sandbox: h.sandbox,
 	})
 	require.NoError(h.t, err)
 	require.NoError(h.t, eng.Start(context.Background()))

@@ -192,6 +192,7 @@ func (r *runner) askFunction(c *journal.Call) error {
 		ID: derivedID("act_", sid, turnID, step, c.Index, "function_call"), SessionID: sid, Type: lt.ActionFunctionCall, Status: lt.ActionPending,
 		TurnID: turnID, Step: step, CallID: c.ID, Tool: c.Tool, Arguments: c.Arguments, ArgumentsSHA256: c.ArgumentsSHA256,
 		EffectID: eff, IdempotencyKey: key, Summary: fmt.Sprintf("Run application function %s with the given arguments and post its output", c.Tool),
+		Call:        journal.RawCall(c.Tool, c.Arguments),
 		Consequence: consequence(c.Class), CreatedAt: r.e.clock.Now(),
 	}
 	return r.add(lt.EventActionRequired, turnID, step, lt.ActionRequiredData{Action: a})
@@ -233,6 +234,7 @@ func (r *runner) markInDoubt(c *journal.Call, reason string, evidence ...string)
 		ID: actID, SessionID: sid, Type: lt.ActionInDoubt, Status: lt.ActionPending, TurnID: turnID, Step: step, CallID: c.ID, Tool: c.Tool,
 		Arguments: c.Arguments, ArgumentsSHA256: c.ArgumentsSHA256, EffectID: c.EffectID, IdempotencyKey: c.IdempotencyKey,
 		Summary:     fmt.Sprintf("Decide whether %s ran: %s", c.Tool, reason),
+		Call:        journal.RawCall(c.Tool, c.Arguments),
 		Evidence:    append([]string{fmt.Sprintf("attempt %d started; no outcome in the journal", c.Attempts)}, evidence...),
 		Consequence: consequence(c.Class) + "; deciding did_not_happen runs it again",
 		CreatedAt:   r.e.clock.Now(),
@@ -240,16 +242,9 @@ func (r *runner) markInDoubt(c *journal.Call, reason string, evidence ...string)
 	return r.add(lt.EventActionRequired, turnID, step, lt.ActionRequiredData{Action: a})
 }
 
-func consequence(c lt.EffectClass) string {
-	switch c {
-	case lt.EffectRead:
-		return "read-only: no external effect"
-	case lt.EffectIdempotent:
-		return "external effect, safe to repeat with the same idempotency key"
-	default:
-		return "irreversible external effect"
-	}
-}
+// consequence is an effect class in words a person weighs (an approval
+// says more: evidence.go).
+func consequence(c lt.EffectClass) string { return upperFirst(classWords(c)) }
 
 type finishArgs struct {
 	Summary   string   `json:"summary"`

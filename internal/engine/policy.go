@@ -164,7 +164,7 @@ func (r *runner) evaluatePolicy(ctx context.Context, c *journal.Call) (bool, err
 			Error: fmt.Sprintf("denied by policy %s: %s", v.Rule, v.Reason),
 		})
 	case lt.PolicyAsk:
-		return false, r.askApproval(c, v)
+		return false, r.askApproval(ctx, c, v)
 	}
 	return true, nil
 }

@@ -43,8 +43,23 @@ func (e *Engine) WatchSession(ctx context.Context, sessionID string) (<-chan int
 }
 
 // ListEffects returns the session's side-effect ledger.
+// They come in the order they started (a store lists them by id).
 func (e *Engine) ListEffects(ctx context.Context, sessionID string) ([]lt.Effect, error) {
-	return listDocs[lt.Effect](ctx, e, sessionID, e.store.EffectList)
+	effects, err := listDocs[lt.Effect](ctx, e, sessionID, e.store.EffectList)
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(effects, func(i, j int) bool {
+		a, b := &effects[i], &effects[j]
+		if !a.StartedAt.Equal(b.StartedAt) {
+			return a.StartedAt.Before(b.StartedAt)
+		}
+		if a.Step != b.Step {
+			return a.Step < b.Step
+		}
+		return a.CallIndex < b.CallIndex
+	})
+	return effects, nil
 }
 
 // ListCheckpoints returns the session's checkpoints.

@@ -178,7 +178,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		}
 		s.Step.Calls = append(s.Step.Calls, Call{
 			Index: d.Index, ID: d.CallID, Tool: d.Tool, Kind: d.Kind, Class: d.Class,
-			Arguments: d.Arguments, ArgumentsSHA256: d.ArgumentsSHA256, Status: CallRequested, Repeat: s.LastCallRepeat,
+			Arguments: d.Arguments, ArgumentsSHA256: d.ArgumentsSHA256, ArgumentsSeq: ev.Seq, Status: CallRequested, Repeat: s.LastCallRepeat,
 		})
 	case lt.EventPolicyDecided:
 		d, err := decode[lt.PolicyDecidedData](ev)
@@ -350,6 +350,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 			return fmt.Errorf("effect %s is not open", d.EffectID)
 		}
 		e.Status = lt.EffectInDoubt
+		e.Result = "in doubt: " + d.Reason
 		putEffect(ch, *e)
 	case lt.EventActionRequired:
 		d, err := decode[lt.ActionRequiredData](ev)
@@ -561,10 +562,12 @@ func voidTurn(s *State, turnID string, at time.Time, ch *Changes) {
 		if e.Class == lt.EffectIrreversible && e.Status != lt.EffectFailed {
 			e.Status = lt.EffectInDoubt
 			e.Resolution = "turn ended; outcome unknown"
+			e.Result = "in doubt: the turn ended before its outcome was known"
 		} else {
 			e.Status = lt.EffectFailed
 			if e.Error == "" {
 				e.Error = "turn ended"
+				e.Result = "failed: the turn ended while it ran"
 			}
 			e.FinishedAt = &at
 		}
@@ -607,6 +610,8 @@ func applyToolStarted(s *State, ev lt.Event, ch *Changes) error {
 		e = &s.OpenEffects[len(s.OpenEffects)-1]
 	}
 	e.Status, e.Attempts, e.Resolution = lt.EffectStarted, d.Attempt, ""
+	// Again at every attempt: a person may have edited the arguments since.
+	e.Summary, e.ArgumentsEventSeq = DescribeCall(c.Tool, c.Arguments), c.ArgumentsSeq
 	s.Session.Usage.ToolCalls++
 	if t := s.CurrentTurn(); t != nil {
 		t.Usage.ToolCalls++
@@ -619,21 +624,23 @@ func applyToolStarted(s *State, ev lt.Event, ch *Changes) error {
 func applyToolEnd(s *State, ev lt.Event, ch *Changes) error {
 	var step, index int
 	var callID, effectID, errMsg, resolution string
+	var output json.RawMessage
 	retry := false
 	if ev.Type == lt.EventToolCompleted {
 		d, err := decode[lt.ToolCompletedData](ev)
 		if err != nil {
 			return err
 		}
-		step, index, callID, effectID, resolution = d.Step, d.Index, d.CallID, d.EffectID, d.Resolution
+		step, index, callID, effectID, resolution, output = d.Step, d.Index, d.CallID, d.EffectID, d.Resolution, d.Output
 	} else {
 		d, err := decode[lt.ToolFailedData](ev)
 		if err != nil {
 			return err
 		}
-		step, index, callID, effectID, errMsg, resolution = d.Step, d.Index, d.CallID, d.EffectID, d.Error, d.Resolution
+		step, index, callID, effectID, errMsg, resolution, output = d.Step, d.Index, d.CallID, d.EffectID, d.Error, d.Resolution, d.Output
 		retry = d.Retry
 	}
+	result := DescribeResult(output, errMsg)
 	c := s.Call(step, index)
 	if c == nil || c.ID != callID {
 		return fmt.Errorf("%s for unknown call %s", ev.Type, callID)
@@ -653,6 +660,7 @@ func applyToolEnd(s *State, ev lt.Event, ch *Changes) error {
 			return fmt.Errorf("effect %s is not open", effectID)
 		}
 		e.Status, e.Error = lt.EffectFailed, errMsg
+		e.Result, e.ResultEventSeq = result, ev.Seq
 		putEffect(ch, *e)
 		return nil
 	}
@@ -674,9 +682,11 @@ func applyToolEnd(s *State, ev lt.Event, ch *Changes) error {
 	}
 	at := ev.Time
 	e.FinishedAt = &at
+	e.Result, e.ResultEventSeq = result, ev.Seq
 	switch {
 	case resolution != "":
 		e.Status, e.Resolution = lt.EffectResolved, resolution
+		e.Result = "a person decided " + resolution + ": " + result
 	case ev.Type == lt.EventToolFailed:
 		e.Status, e.Error = lt.EffectFailed, errMsg
 	default:
@@ -711,7 +721,7 @@ func applyActionResolved(s *State, ev lt.Event, ch *Changes) error {
 			return fmt.Errorf("approval %s binds no call", resolved.ID)
 		}
 		if len(d.Arguments) > 0 {
-			c.Arguments, c.ArgumentsSHA256 = d.Arguments, d.ArgumentsSHA256
+			c.Arguments, c.ArgumentsSHA256, c.ArgumentsSeq = d.Arguments, d.ArgumentsSHA256, ev.Seq
 		}
 		c.Status, c.ActionID, c.ApprovedSHA256 = CallRequested, "", d.ArgumentsSHA256
 	case resolved.Type == lt.ActionBudget && d.Budget != nil:
@@ -725,6 +735,7 @@ func applyActionResolved(s *State, ev lt.Event, ch *Changes) error {
 		}
 		if e, j := s.OpenEffect(resolved.EffectID); e != nil {
 			e.Status, e.Resolution = lt.EffectResolved, lt.DecisionDidNotHappen
+			e.Result = "a person decided it did not happen; it runs again"
 			e.FinishedAt = &at
 			putEffect(ch, *e)
 			s.OpenEffects = append(s.OpenEffects[:j], s.OpenEffects[j+1:]...)

@@ -269,12 +269,16 @@ type Call struct {
 	Class           lt.EffectClass  `json:"effect"`
 	Arguments       json.RawMessage `json:"arguments"`
 	ArgumentsSHA256 string          `json:"arguments_sha256"`
-	Status          CallStatus      `json:"status"`
-	EffectID        string          `json:"effect_id,omitempty"`
-	IdempotencyKey  string          `json:"idempotency_key,omitempty"`
-	ActionID        string          `json:"action_id,omitempty"`
-	Attempts        int             `json:"attempts,omitempty"`
-	Failed          bool            `json:"failed,omitempty"`
+	// ArgumentsSeq is the event that set Arguments: tool.requested, or the
+	// action.resolved of an approval that edited them (the ledger points
+	// at it).
+	ArgumentsSeq   int64      `json:"arguments_seq,omitempty"`
+	Status         CallStatus `json:"status"`
+	EffectID       string     `json:"effect_id,omitempty"`
+	IdempotencyKey string     `json:"idempotency_key,omitempty"`
+	ActionID       string     `json:"action_id,omitempty"`
+	Attempts       int        `json:"attempts,omitempty"`
+	Failed         bool       `json:"failed,omitempty"`
 	// Policy is the decision of the policy that matched the call, once
 	// evaluated ("" when none matched or not evaluated yet).
 	Policy lt.PolicyDecision `json:"policy,omitempty"`

@@ -114,6 +114,16 @@ func (s *Server) listEffects(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, effects)
 }
 
+// getEffect is GET /v1/sessions/{id}/effects/{effect_id}: one ledger row
+// with its whole arguments and output.
+func (s *Server) getEffect(w http.ResponseWriter, r *http.Request) error {
+	effect, err := s.b.GetEffect(r.Context(), r.PathValue("id"), r.PathValue("effect_id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, effect)
+}
+
 // listCheckpoints is GET /v1/sessions/{id}/checkpoints.
 func (s *Server) listCheckpoints(w http.ResponseWriter, r *http.Request) error {
 	checkpoints, err := s.b.ListCheckpoints(r.Context(), r.PathValue("id"))

@@ -208,10 +208,12 @@ func TestApprovalDecisions(t *testing.T) {
 		require.Equal(t, "send_email", a.Tool)
 		require.JSONEq(t, ceoEmail, string(a.Arguments))
 		require.Equal(t, argsSHA(t, ceoEmail), a.ArgumentsSHA256)
-		require.Contains(t, a.Summary, "Send an email to one recipient")
-		require.Contains(t, a.Summary, "ceo@acme.com")
+		// In plain words, who is affected first; the call as code beside it.
+		require.Equal(t, "Email to ceo@acme.com: “Q3 numbers”", a.Summary)
+		require.Equal(t, `send_email(subject="Q3 numbers", to="ceo@acme.com")`, a.Call)
+		require.Contains(t, strings.Join(a.Evidence, "\n"), "What send_email does: Send an email to one recipient")
 		require.Equal(t, []string{"ceo@acme.com"}, a.Affects)
-		require.Equal(t, "irreversible external effect", a.Consequence)
+		require.Equal(t, "Your application performs send_email once approved: Longhaul cannot see or limit what it does; it is irreversible: it cannot be undone, and may not be repeated safely", a.Consequence)
 		require.Equal(t, "outbound-email", a.Policy)
 		require.NotEmpty(t, a.Evidence)
 		require.Contains(t, strings.Join(a.Evidence, "\n"), "an email leaves the company")
@@ -364,7 +366,7 @@ func TestEditedWriteIsWhatRuns(t *testing.T) {
 	s := h.start(sessionBody(t, spec, nil))
 	a := h.waitAction(s.ID, lt.ActionApproval)
 	require.Contains(t, a.Affects, "workspace file draft.md")
-	require.Equal(t, "external effect, safe to repeat with the same idempotency key", a.Consequence)
+	require.Equal(t, "Changes only the workspace file draft.md; nothing leaves the workspace, and it is safe to repeat: running it again has the same effect", a.Consequence)
 
 	requireError(t, h.decide(s.ID, a.ID, `{"decision": "approve", "arguments": {"path": "final.md"}}`),
 		http.StatusBadRequest, lt.CodeInvalidRequest, "arguments.content")
@@ -384,6 +386,15 @@ func TestEditedWriteIsWhatRuns(t *testing.T) {
 	require.Len(t, failed, 1, "draft.md was never written")
 	require.Equal(t, "read_file", failed[0].Tool)
 	require.Empty(t, failed[0].Refused)
+
+	// The ledger's row is the edited write, whole: the arguments a person
+	// approved, not the ones the model asked for.
+	effects := decode[lt.List[lt.Effect]](t, h.get("/v1/sessions/"+s.ID+"/effects"))
+	require.Equal(t, "Write final.md (13 bytes)", effects.Data[0].Summary)
+	require.Equal(t, "wrote 13 bytes to final.md", effects.Data[0].Result)
+	whole := decode[lt.Effect](t, h.get("/v1/sessions/"+s.ID+"/effects/"+effects.Data[0].ID))
+	require.JSONEq(t, `{"path": "final.md", "content": "approved text"}`, string(whole.Arguments))
+	require.JSONEq(t, string(completed[0].Output), string(whole.Output))
 }
 
 func TestDecidingTwice(t *testing.T) {

@@ -48,6 +48,7 @@ var routeCases = map[string]routeCase{
 	"GET /v1/sessions/{id}/actions":              {"ListActions", "/v1/sessions/ses_x/actions", ""},
 	"POST /v1/sessions/{id}/actions/{action_id}": {"DecideAction", "/v1/sessions/ses_x/actions/act_x", `{}`},
 	"GET /v1/sessions/{id}/effects":              {"ListEffects", "/v1/sessions/ses_x/effects", ""},
+	"GET /v1/sessions/{id}/effects/{effect_id}":  {"GetEffect", "/v1/sessions/ses_x/effects/eff_x", ""},
 	"GET /v1/sessions/{id}/checkpoints":          {"ListCheckpoints", "/v1/sessions/ses_x/checkpoints", ""},
 	"GET /v1/sessions/{id}/artifacts":            {"ListArtifacts", "/v1/sessions/ses_x/artifacts", ""},
 	"GET /v1/sessions/{id}/trace":                {"SessionTrace", "/v1/sessions/ses_x/trace", ""},

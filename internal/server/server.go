@@ -301,6 +301,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/sessions/{id}/actions", "ListActions", s.listActions)
 	s.handle("POST /v1/sessions/{id}/actions/{action_id}", "DecideAction", s.idempotent(s.decideAction))
 	s.handle("GET /v1/sessions/{id}/effects", "ListEffects", s.listEffects)
+	s.handle("GET /v1/sessions/{id}/effects/{effect_id}", "GetEffect", s.getEffect)
 	s.handle("GET /v1/sessions/{id}/checkpoints", "ListCheckpoints", s.listCheckpoints)
 	s.handle("GET /v1/sessions/{id}/artifacts", "ListArtifacts", s.listArtifacts)
 	s.handle("GET /v1/sessions/{id}/trace", "SessionTrace", s.sessionTrace)

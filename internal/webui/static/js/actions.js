@@ -67,6 +67,18 @@ function list(items) {
   return h('ul', { class: 'plain' }, items.map((x) => h('li', null, x)));
 }
 
+// evidenceList shows each piece of evidence; one of several lines (a
+// script the command runs, the diff a write makes) keeps its lines, under
+// its first line.
+function evidenceList(items) {
+  return h('ul', { class: 'plain evidence' }, items.map((x) => {
+    const text = String(x);
+    const nl = text.indexOf('\n');
+    if (nl < 0) return h('li', null, text);
+    return h('li', null, text.slice(0, nl), code(text.slice(nl + 1), 'evidence-text'));
+  }));
+}
+
 // cardActions is the action each card shows.
 const cardActions = new WeakMap();
 
@@ -94,8 +106,9 @@ export function actionCard(action, opts = {}) {
 
   const facts = [];
   if (action.tool) facts.push(['Tool', h('code', null, action.tool)]);
+  if (action.call) facts.push(['Call', h('code', { class: 'call' }, action.call)]);
   if (action.affects && action.affects.length) facts.push(['Affects', list(action.affects)]);
-  if (action.evidence && action.evidence.length) facts.push(['Evidence', list(action.evidence)]);
+  if (action.evidence && action.evidence.length) facts.push(['Evidence', evidenceList(action.evidence)]);
   if (action.consequence) facts.push(['Consequence', action.consequence]);
   if (action.policy) facts.push(['Policy', h('code', null, action.policy)]);
   const approvers = approversText(action.approvers);

@@ -11,7 +11,7 @@
 // refreshes the rest, so the page is live without a reload.
 
 import { api, enc, newKey } from '../api.js';
-import { h, replace, statusBadge, fmtCost, fmtInt, fmtDuration, fmtBytes, fmtAge, time, shortId, truncate, errorBox, busy, kv, chip } from '../dom.js';
+import { h, replace, statusBadge, fmtCost, fmtInt, fmtDuration, fmtBytes, fmtAge, time, shortId, truncate, errorBox, busy, kv, chip, code, pretty } from '../dom.js';
 import { poll, debounce } from '../live.js';
 import { startTimeline } from '../timeline.js';
 import { actionCard, decidedRow } from '../actions.js';
@@ -313,25 +313,83 @@ export async function sessionPage(root, scope, id, query) {
       ])))));
   }
 
+  // The ledger: one row per effect, saying what the call did and what came
+  // of it; clicking a row (or Enter on it) opens it whole, with the
+  // arguments and output read from the journal. Open rows stay open across
+  // the refreshes the live page makes.
+  const openEffects = new Map(); // effect id -> its whole form, once read
   async function loadEffects(el) {
     const effects = await api.get(`${path}/effects`, undefined, { signal: scope.signal });
     if (!effects.data.length) {
       replace(el, h('p', { class: 'muted' }, 'No effects: no tool call has run against the world yet.'));
       return;
     }
+    const columns = 5;
+    const rows = [];
+    for (const e of effects.data) {
+      const detail = h('tr', { class: 'effect-detail', dataset: { effectId: e.id }, hidden: true }, h('td', { colspan: columns }));
+      const toggle = () => toggleEffect(e, row, detail);
+      const row = h('tr', {
+        class: 'effect-row', tabindex: 0, 'aria-expanded': 'false', title: 'Show the whole call',
+        dataset: { effectId: e.id, status: e.status },
+        onclick: toggle,
+        onkeydown: (ev) => { if (ev.key === 'Enter' || ev.key === ' ') { ev.preventDefault(); toggle(); } },
+      },
+      h('td', { 'data-label': 'What' }, h('div', { class: 'effect-summary' }, e.summary || e.tool),
+        h('div', { class: 'small muted' }, h('code', null, e.tool), ' · ', chip(e.class, `class-${e.class}`))),
+      h('td', { 'data-label': 'Status' }, statusBadge(e.status)),
+      h('td', { 'data-label': 'Result', class: 'effect-result' }, truncate(e.result || (e.resolution ? 'resolved: ' + e.resolution : e.error) || '—', 160)),
+      h('td', { 'data-label': 'Step', class: 'num' }, `${fmtInt(e.step)}`, e.call_index > 0 ? h('span', { class: 'small muted' }, ` · call ${fmtInt(e.call_index + 1)}`) : null),
+      h('td', { 'data-label': 'Started' }, time(e.started_at, fmtAge(e.started_at) + ' ago')));
+      rows.push(row, detail);
+      if (openEffects.has(e.id)) showEffect(e, row, detail);
+    }
     replace(el, h('table', { class: 'table effects', id: 'effects-table' },
-      h('thead', null, h('tr', null, ['Tool', 'Class', 'Status', 'Attempts', 'Turn / step', 'Idempotency key', 'Arguments SHA-256', 'Started', 'Finished'].map((c) => h('th', null, c)))),
-      h('tbody', null, effects.data.map((e) => h('tr', { dataset: { effectId: e.id, status: e.status } },
-        h('td', { 'data-label': 'Tool' }, h('code', null, e.tool)),
-        h('td', { 'data-label': 'Class' }, chip(e.class, `class-${e.class}`)),
-        h('td', { 'data-label': 'Status' }, statusBadge(e.status), e.resolution ? h('div', { class: 'small muted' }, e.resolution) : null,
-          e.error ? h('div', { class: 'small error' }, truncate(e.error, 200)) : null),
-        h('td', { 'data-label': 'Attempts', class: 'num' }, fmtInt(e.attempts)),
-        h('td', { 'data-label': 'Turn / step', class: 'mono small' }, `${shortId(e.turn_id)} / ${e.step}.${e.call_index}`),
-        h('td', { 'data-label': 'Key', class: 'mono small' }, e.idempotency_key),
-        h('td', { 'data-label': 'SHA-256', class: 'mono small', title: e.arguments_sha256 }, truncate(e.arguments_sha256, 16)),
-        h('td', { 'data-label': 'Started' }, time(e.started_at, fmtAge(e.started_at) + ' ago')),
-        h('td', { 'data-label': 'Finished' }, e.finished_at ? time(e.finished_at, fmtAge(e.finished_at) + ' ago') : '—'))))));
+      h('thead', null, h('tr', null, ['What', 'Status', 'Result', 'Step', 'Started'].map((c) => h('th', null, c)))),
+      h('tbody', null, rows)));
+  }
+
+  function toggleEffect(e, row, detail) {
+    if (!detail.hidden) {
+      detail.hidden = true;
+      row.setAttribute('aria-expanded', 'false');
+      openEffects.delete(e.id);
+      return;
+    }
+    if (!openEffects.has(e.id)) openEffects.set(e.id, null);
+    showEffect(e, row, detail);
+  }
+
+  // showEffect fills an effect's detail row: at once from the row, then
+  // with the arguments and output (read once; a finished effect's do not
+  // change, a running one's are read again on each refresh).
+  async function showEffect(e, row, detail) {
+    detail.hidden = false;
+    row.setAttribute('aria-expanded', 'true');
+    const cell = detail.firstChild;
+    const render = (whole, err) => replace(cell, kv([
+      ['Effect', h('span', { class: 'mono' }, e.id)],
+      ['Call', h('span', { class: 'mono small' }, `turn ${shortId(e.turn_id)}, step ${fmtInt(e.step)}, call ${fmtInt(e.call_index + 1)}`)],
+      ['Attempts', fmtInt(e.attempts)],
+      ['Idempotency key', h('span', { class: 'mono small' }, e.idempotency_key)],
+      ['Arguments SHA-256', h('span', { class: 'mono small' }, e.arguments_sha256)],
+      ['Finished', e.finished_at ? time(e.finished_at) : ''],
+      ['Error', e.error ? h('span', { class: 'error' }, e.error) : ''],
+      ['Resolution', e.resolution || ''],
+      ['Arguments', whole && whole.arguments !== undefined ? code(pretty(whole.arguments), 'effect-arguments') : (err ? '' : h('span', { class: 'muted' }, 'Loading…'))],
+      ['Output', whole && whole.output !== undefined ? code(pretty(whole.output), 'effect-output') : ''],
+    ]), err ? errorBox(err) : null);
+    let whole = openEffects.get(e.id);
+    render(whole);
+    if (whole && e.finished_at) return;
+    try {
+      whole = await api.get(`${path}/effects/${enc(e.id)}`, undefined, { signal: scope.signal });
+      if (openEffects.has(e.id)) openEffects.set(e.id, whole);
+      render(whole);
+    } catch (err) {
+      if (err && err.name === 'AbortError') return;
+      render(null, err);
+    }
   }
 
   async function loadCheckpoints(el) {

@@ -1,0 +1,159 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// What an approval says the call can change: from its tool, its effect
+// class and the session's environment, in words a person weighs.
+
+// consequence says what a call can change if approved, from its tool, its
+// effect class and the session's environment: whether a command is
+// sandboxed, what network it has, which secrets a request carries, what the
+// workspace holds.
+func (ac *approvalContext) consequence(ctx context.Context, c *journal.Call) string {
+	r := ac.r
+	switch {
+	case c.Kind == lt.CallBuiltin && c.Tool == "shell":
+		return ac.commandConsequence(c.Class)
+	case c.Kind == lt.CallBuiltin && (c.Tool == "write_file" || c.Tool == "edit_file"):
+		var args struct {
+			Path string `json:"path"`
+		}
+		_ = json.Unmarshal(c.Arguments, &args)
+		return fmt.Sprintf("Changes only the workspace file %s; nothing leaves the workspace, and %s", args.Path, classWords(c.Class))
+	case c.Kind == lt.CallBuiltin && c.Tool == "http_request":
+		return ac.requestConsequence(ctx, c)
+	case c.Kind == lt.CallFunction:
+		return fmt.Sprintf("Your application performs %s once approved: Longhaul cannot see or limit what it does; %s", c.Tool, classWords(c.Class))
+	case c.Kind == lt.CallMCP:
+		return fmt.Sprintf("The MCP server %s runs its tool %s: Longhaul cannot see what it does beyond its answer; %s", r.mcpServerOf(c), c.Tool, classWords(c.Class))
+	}
+	return upperFirst(classWords(c.Class))
+}
+
+// classWords is an effect class in words a person weighs.
+func classWords(c lt.EffectClass) string {
+	switch c {
+	case lt.EffectRead:
+		return "it only reads: it changes nothing"
+	case lt.EffectIdempotent:
+		return "it is safe to repeat: running it again has the same effect"
+	default:
+		return "it is irreversible: it cannot be undone, and may not be repeated safely"
+	}
+}
+
+// commandConsequence describes what a shell command can reach.
+func (ac *approvalContext) commandConsequence(class lt.EffectClass) string {
+	r := ac.r
+	files := ac.workspaceFiles()
+	sb := r.e.cfg.Sandbox
+	if sb == nil || sb.Name() == "local" {
+		return fmt.Sprintf("Runs a command on the server itself, with no sandbox: it can read and change whatever the server's user can (files outside the workspace and the network included), not only the session's workspace (%s); %s", files, classWords(class))
+	}
+	var hosts []string
+	if env := r.spec.Environment; env != nil && env.Network != nil {
+		hosts = env.Network.Allow
+	}
+	if len(hosts) == 0 {
+		// Nothing leaves the sandbox: whatever its class, the command can
+		// change the workspace only, which checkpoints keep.
+		return fmt.Sprintf("Runs a command in a sandbox with no network; it can change only the session's workspace (%s); no secret enters the sandbox", files)
+	}
+	return fmt.Sprintf("Runs a command in a sandbox that can reach only %s; it can change the session's workspace (%s) and send what it reads there to those hosts; no secret enters the sandbox; %s",
+		strings.Join(hosts, ", "), files, classWords(class))
+}
+
+// requestConsequence describes an http_request: where it goes and which
+// secrets go with it.
+func (ac *approvalContext) requestConsequence(ctx context.Context, c *journal.Call) string {
+	r := ac.r
+	var args struct {
+		Method string `json:"method"`
+		URL    string `json:"url"`
+	}
+	_ = json.Unmarshal(c.Arguments, &args)
+	method := strings.ToUpper(cmpOrString(args.Method, "GET"))
+	host, dest := "the URL's host", ""
+	if u, err := url.Parse(args.URL); err == nil && u.Host != "" {
+		host = u.Hostname()
+		port := u.Port()
+		if port == "" {
+			port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+		}
+		dest = net.JoinHostPort(u.Hostname(), port)
+	}
+	var bound []string
+	if env := r.spec.Environment; env != nil && r.e.cfg.Vault != nil && dest != "" {
+		for _, name := range env.Secrets {
+			if r.e.cfg.Vault.CheckBound(ctx, r.project, name, dest) == nil {
+				bound = append(bound, name)
+			}
+		}
+	}
+	secrets := "no secret goes with it"
+	switch len(bound) {
+	case 0:
+	case 1:
+		secrets = "the secret " + bound[0] + " (bound to that host) goes with it"
+	default:
+		secrets = "the secrets " + strings.Join(bound, ", ") + " (bound to that host) go with it"
+	}
+	return fmt.Sprintf("Sends a %s request to %s from the server, outside the sandbox; %s; %s", method, host, secrets, classWords(c.Class))
+}
+
+// workspaceFiles says how many files the workspace holds ("12 files").
+func (ac *approvalContext) workspaceFiles() string {
+	n, more := 0, false
+	err := fs.WalkDir(os.DirFS(ac.r.ws), ".", func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // an unreadable entry is not counted
+		}
+		if !d.IsDir() {
+			n++
+			if n >= maxCountedFiles {
+				more = true
+				return fs.SkipAll
+			}
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return "its files could not be counted"
+	case more:
+		return fmt.Sprintf("%d files or more", n)
+	case n == 1:
+		return "1 file"
+	case n == 0:
+		return "empty"
+	}
+	return fmt.Sprintf("%d files", n)
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	r, n := utf8.DecodeRuneInString(s)
+	return strings.ToUpper(string(r)) + s[n:]
+}
+
+func cmpOrString(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
