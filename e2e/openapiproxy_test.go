@@ -66,6 +66,15 @@ func newOpenAPIProxy(t *testing.T, target string) *openAPIProxy {
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(to)
+			// Keep the body, to check an accepted request against the
+			// document once the answer is known.
+			if r.In.Body != nil && r.In.Body != http.NoBody {
+				b, err := io.ReadAll(r.In.Body)
+				if err == nil {
+					r.Out.Body = io.NopCloser(bytes.NewReader(b))
+					r.Out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+				}
+			}
 		},
 		ModifyResponse: p.check,
 		ErrorLog:       nil,
@@ -119,6 +128,14 @@ func (p *openAPIProxy) record(req *http.Request, resp *http.Response, body []byt
 		vresp.Header.Set("Content-Type", "text/event-stream")
 	}
 	ok, errs := p.v.ValidateHttpResponse(vreq, &vresp)
+	if resp.StatusCode < 300 {
+		// A request the server accepted is one the document admits.
+		if qreq, err := requestForCheck(req); err == nil {
+			rok, rerrs := p.v.ValidateHttpRequestSync(qreq)
+			ok = ok && rok
+			errs = append(errs, rerrs...)
+		}
+	}
 	route := req.Method + " " + req.URL.Path
 	if _, _, template := paths.FindPath(vreq, p.model, nil); template != "" {
 		route = req.Method + " " + template
@@ -141,6 +158,20 @@ func (p *openAPIProxy) record(req *http.Request, resp *http.Response, body []byt
 		fmt.Fprintf(&b, "\n  body: %.600s", body)
 	}
 	p.failures = append(p.failures, b.String())
+}
+
+// requestForCheck copies req, with its body, for the request validator.
+func requestForCheck(req *http.Request) (*http.Request, error) {
+	q := req.Clone(req.Context())
+	q.Body = http.NoBody
+	if req.GetBody != nil {
+		b, err := req.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		q.Body = b
+	}
+	return q, nil
 }
 
 // requireValid fails the test with every answer that did not match.
@@ -228,8 +259,14 @@ func TestOpenAPIProxyCatchesAWrongAnswer(t *testing.T) {
 	}
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		if r.URL.Path == "/v1/sessions/ses_404" {
+		switch {
+		case r.URL.Path == "/v1/sessions/ses_404":
 			w.WriteHeader(http.StatusNotFound)
+		case r.Method == http.MethodPost && r.URL.Path == "/v1/keys":
+			// A right answer to a request the document does not admit.
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, `{"id": "key_1", "name": "a", "role": "reader", "project": "default", "prefix": "lh_a", "created_at": "2026-01-01T00:00:00Z"}`)
+			return
 		}
 		_, _ = io.WriteString(w, bad[r.URL.Path])
 	}))
@@ -241,6 +278,17 @@ func TestOpenAPIProxyCatchesAWrongAnswer(t *testing.T) {
 		resp.Body.Close()
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	require.Len(t, p.failures, len(bad), "every wrong answer is caught: %v", p.failures)
+	p.mu.Unlock()
+
+	// A request the server accepted but the document refuses (a name that
+	// is a number) is caught too, though the answer is right.
+	p2 := newOpenAPIProxy(t, upstream.URL)
+	resp, err := http.Post(p2.url+"/v1/keys", "application/json", strings.NewReader(`{"name": 5, "role": "reader"}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	p2.mu.Lock()
+	defer p2.mu.Unlock()
+	require.Len(t, p2.failures, 1, "the accepted request that breaks the document is caught: %v", p2.failures)
 }
