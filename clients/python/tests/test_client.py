@@ -35,7 +35,7 @@ def scripted(script, tools=None, policies=None):
     return spec
 
 
-def wait_status(lh, session_id, statuses, timeout=30.0):
+def wait_status(lh, session_id, statuses, timeout=90.0):
     """Poll the session until its status is one of statuses (or fail)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -47,7 +47,7 @@ def wait_status(lh, session_id, statuses, timeout=30.0):
         time.sleep(0.05)
 
 
-def pending_action(lh, session_id, type_, timeout=30.0):
+def pending_action(lh, session_id, type_, timeout=90.0):
     """Wait for a pending action of the given type and return it."""
     deadline = time.monotonic() + timeout
     while True:

@@ -44,7 +44,7 @@ function scripted(script, { tools, policies } = {}) {
 const pause = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** Poll until the session's status is one of `statuses` (or fail). */
-async function waitStatus(lh, id, statuses, timeoutMs = 30_000) {
+async function waitStatus(lh, id, statuses, timeoutMs = 90_000) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const s = await lh.getSession(id);
@@ -55,7 +55,7 @@ async function waitStatus(lh, id, statuses, timeoutMs = 30_000) {
 }
 
 /** Wait for a pending action of the given type. */
-async function pendingAction(lh, id, type, timeoutMs = 30_000) {
+async function pendingAction(lh, id, type, timeoutMs = 90_000) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const { data } = await lh.listActions(id, { status: 'pending' });
