@@ -114,6 +114,7 @@ var importRules = map[string]importRule{
 	"internal/export":     {importers: []string{"cmd/longhaul"}},
 	"internal/bench":      {importers: []string{"cmd/longhaul"}},
 	"internal/freespace":  {importers: []string{"cmd/longhaul", "internal/node", "internal/server"}},
+	"internal/openapi":    {importers: []string{"cmd/longhaul", "internal/server"}},
 	"internal/httpretry": {importers: []string{"internal/model/anthropic", "internal/model/openai", "internal/tool",
 		"internal/webhook"}},
 

@@ -78,6 +78,7 @@
 //     of its events is lost. A tree past the bound is a 400, never a cut.
 //
 // It imports the standard library, longhaultype, internal/apierror,
+// internal/openapi (the document it serves at /v1/openapi.json),
 // internal/app (for the interface it serves), internal/store (for the
 // idempotency record and the store's sentinel errors), internal/freespace
 // and internal/webui (the embedded web UI it serves at /); never a storage

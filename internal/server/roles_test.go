@@ -92,6 +92,8 @@ var routeCases = map[string]routeCase{
 	"GET /v1/webhooks/deliveries":        {"ListWebhookDeliveries", "/v1/webhooks/deliveries", ""},
 
 	"GET /v1/reports/tasks": {"TaskReport", "/v1/reports/tasks", ""},
+
+	"GET /v1/openapi.json": {"", "/v1/openapi.json", ""},
 }
 
 // ownRules are the routes outside app.Permissions that still need a role:

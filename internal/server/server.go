@@ -335,6 +335,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/webhooks/deliveries", "ListWebhookDeliveries", s.listWebhookDeliveries)
 
 	s.handle("GET /v1/reports/tasks", "TaskReport", s.taskReport)
+	s.handle("GET /v1/openapi.json", "", s.openAPI)
 	if s.cfg.Metrics != nil {
 		s.handle("GET /metrics", "", s.metrics)
 	}
@@ -372,10 +373,12 @@ func (s *Server) Routes() []Route { return slices.Clone(s.routeList) }
 // handle registers an endpoint. A /v1 route names the Service method it
 // calls, and its caller's role is checked against app.Permissions before
 // the handler decodes anything; registering one without a known method is
-// a wiring mistake (a panic at start-up, caught by every test).
+// a wiring mistake (a panic at start-up, caught by every test). The one
+// /v1 route without a method is openAPIPattern: it calls no use case, and
+// ServeHTTP's access rule (a key, or a loopback peer) is all it needs.
 func (s *Server) handle(pattern, method string, h handlerFunc) {
 	_, p, _ := strings.Cut(pattern, " ")
-	if _, ok := app.Permissions[method]; (method != "" || isAPIPath(p)) && !ok {
+	if _, ok := app.Permissions[method]; (method != "" || (isAPIPath(p) && pattern != openAPIPattern)) && !ok {
 		panic(fmt.Sprintf("server: route %q names no method of app.Permissions (%q)", pattern, method))
 	}
 	s.routeList = append(s.routeList, Route{Pattern: pattern, Method: method})
