@@ -78,6 +78,8 @@ type Store struct {
 	hub      *storeutil.Hub
 	lis      *listener
 	notifier *notifier
+	// committer runs appends and session creations in shared transactions.
+	committer *committer
 
 	stop context.CancelFunc
 	done sync.WaitGroup // the listener and the notifier
@@ -177,11 +179,19 @@ func open(ctx context.Context, dsn string, cfg *Config, tune func(*listener)) (*
 		s.log.Warn("postgres notify failed; other nodes miss these notifications", "target", s.target,
 			"err", scrub(err, password))
 	})
+	s.committer = newCommitter(s, committers(pcfg.MaxConns))
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.done.Go(func() { s.lis.run(bg, conn, alive) })
 	s.done.Go(func() { s.notifier.run(bg) })
 	return s, nil
+}
+
+// committers is how many groups of writes may be in flight at once: while
+// one waits for its commit, the next gathers the writes arriving meanwhile.
+// Half the pool, so reads and lease claims always find a connection.
+func committers(maxConns int32) int {
+	return max(1, int(maxConns)/2)
 }
 
 // describe names the database without its password: user@host:port/database.
@@ -212,6 +222,9 @@ func (s *Store) Schema() string { return s.schema }
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
+		// The writes already queued commit, and their notifications reach
+		// the notifier before it stops.
+		s.committer.stop()
 		s.stop()
 		s.done.Wait()
 		s.pool.Close()

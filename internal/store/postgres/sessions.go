@@ -29,7 +29,8 @@ func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams)
 	}
 	events, docs, lastSeq := write.Events, write.Docs, write.LastSeq
 
-	err = s.write(ctx, func(ctx context.Context, t *txn) error {
+	// One batch, run by the committer (committer.go) like an append.
+	err = s.committer.submit(ctx, func(t *txn) {
 		t.queue(`INSERT INTO sessions (id, project, agent_name, agent_version, parent_id, status, spec, state,
     last_seq, runnable, wake_at, created_at, updated_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
@@ -48,10 +49,9 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 		if sess.Runnable || sess.WakeAt != nil {
 			t.notify(store.Notification{Kind: store.KindRunnable, SessionID: sess.ID})
 		}
-		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("create session %s: %w", sess.ID, err)
+		return nil, fmt.Errorf("create session %s: %w", sess.ID, s.mapErr(err))
 	}
 	return events, nil
 }
