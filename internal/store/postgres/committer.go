@@ -219,13 +219,7 @@ func blame(qq *pgx.QueuedQuery, fail func()) {
 func (c *committer) done(group []*request, err error) {
 	for _, r := range group {
 		if err == nil {
-			// Publish before answering: a caller that subscribed first has
-			// its notification by the time its call returns. Other nodes
-			// hear it a moment later, from the notifier.
-			for _, n := range r.notes {
-				c.s.hub.Publish(n)
-			}
-			c.s.notifier.add(r.notes)
+			c.s.publish(r.notes)
 		}
 		r.done <- err
 	}

@@ -48,9 +48,37 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	write, err := checks.PrepareEventAppend(p)
+	events, build, err := prepareAppend(p)
 	if err != nil {
 		return nil, err
+	}
+	for attempt := 1; ; attempt++ {
+		err = s.committer.submit(ctx, build)
+		if !errors.Is(err, errAppendRefused) {
+			break
+		}
+		// Refused: say why, from the row as it is now. If it matches after
+		// all (it changed, and changed back, since), send the append again.
+		if err = s.appendRefused(ctx, p); err != nil {
+			break
+		}
+		if attempt == maxAppendAttempts {
+			err = fmt.Errorf("%w: the session kept changing while the append was sent", store.ErrConflict)
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("append events to session %s: %w", p.SessionID, s.mapErr(err))
+	}
+	return events, nil
+}
+
+// prepareAppend checks an append and returns its events and what queues
+// it, for the committer.
+func prepareAppend(p *store.EventAppendParams) ([]store.Event, func(t *txn), error) {
+	write, err := checks.PrepareEventAppend(p)
+	if err != nil {
+		return nil, nil, err
 	}
 	events, docs, lastSeq := write.Events, write.Docs, write.LastSeq
 	var (
@@ -74,25 +102,7 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 			t.notify(store.Notification{Kind: store.KindRunnable, SessionID: p.SessionID})
 		}
 	}
-	for attempt := 1; ; attempt++ {
-		err = s.committer.submit(ctx, build)
-		if !errors.Is(err, errAppendRefused) {
-			break
-		}
-		// Refused: say why, from the row as it is now. If it matches after
-		// all (it changed, and changed back, since), send the append again.
-		if err = s.appendRefused(ctx, p); err != nil {
-			break
-		}
-		if attempt == maxAppendAttempts {
-			err = fmt.Errorf("%w: the session kept changing while the append was sent", store.ErrConflict)
-			break
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("append events to session %s: %w", p.SessionID, s.mapErr(err))
-	}
-	return events, nil
+	return events, build, nil
 }
 
 // appendRefused explains why an append's condition did not hold: no
