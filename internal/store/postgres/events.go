@@ -98,11 +98,21 @@ func prepareAppend(p *store.EventAppendParams) ([]store.Event, func(t *txn), err
 		queueBlobs(t, p.SessionID, p.Blobs)
 		queueSettleTree(t, p.TreeSettle, p.UpdatedAt)
 		t.notify(store.Notification{Kind: store.KindEvents, SessionID: p.SessionID, Seq: lastSeq})
-		if p.Runnable || p.WakeAt != nil {
+		if claimableAfter(p) {
 			t.notify(store.Notification{Kind: store.KindRunnable, SessionID: p.SessionID})
 		}
 	}
 	return events, build, nil
+}
+
+// claimableAfter reports whether an append may leave its session claimable
+// (runnable or with a wake time), so schedulers should hear KindRunnable.
+// A worker's append that keeps its lease leaves the session claimed: the
+// release, or the lease's expiry (which schedulers poll for), makes it
+// claimable, not the append. Saying so anyway would send every scheduler
+// to claim nothing at every step of every running session.
+func claimableAfter(p *store.EventAppendParams) bool {
+	return (p.Runnable || p.WakeAt != nil) && (p.Fence == nil || p.ReleaseLease)
 }
 
 // appendRefused explains why an append's condition did not hold: no
