@@ -87,6 +87,8 @@ type Store struct {
 	notifier *notifier
 	// committer runs appends and session creations in shared transactions.
 	committer *committer
+	// reader reads the sessions asked for at the same time in one statement.
+	reader *sessionReader
 
 	stop context.CancelFunc
 	done sync.WaitGroup // the listener and the notifier
@@ -190,6 +192,7 @@ func open(ctx context.Context, dsn string, cfg *Config, tune func(*listener)) (*
 			"err", scrub(err, password))
 	})
 	s.committer = newCommitter(s, committers(pcfg.MaxConns))
+	s.reader = newSessionReader(s, committers(pcfg.MaxConns))
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.done.Go(func() { s.lis.run(bg, conn, alive) })
@@ -237,6 +240,7 @@ func (s *Store) Close() error {
 		// The writes already queued commit, and their notifications reach
 		// the notifier before it stops.
 		s.committer.stop()
+		s.reader.stop()
 		s.stop()
 		s.done.Wait()
 		s.pool.Close()

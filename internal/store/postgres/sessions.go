@@ -94,13 +94,13 @@ func (s *Store) SessionGet(ctx context.Context, id string) (*store.SessionRow, e
 	if err := checks.ID("id", id); err != nil {
 		return nil, fmt.Errorf("get session: %w", err)
 	}
-	var r *store.SessionRow
-	err := s.queryRow(ctx, func(row pgx.Row) (err error) {
-		r, err = scanSession(row)
-		return err
-	}, `SELECT `+sessionColumns+` FROM sessions WHERE id = $1`, id)
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	// Read with the other sessions asked for at the same time (reader.go).
+	r, err := s.reader.get(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("get session %s: %w", id, err)
+		return nil, fmt.Errorf("get session %s: %w", id, s.mapErr(err))
 	}
 	return r, nil
 }
