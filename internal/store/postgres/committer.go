@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -46,6 +47,9 @@ const (
 
 // request is one write queued for the committer.
 type request struct {
+	// ctx is the caller's: a write whose caller gave up before the
+	// committer took it is dropped.
+	ctx context.Context
 	// build queues the write's statements on t, which it must not flush
 	// (the group is one batch); it runs again for each send, as a batch's
 	// queued queries belong to the connection that ran them.
@@ -90,7 +94,11 @@ func (c *committer) stop() {
 // write may still commit (as when a connection drops during COMMIT); the
 // caller learns only that it does not know.
 func (c *committer) submit(ctx context.Context, build func(t *txn)) error {
-	r := &request{build: build, done: make(chan error, 1)}
+	// A caller that gave up before its write was sent writes nothing.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r := &request{ctx: ctx, build: build, done: make(chan error, 1)}
 	c.mu.RLock()
 	if c.stopped {
 		c.mu.RUnlock()
@@ -132,6 +140,16 @@ func (c *committer) run() {
 
 // commit runs a group and answers each of its writes.
 func (c *committer) commit(group []*request) {
+	group = slices.DeleteFunc(group, func(r *request) bool {
+		if err := r.ctx.Err(); err != nil {
+			r.done <- err
+			return true
+		}
+		return false
+	})
+	if len(group) == 0 {
+		return
+	}
 	// The writes were accepted: they run to the end even if their callers
 	// stop waiting, so a write's outcome never depends on which other
 	// callers gave up.

@@ -21,7 +21,7 @@ func groupOf(t *testing.T, appends ...*store.EventAppendParams) []*request {
 	for i, p := range appends {
 		_, build, err := prepareAppend(p)
 		require.NoError(t, err)
-		group[i] = &request{build: build, done: make(chan error, 1)}
+		group[i] = &request{ctx: context.Background(), build: build, done: make(chan error, 1)}
 	}
 	return group
 }
