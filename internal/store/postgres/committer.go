@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -62,33 +61,18 @@ type request struct {
 
 // committer runs the queued writes in groups; see above.
 type committer struct {
-	s     *Store
-	queue chan *request
-	// mu orders submits before stop: a write submitted before stop is
-	// run, one submitted after is refused.
-	mu      sync.RWMutex
-	stopped bool
-	wg      sync.WaitGroup
+	s      *Store
+	groups *grouper[*request]
 }
 
 func newCommitter(s *Store, workers int) *committer {
-	c := &committer{s: s, queue: make(chan *request, queuedWrites)}
-	for range workers {
-		c.wg.Go(c.run)
-	}
+	c := &committer{s: s}
+	c.groups = newGrouper(workers, maxGroup, c.commit)
 	return c
 }
 
 // stop runs the writes already queued, then ends the committer's goroutines.
-func (c *committer) stop() {
-	c.mu.Lock()
-	if !c.stopped {
-		c.stopped = true
-		close(c.queue)
-	}
-	c.mu.Unlock()
-	c.wg.Wait()
-}
+func (c *committer) stop() { c.groups.stop() }
 
 // submit queues a write and waits for its outcome. If ctx ends first, the
 // write may still commit (as when a connection drops during COMMIT); the
@@ -99,42 +83,14 @@ func (c *committer) submit(ctx context.Context, build func(t *txn)) error {
 		return err
 	}
 	r := &request{ctx: ctx, build: build, done: make(chan error, 1)}
-	c.mu.RLock()
-	if c.stopped {
-		c.mu.RUnlock()
-		return store.ErrClosed
+	if err := c.groups.add(ctx, r); err != nil {
+		return err
 	}
-	select {
-	case c.queue <- r:
-	case <-ctx.Done():
-		c.mu.RUnlock()
-		return ctx.Err()
-	}
-	c.mu.RUnlock()
 	select {
 	case err := <-r.done:
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
-	}
-}
-
-func (c *committer) run() {
-	for first := range c.queue {
-		group := []*request{first}
-	fill:
-		for len(group) < maxGroup {
-			select {
-			case r, ok := <-c.queue:
-				if !ok {
-					break fill
-				}
-				group = append(group, r)
-			default:
-				break fill
-			}
-		}
-		c.commit(group)
 	}
 }
 

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"slices"
-	"sync"
 
 	"github.com/jackc/pgx/v5"
 
@@ -18,12 +17,8 @@ import (
 // process) per group. Each read still sees every commit made before it was
 // asked: the statement starts after every read it serves was queued.
 type sessionReader struct {
-	s     *Store
-	queue chan *sessionRead
-	// mu orders reads before stop, as the committer's does.
-	mu      sync.RWMutex
-	stopped bool
-	wg      sync.WaitGroup
+	s      *Store
+	groups *grouper[*sessionRead]
 }
 
 // maxReadGroup bounds the ids of one read.
@@ -37,62 +32,24 @@ type sessionRead struct {
 }
 
 func newSessionReader(s *Store, workers int) *sessionReader {
-	r := &sessionReader{s: s, queue: make(chan *sessionRead, queuedWrites)}
-	for range workers {
-		r.wg.Go(r.run)
-	}
+	r := &sessionReader{s: s}
+	r.groups = newGrouper(workers, maxReadGroup, r.read)
 	return r
 }
 
-func (r *sessionReader) stop() {
-	r.mu.Lock()
-	if !r.stopped {
-		r.stopped = true
-		close(r.queue)
-	}
-	r.mu.Unlock()
-	r.wg.Wait()
-}
+func (r *sessionReader) stop() { r.groups.stop() }
 
 // get reads session id; store.ErrNotFound if there is none.
 func (r *sessionReader) get(ctx context.Context, id string) (*store.SessionRow, error) {
 	q := &sessionRead{id: id, done: make(chan struct{})}
-	r.mu.RLock()
-	if r.stopped {
-		r.mu.RUnlock()
-		return nil, store.ErrClosed
+	if err := r.groups.add(ctx, q); err != nil {
+		return nil, err
 	}
-	select {
-	case r.queue <- q:
-	case <-ctx.Done():
-		r.mu.RUnlock()
-		return nil, ctx.Err()
-	}
-	r.mu.RUnlock()
 	select {
 	case <-q.done:
 		return q.row, q.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
-	}
-}
-
-func (r *sessionReader) run() {
-	for first := range r.queue {
-		group := []*sessionRead{first}
-	fill:
-		for len(group) < maxReadGroup {
-			select {
-			case q, ok := <-r.queue:
-				if !ok {
-					break fill
-				}
-				group = append(group, q)
-			default:
-				break fill
-			}
-		}
-		r.read(group)
 	}
 }
 
