@@ -83,7 +83,7 @@ func (c *committer) submit(ctx context.Context, build func(t *txn)) error {
 		return err
 	}
 	r := &request{ctx: ctx, build: build, done: make(chan error, 1)}
-	if err := c.groups.add(ctx, r); err != nil {
+	if err := c.groups.add(r); err != nil {
 		return err
 	}
 	select {

@@ -42,7 +42,7 @@ func (r *sessionReader) stop() { r.groups.stop() }
 // get reads session id; store.ErrNotFound if there is none.
 func (r *sessionReader) get(ctx context.Context, id string) (*store.SessionRow, error) {
 	q := &sessionRead{id: id, done: make(chan struct{})}
-	if err := r.groups.add(ctx, q); err != nil {
+	if err := r.groups.add(q); err != nil {
 		return nil, err
 	}
 	select {
