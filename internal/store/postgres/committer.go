@@ -13,8 +13,8 @@ import (
 )
 
 // The hot writes (appends and session creations) go through a committer:
-// a few goroutines, each sending on one pooled connection a group of the
-// writes queued while it was busy, as one batch. PostgreSQL runs a batch's
+// up to a few groups at once (grouper.go), each the writes queued while the
+// others were busy, sent on one pooled connection as one batch. PostgreSQL runs a batch's
 // statements (up to its one Sync) as one implicit transaction, so a group
 // costs one round trip, no BEGIN or COMMIT, and one WAL flush however many
 // writes it holds: serially an append is one round trip, and under load

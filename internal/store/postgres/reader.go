@@ -9,9 +9,9 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/store"
 )
 
-// sessionReader serves SessionGet as the committer serves appends: a few
-// goroutines, each reading in one statement (id = ANY) the sessions asked
-// for while it was busy. A running session reads its row at every safe point
+// sessionReader serves SessionGet as the committer serves appends: up to a
+// few groups at once (grouper.go), each reading in one statement (id = ANY)
+// the sessions asked for while the others were busy. A running session reads its row at every safe point
 // of every step, so with many sessions at once most round trips were these
 // reads; combined, they cost one round trip (and one wake-up of a server
 // process) per group. Each read still sees every commit made before it was
