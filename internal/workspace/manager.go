@@ -3,6 +3,7 @@ package workspace
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -19,7 +20,17 @@ const maxSessionIDLen = 128
 // workspaces are written through a temporary file and a rename.
 type Manager struct {
 	root string
-	mu   sync.Mutex // serialises updates of the snapshot lists (versions.go)
+	// listLocks serialise the updates of each snapshot list (versions.go):
+	// a workspace's list is updated under the lock its id hashes to, so
+	// sessions in different workspaces record at the same time.
+	listLocks [64]sync.Mutex
+}
+
+// listLock returns the lock of workspace workspaceID's snapshot list.
+func (m *Manager) listLock(workspaceID string) *sync.Mutex {
+	h := fnv.New32a()
+	h.Write([]byte(workspaceID))
+	return &m.listLocks[h.Sum32()%uint32(len(m.listLocks))]
 }
 
 // New returns a Manager for root, creating the directory (0700) if needed.

@@ -48,8 +48,9 @@ func (m *Manager) RecordSnapshot(workspaceID, sessionID, id string) error {
 	// Sub-agents sharing a workspace record their snapshots at the same
 	// time: one read-modify-write at a time, and a temporary file of its
 	// own for each.
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	lock := m.listLock(workspaceID)
+	lock.Lock()
+	defer lock.Unlock()
 	lines, _, err := readVersions(p)
 	if err != nil {
 		return fmt.Errorf("record snapshot of workspace %s: %w", workspaceID, err)

@@ -15,14 +15,24 @@
 // # Transactions and fencing
 //
 // Each write is one transaction at READ COMMITTED, sent in pipelined batches
-// (BEGIN travels with the first statements). An append is one conditional
-// UPDATE of the session row, on the seq the caller last saw and, for a
-// worker, on the lease (owner, epoch) it holds; only when that matches no row
-// does the driver lock the row and say why: store.ErrLeaseLost first (a
-// zombie learns it lost its lease whatever seq it expected), then
-// store.ErrConflict. The events, the projection rows and the blobs commit
-// with it or not at all. Concurrent writers of one
-// session queue on its row lock; the loser re-checks the new row and gets
+// (BEGIN travels with the first statements). The hot writes, appends and
+// session creations, are one batch each, without BEGIN or COMMIT:
+// PostgreSQL runs a batch up to its Sync as one implicit transaction, so an
+// append costs one round trip. A committer (committer.go) sends the appends
+// queued while its previous group was committing as one batch, so concurrent
+// sessions share a transaction and its WAL flush; a write that fails in a
+// group is taken out and run alone, so each keeps its own outcome. As a
+// batch commits whatever its callbacks think, every condition of these
+// writes is checked inside the database: a statement that matched no row
+// fails there (checkedSQL) and the whole transaction with it.
+//
+// An append is one conditional UPDATE of the session row, on the seq the
+// caller last saw and, for a worker, on the lease (owner, epoch) it holds;
+// only when that matches no row does the driver read the row and say why:
+// store.ErrLeaseLost first (a zombie learns it lost its lease whatever seq
+// it expected), then store.ErrConflict. The events, the projection rows and
+// the blobs commit with it or not at all. Concurrent writers of one session
+// queue on its row lock; the loser re-checks the new row and gets
 // ErrConflict.
 //
 // Leases are claimed with one UPDATE over a SELECT ... FOR UPDATE SKIP
@@ -34,7 +44,9 @@
 //
 // # Notifications
 //
-// After a commit the driver publishes its notifications to this process's
+// A worker's append that keeps its lease does not announce the session as
+// claimable (KindRunnable): nobody can claim it until the lease is released
+// or expires. After a commit the driver publishes its notifications to this process's
 // subscribers at once, and queues them for the other nodes: a notifier
 // goroutine sends everything queued, coalesced, with one NOTIFY statement
 // on a channel named after the schema (payload: format, the sender's

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
@@ -20,20 +19,21 @@ var docTables = storeutil.DocTables
 // ids are global (ArtifactGet takes an id alone), so an id reused by another
 // session is a conflict, not an overwrite. The first created_at is kept.
 // Actions also keep their document's type in a column of its own (the
-// inbox filters on it; see 002_action_inbox.sql).
+// inbox filters on it; see 002_action_inbox.sql). The refusal is raised in
+// the database (checkedSQL), so it aborts a batch that commits at its end.
 var upsertDocSQL = func() map[store.DocKind]string {
 	m := make(map[store.DocKind]string, len(docTables))
 	for kind, table := range docTables {
 		if kind == store.DocAction {
 			continue
 		}
-		m[kind] = `INSERT INTO ` + table + ` (id, session_id, status, doc, created_at) VALUES ($1, $2, $3, $4, $5)
+		m[kind] = checkedSQL(`INSERT INTO ` + table + ` (id, session_id, status, doc, created_at) VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (id) DO UPDATE SET status = excluded.status, doc = excluded.doc
-WHERE ` + table + `.session_id = excluded.session_id`
+WHERE ` + table + `.session_id = excluded.session_id`)
 	}
-	m[store.DocAction] = `INSERT INTO actions (id, session_id, status, doc, created_at, type) VALUES ($1, $2, $3, $4, $5, $6)
+	m[store.DocAction] = checkedSQL(`INSERT INTO actions (id, session_id, status, doc, created_at, type) VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (id) DO UPDATE SET status = excluded.status, doc = excluded.doc, type = excluded.type
-WHERE actions.session_id = excluded.session_id`
+WHERE actions.session_id = excluded.session_id`)
 	return m
 }()
 
@@ -62,11 +62,8 @@ func queueDocs(t *txn, docs []store.DocWrite) {
 		if d.Kind == store.DocAction {
 			args = append(args, docType(d.Doc))
 		}
-		t.queue(upsertDocSQL[d.Kind], args...).Exec(func(ct pgconn.CommandTag) error {
-			if ct.RowsAffected() == 0 {
-				return fmt.Errorf("upsert %s %s: %w: the id belongs to another session", d.Kind, d.ID, store.ErrConflict)
-			}
-			return nil
+		onNoRow(t.queue(upsertDocSQL[d.Kind], args...), func() error {
+			return fmt.Errorf("upsert %s %s: %w: the id belongs to another session", d.Kind, d.ID, store.ErrConflict)
 		})
 	}
 }

@@ -2,11 +2,11 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
@@ -16,11 +16,21 @@ import (
 // caller expects and, when fenced ($10), the lease it holds. Under READ
 // COMMITTED a concurrent writer of the same session waits for the row lock
 // and then re-checks the condition on the row as the other committed it.
-const appendSQL = `UPDATE sessions SET status = $1, state = $2, last_seq = $3, updated_at = $4,
+// It fails (checkedSQL) when the condition does not hold, so the rest of
+// the append, queued behind it in the same batch, is not kept.
+var appendSQL = checkedSQL(`UPDATE sessions SET status = $1, state = $2, last_seq = $3, updated_at = $4,
     runnable = $5, wake_at = $6, appended_at = clock_timestamp(),
     lease_owner = CASE WHEN $7 THEN NULL ELSE lease_owner END,
     lease_expires_at = CASE WHEN $7 THEN NULL ELSE lease_expires_at END
-WHERE id = $8 AND last_seq = $9 AND (NOT $10 OR (lease_owner = $11 AND lease_epoch = $12))`
+WHERE id = $8 AND last_seq = $9 AND (NOT $10 OR (lease_owner = $11 AND lease_epoch = $12))`)
+
+// errAppendRefused: the append's condition did not hold; appendRefused
+// reads why.
+var errAppendRefused = errors.New("append refused")
+
+// maxAppendAttempts bounds the sends of an append refused while the session
+// changed back and forth between its refusal and the read that explains it.
+const maxAppendAttempts = 3
 
 // EventAppend appends p.Events with the next seqs and writes the session's
 // projection, docs and blobs, all in one transaction, if the session's last
@@ -30,13 +40,45 @@ WHERE id = $8 AND last_seq = $9 AND (NOT $10 OR (lease_owner = $11 AND lease_epo
 // lease always learns that, whatever seq it expected. At least one event is
 // required: the journal is the truth, so the projection never changes
 // without one.
+//
+// The whole append is one batch, run by the committer (committer.go): one
+// round trip, and a commit shared with the appends of other sessions sent
+// at the same time.
 func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	write, err := checks.PrepareEventAppend(p)
+	events, build, err := prepareAppend(p)
 	if err != nil {
 		return nil, err
+	}
+	for attempt := 1; ; attempt++ {
+		err = s.committer.submit(ctx, build)
+		if !errors.Is(err, errAppendRefused) {
+			break
+		}
+		// Refused: say why, from the row as it is now. If it matches after
+		// all (it changed, and changed back, since), send the append again.
+		if err = s.appendRefused(ctx, p); err != nil {
+			break
+		}
+		if attempt == maxAppendAttempts {
+			err = fmt.Errorf("%w: the session kept changing while the append was sent", store.ErrConflict)
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("append events to session %s: %w", p.SessionID, s.mapErr(err))
+	}
+	return events, nil
+}
+
+// prepareAppend checks an append and returns its events and what queues
+// it, for the committer.
+func prepareAppend(p *store.EventAppendParams) ([]store.Event, func(t *txn), error) {
+	write, err := checks.PrepareEventAppend(p)
+	if err != nil {
+		return nil, nil, err
 	}
 	events, docs, lastSeq := write.Events, write.Docs, write.LastSeq
 	var (
@@ -49,63 +91,41 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 	}
 	args := []any{p.Status, jsonArg(p.State), lastSeq, p.UpdatedAt, p.Runnable, p.WakeAt, p.ReleaseLease,
 		p.SessionID, p.ExpectedSeq, fenced, owner, epoch}
-
-	err = s.write(ctx, func(ctx context.Context, t *txn) error {
-		matched, err := t.update(ctx, args)
-		if err != nil {
-			return err
-		}
-		if !matched {
-			if err := t.appendRefused(ctx, p); err != nil {
-				return err
-			}
-			// The row changed between the UPDATE and the lock, into one the
-			// append matches; with the lock held, the UPDATE now applies.
-			if matched, err = t.update(ctx, args); err != nil {
-				return err
-			}
-			if !matched {
-				return fmt.Errorf("append refused while the session row was locked and matching")
-			}
-		}
+	build := func(t *txn) {
+		onNoRow(t.queue(appendSQL, args...), func() error { return errAppendRefused })
 		queueEvents(t, events)
 		queueDocs(t, docs)
 		queueBlobs(t, p.SessionID, p.Blobs)
 		queueSettleTree(t, p.TreeSettle, p.UpdatedAt)
 		t.notify(store.Notification{Kind: store.KindEvents, SessionID: p.SessionID, Seq: lastSeq})
-		if p.Runnable || p.WakeAt != nil {
+		if claimableAfter(p) {
 			t.notify(store.Notification{Kind: store.KindRunnable, SessionID: p.SessionID})
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("append events to session %s: %w", p.SessionID, err)
 	}
-	return events, nil
+	return events, build, nil
 }
 
-// update runs the append's conditional UPDATE and reports whether it
-// matched the session.
-func (t *txn) update(ctx context.Context, args []any) (bool, error) {
-	var matched bool
-	t.queue(appendSQL, args...).Exec(func(ct pgconn.CommandTag) error {
-		matched = ct.RowsAffected() == 1
-		return nil
-	})
-	return matched, t.flush(ctx)
+// claimableAfter reports whether an append may leave its session claimable
+// (runnable or with a wake time), so schedulers should hear KindRunnable.
+// A worker's append that keeps its lease leaves the session claimed: the
+// release, or the lease's expiry (which schedulers poll for), makes it
+// claimable, not the append. Saying so anyway would send every scheduler
+// to claim nothing at every step of every running session.
+func claimableAfter(p *store.EventAppendParams) bool {
+	return (p.Runnable || p.WakeAt != nil) && (p.Fence == nil || p.ReleaseLease)
 }
 
-// appendRefused locks the session row and explains why the append's UPDATE
-// matched nothing: no session, a lost lease (checked first) or a moved seq.
-// It returns nil if the row, as locked now, matches after all.
-func (t *txn) appendRefused(ctx context.Context, p *store.EventAppendParams) error {
+// appendRefused explains why an append's condition did not hold: no
+// session, a lost lease (checked first) or a moved seq. It returns nil if
+// the row, as read now, matches after all.
+func (s *Store) appendRefused(ctx context.Context, p *store.EventAppendParams) error {
 	var (
 		lastSeq, epoch int64
 		owner          *string
 	)
-	t.queue(`SELECT last_seq, lease_owner, lease_epoch FROM sessions WHERE id = $1 FOR UPDATE`, p.SessionID).
-		QueryRow(func(row pgx.Row) error { return row.Scan(&lastSeq, &owner, &epoch) })
-	if err := t.flush(ctx); err != nil {
+	err := s.queryRow(ctx, func(row pgx.Row) error { return row.Scan(&lastSeq, &owner, &epoch) },
+		`SELECT last_seq, lease_owner, lease_epoch FROM sessions WHERE id = $1`, p.SessionID)
+	if err != nil {
 		return err
 	}
 	held := ""

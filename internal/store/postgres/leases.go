@@ -3,6 +3,7 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -120,34 +121,20 @@ func (s *Store) LeaseRelease(ctx context.Context, l store.Lease) error {
 	if err := checks.Lease(l); err != nil {
 		return fmt.Errorf("release lease: %w", err)
 	}
-	err := s.write(ctx, func(ctx context.Context, t *txn) error {
-		var (
-			released, claimable bool
-		)
-		t.queue(`UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL
+	// One statement on its own: a single round trip, committed at once.
+	var claimable bool
+	err := s.queryRow(ctx, func(row pgx.Row) error { return row.Scan(&claimable) },
+		`UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL
 WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3 RETURNING runnable OR wake_at IS NOT NULL`,
-			l.SessionID, l.Owner, l.Epoch).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				released = true
-				if err := rows.Scan(&claimable); err != nil {
-					return err
-				}
-			}
-			return rows.Err()
-		})
-		if err := t.flush(ctx); err != nil {
-			return err
-		}
-		if !released {
-			return t.leaseLost(ctx, l)
-		}
-		if claimable {
-			t.notify(store.Notification{Kind: store.KindRunnable, SessionID: l.SessionID})
-		}
-		return nil
-	})
+		l.SessionID, l.Owner, l.Epoch)
+	if errors.Is(err, store.ErrNotFound) {
+		err = s.leaseLost(ctx, l)
+	}
 	if err != nil {
 		return fmt.Errorf("release lease on session %s: %w", l.SessionID, err)
+	}
+	if claimable {
+		s.publish([]store.Notification{{Kind: store.KindRunnable, SessionID: l.SessionID}})
 	}
 	return nil
 }
@@ -206,19 +193,6 @@ func (s *Store) leaseLost(ctx context.Context, l store.Lease) error {
 	)
 	err := s.queryRow(ctx, func(row pgx.Row) error { return row.Scan(&owner, &epoch) }, leaseSQL, l.SessionID)
 	if err != nil {
-		return err
-	}
-	return lostError(l, owner, epoch)
-}
-
-// leaseLost, inside a transaction.
-func (t *txn) leaseLost(ctx context.Context, l store.Lease) error {
-	var (
-		owner *string
-		epoch int64
-	)
-	t.queue(leaseSQL, l.SessionID).QueryRow(func(row pgx.Row) error { return row.Scan(&owner, &epoch) })
-	if err := t.flush(ctx); err != nil {
 		return err
 	}
 	return lostError(l, owner, epoch)

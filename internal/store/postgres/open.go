@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -18,6 +19,13 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
+
+// DefaultMaxConns is the default size of the connection pool. Each running
+// session reads its row at every step while the committers write, so a
+// node running many sessions at once wants more connections than pgxpool's
+// default (the larger of 4 and the number of CPUs) gives; connections are
+// opened only as they are needed.
+const DefaultMaxConns = 16
 
 // DefaultSubscriberBuffer is the default capacity of a Subscribe channel.
 const DefaultSubscriberBuffer = 256
@@ -30,8 +38,7 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxConns is the size of the connection pool, not counting the one
 	// connection that LISTENs. Default: the connection string's
-	// pool_max_conns, else pgxpool's default (the larger of 4 and the
-	// number of CPUs).
+	// pool_max_conns, else 16 (DefaultMaxConns).
 	MaxConns int
 	// SubscriberBuffer is the capacity of each Subscribe channel; a
 	// subscriber that falls further behind misses notifications. Default: 256
@@ -78,6 +85,10 @@ type Store struct {
 	hub      *storeutil.Hub
 	lis      *listener
 	notifier *notifier
+	// committer runs appends and session creations in shared transactions.
+	committer *committer
+	// reader reads the sessions asked for at the same time in one statement.
+	reader *sessionReader
 
 	stop context.CancelFunc
 	done sync.WaitGroup // the listener and the notifier
@@ -119,8 +130,11 @@ func open(ctx context.Context, dsn string, cfg *Config, tune func(*listener)) (*
 	fail := func(err error) error {
 		return fmt.Errorf("open postgres store %s: %w", target, scrub(err, password))
 	}
-	if c.MaxConns > 0 {
+	switch {
+	case c.MaxConns > 0:
 		pcfg.MaxConns = int32(c.MaxConns)
+	case !strings.Contains(dsn, "pool_max_conns"):
+		pcfg.MaxConns = DefaultMaxConns
 	}
 	if _, ok := pcfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		pcfg.ConnConfig.RuntimeParams["application_name"] = "longhaul"
@@ -177,11 +191,22 @@ func open(ctx context.Context, dsn string, cfg *Config, tune func(*listener)) (*
 		s.log.Warn("postgres notify failed; other nodes miss these notifications", "target", s.target,
 			"err", scrub(err, password))
 	})
+	s.committer = newCommitter(s, committers(pcfg.MaxConns))
+	s.reader = newSessionReader(s, committers(pcfg.MaxConns))
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.done.Go(func() { s.lis.run(bg, conn, alive) })
 	s.done.Go(func() { s.notifier.run(bg) })
 	return s, nil
+}
+
+// committers is how many groups of writes may be in flight at once: while
+// one waits for its commit, the next gathers the writes arriving meanwhile.
+// A quarter of the pool (so reads and lease claims find connections), at
+// most 4: more would make smaller groups, hence more commits, for no more
+// throughput (PostgreSQL flushes the WAL for one commit at a time).
+func committers(maxConns int32) int {
+	return min(4, max(1, int(maxConns)/4))
 }
 
 // describe names the database without its password: user@host:port/database.
@@ -212,6 +237,10 @@ func (s *Store) Schema() string { return s.schema }
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
+		// The writes already queued commit, and their notifications reach
+		// the notifier before it stops.
+		s.committer.stop()
+		s.reader.stop()
 		s.stop()
 		s.done.Wait()
 		s.pool.Close()

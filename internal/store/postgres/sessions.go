@@ -29,7 +29,8 @@ func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams)
 	}
 	events, docs, lastSeq := write.Events, write.Docs, write.LastSeq
 
-	err = s.write(ctx, func(ctx context.Context, t *txn) error {
+	// One batch, run by the committer (committer.go) like an append.
+	err = s.committer.submit(ctx, func(t *txn) {
 		t.queue(`INSERT INTO sessions (id, project, agent_name, agent_version, parent_id, status, spec, state,
     last_seq, runnable, wake_at, created_at, updated_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
@@ -48,10 +49,9 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 		if sess.Runnable || sess.WakeAt != nil {
 			t.notify(store.Notification{Kind: store.KindRunnable, SessionID: sess.ID})
 		}
-		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("create session %s: %w", sess.ID, err)
+		return nil, fmt.Errorf("create session %s: %w", sess.ID, s.mapErr(err))
 	}
 	return events, nil
 }
@@ -94,13 +94,13 @@ func (s *Store) SessionGet(ctx context.Context, id string) (*store.SessionRow, e
 	if err := checks.ID("id", id); err != nil {
 		return nil, fmt.Errorf("get session: %w", err)
 	}
-	var r *store.SessionRow
-	err := s.queryRow(ctx, func(row pgx.Row) (err error) {
-		r, err = scanSession(row)
-		return err
-	}, `SELECT `+sessionColumns+` FROM sessions WHERE id = $1`, id)
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	// Read with the other sessions asked for at the same time (reader.go).
+	r, err := s.reader.get(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("get session %s: %w", id, err)
+		return nil, fmt.Errorf("get session %s: %w", id, s.mapErr(err))
 	}
 	return r, nil
 }

@@ -78,13 +78,7 @@ func (s *Store) write(ctx context.Context, fn func(ctx context.Context, t *txn) 
 	for attempt := 1; ; attempt++ {
 		notes, err := s.writeOnce(ctx, fn)
 		if err == nil {
-			// Publish before answering: a caller that subscribed first has
-			// its notification by the time its call returns. Other nodes
-			// hear it a moment later, from the notifier.
-			for _, n := range notes {
-				s.hub.Publish(n)
-			}
-			s.notifier.add(notes)
+			s.publish(notes)
 			return nil
 		}
 		if attempt < maxWriteAttempts && retryable(err) && ctx.Err() == nil {
@@ -92,6 +86,17 @@ func (s *Store) write(ctx context.Context, fn func(ctx context.Context, t *txn) 
 		}
 		return s.mapErr(err)
 	}
+}
+
+// publish hands committed notifications to this process's subscribers and
+// queues them for other nodes'. Writers publish before answering: a caller
+// that subscribed first has its notification by the time its call returns.
+// Other nodes hear it a moment later, from the notifier.
+func (s *Store) publish(notes []store.Notification) {
+	for _, n := range notes {
+		s.hub.Publish(n)
+	}
+	s.notifier.add(notes)
 }
 
 func (s *Store) writeOnce(ctx context.Context, fn func(ctx context.Context, t *txn) error) (notes []store.Notification, err error) {

@@ -1,0 +1,95 @@
+package postgres
+
+import (
+	"context"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// sessionReader serves SessionGet as the committer serves appends: up to a
+// few groups at once (grouper.go), each reading in one statement (id = ANY)
+// the sessions asked for while the others were busy. A running session reads its row at every safe point
+// of every step, so with many sessions at once most round trips were these
+// reads; combined, they cost one round trip (and one wake-up of a server
+// process) per group. Each read still sees every commit made before it was
+// asked: the statement starts after every read it serves was queued.
+type sessionReader struct {
+	s      *Store
+	groups *grouper[*sessionRead]
+}
+
+// maxReadGroup bounds the ids of one read.
+const maxReadGroup = 256
+
+type sessionRead struct {
+	id   string
+	row  *store.SessionRow
+	err  error
+	done chan struct{}
+}
+
+func newSessionReader(s *Store, workers int) *sessionReader {
+	r := &sessionReader{s: s}
+	r.groups = newGrouper(workers, maxReadGroup, r.read)
+	return r
+}
+
+func (r *sessionReader) stop() { r.groups.stop() }
+
+// get reads session id; store.ErrNotFound if there is none.
+func (r *sessionReader) get(ctx context.Context, id string) (*store.SessionRow, error) {
+	q := &sessionRead{id: id, done: make(chan struct{})}
+	if err := r.groups.add(q); err != nil {
+		return nil, err
+	}
+	select {
+	case <-q.done:
+		return q.row, q.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// read answers a group with one statement.
+func (r *sessionReader) read(group []*sessionRead) {
+	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+	defer cancel()
+	ids := make([]string, 0, len(group))
+	for _, q := range group {
+		ids = append(ids, q.id)
+	}
+	found := make(map[string]*store.SessionRow, len(group))
+	err := r.s.query(ctx, func(rows pgx.Rows) error {
+		row, err := scanSession(rows)
+		if err != nil {
+			return err
+		}
+		found[row.ID] = row
+		return nil
+	}, `SELECT `+sessionColumns+` FROM sessions WHERE id = ANY($1)`, ids)
+	handed := make(map[string]bool, len(group))
+	for _, q := range group {
+		switch row, ok := found[q.id]; {
+		case err != nil:
+			q.err = err
+		case !ok:
+			q.err = store.ErrNotFound
+		case handed[q.id]:
+			// Several readers of one session each get a row of their own.
+			c := *row
+			c.Spec, c.State = slices.Clone(row.Spec), slices.Clone(row.State)
+			if row.WakeAt != nil {
+				w := *row.WakeAt
+				c.WakeAt = &w
+			}
+			q.row = &c
+		default:
+			handed[q.id] = true
+			q.row = row
+		}
+		close(q.done)
+	}
+}
