@@ -57,6 +57,13 @@ type rootState struct {
 	// record only if gen is still the one it started with.
 	gen  uint64
 	used uint64 // for dropping the least recently used record
+	key  string // the workspace, as rootKey names it
+	// watching: the directories of the record (or of the walk that
+	// makes it) are watched, so unknown writers need not make the next
+	// Take walk; watchFailed: the watches ran out, this workspace is not
+	// watched again (watch.go).
+	watching    bool
+	watchFailed bool
 }
 
 // rootRecord is the result of a Take, per directory.
@@ -108,19 +115,24 @@ func (c *Cache) NoteWrites(root string, paths ...string) {
 
 // BeginUnknownWrites tells the Cache that something may now write anywhere
 // in the workspace root (a shell command): until end is called, and for the
-// next Take after, Take walks the workspace.
+// next Take after, Take walks the workspace, unless the Cache watches it
+// (CacheConfig.Watch): then the kernel tells it what the writer changed.
 func (c *Cache) BeginUnknownWrites(root string) (end func()) {
 	key := rootKey(root)
 	c.mu.Lock()
 	s := c.state(key)
 	s.unknown++
-	c.forgetLocked(s)
+	if !s.watching {
+		c.forgetLocked(s)
+	}
 	c.mu.Unlock()
 	return func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		s.unknown--
-		c.forgetLocked(s)
+		if !s.watching {
+			c.forgetLocked(s)
+		}
 	}
 }
 
@@ -134,6 +146,7 @@ func (c *Cache) Forget(root string) {
 }
 
 func (c *Cache) forgetLocked(s *rootState) {
+	c.unwatchLocked(s)
 	s.rec = nil
 	s.gen = c.nextGen()
 	clear(s.dirty)
@@ -151,7 +164,7 @@ func (c *Cache) nextGen() uint64 {
 func (c *Cache) state(key string) *rootState {
 	s := c.roots[key]
 	if s == nil {
-		s = &rootState{dirty: make(map[string]bool)}
+		s = &rootState{dirty: make(map[string]bool), key: key}
 		c.roots[key] = s
 	}
 	c.clock++
@@ -161,10 +174,12 @@ func (c *Cache) state(key string) *rootState {
 
 // startTake takes root's record out (a Take overlapping this one walks)
 // with the paths written since, and returns the generation that the Take's
-// own record must find to be kept. rec is nil when the Take must walk.
-func (c *Cache) startTake(root string) (rec *rootRecord, dirty []string, gen uint64) {
+// own record must find to be kept. rec is nil when the Take must walk;
+// watching tells the Take to watch the directories it lists.
+func (c *Cache) startTake(root string) (rec *rootRecord, dirty []string, gen uint64, watching bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.drainLocked() // the changes so far are among the dirty paths
 	s := c.state(root)
 	rec, s.rec = s.rec, nil
 	for p := range s.dirty {
@@ -172,19 +187,29 @@ func (c *Cache) startTake(root string) (rec *rootRecord, dirty []string, gen uin
 	}
 	clear(s.dirty)
 	s.gen = c.nextGen()
-	if s.unknown > 0 {
+	if s.unknown > 0 && !s.watching {
 		rec = nil
 	}
-	return rec, dirty, s.gen
+	if rec == nil && !s.watchFailed {
+		// A walk: its watches are set up afresh as it lists.
+		c.unwatchLocked(s)
+		s.watching = c.ensureInotifyLocked()
+	}
+	return rec, dirty, s.gen, s.watching
 }
 
 // endTake keeps rec as root's record unless something could have made it
-// stale since startTake returned gen.
-func (c *Cache) endTake(root string, rec *rootRecord, gen uint64) {
+// stale since startTake returned gen. linked tells that the Take found a
+// file with other names, whose writes through them no watch reports.
+func (c *Cache) endTake(root string, rec *rootRecord, gen uint64, linked bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.roots[root]
-	if s == nil || s.gen != gen || s.unknown > 0 {
+	if s != nil && s.gen == gen && linked && s.watching {
+		c.drainLocked() // applied while still watched: the record may be kept
+		c.unwatchLocked(s)
+	}
+	if s == nil || s.gen != gen || (s.unknown > 0 && !s.watching) {
 		return
 	}
 	rec.entries = 0
@@ -198,7 +223,7 @@ func (c *Cache) endTake(root string, rec *rootRecord, gen uint64) {
 	total := 0
 	for k, o := range c.roots {
 		if o.rec == nil {
-			if o.unknown == 0 && len(o.dirty) == 0 && o != s {
+			if o.unknown == 0 && len(o.dirty) == 0 && o != s && !o.watching {
 				delete(c.roots, k)
 			}
 			continue

@@ -172,7 +172,8 @@ func Take(ctx context.Context, b Blobs, root string, opts Options) (string, Stat
 		// directory since replaced (removed and made again) is not used.
 		if fi, err := os.Lstat(abs); err == nil {
 			if id, ok := identify(fi); ok {
-				base, dirty, gen = t.cache.startTake(abs)
+				base, dirty, gen, t.watching = t.cache.startTake(abs)
+				t.gen = gen
 				t.rec = &rootRecord{dev: id.dev, ino: id.ino, options: t.optionsKey(), dirs: make(map[string]*dirRecord)}
 			}
 		}
@@ -184,7 +185,7 @@ func Take(ctx context.Context, b Blobs, root string, opts Options) (string, Stat
 			t.rec.id = id
 			t.st.Incremental = true
 			if !t.rec.broken {
-				t.cache.endTake(abs, t.rec, gen)
+				t.cache.endTake(abs, t.rec, gen, t.linked)
 			}
 			return id, t.st, nil
 		case t.ctx.Err() != nil:
@@ -200,7 +201,7 @@ func Take(ctx context.Context, b Blobs, root string, opts Options) (string, Stat
 	}
 	if t.rec != nil && !t.rec.broken {
 		t.rec.id = id
-		t.cache.endTake(abs, t.rec, gen)
+		t.cache.endTake(abs, t.rec, gen, t.linked)
 	}
 	return id, t.st, nil
 }
@@ -222,6 +223,12 @@ type taker struct {
 	// fresh makes file read the file even if the Cache vouches for it: it
 	// was written.
 	fresh bool
+	// watching: the Cache watches each directory before the Take lists
+	// it (watch.go), for the Take that started at generation gen; linked
+	// is set when a file with other names was seen.
+	watching bool
+	gen      uint64
+	linked   bool
 }
 
 // chunkWork is the memory chunking needs (4.5 MiB, 8.5 MiB once a file of
@@ -253,7 +260,7 @@ func (t *taker) dir(d *os.Root, rel string, depth int) (string, error) {
 	if err := t.ctx.Err(); err != nil {
 		return "", err
 	}
-	names, err := readDirNames(d, ".")
+	names, err := t.listDir(d, rel)
 	if err != nil {
 		return "", pathErr("list", rel, err)
 	}
@@ -352,6 +359,7 @@ func (t *taker) file(d *os.Root, name, rel string, fi fs.FileInfo, te *treeEntry
 	te.Type, te.Mode = TypeFile, uint32(fi.Mode().Perm())
 	if t.cache != nil && !t.fresh {
 		if id, ok := identify(fi); ok {
+			t.linked = t.linked || id.nlink > 1
 			if sha, chunks, hit := t.cache.file(t.rootPath, rel, id); hit {
 				te.Size, te.SHA256, te.Chunks = id.size, sha, chunks
 				return true, t.count(rel, id.size)
@@ -521,6 +529,27 @@ func (t *taker) put(d string, data []byte) error {
 func isKind(d *os.Root, name string, typ fs.FileMode) bool {
 	fi, err := d.Lstat(name)
 	return err == nil && fi.Mode().Type() == typ
+}
+
+// listDir lists directory d (rel in the workspace), sorted by name,
+// watching it first if the Take watches: a change after the watch is
+// reported, one before it is in the listing.
+func (t *taker) listDir(d *os.Root, rel string) ([]string, error) {
+	if !t.watching {
+		return readDirNames(d, ".")
+	}
+	f, err := d.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	t.watching = t.cache.addWatch(t.rootPath, t.gen, f, rel)
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	return names, nil
 }
 
 // readDirNames lists directory rel of r, sorted by name (bytes).
