@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -47,7 +48,8 @@ var errNotIncremental = errors.New("the previous snapshot's record does not appl
 // rootState is what the Cache knows of one workspace.
 type rootState struct {
 	rec *rootRecord // nil: the next Take walks
-	// dirty lists the paths written since rec was taken.
+	// dirty lists the paths written since rec was taken: true for a
+	// path told by NoteWrites, false for one the watches reported.
 	dirty map[string]bool
 	// unknown counts the writers in progress whose writes are unknown;
 	// while there is one, no record is kept.
@@ -176,15 +178,13 @@ func (c *Cache) state(key string) *rootState {
 // with the paths written since, and returns the generation that the Take's
 // own record must find to be kept. rec is nil when the Take must walk;
 // watching tells the Take to watch the directories it lists.
-func (c *Cache) startTake(root string) (rec *rootRecord, dirty []string, gen uint64, watching bool) {
+func (c *Cache) startTake(root string) (rec *rootRecord, dirty map[string]bool, gen uint64, watching bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.drainLocked() // the changes so far are among the dirty paths
 	s := c.state(root)
 	rec, s.rec = s.rec, nil
-	for p := range s.dirty {
-		dirty = append(dirty, p)
-	}
+	dirty = maps.Clone(s.dirty)
 	clear(s.dirty)
 	s.gen = c.nextGen()
 	if s.unknown > 0 && !s.watching {
@@ -266,7 +266,7 @@ func (t *taker) optionsKey() string {
 // incremental takes the snapshot from base and the paths written since:
 // only the written paths and the directories holding them are read again.
 // It returns errNotIncremental when base cannot vouch for the rest.
-func (t *taker) incremental(r *os.Root, base *rootRecord, dirty []string) (string, error) {
+func (t *taker) incremental(r *os.Root, base *rootRecord, dirty map[string]bool) (string, error) {
 	if base.options != t.optionsKey() || base.dev != t.rec.dev || base.ino != t.rec.ino {
 		return "", errNotIncremental
 	}
@@ -281,11 +281,11 @@ func (t *taker) incremental(r *os.Root, base *rootRecord, dirty []string) (strin
 	// written paths and the directories on the way to them.
 	children := make(map[string]map[string]bool)
 	written := make(map[string]bool)
-	for _, p := range dirty {
+	for p, told := range dirty {
 		if excluded(t.excludes, p) {
 			continue
 		}
-		written[p] = true
+		written[p] = told
 		dir := "."
 		for _, name := range strings.Split(p, "/") {
 			if children[dir] == nil {
@@ -308,7 +308,8 @@ func (t *taker) incremental(r *os.Root, base *rootRecord, dirty []string) (strin
 }
 
 // rebuild stores directory rel (open as d) anew from its record, looking
-// again at the names children lists, and returns its digest.
+// again at the names children lists, and returns its digest. written holds
+// the paths written, true for those told by NoteWrites.
 func (t *taker) rebuild(d *os.Root, rel string, depth int, children map[string]map[string]bool, written map[string]bool) (string, error) {
 	if depth >= maxDepth {
 		return "", errNotIncremental
@@ -367,7 +368,8 @@ func (t *taker) rebuild(d *os.Root, rel string, depth int, children map[string]m
 				return "", err
 			}
 			var digest string
-			if rec := t.rec.dirs[p]; onTheWay && !written[p] && prev.Type == TypeDir && rec != nil && rec.digest == prev.Tree {
+			_, isWritten := written[p]
+			if rec := t.rec.dirs[p]; onTheWay && !isWritten && prev.Type == TypeDir && rec != nil && rec.digest == prev.Tree {
 				digest, err = t.rebuild(sub, p, depth+1, children, written)
 			} else {
 				// New, or written as a whole: walked (and recorded).
@@ -392,9 +394,19 @@ func (t *taker) rebuild(d *os.Root, rel string, depth int, children map[string]m
 			if !ok {
 				return "", errNotIncremental
 			}
+		case mode&fs.ModeSymlink != 0 && seenOnly(written, p):
+			// A link the watches saw made: the link itself changed
+			// (a write through it is reported where it lands).
+			target, err := d.Readlink(name)
+			if err != nil {
+				return "", errNotIncremental
+			}
+			te.Type = TypeSymlink
+			encodeText(target, &te.Target, &te.TargetB64)
 		default:
-			// A symlink on a written path: the write went through it
-			// to another path. Special files are rare enough to walk.
+			// A symlink on a path told written: the write went
+			// through it to another path. Special files are rare
+			// enough to walk.
 			return "", errNotIncremental
 		}
 		j, _, _ := findEntry(entries, name)
@@ -434,6 +446,13 @@ func (t *taker) rebuild(d *os.Root, rel string, depth int, children map[string]m
 	}
 	t.rec.dirs[rel] = &dirRecord{tree: tr, digest: digest, below: below, skipped: skipped}
 	return digest, nil
+}
+
+// seenOnly reports whether path p was reported by the watches and not told
+// by NoteWrites.
+func seenOnly(written map[string]bool, p string) bool {
+	told, ok := written[p]
+	return ok && !told
 }
 
 // openSubdir opens directory name of d, as subdir does, or says the record

@@ -162,7 +162,7 @@ func Take(ctx context.Context, b Blobs, root string, opts Options) (string, Stat
 		}
 	}()
 	var base *rootRecord
-	var dirty []string
+	var dirty map[string]bool
 	var gen uint64
 	if t.cache != nil {
 		t.start = t.cache.now()

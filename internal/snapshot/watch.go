@@ -130,7 +130,8 @@ func (c *Cache) handleLocked(ev watchEvent) {
 			c.forgetLocked(s)
 			continue
 		}
-		s.dirty[joinRel(loc.rel, ev.name)] = true
+		p := joinRel(loc.rel, ev.name)
+		s.dirty[p] = s.dirty[p] // told by NoteWrites stays told
 	}
 }
 
