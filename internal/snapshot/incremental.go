@@ -3,7 +3,6 @@ package snapshot
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"io/fs"
 	"maps"
 	"os"
@@ -420,8 +419,8 @@ func (t *taker) rebuild(d *os.Root, rel string, depth int, children map[string]m
 	if err != nil {
 		return "", err
 	}
-	if err := t.put(digest, data); err != nil {
-		return "", fmt.Errorf("store tree of %q: %w", rel, err)
+	if err := t.put(digest, data, rel, "tree"); err != nil {
+		return "", err
 	}
 	below := Stats{Skipped: skipped}
 	for _, e := range entries {

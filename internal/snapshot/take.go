@@ -156,6 +156,9 @@ func Take(ctx context.Context, b Blobs, root string, opts Options) (string, Stat
 		cache: opts.Cache, seen: make(map[string]bool),
 	}
 	defer func() {
+		if t.puts != nil {
+			t.puts.finish() // a Take that failed leaves no goroutine behind
+		}
 		if t.work != nil {
 			t.work.chunker.Reset(nil, chunkPolynomial) // drop the file
 			chunkWorkPool.Put(t.work)
@@ -180,6 +183,11 @@ func Take(ctx context.Context, b Blobs, root string, opts Options) (string, Stat
 	}
 	if base != nil {
 		id, err := t.incremental(r, base, dirty)
+		if err == nil {
+			if err := t.flush(); err != nil {
+				return "", t.st, fmt.Errorf("snapshot: %w", err)
+			}
+		}
 		switch {
 		case err == nil:
 			t.rec.id = id
@@ -196,6 +204,9 @@ func Take(ctx context.Context, b Blobs, root string, opts Options) (string, Stat
 		t.rec.dirs, t.rec.broken = make(map[string]*dirRecord), false
 	}
 	id, err := t.dir(r, ".", 0)
+	if err == nil {
+		err = t.flush()
+	}
 	if err != nil {
 		return "", t.st, fmt.Errorf("snapshot: %w", err)
 	}
@@ -223,6 +234,10 @@ type taker struct {
 	// fresh makes file read the file even if the Cache vouches for it: it
 	// was written.
 	fresh bool
+	// puts stores the blobs in the background (putter.go); files are
+	// the Cache's entries for the files read, kept once they are stored.
+	puts  *putter
+	files []pendingFile
 	// watching: the Cache watches each directory before the Take lists
 	// it (watch.go), for the Take that started at generation gen; linked
 	// is set when a file with other names was seen.
@@ -323,8 +338,8 @@ func (t *taker) dir(d *os.Root, rel string, depth int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := t.put(digest, data); err != nil {
-		return "", fmt.Errorf("store tree of %q: %w", rel, err)
+	if err := t.put(digest, data, rel, "tree"); err != nil {
+		return "", err
 	}
 	t.recordDir(rel, &tr, digest, before)
 	return digest, nil
@@ -403,7 +418,7 @@ func (t *taker) file(d *os.Root, name, rel string, fi fs.FileInfo, te *treeEntry
 		idBefore, ok1 := identify(before)
 		idAfter, ok2 := identify(after)
 		if err == nil && ok1 && ok2 && idBefore == idAfter && idAfter.size == size {
-			t.cache.putFile(t.start, t.rootPath, rel, idAfter, sha, chunks)
+			t.files = append(t.files, pendingFile{rel: rel, id: idAfter, sha: sha, chunks: chunks})
 		}
 	}
 	return true, t.count(rel, size)
@@ -483,8 +498,8 @@ func (t *taker) readChunks(rel string, f io.Reader) (int64, string, []Chunk, err
 			whole.Write(c.Data)
 		}
 		d := sha256Hex(c.Data)
-		if err := t.put(d, c.Data); err != nil {
-			return 0, "", nil, fmt.Errorf("store content of %q: %w", rel, err)
+		if err := t.put(d, c.Data, rel, "content"); err != nil {
+			return 0, "", nil, err
 		}
 		chunks = append(chunks, Chunk{SHA256: d, Size: int64(len(c.Data))})
 	}
@@ -497,8 +512,9 @@ func (t *taker) readChunks(rel string, f io.Reader) (int64, string, []Chunk, err
 	return size, hex.EncodeToString(whole.Sum(nil)), chunks, nil
 }
 
-// put stores blob d unless this Take, the cache or the store has it.
-func (t *taker) put(d string, data []byte) error {
+// put stores blob d (the content or the tree of rel) unless this Take, the
+// cache or the store has it. It is stored in the background: flush waits.
+func (t *taker) put(d string, data []byte, rel, kind string) error {
 	if t.seen[d] {
 		return nil
 	}
@@ -506,21 +522,13 @@ func (t *taker) put(d string, data []byte) error {
 		t.seen[d] = true
 		return nil
 	}
-	has, err := t.b.BlobHas(t.ctx, d)
-	if err != nil {
+	if t.puts == nil {
+		t.puts = newPutter(t.ctx, t.b, t.cache)
+	}
+	if err := t.puts.put(d, data, fmt.Sprintf("%s of %q", kind, rel)); err != nil {
 		return err
 	}
-	if !has {
-		if err := t.b.BlobPut(t.ctx, d, data); err != nil {
-			return err
-		}
-		t.st.NewBlobs++
-		t.st.NewBytes += int64(len(data))
-	}
 	t.seen[d] = true
-	if t.cache != nil {
-		t.cache.putStored(d)
-	}
 	return nil
 }
 
