@@ -174,4 +174,3 @@ func BenchmarkShellStepSnapshot(b *testing.B) {
 		})
 	}
 }
-
