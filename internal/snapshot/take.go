@@ -203,6 +203,7 @@ func Take(ctx context.Context, b Blobs, root string, opts Options) (string, Stat
 		t.st = Stats{ReadBytes: t.st.ReadBytes, NewBlobs: t.st.NewBlobs, NewBytes: t.st.NewBytes}
 		t.rec.dirs, t.rec.broken = make(map[string]*dirRecord), false
 	}
+	t.background = true // a walk may read thousands of files
 	id, err := t.dir(r, ".", 0)
 	if err == nil {
 		err = t.flush()
@@ -238,6 +239,9 @@ type taker struct {
 	// the Cache's entries for the files read, kept once they are stored.
 	puts  *putter
 	files []pendingFile
+	// background: blobs are stored by puts (a walk); an incremental
+	// Take, of a few blobs, stores them itself without the hand-off.
+	background bool
 	// watching: the Cache watches each directory before the Take lists
 	// it (watch.go), for the Take that started at generation gen; linked
 	// is set when a file with other names was seen.
@@ -522,10 +526,23 @@ func (t *taker) put(d string, data []byte, rel, kind string) error {
 		t.seen[d] = true
 		return nil
 	}
+	what := fmt.Sprintf("%s of %q", kind, rel)
+	if !t.background {
+		stored, err := storeBlob(t.ctx, t.b, t.cache, d, data, what)
+		if err != nil {
+			return err
+		}
+		if stored {
+			t.st.NewBlobs++
+			t.st.NewBytes += int64(len(data))
+		}
+		t.seen[d] = true
+		return nil
+	}
 	if t.puts == nil {
 		t.puts = newPutter(t.ctx, t.b, t.cache)
 	}
-	if err := t.puts.put(d, data, fmt.Sprintf("%s of %q", kind, rel)); err != nil {
+	if err := t.puts.put(d, data, what); err != nil {
 		return err
 	}
 	t.seen[d] = true
