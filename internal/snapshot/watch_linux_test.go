@@ -37,6 +37,14 @@ func newWatchingCache(t testing.TB, b Blobs) *Cache {
 	return c
 }
 
+// newWatchedWorkspace returns a store, a watching Cache for it and an
+// empty workspace.
+func newWatchedWorkspace(t *testing.T) (*memBlobs, *Cache, string) {
+	t.Helper()
+	b := newMemBlobs()
+	return b, newWatchingCache(t, b), t.TempDir()
+}
+
 // shell runs script with sh in ws as an unknown writer, as the engine runs
 // a shell step: the Cache is told that something writes, not what.
 func shell(t testing.TB, c *Cache, ws, script string) {
@@ -53,9 +61,7 @@ func shell(t testing.TB, c *Cache, ws, script string) {
 // watched workspace, the Take reads that file only.
 func TestWatchedShellStepIsIncremental(t *testing.T) {
 	t.Parallel()
-	b := newMemBlobs()
-	c := newWatchingCache(t, b)
-	ws := t.TempDir()
+	b, c, ws := newWatchedWorkspace(t)
 	for i := range 300 {
 		writeFile(t, ws, fmt.Sprintf("d%d/e%d/f%d.txt", i%5, i%3, i), randomBytes(uint64(i), 2000), 0o644)
 	}
@@ -79,9 +85,7 @@ func TestWatchedShellStepIsIncremental(t *testing.T) {
 // incremental snapshot is the walk's.
 func TestWatchedMatchesWalkRandomized(t *testing.T) {
 	t.Parallel()
-	b := newMemBlobs()
-	c := newWatchingCache(t, b)
-	ws := t.TempDir()
+	b, c, ws := newWatchedWorkspace(t)
 	dirs := []string{".", "a", "a/b", "a/b/c", "d", "d/e"}
 	for i, d := range dirs {
 		for j := range 4 {
@@ -139,9 +143,7 @@ func TestWatchOverflowWalks(t *testing.T) {
 	require.NoError(t, err)
 	queue, err := strconv.Atoi(strings.TrimSpace(string(data)))
 	require.NoError(t, err)
-	b := newMemBlobs()
-	c := newWatchingCache(t, b)
-	ws := t.TempDir()
+	b, c, ws := newWatchedWorkspace(t)
 	writeFile(t, ws, "a/x.txt", []byte("x"), 0o644)
 	writeFile(t, ws, "b/y.txt", []byte("y"), 0o644)
 	requireSameAsWalk(t, b, c, ws, Options{})
@@ -229,9 +231,7 @@ func TestWatchedRootReplacedWalks(t *testing.T) {
 // walk's, whatever the Takes in between saw.
 func TestWatchedConcurrentWriters(t *testing.T) {
 	t.Parallel()
-	b := newMemBlobs()
-	c := newWatchingCache(t, b)
-	ws := t.TempDir()
+	b, c, ws := newWatchedWorkspace(t)
 	for w := range 4 {
 		writeFile(t, ws, fmt.Sprintf("w%d/seed", w), []byte("seed"), 0o644)
 	}
@@ -285,9 +285,7 @@ func TestWatchedSeesSandboxedWrites(t *testing.T) {
 	if err != nil {
 		t.Skip("no bwrap")
 	}
-	b := newMemBlobs()
-	c := newWatchingCache(t, b)
-	ws := t.TempDir()
+	b, c, ws := newWatchedWorkspace(t)
 	writeFile(t, ws, "d/f", []byte("f"), 0o644)
 	writeFile(t, ws, "e/g", []byte("g"), 0o644)
 	requireSameAsWalk(t, b, c, ws, Options{})
