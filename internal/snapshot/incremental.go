@@ -24,7 +24,8 @@ import (
 //
 // Anything else makes the next Take walk the whole workspace (still
 // skipping the files the stat cache vouches for): a writer the Cache was
-// not told about (BeginUnknownWrites: a shell command), a restore (Forget),
+// not told about (BeginUnknownWrites: a shell command), unless the Cache
+// watches the workspace (watch.go), a restore (Forget),
 // a record from another Take that overlapped, a workspace directory that
 // was replaced, other options, or anything unusual on a written path (a
 // symlink on it, a file with other names, a special file). The record lives
