@@ -206,8 +206,10 @@ func New(st store.Store, cfg *Config) (*Engine, error) {
 		sockets: &proxySockets{dir: c.RuntimeDir},
 	}
 	e.hub = newHub(st)
-	// Unchanged files are not read again by the next checkpoint.
-	if e.snapshots, err = snapshot.NewCache(st, nil); err != nil {
+	// Unchanged files are not read again by the next checkpoint, and the
+	// workspaces are watched so a shell step's checkpoint reads only what
+	// the command changed (snapshotwrites.go).
+	if e.snapshots, err = snapshot.NewCache(st, &snapshot.CacheConfig{Watch: true}); err != nil {
 		return nil, fmt.Errorf("snapshot cache: %w", err)
 	}
 	if v := c.Vault; v != nil {
@@ -302,7 +304,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	<-done
 	e.hub.stop()
 	e.sockets.close()
-	return nil
+	return e.snapshots.Close() // the workspaces' watches
 }
 
 func (e *Engine) isDraining() bool {

@@ -19,7 +19,9 @@ import (
 // (before and after the write, so a checkpoint taken meanwhile by a
 // sub-agent sharing the workspace does not hide it); any other tool (a
 // shell command, an MCP server, a tool this file does not know), a restore
-// and a removal make the next checkpoint walk the workspace. So does every
+// and a removal make the next checkpoint walk the workspace, unless the
+// Cache watches it (snapshot.CacheConfig.Watch): then a shell command's
+// checkpoint reads only what the kernel reported changed. So does every
 // new runner: the record is this process's memory of the workspace, and
 // while no runner held the session it could have changed in ways not
 // journaled here. After a crash, or on another node, the Cache is empty and
@@ -70,6 +72,7 @@ func (e *Engine) trackWrites(ws string, paths ...string) (done func()) {
 // restoreSnapshot restores snapshot snap into ws, telling the Cache that
 // the workspace changed as a whole.
 func (e *Engine) restoreSnapshot(ctx context.Context, snap, ws string) (snapshot.Stats, error) {
+	defer e.snapshots.Forget(ws) // walked next, even if watched
 	defer e.snapshots.BeginUnknownWrites(ws)()
 	return snapshot.Restore(ctx, e.store, snap, ws)
 }

@@ -35,6 +35,11 @@ type CacheConfig struct {
 	MaxBlobs int
 	// Now is the clock compared with file times (default time.Now).
 	Now func() time.Time
+	// Watch lets the Cache watch the workspaces it walks (inotify, on
+	// Linux), so that a Take after writes it was not told of
+	// (BeginUnknownWrites) reads only what changed instead of walking
+	// (watch.go). Call Close to release the watches.
+	Watch bool
 }
 
 func (c *CacheConfig) validate() error {
@@ -74,6 +79,14 @@ type Cache struct {
 	roots map[string]*rootState
 	clock uint64 // counts uses of roots, for dropping the oldest
 	gens  uint64 // the last generation given (rootState.gen)
+	// watchOn: workspaces are watched (CacheConfig.Watch, and inotify
+	// works); ino is opened by the first watched walk. watches names
+	// the directory of each watch descriptor (watch.go).
+	watchOn    bool
+	ino        *inotify
+	watches    map[int32][]watchLoc
+	nWatches   int
+	maxWatches int // maxWatches, lower in tests
 }
 
 type fileCacheKey struct {
@@ -120,13 +133,16 @@ func NewCache(b Blobs, cfg *CacheConfig) (*Cache, error) {
 		c.Now = time.Now
 	}
 	return &Cache{
-		blobs:    b,
-		now:      c.Now,
-		maxFiles: c.MaxFiles,
-		files:    make(map[fileCacheKey]*list.Element),
-		maxBlobs: c.MaxBlobs,
-		known:    make(map[string]*list.Element),
-		roots:    make(map[string]*rootState),
+		blobs:      b,
+		now:        c.Now,
+		maxFiles:   c.MaxFiles,
+		files:      make(map[fileCacheKey]*list.Element),
+		maxBlobs:   c.MaxBlobs,
+		known:      make(map[string]*list.Element),
+		roots:      make(map[string]*rootState),
+		watchOn:    c.Watch,
+		watches:    make(map[int32][]watchLoc),
+		maxWatches: maxWatches,
 	}, nil
 }
 

@@ -55,6 +55,14 @@
 // before; the record is in memory only, so after a restart or on another
 // node the first Take walks (incremental.go).
 //
+// With CacheConfig.Watch (Linux), a walk also puts an inotify watch on
+// every directory before listing it, and the kernel's events name the
+// paths changed since: a Take after a writer of unknown paths is then
+// incremental too, its cost that of what the writer changed. An overflow
+// of the kernel's queue, a moved directory, a replaced workspace
+// directory, a file with other names, or watches running out make the
+// next Take walk (watch.go).
+//
 // # Safety
 //
 //   - Take and Restore reach the workspace only through an os.Root, so no

@@ -3,8 +3,8 @@ package snapshot
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -24,7 +24,8 @@ import (
 //
 // Anything else makes the next Take walk the whole workspace (still
 // skipping the files the stat cache vouches for): a writer the Cache was
-// not told about (BeginUnknownWrites: a shell command), a restore (Forget),
+// not told about (BeginUnknownWrites: a shell command), unless the Cache
+// watches the workspace (watch.go), a restore (Forget),
 // a record from another Take that overlapped, a workspace directory that
 // was replaced, other options, or anything unusual on a written path (a
 // symlink on it, a file with other names, a special file). The record lives
@@ -47,7 +48,8 @@ var errNotIncremental = errors.New("the previous snapshot's record does not appl
 // rootState is what the Cache knows of one workspace.
 type rootState struct {
 	rec *rootRecord // nil: the next Take walks
-	// dirty lists the paths written since rec was taken.
+	// dirty lists the paths written since rec was taken: true for a
+	// path told by NoteWrites, false for one the watches reported.
 	dirty map[string]bool
 	// unknown counts the writers in progress whose writes are unknown;
 	// while there is one, no record is kept.
@@ -57,6 +59,13 @@ type rootState struct {
 	// record only if gen is still the one it started with.
 	gen  uint64
 	used uint64 // for dropping the least recently used record
+	key  string // the workspace, as rootKey names it
+	// watching: the directories of the record (or of the walk that
+	// makes it) are watched, so unknown writers need not make the next
+	// Take walk; watchFailed: the watches ran out, this workspace is not
+	// watched again (watch.go).
+	watching    bool
+	watchFailed bool
 }
 
 // rootRecord is the result of a Take, per directory.
@@ -108,19 +117,24 @@ func (c *Cache) NoteWrites(root string, paths ...string) {
 
 // BeginUnknownWrites tells the Cache that something may now write anywhere
 // in the workspace root (a shell command): until end is called, and for the
-// next Take after, Take walks the workspace.
+// next Take after, Take walks the workspace, unless the Cache watches it
+// (CacheConfig.Watch): then the kernel tells it what the writer changed.
 func (c *Cache) BeginUnknownWrites(root string) (end func()) {
 	key := rootKey(root)
 	c.mu.Lock()
 	s := c.state(key)
 	s.unknown++
-	c.forgetLocked(s)
+	if !s.watching {
+		c.forgetLocked(s)
+	}
 	c.mu.Unlock()
 	return func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		s.unknown--
-		c.forgetLocked(s)
+		if !s.watching {
+			c.forgetLocked(s)
+		}
 	}
 }
 
@@ -134,6 +148,7 @@ func (c *Cache) Forget(root string) {
 }
 
 func (c *Cache) forgetLocked(s *rootState) {
+	c.unwatchLocked(s)
 	s.rec = nil
 	s.gen = c.nextGen()
 	clear(s.dirty)
@@ -151,7 +166,7 @@ func (c *Cache) nextGen() uint64 {
 func (c *Cache) state(key string) *rootState {
 	s := c.roots[key]
 	if s == nil {
-		s = &rootState{dirty: make(map[string]bool)}
+		s = &rootState{dirty: make(map[string]bool), key: key}
 		c.roots[key] = s
 	}
 	c.clock++
@@ -161,30 +176,40 @@ func (c *Cache) state(key string) *rootState {
 
 // startTake takes root's record out (a Take overlapping this one walks)
 // with the paths written since, and returns the generation that the Take's
-// own record must find to be kept. rec is nil when the Take must walk.
-func (c *Cache) startTake(root string) (rec *rootRecord, dirty []string, gen uint64) {
+// own record must find to be kept. rec is nil when the Take must walk;
+// watching tells the Take to watch the directories it lists.
+func (c *Cache) startTake(root string) (rec *rootRecord, dirty map[string]bool, gen uint64, watching bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.drainLocked() // the changes so far are among the dirty paths
 	s := c.state(root)
 	rec, s.rec = s.rec, nil
-	for p := range s.dirty {
-		dirty = append(dirty, p)
-	}
+	dirty = maps.Clone(s.dirty)
 	clear(s.dirty)
 	s.gen = c.nextGen()
-	if s.unknown > 0 {
+	if s.unknown > 0 && !s.watching {
 		rec = nil
 	}
-	return rec, dirty, s.gen
+	if rec == nil && !s.watchFailed {
+		// A walk: its watches are set up afresh as it lists.
+		c.unwatchLocked(s)
+		s.watching = c.ensureInotifyLocked()
+	}
+	return rec, dirty, s.gen, s.watching
 }
 
 // endTake keeps rec as root's record unless something could have made it
-// stale since startTake returned gen.
-func (c *Cache) endTake(root string, rec *rootRecord, gen uint64) {
+// stale since startTake returned gen. linked tells that the Take found a
+// file with other names, whose writes through them no watch reports.
+func (c *Cache) endTake(root string, rec *rootRecord, gen uint64, linked bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.roots[root]
-	if s == nil || s.gen != gen || s.unknown > 0 {
+	if s != nil && s.gen == gen && linked && s.watching {
+		c.drainLocked() // applied while still watched: the record may be kept
+		c.unwatchLocked(s)
+	}
+	if s == nil || s.gen != gen || (s.unknown > 0 && !s.watching) {
 		return
 	}
 	rec.entries = 0
@@ -198,7 +223,7 @@ func (c *Cache) endTake(root string, rec *rootRecord, gen uint64) {
 	total := 0
 	for k, o := range c.roots {
 		if o.rec == nil {
-			if o.unknown == 0 && len(o.dirty) == 0 && o != s {
+			if o.unknown == 0 && len(o.dirty) == 0 && o != s && !o.watching {
 				delete(c.roots, k)
 			}
 			continue
@@ -241,7 +266,7 @@ func (t *taker) optionsKey() string {
 // incremental takes the snapshot from base and the paths written since:
 // only the written paths and the directories holding them are read again.
 // It returns errNotIncremental when base cannot vouch for the rest.
-func (t *taker) incremental(r *os.Root, base *rootRecord, dirty []string) (string, error) {
+func (t *taker) incremental(r *os.Root, base *rootRecord, dirty map[string]bool) (string, error) {
 	if base.options != t.optionsKey() || base.dev != t.rec.dev || base.ino != t.rec.ino {
 		return "", errNotIncremental
 	}
@@ -256,11 +281,11 @@ func (t *taker) incremental(r *os.Root, base *rootRecord, dirty []string) (strin
 	// written paths and the directories on the way to them.
 	children := make(map[string]map[string]bool)
 	written := make(map[string]bool)
-	for _, p := range dirty {
+	for p, told := range dirty {
 		if excluded(t.excludes, p) {
 			continue
 		}
-		written[p] = true
+		written[p] = told
 		dir := "."
 		for _, name := range strings.Split(p, "/") {
 			if children[dir] == nil {
@@ -283,7 +308,8 @@ func (t *taker) incremental(r *os.Root, base *rootRecord, dirty []string) (strin
 }
 
 // rebuild stores directory rel (open as d) anew from its record, looking
-// again at the names children lists, and returns its digest.
+// again at the names children lists, and returns its digest. written holds
+// the paths written, true for those told by NoteWrites.
 func (t *taker) rebuild(d *os.Root, rel string, depth int, children map[string]map[string]bool, written map[string]bool) (string, error) {
 	if depth >= maxDepth {
 		return "", errNotIncremental
@@ -342,7 +368,8 @@ func (t *taker) rebuild(d *os.Root, rel string, depth int, children map[string]m
 				return "", err
 			}
 			var digest string
-			if rec := t.rec.dirs[p]; onTheWay && !written[p] && prev.Type == TypeDir && rec != nil && rec.digest == prev.Tree {
+			_, isWritten := written[p]
+			if rec := t.rec.dirs[p]; onTheWay && !isWritten && prev.Type == TypeDir && rec != nil && rec.digest == prev.Tree {
 				digest, err = t.rebuild(sub, p, depth+1, children, written)
 			} else {
 				// New, or written as a whole: walked (and recorded).
@@ -367,9 +394,19 @@ func (t *taker) rebuild(d *os.Root, rel string, depth int, children map[string]m
 			if !ok {
 				return "", errNotIncremental
 			}
+		case mode&fs.ModeSymlink != 0 && seenOnly(written, p):
+			// A link the watches saw made: the link itself changed
+			// (a write through it is reported where it lands).
+			target, err := d.Readlink(name)
+			if err != nil {
+				return "", errNotIncremental
+			}
+			te.Type = TypeSymlink
+			encodeText(target, &te.Target, &te.TargetB64)
 		default:
-			// A symlink on a written path: the write went through it
-			// to another path. Special files are rare enough to walk.
+			// A symlink on a path told written: the write went
+			// through it to another path. Special files are rare
+			// enough to walk.
 			return "", errNotIncremental
 		}
 		j, _, _ := findEntry(entries, name)
@@ -383,8 +420,8 @@ func (t *taker) rebuild(d *os.Root, rel string, depth int, children map[string]m
 	if err != nil {
 		return "", err
 	}
-	if err := t.put(digest, data); err != nil {
-		return "", fmt.Errorf("store tree of %q: %w", rel, err)
+	if err := t.put(digest, data, rel, "tree"); err != nil {
+		return "", err
 	}
 	below := Stats{Skipped: skipped}
 	for _, e := range entries {
@@ -409,6 +446,13 @@ func (t *taker) rebuild(d *os.Root, rel string, depth int, children map[string]m
 	}
 	t.rec.dirs[rel] = &dirRecord{tree: tr, digest: digest, below: below, skipped: skipped}
 	return digest, nil
+}
+
+// seenOnly reports whether path p was reported by the watches and not told
+// by NoteWrites.
+func seenOnly(written map[string]bool, p string) bool {
+	told, ok := written[p]
+	return ok && !told
 }
 
 // openSubdir opens directory name of d, as subdir does, or says the record

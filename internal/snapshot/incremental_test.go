@@ -256,14 +256,14 @@ func TestOverlappingTakesKeepNoStaleRecord(t *testing.T) {
 	requireSameAsWalk(t, b, c, ws, Options{})
 	key := rootKey(ws)
 
-	first, _, gen1 := c.startTake(key)
+	first, _, gen1, _ := c.startTake(key)
 	require.NotNil(t, first)
-	second, _, gen2 := c.startTake(key)
+	second, _, gen2, _ := c.startTake(key)
 	require.Nil(t, second, "the record is out: the second Take walks")
 	c.NoteWrites(ws, "a.txt")
-	c.endTake(key, first, gen1)
+	c.endTake(key, first, gen1, false)
 	require.Nil(t, c.roots[key].rec, "the first Take's record could miss what the second saw")
-	c.endTake(key, &rootRecord{id: "second"}, gen2)
+	c.endTake(key, &rootRecord{id: "second"}, gen2, false)
 	require.Equal(t, "second", c.roots[key].rec.id)
 	require.True(t, c.roots[key].dirty["a.txt"], "a write noted during a Take stays for the next")
 }

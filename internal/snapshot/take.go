@@ -156,13 +156,16 @@ func Take(ctx context.Context, b Blobs, root string, opts Options) (string, Stat
 		cache: opts.Cache, seen: make(map[string]bool),
 	}
 	defer func() {
+		if t.puts != nil {
+			t.puts.finish() // a Take that failed leaves no goroutine behind
+		}
 		if t.work != nil {
 			t.work.chunker.Reset(nil, chunkPolynomial) // drop the file
 			chunkWorkPool.Put(t.work)
 		}
 	}()
 	var base *rootRecord
-	var dirty []string
+	var dirty map[string]bool
 	var gen uint64
 	if t.cache != nil {
 		t.start = t.cache.now()
@@ -172,19 +175,25 @@ func Take(ctx context.Context, b Blobs, root string, opts Options) (string, Stat
 		// directory since replaced (removed and made again) is not used.
 		if fi, err := os.Lstat(abs); err == nil {
 			if id, ok := identify(fi); ok {
-				base, dirty, gen = t.cache.startTake(abs)
+				base, dirty, gen, t.watching = t.cache.startTake(abs)
+				t.gen = gen
 				t.rec = &rootRecord{dev: id.dev, ino: id.ino, options: t.optionsKey(), dirs: make(map[string]*dirRecord)}
 			}
 		}
 	}
 	if base != nil {
 		id, err := t.incremental(r, base, dirty)
+		if err == nil {
+			if err := t.flush(); err != nil {
+				return "", t.st, fmt.Errorf("snapshot: %w", err)
+			}
+		}
 		switch {
 		case err == nil:
 			t.rec.id = id
 			t.st.Incremental = true
 			if !t.rec.broken {
-				t.cache.endTake(abs, t.rec, gen)
+				t.cache.endTake(abs, t.rec, gen, t.linked)
 			}
 			return id, t.st, nil
 		case t.ctx.Err() != nil:
@@ -194,13 +203,17 @@ func Take(ctx context.Context, b Blobs, root string, opts Options) (string, Stat
 		t.st = Stats{ReadBytes: t.st.ReadBytes, NewBlobs: t.st.NewBlobs, NewBytes: t.st.NewBytes}
 		t.rec.dirs, t.rec.broken = make(map[string]*dirRecord), false
 	}
+	t.background = true // a walk may read thousands of files
 	id, err := t.dir(r, ".", 0)
+	if err == nil {
+		err = t.flush()
+	}
 	if err != nil {
 		return "", t.st, fmt.Errorf("snapshot: %w", err)
 	}
 	if t.rec != nil && !t.rec.broken {
 		t.rec.id = id
-		t.cache.endTake(abs, t.rec, gen)
+		t.cache.endTake(abs, t.rec, gen, t.linked)
 	}
 	return id, t.st, nil
 }
@@ -222,6 +235,19 @@ type taker struct {
 	// fresh makes file read the file even if the Cache vouches for it: it
 	// was written.
 	fresh bool
+	// puts stores the blobs in the background (putter.go); files are
+	// the Cache's entries for the files read, kept once they are stored.
+	puts  *putter
+	files []pendingFile
+	// background: blobs are stored by puts (a walk); an incremental
+	// Take, of a few blobs, stores them itself without the hand-off.
+	background bool
+	// watching: the Cache watches each directory before the Take lists
+	// it (watch.go), for the Take that started at generation gen; linked
+	// is set when a file with other names was seen.
+	watching bool
+	gen      uint64
+	linked   bool
 }
 
 // chunkWork is the memory chunking needs (4.5 MiB, 8.5 MiB once a file of
@@ -253,7 +279,7 @@ func (t *taker) dir(d *os.Root, rel string, depth int) (string, error) {
 	if err := t.ctx.Err(); err != nil {
 		return "", err
 	}
-	names, err := readDirNames(d, ".")
+	names, err := t.listDir(d, rel)
 	if err != nil {
 		return "", pathErr("list", rel, err)
 	}
@@ -316,8 +342,8 @@ func (t *taker) dir(d *os.Root, rel string, depth int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := t.put(digest, data); err != nil {
-		return "", fmt.Errorf("store tree of %q: %w", rel, err)
+	if err := t.put(digest, data, rel, "tree"); err != nil {
+		return "", err
 	}
 	t.recordDir(rel, &tr, digest, before)
 	return digest, nil
@@ -352,6 +378,7 @@ func (t *taker) file(d *os.Root, name, rel string, fi fs.FileInfo, te *treeEntry
 	te.Type, te.Mode = TypeFile, uint32(fi.Mode().Perm())
 	if t.cache != nil && !t.fresh {
 		if id, ok := identify(fi); ok {
+			t.linked = t.linked || id.nlink > 1
 			if sha, chunks, hit := t.cache.file(t.rootPath, rel, id); hit {
 				te.Size, te.SHA256, te.Chunks = id.size, sha, chunks
 				return true, t.count(rel, id.size)
@@ -395,7 +422,7 @@ func (t *taker) file(d *os.Root, name, rel string, fi fs.FileInfo, te *treeEntry
 		idBefore, ok1 := identify(before)
 		idAfter, ok2 := identify(after)
 		if err == nil && ok1 && ok2 && idBefore == idAfter && idAfter.size == size {
-			t.cache.putFile(t.start, t.rootPath, rel, idAfter, sha, chunks)
+			t.files = append(t.files, pendingFile{rel: rel, id: idAfter, sha: sha, chunks: chunks})
 		}
 	}
 	return true, t.count(rel, size)
@@ -475,8 +502,8 @@ func (t *taker) readChunks(rel string, f io.Reader) (int64, string, []Chunk, err
 			whole.Write(c.Data)
 		}
 		d := sha256Hex(c.Data)
-		if err := t.put(d, c.Data); err != nil {
-			return 0, "", nil, fmt.Errorf("store content of %q: %w", rel, err)
+		if err := t.put(d, c.Data, rel, "content"); err != nil {
+			return 0, "", nil, err
 		}
 		chunks = append(chunks, Chunk{SHA256: d, Size: int64(len(c.Data))})
 	}
@@ -489,8 +516,9 @@ func (t *taker) readChunks(rel string, f io.Reader) (int64, string, []Chunk, err
 	return size, hex.EncodeToString(whole.Sum(nil)), chunks, nil
 }
 
-// put stores blob d unless this Take, the cache or the store has it.
-func (t *taker) put(d string, data []byte) error {
+// put stores blob d (the content or the tree of rel) unless this Take, the
+// cache or the store has it. It is stored in the background: flush waits.
+func (t *taker) put(d string, data []byte, rel, kind string) error {
 	if t.seen[d] {
 		return nil
 	}
@@ -498,21 +526,26 @@ func (t *taker) put(d string, data []byte) error {
 		t.seen[d] = true
 		return nil
 	}
-	has, err := t.b.BlobHas(t.ctx, d)
-	if err != nil {
-		return err
-	}
-	if !has {
-		if err := t.b.BlobPut(t.ctx, d, data); err != nil {
+	what := fmt.Sprintf("%s of %q", kind, rel)
+	if !t.background {
+		stored, err := storeBlob(t.ctx, t.b, t.cache, d, data, what)
+		if err != nil {
 			return err
 		}
-		t.st.NewBlobs++
-		t.st.NewBytes += int64(len(data))
+		if stored {
+			t.st.NewBlobs++
+			t.st.NewBytes += int64(len(data))
+		}
+		t.seen[d] = true
+		return nil
+	}
+	if t.puts == nil {
+		t.puts = newPutter(t.ctx, t.b, t.cache)
+	}
+	if err := t.puts.put(d, data, what); err != nil {
+		return err
 	}
 	t.seen[d] = true
-	if t.cache != nil {
-		t.cache.putStored(d)
-	}
 	return nil
 }
 
@@ -521,6 +554,27 @@ func (t *taker) put(d string, data []byte) error {
 func isKind(d *os.Root, name string, typ fs.FileMode) bool {
 	fi, err := d.Lstat(name)
 	return err == nil && fi.Mode().Type() == typ
+}
+
+// listDir lists directory d (rel in the workspace), sorted by name,
+// watching it first if the Take watches: a change after the watch is
+// reported, one before it is in the listing.
+func (t *taker) listDir(d *os.Root, rel string) ([]string, error) {
+	if !t.watching {
+		return readDirNames(d, ".")
+	}
+	f, err := d.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	t.watching = t.cache.addWatch(t.rootPath, t.gen, f, rel)
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	return names, nil
 }
 
 // readDirNames lists directory rel of r, sorted by name (bytes).
