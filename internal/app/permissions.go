@@ -93,6 +93,8 @@ var Permissions = map[string][]lt.Role{
 	"ListAgents":  readers,
 	"GetAgent":    readers,
 
+	"ListAgentVersions": readers,
+
 	// The vault: admin only (even a secret's name and hosts say much).
 	"PutSecret":    admins,
 	"ListSecrets":  admins,
@@ -100,6 +102,9 @@ var Permissions = map[string][]lt.Role{
 
 	// Identity: who the caller is, what it may do.
 	"Me": everyone,
+	// Which build serves the API: what a client checks before it relies
+	// on a feature, whatever its role.
+	"Version": everyone,
 
 	// API keys.
 	"CreateKey": admins,
