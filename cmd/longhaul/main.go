@@ -168,10 +168,10 @@ commands talk to it over its HTTP API.`,
   longhaul run --agent researcher "Write a competitor brief for ACME"
   longhaul ls --status requires_action
   longhaul inbox`,
-		SilenceErrors:     true,
-		SilenceUsage:      true,
-		Args:              usageArgs(noSubcommand),
-		RunE:              showHelp,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          usageArgs(noSubcommand),
+		RunE:          showHelp,
 		// The completion command is ours (version.go), with the
 		// examples and exit codes of every other command.
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
