@@ -64,11 +64,7 @@ func (c *cli) agentsLsCmd(co *clientOpts) *cobra.Command {
 			}
 			t := newTable(c.stdout, "PROJECT", "NAME", "VERSION", "MODEL", "TOOLS", "CREATED", "BY")
 			for _, a := range agents {
-				by := "-"
-				if a.CreatedBy != nil {
-					by = actorLabel(a.CreatedBy)
-				}
-				t.row(a.Project, a.Name, fmt.Sprint(a.Version), modelCell(a.Spec.Model), toolsCell(a.Spec.Tools), fmtTime(a.CreatedAt), by)
+				t.row(a.Project, a.Name, fmt.Sprint(a.Version), modelCell(a.Spec.Model), toolsCell(a.Spec.Tools), fmtTime(a.CreatedAt), creatorCell(&a))
 			}
 			return t.flush()
 		},
@@ -150,6 +146,14 @@ file's "project" or --project (default: the default project).`,
 	return cmd
 }
 
+// creatorCell names who defined the agent's version, or "-" when unknown.
+func creatorCell(a *lt.Agent) string {
+	if a.CreatedBy == nil {
+		return "-"
+	}
+	return actorLabel(a.CreatedBy)
+}
+
 func modelCell(m lt.ModelSpec) string {
 	if m.Name == "" {
 		return m.Provider
@@ -201,12 +205,8 @@ JSON, which 'longhaul agents put' reads back inside {"name": …, "spec": …}).
 			if asJSON {
 				return writeJSON(c.stdout, a)
 			}
-			by := "-"
-			if a.CreatedBy != nil {
-				by = actorLabel(a.CreatedBy)
-			}
 			fmt.Fprintf(c.stdout, "Agent:    %s\nProject:  %s\nVersion:  %d\nCreated:  %s by %s\nModel:    %s\nTools:    %s\nSpec:\n",
-				a.Name, a.Project, a.Version, fmtTime(a.CreatedAt), by, modelCell(a.Spec.Model), toolsCell(a.Spec.Tools))
+				a.Name, a.Project, a.Version, fmtTime(a.CreatedAt), creatorCell(a), modelCell(a.Spec.Model), toolsCell(a.Spec.Tools))
 			return writeJSON(c.stdout, a.Spec)
 		},
 	}
@@ -244,11 +244,7 @@ with. 'longhaul agents show NAME --version N' shows one whole.`,
 			}
 			t := newTable(c.stdout, "VERSION", "CREATED", "BY", "MODEL", "TOOLS", "INSTRUCTIONS")
 			for _, a := range l.Data {
-				by := "-"
-				if a.CreatedBy != nil {
-					by = actorLabel(a.CreatedBy)
-				}
-				t.row(fmt.Sprint(a.Version), fmtTime(a.CreatedAt), by, modelCell(a.Spec.Model), toolsCell(a.Spec.Tools), orDash(truncate(a.Spec.Instructions, 50)))
+				t.row(fmt.Sprint(a.Version), fmtTime(a.CreatedAt), creatorCell(&a), modelCell(a.Spec.Model), toolsCell(a.Spec.Tools), orDash(truncate(a.Spec.Instructions, 50)))
 			}
 			return t.flush()
 		},

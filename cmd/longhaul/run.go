@@ -135,16 +135,22 @@ func (c *cli) run(cmd *cobra.Command, o *runOpts, input string) error {
 		return err
 	}
 	if o.detach {
-		if o.json {
-			return writeJSON(c.stdout, s)
-		}
-		_, err := fmt.Fprintln(c.stdout, s.ID)
-		return err
+		return c.printCreated(s, s.ID, o.json)
 	}
 
 	return c.followAndReport(ctx, cl, s.ID, s.CurrentTurnID, o.json, func(notes io.Writer) {
 		fmt.Fprintf(notes, "session %s started (%s); following turn %s\n", s.ID, agentLabel(s.Agent), s.CurrentTurnID)
 	})
+}
+
+// printCreated is what a --detach command prints of what it created: its
+// id, or with asJSON the whole object.
+func (c *cli) printCreated(obj any, id string, asJSON bool) error {
+	if asJSON {
+		return writeJSON(c.stdout, obj)
+	}
+	_, err := fmt.Fprintln(c.stdout, id)
+	return err
 }
 
 // followAndReport prints the events of turnID of the session as they

@@ -54,11 +54,7 @@ func (c *cli) send(cmd *cobra.Command, o *sendOpts, sessionID, input string) err
 		return err
 	}
 	if o.detach {
-		if o.json {
-			return writeJSON(c.stdout, turn)
-		}
-		_, err := fmt.Fprintln(c.stdout, turn.ID)
-		return err
+		return c.printCreated(turn, turn.ID, o.json)
 	}
 	return c.followAndReport(ctx, cl, sessionID, turn.ID, o.json, func(notes io.Writer) {
 		fmt.Fprintf(notes, "turn %s of session %s is %s; following it\n", turn.ID, sessionID, turn.Status)
