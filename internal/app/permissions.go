@@ -103,8 +103,9 @@ var Permissions = map[string][]lt.Role{
 	// Identity: who the caller is, what it may do.
 	"Me": everyone,
 	// Which build serves the API: what a client checks before it relies
-	// on a feature, whatever its role.
-	"Version": everyone,
+	// on a feature. Every role that uses the API; a runner, which only
+	// connects an environment, calls nothing but Me.
+	"Version": readers,
 
 	// API keys.
 	"CreateKey": admins,

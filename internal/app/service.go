@@ -139,7 +139,7 @@ type Service interface {
 	Me(ctx context.Context) (*lt.Identity, error)
 	// Version says which build of Longhaul serves the API (GET
 	// /v1/version): its module version and VCS revision; open to every
-	// role.
+	// role but a runner.
 	Version(ctx context.Context) (*lt.BuildInfo, error)
 
 	// API keys (admin only). CreateKey's answer is the only place the

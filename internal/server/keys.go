@@ -21,7 +21,7 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request) error {
 }
 
 // version is GET /v1/version: the build of the node that answers (any
-// role).
+// role but a runner).
 func (s *Server) version(w http.ResponseWriter, r *http.Request) error {
 	v, err := s.b.Version(r.Context())
 	if err != nil {

@@ -103,8 +103,9 @@ func TestMeEndpoint(t *testing.T) {
 	requireError(t, as("lh_"+strings.Repeat("a", 52)), http.StatusUnauthorized, lt.CodeUnauthorized, "")
 }
 
-// TestVersionEndpoint: GET /v1/version names this build for every role, a
-// runner's included; without a key it is a 401 like any /v1 route.
+// TestVersionEndpoint: GET /v1/version names this build for every role
+// that uses the API (a runner, which only connects an environment, gets a
+// 403); without a key it is a 401 like any /v1 route.
 func TestVersionEndpoint(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{cfg: &server.Config{APIKeys: []string{"boot-key"}}})
@@ -113,6 +114,10 @@ func TestVersionEndpoint(t *testing.T) {
 	}
 	for _, role := range lt.Roles() {
 		r := as(h.createKey(`{"name": "v-` + string(role) + `", "role": "` + string(role) + `"}`).Key)
+		if role == lt.RoleRunner {
+			requireError(t, r, http.StatusForbidden, lt.CodeForbidden, "")
+			continue
+		}
 		require.Equal(t, http.StatusOK, r.status, "%s: %s", role, r.body)
 		v := decode[lt.BuildInfo](t, r)
 		require.Equal(t, runtime.Version(), v.GoVersion)
