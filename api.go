@@ -425,6 +425,19 @@ func (rt *Runtime) ListAgents(ctx context.Context, project string) (*lt.List[lt.
 	return l, nil
 }
 
+// ListAgentVersions returns every version of the agent name of project
+// ("": the default project), the latest first.
+func (rt *Runtime) ListAgentVersions(ctx context.Context, project, name string) (*lt.List[lt.Agent], error) {
+	if err := requireID("name", name); err != nil {
+		return nil, fmt.Errorf("list agent versions: %w", err)
+	}
+	l, err := rt.svc.ListAgentVersions(asLibrary(ctx), project, name)
+	if err != nil {
+		return nil, fmt.Errorf("list versions of agent %s: %w", name, apiError(err))
+	}
+	return l, nil
+}
+
 // GetAgent returns one version of the agent name of project ("": the
 // default project), the latest when version is 0.
 func (rt *Runtime) GetAgent(ctx context.Context, project, name string, version int) (*lt.Agent, error) {

@@ -107,6 +107,7 @@ var importRules = map[string]importRule{
 	"internal/webui":      {importers: []string{"internal/server"}},
 	"internal/node":       {importers: []string{".", "cmd/longhaul", "internal/bench"}},
 	"internal/apierror":   {importers: anyone},
+	"internal/buildinfo":  {importers: []string{"cmd/longhaul", "internal/app"}},
 	"internal/report":     {importers: []string{"internal/app", "internal/node"}},
 	"internal/webhook":    {importers: []string{"internal/app", "internal/export", "internal/node"}},
 	"internal/metrics":    {importers: []string{"internal/node"}},

@@ -52,3 +52,13 @@ func (rt *Runtime) Me(ctx context.Context) (*lt.Identity, error) {
 	}
 	return me, nil
 }
+
+// Version returns which build of Longhaul this program embeds: its module
+// version (the dependency's, in a program that imports the library).
+func (rt *Runtime) Version(ctx context.Context) (*lt.BuildInfo, error) {
+	v, err := rt.svc.Version(asLibrary(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("version: %w", apiError(err))
+	}
+	return v, nil
+}

@@ -56,6 +56,22 @@ func (c *Client) GetAgent(ctx context.Context, project, name string, version int
 	return a, nil
 }
 
+// ListAgentVersions returns every version of the agent name of project,
+// the latest first (GET /v1/agents/{name}/versions?project=; the project
+// as GetAgent's).
+func (c *Client) ListAgentVersions(ctx context.Context, project, name string) (*lt.List[lt.Agent], error) {
+	if err := requireID("name", name); err != nil {
+		return nil, fmt.Errorf("list agent versions: %w", err)
+	}
+	q := url.Values{}
+	setIf(q, "project", project)
+	l, err := get[lt.List[lt.Agent]](ctx, c, c.endpoint(q, "v1", "agents", name, "versions"))
+	if err != nil {
+		return nil, fmt.Errorf("list versions of agent %s: %w", name, err)
+	}
+	return l, nil
+}
+
 // EnsureAgent defines an agent the way a program that starts again and
 // again wants it: it creates the agent, or adds a version only when req's
 // spec differs from the latest version's (lt.SameAgentSpec: compared as

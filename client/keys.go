@@ -57,3 +57,13 @@ func (c *Client) Me(ctx context.Context) (*lt.Identity, error) {
 	}
 	return me, nil
 }
+
+// Version returns which build of Longhaul the server runs: its module
+// version and VCS revision (GET /v1/version, any role but a runner).
+func (c *Client) Version(ctx context.Context) (*lt.BuildInfo, error) {
+	v, err := get[lt.BuildInfo](ctx, c, c.endpoint(nil, "v1", "version"))
+	if err != nil {
+		return nil, fmt.Errorf("version: %w", err)
+	}
+	return v, nil
+}

@@ -96,3 +96,49 @@ func TestMe(t *testing.T) {
 	require.Equal(t, http.MethodGet, reqs[0].method)
 	require.Equal(t, "/v1/me", reqs[0].path)
 }
+
+// TestVersion: GET /v1/version, decoded; an error says what was asked.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	v := lt.BuildInfo{Version: "v1.4.0", Revision: "6d047d8e", GoVersion: "go1.26.0"}
+	rc := newRecorder(func(n int, w http.ResponseWriter, r *http.Request) {
+		if n == 0 {
+			writeJSON(w, http.StatusOK, v)
+			return
+		}
+		writeAPIError(w, http.StatusUnauthorized, lt.CodeUnauthorized, "missing or invalid API key")
+	})
+	srv := startServer(t, rc)
+	c, _ := newTestClient(t, srv.URL, nil)
+
+	got, err := c.Version(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, &v, got)
+	_, err = c.Version(t.Context())
+	require.True(t, hasStatus(err, http.StatusUnauthorized), "%v", err)
+	require.ErrorContains(t, err, "version: ")
+	reqs := rc.all()
+	require.Equal(t, http.MethodGet, reqs[0].method)
+	require.Equal(t, "/v1/version", reqs[0].path)
+}
+
+// TestListAgentVersions: GET /v1/agents/{name}/versions with the project;
+// an empty name is refused before any request.
+func TestListAgentVersions(t *testing.T) {
+	t.Parallel()
+	rc := newRecorder(func(_ int, w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, lt.List[lt.Agent]{Data: []lt.Agent{{Name: "notes", Version: 2}, {Name: "notes", Version: 1}}})
+	})
+	srv := startServer(t, rc)
+	c, _ := newTestClient(t, srv.URL, nil)
+
+	l, err := c.ListAgentVersions(t.Context(), "support", "notes")
+	require.NoError(t, err)
+	require.Len(t, l.Data, 2)
+	reqs := rc.all()
+	require.Equal(t, "/v1/agents/notes/versions", reqs[0].path)
+	require.Equal(t, "project=support", reqs[0].query)
+	_, err = c.ListAgentVersions(t.Context(), "", "")
+	require.Error(t, err)
+	require.Len(t, rc.all(), 1, "no request for an empty name")
+}

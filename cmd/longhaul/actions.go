@@ -74,11 +74,11 @@ func (c *cli) actions(cmd *cobra.Command, o *actionsOpts, id string) error {
 		}
 		switch a.Type {
 		case lt.ActionFunctionCall:
-			fmt.Fprintf(c.stdout, "\n%s: %s%s\n  answer: longhaul respond %s %s --output 'JSON'   (or --error MSG)\n",
-				a.ID, a.Tool, argsSuffix(a.Arguments), id, a.ID)
+			fmt.Fprintf(c.stdout, "\n%s: %s%s\n  answer: longhaul respond %s --output 'JSON'   (or --error MSG)\n",
+				a.ID, a.Tool, argsSuffix(a.Arguments), a.ID)
 		case lt.ActionInDoubt:
-			fmt.Fprintf(c.stdout, "\n%s: did %s%s run?\n  decide: longhaul decide %s %s happened|did_not_happen|skip\n",
-				a.ID, a.Tool, argsSuffix(a.Arguments), id, a.ID)
+			fmt.Fprintf(c.stdout, "\n%s: did %s%s run?\n  decide: longhaul decide %s happened|did_not_happen|skip\n",
+				a.ID, a.Tool, argsSuffix(a.Arguments), a.ID)
 		default:
 			fmt.Fprintf(c.stdout, "\n%s: %s\n  see:    longhaul action %s   (arguments, evidence and how to decide)\n",
 				a.ID, truncate(actionWhat(&a), 70), a.ID)
@@ -109,20 +109,25 @@ type respondOpts struct {
 func (c *cli) respondCmd() *cobra.Command {
 	o := &respondOpts{}
 	cmd := &cobra.Command{
-		Use:   "respond SESSION_ID ACTION_ID (--output JSON | --error MSG)",
+		Use:   "respond ACTION_ID (--output JSON | --error MSG)",
 		Short: "Answer an application function call with its output or an error",
 		Long: `Answer a function_call action: the output of the application's function (any
 JSON value), or an error message. The model sees it as the tool's result and
 the session goes on. Repeating the same answer is harmless; a different
 answer to an answered call is refused.
 
+The action id names its session. The older form 'respond SESSION_ID
+ACTION_ID' still works, with a note that it is deprecated.
+
 Other action types have their own commands: 'longhaul approve', 'reject' and
 'stop' for approvals, 'longhaul answer' for questions ('longhaul inbox' lists
 them all).`,
-		Example: `  longhaul respond ses_01J9Z act_7Q2 --output '{"name": "ACME Corp", "plan": "enterprise"}'
-  longhaul respond ses_01J9Z act_7Q2 --error "customer not found"`,
-		Args: usageArgs(cobra.ExactArgs(2)),
-		RunE: func(cmd *cobra.Command, args []string) error { return c.respond(cmd, o, args[0], args[1]) },
+		Example: `  longhaul respond act_7Q2 --output '{"name": "ACME Corp", "plan": "enterprise"}'
+  longhaul respond act_7Q2 --error "customer not found"`,
+		Args: usageArgs(cobra.RangeArgs(1, 2)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return c.respond(cmd, o, c.actionArgs("respond", args, 1))
+		},
 	}
 	o.client = clientFlags(cmd)
 	cmd.Flags().StringVar(&o.output, "output", "", "the function's output, as JSON")
@@ -131,7 +136,26 @@ them all).`,
 	return cmd
 }
 
-func (c *cli) respond(cmd *cobra.Command, o *respondOpts, sessionID, actionID string) error {
+// actionRef names an action on the command line: by its id, or (the
+// deprecated form) by its session's id and its own.
+type actionRef struct {
+	sessionID string // "": look the action up
+	actionID  string
+	rest      []string // the arguments after the action id
+}
+
+// actionArgs reads the ids at the head of args: the action id alone, or
+// the session's id before it when args has more than rest arguments after
+// it (the form respond and decide had first, noted as deprecated).
+func (c *cli) actionArgs(command string, args []string, ids int) actionRef {
+	if len(args) > ids {
+		fmt.Fprintf(c.stderr, "Note: 'longhaul %s SESSION_ID ACTION_ID' is deprecated: the action id names its session, so give only it ('longhaul %s ACTION_ID').\n", command, command)
+		return actionRef{sessionID: args[0], actionID: args[1], rest: args[2:]}
+	}
+	return actionRef{actionID: args[0], rest: args[1:]}
+}
+
+func (c *cli) respond(cmd *cobra.Command, o *respondOpts, ref actionRef) error {
 	hasOutput, hasError := cmd.Flags().Changed("output"), cmd.Flags().Changed("error")
 	if hasOutput == hasError {
 		return usagef("give exactly one of --output JSON and --error MSG")
@@ -149,7 +173,7 @@ func (c *cli) respond(cmd *cobra.Command, o *respondOpts, sessionID, actionID st
 		}
 		d.Error = o.errMsg
 	}
-	return c.decideAction(cmd, o.client, o.json, sessionID, actionID, d)
+	return c.decideAction(cmd, o.client, o.json, "respond", lt.ActionFunctionCall, ref, d)
 }
 
 type decideOpts struct {
@@ -164,7 +188,7 @@ var inDoubtDecisions = []string{lt.DecisionHappened, lt.DecisionDidNotHappen, lt
 func (c *cli) decideCmd() *cobra.Command {
 	o := &decideOpts{}
 	cmd := &cobra.Command{
-		Use:   "decide SESSION_ID ACTION_ID happened|did_not_happen|skip",
+		Use:   "decide ACTION_ID happened|did_not_happen|skip",
 		Short: "Decide an in-doubt effect: did the call happen?",
 		Long: `Settle an in_doubt action: an irreversible tool call whose outcome is unknown
 because its worker stopped while it ran. Longhaul never re-runs it blindly.
@@ -173,13 +197,24 @@ because its worker stopped while it ran. Longhaul never re-runs it blindly.
   did_not_happen  it did not run; it runs again
   skip            unknown, and it must not run again; the model is told
 
+The action id names its session. The older form 'decide SESSION_ID
+ACTION_ID DECISION' still works, with a note that it is deprecated.
+
 Approvals, questions and budget actions are decided with 'longhaul approve',
 'reject', 'stop' and 'answer' ('longhaul inbox' lists what is pending).`,
-		Example: `  longhaul decide ses_01J9Z act_9K1 happened --output '{"message_id": "m-42"}'
-  longhaul decide ses_01J9Z act_9K1 did_not_happen
-  longhaul decide ses_01J9Z act_9K1 skip --reason "checked the outbox: unclear"`,
-		Args: usageArgs(cobra.ExactArgs(3)),
-		RunE: func(cmd *cobra.Command, args []string) error { return c.decide(cmd, o, args[0], args[1], args[2]) },
+		Example: `  longhaul decide act_9K1 happened --output '{"message_id": "m-42"}'
+  longhaul decide act_9K1 did_not_happen
+  longhaul decide act_9K1 skip --reason "checked the outbox: unclear"`,
+		ValidArgsFunction: func(_ *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			if len(args) == 1 {
+				return inDoubtDecisions, cobra.ShellCompDirectiveNoFileComp
+			}
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		},
+		Args: usageArgs(cobra.RangeArgs(2, 3)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return c.decide(cmd, o, c.actionArgs("decide", args, 2))
+		},
 	}
 	o.client = clientFlags(cmd)
 	cmd.Flags().StringVar(&o.output, "output", "", "with happened: the call's result, as JSON")
@@ -188,7 +223,8 @@ Approvals, questions and budget actions are decided with 'longhaul approve',
 	return cmd
 }
 
-func (c *cli) decide(cmd *cobra.Command, o *decideOpts, sessionID, actionID, decision string) error {
+func (c *cli) decide(cmd *cobra.Command, o *decideOpts, ref actionRef) error {
+	decision := ref.rest[0]
 	if !slices.Contains(inDoubtDecisions, decision) {
 		return usagef("decision %q: want happened, did_not_happen or skip", decision)
 	}
@@ -209,15 +245,30 @@ func (c *cli) decide(cmd *cobra.Command, o *decideOpts, sessionID, actionID, dec
 		}
 		d.Reason = o.reason
 	}
-	return c.decideAction(cmd, o.client, o.json, sessionID, actionID, d)
+	return c.decideAction(cmd, o.client, o.json, "decide", lt.ActionInDoubt, ref, d)
 }
 
-func (c *cli) decideAction(cmd *cobra.Command, co *clientOpts, asJSON bool, sessionID, actionID string, d *lt.Decision) error {
+// decideAction posts d to the action ref names. Given the action id alone,
+// it reads the action first (GET /v1/actions/{id}) to learn its session,
+// and refuses an action of another type than want with the command that
+// settles it.
+func (c *cli) decideAction(cmd *cobra.Command, co *clientOpts, asJSON bool, command string, want lt.ActionType, ref actionRef, d *lt.Decision) error {
 	cl, err := c.newClient(cmd, co)
 	if err != nil {
 		return err
 	}
-	a, err := cl.DecideAction(cmd.Context(), sessionID, actionID, d)
+	sessionID := ref.sessionID
+	if sessionID == "" {
+		a, err := cl.GetAction(cmd.Context(), ref.actionID)
+		if err != nil {
+			return err
+		}
+		if a.Type != want {
+			return wrongType(command, a)
+		}
+		sessionID = a.SessionID
+	}
+	a, err := cl.DecideAction(cmd.Context(), sessionID, ref.actionID, d)
 	if err != nil {
 		return err
 	}

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/longhaul-dev/longhaul/client"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -13,12 +18,14 @@ func (c *cli) agentsCmd() *cobra.Command {
 		Use:   "agents",
 		Short: "List and define agents (named, versioned agent specs)",
 		Example: `  longhaul agents ls
-  longhaul agents put researcher.yaml`,
+  longhaul agents put researcher.yaml
+  longhaul agents show researcher
+  longhaul agents versions researcher`,
 		Args: usageArgs(noSubcommand),
 		RunE: showHelp,
 	}
 	co := clientFlags(cmd)
-	cmd.AddCommand(c.agentsLsCmd(co), c.agentsPutCmd(co))
+	cmd.AddCommand(c.agentsLsCmd(co), c.agentsPutCmd(co), c.agentsShowCmd(co), c.agentsVersionsCmd(co))
 	return cmd
 }
 
@@ -57,11 +64,7 @@ func (c *cli) agentsLsCmd(co *clientOpts) *cobra.Command {
 			}
 			t := newTable(c.stdout, "PROJECT", "NAME", "VERSION", "MODEL", "TOOLS", "CREATED", "BY")
 			for _, a := range agents {
-				by := "-"
-				if a.CreatedBy != nil {
-					by = actorLabel(a.CreatedBy)
-				}
-				t.row(a.Project, a.Name, fmt.Sprint(a.Version), modelCell(a.Spec.Model), toolsCell(a.Spec.Tools), fmtTime(a.CreatedAt), by)
+				t.row(a.Project, a.Name, fmt.Sprint(a.Version), modelCell(a.Spec.Model), toolsCell(a.Spec.Tools), fmtTime(a.CreatedAt), creatorCell(&a))
 			}
 			return t.flush()
 		},
@@ -143,6 +146,14 @@ file's "project" or --project (default: the default project).`,
 	return cmd
 }
 
+// creatorCell names who defined the agent's version, or "-" when unknown.
+func creatorCell(a *lt.Agent) string {
+	if a.CreatedBy == nil {
+		return "-"
+	}
+	return actorLabel(a.CreatedBy)
+}
+
 func modelCell(m lt.ModelSpec) string {
 	if m.Name == "" {
 		return m.Provider
@@ -162,4 +173,144 @@ func toolsCell(tools []lt.ToolSpec) string {
 		names += t.Name
 	}
 	return truncate(names, 60)
+}
+
+func (c *cli) agentsShowCmd(co *clientOpts) *cobra.Command {
+	var (
+		asJSON  bool
+		project string
+		version int
+	)
+	cmd := &cobra.Command{
+		Use:   "show NAME",
+		Short: "Show an agent's definition, at its latest version or another",
+		Long: `Show an agent: its version, who defined it and when, and its whole spec (as
+JSON, which 'longhaul agents put' reads back inside {"name": …, "spec": …}).`,
+		Example: `  longhaul agents show researcher
+  longhaul agents show researcher --version 2
+  longhaul agents show researcher --json | jq .spec.tools`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("version") && version < 1 {
+				return usagef("--version %d: versions are numbered from 1", version)
+			}
+			cl, err := c.newClient(cmd, co)
+			if err != nil {
+				return err
+			}
+			a, err := cl.GetAgent(cmd.Context(), project, args[0], version)
+			if err != nil {
+				return suggestAgent(cmd.Context(), cl, project, args[0], err)
+			}
+			if asJSON {
+				return writeJSON(c.stdout, a)
+			}
+			fmt.Fprintf(c.stdout, "Agent:    %s\nProject:  %s\nVersion:  %d\nCreated:  %s by %s\nModel:    %s\nTools:    %s\nSpec:\n",
+				a.Name, a.Project, a.Version, fmtTime(a.CreatedAt), creatorCell(a), modelCell(a.Spec.Model), toolsCell(a.Spec.Tools))
+			return writeJSON(c.stdout, a.Spec)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the agent as JSON (the API object)")
+	cmd.Flags().StringVar(&project, "project", "", "the agent's project (an admin key; default: the key's project, or default)")
+	cmd.Flags().IntVar(&version, "version", 0, "the version to show (default: the latest)")
+	return cmd
+}
+
+func (c *cli) agentsVersionsCmd(co *clientOpts) *cobra.Command {
+	var (
+		asJSON  bool
+		project string
+	)
+	cmd := &cobra.Command{
+		Use:   "versions NAME",
+		Short: "List every version of an agent, the latest first",
+		Long: `List the versions of an agent (GET /v1/agents/{name}/versions): each 'agents
+put' that changed the spec added one; a session keeps the version it started
+with. 'longhaul agents show NAME --version N' shows one whole.`,
+		Example: `  longhaul agents versions researcher
+  longhaul agents versions researcher --json | jq '.[0].spec'`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := c.newClient(cmd, co)
+			if err != nil {
+				return err
+			}
+			l, err := cl.ListAgentVersions(cmd.Context(), project, args[0])
+			if err != nil {
+				return suggestAgent(cmd.Context(), cl, project, args[0], err)
+			}
+			if asJSON {
+				return writeJSON(c.stdout, l.Data)
+			}
+			t := newTable(c.stdout, "VERSION", "CREATED", "BY", "MODEL", "TOOLS", "INSTRUCTIONS")
+			for _, a := range l.Data {
+				t.row(fmt.Sprint(a.Version), fmtTime(a.CreatedAt), creatorCell(&a), modelCell(a.Spec.Model), toolsCell(a.Spec.Tools), orDash(truncate(a.Spec.Instructions, 50)))
+			}
+			return t.flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array of the versions (API objects)")
+	cmd.Flags().StringVar(&project, "project", "", "the agent's project (an admin key; default: the key's project, or default)")
+	return cmd
+}
+
+// suggestAgent adds to err, when it says that no agent is called name, the
+// names of the project's agents close to it ("did you mean researcher?"),
+// or how to list them. Any other error, or a failure to list, leaves err
+// as it is.
+func suggestAgent(ctx context.Context, cl *client.Client, project, name string, err error) error {
+	var ae *client.APIError
+	if !errors.As(err, &ae) {
+		return err
+	}
+	// GET /v1/agents/{name} answers 404; a session naming an unknown
+	// agent is a 400 on the field "agent".
+	if ae.Status != http.StatusNotFound && !(ae.Status == http.StatusBadRequest && ae.Field == "agent") {
+		return err
+	}
+	l, lerr := cl.ListAgents(ctx, project)
+	if lerr != nil {
+		return err
+	}
+	var names []string
+	for _, a := range l.Data {
+		names = append(names, a.Name)
+	}
+	close := closeNames(name, names)
+	switch {
+	case len(close) > 0:
+		return &hintedError{err: err, hint: fmt.Sprintf("did you mean %s?", quotedList(close))}
+	case len(names) == 0:
+		return &hintedError{err: err, hint: "there are no agents yet: define one with 'longhaul agents put FILE'."}
+	default:
+		return &hintedError{err: err, hint: "'longhaul agents ls' lists the agents."}
+	}
+}
+
+// closeNames returns the names at most two edits away from typed, or that
+// start with it, ignoring case (as cobra suggests commands), in the order
+// given. The distance is config.go's, the one of the config file's
+// did-you-mean.
+func closeNames(typed string, names []string) []string {
+	var out []string
+	t := strings.ToLower(typed)
+	for _, n := range names {
+		l := strings.ToLower(n)
+		if l != t && (strings.HasPrefix(l, t) || editDistance(t, l) <= 2) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// quotedList writes names for a sentence: "a", "a" or "b", "a", "b" or "c".
+func quotedList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	if len(q) == 1 {
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
 }

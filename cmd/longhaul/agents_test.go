@@ -65,3 +65,48 @@ spec:
 	require.Equal(t, exitFailure, r.code)
 	require.Contains(t, r.stderr, "field:   spec.tools[0].name")
 }
+
+// TestAgentsShowAndVersions: one agent whole, at the latest version or
+// another, and every version, the latest first; an unknown name gets the
+// close names of the project's agents (here and in run).
+func TestAgentsShowAndVersions(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	put := func(instructions string) {
+		t.Helper()
+		file := writeFile(t, "researcher.yaml", "name: researcher\nspec:\n  model: {provider: scripted, name: demo, script: [{text: Done.}]}\n  instructions: "+instructions+"\n  tools: [{name: write_file}]\n")
+		cliOK(t, "agents", "put", file, "--server", s.url)
+	}
+	put("First draft.")
+	put("Second draft.")
+
+	out := cliOK(t, "agents", "show", "researcher", "--server", s.url)
+	require.Contains(t, out, "Agent:    researcher\n")
+	require.Contains(t, out, "Version:  2\n")
+	require.Contains(t, out, "Model:    scripted/demo\n")
+	require.Contains(t, out, `"instructions": "Second draft."`)
+	v1 := cliJSON[lt.Agent](t, "agents", "show", "researcher", "--version", "1", "--json", "--server", s.url)
+	require.Equal(t, 1, v1.Version)
+	require.Equal(t, "First draft.", v1.Spec.Instructions)
+
+	versions := cliJSON[[]lt.Agent](t, "agents", "versions", "researcher", "--json", "--server", s.url)
+	require.Len(t, versions, 2)
+	require.Equal(t, []int{2, 1}, []int{versions[0].Version, versions[1].Version})
+	out = cliOK(t, "agents", "versions", "researcher", "--server", s.url)
+	require.Regexp(t, `(?m)^VERSION +CREATED +BY +MODEL +TOOLS +INSTRUCTIONS\n2 +.* +scripted/demo +write_file +Second draft\.\n1 +.*First draft\.$`, out)
+
+	for _, args := range [][]string{
+		{"agents", "show", "reseacher"},
+		{"agents", "versions", "reseacher"},
+		{"run", "--agent", "reseacher", "go"},
+	} {
+		r := cliRun(t, append(args, "--server", s.url)...)
+		require.Equal(t, exitFailure, r.code, "%v: %s", args, r.stderr)
+		require.Contains(t, r.stderr, `Hint: did you mean "researcher"?`, "%v", args)
+	}
+	r := cliRun(t, "agents", "show", "zzz", "--server", s.url)
+	require.Equal(t, exitFailure, r.code)
+	require.Contains(t, r.stderr, "Hint: 'longhaul agents ls' lists the agents.")
+	r = cliRun(t, "agents", "show", "researcher", "--version", "0", "--server", s.url)
+	require.Equal(t, exitUsage, r.code)
+}

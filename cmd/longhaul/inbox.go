@@ -47,8 +47,8 @@ decide it:
   approval       longhaul approve ACTION [--edit JSON] | reject ACTION --reason TEXT | stop ACTION
   input          longhaul answer ACTION TEXT
   budget         longhaul approve ACTION [--max-cost N ...] | stop ACTION
-  function_call  longhaul respond SESSION ACTION --output JSON | --error MSG
-  in_doubt       longhaul decide SESSION ACTION happened|did_not_happen|skip`,
+  function_call  longhaul respond ACTION --output JSON | --error MSG
+  in_doubt       longhaul decide ACTION happened|did_not_happen|skip`,
 		Example: `  longhaul inbox
   longhaul inbox --type approval
   longhaul inbox --session ses_01J9Z --json | jq -r '.[].id'`,
@@ -262,9 +262,9 @@ func decideCommands(a *lt.Action) []string {
 			"longhaul stop " + a.ID + " [--reason TEXT]",
 		}
 	case lt.ActionFunctionCall:
-		return []string{"longhaul respond " + a.SessionID + " " + a.ID + " --output JSON   (or --error MSG)"}
+		return []string{"longhaul respond " + a.ID + " --output JSON   (or --error MSG)"}
 	case lt.ActionInDoubt:
-		return []string{"longhaul decide " + a.SessionID + " " + a.ID + " happened|did_not_happen|skip"}
+		return []string{"longhaul decide " + a.ID + " happened|did_not_happen|skip"}
 	}
 	return []string{"longhaul actions " + a.SessionID}
 }

@@ -67,7 +67,7 @@ func TestInboxShowsFunctionCallsAcrossSessions(t *testing.T) {
 	require.Contains(t, out, "SHA-256:      "+a1.ArgumentsSHA256)
 	require.Contains(t, out, "Idem. key:    "+a1.IdempotencyKey)
 	require.Contains(t, out, "Expires:      never")
-	require.Contains(t, out, "longhaul respond "+first.ID+" "+a1.ID+" --output JSON")
+	require.Contains(t, out, "longhaul respond "+a1.ID+" --output JSON")
 
 	all := cliJSON[[]lt.Action](t, "inbox", "--server", s.url, "--json")
 	require.Len(t, all, 2)
@@ -91,7 +91,7 @@ func TestInboxShowsFunctionCallsAcrossSessions(t *testing.T) {
 	out = cliOK(t, "action", a2.ID, "--server", s.url)
 	require.Contains(t, out, a2.ID+"  function_call  pending")
 	require.Contains(t, out, "\"id\": \"c-8\"")
-	cliOK(t, "respond", second.ID, a2.ID, "--server", s.url, "--output", `{"name": "ACME"}`)
+	cliOK(t, "respond", a2.ID, "--server", s.url, "--output", `{"name": "ACME"}`)
 	out = cliOK(t, "action", a2.ID, "--server", s.url)
 	require.Contains(t, out, a2.ID+"  function_call  resolved")
 	require.Contains(t, out, "Resolved:")
@@ -106,7 +106,7 @@ func TestInboxShowsFunctionCallsAcrossSessions(t *testing.T) {
 	// Commands for other action types say which command fits.
 	r = cliRun(t, "approve", a1.ID, "--server", s.url)
 	require.Equal(t, exitUsage, r.code)
-	require.Contains(t, r.stderr, "action "+a1.ID+" is of type function_call; decide it with: longhaul respond "+first.ID)
+	require.Contains(t, r.stderr, "action "+a1.ID+" is of type function_call; decide it with: longhaul respond "+a1.ID+" --output JSON")
 	r = cliRun(t, "answer", a1.ID, "ACME", "--server", s.url)
 	require.Equal(t, exitUsage, r.code)
 	r = cliRun(t, "stop", a1.ID, "--server", s.url)

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/longhaul-dev/longhaul/client"
+	"github.com/longhaul-dev/longhaul/internal/buildinfo"
 )
 
 func main() {
@@ -90,6 +91,16 @@ func (e *exitError) Error() string {
 	return fmt.Sprintf("exit status %d", e.code)
 }
 
+// hintedError is an error with advice for the person who hit it, printed
+// after the error itself ("did you mean …?").
+type hintedError struct {
+	err  error
+	hint string
+}
+
+func (e *hintedError) Error() string { return e.err.Error() }
+func (e *hintedError) Unwrap() error { return e.err }
+
 // reportError prints err for a person and returns the process exit code.
 func reportError(ctx context.Context, stderr io.Writer, err error) int {
 	if err == nil {
@@ -157,12 +168,18 @@ commands talk to it over its HTTP API.`,
   longhaul run --agent researcher "Write a competitor brief for ACME"
   longhaul ls --status requires_action
   longhaul inbox`,
-		SilenceErrors:     true,
-		SilenceUsage:      true,
-		Args:              usageArgs(noSubcommand),
-		RunE:              showHelp,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          usageArgs(noSubcommand),
+		RunE:          showHelp,
+		// The completion command is ours (version.go), with the
+		// examples and exit codes of every other command.
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+		// --version prints this program's build, as `longhaul version
+		// --client` does.
+		Version: versionText(new(buildinfo.Read())),
 	}
+	root.SetVersionTemplate("longhaul {{.Version}}\n")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return &usageError{fmt.Errorf("%s: %w", cmd.CommandPath(), err)}
 	})
@@ -182,6 +199,7 @@ commands talk to it over its HTTP API.`,
 		c.serveCmd(),
 		c.demoCmd(),
 		c.runCmd(),
+		c.sendCmd(),
 		c.lsCmd(),
 		c.showCmd(),
 		c.cancelCmd(),
@@ -221,6 +239,8 @@ commands talk to it over its HTTP API.`,
 		c.exportCmd(),
 		c.importCmd(),
 		c.sandboxForwardCmd(),
+		c.versionCmd(),
+		c.completionCmd(),
 	)
 	return root
 }
@@ -232,6 +252,12 @@ func noSubcommand(cmd *cobra.Command, args []string) error {
 		return nil
 	}
 	msg := fmt.Sprintf("unknown command %q", args[0])
+	// cobra applies its default distance (2) only to the suggestions of
+	// its own unknown-command error, which Args checks like this one
+	// replace: SuggestionsFor alone would suggest only prefixes.
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
+	}
 	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
 		msg += fmt.Sprintf(" (did you mean %q?)", s[0])
 	}

@@ -232,6 +232,18 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"respond", "ses_1", "act_1", "--output", "{not json"},
 		{"decide", "ses_1", "act_1", "maybe"},
 		{"decide", "ses_1", "act_1", "skip", "--output", "{}"},
+		{"respond", "act_1"},
+		{"respond", "act_1", "--output", "{not json"},
+		{"decide", "act_1", "maybe"},
+		{"decide", "act_1"},
+		{"run", "--agent", "a", "--max-tokens", "0", "do it"},
+		{"run", "--agent", "a", "--max-wall", "1.5s", "do it"},
+		{"run", "--agent", "a", "--budget-usd", "1", "--max-cost", "2", "do it"},
+		{"send", "ses_1"},
+		{"completion"},
+		{"completion", "tcsh"},
+		{"agents", "show"},
+		{"version", "extra"},
 		{"actions", "ses_1", "--status", "open"},
 		{"serve", "--addr", "nonsense"},
 		{"serve", "--log-level", "loud"},
@@ -261,12 +273,16 @@ func TestAPIErrorShowsCodeMessageAndField(t *testing.T) {
 	r := cliRun(t, "show", "ses_missing", "--server", s.url)
 	require.Equal(t, exitFailure, r.code)
 	require.Contains(t, r.stderr, "code:    not_found (HTTP 404)")
+	// What failed and the server's message, once each: the code has its
+	// own line.
+	require.Equal(t, "Error: get session ses_missing: session ses_missing not found\n  code:    not_found (HTTP 404)\n", r.stderr)
 
 	spec := writeFile(t, "spec.json", `{"model": {"provider": "nope"}}`)
 	r = cliRun(t, "run", "--server", s.url, "--agent-spec", spec, "hello")
 	require.Equal(t, exitFailure, r.code)
 	require.Contains(t, r.stderr, "code:    invalid_request (HTTP 400)")
 	require.Contains(t, r.stderr, "field:   agent_spec.model.provider")
+	require.Equal(t, 1, strings.Count(r.stderr, "invalid_request"), r.stderr)
 }
 
 func TestEnvironmentSuppliesServer(t *testing.T) {

@@ -138,12 +138,25 @@ type agentRegistration struct {
 	created bool
 }
 
-// startNode opens (creating if needed) the data directory, opens the store
+// startNode listens on cfg.addr, opens (creating if needed) the data
+// directory, opens the store
 // and migrates it (or, with noMigrate, checks that it is migrated),
-// registers the configured agents, starts the engine and serves the API on
-// cfg.addr. On error, everything it started is stopped again.
+// registers the configured agents, starts the engine and serves the API.
+// On error, everything it started is stopped again.
 func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 	log := cfg.logger
+	// Listen first: a busy port fails the start before the data directory
+	// is created or its database migrated (and before any session is
+	// touched). Connections wait in the backlog until Serve below.
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.addr, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = ln.Close()
+		}
+	}()
 	var otlp *lhnode.OTLP
 	if cfg.otlp != nil {
 		otlp = &lhnode.OTLP{Endpoint: cfg.otlp.endpoint, Protocol: cfg.otlp.protocol}
@@ -184,13 +197,6 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 			return nil, err
 		}
 	}
-	// Listen before the engine starts, so that a busy port fails the start
-	// before any session is touched.
-	ln, err := net.Listen("tcp", cfg.addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.addr, err)
-	}
-	undo = append(undo, func() { _ = ln.Close() })
 	// Before the engine resumes any session: no session may reach the
 	// API it is served by.
 	if err := w.Serving(ctx, ln.Addr().String()); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"syscall"
@@ -149,11 +150,17 @@ func fmtDuration(d time.Duration) string {
 // when the server refused the request, with a hint when the server could
 // not be reached at all.
 func printError(w io.Writer, err error) {
-	fmt.Fprintln(w, "Error:", err)
+	var he *hintedError
+	if errors.As(err, &he) {
+		defer fmt.Fprintln(w, "Hint:", he.hint)
+	}
 	var ae *client.APIError
 	if errors.As(err, &ae) {
+		// err's text ends with the API error's, which holds the code, the
+		// message and the field: print what the command was doing and the
+		// message once, then the code and the field on lines of their own.
+		fmt.Fprintln(w, "Error:", apiErrorLine(err, ae))
 		fmt.Fprintf(w, "  code:    %s (HTTP %d)\n", ae.Code, ae.Status)
-		fmt.Fprintf(w, "  message: %s\n", ae.Message)
 		if ae.Field != "" {
 			fmt.Fprintf(w, "  field:   %s\n", ae.Field)
 		}
@@ -166,10 +173,24 @@ func printError(w io.Writer, err error) {
 		}
 		return
 	}
+	fmt.Fprintln(w, "Error:", err)
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" || errors.Is(err, syscall.ECONNREFUSED) {
 		fmt.Fprintln(w, "Hint: is the server running? Start it with 'longhaul serve', or point --server (LONGHAUL_SERVER) at it.")
 	}
+}
+
+// apiErrorLine is err's text with the API error ae in it reduced to its
+// message: "get session ses_1: session ses_1 not found".
+func apiErrorLine(err error, ae *client.APIError) string {
+	msg := ae.Message
+	if msg == "" {
+		msg = http.StatusText(ae.Status)
+	}
+	if doing, ok := strings.CutSuffix(err.Error(), ae.Error()); ok && doing != "" {
+		return doing + msg
+	}
+	return msg
 }
 
 // ms converts the journal's millisecond durations.

@@ -94,7 +94,7 @@ func TestRunFollowsThroughAPause(t *testing.T) {
 
 	cliOK(t, "pause", sessionID, "--server", s.url)
 	stdout.waitFor(t, "paused; nothing runs until: longhaul resume "+sessionID)
-	cliOK(t, "respond", sessionID, actionID, "--server", s.url, "--output", `{"name": "ACME"}`)
+	cliOK(t, "respond", actionID, "--server", s.url, "--output", `{"name": "ACME"}`)
 	require.Equal(t, lt.SessionPaused, cliJSON[lt.Session](t, "show", sessionID, "--json", "--server", s.url).Status,
 		"an answer while paused runs nothing")
 	cliOK(t, "resume", sessionID, "--server", s.url)

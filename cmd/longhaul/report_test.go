@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -200,28 +201,31 @@ func TestServeMetricsAndReports(t *testing.T) {
 
 	cl, err := client.New(n.url, &client.Config{APIKey: "k1"})
 	require.NoError(t, err)
-	sess, err := cl.CreateSession(context.Background(), &lt.CreateSessionRequest{
+	_, err = cl.CreateSession(context.Background(), &lt.CreateSessionRequest{
 		AgentSpec: &lt.AgentSpec{Model: lt.ModelSpec{Provider: "scripted", Name: "demo",
 			Script: json.RawMessage(`[{"text": "done", "cost_usd": 0.25}]`)}, Instructions: "Work."},
 		Input: "work",
 	})
 	require.NoError(t, err)
+	// The session is idle once its turn is stored, which can come before
+	// the metrics' decorator has counted the step that made it: poll the
+	// scrape until every figure is there, or the deadline passes.
+	want := []string{
+		"longhaul_steps_total 1\n", // the engine writes through the metrics' decorator
+		`longhaul_model_cost_usd_total{model="demo",provider="scripted"} 0.25`,
+		`longhaul_sessions{status="idle"} 1`,
+	}
 	deadline := time.Now().Add(testTimeout)
 	for {
-		s, err := cl.GetSession(context.Background(), sess.ID)
-		require.NoError(t, err)
-		if s.Status == lt.SessionIdle {
+		status, body := get(n.url+"/metrics", "k1")
+		require.Equal(t, http.StatusOK, status)
+		missing := slices.IndexFunc(want, func(w string) bool { return !strings.Contains(body, w) })
+		if missing < 0 {
 			break
 		}
-		require.True(t, time.Now().Before(deadline), "session still %s", s.Status)
+		require.True(t, time.Now().Before(deadline), "metrics never showed %q; last scrape:\n%s", want[missing], body)
 		time.Sleep(10 * time.Millisecond) // polling interval, not a wait for an event
 	}
-
-	status, body := get(n.url+"/metrics", "k1")
-	require.Equal(t, http.StatusOK, status)
-	require.Contains(t, body, "longhaul_steps_total 1\n", "the engine writes through the metrics' decorator")
-	require.Contains(t, body, `longhaul_model_cost_usd_total{model="demo",provider="scripted"} 0.25`)
-	require.Contains(t, body, `longhaul_sessions{status="idle"} 1`)
 
 	rep := cliJSON[lt.TaskReport](t, "report", "--server", n.url, "--api-key", "k1", "--json")
 	require.Equal(t, 1, rep.Totals.Tasks)
@@ -229,7 +233,7 @@ func TestServeMetricsAndReports(t *testing.T) {
 	require.NoError(t, n.stop())
 
 	public := startServe(t, noEnv, "--data", t.TempDir(), "--api-key", "k1", "--sandbox", "local", "--metrics-public")
-	status, body = get(public.url+"/metrics", "")
+	status, body := get(public.url+"/metrics", "")
 	require.Equal(t, http.StatusOK, status)
 	require.Contains(t, body, "# TYPE longhaul_sessions gauge")
 	status, _ = get(public.url+"/v1/sessions", "")

@@ -22,6 +22,7 @@ type runOpts struct {
 	constraints []string
 	acceptance  []string
 	budgetUSD   float64
+	budget      *budgetFlags
 	detach      bool
 	json        bool
 }
@@ -43,7 +44,8 @@ The exit code is 0 when the turn completed, 1 when it failed or was cancelled.`,
 		Example: `  longhaul run --agent researcher "Write a competitor brief for ACME"
   longhaul run --agent-spec spec.json --goal "A one-page brief" \
       --constraint "Do not contact anyone" --acceptance "under 600 words" \
-      --budget-usd 5 "Write a competitor brief for ACME"
+      --max-cost 5 --soft-cost 2 --max-tokens 2000000 --max-wall 72h \
+      "Write a competitor brief for ACME"
   id=$(longhaul run --agent researcher --detach "Summarise the logs")`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error { return c.run(cmd, o, args[0]) },
@@ -56,10 +58,41 @@ The exit code is 0 when the turn completed, 1 when it failed or was cancelled.`,
 	fs.StringVar(&o.project, "project", "", "the session's project (an admin key only; default: the key's project, or default)")
 	fs.StringArrayVar(&o.constraints, "constraint", nil, "a constraint the agent must respect (repeatable)")
 	fs.StringArrayVar(&o.acceptance, "acceptance", nil, "an acceptance criterion for the result (repeatable)")
-	fs.Float64Var(&o.budgetUSD, "budget-usd", 0, "hard limit on the session's model cost, in USD")
+	fs.Float64Var(&o.budgetUSD, "budget-usd", 0, "hard limit on the session's model cost, in USD (the same as --max-cost)")
+	o.budget = registerBudgetFlags(cmd, "")
 	fs.BoolVar(&o.detach, "detach", false, "print the session id and return without following")
 	fs.BoolVar(&o.json, "json", false, "print events as JSON lines (with --detach: the session as JSON)")
 	return cmd
+}
+
+// sessionBudget is the session's budget from the limit flags (nil: none
+// given, the agent's own). A limit of 0 would be no limit at all, so it
+// is refused: leave the flag out instead.
+func (o *runOpts) sessionBudget(cmd *cobra.Command) (*lt.Budget, error) {
+	patch, err := o.budget.patch(cmd)
+	if err != nil {
+		return nil, err
+	}
+	if cmd.Flags().Changed("budget-usd") {
+		if !(o.budgetUSD > 0) {
+			return nil, usagef("--budget-usd %g: must be above 0", o.budgetUSD)
+		}
+		if cmd.Flags().Changed("max-cost") {
+			return nil, usagef("--budget-usd and --max-cost are the same limit: give one")
+		}
+		if patch == nil {
+			patch = &budgetPatch{}
+		}
+		patch.p.MaxCostUSD = &o.budgetUSD
+	}
+	if patch == nil {
+		return nil, nil
+	}
+	if f := patch.zeroFlag(); f != "" {
+		return nil, usagef("%s 0: must be above 0 (leave the flag out for no limit)", f)
+	}
+	b := patch.p.Apply(lt.Budget{})
+	return &b, nil
 }
 
 func (c *cli) run(cmd *cobra.Command, o *runOpts, input string) error {
@@ -77,12 +110,11 @@ func (c *cli) run(cmd *cobra.Command, o *runOpts, input string) error {
 		Constraints:        o.constraints,
 		AcceptanceCriteria: o.acceptance,
 	}
-	if cmd.Flags().Changed("budget-usd") {
-		if !(o.budgetUSD > 0) {
-			return usagef("--budget-usd %g: must be above 0", o.budgetUSD)
-		}
-		req.Budget = &lt.Budget{MaxCostUSD: o.budgetUSD}
+	budget, err := o.sessionBudget(cmd)
+	if err != nil {
+		return err
 	}
+	req.Budget = budget
 	if o.agentSpec != "" {
 		var spec lt.AgentSpec
 		if _, err := decodeFile(o.agentSpec, &spec); err != nil {
@@ -97,25 +129,48 @@ func (c *cli) run(cmd *cobra.Command, o *runOpts, input string) error {
 	ctx := cmd.Context()
 	s, err := cl.CreateSession(ctx, req)
 	if err != nil {
+		if o.agent != "" {
+			return suggestAgent(ctx, cl, o.project, o.agent, err)
+		}
 		return err
 	}
 	if o.detach {
-		if o.json {
-			return writeJSON(c.stdout, s)
-		}
-		_, err := fmt.Fprintln(c.stdout, s.ID)
-		return err
+		return c.printCreated(s, s.ID, o.json)
 	}
 
-	// With --json, stdout carries only events; notes go to stderr.
+	return c.followAndReport(ctx, cl, s.ID, s.CurrentTurnID, o.json, func(notes io.Writer) {
+		fmt.Fprintf(notes, "session %s started (%s); following turn %s\n", s.ID, agentLabel(s.Agent), s.CurrentTurnID)
+	})
+}
+
+// printCreated is what a --detach command prints of what it created: its
+// id, or with asJSON the whole object.
+func (c *cli) printCreated(obj any, id string, asJSON bool) error {
+	if asJSON {
+		return writeJSON(c.stdout, obj)
+	}
+	_, err := fmt.Fprintln(c.stdout, id)
+	return err
+}
+
+// followAndReport prints the events of turnID of the session as they
+// happen (only that turn's: the stream starts at the session's first
+// event), with the command that settles each required action, then the
+// turn's output and the session's state; started writes the first note.
+// With asJSON, stdout carries only the events, as JSON lines, and the
+// notes go to stderr. A turn that did not complete exits 1.
+func (c *cli) followAndReport(ctx context.Context, cl *client.Client, sessionID, turnID string, asJSON bool, started func(notes io.Writer)) error {
 	notes := c.stdout
-	if o.json {
+	if asJSON {
 		notes = c.stderr
 	}
-	fmt.Fprintf(notes, "session %s started (%s); following turn %s\n", s.ID, agentLabel(s.Agent), s.CurrentTurnID)
-	p := &eventPrinter{w: c.stdout, json: o.json}
-	end, err := followTurn(ctx, cl, s.ID, s.CurrentTurnID, 0, func(ev lt.Event) error {
-		if o.json {
+	started(notes)
+	p := &eventPrinter{w: c.stdout, json: asJSON}
+	end, err := followTurn(ctx, cl, sessionID, turnID, 0, func(ev lt.Event) error {
+		if ev.TurnID != "" && ev.TurnID != turnID {
+			return nil // an earlier turn's
+		}
+		if asJSON {
 			return p.print(ev)
 		}
 		if !interesting(ev.Type) {
@@ -124,18 +179,18 @@ func (c *cli) run(cmd *cobra.Command, o *runOpts, input string) error {
 		if err := p.print(ev); err != nil {
 			return err
 		}
-		printActionHint(c.stdout, s.ID, ev)
-		printPauseHint(c.stdout, s.ID, ev)
+		printActionHint(c.stdout, sessionID, ev)
+		printPauseHint(c.stdout, sessionID, ev)
 		return nil
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			fmt.Fprintf(c.stderr, "stopped following; session %s goes on in the server: longhaul events %s --follow\n", s.ID, s.ID)
+			fmt.Fprintf(c.stderr, "stopped following; session %s goes on in the server: longhaul events %s --follow\n", sessionID, sessionID)
 			return &exitError{code: exitInterrupted}
 		}
 		return err
 	}
-	return c.reportTurn(ctx, cl, notes, s.ID, end, !o.json)
+	return c.reportTurn(ctx, cl, notes, sessionID, end, !asJSON)
 }
 
 // reportTurn prints how a followed turn ended and the session's totals, and
@@ -244,10 +299,10 @@ func printActionHint(w io.Writer, sessionID string, ev lt.Event) {
 	switch a.Type {
 	case lt.ActionFunctionCall:
 		fmt.Fprintf(w, "        ↳ %s%s is for the application to answer:\n", a.Tool, argsSuffix(a.Arguments))
-		fmt.Fprintf(w, "          longhaul respond %s %s --output 'JSON'   (or --error MSG)\n", sessionID, a.ID)
+		fmt.Fprintf(w, "          longhaul respond %s --output 'JSON'   (or --error MSG)\n", a.ID)
 	case lt.ActionInDoubt:
 		fmt.Fprintf(w, "        ↳ did %s run? decide with:\n", a.Tool)
-		fmt.Fprintf(w, "          longhaul decide %s %s happened|did_not_happen|skip\n", sessionID, a.ID)
+		fmt.Fprintf(w, "          longhaul decide %s happened|did_not_happen|skip\n", a.ID)
 	case lt.ActionApproval:
 		fmt.Fprintf(w, "        ↳ %s%s needs approval; see it with 'longhaul action %s', then:\n", a.Tool, argsSuffix(a.Arguments), a.ID)
 		fmt.Fprintf(w, "          longhaul approve %s   (or reject %s --reason TEXT, or stop %s)\n", a.ID, a.ID, a.ID)

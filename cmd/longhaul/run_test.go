@@ -109,7 +109,8 @@ func TestRunFollowsThroughRequiredAction(t *testing.T) {
 
 	out := stdout.waitFor(t, "longhaul respond ")
 	sessionID, actionID := hintIDs(t, out)
-	resp := cliOK(t, "respond", sessionID, actionID, "--server", s.url, "--output", `{"name": "ACME"}`)
+	require.True(t, strings.HasPrefix(sessionID, "ses_"), sessionID)
+	resp := cliOK(t, "respond", actionID, "--server", s.url, "--output", `{"name": "ACME"}`)
 	require.Contains(t, resp, "resolved")
 
 	require.NoError(t, <-done, "stderr: %s", stderr.String())
@@ -118,17 +119,24 @@ func TestRunFollowsThroughRequiredAction(t *testing.T) {
 	require.Contains(t, out, "action.resolved")
 }
 
-// hintIDs extracts the session and action ids from run's hint line.
+// hintIDs extracts the session id from run's first note and the action id
+// from its respond hint.
 func hintIDs(t *testing.T, out string) (string, string) {
 	t.Helper()
+	var sessionID, actionID string
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if len(f) >= 4 && f[0] == "longhaul" && f[1] == "respond" {
-			return f[2], f[3]
+		switch {
+		case len(f) >= 3 && f[0] == "session" && f[2] == "started":
+			sessionID = f[1]
+		case len(f) >= 3 && f[0] == "longhaul" && f[1] == "respond":
+			actionID = f[2]
 		}
 	}
-	t.Fatalf("no respond hint in:\n%s", out)
-	return "", ""
+	if sessionID == "" || actionID == "" {
+		t.Fatalf("no session note or respond hint in:\n%s", out)
+	}
+	return sessionID, actionID
 }
 
 const functionSpec = `{

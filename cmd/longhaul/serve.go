@@ -49,9 +49,11 @@ type serveOpts struct {
 	config   string
 	apiKeys  []string
 	logLevel string
-	ping     time.Duration
-	vaultKey string
-	sandbox  string
+	// logFormat is text or json: how log lines are written.
+	logFormat string
+	ping      time.Duration
+	vaultKey  string
+	sandbox   string
 	// sandboxDiskMB is the default workspace quota.
 	sandboxDiskMB int
 	// sandboxUser is UID[:GID], the host identity of a root server's
@@ -186,10 +188,11 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.StringVar(&o.dataDir, "data", defaultDataDir, "data directory: SQLite database, workspaces, node id, vault key (env LONGHAUL_DATA)")
 	fs.StringVar(&o.storeURL, "store", "", storeFlagUsage)
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", defaultLeaseTTL, "how long a node's lease on a running session lasts without renewal (renewed every third of it): how soon the other nodes take over the sessions of a node that died")
-	fs.BoolVar(&o.noMigrate, "no-migrate", false, "do not migrate the database at start: refuse a schema older than this binary (run `longhaul migrate` apart, e.g. during an upgrade)")
+	fs.BoolVar(&o.noMigrate, "no-migrate", false, "do not migrate the database at start: refuse a schema older than this binary (run 'longhaul migrate' apart, e.g. during an upgrade)")
 	fs.StringVar(&o.config, "config", "", "config file with agents to register and users for single sign-on (env LONGHAUL_CONFIG; default "+defaultConfigFile+" if it exists)")
 	fs.StringArrayVar(&o.apiKeys, "api-key", nil, "bootstrap API key, an admin accepted as a bearer token (more keys: longhaul keys create); repeat for several (env LONGHAUL_API_KEYS, comma-separated)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error (env LONGHAUL_LOG_LEVEL)")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log line format on stderr: text (key=value) or json (one JSON object a line, for a log shipper) (env LONGHAUL_LOG_FORMAT)")
 	fs.DurationVar(&o.ping, "ping-interval", 15*time.Second, "how often an idle event stream gets a \": ping\" comment")
 	fs.StringVar(&o.sandbox, "sandbox", "auto", "where shell commands run: auto (bwrap when it works, else local with a warning), bwrap (refuse to start without it) or local (no isolation: development only)")
 	fs.StringVar(&o.sandboxUser, "sandbox-user", fmt.Sprintf("%d:%d", sandbox.DefaultUID, sandbox.DefaultGID), "UID[:GID]: the unprivileged host user (and group) a server running as root runs its bwrap sandboxes as; numbers, never 0. A uid no other program uses is best")
@@ -234,6 +237,10 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 	level, err := parseLogLevel(c.flagOrEnv(cmd, "log-level", o.logLevel, "LONGHAUL_LOG_LEVEL"))
 	if err != nil {
 		return err
+	}
+	logFormat := c.flagOrEnv(cmd, "log-format", o.logFormat, "LONGHAUL_LOG_FORMAT")
+	if logFormat != "text" && logFormat != "json" {
+		return usagef("--log-format %q: want text or json", logFormat)
 	}
 	keys := o.apiKeys
 	if !cmd.Flags().Changed("api-key") {
@@ -314,7 +321,12 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 	red := &atomic.Pointer[redact.Redactor]{}
 	logOut := redact.NewWriter(c.stderr, red.Load)
 	defer logOut.Flush()
-	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
+	logOpts := &slog.HandlerOptions{Level: level}
+	var logHandler slog.Handler = slog.NewTextHandler(logOut, logOpts)
+	if logFormat == "json" {
+		logHandler = slog.NewJSONHandler(logOut, logOpts)
+	}
+	log := slog.New(logHandler)
 	// The audit log's entries are JSON lines among the others (msg
 	// "audit"), whatever the level, for a log shipper to pick out.
 	auditLog := slog.New(slog.NewJSONHandler(logOut, nil))

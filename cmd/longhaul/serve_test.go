@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -99,6 +100,15 @@ func TestServeRegistersConfiguredAgentsOnlyWhenChanged(t *testing.T) {
 	r := cliRun(t, "serve", "--addr", "127.0.0.1:0", "--data", dir, "--config", cfg)
 	require.Equal(t, exitFailure, r.code)
 	require.Contains(t, r.stderr, "in use by another longhaul process")
+
+	// A busy port fails the start before a new data directory is created
+	// (and so before any database is migrated).
+	fresh := filepath.Join(t.TempDir(), "fresh")
+	busy := strings.TrimPrefix(n.url, "http://")
+	r = cliRun(t, "serve", "--addr", busy, "--data", fresh)
+	require.Equal(t, exitFailure, r.code)
+	require.Contains(t, r.stderr, "listen on "+busy)
+	require.NoDirExists(t, fresh)
 
 	require.NoError(t, n.stop(), "a signal drains and exits 0")
 	require.Contains(t, n.stdout.String(), "Longhaul stopped.")
@@ -345,4 +355,25 @@ func TestServeRefusesBadSandboxFlags(t *testing.T) {
 	uid, gid, err = parseSandboxUser("2000:3000")
 	require.NoError(t, err)
 	require.Equal(t, []int{2000, 3000}, []int{uid, gid})
+}
+
+// TestServeLogFormatJSON: with --log-format json every log line on stderr
+// is one JSON object (the "serving" line among them); a format it does not
+// know is a usage error.
+func TestServeLogFormatJSON(t *testing.T) {
+	t.Parallel()
+	n := startServe(t, noEnv, "--data", t.TempDir(), "--sandbox", "local", "--log-format", "json", "--log-level", "info")
+	n.stderr.waitFor(t, `"msg":"serving"`)
+	require.NoError(t, n.stop())
+	lines := strings.Split(strings.TrimSpace(n.stderr.String()), "\n")
+	require.NotEmpty(t, lines)
+	for _, line := range lines {
+		var v map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &v), "not a JSON line: %s", line)
+		require.Contains(t, v, "level")
+	}
+
+	r := cliRun(t, "serve", "--log-format", "xml")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.stderr, `--log-format "xml": want text or json`)
 }

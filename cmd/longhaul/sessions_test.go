@@ -40,7 +40,7 @@ func TestInspectAndRespondToFunctionCall(t *testing.T) {
 	// Human forms: tables with the ids, and the command that answers.
 	out := cliOK(t, "actions", id, "--server", s.url)
 	require.Contains(t, out, act.ID)
-	require.Contains(t, out, "longhaul respond "+id+" "+act.ID)
+	require.Contains(t, out, "longhaul respond "+act.ID+" --output")
 	out = cliOK(t, "show", id, "--server", s.url)
 	require.Contains(t, out, "requires_action")
 	require.Contains(t, out, "Required actions:")
@@ -49,15 +49,18 @@ func TestInspectAndRespondToFunctionCall(t *testing.T) {
 	require.Contains(t, out, id)
 
 	// Answer the function call; the turn completes.
-	out = cliOK(t, "respond", id, act.ID, "--server", s.url, "--output", `{"name": "ACME"}`)
+	out = cliOK(t, "respond", act.ID, "--server", s.url, "--output", `{"name": "ACME"}`)
 	require.Contains(t, out, "Action "+act.ID+" (function_call lookup) is resolved")
 	s.waitEvent(t, id, lt.EventTurnCompleted)
 	sess = cliJSON[lt.Session](t, "show", id, "--server", s.url, "--json")
 	require.Equal(t, lt.SessionIdle, sess.Status)
 
-	// The same answer again is harmless; another one is a conflict.
-	cliOK(t, "respond", id, act.ID, "--server", s.url, "--output", `{"name": "ACME"}`)
-	r := cliRun(t, "respond", id, act.ID, "--server", s.url, "--error", "changed my mind")
+	// The same answer again is harmless; another one is a conflict. The
+	// older form with the session's id still works, noted as deprecated.
+	r := cliRun(t, "respond", id, act.ID, "--server", s.url, "--output", `{"name": "ACME"}`)
+	require.NoError(t, r.err, r.stderr)
+	require.Contains(t, r.stderr, "'longhaul respond SESSION_ID ACTION_ID' is deprecated")
+	r = cliRun(t, "respond", act.ID, "--server", s.url, "--error", "changed my mind")
 	require.Equal(t, exitFailure, r.code)
 	require.Contains(t, r.stderr, "code:    conflict (HTTP 409)")
 
@@ -159,6 +162,14 @@ func TestDecideInDoubtRequiresKnownAction(t *testing.T) {
 	require.Equal(t, exitFailure, r.code)
 	require.Contains(t, r.stderr, "invalid_request")
 	r = cliRun(t, "decide", id, "act_missing", "happened", "--server", s.url)
+	require.Equal(t, exitFailure, r.code)
+	require.Contains(t, r.stderr, "not_found")
+	// By the action's id alone, the CLI reads the action and names the
+	// command that fits it before sending anything.
+	r = cliRun(t, "decide", act.ID, "skip", "--server", s.url)
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.stderr, "action "+act.ID+" is of type function_call; decide it with: longhaul respond "+act.ID)
+	r = cliRun(t, "decide", "act_missing", "happened", "--server", s.url)
 	require.Equal(t, exitFailure, r.code)
 	require.Contains(t, r.stderr, "not_found")
 }

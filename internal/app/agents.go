@@ -99,3 +99,30 @@ func (a *App) GetAgent(ctx context.Context, project, name string, version int) (
 	}
 	return a.eng.GetAgent(ctx, project, name, version)
 }
+
+// ListAgentVersions implements Service: every version of an agent of the
+// caller's project (GetAgent's), the latest first. Versions are numbered
+// 1, 2, … without gaps (PutAgent takes the next), so they are read one by
+// one: an agent has a handful, and the store needs no query of its own.
+func (a *App) ListAgentVersions(ctx context.Context, project, name string) (*lt.List[lt.Agent], error) {
+	if err := Allow(ctx, "ListAgentVersions"); err != nil {
+		return nil, err
+	}
+	project, err := creationProject(ctx, project)
+	if err != nil {
+		return nil, err
+	}
+	latest, err := a.eng.GetAgent(ctx, project, name, 0)
+	if err != nil {
+		return nil, err
+	}
+	versions := []lt.Agent{*latest}
+	for v := latest.Version - 1; v >= 1; v-- {
+		agent, err := a.eng.GetAgent(ctx, project, name, v)
+		if err != nil {
+			return nil, err
+		}
+		versions = append(versions, *agent)
+	}
+	return list(versions), nil
+}

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 
+	"github.com/longhaul-dev/longhaul/internal/buildinfo"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -21,4 +22,14 @@ func (a *App) Me(ctx context.Context) (*lt.Identity, error) {
 		Project:     c.Project,
 		Permissions: AllowedMethods(c.Role),
 	}, nil
+}
+
+// Version implements Service: the build of this process (every node of a
+// deployment may run another one during a rolling upgrade).
+func (a *App) Version(ctx context.Context) (*lt.BuildInfo, error) {
+	if err := Allow(ctx, "Version"); err != nil {
+		return nil, err
+	}
+	bi := buildinfo.Read()
+	return &bi, nil
 }

@@ -94,6 +94,8 @@ var Permissions = map[string][]lt.Role{
 	"ListAgents":  readers,
 	"GetAgent":    readers,
 
+	"ListAgentVersions": readers,
+
 	// The vault: admin only (even a secret's name and hosts say much).
 	"PutSecret":    admins,
 	"ListSecrets":  admins,
@@ -101,6 +103,10 @@ var Permissions = map[string][]lt.Role{
 
 	// Identity: who the caller is, what it may do.
 	"Me": everyone,
+	// Which build serves the API: what a client checks before it relies
+	// on a feature. Every role that uses the API; a runner, which only
+	// connects an environment, calls nothing but Me.
+	"Version": readers,
 
 	// API keys.
 	"CreateKey": admins,

@@ -41,9 +41,9 @@ var (
 	// carry a project of their own (agents, secrets, webhook endpoints and
 	// their deliveries) rather than through a session.
 	unscoped = []string{
-		"PutAgent", "EnsureAgent", "ListAgents", "GetAgent",
+		"PutAgent", "EnsureAgent", "ListAgents", "GetAgent", "ListAgentVersions",
 		"PutSecret", "ListSecrets", "DeleteSecret",
-		"CreateKey", "ListKeys", "RevokeKey", "ListAudit", "Me",
+		"CreateKey", "ListKeys", "RevokeKey", "ListAudit", "Me", "Version",
 		"CreateWebhookEndpoint", "ListWebhookEndpoints", "DeleteWebhookEndpoint", "ListWebhookDeliveries",
 		"Ready",
 	}

@@ -121,6 +121,9 @@ type Service interface {
 	// project (a key of one project: its own; an admin: "" for the
 	// default project).
 	GetAgent(ctx context.Context, project, name string, version int) (*lt.Agent, error)
+	// ListAgentVersions lists every version of the agent name of project
+	// (GetAgent's project), the latest first.
+	ListAgentVersions(ctx context.Context, project, name string) (*lt.List[lt.Agent], error)
 
 	// The vault (never a secret's value). A secret belongs to one project
 	// (req.Project; project: "" for the default project, or for every
@@ -136,6 +139,10 @@ type Service interface {
 	// for a client to offer only what the role allows; open to every
 	// role.
 	Me(ctx context.Context) (*lt.Identity, error)
+	// Version says which build of Longhaul serves the API (GET
+	// /v1/version): its module version and VCS revision; open to every
+	// role but a runner.
+	Version(ctx context.Context) (*lt.BuildInfo, error)
 
 	// API keys (admin only). CreateKey's answer is the only place the
 	// token appears; RevokeKey holds at once on every node (the key is

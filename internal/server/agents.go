@@ -55,3 +55,17 @@ func (s *Server) getAgent(w http.ResponseWriter, r *http.Request) error {
 	}
 	return writeJSON(w, http.StatusOK, agent)
 }
+
+// listAgentVersions is GET /v1/agents/{name}/versions?project=: every
+// version of the agent, the latest first (the project as getAgent's).
+func (s *Server) listAgentVersions(w http.ResponseWriter, r *http.Request) error {
+	project, err := queryString(r, "project")
+	if err != nil {
+		return err
+	}
+	versions, err := s.b.ListAgentVersions(r.Context(), project, r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, versions)
+}

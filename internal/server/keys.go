@@ -20,6 +20,16 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, me)
 }
 
+// version is GET /v1/version: the build of the node that answers (any
+// role but a runner).
+func (s *Server) version(w http.ResponseWriter, r *http.Request) error {
+	v, err := s.b.Version(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, v)
+}
+
 // createKey is POST /v1/keys: 201 with the key's metadata and its token,
 // the only response that ever shows it. It takes no Idempotency-Key: a
 // replay would have to keep the token to answer with it, and the token is

@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/json"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -100,6 +101,29 @@ func TestMeEndpoint(t *testing.T) {
 	require.NotContains(t, approver.Permissions, "Steer")
 
 	requireError(t, as("lh_"+strings.Repeat("a", 52)), http.StatusUnauthorized, lt.CodeUnauthorized, "")
+}
+
+// TestVersionEndpoint: GET /v1/version names this build for every role
+// that uses the API (a runner, which only connects an environment, gets a
+// 403); without a key it is a 401 like any /v1 route.
+func TestVersionEndpoint(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{cfg: &server.Config{APIKeys: []string{"boot-key"}}})
+	as := func(token string) *response {
+		return h.do(http.MethodGet, "/v1/version", nil, map[string]string{"Authorization": "Bearer " + token})
+	}
+	for _, role := range lt.Roles() {
+		r := as(h.createKey(`{"name": "v-` + string(role) + `", "role": "` + string(role) + `"}`).Key)
+		if role == lt.RoleRunner {
+			requireError(t, r, http.StatusForbidden, lt.CodeForbidden, "")
+			continue
+		}
+		require.Equal(t, http.StatusOK, r.status, "%s: %s", role, r.body)
+		v := decode[lt.BuildInfo](t, r)
+		require.Equal(t, runtime.Version(), v.GoVersion)
+		require.NotEmpty(t, v.Version)
+	}
+	requireError(t, h.do(http.MethodGet, "/v1/version", nil, nil), http.StatusUnauthorized, lt.CodeUnauthorized, "")
 }
 
 func jsonList(items []string) string {

@@ -70,15 +70,17 @@ var routeCases = map[string]routeCase{
 	"GET /v1/sessions/{id}/checkpoints/{checkpoint_id}/files":           {"ListFiles", "/v1/sessions/ses_x/checkpoints/chk_x/files", ""},
 	"GET /v1/sessions/{id}/checkpoints/{checkpoint_id}/files/{path...}": {"OpenFile", "/v1/sessions/ses_x/checkpoints/chk_x/files/a.txt", ""},
 
-	"POST /v1/agents":       {"PutAgent", "/v1/agents", `{}`},
-	"GET /v1/agents":        {"ListAgents", "/v1/agents", ""},
-	"GET /v1/agents/{name}": {"GetAgent", "/v1/agents/nope", ""},
+	"POST /v1/agents":                {"PutAgent", "/v1/agents", `{}`},
+	"GET /v1/agents":                 {"ListAgents", "/v1/agents", ""},
+	"GET /v1/agents/{name}":          {"GetAgent", "/v1/agents/nope", ""},
+	"GET /v1/agents/{name}/versions": {"ListAgentVersions", "/v1/agents/nope/versions", ""},
 
 	"PUT /v1/secrets/{name}":    {"PutSecret", "/v1/secrets/A_TOKEN", `{}`},
 	"GET /v1/secrets":           {"ListSecrets", "/v1/secrets", ""},
 	"DELETE /v1/secrets/{name}": {"DeleteSecret", "/v1/secrets/A_TOKEN", ""},
 
-	"GET /v1/me": {"Me", "/v1/me", ""},
+	"GET /v1/me":      {"Me", "/v1/me", ""},
+	"GET /v1/version": {"Version", "/v1/version", ""},
 
 	"POST /v1/keys":        {"CreateKey", "/v1/keys", `{}`},
 	"GET /v1/keys":         {"ListKeys", "/v1/keys", ""},

@@ -323,6 +323,7 @@ func (s *Server) routes() {
 	s.handle("DELETE /v1/secrets/{name}", "DeleteSecret", s.deleteSecret)
 
 	s.handle("GET /v1/me", "Me", s.me)
+	s.handle("GET /v1/version", "Version", s.version)
 	s.handle("POST /v1/keys", "CreateKey", s.createKey)
 	s.handle("GET /v1/keys", "ListKeys", s.listKeys)
 	s.handle("DELETE /v1/keys/{id}", "RevokeKey", s.revokeKey)
@@ -343,6 +344,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/agents", "PutAgent", s.idempotent(s.putAgent))
 	s.handle("GET /v1/agents", "ListAgents", s.listAgents)
 	s.handle("GET /v1/agents/{name}", "GetAgent", s.getAgent)
+	s.handle("GET /v1/agents/{name}/versions", "ListAgentVersions", s.listAgentVersions)
 
 	s.fileRoutes()
 

@@ -183,6 +183,11 @@ func TestAgents(t *testing.T) {
 	require.Equal(t, "v1", first.Spec.Instructions)
 	list := decode[lt.List[lt.Agent]](t, h.get("/v1/agents"))
 	require.Len(t, list.Data, 1)
+	versions := decode[lt.List[lt.Agent]](t, h.get("/v1/agents/notes/versions"))
+	require.Len(t, versions.Data, 2, "every version, the latest first")
+	require.Equal(t, []int{2, 1}, []int{versions.Data[0].Version, versions.Data[1].Version})
+	require.Equal(t, []string{"v2", "v1"}, []string{versions.Data[0].Spec.Instructions, versions.Data[1].Spec.Instructions})
+	requireError(t, h.get("/v1/agents/nobody/versions"), http.StatusNotFound, "not_found", "")
 
 	requireError(t, h.get("/v1/agents/notes?version=0"), http.StatusBadRequest, "invalid_request", "version")
 	requireError(t, h.get("/v1/agents/notes?version=x"), http.StatusBadRequest, "invalid_request", "version")
