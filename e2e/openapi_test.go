@@ -120,6 +120,7 @@ func TestOpenAPIDescribesRealAnswers(t *testing.T) {
 	doc := c.ok(http.StatusOK, "GET", "/v1/openapi.json", nil)
 	require.Equal(t, "3.1.0", doc["openapi"])
 	c.ok(http.StatusOK, "GET", "/v1/me", nil)
+	c.ok(http.StatusOK, "GET", "/v1/version", nil)
 
 	// Agents.
 	spec := map[string]any{
@@ -141,6 +142,7 @@ func TestOpenAPIDescribesRealAnswers(t *testing.T) {
 	c.ok(http.StatusCreated, "POST", "/v1/agents", map[string]any{"name": "tour", "spec": spec})
 	c.ok(http.StatusOK, "GET", "/v1/agents", nil)
 	c.ok(http.StatusOK, "GET", "/v1/agents/tour", nil)
+	c.ok(http.StatusOK, "GET", "/v1/agents/tour/versions", nil)
 
 	// A session through an approval and a function call.
 	s := c.ok(http.StatusCreated, "POST", "/v1/sessions", map[string]any{
@@ -164,7 +166,9 @@ func TestOpenAPIDescribesRealAnswers(t *testing.T) {
 	// The journal and provenance.
 	c.ok(http.StatusOK, "GET", "/v1/sessions/"+id+"/events?after=0&limit=3", nil)
 	streamOnce(t, proxy.url+"/v1/sessions/"+id+"/events/stream")
-	c.ok(http.StatusOK, "GET", "/v1/sessions/"+id+"/effects", nil)
+	effects := c.ok(http.StatusOK, "GET", "/v1/sessions/"+id+"/effects", nil)
+	require.NotEmpty(t, effects["data"])
+	c.ok(http.StatusOK, "GET", "/v1/sessions/"+id+"/effects/"+effects["data"].([]any)[0].(map[string]any)["id"].(string), nil)
 	c.ok(http.StatusOK, "GET", "/v1/sessions/"+id+"/trace", nil)
 	turns := c.ok(http.StatusOK, "GET", "/v1/sessions/"+id+"/turns", nil)
 	turnID := turns["data"].([]any)[0].(map[string]any)["id"].(string)
