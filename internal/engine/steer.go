@@ -198,9 +198,18 @@ func (r *runner) readSteers(ctx context.Context, flush bool) error {
 			return err
 		}
 	}
-	_, st, err := r.e.loadState(ctx, r.lease.SessionID)
+	// Only another writer's append can bring a steer: while the journal
+	// ends where this runner last wrote, the state need not be decoded.
+	row, err := r.e.store.SessionGet(ctx, r.lease.SessionID)
 	if err != nil {
 		return err
+	}
+	if row.LastSeq <= r.durableSeq {
+		return nil
+	}
+	var st journal.State
+	if err := json.Unmarshal(row.State, &st); err != nil {
+		return fmt.Errorf("decode state of session %s: %w", r.lease.SessionID, err)
 	}
 	if st.Steer.Count == r.st.Steer.Count {
 		return nil
