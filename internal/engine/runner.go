@@ -43,6 +43,10 @@ type runner struct {
 	// copy, if any, is stale.
 	wsWriter string
 	released bool // the lease was given back with the last append
+	// tickRow is the session's row as readControls read it at the start
+	// of this tick, until the runner writes again (readSteers uses it
+	// rather than reading the same row again).
+	tickRow *store.SessionRow
 	// tree is this session's part in its tree's budget ledger.
 	tree *treeLedger
 }
@@ -170,6 +174,7 @@ func (r *runner) flush(ctx context.Context, release bool) error {
 			return err
 		}
 		p.TreeSettle = r.treeSettle()
+		r.tickRow = nil
 		_, err = r.e.store.EventAppend(ctx, p)
 		if err == nil {
 			r.treeSettled(p.TreeSettle)

@@ -200,9 +200,14 @@ func (r *runner) readSteers(ctx context.Context, flush bool) error {
 	}
 	// Only another writer's append can bring a steer: while the journal
 	// ends where this runner last wrote, the state need not be decoded.
-	row, err := r.e.store.SessionGet(ctx, r.lease.SessionID)
-	if err != nil {
-		return err
+	// The row this tick's readControls read will do, unless the runner
+	// wrote since.
+	row := r.tickRow
+	if row == nil || flush {
+		var err error
+		if row, err = r.e.store.SessionGet(ctx, r.lease.SessionID); err != nil {
+			return err
+		}
 	}
 	if row.LastSeq <= r.durableSeq {
 		return nil
