@@ -206,17 +206,15 @@ func (m *Manager) forgetVersions(workspaceID string) {
 // (an untracked workspace). The caller holds m.mu.
 func (m *Manager) loadVersions(workspaceID, p string) (*versionList, error) {
 	info, err := os.Stat(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		delete(m.lists, workspaceID)
-		return nil, nil
+	if err == nil {
+		if l, ok := m.lists[workspaceID]; ok && sameFileState(l.info, info) {
+			return l, nil
+		}
 	}
-	if err != nil {
-		return nil, err
+	var data []byte
+	if err == nil {
+		data, err = os.ReadFile(p)
 	}
-	if l, ok := m.lists[workspaceID]; ok && sameFileState(l.info, info) {
-		return l, nil
-	}
-	data, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		delete(m.lists, workspaceID)
 		return nil, nil

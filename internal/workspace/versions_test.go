@@ -70,12 +70,7 @@ func TestSnapshotVersions(t *testing.T) {
 // an entry (a shorter id could name another snapshot), and the next
 // record starts a line of its own.
 func TestSnapshotVersionsCutLineIsNoEntry(t *testing.T) {
-	m, err := New(t.TempDir())
-	require.NoError(t, err)
-	_, err = m.Ensure("ses_1")
-	require.NoError(t, err)
-	require.NoError(t, m.RecordSnapshot("ses_1", "ses_1", "change-1"))
-	p := filepath.Join(m.Root(), "ses_1"+versionsSuffix)
+	m, p := newListedWorkspace(t, "change-1")
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
 	require.NoError(t, err)
 	_, err = f.WriteString("ses_1 change-12") // "change-123\n" cut short
@@ -102,12 +97,7 @@ func TestSnapshotVersionsCutLineIsNoEntry(t *testing.T) {
 // A record that changes nothing writes nothing, and the file grows by a
 // line per record until it is rewritten to the list it stands for.
 func TestSnapshotVersionsAppendAndRewrite(t *testing.T) {
-	m, err := New(t.TempDir())
-	require.NoError(t, err)
-	_, err = m.Ensure("ses_1")
-	require.NoError(t, err)
-	p := filepath.Join(m.Root(), "ses_1"+versionsSuffix)
-	require.NoError(t, m.RecordSnapshot("ses_1", "ses_1", "a"))
+	m, p := newListedWorkspace(t, "a")
 	before, err := os.Stat(p)
 	require.NoError(t, err)
 	require.NoError(t, m.RecordSnapshot("ses_1", "ses_1", "a"))
@@ -134,4 +124,16 @@ func TestSnapshotVersionsAppendAndRewrite(t *testing.T) {
 	known, _, err := m.HasSnapshot("ses_1", "ses_1", "theirs")
 	require.NoError(t, err)
 	require.True(t, known)
+}
+
+// newListedWorkspace makes workspace ses_1 in a new root, records snapshot
+// id of session ses_1 in it, and returns the Manager and the list's path.
+func newListedWorkspace(t *testing.T, id string) (*Manager, string) {
+	t.Helper()
+	m, err := New(t.TempDir())
+	require.NoError(t, err)
+	_, err = m.Ensure("ses_1")
+	require.NoError(t, err)
+	require.NoError(t, m.RecordSnapshot("ses_1", "ses_1", id))
+	return m, filepath.Join(m.Root(), "ses_1"+versionsSuffix)
 }
