@@ -14,11 +14,9 @@
 // SQLite has one writer at a time and a commit costs one fsync, so all writes
 // go through one goroutine that owns the only write connection. It takes
 // every queued request (up to Config.MaxBatch) and runs them in one
-// transaction. A request that fails (a seq conflict, a lost lease) gets its
-// own error while the others commit: the batch runs first without
-// savepoints (a failure is rare, a savepoint per request is not free), and
-// after a failure the others run again in a new transaction, each inside
-// its own SAVEPOINT, so that a failure is rolled back alone. One COMMIT, and so one fsync, covers the whole batch;
+// transaction, each inside its own SAVEPOINT: a request that fails (a seq
+// conflict, a lost lease) is rolled back alone and gets its own error while
+// the others commit. One COMMIT, and so one fsync, covers the whole batch;
 // then each caller is answered and the notifications are published. Under
 // load many appends share an fsync; a lone appender pays one per append.
 //

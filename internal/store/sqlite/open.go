@@ -148,7 +148,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		"journal_mode(WAL)",
 		"synchronous(FULL)",
 		"foreign_keys(1)",
-		// Group commit may wrap each request in a savepoint; keep savepoint
+		// Group commit wraps each request in a savepoint; keep savepoint
 		// journals (and other temporaries) in memory, not in temp files.
 		"temp_store(MEMORY)",
 	}))

@@ -163,25 +163,21 @@ func (w *writer) runRaw(req *request) {
 	req.done <- req.raw(w)
 }
 
-// runBatch commits as many of reqs as it can in one transaction. The first
-// attempt runs them one after another without savepoints: a request rarely
-// fails, and a savepoint and its release cost as much as a small request.
-// A request that fails then takes the transaction down with it: it gets its
-// error, and the rest run again in a new transaction, each in its own
-// savepoint, so a failure is rolled back alone. A request whose failure took
-// the whole transaction down even so (SQLite rolls back the transaction on
-// some I/O and memory errors) gets its error and the rest run again. Each
-// round removes at least one request, so it ends.
+// runBatch commits as many of reqs as it can in one transaction. A request
+// whose failure took the whole transaction down with it (SQLite rolls back
+// the transaction on some I/O and memory errors) gets its error and the rest
+// run again in a new transaction; each such round removes at least one
+// request, so it ends.
 func (w *writer) runBatch(reqs []*request) {
 	pending := reqs
-	for savepoints := false; len(pending) > 0; savepoints = true {
-		pending = w.attempt(pending, savepoints)
+	for len(pending) > 0 {
+		pending = w.attempt(pending)
 	}
 }
 
 // attempt runs reqs in one transaction, answers every request it settles and
 // returns those that must be retried.
-func (w *writer) attempt(reqs []*request, savepoints bool) []*request {
+func (w *writer) attempt(reqs []*request) []*request {
 	if _, err := w.exec("BEGIN IMMEDIATE"); err != nil {
 		err = fmt.Errorf("begin batch: %w", mapErr(err))
 		for _, r := range reqs {
@@ -189,7 +185,7 @@ func (w *writer) attempt(reqs []*request, savepoints bool) []*request {
 		}
 		return nil
 	}
-	savepoints = savepoints && len(reqs) > 1
+	savepoints := len(reqs) > 1
 	ok := make([]*request, 0, len(reqs))
 	for i, r := range reqs {
 		if err := r.ctx.Err(); err != nil {
@@ -202,7 +198,7 @@ func (w *writer) attempt(reqs []*request, savepoints bool) []*request {
 			if err != nil {
 				w.rollback()
 				r.done <- err
-				return append(ok, reqs[i+1:]...)
+				return nil
 			}
 			r.notes = notes
 			ok = append(ok, r)
