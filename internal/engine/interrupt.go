@@ -129,7 +129,7 @@ func (r *runner) controlledContext(ctx context.Context, wall bool, due controlDu
 	if cause := due(r.st); cause != nil {
 		cancel(cause) // read in as the call's start was made durable
 	} else {
-		go r.e.watchCancel(callCtx, cancel, r.st.Session.ID, due)
+		go r.e.watchCancel(callCtx, cancel, r.st.Session.ID, r.durableSeq, due)
 	}
 	at, cause, ok := r.deadline(wall)
 	if !ok {
@@ -160,18 +160,23 @@ func (r *runner) controlledContext(ctx context.Context, wall bool, due controlDu
 // at once (a cancel may have come after the runner last read it), whenever
 // the store says the session's journal grew (at once on this node, and
 // across nodes through the store's notifier), and every poll interval for a
-// store whose notifications were lost.
-func (e *Engine) watchCancel(callCtx context.Context, cancel context.CancelCauseFunc, sessionID string, due controlDue) {
+// store whose notifications were lost. The runner checked its own state,
+// durable up to seq seen, before the call: the stored state is decoded only
+// once the journal holds more.
+func (e *Engine) watchCancel(callCtx context.Context, cancel context.CancelCauseFunc, sessionID string, seen int64, due controlDue) {
 	grew, stop := e.hub.watch(sessionID)
 	defer stop()
 	poll := time.NewTicker(e.cfg.PollInterval)
 	defer poll.Stop()
 	for {
-		_, st, err := e.loadState(callCtx, sessionID)
-		if err == nil {
-			if cause := due(st); cause != nil {
-				cancel(cause)
-				return
+		if row, err := e.store.SessionGet(callCtx, sessionID); err == nil && row.LastSeq > seen {
+			var st journal.State
+			if json.Unmarshal(row.State, &st) == nil {
+				if cause := due(&st); cause != nil {
+					cancel(cause)
+					return
+				}
+				seen = row.LastSeq
 			}
 		}
 		select {

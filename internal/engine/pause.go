@@ -154,10 +154,12 @@ func (r *runner) pause(ctx context.Context) (bool, error) {
 // always seen there. (Other writes are merged as before, when the runner
 // next appends: a cancel keeps its own path, interrupt.go.)
 func (r *runner) readControls(ctx context.Context) error {
+	r.tickRow = nil
 	row, err := r.e.store.SessionGet(ctx, r.lease.SessionID)
 	if err != nil {
 		return err
 	}
+	r.tickRow = row
 	if row.LastSeq <= r.durableSeq {
 		return nil
 	}

@@ -48,6 +48,10 @@ type runner struct {
 	// its compactions name no context snapshot (resume.go) for the rest
 	// of the claim.
 	snapshotOff bool
+	// tickRow is the session's row as readControls read it at the start
+	// of this tick, until the runner writes again (readSteers uses it
+	// rather than reading the same row again).
+	tickRow *store.SessionRow
 	// tree is this session's part in its tree's budget ledger.
 	tree *treeLedger
 }
@@ -162,6 +166,7 @@ func (r *runner) flush(ctx context.Context, release bool) error {
 			return err
 		}
 		p.TreeSettle = r.treeSettle()
+		r.tickRow = nil
 		_, err = r.e.store.EventAppend(ctx, p)
 		if err == nil {
 			r.treeSettled(p.TreeSettle)

@@ -202,9 +202,23 @@ func (r *runner) readSteers(ctx context.Context, flush bool) error {
 			return err
 		}
 	}
-	_, st, err := r.e.loadState(ctx, r.lease.SessionID)
-	if err != nil {
-		return err
+	// Only another writer's append can bring a steer: while the journal
+	// ends where this runner last wrote, the state need not be decoded.
+	// The row this tick's readControls read will do, unless the runner
+	// wrote since.
+	row := r.tickRow
+	if row == nil || flush {
+		var err error
+		if row, err = r.e.store.SessionGet(ctx, r.lease.SessionID); err != nil {
+			return err
+		}
+	}
+	if row.LastSeq <= r.durableSeq {
+		return nil
+	}
+	var st journal.State
+	if err := json.Unmarshal(row.State, &st); err != nil {
+		return fmt.Errorf("decode state of session %s: %w", r.lease.SessionID, err)
 	}
 	if st.Steer.Count == r.st.Steer.Count {
 		return nil

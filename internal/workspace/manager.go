@@ -3,7 +3,6 @@ package workspace
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -15,22 +14,15 @@ import (
 const maxSessionIDLen = 128
 
 // Manager creates, finds and removes session workspaces under one root
-// directory. It holds no state beyond the root, so any number of Managers on
-// the same root (one per process, say) agree; the snapshot lists beside the
-// workspaces are written through a temporary file and a rename.
+// directory. Any number of Managers on the same root (one per process, say)
+// agree: the only state one keeps is its copy of the snapshot lists beside
+// the workspaces, trusted only while their files are as it last saw them
+// (versions.go).
 type Manager struct {
 	root string
-	// listLocks serialise the updates of each snapshot list (versions.go):
-	// a workspace's list is updated under the lock its id hashes to, so
-	// sessions in different workspaces record at the same time.
-	listLocks [64]sync.Mutex
-}
-
-// listLock returns the lock of workspace workspaceID's snapshot list.
-func (m *Manager) listLock(workspaceID string) *sync.Mutex {
-	h := fnv.New32a()
-	h.Write([]byte(workspaceID))
-	return &m.listLocks[h.Sum32()%uint32(len(m.listLocks))]
+	mu   sync.Mutex // guards lists, and serialises updates of the snapshot lists
+	// lists holds the snapshot lists last read or written, by workspace id.
+	lists map[string]*versionList
 }
 
 // New returns a Manager for root, creating the directory (0700) if needed.
@@ -137,6 +129,7 @@ func (m *Manager) Remove(sessionID string) error {
 	if err := os.RemoveAll(filepath.Join(m.root, sessionID)); err != nil {
 		return fmt.Errorf("remove workspace %s: %w", sessionID, err)
 	}
+	m.forgetVersions(sessionID)
 	if err := os.Remove(filepath.Join(m.root, sessionID+versionsSuffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove workspace %s: %w", sessionID, err)
 	}

@@ -1,7 +1,7 @@
 package workspace
 
 import (
-	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -18,6 +18,22 @@ import (
 // restored into it. A copy that does not contain a session's latest
 // snapshot is stale for it (another node worked on the session since) and
 // must be restored before a tool runs in it.
+//
+// The list is written on every step's checkpoint, so it is kept cheaply:
+// the file is a log, one "session snapshot" line appended per record (a
+// record moves an entry to the end, as replaying the log does), rewritten
+// only when it has grown well past the list it stands for; a record that
+// changes nothing (the step's snapshot is the session's latest entry
+// already, as when a step changed no file) writes nothing; and each
+// Manager keeps the list it last read or wrote in memory, trusted while
+// the file's size, modification time and identity are what it saw.
+//
+// Nothing here is synced, and nothing needs to be: what a crash may do to
+// the log is lose its tail, or leave a last line cut short. A lost entry
+// only makes the copy look stale, which costs a restore; a cut line is
+// never read as an entry (only lines ending in a newline count, and an
+// entry must look like one), so the list never claims a snapshot the copy
+// does not contain.
 
 // versionsSuffix names the file, beside the workspace directory (never in
 // it: the agent must not see or change it), that lists its snapshots.
@@ -26,6 +42,22 @@ const versionsSuffix = ".snapshots"
 // maxVersions bounds the list per session: only the latest snapshots
 // matter.
 const maxVersions = 16
+
+// maxCachedLists bounds how many workspaces' lists a Manager keeps in
+// memory; past it, one is dropped (and read again when next needed).
+const maxCachedLists = 4096
+
+// versionList is the list of one workspace as a Manager last saw its file.
+type versionList struct {
+	entries []string // "session snapshot", oldest first, at most maxVersions per session
+	// logLines is how many entries the file holds (replayed, they make
+	// entries); the file is rewritten when it holds far more.
+	logLines int
+	// cutLine is true when the file ends in a line cut short by a crash:
+	// the next append starts a new line.
+	cutLine bool
+	info    fs.FileInfo // the file when it was last read or written here
+}
 
 func (m *Manager) versionsPath(workspaceID string) (string, error) {
 	if err := ValidateSessionID(workspaceID); err != nil {
@@ -45,35 +77,77 @@ func (m *Manager) RecordSnapshot(workspaceID, sessionID, id string) error {
 	if err := ValidateSessionID(sessionID); err != nil {
 		return fmt.Errorf("record snapshot: %w", err)
 	}
+	if !validSnapshotID(id) {
+		return fmt.Errorf("record snapshot of workspace %s: snapshot id %q is empty or contains a space or control character", workspaceID, id)
+	}
 	// Sub-agents sharing a workspace record their snapshots at the same
-	// time: one read-modify-write at a time, and a temporary file of its
-	// own for each.
-	lock := m.listLock(workspaceID)
-	lock.Lock()
-	defer lock.Unlock()
-	lines, _, err := readVersions(p)
+	// time: one update at a time.
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, err := m.loadVersions(workspaceID, p)
 	if err != nil {
 		return fmt.Errorf("record snapshot of workspace %s: %w", workspaceID, err)
 	}
 	entry := sessionID + " " + id
-	lines = slices.DeleteFunc(lines, func(s string) bool { return s == entry })
-	lines = append(lines, entry)
-	// Keep the latest maxVersions of each session.
-	seen := map[string]int{}
-	kept := lines[:0:0]
-	for i := len(lines) - 1; i >= 0; i-- {
-		sid, _, _ := strings.Cut(lines[i], " ")
-		if seen[sid]++; seen[sid] <= maxVersions {
-			kept = append(kept, lines[i])
-		}
+	if l != nil && latestOf(l.entries, sessionID) == entry {
+		return nil // already the session's latest: the list would not change
 	}
-	slices.Reverse(kept)
+	var entries []string
+	if l != nil {
+		entries = slices.Clone(l.entries)
+	}
+	entries = addVersion(entries, entry)
+	if l == nil || l.logLines+1 > 2*len(entries)+4*maxVersions {
+		return m.rewriteVersions(workspaceID, p, entries)
+	}
+	line := entry + "\n"
+	if l.cutLine {
+		line = "\n" + line
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0o600)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Removed meanwhile (by another Manager on the root): begin anew.
+		return m.rewriteVersions(workspaceID, p, entries)
+	}
+	if err != nil {
+		return fmt.Errorf("record snapshot of workspace %s: %w", workspaceID, err)
+	}
+	_, err = f.WriteString(line)
+	var info fs.FileInfo
+	if err == nil {
+		info, err = f.Stat()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		// What landed, if anything, is read back next time.
+		delete(m.lists, workspaceID)
+		return fmt.Errorf("record snapshot of workspace %s: %w", workspaceID, err)
+	}
+	m.cacheVersions(workspaceID, &versionList{entries: entries, logLines: l.logLines + 1, info: info})
+	return nil
+}
+
+// rewriteVersions replaces the file with exactly entries, through a
+// temporary file and a rename, so a reader never sees it half written.
+func (m *Manager) rewriteVersions(workspaceID, p string, entries []string) error {
+	delete(m.lists, workspaceID)
 	tmp, err := os.CreateTemp(m.root, workspaceID+versionsSuffix+".*.tmp")
 	if err != nil {
 		return fmt.Errorf("record snapshot of workspace %s: %w", workspaceID, err)
 	}
 	defer os.Remove(tmp.Name()) // after a successful rename, nothing to remove
-	_, err = tmp.WriteString(strings.Join(kept, "\n") + "\n")
+	var b strings.Builder
+	for _, e := range entries {
+		b.WriteString(e)
+		b.WriteByte('\n')
+	}
+	_, err = tmp.WriteString(b.String())
+	var info fs.FileInfo
+	if err == nil {
+		info, err = tmp.Stat()
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -83,6 +157,7 @@ func (m *Manager) RecordSnapshot(workspaceID, sessionID, id string) error {
 	if err != nil {
 		return fmt.Errorf("record snapshot of workspace %s: %w", workspaceID, err)
 	}
+	m.cacheVersions(workspaceID, &versionList{entries: entries, logLines: len(entries), info: info})
 	return nil
 }
 
@@ -94,11 +169,16 @@ func (m *Manager) HasSnapshot(workspaceID, sessionID, id string) (known, tracked
 	if err != nil {
 		return false, false, fmt.Errorf("check snapshot: %w", err)
 	}
-	lines, tracked, err := readVersions(p)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, err := m.loadVersions(workspaceID, p)
 	if err != nil {
 		return false, false, fmt.Errorf("check snapshot of workspace %s: %w", workspaceID, err)
 	}
-	return slices.Contains(lines, sessionID+" "+id), tracked, nil
+	if l == nil {
+		return false, false, nil
+	}
+	return slices.Contains(l.entries, sessionID+" "+id), true, nil
 }
 
 // startVersions begins the (empty) list of a new workspace.
@@ -107,23 +187,152 @@ func (m *Manager) startVersions(workspaceID string) error {
 	if err != nil {
 		return err
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.lists, workspaceID)
 	return os.WriteFile(p, nil, 0o600)
 }
 
+// forgetVersions drops the list of workspaceID from memory (its file is
+// being removed).
+func (m *Manager) forgetVersions(workspaceID string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.lists, workspaceID)
+}
+
+// loadVersions returns the list of workspaceID, from memory while the file
+// is the one last seen here, else read from p; nil when there is no file
+// (an untracked workspace). The caller holds m.mu.
+func (m *Manager) loadVersions(workspaceID, p string) (*versionList, error) {
+	info, err := os.Stat(p)
+	if err == nil {
+		if l, ok := m.lists[workspaceID]; ok && sameFileState(l.info, info) {
+			return l, nil
+		}
+	}
+	var data []byte
+	if err == nil {
+		data, err = os.ReadFile(p)
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		delete(m.lists, workspaceID)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	l := parseVersions(data)
+	// The file may have changed between the Stat and the read: then the
+	// next call reads it again, which costs a read, never an entry.
+	l.info = info
+	m.cacheVersions(workspaceID, l)
+	return l, nil
+}
+
+func (m *Manager) cacheVersions(workspaceID string, l *versionList) {
+	if m.lists == nil {
+		m.lists = make(map[string]*versionList)
+	}
+	if _, ok := m.lists[workspaceID]; !ok && len(m.lists) >= maxCachedLists {
+		for k := range m.lists {
+			delete(m.lists, k)
+			break
+		}
+	}
+	m.lists[workspaceID] = l
+}
+
+// sameFileState reports whether the file is, by its identity, size and
+// modification time, the one a list was read from or written to.
+func sameFileState(a, b fs.FileInfo) bool {
+	return a != nil && os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
+}
+
+// readVersions returns the list the file at p stands for; tracked is false
+// when there is no file.
 func readVersions(p string) (lines []string, tracked bool, err error) {
-	f, err := os.Open(p)
+	data, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if line := strings.TrimSpace(sc.Text()); line != "" {
-			lines = append(lines, line)
+	return parseVersions(data).entries, true, nil
+}
+
+// parseVersions replays a log: each complete line that is an entry
+// records it again. A last line without its newline was cut short by a
+// crash and is not an entry.
+func parseVersions(data []byte) *versionList {
+	l := &versionList{}
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			l.cutLine = true
+			break
+		}
+		line := strings.TrimSpace(string(data[:i]))
+		data = data[i+1:]
+		if !validEntry(line) {
+			continue
+		}
+		l.logLines++
+		l.entries = addVersion(l.entries, line)
+	}
+	return l
+}
+
+// addVersion moves entry to the end of entries (adding it if new) and keeps
+// the latest maxVersions of each session.
+func addVersion(entries []string, entry string) []string {
+	entries = slices.DeleteFunc(entries, func(s string) bool { return s == entry })
+	entries = append(entries, entry)
+	sid, _, _ := strings.Cut(entry, " ")
+	n := 0
+	for _, e := range entries {
+		if s, _, _ := strings.Cut(e, " "); s == sid {
+			n++
 		}
 	}
-	return lines, true, sc.Err()
+	if n <= maxVersions {
+		return entries
+	}
+	// Exactly one too many: drop the session's oldest.
+	for i, e := range entries {
+		if s, _, _ := strings.Cut(e, " "); s == sid {
+			return slices.Delete(entries, i, i+1)
+		}
+	}
+	return entries
+}
+
+// latestOf returns the latest entry of session sid, or "".
+func latestOf(entries []string, sid string) string {
+	for i := len(entries) - 1; i >= 0; i-- {
+		if s, _, _ := strings.Cut(entries[i], " "); s == sid {
+			return entries[i]
+		}
+	}
+	return ""
+}
+
+// validEntry reports whether line is "session snapshot" with a valid
+// session id: anything else (garbage a crash left) is not an entry.
+func validEntry(line string) bool {
+	sid, id, ok := strings.Cut(line, " ")
+	return ok && ValidateSessionID(sid) == nil && validSnapshotID(id)
+}
+
+func validSnapshotID(id string) bool {
+	if id == "" {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c <= ' ' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }

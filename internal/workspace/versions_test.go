@@ -2,6 +2,9 @@ package workspace
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -61,4 +64,76 @@ func TestSnapshotVersions(t *testing.T) {
 	_, tracked, err = m.HasSnapshot("ses_1", "ses_1", "n99")
 	require.NoError(t, err)
 	require.False(t, tracked)
+}
+
+// A crash may cut the list's last line short: that line is never read as
+// an entry (a shorter id could name another snapshot), and the next
+// record starts a line of its own.
+func TestSnapshotVersionsCutLineIsNoEntry(t *testing.T) {
+	m, p := newListedWorkspace(t, "change-1")
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString("ses_1 change-12") // "change-123\n" cut short
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	fresh, err := New(m.Root()) // another process, or this one after a restart
+	require.NoError(t, err)
+	known, tracked, err := fresh.HasSnapshot("ses_1", "ses_1", "change-12")
+	require.NoError(t, err)
+	require.True(t, tracked)
+	require.False(t, known, "a cut line is no entry")
+	require.NoError(t, fresh.RecordSnapshot("ses_1", "ses_1", "change-124"))
+	for _, m := range []*Manager{fresh, m} {
+		known, _, err = m.HasSnapshot("ses_1", "ses_1", "change-124")
+		require.NoError(t, err)
+		require.True(t, known, "a record after a cut line stands on its own line")
+		known, _, err = m.HasSnapshot("ses_1", "ses_1", "change-1")
+		require.NoError(t, err)
+		require.True(t, known)
+	}
+}
+
+// A record that changes nothing writes nothing, and the file grows by a
+// line per record until it is rewritten to the list it stands for.
+func TestSnapshotVersionsAppendAndRewrite(t *testing.T) {
+	m, p := newListedWorkspace(t, "a")
+	before, err := os.Stat(p)
+	require.NoError(t, err)
+	require.NoError(t, m.RecordSnapshot("ses_1", "ses_1", "a"))
+	after, err := os.Stat(p)
+	require.NoError(t, err)
+	require.True(t, os.SameFile(before, after))
+	require.Equal(t, before.Size(), after.Size(), "the latest entry again: nothing written")
+
+	for i := range 500 {
+		require.NoError(t, m.RecordSnapshot("ses_1", "ses_1", fmt.Sprintf("s%d", i%20)))
+	}
+	data, err := os.ReadFile(p)
+	require.NoError(t, err)
+	require.LessOrEqual(t, strings.Count(string(data), "\n"), 2*maxVersions+4*maxVersions+1, "rewritten as it grows")
+	lines, _, err := readVersions(p)
+	require.NoError(t, err)
+	require.Len(t, lines, maxVersions)
+	require.Equal(t, "ses_1 s19", lines[len(lines)-1])
+
+	// Another Manager's record is seen here (the file changed).
+	other, err := New(m.Root())
+	require.NoError(t, err)
+	require.NoError(t, other.RecordSnapshot("ses_1", "ses_1", "theirs"))
+	known, _, err := m.HasSnapshot("ses_1", "ses_1", "theirs")
+	require.NoError(t, err)
+	require.True(t, known)
+}
+
+// newListedWorkspace makes workspace ses_1 in a new root, records snapshot
+// id of session ses_1 in it, and returns the Manager and the list's path.
+func newListedWorkspace(t *testing.T, id string) (*Manager, string) {
+	t.Helper()
+	m, err := New(t.TempDir())
+	require.NoError(t, err)
+	_, err = m.Ensure("ses_1")
+	require.NoError(t, err)
+	require.NoError(t, m.RecordSnapshot("ses_1", "ses_1", id))
+	return m, filepath.Join(m.Root(), "ses_1"+versionsSuffix)
 }

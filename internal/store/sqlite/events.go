@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
@@ -101,18 +102,39 @@ func (w *writer) appendRefused(p *store.EventAppendParams) error {
 	return fmt.Errorf("append refused with last seq %d and lease %q epoch %d matching", lastSeq, owner.String, epoch)
 }
 
+// insertEvents inserts events in statements of up to maxEventsPerInsert
+// rows: a step's append carries several events, and each statement costs
+// far more than a row.
 func (w *writer) insertEvents(events []store.Event) error {
-	for i := range events {
-		e := &events[i]
-		_, err := w.exec(`INSERT INTO events (session_id, seq, type, time, turn_id, step, worker_id, data)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			e.SessionID, e.Seq, e.Type, toMicros(e.Time), e.TurnID, e.Step, e.WorkerID, jsonText(e.Data))
-		if err != nil {
-			return fmt.Errorf("insert event %d: %w", e.Seq, mapErr(err))
+	args := make([]any, 0, 8*min(len(events), maxEventsPerInsert))
+	for len(events) > 0 {
+		n := min(len(events), maxEventsPerInsert)
+		args = args[:0]
+		for i := range events[:n] {
+			e := &events[i]
+			args = append(args, e.SessionID, e.Seq, e.Type, toMicros(e.Time), e.TurnID, e.Step, e.WorkerID, jsonText(e.Data))
 		}
+		if _, err := w.exec(insertEventsSQL[n], args...); err != nil {
+			return fmt.Errorf("insert events %d to %d: %w", events[0].Seq, events[n-1].Seq, mapErr(err))
+		}
+		events = events[n:]
 	}
 	return nil
 }
+
+// maxEventsPerInsert bounds the rows of one INSERT (8 columns each, far
+// below SQLite's limit on a statement's parameters).
+const maxEventsPerInsert = 16
+
+// insertEventsSQL[n] inserts n events.
+var insertEventsSQL = func() [maxEventsPerInsert + 1]string {
+	var out [maxEventsPerInsert + 1]string
+	for n := 1; n <= maxEventsPerInsert; n++ {
+		out[n] = "INSERT INTO events (session_id, seq, type, time, turn_id, step, worker_id, data) VALUES " +
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?), ", n), ", ")
+	}
+	return out
+}()
 
 // EventList returns up to limit events of a session with seq > afterSeq, in
 // seq order; store.ErrNotFound for an unknown session. Limit 0 means 100;
