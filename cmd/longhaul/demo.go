@@ -121,8 +121,13 @@ func (c *cli) demo(cmd *cobra.Command, o *demoOpts) (err error) {
 			return fmt.Errorf("event %d: action.required data is not an action", ev.Seq)
 		}
 		if o.ask && d.Action.Type == lt.ActionApproval {
-			fmt.Fprintf(out, "\n%s\nWaiting for your decision, in another terminal:\n  longhaul inbox\n  longhaul approve %s\n  longhaul reject %s --reason \"...\"\n\n",
-				d.Action.Summary, d.Action.ID, d.Action.ID)
+			// Everything a person needs to decide, as the inbox shows it:
+			// the script the command runs, what it can reach, the policy.
+			fmt.Fprintln(out)
+			if err := printAction(out, &d.Action, time.Now()); err != nil {
+				return err
+			}
+			fmt.Fprint(out, "\nWaiting for your decision: run one of the commands above in another terminal (longhaul inbox lists what waits).\n\n")
 			steps.annotate(d.Action.Step, d.Action.Tool, "decided by you")
 			return nil
 		}

@@ -144,6 +144,12 @@ func TestDemoLeavesTheApprovalToYou(t *testing.T) {
 		t.Fatal("the demo did not finish after the approval")
 	}
 	require.Contains(t, out, "longhaul approve "+act.ID)
+	// The demo showed what the approval is about, not only its title: the
+	// script the command runs and what it can reach.
+	require.Contains(t, out, "Evidence:")
+	require.Contains(t, out, "stats.sh")
+	require.Contains(t, out, "Consequence:")
+	require.Contains(t, out, "the session's workspace (2 files)")
 	require.Contains(t, out, "shell(sh stats.sh) → decided by you")
 	require.Contains(t, out, "Status:    idle")
 }
