@@ -172,6 +172,18 @@ func TestWebUIPolish(t *testing.T) {
 	require.NotContains(t, b.text(page, "#app"), "Input complete")
 	requireOneDateFormat(t, b, page, "the reports")
 	b.screenshot(page, "reports-wording")
+
+	// The other pages on the small phone too.
+	b.do(page, "emulate a small phone", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile, chromedp.EmulateScale(2)))
+	requireNoSidewaysScroll(t, b, page, "the reports")
+	b.goTo(page, "#/sessions")
+	b.waitJS(page, "the sessions list", `document.querySelectorAll('#sessions-table tr[data-session-id]').length === 2`)
+	requireNoSidewaysScroll(t, b, page, "the sessions list")
+	requireOneDateFormat(t, b, page, "the sessions list")
+	b.goTo(page, "#/inbox")
+	b.waitJS(page, "the decided actions", `document.querySelectorAll('#inbox-decided li.decided-row').length === 2`)
+	requireNoSidewaysScroll(t, b, page, "the inbox")
+	b.desktop(page)
 }
 
 // requireEffectsInCard checks that the Effects table stays within its
