@@ -8,7 +8,7 @@
 // that may not decide sees no decision form.
 
 import { api, enc, filePath, newKey, putFile } from './api.js';
-import { h, replace, code, pretty, chip, errorBox, busy, fmtAge, fmtCost, fmtInt, shortId, time, field, truncate } from './dom.js';
+import { h, replace, code, pretty, chip, errorBox, busy, fmtCost, fmtInt, shortId, time, field, truncate } from './dom.js';
 import { validate, parseJSON } from './schema.js';
 import { can, identity, byActor, approversText, excludedBy } from './identity.js';
 
@@ -99,7 +99,7 @@ export function actionCard(action, opts = {}) {
     opts.showSession !== false
       ? h('a', { href: `#/sessions/${enc(action.session_id)}`, class: 'mono', title: action.session_id }, shortId(action.session_id))
       : null,
-    ' · asked ', time(action.created_at, `${fmtAge(action.created_at)} ago`),
+    ' · asked ', time(action.created_at),
     action.expires_at ? [' · expires ', time(action.expires_at)] : null);
   const goal = h('p', { class: 'goal muted' });
   if (opts.session) setGoal(goal, opts.session);
@@ -182,7 +182,7 @@ export function decidedRow(action, opts = {}) {
     h('span', { class: 'summary' }, truncate(headline, 160)), ': ',
     h('strong', { class: 'decision' }, decisionText(action)), ' ',
     byActor(action.resolved_by),
-    action.resolved_at ? [' · ', time(action.resolved_at, `${fmtAge(action.resolved_at)} ago`)] : null);
+    action.resolved_at ? [' · ', time(action.resolved_at)] : null);
 }
 
 // mayDecide reports whether the signed-in role may answer action: a file

@@ -99,25 +99,47 @@ export function fmtAge(t, now = Date.now()) {
   return `${Math.floor(d / 86400)}d`;
 }
 
+// The one way the UI writes a point in time: the viewer's local time as
+// 2026-03-09 14:05:09, whatever the browser's locale, so that dates read
+// the same on every page and sort as text; the exact UTC instant and how
+// long ago it was are on hover (time()). Relative ages alone ("5m") are
+// not used for points in time: two formats side by side read as two
+// different things.
 export function fmtTime(t) {
   if (!t) return '';
-  const d = new Date(t);
+  const d = t instanceof Date ? t : new Date(t);
   if (Number.isNaN(d.getTime())) return String(t);
-  return d.toLocaleString(undefined, {
-    year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit',
-  });
+  return `${fmtDate(d)} ${fmtHourMinute(d)}:${pad2(d.getSeconds())}`;
 }
 
-export function fmtClock(t) {
-  const d = new Date(t);
-  if (Number.isNaN(d.getTime())) return '';
-  return d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+// fmtDate is the date part of fmtTime (a chart's day buckets).
+export function fmtDate(t) {
+  const d = t instanceof Date ? t : new Date(t);
+  return `${d.getFullYear()}-${pad2(d.getMonth() + 1)}-${pad2(d.getDate())}`;
 }
 
-// time renders a <time> with the local time shown and the exact UTC time
-// on hover.
-export function time(t, text) {
-  return h('time', { datetime: t, title: t }, text ?? fmtTime(t));
+// fmtHourMinute is the time of day of fmtTime without seconds (a chart's
+// hour buckets).
+export function fmtHourMinute(t) {
+  const d = t instanceof Date ? t : new Date(t);
+  return `${pad2(d.getHours())}:${pad2(d.getMinutes())}`;
+}
+
+function pad2(n) {
+  return String(n).padStart(2, '0');
+}
+
+// time renders a point in time as a <time> in fmtTime's format, with the
+// exact UTC instant and its age on hover. Every date the UI shows goes
+// through here.
+export function time(t) {
+  if (!t) return '';
+  const d = t instanceof Date ? t : new Date(t);
+  if (Number.isNaN(d.getTime())) return h('span', null, String(t));
+  const iso = d.toISOString();
+  const now = Date.now();
+  const when = d.getTime() > now ? `in ${fmtAge(now, d.getTime())}` : `${fmtAge(d, now)} ago`;
+  return h('time', { datetime: iso, title: `${iso} (${when})` }, fmtTime(d));
 }
 
 export function truncate(str, n) {

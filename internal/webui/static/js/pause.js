@@ -5,7 +5,7 @@
 // pending and its timers wait (POST /v1/sessions/{id}/pause, /resume).
 
 import { api, newKey } from './api.js';
-import { h, replace, errorBox, busy, chip, fmtAge } from './dom.js';
+import { h, replace, errorBox, busy, chip, time } from './dom.js';
 import { can } from './identity.js';
 
 const ended = new Set(['idle', 'failed', 'cancelled']);
@@ -70,7 +70,7 @@ export function pauseControl(path, changed) {
     reason.hidden = parked || !mayPause;
     resume.hidden = !parked || !mayResume;
     replace(state, s.status === 'paused'
-      ? h('p', null, `Paused${s.paused_at ? ` ${fmtAge(s.paused_at)} ago` : ''}${s.pause_reason ? ': ' + s.pause_reason : ''}. Nothing runs until it is resumed; decisions are recorded meanwhile.`)
+      ? h('p', null, 'Paused', s.paused_at ? [' since ', time(s.paused_at)] : null, s.pause_reason ? ': ' + s.pause_reason : null, '. Nothing runs until it is resumed; decisions are recorded meanwhile.')
       : s.pause_requested
         ? h('p', null, 'A pause is requested: the call in flight finishes first.')
         : null);

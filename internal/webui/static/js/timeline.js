@@ -6,7 +6,7 @@
 // names its actor ("by alice (approver)").
 
 import { enc, fetchBlob } from './api.js';
-import { h, replace, code, pretty, fmtClock, fmtCost, fmtDuration, fmtInt, shortId, truncate, errorBox } from './dom.js';
+import { h, replace, code, pretty, fmtTime, time, fmtCost, fmtDuration, fmtInt, shortId, truncate, errorBox } from './dom.js';
 import { follow } from './sse.js';
 import { byActor } from './identity.js';
 
@@ -140,7 +140,7 @@ export function describe(ev) {
     case 'signal.received':
       return [`Signal received: ${d.name || ''}`, 'info'];
     case 'wait.started':
-      return [`Waiting (${d.kind || d.tool})${d.name ? ' for signal ' + d.name : ''}${d.until ? ' until ' + fmtClock(d.until) : ''}${d.ids ? ' for ' + d.ids.length + ' sub-agents' : ''}`, 'info'];
+      return [`Waiting (${d.kind || d.tool})${d.name ? ' for signal ' + d.name : ''}${d.until ? ' until ' + fmtTime(d.until) : ''}${d.ids ? ' for ' + d.ids.length + ' sub-agents' : ''}`, 'info'];
     case 'environment.lost':
       return [`Workspace lost: ${d.reason}`, 'warn'];
     case 'environment.restored':
@@ -203,7 +203,7 @@ export function startTimeline(scope, sessionId, onEvent) {
     const details = h('details', null,
       h('summary', { class: 'ev-line' },
         h('span', { class: 'ev-seq mono' }, `#${ev.seq}`),
-        h('time', { class: 'ev-time', datetime: ev.time, title: ev.time }, fmtClock(ev.time)),
+        h('span', { class: 'ev-time' }, time(ev.time)),
         sub ? h('a', { class: 'chip sub-chip mono', href: `#/sessions/${enc(ev.session_id)}`, title: `sub-agent ${ev.session_id}` }, shortId(ev.session_id)) : null,
         h('span', { class: 'ev-type' }, ev.type),
         h('span', { class: 'ev-text' }, text),

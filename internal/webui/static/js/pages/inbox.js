@@ -20,7 +20,7 @@
 // actions to find the newest.
 
 import { api, listAll, enc } from '../api.js';
-import { h, replace, errorBox } from '../dom.js';
+import { h, replace, errorBox, time } from '../dom.js';
 import { poll } from '../live.js';
 import { actionCard, setCardSession, decidedRow } from '../actions.js';
 import { setInboxCount } from '../badge.js';
@@ -48,7 +48,8 @@ export async function inboxPage(root, scope, query) {
   const decided = h('section', { class: 'decided-list', id: 'inbox-decided' });
 
   for (const [t, label] of types) {
-    const b = h('button', { type: 'button', class: 'chip-btn', dataset: { type: t }, 'aria-pressed': String(t === filter) }, label);
+    const b = h('button', { type: 'button', class: 'chip-btn', dataset: { type: t }, 'aria-pressed': String(t === filter) },
+      label, ' ', h('span', { class: 'chip-count' }));
     b.addEventListener('click', () => {
       filter = t;
       for (const c of chips.children) c.setAttribute('aria-pressed', String(c.dataset.type === t));
@@ -60,7 +61,8 @@ export async function inboxPage(root, scope, query) {
   const me = identity();
   const readOnly = can('DecideAction') ? null
     : h('p', { class: 'role-note', id: 'inbox-read-only' }, `Your role${me ? ` (${me.role})` : ''} may not decide actions: the inbox shows what waits, for someone who may.`);
-  root.append(h('div', { class: 'page-head' }, h('h1', null, 'Inbox'), status), readOnly, chips, errors, empty, list, decided);
+  // (Node.append writes a null as the text "null": leave it out instead.)
+  root.append(...[h('div', { class: 'page-head' }, h('h1', null, 'Inbox'), status), readOnly, chips, errors, empty, list, decided].filter(Boolean));
 
   const sessionOf = (id) => {
     if (!sessions.has(id)) {
@@ -69,18 +71,43 @@ export async function inboxPage(root, scope, query) {
     return sessions.get(id);
   };
 
+  // The counts come from the cards, so that they say what the page shows:
+  // the status line counts what the filter lets through (and of how many),
+  // each filter chip what it would show. A card decided here but not yet
+  // gone counts no more.
+  let truncated = false;
+  let updatedAt = null;
   const applyFilter = () => {
     let shown = 0;
+    let pending = 0;
+    const byType = new Map();
     for (const card of cards.values()) {
       const visible = !filter || card.dataset.type === filter;
       card.hidden = !visible;
-      if (visible && !card.classList.contains('decided')) shown++;
+      if (card.classList.contains('decided')) continue;
+      pending++;
+      byType.set(card.dataset.type, (byType.get(card.dataset.type) || 0) + 1);
+      if (visible) shown++;
     }
+    const more = truncated ? '+' : '';
+    for (const chip of chips.children) {
+      const n = chip.dataset.type ? byType.get(chip.dataset.type) || 0 : pending;
+      replace(chip.querySelector('.chip-count'), `${n}${more}`);
+    }
+    const label = (types.find(([t]) => t === filter) || types[0])[1];
     empty.hidden = shown > 0;
+    replace(empty, filter
+      ? `Nothing under “${label}” is waiting for a person${pending ? ` (${pending}${more} pending under All)` : ''}.`
+      : 'Nothing is waiting for a person.');
+    replace(status, filter ? `${label}: ${shown}${more} of ${pending}${more} pending` : `${pending}${more} pending`,
+      updatedAt ? [' · updated ', time(updatedAt)] : null);
+    status.dataset.shown = String(shown);
   };
 
   const load = async () => {
-    const { data, truncated } = await listAll('/v1/actions', { status: 'pending', limit: 200 }, { max: 1000, signal: scope.signal });
+    const page = await listAll('/v1/actions', { status: 'pending', limit: 200 }, { max: 1000, signal: scope.signal });
+    const { data } = page;
+    truncated = page.truncated;
     const ids = new Set(data.map((a) => a.id));
     for (const [id, card] of cards) {
       if (ids.has(id)) continue;
@@ -106,7 +133,7 @@ export async function inboxPage(root, scope, query) {
       list.append(card);
     }
     setInboxCount(data.length);
-    replace(status, `${data.length}${truncated ? '+' : ''} pending · updated ${new Date().toLocaleTimeString()}`);
+    updatedAt = new Date();
     replace(errors);
     applyFilter();
   };

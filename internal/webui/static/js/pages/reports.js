@@ -1,15 +1,21 @@
 // Reports: cost per accepted task, from GET /v1/reports/tasks. Totals over
 // the window (acceptance rate, cost per accepted task, human asks per task,
-// input completeness, retries), a chart of tasks and their verdicts per hour
-// or day with the cost per accepted task drawn over it (inline SVG), and one
-// row per task. It refreshes itself every few seconds.
+// tasks that needed no extra input, retries), a chart of tasks and their
+// verdicts per hour or day with the cost per accepted task drawn over it
+// (inline SVG), and one row per task. It refreshes itself every few seconds.
 
 import { api, enc } from '../api.js';
-import { h, s, replace, fmtCost, fmtInt, fmtPct, fmtDuration, fmtAge, time, shortId, statusBadge, truncate, errorBox, chip } from '../dom.js';
+import { h, s, replace, fmtCost, fmtInt, fmtPct, fmtDuration, fmtTime, fmtDate, fmtHourMinute, time, shortId, statusBadge, truncate, errorBox, chip } from '../dom.js';
 import { poll } from '../live.js';
 
 const windows = [['24h', 'Last 24 hours'], ['7d', 'Last 7 days'], ['30d', 'Last 30 days'], ['90d', 'Last 90 days']];
 const pageSize = 50;
+
+// What the API calls input_complete, in words a manager reads the same way
+// in the column, the cells and the totals: the task was done from what it
+// was given, without the agent stopping to ask a person for information.
+const noExtraInput = 'Needed no extra input';
+const noExtraInputHint = 'The agent did the task from what it was given: it never stopped to ask a person for information (approvals, in-doubt effects and budget decisions count under Asks, not here)';
 
 export async function reportsPage(root, scope, query) {
   document.title = 'Reports · Longhaul';
@@ -41,8 +47,8 @@ export async function reportsPage(root, scope, query) {
     h('h2', null, 'Tasks'),
     h('table', { class: 'table report', id: 'report-table' },
       h('thead', null, h('tr', null,
-        ['Task', 'Status', 'Input complete', 'Last checkpoint', 'Asks', 'Retries', 'Accepted', 'Cost', 'Duration']
-          .map((c, i) => h('th', { class: i >= 4 && i !== 6 ? 'num' : null }, c)))),
+        ['Task', 'Status', noExtraInput, 'Last checkpoint', 'Asks', 'Retries', 'Accepted', 'Cost', 'Duration']
+          .map((c, i) => h('th', { class: i >= 4 && i !== 6 ? 'num' : null, title: c === noExtraInput ? noExtraInputHint : null }, c)))),
       tbody),
     more);
 
@@ -81,7 +87,7 @@ export async function reportsPage(root, scope, query) {
     replace(tbody, state.rows.map(row));
     if (!state.rows.length) tbody.append(h('tr', { class: 'empty' }, h('td', { colspan: 9 }, 'No tasks in this window.')));
     more.hidden = !state.next;
-    replace(updated, `${fmtInt(report.totals.tasks)} task${report.totals.tasks === 1 ? '' : 's'} from ${new Date(report.since).toLocaleString()} to ${new Date(report.until).toLocaleString()} · by ${report.bucket}`);
+    replace(updated, `${fmtInt(report.totals.tasks)} task${report.totals.tasks === 1 ? '' : 's'} from `, time(report.since), ' to ', time(report.until), ` · by ${report.bucket}`);
   };
 
   const poller = poll(scope, load, {
@@ -139,7 +145,7 @@ function renderTotals(el, t) {
     total('Accepted / reviewed', `${fmtInt(t.accepted)} / ${fmtInt(t.reviewed)}`, `${fmtInt(t.rejected)} rejected`, 'accepted'),
     total('Tasks', fmtInt(t.tasks), Object.entries(t.by_status || {}).map(([k, v]) => `${k}: ${v}`).join(', '), 'tasks'),
     total('Total cost', fmtCost(t.cost_usd), `${fmtInt(t.usage.input_tokens + t.usage.output_tokens)} tokens, ${fmtInt(t.usage.model_calls)} model calls`, 'cost'),
-    total('Input complete', t.tasks ? fmtPct(t.input_complete / t.tasks) : '—', 'Tasks that never had to ask a person for information', 'input_complete'),
+    total(noExtraInput, t.tasks ? fmtPct(t.input_complete / t.tasks) : '—', `Share of tasks. ${noExtraInputHint}`, 'input_complete'),
     total('Retries', fmtInt(t.retries), 'Failed model and tool attempts that were tried again', 'retries'));
 }
 
@@ -161,10 +167,7 @@ export function renderChart(el, report) {
   const y = (v) => m.t + ih - (v / maxTasks) * ih;
   const yc = (v) => m.t + ih - (maxCost > 0 ? (v / maxCost) * ih : 0);
   const fmtBucket = (t) => {
-    const d = new Date(t);
-    return report.bucket === 'hour'
-      ? d.toLocaleTimeString(undefined, { hour: '2-digit', minute: '2-digit' })
-      : d.toLocaleDateString(undefined, { month: 'short', day: 'numeric' });
+    return report.bucket === 'hour' ? fmtHourMinute(t) : fmtDate(t);
   };
 
   const svg = s('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart', role: 'img', 'aria-label': 'Tasks and cost per accepted task over time' });
@@ -184,7 +187,7 @@ export function renderChart(el, report) {
     const other = b.tasks - b.reviewed;
     let base = 0;
     const g = s('g', { dataset: { bucket: b.start } },
-      s('title', null, `${fmtBucket(b.start)}: ${b.tasks} tasks, ${b.accepted} accepted, ${rejected} rejected, ${other} not reviewed; cost ${fmtCost(b.cost_usd)}${cpa[i] !== null ? `, ${fmtCost(cpa[i])} per accepted task` : ''}`));
+      s('title', null, `${fmtTime(b.start)}: ${b.tasks} tasks, ${b.accepted} accepted, ${rejected} rejected, ${other} not reviewed; cost ${fmtCost(b.cost_usd)}${cpa[i] !== null ? `, ${fmtCost(cpa[i])} per accepted task` : ''}`));
     for (const [v, cls] of [[b.accepted, 'bar-accepted'], [rejected, 'bar-rejected'], [other, 'bar-other']]) {
       if (v <= 0) continue;
       g.append(s('rect', { class: cls, x, width: w, y: y(base + v), height: y(base) - y(base + v) }));
@@ -240,9 +243,10 @@ function row(t) {
       ' ', chip(`${t.agent.name} v${t.agent.version}`),
       h('div', { class: 'goal' }, truncate(t.goal || '', 140))),
     h('td', { 'data-label': 'Status' }, statusBadge(t.status), t.stop_reason ? h('div', { class: 'small muted' }, t.stop_reason) : null),
-    h('td', { 'data-label': 'Input complete', class: 'input-cell', dataset: { complete: String(t.input_complete) } },
-      t.input_complete ? 'yes' : h('span', { class: 'error', title: 'The agent had to ask a person for information' }, 'no')),
-    h('td', { 'data-label': 'Last checkpoint', class: 'small' }, cp ? [cp.name, ' ', h('span', { class: 'muted' }, `(${cp.kind}, ${fmtAge(cp.at)} ago)`)] : '—'),
+    h('td', { 'data-label': noExtraInput, class: 'input-cell', dataset: { complete: String(t.input_complete) } },
+      t.input_complete ? h('span', { title: noExtraInputHint }, 'yes')
+        : h('span', { class: 'error', title: 'No: the agent had to stop and ask a person for information' }, 'no: asked a person')),
+    h('td', { 'data-label': 'Last checkpoint', class: 'small' }, cp ? [cp.name, ' ', h('span', { class: 'muted' }, `(${cp.kind}, `, time(cp.at), ')')] : '—'),
     h('td', { 'data-label': 'Asks', class: 'num', title: Object.entries(t.asks_by_type || {}).map(([k, v]) => `${k}: ${v}`).join(', ') }, fmtInt(t.asks)),
     h('td', { 'data-label': 'Retries', class: 'num' }, fmtInt(t.retries)),
     h('td', { 'data-label': 'Accepted', class: 'accepted-cell', dataset: { accepted: t.accepted === null ? '' : String(t.accepted) } },
@@ -250,5 +254,5 @@ function row(t) {
         : t.accepted ? h('span', { class: 'ok' }, '✓ accepted') : h('span', { class: 'error' }, '✗ rejected'),
       t.review && t.review.note ? h('div', { class: 'small muted' }, truncate(t.review.note, 80)) : null),
     h('td', { 'data-label': 'Cost', class: 'num', title: `model ${fmtCost(t.model_cost_usd)}, sub-agents ${fmtCost(t.subagent_cost_usd)}` }, fmtCost(t.cost_usd)),
-    h('td', { 'data-label': 'Duration', class: 'num' }, fmtDuration(t.duration_seconds * 1000), h('div', { class: 'small muted' }, time(t.created_at, `${fmtAge(t.created_at)} ago`))));
+    h('td', { 'data-label': 'Duration', class: 'num' }, fmtDuration(t.duration_seconds * 1000), h('div', { class: 'small muted' }, time(t.created_at))));
 }

@@ -10,8 +10,8 @@
 // The timeline is the event stream; every event that changes the session
 // refreshes the rest, so the page is live without a reload.
 
-import { api, enc, newKey } from '../api.js';
-import { h, replace, statusBadge, fmtCost, fmtInt, fmtDuration, fmtBytes, fmtAge, time, shortId, truncate, errorBox, busy, kv, chip, code, pretty } from '../dom.js';
+import { api, enc, newKey, APIError } from '../api.js';
+import { h, replace, statusBadge, fmtCost, fmtInt, fmtDuration, fmtBytes, time, shortId, truncate, errorBox, busy, kv, chip, code, pretty } from '../dom.js';
 import { poll, debounce } from '../live.js';
 import { startTimeline } from '../timeline.js';
 import { actionCard, decidedRow } from '../actions.js';
@@ -54,13 +54,18 @@ export async function sessionPage(root, scope, id, query) {
   let current = tabs.some(([t]) => t === query.get('tab')) ? query.get('tab') : 'timeline';
   let session = null;
 
-  root.append(head, errors, h('div', { class: 'grid-2' }, overview, meters), pending, controls, decided, tabBar);
+  // The page is shown once the session has been read: a session that
+  // cannot be (an unknown id, a failing server) shows its error alone,
+  // never empty cards under it.
+  const body = h('div', { class: 'session-body', hidden: true },
+    head, h('div', { class: 'grid-2' }, overview, meters), pending, controls, decided, tabBar);
+  root.append(errors, body);
   for (const [name, label] of tabs) {
     const b = h('button', { type: 'button', role: 'tab', class: 'tab', dataset: { tab: name }, 'aria-selected': String(name === current) }, label);
     b.addEventListener('click', () => show(name));
     tabBar.append(b);
     panels[name] = h('section', { class: 'tab-panel', id: `tab-${name}`, role: 'tabpanel', hidden: name !== current });
-    root.append(panels[name]);
+    body.append(panels[name]);
   }
 
   const loaders = {
@@ -98,6 +103,10 @@ export async function sessionPage(root, scope, id, query) {
   async function refresh() {
     session = await api.get(path, { include: 'subagents' }, { signal: scope.signal });
     replace(errors);
+    if (body.hidden) {
+      body.hidden = false;
+      followTimeline();
+    }
     renderHead();
     renderOverview();
     renderMeters();
@@ -144,7 +153,7 @@ export async function sessionPage(root, scope, id, query) {
         ['Forked from', s.forked_from ? h('a', { href: `#/sessions/${enc(s.forked_from.session_id)}`, class: 'mono' }, `${s.forked_from.session_id} @ ${s.forked_from.checkpoint_id}`) : ''],
         ['Last checkpoint', s.last_checkpoint ? h('span', { class: 'mono' }, s.last_checkpoint) : ''],
         ['Review', s.review ? `${s.review.accepted ? 'Accepted' : 'Rejected'}${s.review.note ? ': ' + s.review.note : ''}` : ''],
-        ['Created', time(s.created_at, `${new Date(s.created_at).toLocaleString()} (${fmtAge(s.created_at)} ago)`)],
+        ['Created', time(s.created_at)],
         ['Updated', time(s.updated_at)],
         ['Events', fmtInt(s.last_event_seq)],
       ]));
@@ -189,7 +198,7 @@ export async function sessionPage(root, scope, id, query) {
     controls.hidden = Object.values(controlEls).every((c) => (c.el || c).hidden);
     replace(controlEls.review.querySelector('.review-state'), s.review
       ? h('p', { class: s.review.accepted ? 'ok' : 'error', id: 'review-state' },
-        `${s.review.accepted ? 'Accepted' : 'Rejected'} ${fmtAge(s.review.at)} ago${s.review.note ? ': ' + s.review.note : ''}`)
+        s.review.accepted ? 'Accepted ' : 'Rejected ', time(s.review.at), s.review.note ? ': ' + s.review.note : null)
       : null);
   }
 
@@ -327,6 +336,7 @@ export async function sessionPage(root, scope, id, query) {
     const columns = 5;
     const rows = [];
     for (const e of effects.data) {
+      const result = e.result || (e.resolution ? 'resolved: ' + e.resolution : e.error) || '—';
       const detail = h('tr', { class: 'effect-detail', dataset: { effectId: e.id }, hidden: true }, h('td', { colspan: columns }));
       const toggle = () => toggleEffect(e, row, detail);
       const row = h('tr', {
@@ -335,18 +345,22 @@ export async function sessionPage(root, scope, id, query) {
         onclick: toggle,
         onkeydown: (ev) => { if (ev.key === 'Enter' || ev.key === ' ') { ev.preventDefault(); toggle(); } },
       },
-      h('td', { 'data-label': 'What' }, h('div', { class: 'effect-summary' }, e.summary || e.tool),
+      h('td', { 'data-label': 'What' }, h('div', { class: 'effect-summary clamp', title: e.summary || e.tool }, e.summary || e.tool),
         h('div', { class: 'small muted' }, h('code', null, e.tool), ' · ', chip(e.class, `class-${e.class}`))),
       h('td', { 'data-label': 'Status' }, statusBadge(e.status)),
-      h('td', { 'data-label': 'Result', class: 'effect-result' }, truncate(e.result || (e.resolution ? 'resolved: ' + e.resolution : e.error) || '—', 160)),
+      h('td', { 'data-label': 'Result', class: 'effect-result' }, h('div', { class: 'clamp', title: result }, truncate(result, 160))),
       h('td', { 'data-label': 'Step', class: 'num' }, `${fmtInt(e.step)}`, e.call_index > 0 ? h('span', { class: 'small muted' }, ` · call ${fmtInt(e.call_index + 1)}`) : null),
-      h('td', { 'data-label': 'Started' }, time(e.started_at, fmtAge(e.started_at) + ' ago')));
+      h('td', { 'data-label': 'Started' }, time(e.started_at)));
       rows.push(row, detail);
       if (openEffects.has(e.id)) showEffect(e, row, detail);
     }
-    replace(el, h('table', { class: 'table effects', id: 'effects-table' },
-      h('thead', null, h('tr', null, ['What', 'Status', 'Result', 'Step', 'Started'].map((c) => h('th', null, c)))),
-      h('tbody', null, rows)));
+    // Long summaries, results and ids wrap (clamped to a few lines, whole on
+    // hover and in the open row) within fixed columns; the card scrolls
+    // sideways rather than let the table out, should anything still be too
+    // wide.
+    replace(el, h('div', { class: 'table-card', id: 'effects-card' }, h('table', { class: 'table effects', id: 'effects-table' },
+      h('thead', null, h('tr', null, ['What', 'Status', 'Result', 'Step', 'Started'].map((c) => h('th', { class: `col-${c.toLowerCase()}` }, c)))),
+      h('tbody', null, rows))));
   }
 
   function toggleEffect(e, row, detail) {
@@ -447,13 +461,28 @@ export async function sessionPage(root, scope, id, query) {
   const poller = poll(scope, refresh, {
     interval: 15000, // the stream drives refreshes; this keeps the wall-time meter moving
     onError: (err) => {
-      if (err) replace(errors, errorBox(err));
+      if (!err) return;
+      // A session that does not exist (or no longer does) will not come
+      // back: say so, offer the way back, and stop asking.
+      const gone = err instanceof APIError && err.status === 404;
+      if (gone) {
+        body.hidden = true;
+        document.title = 'No such session · Longhaul';
+      }
+      replace(errors, errorBox(err), gone || !session
+        ? h('p', null, h('a', { href: '#/sessions', id: 'back-to-sessions' }, '← Back to the sessions')) : null);
+      if (gone) scope.dispose();
     },
   });
-  panels.timeline.append(startTimeline(scope, id, (ev) => {
-    if (refreshOn.test(ev.type)) refreshSoon();
-    if (ev.type === 'action.required' || ev.type === 'action.resolved') refreshInboxCount();
-  }));
+
+  // The timeline follows the event stream from the first time the session
+  // is read.
+  function followTimeline() {
+    panels.timeline.append(startTimeline(scope, id, (ev) => {
+      if (refreshOn.test(ev.type)) refreshSoon();
+      if (ev.type === 'action.required' || ev.type === 'action.resolved') refreshInboxCount();
+    }));
+  }
 }
 
 function meter(label, used, max, soft, fmt) {

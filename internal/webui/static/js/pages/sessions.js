@@ -5,7 +5,7 @@
 // cursor. The loaded pages are refreshed every few seconds.
 
 import { api, enc } from '../api.js';
-import { h, replace, statusBadge, fmtCost, fmtAge, shortId, truncate, errorBox, time } from '../dom.js';
+import { h, replace, statusBadge, fmtCost, shortId, truncate, errorBox, time } from '../dom.js';
 import { identity, byActor } from '../identity.js';
 import { poll } from '../live.js';
 
@@ -40,7 +40,7 @@ export async function sessionsPage(root, scope, query) {
     h('table', { class: 'table sessions', id: 'sessions-table' },
       h('thead', null, h('tr', null,
         h('th', null, 'Session'), h('th', null, 'Status'), h('th', null, 'Agent'),
-        h('th', { class: 'num' }, 'Cost'), h('th', { class: 'num' }, 'Age'), h('th', { class: 'num' }, 'Pending'))),
+        h('th', { class: 'num' }, 'Cost'), h('th', { class: 'num' }, 'Created'), h('th', { class: 'num' }, 'Pending'))),
       tbody),
     count, more);
 
@@ -139,7 +139,7 @@ function row(s) {
       s.review ? h('div', { class: s.review.accepted ? 'ok small' : 'error small' }, s.review.accepted ? 'accepted' : 'rejected') : null),
     h('td', { 'data-label': 'Agent' }, s.agent ? `${s.agent.name} v${s.agent.version}` : ''),
     h('td', { 'data-label': 'Cost', class: 'num' }, fmtCost(s.usage && s.usage.cost_usd)),
-    h('td', { 'data-label': 'Age', class: 'num' }, time(s.created_at, fmtAge(s.created_at))),
+    h('td', { 'data-label': 'Created', class: 'num' }, time(s.created_at)),
     h('td', { 'data-label': 'Pending', class: 'num' }, pending ? h('a', { href: '#/inbox', class: 'badge warn' }, String(pending)) : '0'));
 }
 
