@@ -188,13 +188,13 @@ func printReport(w io.Writer, rep *lt.TaskReport) error {
 		fmt.Fprintln(w, "No tasks in this window.")
 		return nil
 	}
-	t := newTable(w, "TASK", "AGENT", "STATUS", "DURATION", "INPUT", "ASKS", "RETRIES", "LAST CHECKPOINT", "REVIEW", "COST")
+	t := newTable(w, "TASK", "AGENT", "STATUS", "DURATION", "EXTRA INPUT", "ASKS", "RETRIES", "LAST CHECKPOINT", "REVIEW", "COST")
 	for _, r := range rep.Data {
 		status := string(r.Status)
 		if r.StopReason != nil {
 			status += " (" + *r.StopReason + ")"
 		}
-		input := "complete"
+		input := "none"
 		if !r.InputComplete {
 			input = "asked"
 		}
@@ -225,7 +225,7 @@ func printReport(w io.Writer, rep *lt.TaskReport) error {
 	fmt.Fprintf(w, "Tasks:           %d (%s)\n", tot.Tasks, byStatus(tot.ByStatus))
 	fmt.Fprintf(w, "Reviewed:        %d: %d accepted, %d rejected; acceptance rate %s\n",
 		tot.Reviewed, tot.Accepted, tot.Rejected, percent(tot.AcceptanceRate))
-	fmt.Fprintf(w, "Input complete:  %d of %d\n", tot.InputComplete, tot.Tasks)
+	fmt.Fprintf(w, "No extra input:  %d of %d (tasks that never had to ask a person for information)\n", tot.InputComplete, tot.Tasks)
 	perTask := "-"
 	if tot.AsksPerTask != nil {
 		perTask = strconv.FormatFloat(*tot.AsksPerTask, 'f', 2, 64)

@@ -96,14 +96,14 @@ func TestReportCommand(t *testing.T) {
 	out := cliOK(t, "report", "--server", s.url)
 	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
 	require.Regexp(t, `^Report of tasks created from \d{4}-\d\d-\d\d \d\d:\d\d to \d{4}-\d\d-\d\d \d\d:\d\d \(UTC\)$`, lines[0])
-	require.Regexp(t, `^TASK +AGENT +STATUS +DURATION +INPUT +ASKS +RETRIES +LAST CHECKPOINT +REVIEW +COST$`, lines[2])
-	require.Regexp(t, `^`+failed+` +inline v1 +failed \(provider_error\) +\S+ +complete +0 +0 +- +- +\$0\.0000$`, lines[3])
+	require.Regexp(t, `^TASK +AGENT +STATUS +DURATION +EXTRA INPUT +ASKS +RETRIES +LAST CHECKPOINT +REVIEW +COST$`, lines[2])
+	require.Regexp(t, `^`+failed+` +inline v1 +failed \(provider_error\) +\S+ +none +0 +0 +- +- +\$0\.0000$`, lines[3])
 	require.Regexp(t, `^`+asked+` +inline v1 +idle +\S+ +asked +1 +0 +turn 1 +- +\$0\.5000$`, lines[4])
-	require.Regexp(t, `^`+accepted+` +inline v1 +idle +\S+ +complete +0 +0 +turn 1 +accepted +\$0\.5000$`, lines[5])
+	require.Regexp(t, `^`+accepted+` +inline v1 +idle +\S+ +none +0 +0 +turn 1 +accepted +\$0\.5000$`, lines[5])
 	for _, want := range []string{
 		"Tasks:           3 (2 idle, 1 failed)",
 		"Reviewed:        1: 1 accepted, 0 rejected; acceptance rate 100.0%",
-		"Input complete:  2 of 3",
+		"No extra input:  2 of 3 (tasks that never had to ask a person for information)",
 		"Human asks:      1 (0.33 per task)",
 		"Retries:         0",
 		"Cost:            $1.0000 in all; $1.0000 per accepted task",
