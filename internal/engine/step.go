@@ -99,7 +99,7 @@ func (c *callResult) usage() lt.Usage {
 // then returns a nil result (the next tick tries again, or the turn ended).
 func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []model.Message, tools []model.ToolDef) (*callResult, error) {
 	turnID := r.st.CurrentTurn().ID
-	pos, attempt := r.st.ModelPosition, r.st.ModelAttempt+1
+	pos, attempt := r.st.ModelPosition, r.st.NextModelAttempt(stepN, purpose)
 	// A step's context ends with every steering message read in so far
 	// (msgs was built just now): the call says how many, and a later one
 	// sent with interrupt abandons it.
