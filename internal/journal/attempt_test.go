@@ -14,9 +14,7 @@ import (
 // and purpose; a new step or turn starts at 1.
 func TestNextModelAttempt(t *testing.T) {
 	b := &builder{t: t}
-	b.must(lt.EventSessionCreated, "", lt.SessionCreatedData{Agent: lt.AgentRef{Name: "a", Version: 1}, Input: "go"})
-	b.must(lt.EventTurnCreated, "t1", lt.TurnCreatedData{TurnID: "t1", Index: 1, Input: "go"})
-	b.must(lt.EventTurnStarted, "t1", lt.TurnStartedData{TurnID: "t1"})
+	startTurn(b, "t1", 1)
 	require.Equal(t, 1, b.st.NextModelAttempt(1, ""))
 
 	b.must(lt.EventModelRequested, "t1", lt.ModelRequestedData{Step: 1, Attempt: 1})
@@ -45,8 +43,17 @@ func TestNextModelAttempt(t *testing.T) {
 	require.Equal(t, 1, b.st.NextModelAttempt(2, ""), "a new step starts at 1")
 	b.must(lt.EventTurnCompleted, "t1", lt.TurnCompletedData{TurnID: "t1", Output: "done"})
 
-	b.must(lt.EventTurnCreated, "t2", lt.TurnCreatedData{TurnID: "t2", Index: 2, Input: "again"})
-	b.must(lt.EventTurnStarted, "t2", lt.TurnStartedData{TurnID: "t2"})
+	startTurn(b, "t2", 2)
 	require.Empty(t, b.st.OpenModelCalls)
 	require.Equal(t, 1, b.st.NextModelAttempt(1, ""))
+}
+
+// startTurn creates turn id (the index-th; the first creates the session
+// too) and starts it.
+func startTurn(b *builder, id string, index int) {
+	if index == 1 {
+		b.must(lt.EventSessionCreated, "", lt.SessionCreatedData{Agent: lt.AgentRef{Name: "a", Version: 1}, Input: "go"})
+	}
+	b.must(lt.EventTurnCreated, id, lt.TurnCreatedData{TurnID: id, Index: index, Input: "go"})
+	b.must(lt.EventTurnStarted, id, lt.TurnStartedData{TurnID: id})
 }
