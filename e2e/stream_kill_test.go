@@ -15,29 +15,21 @@ import (
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
+// What the stalling server streams: the first call's piece (long enough
+// to be journaled as a model.delta before the call hangs, deltas being
+// coalesced by size), and the whole answer of the call made again.
+var (
+	stalledPiece  = strings.Repeat("cut short ", 60)
+	resumedAnswer = "The answer, whole."
+)
+
 // stallingChat is a local OpenAI-compatible server whose first call
 // streams part of an answer and then hangs until its client goes away (the
 // server killed mid-stream); later calls stream a whole answer and report
 // no usage, as some local servers do.
-type stallingChat struct {
-	srv   *httptest.Server
-	calls atomic.Int32
-}
+type stallingChat struct{ calls atomic.Int32 }
 
-// stalledPiece is long enough that the server journals it as a
-// model.delta before the call hangs (deltas are coalesced by size).
-var stalledPiece = strings.Repeat("cut short ", 60)
-
-const resumedAnswer = "The answer, whole."
-
-func newStallingChat(t *testing.T) *stallingChat {
-	c := &stallingChat{}
-	c.srv = httptest.NewServer(http.HandlerFunc(c.serve))
-	t.Cleanup(c.srv.Close)
-	return c
-}
-
-func (c *stallingChat) serve(w http.ResponseWriter, r *http.Request) {
+func (c *stallingChat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n := c.calls.Add(1)
 	w.Header().Set("Content-Type", "text/event-stream")
 	send := func(delta, finish string) {
@@ -69,12 +61,14 @@ func (c *stallingChat) serve(w http.ResponseWriter, r *http.Request) {
 // estimate.
 func TestStreamKilledMidCallResumesAsNextAttempt(t *testing.T) {
 	t.Parallel()
-	chat := newStallingChat(t)
+	chat := &stallingChat{}
+	model := httptest.NewServer(chat)
+	t.Cleanup(model.Close)
 	srv := startServer(t)
 	ctx := t.Context()
 	sess, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
 		AgentSpec: &lt.AgentSpec{
-			Model:        lt.ModelSpec{Provider: "openai-compatible", Name: "local-model", BaseURL: chat.srv.URL + "/v1"},
+			Model:        lt.ModelSpec{Provider: "openai-compatible", Name: "local-model", BaseURL: model.URL + "/v1"},
 			Instructions: "Answer.",
 		},
 		Input: "go",
@@ -94,27 +88,19 @@ func TestStreamKilledMidCallResumesAsNextAttempt(t *testing.T) {
 	require.Equal(t, int32(2), chat.calls.Load())
 
 	var attempts []int
-	text := map[int]string{}
-	for _, ev := range journal(ctx, t, srv.api, sess.ID) {
-		var d struct {
-			Step    int      `json:"step"`
-			Attempt int      `json:"attempt"`
-			Text    string   `json:"text"`
-			Usage   lt.Usage `json:"usage"`
-		}
-		require.NoError(t, json.Unmarshal(ev.Data, &d))
-		switch ev.Type {
-		case lt.EventModelRequested:
-			require.Equal(t, 1, d.Step)
-			attempts = append(attempts, d.Attempt)
-		case lt.EventModelDelta:
-			text[d.Attempt] += d.Text
-		case lt.EventModelResponded:
-			require.Equal(t, resumedAnswer, d.Text)
-			require.True(t, d.Usage.Estimated, "the server reported no usage")
-			require.Positive(t, d.Usage.InputTokens)
-		}
+	for _, d := range eventData[lt.ModelRequestedData](ctx, t, srv.api, sess.ID, lt.EventModelRequested) {
+		require.Equal(t, 1, d.Step)
+		attempts = append(attempts, d.Attempt)
 	}
+	text := map[int]string{}
+	for _, d := range eventData[lt.ModelDeltaData](ctx, t, srv.api, sess.ID, lt.EventModelDelta) {
+		text[d.Attempt] += d.Text
+	}
+	responded := eventData[lt.ModelRespondedData](ctx, t, srv.api, sess.ID, lt.EventModelResponded)
+	require.Len(t, responded, 1)
+	require.Equal(t, resumedAnswer, responded[0].Text)
+	require.True(t, responded[0].Usage.Estimated, "the server reported no usage")
+	require.Positive(t, responded[0].Usage.InputTokens)
 	require.Equal(t, []int{1, 2}, attempts)
 	require.Equal(t, map[int]string{1: stalledPiece, 2: resumedAnswer}, text, "each attempt's deltas apart")
 	require.True(t, s.Usage.Estimated)
