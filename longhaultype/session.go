@@ -130,10 +130,15 @@ type Usage struct {
 	CostUSD           float64 `json:"cost_usd"`
 	ModelCalls        int64   `json:"model_calls"`
 	ToolCalls         int64   `json:"tool_calls"`
+	// Estimated is set when a token count is an estimate, not the
+	// provider's report (a provider that reports no usage, or the scripted
+	// one without explicit usage): a total that includes one is marked too.
+	Estimated bool `json:"estimated,omitempty"`
 }
 
 // Add accumulates o into u.
 func (u *Usage) Add(o Usage) {
+	u.Estimated = u.Estimated || o.Estimated
 	u.InputTokens += o.InputTokens
 	u.CachedInputTokens += o.CachedInputTokens
 	u.OutputTokens += o.OutputTokens
@@ -143,7 +148,8 @@ func (u *Usage) Add(o Usage) {
 	u.ToolCalls += o.ToolCalls
 }
 
-// Sub subtracts o from u.
+// Sub subtracts o from u. Estimated stays as it was: what remains may
+// still include an estimate.
 func (u *Usage) Sub(o Usage) {
 	u.InputTokens -= o.InputTokens
 	u.CachedInputTokens -= o.CachedInputTokens

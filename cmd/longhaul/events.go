@@ -251,7 +251,7 @@ func eventDetail(ev lt.Event) string {
 		var d lt.ModelRespondedData
 		if decode(ev, &d) {
 			return fmt.Sprintf("step %d: %s  · %s tok · %s · %s", d.Step, modelAnswer(d),
-				fmtInt(d.Usage.InputTokens+d.Usage.OutputTokens), fmtCost(d.CostUSD), fmtDuration(ms(d.DurationMS)))
+				fmtTokens(d.Usage.InputTokens+d.Usage.OutputTokens, d.Usage.Estimated), fmtCost(d.CostUSD), fmtDuration(ms(d.DurationMS)))
 		}
 	case lt.EventModelFailed:
 		var d lt.ModelFailedData
@@ -366,7 +366,7 @@ func eventDetail(ev lt.Event) string {
 			if out == "" {
 				out = d.Error
 			}
-			return fmt.Sprintf("%s · %s tok · %s: %q", s, fmtInt(d.Usage.InputTokens+d.Usage.OutputTokens), fmtCost(d.Usage.CostUSD), truncate(out, 50))
+			return fmt.Sprintf("%s · %s tok · %s: %q", s, fmtTokens(d.Usage.InputTokens+d.Usage.OutputTokens, d.Usage.Estimated), fmtCost(d.Usage.CostUSD), truncate(out, 50))
 		}
 	case lt.EventConstraintAdded:
 		var d lt.ConstraintAddedData

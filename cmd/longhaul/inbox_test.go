@@ -324,6 +324,7 @@ func TestApproveAndStopBudgetActions(t *testing.T) {
 	require.Contains(t, out, act.ID+"  budget  pending")
 	require.Contains(t, out, "Limit:        model_calls: used 2, soft 2, max 10")
 	require.Contains(t, out, "Usage:        ")
+	require.Regexp(t, `Usage: +≈[0-9,]+ tokens · `, out, "the scripted steps gave no usage: the counts are estimates")
 	require.Contains(t, out, "2 model calls")
 	require.Contains(t, out, "longhaul approve "+act.ID+" [--soft-cost N --max-cost N ...]")
 	require.Contains(t, out, "longhaul stop "+act.ID)

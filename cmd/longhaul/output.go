@@ -102,6 +102,15 @@ func fmtInt(n int64) string {
 	return b.String()
 }
 
+// fmtTokens prints a token count, "≈" before it when it includes an
+// estimate (a provider that reported no usage; see lt.Usage.Estimated).
+func fmtTokens(n int64, estimated bool) string {
+	if estimated {
+		return "≈" + fmtInt(n)
+	}
+	return fmtInt(n)
+}
+
 // fmtCost prints USD with enough digits for the cost of one model call.
 func fmtCost(usd float64) string {
 	if usd >= 100 {

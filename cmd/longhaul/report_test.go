@@ -145,6 +145,8 @@ func TestReportCommand(t *testing.T) {
 	require.Equal(t, `fine, "really"`, col(byID[accepted], "review_note"))
 	require.Equal(t, "a goal, with a comma", col(byID[accepted], "goal"))
 	require.Equal(t, "0.5", col(byID[accepted], "cost_usd"))
+	require.Equal(t, "true", col(byID[accepted], "tokens_estimated"), "the scripted step gave no usage")
+	require.Equal(t, "false", col(byID[failed], "tokens_estimated"), "a failed call counts no tokens")
 	require.Equal(t, "true", col(byID[accepted], "input_complete"))
 	require.Equal(t, "false", col(byID[asked], "input_complete"))
 	require.Equal(t, "1", col(byID[asked], "inputs"))

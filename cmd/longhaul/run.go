@@ -327,5 +327,5 @@ func agentLabel(a lt.AgentRef) string {
 
 func usageLine(u lt.Usage) string {
 	return fmt.Sprintf("%s tokens · %s · %d model calls · %d tool calls",
-		fmtInt(u.InputTokens+u.OutputTokens), fmtCost(u.CostUSD), u.ModelCalls, u.ToolCalls)
+		fmtTokens(u.InputTokens+u.OutputTokens, u.Estimated), fmtCost(u.CostUSD), u.ModelCalls, u.ToolCalls)
 }

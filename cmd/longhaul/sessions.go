@@ -101,7 +101,7 @@ func (c *cli) ls(cmd *cobra.Command, o *lsOpts) error {
 		if s.StopReason != nil {
 			status += " (" + *s.StopReason + ")"
 		}
-		t.row(s.ID, status, agentCell(s.Agent), fmtInt(s.Usage.InputTokens+s.Usage.OutputTokens),
+		t.row(s.ID, status, agentCell(s.Agent), fmtTokens(s.Usage.InputTokens+s.Usage.OutputTokens, s.Usage.Estimated),
 			fmtCost(s.Usage.CostUSD), fmt.Sprint(pendingCount(s.RequiredActions)), fmtTime(s.CreatedAt), truncate(s.Input, 50))
 	}
 	return t.flush()
@@ -258,7 +258,7 @@ func printSession(w io.Writer, s *lt.Session, turns []lt.Turn) error {
 				out = tr.Error
 			}
 			t.row(fmt.Sprintf("  %d", tr.Index), tr.ID, status, fmt.Sprint(tr.Steps),
-				fmtInt(tr.Usage.InputTokens+tr.Usage.OutputTokens), fmtCost(tr.Usage.CostUSD), orDash(truncate(out, 60)))
+				fmtTokens(tr.Usage.InputTokens+tr.Usage.OutputTokens, tr.Usage.Estimated), fmtCost(tr.Usage.CostUSD), orDash(truncate(out, 60)))
 		}
 		if err := t.flush(); err != nil {
 			return err
@@ -287,7 +287,7 @@ func printSessionTree(w io.Writer, root *lt.Session) error {
 			status += " (" + *s.StopReason + ")"
 		}
 		n := pendingCount(s.RequiredActions)
-		t.row(lead+branch+s.ID, status, agentCell(s.Agent), fmtInt(s.Usage.InputTokens+s.Usage.OutputTokens),
+		t.row(lead+branch+s.ID, status, agentCell(s.Agent), fmtTokens(s.Usage.InputTokens+s.Usage.OutputTokens, s.Usage.Estimated),
 			fmtCost(s.Usage.CostUSD), fmt.Sprint(n), truncate(s.Input, 40))
 		for _, a := range s.RequiredActions {
 			if a.Status == lt.ActionPending {

@@ -71,7 +71,7 @@ func printTrace(w io.Writer, tr *lt.Trace) error {
 	}
 	fmt.Fprintf(w, "Session %s (agent %s v%d): %d turn%s, %s in, %s out, %s\n",
 		tr.SessionID, tr.Agent.Name, tr.Agent.Version, turns, plural,
-		fmtInt(tr.Usage.InputTokens), fmtInt(tr.Usage.OutputTokens), fmtCost(tr.Usage.CostUSD))
+		fmtTokens(tr.Usage.InputTokens, tr.Usage.Estimated), fmtTokens(tr.Usage.OutputTokens, tr.Usage.Estimated), fmtCost(tr.Usage.CostUSD))
 	if turns == 0 {
 		fmt.Fprintln(w, "No turns yet.")
 		return nil
@@ -90,7 +90,7 @@ func printTrace(w io.Writer, tr *lt.Trace) error {
 			}
 			in, out, cost := "", "", ""
 			if u := s.Usage; u != nil && (u.ModelCalls > 0 || u.InputTokens > 0 || u.OutputTokens > 0 || u.CostUSD > 0) {
-				in, out, cost = fmtInt(u.InputTokens), fmtInt(u.OutputTokens), fmtCost(u.CostUSD)
+				in, out, cost = fmtTokens(u.InputTokens, u.Estimated), fmtTokens(u.OutputTokens, u.Estimated), fmtCost(u.CostUSD)
 			}
 			rows = append(rows, []string{prefix + branch + oneLine(s.Name), spanDuration(s), in, out, cost, spanNotes(s)})
 			walk(s.Children, prefix+next, false)

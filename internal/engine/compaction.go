@@ -107,8 +107,13 @@ func (t *transcript) chooseCut(c model.Counter, keep int) int {
 // summarisePrompt is the instruction of the compaction call.
 const summarisePrompt = `You compact the working memory of an agent that works on a long task. Summarise the conversation below for the agent itself, so it can go on without it: what was asked, what was done (files, commands, calls and their outcomes), what was learned, decisions made and why, open problems, and what remains to do. Keep names, paths, ids and numbers exact. Write plain prose and short lists that a person can read. Do not restate the task's instructions, goal, constraints or acceptance criteria: they are kept verbatim elsewhere.`
 
-// summaryRequest builds the compaction call: the previous summary and the
-// items from the last cut up to cut, rendered as text.
+// pinnedForSummariser introduces the pinned block in the compaction call:
+// like every model call it carries the task, so the summary keeps what the
+// goal and the constraints make important.
+const pinnedForSummariser = "## The agent's instructions and task (pinned; kept verbatim elsewhere, for reference only)"
+
+// summaryRequest builds the compaction call: the pinned block, the previous
+// summary and the items from the last cut up to cut, rendered as text.
 func (t *transcript) summaryRequest(cut int) []model.Message {
 	var b strings.Builder
 	if t.summary != "" {
@@ -134,8 +139,12 @@ func (t *transcript) summaryRequest(cut int) []model.Message {
 			fmt.Fprintf(&b, "[tool %s] %s\n", label, clip(m.Text, 4000))
 		}
 	}
+	system := summarisePrompt
+	if pinned := t.pinned(); pinned != "" {
+		system += "\n\n" + pinnedForSummariser + "\n" + pinned
+	}
 	return []model.Message{
-		{Role: model.RoleSystem, Text: summarisePrompt},
+		{Role: model.RoleSystem, Text: system},
 		{Role: model.RoleUser, Text: b.String()},
 	}
 }

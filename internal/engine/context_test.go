@@ -81,11 +81,16 @@ func (p *planProvider) Respond(_ context.Context, req *model.Request) (*model.Re
 }
 
 func (p *planProvider) stepRequests() []recorded {
+	return p.requestsFor("")
+}
+
+// requestsFor returns the recorded requests of one purpose.
+func (p *planProvider) requestsFor(purpose string) []recorded {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []recorded
 	for _, r := range p.requests {
-		if r.purpose == "" {
+		if r.purpose == purpose {
 			out = append(out, r)
 		}
 	}
@@ -166,6 +171,23 @@ func TestPinnedIntentSurvivesCompaction(t *testing.T) {
 		}
 	}
 	require.Positive(t, addedAt)
+	// The summarising calls carry the pinned block too, like every call
+	// (the later constraint once added), so the summary keeps what matters.
+	summarising := p.requestsFor(lt.PurposeCompaction)
+	require.Len(t, summarising, len(compactions))
+	laterSeen := false
+	for i, r := range summarising {
+		sys := systemText(r.msgs)
+		require.Contains(t, sys, "Read the file in parts.", "compaction call %d", i)
+		require.Contains(t, sys, "Goal: every part read", "compaction call %d", i)
+		require.Contains(t, sys, "Constraint: "+initial, "compaction call %d", i)
+		if strings.Contains(sys, "Constraint: "+later) {
+			laterSeen = true
+		} else {
+			require.False(t, laterSeen, "compaction call %d lost the later constraint", i)
+		}
+	}
+	require.True(t, laterSeen, "a compaction after the constraint was added carries it")
 	// Compaction changes what is sent, never what is stored.
 	require.Len(t, events(t, h, s.ID, lt.EventToolCompleted), len(plan)-1)
 	view, err := h.eng.GetSession(ctx, s.ID)

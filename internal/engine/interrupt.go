@@ -324,7 +324,7 @@ func abandonedUsage(spec lt.ModelSpec, resp *model.Response, contextTokens int) 
 		u.CostUSD = resp.CostUSD
 		return u
 	}
-	u := lt.Usage{InputTokens: int64(contextTokens)}
+	u := lt.Usage{InputTokens: int64(contextTokens), Estimated: true}
 	u.CostUSD = model.CostOf(spec, u)
 	return u
 }

@@ -99,7 +99,7 @@ func (c *callResult) usage() lt.Usage {
 // then returns a nil result (the next tick tries again, or the turn ended).
 func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []model.Message, tools []model.ToolDef) (*callResult, error) {
 	turnID := r.st.CurrentTurn().ID
-	pos, attempt := r.st.ModelPosition, r.st.ModelAttempt+1
+	pos, attempt := r.st.ModelPosition, r.st.NextModelAttempt(stepN, purpose)
 	// A step's context ends with every steering message read in so far
 	// (msgs was built just now): the call says how many, and a later one
 	// sent with interrupt abandons it.
@@ -165,7 +165,7 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 	if resp.Usage.InputTokens == 0 && resp.Usage.OutputTokens == 0 {
 		// Some OpenAI-compatible servers report no usage: count it offline,
 		// so token and cost budgets still bind.
-		resp.Usage.InputTokens = int64(contextTokens)
+		resp.Usage.InputTokens, resp.Usage.Estimated = int64(contextTokens), true
 		resp.Usage.OutputTokens = int64(model.CountMessages(counter, []model.Message{{Role: model.RoleAssistant, Text: resp.Text, ToolCalls: resp.ToolCalls}}, nil))
 		resp.CostUSD = model.CostOf(r.spec.Model, resp.Usage)
 	}

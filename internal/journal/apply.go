@@ -96,7 +96,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		at := ev.Time
 		t.StartedAt = &at
 		s.TurnDeadline = d.Deadline
-		s.Step, s.ModelAttempt = nil, 0
+		s.Step, s.ModelAttempt, s.OpenModelCalls = nil, 0, nil
 		s.ToolErrorStreak, s.LastCallKey, s.LastCallRepeat = 0, "", 0
 		s.Verification, s.ForceCompact, s.CheckpointStep, s.ContextRetryStep = nil, false, 0, 0
 		s.Session.CurrentTurnID = t.ID
@@ -110,8 +110,13 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		return applyTurnEnd(s, ev, ch)
 	case lt.EventModelRequested:
 		// Nothing else changes until the model answers: a crash here
-		// means "call again".
-		return applySteersSent(s, ev)
+		// means "call again", as the next attempt.
+		d, err := decode[lt.ModelRequestedData](ev)
+		if err != nil {
+			return err
+		}
+		applySteersSent(s, d)
+		modelCallOpened(s, ModelRequest{Purpose: d.Purpose, Step: d.Step, Attempt: d.Attempt})
 	case lt.EventTurnSteered:
 		return applySteered(s, ev)
 	case lt.EventModelResponded:
@@ -126,6 +131,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		s.Step = &Step{N: d.Step, TurnID: t.ID, Text: d.Text}
 		s.ModelPosition++
 		s.ModelAttempt = 0
+		modelCallEnded(s, "")
 		u := d.Usage
 		u.CostUSD = d.CostUSD
 		u.ModelCalls = 1
@@ -142,7 +148,9 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		if d.Consumed {
 			s.ModelPosition++
 		}
-		s.ModelAttempt++
+		// Attempts a crash cut before this one count as made.
+		s.ModelAttempt = max(s.ModelAttempt+1, d.Attempt)
+		modelCallEnded(s, d.Purpose)
 		if d.Kind == "context_length_exceeded" && d.Retry && d.Purpose == "" {
 			// The retry after a compaction is a fresh start, not attempt n+1.
 			s.ForceCompact, s.ContextRetryStep, s.ModelAttempt = true, d.Step, 0
@@ -302,7 +310,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		if d.Snapshot != nil {
 			s.ContextSnapshot = &ContextSnapshot{Seq: ev.Seq, SHA256: d.Snapshot.SHA256}
 		}
-		sideCall(s, d.Usage, d.CostUSD, ch)
+		sideCall(s, lt.PurposeCompaction, d.Usage, d.CostUSD, ch)
 	case lt.EventAcceptanceVerified:
 		d, err := decode[lt.AcceptanceVerifiedData](ev)
 		if err != nil {
@@ -310,7 +318,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		}
 		v := d.Verdict
 		s.Verification = &Verification{Step: d.Step, Verdict: &v}
-		sideCall(s, d.Usage, d.CostUSD, ch)
+		sideCall(s, lt.PurposeVerification, d.Usage, d.CostUSD, ch)
 	case lt.EventBudgetUpdated:
 		d, err := decode[lt.BudgetUpdatedData](ev)
 		if err != nil {
@@ -463,9 +471,10 @@ const maxKeptSignals = 100
 // sideCall accounts for a model call made for the loop rather than as a
 // step (compaction, verification): it consumed a model position and counts
 // in the usage like any call.
-func sideCall(s *State, u lt.Usage, cost float64, ch *Changes) {
+func sideCall(s *State, purpose string, u lt.Usage, cost float64, ch *Changes) {
 	s.ModelPosition++
 	s.ModelAttempt = 0
+	modelCallEnded(s, purpose)
 	u.CostUSD, u.ModelCalls, u.ToolCalls = cost, 1, 0
 	s.Session.Usage.Add(u)
 	if t := s.CurrentTurn(); t != nil {
@@ -774,4 +783,21 @@ func trackWorkspace(s *State, ev lt.Event) {
 			s.PersonChanges = append(s.PersonChanges, PersonChange{Seq: ev.Seq, Op: d.Op, Path: d.Path, SHA256: d.SHA256})
 		}
 	}
+}
+
+// modelCallOpened notes a call requested (see State.NextModelAttempt).
+func modelCallOpened(s *State, req ModelRequest) {
+	modelCallEnded(s, req.Purpose)
+	s.OpenModelCalls = append(s.OpenModelCalls, req)
+}
+
+// modelCallEnded forgets the open call of purpose: its outcome is journaled.
+func modelCallEnded(s *State, purpose string) {
+	var open []ModelRequest // a new slice: a copy of the state may share the old one
+	for _, r := range s.OpenModelCalls {
+		if r.Purpose != purpose {
+			open = append(open, r)
+		}
+	}
+	s.OpenModelCalls = open
 }

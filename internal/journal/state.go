@@ -20,8 +20,15 @@ type State struct {
 	// ModelPosition counts completed model calls (responded, or failed in a
 	// way that consumed a position): it is the scripted provider's position.
 	ModelPosition int `json:"model_position"`
-	// ModelAttempt counts failed attempts of the current model call.
+	// ModelAttempt counts failed attempts of the current model call (and
+	// the attempts before a failed one that a crash cut).
 	ModelAttempt int `json:"model_attempt,omitempty"`
+	// OpenModelCalls are the model calls requested with no outcome
+	// journaled (model.responded, model.failed, context.compacted,
+	// acceptance.verified), at most one per purpose: a crash cut them, and
+	// the call made again numbers its attempt after them
+	// (NextModelAttempt).
+	OpenModelCalls []ModelRequest `json:"open_model_calls,omitempty"`
 	// Step is the current turn's latest step, nil before its first response.
 	Step *Step `json:"step,omitempty"`
 	// Pending holds the pending required actions.
@@ -293,6 +300,30 @@ type Call struct {
 	// call's outcome is unknown because of the server, not of the worker.
 	LostServer string `json:"lost_server,omitempty"`
 	LostError  string `json:"lost_error,omitempty"`
+}
+
+// ModelRequest is a model call's request, as model.requested gave it.
+type ModelRequest struct {
+	Purpose string `json:"purpose,omitempty"`
+	Step    int    `json:"step"`
+	Attempt int    `json:"attempt"`
+}
+
+// NextModelAttempt is the attempt number of the next model call of the
+// given step and purpose: one more than the failed attempts, and past an
+// attempt of the same call that a crash cut (it may have left model.delta
+// events without an outcome: the call made again must not share their
+// attempt number, or readers that group deltas by attempt would merge the
+// two calls' text). A call made again for a reason that is no failure (a
+// steering message, a compaction) starts at 1, as before.
+func (s *State) NextModelAttempt(step int, purpose string) int {
+	next := s.ModelAttempt + 1
+	for _, r := range s.OpenModelCalls {
+		if r.Purpose == purpose && r.Step == step {
+			next = max(next, r.Attempt+1)
+		}
+	}
+	return next
 }
 
 // CurrentTurn returns the current (first unfinished) turn, or nil.

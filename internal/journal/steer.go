@@ -43,13 +43,8 @@ func applySteered(s *State, ev lt.Event) error {
 	return nil
 }
 
-func applySteersSent(s *State, ev lt.Event) error {
-	d, err := decode[lt.ModelRequestedData](ev)
-	if err != nil {
-		return err
-	}
+func applySteersSent(s *State, d lt.ModelRequestedData) {
 	if d.Purpose == "" && d.Steers > s.Steer.Sent {
 		s.Steer.Sent = min(d.Steers, s.Steer.Count)
 	}
-	return nil
 }

@@ -187,6 +187,10 @@ func describe(tr *lt.Trace, turnID string, sp lt.Span) (string, trace.SpanKind, 
 		if u.ReasoningTokens > 0 {
 			attrs = append(attrs, attribute.Int64("longhaul.usage.reasoning_tokens", u.ReasoningTokens))
 		}
+		if u.Estimated {
+			// The token counts are estimates: the provider reported none.
+			attrs = append(attrs, attribute.Bool("longhaul.usage.estimated", true))
+		}
 		if sp.Kind != lt.SpanModelCall {
 			attrs = append(attrs, attribute.Int64("longhaul.usage.model_calls", u.ModelCalls), attribute.Int64("longhaul.usage.tool_calls", u.ToolCalls))
 		}

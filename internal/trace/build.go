@@ -653,6 +653,7 @@ func (b *builder) rollUpChild(childID string, u lt.Usage) {
 	d.CostUSD += u.CostUSD - prev.CostUSD
 	d.ModelCalls += u.ModelCalls - prev.ModelCalls
 	d.ToolCalls += u.ToolCalls - prev.ToolCalls
+	d.Estimated = d.Estimated || u.Estimated
 }
 
 // completeSubagent records a child's report: its latest turn's end and its

@@ -18,6 +18,8 @@ export interface Budget {
 export interface Usage {
   input_tokens: number; cached_input_tokens?: number; output_tokens: number; reasoning_tokens?: number;
   cost_usd: number; model_calls: number; tool_calls: number;
+  /** Set when a token count is an estimate (the provider reported none). */
+  estimated?: boolean;
 }
 
 export interface Actor { key_id?: string; name: string; role: string }

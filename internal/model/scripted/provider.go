@@ -103,6 +103,7 @@ func (p *Provider) Respond(ctx context.Context, req *model.Request) (*model.Resp
 		u := lt.Usage{
 			InputTokens:  estimateInput(req.Messages),
 			OutputTokens: estimateTokens(len(FinishedText)),
+			Estimated:    true,
 		}
 		return &model.Response{Text: FinishedText, Usage: u, CostUSD: cost(nil, pricing, u)}, nil
 	}

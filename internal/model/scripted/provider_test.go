@@ -86,7 +86,7 @@ func TestRespond(t *testing.T) {
 					{ID: "call_0_1", Name: "list_files", Arguments: json.RawMessage(`{}`)},
 				},
 				// Output: 19 + 2 bytes of arguments.
-				Usage: lt.Usage{InputTokens: 10, OutputTokens: 6},
+				Usage: lt.Usage{InputTokens: 10, OutputTokens: 6, Estimated: true},
 			},
 		},
 		{
@@ -98,7 +98,7 @@ func TestRespond(t *testing.T) {
 					{ID: "call_1_1", Name: "ls", Arguments: json.RawMessage(`{}`)},
 				},
 				// Output: 9 + 19 + 2 bytes.
-				Usage: lt.Usage{InputTokens: 10, OutputTokens: 8},
+				Usage: lt.Usage{InputTokens: 10, OutputTokens: 8, Estimated: true},
 			},
 		},
 		{
@@ -107,7 +107,7 @@ func TestRespond(t *testing.T) {
 		},
 		{
 			name: "usage partly from the step, the rest estimated", position: 3,
-			want: &model.Response{Text: "Partly counted.", Usage: lt.Usage{InputTokens: 10, OutputTokens: 7}},
+			want: &model.Response{Text: "Partly counted.", Usage: lt.Usage{InputTokens: 10, OutputTokens: 7, Estimated: true}},
 		},
 		{
 			name: "no pricing: free", position: 2,
@@ -125,7 +125,7 @@ func TestRespond(t *testing.T) {
 					{ID: "call_0_0", Name: "write_file", Arguments: json.RawMessage(`{"path":"notes.md"}`)},
 					{ID: "call_0_1", Name: "list_files", Arguments: json.RawMessage(`{}`)},
 				},
-				Usage: lt.Usage{InputTokens: 10, OutputTokens: 6}, CostUSD: (10*3 + 6*15) / 1e6,
+				Usage: lt.Usage{InputTokens: 10, OutputTokens: 6, Estimated: true}, CostUSD: (10*3 + 6*15) / 1e6,
 			},
 		},
 		{
@@ -224,7 +224,7 @@ func TestRespondPastEnd(t *testing.T) {
 	for _, position := range []int{1, 2, 1000} {
 		resp, err := p.Respond(context.Background(), request(script, "", position))
 		require.NoError(t, err)
-		require.Equal(t, &model.Response{Text: FinishedText, Usage: lt.Usage{InputTokens: 10, OutputTokens: 4}}, resp)
+		require.Equal(t, &model.Response{Text: FinishedText, Usage: lt.Usage{InputTokens: 10, OutputTokens: 4, Estimated: true}}, resp)
 	}
 	resp, err := p.Respond(context.Background(), request(script, pricing, 1))
 	require.NoError(t, err)

@@ -39,7 +39,8 @@ func estimateOutput(s *Step) int64 {
 	return estimateTokens(n)
 }
 
-// stepUsage is the step's usage with every count it leaves out estimated.
+// stepUsage is the step's usage with every count it leaves out estimated
+// (and then marked Estimated; cached input and reasoning default to 0).
 // Only token counts are set; the cost travels in model.Response.CostUSD.
 func stepUsage(s *Step, msgs []model.Message) lt.Usage {
 	var given Usage
@@ -50,12 +51,12 @@ func stepUsage(s *Step, msgs []model.Message) lt.Usage {
 	if given.InputTokens != nil {
 		u.InputTokens = *given.InputTokens
 	} else {
-		u.InputTokens = estimateInput(msgs)
+		u.InputTokens, u.Estimated = estimateInput(msgs), true
 	}
 	if given.OutputTokens != nil {
 		u.OutputTokens = *given.OutputTokens
 	} else {
-		u.OutputTokens = estimateOutput(s)
+		u.OutputTokens, u.Estimated = estimateOutput(s), true
 	}
 	if given.CachedInputTokens != nil {
 		u.CachedInputTokens = *given.CachedInputTokens

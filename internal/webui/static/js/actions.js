@@ -8,7 +8,7 @@
 // that may not decide sees no decision form.
 
 import { api, enc, filePath, newKey, putFile } from './api.js';
-import { h, replace, code, pretty, chip, errorBox, busy, fmtCost, fmtInt, shortId, time, field, truncate } from './dom.js';
+import { h, replace, code, pretty, chip, errorBox, busy, fmtCost, fmtInt, fmtTokens, shortId, time, field, truncate } from './dom.js';
 import { validate, parseJSON } from './schema.js';
 import { can, identity, byActor, approversText, excludedBy } from './identity.js';
 
@@ -122,7 +122,7 @@ export function actionCard(action, opts = {}) {
   }
   if (action.usage) {
     const u = action.usage;
-    facts.push(['Usage', `${fmtCost(u.cost_usd)} · ${fmtInt((u.input_tokens || 0) + (u.output_tokens || 0))} tokens · ${fmtInt(u.model_calls)} model calls · ${fmtInt(u.tool_calls)} tool calls`]);
+    facts.push(['Usage', `${fmtCost(u.cost_usd)} · ${fmtTokens((u.input_tokens || 0) + (u.output_tokens || 0), u)} tokens${u.estimated ? ' (estimated)' : ''} · ${fmtInt(u.model_calls)} model calls · ${fmtInt(u.tool_calls)} tool calls`]);
   }
   const dl = h('dl', { class: 'kv' });
   for (const [k, v] of facts) dl.append(h('dt', null, k), h('dd', null, v));

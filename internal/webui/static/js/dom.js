@@ -66,6 +66,12 @@ export function fmtInt(n) {
   return (Number(n) || 0).toLocaleString('en-US');
 }
 
+// fmtTokens is a token count, "≈" before it when the usage it comes from
+// includes an estimate (the provider reported none: usage.estimated).
+export function fmtTokens(n, u) {
+  return (u && u.estimated ? '≈' : '') + fmtInt(n);
+}
+
 export function fmtPct(x) {
   if (x === null || x === undefined || Number.isNaN(x)) return '—';
   return (x * 100).toFixed(x === 1 || x === 0 ? 0 : 1) + '%';

@@ -6,7 +6,7 @@
 // names its actor ("by alice (approver)").
 
 import { enc, fetchBlob } from './api.js';
-import { h, replace, code, pretty, fmtTime, time, fmtCost, fmtDuration, fmtInt, shortId, truncate, errorBox } from './dom.js';
+import { h, replace, code, pretty, fmtTime, time, fmtCost, fmtDuration, fmtInt, fmtTokens, shortId, truncate, errorBox } from './dom.js';
 import { follow } from './sse.js';
 import { byActor } from './identity.js';
 
@@ -38,7 +38,7 @@ function argsText(args) {
 
 function usageText(u, cost) {
   if (!u) return '';
-  const parts = [`${fmtInt(u.input_tokens)} in / ${fmtInt(u.output_tokens)} out tokens`];
+  const parts = [`${fmtTokens(u.input_tokens, u)} in / ${fmtTokens(u.output_tokens, u)} out tokens${u.estimated ? ' (estimated)' : ''}`];
   const c = cost ?? u.cost_usd;
   if (c) parts.push(fmtCost(c));
   return parts.join(' · ');

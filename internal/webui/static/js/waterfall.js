@@ -3,7 +3,7 @@
 // time axis. Open spans run to the trace's as_of. A click on a row shows
 // the span's attributes and usage.
 
-import { h, replace, code, pretty, fmtCost, fmtDuration, fmtInt } from './dom.js';
+import { h, replace, code, pretty, fmtCost, fmtDuration, fmtTokens } from './dom.js';
 
 function flatten(spans, depth, out) {
   for (const sp of spans || []) {
@@ -16,7 +16,7 @@ function flatten(spans, depth, out) {
 function spanLabel(sp) {
   const u = sp.usage;
   const parts = [fmtDuration(sp.duration_ms)];
-  if (u && (u.input_tokens || u.output_tokens)) parts.push(`${fmtInt(u.input_tokens + u.output_tokens)} tok`);
+  if (u && (u.input_tokens || u.output_tokens)) parts.push(`${fmtTokens(u.input_tokens + u.output_tokens, u)} tok`);
   if (u && u.cost_usd) parts.push(fmtCost(u.cost_usd));
   return parts.join(' · ');
 }
@@ -64,7 +64,7 @@ export function waterfall(trace) {
     h('span', null, '0'), h('span', null, fmtDuration(total / 2)), h('span', null, fmtDuration(total)));
   const u = trace.usage || {};
   return h('div', { class: 'waterfall', id: 'waterfall' },
-    h('p', { class: 'muted' }, `${rows.length} spans over ${fmtDuration(total)} · ${fmtInt((u.input_tokens || 0) + (u.output_tokens || 0))} tokens · ${fmtCost(u.cost_usd)} · as of event #${trace.last_event_seq}`),
+    h('p', { class: 'muted' }, `${rows.length} spans over ${fmtDuration(total)} · ${fmtTokens((u.input_tokens || 0) + (u.output_tokens || 0), u)} tokens${u.estimated ? ' (estimated)' : ''} · ${fmtCost(u.cost_usd)} · as of event #${trace.last_event_seq}`),
     h('div', { class: 'wf-head' }, h('span', null, 'Span'), axis, h('span', null, 'Duration')),
     body, detail);
 }

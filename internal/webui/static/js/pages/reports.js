@@ -5,7 +5,7 @@
 // (inline SVG), and one row per task. It refreshes itself every few seconds.
 
 import { api, enc } from '../api.js';
-import { h, s, replace, fmtCost, fmtInt, fmtPct, fmtDuration, fmtTime, fmtDate, fmtHourMinute, time, shortId, statusBadge, truncate, errorBox, chip } from '../dom.js';
+import { h, s, replace, fmtCost, fmtInt, fmtTokens, fmtPct, fmtDuration, fmtTime, fmtDate, fmtHourMinute, time, shortId, statusBadge, truncate, errorBox, chip } from '../dom.js';
 import { poll } from '../live.js';
 
 const windows = [['24h', 'Last 24 hours'], ['7d', 'Last 7 days'], ['30d', 'Last 30 days'], ['90d', 'Last 90 days']];
@@ -144,7 +144,7 @@ function renderTotals(el, t) {
       'Approvals, questions, in-doubt effects and budget decisions ÷ tasks', 'asks_per_task'),
     total('Accepted / reviewed', `${fmtInt(t.accepted)} / ${fmtInt(t.reviewed)}`, `${fmtInt(t.rejected)} rejected`, 'accepted'),
     total('Tasks', fmtInt(t.tasks), Object.entries(t.by_status || {}).map(([k, v]) => `${k}: ${v}`).join(', '), 'tasks'),
-    total('Total cost', fmtCost(t.cost_usd), `${fmtInt(t.usage.input_tokens + t.usage.output_tokens)} tokens, ${fmtInt(t.usage.model_calls)} model calls`, 'cost'),
+    total('Total cost', fmtCost(t.cost_usd), `${fmtTokens(t.usage.input_tokens + t.usage.output_tokens, t.usage)} tokens${t.usage.estimated ? ' (estimated)' : ''}, ${fmtInt(t.usage.model_calls)} model calls`, 'cost'),
     total(noExtraInput, t.tasks ? fmtPct(t.input_complete / t.tasks) : '—', `Share of tasks. ${noExtraInputHint}`, 'input_complete'),
     total('Retries', fmtInt(t.retries), 'Failed model and tool attempts that were tried again', 'retries'));
 }

@@ -11,7 +11,7 @@
 // refreshes the rest, so the page is live without a reload.
 
 import { api, enc, newKey, APIError } from '../api.js';
-import { h, replace, statusBadge, fmtCost, fmtInt, fmtDuration, fmtBytes, time, shortId, truncate, errorBox, busy, kv, chip, code, pretty } from '../dom.js';
+import { h, replace, statusBadge, fmtCost, fmtInt, fmtTokens, fmtDuration, fmtBytes, time, shortId, truncate, errorBox, busy, kv, chip, code, pretty } from '../dom.js';
 import { poll, debounce } from '../live.js';
 import { startTimeline } from '../timeline.js';
 import { actionCard, decidedRow } from '../actions.js';
@@ -148,7 +148,7 @@ export async function sessionPage(root, scope, id, query) {
         ['Created by', byActor(s.created_by, '') || ''],
         ['Constraints', s.constraints && s.constraints.length ? h('ul', { class: 'plain' }, s.constraints.map((c) => h('li', null, c))) : ''],
         ['Acceptance criteria', s.acceptance_criteria && s.acceptance_criteria.length ? h('ul', { class: 'plain' }, s.acceptance_criteria.map((c) => h('li', null, c))) : ''],
-        ['Usage', `${fmtCost(u.cost_usd)} · ${fmtInt((u.input_tokens || 0) + (u.output_tokens || 0))} tokens · ${fmtInt(u.model_calls)} model calls · ${fmtInt(u.tool_calls)} tool calls`],
+        ['Usage', `${fmtCost(u.cost_usd)} · ${fmtTokens((u.input_tokens || 0) + (u.output_tokens || 0), u)} tokens${u.estimated ? ' (estimated)' : ''} · ${fmtInt(u.model_calls)} model calls · ${fmtInt(u.tool_calls)} tool calls`],
         ['Parent', s.parent_id ? h('a', { href: `#/sessions/${enc(s.parent_id)}`, class: 'mono' }, s.parent_id) : ''],
         ['Forked from', s.forked_from ? h('a', { href: `#/sessions/${enc(s.forked_from.session_id)}`, class: 'mono' }, `${s.forked_from.session_id} @ ${s.forked_from.checkpoint_id}`) : ''],
         ['Last checkpoint', s.last_checkpoint ? h('span', { class: 'mono' }, s.last_checkpoint) : ''],
