@@ -29,6 +29,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
+	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/store/postgres"
 	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
@@ -119,6 +120,8 @@ type rigNode struct {
 type rigExtras struct {
 	providers map[string]model.Provider
 	tools     []tool.Tool
+	// sandbox runs the shell tool (default: none, plain subprocesses).
+	sandbox sandbox.Backend
 }
 
 func open(ctx context.Context, cfg Config, workers int) (*rig, error) {
@@ -172,6 +175,7 @@ func openWith(ctx context.Context, cfg Config, workers int, extras rigExtras) (_
 			Providers:     providers,
 			Tools:         append(append(tool.Builtins(), noop{}), extras.tools...),
 			MaxWorkers:    workers,
+			Sandbox:       extras.sandbox,
 			PollInterval:  50 * time.Millisecond,
 			Logger:        slog.New(slog.DiscardHandler),
 		})

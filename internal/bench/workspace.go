@@ -15,6 +15,7 @@ import (
 
 	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -168,9 +169,15 @@ func Workspace(ctx context.Context, cfg Config, tree string) (*WorkspaceResult, 
 	}
 	seed := &seedTool{src: tree}
 	m := &benchModel{next: workspacePlan(cfg.Steps)}
+	// The sandbox a server would use: with bwrap, a shell step's
+	// checkpoint reads only what the command changed (the engine trusts
+	// the workspace's watches only there); with the local backend every
+	// such checkpoint walks.
+	sb, _ := sandbox.Detect(ctx, sandbox.DetectOptions{})
 	r, err := openWith(ctx, cfg, max(n, 4), rigExtras{
 		providers: map[string]model.Provider{benchProvider: m},
 		tools:     []tool.Tool{seed},
+		sandbox:   sb,
 	})
 	if err != nil {
 		return nil, err

@@ -206,10 +206,15 @@ func New(st store.Store, cfg *Config) (*Engine, error) {
 		sockets: &proxySockets{dir: c.RuntimeDir},
 	}
 	e.hub = newHub(st)
-	// Unchanged files are not read again by the next checkpoint, and the
-	// workspaces are watched so a shell step's checkpoint reads only what
-	// the command changed (snapshotwrites.go).
-	if e.snapshots, err = snapshot.NewCache(st, &snapshot.CacheConfig{Watch: true}); err != nil {
+	// Unchanged files are not read again by the next checkpoint, and, with
+	// the bwrap sandbox, the workspaces are watched so a shell step's
+	// checkpoint reads only what the command changed (snapshotwrites.go).
+	// The watches are trusted only where commands cannot make hard links
+	// (the sandbox's seccomp filter denies them): a write through a link
+	// the command then removed is reported under the removed name only.
+	// Without the sandbox, every checkpoint after a command walks.
+	watch := c.Sandbox != nil && c.Sandbox.Name() == "bwrap"
+	if e.snapshots, err = snapshot.NewCache(st, &snapshot.CacheConfig{Watch: watch}); err != nil {
 		return nil, fmt.Errorf("snapshot cache: %w", err)
 	}
 	if v := c.Vault; v != nil {

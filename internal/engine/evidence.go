@@ -141,7 +141,7 @@ func (ac *approvalContext) contents(what string, data []byte, size int64) string
 // readBounded reads a regular workspace file, at most a few times what is
 // shown (enough to redact what is shown whole), and returns its size.
 func readBounded(root *os.Root, p string) ([]byte, int64, error) {
-	f, err := root.Open(path.Clean(p))
+	f, err := root.OpenFile(path.Clean(p), evidenceReadFlags, 0)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -112,8 +112,10 @@ type bwrapBackend struct {
 	seccomp []byte
 	// disk is the default workspace quota (0: DefaultDiskBytes).
 	disk int64
-	// roPaths are BwrapOptions.ReadOnlyPaths, checked.
-	roPaths []string
+	// roPaths are BwrapOptions.ReadOnlyPaths, checked: where the sandbox
+	// sees them; roReal, where their symlinks led when checked (what is
+	// mounted, as long as they still lead there).
+	roPaths, roReal []string
 }
 
 // NewBwrap returns the bwrap backend after running a trivial sandbox once.
@@ -169,6 +171,13 @@ func newBwrap(ctx context.Context, opts BwrapOptions) (*bwrapBackend, error) {
 	b.disk = max(opts.DiskBytes, 0)
 	if b.roPaths, err = CheckReadOnlyPaths("read-only path", opts.ReadOnlyPaths); err != nil {
 		return nil, err
+	}
+	for _, p := range b.roPaths {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return nil, fmt.Errorf("read-only path %s: %w", p, err)
+		}
+		b.roReal = append(b.roReal, real)
 	}
 	if os.Geteuid() == 0 {
 		b.root = true
@@ -333,7 +342,11 @@ func (b *bwrapBackend) prepare(spec *Spec, lim Limits, command string, env map[s
 		}
 		forwarder = ForwarderPath
 	}
-	src := sources{workspace: spec.Workspace, socket: spec.ProxySocket, forwarder: b.forwarder, roPaths: b.roPaths}
+	ro, err := b.roSources()
+	if err != nil {
+		return nil, err
+	}
+	src := sources{workspace: spec.Workspace, socket: spec.ProxySocket, forwarder: b.forwarder, roPaths: ro}
 	var staged []string
 	// The sandbox's user must own what it writes (a root server gives it
 	// what the engine wrote), and the quota needs the usage before.
@@ -360,8 +373,7 @@ func (b *bwrapBackend) prepare(spec *Spec, lim Limits, command string, env map[s
 		// The read-only paths too: the sandbox's user may not be able to
 		// reach them where they are (under /root, say), and the helper's
 		// stage hides the host's /tmp.
-		src.roPaths = make([]string, len(b.roPaths))
-		for i, p := range b.roPaths {
+		for i, p := range ro {
 			src.roPaths[i] = stage(p)
 		}
 	}

@@ -169,6 +169,13 @@ func TestBwrapSeccompDeniesWithEPERM(t *testing.T) {
 	require.Contains(t, res.Stderr, "Operation not permitted")
 	res = run(t, ex, `mkdir -p m && mount -t tmpfs none m`)
 	require.NotEqual(t, 0, res.ExitCode)
+	// No hard links: a write through a second name, then removed, would be
+	// a change the workspace's watches do not report under the first name.
+	res = run(t, ex, `echo a > a && ln a b`)
+	require.NotEqual(t, 0, res.ExitCode)
+	require.Contains(t, res.Stderr, "Operation not permitted")
+	res = run(t, ex, `ls`)
+	require.Equal(t, "a\nm\n", res.Stdout, "no second name was made")
 
 	// clone asking for a new user (and network) namespace is refused;
 	// clone3, whose flags the filter cannot read, answers ENOSYS so the C
@@ -188,7 +195,7 @@ func TestBwrapSeccompDeniesWithEPERM(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, prog)
 	require.Zero(t, len(prog)%8, "whole sock_filter entries")
-	for _, name := range []string{"mount", "unshare", "setns", "bpf", "keyctl", "add_key", "perf_event_open", "init_module", "kexec_load", "reboot", "userfaultfd", "open_by_handle_at"} {
+	for _, name := range []string{"mount", "unshare", "setns", "bpf", "keyctl", "add_key", "perf_event_open", "init_module", "kexec_load", "reboot", "userfaultfd", "open_by_handle_at", "linkat"} {
 		require.Contains(t, denied, name)
 	}
 }

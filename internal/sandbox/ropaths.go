@@ -35,10 +35,8 @@ func CheckReadOnlyPaths(field string, paths []string) ([]string, error) {
 		if c == "/" || c == "/tmp" {
 			return nil, fmt.Errorf("%s %q: the sandbox has its own %s; choose a directory under it", field, p, c)
 		}
-		for _, r := range reservedPaths {
-			if c == r || strings.HasPrefix(c, r+"/") {
-				return nil, fmt.Errorf("%s %q: %s is the sandbox's own (or holds the host's secrets); choose a directory outside it", field, p, r)
-			}
+		if r := reservedOf(c); r != "" {
+			return nil, fmt.Errorf("%s %q: %s is the sandbox's own (or holds the host's secrets); choose a directory outside it", field, p, r)
 		}
 		if _, err := os.Stat(c); err != nil {
 			if errors.Is(err, os.ErrNotExist) {
@@ -46,9 +44,46 @@ func CheckReadOnlyPaths(field string, paths []string) ([]string, error) {
 			}
 			return nil, fmt.Errorf("%s %q: %w", field, p, err)
 		}
+		// The path as given and where its symlinks lead: neither may be
+		// a reserved place (a link to /etc is /etc).
+		real, err := filepath.EvalSymlinks(c)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %w", field, p, err)
+		}
+		if r := reservedOf(real); r != "" {
+			return nil, fmt.Errorf("%s %q: %s is the sandbox's own (or holds the host's secrets); choose a directory outside it", field, p, r)
+		}
+		if real == "/" || real == "/tmp" {
+			return nil, fmt.Errorf("%s %q: the sandbox has its own %s; choose a directory under it", field, p, real)
+		}
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// roSources returns where each read-only path leads now, refusing a path
+// whose symlinks lead elsewhere than when the backend was made (real): a
+// link swapped in meanwhile must not show the sandbox another directory.
+func (b *bwrapBackend) roSources() ([]string, error) {
+	out := make([]string, len(b.roPaths))
+	for i, p := range b.roPaths {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil || real != b.roReal[i] {
+			return nil, fmt.Errorf("read-only path %s no longer leads where it did when the server started; restart the server to use it", p)
+		}
+		out[i] = real
+	}
+	return out, nil
+}
+
+// reservedOf returns the reserved path p is or lies under, or "".
+func reservedOf(p string) string {
+	for _, r := range reservedPaths {
+		if p == r || strings.HasPrefix(p, r+"/") {
+			return r
+		}
+	}
+	return ""
 }
 
 // visibleRoots are the host directories a bwrap sandbox sees at the same
@@ -81,17 +116,16 @@ func (b *bwrapBackend) checkProgram(program string) error {
 		return nil
 	}
 	hint := "only /usr, " + strings.Join(systemDirs, ", ") + " and the directories given to serve --sandbox-ro-path are"
+	// The messages name only what the agent's definer gave: whether a host
+	// path exists, or where a link leads, is not theirs to learn.
 	if filepath.IsAbs(program) {
 		real, err := filepath.EvalSymlinks(program)
-		if err != nil {
-			return fmt.Errorf("the command %s does not exist on the server's machine", program)
-		}
-		if !b.visible(real) {
-			return fmt.Errorf("the command %s is not visible in the sandbox (%s); show its directory with serve --sandbox-ro-path %s", program, hint, filepath.Dir(real))
+		if err != nil || !b.visible(real) {
+			return fmt.Errorf("the command %s is not visible in the sandbox (%s); install it there, or show its directory with serve --sandbox-ro-path %s", program, hint, filepath.Dir(program))
 		}
 		return nil
 	}
-	var outside string
+	outside := false
 	for _, dir := range filepath.SplitList(DefaultPath) {
 		real, err := filepath.EvalSymlinks(filepath.Join(dir, program))
 		if err != nil {
@@ -103,10 +137,10 @@ func (b *bwrapBackend) checkProgram(program string) error {
 		if b.visible(real) {
 			return nil
 		}
-		outside = real
+		outside = true
 	}
-	if outside != "" {
-		return fmt.Errorf("the command %s leads to %s, which is not visible in the sandbox (%s); show its directory with serve --sandbox-ro-path %s", program, outside, hint, filepath.Dir(outside))
+	if outside {
+		return fmt.Errorf("the command %s is a link on the sandbox's PATH to a file the sandbox cannot see (%s); give the absolute path of the program, in a directory shown with serve --sandbox-ro-path", program, hint)
 	}
 	return fmt.Errorf("the command %s is not on the sandbox's PATH (%s): give its absolute path, in a directory shown with serve --sandbox-ro-path", program, DefaultPath)
 }

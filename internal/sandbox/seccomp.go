@@ -20,7 +20,8 @@ import (
 // modules and kexec, reboot, swap, time setting, file handles (which open a
 // file by its inode, past every mount), userfaultfd (a classic exploit
 // helper), io_uring (a large, often-exploited surface; programs fall back to
-// plain I/O), reading another process's memory, quotas and accounting. Each
+// plain I/O), reading another process's memory, quotas and accounting, hard
+// links (below). Each
 // returns EPERM, so a tool fails cleanly rather than being killed. Names the
 // machine's architecture does not have are skipped.
 var deniedSyscalls = []string{
@@ -38,6 +39,12 @@ var deniedSyscalls = []string{
 	"acct", "quotactl", "quotactl_fd", "lookup_dcookie", "syslog",
 	"iopl", "ioperm", "vm86", "vm86old", "uselib", "nfsservctl",
 	"sethostname", "setdomainname", "fanotify_init",
+	// Hard links: a file written through a second name it got during a
+	// command is a change the workspace's watches report under that name
+	// only, which the command may then remove: the checkpoint would not
+	// see the change to the first name (internal/snapshot/watch.go). Tools
+	// that link fall back to copying (cp, git) or fail cleanly (ln).
+	"link", "linkat",
 }
 
 // cloneNewNamespaces are clone's flags that create namespaces (CLONE_NEWNS,
