@@ -78,7 +78,7 @@ var importRules = map[string]importRule{
 	"internal/workspace":   {importers: []string{"internal/engine", "internal/tool"}},
 	"internal/tool": {importers: []string{".", "internal/bench", "internal/engine", "internal/mcp",
 		"internal/node", "internal/sandbox", "internal/vault"}},
-	"internal/sandbox": {importers: []string{"cmd/longhaul", "internal/engine", "internal/mcp", "internal/node"}},
+	"internal/sandbox": {importers: []string{"cmd/longhaul", "internal/bench", "internal/engine", "internal/mcp", "internal/node"}},
 	"internal/egress":  {importers: []string{"internal/engine", "internal/node", "internal/tool", "internal/webhook"}},
 	"internal/vault":   {importers: []string{"cmd/longhaul", "internal/app", "internal/engine", "internal/node"}},
 	"internal/redact":  {importers: []string{"cmd/longhaul", "internal/engine", "internal/node", "internal/vault"}},

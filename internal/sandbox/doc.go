@@ -228,5 +228,7 @@
 // github.com/elastic/go-seccomp-bpf (with golang.org/x/net/bpf, to assemble
 // its program). cmd/longhaul links it for the hidden commands and
 // EnterMain, internal/mcp runs stdio servers in it. Who may import it:
-// cmd/longhaul, internal/engine, internal/mcp, internal/node and tests.
+// cmd/longhaul, internal/bench (its workspace scenario runs shell steps
+// in the sandbox a server would use), internal/engine, internal/mcp,
+// internal/node and tests.
 package sandbox
