@@ -101,9 +101,9 @@ func (a *App) GetAgent(ctx context.Context, project, name string, version int) (
 }
 
 // ListAgentVersions implements Service: every version of an agent of the
-// caller's project (GetAgent's), the latest first. Versions are numbered
-// 1, 2, … without gaps (PutAgent takes the next), so they are read one by
-// one: an agent has a handful, and the store needs no query of its own.
+// caller's project (GetAgent's), the latest first, in one store read (a
+// config file registers a version at each change, so an agent may have
+// hundreds).
 func (a *App) ListAgentVersions(ctx context.Context, project, name string) (*lt.List[lt.Agent], error) {
 	if err := Allow(ctx, "ListAgentVersions"); err != nil {
 		return nil, err
@@ -112,17 +112,9 @@ func (a *App) ListAgentVersions(ctx context.Context, project, name string) (*lt.
 	if err != nil {
 		return nil, err
 	}
-	latest, err := a.eng.GetAgent(ctx, project, name, 0)
+	versions, err := a.eng.ListAgentVersions(ctx, project, name)
 	if err != nil {
 		return nil, err
-	}
-	versions := []lt.Agent{*latest}
-	for v := latest.Version - 1; v >= 1; v-- {
-		agent, err := a.eng.GetAgent(ctx, project, name, v)
-		if err != nil {
-			return nil, err
-		}
-		versions = append(versions, *agent)
 	}
 	return list(versions), nil
 }

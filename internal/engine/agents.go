@@ -273,6 +273,28 @@ func (e *Engine) GetAgent(ctx context.Context, project, name string, version int
 	return agentView(row)
 }
 
+// ListAgentVersions returns every version of an agent of project, newest
+// first, in one read.
+func (e *Engine) ListAgentVersions(ctx context.Context, project, name string) ([]lt.Agent, error) {
+	project = cmp.Or(project, lt.DefaultProject)
+	rows, err := e.store.AgentVersions(ctx, project, name)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, apierror.NotFound("agent %q not found in project %s", name, project)
+	}
+	out := make([]lt.Agent, 0, len(rows))
+	for _, r := range rows {
+		a, err := agentView(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *a)
+	}
+	return out, nil
+}
+
 func agentView(r *store.AgentRow) (*lt.Agent, error) {
 	a := &lt.Agent{Project: r.Project, Name: r.Name, Version: r.Version, CreatedAt: r.CreatedAt}
 	if err := json.Unmarshal(r.Spec, &a.Spec); err != nil {

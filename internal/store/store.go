@@ -49,6 +49,9 @@ type Store interface {
 	// AgentGet returns a version of the agent name of project (version 0:
 	// the latest), or ErrNotFound.
 	AgentGet(ctx context.Context, project, name string, version int) (*AgentRow, error)
+	// AgentVersions returns every version of the agent name of project,
+	// newest first (none: an empty list).
+	AgentVersions(ctx context.Context, project, name string) ([]*AgentRow, error)
 	// AgentList returns the latest version of each agent of project ("":
 	// of every project), by project and name.
 	AgentList(ctx context.Context, project string) ([]*AgentRow, error)

@@ -84,6 +84,30 @@ func (s *Store) AgentGet(ctx context.Context, project, name string, version int)
 	return a, nil
 }
 
+// AgentVersions returns every version of the agent name of project, newest
+// first.
+func (s *Store) AgentVersions(ctx context.Context, project, name string) ([]*store.AgentRow, error) {
+	if err := checks.ID("project", project); err != nil {
+		return nil, fmt.Errorf("list agent versions: %w", err)
+	}
+	if err := checks.ID("name", name); err != nil {
+		return nil, fmt.Errorf("list agent versions: %w", err)
+	}
+	var out []*store.AgentRow
+	err := s.query(ctx, func(rows *sql.Rows) error {
+		a, err := scanAgent(rows)
+		if err != nil {
+			return err
+		}
+		out = append(out, a)
+		return nil
+	}, `SELECT `+agentColumns+` FROM agents WHERE project = ? AND name = ? ORDER BY version DESC`, project, name)
+	if err != nil {
+		return nil, fmt.Errorf("list versions of agent %s: %w", name, err)
+	}
+	return out, nil
+}
+
 // AgentList returns the latest version of each agent of project ("": of
 // every project), by project and name.
 func (s *Store) AgentList(ctx context.Context, project string) ([]*store.AgentRow, error) {

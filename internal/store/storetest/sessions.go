@@ -36,6 +36,18 @@ func testAgentVersions(t *testing.T, h *harness) {
 	_, err = insert("alpha", 1, `{"model":"other"}`)
 	require.ErrorIs(t, err, store.ErrConflict)
 
+	versions, err := h.s.AgentVersions(h.ctx, project, "alpha")
+	require.NoError(t, err)
+	require.Len(t, versions, 2, "alpha's versions, not beta's")
+	require.Equal(t, []int{2, 1}, []int{versions[0].Version, versions[1].Version}, "newest first")
+	requireJSON(t, `{"model":"m2"}`, versions[0].Spec)
+	requireJSON(t, string(by), versions[0].CreatedBy)
+	none, err := h.s.AgentVersions(h.ctx, project, "gamma")
+	require.NoError(t, err)
+	require.Empty(t, none, "an unknown agent has no versions")
+	_, err = h.s.AgentVersions(h.ctx, project, "")
+	requireInvalid(t, err, "name")
+
 	latest, err := h.s.AgentGet(h.ctx, project, "alpha", 0)
 	require.NoError(t, err)
 	require.Equal(t, 2, latest.Version)
