@@ -180,11 +180,17 @@ func budgetSpawns(n int, child map[string]any, budget map[string]any) []any {
 	return out
 }
 
-// budgetFanOut is a root's script: spawn the calls, wait, answer.
+// budgetFanOut is a root's script: spawn the calls and wait for them in
+// one step, then answer. In one step, because a root checks its own budget
+// before each step, and that check counts its children's reports and the
+// shares set aside for the running ones: a root that took a step between
+// spawning and waiting would stop on its own budget as soon as one child
+// reported an overspent share, and cancel the rest, before the tree's
+// ledger was ever needed, or not, as the timing went. These cases are
+// about the ledger: the children must meet it.
 func budgetFanOut(spawns []any) []any {
 	return []any{
-		budgetStep(0.01, 10, spawns...),
-		budgetStep(0.01, 10, toolCall("wait_agents", map[string]any{})),
+		budgetStep(0.01, 10, append(spawns, toolCall("wait_agents", map[string]any{}))...),
 		budgetStep(0.01, 10),
 	}
 }
