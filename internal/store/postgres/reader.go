@@ -93,3 +93,74 @@ func (r *sessionReader) read(group []*sessionRead) {
 		close(q.done)
 	}
 }
+
+// seqReader serves SessionLastSeq as sessionReader serves SessionGet: the
+// last seqs asked for at the same time are read in one statement. It reads
+// an index entry's row, never a session's state or spec, which are large
+// (and stored out of line once they are).
+type seqReader struct {
+	s      *Store
+	groups *grouper[*seqRead]
+}
+
+type seqRead struct {
+	id   string
+	seq  int64
+	err  error
+	done chan struct{}
+}
+
+func newSeqReader(s *Store, workers int) *seqReader {
+	r := &seqReader{s: s}
+	r.groups = newGrouper(workers, maxReadGroup, r.read)
+	return r
+}
+
+func (r *seqReader) stop() { r.groups.stop() }
+
+// get reads session id's last seq; store.ErrNotFound if there is none.
+func (r *seqReader) get(ctx context.Context, id string) (int64, error) {
+	q := &seqRead{id: id, done: make(chan struct{})}
+	if err := r.groups.add(q); err != nil {
+		return 0, err
+	}
+	select {
+	case <-q.done:
+		return q.seq, q.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// read answers a group with one statement.
+func (r *seqReader) read(group []*seqRead) {
+	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+	defer cancel()
+	ids := make([]string, 0, len(group))
+	for _, q := range group {
+		ids = append(ids, q.id)
+	}
+	found := make(map[string]int64, len(group))
+	err := r.s.query(ctx, func(rows pgx.Rows) error {
+		var (
+			id  string
+			seq int64
+		)
+		if err := rows.Scan(&id, &seq); err != nil {
+			return err
+		}
+		found[id] = seq
+		return nil
+	}, `SELECT id, last_seq FROM sessions WHERE id = ANY($1)`, ids)
+	for _, q := range group {
+		switch seq, ok := found[q.id]; {
+		case err != nil:
+			q.err = err
+		case !ok:
+			q.err = store.ErrNotFound
+		default:
+			q.seq = seq
+		}
+		close(q.done)
+	}
+}
