@@ -62,6 +62,7 @@ func (r *sessionReader) read(group []*sessionRead) {
 		ids = append(ids, q.id)
 	}
 	found := make(map[string]*store.SessionRow, len(group))
+	sql, arg := byIDs(`SELECT `+sessionColumns+` FROM sessions`, ids)
 	err := r.s.query(ctx, func(rows pgx.Rows) error {
 		row, err := scanSession(rows)
 		if err != nil {
@@ -69,7 +70,7 @@ func (r *sessionReader) read(group []*sessionRead) {
 		}
 		found[row.ID] = row
 		return nil
-	}, `SELECT `+sessionColumns+` FROM sessions WHERE id = ANY($1)`, ids)
+	}, sql, arg)
 	handed := make(map[string]bool, len(group))
 	for _, q := range group {
 		switch row, ok := found[q.id]; {
@@ -141,6 +142,7 @@ func (r *seqReader) read(group []*seqRead) {
 		ids = append(ids, q.id)
 	}
 	found := make(map[string]int64, len(group))
+	sql, arg := byIDs(`SELECT id, last_seq FROM sessions`, ids)
 	err := r.s.query(ctx, func(rows pgx.Rows) error {
 		var (
 			id  string
@@ -151,7 +153,7 @@ func (r *seqReader) read(group []*seqRead) {
 		}
 		found[id] = seq
 		return nil
-	}, `SELECT id, last_seq FROM sessions WHERE id = ANY($1)`, ids)
+	}, sql, arg)
 	for _, q := range group {
 		switch seq, ok := found[q.id]; {
 		case err != nil:
@@ -163,4 +165,16 @@ func (r *seqReader) read(group []*seqRead) {
 		}
 		close(q.done)
 	}
+}
+
+// byIDs completes a read of the sessions of ids: one id is read with
+// "id = $1", whose prepared statement PostgreSQL plans once, while "id =
+// ANY($1)" is planned again at every run (its generic plan, for an array of
+// unknown length, never looks cheaper than a custom one), which cost more
+// than the read itself. Serially, every group holds one id.
+func byIDs(sql string, ids []string) (string, any) {
+	if len(ids) == 1 {
+		return sql + ` WHERE id = $1`, ids[0]
+	}
+	return sql + ` WHERE id = ANY($1)`, ids
 }
