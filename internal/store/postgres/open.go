@@ -88,9 +88,9 @@ type Store struct {
 	// committer runs appends and session creations in shared transactions.
 	committer *committer
 	// reader reads the sessions asked for at the same time in one statement.
-	reader *sessionReader
+	reader *idReader[*store.SessionRow]
 	// seqs reads the last seqs asked for at the same time in one statement.
-	seqs *seqReader
+	seqs *idReader[int64]
 
 	stop context.CancelFunc
 	done sync.WaitGroup // the listener and the notifier

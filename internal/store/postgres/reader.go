@@ -9,159 +9,122 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/store"
 )
 
-// sessionReader serves SessionGet as the committer serves appends: up to a
-// few groups at once (grouper.go), each reading in one statement (id = ANY)
-// the sessions asked for while the others were busy. A running session reads its row at every safe point
-// of every step, so with many sessions at once most round trips were these
+// idReader serves a read of one session by id (SessionGet, SessionLastSeq)
+// as the committer serves appends: up to a few groups at once (grouper.go),
+// each reading in one statement the sessions asked for while the others
+// were busy. A running session reads its last seq at every safe point of
+// every step, so with many sessions at once most round trips were these
 // reads; combined, they cost one round trip (and one wake-up of a server
 // process) per group. Each read still sees every commit made before it was
 // asked: the statement starts after every read it serves was queued.
-type sessionReader struct {
+type idReader[T any] struct {
 	s      *Store
-	groups *grouper[*sessionRead]
+	groups *grouper[*idRead[T]]
+	// columns are what the statement selects, id first; scan reads one
+	// row of them.
+	columns string
+	scan    func(pgx.Rows) (id string, v T, err error)
+	// clone gives each further reader of one id a value of its own (nil:
+	// T is a plain value).
+	clone func(T) T
 }
 
 // maxReadGroup bounds the ids of one read.
 const maxReadGroup = 256
 
-type sessionRead struct {
+type idRead[T any] struct {
 	id   string
-	row  *store.SessionRow
+	v    T
 	err  error
 	done chan struct{}
 }
 
-func newSessionReader(s *Store, workers int) *sessionReader {
-	r := &sessionReader{s: s}
+func newIDReader[T any](s *Store, workers int, columns string, scan func(pgx.Rows) (string, T, error), clone func(T) T) *idReader[T] {
+	r := &idReader[T]{s: s, columns: columns, scan: scan, clone: clone}
 	r.groups = newGrouper(workers, maxReadGroup, r.read)
 	return r
 }
 
-func (r *sessionReader) stop() { r.groups.stop() }
-
-// get reads session id; store.ErrNotFound if there is none.
-func (r *sessionReader) get(ctx context.Context, id string) (*store.SessionRow, error) {
-	q := &sessionRead{id: id, done: make(chan struct{})}
-	if err := r.groups.add(q); err != nil {
-		return nil, err
-	}
-	select {
-	case <-q.done:
-		return q.row, q.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// read answers a group with one statement.
-func (r *sessionReader) read(group []*sessionRead) {
-	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
-	defer cancel()
-	ids := make([]string, 0, len(group))
-	for _, q := range group {
-		ids = append(ids, q.id)
-	}
-	found := make(map[string]*store.SessionRow, len(group))
-	sql, arg := byIDs(`SELECT `+sessionColumns+` FROM sessions`, ids)
-	err := r.s.query(ctx, func(rows pgx.Rows) error {
+// newSessionReader serves SessionGet: whole rows.
+func newSessionReader(s *Store, workers int) *idReader[*store.SessionRow] {
+	return newIDReader(s, workers, sessionColumns, func(rows pgx.Rows) (string, *store.SessionRow, error) {
 		row, err := scanSession(rows)
 		if err != nil {
-			return err
+			return "", nil, err
 		}
-		found[row.ID] = row
-		return nil
-	}, sql, arg)
-	handed := make(map[string]bool, len(group))
-	for _, q := range group {
-		switch row, ok := found[q.id]; {
-		case err != nil:
-			q.err = err
-		case !ok:
-			q.err = store.ErrNotFound
-		case handed[q.id]:
-			// Several readers of one session each get a row of their own.
-			c := *row
-			c.Spec, c.State = slices.Clone(row.Spec), slices.Clone(row.State)
-			if row.WakeAt != nil {
-				w := *row.WakeAt
-				c.WakeAt = &w
-			}
-			q.row = &c
-		default:
-			handed[q.id] = true
-			q.row = row
+		return row.ID, row, nil
+	}, func(row *store.SessionRow) *store.SessionRow {
+		c := *row
+		c.Spec, c.State = slices.Clone(row.Spec), slices.Clone(row.State)
+		if row.WakeAt != nil {
+			w := *row.WakeAt
+			c.WakeAt = &w
 		}
-		close(q.done)
-	}
+		return &c
+	})
 }
 
-// seqReader serves SessionLastSeq as sessionReader serves SessionGet: the
-// last seqs asked for at the same time are read in one statement. It reads
-// an index entry's row, never a session's state or spec, which are large
-// (and stored out of line once they are).
-type seqReader struct {
-	s      *Store
-	groups *grouper[*seqRead]
-}
-
-type seqRead struct {
-	id   string
-	seq  int64
-	err  error
-	done chan struct{}
-}
-
-func newSeqReader(s *Store, workers int) *seqReader {
-	r := &seqReader{s: s}
-	r.groups = newGrouper(workers, maxReadGroup, r.read)
-	return r
-}
-
-func (r *seqReader) stop() { r.groups.stop() }
-
-// get reads session id's last seq; store.ErrNotFound if there is none.
-func (r *seqReader) get(ctx context.Context, id string) (int64, error) {
-	q := &seqRead{id: id, done: make(chan struct{})}
-	if err := r.groups.add(q); err != nil {
-		return 0, err
-	}
-	select {
-	case <-q.done:
-		return q.seq, q.err
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-}
-
-// read answers a group with one statement.
-func (r *seqReader) read(group []*seqRead) {
-	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
-	defer cancel()
-	ids := make([]string, 0, len(group))
-	for _, q := range group {
-		ids = append(ids, q.id)
-	}
-	found := make(map[string]int64, len(group))
-	sql, arg := byIDs(`SELECT id, last_seq FROM sessions`, ids)
-	err := r.s.query(ctx, func(rows pgx.Rows) error {
+// newSeqReader serves SessionLastSeq: it reads no session's state or spec,
+// which are large (and stored out of line once they are).
+func newSeqReader(s *Store, workers int) *idReader[int64] {
+	return newIDReader(s, workers, "id, last_seq", func(rows pgx.Rows) (string, int64, error) {
 		var (
 			id  string
 			seq int64
 		)
-		if err := rows.Scan(&id, &seq); err != nil {
+		err := rows.Scan(&id, &seq)
+		return id, seq, err
+	}, nil)
+}
+
+func (r *idReader[T]) stop() { r.groups.stop() }
+
+// get reads session id; store.ErrNotFound if there is none.
+func (r *idReader[T]) get(ctx context.Context, id string) (T, error) {
+	var zero T
+	q := &idRead[T]{id: id, done: make(chan struct{})}
+	if err := r.groups.add(q); err != nil {
+		return zero, err
+	}
+	select {
+	case <-q.done:
+		return q.v, q.err
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+// read answers a group with one statement.
+func (r *idReader[T]) read(group []*idRead[T]) {
+	ctx, cancel := context.WithTimeout(context.Background(), sendTimeout)
+	defer cancel()
+	ids := make([]string, 0, len(group))
+	for _, q := range group {
+		ids = append(ids, q.id)
+	}
+	found := make(map[string]T, len(group))
+	sql, arg := byIDs(`SELECT `+r.columns+` FROM sessions`, ids)
+	err := r.s.query(ctx, func(rows pgx.Rows) error {
+		id, v, err := r.scan(rows)
+		if err != nil {
 			return err
 		}
-		found[id] = seq
+		found[id] = v
 		return nil
 	}, sql, arg)
+	handed := make(map[string]bool, len(group))
 	for _, q := range group {
-		switch seq, ok := found[q.id]; {
+		switch v, ok := found[q.id]; {
 		case err != nil:
 			q.err = err
 		case !ok:
 			q.err = store.ErrNotFound
+		case handed[q.id] && r.clone != nil:
+			// Several readers of one session each get a value of their own.
+			q.v = r.clone(v)
 		default:
-			q.seq = seq
+			handed[q.id] = true
+			q.v = v
 		}
 		close(q.done)
 	}
