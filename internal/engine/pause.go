@@ -17,8 +17,9 @@ import (
 //   - a session no worker runs (queued, parked on a required action or a
 //     wait) is paused at once, by the API (session.paused);
 //   - a running one gets session.pause_requested; its worker reads the
-//     session's row at every safe point (readControls, whichever node took
-//     the request), journals session.paused and gives the session back
+//     session's last seq at every safe point, and the new events when
+//     another writer appended (readControls, whichever node took the
+//     request), journals session.paused and gives the session back
 //     (tick). A worker whose unsaved events meet a session the API
 //     paused meanwhile drops them and starts over from the journal
 //     (runner.merge), so nothing it built before the pause runs.
