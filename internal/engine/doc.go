@@ -51,7 +51,8 @@
 //     before the session's next tool call or checkpoint (workspacesync.go);
 //     the model is told at its next call (personnote.go).
 //   - a pause cuts nothing: it takes effect before the next call starts
-//     (the worker reads the session's row at every safe point) or at once
+//     (the worker reads the session's last seq at every safe point, and
+//     the new events when another writer appended) or at once
 //     when no worker runs the session; a paused session holds no worker,
 //     lease or wake time, whatever is decided meanwhile, and its paused
 //     time counts toward no deadline (pause.go).

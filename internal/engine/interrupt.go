@@ -129,7 +129,11 @@ func (r *runner) controlledContext(ctx context.Context, wall bool, due controlDu
 	if cause := due(r.st); cause != nil {
 		cancel(cause) // read in as the call's start was made durable
 	} else {
-		go r.e.watchCancel(callCtx, cancel, r.st.Session.ID, r.durableSeq, due)
+		// Subscribed before the claim's watch is asked, so an append is
+		// heard by one or the other (see claimWatch).
+		grew, stop := r.e.hub.watch(r.st.Session.ID)
+		readNow := r.claim == nil || r.claim.latest() > r.durableSeq
+		go r.e.watchCancel(callCtx, cancel, r.st.Session.ID, r.durableSeq, due, grew, stop, readNow)
 	}
 	at, cause, ok := r.deadline(wall)
 	if !ok {
@@ -157,33 +161,74 @@ func (r *runner) controlledContext(ctx context.Context, wall bool, due controlDu
 // session's journal holds a control that cuts the call (a cancel request,
 // a steer with interrupt). The request is written by
 // the API on whichever node took it, so the stored state is what is read:
-// at once (a cancel may have come after the runner last read it), whenever
-// the store says the session's journal grew (at once on this node, and
-// across nodes through the store's notifier), and every poll interval for a
-// store whose notifications were lost. The runner checked its own state,
-// durable up to seq seen, before the call: the stored state is decoded only
-// once the journal holds more.
-func (e *Engine) watchCancel(callCtx context.Context, cancel context.CancelCauseFunc, sessionID string, seen int64, due controlDue) {
-	grew, stop := e.hub.watch(sessionID)
+// at once if readNow (an append the runner has not read was heard since
+// the claim began: it may be a cancel that came after the runner last read
+// the session), whenever the store says the session's journal grew (grew:
+// at once on this node, and across nodes through the store's notifier),
+// and every poll interval for a store whose notifications were lost. The
+// runner checked its own state, durable up to seq seen, before the call:
+// the stored state is decoded only once the journal holds more. stop ends
+// the subscription grew comes from.
+func (e *Engine) watchCancel(callCtx context.Context, cancel context.CancelCauseFunc, sessionID string, seen int64, due controlDue,
+	grew <-chan int64, stop func(), readNow bool) {
 	defer stop()
 	poll := time.NewTicker(e.cfg.PollInterval)
 	defer poll.Stop()
 	for {
-		if row, err := e.store.SessionGet(callCtx, sessionID); err == nil && row.LastSeq > seen {
-			var st journal.State
-			if json.Unmarshal(row.State, &st) == nil {
-				if cause := due(&st); cause != nil {
-					cancel(cause)
-					return
+		if readNow {
+			if row, err := e.store.SessionGet(callCtx, sessionID); err == nil && row.LastSeq > seen {
+				var st journal.State
+				if json.Unmarshal(row.State, &st) == nil {
+					if cause := due(&st); cause != nil {
+						cancel(cause)
+						return
+					}
+					seen = row.LastSeq
 				}
-				seen = row.LastSeq
 			}
 		}
 		select {
-		case <-grew:
+		case seq := <-grew:
+			// The runner's own appends are heard too: only a seq beyond
+			// what it has read is worth reading the session for.
+			readNow = seq > seen
 		case <-poll.C:
+			readNow = true
 		case <-callCtx.Done():
 			return
+		}
+	}
+}
+
+// claimWatch hears a claimed session's journal grow for the whole claim: it
+// subscribes before the claim's runner first reads the session, so every
+// append committed after that read is heard (at once from this node, a
+// moment later from others, through the store's notifier). A call's
+// control watcher (watchCancel) subscribes for itself as the call starts;
+// what was appended between the runner's last read and that moment is
+// heard here, so the watcher reads the session at once only if this watch
+// heard an append the runner has not read, instead of at every call.
+// Only the runner's goroutine uses it.
+type claimWatch struct {
+	grew  <-chan int64
+	stop  func()
+	heard int64 // the highest seq heard so far
+}
+
+func (e *Engine) watchClaim(sessionID string) *claimWatch {
+	grew, stop := e.hub.watch(sessionID)
+	return &claimWatch{grew: grew, stop: stop}
+}
+
+// latest returns the highest seq heard so far. The hub keeps only a
+// watcher's newest seq, which is its highest: a session's seqs only grow.
+func (w *claimWatch) latest() int64 {
+	for {
+		select {
+		case seq := <-w.grew:
+			w.heard = max(w.heard, seq)
+		default:
+			return w.heard
 		}
 	}
 }

@@ -17,8 +17,9 @@ import (
 //   - a session no worker runs (queued, parked on a required action or a
 //     wait) is paused at once, by the API (session.paused);
 //   - a running one gets session.pause_requested; its worker reads the
-//     session's row at every safe point (readControls, whichever node took
-//     the request), journals session.paused and gives the session back
+//     session's last seq at every safe point, and the new events when
+//     another writer appended (readControls, whichever node took the
+//     request), journals session.paused and gives the session back
 //     (tick). A worker whose unsaved events meet a session the API
 //     paused meanwhile drops them and starts over from the journal
 //     (runner.merge), so nothing it built before the pause runs.
@@ -152,18 +153,20 @@ func (r *runner) pause(ctx context.Context) (bool, error) {
 // it starts anything else. It reads the store itself rather than waiting
 // for a notice, so a pause that was answered before the safe point is
 // always seen there. (Other writes are merged as before, when the runner
-// next appends: a cancel keeps its own path, interrupt.go.)
+// next appends: a cancel keeps its own path, interrupt.go.) Only the
+// session's last seq is read: while the journal ends where this runner
+// last wrote, which is nearly always, nothing else need be.
 func (r *runner) readControls(ctx context.Context) error {
-	r.tickRow = nil
-	row, err := r.e.store.SessionGet(ctx, r.lease.SessionID)
+	r.tickSeq = -1
+	seq, err := r.e.store.SessionLastSeq(ctx, r.lease.SessionID)
 	if err != nil {
 		return err
 	}
-	r.tickRow = row
-	if row.LastSeq <= r.durableSeq {
+	r.tickSeq = seq
+	if seq <= r.durableSeq {
 		return nil
 	}
-	foreign, err := r.e.store.EventList(ctx, r.lease.SessionID, r.durableSeq, int(row.LastSeq-r.durableSeq))
+	foreign, err := r.e.store.EventList(ctx, r.lease.SessionID, r.durableSeq, int(seq-r.durableSeq))
 	if err != nil {
 		return err
 	}

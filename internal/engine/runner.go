@@ -48,12 +48,15 @@ type runner struct {
 	// its compactions name no context snapshot (resume.go) for the rest
 	// of the claim.
 	snapshotOff bool
-	// tickRow is the session's row as readControls read it at the start
-	// of this tick, until the runner writes again (readSteers uses it
-	// rather than reading the same row again).
-	tickRow *store.SessionRow
+	// tickSeq is the session's last seq as readControls read it at the
+	// start of this tick, until the runner writes again (-1: not read
+	// since); readSteers uses it rather than reading the store again.
+	tickSeq int64
 	// tree is this session's part in its tree's budget ledger.
 	tree *treeLedger
+	// claim hears the session's appends since the claim began (nil: not
+	// followed, and every call's control watcher reads the session first).
+	claim *claimWatch
 }
 
 func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) {
@@ -63,7 +66,7 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 	}
 	// A session stored before projects existed has none: the default
 	// project, as the migration puts them in.
-	r := &runner{e: e, lease: l, project: cmp.Or(row.Project, lt.DefaultProject), st: st, durableSeq: row.LastSeq, tree: newTreeLedger(st)}
+	r := &runner{e: e, lease: l, project: cmp.Or(row.Project, lt.DefaultProject), st: st, durableSeq: row.LastSeq, tickSeq: -1, tree: newTreeLedger(st)}
 	r.b = e.newBatch(ctx, st, e.cfg.NodeID)
 	if err := json.Unmarshal(row.Spec, &r.spec); err != nil {
 		return nil, fmt.Errorf("decode agent spec: %w", err)
@@ -166,7 +169,7 @@ func (r *runner) flush(ctx context.Context, release bool) error {
 			return err
 		}
 		p.TreeSettle = r.treeSettle()
-		r.tickRow = nil
+		r.tickSeq = -1
 		_, err = r.e.store.EventAppend(ctx, p)
 		if err == nil {
 			r.treeSettled(p.TreeSettle)

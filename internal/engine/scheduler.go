@@ -70,11 +70,15 @@ func (e *Engine) runSession(parent context.Context, l store.Lease) {
 	// and none starts during one (workspacesync.go).
 	defer e.wsLocks.share(l.SessionID)()
 
+	// Subscribed before any runner reads the session (claimWatch).
+	claim := e.watchClaim(l.SessionID)
+	defer claim.stop()
 	var err error
 	for attempt := 0; ; {
 		var r *runner
 		r, err = e.newRunner(ctx, l)
 		if err == nil {
+			r.claim = claim
 			err = r.run(ctx)
 			r.env.close()
 		}

@@ -203,18 +203,22 @@ func (r *runner) readSteers(ctx context.Context, flush bool) error {
 		}
 	}
 	// Only another writer's append can bring a steer: while the journal
-	// ends where this runner last wrote, the state need not be decoded.
-	// The row this tick's readControls read will do, unless the runner
-	// wrote since.
-	row := r.tickRow
-	if row == nil || flush {
+	// ends where this runner last wrote, the state need not be read. The
+	// seq this tick's readControls read will do, unless the runner wrote
+	// (or was asked to flush) since.
+	seq := r.tickSeq
+	if seq < 0 || flush {
 		var err error
-		if row, err = r.e.store.SessionGet(ctx, r.lease.SessionID); err != nil {
+		if seq, err = r.e.store.SessionLastSeq(ctx, r.lease.SessionID); err != nil {
 			return err
 		}
 	}
-	if row.LastSeq <= r.durableSeq {
+	if seq <= r.durableSeq {
 		return nil
+	}
+	row, err := r.e.store.SessionGet(ctx, r.lease.SessionID)
+	if err != nil {
+		return err
 	}
 	var st journal.State
 	if err := json.Unmarshal(row.State, &st); err != nil {

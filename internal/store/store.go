@@ -64,6 +64,12 @@ type Store interface {
 	// else of it (every request of a key confined to a project asks it
 	// first); ErrNotFound if there is no such session.
 	SessionProject(ctx context.Context, id string) (string, error)
+	// SessionLastSeq returns the seq of a session's last event, reading
+	// nothing else of it: a runner asks it at every safe point to learn
+	// whether another writer appended since it last read the session, and
+	// reads the rest only then. It sees every append committed before it
+	// was called. ErrNotFound if there is no such session.
+	SessionLastSeq(ctx context.Context, id string) (int64, error)
 	SessionList(ctx context.Context, p *SessionListParams) ([]*SessionRow, error)
 	// SessionCountByStatus counts the sessions of each status (statuses
 	// without sessions are absent), for metrics scraped every few seconds:

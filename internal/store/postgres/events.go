@@ -18,8 +18,13 @@ import (
 // and then re-checks the condition on the row as the other committed it.
 // It fails (checkedSQL) when the condition does not hold, so the rest of
 // the append, queued behind it in the same batch, is not kept.
+//
+// appended_at is moved only when it is a second (appendedAtStep) or more
+// behind: an unchanged indexed column lets the update be heap-only
+// (migration 013).
 var appendSQL = checkedSQL(`UPDATE sessions SET status = $1, state = $2, last_seq = $3, updated_at = $4,
-    runnable = $5, wake_at = $6, appended_at = clock_timestamp(),
+    runnable = $5, wake_at = $6,
+    appended_at = CASE WHEN appended_at > clock_timestamp() - interval '1 second' THEN appended_at ELSE clock_timestamp() END,
     lease_owner = CASE WHEN $7 THEN NULL ELSE lease_owner END,
     lease_expires_at = CASE WHEN $7 THEN NULL ELSE lease_expires_at END
 WHERE id = $8 AND last_seq = $9 AND (NOT $10 OR (lease_owner = $11 AND lease_epoch = $12))`)

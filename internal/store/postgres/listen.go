@@ -91,7 +91,10 @@ const (
 	listenMaxBackoff = 10 * time.Second
 	// catchUpMargin reaches back before the last moment the connection was
 	// known to work, for appends that were in flight then.
-	catchUpMargin = time.Minute
+	catchUpMargin = time.Minute + appendedAtStep
+	// appendedAtStep is how far a session's appended_at may lag its last
+	// append (appendSQL moves it at most once a second).
+	appendedAtStep = time.Second
 	// maxCatchUp bounds the sessions re-announced after a reconnection.
 	maxCatchUp = 10000
 )

@@ -88,7 +88,9 @@ type Store struct {
 	// committer runs appends and session creations in shared transactions.
 	committer *committer
 	// reader reads the sessions asked for at the same time in one statement.
-	reader *sessionReader
+	reader *idReader[*store.SessionRow]
+	// seqs reads the last seqs asked for at the same time in one statement.
+	seqs *idReader[int64]
 
 	stop context.CancelFunc
 	done sync.WaitGroup // the listener and the notifier
@@ -193,6 +195,7 @@ func open(ctx context.Context, dsn string, cfg *Config, tune func(*listener)) (*
 	})
 	s.committer = newCommitter(s, committers(pcfg.MaxConns))
 	s.reader = newSessionReader(s, committers(pcfg.MaxConns))
+	s.seqs = newSeqReader(s, committers(pcfg.MaxConns))
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.done.Go(func() { s.lis.run(bg, conn, alive) })
@@ -241,6 +244,7 @@ func (s *Store) Close() error {
 		// the notifier before it stops.
 		s.committer.stop()
 		s.reader.stop()
+		s.seqs.stop()
 		s.stop()
 		s.done.Wait()
 		s.pool.Close()

@@ -105,6 +105,23 @@ func (s *Store) SessionGet(ctx context.Context, id string) (*store.SessionRow, e
 	return r, nil
 }
 
+// SessionLastSeq returns the seq of a session's last event;
+// store.ErrNotFound if there is no such session.
+func (s *Store) SessionLastSeq(ctx context.Context, id string) (int64, error) {
+	if err := checks.ID("id", id); err != nil {
+		return 0, fmt.Errorf("session last seq: %w", err)
+	}
+	if err := s.checkOpen(); err != nil {
+		return 0, err
+	}
+	// Read with the other sessions asked for at the same time (reader.go).
+	seq, err := s.seqs.get(ctx, id)
+	if err != nil {
+		return 0, fmt.Errorf("last seq of session %s: %w", id, s.mapErr(err))
+	}
+	return seq, nil
+}
+
 // SessionProject returns a session's project; store.ErrNotFound if there
 // is no such session.
 func (s *Store) SessionProject(ctx context.Context, id string) (string, error) {

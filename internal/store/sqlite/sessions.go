@@ -114,6 +114,23 @@ func (s *Store) SessionGet(ctx context.Context, id string) (*store.SessionRow, e
 	return r, nil
 }
 
+// SessionLastSeq returns the seq of a session's last event;
+// store.ErrNotFound if there is no such session.
+func (s *Store) SessionLastSeq(ctx context.Context, id string) (int64, error) {
+	if err := checks.ID("id", id); err != nil {
+		return 0, fmt.Errorf("session last seq: %w", err)
+	}
+	row, err := s.queryRow(ctx, `SELECT last_seq FROM sessions WHERE id = ?`, id)
+	if err != nil {
+		return 0, fmt.Errorf("last seq of session %s: %w", id, err)
+	}
+	var seq int64
+	if err := row.Scan(&seq); err != nil {
+		return 0, fmt.Errorf("last seq of session %s: %w", id, s.readErr(err))
+	}
+	return seq, nil
+}
+
 // SessionProject returns a session's project; store.ErrNotFound if there
 // is no such session.
 func (s *Store) SessionProject(ctx context.Context, id string) (string, error) {

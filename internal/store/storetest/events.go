@@ -27,6 +27,41 @@ func testAppendGapFree(t *testing.T, h *harness) {
 	requireJSON(t, fmt.Sprintf(`{"n":%d}`, last), all[last-1].Data)
 }
 
+// testSessionLastSeq: the last seq read alone follows every append, each
+// reader of a session asking at once gets it, and an unknown session is
+// ErrNotFound.
+func testSessionLastSeq(t *testing.T, h *harness) {
+	h.createSession("ses_seq_a")
+	h.createSession("ses_seq_b")
+	seq, err := h.s.SessionLastSeq(h.ctx, "ses_seq_a")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), seq)
+	h.append("ses_seq_a", 1, 3)
+	seq, err = h.s.SessionLastSeq(h.ctx, "ses_seq_a")
+	require.NoError(t, err)
+	require.Equal(t, int64(4), seq, "an append committed before the read is seen")
+
+	// Asked at once for two sessions (and twice for one), as runners do:
+	// each reader gets its own session's seq.
+	var wg sync.WaitGroup
+	got := make([]int64, 6)
+	errs := make([]error, 6)
+	for i := range got {
+		id := []string{"ses_seq_a", "ses_seq_b"}[i%2]
+		wg.Go(func() { got[i], errs[i] = h.s.SessionLastSeq(h.ctx, id) })
+	}
+	wg.Wait()
+	for i := range got {
+		require.NoError(t, errs[i])
+		require.Equal(t, []int64{4, 1}[i%2], got[i], "reader %d", i)
+	}
+
+	_, err = h.s.SessionLastSeq(h.ctx, "ses_seq_none")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = h.s.SessionLastSeq(h.ctx, "")
+	requireInvalid(t, err, "id")
+}
+
 func testAppendConflict(t *testing.T, h *harness) {
 	h.createSession("ses_conflict")
 	h.append("ses_conflict", 1, 1)

@@ -30,6 +30,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"SessionList", testSessionList},
 		{"SessionCountByStatus", testSessionCountByStatus},
 		{"SessionProjects", testSessionProjects},
+		{"SessionLastSeq", testSessionLastSeq},
 		{"AppendGapFree", testAppendGapFree},
 		{"AppendExpectedSeqConflict", testAppendConflict},
 		{"AppendConcurrentSameSeq", testAppendConcurrentSameSeq},
