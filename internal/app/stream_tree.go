@@ -88,6 +88,7 @@ func (t *Trees) StreamTreeEvents(ctx context.Context, root, cursor string) iter.
 			}
 		}
 		ts.open = true
+		caughtUp := takeCaughtUp(ctx)
 		markOpened(ctx)
 
 		poll, stopPoll := t.newPoll()
@@ -99,6 +100,7 @@ func (t *Trees) StreamTreeEvents(ctx context.Context, root, cursor string) iter.
 				}
 				return
 			}
+			caughtUp()
 			select {
 			case <-ctx.Done():
 				return
