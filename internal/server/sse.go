@@ -134,6 +134,9 @@ func serveStream[T any](s *Server, w http.ResponseWriter, r *http.Request, strea
 				err = fmt.Errorf("%w: %v", errStreamPanicked, p)
 			}
 		}()
+		// One value for the whole stream: frame takes a pointer, which
+		// would move each value yielded to the heap.
+		var cur T
 		for v, err := range stream(ctx) {
 			if err != nil {
 				return err
@@ -144,7 +147,8 @@ func serveStream[T any](s *Server, w http.ResponseWriter, r *http.Request, strea
 			if !streaming {
 				return nil
 			}
-			data, err := frame(&v)
+			cur = v
+			data, err := frame(&cur)
 			if err != nil {
 				return err
 			}
