@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -281,28 +280,86 @@ func (s *subscriber) follow(ctx context.Context, client *http.Client, url string
 		return
 	}
 	once()
-	r := bufio.NewReaderSize(resp.Body, watchersReadBuffer)
+	var lines lineSplitter
+	buf := make([]byte, watchersReadBuffer)
 	for {
-		line, err := r.ReadSlice('\n')
+		n, err := resp.Body.Read(buf)
+		// One clock reading per read: the frames a read returns all
+		// arrived by then (the client's cost is the server's too, on
+		// the same cores).
+		at := time.Now()
+		lines.split(buf[:n], func(line []byte) bool {
+			id, ok := bytes.CutPrefix(line, []byte("id: "))
+			if !ok {
+				return true
+			}
+			seq, perr := strconv.ParseInt(string(bytes.TrimSpace(id)), 10, 64)
+			if perr != nil {
+				s.fail(fmt.Errorf("bench: a frame's id %q: %w", id, perr))
+				return false
+			}
+			s.received = append(s.received, receipt{seq: seq, at: at})
+			s.last.Store(seq)
+			return true
+		})
+		if s.failure() != nil {
+			return
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				s.fail(fmt.Errorf("bench: read the stream: %w", err))
 			}
 			return
 		}
-		id, ok := bytes.CutPrefix(line, []byte("id: "))
-		if !ok {
-			continue
-		}
-		at := time.Now()
-		seq, err := strconv.ParseInt(string(bytes.TrimSpace(id)), 10, 64)
-		if err != nil {
-			s.fail(fmt.Errorf("bench: a frame's id %q: %w", id, err))
+	}
+}
+
+// lineSplitter cuts a stream read in pieces into lines. It keeps the start
+// of a line a read cut, up to watchersLineKeep bytes: the lines looked at
+// (a frame's id) are short, and a longer one (an event's data) is skipped
+// to its end.
+type lineSplitter struct {
+	partial []byte
+	// long: the line being read is longer than watchersLineKeep.
+	long bool
+}
+
+// watchersLineKeep is the longest start of a line that lineSplitter keeps
+// across reads.
+const watchersLineKeep = 256
+
+// split calls line with each line that p completes (without its "\n"),
+// but for a line longer than watchersLineKeep that a read cut, until line
+// returns false.
+func (l *lineSplitter) split(p []byte, line func([]byte) bool) {
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			l.hold(p)
 			return
 		}
-		s.received = append(s.received, receipt{seq: seq, at: at})
-		s.last.Store(seq)
+		whole := p[:i]
+		if l.long {
+			whole = nil // its start was not kept: not a line looked at
+		} else if len(l.partial) > 0 {
+			whole = append(l.partial, whole...)
+		}
+		l.partial, l.long = l.partial[:0], false
+		p = p[i+1:]
+		if whole != nil && !line(whole) {
+			return
+		}
 	}
+}
+
+// hold keeps p, the start of a line, unless the line is too long to be one
+// looked at.
+func (l *lineSplitter) hold(p []byte) {
+	if l.long || len(l.partial)+len(p) > watchersLineKeep {
+		l.long = true
+		return
+	}
+	l.partial = append(l.partial, p...)
 }
 
 // PrintWatchers writes the watchers runs' table.
