@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"iter"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -84,4 +85,48 @@ func TestStreamsOfOneSessionShareReads(t *testing.T) {
 		}
 		fw.stop()
 	}
+}
+
+// TestTreeStreamsOfOneSessionShareReads: tree streams follow each session
+// through its shared feed too: many of them on one session get every event
+// exactly once and in order, while the store is read at most once per
+// event appended once they are open.
+func TestTreeStreamsOfOneSessionShareReads(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	sess := f.create(`{"model": {"provider": "scripted", "script": [{"text": "a"}, {"text": "b"}, {"text": "c"}, {"text": "d"}]}}`, "start")
+	start := f.waitIdle(sess.ID).LastEventSeq
+	src := &countingJournals{Engine: f.eng}
+	// No poll: every read is one a notice asked for.
+	trees := app.NewTrees(src, func() (<-chan time.Time, func()) { return nil, func() {} })
+
+	const streams, turns = 30, 3
+	followers := make([]*follower[lt.TreeEvent], streams)
+	var opened sync.WaitGroup
+	for i := range followers {
+		opened.Add(1)
+		ctx := app.WithOpened(f.ctx, opened.Done)
+		followers[i] = follow(t, ctx, func(ctx context.Context) iter.Seq2[lt.TreeEvent, error] {
+			return trees.StreamTreeEvents(ctx, sess.ID, strconv.FormatInt(start, 10))
+		})
+	}
+	opened.Wait()
+	readsBefore := src.reads.Load()
+	for range turns {
+		_, err := f.app.CreateTurn(f.ctx, sess.ID, &lt.CreateTurnRequest{Input: "more"})
+		require.NoError(t, err)
+		f.waitIdle(sess.ID)
+	}
+	end := f.waitIdle(sess.ID).LastEventSeq
+	require.Greater(t, end, start+turns)
+	for _, fw := range followers {
+		for seq := start + 1; seq <= end; seq++ {
+			ev := fw.next()
+			require.Equal(t, seq, ev.Seq)
+			require.Equal(t, sess.ID, ev.SessionID)
+		}
+		fw.stop()
+	}
+	reads := src.reads.Load() - readsBefore
+	require.LessOrEqual(t, reads, end-start, "%d tree streams read the store %d times for %d events: they do not share reads", streams, reads, end-start)
 }
