@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,9 +56,15 @@ type WatchersResult struct {
 	// last read, per sample: on a loaded machine it varies less than the
 	// latencies. WritesPerDelivery is the write system calls in that
 	// time per sample (about one per frame sent: fewer when frames are
-	// batched). Both are 0 where the process's counters cannot be read.
-	CPUPerDelivery    time.Duration
-	WritesPerDelivery float64
+	// batched), and ReadsPerDelivery the read system calls (the clients'
+	// reads, one of which finds nothing yet, each time a client has
+	// caught up). All are 0 where the process's counters cannot be read.
+	// AllocsPerDelivery is the heap allocations in that time per sample.
+	// The system calls and allocations do not depend on the machine's
+	// load at all.
+	CPUPerDelivery                      time.Duration
+	WritesPerDelivery, ReadsPerDelivery float64
+	AllocsPerDelivery                   float64
 }
 
 // Watchers runs a node in cfg.Dir on SQLite, subscribes watchers clients
@@ -210,6 +217,8 @@ func Watchers(ctx context.Context, cfg Config, watchers int) (_ *WatchersResult,
 	res.Max = lat[len(lat)-1] // percentile sorted them
 	res.CPUPerDelivery = used.cpu / time.Duration(len(lat))
 	res.WritesPerDelivery = float64(used.writes) / float64(len(lat))
+	res.ReadsPerDelivery = float64(used.reads) / float64(len(lat))
+	res.AllocsPerDelivery = float64(used.allocs) / float64(len(lat))
 	return res, nil
 }
 
@@ -365,23 +374,24 @@ func (l *lineSplitter) hold(p []byte) {
 // PrintWatchers writes the watchers runs' table.
 func PrintWatchers(w io.Writer, runs []*WatchersResult) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "watchers\tevents\tsamples\tp50 append→read\tp99\tmax\tCPU/sample\twrites/sample\t")
+	fmt.Fprintln(tw, "watchers\tevents\tsamples\tp50 append→read\tp99\tmax\tCPU/sample\twrites/sample\treads/sample\tallocs/sample\t")
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.2f\t\n", r.Watchers, r.Events, r.Samples,
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t\n", r.Watchers, r.Events, r.Samples,
 			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.Max.Round(time.Microsecond),
-			r.CPUPerDelivery.Round(10*time.Nanosecond), r.WritesPerDelivery)
+			r.CPUPerDelivery.Round(10*time.Nanosecond), r.WritesPerDelivery, r.ReadsPerDelivery, r.AllocsPerDelivery)
 	}
 	tw.Flush()
 }
 
-// procCounters are the process's CPU time and write system calls so far.
+// procCounters are the process's CPU time, read and write system calls
+// and heap allocations so far.
 type procCounters struct {
-	cpu    time.Duration
-	writes int64
+	cpu                   time.Duration
+	writes, reads, allocs int64
 }
 
 // readProcCounters reads the process's counters from Linux's /proc (zero
-// where they cannot be read). The CPU time counts in the kernel's clock
+// where they cannot be read) and the Go runtime. The CPU time counts in the kernel's clock
 // ticks, 10 ms: a turn's is hundreds of them.
 func readProcCounters() procCounters {
 	var c procCounters
@@ -401,8 +411,14 @@ func readProcCounters() procCounters {
 			if v, ok := strings.CutPrefix(line, "syscw: "); ok {
 				c.writes, _ = strconv.ParseInt(v, 10, 64)
 			}
+			if v, ok := strings.CutPrefix(line, "syscr: "); ok {
+				c.reads, _ = strconv.ParseInt(v, 10, 64)
+			}
 		}
 	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	c.allocs = int64(ms.Mallocs)
 	return c
 }
 
@@ -412,5 +428,5 @@ const clockTicksPerSecond = 100
 
 // since is what was counted from before to c.
 func (c procCounters) since(before procCounters) procCounters {
-	return procCounters{cpu: c.cpu - before.cpu, writes: c.writes - before.writes}
+	return procCounters{cpu: c.cpu - before.cpu, writes: c.writes - before.writes, reads: c.reads - before.reads, allocs: c.allocs - before.allocs}
 }
