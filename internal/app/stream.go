@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"sync"
+	"sync/atomic"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -42,6 +43,40 @@ func markOpened(ctx context.Context) {
 	if f, _ := ctx.Value(openedKey{}).(func()); f != nil {
 		f()
 	}
+}
+
+// caughtUpKey carries a stream's caught-up hook (WithCaughtUp).
+type caughtUpKey struct{}
+
+// caughtUpHook is WithCaughtUp's callback, and whether a stream took it.
+type caughtUpHook struct {
+	caughtUp func()
+	taken    atomic.Bool
+}
+
+// WithCaughtUp returns a context whose streams (StreamEvents,
+// StreamTreeEvents) call caughtUp each time they have yielded every value
+// they have and are about to wait for more, in the goroutine that ranges
+// over them. A transport may then hold what they yield and send it all at
+// caughtUp: one write for a burst of events, not one per event, and none
+// held while the stream waits. taken reports whether the stream promised
+// to call it (it does once it starts): a stream that does not know the
+// hook never calls it, and its values must then be sent as they come.
+// Like WithOpened, it changes nothing of what the stream yields.
+func WithCaughtUp(ctx context.Context, caughtUp func()) (_ context.Context, taken func() bool) {
+	h := &caughtUpHook{caughtUp: caughtUp}
+	return context.WithValue(ctx, caughtUpKey{}, h), h.taken.Load
+}
+
+// takeCaughtUp returns the caught-up callback of ctx (a no-op when there
+// is none), promising the consumer to call it before every wait.
+func takeCaughtUp(ctx context.Context) func() {
+	h, _ := ctx.Value(caughtUpKey{}).(*caughtUpHook)
+	if h == nil {
+		return func() {}
+	}
+	h.taken.Store(true)
+	return h.caughtUp
 }
 
 // StreamEvents yields the session's events with seq > after, in order,
@@ -86,6 +121,7 @@ func (t *Trees) StreamEvents(ctx context.Context, sessionID string, after int64)
 			yield(lt.Event{}, err)
 			return
 		}
+		caughtUp := takeCaughtUp(ctx)
 		markOpened(ctx)
 		poll, stopPoll := t.newPoll()
 		defer stopPoll()
@@ -94,6 +130,7 @@ func (t *Trees) StreamEvents(ctx context.Context, sessionID string, after int64)
 			if after, ok = drain(ctx, after, events, yield, list); !ok {
 				return
 			}
+			caughtUp()
 		wait:
 			for {
 				select {

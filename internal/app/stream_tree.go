@@ -27,7 +27,9 @@ import (
 // since), which the engine appends in the transaction that creates the
 // child. A newly found child is followed from the cursor's seq for it,
 // else from its start. Each followed session is watched before it is
-// read, as in StreamEvents, and read again on a poll.
+// read, and read again on a poll; as in StreamEvents, the streams of a
+// session share its feed (streamtail.go): one watch, and what a notice
+// announced read once for all of them.
 //
 // cursor is where it starts, as ParseTreeStart reads it: "", a tree
 // cursor, or a plain seq of the root (its sub-agents from their start).
@@ -88,6 +90,7 @@ func (t *Trees) StreamTreeEvents(ctx context.Context, root, cursor string) iter.
 			}
 		}
 		ts.open = true
+		caughtUp := takeCaughtUp(ctx)
 		markOpened(ctx)
 
 		poll, stopPoll := t.newPoll()
@@ -99,20 +102,22 @@ func (t *Trees) StreamTreeEvents(ctx context.Context, root, cursor string) iter.
 				}
 				return
 			}
+			caughtUp()
 			select {
 			case <-ctx.Done():
 				return
 			case <-poll:
-				// Read every session: a notice may have been lost.
+				// Read every session from the store: a notice may have
+				// been lost.
 				for _, f := range ts.sessions {
-					f.dirty = true
+					f.dirty, f.want = true, 0
 				}
 			case n := <-ts.notes:
 				if !n.open {
 					return // the engine is stopping; the caller resumes later
 				}
 				if n.seq > ts.cursor[n.f.id] {
-					n.f.dirty = true
+					n.f.dirty, n.f.want = true, n.seq
 				}
 			}
 		}
@@ -170,9 +175,13 @@ type treeStream struct {
 // followed is one session of a tree stream.
 type followed struct {
 	id   string
+	feed *feed
 	stop func()
 	// dirty: the journal may have grown past the cursor; read it.
 	dirty bool
+	// want is the seq the feed last announced, which its tail may hold
+	// already; 0 (a first read, a poll) reads the store.
+	want int64
 	// pending is a first page read before the stream opened, sent first.
 	pending []lt.Event
 }
@@ -205,8 +214,12 @@ func (ts *treeStream) follow(ctx context.Context, id string, after int64) (*foll
 		}
 		return nil, errTreeGrew
 	}
-	updates, stop := ts.t.src.WatchSession(ctx, id)
-	f := &followed{id: id, stop: stop, dirty: true}
+	// The session's shared feed (streamtail.go), as StreamEvents follows
+	// it: its watch is on once acquired, and every append after view was
+	// loaded announces a newer view.
+	fd := ts.t.feeds.acquire(ts.t.src, id)
+	view := fd.view.Load()
+	f := &followed{id: id, feed: fd, stop: func() { ts.t.feeds.release(id, fd) }, dirty: true}
 	ts.sessions = append(ts.sessions, f)
 	ts.byID[id] = f
 	if after > 0 {
@@ -219,13 +232,14 @@ func (ts *treeStream) follow(ctx context.Context, id string, after int64) (*foll
 			select {
 			case <-ctx.Done():
 				return
-			case seq, open := <-updates:
+			case <-view.changed:
+				view = fd.view.Load()
 				select {
-				case ts.notes <- note{f: f, seq: seq, open: open}:
+				case ts.notes <- note{f: f, seq: view.announced, open: !view.closed}:
 				case <-ctx.Done():
 					return
 				}
-				if !open {
+				if view.closed {
 					return
 				}
 			}
@@ -258,7 +272,7 @@ func (ts *treeStream) drain(ctx context.Context, yield func(lt.TreeEvent, error)
 		for {
 			if events == nil {
 				var err error
-				if events, err = ts.t.src.ListEvents(ctx, f.id, ts.cursor[f.id], streamPage); err != nil {
+				if events, err = ts.list(ctx, f); err != nil {
 					return fmt.Errorf("list events of %s after %d: %w", f.id, ts.cursor[f.id], err)
 				}
 			}
@@ -272,6 +286,22 @@ func (ts *treeStream) drain(ctx context.Context, yield func(lt.TreeEvent, error)
 		}
 	}
 	return nil
+}
+
+// list returns the events of f after the cursor: from its feed's tail
+// when that holds every one up to what the feed announced, else (and then
+// kept in the tail for the other streams) from the store.
+func (ts *treeStream) list(ctx context.Context, f *followed) ([]lt.Event, error) {
+	after := ts.cursor[f.id]
+	if evs := f.feed.view.Load().covering(after, f.want); evs != nil {
+		return evs, nil
+	}
+	evs, err := ts.t.src.ListEvents(ctx, f.id, after, streamPage)
+	if err != nil {
+		return nil, err
+	}
+	f.feed.keep(evs)
+	return evs, nil
 }
 
 // send yields the events of session id in order, each with the cursor

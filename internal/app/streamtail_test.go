@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"iter"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,6 +27,59 @@ func (c *countingJournals) ListEvents(ctx context.Context, sessionID string, aft
 	return c.Engine.ListEvents(ctx, sessionID, after, limit)
 }
 
+// sharedStreams are streams of one session that has run a turn, opened on
+// Trees whose store reads are counted.
+type sharedStreams[T any] struct {
+	f         *fixture
+	sess      *lt.Session
+	start     int64 // the session's last seq when the streams opened
+	src       *countingJournals
+	trees     *app.Trees
+	followers []*follower[T]
+	// readsBefore is the store reads made before the streams opened.
+	readsBefore int64
+}
+
+// openSharedStreams opens n streams, each as stream makes it from start.
+func openSharedStreams[T any](t *testing.T, n int, stream func(ctx context.Context, trees *app.Trees, id string, start int64) iter.Seq2[T, error]) *sharedStreams[T] {
+	f := newFixture(t)
+	sess := f.create(`{"model": {"provider": "scripted", "script": [{"text": "a"}, {"text": "b"}, {"text": "c"}, {"text": "d"}]}}`, "start")
+	sh := &sharedStreams[T]{f: f, sess: sess, start: f.waitIdle(sess.ID).LastEventSeq, src: &countingJournals{Engine: f.eng}}
+	// No poll: every read is one a notice asked for.
+	sh.trees = app.NewTrees(sh.src, func() (<-chan time.Time, func()) { return nil, func() {} })
+	var opened sync.WaitGroup
+	for range n {
+		opened.Add(1)
+		ctx := app.WithOpened(f.ctx, opened.Done)
+		sh.followers = append(sh.followers, follow(t, ctx, func(ctx context.Context) iter.Seq2[T, error] {
+			return stream(ctx, sh.trees, sess.ID, sh.start)
+		}))
+	}
+	opened.Wait()
+	sh.readsBefore = sh.src.reads.Load()
+	return sh
+}
+
+// runTurns runs turns more turns of the session and returns its last seq.
+func (sh *sharedStreams[T]) runTurns(t *testing.T, turns int) int64 {
+	for range turns {
+		_, err := sh.f.app.CreateTurn(sh.f.ctx, sh.sess.ID, &lt.CreateTurnRequest{Input: "more"})
+		require.NoError(t, err)
+		sh.f.waitIdle(sh.sess.ID)
+	}
+	end := sh.f.waitIdle(sh.sess.ID).LastEventSeq
+	require.Greater(t, end, sh.start+int64(turns))
+	return end
+}
+
+// requireSharedReads fails unless the store was read at most once per
+// event appended since the streams opened.
+func (sh *sharedStreams[T]) requireSharedReads(t *testing.T, end int64) {
+	reads := sh.src.reads.Load() - sh.readsBefore
+	require.LessOrEqual(t, reads, end-sh.start, "%d streams read the store %d times for %d events: they do not share reads",
+		len(sh.followers), reads, end-sh.start)
+}
+
 // TestStreamsOfOneSessionShareReads: many streams of one session each get
 // every event exactly once and in order, while the store is read at most
 // once per event appended, not once per stream (they share the session's
@@ -33,43 +87,21 @@ func (c *countingJournals) ListEvents(ctx context.Context, sessionID string, aft
 // gets the whole journal too.
 func TestStreamsOfOneSessionShareReads(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	sess := f.create(`{"model": {"provider": "scripted", "script": [{"text": "a"}, {"text": "b"}, {"text": "c"}, {"text": "d"}]}}`, "start")
-	start := f.waitIdle(sess.ID).LastEventSeq
-	src := &countingJournals{Engine: f.eng}
-	// No poll: every read is one a notice asked for.
-	trees := app.NewTrees(src, func() (<-chan time.Time, func()) { return nil, func() {} })
-
-	const streams, turns = 30, 3
-	followers := make([]*follower[lt.Event], streams)
-	var opened sync.WaitGroup
-	for i := range followers {
-		opened.Add(1)
-		ctx := app.WithOpened(f.ctx, opened.Done)
-		followers[i] = follow(t, ctx, func(ctx context.Context) iter.Seq2[lt.Event, error] {
-			return trees.StreamEvents(ctx, sess.ID, start)
-		})
-	}
-	opened.Wait()
-	readsBefore := src.reads.Load()
-	for range turns {
-		_, err := f.app.CreateTurn(f.ctx, sess.ID, &lt.CreateTurnRequest{Input: "more"})
-		require.NoError(t, err)
-		f.waitIdle(sess.ID)
-	}
-	end := f.waitIdle(sess.ID).LastEventSeq
-	require.Greater(t, end, start+turns)
+	sh := openSharedStreams(t, 30, func(ctx context.Context, trees *app.Trees, id string, start int64) iter.Seq2[lt.Event, error] {
+		return trees.StreamEvents(ctx, id, start)
+	})
+	f, sess, start, followers := sh.f, sh.sess, sh.start, sh.followers
+	end := sh.runTurns(t, 3)
 	for _, fw := range followers {
 		for seq := start + 1; seq <= end; seq++ {
 			require.Equal(t, seq, fw.next().Seq)
 		}
 	}
-	reads := src.reads.Load() - readsBefore
-	require.LessOrEqual(t, reads, end-start, "%d streams read the store %d times for %d events: they do not share reads", streams, reads, end-start)
+	sh.requireSharedReads(t, end)
 
 	// A latecomer from the start: the tail does not reach back that far.
 	late := follow(t, f.ctx, func(ctx context.Context) iter.Seq2[lt.Event, error] {
-		return trees.StreamEvents(ctx, sess.ID, 0)
+		return sh.trees.StreamEvents(ctx, sess.ID, 0)
 	})
 	for seq := int64(1); seq <= end; seq++ {
 		require.Equal(t, seq, late.next().Seq)
@@ -84,4 +116,25 @@ func TestStreamsOfOneSessionShareReads(t *testing.T) {
 		}
 		fw.stop()
 	}
+}
+
+// TestTreeStreamsOfOneSessionShareReads: tree streams follow each session
+// through its shared feed too: many of them on one session get every event
+// exactly once and in order, while the store is read at most once per
+// event appended once they are open.
+func TestTreeStreamsOfOneSessionShareReads(t *testing.T) {
+	t.Parallel()
+	sh := openSharedStreams(t, 30, func(ctx context.Context, trees *app.Trees, id string, start int64) iter.Seq2[lt.TreeEvent, error] {
+		return trees.StreamTreeEvents(ctx, id, strconv.FormatInt(start, 10))
+	})
+	end := sh.runTurns(t, 3)
+	for _, fw := range sh.followers {
+		for seq := sh.start + 1; seq <= end; seq++ {
+			ev := fw.next()
+			require.Equal(t, seq, ev.Seq)
+			require.Equal(t, sh.sess.ID, ev.SessionID)
+		}
+		fw.stop()
+	}
+	sh.requireSharedReads(t, end)
 }

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -11,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,9 +56,15 @@ type WatchersResult struct {
 	// last read, per sample: on a loaded machine it varies less than the
 	// latencies. WritesPerDelivery is the write system calls in that
 	// time per sample (about one per frame sent: fewer when frames are
-	// batched). Both are 0 where the process's counters cannot be read.
-	CPUPerDelivery    time.Duration
-	WritesPerDelivery float64
+	// batched), and ReadsPerDelivery the read system calls (the clients'
+	// reads, one of which finds nothing yet, each time a client has
+	// caught up). All are 0 where the process's counters cannot be read.
+	// AllocsPerDelivery is the heap allocations in that time per sample.
+	// The system calls and allocations do not depend on the machine's
+	// load at all.
+	CPUPerDelivery                      time.Duration
+	WritesPerDelivery, ReadsPerDelivery float64
+	AllocsPerDelivery                   float64
 }
 
 // Watchers runs a node in cfg.Dir on SQLite, subscribes watchers clients
@@ -211,6 +217,8 @@ func Watchers(ctx context.Context, cfg Config, watchers int) (_ *WatchersResult,
 	res.Max = lat[len(lat)-1] // percentile sorted them
 	res.CPUPerDelivery = used.cpu / time.Duration(len(lat))
 	res.WritesPerDelivery = float64(used.writes) / float64(len(lat))
+	res.ReadsPerDelivery = float64(used.reads) / float64(len(lat))
+	res.AllocsPerDelivery = float64(used.allocs) / float64(len(lat))
 	return res, nil
 }
 
@@ -281,50 +289,109 @@ func (s *subscriber) follow(ctx context.Context, client *http.Client, url string
 		return
 	}
 	once()
-	r := bufio.NewReaderSize(resp.Body, watchersReadBuffer)
+	var lines lineSplitter
+	buf := make([]byte, watchersReadBuffer)
 	for {
-		line, err := r.ReadSlice('\n')
+		n, err := resp.Body.Read(buf)
+		// One clock reading per read: the frames a read returns all
+		// arrived by then (the client's cost is the server's too, on
+		// the same cores).
+		at := time.Now()
+		lines.split(buf[:n], func(line []byte) bool {
+			id, ok := bytes.CutPrefix(line, []byte("id: "))
+			if !ok {
+				return true
+			}
+			seq, perr := strconv.ParseInt(string(bytes.TrimSpace(id)), 10, 64)
+			if perr != nil {
+				s.fail(fmt.Errorf("bench: a frame's id %q: %w", id, perr))
+				return false
+			}
+			s.received = append(s.received, receipt{seq: seq, at: at})
+			s.last.Store(seq)
+			return true
+		})
+		if s.failure() != nil {
+			return
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				s.fail(fmt.Errorf("bench: read the stream: %w", err))
 			}
 			return
 		}
-		id, ok := bytes.CutPrefix(line, []byte("id: "))
-		if !ok {
-			continue
-		}
-		at := time.Now()
-		seq, err := strconv.ParseInt(string(bytes.TrimSpace(id)), 10, 64)
-		if err != nil {
-			s.fail(fmt.Errorf("bench: a frame's id %q: %w", id, err))
+	}
+}
+
+// lineSplitter cuts a stream read in pieces into lines. It keeps the start
+// of a line a read cut, up to watchersLineKeep bytes: the lines looked at
+// (a frame's id) are short, and a longer one (an event's data) is skipped
+// to its end.
+type lineSplitter struct {
+	partial []byte
+	// long: the line being read is longer than watchersLineKeep.
+	long bool
+}
+
+// watchersLineKeep is the longest start of a line that lineSplitter keeps
+// across reads.
+const watchersLineKeep = 256
+
+// split calls line with each line that p completes (without its "\n"),
+// but for a line longer than watchersLineKeep that a read cut, until line
+// returns false.
+func (l *lineSplitter) split(p []byte, line func([]byte) bool) {
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			l.hold(p)
 			return
 		}
-		s.received = append(s.received, receipt{seq: seq, at: at})
-		s.last.Store(seq)
+		whole := p[:i]
+		if l.long {
+			whole = nil // its start was not kept: not a line looked at
+		} else if len(l.partial) > 0 {
+			whole = append(l.partial, whole...)
+		}
+		l.partial, l.long = l.partial[:0], false
+		p = p[i+1:]
+		if whole != nil && !line(whole) {
+			return
+		}
 	}
+}
+
+// hold keeps p, the start of a line, unless the line is too long to be one
+// looked at.
+func (l *lineSplitter) hold(p []byte) {
+	if l.long || len(l.partial)+len(p) > watchersLineKeep {
+		l.long = true
+		return
+	}
+	l.partial = append(l.partial, p...)
 }
 
 // PrintWatchers writes the watchers runs' table.
 func PrintWatchers(w io.Writer, runs []*WatchersResult) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "watchers\tevents\tsamples\tp50 append→read\tp99\tmax\tCPU/sample\twrites/sample\t")
+	fmt.Fprintln(tw, "watchers\tevents\tsamples\tp50 append→read\tp99\tmax\tCPU/sample\twrites/sample\treads/sample\tallocs/sample\t")
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.2f\t\n", r.Watchers, r.Events, r.Samples,
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t\n", r.Watchers, r.Events, r.Samples,
 			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.Max.Round(time.Microsecond),
-			r.CPUPerDelivery.Round(10*time.Nanosecond), r.WritesPerDelivery)
+			r.CPUPerDelivery.Round(10*time.Nanosecond), r.WritesPerDelivery, r.ReadsPerDelivery, r.AllocsPerDelivery)
 	}
 	tw.Flush()
 }
 
-// procCounters are the process's CPU time and write system calls so far.
+// procCounters are the process's CPU time, read and write system calls
+// and heap allocations so far.
 type procCounters struct {
-	cpu    time.Duration
-	writes int64
+	cpu                   time.Duration
+	writes, reads, allocs int64
 }
 
 // readProcCounters reads the process's counters from Linux's /proc (zero
-// where they cannot be read). The CPU time counts in the kernel's clock
+// where they cannot be read) and the Go runtime. The CPU time counts in the kernel's clock
 // ticks, 10 ms: a turn's is hundreds of them.
 func readProcCounters() procCounters {
 	var c procCounters
@@ -344,8 +411,14 @@ func readProcCounters() procCounters {
 			if v, ok := strings.CutPrefix(line, "syscw: "); ok {
 				c.writes, _ = strconv.ParseInt(v, 10, 64)
 			}
+			if v, ok := strings.CutPrefix(line, "syscr: "); ok {
+				c.reads, _ = strconv.ParseInt(v, 10, 64)
+			}
 		}
 	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	c.allocs = int64(ms.Mallocs)
 	return c
 }
 
@@ -355,5 +428,5 @@ const clockTicksPerSecond = 100
 
 // since is what was counted from before to c.
 func (c procCounters) since(before procCounters) procCounters {
-	return procCounters{cpu: c.cpu - before.cpu, writes: c.writes - before.writes}
+	return procCounters{cpu: c.cpu - before.cpu, writes: c.writes - before.writes, reads: c.reads - before.reads, allocs: c.allocs - before.allocs}
 }

@@ -64,7 +64,8 @@ type Config struct {
 	// events, or a ping): a stream is exempt from http.Server's
 	// WriteTimeout, since it lasts as long as its client, but a client that
 	// stops reading would otherwise hold it (and its connection) for ever.
-	// Default 1 minute.
+	// A write gets at least all but a 64th of it (the deadline moves once
+	// per 64th, not at every write: deadline.go). Default 1 minute.
 	StreamWriteTimeout time.Duration
 	// TrustedOrigins are browser origins ("https://longhaul.example.com")
 	// allowed to send state-changing requests besides the Host's own: the

@@ -53,25 +53,21 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) error {
 	})
 }
 
-// streamBuffer is how many values a stream may yield ahead of the writes:
-// the writer flushes only once it has written every value ready, so a
-// backlog goes out in few packets.
-const streamBuffer = 64
-
-// streamItem is one value a Backend stream yielded.
-type streamItem[T any] struct {
-	v   T
-	err error
-}
-
 // serveStream answers r with the event stream that stream yields, each
-// value written as frame encodes it, plus a ping every PingInterval. The
-// stream runs in a goroutine of its own, so that pings go out while it
-// waits for events; app.WithOpened tells when it has checked the request:
-// an error before that is the request's, answered with its status (a 404
-// or a 400), and returned; one after it ends the stream (logged). It
-// returns when the client leaves, Shutdown is called or the stream ends,
-// and only once the stream's goroutine has (so no watch outlives it).
+// value written as frame encodes it, plus a ping every PingInterval.
+//
+// The stream runs in the request's goroutine, and each of its values is
+// appended to a batch that goes out, in one write and one flush, when the
+// stream is about to wait for more (app.WithCaughtUp): a burst of events
+// is one write, and a thousand streams of one session cost a goroutine
+// wake-up each per burst, not two hand-offs per event. Pings come from a
+// goroutine of their own, which waits on the ticker; a lock keeps its
+// writes apart from the stream's. app.WithOpened tells when the stream has
+// checked the request: an error before that is the request's, answered
+// with its status (a 404 or a 400), and returned; one after it ends the
+// stream (logged). It returns when the client leaves, Shutdown is called
+// or the stream ends, and only once the ping goroutine has (so nothing
+// writes to w after it).
 func serveStream[T any](s *Server, w http.ResponseWriter, r *http.Request, stream func(context.Context) iter.Seq2[T, error], frame func(*T) ([]byte, error)) error {
 	if s.base.Err() != nil {
 		return apierror.Unavailable("the server is shutting down; reconnect to another server or later")
@@ -82,128 +78,184 @@ func serveStream[T any](s *Server, w http.ResponseWriter, r *http.Request, strea
 	stopOnShutdown := context.AfterFunc(s.base, cancel)
 	defer stopOnShutdown()
 
-	opened := make(chan struct{})
-	items := make(chan streamItem[T], streamBuffer)
-	ended := make(chan struct{})
-	go func() {
-		defer close(ended)
-		defer close(items)
-		// A panic here would escape ServeHTTP's recover and end the
-		// process: it ends the stream instead, as the stream's error.
+	out := &streamOutput{}
+	defer out.release()
+	var (
+		opened    bool  // the stream checked the request
+		streaming bool  // the headers are out and the body follows
+		startErr  error // the headers could not be sent
+		pings     sync.WaitGroup
+	)
+	// Deferred last, so run first: the pings end before w is let go.
+	defer pings.Wait()
+	defer cancel()
+	ctx = app.WithOpened(ctx, func() {
+		opened = true
+		rc, ok, err := s.startStream(w, r)
+		if err != nil || !ok {
+			startErr = err
+			cancel() // a HEAD request, or no flushing: the stream is not read
+			return
+		}
+		streaming = true
+		out.sw = s.streamWriter(w, rc)
+		tick, stopTick := s.newTicker(s.cfg.PingInterval)
+		pings.Add(1)
+		go func() {
+			defer pings.Done()
+			defer stopTick()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick:
+					if out.ping() != nil {
+						cancel() // the client left: the stream ends at its next wait
+						return
+					}
+				}
+			}
+		}()
+	})
+	ctx, batching := app.WithCaughtUp(ctx, func() {
+		if out.flush() != nil {
+			cancel()
+		}
+	})
+
+	err := func() (err error) {
+		// A panic in the stream ends it, as its error, rather than the
+		// connection with nothing said; before the stream opened it is
+		// the request's 500.
 		defer func() {
 			if p := recover(); p != nil {
 				s.log.Error("event stream panicked", "method", r.Method, "path", r.URL.Path, "request_id", requestID(r),
 					"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-				select {
-				case items <- streamItem[T]{err: fmt.Errorf("%w: %v", errStreamPanicked, p)}:
-				case <-ctx.Done():
-				}
+				err = fmt.Errorf("%w: %v", errStreamPanicked, p)
 			}
 		}()
-		for v, err := range stream(app.WithOpened(ctx, func() { close(opened) })) {
-			select {
-			case items <- streamItem[T]{v: v, err: err}:
-			case <-ctx.Done():
-				return
+		// One value for the whole stream: frame takes a pointer, which
+		// would move each value yielded to the heap.
+		var cur T
+		for v, err := range stream(ctx) {
+			if err != nil {
+				return err
 			}
-		}
-	}()
-	defer func() {
-		cancel()
-		<-ended
-	}()
-
-	// Nothing is written until the stream is open or has failed: opened
-	// is closed before the stream yields anything, so a value that comes
-	// first is an error of the request.
-	var first *streamItem[T]
-	firstOK := true
-	select {
-	case <-opened:
-	case it, ok := <-items:
-		select {
-		case <-opened: // opened, then yielded at once: handled in order below
-			first, firstOK = &it, ok
-		default:
-			if !ok {
-				return nil // the client left, or Shutdown was called
-			}
-			if it.err == nil {
+			if !opened {
 				return errors.New("event stream: a value came before the stream opened")
 			}
-			return it.err
-		}
-	}
-
-	rc, streaming, err := s.startStream(w, r)
-	if err != nil || !streaming {
-		return err
-	}
-	sw := s.streamWriter(w, rc)
-	tick, stopTick := s.newTicker(s.cfg.PingInterval)
-	defer stopTick()
-	// send writes it, and every value ready after it, as one write and
-	// one flush (a client behind gets what it missed in one go), and
-	// reports whether the stream goes on.
-	send := func(it streamItem[T], ok bool) bool {
-		batch := streamBatches.Get().(*[]byte)
-		buf := (*batch)[:0]
-		defer func() {
-			*batch = buf[:0]
-			streamBatches.Put(batch)
-		}()
-		for ok && it.err == nil {
-			data, err := frame(&it.v)
-			if err != nil {
-				it.err = err
-				break
-			}
-			buf = append(buf, data...)
-			if len(buf) >= streamBatchBytes {
-				break // sent now; the values still waiting make the next batch
-			}
-			select {
-			case it, ok = <-items:
-				continue
-			default:
-			}
-			break
-		}
-		if len(buf) > 0 {
-			if err := sw.send(buf); err != nil && it.err == nil {
-				it.err = err
-			}
-		}
-		if !ok {
-			// The stream ended without our ctx ending: the backend is
-			// stopping. The client resumes elsewhere or later.
-			if ctx.Err() == nil {
-				s.log.Info("event stream: session watch ended; closing the stream", "session_id", r.PathValue("id"))
-			}
-			return false
-		}
-		if it.err != nil {
-			s.endStream(ctx, r, it.err)
-			return false
-		}
-		return true
-	}
-	if first != nil && !send(*first, firstOK) {
-		return nil
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick:
-			if err := sw.send(ping); err != nil {
-				return nil // the client left
-			}
-		case it, ok := <-items:
-			if !send(it, ok) {
+			if !streaming {
 				return nil
 			}
+			cur = v
+			data, err := frame(&cur)
+			if err != nil {
+				return err
+			}
+			// A stream that does not call the caught-up hook gets each
+			// value sent at once.
+			if err := out.add(data, !batching()); err != nil {
+				return err
+			}
 		}
+		return nil
+	}()
+	if !opened {
+		if err == nil {
+			return nil // the client left, or Shutdown was called
+		}
+		return err
+	}
+	if !streaming {
+		return startErr
+	}
+	// What the stream yielded before it ended goes out first.
+	if ferr := out.flush(); ferr != nil && err == nil {
+		err = ferr
+	}
+	switch {
+	case err != nil:
+		s.endStream(ctx, r, err)
+	case ctx.Err() == nil:
+		// The stream ended without our ctx ending: the backend is
+		// stopping. The client resumes elsewhere or later.
+		s.log.Info("event stream: session watch ended; closing the stream", "session_id", r.PathValue("id"))
+	}
+	return nil
+}
+
+// streamOutput is what a stream writes: the batch of frames not yet sent,
+// and the writer, shared by the stream's goroutine and its pings'.
+type streamOutput struct {
+	mu    sync.Mutex
+	sw    *streamWriter
+	batch *[]byte // from streamBatches while it holds frames
+	err   error   // the first failed send: the client is gone
+}
+
+// add appends a frame to the batch, and sends the batch when now is true
+// or it has grown to streamBatchBytes.
+func (o *streamOutput) add(frame []byte, now bool) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err != nil {
+		return o.err
+	}
+	if o.batch == nil {
+		o.batch = streamBatches.Get().(*[]byte)
+	}
+	*o.batch = append(*o.batch, frame...)
+	if now || len(*o.batch) >= streamBatchBytes {
+		return o.sendLocked()
+	}
+	return nil
+}
+
+// flush sends the batch, if it holds anything.
+func (o *streamOutput) flush() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err != nil {
+		return o.err
+	}
+	return o.sendLocked()
+}
+
+// ping sends the ping comment.
+func (o *streamOutput) ping() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err == nil {
+		o.err = o.sw.send(ping)
+	}
+	return o.err
+}
+
+// sendLocked sends the batch and gives its buffer back to the pool (a
+// stream needs one only while a burst lasts).
+func (o *streamOutput) sendLocked() error {
+	if o.batch == nil {
+		return nil
+	}
+	if len(*o.batch) > 0 {
+		o.err = o.sw.send(*o.batch)
+	}
+	o.releaseLocked()
+	return o.err
+}
+
+// release gives the batch's buffer back, once the stream is over.
+func (o *streamOutput) release() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.releaseLocked()
+}
+
+func (o *streamOutput) releaseLocked() {
+	if o.batch != nil {
+		*o.batch = (*o.batch)[:0]
+		streamBatches.Put(o.batch)
+		o.batch = nil
 	}
 }
 

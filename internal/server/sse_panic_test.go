@@ -29,8 +29,7 @@ func (p panickyStreams) StreamEvents(ctx context.Context, id string, after int64
 	}
 }
 
-// TestStreamPanic: a panic in a Backend's stream, which runs in a
-// goroutine of its own, ends that stream (a 500 before it opened), is
+// TestStreamPanic: a panic in a Backend's stream ends that stream (a 500 before it opened), is
 // logged with its stack, and leaves the server running.
 func TestStreamPanic(t *testing.T) {
 	t.Parallel()
