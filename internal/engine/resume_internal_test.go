@@ -112,8 +112,8 @@ func (m *stepsModel) Respond(_ context.Context, req *model.Request) (*model.Resp
 }
 
 // startResumeEngine starts an engine on a counting SQLite store with the
-// steps model.
-func startResumeEngine(tb testing.TB, perTurn int) (*Engine, *countingStore) {
+// steps model; each of with may change its configuration.
+func startResumeEngine(tb testing.TB, perTurn int, with ...func(*Config)) (*Engine, *countingStore) {
 	tb.Helper()
 	ctx := context.Background()
 	dir := tb.TempDir()
@@ -122,12 +122,16 @@ func startResumeEngine(tb testing.TB, perTurn int) (*Engine, *countingStore) {
 	tb.Cleanup(func() { st.Close() })
 	require.NoError(tb, st.Migrate(ctx))
 	cs := &countingStore{Store: st}
-	e, err := New(cs, &Config{
+	cfg := &Config{
 		WorkspaceRoot: filepath.Join(dir, "workspaces"), NodeID: "node-a",
 		Tools:        append(tool.Builtins(), echoTool{}),
 		Providers:    map[string]model.Provider{"steps": &stepsModel{perTurn: perTurn}},
 		PollInterval: 10 * time.Millisecond,
-	})
+	}
+	for _, f := range with {
+		f(cfg)
+	}
+	e, err := New(cs, cfg)
 	require.NoError(tb, err)
 	require.NoError(tb, e.Start(ctx))
 	tb.Cleanup(func() {
