@@ -129,7 +129,9 @@ func (r *runner) controlledContext(ctx context.Context, wall bool, due controlDu
 	if cause := due(r.st); cause != nil {
 		cancel(cause) // read in as the call's start was made durable
 	} else {
-		go r.e.watchCancel(callCtx, cancel, r.st.Session.ID, r.durableSeq, due)
+		// Watched from here on; what was announced before is in r.grew.
+		grew, stop := r.e.hub.watch(r.st.Session.ID)
+		go r.e.watchCancel(callCtx, cancel, r.st.Session.ID, r.durableSeq, due, grew, stop, r.announcedAfter(r.durableSeq))
 	}
 	at, cause, ok := r.deadline(wall)
 	if !ok {
@@ -153,35 +155,59 @@ func (r *runner) controlledContext(ctx context.Context, wall bool, due controlDu
 	return callCtx, func() { cancel(nil) }
 }
 
+// announcedAfter reports whether the store announced the session's journal
+// past seq since the runner's claim began: another writer's events the
+// runner has not read. Without a watch of its claim (r.grew), it cannot
+// tell, and says so.
+func (r *runner) announcedAfter(seq int64) bool {
+	if r.grew == nil {
+		return true
+	}
+	for {
+		select {
+		case s := <-r.grew:
+			r.announced = max(r.announced, s)
+		default:
+			return r.announced > seq
+		}
+	}
+}
+
 // watchCancel cancels a call's context with the cause due finds once the
 // session's journal holds a control that cuts the call (a cancel request,
-// a steer with interrupt). The request is written by
-// the API on whichever node took it, so the stored state is what is read:
-// at once (a cancel may have come after the runner last read it), whenever
-// the store says the session's journal grew (at once on this node, and
-// across nodes through the store's notifier), and every poll interval for a
-// store whose notifications were lost. The runner checked its own state,
-// durable up to seq seen, before the call: the stored state is decoded only
-// once the journal holds more.
-func (e *Engine) watchCancel(callCtx context.Context, cancel context.CancelCauseFunc, sessionID string, seen int64, due controlDue) {
-	grew, stop := e.hub.watch(sessionID)
+// a steer with interrupt). The request is written by the API on whichever
+// node took it, so the stored state is what is read: at once when the
+// store announced the journal past seq seen since the runner's claim began
+// (readNow: a cancel may have come after the runner last read the state),
+// whenever it announces the journal past what was read (at once on this
+// node, and across nodes through the store's notifier), and every poll
+// interval for a store whose notifications were lost. The runner checked
+// its own state, durable up to seen, before the call: an announcement of
+// its own appends reads nothing, and the stored state is decoded only once
+// the journal holds more. grew is a watch of the session registered before
+// readNow was found; stop ends it.
+func (e *Engine) watchCancel(callCtx context.Context, cancel context.CancelCauseFunc, sessionID string, seen int64, due controlDue, grew <-chan int64, stop func(), readNow bool) {
 	defer stop()
 	poll := time.NewTicker(e.cfg.PollInterval)
 	defer poll.Stop()
 	for {
-		if row, err := e.store.SessionGet(callCtx, sessionID); err == nil && row.LastSeq > seen {
-			var st journal.State
-			if json.Unmarshal(row.State, &st) == nil {
-				if cause := due(&st); cause != nil {
-					cancel(cause)
-					return
+		if readNow {
+			if row, err := e.store.SessionGet(callCtx, sessionID); err == nil && row.LastSeq > seen {
+				var st journal.State
+				if json.Unmarshal(row.State, &st) == nil {
+					if cause := due(&st); cause != nil {
+						cancel(cause)
+						return
+					}
+					seen = row.LastSeq
 				}
-				seen = row.LastSeq
 			}
 		}
 		select {
-		case <-grew:
+		case s := <-grew:
+			readNow = s > seen
 		case <-poll.C:
+			readNow = true
 		case <-callCtx.Done():
 			return
 		}

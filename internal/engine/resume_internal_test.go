@@ -24,6 +24,7 @@ type countingStore struct {
 	store.Store
 	mu    sync.Mutex
 	reads []eventRead // while armed
+	gets  int         // SessionGets while armed
 	armed bool
 	// hideSnapshot: SessionGet returns the state without its context
 	// snapshot.
@@ -51,6 +52,9 @@ func (s *countingStore) SessionGet(ctx context.Context, id string) (*store.Sessi
 	row, err := s.Store.SessionGet(ctx, id)
 	s.mu.Lock()
 	hide := s.hideSnapshot
+	if s.armed {
+		s.gets++
+	}
 	s.mu.Unlock()
 	if err != nil || !hide {
 		return row, err
@@ -69,7 +73,7 @@ func (s *countingStore) arm(on bool) []eventRead {
 	defer s.mu.Unlock()
 	s.armed = on
 	out := s.reads
-	s.reads = nil
+	s.reads, s.gets = nil, 0
 	return out
 }
 

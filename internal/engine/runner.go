@@ -54,6 +54,12 @@ type runner struct {
 	tickRow *store.SessionRow
 	// tree is this session's part in its tree's budget ledger.
 	tree *treeLedger
+	// grew announces the session's journal growth since before the claim
+	// read it (runSession watches it), and announced is the highest seq it
+	// announced so far: a call watched for a cancel reads the stored state
+	// up front only when another writer appended since (announcedAfter).
+	grew      <-chan int64
+	announced int64
 }
 
 func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) {

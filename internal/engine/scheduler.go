@@ -69,12 +69,18 @@ func (e *Engine) runSession(parent context.Context, l store.Lease) {
 	// A person's change of the workspace on this node waits for no runner
 	// and none starts during one (workspacesync.go).
 	defer e.wsLocks.share(l.SessionID)()
+	// Watched before the runner reads the session: whatever another writer
+	// appends after that read is announced here (unless the store's notice
+	// is lost: the cancel watch also polls).
+	grew, stopWatch := e.hub.watch(l.SessionID)
+	defer stopWatch()
 
 	var err error
 	for attempt := 0; ; {
 		var r *runner
 		r, err = e.newRunner(ctx, l)
 		if err == nil {
+			r.grew = grew
 			err = r.run(ctx)
 			r.env.close()
 		}
