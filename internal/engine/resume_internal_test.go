@@ -89,12 +89,14 @@ func (echoTool) Run(_ context.Context, c *tool.Call) (*tool.Result, error) {
 	return &tool.Result{Output: "echo " + string(c.Arguments)}, nil
 }
 
-// stepsModel answers each step call with an echo call, and every turn's
-// perTurn-th call with a final answer; a call without tools (compaction)
-// gets a numbered summary.
+// stepsModel answers each step call with an echo call (or the one call
+// makes of the call's number, when set), and every turn's perTurn-th call
+// with a final answer; a call without tools (compaction) gets a numbered
+// summary.
 type stepsModel struct {
 	mu        sync.Mutex
 	perTurn   int
+	call      func(made int) model.ToolCall
 	made      int
 	summaries int
 }
@@ -111,8 +113,13 @@ func (m *stepsModel) Respond(_ context.Context, req *model.Request) (*model.Resp
 	if m.made%m.perTurn == 0 {
 		return &model.Response{Text: fmt.Sprintf("parked after call %d", m.made), Usage: usage}, nil
 	}
-	args, _ := json.Marshal(map[string]any{"note": fmt.Sprintf("note number %d", m.made)})
-	return &model.Response{Text: fmt.Sprintf("thinking %d", m.made), ToolCalls: []model.ToolCall{{Name: "echo", Arguments: args}}, Usage: usage}, nil
+	c := model.ToolCall{Name: "echo"}
+	if m.call != nil {
+		c = m.call(m.made)
+	} else {
+		c.Arguments, _ = json.Marshal(map[string]any{"note": fmt.Sprintf("note number %d", m.made)})
+	}
+	return &model.Response{Text: fmt.Sprintf("thinking %d", m.made), ToolCalls: []model.ToolCall{c}, Usage: usage}, nil
 }
 
 // startResumeEngine starts an engine on a counting SQLite store with the

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -38,38 +37,21 @@ func (flakyTool) Run(_ context.Context, c *tool.Call) (*tool.Result, error) {
 	return &tool.Result{Output: "ok"}, nil
 }
 
-// trajectoryModel calls echo and flaky in turn, with amounts, a nested
-// object and, every fifth call, arguments padded past the test's blob
-// threshold (journaled as a blob); every turn's perTurn-th call answers.
-type trajectoryModel struct {
-	mu        sync.Mutex
-	perTurn   int
-	made      int
-	summaries int
-}
-
-func (m *trajectoryModel) Respond(_ context.Context, req *model.Request) (*model.Response, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	usage := lt.Usage{InputTokens: 100, OutputTokens: 10}
-	if len(req.Tools) == 0 {
-		m.summaries++
-		return &model.Response{Text: fmt.Sprintf("Summary %d: echoes and flaky calls.", m.summaries), Usage: usage}, nil
-	}
-	m.made++
-	if m.made%m.perTurn == 0 {
-		return &model.Response{Text: fmt.Sprintf("parked after call %d", m.made), Usage: usage}, nil
-	}
-	args := map[string]any{"n": m.made, "amount_usd": float64(m.made%7) + 0.25, "meta": map[string]any{"tag": fmt.Sprintf("t%d", m.made%4)}}
-	if m.made%5 == 0 {
+// trajectoryCall is the call number n of the trajectory test's model:
+// echo and flaky in turn, with amounts, a nested object and, every fifth
+// call, arguments padded past the test's blob threshold (journaled as a
+// blob).
+func trajectoryCall(n int) model.ToolCall {
+	args := map[string]any{"n": n, "amount_usd": float64(n%7) + 0.25, "meta": map[string]any{"tag": fmt.Sprintf("t%d", n%4)}}
+	if n%5 == 0 {
 		args["pad"] = strings.Repeat("p", 400)
 	}
 	name := "echo"
-	if m.made%2 == 0 {
+	if n%2 == 0 {
 		name = "flaky"
 	}
 	raw, _ := json.Marshal(args)
-	return &model.Response{Text: fmt.Sprintf("step %d", m.made), ToolCalls: []model.ToolCall{{Name: name, Arguments: raw}}, Usage: usage}, nil
+	return model.ToolCall{Name: name, Arguments: raw}
 }
 
 // trajectoryRules are rules of every kind the policy tests exercise
@@ -98,7 +80,7 @@ func TestTrajectoryPolicyResumesFromTheSnapshot(t *testing.T) {
 	const perTurn = 40
 	e, cs := startResumeEngine(t, perTurn, func(c *Config) {
 		c.Tools = append(c.Tools, flakyTool{})
-		c.Providers["trajectory"] = &trajectoryModel{perTurn: perTurn}
+		c.Providers["trajectory"] = &stepsModel{perTurn: perTurn, call: trajectoryCall}
 		// Arguments past this are journaled as a blob.
 		c.BlobThreshold = 300
 	})
