@@ -116,6 +116,21 @@ func TestTrajectoryPolicyResumesFromTheSnapshot(t *testing.T) {
 	require.Equal(t, full.h.effects, resumed.h.effects)
 	require.Equal(t, full.h.byID, resumed.h.byID)
 	require.Equal(t, full.h.args, resumed.h.args)
+	// A tree's other session is followed from its snapshot the same way
+	// (treeEffects): its history and the events after it give the replay's.
+	other, at, err := e.snapshotHistory(ctx, s.ID)
+	require.NoError(t, err)
+	require.NotNil(t, other)
+	require.GreaterOrEqual(t, at, from, "from the latest compaction")
+	evs, err := e.store.EventList(ctx, s.ID, at, 10000)
+	require.NoError(t, err)
+	for _, ev := range evs {
+		w, err := e.resolveBlob(ctx, wireEvent(ev), true)
+		require.NoError(t, err)
+		other.observe(w)
+	}
+	require.Equal(t, full.h.effects, other.effects)
+
 	var failed, padded int
 	for _, eff := range full.h.effects {
 		if eff.Status == lt.EffectFailed {
