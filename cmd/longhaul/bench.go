@@ -63,12 +63,14 @@ message resumes it from the store). It prints the cost of each fifth of
 the steps, the last fifth's ratio to the first, and the time from the
 message that resumes the session to its first model call: the median and
 the 99th percentile (of five, the slowest) of the first five parks and of
-the last five.
+the last five. Last, the process's CPU time over the first fifth's turns
+and over the last fifth's, and their ratio, which other work on the
+machine bends far less than the wall times.
 
 --active N runs N sessions of --steps steps at once against a model that
-answers each call after --model-latency, with a worker per session, and
-prints agent-steps/s (at most N / latency), the peak RSS and the peak
-goroutine count.
+answers each call after --model-latency, with a worker per session and a
+server's poll interval (the engine's default), and prints agent-steps/s
+(at most N / latency), the peak RSS and the peak goroutine count.
 
 --watchers N runs a node's HTTP API on loopback, subscribes N Go clients
 to one session's event stream, runs a turn of --steps steps (20 unless

@@ -61,7 +61,11 @@ func Active(ctx context.Context, cfg Config, latency time.Duration) (*ActiveResu
 		cfg.Workers = n
 	}
 	m := &benchModel{latency: latency, next: noopPlan(cfg.Steps)}
-	r, err := openWith(ctx, cfg, cfg.Workers, rigExtras{providers: map[string]model.Provider{benchProvider: m}})
+	// The poll interval is a server's: each call in flight also polls its
+	// session for a cancel whose notice was lost, so at the rig's 50 ms a
+	// thousand calls of a second would read 20,000 session rows a second,
+	// which no server does.
+	r, err := openWith(ctx, cfg, cfg.Workers, rigExtras{providers: map[string]model.Provider{benchProvider: m}, serverPoll: true})
 	if err != nil {
 		return nil, err
 	}

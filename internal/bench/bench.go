@@ -122,6 +122,9 @@ type rigExtras struct {
 	tools     []tool.Tool
 	// sandbox runs the shell tool (default: none, plain subprocesses).
 	sandbox sandbox.Backend
+	// serverPoll runs the engines with the poll interval a server has
+	// (the engine's default) rather than the rig's short one.
+	serverPoll bool
 }
 
 func open(ctx context.Context, cfg Config, workers int) (*rig, error) {
@@ -169,6 +172,10 @@ func openWith(ctx context.Context, cfg Config, workers int, extras rigExtras) (_
 		}
 		providers := map[string]model.Provider{"scripted": scripted.New(nil)}
 		maps.Copy(providers, extras.providers)
+		poll := 50 * time.Millisecond
+		if extras.serverPoll {
+			poll = 0
+		}
 		eng, err := engine.New(st, &engine.Config{
 			WorkspaceRoot: filepath.Join(cfg.Dir, fmt.Sprintf("node-%d", i), "workspaces"),
 			NodeID:        fmt.Sprintf("bench-node-%d", i),
@@ -176,7 +183,7 @@ func openWith(ctx context.Context, cfg Config, workers int, extras rigExtras) (_
 			Tools:         append(append(tool.Builtins(), noop{}), extras.tools...),
 			MaxWorkers:    workers,
 			Sandbox:       extras.sandbox,
-			PollInterval:  50 * time.Millisecond,
+			PollInterval:  poll,
 			Logger:        slog.New(slog.DiscardHandler),
 		})
 		if err != nil {

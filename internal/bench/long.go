@@ -1,11 +1,15 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -43,6 +47,12 @@ type LongResult struct {
 	// the first one's.
 	Fifths [5]time.Duration
 	Ratio  float64
+	// CPUFifths is the process's CPU time over the turns of each fifth
+	// (their resumes included), and CPURatio the last one's over the
+	// first one's: unlike wall times, what other work on the machine does
+	// not bend it much. Zero where the CPU time cannot be read (not Linux).
+	CPUFifths [5]time.Duration
+	CPURatio  float64
 	// ResumeFirst and ResumeLast are the time from the message that
 	// resumes the parked session to its first model call: the median of
 	// the first longResumeSamples parks, and of the last ones (a single
@@ -87,6 +97,7 @@ func Long(ctx context.Context, cfg Config) (*LongResult, error) {
 		Tools: []lt.ToolSpec{{Name: "noop"}}, MaxSteps: longParkEvery + 1,
 	}
 	start := time.Now()
+	cpu := []time.Duration{cpuTime()} // at the start of each turn, and at the end
 	s, err := eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: spec, Input: "work"})
 	if err != nil {
 		return nil, err
@@ -94,6 +105,7 @@ func Long(ctx context.Context, cfg Config) (*LongResult, error) {
 	if err := waitIdle(ctx, eng, []string{s.ID}); err != nil {
 		return nil, err
 	}
+	cpu = append(cpu, cpuTime())
 	res := &LongResult{Steps: cfg.Steps, Turns: 1}
 	var resumes []time.Duration
 	for done := longParkEvery; done < cfg.Steps; done += longParkEvery {
@@ -108,6 +120,7 @@ func Long(ctx context.Context, cfg Config) (*LongResult, error) {
 		if err := waitIdle(ctx, eng, []string{s.ID}); err != nil {
 			return nil, err
 		}
+		cpu = append(cpu, cpuTime())
 		first, err := firstEventAfter(ctx, eng, s.ID, after, lt.EventModelRequested)
 		if err != nil {
 			return nil, err
@@ -130,7 +143,41 @@ func Long(ctx context.Context, cfg Config) (*LongResult, error) {
 		res.Fifths[i*5/len(gaps)] += g
 	}
 	res.Ratio = float64(res.Fifths[4]) / float64(res.Fifths[0])
+	turns := len(cpu) - 1
+	for i := range turns {
+		res.CPUFifths[i*5/turns] += cpu[i+1] - cpu[i]
+	}
+	if res.CPUFifths[0] > 0 {
+		res.CPURatio = float64(res.CPUFifths[4]) / float64(res.CPUFifths[0])
+	}
 	return res, nil
+}
+
+// cpuTime returns the CPU time, user and system, the process has used so
+// far (Linux), or 0.
+func cpuTime() time.Duration {
+	data, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return 0
+	}
+	// The command's name, field 2, may hold spaces: count the fields
+	// after its closing parenthesis, from field 3 on.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14
+	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	// In clock ticks, which Linux counts at 100 a second for user space
+	// (USER_HZ) whatever the kernel's own rate.
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 func lastSeq(ctx context.Context, eng *engine.Engine, id string) (int64, error) {
@@ -203,12 +250,13 @@ func turnStepGaps(ctx context.Context, eng *engine.Engine, id string) ([]time.Du
 // PrintLong writes the long run's table.
 func PrintLong(w io.Writer, res *LongResult) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "long session steps\tturns (parks+1)\tcompactions\t1st fifth\t2nd\t3rd\t4th\t5th\tlast/first\tresume p50, first parks\tp99\tlast parks p50\tp99\t")
+	fmt.Fprintln(tw, "long session steps\tturns (parks+1)\tcompactions\t1st fifth\t2nd\t3rd\t4th\t5th\tlast/first\tresume p50, first parks\tp99\tlast parks p50\tp99\tCPU 1st fifth\tCPU 5th\tCPU last/first\t")
 	f := res.Fifths
 	us := func(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
-	fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%.2f×\t%s\t%s\t%s\t%s\t\n", res.Steps, res.Turns, res.Compactions,
+	fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%.2f×\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f×\t\n", res.Steps, res.Turns, res.Compactions,
 		ms(f[0]), ms(f[1]), ms(f[2]), ms(f[3]), ms(f[4]), res.Ratio,
-		us(res.ResumeFirst), us(res.ResumeFirstP99), us(res.ResumeLast), us(res.ResumeLastP99))
+		us(res.ResumeFirst), us(res.ResumeFirstP99), us(res.ResumeLast), us(res.ResumeLastP99),
+		ms(res.CPUFifths[0]), ms(res.CPUFifths[4]), res.CPURatio)
 	tw.Flush()
 }
 

@@ -189,3 +189,103 @@ func policyToolNames(tools []lt.ToolSpec) []string {
 	}
 	return names
 }
+
+// historySnapshot is a history as a context snapshot (resume.go) holds
+// it: each effect with its id and its arguments as JSON, and the
+// arguments of the calls of the step under way.
+type historySnapshot struct {
+	Effects []effectSnapshot `json:"effects,omitempty"`
+	// Args maps a call id to its arguments; null stands for arguments
+	// that did not decode.
+	Args map[string]json.RawMessage `json:"args,omitempty"`
+}
+
+type effectSnapshot struct {
+	ID   string `json:"id"`
+	Tool string `json:"tool"`
+	// Args is absent when the effect has none (its call's arguments were
+	// not seen, or did not decode).
+	Args   json.RawMessage `json:"args,omitempty"`
+	Class  lt.EffectClass  `json:"class,omitempty"`
+	Status lt.EffectStatus `json:"status"`
+	Error  string          `json:"error,omitempty"`
+	TurnID string          `json:"turn_id,omitempty"`
+	Step   int             `json:"step"`
+}
+
+// snapshot encodes h. Decoded arguments encode back to JSON that decodes
+// to the same values (every number a float64 written to round-trip), so
+// a history restored from it is the one the journal gives.
+func (h *history) snapshot() (*historySnapshot, error) {
+	ids := make([]string, len(h.effects))
+	for id, i := range h.byID {
+		ids[i] = id
+	}
+	s := &historySnapshot{Effects: make([]effectSnapshot, len(h.effects))}
+	for i := range h.effects {
+		e := &h.effects[i]
+		es := effectSnapshot{ID: ids[i], Tool: e.Tool, Class: e.Class, Status: e.Status, Error: e.Error, TurnID: e.TurnID, Step: e.Step}
+		if e.Args != nil {
+			raw, err := json.Marshal(e.Args)
+			if err != nil {
+				return nil, fmt.Errorf("encode the arguments of effect %s: %w", ids[i], err)
+			}
+			es.Args = raw
+		}
+		s.Effects[i] = es
+	}
+	if len(h.args) > 0 {
+		s.Args = make(map[string]json.RawMessage, len(h.args))
+		for id, a := range h.args {
+			raw := json.RawMessage("null")
+			if a != nil {
+				var err error
+				if raw, err = json.Marshal(a); err != nil {
+					return nil, fmt.Errorf("encode the arguments of call %s: %w", id, err)
+				}
+			}
+			s.Args[id] = raw
+		}
+	}
+	return s, nil
+}
+
+// restore decodes the history a snapshot of session sessionID holds; nil
+// (and no error) when it holds none.
+func (s *historySnapshot) restore(sessionID string) (*history, error) {
+	if s == nil {
+		return nil, nil
+	}
+	h := newHistory()
+	h.effects = make([]policy.Effect, len(s.Effects))
+	for i, es := range s.Effects {
+		if _, dup := h.byID[es.ID]; dup || es.ID == "" {
+			return nil, fmt.Errorf("effect %d: id %q missing or repeated", i, es.ID)
+		}
+		args, err := snapshotArgs(es.Args)
+		if err != nil {
+			return nil, fmt.Errorf("effect %s: %w", es.ID, err)
+		}
+		h.byID[es.ID] = i
+		h.effects[i] = policy.Effect{
+			Tool: es.Tool, Args: args, Class: es.Class, Status: es.Status, Error: es.Error,
+			SessionID: sessionID, TurnID: es.TurnID, Step: es.Step,
+		}
+	}
+	for id, raw := range s.Args {
+		args, err := snapshotArgs(raw)
+		if err != nil {
+			return nil, fmt.Errorf("call %s: %w", id, err)
+		}
+		h.args[id] = args
+	}
+	return h, nil
+}
+
+// snapshotArgs decodes arguments as a history holds them: nil for none.
+func snapshotArgs(raw json.RawMessage) (any, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	return policy.DecodeArgs(raw)
+}

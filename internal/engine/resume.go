@@ -33,8 +33,11 @@ import (
 // parent's events, a seq that moved).
 //
 // A trajectory policy (count(effects, ...)) looks at every effect of the
-// session with its arguments: a session with one still reads its whole
-// journal on claim (the effects table has no arguments).
+// session with its arguments, which the effects table does not keep (only
+// their hash). So a runner with such a policy also puts its effect history
+// (policy.go) in the snapshot, and a claim starts it from there too; a
+// snapshot without one (written while no policy needed it) is not used by
+// such a runner: it replays the journal.
 
 // contextSnapshotVersion is the snapshot format: a snapshot of another one
 // is not read (the journal is).
@@ -50,6 +53,9 @@ type contextSnapshot struct {
 	// MCP is each server's latest listing.
 	MCP             map[string]*lt.MCPToolsListedData `json:"mcp,omitempty"`
 	WorkspaceWriter string                            `json:"workspace_writer,omitempty"`
+	// History is the effect history trajectory policies read; nil when
+	// the runner kept none (no policy of the agent reads effects).
+	History *historySnapshot `json:"history,omitempty"`
 }
 
 // transcriptSnapshot is a transcript without the items its summary stands
@@ -125,12 +131,18 @@ func (r *runner) contextSnapshotFor(ctx context.Context, cut int, summary string
 		Version: contextSnapshotVersion, SessionID: r.st.Session.ID, Seq: r.st.Session.LastEventSeq + 1,
 		Transcript: r.tx.snapshotAt(cut, summary), MCP: r.mcp.listed, WorkspaceWriter: r.wsWriter,
 	}
+	if r.h != nil {
+		if snap.History, err = r.h.snapshot(); err != nil {
+			return nil, false, err
+		}
+	}
 	data, err = json.Marshal(&snap)
 	if err != nil {
 		return nil, false, fmt.Errorf("encode the context snapshot: %w", err)
 	}
 	// The summary is the model's answer, redacted as the event will be
-	// (batch.add): the snapshot holds what a replay would.
+	// (batch.add): the snapshot holds what a replay would. (The rest, the
+	// history's arguments included, comes from events redacted already.)
 	red, err := r.e.redactor(ctx)
 	if err != nil {
 		return nil, false, err
@@ -168,24 +180,31 @@ func (e *Engine) readContextSnapshot(ctx context.Context, sessionID string, last
 
 // rebuild derives the runner's state from the journal up to seq last: from
 // the latest context snapshot and the events after it, or from the first
-// event when there is no snapshot to start from, or a policy needs every
-// past effect (history).
+// event when there is no snapshot to start from (or, for a runner that
+// keeps an effect history, none that holds one).
 func (r *runner) rebuild(ctx context.Context, last int64) error {
 	after := int64(0)
-	if r.h == nil {
-		snap, err := r.e.readContextSnapshot(ctx, r.st.Session.ID, last, r.st.ContextSnapshot)
-		if err != nil {
-			return err
+	snap, err := r.e.readContextSnapshot(ctx, r.st.Session.ID, last, r.st.ContextSnapshot)
+	if err != nil {
+		return err
+	}
+	var h *history
+	if snap != nil && r.h != nil {
+		if h = r.e.snapshotHistoryOf(snap); h == nil {
+			snap = nil
 		}
-		if snap != nil {
-			r.tx.restore(&snap.Transcript)
-			if len(snap.MCP) > 0 {
-				r.mcp.listed = snap.MCP
-				r.tools.withMCP(r.mcp)
-			}
-			r.wsWriter = snap.WorkspaceWriter
-			after = snap.Seq
+	}
+	if snap != nil {
+		r.tx.restore(&snap.Transcript)
+		if len(snap.MCP) > 0 {
+			r.mcp.listed = snap.MCP
+			r.tools.withMCP(r.mcp)
 		}
+		r.wsWriter = snap.WorkspaceWriter
+		if h != nil {
+			r.h = h
+		}
+		after = snap.Seq
 	}
 	for after < last {
 		evs, err := r.e.store.EventList(ctx, r.lease.SessionID, after, int(min(1000, last-after)))
@@ -196,7 +215,7 @@ func (r *runner) rebuild(ctx context.Context, last int64) error {
 			break
 		}
 		for _, ev := range evs {
-			w, err := r.e.resolveBlob(ctx, wireEvent(ev))
+			w, err := r.e.resolveBlob(ctx, wireEvent(ev), r.h != nil)
 			if err != nil {
 				return err
 			}
@@ -205,6 +224,17 @@ func (r *runner) rebuild(ctx context.Context, last int64) error {
 		after = evs[len(evs)-1].Seq
 	}
 	return nil
+}
+
+// snapshotHistoryOf returns the effect history snap holds, or nil when it
+// holds none, or one that does not decode (the journal is replayed).
+func (e *Engine) snapshotHistoryOf(snap *contextSnapshot) *history {
+	h, err := snap.History.restore(snap.SessionID)
+	if err != nil {
+		e.log.Warn("context snapshot's effect history unreadable: replaying the journal", "session", snap.SessionID, "seq", snap.Seq, "err", err)
+		return nil
+	}
+	return h
 }
 
 // rederive derives the runner's state again from the journal up to last
@@ -217,6 +247,9 @@ func (r *runner) rederive(ctx context.Context, last int64) error {
 	r.mcp.listed = map[string]*lt.MCPToolsListedData{}
 	r.tools.withMCP(r.mcp)
 	r.wsWriter = ""
+	if r.h != nil {
+		r.h = newHistory()
+	}
 	if err := r.rebuild(ctx, last); err != nil {
 		return err
 	}
@@ -256,7 +289,7 @@ func (e *Engine) mcpListingsOf(ctx context.Context, id string) (map[string]*lt.M
 			if ev.Type != lt.EventMCPToolsListed {
 				continue
 			}
-			w, err := e.resolveBlob(ctx, wireEvent(ev))
+			w, err := e.resolveBlob(ctx, wireEvent(ev), false)
 			if err != nil {
 				return nil, err
 			}

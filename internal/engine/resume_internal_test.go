@@ -24,6 +24,7 @@ type countingStore struct {
 	store.Store
 	mu    sync.Mutex
 	reads []eventRead // while armed
+	gets  int         // SessionGets while armed
 	armed bool
 	// hideSnapshot: SessionGet returns the state without its context
 	// snapshot.
@@ -51,6 +52,9 @@ func (s *countingStore) SessionGet(ctx context.Context, id string) (*store.Sessi
 	row, err := s.Store.SessionGet(ctx, id)
 	s.mu.Lock()
 	hide := s.hideSnapshot
+	if s.armed {
+		s.gets++
+	}
 	s.mu.Unlock()
 	if err != nil || !hide {
 		return row, err
@@ -69,7 +73,7 @@ func (s *countingStore) arm(on bool) []eventRead {
 	defer s.mu.Unlock()
 	s.armed = on
 	out := s.reads
-	s.reads = nil
+	s.reads, s.gets = nil, 0
 	return out
 }
 
@@ -85,12 +89,14 @@ func (echoTool) Run(_ context.Context, c *tool.Call) (*tool.Result, error) {
 	return &tool.Result{Output: "echo " + string(c.Arguments)}, nil
 }
 
-// stepsModel answers each step call with an echo call, and every turn's
-// perTurn-th call with a final answer; a call without tools (compaction)
-// gets a numbered summary.
+// stepsModel answers each step call with an echo call (or the one call
+// makes of the call's number, when set), and every turn's perTurn-th call
+// with a final answer; a call without tools (compaction) gets a numbered
+// summary.
 type stepsModel struct {
 	mu        sync.Mutex
 	perTurn   int
+	call      func(made int) model.ToolCall
 	made      int
 	summaries int
 }
@@ -107,13 +113,18 @@ func (m *stepsModel) Respond(_ context.Context, req *model.Request) (*model.Resp
 	if m.made%m.perTurn == 0 {
 		return &model.Response{Text: fmt.Sprintf("parked after call %d", m.made), Usage: usage}, nil
 	}
-	args, _ := json.Marshal(map[string]any{"note": fmt.Sprintf("note number %d", m.made)})
-	return &model.Response{Text: fmt.Sprintf("thinking %d", m.made), ToolCalls: []model.ToolCall{{Name: "echo", Arguments: args}}, Usage: usage}, nil
+	c := model.ToolCall{Name: "echo"}
+	if m.call != nil {
+		c = m.call(m.made)
+	} else {
+		c.Arguments, _ = json.Marshal(map[string]any{"note": fmt.Sprintf("note number %d", m.made)})
+	}
+	return &model.Response{Text: fmt.Sprintf("thinking %d", m.made), ToolCalls: []model.ToolCall{c}, Usage: usage}, nil
 }
 
 // startResumeEngine starts an engine on a counting SQLite store with the
-// steps model.
-func startResumeEngine(tb testing.TB, perTurn int) (*Engine, *countingStore) {
+// steps model; each of with may change its configuration.
+func startResumeEngine(tb testing.TB, perTurn int, with ...func(*Config)) (*Engine, *countingStore) {
 	tb.Helper()
 	ctx := context.Background()
 	dir := tb.TempDir()
@@ -122,12 +133,16 @@ func startResumeEngine(tb testing.TB, perTurn int) (*Engine, *countingStore) {
 	tb.Cleanup(func() { st.Close() })
 	require.NoError(tb, st.Migrate(ctx))
 	cs := &countingStore{Store: st}
-	e, err := New(cs, &Config{
+	cfg := &Config{
 		WorkspaceRoot: filepath.Join(dir, "workspaces"), NodeID: "node-a",
 		Tools:        append(tool.Builtins(), echoTool{}),
 		Providers:    map[string]model.Provider{"steps": &stepsModel{perTurn: perTurn}},
 		PollInterval: 10 * time.Millisecond,
-	})
+	}
+	for _, f := range with {
+		f(cfg)
+	}
+	e, err := New(cs, cfg)
 	require.NoError(tb, err)
 	require.NoError(tb, e.Start(ctx))
 	tb.Cleanup(func() {

@@ -102,9 +102,12 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 }
 
 // resolveBlob returns ev with its payload read back from the blob store when
-// it was moved there.
-func (e *Engine) resolveBlob(ctx context.Context, ev lt.Event) (lt.Event, error) {
-	if (!transcriptWants(ev.Type) && ev.Type != lt.EventMCPToolsListed) || len(ev.Data) == 0 || ev.Data[0] != '{' {
+// it was moved there, if what a runner derives needs it: the transcript,
+// the MCP listings and, when history is set, the effect history (a call's
+// arguments past the blob threshold are in its tool.requested's blob).
+func (e *Engine) resolveBlob(ctx context.Context, ev lt.Event, history bool) (lt.Event, error) {
+	wanted := transcriptWants(ev.Type) || ev.Type == lt.EventMCPToolsListed || (history && historyWants(ev.Type))
+	if !wanted || len(ev.Data) == 0 || ev.Data[0] != '{' {
 		return ev, nil
 	}
 	var stub lt.BlobData
@@ -223,7 +226,7 @@ func (r *runner) merge(ctx context.Context) error {
 		for _, ev := range foreign {
 			// Moved to a blob, a payload (a long turn input) reads back
 			// as its stub: the transcript needs the payload.
-			w, err := r.e.resolveBlob(ctx, wireEvent(ev))
+			w, err := r.e.resolveBlob(ctx, wireEvent(ev), r.h != nil)
 			if err != nil {
 				return err
 			}

@@ -20,7 +20,9 @@ const MaxTreeSessions = 1000
 // Trajectory rules apply across a tree of sub-agents: a policy that counts
 // earlier effects (count(effects, ...)) sees those of every session of the
 // tree, not only its own. The runner follows the other sessions' journals
-// incrementally, one cursor per session, while it holds its lease.
+// incrementally, one cursor per session, while it holds its lease, each
+// from its latest context snapshot that holds an effect history (resume.go)
+// rather than from its first event.
 
 // treeHistory is the effect history of one other session of the tree.
 type treeHistory struct {
@@ -49,6 +51,13 @@ func (r *runner) treeEffects(ctx context.Context) ([]policy.Effect, error) {
 		th := r.others[id]
 		if th == nil {
 			th = &treeHistory{h: newHistory()}
+			h, at, err := r.e.snapshotHistory(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			if h != nil {
+				th.h, th.after = h, at
+			}
 			r.others[id] = th
 		}
 		for {
@@ -57,7 +66,7 @@ func (r *runner) treeEffects(ctx context.Context) ([]policy.Effect, error) {
 				return nil, fmt.Errorf("read the journal of session %s of the tree: %w", id, err)
 			}
 			for _, ev := range evs {
-				w, err := r.e.resolveBlob(ctx, wireEvent(ev))
+				w, err := r.e.resolveBlob(ctx, wireEvent(ev), true)
 				if err != nil {
 					return nil, err
 				}
@@ -71,6 +80,28 @@ func (r *runner) treeEffects(ctx context.Context) ([]policy.Effect, error) {
 		out = append(out, th.h.effects...)
 	}
 	return out, nil
+}
+
+// snapshotHistory returns the effect history that session id's latest
+// context snapshot holds, and the seq it holds it at: nil when there is no
+// such snapshot (the journal is read from its first event).
+func (e *Engine) snapshotHistory(ctx context.Context, id string) (*history, int64, error) {
+	row, st, err := e.loadState(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	snap, err := e.readContextSnapshot(ctx, id, row.LastSeq, st.ContextSnapshot)
+	if err != nil || snap == nil {
+		return nil, 0, err
+	}
+	h := e.snapshotHistoryOf(snap)
+	if h == nil {
+		return nil, 0, nil
+	}
+	return h, snap.Seq, nil
 }
 
 // treeSessions lists every session of st's tree: its root and all the

@@ -1,0 +1,43 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// TestCallsReadTheSessionOnlyWhenAnotherWriterAppended: a call in flight
+// is watched for a cancel, but reads the session's row up front only when
+// the store announced another writer's append since the runner's claim:
+// a turn that nobody else writes to reads the row about once a step (the
+// tick's controls), not once more per call.
+func TestCallsReadTheSessionOnlyWhenAnotherWriterAppended(t *testing.T) {
+	const perTurn = 30
+	e, cs := startResumeEngine(t, perTurn, func(c *Config) {
+		c.PollInterval = time.Hour // no poll for lost notices in the turn
+	})
+	ctx := context.Background()
+	id := parkedSession(t, e, perTurn, 1)
+	cs.arm(true)
+	_, err := e.CreateTurn(ctx, id, &lt.CreateTurnRequest{Input: "continue"})
+	require.NoError(t, err)
+	// Waited for on the store under the counter, so that only the
+	// engine's reads count.
+	require.Eventually(t, func() bool {
+		row, err := cs.Store.SessionGet(ctx, id)
+		require.NoError(t, err)
+		return row.Status == string(lt.SessionIdle)
+	}, time.Minute, 2*time.Millisecond)
+	cs.mu.Lock()
+	gets := cs.gets
+	cs.mu.Unlock()
+	cs.arm(false)
+	// A step here is three ticks, each reading the row for the controls
+	// (readControls), and two calls, a model call and a tool call: a read
+	// of the row for each call as well would be five reads a step.
+	require.Less(t, gets, 4*perTurn, "session rows read in a turn of %d steps", perTurn)
+}
