@@ -39,7 +39,7 @@ func (e *diskError) Error() string {
 // halfway for what was there before it ran. (While the workspace cannot
 // be measured, the command is stopped at once: overQuota.)
 func usageBefore(ws string, owner *ids) int64 {
-	used, _ := scanWorkspace(ws, owner)
+	used, _ := measureWorkspace(ws, owner)
 	return used
 }
 
@@ -51,7 +51,7 @@ func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 // its quota is not failed for it) or cannot be measured, and nil when it
 // is within its quota.
 func overQuota(ws string, limit, before int64) error {
-	used, err := scanWorkspace(ws, nil)
+	used, err := measureWorkspace(ws, nil)
 	if err != nil {
 		return &diskError{limit: limit, cause: err}
 	}
@@ -111,7 +111,7 @@ func applyQuota(res *tool.ExecResult, out *runOutcome, ws string, limit, before 
 // is counted whole, even when it replaces one: the measure errs on the
 // side of the quota.
 func checkWrite(ws string, limit, size int64) error {
-	used, err := scanWorkspace(ws, nil)
+	used, err := measureWorkspace(ws, nil)
 	if err != nil {
 		return err
 	}

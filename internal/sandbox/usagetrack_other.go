@@ -1,0 +1,9 @@
+//go:build !linux
+
+package sandbox
+
+// measureWorkspace walks the workspace at every measure: the usage tracker
+// of usagetrack_linux.go needs inotify.
+func measureWorkspace(ws string, owner *ids) (int64, error) {
+	return scanWorkspace(ws, owner)
+}
