@@ -133,10 +133,16 @@ type inodeUsage struct {
 // workspace ws (and gives owner, when set, what it does not own), from the
 // tracker's record when the events vouch for it.
 func measureWorkspace(ws string, owner *ids) (int64, error) {
-	return usage.measure(ws, owner)
+	return usage.measure(ws, owner, false)
 }
 
-func (t *usageTracker) measure(ws string, owner *ids) (int64, error) {
+// walkWorkspace walks the workspace ws as scanWorkspace does, and keeps
+// what it found as the tracker's record.
+func walkWorkspace(ws string, owner *ids) (int64, error) {
+	return usage.measure(ws, owner, true)
+}
+
+func (t *usageTracker) measure(ws string, owner *ids, walk bool) (int64, error) {
 	key := ws
 	if abs, err := filepath.Abs(ws); err == nil {
 		key = abs
@@ -164,7 +170,7 @@ func (t *usageTracker) measure(ws string, owner *ids) (int64, error) {
 		t.mu.Unlock()
 		return scanWorkspace(ws, owner)
 	}
-	if valid {
+	if valid && !walk {
 		if used, ok := t.update(s, ws, owner, dirty); ok {
 			t.bound(s)
 			return used, nil
@@ -293,21 +299,32 @@ func (t *usageTracker) handleLocked(ev inotify.Event) {
 			}
 		}
 	}
+	var gone []usageWatch
 	for _, l := range locs {
 		s := l.s
 		switch {
 		case !s.valid:
 		case (ev.Ignored || ev.SelfGone) && l.rel == ".":
-			t.forgetLocked(s) // the workspace itself is gone
+			gone = append(gone, l) // the workspace itself is gone
 		case ev.DirMoved:
 			s.valid = false
 		case ev.Ignored || ev.SelfGone:
+			// Removed: the watch goes with it, so that a directory made
+			// in its place, even on the same inode, is walked.
+			gone = append(gone, l)
 			s.markDirty(l.rel)
 		default:
 			s.markDirty(l.rel) // its own size follows its entries
 			if ev.Name != "" {
 				s.markDirty(path.Join(l.rel, ev.Name))
 			}
+		}
+	}
+	for _, l := range gone {
+		if l.rel == "." {
+			t.forgetLocked(l.s)
+		} else if wd, ok := l.s.wds[l.rel]; ok && wd == ev.Wd {
+			t.unwatchOneLocked(l.s, l.rel, wd)
 		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/longhaul-dev/longhaul/internal/tool"
 )
 
 // trackedWalks returns how many times the tracker walked workspace ws.
@@ -238,4 +240,108 @@ func TestUsageTrackerQuotaRefusesAWriteAfterUntrackedGrowth(t *testing.T) {
 	writeBytes(t, filepath.Join(outside, "big"), 8<<20)
 	var we *writeError
 	require.ErrorAs(t, checkWrite(ws, 8<<20, 1<<20), &we)
+}
+
+// TestLocalCommandLinkingFromOutsideIsCounted: an unconfined command (the
+// local backend) gives a workspace file a second name outside the
+// workspace, then something writes through that name after the command
+// ended. The kernel reports neither to the workspace's watches, so the
+// local backend walks around its commands: the walk at the command's end
+// finds the outside name (a link count above the names in the workspace),
+// and every measure walks while it exists.
+func TestLocalCommandLinkingFromOutsideIsCounted(t *testing.T) {
+	ws, outside := t.TempDir(), t.TempDir()
+	writeBytes(t, filepath.Join(ws, "victim"), 100)
+	ex := NewLocal().Exec(Spec{SessionID: "s", Workspace: ws, Limits: Limits{DiskBytes: 8 << 20}})
+	q := ex.(tool.DiskQuota)
+	require.NoError(t, q.CheckWrite(1<<20))
+	res := run(t, ex, fmt.Sprintf("ln victim %q", filepath.Join(outside, "alias")))
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	writeBytes(t, filepath.Join(outside, "alias"), 8<<20) // a process left behind
+	var we *writeError
+	require.ErrorAs(t, q.CheckWrite(1<<20), &we, "the bytes written through the outside name count")
+}
+
+// TestSandboxedCommandCannotLinkOutside: the tracker trusts a sandboxed
+// command's writes to be reported because the workspace is the only
+// writable mount of the sandbox on its file system: a second name outside
+// it cannot be made (EXDEV), and the quota measured from the record
+// matches a walk after the command.
+func TestSandboxedCommandCannotLinkOutside(t *testing.T) {
+	t.Parallel()
+	b := testBwrap(t)
+	ws := t.TempDir()
+	writeBytes(t, filepath.Join(ws, "victim"), 100)
+	writeBytes(t, filepath.Join(ws, "dir/old"), 100)
+	ex := b.Exec(Spec{SessionID: "s", Workspace: ws, Limits: Limits{DiskBytes: 64 << 20}})
+	requireMeasuredLikeAWalk(t, ws, "before")
+	res := run(t, ex, `for d in /tmp /dev/shm /workspace/..; do ln /workspace/victim $d/alias 2>/dev/null && echo linked $d; done; `+
+		`dd if=/dev/zero of=dir/grown bs=1M count=3 2>/dev/null; mkdir -p made/deep && dd if=/dev/zero of=made/deep/f bs=1M count=2 2>/dev/null; true`)
+	require.Equal(t, 0, res.ExitCode, res.Stderr)
+	require.NotContains(t, res.Stdout, "linked")
+	require.False(t, requireMeasuredLikeAWalk(t, ws, "after the command"), "measured from the events")
+}
+
+// TestUsageTrackerGivesNewFilesToTheSandboxUser: a root server gives the
+// sandbox's user what the engine wrote before a command runs; measured
+// from the events, the paths they name are given too, new directories
+// whole.
+func TestUsageTrackerGivesNewFilesToTheSandboxUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root gives files away")
+	}
+	ws := t.TempDir()
+	owner := &ids{uid: 54321, gid: 54321}
+	writeBytes(t, filepath.Join(ws, "a"), 100)
+	_, err := measureWorkspace(ws, owner)
+	require.NoError(t, err)
+	writeBytes(t, filepath.Join(ws, "b"), 100)
+	writeBytes(t, filepath.Join(ws, "new/dir/c"), 100)
+	before := trackedWalks(t, ws)
+	_, err = measureWorkspace(ws, owner)
+	require.NoError(t, err)
+	require.Equal(t, before, trackedWalks(t, ws), "measured from the events")
+	for _, p := range []string{".", "a", "b", "new", "new/dir", "new/dir/c"} {
+		var st unix.Stat_t
+		require.NoError(t, unix.Lstat(filepath.Join(ws, p), &st))
+		require.Equal(t, []uint32{54321, 54321}, []uint32{st.Uid, st.Gid}, p)
+	}
+}
+
+// TestUsageTrackerConcurrentMeasures: measures of one workspace from
+// several goroutines (a command's monitor, a sub-agent's file tool) while
+// it is written end with the walk's usage.
+func TestUsageTrackerConcurrentMeasures(t *testing.T) {
+	ws := t.TempDir()
+	writeBytes(t, filepath.Join(ws, "seed"), 100)
+	stop := make(chan struct{})
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			for {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				if _, err := measureWorkspace(ws, nil); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for i := range 300 {
+		d := filepath.Join(ws, fmt.Sprint(i%7), fmt.Sprint(i%3))
+		writeBytes(t, filepath.Join(d, fmt.Sprint(i)), i*1000)
+		if i%25 == 0 {
+			require.NoError(t, os.RemoveAll(filepath.Join(ws, fmt.Sprint((i/25)%7))))
+		}
+	}
+	close(stop)
+	for range 4 {
+		require.NoError(t, <-errs)
+	}
+	requireMeasuredLikeAWalk(t, ws, "after the writer")
 }
