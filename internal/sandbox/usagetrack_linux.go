@@ -55,7 +55,7 @@ import (
 const (
 	maxUsageSpaces  = 64
 	maxUsageWatches = 100_000
-	maxUsageEntries = 500_000
+	maxUsageEntries = 200_000
 	maxUsageDirty   = 8192
 )
 
