@@ -434,37 +434,15 @@ func (t *usageTracker) rescan(s *spaceUsage, ws string, owner *ids) (int64, erro
 	s.inodes = map[inodeKey]*inodeUsage{}
 	s.linked = map[inodeKey]struct{}{}
 
-	fd, err := unix.Open(ws, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, st, err := openWorkspaceDir(ws, owner)
 	if err != nil {
 		t.invalidate(s)
 		s.drop()
 		return scanWorkspace(ws, owner) // says why, as before
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		t.invalidate(s)
-		s.drop()
-		return scanWorkspace(ws, owner)
-	}
-	if owner != nil && (int(st.Uid) != owner.uid || int(st.Gid) != owner.gid) {
-		if err := unix.Fchown(fd, owner.uid, owner.gid); err != nil {
-			unix.Close(fd)
-			t.invalidate(s)
-			s.drop()
-			return scanWorkspace(ws, owner)
-		}
-	}
 	s.root = statKey(&st)
 	watchedAll := true
-	sc := &scanner{
-		owner: owner,
-		seen:  map[[2]uint64]bool{},
-		opened: func(fd int, rel string) {
-			watchedAll = t.addWatch(s, fd, rel) && watchedAll
-		},
-		found: func(rel string, st *unix.Stat_t) { s.put(rel, st) },
-	}
+	sc := t.recorder(s, owner, &watchedAll)
 	sc.count(&st)
 	s.put(".", &st)
 	err = sc.walk(fd, 0)
@@ -485,19 +463,13 @@ func (t *usageTracker) update(s *spaceUsage, ws string, owner *ids, dirty map[st
 	if s.entries == nil {
 		return 0, false
 	}
-	fd, err := unix.Open(ws, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, st, err := openWorkspaceDir(ws, owner)
 	if err != nil {
 		return 0, false
 	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || statKey(&st) != s.root {
+	if statKey(&st) != s.root {
 		return 0, false // replaced: walked
-	}
-	if owner != nil && (int(st.Uid) != owner.uid || int(st.Gid) != owner.gid) {
-		if err := unix.Fchown(fd, owner.uid, owner.gid); err != nil {
-			return 0, false
-		}
 	}
 	s.put(".", &st)
 	paths := make([]string, 0, len(dirty))
@@ -600,16 +572,41 @@ func (t *usageTracker) restat(s *spaceUsage, root int, p string, owner *ids) boo
 	}
 	s.put(p, &st)
 	watchedAll := true
-	sc := &scanner{
+	err = t.recorder(s, owner, &watchedAll).walkAt(sub, p, strings.Count(p, "/")+1)
+	return err == nil && watchedAll
+}
+
+// openWorkspaceDir opens the workspace directory ws (not through a
+// symlink), stats it and gives it to owner when set.
+func openWorkspaceDir(ws string, owner *ids) (int, unix.Stat_t, error) {
+	var st unix.Stat_t
+	fd, err := unix.Open(ws, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, st, err
+	}
+	err = unix.Fstat(fd, &st)
+	if err == nil && owner != nil && (int(st.Uid) != owner.uid || int(st.Gid) != owner.gid) {
+		err = unix.Fchown(fd, owner.uid, owner.gid)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, st, err
+	}
+	return fd, st, nil
+}
+
+// recorder returns a scanner that records what it walks in s and watches
+// every directory before listing it; *watchedAll turns false when a watch
+// could not be added.
+func (t *usageTracker) recorder(s *spaceUsage, owner *ids, watchedAll *bool) *scanner {
+	return &scanner{
 		owner: owner,
 		seen:  map[[2]uint64]bool{},
 		opened: func(fd int, rel string) {
-			watchedAll = t.addWatch(s, fd, rel) && watchedAll
+			*watchedAll = t.addWatch(s, fd, rel) && *watchedAll
 		},
 		found: func(rel string, st *unix.Stat_t) { s.put(rel, st) },
 	}
-	err = sc.walkAt(sub, p, strings.Count(p, "/")+1)
-	return err == nil && watchedAll
 }
 
 func statKey(st *unix.Stat_t) inodeKey { return inodeKey{uint64(st.Dev), st.Ino} }
