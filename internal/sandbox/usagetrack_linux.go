@@ -303,9 +303,9 @@ func (t *usageTracker) handleLocked(ev inotify.Event) {
 	for _, l := range locs {
 		s := l.s
 		switch {
-		case !s.valid:
 		case (ev.Ignored || ev.SelfGone) && l.rel == ".":
 			gone = append(gone, l) // the workspace itself is gone
+		case !s.valid:
 		case ev.DirMoved:
 			s.valid = false
 		case ev.Ignored || ev.SelfGone:
