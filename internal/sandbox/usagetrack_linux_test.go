@@ -345,3 +345,26 @@ func TestUsageTrackerConcurrentMeasures(t *testing.T) {
 	}
 	requireMeasuredLikeAWalk(t, ws, "after the writer")
 }
+
+// TestUsageTrackerDropsARemovedWorkspace: a removed workspace's record and
+// watches go with it (the kernel reports the removal), so sessions that
+// come and go do not pile records up.
+func TestUsageTrackerDropsARemovedWorkspace(t *testing.T) {
+	parent := t.TempDir()
+	ws := filepath.Join(parent, "ws")
+	writeBytes(t, filepath.Join(ws, "d/f"), 100)
+	requireMeasuredLikeAWalk(t, ws, "first")
+	require.NotEqual(t, -1, trackedWalks(t, ws))
+	require.NoError(t, os.RemoveAll(ws))
+	other := t.TempDir()
+	_, err := measureWorkspace(other, nil) // reads the events
+	require.NoError(t, err)
+	require.Equal(t, -1, trackedWalks(t, ws), "the record is dropped")
+	usage.mu.Lock()
+	defer usage.mu.Unlock()
+	for _, locs := range usage.watches {
+		for _, l := range locs {
+			require.NotEqual(t, ws, l.s.key, "no watch of the removed workspace is left")
+		}
+	}
+}
