@@ -71,7 +71,7 @@ func (s *scanner) count(st *unix.Stat_t) {
 		}
 		s.seen[k] = true
 	}
-	s.total += max(st.Size, st.Blocks*512, minEntryBytes)
+	s.total += entryBytes(st)
 }
 
 // walk scans the directory fd (and closes it).

@@ -611,7 +611,8 @@ func (t *usageTracker) recorder(s *spaceUsage, owner *ids, watchedAll *bool) *sc
 
 func statKey(st *unix.Stat_t) inodeKey { return inodeKey{uint64(st.Dev), st.Ino} }
 
-// entryBytes is what an entry counts for (scanner.count).
+// entryBytes is what an entry counts for: the larger of its size, its
+// allocated blocks and minEntryBytes.
 func entryBytes(st *unix.Stat_t) int64 { return max(st.Size, st.Blocks*512, minEntryBytes) }
 
 // put records path p as st says, in place of what it was.
