@@ -275,7 +275,7 @@ func (e *bwrapExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecR
 		maxCapture:  maxOut,
 		outputLimit: lim.OutputBytes,
 		newMountNS:  e.b.root,
-		monitor:     diskMonitor(e.spec.Workspace, lim.DiskBytes, before),
+		monitor:     diskMonitor(measureWorkspace, e.spec.Workspace, lim.DiskBytes, before),
 	})
 	hit := false
 	if cg != nil {
@@ -291,7 +291,7 @@ func (e *bwrapExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecR
 		return nil, fmt.Errorf("sandbox exec: set up sandbox: %w", setupError(out))
 	}
 	res := toResult(out, lim, true, hit)
-	applyQuota(res, out, e.spec.Workspace, lim.DiskBytes, before)
+	applyQuota(measureWorkspace, res, out, e.spec.Workspace, lim.DiskBytes, before)
 	return res, nil
 }
 

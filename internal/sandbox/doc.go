@@ -160,6 +160,19 @@
 // that would take it over). The server's free-space floor is the backstop
 // for the disk as a whole.
 //
+// A measure does not walk the workspace each time (usagetrack_linux.go):
+// the first one walks and keeps a record with an inotify watch on every
+// directory, and the later ones stat again only the paths the kernel
+// reported changed, so a file tool's check and a command's measures cost
+// what changed, not the workspace's size. Whatever the events cannot vouch
+// for (a lost event, a moved directory, a replaced workspace, a file with a
+// name outside the workspace, watches running out) makes the measure walk.
+// A sandboxed command cannot give a file a name outside the workspace (the
+// seccomp filter denies hard links, and the workspace is the sandbox's only
+// writable mount on its file system); a local command can, and no event
+// reports it, so the local backend walks before, during and after each
+// command, and the file tools' checks between commands use the record.
+//
 // bwrap reports a command killed by signal n as exit code 128+n, so such a
 // code is read as that signal (ExitCode -1, Signal its name); a command that
 // itself exits with 129..192 is reported as killed by a signal.

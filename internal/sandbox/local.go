@@ -51,7 +51,7 @@ func (e *localExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecR
 	if err != nil {
 		return nil, fmt.Errorf("local exec: %w", err)
 	}
-	before := usageBefore(ws, nil)
+	before := usageBeforeBy(walkWorkspace, ws, nil)
 	argv := append([]string{"/bin/sh", "-c", wrapperScript},
 		// No process limit: RLIMIT_NPROC would count every process of
 		// the server's user, the server's own threads included.
@@ -63,7 +63,7 @@ func (e *localExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecR
 		timeout:     timeout,
 		maxCapture:  maxOut,
 		outputLimit: lim.OutputBytes,
-		monitor:     diskMonitor(ws, lim.DiskBytes, before),
+		monitor:     diskMonitor(walkWorkspace, ws, lim.DiskBytes, before),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("local exec: %w", err)
@@ -72,7 +72,7 @@ func (e *localExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecR
 		return nil, fmt.Errorf("local exec: %w", setupError(out))
 	}
 	res := toResult(out, lim, false, false)
-	applyQuota(res, out, ws, lim.DiskBytes, before)
+	applyQuota(walkWorkspace, res, out, ws, lim.DiskBytes, before)
 	return res, nil
 }
 

@@ -38,10 +38,22 @@ func (e *diskError) Error() string {
 // that removes the unmeasurable part and then the rest is not stopped
 // halfway for what was there before it ran. (While the workspace cannot
 // be measured, the command is stopped at once: overQuota.)
-func usageBefore(ws string, owner *ids) int64 {
-	used, _ := scanWorkspace(ws, owner)
+func usageBefore(ws string, owner *ids) int64 { return usageBeforeBy(measureWorkspace, ws, owner) }
+
+func usageBeforeBy(measure measurer, ws string, owner *ids) int64 {
+	used, _ := measure(ws, owner)
 	return used
 }
+
+// measurer measures a workspace's usage (and gives owner, when set, what it
+// does not own), as scanWorkspace does: measureWorkspace, from the usage
+// tracker's record when the kernel's events vouch for it, for sandboxes,
+// whose commands write only through the workspace's own mount; or
+// walkWorkspace, which always walks (keeping the record), for the local
+// backend, whose commands are not confined: one could give a workspace
+// file a second name outside it, which no event reports, and write through
+// it (usagetrack_linux.go).
+type measurer func(ws string, owner *ids) (int64, error)
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
@@ -51,7 +63,11 @@ func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 // its quota is not failed for it) or cannot be measured, and nil when it
 // is within its quota.
 func overQuota(ws string, limit, before int64) error {
-	used, err := scanWorkspace(ws, nil)
+	return overQuotaBy(measureWorkspace, ws, limit, before)
+}
+
+func overQuotaBy(measure measurer, ws string, limit, before int64) error {
+	used, err := measure(ws, nil)
 	if err != nil {
 		return &diskError{limit: limit, cause: err}
 	}
@@ -68,7 +84,7 @@ func overQuota(ws string, limit, before int64) error {
 // measuring never takes more than a fifth of a core). The quota therefore
 // holds to within what a command writes between two measurements, not to
 // the byte.
-func diskMonitor(ws string, limit, before int64) func(ctx context.Context) error {
+func diskMonitor(measure measurer, ws string, limit, before int64) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
 		wait := diskPoll
 		for {
@@ -81,7 +97,7 @@ func diskMonitor(ws string, limit, before int64) func(ctx context.Context) error
 			}
 			start := time.Now()
 			var de *diskError
-			if err := overQuota(ws, limit, before); errors.As(err, &de) {
+			if err := overQuotaBy(measure, ws, limit, before); errors.As(err, &de) {
 				return de
 			}
 			wait = max(diskPoll, 4*time.Since(start))
@@ -93,10 +109,10 @@ func diskMonitor(ws string, limit, before int64) func(ctx context.Context) error
 // workspace is over it now that the command ended: the call then fails
 // with a tool error that says so (Limit stays what stopped the command
 // when that was another limit, as the file size of a single large write).
-func applyQuota(res *tool.ExecResult, out *runOutcome, ws string, limit, before int64) {
+func applyQuota(measure measurer, res *tool.ExecResult, out *runOutcome, ws string, limit, before int64) {
 	var de *diskError
 	if !errors.As(out.stopErr, &de) {
-		if err := overQuota(ws, limit, before); !errors.As(err, &de) {
+		if err := overQuotaBy(measure, ws, limit, before); !errors.As(err, &de) {
 			return
 		}
 	}
@@ -109,9 +125,11 @@ func applyQuota(res *tool.ExecResult, out *runOutcome, ws string, limit, before 
 // checkWrite reports, as a *diskError, whether writing size more bytes
 // into the workspace ws would take it over limit (tool.DiskQuota). The file
 // is counted whole, even when it replaces one: the measure errs on the
-// side of the quota.
+// side of the quota. It measures from the usage tracker's record with
+// either backend: the local backend walks around each command (its
+// measurer), so what a command did is in the record when it ends.
 func checkWrite(ws string, limit, size int64) error {
-	used, err := scanWorkspace(ws, nil)
+	used, err := measureWorkspace(ws, nil)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"path"
 
 	"golang.org/x/sys/unix"
 )
@@ -52,6 +53,11 @@ type scanner struct {
 	owner *ids
 	seen  map[[2]uint64]bool
 	total int64
+	// opened, when set, is given each directory the walk opens, before it
+	// is listed, with its workspace-relative path; found, each entry it
+	// counts (usagetrack_linux.go keeps its record so).
+	opened func(fd int, rel string)
+	found  func(rel string, st *unix.Stat_t)
 }
 
 // maxDepth bounds the recursion (and the file descriptors held open).
@@ -65,14 +71,20 @@ func (s *scanner) count(st *unix.Stat_t) {
 		}
 		s.seen[k] = true
 	}
-	s.total += max(st.Size, st.Blocks*512, minEntryBytes)
+	s.total += entryBytes(st)
 }
 
 // walk scans the directory fd (and closes it).
-func (s *scanner) walk(fd int, depth int) error {
+func (s *scanner) walk(fd int, depth int) error { return s.walkAt(fd, ".", depth) }
+
+// walkAt scans the directory fd, at rel in the workspace (and closes it).
+func (s *scanner) walkAt(fd int, rel string, depth int) error {
 	defer unix.Close(fd)
 	if depth > maxDepth {
 		return errors.New("workspace: directories nested too deep")
+	}
+	if s.opened != nil {
+		s.opened(fd, rel)
 	}
 	names, err := readNames(fd)
 	if err != nil {
@@ -99,11 +111,18 @@ func (s *scanner) walk(fd int, depth int) error {
 				firstErr = cmp.Or(firstErr, fmt.Errorf("give a workspace file to the sandbox user: %w", err))
 			}
 		}
+		sub := ""
+		if s.found != nil || s.opened != nil {
+			sub = path.Join(rel, name)
+		}
+		if s.found != nil {
+			s.found(sub, &st)
+		}
 		s.count(&st)
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 			continue
 		}
-		sub, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		subfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
 				continue // replaced meanwhile
@@ -113,7 +132,7 @@ func (s *scanner) walk(fd int, depth int) error {
 		}
 		// After an error the rest is still counted: the total stays a
 		// lower bound of what the workspace holds (usageBefore).
-		firstErr = cmp.Or(firstErr, s.walk(sub, depth+1))
+		firstErr = cmp.Or(firstErr, s.walkAt(subfd, sub, depth+1))
 	}
 	return firstErr
 }

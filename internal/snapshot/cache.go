@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"sync"
 	"time"
+
+	"github.com/longhaul-dev/longhaul/internal/inotify"
 )
 
 // Cache defaults.
@@ -83,7 +85,7 @@ type Cache struct {
 	// works); ino is opened by the first watched walk. watches names
 	// the directory of each watch descriptor (watch.go).
 	watchOn    bool
-	ino        *inotify
+	ino        *inotify.Instance
 	watches    map[int32][]watchLoc
 	nWatches   int
 	maxWatches int // maxWatches, lower in tests

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"slices"
+
+	"github.com/longhaul-dev/longhaul/internal/inotify"
 )
 
 // Watched workspaces.
@@ -44,17 +46,6 @@ const maxWatches = 100_000
 // errTooManyWatches: the Cache's maxWatches are in use.
 var errTooManyWatches = errors.New("too many watches")
 
-// watchEvent is one event of the kernel, told apart as the Cache needs.
-type watchEvent struct {
-	wd   int32
-	name string // the entry of the watched directory it is about, if any
-	// overflow: events were lost; ignored: the watch is gone (its
-	// directory removed, or the watch removed); selfGone: the watched
-	// directory itself was removed, moved or unmounted; dirMoved: a
-	// directory entry was moved in or out.
-	overflow, ignored, selfGone, dirMoved bool
-}
-
 // watchLoc is where a watched directory is: a workspace and the path in
 // it. One directory may have several (a bind mount inside a workspace).
 type watchLoc struct {
@@ -69,7 +60,7 @@ func (c *Cache) ensureInotifyLocked() bool {
 		return false
 	}
 	if c.ino == nil {
-		ino, err := openInotify()
+		ino, err := inotify.Open()
 		if err != nil {
 			// Not supported, or the user's instances ran out: walk.
 			c.watchOn = false
@@ -85,15 +76,15 @@ func (c *Cache) drainLocked() {
 	if c.ino == nil {
 		return
 	}
-	if err := c.ino.read(c.handleLocked); err != nil {
+	if err := c.ino.Read(c.handleLocked); err != nil {
 		c.stopWatchingLocked()
 	}
 }
 
 // handleLocked applies one event: the path it names is written, or the
 // watched workspace it concerns must be walked. c.mu is held.
-func (c *Cache) handleLocked(ev watchEvent) {
-	if ev.overflow {
+func (c *Cache) handleLocked(ev inotify.Event) {
+	if ev.Overflow {
 		for _, s := range c.roots {
 			if s.watching {
 				c.forgetLocked(s)
@@ -101,9 +92,9 @@ func (c *Cache) handleLocked(ev watchEvent) {
 		}
 		return
 	}
-	locs, known := c.watches[ev.wd]
-	if ev.ignored && known {
-		delete(c.watches, ev.wd)
+	locs, known := c.watches[ev.Wd]
+	if ev.Ignored && known {
+		delete(c.watches, ev.Wd)
 		c.nWatches--
 	}
 	for _, loc := range locs {
@@ -111,7 +102,7 @@ func (c *Cache) handleLocked(ev watchEvent) {
 		if s == nil || !s.watching {
 			continue
 		}
-		if ev.ignored || ev.selfGone {
+		if ev.Ignored || ev.SelfGone {
 			// A subdirectory's removal or move is also reported by its
 			// parent, by name; the workspace directory's only here.
 			if loc.rel == "." {
@@ -119,18 +110,18 @@ func (c *Cache) handleLocked(ev watchEvent) {
 			}
 			continue
 		}
-		if ev.dirMoved {
+		if ev.DirMoved {
 			c.forgetLocked(s)
 			continue
 		}
-		if ev.name == "" {
+		if ev.Name == "" {
 			continue
 		}
 		if len(s.dirty) >= maxDirtyPaths {
 			c.forgetLocked(s)
 			continue
 		}
-		p := joinRel(loc.rel, ev.name)
+		p := joinRel(loc.rel, ev.Name)
 		s.dirty[p] = s.dirty[p] // told by NoteWrites stays told
 	}
 }
@@ -150,12 +141,12 @@ func (c *Cache) addWatch(root string, gen uint64, dir *os.File, rel string) bool
 	if c.nWatches >= c.maxWatches {
 		err = errTooManyWatches
 	} else {
-		wd, err = c.ino.add(dir)
+		wd, err = c.ino.Add(dir)
 	}
 	if err != nil {
 		// This workspace is walked after commands from now on. The
 		// events so far are applied first: the record may be kept.
-		if isWatchLimit(err) || errors.Is(err, errTooManyWatches) {
+		if inotify.IsWatchLimit(err) || errors.Is(err, errTooManyWatches) {
 			s.watchFailed = true
 		}
 		c.drainLocked()
@@ -193,7 +184,7 @@ func (c *Cache) unwatchLocked(s *rootState) {
 		delete(c.watches, wd)
 		c.nWatches--
 		if c.ino != nil {
-			c.ino.remove(wd)
+			c.ino.Remove(wd)
 		}
 	}
 }
@@ -207,7 +198,7 @@ func (c *Cache) stopWatchingLocked() {
 		}
 	}
 	if c.ino != nil {
-		c.ino.close()
+		c.ino.Close()
 		c.ino = nil
 	}
 	clear(c.watches)

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/longhaul-dev/longhaul/internal/inotify"
 	"github.com/stretchr/testify/require"
 )
 
@@ -25,12 +26,12 @@ import (
 // user's max_user_instances are all in use).
 func newWatchingCache(t testing.TB, b Blobs) *Cache {
 	t.Helper()
-	ino, err := openInotify()
+	ino, err := inotify.Open()
 	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
 		t.Skip("no inotify instance left on this machine")
 	}
 	require.NoError(t, err)
-	ino.close()
+	ino.Close()
 	c, err := NewCache(b, &CacheConfig{Now: func() time.Time { return farFuture }, Watch: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
