@@ -75,6 +75,7 @@ var importRules = map[string]importRule{
 	"internal/policy":      {importers: []string{"internal/engine"}},
 	"internal/trace":       {importers: []string{"internal/engine"}},
 	"internal/snapshot":    {importers: []string{"internal/engine", "internal/export"}},
+	"internal/inotify":     {importers: []string{"internal/sandbox", "internal/snapshot"}},
 	"internal/workspace":   {importers: []string{"internal/engine", "internal/tool"}},
 	"internal/tool": {importers: []string{".", "internal/bench", "internal/engine", "internal/mcp",
 		"internal/node", "internal/sandbox", "internal/vault"}},

@@ -3,4 +3,5 @@
 // command changed) and the sandbox's workspace usage tracker (which
 // re-measures only those paths for the disk quota). Elsewhere than on Linux
 // Open fails with errors.ErrUnsupported and callers walk instead.
+// Who may import it: internal/sandbox, internal/snapshot and tests.
 package inotify
