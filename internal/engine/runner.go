@@ -394,8 +394,10 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 			// other writer, the answer is made durable with the end of
 			// the turn, in one commit; a message that lands in between
 			// makes that append conflict, and merge keeps the answer
-			// and leaves the turn open.
-			if r.tickRow == nil || r.tickRow.LastSeq > r.durableSeq {
+			// and leaves the turn open. A verification reads the
+			// delivered files from the store: they are made durable
+			// first.
+			if r.tickRow == nil || r.tickRow.LastSeq > r.durableSeq || r.needsVerification(step) {
 				if err := r.readSteers(ctx, true); err != nil {
 					return false, err
 				}
