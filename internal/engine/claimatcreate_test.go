@@ -38,22 +38,10 @@ func (c *claimCounter) count(id string) int {
 	return c.claims[id]
 }
 
-// TestCreatedSessionRunsWithoutAClaim: a node with a worker free runs the
-// session it creates under the lease it was created with (epoch 1), with
-// no claim; one created while no worker is free is claimed as before, once
-// a worker is.
-func TestCreatedSessionRunsWithoutAClaim(t *testing.T) {
-	p := newGatedScripted()
-	t.Cleanup(p.open)
-	dir := t.TempDir()
-	h := &harness{t: t, dir: dir, clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}}
-	h.store = openStore(t, dir)
-	t.Cleanup(func() { h.store.Close() })
-	counted := &claimCounter{Store: h.store, claims: map[string]int{}}
-	eng, err := engine.New(counted, &engine.Config{
-		WorkspaceRoot: filepath.Join(dir, "workspaces"), NodeID: "node-a", Clock: h.clock,
-		Providers: map[string]model.Provider{"scripted": p}, PollInterval: 10 * time.Millisecond, MaxWorkers: 1,
-	})
+// startEngine starts an engine over st and stops it when the test ends.
+func startEngine(t testing.TB, st store.Store, cfg *engine.Config) *engine.Engine {
+	t.Helper()
+	eng, err := engine.New(st, cfg)
 	require.NoError(t, err)
 	require.NoError(t, eng.Start(context.Background()))
 	t.Cleanup(func() {
@@ -61,7 +49,37 @@ func TestCreatedSessionRunsWithoutAClaim(t *testing.T) {
 		defer cancel()
 		_ = eng.Stop(ctx)
 	})
-	h.eng = eng
+	return eng
+}
+
+// newHarnessThrough starts a harness whose engine (node-a, with provider
+// p as "scripted" and at most maxWorkers workers; 0: the default) works
+// through the store wrap returns over the harness's own (h.store).
+func newHarnessThrough(t *testing.T, p model.Provider, maxWorkers int, wrap func(h *harness) store.Store) *harness {
+	t.Helper()
+	dir := t.TempDir()
+	h := &harness{t: t, dir: dir, clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}}
+	h.store = openStore(t, dir)
+	t.Cleanup(func() { h.store.Close() })
+	h.eng = startEngine(t, wrap(h), &engine.Config{
+		WorkspaceRoot: filepath.Join(dir, "workspaces"), NodeID: "node-a", Clock: h.clock,
+		Providers: map[string]model.Provider{"scripted": p}, PollInterval: 10 * time.Millisecond, MaxWorkers: maxWorkers,
+	})
+	return h
+}
+
+// TestCreatedSessionRunsWithoutAClaim: a node with a worker free runs the
+// session it creates under the lease it was created with (epoch 1), with
+// no claim; one created while no worker is free is claimed as before, once
+// a worker is.
+func TestCreatedSessionRunsWithoutAClaim(t *testing.T) {
+	p := newGatedScripted()
+	t.Cleanup(p.open)
+	var counted *claimCounter
+	h := newHarnessThrough(t, p, 1, func(h *harness) store.Store {
+		counted = &claimCounter{Store: h.store, claims: map[string]int{}}
+		return counted
+	})
 
 	// The first holds the only worker in a model call until the gate opens.
 	a := create(t, h, spec(t, `[{"delay_ms":60000,"text":"first"}]`), nil)

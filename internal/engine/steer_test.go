@@ -204,31 +204,19 @@ func (s *steerBeforeEnd) EventAppend(ctx context.Context, p *store.EventAppendPa
 // the model is called twice in all, not asked the same step again.
 func TestSteerJustBeforeTheTurnEnds(t *testing.T) {
 	p := newGatedScripted()
-	dir := t.TempDir()
-	h := &harness{t: t, dir: dir, clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}}
-	h.store = openStore(t, dir)
-	t.Cleanup(func() { h.store.Close() })
-	providers := map[string]model.Provider{"scripted": p}
-	api, err := engine.New(h.store, &engine.Config{
-		WorkspaceRoot: filepath.Join(dir, "workspaces"), NodeID: "api", Clock: h.clock, Providers: providers,
-	})
-	require.NoError(t, err)
-	wrapped := &steerBeforeEnd{Store: h.store, steer: func(id string) {
-		_, err := api.SteerSession(context.Background(), id, &lt.SteerRequest{Input: "Write it in English."})
+	h := newHarnessThrough(t, p, 0, func(h *harness) store.Store {
+		// The steer comes through an API node (not started) over the
+		// store itself.
+		api, err := engine.New(h.store, &engine.Config{
+			WorkspaceRoot: filepath.Join(h.dir, "workspaces"), NodeID: "api", Clock: h.clock,
+			Providers: map[string]model.Provider{"scripted": p},
+		})
 		require.NoError(t, err)
-	}}
-	eng, err := engine.New(wrapped, &engine.Config{
-		WorkspaceRoot: filepath.Join(dir, "workspaces"), NodeID: "node-a", Clock: h.clock, Providers: providers,
-		PollInterval: 10 * time.Millisecond,
+		return &steerBeforeEnd{Store: h.store, steer: func(id string) {
+			_, err := api.SteerSession(context.Background(), id, &lt.SteerRequest{Input: "Write it in English."})
+			require.NoError(t, err)
+		}}
 	})
-	require.NoError(t, err)
-	require.NoError(t, eng.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = eng.Stop(ctx)
-	})
-	h.eng = eng
 
 	s := create(t, h, spec(t, `[{"text":"the report, in French"},{"text":"the report, in English"}]`), nil)
 	s = h.waitStatus(s.ID, lt.SessionIdle)
