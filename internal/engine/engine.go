@@ -186,6 +186,9 @@ type Engine struct {
 	done     chan struct{}
 	slots    chan struct{}
 	wake     chan struct{}
+	// handoff carries the leases of sessions created here with one
+	// (createSession) to the scheduler, each holding a slot.
+	handoff chan store.Lease
 }
 
 // New returns an engine over st. It does not start workers: call Start.
@@ -202,6 +205,7 @@ func New(st store.Store, cfg *Config) (*Engine, error) {
 		store: st, cfg: c, log: c.Logger, clock: c.Clock, spaces: spaces,
 		tools:   tool.NewRegistry(c.Tools...),
 		slots:   make(chan struct{}, c.MaxWorkers),
+		handoff: make(chan store.Lease, c.MaxWorkers),
 		wake:    make(chan struct{}, 1),
 		sockets: &proxySockets{dir: c.RuntimeDir},
 	}

@@ -16,10 +16,23 @@ var errLeaseLost = errors.New("lease lost")
 func (e *Engine) schedule(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// run runs a session whose worker slot is taken, and frees the slot.
+	run := func(l store.Lease) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-e.slots; e.kick() }()
+			e.runSession(ctx, l)
+		}()
+	}
+	// Sessions created here with a lease (createSession) that have not
+	// started when the engine stops are given back.
+	defer e.releaseHandedOff()
 	for {
 		if e.isDraining() || ctx.Err() != nil {
 			return
 		}
+		e.runHandedOff(run)
 		free := cap(e.slots) - len(e.slots)
 		// Below the free-space floor nothing new is claimed: a session
 		// started now would soon fail its writes. The check runs at every
@@ -33,13 +46,14 @@ func (e *Engine) schedule(ctx context.Context) {
 				e.log.Error("claim sessions", "err", err)
 			}
 			for _, l := range leases {
-				e.slots <- struct{}{}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					defer func() { <-e.slots; e.kick() }()
-					e.runSession(ctx, l)
-				}()
+				select {
+				case e.slots <- struct{}{}:
+					run(l)
+				default:
+					// A session created meanwhile took the slot
+					// (createSession): this one waits for the next.
+					e.giveBack(ctx, l)
+				}
 			}
 			if len(leases) == free && free > 0 {
 				continue // there may be more work waiting for a slot
@@ -49,9 +63,89 @@ func (e *Engine) schedule(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-e.wake:
+		case l := <-e.handoff:
+			run(l)
 		case <-e.hub.runnable:
 		case <-e.clock.After(e.cfg.PollInterval):
 		}
+	}
+}
+
+// reserveWorker takes a worker slot for a session about to be created
+// with a lease, if the engine runs, is not draining, has a slot free and
+// space to work in.
+func (e *Engine) reserveWorker() bool {
+	if e.checkSpace() != nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cancel == nil || e.draining {
+		return false
+	}
+	select {
+	case e.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// releaseWorker frees a slot reserveWorker took.
+func (e *Engine) releaseWorker() {
+	<-e.slots
+	e.kick()
+}
+
+// handOff passes the lease of a session created with it to the scheduler,
+// which runs it in the slot reserveWorker took. If the engine began to
+// drain meanwhile, the lease is given back instead.
+func (e *Engine) handOff(ctx context.Context, l store.Lease) {
+	e.mu.Lock()
+	if !e.draining {
+		// Never blocks: each lease in the channel holds one of the
+		// slots, and the channel has room for as many.
+		e.handoff <- l
+		e.mu.Unlock()
+		e.kick()
+		return
+	}
+	e.mu.Unlock()
+	e.giveBack(ctx, l)
+	e.releaseWorker()
+}
+
+// runHandedOff runs the sessions handed off so far.
+func (e *Engine) runHandedOff(run func(store.Lease)) {
+	for {
+		select {
+		case l := <-e.handoff:
+			run(l)
+		default:
+			return
+		}
+	}
+}
+
+// releaseHandedOff gives back the leases handed off but not run. The
+// engine is draining, so handOff adds no more.
+func (e *Engine) releaseHandedOff() {
+	for {
+		select {
+		case l := <-e.handoff:
+			e.giveBack(context.Background(), l)
+			e.releaseWorker()
+		default:
+			return
+		}
+	}
+}
+
+// giveBack releases a lease that no worker here will use, so the session
+// can be claimed at once (else it would wait for the lease to expire).
+func (e *Engine) giveBack(ctx context.Context, l store.Lease) {
+	if err := e.store.LeaseRelease(context.WithoutCancel(ctx), l); err != nil && !errors.Is(err, store.ErrLeaseLost) {
+		e.log.Warn("release lease", "session", l.SessionID, "err", err)
 	}
 }
 

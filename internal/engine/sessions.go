@@ -114,15 +114,28 @@ func (e *Engine) createSession(ctx context.Context, ns *newSession) (*journal.St
 	if err != nil {
 		return nil, err
 	}
-	_, err = e.store.SessionCreate(ctx, &store.SessionCreateParams{
+	params := &store.SessionCreateParams{
 		Session: store.SessionRow{
 			ID: st.Session.ID, Project: st.Project(), AgentName: ns.Ref.Name, AgentVersion: ns.Ref.Version, ParentID: ns.Created.ParentID,
 			Status: string(st.Session.Status), Spec: specJSON, State: p.State, Runnable: p.Runnable, CreatedAt: now, UpdatedAt: now,
 		},
 		Events: p.Events, Docs: p.Docs, Blobs: p.Blobs,
-	})
-	if err != nil {
+	}
+	// With a worker free here, the session is created leased to this
+	// node and runs at once, without a claim (a write, and on SQLite an
+	// fsync, of its own).
+	claimed := p.Runnable && e.reserveWorker()
+	if claimed {
+		params.Claim = &store.SessionClaim{Owner: e.cfg.NodeID, ExpiresAt: now.Add(e.cfg.LeaseTTL)}
+	}
+	if _, err := e.store.SessionCreate(ctx, params); err != nil {
+		if claimed {
+			e.releaseWorker()
+		}
 		return nil, err
+	}
+	if claimed {
+		e.handOff(ctx, params.Claim.Lease(st.Session.ID))
 	}
 	return st, nil
 }

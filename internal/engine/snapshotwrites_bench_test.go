@@ -93,17 +93,10 @@ func startBenchEngine(b *testing.B) (*engine.Engine, string) {
 	b.Cleanup(func() { st.Close() })
 	require.NoError(b, st.Migrate(context.Background()))
 	workspaces := filepath.Join(dir, "workspaces")
-	eng, err := engine.New(st, &engine.Config{
+	eng := startEngine(b, st, &engine.Config{
 		WorkspaceRoot: workspaces, NodeID: "node-a",
 		Providers:    map[string]model.Provider{"scripted": scripted.New(nil)},
 		PollInterval: 10 * time.Millisecond,
-	})
-	require.NoError(b, err)
-	require.NoError(b, eng.Start(context.Background()))
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = eng.Stop(ctx)
 	})
 	return eng, workspaces
 }

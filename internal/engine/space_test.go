@@ -24,21 +24,13 @@ import (
 // startSpaceEngine starts an engine on st whose free-space check is check.
 func startSpaceEngine(t *testing.T, st store.Store, dir string, check func() error) *engine.Engine {
 	t.Helper()
-	eng, err := engine.New(st, &engine.Config{
+	return startEngine(t, st, &engine.Config{
 		WorkspaceRoot: filepath.Join(dir, "workspaces"), NodeID: "node-a",
 		Clock:        &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)},
 		Providers:    map[string]model.Provider{"scripted": scripted.New(nil)},
 		PollInterval: 10 * time.Millisecond,
 		FreeSpace:    check,
 	})
-	require.NoError(t, err)
-	require.NoError(t, eng.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = eng.Stop(ctx)
-	})
-	return eng
 }
 
 // TestLowSpaceRefusesWorkAndRecovers: below the floor the engine says it is

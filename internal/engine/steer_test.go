@@ -13,8 +13,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
+	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -174,6 +176,64 @@ func TestSteerDuringTheFinalAnswer(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, turns, 1)
 	require.Equal(t, "the report, in English", turns[0].Output)
+	checkJournal(t, h.store, s.ID)
+}
+
+// steerBeforeEnd is the runner's store: just before the append that ends
+// a turn (after the runner's last look at the session), it steers the
+// session once, through another engine (an API node), so that append
+// meets a write it has not read.
+type steerBeforeEnd struct {
+	store.Store
+	once  sync.Once
+	steer func(sessionID string)
+}
+
+func (s *steerBeforeEnd) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
+	for _, ev := range p.Events {
+		if ev.Type == lt.EventTurnCompleted {
+			s.once.Do(func() { s.steer(p.SessionID) })
+		}
+	}
+	return s.Store.EventAppend(ctx, p)
+}
+
+// TestSteerJustBeforeTheTurnEnds: a message that lands after the runner
+// last looked at the session, as it ends the turn, still reaches the
+// model before the turn may end, and the final answer it had is not lost:
+// the model is called twice in all, not asked the same step again.
+func TestSteerJustBeforeTheTurnEnds(t *testing.T) {
+	p := newGatedScripted()
+	h := newHarnessThrough(t, p, 0, func(h *harness) store.Store {
+		// The steer comes through an API node (not started) over the
+		// store itself.
+		api, err := engine.New(h.store, &engine.Config{
+			WorkspaceRoot: filepath.Join(h.dir, "workspaces"), NodeID: "api", Clock: h.clock,
+			Providers: map[string]model.Provider{"scripted": p},
+		})
+		require.NoError(t, err)
+		return &steerBeforeEnd{Store: h.store, steer: func(id string) {
+			_, err := api.SteerSession(context.Background(), id, &lt.SteerRequest{Input: "Write it in English."})
+			require.NoError(t, err)
+		}}
+	})
+
+	s := create(t, h, spec(t, `[{"text":"the report, in French"},{"text":"the report, in English"}]`), nil)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+
+	reqs := p.sent()
+	require.Len(t, reqs, 2, "the first answer was kept, not asked for again")
+	last := reqs[1].Messages
+	require.Equal(t, "the report, in French", last[len(last)-2].Text)
+	require.Equal(t, user("Write it in English."), last[len(last)-1])
+	responded := events(t, h, s.ID, lt.EventModelResponded)
+	require.Len(t, responded, 2)
+	require.Equal(t, 1, data[lt.ModelRespondedData](t, responded[1]).Position)
+	turns, err := h.eng.ListTurns(context.Background(), s.ID)
+	require.NoError(t, err)
+	require.Len(t, turns, 1)
+	require.Equal(t, "the report, in English", turns[0].Output)
+	require.Len(t, events(t, h, s.ID, lt.EventTurnCompleted), 1)
 	checkJournal(t, h.store, s.ID)
 }
 

@@ -425,6 +425,23 @@ type SessionCreateParams struct {
 	// BlobInProject). An import stores a file's blobs first, then its
 	// sessions.
 	BlobRefs []string
+	// Claim, when set, creates the session already leased, as a claim
+	// would leave it: held by Claim.Owner until Claim.ExpiresAt, at epoch
+	// 1. A node that has a free worker for the session it creates runs it
+	// without a claim (a write of its own). Subscribers hear no
+	// KindRunnable then: no other worker may take it while the lease lives.
+	Claim *SessionClaim
+}
+
+// SessionClaim is the lease a session is created with (SessionCreateParams).
+type SessionClaim struct {
+	Owner     string
+	ExpiresAt time.Time
+}
+
+// Lease returns the lease a session created with c holds.
+func (c *SessionClaim) Lease(sessionID string) Lease {
+	return Lease{SessionID: sessionID, Owner: c.Owner, Epoch: 1, ExpiresAt: c.ExpiresAt}
 }
 
 // SessionListParams filters and pages a list, newest first. Cursor is the

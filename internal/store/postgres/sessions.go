@@ -31,12 +31,20 @@ func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams)
 
 	// One batch, run by the committer (committer.go) like an append.
 	err = s.committer.submit(ctx, func(t *txn) {
+		var (
+			owner   *string
+			epoch   int64
+			expires *time.Time
+		)
+		if cl := p.Claim; cl != nil {
+			owner, epoch, expires = &cl.Owner, 1, &cl.ExpiresAt
+		}
 		t.queue(`INSERT INTO sessions (id, project, agent_name, agent_version, parent_id, status, spec, state,
-    last_seq, runnable, wake_at, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+    last_seq, runnable, wake_at, lease_owner, lease_epoch, lease_expires_at, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
 			sess.ID, sess.Project, sess.AgentName, sess.AgentVersion, nullText(sess.ParentID), sess.Status,
 			jsonArg(sess.Spec), jsonArg(sess.State), lastSeq, sess.Runnable,
-			sess.WakeAt, sess.CreatedAt, sess.UpdatedAt)
+			sess.WakeAt, owner, epoch, expires, sess.CreatedAt, sess.UpdatedAt)
 		queueEvents(t, events)
 		queueDocs(t, docs)
 		queueBlobs(t, sess.ID, p.Blobs)
@@ -46,7 +54,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 		if lastSeq > 0 {
 			t.notify(store.Notification{Kind: store.KindEvents, SessionID: sess.ID, Seq: lastSeq})
 		}
-		if sess.Runnable || sess.WakeAt != nil {
+		if (sess.Runnable || sess.WakeAt != nil) && p.Claim == nil {
 			t.notify(store.Notification{Kind: store.KindRunnable, SessionID: sess.ID})
 		}
 	})

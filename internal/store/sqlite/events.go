@@ -39,14 +39,13 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 	err = s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
 		// The happy path is one conditional UPDATE; only when it changes
 		// nothing do we read the row to say why.
-		n, err := w.changed(`UPDATE sessions SET status = ?, state = ?, last_seq = ?, updated_at = ?,
-    runnable = ?, wake_at = ?,
-    lease_owner = CASE WHEN ? THEN NULL ELSE lease_owner END,
-    lease_expires_at = CASE WHEN ? THEN NULL ELSE lease_expires_at END
-WHERE id = ? AND last_seq = ? AND (NOT ? OR (lease_owner = ? AND lease_epoch = ?))`,
+		update := appendKeepLeaseSQL
+		if p.ReleaseLease {
+			update = appendReleaseLeaseSQL
+		}
+		n, err := w.changed(update,
 			p.Status, jsonText(p.State), lastSeq, toMicros(p.UpdatedAt),
 			boolInt(p.Runnable), nullMicros(p.WakeAt),
-			boolInt(p.ReleaseLease), boolInt(p.ReleaseLease),
 			p.SessionID, p.ExpectedSeq, boolInt(fenced), owner, epoch)
 		if err != nil {
 			return nil, mapErr(err)
@@ -77,6 +76,20 @@ WHERE id = ? AND last_seq = ? AND (NOT ? OR (lease_owner = ? AND lease_epoch = ?
 	}
 	return events, nil
 }
+
+// The conditional UPDATE of an append, in two forms: most appends keep
+// their lease, and an UPDATE that does not name the lease columns leaves
+// the lease owner's index alone (SQLite rewrites the entries of every index
+// on a column the statement sets, whether or not its value changes).
+const (
+	appendUpdateSQL = `UPDATE sessions SET status = ?, state = ?, last_seq = ?, updated_at = ?,
+    runnable = ?, wake_at = ?`
+	appendWhereSQL = `
+WHERE id = ? AND last_seq = ? AND (NOT ? OR (lease_owner = ? AND lease_epoch = ?))`
+	appendKeepLeaseSQL    = appendUpdateSQL + appendWhereSQL
+	appendReleaseLeaseSQL = appendUpdateSQL + `,
+    lease_owner = NULL, lease_expires_at = NULL` + appendWhereSQL
+)
 
 // appendRefused explains why the conditional UPDATE of an append matched no
 // row: no session, a lost lease (checked first) or a moved seq.

@@ -26,12 +26,19 @@ func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams)
 	events, docs, lastSeq := write.Events, write.Docs, write.LastSeq
 
 	err = s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+		var (
+			owner, expires any
+			epoch          int64
+		)
+		if cl := p.Claim; cl != nil {
+			owner, epoch, expires = cl.Owner, 1, toMicros(cl.ExpiresAt)
+		}
 		_, err := w.exec(`INSERT INTO sessions (id, project, agent_name, agent_version, parent_id, status, spec, state,
-    last_seq, runnable, wake_at, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    last_seq, runnable, wake_at, lease_owner, lease_epoch, lease_expires_at, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			sess.ID, sess.Project, sess.AgentName, sess.AgentVersion, nullString(sess.ParentID), sess.Status,
 			jsonText(sess.Spec), jsonText(sess.State), lastSeq, boolInt(sess.Runnable),
-			nullMicros(sess.WakeAt), toMicros(sess.CreatedAt), toMicros(sess.UpdatedAt))
+			nullMicros(sess.WakeAt), owner, epoch, expires, toMicros(sess.CreatedAt), toMicros(sess.UpdatedAt))
 		if err != nil {
 			return nil, mapErr(err)
 		}
@@ -53,7 +60,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		if lastSeq > 0 {
 			notes = append(notes, store.Notification{Kind: store.KindEvents, SessionID: sess.ID, Seq: lastSeq})
 		}
-		if sess.Runnable || sess.WakeAt != nil {
+		if (sess.Runnable || sess.WakeAt != nil) && p.Claim == nil {
 			notes = append(notes, store.Notification{Kind: store.KindRunnable, SessionID: sess.ID})
 		}
 		return notes, nil

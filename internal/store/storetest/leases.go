@@ -73,6 +73,42 @@ func testFencing(t *testing.T, h *harness) {
 	require.NoError(t, h.s.LeaseRenew(h.ctx, b, at(2*time.Minute)))
 }
 
+// testCreateClaimed: a session created with a claim is leased as its
+// first claim would have left it; nobody else claims it while the lease
+// lives, its holder writes under it, and it is taken over when it expires.
+// Subscribers hear its events but not that it is runnable.
+func testCreateClaimed(t *testing.T, h *harness) {
+	ch, cancel := h.s.Subscribe(h.ctx)
+	defer cancel()
+	claim := &store.SessionClaim{Owner: "worker-a", ExpiresAt: at(ttl)}
+	h.createSession("ses_claimed", runnable, func(p *store.SessionCreateParams) { p.Claim = claim })
+	expect(t, ch, store.Notification{Kind: store.KindEvents, SessionID: "ses_claimed", Seq: 1})
+	a := claim.Lease("ses_claimed")
+	require.Equal(t, store.Lease{SessionID: "ses_claimed", Owner: "worker-a", Epoch: 1, ExpiresAt: at(ttl)}, a)
+	require.Equal(t, a, h.session("ses_claimed").Lease)
+
+	require.Empty(t, h.claim("worker-b", at(time.Second), ttl, 10), "a live lease is not claimed")
+	h.append("ses_claimed", 1, 1, func(p *store.EventAppendParams) { p.Fence = &a; p.Runnable = true })
+	expect(t, ch, store.Notification{Kind: store.KindEvents, SessionID: "ses_claimed", Seq: 2})
+	require.NoError(t, h.s.LeaseRenew(h.ctx, a, at(time.Minute)))
+
+	leases := h.claim("worker-b", at(time.Minute), ttl, 10)
+	require.Len(t, leases, 1)
+	require.Equal(t, int64(2), leases[0].Epoch)
+	require.Equal(t, "worker-a", leases[0].PreviousOwner)
+	p := appendParams("ses_claimed", 2, 1)
+	p.Fence = &a
+	_, err := h.s.EventAppend(h.ctx, p)
+	require.ErrorIs(t, err, store.ErrLeaseLost)
+
+	// A claim needs an owner.
+	bad := &store.SessionCreateParams{Session: store.SessionRow{
+		ID: "ses_bad_claim", AgentName: "agent", AgentVersion: 1, Status: "queued", CreatedAt: t0, UpdatedAt: t0,
+	}, Claim: &store.SessionClaim{ExpiresAt: at(ttl)}}
+	_, err = h.s.SessionCreate(h.ctx, bad)
+	require.ErrorContains(t, err, "claim.owner")
+}
+
 func testClaimRules(t *testing.T, h *harness) {
 	// updated_at orders runnable sessions; wake_at orders woken ones.
 	h.createSession("ses_runnable_new", runnable, createdAt(at(2*time.Second)))

@@ -38,6 +38,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"AppendWritesProjection", testAppendProjection},
 		{"EventListAfterLimit", testEventList},
 		{"Fencing", testFencing},
+		{"CreateClaimed", testCreateClaimed},
 		{"ClaimRules", testClaimRules},
 		{"ClaimLimitAndEpoch", testClaimLimitAndEpoch},
 		{"ReleaseLeaseViaAppend", testReleaseViaAppend},

@@ -100,6 +100,14 @@ func (c Checks) SessionCreate(sess *store.SessionRow, p *store.SessionCreatePara
 	if err := c.Time("session.updated_at", sess.UpdatedAt); err != nil {
 		return err
 	}
+	if cl := p.Claim; cl != nil {
+		if err := c.ID("claim.owner", cl.Owner); err != nil {
+			return err
+		}
+		if err := c.Time("claim.expires_at", cl.ExpiresAt); err != nil {
+			return err
+		}
+	}
 	if err := c.NewEvents(p.Events); err != nil {
 		return err
 	}

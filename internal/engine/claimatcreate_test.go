@@ -1,0 +1,103 @@
+package engine_test
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/engine"
+	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/store"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// claimCounter counts, per session, the claims that returned its lease.
+type claimCounter struct {
+	store.Store
+	mu     sync.Mutex
+	claims map[string]int
+}
+
+func (c *claimCounter) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]store.Lease, error) {
+	leases, err := c.Store.LeaseClaim(ctx, p)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, l := range leases {
+		c.claims[l.SessionID]++
+	}
+	return leases, err
+}
+
+func (c *claimCounter) count(id string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.claims[id]
+}
+
+// startEngine starts an engine over st and stops it when the test ends.
+func startEngine(t testing.TB, st store.Store, cfg *engine.Config) *engine.Engine {
+	t.Helper()
+	eng, err := engine.New(st, cfg)
+	require.NoError(t, err)
+	require.NoError(t, eng.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = eng.Stop(ctx)
+	})
+	return eng
+}
+
+// newHarnessThrough starts a harness whose engine (node-a, with provider
+// p as "scripted" and at most maxWorkers workers; 0: the default) works
+// through the store wrap returns over the harness's own (h.store).
+func newHarnessThrough(t *testing.T, p model.Provider, maxWorkers int, wrap func(h *harness) store.Store) *harness {
+	t.Helper()
+	dir := t.TempDir()
+	h := &harness{t: t, dir: dir, clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}}
+	h.store = openStore(t, dir)
+	t.Cleanup(func() { h.store.Close() })
+	h.eng = startEngine(t, wrap(h), &engine.Config{
+		WorkspaceRoot: filepath.Join(dir, "workspaces"), NodeID: "node-a", Clock: h.clock,
+		Providers: map[string]model.Provider{"scripted": p}, PollInterval: 10 * time.Millisecond, MaxWorkers: maxWorkers,
+	})
+	return h
+}
+
+// TestCreatedSessionRunsWithoutAClaim: a node with a worker free runs the
+// session it creates under the lease it was created with (epoch 1), with
+// no claim; one created while no worker is free is claimed as before, once
+// a worker is.
+func TestCreatedSessionRunsWithoutAClaim(t *testing.T) {
+	p := newGatedScripted()
+	t.Cleanup(p.open)
+	var counted *claimCounter
+	h := newHarnessThrough(t, p, 1, func(h *harness) store.Store {
+		counted = &claimCounter{Store: h.store, claims: map[string]int{}}
+		return counted
+	})
+
+	// The first holds the only worker in a model call until the gate opens.
+	a := create(t, h, spec(t, `[{"delay_ms":60000,"text":"first"}]`), nil)
+	row, err := h.store.SessionGet(context.Background(), a.ID)
+	require.NoError(t, err)
+	require.Equal(t, "node-a", row.Lease.Owner, "created leased to the node that runs it")
+	require.Equal(t, int64(1), row.Lease.Epoch)
+	waitEvent(t, h, a.ID, lt.EventModelRequested)
+	b := create(t, h, spec(t, `[{"text":"second"}]`), nil)
+	row, err = h.store.SessionGet(context.Background(), b.ID)
+	require.NoError(t, err)
+	require.Empty(t, row.Lease.Owner, "no worker was free: created without a lease")
+
+	p.open()
+	h.waitStatus(a.ID, lt.SessionIdle)
+	h.waitStatus(b.ID, lt.SessionIdle)
+	require.Zero(t, counted.count(a.ID), "run under the lease it was created with")
+	require.Equal(t, 1, counted.count(b.ID), "claimed once a worker was free")
+	checkJournal(t, h.store, a.ID)
+	checkJournal(t, h.store, b.ID)
+}
