@@ -403,7 +403,7 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 			// and leaves the turn open. A verification reads the
 			// delivered files from the store: they are made durable
 			// first.
-			if r.tickRow == nil || r.tickRow.LastSeq > r.durableSeq || r.needsVerification(step) {
+			if r.tickSeq < 0 || r.tickSeq > r.durableSeq || r.needsVerification(step) {
 				if err := r.readSteers(ctx, true); err != nil {
 					return false, err
 				}
