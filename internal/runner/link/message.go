@@ -157,3 +157,97 @@ func WriteJSON(ctx context.Context, ws *websocket.Conn, v any) error {
 	}
 	return ws.Write(ctx, websocket.MessageText, data)
 }
+
+// Hello is the runner's first frame: who it is. It carries no secret
+// (the key went in the upgrade request's Authorization header) and
+// nothing of a session: which sessions a runner serves is the server's
+// decision alone.
+type Hello struct {
+	// Name is the runner's name within its key's project (NamePattern).
+	Name string `json:"name"`
+	// Labels are what an agent's environment.runner.labels match
+	// (NamePattern each, at most MaxLabels).
+	Labels []string `json:"labels,omitempty"`
+	// Capacity is how many calls the runner runs at once (1 to
+	// MaxCapacity).
+	Capacity int `json:"capacity"`
+	// Version is the runner's build (printable, at most 64 bytes).
+	Version string `json:"version"`
+}
+
+// Welcome is the server's answer to a Hello it accepted.
+type Welcome struct {
+	// ConnectionID names this connection (in the server's log and its
+	// runners table).
+	ConnectionID string `json:"connection_id"`
+	// Node is the id of the server node that holds the connection.
+	Node string `json:"node"`
+}
+
+// Bounds of a Hello.
+const (
+	MaxLabels       = 32
+	MaxCapacity     = 1024
+	MaxVersionBytes = 64
+	maxNameBytes    = 63
+)
+
+// CheckName reports why s is not a runner name or label: 1 to 63 bytes of
+// lower-case letters, digits, '.', '_' and '-', starting with a letter or
+// a digit.
+func CheckName(field, s string) error {
+	if s == "" || len(s) > maxNameBytes {
+		return fmt.Errorf("%s: must be 1 to %d characters, got %d", field, maxNameBytes, len(s))
+	}
+	for i, r := range s {
+		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || i > 0 && (r == '.' || r == '_' || r == '-')
+		if !ok {
+			return fmt.Errorf("%s: %q may hold only a-z, 0-9 and (not first) '.', '_', '-'", field, truncate(s))
+		}
+	}
+	return nil
+}
+
+// Check reports the first field of h that is not valid, naming it.
+func (h *Hello) Check() error {
+	if err := CheckName("hello.name", h.Name); err != nil {
+		return err
+	}
+	if len(h.Labels) > MaxLabels {
+		return fmt.Errorf("hello.labels: at most %d, got %d", MaxLabels, len(h.Labels))
+	}
+	seen := map[string]bool{}
+	for i, l := range h.Labels {
+		if err := CheckName(fmt.Sprintf("hello.labels[%d]", i), l); err != nil {
+			return err
+		}
+		if seen[l] {
+			return fmt.Errorf("hello.labels[%d]: %q is given twice", i, l)
+		}
+		seen[l] = true
+	}
+	if h.Capacity < 1 || h.Capacity > MaxCapacity {
+		return fmt.Errorf("hello.capacity: must be 1 to %d, got %d", MaxCapacity, h.Capacity)
+	}
+	if len(h.Version) > MaxVersionBytes {
+		return fmt.Errorf("hello.version: at most %d bytes", MaxVersionBytes)
+	}
+	for _, r := range h.Version {
+		if r < 0x21 || r > 0x7e {
+			return errors.New("hello.version: printable ASCII only, no spaces")
+		}
+	}
+	return nil
+}
+
+// Close codes of a runner connection beyond the standard ones (4000-4999
+// are the application's).
+const (
+	// StatusReplaced: a newer connection under the same name took over.
+	StatusReplaced websocket.StatusCode = 4001
+	// StatusKeyRevoked: the runner's key was revoked or expired; the
+	// runner must not reconnect with it.
+	StatusKeyRevoked websocket.StatusCode = 4003
+	// StatusBadHello: the Hello was refused (the reason names the field).
+	StatusBadHello websocket.StatusCode = 4004
+)
