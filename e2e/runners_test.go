@@ -192,8 +192,7 @@ func (b *syncBuffer) String() string {
 // and passes on the server's refusals and close codes.
 type relay struct {
 	url string
-	mu  sync.Mutex
-	rec bytes.Buffer
+	rec syncBuffer
 }
 
 func startRelay(t *testing.T, target string) *relay {
@@ -232,7 +231,7 @@ func startRelay(t *testing.T, target string) *relay {
 					}
 					return
 				}
-				_, _ = rl.Write(append(data, '\n'))
+				_, _ = rl.rec.Write(append(data, '\n'))
 				if err := to.Write(base, typ, data); err != nil {
 					return
 				}
@@ -247,14 +246,6 @@ func startRelay(t *testing.T, target string) *relay {
 	rl.url = srv.URL
 	return rl
 }
-func (rl *relay) Write(p []byte) (int, error) {
-	rl.mu.Lock()
-	defer rl.mu.Unlock()
-	return rl.rec.Write(p)
-}
 
-func (rl *relay) bytes() string {
-	rl.mu.Lock()
-	defer rl.mu.Unlock()
-	return rl.rec.String()
-}
+// bytes is every message the relay passed, one a line.
+func (rl *relay) bytes() string { return rl.rec.String() }

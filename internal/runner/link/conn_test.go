@@ -41,18 +41,25 @@ func dial(t *testing.T, onAccept func(ws *websocket.Conn)) *websocket.Conn {
 	return ws
 }
 
+// accepted returns a Conn with cfg at the server's end of a connection
+// and the raw client end, for a test to play a misbehaving peer with.
+func accepted(t *testing.T, cfg *link.Config) (*link.Conn, *websocket.Conn) {
+	t.Helper()
+	got := make(chan *link.Conn, 1)
+	ws := dial(t, func(ws *websocket.Conn) {
+		c := link.New(ws, cfg)
+		got <- c
+		<-c.Done()
+	})
+	return <-got, ws
+}
+
 // pair returns two Conns talking to each other: server (with srvCfg) and
 // client (with cliCfg).
 func pair(t *testing.T, srvCfg, cliCfg *link.Config) (server, client *link.Conn) {
 	t.Helper()
-	got := make(chan *link.Conn, 1)
-	ws := dial(t, func(ws *websocket.Conn) {
-		c := link.New(ws, srvCfg)
-		got <- c
-		<-c.Done()
-	})
+	server, ws := accepted(t, srvCfg)
 	client = link.New(ws, cliCfg)
-	server = <-got
 	t.Cleanup(func() {
 		client.Close("test over")
 		server.Close("test over")
@@ -207,14 +214,8 @@ func TestHandlerPanicIsTheCallsError(t *testing.T) {
 // answers a ping) is dropped within interval + timeout.
 func TestHeartbeatNoticesADeadPeer(t *testing.T) {
 	t.Parallel()
-	got := make(chan *link.Conn, 1)
 	// The client's end never reads: its pongs are never sent.
-	_ = dial(t, func(ws *websocket.Conn) {
-		c := link.New(ws, &link.Config{HeartbeatInterval: 20 * time.Millisecond, HeartbeatTimeout: 100 * time.Millisecond})
-		got <- c
-		<-c.Done()
-	})
-	c := <-got
+	c, _ := accepted(t, &link.Config{HeartbeatInterval: 20 * time.Millisecond, HeartbeatTimeout: 100 * time.Millisecond})
 	select {
 	case <-c.Done():
 	case <-time.After(10 * time.Second):
@@ -248,13 +249,7 @@ func TestPendingCallEndsWithTheConnection(t *testing.T) {
 // (naming the limit), and this side refuses to send one.
 func TestOversizeMessage(t *testing.T) {
 	t.Parallel()
-	got := make(chan *link.Conn, 1)
-	ws := dial(t, func(ws *websocket.Conn) {
-		c := link.New(ws, &link.Config{MaxMessageBytes: 8 << 10})
-		got <- c
-		<-c.Done()
-	})
-	c := <-got
+	c, ws := accepted(t, &link.Config{MaxMessageBytes: 8 << 10})
 
 	err := c.Call(t.Context(), "x", strings.Repeat("a", 9<<10), nil, nil)
 	require.ErrorContains(t, err, "over the limit of 8192")
@@ -293,13 +288,7 @@ func TestViolationsCloseTheConnection(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			got := make(chan *link.Conn, 1)
-			ws := dial(t, func(ws *websocket.Conn) {
-				c := link.New(ws, nil)
-				got <- c
-				<-c.Done()
-			})
-			c := <-got
+			c, ws := accepted(t, nil)
 			for _, f := range tc.frames {
 				_ = ws.Write(t.Context(), websocket.MessageText, []byte(f))
 			}

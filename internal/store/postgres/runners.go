@@ -35,7 +35,7 @@ ON CONFLICT (project, name) DO UPDATE SET conn_id = excluded.conn_id, key_id = e
 
 // RunnerTouch records a sign of life of the connection connID.
 func (s *Store) RunnerTouch(ctx context.Context, project, name, connID string, at time.Time) error {
-	if err := checkRunnerKey(project, name, connID); err != nil {
+	if err := checks.RunnerKey(project, name, connID); err != nil {
 		return fmt.Errorf("touch runner: %w", err)
 	}
 	if err := checks.Time("at", at); err != nil {
@@ -54,21 +54,11 @@ func (s *Store) RunnerTouch(ctx context.Context, project, name, connID string, a
 
 // RunnerDisconnect deletes the row of (project, name) if connID holds it.
 func (s *Store) RunnerDisconnect(ctx context.Context, project, name, connID string) error {
-	if err := checkRunnerKey(project, name, connID); err != nil {
+	if err := checks.RunnerKey(project, name, connID); err != nil {
 		return fmt.Errorf("remove runner: %w", err)
 	}
 	if _, err := s.exec(ctx, `DELETE FROM runners WHERE project = $1 AND name = $2 AND conn_id = $3`, project, name, connID); err != nil {
 		return fmt.Errorf("remove runner %s: %w", name, err)
-	}
-	return nil
-}
-
-// checkRunnerKey checks what names one runner connection.
-func checkRunnerKey(project, name, connID string) error {
-	for _, f := range []struct{ field, v string }{{"project", project}, {"name", name}, {"conn_id", connID}} {
-		if err := checks.ID(f.field, f.v); err != nil {
-			return err
-		}
 	}
 	return nil
 }

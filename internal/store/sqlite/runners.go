@@ -45,7 +45,7 @@ func (s *Store) RunnerTouch(ctx context.Context, project, name, connID string, a
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	if err := checkRunnerKey(project, name, connID); err != nil {
+	if err := checks.RunnerKey(project, name, connID); err != nil {
 		return fmt.Errorf("touch runner: %w", err)
 	}
 	if err := checks.Time("at", at); err != nil {
@@ -73,7 +73,7 @@ func (s *Store) RunnerDisconnect(ctx context.Context, project, name, connID stri
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	if err := checkRunnerKey(project, name, connID); err != nil {
+	if err := checks.RunnerKey(project, name, connID); err != nil {
 		return fmt.Errorf("remove runner: %w", err)
 	}
 	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
@@ -82,16 +82,6 @@ func (s *Store) RunnerDisconnect(ctx context.Context, project, name, connID stri
 	}})
 	if err != nil {
 		return fmt.Errorf("remove runner %s: %w", name, err)
-	}
-	return nil
-}
-
-// checkRunnerKey checks what names one runner connection.
-func checkRunnerKey(project, name, connID string) error {
-	for _, f := range []struct{ field, v string }{{"project", project}, {"name", name}, {"conn_id", connID}} {
-		if err := checks.ID(f.field, f.v); err != nil {
-			return err
-		}
 	}
 	return nil
 }

@@ -255,6 +255,16 @@ func (c Checks) RunnerRow(row *store.RunnerRow) error {
 	return c.Time("seen_at", row.SeenAt)
 }
 
+// RunnerKey checks what names one runner connection.
+func (c Checks) RunnerKey(project, name, connID string) error {
+	for _, f := range []struct{ field, v string }{{"project", project}, {"name", name}, {"conn_id", connID}} {
+		if err := c.ID(f.field, f.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // APIKeyRow checks a key before it is stored.
 func (c Checks) APIKeyRow(row *store.APIKeyRow) error {
 	if row == nil {
