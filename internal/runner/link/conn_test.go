@@ -73,7 +73,7 @@ func pair(t *testing.T, srvCfg, cliCfg *link.Config) (server, client *link.Conn)
 // their own result.
 func TestCallsMatchedByID(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
+	release, releaseAll := gate()
 	server, runner := pair(t, nil, &link.Config{Handlers: map[string]link.Handler{
 		"echo": func(ctx context.Context, req *link.Request) (any, error) {
 			var n int
@@ -92,14 +92,23 @@ func TestCallsMatchedByID(t *testing.T) {
 	for i := range 20 {
 		wg.Go(func() { errs[i] = server.Call(t.Context(), "echo", i, &results[i], nil) })
 	}
+	t.Cleanup(releaseAll) // before the connections' cleanup: a failed check must not leave handlers blocked
 	require.Eventually(t, func() bool { _, in := runner.InFlight(); return in == 10 }, 10*time.Second, time.Millisecond)
-	close(release)
+	releaseAll()
 	wg.Wait()
 	for i := range 20 {
 		require.NoError(t, errs[i])
 		require.Equal(t, i*10, results[i])
 	}
 	requireIdle(t, server, runner)
+}
+
+// gate is a channel closed by its func, which may be called more than
+// once (by the test, and by its cleanup when a check failed first).
+func gate() (<-chan struct{}, func()) {
+	ch := make(chan struct{})
+	var once sync.Once
+	return ch, func() { once.Do(func() { close(ch) }) }
 }
 
 // requireIdle waits until neither side has a call open.
@@ -179,10 +188,11 @@ func TestCancelReachesTheHandler(t *testing.T) {
 // MaxIncoming, are answered with errors, not violations.
 func TestUnknownMethodAndBusy(t *testing.T) {
 	t.Parallel()
-	block := make(chan struct{})
+	block, unblock := gate()
 	server, runner := pair(t, nil, &link.Config{MaxIncoming: 1, Handlers: map[string]link.Handler{
 		"block": func(ctx context.Context, req *link.Request) (any, error) { <-block; return nil, nil },
 	}})
+	t.Cleanup(unblock)
 	var re *link.RemoteError
 	require.ErrorAs(t, server.Call(t.Context(), "nope", nil, nil, nil), &re)
 	require.Equal(t, link.CodeUnknownMethod, re.Code)
@@ -192,7 +202,7 @@ func TestUnknownMethodAndBusy(t *testing.T) {
 	require.Eventually(t, func() bool { _, in := runner.InFlight(); return in == 1 }, 10*time.Second, time.Millisecond)
 	require.ErrorAs(t, server.Call(t.Context(), "block", nil, nil, nil), &re)
 	require.Equal(t, link.CodeBusy, re.Code)
-	close(block)
+	unblock()
 	require.NoError(t, <-done)
 	require.NoError(t, runner.Err())
 }
