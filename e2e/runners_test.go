@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/client"
+	"github.com/longhaul-dev/longhaul/internal/store/postgres/pgtest"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -249,3 +251,51 @@ func startRelay(t *testing.T, target string) *relay {
 
 // bytes is every message the relay passed, one a line.
 func (rl *relay) bytes() string { return rl.rec.String() }
+
+// TestRunnersAcrossNodes: two nodes on one PostgreSQL store. A runner
+// connected to node A is listed by node B (node A's id on it); a runner
+// of the same name connecting to node B replaces it, and node A closes
+// the older connection at its next check (the older runner stops); when
+// node B is killed, its runner's row goes stale and node A stops listing
+// it within three check intervals.
+func TestRunnersAcrossNodes(t *testing.T) {
+	t.Parallel()
+	const boot = "lh-runners-nodes-bootstrap"
+	c := newCluster(t, pgtest.FreshSchema(t), 4*time.Second)
+	c.args = append(c.args, "--api-key", boot, "--runner-check-interval", "200ms")
+	ia, ib := c.add(), c.add()
+	a, b := c.nodes[ia], c.nodes[ib]
+	ctx := t.Context()
+	r := httpSend(t, a, http.MethodPost, "/v1/keys", "", []byte(`{"name":"box","role":"runner"}`),
+		map[string]string{"Authorization": "Bearer " + boot, "Content-Type": "application/json"})
+	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	var key lt.APIKey
+	require.NoError(t, json.Unmarshal(r.body, &key))
+	list := func(srv *server) []lt.Runner {
+		cl, err := client.New(srv.url, &client.Config{APIKey: boot})
+		require.NoError(t, err)
+		l, err := cl.ListRunners(ctx, "")
+		require.NoError(t, err)
+		return l.Data
+	}
+
+	onA := startRunner(t, a.url, key.Key, "box1", "--label", "on-a")
+	require.Eventually(t, func() bool {
+		l := list(b)
+		return len(l) == 1 && l[0].Node == c.ids[ia]
+	}, 30*time.Second, 20*time.Millisecond, "node B lists the runner node A holds")
+
+	onB := startRunner(t, b.url, key.Key, "box1", "--label", "on-b")
+	code, stderr := onA.wait(t, 30*time.Second)
+	require.NotZero(t, code)
+	require.Contains(t, stderr, "replaced")
+	l := list(a)
+	require.Len(t, l, 1)
+	require.Equal(t, c.ids[ib], l[0].Node, "node A lists the newer connection, on node B")
+	require.Equal(t, []string{"on-b"}, l[0].Labels)
+
+	b.kill()
+	require.Eventually(t, func() bool { return len(list(a)) == 0 }, 30*time.Second, 50*time.Millisecond,
+		"a dead node's runner leaves the list once its row is stale")
+	onB.kill(t)
+}
