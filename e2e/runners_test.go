@@ -299,3 +299,32 @@ func TestRunnersAcrossNodes(t *testing.T) {
 		"a dead node's runner leaves the list once its row is stale")
 	onB.kill(t)
 }
+
+// TestFrozenRunnerDroppedAndBack: a runner that stops answering (SIGSTOP:
+// its socket stays open) is dropped by the heartbeat within its deadline
+// (5 s between pings, 10 s for the pong) and leaves the list; thawed, it
+// finds its connection gone and connects again by itself.
+func TestFrozenRunnerDroppedAndBack(t *testing.T) {
+	t.Parallel()
+	const boot = "lh-runner-frozen-bootstrap"
+	k := startKeyed(t, boot)
+	key := k.create("box-key", lt.RoleRunner)
+	ops, err := client.New(k.srv.url, &client.Config{APIKey: boot})
+	require.NoError(t, err)
+	listed := func() int {
+		l, err := ops.ListRunners(t.Context(), "")
+		require.NoError(t, err)
+		return len(l.Data)
+	}
+	box := startRunner(t, k.srv.url, key.Key, "box1")
+	require.Eventually(t, func() bool { return listed() == 1 }, 30*time.Second, 20*time.Millisecond)
+
+	require.NoError(t, box.cmd.Process.Signal(syscall.SIGSTOP))
+	// The bound leaves room for a loaded machine over the 15 s deadline.
+	require.Eventually(t, func() bool { return listed() == 0 }, 40*time.Second, 100*time.Millisecond,
+		"the heartbeat drops a runner that does not answer")
+
+	require.NoError(t, box.cmd.Process.Signal(syscall.SIGCONT))
+	require.Eventually(t, func() bool { return listed() == 1 }, 60*time.Second, 50*time.Millisecond,
+		"the thawed runner connects again")
+}
