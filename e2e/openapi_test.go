@@ -105,7 +105,8 @@ func (c *tourCaller) pendingAction(id, typ string) map[string]any {
 // through a proxy that checks each answer against the OpenAPI document
 // (internal/openapi) with libopenapi-validator: sessions, turns, events,
 // actions, effects, artifacts, checkpoints and their files, the workspace,
-// agents, keys, secrets, webhooks, reports, the audit log, and errors.
+// agents, keys, secrets, webhooks, runners, reports, the audit log, and
+// errors.
 // Every operation the document describes must have been checked.
 func TestOpenAPIDescribesRealAnswers(t *testing.T) {
 	t.Parallel()
@@ -232,6 +233,19 @@ func TestOpenAPIDescribesRealAnswers(t *testing.T) {
 	c.ok(http.StatusOK, "GET", "/v1/webhooks/deliveries", nil)
 	c.ok(http.StatusNoContent, "DELETE", "/v1/webhooks/endpoints/"+ep["id"].(string), nil)
 	c.ok(http.StatusOK, "GET", "/v1/audit?limit=10", nil)
+
+	// Runners: one connected with a runner key, listed; the connection's
+	// route refuses an admin's key, and a runner key's plain GET (no
+	// upgrade) is a 426.
+	rk := c.ok(http.StatusCreated, "POST", "/v1/keys", map[string]any{"name": "tour-runner", "role": "runner"})
+	startRunner(t, srv.url, rk["key"].(string), "tour-box", "--label", "tour")
+	require.Eventually(t, func() bool {
+		l := c.ok(http.StatusOK, "GET", "/v1/runners", nil)
+		data, _ := l["data"].([]any)
+		return len(data) == 1
+	}, 30*time.Second, 50*time.Millisecond, "the runner is listed")
+	c.ok(http.StatusForbidden, "GET", "/v1/runners/connect", nil)
+	c.ok(http.StatusUpgradeRequired, "GET", "/v1/runners/connect", nil, "Authorization", "Bearer "+rk["key"].(string))
 
 	// Errors, in the one error shape.
 	c.ok(http.StatusNotFound, "GET", "/v1/sessions/ses_doesnotexist", nil)

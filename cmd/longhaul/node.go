@@ -52,7 +52,9 @@ type nodeConfig struct {
 	noMigrate bool
 	// leaseTTL is the engine's lease TTL (0: the engine's default).
 	leaseTTL time.Duration
-	apiKeys  []string
+	// runnerCheck is node.Config.RunnerCheckInterval (0: its default).
+	runnerCheck time.Duration
+	apiKeys     []string
 	// pingInterval is how often idle event streams get a ": ping" comment
 	// (0: the server's default, 15 s).
 	pingInterval time.Duration
@@ -162,7 +164,7 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 		otlp = &lhnode.OTLP{Endpoint: cfg.otlp.endpoint, Protocol: cfg.otlp.protocol}
 	}
 	w, err := lhnode.Open(ctx, &lhnode.Config{
-		DataDir: cfg.dataDir, StoreURL: cfg.storeURL, NoMigrate: cfg.noMigrate, LeaseTTL: cfg.leaseTTL,
+		DataDir: cfg.dataDir, StoreURL: cfg.storeURL, NoMigrate: cfg.noMigrate, LeaseTTL: cfg.leaseTTL, RunnerCheckInterval: cfg.runnerCheck,
 		APIKeys: cfg.apiKeys, PingInterval: cfg.pingInterval, Logger: log,
 		VaultKeyFile: cfg.vaultKeyFile, VaultKey: cfg.vaultKeyEnv, Sandbox: cfg.sandbox, SandboxDiskMB: cfg.sandboxDiskMB, SandboxROPaths: cfg.sandboxROPaths, SandboxUID: cfg.sandboxUID, SandboxGID: cfg.sandboxGID, Redactor: cfg.redactor,
 		WebhookAllowPrivate: cfg.webhookAllowPrivate, WebhookAllowPorts: cfg.webhookAllowPorts,

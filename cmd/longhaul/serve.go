@@ -46,9 +46,11 @@ type serveOpts struct {
 	noMigrate bool
 	// leaseTTL is how long a node's lease on a session lasts unrenewed.
 	leaseTTL time.Duration
-	config   string
-	apiKeys  []string
-	logLevel string
+	// runnerCheck is how often a runner's key is checked again.
+	runnerCheck time.Duration
+	config      string
+	apiKeys     []string
+	logLevel    string
 	// logFormat is text or json: how log lines are written.
 	logFormat string
 	ping      time.Duration
@@ -187,6 +189,7 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.StringVar(&o.addr, "addr", defaultAddr, "address to listen on, HOST:PORT (env LONGHAUL_ADDR)")
 	fs.StringVar(&o.dataDir, "data", defaultDataDir, "data directory: SQLite database, workspaces, node id, vault key (env LONGHAUL_DATA)")
 	fs.StringVar(&o.storeURL, "store", "", storeFlagUsage)
+	fs.DurationVar(&o.runnerCheck, "runner-check-interval", 5*time.Second, "how often a connected runner's key is read again (a revoked key's runner is disconnected at the next check) and its liveness recorded; a runner of a node that died leaves the list after three")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", defaultLeaseTTL, "how long a node's lease on a running session lasts without renewal (renewed every third of it): how soon the other nodes take over the sessions of a node that died")
 	fs.BoolVar(&o.noMigrate, "no-migrate", false, "do not migrate the database at start: refuse a schema older than this binary (run 'longhaul migrate' apart, e.g. during an upgrade)")
 	fs.StringVar(&o.config, "config", "", "config file with agents to register and users for single sign-on (env LONGHAUL_CONFIG; default "+defaultConfigFile+" if it exists)")
@@ -230,6 +233,9 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 	storeURL := c.flagOrEnv(cmd, "store", o.storeURL, storeEnv)
 	if storeURL != "" && !isPostgresURL(storeURL) {
 		return usagef("--store (or %s): want a postgres:// or postgresql:// URL (the value is not shown: it may hold a password); leave it empty for SQLite in the data directory", storeEnv)
+	}
+	if o.runnerCheck < 100*time.Millisecond {
+		return usagef("--runner-check-interval %s: want at least 100ms", o.runnerCheck)
 	}
 	if o.leaseTTL < minLeaseTTL {
 		return usagef("--lease-ttl %s: want at least %s", o.leaseTTL, minLeaseTTL)
@@ -335,7 +341,7 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 	keyFromEnv := c.getenv(vault.KeyEnv) != ""
 	n, err := startNode(ctx, nodeConfig{
 		redactor: red,
-		addr:     addr, dataDir: dataDir, storeURL: storeURL, noMigrate: o.noMigrate, leaseTTL: o.leaseTTL, apiKeys: keys, pingInterval: o.ping, config: cf, logger: log,
+		addr:     addr, dataDir: dataDir, storeURL: storeURL, noMigrate: o.noMigrate, leaseTTL: o.leaseTTL, runnerCheck: o.runnerCheck, apiKeys: keys, pingInterval: o.ping, config: cf, logger: log,
 		vaultKeyFile: o.vaultKey, vaultKeyEnv: c.getenv(vault.KeyEnv), sandbox: o.sandbox, sandboxDiskMB: o.sandboxDiskMB, sandboxROPaths: sandboxROPaths(cf, o.sandboxROPaths), sandboxUID: sbUID, sandboxGID: sbGID, otlp: otlp,
 		webhookAllowPrivate: o.webhookAllowPrivate, webhookAllowPorts: o.webhookAllowPorts,
 		metricsPublic: o.metricsPublic, modelKeyEnv: keyEnv, controlPlaneAddrs: o.controlPlaneAddrs,

@@ -29,12 +29,14 @@ type App struct {
 	vault    *vault.API
 	webhooks *webhook.API
 	reports  *report.Service
-	// store holds the API keys.
+	// store holds the API keys and the runners' connections.
 	store store.Store
 	clock func() time.Time
 	log   *slog.Logger
 	// trees serves the sub-agent trees and the followed journals.
 	trees *Trees
+	// runnerStaleAfter: a runner not seen for longer is not listed.
+	runnerStaleAfter time.Duration
 }
 
 var _ Service = (*App)(nil)
@@ -57,7 +59,16 @@ type Deps struct {
 	// StreamTreeEvents) is read again when no notice of its growth came.
 	// Default DefaultPollInterval.
 	PollInterval time.Duration
+	// RunnerStaleAfter is how long a runner's row stays listed without a
+	// sign of life (a node that died without removing it): internal/node
+	// gives hub.StaleAfter of the hub's touch interval. Default
+	// DefaultRunnerStaleAfter.
+	RunnerStaleAfter time.Duration
 }
+
+// DefaultRunnerStaleAfter is Deps.RunnerStaleAfter's default: three of the
+// hub's default touch intervals.
+const DefaultRunnerStaleAfter = 15 * time.Second
 
 // New returns the App serving d. It fails naming the first missing
 // dependency (a wiring mistake).
@@ -75,6 +86,12 @@ func New(d Deps) (*App, error) {
 		return nil, errors.New("app: Deps.Store is nil")
 	case d.PollInterval < 0:
 		return nil, fmt.Errorf("app: Deps.PollInterval is negative (%s)", d.PollInterval)
+	case d.RunnerStaleAfter < 0:
+		return nil, fmt.Errorf("app: Deps.RunnerStaleAfter is negative (%s)", d.RunnerStaleAfter)
+	}
+	stale := d.RunnerStaleAfter
+	if stale == 0 {
+		stale = DefaultRunnerStaleAfter
 	}
 	var poll func() (<-chan time.Time, func())
 	if d.PollInterval > 0 {
@@ -89,7 +106,7 @@ func New(d Deps) (*App, error) {
 		log = slog.Default()
 	}
 	return &App{eng: d.Engine, vault: d.Vault, webhooks: d.Webhooks, reports: d.Reports, store: d.Store, clock: now,
-		log: log, trees: NewTrees(d.Engine, poll)}, nil
+		log: log, trees: NewTrees(d.Engine, poll), runnerStaleAfter: stale}, nil
 }
 
 // now is the App's clock, in UTC at the stores' precision (microseconds).

@@ -1,8 +1,10 @@
 // Package app is Longhaul's application service: every use case the API
 // offers — sessions and their trees, turns and controls, required
 // actions, following a journal, provenance, workspace files, agents,
-// secrets, webhooks and reports — implemented once, behind one exported
-// interface, Service.
+// secrets, webhooks, the connected runners and reports — implemented
+// once, behind one exported interface, Service. (A runner's connection
+// itself is no use case: it is a WebSocket the HTTP API hands to
+// internal/runner/hub.)
 //
 // Both transports are thin adapters over it: the HTTP API
 // (internal/server, whose Backend is Service) only decodes a request,

@@ -124,6 +124,11 @@ var Permissions = map[string][]lt.Role{
 
 	// Reports.
 	"TaskReport": readers,
+
+	// Runners (self-managed environments): who runs the work sees where
+	// it can run. Connecting one is not a Service method: it is the
+	// server's WebSocket route, open to the runner role alone.
+	"ListRunners": operators,
 }
 
 // Allowed reports whether role may call the Service method.

@@ -39,13 +39,13 @@ var (
 	// unscoped here: server-wide (keys, the audit log, who the caller is,
 	// the probe), or resources that
 	// carry a project of their own (agents, secrets, webhook endpoints and
-	// their deliveries) rather than through a session.
+	// their deliveries, runners) rather than through a session.
 	unscoped = []string{
 		"PutAgent", "EnsureAgent", "ListAgents", "GetAgent", "ListAgentVersions",
 		"PutSecret", "ListSecrets", "DeleteSecret",
 		"CreateKey", "ListKeys", "RevokeKey", "ListAudit", "Me", "Version",
 		"CreateWebhookEndpoint", "ListWebhookEndpoints", "DeleteWebhookEndpoint", "ListWebhookDeliveries",
-		"Ready",
+		"ListRunners", "Ready",
 	}
 )
 

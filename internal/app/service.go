@@ -164,6 +164,10 @@ type Service interface {
 	DeleteWebhookEndpoint(ctx context.Context, id string) error
 	ListWebhookDeliveries(ctx context.Context, p lt.ListWebhookDeliveriesParams) (*lt.List[lt.WebhookDelivery], error)
 
+	// ListRunners lists the runners (self-managed environments) connected
+	// to any node, of project (ListAgents' project).
+	ListRunners(ctx context.Context, project string) (*lt.List[lt.Runner], error)
+
 	// Reports and health.
 
 	TaskReport(ctx context.Context, p lt.TaskReportParams) (*lt.TaskReport, error)

@@ -28,6 +28,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/otelexport"
 	"github.com/longhaul-dev/longhaul/internal/redact"
 	"github.com/longhaul-dev/longhaul/internal/report"
+	"github.com/longhaul-dev/longhaul/internal/runner/hub"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/server"
 	"github.com/longhaul-dev/longhaul/internal/store"
@@ -82,6 +83,11 @@ type Config struct {
 	// read again in case a notice was lost: the Go library reads more
 	// often than an HTTP stream pings. Default: PingInterval.
 	PollInterval time.Duration
+	// RunnerCheckInterval is how often a connected runner's key is read
+	// again (a revocation closes its connection) and its liveness
+	// recorded; a runner not seen for three intervals (its node died) is
+	// no longer listed. Default hub.DefaultTouchInterval (5 s).
+	RunnerCheckInterval time.Duration
 	// Logger receives the node's logs. Default: slog.Default().
 	Logger *slog.Logger
 	// VaultKeyFile is the vault's key file. Default: vault.key in DataDir,
@@ -191,6 +197,9 @@ func (c *Config) validate() error {
 	if c.LeaseTTL < 0 {
 		return fmt.Errorf("node config: LeaseTTL %s is negative", c.LeaseTTL)
 	}
+	if c.RunnerCheckInterval < 0 {
+		return fmt.Errorf("node config: RunnerCheckInterval %s is negative", c.RunnerCheckInterval)
+	}
 	for _, p := range c.WebhookAllowPorts {
 		if p < 1 || p > 65535 {
 			return fmt.Errorf("node config: WebhookAllowPorts: %d is not a port number (1-65535)", p)
@@ -239,6 +248,9 @@ type Node struct {
 	// API is the HTTP API, the handler a listener serves. Call its
 	// Shutdown before the listener's, so that open event streams end.
 	API *server.Server
+	// Runners holds the runners (self-managed environments) connected to
+	// this node; API serves their connections into it.
+	Runners *hub.Hub
 	// WebhookAPI and VaultAPI serve the webhooks' and the vault's
 	// endpoints (API embeds them); in-process callers use them directly.
 	WebhookAPI *webhook.API
@@ -469,10 +481,14 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 	// A followed journal is read again as often as an idle stream pings,
 	// unless the caller (the library) says otherwise.
 	n.PollInterval = cmp.Or(cfg.PollInterval, cfg.PingInterval, app.DefaultPollInterval)
-	if n.App, err = app.New(app.Deps{Engine: n.Engine, Vault: n.VaultAPI, Webhooks: n.WebhookAPI, Reports: n.Reports, Store: n.Store, Logger: n.log, PollInterval: n.PollInterval}); err != nil {
+	runnerCheck := cmp.Or(cfg.RunnerCheckInterval, hub.DefaultTouchInterval)
+	n.Runners = hub.New(n.NodeID, n.Store, &hub.Config{TouchInterval: runnerCheck, Logger: n.log})
+	if n.App, err = app.New(app.Deps{Engine: n.Engine, Vault: n.VaultAPI, Webhooks: n.WebhookAPI, Reports: n.Reports, Store: n.Store,
+		Logger: n.log, PollInterval: n.PollInterval, RunnerStaleAfter: hub.StaleAfter(runnerCheck)}); err != nil {
 		return nil, err
 	}
 	srvCfg.Keys = n.App
+	srvCfg.Runners = n.Runners
 	srvCfg.Audit = n.App
 	n.API = server.New(n.App, n.Store, srvCfg)
 	return n, nil

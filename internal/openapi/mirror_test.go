@@ -27,7 +27,7 @@ var mirrored = []any{
 	lt.CreateSessionRequest{}, lt.CreateTurnRequest{}, lt.CancelRequest{}, lt.SignalRequest{},
 	lt.ForkRequest{}, lt.ReviewRequest{}, lt.AddConstraintRequest{}, lt.SteerRequest{}, lt.PauseRequest{},
 	lt.Decision{}, lt.PutAgentRequest{}, lt.CreateKeyRequest{}, lt.PutSecretRequest{},
-	lt.CreateWebhookEndpointRequest{}, lt.BuildInfo{},
+	lt.CreateWebhookEndpointRequest{}, lt.BuildInfo{}, lt.Runner{},
 }
 
 // notRequired are fields always sent that the document still leaves out

@@ -243,5 +243,6 @@
 // EnterMain, internal/mcp runs stdio servers in it. Who may import it:
 // cmd/longhaul, internal/bench (its workspace scenario runs shell steps
 // in the sandbox a server would use), internal/engine, internal/mcp,
-// internal/node and tests.
+// internal/node, internal/runner (a runner runs the calls of the sessions
+// assigned to it in its own machine's sandbox) and tests.
 package sandbox

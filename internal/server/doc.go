@@ -79,7 +79,9 @@
 //
 // It imports the standard library, longhaultype, internal/apierror,
 // internal/openapi (the document it serves at /v1/openapi.json),
-// internal/app (for the interface it serves), internal/store (for the
+// internal/app (for the interface it serves), internal/runner/hub (whose
+// Hub takes the runners' connections, upgraded with
+// github.com/coder/websocket: runners.go), internal/store (for the
 // idempotency record and the store's sentinel errors), internal/freespace
 // and internal/webui (the embedded web UI it serves at /); never a storage
 // driver, nor the engine but through internal/app. Who may import it:

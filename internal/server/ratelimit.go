@@ -205,7 +205,7 @@ func (l *limiters) size() int {
 }
 
 // routeClass is the class of the request r: a stream for the routes of
-// StreamEvents and StreamTreeEvents, a write for an unsafe method, a read
+// StreamEvents and StreamTreeEvents and a runner's connection, a write for an unsafe method, a read
 // otherwise.
 func (s *Server) routeClass(r *http.Request) string {
 	switch r.Method {
@@ -213,7 +213,7 @@ func (s *Server) routeClass(r *http.Request) string {
 	default:
 		return ClassWrite
 	}
-	if _, pattern := s.mux.Handler(r); strings.HasSuffix(pattern, "/stream") {
+	if _, pattern := s.mux.Handler(r); strings.HasSuffix(pattern, "/stream") || pattern == runnerConnectPattern {
 		return ClassStream
 	}
 	return ClassRead

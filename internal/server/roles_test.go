@@ -95,6 +95,9 @@ var routeCases = map[string]routeCase{
 
 	"GET /v1/reports/tasks": {"TaskReport", "/v1/reports/tasks", ""},
 
+	"GET /v1/runners":         {"ListRunners", "/v1/runners", ""},
+	"GET /v1/runners/connect": {"", "/v1/runners/connect", ""},
+
 	"GET /v1/openapi.json": {"", "/v1/openapi.json", ""},
 }
 
@@ -103,6 +106,16 @@ var routeCases = map[string]routeCase{
 var ownRules = map[string][]lt.Role{
 	// The metrics span every project: an admin's (when keys are on).
 	"GET /metrics": {lt.RoleAdmin},
+	// A runner's connection: the runner role alone, not even an admin
+	// (a key that can do everything does not belong on a runner).
+	"GET /v1/runners/connect": {lt.RoleRunner},
+}
+
+// ownStatus is what an allowed caller of an ownRules route gets from this
+// test's plain request, when it is not a 2xx: a runner's connection needs
+// a WebSocket upgrade, which the request does not ask for.
+var ownStatus = map[string]int{
+	"GET /v1/runners/connect": http.StatusUpgradeRequired,
 }
 
 // metricsOK is a /metrics handler that answers.
@@ -130,6 +143,9 @@ func TestRoutesByRole(t *testing.T) {
 		tc, ok := routeCases[r.Pattern]
 		require.True(t, ok, "route %q has no entry in routeCases: add one", r.Pattern)
 		require.Equal(t, tc.method, r.Method, "route %q: the Service method that guards it", r.Pattern)
+		if len(r.Roles) > 0 {
+			require.Equal(t, ownRules[r.Pattern], r.Roles, "route %q: the roles it allows", r.Pattern)
+		}
 	}
 	for pattern := range routeCases {
 		require.True(t, seen[pattern], "routeCases lists %q, which the server does not register", pattern)
@@ -163,6 +179,10 @@ func TestRoutesByRole(t *testing.T) {
 			name := fmt.Sprintf("%s as %s", r.Pattern, who)
 			if own, ok := ownRules[r.Pattern]; ok {
 				if slices.Contains(own, roleOf(who)) {
+					if want, ok := ownStatus[r.Pattern]; ok {
+						require.Equal(t, want, res.status, "%s: body: %s", name, res.body)
+						continue
+					}
 					require.Less(t, res.status, 300, "%s: body: %s", name, res.body)
 					continue
 				}

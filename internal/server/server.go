@@ -15,8 +15,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/app"
 	"github.com/longhaul-dev/longhaul/internal/webui"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
 // Config tunes a Server. The zero value (and a nil *Config) means defaults.
@@ -106,6 +108,10 @@ type Config struct {
 	// MaxLimiters bounds the rate limits' buckets in memory (one per
 	// caller and class). Default DefaultMaxLimiters.
 	MaxLimiters int
+	// Runners, when set, serves the runners' connections (GET
+	// /v1/runners/connect, runners.go). Default nil: the route answers
+	// 503.
+	Runners RunnerHub
 }
 
 // Defaults.
@@ -337,6 +343,10 @@ func (s *Server) routes() {
 	s.handle("GET /v1/webhooks/deliveries", "ListWebhookDeliveries", s.listWebhookDeliveries)
 
 	s.handle("GET /v1/reports/tasks", "TaskReport", s.taskReport)
+
+	// Runners (self-managed environments): runners.go.
+	s.handle("GET /v1/runners", "ListRunners", s.listRunners)
+	s.handleRoles(runnerConnectPattern, runnerRoles, s.connectRunner)
 	s.handle("GET /v1/openapi.json", "", s.openAPI)
 	if s.cfg.Metrics != nil {
 		s.handle("GET /metrics", "", s.metrics)
@@ -363,10 +373,13 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 // Route is one endpoint: its ServeMux pattern and the Service method whose
 // entry in app.Permissions says who may call it ("" for the open probes,
-// and for /metrics, which has its own rule).
+// for /metrics, which has its own rule, and for a route with Roles).
 type Route struct {
 	Pattern string
 	Method  string
+	// Roles, for a /v1 route that calls no Service method (a runner's
+	// connection), are the roles that may use it.
+	Roles []lt.Role
 }
 
 // Routes lists every endpoint, in the order they were registered (the
@@ -393,6 +406,30 @@ func (s *Server) handle(pattern, method string, h handlerFunc) {
 				s.writeError(w, r, err)
 				return
 			}
+		}
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// handleRoles registers a /v1 endpoint that calls no Service method but
+// has its own rule of who may use it: the caller's role must be one of
+// roles (a 403 naming it otherwise), checked before the handler runs.
+func (s *Server) handleRoles(pattern string, roles []lt.Role, h handlerFunc) {
+	s.routeList = append(s.routeList, Route{Pattern: pattern, Roles: slices.Clone(roles)})
+	s.matcher.HandleFunc(pattern, func(http.ResponseWriter, *http.Request) {})
+	s.targetNames[pattern] = patternTargets(pattern)
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		c, _ := app.CallerFrom(r.Context())
+		if !slices.Contains(roles, c.Role) {
+			names := make([]string, len(roles))
+			for i, role := range roles {
+				names[i] = string(role)
+			}
+			s.writeError(w, r, apierror.Forbidden("the %s role may not use %s (it needs one of: %s)",
+				app.RoleOrNone(c.Role), pattern, strings.Join(names, ", ")))
+			return
 		}
 		if err := h(w, r); err != nil {
 			s.writeError(w, r, err)

@@ -19,7 +19,7 @@
 // This package imports only the standard library. Who may import it: the
 // root package, cmd/longhaul, internal/app, internal/bench, internal/engine,
 // internal/export, internal/freespace, internal/metrics, internal/node,
-// internal/otelexport, internal/report, internal/server,
+// internal/otelexport, internal/report, internal/runner/hub, internal/server,
 // internal/store/postgres, internal/store/sqlite, internal/store/storetest,
 // internal/store/storeutil, internal/vault, internal/webhook and tests.
 package store

@@ -194,6 +194,27 @@ type Store interface {
 	// NodeList returns every node's announced addresses, by node id.
 	NodeList(ctx context.Context) ([]*NodeRow, error)
 
+	// Runners (self-managed environments) connected to a node: each node
+	// records the connections it holds, so that every node lists them
+	// (013_runners). A runner is named within its project; a newer
+	// connection under the same name replaces the row, and the older
+	// connection learns it from RunnerTouch.
+
+	// RunnerConnect records a runner's connection, replacing whatever row
+	// held its (project, name).
+	RunnerConnect(ctx context.Context, row *RunnerRow) error
+	// RunnerTouch sets the connection's SeenAt to at (its liveness);
+	// ErrNotFound when the row is gone or now holds another connection
+	// (one that replaced it, on this node or another).
+	RunnerTouch(ctx context.Context, project, name, connID string, at time.Time) error
+	// RunnerDisconnect deletes the row of (project, name) if it still
+	// holds connID (a replaced connection removes nothing); no error when
+	// it does not.
+	RunnerDisconnect(ctx context.Context, project, name, connID string) error
+	// RunnerList returns the runners of project ("": of every project)
+	// seen at or after seenSince, by project then name.
+	RunnerList(ctx context.Context, project string, seenSince time.Time) ([]*RunnerRow, error)
+
 	// Webhooks (the webhook package's durable state; see 004_webhooks and
 	// 005_webhook_claims).
 
@@ -585,6 +606,27 @@ type NodeRow struct {
 	ID          string
 	Addrs       []string
 	AnnouncedAt time.Time
+}
+
+// RunnerRow is one runner's connection, as the node holding it records
+// it.
+type RunnerRow struct {
+	Project string
+	Name    string
+	// ConnID names this connection (a newer one under the same name
+	// replaces the row).
+	ConnID string
+	// KeyID is the API key the runner connected with.
+	KeyID string
+	// Node is the id of the node holding the connection.
+	Node     string
+	Labels   []string
+	Capacity int
+	// Version is the runner's build, as it announced it.
+	Version     string
+	ConnectedAt time.Time
+	// SeenAt is the connection's last sign of life (RunnerTouch).
+	SeenAt time.Time
 }
 
 // APIKeyRow is one API key as stored: its token only as a hash.

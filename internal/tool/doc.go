@@ -35,5 +35,6 @@
 // internal/httpretry, the JSON Schema library and the SQLite driver
 // (modernc.org/sqlite, never internal/store/sqlite). Who may import it: the
 // root package, internal/bench, internal/engine, internal/mcp,
-// internal/node, internal/sandbox, internal/vault and tests.
+// internal/node, internal/runner, internal/sandbox, internal/vault and
+// tests.
 package tool

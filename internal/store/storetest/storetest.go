@@ -68,6 +68,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"AuditPruneConcurrent", testAuditPruneConcurrent},
 		{"AuditClosed", testAuditClosed},
 		{"Nodes", testNodes},
+		{"Runners", testRunners},
 		{"WebhookEndpoints", testWebhookEndpoints},
 		{"WebhookOutbox", testWebhookOutbox},
 		{"WebhookEnqueueConcurrent", testWebhookEnqueueConcurrent},

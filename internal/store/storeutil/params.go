@@ -228,6 +228,51 @@ func (c Checks) NodeRow(row *store.NodeRow) error {
 	return c.Time("announced_at", row.AnnouncedAt)
 }
 
+// MaxRunnerLabels bounds a runner's labels.
+const MaxRunnerLabels = 32
+
+// RunnerRow checks a runner's connection before it is stored.
+func (c Checks) RunnerRow(row *store.RunnerRow) error {
+	if row == nil {
+		return errors.New("row is nil")
+	}
+	for _, f := range []struct{ field, v string }{
+		{"project", row.Project}, {"name", row.Name}, {"conn_id", row.ConnID}, {"key_id", row.KeyID}, {"node", row.Node},
+	} {
+		if err := c.ID(f.field, f.v); err != nil {
+			return err
+		}
+	}
+	if err := c.Text("version", row.Version); err != nil {
+		return err
+	}
+	if len(row.Labels) > MaxRunnerLabels {
+		return fmt.Errorf("labels: at most %d, got %d", MaxRunnerLabels, len(row.Labels))
+	}
+	for i, l := range row.Labels {
+		if err := c.ID(fmt.Sprintf("labels[%d]", i), l); err != nil {
+			return err
+		}
+	}
+	if row.Capacity < 0 {
+		return fmt.Errorf("capacity: must be >= 0, got %d", row.Capacity)
+	}
+	if err := c.Time("connected_at", row.ConnectedAt); err != nil {
+		return err
+	}
+	return c.Time("seen_at", row.SeenAt)
+}
+
+// RunnerKey checks what names one runner connection.
+func (c Checks) RunnerKey(project, name, connID string) error {
+	for _, f := range []struct{ field, v string }{{"project", project}, {"name", name}, {"conn_id", connID}} {
+		if err := c.ID(f.field, f.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // APIKeyRow checks a key before it is stored.
 func (c Checks) APIKeyRow(row *store.APIKeyRow) error {
 	if row == nil {

@@ -1,0 +1,330 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/client"
+	"github.com/longhaul-dev/longhaul/internal/store/postgres/pgtest"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// TestRunnerConnections runs the real binary as a server and as runner
+// processes on loopback: a runner is listed by GET /v1/runners (and
+// `longhaul runners`) with its labels; its key opens nothing else, and no
+// other role's key opens its route; a runner killed with SIGKILL leaves
+// the list; a revoked key's runner is disconnected at the next check and
+// stops, and is refused when it comes back. Its traffic, recorded by a
+// relay between it and the server, carries no vault value, no bootstrap
+// key and no database URL.
+func TestRunnerConnections(t *testing.T) {
+	t.Parallel()
+	const boot = "lh-runner-e2e-bootstrap"
+	k := startKeyed(t, boot)
+	k.srv.kill()
+	k.srv.args = append(k.srv.args, "--sandbox", "local", "--runner-check-interval", "200ms")
+	require.NoError(t, k.srv.start())
+
+	ctx := t.Context()
+	admin, err := client.New(k.srv.url, &client.Config{APIKey: boot})
+	require.NoError(t, err)
+	const vaultValue = "vault-canary-5f1e0c7a9b"
+	_, _, err = admin.PutSecret(ctx, "DEPLOY_TOKEN", &lt.PutSecretRequest{Value: vaultValue, Hosts: []string{"api.example.com"}, Inject: &lt.SecretInjection{Bearer: true}})
+	require.NoError(t, err)
+	runnerKey := k.create("box-key", lt.RoleRunner)
+	operator := k.create("ops", lt.RoleOperator)
+	ops, err := client.New(k.srv.url, &client.Config{APIKey: operator.Key})
+	require.NoError(t, err)
+
+	// The runner key opens nothing but its connection; no other role's
+	// key, an admin's included, opens that.
+	r := k.send(runnerKey.Key, http.MethodGet, "/v1/sessions", "")
+	require.Equal(t, http.StatusForbidden, r.status, "%s", r.body)
+	r = k.send(runnerKey.Key, http.MethodGet, "/v1/runners", "")
+	require.Equal(t, http.StatusForbidden, r.status, "%s", r.body)
+	for _, key := range []string{boot, operator.Key} {
+		_, resp, err := websocket.Dial(ctx, k.srv.url+"/v1/runners/connect", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}})
+		require.Error(t, err)
+		require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	}
+
+	relay := startRelay(t, k.srv.addr)
+	box1 := startRunner(t, relay.url, runnerKey.Key, "box1", "--label", "gpu", "--label", "linux", "--capacity", "2")
+	var listed lt.Runner
+	require.Eventually(t, func() bool {
+		l, err := ops.ListRunners(ctx, "")
+		if err != nil || len(l.Data) != 1 {
+			return false
+		}
+		listed = l.Data[0]
+		return true
+	}, 30*time.Second, 20*time.Millisecond, "the runner is listed")
+	require.Equal(t, "box1", listed.Name)
+	require.Equal(t, []string{"gpu", "linux"}, listed.Labels)
+	require.Equal(t, 2, listed.Capacity)
+	require.Equal(t, lt.DefaultProject, listed.Project)
+	require.Equal(t, runnerKey.ID, listed.KeyID)
+	require.NotEmpty(t, listed.Node)
+	out, err := exec.CommandContext(ctx, longhaulBin, "runners", "--server", k.srv.url, "--api-key", operator.Key).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "box1")
+	require.Contains(t, string(out), "gpu,linux")
+
+	// SIGKILL: its socket closes with it, and it leaves the list well
+	// within the heartbeat deadline.
+	box1.kill(t)
+	require.Eventually(t, func() bool {
+		l, err := ops.ListRunners(ctx, "")
+		return err == nil && len(l.Data) == 0
+	}, 15*time.Second, 20*time.Millisecond, "a killed runner leaves the list")
+
+	// A revoked key: the live connection is closed at the next check,
+	// the runner stops saying why, and its row is gone.
+	box2 := startRunner(t, relay.url, runnerKey.Key, "box2")
+	require.Eventually(t, func() bool {
+		l, err := ops.ListRunners(ctx, "")
+		return err == nil && len(l.Data) == 1 && l.Data[0].Name == "box2"
+	}, 30*time.Second, 20*time.Millisecond)
+	r = k.send(boot, http.MethodDelete, "/v1/keys/"+runnerKey.ID, "")
+	require.Equal(t, http.StatusNoContent, r.status, "%s", r.body)
+	code, stderr := box2.wait(t, 30*time.Second)
+	require.NotZero(t, code, "a revoked runner stops with an error")
+	require.Contains(t, stderr, "revoked")
+	l, err := ops.ListRunners(ctx, "")
+	require.NoError(t, err)
+	require.Empty(t, l.Data)
+
+	// Coming back with the revoked key: refused at connect.
+	again := startRunner(t, relay.url, runnerKey.Key, "box2")
+	code, stderr = again.wait(t, 30*time.Second)
+	require.NotZero(t, code)
+	require.Contains(t, stderr, "401")
+	require.NotContains(t, stderr, runnerKey.Key, "the refusal does not echo the key")
+
+	// What the runners sent and received: their names went through the
+	// relay, no secret did.
+	traffic := relay.bytes()
+	require.Contains(t, traffic, `"name":"box1"`, "the relay saw the runners' traffic")
+	for _, secret := range []string{vaultValue, boot, "postgres://", "LONGHAUL_VAULT_KEY", k.srv.dataDir} {
+		require.NotContains(t, traffic, secret)
+	}
+}
+
+// runnerProc is a `longhaul runner` process.
+type runnerProc struct {
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	done   chan struct{}
+}
+
+// startRunner starts `longhaul runner` against server with key (given in
+// the environment, as an operator should), killed when the test ends.
+func startRunner(t *testing.T, server, key, name string, args ...string) *runnerProc {
+	t.Helper()
+	all := append([]string{"runner", "--server", server, "--name", name, "--sandbox", "local", "--data", filepath.Join(t.TempDir(), "runner")}, args...)
+	cmd := exec.Command(longhaulBin, all...)
+	cmd.Env = append(serverEnv(), "LONGHAUL_RUNNER_KEY="+key)
+	p := &runnerProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.stderr, p.stderr
+	require.NoError(t, cmd.Start())
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.kill(t)
+		if t.Failed() {
+			t.Logf("runner %s output:\n%s", name, p.stderr.String())
+		}
+	})
+	return p
+}
+
+func (p *runnerProc) kill(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// wait waits for the runner to exit by itself and returns its exit code
+// and output.
+func (p *runnerProc) wait(t *testing.T, timeout time.Duration) (int, string) {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		t.Fatalf("the runner did not stop:\n%s", p.stderr.String())
+	}
+	return p.cmd.ProcessState.ExitCode(), p.stderr.String()
+}
+
+// syncBuffer is a bytes.Buffer safe for a process's writes and a test's
+// reads at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// relay stands between runners and the server as a WebSocket relay: it
+// opens the server's connection for each runner (with the runner's
+// Authorization header), passes every message both ways and records it,
+// and passes on the server's refusals and close codes.
+type relay struct {
+	url string
+	rec syncBuffer
+}
+
+func startRelay(t *testing.T, target string) *relay {
+	t.Helper()
+	rl := &relay{}
+	base, cancel := context.WithCancel(context.Background())
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		up, resp, err := websocket.Dial(base, "http://"+target+r.URL.Path, &websocket.DialOptions{
+			HTTPHeader: http.Header{"Authorization": r.Header.Values("Authorization")},
+		})
+		if err != nil {
+			if resp != nil {
+				body, _ := io.ReadAll(resp.Body)
+				w.WriteHeader(resp.StatusCode)
+				_, _ = w.Write(body)
+				return
+			}
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		down, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			_ = up.CloseNow()
+			return
+		}
+		pipe := func(from, to *websocket.Conn) {
+			for {
+				typ, data, err := from.Read(base)
+				if err != nil {
+					if code := websocket.CloseStatus(err); code != -1 {
+						var ce websocket.CloseError
+						_ = errors.As(err, &ce)
+						_ = to.Close(code, ce.Reason)
+					} else {
+						_ = to.CloseNow()
+					}
+					return
+				}
+				_, _ = rl.rec.Write(append(data, '\n'))
+				if err := to.Write(base, typ, data); err != nil {
+					return
+				}
+			}
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { pipe(down, up) })
+		wg.Go(func() { pipe(up, down) })
+		wg.Wait()
+	}))
+	t.Cleanup(func() { cancel(); srv.Close() })
+	rl.url = srv.URL
+	return rl
+}
+
+// bytes is every message the relay passed, one a line.
+func (rl *relay) bytes() string { return rl.rec.String() }
+
+// TestRunnersAcrossNodes: two nodes on one PostgreSQL store. A runner
+// connected to node A is listed by node B (node A's id on it); a runner
+// of the same name connecting to node B replaces it, and node A closes
+// the older connection at its next check (the older runner stops); when
+// node B is killed, its runner's row goes stale and node A stops listing
+// it within three check intervals.
+func TestRunnersAcrossNodes(t *testing.T) {
+	t.Parallel()
+	const boot = "lh-runners-nodes-bootstrap"
+	c := newCluster(t, pgtest.FreshSchema(t), 4*time.Second)
+	c.args = append(c.args, "--api-key", boot, "--runner-check-interval", "200ms")
+	ia, ib := c.add(), c.add()
+	a, b := c.nodes[ia], c.nodes[ib]
+	ctx := t.Context()
+	r := httpSend(t, a, http.MethodPost, "/v1/keys", "", []byte(`{"name":"box","role":"runner"}`),
+		map[string]string{"Authorization": "Bearer " + boot, "Content-Type": "application/json"})
+	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	var key lt.APIKey
+	require.NoError(t, json.Unmarshal(r.body, &key))
+	list := func(srv *server) []lt.Runner {
+		cl, err := client.New(srv.url, &client.Config{APIKey: boot})
+		require.NoError(t, err)
+		l, err := cl.ListRunners(ctx, "")
+		require.NoError(t, err)
+		return l.Data
+	}
+
+	onA := startRunner(t, a.url, key.Key, "box1", "--label", "on-a")
+	require.Eventually(t, func() bool {
+		l := list(b)
+		return len(l) == 1 && l[0].Node == c.ids[ia]
+	}, 30*time.Second, 20*time.Millisecond, "node B lists the runner node A holds")
+
+	onB := startRunner(t, b.url, key.Key, "box1", "--label", "on-b")
+	code, stderr := onA.wait(t, 30*time.Second)
+	require.NotZero(t, code)
+	require.Contains(t, stderr, "replaced")
+	l := list(a)
+	require.Len(t, l, 1)
+	require.Equal(t, c.ids[ib], l[0].Node, "node A lists the newer connection, on node B")
+	require.Equal(t, []string{"on-b"}, l[0].Labels)
+
+	b.kill()
+	require.Eventually(t, func() bool { return len(list(a)) == 0 }, 30*time.Second, 50*time.Millisecond,
+		"a dead node's runner leaves the list once its row is stale")
+	onB.kill(t)
+}
+
+// TestFrozenRunnerDroppedAndBack: a runner that stops answering (SIGSTOP:
+// its socket stays open) is dropped by the heartbeat within its deadline
+// (5 s between pings, 10 s for the pong) and leaves the list; thawed, it
+// finds its connection gone and connects again by itself.
+func TestFrozenRunnerDroppedAndBack(t *testing.T) {
+	t.Parallel()
+	const boot = "lh-runner-frozen-bootstrap"
+	k := startKeyed(t, boot)
+	key := k.create("box-key", lt.RoleRunner)
+	ops, err := client.New(k.srv.url, &client.Config{APIKey: boot})
+	require.NoError(t, err)
+	listed := func() int {
+		l, err := ops.ListRunners(t.Context(), "")
+		require.NoError(t, err)
+		return len(l.Data)
+	}
+	box := startRunner(t, k.srv.url, key.Key, "box1")
+	require.Eventually(t, func() bool { return listed() == 1 }, 30*time.Second, 20*time.Millisecond)
+
+	require.NoError(t, box.cmd.Process.Signal(syscall.SIGSTOP))
+	// The bound leaves room for a loaded machine over the 15 s deadline.
+	require.Eventually(t, func() bool { return listed() == 0 }, 40*time.Second, 100*time.Millisecond,
+		"the heartbeat drops a runner that does not answer")
+
+	require.NoError(t, box.cmd.Process.Signal(syscall.SIGCONT))
+	require.Eventually(t, func() bool { return listed() == 1 }, 60*time.Second, 50*time.Millisecond,
+		"the thawed runner connects again")
+}

@@ -1,0 +1,34 @@
+// Package hub is the server's side of the runner connections
+// (self-managed environments): it takes each connection a runner opened
+// (GET /v1/runners/connect, upgraded to a WebSocket by internal/server,
+// which authenticated the runner's key), checks the runner's Hello,
+// records the connection in the store (so that every node's GET
+// /v1/runners lists it), keeps it alive and checked, and holds it for the
+// calls the server makes to the runner (link.Conn.Call).
+//
+// Invariants it keeps:
+//
+//   - A runner is named within its key's project, and one connection holds
+//     a name: a newer connection under the same name replaces the older
+//     one (closed with link.StatusReplaced), on this node at once and on
+//     another at its next touch (the store's row names the connection that
+//     holds it). A runner that restarts after a network cut so reconnects
+//     at once, without waiting for the server to notice its old
+//     connection dead.
+//   - Every Config.TouchInterval the connection's key is read again
+//     (KeyCheck): a revoked or expired key closes the connection with
+//     link.StatusKeyRevoked. A failure to read it (the database away) is
+//     logged and tried again at the next touch; it closes nothing.
+//   - The store's row is touched (its liveness) at the same interval, and
+//     deleted when the connection ends; a row whose node died stays until
+//     it is stale (RunnerList's seenSince: StaleAfter).
+//   - The runner is the lower-trust party: its Hello is checked field by
+//     field (link.Hello.Check), it must come within Config.HelloTimeout,
+//     and every later frame is checked by link. It may call nothing of the
+//     server (no handlers), and nothing it says selects a session.
+//
+// It imports internal/runner/link, internal/store (the runners table),
+// the standard library and github.com/coder/websocket. Who may import it:
+// internal/node (which builds the Hub and hands it to the server),
+// internal/server (for the interface it serves) and tests.
+package hub

@@ -1,0 +1,291 @@
+package hub
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/longhaul-dev/longhaul/internal/runner/link"
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultTouchInterval = 5 * time.Second
+	DefaultHelloTimeout  = 10 * time.Second
+)
+
+// StaleAfter is how long a runner's row stays listed without a touch: a
+// few missed touches, so a node that died without removing its rows stops
+// listing its runners within it.
+func StaleAfter(touch time.Duration) time.Duration { return 3 * touch }
+
+// Store is what the hub keeps in the store (store.Store has it).
+type Store interface {
+	RunnerConnect(ctx context.Context, row *store.RunnerRow) error
+	RunnerTouch(ctx context.Context, project, name, connID string, at time.Time) error
+	RunnerDisconnect(ctx context.Context, project, name, connID string) error
+}
+
+// Config tunes a Hub. Node and the Store are required (New's arguments);
+// the rest has defaults.
+type Config struct {
+	// TouchInterval is how often a connection's row is touched and its key
+	// checked again. Default DefaultTouchInterval.
+	TouchInterval time.Duration
+	// HelloTimeout bounds the wait for a runner's Hello. Default
+	// DefaultHelloTimeout.
+	HelloTimeout time.Duration
+	// Link tunes each connection (frame limit, heartbeats). Default nil:
+	// link's defaults.
+	Link *link.Config
+	// Now is the clock of the rows' times. Default time.Now.
+	Now func() time.Time
+	// Logger receives connections, refusals and ends (info, warn).
+	// Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Hub holds the runner connections of one node.
+type Hub struct {
+	node  string
+	store Store
+	cfg   Config
+	log   *slog.Logger
+
+	mu    sync.Mutex
+	conns map[runnerKey]*Runner
+}
+
+type runnerKey struct{ project, name string }
+
+// Runner is one connected runner.
+type Runner struct {
+	// Row is what the store holds of it (its SeenAt as of connecting).
+	Row store.RunnerRow
+	// Conn is the connection, to call the runner with.
+	Conn *link.Conn
+}
+
+// New returns a Hub of the node named node, recording connections in st.
+// It panics on a missing argument or an invalid cfg (wiring mistakes).
+func New(node string, st Store, cfg *Config) *Hub {
+	if node == "" || st == nil {
+		panic("hub: node and store are required")
+	}
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.TouchInterval < 0 || c.HelloTimeout < 0 {
+		panic("hub: negative interval")
+	}
+	if c.TouchInterval == 0 {
+		c.TouchInterval = DefaultTouchInterval
+	}
+	if c.HelloTimeout == 0 {
+		c.HelloTimeout = DefaultHelloTimeout
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return &Hub{node: node, store: st, cfg: c, log: c.Logger, conns: map[runnerKey]*Runner{}}
+}
+
+// Key is the runner's key as the server authenticated it.
+type Key struct {
+	ID      string
+	Project string
+}
+
+// KeyCheck reads the runner's key again: false when it is revoked or
+// expired (the connection is closed), an error when it could not be read
+// (tried again later).
+type KeyCheck func(ctx context.Context) (valid bool, err error)
+
+// Serve runs one runner's connection over ws, from its Hello to its end;
+// it returns when the connection has ended. ctx ends the connection too
+// (the server shutting down).
+func (h *Hub) Serve(ctx context.Context, ws *websocket.Conn, key Key, check KeyCheck) {
+	hello, err := h.readHello(ctx, ws)
+	if err != nil {
+		h.log.Warn("runner refused", "key_id", key.ID, "err", err)
+		_ = ws.Close(link.StatusBadHello, shorten(err.Error()))
+		return
+	}
+	now := h.cfg.Now()
+	r := &Runner{Row: store.RunnerRow{
+		Project: key.Project, Name: hello.Name, ConnID: "rc_" + randomHex(), KeyID: key.ID, Node: h.node,
+		Labels: slices.Clone(hello.Labels), Capacity: hello.Capacity, Version: hello.Version,
+		ConnectedAt: now, SeenAt: now,
+	}}
+	if r.Row.Labels == nil {
+		r.Row.Labels = []string{}
+	}
+	if err := h.store.RunnerConnect(ctx, &r.Row); err != nil {
+		h.log.Error("record a runner's connection", "runner", hello.Name, "err", err)
+		_ = ws.Close(websocket.StatusInternalError, "the server could not record the connection")
+		return
+	}
+	if err := link.WriteJSON(ctx, ws, link.Welcome{ConnectionID: r.Row.ConnID, Node: h.node}); err != nil {
+		h.forget(r)
+		_ = ws.CloseNow()
+		return
+	}
+	lc := *linkConfig(h.cfg.Link)
+	lc.Handlers = nil // the runner calls nothing of the server (yet)
+	r.Conn = link.New(ws, &lc)
+	h.hold(r)
+	h.log.Info("runner connected", "runner", r.Row.Name, "project", r.Row.Project, "conn", r.Row.ConnID,
+		"labels", r.Row.Labels, "capacity", r.Row.Capacity, "version", r.Row.Version)
+	defer h.forget(r)
+	h.watch(ctx, r, check)
+	h.log.Info("runner disconnected", "runner", r.Row.Name, "conn", r.Row.ConnID, "why", r.Conn.Err())
+}
+
+// readHello reads and checks the runner's first frame.
+func (h *Hub) readHello(ctx context.Context, ws *websocket.Conn) (*link.Hello, error) {
+	var limit int64 = link.DefaultMaxMessageBytes
+	if h.cfg.Link != nil && h.cfg.Link.MaxMessageBytes > 0 {
+		limit = h.cfg.Link.MaxMessageBytes
+	}
+	ws.SetReadLimit(limit)
+	rctx, cancel := context.WithTimeout(ctx, h.cfg.HelloTimeout)
+	defer cancel()
+	var hello link.Hello
+	if err := link.ReadJSON(rctx, ws, &hello); err != nil {
+		if rctx.Err() != nil {
+			return nil, fmt.Errorf("no hello within %s", h.cfg.HelloTimeout)
+		}
+		return nil, fmt.Errorf("hello: %w", err)
+	}
+	if err := hello.Check(); err != nil {
+		return nil, err
+	}
+	return &hello, nil
+}
+
+// watch touches the connection's row and checks its key every interval,
+// until the connection ends (or ctx does, which ends it).
+func (h *Hub) watch(ctx context.Context, r *Runner, check KeyCheck) {
+	t := time.NewTicker(h.cfg.TouchInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.Conn.Done():
+			return
+		case <-ctx.Done():
+			r.Conn.CloseWith(websocket.StatusGoingAway, "the server is shutting down")
+			<-r.Conn.Done()
+			return
+		case <-t.C:
+		}
+		valid, err := check(ctx)
+		switch {
+		case err != nil:
+			h.log.Warn("check a runner's key", "runner", r.Row.Name, "err", err)
+		case !valid:
+			h.log.Info("runner's key revoked: closing its connection", "runner", r.Row.Name, "key_id", r.Row.KeyID)
+			r.Conn.CloseWith(link.StatusKeyRevoked, "the runner's API key was revoked or expired")
+			continue
+		}
+		err = h.store.RunnerTouch(ctx, r.Row.Project, r.Row.Name, r.Row.ConnID, h.cfg.Now())
+		if errors.Is(err, store.ErrNotFound) {
+			r.Conn.CloseWith(link.StatusReplaced, "a newer connection of runner "+r.Row.Name+" replaced this one")
+			continue
+		}
+		if err != nil {
+			h.log.Warn("record a runner's liveness", "runner", r.Row.Name, "err", err)
+		}
+	}
+}
+
+// hold makes r the connection of its name, closing the one it replaces.
+func (h *Hub) hold(r *Runner) {
+	k := runnerKey{r.Row.Project, r.Row.Name}
+	h.mu.Lock()
+	old := h.conns[k]
+	h.conns[k] = r
+	h.mu.Unlock()
+	if old != nil {
+		old.Conn.CloseWith(link.StatusReplaced, "a newer connection of runner "+r.Row.Name+" replaced this one")
+	}
+}
+
+// forget drops r (if it is still the connection of its name) and its row
+// (if the row is still its own).
+func (h *Hub) forget(r *Runner) {
+	k := runnerKey{r.Row.Project, r.Row.Name}
+	h.mu.Lock()
+	if h.conns[k] == r {
+		delete(h.conns, k)
+	}
+	h.mu.Unlock()
+	// The connection ended, whatever ended the request: remove the row
+	// even when ctx is already cancelled.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.store.RunnerDisconnect(ctx, r.Row.Project, r.Row.Name, r.Row.ConnID); err != nil {
+		h.log.Warn("remove a runner's row", "runner", r.Row.Name, "err", err)
+	}
+}
+
+// Get returns the runner of project named name connected to this node.
+func (h *Hub) Get(project, name string) (*Runner, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r, ok := h.conns[runnerKey{project, name}]
+	return r, ok
+}
+
+// Connected lists the runners connected to this node, by project and
+// name.
+func (h *Hub) Connected() []store.RunnerRow {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]store.RunnerRow, 0, len(h.conns))
+	for _, r := range h.conns {
+		out = append(out, r.Row)
+	}
+	slices.SortFunc(out, func(a, b store.RunnerRow) int {
+		if a.Project != b.Project {
+			return strings.Compare(a.Project, b.Project)
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out
+}
+
+func linkConfig(c *link.Config) *link.Config {
+	if c == nil {
+		return &link.Config{}
+	}
+	cp := *c
+	return &cp
+}
+
+func randomHex() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
+
+// shorten fits a close frame's reason (at most 123 bytes).
+func shorten(s string) string {
+	if len(s) > 120 {
+		return s[:120]
+	}
+	return s
+}

@@ -1,0 +1,251 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/longhaul-dev/longhaul/internal/runner/link"
+	"github.com/longhaul-dev/longhaul/internal/sandbox"
+)
+
+// ConnectPath is the server's route a runner connects to.
+const ConnectPath = "/v1/runners/connect"
+
+// Defaults of Config.
+const (
+	DefaultMinBackoff = time.Second
+	DefaultMaxBackoff = time.Minute
+)
+
+// Config configures a Runner.
+type Config struct {
+	// Server is the server's base URL (http or https). Required.
+	Server string
+	// Key is the runner's API key (role runner). Required.
+	Key string
+	// Hello is who the runner says it is. Required (checked by
+	// link.Hello.Check).
+	Hello link.Hello
+	// DataDir holds the sessions' workspaces (DataDir/workspaces).
+	// Required.
+	DataDir string
+	// Backend runs the commands. Required.
+	Backend sandbox.Backend
+	// Limits bound each command (zero fields: the sandbox's defaults).
+	Limits sandbox.Limits
+	// MinBackoff is the first wait before dialling again. Default
+	// DefaultMinBackoff.
+	MinBackoff time.Duration
+	// MaxBackoff caps the wait. Default DefaultMaxBackoff.
+	MaxBackoff time.Duration
+	// Link tunes the connection (frame limit, heartbeats). Default nil:
+	// link's defaults.
+	Link *link.Config
+	// HTTPClient dials. Default http.DefaultClient.
+	HTTPClient *http.Client
+	// OnConnect, when set, is told of each accepted connection.
+	OnConnect func(link.Welcome)
+	// Jitter returns a number in [0, 1) (Backoff's). Default
+	// math/rand/v2.Float64.
+	Jitter func() float64
+	// Logger receives connections, ends and refusals. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// validate names the first invalid field of c.
+func (c *Config) validate() error {
+	u, err := url.Parse(c.Server)
+	switch {
+	case c.Server == "":
+		return errors.New("server: is required")
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return fmt.Errorf("server: %q is not an http:// or https:// URL", c.Server)
+	case u.User != nil:
+		return errors.New("server: must not hold credentials (give the key with --key)")
+	case strings.TrimSpace(c.Key) == "":
+		return errors.New("key: is required")
+	case strings.ContainsAny(c.Key, " \t\r\n"):
+		return errors.New("key: contains whitespace")
+	case c.DataDir == "":
+		return errors.New("data: is required")
+	case c.Backend == nil:
+		return errors.New("backend: is required")
+	case c.MinBackoff < 0 || c.MaxBackoff < 0:
+		return errors.New("backoff: must not be negative")
+	}
+	return c.Hello.Check()
+}
+
+// Runner connects to the server and answers its calls.
+type Runner struct {
+	cfg  Config
+	log  *slog.Logger
+	work string // DataDir/workspaces
+}
+
+// New checks cfg and returns a Runner; the error names the first invalid
+// field.
+func New(cfg Config) (*Runner, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("runner config: %w", err)
+	}
+	if cfg.MinBackoff == 0 {
+		cfg.MinBackoff = DefaultMinBackoff
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = DefaultMaxBackoff
+	}
+	cfg.MaxBackoff = max(cfg.MaxBackoff, cfg.MinBackoff)
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = http.DefaultClient
+	}
+	if cfg.Jitter == nil {
+		cfg.Jitter = rand.Float64
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	abs, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("runner config: data: %w", err)
+	}
+	work := filepath.Join(abs, "workspaces")
+	if err := os.MkdirAll(work, 0o700); err != nil {
+		return nil, fmt.Errorf("runner config: data: %w", err)
+	}
+	return &Runner{cfg: cfg, log: cfg.Logger, work: work}, nil
+}
+
+// ErrRefused wraps the reason the server gave for a runner that must not
+// come back (Run's error).
+var ErrRefused = errors.New("the server refused this runner")
+
+// Run connects, serves, and connects again after each end, until ctx ends
+// (nil) or the server refuses the runner for good (an error wrapping
+// ErrRefused).
+func (r *Runner) Run(ctx context.Context) error {
+	attempt := 0
+	for {
+		accepted, err := r.connectOnce(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, ErrRefused) {
+			return err
+		}
+		if accepted {
+			attempt = 0
+		}
+		wait := Backoff(attempt, r.cfg.MinBackoff, r.cfg.MaxBackoff, r.cfg.Jitter())
+		attempt++
+		r.log.Warn("runner connection ended: connecting again", "err", err, "in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Backoff is the wait before the attempt-th reconnection (0 the first):
+// min doubled per attempt up to max, of which a random half is taken off
+// (jitter in [0, 1)), so runners cut off together do not come back
+// together.
+func Backoff(attempt int, minWait, maxWait time.Duration, jitter float64) time.Duration {
+	d := minWait
+	for range min(attempt, 62) {
+		if d >= maxWait/2 {
+			d = maxWait
+			break
+		}
+		d *= 2
+	}
+	d = min(d, maxWait)
+	return d - time.Duration(float64(d/2)*jitter)
+}
+
+// connectOnce dials, says hello and serves the connection until it ends;
+// accepted says whether the server welcomed it.
+func (r *Runner) connectOnce(ctx context.Context) (accepted bool, err error) {
+	u := strings.TrimRight(r.cfg.Server, "/") + ConnectPath
+	hdr := http.Header{}
+	hdr.Set("Authorization", "Bearer "+r.cfg.Key)
+	hdr.Set("User-Agent", "longhaul-runner/"+r.cfg.Hello.Version)
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ws, resp, err := websocket.Dial(dctx, u, &websocket.DialOptions{HTTPClient: r.cfg.HTTPClient, HTTPHeader: hdr})
+	cancel()
+	if err != nil {
+		if resp != nil && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
+			return false, fmt.Errorf("%w: %s at connect: %s", ErrRefused, resp.Status, responseMessage(resp))
+		}
+		return false, fmt.Errorf("connect to %s: %w", r.cfg.Server, err)
+	}
+	defer ws.CloseNow()
+	if err := link.WriteJSON(ctx, ws, r.cfg.Hello); err != nil {
+		return false, fmt.Errorf("send hello: %w", err)
+	}
+	var welcome link.Welcome
+	if err := link.ReadJSON(ctx, ws, &welcome); err != nil {
+		return false, refusal(err, "read welcome")
+	}
+	r.log.Info("runner connected", "server", r.cfg.Server, "name", r.cfg.Hello.Name, "conn", welcome.ConnectionID, "node", welcome.Node)
+	if r.cfg.OnConnect != nil {
+		r.cfg.OnConnect(welcome)
+	}
+	lc := link.Config{}
+	if r.cfg.Link != nil {
+		lc = *r.cfg.Link
+	}
+	lc.MaxIncoming = r.cfg.Hello.Capacity
+	lc.Handlers = map[string]link.Handler{link.MethodExec: r.exec}
+	lc.Logger = r.log
+	conn := link.New(ws, &lc)
+	select {
+	case <-conn.Done():
+	case <-ctx.Done():
+		conn.Close("the runner is stopping")
+		<-conn.Done()
+		return true, nil
+	}
+	return true, refusal(conn.Err(), "connection")
+}
+
+// refusal wraps err with ErrRefused when the server closed the connection
+// with a code that says not to come back.
+func refusal(err error, what string) error {
+	switch websocket.CloseStatus(err) {
+	case link.StatusKeyRevoked, link.StatusBadHello, link.StatusReplaced:
+		return fmt.Errorf("%w: %s: %w", ErrRefused, what, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// responseMessage is the start of a refused upgrade's body (the API's
+// error message), printable only.
+func responseMessage(resp *http.Response) string {
+	if resp.Body == nil {
+		return ""
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, strings.TrimSpace(string(b)))
+}

@@ -1,0 +1,311 @@
+package runner_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/runner"
+	"github.com/longhaul-dev/longhaul/internal/runner/hub"
+	"github.com/longhaul-dev/longhaul/internal/runner/link"
+	"github.com/longhaul-dev/longhaul/internal/sandbox"
+	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
+)
+
+// server is a real hub over a real SQLite store behind a loopback HTTP
+// server that admits the bearer token "good" (internal/server does the
+// real authentication: the e2e tests cover it), as a key that stays valid
+// while valid is true.
+type server struct {
+	url   string
+	hub   *hub.Hub
+	store *sqlite.Store
+	valid atomic.Bool
+}
+
+func newServer(t *testing.T) *server {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "longhaul.db"), nil)
+	require.NoError(t, err)
+	require.NoError(t, st.Migrate(t.Context()))
+	s := &server{store: st}
+	s.valid.Store(true)
+	s.hub = hub.New("node-a", st, &hub.Config{TouchInterval: 20 * time.Millisecond})
+	base, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != runner.ConnectPath {
+			http.NotFound(w, r)
+			return
+		}
+		if r.Header.Get("Authorization") != "Bearer good" || !s.valid.Load() {
+			http.Error(w, `{"error":{"code":"unauthorized","message":"invalid API key"}}`, http.StatusUnauthorized)
+			return
+		}
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		wg.Add(1)
+		defer wg.Done()
+		s.hub.Serve(base, ws, hub.Key{ID: "key_1", Project: "default"}, func(context.Context) (bool, error) { return s.valid.Load(), nil })
+	}))
+	t.Cleanup(func() {
+		stop()
+		srv.Close()
+		wg.Wait()
+		require.NoError(t, st.Close())
+	})
+	s.url = srv.URL
+	return s
+}
+
+// start runs a runner named name against s until the test ends; its Run
+// error comes on the returned channel.
+func start(t *testing.T, s *server, name, key string, mutate ...func(*runner.Config)) (<-chan error, string) {
+	t.Helper()
+	backend, _ := sandbox.Detect(t.Context(), sandbox.DetectOptions{Local: true})
+	data := t.TempDir()
+	cfg := runner.Config{
+		Server: s.url, Key: key, DataDir: data, Backend: backend,
+		Hello:      link.Hello{Name: name, Labels: []string{"gpu", "linux"}, Capacity: 2, Version: "test"},
+		MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
+	}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	r, err := runner.New(cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	done := make(chan struct{})
+	go func() { errc <- r.Run(ctx); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("the runner did not stop")
+		}
+	})
+	return errc, data
+}
+
+// connected waits until the hub holds runner name and returns it.
+func connected(t *testing.T, s *server, name string) *hub.Runner {
+	t.Helper()
+	var r *hub.Runner
+	require.Eventually(t, func() bool {
+		var ok bool
+		r, ok = s.hub.Get("default", name)
+		return ok
+	}, 10*time.Second, time.Millisecond)
+	return r
+}
+
+// TestExecOnTheRunner: a connected runner is listed with its labels and
+// runs a command in the session's workspace under its data directory,
+// its output streamed back.
+func TestExecOnTheRunner(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	_, data := start(t, s, "box1", "good")
+	r := connected(t, s, "box1")
+	require.Equal(t, []string{"gpu", "linux"}, r.Row.Labels)
+	require.Equal(t, 2, r.Row.Capacity)
+	rows, err := s.store.RunnerList(t.Context(), "", time.Time{})
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.Equal(t, "node-a", rows[0].Node)
+
+	out, err := hub.Exec(t.Context(), r, &link.ExecParams{Session: "ses_1", Command: "echo hi > made.txt; cat made.txt; echo oops >&2; exit 3"})
+	require.NoError(t, err)
+	require.Equal(t, 3, out.ExitCode)
+	require.Equal(t, "hi\n", out.Stdout)
+	require.Equal(t, "oops\n", out.Stderr)
+	b, err := os.ReadFile(filepath.Join(data, "workspaces", "ses_1", "made.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "hi\n", string(b))
+
+	// A large output crosses many frames and comes back whole.
+	out, err = hub.Exec(t.Context(), r, &link.ExecParams{Session: "ses_1", Command: "head -c 3000000 /dev/zero | tr '\\0' x", MaxOutputBytes: 4 << 20})
+	require.NoError(t, err)
+	require.Len(t, out.Stdout, 3_000_000)
+
+	// Bad params never reach the sandbox: the runner checks them too.
+	var re *link.RemoteError
+	err = r.Conn.Call(t.Context(), link.MethodExec, map[string]any{"session": "../etc", "command": "true"}, nil, nil)
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, link.CodeBadParams, re.Code)
+	err = r.Conn.Call(t.Context(), link.MethodExec, map[string]any{"session": "ses_1", "command": "true", "cwd": "/"}, nil, nil)
+	require.ErrorAs(t, err, &re)
+	require.Contains(t, re.Message, `unknown field "cwd"`)
+}
+
+// TestExecCancelled: cancelling the call stops the command on the runner
+// (its handler ends, so nothing stays in flight on either side).
+func TestExecCancelled(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	_, data := start(t, s, "box1", "good")
+	r := connected(t, s, "box1")
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := hub.Exec(ctx, r, &link.ExecParams{Session: "ses_2", Command: "touch started; sleep 60"})
+		errc <- err
+	}()
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(data, "workspaces", "ses_2", "started"))
+		return err == nil
+	}, 10*time.Second, time.Millisecond)
+	cancel()
+	require.ErrorIs(t, <-errc, context.Canceled)
+	require.Eventually(t, func() bool { out, _ := r.Conn.InFlight(); return out == 0 }, 10*time.Second, time.Millisecond,
+		"the runner answered the cancelled call: its command ended")
+}
+
+// TestReconnects: a connection the server drops is dialled again, as a
+// new connection.
+func TestReconnects(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	start(t, s, "box1", "good")
+	first := connected(t, s, "box1")
+	first.Conn.CloseWith(websocket.StatusGoingAway, "node restarting")
+	require.Eventually(t, func() bool {
+		r, ok := s.hub.Get("default", "box1")
+		return ok && r.Row.ConnID != first.Row.ConnID
+	}, 10*time.Second, time.Millisecond)
+}
+
+// TestRefusedKeyStopsTheRunner: a key refused at connect ends Run with
+// ErrRefused (no retry loop against a dead key).
+func TestRefusedKeyStopsTheRunner(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	errc, _ := start(t, s, "box1", "lhk_bad")
+	select {
+	case err := <-errc:
+		require.ErrorIs(t, err, runner.ErrRefused)
+		require.ErrorContains(t, err, "401")
+		require.ErrorContains(t, err, "invalid API key")
+		require.NotContains(t, err.Error(), "lhk_bad")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the runner kept trying a refused key")
+	}
+}
+
+// TestRevokedKeyClosesTheConnection: a key revoked while the runner is
+// connected closes the connection at the next check, the runner stops,
+// and its row is gone.
+func TestRevokedKeyClosesTheConnection(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	errc, _ := start(t, s, "box1", "good")
+	connected(t, s, "box1")
+	s.valid.Store(false)
+	select {
+	case err := <-errc:
+		require.ErrorIs(t, err, runner.ErrRefused)
+		require.Equal(t, link.StatusKeyRevoked, websocket.CloseStatus(err))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the revoked runner stayed connected")
+	}
+	require.Eventually(t, func() bool {
+		rows, err := s.store.RunnerList(t.Context(), "", time.Time{})
+		return err == nil && len(rows) == 0
+	}, 10*time.Second, time.Millisecond)
+}
+
+// TestSameNameNewerReplacesOlder: a second runner under a taken name
+// takes it over; the older one is told and stops (it does not fight back).
+func TestSameNameNewerReplacesOlder(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	olderErr, _ := start(t, s, "box1", "good")
+	older := connected(t, s, "box1")
+	start(t, s, "box1", "good", func(c *runner.Config) { c.Hello.Labels = []string{"newer"} })
+	select {
+	case err := <-olderErr:
+		require.ErrorIs(t, err, runner.ErrRefused)
+		require.Equal(t, link.StatusReplaced, websocket.CloseStatus(err))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the older runner was not told")
+	}
+	r := connected(t, s, "box1")
+	require.NotEqual(t, older.Row.ConnID, r.Row.ConnID)
+	require.Equal(t, []string{"newer"}, r.Row.Labels)
+	require.Eventually(t, func() bool {
+		rows, err := s.store.RunnerList(t.Context(), "", time.Time{})
+		return err == nil && len(rows) == 1 && rows[0].ConnID == r.Row.ConnID
+	}, 10*time.Second, time.Millisecond, "the older connection's end removed not the newer's row")
+}
+
+// TestBadHelloRefused: a Hello the server refuses stops the runner with
+// the field named. (New refuses it first; this is a runner built to lie.)
+func TestBadHelloRefused(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	ws, _, err := websocket.Dial(t.Context(), s.url+runner.ConnectPath, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer good"}}})
+	require.NoError(t, err)
+	defer ws.CloseNow()
+	require.NoError(t, link.WriteJSON(t.Context(), ws, map[string]any{"name": "Box 1", "capacity": 1}))
+	_, _, err = ws.Read(t.Context())
+	require.Equal(t, link.StatusBadHello, websocket.CloseStatus(err))
+	var ce websocket.CloseError
+	require.True(t, errors.As(err, &ce))
+	require.Contains(t, ce.Reason, "hello.name")
+}
+
+// TestBackoff: the wait doubles from min to max, and jitter takes off at
+// most half.
+func TestBackoff(t *testing.T) {
+	t.Parallel()
+	minW, maxW := time.Second, time.Minute
+	require.Equal(t, time.Second, runner.Backoff(0, minW, maxW, 0))
+	require.Equal(t, 2*time.Second, runner.Backoff(1, minW, maxW, 0))
+	require.Equal(t, 32*time.Second, runner.Backoff(5, minW, maxW, 0))
+	require.Equal(t, time.Minute, runner.Backoff(6, minW, maxW, 0))
+	require.Equal(t, time.Minute, runner.Backoff(1000, minW, maxW, 0))
+	require.Equal(t, 16*time.Second, runner.Backoff(5, minW, maxW, 0.999999999).Round(time.Millisecond))
+	require.Equal(t, 500*time.Millisecond, runner.Backoff(0, minW, maxW, 0.999999999).Round(time.Millisecond))
+	require.Equal(t, 45*time.Second, runner.Backoff(9, minW, maxW, 0.5))
+}
+
+// TestConfigNamesTheField: a bad configuration is refused naming the
+// field, never echoing the key.
+func TestConfigNamesTheField(t *testing.T) {
+	t.Parallel()
+	backend, _ := sandbox.Detect(t.Context(), sandbox.DetectOptions{Local: true})
+	good := runner.Config{Server: "http://127.0.0.1:1", Key: "lhk_secret", DataDir: t.TempDir(), Backend: backend,
+		Hello: link.Hello{Name: "box1", Capacity: 1}}
+	for want, mutate := range map[string]func(*runner.Config){
+		"server: is required":     func(c *runner.Config) { c.Server = "" },
+		"is not an http://":       func(c *runner.Config) { c.Server = "ftp://x" },
+		"must not hold credentia": func(c *runner.Config) { c.Server = "http://u:p@x" },
+		"key: is required":        func(c *runner.Config) { c.Key = "" },
+		"data: is required":       func(c *runner.Config) { c.DataDir = "" },
+		"hello.name":              func(c *runner.Config) { c.Hello.Name = "Box1" },
+		"hello.capacity":          func(c *runner.Config) { c.Hello.Capacity = 0 },
+		"hello.labels[1]":         func(c *runner.Config) { c.Hello.Labels = []string{"a", "a"} },
+	} {
+		c := good
+		mutate(&c)
+		_, err := runner.New(c)
+		require.ErrorContains(t, err, want)
+		require.NotContains(t, err.Error(), "lhk_secret")
+	}
+	_, err := runner.New(good)
+	require.NoError(t, err)
+}

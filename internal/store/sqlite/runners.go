@@ -1,0 +1,118 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
+)
+
+// RunnerConnect records a runner's connection, replacing the row of its
+// (project, name).
+func (s *Store) RunnerConnect(ctx context.Context, row *store.RunnerRow) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if err := checks.RunnerRow(row); err != nil {
+		return fmt.Errorf("record runner: %w", err)
+	}
+	labels, err := json.Marshal(storeutil.NonNil(row.Labels))
+	if err != nil {
+		return fmt.Errorf("record runner %s: encode labels: %w", row.Name, err)
+	}
+	err = s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+		_, err := w.exec(`INSERT INTO runners (project, name, conn_id, key_id, node, labels, capacity, version, connected_at, seen_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (project, name) DO UPDATE SET conn_id = excluded.conn_id, key_id = excluded.key_id, node = excluded.node,
+  labels = excluded.labels, capacity = excluded.capacity, version = excluded.version,
+  connected_at = excluded.connected_at, seen_at = excluded.seen_at`,
+			row.Project, row.Name, row.ConnID, row.KeyID, row.Node, string(labels), row.Capacity, row.Version,
+			toMicros(row.ConnectedAt), toMicros(row.SeenAt))
+		return nil, mapErr(err)
+	}})
+	if err != nil {
+		return fmt.Errorf("record runner %s: %w", row.Name, err)
+	}
+	return nil
+}
+
+// RunnerTouch records a sign of life of the connection connID.
+func (s *Store) RunnerTouch(ctx context.Context, project, name, connID string, at time.Time) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if err := checks.RunnerKey(project, name, connID); err != nil {
+		return fmt.Errorf("touch runner: %w", err)
+	}
+	if err := checks.Time("at", at); err != nil {
+		return fmt.Errorf("touch runner: %w", err)
+	}
+	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+		n, err := w.changed(`UPDATE runners SET seen_at = max(seen_at, ?) WHERE project = ? AND name = ? AND conn_id = ?`,
+			toMicros(at), project, name, connID)
+		if err != nil {
+			return nil, mapErr(err)
+		}
+		if n == 0 {
+			return nil, store.ErrNotFound
+		}
+		return nil, nil
+	}})
+	if err != nil {
+		return fmt.Errorf("touch runner %s: %w", name, err)
+	}
+	return nil
+}
+
+// RunnerDisconnect deletes the row of (project, name) if connID holds it.
+func (s *Store) RunnerDisconnect(ctx context.Context, project, name, connID string) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if err := checks.RunnerKey(project, name, connID); err != nil {
+		return fmt.Errorf("remove runner: %w", err)
+	}
+	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+		_, err := w.exec(`DELETE FROM runners WHERE project = ? AND name = ? AND conn_id = ?`, project, name, connID)
+		return nil, mapErr(err)
+	}})
+	if err != nil {
+		return fmt.Errorf("remove runner %s: %w", name, err)
+	}
+	return nil
+}
+
+// RunnerList returns the runners of project ("": all) seen since
+// seenSince.
+func (s *Store) RunnerList(ctx context.Context, project string, seenSince time.Time) ([]*store.RunnerRow, error) {
+	if err := checks.Text("project", project); err != nil {
+		return nil, fmt.Errorf("list runners: %w", err)
+	}
+	var out []*store.RunnerRow
+	err := s.query(ctx, func(rows *sql.Rows) error {
+		var (
+			r               store.RunnerRow
+			labels          string
+			connected, seen int64
+		)
+		if err := rows.Scan(&r.Project, &r.Name, &r.ConnID, &r.KeyID, &r.Node, &labels, &r.Capacity, &r.Version, &connected, &seen); err != nil {
+			return err
+		}
+		if err := json.Unmarshal([]byte(labels), &r.Labels); err != nil {
+			return fmt.Errorf("runner %s: stored labels: %w", r.Name, err)
+		}
+		r.Labels = storeutil.NonNil(r.Labels)
+		r.ConnectedAt, r.SeenAt = fromMicros(connected), fromMicros(seen)
+		out = append(out, &r)
+		return nil
+	}, `SELECT project, name, conn_id, key_id, node, labels, capacity, version, connected_at, seen_at FROM runners
+WHERE (? = '' OR project = ?) AND seen_at >= ? ORDER BY project, name`, project, project, toMicros(seenSince))
+	if err != nil {
+		return nil, fmt.Errorf("list runners: %w", err)
+	}
+	return out, nil
+}
