@@ -196,7 +196,7 @@ type Store interface {
 
 	// Runners (self-managed environments) connected to a node: each node
 	// records the connections it holds, so that every node lists them
-	// (013_runners). A runner is named within its project; a newer
+	// (014_runners). A runner is named within its project; a newer
 	// connection under the same name replaces the row, and the older
 	// connection learns it from RunnerTouch.
 

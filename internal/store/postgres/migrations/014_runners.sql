@@ -1,6 +1,6 @@
--- 013_runners: the runners (self-managed environments, `longhaul runner`)
+-- 014_runners: the runners (self-managed environments, `longhaul runner`)
 -- connected to the nodes (PostgreSQL dialect of the SQLite driver's
--- 013_runners), each recorded by the node that holds its connection, so
+-- 014_runners), each recorded by the node that holds its connection, so
 -- that every node lists them. A runner is named within its project; a
 -- newer connection under the same name replaces the row (conn_id says
 -- which connection holds it). seen_at is the connection's last sign of

@@ -1,4 +1,4 @@
--- 013_runners: the runners (self-managed environments, `longhaul runner`)
+-- 014_runners: the runners (self-managed environments, `longhaul runner`)
 -- connected to the nodes, each recorded by the node that holds its
 -- connection, so that every node lists them. A runner is named within its
 -- project; a newer connection under the same name replaces the row
