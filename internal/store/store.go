@@ -107,6 +107,11 @@ type Store interface {
 	// BlobPut stores content-addressed bytes (idempotent). BlobGet returns
 	// ErrNotFound for an unknown digest.
 	BlobPut(ctx context.Context, sha256Hex string, data []byte) error
+	// BlobPutMany stores several blobs (digest to bytes, each digest the
+	// lowercase hex SHA-256 of its bytes) in one transaction: all or none
+	// are stored once it returns. It spares a writer of many blobs (a
+	// workspace's first snapshot) a commit per blob.
+	BlobPutMany(ctx context.Context, blobs map[string][]byte) error
 	BlobGet(ctx context.Context, sha256Hex string) ([]byte, error)
 	// BlobHas reports whether a blob is stored, without reading it, so a
 	// writer of many blobs (workspace snapshots) sends only the new ones.

@@ -42,6 +42,32 @@ func (s *Store) BlobPut(ctx context.Context, sha256Hex string, data []byte) erro
 	return nil
 }
 
+// BlobPutMany stores blobs (digest to bytes) in one transaction, sent as
+// one batch; see store.Store.
+func (s *Store) BlobPutMany(ctx context.Context, blobs map[string][]byte) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	writes, err := checks.BlobMap(blobs)
+	if err != nil {
+		return fmt.Errorf("put blobs: %w", err)
+	}
+	if len(writes) == 0 {
+		return nil
+	}
+	err = s.write(ctx, func(_ context.Context, t *txn) error {
+		for i := range writes {
+			data := storeutil.BlobData(writes[i].Data)
+			t.queue(insertBlobSQL, writes[i].SHA256, len(data), data)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("put %d blobs: %w", len(writes), err)
+	}
+	return nil
+}
+
 // BlobGet returns the bytes stored under a digest; store.ErrNotFound if none.
 func (s *Store) BlobGet(ctx context.Context, sha256Hex string) ([]byte, error) {
 	if err := checks.SHA256("sha256", sha256Hex); err != nil {

@@ -50,6 +50,28 @@ func (s *Store) BlobPut(ctx context.Context, sha256Hex string, data []byte) erro
 	return nil
 }
 
+// BlobPutMany stores blobs (digest to bytes) in one transaction; see
+// store.Store.
+func (s *Store) BlobPutMany(ctx context.Context, blobs map[string][]byte) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	writes, err := checks.BlobMap(blobs)
+	if err != nil {
+		return fmt.Errorf("put blobs: %w", err)
+	}
+	if len(writes) == 0 {
+		return nil
+	}
+	err = s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+		return nil, w.insertBlobs("", writes)
+	}})
+	if err != nil {
+		return fmt.Errorf("put %d blobs: %w", len(writes), err)
+	}
+	return nil
+}
+
 // BlobGet returns the bytes stored under a digest; store.ErrNotFound if none.
 func (s *Store) BlobGet(ctx context.Context, sha256Hex string) ([]byte, error) {
 	if err := checks.SHA256("sha256", sha256Hex); err != nil {

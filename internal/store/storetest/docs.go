@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -189,6 +190,42 @@ func testBlobs(t *testing.T, h *harness) {
 	require.ErrorIs(t, err, store.ErrConflict)
 	_, err = h.s.BlobGet(h.ctx, sha(orphan))
 	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// testBlobPutMany: several blobs stored in one call, all or none.
+func testBlobPutMany(t *testing.T, h *harness) {
+	require.NoError(t, h.s.BlobPutMany(h.ctx, nil), "no blobs: nothing to do")
+	already := []byte("stored before the batch")
+	require.NoError(t, h.s.BlobPut(h.ctx, sha(already), already))
+	empty := []byte{}
+	big := make([]byte, 300<<10)
+	for i := range big {
+		big[i] = byte(i * 13)
+	}
+	batch := map[string][]byte{sha(already): already, sha(empty): empty, sha(big): big}
+	for i := range 40 {
+		b := []byte(fmt.Sprintf("blob %d of the batch", i))
+		batch[sha(b)] = b
+	}
+	require.NoError(t, h.s.BlobPutMany(h.ctx, batch), "a batch may hold a blob already stored")
+	for digest, data := range batch {
+		got, err := h.s.BlobGet(h.ctx, digest)
+		require.NoError(t, err)
+		require.Equal(t, data, got)
+	}
+	require.NoError(t, h.s.BlobPutMany(h.ctx, batch), "putting the batch again is a no-op")
+
+	// A batch with one bad digest stores none of its blobs, and the error
+	// names the field.
+	good := []byte("good blob of a refused batch")
+	bad := map[string][]byte{sha(good): good, sha([]byte("other bytes")): []byte("these bytes")}
+	err := h.s.BlobPutMany(h.ctx, bad)
+	require.ErrorContains(t, err, "sha256")
+	has, err := h.s.BlobHas(h.ctx, sha(good))
+	require.NoError(t, err)
+	require.False(t, has, "a refused batch stores none of its blobs")
+	err = h.s.BlobPutMany(h.ctx, map[string][]byte{"not-a-digest": good})
+	require.ErrorContains(t, err, "sha256")
 }
 
 func testIdempotency(t *testing.T, h *harness) {

@@ -50,6 +50,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ActionGetByID", testActionGetByID},
 		{"ActionPendingStats", testActionPendingStats},
 		{"Blobs", testBlobs},
+		{"BlobPutMany", testBlobPutMany},
 		{"BlobProjects", testBlobProjects},
 		{"Idempotency", testIdempotency},
 		{"Secrets", testSecrets},

@@ -114,6 +114,19 @@ func (c Checks) Blob(field, digest string, data []byte) error {
 	return nil
 }
 
+// BlobMap checks every blob of a BlobPutMany (digest to bytes) and lists
+// them as writes.
+func (c Checks) BlobMap(blobs map[string][]byte) ([]store.BlobWrite, error) {
+	writes := make([]store.BlobWrite, 0, len(blobs))
+	for digest, data := range blobs {
+		if err := c.Blob("sha256", digest, data); err != nil {
+			return nil, err
+		}
+		writes = append(writes, store.BlobWrite{SHA256: digest, Data: data})
+	}
+	return writes, nil
+}
+
 // HexSHA256 is the blob key of data.
 func HexSHA256(data []byte) string {
 	sum := sha256.Sum256(data)
