@@ -1,0 +1,91 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// batchBlobs is a memBlobs that also stores batches (as store.Store does),
+// whose first BlobHas waits for gate: the blobs queued meanwhile are there
+// for the putter to batch. failBatch fails every batch.
+type batchBlobs struct {
+	*memBlobs
+	gate      chan struct{}
+	gateOnce  sync.Once
+	failBatch bool
+
+	mu      sync.Mutex
+	batches []int // the size of each batch stored
+}
+
+func (b *batchBlobs) BlobHas(ctx context.Context, d string) (bool, error) {
+	b.gateOnce.Do(func() { <-b.gate })
+	return b.memBlobs.BlobHas(ctx, d)
+}
+
+func (b *batchBlobs) BlobPutMany(ctx context.Context, blobs map[string][]byte) error {
+	if b.failBatch {
+		return errors.New("disk full")
+	}
+	for d, data := range blobs {
+		if sha256Hex(data) != d {
+			return errors.New("digest does not match the data")
+		}
+	}
+	b.memBlobs.mu.Lock()
+	for d, data := range blobs {
+		b.m[d] = append([]byte(nil), data...)
+	}
+	b.memBlobs.mu.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.batches = append(b.batches, len(blobs))
+	return nil
+}
+
+// queueBlobs puts n blobs, one already stored, while the putter is held at
+// its first BlobHas, then lets it go and waits for it.
+func queueBlobs(t *testing.T, b *batchBlobs, n int) (newBlobs int, err error) {
+	t.Helper()
+	known := []byte("blob 0")
+	b.putRaw(t, known)
+	p := newPutter(context.Background(), b, nil)
+	for i := range n {
+		data := []byte(fmt.Sprintf("blob %d", i))
+		require.NoError(t, p.put(sha256Hex(data), data, fmt.Sprintf("content of %q", fmt.Sprintf("f%d", i))))
+	}
+	close(b.gate)
+	newBlobs, _, err = p.finish()
+	return newBlobs, err
+}
+
+func TestPutterStoresQueuedBlobsInOneBatch(t *testing.T) {
+	t.Parallel()
+	b := &batchBlobs{memBlobs: newMemBlobs(), gate: make(chan struct{})}
+	newBlobs, err := queueBlobs(t, b, 20)
+	require.NoError(t, err)
+	require.Equal(t, 19, newBlobs, "blob 0 was stored already")
+	for i := range 20 {
+		has, err := b.memBlobs.BlobHas(context.Background(), sha256Hex([]byte(fmt.Sprintf("blob %d", i))))
+		require.NoError(t, err)
+		require.True(t, has, "blob %d", i)
+	}
+	// The first batch was taken before the others were queued; the rest
+	// waited for it and went together.
+	calls := len(b.batches) + b.puts - 1 // less putRaw's
+	require.LessOrEqual(t, calls, 2, "batches %v, single puts %d", b.batches, b.puts-1)
+	require.GreaterOrEqual(t, b.batches[len(b.batches)-1], 17)
+}
+
+func TestPutterBatchErrorFailsTheTake(t *testing.T) {
+	t.Parallel()
+	b := &batchBlobs{memBlobs: newMemBlobs(), gate: make(chan struct{}), failBatch: true}
+	_, err := queueBlobs(t, b, 20)
+	require.ErrorContains(t, err, "disk full")
+	require.ErrorContains(t, err, `content of "f`, "the error names a blob")
+}
