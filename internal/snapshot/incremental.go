@@ -420,7 +420,7 @@ func (t *taker) rebuild(d *os.Root, rel string, depth int, children map[string]m
 	if err != nil {
 		return "", err
 	}
-	if err := t.put(digest, data, rel, "tree"); err != nil {
+	if err := t.put(digest, data, rel, "tree", false); err != nil {
 		return "", err
 	}
 	below := Stats{Skipped: skipped}

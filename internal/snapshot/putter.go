@@ -96,9 +96,9 @@ func newPutter(ctx context.Context, b Blobs, cache *Cache) *putter {
 	return p
 }
 
-// put queues blob digest (data is copied: the caller reuses its buffer).
-// It returns the error of an earlier blob, if one failed.
-func (p *putter) put(digest string, data []byte, what string) error {
+// put queues blob digest; data is copied unless owned (the caller does
+// not reuse it). It returns the error of an earlier blob, if one failed.
+func (p *putter) put(digest string, data []byte, what string, owned bool) error {
 	if err := p.failed(); err != nil {
 		return err
 	}
@@ -110,8 +110,11 @@ func (p *putter) put(digest string, data []byte, what string) error {
 			return p.ctx.Err()
 		}
 	}
+	if !owned {
+		data = append([]byte(nil), data...)
+	}
 	select {
-	case p.jobs <- putJob{digest: digest, data: append([]byte(nil), data...), what: what, units: units}:
+	case p.jobs <- putJob{digest: digest, data: data, what: what, units: units}:
 		return nil
 	case <-p.ctx.Done():
 		return p.ctx.Err()

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -57,7 +60,7 @@ func queueBlobs(t *testing.T, b *batchBlobs, n int) (newBlobs int, err error) {
 	p := newPutter(context.Background(), b, nil)
 	for i := range n {
 		data := []byte(fmt.Sprintf("blob %d", i))
-		require.NoError(t, p.put(sha256Hex(data), data, fmt.Sprintf("content of %q", fmt.Sprintf("f%d", i))))
+		require.NoError(t, p.put(sha256Hex(data), data, fmt.Sprintf("content of %q", fmt.Sprintf("f%d", i)), true))
 	}
 	close(b.gate)
 	newBlobs, _, err = p.finish()
@@ -88,4 +91,50 @@ func TestPutterBatchErrorFailsTheTake(t *testing.T) {
 	_, err := queueBlobs(t, b, 20)
 	require.ErrorContains(t, err, "disk full")
 	require.ErrorContains(t, err, `content of "f`, "the error names a blob")
+}
+
+// TestReadSmallFileThatGrew: a file stated under MinChunkSize that is
+// larger when read (it grew meanwhile) is read again, chunked, and cut as
+// any file of its size; a small one is one chunk, as the chunker cuts it.
+func TestReadSmallFileThatGrew(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	for _, size := range []int{0, 1, 4 << 10, MinChunkSize - 1, MinChunkSize, 3 * MinChunkSize, 9 << 20} {
+		data := make([]byte, size)
+		_, _ = rand.NewChaCha8([32]byte{byte(size), byte(size >> 8), byte(size >> 16)}).Read(data)
+		writeFile(t, dir, "f", data, 0o644)
+		read := func(statSize int64) (int64, string, []Chunk) {
+			f, err := os.Open(filepath.Join(dir, "f"))
+			require.NoError(t, err)
+			defer f.Close()
+			tk := &taker{ctx: ctx, b: newMemBlobs(), seen: make(map[string]bool)}
+			defer func() {
+				if tk.work != nil {
+					chunkWorkPool.Put(tk.work)
+				}
+			}()
+			n, sha, chunks, err := tk.read("f", f, statSize)
+			require.NoError(t, err)
+			return n, sha, chunks
+		}
+		wantN, wantSHA, wantChunks := func() (int64, string, []Chunk) {
+			f, err := os.Open(filepath.Join(dir, "f"))
+			require.NoError(t, err)
+			defer f.Close()
+			tk := &taker{ctx: ctx, b: newMemBlobs(), seen: make(map[string]bool)}
+			n, sha, chunks, err := tk.readChunks("f", f)
+			require.NoError(t, err)
+			chunkWorkPool.Put(tk.work)
+			return n, sha, chunks
+		}()
+		require.Equal(t, int64(size), wantN)
+		require.Equal(t, sha256Hex(data), wantSHA)
+		for _, statSize := range []int64{0, 10, int64(size)} {
+			n, sha, chunks := read(statSize)
+			require.Equal(t, wantN, n, "size %d stated %d", size, statSize)
+			require.Equal(t, wantSHA, sha, "size %d stated %d", size, statSize)
+			require.Equal(t, wantChunks, chunks, "size %d stated %d", size, statSize)
+		}
+	}
 }

@@ -342,7 +342,7 @@ func (t *taker) dir(d *os.Root, rel string, depth int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := t.put(digest, data, rel, "tree"); err != nil {
+	if err := t.put(digest, data, rel, "tree", false); err != nil {
 		return "", err
 	}
 	t.recordDir(rel, &tr, digest, before)
@@ -405,7 +405,7 @@ func (t *taker) file(d *os.Root, name, rel string, fi fs.FileInfo, te *treeEntry
 	if err := t.checkSize(rel, before.Size()); err != nil {
 		return false, err
 	}
-	size, sha, chunks, err := t.readChunks(rel, f)
+	size, sha, chunks, err := t.read(rel, f, before.Size())
 	if err != nil {
 		return false, err
 	}
@@ -447,6 +447,69 @@ func (t *taker) count(rel string, size int64) error {
 	t.st.Files++
 	t.st.Bytes += size
 	return nil
+}
+
+// read reads f (statSize bytes when opened) to its end and stores its
+// content: see readChunks.
+//
+// Most files of a workspace are smaller than MinChunkSize, hence one
+// chunk: such a file is read whole into a buffer of its own that the
+// putter keeps as it is, where chunking would have copied every byte twice
+// more (into the chunker's buffer, then the blob's). One that grew past
+// MinChunkSize meanwhile is read again from the start, chunked.
+func (t *taker) read(rel string, f *os.File, statSize int64) (int64, string, []Chunk, error) {
+	if statSize < MinChunkSize {
+		data, err := readSmall(f, statSize)
+		if err != nil {
+			return 0, "", nil, pathErr("read", rel, err)
+		}
+		t.st.ReadBytes += int64(len(data))
+		if len(data) < MinChunkSize {
+			return t.storeSmall(rel, data)
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return 0, "", nil, pathErr("read", rel, err)
+		}
+	}
+	return t.readChunks(rel, f)
+}
+
+// readSmall reads f to its end or to MinChunkSize bytes, whichever is
+// first, into a buffer made for size bytes (and one more, to see the end).
+func readSmall(f io.Reader, size int64) ([]byte, error) {
+	data := make([]byte, 0, size+1)
+	for len(data) < MinChunkSize {
+		if len(data) == cap(data) {
+			data = slices.Grow(data, min(cap(data), MinChunkSize))
+		}
+		n, err := f.Read(data[len(data):min(cap(data), MinChunkSize)])
+		data = data[:len(data)+n]
+		if errors.Is(err, io.EOF) {
+			return data, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return data, nil
+}
+
+// storeSmall stores the content of a file read whole (less than
+// MinChunkSize bytes: one chunk, as readChunks would cut it) and returns
+// what readChunks does.
+func (t *taker) storeSmall(rel string, data []byte) (int64, string, []Chunk, error) {
+	size := int64(len(data))
+	if max := t.opts.MaxFileBytes; max > 0 && size > max {
+		return 0, "", nil, fmt.Errorf("file %q grew over the limit of %d bytes per file: %w", rel, max, ErrTooLarge)
+	}
+	d := sha256Hex(data)
+	if size == 0 {
+		return 0, d, nil, nil
+	}
+	if err := t.put(d, data, rel, "content", true); err != nil {
+		return 0, "", nil, err
+	}
+	return size, d, []Chunk{{SHA256: d, Size: size}}, nil
 }
 
 // readChunks reads f to its end (within MaxFileBytes), storing each chunk,
@@ -502,7 +565,7 @@ func (t *taker) readChunks(rel string, f io.Reader) (int64, string, []Chunk, err
 			whole.Write(c.Data)
 		}
 		d := sha256Hex(c.Data)
-		if err := t.put(d, c.Data, rel, "content"); err != nil {
+		if err := t.put(d, c.Data, rel, "content", false); err != nil {
 			return 0, "", nil, err
 		}
 		chunks = append(chunks, Chunk{SHA256: d, Size: int64(len(c.Data))})
@@ -518,7 +581,9 @@ func (t *taker) readChunks(rel string, f io.Reader) (int64, string, []Chunk, err
 
 // put stores blob d (the content or the tree of rel) unless this Take, the
 // cache or the store has it. It is stored in the background: flush waits.
-func (t *taker) put(d string, data []byte, rel, kind string) error {
+// owned says that data is the blob's alone (no buffer reused), so the
+// putter need not copy it.
+func (t *taker) put(d string, data []byte, rel, kind string, owned bool) error {
 	if t.seen[d] {
 		return nil
 	}
@@ -542,7 +607,7 @@ func (t *taker) put(d string, data []byte, rel, kind string) error {
 	if t.puts == nil {
 		t.puts = newPutter(t.ctx, t.b, t.cache)
 	}
-	if err := t.puts.put(d, data, what); err != nil {
+	if err := t.puts.put(d, data, what, owned); err != nil {
 		return err
 	}
 	t.seen[d] = true
