@@ -37,9 +37,11 @@
 // directory none of whose entries changed (its tree blob is then byte for
 // byte the same) cost nothing more. A checkpoint after a small edit stores
 // the changed chunk and the trees on the path from the file to the root.
-// Take asks the store (BlobHas) before sending a blob; a Cache also lets it
-// skip re-reading files whose inode, size and times are unchanged and
-// re-asking about blobs it knows are stored.
+// Take asks the store (BlobHas) before sending a blob, and a walk sends
+// the blobs that queued up meanwhile in one transaction to a store that
+// can (BatchBlobs). A Cache also lets it skip re-reading files whose
+// inode, size and times are unchanged and re-asking about blobs it knows
+// are stored.
 //
 // # Incremental snapshots
 //

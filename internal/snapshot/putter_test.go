@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -101,8 +100,7 @@ func TestReadSmallFileThatGrew(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	for _, size := range []int{0, 1, 4 << 10, MinChunkSize - 1, MinChunkSize, 3 * MinChunkSize, 9 << 20} {
-		data := make([]byte, size)
-		_, _ = rand.NewChaCha8([32]byte{byte(size), byte(size >> 8), byte(size >> 16)}).Read(data)
+		data := randomBytes(uint64(size), size)
 		writeFile(t, dir, "f", data, 0o644)
 		read := func(statSize int64) (int64, string, []Chunk) {
 			f, err := os.Open(filepath.Join(dir, "f"))

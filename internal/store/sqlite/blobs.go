@@ -34,40 +34,36 @@ func (w *writer) insertBlobs(sessionID string, blobs []store.BlobWrite) error {
 // BlobPut stores data under its SHA-256 (lowercase hex), which must match.
 // Storing a blob again is a no-op.
 func (s *Store) BlobPut(ctx context.Context, sha256Hex string, data []byte) error {
-	if err := s.checkOpen(); err != nil {
-		return err
-	}
 	if err := checks.Blob("sha256", sha256Hex, data); err != nil {
 		return fmt.Errorf("put blob: %w", err)
 	}
-	blobs := []store.BlobWrite{{SHA256: sha256Hex, Data: data}}
-	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
-		return nil, w.insertBlobs("", blobs)
-	}})
-	if err != nil {
-		return fmt.Errorf("put blob %s: %w", sha256Hex, err)
-	}
-	return nil
+	return s.putBlobs(ctx, []store.BlobWrite{{SHA256: sha256Hex, Data: data}}, "blob "+sha256Hex)
 }
 
 // BlobPutMany stores blobs (digest to bytes) in one transaction; see
 // store.Store.
 func (s *Store) BlobPutMany(ctx context.Context, blobs map[string][]byte) error {
-	if err := s.checkOpen(); err != nil {
-		return err
-	}
 	writes, err := checks.BlobMap(blobs)
 	if err != nil {
 		return fmt.Errorf("put blobs: %w", err)
 	}
+	return s.putBlobs(ctx, writes, fmt.Sprintf("%d blobs", len(writes)))
+}
+
+// putBlobs stores checked blobs in one writer request (what names them
+// in the error).
+func (s *Store) putBlobs(ctx context.Context, writes []store.BlobWrite, what string) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
 	if len(writes) == 0 {
 		return nil
 	}
-	err = s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
 		return nil, w.insertBlobs("", writes)
 	}})
 	if err != nil {
-		return fmt.Errorf("put %d blobs: %w", len(writes), err)
+		return fmt.Errorf("put %s: %w", what, err)
 	}
 	return nil
 }
