@@ -242,14 +242,6 @@ func (r *runner) merge(ctx context.Context) error {
 	dropped := map[string]bool{}
 	for _, ev := range old.events {
 		ev.Seq = st.Session.LastEventSeq + 1
-		if ev.Type == lt.EventTurnCompleted && st.Steer.Undelivered() && rederive {
-			// A person's message came as the turn was ending, after
-			// the runner last looked (tick): the model reads it first.
-			// What the answer's step recorded stays; the end of the
-			// turn, and what followed from it, the runner derives again
-			// once the model has read the message.
-			break
-		}
 		if ev.Type == lt.EventContextCompacted {
 			// Its snapshot was of the journal before the events just
 			// read in: at its new seq it would not be the journal's.
@@ -396,17 +388,9 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 		if answer, final := finalAnswer(step); final {
 			// A person's message (or a cancel) may have come while
 			// the model answered: the model reads it before the turn
-			// may end. When this tick's look at the session saw no
-			// other writer, the answer is made durable with the end of
-			// the turn, in one commit; a message that lands in between
-			// makes that append conflict, and merge keeps the answer
-			// and leaves the turn open. A verification reads the
-			// delivered files from the store: they are made durable
-			// first.
-			if r.tickSeq < 0 || r.tickSeq > r.durableSeq || r.needsVerification(step) {
-				if err := r.readSteers(ctx, true); err != nil {
-					return false, err
-				}
+			// may end.
+			if err := r.readSteers(ctx, true); err != nil {
+				return false, err
 			}
 			if r.st.Cancel != nil && !r.st.CancelHeld() {
 				return false, nil // read in with it: the next tick cancels the turns
