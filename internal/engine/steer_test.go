@@ -497,3 +497,100 @@ func TestSteerLongMessageStaysInline(t *testing.T) {
 	require.Equal(t, user(msg), reqs[1].Messages[len(reqs[1].Messages)-1])
 	checkJournal(t, h.store, s.ID)
 }
+
+// steerChildBeforeEnd steers a sub-agent once, just before the append that
+// carries its turn.completed.
+type steerChildBeforeEnd struct {
+	store.Store
+	once  sync.Once
+	steer func(sessionID string)
+}
+
+func (s *steerChildBeforeEnd) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
+	for _, ev := range p.Events {
+		if ev.Type == lt.EventTurnCompleted {
+			if row, err := s.Store.SessionGet(ctx, p.SessionID); err == nil && row.ParentID != "" {
+				s.once.Do(func() { s.steer(p.SessionID) })
+			}
+		}
+	}
+	return s.Store.EventAppend(ctx, p)
+}
+
+// TestSteerSubagentJustBeforeItsTurnEnds: a person steers a sub-agent as
+// its turn ends. Its report to the parent is made durable whatever the
+// merge of the steer does: the node does not crash (a nil report due, seen
+// once), the parent gets its answer and ends, and both journals hold.
+func TestSteerSubagentJustBeforeItsTurnEnds(t *testing.T) {
+	p := newGatedScripted()
+	p.open()
+	h := newHarnessThrough(t, p, 0, func(h *harness) store.Store {
+		api, err := engine.New(h.store, &engine.Config{
+			WorkspaceRoot: filepath.Join(h.dir, "workspaces"), NodeID: "api", Clock: h.clock,
+			Providers: map[string]model.Provider{"scripted": p},
+		})
+		require.NoError(t, err)
+		return &steerChildBeforeEnd{Store: h.store, steer: func(id string) {
+			_, err := api.SteerSession(context.Background(), id, &lt.SteerRequest{Input: "Say it again."})
+			require.NoError(t, err)
+		}}
+	})
+	child := childSpec(script(t, map[string]any{"text": "first"}, map[string]any{"text": "second"}))
+	parent := spec(t, script(t,
+		map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": child, "input": "go"})}},
+		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
+		map[string]any{"text": "all done"},
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"})
+	s := create(t, h, parent, nil)
+	s = h.waitStatus(s.ID, lt.SessionIdle, lt.SessionFailed)
+	require.Equal(t, lt.SessionIdle, s.Status)
+	checkJournal(t, h.store, s.ID)
+	kids := events(t, h, s.ID, lt.EventSubagentSpawned)
+	require.Len(t, kids, 1)
+	var sp lt.SubagentSpawnedData
+	require.NoError(t, json.Unmarshal(kids[0].Data, &sp))
+	checkJournal(t, h.store, sp.ChildID)
+}
+
+// TestSteerBeforeTheTurnEndsWithAFollowUpQueued: a follow-up turn is
+// queued and a steer lands just before the append that ends the first
+// turn. Every model call the provider received is in the journal as a
+// model.requested: none is made unrecorded.
+func TestSteerBeforeTheTurnEndsWithAFollowUpQueued(t *testing.T) {
+	p := newGatedScripted()
+	t.Cleanup(p.open)
+	h := newHarnessThrough(t, p, 0, func(h *harness) store.Store {
+		api, err := engine.New(h.store, &engine.Config{
+			WorkspaceRoot: filepath.Join(h.dir, "workspaces"), NodeID: "api", Clock: h.clock,
+			Providers: map[string]model.Provider{"scripted": p},
+		})
+		require.NoError(t, err)
+		return &steerBeforeEnd{Store: h.store, steer: func(id string) {
+			_, _ = api.SteerSession(context.Background(), id, &lt.SteerRequest{Input: "Say it again."})
+		}}
+	})
+	sp := spec(t, script(t,
+		map[string]any{"tool_calls": []any{toolCall("write_file", map[string]any{"path": "a.txt", "content": "x"})}},
+		map[string]any{"text": "first"},
+		map[string]any{"text": "second"},
+		map[string]any{"text": "third"},
+		map[string]any{"text": "fourth"},
+	), lt.ToolSpec{Name: "write_file"})
+	s := create(t, h, sp, nil)
+	waitEvent(t, h, s.ID, lt.EventModelRequested)
+	_, err := h.eng.CreateTurn(context.Background(), s.ID, &lt.CreateTurnRequest{Input: "follow-up"})
+	require.NoError(t, err)
+	p.open()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		s = h.waitStatus(s.ID, lt.SessionIdle, lt.SessionFailed)
+		turns, err := h.eng.ListTurns(context.Background(), s.ID)
+		require.NoError(t, err)
+		if ended := len(turns) == 2 && (turns[1].Status == lt.TurnCompleted || turns[1].Status == lt.TurnFailed); ended || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // polling with a deadline
+	}
+	checkJournal(t, h.store, s.ID)
+	require.Len(t, events(t, h, s.ID, lt.EventModelRequested), len(p.sent()), "every model call sent is journaled")
+}
