@@ -308,6 +308,59 @@ func TestUsageTrackerGivesNewFilesToTheSandboxUser(t *testing.T) {
 	}
 }
 
+// TestUsageTrackerGivesFilesAnUnownedMeasureSaw: a measure without an
+// owner (a write's quota check, a command's monitor) between a write and
+// the measure before a command must not keep the file from the sandbox's
+// user: it stat'ed the file's events, so the next measure with an owner
+// would otherwise not see them, and the command could not write the file.
+func TestUsageTrackerGivesFilesAnUnownedMeasureSaw(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root gives files away: run as root to test that a measure without an owner leaves nothing to root")
+	}
+	ws := t.TempDir()
+	owner := &ids{uid: 54321, gid: 54321}
+	writeBytes(t, filepath.Join(ws, "seed"), 100)
+	_, err := measureWorkspace(ws, owner)
+	require.NoError(t, err)
+	writeBytes(t, filepath.Join(ws, "a"), 100)
+	_, err = measureWorkspace(ws, nil) // the next write's check
+	require.NoError(t, err)
+	writeBytes(t, filepath.Join(ws, "b"), 100)
+	writeBytes(t, filepath.Join(ws, "new/dir/c"), 100)
+	_, err = measureWorkspace(ws, nil) // a monitor's poll
+	require.NoError(t, err)
+	_, err = measureWorkspace(ws, owner) // before the command
+	require.NoError(t, err)
+	for _, p := range []string{".", "a", "b", "new", "new/dir", "new/dir/c"} {
+		var st unix.Stat_t
+		require.NoError(t, unix.Lstat(filepath.Join(ws, p), &st))
+		require.Equal(t, []uint32{54321, 54321}, []uint32{st.Uid, st.Gid}, p)
+	}
+}
+
+// TestUsageTrackerGivesFilesAnUnownedMeasureSawWithoutWalking: plain
+// files an unowned measure saw are given away from the events, without a
+// walk.
+func TestUsageTrackerGivesFilesAnUnownedMeasureSawWithoutWalking(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root gives files away: run as root to test that a measure without an owner leaves nothing to root")
+	}
+	ws := t.TempDir()
+	owner := &ids{uid: 54321, gid: 54321}
+	_, err := measureWorkspace(ws, owner)
+	require.NoError(t, err)
+	writeBytes(t, filepath.Join(ws, "a"), 100)
+	_, err = measureWorkspace(ws, nil)
+	require.NoError(t, err)
+	before := trackedWalks(t, ws)
+	_, err = measureWorkspace(ws, owner)
+	require.NoError(t, err)
+	require.Equal(t, before, trackedWalks(t, ws), "given from the events")
+	var st unix.Stat_t
+	require.NoError(t, unix.Lstat(filepath.Join(ws, "a"), &st))
+	require.Equal(t, []uint32{54321, 54321}, []uint32{st.Uid, st.Gid})
+}
+
 // TestUsageTrackerConcurrentMeasures: measures of one workspace from
 // several goroutines (a command's monitor, a sub-agent's file tool) while
 // it is written end with the walk's usage.
