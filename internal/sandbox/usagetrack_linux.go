@@ -46,10 +46,14 @@ import (
 //     max_user_watches), or the workspace has more than maxUsageEntries
 //     entries: that workspace is walked at every measure from then on.
 //
-// What inotify does not report cannot change the usage either: a write
-// through a shared mapping cannot grow a file past its size, which the
-// measure counts already (max of size and blocks), and a file deleted
-// while open is counted by neither the walk nor the record.
+// inotify does not report every write. A write through a shared mapping
+// cannot grow a file past its size, which the measure counts already (max
+// of size and blocks). A Linux AIO write (io_submit) raises no event while
+// the file stays open, and can grow it: the bwrap sandbox's seccomp filter
+// denies Linux AIO, and a running command's monitor walks the workspace at
+// every diskWalkEvery-th measure (quota.go), so growth the events miss, by
+// whatever path, is caught within that bound. A file deleted while open is
+// counted by neither the walk nor the record.
 
 // Bounds of the tracker (all workspaces of this process).
 const (

@@ -236,10 +236,10 @@ func TestUsageTrackerQuotaRefusesAWriteAfterUntrackedGrowth(t *testing.T) {
 	ws, outside := t.TempDir(), t.TempDir()
 	writeBytes(t, filepath.Join(outside, "big"), 100)
 	require.NoError(t, os.Link(filepath.Join(outside, "big"), filepath.Join(ws, "big")))
-	require.NoError(t, checkWrite(ws, 8<<20, 1<<20))
+	require.NoError(t, checkWrite(ws, nil, 8<<20, 1<<20))
 	writeBytes(t, filepath.Join(outside, "big"), 8<<20)
 	var we *writeError
-	require.ErrorAs(t, checkWrite(ws, 8<<20, 1<<20), &we)
+	require.ErrorAs(t, checkWrite(ws, nil, 8<<20, 1<<20), &we)
 }
 
 // TestLocalCommandLinkingFromOutsideIsCounted: an unconfined command (the
@@ -359,6 +359,21 @@ func TestUsageTrackerGivesFilesAnUnownedMeasureSawWithoutWalking(t *testing.T) {
 	var st unix.Stat_t
 	require.NoError(t, unix.Lstat(filepath.Join(ws, "a"), &st))
 	require.Equal(t, []uint32{54321, 54321}, []uint32{st.Uid, st.Gid})
+}
+
+// TestDiskMonitorWalksAsABackstop: of every diskWalkEvery measures of a
+// running command's workspace, one walks it whole, whatever the events
+// say, so a write inotify does not report is caught within that bound.
+func TestDiskMonitorWalksAsABackstop(t *testing.T) {
+	ws := t.TempDir()
+	writeBytes(t, filepath.Join(ws, "a"), 100)
+	_, err := measureWorkspace(ws, nil)
+	require.NoError(t, err)
+	before := trackedWalks(t, ws)
+	for poll := range 2 * diskWalkEvery {
+		require.NoError(t, overQuotaBy(pollMeasurer(measureWorkspace, poll), ws, nil, 8<<20, 0))
+	}
+	require.Equal(t, before+2, trackedWalks(t, ws), "walked once every diskWalkEvery measures")
 }
 
 // TestUsageTrackerConcurrentMeasures: measures of one workspace from
