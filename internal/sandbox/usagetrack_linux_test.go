@@ -313,52 +313,39 @@ func TestUsageTrackerGivesNewFilesToTheSandboxUser(t *testing.T) {
 // the measure before a command must not keep the file from the sandbox's
 // user: it stat'ed the file's events, so the next measure with an owner
 // would otherwise not see them, and the command could not write the file.
+// Plain files are given from the events, without a walk.
 func TestUsageTrackerGivesFilesAnUnownedMeasureSaw(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("only root gives files away: run as root to test that a measure without an owner leaves nothing to root")
 	}
 	ws := t.TempDir()
 	owner := &ids{uid: 54321, gid: 54321}
-	writeBytes(t, filepath.Join(ws, "seed"), 100)
-	_, err := measureWorkspace(ws, owner)
-	require.NoError(t, err)
+	measure := func(owner *ids) {
+		t.Helper()
+		_, err := measureWorkspace(ws, owner)
+		require.NoError(t, err)
+	}
+	requireGiven := func(paths ...string) {
+		t.Helper()
+		for _, p := range paths {
+			var st unix.Stat_t
+			require.NoError(t, unix.Lstat(filepath.Join(ws, p), &st))
+			require.Equal(t, []uint32{54321, 54321}, []uint32{st.Uid, st.Gid}, p)
+		}
+	}
+	measure(owner)
 	writeBytes(t, filepath.Join(ws, "a"), 100)
-	_, err = measureWorkspace(ws, nil) // the next write's check
-	require.NoError(t, err)
+	measure(nil) // the next write's check
+	before := trackedWalks(t, ws)
+	measure(owner) // before the command
+	require.Equal(t, before, trackedWalks(t, ws), "given from the events")
+	requireGiven(".", "a")
+
 	writeBytes(t, filepath.Join(ws, "b"), 100)
 	writeBytes(t, filepath.Join(ws, "new/dir/c"), 100)
-	_, err = measureWorkspace(ws, nil) // a monitor's poll
-	require.NoError(t, err)
-	_, err = measureWorkspace(ws, owner) // before the command
-	require.NoError(t, err)
-	for _, p := range []string{".", "a", "b", "new", "new/dir", "new/dir/c"} {
-		var st unix.Stat_t
-		require.NoError(t, unix.Lstat(filepath.Join(ws, p), &st))
-		require.Equal(t, []uint32{54321, 54321}, []uint32{st.Uid, st.Gid}, p)
-	}
-}
-
-// TestUsageTrackerGivesFilesAnUnownedMeasureSawWithoutWalking: plain
-// files an unowned measure saw are given away from the events, without a
-// walk.
-func TestUsageTrackerGivesFilesAnUnownedMeasureSawWithoutWalking(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("only root gives files away: run as root to test that a measure without an owner leaves nothing to root")
-	}
-	ws := t.TempDir()
-	owner := &ids{uid: 54321, gid: 54321}
-	_, err := measureWorkspace(ws, owner)
-	require.NoError(t, err)
-	writeBytes(t, filepath.Join(ws, "a"), 100)
-	_, err = measureWorkspace(ws, nil)
-	require.NoError(t, err)
-	before := trackedWalks(t, ws)
-	_, err = measureWorkspace(ws, owner)
-	require.NoError(t, err)
-	require.Equal(t, before, trackedWalks(t, ws), "given from the events")
-	var st unix.Stat_t
-	require.NoError(t, unix.Lstat(filepath.Join(ws, "a"), &st))
-	require.Equal(t, []uint32{54321, 54321}, []uint32{st.Uid, st.Gid})
+	measure(nil) // a monitor's poll
+	measure(owner)
+	requireGiven(".", "a", "b", "new", "new/dir", "new/dir/c")
 }
 
 // TestDiskMonitorWalksAsABackstop: of every diskWalkEvery measures of a
