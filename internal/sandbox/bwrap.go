@@ -275,7 +275,7 @@ func (e *bwrapExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecR
 		maxCapture:  maxOut,
 		outputLimit: lim.OutputBytes,
 		newMountNS:  e.b.root,
-		monitor:     diskMonitor(measureWorkspace, e.spec.Workspace, lim.DiskBytes, before),
+		monitor:     diskMonitor(measureWorkspace, e.spec.Workspace, e.b.sandboxOwner(), lim.DiskBytes, before),
 	})
 	hit := false
 	if cg != nil {
@@ -291,8 +291,17 @@ func (e *bwrapExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecR
 		return nil, fmt.Errorf("sandbox exec: set up sandbox: %w", setupError(out))
 	}
 	res := toResult(out, lim, true, hit)
-	applyQuota(measureWorkspace, res, out, e.spec.Workspace, lim.DiskBytes, before)
+	applyQuota(measureWorkspace, res, out, e.spec.Workspace, e.b.sandboxOwner(), lim.DiskBytes, before)
 	return res, nil
+}
+
+// sandboxOwner is who a root server gives the workspace's files to at
+// every measure (nil: the server is not root, its files are the sandbox's).
+func (b *bwrapBackend) sandboxOwner() *ids {
+	if b.root {
+		return &b.owner
+	}
+	return nil
 }
 
 // prepared is a sandbox ready to start: its command line, the files it
@@ -350,11 +359,7 @@ func (b *bwrapBackend) prepare(spec *Spec, lim Limits, command string, env map[s
 	var staged []string
 	// The sandbox's user must own what it writes (a root server gives it
 	// what the engine wrote), and the quota needs the usage before.
-	var owner *ids
-	if b.root {
-		owner = &b.owner
-	}
-	usage := usageBefore(spec.Workspace, owner)
+	usage := usageBefore(spec.Workspace, b.sandboxOwner())
 	if b.root {
 		// The sandbox's user must reach the proxy's socket (a connect
 		// needs write permission on it).

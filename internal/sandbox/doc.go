@@ -53,7 +53,9 @@
 // github.com/elastic/go-seccomp-bpf for the machine's architecture and
 // loaded by bwrap with --seccomp) denies with EPERM, so tools fail cleanly:
 // mount and the new mount API, pivot_root, chroot, unshare and setns, the
-// kernel keyring, bpf, perf_event_open, userfaultfd, io_uring, module
+// kernel keyring, bpf, perf_event_open, userfaultfd, io_uring, Linux AIO
+// (io_setup, io_submit, io_getevents, io_pgetevents, io_cancel,
+// io_destroy: its writes raise no inotify event), module
 // loading, kexec, reboot, swapon/off, setting the clock, open_by_handle_at
 // and name_to_handle_at, process_vm_readv/writev, pidfd_getfd, ptrace's
 // PTRACE_ATTACH and PTRACE_SEIZE (a program may still be traced by its

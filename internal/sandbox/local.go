@@ -63,7 +63,7 @@ func (e *localExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecR
 		timeout:     timeout,
 		maxCapture:  maxOut,
 		outputLimit: lim.OutputBytes,
-		monitor:     diskMonitor(walkWorkspace, ws, lim.DiskBytes, before),
+		monitor:     diskMonitor(walkWorkspace, ws, nil, lim.DiskBytes, before),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("local exec: %w", err)
@@ -72,7 +72,7 @@ func (e *localExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecR
 		return nil, fmt.Errorf("local exec: %w", setupError(out))
 	}
 	res := toResult(out, lim, false, false)
-	applyQuota(walkWorkspace, res, out, ws, lim.DiskBytes, before)
+	applyQuota(walkWorkspace, res, out, ws, nil, lim.DiskBytes, before)
 	return res, nil
 }
 

@@ -12,6 +12,21 @@ import (
 // diskPoll is how often the workspace of a running command is measured.
 const diskPoll = 500 * time.Millisecond
 
+// diskWalkEvery: every diskWalkEvery-th measure of a running command's
+// workspace walks it whole (about every 5 s) instead of trusting the usage
+// tracker's events, so that a write the kernel's inotify does not report
+// (usagetrack_linux.go) is caught within that bound.
+const diskWalkEvery = 10
+
+// pollMeasurer is the measurer of a command's poll-th measure (from 0):
+// walkWorkspace every diskWalkEvery-th, measure otherwise.
+func pollMeasurer(measure measurer, poll int) measurer {
+	if poll%diskWalkEvery == diskWalkEvery-1 {
+		return walkWorkspace
+	}
+	return measure
+}
+
 // diskError is a workspace over its quota, or one that cannot be measured
 // against it (cause): the quota fails closed, since a workspace made
 // unmeasurable on purpose (directories nested past the walk's depth,
@@ -63,11 +78,13 @@ func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 // its quota is not failed for it) or cannot be measured, and nil when it
 // is within its quota.
 func overQuota(ws string, limit, before int64) error {
-	return overQuotaBy(measureWorkspace, ws, limit, before)
+	return overQuotaBy(measureWorkspace, ws, nil, limit, before)
 }
 
-func overQuotaBy(measure measurer, ws string, limit, before int64) error {
-	used, err := measure(ws, nil)
+// overQuotaBy is overQuota measuring with measure, giving owner (when set)
+// what it does not own, as every measure of a root server's workspace does.
+func overQuotaBy(measure measurer, ws string, owner *ids, limit, before int64) error {
+	used, err := measure(ws, owner)
 	if err != nil {
 		return &diskError{limit: limit, cause: err}
 	}
@@ -83,11 +100,13 @@ func overQuotaBy(measure measurer, ws string, limit, before int64) error {
 // takes long, after four times what the last measurement took (so that the
 // measuring never takes more than a fifth of a core). The quota therefore
 // holds to within what a command writes between two measurements, not to
-// the byte.
-func diskMonitor(measure measurer, ws string, limit, before int64) func(ctx context.Context) error {
+// the byte. Every diskWalkEvery-th measurement walks the workspace
+// (pollMeasurer); the wait after it follows what the walk took, so the
+// walks keep within the same fifth of a core.
+func diskMonitor(measure measurer, ws string, owner *ids, limit, before int64) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
 		wait := diskPoll
-		for {
+		for poll := 0; ; poll++ {
 			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
@@ -97,7 +116,7 @@ func diskMonitor(measure measurer, ws string, limit, before int64) func(ctx cont
 			}
 			start := time.Now()
 			var de *diskError
-			if err := overQuotaBy(measure, ws, limit, before); errors.As(err, &de) {
+			if err := overQuotaBy(pollMeasurer(measure, poll), ws, owner, limit, before); errors.As(err, &de) {
 				return de
 			}
 			wait = max(diskPoll, 4*time.Since(start))
@@ -109,10 +128,10 @@ func diskMonitor(measure measurer, ws string, limit, before int64) func(ctx cont
 // workspace is over it now that the command ended: the call then fails
 // with a tool error that says so (Limit stays what stopped the command
 // when that was another limit, as the file size of a single large write).
-func applyQuota(measure measurer, res *tool.ExecResult, out *runOutcome, ws string, limit, before int64) {
+func applyQuota(measure measurer, res *tool.ExecResult, out *runOutcome, ws string, owner *ids, limit, before int64) {
 	var de *diskError
 	if !errors.As(out.stopErr, &de) {
-		if err := overQuotaBy(measure, ws, limit, before); !errors.As(err, &de) {
+		if err := overQuotaBy(measure, ws, owner, limit, before); !errors.As(err, &de) {
 			return
 		}
 	}
@@ -127,9 +146,10 @@ func applyQuota(measure measurer, res *tool.ExecResult, out *runOutcome, ws stri
 // is counted whole, even when it replaces one: the measure errs on the
 // side of the quota. It measures from the usage tracker's record with
 // either backend: the local backend walks around each command (its
-// measurer), so what a command did is in the record when it ends.
-func checkWrite(ws string, limit, size int64) error {
-	used, err := measureWorkspace(ws, nil)
+// measurer), so what a command did is in the record when it ends. owner,
+// when set, is given what it does not own, as before a command.
+func checkWrite(ws string, owner *ids, limit, size int64) error {
+	used, err := measureWorkspace(ws, owner)
 	if err != nil {
 		return err
 	}
@@ -156,7 +176,7 @@ func (e *bwrapExec) CheckWrite(size int64) error {
 	if err != nil {
 		return err
 	}
-	return checkWrite(e.spec.Workspace, lim.DiskBytes, size)
+	return checkWrite(e.spec.Workspace, e.b.sandboxOwner(), lim.DiskBytes, size)
 }
 
 // CheckWrite implements tool.DiskQuota.
@@ -165,7 +185,7 @@ func (e *localExec) CheckWrite(size int64) error {
 	if err != nil {
 		return err
 	}
-	return checkWrite(e.spec.Workspace, lim.DiskBytes, size)
+	return checkWrite(e.spec.Workspace, nil, lim.DiskBytes, size)
 }
 
 var (

@@ -20,7 +20,7 @@ import (
 // modules and kexec, reboot, swap, time setting, file handles (which open a
 // file by its inode, past every mount), userfaultfd (a classic exploit
 // helper), io_uring (a large, often-exploited surface; programs fall back to
-// plain I/O), reading another process's memory, quotas and accounting, hard
+// plain I/O), Linux AIO (below), reading another process's memory, quotas and accounting, hard
 // links (below). Each
 // returns EPERM, so a tool fails cleanly rather than being killed. Names the
 // machine's architecture does not have are skipped.
@@ -35,6 +35,11 @@ var deniedSyscalls = []string{
 	"open_by_handle_at", "name_to_handle_at",
 	"settimeofday", "clock_settime", "clock_adjtime", "stime",
 	"io_uring_setup", "io_uring_enter", "io_uring_register",
+	// Linux AIO: its writes raise no inotify event while the file stays
+	// open, so the workspace quota's tracker (usagetrack_linux.go) would
+	// not see them grow a file; programs fall back to plain I/O (glibc's
+	// POSIX aio uses threads, not these).
+	"io_setup", "io_submit", "io_getevents", "io_pgetevents", "io_cancel", "io_destroy",
 	"process_vm_readv", "process_vm_writev", "pidfd_getfd",
 	"acct", "quotactl", "quotactl_fd", "lookup_dcookie", "syslog",
 	"iopl", "ioperm", "vm86", "vm86old", "uselib", "nfsservctl",

@@ -46,10 +46,14 @@ import (
 //     max_user_watches), or the workspace has more than maxUsageEntries
 //     entries: that workspace is walked at every measure from then on.
 //
-// What inotify does not report cannot change the usage either: a write
-// through a shared mapping cannot grow a file past its size, which the
-// measure counts already (max of size and blocks), and a file deleted
-// while open is counted by neither the walk nor the record.
+// inotify does not report every write. A write through a shared mapping
+// cannot grow a file past its size, which the measure counts already (max
+// of size and blocks). A Linux AIO write (io_submit) raises no event while
+// the file stays open, and can grow it: the bwrap sandbox's seccomp filter
+// denies Linux AIO, and a running command's monitor walks the workspace at
+// every diskWalkEvery-th measure (quota.go), so growth the events miss, by
+// whatever path, is caught within that bound. A file deleted while open is
+// counted by neither the walk nor the record.
 
 // Bounds of the tracker (all workspaces of this process).
 const (
@@ -113,6 +117,13 @@ type spaceUsage struct {
 	// dirsGone: directories left the record; their watches, if the
 	// kernel has not dropped them yet, are removed after the update.
 	dirsGone bool
+	// ungiven: paths a measure without an owner (a write's check, a
+	// command's monitor) stat'ed again for their events, and so took
+	// from the next measure with an owner, which must still give them to
+	// the sandbox's user; ungivenAll: one without an owner walked (or
+	// walked a new directory), so the next with an owner walks.
+	ungiven    map[string]struct{}
+	ungivenAll bool
 }
 
 // usageEntry is one name of the record; a directory's usage is its own
@@ -163,6 +174,15 @@ func (t *usageTracker) measure(ws string, owner *ids, walk bool) (int64, error) 
 	dirty := s.dirty
 	s.dirty = map[string]struct{}{}
 	t.mu.Unlock()
+	if owner != nil {
+		if s.ungivenAll {
+			walk = true
+		}
+		for p := range s.ungiven {
+			dirty[p] = struct{}{}
+		}
+		s.ungiven, s.ungivenAll = nil, false
+	}
 	if untracked {
 		s.drop()
 		t.mu.Lock()
@@ -172,13 +192,38 @@ func (t *usageTracker) measure(ws string, owner *ids, walk bool) (int64, error) 
 	}
 	if valid && !walk {
 		if used, ok := t.update(s, ws, owner, dirty); ok {
+			if owner == nil {
+				s.keepUngiven(dirty)
+			}
 			t.bound(s)
 			return used, nil
 		}
 	}
 	used, err := t.rescan(s, ws, owner)
+	if owner == nil {
+		s.ungiven, s.ungivenAll = nil, true
+	}
 	t.bound(s)
 	return used, err
+}
+
+// keepUngiven adds the paths a measure without an owner consumed to those
+// the next measure with one gives away; past maxUsageDirty, that one walks.
+// s.measuring is held.
+func (s *spaceUsage) keepUngiven(paths map[string]struct{}) {
+	if s.ungivenAll {
+		return
+	}
+	if len(s.ungiven)+len(paths) > maxUsageDirty {
+		s.ungiven, s.ungivenAll = nil, true
+		return
+	}
+	if s.ungiven == nil {
+		s.ungiven = map[string]struct{}{}
+	}
+	for p := range paths {
+		s.ungiven[p] = struct{}{}
+	}
 }
 
 // openLocked opens the inotify instance if it is not yet; it reports
@@ -571,6 +616,11 @@ func (t *usageTracker) restat(s *spaceUsage, root int, p string, owner *ids) boo
 		return false
 	}
 	s.put(p, &st)
+	if owner == nil {
+		// What is below was found here, not through events: the next
+		// measure with an owner walks to give it away.
+		s.ungivenAll = true
+	}
 	watchedAll := true
 	err = t.recorder(s, owner, &watchedAll).walkAt(sub, p, strings.Count(p, "/")+1)
 	return err == nil && watchedAll

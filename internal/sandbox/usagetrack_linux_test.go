@@ -236,10 +236,10 @@ func TestUsageTrackerQuotaRefusesAWriteAfterUntrackedGrowth(t *testing.T) {
 	ws, outside := t.TempDir(), t.TempDir()
 	writeBytes(t, filepath.Join(outside, "big"), 100)
 	require.NoError(t, os.Link(filepath.Join(outside, "big"), filepath.Join(ws, "big")))
-	require.NoError(t, checkWrite(ws, 8<<20, 1<<20))
+	require.NoError(t, checkWrite(ws, nil, 8<<20, 1<<20))
 	writeBytes(t, filepath.Join(outside, "big"), 8<<20)
 	var we *writeError
-	require.ErrorAs(t, checkWrite(ws, 8<<20, 1<<20), &we)
+	require.ErrorAs(t, checkWrite(ws, nil, 8<<20, 1<<20), &we)
 }
 
 // TestLocalCommandLinkingFromOutsideIsCounted: an unconfined command (the
@@ -306,6 +306,61 @@ func TestUsageTrackerGivesNewFilesToTheSandboxUser(t *testing.T) {
 		require.NoError(t, unix.Lstat(filepath.Join(ws, p), &st))
 		require.Equal(t, []uint32{54321, 54321}, []uint32{st.Uid, st.Gid}, p)
 	}
+}
+
+// TestUsageTrackerGivesFilesAnUnownedMeasureSaw: a measure without an
+// owner (a write's quota check, a command's monitor) between a write and
+// the measure before a command must not keep the file from the sandbox's
+// user: it stat'ed the file's events, so the next measure with an owner
+// would otherwise not see them, and the command could not write the file.
+// Plain files are given from the events, without a walk.
+func TestUsageTrackerGivesFilesAnUnownedMeasureSaw(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root gives files away: run as root to test that a measure without an owner leaves nothing to root")
+	}
+	ws := t.TempDir()
+	owner := &ids{uid: 54321, gid: 54321}
+	measure := func(owner *ids) {
+		t.Helper()
+		_, err := measureWorkspace(ws, owner)
+		require.NoError(t, err)
+	}
+	requireGiven := func(paths ...string) {
+		t.Helper()
+		for _, p := range paths {
+			var st unix.Stat_t
+			require.NoError(t, unix.Lstat(filepath.Join(ws, p), &st))
+			require.Equal(t, []uint32{54321, 54321}, []uint32{st.Uid, st.Gid}, p)
+		}
+	}
+	measure(owner)
+	writeBytes(t, filepath.Join(ws, "a"), 100)
+	measure(nil) // the next write's check
+	before := trackedWalks(t, ws)
+	measure(owner) // before the command
+	require.Equal(t, before, trackedWalks(t, ws), "given from the events")
+	requireGiven(".", "a")
+
+	writeBytes(t, filepath.Join(ws, "b"), 100)
+	writeBytes(t, filepath.Join(ws, "new/dir/c"), 100)
+	measure(nil) // a monitor's poll
+	measure(owner)
+	requireGiven(".", "a", "b", "new", "new/dir", "new/dir/c")
+}
+
+// TestDiskMonitorWalksAsABackstop: of every diskWalkEvery measures of a
+// running command's workspace, one walks it whole, whatever the events
+// say, so a write inotify does not report is caught within that bound.
+func TestDiskMonitorWalksAsABackstop(t *testing.T) {
+	ws := t.TempDir()
+	writeBytes(t, filepath.Join(ws, "a"), 100)
+	_, err := measureWorkspace(ws, nil)
+	require.NoError(t, err)
+	before := trackedWalks(t, ws)
+	for poll := range 2 * diskWalkEvery {
+		require.NoError(t, overQuotaBy(pollMeasurer(measureWorkspace, poll), ws, nil, 8<<20, 0))
+	}
+	require.Equal(t, before+2, trackedWalks(t, ws), "walked once every diskWalkEvery measures")
 }
 
 // TestUsageTrackerConcurrentMeasures: measures of one workspace from
