@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,14 +24,16 @@ import (
 )
 
 // server is a real hub over a real SQLite store behind a loopback HTTP
-// server that admits the bearer token "good" (internal/server does the
-// real authentication: the e2e tests cover it), as a key that stays valid
-// while valid is true.
+// server that admits the bearer tokens "good" (key_1) and "other" (key_2,
+// of the same project) (internal/server does the real authentication: the
+// e2e tests cover it), as keys that stay valid while valid is true.
 type server struct {
 	url   string
 	hub   *hub.Hub
 	store *sqlite.Store
 	valid atomic.Bool
+	// revoked holds the ids of keys revoked one by one.
+	revoked sync.Map
 }
 
 func newServer(t *testing.T) *server {
@@ -48,7 +51,9 @@ func newServer(t *testing.T) *server {
 			http.NotFound(w, r)
 			return
 		}
-		if r.Header.Get("Authorization") != "Bearer good" || !s.valid.Load() {
+		keyID := map[string]string{"Bearer good": "key_1", "Bearer other": "key_2"}[r.Header.Get("Authorization")]
+		valid := func() bool { _, gone := s.revoked.Load(keyID); return s.valid.Load() && !gone }
+		if keyID == "" || !valid() {
 			http.Error(w, `{"error":{"code":"unauthorized","message":"invalid API key"}}`, http.StatusUnauthorized)
 			return
 		}
@@ -58,7 +63,7 @@ func newServer(t *testing.T) *server {
 		}
 		wg.Add(1)
 		defer wg.Done()
-		s.hub.Serve(base, ws, hub.Key{ID: "key_1", Project: "default"}, func(context.Context) (bool, error) { return s.valid.Load(), nil })
+		s.hub.Serve(base, ws, hub.Key{ID: keyID, Project: "default"}, func(context.Context) (bool, error) { return valid(), nil })
 	}))
 	t.Cleanup(func() {
 		stop()
@@ -250,6 +255,59 @@ func TestSameNameNewerReplacesOlder(t *testing.T) {
 		rows, err := s.store.RunnerList(t.Context(), "", time.Time{})
 		return err == nil && len(rows) == 1 && rows[0].ConnID == r.Row.ConnID
 	}, 10*time.Second, time.Millisecond, "the older connection's end removed not the newer's row")
+}
+
+// TestNameHeldByAnotherKey: another key of the project cannot take a
+// live runner's name: the newcomer is refused with the reason, the holder
+// keeps its connection, and the refused runner keeps trying (with backoff)
+// until the name is free.
+func TestNameHeldByAnotherKey(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	holderErr, _ := start(t, s, "box1", "good")
+	holder := connected(t, s, "box1")
+
+	ws, _, err := websocket.Dial(t.Context(), s.url+runner.ConnectPath, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer other"}}})
+	require.NoError(t, err)
+	defer ws.CloseNow()
+	require.NoError(t, link.WriteJSON(t.Context(), ws, link.Hello{Name: "box1", Capacity: 1}))
+	_, _, err = ws.Read(t.Context())
+	require.Equal(t, link.StatusNameHeld, websocket.CloseStatus(err))
+	var ce websocket.CloseError
+	require.True(t, errors.As(err, &ce))
+	require.Equal(t, "runner name box1 is held by another key", ce.Reason)
+
+	otherErr, _ := start(t, s, "box1", "other", func(c *runner.Config) { c.Hello.Labels = []string{"other"} })
+	// The holder is never replaced while the other key keeps trying.
+	for range 5 {
+		r := connected(t, s, "box1")
+		require.Equal(t, holder.Row.ConnID, r.Row.ConnID)
+		select {
+		case err := <-holderErr:
+			t.Fatalf("the holder stopped: %v", err)
+		case err := <-otherErr:
+			t.Fatalf("the refused runner gave up: %v", err)
+		default:
+		}
+		rows, err := s.store.RunnerList(t.Context(), "", time.Time{})
+		require.NoError(t, err)
+		require.Len(t, rows, 1)
+		require.Equal(t, "key_1", rows[0].KeyID)
+	}
+
+	// The holder's key is revoked: it stops, the name is free, and the
+	// runner that kept trying gets it.
+	s.revoked.Store("key_1", true)
+	select {
+	case err := <-holderErr:
+		require.Equal(t, link.StatusKeyRevoked, websocket.CloseStatus(err))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the revoked holder stayed connected")
+	}
+	require.Eventually(t, func() bool {
+		r, ok := s.hub.Get("default", "box1")
+		return ok && r.Row.KeyID == "key_2" && slices.Equal(r.Row.Labels, []string{"other"})
+	}, 10*time.Second, time.Millisecond)
 }
 
 // TestBadHelloRefused: a Hello the server refuses stops the runner with

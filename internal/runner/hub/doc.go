@@ -9,12 +9,16 @@
 // Invariants it keeps:
 //
 //   - A runner is named within its key's project, and one connection holds
-//     a name: a newer connection under the same name replaces the older
-//     one (closed with link.StatusReplaced), on this node at once and on
+//     a name: a newer connection under the same name and key replaces the
+//     older one (closed with link.StatusReplaced), on this node at once and on
 //     another at its next touch (the store's row names the connection that
 //     holds it). A runner that restarts after a network cut so reconnects
 //     at once, without waiting for the server to notice its old
-//     connection dead.
+//     connection dead. Another key of the project is refused the name
+//     (link.StatusNameHeld) while its holder's row is fresh, and takes it
+//     over only once the row went stale (StaleAfter; the older connection
+//     is closed with link.StatusTakenOver), so one runner key cannot knock
+//     its project's other runners offline.
 //   - Every Config.TouchInterval the connection's key is read again
 //     (KeyCheck): a revoked or expired key closes the connection with
 //     link.StatusKeyRevoked. A failure to read it (the database away) is

@@ -31,7 +31,7 @@ func StaleAfter(touch time.Duration) time.Duration { return 3 * touch }
 
 // Store is what the hub keeps in the store (store.Store has it).
 type Store interface {
-	RunnerConnect(ctx context.Context, row *store.RunnerRow) error
+	RunnerConnect(ctx context.Context, row *store.RunnerRow, staleBefore time.Time) error
 	RunnerTouch(ctx context.Context, project, name, connID string, at time.Time) error
 	RunnerDisconnect(ctx context.Context, project, name, connID string) error
 }
@@ -134,7 +134,16 @@ func (h *Hub) Serve(ctx context.Context, ws *websocket.Conn, key Key, check KeyC
 	if r.Row.Labels == nil {
 		r.Row.Labels = []string{}
 	}
-	if err := h.store.RunnerConnect(ctx, &r.Row); err != nil {
+	err = h.store.RunnerConnect(ctx, &r.Row, now.Add(-StaleAfter(h.cfg.TouchInterval)))
+	if errors.Is(err, store.ErrConflict) {
+		// Another key's live connection holds the name: refuse the
+		// newcomer and leave the holder alone, so that one runner key
+		// cannot knock its project's other runners offline.
+		h.log.Warn("runner refused: name held by another key", "runner", hello.Name, "key_id", key.ID)
+		_ = ws.Close(link.StatusNameHeld, shorten("runner name "+hello.Name+" is held by another key"))
+		return
+	}
+	if err != nil {
 		h.log.Error("record a runner's connection", "runner", hello.Name, "err", err)
 		_ = ws.Close(websocket.StatusInternalError, "the server could not record the connection")
 		return
@@ -219,8 +228,14 @@ func (h *Hub) hold(r *Runner) {
 	old := h.conns[k]
 	h.conns[k] = r
 	h.mu.Unlock()
-	if old != nil {
+	switch {
+	case old == nil:
+	case old.Row.KeyID == r.Row.KeyID:
 		old.Conn.CloseWith(link.StatusReplaced, "a newer connection of runner "+r.Row.Name+" replaced this one")
+	default:
+		// The store let another key take the name only because this
+		// connection's row went stale: it may come back later.
+		old.Conn.CloseWith(link.StatusTakenOver, shorten("runner name "+r.Row.Name+" was taken over by another key after this connection went stale"))
 	}
 }
 
