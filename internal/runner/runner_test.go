@@ -36,14 +36,18 @@ type server struct {
 	revoked sync.Map
 }
 
-func newServer(t *testing.T) *server {
+func newServer(t *testing.T, mutate ...func(*hub.Config)) *server {
 	t.Helper()
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "longhaul.db"), nil)
 	require.NoError(t, err)
 	require.NoError(t, st.Migrate(t.Context()))
 	s := &server{store: st}
 	s.valid.Store(true)
-	s.hub = hub.New("node-a", st, &hub.Config{TouchInterval: 20 * time.Millisecond})
+	hc := hub.Config{TouchInterval: 20 * time.Millisecond}
+	for _, m := range mutate {
+		m(&hc)
+	}
+	s.hub = hub.New("node-a", st, &hc)
 	base, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -308,6 +312,58 @@ func TestNameHeldByAnotherKey(t *testing.T) {
 		r, ok := s.hub.Get("default", "box1")
 		return ok && r.Row.KeyID == "key_2" && slices.Equal(r.Row.Labels, []string{"other"})
 	}, 10*time.Second, time.Millisecond)
+}
+
+// dialHello connects to s with token as the bearer key and says hello as
+// name: the welcome's error (nil: welcomed) and the socket.
+func dialHello(t *testing.T, s *server, token, name string) (*websocket.Conn, error) {
+	t.Helper()
+	ws, _, err := websocket.Dial(t.Context(), s.url+runner.ConnectPath, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ws.CloseNow() })
+	if err := link.WriteJSON(t.Context(), ws, link.Hello{Name: name, Capacity: 1}); err != nil {
+		return ws, err
+	}
+	var welcome link.Welcome
+	return ws, link.ReadJSON(t.Context(), ws, &welcome)
+}
+
+// TestConnectionCaps: a key past its cap of connections, and any key past
+// the node's, is refused (close 4007, the reason saying which) before
+// anything is recorded; a connection that ends frees its place.
+func TestConnectionCaps(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, func(c *hub.Config) { c.MaxConnsPerKey, c.MaxConns = 2, 3 })
+	first, err := dialHello(t, s, "good", "box1")
+	require.NoError(t, err)
+	_, err = dialHello(t, s, "good", "box2")
+	require.NoError(t, err)
+	requireRefused := func(err error, reason string) {
+		t.Helper()
+		require.Equal(t, link.StatusTooManyConns, websocket.CloseStatus(err), "%v", err)
+		var ce websocket.CloseError
+		require.True(t, errors.As(err, &ce))
+		require.Contains(t, ce.Reason, reason)
+	}
+	_, err = dialHello(t, s, "good", "box3")
+	requireRefused(err, "this runner key holds 2 connections")
+	_, err = dialHello(t, s, "other", "box4")
+	require.NoError(t, err, "another key has its own cap")
+	_, err = dialHello(t, s, "other", "box5")
+	requireRefused(err, "this node holds 3 runner connections")
+	rows, err := s.store.RunnerList(t.Context(), "", time.Time{})
+	require.NoError(t, err)
+	require.Len(t, rows, 3, "the refused ones recorded nothing")
+
+	require.NoError(t, first.Close(websocket.StatusNormalClosure, "bye"))
+	require.Eventually(t, func() bool {
+		ws, err := dialHello(t, s, "good", "box6")
+		if err != nil {
+			_ = ws.CloseNow()
+			return false
+		}
+		return true
+	}, 10*time.Second, 5*time.Millisecond, "a closed connection frees its place")
 }
 
 // TestBadHelloRefused: a Hello the server refuses stops the runner with

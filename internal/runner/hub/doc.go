@@ -29,7 +29,12 @@
 //   - The runner is the lower-trust party: its Hello is checked field by
 //     field (link.Hello.Check), it must come within Config.HelloTimeout,
 //     and every later frame is checked by link. It may call nothing of the
-//     server (no handlers), and nothing it says selects a session.
+//     server (no handlers: a call closes the connection), and nothing it
+//     says selects a session.
+//   - A key holds at most Config.MaxConnsPerKey connections to a node, and
+//     a node at most Config.MaxConns, counted from the upgrade (before the
+//     Hello); one more is closed with link.StatusTooManyConns before
+//     anything is recorded.
 //
 // It imports internal/runner/link, internal/store (the runners table),
 // the standard library and github.com/coder/websocket. Who may import it:

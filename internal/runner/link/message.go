@@ -257,4 +257,7 @@ const (
 	// StatusTakenOver: another key took the name over after this
 	// connection's liveness expired; the runner may try again later.
 	StatusTakenOver websocket.StatusCode = 4006
+	// StatusTooManyConns: the runner's key, or the node, holds the most
+	// connections it may; the runner may try again later.
+	StatusTooManyConns websocket.StatusCode = 4007
 )
