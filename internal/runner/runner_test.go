@@ -413,6 +413,7 @@ func TestConfigNamesTheField(t *testing.T) {
 		"hello.name":              func(c *runner.Config) { c.Hello.Name = "Box1" },
 		"hello.capacity":          func(c *runner.Config) { c.Hello.Capacity = 0 },
 		"hello.labels[1]":         func(c *runner.Config) { c.Hello.Labels = []string{"a", "a"} },
+		"plain http to a host":    func(c *runner.Config) { c.Server = "http://runners.example.com" },
 	} {
 		c := good
 		mutate(&c)
@@ -422,4 +423,15 @@ func TestConfigNamesTheField(t *testing.T) {
 	}
 	_, err := runner.New(good)
 	require.NoError(t, err)
+	// Plain http is allowed to loopback, to any host with https, and to
+	// any host when asked explicitly.
+	for _, ok := range []runner.Config{
+		{Server: "http://localhost:8080"}, {Server: "http://[::1]:8080"}, {Server: "https://runners.example.com"},
+		{Server: "http://runners.example.com", Insecure: true},
+	} {
+		c := good
+		c.Server, c.Insecure = ok.Server, ok.Insecure
+		_, err := runner.New(c)
+		require.NoError(t, err, c.Server)
+	}
 }
