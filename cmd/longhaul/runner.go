@@ -23,6 +23,7 @@ type runnerOpts struct {
 	server, key, name, data, sandbox, sandboxUser string
 	labels                                        []string
 	capacity                                      int
+	insecure                                      bool
 }
 
 func (c *cli) runnerCmd() *cobra.Command {
@@ -40,7 +41,11 @@ under --data. The journal, the vault and every secret stay on the server.
 When the connection drops, the runner connects again, waiting longer each
 time (exponential backoff with jitter, up to a minute). It stops with an
 error when the server refuses it for good: its key is refused or revoked,
-or a newer runner connected under the same name (the newer one wins).`,
+or a newer runner of the same key connected under the same name (the newer
+one wins). A name held by another key's live runner is tried again later.
+
+A plain http:// server is refused unless it is loopback (the key would
+travel in the clear); --insecure allows it.`,
 		Example: `  export LONGHAUL_RUNNER_KEY=lh_...
   longhaul runner --server https://longhaul.example.com --name box1 --label gpu --label linux
   longhaul runner --server http://127.0.0.1:8080 --key "$KEY" --name laptop --capacity 2 --data /var/lib/longhaul-runner`,
@@ -55,6 +60,7 @@ or a newer runner connected under the same name (the newer one wins).`,
 	fs.IntVar(&o.capacity, "capacity", runtime.NumCPU(), "how many commands the runner runs at once (default: the number of CPUs)")
 	fs.StringVar(&o.data, "data", "longhaul-runner-data", "directory of the sessions' workspaces")
 	fs.StringVar(&o.sandbox, "sandbox", "auto", "where commands run: auto (bwrap when it works, else local with a warning), bwrap (refuse to start without it) or local (no isolation)")
+	fs.BoolVar(&o.insecure, "insecure", false, "allow a plain http:// server that is not loopback (the key then travels in the clear)")
 	fs.StringVar(&o.sandboxUser, "sandbox-user", fmt.Sprintf("%d:%d", sandbox.DefaultUID, sandbox.DefaultGID), "UID[:GID]: the unprivileged host user a runner running as root runs its bwrap sandboxes as; never 0")
 	return cmd
 }
@@ -89,7 +95,7 @@ func (c *cli) runRunner(cmd *cobra.Command, o *runnerOpts) error {
 	}
 	version := buildinfo.Read().Version
 	r, err := runner.New(runner.Config{
-		Server: server, Key: key, DataDir: o.data, Backend: backend, Logger: log,
+		Server: server, Insecure: o.insecure, Key: key, DataDir: o.data, Backend: backend, Logger: log,
 		Hello: link.Hello{Name: o.name, Labels: o.labels, Capacity: o.capacity, Version: version},
 	})
 	if err != nil {

@@ -26,7 +26,7 @@ func TestListRunners(t *testing.T) {
 		{Project: "alpha", Name: "gone", Capacity: 1, SeenAt: now.Add(-time.Hour)},
 	} {
 		r.ConnID, r.KeyID, r.Node, r.Version, r.ConnectedAt = "rc_"+r.Project+r.Name, "key_"+r.Project, "node-a", "v1", now.Add(-time.Minute)
-		require.NoError(t, f.st.RunnerConnect(f.ctx, r))
+		require.NoError(t, f.st.RunnerConnect(f.ctx, r, time.Time{}))
 	}
 	names := func(l *lt.List[lt.Runner]) []string {
 		var out []string

@@ -12,7 +12,10 @@
 // accepted. It stops for good when the server says it must not come back:
 // its key was refused at connect (401, 403), revoked while connected
 // (link.StatusKeyRevoked), its Hello was refused (link.StatusBadHello), or
-// a newer runner took its name (link.StatusReplaced).
+// a newer runner of the same key took its name (link.StatusReplaced). A
+// name held by another key (link.StatusNameHeld) or taken over by one
+// after this connection went stale (link.StatusTakenOver) is tried again
+// with backoff: another key must not be able to stop it for good.
 //
 // The calls it answers today: link.MethodExec, a command run by `sh -c`
 // in the session's workspace (DataDir/workspaces/SESSION), its output

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -31,8 +32,12 @@ const (
 
 // Config configures a Runner.
 type Config struct {
-	// Server is the server's base URL (http or https). Required.
+	// Server is the server's base URL (http or https). Required. Plain
+	// http is refused unless the host is loopback or Insecure is set: the
+	// key would travel in the clear.
 	Server string
+	// Insecure allows a plain http Server that is not loopback.
+	Insecure bool
 	// Key is the runner's API key (role runner). Required.
 	Key string
 	// Hello is who the runner says it is. Required (checked by
@@ -75,6 +80,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("server: %q is not an http:// or https:// URL", c.Server)
 	case u.User != nil:
 		return errors.New("server: must not hold credentials (give the key with --key)")
+	case u.Scheme == "http" && !c.Insecure && !isLoopback(u.Hostname()):
+		return fmt.Errorf("server: %q is plain http to a host that is not loopback: the key would travel in the clear (use https, or --insecure)", c.Server)
 	case strings.TrimSpace(c.Key) == "":
 		return errors.New("key: is required")
 	case strings.ContainsAny(c.Key, " \t\r\n"):
@@ -87,6 +94,15 @@ func (c *Config) validate() error {
 		return errors.New("backoff: must not be negative")
 	}
 	return c.Hello.Check()
+}
+
+// isLoopback says whether host (a URL's hostname) is this machine.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Runner connects to the server and answers its calls.

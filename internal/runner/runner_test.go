@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,24 +24,30 @@ import (
 )
 
 // server is a real hub over a real SQLite store behind a loopback HTTP
-// server that admits the bearer token "good" (internal/server does the
-// real authentication: the e2e tests cover it), as a key that stays valid
-// while valid is true.
+// server that admits the bearer tokens "good" (key_1) and "other" (key_2,
+// of the same project) (internal/server does the real authentication: the
+// e2e tests cover it), as keys that stay valid while valid is true.
 type server struct {
 	url   string
 	hub   *hub.Hub
 	store *sqlite.Store
 	valid atomic.Bool
+	// revoked holds the ids of keys revoked one by one.
+	revoked sync.Map
 }
 
-func newServer(t *testing.T) *server {
+func newServer(t *testing.T, mutate ...func(*hub.Config)) *server {
 	t.Helper()
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "longhaul.db"), nil)
 	require.NoError(t, err)
 	require.NoError(t, st.Migrate(t.Context()))
 	s := &server{store: st}
 	s.valid.Store(true)
-	s.hub = hub.New("node-a", st, &hub.Config{TouchInterval: 20 * time.Millisecond})
+	hc := hub.Config{TouchInterval: 20 * time.Millisecond}
+	for _, m := range mutate {
+		m(&hc)
+	}
+	s.hub = hub.New("node-a", st, &hc)
 	base, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -48,7 +55,9 @@ func newServer(t *testing.T) *server {
 			http.NotFound(w, r)
 			return
 		}
-		if r.Header.Get("Authorization") != "Bearer good" || !s.valid.Load() {
+		keyID := map[string]string{"Bearer good": "key_1", "Bearer other": "key_2"}[r.Header.Get("Authorization")]
+		valid := func() bool { _, gone := s.revoked.Load(keyID); return s.valid.Load() && !gone }
+		if keyID == "" || !valid() {
 			http.Error(w, `{"error":{"code":"unauthorized","message":"invalid API key"}}`, http.StatusUnauthorized)
 			return
 		}
@@ -58,7 +67,7 @@ func newServer(t *testing.T) *server {
 		}
 		wg.Add(1)
 		defer wg.Done()
-		s.hub.Serve(base, ws, hub.Key{ID: "key_1", Project: "default"}, func(context.Context) (bool, error) { return s.valid.Load(), nil })
+		s.hub.Serve(base, ws, hub.Key{ID: keyID, Project: "default"}, func(context.Context) (bool, error) { return valid(), nil })
 	}))
 	t.Cleanup(func() {
 		stop()
@@ -252,6 +261,111 @@ func TestSameNameNewerReplacesOlder(t *testing.T) {
 	}, 10*time.Second, time.Millisecond, "the older connection's end removed not the newer's row")
 }
 
+// TestNameHeldByAnotherKey: another key of the project cannot take a
+// live runner's name: the newcomer is refused with the reason, the holder
+// keeps its connection, and the refused runner keeps trying (with backoff)
+// until the name is free.
+func TestNameHeldByAnotherKey(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	holderErr, _ := start(t, s, "box1", "good")
+	holder := connected(t, s, "box1")
+
+	ws, _, err := websocket.Dial(t.Context(), s.url+runner.ConnectPath, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer other"}}})
+	require.NoError(t, err)
+	defer ws.CloseNow()
+	require.NoError(t, link.WriteJSON(t.Context(), ws, link.Hello{Name: "box1", Capacity: 1}))
+	_, _, err = ws.Read(t.Context())
+	require.Equal(t, link.StatusNameHeld, websocket.CloseStatus(err))
+	var ce websocket.CloseError
+	require.True(t, errors.As(err, &ce))
+	require.Equal(t, "runner name box1 is held by another key", ce.Reason)
+
+	otherErr, _ := start(t, s, "box1", "other", func(c *runner.Config) { c.Hello.Labels = []string{"other"} })
+	// The holder is never replaced while the other key keeps trying.
+	for range 5 {
+		r := connected(t, s, "box1")
+		require.Equal(t, holder.Row.ConnID, r.Row.ConnID)
+		select {
+		case err := <-holderErr:
+			t.Fatalf("the holder stopped: %v", err)
+		case err := <-otherErr:
+			t.Fatalf("the refused runner gave up: %v", err)
+		default:
+		}
+		rows, err := s.store.RunnerList(t.Context(), "", time.Time{})
+		require.NoError(t, err)
+		require.Len(t, rows, 1)
+		require.Equal(t, "key_1", rows[0].KeyID)
+	}
+
+	// The holder's key is revoked: it stops, the name is free, and the
+	// runner that kept trying gets it.
+	s.revoked.Store("key_1", true)
+	select {
+	case err := <-holderErr:
+		require.Equal(t, link.StatusKeyRevoked, websocket.CloseStatus(err))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the revoked holder stayed connected")
+	}
+	require.Eventually(t, func() bool {
+		r, ok := s.hub.Get("default", "box1")
+		return ok && r.Row.KeyID == "key_2" && slices.Equal(r.Row.Labels, []string{"other"})
+	}, 10*time.Second, time.Millisecond)
+}
+
+// dialHello connects to s with token as the bearer key and says hello as
+// name: the welcome's error (nil: welcomed) and the socket.
+func dialHello(t *testing.T, s *server, token, name string) (*websocket.Conn, error) {
+	t.Helper()
+	ws, _, err := websocket.Dial(t.Context(), s.url+runner.ConnectPath, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ws.CloseNow() })
+	if err := link.WriteJSON(t.Context(), ws, link.Hello{Name: name, Capacity: 1}); err != nil {
+		return ws, err
+	}
+	var welcome link.Welcome
+	return ws, link.ReadJSON(t.Context(), ws, &welcome)
+}
+
+// TestConnectionCaps: a key past its cap of connections, and any key past
+// the node's, is refused (close 4007, the reason saying which) before
+// anything is recorded; a connection that ends frees its place.
+func TestConnectionCaps(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, func(c *hub.Config) { c.MaxConnsPerKey, c.MaxConns = 2, 3 })
+	first, err := dialHello(t, s, "good", "box1")
+	require.NoError(t, err)
+	_, err = dialHello(t, s, "good", "box2")
+	require.NoError(t, err)
+	requireRefused := func(err error, reason string) {
+		t.Helper()
+		require.Equal(t, link.StatusTooManyConns, websocket.CloseStatus(err), "%v", err)
+		var ce websocket.CloseError
+		require.True(t, errors.As(err, &ce))
+		require.Contains(t, ce.Reason, reason)
+	}
+	_, err = dialHello(t, s, "good", "box3")
+	requireRefused(err, "this runner key holds 2 connections")
+	_, err = dialHello(t, s, "other", "box4")
+	require.NoError(t, err, "another key has its own cap")
+	_, err = dialHello(t, s, "other", "box5")
+	requireRefused(err, "this node holds 3 runner connections")
+	rows, err := s.store.RunnerList(t.Context(), "", time.Time{})
+	require.NoError(t, err)
+	require.Len(t, rows, 3, "the refused ones recorded nothing")
+
+	require.NoError(t, first.Close(websocket.StatusNormalClosure, "bye"))
+	require.Eventually(t, func() bool {
+		ws, err := dialHello(t, s, "good", "box6")
+		if err != nil {
+			_ = ws.CloseNow()
+			return false
+		}
+		return true
+	}, 10*time.Second, 5*time.Millisecond, "a closed connection frees its place")
+}
+
 // TestBadHelloRefused: a Hello the server refuses stops the runner with
 // the field named. (New refuses it first; this is a runner built to lie.)
 func TestBadHelloRefused(t *testing.T) {
@@ -299,6 +413,7 @@ func TestConfigNamesTheField(t *testing.T) {
 		"hello.name":              func(c *runner.Config) { c.Hello.Name = "Box1" },
 		"hello.capacity":          func(c *runner.Config) { c.Hello.Capacity = 0 },
 		"hello.labels[1]":         func(c *runner.Config) { c.Hello.Labels = []string{"a", "a"} },
+		"plain http to a host":    func(c *runner.Config) { c.Server = "http://runners.example.com" },
 	} {
 		c := good
 		mutate(&c)
@@ -308,4 +423,15 @@ func TestConfigNamesTheField(t *testing.T) {
 	}
 	_, err := runner.New(good)
 	require.NoError(t, err)
+	// Plain http is allowed to loopback, to any host with https, and to
+	// any host when asked explicitly.
+	for _, ok := range []runner.Config{
+		{Server: "http://localhost:8080"}, {Server: "http://[::1]:8080"}, {Server: "https://runners.example.com"},
+		{Server: "http://runners.example.com", Insecure: true},
+	} {
+		c := good
+		c.Server, c.Insecure = ok.Server, ok.Insecure
+		_, err := runner.New(c)
+		require.NoError(t, err, c.Server)
+	}
 }

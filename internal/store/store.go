@@ -205,9 +205,12 @@ type Store interface {
 	// connection under the same name replaces the row, and the older
 	// connection learns it from RunnerTouch.
 
-	// RunnerConnect records a runner's connection, replacing whatever row
-	// held its (project, name).
-	RunnerConnect(ctx context.Context, row *RunnerRow) error
+	// RunnerConnect records a runner's connection. It replaces the row
+	// holding its (project, name) only when that row has the same KeyID
+	// (the runner reconnecting) or was not seen since staleBefore (its
+	// holder's liveness expired); otherwise ErrConflict and the row is
+	// untouched, so that one runner key cannot take another's name.
+	RunnerConnect(ctx context.Context, row *RunnerRow, staleBefore time.Time) error
 	// RunnerTouch sets the connection's SeenAt to at (its liveness);
 	// ErrNotFound when the row is gone or now holds another connection
 	// (one that replaced it, on this node or another).

@@ -9,12 +9,16 @@
 // Invariants it keeps:
 //
 //   - A runner is named within its key's project, and one connection holds
-//     a name: a newer connection under the same name replaces the older
-//     one (closed with link.StatusReplaced), on this node at once and on
+//     a name: a newer connection under the same name and key replaces the
+//     older one (closed with link.StatusReplaced), on this node at once and on
 //     another at its next touch (the store's row names the connection that
 //     holds it). A runner that restarts after a network cut so reconnects
 //     at once, without waiting for the server to notice its old
-//     connection dead.
+//     connection dead. Another key of the project is refused the name
+//     (link.StatusNameHeld) while its holder's row is fresh, and takes it
+//     over only once the row went stale (StaleAfter; the older connection
+//     is closed with link.StatusTakenOver), so one runner key cannot knock
+//     its project's other runners offline.
 //   - Every Config.TouchInterval the connection's key is read again
 //     (KeyCheck): a revoked or expired key closes the connection with
 //     link.StatusKeyRevoked. A failure to read it (the database away) is
@@ -25,7 +29,12 @@
 //   - The runner is the lower-trust party: its Hello is checked field by
 //     field (link.Hello.Check), it must come within Config.HelloTimeout,
 //     and every later frame is checked by link. It may call nothing of the
-//     server (no handlers), and nothing it says selects a session.
+//     server (no handlers: a call closes the connection), and nothing it
+//     says selects a session.
+//   - A key holds at most Config.MaxConnsPerKey connections to a node, and
+//     a node at most Config.MaxConns, counted from the upgrade (before the
+//     Hello); one more is closed with link.StatusTooManyConns before
+//     anything is recorded.
 //
 // It imports internal/runner/link, internal/store (the runners table),
 // the standard library and github.com/coder/websocket. Who may import it:

@@ -22,6 +22,12 @@ import (
 const (
 	DefaultTouchInterval = 5 * time.Second
 	DefaultHelloTimeout  = 10 * time.Second
+	// DefaultMaxConnsPerKey bounds one runner key's connections to a node:
+	// a few runners sharing a key, or one reconnecting before the server
+	// noticed its old connection dead.
+	DefaultMaxConnsPerKey = 4
+	// DefaultMaxConns bounds a node's runner connections.
+	DefaultMaxConns = 1000
 )
 
 // StaleAfter is how long a runner's row stays listed without a touch: a
@@ -31,7 +37,7 @@ func StaleAfter(touch time.Duration) time.Duration { return 3 * touch }
 
 // Store is what the hub keeps in the store (store.Store has it).
 type Store interface {
-	RunnerConnect(ctx context.Context, row *store.RunnerRow) error
+	RunnerConnect(ctx context.Context, row *store.RunnerRow, staleBefore time.Time) error
 	RunnerTouch(ctx context.Context, project, name, connID string, at time.Time) error
 	RunnerDisconnect(ctx context.Context, project, name, connID string) error
 }
@@ -48,6 +54,13 @@ type Config struct {
 	// Link tunes each connection (frame limit, heartbeats). Default nil:
 	// link's defaults.
 	Link *link.Config
+	// MaxConnsPerKey bounds the connections one key holds to this node at
+	// once (counted from the upgrade, before the Hello): one more is
+	// closed with link.StatusTooManyConns. Default DefaultMaxConnsPerKey.
+	MaxConnsPerKey int
+	// MaxConns bounds this node's runner connections at once, likewise.
+	// Default DefaultMaxConns.
+	MaxConns int
 	// Now is the clock of the rows' times. Default time.Now.
 	Now func() time.Time
 	// Logger receives connections, refusals and ends (info, warn).
@@ -64,6 +77,10 @@ type Hub struct {
 
 	mu    sync.Mutex
 	conns map[runnerKey]*Runner
+	// open counts the connections being served (Serve), all and by key
+	// id, against the caps.
+	open      int
+	openByKey map[string]int
 }
 
 type runnerKey struct{ project, name string }
@@ -89,6 +106,15 @@ func New(node string, st Store, cfg *Config) *Hub {
 	if c.TouchInterval < 0 || c.HelloTimeout < 0 {
 		panic("hub: negative interval")
 	}
+	if c.MaxConnsPerKey < 0 || c.MaxConns < 0 {
+		panic("hub: negative connection cap")
+	}
+	if c.MaxConnsPerKey == 0 {
+		c.MaxConnsPerKey = DefaultMaxConnsPerKey
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = DefaultMaxConns
+	}
 	if c.TouchInterval == 0 {
 		c.TouchInterval = DefaultTouchInterval
 	}
@@ -101,7 +127,7 @@ func New(node string, st Store, cfg *Config) *Hub {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	return &Hub{node: node, store: st, cfg: c, log: c.Logger, conns: map[runnerKey]*Runner{}}
+	return &Hub{node: node, store: st, cfg: c, log: c.Logger, conns: map[runnerKey]*Runner{}, openByKey: map[string]int{}}
 }
 
 // Key is the runner's key as the server authenticated it.
@@ -119,6 +145,12 @@ type KeyCheck func(ctx context.Context) (valid bool, err error)
 // it returns when the connection has ended. ctx ends the connection too
 // (the server shutting down).
 func (h *Hub) Serve(ctx context.Context, ws *websocket.Conn, key Key, check KeyCheck) {
+	if reason := h.admit(key.ID); reason != "" {
+		h.log.Warn("runner refused", "key_id", key.ID, "why", reason)
+		_ = ws.Close(link.StatusTooManyConns, reason)
+		return
+	}
+	defer h.release(key.ID)
 	hello, err := h.readHello(ctx, ws)
 	if err != nil {
 		h.log.Warn("runner refused", "key_id", key.ID, "err", err)
@@ -134,7 +166,16 @@ func (h *Hub) Serve(ctx context.Context, ws *websocket.Conn, key Key, check KeyC
 	if r.Row.Labels == nil {
 		r.Row.Labels = []string{}
 	}
-	if err := h.store.RunnerConnect(ctx, &r.Row); err != nil {
+	err = h.store.RunnerConnect(ctx, &r.Row, now.Add(-StaleAfter(h.cfg.TouchInterval)))
+	if errors.Is(err, store.ErrConflict) {
+		// Another key's live connection holds the name: refuse the
+		// newcomer and leave the holder alone, so that one runner key
+		// cannot knock its project's other runners offline.
+		h.log.Warn("runner refused: name held by another key", "runner", hello.Name, "key_id", key.ID)
+		_ = ws.Close(link.StatusNameHeld, shorten("runner name "+hello.Name+" is held by another key"))
+		return
+	}
+	if err != nil {
 		h.log.Error("record a runner's connection", "runner", hello.Name, "err", err)
 		_ = ws.Close(websocket.StatusInternalError, "the server could not record the connection")
 		return
@@ -153,6 +194,32 @@ func (h *Hub) Serve(ctx context.Context, ws *websocket.Conn, key Key, check KeyC
 	defer h.forget(r)
 	h.watch(ctx, r, check)
 	h.log.Info("runner disconnected", "runner", r.Row.Name, "conn", r.Row.ConnID, "why", r.Conn.Err())
+}
+
+// admit counts a connection of key id against the caps; a refusal's
+// reason when over one ("": admitted, to release).
+func (h *Hub) admit(keyID string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.openByKey[keyID] >= h.cfg.MaxConnsPerKey:
+		return fmt.Sprintf("this runner key holds %d connections to this node, the most it may", h.cfg.MaxConnsPerKey)
+	case h.open >= h.cfg.MaxConns:
+		return fmt.Sprintf("this node holds %d runner connections, the most it takes", h.cfg.MaxConns)
+	}
+	h.open++
+	h.openByKey[keyID]++
+	return ""
+}
+
+// release uncounts a connection admit counted.
+func (h *Hub) release(keyID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.open--
+	if h.openByKey[keyID]--; h.openByKey[keyID] <= 0 {
+		delete(h.openByKey, keyID)
+	}
 }
 
 // readHello reads and checks the runner's first frame.
@@ -219,8 +286,14 @@ func (h *Hub) hold(r *Runner) {
 	old := h.conns[k]
 	h.conns[k] = r
 	h.mu.Unlock()
-	if old != nil {
+	switch {
+	case old == nil:
+	case old.Row.KeyID == r.Row.KeyID:
 		old.Conn.CloseWith(link.StatusReplaced, "a newer connection of runner "+r.Row.Name+" replaced this one")
+	default:
+		// The store let another key take the name only because this
+		// connection's row went stale: it may come back later.
+		old.Conn.CloseWith(link.StatusTakenOver, shorten("runner name "+r.Row.Name+" was taken over by another key after this connection went stale"))
 	}
 }
 

@@ -19,6 +19,11 @@ const (
 	DefaultHeartbeatTimeout  = 10 * time.Second
 	// minMessageBytes leaves room for a message's envelope around a chunk.
 	minMessageBytes = 4 << 10
+	// MaxRefusalsInFlight bounds a connection's refusals ("unknown_method",
+	// "busy") being sent at once: each is written aside, so that a peer
+	// flooding calls while never reading could otherwise make this side
+	// start a goroutine per call. One more is a protocol violation.
+	MaxRefusalsInFlight = 16
 )
 
 // ErrClosed is the error of a call the connection's end cut off; the
@@ -42,8 +47,8 @@ type Config struct {
 	// HeartbeatTimeout is how long a pong may take before the connection
 	// is closed as dead. Default DefaultHeartbeatTimeout.
 	HeartbeatTimeout time.Duration
-	// Handlers answer the peer's calls, by method. Default none: every
-	// call is answered "unknown_method".
+	// Handlers answer the peer's calls, by method. Default none: any call
+	// of the peer is a protocol violation (closes the connection).
 	Handlers map[string]Handler
 	// MaxIncoming bounds the peer's calls open at once (a runner's
 	// capacity); one more is answered "busy". Default 0: no bound.
@@ -105,6 +110,8 @@ type Conn struct {
 	lastPeerID uint64
 	// incoming are the peer's calls being answered, by id.
 	incoming map[uint64]context.CancelCauseFunc
+	// refusing counts the refusals being sent (MaxRefusalsInFlight).
+	refusing int
 
 	handlers sync.WaitGroup
 }
@@ -248,12 +255,18 @@ func (c *Conn) dispatch(m *Message) bool {
 			return false
 		}
 		c.lastPeerID = m.ID
+		if len(c.cfg.Handlers) == 0 {
+			// This side takes no calls at all (the server of a runner):
+			// a peer that calls it is not following the protocol.
+			c.violation("a call of %q to a side that takes no calls", truncate(m.Method))
+			return false
+		}
 		h, ok := c.cfg.Handlers[m.Method]
 		switch {
 		case !ok:
-			go c.answer(m.ID, nil, Errorf(CodeUnknownMethod, "no method %q", truncate(m.Method)))
+			return c.refuse(m.ID, Errorf(CodeUnknownMethod, "no method %q", truncate(m.Method)))
 		case c.cfg.MaxIncoming > 0 && len(c.incoming) >= c.cfg.MaxIncoming:
-			go c.answer(m.ID, nil, Errorf(CodeBusy, "%d calls already running, the most this side takes", len(c.incoming)))
+			return c.refuse(m.ID, Errorf(CodeBusy, "%d calls already running, the most this side takes", len(c.incoming)))
 		default:
 			ctx, cancel := context.WithCancelCause(c.ctx)
 			c.incoming[m.ID] = cancel
@@ -283,6 +296,25 @@ func (c *Conn) dispatch(m *Message) bool {
 		delete(c.pending, m.ID)
 		p.answer <- m // buffered, one answer only
 	}
+	return true
+}
+
+// refuse answers call id with err aside, at most MaxRefusalsInFlight at
+// once (c.mu held); false means the connection was closed instead.
+func (c *Conn) refuse(id uint64, err error) bool {
+	if c.refusing >= MaxRefusalsInFlight {
+		c.violation("over %d refused calls waiting for their answer to be read", MaxRefusalsInFlight)
+		return false
+	}
+	c.refusing++
+	c.handlers.Add(1)
+	go func() {
+		defer c.handlers.Done()
+		c.answer(id, nil, err)
+		c.mu.Lock()
+		c.refusing--
+		c.mu.Unlock()
+	}()
 	return true
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -298,7 +299,11 @@ func TestViolationsCloseTheConnection(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			c, ws := accepted(t, nil)
+			// A side that takes calls (of another method), so that a
+			// call's id is what breaks the protocol.
+			c, ws := accepted(t, &link.Config{Handlers: map[string]link.Handler{
+				"y": func(context.Context, *link.Request) (any, error) { return nil, nil },
+			}})
 			for _, f := range tc.frames {
 				_ = ws.Write(t.Context(), websocket.MessageText, []byte(f))
 			}
@@ -314,6 +319,46 @@ func TestViolationsCloseTheConnection(t *testing.T) {
 					break
 				}
 			}
+		})
+	}
+}
+
+// TestCallFloodIsBounded: a peer that floods a side with calls while never
+// reading its answers makes it start a bounded number of goroutines, then
+// loses the connection; a side that takes no calls at all closes the
+// connection at the first one.
+func TestCallFloodIsBounded(t *testing.T) {
+	// Not parallel: it counts the process's goroutines.
+	for name, tc := range map[string]struct {
+		cfg  *link.Config
+		want string
+	}{
+		"no handlers":     {nil, `to a side that takes no calls`},
+		"unknown methods": {&link.Config{Handlers: map[string]link.Handler{"y": func(context.Context, *link.Request) (any, error) { return nil, nil }}}, "refused calls waiting"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, ws := accepted(t, tc.cfg)
+			before := runtime.NumGoroutine()
+			// Never read: the answers pile up in the socket's buffers
+			// until this side's writes block, and then its refusals wait.
+			// The flood stops once the connection is closed.
+			for id := 1; id <= 2_000_000 && c.Err() == nil; id++ {
+				f := fmt.Sprintf(`{"type":"call","id":%d,"method":"%s"}`, id, strings.Repeat("x", 64))
+				if ws.Write(t.Context(), websocket.MessageText, []byte(f)) != nil {
+					break
+				}
+				if id%64 == 0 {
+					require.LessOrEqual(t, runtime.NumGoroutine()-before, link.MaxRefusalsInFlight+8,
+						"goroutines stay bounded (call %d)", id)
+				}
+			}
+			select {
+			case <-c.Done():
+			case <-time.After(30 * time.Second):
+				t.Fatal("the flood did not close the connection")
+			}
+			require.ErrorContains(t, c.Err(), "protocol violation")
+			require.ErrorContains(t, c.Err(), tc.want)
 		})
 	}
 }

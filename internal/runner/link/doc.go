@@ -34,10 +34,14 @@
 // stderr, a method name over MaxMethodBytes. A frame over
 // Config.MaxMessageBytes closes the connection too (StatusMessageTooBig,
 // the WebSocket library's read limit), and this side never sends one
-// (Request.Output splits data into chunks that fit). A call of a method
-// without a handler is answered with an error ("unknown_method"), and one
-// past Config.MaxIncoming calls open at once with "busy": those are the
-// caller's mistakes, not violations.
+// (Request.Output splits data into chunks that fit). A call to a side with
+// no handlers at all is a violation too. A call of a method without a
+// handler is answered with an error ("unknown_method"), and one past
+// Config.MaxIncoming calls open at once with "busy": those are the
+// caller's mistakes, not violations, unless more than MaxRefusalsInFlight
+// such refusals wait to be sent at once (a peer flooding calls while not
+// reading), which closes the connection, so that the goroutines a peer
+// can make this side start stay bounded.
 //
 // # Cancellation
 //

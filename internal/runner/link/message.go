@@ -243,11 +243,21 @@ func (h *Hello) Check() error {
 // Close codes of a runner connection beyond the standard ones (4000-4999
 // are the application's).
 const (
-	// StatusReplaced: a newer connection under the same name took over.
+	// StatusReplaced: a newer connection under the same name and key took
+	// over (the runner restarted elsewhere); the runner must not come back.
 	StatusReplaced websocket.StatusCode = 4001
 	// StatusKeyRevoked: the runner's key was revoked or expired; the
 	// runner must not reconnect with it.
 	StatusKeyRevoked websocket.StatusCode = 4003
 	// StatusBadHello: the Hello was refused (the reason names the field).
 	StatusBadHello websocket.StatusCode = 4004
+	// StatusNameHeld: another key's live connection holds the name; the
+	// runner may try again later (the holder may go away).
+	StatusNameHeld websocket.StatusCode = 4005
+	// StatusTakenOver: another key took the name over after this
+	// connection's liveness expired; the runner may try again later.
+	StatusTakenOver websocket.StatusCode = 4006
+	// StatusTooManyConns: the runner's key, or the node, holds the most
+	// connections it may; the runner may try again later.
+	StatusTooManyConns websocket.StatusCode = 4007
 )

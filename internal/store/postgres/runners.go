@@ -12,23 +12,28 @@ import (
 )
 
 // RunnerConnect records a runner's connection, replacing the row of its
-// (project, name).
-func (s *Store) RunnerConnect(ctx context.Context, row *store.RunnerRow) error {
+// (project, name) only when the same key holds it or the row was not seen
+// since staleBefore (ErrConflict otherwise).
+func (s *Store) RunnerConnect(ctx context.Context, row *store.RunnerRow, staleBefore time.Time) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
 	if err := checks.RunnerRow(row); err != nil {
 		return fmt.Errorf("record runner: %w", err)
 	}
-	_, err := s.exec(ctx, `INSERT INTO runners (project, name, conn_id, key_id, node, labels, capacity, version, connected_at, seen_at)
+	n, err := s.exec(ctx, `INSERT INTO runners (project, name, conn_id, key_id, node, labels, capacity, version, connected_at, seen_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (project, name) DO UPDATE SET conn_id = excluded.conn_id, key_id = excluded.key_id, node = excluded.node,
   labels = excluded.labels, capacity = excluded.capacity, version = excluded.version,
-  connected_at = excluded.connected_at, seen_at = excluded.seen_at`,
+  connected_at = excluded.connected_at, seen_at = excluded.seen_at
+WHERE runners.key_id = excluded.key_id OR runners.seen_at < $11`,
 		row.Project, row.Name, row.ConnID, row.KeyID, row.Node, storeutil.NonNil(row.Labels), row.Capacity, row.Version,
-		row.ConnectedAt, row.SeenAt)
+		row.ConnectedAt, row.SeenAt, staleBefore)
 	if err != nil {
 		return fmt.Errorf("record runner %s: %w", row.Name, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("record runner %s: held by another key: %w", row.Name, store.ErrConflict)
 	}
 	return nil
 }

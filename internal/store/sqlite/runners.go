@@ -12,8 +12,9 @@ import (
 )
 
 // RunnerConnect records a runner's connection, replacing the row of its
-// (project, name).
-func (s *Store) RunnerConnect(ctx context.Context, row *store.RunnerRow) error {
+// (project, name) only when the same key holds it or the row was not seen
+// since staleBefore (ErrConflict otherwise).
+func (s *Store) RunnerConnect(ctx context.Context, row *store.RunnerRow, staleBefore time.Time) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
@@ -25,14 +26,21 @@ func (s *Store) RunnerConnect(ctx context.Context, row *store.RunnerRow) error {
 		return fmt.Errorf("record runner %s: encode labels: %w", row.Name, err)
 	}
 	err = s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
-		_, err := w.exec(`INSERT INTO runners (project, name, conn_id, key_id, node, labels, capacity, version, connected_at, seen_at)
+		n, err := w.changed(`INSERT INTO runners (project, name, conn_id, key_id, node, labels, capacity, version, connected_at, seen_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (project, name) DO UPDATE SET conn_id = excluded.conn_id, key_id = excluded.key_id, node = excluded.node,
   labels = excluded.labels, capacity = excluded.capacity, version = excluded.version,
-  connected_at = excluded.connected_at, seen_at = excluded.seen_at`,
+  connected_at = excluded.connected_at, seen_at = excluded.seen_at
+WHERE runners.key_id = excluded.key_id OR runners.seen_at < ?`,
 			row.Project, row.Name, row.ConnID, row.KeyID, row.Node, string(labels), row.Capacity, row.Version,
-			toMicros(row.ConnectedAt), toMicros(row.SeenAt))
-		return nil, mapErr(err)
+			toMicros(row.ConnectedAt), toMicros(row.SeenAt), toMicros(staleBefore))
+		if err != nil {
+			return nil, mapErr(err)
+		}
+		if n == 0 {
+			return nil, store.ErrConflict
+		}
+		return nil, nil
 	}})
 	if err != nil {
 		return fmt.Errorf("record runner %s: %w", row.Name, err)

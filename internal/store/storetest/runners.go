@@ -10,7 +10,8 @@ import (
 )
 
 // testRunners: a connection's row is listed while it is fresh, a newer
-// connection under the same name replaces it (the older one's touch and
+// connection under the same name replaces it only with the same key or
+// when the row is stale (the older one's touch and
 // disconnect then find nothing of theirs), names are per project, and an
 // invalid row is refused.
 func testRunners(t *testing.T, h *harness) {
@@ -23,12 +24,12 @@ func testRunners(t *testing.T, h *harness) {
 		Labels: []string{"gpu", "linux"}, Capacity: 4, Version: "v1.2.3",
 		ConnectedAt: at(time.Second), SeenAt: at(time.Second),
 	}
-	require.NoError(t, h.s.RunnerConnect(h.ctx, gpu))
+	require.NoError(t, h.s.RunnerConnect(h.ctx, gpu, at(0)))
 	other := &store.RunnerRow{
 		Project: "team-b", Name: "box1", ConnID: "rc_2", KeyID: "key_2", Node: "node-b",
 		Capacity: 1, ConnectedAt: at(2 * time.Second), SeenAt: at(2 * time.Second),
 	}
-	require.NoError(t, h.s.RunnerConnect(h.ctx, other))
+	require.NoError(t, h.s.RunnerConnect(h.ctx, other, at(0)))
 
 	list, err = h.s.RunnerList(h.ctx, "", at(0))
 	require.NoError(t, err)
@@ -50,11 +51,20 @@ func testRunners(t *testing.T, h *harness) {
 	require.Equal(t, "box1", list[0].Name)
 	require.Equal(t, at(10*time.Second), list[0].SeenAt)
 
-	// A newer connection under the same name replaces the row.
+	// Another key cannot take the name while its row is fresh: the row
+	// is untouched.
+	thief := *gpu
+	thief.ConnID, thief.KeyID = "rc_x", "key_other"
+	thief.ConnectedAt, thief.SeenAt = at(11*time.Second), at(11*time.Second)
+	require.ErrorIs(t, h.s.RunnerConnect(h.ctx, &thief, at(time.Second)), store.ErrConflict,
+		"a name held by another key")
+	require.NoError(t, h.s.RunnerTouch(h.ctx, "default", "box1", "rc_1", at(10*time.Second)), "the holder keeps its row")
+
+	// A newer connection of the same key replaces the row.
 	newer := *gpu
 	newer.ConnID, newer.Node, newer.Labels = "rc_3", "node-b", []string{"cpu"}
 	newer.ConnectedAt, newer.SeenAt = at(11*time.Second), at(11*time.Second)
-	require.NoError(t, h.s.RunnerConnect(h.ctx, &newer))
+	require.NoError(t, h.s.RunnerConnect(h.ctx, &newer, at(time.Second)))
 	require.ErrorIs(t, h.s.RunnerTouch(h.ctx, "default", "box1", "rc_1", at(12*time.Second)), store.ErrNotFound,
 		"the replaced connection learns it")
 	require.NoError(t, h.s.RunnerDisconnect(h.ctx, "default", "box1", "rc_1"), "removing a replaced connection is no error")
@@ -62,11 +72,23 @@ func testRunners(t *testing.T, h *harness) {
 	require.NoError(t, err)
 	require.Equal(t, []*store.RunnerRow{&newer}, list, "and removes nothing")
 
-	require.NoError(t, h.s.RunnerDisconnect(h.ctx, "default", "box1", "rc_3"))
+	// Another key takes a stale row (its holder's liveness expired).
+	taker := thief
+	taker.ConnID = "rc_4"
+	taker.ConnectedAt, taker.SeenAt = at(30*time.Second), at(30*time.Second)
+	require.NoError(t, h.s.RunnerConnect(h.ctx, &taker, at(20*time.Second)))
+	require.ErrorIs(t, h.s.RunnerTouch(h.ctx, "default", "box1", "rc_3", at(31*time.Second)), store.ErrNotFound)
+	list, err = h.s.RunnerList(h.ctx, "default", at(0))
+	require.NoError(t, err)
+	wantTaker := taker
+	wantTaker.Labels = []string{"gpu", "linux"}
+	require.Equal(t, []*store.RunnerRow{&wantTaker}, list)
+
+	require.NoError(t, h.s.RunnerDisconnect(h.ctx, "default", "box1", "rc_4"))
 	list, err = h.s.RunnerList(h.ctx, "default", at(0))
 	require.NoError(t, err)
 	require.Empty(t, list)
-	require.ErrorIs(t, h.s.RunnerTouch(h.ctx, "default", "box1", "rc_3", at(13*time.Second)), store.ErrNotFound)
+	require.ErrorIs(t, h.s.RunnerTouch(h.ctx, "default", "box1", "rc_4", at(33*time.Second)), store.ErrNotFound)
 
 	for _, bad := range []*store.RunnerRow{
 		nil,
@@ -77,7 +99,7 @@ func testRunners(t *testing.T, h *harness) {
 		{Project: "default", Name: "x", ConnID: "c", KeyID: "k", Node: "n", Capacity: -1, ConnectedAt: at(0), SeenAt: at(0)},
 		{Project: "default", Name: "x", ConnID: "c", KeyID: "k", Node: "n"},
 	} {
-		require.Error(t, h.s.RunnerConnect(h.ctx, bad))
+		require.Error(t, h.s.RunnerConnect(h.ctx, bad, at(0)))
 	}
 	require.Error(t, h.s.RunnerTouch(h.ctx, "default", "", "c", at(0)))
 	require.Error(t, h.s.RunnerDisconnect(h.ctx, "default", "x", ""))
