@@ -25,7 +25,10 @@ type countingStore struct {
 	mu    sync.Mutex
 	reads []eventRead // while armed
 	gets  int         // SessionGets while armed
-	armed bool
+	// lastSeqs counts SessionLastSeqs while armed: the tick's cheap read
+	// of the controls, apart from the row reads (gets).
+	lastSeqs int
+	armed    bool
 	// hideSnapshot: SessionGet returns the state without its context
 	// snapshot.
 	hideSnapshot bool
@@ -68,12 +71,21 @@ func (s *countingStore) SessionGet(ctx context.Context, id string) (*store.Sessi
 	return row, err
 }
 
+func (s *countingStore) SessionLastSeq(ctx context.Context, id string) (int64, error) {
+	s.mu.Lock()
+	if s.armed {
+		s.lastSeqs++
+	}
+	s.mu.Unlock()
+	return s.Store.SessionLastSeq(ctx, id)
+}
+
 func (s *countingStore) arm(on bool) []eventRead {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.armed = on
 	out := s.reads
-	s.reads, s.gets = nil, 0
+	s.reads, s.gets, s.lastSeqs = nil, 0, 0
 	return out
 }
 
