@@ -28,7 +28,9 @@ type countingStore struct {
 	// lastSeqs counts SessionLastSeqs while armed: the tick's cheap read
 	// of the controls, apart from the row reads (gets).
 	lastSeqs int
-	armed    bool
+	// afterAppend, if set, is called after each append that succeeded.
+	afterAppend func([]store.Event)
+	armed       bool
 	// hideSnapshot: SessionGet returns the state without its context
 	// snapshot.
 	hideSnapshot bool
@@ -78,6 +80,18 @@ func (s *countingStore) SessionLastSeq(ctx context.Context, id string) (int64, e
 	}
 	s.mu.Unlock()
 	return s.Store.SessionLastSeq(ctx, id)
+}
+
+// EventAppend calls afterAppend, if set, with the events appended.
+func (s *countingStore) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
+	evs, err := s.Store.EventAppend(ctx, p)
+	s.mu.Lock()
+	after := s.afterAppend
+	s.mu.Unlock()
+	if err == nil && after != nil {
+		after(evs)
+	}
+	return evs, err
 }
 
 func (s *countingStore) arm(on bool) []eventRead {
