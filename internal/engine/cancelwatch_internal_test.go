@@ -2,11 +2,14 @@ package engine
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -33,11 +36,74 @@ func TestCallsReadTheSessionOnlyWhenAnotherWriterAppended(t *testing.T) {
 		return row.Status == string(lt.SessionIdle)
 	}, time.Minute, 2*time.Millisecond)
 	cs.mu.Lock()
-	gets := cs.gets
+	gets, lastSeqs := cs.gets, cs.lastSeqs
 	cs.mu.Unlock()
 	cs.arm(false)
-	// A step here is three ticks, each reading the row for the controls
-	// (readControls), and two calls, a model call and a tool call: a read
-	// of the row for each call as well would be five reads a step.
-	require.Less(t, gets, 4*perTurn, "session rows read in a turn of %d steps", perTurn)
+	// A step here is three ticks, each reading the session's last seq for
+	// the controls (readControls, SessionLastSeq), and two calls, a model
+	// call and a tool call. A call's watcher reads the row only if an
+	// append it has not read was heard since the claim: none here, so the
+	// rows read are the claim's own few; a read per call would be two a
+	// step (2*perTurn).
+	require.Less(t, gets, perTurn/2, "session rows read in a turn of %d steps", perTurn)
+	// One last-seq read per tick, not one more per call (five a step).
+	require.Less(t, lastSeqs, 4*perTurn, "last seqs read in a turn of %d steps", perTurn)
+}
+
+// blockingModel answers no call: each waits until it is cut.
+type blockingModel struct{}
+
+func (blockingModel) Respond(ctx context.Context, _ *model.Request) (*model.Response, error) {
+	<-ctx.Done()
+	return nil, context.Cause(ctx)
+}
+
+// TestCancelBeforeACallStartsCutsItAtOnce: a cancel journaled after the
+// runner last read the session, and announced before the call's watcher
+// subscribed, is heard by the claim's watch: the call is cut at once, not
+// at the next poll (an hour here).
+func TestCancelBeforeACallStartsCutsItAtOnce(t *testing.T) {
+	e, cs := startResumeEngine(t, 1, func(c *Config) {
+		c.PollInterval = time.Hour
+		c.Providers = map[string]model.Provider{"block": blockingModel{}}
+	})
+	ctx := context.Background()
+	var once sync.Once
+	cs.mu.Lock()
+	cs.afterAppend = func(evs []store.Event) {
+		for _, ev := range evs {
+			if ev.Type != lt.EventModelRequested {
+				continue
+			}
+			// The call's start is durable, its watcher not yet
+			// subscribed: cancel now, and wait until the hub has
+			// announced the cancel to every watcher.
+			once.Do(func() {
+				heard, stop := e.hub.watch(ev.SessionID)
+				defer stop()
+				// On the runner's goroutine: no FailNow here.
+				if _, err := e.CancelSession(ctx, ev.SessionID, &lt.CancelRequest{Reason: "test"}); err != nil {
+					t.Errorf("cancel: %v", err)
+					return
+				}
+				select {
+				case <-heard:
+				case <-time.After(time.Minute):
+					t.Error("the cancel was not announced")
+				}
+				e.hub.mu.Lock() // publish holds it while it announces
+				e.hub.mu.Unlock()
+			})
+		}
+	}
+	cs.mu.Unlock()
+	spec := resumeSpec(1)
+	spec.Model = lt.ModelSpec{Provider: "block", Name: "block"}
+	s, err := e.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: spec, Input: "wait"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		v, err := e.GetSession(ctx, s.ID)
+		require.NoError(t, err)
+		return v.Status == lt.SessionCancelled
+	}, 20*time.Second, 2*time.Millisecond, "the call was not cut by the cancel")
 }

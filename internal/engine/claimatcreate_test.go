@@ -101,3 +101,93 @@ func TestCreatedSessionRunsWithoutAClaim(t *testing.T) {
 	checkJournal(t, h.store, a.ID)
 	checkJournal(t, h.store, b.ID)
 }
+
+// heldClaims is a store whose LeaseClaims wait, while held, until let go,
+// and which records the sessions claims returned, in order.
+type heldClaims struct {
+	store.Store
+	mu      sync.Mutex
+	held    chan struct{} // closed to let held claims go; nil: not held
+	entered chan struct{} // a claim began while held
+	order   []string
+}
+
+func (c *heldClaims) hold() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.held, c.entered = make(chan struct{}), make(chan struct{}, 1)
+}
+
+func (c *heldClaims) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]store.Lease, error) {
+	c.mu.Lock()
+	held, entered := c.held, c.entered
+	c.mu.Unlock()
+	if held != nil {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		select {
+		case <-held:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	leases, err := c.Store.LeaseClaim(ctx, p)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, l := range leases {
+		c.order = append(c.order, l.SessionID)
+	}
+	return leases, err
+}
+
+func (c *heldClaims) claimed() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.order...)
+}
+
+// TestCreatedSessionQueuesBehindABacklog: while older sessions wait for a
+// worker, a session created as a worker frees does not take it ahead of
+// the scheduler's claim: the older ones run first (oldest first).
+func TestCreatedSessionQueuesBehindABacklog(t *testing.T) {
+	p := newGatedScripted()
+	t.Cleanup(p.open)
+	var claims *heldClaims
+	h := newHarnessThrough(t, p, 1, func(h *harness) store.Store {
+		claims = &heldClaims{Store: h.store}
+		return claims
+	})
+	ctx := context.Background()
+
+	// A holds the only worker; B is queued behind it.
+	a := create(t, h, spec(t, `[{"delay_ms":60000,"text":"first"}]`), nil)
+	waitEvent(t, h, a.ID, lt.EventModelRequested)
+	// Each created a second later: claims take the oldest first.
+	h.clock.Advance(time.Second)
+	b := create(t, h, spec(t, `[{"text":"second"}]`), nil)
+
+	// A ends and frees the worker; the scheduler's claim for it is held,
+	// so C is created while the worker is free and B still waits for it.
+	claims.hold()
+	p.open()
+	h.waitStatus(a.ID, lt.SessionIdle)
+	select {
+	case <-claims.entered:
+	case <-time.After(time.Minute):
+		t.Fatal("no claim once the worker was free")
+	}
+	h.clock.Advance(time.Second)
+	c := create(t, h, spec(t, `[{"text":"third"}]`), nil)
+	row, err := h.store.SessionGet(ctx, c.ID)
+	require.NoError(t, err)
+	require.Empty(t, row.Lease.Owner, "B waits for a worker: C is created without a lease")
+	close(claims.held)
+
+	h.waitStatus(b.ID, lt.SessionIdle)
+	h.waitStatus(c.ID, lt.SessionIdle)
+	require.Equal(t, []string{b.ID, c.ID}, claims.claimed(), "claimed oldest first")
+	checkJournal(t, h.store, b.ID)
+	checkJournal(t, h.store, c.ID)
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
@@ -189,6 +190,13 @@ type Engine struct {
 	// handoff carries the leases of sessions created here with one
 	// (createSession) to the scheduler, each holding a slot.
 	handoff chan store.Lease
+	// backlog is set while runnable sessions may be waiting for a worker
+	// here (a claim filled every slot it asked for, or a session was
+	// created with no slot free), and cleared once a claim returns fewer
+	// sessions than it asked for (none waits). While it is set, a session
+	// created here is queued like the others instead of taking a slot
+	// that frees ahead of the scheduler's claim: the oldest run first.
+	backlog atomic.Bool
 }
 
 // New returns an engine over st. It does not start workers: call Start.

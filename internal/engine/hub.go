@@ -61,16 +61,21 @@ func (h *hub) publish(sessionID string, seq int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for w := range h.watchers[sessionID] {
-		// Keep only the newest seq: a watcher re-reads from its own position.
+		// Keep only the highest seq pending: a watcher re-reads from its
+		// own position, and its callers take what they receive as the
+		// highest announced (PostgreSQL's notices may come out of order).
+		// Sends happen under h.mu, so the slot stays empty once drained.
 		select {
 		case w <- seq:
 		default:
+			pending := seq
 			select {
-			case <-w:
+			case old := <-w:
+				pending = max(old, seq)
 			default:
 			}
 			select {
-			case w <- seq:
+			case w <- pending:
 			default:
 			}
 		}

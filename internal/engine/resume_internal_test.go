@@ -25,7 +25,12 @@ type countingStore struct {
 	mu    sync.Mutex
 	reads []eventRead // while armed
 	gets  int         // SessionGets while armed
-	armed bool
+	// lastSeqs counts SessionLastSeqs while armed: the tick's cheap read
+	// of the controls, apart from the row reads (gets).
+	lastSeqs int
+	// afterAppend, if set, is called after each append that succeeded.
+	afterAppend func([]store.Event)
+	armed       bool
 	// hideSnapshot: SessionGet returns the state without its context
 	// snapshot.
 	hideSnapshot bool
@@ -68,12 +73,33 @@ func (s *countingStore) SessionGet(ctx context.Context, id string) (*store.Sessi
 	return row, err
 }
 
+func (s *countingStore) SessionLastSeq(ctx context.Context, id string) (int64, error) {
+	s.mu.Lock()
+	if s.armed {
+		s.lastSeqs++
+	}
+	s.mu.Unlock()
+	return s.Store.SessionLastSeq(ctx, id)
+}
+
+// EventAppend calls afterAppend, if set, with the events appended.
+func (s *countingStore) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
+	evs, err := s.Store.EventAppend(ctx, p)
+	s.mu.Lock()
+	after := s.afterAppend
+	s.mu.Unlock()
+	if err == nil && after != nil {
+		after(evs)
+	}
+	return evs, err
+}
+
 func (s *countingStore) arm(on bool) []eventRead {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.armed = on
 	out := s.reads
-	s.reads, s.gets = nil, 0
+	s.reads, s.gets, s.lastSeqs = nil, 0, 0
 	return out
 }
 

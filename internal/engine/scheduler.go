@@ -45,6 +45,10 @@ func (e *Engine) schedule(ctx context.Context) {
 			if err != nil && ctx.Err() == nil {
 				e.log.Error("claim sessions", "err", err)
 			}
+			if err == nil {
+				// All asked for: more may wait; fewer: none does.
+				e.backlog.Store(len(leases) == free)
+			}
 			for _, l := range leases {
 				select {
 				case e.slots <- struct{}{}:
@@ -52,6 +56,7 @@ func (e *Engine) schedule(ctx context.Context) {
 				default:
 					// A session created meanwhile took the slot
 					// (createSession): this one waits for the next.
+					e.backlog.Store(true)
 					e.giveBack(ctx, l)
 				}
 			}
@@ -73,9 +78,10 @@ func (e *Engine) schedule(ctx context.Context) {
 
 // reserveWorker takes a worker slot for a session about to be created
 // with a lease, if the engine runs, is not draining, has a slot free and
-// space to work in.
+// space to work in, and no runnable session is known to wait for a slot
+// (backlog): those are older and are claimed first.
 func (e *Engine) reserveWorker() bool {
-	if e.checkSpace() != nil {
+	if e.backlog.Load() || e.checkSpace() != nil {
 		return false
 	}
 	e.mu.Lock()
@@ -87,6 +93,8 @@ func (e *Engine) reserveWorker() bool {
 	case e.slots <- struct{}{}:
 		return true
 	default:
+		// The session is queued: later ones wait behind it.
+		e.backlog.Store(true)
 		return false
 	}
 }

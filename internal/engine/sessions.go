@@ -121,9 +121,10 @@ func (e *Engine) createSession(ctx context.Context, ns *newSession) (*journal.St
 		},
 		Events: p.Events, Docs: p.Docs, Blobs: p.Blobs,
 	}
-	// With a worker free here, the session is created leased to this
-	// node and runs at once, without a claim (a write, and on SQLite an
-	// fsync, of its own).
+	// With a worker free here and no older session known to wait for
+	// one (reserveWorker), the session is created leased to this node
+	// and runs at once, without a claim (a write, and on SQLite an fsync,
+	// of its own).
 	claimed := p.Runnable && e.reserveWorker()
 	if claimed {
 		params.Claim = &store.SessionClaim{Owner: e.cfg.NodeID, ExpiresAt: now.Add(e.cfg.LeaseTTL)}
