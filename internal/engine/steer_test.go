@@ -182,20 +182,27 @@ func TestSteerDuringTheFinalAnswer(t *testing.T) {
 // steerBeforeEnd is the runner's store: just before the append that ends
 // a turn (after the runner's last look at the session), it steers the
 // session once, through another engine (an API node), so that append
-// meets a write it has not read.
+// meets a write it has not read. With onlyChildren, only a sub-agent's
+// turn is steered.
 type steerBeforeEnd struct {
 	store.Store
-	once  sync.Once
-	steer func(sessionID string)
+	once         sync.Once
+	steer        func(sessionID string)
+	onlyChildren bool
 }
 
 func (s *steerBeforeEnd) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
 	for _, ev := range p.Events {
-		if ev.Type == lt.EventTurnCompleted {
+		if ev.Type == lt.EventTurnCompleted && (!s.onlyChildren || s.isChild(ctx, p.SessionID)) {
 			s.once.Do(func() { s.steer(p.SessionID) })
 		}
 	}
 	return s.Store.EventAppend(ctx, p)
+}
+
+func (s *steerBeforeEnd) isChild(ctx context.Context, id string) bool {
+	row, err := s.Store.SessionGet(ctx, id)
+	return err == nil && row.ParentID != ""
 }
 
 // TestSteerJustBeforeTheTurnEnds: a message that lands after the runner
@@ -498,25 +505,6 @@ func TestSteerLongMessageStaysInline(t *testing.T) {
 	checkJournal(t, h.store, s.ID)
 }
 
-// steerChildBeforeEnd steers a sub-agent once, just before the append that
-// carries its turn.completed.
-type steerChildBeforeEnd struct {
-	store.Store
-	once  sync.Once
-	steer func(sessionID string)
-}
-
-func (s *steerChildBeforeEnd) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
-	for _, ev := range p.Events {
-		if ev.Type == lt.EventTurnCompleted {
-			if row, err := s.Store.SessionGet(ctx, p.SessionID); err == nil && row.ParentID != "" {
-				s.once.Do(func() { s.steer(p.SessionID) })
-			}
-		}
-	}
-	return s.Store.EventAppend(ctx, p)
-}
-
 // TestSteerSubagentJustBeforeItsTurnEnds: a person steers a sub-agent as
 // its turn ends. Its report to the parent is made durable whatever the
 // merge of the steer does: the node does not crash (a nil report due, seen
@@ -530,7 +518,7 @@ func TestSteerSubagentJustBeforeItsTurnEnds(t *testing.T) {
 			Providers: map[string]model.Provider{"scripted": p},
 		})
 		require.NoError(t, err)
-		return &steerChildBeforeEnd{Store: h.store, steer: func(id string) {
+		return &steerBeforeEnd{Store: h.store, onlyChildren: true, steer: func(id string) {
 			_, err := api.SteerSession(context.Background(), id, &lt.SteerRequest{Input: "Say it again."})
 			require.NoError(t, err)
 		}}
