@@ -247,15 +247,7 @@ func (e *Engine) ListAgents(ctx context.Context, project string) ([]lt.Agent, er
 	if err != nil {
 		return nil, err
 	}
-	out := make([]lt.Agent, 0, len(rows))
-	for _, r := range rows {
-		a, err := agentView(r)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, *a)
-	}
-	return out, nil
+	return agentViews(rows)
 }
 
 // GetAgent returns one version of the agent name of project ("": the
@@ -284,6 +276,11 @@ func (e *Engine) ListAgentVersions(ctx context.Context, project, name string) ([
 	if len(rows) == 0 {
 		return nil, apierror.NotFound("agent %q not found in project %s", name, project)
 	}
+	return agentViews(rows)
+}
+
+// agentViews is agentView of each row, in order.
+func agentViews(rows []*store.AgentRow) ([]lt.Agent, error) {
 	out := make([]lt.Agent, 0, len(rows))
 	for _, r := range rows {
 		a, err := agentView(r)
