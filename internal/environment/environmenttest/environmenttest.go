@@ -1,0 +1,396 @@
+package environmenttest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io/fs"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/environment"
+	"github.com/longhaul-dev/longhaul/internal/sandbox"
+	"github.com/longhaul-dev/longhaul/internal/tool"
+	"github.com/longhaul-dev/longhaul/internal/workspace"
+)
+
+// NewBackend returns a backend whose environments keep their workspaces
+// apart from every other backend it returned (another machine: another
+// runner, another node) and store their snapshots' blobs in blobs, which
+// all of them share (the server's store).
+type NewBackend func(t *testing.T, blobs *Blobs) environment.Backend
+
+// Run runs the conformance suite against the backends newBackend returns.
+func Run(t *testing.T, newBackend NewBackend) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T, h *harness)
+	}{
+		{"OpenProvisionsThenAttaches", testOpenProvisionsThenAttaches},
+		{"OpenRefusesBadParams", testOpenRefusesBadParams},
+		{"Exec", testExec},
+		{"Files", testFiles},
+		{"FilesStayInTheWorkspace", testFilesStayInTheWorkspace},
+		{"SnapshotAndRestore", testSnapshotAndRestore},
+		{"SnapshotIsIncrementalAndDeduplicated", testSnapshotIncremental},
+		{"RestoreElsewhereFetchesOnlyMissingBlobs", testRestoreElsewhere},
+		{"StopAndRecreate", testStopAndRecreate},
+		{"StopRefusesWhatWouldLoseWork", testStopRefuses},
+		{"StartLongLivedProcess", testStart},
+		{"CloseEndsProcessesAndCalls", testClose},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			blobs := NewBlobs()
+			tc.run(t, &harness{t: t, blobs: blobs, newBackend: func() environment.Backend { return newBackend(t, blobs) }})
+		})
+	}
+}
+
+type harness struct {
+	t          *testing.T
+	blobs      *Blobs
+	newBackend func() environment.Backend
+}
+
+// ctx bounds one test's calls, so a backend that hangs fails the test
+// rather than the whole run.
+func (h *harness) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	h.t.Cleanup(cancel)
+	return ctx
+}
+
+// open opens the environment of workspace (session = workspace) on b and
+// closes it at the end of the test.
+func (h *harness) open(b environment.Backend, ws string) environment.Environment {
+	h.t.Helper()
+	env, err := b.Open(h.ctx(), &environment.OpenParams{Workspace: ws, Session: ws})
+	require.NoError(h.t, err)
+	h.t.Cleanup(func() { _ = env.Close() })
+	return env
+}
+
+func (h *harness) write(env environment.Environment, rel, content string) {
+	h.t.Helper()
+	require.NoError(h.t, env.WriteFile(h.ctx(), rel, []byte(content)))
+}
+
+// read returns the content of rel, or "" with ok false when it does not
+// exist.
+func (h *harness) read(env environment.Environment, rel string) (string, bool) {
+	h.t.Helper()
+	r, err := env.ReadFile(h.ctx(), rel, 0, 1<<20)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false
+	}
+	require.NoError(h.t, err)
+	return string(r.Data), true
+}
+
+func (h *harness) run(env environment.Environment, command string) *tool.ExecResult {
+	h.t.Helper()
+	res, err := env.Run(h.ctx(), &tool.ExecRequest{Command: command, Timeout: 30 * time.Second})
+	require.NoError(h.t, err)
+	return res
+}
+
+func testOpenProvisionsThenAttaches(t *testing.T, h *harness) {
+	b := h.newBackend()
+	env, err := b.Open(h.ctx(), &environment.OpenParams{Workspace: "ses_a", Session: "ses_a"})
+	require.NoError(t, err)
+	require.True(t, env.Info().Provisioned, "a workspace never seen is provisioned")
+	require.NotEmpty(t, env.Info().Backend)
+	h.write(env, "kept.txt", "kept")
+	require.NoError(t, env.Close())
+	require.NoError(t, env.Close(), "Close twice is fine")
+
+	again := h.open(b, "ses_a")
+	require.False(t, again.Info().Provisioned, "a closed environment's workspace is attached again")
+	got, ok := h.read(again, "kept.txt")
+	require.True(t, ok)
+	require.Equal(t, "kept", got)
+
+	// A sub-agent opens its root's workspace under its own session id.
+	sub, err := b.Open(h.ctx(), &environment.OpenParams{Workspace: "ses_a", Session: "ses_sub"})
+	require.NoError(t, err)
+	defer sub.Close()
+	got, ok = h.read(sub, "kept.txt")
+	require.True(t, ok)
+	require.Equal(t, "kept", got)
+}
+
+func testOpenRefusesBadParams(t *testing.T, h *harness) {
+	b := h.newBackend()
+	_, err := b.Open(h.ctx(), nil)
+	require.Error(t, err)
+	for _, bad := range []string{"", "../x", "a/b", ".."} {
+		_, err := b.Open(h.ctx(), &environment.OpenParams{Workspace: bad, Session: "ses_a"})
+		require.ErrorContains(t, err, "params.workspace", "workspace %q", bad)
+	}
+	_, err = b.Open(h.ctx(), &environment.OpenParams{Workspace: "ses_a", Session: "a b"})
+	require.ErrorContains(t, err, "params.session")
+}
+
+func testExec(t *testing.T, h *harness) {
+	env := h.open(h.newBackend(), "ses_exec")
+	res, err := env.Run(h.ctx(), &tool.ExecRequest{
+		Command: `printf out; printf err >&2; printf "$GREETING" > made.txt; exit 3`,
+		Env:     map[string]string{"GREETING": "hello"},
+		Timeout: 30 * time.Second,
+	})
+	require.NoError(t, err)
+	require.Equal(t, 3, res.ExitCode)
+	require.Equal(t, "out", res.Stdout)
+	require.Equal(t, "err", res.Stderr)
+	got, ok := h.read(env, "made.txt")
+	require.True(t, ok, "the command runs in the workspace")
+	require.Equal(t, "hello", got)
+
+	// What the file tools write, commands see.
+	h.write(env, "dir/in.txt", "from the tool")
+	require.Equal(t, "from the tool", h.run(env, "cat dir/in.txt").Stdout)
+
+	res, err = env.Run(h.ctx(), &tool.ExecRequest{Command: "sleep 30", Timeout: 100 * time.Millisecond})
+	require.NoError(t, err)
+	require.True(t, res.TimedOut, "the request's timeout ends the command")
+
+	_, err = env.Run(h.ctx(), &tool.ExecRequest{})
+	require.ErrorContains(t, err, "command", "a bad request names its field")
+}
+
+func testFiles(t *testing.T, h *harness) {
+	env := h.open(h.newBackend(), "ses_files")
+	h.write(env, "a/b/c.txt", "0123456789")
+	r, err := env.ReadFile(h.ctx(), "a/b/c.txt", 2, 3)
+	require.NoError(t, err)
+	require.Equal(t, "234", string(r.Data))
+	require.Equal(t, int64(10), r.Size)
+	require.True(t, r.Truncated)
+	require.Equal(t, "a/b/c.txt", r.Path)
+
+	h.write(env, "a/b/c.txt", "replaced")
+	got, _ := h.read(env, "a/b/c.txt")
+	require.Equal(t, "replaced", got)
+
+	h.write(env, "a/z.txt", "z")
+	l, err := env.List(h.ctx(), "a", 0)
+	require.NoError(t, err)
+	require.Equal(t, 2, l.Total)
+	require.Equal(t, "b", l.Entries[0].Name)
+	require.Equal(t, workspace.EntryDir, l.Entries[0].Type)
+	require.Equal(t, "z.txt", l.Entries[1].Name)
+	require.Equal(t, int64(1), l.Entries[1].Size)
+
+	l, err = env.List(h.ctx(), "a", 1)
+	require.NoError(t, err)
+	require.True(t, l.Truncated)
+	require.Len(t, l.Entries, 1)
+
+	_, err = env.ReadFile(h.ctx(), "missing.txt", 0, 10)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	_, err = env.List(h.ctx(), "missing", 0)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+}
+
+func testFilesStayInTheWorkspace(t *testing.T, h *harness) {
+	b := h.newBackend()
+	other := h.open(b, "ses_other")
+	h.write(other, "secret.txt", "not yours")
+	env := h.open(b, "ses_mine")
+	for _, p := range []string{"../ses_other/secret.txt", "/etc/passwd"} {
+		_, err := env.ReadFile(h.ctx(), p, 0, 100)
+		require.Error(t, err, p)
+		require.True(t, errors.Is(err, workspace.ErrEscapes) || errors.Is(err, workspace.ErrInvalidPath), "%s: %v", p, err)
+		require.NotContains(t, err.Error(), "not yours")
+		err = env.WriteFile(h.ctx(), p, []byte("x"))
+		require.True(t, errors.Is(err, workspace.ErrEscapes) || errors.Is(err, workspace.ErrInvalidPath), "%s: %v", p, err)
+	}
+	// A symlink a command made that leads out is not followed out.
+	h.run(env, "ln -s ../ses_other/secret.txt link.txt")
+	_, err := env.ReadFile(h.ctx(), "link.txt", 0, 100)
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "not yours")
+	err = env.WriteFile(h.ctx(), "link.txt", []byte("overwritten"))
+	require.Error(t, err)
+	got, _ := h.read(other, "secret.txt")
+	require.Equal(t, "not yours", got)
+}
+
+func testSnapshotAndRestore(t *testing.T, h *harness) {
+	env := h.open(h.newBackend(), "ses_snap")
+	h.write(env, "keep.txt", "v1")
+	h.write(env, "dir/change.txt", "before")
+	h.run(env, "mkdir -p empty && chmod 755 empty && ln -s keep.txt link")
+	id, stats, err := env.Snapshot(h.ctx())
+	require.NoError(t, err)
+	require.NotEmpty(t, id)
+	require.Equal(t, 2, stats.Files)
+	held, err := env.Holds(h.ctx(), id)
+	require.NoError(t, err)
+	require.True(t, held, "a snapshot just taken is held")
+
+	h.write(env, "dir/change.txt", "after")
+	h.write(env, "added.txt", "new")
+	h.run(env, "rm keep.txt")
+	stats, err = env.Restore(h.ctx(), id)
+	require.NoError(t, err)
+	require.Equal(t, 2, stats.Files)
+	got, ok := h.read(env, "keep.txt")
+	require.True(t, ok)
+	require.Equal(t, "v1", got)
+	got, _ = h.read(env, "dir/change.txt")
+	require.Equal(t, "before", got)
+	_, ok = h.read(env, "added.txt")
+	require.False(t, ok, "what the snapshot does not hold is removed")
+	require.Equal(t, "v1", strings.TrimSpace(h.run(env, "cat link; test -d empty && echo").Stdout))
+	held, err = env.Holds(h.ctx(), id)
+	require.NoError(t, err)
+	require.True(t, held, "a snapshot just restored is held")
+
+	again, _, err := env.Snapshot(h.ctx())
+	require.NoError(t, err)
+	require.Equal(t, id, again, "the same content is the same snapshot")
+
+	_, err = env.Restore(h.ctx(), strings.Repeat("0", 64))
+	require.Error(t, err, "an unknown snapshot")
+}
+
+func testSnapshotIncremental(t *testing.T, h *harness) {
+	env := h.open(h.newBackend(), "ses_incr")
+	for i := range 20 {
+		h.write(env, "src/f"+string(rune('a'+i))+".txt", strings.Repeat("x", 1000+i))
+	}
+	first, _, err := env.Snapshot(h.ctx())
+	require.NoError(t, err)
+	same, stats, err := env.Snapshot(h.ctx())
+	require.NoError(t, err)
+	require.Equal(t, first, same)
+	require.Zero(t, stats.NewBlobs, "nothing changed, nothing stored")
+
+	h.write(env, "src/fa.txt", "edited")
+	next, stats, err := env.Snapshot(h.ctx())
+	require.NoError(t, err)
+	require.NotEqual(t, first, next)
+	require.True(t, stats.Incremental, "after the file tools' writes only, a snapshot starts from the last one")
+	require.Less(t, stats.ReadBytes, int64(1000), "only the written file is read again")
+	require.Equal(t, 3, stats.NewBlobs, "the new file, its directory's tree and the root's")
+}
+
+func testRestoreElsewhere(t *testing.T, h *harness) {
+	here := h.open(h.newBackend(), "ses_move")
+	big := strings.Repeat("unchanged content ", 4096)
+	h.write(here, "big.txt", big)
+	h.write(here, "small.txt", "one")
+	first, _, err := here.Snapshot(h.ctx())
+	require.NoError(t, err)
+
+	// Another machine (another runner, another node) recreates it.
+	there := h.open(h.newBackend(), "ses_move")
+	require.True(t, there.Info().Provisioned)
+	_, err = there.Restore(h.ctx(), first)
+	require.NoError(t, err)
+	got, _ := h.read(there, "big.txt")
+	require.Equal(t, big, got)
+	require.Equal(t, 1, h.blobs.Gets(Digest([]byte(big))))
+
+	h.write(here, "small.txt", "two")
+	second, _, err := here.Snapshot(h.ctx())
+	require.NoError(t, err)
+	_, err = there.Restore(h.ctx(), second)
+	require.NoError(t, err)
+	got, _ = h.read(there, "small.txt")
+	require.Equal(t, "two", got)
+	require.Equal(t, 1, h.blobs.Gets(Digest([]byte(big))), "a chunk the other side holds is not fetched again")
+	require.Equal(t, 1, h.blobs.Gets(Digest([]byte("two"))))
+}
+
+func testStopAndRecreate(t *testing.T, h *harness) {
+	b := h.newBackend()
+	env, err := b.Open(h.ctx(), &environment.OpenParams{Workspace: "ses_idle", Session: "ses_idle"})
+	require.NoError(t, err)
+	h.write(env, "work/notes.md", "progress")
+	id, _, err := env.Snapshot(h.ctx())
+	require.NoError(t, err)
+	require.NoError(t, env.Stop(h.ctx(), id))
+
+	_, err = env.Run(h.ctx(), &tool.ExecRequest{Command: "true"})
+	require.ErrorIs(t, err, environment.ErrClosed)
+	_, err = env.ReadFile(h.ctx(), "work/notes.md", 0, 10)
+	require.ErrorIs(t, err, environment.ErrClosed)
+	require.NoError(t, env.Close(), "Close after Stop is fine")
+
+	again := h.open(b, "ses_idle")
+	require.True(t, again.Info().Provisioned, "a stopped environment's workspace was freed")
+	_, ok := h.read(again, "work/notes.md")
+	require.False(t, ok)
+	held, err := again.Holds(h.ctx(), id)
+	require.NoError(t, err)
+	require.False(t, held, "a recreated workspace holds no snapshot until restored")
+	_, err = again.Restore(h.ctx(), id)
+	require.NoError(t, err)
+	got, ok := h.read(again, "work/notes.md")
+	require.True(t, ok)
+	require.Equal(t, "progress", got)
+}
+
+func testStopRefuses(t *testing.T, h *harness) {
+	b := h.newBackend()
+	env := h.open(b, "ses_busy")
+	h.write(env, "a.txt", "a")
+	id, _, err := env.Snapshot(h.ctx())
+	require.NoError(t, err)
+
+	h.write(env, "a.txt", "written after the snapshot")
+	require.ErrorIs(t, env.Stop(h.ctx(), id), environment.ErrChanged)
+	got, _ := h.read(env, "a.txt")
+	require.Equal(t, "written after the snapshot", got, "a refused Stop frees nothing")
+
+	id, _, err = env.Snapshot(h.ctx())
+	require.NoError(t, err)
+	sub, err := b.Open(h.ctx(), &environment.OpenParams{Workspace: "ses_busy", Session: "ses_sub"})
+	require.NoError(t, err)
+	require.ErrorIs(t, env.Stop(h.ctx(), id), environment.ErrBusy, "a sub-agent shares the workspace")
+	require.NoError(t, sub.Close())
+	require.NoError(t, env.Stop(h.ctx(), id))
+}
+
+func testStart(t *testing.T, h *harness) {
+	env := h.open(h.newBackend(), "ses_proc")
+	p, err := env.Start(h.ctx(), &sandbox.StartRequest{Command: `echo started >&2; while read line; do echo "got $line"; done`})
+	require.NoError(t, err)
+	_, err = p.Stdin().Write([]byte("ping\n"))
+	require.NoError(t, err)
+	line, err := bufio.NewReader(p.Stdout()).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "got ping\n", line)
+	require.Empty(t, p.Exit(), "still running")
+	p.Stop(5 * time.Second)
+	<-p.Done()
+	require.NotEmpty(t, p.Exit())
+	require.Contains(t, p.Stderr(), "started")
+}
+
+func testClose(t *testing.T, h *harness) {
+	env, err := h.newBackend().Open(h.ctx(), &environment.OpenParams{Workspace: "ses_close", Session: "ses_close"})
+	require.NoError(t, err)
+	p, err := env.Start(h.ctx(), &sandbox.StartRequest{Command: "exec sleep 600"})
+	require.NoError(t, err)
+	require.NoError(t, env.Close())
+	select {
+	case <-p.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("a program of a closed environment still runs")
+	}
+	_, err = env.Run(h.ctx(), &tool.ExecRequest{Command: "true"})
+	require.ErrorIs(t, err, environment.ErrClosed)
+	err = env.WriteFile(h.ctx(), "x", []byte("x"))
+	require.ErrorIs(t, err, environment.ErrClosed)
+	_, _, err = env.Snapshot(h.ctx())
+	require.ErrorIs(t, err, environment.ErrClosed)
+	_, err = env.Start(h.ctx(), &sandbox.StartRequest{Command: "true"})
+	require.ErrorIs(t, err, environment.ErrClosed)
+}
