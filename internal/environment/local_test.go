@@ -60,7 +60,7 @@ func TestLocalBwrapConformance(t *testing.T) {
 func TestNewLocalNamesTheMissingField(t *testing.T) {
 	spaces, err := workspace.New(t.TempDir())
 	require.NoError(t, err)
-	blobs := environmenttest.NewBlobs()
+	blobs := environmenttest.NewBlobs(t)
 	for _, tc := range []struct {
 		cfg  *environment.LocalConfig
 		want string

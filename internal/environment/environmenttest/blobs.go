@@ -4,58 +4,46 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
+	"path/filepath"
 	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/snapshot"
+	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
 )
 
-// ErrBlobNotFound is what Blobs.BlobGet returns for a digest it does not
-// hold (the store's ErrNotFound stands behind a real backend).
-var ErrBlobNotFound = errors.New("blob not found")
-
-// Blobs is an in-memory snapshot.Blobs, the server's store of blobs in
-// the suite, that counts the blobs fetched by digest: how the suite sees
-// that an environment fetches only the blobs its side lacks.
+// Blobs is the server's store of blobs in the suite (a real SQLite store),
+// counting the blobs fetched by digest: how the suite sees that an
+// environment fetches only the blobs its side lacks.
 type Blobs struct {
+	snapshot.Blobs
+
 	mu   sync.Mutex
-	m    map[string][]byte
 	gets map[string]int
 }
 
-// NewBlobs returns an empty Blobs.
-func NewBlobs() *Blobs { return &Blobs{m: make(map[string][]byte), gets: make(map[string]int)} }
-
-// BlobPut implements snapshot.Blobs; data must hash to digest.
-func (b *Blobs) BlobPut(_ context.Context, digest string, data []byte) error {
-	sum := sha256.Sum256(data)
-	if hex.EncodeToString(sum[:]) != digest {
-		return errors.New("blob put: digest does not match the data")
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if _, ok := b.m[digest]; !ok {
-		b.m[digest] = append([]byte(nil), data...) // the caller reuses its buffer
-	}
-	return nil
+// NewBlobs returns the blobs of a new SQLite store in a temporary
+// directory, closed at the end of the test.
+func NewBlobs(t *testing.T) *Blobs {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "longhaul.db"), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	require.NoError(t, st.Migrate(context.Background()))
+	return &Blobs{Blobs: st, gets: make(map[string]int)}
 }
 
-// BlobGet implements snapshot.Blobs.
-func (b *Blobs) BlobGet(_ context.Context, digest string) ([]byte, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	data, ok := b.m[digest]
-	if !ok {
-		return nil, ErrBlobNotFound
+// BlobGet implements snapshot.Blobs, counting the fetch.
+func (b *Blobs) BlobGet(ctx context.Context, digest string) ([]byte, error) {
+	data, err := b.Blobs.BlobGet(ctx, digest)
+	if err == nil {
+		b.mu.Lock()
+		b.gets[digest]++
+		b.mu.Unlock()
 	}
-	b.gets[digest]++
-	return append([]byte(nil), data...), nil
-}
-
-// BlobHas implements snapshot.Blobs.
-func (b *Blobs) BlobHas(_ context.Context, digest string) (bool, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	_, ok := b.m[digest]
-	return ok, nil
+	return data, err
 }
 
 // Gets returns how many times the blob of digest was fetched.

@@ -5,10 +5,11 @@
 // missing blobs, Stop that never frees unsnapshotted work, ErrClosed after
 // Close) hold for local bwrap, local plain and a remote runner alike.
 //
-// Blobs stands for the server's store of blobs and counts what is fetched
-// by digest. Tests wait with deadlines, never by sleeping.
+// Blobs is the server's store of blobs (a real SQLite store) and counts
+// what is fetched by digest. Tests wait with deadlines, never by sleeping.
 //
-// It imports internal/environment, internal/sandbox, internal/tool,
-// internal/workspace, the standard library and testify's require. Who may
+// It imports internal/environment, internal/sandbox, internal/snapshot,
+// internal/store/sqlite, internal/tool, internal/workspace, the standard
+// library and testify's require. Who may
 // import it: no package of the module (tests aside).
 package environmenttest

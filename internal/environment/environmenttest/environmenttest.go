@@ -44,7 +44,7 @@ func Run(t *testing.T, newBackend NewBackend) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			blobs := NewBlobs()
+			blobs := NewBlobs(t)
 			tc.run(t, &harness{t: t, blobs: blobs, newBackend: func() environment.Backend { return newBackend(t, blobs) }})
 		})
 	}
