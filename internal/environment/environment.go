@@ -136,6 +136,10 @@ type Environment interface {
 	ReadFile(ctx context.Context, rel string, offset, limit int64) (*workspace.ReadResult, error)
 	WriteFile(ctx context.Context, rel string, data []byte) error
 	List(ctx context.Context, rel string, max int) (*workspace.Listing, error)
+	// Remove deletes the file or symlink rel, reached without following
+	// any symlink (workspace.Dir.Remove: a person's delete, applied again
+	// after a restore); a directory is refused (workspace.ErrInvalidPath).
+	Remove(ctx context.Context, rel string) error
 
 	// Snapshot takes an incremental, content-addressed snapshot of the
 	// workspace into the backend's blobs and returns its id (only the

@@ -261,9 +261,7 @@ func (e *localEnv) ReadFile(_ context.Context, rel string, offset, limit int64) 
 	return d.ReadFile(rel, offset, limit)
 }
 
-// WriteFile implements Environment. The path is told to the snapshot
-// Cache before and after the write, so that a snapshot taken meanwhile
-// (a sub-agent's, sharing the workspace) does not hide it.
+// WriteFile implements Environment.
 func (e *localEnv) WriteFile(_ context.Context, rel string, data []byte) error {
 	d, err := e.openDir()
 	if err != nil {
@@ -275,16 +273,23 @@ func (e *localEnv) WriteFile(_ context.Context, rel string, data []byte) error {
 			return fmt.Errorf("write %q: %w: %v", rel, ErrDiskQuota, err)
 		}
 	}
+	return e.changing(rel, func() error { return d.WriteFile(rel, data) })
+}
+
+// changing runs change, which changes the path rel only, telling the
+// snapshot Cache before and after, so that a snapshot taken meanwhile (a
+// sub-agent's, sharing the workspace) does not hide it. A path that is not
+// clean (change refuses it) makes the next snapshot walk, to be sure.
+func (e *localEnv) changing(rel string, change func() error) error {
 	c, err := workspace.CleanPath(rel)
 	if err != nil || c == "." {
-		// Refused by WriteFile below; the record is dropped to be sure.
 		defer e.b.cfg.Cache.BeginUnknownWrites(e.ws)()
-		return d.WriteFile(rel, data)
+		return change()
 	}
 	slash := filepath.ToSlash(c)
 	e.b.cfg.Cache.NoteWrites(e.ws, slash)
 	defer e.b.cfg.Cache.NoteWrites(e.ws, slash)
-	return d.WriteFile(rel, data)
+	return change()
 }
 
 // List implements Environment.
@@ -295,6 +300,16 @@ func (e *localEnv) List(_ context.Context, rel string, max int) (*workspace.List
 	}
 	defer d.Close()
 	return d.List(rel, max)
+}
+
+// Remove implements Environment.
+func (e *localEnv) Remove(_ context.Context, rel string) error {
+	d, err := e.openDir()
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return e.changing(rel, func() error { return d.Remove(rel) })
 }
 
 // take snapshots the workspace under the params' limits.

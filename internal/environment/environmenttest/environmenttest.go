@@ -4,7 +4,12 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +39,8 @@ func Run(t *testing.T, newBackend NewBackend) {
 		{"Exec", testExec},
 		{"Files", testFiles},
 		{"FilesStayInTheWorkspace", testFilesStayInTheWorkspace},
+		{"Remove", testRemove},
+		{"NetworkOnlyThroughTheProxy", testNetwork},
 		{"SnapshotAndRestore", testSnapshotAndRestore},
 		{"SnapshotIsIncrementalAndDeduplicated", testSnapshotIncremental},
 		{"RestoreElsewhereFetchesOnlyMissingBlobs", testRestoreElsewhere},
@@ -218,6 +225,78 @@ func testFilesStayInTheWorkspace(t *testing.T, h *harness) {
 	require.Error(t, err)
 	got, _ := h.read(other, "secret.txt")
 	require.Equal(t, "not yours", got)
+}
+
+func testRemove(t *testing.T, h *harness) {
+	env := h.open(h.newBackend(), "ses_rm")
+	h.write(env, "dir/gone.txt", "x")
+	h.write(env, "dir/kept.txt", "y")
+	id, _, err := env.Snapshot(h.ctx())
+	require.NoError(t, err)
+	require.NoError(t, env.Remove(h.ctx(), "dir/gone.txt"))
+	_, ok := h.read(env, "dir/gone.txt")
+	require.False(t, ok)
+	next, _, err := env.Snapshot(h.ctx())
+	require.NoError(t, err)
+	require.NotEqual(t, id, next, "the next snapshot sees the removal")
+
+	require.ErrorIs(t, env.Remove(h.ctx(), "dir/gone.txt"), fs.ErrNotExist)
+	require.ErrorIs(t, env.Remove(h.ctx(), "dir"), workspace.ErrInvalidPath, "a directory is refused")
+	err = env.Remove(h.ctx(), "../ses_rm/dir/kept.txt")
+	require.True(t, errors.Is(err, workspace.ErrEscapes) || errors.Is(err, workspace.ErrInvalidPath), "%v", err)
+	// A symlink is removed itself, never what it points to.
+	h.run(env, "ln -s dir/kept.txt link")
+	require.NoError(t, env.Remove(h.ctx(), "link"))
+	got, ok := h.read(env, "dir/kept.txt")
+	require.True(t, ok)
+	require.Equal(t, "y", got)
+}
+
+// testNetwork checks, for a backend that confines the network, that a
+// program reaches nothing directly and that the proxy decides by the
+// allowlist and reports each decision.
+func testNetwork(t *testing.T, h *harness) {
+	b := h.newBackend()
+	if !b.ConfinesNetwork() {
+		t.Skipf("the %s backend does not confine the network", b.Name())
+	}
+	requireProgram(t, "curl")
+	host := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "host") }))
+	defer host.Close()
+
+	none := h.open(b, "ses_nonet")
+	res := h.run(none, "curl -s -m 5 --noproxy '*' "+host.URL)
+	require.NotZero(t, res.ExitCode, "without network the host's loopback is unreachable: %+v", res)
+
+	events := make(chan tool.NetworkEvent, 16)
+	env, err := b.Open(h.ctx(), &environment.OpenParams{Workspace: "ses_net", Session: "ses_net", Network: &environment.Network{
+		Allow: []string{"allowed.example"}, OnEvent: func(ev tool.NetworkEvent) { events <- ev },
+	}})
+	require.NoError(t, err)
+	defer env.Close()
+	res = h.run(env, "curl -s -m 10 -o /dev/null -w '%{http_code}' http://refused.example/")
+	require.Equal(t, "403", res.Stdout, "the proxy refuses a host not listed: %+v", res)
+	select {
+	case ev := <-events:
+		require.Equal(t, "refused.example", ev.Host)
+		require.False(t, ev.Allowed)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the proxy's decision was not reported")
+	}
+	res = h.run(env, "curl -s -m 5 --noproxy '*' "+host.URL)
+	require.NotZero(t, res.ExitCode, "around the proxy, nothing is reachable: %+v", res)
+}
+
+// requireProgram skips (or fails under CI=true) when a program the test
+// runs in the environment is missing.
+func requireProgram(t *testing.T, name string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s must be installed under CI=true", name)
+		}
+		t.Skipf("skipping: %s is not installed", name)
+	}
 }
 
 func testSnapshotAndRestore(t *testing.T, h *harness) {
