@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
+	"github.com/longhaul-dev/longhaul/internal/snapshot"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	"github.com/longhaul-dev/longhaul/internal/workspace"
 )
@@ -40,6 +42,9 @@ func Run(t *testing.T, newBackend NewBackend) {
 		{"Files", testFiles},
 		{"FilesStayInTheWorkspace", testFilesStayInTheWorkspace},
 		{"Remove", testRemove},
+		{"SharedBySubAgents", testShared},
+		{"DiskQuota", testDiskQuota},
+		{"SnapshotLimits", testSnapshotLimits},
 		{"NetworkOnlyThroughTheProxy", testNetwork},
 		{"SnapshotAndRestore", testSnapshotAndRestore},
 		{"SnapshotIsIncrementalAndDeduplicated", testSnapshotIncremental},
@@ -250,6 +255,81 @@ func testRemove(t *testing.T, h *harness) {
 	got, ok := h.read(env, "dir/kept.txt")
 	require.True(t, ok)
 	require.Equal(t, "y", got)
+}
+
+// testShared has a root and a sub-agent work in one workspace at once:
+// every write of either is in the snapshot taken after.
+func testShared(t *testing.T, h *harness) {
+	b := h.newBackend()
+	root := h.open(b, "ses_root")
+	sub, err := b.Open(h.ctx(), &environment.OpenParams{Workspace: "ses_root", Session: "ses_child"})
+	require.NoError(t, err)
+	defer sub.Close()
+	_, _, err = root.Snapshot(h.ctx()) // a record for the next snapshots to start from
+	require.NoError(t, err)
+	errs := make(chan error, 3)
+	for i, env := range []environment.Environment{root, sub} {
+		go func() {
+			for n := range 10 {
+				if err := env.WriteFile(h.ctx(), fmt.Sprintf("w%d/%d.txt", i, n), []byte("x")); err != nil {
+					errs <- err
+					return
+				}
+				if _, _, err := env.Snapshot(h.ctx()); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	go func() {
+		_, err := sub.Run(h.ctx(), &tool.ExecRequest{Command: "mkdir -p cmd && for i in 1 2 3; do echo $i > cmd/$i; done", Timeout: 30 * time.Second})
+		errs <- err
+	}()
+	for range 3 {
+		require.NoError(t, <-errs)
+	}
+	_, stats, err := root.Snapshot(h.ctx())
+	require.NoError(t, err)
+	require.Equal(t, 23, stats.Files, "no write is hidden by a snapshot taken meanwhile")
+}
+
+func testDiskQuota(t *testing.T, h *harness) {
+	const quota = 1 << 20
+	env, err := h.newBackend().Open(h.ctx(), &environment.OpenParams{Workspace: "ses_quota", Session: "ses_quota", Limits: sandbox.Limits{DiskBytes: quota}})
+	require.NoError(t, err)
+	defer env.Close()
+	h.write(env, "small.txt", "fits")
+	err = env.WriteFile(h.ctx(), "big.bin", make([]byte, 2*quota))
+	require.ErrorIs(t, err, environment.ErrDiskQuota)
+	require.Contains(t, err.Error(), "big.bin", "the error names the path")
+	_, ok := h.read(env, "big.bin")
+	require.False(t, ok, "a refused write leaves nothing")
+
+	res := h.run(env, "head -c 3145728 /dev/zero > big.bin; echo done")
+	require.Contains(t, []string{sandbox.LimitDisk, sandbox.LimitFileSize}, res.Limit, "a command past the quota is stopped: %+v", res)
+}
+
+func testSnapshotLimits(t *testing.T, h *harness) {
+	env, err := h.newBackend().Open(h.ctx(), &environment.OpenParams{Workspace: "ses_big", Session: "ses_big",
+		Snapshot: environment.SnapshotLimits{MaxFileBytes: 100, Exclude: []string{"cache"}}})
+	require.NoError(t, err)
+	defer env.Close()
+	h.write(env, "cache/huge.bin", strings.Repeat("x", 1000))
+	h.write(env, "ok.txt", "small")
+	id, stats, err := env.Snapshot(h.ctx())
+	require.NoError(t, err, "an excluded directory is not read")
+	require.Equal(t, 1, stats.Files)
+
+	h.write(env, "too-big.bin", strings.Repeat("x", 1000))
+	_, _, err = env.Snapshot(h.ctx())
+	require.ErrorIs(t, err, snapshot.ErrTooLarge)
+	require.Contains(t, err.Error(), "too-big.bin")
+	require.ErrorIs(t, env.Stop(h.ctx(), id), snapshot.ErrTooLarge, "Stop frees nothing it cannot snapshot")
+	got, ok := h.read(env, "too-big.bin")
+	require.True(t, ok)
+	require.Len(t, got, 1000)
 }
 
 // testNetwork checks, for a backend that confines the network, that a
