@@ -103,6 +103,20 @@ func (h *harness) read(env environment.Environment, rel string) (string, bool) {
 	return string(r.Data), true
 }
 
+// requireContent checks that rel exists with content want.
+func (h *harness) requireContent(env environment.Environment, rel, want string) {
+	h.t.Helper()
+	got, ok := h.read(env, rel)
+	require.True(h.t, ok, "%s exists", rel)
+	require.Equal(h.t, want, got, rel)
+}
+
+// requireOutside checks that err refuses a path that leaves the workspace.
+func requireOutside(t *testing.T, err error, rel string) {
+	t.Helper()
+	require.True(t, errors.Is(err, workspace.ErrEscapes) || errors.Is(err, workspace.ErrInvalidPath), "%s: %v", rel, err)
+}
+
 func (h *harness) run(env environment.Environment, command string) *tool.ExecResult {
 	h.t.Helper()
 	res, err := env.Run(h.ctx(), &tool.ExecRequest{Command: command, Timeout: 30 * time.Second})
@@ -122,17 +136,13 @@ func testOpenProvisionsThenAttaches(t *testing.T, h *harness) {
 
 	again := h.open(b, "ses_a")
 	require.False(t, again.Info().Provisioned, "a closed environment's workspace is attached again")
-	got, ok := h.read(again, "kept.txt")
-	require.True(t, ok)
-	require.Equal(t, "kept", got)
+	h.requireContent(again, "kept.txt", "kept")
 
 	// A sub-agent opens its root's workspace under its own session id.
 	sub, err := b.Open(h.ctx(), &environment.OpenParams{Workspace: "ses_a", Session: "ses_sub"})
 	require.NoError(t, err)
 	defer sub.Close()
-	got, ok = h.read(sub, "kept.txt")
-	require.True(t, ok)
-	require.Equal(t, "kept", got)
+	h.requireContent(sub, "kept.txt", "kept")
 }
 
 func testOpenRefusesBadParams(t *testing.T, h *harness) {
@@ -158,9 +168,7 @@ func testExec(t *testing.T, h *harness) {
 	require.Equal(t, 3, res.ExitCode)
 	require.Equal(t, "out", res.Stdout)
 	require.Equal(t, "err", res.Stderr)
-	got, ok := h.read(env, "made.txt")
-	require.True(t, ok, "the command runs in the workspace")
-	require.Equal(t, "hello", got)
+	h.requireContent(env, "made.txt", "hello")
 
 	// What the file tools write, commands see.
 	h.write(env, "dir/in.txt", "from the tool")
@@ -185,8 +193,7 @@ func testFiles(t *testing.T, h *harness) {
 	require.Equal(t, "a/b/c.txt", r.Path)
 
 	h.write(env, "a/b/c.txt", "replaced")
-	got, _ := h.read(env, "a/b/c.txt")
-	require.Equal(t, "replaced", got)
+	h.requireContent(env, "a/b/c.txt", "replaced")
 
 	h.write(env, "a/z.txt", "z")
 	l, err := env.List(h.ctx(), "a", 0)
@@ -216,10 +223,10 @@ func testFilesStayInTheWorkspace(t *testing.T, h *harness) {
 	for _, p := range []string{"../ses_other/secret.txt", "/etc/passwd"} {
 		_, err := env.ReadFile(h.ctx(), p, 0, 100)
 		require.Error(t, err, p)
-		require.True(t, errors.Is(err, workspace.ErrEscapes) || errors.Is(err, workspace.ErrInvalidPath), "%s: %v", p, err)
+		requireOutside(t, err, p)
 		require.NotContains(t, err.Error(), "not yours")
 		err = env.WriteFile(h.ctx(), p, []byte("x"))
-		require.True(t, errors.Is(err, workspace.ErrEscapes) || errors.Is(err, workspace.ErrInvalidPath), "%s: %v", p, err)
+		requireOutside(t, err, p)
 	}
 	// A symlink a command made that leads out is not followed out.
 	h.run(env, "ln -s ../ses_other/secret.txt link.txt")
@@ -228,8 +235,7 @@ func testFilesStayInTheWorkspace(t *testing.T, h *harness) {
 	require.NotContains(t, err.Error(), "not yours")
 	err = env.WriteFile(h.ctx(), "link.txt", []byte("overwritten"))
 	require.Error(t, err)
-	got, _ := h.read(other, "secret.txt")
-	require.Equal(t, "not yours", got)
+	h.requireContent(other, "secret.txt", "not yours")
 }
 
 func testRemove(t *testing.T, h *harness) {
@@ -247,14 +253,11 @@ func testRemove(t *testing.T, h *harness) {
 
 	require.ErrorIs(t, env.Remove(h.ctx(), "dir/gone.txt"), fs.ErrNotExist)
 	require.ErrorIs(t, env.Remove(h.ctx(), "dir"), workspace.ErrInvalidPath, "a directory is refused")
-	err = env.Remove(h.ctx(), "../ses_rm/dir/kept.txt")
-	require.True(t, errors.Is(err, workspace.ErrEscapes) || errors.Is(err, workspace.ErrInvalidPath), "%v", err)
+	requireOutside(t, env.Remove(h.ctx(), "../ses_rm/dir/kept.txt"), "../ses_rm/dir/kept.txt")
 	// A symlink is removed itself, never what it points to.
 	h.run(env, "ln -s dir/kept.txt link")
 	require.NoError(t, env.Remove(h.ctx(), "link"))
-	got, ok := h.read(env, "dir/kept.txt")
-	require.True(t, ok)
-	require.Equal(t, "y", got)
+	h.requireContent(env, "dir/kept.txt", "y")
 }
 
 // testShared has a root and a sub-agent work in one workspace at once:
@@ -398,12 +401,9 @@ func testSnapshotAndRestore(t *testing.T, h *harness) {
 	stats, err = env.Restore(h.ctx(), id)
 	require.NoError(t, err)
 	require.Equal(t, 2, stats.Files)
-	got, ok := h.read(env, "keep.txt")
-	require.True(t, ok)
-	require.Equal(t, "v1", got)
-	got, _ = h.read(env, "dir/change.txt")
-	require.Equal(t, "before", got)
-	_, ok = h.read(env, "added.txt")
+	h.requireContent(env, "keep.txt", "v1")
+	h.requireContent(env, "dir/change.txt", "before")
+	_, ok := h.read(env, "added.txt")
 	require.False(t, ok, "what the snapshot does not hold is removed")
 	require.Equal(t, "v1", strings.TrimSpace(h.run(env, "cat link; test -d empty && echo").Stdout))
 	held, err = env.Holds(h.ctx(), id)
@@ -452,8 +452,7 @@ func testRestoreElsewhere(t *testing.T, h *harness) {
 	require.True(t, there.Info().Provisioned)
 	_, err = there.Restore(h.ctx(), first)
 	require.NoError(t, err)
-	got, _ := h.read(there, "big.txt")
-	require.Equal(t, big, got)
+	h.requireContent(there, "big.txt", big)
 	require.Equal(t, 1, h.blobs.Gets(Digest([]byte(big))))
 
 	h.write(here, "small.txt", "two")
@@ -461,8 +460,7 @@ func testRestoreElsewhere(t *testing.T, h *harness) {
 	require.NoError(t, err)
 	_, err = there.Restore(h.ctx(), second)
 	require.NoError(t, err)
-	got, _ = h.read(there, "small.txt")
-	require.Equal(t, "two", got)
+	h.requireContent(there, "small.txt", "two")
 	require.Equal(t, 1, h.blobs.Gets(Digest([]byte(big))), "a chunk the other side holds is not fetched again")
 	require.Equal(t, 1, h.blobs.Gets(Digest([]byte("two"))))
 }
@@ -491,9 +489,7 @@ func testStopAndRecreate(t *testing.T, h *harness) {
 	require.False(t, held, "a recreated workspace holds no snapshot until restored")
 	_, err = again.Restore(h.ctx(), id)
 	require.NoError(t, err)
-	got, ok := h.read(again, "work/notes.md")
-	require.True(t, ok)
-	require.Equal(t, "progress", got)
+	h.requireContent(again, "work/notes.md", "progress")
 }
 
 func testStopRefuses(t *testing.T, h *harness) {
@@ -505,8 +501,7 @@ func testStopRefuses(t *testing.T, h *harness) {
 
 	h.write(env, "a.txt", "written after the snapshot")
 	require.ErrorIs(t, env.Stop(h.ctx(), id), environment.ErrChanged)
-	got, _ := h.read(env, "a.txt")
-	require.Equal(t, "written after the snapshot", got, "a refused Stop frees nothing")
+	h.requireContent(env, "a.txt", "written after the snapshot")
 
 	id, _, err = env.Snapshot(h.ctx())
 	require.NoError(t, err)
