@@ -153,12 +153,15 @@ type Environment interface {
 	// since): a false answer means "restore to be sure", not "different".
 	Holds(ctx context.Context, id string) (bool, error)
 
-	// Stop frees the environment between activity periods: it checks
-	// that the workspace is snapshot id (ErrChanged if not), ends its
-	// programs and proxy and removes the workspace; the next Open of the
-	// workspace provisions it again, to be restored from id. Refused with
-	// ErrBusy while another Environment of the workspace is open. The
-	// Environment is closed after a successful Stop.
+	// Stop frees the environment between activity periods: it ends the
+	// programs Start started (what they wrote must be in id or nowhere),
+	// checks that the workspace is snapshot id (ErrChanged if not), stops
+	// the proxy and removes the workspace; the next Open of the workspace
+	// provisions it again, to be restored from id. Refused with ErrBusy
+	// while another Environment of the workspace is open or a call of this
+	// one is in flight (calls made while it runs get ErrBusy too). A
+	// refused Stop leaves the Environment open (its programs ended); a
+	// successful one closes it.
 	Stop(ctx context.Context, id string) error
 	// Close ends the programs Start started and the egress proxy, and
 	// keeps the workspace for the next Open. It is safe to call twice.

@@ -150,6 +150,8 @@ type localEnv struct {
 
 	mu        sync.Mutex
 	closed    bool
+	stopping  bool // Stop is checking the workspace: calls are refused
+	inflight  int  // calls begun and not over (begin)
 	stopProxy func() error
 	procs     map[*sandbox.Process]struct{}
 }
@@ -187,23 +189,35 @@ func (e *localEnv) startProxy(ctx context.Context) error {
 	return nil
 }
 
-// check fails every call once the Environment is closed.
-func (e *localEnv) check() error {
+// begin starts a call, failing once the Environment is closed (or being
+// stopped); call the returned function when the call is over. Stop waits
+// for no call: it refuses to run while one is in flight.
+func (e *localEnv) begin() (func(), error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.closed {
-		return fmt.Errorf("environment of session %s: %w", e.params.Session, ErrClosed)
+	switch {
+	case e.closed:
+		return nil, fmt.Errorf("environment of session %s: %w", e.params.Session, ErrClosed)
+	case e.stopping:
+		return nil, fmt.Errorf("environment of session %s: %w (being stopped)", e.params.Session, ErrBusy)
 	}
-	return nil
+	e.inflight++
+	return func() {
+		e.mu.Lock()
+		e.inflight--
+		e.mu.Unlock()
+	}, nil
 }
 
 // Run implements Environment. A command may write anywhere in the
 // workspace: the next snapshot learns what it changed by walking (or from
 // the Cache's watches).
 func (e *localEnv) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecResult, error) {
-	if err := e.check(); err != nil {
+	finish, err := e.begin()
+	if err != nil {
 		return nil, err
 	}
+	defer finish()
 	defer e.b.cfg.Cache.BeginUnknownWrites(e.ws)()
 	return e.exec.Run(ctx, req)
 }
@@ -211,9 +225,11 @@ func (e *localEnv) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecRe
 // Start implements Environment. The program may write in the workspace as
 // long as it runs, so the snapshot record trusts no path until it ends.
 func (e *localEnv) Start(ctx context.Context, req *sandbox.StartRequest) (Process, error) {
-	if err := e.check(); err != nil {
+	finish, err := e.begin()
+	if err != nil {
 		return nil, err
 	}
+	defer finish()
 	spec := sandbox.Spec{SessionID: e.params.Session, Workspace: e.ws, ProxySocket: e.socket, Limits: e.params.Limits}
 	end := e.b.cfg.Cache.BeginUnknownWrites(e.ws)
 	p, err := e.b.cfg.Sandbox.Start(ctx, spec, req)
@@ -243,31 +259,38 @@ func (e *localEnv) Start(ctx context.Context, req *sandbox.StartRequest) (Proces
 	return p, nil
 }
 
-// openDir opens the workspace for one file operation.
-func (e *localEnv) openDir() (*workspace.Dir, error) {
-	if err := e.check(); err != nil {
-		return nil, err
+// openDir opens the workspace for one file operation; call done when it
+// is over.
+func (e *localEnv) openDir() (d *workspace.Dir, done func(), err error) {
+	finish, err := e.begin()
+	if err != nil {
+		return nil, nil, err
 	}
-	return workspace.Open(e.ws)
+	d, err = workspace.Open(e.ws)
+	if err != nil {
+		finish()
+		return nil, nil, err
+	}
+	return d, func() { d.Close(); finish() }, nil
 }
 
 // ReadFile implements Environment.
 func (e *localEnv) ReadFile(_ context.Context, rel string, offset, limit int64) (*workspace.ReadResult, error) {
-	d, err := e.openDir()
+	d, done, err := e.openDir()
 	if err != nil {
 		return nil, err
 	}
-	defer d.Close()
+	defer done()
 	return d.ReadFile(rel, offset, limit)
 }
 
 // WriteFile implements Environment.
 func (e *localEnv) WriteFile(_ context.Context, rel string, data []byte) error {
-	d, err := e.openDir()
+	d, done, err := e.openDir()
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	defer done()
 	if q, ok := e.exec.(tool.DiskQuota); ok {
 		if err := q.CheckWrite(int64(len(data))); err != nil {
 			return fmt.Errorf("write %q: %w: %v", rel, ErrDiskQuota, err)
@@ -294,21 +317,21 @@ func (e *localEnv) changing(rel string, change func() error) error {
 
 // List implements Environment.
 func (e *localEnv) List(_ context.Context, rel string, max int) (*workspace.Listing, error) {
-	d, err := e.openDir()
+	d, done, err := e.openDir()
 	if err != nil {
 		return nil, err
 	}
-	defer d.Close()
+	defer done()
 	return d.List(rel, max)
 }
 
 // Remove implements Environment.
 func (e *localEnv) Remove(_ context.Context, rel string) error {
-	d, err := e.openDir()
+	d, done, err := e.openDir()
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	defer done()
 	return e.changing(rel, func() error { return d.Remove(rel) })
 }
 
@@ -323,9 +346,11 @@ func (e *localEnv) take(ctx context.Context) (string, snapshot.Stats, error) {
 
 // Snapshot implements Environment.
 func (e *localEnv) Snapshot(ctx context.Context) (string, snapshot.Stats, error) {
-	if err := e.check(); err != nil {
+	finish, err := e.begin()
+	if err != nil {
 		return "", snapshot.Stats{}, err
 	}
+	defer finish()
 	id, stats, err := e.take(ctx)
 	if err != nil {
 		return "", stats, fmt.Errorf("snapshot the workspace of session %s: %w", e.params.Session, err)
@@ -344,9 +369,11 @@ func (e *localEnv) record(id string) {
 
 // Restore implements Environment.
 func (e *localEnv) Restore(ctx context.Context, id string) (snapshot.Stats, error) {
-	if err := e.check(); err != nil {
+	finish, err := e.begin()
+	if err != nil {
 		return snapshot.Stats{}, err
 	}
+	defer finish()
 	defer e.b.cfg.Cache.Forget(e.ws) // walked next, even if watched
 	defer e.b.cfg.Cache.BeginUnknownWrites(e.ws)()
 	stats, err := snapshot.Restore(ctx, e.b.cfg.Blobs, id, e.ws)
@@ -359,85 +386,103 @@ func (e *localEnv) Restore(ctx context.Context, id string) (snapshot.Stats, erro
 
 // Holds implements Environment.
 func (e *localEnv) Holds(_ context.Context, id string) (bool, error) {
-	if err := e.check(); err != nil {
+	finish, err := e.begin()
+	if err != nil {
 		return false, err
 	}
+	defer finish()
 	known, _, err := e.b.cfg.Workspaces.HasSnapshot(e.params.Workspace, e.params.Session, id)
 	return known, err
 }
 
-// Stop implements Environment.
+// Stop implements Environment. It ends the programs Start started first
+// (what they write must be in the snapshot or nowhere), then checks the
+// workspace against id; refused, the Environment stays open.
 func (e *localEnv) Stop(ctx context.Context, id string) error {
-	if err := e.check(); err != nil {
-		return err
-	}
 	b := e.b
-	b.mu.Lock()
+	b.mu.Lock() // no Open of any workspace meanwhile, this one's included
 	defer b.mu.Unlock()
 	if n := b.open[e.params.Workspace]; n > 1 {
 		return fmt.Errorf("stop the environment of session %s: %w (%d open)", e.params.Session, ErrBusy, n)
 	}
+	e.mu.Lock()
+	switch {
+	case e.closed:
+		e.mu.Unlock()
+		return fmt.Errorf("environment of session %s: %w", e.params.Session, ErrClosed)
+	case e.stopping || e.inflight > 0:
+		e.mu.Unlock()
+		return fmt.Errorf("stop the environment of session %s: %w (calls in flight)", e.params.Session, ErrBusy)
+	}
+	e.stopping = true // no new call while it is checked and freed
+	e.mu.Unlock()
+	e.endPrograms()
 	// The snapshot id is the digest of the workspace's content: equal ids,
 	// equal workspaces, so removing it loses nothing id does not hold.
 	got, _, err := e.take(ctx)
+	if err == nil && got != id {
+		err = fmt.Errorf("%w: it is snapshot %s, not %s", ErrChanged, got, id)
+	}
+	e.mu.Lock()
+	e.stopping = false
+	e.closed = e.closed || err == nil
+	e.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("stop the environment of session %s: %w", e.params.Session, err)
 	}
-	if got != id {
-		return fmt.Errorf("stop the environment of session %s: %w: it is snapshot %s, not %s", e.params.Session, ErrChanged, got, id)
-	}
-	if !e.markClosed() {
-		return fmt.Errorf("environment of session %s: %w", e.params.Session, ErrClosed)
-	}
-	if err := e.endAll(); err != nil {
-		return err
-	}
 	delete(b.open, e.params.Workspace)
 	defer b.cfg.Cache.Forget(e.ws)
+	if err := e.stopProxyOnce(); err != nil {
+		return err
+	}
 	if err := b.cfg.Workspaces.Remove(e.params.Workspace); err != nil {
 		return fmt.Errorf("stop the environment of session %s: %w", e.params.Session, err)
 	}
 	return nil
 }
 
-// Close implements Environment.
+// Close implements Environment. A command in flight is not interrupted:
+// its caller's context is.
 func (e *localEnv) Close() error {
-	if !e.markClosed() {
+	e.mu.Lock()
+	was := e.closed
+	e.closed = true
+	e.mu.Unlock()
+	if was {
 		return nil
 	}
-	err := e.endAll()
+	e.endPrograms()
+	err := e.stopProxyOnce()
 	e.b.release(e.params.Workspace)
 	return err
 }
 
-// markClosed closes the Environment to new calls; false when it was
-// closed already (by Close or Stop).
-func (e *localEnv) markClosed() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	was := e.closed
-	e.closed = true
-	return !was
-}
-
-// endAll ends the Environment's programs, then its proxy (a program may be
-// using the proxy).
-func (e *localEnv) endAll() error {
+// endPrograms kills the programs Start started and waits until they are
+// reaped.
+func (e *localEnv) endPrograms() {
 	e.mu.Lock()
 	procs := make([]*sandbox.Process, 0, len(e.procs))
 	for p := range e.procs {
 		procs = append(procs, p)
 	}
-	stop := e.stopProxy
-	e.stopProxy = nil
 	e.mu.Unlock()
 	for _, p := range procs {
 		p.Kill()
 	}
-	if stop != nil {
-		if err := stop(); err != nil {
-			return fmt.Errorf("stop the egress proxy of session %s: %w", e.params.Session, err)
-		}
+}
+
+// stopProxyOnce stops the egress proxy, if one runs (after the programs:
+// they may be using it).
+func (e *localEnv) stopProxyOnce() error {
+	e.mu.Lock()
+	stop := e.stopProxy
+	e.stopProxy = nil
+	e.mu.Unlock()
+	if stop == nil {
+		return nil
+	}
+	if err := stop(); err != nil {
+		return fmt.Errorf("stop the egress proxy of session %s: %w", e.params.Session, err)
 	}
 	return nil
 }

@@ -505,6 +505,20 @@ func testStopRefuses(t *testing.T, h *harness) {
 
 	id, _, err = env.Snapshot(h.ctx())
 	require.NoError(t, err)
+	// A call in flight: its command may still write.
+	runCtx, cancel := context.WithCancel(h.ctx())
+	ran := make(chan error, 1)
+	go func() {
+		_, err := env.Run(runCtx, &tool.ExecRequest{Command: "echo > .running; exec sleep 600", Timeout: time.Minute})
+		ran <- err
+	}()
+	require.Eventually(t, func() bool { _, ok := h.read(env, ".running"); return ok }, 30*time.Second, 10*time.Millisecond)
+	require.ErrorIs(t, env.Stop(h.ctx(), id), environment.ErrBusy, "a command runs")
+	cancel()
+	<-ran
+	require.NoError(t, env.Remove(h.ctx(), ".running"))
+	id, _, err = env.Snapshot(h.ctx()) // as the command left it
+	require.NoError(t, err)
 	sub, err := b.Open(h.ctx(), &environment.OpenParams{Workspace: "ses_busy", Session: "ses_sub"})
 	require.NoError(t, err)
 	require.ErrorIs(t, env.Stop(h.ctx(), id), environment.ErrBusy, "a sub-agent shares the workspace")
