@@ -26,12 +26,12 @@ func TestMain(m *testing.M) {
 // localBackend returns a NewBackend over sb: each backend is a machine of
 // its own (its own workspace root and socket directory).
 func localBackend(sb sandbox.Backend) environmenttest.NewBackend {
-	return func(t *testing.T, blobs *environmenttest.Blobs) environment.Backend {
-		t.Helper()
-		spaces, err := workspace.New(t.TempDir())
-		require.NoError(t, err)
-		b, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sb, Workspaces: spaces, Blobs: blobs, SocketDir: t.TempDir()})
-		require.NoError(t, err)
+	return func(tb testing.TB, blobs *environmenttest.Blobs) environment.Backend {
+		tb.Helper()
+		spaces, err := workspace.New(tb.TempDir())
+		require.NoError(tb, err)
+		b, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sb, Workspaces: spaces, Blobs: blobs, SocketDir: tb.TempDir()})
+		require.NoError(tb, err)
 		return b
 	}
 }
@@ -46,15 +46,32 @@ var (
 	bwrapErr     error
 )
 
-func TestLocalBwrapConformance(t *testing.T) {
+// testBwrap returns the bwrap sandbox backend, probed once per test
+// binary; without a working bubblewrap it skips, or fails under CI=true.
+func testBwrap(tb testing.TB) sandbox.Backend {
+	tb.Helper()
 	bwrapOnce.Do(func() { bwrapBackend, bwrapErr = sandbox.NewBwrap(sandbox.BwrapOptions{}) })
 	if bwrapErr != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("bwrap must work under CI=true: %v", bwrapErr)
+			tb.Fatalf("bwrap must work under CI=true: %v", bwrapErr)
 		}
-		t.Skipf("skipping: bubblewrap is not usable here: %v", bwrapErr)
+		tb.Skipf("skipping: bubblewrap is not usable here: %v", bwrapErr)
 	}
-	environmenttest.Run(t, localBackend(bwrapBackend))
+	return bwrapBackend
+}
+
+func TestLocalBwrapConformance(t *testing.T) {
+	environmenttest.Run(t, localBackend(testBwrap(t)))
+}
+
+// The cost of a shell call through the seam, per backend: the baseline a
+// remote runner's figure is compared with (issue 20's benchmark).
+func BenchmarkLocalPlainRun(b *testing.B) {
+	environmenttest.BenchmarkRun(b, localBackend(sandbox.NewLocal()))
+}
+
+func BenchmarkLocalBwrapRun(b *testing.B) {
+	environmenttest.BenchmarkRun(b, localBackend(testBwrap(b)))
 }
 
 func TestNewLocalNamesTheMissingField(t *testing.T) {

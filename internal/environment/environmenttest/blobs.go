@@ -26,12 +26,12 @@ type Blobs struct {
 
 // NewBlobs returns the blobs of a new SQLite store in a temporary
 // directory, closed at the end of the test.
-func NewBlobs(t *testing.T) *Blobs {
-	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "longhaul.db"), nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	require.NoError(t, st.Migrate(context.Background()))
+func NewBlobs(tb testing.TB) *Blobs {
+	tb.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(tb.TempDir(), "longhaul.db"), nil)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = st.Close() })
+	require.NoError(tb, st.Migrate(context.Background()))
 	return &Blobs{Blobs: st, gets: make(map[string]int)}
 }
 

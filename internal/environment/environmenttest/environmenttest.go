@@ -28,7 +28,7 @@ import (
 // apart from every other backend it returned (another machine: another
 // runner, another node) and store their snapshots' blobs in blobs, which
 // all of them share (the server's store).
-type NewBackend func(t *testing.T, blobs *Blobs) environment.Backend
+type NewBackend func(tb testing.TB, blobs *Blobs) environment.Backend
 
 // Run runs the conformance suite against the backends newBackend returns.
 func Run(t *testing.T, newBackend NewBackend) {
@@ -39,6 +39,7 @@ func Run(t *testing.T, newBackend NewBackend) {
 		{"OpenProvisionsThenAttaches", testOpenProvisionsThenAttaches},
 		{"OpenRefusesBadParams", testOpenRefusesBadParams},
 		{"Exec", testExec},
+		{"ExecCancelled", testExecCancelled},
 		{"Files", testFiles},
 		{"FilesStayInTheWorkspace", testFilesStayInTheWorkspace},
 		{"Remove", testRemove},
@@ -180,6 +181,28 @@ func testExec(t *testing.T, h *harness) {
 
 	_, err = env.Run(h.ctx(), &tool.ExecRequest{})
 	require.ErrorContains(t, err, "command", "a bad request names its field")
+}
+
+// testExecCancelled: the caller's context ends a command at once (the
+// engine cancels a call when its lease is lost or the session is
+// cancelled), and the command's processes with it.
+func testExecCancelled(t *testing.T, h *harness) {
+	env := h.open(h.newBackend(), "ses_cancel")
+	ctx, cancel := context.WithCancel(h.ctx())
+	ran := make(chan error, 1)
+	go func() {
+		_, err := env.Run(ctx, &tool.ExecRequest{Command: "echo > started; sleep 600; echo > finished", Timeout: time.Hour})
+		ran <- err
+	}()
+	require.Eventually(t, func() bool { _, ok := h.read(env, "started"); return ok }, 30*time.Second, 10*time.Millisecond)
+	cancel()
+	select {
+	case <-ran:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a cancelled command still runs")
+	}
+	_, ok := h.read(env, "finished")
+	require.False(t, ok)
 }
 
 func testFiles(t *testing.T, h *harness) {
@@ -561,4 +584,22 @@ func testClose(t *testing.T, h *harness) {
 	require.ErrorIs(t, err, environment.ErrClosed)
 	_, err = env.Start(h.ctx(), &sandbox.StartRequest{Command: "true"})
 	require.ErrorIs(t, err, environment.ErrClosed)
+}
+
+// BenchmarkRun measures one trivial command through a backend's
+// Environment (what a shell call costs besides the command itself), so
+// that backends are compared by the same code: a remote backend's added
+// latency is its figure minus the local one's.
+func BenchmarkRun(b *testing.B, newBackend NewBackend) {
+	env, err := newBackend(b, NewBlobs(b)).Open(context.Background(), &environment.OpenParams{Workspace: "ses_bench", Session: "ses_bench"})
+	require.NoError(b, err)
+	defer env.Close()
+	req := &tool.ExecRequest{Command: "true", Timeout: time.Minute}
+	b.ResetTimer()
+	for b.Loop() {
+		res, err := env.Run(context.Background(), req)
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("run: %v %+v", err, res)
+		}
+	}
 }
