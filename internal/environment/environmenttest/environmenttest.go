@@ -188,21 +188,30 @@ func testExec(t *testing.T, h *harness) {
 // cancelled), and the command's processes with it.
 func testExecCancelled(t *testing.T, h *harness) {
 	env := h.open(h.newBackend(), "ses_cancel")
+	h.startCommand(env)()
+	_, ok := h.read(env, ".finished")
+	require.False(t, ok)
+}
+
+// startCommand starts a long command in env and waits until it runs; the
+// function it returns cancels the command and waits until Run returns.
+func (h *harness) startCommand(env environment.Environment) (cancelAndWait func()) {
+	h.t.Helper()
 	ctx, cancel := context.WithCancel(h.ctx())
 	ran := make(chan error, 1)
 	go func() {
-		_, err := env.Run(ctx, &tool.ExecRequest{Command: "echo > started; sleep 600; echo > finished", Timeout: time.Hour})
+		_, err := env.Run(ctx, &tool.ExecRequest{Command: "echo > .running; sleep 600; echo > .finished", Timeout: time.Hour})
 		ran <- err
 	}()
-	require.Eventually(t, func() bool { _, ok := h.read(env, "started"); return ok }, 30*time.Second, 10*time.Millisecond)
-	cancel()
-	select {
-	case <-ran:
-	case <-time.After(30 * time.Second):
-		t.Fatal("a cancelled command still runs")
+	require.Eventually(h.t, func() bool { _, ok := h.read(env, ".running"); return ok }, 30*time.Second, 10*time.Millisecond)
+	return func() {
+		cancel()
+		select {
+		case <-ran:
+		case <-time.After(30 * time.Second):
+			h.t.Fatal("a cancelled command still runs")
+		}
 	}
-	_, ok := h.read(env, "finished")
-	require.False(t, ok)
 }
 
 func testFiles(t *testing.T, h *harness) {
@@ -529,16 +538,9 @@ func testStopRefuses(t *testing.T, h *harness) {
 	id, _, err = env.Snapshot(h.ctx())
 	require.NoError(t, err)
 	// A call in flight: its command may still write.
-	runCtx, cancel := context.WithCancel(h.ctx())
-	ran := make(chan error, 1)
-	go func() {
-		_, err := env.Run(runCtx, &tool.ExecRequest{Command: "echo > .running; exec sleep 600", Timeout: time.Minute})
-		ran <- err
-	}()
-	require.Eventually(t, func() bool { _, ok := h.read(env, ".running"); return ok }, 30*time.Second, 10*time.Millisecond)
+	cancelAndWait := h.startCommand(env)
 	require.ErrorIs(t, env.Stop(h.ctx(), id), environment.ErrBusy, "a command runs")
-	cancel()
-	<-ran
+	cancelAndWait()
 	require.NoError(t, env.Remove(h.ctx(), ".running"))
 	id, _, err = env.Snapshot(h.ctx()) // as the command left it
 	require.NoError(t, err)
