@@ -244,7 +244,8 @@
 // its program). cmd/longhaul links it for the hidden commands and
 // EnterMain, internal/mcp runs stdio servers in it. Who may import it:
 // cmd/longhaul, internal/bench (its workspace scenario runs shell steps
-// in the sandbox a server would use), internal/engine, internal/mcp,
+// in the sandbox a server would use), internal/engine, internal/environment
+// (its local backend wraps this one), internal/mcp,
 // internal/node, internal/runner (a runner runs the calls of the sessions
 // assigned to it in its own machine's sandbox) and tests.
 package sandbox

@@ -34,7 +34,8 @@
 // It imports longhaultype, internal/workspace, internal/egress,
 // internal/httpretry, the JSON Schema library and the SQLite driver
 // (modernc.org/sqlite, never internal/store/sqlite). Who may import it: the
-// root package, internal/bench, internal/engine, internal/mcp,
+// root package, internal/bench, internal/engine, internal/environment,
+// internal/mcp,
 // internal/node, internal/runner, internal/sandbox, internal/vault and
 // tests.
 package tool

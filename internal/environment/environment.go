@@ -1,0 +1,188 @@
+package environment
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/longhaul-dev/longhaul/internal/egress"
+	"github.com/longhaul-dev/longhaul/internal/sandbox"
+	"github.com/longhaul-dev/longhaul/internal/snapshot"
+	"github.com/longhaul-dev/longhaul/internal/tool"
+	"github.com/longhaul-dev/longhaul/internal/workspace"
+)
+
+// Errors every backend returns for the same situations, matched with
+// errors.Is. They carry the engine's decision: what a failure means for the
+// call that met it.
+var (
+	// ErrUnavailable: the backend cannot reach the place the environment
+	// lives now (no matching runner is connected). Nothing was started:
+	// the call may be made again as it is. The engine parks the session
+	// with an environment_connection action.
+	ErrUnavailable = errors.New("environment unavailable")
+	// ErrLost: the environment went away while the call ran (its runner's
+	// connection broke). Whether the call took effect is unknown: the
+	// engine treats it as a crash of that call (read: run again;
+	// idempotent: run again with its key; irreversible: in doubt).
+	ErrLost = errors.New("environment lost during the call")
+	// ErrClosed: the Environment was closed or stopped; open it again.
+	ErrClosed = errors.New("environment closed")
+	// ErrChanged: Stop was refused because the workspace is not the
+	// snapshot the caller said it is; nothing was freed.
+	ErrChanged = errors.New("workspace changed since the snapshot")
+	// ErrBusy: Stop was refused because another Environment of the same
+	// workspace is open (a sub-agent sharing it); nothing was freed.
+	ErrBusy = errors.New("workspace in use by another environment")
+	// ErrDiskQuota: a write_file or edit_file write would take the
+	// workspace over its quota (Limits.DiskBytes). The message is for the
+	// model.
+	ErrDiskQuota = errors.New("over the workspace's disk quota")
+)
+
+// Backend provisions and attaches environments of one kind: local bwrap,
+// local plain, a remote runner, later a container or a Kubernetes pod.
+// A Backend is safe for concurrent use.
+type Backend interface {
+	// Name is "bwrap", "local", "runner:NAME", ...: shown to operators.
+	Name() string
+	// ConfinesNetwork reports whether the environment's programs reach
+	// the network only through the egress proxy Open starts for
+	// OpenParams.Network (bwrap, a runner with bwrap); a backend that
+	// does not confine its programs leaves them the network of its host.
+	ConfinesNetwork() bool
+	// Open provisions the environment of a workspace, or attaches the one
+	// already there (the same workspace id opened again, by the next
+	// claim of the session or by a sub-agent sharing it). The workspace
+	// directory is made empty when missing (Info().Provisioned): the
+	// caller then restores the last snapshot (Restore) if the journal has
+	// one. ctx bounds only the set-up.
+	Open(ctx context.Context, p *OpenParams) (Environment, error)
+}
+
+// OpenParams say which environment to open and how it is bounded.
+type OpenParams struct {
+	// Workspace is the workspace id: the session's id, or its root's for
+	// a sub-agent, which shares it (workspace.ValidateSessionID).
+	Workspace string
+	// Session names the session that opens it, in errors.
+	Session string
+	// Limits bound every program run (a zero field: the backend's
+	// default).
+	Limits sandbox.Limits
+	// Network is the session's egress (environment.network); nil: no
+	// network at all.
+	Network *Network
+	// Snapshot bounds the workspace's snapshots (every Snapshot and the
+	// check of Stop); the zero value bounds nothing.
+	Snapshot SnapshotLimits
+}
+
+// Network is what the egress proxy of an environment lets through, and
+// where its decisions go. The allowlist and ports cross the wire to a
+// runner (it runs the proxy next to the sandbox); the decisions come back.
+type Network struct {
+	// Allow and Ports: tool.NetworkPolicy's, validated by egress.NewPolicy.
+	Allow []string
+	Ports []int
+	// ControlPlane: the server's own addresses, refused whatever Allow
+	// says. A remote backend sends the addresses, never credentials.
+	ControlPlane *egress.ControlPlane
+	// OnEvent receives every connection decision (the engine journals
+	// them with the call's outcome). It must not block.
+	OnEvent func(tool.NetworkEvent)
+}
+
+// SnapshotLimits bound a workspace's snapshots (snapshot.Options').
+type SnapshotLimits struct {
+	MaxFileBytes  int64
+	MaxTotalBytes int64
+	// Exclude: snapshot.Options.Exclude.
+	Exclude []string
+}
+
+// Info describes an open Environment.
+type Info struct {
+	// Backend is the Backend's Name.
+	Backend string
+	// Provisioned is true when Open found no workspace and made an empty
+	// one: whatever the journal's last snapshot holds must be restored.
+	Provisioned bool
+}
+
+// Environment is one open environment: a workspace and the sandbox its
+// programs run in. Every method but Info may block on the backend (a round
+// trip to a runner) and fails with ErrClosed once Close or Stop ran, with
+// ErrLost when the environment went away mid-call and with ErrUnavailable
+// when it cannot be reached at all. It is safe for concurrent use.
+type Environment interface {
+	Info() Info
+
+	// Run runs one command by `sh -c` in the workspace, under the
+	// limits (tool.Exec: the shell tool's).
+	Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecResult, error)
+	// Start starts a long-lived program (an MCP stdio server) in the
+	// sandbox; ctx bounds only its start. It runs until it exits, Stop or
+	// Kill ends it, or the Environment is closed.
+	Start(ctx context.Context, req *sandbox.StartRequest) (Process, error)
+
+	// ReadFile, WriteFile and List are the file tools' operations, with
+	// workspace.Dir's semantics: paths are workspace-relative, confined
+	// to the workspace (workspace.ErrEscapes, workspace.ErrInvalidPath,
+	// fs.ErrNotExist), and error messages name only those paths.
+	// WriteFile is atomic, checks the disk quota first (ErrDiskQuota)
+	// and tells the snapshot record which path it wrote.
+	ReadFile(ctx context.Context, rel string, offset, limit int64) (*workspace.ReadResult, error)
+	WriteFile(ctx context.Context, rel string, data []byte) error
+	List(ctx context.Context, rel string, max int) (*workspace.Listing, error)
+	// Remove deletes the file or symlink rel, reached without following
+	// any symlink (workspace.Dir.Remove: a person's delete, applied again
+	// after a restore); a directory is refused (workspace.ErrInvalidPath).
+	Remove(ctx context.Context, rel string) error
+
+	// Snapshot takes an incremental, content-addressed snapshot of the
+	// workspace into the backend's blobs and returns its id (only the
+	// blobs the store lacks are sent).
+	Snapshot(ctx context.Context) (string, snapshot.Stats, error)
+	// Restore makes the workspace snapshot id (fetching only the blobs
+	// this environment's side lacks), removing what id does not hold.
+	Restore(ctx context.Context, id string) (snapshot.Stats, error)
+	// Holds reports whether the workspace is known to be snapshot id
+	// (this side took or restored it last and nothing was written
+	// since): a false answer means "restore to be sure", not "different".
+	Holds(ctx context.Context, id string) (bool, error)
+
+	// Stop frees the environment between activity periods: it ends the
+	// programs Start started (what they wrote must be in id or nowhere),
+	// checks that the workspace is snapshot id (ErrChanged if not), stops
+	// the proxy and removes the workspace; the next Open of the workspace
+	// provisions it again, to be restored from id. Refused with ErrBusy
+	// while another Environment of the workspace is open or a call of this
+	// one is in flight (calls made while it runs get ErrBusy too). A
+	// refused Stop leaves the Environment open (its programs ended); a
+	// successful one closes it.
+	Stop(ctx context.Context, id string) error
+	// Close ends the programs Start started and the egress proxy, and
+	// keeps the workspace for the next Open. It is safe to call twice.
+	Close() error
+}
+
+// Process is a program Environment.Start started (*sandbox.Process is
+// one; a remote backend's relays the program's stdin and stdout).
+type Process interface {
+	Stdin() io.WriteCloser
+	Stdout() io.ReadCloser
+	// Done is closed once the program has ended.
+	Done() <-chan struct{}
+	// Stderr is what it wrote to its standard error so far (bounded).
+	Stderr() string
+	// Exit says how it ended, "" while it runs.
+	Exit() string
+	// Stop closes its stdin, waits up to grace, then kills it.
+	Stop(grace time.Duration)
+	// Kill kills it at once.
+	Kill()
+}
+
+var _ Process = (*sandbox.Process)(nil)

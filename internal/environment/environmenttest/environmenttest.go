@@ -1,0 +1,607 @@
+package environmenttest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/environment"
+	"github.com/longhaul-dev/longhaul/internal/sandbox"
+	"github.com/longhaul-dev/longhaul/internal/snapshot"
+	"github.com/longhaul-dev/longhaul/internal/tool"
+	"github.com/longhaul-dev/longhaul/internal/workspace"
+)
+
+// NewBackend returns a backend whose environments keep their workspaces
+// apart from every other backend it returned (another machine: another
+// runner, another node) and store their snapshots' blobs in blobs, which
+// all of them share (the server's store).
+type NewBackend func(tb testing.TB, blobs *Blobs) environment.Backend
+
+// Run runs the conformance suite against the backends newBackend returns.
+func Run(t *testing.T, newBackend NewBackend) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T, h *harness)
+	}{
+		{"OpenProvisionsThenAttaches", testOpenProvisionsThenAttaches},
+		{"OpenRefusesBadParams", testOpenRefusesBadParams},
+		{"Exec", testExec},
+		{"ExecCancelled", testExecCancelled},
+		{"Files", testFiles},
+		{"FilesStayInTheWorkspace", testFilesStayInTheWorkspace},
+		{"Remove", testRemove},
+		{"SharedBySubAgents", testShared},
+		{"DiskQuota", testDiskQuota},
+		{"SnapshotLimits", testSnapshotLimits},
+		{"NetworkOnlyThroughTheProxy", testNetwork},
+		{"SnapshotAndRestore", testSnapshotAndRestore},
+		{"SnapshotIsIncrementalAndDeduplicated", testSnapshotIncremental},
+		{"RestoreElsewhereFetchesOnlyMissingBlobs", testRestoreElsewhere},
+		{"StopAndRecreate", testStopAndRecreate},
+		{"StopRefusesWhatWouldLoseWork", testStopRefuses},
+		{"StartLongLivedProcess", testStart},
+		{"CloseEndsProcessesAndCalls", testClose},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			blobs := NewBlobs(t)
+			tc.run(t, &harness{t: t, blobs: blobs, newBackend: func() environment.Backend { return newBackend(t, blobs) }})
+		})
+	}
+}
+
+type harness struct {
+	t          *testing.T
+	blobs      *Blobs
+	newBackend func() environment.Backend
+}
+
+// ctx bounds one test's calls, so a backend that hangs fails the test
+// rather than the whole run.
+func (h *harness) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	h.t.Cleanup(cancel)
+	return ctx
+}
+
+// open opens the environment of workspace (session = workspace) on b and
+// closes it at the end of the test.
+func (h *harness) open(b environment.Backend, ws string) environment.Environment {
+	h.t.Helper()
+	env, err := b.Open(h.ctx(), &environment.OpenParams{Workspace: ws, Session: ws})
+	require.NoError(h.t, err)
+	h.t.Cleanup(func() { _ = env.Close() })
+	return env
+}
+
+func (h *harness) write(env environment.Environment, rel, content string) {
+	h.t.Helper()
+	require.NoError(h.t, env.WriteFile(h.ctx(), rel, []byte(content)))
+}
+
+// read returns the content of rel, or "" with ok false when it does not
+// exist.
+func (h *harness) read(env environment.Environment, rel string) (string, bool) {
+	h.t.Helper()
+	r, err := env.ReadFile(h.ctx(), rel, 0, 1<<20)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false
+	}
+	require.NoError(h.t, err)
+	return string(r.Data), true
+}
+
+// requireContent checks that rel exists with content want.
+func (h *harness) requireContent(env environment.Environment, rel, want string) {
+	h.t.Helper()
+	got, ok := h.read(env, rel)
+	require.True(h.t, ok, "%s exists", rel)
+	require.Equal(h.t, want, got, rel)
+}
+
+// requireOutside checks that err refuses a path that leaves the workspace.
+func requireOutside(t *testing.T, err error, rel string) {
+	t.Helper()
+	require.True(t, errors.Is(err, workspace.ErrEscapes) || errors.Is(err, workspace.ErrInvalidPath), "%s: %v", rel, err)
+}
+
+func (h *harness) run(env environment.Environment, command string) *tool.ExecResult {
+	h.t.Helper()
+	res, err := env.Run(h.ctx(), &tool.ExecRequest{Command: command, Timeout: 30 * time.Second})
+	require.NoError(h.t, err)
+	return res
+}
+
+func testOpenProvisionsThenAttaches(t *testing.T, h *harness) {
+	b := h.newBackend()
+	env, err := b.Open(h.ctx(), &environment.OpenParams{Workspace: "ses_a", Session: "ses_a"})
+	require.NoError(t, err)
+	require.True(t, env.Info().Provisioned, "a workspace never seen is provisioned")
+	require.NotEmpty(t, env.Info().Backend)
+	h.write(env, "kept.txt", "kept")
+	require.NoError(t, env.Close())
+	require.NoError(t, env.Close(), "Close twice is fine")
+
+	again := h.open(b, "ses_a")
+	require.False(t, again.Info().Provisioned, "a closed environment's workspace is attached again")
+	h.requireContent(again, "kept.txt", "kept")
+
+	// A sub-agent opens its root's workspace under its own session id.
+	sub, err := b.Open(h.ctx(), &environment.OpenParams{Workspace: "ses_a", Session: "ses_sub"})
+	require.NoError(t, err)
+	defer sub.Close()
+	h.requireContent(sub, "kept.txt", "kept")
+}
+
+func testOpenRefusesBadParams(t *testing.T, h *harness) {
+	b := h.newBackend()
+	_, err := b.Open(h.ctx(), nil)
+	require.Error(t, err)
+	for _, bad := range []string{"", "../x", "a/b", ".."} {
+		_, err := b.Open(h.ctx(), &environment.OpenParams{Workspace: bad, Session: "ses_a"})
+		require.ErrorContains(t, err, "params.workspace", "workspace %q", bad)
+	}
+	_, err = b.Open(h.ctx(), &environment.OpenParams{Workspace: "ses_a", Session: "a b"})
+	require.ErrorContains(t, err, "params.session")
+}
+
+func testExec(t *testing.T, h *harness) {
+	env := h.open(h.newBackend(), "ses_exec")
+	res, err := env.Run(h.ctx(), &tool.ExecRequest{
+		Command: `printf out; printf err >&2; printf "$GREETING" > made.txt; exit 3`,
+		Env:     map[string]string{"GREETING": "hello"},
+		Timeout: 30 * time.Second,
+	})
+	require.NoError(t, err)
+	require.Equal(t, 3, res.ExitCode)
+	require.Equal(t, "out", res.Stdout)
+	require.Equal(t, "err", res.Stderr)
+	h.requireContent(env, "made.txt", "hello")
+
+	// What the file tools write, commands see.
+	h.write(env, "dir/in.txt", "from the tool")
+	require.Equal(t, "from the tool", h.run(env, "cat dir/in.txt").Stdout)
+
+	res, err = env.Run(h.ctx(), &tool.ExecRequest{Command: "sleep 30", Timeout: 100 * time.Millisecond})
+	require.NoError(t, err)
+	require.True(t, res.TimedOut, "the request's timeout ends the command")
+
+	_, err = env.Run(h.ctx(), &tool.ExecRequest{})
+	require.ErrorContains(t, err, "command", "a bad request names its field")
+}
+
+// testExecCancelled: the caller's context ends a command at once (the
+// engine cancels a call when its lease is lost or the session is
+// cancelled), and the command's processes with it.
+func testExecCancelled(t *testing.T, h *harness) {
+	env := h.open(h.newBackend(), "ses_cancel")
+	h.startCommand(env)()
+	_, ok := h.read(env, ".finished")
+	require.False(t, ok)
+}
+
+// startCommand starts a long command in env and waits until it runs; the
+// function it returns cancels the command and waits until Run returns.
+func (h *harness) startCommand(env environment.Environment) (cancelAndWait func()) {
+	h.t.Helper()
+	ctx, cancel := context.WithCancel(h.ctx())
+	ran := make(chan error, 1)
+	go func() {
+		_, err := env.Run(ctx, &tool.ExecRequest{Command: "echo > .running; sleep 600; echo > .finished", Timeout: time.Hour})
+		ran <- err
+	}()
+	require.Eventually(h.t, func() bool { _, ok := h.read(env, ".running"); return ok }, 30*time.Second, 10*time.Millisecond)
+	return func() {
+		cancel()
+		select {
+		case <-ran:
+		case <-time.After(30 * time.Second):
+			h.t.Fatal("a cancelled command still runs")
+		}
+	}
+}
+
+func testFiles(t *testing.T, h *harness) {
+	env := h.open(h.newBackend(), "ses_files")
+	h.write(env, "a/b/c.txt", "0123456789")
+	r, err := env.ReadFile(h.ctx(), "a/b/c.txt", 2, 3)
+	require.NoError(t, err)
+	require.Equal(t, "234", string(r.Data))
+	require.Equal(t, int64(10), r.Size)
+	require.True(t, r.Truncated)
+	require.Equal(t, "a/b/c.txt", r.Path)
+
+	h.write(env, "a/b/c.txt", "replaced")
+	h.requireContent(env, "a/b/c.txt", "replaced")
+
+	h.write(env, "a/z.txt", "z")
+	l, err := env.List(h.ctx(), "a", 0)
+	require.NoError(t, err)
+	require.Equal(t, 2, l.Total)
+	require.Equal(t, "b", l.Entries[0].Name)
+	require.Equal(t, workspace.EntryDir, l.Entries[0].Type)
+	require.Equal(t, "z.txt", l.Entries[1].Name)
+	require.Equal(t, int64(1), l.Entries[1].Size)
+
+	l, err = env.List(h.ctx(), "a", 1)
+	require.NoError(t, err)
+	require.True(t, l.Truncated)
+	require.Len(t, l.Entries, 1)
+
+	_, err = env.ReadFile(h.ctx(), "missing.txt", 0, 10)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	_, err = env.List(h.ctx(), "missing", 0)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+}
+
+func testFilesStayInTheWorkspace(t *testing.T, h *harness) {
+	b := h.newBackend()
+	other := h.open(b, "ses_other")
+	h.write(other, "secret.txt", "not yours")
+	env := h.open(b, "ses_mine")
+	for _, p := range []string{"../ses_other/secret.txt", "/etc/passwd"} {
+		_, err := env.ReadFile(h.ctx(), p, 0, 100)
+		require.Error(t, err, p)
+		requireOutside(t, err, p)
+		require.NotContains(t, err.Error(), "not yours")
+		err = env.WriteFile(h.ctx(), p, []byte("x"))
+		requireOutside(t, err, p)
+	}
+	// A symlink a command made that leads out is not followed out.
+	h.run(env, "ln -s ../ses_other/secret.txt link.txt")
+	_, err := env.ReadFile(h.ctx(), "link.txt", 0, 100)
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "not yours")
+	err = env.WriteFile(h.ctx(), "link.txt", []byte("overwritten"))
+	require.Error(t, err)
+	h.requireContent(other, "secret.txt", "not yours")
+}
+
+func testRemove(t *testing.T, h *harness) {
+	env := h.open(h.newBackend(), "ses_rm")
+	h.write(env, "dir/gone.txt", "x")
+	h.write(env, "dir/kept.txt", "y")
+	id, _, err := env.Snapshot(h.ctx())
+	require.NoError(t, err)
+	require.NoError(t, env.Remove(h.ctx(), "dir/gone.txt"))
+	_, ok := h.read(env, "dir/gone.txt")
+	require.False(t, ok)
+	next, _, err := env.Snapshot(h.ctx())
+	require.NoError(t, err)
+	require.NotEqual(t, id, next, "the next snapshot sees the removal")
+
+	require.ErrorIs(t, env.Remove(h.ctx(), "dir/gone.txt"), fs.ErrNotExist)
+	require.ErrorIs(t, env.Remove(h.ctx(), "dir"), workspace.ErrInvalidPath, "a directory is refused")
+	requireOutside(t, env.Remove(h.ctx(), "../ses_rm/dir/kept.txt"), "../ses_rm/dir/kept.txt")
+	// A symlink is removed itself, never what it points to.
+	h.run(env, "ln -s dir/kept.txt link")
+	require.NoError(t, env.Remove(h.ctx(), "link"))
+	h.requireContent(env, "dir/kept.txt", "y")
+}
+
+// testShared has a root and a sub-agent work in one workspace at once:
+// every write of either is in the snapshot taken after.
+func testShared(t *testing.T, h *harness) {
+	b := h.newBackend()
+	root := h.open(b, "ses_root")
+	sub, err := b.Open(h.ctx(), &environment.OpenParams{Workspace: "ses_root", Session: "ses_child"})
+	require.NoError(t, err)
+	defer sub.Close()
+	_, _, err = root.Snapshot(h.ctx()) // a record for the next snapshots to start from
+	require.NoError(t, err)
+	errs := make(chan error, 3)
+	for i, env := range []environment.Environment{root, sub} {
+		go func() {
+			for n := range 10 {
+				if err := env.WriteFile(h.ctx(), fmt.Sprintf("w%d/%d.txt", i, n), []byte("x")); err != nil {
+					errs <- err
+					return
+				}
+				if _, _, err := env.Snapshot(h.ctx()); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	go func() {
+		_, err := sub.Run(h.ctx(), &tool.ExecRequest{Command: "mkdir -p cmd && for i in 1 2 3; do echo $i > cmd/$i; done", Timeout: 30 * time.Second})
+		errs <- err
+	}()
+	for range 3 {
+		require.NoError(t, <-errs)
+	}
+	_, stats, err := root.Snapshot(h.ctx())
+	require.NoError(t, err)
+	require.Equal(t, 23, stats.Files, "no write is hidden by a snapshot taken meanwhile")
+}
+
+func testDiskQuota(t *testing.T, h *harness) {
+	const quota = 1 << 20
+	env, err := h.newBackend().Open(h.ctx(), &environment.OpenParams{Workspace: "ses_quota", Session: "ses_quota", Limits: sandbox.Limits{DiskBytes: quota}})
+	require.NoError(t, err)
+	defer env.Close()
+	h.write(env, "small.txt", "fits")
+	err = env.WriteFile(h.ctx(), "big.bin", make([]byte, 2*quota))
+	require.ErrorIs(t, err, environment.ErrDiskQuota)
+	require.Contains(t, err.Error(), "big.bin", "the error names the path")
+	_, ok := h.read(env, "big.bin")
+	require.False(t, ok, "a refused write leaves nothing")
+
+	res := h.run(env, "head -c 3145728 /dev/zero > big.bin; echo done")
+	require.Contains(t, []string{sandbox.LimitDisk, sandbox.LimitFileSize}, res.Limit, "a command past the quota is stopped: %+v", res)
+}
+
+func testSnapshotLimits(t *testing.T, h *harness) {
+	env, err := h.newBackend().Open(h.ctx(), &environment.OpenParams{Workspace: "ses_big", Session: "ses_big",
+		Snapshot: environment.SnapshotLimits{MaxFileBytes: 100, Exclude: []string{"cache"}}})
+	require.NoError(t, err)
+	defer env.Close()
+	h.write(env, "cache/huge.bin", strings.Repeat("x", 1000))
+	h.write(env, "ok.txt", "small")
+	id, stats, err := env.Snapshot(h.ctx())
+	require.NoError(t, err, "an excluded directory is not read")
+	require.Equal(t, 1, stats.Files)
+
+	h.write(env, "too-big.bin", strings.Repeat("x", 1000))
+	_, _, err = env.Snapshot(h.ctx())
+	require.ErrorIs(t, err, snapshot.ErrTooLarge)
+	require.Contains(t, err.Error(), "too-big.bin")
+	require.ErrorIs(t, env.Stop(h.ctx(), id), snapshot.ErrTooLarge, "Stop frees nothing it cannot snapshot")
+	got, ok := h.read(env, "too-big.bin")
+	require.True(t, ok)
+	require.Len(t, got, 1000)
+}
+
+// testNetwork checks, for a backend that confines the network, that a
+// program reaches nothing directly and that the proxy decides by the
+// allowlist and reports each decision.
+func testNetwork(t *testing.T, h *harness) {
+	b := h.newBackend()
+	if !b.ConfinesNetwork() {
+		t.Skipf("the %s backend does not confine the network", b.Name())
+	}
+	requireProgram(t, "curl")
+	host := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "host") }))
+	defer host.Close()
+
+	none := h.open(b, "ses_nonet")
+	res := h.run(none, "curl -s -m 5 --noproxy '*' "+host.URL)
+	require.NotZero(t, res.ExitCode, "without network the host's loopback is unreachable: %+v", res)
+
+	events := make(chan tool.NetworkEvent, 16)
+	env, err := b.Open(h.ctx(), &environment.OpenParams{Workspace: "ses_net", Session: "ses_net", Network: &environment.Network{
+		Allow: []string{"allowed.example"}, OnEvent: func(ev tool.NetworkEvent) { events <- ev },
+	}})
+	require.NoError(t, err)
+	defer env.Close()
+	res = h.run(env, "curl -s -m 10 -o /dev/null -w '%{http_code}' http://refused.example/")
+	require.Equal(t, "403", res.Stdout, "the proxy refuses a host not listed: %+v", res)
+	select {
+	case ev := <-events:
+		require.Equal(t, "refused.example", ev.Host)
+		require.False(t, ev.Allowed)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the proxy's decision was not reported")
+	}
+	res = h.run(env, "curl -s -m 5 --noproxy '*' "+host.URL)
+	require.NotZero(t, res.ExitCode, "around the proxy, nothing is reachable: %+v", res)
+}
+
+// requireProgram skips (or fails under CI=true) when a program the test
+// runs in the environment is missing.
+func requireProgram(t *testing.T, name string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s must be installed under CI=true", name)
+		}
+		t.Skipf("skipping: %s is not installed", name)
+	}
+}
+
+func testSnapshotAndRestore(t *testing.T, h *harness) {
+	env := h.open(h.newBackend(), "ses_snap")
+	h.write(env, "keep.txt", "v1")
+	h.write(env, "dir/change.txt", "before")
+	h.run(env, "mkdir -p empty && chmod 755 empty && ln -s keep.txt link")
+	id, stats, err := env.Snapshot(h.ctx())
+	require.NoError(t, err)
+	require.NotEmpty(t, id)
+	require.Equal(t, 2, stats.Files)
+	held, err := env.Holds(h.ctx(), id)
+	require.NoError(t, err)
+	require.True(t, held, "a snapshot just taken is held")
+
+	h.write(env, "dir/change.txt", "after")
+	h.write(env, "added.txt", "new")
+	h.run(env, "rm keep.txt")
+	stats, err = env.Restore(h.ctx(), id)
+	require.NoError(t, err)
+	require.Equal(t, 2, stats.Files)
+	h.requireContent(env, "keep.txt", "v1")
+	h.requireContent(env, "dir/change.txt", "before")
+	_, ok := h.read(env, "added.txt")
+	require.False(t, ok, "what the snapshot does not hold is removed")
+	require.Equal(t, "v1", strings.TrimSpace(h.run(env, "cat link; test -d empty && echo").Stdout))
+	held, err = env.Holds(h.ctx(), id)
+	require.NoError(t, err)
+	require.True(t, held, "a snapshot just restored is held")
+
+	again, _, err := env.Snapshot(h.ctx())
+	require.NoError(t, err)
+	require.Equal(t, id, again, "the same content is the same snapshot")
+
+	_, err = env.Restore(h.ctx(), strings.Repeat("0", 64))
+	require.Error(t, err, "an unknown snapshot")
+}
+
+func testSnapshotIncremental(t *testing.T, h *harness) {
+	env := h.open(h.newBackend(), "ses_incr")
+	for i := range 20 {
+		h.write(env, "src/f"+string(rune('a'+i))+".txt", strings.Repeat("x", 1000+i))
+	}
+	first, _, err := env.Snapshot(h.ctx())
+	require.NoError(t, err)
+	same, stats, err := env.Snapshot(h.ctx())
+	require.NoError(t, err)
+	require.Equal(t, first, same)
+	require.Zero(t, stats.NewBlobs, "nothing changed, nothing stored")
+
+	h.write(env, "src/fa.txt", "edited")
+	next, stats, err := env.Snapshot(h.ctx())
+	require.NoError(t, err)
+	require.NotEqual(t, first, next)
+	require.True(t, stats.Incremental, "after the file tools' writes only, a snapshot starts from the last one")
+	require.Less(t, stats.ReadBytes, int64(1000), "only the written file is read again")
+	require.Equal(t, 3, stats.NewBlobs, "the new file, its directory's tree and the root's")
+}
+
+func testRestoreElsewhere(t *testing.T, h *harness) {
+	here := h.open(h.newBackend(), "ses_move")
+	big := strings.Repeat("unchanged content ", 4096)
+	h.write(here, "big.txt", big)
+	h.write(here, "small.txt", "one")
+	first, _, err := here.Snapshot(h.ctx())
+	require.NoError(t, err)
+
+	// Another machine (another runner, another node) recreates it.
+	there := h.open(h.newBackend(), "ses_move")
+	require.True(t, there.Info().Provisioned)
+	_, err = there.Restore(h.ctx(), first)
+	require.NoError(t, err)
+	h.requireContent(there, "big.txt", big)
+	require.Equal(t, 1, h.blobs.Gets(Digest([]byte(big))))
+
+	h.write(here, "small.txt", "two")
+	second, _, err := here.Snapshot(h.ctx())
+	require.NoError(t, err)
+	_, err = there.Restore(h.ctx(), second)
+	require.NoError(t, err)
+	h.requireContent(there, "small.txt", "two")
+	require.Equal(t, 1, h.blobs.Gets(Digest([]byte(big))), "a chunk the other side holds is not fetched again")
+	require.Equal(t, 1, h.blobs.Gets(Digest([]byte("two"))))
+}
+
+func testStopAndRecreate(t *testing.T, h *harness) {
+	b := h.newBackend()
+	env, err := b.Open(h.ctx(), &environment.OpenParams{Workspace: "ses_idle", Session: "ses_idle"})
+	require.NoError(t, err)
+	h.write(env, "work/notes.md", "progress")
+	id, _, err := env.Snapshot(h.ctx())
+	require.NoError(t, err)
+	require.NoError(t, env.Stop(h.ctx(), id))
+
+	_, err = env.Run(h.ctx(), &tool.ExecRequest{Command: "true"})
+	require.ErrorIs(t, err, environment.ErrClosed)
+	_, err = env.ReadFile(h.ctx(), "work/notes.md", 0, 10)
+	require.ErrorIs(t, err, environment.ErrClosed)
+	require.NoError(t, env.Close(), "Close after Stop is fine")
+
+	again := h.open(b, "ses_idle")
+	require.True(t, again.Info().Provisioned, "a stopped environment's workspace was freed")
+	_, ok := h.read(again, "work/notes.md")
+	require.False(t, ok)
+	held, err := again.Holds(h.ctx(), id)
+	require.NoError(t, err)
+	require.False(t, held, "a recreated workspace holds no snapshot until restored")
+	_, err = again.Restore(h.ctx(), id)
+	require.NoError(t, err)
+	h.requireContent(again, "work/notes.md", "progress")
+}
+
+func testStopRefuses(t *testing.T, h *harness) {
+	b := h.newBackend()
+	env := h.open(b, "ses_busy")
+	h.write(env, "a.txt", "a")
+	id, _, err := env.Snapshot(h.ctx())
+	require.NoError(t, err)
+
+	h.write(env, "a.txt", "written after the snapshot")
+	require.ErrorIs(t, env.Stop(h.ctx(), id), environment.ErrChanged)
+	h.requireContent(env, "a.txt", "written after the snapshot")
+
+	id, _, err = env.Snapshot(h.ctx())
+	require.NoError(t, err)
+	// A call in flight: its command may still write.
+	cancelAndWait := h.startCommand(env)
+	require.ErrorIs(t, env.Stop(h.ctx(), id), environment.ErrBusy, "a command runs")
+	cancelAndWait()
+	require.NoError(t, env.Remove(h.ctx(), ".running"))
+	id, _, err = env.Snapshot(h.ctx()) // as the command left it
+	require.NoError(t, err)
+	sub, err := b.Open(h.ctx(), &environment.OpenParams{Workspace: "ses_busy", Session: "ses_sub"})
+	require.NoError(t, err)
+	require.ErrorIs(t, env.Stop(h.ctx(), id), environment.ErrBusy, "a sub-agent shares the workspace")
+	require.NoError(t, sub.Close())
+	require.NoError(t, env.Stop(h.ctx(), id))
+}
+
+func testStart(t *testing.T, h *harness) {
+	env := h.open(h.newBackend(), "ses_proc")
+	p, err := env.Start(h.ctx(), &sandbox.StartRequest{Command: `echo started >&2; while read line; do echo "got $line"; done`})
+	require.NoError(t, err)
+	_, err = p.Stdin().Write([]byte("ping\n"))
+	require.NoError(t, err)
+	line, err := bufio.NewReader(p.Stdout()).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "got ping\n", line)
+	require.Empty(t, p.Exit(), "still running")
+	p.Stop(5 * time.Second)
+	<-p.Done()
+	require.NotEmpty(t, p.Exit())
+	require.Contains(t, p.Stderr(), "started")
+}
+
+func testClose(t *testing.T, h *harness) {
+	env, err := h.newBackend().Open(h.ctx(), &environment.OpenParams{Workspace: "ses_close", Session: "ses_close"})
+	require.NoError(t, err)
+	p, err := env.Start(h.ctx(), &sandbox.StartRequest{Command: "exec sleep 600"})
+	require.NoError(t, err)
+	require.NoError(t, env.Close())
+	select {
+	case <-p.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("a program of a closed environment still runs")
+	}
+	_, err = env.Run(h.ctx(), &tool.ExecRequest{Command: "true"})
+	require.ErrorIs(t, err, environment.ErrClosed)
+	err = env.WriteFile(h.ctx(), "x", []byte("x"))
+	require.ErrorIs(t, err, environment.ErrClosed)
+	_, _, err = env.Snapshot(h.ctx())
+	require.ErrorIs(t, err, environment.ErrClosed)
+	_, err = env.Start(h.ctx(), &sandbox.StartRequest{Command: "true"})
+	require.ErrorIs(t, err, environment.ErrClosed)
+}
+
+// BenchmarkRun measures one trivial command through a backend's
+// Environment (what a shell call costs besides the command itself), so
+// that backends are compared by the same code: a remote backend's added
+// latency is its figure minus the local one's.
+func BenchmarkRun(b *testing.B, newBackend NewBackend) {
+	env, err := newBackend(b, NewBlobs(b)).Open(context.Background(), &environment.OpenParams{Workspace: "ses_bench", Session: "ses_bench"})
+	require.NoError(b, err)
+	defer env.Close()
+	req := &tool.ExecRequest{Command: "true", Timeout: time.Minute}
+	b.ResetTimer()
+	for b.Loop() {
+		res, err := env.Run(context.Background(), req)
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("run: %v %+v", err, res)
+		}
+	}
+}

@@ -1,0 +1,488 @@
+package environment
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/longhaul-dev/longhaul/internal/egress"
+	"github.com/longhaul-dev/longhaul/internal/sandbox"
+	"github.com/longhaul-dev/longhaul/internal/snapshot"
+	"github.com/longhaul-dev/longhaul/internal/tool"
+	"github.com/longhaul-dev/longhaul/internal/workspace"
+)
+
+// LocalConfig configures NewLocal. Sandbox, Workspaces and Blobs are
+// required.
+type LocalConfig struct {
+	// Sandbox runs the programs: sandbox.Detect's choice (bwrap, or local
+	// plain).
+	Sandbox sandbox.Backend
+	// Workspaces holds the workspace directories, one per workspace id.
+	Workspaces *workspace.Manager
+	// Blobs stores the snapshots' blobs by content address (the server's
+	// store; on a runner, the runner's cache in front of the server's).
+	Blobs snapshot.Blobs
+	// Cache makes snapshots incremental; it must have been made for
+	// Blobs. Default: a new one without inotify watches.
+	Cache *snapshot.Cache
+	// SocketDir holds the egress proxies' Unix sockets (0700, made when
+	// needed). Default: a directory under os.TempDir().
+	SocketDir string
+	// Logger receives the egress proxies' internal errors. Default:
+	// discarded.
+	Logger *slog.Logger
+}
+
+// NewLocal returns the backend of environments on this machine: the
+// workspace is a directory of cfg.Workspaces, programs run through
+// cfg.Sandbox, and the egress proxy of a session with network is a Unix
+// socket of this process. It is what the engine does today, behind the
+// seam; a runner uses the same backend on its own machine.
+func NewLocal(cfg *LocalConfig) (Backend, error) {
+	switch {
+	case cfg == nil:
+		return nil, errors.New("new local environment backend: config is nil")
+	case cfg.Sandbox == nil:
+		return nil, errors.New("new local environment backend: config.sandbox: is required")
+	case cfg.Workspaces == nil:
+		return nil, errors.New("new local environment backend: config.workspaces: is required")
+	case cfg.Blobs == nil:
+		return nil, errors.New("new local environment backend: config.blobs: is required")
+	}
+	b := &localBackend{cfg: *cfg, open: make(map[string]int)}
+	if b.cfg.Cache == nil {
+		c, err := snapshot.NewCache(cfg.Blobs, nil)
+		if err != nil {
+			return nil, fmt.Errorf("new local environment backend: %w", err)
+		}
+		b.cfg.Cache = c
+	}
+	if b.cfg.SocketDir == "" {
+		b.cfg.SocketDir = filepath.Join(os.TempDir(), "longhaul-env")
+	}
+	if b.cfg.Logger == nil {
+		b.cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return b, nil
+}
+
+type localBackend struct {
+	cfg LocalConfig
+
+	mu sync.Mutex
+	// open counts the open Environments of each workspace id: Stop frees
+	// a workspace only when its caller's is the only one.
+	open map[string]int
+}
+
+func (b *localBackend) Name() string { return b.cfg.Sandbox.Name() }
+
+func (b *localBackend) ConfinesNetwork() bool { return b.cfg.Sandbox.ConfinesNetwork() }
+
+// Open implements Backend.
+func (b *localBackend) Open(ctx context.Context, p *OpenParams) (Environment, error) {
+	if p == nil {
+		return nil, errors.New("open environment: params: is nil")
+	}
+	if err := workspace.ValidateSessionID(p.Workspace); err != nil {
+		return nil, fmt.Errorf("open environment: params.workspace: %w", err)
+	}
+	if err := workspace.ValidateSessionID(p.Session); err != nil {
+		return nil, fmt.Errorf("open environment: params.session: %w", err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	path := b.cfg.Workspaces.Path(p.Workspace)
+	_, statErr := os.Lstat(path)
+	provisioned := errors.Is(statErr, fs.ErrNotExist)
+	ws, err := b.cfg.Workspaces.Ensure(p.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("open environment of session %s: %w", p.Session, err)
+	}
+	if provisioned {
+		// A new directory at a path a Take may have recorded before.
+		b.cfg.Cache.Forget(ws)
+	}
+	e := &localEnv{b: b, params: *p, ws: ws, info: Info{Backend: b.Name(), Provisioned: provisioned}}
+	if err := e.startProxy(ctx); err != nil {
+		return nil, fmt.Errorf("open environment of session %s: %w", p.Session, err)
+	}
+	e.exec = b.cfg.Sandbox.Exec(sandbox.Spec{SessionID: p.Session, Workspace: ws, ProxySocket: e.socket, Limits: p.Limits})
+	b.open[p.Workspace]++
+	return e, nil
+}
+
+// release forgets one open Environment of workspace id.
+func (b *localBackend) release(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.open[id]--; b.open[id] <= 0 {
+		delete(b.open, id)
+	}
+}
+
+// socketPath names the proxy socket of a session: short enough for a Unix
+// socket path whatever the session id.
+func (b *localBackend) socketPath(session string) (string, error) {
+	if err := os.MkdirAll(b.cfg.SocketDir, 0o700); err != nil {
+		return "", fmt.Errorf("socket directory: %w", err)
+	}
+	sum := sha256.Sum256([]byte(session))
+	return filepath.Join(b.cfg.SocketDir, hex.EncodeToString(sum[:8])+".sock"), nil
+}
+
+// localEnv is an Environment of the local backend.
+type localEnv struct {
+	b      *localBackend
+	params OpenParams
+	ws     string
+	info   Info
+	exec   tool.Exec
+	socket string
+
+	mu        sync.Mutex
+	closed    bool
+	stopping  bool // Stop is checking the workspace: calls are refused
+	inflight  int  // calls begun and not over (begin)
+	stopProxy func() error
+	procs     map[*sandbox.Process]struct{}
+}
+
+func (e *localEnv) Info() Info { return e.info }
+
+// startProxy starts the egress proxy of a session with network, when the
+// sandbox reaches the network only through it.
+func (e *localEnv) startProxy(ctx context.Context) error {
+	n := e.params.Network
+	if n == nil || len(n.Allow) == 0 || !e.b.cfg.Sandbox.ConfinesNetwork() {
+		return nil
+	}
+	cfg := egress.Config{Logger: e.b.cfg.Logger, Ports: n.Ports, ControlPlane: n.ControlPlane}
+	p, err := egress.NewPolicy(n.Allow)
+	if err == nil {
+		p, err = p.WithConfig(cfg)
+	}
+	if err != nil {
+		return fmt.Errorf("params.network: %w", err)
+	}
+	sock, err := e.b.socketPath(e.params.Session)
+	if err != nil {
+		return err
+	}
+	stop, err := egress.ListenUnix(ctx, sock, p, cfg, func(ev egress.Event) {
+		if n.OnEvent != nil {
+			n.OnEvent(tool.NetworkEvent(ev))
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("start the egress proxy: %w", err)
+	}
+	e.socket, e.stopProxy = sock, stop
+	return nil
+}
+
+// begin starts a call, failing once the Environment is closed (or being
+// stopped); call the returned function when the call is over. Stop waits
+// for no call: it refuses to run while one is in flight.
+func (e *localEnv) begin() (func(), error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.closed:
+		return nil, fmt.Errorf("environment of session %s: %w", e.params.Session, ErrClosed)
+	case e.stopping:
+		return nil, fmt.Errorf("environment of session %s: %w (being stopped)", e.params.Session, ErrBusy)
+	}
+	e.inflight++
+	return func() {
+		e.mu.Lock()
+		e.inflight--
+		e.mu.Unlock()
+	}, nil
+}
+
+// Run implements Environment. A command may write anywhere in the
+// workspace: the next snapshot learns what it changed by walking (or from
+// the Cache's watches).
+func (e *localEnv) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecResult, error) {
+	finish, err := e.begin()
+	if err != nil {
+		return nil, err
+	}
+	defer finish()
+	defer e.b.cfg.Cache.BeginUnknownWrites(e.ws)()
+	return e.exec.Run(ctx, req)
+}
+
+// Start implements Environment. The program may write in the workspace as
+// long as it runs, so the snapshot record trusts no path until it ends.
+func (e *localEnv) Start(ctx context.Context, req *sandbox.StartRequest) (Process, error) {
+	finish, err := e.begin()
+	if err != nil {
+		return nil, err
+	}
+	defer finish()
+	spec := sandbox.Spec{SessionID: e.params.Session, Workspace: e.ws, ProxySocket: e.socket, Limits: e.params.Limits}
+	end := e.b.cfg.Cache.BeginUnknownWrites(e.ws)
+	p, err := e.b.cfg.Sandbox.Start(ctx, spec, req)
+	if err != nil {
+		end()
+		return nil, err
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		p.Kill()
+		end()
+		return nil, fmt.Errorf("environment of session %s: %w", e.params.Session, ErrClosed)
+	}
+	if e.procs == nil {
+		e.procs = make(map[*sandbox.Process]struct{})
+	}
+	e.procs[p] = struct{}{}
+	e.mu.Unlock()
+	go func() {
+		<-p.Done()
+		end()
+		e.mu.Lock()
+		delete(e.procs, p)
+		e.mu.Unlock()
+	}()
+	return p, nil
+}
+
+// openDir opens the workspace for one file operation; call done when it
+// is over.
+func (e *localEnv) openDir() (d *workspace.Dir, done func(), err error) {
+	finish, err := e.begin()
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err = workspace.Open(e.ws)
+	if err != nil {
+		finish()
+		return nil, nil, err
+	}
+	return d, func() { d.Close(); finish() }, nil
+}
+
+// ReadFile implements Environment.
+func (e *localEnv) ReadFile(_ context.Context, rel string, offset, limit int64) (*workspace.ReadResult, error) {
+	d, done, err := e.openDir()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return d.ReadFile(rel, offset, limit)
+}
+
+// WriteFile implements Environment.
+func (e *localEnv) WriteFile(_ context.Context, rel string, data []byte) error {
+	d, done, err := e.openDir()
+	if err != nil {
+		return err
+	}
+	defer done()
+	if q, ok := e.exec.(tool.DiskQuota); ok {
+		if err := q.CheckWrite(int64(len(data))); err != nil {
+			return fmt.Errorf("write %q: %w: %v", rel, ErrDiskQuota, err)
+		}
+	}
+	return e.changing(rel, func() error { return d.WriteFile(rel, data) })
+}
+
+// changing runs change, which changes the path rel only, telling the
+// snapshot Cache before and after, so that a snapshot taken meanwhile (a
+// sub-agent's, sharing the workspace) does not hide it. A path that is not
+// clean (change refuses it) makes the next snapshot walk, to be sure.
+func (e *localEnv) changing(rel string, change func() error) error {
+	c, err := workspace.CleanPath(rel)
+	if err != nil || c == "." {
+		defer e.b.cfg.Cache.BeginUnknownWrites(e.ws)()
+		return change()
+	}
+	slash := filepath.ToSlash(c)
+	e.b.cfg.Cache.NoteWrites(e.ws, slash)
+	defer e.b.cfg.Cache.NoteWrites(e.ws, slash)
+	return change()
+}
+
+// List implements Environment.
+func (e *localEnv) List(_ context.Context, rel string, max int) (*workspace.Listing, error) {
+	d, done, err := e.openDir()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return d.List(rel, max)
+}
+
+// Remove implements Environment.
+func (e *localEnv) Remove(_ context.Context, rel string) error {
+	d, done, err := e.openDir()
+	if err != nil {
+		return err
+	}
+	defer done()
+	return e.changing(rel, func() error { return d.Remove(rel) })
+}
+
+// take snapshots the workspace under the params' limits.
+func (e *localEnv) take(ctx context.Context) (string, snapshot.Stats, error) {
+	l := e.params.Snapshot
+	return snapshot.Take(ctx, e.b.cfg.Blobs, e.ws, snapshot.Options{
+		MaxFileBytes: l.MaxFileBytes, MaxTotalBytes: l.MaxTotalBytes, Exclude: l.Exclude,
+		Cache: e.b.cfg.Cache, Incremental: true,
+	})
+}
+
+// Snapshot implements Environment.
+func (e *localEnv) Snapshot(ctx context.Context) (string, snapshot.Stats, error) {
+	finish, err := e.begin()
+	if err != nil {
+		return "", snapshot.Stats{}, err
+	}
+	defer finish()
+	id, stats, err := e.take(ctx)
+	if err != nil {
+		return "", stats, fmt.Errorf("snapshot the workspace of session %s: %w", e.params.Session, err)
+	}
+	e.record(id)
+	return id, stats, nil
+}
+
+// record notes that the copy contains snapshot id. The list only spares a
+// restore later: failing to keep it costs a restore, never a snapshot.
+func (e *localEnv) record(id string) {
+	if err := e.b.cfg.Workspaces.RecordSnapshot(e.params.Workspace, e.params.Session, id); err != nil {
+		e.b.cfg.Logger.Warn("record workspace snapshot", "session", e.params.Session, "err", err)
+	}
+}
+
+// Restore implements Environment.
+func (e *localEnv) Restore(ctx context.Context, id string) (snapshot.Stats, error) {
+	finish, err := e.begin()
+	if err != nil {
+		return snapshot.Stats{}, err
+	}
+	defer finish()
+	defer e.b.cfg.Cache.Forget(e.ws) // walked next, even if watched
+	defer e.b.cfg.Cache.BeginUnknownWrites(e.ws)()
+	stats, err := snapshot.Restore(ctx, e.b.cfg.Blobs, id, e.ws)
+	if err != nil {
+		return stats, fmt.Errorf("restore the workspace of session %s from snapshot %s: %w", e.params.Session, id, err)
+	}
+	e.record(id)
+	return stats, nil
+}
+
+// Holds implements Environment.
+func (e *localEnv) Holds(_ context.Context, id string) (bool, error) {
+	finish, err := e.begin()
+	if err != nil {
+		return false, err
+	}
+	defer finish()
+	known, _, err := e.b.cfg.Workspaces.HasSnapshot(e.params.Workspace, e.params.Session, id)
+	return known, err
+}
+
+// Stop implements Environment. It ends the programs Start started first
+// (what they write must be in the snapshot or nowhere), then checks the
+// workspace against id; refused, the Environment stays open.
+func (e *localEnv) Stop(ctx context.Context, id string) error {
+	b := e.b
+	b.mu.Lock() // no Open of any workspace meanwhile, this one's included
+	defer b.mu.Unlock()
+	if n := b.open[e.params.Workspace]; n > 1 {
+		return fmt.Errorf("stop the environment of session %s: %w (%d open)", e.params.Session, ErrBusy, n)
+	}
+	e.mu.Lock()
+	switch {
+	case e.closed:
+		e.mu.Unlock()
+		return fmt.Errorf("environment of session %s: %w", e.params.Session, ErrClosed)
+	case e.stopping || e.inflight > 0:
+		e.mu.Unlock()
+		return fmt.Errorf("stop the environment of session %s: %w (calls in flight)", e.params.Session, ErrBusy)
+	}
+	e.stopping = true // no new call while it is checked and freed
+	e.mu.Unlock()
+	e.endPrograms()
+	// The snapshot id is the digest of the workspace's content: equal ids,
+	// equal workspaces, so removing it loses nothing id does not hold.
+	got, _, err := e.take(ctx)
+	if err == nil && got != id {
+		err = fmt.Errorf("%w: it is snapshot %s, not %s", ErrChanged, got, id)
+	}
+	e.mu.Lock()
+	e.stopping = false
+	e.closed = e.closed || err == nil
+	e.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("stop the environment of session %s: %w", e.params.Session, err)
+	}
+	delete(b.open, e.params.Workspace)
+	defer b.cfg.Cache.Forget(e.ws)
+	if err := e.stopProxyOnce(); err != nil {
+		return err
+	}
+	if err := b.cfg.Workspaces.Remove(e.params.Workspace); err != nil {
+		return fmt.Errorf("stop the environment of session %s: %w", e.params.Session, err)
+	}
+	return nil
+}
+
+// Close implements Environment. A command in flight is not interrupted:
+// its caller's context is.
+func (e *localEnv) Close() error {
+	e.mu.Lock()
+	was := e.closed
+	e.closed = true
+	e.mu.Unlock()
+	if was {
+		return nil
+	}
+	e.endPrograms()
+	err := e.stopProxyOnce()
+	e.b.release(e.params.Workspace)
+	return err
+}
+
+// endPrograms kills the programs Start started and waits until they are
+// reaped.
+func (e *localEnv) endPrograms() {
+	e.mu.Lock()
+	procs := make([]*sandbox.Process, 0, len(e.procs))
+	for p := range e.procs {
+		procs = append(procs, p)
+	}
+	e.mu.Unlock()
+	for _, p := range procs {
+		p.Kill()
+	}
+}
+
+// stopProxyOnce stops the egress proxy, if one runs (after the programs:
+// they may be using it).
+func (e *localEnv) stopProxyOnce() error {
+	e.mu.Lock()
+	stop := e.stopProxy
+	e.stopProxy = nil
+	e.mu.Unlock()
+	if stop == nil {
+		return nil
+	}
+	if err := stop(); err != nil {
+		return fmt.Errorf("stop the egress proxy of session %s: %w", e.params.Session, err)
+	}
+	return nil
+}
