@@ -302,7 +302,7 @@ func TestRetriesConnectionRefused(t *testing.T) {
 		writeJSON(w, http.StatusCreated, lt.Agent{Name: "a", Version: 1})
 	})
 	var ds []time.Duration
-	c, err := New("http://"+addr, &Config{Sleep: func(ctx context.Context, d time.Duration) error {
+	c, err := New("http://"+addr, &Config{HTTPClient: ownTransport(t), Sleep: func(ctx context.Context, d time.Duration) error {
 		if len(ds) == 0 {
 			startServerAt(t, rc, addr)
 		}
@@ -324,7 +324,7 @@ func TestContextEndsRetries(t *testing.T) {
 	})
 	srv := startServer(t, rc)
 	ctx, cancel := context.WithCancel(t.Context())
-	c, err := New(srv.URL, &Config{Sleep: func(ctx context.Context, d time.Duration) error {
+	c, err := New(srv.URL, &Config{HTTPClient: ownTransport(t), Sleep: func(ctx context.Context, d time.Duration) error {
 		cancel()
 		return ctx.Err()
 	}})

@@ -87,6 +87,7 @@ func TestStreamEventsContinuesAcrossServerRestart(t *testing.T) {
 
 	restarts := 0
 	c, err := New(srv.URL, &Config{
+		HTTPClient: ownTransport(t),
 		// The first backoff sleep comes after a reconnect found nothing
 		// listening: bring the server back then, with a grown journal.
 		Sleep: func(ctx context.Context, d time.Duration) error {
@@ -314,6 +315,7 @@ func TestStreamEventsBackoffGrowsWhileUnavailable(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	var ds []time.Duration
 	c, err := New(srv.URL, &Config{
+		HTTPClient: ownTransport(t),
 		MinBackoff: 100 * time.Millisecond,
 		MaxBackoff: 400 * time.Millisecond,
 		Sleep: func(ctx context.Context, d time.Duration) error {

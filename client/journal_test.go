@@ -343,9 +343,23 @@ func newTestClient(t *testing.T, srvURL string, cfg *Config) (*Client, *sleeps) 
 	if cfg.Sleep == nil {
 		cfg.Sleep = s.sleep
 	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = ownTransport(t)
+	}
 	c, err := New(srvURL, cfg)
 	require.NoError(t, err)
 	return c, s
+}
+
+// ownTransport is an HTTP client with a transport of its own. A client on
+// http.DefaultTransport fails now and then with "CloseIdleConnections
+// called": httptest.Server.Close, in a test running in parallel, closes the
+// default transport's idle connections, one of which this client's request
+// may have just taken.
+func ownTransport(t *testing.T) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
 }
 
 // seqs returns the seqs of evs.

@@ -33,7 +33,7 @@ func TestTaskReport(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(want)
 	}))
 	t.Cleanup(srv.Close)
-	c, err := New(srv.URL, nil)
+	c, err := New(srv.URL, &Config{HTTPClient: ownTransport(t)})
 	require.NoError(t, err)
 
 	got, err := c.TaskReport(t.Context(), lt.TaskReportParams{Since: "2d", Until: "2025-03-03T00:00:00Z", Agent: "writer", Project: "support",

@@ -42,7 +42,7 @@ func TestSessionTrace(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(want)
 	}))
 	t.Cleanup(srv.Close)
-	c, err := New(srv.URL, nil)
+	c, err := New(srv.URL, &Config{HTTPClient: ownTransport(t)})
 	require.NoError(t, err)
 	ctx := context.Background()
 

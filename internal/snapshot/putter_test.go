@@ -13,11 +13,12 @@ import (
 )
 
 // batchBlobs is a memBlobs that also stores batches (as store.Store does),
-// whose first BlobHas waits for gate: the blobs queued meanwhile are there
-// for the putter to batch. failBatch fails every batch.
+// whose first BlobHas closes held and then waits for gate: the blobs queued
+// meanwhile are there for the putter to batch. failBatch fails every batch.
 type batchBlobs struct {
 	*memBlobs
 	gate      chan struct{}
+	held      chan struct{}
 	gateOnce  sync.Once
 	failBatch bool
 
@@ -26,7 +27,10 @@ type batchBlobs struct {
 }
 
 func (b *batchBlobs) BlobHas(ctx context.Context, d string) (bool, error) {
-	b.gateOnce.Do(func() { <-b.gate })
+	b.gateOnce.Do(func() {
+		close(b.held)
+		<-b.gate
+	})
 	return b.memBlobs.BlobHas(ctx, d)
 }
 
@@ -50,16 +54,22 @@ func (b *batchBlobs) BlobPutMany(ctx context.Context, blobs map[string][]byte) e
 	return nil
 }
 
-// queueBlobs puts n blobs, one already stored, while the putter is held at
-// its first BlobHas, then lets it go and waits for it.
+// queueBlobs puts blob 0 (already stored), waits until the putter is held
+// at its BlobHas, puts blobs 1 to n-1 meanwhile, then lets it go and waits
+// for it. Waiting for the hold makes the batches certain: blob 0 alone,
+// then the n-1 others together (queued before the putter could look).
 func queueBlobs(t *testing.T, b *batchBlobs, n int) (newBlobs int, err error) {
 	t.Helper()
+	b.held = make(chan struct{})
 	known := []byte("blob 0")
 	b.putRaw(t, known)
 	p := newPutter(context.Background(), b, nil)
 	for i := range n {
 		data := []byte(fmt.Sprintf("blob %d", i))
 		require.NoError(t, p.put(sha256Hex(data), data, fmt.Sprintf("content of %q", fmt.Sprintf("f%d", i)), true))
+		if i == 0 {
+			<-b.held
+		}
 	}
 	close(b.gate)
 	newBlobs, _, err = p.finish()
@@ -77,11 +87,10 @@ func TestPutterStoresQueuedBlobsInOneBatch(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, has, "blob %d", i)
 	}
-	// The first batch was taken before the others were queued; the rest
-	// waited for it and went together.
-	calls := len(b.batches) + b.puts - 1 // less putRaw's
-	require.LessOrEqual(t, calls, 2, "batches %v, single puts %d", b.batches, b.puts-1)
-	require.GreaterOrEqual(t, b.batches[len(b.batches)-1], 17)
+	// Blob 0 was taken alone (and found stored); the others waited for it
+	// and went together, in one transaction.
+	require.Equal(t, []int{19}, b.batches)
+	require.Equal(t, 1, b.puts, "no blob stored alone (the one put is putRaw's)")
 }
 
 func TestPutterBatchErrorFailsTheTake(t *testing.T) {
