@@ -265,9 +265,6 @@ func (h *Hub) watch(ctx context.Context, r *Runner, check KeyCheck) {
 			h.log.Warn("check a runner's key", "runner", r.Row.Name, "err", err)
 		case !valid:
 			h.log.Info("runner's key revoked: closing its connection", "runner", r.Row.Name, "key_id", r.Row.KeyID)
-			// The row goes before the runner is told: once it knows it
-			// was refused, the list no longer shows it.
-			h.forget(r)
 			r.Conn.CloseWith(link.StatusKeyRevoked, "the runner's API key was revoked or expired")
 			continue
 		}
