@@ -17,8 +17,12 @@
 //     connection dead. Another key of the project is refused the name
 //     (link.StatusNameHeld) while its holder's row is fresh, and takes it
 //     over only once the row went stale (StaleAfter; the older connection
-//     is closed with link.StatusTakenOver), so one runner key cannot knock
-//     its project's other runners offline.
+//     is closed with link.StatusTakenOver, on this node at once and on
+//     another at its next touch, which finds the row not its own and
+//     leaves it so), so one runner key cannot knock its project's other
+//     runners offline.
+//   - Staleness is judged by the store's clock alone (the row's times are
+//     the database's), so nodes whose clocks disagree agree on it.
 //   - Every Config.TouchInterval the connection's key is read again
 //     (KeyCheck): a revoked or expired key closes the connection with
 //     link.StatusKeyRevoked. A failure to read it (the database away) is
