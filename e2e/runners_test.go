@@ -50,11 +50,17 @@ func TestRunnerConnections(t *testing.T) {
 	ops, err := client.New(k.srv.url, &client.Config{APIKey: operator.Key})
 	require.NoError(t, err)
 
-	// The runner key opens nothing but its connection; no other role's
-	// key, an admin's included, opens that.
-	r := k.send(runnerKey.Key, http.MethodGet, "/v1/sessions", "")
-	require.Equal(t, http.StatusForbidden, r.status, "%s", r.body)
-	r = k.send(runnerKey.Key, http.MethodGet, "/v1/runners", "")
+	// The runner key opens nothing but its connection: not who it is,
+	// not the API's document, not a path that does not exist (a 403, not
+	// a 404 that would map the API); no other role's key, an admin's
+	// included, opens its connection.
+	var r httpResult
+	for _, path := range []string{"/v1/sessions", "/v1/runners", "/v1/me", "/v1/openapi.json", "/v1/version", "/v1/no-such-route"} {
+		r = k.send(runnerKey.Key, http.MethodGet, path, "")
+		require.Equal(t, http.StatusForbidden, r.status, "%s: %s", path, r.body)
+		require.Contains(t, string(r.body), "a runner key opens its connection and nothing else", path)
+	}
+	r = k.send(runnerKey.Key, http.MethodPost, "/v1/sessions", `{"agent":"x","input":"hi"}`)
 	require.Equal(t, http.StatusForbidden, r.status, "%s", r.body)
 	for _, key := range []string{boot, operator.Key} {
 		_, resp, err := websocket.Dial(ctx, k.srv.url+"/v1/runners/connect", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}})

@@ -263,6 +263,9 @@ func (h *Hub) watch(ctx context.Context, r *Runner, check KeyCheck) {
 			h.log.Warn("check a runner's key", "runner", r.Row.Name, "err", err)
 		case !valid:
 			h.log.Info("runner's key revoked: closing its connection", "runner", r.Row.Name, "key_id", r.Row.KeyID)
+			// Unlisted before the runner is told, so that no list read
+			// after the runner stopped shows it.
+			h.forget(r)
 			r.Conn.CloseWith(link.StatusKeyRevoked, "the runner's API key was revoked or expired")
 			continue
 		}
