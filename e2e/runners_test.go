@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -333,4 +334,78 @@ func TestFrozenRunnerDroppedAndBack(t *testing.T) {
 	require.NoError(t, box.cmd.Process.Signal(syscall.SIGCONT))
 	require.Eventually(t, func() bool { return listed() == 1 }, 60*time.Second, 50*time.Millisecond,
 		"the thawed runner connects again")
+}
+
+// TestRunnerStaleTakeoverAcrossNodes: two nodes on one PostgreSQL store.
+// A runner of key 1 connected to node A; node A freezes (SIGSTOP: it
+// keeps the connection but touches nothing), so the row goes stale by the
+// database's clock, and a runner of key 2 takes the name over on node B.
+// Thawed, node A finds at its next check that its row was taken and
+// closes its connection with 4006 ("taken over"), leaving the row to node
+// B rather than touching it back; the first runner does not stop for good
+// (another key must not be able to stop it): it keeps trying, refused
+// while the name is held.
+func TestRunnerStaleTakeoverAcrossNodes(t *testing.T) {
+	t.Parallel()
+	const boot = "lh-runners-takeover-bootstrap"
+	c := newCluster(t, pgtest.FreshSchema(t), 4*time.Second)
+	c.args = append(c.args, "--api-key", boot, "--runner-check-interval", "200ms")
+	ia, ib := c.add(), c.add()
+	a, b := c.nodes[ia], c.nodes[ib]
+	ctx := t.Context()
+	newKey := func(name string) lt.APIKey {
+		r := httpSend(t, a, http.MethodPost, "/v1/keys", "", []byte(`{"name":"`+name+`","role":"runner"}`),
+			map[string]string{"Authorization": "Bearer " + boot, "Content-Type": "application/json"})
+		require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+		var key lt.APIKey
+		require.NoError(t, json.Unmarshal(r.body, &key))
+		return key
+	}
+	key1, key2 := newKey("box-one"), newKey("box-two")
+	list := func(srv *server) []lt.Runner {
+		cl, err := client.New(srv.url, &client.Config{APIKey: boot})
+		require.NoError(t, err)
+		l, err := cl.ListRunners(ctx, "")
+		require.NoError(t, err)
+		return l.Data
+	}
+
+	first := startRunner(t, a.url, key1.Key, "box1")
+	require.Eventually(t, func() bool {
+		l := list(b)
+		return len(l) == 1 && l[0].Node == c.ids[ia] && l[0].KeyID == key1.ID
+	}, 30*time.Second, 20*time.Millisecond, "node B lists the runner node A holds")
+
+	logFrom := a.logSize()
+	a.pause()
+	second := startRunner(t, b.url, key2.Key, "box1")
+	require.Eventually(t, func() bool {
+		l := list(b)
+		return len(l) == 1 && l[0].Node == c.ids[ib] && l[0].KeyID == key2.ID
+	}, 30*time.Second, 20*time.Millisecond, "key 2 takes the name once node A's row is stale")
+	a.resume()
+
+	require.Eventually(t, func() bool {
+		return strings.Contains(a.logSince(logFrom), "taken over by another key")
+	}, 30*time.Second, 20*time.Millisecond, "node A closes its connection at its next check")
+	require.Eventually(t, func() bool {
+		return strings.Contains(first.stderr.String(), "StatusCode(4006)")
+	}, 30*time.Second, 20*time.Millisecond, "the first runner is told its name was taken over")
+	// It keeps trying (refused while key 2 holds the name), and node A
+	// never took the row back: both nodes list key 2's connection on B.
+	require.Eventually(t, func() bool {
+		return strings.Contains(first.stderr.String(), "StatusCode(4005)")
+	}, 30*time.Second, 20*time.Millisecond, "the first runner tries again, refused while the name is held")
+	select {
+	case <-first.done:
+		t.Fatalf("the first runner stopped for good:\n%s", first.stderr.String())
+	default:
+	}
+	for _, srv := range []*server{a, b} {
+		l := list(srv)
+		require.Len(t, l, 1)
+		require.Equal(t, key2.ID, l[0].KeyID)
+		require.Equal(t, c.ids[ib], l[0].Node)
+	}
+	second.kill(t)
 }
