@@ -205,11 +205,10 @@ var sandboxSyscalls = map[string]map[string]int{
 		"io_setup": 0, "io_destroy": 1, "io_submit": 2, "io_cancel": 3, "io_getevents": 4, "io_pgetevents": 292, "io_uring_setup": 425},
 }
 
-// TestAdversarialSandbox_KernelSyscallsDenied: eBPF, the kernel keyring,
-// perf events, module loading, kexec, userfaultfd and attaching to another
-// process with ptrace fail with EPERM (the seccomp filter), cleanly.
-func TestAdversarialSandbox_KernelSyscallsDenied(t *testing.T) {
-	t.Parallel()
+// sandboxSyscallNumbers are this architecture's sandboxSyscalls; it skips
+// without them, or without perl, which makes the calls.
+func sandboxSyscallNumbers(t *testing.T) map[string]int {
+	t.Helper()
 	nr, ok := sandboxSyscalls[runtime.GOARCH]
 	if !ok {
 		t.Skipf("no syscall numbers for %s", runtime.GOARCH)
@@ -217,6 +216,15 @@ func TestAdversarialSandbox_KernelSyscallsDenied(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/perl"); err != nil {
 		t.Skip("perl is not installed: the system calls are not probed")
 	}
+	return nr
+}
+
+// TestAdversarialSandbox_KernelSyscallsDenied: eBPF, the kernel keyring,
+// perf events, module loading, kexec, userfaultfd and attaching to another
+// process with ptrace fail with EPERM (the seccomp filter), cleanly.
+func TestAdversarialSandbox_KernelSyscallsDenied(t *testing.T) {
+	t.Parallel()
+	nr := sandboxSyscallNumbers(t)
 	srv := sandboxServer(t)
 	var cmds []string
 	for _, name := range []string{"bpf", "keyctl", "add_key", "perf_event_open", "init_module", "kexec_load", "userfaultfd"} {
@@ -256,13 +264,7 @@ func sandboxAsyncIOProbe(nr map[string]int, name string) string {
 // sandbox's, not the machine's.
 func TestAdversarialSandbox_AsyncIODenied(t *testing.T) {
 	t.Parallel()
-	nr, ok := sandboxSyscalls[runtime.GOARCH]
-	if !ok {
-		t.Skipf("no syscall numbers for %s", runtime.GOARCH)
-	}
-	if _, err := os.Stat("/usr/bin/perl"); err != nil {
-		t.Skip("perl is not installed: the system calls are not probed")
-	}
+	nr := sandboxSyscallNumbers(t)
 	host, err := exec.Command("sh", "-c", sandboxAsyncIOProbe(nr, "io_setup")).CombinedOutput()
 	require.NoError(t, err, "%s", host)
 	if !strings.HasPrefix(string(host), "io_setup 0 ") {

@@ -259,6 +259,44 @@ func startRelay(t *testing.T, target string) *relay {
 // bytes is every message the relay passed, one a line.
 func (rl *relay) bytes() string { return rl.rec.String() }
 
+// runnerNodes are two nodes on a fresh PostgreSQL schema that take the
+// bootstrap key boot and check their runners every 200 ms, with their
+// node ids.
+type runnerNodes struct {
+	a, b     *server
+	idA, idB string
+}
+
+func startRunnerNodes(t *testing.T, boot string) runnerNodes {
+	t.Helper()
+	c := newCluster(t, pgtest.FreshSchema(t), 4*time.Second)
+	c.args = append(c.args, "--api-key", boot, "--runner-check-interval", "200ms")
+	ia, ib := c.add(), c.add()
+	return runnerNodes{a: c.nodes[ia], b: c.nodes[ib], idA: c.ids[ia], idB: c.ids[ib]}
+}
+
+// runnerKeyOn creates a runner key named name on srv as the bootstrap
+// admin boot.
+func runnerKeyOn(t *testing.T, srv *server, boot, name string) lt.APIKey {
+	t.Helper()
+	r := httpSend(t, srv, http.MethodPost, "/v1/keys", "", []byte(`{"name":"`+name+`","role":"runner"}`),
+		map[string]string{"Authorization": "Bearer " + boot, "Content-Type": "application/json"})
+	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	var key lt.APIKey
+	require.NoError(t, json.Unmarshal(r.body, &key))
+	return key
+}
+
+// runnersOn is GET /v1/runners on srv as the bootstrap admin boot.
+func runnersOn(t *testing.T, srv *server, boot string) []lt.Runner {
+	t.Helper()
+	cl, err := client.New(srv.url, &client.Config{APIKey: boot})
+	require.NoError(t, err)
+	l, err := cl.ListRunners(t.Context(), "")
+	require.NoError(t, err)
+	return l.Data
+}
+
 // TestRunnersAcrossNodes: two nodes on one PostgreSQL store. A runner
 // connected to node A is listed by node B (node A's id on it); a runner
 // of the same name connecting to node B replaces it, and node A closes
@@ -268,28 +306,15 @@ func (rl *relay) bytes() string { return rl.rec.String() }
 func TestRunnersAcrossNodes(t *testing.T) {
 	t.Parallel()
 	const boot = "lh-runners-nodes-bootstrap"
-	c := newCluster(t, pgtest.FreshSchema(t), 4*time.Second)
-	c.args = append(c.args, "--api-key", boot, "--runner-check-interval", "200ms")
-	ia, ib := c.add(), c.add()
-	a, b := c.nodes[ia], c.nodes[ib]
-	ctx := t.Context()
-	r := httpSend(t, a, http.MethodPost, "/v1/keys", "", []byte(`{"name":"box","role":"runner"}`),
-		map[string]string{"Authorization": "Bearer " + boot, "Content-Type": "application/json"})
-	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
-	var key lt.APIKey
-	require.NoError(t, json.Unmarshal(r.body, &key))
-	list := func(srv *server) []lt.Runner {
-		cl, err := client.New(srv.url, &client.Config{APIKey: boot})
-		require.NoError(t, err)
-		l, err := cl.ListRunners(ctx, "")
-		require.NoError(t, err)
-		return l.Data
-	}
+	n := startRunnerNodes(t, boot)
+	a, b := n.a, n.b
+	key := runnerKeyOn(t, a, boot, "box")
+	list := func(srv *server) []lt.Runner { return runnersOn(t, srv, boot) }
 
 	onA := startRunner(t, a.url, key.Key, "box1", "--label", "on-a")
 	require.Eventually(t, func() bool {
 		l := list(b)
-		return len(l) == 1 && l[0].Node == c.ids[ia]
+		return len(l) == 1 && l[0].Node == n.idA
 	}, 30*time.Second, 20*time.Millisecond, "node B lists the runner node A holds")
 
 	onB := startRunner(t, b.url, key.Key, "box1", "--label", "on-b")
@@ -298,7 +323,7 @@ func TestRunnersAcrossNodes(t *testing.T) {
 	require.Contains(t, stderr, "replaced")
 	l := list(a)
 	require.Len(t, l, 1)
-	require.Equal(t, c.ids[ib], l[0].Node, "node A lists the newer connection, on node B")
+	require.Equal(t, n.idB, l[0].Node, "node A lists the newer connection, on node B")
 	require.Equal(t, []string{"on-b"}, l[0].Labels)
 
 	b.kill()
@@ -348,32 +373,15 @@ func TestFrozenRunnerDroppedAndBack(t *testing.T) {
 func TestRunnerStaleTakeoverAcrossNodes(t *testing.T) {
 	t.Parallel()
 	const boot = "lh-runners-takeover-bootstrap"
-	c := newCluster(t, pgtest.FreshSchema(t), 4*time.Second)
-	c.args = append(c.args, "--api-key", boot, "--runner-check-interval", "200ms")
-	ia, ib := c.add(), c.add()
-	a, b := c.nodes[ia], c.nodes[ib]
-	ctx := t.Context()
-	newKey := func(name string) lt.APIKey {
-		r := httpSend(t, a, http.MethodPost, "/v1/keys", "", []byte(`{"name":"`+name+`","role":"runner"}`),
-			map[string]string{"Authorization": "Bearer " + boot, "Content-Type": "application/json"})
-		require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
-		var key lt.APIKey
-		require.NoError(t, json.Unmarshal(r.body, &key))
-		return key
-	}
-	key1, key2 := newKey("box-one"), newKey("box-two")
-	list := func(srv *server) []lt.Runner {
-		cl, err := client.New(srv.url, &client.Config{APIKey: boot})
-		require.NoError(t, err)
-		l, err := cl.ListRunners(ctx, "")
-		require.NoError(t, err)
-		return l.Data
-	}
+	n := startRunnerNodes(t, boot)
+	a, b := n.a, n.b
+	key1, key2 := runnerKeyOn(t, a, boot, "box-one"), runnerKeyOn(t, a, boot, "box-two")
+	list := func(srv *server) []lt.Runner { return runnersOn(t, srv, boot) }
 
 	first := startRunner(t, a.url, key1.Key, "box1")
 	require.Eventually(t, func() bool {
 		l := list(b)
-		return len(l) == 1 && l[0].Node == c.ids[ia] && l[0].KeyID == key1.ID
+		return len(l) == 1 && l[0].Node == n.idA && l[0].KeyID == key1.ID
 	}, 30*time.Second, 20*time.Millisecond, "node B lists the runner node A holds")
 
 	logFrom := a.logSize()
@@ -381,7 +389,7 @@ func TestRunnerStaleTakeoverAcrossNodes(t *testing.T) {
 	second := startRunner(t, b.url, key2.Key, "box1")
 	require.Eventually(t, func() bool {
 		l := list(b)
-		return len(l) == 1 && l[0].Node == c.ids[ib] && l[0].KeyID == key2.ID
+		return len(l) == 1 && l[0].Node == n.idB && l[0].KeyID == key2.ID
 	}, 30*time.Second, 20*time.Millisecond, "key 2 takes the name once node A's row is stale")
 	a.resume()
 
@@ -405,7 +413,7 @@ func TestRunnerStaleTakeoverAcrossNodes(t *testing.T) {
 		l := list(srv)
 		require.Len(t, l, 1)
 		require.Equal(t, key2.ID, l[0].KeyID)
-		require.Equal(t, c.ids[ib], l[0].Node)
+		require.Equal(t, n.idB, l[0].Node)
 	}
 	second.kill(t)
 }
