@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -198,15 +199,16 @@ func TestAdversarialSandbox_NoNamespacesNoMounts(t *testing.T) {
 // sandboxSyscalls are the numbers of the probed calls by architecture (the
 // sandbox has perl, not a C compiler).
 var sandboxSyscalls = map[string]map[string]int{
-	"amd64": {"bpf": 321, "keyctl": 250, "add_key": 248, "perf_event_open": 298, "ptrace": 101, "init_module": 175, "kexec_load": 246, "userfaultfd": 323, "clone": 56},
-	"arm64": {"bpf": 280, "keyctl": 219, "add_key": 217, "perf_event_open": 241, "ptrace": 117, "init_module": 105, "kexec_load": 104, "userfaultfd": 282, "clone": 220},
+	"amd64": {"bpf": 321, "keyctl": 250, "add_key": 248, "perf_event_open": 298, "ptrace": 101, "init_module": 175, "kexec_load": 246, "userfaultfd": 323, "clone": 56,
+		"io_setup": 206, "io_destroy": 207, "io_getevents": 208, "io_submit": 209, "io_cancel": 210, "io_pgetevents": 333, "io_uring_setup": 425},
+	"arm64": {"bpf": 280, "keyctl": 219, "add_key": 217, "perf_event_open": 241, "ptrace": 117, "init_module": 105, "kexec_load": 104, "userfaultfd": 282, "clone": 220,
+		"io_setup": 0, "io_destroy": 1, "io_submit": 2, "io_cancel": 3, "io_getevents": 4, "io_pgetevents": 292, "io_uring_setup": 425},
 }
 
-// TestAdversarialSandbox_KernelSyscallsDenied: eBPF, the kernel keyring,
-// perf events, module loading, kexec, userfaultfd and attaching to another
-// process with ptrace fail with EPERM (the seccomp filter), cleanly.
-func TestAdversarialSandbox_KernelSyscallsDenied(t *testing.T) {
-	t.Parallel()
+// sandboxSyscallNumbers are this architecture's sandboxSyscalls; it skips
+// without them, or without perl, which makes the calls.
+func sandboxSyscallNumbers(t *testing.T) map[string]int {
+	t.Helper()
 	nr, ok := sandboxSyscalls[runtime.GOARCH]
 	if !ok {
 		t.Skipf("no syscall numbers for %s", runtime.GOARCH)
@@ -214,6 +216,15 @@ func TestAdversarialSandbox_KernelSyscallsDenied(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/perl"); err != nil {
 		t.Skip("perl is not installed: the system calls are not probed")
 	}
+	return nr
+}
+
+// TestAdversarialSandbox_KernelSyscallsDenied: eBPF, the kernel keyring,
+// perf events, module loading, kexec, userfaultfd and attaching to another
+// process with ptrace fail with EPERM (the seccomp filter), cleanly.
+func TestAdversarialSandbox_KernelSyscallsDenied(t *testing.T) {
+	t.Parallel()
+	nr := sandboxSyscallNumbers(t)
 	srv := sandboxServer(t)
 	var cmds []string
 	for _, name := range []string{"bpf", "keyctl", "add_key", "perf_event_open", "init_module", "kexec_load", "userfaultfd"} {
@@ -228,6 +239,94 @@ func TestAdversarialSandbox_KernelSyscallsDenied(t *testing.T) {
 	for i, o := range out {
 		require.Contains(t, o, "-1 Operation not permitted", "call %d was not denied: %s", i, o)
 	}
+}
+
+// sandboxAsyncIOProbe is a shell command that makes the system call name
+// (Linux AIO or io_uring) with arguments a working kernel accepts
+// (io_setup: 8 events and a context to fill; io_uring_setup: 8 entries and
+// zeroed parameters; the others: nothing to act on) and prints
+// "NAME RESULT ERRNO".
+func sandboxAsyncIOProbe(nr map[string]int, name string) string {
+	args := "0, 0, 0, 0, 0"
+	switch name {
+	case "io_setup":
+		args = `8, $c`
+	case "io_uring_setup":
+		args = `8, $p`
+	}
+	return `perl -e '$c = pack("Q", 0); $p = "\0" x 120; $r = syscall(` + strconv.Itoa(nr[name]) + `, ` + args + `); print "` + name + ` $r $!\n"'`
+}
+
+// TestAdversarialSandbox_AsyncIODenied: Linux AIO, whose writes raise no
+// inotify event while the file stays open (the quota's tracker would not
+// see them), and io_uring fail with EPERM inside the sandbox (the seccomp
+// filter), while the same probe works on the host: the denial is the
+// sandbox's, not the machine's.
+func TestAdversarialSandbox_AsyncIODenied(t *testing.T) {
+	t.Parallel()
+	nr := sandboxSyscallNumbers(t)
+	host, err := exec.Command("sh", "-c", sandboxAsyncIOProbe(nr, "io_setup")).CombinedOutput()
+	require.NoError(t, err, "%s", host)
+	if !strings.HasPrefix(string(host), "io_setup 0 ") {
+		t.Skipf("the host itself refuses Linux AIO (%s): the sandbox's filter cannot be told apart", strings.TrimSpace(string(host)))
+	}
+	srv := sandboxServer(t)
+	names := []string{"io_setup", "io_submit", "io_getevents", "io_pgetevents", "io_cancel", "io_destroy", "io_uring_setup"}
+	var cmds []string
+	for _, name := range names {
+		cmds = append(cmds, sandboxAsyncIOProbe(nr, name))
+	}
+	out, _ := sandboxAttack(t, srv, nil, cmds...)
+	for i, o := range out {
+		require.Contains(t, o, names[i]+" -1 Operation not permitted", "%s was not denied: %s", names[i], o)
+	}
+}
+
+// TestAdversarialSandbox_QuotaEvasions: writes a model might hope the
+// quota's tracker misses all leave the workspace over environment.disk_mb,
+// and each is stopped while it runs, as the quota says (it never reaches
+// the echo after its sleep): sparse files, which take no blocks (the
+// quota counts their size), grown by truncate and by a write far past
+// their end; a directory renamed between two writes; a file moved in from
+// the sandbox's /tmp. One sparse file cannot even be grown past the quota
+// (the sandbox's file size limit), and a hard link to a file outside the
+// workspace (whose writes no watch there would report) cannot be made at
+// all. Each attack is followed by a clean-up, so that the next one starts
+// under the quota.
+func TestAdversarialSandbox_QuotaEvasions(t *testing.T) {
+	t.Parallel()
+	srv := sandboxServer(t)
+	const clean = `rm -rf ./* /tmp/big; echo freed`
+	attacks := []string{
+		`for i in 1 2 3 4 5 6 7 8; do truncate -s 3M s$i; done; sleep 60; echo SURVIVED`,
+		`for i in 1 2 3 4 5 6 7 8; do dd if=/dev/zero of=k$i bs=1 count=1 seek=3M 2>/dev/null; done; sleep 60; echo SURVIVED`,
+		`mkdir d; dd if=/dev/zero of=d/a bs=1M count=3 2>/dev/null; mv d e; dd if=/dev/zero of=e/b bs=1M count=3 2>/dev/null; sleep 60; echo SURVIVED`,
+		`dd if=/dev/zero of=/tmp/big bs=1M count=8 2>/dev/null; mv /tmp/big moved; sleep 60; echo SURVIVED`,
+	}
+	var cmds []string
+	for _, a := range attacks {
+		cmds = append(cmds, a, clean)
+	}
+	cmds = append(cmds,
+		`truncate -s 64M huge; echo size=$(stat -c %s huge); rm -f huge`,
+		`echo x > /tmp/outside; ln /tmp/outside in1 2>&1; ln /etc/hostname in2 2>&1; `+
+			`test -e in1 && echo LINKED-TMP; test -e in2 && echo LINKED-ETC; echo tried`)
+	out, _ := sandboxAttack(t, srv, &lt.Environment{DiskMB: 4}, cmds...)
+	for i, a := range attacks {
+		o := out[2*i]
+		require.Contains(t, o, string(lt.EventToolFailed), "attack %q", a)
+		require.Contains(t, o, "over its disk quota of 4.0 MiB (environment.disk_mb)", "attack %q", a)
+		require.Contains(t, o, `"limit":"disk"`, "attack %q: stopped by the quota", a)
+		require.NotContains(t, o, "SURVIVED", "attack %q was not stopped while it ran", a)
+		require.Contains(t, out[2*i+1], "freed")
+	}
+	huge := out[len(out)-2]
+	require.Contains(t, huge, "File size limit exceeded")
+	require.Contains(t, huge, "size=0", "one sparse file never grows past the quota")
+	links := out[len(out)-1]
+	require.Contains(t, links, string(lt.EventToolCompleted))
+	require.Contains(t, links, "tried")
+	require.NotContains(t, links, "LINKED")
 }
 
 // TestAdversarialSandbox_FillMemoryBackedDirs: /dev/shm and /tmp are

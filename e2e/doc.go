@@ -85,7 +85,9 @@
 // database out of an agent's reach), disk (a full data volume, the vault
 // key, the data directory's permissions, crafted imports), http (cross-site
 // requests, DNS rebinding, crafted bodies, slow and flooding clients),
-// sandbox (bubblewrap against a root-seeking command), spawn (a sub-agent
+// runners (a hostile runner or a stolen runner key against the runner
+// route's controls), sandbox (bubblewrap against a root-seeking command),
+// spawn (a sub-agent
 // never gets more than its parent) and wall (the wall-clock limits kill a
 // call in flight) — with tests named TestAdversarial<Area>_<Case>. Each
 // case is one scripted attacker: a model driven by the scripted provider

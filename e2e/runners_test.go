@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -50,11 +51,17 @@ func TestRunnerConnections(t *testing.T) {
 	ops, err := client.New(k.srv.url, &client.Config{APIKey: operator.Key})
 	require.NoError(t, err)
 
-	// The runner key opens nothing but its connection; no other role's
-	// key, an admin's included, opens that.
-	r := k.send(runnerKey.Key, http.MethodGet, "/v1/sessions", "")
-	require.Equal(t, http.StatusForbidden, r.status, "%s", r.body)
-	r = k.send(runnerKey.Key, http.MethodGet, "/v1/runners", "")
+	// The runner key opens nothing but its connection: not who it is,
+	// not the API's document, not a path that does not exist (a 403, not
+	// a 404 that would map the API); no other role's key, an admin's
+	// included, opens its connection.
+	var r httpResult
+	for _, path := range []string{"/v1/sessions", "/v1/runners", "/v1/me", "/v1/openapi.json", "/v1/version", "/v1/no-such-route"} {
+		r = k.send(runnerKey.Key, http.MethodGet, path, "")
+		require.Equal(t, http.StatusForbidden, r.status, "%s: %s", path, r.body)
+		require.Contains(t, string(r.body), "a runner key opens its connection and nothing else", path)
+	}
+	r = k.send(runnerKey.Key, http.MethodPost, "/v1/sessions", `{"agent":"x","input":"hi"}`)
 	require.Equal(t, http.StatusForbidden, r.status, "%s", r.body)
 	for _, key := range []string{boot, operator.Key} {
 		_, resp, err := websocket.Dial(ctx, k.srv.url+"/v1/runners/connect", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}})
@@ -252,6 +259,44 @@ func startRelay(t *testing.T, target string) *relay {
 // bytes is every message the relay passed, one a line.
 func (rl *relay) bytes() string { return rl.rec.String() }
 
+// runnerNodes are two nodes on a fresh PostgreSQL schema that take the
+// bootstrap key boot and check their runners every 200 ms, with their
+// node ids.
+type runnerNodes struct {
+	a, b     *server
+	idA, idB string
+}
+
+func startRunnerNodes(t *testing.T, boot string) runnerNodes {
+	t.Helper()
+	c := newCluster(t, pgtest.FreshSchema(t), 4*time.Second)
+	c.args = append(c.args, "--api-key", boot, "--runner-check-interval", "200ms")
+	ia, ib := c.add(), c.add()
+	return runnerNodes{a: c.nodes[ia], b: c.nodes[ib], idA: c.ids[ia], idB: c.ids[ib]}
+}
+
+// runnerKeyOn creates a runner key named name on srv as the bootstrap
+// admin boot.
+func runnerKeyOn(t *testing.T, srv *server, boot, name string) lt.APIKey {
+	t.Helper()
+	r := httpSend(t, srv, http.MethodPost, "/v1/keys", "", []byte(`{"name":"`+name+`","role":"runner"}`),
+		map[string]string{"Authorization": "Bearer " + boot, "Content-Type": "application/json"})
+	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	var key lt.APIKey
+	require.NoError(t, json.Unmarshal(r.body, &key))
+	return key
+}
+
+// runnersOn is GET /v1/runners on srv as the bootstrap admin boot.
+func runnersOn(t *testing.T, srv *server, boot string) []lt.Runner {
+	t.Helper()
+	cl, err := client.New(srv.url, &client.Config{APIKey: boot})
+	require.NoError(t, err)
+	l, err := cl.ListRunners(t.Context(), "")
+	require.NoError(t, err)
+	return l.Data
+}
+
 // TestRunnersAcrossNodes: two nodes on one PostgreSQL store. A runner
 // connected to node A is listed by node B (node A's id on it); a runner
 // of the same name connecting to node B replaces it, and node A closes
@@ -261,28 +306,15 @@ func (rl *relay) bytes() string { return rl.rec.String() }
 func TestRunnersAcrossNodes(t *testing.T) {
 	t.Parallel()
 	const boot = "lh-runners-nodes-bootstrap"
-	c := newCluster(t, pgtest.FreshSchema(t), 4*time.Second)
-	c.args = append(c.args, "--api-key", boot, "--runner-check-interval", "200ms")
-	ia, ib := c.add(), c.add()
-	a, b := c.nodes[ia], c.nodes[ib]
-	ctx := t.Context()
-	r := httpSend(t, a, http.MethodPost, "/v1/keys", "", []byte(`{"name":"box","role":"runner"}`),
-		map[string]string{"Authorization": "Bearer " + boot, "Content-Type": "application/json"})
-	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
-	var key lt.APIKey
-	require.NoError(t, json.Unmarshal(r.body, &key))
-	list := func(srv *server) []lt.Runner {
-		cl, err := client.New(srv.url, &client.Config{APIKey: boot})
-		require.NoError(t, err)
-		l, err := cl.ListRunners(ctx, "")
-		require.NoError(t, err)
-		return l.Data
-	}
+	n := startRunnerNodes(t, boot)
+	a, b := n.a, n.b
+	key := runnerKeyOn(t, a, boot, "box")
+	list := func(srv *server) []lt.Runner { return runnersOn(t, srv, boot) }
 
 	onA := startRunner(t, a.url, key.Key, "box1", "--label", "on-a")
 	require.Eventually(t, func() bool {
 		l := list(b)
-		return len(l) == 1 && l[0].Node == c.ids[ia]
+		return len(l) == 1 && l[0].Node == n.idA
 	}, 30*time.Second, 20*time.Millisecond, "node B lists the runner node A holds")
 
 	onB := startRunner(t, b.url, key.Key, "box1", "--label", "on-b")
@@ -291,7 +323,7 @@ func TestRunnersAcrossNodes(t *testing.T) {
 	require.Contains(t, stderr, "replaced")
 	l := list(a)
 	require.Len(t, l, 1)
-	require.Equal(t, c.ids[ib], l[0].Node, "node A lists the newer connection, on node B")
+	require.Equal(t, n.idB, l[0].Node, "node A lists the newer connection, on node B")
 	require.Equal(t, []string{"on-b"}, l[0].Labels)
 
 	b.kill()
@@ -327,4 +359,61 @@ func TestFrozenRunnerDroppedAndBack(t *testing.T) {
 	require.NoError(t, box.cmd.Process.Signal(syscall.SIGCONT))
 	require.Eventually(t, func() bool { return listed() == 1 }, 60*time.Second, 50*time.Millisecond,
 		"the thawed runner connects again")
+}
+
+// TestRunnerStaleTakeoverAcrossNodes: two nodes on one PostgreSQL store.
+// A runner of key 1 connected to node A; node A freezes (SIGSTOP: it
+// keeps the connection but touches nothing), so the row goes stale by the
+// database's clock, and a runner of key 2 takes the name over on node B.
+// Thawed, node A finds at its next check that its row was taken and
+// closes its connection with 4006 ("taken over"), leaving the row to node
+// B rather than touching it back; the first runner does not stop for good
+// (another key must not be able to stop it): it keeps trying, refused
+// while the name is held.
+func TestRunnerStaleTakeoverAcrossNodes(t *testing.T) {
+	t.Parallel()
+	const boot = "lh-runners-takeover-bootstrap"
+	n := startRunnerNodes(t, boot)
+	a, b := n.a, n.b
+	key1, key2 := runnerKeyOn(t, a, boot, "box-one"), runnerKeyOn(t, a, boot, "box-two")
+	list := func(srv *server) []lt.Runner { return runnersOn(t, srv, boot) }
+
+	first := startRunner(t, a.url, key1.Key, "box1")
+	require.Eventually(t, func() bool {
+		l := list(b)
+		return len(l) == 1 && l[0].Node == n.idA && l[0].KeyID == key1.ID
+	}, 30*time.Second, 20*time.Millisecond, "node B lists the runner node A holds")
+
+	logFrom := a.logSize()
+	a.pause()
+	second := startRunner(t, b.url, key2.Key, "box1")
+	require.Eventually(t, func() bool {
+		l := list(b)
+		return len(l) == 1 && l[0].Node == n.idB && l[0].KeyID == key2.ID
+	}, 30*time.Second, 20*time.Millisecond, "key 2 takes the name once node A's row is stale")
+	a.resume()
+
+	require.Eventually(t, func() bool {
+		return strings.Contains(a.logSince(logFrom), "taken over by another key")
+	}, 30*time.Second, 20*time.Millisecond, "node A closes its connection at its next check")
+	require.Eventually(t, func() bool {
+		return strings.Contains(first.stderr.String(), "StatusCode(4006)")
+	}, 30*time.Second, 20*time.Millisecond, "the first runner is told its name was taken over")
+	// It keeps trying (refused while key 2 holds the name), and node A
+	// never took the row back: both nodes list key 2's connection on B.
+	require.Eventually(t, func() bool {
+		return strings.Contains(first.stderr.String(), "StatusCode(4005)")
+	}, 30*time.Second, 20*time.Millisecond, "the first runner tries again, refused while the name is held")
+	select {
+	case <-first.done:
+		t.Fatalf("the first runner stopped for good:\n%s", first.stderr.String())
+	default:
+	}
+	for _, srv := range []*server{a, b} {
+		l := list(srv)
+		require.Len(t, l, 1)
+		require.Equal(t, key2.ID, l[0].KeyID)
+		require.Equal(t, n.idB, l[0].Node)
+	}
+	second.kill(t)
 }

@@ -126,7 +126,7 @@ func visible(sel string) string {
 // Approve; the session page offers Cancel (an approver may stop work) but
 // not pause, steer, follow-up or fork (an operator's). Signed in as the
 // reader rita: no decision form and no control at all, only a note why;
-// as the runner rob: no page at all;
+// as the runner rob: no page at all, the sign-in form saying why;
 // as the operator olivia: pause, steer, follow-up and cancel, and no
 // decision. The files tab lets the operator upload, not the approver.
 // Approving from the inbox resolves the action, and the decision shows in
@@ -180,10 +180,16 @@ func TestWebUIApproverView(t *testing.T) {
 	require.Contains(t, b.text(rita, "#inbox-read-only"), "Your role (reader) may not decide actions")
 	require.False(t, b.jsBool(rita, fmt.Sprintf(`document.querySelector(%s) !== null`, jsString(card+" button[data-act]"))), "a reader is offered a decision in the inbox")
 
-	// Rob's key connects an environment: the UI has nothing for it, and
-	// asks for nothing that would be refused.
-	rob := s.signIn("rob", s.keys[lt.RoleRunner].Key, "#/sessions/"+s.session.ID)
+	// Rob's key connects an environment and nothing else: the server
+	// tells the UI nothing of it (GET /v1/me is a 403), so the sign-in
+	// form says why, keeps no key, and shows no page.
+	rob := b.tab("rob")
+	b.do(rob, "open the UI as rob", navigate(s.srv.url+"/#/sessions/"+s.session.ID))
+	b.waitJS(rob, "the sign-in form", `document.querySelector('#login-form') !== null`)
+	b.setValue(rob, "#api-key", s.keys[lt.RoleRunner].Key)
+	b.click(rob, "#sign-in")
 	b.waitJS(rob, "the runner's note", visible("#no-access"))
+	require.Contains(t, b.text(rob, "#no-access"), "a runner key opens its connection and nothing else")
 	require.False(t, b.jsBool(rob, visible("#nav")), "a runner is offered the navigation")
 	// The page's own hashchange listener (added at start) routes first;
 	// this one then reads what it built (the inbox builds its list at once).
@@ -191,7 +197,8 @@ func TestWebUIApproverView(t *testing.T) {
 		() => resolve(document.querySelector('#inbox-list') !== null), {once: true})), null`, nil)
 	b.goTo(rob, "#/inbox")
 	require.False(t, b.jsBool(rob, `window.__routed`), "a runner is shown the inbox")
-	b.waitJS(rob, "the sign-out", visible("#sign-out"))
+	b.waitJS(rob, "the sign-in form, for a key of another role", visible("#login-form"))
+	require.False(t, b.jsBool(rob, visible("#sign-out")), "a runner is signed in")
 
 	// Olivia runs the work: an operator's controls, no decision.
 	olivia := s.signIn("olivia", s.keys[lt.RoleOperator].Key, "#/sessions/"+s.session.ID)

@@ -253,7 +253,8 @@ func (c *cli) keysWhoamiCmd() *cobra.Command {
 		Short: "Say who the API key is, and what its role may do",
 		Long: `Print who the server takes the API key (--api-key, LONGHAUL_API_KEY) for:
 its name, role, project and id, and the operations its role may call (GET
-/v1/me). Any key may ask, whatever its role. Without a key, a server without
+/v1/me). Any key may ask but a runner's, which opens its connection and
+nothing else. Without a key, a server without
 keys answers a local request as the admin "local".`,
 		Example: `  longhaul keys whoami
   LONGHAUL_API_KEY=$(cat ci.key) longhaul keys whoami --json | jq -r .role`,

@@ -54,7 +54,10 @@ type nodeConfig struct {
 	leaseTTL time.Duration
 	// runnerCheck is node.Config.RunnerCheckInterval (0: its default).
 	runnerCheck time.Duration
-	apiKeys     []string
+	// runnerMaxConnsPerKey and runnerMaxConns are node.Config's runner
+	// connection caps (0: their defaults).
+	runnerMaxConnsPerKey, runnerMaxConns int
+	apiKeys                              []string
 	// pingInterval is how often idle event streams get a ": ping" comment
 	// (0: the server's default, 15 s).
 	pingInterval time.Duration
@@ -165,6 +168,7 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 	}
 	w, err := lhnode.Open(ctx, &lhnode.Config{
 		DataDir: cfg.dataDir, StoreURL: cfg.storeURL, NoMigrate: cfg.noMigrate, LeaseTTL: cfg.leaseTTL, RunnerCheckInterval: cfg.runnerCheck,
+		RunnerMaxConnsPerKey: cfg.runnerMaxConnsPerKey, RunnerMaxConns: cfg.runnerMaxConns,
 		APIKeys: cfg.apiKeys, PingInterval: cfg.pingInterval, Logger: log,
 		VaultKeyFile: cfg.vaultKeyFile, VaultKey: cfg.vaultKeyEnv, Sandbox: cfg.sandbox, SandboxDiskMB: cfg.sandboxDiskMB, SandboxROPaths: cfg.sandboxROPaths, SandboxUID: cfg.sandboxUID, SandboxGID: cfg.sandboxGID, Redactor: cfg.redactor,
 		WebhookAllowPrivate: cfg.webhookAllowPrivate, WebhookAllowPorts: cfg.webhookAllowPorts,

@@ -48,9 +48,12 @@ type serveOpts struct {
 	leaseTTL time.Duration
 	// runnerCheck is how often a runner's key is checked again.
 	runnerCheck time.Duration
-	config      string
-	apiKeys     []string
-	logLevel    string
+	// runnerMaxConnsPerKey and runnerMaxConns cap the runner connections
+	// to this node, per key and all together.
+	runnerMaxConnsPerKey, runnerMaxConns int
+	config                               string
+	apiKeys                              []string
+	logLevel                             string
 	// logFormat is text or json: how log lines are written.
 	logFormat string
 	ping      time.Duration
@@ -190,6 +193,8 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.StringVar(&o.dataDir, "data", defaultDataDir, "data directory: SQLite database, workspaces, node id, vault key (env LONGHAUL_DATA)")
 	fs.StringVar(&o.storeURL, "store", "", storeFlagUsage)
 	fs.DurationVar(&o.runnerCheck, "runner-check-interval", 5*time.Second, "how often a connected runner's key is read again (a revoked key's runner is disconnected at the next check) and its liveness recorded; a runner of a node that died leaves the list after three")
+	fs.IntVar(&o.runnerMaxConnsPerKey, "runner-max-conns-per-key", lhnode.DefaultRunnerMaxConnsPerKey, "runner connections one runner key may hold to this node at once (a few runners sharing a key, or one reconnecting before its old connection was noticed dead); one more is refused with close code 4007")
+	fs.IntVar(&o.runnerMaxConns, "runner-max-conns", lhnode.DefaultRunnerMaxConns, "runner connections this node holds at once, every key together; one more is refused with close code 4007")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", defaultLeaseTTL, "how long a node's lease on a running session lasts without renewal (renewed every third of it): how soon the other nodes take over the sessions of a node that died")
 	fs.BoolVar(&o.noMigrate, "no-migrate", false, "do not migrate the database at start: refuse a schema older than this binary (run 'longhaul migrate' apart, e.g. during an upgrade)")
 	fs.StringVar(&o.config, "config", "", "config file with agents to register and users for single sign-on (env LONGHAUL_CONFIG; default "+defaultConfigFile+" if it exists)")
@@ -236,6 +241,12 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 	}
 	if o.runnerCheck < 100*time.Millisecond {
 		return usagef("--runner-check-interval %s: want at least 100ms", o.runnerCheck)
+	}
+	if o.runnerMaxConnsPerKey < 1 {
+		return usagef("--runner-max-conns-per-key %d: want at least 1", o.runnerMaxConnsPerKey)
+	}
+	if o.runnerMaxConns < 1 {
+		return usagef("--runner-max-conns %d: want at least 1", o.runnerMaxConns)
 	}
 	if o.leaseTTL < minLeaseTTL {
 		return usagef("--lease-ttl %s: want at least %s", o.leaseTTL, minLeaseTTL)
@@ -341,7 +352,8 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 	keyFromEnv := c.getenv(vault.KeyEnv) != ""
 	n, err := startNode(ctx, nodeConfig{
 		redactor: red,
-		addr:     addr, dataDir: dataDir, storeURL: storeURL, noMigrate: o.noMigrate, leaseTTL: o.leaseTTL, runnerCheck: o.runnerCheck, apiKeys: keys, pingInterval: o.ping, config: cf, logger: log,
+		addr:     addr, dataDir: dataDir, storeURL: storeURL, noMigrate: o.noMigrate, leaseTTL: o.leaseTTL, runnerCheck: o.runnerCheck,
+		runnerMaxConnsPerKey: o.runnerMaxConnsPerKey, runnerMaxConns: o.runnerMaxConns, apiKeys: keys, pingInterval: o.ping, config: cf, logger: log,
 		vaultKeyFile: o.vaultKey, vaultKeyEnv: c.getenv(vault.KeyEnv), sandbox: o.sandbox, sandboxDiskMB: o.sandboxDiskMB, sandboxROPaths: sandboxROPaths(cf, o.sandboxROPaths), sandboxUID: sbUID, sandboxGID: sbGID, otlp: otlp,
 		webhookAllowPrivate: o.webhookAllowPrivate, webhookAllowPorts: o.webhookAllowPorts,
 		metricsPublic: o.metricsPublic, modelKeyEnv: keyEnv, controlPlaneAddrs: o.controlPlaneAddrs,

@@ -377,3 +377,20 @@ func TestServeLogFormatJSON(t *testing.T) {
 	require.Equal(t, exitUsage, r.code)
 	require.Contains(t, r.stderr, `--log-format "xml": want text or json`)
 }
+
+// TestServeRunnerCapsUsage: the runner connection caps are flags, and a cap
+// under 1 (which would refuse every runner) is a usage error naming the
+// flag, before anything starts.
+func TestServeRunnerCapsUsage(t *testing.T) {
+	t.Parallel()
+	r := cliRun(t, "serve", "--data", t.TempDir(), "--runner-max-conns-per-key", "0")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.stderr, "--runner-max-conns-per-key 0: want at least 1")
+	r = cliRun(t, "serve", "--data", t.TempDir(), "--runner-max-conns", "-3")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.stderr, "--runner-max-conns -3: want at least 1")
+	r = cliRun(t, "serve", "--help")
+	require.Equal(t, 0, r.code)
+	require.Contains(t, r.stdout, "--runner-max-conns-per-key int")
+	require.Contains(t, r.stdout, "--runner-max-conns int")
+}

@@ -28,17 +28,19 @@ var (
 	stoppers = []lt.Role{lt.RoleAdmin, lt.RoleOperator, lt.RoleApprover}
 	// admins manage the server: keys and secrets.
 	admins = []lt.Role{lt.RoleAdmin}
-	// everyone is every role, a runner's included: a key may always ask
-	// who it is.
-	everyone = lt.Roles()
+	// people are the roles of those who use the API: every role but a
+	// runner's, whose key opens its connection and nothing else (not even
+	// GET /v1/me: a key on a machine the server trusts less learns
+	// nothing from the API).
+	people = readers
 )
 
 // Permissions maps every Service method to the roles that may call it: the
 // one table of who may do what, for both transports (the HTTP API's routes
 // each call one method; the library calls them as an admin). Every App
 // method checks it first (Allow). Ready is absent: it is a probe, open to
-// anyone (GET /readyz needs no key). Me is the one method a runner may
-// call.
+// anyone (GET /readyz needs no key). A runner may call none: its key
+// opens its connection (GET /v1/runners/connect), nothing else.
 var Permissions = map[string][]lt.Role{
 	// Sessions and turns.
 	"CreateSession":  operators,
@@ -102,11 +104,10 @@ var Permissions = map[string][]lt.Role{
 	"DeleteSecret": admins,
 
 	// Identity: who the caller is, what it may do.
-	"Me": everyone,
+	"Me": people,
 	// Which build serves the API: what a client checks before it relies
-	// on a feature. Every role that uses the API; a runner, which only
-	// connects an environment, calls nothing but Me.
-	"Version": readers,
+	// on a feature.
+	"Version": people,
 
 	// API keys.
 	"CreateKey": admins,

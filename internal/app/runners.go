@@ -19,7 +19,7 @@ func (a *App) ListRunners(ctx context.Context, project string) (*lt.List[lt.Runn
 	if err != nil {
 		return nil, err
 	}
-	rows, err := a.store.RunnerList(ctx, project, a.now().Add(-a.runnerStaleAfter))
+	rows, err := a.store.RunnerList(ctx, project, a.runnerStaleAfter)
 	if err != nil {
 		return nil, fmt.Errorf("list runners: %w", err)
 	}

@@ -1,33 +1,55 @@
 package app_test
 
 import (
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/app"
+	"github.com/longhaul-dev/longhaul/internal/app/apptest"
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
 // TestListRunners: the runners fresh in the store, by project then name;
 // an operator sees its own project's (another project's filter is
 // refused), an admin every project's or the one it names; a row not seen
-// for longer than the stale bound (its node died) is not listed.
+// for longer than the stale bound by the store's clock (its node died) is
+// not listed.
 func TestListRunners(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	now := time.Now().UTC().Truncate(time.Microsecond)
-	for _, r := range []*store.RunnerRow{
-		{Project: "alpha", Name: "box2", Labels: []string{"gpu"}, Capacity: 4, SeenAt: now},
-		{Project: "alpha", Name: "box1", Capacity: 1, SeenAt: now.Add(-time.Second)},
-		{Project: "beta", Name: "box1", Capacity: 1, SeenAt: now},
-		{Project: "alpha", Name: "gone", Capacity: 1, SeenAt: now.Add(-time.Hour)},
-	} {
-		r.ConnID, r.KeyID, r.Node, r.Version, r.ConnectedAt = "rc_"+r.Project+r.Name, "key_"+r.Project, "node-a", "v1", now.Add(-time.Minute)
-		require.NoError(t, f.st.RunnerConnect(f.ctx, r, time.Time{}))
+	// The store's clock, which alone says how old a row is.
+	start := time.Now().UTC().Truncate(time.Microsecond)
+	clock := apptest.NewClock(start.Add(-time.Hour))
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "longhaul.db"), &sqlite.Config{Now: clock.Now})
+	require.NoError(t, err)
+	require.NoError(t, st.Migrate(t.Context()))
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
+	f := &fixture{t: t, ctx: app.WithCaller(t.Context(), app.LibraryCaller), st: st}
+	f.app = apptest.New(t, st, apptest.EngineOn(t, st, nil), nil)
+
+	connect := func(r *store.RunnerRow) {
+		r.ConnID, r.KeyID, r.Node, r.Version = "rc_"+r.Project+r.Name, "key_"+r.Project, "node-a", "v1"
+		require.NoError(t, f.st.RunnerConnect(f.ctx, r, time.Minute))
 	}
+	connect(&store.RunnerRow{Project: "alpha", Name: "gone", Capacity: 1})
+	clock.Set(start.Add(-time.Minute))
+	for _, r := range []*store.RunnerRow{
+		{Project: "alpha", Name: "box2", Labels: []string{"gpu"}, Capacity: 4},
+		{Project: "alpha", Name: "box1", Capacity: 1},
+		{Project: "beta", Name: "box1", Capacity: 1},
+	} {
+		connect(r)
+	}
+	clock.Set(start.Add(-time.Second))
+	require.NoError(t, f.st.RunnerTouch(f.ctx, "alpha", "box1", "rc_alphabox1"))
+	clock.Set(start)
+	require.NoError(t, f.st.RunnerTouch(f.ctx, "alpha", "box2", "rc_alphabox2"))
+	require.NoError(t, f.st.RunnerTouch(f.ctx, "beta", "box1", "rc_betabox1"))
+	now := start
 	names := func(l *lt.List[lt.Runner]) []string {
 		var out []string
 		for _, r := range l.Data {

@@ -55,6 +55,13 @@ const (
 	SandboxLocal = "local"
 )
 
+// Runner connection caps' defaults (Config.RunnerMaxConnsPerKey,
+// Config.RunnerMaxConns): the hub's.
+const (
+	DefaultRunnerMaxConnsPerKey = hub.DefaultMaxConnsPerKey
+	DefaultRunnerMaxConns       = hub.DefaultMaxConns
+)
+
 // ProxyUser is an identity a trusted reverse proxy may sign a user in as
 // (Config.ProxyUsers; see app.ProxyUser).
 type ProxyUser = app.ProxyUser
@@ -88,6 +95,13 @@ type Config struct {
 	// recorded; a runner not seen for three intervals (its node died) is
 	// no longer listed. Default hub.DefaultTouchInterval (5 s).
 	RunnerCheckInterval time.Duration
+	// RunnerMaxConnsPerKey bounds the runner connections one key holds to
+	// this node at once; one more is refused (close 4007). Default
+	// DefaultRunnerMaxConnsPerKey.
+	RunnerMaxConnsPerKey int
+	// RunnerMaxConns bounds this node's runner connections at once, all
+	// keys together. Default DefaultRunnerMaxConns.
+	RunnerMaxConns int
 	// Logger receives the node's logs. Default: slog.Default().
 	Logger *slog.Logger
 	// VaultKeyFile is the vault's key file. Default: vault.key in DataDir,
@@ -199,6 +213,9 @@ func (c *Config) validate() error {
 	}
 	if c.RunnerCheckInterval < 0 {
 		return fmt.Errorf("node config: RunnerCheckInterval %s is negative", c.RunnerCheckInterval)
+	}
+	if c.RunnerMaxConnsPerKey < 0 || c.RunnerMaxConns < 0 {
+		return fmt.Errorf("node config: RunnerMaxConnsPerKey (%d) and RunnerMaxConns (%d) must not be negative", c.RunnerMaxConnsPerKey, c.RunnerMaxConns)
 	}
 	for _, p := range c.WebhookAllowPorts {
 		if p < 1 || p > 65535 {
@@ -482,7 +499,8 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 	// unless the caller (the library) says otherwise.
 	n.PollInterval = cmp.Or(cfg.PollInterval, cfg.PingInterval, app.DefaultPollInterval)
 	runnerCheck := cmp.Or(cfg.RunnerCheckInterval, hub.DefaultTouchInterval)
-	n.Runners = hub.New(n.NodeID, n.Store, &hub.Config{TouchInterval: runnerCheck, Logger: n.log})
+	n.Runners = hub.New(n.NodeID, n.Store, &hub.Config{TouchInterval: runnerCheck, Logger: n.log,
+		MaxConnsPerKey: cfg.RunnerMaxConnsPerKey, MaxConns: cfg.RunnerMaxConns})
 	if n.App, err = app.New(app.Deps{Engine: n.Engine, Vault: n.VaultAPI, Webhooks: n.WebhookAPI, Reports: n.Reports, Store: n.Store,
 		Logger: n.log, PollInterval: n.PollInterval, RunnerStaleAfter: hub.StaleAfter(runnerCheck)}); err != nil {
 		return nil, err

@@ -38,16 +38,31 @@ type server struct {
 
 func newServer(t *testing.T, mutate ...func(*hub.Config)) *server {
 	t.Helper()
+	st := openStore(t)
+	return newNode(t, "node-a", st, st, mutate...)
+}
+
+// openStore opens a migrated SQLite store, closed when the test ends.
+func openStore(t *testing.T) *sqlite.Store {
+	t.Helper()
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "longhaul.db"), nil)
 	require.NoError(t, err)
 	require.NoError(t, st.Migrate(t.Context()))
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
+	return st
+}
+
+// newNode is a server (one node, named node) on st, its hub reaching the
+// store through via (st itself, or a way to it a test can hold back).
+func newNode(t *testing.T, node string, st *sqlite.Store, via hub.Store, mutate ...func(*hub.Config)) *server {
+	t.Helper()
 	s := &server{store: st}
 	s.valid.Store(true)
 	hc := hub.Config{TouchInterval: 20 * time.Millisecond}
 	for _, m := range mutate {
 		m(&hc)
 	}
-	s.hub = hub.New("node-a", st, &hc)
+	s.hub = hub.New(node, via, &hc)
 	base, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -73,7 +88,6 @@ func newServer(t *testing.T, mutate ...func(*hub.Config)) *server {
 		stop()
 		srv.Close()
 		wg.Wait()
-		require.NoError(t, st.Close())
 	})
 	s.url = srv.URL
 	return s
@@ -132,7 +146,7 @@ func TestExecOnTheRunner(t *testing.T) {
 	r := connected(t, s, "box1")
 	require.Equal(t, []string{"gpu", "linux"}, r.Row.Labels)
 	require.Equal(t, 2, r.Row.Capacity)
-	rows, err := s.store.RunnerList(t.Context(), "", time.Time{})
+	rows, err := s.store.RunnerList(t.Context(), "", 0)
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 	require.Equal(t, "node-a", rows[0].Node)
@@ -232,7 +246,7 @@ func TestRevokedKeyClosesTheConnection(t *testing.T) {
 		t.Fatal("the revoked runner stayed connected")
 	}
 	require.Eventually(t, func() bool {
-		rows, err := s.store.RunnerList(t.Context(), "", time.Time{})
+		rows, err := s.store.RunnerList(t.Context(), "", 0)
 		return err == nil && len(rows) == 0
 	}, 10*time.Second, time.Millisecond)
 }
@@ -256,7 +270,7 @@ func TestSameNameNewerReplacesOlder(t *testing.T) {
 	require.NotEqual(t, older.Row.ConnID, r.Row.ConnID)
 	require.Equal(t, []string{"newer"}, r.Row.Labels)
 	require.Eventually(t, func() bool {
-		rows, err := s.store.RunnerList(t.Context(), "", time.Time{})
+		rows, err := s.store.RunnerList(t.Context(), "", 0)
 		return err == nil && len(rows) == 1 && rows[0].ConnID == r.Row.ConnID
 	}, 10*time.Second, time.Millisecond, "the older connection's end removed not the newer's row")
 }
@@ -293,7 +307,7 @@ func TestNameHeldByAnotherKey(t *testing.T) {
 			t.Fatalf("the refused runner gave up: %v", err)
 		default:
 		}
-		rows, err := s.store.RunnerList(t.Context(), "", time.Time{})
+		rows, err := s.store.RunnerList(t.Context(), "", 0)
 		require.NoError(t, err)
 		require.Len(t, rows, 1)
 		require.Equal(t, "key_1", rows[0].KeyID)
@@ -312,6 +326,66 @@ func TestNameHeldByAnotherKey(t *testing.T) {
 		r, ok := s.hub.Get("default", "box1")
 		return ok && r.Row.KeyID == "key_2" && slices.Equal(r.Row.Labels, []string{"other"})
 	}, 10*time.Second, time.Millisecond)
+}
+
+// frozen is a node's way to the store that a test can hold back, as a
+// node frozen (or cut from the database) is: its touches fail, so its
+// rows go stale while its connections live on.
+type frozen struct {
+	hub.Store
+	held atomic.Bool
+}
+
+func (f *frozen) RunnerTouch(ctx context.Context, project, name, connID string) error {
+	if f.held.Load() {
+		return errors.New("the node is frozen")
+	}
+	return f.Store.RunnerTouch(ctx, project, name, connID)
+}
+
+// TestStaleTakeoverOnAnotherNode: two nodes on one store. Node A's
+// connection of box1 (key_1) goes stale while it lives (A cannot touch
+// its row); another key takes the name over on node B; when A can touch
+// again, it finds its row taken and closes its connection with
+// link.StatusTakenOver (so the runner tries again later instead of
+// stopping for good), without touching the row back: B's connection
+// keeps the name.
+func TestStaleTakeoverOnAnotherNode(t *testing.T) {
+	t.Parallel()
+	st := openStore(t)
+	gate := &frozen{Store: st}
+	a := newNode(t, "node-a", st, gate)
+	b := newNode(t, "node-b", st, st)
+
+	old, err := dialHello(t, a, "good", "box1")
+	require.NoError(t, err)
+	closed := make(chan error, 1)
+	go func() { _, _, err := old.Read(context.Background()); closed <- err }()
+	connected(t, a, "box1")
+
+	gate.held.Store(true)
+	start(t, b, "box1", "other") // refused (4005) while A's row is fresh, then takes it
+	taker := connected(t, b, "box1")
+	require.Equal(t, "key_2", taker.Row.KeyID)
+	_, ok := a.hub.Get("default", "box1")
+	require.True(t, ok, "node A still holds its connection: it has not noticed yet")
+
+	gate.held.Store(false)
+	select {
+	case err := <-closed:
+		require.Equal(t, link.StatusTakenOver, websocket.CloseStatus(err), "%v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("node A kept the connection whose row was taken over")
+	}
+	require.Eventually(t, func() bool { _, ok := a.hub.Get("default", "box1"); return !ok }, 10*time.Second, time.Millisecond)
+	rows, err := st.RunnerList(t.Context(), "", 0)
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.Equal(t, taker.Row.ConnID, rows[0].ConnID, "node A did not take the row back")
+	require.Equal(t, "node-b", rows[0].Node)
+	r, ok := b.hub.Get("default", "box1")
+	require.True(t, ok)
+	require.Equal(t, taker.Row.ConnID, r.Row.ConnID, "node B's connection lives on")
 }
 
 // dialHello connects to s with token as the bearer key and says hello as
@@ -351,7 +425,7 @@ func TestConnectionCaps(t *testing.T) {
 	require.NoError(t, err, "another key has its own cap")
 	_, err = dialHello(t, s, "other", "box5")
 	requireRefused(err, "this node holds 3 runner connections")
-	rows, err := s.store.RunnerList(t.Context(), "", time.Time{})
+	rows, err := s.store.RunnerList(t.Context(), "", 0)
 	require.NoError(t, err)
 	require.Len(t, rows, 3, "the refused ones recorded nothing")
 

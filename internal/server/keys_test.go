@@ -76,8 +76,9 @@ func TestCreateKeyInvalidFields(t *testing.T) {
 }
 
 // TestMeEndpoint: GET /v1/me answers each key with its own identity (not
-// cached: one URL, many answers) and its role's methods, a runner's
-// included; the bootstrap key is the admin "bootstrap" of every project;
+// cached: one URL, many answers) and its role's methods, except a
+// runner's key, which is refused (it opens its connection and nothing
+// else); the bootstrap key is the admin "bootstrap" of every project;
 // an unknown key is a 401.
 func TestMeEndpoint(t *testing.T) {
 	t.Parallel()
@@ -93,6 +94,11 @@ func TestMeEndpoint(t *testing.T) {
 
 	for _, role := range lt.Roles() {
 		k := h.createKey(`{"name": "alice", "role": "` + string(role) + `"}`)
+		if role == lt.RoleRunner {
+			e := requireError(t, as(k.Key), http.StatusForbidden, lt.CodeForbidden, "")
+			require.Contains(t, e.Message, "a runner key opens its connection and nothing else")
+			continue
+		}
 		me := decode[lt.Identity](t, as(k.Key))
 		require.Equal(t, lt.Identity{KeyID: k.ID, Name: "alice", Role: role, Project: "default", Permissions: app.AllowedMethods(role)}, me)
 	}

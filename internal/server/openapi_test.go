@@ -11,6 +11,7 @@ import (
 
 	"github.com/longhaul-dev/longhaul/internal/openapi"
 	"github.com/longhaul-dev/longhaul/internal/server"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
 // openAPIOperation names an operation of the document: "GET /v1/x/{id}".
@@ -56,15 +57,20 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 	}
 }
 
-// TestOpenAPIIsForCallers: the document is under /v1's access rule (any
-// role's key will do), like every other /v1 route.
+// TestOpenAPIIsForCallers: the document is under /v1's access rule (the
+// key of any role that uses the API will do), like every other /v1 route;
+// a runner's key, which opens its connection and nothing else, is refused.
 func TestOpenAPIIsForCallers(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{cfg: &server.Config{APIKeys: []string{"boot-key"}}})
 	res := h.do(http.MethodGet, "/v1/openapi.json", nil, nil)
 	require.Equal(t, http.StatusUnauthorized, res.status, string(res.body))
-	runner := h.createKey(`{"name": "box1", "role": "runner"}`)
-	res = h.do(http.MethodGet, "/v1/openapi.json", nil, map[string]string{"Authorization": "Bearer " + runner.Key})
+	reader := h.createKey(`{"name": "docs", "role": "reader"}`)
+	res = h.do(http.MethodGet, "/v1/openapi.json", nil, map[string]string{"Authorization": "Bearer " + reader.Key})
 	require.Equal(t, http.StatusOK, res.status, string(res.body))
 	require.Equal(t, "application/json", res.header.Get("Content-Type"))
+	runner := h.createKey(`{"name": "box1", "role": "runner"}`)
+	res = h.do(http.MethodGet, "/v1/openapi.json", nil, map[string]string{"Authorization": "Bearer " + runner.Key})
+	e := requireError(t, res, http.StatusForbidden, lt.CodeForbidden, "")
+	require.Contains(t, e.Message, "a runner key opens its connection and nothing else")
 }

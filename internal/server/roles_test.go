@@ -177,6 +177,12 @@ func TestRoutesByRole(t *testing.T) {
 			}
 			res := h.do(verb, tc.path, body, header)
 			name := fmt.Sprintf("%s as %s", r.Pattern, who)
+			if roleOf(who) == lt.RoleRunner && strings.HasPrefix(tc.path, "/v1/") && r.Pattern != "GET /v1/runners/connect" {
+				// A runner key opens its connection, nothing else.
+				e := requireError(t, res, http.StatusForbidden, lt.CodeForbidden, "")
+				require.Contains(t, e.Message, "the runner role may use only GET /v1/runners/connect", name)
+				continue
+			}
 			if own, ok := ownRules[r.Pattern]; ok {
 				if slices.Contains(own, roleOf(who)) {
 					if want, ok := ownStatus[r.Pattern]; ok {

@@ -29,6 +29,12 @@ type RunnerHub interface {
 // does not belong on a machine the server trusts less than itself.
 var runnerRoles = []lt.Role{lt.RoleRunner}
 
+// runnerKeyElsewhere answers a runner key on any route but its
+// connection's.
+func runnerKeyElsewhere() error {
+	return forbidden("the runner role may use only " + runnerConnectPattern + ": a runner key opens its connection and nothing else")
+}
+
 // listRunners is GET /v1/runners[?project=].
 func (s *Server) listRunners(w http.ResponseWriter, r *http.Request) error {
 	project, err := queryString(r, "project")

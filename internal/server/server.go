@@ -511,6 +511,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		// Every use case reads who calls from the context (app.CallerFrom).
 		r = r.WithContext(app.WithCaller(r.Context(), c))
+		if c.Role == lt.RoleRunner {
+			// A runner's key, on a machine the server trusts less than
+			// itself, opens its connection and nothing else: not the
+			// routes without a Service method either (/v1/openapi.json),
+			// nor an unrouted path (a 403, not a 404 that maps the API).
+			if _, pattern := s.mux.Handler(r); pattern != runnerConnectPattern {
+				s.writeError(rw, r, runnerKeyElsewhere())
+				return
+			}
+		}
 		if err := s.limitCaller(rw, r, c); err != nil {
 			s.writeError(rw, r, err)
 			return

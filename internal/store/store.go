@@ -203,25 +203,31 @@ type Store interface {
 	// records the connections it holds, so that every node lists them
 	// (014_runners). A runner is named within its project; a newer
 	// connection under the same name replaces the row, and the older
-	// connection learns it from RunnerTouch.
+	// connection learns it from RunnerTouch. Liveness is measured by the
+	// store's clock (the database's now()), never by the nodes': two nodes
+	// whose clocks disagree still agree on which row is stale.
 
-	// RunnerConnect records a runner's connection. It replaces the row
-	// holding its (project, name) only when that row has the same KeyID
-	// (the runner reconnecting) or was not seen since staleBefore (its
-	// holder's liveness expired); otherwise ErrConflict and the row is
-	// untouched, so that one runner key cannot take another's name.
-	RunnerConnect(ctx context.Context, row *RunnerRow, staleBefore time.Time) error
-	// RunnerTouch sets the connection's SeenAt to at (its liveness);
-	// ErrNotFound when the row is gone or now holds another connection
-	// (one that replaced it, on this node or another).
-	RunnerTouch(ctx context.Context, project, name, connID string, at time.Time) error
+	// RunnerConnect records a runner's connection, its ConnectedAt and
+	// SeenAt set to the store's clock (in row too; what the caller put
+	// there is ignored). It replaces the row holding its (project, name)
+	// only when that row has the same KeyID (the runner reconnecting) or
+	// was not seen within staleAfter of the store's clock (its holder's
+	// liveness expired); otherwise ErrConflict and the row is untouched,
+	// so that one runner key cannot take another's name.
+	RunnerConnect(ctx context.Context, row *RunnerRow, staleAfter time.Duration) error
+	// RunnerTouch sets the connection's SeenAt to the store's clock (its
+	// liveness); ErrNotFound when the row is gone or now holds another
+	// connection (one that replaced it, on this node or another): the
+	// row is then left as it is.
+	RunnerTouch(ctx context.Context, project, name, connID string) error
 	// RunnerDisconnect deletes the row of (project, name) if it still
 	// holds connID (a replaced connection removes nothing); no error when
 	// it does not.
 	RunnerDisconnect(ctx context.Context, project, name, connID string) error
 	// RunnerList returns the runners of project ("": of every project)
-	// seen at or after seenSince, by project then name.
-	RunnerList(ctx context.Context, project string, seenSince time.Time) ([]*RunnerRow, error)
+	// seen within staleAfter of the store's clock (0: every row, stale
+	// or not), by project then name.
+	RunnerList(ctx context.Context, project string, staleAfter time.Duration) ([]*RunnerRow, error)
 
 	// Webhooks (the webhook package's durable state; see 004_webhooks and
 	// 005_webhook_claims).
@@ -633,7 +639,8 @@ type RunnerRow struct {
 	// Version is the runner's build, as it announced it.
 	Version     string
 	ConnectedAt time.Time
-	// SeenAt is the connection's last sign of life (RunnerTouch).
+	// SeenAt is the connection's last sign of life (RunnerTouch). Both
+	// times are the store's clock.
 	SeenAt time.Time
 }
 

@@ -17,15 +17,21 @@
 //     connection dead. Another key of the project is refused the name
 //     (link.StatusNameHeld) while its holder's row is fresh, and takes it
 //     over only once the row went stale (StaleAfter; the older connection
-//     is closed with link.StatusTakenOver), so one runner key cannot knock
-//     its project's other runners offline.
+//     is closed with link.StatusTakenOver, on this node at once and on
+//     another at its next touch, which finds the row not its own and
+//     leaves it so), so one runner key cannot knock its project's other
+//     runners offline.
+//   - Staleness is judged by the store's clock alone (the row's times are
+//     the database's), so nodes whose clocks disagree agree on it.
 //   - Every Config.TouchInterval the connection's key is read again
 //     (KeyCheck): a revoked or expired key closes the connection with
-//     link.StatusKeyRevoked. A failure to read it (the database away) is
+//     link.StatusKeyRevoked, its row removed first (no list read after
+//     the runner stopped shows it). A failure to read it (the database away) is
 //     logged and tried again at the next touch; it closes nothing.
 //   - The store's row is touched (its liveness) at the same interval, and
 //     deleted when the connection ends; a row whose node died stays until
-//     it is stale (RunnerList's seenSince: StaleAfter).
+//     it is stale (RunnerList's staleAfter: StaleAfter, by the store's
+//     clock).
 //   - The runner is the lower-trust party: its Hello is checked field by
 //     field (link.Hello.Check), it must come within Config.HelloTimeout,
 //     and every later frame is checked by link. It may call nothing of the

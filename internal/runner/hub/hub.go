@@ -35,11 +35,14 @@ const (
 // listing its runners within it.
 func StaleAfter(touch time.Duration) time.Duration { return 3 * touch }
 
-// Store is what the hub keeps in the store (store.Store has it).
+// Store is what the hub keeps in the store (store.Store has it). Every
+// time in it is the store's clock, so that the nodes agree on which row
+// is stale whatever their own clocks say.
 type Store interface {
-	RunnerConnect(ctx context.Context, row *store.RunnerRow, staleBefore time.Time) error
-	RunnerTouch(ctx context.Context, project, name, connID string, at time.Time) error
+	RunnerConnect(ctx context.Context, row *store.RunnerRow, staleAfter time.Duration) error
+	RunnerTouch(ctx context.Context, project, name, connID string) error
 	RunnerDisconnect(ctx context.Context, project, name, connID string) error
+	RunnerList(ctx context.Context, project string, staleAfter time.Duration) ([]*store.RunnerRow, error)
 }
 
 // Config tunes a Hub. Node and the Store are required (New's arguments);
@@ -61,8 +64,6 @@ type Config struct {
 	// MaxConns bounds this node's runner connections at once, likewise.
 	// Default DefaultMaxConns.
 	MaxConns int
-	// Now is the clock of the rows' times. Default time.Now.
-	Now func() time.Time
 	// Logger receives connections, refusals and ends (info, warn).
 	// Default slog.Default().
 	Logger *slog.Logger
@@ -121,9 +122,6 @@ func New(node string, st Store, cfg *Config) *Hub {
 	if c.HelloTimeout == 0 {
 		c.HelloTimeout = DefaultHelloTimeout
 	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -157,16 +155,16 @@ func (h *Hub) Serve(ctx context.Context, ws *websocket.Conn, key Key, check KeyC
 		_ = ws.Close(link.StatusBadHello, shorten(err.Error()))
 		return
 	}
-	now := h.cfg.Now()
 	r := &Runner{Row: store.RunnerRow{
 		Project: key.Project, Name: hello.Name, ConnID: "rc_" + randomHex(), KeyID: key.ID, Node: h.node,
 		Labels: slices.Clone(hello.Labels), Capacity: hello.Capacity, Version: hello.Version,
-		ConnectedAt: now, SeenAt: now,
 	}}
 	if r.Row.Labels == nil {
 		r.Row.Labels = []string{}
 	}
-	err = h.store.RunnerConnect(ctx, &r.Row, now.Add(-StaleAfter(h.cfg.TouchInterval)))
+	// The store sets the row's times and judges the holder's staleness
+	// by its own clock, not this node's.
+	err = h.store.RunnerConnect(ctx, &r.Row, StaleAfter(h.cfg.TouchInterval))
 	if errors.Is(err, store.ErrConflict) {
 		// Another key's live connection holds the name: refuse the
 		// newcomer and leave the holder alone, so that one runner key
@@ -265,17 +263,52 @@ func (h *Hub) watch(ctx context.Context, r *Runner, check KeyCheck) {
 			h.log.Warn("check a runner's key", "runner", r.Row.Name, "err", err)
 		case !valid:
 			h.log.Info("runner's key revoked: closing its connection", "runner", r.Row.Name, "key_id", r.Row.KeyID)
+			// Unlisted before the runner is told, so that no list read
+			// after the runner stopped shows it.
+			h.forget(r)
 			r.Conn.CloseWith(link.StatusKeyRevoked, "the runner's API key was revoked or expired")
 			continue
 		}
-		err = h.store.RunnerTouch(ctx, r.Row.Project, r.Row.Name, r.Row.ConnID, h.cfg.Now())
+		err = h.store.RunnerTouch(ctx, r.Row.Project, r.Row.Name, r.Row.ConnID)
 		if errors.Is(err, store.ErrNotFound) {
-			r.Conn.CloseWith(link.StatusReplaced, "a newer connection of runner "+r.Row.Name+" replaced this one")
+			h.lost(ctx, r)
 			continue
 		}
 		if err != nil {
 			h.log.Warn("record a runner's liveness", "runner", r.Row.Name, "err", err)
 		}
+	}
+}
+
+// lost closes r, whose row (its touch found) no longer names it: another
+// connection, on any node, took the name, or the row is gone. The row is
+// left as it is (touching it back would undo a takeover), and the close
+// code says what the runner should do: a newer connection of the same key
+// replaced it (link.StatusReplaced: this one stops for good), another key
+// took the name over once this connection's row went stale, on another
+// node (link.StatusTakenOver: the runner tries again later, so that
+// another key cannot stop it for good), or the row is gone or could not
+// be read (try again).
+func (h *Hub) lost(ctx context.Context, r *Runner) {
+	rows, err := h.store.RunnerList(ctx, r.Row.Project, 0)
+	var holder *store.RunnerRow
+	for _, row := range rows {
+		if row.Name == r.Row.Name {
+			holder = row
+		}
+	}
+	switch {
+	case err == nil && holder != nil && holder.KeyID == r.Row.KeyID:
+		r.Conn.CloseWith(link.StatusReplaced, "a newer connection of runner "+r.Row.Name+" replaced this one")
+	case err == nil && holder != nil:
+		h.log.Warn("runner's name taken over by another key: closing its connection", "runner", r.Row.Name,
+			"key_id", r.Row.KeyID, "by_key_id", holder.KeyID, "on_node", holder.Node)
+		r.Conn.CloseWith(link.StatusTakenOver, shorten("runner name "+r.Row.Name+" was taken over by another key after this connection went stale"))
+	default:
+		if err != nil {
+			h.log.Warn("read a runner's row", "runner", r.Row.Name, "err", err)
+		}
+		r.Conn.CloseWith(websocket.StatusTryAgainLater, "this connection's record is gone: connect again")
 	}
 }
 

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -11,43 +12,50 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
-// RunnerConnect records a runner's connection, replacing the row of its
-// (project, name) only when the same key holds it or the row was not seen
-// since staleBefore (ErrConflict otherwise).
-func (s *Store) RunnerConnect(ctx context.Context, row *store.RunnerRow, staleBefore time.Time) error {
+// RunnerConnect records a runner's connection at the database's clock,
+// replacing the row of its (project, name) only when the same key holds
+// it or the row was not seen within staleAfter (ErrConflict otherwise).
+func (s *Store) RunnerConnect(ctx context.Context, row *store.RunnerRow, staleAfter time.Duration) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
 	if err := checks.RunnerRow(row); err != nil {
 		return fmt.Errorf("record runner: %w", err)
 	}
-	n, err := s.exec(ctx, `INSERT INTO runners (project, name, conn_id, key_id, node, labels, capacity, version, connected_at, seen_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+	if err := checks.StaleAfter(staleAfter); err != nil {
+		return fmt.Errorf("record runner: %w", err)
+	}
+	// now() is the database's clock, the same for every node: the times
+	// and the staleness bound come from it, never from the caller.
+	var seen time.Time
+	err := s.queryRow(ctx, func(r pgx.Row) error { return r.Scan(&seen) },
+		`INSERT INTO runners (project, name, conn_id, key_id, node, labels, capacity, version, connected_at, seen_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now(), now())
 ON CONFLICT (project, name) DO UPDATE SET conn_id = excluded.conn_id, key_id = excluded.key_id, node = excluded.node,
   labels = excluded.labels, capacity = excluded.capacity, version = excluded.version,
   connected_at = excluded.connected_at, seen_at = excluded.seen_at
-WHERE runners.key_id = excluded.key_id OR runners.seen_at < $11`,
+WHERE runners.key_id = excluded.key_id OR runners.seen_at < now() - $9::bigint * interval '1 microsecond'
+RETURNING seen_at`,
 		row.Project, row.Name, row.ConnID, row.KeyID, row.Node, storeutil.NonNil(row.Labels), row.Capacity, row.Version,
-		row.ConnectedAt, row.SeenAt, staleBefore)
+		staleAfter.Microseconds())
+	if errors.Is(err, store.ErrNotFound) { // no row: the WHERE refused the update
+		return fmt.Errorf("record runner %s: held by another key: %w", row.Name, store.ErrConflict)
+	}
 	if err != nil {
 		return fmt.Errorf("record runner %s: %w", row.Name, err)
 	}
-	if n == 0 {
-		return fmt.Errorf("record runner %s: held by another key: %w", row.Name, store.ErrConflict)
-	}
+	row.ConnectedAt, row.SeenAt = seen.UTC(), seen.UTC()
 	return nil
 }
 
-// RunnerTouch records a sign of life of the connection connID.
-func (s *Store) RunnerTouch(ctx context.Context, project, name, connID string, at time.Time) error {
+// RunnerTouch records a sign of life of the connection connID, at the
+// database's clock.
+func (s *Store) RunnerTouch(ctx context.Context, project, name, connID string) error {
 	if err := checks.RunnerKey(project, name, connID); err != nil {
 		return fmt.Errorf("touch runner: %w", err)
 	}
-	if err := checks.Time("at", at); err != nil {
-		return fmt.Errorf("touch runner: %w", err)
-	}
-	n, err := s.exec(ctx, `UPDATE runners SET seen_at = greatest(seen_at, $1) WHERE project = $2 AND name = $3 AND conn_id = $4`,
-		at, project, name, connID)
+	n, err := s.exec(ctx, `UPDATE runners SET seen_at = greatest(seen_at, now()) WHERE project = $1 AND name = $2 AND conn_id = $3`,
+		project, name, connID)
 	if err == nil && n == 0 {
 		err = store.ErrNotFound
 	}
@@ -68,10 +76,13 @@ func (s *Store) RunnerDisconnect(ctx context.Context, project, name, connID stri
 	return nil
 }
 
-// RunnerList returns the runners of project ("": all) seen since
-// seenSince.
-func (s *Store) RunnerList(ctx context.Context, project string, seenSince time.Time) ([]*store.RunnerRow, error) {
+// RunnerList returns the runners of project ("": all) seen within
+// staleAfter (0: all) of the database's clock.
+func (s *Store) RunnerList(ctx context.Context, project string, staleAfter time.Duration) ([]*store.RunnerRow, error) {
 	if err := checks.Text("project", project); err != nil {
+		return nil, fmt.Errorf("list runners: %w", err)
+	}
+	if err := checks.StaleAfter(staleAfter); err != nil {
 		return nil, fmt.Errorf("list runners: %w", err)
 	}
 	var out []*store.RunnerRow
@@ -85,7 +96,8 @@ func (s *Store) RunnerList(ctx context.Context, project string, seenSince time.T
 		out = append(out, &r)
 		return nil
 	}, `SELECT project, name, conn_id, key_id, node, labels, capacity, version, connected_at, seen_at FROM runners
-WHERE ($1 = '' OR project = $1) AND seen_at >= $2 ORDER BY project, name`, project, seenSince)
+WHERE ($1 = '' OR project = $1) AND ($2::bigint = 0 OR seen_at >= now() - $2::bigint * interval '1 microsecond')
+ORDER BY project, name`, project, staleAfter.Microseconds())
 	if err != nil {
 		return nil, fmt.Errorf("list runners: %w", err)
 	}

@@ -52,8 +52,9 @@ type Config struct {
 	// (DefaultSubscriberBuffer).
 	SubscriberBuffer int
 	// Now is the clock for the driver's own bookkeeping timestamps
-	// (schema_migrations.applied_at); every other time comes from the
-	// caller's parameters. Default: time.Now.
+	// (schema_migrations.applied_at) and the runners' liveness (the
+	// store's clock, which the nodes share); every other time comes from
+	// the caller's parameters. Default: time.Now.
 	Now func() time.Time
 }
 

@@ -11,21 +11,29 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
-// RunnerConnect records a runner's connection, replacing the row of its
-// (project, name) only when the same key holds it or the row was not seen
-// since staleBefore (ErrConflict otherwise).
-func (s *Store) RunnerConnect(ctx context.Context, row *store.RunnerRow, staleBefore time.Time) error {
+// RunnerConnect records a runner's connection at the store's clock
+// (Options.Now), replacing the row of its (project, name) only when the
+// same key holds it or the row was not seen within staleAfter
+// (ErrConflict otherwise).
+func (s *Store) RunnerConnect(ctx context.Context, row *store.RunnerRow, staleAfter time.Duration) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
 	if err := checks.RunnerRow(row); err != nil {
 		return fmt.Errorf("record runner: %w", err)
 	}
+	if err := checks.StaleAfter(staleAfter); err != nil {
+		return fmt.Errorf("record runner: %w", err)
+	}
 	labels, err := json.Marshal(storeutil.NonNil(row.Labels))
 	if err != nil {
 		return fmt.Errorf("record runner %s: encode labels: %w", row.Name, err)
 	}
+	var now time.Time
 	err = s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+		// The store's clock, read in the writer so that the times and the
+		// staleness bound are one instant, never the caller's.
+		now = fromMicros(toMicros(s.cfg.Now()))
 		n, err := w.changed(`INSERT INTO runners (project, name, conn_id, key_id, node, labels, capacity, version, connected_at, seen_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (project, name) DO UPDATE SET conn_id = excluded.conn_id, key_id = excluded.key_id, node = excluded.node,
@@ -33,7 +41,7 @@ ON CONFLICT (project, name) DO UPDATE SET conn_id = excluded.conn_id, key_id = e
   connected_at = excluded.connected_at, seen_at = excluded.seen_at
 WHERE runners.key_id = excluded.key_id OR runners.seen_at < ?`,
 			row.Project, row.Name, row.ConnID, row.KeyID, row.Node, string(labels), row.Capacity, row.Version,
-			toMicros(row.ConnectedAt), toMicros(row.SeenAt), toMicros(staleBefore))
+			toMicros(now), toMicros(now), toMicros(now.Add(-staleAfter)))
 		if err != nil {
 			return nil, mapErr(err)
 		}
@@ -45,23 +53,22 @@ WHERE runners.key_id = excluded.key_id OR runners.seen_at < ?`,
 	if err != nil {
 		return fmt.Errorf("record runner %s: %w", row.Name, err)
 	}
+	row.ConnectedAt, row.SeenAt = now, now
 	return nil
 }
 
-// RunnerTouch records a sign of life of the connection connID.
-func (s *Store) RunnerTouch(ctx context.Context, project, name, connID string, at time.Time) error {
+// RunnerTouch records a sign of life of the connection connID, at the
+// store's clock.
+func (s *Store) RunnerTouch(ctx context.Context, project, name, connID string) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
 	if err := checks.RunnerKey(project, name, connID); err != nil {
 		return fmt.Errorf("touch runner: %w", err)
 	}
-	if err := checks.Time("at", at); err != nil {
-		return fmt.Errorf("touch runner: %w", err)
-	}
 	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
 		n, err := w.changed(`UPDATE runners SET seen_at = max(seen_at, ?) WHERE project = ? AND name = ? AND conn_id = ?`,
-			toMicros(at), project, name, connID)
+			toMicros(s.cfg.Now()), project, name, connID)
 		if err != nil {
 			return nil, mapErr(err)
 		}
@@ -94,11 +101,18 @@ func (s *Store) RunnerDisconnect(ctx context.Context, project, name, connID stri
 	return nil
 }
 
-// RunnerList returns the runners of project ("": all) seen since
-// seenSince.
-func (s *Store) RunnerList(ctx context.Context, project string, seenSince time.Time) ([]*store.RunnerRow, error) {
+// RunnerList returns the runners of project ("": all) seen within
+// staleAfter (0: all) of the store's clock.
+func (s *Store) RunnerList(ctx context.Context, project string, staleAfter time.Duration) ([]*store.RunnerRow, error) {
 	if err := checks.Text("project", project); err != nil {
 		return nil, fmt.Errorf("list runners: %w", err)
+	}
+	if err := checks.StaleAfter(staleAfter); err != nil {
+		return nil, fmt.Errorf("list runners: %w", err)
+	}
+	var seenSince int64 // 0: every row
+	if staleAfter > 0 {
+		seenSince = toMicros(s.cfg.Now().Add(-staleAfter))
 	}
 	var out []*store.RunnerRow
 	err := s.query(ctx, func(rows *sql.Rows) error {
@@ -118,7 +132,7 @@ func (s *Store) RunnerList(ctx context.Context, project string, seenSince time.T
 		out = append(out, &r)
 		return nil
 	}, `SELECT project, name, conn_id, key_id, node, labels, capacity, version, connected_at, seen_at FROM runners
-WHERE (? = '' OR project = ?) AND seen_at >= ? ORDER BY project, name`, project, project, toMicros(seenSince))
+WHERE (? = '' OR project = ?) AND seen_at >= ? ORDER BY project, name`, project, project, seenSince)
 	if err != nil {
 		return nil, fmt.Errorf("list runners: %w", err)
 	}

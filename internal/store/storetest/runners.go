@@ -11,84 +11,105 @@ import (
 
 // testRunners: a connection's row is listed while it is fresh, a newer
 // connection under the same name replaces it only with the same key or
-// when the row is stale (the older one's touch and
-// disconnect then find nothing of theirs), names are per project, and an
-// invalid row is refused.
+// when the row is stale (the older one's touch and disconnect then find
+// nothing of theirs), names are per project, and an invalid row is
+// refused. Every time is the store's clock: what a node's own clock says
+// (an hour behind, a day ahead) changes nothing, so two nodes whose
+// clocks disagree agree on which row is stale.
 func testRunners(t *testing.T, h *harness) {
-	list, err := h.s.RunnerList(h.ctx, "", at(0))
+	list, err := h.s.RunnerList(h.ctx, "", 0)
 	require.NoError(t, err)
 	require.Empty(t, list)
 
+	behind, ahead := at(0), time.Now().Add(24*time.Hour) // two nodes' skewed clocks
 	gpu := &store.RunnerRow{
 		Project: "default", Name: "box1", ConnID: "rc_1", KeyID: "key_1", Node: "node-a",
 		Labels: []string{"gpu", "linux"}, Capacity: 4, Version: "v1.2.3",
-		ConnectedAt: at(time.Second), SeenAt: at(time.Second),
+		ConnectedAt: behind, SeenAt: behind,
 	}
-	require.NoError(t, h.s.RunnerConnect(h.ctx, gpu, at(0)))
+	require.NoError(t, h.s.RunnerConnect(h.ctx, gpu, time.Hour))
+	require.NotEqual(t, behind, gpu.SeenAt, "the store's clock, not the node's")
+	require.Equal(t, gpu.ConnectedAt, gpu.SeenAt)
 	other := &store.RunnerRow{
 		Project: "team-b", Name: "box1", ConnID: "rc_2", KeyID: "key_2", Node: "node-b",
-		Capacity: 1, ConnectedAt: at(2 * time.Second), SeenAt: at(2 * time.Second),
+		Capacity: 1, ConnectedAt: ahead, SeenAt: ahead,
 	}
-	require.NoError(t, h.s.RunnerConnect(h.ctx, other, at(0)))
+	require.NoError(t, h.s.RunnerConnect(h.ctx, other, time.Hour))
+	require.True(t, other.SeenAt.Before(ahead), "the store's clock, not the node's")
+	require.False(t, other.SeenAt.Before(gpu.SeenAt))
 
-	list, err = h.s.RunnerList(h.ctx, "", at(0))
+	list, err = h.s.RunnerList(h.ctx, "", time.Hour)
 	require.NoError(t, err)
 	wantOther := *other
 	wantOther.Labels = []string{}
-	require.Equal(t, []*store.RunnerRow{gpu, &wantOther}, list)
+	require.Equal(t, []*store.RunnerRow{gpu, &wantOther}, list, "a row a node whose clock is behind recorded is fresh")
 
-	list, err = h.s.RunnerList(h.ctx, "team-b", at(0))
+	list, err = h.s.RunnerList(h.ctx, "team-b", time.Hour)
 	require.NoError(t, err)
 	require.Equal(t, []*store.RunnerRow{&wantOther}, list, "a project's runners only")
 
-	// Liveness: a touch moves seen_at forward (never back); a row not
-	// seen since the bound is not listed.
-	require.NoError(t, h.s.RunnerTouch(h.ctx, "default", "box1", "rc_1", at(10*time.Second)))
-	require.NoError(t, h.s.RunnerTouch(h.ctx, "default", "box1", "rc_1", at(5*time.Second)))
-	list, err = h.s.RunnerList(h.ctx, "", at(3*time.Second))
+	// Liveness: a touch moves seen_at forward, never back.
+	require.NoError(t, h.s.RunnerTouch(h.ctx, "default", "box1", "rc_1"))
+	list, err = h.s.RunnerList(h.ctx, "default", time.Hour)
 	require.NoError(t, err)
 	require.Len(t, list, 1)
-	require.Equal(t, "box1", list[0].Name)
-	require.Equal(t, at(10*time.Second), list[0].SeenAt)
+	require.False(t, list[0].SeenAt.Before(gpu.SeenAt))
+	require.Equal(t, gpu.ConnectedAt, list[0].ConnectedAt)
 
-	// Another key cannot take the name while its row is fresh: the row
-	// is untouched.
+	// Another key cannot take the name while its row is fresh by the
+	// store's clock, however far ahead the taker's node's clock is: the
+	// row is untouched.
 	thief := *gpu
 	thief.ConnID, thief.KeyID = "rc_x", "key_other"
-	thief.ConnectedAt, thief.SeenAt = at(11*time.Second), at(11*time.Second)
-	require.ErrorIs(t, h.s.RunnerConnect(h.ctx, &thief, at(time.Second)), store.ErrConflict,
+	thief.ConnectedAt, thief.SeenAt = ahead, ahead
+	require.ErrorIs(t, h.s.RunnerConnect(h.ctx, &thief, time.Hour), store.ErrConflict,
 		"a name held by another key")
-	require.NoError(t, h.s.RunnerTouch(h.ctx, "default", "box1", "rc_1", at(10*time.Second)), "the holder keeps its row")
+	require.NoError(t, h.s.RunnerTouch(h.ctx, "default", "box1", "rc_1"), "the holder keeps its row")
 
 	// A newer connection of the same key replaces the row.
 	newer := *gpu
 	newer.ConnID, newer.Node, newer.Labels = "rc_3", "node-b", []string{"cpu"}
-	newer.ConnectedAt, newer.SeenAt = at(11*time.Second), at(11*time.Second)
-	require.NoError(t, h.s.RunnerConnect(h.ctx, &newer, at(time.Second)))
-	require.ErrorIs(t, h.s.RunnerTouch(h.ctx, "default", "box1", "rc_1", at(12*time.Second)), store.ErrNotFound,
+	require.NoError(t, h.s.RunnerConnect(h.ctx, &newer, time.Hour))
+	require.ErrorIs(t, h.s.RunnerTouch(h.ctx, "default", "box1", "rc_1"), store.ErrNotFound,
 		"the replaced connection learns it")
 	require.NoError(t, h.s.RunnerDisconnect(h.ctx, "default", "box1", "rc_1"), "removing a replaced connection is no error")
-	list, err = h.s.RunnerList(h.ctx, "default", at(0))
+	list, err = h.s.RunnerList(h.ctx, "default", time.Hour)
 	require.NoError(t, err)
 	require.Equal(t, []*store.RunnerRow{&newer}, list, "and removes nothing")
+
+	// A row not seen within the bound (by the store's clock, which moves
+	// on by itself) is not listed, unless the bound is 0 (every row).
+	require.Eventually(t, func() bool {
+		l, err := h.s.RunnerList(h.ctx, "default", time.Microsecond)
+		require.NoError(t, err)
+		return len(l) == 0
+	}, 10*time.Second, time.Millisecond, "a stale row is not listed")
+	list, err = h.s.RunnerList(h.ctx, "default", 0)
+	require.NoError(t, err)
+	require.Equal(t, []*store.RunnerRow{&newer}, list, "0 lists every row")
 
 	// Another key takes a stale row (its holder's liveness expired).
 	taker := thief
 	taker.ConnID = "rc_4"
-	taker.ConnectedAt, taker.SeenAt = at(30*time.Second), at(30*time.Second)
-	require.NoError(t, h.s.RunnerConnect(h.ctx, &taker, at(20*time.Second)))
-	require.ErrorIs(t, h.s.RunnerTouch(h.ctx, "default", "box1", "rc_3", at(31*time.Second)), store.ErrNotFound)
-	list, err = h.s.RunnerList(h.ctx, "default", at(0))
+	require.Eventually(t, func() bool {
+		err := h.s.RunnerConnect(h.ctx, &taker, time.Microsecond)
+		if err != nil {
+			require.ErrorIs(t, err, store.ErrConflict)
+		}
+		return err == nil
+	}, 10*time.Second, time.Millisecond)
+	require.ErrorIs(t, h.s.RunnerTouch(h.ctx, "default", "box1", "rc_3"), store.ErrNotFound, "the holder learns it at its next touch")
+	list, err = h.s.RunnerList(h.ctx, "default", time.Hour)
 	require.NoError(t, err)
 	wantTaker := taker
 	wantTaker.Labels = []string{"gpu", "linux"}
-	require.Equal(t, []*store.RunnerRow{&wantTaker}, list)
+	require.Equal(t, []*store.RunnerRow{&wantTaker}, list, "and its touch did not take the row back")
 
 	require.NoError(t, h.s.RunnerDisconnect(h.ctx, "default", "box1", "rc_4"))
-	list, err = h.s.RunnerList(h.ctx, "default", at(0))
+	list, err = h.s.RunnerList(h.ctx, "default", 0)
 	require.NoError(t, err)
 	require.Empty(t, list)
-	require.ErrorIs(t, h.s.RunnerTouch(h.ctx, "default", "box1", "rc_4", at(33*time.Second)), store.ErrNotFound)
+	require.ErrorIs(t, h.s.RunnerTouch(h.ctx, "default", "box1", "rc_4"), store.ErrNotFound)
 
 	for _, bad := range []*store.RunnerRow{
 		nil,
@@ -97,10 +118,13 @@ func testRunners(t *testing.T, h *harness) {
 		{Project: "default", Name: "x", ConnID: "c", KeyID: "k", Node: "n", Labels: []string{""}, ConnectedAt: at(0), SeenAt: at(0)},
 		{Project: "default", Name: "x", ConnID: "c", KeyID: "k", Node: "n", Labels: make([]string, 33), ConnectedAt: at(0), SeenAt: at(0)},
 		{Project: "default", Name: "x", ConnID: "c", KeyID: "k", Node: "n", Capacity: -1, ConnectedAt: at(0), SeenAt: at(0)},
-		{Project: "default", Name: "x", ConnID: "c", KeyID: "k", Node: "n"},
 	} {
-		require.Error(t, h.s.RunnerConnect(h.ctx, bad, at(0)))
+		require.Error(t, h.s.RunnerConnect(h.ctx, bad, time.Hour))
 	}
-	require.Error(t, h.s.RunnerTouch(h.ctx, "default", "", "c", at(0)))
+	valid := &store.RunnerRow{Project: "default", Name: "x", ConnID: "c", KeyID: "k", Node: "n"}
+	require.ErrorContains(t, h.s.RunnerConnect(h.ctx, valid, -time.Second), "stale_after")
+	_, err = h.s.RunnerList(h.ctx, "", -time.Second)
+	require.ErrorContains(t, err, "stale_after")
+	require.Error(t, h.s.RunnerTouch(h.ctx, "default", "", "c"))
 	require.Error(t, h.s.RunnerDisconnect(h.ctx, "default", "x", ""))
 }

@@ -257,10 +257,18 @@ func (c Checks) RunnerRow(row *store.RunnerRow) error {
 	if row.Capacity < 0 {
 		return fmt.Errorf("capacity: must be >= 0, got %d", row.Capacity)
 	}
-	if err := c.Time("connected_at", row.ConnectedAt); err != nil {
-		return err
+	// ConnectedAt and SeenAt are the store's to set (its clock), not
+	// checked: whatever the caller put there is replaced.
+	return nil
+}
+
+// StaleAfter checks a runner liveness bound: not negative (0 has the
+// meaning the method gives it).
+func (Checks) StaleAfter(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("stale_after: must be >= 0, got %s", d)
 	}
-	return c.Time("seen_at", row.SeenAt)
+	return nil
 }
 
 // RunnerKey checks what names one runner connection.

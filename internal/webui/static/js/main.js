@@ -146,7 +146,16 @@ function showLogin(message) {
       showApp(await probe());
     } catch (err) {
       auth.clear();
-      replace(status, errorBox(err.status === 401 ? 'That API key was refused.' : err));
+      if (err instanceof APIError && err.status === 403) {
+        // A key the server knows but tells nothing, not even who it is (a
+        // runner's, which opens its connection and nothing else): there is
+        // nothing to sign in to.
+        replace(status, h('div', { class: 'card', id: 'no-access' }, h('h1', null, 'Nothing to show to this key'),
+          h('p', null, err.message),
+          h('p', { class: 'muted' }, 'Sign in with a key of another role.')));
+      } else {
+        replace(status, errorBox(err.status === 401 ? 'That API key was refused.' : err));
+      }
       input.select();
     } finally {
       button.disabled = false;

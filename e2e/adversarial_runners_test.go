@@ -1,0 +1,173 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/client"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// The runners' attackers: a hostile runner (or a stolen runner key) speaks
+// the runner protocol by hand against the real binary, over the route a
+// runner connects on. Each case asserts from outside: the close code and
+// reason the attacker gets, GET /v1/runners as an operator sees it, the
+// server's log, and that the honest runner it aimed at is untouched.
+
+// Close codes of the runner protocol (internal/runner/link), as the
+// attacker sees them on the wire.
+const (
+	runnersNameHeld      websocket.StatusCode = 4005
+	runnersTooManyConns  websocket.StatusCode = 4007
+	runnersPolicyBreaker websocket.StatusCode = websocket.StatusPolicyViolation
+)
+
+// runnersDial opens a runner connection with key and says hello as name:
+// the socket and the welcome's error (nil: welcomed).
+func runnersDial(t *testing.T, srv *server, key, name string) (*websocket.Conn, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	ws, resp, err := websocket.Dial(ctx, srv.url+"/v1/runners/connect", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}})
+	require.NoError(t, err, "the upgrade")
+	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+	t.Cleanup(func() { _ = ws.CloseNow() })
+	if err := ws.Write(ctx, websocket.MessageText, []byte(`{"name":"`+name+`","capacity":1,"version":"attacker"}`)); err != nil {
+		return ws, err
+	}
+	_, welcome, err := ws.Read(ctx)
+	if err == nil {
+		require.Contains(t, string(welcome), `"connection_id":"rc_`)
+	}
+	return ws, err
+}
+
+// runnersRequireClosed asserts that err is the server closing the
+// connection with code and a reason holding reason.
+func runnersRequireClosed(t *testing.T, err error, code websocket.StatusCode, reason string) {
+	t.Helper()
+	require.Equal(t, code, websocket.CloseStatus(err), "%v", err)
+	var ce websocket.CloseError
+	require.True(t, errors.As(err, &ce))
+	require.Contains(t, ce.Reason, reason)
+}
+
+// runnersListed is what an operator sees of the runners: "name key_id
+// node" each.
+func runnersListed(t *testing.T, srv *server, operator string) []string {
+	t.Helper()
+	cl, err := client.New(srv.url, &client.Config{APIKey: operator})
+	require.NoError(t, err)
+	l, err := cl.ListRunners(t.Context(), "")
+	require.NoError(t, err)
+	var out []string
+	for _, r := range l.Data {
+		out = append(out, r.Name+" "+r.KeyID)
+	}
+	return out
+}
+
+// TestAdversarialRunners_NameHeld: a second runner key of the project
+// cannot take a live runner's name: it is refused with 4005 and the
+// reason, every time it tries, and the holder keeps its connection and
+// its row (it is not knocked offline).
+func TestAdversarialRunners_NameHeld(t *testing.T) {
+	t.Parallel()
+	const boot = "lh-adv-runners-name-bootstrap"
+	k := startKeyed(t, boot)
+	honest, thief := k.create("honest", lt.RoleRunner), k.create("thief", lt.RoleRunner)
+	holder := startRunner(t, k.srv.url, honest.Key, "box1")
+	require.Eventually(t, func() bool {
+		return strings.Join(runnersListed(t, k.srv, boot), ",") == "box1 "+honest.ID
+	}, 30*time.Second, 20*time.Millisecond)
+
+	for range 5 {
+		_, err := runnersDial(t, k.srv, thief.Key, "box1")
+		runnersRequireClosed(t, err, runnersNameHeld, "runner name box1 is held by another key")
+	}
+	require.Equal(t, []string{"box1 " + honest.ID}, runnersListed(t, k.srv, boot), "the holder keeps its row")
+	select {
+	case <-holder.done:
+		t.Fatalf("the holder was knocked offline:\n%s", holder.stderr.String())
+	default:
+	}
+	require.NotContains(t, holder.stderr.String(), "connection ended", "the holder's connection was never closed")
+}
+
+// TestAdversarialRunners_ConnectionCaps: a key past
+// --runner-max-conns-per-key, and any key past --runner-max-conns, is
+// refused with 4007 (the reason saying which cap) before anything is
+// recorded; the connections admitted before are untouched.
+func TestAdversarialRunners_ConnectionCaps(t *testing.T) {
+	t.Parallel()
+	const boot = "lh-adv-runners-caps-bootstrap"
+	k := &keyed{t: t, srv: startServer(t, "--api-key", boot, "--runner-max-conns-per-key", "1", "--runner-max-conns", "2"), admin: boot}
+	one, two, three := k.create("one", lt.RoleRunner), k.create("two", lt.RoleRunner), k.create("three", lt.RoleRunner)
+
+	first, err := runnersDial(t, k.srv, one.Key, "box1")
+	require.NoError(t, err)
+	_, err = runnersDial(t, k.srv, one.Key, "box2")
+	runnersRequireClosed(t, err, runnersTooManyConns, "this runner key holds 1 connections to this node")
+	_, err = runnersDial(t, k.srv, two.Key, "box3")
+	require.NoError(t, err)
+	_, err = runnersDial(t, k.srv, three.Key, "box4")
+	runnersRequireClosed(t, err, runnersTooManyConns, "this node holds 2 runner connections")
+
+	require.Equal(t, []string{"box1 " + one.ID, "box3 " + two.ID}, runnersListed(t, k.srv, boot), "no refused connection was recorded")
+	// The first connection is still open: it answers the server's pings
+	// while it reads, and the server closes it only when it goes.
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	_, _, err = first.Read(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the admitted connection was not closed: %v", err)
+}
+
+// TestAdversarialRunners_CallFlood: a runner that floods the server with
+// calls (it may call nothing of the server) while never reading is closed
+// as a protocol violation at once; its row goes, and the server still
+// serves, an honest runner included.
+func TestAdversarialRunners_CallFlood(t *testing.T) {
+	t.Parallel()
+	const boot = "lh-adv-runners-flood-bootstrap"
+	k := startKeyed(t, boot)
+	honest, hostile := k.create("honest", lt.RoleRunner), k.create("hostile", lt.RoleRunner)
+	startRunner(t, k.srv.url, honest.Key, "box1")
+	ws, err := runnersDial(t, k.srv, hostile.Key, "flood")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return len(runnersListed(t, k.srv, boot)) == 2
+	}, 30*time.Second, 20*time.Millisecond)
+	logFrom := k.srv.logSize()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	// A burst of calls, never reading: the server drains what it was
+	// sent while it closes, so the writes may all succeed.
+	for id := 1; id <= 10_000; id++ {
+		f := fmt.Sprintf(`{"type":"call","id":%d,"method":"%s","params":{"cmd":"id"}}`, id, strings.Repeat("x", 64))
+		if ws.Write(ctx, websocket.MessageText, []byte(f)) != nil {
+			break
+		}
+	}
+	_, _, err = ws.Read(ctx)
+	require.Error(t, err)
+	if websocket.CloseStatus(err) != -1 { // else a write saw the socket go first
+		runnersRequireClosed(t, err, runnersPolicyBreaker, "protocol violation")
+	}
+	require.Eventually(t, func() bool {
+		return strings.Contains(k.srv.logSince(logFrom), "protocol violation")
+	}, 30*time.Second, 20*time.Millisecond, "the server says why it closed the connection")
+	require.Eventually(t, func() bool {
+		return strings.Join(runnersListed(t, k.srv, boot), ",") == "box1 "+honest.ID
+	}, 30*time.Second, 20*time.Millisecond, "the flooder's row is gone, the honest runner's is not")
+	r := k.send(boot, http.MethodGet, "/v1/version", "")
+	require.Equal(t, http.StatusOK, r.status, "the server still serves: %s", r.body)
+}
