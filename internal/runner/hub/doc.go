@@ -38,6 +38,7 @@
 //
 // It imports internal/runner/link, internal/store (the runners table),
 // the standard library and github.com/coder/websocket. Who may import it:
+// internal/environment/remote (its environments' calls),
 // internal/node (which builds the Hub and hands it to the server),
 // internal/server (for the interface it serves) and tests.
 package hub

@@ -101,6 +101,9 @@ type Conn struct {
 	cancel context.CancelCauseFunc
 	done   chan struct{}
 
+	// callMu makes a call's numbering and sending one step.
+	callMu sync.Mutex
+
 	mu sync.Mutex
 	// lastID is the id of this side's last call.
 	lastID uint64
@@ -178,6 +181,10 @@ func (c *Conn) closeWith(code websocket.StatusCode, cause error) {
 	// dead peer must not hold this goroutine, so do it aside.
 	go func() { _ = c.ws.Close(code, reason) }()
 }
+
+// MaxMessageBytes is the frame limit of this side (Config's): a caller
+// splits what it sends into parts that fit (both sides use the same).
+func (c *Conn) MaxMessageBytes() int64 { return c.cfg.MaxMessageBytes }
 
 // InFlight reports this side's calls waiting for an answer and the peer's
 // calls being answered (tests check that nothing leaks).
@@ -424,9 +431,13 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any, opts
 	if opts != nil {
 		p.onOutput = opts.OnOutput
 	}
+	// Calls go out in the order of their ids (the peer refuses an id not
+	// above the last one): numbering and sending are one step.
+	c.callMu.Lock()
 	c.mu.Lock()
 	if c.ctx.Err() != nil {
 		c.mu.Unlock()
+		c.callMu.Unlock()
 		return fmt.Errorf("%w: %w", ErrClosed, context.Cause(c.ctx))
 	}
 	c.lastID++
@@ -438,6 +449,7 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any, opts
 	wctx, wcancel := c.writeContext()
 	err = c.send(wctx, &Message{Type: TypeCall, ID: id, Method: method, Params: raw})
 	wcancel()
+	c.callMu.Unlock()
 	if err != nil {
 		c.mu.Lock()
 		delete(c.pending, id)

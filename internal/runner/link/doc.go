@@ -61,6 +61,8 @@
 // interval+timeout, not when TCP gives up.
 //
 // It imports the standard library and github.com/coder/websocket. Who may
-// import it: cmd/longhaul (the runner command's Hello), internal/runner
-// (the runner's side), internal/runner/hub (the server's side) and tests.
+// import it: cmd/longhaul (the runner command's Hello),
+// internal/environment/remote (the environment calls' params),
+// internal/runner (the runner's side), internal/runner/hub (the server's
+// side) and tests.
 package link
