@@ -177,7 +177,9 @@ func (e *localEnv) startProxy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	stop, err := egress.ListenUnix(ctx, sock, p, cfg, func(ev egress.Event) {
+	// ctx bounds the set-up only: the proxy lives until Close or Stop (a
+	// runner's Open returns, and its call's context ends, long before).
+	stop, err := egress.ListenUnix(context.WithoutCancel(ctx), sock, p, cfg, func(ev egress.Event) {
 		if n.OnEvent != nil {
 			n.OnEvent(tool.NetworkEvent(ev))
 		}

@@ -245,7 +245,9 @@ func (e *env) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecResult,
 		*buf = append(*buf, data...)
 	}
 	var res link.ExecResult
-	err := e.call(ctx, link.MethodExec, p, &res, &link.CallOptions{OnOutput: func(stream string, data []byte) {
+	// A cancelled command is waited for: when Run returns, nothing of it
+	// runs on the runner (as with a local environment).
+	err := e.call(ctx, link.MethodExec, p, &res, &link.CallOptions{AwaitCancelled: true, OnOutput: func(stream string, data []byte) {
 		if stream == link.StreamStdout {
 			keep(&stdout, data)
 		} else {

@@ -416,6 +416,12 @@ type CallOptions struct {
 	// connection's read loop: it must not block (append to a bounded
 	// buffer, never wait).
 	OnOutput func(stream string, data []byte)
+	// AwaitCancelled makes a cancelled Call wait for the callee's answer
+	// (its handler is over: the command it ran has ended) before it
+	// returns the context's error, so that nothing of the call still runs
+	// on the other side once it returned. The connection's end (the
+	// heartbeat notices a dead peer) bounds the wait.
+	AwaitCancelled bool
 }
 
 // Call calls method on the peer with params and decodes its result into
@@ -481,6 +487,9 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any, opts
 		wctx, wcancel := c.writeContext()
 		_ = c.send(wctx, &Message{Type: TypeCancel, ID: id})
 		wcancel()
+		if opts != nil && opts.AwaitCancelled {
+			<-p.answer // closed if the connection ends first
+		}
 		return ctx.Err()
 	}
 }
