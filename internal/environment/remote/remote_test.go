@@ -171,3 +171,14 @@ func TestRemoteBwrapConformance(t *testing.T) {
 	testBwrap(t)
 	environmenttest.Run(t, remoteBackend(testBwrap))
 }
+
+// The cost of a shell call on a runner over loopback: issue 20's added
+// latency is this minus the local backend's (BenchmarkLocalPlainRun,
+// BenchmarkLocalBwrapRun in internal/environment).
+func BenchmarkRemotePlainRun(b *testing.B) {
+	environmenttest.BenchmarkRun(b, remoteBackend(plain))
+}
+
+func BenchmarkRemoteBwrapRun(b *testing.B) {
+	environmenttest.BenchmarkRun(b, remoteBackend(testBwrap))
+}
