@@ -89,14 +89,8 @@ func (b *localBackend) ConfinesNetwork() bool { return b.cfg.Sandbox.ConfinesNet
 
 // Open implements Backend.
 func (b *localBackend) Open(ctx context.Context, p *OpenParams) (Environment, error) {
-	if p == nil {
-		return nil, errors.New("open environment: params: is nil")
-	}
-	if err := workspace.ValidateSessionID(p.Workspace); err != nil {
-		return nil, fmt.Errorf("open environment: params.workspace: %w", err)
-	}
-	if err := workspace.ValidateSessionID(p.Session); err != nil {
-		return nil, fmt.Errorf("open environment: params.session: %w", err)
+	if err := p.Check(); err != nil {
+		return nil, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

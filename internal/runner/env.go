@@ -143,6 +143,7 @@ func (c *connEnvs) queueEvent(envID string, ev tool.NetworkEvent) {
 
 // get returns the open environment envID.
 func (c *connEnvs) get(envID string) (*openEnv, error) {
+	<-c.ready
 	if err := link.CheckHandle("env_id", envID); err != nil {
 		return nil, link.Errorf(link.CodeBadParams, "%v", err)
 	}
@@ -155,13 +156,25 @@ func (c *connEnvs) get(envID string) (*openEnv, error) {
 	return e, nil
 }
 
-// decode decodes req's params into p and returns its environment.
-func (c *connEnvs) decode(req *link.Request, p any, envID func() string) (*openEnv, error) {
-	<-c.ready
-	if err := req.DecodeParams(p); err != nil {
+// onEnv decodes req's params (of type P, which names its environment in
+// env_id) and runs op on that environment; op's failure goes back as
+// wireError makes it.
+func onEnv[P any](c *connEnvs, req *link.Request, op func(e *openEnv, p *P) (any, error)) (any, error) {
+	var p P
+	if err := req.DecodeParams(&p); err != nil {
 		return nil, err
 	}
-	return c.get(envID())
+	var ref link.EnvRef
+	_ = json.Unmarshal(req.Params, &ref) // decoded strictly just above
+	e, err := c.get(ref.EnvID)
+	if err != nil {
+		return nil, err
+	}
+	res, err := op(e, &p)
+	if err != nil {
+		return nil, c.r.wireError(err)
+	}
+	return res, nil
 }
 
 func (c *connEnvs) info(context.Context, *link.Request) (any, error) {
@@ -260,31 +273,27 @@ func (c *connEnvs) take(envID string) *openEnv {
 }
 
 func (c *connEnvs) close(_ context.Context, req *link.Request) (any, error) {
-	var p link.EnvRef
-	if _, err := c.decode(req, &p, func() string { return p.EnvID }); err != nil {
-		var re *link.RemoteError
-		if errors.As(err, &re) && re.Code == link.CodeClosed {
-			return nil, nil // closing twice is fine
+	_, err := onEnv(c, req, func(_ *openEnv, p *link.EnvRef) (any, error) {
+		if e := c.take(p.EnvID); e != nil {
+			return nil, e.env.Close()
 		}
-		return nil, err
+		return nil, nil
+	})
+	var re *link.RemoteError
+	if errors.As(err, &re) && re.Code == link.CodeClosed {
+		return nil, nil // closing twice is fine
 	}
-	if e := c.take(p.EnvID); e != nil {
-		return nil, c.r.wireError(e.env.Close())
-	}
-	return nil, nil
+	return nil, err
 }
 
 func (c *connEnvs) stop(ctx context.Context, req *link.Request) (any, error) {
-	var p link.EnvStopParams
-	e, err := c.decode(req, &p, func() string { return p.EnvID })
-	if err != nil {
-		return nil, err
-	}
-	if err := e.env.Stop(ctx, p.Snapshot); err != nil {
-		return nil, c.r.wireError(err)
-	}
-	c.take(p.EnvID)
-	return nil, nil
+	return onEnv(c, req, func(e *openEnv, p *link.EnvStopParams) (any, error) {
+		if err := e.env.Stop(ctx, p.Snapshot); err != nil {
+			return nil, err
+		}
+		c.take(p.EnvID)
+		return nil, nil
+	})
 }
 
 // exec answers link.MethodExec: in an open environment when the params
@@ -314,40 +323,20 @@ func (c *connEnvs) exec(ctx context.Context, req *link.Request) (any, error) {
 }
 
 func (c *connEnvs) fsRead(ctx context.Context, req *link.Request) (any, error) {
-	var p link.FSReadParams
-	e, err := c.decode(req, &p, func() string { return p.EnvID })
-	if err != nil {
-		return nil, err
-	}
-	// The answer is one frame: a read is bounded to what fits.
-	limit := min(p.Limit, int64(link.ChunkBytes(c.conn.MaxMessageBytes()))-4096)
-	res, err := e.env.ReadFile(ctx, p.Path, p.Offset, limit)
-	if err != nil {
-		return nil, c.r.wireError(err)
-	}
-	return res, nil
+	return onEnv(c, req, func(e *openEnv, p *link.FSReadParams) (any, error) {
+		// The answer is one frame: a read is bounded to what fits (the
+		// server reads the rest in more calls).
+		limit := min(p.Limit, int64(link.ChunkBytes(c.conn.MaxMessageBytes()))-4096)
+		return e.env.ReadFile(ctx, p.Path, p.Offset, limit)
+	})
 }
 
 func (c *connEnvs) fsList(ctx context.Context, req *link.Request) (any, error) {
-	var p link.FSPathParams
-	e, err := c.decode(req, &p, func() string { return p.EnvID })
-	if err != nil {
-		return nil, err
-	}
-	res, err := e.env.List(ctx, p.Path, p.Max)
-	if err != nil {
-		return nil, c.r.wireError(err)
-	}
-	return res, nil
+	return onEnv(c, req, func(e *openEnv, p *link.FSPathParams) (any, error) { return e.env.List(ctx, p.Path, p.Max) })
 }
 
 func (c *connEnvs) fsRemove(ctx context.Context, req *link.Request) (any, error) {
-	var p link.FSPathParams
-	e, err := c.decode(req, &p, func() string { return p.EnvID })
-	if err != nil {
-		return nil, err
-	}
-	return nil, c.r.wireError(e.env.Remove(ctx, p.Path))
+	return onEnv(c, req, func(e *openEnv, p *link.FSPathParams) (any, error) { return nil, e.env.Remove(ctx, p.Path) })
 }
 
 // fsWrite answers link.MethodFSWrite: a write in one part at once; the
@@ -355,30 +344,24 @@ func (c *connEnvs) fsRemove(ctx context.Context, req *link.Request) (any, error)
 // (not the workspace: a snapshot must not see half a file), the whole
 // written by the environment on the last part (atomic, quota checked).
 func (c *connEnvs) fsWrite(ctx context.Context, req *link.Request) (any, error) {
-	var p link.FSWriteParams
-	e, err := c.decode(req, &p, func() string { return p.EnvID })
-	if err != nil {
-		return nil, err
-	}
-	if p.Upload == "" {
-		return nil, c.r.wireError(e.env.WriteFile(ctx, p.Path, p.Data))
-	}
-	if err := link.CheckHandle("upload", p.Upload); err != nil {
-		return nil, link.Errorf(link.CodeBadParams, "%v", err)
-	}
-	u, err := c.upload(&p)
-	if err != nil {
-		return nil, err
-	}
-	if !p.Last {
-		return nil, nil
-	}
-	defer u.discard()
-	data, err := os.ReadFile(u.f.Name())
-	if err != nil {
-		return nil, link.Errorf(link.CodeFailed, "read the uploaded parts of %q", p.Path)
-	}
-	return nil, c.r.wireError(e.env.WriteFile(ctx, p.Path, data))
+	return onEnv(c, req, func(e *openEnv, p *link.FSWriteParams) (any, error) {
+		if p.Upload == "" {
+			return nil, e.env.WriteFile(ctx, p.Path, p.Data)
+		}
+		if err := link.CheckHandle("upload", p.Upload); err != nil {
+			return nil, link.Errorf(link.CodeBadParams, "%v", err)
+		}
+		u, err := c.upload(p)
+		if err != nil || !p.Last {
+			return nil, err
+		}
+		defer u.discard()
+		data, err := os.ReadFile(u.f.Name())
+		if err != nil {
+			return nil, link.Errorf(link.CodeFailed, "read the uploaded parts of %q", p.Path)
+		}
+		return nil, e.env.WriteFile(ctx, p.Path, data)
+	})
 }
 
 // upload appends a part of p's upload to its temporary file; the upload
@@ -434,42 +417,27 @@ func (u *fileUpload) discard() {
 }
 
 func (c *connEnvs) snapshotTake(ctx context.Context, req *link.Request) (any, error) {
-	var p link.EnvRef
-	e, err := c.decode(req, &p, func() string { return p.EnvID })
-	if err != nil {
-		return nil, err
-	}
-	id, stats, err := e.env.Snapshot(ctx)
-	if err != nil {
-		return nil, c.r.wireError(err)
-	}
-	return snapshotResult(id, stats)
+	return onEnv(c, req, func(e *openEnv, _ *link.EnvRef) (any, error) {
+		id, stats, err := e.env.Snapshot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return snapshotResult(id, stats)
+	})
 }
 
 func (c *connEnvs) snapshotRestore(ctx context.Context, req *link.Request) (any, error) {
-	var p link.SnapshotParams
-	e, err := c.decode(req, &p, func() string { return p.EnvID })
-	if err != nil {
-		return nil, err
-	}
-	stats, err := e.env.Restore(ctx, p.Snapshot)
-	if err != nil {
-		return nil, c.r.wireError(err)
-	}
-	return snapshotResult("", stats)
+	return onEnv(c, req, func(e *openEnv, p *link.SnapshotParams) (any, error) {
+		stats, err := e.env.Restore(ctx, p.Snapshot)
+		if err != nil {
+			return nil, err
+		}
+		return snapshotResult("", stats)
+	})
 }
 
 func (c *connEnvs) snapshotHolds(ctx context.Context, req *link.Request) (any, error) {
-	var p link.SnapshotParams
-	e, err := c.decode(req, &p, func() string { return p.EnvID })
-	if err != nil {
-		return nil, err
-	}
-	held, err := e.env.Holds(ctx, p.Snapshot)
-	if err != nil {
-		return nil, c.r.wireError(err)
-	}
-	return held, nil
+	return onEnv(c, req, func(e *openEnv, p *link.SnapshotParams) (any, error) { return e.env.Holds(ctx, p.Snapshot) })
 }
 
 func snapshotResult(id string, stats snapshot.Stats) (any, error) {

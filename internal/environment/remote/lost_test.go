@@ -161,4 +161,3 @@ func TestRestoreAfterStopUsesTheRunnersCache(t *testing.T) {
 	require.Equal(t, 1, blobs.Gets(id))
 	require.Equal(t, 1, blobs.Gets(environmenttest.Digest([]byte(big))))
 }
-

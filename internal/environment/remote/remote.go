@@ -91,14 +91,8 @@ func (b *backend) ConfinesNetwork() bool {
 
 // Open implements environment.Backend.
 func (b *backend) Open(ctx context.Context, p *environment.OpenParams) (environment.Environment, error) {
-	if p == nil {
-		return nil, errors.New("open environment: params: is nil")
-	}
-	if err := workspace.ValidateSessionID(p.Workspace); err != nil {
-		return nil, fmt.Errorf("open environment: params.workspace: %w", err)
-	}
-	if err := workspace.ValidateSessionID(p.Session); err != nil {
-		return nil, fmt.Errorf("open environment: params.session: %w", err)
+	if err := p.Check(); err != nil {
+		return nil, err
 	}
 	r, err := b.runner()
 	if err != nil {
@@ -158,6 +152,15 @@ func (e *env) Info() environment.Info { return e.info }
 // call makes one call of the environment, its failure mapped to the
 // environment's errors.
 func (e *env) call(ctx context.Context, method string, params, result any, opts *link.CallOptions) error {
+	if err := e.usable(); err != nil {
+		return err
+	}
+	return e.mapErr(e.r.Conn.Call(ctx, method, params, result, opts))
+}
+
+// usable fails a call that cannot be made: the environment is closed, or
+// its connection ended (nothing is sent: ErrUnavailable).
+func (e *env) usable() error {
 	e.mu.Lock()
 	closed := e.closed
 	e.mu.Unlock()
@@ -169,7 +172,7 @@ func (e *env) call(ctx context.Context, method string, params, result any, opts 
 		// on the runner) ended before.
 		return fmt.Errorf("runner %s: %w (disconnected: open the environment again)", e.b.cfg.Runner, environment.ErrUnavailable)
 	}
-	return e.mapErr(e.r.Conn.Call(ctx, method, params, result, opts))
+	return nil
 }
 
 // mapErr maps a call's failure to what it means for the caller: the
@@ -231,34 +234,15 @@ func (e *env) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecResult,
 	if err := p.Check(); err != nil {
 		return nil, fmt.Errorf("run: %w", err)
 	}
-	limit := p.MaxOutputBytes
-	if limit == 0 {
-		limit = hub.DefaultMaxExecOutput
-	}
-	var stdout, stderr []byte
-	truncated := false
-	keep := func(buf *[]byte, data []byte) {
-		room := limit - len(*buf)
-		if len(data) > room {
-			data, truncated = data[:max(room, 0)], true
-		}
-		*buf = append(*buf, data...)
-	}
-	var res link.ExecResult
-	// A cancelled command is waited for: when Run returns, nothing of it
-	// runs on the runner (as with a local environment).
-	err := e.call(ctx, link.MethodExec, p, &res, &link.CallOptions{AwaitCancelled: true, OnOutput: func(stream string, data []byte) {
-		if stream == link.StreamStdout {
-			keep(&stdout, data)
-		} else {
-			keep(&stderr, data)
-		}
-	}})
-	if err != nil {
+	if err := e.usable(); err != nil {
 		return nil, err
 	}
-	return &tool.ExecResult{ExitCode: res.ExitCode, Stdout: string(stdout), Stderr: string(stderr),
-		Truncated: res.Truncated || truncated, TimedOut: res.TimedOut, Signal: res.Signal, Limit: res.Limit, Error: res.Error}, nil
+	out, err := hub.Exec(ctx, e.r, p)
+	if err != nil {
+		return nil, e.mapErr(err)
+	}
+	return &tool.ExecResult{ExitCode: out.ExitCode, Stdout: out.Stdout, Stderr: out.Stderr,
+		Truncated: out.Truncated, TimedOut: out.TimedOut, Signal: out.Signal, Limit: out.Limit, Error: out.Error}, nil
 }
 
 // ReadFile implements environment.Environment. An answer is one frame, so

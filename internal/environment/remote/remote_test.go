@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -26,12 +25,7 @@ import (
 
 // TestMain lets the test binary stand in for the longhaul binary inside a
 // bwrap sandbox (the egress forwarder).
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == sandbox.ForwardCommand {
-		os.Exit(sandbox.ForwardMain(os.Args[2:]))
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { environmenttest.Main(m) }
 
 const (
 	project    = "default"
@@ -45,8 +39,7 @@ type rig struct {
 	hub  *hub.Hub
 	url  string
 	data string
-	// via, when set, is where the runner dials instead of url (a
-	// recording relay).
+	// stopRunner stops the runner and waits until it has.
 	stopRunner func()
 }
 
@@ -143,33 +136,13 @@ func remoteBackend(sb func(testing.TB) sandbox.Backend) environmenttest.NewBacke
 
 func plain(testing.TB) sandbox.Backend { return sandbox.NewLocal() }
 
-var (
-	bwrapOnce    sync.Once
-	bwrapBackend sandbox.Backend
-	bwrapErr     error
-)
-
-// testBwrap returns the bwrap sandbox backend, probed once; without a
-// working bubblewrap it skips, or fails under CI=true.
-func testBwrap(tb testing.TB) sandbox.Backend {
-	tb.Helper()
-	bwrapOnce.Do(func() { bwrapBackend, bwrapErr = sandbox.NewBwrap(sandbox.BwrapOptions{}) })
-	if bwrapErr != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("bwrap must work under CI=true: %v", bwrapErr)
-		}
-		tb.Skipf("skipping: bubblewrap is not usable here: %v", bwrapErr)
-	}
-	return bwrapBackend
-}
-
 func TestRemotePlainConformance(t *testing.T) {
 	environmenttest.Run(t, remoteBackend(plain))
 }
 
 func TestRemoteBwrapConformance(t *testing.T) {
-	testBwrap(t)
-	environmenttest.Run(t, remoteBackend(testBwrap))
+	environmenttest.Bwrap(t)
+	environmenttest.Run(t, remoteBackend(environmenttest.Bwrap))
 }
 
 // The cost of a shell call on a runner over loopback: issue 20's added
@@ -180,5 +153,5 @@ func BenchmarkRemotePlainRun(b *testing.B) {
 }
 
 func BenchmarkRemoteBwrapRun(b *testing.B) {
-	environmenttest.BenchmarkRun(b, remoteBackend(testBwrap))
+	environmenttest.BenchmarkRun(b, remoteBackend(environmenttest.Bwrap))
 }

@@ -11,11 +11,7 @@ import (
 )
 
 // BlobStore is the server's store of snapshot blobs (store.Store has it).
-type BlobStore interface {
-	BlobPut(ctx context.Context, sha256Hex string, data []byte) error
-	BlobGet(ctx context.Context, sha256Hex string) ([]byte, error)
-	BlobHas(ctx context.Context, sha256Hex string) (bool, error)
-}
+type BlobStore = snapshot.Blobs
 
 // maxUploads bounds the blobs one connection uploads in parts at once, so
 // a runner cannot hold the server's memory with unfinished uploads.
