@@ -64,3 +64,7 @@ func TestNewLocalNamesTheMissingField(t *testing.T) {
 		require.ErrorContains(t, err, tc.want)
 	}
 }
+
+func BenchmarkLocalPlainReadFile(b *testing.B) {
+	environmenttest.BenchmarkReadFile(b, localBackend(sandbox.NewLocal()))
+}

@@ -155,3 +155,7 @@ func BenchmarkRemotePlainRun(b *testing.B) {
 func BenchmarkRemoteBwrapRun(b *testing.B) {
 	environmenttest.BenchmarkRun(b, remoteBackend(environmenttest.Bwrap))
 }
+
+func BenchmarkRemotePlainReadFile(b *testing.B) {
+	environmenttest.BenchmarkReadFile(b, remoteBackend(plain))
+}
