@@ -34,16 +34,23 @@ type blobCache struct {
 	max  int64
 	log  func(msg string, args ...any)
 	conn atomic.Pointer[link.Conn]
+	// calls bounds the blob calls in flight, below the server's cap of a
+	// runner's calls (hub.MaxRunnerCalls), which would refuse more.
+	calls chan struct{}
 
 	mu   sync.Mutex
 	size int64 // bytes in the cache (as of the last scan, plus adds)
+	// putting holds the digests being put, closed when done: the server
+	// takes one upload of a digest at a time (two snapshots of a shared
+	// workspace may store the same new blob at once).
+	putting map[string]chan struct{}
 }
 
 func newBlobCache(dir string, max int64, log func(string, ...any)) (*blobCache, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	c := &blobCache{dir: dir, max: max, log: log}
+	c := &blobCache{dir: dir, max: max, log: log, calls: make(chan struct{}, maxBlobCalls), putting: map[string]chan struct{}{}}
 	c.size = c.scanSize()
 	return c, nil
 }
@@ -57,8 +64,17 @@ func (c *blobCache) call(ctx context.Context, method string, params, result any,
 	if conn == nil {
 		return errNoConnection
 	}
+	select {
+	case c.calls <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-c.calls }()
 	return conn.Call(ctx, method, params, result, opts)
 }
+
+// maxBlobCalls bounds a runner's blob calls at once.
+const maxBlobCalls = 8
 
 // cached returns the cached blob of digest, nil when absent (or not
 // what its name says: then removed).
@@ -215,11 +231,14 @@ func (c *blobCache) BlobPut(ctx context.Context, digest string, data []byte) err
 	if conn == nil {
 		return errNoConnection
 	}
+	// Put even when cached: the cache is no proof that this server holds
+	// it (only that some server did); the server skips what it has.
+	defer c.lockDigest(digest)()
 	part := link.ChunkBytes(conn.MaxMessageBytes()) - 1024
 	for off := 0; off == 0 || off < len(data); off += part {
 		end := min(off+part, len(data))
 		p := link.BlobPutParams{Digest: digest, Size: int64(len(data)), Offset: int64(off), Data: data[off:end]}
-		if err := conn.Call(ctx, link.MethodBlobPut, p, nil, nil); err != nil {
+		if err := c.call(ctx, link.MethodBlobPut, p, nil, nil); err != nil {
 			return fmt.Errorf("put blob %s to the server: %w", digest, err)
 		}
 		if end == len(data) {
@@ -228,6 +247,30 @@ func (c *blobCache) BlobPut(ctx context.Context, digest string, data []byte) err
 	}
 	c.keep(digest, data)
 	return nil
+}
+
+// lockDigest waits until no put of digest is in flight and marks one;
+// call the function it returns when done.
+func (c *blobCache) lockDigest(digest string) (unlock func()) {
+	c.mu.Lock()
+	for {
+		ch, busy := c.putting[digest]
+		if !busy {
+			break
+		}
+		c.mu.Unlock()
+		<-ch
+		c.mu.Lock()
+	}
+	ch := make(chan struct{})
+	c.putting[digest] = ch
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		delete(c.putting, digest)
+		close(ch)
+		c.mu.Unlock()
+	}
 }
 
 // BlobPutMany implements snapshot.BatchBlobs. The blobs are stored one by

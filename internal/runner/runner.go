@@ -167,6 +167,8 @@ func New(cfg Config) (*Runner, error) {
 		sum := sha256.Sum256([]byte(abs))
 		r.sockets = filepath.Join(os.TempDir(), "longhaul-runner-"+hex.EncodeToString(sum[:6]))
 	}
+	// Parts of writes a previous run did not finish are of no use.
+	_ = os.RemoveAll(r.uploads)
 	if err := os.MkdirAll(r.uploads, 0o700); err != nil {
 		return nil, fmt.Errorf("runner config: data: %w", err)
 	}

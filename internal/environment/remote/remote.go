@@ -271,7 +271,11 @@ func (e *env) ReadFile(ctx context.Context, rel string, offset, limit int64) (*w
 // WriteFile implements environment.Environment: in one call, or in parts
 // of one upload when the data is larger than a frame.
 func (e *env) WriteFile(ctx context.Context, rel string, data []byte) error {
+	// A part's frame holds the path too (escaped: at most 6 bytes a byte).
 	part := link.ChunkBytes(e.r.Conn.MaxMessageBytes()) - 4096 - len(rel)*6
+	if part < 1024 {
+		return fmt.Errorf("write %q: %w: the path is too long", rel, workspace.ErrInvalidPath)
+	}
 	if len(data) <= part {
 		return e.call(ctx, link.MethodFSWrite, link.FSWriteParams{EnvID: e.id, Path: rel, Data: data}, nil, nil)
 	}

@@ -15,7 +15,7 @@ type BlobStore = snapshot.Blobs
 
 // maxUploads bounds the blobs one connection uploads in parts at once, so
 // a runner cannot hold the server's memory with unfinished uploads.
-const maxUploads = 8
+const maxUploads = 4
 
 // upload is a blob arriving in parts.
 type upload struct {

@@ -8,6 +8,11 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/runner/link"
 )
 
+// MaxRunnerCalls bounds the calls a runner makes of the server at once
+// (unless Config.Link sets MaxIncoming): the runner is the lower-trust
+// party, and each call holds a goroutine and maybe a blob.
+const MaxRunnerCalls = 16
+
 // envState is what a connection's remote environments need of the server
 // side: where each environment's network events go, the snapshots the
 // server asked the runner to restore (the only blobs blob.get hands out),

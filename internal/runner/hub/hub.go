@@ -195,6 +195,9 @@ func (h *Hub) Serve(ctx context.Context, ws *websocket.Conn, key Key, check KeyC
 	}
 	lc := *linkConfig(h.cfg.Link)
 	lc.Handlers = h.runnerHandlers(r) // network.event and blob.* only
+	if lc.MaxIncoming == 0 {
+		lc.MaxIncoming = MaxRunnerCalls
+	}
 	r.Conn = link.New(ws, &lc)
 	h.hold(r)
 	h.log.Info("runner connected", "runner", r.Row.Name, "project", r.Row.Project, "conn", r.Row.ConnID,
