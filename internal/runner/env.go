@@ -455,11 +455,13 @@ func (r *Runner) wireError(err error) error {
 	if err == nil {
 		return nil
 	}
-	var re *link.RemoteError
-	if errors.As(err, &re) {
-		return re
+	if re, ok := err.(*link.RemoteError); ok {
+		return re // the handler's own
 	}
 	code := link.CodeFailed
+	if re := (*link.RemoteError)(nil); errors.As(err, &re) {
+		code = re.Code // the server's answer to a call of this one (blob.get)
+	}
 	for _, m := range []struct {
 		sentinel error
 		code     string

@@ -161,3 +161,44 @@ func TestRestoreAfterStopUsesTheRunnersCache(t *testing.T) {
 	require.Equal(t, 1, blobs.Gets(id))
 	require.Equal(t, 1, blobs.Gets(environmenttest.Digest([]byte(big))))
 }
+
+// TestRunnerCapsTheLimits: the runner's operator's maxima bound what a
+// session asks for, and are what it gets when it asks for nothing.
+func TestRunnerCapsTheLimits(t *testing.T) {
+	rg := newRig(t, environmenttest.NewBlobs(t), rigOptions{limits: sandbox.Limits{DiskBytes: 1 << 20}})
+	b := rg.backend(t)
+	for _, asked := range []int64{0, 64 << 20} {
+		env, err := b.Open(t.Context(), &environment.OpenParams{Workspace: "ses_cap", Session: "ses_cap", Limits: sandbox.Limits{DiskBytes: asked}})
+		require.NoError(t, err)
+		err = env.WriteFile(t.Context(), "big.bin", make([]byte, 2<<20))
+		require.ErrorIs(t, err, environment.ErrDiskQuota, "asked %d", asked)
+		require.NoError(t, env.Close())
+	}
+}
+
+// TestRunnerErrorsNameNoHostPath: what the runner answers names
+// workspace-relative paths only, never a directory of its machine.
+func TestRunnerErrorsNameNoHostPath(t *testing.T) {
+	rg := newRig(t, environmenttest.NewBlobs(t), rigOptions{})
+	ctx := t.Context()
+	env, err := rg.backend(t).Open(ctx, &environment.OpenParams{Workspace: "ses_paths", Session: "ses_paths"})
+	require.NoError(t, err)
+	defer env.Close()
+	require.NoError(t, env.WriteFile(ctx, "dir/file.txt", []byte("x")))
+	var errs []error
+	_, err = env.ReadFile(ctx, "missing.txt", 0, 10)
+	errs = append(errs, err)
+	_, err = env.List(ctx, "dir/file.txt/below", 0)
+	errs = append(errs, err)
+	errs = append(errs, env.WriteFile(ctx, "dir", []byte("x")))
+	errs = append(errs, env.Remove(ctx, "dir"))
+	_, err = env.Restore(ctx, strings.Repeat("0", 64))
+	errs = append(errs, err)
+	_, err = env.ReadFile(ctx, "../../../etc/passwd", 0, 10)
+	errs = append(errs, err)
+	for i, err := range errs {
+		require.Error(t, err, i)
+		require.NotContains(t, err.Error(), rg.data, "%d: %v", i, err)
+		require.NotContains(t, err.Error(), os.TempDir()+string(filepath.Separator), "%d: %v", i, err)
+	}
+}

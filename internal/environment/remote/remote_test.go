@@ -48,6 +48,8 @@ type rigOptions struct {
 	// dial, when set, turns the server's URL into the one the runner
 	// dials (through a relay).
 	dial func(url string) string
+	// limits are the runner operator's maxima.
+	limits sandbox.Limits
 }
 
 func newRig(tb testing.TB, blobs hub.BlobStore, o rigOptions) *rig {
@@ -82,7 +84,7 @@ func newRig(tb testing.TB, blobs hub.BlobStore, o rigOptions) *rig {
 		sb = sandbox.NewLocal()
 	}
 	r, err := runner.New(runner.Config{
-		Server: dialURL, Key: "good", DataDir: rg.data, Backend: sb, SocketDir: tb.TempDir(),
+		Server: dialURL, Key: "good", DataDir: rg.data, Backend: sb, SocketDir: tb.TempDir(), Limits: o.limits,
 		Hello:      link.Hello{Name: runnerName, Capacity: 64, Version: "test"},
 		MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Logger: quiet,
 	})
