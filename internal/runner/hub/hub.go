@@ -276,6 +276,9 @@ func (h *Hub) watch(ctx context.Context, r *Runner, check KeyCheck) {
 			h.log.Warn("check a runner's key", "runner", r.Row.Name, "err", err)
 		case !valid:
 			h.log.Info("runner's key revoked: closing its connection", "runner", r.Row.Name, "key_id", r.Row.KeyID)
+			// The row goes first: once the runner is told (and stops), no
+			// node lists it any more.
+			h.forget(r)
 			r.Conn.CloseWith(link.StatusKeyRevoked, "the runner's API key was revoked or expired")
 			continue
 		}
