@@ -72,6 +72,11 @@ func (p *process) wait() {
 		&link.CallOptions{OnOutput: p.stdout})
 	if err != nil {
 		res.Exit = "lost: " + p.e.mapErr(err).Error()
+		// Refused (the runner's capacity): the program must not run on
+		// unrelayed. A connection that ended ended it already.
+		if !errors.Is(err, link.ErrClosed) {
+			p.Kill()
+		}
 	}
 	p.finish(res.Exit, res.Stderr)
 }
