@@ -119,6 +119,14 @@ func (b *backend) Open(ctx context.Context, p *environment.OpenParams) (environm
 		return nil, fmt.Errorf("open environment of session %s: %w", p.Session, err)
 	}
 	e.info = environment.Info{Backend: b.Name(), Provisioned: res.Provisioned}
+	// The runner caps what a session asks by its operator's maxima: a
+	// workspace smaller than the session was promised is refused rather
+	// than met by surprise as a full disk.
+	if asked, granted := p.Limits.DiskBytes, res.Limits.DiskBytes; asked > 0 && granted > 0 && granted < asked {
+		_ = e.Close()
+		return nil, fmt.Errorf("open environment of session %s: params.limits.disk_bytes: runner %s grants at most %d bytes of disk, the session asks for %d (environment.disk_mb)",
+			p.Session, b.cfg.Runner, granted, asked)
+	}
 	return e, nil
 }
 
