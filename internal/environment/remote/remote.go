@@ -116,6 +116,18 @@ func (b *backend) Open(ctx context.Context, p *environment.OpenParams) (environm
 		if e.unroute != nil {
 			e.unroute()
 		}
+		if errors.Is(err, environment.ErrLost) {
+			// The runner closes what the connection opened when it ends:
+			// nothing of this open is left to reason about.
+			return nil, fmt.Errorf("open environment of session %s on runner %s: %w (its connection ended)", p.Session, b.cfg.Runner, environment.ErrUnavailable)
+		}
+		if ctx.Err() != nil {
+			// The runner may have opened it after all: close it, or it
+			// lives until the connection ends.
+			cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			_ = r.Conn.Call(cctx, link.MethodEnvClose, link.EnvRef{EnvID: e.id}, nil, nil)
+			cancel()
+		}
 		return nil, fmt.Errorf("open environment of session %s: %w", p.Session, err)
 	}
 	e.info = environment.Info{Backend: b.Name(), Provisioned: res.Provisioned}
