@@ -218,10 +218,16 @@ func (c *connEnvs) open(ctx context.Context, req *link.Request) (any, error) {
 		return nil, c.r.wireError(err)
 	}
 	c.mu.Lock()
-	if c.ended {
+	switch {
+	case c.ended:
 		c.mu.Unlock()
 		_ = env.Close()
 		return nil, link.Errorf(link.CodeClosed, "the connection is ending")
+	case ctx.Err() != nil:
+		// The server gave up on the open: it will not know this handle.
+		c.mu.Unlock()
+		_ = env.Close()
+		return nil, link.Errorf(link.CodeCancelled, "the open was cancelled")
 	}
 	c.envs[p.EnvID] = &openEnv{env: env, procs: map[string]environment.Process{}}
 	c.mu.Unlock()
