@@ -22,7 +22,7 @@ const runnerKeyEnv = "LONGHAUL_RUNNER_KEY"
 type runnerOpts struct {
 	server, key, name, data, sandbox, sandboxUser string
 	labels                                        []string
-	capacity                                      int
+	capacity, blobCacheMB                         int
 	insecure                                      bool
 }
 
@@ -36,7 +36,10 @@ the server (no port opens here) over one WebSocket, with a key of the runner
 role (longhaul keys create NAME --role runner), announces its name, labels and
 capacity, and runs the commands the server sends in this machine's sandbox
 (bwrap when it works, else local), each session in a workspace of its own
-under --data. The journal, the vault and every secret stay on the server.
+under --data. It takes and restores the workspaces' snapshots here, sending
+the server only the blobs it lacks and keeping a bounded cache of them under
+--data (--blob-cache-mb), so a restore fetches only what this machine lacks.
+The journal, the vault and every secret stay on the server.
 
 When the connection drops, the runner connects again, waiting longer each
 time (exponential backoff with jitter, up to a minute). It stops with an
@@ -58,7 +61,8 @@ travel in the clear); --insecure allows it.`,
 	fs.StringVar(&o.name, "name", "", "the runner's name within its key's project: a-z, 0-9, '.', '_', '-' (required)")
 	fs.StringArrayVar(&o.labels, "label", nil, "a label agents may ask for (environment.runner.labels); repeat for several")
 	fs.IntVar(&o.capacity, "capacity", runtime.NumCPU(), "how many commands the runner runs at once (default: the number of CPUs)")
-	fs.StringVar(&o.data, "data", "longhaul-runner-data", "directory of the sessions' workspaces")
+	fs.StringVar(&o.data, "data", "longhaul-runner-data", "directory of the sessions' workspaces and of the cache of snapshot blobs")
+	fs.IntVar(&o.blobCacheMB, "blob-cache-mb", runner.DefaultBlobCacheBytes>>20, "the most the cache of snapshot blobs under --data holds, in MiB (the least recently used go first)")
 	fs.StringVar(&o.sandbox, "sandbox", "auto", "where commands run: auto (bwrap when it works, else local with a warning), bwrap (refuse to start without it) or local (no isolation)")
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a plain http:// server that is not loopback (the key then travels in the clear)")
 	fs.StringVar(&o.sandboxUser, "sandbox-user", fmt.Sprintf("%d:%d", sandbox.DefaultUID, sandbox.DefaultGID), "UID[:GID]: the unprivileged host user a runner running as root runs its bwrap sandboxes as; never 0")
@@ -79,6 +83,9 @@ func (c *cli) runRunner(cmd *cobra.Command, o *runnerOpts) error {
 	default:
 		return usagef("--sandbox %q: want auto, bwrap or local", o.sandbox)
 	}
+	if o.blobCacheMB < 1 {
+		return usagef("--blob-cache-mb %d: must be at least 1", o.blobCacheMB)
+	}
 	uid, gid, err := parseSandboxUser(o.sandboxUser)
 	if err != nil {
 		return usagef("--sandbox-user %q: %v", o.sandboxUser, err)
@@ -96,7 +103,8 @@ func (c *cli) runRunner(cmd *cobra.Command, o *runnerOpts) error {
 	version := buildinfo.Read().Version
 	r, err := runner.New(runner.Config{
 		Server: server, Insecure: o.insecure, Key: key, DataDir: o.data, Backend: backend, Logger: log,
-		Hello: link.Hello{Name: o.name, Labels: o.labels, Capacity: o.capacity, Version: version},
+		BlobCacheBytes: int64(o.blobCacheMB) << 20,
+		Hello:          link.Hello{Name: o.name, Labels: o.labels, Capacity: o.capacity, Version: version},
 	})
 	if err != nil {
 		return usagef("%s", flagNames(err.Error()))

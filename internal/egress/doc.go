@@ -44,6 +44,6 @@
 // internal/tool imports it.
 //
 // It imports only the standard library. Who may import it: internal/engine,
-// internal/environment, internal/node, internal/tool, internal/webhook and
-// tests.
+// internal/environment, internal/node, internal/runner (a runner runs the
+// proxy beside its sandbox), internal/tool, internal/webhook and tests.
 package egress

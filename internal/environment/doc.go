@@ -35,5 +35,6 @@
 //
 // It imports internal/egress, internal/sandbox, internal/snapshot,
 // internal/tool, internal/workspace and the standard library. Who may
-// import it: no package of the module (tests aside).
+// import it: internal/environment/remote (its runner's errors), internal/runner
+// (a runner's environments are local ones on its machine) and tests.
 package environment

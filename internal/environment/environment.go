@@ -3,6 +3,7 @@ package environment
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -77,6 +78,21 @@ type OpenParams struct {
 	// Snapshot bounds the workspace's snapshots (every Snapshot and the
 	// check of Stop); the zero value bounds nothing.
 	Snapshot SnapshotLimits
+}
+
+// Check names the first field of p that is not valid (every backend's
+// Open refuses the same params the same way).
+func (p *OpenParams) Check() error {
+	if p == nil {
+		return errors.New("open environment: params: is nil")
+	}
+	if err := workspace.ValidateSessionID(p.Workspace); err != nil {
+		return fmt.Errorf("open environment: params.workspace: %w", err)
+	}
+	if err := workspace.ValidateSessionID(p.Session); err != nil {
+		return fmt.Errorf("open environment: params.session: %w", err)
+	}
+	return nil
 }
 
 // Network is what the egress proxy of an environment lets through, and

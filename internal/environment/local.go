@@ -89,14 +89,8 @@ func (b *localBackend) ConfinesNetwork() bool { return b.cfg.Sandbox.ConfinesNet
 
 // Open implements Backend.
 func (b *localBackend) Open(ctx context.Context, p *OpenParams) (Environment, error) {
-	if p == nil {
-		return nil, errors.New("open environment: params: is nil")
-	}
-	if err := workspace.ValidateSessionID(p.Workspace); err != nil {
-		return nil, fmt.Errorf("open environment: params.workspace: %w", err)
-	}
-	if err := workspace.ValidateSessionID(p.Session); err != nil {
-		return nil, fmt.Errorf("open environment: params.session: %w", err)
+	if err := p.Check(); err != nil {
+		return nil, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -177,7 +171,9 @@ func (e *localEnv) startProxy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	stop, err := egress.ListenUnix(ctx, sock, p, cfg, func(ev egress.Event) {
+	// ctx bounds the set-up only: the proxy lives until Close or Stop (a
+	// runner's Open returns, and its call's context ends, long before).
+	stop, err := egress.ListenUnix(context.WithoutCancel(ctx), sock, p, cfg, func(ev egress.Event) {
 		if n.OnEvent != nil {
 			n.OnEvent(tool.NetworkEvent(ev))
 		}

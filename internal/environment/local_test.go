@@ -1,8 +1,6 @@
 package environment_test
 
 import (
-	"os"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -16,12 +14,7 @@ import (
 // TestMain lets the test binary stand in for the longhaul binary inside a
 // bwrap sandbox (the egress forwarder; a root run's EnterCommand is
 // handled by the sandbox package's init).
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == sandbox.ForwardCommand {
-		os.Exit(sandbox.ForwardMain(os.Args[2:]))
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { environmenttest.Main(m) }
 
 // localBackend returns a NewBackend over sb: each backend is a machine of
 // its own (its own workspace root and socket directory).
@@ -40,28 +33,8 @@ func TestLocalPlainConformance(t *testing.T) {
 	environmenttest.Run(t, localBackend(sandbox.NewLocal()))
 }
 
-var (
-	bwrapOnce    sync.Once
-	bwrapBackend sandbox.Backend
-	bwrapErr     error
-)
-
-// testBwrap returns the bwrap sandbox backend, probed once per test
-// binary; without a working bubblewrap it skips, or fails under CI=true.
-func testBwrap(tb testing.TB) sandbox.Backend {
-	tb.Helper()
-	bwrapOnce.Do(func() { bwrapBackend, bwrapErr = sandbox.NewBwrap(sandbox.BwrapOptions{}) })
-	if bwrapErr != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("bwrap must work under CI=true: %v", bwrapErr)
-		}
-		tb.Skipf("skipping: bubblewrap is not usable here: %v", bwrapErr)
-	}
-	return bwrapBackend
-}
-
 func TestLocalBwrapConformance(t *testing.T) {
-	environmenttest.Run(t, localBackend(testBwrap(t)))
+	environmenttest.Run(t, localBackend(environmenttest.Bwrap(t)))
 }
 
 // The cost of a shell call through the seam, per backend: the baseline a
@@ -71,7 +44,7 @@ func BenchmarkLocalPlainRun(b *testing.B) {
 }
 
 func BenchmarkLocalBwrapRun(b *testing.B) {
-	environmenttest.BenchmarkRun(b, localBackend(testBwrap(b)))
+	environmenttest.BenchmarkRun(b, localBackend(environmenttest.Bwrap(b)))
 }
 
 func TestNewLocalNamesTheMissingField(t *testing.T) {
@@ -90,4 +63,8 @@ func TestNewLocalNamesTheMissingField(t *testing.T) {
 		_, err := environment.NewLocal(tc.cfg)
 		require.ErrorContains(t, err, tc.want)
 	}
+}
+
+func BenchmarkLocalPlainReadFile(b *testing.B) {
+	environmenttest.BenchmarkReadFile(b, localBackend(sandbox.NewLocal()))
 }

@@ -11,17 +11,10 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/tool"
 )
 
-// exec answers link.MethodExec: the command runs in the session's
-// workspace through the runner's sandbox backend; its output goes back as
-// output frames, then the result.
-func (r *Runner) exec(ctx context.Context, req *link.Request) (any, error) {
-	var p link.ExecParams
-	if err := req.DecodeParams(&p); err != nil {
-		return nil, err
-	}
-	if err := p.Check(); err != nil {
-		return nil, link.Errorf(link.CodeBadParams, "%v", err)
-	}
+// execPlain answers link.MethodExec for a session's plain workspace (no
+// environment opened): the command runs through the runner's sandbox
+// backend; its output goes back as output frames, then the result.
+func (r *Runner) execPlain(ctx context.Context, req *link.Request, p *link.ExecParams) (any, error) {
 	ws, err := r.workspace(p.Session)
 	if err != nil {
 		return nil, err
@@ -33,16 +26,7 @@ func (r *Runner) exec(ctx context.Context, req *link.Request) (any, error) {
 	if err != nil {
 		return nil, link.Errorf(link.CodeFailed, "run the command: %v", err)
 	}
-	if err := req.Output(ctx, link.StreamStdout, []byte(res.Stdout)); err != nil {
-		return nil, err
-	}
-	if err := req.Output(ctx, link.StreamStderr, []byte(res.Stderr)); err != nil {
-		return nil, err
-	}
-	return link.ExecResult{
-		ExitCode: res.ExitCode, Truncated: res.Truncated, TimedOut: res.TimedOut,
-		Signal: res.Signal, Limit: res.Limit, Error: res.Error,
-	}, nil
+	return sendExecResult(ctx, req, res)
 }
 
 // workspace returns the session's workspace directory, made if missing.

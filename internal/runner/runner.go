@@ -2,6 +2,8 @@ package runner
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -17,8 +19,10 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/runner/link"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
+	"github.com/longhaul-dev/longhaul/internal/workspace"
 )
 
 // ConnectPath is the server's route a runner connects to.
@@ -48,8 +52,17 @@ type Config struct {
 	DataDir string
 	// Backend runs the commands. Required.
 	Backend sandbox.Backend
-	// Limits bound each command (zero fields: the sandbox's defaults).
+	// Limits bound each command (zero fields: the sandbox's defaults);
+	// for an environment the server opens, each field set here is the most
+	// it may ask for (and what it gets when it asks for nothing).
 	Limits sandbox.Limits
+	// BlobCacheBytes bounds the cache of snapshot blobs under DataDir/blobs.
+	// Default DefaultBlobCacheBytes.
+	BlobCacheBytes int64
+	// SocketDir holds the egress proxies' Unix sockets. Default: a
+	// directory under os.TempDir() named after DataDir (a socket's path is
+	// short; a data directory's may not be).
+	SocketDir string
 	// MinBackoff is the first wait before dialling again. Default
 	// DefaultMinBackoff.
 	MinBackoff time.Duration
@@ -107,9 +120,16 @@ func isLoopback(host string) bool {
 
 // Runner connects to the server and answers its calls.
 type Runner struct {
-	cfg  Config
-	log  *slog.Logger
-	work string // DataDir/workspaces
+	cfg     Config
+	log     *slog.Logger
+	data    string // DataDir, absolute
+	work    string // DataDir/workspaces
+	uploads string // DataDir/uploads: fs.write parts
+	sockets string
+	// envs is the local environment backend on this machine: the server's
+	// environments live in it (env.go).
+	envs  environment.Backend
+	blobs *blobCache
 }
 
 // New checks cfg and returns a Runner; the error names the first invalid
@@ -142,7 +162,31 @@ func New(cfg Config) (*Runner, error) {
 	if err := os.MkdirAll(work, 0o700); err != nil {
 		return nil, fmt.Errorf("runner config: data: %w", err)
 	}
-	return &Runner{cfg: cfg, log: cfg.Logger, work: work}, nil
+	r := &Runner{cfg: cfg, log: cfg.Logger, data: abs, work: work, uploads: filepath.Join(abs, "uploads"), sockets: cfg.SocketDir}
+	if r.sockets == "" {
+		sum := sha256.Sum256([]byte(abs))
+		r.sockets = filepath.Join(os.TempDir(), "longhaul-runner-"+hex.EncodeToString(sum[:6]))
+	}
+	// Parts of writes a previous run did not finish are of no use.
+	_ = os.RemoveAll(r.uploads)
+	if err := os.MkdirAll(r.uploads, 0o700); err != nil {
+		return nil, fmt.Errorf("runner config: data: %w", err)
+	}
+	if cfg.BlobCacheBytes <= 0 {
+		cfg.BlobCacheBytes = DefaultBlobCacheBytes
+	}
+	if r.blobs, err = newBlobCache(filepath.Join(abs, "blobs"), cfg.BlobCacheBytes, r.log.Warn); err != nil {
+		return nil, fmt.Errorf("runner config: data: %w", err)
+	}
+	spaces, err := workspace.New(work)
+	if err != nil {
+		return nil, fmt.Errorf("runner config: data: %w", err)
+	}
+	r.envs, err = environment.NewLocal(&environment.LocalConfig{Sandbox: cfg.Backend, Workspaces: spaces, Blobs: r.blobs, SocketDir: r.sockets, Logger: r.log})
+	if err != nil {
+		return nil, fmt.Errorf("runner config: %w", err)
+	}
+	return r, nil
 }
 
 // ErrRefused wraps the reason the server gave for a runner that must not
@@ -228,9 +272,14 @@ func (r *Runner) connectOnce(ctx context.Context) (accepted bool, err error) {
 		lc = *r.cfg.Link
 	}
 	lc.MaxIncoming = r.cfg.Hello.Capacity
-	lc.Handlers = map[string]link.Handler{link.MethodExec: r.exec}
+	envs := newConnEnvs(r)
+	lc.Handlers = envs.handlers()
 	lc.Logger = r.log
 	conn := link.New(ws, &lc)
+	envs.start(conn)
+	// The connection's end ends its environments' programs before the
+	// runner dials again (Done: every call's handler has returned).
+	defer envs.end()
 	select {
 	case <-conn.Done():
 	case <-ctx.Done():

@@ -245,7 +245,8 @@
 // EnterMain, internal/mcp runs stdio servers in it. Who may import it:
 // cmd/longhaul, internal/bench (its workspace scenario runs shell steps
 // in the sandbox a server would use), internal/engine, internal/environment
-// (its local backend wraps this one), internal/mcp,
+// (its local backend wraps this one), internal/environment/remote (the
+// limits and start requests it sends a runner), internal/mcp,
 // internal/node, internal/runner (a runner runs the calls of the sessions
 // assigned to it in its own machine's sandbox) and tests.
 package sandbox

@@ -87,6 +87,7 @@
 // The engine uses it for checkpoints (Take), for recreating a lost
 // workspace (Restore) and for forking a session from a checkpoint (Restore
 // into the new session's workspace); export reads checkpoints' trees. Who
-// may import it: internal/engine, internal/environment, internal/export and
-// tests.
+// may import it: internal/engine, internal/environment,
+// internal/environment/remote, internal/export, internal/runner (its blob
+// cache), internal/runner/hub (a restore's scope: TreeRefs) and tests.
 package snapshot

@@ -174,12 +174,12 @@ func (p *putter) store(batch []putJob) error {
 	}
 	missing := make(map[string][]byte, len(batch))
 	bytes := 0
+	lacks, err := p.lacking(batch)
+	if err != nil {
+		return err
+	}
 	for _, j := range batch {
-		has, err := p.b.BlobHas(p.ctx, j.digest)
-		if err != nil {
-			return fmt.Errorf("store %s: %w", j.what, err)
-		}
-		if !has {
+		if lacks(j.digest) {
 			missing[j.digest] = j.data
 			bytes += len(j.data)
 		}
@@ -196,6 +196,31 @@ func (p *putter) store(batch []putJob) error {
 	}
 	p.count(len(missing), bytes)
 	return nil
+}
+
+// lacking asks the store which blobs of batch it lacks: in one call when
+// it can (ManyBlobs), else blob by blob.
+func (p *putter) lacking(batch []putJob) (func(digest string) bool, error) {
+	if mb, ok := p.b.(ManyBlobs); ok {
+		digests := make([]string, len(batch))
+		for i, j := range batch {
+			digests[i] = j.digest
+		}
+		missing, err := mb.BlobHasMany(p.ctx, digests)
+		if err != nil {
+			return nil, fmt.Errorf("store %s and %d other blobs: %w", batch[0].what, len(batch)-1, err)
+		}
+		return func(d string) bool { return missing[d] }, nil
+	}
+	missing := make(map[string]bool, len(batch))
+	for _, j := range batch {
+		has, err := p.b.BlobHas(p.ctx, j.digest)
+		if err != nil {
+			return nil, fmt.Errorf("store %s: %w", j.what, err)
+		}
+		missing[j.digest] = !has
+	}
+	return func(d string) bool { return missing[d] }, nil
 }
 
 // count adds blobs the store did not have to the Take's stats.

@@ -35,7 +35,7 @@
 // internal/httpretry, the JSON Schema library and the SQLite driver
 // (modernc.org/sqlite, never internal/store/sqlite). Who may import it: the
 // root package, internal/bench, internal/engine, internal/environment,
-// internal/mcp,
+// internal/environment/remote, internal/mcp,
 // internal/node, internal/runner, internal/sandbox, internal/vault and
 // tests.
 package tool

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -593,15 +594,51 @@ func testClose(t *testing.T, h *harness) {
 // that backends are compared by the same code: a remote backend's added
 // latency is its figure minus the local one's.
 func BenchmarkRun(b *testing.B, newBackend NewBackend) {
+	env := benchEnv(b, newBackend)
+	req := &tool.ExecRequest{Command: "true", Timeout: time.Minute}
+	benchLoop(b, func() error {
+		res, err := env.Run(context.Background(), req)
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exit %d: %s", res.ExitCode, res.Stderr)
+		}
+		return err
+	})
+}
+
+// BenchmarkReadFile measures a small file tool read through a backend's
+// Environment: no program runs, so a remote backend's figure is its
+// round trip to the runner.
+func BenchmarkReadFile(b *testing.B, newBackend NewBackend) {
+	env := benchEnv(b, newBackend)
+	require.NoError(b, env.WriteFile(context.Background(), "small.txt", []byte("small")))
+	benchLoop(b, func() error {
+		_, err := env.ReadFile(context.Background(), "small.txt", 0, 100)
+		return err
+	})
+}
+
+func benchEnv(b *testing.B, newBackend NewBackend) environment.Environment {
 	env, err := newBackend(b, NewBlobs(b)).Open(context.Background(), &environment.OpenParams{Workspace: "ses_bench", Session: "ses_bench"})
 	require.NoError(b, err)
-	defer env.Close()
-	req := &tool.ExecRequest{Command: "true", Timeout: time.Minute}
+	b.Cleanup(func() { _ = env.Close() })
+	return env
+}
+
+// benchLoop times op per iteration and reports the median and the 99th
+// percentile besides the mean: the mean hides a slow tail (a runner's
+// round trip waits behind its connection's other frames).
+func benchLoop(b *testing.B, op func() error) {
+	var took []time.Duration
 	b.ResetTimer()
 	for b.Loop() {
-		res, err := env.Run(context.Background(), req)
-		if err != nil || res.ExitCode != 0 {
-			b.Fatalf("run: %v %+v", err, res)
+		start := time.Now()
+		err := op()
+		took = append(took, time.Since(start))
+		if err != nil {
+			b.Fatal(err)
 		}
 	}
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(took[len(took)*99/100].Microseconds()), "p99-µs")
 }

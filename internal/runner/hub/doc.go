@@ -34,16 +34,22 @@
 //     clock).
 //   - The runner is the lower-trust party: its Hello is checked field by
 //     field (link.Hello.Check), it must come within Config.HelloTimeout,
-//     and every later frame is checked by link. It may call nothing of the
-//     server (no handlers: a call closes the connection), and nothing it
-//     says selects a session.
+//     and every later frame is checked by link. It may call only
+//     network.event (its environments' proxy decisions, routed to the
+//     environment that opened them: Runner.OnNetworkEvent) and blob.has,
+//     blob.put, blob.get (blobs.go: a put is checked against its digest
+//     and never overwrites; a get answers only blobs reachable from a
+//     snapshot the server is asking that runner to restore, AllowRestore),
+//     and nothing it says selects a session.
 //   - A key holds at most Config.MaxConnsPerKey connections to a node, and
 //     a node at most Config.MaxConns, counted from the upgrade (before the
 //     Hello); one more is closed with link.StatusTooManyConns before
 //     anything is recorded.
 //
-// It imports internal/runner/link, internal/store (the runners table),
+// It imports internal/runner/link, internal/snapshot (a restore's tree
+// references), internal/store (the runners table),
 // the standard library and github.com/coder/websocket. Who may import it:
+// internal/environment/remote (its environments' calls),
 // internal/node (which builds the Hub and hands it to the server),
 // internal/server (for the interface it serves) and tests.
 package hub

@@ -20,7 +20,8 @@ type ExecOutput struct {
 // Exec runs p on r (link.MethodExec) and returns how it ended with its
 // output. The runner may send more than it was asked for: Exec keeps at
 // most p.MaxOutputBytes (else DefaultMaxExecOutput) of each stream and
-// sets Truncated past it, so a runner cannot fill the server's memory.
+// sets Truncated past it, so a runner cannot fill the server's memory. A
+// cancelled Exec returns once the runner answered (its command ended).
 func Exec(ctx context.Context, r *Runner, p *link.ExecParams) (*ExecOutput, error) {
 	if err := p.Check(); err != nil {
 		return nil, fmt.Errorf("exec on runner %s: %w", r.Row.Name, err)
@@ -39,7 +40,9 @@ func Exec(ctx context.Context, r *Runner, p *link.ExecParams) (*ExecOutput, erro
 		*buf = append(*buf, data...)
 	}
 	var res link.ExecResult
-	err := r.Conn.Call(ctx, link.MethodExec, p, &res, &link.CallOptions{OnOutput: func(stream string, data []byte) {
+	// A cancelled command is waited for: once Exec returns, nothing of it
+	// runs on the runner (a call run again never overlaps it).
+	err := r.Conn.Call(ctx, link.MethodExec, p, &res, &link.CallOptions{AwaitCancelled: true, OnOutput: func(stream string, data []byte) {
 		if stream == link.StreamStdout {
 			keep(&stdout, data)
 		} else {

@@ -67,6 +67,10 @@ type Config struct {
 	// Logger receives connections, refusals and ends (info, warn).
 	// Default slog.Default().
 	Logger *slog.Logger
+	// Blobs is the server's store of snapshot blobs, which runners reach
+	// only through blob.has, blob.put and blob.get (blobs.go). Nil: the
+	// runners' blob calls fail.
+	Blobs BlobStore
 }
 
 // Hub holds the runner connections of one node.
@@ -92,6 +96,10 @@ type Runner struct {
 	Row store.RunnerRow
 	// Conn is the connection, to call the runner with.
 	Conn *link.Conn
+
+	// env is what the connection's environments need of the server
+	// (env.go): network event routes, restore scopes, blob uploads.
+	env envState
 }
 
 // New returns a Hub of the node named node, recording connections in st.
@@ -184,7 +192,10 @@ func (h *Hub) Serve(ctx context.Context, ws *websocket.Conn, key Key, check KeyC
 		return
 	}
 	lc := *linkConfig(h.cfg.Link)
-	lc.Handlers = nil // the runner calls nothing of the server (yet)
+	lc.Handlers = h.runnerHandlers(r) // network.event and blob.* only
+	if lc.MaxIncoming == 0 {
+		lc.MaxIncoming = MaxRunnerCalls
+	}
 	r.Conn = link.New(ws, &lc)
 	h.hold(r)
 	h.log.Info("runner connected", "runner", r.Row.Name, "project", r.Row.Project, "conn", r.Row.ConnID,

@@ -101,6 +101,9 @@ type Conn struct {
 	cancel context.CancelCauseFunc
 	done   chan struct{}
 
+	// callMu makes a call's numbering and sending one step.
+	callMu sync.Mutex
+
 	mu sync.Mutex
 	// lastID is the id of this side's last call.
 	lastID uint64
@@ -178,6 +181,10 @@ func (c *Conn) closeWith(code websocket.StatusCode, cause error) {
 	// dead peer must not hold this goroutine, so do it aside.
 	go func() { _ = c.ws.Close(code, reason) }()
 }
+
+// MaxMessageBytes is the frame limit of this side (Config's): a caller
+// splits what it sends into parts that fit (both sides use the same).
+func (c *Conn) MaxMessageBytes() int64 { return c.cfg.MaxMessageBytes }
 
 // InFlight reports this side's calls waiting for an answer and the peer's
 // calls being answered (tests check that nothing leaks).
@@ -409,6 +416,12 @@ type CallOptions struct {
 	// connection's read loop: it must not block (append to a bounded
 	// buffer, never wait).
 	OnOutput func(stream string, data []byte)
+	// AwaitCancelled makes a cancelled Call wait for the callee's answer
+	// (its handler is over: the command it ran has ended) before it
+	// returns the context's error, so that nothing of the call still runs
+	// on the other side once it returned. The connection's end (the
+	// heartbeat notices a dead peer) bounds the wait.
+	AwaitCancelled bool
 }
 
 // Call calls method on the peer with params and decodes its result into
@@ -424,9 +437,13 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any, opts
 	if opts != nil {
 		p.onOutput = opts.OnOutput
 	}
+	// Calls go out in the order of their ids (the peer refuses an id not
+	// above the last one): numbering and sending are one step.
+	c.callMu.Lock()
 	c.mu.Lock()
 	if c.ctx.Err() != nil {
 		c.mu.Unlock()
+		c.callMu.Unlock()
 		return fmt.Errorf("%w: %w", ErrClosed, context.Cause(c.ctx))
 	}
 	c.lastID++
@@ -438,6 +455,7 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any, opts
 	wctx, wcancel := c.writeContext()
 	err = c.send(wctx, &Message{Type: TypeCall, ID: id, Method: method, Params: raw})
 	wcancel()
+	c.callMu.Unlock()
 	if err != nil {
 		c.mu.Lock()
 		delete(c.pending, id)
@@ -469,6 +487,9 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any, opts
 		wctx, wcancel := c.writeContext()
 		_ = c.send(wctx, &Message{Type: TypeCancel, ID: id})
 		wcancel()
+		if opts != nil && opts.AwaitCancelled {
+			<-p.answer // closed if the connection ends first
+		}
 		return ctx.Err()
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -370,4 +371,57 @@ func TestMessageJSON(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{"type":"output","id":3,"stream":"stdout","data":"aGk="}`, string(b))
 	require.True(t, errors.Is(fmt.Errorf("x: %w", link.ErrClosed), link.ErrClosed))
+}
+
+// TestConcurrentCallsKeepTheirOrder: calls made at once from many
+// goroutines go out in the order of their ids (the peer refuses an id not
+// above the last one and closes the connection).
+func TestConcurrentCallsKeepTheirOrder(t *testing.T) {
+	t.Parallel()
+	server, runner := pair(t, nil, &link.Config{Handlers: map[string]link.Handler{
+		"echo": func(ctx context.Context, req *link.Request) (any, error) { return req.Params, nil },
+	}})
+	var wg sync.WaitGroup
+	errs := make(chan error, 400)
+	for range 20 {
+		wg.Go(func() {
+			for n := range 20 {
+				var got int
+				if err := server.Call(t.Context(), "echo", n, &got, nil); err != nil || got != n {
+					errs <- fmt.Errorf("call %d: %v (got %d)", n, err, got)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.NoError(t, runner.Err())
+	require.NoError(t, server.Err())
+}
+
+// TestAwaitCancelled: with AwaitCancelled, a cancelled Call returns only
+// once the callee's handler is over.
+func TestAwaitCancelled(t *testing.T) {
+	t.Parallel()
+	started := make(chan struct{})
+	var ended atomic.Bool
+	server, _ := pair(t, nil, &link.Config{Handlers: map[string]link.Handler{
+		"slow": func(ctx context.Context, req *link.Request) (any, error) {
+			close(started)
+			<-ctx.Done()
+			runtime.Gosched()
+			ended.Store(true)
+			return nil, ctx.Err()
+		},
+	}})
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() { errc <- server.Call(ctx, "slow", nil, nil, &link.CallOptions{AwaitCancelled: true}) }()
+	<-started
+	cancel()
+	require.ErrorIs(t, <-errc, context.Canceled)
+	require.True(t, ended.Load(), "the handler was over when Call returned")
 }

@@ -18,9 +18,10 @@
 // Ids are the caller's own: each side numbers its calls 1, 2, 3… and a
 // message's type says whose id it names (call and cancel: the sender's;
 // output, result and error: the receiver's), so the two sequences never
-// collide. The server is the runner's caller today (exec); the other way
-// (a runner fetching snapshot chunks by content address) uses the same
-// frames later.
+// collide. The server calls the runner's environment methods (env.go,
+// exec.go); the runner calls the server's network.event and blob.* (a
+// runner sending and fetching snapshot blobs by content address). A side
+// sends its calls in the order of their ids.
 //
 // # What a side refuses
 //
@@ -46,7 +47,8 @@
 // # Cancellation
 //
 // When a caller's context ends, Call sends cancel and returns the
-// context's error at once; the callee's handler context is cancelled, and
+// context's error at once (or, with CallOptions.AwaitCancelled, once the
+// callee answered: its handler is over); the callee's handler context is cancelled, and
 // its late answer is still awaited (and dropped) so that the id stays
 // known until then. A closed connection ends every call on both sides: a
 // pending Call returns ErrClosed (wrapping the cause), and every handler's
@@ -61,6 +63,8 @@
 // interval+timeout, not when TCP gives up.
 //
 // It imports the standard library and github.com/coder/websocket. Who may
-// import it: cmd/longhaul (the runner command's Hello), internal/runner
-// (the runner's side), internal/runner/hub (the server's side) and tests.
+// import it: cmd/longhaul (the runner command's Hello),
+// internal/environment/remote (the environment calls' params),
+// internal/runner (the runner's side), internal/runner/hub (the server's
+// side) and tests.
 package link

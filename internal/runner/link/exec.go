@@ -13,7 +13,11 @@ const MethodExec = "exec"
 // ExecParams are an exec call's params. The server chooses Session; the
 // runner only checks it is a safe directory name.
 type ExecParams struct {
-	Session        string            `json:"session"`
+	Session string `json:"session"`
+	// EnvID, when set, runs the command in that open environment (its
+	// workspace, limits and egress proxy) instead of the session's plain
+	// workspace.
+	EnvID          string            `json:"env_id,omitempty"`
 	Command        string            `json:"command"`
 	Env            map[string]string `json:"env,omitempty"`
 	TimeoutMS      int64             `json:"timeout_ms,omitempty"`
@@ -46,6 +50,11 @@ var (
 func (p *ExecParams) Check() error {
 	if !sessionPattern.MatchString(p.Session) {
 		return fmt.Errorf("session: %q is not a session id", truncate(p.Session))
+	}
+	if p.EnvID != "" {
+		if err := CheckHandle("env_id", p.EnvID); err != nil {
+			return err
+		}
 	}
 	if p.Command == "" || len(p.Command) > MaxCommandBytes {
 		return fmt.Errorf("command: must be 1 to %d bytes", MaxCommandBytes)

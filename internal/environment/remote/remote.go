@@ -1,0 +1,424 @@
+package remote
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/longhaul-dev/longhaul/internal/environment"
+	"github.com/longhaul-dev/longhaul/internal/runner/hub"
+	"github.com/longhaul-dev/longhaul/internal/runner/link"
+	"github.com/longhaul-dev/longhaul/internal/sandbox"
+	"github.com/longhaul-dev/longhaul/internal/snapshot"
+	"github.com/longhaul-dev/longhaul/internal/tool"
+	"github.com/longhaul-dev/longhaul/internal/workspace"
+)
+
+// Config says which runner a Backend's environments live on.
+type Config struct {
+	// Hub holds the runner connections of this node. Required.
+	Hub *hub.Hub
+	// Project and Runner name the runner (its key's project, its Hello's
+	// name). Required.
+	Project, Runner string
+	// Logger receives what goes wrong out of a call (a close that failed).
+	// Default: discarded.
+	Logger *slog.Logger
+}
+
+// New returns the backend of environments on the runner cfg names.
+func New(cfg *Config) (environment.Backend, error) {
+	switch {
+	case cfg == nil:
+		return nil, errors.New("new remote environment backend: config is nil")
+	case cfg.Hub == nil:
+		return nil, errors.New("new remote environment backend: config.hub: is required")
+	case cfg.Project == "":
+		return nil, errors.New("new remote environment backend: config.project: is required")
+	}
+	if err := link.CheckName("config.runner", cfg.Runner); err != nil {
+		return nil, fmt.Errorf("new remote environment backend: %w", err)
+	}
+	b := &backend{cfg: *cfg, id: strconv.FormatUint(backends.Add(1), 10)}
+	if b.cfg.Logger == nil {
+		b.cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return b, nil
+}
+
+type backend struct {
+	cfg Config
+	// id and next make the handles of the environments it opens (eID_N):
+	// unique in this process, so two backends of one runner never share
+	// one on its connection.
+	id   string
+	next atomic.Uint64
+}
+
+// backends numbers the backends of this process.
+var backends atomic.Uint64
+
+func (b *backend) Name() string { return "runner:" + b.cfg.Runner }
+
+// runner returns the runner's connection, ErrUnavailable without one.
+func (b *backend) runner() (*hub.Runner, error) {
+	r, ok := b.cfg.Hub.Get(b.cfg.Project, b.cfg.Runner)
+	if !ok || r.Conn.Err() != nil {
+		return nil, fmt.Errorf("runner %s: %w (not connected)", b.cfg.Runner, environment.ErrUnavailable)
+	}
+	return r, nil
+}
+
+// ConfinesNetwork asks the connected runner (once per connection); false
+// when none is connected.
+func (b *backend) ConfinesNetwork() bool {
+	r, err := b.runner()
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	info, err := hub.Info(ctx, r)
+	return err == nil && info.ConfinesNetwork
+}
+
+// Open implements environment.Backend.
+func (b *backend) Open(ctx context.Context, p *environment.OpenParams) (environment.Environment, error) {
+	if err := p.Check(); err != nil {
+		return nil, err
+	}
+	r, err := b.runner()
+	if err != nil {
+		return nil, fmt.Errorf("open environment of session %s: %w", p.Session, err)
+	}
+	e := &env{b: b, r: r, params: *p, id: "e" + b.id + "_" + strconv.FormatUint(b.next.Add(1), 10)}
+	op := link.EnvOpenParams{
+		EnvID: e.id, Workspace: p.Workspace, Session: p.Session, Limits: wireLimits(p.Limits),
+		Snapshot: link.SnapshotLimits{MaxFileBytes: p.Snapshot.MaxFileBytes, MaxTotalBytes: p.Snapshot.MaxTotalBytes, Exclude: p.Snapshot.Exclude},
+	}
+	if n := p.Network; n != nil {
+		// The addresses only: the proxy refuses them; nothing else of the
+		// server's crosses.
+		op.Network = &link.Network{Allow: n.Allow, Ports: n.Ports, ControlPlane: n.ControlPlane.Addresses()}
+		if n.OnEvent != nil {
+			e.unroute = r.OnNetworkEvent(e.id, func(ev link.NetworkEvent) { n.OnEvent(tool.NetworkEvent(ev)) })
+		}
+	}
+	var res link.EnvOpenResult
+	if err := e.call(ctx, link.MethodEnvOpen, op, &res, nil); err != nil {
+		if e.unroute != nil {
+			e.unroute()
+		}
+		if errors.Is(err, environment.ErrLost) {
+			// The runner closes what the connection opened when it ends:
+			// nothing of this open is left to reason about.
+			return nil, fmt.Errorf("open environment of session %s on runner %s: %w (its connection ended)", p.Session, b.cfg.Runner, environment.ErrUnavailable)
+		}
+		if ctx.Err() != nil {
+			// The runner may have opened it after all: close it, or it
+			// lives until the connection ends.
+			cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			_ = r.Conn.Call(cctx, link.MethodEnvClose, link.EnvRef{EnvID: e.id}, nil, nil)
+			cancel()
+		}
+		return nil, fmt.Errorf("open environment of session %s: %w", p.Session, err)
+	}
+	e.info = environment.Info{Backend: b.Name(), Provisioned: res.Provisioned}
+	// The runner caps what a session asks by its operator's maxima: a
+	// workspace smaller than the session was promised is refused rather
+	// than met by surprise as a full disk.
+	if asked, granted := p.Limits.DiskBytes, res.Limits.DiskBytes; asked > 0 && granted > 0 && granted < asked {
+		_ = e.Close()
+		return nil, fmt.Errorf("open environment of session %s: params.limits.disk_bytes: runner %s grants at most %d bytes of disk, the session asks for %d (environment.disk_mb)",
+			p.Session, b.cfg.Runner, granted, asked)
+	}
+	return e, nil
+}
+
+func wireLimits(l sandbox.Limits) link.Limits {
+	return link.Limits{CPUSeconds: l.CPUSeconds, MemoryBytes: l.MemoryBytes, Processes: l.Processes, OutputBytes: l.OutputBytes,
+		WallMS: l.Wall.Milliseconds(), FileBytes: l.FileBytes, TmpBytes: l.TmpBytes, ShmBytes: l.ShmBytes, DiskBytes: l.DiskBytes}
+}
+
+// env is an environment on a runner: every call goes over the connection
+// it was opened on. When that connection ends the runner closes it (its
+// programs ended): a call in flight fails with ErrLost, a later one with
+// ErrUnavailable (open it again).
+type env struct {
+	b       *backend
+	r       *hub.Runner
+	params  environment.OpenParams
+	id      string
+	info    environment.Info
+	unroute func()
+
+	mu     sync.Mutex
+	closed bool
+	procs  map[*process]struct{}
+	nextID uint64
+}
+
+var errNotExist = fs.ErrNotExist
+
+func (e *env) Info() environment.Info { return e.info }
+
+// call makes one call of the environment, its failure mapped to the
+// environment's errors.
+func (e *env) call(ctx context.Context, method string, params, result any, opts *link.CallOptions) error {
+	if err := e.usable(); err != nil {
+		return err
+	}
+	return e.mapErr(e.r.Conn.Call(ctx, method, params, result, opts))
+}
+
+// usable fails a call that cannot be made: the environment is closed, or
+// its connection ended (nothing is sent: ErrUnavailable).
+func (e *env) usable() error {
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		return fmt.Errorf("environment of session %s: %w", e.params.Session, environment.ErrClosed)
+	}
+	if e.r.Conn.Err() != nil {
+		// Nothing was sent: the connection (and with it the environment
+		// on the runner) ended before.
+		return fmt.Errorf("runner %s: %w (disconnected: open the environment again)", e.b.cfg.Runner, environment.ErrUnavailable)
+	}
+	return nil
+}
+
+// mapErr maps a call's failure to what it means for the caller: the
+// runner's codes back to their sentinels, a connection that ended to
+// ErrLost (mid-call) or ErrUnavailable (before).
+func (e *env) mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var re *link.RemoteError
+	switch {
+	case errors.As(err, &re):
+		return &runnerError{msg: re.Message, code: re.Code}
+	case errors.Is(err, link.ErrClosed):
+		return fmt.Errorf("runner %s: %w: %w", e.b.cfg.Runner, environment.ErrLost, err)
+	}
+	return err
+}
+
+// runnerError is a failure the runner reported, matching (errors.Is) the
+// sentinel of its code.
+type runnerError struct {
+	msg, code string
+}
+
+func (e *runnerError) Error() string { return e.msg }
+
+func (e *runnerError) Unwrap() error {
+	switch e.code {
+	case link.CodeEscapes:
+		return workspace.ErrEscapes
+	case link.CodeInvalidPath:
+		return workspace.ErrInvalidPath
+	case link.CodeNotFound:
+		return errNotExist
+	case link.CodeDiskQuota:
+		return environment.ErrDiskQuota
+	case link.CodeChanged:
+		return environment.ErrChanged
+	case link.CodeWorkspaceBusy:
+		return environment.ErrBusy
+	case link.CodeClosed:
+		return environment.ErrClosed
+	case link.CodeTooLarge:
+		return snapshot.ErrTooLarge
+	case link.CodeCancelled:
+		return context.Canceled
+	}
+	return nil
+}
+
+// Run implements environment.Environment.
+func (e *env) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecResult, error) {
+	if req == nil {
+		return nil, errors.New("run: request is nil")
+	}
+	p := &link.ExecParams{Session: e.params.Session, EnvID: e.id, Command: req.Command, Env: req.Env,
+		TimeoutMS: req.Timeout.Milliseconds(), MaxOutputBytes: req.MaxOutputBytes}
+	if err := p.Check(); err != nil {
+		return nil, fmt.Errorf("run: %w", err)
+	}
+	if err := e.usable(); err != nil {
+		return nil, err
+	}
+	out, err := hub.Exec(ctx, e.r, p)
+	if err != nil {
+		return nil, e.mapErr(err)
+	}
+	return &tool.ExecResult{ExitCode: out.ExitCode, Stdout: out.Stdout, Stderr: out.Stderr,
+		Truncated: out.Truncated, TimedOut: out.TimedOut, Signal: out.Signal, Limit: out.Limit, Error: out.Error}, nil
+}
+
+// ReadFile implements environment.Environment. An answer is one frame, so
+// a read larger than a frame is made of several.
+func (e *env) ReadFile(ctx context.Context, rel string, offset, limit int64) (*workspace.ReadResult, error) {
+	var out *workspace.ReadResult
+	for {
+		var part workspace.ReadResult
+		if err := e.call(ctx, link.MethodFSRead, link.FSReadParams{EnvID: e.id, Path: rel, Offset: offset, Limit: limit}, &part, nil); err != nil {
+			return nil, err
+		}
+		if out == nil {
+			out = &part
+		} else {
+			out.Data = append(out.Data, part.Data...)
+			out.Size, out.Truncated = part.Size, part.Truncated
+		}
+		n := int64(len(part.Data))
+		if !part.Truncated || n == 0 || n >= limit {
+			return out, nil
+		}
+		offset, limit = offset+n, limit-n
+	}
+}
+
+// WriteFile implements environment.Environment: in one call, or in parts
+// of one upload when the data is larger than a frame.
+func (e *env) WriteFile(ctx context.Context, rel string, data []byte) error {
+	// A part's frame holds the path too (escaped: at most 6 bytes a byte).
+	part := link.ChunkBytes(e.r.Conn.MaxMessageBytes()) - 4096 - len(rel)*6
+	if part < 1024 {
+		return fmt.Errorf("write %q: %w: the path is too long", rel, workspace.ErrInvalidPath)
+	}
+	if len(data) <= part {
+		return e.call(ctx, link.MethodFSWrite, link.FSWriteParams{EnvID: e.id, Path: rel, Data: data}, nil, nil)
+	}
+	e.mu.Lock()
+	e.nextID++
+	upload := "u" + strconv.FormatUint(e.nextID, 10)
+	e.mu.Unlock()
+	for off := 0; off < len(data); off += part {
+		end := min(off+part, len(data))
+		p := link.FSWriteParams{EnvID: e.id, Path: rel, Data: data[off:end], Upload: upload, Offset: int64(off), Last: end == len(data)}
+		if err := e.call(ctx, link.MethodFSWrite, p, nil, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// List implements environment.Environment.
+func (e *env) List(ctx context.Context, rel string, max int) (*workspace.Listing, error) {
+	var l workspace.Listing
+	if err := e.call(ctx, link.MethodFSList, link.FSPathParams{EnvID: e.id, Path: rel, Max: max}, &l, nil); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// Remove implements environment.Environment.
+func (e *env) Remove(ctx context.Context, rel string) error {
+	return e.call(ctx, link.MethodFSRemove, link.FSPathParams{EnvID: e.id, Path: rel}, nil, nil)
+}
+
+// Snapshot implements environment.Environment: the runner takes it and
+// sends the server only the blobs it lacks (blob.has, blob.put).
+func (e *env) Snapshot(ctx context.Context) (string, snapshot.Stats, error) {
+	var res link.SnapshotResult
+	if err := e.call(ctx, link.MethodSnapshotTake, link.EnvRef{EnvID: e.id}, &res, nil); err != nil {
+		return "", snapshot.Stats{}, err
+	}
+	stats, err := decodeStats(res.Stats)
+	if err == nil {
+		err = link.CheckDigest("snapshot id", res.ID)
+	}
+	if err != nil {
+		return "", stats, fmt.Errorf("snapshot the workspace of session %s: the runner's answer: %w", e.params.Session, err)
+	}
+	return res.ID, stats, nil
+}
+
+func decodeStats(raw json.RawMessage) (snapshot.Stats, error) {
+	var s snapshot.Stats
+	if len(raw) == 0 {
+		return s, nil
+	}
+	return s, json.Unmarshal(raw, &s)
+}
+
+// Restore implements environment.Environment: while it runs, the runner
+// may fetch (blob.get) the blobs snapshot id reaches, and only those.
+func (e *env) Restore(ctx context.Context, id string) (snapshot.Stats, error) {
+	if err := link.CheckDigest("snapshot id", id); err != nil {
+		return snapshot.Stats{}, fmt.Errorf("restore the workspace of session %s: %w", e.params.Session, err)
+	}
+	end := hub.AllowRestore(e.r, id)
+	defer end()
+	var res link.SnapshotResult
+	if err := e.call(ctx, link.MethodSnapshotRestore, link.SnapshotParams{EnvID: e.id, Snapshot: id}, &res, nil); err != nil {
+		return snapshot.Stats{}, err
+	}
+	return decodeStats(res.Stats)
+}
+
+// Holds implements environment.Environment.
+func (e *env) Holds(ctx context.Context, id string) (bool, error) {
+	var held bool
+	err := e.call(ctx, link.MethodSnapshotHolds, link.SnapshotParams{EnvID: e.id, Snapshot: id}, &held, nil)
+	return held, err
+}
+
+// Stop implements environment.Environment.
+func (e *env) Stop(ctx context.Context, id string) error {
+	if err := e.call(ctx, link.MethodEnvStop, link.EnvStopParams{EnvID: e.id, Snapshot: id}, nil, nil); err != nil {
+		return fmt.Errorf("stop the environment of session %s: %w", e.params.Session, err)
+	}
+	e.markClosed()
+	return nil
+}
+
+// markClosed refuses every later call; it reports whether it was open.
+func (e *env) markClosed() bool {
+	e.mu.Lock()
+	was := e.closed
+	e.closed = true
+	procs := e.procs
+	e.procs = nil
+	e.mu.Unlock()
+	if was {
+		return false
+	}
+	if e.unroute != nil {
+		e.unroute()
+	}
+	for p := range procs {
+		p.lost()
+	}
+	return true
+}
+
+// Close implements environment.Environment: the runner ends the programs
+// and the proxy and keeps the workspace. A runner that is gone closed it
+// already.
+func (e *env) Close() error {
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := e.call(ctx, link.MethodEnvClose, link.EnvRef{EnvID: e.id}, nil, nil)
+	e.markClosed()
+	if errors.Is(err, environment.ErrLost) || errors.Is(err, environment.ErrUnavailable) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,515 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/longhaul-dev/longhaul/internal/egress"
+	"github.com/longhaul-dev/longhaul/internal/environment"
+	"github.com/longhaul-dev/longhaul/internal/runner/link"
+	"github.com/longhaul-dev/longhaul/internal/sandbox"
+	"github.com/longhaul-dev/longhaul/internal/snapshot"
+	"github.com/longhaul-dev/longhaul/internal/tool"
+	"github.com/longhaul-dev/longhaul/internal/workspace"
+)
+
+// maxQueuedEvents bounds the network decisions waiting to be sent: the
+// proxy must not block on the link, so past it decisions are dropped (and
+// logged).
+const maxQueuedEvents = 256
+
+// connEnvs are the environments opened over one connection. They end with
+// it: every program of the connection is ended before the runner dials
+// again, so that a call the server runs again after losing this
+// connection never overlaps the lost attempt.
+type connEnvs struct {
+	r      *Runner
+	events chan link.NetworkEventParams
+	// conn is set once link.New returned (ready closed): a handler waits
+	// for it before calling back.
+	conn  *link.Conn
+	ready chan struct{}
+
+	mu      sync.Mutex
+	envs    map[string]*openEnv
+	uploads map[string]*fileUpload
+	ended   bool
+}
+
+// openEnv is an environment the server opened, with its programs.
+type openEnv struct {
+	env   environment.Environment
+	mu    sync.Mutex
+	procs map[string]environment.Process
+}
+
+// fileUpload is an fs.write arriving in parts, kept in a temporary file
+// outside the workspace until the last part.
+type fileUpload struct {
+	env  string
+	path string
+	f    *os.File
+	size int64
+}
+
+func newConnEnvs(r *Runner) *connEnvs {
+	return &connEnvs{r: r, events: make(chan link.NetworkEventParams, maxQueuedEvents), ready: make(chan struct{}),
+		envs: map[string]*openEnv{}, uploads: map[string]*fileUpload{}}
+}
+
+// start makes conn the connection the environments answer on and call
+// back over (network decisions, blobs).
+func (c *connEnvs) start(conn *link.Conn) {
+	c.conn = conn
+	c.r.blobs.conn.Store(conn)
+	close(c.ready)
+	go c.sendEvents()
+}
+
+// handlers are the calls the server makes of the runner.
+func (c *connEnvs) handlers() map[string]link.Handler {
+	return map[string]link.Handler{
+		link.MethodExec:              c.exec,
+		link.MethodRunnerInfo:        c.info,
+		link.MethodEnvOpen:           c.open,
+		link.MethodEnvClose:          c.close,
+		link.MethodEnvStop:           c.stop,
+		link.MethodProcessStart:      c.processStart,
+		link.MethodProcessWait:       c.processWait,
+		link.MethodProcessWrite:      c.processWrite,
+		link.MethodProcessCloseStdin: c.processCloseStdin,
+		link.MethodProcessStop:       c.processStop,
+		link.MethodFSRead:            c.fsRead,
+		link.MethodFSWrite:           c.fsWrite,
+		link.MethodFSList:            c.fsList,
+		link.MethodFSRemove:          c.fsRemove,
+		link.MethodSnapshotTake:      c.snapshotTake,
+		link.MethodSnapshotRestore:   c.snapshotRestore,
+		link.MethodSnapshotHolds:     c.snapshotHolds,
+	}
+}
+
+// end closes every environment of the connection (ending their programs
+// and proxies; the workspaces stay) once its calls are over.
+func (c *connEnvs) end() {
+	c.mu.Lock()
+	c.ended = true
+	envs := c.envs
+	c.envs = map[string]*openEnv{}
+	uploads := c.uploads
+	c.uploads = map[string]*fileUpload{}
+	c.mu.Unlock()
+	for _, e := range envs {
+		_ = e.env.Close()
+	}
+	for _, u := range uploads {
+		u.discard()
+	}
+	c.r.blobs.conn.CompareAndSwap(c.conn, nil)
+	close(c.events)
+}
+
+// sendEvents sends the proxies' decisions to the server, in order.
+func (c *connEnvs) sendEvents() {
+	for p := range c.events {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := c.conn.Call(ctx, link.MethodNetworkEvent, p, nil, nil)
+		cancel()
+		if err != nil && c.conn.Err() == nil {
+			c.r.log.Warn("send a network decision", "err", err)
+		}
+	}
+}
+
+func (c *connEnvs) queueEvent(envID string, ev tool.NetworkEvent) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ended {
+		return
+	}
+	select {
+	case c.events <- link.NetworkEventParams{EnvID: envID, Event: link.NetworkEvent(ev)}:
+	default:
+		c.r.log.Warn("network decision dropped: too many waiting to be sent", "env", envID, "host", ev.Host)
+	}
+}
+
+// get returns the open environment envID.
+func (c *connEnvs) get(envID string) (*openEnv, error) {
+	<-c.ready
+	if err := link.CheckHandle("env_id", envID); err != nil {
+		return nil, link.Errorf(link.CodeBadParams, "%v", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.envs[envID]
+	if !ok {
+		return nil, link.Errorf(link.CodeClosed, "environment %s is not open on this runner", envID)
+	}
+	return e, nil
+}
+
+// onEnv decodes req's params (of type P, which names its environment in
+// env_id) and runs op on that environment; op's failure goes back as
+// wireError makes it.
+func onEnv[P any](c *connEnvs, req *link.Request, op func(e *openEnv, p *P) (any, error)) (any, error) {
+	var p P
+	if err := req.DecodeParams(&p); err != nil {
+		return nil, err
+	}
+	var ref link.EnvRef
+	_ = json.Unmarshal(req.Params, &ref) // decoded strictly just above
+	e, err := c.get(ref.EnvID)
+	if err != nil {
+		return nil, err
+	}
+	res, err := op(e, &p)
+	if err != nil {
+		return nil, c.r.wireError(err)
+	}
+	return res, nil
+}
+
+func (c *connEnvs) info(context.Context, *link.Request) (any, error) {
+	return link.RunnerInfo{Sandbox: c.r.cfg.Backend.Name(), ConfinesNetwork: c.r.cfg.Backend.ConfinesNetwork()}, nil
+}
+
+// open answers link.MethodEnvOpen.
+func (c *connEnvs) open(ctx context.Context, req *link.Request) (any, error) {
+	<-c.ready
+	var p link.EnvOpenParams
+	if err := req.DecodeParams(&p); err != nil {
+		return nil, err
+	}
+	if err := link.CheckHandle("env_id", p.EnvID); err != nil {
+		return nil, link.Errorf(link.CodeBadParams, "%v", err)
+	}
+	limits := c.r.capLimits(p.Limits)
+	op := &environment.OpenParams{
+		Workspace: p.Workspace, Session: p.Session, Limits: limits,
+		Snapshot: environment.SnapshotLimits{MaxFileBytes: p.Snapshot.MaxFileBytes, MaxTotalBytes: p.Snapshot.MaxTotalBytes, Exclude: p.Snapshot.Exclude},
+	}
+	if p.Network != nil {
+		cp := &egress.ControlPlane{}
+		for i, a := range p.Network.ControlPlane {
+			if err := cp.Add("server", "the server", a); err != nil {
+				return nil, link.Errorf(link.CodeBadParams, "network.control_plane[%d]: %v", i, err)
+			}
+		}
+		envID := p.EnvID
+		op.Network = &environment.Network{Allow: p.Network.Allow, Ports: p.Network.Ports, ControlPlane: cp,
+			OnEvent: func(ev tool.NetworkEvent) { c.queueEvent(envID, ev) }}
+	}
+	c.mu.Lock()
+	_, taken := c.envs[p.EnvID]
+	c.mu.Unlock()
+	if taken {
+		return nil, link.Errorf(link.CodeBadParams, "env_id: %s is open already", p.EnvID)
+	}
+	env, err := c.r.envs.Open(ctx, op)
+	if err != nil {
+		return nil, c.r.wireError(err)
+	}
+	c.mu.Lock()
+	switch {
+	case c.ended:
+		c.mu.Unlock()
+		_ = env.Close()
+		return nil, link.Errorf(link.CodeClosed, "the connection is ending")
+	case ctx.Err() != nil:
+		// The server gave up on the open: it will not know this handle.
+		c.mu.Unlock()
+		_ = env.Close()
+		return nil, link.Errorf(link.CodeCancelled, "the open was cancelled")
+	}
+	c.envs[p.EnvID] = &openEnv{env: env, procs: map[string]environment.Process{}}
+	c.mu.Unlock()
+	info := env.Info()
+	return link.EnvOpenResult{Provisioned: info.Provisioned, Backend: info.Backend, Limits: wireLimits(limits)}, nil
+}
+
+// capLimits applies the asked limits capped by the runner's operator's
+// (Config.Limits: a field set there is the most any session gets, and the
+// default of one that asks for nothing).
+func (r *Runner) capLimits(l link.Limits) sandbox.Limits {
+	asked := sandbox.Limits{
+		CPUSeconds: l.CPUSeconds, MemoryBytes: l.MemoryBytes, Processes: l.Processes, OutputBytes: l.OutputBytes,
+		Wall: time.Duration(l.WallMS) * time.Millisecond, FileBytes: l.FileBytes, TmpBytes: l.TmpBytes, ShmBytes: l.ShmBytes,
+		DiskBytes: l.DiskBytes,
+	}
+	m := r.cfg.Limits
+	capped := func(a, most int64) int64 {
+		if most > 0 && (a <= 0 || a > most) {
+			return most
+		}
+		return a
+	}
+	return sandbox.Limits{
+		CPUSeconds:  int(capped(int64(asked.CPUSeconds), int64(m.CPUSeconds))),
+		MemoryBytes: capped(asked.MemoryBytes, m.MemoryBytes),
+		Processes:   int(capped(int64(asked.Processes), int64(m.Processes))),
+		OutputBytes: int(capped(int64(asked.OutputBytes), int64(m.OutputBytes))),
+		Wall:        time.Duration(capped(int64(asked.Wall), int64(m.Wall))),
+		FileBytes:   capped(asked.FileBytes, m.FileBytes),
+		TmpBytes:    capped(asked.TmpBytes, m.TmpBytes),
+		ShmBytes:    capped(asked.ShmBytes, m.ShmBytes),
+		DiskBytes:   capped(asked.DiskBytes, m.DiskBytes),
+	}
+}
+
+func wireLimits(l sandbox.Limits) link.Limits {
+	return link.Limits{CPUSeconds: l.CPUSeconds, MemoryBytes: l.MemoryBytes, Processes: l.Processes, OutputBytes: l.OutputBytes,
+		WallMS: l.Wall.Milliseconds(), FileBytes: l.FileBytes, TmpBytes: l.TmpBytes, ShmBytes: l.ShmBytes, DiskBytes: l.DiskBytes}
+}
+
+// take removes environment envID from the connection's.
+func (c *connEnvs) take(envID string) *openEnv {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.envs[envID]
+	delete(c.envs, envID)
+	return e
+}
+
+func (c *connEnvs) close(_ context.Context, req *link.Request) (any, error) {
+	_, err := onEnv(c, req, func(_ *openEnv, p *link.EnvRef) (any, error) {
+		if e := c.take(p.EnvID); e != nil {
+			return nil, e.env.Close()
+		}
+		return nil, nil
+	})
+	var re *link.RemoteError
+	if errors.As(err, &re) && re.Code == link.CodeClosed {
+		return nil, nil // closing twice is fine
+	}
+	return nil, err
+}
+
+func (c *connEnvs) stop(ctx context.Context, req *link.Request) (any, error) {
+	return onEnv(c, req, func(e *openEnv, p *link.EnvStopParams) (any, error) {
+		if err := e.env.Stop(ctx, p.Snapshot); err != nil {
+			return nil, err
+		}
+		c.take(p.EnvID)
+		return nil, nil
+	})
+}
+
+// exec answers link.MethodExec: in an open environment when the params
+// name one, else in the session's plain workspace (execPlain).
+func (c *connEnvs) exec(ctx context.Context, req *link.Request) (any, error) {
+	var p link.ExecParams
+	if err := req.DecodeParams(&p); err != nil {
+		return nil, err
+	}
+	if err := p.Check(); err != nil {
+		return nil, link.Errorf(link.CodeBadParams, "%v", err)
+	}
+	if p.EnvID == "" {
+		return c.r.execPlain(ctx, req, &p)
+	}
+	e, err := c.get(p.EnvID)
+	if err != nil {
+		return nil, err
+	}
+	res, err := e.env.Run(ctx, &tool.ExecRequest{
+		Command: p.Command, Env: p.Env, Timeout: time.Duration(p.TimeoutMS) * time.Millisecond, MaxOutputBytes: p.MaxOutputBytes,
+	})
+	if err != nil {
+		return nil, c.r.wireError(err)
+	}
+	return sendExecResult(ctx, req, res)
+}
+
+func (c *connEnvs) fsRead(ctx context.Context, req *link.Request) (any, error) {
+	return onEnv(c, req, func(e *openEnv, p *link.FSReadParams) (any, error) {
+		// The answer is one frame: a read is bounded to what fits (the
+		// server reads the rest in more calls).
+		limit := min(p.Limit, int64(link.ChunkBytes(c.conn.MaxMessageBytes()))-4096)
+		return e.env.ReadFile(ctx, p.Path, p.Offset, limit)
+	})
+}
+
+func (c *connEnvs) fsList(ctx context.Context, req *link.Request) (any, error) {
+	return onEnv(c, req, func(e *openEnv, p *link.FSPathParams) (any, error) { return e.env.List(ctx, p.Path, p.Max) })
+}
+
+func (c *connEnvs) fsRemove(ctx context.Context, req *link.Request) (any, error) {
+	return onEnv(c, req, func(e *openEnv, p *link.FSPathParams) (any, error) { return nil, e.env.Remove(ctx, p.Path) })
+}
+
+// fsWrite answers link.MethodFSWrite: a write in one part at once; the
+// parts of a larger one into a temporary file under the data directory
+// (not the workspace: a snapshot must not see half a file), the whole
+// written by the environment on the last part (atomic, quota checked).
+func (c *connEnvs) fsWrite(ctx context.Context, req *link.Request) (any, error) {
+	return onEnv(c, req, func(e *openEnv, p *link.FSWriteParams) (any, error) {
+		if p.Upload == "" {
+			return nil, e.env.WriteFile(ctx, p.Path, p.Data)
+		}
+		if err := link.CheckHandle("upload", p.Upload); err != nil {
+			return nil, link.Errorf(link.CodeBadParams, "%v", err)
+		}
+		u, err := c.upload(p)
+		if err != nil || !p.Last {
+			return nil, err
+		}
+		defer u.discard()
+		data, err := os.ReadFile(u.f.Name())
+		if err != nil {
+			return nil, link.Errorf(link.CodeFailed, "read the uploaded parts of %q", p.Path)
+		}
+		return nil, e.env.WriteFile(ctx, p.Path, data)
+	})
+}
+
+// upload appends a part of p's upload to its temporary file; the upload
+// is the connection's no more once the last part came.
+func (c *connEnvs) upload(p *link.FSWriteParams) (*fileUpload, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	u := c.uploads[p.Upload]
+	if p.Offset == 0 && u == nil {
+		if len(c.uploads) >= maxFileUploads {
+			return nil, link.Errorf(link.CodeBusy, "%d files are being uploaded already, the most at once", maxFileUploads)
+		}
+		f, err := os.CreateTemp(c.r.uploads, "upload-*")
+		if err != nil {
+			return nil, link.Errorf(link.CodeFailed, "make a temporary file for %q", p.Path)
+		}
+		u = &fileUpload{env: p.EnvID, path: p.Path, f: f}
+		c.uploads[p.Upload] = u
+	}
+	bad := func(format string, args ...any) error {
+		delete(c.uploads, p.Upload)
+		if u != nil {
+			u.discard()
+		}
+		return link.Errorf(link.CodeBadParams, format, args...)
+	}
+	switch {
+	case u == nil:
+		return nil, bad("upload %s: unknown (its first part never came)", p.Upload)
+	case u.env != p.EnvID || u.path != p.Path || u.size != p.Offset:
+		return nil, bad("upload %s: a part out of order", p.Upload)
+	case u.size+int64(len(p.Data)) > link.MaxFileBytes:
+		return nil, bad("upload %s: over %d bytes", p.Upload, link.MaxFileBytes)
+	}
+	if _, err := u.f.Write(p.Data); err != nil {
+		delete(c.uploads, p.Upload)
+		u.discard()
+		return nil, link.Errorf(link.CodeFailed, "write the parts of %q", p.Path)
+	}
+	u.size += int64(len(p.Data))
+	if p.Last {
+		delete(c.uploads, p.Upload)
+	}
+	return u, nil
+}
+
+// maxFileUploads bounds the files one connection uploads in parts at once.
+const maxFileUploads = 16
+
+func (u *fileUpload) discard() {
+	_ = u.f.Close()
+	_ = os.Remove(u.f.Name())
+}
+
+func (c *connEnvs) snapshotTake(ctx context.Context, req *link.Request) (any, error) {
+	return onEnv(c, req, func(e *openEnv, _ *link.EnvRef) (any, error) {
+		id, stats, err := e.env.Snapshot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return snapshotResult(id, stats)
+	})
+}
+
+func (c *connEnvs) snapshotRestore(ctx context.Context, req *link.Request) (any, error) {
+	return onEnv(c, req, func(e *openEnv, p *link.SnapshotParams) (any, error) {
+		stats, err := e.env.Restore(ctx, p.Snapshot)
+		if err != nil {
+			return nil, err
+		}
+		return snapshotResult("", stats)
+	})
+}
+
+func (c *connEnvs) snapshotHolds(ctx context.Context, req *link.Request) (any, error) {
+	return onEnv(c, req, func(e *openEnv, p *link.SnapshotParams) (any, error) { return e.env.Holds(ctx, p.Snapshot) })
+}
+
+func snapshotResult(id string, stats snapshot.Stats) (any, error) {
+	raw, err := json.Marshal(stats)
+	if err != nil {
+		return nil, err
+	}
+	return link.SnapshotResult{ID: id, Stats: raw}, nil
+}
+
+// wireError is err as the server's caller must see it: the code of the
+// sentinel it matches (which the server maps back), and a message that
+// names no path of this machine (a workspace-relative one only).
+func (r *Runner) wireError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if re, ok := err.(*link.RemoteError); ok {
+		return re // the handler's own
+	}
+	code := link.CodeFailed
+	if re := (*link.RemoteError)(nil); errors.As(err, &re) {
+		code = re.Code // the server's answer to a call of this one (blob.get)
+	}
+	for _, m := range []struct {
+		sentinel error
+		code     string
+	}{
+		{workspace.ErrEscapes, link.CodeEscapes},
+		{workspace.ErrInvalidPath, link.CodeInvalidPath},
+		{fs.ErrNotExist, link.CodeNotFound},
+		{environment.ErrDiskQuota, link.CodeDiskQuota},
+		{environment.ErrChanged, link.CodeChanged},
+		{environment.ErrBusy, link.CodeWorkspaceBusy},
+		{environment.ErrClosed, link.CodeClosed},
+		{snapshot.ErrTooLarge, link.CodeTooLarge},
+		{context.Canceled, link.CodeCancelled},
+	} {
+		if errors.Is(err, m.sentinel) {
+			code = m.code
+			break
+		}
+	}
+	return &link.RemoteError{Code: code, Message: r.scrub(err.Error())}
+}
+
+// scrub takes this machine's directories out of a message.
+func (r *Runner) scrub(msg string) string {
+	for _, dir := range []string{r.work, r.data, r.sockets, os.TempDir()} {
+		if dir != "" && dir != string(filepath.Separator) {
+			msg = strings.ReplaceAll(msg, dir, "…")
+		}
+	}
+	return msg
+}
+
+// sendExecResult sends a command's output as output frames, then its end.
+func sendExecResult(ctx context.Context, req *link.Request, res *tool.ExecResult) (any, error) {
+	if err := req.Output(ctx, link.StreamStdout, []byte(res.Stdout)); err != nil {
+		return nil, err
+	}
+	if err := req.Output(ctx, link.StreamStderr, []byte(res.Stderr)); err != nil {
+		return nil, err
+	}
+	return link.ExecResult{
+		ExitCode: res.ExitCode, Truncated: res.Truncated, TimedOut: res.TimedOut,
+		Signal: res.Signal, Limit: res.Limit, Error: res.Error,
+	}, nil
+}

@@ -1,0 +1,91 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/longhaul-dev/longhaul/internal/runner/link"
+)
+
+// MaxRunnerCalls bounds the calls a runner makes of the server at once
+// (unless Config.Link sets MaxIncoming): the runner is the lower-trust
+// party, and each call holds a goroutine and maybe a blob.
+const MaxRunnerCalls = 16
+
+// envState is what a connection's remote environments need of the server
+// side: where each environment's network events go, the snapshots the
+// server asked the runner to restore (the only blobs blob.get hands out),
+// and the blobs being uploaded in parts. It dies with the connection.
+type envState struct {
+	mu      sync.Mutex
+	events  map[string]func(link.NetworkEvent)
+	scopes  map[*restoreScope]struct{}
+	uploads map[string]*upload
+	info    *link.RunnerInfo
+}
+
+// runnerHandlers are the calls a runner may make of the server: its
+// environments' network decisions and the snapshot blobs. Nothing it calls
+// selects a session or reads anything but blobs it was asked to restore.
+func (h *Hub) runnerHandlers(r *Runner) map[string]link.Handler {
+	return map[string]link.Handler{
+		link.MethodNetworkEvent: r.networkEvent,
+		link.MethodBlobHas:      h.blobHas,
+		link.MethodBlobPut:      func(ctx context.Context, req *link.Request) (any, error) { return h.blobPut(ctx, r, req) },
+		link.MethodBlobGet:      func(ctx context.Context, req *link.Request) (any, error) { return h.blobGet(ctx, r, req) },
+	}
+}
+
+// OnNetworkEvent routes the network decisions the runner reports for
+// environment envID to f (which must not block) until remove is called.
+func (r *Runner) OnNetworkEvent(envID string, f func(link.NetworkEvent)) (remove func()) {
+	r.env.mu.Lock()
+	defer r.env.mu.Unlock()
+	if r.env.events == nil {
+		r.env.events = map[string]func(link.NetworkEvent){}
+	}
+	r.env.events[envID] = f
+	return func() {
+		r.env.mu.Lock()
+		defer r.env.mu.Unlock()
+		delete(r.env.events, envID)
+	}
+}
+
+// networkEvent answers link.MethodNetworkEvent. An event of an
+// environment the server does not know (closed meanwhile) is dropped.
+func (r *Runner) networkEvent(_ context.Context, req *link.Request) (any, error) {
+	var p link.NetworkEventParams
+	if err := req.DecodeParams(&p); err != nil {
+		return nil, err
+	}
+	if err := link.CheckHandle("env_id", p.EnvID); err != nil {
+		return nil, link.Errorf(link.CodeBadParams, "%v", err)
+	}
+	r.env.mu.Lock()
+	f := r.env.events[p.EnvID]
+	r.env.mu.Unlock()
+	if f != nil {
+		f(p.Event)
+	}
+	return nil, nil
+}
+
+// Info asks the runner what its sandbox is, once per connection.
+func Info(ctx context.Context, r *Runner) (*link.RunnerInfo, error) {
+	r.env.mu.Lock()
+	info := r.env.info
+	r.env.mu.Unlock()
+	if info != nil {
+		return info, nil
+	}
+	var got link.RunnerInfo
+	if err := r.Conn.Call(ctx, link.MethodRunnerInfo, struct{}{}, &got, nil); err != nil {
+		return nil, fmt.Errorf("ask runner %s about its sandbox: %w", r.Row.Name, err)
+	}
+	r.env.mu.Lock()
+	r.env.info = &got
+	r.env.mu.Unlock()
+	return &got, nil
+}
