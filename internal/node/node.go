@@ -500,7 +500,7 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 	n.PollInterval = cmp.Or(cfg.PollInterval, cfg.PingInterval, app.DefaultPollInterval)
 	runnerCheck := cmp.Or(cfg.RunnerCheckInterval, hub.DefaultTouchInterval)
 	n.Runners = hub.New(n.NodeID, n.Store, &hub.Config{TouchInterval: runnerCheck, Logger: n.log,
-		MaxConnsPerKey: cfg.RunnerMaxConnsPerKey, MaxConns: cfg.RunnerMaxConns})
+		MaxConnsPerKey: cfg.RunnerMaxConnsPerKey, MaxConns: cfg.RunnerMaxConns, Blobs: n.Store})
 	if n.App, err = app.New(app.Deps{Engine: n.Engine, Vault: n.VaultAPI, Webhooks: n.WebhookAPI, Reports: n.Reports, Store: n.Store,
 		Logger: n.log, PollInterval: n.PollInterval, RunnerStaleAfter: hub.StaleAfter(runnerCheck)}); err != nil {
 		return nil, err
