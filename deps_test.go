@@ -74,17 +74,17 @@ var importRules = map[string]importRule{
 	"internal/mcp":         {importers: []string{"internal/engine"}},
 	"internal/policy":      {importers: []string{"internal/engine"}},
 	"internal/trace":       {importers: []string{"internal/engine"}},
-	"internal/snapshot":    {importers: []string{"internal/engine", "internal/environment", "internal/export"}},
+	"internal/snapshot":    {importers: []string{"internal/engine", "internal/environment", "internal/export", "internal/node"}},
 	"internal/inotify":     {importers: []string{"internal/sandbox", "internal/snapshot"}},
-	"internal/workspace":   {importers: []string{"internal/engine", "internal/environment", "internal/tool"}},
+	"internal/workspace":   {importers: []string{"internal/engine", "internal/environment", "internal/node", "internal/tool"}},
 	"internal/tool": {importers: []string{".", "internal/bench", "internal/engine", "internal/environment", "internal/mcp",
 		"internal/node", "internal/runner", "internal/sandbox", "internal/vault"}},
 	"internal/sandbox": {importers: []string{"cmd/longhaul", "internal/bench", "internal/engine", "internal/environment", "internal/mcp", "internal/node",
 		"internal/runner"}},
 	"internal/runner": {importers: []string{"cmd/longhaul"}},
-	// The environment seam (docs/dev/environments.md): the engine switches
-	// to it later; until then only its tests import it.
-	"internal/environment":                 {},
+	// The environment seam (docs/dev/environments.md): the engine opens
+	// the sessions' environments through it, the node builds the backend.
+	"internal/environment":                 {importers: []string{"internal/engine", "internal/mcp", "internal/node"}},
 	"internal/environment/environmenttest": {testHelper: true},
 	"internal/runner/hub":                  {importers: []string{"internal/node", "internal/server"}},
 	"internal/runner/link":                 {importers: []string{"cmd/longhaul", "internal/runner", "internal/runner/hub"}},

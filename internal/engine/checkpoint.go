@@ -121,6 +121,14 @@ func (r *runner) runCheckpoint(ctx context.Context, c *journal.Call) error {
 // node changed the workspace since, or it does not contain the session's
 // last snapshot. A session that never ran a tool simply gets a new one.
 func (r *runner) workspaceLost() (bool, error) {
+	if r.provisioned {
+		// Opened anew: gone, unless there was nothing to lose.
+		if r.st.LastSnapshot == "" && len(r.st.PersonChanges) == 0 {
+			r.provisioned = false
+			return false, nil
+		}
+		return true, nil
+	}
 	_, err := os.Stat(r.ws)
 	switch {
 	case err == nil:
@@ -162,7 +170,8 @@ func (r *runner) restoreWorkspace(ctx context.Context) error {
 	}
 	reason := "the workspace directory is gone"
 	_, err := os.Stat(r.ws)
-	stale := err == nil
+	stale := err == nil && !r.provisioned
+	r.provisioned = false
 	if stale {
 		reason = "this node's copy of the workspace is stale: the session changed it on another node since"
 	}

@@ -34,10 +34,14 @@ type runner struct {
 	tools      *toolCatalog // what each tool name stands for, and what the model is offered
 	mcp        *mcpTools    // the MCP servers' tools, as last listed in the journal
 	policies   *policy.Set
-	env        *environment
-	envErr     error                   // why the environment could not be set up
-	h          *history                // nil unless a policy looks at past effects
-	others     map[string]*treeHistory // the tree's other sessions, for h
+	env        *sessionEnv
+	// provisioned: the Environment found no workspace at this claim and
+	// made an empty one, not yet checked against the journal
+	// (workspaceLost).
+	provisioned bool
+	envErr      error                   // why the environment could not be set up
+	h           *history                // nil unless a policy looks at past effects
+	others      map[string]*treeHistory // the tree's other sessions, for h
 	// wsWriter is the node whose worker last changed (or restored) the
 	// workspace, as the journal says: another node's means this node's
 	// copy, if any, is stale.

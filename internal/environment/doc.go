@@ -35,5 +35,7 @@
 //
 // It imports internal/egress, internal/sandbox, internal/snapshot,
 // internal/tool, internal/workspace and the standard library. Who may
-// import it: no package of the module (tests aside).
+// import it: internal/engine (which opens the sessions' environments),
+// internal/mcp (a stdio server is an Environment's Process),
+// internal/node (which builds the backend) and tests.
 package environment

@@ -34,8 +34,12 @@ type LocalConfig struct {
 	// Blobs. Default: a new one without inotify watches.
 	Cache *snapshot.Cache
 	// SocketDir holds the egress proxies' Unix sockets (0700, made when
-	// needed). Default: a directory under os.TempDir().
+	// needed). Default: a directory under os.TempDir(), which is also
+	// where the sockets go when SocketDir is too deep for a socket path.
 	SocketDir string
+	// SocketPath, when set, names the proxy socket of a session instead
+	// of SocketDir (the engine's, which keeps readable names).
+	SocketPath func(session string) (string, error)
 	// Logger receives the egress proxies' internal errors. Default:
 	// discarded.
 	Logger *slog.Logger
@@ -66,7 +70,7 @@ func NewLocal(cfg *LocalConfig) (Backend, error) {
 		b.cfg.Cache = c
 	}
 	if b.cfg.SocketDir == "" {
-		b.cfg.SocketDir = filepath.Join(os.TempDir(), "longhaul-env")
+		b.cfg.SocketDir = defaultSocketDir()
 	}
 	if b.cfg.Logger == nil {
 		b.cfg.Logger = slog.New(slog.DiscardHandler)
@@ -129,14 +133,29 @@ func (b *localBackend) release(id string) {
 	}
 }
 
+func defaultSocketDir() string { return filepath.Join(os.TempDir(), "longhaul-env") }
+
+// maxSocketPath is the longest Unix socket path every platform takes
+// (sun_path holds 104 bytes on the BSDs and macOS, NUL included).
+const maxSocketPath = 103
+
 // socketPath names the proxy socket of a session: short enough for a Unix
-// socket path whatever the session id.
+// socket path whatever the session id, and, when SocketDir is too deep for
+// one (a data directory on a deep mount), under the default directory.
 func (b *localBackend) socketPath(session string) (string, error) {
-	if err := os.MkdirAll(b.cfg.SocketDir, 0o700); err != nil {
-		return "", fmt.Errorf("socket directory: %w", err)
+	if b.cfg.SocketPath != nil {
+		return b.cfg.SocketPath(session)
 	}
 	sum := sha256.Sum256([]byte(session))
-	return filepath.Join(b.cfg.SocketDir, hex.EncodeToString(sum[:8])+".sock"), nil
+	name := hex.EncodeToString(sum[:8]) + ".sock"
+	dir := b.cfg.SocketDir
+	if len(filepath.Join(dir, name)) > maxSocketPath {
+		dir = defaultSocketDir()
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("socket directory: %w", err)
+	}
+	return filepath.Join(dir, name), nil
 }
 
 // localEnv is an Environment of the local backend.

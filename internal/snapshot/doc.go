@@ -87,6 +87,6 @@
 // The engine uses it for checkpoints (Take), for recreating a lost
 // workspace (Restore) and for forking a session from a checkpoint (Restore
 // into the new session's workspace); export reads checkpoints' trees. Who
-// may import it: internal/engine, internal/environment, internal/export and
-// tests.
+// may import it: internal/engine, internal/environment, internal/export,
+// internal/node (which makes the engine's Cache) and tests.
 package snapshot

@@ -28,5 +28,6 @@
 // journal says on whichever node it is applied again.
 //
 // The package imports only the standard library. Who may import it:
-// internal/engine, internal/environment, internal/tool and tests.
+// internal/engine, internal/environment, internal/node (which makes the
+// engine's Manager), internal/tool and tests.
 package workspace
