@@ -290,12 +290,8 @@ func (r *runner) replayStep(ctx context.Context) (replayed, missing []string) {
 			SessionID: r.st.Session.ID, Workspace: r.ws, Arguments: c.Arguments, IdempotencyKey: c.IdempotencyKey,
 			Timeout: r.tools.timeout(c.Tool), Effect: c.Class,
 		}
-		if env := r.env; env != nil {
-			call.Exec, call.Network, call.Secrets = env.exec, env.network, env.secrets
-		}
-		done := r.e.trackCall(r.ws, t, c.Arguments)
-		res, err := t.Run(ctx, call)
-		done()
+		r.env.attach(call, false)
+		res, err := r.runTool(ctx, t, call)
 		if err != nil || res == nil || res.Error != "" {
 			missing = append(missing, label)
 			continue

@@ -15,6 +15,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/redact"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/tool"
+	"github.com/longhaul-dev/longhaul/internal/workspace"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -129,6 +130,8 @@ type sessionEnv struct {
 	// exec runs the shell tool's programs: env, unless the engine runs
 	// them as plain subprocesses (runsPrograms).
 	exec tool.Exec
+	// files are env's file operations, as the file tools use them.
+	files tool.Files
 	// mcp holds the clients of the agent's MCP servers (nil: none); it
 	// lives as long as the runner, like the Environment.
 	mcp *mcp.Manager
@@ -163,6 +166,54 @@ func (v *sessionEnv) close() {
 	if v.env != nil {
 		_ = v.env.Close()
 	}
+}
+
+// attach gives a built-in call the session's environment: where its
+// programs run and its files are, and the network policy and secrets of
+// what the server sends itself. observe: the call's own connection
+// decisions are journaled with its outcome.
+func (v *sessionEnv) attach(call *tool.Call, observe bool) {
+	if v == nil {
+		return
+	}
+	call.Exec, call.Files, call.Network, call.Secrets = v.exec, v.files, v.network, v.secrets
+	if observe {
+		call.OnNetwork = v.observe
+	}
+}
+
+// envFiles are an Environment's file operations as the file tools use them
+// (tool.Files): the environment's own failures are marked
+// tool.ErrEnvironment, so that a tool gives them to the engine (ErrLost:
+// a crash of the call) rather than to the model.
+type envFiles struct{ env environment.Environment }
+
+func (f envFiles) ReadFile(ctx context.Context, rel string, offset, limit int64) (*workspace.ReadResult, error) {
+	r, err := f.env.ReadFile(ctx, rel, offset, limit)
+	return r, envFailure(err)
+}
+
+func (f envFiles) WriteFile(ctx context.Context, rel string, data []byte) error {
+	return envFailure(f.env.WriteFile(ctx, rel, data))
+}
+
+func (f envFiles) List(ctx context.Context, rel string, max int) (*workspace.Listing, error) {
+	l, err := f.env.List(ctx, rel, max)
+	return l, envFailure(err)
+}
+
+// envFailure marks err tool.ErrEnvironment when it is the environment's
+// failure rather than the file operation's.
+func envFailure(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, failure := range []error{environment.ErrLost, environment.ErrUnavailable, environment.ErrClosed, environment.ErrBusy} {
+		if errors.Is(err, failure) {
+			return fmt.Errorf("%w: %w", tool.ErrEnvironment, err)
+		}
+	}
+	return err
 }
 
 // runsPrograms reports whether the shell tool's programs run in the
@@ -211,7 +262,7 @@ func (r *runner) setupEnvironment(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	env.env = opened
+	env.env, env.files = opened, envFiles{opened}
 	// A workspace the Environment had to make anew is checked against
 	// the journal before the next tool runs (workspaceLost).
 	r.provisioned = opened.Info().Provisioned

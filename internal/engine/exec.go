@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -11,6 +12,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -108,13 +110,9 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 	call := &tool.Call{
 		SessionID: sid, Workspace: r.ws, Arguments: c.Arguments, IdempotencyKey: key, Timeout: r.tools.timeout(c.Tool), Effect: c.Class,
 	}
-	if env := r.env; env != nil {
-		call.Exec, call.Network, call.Secrets, call.OnNetwork = env.exec, env.network, env.secrets, env.observe
-	}
+	r.env.attach(call, true)
 	callCtx, release := r.callContext(ctx, true)
-	done := r.e.trackCall(r.ws, t, c.Arguments)
-	res, runErr := t.Run(callCtx, call)
-	done()
+	res, runErr := r.runTool(callCtx, t, call)
 	release()
 	if ctx.Err() != nil {
 		// Lease lost or hard stop: the outcome is unknown, and the ledger
@@ -122,11 +120,20 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 		return context.Cause(ctx)
 	}
 	dur := r.e.clock.Now().Sub(start).Milliseconds()
-	if runErr != nil {
-		res = &tool.Result{Error: runErr.Error()}
-	}
 	if err := r.journalNetwork(c); err != nil {
 		return err
+	}
+	switch {
+	case errors.Is(runErr, environment.ErrLost):
+		return r.environmentLost(ctx, c, runErr)
+	case errors.Is(runErr, environment.ErrUnavailable):
+		// Nothing ran. Parking the session until its environment can be
+		// reached (an environment_connection action) is not supported
+		// yet: the call fails as a transient failure, retried by its
+		// class like any other, and the model is told why.
+		res = &tool.Result{Error: "the session's environment cannot be reached (nothing ran): " + runErr.Error(), Transient: true}
+	case runErr != nil:
+		res = &tool.Result{Error: runErr.Error()}
 	}
 	var out json.RawMessage
 	if res.Output != nil {
@@ -148,6 +155,59 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 	return r.add(lt.EventToolCompleted, turnID, step, lt.ToolCompletedData{
 		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, EffectID: eff, Output: out, DurationMS: dur,
 	})
+}
+
+// runTool runs built-in t. What the call's Environment does (its files,
+// its programs) the Environment tells the snapshot record itself; a tool
+// that may change the workspace otherwise (a plain subprocess, a tool
+// that opens the workspace itself) makes the next checkpoint walk it
+// (snapshotwrites.go).
+func (r *runner) runTool(ctx context.Context, t tool.Tool, call *tool.Call) (*tool.Result, error) {
+	if !inEnvironment(t, call) {
+		defer r.e.snapshots.BeginUnknownWrites(r.ws)()
+	}
+	return t.Run(ctx, call)
+}
+
+// inEnvironment reports whether built-in t reaches the workspace only
+// through the call's Environment: the file tools through call.Files, the
+// shell through call.Exec.
+func inEnvironment(t tool.Tool, call *tool.Call) bool {
+	switch t.(type) {
+	case *tool.ReadFile, *tool.ListFiles, *tool.WriteFile, *tool.EditFile:
+		return call.Files != nil
+	case *tool.Shell:
+		return call.Exec != nil
+	}
+	return false
+}
+
+// maxEnvironmentLosses bounds how often one claim starts over after its
+// environment went away mid-call.
+const maxEnvironmentLosses = 3
+
+// errEnvironmentLost ends a runner whose Environment went away mid-call
+// (environment.ErrLost): the session's runner starts over from the
+// journal with the environment opened again, as after a crash.
+var errEnvironmentLost = errors.New("the session's environment went away during a call")
+
+// environmentLost settles a call whose environment went away while it ran
+// (environment.ErrLost): its outcome is unknown, exactly as when the
+// worker running it dies after tool.started. An irreversible call goes to
+// its reconcile probe or in doubt now, saying why; a read or idempotent
+// one stays started, and runs again (with its key) once the runner has
+// started over with the environment opened again (recoverCall).
+func (r *runner) environmentLost(ctx context.Context, c *journal.Call, cause error) error {
+	r.e.log.Warn("the session's environment went away during a call", "session", r.st.Session.ID, "call", c.ID, "err", cause)
+	if c.Class == lt.EffectIrreversible {
+		if err := r.settleUnknown(ctx, c, "the session's environment went away during the call, before it answered ("+clip(cause.Error(), 300)+")"); err != nil {
+			return err
+		}
+	}
+	if err := r.flush(ctx, false); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: call %s: %w", errEnvironmentLost, c.ID, cause)
 }
 
 // toolFailed records a failed attempt. A transient failure of a call that
