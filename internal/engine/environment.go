@@ -257,7 +257,7 @@ func (r *runner) setupEnvironment(ctx context.Context) error {
 	}
 	opened, err := r.e.envs.Open(ctx, &environment.OpenParams{
 		Workspace: r.st.WorkspaceID(), Session: r.st.Session.ID, Limits: sandboxLimits(spec), Network: network,
-		Snapshot: environment.SnapshotLimits{MaxFileBytes: maxSnapshotFileBytes, MaxTotalBytes: maxSnapshotTotalBytes},
+		Snapshot: snapshotLimits,
 	})
 	if err != nil {
 		return err

@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
-	"os"
 	"path"
 	"strings"
 
@@ -46,7 +44,7 @@ func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
 	}
 	switch c.Kind {
 	case lt.CallBuiltin, lt.CallMCP, lt.CallFinish, lt.CallCheckpoint:
-		if lost, err := r.workspaceLost(); lost || err != nil {
+		if lost, err := r.workspaceLost(ctx); lost || err != nil {
 			if err != nil {
 				return err
 			}
@@ -191,6 +189,16 @@ const maxEnvironmentLosses = 3
 // journal with the environment opened again, as after a crash.
 var errEnvironmentLost = errors.New("the session's environment went away during a call")
 
+// envLost marks err errEnvironmentLost when it says the environment went
+// away or cannot be reached (a runner's connection broke), so the runner
+// starts over with the environment opened again; else it returns err.
+func envLost(err error) error {
+	if errors.Is(err, environment.ErrLost) || errors.Is(err, environment.ErrUnavailable) {
+		return fmt.Errorf("%w: %w", errEnvironmentLost, err)
+	}
+	return err
+}
+
 // environmentLost settles a call whose environment went away while it ran
 // (environment.ErrLost): its outcome is unknown, exactly as when the
 // worker running it dies after tool.started. An irreversible call goes to
@@ -328,13 +336,16 @@ func (r *runner) runFinish(ctx context.Context, c *journal.Call) error {
 		Summary   string      `json:"summary"`
 		Artifacts []delivered `json:"artifacts"`
 	}{Summary: args.Summary, Artifacts: []delivered{}}
-	root, err := os.OpenRoot(r.ws)
-	if err != nil {
-		return fmt.Errorf("open workspace: %w", err)
+	if r.env == nil || r.env.env == nil {
+		return errors.New("read artifacts: the session's environment is not open")
 	}
-	defer root.Close()
 	for _, p := range args.Artifacts {
-		data, err := readArtifact(root, p, r.e.cfg.MaxArtifactBytes)
+		data, err := readArtifact(ctx, r.env.env, p, r.e.cfg.MaxArtifactBytes)
+		if lost := envLost(err); lost != err {
+			// Nothing was delivered: the finish call runs again once
+			// the environment is opened again.
+			return fmt.Errorf("artifact %q: %w", p, lost)
+		}
 		if err != nil {
 			return r.add(lt.EventToolFailed, turnID, step, lt.ToolFailedData{
 				Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Error: fmt.Sprintf("artifact %q: %v", p, err),
@@ -360,30 +371,20 @@ func (r *runner) runFinish(ctx context.Context, c *journal.Call) error {
 	return r.add(lt.EventToolCompleted, turnID, step, lt.ToolCompletedData{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Output: raw})
 }
 
-func readArtifact(root *os.Root, p string, max int64) ([]byte, error) {
+// readArtifact reads workspace file p, of at most max bytes, through the
+// session's Environment (only max bytes are ever buffered).
+func readArtifact(ctx context.Context, env environment.Environment, p string, max int64) ([]byte, error) {
 	if p == "" || strings.HasPrefix(p, "/") {
 		return nil, fmt.Errorf("must be a path relative to the workspace")
 	}
-	f, err := root.Open(p)
+	r, err := env.ReadFile(ctx, p, 0, max)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file")
-	}
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > max {
+	if r.Size > max {
 		return nil, fmt.Errorf("larger than %d bytes", max)
 	}
-	return data, nil
+	return r.Data, nil
 }
 
 func contentType(name string, data []byte) string {

@@ -426,7 +426,7 @@ func (r *runner) recoverCall(ctx context.Context, c *journal.Call) (bool, error)
 	if c.Class != lt.EffectIrreversible {
 		// The call may resume on another node than the one that started
 		// it: its workspace comes back from the last snapshot first.
-		if lost, err := r.workspaceLost(); lost || err != nil {
+		if lost, err := r.workspaceLost(ctx); lost || err != nil {
 			if err != nil {
 				return false, err
 			}

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"os"
 
 	"github.com/longhaul-dev/longhaul/internal/snapshot"
 )
@@ -41,6 +43,23 @@ func (e *Engine) restoreSnapshot(ctx context.Context, snap, ws string) (snapshot
 	defer e.snapshots.Forget(ws) // walked next, even if watched
 	defer e.snapshots.BeginUnknownWrites(ws)()
 	return snapshot.Restore(ctx, e.store, snap, ws)
+}
+
+// emptySnapshot returns the id of the snapshot of an empty workspace
+// (storing its tree), which a stale copy is restored to when the journal
+// has no snapshot to converge on. Rare: it is taken each time rather than
+// kept, since nothing refers to it once used.
+func (e *Engine) emptySnapshot(ctx context.Context) (string, error) {
+	dir, err := os.MkdirTemp("", "longhaul-empty-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	id, _, err := snapshot.Take(ctx, e.store, dir, snapshot.Options{})
+	if err != nil {
+		return "", fmt.Errorf("snapshot of an empty workspace: %w", err)
+	}
+	return id, nil
 }
 
 // removeWorkspace removes this node's copy of workspace id.
