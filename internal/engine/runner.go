@@ -76,8 +76,11 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 		return nil, fmt.Errorf("decode agent spec: %w", err)
 	}
 	r.provider = e.cfg.Providers[r.spec.Model.Provider]
-	// Not created here: a workspace that is gone is noticed (and restored
-	// from the last snapshot) before the next tool runs.
+	// This node's path of the workspace, for what still reads it here
+	// (evidence, sqlite_query, a person's changes); the session's
+	// Environment (setupEnvironment) is what the tools use. A workspace
+	// it has to make anew is noticed (and restored from the last
+	// snapshot) before the next tool runs.
 	r.ws = e.spaces.Path(st.WorkspaceID()) // a sub-agent works in its root's
 	// Since no runner held the session, the workspace may have changed
 	// unseen: its first checkpoint walks it (snapshotwrites.go).
