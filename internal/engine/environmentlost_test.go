@@ -27,6 +27,10 @@ type lossyBackend struct {
 	environment.Backend
 	marker string
 
+	// unreachable: the calls naming marker are refused before they run
+	// (environment.ErrUnavailable) instead of lost after.
+	unreachable bool
+
 	mu   sync.Mutex
 	left int // losses still to report (negative: every time)
 }
@@ -60,7 +64,12 @@ type lossyEnv struct {
 	b *lossyBackend
 }
 
+var errNoRunner = fmt.Errorf("no runner of the session is connected: %w", environment.ErrUnavailable)
+
 func (e *lossyEnv) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecResult, error) {
+	if e.b.unreachable && e.b.lose(req.Command) {
+		return nil, errNoRunner
+	}
 	res, err := e.Environment.Run(ctx, req)
 	if err == nil && e.b.lose(req.Command) {
 		return nil, errLinkClosed
@@ -79,13 +88,20 @@ func (e *lossyEnv) ReadFile(ctx context.Context, rel string, offset, limit int64
 // newLossyHarness is a harness whose environments lose the calls naming
 // marker, times times (negative: always).
 func newLossyHarness(t *testing.T, marker string, times int) *harness {
+	return newLossyHarnessWith(t, &lossyBackend{marker: marker, left: times})
+}
+
+// newLossyHarnessWith is newLossyHarness with lossy's settings (its
+// Backend is set to the local one).
+func newLossyHarnessWith(t *testing.T, lossy *lossyBackend) *harness {
 	t.Helper()
 	dir := t.TempDir()
 	h := &harness{t: t, dir: dir, clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}}
 	h.store = openStore(t, dir)
 	t.Cleanup(func() { h.store.Close() })
 	h.wrapEnvironments = func(b environment.Backend) environment.Backend {
-		return &lossyBackend{Backend: b, marker: marker, left: times}
+		lossy.Backend = b
+		return lossy
 	}
 	h.start("node-a")
 	return h
@@ -173,4 +189,21 @@ func TestEnvironmentLostEveryTimeEndsTheTurn(t *testing.T) {
 	require.Len(t, failed, 1)
 	require.Contains(t, data[lt.TurnFailedData](t, failed[0]).Error, "environment went away during a call")
 	require.LessOrEqual(t, len(events(t, h, s.ID, lt.EventToolStarted)), 5)
+}
+
+// TestEnvironmentUnavailableFailsTheCall: a call refused because its
+// environment cannot be reached did not run; until the session can park
+// for its runner, it fails saying so (an irreversible call: to the model),
+// and nothing is in doubt.
+func TestEnvironmentUnavailableFailsTheCall(t *testing.T) {
+	h := newLossyHarnessWith(t, &lossyBackend{marker: "UNREACHABLE", left: 1, unreachable: true})
+	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"shell","arguments":{"command":"echo ran >> ran.log; echo UNREACHABLE"}}]},{"text":"done"}]`,
+		lt.ToolSpec{Name: "shell"}), nil)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	failed := events(t, h, s.ID, lt.EventToolFailed)
+	require.Len(t, failed, 1)
+	require.Contains(t, data[lt.ToolFailedData](t, failed[0]).Error, "cannot be reached (nothing ran)")
+	require.Empty(t, events(t, h, s.ID, lt.EventEffectInDoubt))
+	require.NoFileExists(t, filepath.Join(h.dir, "workspaces", s.ID, "ran.log"))
+	checkJournal(t, h.store, s.ID)
 }
