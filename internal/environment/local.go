@@ -34,8 +34,9 @@ type LocalConfig struct {
 	// Blobs. Default: a new one without inotify watches.
 	Cache *snapshot.Cache
 	// SocketDir holds the egress proxies' Unix sockets (0700, made when
-	// needed). Default: a directory under os.TempDir(), which is also
-	// where the sockets go when SocketDir is too deep for a socket path.
+	// needed). Default, and where the sockets go when SocketDir is too
+	// deep for a socket path: a private directory (0700) this backend
+	// makes under os.TempDir() when first needed.
 	SocketDir string
 	// SocketPath, when set, names the proxy socket of a session instead
 	// of SocketDir (the engine's, which keeps readable names).
@@ -69,9 +70,6 @@ func NewLocal(cfg *LocalConfig) (Backend, error) {
 		}
 		b.cfg.Cache = c
 	}
-	if b.cfg.SocketDir == "" {
-		b.cfg.SocketDir = defaultSocketDir()
-	}
 	if b.cfg.Logger == nil {
 		b.cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -85,6 +83,11 @@ type localBackend struct {
 	// open counts the open Environments of each workspace id: Stop frees
 	// a workspace only when its caller's is the only one.
 	open map[string]int
+
+	// private is the backend's own socket directory (privateDir).
+	privateOnce sync.Once
+	private     string
+	privateErr  error
 }
 
 func (b *localBackend) Name() string { return b.cfg.Sandbox.Name() }
@@ -133,15 +136,13 @@ func (b *localBackend) release(id string) {
 	}
 }
 
-func defaultSocketDir() string { return filepath.Join(os.TempDir(), "longhaul-env") }
-
 // maxSocketPath is the longest Unix socket path every platform takes
 // (sun_path holds 104 bytes on the BSDs and macOS, NUL included).
 const maxSocketPath = 103
 
 // socketPath names the proxy socket of a session: short enough for a Unix
-// socket path whatever the session id, and, when SocketDir is too deep for
-// one (a data directory on a deep mount), under the default directory.
+// socket path whatever the session id, under SocketDir when that fits,
+// else under the backend's private directory.
 func (b *localBackend) socketPath(session string) (string, error) {
 	if b.cfg.SocketPath != nil {
 		return b.cfg.SocketPath(session)
@@ -149,13 +150,23 @@ func (b *localBackend) socketPath(session string) (string, error) {
 	sum := sha256.Sum256([]byte(session))
 	name := hex.EncodeToString(sum[:8]) + ".sock"
 	dir := b.cfg.SocketDir
-	if len(filepath.Join(dir, name)) > maxSocketPath {
-		dir = defaultSocketDir()
+	if dir != "" && len(filepath.Join(dir, name)) <= maxSocketPath {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return "", fmt.Errorf("socket directory: %w", err)
+		}
+		return filepath.Join(dir, name), nil
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("socket directory: %w", err)
+	// A directory of its own (os.MkdirTemp: new, 0700), never a shared
+	// name another user of the machine could have made first and swap
+	// a socket in.
+	b.privateOnce.Do(func() { b.private, b.privateErr = os.MkdirTemp("", "longhaul-env-") })
+	if b.privateErr != nil {
+		return "", fmt.Errorf("socket directory: %w", b.privateErr)
 	}
-	return filepath.Join(dir, name), nil
+	if p := filepath.Join(b.private, name); len(p) <= maxSocketPath {
+		return p, nil
+	}
+	return "", fmt.Errorf("socket directory: no socket path of at most %d bytes (temporary directory %s)", maxSocketPath, b.private)
 }
 
 // localEnv is an Environment of the local backend.
