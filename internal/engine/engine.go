@@ -281,8 +281,8 @@ func New(st store.Store, cfg *Config) (*Engine, error) {
 // the tools' programs, and the warning when it isolates nothing.
 func (e *Engine) ReadyDetails() map[string]string {
 	d := map[string]string{"sandbox": "none (plain subprocesses)"}
-	if e.cfg.Sandbox != nil {
-		d["sandbox"] = e.cfg.Sandbox.Name()
+	if e.runsPrograms() {
+		d["sandbox"] = e.envs.Name()
 	}
 	if e.cfg.SandboxWarning != "" {
 		d["sandbox_warning"] = e.cfg.SandboxWarning
