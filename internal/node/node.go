@@ -493,6 +493,7 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 		FreeSpace:        space.Check,
 	})
 	if err != nil {
+		_ = snapshots.Close() // the engine closes it on Stop, once it has it
 		return nil, fmt.Errorf("create engine: %w", err)
 	}
 
