@@ -75,17 +75,20 @@ var importRules = map[string]importRule{
 	"internal/policy":      {importers: []string{"internal/engine"}},
 	"internal/trace":       {importers: []string{"internal/engine"}},
 	"internal/snapshot": {importers: []string{"internal/engine", "internal/environment", "internal/environment/remote", "internal/export",
-		"internal/runner", "internal/runner/hub"}},
-	"internal/inotify":   {importers: []string{"internal/sandbox", "internal/snapshot"}},
-	"internal/workspace": {importers: []string{"internal/engine", "internal/environment", "internal/environment/remote", "internal/runner", "internal/tool"}},
+		"internal/node", "internal/runner", "internal/runner/hub"}},
+	"internal/inotify": {importers: []string{"internal/sandbox", "internal/snapshot"}},
+	"internal/workspace": {importers: []string{"internal/engine", "internal/environment", "internal/environment/remote", "internal/node",
+		"internal/runner", "internal/tool"}},
 	"internal/tool": {importers: []string{".", "internal/bench", "internal/engine", "internal/environment", "internal/environment/remote", "internal/mcp",
 		"internal/node", "internal/runner", "internal/sandbox", "internal/vault"}},
 	"internal/sandbox": {importers: []string{"cmd/longhaul", "internal/bench", "internal/engine", "internal/environment", "internal/environment/remote", "internal/mcp", "internal/node",
 		"internal/runner"}},
 	"internal/runner": {importers: []string{"cmd/longhaul"}},
-	// The environment seam (docs/dev/environments.md): the engine switches
-	// to it later; until then only its tests import it.
-	"internal/environment":                 {importers: []string{"internal/environment/remote", "internal/runner"}},
+	// The environment seam (docs/dev/environments.md): the engine opens
+	// the sessions' environments through it, the node builds the backend;
+	// a runner's environments are local ones on its machine.
+	"internal/environment": {importers: []string{"internal/engine", "internal/environment/remote", "internal/mcp", "internal/node",
+		"internal/runner"}},
 	"internal/environment/remote":          {},
 	"internal/environment/environmenttest": {testHelper: true},
 	"internal/runner/hub":                  {importers: []string{"internal/environment/remote", "internal/node", "internal/server"}},

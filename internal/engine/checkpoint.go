@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"sort"
 	"strings"
 
+	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/snapshot"
 	"github.com/longhaul-dev/longhaul/internal/store"
@@ -24,12 +24,16 @@ const (
 	maxSnapshotTotalBytes = 2 << 30
 )
 
+// snapshotLimits bound every snapshot of a workspace, as its Environment
+// takes them.
+var snapshotLimits = environment.SnapshotLimits{MaxFileBytes: maxSnapshotFileBytes, MaxTotalBytes: maxSnapshotTotalBytes}
+
 // checkpoint snapshots the workspace (content-addressed: unchanged files
 // cost nothing) and journals checkpoint.created at the current position.
 // Its id is derived from the session and that position, so a worker that
 // resumes after a crash derives the same one.
 func (r *runner) checkpoint(ctx context.Context, kind, name, summary, next string, turnID string, step int) (*lt.Checkpoint, error) {
-	if lost, err := r.workspaceLost(); err != nil {
+	if lost, err := r.workspaceLost(ctx); err != nil {
 		return nil, err
 	} else if lost && r.st.CurrentTurn() != nil {
 		// Restore first: a checkpoint of a vanished workspace would make
@@ -40,7 +44,7 @@ func (r *runner) checkpoint(ctx context.Context, kind, name, summary, next strin
 	} else if lost {
 		// No turn to tell: brought up to date quietly, since the
 		// snapshot stands for the people's changes too (workspacesync.go).
-		if _, err := r.e.syncWorkspace(ctx, r.st); err != nil {
+		if err := r.syncWorkspace(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -50,19 +54,18 @@ func (r *runner) checkpoint(ctx context.Context, kind, name, summary, next strin
 		ID: derivedID("ckpt_", sid, seq), SessionID: sid, TurnID: turnID, Step: step, Kind: kind, Name: name,
 		Summary: summary, NextAction: next, EventSeq: seq, Artifacts: r.artifactIDs(), CreatedAt: r.e.clock.Now(),
 	}
-	id, stats, err := snapshot.Take(ctx, r.e.store, r.ws, snapshot.Options{
-		MaxFileBytes: maxSnapshotFileBytes, MaxTotalBytes: maxSnapshotTotalBytes, Cache: r.e.snapshots, Incremental: true, // snapshotwrites.go
-	})
+	// Incremental, and noted as what the copy holds, by the Environment
+	// (snapshotwrites.go).
+	id, stats, err := r.snapshot(ctx)
 	switch {
 	case err == nil:
 		c.Snapshot, c.Files, c.Bytes = id, stats.Files, stats.Bytes
-		if err := r.e.spaces.RecordSnapshot(r.st.WorkspaceID(), r.st.Session.ID, id); err != nil {
-			// The list only spares a restore later: a failure to keep
-			// it costs a restore, never the checkpoint.
-			r.e.log.Warn("record workspace snapshot", "session", r.st.Session.ID, "err", err)
-		}
 	case ctx.Err() != nil:
 		return nil, context.Cause(ctx)
+	case envLost(err) != err:
+		// Not a checkpoint without its snapshot: the environment is
+		// opened again and the step's checkpoint taken from the journal.
+		return nil, fmt.Errorf("snapshot: %w", envLost(err))
 	case store.IsStorageFull(err):
 		// Not a checkpoint without its snapshot: the step waits for space
 		// and is taken again from the journal (see runSession).
@@ -76,6 +79,15 @@ func (r *runner) checkpoint(ctx context.Context, kind, name, summary, next strin
 		return nil, err
 	}
 	return &c, nil
+}
+
+// snapshot takes a snapshot of the session's workspace through its
+// Environment.
+func (r *runner) snapshot(ctx context.Context) (string, snapshot.Stats, error) {
+	if r.env == nil || r.env.env == nil {
+		return "", snapshot.Stats{}, errors.New("the session's environment is not open")
+	}
+	return r.env.env.Snapshot(ctx)
 }
 
 // artifactIDs lists the latest version of each artifact the session has
@@ -120,32 +132,25 @@ func (r *runner) runCheckpoint(ctx context.Context, c *journal.Call) error {
 // moved to a node without it), or whether this node's copy is stale: another
 // node changed the workspace since, or it does not contain the session's
 // last snapshot. A session that never ran a tool simply gets a new one.
-func (r *runner) workspaceLost() (bool, error) {
-	_, err := os.Stat(r.ws)
-	switch {
-	case err == nil:
-		if r.wsWriter != "" && r.wsWriter != r.e.cfg.NodeID && r.st.Workspace == "" {
-			// Another node ran a tool that changes the workspace since
-			// this copy was last used (sub-agents, sharing their root's
-			// workspace, leave that to the snapshots below).
-			return true, nil
+func (r *runner) workspaceLost(ctx context.Context) (bool, error) {
+	if r.provisioned {
+		// Opened anew: gone, unless there was nothing to lose.
+		if r.st.LastSnapshot == "" && len(r.st.PersonChanges) == 0 {
+			r.provisioned = false
+			return false, nil
 		}
-		// It must hold the last snapshot and the people's changes since
-		// (workspacesync.go).
-		ok, err := r.e.holdsLatest(r.st)
-		return !ok, err
-	case !errors.Is(err, fs.ErrNotExist):
-		return false, fmt.Errorf("check workspace: %w", err)
+		return true, nil
 	}
-	if r.st.LastSnapshot == "" && len(r.st.PersonChanges) == 0 {
-		// Never snapshotted: nothing to restore, and nothing to report
-		// but a directory to create.
-		if _, err := r.e.spaces.Ensure(r.st.WorkspaceID()); err != nil {
-			return false, fmt.Errorf("create workspace: %w", err)
-		}
-		return false, nil
+	if r.wsWriter != "" && r.wsWriter != r.e.cfg.NodeID && r.st.Workspace == "" {
+		// Another node ran a tool that changes the workspace since this
+		// copy was last used (sub-agents, sharing their root's workspace,
+		// leave that to the snapshots below).
+		return true, nil
 	}
-	return true, nil
+	// It must hold the last snapshot and the people's changes since
+	// (workspacesync.go), as its Environment knows.
+	ok, err := r.holdsLatest(ctx)
+	return !ok, err
 }
 
 // restoreWorkspace brings the workspace back to where the journal says it
@@ -160,9 +165,12 @@ func (r *runner) restoreWorkspace(ctx context.Context) error {
 	if r.st.Step != nil {
 		step = r.st.Step.N
 	}
+	if r.env == nil || r.env.env == nil {
+		return errors.New("restore workspace: the session's environment is not open")
+	}
 	reason := "the workspace directory is gone"
-	_, err := os.Stat(r.ws)
-	stale := err == nil
+	stale := !r.provisioned
+	r.provisioned = false
 	if stale {
 		reason = "this node's copy of the workspace is stale: the session changed it on another node since"
 	}
@@ -171,16 +179,15 @@ func (r *runner) restoreWorkspace(ctx context.Context) error {
 	}
 	snap := r.st.LastSnapshot
 	if stale && snap == "" {
-		// Nothing to converge on: start from an empty directory.
-		if err := r.e.removeWorkspace(r.st.WorkspaceID()); err != nil {
-			return err
+		// Nothing to converge on: start from an empty workspace.
+		empty, err := r.e.emptySnapshot(ctx)
+		if err == nil {
+			_, err = r.env.env.Restore(ctx, empty)
+		}
+		if err != nil {
+			return fmt.Errorf("empty the stale workspace: %w", envLost(err))
 		}
 	}
-	ws, err := r.e.spaces.Ensure(r.st.WorkspaceID())
-	if err != nil {
-		return fmt.Errorf("recreate workspace: %w", err)
-	}
-	r.ws = ws
 	if snap == "" {
 		d := lt.EnvironmentRestoredData{}
 		d.Replayed, d.Missing = r.replayStep(ctx)
@@ -193,16 +200,14 @@ func (r *runner) restoreWorkspace(ctx context.Context) error {
 		default:
 			d.Note += ". Files you made before are gone."
 		}
-		d.Note += r.reapplyPersonChanges(ctx, ws)
+		d.Note += r.reapplyPersonChanges(ctx, r.ws)
 		return r.add(lt.EventEnvironmentRestored, turnID, step, d)
 	}
 	d := lt.EnvironmentRestoredData{}
-	stats, err := r.e.restoreSnapshot(ctx, snap, ws)
+	// Noted as what the copy holds by the Environment.
+	stats, err := r.env.env.Restore(ctx, snap)
 	if err != nil {
-		return fmt.Errorf("restore workspace from snapshot %s: %w", snap, err)
-	}
-	if err := r.e.spaces.RecordSnapshot(r.st.WorkspaceID(), r.st.Session.ID, snap); err != nil {
-		r.e.log.Warn("record workspace snapshot", "session", r.st.Session.ID, "err", err)
+		return fmt.Errorf("restore workspace from snapshot %s: %w", snap, envLost(err))
 	}
 	d.Snapshot, d.Files, d.Bytes = snap, stats.Files, stats.Bytes
 	d.CheckpointID = r.st.LastSnapshotCheckpoint
@@ -214,7 +219,7 @@ func (r *runner) restoreWorkspace(ctx context.Context) error {
 	default:
 		d.Note = fmt.Sprintf("The workspace was restored from checkpoint %s (%d files)%s; it is as your calls left it.", d.CheckpointID, stats.Files, r.replayedNote(d.Replayed))
 	}
-	d.Note += r.reapplyPersonChanges(ctx, ws)
+	d.Note += r.reapplyPersonChanges(ctx, r.ws)
 	return r.add(lt.EventEnvironmentRestored, turnID, step, d)
 }
 
@@ -281,12 +286,8 @@ func (r *runner) replayStep(ctx context.Context) (replayed, missing []string) {
 			SessionID: r.st.Session.ID, Workspace: r.ws, Arguments: c.Arguments, IdempotencyKey: c.IdempotencyKey,
 			Timeout: r.tools.timeout(c.Tool), Effect: c.Class,
 		}
-		if env := r.env; env != nil {
-			call.Exec, call.Network, call.Secrets = env.exec, env.network, env.secrets
-		}
-		done := r.e.trackCall(r.ws, t, c.Arguments)
-		res, err := t.Run(ctx, call)
-		done()
+		r.env.attach(call, false)
+		res, err := r.runTool(ctx, t, call)
 		if err != nil || res == nil || res.Error != "" {
 			missing = append(missing, label)
 			continue

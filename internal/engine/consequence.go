@@ -59,8 +59,9 @@ func classWords(c lt.EffectClass) string {
 func (ac *approvalContext) commandConsequence(class lt.EffectClass) string {
 	r := ac.r
 	files := ac.workspaceFiles()
-	sb := r.e.cfg.Sandbox
-	if sb == nil || sb.Name() == "local" {
+	// Programs that are not confined to the egress proxy are confined
+	// to nothing (plain subprocesses, the local backend).
+	if !r.e.runsPrograms() || !r.e.envs.ConfinesNetwork() {
 		return fmt.Sprintf("Runs a command on the server itself, with no sandbox: it can read and change whatever the server's user can (files outside the workspace and the network included), not only the session's workspace (%s); %s", files, classWords(class))
 	}
 	var hosts []string

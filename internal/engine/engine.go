@@ -15,6 +15,7 @@ import (
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/egress"
+	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/snapshot"
@@ -99,6 +100,21 @@ type Config struct {
 	// RuntimeDir holds the sockets of the sessions' egress proxies (0700).
 	// Default: "run" beside WorkspaceRoot.
 	RuntimeDir string
+	// Workspaces holds this node's copies of the workspaces, under
+	// WorkspaceRoot; the Environments backend must use the same Manager.
+	// Default: a new one over WorkspaceRoot.
+	Workspaces *workspace.Manager
+	// SnapshotCache makes the workspaces' snapshots incremental; it must
+	// have been made for the store the engine is given, and is shared with
+	// the Environments backend. The engine closes it on Stop. Default: a
+	// new one, watching the workspaces when Sandbox is bwrap.
+	SnapshotCache *snapshot.Cache
+	// Environments opens the sessions' environments: where their
+	// programs run, their files are read and written and their snapshots
+	// are taken (docs/dev/environments.md). Default: the local backend
+	// (environment.NewLocal) over Sandbox (sandbox.NewLocal when nil),
+	// Workspaces, the store, SnapshotCache and RuntimeDir.
+	Environments environment.Backend
 }
 
 func (c *Config) withDefaults() (Config, error) {
@@ -175,8 +191,11 @@ type Engine struct {
 	hub    *hub
 	// snapshots caches what the workspace snapshots already stored.
 	snapshots *snapshot.Cache
-	// sockets names the egress proxies' Unix sockets.
+	// sockets names the egress proxies' Unix sockets (of the default
+	// local environments).
 	sockets *proxySockets
+	// envs opens the sessions' environments (Config.Environments).
+	envs environment.Backend
 	// wsLocks keeps a person's change of a workspace and this node's
 	// runner of the session apart (workspacesync.go).
 	wsLocks workspaceLocks
@@ -205,9 +224,11 @@ func New(st store.Store, cfg *Config) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	spaces, err := workspace.New(c.WorkspaceRoot)
-	if err != nil {
-		return nil, fmt.Errorf("open workspaces: %w", err)
+	spaces := c.Workspaces
+	if spaces == nil {
+		if spaces, err = workspace.New(c.WorkspaceRoot); err != nil {
+			return nil, fmt.Errorf("open workspaces: %w", err)
+		}
 	}
 	e := &Engine{
 		store: st, cfg: c, log: c.Logger, clock: c.Clock, spaces: spaces,
@@ -225,9 +246,25 @@ func New(st store.Store, cfg *Config) (*Engine, error) {
 	// (the sandbox's seccomp filter denies them): a write through a link
 	// the command then removed is reported under the removed name only.
 	// Without the sandbox, every checkpoint after a command walks.
-	watch := c.Sandbox != nil && c.Sandbox.Name() == "bwrap"
-	if e.snapshots, err = snapshot.NewCache(st, &snapshot.CacheConfig{Watch: watch}); err != nil {
-		return nil, fmt.Errorf("snapshot cache: %w", err)
+	if e.snapshots = c.SnapshotCache; e.snapshots == nil {
+		watch := c.Sandbox != nil && c.Sandbox.Name() == "bwrap"
+		if e.snapshots, err = snapshot.NewCache(st, &snapshot.CacheConfig{Watch: watch}); err != nil {
+			return nil, fmt.Errorf("snapshot cache: %w", err)
+		}
+	}
+	if e.envs = c.Environments; e.envs == nil {
+		sb := c.Sandbox
+		if sb == nil {
+			// Programs run as plain subprocesses then (see runsPrograms),
+			// but an MCP stdio server still needs a backend to start in.
+			sb = sandbox.NewLocal()
+		}
+		e.envs, err = environment.NewLocal(&environment.LocalConfig{
+			Sandbox: sb, Workspaces: spaces, Blobs: st, Cache: e.snapshots, SocketPath: e.sockets.path, Logger: c.Logger,
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
 	if v := c.Vault; v != nil {
 		e.hub.onSecrets = func() {
@@ -244,8 +281,8 @@ func New(st store.Store, cfg *Config) (*Engine, error) {
 // the tools' programs, and the warning when it isolates nothing.
 func (e *Engine) ReadyDetails() map[string]string {
 	d := map[string]string{"sandbox": "none (plain subprocesses)"}
-	if e.cfg.Sandbox != nil {
-		d["sandbox"] = e.cfg.Sandbox.Name()
+	if e.runsPrograms() {
+		d["sandbox"] = e.envs.Name()
 	}
 	if e.cfg.SandboxWarning != "" {
 		d["sandbox_warning"] = e.cfg.SandboxWarning

@@ -14,13 +14,16 @@ import (
 
 	"github.com/longhaul-dev/longhaul/internal/egress"
 	"github.com/longhaul-dev/longhaul/internal/engine"
+	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
+	"github.com/longhaul-dev/longhaul/internal/snapshot"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
 	"github.com/longhaul-dev/longhaul/internal/tool"
+	"github.com/longhaul-dev/longhaul/internal/workspace"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -76,6 +79,9 @@ type harness struct {
 	pollInterval time.Duration
 	// sandbox runs the tools' programs (nil: plain subprocesses).
 	sandbox sandbox.Backend
+	// wrapEnvironments, when set, wraps the local environment backend
+	// (over sandbox, or the local one) the engine opens environments with.
+	wrapEnvironments func(environment.Backend) environment.Backend
 }
 
 func openStore(t *testing.T, dir string) *sqlite.Store {
@@ -111,6 +117,24 @@ func newHarness(t *testing.T, extraTools ...tool.Tool) *harness {
 	return h
 }
 
+// environments gives cfg a local environment backend of its own, over
+// the engine's workspaces and snapshot cache, wrapped by
+// h.wrapEnvironments.
+func (h *harness) environments(cfg *engine.Config) {
+	h.t.Helper()
+	spaces, err := workspace.New(cfg.WorkspaceRoot)
+	require.NoError(h.t, err)
+	cache, err := snapshot.NewCache(h.store, nil)
+	require.NoError(h.t, err)
+	sb := h.sandbox
+	if sb == nil {
+		sb = sandbox.NewLocal()
+	}
+	local, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sb, Workspaces: spaces, Blobs: h.store, Cache: cache})
+	require.NoError(h.t, err)
+	cfg.Workspaces, cfg.SnapshotCache, cfg.Environments = spaces, cache, h.wrapEnvironments(local)
+}
+
 func (h *harness) start(node string) {
 	h.t.Helper()
 	providers := map[string]model.Provider{"scripted": scripted.New(nil)}
@@ -127,7 +151,7 @@ func (h *harness) start(node string) {
 	if h.pollInterval > 0 {
 		poll = h.pollInterval
 	}
-	eng, err := engine.New(h.store, &engine.Config{
+	cfg := &engine.Config{
 		WorkspaceRoot: filepath.Join(h.dir, "workspaces"), NodeID: node, Clock: clock,
 		Providers:    providers,
 		PollInterval: poll, Tools: h.tools,
@@ -136,7 +160,11 @@ func (h *harness) start(node string) {
 			return v, ok
 		},
 		Vault: h.vault, ModelKeyEnv: h.modelKeyEnv, ControlPlane: h.controlPlane, Sandbox: h.sandbox,
-	})
+	}
+	if h.wrapEnvironments != nil {
+		h.environments(cfg)
+	}
+	eng, err := engine.New(h.store, cfg)
 	require.NoError(h.t, err)
 	require.NoError(h.t, eng.Start(context.Background()))
 	h.eng = eng

@@ -9,11 +9,13 @@ import (
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/egress"
+	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/mcp"
 	"github.com/longhaul-dev/longhaul/internal/redact"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/tool"
+	"github.com/longhaul-dev/longhaul/internal/workspace"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -113,32 +115,39 @@ func (e *Engine) validateEnvironment(ctx context.Context, project string, env *l
 	return nil
 }
 
-// environment is what a runner sets up for a session's tools: the
-// network policy and, when the agent lists hosts, the egress proxy its
-// sandbox reaches them through; the secrets it may use; the sandbox.
-type environment struct {
+// sessionEnv is what a runner sets up for a session's tools: the
+// session's Environment (its workspace, sandbox and egress proxy, opened
+// from the engine's backend), the network policy the server applies to
+// what it sends itself (http_request, MCP over HTTP), and the secrets it
+// may use.
+type sessionEnv struct {
 	policy  *egress.Policy
 	network *tool.NetworkPolicy
 	secrets tool.SecretSource
-	exec    tool.Exec
-	socket  string
-	stop    func() error
+	// env is the session's Environment; nil only when it could not be
+	// opened (setupEnvironment's error then fails the turn).
+	env environment.Environment
+	// exec runs the shell tool's programs: env, unless the engine runs
+	// them as plain subprocesses (runsPrograms).
+	exec tool.Exec
+	// files are env's file operations, as the file tools use them.
+	files tool.Files
 	// mcp holds the clients of the agent's MCP servers (nil: none); it
-	// lives as long as the runner, like the proxy.
+	// lives as long as the runner, like the Environment.
 	mcp *mcp.Manager
 
 	mu     sync.Mutex
 	events []tool.NetworkEvent // connection decisions not journaled yet
 }
 
-func (v *environment) observe(ev tool.NetworkEvent) {
+func (v *sessionEnv) observe(ev tool.NetworkEvent) {
 	v.mu.Lock()
 	v.events = append(v.events, ev)
 	v.mu.Unlock()
 }
 
 // drain returns and forgets the decisions made since the last drain.
-func (v *environment) drain() []tool.NetworkEvent {
+func (v *sessionEnv) drain() []tool.NetworkEvent {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	out := v.events
@@ -146,7 +155,7 @@ func (v *environment) drain() []tool.NetworkEvent {
 	return out
 }
 
-func (v *environment) close() {
+func (v *sessionEnv) close() {
 	if v == nil {
 		return
 	}
@@ -154,17 +163,74 @@ func (v *environment) close() {
 	if v.mcp != nil {
 		v.mcp.Close()
 	}
-	if v.stop != nil {
-		_ = v.stop()
+	if v.env != nil {
+		_ = v.env.Close()
 	}
 }
 
-// setupEnvironment prepares the session's environment for this claim. The
-// proxy lives as long as the runner: a waiting session holds none.
+// attach gives a built-in call the session's environment: where its
+// programs run and its files are, and the network policy and secrets of
+// what the server sends itself. observe: the call's own connection
+// decisions are journaled with its outcome.
+func (v *sessionEnv) attach(call *tool.Call, observe bool) {
+	if v == nil {
+		return
+	}
+	call.Exec, call.Files, call.Network, call.Secrets = v.exec, v.files, v.network, v.secrets
+	if observe {
+		call.OnNetwork = v.observe
+	}
+}
+
+// envFiles are an Environment's file operations as the file tools use them
+// (tool.Files): the environment's own failures are marked
+// tool.ErrEnvironment, so that a tool gives them to the engine (ErrLost:
+// a crash of the call) rather than to the model.
+type envFiles struct{ env environment.Environment }
+
+func (f envFiles) ReadFile(ctx context.Context, rel string, offset, limit int64) (*workspace.ReadResult, error) {
+	r, err := f.env.ReadFile(ctx, rel, offset, limit)
+	return r, envFailure(err)
+}
+
+func (f envFiles) WriteFile(ctx context.Context, rel string, data []byte) error {
+	return envFailure(f.env.WriteFile(ctx, rel, data))
+}
+
+func (f envFiles) List(ctx context.Context, rel string, max int) (*workspace.Listing, error) {
+	l, err := f.env.List(ctx, rel, max)
+	return l, envFailure(err)
+}
+
+// envFailure marks err tool.ErrEnvironment when it is the environment's
+// failure rather than the file operation's.
+func envFailure(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, failure := range []error{environment.ErrLost, environment.ErrUnavailable, environment.ErrClosed, environment.ErrBusy} {
+		if errors.Is(err, failure) {
+			return fmt.Errorf("%w: %w", tool.ErrEnvironment, err)
+		}
+	}
+	return err
+}
+
+// runsPrograms reports whether the shell tool's programs run in the
+// sessions' Environments; without a sandbox or a backend of its own, an
+// engine runs them as plain subprocesses of the workspace (tests,
+// embedding), as it always did.
+func (e *Engine) runsPrograms() bool {
+	return e.cfg.Sandbox != nil || e.cfg.Environments != nil
+}
+
+// setupEnvironment opens the session's environment for this claim. It
+// lives as long as the runner: a waiting session holds none.
 func (r *runner) setupEnvironment(ctx context.Context) error {
-	env := &environment{}
+	env := &sessionEnv{}
 	r.env = env
 	spec := r.spec.Environment
+	var network *environment.Network
 	if spec != nil && spec.Network != nil && len(spec.Network.Allow) > 0 {
 		// The server's own addresses are refused whatever the agent lists,
 		// by every path out: the proxy, http_request and MCP over HTTP.
@@ -177,18 +243,7 @@ func (r *runner) setupEnvironment(ctx context.Context) error {
 		}
 		env.policy = p
 		env.network = &tool.NetworkPolicy{Allow: spec.Network.Allow, Ports: spec.Network.Ports, ControlPlane: r.e.cfg.ControlPlane}
-		if r.e.cfg.Sandbox != nil && r.e.cfg.Sandbox.ConfinesNetwork() {
-			if env.socket, err = r.e.sockets.path(r.st.Session.ID); err != nil {
-				return err
-			}
-			stop, err := egress.ListenUnix(ctx, env.socket, p, egress.Config{Logger: r.e.log, Ports: spec.Network.Ports, ControlPlane: r.e.cfg.ControlPlane}, func(ev egress.Event) {
-				env.observe(tool.NetworkEvent(ev))
-			})
-			if err != nil {
-				return fmt.Errorf("start the egress proxy: %w", err)
-			}
-			env.stop = stop
-		}
+		network = &environment.Network{Allow: spec.Network.Allow, Ports: spec.Network.Ports, ControlPlane: r.e.cfg.ControlPlane, OnEvent: env.observe}
 	}
 	if spec != nil && len(spec.Secrets) > 0 {
 		if r.e.cfg.Vault == nil {
@@ -200,8 +255,19 @@ func (r *runner) setupEnvironment(ctx context.Context) error {
 		}
 		env.secrets = src
 	}
-	if r.e.cfg.Sandbox != nil {
-		env.exec = r.e.cfg.Sandbox.Exec(sandbox.Spec{SessionID: r.st.Session.ID, Workspace: r.ws, ProxySocket: env.socket, Limits: sandboxLimits(spec)})
+	opened, err := r.e.envs.Open(ctx, &environment.OpenParams{
+		Workspace: r.st.WorkspaceID(), Session: r.st.Session.ID, Limits: sandboxLimits(spec), Network: network,
+		Snapshot: snapshotLimits,
+	})
+	if err != nil {
+		return err
+	}
+	env.env, env.files = opened, envFiles{opened}
+	// A workspace the Environment had to make anew is checked against
+	// the journal before the next tool runs (workspaceLost).
+	r.provisioned = opened.Info().Provisioned
+	if r.e.runsPrograms() {
+		env.exec = opened
 	}
 	// MCP servers are started (or reached) when first needed, and stopped
 	// with the environment when the runner parks or ends.

@@ -3,14 +3,14 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
-	"os"
 	"path"
 	"strings"
 
+	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -44,7 +44,7 @@ func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
 	}
 	switch c.Kind {
 	case lt.CallBuiltin, lt.CallMCP, lt.CallFinish, lt.CallCheckpoint:
-		if lost, err := r.workspaceLost(); lost || err != nil {
+		if lost, err := r.workspaceLost(ctx); lost || err != nil {
 			if err != nil {
 				return err
 			}
@@ -108,13 +108,9 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 	call := &tool.Call{
 		SessionID: sid, Workspace: r.ws, Arguments: c.Arguments, IdempotencyKey: key, Timeout: r.tools.timeout(c.Tool), Effect: c.Class,
 	}
-	if env := r.env; env != nil {
-		call.Exec, call.Network, call.Secrets, call.OnNetwork = env.exec, env.network, env.secrets, env.observe
-	}
+	r.env.attach(call, true)
 	callCtx, release := r.callContext(ctx, true)
-	done := r.e.trackCall(r.ws, t, c.Arguments)
-	res, runErr := t.Run(callCtx, call)
-	done()
+	res, runErr := r.runTool(callCtx, t, call)
 	release()
 	if ctx.Err() != nil {
 		// Lease lost or hard stop: the outcome is unknown, and the ledger
@@ -122,11 +118,20 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 		return context.Cause(ctx)
 	}
 	dur := r.e.clock.Now().Sub(start).Milliseconds()
-	if runErr != nil {
-		res = &tool.Result{Error: runErr.Error()}
-	}
 	if err := r.journalNetwork(c); err != nil {
 		return err
+	}
+	switch {
+	case errors.Is(runErr, environment.ErrLost):
+		return r.environmentLost(ctx, c, runErr)
+	case errors.Is(runErr, environment.ErrUnavailable):
+		// Nothing ran. Parking the session until its environment can be
+		// reached (an environment_connection action) is not supported
+		// yet: the call fails as a transient failure, retried by its
+		// class like any other, and the model is told why.
+		res = &tool.Result{Error: "the session's environment cannot be reached (nothing ran): " + runErr.Error(), Transient: true}
+	case runErr != nil:
+		res = &tool.Result{Error: runErr.Error()}
 	}
 	var out json.RawMessage
 	if res.Output != nil {
@@ -148,6 +153,69 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 	return r.add(lt.EventToolCompleted, turnID, step, lt.ToolCompletedData{
 		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, EffectID: eff, Output: out, DurationMS: dur,
 	})
+}
+
+// runTool runs built-in t. What the call's Environment does (its files,
+// its programs) the Environment tells the snapshot record itself; a tool
+// that may change the workspace otherwise (a plain subprocess, a tool
+// that opens the workspace itself) makes the next checkpoint walk it
+// (snapshotwrites.go).
+func (r *runner) runTool(ctx context.Context, t tool.Tool, call *tool.Call) (*tool.Result, error) {
+	if !inEnvironment(t, call) {
+		defer r.e.snapshots.BeginUnknownWrites(r.ws)()
+	}
+	return t.Run(ctx, call)
+}
+
+// inEnvironment reports whether built-in t reaches the workspace only
+// through the call's Environment: the file tools through call.Files, the
+// shell through call.Exec.
+func inEnvironment(t tool.Tool, call *tool.Call) bool {
+	switch t.(type) {
+	case *tool.ReadFile, *tool.ListFiles, *tool.WriteFile, *tool.EditFile:
+		return call.Files != nil
+	case *tool.Shell:
+		return call.Exec != nil
+	}
+	return false
+}
+
+// maxEnvironmentLosses bounds how often one claim starts over after its
+// environment went away mid-call.
+const maxEnvironmentLosses = 3
+
+// errEnvironmentLost ends a runner whose Environment went away mid-call
+// (environment.ErrLost): the session's runner starts over from the
+// journal with the environment opened again, as after a crash.
+var errEnvironmentLost = errors.New("the session's environment went away during a call")
+
+// envLost marks err errEnvironmentLost when it says the environment went
+// away or cannot be reached (a runner's connection broke), so the runner
+// starts over with the environment opened again; else it returns err.
+func envLost(err error) error {
+	if errors.Is(err, environment.ErrLost) || errors.Is(err, environment.ErrUnavailable) {
+		return fmt.Errorf("%w: %w", errEnvironmentLost, err)
+	}
+	return err
+}
+
+// environmentLost settles a call whose environment went away while it ran
+// (environment.ErrLost): its outcome is unknown, exactly as when the
+// worker running it dies after tool.started. An irreversible call goes to
+// its reconcile probe or in doubt now, saying why; a read or idempotent
+// one stays started, and runs again (with its key) once the runner has
+// started over with the environment opened again (recoverCall).
+func (r *runner) environmentLost(ctx context.Context, c *journal.Call, cause error) error {
+	r.e.log.Warn("the session's environment went away during a call", "session", r.st.Session.ID, "call", c.ID, "err", cause)
+	if c.Class == lt.EffectIrreversible {
+		if err := r.settleUnknown(ctx, c, "the session's environment went away during the call, before it answered ("+clip(cause.Error(), 300)+")"); err != nil {
+			return err
+		}
+	}
+	if err := r.flush(ctx, false); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: call %s: %w", errEnvironmentLost, c.ID, cause)
 }
 
 // toolFailed records a failed attempt. A transient failure of a call that
@@ -268,13 +336,16 @@ func (r *runner) runFinish(ctx context.Context, c *journal.Call) error {
 		Summary   string      `json:"summary"`
 		Artifacts []delivered `json:"artifacts"`
 	}{Summary: args.Summary, Artifacts: []delivered{}}
-	root, err := os.OpenRoot(r.ws)
-	if err != nil {
-		return fmt.Errorf("open workspace: %w", err)
+	if r.env == nil || r.env.env == nil {
+		return errors.New("read artifacts: the session's environment is not open")
 	}
-	defer root.Close()
 	for _, p := range args.Artifacts {
-		data, err := readArtifact(root, p, r.e.cfg.MaxArtifactBytes)
+		data, err := readArtifact(ctx, r.env.env, p, r.e.cfg.MaxArtifactBytes)
+		if lost := envLost(err); lost != err {
+			// Nothing was delivered: the finish call runs again once
+			// the environment is opened again.
+			return fmt.Errorf("artifact %q: %w", p, lost)
+		}
 		if err != nil {
 			return r.add(lt.EventToolFailed, turnID, step, lt.ToolFailedData{
 				Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Error: fmt.Sprintf("artifact %q: %v", p, err),
@@ -300,30 +371,20 @@ func (r *runner) runFinish(ctx context.Context, c *journal.Call) error {
 	return r.add(lt.EventToolCompleted, turnID, step, lt.ToolCompletedData{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Output: raw})
 }
 
-func readArtifact(root *os.Root, p string, max int64) ([]byte, error) {
+// readArtifact reads workspace file p, of at most max bytes, through the
+// session's Environment (only max bytes are ever buffered).
+func readArtifact(ctx context.Context, env environment.Environment, p string, max int64) ([]byte, error) {
 	if p == "" || strings.HasPrefix(p, "/") {
 		return nil, fmt.Errorf("must be a path relative to the workspace")
 	}
-	f, err := root.Open(p)
+	r, err := env.ReadFile(ctx, p, 0, max)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file")
-	}
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > max {
+	if r.Size > max {
 		return nil, fmt.Errorf("larger than %d bytes", max)
 	}
-	return data, nil
+	return r.Data, nil
 }
 
 func contentType(name string, data []byte) string {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -121,13 +122,9 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 		}
 	}
 	if cp.Snapshot != "" {
-		ws, err := e.spaces.Ensure(forkID)
-		if err != nil {
-			return nil, fmt.Errorf("fork workspace: %w", err)
-		}
-		if _, err := e.restoreSnapshot(ctx, cp.Snapshot, ws); err != nil {
+		if err := e.restoreFork(ctx, forkID, cp.Snapshot); err != nil {
 			_ = e.removeWorkspace(forkID)
-			return nil, fmt.Errorf("restore the checkpoint's workspace: %w", err)
+			return nil, err
 		}
 	}
 	p, err := b.appendParams(0, nil, false)
@@ -147,6 +144,24 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 	}
 	v := st.View()
 	return &v, nil
+}
+
+// restoreFork makes the workspace of fork forkID the checkpoint's snapshot,
+// through an Environment of its own, which notes the copy holds it (the
+// fork's first tool call restores nothing again).
+func (e *Engine) restoreFork(ctx context.Context, forkID, snap string) error {
+	env, err := e.envs.Open(ctx, &environment.OpenParams{
+		Workspace: forkID, Session: forkID,
+		Snapshot: snapshotLimits,
+	})
+	if err != nil {
+		return fmt.Errorf("fork workspace: %w", err)
+	}
+	defer env.Close()
+	if _, err := env.Restore(ctx, snap); err != nil {
+		return fmt.Errorf("restore the checkpoint's workspace: %w", err)
+	}
+	return nil
 }
 
 // fullEvent returns ev with a payload that was moved to a blob read back.

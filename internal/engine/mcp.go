@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"sort"
 	"strings"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/mcp"
 	"github.com/longhaul-dev/longhaul/internal/policy"
@@ -285,9 +285,6 @@ func (r *runner) runMCP(ctx context.Context, c *journal.Call) error {
 	// cut by them is in doubt, not failed.
 	start := r.e.clock.Now()
 	callCtx, release := r.callContext(ctx, true)
-	// An MCP server may write anywhere in the workspace.
-	done := r.e.snapshots.BeginUnknownWrites(r.ws)
-	defer done()
 	res := r.env.mcp.Call(callCtx, &mcp.CallRequest{
 		Server: t.server, Tool: t.Tool, Arguments: c.Arguments, IdempotencyKey: key, Timeout: r.tools.timeout(c.Tool),
 	})
@@ -346,31 +343,20 @@ func (r *runner) mcpDefault(c *journal.Call) (policy.Verdict, bool) {
 }
 
 // newMCPManager sets up the clients of the agent's MCP servers for this
-// runner: stdio servers start in the session's sandbox (the local backend
-// when the engine has none), HTTP servers are dialled through the session's
+// runner: stdio servers start in the session's Environment, HTTP servers are dialled through the session's
 // network policy with the entry's vault secret.
-func (r *runner) newMCPManager(ctx context.Context, env *environment) (*mcp.Manager, error) {
+func (r *runner) newMCPManager(ctx context.Context, env *sessionEnv) (*mcp.Manager, error) {
 	specs := mcpSpecs(&r.spec)
 	if len(specs) == 0 {
 		return nil, nil
 	}
-	backend := r.e.cfg.Sandbox
-	if backend == nil {
-		backend = sandbox.NewLocal()
-	}
-	sbSpec := sandbox.Spec{SessionID: r.st.Session.ID, Workspace: r.ws, ProxySocket: env.socket, Limits: sandboxLimits(r.spec.Environment)}
 	servers := make([]mcp.Server, 0, len(specs))
 	for _, s := range specs {
 		var d mcp.Dialer
 		if s.Command != "" {
 			d = &mcp.Stdio{
-				Start: func(ctx context.Context, req *sandbox.StartRequest) (*sandbox.Process, error) {
-					// The workspace may not exist yet (a new session
-					// lists its tools before any tool ran).
-					if err := r.ensureWorkspace(); err != nil {
-						return nil, err
-					}
-					return backend.Start(ctx, sbSpec, req)
+				Start: func(ctx context.Context, req *sandbox.StartRequest) (environment.Process, error) {
+					return env.env.Start(ctx, req)
 				},
 				Command: mcp.CommandLine(s.Command, s.Args), Program: s.Command, Env: s.Env,
 			}
@@ -399,18 +385,6 @@ func (r *runner) newMCPManager(ctx context.Context, env *environment) (*mcp.Mana
 		servers = append(servers, mcp.Server{Name: s.Name, Dialer: d})
 	}
 	return mcp.NewManager(servers, &mcp.Config{After: r.e.clock.After, Logger: r.e.log.With("session", r.st.Session.ID)})
-}
-
-// ensureWorkspace creates the session's workspace if it does not exist yet,
-// for a stdio server to start in.
-func (r *runner) ensureWorkspace() error {
-	if _, err := os.Stat(r.ws); err == nil {
-		return nil
-	}
-	if _, err := r.e.spaces.Ensure(r.st.WorkspaceID()); err != nil {
-		return fmt.Errorf("create workspace: %w", err)
-	}
-	return nil
 }
 
 // mcpOnlyField names the first field of t that only an MCP server's entry

@@ -57,9 +57,7 @@ func (r *runner) reconcile(ctx context.Context, c *journal.Call) (settled bool, 
 		SessionID: r.st.Session.ID, Workspace: r.ws, Arguments: c.Arguments, IdempotencyKey: c.IdempotencyKey,
 		Timeout: timeout, Effect: c.Class,
 	}
-	if env := r.env; env != nil {
-		call.Exec, call.Network, call.Secrets, call.OnNetwork = env.exec, env.network, env.secrets, env.observe
-	}
+	r.env.attach(call, true)
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	start := r.e.clock.Now()
 	res, perr := rec.Reconcile(pctx, call)

@@ -34,10 +34,14 @@ type runner struct {
 	tools      *toolCatalog // what each tool name stands for, and what the model is offered
 	mcp        *mcpTools    // the MCP servers' tools, as last listed in the journal
 	policies   *policy.Set
-	env        *environment
-	envErr     error                   // why the environment could not be set up
-	h          *history                // nil unless a policy looks at past effects
-	others     map[string]*treeHistory // the tree's other sessions, for h
+	env        *sessionEnv
+	// provisioned: the Environment found no workspace at this claim and
+	// made an empty one, not yet checked against the journal
+	// (workspaceLost).
+	provisioned bool
+	envErr      error                   // why the environment could not be set up
+	h           *history                // nil unless a policy looks at past effects
+	others      map[string]*treeHistory // the tree's other sessions, for h
 	// wsWriter is the node whose worker last changed (or restored) the
 	// workspace, as the journal says: another node's means this node's
 	// copy, if any, is stale.
@@ -72,8 +76,11 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 		return nil, fmt.Errorf("decode agent spec: %w", err)
 	}
 	r.provider = e.cfg.Providers[r.spec.Model.Provider]
-	// Not created here: a workspace that is gone is noticed (and restored
-	// from the last snapshot) before the next tool runs.
+	// This node's path of the workspace, for what still reads it here
+	// (evidence, sqlite_query, a person's changes); the session's
+	// Environment (setupEnvironment) is what the tools use. A workspace
+	// it has to make anew is noticed (and restored from the last
+	// snapshot) before the next tool runs.
 	r.ws = e.spaces.Path(st.WorkspaceID()) // a sub-agent works in its root's
 	// Since no runner held the session, the workspace may have changed
 	// unseen: its first checkpoint walks it (snapshotwrites.go).
@@ -422,7 +429,7 @@ func (r *runner) recoverCall(ctx context.Context, c *journal.Call) (bool, error)
 	if c.Class != lt.EffectIrreversible {
 		// The call may resume on another node than the one that started
 		// it: its workspace comes back from the last snapshot first.
-		if lost, err := r.workspaceLost(); lost || err != nil {
+		if lost, err := r.workspaceLost(ctx); lost || err != nil {
 			if err != nil {
 				return false, err
 			}

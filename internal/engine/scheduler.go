@@ -176,7 +176,7 @@ func (e *Engine) runSession(parent context.Context, l store.Lease) {
 	claim := e.watchClaim(l.SessionID)
 	defer claim.stop()
 	var err error
-	for attempt := 0; ; {
+	for attempt, lost := 0, 0; ; {
 		var r *runner
 		r, err = e.newRunner(ctx, l)
 		if err == nil {
@@ -190,6 +190,12 @@ func (e *Engine) runSession(parent context.Context, l store.Lease) {
 			// over from the journal under the same lease.
 			attempt++
 			e.log.Debug("restarting the session's runner on the newer journal", "session", l.SessionID, "err", err)
+			continue
+		}
+		if errors.Is(err, errEnvironmentLost) && lost < maxEnvironmentLosses && ctx.Err() == nil {
+			// The call's outcome is in the journal as a crash's would be;
+			// the next runner opens the environment again and settles it.
+			lost++
 			continue
 		}
 		if store.IsStorageFull(err) && !errors.Is(err, store.ErrLeaseLost) && e.awaitSpace(ctx, l, err) {

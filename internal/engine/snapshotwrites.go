@@ -2,62 +2,30 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
-	"path/filepath"
+	"fmt"
+	"os"
 
 	"github.com/longhaul-dev/longhaul/internal/snapshot"
-	"github.com/longhaul-dev/longhaul/internal/tool"
-	"github.com/longhaul-dev/longhaul/internal/workspace"
 )
 
 // Checkpoints are incremental (snapshot.Options.Incremental): a step's
 // snapshot starts from the previous one and reads again only the paths
 // written since, so a write_file step costs the same in an empty workspace
 // and in one of a hundred thousand files. That holds only if the snapshot
-// Cache hears of every change of a workspace, so every writer here tells
-// it: write_file and edit_file, and a person's change, name their paths
-// (before and after the write, so a checkpoint taken meanwhile by a
-// sub-agent sharing the workspace does not hide it); any other tool (a
-// shell command, an MCP server, a tool this file does not know), a restore
-// and a removal make the next checkpoint walk the workspace, unless the
-// Cache watches it (snapshot.CacheConfig.Watch): then a shell command's
-// checkpoint reads only what the kernel reported changed. So does every
-// new runner: the record is this process's memory of the workspace, and
-// while no runner held the session it could have changed in ways not
-// journaled here. After a crash, or on another node, the Cache is empty and
-// the first checkpoint walks.
-
-// callWrites returns what a built-in call may write in the workspace: the
-// paths, when the tool says exactly (known), else anything.
-func callWrites(t tool.Tool, args json.RawMessage) (paths []string, known bool) {
-	switch t.(type) {
-	case *tool.ReadFile, *tool.ListFiles:
-		return nil, true
-	case *tool.WriteFile, *tool.EditFile:
-		var a struct {
-			Path string `json:"path"`
-		}
-		if err := json.Unmarshal(args, &a); err != nil {
-			return nil, false
-		}
-		c, err := workspace.CleanPath(a.Path)
-		if err != nil || c == "." {
-			return nil, false // refused by the tool; walked anyway, to be sure
-		}
-		return []string{filepath.ToSlash(c)}, true
-	}
-	return nil, false
-}
-
-// trackCall tells the snapshot Cache that built-in t is about to run in
-// ws; call the returned function when it is over.
-func (e *Engine) trackCall(ws string, t tool.Tool, args json.RawMessage) (done func()) {
-	paths, known := callWrites(t, args)
-	if !known {
-		return e.snapshots.BeginUnknownWrites(ws)
-	}
-	return e.trackWrites(ws, paths...)
-}
+// Cache hears of every change of a workspace. What the session's
+// Environment does tells it itself (internal/environment): its WriteFile
+// names its path, and its programs (a shell command, an MCP stdio server)
+// make the next checkpoint walk the workspace, unless the Cache watches it
+// (snapshot.CacheConfig.Watch): then a shell command's checkpoint reads
+// only what the kernel reported changed. Here remain the other writers: a
+// person's change names its path (before and after the write, so a
+// checkpoint taken meanwhile by a sub-agent sharing the workspace does not
+// hide it); a built-in that reaches the workspace other than through the
+// Environment (runTool), a restore and a removal make the next checkpoint
+// walk. So does every new runner: the record is this process's memory of
+// the workspace, and while no runner held the session it could have
+// changed in ways not journaled here. After a crash, or on another node,
+// the Cache is empty and the first checkpoint walks.
 
 // trackWrites tells the snapshot Cache that paths of ws are about to be
 // written; call the returned function once they are.
@@ -75,6 +43,23 @@ func (e *Engine) restoreSnapshot(ctx context.Context, snap, ws string) (snapshot
 	defer e.snapshots.Forget(ws) // walked next, even if watched
 	defer e.snapshots.BeginUnknownWrites(ws)()
 	return snapshot.Restore(ctx, e.store, snap, ws)
+}
+
+// emptySnapshot returns the id of the snapshot of an empty workspace
+// (storing its tree), which a stale copy is restored to when the journal
+// has no snapshot to converge on. Rare: it is taken each time rather than
+// kept, since nothing refers to it once used.
+func (e *Engine) emptySnapshot(ctx context.Context) (string, error) {
+	dir, err := os.MkdirTemp("", "longhaul-empty-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	id, _, err := snapshot.Take(ctx, e.store, dir, snapshot.Options{})
+	if err != nil {
+		return "", fmt.Errorf("snapshot of an empty workspace: %w", err)
+	}
+	return id, nil
 }
 
 // removeWorkspace removes this node's copy of workspace id.

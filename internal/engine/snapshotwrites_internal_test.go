@@ -1,7 +1,8 @@
 package engine
 
 import (
-	"encoding/json"
+	"context"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -9,33 +10,42 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/tool"
 )
 
-// TestCallWrites pins which built-ins let the next checkpoint be
-// incremental: the file tools say what they write; any other tool may write
-// anywhere, and a path the tools would refuse is not trusted either.
-func TestCallWrites(t *testing.T) {
+// TestInEnvironment pins which built-ins leave the snapshot record to the
+// session's Environment (it notes what they write): the file tools when
+// the call has its Files, the shell when its programs run in it; any other
+// tool, or a plain subprocess, may write anywhere, so the next checkpoint
+// walks.
+func TestInEnvironment(t *testing.T) {
 	byName := map[string]tool.Tool{}
 	for _, b := range tool.Builtins() {
 		byName[b.Name()] = b
 	}
+	var files tool.Files = envFiles{}
+	var exec tool.Exec = noExec{}
 	for _, c := range []struct {
-		tool, args string
-		paths      []string
-		known      bool
+		tool string
+		call tool.Call
+		in   bool
 	}{
-		{"write_file", `{"path":"a//b/../c.txt","content":"x"}`, []string{"a/c.txt"}, true},
-		{"edit_file", `{"path":"./src/main.go","old":"a","new":"b"}`, []string{"src/main.go"}, true},
-		{"read_file", `{"path":"a.txt"}`, nil, true},
-		{"list_files", `{}`, nil, true},
-		{"shell", `{"command":"true"}`, nil, false},
-		{"sqlite_query", `{"path":"db.sqlite","sql":"delete from t"}`, nil, false},
-		{"write_file", `{"path":"../outside","content":"x"}`, nil, false},
-		{"write_file", `{"path":".","content":"x"}`, nil, false},
-		{"write_file", `not json`, nil, false},
+		{"write_file", tool.Call{Files: files}, true},
+		{"edit_file", tool.Call{Files: files}, true},
+		{"read_file", tool.Call{Files: files}, true},
+		{"list_files", tool.Call{Files: files}, true},
+		{"write_file", tool.Call{}, false},
+		{"shell", tool.Call{Exec: exec, Files: files}, true},
+		{"shell", tool.Call{Files: files}, false},
+		{"sqlite_query", tool.Call{Exec: exec, Files: files}, false},
 	} {
 		b, ok := byName[c.tool]
 		require.True(t, ok, c.tool)
-		paths, known := callWrites(b, json.RawMessage(c.args))
-		require.Equal(t, c.known, known, "%s %s", c.tool, c.args)
-		require.Equal(t, c.paths, paths, "%s %s", c.tool, c.args)
+		require.Equal(t, c.in, inEnvironment(b, &c.call), "%s %+v", c.tool, c.call)
 	}
+}
+
+// noExec is an Exec that runs nothing (inEnvironment only asks whether a
+// call has one).
+type noExec struct{}
+
+func (noExec) Run(context.Context, *tool.ExecRequest) (*tool.ExecResult, error) {
+	return nil, errors.New("not run")
 }

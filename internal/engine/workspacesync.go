@@ -187,6 +187,52 @@ func (e *Engine) holdsLatest(st *journal.State) (bool, error) {
 	return true, nil
 }
 
+// holdsLatest reports whether the runner's Environment is known to hold
+// the last snapshot and the last person's change.
+func (r *runner) holdsLatest(ctx context.Context) (bool, error) {
+	if r.env == nil || r.env.env == nil {
+		return false, errors.New("check workspace: the session's environment is not open")
+	}
+	ids := make([]string, 0, 2)
+	if r.st.LastSnapshot != "" {
+		ids = append(ids, r.st.LastSnapshot)
+	}
+	if n := len(r.st.PersonChanges); n > 0 {
+		ids = append(ids, changeMarker(r.st.PersonChanges[n-1].Seq))
+	}
+	for _, id := range ids {
+		ok, err := r.env.env.Holds(ctx, id)
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// syncWorkspace makes the runner's Environment what the journal says,
+// without journaling anything: restored from the last snapshot (or
+// emptied, when there is none) and the people's changes applied on top.
+func (r *runner) syncWorkspace(ctx context.Context) error {
+	if r.env == nil || r.env.env == nil {
+		return errors.New("sync workspace: the session's environment is not open")
+	}
+	snap := r.st.LastSnapshot
+	if snap == "" {
+		var err error
+		if snap, err = r.e.emptySnapshot(ctx); err != nil {
+			return err
+		}
+	}
+	if _, err := r.env.env.Restore(ctx, snap); err != nil {
+		return fmt.Errorf("restore workspace from snapshot %s: %w", snap, envLost(err))
+	}
+	r.provisioned = false
+	if failed := r.e.applyPersonChanges(ctx, r.st, r.ws, r.st.PersonChanges); len(failed) > 0 {
+		return fmt.Errorf("apply the people's changes to the workspace: %s", failed[0])
+	}
+	return nil
+}
+
 // syncWorkspace makes this node's copy of st's workspace current, without
 // journaling anything: restored from the last snapshot (or emptied, when
 // there is none) and the people's changes applied on top. It returns the

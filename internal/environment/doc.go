@@ -35,6 +35,9 @@
 //
 // It imports internal/egress, internal/sandbox, internal/snapshot,
 // internal/tool, internal/workspace and the standard library. Who may
-// import it: internal/environment/remote (its runner's errors), internal/runner
-// (a runner's environments are local ones on its machine) and tests.
+// import it: internal/engine (which opens the sessions' environments),
+// internal/environment/remote (its runner's errors), internal/mcp (a stdio
+// server is an Environment's Process), internal/node (which builds the
+// backend), internal/runner (a runner's environments are local ones on its
+// machine) and tests.
 package environment

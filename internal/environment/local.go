@@ -34,8 +34,13 @@ type LocalConfig struct {
 	// Blobs. Default: a new one without inotify watches.
 	Cache *snapshot.Cache
 	// SocketDir holds the egress proxies' Unix sockets (0700, made when
-	// needed). Default: a directory under os.TempDir().
+	// needed). Default, and where the sockets go when SocketDir is too
+	// deep for a socket path: a private directory (0700) this backend
+	// makes under os.TempDir() when first needed.
 	SocketDir string
+	// SocketPath, when set, names the proxy socket of a session instead
+	// of SocketDir (the engine's, which keeps readable names).
+	SocketPath func(session string) (string, error)
 	// Logger receives the egress proxies' internal errors. Default:
 	// discarded.
 	Logger *slog.Logger
@@ -65,9 +70,6 @@ func NewLocal(cfg *LocalConfig) (Backend, error) {
 		}
 		b.cfg.Cache = c
 	}
-	if b.cfg.SocketDir == "" {
-		b.cfg.SocketDir = filepath.Join(os.TempDir(), "longhaul-env")
-	}
 	if b.cfg.Logger == nil {
 		b.cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -81,6 +83,11 @@ type localBackend struct {
 	// open counts the open Environments of each workspace id: Stop frees
 	// a workspace only when its caller's is the only one.
 	open map[string]int
+
+	// private is the backend's own socket directory (privateDir).
+	privateOnce sync.Once
+	private     string
+	privateErr  error
 }
 
 func (b *localBackend) Name() string { return b.cfg.Sandbox.Name() }
@@ -123,14 +130,37 @@ func (b *localBackend) release(id string) {
 	}
 }
 
+// maxSocketPath is the longest Unix socket path every platform takes
+// (sun_path holds 104 bytes on the BSDs and macOS, NUL included).
+const maxSocketPath = 103
+
 // socketPath names the proxy socket of a session: short enough for a Unix
-// socket path whatever the session id.
+// socket path whatever the session id, under SocketDir when that fits,
+// else under the backend's private directory.
 func (b *localBackend) socketPath(session string) (string, error) {
-	if err := os.MkdirAll(b.cfg.SocketDir, 0o700); err != nil {
-		return "", fmt.Errorf("socket directory: %w", err)
+	if b.cfg.SocketPath != nil {
+		return b.cfg.SocketPath(session)
 	}
 	sum := sha256.Sum256([]byte(session))
-	return filepath.Join(b.cfg.SocketDir, hex.EncodeToString(sum[:8])+".sock"), nil
+	name := hex.EncodeToString(sum[:8]) + ".sock"
+	dir := b.cfg.SocketDir
+	if dir != "" && len(filepath.Join(dir, name)) <= maxSocketPath {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return "", fmt.Errorf("socket directory: %w", err)
+		}
+		return filepath.Join(dir, name), nil
+	}
+	// A directory of its own (os.MkdirTemp: new, 0700), never a shared
+	// name another user of the machine could have made first and swap
+	// a socket in.
+	b.privateOnce.Do(func() { b.private, b.privateErr = os.MkdirTemp("", "longhaul-env-") })
+	if b.privateErr != nil {
+		return "", fmt.Errorf("socket directory: %w", b.privateErr)
+	}
+	if p := filepath.Join(b.private, name); len(p) <= maxSocketPath {
+		return p, nil
+	}
+	return "", fmt.Errorf("socket directory: no socket path of at most %d bytes (temporary directory %s)", maxSocketPath, b.private)
 }
 
 // localEnv is an Environment of the local backend.

@@ -8,6 +8,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
 )
 
@@ -18,9 +19,10 @@ const DefaultStopGrace = 2 * time.Second
 // maxLineBytes bounds one JSON-RPC message from a stdio server.
 const maxLineBytes = 16 << 20
 
-// StartFunc starts a program in the session's sandbox (sandbox.Backend's
-// Start, bound to the session's Spec).
-type StartFunc func(ctx context.Context, req *sandbox.StartRequest) (*sandbox.Process, error)
+// StartFunc starts a program in the session's sandbox: the session's
+// environment.Environment's Start (a *sandbox.Process locally, a relay of
+// a runner's program remotely).
+type StartFunc func(ctx context.Context, req *sandbox.StartRequest) (environment.Process, error)
 
 // Stdio is the Dialer of a stdio server: each Dial starts Command in the
 // session's sandbox and speaks MCP over its standard input and output.

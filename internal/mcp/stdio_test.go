@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/mcp"
 	"github.com/longhaul-dev/longhaul/internal/mcp/mcptest"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
@@ -31,7 +32,7 @@ func TestStdioServerInTheSandbox(t *testing.T) {
 	backend := sandbox.NewLocal()
 	cmd, env := testServerCommand(t)
 	d := &mcp.Stdio{
-		Start: func(ctx context.Context, req *sandbox.StartRequest) (*sandbox.Process, error) {
+		Start: func(ctx context.Context, req *sandbox.StartRequest) (environment.Process, error) {
 			return backend.Start(ctx, sandbox.Spec{SessionID: "ses_test", Workspace: ws}, req)
 		},
 		Command: cmd, Env: env,

@@ -19,6 +19,7 @@ import (
 
 	"github.com/longhaul-dev/longhaul/internal/egress"
 	"github.com/longhaul-dev/longhaul/internal/engine"
+	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/freespace"
 	"github.com/longhaul-dev/longhaul/internal/metrics"
 	"github.com/longhaul-dev/longhaul/internal/model"
@@ -31,12 +32,14 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/runner/hub"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/server"
+	"github.com/longhaul-dev/longhaul/internal/snapshot"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/store/postgres"
 	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	"github.com/longhaul-dev/longhaul/internal/vault"
 	"github.com/longhaul-dev/longhaul/internal/webhook"
+	"github.com/longhaul-dev/longhaul/internal/workspace"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -467,7 +470,30 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 	}
 	providers := DefaultProviders()
 	maps.Copy(providers, cfg.Providers)
+	// The sessions' environments: this machine's (the sandbox detected
+	// above), over the engine's workspaces and snapshot cache.
+	spaces, err := workspace.New(filepath.Join(dir, WorkspacesDir))
+	if err != nil {
+		return nil, fmt.Errorf("open workspaces: %w", err)
+	}
+	// With bwrap the workspaces are watched, so a shell step's checkpoint
+	// reads only what the command changed; its seccomp filter denies hard
+	// links, which the watches cannot follow.
+	snapshots, err := snapshot.NewCache(writes, &snapshot.CacheConfig{Watch: sb.Name() == SandboxBwrap})
+	if err != nil {
+		return nil, fmt.Errorf("snapshot cache: %w", err)
+	}
+	envs, err := environment.NewLocal(&environment.LocalConfig{
+		Sandbox: sb, Workspaces: spaces, Blobs: writes, Cache: snapshots, SocketDir: filepath.Join(dir, RuntimeDir), Logger: log,
+	})
+	if err != nil {
+		_ = snapshots.Close()
+		return nil, err
+	}
 	n.Engine, err = engine.New(writes, &engine.Config{
+		Workspaces:       spaces,
+		SnapshotCache:    snapshots,
+		Environments:     envs,
 		WorkspaceRoot:    filepath.Join(dir, WorkspacesDir),
 		RuntimeDir:       filepath.Join(dir, RuntimeDir),
 		NodeID:           n.NodeID,
@@ -484,6 +510,7 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 		FreeSpace:        space.Check,
 	})
 	if err != nil {
+		_ = snapshots.Close() // the engine closes it on Stop, once it has it
 		return nil, fmt.Errorf("create engine: %w", err)
 	}
 

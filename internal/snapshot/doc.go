@@ -88,6 +88,7 @@
 // workspace (Restore) and for forking a session from a checkpoint (Restore
 // into the new session's workspace); export reads checkpoints' trees. Who
 // may import it: internal/engine, internal/environment,
-// internal/environment/remote, internal/export, internal/runner (its blob
-// cache), internal/runner/hub (a restore's scope: TreeRefs) and tests.
+// internal/environment/remote, internal/export, internal/node (which makes
+// the engine's Cache), internal/runner (its blob cache), internal/runner/hub
+// (a restore's scope: TreeRefs) and tests.
 package snapshot

@@ -2,6 +2,7 @@ package tool
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,6 +54,35 @@ func intArgument(field string, n json.Number) (int64, error) {
 		return 0, &FieldError{Field: docArguments + "." + field, Pointer: "/" + field, Message: "is out of range"}
 	}
 	return i, nil
+}
+
+// callFiles returns the call's Files, or else its Workspace opened; call
+// done when the call is over.
+func callFiles(call *Call) (f Files, done func(), err error) {
+	if call.Files != nil {
+		return call.Files, func() {}, nil
+	}
+	d, err := openWorkspace(call)
+	if err != nil {
+		return nil, nil, err
+	}
+	return dirFiles{d}, func() { d.Close() }, nil
+}
+
+// dirFiles are the Files of a workspace directory opened here. Its
+// WriteFile checks no quota: the tools ask the call's Exec first.
+type dirFiles struct{ d *workspace.Dir }
+
+func (f dirFiles) ReadFile(_ context.Context, rel string, offset, limit int64) (*workspace.ReadResult, error) {
+	return f.d.ReadFile(rel, offset, limit)
+}
+
+func (f dirFiles) WriteFile(_ context.Context, rel string, data []byte) error {
+	return f.d.WriteFile(rel, data)
+}
+
+func (f dirFiles) List(_ context.Context, rel string, max int) (*workspace.Listing, error) {
+	return f.d.List(rel, max)
 }
 
 // openWorkspace opens the call's workspace. Failing to is the engine's

@@ -71,14 +71,14 @@ func (t *EditFile) Run(ctx context.Context, call *Call) (*Result, error) {
 	if res := decodeArguments(t, call, &args); res != nil {
 		return res, nil
 	}
-	d, err := openWorkspace(call)
+	f, done, err := callFiles(call)
 	if err != nil {
 		return nil, err
 	}
-	defer d.Close()
-	r, err := d.ReadFile(args.Path, 0, MaxEditBytes)
+	defer done()
+	r, err := f.ReadFile(ctx, args.Path, 0, MaxEditBytes)
 	if err != nil {
-		return &Result{Error: err.Error()}, nil
+		return fileError(err)
 	}
 	if r.Truncated {
 		return &Result{Error: fmt.Sprintf("edit %q: file is larger than %d bytes, the most edit_file handles; use shell or write_file", args.Path, MaxEditBytes)}, nil
@@ -102,8 +102,8 @@ func (t *EditFile) Run(ctx context.Context, call *Call) (*Result, error) {
 	if err := checkDiskQuota(call, int64(len(edited))); err != nil {
 		return &Result{Error: fmt.Sprintf("edit %q: %v", args.Path, err)}, nil
 	}
-	if err := d.WriteFile(args.Path, edited); err != nil {
-		return &Result{Error: err.Error()}, nil
+	if err := f.WriteFile(ctx, args.Path, edited); err != nil {
+		return fileError(err)
 	}
 	out.SHA256 = sha256Hex(edited)
 	return &Result{Output: out}, nil

@@ -114,14 +114,14 @@ func (t *ReadFile) Run(ctx context.Context, call *Call) (*Result, error) {
 	if call.MaxOutputBytes > 0 {
 		limit = min(limit, int64(call.MaxOutputBytes))
 	}
-	d, err := openWorkspace(call)
+	f, done, err := callFiles(call)
 	if err != nil {
 		return nil, err
 	}
-	defer d.Close()
-	r, err := d.ReadFile(args.Path, offset, limit)
+	defer done()
+	r, err := f.ReadFile(ctx, args.Path, offset, limit)
 	if err != nil {
-		return &Result{Error: err.Error()}, nil
+		return fileError(err)
 	}
 
 	window := r.Data
@@ -184,17 +184,17 @@ func (t *WriteFile) Run(ctx context.Context, call *Call) (*Result, error) {
 	if res := decodeArguments(t, call, &args); res != nil {
 		return res, nil
 	}
-	d, err := openWorkspace(call)
+	f, done, err := callFiles(call)
 	if err != nil {
 		return nil, err
 	}
-	defer d.Close()
+	defer done()
 	data := []byte(args.Content)
 	if err := checkDiskQuota(call, int64(len(data))); err != nil {
 		return &Result{Error: fmt.Sprintf("write %q: %v", args.Path, err)}, nil
 	}
-	if err := d.WriteFile(args.Path, data); err != nil {
-		return &Result{Error: err.Error()}, nil
+	if err := f.WriteFile(ctx, args.Path, data); err != nil {
+		return fileError(err)
 	}
 	clean, _ := workspace.CleanPath(args.Path) // WriteFile accepted it
 	return &Result{Output: &WriteFileOutput{Path: clean, Bytes: len(data), SHA256: sha256Hex(data)}}, nil
@@ -242,14 +242,14 @@ func (t *ListFiles) Run(ctx context.Context, call *Call) (*Result, error) {
 	if args.Path == "" {
 		args.Path = "."
 	}
-	d, err := openWorkspace(call)
+	f, done, err := callFiles(call)
 	if err != nil {
 		return nil, err
 	}
-	defer d.Close()
-	l, err := d.List(args.Path, t.Max)
+	defer done()
+	l, err := f.List(ctx, args.Path, t.Max)
 	if err != nil {
-		return &Result{Error: err.Error()}, nil
+		return fileError(err)
 	}
 	return &Result{Output: &ListFilesOutput{Path: l.Path, Entries: l.Entries, Total: l.Total, Truncated: l.Truncated}}, nil
 }

@@ -3,9 +3,11 @@ package tool
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/egress"
+	"github.com/longhaul-dev/longhaul/internal/workspace"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -69,6 +71,10 @@ type Call struct {
 	// Idempotency-Key header only when this is idempotent.
 	Effect lt.EffectClass
 
+	// Files is the session's workspace as the file tools reach it (the
+	// session's Environment, which may be on another machine). Nil: they
+	// open Workspace themselves (tests, embedding).
+	Files Files
 	// Exec runs programs for tools that execute them (shell) in the
 	// session's sandbox. Nil: the tool runs them as plain subprocesses
 	// confined only to the workspace directory (tests, embedding).
@@ -87,6 +93,32 @@ type Call struct {
 // Exec runs one program in a session's environment.
 type Exec interface {
 	Run(ctx context.Context, req *ExecRequest) (*ExecResult, error)
+}
+
+// Files are the file operations of a session's workspace, with
+// workspace.Dir's semantics: paths are workspace-relative and confined to
+// it (workspace.ErrEscapes, workspace.ErrInvalidPath, fs.ErrNotExist),
+// and errors name only those paths. WriteFile is atomic and checks the
+// workspace's disk quota itself. An error wrapping ErrEnvironment is the
+// environment's (unreachable, lost mid-call, closed), not the call's: a
+// tool returns it as its Go error, never to the model.
+type Files interface {
+	ReadFile(ctx context.Context, rel string, offset, limit int64) (*workspace.ReadResult, error)
+	WriteFile(ctx context.Context, rel string, data []byte) error
+	List(ctx context.Context, rel string, max int) (*workspace.Listing, error)
+}
+
+// ErrEnvironment marks an error of a call's Files that is its
+// environment's failure, not the call's (see Files).
+var ErrEnvironment = errors.New("the session's environment failed")
+
+// fileError is what a file tool makes of err, an error of its workspace:
+// the model's to read (a Result error), unless it is the environment's.
+func fileError(err error) (*Result, error) {
+	if errors.Is(err, ErrEnvironment) {
+		return nil, err
+	}
+	return &Result{Error: err.Error()}, nil
 }
 
 // DiskQuota is implemented by an Exec that bounds the disk use of the

@@ -29,5 +29,6 @@
 //
 // The package imports only the standard library. Who may import it:
 // internal/engine, internal/environment, internal/environment/remote,
-// internal/runner, internal/tool and tests.
+// internal/node (which makes the engine's Manager), internal/runner,
+// internal/tool and tests.
 package workspace

@@ -1,0 +1,209 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/environment"
+	"github.com/longhaul-dev/longhaul/internal/tool"
+	"github.com/longhaul-dev/longhaul/internal/workspace"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// lossyBackend opens the real local environments and reports, after a
+// command (or a read of a path) containing marker really ran, that the
+// environment went away (environment.ErrLost), as a remote runner whose
+// connection broke before the outcome came back does: the program ran, the
+// engine cannot know it.
+type lossyBackend struct {
+	environment.Backend
+	marker string
+
+	// unreachable: the calls naming marker are refused before they run
+	// (environment.ErrUnavailable) instead of lost after.
+	unreachable bool
+
+	mu   sync.Mutex
+	left int // losses still to report (negative: every time)
+}
+
+func (b *lossyBackend) Open(ctx context.Context, p *environment.OpenParams) (environment.Environment, error) {
+	env, err := b.Backend.Open(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return &lossyEnv{Environment: env, b: b}, nil
+}
+
+// lose reports whether this call is to be lost.
+func (b *lossyBackend) lose(s string) bool {
+	if !strings.Contains(s, b.marker) {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.left == 0 {
+		return false
+	}
+	b.left--
+	return true
+}
+
+var errLinkClosed = fmt.Errorf("the runner's connection closed: %w", environment.ErrLost)
+
+type lossyEnv struct {
+	environment.Environment
+	b *lossyBackend
+}
+
+var errNoRunner = fmt.Errorf("no runner of the session is connected: %w", environment.ErrUnavailable)
+
+func (e *lossyEnv) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecResult, error) {
+	if e.b.unreachable && e.b.lose(req.Command) {
+		return nil, errNoRunner
+	}
+	res, err := e.Environment.Run(ctx, req)
+	if err == nil && e.b.lose(req.Command) {
+		return nil, errLinkClosed
+	}
+	return res, err
+}
+
+func (e *lossyEnv) ReadFile(ctx context.Context, rel string, offset, limit int64) (*workspace.ReadResult, error) {
+	res, err := e.Environment.ReadFile(ctx, rel, offset, limit)
+	if err == nil && e.b.lose(rel) {
+		return nil, errLinkClosed
+	}
+	return res, err
+}
+
+// newLossyHarness is a harness whose environments lose the calls naming
+// marker, times times (negative: always).
+func newLossyHarness(t *testing.T, marker string, times int) *harness {
+	return newLossyHarnessWith(t, &lossyBackend{marker: marker, left: times})
+}
+
+// newLossyHarnessWith is newLossyHarness with lossy's settings (its
+// Backend is set to the local one).
+func newLossyHarnessWith(t *testing.T, lossy *lossyBackend) *harness {
+	t.Helper()
+	dir := t.TempDir()
+	h := &harness{t: t, dir: dir, clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}}
+	h.store = openStore(t, dir)
+	t.Cleanup(func() { h.store.Close() })
+	h.wrapEnvironments = func(b environment.Backend) environment.Backend {
+		lossy.Backend = b
+		return lossy
+	}
+	h.start("node-a")
+	return h
+}
+
+// TestEnvironmentLostMidCallRunsItAgain: a shell call (declared
+// idempotent) or a read whose environment went away after it ran is
+// handled as a crash after tool.started: run again, with the same
+// idempotency key, once the environment is opened again; the session
+// completes and the journal shows both attempts.
+func TestEnvironmentLostMidCallRunsItAgain(t *testing.T) {
+	t.Run("idempotent shell", func(t *testing.T) {
+		h := newLossyHarness(t, "LOSE", 1)
+		s := create(t, h, spec(t, `[{"tool_calls":[{"name":"shell","arguments":{"command":"echo \"$LONGHAUL_IDEMPOTENCY_KEY\" >> ran.log; echo LOSE"}}]},{"text":"done"}]`,
+			lt.ToolSpec{Name: "shell", Effect: lt.EffectIdempotent}), nil)
+		h.waitStatus(s.ID, lt.SessionIdle)
+
+		started := events(t, h, s.ID, lt.EventToolStarted)
+		require.Len(t, started, 2, "the lost attempt and the one after it")
+		first, second := data[lt.ToolStartedData](t, started[0]), data[lt.ToolStartedData](t, started[1])
+		require.Equal(t, first.IdempotencyKey, second.IdempotencyKey)
+		require.Equal(t, 2, second.Attempt)
+		require.Len(t, events(t, h, s.ID, lt.EventToolCompleted), 1)
+		require.Empty(t, events(t, h, s.ID, lt.EventEffectInDoubt))
+		log, err := os.ReadFile(filepath.Join(h.dir, "workspaces", s.ID, "ran.log"))
+		require.NoError(t, err)
+		require.Equal(t, first.IdempotencyKey+"\n"+first.IdempotencyKey+"\n", string(log), "it ran twice, with its key both times")
+		checkJournal(t, h.store, s.ID)
+	})
+	t.Run("read", func(t *testing.T) {
+		h := newLossyHarness(t, "LOSE", 1)
+		s := create(t, h, spec(t, `[
+		  {"tool_calls":[{"name":"write_file","arguments":{"path":"LOSE.md","content":"kept"}}]},
+		  {"tool_calls":[{"name":"read_file","arguments":{"path":"LOSE.md"}}]},
+		  {"text":"done"}]`, lt.ToolSpec{Name: "write_file"}, lt.ToolSpec{Name: "read_file"}), nil)
+		h.waitStatus(s.ID, lt.SessionIdle)
+
+		var reads []lt.ToolStartedData
+		for _, ev := range events(t, h, s.ID, lt.EventToolStarted) {
+			if d := data[lt.ToolStartedData](t, ev); d.Tool == "read_file" {
+				reads = append(reads, d)
+			}
+		}
+		require.Len(t, reads, 2)
+		var out []string
+		for _, ev := range events(t, h, s.ID, lt.EventToolCompleted) {
+			out = append(out, string(data[lt.ToolCompletedData](t, ev).Output))
+		}
+		require.Len(t, out, 2)
+		require.Contains(t, out[1], `"content":"kept"`)
+		require.Empty(t, events(t, h, s.ID, lt.EventToolFailed), "the loss is not the model's: no failure it sees")
+		checkJournal(t, h.store, s.ID)
+	})
+}
+
+// TestEnvironmentLostIrreversibleIsInDoubt: an irreversible call (the
+// shell's default) whose environment went away mid-call is never run
+// again blindly: it is in doubt, saying why, and ran once.
+func TestEnvironmentLostIrreversibleIsInDoubt(t *testing.T) {
+	h := newLossyHarness(t, "LOSE", 1)
+	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"shell","arguments":{"command":"echo once >> ran.log; echo LOSE"}}]},{"text":"done"}]`,
+		lt.ToolSpec{Name: "shell"}), nil)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	require.Len(t, s.RequiredActions, 1)
+	act := s.RequiredActions[0]
+	require.Equal(t, lt.ActionInDoubt, act.Type)
+	require.Contains(t, act.Summary, "environment went away during the call")
+	require.Len(t, events(t, h, s.ID, lt.EventToolStarted), 1)
+	require.Empty(t, events(t, h, s.ID, lt.EventToolCompleted, lt.EventToolFailed))
+	log, err := os.ReadFile(filepath.Join(h.dir, "workspaces", s.ID, "ran.log"))
+	require.NoError(t, err)
+	require.Equal(t, "once\n", string(log))
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestEnvironmentLostEveryTimeEndsTheTurn: an environment lost at every
+// attempt does not loop: after a bounded number of fresh starts the turn
+// fails, saying so.
+func TestEnvironmentLostEveryTimeEndsTheTurn(t *testing.T) {
+	h := newLossyHarness(t, "LOSE", -1)
+	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"shell","arguments":{"command":"echo LOSE"}}]},{"text":"never"}]`,
+		lt.ToolSpec{Name: "shell", Effect: lt.EffectIdempotent}), nil)
+	s = h.waitStatus(s.ID, lt.SessionFailed)
+	failed := events(t, h, s.ID, lt.EventTurnFailed)
+	require.Len(t, failed, 1)
+	require.Contains(t, data[lt.TurnFailedData](t, failed[0]).Error, "environment went away during a call")
+	require.LessOrEqual(t, len(events(t, h, s.ID, lt.EventToolStarted)), 5)
+}
+
+// TestEnvironmentUnavailableFailsTheCall: a call refused because its
+// environment cannot be reached did not run; until the session can park
+// for its runner, it fails saying so (an irreversible call: to the model),
+// and nothing is in doubt.
+func TestEnvironmentUnavailableFailsTheCall(t *testing.T) {
+	h := newLossyHarnessWith(t, &lossyBackend{marker: "UNREACHABLE", left: 1, unreachable: true})
+	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"shell","arguments":{"command":"echo ran >> ran.log; echo UNREACHABLE"}}]},{"text":"done"}]`,
+		lt.ToolSpec{Name: "shell"}), nil)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	failed := events(t, h, s.ID, lt.EventToolFailed)
+	require.Len(t, failed, 1)
+	require.Contains(t, data[lt.ToolFailedData](t, failed[0]).Error, "cannot be reached (nothing ran)")
+	require.Empty(t, events(t, h, s.ID, lt.EventEffectInDoubt))
+	require.NoFileExists(t, filepath.Join(h.dir, "workspaces", s.ID, "ran.log"))
+	checkJournal(t, h.store, s.ID)
+}
