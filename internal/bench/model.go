@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/model"
@@ -25,6 +26,13 @@ type benchModel struct {
 	next func(req *model.Request) *model.Response
 
 	mu sync.Mutex
+	// answered counts the steps' calls answered; firstFinal is when the
+	// first final answer (a response without tool calls) was given, in
+	// unix nanoseconds (0: none yet). The active run's steady-state rate
+	// is read from them.
+	answered        atomic.Int64
+	firstFinal      atomic.Int64
+	answeredAtFinal atomic.Int64 // answered as the first final answer was given
 }
 
 // Respond implements model.Provider. A call without tools is a compaction's
@@ -47,6 +55,10 @@ func (m *benchModel) Respond(ctx context.Context, req *model.Request) (*model.Re
 	resp := m.next(req)
 	m.mu.Unlock()
 	resp.Usage = usage
+	n := m.answered.Add(1)
+	if len(resp.ToolCalls) == 0 && m.firstFinal.CompareAndSwap(0, time.Now().UnixNano()) {
+		m.answeredAtFinal.Store(n)
+	}
 	return resp, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
@@ -50,6 +51,7 @@ type writer struct {
 	// Counters for tests and benchmarks.
 	commits  atomic.Int64 // committed batch transactions (one fsync each)
 	executed atomic.Int64 // requests that committed
+	busy     atomic.Int64 // nanoseconds spent running batches, commits included
 }
 
 func newWriter(db *sql.DB, conn *sql.Conn, maxBatch int, h *storeutil.Hub, log *slog.Logger) *writer {
@@ -150,7 +152,9 @@ func (w *writer) loop() {
 				break fill
 			}
 		}
+		start := time.Now()
 		w.runBatch(batch)
+		w.busy.Add(int64(time.Since(start)))
 		clear(batch)
 	}
 }
