@@ -104,6 +104,7 @@ type Store struct {
 	log    *slog.Logger
 	path   string
 	hub    *storeutil.Hub
+	seqs   *lastSeqs // the sessions' last seqs, as the writer committed them
 	w      *writer
 	read   *sql.DB
 	rstmts stmtCache
@@ -198,11 +199,12 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		log:  c.Logger,
 		path: abs,
 		hub:  storeutil.NewHub(c.SubscriberBuffer),
+		seqs: newLastSeqs(),
 		read: rdb,
 	}
 	s.Projections = storeutil.Projections{Checks: checks, QueryList: s.queryDocs, QueryGet: s.queryDoc, SessionExists: s.sessionExists}
 	s.rstmts.prepare = rdb.PrepareContext
-	s.w = newWriter(wdb, conn, c.MaxBatch, s.hub, c.Logger)
+	s.w = newWriter(wdb, conn, c.MaxBatch, s.hub, s.seqs, c.Logger)
 	return s, nil
 }
 

@@ -38,6 +38,7 @@ type writer struct {
 	stmts    stmtCache
 	maxBatch int
 	hub      *storeutil.Hub
+	seqs     *lastSeqs
 	log      *slog.Logger
 
 	// mu makes "not closed, so send" atomic with respect to close: senders
@@ -54,12 +55,13 @@ type writer struct {
 	busy     atomic.Int64 // nanoseconds spent running batches, commits included
 }
 
-func newWriter(db *sql.DB, conn *sql.Conn, maxBatch int, h *storeutil.Hub, log *slog.Logger) *writer {
+func newWriter(db *sql.DB, conn *sql.Conn, maxBatch int, h *storeutil.Hub, seqs *lastSeqs, log *slog.Logger) *writer {
 	w := &writer{
 		db:       db,
 		conn:     conn,
 		maxBatch: maxBatch,
 		hub:      h,
+		seqs:     seqs,
 		log:      log,
 		queue:    make(chan *request, maxBatch),
 		exited:   make(chan struct{}),
@@ -164,7 +166,9 @@ func (w *writer) runRaw(req *request) {
 		req.done <- err
 		return
 	}
-	req.done <- req.raw(w)
+	err := req.raw(w)
+	w.seqs.forget() // it may have written anything
+	req.done <- err
 }
 
 // runBatch commits as many of reqs as it can in one transaction. A request
@@ -255,9 +259,13 @@ func (w *writer) attempt(reqs []*request) []*request {
 	w.executed.Add(int64(len(ok)))
 	// Publish before answering: a caller that saw its write acknowledged and
 	// then subscribes does not get a stale notification of it, and one that
-	// subscribed first has it by the time its call returns.
+	// subscribed first has it by the time its call returns. The same holds
+	// for the sessions' last seqs (lastSeqs).
 	for _, r := range ok {
 		for _, n := range r.notes {
+			if n.Kind == store.KindEvents {
+				w.seqs.advance(n.SessionID, n.Seq)
+			}
 			w.hub.Publish(n)
 		}
 	}
