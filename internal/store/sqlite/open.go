@@ -30,6 +30,14 @@ const (
 	DefaultSubscriberBuffer = 256
 )
 
+// The writer connection's page cache and WAL checkpoint threshold (see
+// Open). Neither changes what a commit makes durable: the WAL is fsynced
+// at every commit whatever its length.
+const (
+	writerCacheKiB     = 32 << 10
+	walCheckpointPages = 8192
+)
+
 // Config tunes the driver. A nil *Config, and every zero field, means the
 // default named in the field's comment.
 type Config struct {
@@ -152,6 +160,16 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		// Group commit wraps each request in a savepoint; keep savepoint
 		// journals (and other temporaries) in memory, not in temp files.
 		"temp_store(MEMORY)",
+		// The writer's page cache (in KiB: SQLite's default is 2 MiB).
+		// Too small, a batch of appends spills dirty pages to the WAL
+		// before its commit and reads back the pages of the sessions
+		// and indexes it just evicted.
+		"cache_size(" + strconv.Itoa(-writerCacheKiB) + ")",
+		// How many WAL pages (4 KiB) a commit may leave before it copies
+		// them into the database (SQLite's default: 1,000). Every append
+		// rewrites its session's row and the same index pages: copied
+		// once for many commits, not once for a few.
+		"wal_autocheckpoint(" + strconv.Itoa(walCheckpointPages) + ")",
 	}))
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite store %s: %w", abs, err)
