@@ -43,6 +43,17 @@ func BenchmarkAppendConcurrent64(b *testing.B) {
 	for i := range sessions {
 		createSession(b, s, fmt.Sprintf("ses_%d", i), false)
 	}
+	commits := s.w.commits.Load()
+	appendFromEach(b, s, sessions, func(id string, last int64, _ int) *store.EventAppendParams {
+		return appendParams(id, last, 2)
+	})
+	reportCommits(b, s, commits)
+}
+
+// appendFromEach makes b.N appends in all, from a goroutine per session
+// (ses_0 to ses_{sessions-1}, created), each appending serially what
+// params gives for its step-th append after seq last.
+func appendFromEach(b *testing.B, s *Store, sessions int, params func(id string, last int64, step int) *store.EventAppendParams) {
 	ctx := context.Background()
 	var (
 		remaining atomic.Int64
@@ -50,19 +61,19 @@ func BenchmarkAppendConcurrent64(b *testing.B) {
 		wg        sync.WaitGroup
 	)
 	remaining.Store(int64(b.N))
-	commits := s.w.commits.Load()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range sessions {
 		wg.Go(func() {
 			id := fmt.Sprintf("ses_%d", i)
 			last := int64(1)
-			for remaining.Add(-1) >= 0 {
-				if _, err := s.EventAppend(ctx, appendParams(id, last, 2)); err != nil {
+			for step := 1; remaining.Add(-1) >= 0; step++ {
+				p := params(id, last, step)
+				if _, err := s.EventAppend(ctx, p); err != nil {
 					failed.Store(&err)
 					return
 				}
-				last += 2
+				last += int64(len(p.Events))
 			}
 		})
 	}
@@ -71,7 +82,6 @@ func BenchmarkAppendConcurrent64(b *testing.B) {
 	if err := failed.Load(); err != nil {
 		b.Fatal(*err)
 	}
-	reportCommits(b, s, commits)
 }
 
 // BenchmarkTreeStep: what a step of a session in a sub-agent tree costs
@@ -133,7 +143,6 @@ func BenchmarkAppendStepLike1000(b *testing.B) {
 	for i := range sessions {
 		createSession(b, s, fmt.Sprintf("ses_%d", i), false)
 	}
-	ctx := context.Background()
 	state := json.RawMessage(`{"pad":"` + strings.Repeat("s", 4<<10) + `"}`)
 	data := json.RawMessage(`{"pad":"` + strings.Repeat("e", 300) + `"}`)
 	params := func(id string, last int64, step int) *store.EventAppendParams {
@@ -147,34 +156,9 @@ func BenchmarkAppendStepLike1000(b *testing.B) {
 		}
 		return p
 	}
-	var (
-		remaining atomic.Int64
-		failed    atomic.Pointer[error]
-		wg        sync.WaitGroup
-	)
-	remaining.Store(int64(b.N))
 	commits, busy := s.w.commits.Load(), s.w.busy.Load()
 	cpu := processCPU()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range sessions {
-		wg.Go(func() {
-			id := fmt.Sprintf("ses_%d", i)
-			last := int64(1)
-			for step := 1; remaining.Add(-1) >= 0; step++ {
-				if _, err := s.EventAppend(ctx, params(id, last, step)); err != nil {
-					failed.Store(&err)
-					return
-				}
-				last += 6
-			}
-		})
-	}
-	wg.Wait()
-	b.StopTimer()
-	if err := failed.Load(); err != nil {
-		b.Fatal(*err)
-	}
+	appendFromEach(b, s, sessions, params)
 	reportCommits(b, s, commits)
 	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(s.w.busy.Load()-busy)/float64(b.N), "writer-busy-ns/op")
