@@ -80,7 +80,7 @@ func Active(ctx context.Context, cfg Config, latency time.Duration) (*ActiveResu
 	if cfg.Workers <= 0 {
 		cfg.Workers = n
 	}
-	m := &benchModel{latency: latency, next: noopPlan(cfg.Steps)}
+	m := &benchModel{latency: latency, next: noopPlan(cfg.Steps), stateless: true}
 	// The poll interval is a server's: each call in flight also polls its
 	// session for a cancel whose notice was lost, so at the rig's 50 ms a
 	// thousand calls of a second would read 20,000 session rows a second,

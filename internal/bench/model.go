@@ -22,8 +22,12 @@ const benchProvider = "bench"
 type benchModel struct {
 	latency time.Duration
 	// next answers a step's call; it is called with the model's lock held,
-	// so it may keep state across calls.
-	next func(req *model.Request) *model.Response
+	// so it may keep state across calls, unless stateless says it keeps
+	// none: then calls answer at once, as a real model's would, rather
+	// than one after another (a thousand calls ending together queued on
+	// the lock for tens of milliseconds, which the engine does not cost).
+	next      func(req *model.Request) *model.Response
+	stateless bool
 
 	mu sync.Mutex
 	// answered counts the steps' calls answered; firstFinal is when the
@@ -51,9 +55,14 @@ func (m *benchModel) Respond(ctx context.Context, req *model.Request) (*model.Re
 	if len(req.Tools) == 0 {
 		return &model.Response{Text: "The agent made numbered tool calls; each succeeded.", Usage: usage}, nil
 	}
-	m.mu.Lock()
-	resp := m.next(req)
-	m.mu.Unlock()
+	var resp *model.Response
+	if m.stateless {
+		resp = m.next(req)
+	} else {
+		m.mu.Lock()
+		resp = m.next(req)
+		m.mu.Unlock()
+	}
 	resp.Usage = usage
 	n := m.answered.Add(1)
 	if len(resp.ToolCalls) == 0 && m.firstFinal.CompareAndSwap(0, time.Now().UnixNano()) {
@@ -77,7 +86,7 @@ func call(tool string, args map[string]any) *model.Response {
 
 // noopPlan calls the no-op tool at every position below steps-1, then
 // answers: steps steps in all, like stepsScript, for any number of sessions
-// (the position is the session's own).
+// (the position is the session's own). It keeps no state.
 func noopPlan(steps int) func(*model.Request) *model.Response {
 	return func(req *model.Request) *model.Response {
 		if req.Position >= steps-1 {
