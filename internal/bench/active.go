@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"sync"
 	"text/tabwriter"
@@ -35,6 +36,25 @@ type ActiveResult struct {
 	PeakRSSBytes     int64
 	PeakGoroutines   int
 	GoroutinesBefore int
+	// Created is how long creating the sessions took (inside Elapsed).
+	// SteadySteps are the steps answered from then until the first
+	// session's final answer, while every session was active, over
+	// SteadyElapsed: SteadyStepsPerSecond. The goal is judged on
+	// StepsPerSecond, which counts the creations too.
+	Created              time.Duration
+	SteadySteps          int64
+	SteadyElapsed        time.Duration
+	SteadyStepsPerSecond float64
+	// CPU is the process's CPU time (user and system) over Elapsed, and
+	// Allocs the heap allocations: what the engine costs per step,
+	// which other work on the machine bends less than the rates.
+	CPU    time.Duration
+	Allocs uint64
+	// CommitsPerStep and WriterBusy (the share of Elapsed the SQLite
+	// writer spent running batches, fsyncs included) say how close the
+	// single writer came to being the bottleneck (NaN on PostgreSQL).
+	CommitsPerStep float64
+	WriterBusy     float64
 }
 
 // activeSample is how often the active run samples RSS and goroutines.
@@ -60,7 +80,7 @@ func Active(ctx context.Context, cfg Config, latency time.Duration) (*ActiveResu
 	if cfg.Workers <= 0 {
 		cfg.Workers = n
 	}
-	m := &benchModel{latency: latency, next: noopPlan(cfg.Steps)}
+	m := &benchModel{latency: latency, next: noopPlan(cfg.Steps), stateless: true}
 	// The poll interval is a server's: each call in flight also polls its
 	// session for a cancel whose notice was lost, so at the rig's 50 ms a
 	// thousand calls of a second would read 20,000 session rows a second,
@@ -75,6 +95,10 @@ func Active(ctx context.Context, cfg Config, latency time.Duration) (*ActiveResu
 		Tools: []lt.ToolSpec{{Name: "noop"}}, MaxSteps: cfg.Steps + 1,
 	}
 	before := runtime.NumGoroutine()
+	var mem0, mem1 runtime.MemStats
+	runtime.ReadMemStats(&mem0)
+	stats0 := r.sqliteStats()
+	cpu0 := cpuTime()
 	peaks := samplePeaks(activeSample)
 	start := time.Now()
 	ids, err := createSessions(ctx, r, n, spec, "benchmark")
@@ -82,9 +106,13 @@ func Active(ctx context.Context, cfg Config, latency time.Duration) (*ActiveResu
 		peaks.stop()
 		return nil, err
 	}
+	created, answered := time.Since(start), m.answered.Load()
 	err = waitIdle(ctx, r.nodes[0].eng, ids)
 	elapsed := time.Since(start)
+	cpu := cpuTime() - cpu0
+	stats1 := r.sqliteStats()
 	peakRSS, peakG := peaks.stop()
+	runtime.ReadMemStats(&mem1)
 	if err != nil {
 		return nil, err
 	}
@@ -100,11 +128,25 @@ func Active(ctx context.Context, cfg Config, latency time.Duration) (*ActiveResu
 		}
 	}
 	total := n * cfg.Steps
-	return &ActiveResult{
+	res := &ActiveResult{
 		Sessions: n, Steps: total, Latency: latency, Elapsed: elapsed,
 		StepsPerSecond: float64(total) / elapsed.Seconds(),
 		PeakRSSBytes:   peakRSS, PeakGoroutines: peakG, GoroutinesBefore: before,
-	}, nil
+		Created: created, CPU: cpu, Allocs: mem1.Mallocs - mem0.Mallocs,
+		CommitsPerStep: math.NaN(), WriterBusy: math.NaN(),
+	}
+	if first := m.firstFinal.Load(); first > start.Add(created).UnixNano() {
+		// Steps counted as the model answers them: the window ends with
+		// the first answer that ends a session.
+		res.SteadyElapsed = time.Duration(first - start.Add(created).UnixNano())
+		res.SteadySteps = m.answeredAtFinal.Load() - answered
+		res.SteadyStepsPerSecond = float64(res.SteadySteps) / res.SteadyElapsed.Seconds()
+	}
+	if stats0 != nil && stats1 != nil {
+		res.CommitsPerStep = float64(stats1.Commits-stats0.Commits) / float64(total)
+		res.WriterBusy = float64(stats1.Busy-stats0.Busy) / float64(elapsed)
+	}
+	return res, nil
 }
 
 // createSessions creates n sessions of spec at once, as independent
@@ -171,6 +213,25 @@ func PrintActive(w io.Writer, runs []*ActiveResult) {
 	for _, r := range runs {
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%.0f\t%.1f\t%d\t%d\t\n", r.Sessions, r.Latency, r.Steps,
 			r.Elapsed.Round(time.Millisecond), r.StepsPerSecond, float64(r.PeakRSSBytes)/(1<<20), r.GoroutinesBefore, r.PeakGoroutines)
+	}
+	tw.Flush()
+	// What the rate is made of: the creations inside the elapsed time,
+	// the rate while every session was active, and the cost of a step.
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "creating sessions\tsteady agent-steps/s\tCPU\tCPU per step\tallocs per step\tcommits per step\twriter busy\t")
+	for _, r := range runs {
+		steady := "-"
+		if r.SteadyElapsed > 0 {
+			steady = fmt.Sprintf("%.0f (%d in %s)", r.SteadyStepsPerSecond, r.SteadySteps, r.SteadyElapsed.Round(time.Millisecond))
+		}
+		commits, busy := "-", "-" // not counted by this driver
+		if !math.IsNaN(r.CommitsPerStep) {
+			commits, busy = fmt.Sprintf("%.2f", r.CommitsPerStep), fmt.Sprintf("%.0f %%", 100*r.WriterBusy)
+		}
+		steps := float64(max(r.Steps, 1))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f ms\t%.0f\t%s\t%s\t\n", r.Created.Round(time.Millisecond), steady,
+			r.CPU.Round(10*time.Millisecond), float64(r.CPU.Microseconds())/1000/steps, float64(r.Allocs)/steps, commits, busy)
 	}
 	tw.Flush()
 }

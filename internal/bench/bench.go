@@ -254,6 +254,16 @@ func (r *rig) close() {
 	r.drop()
 }
 
+// sqliteStats returns the SQLite store's counters, or nil on another
+// driver.
+func (r *rig) sqliteStats() *sqlite.Stats {
+	if r.sqlite == nil {
+		return nil
+	}
+	st := r.sqlite.Stats()
+	return &st
+}
+
 // commits returns the store's commit count, or -1 when it has none.
 func (r *rig) commits() int64 {
 	if r.sqlite == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/model"
@@ -21,10 +22,21 @@ const benchProvider = "bench"
 type benchModel struct {
 	latency time.Duration
 	// next answers a step's call; it is called with the model's lock held,
-	// so it may keep state across calls.
-	next func(req *model.Request) *model.Response
+	// so it may keep state across calls, unless stateless says it keeps
+	// none: then calls answer at once, as a real model's would, rather
+	// than one after another (a thousand calls ending together queued on
+	// the lock for tens of milliseconds, which the engine does not cost).
+	next      func(req *model.Request) *model.Response
+	stateless bool
 
 	mu sync.Mutex
+	// answered counts the steps' calls answered; firstFinal is when the
+	// first final answer (a response without tool calls) was given, in
+	// unix nanoseconds (0: none yet). The active run's steady-state rate
+	// is read from them.
+	answered        atomic.Int64
+	firstFinal      atomic.Int64
+	answeredAtFinal atomic.Int64 // answered as the first final answer was given
 }
 
 // Respond implements model.Provider. A call without tools is a compaction's
@@ -43,10 +55,19 @@ func (m *benchModel) Respond(ctx context.Context, req *model.Request) (*model.Re
 	if len(req.Tools) == 0 {
 		return &model.Response{Text: "The agent made numbered tool calls; each succeeded.", Usage: usage}, nil
 	}
-	m.mu.Lock()
-	resp := m.next(req)
-	m.mu.Unlock()
+	var resp *model.Response
+	if m.stateless {
+		resp = m.next(req)
+	} else {
+		m.mu.Lock()
+		resp = m.next(req)
+		m.mu.Unlock()
+	}
 	resp.Usage = usage
+	n := m.answered.Add(1)
+	if len(resp.ToolCalls) == 0 && m.firstFinal.CompareAndSwap(0, time.Now().UnixNano()) {
+		m.answeredAtFinal.Store(n)
+	}
 	return resp, nil
 }
 
@@ -65,7 +86,7 @@ func call(tool string, args map[string]any) *model.Response {
 
 // noopPlan calls the no-op tool at every position below steps-1, then
 // answers: steps steps in all, like stepsScript, for any number of sessions
-// (the position is the session's own).
+// (the position is the session's own). It keeps no state.
 func noopPlan(steps int) func(*model.Request) *model.Response {
 	return func(req *model.Request) *model.Response {
 		if req.Position >= steps-1 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -106,4 +107,46 @@ func TestCancelBeforeACallStartsCutsItAtOnce(t *testing.T) {
 		require.NoError(t, err)
 		return v.Status == lt.SessionCancelled
 	}, 20*time.Second, 2*time.Millisecond, "the call was not cut by the cancel")
+}
+
+// TestAPollReadsTheRowOnlyWhenTheJournalGrew: a call's watcher whose
+// notices are lost (its channel never speaks) still finds a control at
+// its next poll, and until the journal grows each poll reads the
+// session's last seq alone, not its row.
+func TestAPollReadsTheRowOnlyWhenTheJournalGrew(t *testing.T) {
+	e, cs := startResumeEngine(t, 1, func(c *Config) {
+		c.PollInterval = 5 * time.Millisecond
+	})
+	ctx := context.Background()
+	id := parkedSession(t, e, 1, 1)
+	seen, err := cs.Store.SessionLastSeq(ctx, id)
+	require.NoError(t, err)
+
+	callCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	cut := &interruptCause{kind: interruptCancel, msg: "the journal grew"}
+	due := func(*journal.State) *interruptCause { return cut } // any state read cuts the call
+	lost := make(chan int64)                                   // no notice ever arrives
+	cs.arm(true)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.watchCancel(callCtx, cancel, id, seen, due, lost, func() {}, false)
+	}()
+	require.Eventually(t, func() bool {
+		cs.mu.Lock()
+		defer cs.mu.Unlock()
+		return cs.lastSeqs+cs.gets >= 3
+	}, time.Minute, time.Millisecond, "the watcher polls")
+	cs.mu.Lock()
+	gets := cs.gets
+	cs.mu.Unlock()
+	require.Zero(t, gets, "rows read while the journal did not grow")
+	require.NoError(t, callCtx.Err())
+
+	_, err = e.CreateTurn(ctx, id, &lt.CreateTurnRequest{Input: "more"})
+	require.NoError(t, err)
+	<-done
+	require.Equal(t, cut, context.Cause(callCtx), "the poll found the journal grown and read the state")
+	cs.arm(false)
 }

@@ -167,14 +167,22 @@ func (r *runner) controlledContext(ctx context.Context, wall bool, due controlDu
 // at once on this node, and across nodes through the store's notifier),
 // and every poll interval for a store whose notifications were lost. The
 // runner checked its own state, durable up to seq seen, before the call:
-// the stored state is decoded only once the journal holds more. stop ends
-// the subscription grew comes from.
+// the stored state is decoded only once the journal holds more. At a poll,
+// which nothing announced, the session's last seq alone is read first: a
+// call of a few seconds outlives a poll interval or two, and the journal
+// has nearly always not grown. stop ends the subscription grew comes from.
 func (e *Engine) watchCancel(callCtx context.Context, cancel context.CancelCauseFunc, sessionID string, seen int64, due controlDue,
 	grew <-chan int64, stop func(), readNow bool) {
 	defer stop()
 	poll := time.NewTicker(e.cfg.PollInterval)
 	defer poll.Stop()
+	polled := false
 	for {
+		if readNow && polled {
+			if seq, err := e.store.SessionLastSeq(callCtx, sessionID); err == nil && seq <= seen {
+				readNow = false
+			}
+		}
 		if readNow {
 			if row, err := e.store.SessionGet(callCtx, sessionID); err == nil && row.LastSeq > seen {
 				var st journal.State
@@ -191,9 +199,9 @@ func (e *Engine) watchCancel(callCtx context.Context, cancel context.CancelCause
 		case seq := <-grew:
 			// The runner's own appends are heard too: only a seq beyond
 			// what it has read is worth reading the session for.
-			readNow = seq > seen
+			readNow, polled = seq > seen, false
 		case <-poll.C:
-			readNow = true
+			readNow, polled = true, true
 		case <-callCtx.Done():
 			return
 		}

@@ -67,8 +67,9 @@ type Store interface {
 	// SessionLastSeq returns the seq of a session's last event, reading
 	// nothing else of it: a runner asks it at every safe point to learn
 	// whether another writer appended since it last read the session, and
-	// reads the rest only then. It sees every append committed before it
-	// was called. ErrNotFound if there is no such session.
+	// reads the rest only then. It sees every append acknowledged (its
+	// EventAppend or SessionCreate returned) before it was called.
+	// ErrNotFound if there is no such session.
 	SessionLastSeq(ctx context.Context, id string) (int64, error)
 	SessionList(ctx context.Context, p *SessionListParams) ([]*SessionRow, error)
 	// SessionCountByStatus counts the sessions of each status (statuses

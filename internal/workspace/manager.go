@@ -20,7 +20,12 @@ const maxSessionIDLen = 128
 // (versions.go).
 type Manager struct {
 	root string
-	mu   sync.Mutex // guards lists, and serialises updates of the snapshot lists
+	// listLocks serialise the reads and updates of each snapshot list
+	// (sub-agents sharing a workspace record at the same time): one lock
+	// per workspace id's stripe, so that a thousand sessions' checkpoints
+	// do not queue on one another's file writes.
+	listLocks [listLockStripes]sync.Mutex
+	mu        sync.Mutex // guards lists
 	// lists holds the snapshot lists last read or written, by workspace id.
 	lists map[string]*versionList
 }

@@ -82,8 +82,7 @@ func (m *Manager) RecordSnapshot(workspaceID, sessionID, id string) error {
 	}
 	// Sub-agents sharing a workspace record their snapshots at the same
 	// time: one update at a time.
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	defer m.lockList(workspaceID)()
 	l, err := m.loadVersions(workspaceID, p)
 	if err != nil {
 		return fmt.Errorf("record snapshot of workspace %s: %w", workspaceID, err)
@@ -122,7 +121,7 @@ func (m *Manager) RecordSnapshot(workspaceID, sessionID, id string) error {
 	}
 	if err != nil {
 		// What landed, if anything, is read back next time.
-		delete(m.lists, workspaceID)
+		m.uncacheVersions(workspaceID)
 		return fmt.Errorf("record snapshot of workspace %s: %w", workspaceID, err)
 	}
 	m.cacheVersions(workspaceID, &versionList{entries: entries, logLines: l.logLines + 1, info: info})
@@ -132,7 +131,7 @@ func (m *Manager) RecordSnapshot(workspaceID, sessionID, id string) error {
 // rewriteVersions replaces the file with exactly entries, through a
 // temporary file and a rename, so a reader never sees it half written.
 func (m *Manager) rewriteVersions(workspaceID, p string, entries []string) error {
-	delete(m.lists, workspaceID)
+	m.uncacheVersions(workspaceID)
 	tmp, err := os.CreateTemp(m.root, workspaceID+versionsSuffix+".*.tmp")
 	if err != nil {
 		return fmt.Errorf("record snapshot of workspace %s: %w", workspaceID, err)
@@ -169,8 +168,7 @@ func (m *Manager) HasSnapshot(workspaceID, sessionID, id string) (known, tracked
 	if err != nil {
 		return false, false, fmt.Errorf("check snapshot: %w", err)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	defer m.lockList(workspaceID)()
 	l, err := m.loadVersions(workspaceID, p)
 	if err != nil {
 		return false, false, fmt.Errorf("check snapshot of workspace %s: %w", workspaceID, err)
@@ -187,27 +185,39 @@ func (m *Manager) startVersions(workspaceID string) error {
 	if err != nil {
 		return err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.lists, workspaceID)
+	defer m.lockList(workspaceID)()
+	m.uncacheVersions(workspaceID)
 	return os.WriteFile(p, nil, 0o600)
 }
 
 // forgetVersions drops the list of workspaceID from memory (its file is
 // being removed).
 func (m *Manager) forgetVersions(workspaceID string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.lists, workspaceID)
+	m.uncacheVersions(workspaceID)
+}
+
+// listLockStripes is how many locks the snapshot lists share.
+const listLockStripes = 64
+
+// lockList takes the lock of workspaceID's snapshot list and returns its
+// release.
+func (m *Manager) lockList(workspaceID string) (unlock func()) {
+	h := uint32(2166136261) // FNV-1a
+	for i := 0; i < len(workspaceID); i++ {
+		h = (h ^ uint32(workspaceID[i])) * 16777619
+	}
+	mu := &m.listLocks[h%listLockStripes]
+	mu.Lock()
+	return mu.Unlock
 }
 
 // loadVersions returns the list of workspaceID, from memory while the file
 // is the one last seen here, else read from p; nil when there is no file
-// (an untracked workspace). The caller holds m.mu.
+// (an untracked workspace). The caller holds the list's lock (lockList).
 func (m *Manager) loadVersions(workspaceID, p string) (*versionList, error) {
 	info, err := os.Stat(p)
 	if err == nil {
-		if l, ok := m.lists[workspaceID]; ok && sameFileState(l.info, info) {
+		if l := m.cachedVersions(workspaceID); l != nil && sameFileState(l.info, info) {
 			return l, nil
 		}
 	}
@@ -216,7 +226,7 @@ func (m *Manager) loadVersions(workspaceID, p string) (*versionList, error) {
 		data, err = os.ReadFile(p)
 	}
 	if errors.Is(err, fs.ErrNotExist) {
-		delete(m.lists, workspaceID)
+		m.uncacheVersions(workspaceID)
 		return nil, nil
 	}
 	if err != nil {
@@ -230,7 +240,22 @@ func (m *Manager) loadVersions(workspaceID, p string) (*versionList, error) {
 	return l, nil
 }
 
+// cachedVersions returns the list of workspaceID kept in memory, if any.
+func (m *Manager) cachedVersions(workspaceID string) *versionList {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lists[workspaceID]
+}
+
+func (m *Manager) uncacheVersions(workspaceID string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.lists, workspaceID)
+}
+
 func (m *Manager) cacheVersions(workspaceID string, l *versionList) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.lists == nil {
 		m.lists = make(map[string]*versionList)
 	}

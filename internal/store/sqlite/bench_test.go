@@ -2,9 +2,12 @@ package sqlite
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,6 +43,17 @@ func BenchmarkAppendConcurrent64(b *testing.B) {
 	for i := range sessions {
 		createSession(b, s, fmt.Sprintf("ses_%d", i), false)
 	}
+	commits := s.w.commits.Load()
+	appendFromEach(b, s, sessions, func(id string, last int64, _ int) *store.EventAppendParams {
+		return appendParams(id, last, 2)
+	})
+	reportCommits(b, s, commits)
+}
+
+// appendFromEach makes b.N appends in all, from a goroutine per session
+// (ses_0 to ses_{sessions-1}, created), each appending serially what
+// params gives for its step-th append after seq last.
+func appendFromEach(b *testing.B, s *Store, sessions int, params func(id string, last int64, step int) *store.EventAppendParams) {
 	ctx := context.Background()
 	var (
 		remaining atomic.Int64
@@ -47,19 +61,19 @@ func BenchmarkAppendConcurrent64(b *testing.B) {
 		wg        sync.WaitGroup
 	)
 	remaining.Store(int64(b.N))
-	commits := s.w.commits.Load()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range sessions {
 		wg.Go(func() {
 			id := fmt.Sprintf("ses_%d", i)
 			last := int64(1)
-			for remaining.Add(-1) >= 0 {
-				if _, err := s.EventAppend(ctx, appendParams(id, last, 2)); err != nil {
+			for step := 1; remaining.Add(-1) >= 0; step++ {
+				p := params(id, last, step)
+				if _, err := s.EventAppend(ctx, p); err != nil {
 					failed.Store(&err)
 					return
 				}
-				last += 2
+				last += int64(len(p.Events))
 			}
 		})
 	}
@@ -68,7 +82,6 @@ func BenchmarkAppendConcurrent64(b *testing.B) {
 	if err := failed.Load(); err != nil {
 		b.Fatal(*err)
 	}
-	reportCommits(b, s, commits)
 }
 
 // BenchmarkTreeStep: what a step of a session in a sub-agent tree costs
@@ -117,4 +130,45 @@ func reportCommits(b *testing.B, s *Store, before int64) {
 	if secs := b.Elapsed().Seconds(); secs > 0 {
 		b.ReportMetric(float64(b.N)/secs, "appends/s")
 	}
+}
+
+// BenchmarkAppendStepLike1000: 1,000 sessions, each appended to serially by
+// its own goroutine with what an agent step appends: six events of a few
+// hundred bytes, a state of 4 KiB, an effect and a checkpoint document.
+// cpu-ns/op is the process's CPU per append, which a loaded machine bends
+// less than the wall time.
+func BenchmarkAppendStepLike1000(b *testing.B) {
+	const sessions = 1000
+	s := openMigrated(b, nil)
+	for i := range sessions {
+		createSession(b, s, fmt.Sprintf("ses_%d", i), false)
+	}
+	state := json.RawMessage(`{"pad":"` + strings.Repeat("s", 4<<10) + `"}`)
+	data := json.RawMessage(`{"pad":"` + strings.Repeat("e", 300) + `"}`)
+	params := func(id string, last int64, step int) *store.EventAppendParams {
+		p := &store.EventAppendParams{SessionID: id, ExpectedSeq: last, Status: "running", State: state, UpdatedAt: testTime}
+		for range 6 {
+			p.Events = append(p.Events, store.NewEvent{Type: "test.event", Time: testTime, Data: data})
+		}
+		for _, kind := range []store.DocKind{store.DocEffect, store.DocCheckpoint} {
+			p.Docs = append(p.Docs, store.DocWrite{Kind: kind, ID: fmt.Sprintf("%s_%s_%d", kind, id, step), SessionID: id,
+				Status: "done", Doc: data, CreatedAt: testTime})
+		}
+		return p
+	}
+	commits, busy := s.w.commits.Load(), s.w.busy.Load()
+	cpu := processCPU()
+	appendFromEach(b, s, sessions, params)
+	reportCommits(b, s, commits)
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(s.w.busy.Load()-busy)/float64(b.N), "writer-busy-ns/op")
+}
+
+// processCPU is the process's CPU time so far (user and system).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -38,6 +38,14 @@
 // Notifications therefore only reach subscribers in the same process, which is
 // all a single-node deployment has.
 //
+// # Last seqs
+//
+// A runner asks a session's last seq at every safe point. The writer, the
+// database's only writer, records each session's seq after the commit and
+// before it answers the append (lastSeqs), so SessionLastSeq answers from
+// memory for the sessions appended to lately and reads the database for
+// the others.
+//
 // # Storage format
 //
 // Times are stored as INTEGER unix microseconds in UTC: a time.Time round

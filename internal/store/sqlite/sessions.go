@@ -122,19 +122,27 @@ func (s *Store) SessionGet(ctx context.Context, id string) (*store.SessionRow, e
 }
 
 // SessionLastSeq returns the seq of a session's last event;
-// store.ErrNotFound if there is no such session.
+// store.ErrNotFound if there is no such session. It reads the database
+// only for a session the writer has not appended to lately (lastSeqs).
 func (s *Store) SessionLastSeq(ctx context.Context, id string) (int64, error) {
 	if err := checks.ID("id", id); err != nil {
 		return 0, fmt.Errorf("session last seq: %w", err)
+	}
+	if err := s.checkOpen(); err != nil {
+		return 0, err
+	}
+	seq, known, epoch := s.seqs.get(id)
+	if known {
+		return seq, nil
 	}
 	row, err := s.queryRow(ctx, `SELECT last_seq FROM sessions WHERE id = ?`, id)
 	if err != nil {
 		return 0, fmt.Errorf("last seq of session %s: %w", id, err)
 	}
-	var seq int64
 	if err := row.Scan(&seq); err != nil {
 		return 0, fmt.Errorf("last seq of session %s: %w", id, s.readErr(err))
 	}
+	s.seqs.fill(id, seq, epoch)
 	return seq, nil
 }
 

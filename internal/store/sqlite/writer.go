@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
@@ -37,6 +38,7 @@ type writer struct {
 	stmts    stmtCache
 	maxBatch int
 	hub      *storeutil.Hub
+	seqs     *lastSeqs
 	log      *slog.Logger
 
 	// mu makes "not closed, so send" atomic with respect to close: senders
@@ -50,14 +52,16 @@ type writer struct {
 	// Counters for tests and benchmarks.
 	commits  atomic.Int64 // committed batch transactions (one fsync each)
 	executed atomic.Int64 // requests that committed
+	busy     atomic.Int64 // nanoseconds spent running batches, commits included
 }
 
-func newWriter(db *sql.DB, conn *sql.Conn, maxBatch int, h *storeutil.Hub, log *slog.Logger) *writer {
+func newWriter(db *sql.DB, conn *sql.Conn, maxBatch int, h *storeutil.Hub, seqs *lastSeqs, log *slog.Logger) *writer {
 	w := &writer{
 		db:       db,
 		conn:     conn,
 		maxBatch: maxBatch,
 		hub:      h,
+		seqs:     seqs,
 		log:      log,
 		queue:    make(chan *request, maxBatch),
 		exited:   make(chan struct{}),
@@ -150,7 +154,9 @@ func (w *writer) loop() {
 				break fill
 			}
 		}
+		start := time.Now()
 		w.runBatch(batch)
+		w.busy.Add(int64(time.Since(start)))
 		clear(batch)
 	}
 }
@@ -160,7 +166,9 @@ func (w *writer) runRaw(req *request) {
 		req.done <- err
 		return
 	}
-	req.done <- req.raw(w)
+	err := req.raw(w)
+	w.seqs.forget() // it may have written anything
+	req.done <- err
 }
 
 // runBatch commits as many of reqs as it can in one transaction. A request
@@ -251,9 +259,13 @@ func (w *writer) attempt(reqs []*request) []*request {
 	w.executed.Add(int64(len(ok)))
 	// Publish before answering: a caller that saw its write acknowledged and
 	// then subscribes does not get a stale notification of it, and one that
-	// subscribed first has it by the time its call returns.
+	// subscribed first has it by the time its call returns. The same holds
+	// for the sessions' last seqs (lastSeqs).
 	for _, r := range ok {
 		for _, n := range r.notes {
+			if n.Kind == store.KindEvents {
+				w.seqs.advance(n.SessionID, n.Seq)
+			}
 			w.hub.Publish(n)
 		}
 	}

@@ -143,56 +143,65 @@ func (c Checks) Blobs(blobs []store.BlobWrite) error {
 	return nil
 }
 
-// NewEvents checks the events of an append.
+// NewEvents checks the events of an append. A field's name is built only
+// for an error: an append carries several events, and a step appends one.
 func (c Checks) NewEvents(events []store.NewEvent) error {
 	for i := range events {
-		e := &events[i]
-		if err := c.ID(fmt.Sprintf("events[%d].type", i), e.Type); err != nil {
-			return err
-		}
-		if err := c.Time(fmt.Sprintf("events[%d].time", i), e.Time); err != nil {
-			return err
-		}
-		if e.Step < 0 {
-			return fmt.Errorf("events[%d].step must not be negative, got %d", i, e.Step)
-		}
-		if err := c.Text(fmt.Sprintf("events[%d].turn_id", i), e.TurnID); err != nil {
-			return err
-		}
-		if err := c.Text(fmt.Sprintf("events[%d].worker_id", i), e.WorkerID); err != nil {
-			return err
-		}
-		if err := c.JSON(fmt.Sprintf("events[%d].data", i), e.Data); err != nil {
-			return err
+		if err := c.newEvent(&events[i]); err != nil {
+			return fmt.Errorf("events[%d].%w", i, err)
 		}
 	}
 	return nil
 }
 
+// newEvent checks one event; its errors name the field within the event.
+func (c Checks) newEvent(e *store.NewEvent) error {
+	if err := c.ID("type", e.Type); err != nil {
+		return err
+	}
+	if err := c.Time("time", e.Time); err != nil {
+		return err
+	}
+	if e.Step < 0 {
+		return fmt.Errorf("step must not be negative, got %d", e.Step)
+	}
+	if err := c.Text("turn_id", e.TurnID); err != nil {
+		return err
+	}
+	if err := c.Text("worker_id", e.WorkerID); err != nil {
+		return err
+	}
+	return c.JSON("data", e.Data)
+}
+
 // Docs checks projection writes.
 func (c Checks) Docs(docs []store.DocWrite) error {
 	for i := range docs {
-		d := &docs[i]
-		if _, ok := c.DocKinds[d.Kind]; !ok {
-			return fmt.Errorf("docs[%d].kind %q is not a projection kind", i, d.Kind)
-		}
-		if err := c.ID(fmt.Sprintf("docs[%d].id", i), d.ID); err != nil {
-			return err
-		}
-		if err := c.Text(fmt.Sprintf("docs[%d].session_id", i), d.SessionID); err != nil {
-			return err
-		}
-		if err := c.Text(fmt.Sprintf("docs[%d].status", i), d.Status); err != nil {
-			return err
-		}
-		if err := c.JSON(fmt.Sprintf("docs[%d].doc", i), d.Doc); err != nil {
-			return err
-		}
-		if err := c.Time(fmt.Sprintf("docs[%d].created_at", i), d.CreatedAt); err != nil {
-			return err
+		if err := c.doc(&docs[i]); err != nil {
+			return fmt.Errorf("docs[%d].%w", i, err)
 		}
 	}
 	return nil
+}
+
+// doc checks one projection write; its errors name the field within it.
+func (c Checks) doc(d *store.DocWrite) error {
+	if _, ok := c.DocKinds[d.Kind]; !ok {
+		return fmt.Errorf("kind %q is not a projection kind", d.Kind)
+	}
+	if err := c.ID("id", d.ID); err != nil {
+		return err
+	}
+	if err := c.Text("session_id", d.SessionID); err != nil {
+		return err
+	}
+	if err := c.Text("status", d.Status); err != nil {
+		return err
+	}
+	if err := c.JSON("doc", d.Doc); err != nil {
+		return err
+	}
+	return c.Time("created_at", d.CreatedAt)
 }
 
 // Lease checks a lease held by a caller.
