@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 
 	"github.com/longhaul-dev/longhaul/internal/egress"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
@@ -145,8 +146,8 @@ func (b *localBackend) socketPath(session string) (string, error) {
 	name := hex.EncodeToString(sum[:8]) + ".sock"
 	dir := b.cfg.SocketDir
 	if dir != "" && len(filepath.Join(dir, name)) <= maxSocketPath {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return "", fmt.Errorf("socket directory: %w", err)
+		if err := ownSocketDir(dir); err != nil {
+			return "", err
 		}
 		return filepath.Join(dir, name), nil
 	}
@@ -160,7 +161,32 @@ func (b *localBackend) socketPath(session string) (string, error) {
 	if p := filepath.Join(b.private, name); len(p) <= maxSocketPath {
 		return p, nil
 	}
-	return "", fmt.Errorf("socket directory: no socket path of at most %d bytes (temporary directory %s)", maxSocketPath, b.private)
+	// The message reaches the turn's failure: it names no path.
+	return "", fmt.Errorf("socket directory: no socket path of at most %d bytes (the temporary directory's name is too long)", maxSocketPath)
+}
+
+// ownSocketDir makes dir (0700) if missing and refuses one this process
+// does not own alone: a directory someone else made first, or one others
+// may write in, would let them swap a proxy's socket for their own and see
+// or steer the sandbox's traffic.
+func ownSocketDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("socket directory: %w", err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("socket directory: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return errors.New("socket directory: not a directory (a symlink?)")
+	case ok && int(st.Uid) != os.Geteuid():
+		return errors.New("socket directory: owned by another user")
+	case fi.Mode().Perm()&0o077 != 0:
+		return fmt.Errorf("socket directory: others may use it (mode %#o; want 0700)", fi.Mode().Perm())
+	}
+	return nil
 }
 
 // localEnv is an Environment of the local backend.

@@ -2,8 +2,6 @@ package runner
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -59,9 +57,9 @@ type Config struct {
 	// BlobCacheBytes bounds the cache of snapshot blobs under DataDir/blobs.
 	// Default DefaultBlobCacheBytes.
 	BlobCacheBytes int64
-	// SocketDir holds the egress proxies' Unix sockets. Default: a
-	// directory under os.TempDir() named after DataDir (a socket's path is
-	// short; a data directory's may not be).
+	// SocketDir holds the egress proxies' Unix sockets. Default:
+	// DataDir/sockets; where that path is too long for a socket, a private
+	// temporary directory (environment.LocalConfig.SocketDir).
 	SocketDir string
 	// MinBackoff is the first wait before dialling again. Default
 	// DefaultMinBackoff.
@@ -164,8 +162,11 @@ func New(cfg Config) (*Runner, error) {
 	}
 	r := &Runner{cfg: cfg, log: cfg.Logger, data: abs, work: work, uploads: filepath.Join(abs, "uploads"), sockets: cfg.SocketDir}
 	if r.sockets == "" {
-		sum := sha256.Sum256([]byte(abs))
-		r.sockets = filepath.Join(os.TempDir(), "longhaul-runner-"+hex.EncodeToString(sum[:6]))
+		// Inside the runner's own data directory, never a name in the
+		// shared temporary directory that another user of the machine
+		// could make first and swap a socket in (a path too long for a
+		// socket falls back to the local backend's private directory).
+		r.sockets = filepath.Join(abs, "sockets")
 	}
 	// Parts of writes a previous run did not finish are of no use.
 	_ = os.RemoveAll(r.uploads)

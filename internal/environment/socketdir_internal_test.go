@@ -1,0 +1,37 @@
+package environment
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestSocketDirOwnedAlone: a proxy's socket goes only in a directory this
+// process made or owns alone; one that others may write in (made first by
+// another user of the machine, or loosened) is refused, as is a symlink.
+func TestSocketDirOwnedAlone(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+
+	fresh := filepath.Join(base, "fresh")
+	require.NoError(t, ownSocketDir(fresh))
+	fi, err := os.Stat(fresh)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+	require.NoError(t, ownSocketDir(fresh), "its own directory, again")
+
+	open := filepath.Join(base, "open")
+	require.NoError(t, os.Mkdir(open, 0o700))
+	require.NoError(t, os.Chmod(open, 0o1777))
+	require.ErrorContains(t, ownSocketDir(open), "others may use it")
+
+	link := filepath.Join(base, "link")
+	require.NoError(t, os.Symlink(fresh, link))
+	require.ErrorContains(t, ownSocketDir(link), "not a directory")
+
+	b := &localBackend{cfg: LocalConfig{SocketDir: open}}
+	_, err = b.socketPath("ses_1")
+	require.ErrorContains(t, err, "others may use it", "the backend refuses it too")
+}
