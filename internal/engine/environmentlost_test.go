@@ -33,6 +33,9 @@ type lossyBackend struct {
 
 	mu   sync.Mutex
 	left int // losses still to report (negative: every time)
+	// holdsLost: Holds checks still to lose (the environment went away
+	// between two calls, found by the check before the next one).
+	holdsLost int
 }
 
 func (b *lossyBackend) Open(ctx context.Context, p *environment.OpenParams) (environment.Environment, error) {
@@ -75,6 +78,19 @@ func (e *lossyEnv) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecRe
 		return nil, errLinkClosed
 	}
 	return res, err
+}
+
+func (e *lossyEnv) Holds(ctx context.Context, id string) (bool, error) {
+	e.b.mu.Lock()
+	lose := e.b.holdsLost > 0
+	if lose {
+		e.b.holdsLost--
+	}
+	e.b.mu.Unlock()
+	if lose {
+		return false, errLinkClosed
+	}
+	return e.Environment.Holds(ctx, id)
 }
 
 func (e *lossyEnv) ReadFile(ctx context.Context, rel string, offset, limit int64) (*workspace.ReadResult, error) {
@@ -205,5 +221,25 @@ func TestEnvironmentUnavailableFailsTheCall(t *testing.T) {
 	require.Contains(t, data[lt.ToolFailedData](t, failed[0]).Error, "cannot be reached (nothing ran)")
 	require.Empty(t, events(t, h, s.ID, lt.EventEffectInDoubt))
 	require.NoFileExists(t, filepath.Join(h.dir, "workspaces", s.ID, "ran.log"))
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestEnvironmentLostBetweenCalls: an environment found gone by the check
+// before a call (Holds) is not an internal error: the runner starts over
+// with the environment opened again, and the session goes on.
+func TestEnvironmentLostBetweenCalls(t *testing.T) {
+	h := newLossyHarnessWith(t, &lossyBackend{marker: "never named", holdsLost: 1})
+	s := create(t, h, spec(t, `[
+	  {"tool_calls":[{"name":"write_file","arguments":{"path":"a.md","content":"kept"}}]},
+	  {"tool_calls":[{"name":"read_file","arguments":{"path":"a.md"}}]},
+	  {"text":"done"}]`, lt.ToolSpec{Name: "write_file"}, lt.ToolSpec{Name: "read_file"}), nil)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	var out []string
+	for _, ev := range events(t, h, s.ID, lt.EventToolCompleted) {
+		out = append(out, string(data[lt.ToolCompletedData](t, ev).Output))
+	}
+	require.Len(t, out, 2)
+	require.Contains(t, out[1], `"content":"kept"`)
+	require.Empty(t, events(t, h, s.ID, lt.EventTurnFailed, lt.EventToolFailed))
 	checkJournal(t, h.store, s.ID)
 }

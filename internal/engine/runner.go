@@ -103,6 +103,9 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 	// Rebuild the model context from the journal: from its latest
 	// snapshot on (resume.go).
 	if err := r.rebuild(ctx, row.LastSeq); err != nil {
+		// The environment just opened would stay open (its proxy, and a
+		// hold on its workspace that makes every Stop busy).
+		r.env.close()
 		return nil, err
 	}
 	return r, nil

@@ -202,8 +202,13 @@ func (r *runner) holdsLatest(ctx context.Context) (bool, error) {
 	}
 	for _, id := range ids {
 		ok, err := r.env.env.Holds(ctx, id)
-		if err != nil || !ok {
-			return false, err
+		if err != nil {
+			// An environment gone between two calls: the runner starts
+			// over with it opened again, as after a loss mid-call.
+			return false, envLost(err)
+		}
+		if !ok {
+			return false, nil
 		}
 	}
 	return true, nil
