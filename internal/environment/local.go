@@ -165,10 +165,10 @@ func (b *localBackend) socketPath(session string) (string, error) {
 	return "", fmt.Errorf("socket directory: no socket path of at most %d bytes (the temporary directory's name is too long)", maxSocketPath)
 }
 
-// ownSocketDir makes dir (0700) if missing and refuses one this process
-// does not own alone: a directory someone else made first, or one others
-// may write in, would let them swap a proxy's socket for their own and see
-// or steer the sandbox's traffic.
+// ownSocketDir makes dir (0700) if missing and refuses one this process's
+// user does not own, or one others may write in: either would let another
+// user of the machine swap a proxy's socket for their own and see or steer
+// the sandbox's traffic.
 func ownSocketDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("socket directory: %w", err)
@@ -183,8 +183,10 @@ func ownSocketDir(dir string) error {
 		return errors.New("socket directory: not a directory (a symlink?)")
 	case ok && int(st.Uid) != os.Geteuid():
 		return errors.New("socket directory: owned by another user")
-	case fi.Mode().Perm()&0o077 != 0:
-		return fmt.Errorf("socket directory: others may use it (mode %#o; want 0700)", fi.Mode().Perm())
+	case fi.Mode().Perm()&0o022 != 0:
+		// Reading or searching it is harmless (a socket is 0600); writing
+		// in it is replacing a socket.
+		return fmt.Errorf("socket directory: others may write in it (mode %#o)", fi.Mode().Perm())
 	}
 	return nil
 }

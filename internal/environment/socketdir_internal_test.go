@@ -9,8 +9,9 @@ import (
 )
 
 // TestSocketDirOwnedAlone: a proxy's socket goes only in a directory this
-// process made or owns alone; one that others may write in (made first by
-// another user of the machine, or loosened) is refused, as is a symlink.
+// process's user owns and only it may write in; one that others may write
+// in (made first by another user of the machine, or loosened) is refused,
+// as is a symlink.
 func TestSocketDirOwnedAlone(t *testing.T) {
 	t.Parallel()
 	base := t.TempDir()
@@ -21,11 +22,13 @@ func TestSocketDirOwnedAlone(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
 	require.NoError(t, ownSocketDir(fresh), "its own directory, again")
+	require.NoError(t, os.Chmod(fresh, 0o755))
+	require.NoError(t, ownSocketDir(fresh), "others may read it, not write in it")
 
 	open := filepath.Join(base, "open")
 	require.NoError(t, os.Mkdir(open, 0o700))
 	require.NoError(t, os.Chmod(open, 0o1777))
-	require.ErrorContains(t, ownSocketDir(open), "others may use it")
+	require.ErrorContains(t, ownSocketDir(open), "others may write in it")
 
 	link := filepath.Join(base, "link")
 	require.NoError(t, os.Symlink(fresh, link))
@@ -33,5 +36,5 @@ func TestSocketDirOwnedAlone(t *testing.T) {
 
 	b := &localBackend{cfg: LocalConfig{SocketDir: open}}
 	_, err = b.socketPath("ses_1")
-	require.ErrorContains(t, err, "others may use it", "the backend refuses it too")
+	require.ErrorContains(t, err, "others may write in it", "the backend refuses it too")
 }
