@@ -428,6 +428,9 @@ func (c *connEnvs) snapshotTake(ctx context.Context, req *link.Request) (any, er
 		if err != nil {
 			return nil, err
 		}
+		if err := c.r.blobs.proveRoot(ctx, id); err != nil {
+			return nil, err
+		}
 		return snapshotResult(id, stats)
 	})
 }

@@ -104,10 +104,19 @@ func TestBlobGetOnlyWhatARestoreReaches(t *testing.T) {
 	_, err = getBlob(t, liar, mineID)
 	requireCode(t, err, link.CodeNotFound) // the restore is over
 
+	// Puts and has: only while the server has the runner take a snapshot.
+	data := []byte("a new blob")
+	put := link.BlobPutParams{Digest: environmenttest.Digest(data), Size: int64(len(data)), Data: data}
+	requireCode(t, liar.Call(ctx, link.MethodBlobPut, put, nil, nil), link.CodeBadParams)
+	requireCode(t, liar.Call(ctx, link.MethodBlobHas, link.BlobHasParams{Digests: []string{put.Digest}}, nil, nil), link.CodeBadParams)
+	sent, endTake := hub.AllowTake(r, 0)
+	defer endTake()
+
 	// Puts: the digest is checked; what is stored is never overwritten.
 	requireCode(t, liar.Call(ctx, link.MethodBlobPut, link.BlobPutParams{Digest: environmenttest.Digest([]byte("a")), Size: 1, Data: []byte("b")}, nil, nil), link.CodeBadParams)
-	data := []byte("a new blob")
-	require.NoError(t, liar.Call(ctx, link.MethodBlobPut, link.BlobPutParams{Digest: environmenttest.Digest(data), Size: int64(len(data)), Data: data}, nil, nil))
+	require.False(t, sent(put.Digest))
+	require.NoError(t, liar.Call(ctx, link.MethodBlobPut, put, nil, nil))
+	require.True(t, sent(put.Digest), "the runner proved it holds the blob")
 	has, err := blobs.BlobHas(ctx, environmenttest.Digest(data))
 	require.NoError(t, err)
 	require.True(t, has)

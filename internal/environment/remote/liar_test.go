@@ -1,0 +1,123 @@
+package remote_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/environment"
+	"github.com/longhaul-dev/longhaul/internal/environment/environmenttest"
+	"github.com/longhaul-dev/longhaul/internal/environment/remote"
+	"github.com/longhaul-dev/longhaul/internal/runner"
+	"github.com/longhaul-dev/longhaul/internal/runner/link"
+)
+
+// dialLiar connects to rg's hub as a runner named name whose calls are
+// answered by handlers, each given the connection to call back over.
+func dialLiar(t *testing.T, rg *rig, name string, handlers map[string]func(c *link.Conn, ctx context.Context, req *link.Request) (any, error)) *link.Conn {
+	t.Helper()
+	ws, _, err := websocket.Dial(t.Context(), rg.url+runner.ConnectPath, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer good"}}})
+	require.NoError(t, err)
+	require.NoError(t, link.WriteJSON(t.Context(), ws, link.Hello{Name: name, Capacity: 4}))
+	var welcome link.Welcome
+	require.NoError(t, link.ReadJSON(t.Context(), ws, &welcome))
+	ready := make(chan *link.Conn, 1)
+	hs := map[string]link.Handler{}
+	for m, h := range handlers {
+		hs[m] = func(ctx context.Context, req *link.Request) (any, error) {
+			c := <-ready
+			ready <- c
+			return h(c, ctx, req)
+		}
+	}
+	c := link.New(ws, &link.Config{Handlers: hs})
+	ready <- c
+	t.Cleanup(func() { c.Close("test over"); <-c.Done() })
+	require.Eventually(t, func() bool { _, ok := rg.hub.Get(project, name); return ok }, 10*time.Second, time.Millisecond)
+	return c
+}
+
+// liarEnvHandlers answer env.open, env.close and snapshot.holds as a
+// runner would, and snapshot.take with take.
+func liarEnvHandlers(take func(c *link.Conn, ctx context.Context) (string, error)) map[string]func(*link.Conn, context.Context, *link.Request) (any, error) {
+	return map[string]func(*link.Conn, context.Context, *link.Request) (any, error){
+		link.MethodEnvOpen: func(*link.Conn, context.Context, *link.Request) (any, error) {
+			return link.EnvOpenResult{Provisioned: true, Backend: "liar"}, nil
+		},
+		link.MethodEnvClose:      func(*link.Conn, context.Context, *link.Request) (any, error) { return nil, nil },
+		link.MethodSnapshotHolds: func(*link.Conn, context.Context, *link.Request) (any, error) { return false, nil },
+		link.MethodSnapshotTake: func(c *link.Conn, ctx context.Context, _ *link.Request) (any, error) {
+			id, err := take(c, ctx)
+			if err != nil {
+				return nil, err
+			}
+			return link.SnapshotResult{ID: id, Stats: json.RawMessage(`{}`)}, nil
+		},
+	}
+}
+
+// TestSnapshotIDMustBeProven: a runner that learnt another project's
+// snapshot id and answers it to snapshot.take is refused: it never sent
+// that snapshot's root tree, so the server does not take the id as this
+// session's (whose restore would then let the runner fetch the other
+// project's files, and whose fork would copy them). Bytes that are not
+// the tree do not prove it; a tree the runner really sent does.
+func TestSnapshotIDMustBeProven(t *testing.T) {
+	blobs := environmenttest.NewBlobs(t)
+	rg := newRig(t, blobs, rigOptions{})
+	ctx := t.Context()
+
+	// The other project's snapshot, taken through an honest runner.
+	other, err := rg.backend(t).Open(ctx, &environment.OpenParams{Workspace: "ses_other", Session: "ses_other"})
+	require.NoError(t, err)
+	defer other.Close()
+	require.NoError(t, other.WriteFile(ctx, "secret.txt", []byte("the other project's secret")))
+	foreignID, _, err := other.Snapshot(ctx)
+	require.NoError(t, err)
+
+	ownTree := []byte(`{"v":1,"entries":[]}`)
+	ownID := environmenttest.Digest(ownTree)
+	var answer func(c *link.Conn, ctx context.Context) (string, error)
+	dialLiar(t, rg, "liar", liarEnvHandlers(func(c *link.Conn, ctx context.Context) (string, error) { return answer(c, ctx) }))
+	b, err := remote.New(&remote.Config{Hub: rg.hub, Project: project, Runner: "liar"})
+	require.NoError(t, err)
+	env, err := b.Open(ctx, &environment.OpenParams{Workspace: "ses_mine", Session: "ses_mine"})
+	require.NoError(t, err)
+	defer env.Close()
+
+	// The id alone.
+	answer = func(*link.Conn, context.Context) (string, error) { return foreignID, nil }
+	_, _, err = env.Snapshot(ctx)
+	require.ErrorContains(t, err, "did not send its root tree")
+
+	// The id with bytes of its own under it: refused by their digest.
+	answer = func(c *link.Conn, ctx context.Context) (string, error) {
+		err := c.Call(ctx, link.MethodBlobPut, link.BlobPutParams{Digest: foreignID, Size: int64(len(ownTree)), Data: ownTree}, nil, nil)
+		requireCode(t, err, link.CodeBadParams)
+		return foreignID, nil
+	}
+	_, _, err = env.Snapshot(ctx)
+	require.ErrorContains(t, err, "did not send its root tree")
+
+	// A tree it sent is proven (the store need not lack it).
+	answer = func(c *link.Conn, ctx context.Context) (string, error) {
+		return ownID, c.Call(ctx, link.MethodBlobPut, link.BlobPutParams{Digest: ownID, Size: int64(len(ownTree)), Data: ownTree}, nil, nil)
+	}
+	id, _, err := env.Snapshot(ctx)
+	require.NoError(t, err)
+	require.Equal(t, ownID, id)
+	// Once accepted, the environment knows it: no proof is asked again.
+	answer = func(*link.Conn, context.Context) (string, error) { return ownID, nil }
+	id, _, err = env.Snapshot(ctx)
+	require.NoError(t, err)
+	require.Equal(t, ownID, id)
+	// But the foreign id is still refused.
+	answer = func(*link.Conn, context.Context) (string, error) { return foreignID, nil }
+	_, _, err = env.Snapshot(ctx)
+	require.ErrorContains(t, err, "did not send its root tree")
+}
