@@ -1,9 +1,11 @@
 package remote_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -120,4 +122,40 @@ func TestSnapshotIDMustBeProven(t *testing.T) {
 	answer = func(*link.Conn, context.Context) (string, error) { return foreignID, nil }
 	_, _, err = env.Snapshot(ctx)
 	require.ErrorContains(t, err, "did not send its root tree")
+}
+
+// TestAbandonedUploadsDieWithTheirEnvironment: writes in parts a server
+// abandoned (its caller cancelled after the first part) are discarded
+// when their environment closes, so that they do not make every later
+// large write of the connection fail as busy.
+func TestAbandonedUploadsDieWithTheirEnvironment(t *testing.T) {
+	rg := newRig(t, environmenttest.NewBlobs(t), rigOptions{})
+	r := rg.connected(t)
+	ctx := t.Context()
+	open := func(id string) {
+		require.NoError(t, r.Conn.Call(ctx, link.MethodEnvOpen, link.EnvOpenParams{EnvID: id, Workspace: "ses_up", Session: "ses_up"}, nil, nil))
+	}
+	part := func(env, upload string) error {
+		return r.Conn.Call(ctx, link.MethodFSWrite, link.FSWriteParams{EnvID: env, Path: "big.bin", Data: []byte("first part"), Upload: upload}, nil, nil)
+	}
+	open("x1")
+	for n := 0; ; n++ {
+		err := part("x1", "u"+strconv.Itoa(n))
+		if err != nil {
+			requireCode(t, err, link.CodeBusy)
+			break
+		}
+		require.Less(t, n, 1000, "the runner takes uploads without bound")
+	}
+	require.NoError(t, r.Conn.Call(ctx, link.MethodEnvClose, link.EnvRef{EnvID: "x1"}, nil, nil))
+
+	// A large write through a new environment of the same connection.
+	env, err := rg.backend(t).Open(ctx, &environment.OpenParams{Workspace: "ses_up", Session: "ses_up"})
+	require.NoError(t, err)
+	defer env.Close()
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<17) // 2 MiB: several parts
+	require.NoError(t, env.WriteFile(ctx, "big.bin", big))
+	got, err := env.ReadFile(ctx, "big.bin", 0, int64(len(big)))
+	require.NoError(t, err)
+	require.Equal(t, big, got.Data)
 }
