@@ -357,15 +357,50 @@ func (c *connEnvs) exec(ctx context.Context, req *link.Request) (any, error) {
 
 func (c *connEnvs) fsRead(ctx context.Context, req *link.Request) (any, error) {
 	return onEnv(c, req, func(e *openEnv, p *link.FSReadParams) (any, error) {
-		// The answer is one frame: a read is bounded to what fits (the
+		// The answer is one frame: a read is bounded to what fits beside
+		// the path, escaped (a '<' takes 6 bytes), and the envelope (the
 		// server reads the rest in more calls).
-		limit := min(p.Limit, int64(link.ChunkBytes(c.conn.MaxMessageBytes()))-4096)
+		limit := min(p.Limit, int64(link.ChunkBytes(c.conn.MaxMessageBytes()-jsonLen(p.Path)))-4096)
+		if limit < 1 {
+			return nil, link.Errorf(link.CodeInvalidPath, "read %q: the path is too long for a frame", p.Path)
+		}
 		return e.env.ReadFile(ctx, p.Path, p.Offset, limit)
 	})
 }
 
+// jsonLen is the length of v encoded as JSON (escapes included).
+func jsonLen(v any) int64 {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return 0
+	}
+	return int64(len(b))
+}
+
 func (c *connEnvs) fsList(ctx context.Context, req *link.Request) (any, error) {
-	return onEnv(c, req, func(e *openEnv, p *link.FSPathParams) (any, error) { return e.env.List(ctx, p.Path, p.Max) })
+	return onEnv(c, req, func(e *openEnv, p *link.FSPathParams) (any, error) {
+		l, err := e.env.List(ctx, p.Path, p.Max)
+		if err != nil {
+			return nil, err
+		}
+		fitListing(l, c.conn.MaxMessageBytes()-4096)
+		return l, nil
+	})
+}
+
+// fitListing keeps the first entries of l whose JSON fits max bytes (long
+// names, escaped, may not: a thousand of 255 bytes are over a frame),
+// marking the listing truncated as List does past its count.
+func fitListing(l *workspace.Listing, max int64) {
+	size := jsonLen(l.Path) + 128 // the other fields and their names
+	for i, en := range l.Entries {
+		size += jsonLen(en) + 1
+		if size > max {
+			l.Entries = l.Entries[:i]
+			l.Truncated = true
+			return
+		}
+	}
 }
 
 func (c *connEnvs) fsRemove(ctx context.Context, req *link.Request) (any, error) {

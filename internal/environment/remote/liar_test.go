@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,4 +159,34 @@ func TestAbandonedUploadsDieWithTheirEnvironment(t *testing.T) {
 	got, err := env.ReadFile(ctx, "big.bin", 0, int64(len(big)))
 	require.NoError(t, err)
 	require.Equal(t, big, got.Data)
+}
+
+// TestAnswersFitAFrame: a read's answer leaves room for its path however
+// long it is once escaped ('<' is 6 bytes in JSON), and a listing of many
+// long names is cut to a frame (truncated, as past its count) instead of
+// failing.
+func TestAnswersFitAFrame(t *testing.T) {
+	rg := newRig(t, environmenttest.NewBlobs(t), rigOptions{})
+	ctx := t.Context()
+	env, err := rg.backend(t).Open(ctx, &environment.OpenParams{Workspace: "ses_frame", Session: "ses_frame"})
+	require.NoError(t, err)
+	defer env.Close()
+
+	dir := strings.Repeat(strings.Repeat("<", 250)+"/", 15)
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<17) // 2 MiB: a read of several frames
+	require.NoError(t, env.WriteFile(ctx, dir+"f", big))
+	got, err := env.ReadFile(ctx, dir+"f", 0, int64(len(big)))
+	require.NoError(t, err)
+	require.Equal(t, big, got.Data)
+
+	const n = 1000
+	for i := range n {
+		require.NoError(t, env.WriteFile(ctx, "many/"+strings.Repeat("<", 250)+strconv.Itoa(i), nil))
+	}
+	l, err := env.List(ctx, "many", n)
+	require.NoError(t, err)
+	require.Equal(t, n, l.Total)
+	require.True(t, l.Truncated)
+	require.NotEmpty(t, l.Entries)
+	require.Less(t, len(l.Entries), n)
 }
