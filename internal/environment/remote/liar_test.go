@@ -17,6 +17,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/environment/environmenttest"
 	"github.com/longhaul-dev/longhaul/internal/environment/remote"
 	"github.com/longhaul-dev/longhaul/internal/runner"
+	"github.com/longhaul-dev/longhaul/internal/runner/hub"
 	"github.com/longhaul-dev/longhaul/internal/runner/link"
 )
 
@@ -189,4 +190,37 @@ func TestAnswersFitAFrame(t *testing.T) {
 	require.True(t, l.Truncated)
 	require.NotEmpty(t, l.Entries)
 	require.Less(t, len(l.Entries), n)
+}
+
+// TestUnfinishedUploadsAreBounded: a runner cannot hold the server's
+// memory with blobs it starts uploading and never finishes: their bytes
+// are bounded (here the node's bound), they die with the snapshot they
+// came for, and a blob.has asks about a bounded number of digests.
+func TestUnfinishedUploadsAreBounded(t *testing.T) {
+	rg := newRig(t, environmenttest.NewBlobs(t), rigOptions{maxUploadBytes: 256 << 10})
+	liar, r := dialAsRunner(t, rg, "liar")
+	ctx := t.Context()
+	part := bytes.Repeat([]byte("x"), 200<<10)
+	first := func(digest string) link.BlobPutParams {
+		return link.BlobPutParams{Digest: digest, Size: link.MaxBlobBytes, Data: part}
+	}
+	a, b := environmenttest.Digest([]byte("a")), environmenttest.Digest([]byte("b"))
+
+	_, end := hub.AllowTake(r, 0)
+	require.NoError(t, liar.Call(ctx, link.MethodBlobPut, first(a), nil, nil))
+	requireCode(t, liar.Call(ctx, link.MethodBlobPut, first(b), nil, nil), link.CodeBusy)
+	end()
+
+	_, end = hub.AllowTake(r, 0)
+	defer end()
+	next := link.BlobPutParams{Digest: a, Size: link.MaxBlobBytes, Offset: int64(len(part)), Data: part}
+	requireCode(t, liar.Call(ctx, link.MethodBlobPut, next, nil, nil), link.CodeBadParams) // gone with its take
+	require.NoError(t, liar.Call(ctx, link.MethodBlobPut, first(b), nil, nil))             // its bytes were given back
+
+	many := make([]string, link.MaxDigestsPerHas+1)
+	for i := range many {
+		many[i] = environmenttest.Digest([]byte(strconv.Itoa(i)))
+	}
+	requireCode(t, liar.Call(ctx, link.MethodBlobHas, link.BlobHasParams{Digests: many}, nil, nil), link.CodeBadParams)
+	require.LessOrEqual(t, link.MaxDigestsPerHas, 256)
 }
