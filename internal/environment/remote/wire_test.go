@@ -2,10 +2,10 @@ package remote_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -13,15 +13,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/egress"
 	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/environment/environmenttest"
-	"github.com/longhaul-dev/longhaul/internal/runner"
 	"github.com/longhaul-dev/longhaul/internal/runner/hub"
 	"github.com/longhaul-dev/longhaul/internal/runner/link"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
@@ -32,15 +29,10 @@ import (
 // nothing: a runner built to lie, calling the server's methods itself.
 func dialAsRunner(t *testing.T, rg *rig, name string) (*link.Conn, *hub.Runner) {
 	t.Helper()
-	ws, _, err := websocket.Dial(t.Context(), rg.url+runner.ConnectPath, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer good"}}})
-	require.NoError(t, err)
-	require.NoError(t, link.WriteJSON(t.Context(), ws, link.Hello{Name: name, Capacity: 1}))
-	var welcome link.Welcome
-	require.NoError(t, link.ReadJSON(t.Context(), ws, &welcome))
-	c := link.New(ws, &link.Config{Handlers: map[string]link.Handler{"none": nil}})
-	t.Cleanup(func() { c.Close("test over"); <-c.Done() })
-	var r *hub.Runner
-	require.Eventually(t, func() bool { var ok bool; r, ok = rg.hub.Get(project, name); return ok }, 10*time.Second, time.Millisecond)
+	c := dialLiar(t, rg, name, map[string]func(*link.Conn, context.Context, *link.Request) (any, error){
+		"none": func(*link.Conn, context.Context, *link.Request) (any, error) { return nil, nil },
+	})
+	r, _ := rg.hub.Get(project, name)
 	return c, r
 }
 
