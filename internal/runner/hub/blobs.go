@@ -84,7 +84,9 @@ func AllowTake(r *Runner, maxBytes int64) (sent func(digest string) bool, end fu
 			dropped = r.env.dropUploadsLocked()
 		}
 		r.env.mu.Unlock()
-		r.hub.uploading.Add(-dropped)
+		if r.hub != nil {
+			r.hub.uploading.Add(-dropped)
+		}
 	}
 	return sent, end
 }
