@@ -44,6 +44,57 @@ type blobCache struct {
 	// takes one upload of a digest at a time (two snapshots of a shared
 	// workspace may store the same new blob at once).
 	putting map[string]chan struct{}
+	// roots are the root trees of the snapshots taken lately
+	// (snapshot.RootKeeper), rootBytes their bytes: the server accepts a
+	// snapshot id only from a runner that sent it that tree's bytes.
+	roots     map[string][]byte
+	rootBytes int
+}
+
+// maxRootBytes bounds the root trees kept in memory for the snapshots
+// being answered.
+const maxRootBytes = 64 << 20
+
+// KeepRoot implements snapshot.RootKeeper.
+func (c *blobCache) KeepRoot(id string, tree []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.roots[id]; ok {
+		return
+	}
+	if c.rootBytes+len(tree) > maxRootBytes {
+		// Old ones go: a snapshot answered later finds its root in the
+		// disk cache, where it was put, or takes it again.
+		c.roots, c.rootBytes = nil, 0
+	}
+	if c.roots == nil {
+		c.roots = map[string][]byte{}
+	}
+	c.roots[id] = tree
+	c.rootBytes += len(tree)
+}
+
+// rootTree returns the root tree of snapshot id, nil when it is not at
+// hand.
+func (c *blobCache) rootTree(id string) []byte {
+	c.mu.Lock()
+	data := c.roots[id]
+	c.mu.Unlock()
+	if data != nil {
+		return data
+	}
+	return c.cached(id)
+}
+
+// proveRoot sends the server the root tree of snapshot id, even though it
+// may have it: the server accepts the id only from a runner that proved
+// it holds that tree.
+func (c *blobCache) proveRoot(ctx context.Context, id string) error {
+	data := c.rootTree(id)
+	if data == nil {
+		return fmt.Errorf("snapshot %s: its root tree is not at hand to send the server", id)
+	}
+	return c.BlobPut(ctx, id, data)
 }
 
 func newBlobCache(dir string, max int64, log func(string, ...any)) (*blobCache, error) {

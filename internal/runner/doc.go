@@ -29,7 +29,8 @@
 // to and come from the server (blob.has in batches, blob.put, blob.get)
 // through a cache under DataDir/blobs (bounded, by digest, every blob
 // checked against its digest), so a restore fetches only what this
-// machine lacks. Every environment of a connection is closed (its
+// machine lacks; a snapshot's root tree is always sent, the proof the
+// server asks that this runner holds it. Every environment of a connection is closed (its
 // programs ended) when the connection ends, before the runner dials
 // again: a call the server runs again after losing the connection never
 // overlaps the lost one. Error messages name no path of this machine. The

@@ -37,8 +37,13 @@ type connEnvs struct {
 	conn  *link.Conn
 	ready chan struct{}
 
-	mu      sync.Mutex
-	envs    map[string]*openEnv
+	// now is the clock of the uploads' idleness (tests set it).
+	now func() time.Time
+
+	mu   sync.Mutex
+	envs map[string]*openEnv
+	// uploads are the writes arriving in parts, by environment and
+	// upload handle ("env/upload").
 	uploads map[string]*fileUpload
 	ended   bool
 }
@@ -57,10 +62,17 @@ type fileUpload struct {
 	path string
 	f    *os.File
 	size int64
+	// last is when its last part came: an upload idle for uploadIdle is
+	// one the server gave up (a cancelled write), discarded.
+	last time.Time
 }
 
+// uploadIdle is how long an upload waits for its next part; a server
+// sends a write's parts one after the other.
+const uploadIdle = 2 * time.Minute
+
 func newConnEnvs(r *Runner) *connEnvs {
-	return &connEnvs{r: r, events: make(chan link.NetworkEventParams, maxQueuedEvents), ready: make(chan struct{}),
+	return &connEnvs{r: r, events: make(chan link.NetworkEventParams, maxQueuedEvents), ready: make(chan struct{}), now: time.Now,
 		envs: map[string]*openEnv{}, uploads: map[string]*fileUpload{}}
 }
 
@@ -280,6 +292,7 @@ func (c *connEnvs) take(envID string) *openEnv {
 
 func (c *connEnvs) close(_ context.Context, req *link.Request) (any, error) {
 	_, err := onEnv(c, req, func(_ *openEnv, p *link.EnvRef) (any, error) {
+		c.dropUploads(p.EnvID)
 		if e := c.take(p.EnvID); e != nil {
 			return nil, e.env.Close()
 		}
@@ -298,8 +311,22 @@ func (c *connEnvs) stop(ctx context.Context, req *link.Request) (any, error) {
 			return nil, err
 		}
 		c.take(p.EnvID)
+		c.dropUploads(p.EnvID)
 		return nil, nil
 	})
+}
+
+// dropUploads discards the unfinished uploads of environment envID: it is
+// closed, no write of it will finish.
+func (c *connEnvs) dropUploads(envID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, u := range c.uploads {
+		if u.env == envID {
+			delete(c.uploads, id)
+			u.discard()
+		}
+	}
 }
 
 // exec answers link.MethodExec: in an open environment when the params
@@ -330,15 +357,50 @@ func (c *connEnvs) exec(ctx context.Context, req *link.Request) (any, error) {
 
 func (c *connEnvs) fsRead(ctx context.Context, req *link.Request) (any, error) {
 	return onEnv(c, req, func(e *openEnv, p *link.FSReadParams) (any, error) {
-		// The answer is one frame: a read is bounded to what fits (the
+		// The answer is one frame: a read is bounded to what fits beside
+		// the path, escaped (a '<' takes 6 bytes), and the envelope (the
 		// server reads the rest in more calls).
-		limit := min(p.Limit, int64(link.ChunkBytes(c.conn.MaxMessageBytes()))-4096)
+		limit := min(p.Limit, int64(link.ChunkBytes(c.conn.MaxMessageBytes()-jsonLen(p.Path)))-4096)
+		if limit < 1 {
+			return nil, link.Errorf(link.CodeInvalidPath, "read %q: the path is too long for a frame", p.Path)
+		}
 		return e.env.ReadFile(ctx, p.Path, p.Offset, limit)
 	})
 }
 
+// jsonLen is the length of v encoded as JSON (escapes included).
+func jsonLen(v any) int64 {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return 0
+	}
+	return int64(len(b))
+}
+
 func (c *connEnvs) fsList(ctx context.Context, req *link.Request) (any, error) {
-	return onEnv(c, req, func(e *openEnv, p *link.FSPathParams) (any, error) { return e.env.List(ctx, p.Path, p.Max) })
+	return onEnv(c, req, func(e *openEnv, p *link.FSPathParams) (any, error) {
+		l, err := e.env.List(ctx, p.Path, p.Max)
+		if err != nil {
+			return nil, err
+		}
+		fitListing(l, c.conn.MaxMessageBytes()-4096)
+		return l, nil
+	})
+}
+
+// fitListing keeps the first entries of l whose JSON fits max bytes (long
+// names, escaped, may not: a thousand of 255 bytes are over a frame),
+// marking the listing truncated as List does past its count.
+func fitListing(l *workspace.Listing, max int64) {
+	size := jsonLen(l.Path) + 128 // the other fields and their names
+	for i, en := range l.Entries {
+		size += jsonLen(en) + 1
+		if size > max {
+			l.Entries = l.Entries[:i]
+			l.Truncated = true
+			return
+		}
+	}
 }
 
 func (c *connEnvs) fsRemove(ctx context.Context, req *link.Request) (any, error) {
@@ -375,7 +437,17 @@ func (c *connEnvs) fsWrite(ctx context.Context, req *link.Request) (any, error) 
 func (c *connEnvs) upload(p *link.FSWriteParams) (*fileUpload, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	u := c.uploads[p.Upload]
+	// The server numbers an environment's uploads: two environments of
+	// the connection may both have a "u1".
+	key := p.EnvID + "/" + p.Upload
+	now := c.now()
+	for id, o := range c.uploads {
+		if now.Sub(o.last) > uploadIdle {
+			delete(c.uploads, id)
+			o.discard()
+		}
+	}
+	u := c.uploads[key]
 	if p.Offset == 0 && u == nil {
 		if len(c.uploads) >= maxFileUploads {
 			return nil, link.Errorf(link.CodeBusy, "%d files are being uploaded already, the most at once", maxFileUploads)
@@ -385,10 +457,10 @@ func (c *connEnvs) upload(p *link.FSWriteParams) (*fileUpload, error) {
 			return nil, link.Errorf(link.CodeFailed, "make a temporary file for %q", p.Path)
 		}
 		u = &fileUpload{env: p.EnvID, path: p.Path, f: f}
-		c.uploads[p.Upload] = u
+		c.uploads[key] = u
 	}
 	bad := func(format string, args ...any) error {
-		delete(c.uploads, p.Upload)
+		delete(c.uploads, key)
 		if u != nil {
 			u.discard()
 		}
@@ -403,13 +475,14 @@ func (c *connEnvs) upload(p *link.FSWriteParams) (*fileUpload, error) {
 		return nil, bad("upload %s: over %d bytes", p.Upload, link.MaxFileBytes)
 	}
 	if _, err := u.f.Write(p.Data); err != nil {
-		delete(c.uploads, p.Upload)
+		delete(c.uploads, key)
 		u.discard()
 		return nil, link.Errorf(link.CodeFailed, "write the parts of %q", p.Path)
 	}
 	u.size += int64(len(p.Data))
+	u.last = now
 	if p.Last {
-		delete(c.uploads, p.Upload)
+		delete(c.uploads, key)
 	}
 	return u, nil
 }
@@ -426,6 +499,9 @@ func (c *connEnvs) snapshotTake(ctx context.Context, req *link.Request) (any, er
 	return onEnv(c, req, func(e *openEnv, _ *link.EnvRef) (any, error) {
 		id, stats, err := e.env.Snapshot(ctx)
 		if err != nil {
+			return nil, err
+		}
+		if err := c.r.blobs.proveRoot(ctx, id); err != nil {
 			return nil, err
 		}
 		return snapshotResult(id, stats)

@@ -28,6 +28,14 @@ type Blobs interface {
 	BlobHas(ctx context.Context, sha256Hex string) (bool, error)
 }
 
+// RootKeeper is a Blobs told the root tree of each snapshot Take took
+// (whether or not the store had it): a runner, which must prove to its
+// server that it holds a snapshot's root tree by sending its bytes even
+// when the server has them, keeps them this way.
+type RootKeeper interface {
+	KeepRoot(id string, tree []byte)
+}
+
 // errVanished: a directory was removed between being listed in its parent
 // and being read; it is left out like a file removed meanwhile.
 var errVanished = errors.New("directory vanished")
@@ -192,6 +200,7 @@ func Take(ctx context.Context, b Blobs, root string, opts Options) (string, Stat
 		case err == nil:
 			t.rec.id = id
 			t.st.Incremental = true
+			t.keepRoot(id)
 			if !t.rec.broken {
 				t.cache.endTake(abs, t.rec, gen, t.linked)
 			}
@@ -215,7 +224,24 @@ func Take(ctx context.Context, b Blobs, root string, opts Options) (string, Stat
 		t.rec.id = id
 		t.cache.endTake(abs, t.rec, gen, t.linked)
 	}
+	t.keepRoot(id)
 	return id, t.st, nil
+}
+
+// keepRoot tells a RootKeeper the root tree of snapshot id: the one this
+// Take encoded, or the record's when nothing was written since.
+func (t *taker) keepRoot(id string) {
+	k, ok := t.b.(RootKeeper)
+	if !ok {
+		return
+	}
+	data := t.root
+	if data == nil && t.rec != nil && t.rec.dirs["."] != nil {
+		data, _, _ = encodeTree(&t.rec.dirs["."].tree)
+	}
+	if data != nil && sha256Hex(data) == id {
+		k.KeepRoot(id, data)
+	}
 }
 
 type taker struct {
@@ -248,6 +274,8 @@ type taker struct {
 	watching bool
 	gen      uint64
 	linked   bool
+	// root is the root tree last encoded (RootKeeper).
+	root []byte
 }
 
 // chunkWork is the memory chunking needs (4.5 MiB, 8.5 MiB once a file of
@@ -584,6 +612,9 @@ func (t *taker) readChunks(rel string, f io.Reader) (int64, string, []Chunk, err
 // owned says that data is the blob's alone (no buffer reused), so the
 // putter need not copy it.
 func (t *taker) put(d string, data []byte, rel, kind string, owned bool) error {
+	if kind == "tree" && rel == "." {
+		t.root = data // encodeTree's own: never reused
+	}
 	if t.seen[d] {
 		return nil
 	}

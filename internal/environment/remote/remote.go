@@ -163,6 +163,10 @@ type env struct {
 	closed bool
 	procs  map[*process]struct{}
 	nextID uint64
+	// known are the snapshot ids this environment restored or accepted
+	// from the runner: a later snapshot.take may answer one of them
+	// without proving again that it holds its root tree.
+	known map[string]bool
 }
 
 var errNotExist = fs.ErrNotExist
@@ -328,8 +332,16 @@ func (e *env) Remove(ctx context.Context, rel string) error {
 }
 
 // Snapshot implements environment.Environment: the runner takes it and
-// sends the server only the blobs it lacks (blob.has, blob.put).
+// sends the server only the blobs it lacks (blob.has, blob.put), and the
+// snapshot's root tree always. Its answer is accepted only if the runner
+// proved it holds that root (it sent the tree's bytes during this call)
+// or the id is one this environment knows already: a runner that answers
+// another project's snapshot id, which it might have learnt, must not
+// make the server hand it (blob.get, on the restore that follows) or a
+// fork of this session that other project's files.
 func (e *env) Snapshot(ctx context.Context) (string, snapshot.Stats, error) {
+	sent, end := hub.AllowTake(e.r, e.params.Snapshot.MaxTotalBytes)
+	defer end()
 	var res link.SnapshotResult
 	if err := e.call(ctx, link.MethodSnapshotTake, link.EnvRef{EnvID: e.id}, &res, nil); err != nil {
 		return "", snapshot.Stats{}, err
@@ -338,11 +350,36 @@ func (e *env) Snapshot(ctx context.Context) (string, snapshot.Stats, error) {
 	if err == nil {
 		err = link.CheckDigest("snapshot id", res.ID)
 	}
+	if err == nil && !sent(res.ID) && !e.knows(res.ID) {
+		err = fmt.Errorf("snapshot %s: the runner did not send its root tree", res.ID)
+	}
 	if err != nil {
 		return "", stats, fmt.Errorf("snapshot the workspace of session %s: the runner's answer: %w", e.params.Session, err)
 	}
+	e.learn(res.ID)
 	return res.ID, stats, nil
 }
+
+// knows says whether snapshot id was restored or accepted by e.
+func (e *env) knows(id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.known[id]
+}
+
+// learn records snapshot id as one e may be answered again. The set is
+// bounded: an id forgotten only costs the runner its proof again.
+func (e *env) learn(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.known == nil || len(e.known) >= maxKnownSnapshots {
+		e.known = map[string]bool{}
+	}
+	e.known[id] = true
+}
+
+// maxKnownSnapshots bounds the ids an environment remembers.
+const maxKnownSnapshots = 1024
 
 func decodeStats(raw json.RawMessage) (snapshot.Stats, error) {
 	var s snapshot.Stats
@@ -364,6 +401,7 @@ func (e *env) Restore(ctx context.Context, id string) (snapshot.Stats, error) {
 	if err := e.call(ctx, link.MethodSnapshotRestore, link.SnapshotParams{EnvID: e.id, Snapshot: id}, &res, nil); err != nil {
 		return snapshot.Stats{}, err
 	}
+	e.learn(id)
 	return decodeStats(res.Stats)
 }
 
@@ -376,6 +414,10 @@ func (e *env) Holds(ctx context.Context, id string) (bool, error) {
 
 // Stop implements environment.Environment.
 func (e *env) Stop(ctx context.Context, id string) error {
+	// The runner takes a snapshot to compare with id: it may store blobs
+	// meanwhile.
+	_, end := hub.AllowTake(e.r, e.params.Snapshot.MaxTotalBytes)
+	defer end()
 	if err := e.call(ctx, link.MethodEnvStop, link.EnvStopParams{EnvID: e.id, Snapshot: id}, nil, nil); err != nil {
 		return fmt.Errorf("stop the environment of session %s: %w", e.params.Session, err)
 	}

@@ -50,6 +50,8 @@ type rigOptions struct {
 	dial func(url string) string
 	// limits are the runner operator's maxima.
 	limits sandbox.Limits
+	// maxUploadBytes is the hub's Config.MaxUploadBytes.
+	maxUploadBytes int64
 }
 
 func newRig(tb testing.TB, blobs hub.BlobStore, o rigOptions) *rig {
@@ -58,7 +60,7 @@ func newRig(tb testing.TB, blobs hub.BlobStore, o rigOptions) *rig {
 	require.NoError(tb, err)
 	require.NoError(tb, st.Migrate(context.Background()))
 	quiet := slog.New(slog.DiscardHandler)
-	h := hub.New("node-a", st, &hub.Config{TouchInterval: time.Second, Blobs: blobs, Logger: quiet})
+	h := hub.New("node-a", st, &hub.Config{TouchInterval: time.Second, Blobs: blobs, Logger: quiet, MaxUploadBytes: o.maxUploadBytes})
 	base, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -2,24 +2,23 @@ package remote_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/egress"
 	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/environment/environmenttest"
-	"github.com/longhaul-dev/longhaul/internal/runner"
 	"github.com/longhaul-dev/longhaul/internal/runner/hub"
 	"github.com/longhaul-dev/longhaul/internal/runner/link"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
@@ -30,15 +29,10 @@ import (
 // nothing: a runner built to lie, calling the server's methods itself.
 func dialAsRunner(t *testing.T, rg *rig, name string) (*link.Conn, *hub.Runner) {
 	t.Helper()
-	ws, _, err := websocket.Dial(t.Context(), rg.url+runner.ConnectPath, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer good"}}})
-	require.NoError(t, err)
-	require.NoError(t, link.WriteJSON(t.Context(), ws, link.Hello{Name: name, Capacity: 1}))
-	var welcome link.Welcome
-	require.NoError(t, link.ReadJSON(t.Context(), ws, &welcome))
-	c := link.New(ws, &link.Config{Handlers: map[string]link.Handler{"none": nil}})
-	t.Cleanup(func() { c.Close("test over"); <-c.Done() })
-	var r *hub.Runner
-	require.Eventually(t, func() bool { var ok bool; r, ok = rg.hub.Get(project, name); return ok }, 10*time.Second, time.Millisecond)
+	c := dialLiar(t, rg, name, map[string]func(*link.Conn, context.Context, *link.Request) (any, error){
+		"none": func(*link.Conn, context.Context, *link.Request) (any, error) { return nil, nil },
+	})
+	r, _ := rg.hub.Get(project, name)
 	return c, r
 }
 
@@ -104,10 +98,19 @@ func TestBlobGetOnlyWhatARestoreReaches(t *testing.T) {
 	_, err = getBlob(t, liar, mineID)
 	requireCode(t, err, link.CodeNotFound) // the restore is over
 
+	// Puts and has: only while the server has the runner take a snapshot.
+	data := []byte("a new blob")
+	put := link.BlobPutParams{Digest: environmenttest.Digest(data), Size: int64(len(data)), Data: data}
+	requireCode(t, liar.Call(ctx, link.MethodBlobPut, put, nil, nil), link.CodeBadParams)
+	requireCode(t, liar.Call(ctx, link.MethodBlobHas, link.BlobHasParams{Digests: []string{put.Digest}}, nil, nil), link.CodeBadParams)
+	sent, endTake := hub.AllowTake(r, 0)
+	defer endTake()
+
 	// Puts: the digest is checked; what is stored is never overwritten.
 	requireCode(t, liar.Call(ctx, link.MethodBlobPut, link.BlobPutParams{Digest: environmenttest.Digest([]byte("a")), Size: 1, Data: []byte("b")}, nil, nil), link.CodeBadParams)
-	data := []byte("a new blob")
-	require.NoError(t, liar.Call(ctx, link.MethodBlobPut, link.BlobPutParams{Digest: environmenttest.Digest(data), Size: int64(len(data)), Data: data}, nil, nil))
+	require.False(t, sent(put.Digest))
+	require.NoError(t, liar.Call(ctx, link.MethodBlobPut, put, nil, nil))
+	require.True(t, sent(put.Digest), "the runner proved it holds the blob")
 	has, err := blobs.BlobHas(ctx, environmenttest.Digest(data))
 	require.NoError(t, err)
 	require.True(t, has)
@@ -164,12 +167,15 @@ func (rec *recorder) relay(t testing.TB, serverURL string) string {
 	return u.String()
 }
 
-// TestNoSecretReachesTheRunner: what the server holds (keys, the vault's
-// values, the database URL: here in the server process's environment)
-// never crosses to the runner. The runner's received bytes, over a
-// session's whole life (open with network, commands, files, snapshot,
-// restore, a long-lived program), hold none of them, while they do hold
-// what must cross (a file's content, the control plane's address).
+// TestNoSecretReachesTheRunner: what the server holds never crosses to
+// the runner: the keys and URLs of the server process's environment (what
+// a careless implementation would forward with a command's or a
+// program's environment) and another project's files in the server's
+// blob store (what a too-wide blob.get would hand out). A session uses its
+// environment through every call the server makes of a runner (each
+// checked to have crossed, and blob.get to have served a restore); every
+// byte the runner received is scanned, base64 payloads decoded, while what
+// must cross (a file's content, the control plane's address) is seen.
 func TestNoSecretReachesTheRunner(t *testing.T) {
 	secrets := map[string]string{
 		"LONGHAUL_DATABASE_URL": "postgres://longhaul:db-pass-5c1e9a@db.internal:5432/longhaul",
@@ -182,31 +188,75 @@ func TestNoSecretReachesTheRunner(t *testing.T) {
 	}
 	rec := &recorder{}
 	blobs := environmenttest.NewBlobs(t)
-	rg := newRig(t, blobs, rigOptions{dial: func(u string) string { return rec.relay(t, u) }})
 	ctx := t.Context()
+	// Another project's file, in the server's store of blobs.
+	foreign := []byte("other-project-secret-e4b19c")
+	require.NoError(t, blobs.BlobPut(ctx, environmenttest.Digest(foreign), foreign))
+	secrets["another project's file"] = string(foreign)
+
+	rg := newRig(t, blobs, rigOptions{dial: func(u string) string { return rec.relay(t, u) }})
+	b := rg.backend(t)
+	b.ConfinesNetwork() // runner.info
 	cp := &egress.ControlPlane{}
 	require.NoError(t, cp.Add("api", "the server's API", "127.0.0.1:8089"))
-	env, err := rg.backend(t).Open(ctx, &environment.OpenParams{Workspace: "ses_s", Session: "ses_s",
+	env, err := b.Open(ctx, &environment.OpenParams{Workspace: "ses_s", Session: "ses_s",
 		Network: &environment.Network{Allow: []string{"example.com"}, ControlPlane: cp, OnEvent: func(tool.NetworkEvent) {}}})
 	require.NoError(t, err)
 	defer env.Close()
-	res, err := env.Run(ctx, &tool.ExecRequest{Command: "env; echo done", Env: map[string]string{"LONGHAUL_SESSION_ID": "ses_s"}})
+
+	res, err := env.Run(ctx, &tool.ExecRequest{Command: "env; echo made-by-a-command-0c3d > made.txt; echo done", Env: map[string]string{"LONGHAUL_SESSION_ID": "ses_s"}})
 	require.NoError(t, err)
 	require.Contains(t, res.Stdout, "done")
 	require.NoError(t, env.WriteFile(ctx, "notes.md", []byte("crossing-marker-41f0")))
-	id, _, err := env.Snapshot(ctx)
+	big := bytes.Repeat([]byte("large-file-"), 200_000) // over a frame: parts both ways
+	require.NoError(t, env.WriteFile(ctx, "big.bin", big))
+	got, err := env.ReadFile(ctx, "big.bin", 0, int64(len(big)))
 	require.NoError(t, err)
-	_, err = env.Restore(ctx, id)
+	require.Equal(t, big, got.Data)
+	_, err = env.List(ctx, ".", 100)
 	require.NoError(t, err)
+	require.NoError(t, env.WriteFile(ctx, "gone.txt", []byte("x")))
+	require.NoError(t, env.Remove(ctx, "gone.txt"))
+
 	p, err := env.Start(ctx, &sandbox.StartRequest{Command: "cat"})
 	require.NoError(t, err)
 	_, err = p.Stdin().Write([]byte("echo-marker-77aa\n"))
 	require.NoError(t, err)
+	require.NoError(t, p.Stdin().Close())
+	<-p.Done()
+	p, err = env.Start(ctx, &sandbox.StartRequest{Command: "exec sleep 600"})
+	require.NoError(t, err)
 	p.Kill()
 	<-p.Done()
 
+	id, _, err := env.Snapshot(ctx)
+	require.NoError(t, err)
+	held, err := env.Holds(ctx, id)
+	require.NoError(t, err)
+	require.True(t, held)
+	_, err = env.Restore(ctx, id)
+	require.NoError(t, err)
+	require.NoError(t, env.Stop(ctx, id))
+
+	// A restore into another workspace, the runner's blob cache emptied:
+	// the blobs come from the server (blob.get).
+	require.NoError(t, os.RemoveAll(filepath.Join(rg.data, "blobs")))
+	env2, err := b.Open(ctx, &environment.OpenParams{Workspace: "ses_fork", Session: "ses_fork"})
+	require.NoError(t, err)
+	_, err = env2.Restore(ctx, id)
+	require.NoError(t, err)
+	require.Positive(t, blobs.Gets(environmenttest.Digest([]byte("made-by-a-command-0c3d\n"))), "the restore fetched the blobs")
+	require.NoError(t, env2.Close())
+
 	received := rec.String()
-	// File contents and stdin travel base64 encoded: scan them decoded too.
+	for _, m := range []string{link.MethodRunnerInfo, link.MethodEnvOpen, link.MethodExec, link.MethodFSWrite, link.MethodFSRead,
+		link.MethodFSList, link.MethodFSRemove, link.MethodProcessStart, link.MethodProcessWait, link.MethodProcessWrite,
+		link.MethodProcessCloseStdin, link.MethodProcessStop, link.MethodSnapshotTake, link.MethodSnapshotHolds,
+		link.MethodSnapshotRestore, link.MethodEnvStop, link.MethodEnvClose} {
+		require.Contains(t, received, `"method":"`+m+`"`, "the session made no %s call", m)
+	}
+	// File contents, blobs and stdin travel base64 encoded: scan them
+	// decoded too.
 	for _, m := range regexp.MustCompile(`"data":"([A-Za-z0-9+/=]+)"`).FindAllStringSubmatch(received, -1) {
 		b, err := base64.StdEncoding.DecodeString(m[1])
 		require.NoError(t, err)
@@ -214,6 +264,7 @@ func TestNoSecretReachesTheRunner(t *testing.T) {
 	}
 	require.Contains(t, received, "crossing-marker-41f0", "the recording sees the frames in the clear")
 	require.Contains(t, received, "echo-marker-77aa")
+	require.Contains(t, received, "made-by-a-command-0c3d", "the blobs the restore fetched are scanned")
 	require.Contains(t, received, "127.0.0.1:8089", "the control plane's address crosses")
 	for name, v := range secrets {
 		require.NotContains(t, received, v, "%s reached the runner", name)

@@ -13,14 +13,93 @@ import (
 // BlobStore is the server's store of snapshot blobs (store.Store has it).
 type BlobStore = snapshot.Blobs
 
-// maxUploads bounds the blobs one connection uploads in parts at once, so
-// a runner cannot hold the server's memory with unfinished uploads.
-const maxUploads = 4
+// Bounds of the blobs a runner uploads in parts (a blob larger than a
+// frame): the parts are held in the server's memory until the last one,
+// so a runner must not hold much of it with uploads it never finishes.
+const (
+	// maxUploads bounds a connection's blobs arriving in parts at once.
+	maxUploads = 4
+	// maxUploadBytesPerConn bounds the bytes of a connection's unfinished
+	// uploads: one blob of link.MaxBlobBytes and some more.
+	maxUploadBytesPerConn = link.MaxBlobBytes + 16<<20
+	// DefaultMaxUploadBytes bounds the bytes of all the node's runners'
+	// unfinished uploads (Config.MaxUploadBytes).
+	DefaultMaxUploadBytes = 256 << 20
+	// DefaultMaxTakeBytes bounds what a runner may put during one snapshot
+	// whose limits set no MaxTotalBytes.
+	DefaultMaxTakeBytes = 8 << 30
+	// takeTreeBytes is what a snapshot's trees may add to its files'
+	// bytes (MaxTotalBytes counts the files only).
+	takeTreeBytes = 64 << 20
+)
 
-// upload is a blob arriving in parts.
+// upload is a blob arriving in parts; its buffer grows as they come.
 type upload struct {
 	size int64
 	data []byte
+}
+
+// takeScope is one snapshot the server asked the runner to take
+// (snapshot.take, or the one env.stop takes): only while one runs may the
+// runner store blobs, at most budget bytes, and the digests of the whole
+// blobs it sent (checked against their bytes) are recorded in sent: the
+// proof that the runner holds those bytes.
+type takeScope struct {
+	budget int64
+	sent   map[string]bool
+}
+
+// AllowTake lets the runner store blobs (blob.has, blob.put) until end is
+// called, at most maxBytes of them (0: DefaultMaxTakeBytes): the server
+// calls it around each call that makes the runner take a snapshot, with
+// the snapshot's MaxTotalBytes. sent reports whether the runner sent the
+// whole bytes of blob digest meanwhile: a snapshot id the runner answers
+// is accepted only if it proved that way that it holds the root tree (or
+// the caller knows the id already), so that a runner cannot claim another
+// project's snapshot by its id alone.
+func AllowTake(r *Runner, maxBytes int64) (sent func(digest string) bool, end func()) {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxTakeBytes
+	} else {
+		maxBytes += takeTreeBytes
+	}
+	s := &takeScope{budget: maxBytes, sent: map[string]bool{}}
+	r.env.mu.Lock()
+	if r.env.takes == nil {
+		r.env.takes = map[*takeScope]struct{}{}
+	}
+	r.env.takes[s] = struct{}{}
+	r.env.mu.Unlock()
+	sent = func(digest string) bool {
+		r.env.mu.Lock()
+		defer r.env.mu.Unlock()
+		return s.sent[digest]
+	}
+	end = func() {
+		r.env.mu.Lock()
+		delete(r.env.takes, s)
+		var dropped int64
+		if len(r.env.takes) == 0 {
+			// No snapshot is being taken: no upload can be finished.
+			dropped = r.env.dropUploadsLocked()
+		}
+		r.env.mu.Unlock()
+		if r.hub != nil {
+			r.hub.uploading.Add(-dropped)
+		}
+	}
+	return sent, end
+}
+
+// dropUploadsLocked forgets the connection's unfinished uploads (r.env.mu
+// held) and returns their bytes, to uncount from the node's.
+func (e *envState) dropUploadsLocked() int64 {
+	var n int64
+	for d, u := range e.uploads {
+		n += int64(len(u.data))
+		delete(e.uploads, d)
+	}
+	return n
 }
 
 // restoreScope is what one restore the server asked of the runner may
@@ -73,13 +152,16 @@ func (h *Hub) blobs() (BlobStore, error) {
 }
 
 // blobHas answers link.MethodBlobHas: which digests the store lacks.
-func (h *Hub) blobHas(ctx context.Context, req *link.Request) (any, error) {
+func (h *Hub) blobHas(ctx context.Context, r *Runner, req *link.Request) (any, error) {
 	var p link.BlobHasParams
 	if err := req.DecodeParams(&p); err != nil {
 		return nil, err
 	}
 	if len(p.Digests) > link.MaxDigestsPerHas {
 		return nil, link.Errorf(link.CodeBadParams, "digests: at most %d, got %d", link.MaxDigestsPerHas, len(p.Digests))
+	}
+	if !r.env.taking() {
+		return nil, errNoTake
 	}
 	b, err := h.blobs()
 	if err != nil {
@@ -121,7 +203,7 @@ func (h *Hub) blobPut(ctx context.Context, r *Runner, req *link.Request) (any, e
 	if err != nil {
 		return nil, err
 	}
-	data, err := r.env.part(&p)
+	data, err := h.part(r, &p)
 	if err != nil || data == nil {
 		return nil, err
 	}
@@ -136,36 +218,96 @@ func (h *Hub) blobPut(ctx context.Context, r *Runner, req *link.Request) (any, e
 	if err != nil {
 		return nil, link.Errorf(link.CodeFailed, "the server could not store blob %s", p.Digest)
 	}
+	// Stored or not (the store may have it), the runner proved it holds
+	// these bytes: to every snapshot being taken (a put names none; two
+	// environments of a shared workspace may take the same one at once).
+	r.env.mu.Lock()
+	for s := range r.env.takes {
+		s.sent[p.Digest] = true
+	}
+	r.env.mu.Unlock()
 	return nil, nil
 }
 
-// part adds a part of an upload; the whole blob once it is complete, nil
-// before.
-func (e *envState) part(p *link.BlobPutParams) ([]byte, error) {
+// errNoTake refuses a blob call made while no snapshot the server asked
+// for is being taken.
+var errNoTake = link.Errorf(link.CodeBadParams, "no snapshot the server asked for is being taken on this runner: blobs are stored only during one")
+
+// taking says whether a snapshot the server asked for is being taken.
+func (e *envState) taking() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.takes) > 0
+}
+
+// part charges a part of a blob to a snapshot being taken and adds it to
+// its upload: the whole blob once it is complete, nil before.
+func (h *Hub) part(r *Runner, p *link.BlobPutParams) ([]byte, error) {
+	e := &r.env
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var scope *takeScope
+	for s := range e.takes {
+		if s.budget >= int64(len(p.Data)) {
+			scope = s
+			break
+		}
+	}
+	switch {
+	case len(e.takes) == 0:
+		return nil, errNoTake
+	case scope == nil:
+		return nil, link.Errorf(link.CodeTooLarge, "blob %s: the snapshot being taken stored more bytes than its limit", p.Digest)
+	}
+	scope.budget -= int64(len(p.Data))
 	if p.Offset == 0 && int64(len(p.Data)) == p.Size {
 		return p.Data, nil // one part: no state
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	u := e.uploads[p.Digest]
 	if p.Offset == 0 {
 		if u == nil && len(e.uploads) >= maxUploads {
 			return nil, link.Errorf(link.CodeBusy, "%d blobs are being uploaded already, the most at once", maxUploads)
 		}
-		u = &upload{size: p.Size, data: make([]byte, 0, p.Size)}
+		if u != nil {
+			h.uploading.Add(-int64(len(u.data)))
+		}
+		u = &upload{size: p.Size}
 		if e.uploads == nil {
 			e.uploads = map[string]*upload{}
 		}
 		e.uploads[p.Digest] = u
 	}
-	if u == nil || u.size != p.Size || int64(len(u.data)) != p.Offset {
+	drop := func() {
+		if u != nil {
+			h.uploading.Add(-int64(len(u.data)))
+		}
 		delete(e.uploads, p.Digest)
+	}
+	if u == nil || u.size != p.Size || int64(len(u.data)) != p.Offset {
+		drop()
 		return nil, link.Errorf(link.CodeBadParams, "blob %s: a part out of order", p.Digest)
 	}
+	n := int64(len(p.Data))
+	var held int64
+	for _, o := range e.uploads {
+		held += int64(len(o.data))
+	}
+	if held+n > maxUploadBytesPerConn {
+		drop()
+		return nil, link.Errorf(link.CodeBusy, "blob %s: this connection's unfinished uploads hold %d bytes, the most is %d", p.Digest, held, maxUploadBytesPerConn)
+	}
+	if h.uploading.Add(n) > h.cfg.MaxUploadBytes {
+		h.uploading.Add(-n)
+		drop()
+		return nil, link.Errorf(link.CodeBusy, "blob %s: the server holds too many unfinished uploads: try again", p.Digest)
+	}
+	// Grown as the parts come (append's doubling), not sized by what the
+	// runner announces: a first part claiming 32 MiB holds only its bytes.
 	u.data = append(u.data, p.Data...)
 	if int64(len(u.data)) < u.size {
 		return nil, nil
 	}
+	h.uploading.Add(-int64(len(u.data)))
 	delete(e.uploads, p.Digest)
 	return u.data, nil
 }

@@ -37,7 +37,10 @@
 //     and every later frame is checked by link. It may call only
 //     network.event (its environments' proxy decisions, routed to the
 //     environment that opened them: Runner.OnNetworkEvent) and blob.has,
-//     blob.put, blob.get (blobs.go: a put is checked against its digest
+//     blob.put, blob.get (blobs.go: has and put only while a snapshot the
+//     server asked for is being taken, AllowTake, bounded by its limits,
+//     which records the blobs sent as the proof that the runner holds a
+//     snapshot's root; a put is checked against its digest
 //     and never overwrites; a get answers only blobs reachable from a
 //     snapshot the server is asking that runner to restore, AllowRestore),
 //     and nothing it says selects a session.

@@ -16,11 +16,13 @@ const MaxRunnerCalls = 16
 // envState is what a connection's remote environments need of the server
 // side: where each environment's network events go, the snapshots the
 // server asked the runner to restore (the only blobs blob.get hands out),
+// the snapshots it is asked to take (the only time it may store blobs)
 // and the blobs being uploaded in parts. It dies with the connection.
 type envState struct {
 	mu      sync.Mutex
 	events  map[string]func(link.NetworkEvent)
 	scopes  map[*restoreScope]struct{}
+	takes   map[*takeScope]struct{}
 	uploads map[string]*upload
 	info    *link.RunnerInfo
 }
@@ -31,7 +33,7 @@ type envState struct {
 func (h *Hub) runnerHandlers(r *Runner) map[string]link.Handler {
 	return map[string]link.Handler{
 		link.MethodNetworkEvent: r.networkEvent,
-		link.MethodBlobHas:      h.blobHas,
+		link.MethodBlobHas:      func(ctx context.Context, req *link.Request) (any, error) { return h.blobHas(ctx, r, req) },
 		link.MethodBlobPut:      func(ctx context.Context, req *link.Request) (any, error) { return h.blobPut(ctx, r, req) },
 		link.MethodBlobGet:      func(ctx context.Context, req *link.Request) (any, error) { return h.blobGet(ctx, r, req) },
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -71,6 +72,10 @@ type Config struct {
 	// only through blob.has, blob.put and blob.get (blobs.go). Nil: the
 	// runners' blob calls fail.
 	Blobs BlobStore
+	// MaxUploadBytes bounds the bytes of the blobs this node's runners
+	// are uploading in parts and have not finished (held in memory).
+	// Default DefaultMaxUploadBytes.
+	MaxUploadBytes int64
 }
 
 // Hub holds the runner connections of one node.
@@ -86,6 +91,9 @@ type Hub struct {
 	// id, against the caps.
 	open      int
 	openByKey map[string]int
+	// uploading counts the bytes of the runners' unfinished blob uploads
+	// (Config.MaxUploadBytes).
+	uploading atomic.Int64
 }
 
 type runnerKey struct{ project, name string }
@@ -100,6 +108,7 @@ type Runner struct {
 	// env is what the connection's environments need of the server
 	// (env.go): network event routes, restore scopes, blob uploads.
 	env envState
+	hub *Hub
 }
 
 // New returns a Hub of the node named node, recording connections in st.
@@ -120,6 +129,12 @@ func New(node string, st Store, cfg *Config) *Hub {
 	}
 	if c.MaxConnsPerKey == 0 {
 		c.MaxConnsPerKey = DefaultMaxConnsPerKey
+	}
+	if c.MaxUploadBytes < 0 {
+		panic("hub: negative upload bound")
+	}
+	if c.MaxUploadBytes == 0 {
+		c.MaxUploadBytes = DefaultMaxUploadBytes
 	}
 	if c.MaxConns == 0 {
 		c.MaxConns = DefaultMaxConns
@@ -163,7 +178,7 @@ func (h *Hub) Serve(ctx context.Context, ws *websocket.Conn, key Key, check KeyC
 		_ = ws.Close(link.StatusBadHello, shorten(err.Error()))
 		return
 	}
-	r := &Runner{Row: store.RunnerRow{
+	r := &Runner{hub: h, Row: store.RunnerRow{
 		Project: key.Project, Name: hello.Name, ConnID: "rc_" + randomHex(), KeyID: key.ID, Node: h.node,
 		Labels: slices.Clone(hello.Labels), Capacity: hello.Capacity, Version: hello.Version,
 	}}
@@ -201,6 +216,13 @@ func (h *Hub) Serve(ctx context.Context, ws *websocket.Conn, key Key, check KeyC
 	h.log.Info("runner connected", "runner", r.Row.Name, "project", r.Row.Project, "conn", r.Row.ConnID,
 		"labels", r.Row.Labels, "capacity", r.Row.Capacity, "version", r.Row.Version)
 	defer h.forget(r)
+	defer func() {
+		// The connection's unfinished uploads die with it.
+		r.env.mu.Lock()
+		n := r.env.dropUploadsLocked()
+		r.env.mu.Unlock()
+		h.uploading.Add(-n)
+	}()
 	h.watch(ctx, r, check)
 	h.log.Info("runner disconnected", "runner", r.Row.Name, "conn", r.Row.ConnID, "why", r.Conn.Err())
 }

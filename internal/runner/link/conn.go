@@ -17,6 +17,7 @@ const (
 	DefaultMaxMessageBytes   = 1 << 20
 	DefaultHeartbeatInterval = 5 * time.Second
 	DefaultHeartbeatTimeout  = 10 * time.Second
+	DefaultCancelGrace       = 5 * time.Second
 	// minMessageBytes leaves room for a message's envelope around a chunk.
 	minMessageBytes = 4 << 10
 	// MaxRefusalsInFlight bounds a connection's refusals ("unknown_method",
@@ -47,6 +48,11 @@ type Config struct {
 	// HeartbeatTimeout is how long a pong may take before the connection
 	// is closed as dead. Default DefaultHeartbeatTimeout.
 	HeartbeatTimeout time.Duration
+	// CancelGrace is added to HeartbeatTimeout for the answer of a
+	// cancelled call made with CallOptions.AwaitCancelled (time for the
+	// peer to end what the call ran); past it the connection is closed.
+	// Default DefaultCancelGrace.
+	CancelGrace time.Duration
 	// Handlers answer the peer's calls, by method. Default none: any call
 	// of the peer is a protocol violation (closes the connection).
 	Handlers map[string]Handler
@@ -71,6 +77,8 @@ func (c *Config) withDefaults() (Config, error) {
 		return out, errors.New("link config: HeartbeatInterval is negative")
 	case out.HeartbeatTimeout < 0:
 		return out, errors.New("link config: HeartbeatTimeout is negative")
+	case out.CancelGrace < 0:
+		return out, errors.New("link config: CancelGrace is negative")
 	case out.MaxIncoming < 0:
 		return out, errors.New("link config: MaxIncoming is negative")
 	}
@@ -82,6 +90,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.HeartbeatTimeout == 0 {
 		out.HeartbeatTimeout = DefaultHeartbeatTimeout
+	}
+	if out.CancelGrace == 0 {
+		out.CancelGrace = DefaultCancelGrace
 	}
 	if out.Logger == nil {
 		out.Logger = slog.Default()
@@ -419,8 +430,10 @@ type CallOptions struct {
 	// AwaitCancelled makes a cancelled Call wait for the callee's answer
 	// (its handler is over: the command it ran has ended) before it
 	// returns the context's error, so that nothing of the call still runs
-	// on the other side once it returned. The connection's end (the
-	// heartbeat notices a dead peer) bounds the wait.
+	// on the other side once it returned. The wait is bounded: a peer
+	// that answers pings but not the cancelled call (a runner built to
+	// lie) has the connection closed after HeartbeatTimeout and a grace
+	// (Config.CancelGrace), which ends what it runs for this side.
 	AwaitCancelled bool
 }
 
@@ -488,9 +501,26 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any, opts
 		_ = c.send(wctx, &Message{Type: TypeCancel, ID: id})
 		wcancel()
 		if opts != nil && opts.AwaitCancelled {
-			<-p.answer // closed if the connection ends first
+			c.awaitCancelled(method, p)
 		}
 		return ctx.Err()
+	}
+}
+
+// awaitCancelled waits for the answer of a cancelled call, at most
+// HeartbeatTimeout plus CancelGrace: then the connection is
+// closed as the peer's violation, since closing it is what ends the
+// peer's programs of this connection (a lost connection's calls never
+// overlap their retries).
+func (c *Conn) awaitCancelled(method string, p *pendingCall) {
+	wait := c.cfg.HeartbeatTimeout + c.cfg.CancelGrace
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-p.answer: // closed if the connection ends first
+	case <-t.C:
+		c.cfg.Logger.Warn("runner link: a cancelled call was not answered in time: closing the connection", "method", truncate(method))
+		c.closeWith(websocket.StatusPolicyViolation, fmt.Errorf("the cancelled call %s was not answered within %s", truncate(method), wait))
 	}
 }
 

@@ -425,3 +425,39 @@ func TestAwaitCancelled(t *testing.T) {
 	require.ErrorIs(t, <-errc, context.Canceled)
 	require.True(t, ended.Load(), "the handler was over when Call returned")
 }
+
+// TestAwaitCancelledIsBounded: a peer that answers pings but never the
+// call its caller cancelled (a runner built to lie) cannot hold the
+// caller: after HeartbeatTimeout and CancelGrace the connection is closed
+// as a policy violation (which ends the peer's programs), and the Call
+// returns the context's error.
+func TestAwaitCancelledIsBounded(t *testing.T) {
+	t.Parallel()
+	started := make(chan struct{})
+	never := make(chan struct{})
+	server, runner := pair(t, &link.Config{HeartbeatInterval: 20 * time.Millisecond, HeartbeatTimeout: 200 * time.Millisecond, CancelGrace: 100 * time.Millisecond},
+		&link.Config{Handlers: map[string]link.Handler{
+			"exec": func(context.Context, *link.Request) (any, error) {
+				close(started)
+				<-never // ignores its cancellation
+				return nil, nil
+			},
+		}})
+	t.Cleanup(func() { close(never) })
+	ctx, cancel := context.WithCancel(t.Context())
+	returned := make(chan error, 1)
+	go func() {
+		returned <- server.Call(ctx, "exec", struct{}{}, nil, &link.CallOptions{AwaitCancelled: true})
+	}()
+	<-started
+	cancel()
+	select {
+	case err := <-returned:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(time.Minute):
+		t.Fatal("the cancelled call still waits for a peer that never answers it")
+	}
+	require.Error(t, server.Err())
+	require.Eventually(t, func() bool { return runner.Err() != nil }, 10*time.Second, time.Millisecond)
+	require.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(runner.Err()), "%v", runner.Err())
+}

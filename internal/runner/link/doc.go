@@ -48,7 +48,9 @@
 //
 // When a caller's context ends, Call sends cancel and returns the
 // context's error at once (or, with CallOptions.AwaitCancelled, once the
-// callee answered: its handler is over); the callee's handler context is cancelled, and
+// callee answered: its handler is over, or, if it has not within
+// HeartbeatTimeout plus Config.CancelGrace, once the connection was closed
+// as a policy violation); the callee's handler context is cancelled, and
 // its late answer is still awaited (and dropped) so that the id stays
 // known until then. A closed connection ends every call on both sides: a
 // pending Call returns ErrClosed (wrapping the cause), and every handler's

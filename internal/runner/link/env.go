@@ -68,8 +68,9 @@ const (
 	// MaxBlobBytes bounds one blob (a chunk is at most 4 MiB, a tree of a
 	// very large directory may be more).
 	MaxBlobBytes = 32 << 20
-	// MaxDigestsPerHas bounds one blob.has batch.
-	MaxDigestsPerHas = 4096
+	// MaxDigestsPerHas bounds one blob.has batch: the server looks each up
+	// in its store, one by one (as many as snapshot.Take asks at once).
+	MaxDigestsPerHas = 256
 	// MaxFileBytes bounds one fs.write (all its chunks).
 	MaxFileBytes = 256 << 20
 )
