@@ -39,6 +39,10 @@ type runner struct {
 	// made an empty one, not yet checked against the journal
 	// (workspaceLost).
 	provisioned bool
+	// envRunner names the runner the session's environment opened on
+	// ("": this node); journaled (environment.opened) when the journal
+	// names another.
+	envRunner string
 	envErr      error                   // why the environment could not be set up
 	h           *history                // nil unless a policy looks at past effects
 	others      map[string]*treeHistory // the tree's other sessions, for h
@@ -338,6 +342,14 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 		if err := r.add(lt.EventTurnStarted, turn.ID, 0, lt.TurnStartedData{TurnID: turn.ID, Deadline: r.newTurnDeadline()}); err != nil {
 			return false, err
 		}
+	}
+	if r.envRunner != "" && r.envRunner != st.EnvironmentRunner {
+		// Pinned from now on: later claims, on any node, open it there.
+		step := 0
+		if st.Step != nil {
+			step = st.Step.N
+		}
+		return false, r.add(lt.EventEnvironmentOpened, turn.ID, step, lt.EnvironmentOpenedData{Runner: r.envRunner, Provisioned: r.provisioned})
 	}
 	waiting := st.Wait != nil && !st.Wait.Ready(r.e.clock.Now())
 	if len(st.Pending) == 0 && !waiting && st.Session.Status != lt.SessionRunning {
