@@ -133,6 +133,8 @@ func TestRunnerConnections(t *testing.T) {
 
 // runnerProc is a `longhaul runner` process.
 type runnerProc struct {
+	// data is its --data directory (its workspaces are under it).
+	data   string
 	cmd    *exec.Cmd
 	stderr *syncBuffer
 	done   chan struct{}
@@ -142,10 +144,11 @@ type runnerProc struct {
 // the environment, as an operator should), killed when the test ends.
 func startRunner(t *testing.T, server, key, name string, args ...string) *runnerProc {
 	t.Helper()
-	all := append([]string{"runner", "--server", server, "--name", name, "--sandbox", "local", "--data", filepath.Join(t.TempDir(), "runner")}, args...)
+	data := filepath.Join(t.TempDir(), "runner")
+	all := append([]string{"runner", "--server", server, "--name", name, "--sandbox", "local", "--data", data}, args...)
 	cmd := exec.Command(longhaulBin, all...)
 	cmd.Env = append(serverEnv(), "LONGHAUL_RUNNER_KEY="+key)
-	p := &runnerProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &runnerProc{data: data, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stderr, p.stderr
 	require.NoError(t, cmd.Start())
 	go func() { _ = cmd.Wait(); close(p.done) }()

@@ -43,6 +43,9 @@ type runner struct {
 	// ("": this node); journaled (environment.opened) when the journal
 	// names another.
 	envRunner string
+	// envRechecked: this claim looked for a runner again after writing
+	// its environment_connection action (awaitEnvironment).
+	envRechecked bool
 	envErr    error                   // why the environment could not be set up
 	h         *history                // nil unless a policy looks at past effects
 	others    map[string]*treeHistory // the tree's other sessions, for h
@@ -336,7 +339,17 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 			// waits for space (see runSession).
 			return false, fmt.Errorf("set up the environment: %w", err)
 		}
+		if r.waitsForRunner(err) {
+			// Nothing ran: the session waits for a runner (envconnection.go).
+			if pendingOfType(st.Pending, lt.ActionEnvironmentConnection) != nil {
+				return false, nil
+			}
+			return false, r.askEnvironment(err)
+		}
 		return false, r.failTurn(lt.StopSandboxError, "the session's environment could not be set up: "+err.Error())
+	}
+	if a := pendingOfType(st.Pending, lt.ActionEnvironmentConnection); a != nil {
+		return r.awaitEnvironment(ctx, a)
 	}
 	if turn.Status == lt.TurnQueued {
 		if err := r.add(lt.EventTurnStarted, turn.ID, 0, lt.TurnStartedData{TurnID: turn.ID, Deadline: r.newTurnDeadline()}); err != nil {

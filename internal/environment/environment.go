@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"io"
 	"time"
 
@@ -96,6 +97,25 @@ type OpenParams struct {
 type RunnerSelector struct {
 	Name   string
 	Labels []string
+}
+
+// Matches reports whether the runner named name with labels is one s
+// asks for: by name, or with all of s's labels among its own.
+func (s *RunnerSelector) Matches(name string, labels []string) bool {
+	switch {
+	case s == nil:
+		return false
+	case s.Name != "":
+		return name == s.Name
+	case len(s.Labels) == 0:
+		return false
+	}
+	for _, l := range s.Labels {
+		if !slices.Contains(labels, l) {
+			return false
+		}
+	}
+	return true
 }
 
 // Check names the first field of p that is not valid (every backend's

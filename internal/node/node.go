@@ -495,7 +495,8 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 	// one (environment.runner) gets its environment there.
 	runnerCheck := cmp.Or(cfg.RunnerCheckInterval, hub.DefaultTouchInterval)
 	n.Runners = hub.New(n.NodeID, n.Store, &hub.Config{TouchInterval: runnerCheck, Logger: n.log,
-		MaxConnsPerKey: cfg.RunnerMaxConnsPerKey, MaxConns: cfg.RunnerMaxConns, Blobs: n.Store})
+		MaxConnsPerKey: cfg.RunnerMaxConnsPerKey, MaxConns: cfg.RunnerMaxConns, Blobs: n.Store,
+		OnConnect: n.wakeForRunner})
 	routed, err := remote.NewRouter(&remote.RouterConfig{Local: envs, Hub: n.Runners, Logger: log})
 	if err != nil {
 		_ = snapshots.Close()
@@ -774,4 +775,21 @@ func DefaultProviders() map[string]model.Provider {
 // the operator who wrote the file.
 func (n *Node) EnsureAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Agent, bool, error) {
 	return n.App.EnsureAgent(app.WithCaller(ctx, app.ConfigCaller), req)
+}
+
+// wakeForRunner resolves the environment_connection actions of the
+// sessions a runner that just connected matches (the hub's OnConnect).
+func (n *Node) wakeForRunner(row store.RunnerRow) {
+	if n.Engine == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	woke, err := n.Engine.RunnerConnected(ctx, row.Project, row.Name, row.Labels)
+	if err != nil {
+		n.log.Warn("wake the sessions waiting for a runner", "runner", row.Name, "project", row.Project, "err", err)
+	}
+	if woke > 0 {
+		n.log.Info("runner connected: sessions waiting for it go on", "runner", row.Name, "project", row.Project, "sessions", woke)
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 
 	"github.com/longhaul-dev/longhaul/internal/environment"
@@ -129,7 +128,7 @@ func (r *router) pick(p *environment.OpenParams) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, row := range r.cfg.Hub.Connected() {
-		if row.Project != p.Project || !Matches(p.Runner, row.Name, row.Labels) {
+		if row.Project != p.Project || !p.Runner.Matches(row.Name, row.Labels) {
 			continue
 		}
 		open := 0
@@ -146,26 +145,6 @@ func (r *router) pick(p *environment.OpenParams) (string, error) {
 			p.Session, Describe(p.Runner), environment.ErrUnavailable)
 	}
 	return best, nil
-}
-
-// Matches reports whether the runner named name with labels is one sel
-// asks for: by name, or with all of sel's labels among its own.
-func Matches(sel *environment.RunnerSelector, name string, labels []string) bool {
-	if sel == nil {
-		return false
-	}
-	if sel.Name != "" {
-		return name == sel.Name
-	}
-	if len(sel.Labels) == 0 {
-		return false
-	}
-	for _, l := range sel.Labels {
-		if !slices.Contains(labels, l) {
-			return false
-		}
-	}
-	return true
 }
 
 // Describe says which runner sel asks for, as errors name it.

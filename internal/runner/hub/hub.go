@@ -71,6 +71,11 @@ type Config struct {
 	// only through blob.has, blob.put and blob.get (blobs.go). Nil: the
 	// runners' blob calls fail.
 	Blobs BlobStore
+	// OnConnect, when set, is called with each connection's row once the
+	// connection is held (Get finds it), in a goroutine of its own: the
+	// engine wakes the sessions waiting for such a runner
+	// (environment_connection).
+	OnConnect func(row store.RunnerRow)
 }
 
 // Hub holds the runner connections of one node.
@@ -198,6 +203,9 @@ func (h *Hub) Serve(ctx context.Context, ws *websocket.Conn, key Key, check KeyC
 	}
 	r.Conn = link.New(ws, &lc)
 	h.hold(r)
+	if h.cfg.OnConnect != nil {
+		go h.cfg.OnConnect(r.Row)
+	}
 	h.log.Info("runner connected", "runner", r.Row.Name, "project", r.Row.Project, "conn", r.Row.ConnID,
 		"labels", r.Row.Labels, "capacity", r.Row.Capacity, "version", r.Row.Version)
 	defer h.forget(r)

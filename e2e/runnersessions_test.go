@@ -1,0 +1,134 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/client"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// TestSessionsOnRunners runs the real binary as a server and two runner
+// processes on loopback. With no runner connected, a session whose agent
+// asks for one waits in requires_action with an environment_connection
+// action (nothing ran), which resolves by itself when a matching runner
+// connects; another is stopped by the application's decision. Sessions
+// assigned by label run their shell on the runner with that label: the
+// file their command writes is in that runner's data directory, not the
+// other's, nor the server's.
+func TestSessionsOnRunners(t *testing.T) {
+	t.Parallel()
+	const boot = "lh-runner-sessions-bootstrap"
+	k := startKeyed(t, boot)
+	k.srv.kill()
+	k.srv.args = append(k.srv.args, "--sandbox", "local", "--runner-check-interval", "200ms")
+	require.NoError(t, k.srv.start())
+	ctx := t.Context()
+	admin, err := client.New(k.srv.url, &client.Config{APIKey: boot})
+	require.NoError(t, err)
+	runnerKey := k.create("runners", lt.RoleRunner)
+
+	onRunner := func(sel *lt.RunnerSelector) string {
+		t.Helper()
+		script, err := json.Marshal([]map[string]any{
+			{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": `echo "$LONGHAUL_SESSION_ID" > where.txt`}}}},
+			{"text": "done"},
+		})
+		require.NoError(t, err)
+		s, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
+			Model: lt.ModelSpec{Provider: "scripted", Script: script}, Instructions: "Say where you are.",
+			Tools: []lt.ToolSpec{{Name: "shell"}}, Environment: &lt.Environment{Runner: sel},
+		}})
+		require.NoError(t, err)
+		return s.ID
+	}
+	status := func(id string, want lt.SessionStatus) *lt.Session {
+		t.Helper()
+		var s *lt.Session
+		require.Eventually(t, func() bool {
+			var err error
+			s, err = admin.GetSession(ctx, id)
+			return err == nil && s.Status == want
+		}, time.Minute, 10*time.Millisecond, "session %s to be %s", id, want)
+		return s
+	}
+	waiting := func(id string) lt.Action {
+		t.Helper()
+		status(id, lt.SessionRequiresAction)
+		l, err := admin.ListActions(ctx, id, lt.ActionPending)
+		require.NoError(t, err)
+		require.Len(t, l.Data, 1)
+		require.Equal(t, lt.ActionEnvironmentConnection, l.Data[0].Type)
+		return l.Data[0]
+	}
+	ranOn := func(p *runnerProc, id string) bool {
+		b, err := os.ReadFile(filepath.Join(p.data, "workspaces", id, "where.txt"))
+		return err == nil && strings.TrimSpace(string(b)) == id
+	}
+
+	// A bad selector is refused, naming the field.
+	_, err = admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Script: json.RawMessage(`[{"text":"never"}]`)}, Environment: &lt.Environment{Runner: &lt.RunnerSelector{Name: "box1", Labels: []string{"gpu"}}},
+	}})
+	require.ErrorContains(t, err, "environment.runner")
+
+	// No runner at all.
+	gpuFirst := onRunner(&lt.RunnerSelector{Labels: []string{"gpu"}})
+	act := waiting(gpuFirst)
+	require.Equal(t, &lt.RunnerSelector{Labels: []string{"gpu"}}, act.Runner)
+	require.Contains(t, act.Reason, "no matching runner is connected")
+	nobody := onRunner(&lt.RunnerSelector{Name: "box9"})
+	stopAct := waiting(nobody)
+	_, err = admin.DecideAction(ctx, nobody, stopAct.ID, &lt.Decision{Decision: lt.DecisionApprove})
+	require.ErrorContains(t, err, "resolves by itself when a matching runner connects")
+	_, err = admin.DecideAction(ctx, nobody, stopAct.ID, &lt.Decision{Decision: lt.DecisionStop, Reason: "no such box"})
+	require.NoError(t, err)
+	stopped := status(nobody, lt.SessionFailed)
+	require.Equal(t, lt.StopStopped, *stopped.StopReason)
+
+	gpu := startRunner(t, k.srv.url, runnerKey.Key, "gpu1", "--label", "gpu", "--label", "linux")
+	cpu := startRunner(t, k.srv.url, runnerKey.Key, "cpu1", "--label", "cpu", "--label", "linux")
+	status(gpuFirst, lt.SessionIdle)
+	require.True(t, ranOn(gpu, gpuFirst), "the waiting session ran on the gpu runner once it connected")
+	require.False(t, ranOn(cpu, gpuFirst))
+	acts, err := admin.ListActions(ctx, gpuFirst, lt.ActionResolved)
+	require.NoError(t, err)
+	require.Len(t, acts.Data, 1)
+	require.Contains(t, string(acts.Data[0].Resolution), `"decision":"connected"`)
+
+	// Both connected: each session on the runner its labels name.
+	require.Eventually(t, func() bool {
+		l, err := admin.ListRunners(ctx, "")
+		return err == nil && len(l.Data) == 2
+	}, time.Minute, 10*time.Millisecond)
+	onCPU := onRunner(&lt.RunnerSelector{Labels: []string{"cpu"}})
+	onGPU := onRunner(&lt.RunnerSelector{Labels: []string{"linux", "gpu"}})
+	byName := onRunner(&lt.RunnerSelector{Name: "cpu1"})
+	for _, id := range []string{onCPU, onGPU, byName} {
+		status(id, lt.SessionIdle)
+	}
+	require.True(t, ranOn(cpu, onCPU) && !ranOn(gpu, onCPU), "labels cpu")
+	require.True(t, ranOn(gpu, onGPU) && !ranOn(cpu, onGPU), "labels linux, gpu")
+	require.True(t, ranOn(cpu, byName) && !ranOn(gpu, byName), "name cpu1")
+	for _, id := range []string{gpuFirst, onCPU, onGPU} {
+		_, err := os.Stat(filepath.Join(k.srv.dataDir, "workspaces", id, "where.txt"))
+		require.ErrorIs(t, err, os.ErrNotExist, "nothing ran on the server's own node")
+	}
+	evs, err := admin.ListEvents(ctx, onGPU, 0, 500)
+	require.NoError(t, err)
+	var pinned []string
+	for _, ev := range evs.Data {
+		if ev.Type == lt.EventEnvironmentOpened {
+			var d lt.EnvironmentOpenedData
+			require.NoError(t, json.Unmarshal(ev.Data, &d))
+			pinned = append(pinned, d.Runner)
+		}
+	}
+	require.Equal(t, []string{"gpu1"}, pinned, "the session is pinned to its runner in the journal")
+}
