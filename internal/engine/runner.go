@@ -46,9 +46,9 @@ type runner struct {
 	// envRechecked: this claim looked for a runner again after writing
 	// its environment_connection action (awaitEnvironment).
 	envRechecked bool
-	envErr    error                   // why the environment could not be set up
-	h         *history                // nil unless a policy looks at past effects
-	others    map[string]*treeHistory // the tree's other sessions, for h
+	envErr       error                   // why the environment could not be set up
+	h            *history                // nil unless a policy looks at past effects
+	others       map[string]*treeHistory // the tree's other sessions, for h
 	// wsWriter is the node whose worker last changed (or restored) the
 	// workspace, as the journal says: another node's means this node's
 	// copy, if any, is stale.

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/egress"
