@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/longhaul-dev/longhaul/client"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -25,13 +24,8 @@ import (
 func TestSessionsOnRunners(t *testing.T) {
 	t.Parallel()
 	const boot = "lh-runner-sessions-bootstrap"
-	k := startKeyed(t, boot)
-	k.srv.kill()
-	k.srv.args = append(k.srv.args, "--sandbox", "local", "--runner-check-interval", "200ms")
-	require.NoError(t, k.srv.start())
+	k, admin := startRunnersServer(t, boot)
 	ctx := t.Context()
-	admin, err := client.New(k.srv.url, &client.Config{APIKey: boot})
-	require.NoError(t, err)
 	runnerKey := k.create("runners", lt.RoleRunner)
 
 	onRunner := func(sel *lt.RunnerSelector) string {
@@ -73,7 +67,7 @@ func TestSessionsOnRunners(t *testing.T) {
 	}
 
 	// A bad selector is refused, naming the field.
-	_, err = admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
+	_, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
 		Model: lt.ModelSpec{Provider: "scripted", Script: json.RawMessage(`[{"text":"never"}]`)}, Environment: &lt.Environment{Runner: &lt.RunnerSelector{Name: "box1", Labels: []string{"gpu"}}},
 	}})
 	require.ErrorContains(t, err, "environment.runner")
