@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -125,4 +126,123 @@ func TestSessionsOnRunners(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"gpu1"}, pinned, "the session is pinned to its runner in the journal")
+}
+
+// TestRunnerKilledMidCommand: a runner SIGKILLed while a session's shell
+// command runs on it. An irreversible command (the shell's default) is in
+// doubt: nothing runs it again blindly. An idempotent one stays started
+// and, once the runner is back (same name, same data directory, which
+// still holds the workspace), runs again with the same idempotency key;
+// meanwhile the session waits for its runner (environment_connection).
+// The runner sandboxes with bubblewrap, whose sandboxes die with it, so
+// the lost attempt is over before the new one starts (the local plain
+// sandbox's programs would outlive a SIGKILLed runner).
+func TestRunnerKilledMidCommand(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("bwrap is required in CI (.ci/run installs it)")
+		}
+		t.Skip("bwrap is not installed")
+	}
+	const boot = "lh-runner-killed-bootstrap"
+	k, admin := startRunnersServer(t, boot)
+	ctx := t.Context()
+	runnerKey := k.create("runners", lt.RoleRunner)
+	box := startRunner(t, k.srv.url, runnerKey.Key, "box1", "--label", "crash", "--sandbox", "bwrap")
+
+	// The first attempt records its key and hangs until the runner dies;
+	// a later one (the file exists) finishes.
+	const command = `echo "$LONGHAUL_IDEMPOTENCY_KEY" >> attempts.log; if [ -f hung ]; then echo done; else touch hung; sleep 601.25; fi`
+	start := func(effect lt.EffectClass) string {
+		t.Helper()
+		script, err := json.Marshal([]map[string]any{
+			{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": command}}}},
+			{"text": "finished"},
+		})
+		require.NoError(t, err)
+		s, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
+			Model: lt.ModelSpec{Provider: "scripted", Script: script}, Instructions: "Run it.",
+			Tools: []lt.ToolSpec{{Name: "shell", Effect: effect}}, Environment: &lt.Environment{Runner: &lt.RunnerSelector{Labels: []string{"crash"}}},
+		}})
+		require.NoError(t, err)
+		return s.ID
+	}
+	hung := func(id string) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			_, err := os.Stat(filepath.Join(box.data, "workspaces", id, "hung"))
+			return err == nil
+		}, time.Minute, 10*time.Millisecond, "the command of %s runs on the runner", id)
+	}
+	pending := func(id string, typ lt.ActionType) lt.Action {
+		t.Helper()
+		var found lt.Action
+		require.Eventually(t, func() bool {
+			l, err := admin.ListActions(ctx, id, lt.ActionPending)
+			if err != nil {
+				return false
+			}
+			for _, a := range l.Data {
+				if a.Type == typ {
+					found = a
+					return true
+				}
+			}
+			return false
+		}, time.Minute, 10*time.Millisecond, "a pending %s action on %s", typ, id)
+		return found
+	}
+
+	irreversible := start(lt.EffectIrreversible)
+	hung(irreversible)
+	idempotent := start(lt.EffectIdempotent)
+	hung(idempotent)
+	require.True(t, running("sleep\x00601.25\x00"), "the two commands run")
+	box.kill(t)
+
+	doubt := pending(irreversible, lt.ActionInDoubt)
+	require.Contains(t, doubt.Summary+doubt.Consequence+doubt.Call, "shell")
+	pending(idempotent, lt.ActionEnvironmentConnection)
+
+	// Back, with its workspaces: the idempotent call runs again with its
+	// key; the irreversible one waits for a person.
+	// The lost attempt died with the runner's sandbox.
+	require.Eventually(t, func() bool { return !running("sleep\x00601.25\x00") }, time.Minute, 10*time.Millisecond)
+	startRunner(t, k.srv.url, runnerKey.Key, "box1", "--label", "crash", "--sandbox", "bwrap", "--data", box.data)
+	require.Eventually(t, func() bool {
+		s, err := admin.GetSession(ctx, idempotent)
+		return err == nil && s.Status == lt.SessionIdle
+	}, time.Minute, 10*time.Millisecond)
+	log, err := os.ReadFile(filepath.Join(box.data, "workspaces", idempotent, "attempts.log"))
+	require.NoError(t, err)
+	keys := strings.Fields(string(log))
+	require.Len(t, keys, 2, "the lost attempt and the one after it")
+	require.Equal(t, keys[0], keys[1], "the same idempotency key")
+
+	log, err = os.ReadFile(filepath.Join(box.data, "workspaces", irreversible, "attempts.log"))
+	require.NoError(t, err)
+	require.Len(t, strings.Fields(string(log)), 1, "an irreversible call is never run again blindly")
+	s, err := admin.GetSession(ctx, irreversible)
+	require.NoError(t, err)
+	require.Equal(t, lt.SessionRequiresAction, s.Status)
+	_, err = admin.DecideAction(ctx, irreversible, doubt.ID, &lt.Decision{Decision: lt.DecisionSkip, Reason: "checked by hand"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		s, err := admin.GetSession(ctx, irreversible)
+		return err == nil && s.Status == lt.SessionIdle
+	}, time.Minute, 10*time.Millisecond)
+}
+
+// running reports whether a process of this machine has the command line
+// cmdline (its arguments, each ended by a NUL byte, as /proc shows them).
+func running(cmdline string) bool {
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		b, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err == nil && string(b) == cmdline {
+			return true
+		}
+	}
+	return false
 }
