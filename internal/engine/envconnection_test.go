@@ -3,6 +3,9 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/environment"
+	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -21,6 +25,10 @@ type runnerBackend struct {
 	environment.Backend
 	connected atomic.Bool
 	opens     atomic.Int32
+	// dropOn: the first command containing it finds the runner gone
+	// (ErrUnavailable, nothing ran), which disconnects it.
+	dropOn  string
+	dropped atomic.Bool
 }
 
 func (b *runnerBackend) Open(ctx context.Context, p *environment.OpenParams) (environment.Environment, error) {
@@ -37,10 +45,21 @@ func (b *runnerBackend) Open(ctx context.Context, p *environment.OpenParams) (en
 	if err != nil {
 		return nil, err
 	}
-	return &onRunner{Environment: env}, nil
+	return &onRunner{Environment: env, b: b}, nil
 }
 
-type onRunner struct{ environment.Environment }
+type onRunner struct {
+	environment.Environment
+	b *runnerBackend
+}
+
+func (e *onRunner) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecResult, error) {
+	if e.b.dropOn != "" && strings.Contains(req.Command, e.b.dropOn) && e.b.dropped.CompareAndSwap(false, true) {
+		e.b.connected.Store(false)
+		return nil, fmt.Errorf("runner box1: %w (disconnected)", environment.ErrUnavailable)
+	}
+	return e.Environment.Run(ctx, req)
+}
 
 func (e *onRunner) Info() environment.Info {
 	i := e.Environment.Info()
@@ -48,13 +67,16 @@ func (e *onRunner) Info() environment.Info {
 	return i
 }
 
-func newRunnerHarness(t *testing.T) (*harness, *runnerBackend) {
+func newRunnerHarness(t *testing.T, dropOn ...string) (*harness, *runnerBackend) {
 	t.Helper()
 	dir := t.TempDir()
 	h := &harness{t: t, dir: dir, clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}}
 	h.store = openStore(t, dir)
 	t.Cleanup(func() { h.store.Close() })
 	rb := &runnerBackend{}
+	if len(dropOn) > 0 {
+		rb.dropOn = dropOn[0]
+	}
 	h.wrapEnvironments = func(b environment.Backend) environment.Backend {
 		rb.Backend = b
 		return rb
@@ -161,4 +183,49 @@ func TestEnvironmentConnectionStop(t *testing.T) {
 	require.Contains(t, data[lt.TurnFailedData](t, failed[0]).Error, "no gpu today")
 	require.Empty(t, events(t, h, s.ID, lt.EventModelRequested), "nothing ran")
 	checkJournal(t, h.store, s.ID)
+}
+
+// TestRunnerGoneBetweenCalls: the runner goes away after the environment
+// opened, and a call finds it unreachable (nothing ran). An idempotent
+// call stays started, the session waits for a runner, and the call runs
+// once (with its key) when one connects. An irreversible one fails,
+// saying nothing ran, and the session waits for a runner before its next
+// step.
+func TestRunnerGoneBetweenCalls(t *testing.T) {
+	for _, effect := range []lt.EffectClass{lt.EffectIdempotent, lt.EffectIrreversible} {
+		t.Run(string(effect), func(t *testing.T) {
+			h, rb := newRunnerHarness(t, "DROP")
+			rb.connected.Store(true)
+			ctx := context.Background()
+			s := create(t, h, onGPU(spec(t, `[{"tool_calls":[{"name":"shell","arguments":{"command":"echo \"$LONGHAUL_IDEMPOTENCY_KEY\" >> ran.log # DROP"}}]},{"text":"done"}]`,
+				lt.ToolSpec{Name: "shell", Effect: effect})), nil)
+			h.waitStatus(s.ID, lt.SessionRequiresAction)
+			pendingEnvAction(t, h, s.ID)
+			require.Empty(t, events(t, h, s.ID, lt.EventToolCompleted, lt.EventEffectInDoubt))
+			_, err := os.Stat(filepath.Join(h.dir, "workspaces", s.ID, "ran.log"))
+			require.ErrorIs(t, err, os.ErrNotExist, "nothing ran")
+
+			rb.connected.Store(true)
+			woke, err := h.eng.RunnerConnected(ctx, lt.DefaultProject, "box1", []string{"gpu"})
+			require.NoError(t, err)
+			require.Equal(t, 1, woke)
+			h.waitStatus(s.ID, lt.SessionIdle)
+			started := events(t, h, s.ID, lt.EventToolStarted)
+			if effect == lt.EffectIrreversible {
+				require.Len(t, started, 1)
+				failed := events(t, h, s.ID, lt.EventToolFailed)
+				require.Len(t, failed, 1)
+				require.Contains(t, data[lt.ToolFailedData](t, failed[0]).Error, "nothing ran")
+				require.Empty(t, events(t, h, s.ID, lt.EventEffectInDoubt), "nothing ran: not in doubt")
+			} else {
+				require.Len(t, started, 2, "the attempt that found no runner and the one after")
+				first, second := data[lt.ToolStartedData](t, started[0]), data[lt.ToolStartedData](t, started[1])
+				require.Equal(t, first.IdempotencyKey, second.IdempotencyKey)
+				log, err := os.ReadFile(filepath.Join(h.dir, "workspaces", s.ID, "ran.log"))
+				require.NoError(t, err)
+				require.Equal(t, first.IdempotencyKey+"\n", string(log), "it ran once, with its key")
+			}
+			checkJournal(t, h.store, s.ID)
+		})
+	}
 }
