@@ -89,7 +89,7 @@ var importRules = map[string]importRule{
 	// a runner's environments are local ones on its machine.
 	"internal/environment": {importers: []string{"internal/engine", "internal/environment/remote", "internal/mcp", "internal/node",
 		"internal/runner"}},
-	"internal/environment/remote":          {},
+	"internal/environment/remote":          {importers: []string{"internal/node"}},
 	"internal/environment/environmenttest": {testHelper: true},
 	"internal/runner/hub":                  {importers: []string{"internal/environment/remote", "internal/node", "internal/server"}},
 	"internal/runner/link":                 {importers: []string{"cmd/longhaul", "internal/environment/remote", "internal/runner", "internal/runner/hub"}},

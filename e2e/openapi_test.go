@@ -237,6 +237,28 @@ func TestOpenAPIDescribesRealAnswers(t *testing.T) {
 	// Runners: one connected with a runner key, listed; the connection's
 	// route refuses an admin's key, and a runner key's plain GET (no
 	// upgrade) is a 426.
+	// Before it connects, sessions whose agent asks for it wait with an
+	// environment_connection action: one is stopped, the other goes on
+	// once the runner connects.
+	onRunner := func(runner map[string]any) string {
+		s := c.ok(http.StatusCreated, "POST", "/v1/sessions", map[string]any{"input": "go", "agent_spec": map[string]any{
+			"model":       map[string]any{"provider": "scripted", "script": []any{map[string]any{"text": "done"}}},
+			"environment": map[string]any{"runner": runner},
+		}})
+		return s["id"].(string)
+	}
+	c.ok(http.StatusBadRequest, "POST", "/v1/sessions", map[string]any{"input": "go", "agent_spec": map[string]any{
+		"model":       map[string]any{"provider": "scripted", "script": []any{map[string]any{"text": "done"}}},
+		"environment": map[string]any{"runner": map[string]any{"name": "tour-box", "labels": []any{"tour"}}},
+	}})
+	waitsForBox := onRunner(map[string]any{"labels": []any{"tour"}})
+	waitsForNobody := onRunner(map[string]any{"name": "nobody"})
+	c.pendingAction(waitsForBox, "environment_connection")
+	stopAct := c.pendingAction(waitsForNobody, "environment_connection")
+	c.ok(http.StatusOK, "GET", "/v1/actions?type=environment_connection&status=pending", nil)
+	c.ok(http.StatusBadRequest, "POST", "/v1/sessions/"+waitsForNobody+"/actions/"+stopAct["id"].(string), map[string]any{"decision": "approve"})
+	c.ok(http.StatusOK, "POST", "/v1/sessions/"+waitsForNobody+"/actions/"+stopAct["id"].(string), map[string]any{"decision": "stop"})
+	c.waitStatus(waitsForNobody, "failed")
 	rk := c.ok(http.StatusCreated, "POST", "/v1/keys", map[string]any{"name": "tour-runner", "role": "runner"})
 	startRunner(t, srv.url, rk["key"].(string), "tour-box", "--label", "tour")
 	require.Eventually(t, func() bool {
@@ -244,6 +266,9 @@ func TestOpenAPIDescribesRealAnswers(t *testing.T) {
 		data, _ := l["data"].([]any)
 		return len(data) == 1
 	}, 30*time.Second, 50*time.Millisecond, "the runner is listed")
+	c.waitStatus(waitsForBox, "idle")
+	c.ok(http.StatusOK, "GET", "/v1/sessions/"+waitsForBox+"/actions?status=resolved", nil)
+	c.ok(http.StatusOK, "GET", "/v1/sessions/"+waitsForBox+"/events", nil)
 	c.ok(http.StatusForbidden, "GET", "/v1/runners/connect", nil)
 	c.ok(http.StatusUpgradeRequired, "GET", "/v1/runners/connect", nil, "Authorization", "Bearer "+rk["key"].(string))
 

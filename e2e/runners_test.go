@@ -35,16 +35,10 @@ import (
 func TestRunnerConnections(t *testing.T) {
 	t.Parallel()
 	const boot = "lh-runner-e2e-bootstrap"
-	k := startKeyed(t, boot)
-	k.srv.kill()
-	k.srv.args = append(k.srv.args, "--sandbox", "local", "--runner-check-interval", "200ms")
-	require.NoError(t, k.srv.start())
-
+	k, admin := startRunnersServer(t, boot)
 	ctx := t.Context()
-	admin, err := client.New(k.srv.url, &client.Config{APIKey: boot})
-	require.NoError(t, err)
 	const vaultValue = "vault-canary-5f1e0c7a9b"
-	_, _, err = admin.PutSecret(ctx, "DEPLOY_TOKEN", &lt.PutSecretRequest{Value: vaultValue, Hosts: []string{"api.example.com"}, Inject: &lt.SecretInjection{Bearer: true}})
+	_, _, err := admin.PutSecret(ctx, "DEPLOY_TOKEN", &lt.PutSecretRequest{Value: vaultValue, Hosts: []string{"api.example.com"}, Inject: &lt.SecretInjection{Bearer: true}})
 	require.NoError(t, err)
 	runnerKey := k.create("box-key", lt.RoleRunner)
 	operator := k.create("ops", lt.RoleOperator)
@@ -133,19 +127,36 @@ func TestRunnerConnections(t *testing.T) {
 
 // runnerProc is a `longhaul runner` process.
 type runnerProc struct {
+	// data is its --data directory (its workspaces are under it).
+	data   string
 	cmd    *exec.Cmd
 	stderr *syncBuffer
 	done   chan struct{}
+}
+
+// startRunnersServer starts a server with bootstrap key boot, the local
+// sandbox and a runner check every 200 ms, and returns it with a client
+// of boot.
+func startRunnersServer(t *testing.T, boot string) (*keyed, *client.Client) {
+	t.Helper()
+	k := startKeyed(t, boot)
+	k.srv.kill()
+	k.srv.args = append(k.srv.args, "--sandbox", "local", "--runner-check-interval", "200ms")
+	require.NoError(t, k.srv.start())
+	admin, err := client.New(k.srv.url, &client.Config{APIKey: boot})
+	require.NoError(t, err)
+	return k, admin
 }
 
 // startRunner starts `longhaul runner` against server with key (given in
 // the environment, as an operator should), killed when the test ends.
 func startRunner(t *testing.T, server, key, name string, args ...string) *runnerProc {
 	t.Helper()
-	all := append([]string{"runner", "--server", server, "--name", name, "--sandbox", "local", "--data", filepath.Join(t.TempDir(), "runner")}, args...)
+	data := filepath.Join(t.TempDir(), "runner")
+	all := append([]string{"runner", "--server", server, "--name", name, "--sandbox", "local", "--data", data}, args...)
 	cmd := exec.Command(longhaulBin, all...)
 	cmd.Env = append(serverEnv(), "LONGHAUL_RUNNER_KEY="+key)
-	p := &runnerProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p := &runnerProc{data: data, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stderr, p.stderr
 	require.NoError(t, cmd.Start())
 	go func() { _ = cmd.Wait(); close(p.done) }()

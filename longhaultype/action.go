@@ -15,6 +15,11 @@ const (
 	ActionInput        ActionType = "input"
 	ActionInDoubt      ActionType = "in_doubt"
 	ActionBudget       ActionType = "budget"
+	// ActionEnvironmentConnection: the session's environment lives on a
+	// runner (environment.runner) and no matching runner is connected.
+	// It resolves by itself when one connects; the application may stop
+	// the turn instead (decision stop).
+	ActionEnvironmentConnection ActionType = "environment_connection"
 )
 
 // ActionStatus is pending until decided.
@@ -62,8 +67,12 @@ type Action struct {
 	Approvers *Approvers `json:"approvers,omitempty"`
 	// Limit is the budget limit a budget action is about, with the usage
 	// that reached it.
-	Limit      *BudgetLimit    `json:"limit,omitempty"`
-	Usage      *Usage          `json:"usage,omitempty"`
+	Limit *BudgetLimit `json:"limit,omitempty"`
+	Usage *Usage       `json:"usage,omitempty"`
+	// Runner is the runner an environment_connection action waits for
+	// (the agent's environment.runner), Reason why it cannot be reached.
+	Runner     *RunnerSelector `json:"runner,omitempty"`
+	Reason     string          `json:"reason,omitempty"`
 	CreatedAt  time.Time       `json:"created_at"`
 	ExpiresAt  *time.Time      `json:"expires_at"`
 	ResolvedAt *time.Time      `json:"resolved_at,omitempty"`
@@ -100,6 +109,10 @@ const (
 	// DecisionExpired is recorded (never sent) when an approval expired
 	// before anyone decided it.
 	DecisionExpired = "expired"
+	// DecisionConnected is recorded (never sent) when an
+	// environment_connection action resolved by itself: a matching
+	// runner connected.
+	DecisionConnected = "connected"
 )
 
 // BudgetLimit is one budget dimension that a soft threshold or a hard limit

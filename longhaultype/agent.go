@@ -2,6 +2,7 @@ package longhaultype
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -66,6 +67,31 @@ type Environment struct {
 	// leaves the workspace above it fails with a tool error (0: the
 	// server's default, serve --sandbox-disk-mb).
 	DiskMB int `json:"disk_mb,omitempty"`
+	// Runner runs the environment on a self-managed runner (longhaul
+	// runner) of the session's project rather than on the server: the one
+	// named, or one with all the labels. Absent: on the server's node.
+	Runner *RunnerSelector `json:"runner,omitempty"`
+}
+
+// RunnerSelector picks the runner a session's environment lives on:
+// exactly one of Name and Labels.
+type RunnerSelector struct {
+	// Name is a runner's name (its --name).
+	Name string `json:"name,omitempty"`
+	// Labels are labels a runner must all have (its --label flags).
+	Labels []string `json:"labels,omitempty"`
+}
+
+// String says which runner s asks for, as errors and actions name it:
+// "box1" or "labels gpu,linux".
+func (s *RunnerSelector) String() string {
+	if s == nil {
+		return ""
+	}
+	if s.Name != "" {
+		return s.Name
+	}
+	return "labels " + strings.Join(s.Labels, ",")
 }
 
 // NetworkSpec is an agent's network allowlist.

@@ -66,6 +66,10 @@ const (
 	EventWaitStarted             = "wait.started"
 	EventEnvironmentLost         = "environment.lost"
 	EventEnvironmentRestored     = "environment.restored"
+	// EventEnvironmentOpened: the session's environment opened on a
+	// runner other than the one the journal names (the first time, or
+	// after it moved): the session is pinned to it from then on.
+	EventEnvironmentOpened = "environment.opened"
 	// EventMCPToolsListed: the tools an MCP server offered, as the model
 	// sees them from then on (listed when first needed, at a turn's start
 	// and after the server restarted; journaled when they changed).

@@ -508,6 +508,14 @@ type EnvironmentLostData struct {
 	Reason string `json:"reason"`
 }
 
+// EnvironmentOpenedData is the data of environment.opened: the runner the
+// session's environment lives on, and whether it was provisioned anew
+// there.
+type EnvironmentOpenedData struct {
+	Runner      string `json:"runner"`
+	Provisioned bool   `json:"provisioned"`
+}
+
 // EnvironmentRestoredData is the data of environment.restored: the workspace
 // was recreated from a checkpoint's snapshot (none: empty).
 type EnvironmentRestoredData struct {

@@ -52,6 +52,7 @@ var eventPayloads = []struct {
 	{EventArtifactCreated, newData[ArtifactCreatedData]},
 	{EventEnvironmentLost, newData[EnvironmentLostData]},
 	{EventEnvironmentRestored, newData[EnvironmentRestoredData]},
+	{EventEnvironmentOpened, newData[EnvironmentOpenedData]},
 	{EventWorkspaceChanged, newData[WorkspaceChange]},
 	{EventWaitStarted, newData[WaitStartedData]},
 	{EventSignalReceived, newData[SignalReceivedData]},

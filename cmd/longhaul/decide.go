@@ -223,10 +223,12 @@ func (c *cli) stopCmd() *cobra.Command {
 	o := &stopOpts{}
 	cmd := &cobra.Command{
 		Use:   "stop ACTION_ID [--reason TEXT]",
-		Short: "Decide an approval or budget action by ending the turn",
-		Long: `Stop at a pending approval or budget action: the tool call does not run (or
-no more is spent), and the turn ends (stop_reason "stopped" for an approval,
-"budget_exceeded" for a budget). The session can take a new turn afterwards.
+		Short: "Decide an approval, budget or environment_connection action by ending the turn",
+		Long: `Stop at a pending approval, budget or environment_connection action: the tool
+call does not run (or no more is spent, or the session stops waiting for a
+runner), and the turn ends (stop_reason "stopped" for an approval or an
+environment_connection, "budget_exceeded" for a budget). The session can take
+a new turn afterwards.
 To stop a session without an action, use 'longhaul cancel SESSION'.`,
 		Example: `  longhaul stop act_4f2a --reason "wrong customer"
   longhaul stop act_9c1e`,
@@ -244,7 +246,7 @@ func (c *cli) stop(cmd *cobra.Command, o *stopOpts, id string) error {
 	if err != nil {
 		return err
 	}
-	if a.Type != lt.ActionApproval && a.Type != lt.ActionBudget {
+	if a.Type != lt.ActionApproval && a.Type != lt.ActionBudget && a.Type != lt.ActionEnvironmentConnection {
 		return usagef("stop: action %s is of type %s, which stop does not decide; decide it with: %s (or end the turn with 'longhaul cancel %s')",
 			a.ID, a.Type, decideCommands(a)[0], a.SessionID)
 	}

@@ -14,7 +14,7 @@ import (
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
-var actionTypes = []lt.ActionType{lt.ActionApproval, lt.ActionFunctionCall, lt.ActionInput, lt.ActionInDoubt, lt.ActionBudget}
+var actionTypes = []lt.ActionType{lt.ActionApproval, lt.ActionFunctionCall, lt.ActionInput, lt.ActionInDoubt, lt.ActionBudget, lt.ActionEnvironmentConnection}
 
 func joinActionTypes() string {
 	s := make([]string, len(actionTypes))
@@ -265,6 +265,8 @@ func decideCommands(a *lt.Action) []string {
 		return []string{"longhaul respond " + a.ID + " --output JSON   (or --error MSG)"}
 	case lt.ActionInDoubt:
 		return []string{"longhaul decide " + a.ID + " happened|did_not_happen|skip"}
+	case lt.ActionEnvironmentConnection:
+		return []string{"longhaul stop " + a.ID + " [--reason TEXT]   (or wait: it goes on by itself when a matching runner connects; see 'longhaul runners')"}
 	}
 	return []string{"longhaul actions " + a.SessionID}
 }

@@ -193,6 +193,9 @@ func (e *Engine) decisionEvents(b *batch, spec *lt.AgentSpec, a *lt.Action, d *l
 	if a.Type == lt.ActionBudget {
 		return budgetDecision(b, a, d, resolved, e.clock.Now())
 	}
+	if a.Type == lt.ActionEnvironmentConnection {
+		return envConnectionDecision(b, a, d, resolved)
+	}
 	call := b.st.CallByID(a.Step, a.CallID)
 	if call == nil {
 		return apierror.Conflict("action %s no longer matches a tool call", a.ID)

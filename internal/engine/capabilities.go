@@ -89,6 +89,7 @@ func narrowChild(parent, asked *lt.AgentSpec, pl parentLimits) (*lt.AgentSpec, e
 	narrowTools(parent.Tools, child.Tools, &rs)
 	narrowNetwork(parent.Environment, child.Environment, &rs)
 	narrowSecrets(parent.Environment, child.Environment, &rs)
+	narrowRunner(parent, child, &rs)
 	narrowLimits(parent, child, pl, &rs)
 	narrowPolicies(parent.Policies, child.Policies, child.Tools, &rs)
 	if len(rs) > 0 {
@@ -393,6 +394,35 @@ func narrowSecrets(pe, ce *lt.Environment, rs *refusals) {
 			rs.add("secret "+name, "")
 		}
 	}
+}
+
+// narrowRunner: a child works in its root's workspace, which lives where
+// its parent's environment does: it takes its parent's environment.runner,
+// and asking for another one is refused.
+func narrowRunner(p, c *lt.AgentSpec, rs *refusals) {
+	var parent *lt.RunnerSelector
+	if p.Environment != nil {
+		parent = p.Environment.Runner
+	}
+	if c.Environment != nil && c.Environment.Runner != nil {
+		if !sameRunner(parent, c.Environment.Runner) {
+			rs.add("environment.runner "+c.Environment.Runner.String(), "it works in its parent's workspace, which lives elsewhere")
+		}
+		return
+	}
+	if parent != nil {
+		if c.Environment == nil {
+			c.Environment = &lt.Environment{}
+		}
+		c.Environment.Runner = &lt.RunnerSelector{Name: parent.Name, Labels: slices.Clone(parent.Labels)}
+	}
+}
+
+func sameRunner(a, b *lt.RunnerSelector) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Name == b.Name && slices.Equal(a.Labels, b.Labels)
 }
 
 // narrowLimits is the one place for the spec's numeric limits, each of

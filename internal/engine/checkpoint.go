@@ -141,10 +141,11 @@ func (r *runner) workspaceLost(ctx context.Context) (bool, error) {
 		}
 		return true, nil
 	}
-	if r.wsWriter != "" && r.wsWriter != r.e.cfg.NodeID && r.st.Workspace == "" {
+	if r.wsWriter != "" && r.wsWriter != r.e.cfg.NodeID && r.st.Workspace == "" && r.envRunner == "" {
 		// Another node ran a tool that changes the workspace since this
 		// copy was last used (sub-agents, sharing their root's workspace,
-		// leave that to the snapshots below).
+		// leave that to the snapshots below; so does a workspace on a
+		// runner, which every node reaches the same).
 		return true, nil
 	}
 	// It must hold the last snapshot and the people's changes since

@@ -79,6 +79,47 @@ func sandboxLimits(env *lt.Environment) sandbox.Limits {
 	return sandbox.Limits{DiskBytes: int64(env.DiskMB) << 20}
 }
 
+// runnerName is what a runner's name and labels are (link.CheckName's
+// rule, which the runner's Hello is held to).
+var runnerName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+// maxRunnerLabels is link.MaxLabels: a runner has at most as many.
+const maxRunnerLabels = 32
+
+// validateRunner checks environment.runner: exactly one of a name and a
+// non-empty list of labels, each a valid runner name.
+func validateRunner(sel *lt.RunnerSelector, prefix string) error {
+	if sel == nil {
+		return nil
+	}
+	switch {
+	case sel.Name != "" && len(sel.Labels) > 0:
+		return apierror.Invalid(prefix, "give either name or labels, not both")
+	case sel.Name == "" && len(sel.Labels) == 0:
+		return apierror.Invalid(prefix, "give a runner's name or a list of labels")
+	case sel.Name != "":
+		if !runnerName.MatchString(sel.Name) {
+			return apierror.Invalid(prefix+".name", "must be a runner's name: 1 to 63 of a-z, 0-9 and (not first) '.', '_', '-'")
+		}
+		return nil
+	}
+	if len(sel.Labels) > maxRunnerLabels {
+		return apierror.Invalid(prefix+".labels", "at most %d labels", maxRunnerLabels)
+	}
+	seen := map[string]bool{}
+	for i, l := range sel.Labels {
+		f := fmt.Sprintf("%s.labels[%d]", prefix, i)
+		if !runnerName.MatchString(l) {
+			return apierror.Invalid(f, "must be a label: 1 to 63 of a-z, 0-9 and (not first) '.', '_', '-'")
+		}
+		if seen[l] {
+			return apierror.Invalid(f, "%q is given twice", l)
+		}
+		seen[l] = true
+	}
+	return nil
+}
+
 func (e *Engine) validateEnvironment(ctx context.Context, project string, env *lt.Environment, prefix string) error {
 	if env == nil {
 		return nil
@@ -92,6 +133,9 @@ func (e *Engine) validateEnvironment(ctx context.Context, project string, env *l
 				return apierror.Invalid(fmt.Sprintf("%s.network.ports[%d]", prefix, i), "must be a TCP port (1 to 65535)")
 			}
 		}
+	}
+	if err := validateRunner(env.Runner, prefix+".runner"); err != nil {
+		return err
 	}
 	if env.DiskMB < 0 || env.DiskMB > maxDiskMB {
 		return apierror.Invalid(prefix+".disk_mb", "must be between 0 (the server's default) and %d MiB", maxDiskMB)
@@ -255,14 +299,29 @@ func (r *runner) setupEnvironment(ctx context.Context) error {
 		}
 		env.secrets = src
 	}
-	opened, err := r.e.envs.Open(ctx, &environment.OpenParams{
+	params := &environment.OpenParams{
 		Workspace: r.st.WorkspaceID(), Session: r.st.Session.ID, Limits: sandboxLimits(spec), Network: network,
-		Snapshot: snapshotLimits,
-	})
+		Snapshot: snapshotLimits, Project: r.project,
+	}
+	if spec != nil && spec.Runner != nil {
+		params.Runner = &environment.RunnerSelector{Name: spec.Runner.Name, Labels: spec.Runner.Labels}
+		// Back to the runner that holds the workspace, whichever other
+		// runner matches now: a sub-agent's is its root's.
+		params.Pinned = r.st.EnvironmentRunner
+		if root := r.st.WorkspaceID(); root != r.st.Session.ID {
+			_, rootState, err := r.e.loadState(ctx, root)
+			if err != nil {
+				return fmt.Errorf("read the pin of the root session's environment: %w", err)
+			}
+			params.Pinned = rootState.EnvironmentRunner
+		}
+	}
+	opened, err := r.e.envs.Open(ctx, params)
 	if err != nil {
 		return err
 	}
 	env.env, env.files = opened, envFiles{opened}
+	r.envRunner = opened.Info().Runner
 	// A workspace the Environment had to make anew is checked against
 	// the journal before the next tool runs (workspaceLost).
 	r.provisioned = opened.Info().Provisioned

@@ -224,3 +224,28 @@ func TestModelKeyFromTheVault(t *testing.T) {
 	})
 	requireAPIError(t, err, lt.CodeInvalidRequest, "agent_spec.model.api_key_secret")
 }
+
+// TestRunnerSelectorIsValidated: environment.runner is a runner's name or
+// a list of labels, exactly one, each a runner name; a bad one is refused
+// when the agent is defined, naming the field.
+func TestRunnerSelectorIsValidated(t *testing.T) {
+	p := &planProvider{plan: []model.Response{{Text: "never"}}}
+	h := newHarnessWith(t, map[string]model.Provider{"plan": p}, nil)
+	ctx := context.Background()
+	for field, sel := range map[string]*lt.RunnerSelector{
+		"agent_spec.environment.runner":           {},
+		"agent_spec.environment.runner.name":      {Name: "Box 1"},
+		"agent_spec.environment.runner.labels[1]": {Labels: []string{"gpu", "-x"}},
+	} {
+		sp := &lt.AgentSpec{Model: lt.ModelSpec{Provider: "plan"}, Environment: &lt.Environment{Runner: sel}}
+		_, err := h.eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: sp, Input: "go"})
+		requireAPIError(t, err, lt.CodeInvalidRequest, field)
+	}
+	both := &lt.AgentSpec{Model: lt.ModelSpec{Provider: "plan"}, Environment: &lt.Environment{Runner: &lt.RunnerSelector{Name: "box1", Labels: []string{"gpu"}}}}
+	_, err := h.eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: both, Input: "go"})
+	requireAPIError(t, err, lt.CodeInvalidRequest, "agent_spec.environment.runner")
+	require.ErrorContains(t, err, "either name or labels, not both")
+	twice := &lt.AgentSpec{Model: lt.ModelSpec{Provider: "plan"}, Environment: &lt.Environment{Runner: &lt.RunnerSelector{Labels: []string{"gpu", "gpu"}}}}
+	_, err = h.eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: twice, Input: "go"})
+	requireAPIError(t, err, lt.CodeInvalidRequest, "agent_spec.environment.runner.labels[1]")
+}

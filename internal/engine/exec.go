@@ -124,12 +124,28 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 	switch {
 	case errors.Is(runErr, environment.ErrLost):
 		return r.environmentLost(ctx, c, runErr)
+	case errors.Is(runErr, environment.ErrUnavailable) && r.waitsForRunner(runErr) && c.Class != lt.EffectIrreversible:
+		// Nothing ran, and the environment lives on a runner that went
+		// away: the call stays started and the runner starts over, whose
+		// open parks the session until a runner connects
+		// (environment_connection); then the call runs, with its key.
+		return r.environmentLost(ctx, c, runErr)
 	case errors.Is(runErr, environment.ErrUnavailable):
-		// Nothing ran. Parking the session until its environment can be
-		// reached (an environment_connection action) is not supported
-		// yet: the call fails as a transient failure, retried by its
-		// class like any other, and the model is told why.
+		// Nothing ran: the call fails as a transient failure, retried by
+		// its class like any other, and the model is told why. An
+		// irreversible call on a runner is not left started (that would
+		// put it in doubt): it fails, and the runner starts over so that
+		// the session waits for a runner before its next step.
 		res = &tool.Result{Error: "the session's environment cannot be reached (nothing ran): " + runErr.Error(), Transient: true}
+		if r.waitsForRunner(runErr) {
+			if err := r.toolFailed(ctx, c, eff, res, nil, dur); err != nil {
+				return err
+			}
+			if err := r.flush(ctx, false); err != nil {
+				return err
+			}
+			return fmt.Errorf("%w: call %s: %w", errEnvironmentLost, c.ID, runErr)
+		}
 	case runErr != nil:
 		res = &tool.Result{Error: runErr.Error()}
 	}

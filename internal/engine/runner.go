@@ -39,9 +39,16 @@ type runner struct {
 	// made an empty one, not yet checked against the journal
 	// (workspaceLost).
 	provisioned bool
-	envErr      error                   // why the environment could not be set up
-	h           *history                // nil unless a policy looks at past effects
-	others      map[string]*treeHistory // the tree's other sessions, for h
+	// envRunner names the runner the session's environment opened on
+	// ("": this node); journaled (environment.opened) when the journal
+	// names another.
+	envRunner string
+	// envRechecked: this claim looked for a runner again after writing
+	// its environment_connection action (awaitEnvironment).
+	envRechecked bool
+	envErr       error                   // why the environment could not be set up
+	h            *history                // nil unless a policy looks at past effects
+	others       map[string]*treeHistory // the tree's other sessions, for h
 	// wsWriter is the node whose worker last changed (or restored) the
 	// workspace, as the journal says: another node's means this node's
 	// copy, if any, is stale.
@@ -335,12 +342,30 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 			// waits for space (see runSession).
 			return false, fmt.Errorf("set up the environment: %w", err)
 		}
+		if r.waitsForRunner(err) {
+			// Nothing ran: the session waits for a runner (envconnection.go).
+			if pendingOfType(st.Pending, lt.ActionEnvironmentConnection) != nil {
+				return false, nil
+			}
+			return false, r.askEnvironment(err)
+		}
 		return false, r.failTurn(lt.StopSandboxError, "the session's environment could not be set up: "+err.Error())
+	}
+	if a := pendingOfType(st.Pending, lt.ActionEnvironmentConnection); a != nil {
+		return r.awaitEnvironment(ctx, a)
 	}
 	if turn.Status == lt.TurnQueued {
 		if err := r.add(lt.EventTurnStarted, turn.ID, 0, lt.TurnStartedData{TurnID: turn.ID, Deadline: r.newTurnDeadline()}); err != nil {
 			return false, err
 		}
+	}
+	if r.envRunner != "" && r.envRunner != st.EnvironmentRunner {
+		// Pinned from now on: later claims, on any node, open it there.
+		step := 0
+		if st.Step != nil {
+			step = st.Step.N
+		}
+		return false, r.add(lt.EventEnvironmentOpened, turn.ID, step, lt.EnvironmentOpenedData{Runner: r.envRunner, Provisioned: r.provisioned})
 	}
 	waiting := st.Wait != nil && !st.Wait.Ready(r.e.clock.Now())
 	if len(st.Pending) == 0 && !waiting && st.Session.Status != lt.SessionRunning {

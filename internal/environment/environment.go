@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/egress"
@@ -78,6 +79,43 @@ type OpenParams struct {
 	// Snapshot bounds the workspace's snapshots (every Snapshot and the
 	// check of Stop); the zero value bounds nothing.
 	Snapshot SnapshotLimits
+	// Project is the session's project: the runners it may use are its
+	// project's.
+	Project string
+	// Runner asks for the environment on a self-managed runner (the
+	// agent's environment.runner); nil: on the backend's own machine. A
+	// backend that runs no environment elsewhere refuses it.
+	Runner *RunnerSelector
+	// Pinned names the runner the session's environment lives on (the
+	// journal's environment.opened): it wins over Runner's choice, so
+	// that a session goes back to its workspace.
+	Pinned string
+}
+
+// RunnerSelector picks a runner: the one named Name, or one with all of
+// Labels (exactly one of them is set).
+type RunnerSelector struct {
+	Name   string
+	Labels []string
+}
+
+// Matches reports whether the runner named name with labels is one s
+// asks for: by name, or with all of s's labels among its own.
+func (s *RunnerSelector) Matches(name string, labels []string) bool {
+	switch {
+	case s == nil:
+		return false
+	case s.Name != "":
+		return name == s.Name
+	case len(s.Labels) == 0:
+		return false
+	}
+	for _, l := range s.Labels {
+		if !slices.Contains(labels, l) {
+			return false
+		}
+	}
+	return true
 }
 
 // Check names the first field of p that is not valid (every backend's
@@ -125,6 +163,9 @@ type Info struct {
 	// Provisioned is true when Open found no workspace and made an empty
 	// one: whatever the journal's last snapshot holds must be restored.
 	Provisioned bool
+	// Runner names the runner the environment lives on; "" when it lives
+	// on the server's node.
+	Runner string
 }
 
 // Environment is one open environment: a workspace and the sandbox its

@@ -100,6 +100,11 @@ func (b *localBackend) Open(ctx context.Context, p *OpenParams) (Environment, er
 	if err := p.Check(); err != nil {
 		return nil, err
 	}
+	if p.Runner != nil || p.Pinned != "" {
+		// Running it here would put a session meant for a runner's machine
+		// on the server's: refused, not silently moved.
+		return nil, fmt.Errorf("open environment of session %s: params.runner: this backend runs environments on this node only, not on a runner", p.Session)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	path := b.cfg.Workspaces.Path(p.Workspace)

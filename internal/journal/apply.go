@@ -776,6 +776,11 @@ func trackWorkspace(s *State, ev lt.Event) {
 		}
 	case lt.EventEnvironmentRestored:
 		s.WorkspaceNode = ev.WorkerID
+	case lt.EventEnvironmentOpened:
+		var d lt.EnvironmentOpenedData
+		if json.Unmarshal(ev.Data, &d) == nil {
+			s.EnvironmentRunner = d.Runner
+		}
 	case lt.EventWorkspaceChanged:
 		var d lt.WorkspaceChange
 		if json.Unmarshal(ev.Data, &d) == nil {

@@ -53,6 +53,7 @@ func TestApplyAcceptsEveryEventType(t *testing.T) {
 	must(lt.EventPolicyDecided, "t1", lt.PolicyDecidedData{Step: 1, Index: 0, CallID: "c1", Tool: "shell", Decision: lt.PolicyAllow, Rule: "r1"})
 	must(lt.EventToolStarted, "t1", lt.ToolStartedData{Step: 1, Index: 0, CallID: "c1", Tool: "shell", EffectID: "e1", IdempotencyKey: "k1", Class: lt.EffectIdempotent, Attempt: 1})
 	must(lt.EventNetworkConnection, "t1", lt.NetworkConnectionData{Step: 1, Index: 0, CallID: "c1", Tool: "shell", Via: "proxy", Host: "example.org", Port: 443, Allowed: true})
+	must(lt.EventEnvironmentOpened, "t1", lt.EnvironmentOpenedData{Runner: "box1", Provisioned: true})
 	must(lt.EventEnvironmentLost, "t1", lt.EnvironmentLostData{Reason: "gone"})
 	must(lt.EventEnvironmentRestored, "t1", lt.EnvironmentRestoredData{Note: "restored empty"})
 	must(lt.EventToolCompleted, "t1", lt.ToolCompletedData{Step: 1, Index: 0, CallID: "c1", Tool: "shell", EffectID: "e1", Output: json.RawMessage(`"ok"`)})
@@ -131,6 +132,7 @@ func TestApplyAcceptsEveryEventType(t *testing.T) {
 	require.Empty(t, b.st.Pending)
 	require.Nil(t, b.st.CurrentTurn())
 	require.Equal(t, []string{"be brief"}, b.st.Session.Constraints)
+	require.Equal(t, "box1", b.st.EnvironmentRunner, "environment.opened pins the session to its runner")
 	require.Equal(t, &lt.ForkRef{SessionID: "ses_0", CheckpointID: "cp0", EventSeq: 9}, b.st.Session.ForkedFrom)
 }
 

@@ -76,6 +76,9 @@ type State struct {
 	// that is not read-only, a restore, a person's change): another node's
 	// copy is stale.
 	WorkspaceNode string `json:"workspace_node,omitempty"`
+	// EnvironmentRunner is the runner the session's environment lives on
+	// (the last environment.opened): its next opens go back to it.
+	EnvironmentRunner string `json:"environment_runner,omitempty"`
 	// Wait is the call the current turn waits on (sleep, wait_for_signal).
 	Wait *Wait `json:"wait,omitempty"`
 	// TurnDeadline is when the current turn's timeout ends it, if it has

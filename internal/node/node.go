@@ -20,6 +20,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/egress"
 	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/environment"
+	"github.com/longhaul-dev/longhaul/internal/environment/remote"
 	"github.com/longhaul-dev/longhaul/internal/freespace"
 	"github.com/longhaul-dev/longhaul/internal/metrics"
 	"github.com/longhaul-dev/longhaul/internal/model"
@@ -490,10 +491,21 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 		_ = snapshots.Close()
 		return nil, err
 	}
+	// The runners connected to this node: a session whose agent asks for
+	// one (environment.runner) gets its environment there.
+	runnerCheck := cmp.Or(cfg.RunnerCheckInterval, hub.DefaultTouchInterval)
+	n.Runners = hub.New(n.NodeID, n.Store, &hub.Config{TouchInterval: runnerCheck, Logger: n.log,
+		MaxConnsPerKey: cfg.RunnerMaxConnsPerKey, MaxConns: cfg.RunnerMaxConns, Blobs: n.Store,
+		OnConnect: n.wakeForRunner})
+	routed, err := remote.NewRouter(&remote.RouterConfig{Local: envs, Hub: n.Runners, Logger: log})
+	if err != nil {
+		_ = snapshots.Close()
+		return nil, err
+	}
 	n.Engine, err = engine.New(writes, &engine.Config{
 		Workspaces:       spaces,
 		SnapshotCache:    snapshots,
-		Environments:     envs,
+		Environments:     routed,
 		WorkspaceRoot:    filepath.Join(dir, WorkspacesDir),
 		RuntimeDir:       filepath.Join(dir, RuntimeDir),
 		NodeID:           n.NodeID,
@@ -525,9 +537,6 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 	// A followed journal is read again as often as an idle stream pings,
 	// unless the caller (the library) says otherwise.
 	n.PollInterval = cmp.Or(cfg.PollInterval, cfg.PingInterval, app.DefaultPollInterval)
-	runnerCheck := cmp.Or(cfg.RunnerCheckInterval, hub.DefaultTouchInterval)
-	n.Runners = hub.New(n.NodeID, n.Store, &hub.Config{TouchInterval: runnerCheck, Logger: n.log,
-		MaxConnsPerKey: cfg.RunnerMaxConnsPerKey, MaxConns: cfg.RunnerMaxConns, Blobs: n.Store})
 	if n.App, err = app.New(app.Deps{Engine: n.Engine, Vault: n.VaultAPI, Webhooks: n.WebhookAPI, Reports: n.Reports, Store: n.Store,
 		Logger: n.log, PollInterval: n.PollInterval, RunnerStaleAfter: hub.StaleAfter(runnerCheck)}); err != nil {
 		return nil, err
@@ -766,4 +775,21 @@ func DefaultProviders() map[string]model.Provider {
 // the operator who wrote the file.
 func (n *Node) EnsureAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Agent, bool, error) {
 	return n.App.EnsureAgent(app.WithCaller(ctx, app.ConfigCaller), req)
+}
+
+// wakeForRunner resolves the environment_connection actions of the
+// sessions a runner that just connected matches (the hub's OnConnect).
+func (n *Node) wakeForRunner(row store.RunnerRow) {
+	if n.Engine == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	woke, err := n.Engine.RunnerConnected(ctx, row.Project, row.Name, row.Labels)
+	if err != nil {
+		n.log.Warn("wake the sessions waiting for a runner", "runner", row.Name, "project", row.Project, "err", err)
+	}
+	if woke > 0 {
+		n.log.Info("runner connected: sessions waiting for it go on", "runner", row.Name, "project", row.Project, "sessions", woke)
+	}
 }

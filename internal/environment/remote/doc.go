@@ -31,7 +31,9 @@
 //
 // It imports internal/environment, internal/runner/hub and
 // internal/runner/link, internal/sandbox, internal/snapshot, internal/tool,
-// internal/workspace and the standard library. The engine picks a backend
-// per session later (environment.runner). Who may import it: no package of
-// the module (tests aside).
+// internal/workspace and the standard library. NewRouter is the backend the
+// engine opens every session through: this node's (local) unless the
+// agent asks for a runner (environment.runner), then a matching connected
+// runner, or the one the session is pinned to. Who may import it:
+// internal/node (which builds the router) and tests.
 package remote

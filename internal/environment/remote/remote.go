@@ -130,7 +130,7 @@ func (b *backend) Open(ctx context.Context, p *environment.OpenParams) (environm
 		}
 		return nil, fmt.Errorf("open environment of session %s: %w", p.Session, err)
 	}
-	e.info = environment.Info{Backend: b.Name(), Provisioned: res.Provisioned}
+	e.info = environment.Info{Backend: b.Name(), Provisioned: res.Provisioned, Runner: b.cfg.Runner}
 	// The runner caps what a session asks by its operator's maxima: a
 	// workspace smaller than the session was promised is refused rather
 	// than met by surprise as a full disk.

@@ -52,6 +52,8 @@ type rigOptions struct {
 	limits sandbox.Limits
 	// maxUploadBytes is the hub's Config.MaxUploadBytes.
 	maxUploadBytes int64
+	// labels are the runner's.
+	labels []string
 }
 
 func newRig(tb testing.TB, blobs hub.BlobStore, o rigOptions) *rig {
@@ -85,19 +87,7 @@ func newRig(tb testing.TB, blobs hub.BlobStore, o rigOptions) *rig {
 	if sb == nil {
 		sb = sandbox.NewLocal()
 	}
-	r, err := runner.New(runner.Config{
-		Server: dialURL, Key: "good", DataDir: rg.data, Backend: sb, SocketDir: tb.TempDir(), Limits: o.limits,
-		Hello:      link.Hello{Name: runnerName, Capacity: 64, Version: "test"},
-		MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Logger: quiet,
-	})
-	require.NoError(tb, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = r.Run(ctx); close(done) }()
-	rg.stopRunner = func() {
-		cancel()
-		<-done
-	}
+	rg.stopRunner = startRunner(tb, dialURL, rg.data, sb, o.limits, link.Hello{Name: runnerName, Labels: o.labels, Capacity: 64, Version: "test"})
 	tb.Cleanup(func() {
 		rg.stopRunner()
 		stop()
@@ -107,6 +97,26 @@ func newRig(tb testing.TB, blobs hub.BlobStore, o rigOptions) *rig {
 	})
 	rg.connected(tb)
 	return rg
+}
+
+// startRunner runs a runner of hello's name against the server at url,
+// with its data in data, and returns what stops it (and waits until it
+// has).
+func startRunner(tb testing.TB, url, data string, sb sandbox.Backend, limits sandbox.Limits, hello link.Hello) func() {
+	tb.Helper()
+	r, err := runner.New(runner.Config{
+		Server: url, Key: "good", DataDir: data, Backend: sb, SocketDir: tb.TempDir(), Limits: limits,
+		Hello:      hello,
+		MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
+	})
+	require.NoError(tb, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = r.Run(ctx); close(done) }()
+	return sync.OnceFunc(func() {
+		cancel()
+		<-done
+	})
 }
 
 // connected waits until the runner's connection is held and returns it.

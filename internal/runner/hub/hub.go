@@ -76,6 +76,11 @@ type Config struct {
 	// are uploading in parts and have not finished (held in memory).
 	// Default DefaultMaxUploadBytes.
 	MaxUploadBytes int64
+	// OnConnect, when set, is called with each connection's row once the
+	// connection is held (Get finds it), in a goroutine of its own: the
+	// engine wakes the sessions waiting for such a runner
+	// (environment_connection).
+	OnConnect func(row store.RunnerRow)
 }
 
 // Hub holds the runner connections of one node.
@@ -213,6 +218,9 @@ func (h *Hub) Serve(ctx context.Context, ws *websocket.Conn, key Key, check KeyC
 	}
 	r.Conn = link.New(ws, &lc)
 	h.hold(r)
+	if h.cfg.OnConnect != nil {
+		go h.cfg.OnConnect(r.Row)
+	}
 	h.log.Info("runner connected", "runner", r.Row.Name, "project", r.Row.Project, "conn", r.Row.ConnID,
 		"labels", r.Row.Labels, "capacity", r.Row.Capacity, "version", r.Row.Version)
 	defer h.forget(r)

@@ -18,6 +18,7 @@ const typeNames = {
   input: 'Question',
   in_doubt: 'In doubt',
   budget: 'Budget',
+  environment_connection: 'Waiting for a runner',
 };
 
 const resolvedText = {
@@ -27,6 +28,7 @@ const resolvedText = {
   happened: 'Recorded as happened.',
   did_not_happen: 'Recorded as not happened: the call runs again.',
   skip: 'Skipped: the call is not run again.',
+  connected: 'A runner connected: the session goes on.',
 };
 
 // budgetFields maps a budget action's dimension to its budget fields.
@@ -120,6 +122,11 @@ export function actionCard(action, opts = {}) {
     facts.push(['Limit', `${l.name}: used ${fmtLimitValue(l.name, l.used)} of soft ${fmtLimitValue(l.name, l.soft)}` +
       (l.max ? `, hard ${fmtLimitValue(l.name, l.max)}` : ', no hard limit')]);
   }
+  if (action.runner) {
+    const r = action.runner;
+    facts.push(['Runner', r.name ? h('code', null, r.name) : `labels ${(r.labels || []).join(', ')}`]);
+  }
+  if (action.reason) facts.push(['Why', action.reason]);
   if (action.usage) {
     const u = action.usage;
     facts.push(['Usage', `${fmtCost(u.cost_usd)} · ${fmtTokens((u.input_tokens || 0) + (u.output_tokens || 0), u)} tokens${u.estimated ? ' (estimated)' : ''} · ${fmtInt(u.model_calls)} model calls · ${fmtInt(u.tool_calls)} tool calls`]);
@@ -146,7 +153,7 @@ export function actionCard(action, opts = {}) {
       if (opts.onDecided) opts.onDecided(resolved || action);
     },
   };
-  const forms = { approval: approvalForm, function_call: functionForm, input: inputForm, in_doubt: inDoubtForm, budget: budgetForm };
+  const forms = { approval: approvalForm, function_call: functionForm, input: inputForm, in_doubt: inDoubtForm, budget: budgetForm, environment_connection: environmentForm };
   if (action.status !== 'pending') {
     decide.append(h('p', { class: 'muted resolved-line' }, `${action.status}${action.resolution ? ': ' + truncate(JSON.stringify(action.resolution), 200) : ''}`,
       action.resolved_by ? [' ', byActor(action.resolved_by)] : null));
@@ -164,7 +171,7 @@ export function actionCard(action, opts = {}) {
 // resolution (the decision as recorded).
 export function decisionText(action) {
   const r = action.resolution && typeof action.resolution === 'object' ? action.resolution : {};
-  const words = { approve: 'approved', reject: 'rejected', stop: 'stopped', happened: 'recorded as happened', did_not_happen: 'recorded as not happened', skip: 'skipped' };
+  const words = { approve: 'approved', reject: 'rejected', stop: 'stopped', happened: 'recorded as happened', did_not_happen: 'recorded as not happened', skip: 'skipped', connected: 'a runner connected' };
   if (r.decision) return words[r.decision] || r.decision;
   if (r.answer !== undefined) return `answered “${truncate(String(r.answer), 80)}”`;
   if (r.error) return 'failed with an error';
@@ -467,6 +474,21 @@ function budgetForm(ctx) {
     post(ctx, stop, body, key, 'Stopped: the turn fails with budget_exceeded.');
   });
   ctx.decide.append(...rows, buttonRow(approve), field('Or stop the task', reason), buttonRow(stop));
+}
+
+// environmentForm: an environment_connection action resolves by itself
+// when a matching runner connects; the only decision is to stop the task.
+function environmentForm(ctx) {
+  const key = newKey();
+  const reason = h('input', { type: 'text', class: 'reason', placeholder: 'Optional: why it stops' });
+  const stop = h('button', { type: 'button', class: 'danger-outline', dataset: { act: 'environment-stop' } }, 'Stop the task');
+  stop.addEventListener('click', () => {
+    const body = { decision: 'stop' };
+    if (reason.value.trim()) body.reason = reason.value.trim();
+    post(ctx, stop, body, key, 'Stopped: the turn ends.');
+  });
+  ctx.decide.append(h('p', { class: 'muted' }, 'The session goes on by itself when a matching runner connects.'),
+    field('Or stop the task', reason), buttonRow(stop));
 }
 
 // fileInputForm answers an input action that asks for a file: the upload

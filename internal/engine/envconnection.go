@@ -1,0 +1,189 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/environment"
+	"github.com/longhaul-dev/longhaul/internal/store"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// An agent whose environment lives on a runner (environment.runner) waits
+// for one when none that matches is connected: its session parks in
+// requires_action with an environment_connection action, holding no worker
+// and no goroutine, like a function-result wait. A runner's connection
+// resolves it (Engine.RunnerConnected), or the application stops the turn.
+
+// runnerSelector is the agent's environment.runner as the environment
+// seam takes it (nil: none).
+func runnerSelector(spec *lt.AgentSpec) *environment.RunnerSelector {
+	if spec.Environment == nil || spec.Environment.Runner == nil {
+		return nil
+	}
+	sel := spec.Environment.Runner
+	return &environment.RunnerSelector{Name: sel.Name, Labels: sel.Labels}
+}
+
+// waitsForRunner reports whether err, from opening the session's
+// environment, means no runner it may use is connected: nothing ran, and
+// the session waits for one.
+func (r *runner) waitsForRunner(err error) bool {
+	return errors.Is(err, environment.ErrUnavailable) && runnerSelector(&r.spec) != nil
+}
+
+// askEnvironment raises the environment_connection action: why is the
+// open's failure.
+func (r *runner) askEnvironment(why error) error {
+	turn := r.st.CurrentTurn()
+	sid := r.st.Session.ID
+	sel := *r.spec.Environment.Runner
+	summary := "The session's environment lives on a runner, and no matching runner (" + sel.String() + ") is connected: it goes on when one connects, or stop the turn"
+	if pinned := r.st.EnvironmentRunner; pinned != "" {
+		summary = "The session's environment lives on runner " + pinned + ", which is not connected: it goes on when it connects, or stop the turn"
+	}
+	a := lt.Action{
+		ID:        derivedID("act_", sid, turn.ID, "environment_connection", r.durableSeq, len(r.b.events)),
+		SessionID: sid, Type: lt.ActionEnvironmentConnection, Status: lt.ActionPending, TurnID: turn.ID,
+		Summary: summary, Runner: &lt.RunnerSelector{Name: sel.Name, Labels: append([]string(nil), sel.Labels...)},
+		Reason: why.Error(), CreatedAt: r.e.clock.Now(),
+	}
+	return r.add(lt.EventActionRequired, turn.ID, 0, lt.ActionRequiredData{Action: a})
+}
+
+// pendingOfType returns the first pending action of type t, nil if none.
+func pendingOfType(pending []lt.Action, t lt.ActionType) *lt.Action {
+	for i := range pending {
+		if pending[i].Type == t {
+			return &pending[i]
+		}
+	}
+	return nil
+}
+
+// awaitEnvironment parks the session on its environment_connection action.
+// Before the first park of a claim it makes the action durable and opens
+// the environment again: a runner that connected before the action was
+// written is found here, one that connects after finds the action
+// (RunnerConnected), so no connection is missed.
+func (r *runner) awaitEnvironment(ctx context.Context, a *lt.Action) (bool, error) {
+	if !r.envRechecked {
+		r.envRechecked = true
+		if err := r.flush(ctx, false); err != nil {
+			return false, err
+		}
+		err := r.setupEnvironment(ctx)
+		if err == nil {
+			return false, r.add(lt.EventActionResolved, a.TurnID, 0, connectedResolution(a, r.envRunner))
+		}
+		r.env.close()
+		r.env = nil
+		if !r.waitsForRunner(err) {
+			r.envErr = err
+			return false, nil
+		}
+	}
+	if err := r.status(lt.SessionRequiresAction, ""); err != nil {
+		return false, err
+	}
+	return r.park(ctx)
+}
+
+// connectedResolution resolves an environment_connection action: runner
+// connected.
+func connectedResolution(a *lt.Action, runner string) lt.ActionResolvedData {
+	d := lt.Decision{Decision: lt.DecisionConnected, Reason: "runner " + runner + " connected"}
+	sum, _ := decisionSHA256(&d) // a Decision always marshals
+	return lt.ActionResolvedData{ActionID: a.ID, Type: string(a.Type), Decision: d, DecisionSHA256: sum}
+}
+
+// envConnectionDecision carries out the application's decision on an
+// environment_connection action: stop (the turn ends); the action resolves
+// by itself otherwise.
+func envConnectionDecision(b *batch, a *lt.Action, d *lt.Decision, resolved lt.ActionResolvedData) error {
+	if d.Arguments != nil || d.Answer != "" || len(d.Output) > 0 || d.Error != "" || d.Budget != nil || d.ArgumentsSHA256 != "" {
+		return apierror.Invalid("decision", "an environment_connection action takes only decision stop (and reason)")
+	}
+	if d.Decision != lt.DecisionStop {
+		return apierror.Invalid("decision", "must be stop: an environment_connection action resolves by itself when a matching runner connects")
+	}
+	if err := b.add(lt.EventActionResolved, a.TurnID, 0, resolved); err != nil {
+		return err
+	}
+	msg := "stopped by a person while the session waited for a runner"
+	if d.Reason != "" {
+		msg += ": " + d.Reason
+	}
+	return endTurn(b, lt.StopStopped, msg)
+}
+
+// runnerWakePage is how many pending environment_connection actions
+// RunnerConnected reads at once.
+const runnerWakePage = 200
+
+// RunnerConnected resolves the environment_connection actions of project's
+// sessions that the runner named name with labels matches (a session
+// pinned to another runner keeps waiting for that one): each session
+// becomes runnable and is claimed as any other. It returns how many it
+// woke. The hub calls it for each runner that connects.
+func (e *Engine) RunnerConnected(ctx context.Context, project, name string, labels []string) (int, error) {
+	woke := 0
+	var after *store.DocCursor
+	for {
+		rows, err := e.store.ActionListAll(ctx, &store.ActionListParams{
+			Status: string(lt.ActionPending), Type: string(lt.ActionEnvironmentConnection), Project: project,
+			After: after, Limit: runnerWakePage,
+		})
+		if err != nil {
+			return woke, err
+		}
+		actions, err := decodeDocs[lt.Action](rows)
+		if err != nil {
+			return woke, err
+		}
+		for i := range actions {
+			a := &actions[i]
+			if a.Runner == nil || !(&environment.RunnerSelector{Name: a.Runner.Name, Labels: a.Runner.Labels}).Matches(name, labels) {
+				continue
+			}
+			ok, err := e.resolveConnected(ctx, a, name)
+			if err != nil {
+				return woke, fmt.Errorf("wake session %s: %w", a.SessionID, err)
+			}
+			if ok {
+				woke++
+			}
+		}
+		if len(rows) < runnerWakePage {
+			return woke, nil
+		}
+		last := rows[len(rows)-1]
+		after = &store.DocCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+}
+
+// resolveConnected resolves one session's environment_connection action
+// when it is still pending and the session is not pinned to another
+// runner.
+func (e *Engine) resolveConnected(ctx context.Context, a *lt.Action, name string) (bool, error) {
+	return mutateRow(ctx, e, a.SessionID, func(_ *store.SessionRow, b *batch) (bool, error) {
+		pending, _ := b.st.PendingAction(a.ID)
+		if pending == nil {
+			return false, nil
+		}
+		if pinned := b.st.EnvironmentRunner; pinned != "" && pinned != name {
+			return false, nil
+		}
+		if err := b.add(lt.EventActionResolved, pending.TurnID, 0, connectedResolution(pending, name)); err != nil {
+			return false, err
+		}
+		if len(b.st.Pending) == 0 && b.st.Session.Status == lt.SessionRequiresAction {
+			if err := b.status(lt.SessionRunning, ""); err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+}

@@ -1,0 +1,231 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/environment"
+	"github.com/longhaul-dev/longhaul/internal/tool"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// runnerBackend stands for the node's router with one runner, "box1"
+// (labels gpu): while it is not connected, an environment that asks for a
+// runner is ErrUnavailable; once it is, the environment opens (the real
+// local one: the runner's machine is this one) and says it lives on box1.
+type runnerBackend struct {
+	environment.Backend
+	connected atomic.Bool
+	opens     atomic.Int32
+	// dropOn: the first command containing it finds the runner gone
+	// (ErrUnavailable, nothing ran), which disconnects it.
+	dropOn  string
+	dropped atomic.Bool
+}
+
+func (b *runnerBackend) Open(ctx context.Context, p *environment.OpenParams) (environment.Environment, error) {
+	if p.Runner == nil {
+		return b.Backend.Open(ctx, p)
+	}
+	b.opens.Add(1)
+	if !b.connected.Load() || !p.Runner.Matches("box1", []string{"gpu"}) || (p.Pinned != "" && p.Pinned != "box1") {
+		return nil, fmt.Errorf("open environment of session %s: %w (no matching runner is connected)", p.Session, environment.ErrUnavailable)
+	}
+	local := *p
+	local.Runner, local.Pinned = nil, ""
+	env, err := b.Backend.Open(ctx, &local)
+	if err != nil {
+		return nil, err
+	}
+	return &onRunner{Environment: env, b: b}, nil
+}
+
+type onRunner struct {
+	environment.Environment
+	b *runnerBackend
+}
+
+func (e *onRunner) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecResult, error) {
+	if e.b.dropOn != "" && strings.Contains(req.Command, e.b.dropOn) && e.b.dropped.CompareAndSwap(false, true) {
+		e.b.connected.Store(false)
+		return nil, fmt.Errorf("runner box1: %w (disconnected)", environment.ErrUnavailable)
+	}
+	return e.Environment.Run(ctx, req)
+}
+
+func (e *onRunner) Info() environment.Info {
+	i := e.Environment.Info()
+	i.Runner = "box1"
+	return i
+}
+
+func newRunnerHarness(t *testing.T, dropOn ...string) (*harness, *runnerBackend) {
+	t.Helper()
+	dir := t.TempDir()
+	h := &harness{t: t, dir: dir, clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}}
+	h.store = openStore(t, dir)
+	t.Cleanup(func() { h.store.Close() })
+	rb := &runnerBackend{}
+	if len(dropOn) > 0 {
+		rb.dropOn = dropOn[0]
+	}
+	h.wrapEnvironments = func(b environment.Backend) environment.Backend {
+		rb.Backend = b
+		return rb
+	}
+	h.start("node-a")
+	return h, rb
+}
+
+func onGPU(sp *lt.AgentSpec) *lt.AgentSpec {
+	sp.Environment = &lt.Environment{Runner: &lt.RunnerSelector{Labels: []string{"gpu"}}}
+	return sp
+}
+
+func pendingEnvAction(t *testing.T, h *harness, id string) lt.Action {
+	t.Helper()
+	acts, err := h.eng.ListActions(context.Background(), id, string(lt.ActionPending))
+	require.NoError(t, err)
+	require.Len(t, acts, 1)
+	require.Equal(t, lt.ActionEnvironmentConnection, acts[0].Type)
+	return acts[0]
+}
+
+// TestEnvironmentConnectionResolvesWhenARunnerConnects: no matching runner
+// → the session parks in requires_action with an environment_connection
+// action (nothing ran); a runner that does not match wakes nothing; a
+// matching one resolves it (journaled) and the session runs on it, pinned
+// (environment.opened).
+func TestEnvironmentConnectionResolvesWhenARunnerConnects(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	ctx := context.Background()
+	s := create(t, h, onGPU(spec(t, `[{"tool_calls":[{"name":"shell","arguments":{"command":"echo ran > ran.txt"}}]},{"text":"done"}]`,
+		lt.ToolSpec{Name: "shell"})), nil)
+	h.waitStatus(s.ID, lt.SessionRequiresAction)
+	a := pendingEnvAction(t, h, s.ID)
+	require.Equal(t, &lt.RunnerSelector{Labels: []string{"gpu"}}, a.Runner)
+	require.Contains(t, a.Reason, "no matching runner is connected")
+	require.Contains(t, a.Summary, "labels gpu")
+	require.Empty(t, events(t, h, s.ID, lt.EventToolStarted, lt.EventModelRequested), "nothing ran")
+
+	inbox, err := h.eng.ListAllActions(ctx, lt.ListActionsParams{Type: string(lt.ActionEnvironmentConnection), Status: string(lt.ActionPending)})
+	require.NoError(t, err)
+	require.Len(t, inbox.Data, 1, "the inbox lists it by type")
+
+	woke, err := h.eng.RunnerConnected(ctx, lt.DefaultProject, "box2", []string{"linux"})
+	require.NoError(t, err)
+	require.Zero(t, woke, "a runner without the label")
+	woke, err = h.eng.RunnerConnected(ctx, "other-project", "box1", []string{"gpu"})
+	require.NoError(t, err)
+	require.Zero(t, woke, "another project's runner")
+
+	rb.connected.Store(true)
+	woke, err = h.eng.RunnerConnected(ctx, lt.DefaultProject, "box1", []string{"gpu", "linux"})
+	require.NoError(t, err)
+	require.Equal(t, 1, woke)
+	h.waitStatus(s.ID, lt.SessionIdle)
+
+	resolved := events(t, h, s.ID, lt.EventActionResolved)
+	require.Len(t, resolved, 1)
+	d := data[lt.ActionResolvedData](t, resolved[0])
+	require.Equal(t, lt.DecisionConnected, d.Decision.Decision)
+	require.Equal(t, "runner box1 connected", d.Decision.Reason)
+	opened := events(t, h, s.ID, lt.EventEnvironmentOpened)
+	require.Len(t, opened, 1)
+	require.Equal(t, "box1", data[lt.EnvironmentOpenedData](t, opened[0]).Runner)
+	require.Len(t, events(t, h, s.ID, lt.EventToolCompleted), 1)
+	checkJournal(t, h.store, s.ID)
+
+	// A follow-up turn goes back to box1 (pinned); with box1 gone it
+	// waits for box1, not for any gpu runner.
+	rb.connected.Store(false)
+	_, err = h.eng.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "again"})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionRequiresAction)
+	a = pendingEnvAction(t, h, s.ID)
+	require.Contains(t, a.Summary, "runner box1, which is not connected")
+	woke, err = h.eng.RunnerConnected(ctx, lt.DefaultProject, "box3", []string{"gpu"})
+	require.NoError(t, err)
+	require.Zero(t, woke, "another gpu runner: the workspace lives on box1")
+}
+
+// TestEnvironmentConnectionStop: the application's stop ends the turn;
+// any other decision is refused, saying why.
+func TestEnvironmentConnectionStop(t *testing.T) {
+	h, _ := newRunnerHarness(t)
+	ctx := context.Background()
+	s := create(t, h, onGPU(spec(t, `[{"text":"never"}]`)), nil)
+	h.waitStatus(s.ID, lt.SessionRequiresAction)
+	a := pendingEnvAction(t, h, s.ID)
+
+	_, err := h.eng.DecideAction(ctx, s.ID, a.ID, &lt.Decision{Decision: lt.DecisionApprove})
+	requireAPIError(t, err, lt.CodeInvalidRequest, "resolves by itself when a matching runner connects")
+	_, err = h.eng.DecideAction(ctx, s.ID, a.ID, &lt.Decision{Decision: lt.DecisionConnected})
+	requireAPIError(t, err, lt.CodeInvalidRequest, "must be stop")
+	_, err = h.eng.DecideAction(ctx, s.ID, a.ID, &lt.Decision{Decision: lt.DecisionStop, Answer: "x"})
+	requireAPIError(t, err, lt.CodeInvalidRequest, "takes only decision stop")
+
+	decided, err := h.eng.DecideAction(ctx, s.ID, a.ID, &lt.Decision{Decision: lt.DecisionStop, Reason: "no gpu today"})
+	require.NoError(t, err)
+	require.Equal(t, lt.ActionResolved, decided.Status)
+	got := h.waitStatus(s.ID, lt.SessionFailed)
+	require.Equal(t, lt.StopStopped, *got.StopReason)
+	failed := events(t, h, s.ID, lt.EventTurnFailed)
+	require.Len(t, failed, 1)
+	require.Contains(t, data[lt.TurnFailedData](t, failed[0]).Error, "no gpu today")
+	require.Empty(t, events(t, h, s.ID, lt.EventModelRequested), "nothing ran")
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestRunnerGoneBetweenCalls: the runner goes away after the environment
+// opened, and a call finds it unreachable (nothing ran). An idempotent
+// call stays started, the session waits for a runner, and the call runs
+// once (with its key) when one connects. An irreversible one fails,
+// saying nothing ran, and the session waits for a runner before its next
+// step.
+func TestRunnerGoneBetweenCalls(t *testing.T) {
+	for _, effect := range []lt.EffectClass{lt.EffectIdempotent, lt.EffectIrreversible} {
+		t.Run(string(effect), func(t *testing.T) {
+			h, rb := newRunnerHarness(t, "DROP")
+			rb.connected.Store(true)
+			ctx := context.Background()
+			s := create(t, h, onGPU(spec(t, `[{"tool_calls":[{"name":"shell","arguments":{"command":"echo \"$LONGHAUL_IDEMPOTENCY_KEY\" >> ran.log # DROP"}}]},{"text":"done"}]`,
+				lt.ToolSpec{Name: "shell", Effect: effect})), nil)
+			h.waitStatus(s.ID, lt.SessionRequiresAction)
+			pendingEnvAction(t, h, s.ID)
+			require.Empty(t, events(t, h, s.ID, lt.EventToolCompleted, lt.EventEffectInDoubt))
+			_, err := os.Stat(filepath.Join(h.dir, "workspaces", s.ID, "ran.log"))
+			require.ErrorIs(t, err, os.ErrNotExist, "nothing ran")
+
+			rb.connected.Store(true)
+			woke, err := h.eng.RunnerConnected(ctx, lt.DefaultProject, "box1", []string{"gpu"})
+			require.NoError(t, err)
+			require.Equal(t, 1, woke)
+			h.waitStatus(s.ID, lt.SessionIdle)
+			started := events(t, h, s.ID, lt.EventToolStarted)
+			if effect == lt.EffectIrreversible {
+				require.Len(t, started, 1)
+				failed := events(t, h, s.ID, lt.EventToolFailed)
+				require.Len(t, failed, 1)
+				require.Contains(t, data[lt.ToolFailedData](t, failed[0]).Error, "nothing ran")
+				require.Empty(t, events(t, h, s.ID, lt.EventEffectInDoubt), "nothing ran: not in doubt")
+			} else {
+				require.Len(t, started, 2, "the attempt that found no runner and the one after")
+				first, second := data[lt.ToolStartedData](t, started[0]), data[lt.ToolStartedData](t, started[1])
+				require.Equal(t, first.IdempotencyKey, second.IdempotencyKey)
+				log, err := os.ReadFile(filepath.Join(h.dir, "workspaces", s.ID, "ran.log"))
+				require.NoError(t, err)
+				require.Equal(t, first.IdempotencyKey+"\n", string(log), "it ran once, with its key")
+			}
+			checkJournal(t, h.store, s.ID)
+		})
+	}
+}

@@ -1,0 +1,180 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/longhaul-dev/longhaul/internal/environment"
+	"github.com/longhaul-dev/longhaul/internal/runner/hub"
+)
+
+// RouterConfig says where a Router's environments may live.
+type RouterConfig struct {
+	// Local opens the environments that ask for no runner (this node's
+	// own). Required.
+	Local environment.Backend
+	// Hub holds the runner connections of this node. Required.
+	Hub *hub.Hub
+	// Logger: as Config's. Default: discarded.
+	Logger *slog.Logger
+}
+
+// NewRouter returns the backend that picks, per open, where a session's
+// environment lives: on this node (cfg.Local) when OpenParams.Runner is
+// nil, else on a connected runner of the session's project that matches
+// it (by name, or with all its labels), or on OpenParams.Pinned, the
+// runner the environment already lives on. No match: ErrUnavailable,
+// nothing ran.
+func NewRouter(cfg *RouterConfig) (environment.Backend, error) {
+	switch {
+	case cfg == nil:
+		return nil, errors.New("new environment router: config is nil")
+	case cfg.Local == nil:
+		return nil, errors.New("new environment router: config.local: is required")
+	case cfg.Hub == nil:
+		return nil, errors.New("new environment router: config.hub: is required")
+	}
+	r := &router{cfg: *cfg, backends: map[runnerRef]*routed{}}
+	if r.cfg.Logger == nil {
+		r.cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return r, nil
+}
+
+type router struct {
+	cfg RouterConfig
+
+	mu sync.Mutex
+	// backends are the remote backends of the runners opened on so far,
+	// with how many of their environments are open (the least busy
+	// matching runner is picked).
+	backends map[runnerRef]*routed
+}
+
+type runnerRef struct{ project, name string }
+
+type routed struct {
+	backend environment.Backend
+	open    int
+}
+
+// Name is the local backend's: a runner's environment names its own
+// backend in its Info.
+func (r *router) Name() string { return r.cfg.Local.Name() }
+
+// ConfinesNetwork is the local backend's (what this node's sessions run
+// in); a runner's environment answers for itself through its runner.
+func (r *router) ConfinesNetwork() bool { return r.cfg.Local.ConfinesNetwork() }
+
+// Open implements environment.Backend.
+func (r *router) Open(ctx context.Context, p *environment.OpenParams) (environment.Environment, error) {
+	if err := p.Check(); err != nil {
+		return nil, err
+	}
+	if p.Runner == nil && p.Pinned == "" {
+		return r.cfg.Local.Open(ctx, p)
+	}
+	name, err := r.pick(p)
+	if err != nil {
+		return nil, err
+	}
+	ref := runnerRef{p.Project, name}
+	r.mu.Lock()
+	rb := r.backends[ref]
+	if rb == nil {
+		b, err := New(&Config{Hub: r.cfg.Hub, Project: p.Project, Runner: name, Logger: r.cfg.Logger})
+		if err != nil {
+			r.mu.Unlock()
+			return nil, err
+		}
+		rb = &routed{backend: b}
+		r.backends[ref] = rb
+	}
+	rb.open++
+	r.mu.Unlock()
+	env, err := rb.backend.Open(ctx, p)
+	if err != nil {
+		r.release(rb)
+		return nil, err
+	}
+	return &routedEnv{Environment: env, release: sync.OnceFunc(func() { r.release(rb) })}, nil
+}
+
+func (r *router) release(rb *routed) {
+	r.mu.Lock()
+	rb.open--
+	r.mu.Unlock()
+}
+
+// pick names the runner p's environment opens on: the pinned one while
+// it is connected, else the least loaded connected runner of the project
+// that matches p.Runner: this node's open environments on it over its
+// capacity. A runner at its capacity is still picked when it is the only
+// match (its calls wait for a slot): a session parks only when no
+// matching runner is connected, since only a connection wakes it.
+func (r *router) pick(p *environment.OpenParams) (string, error) {
+	if p.Pinned != "" {
+		if _, ok := r.cfg.Hub.Get(p.Project, p.Pinned); !ok {
+			return "", fmt.Errorf("open environment of session %s: runner %s, where its environment lives: %w (not connected)",
+				p.Session, p.Pinned, environment.ErrUnavailable)
+		}
+		return p.Pinned, nil
+	}
+	var best string
+	bestLoad := -1.0
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, row := range r.cfg.Hub.Connected() {
+		if row.Project != p.Project || !p.Runner.Matches(row.Name, row.Labels) {
+			continue
+		}
+		open := 0
+		if rb := r.backends[runnerRef{row.Project, row.Name}]; rb != nil {
+			open = rb.open
+		}
+		load := float64(open) / float64(max(row.Capacity, 1))
+		if bestLoad < 0 || load < bestLoad {
+			best, bestLoad = row.Name, load
+		}
+	}
+	if best == "" {
+		return "", fmt.Errorf("open environment of session %s: runner %s: %w (no matching runner is connected)",
+			p.Session, Describe(p.Runner), environment.ErrUnavailable)
+	}
+	return best, nil
+}
+
+// Describe says which runner sel asks for, as errors name it.
+func Describe(sel *environment.RunnerSelector) string {
+	switch {
+	case sel == nil:
+		return "(none)"
+	case sel.Name != "":
+		return sel.Name
+	default:
+		return fmt.Sprintf("with labels %v", sel.Labels)
+	}
+}
+
+// routedEnv counts its runner's open environments down when it closes
+// or stops.
+type routedEnv struct {
+	environment.Environment
+	release func()
+}
+
+func (e *routedEnv) Close() error {
+	defer e.release()
+	return e.Environment.Close()
+}
+
+func (e *routedEnv) Stop(ctx context.Context, id string) error {
+	err := e.Environment.Stop(ctx, id)
+	if err == nil {
+		e.release()
+	}
+	return err
+}
