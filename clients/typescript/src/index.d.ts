@@ -4,7 +4,7 @@
 
 export type SessionStatus =
   | 'queued' | 'running' | 'requires_action' | 'waiting' | 'idle' | 'failed' | 'cancelled' | 'paused';
-export type ActionType = 'approval' | 'function_call' | 'input' | 'in_doubt' | 'budget' | (string & {});
+export type ActionType = 'approval' | 'function_call' | 'input' | 'in_doubt' | 'budget' | 'environment_connection' | (string & {});
 export type ActionStatus = 'pending' | 'resolved' | 'cancelled';
 
 export interface Budget {
@@ -31,6 +31,8 @@ export interface Action {
   evidence?: string[] | null; consequence?: string; question?: string; choices?: string[] | null;
   created_at: string; expires_at: string | null; resolved_at?: string | null; resolution?: unknown;
   resolved_by?: Actor | null;
+  /** environment_connection: the runner it waits for, and why none can be reached. */
+  runner?: { name?: string; labels?: string[] }; reason?: string;
   [field: string]: unknown;
 }
 
