@@ -130,6 +130,10 @@ const runnerWakePage = 200
 // woke. The hub calls it for each runner that connects.
 func (e *Engine) RunnerConnected(ctx context.Context, project, name string, labels []string) (int, error) {
 	woke := 0
+	// One session that cannot be woken (a failing write, a row that will
+	// not load) must not keep the ones after it parked while their runner
+	// is connected: each is tried, and the errors are returned together.
+	var failed []error
 	var after *store.DocCursor
 	for {
 		rows, err := e.store.ActionListAll(ctx, &store.ActionListParams{
@@ -137,11 +141,11 @@ func (e *Engine) RunnerConnected(ctx context.Context, project, name string, labe
 			After: after, Limit: runnerWakePage,
 		})
 		if err != nil {
-			return woke, err
+			return woke, errors.Join(append(failed, err)...)
 		}
 		actions, err := decodeDocs[lt.Action](rows)
 		if err != nil {
-			return woke, err
+			return woke, errors.Join(append(failed, err)...)
 		}
 		for i := range actions {
 			a := &actions[i]
@@ -150,14 +154,18 @@ func (e *Engine) RunnerConnected(ctx context.Context, project, name string, labe
 			}
 			ok, err := e.resolveConnected(ctx, a, name)
 			if err != nil {
-				return woke, fmt.Errorf("wake session %s: %w", a.SessionID, err)
+				if ctx.Err() != nil {
+					return woke, errors.Join(append(failed, err)...)
+				}
+				failed = append(failed, fmt.Errorf("wake session %s: %w", a.SessionID, err))
+				continue
 			}
 			if ok {
 				woke++
 			}
 		}
 		if len(rows) < runnerWakePage {
-			return woke, nil
+			return woke, errors.Join(failed...)
 		}
 		last := rows[len(rows)-1]
 		after = &store.DocCursor{CreatedAt: last.CreatedAt, ID: last.ID}

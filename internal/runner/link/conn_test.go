@@ -435,7 +435,9 @@ func TestAwaitCancelledIsBounded(t *testing.T) {
 	t.Parallel()
 	started := make(chan struct{})
 	never := make(chan struct{})
-	server, runner := pair(t, &link.Config{HeartbeatInterval: 20 * time.Millisecond, HeartbeatTimeout: 200 * time.Millisecond, CancelGrace: 100 * time.Millisecond},
+	// Heartbeats in seconds: at 20 ms / 200 ms a pong late on a loaded
+	// machine closed the connection first, with another status.
+	server, runner := pair(t, &link.Config{HeartbeatInterval: time.Second, HeartbeatTimeout: 2 * time.Second, CancelGrace: 100 * time.Millisecond},
 		&link.Config{Handlers: map[string]link.Handler{
 			"exec": func(context.Context, *link.Request) (any, error) {
 				close(started)
