@@ -149,10 +149,14 @@ func (e *Engine) RunnerConnected(ctx context.Context, project, name string, labe
 		}
 		for i := range actions {
 			a := &actions[i]
-			if a.Runner == nil || !(&environment.RunnerSelector{Name: a.Runner.Name, Labels: a.Runner.Labels}).Matches(name, labels) {
+			if a.Runner == nil {
 				continue
 			}
-			ok, err := e.resolveConnected(ctx, a, name)
+			// A runner that does not match the selector may still be the
+			// one the session's environment lives on (restarted with other
+			// labels): resolveConnected looks at the pin first.
+			matches := (&environment.RunnerSelector{Name: a.Runner.Name, Labels: a.Runner.Labels}).Matches(name, labels)
+			ok, err := e.resolveConnected(ctx, a, name, matches)
 			if err != nil {
 				if ctx.Err() != nil {
 					return woke, errors.Join(append(failed, err)...)
@@ -173,15 +177,17 @@ func (e *Engine) RunnerConnected(ctx context.Context, project, name string, labe
 }
 
 // resolveConnected resolves one session's environment_connection action
-// when it is still pending and the session is not pinned to another
-// runner.
-func (e *Engine) resolveConnected(ctx context.Context, a *lt.Action, name string) (bool, error) {
+// when it is still pending and runner name is the one the session is
+// pinned to, or, for a session pinned to none, matches its selector: the
+// router opens a pinned session on its runner whatever that runner's
+// labels are now.
+func (e *Engine) resolveConnected(ctx context.Context, a *lt.Action, name string, matches bool) (bool, error) {
 	return mutateRow(ctx, e, a.SessionID, func(_ *store.SessionRow, b *batch) (bool, error) {
 		pending, _ := b.st.PendingAction(a.ID)
 		if pending == nil {
 			return false, nil
 		}
-		if pinned := b.st.EnvironmentRunner; pinned != "" && pinned != name {
+		if pinned := b.st.EnvironmentRunner; pinned != name && (pinned != "" || !matches) {
 			return false, nil
 		}
 		if err := b.add(lt.EventActionResolved, pending.TurnID, 0, connectedResolution(pending, name)); err != nil {

@@ -155,6 +155,15 @@ func TestEnvironmentConnectionResolvesWhenARunnerConnects(t *testing.T) {
 	woke, err = h.eng.RunnerConnected(ctx, lt.DefaultProject, "box3", []string{"gpu"})
 	require.NoError(t, err)
 	require.Zero(t, woke, "another gpu runner: the workspace lives on box1")
+
+	// box1 comes back with other labels: the session is woken all the
+	// same (its environment lives there) and goes on.
+	rb.connected.Store(true)
+	woke, err = h.eng.RunnerConnected(ctx, lt.DefaultProject, "box1", []string{"linux"})
+	require.NoError(t, err)
+	require.Equal(t, 1, woke, "the pinned runner, whatever its labels now")
+	h.waitStatus(s.ID, lt.SessionIdle)
+	checkJournal(t, h.store, s.ID)
 }
 
 // TestEnvironmentConnectionStop: the application's stop ends the turn;
