@@ -181,7 +181,7 @@ func (r *runner) restoreWorkspace(ctx context.Context) error {
 	snap := r.st.LastSnapshot
 	if stale && snap == "" {
 		// Nothing to converge on: start from an empty workspace.
-		empty, err := r.e.emptySnapshot(ctx)
+		empty, err := r.e.emptySnapshot(ctx, r.project)
 		if err == nil {
 			_, err = r.env.env.Restore(ctx, empty)
 		}

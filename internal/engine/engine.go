@@ -260,7 +260,7 @@ func New(st store.Store, cfg *Config) (*Engine, error) {
 			sb = sandbox.NewLocal()
 		}
 		e.envs, err = environment.NewLocal(&environment.LocalConfig{
-			Sandbox: sb, Workspaces: spaces, Blobs: st, Cache: e.snapshots, SocketPath: e.sockets.path, Logger: c.Logger,
+			Sandbox: sb, Workspaces: spaces, Blobs: st, Owners: st, Cache: e.snapshots, SocketPath: e.sockets.path, Logger: c.Logger,
 		})
 		if err != nil {
 			return nil, err

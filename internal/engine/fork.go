@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -122,7 +123,7 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 		}
 	}
 	if cp.Snapshot != "" {
-		if err := e.restoreFork(ctx, forkID, cp.Snapshot); err != nil {
+		if err := e.restoreFork(ctx, cmp.Or(row.Project, lt.DefaultProject), forkID, cp.Snapshot); err != nil {
 			_ = e.removeWorkspace(forkID)
 			return nil, err
 		}
@@ -146,13 +147,15 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 	return &v, nil
 }
 
-// restoreFork makes the workspace of fork forkID the checkpoint's snapshot,
+// restoreFork makes the workspace of fork forkID (of project) the checkpoint's snapshot,
 // through an Environment of its own, which notes the copy holds it (the
 // fork's first tool call restores nothing again).
-func (e *Engine) restoreFork(ctx context.Context, forkID, snap string) error {
+func (e *Engine) restoreFork(ctx context.Context, project, forkID, snap string) error {
+	// In the project of the session forked (the fork's): the restore
+	// refuses a snapshot the project does not own.
 	env, err := e.envs.Open(ctx, &environment.OpenParams{
 		Workspace: forkID, Session: forkID,
-		Snapshot: snapshotLimits,
+		Snapshot: snapshotLimits, Project: project,
 	})
 	if err != nil {
 		return fmt.Errorf("fork workspace: %w", err)

@@ -38,8 +38,12 @@ func (e *Engine) trackWrites(ws string, paths ...string) (done func()) {
 }
 
 // restoreSnapshot restores snapshot snap into ws, telling the Cache that
-// the workspace changed as a whole.
-func (e *Engine) restoreSnapshot(ctx context.Context, snap, ws string) (snapshot.Stats, error) {
+// the workspace changed as a whole. A snapshot project does not own is
+// refused (snapshot.CheckOwned).
+func (e *Engine) restoreSnapshot(ctx context.Context, project, snap, ws string) (snapshot.Stats, error) {
+	if err := snapshot.CheckOwned(ctx, e.store, e.store, project, snap); err != nil {
+		return snapshot.Stats{}, err
+	}
 	defer e.snapshots.Forget(ws) // walked next, even if watched
 	defer e.snapshots.BeginUnknownWrites(ws)()
 	return snapshot.Restore(ctx, e.store, snap, ws)
@@ -48,14 +52,18 @@ func (e *Engine) restoreSnapshot(ctx context.Context, snap, ws string) (snapshot
 // emptySnapshot returns the id of the snapshot of an empty workspace
 // (storing its tree), which a stale copy is restored to when the journal
 // has no snapshot to converge on. Rare: it is taken each time rather than
-// kept, since nothing refers to it once used.
-func (e *Engine) emptySnapshot(ctx context.Context) (string, error) {
+// kept, since nothing refers to it once used. It is claimed for project,
+// which restores it next.
+func (e *Engine) emptySnapshot(ctx context.Context, project string) (string, error) {
 	dir, err := os.MkdirTemp("", "longhaul-empty-")
 	if err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(dir)
 	id, _, err := snapshot.Take(ctx, e.store, dir, snapshot.Options{})
+	if err == nil {
+		_, err = snapshot.Claim(ctx, e.store, e.store, project, id, snapshot.ClaimOptions{})
+	}
 	if err != nil {
 		return "", fmt.Errorf("snapshot of an empty workspace: %w", err)
 	}

@@ -224,7 +224,7 @@ func (r *runner) syncWorkspace(ctx context.Context) error {
 	snap := r.st.LastSnapshot
 	if snap == "" {
 		var err error
-		if snap, err = r.e.emptySnapshot(ctx); err != nil {
+		if snap, err = r.e.emptySnapshot(ctx, r.project); err != nil {
 			return err
 		}
 	}
@@ -265,7 +265,7 @@ func (e *Engine) syncWorkspace(ctx context.Context, st *journal.State) (string, 
 		return "", fmt.Errorf("create workspace: %w", err)
 	}
 	if snap := st.LastSnapshot; snap != "" {
-		if _, err := e.restoreSnapshot(ctx, snap, ws); err != nil {
+		if _, err := e.restoreSnapshot(ctx, st.Project(), snap, ws); err != nil {
 			return "", fmt.Errorf("restore workspace from snapshot %s: %w", snap, err)
 		}
 		if err := e.spaces.RecordSnapshot(wsID, st.Session.ID, snap); err != nil {

@@ -31,6 +31,14 @@ type LocalConfig struct {
 	// Blobs stores the snapshots' blobs by content address (the server's
 	// store; on a runner, the runner's cache in front of the server's).
 	Blobs snapshot.Blobs
+	// Owners, when set, records which project owns which snapshot blob
+	// (the server's store): every snapshot taken is claimed for the
+	// environment's project (OpenParams.Project, then required), and a
+	// restore of a snapshot the project does not own is refused, so that
+	// an id that came from elsewhere (a runner's answer) never brings
+	// another project's files into this one. A runner's backend has none:
+	// its server checks what the runner sends and fetches.
+	Owners snapshot.Owners
 	// Cache makes snapshots incremental; it must have been made for
 	// Blobs. Default: a new one without inotify watches.
 	Cache *snapshot.Cache
@@ -411,6 +419,14 @@ func (e *localEnv) Snapshot(ctx context.Context) (string, snapshot.Stats, error)
 	}
 	defer finish()
 	id, stats, err := e.take(ctx)
+	if err == nil && e.b.cfg.Owners != nil && e.params.Project == "" {
+		err = errors.New("params.project: is required to snapshot a workspace whose owners are kept")
+	} else if err == nil && e.b.cfg.Owners != nil {
+		// Read from the project's workspace by the server itself: the
+		// project's, however it came by the bytes. Only the trees it
+		// did not own yet are read again.
+		_, err = snapshot.Claim(ctx, e.b.cfg.Blobs, e.b.cfg.Owners, e.params.Project, id, snapshot.ClaimOptions{})
+	}
 	if err != nil {
 		return "", stats, fmt.Errorf("snapshot the workspace of session %s: %w", e.params.Session, err)
 	}
@@ -433,6 +449,9 @@ func (e *localEnv) Restore(ctx context.Context, id string) (snapshot.Stats, erro
 		return snapshot.Stats{}, err
 	}
 	defer finish()
+	if err := e.owns(ctx, id); err != nil {
+		return snapshot.Stats{}, fmt.Errorf("restore the workspace of session %s from snapshot %s: %w", e.params.Session, id, err)
+	}
 	defer e.b.cfg.Cache.Forget(e.ws) // walked next, even if watched
 	defer e.b.cfg.Cache.BeginUnknownWrites(e.ws)()
 	stats, err := snapshot.Restore(ctx, e.b.cfg.Blobs, id, e.ws)
@@ -441,6 +460,19 @@ func (e *localEnv) Restore(ctx context.Context, id string) (snapshot.Stats, erro
 	}
 	e.record(id)
 	return stats, nil
+}
+
+// owns checks that the environment's project owns snapshot id, when the
+// backend keeps owners, and records the rows of what it reaches (a
+// snapshot journaled before owners were kept has only its root's).
+func (e *localEnv) owns(ctx context.Context, id string) error {
+	switch {
+	case e.b.cfg.Owners == nil:
+		return nil
+	case e.params.Project == "":
+		return errors.New("params.project: is required to restore a snapshot whose owners are kept")
+	}
+	return snapshot.CheckOwned(ctx, e.b.cfg.Blobs, e.b.cfg.Owners, e.params.Project, id)
 }
 
 // Holds implements Environment.

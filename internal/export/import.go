@@ -1,6 +1,7 @@
 package export
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/webhook"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
 // ImportOptions tune Import. A nil *ImportOptions means the defaults.
@@ -66,6 +68,12 @@ func Import(ctx context.Context, dst store.Store, r io.ReaderAt, size int64, opt
 		}
 		sum.NewBlobs++
 	}
+	// The file brought the bytes of every blob: the projects of its
+	// sessions own them (snapshot blobs: a runner of the project may
+	// fetch them, and its snapshots may name them without sending them).
+	if err := ownBlobs(ctx, dst, f.sessions, f.blobOrder); err != nil {
+		return nil, fmt.Errorf("import: %w", err)
+	}
 	for i, sd := range f.sessions {
 		if err := createSession(ctx, dst, sd, f.blobOrder); err != nil {
 			if i > 0 {
@@ -76,6 +84,25 @@ func Import(ctx context.Context, dst store.Store, r io.ReaderAt, size int64, opt
 		sum.Warnings = append(sum.Warnings, setWebhookState(ctx, dst, sd)...)
 	}
 	return sum, nil
+}
+
+// ownBlobs records that the projects of sessions own blobs.
+func ownBlobs(ctx context.Context, dst store.Store, sessions []*sessionData, blobs []string) error {
+	if len(blobs) == 0 {
+		return nil
+	}
+	done := map[string]bool{}
+	for _, sd := range sessions {
+		p := cmp.Or(sd.row.Project, lt.DefaultProject)
+		if done[p] {
+			continue
+		}
+		done[p] = true
+		if err := dst.BlobOwn(ctx, p, blobs); err != nil {
+			return fmt.Errorf("blobs of project %q: %w", p, err)
+		}
+	}
+	return nil
 }
 
 // createSession writes one session, its journal and its docs in one

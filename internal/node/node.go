@@ -485,7 +485,7 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("snapshot cache: %w", err)
 	}
 	envs, err := environment.NewLocal(&environment.LocalConfig{
-		Sandbox: sb, Workspaces: spaces, Blobs: writes, Cache: snapshots, SocketDir: filepath.Join(dir, RuntimeDir), Logger: log,
+		Sandbox: sb, Workspaces: spaces, Blobs: writes, Owners: n.Store, Cache: snapshots, SocketDir: filepath.Join(dir, RuntimeDir), Logger: log,
 	})
 	if err != nil {
 		_ = snapshots.Close()
@@ -495,7 +495,7 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 	// one (environment.runner) gets its environment there.
 	runnerCheck := cmp.Or(cfg.RunnerCheckInterval, hub.DefaultTouchInterval)
 	n.Runners = hub.New(n.NodeID, n.Store, &hub.Config{TouchInterval: runnerCheck, Logger: n.log,
-		MaxConnsPerKey: cfg.RunnerMaxConnsPerKey, MaxConns: cfg.RunnerMaxConns, Blobs: n.Store,
+		MaxConnsPerKey: cfg.RunnerMaxConnsPerKey, MaxConns: cfg.RunnerMaxConns, Blobs: n.Store, Owners: n.Store,
 		OnConnect: n.wakeForRunner})
 	routed, err := remote.NewRouter(&remote.RouterConfig{Local: envs, Hub: n.Runners, Logger: log})
 	if err != nil {

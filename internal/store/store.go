@@ -122,6 +122,15 @@ type Store interface {
 	// the reference. A blob stored only with BlobPut (a snapshot's) is in
 	// no project.
 	BlobInProject(ctx context.Context, sha256Hex, project string) (bool, error)
+	// BlobOwn records that project owns the snapshot blobs digests (it got
+	// their bytes legitimately), in order, in transactions of a few
+	// thousand: snapshot.Claim lists a tree after every blob it reaches,
+	// so that a tree's row stands for them. Recording one again is a
+	// no-op. The blobs need not be stored.
+	BlobOwn(ctx context.Context, project string, digests []string) error
+	// BlobsOwned returns which of digests project owns (BlobOwn), in as few
+	// reads as it can: a runner asks about a batch of blobs at once.
+	BlobsOwned(ctx context.Context, project string, digests []string) (map[string]bool, error)
 
 	// LeaseClaim claims up to Limit sessions that are runnable (Runnable set, or
 	// WakeAt reached) and not leased by a live worker (no owner, or the lease

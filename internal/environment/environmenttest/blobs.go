@@ -19,6 +19,9 @@ import (
 // environment fetches only the blobs its side lacks.
 type Blobs struct {
 	snapshot.Blobs
+	// Store is the store itself, whose reads are not counted: the
+	// server's own (the owners of blobs, the trees it checks).
+	Store *sqlite.Store
 
 	mu   sync.Mutex
 	gets map[string]int
@@ -32,7 +35,7 @@ func NewBlobs(tb testing.TB) *Blobs {
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = st.Close() })
 	require.NoError(tb, st.Migrate(context.Background()))
-	return &Blobs{Blobs: st, gets: make(map[string]int)}
+	return &Blobs{Blobs: st, Store: st, gets: make(map[string]int)}
 }
 
 // BlobGet implements snapshot.Blobs, counting the fetch.

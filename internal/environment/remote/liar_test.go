@@ -76,13 +76,9 @@ func TestSnapshotIDMustBeProven(t *testing.T) {
 	rg := newRig(t, blobs, rigOptions{})
 	ctx := t.Context()
 
-	// The other project's snapshot, taken through an honest runner.
-	other, err := rg.backend(t).Open(ctx, &environment.OpenParams{Workspace: "ses_other", Session: "ses_other"})
-	require.NoError(t, err)
-	defer other.Close()
-	require.NoError(t, other.WriteFile(ctx, "secret.txt", []byte("the other project's secret")))
-	foreignID, _, err := other.Snapshot(ctx)
-	require.NoError(t, err)
+	// The other project's snapshot (taken on the server's machine: the
+	// rig's runners are all of one project, which owns what they take).
+	foreignID, _ := foreignSnapshot(t, blobs, map[string]string{"secret.txt": "the other project's secret"})
 
 	ownTree := []byte(`{"v":1,"entries":[]}`)
 	ownID := environmenttest.Digest(ownTree)

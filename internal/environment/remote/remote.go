@@ -163,10 +163,6 @@ type env struct {
 	closed bool
 	procs  map[*process]struct{}
 	nextID uint64
-	// known are the snapshot ids this environment restored or accepted
-	// from the runner: a later snapshot.take may answer one of them
-	// without proving again that it holds its root tree.
-	known map[string]bool
 }
 
 var errNotExist = fs.ErrNotExist
@@ -332,13 +328,14 @@ func (e *env) Remove(ctx context.Context, rel string) error {
 }
 
 // Snapshot implements environment.Environment: the runner takes it and
-// sends the server only the blobs it lacks (blob.has, blob.put), and the
-// snapshot's root tree always. Its answer is accepted only if the runner
-// proved it holds that root (it sent the tree's bytes during this call)
-// or the id is one this environment knows already: a runner that answers
-// another project's snapshot id, which it might have learnt, must not
-// make the server hand it (blob.get, on the restore that follows) or a
-// fork of this session that other project's files.
+// sends the server only the blobs it lacks (blob.has, blob.put). blob.has
+// calls a blob the session's project does not own missing, so the runner
+// sends the bytes of every blob new to the project. Its answer is
+// accepted only if every blob the snapshot reaches is the project's or
+// was sent during this call (hub.AcceptSnapshot): a runner that answers
+// another project's snapshot id, or wraps one in a tree of its own, must
+// not make the server hand it (blob.get, on the restore that follows) or
+// a fork of this session that other project's files.
 func (e *env) Snapshot(ctx context.Context) (string, snapshot.Stats, error) {
 	sent, end := hub.AllowTake(e.r, e.params.Snapshot.MaxTotalBytes)
 	defer end()
@@ -350,36 +347,14 @@ func (e *env) Snapshot(ctx context.Context) (string, snapshot.Stats, error) {
 	if err == nil {
 		err = link.CheckDigest("snapshot id", res.ID)
 	}
-	if err == nil && !sent(res.ID) && !e.knows(res.ID) {
-		err = fmt.Errorf("snapshot %s: the runner did not send its root tree", res.ID)
+	if err == nil {
+		err = hub.AcceptSnapshot(ctx, e.r, res.ID, sent)
 	}
 	if err != nil {
 		return "", stats, fmt.Errorf("snapshot the workspace of session %s: the runner's answer: %w", e.params.Session, err)
 	}
-	e.learn(res.ID)
 	return res.ID, stats, nil
 }
-
-// knows says whether snapshot id was restored or accepted by e.
-func (e *env) knows(id string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.known[id]
-}
-
-// learn records snapshot id as one e may be answered again. The set is
-// bounded: an id forgotten only costs the runner its proof again.
-func (e *env) learn(id string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.known == nil || len(e.known) >= maxKnownSnapshots {
-		e.known = map[string]bool{}
-	}
-	e.known[id] = true
-}
-
-// maxKnownSnapshots bounds the ids an environment remembers.
-const maxKnownSnapshots = 1024
 
 func decodeStats(raw json.RawMessage) (snapshot.Stats, error) {
 	var s snapshot.Stats
@@ -390,18 +365,24 @@ func decodeStats(raw json.RawMessage) (snapshot.Stats, error) {
 }
 
 // Restore implements environment.Environment: while it runs, the runner
-// may fetch (blob.get) the blobs snapshot id reaches, and only those.
+// may fetch (blob.get) the blobs snapshot id reaches, and only those; a
+// snapshot the session's project does not own is refused.
 func (e *env) Restore(ctx context.Context, id string) (snapshot.Stats, error) {
 	if err := link.CheckDigest("snapshot id", id); err != nil {
 		return snapshot.Stats{}, fmt.Errorf("restore the workspace of session %s: %w", e.params.Session, err)
 	}
-	end := hub.AllowRestore(e.r, id)
+	if err := e.usable(); err != nil {
+		return snapshot.Stats{}, err
+	}
+	end, err := hub.AllowRestore(ctx, e.r, id)
+	if err != nil {
+		return snapshot.Stats{}, fmt.Errorf("restore the workspace of session %s: %w", e.params.Session, err)
+	}
 	defer end()
 	var res link.SnapshotResult
 	if err := e.call(ctx, link.MethodSnapshotRestore, link.SnapshotParams{EnvID: e.id, Snapshot: id}, &res, nil); err != nil {
 		return snapshot.Stats{}, err
 	}
-	e.learn(id)
 	return decodeStats(res.Stats)
 }
 

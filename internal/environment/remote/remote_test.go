@@ -56,13 +56,13 @@ type rigOptions struct {
 	labels []string
 }
 
-func newRig(tb testing.TB, blobs hub.BlobStore, o rigOptions) *rig {
+func newRig(tb testing.TB, blobs *environmenttest.Blobs, o rigOptions) *rig {
 	tb.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(tb.TempDir(), "runners.db"), nil)
 	require.NoError(tb, err)
 	require.NoError(tb, st.Migrate(context.Background()))
 	quiet := slog.New(slog.DiscardHandler)
-	h := hub.New("node-a", st, &hub.Config{TouchInterval: time.Second, Blobs: blobs, Logger: quiet, MaxUploadBytes: o.maxUploadBytes})
+	h := hub.New("node-a", st, &hub.Config{TouchInterval: time.Second, Blobs: blobs, Owners: blobs.Store, Logger: quiet, MaxUploadBytes: o.maxUploadBytes})
 	base, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -5,6 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"slices"
+	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/runner/link"
 	"github.com/longhaul-dev/longhaul/internal/snapshot"
@@ -12,6 +15,13 @@ import (
 
 // BlobStore is the server's store of snapshot blobs (store.Store has it).
 type BlobStore = snapshot.Blobs
+
+// OwnerStore is the server's record of which project owns which blob, and
+// the blobs it reads trees from to check a snapshot (store.Store has it).
+type OwnerStore interface {
+	snapshot.Blobs
+	snapshot.Owners
+}
 
 // Bounds of the blobs a runner uploads in parts (a blob larger than a
 // frame): the parts are held in the server's memory until the last one,
@@ -46,24 +56,30 @@ type upload struct {
 // proof that the runner holds those bytes.
 type takeScope struct {
 	budget int64
-	sent   map[string]bool
+	sent   map[string]*sentBlob
+}
+
+// sentBlob is a blob the runner sent during a take. A blob whose bytes
+// decode as a tree keeps what the tree refers to: it becomes its
+// project's only along with them (ownSent).
+type sentBlob struct {
+	tree bool
+	refs []string
 }
 
 // AllowTake lets the runner store blobs (blob.has, blob.put) until end is
 // called, at most maxBytes of them (0: DefaultMaxTakeBytes): the server
 // calls it around each call that makes the runner take a snapshot, with
 // the snapshot's MaxTotalBytes. sent reports whether the runner sent the
-// whole bytes of blob digest meanwhile: a snapshot id the runner answers
-// is accepted only if it proved that way that it holds the root tree (or
-// the caller knows the id already), so that a runner cannot claim another
-// project's snapshot by its id alone.
+// whole bytes of blob digest meanwhile: the proof, for AcceptSnapshot,
+// that it holds a blob its project does not own.
 func AllowTake(r *Runner, maxBytes int64) (sent func(digest string) bool, end func()) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxTakeBytes
 	} else {
 		maxBytes += takeTreeBytes
 	}
-	s := &takeScope{budget: maxBytes, sent: map[string]bool{}}
+	s := &takeScope{budget: maxBytes, sent: map[string]*sentBlob{}}
 	r.env.mu.Lock()
 	if r.env.takes == nil {
 		r.env.takes = map[*takeScope]struct{}{}
@@ -73,9 +89,27 @@ func AllowTake(r *Runner, maxBytes int64) (sent func(digest string) bool, end fu
 	sent = func(digest string) bool {
 		r.env.mu.Lock()
 		defer r.env.mu.Unlock()
-		return s.sent[digest]
+		// Sent during this take, or during another take in progress on
+		// the connection (two environments of a shared workspace): the
+		// runner's cache knows it as stored from then on, and the other
+		// take records it only when it ends.
+		for o := range r.env.takes {
+			if o.sent[digest] != nil {
+				return true
+			}
+		}
+		return false
 	}
 	end = func() {
+		// Recorded before the scope ends, so that a take still in
+		// progress, whose runner side took these blobs as stored, finds
+		// them either sent (above) or owned.
+		if r.hub != nil {
+			r.env.mu.Lock()
+			sentBlobs := maps.Clone(s.sent)
+			r.env.mu.Unlock()
+			r.hub.ownSent(r, sentBlobs)
+		}
 		r.env.mu.Lock()
 		delete(r.env.takes, s)
 		var dropped int64
@@ -89,6 +123,96 @@ func AllowTake(r *Runner, maxBytes int64) (sent func(digest string) bool, end fu
 		}
 	}
 	return sent, end
+}
+
+// ownSent records the blobs the runner sent during a take as its
+// project's, whatever became of the take (a snapshot refused, or the one
+// env.stop compares): the runner proved it holds their bytes, and its
+// cache now knows them as stored, so it will name them in later
+// snapshots without sending them again. A blob that decodes as a tree is
+// recorded only if everything it refers to is the project's or recorded
+// with it: a tree's row stands for what it reaches (snapshot.Claim).
+func (h *Hub) ownSent(r *Runner, sent map[string]*sentBlob) {
+	if len(sent) == 0 || h.cfg.Owners == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ask := make([]string, 0, len(sent))
+	for d, b := range sent {
+		ask = append(ask, d)
+		for _, ref := range b.refs {
+			if sent[ref] == nil {
+				ask = append(ask, ref)
+			}
+		}
+	}
+	owned, err := h.cfg.Owners.BlobsOwned(ctx, r.Row.Project, ask)
+	if err != nil {
+		h.log.Warn("record a runner's blobs", "runner", r.Row.Name, "project", r.Row.Project, "err", err)
+		return
+	}
+	var own, trees []string
+	for d, b := range sent {
+		switch {
+		case owned[d]:
+		case b.tree:
+			trees = append(trees, d)
+		default:
+			own = append(own, d)
+			owned[d] = true
+		}
+	}
+	slices.Sort(own)
+	slices.Sort(trees)
+	// A tree once all it refers to is: as many passes as trees nest.
+	for progress := true; progress; {
+		progress = false
+		rest := trees[:0]
+		for _, t := range trees {
+			if !slices.ContainsFunc(sent[t].refs, func(ref string) bool { return !owned[ref] }) {
+				own = append(own, t)
+				owned[t], progress = true, true
+			} else {
+				rest = append(rest, t)
+			}
+		}
+		trees = rest
+	}
+	if len(own) == 0 {
+		return
+	}
+	if err := h.cfg.Owners.BlobOwn(ctx, r.Row.Project, own); err != nil {
+		h.log.Warn("record a runner's blobs", "runner", r.Row.Name, "project", r.Row.Project, "err", err)
+	}
+}
+
+// AcceptSnapshot checks the snapshot id the runner answered to a take
+// (sent: AllowTake's) and records its blobs as its project's: every blob
+// the snapshot reaches must be one the project owns or one the runner
+// sent the bytes of during the take. A runner that learnt another
+// project's snapshot or tree digest and wraps it in a tree of its own
+// sends that tree's bytes but not the other project's: refused, with
+// snapshot.ErrNotOwned, and nothing is recorded. Only the trees the
+// project does not own are read (snapshot.Claim): the cost is that of
+// what changed.
+func AcceptSnapshot(ctx context.Context, r *Runner, id string, sent func(digest string) bool) error {
+	o, err := r.hub.owners()
+	if err != nil {
+		return err
+	}
+	if !sent(id) {
+		owned, err := snapshot.Owned(ctx, o, r.Row.Project, id)
+		if err != nil {
+			return err
+		}
+		if !owned {
+			return fmt.Errorf("snapshot %s: the runner did not send its root tree: %w", id, snapshot.ErrNotOwned)
+		}
+		return nil
+	}
+	_, err = snapshot.Claim(ctx, o, o, r.Row.Project, id, snapshot.ClaimOptions{May: sent})
+	return err
 }
 
 // dropUploadsLocked forgets the connection's unfinished uploads (r.env.mu
@@ -115,8 +239,18 @@ type restoreScope struct {
 // AllowRestore lets the runner fetch, with blob.get, the blobs reachable
 // from snapshot id until end is called: the server calls it around each
 // snapshot.restore it asks of the runner. A runner never reads a blob it
-// was not asked to restore (another session's, by guessing digests).
-func AllowRestore(r *Runner, id string) (end func()) {
+// was not asked to restore (another session's, by guessing digests), nor
+// one its project does not own: a snapshot its project does not own is
+// refused (snapshot.ErrNotOwned), and what it reaches is recorded as
+// owned first (snapshot.CheckOwned), which blob.get checks too.
+func AllowRestore(ctx context.Context, r *Runner, id string) (end func(), err error) {
+	o, err := r.hub.owners()
+	if err != nil {
+		return nil, err
+	}
+	if err := snapshot.CheckOwned(ctx, o, o, r.Row.Project, id); err != nil {
+		return nil, fmt.Errorf("project %q: %w", r.Row.Project, err)
+	}
 	s := &restoreScope{tree: map[string]bool{id: true}}
 	r.env.mu.Lock()
 	if r.env.scopes == nil {
@@ -128,7 +262,7 @@ func AllowRestore(r *Runner, id string) (end func()) {
 		r.env.mu.Lock()
 		delete(r.env.scopes, s)
 		r.env.mu.Unlock()
-	}
+	}, nil
 }
 
 // allowed says whether a restore in progress reaches digest, and whether
@@ -145,13 +279,23 @@ func (e *envState) allowed(digest string) (ok, tree bool, scope *restoreScope) {
 }
 
 func (h *Hub) blobs() (BlobStore, error) {
-	if h.cfg.Blobs == nil {
+	if h.cfg.Blobs == nil || h.cfg.Owners == nil {
 		return nil, link.Errorf(link.CodeFailed, "this server keeps no snapshot blobs for runners")
 	}
 	return h.cfg.Blobs, nil
 }
 
-// blobHas answers link.MethodBlobHas: which digests the store lacks.
+func (h *Hub) owners() (OwnerStore, error) {
+	if h.cfg.Blobs == nil || h.cfg.Owners == nil {
+		return nil, link.Errorf(link.CodeFailed, "this server keeps no snapshot blobs for runners")
+	}
+	return h.cfg.Owners, nil
+}
+
+// blobHas answers link.MethodBlobHas: which digests the runner must send.
+// A blob its project does not own is "missing", stored or not: the runner
+// then sends its bytes, the proof that it holds them, and learns nothing
+// of what other projects store.
 func (h *Hub) blobHas(ctx context.Context, r *Runner, req *link.Request) (any, error) {
 	var p link.BlobHasParams
 	if err := req.DecodeParams(&p); err != nil {
@@ -163,20 +307,24 @@ func (h *Hub) blobHas(ctx context.Context, r *Runner, req *link.Request) (any, e
 	if !r.env.taking() {
 		return nil, errNoTake
 	}
-	b, err := h.blobs()
+	o, err := h.owners()
 	if err != nil {
 		return nil, err
 	}
-	res := link.BlobHasResult{Missing: []string{}}
 	for i, d := range p.Digests {
 		if err := link.CheckDigest(fmt.Sprintf("digests[%d]", i), d); err != nil {
 			return nil, link.Errorf(link.CodeBadParams, "%v", err)
 		}
-		has, err := b.BlobHas(ctx, d)
-		if err != nil {
-			return nil, link.Errorf(link.CodeFailed, "the server could not read its blobs")
-		}
-		if !has {
+	}
+	// A blob is owned only once stored (its bytes came first), so an
+	// owned blob is one the store has.
+	owned, err := o.BlobsOwned(ctx, r.Row.Project, p.Digests)
+	if err != nil {
+		return nil, link.Errorf(link.CodeFailed, "the server could not read its blobs")
+	}
+	res := link.BlobHasResult{Missing: []string{}}
+	for _, d := range p.Digests {
+		if !owned[d] {
 			res.Missing = append(res.Missing, d)
 		}
 	}
@@ -221,9 +369,15 @@ func (h *Hub) blobPut(ctx context.Context, r *Runner, req *link.Request) (any, e
 	// Stored or not (the store may have it), the runner proved it holds
 	// these bytes: to every snapshot being taken (a put names none; two
 	// environments of a shared workspace may take the same one at once).
+	proof := &sentBlob{}
+	if len(data) > 0 && data[0] == '{' {
+		if trees, contents, err := snapshot.TreeRefs(data, true); err == nil {
+			proof.tree, proof.refs = true, append(trees, contents...)
+		}
+	}
 	r.env.mu.Lock()
 	for s := range r.env.takes {
-		s.sent[p.Digest] = true
+		s.sent[p.Digest] = proof
 	}
 	r.env.mu.Unlock()
 	return nil, nil
@@ -329,6 +483,19 @@ func (h *Hub) blobGet(ctx context.Context, r *Runner, req *link.Request) (any, e
 	b, err := h.blobs()
 	if err != nil {
 		return nil, err
+	}
+	// In a scope, and its project's too: AllowRestore recorded what the
+	// snapshot reaches, so this fails only for a blob that was not.
+	o, err := h.owners()
+	if err != nil {
+		return nil, err
+	}
+	owned, err := o.BlobsOwned(ctx, r.Row.Project, []string{p.Digest})
+	if err != nil {
+		return nil, link.Errorf(link.CodeFailed, "the server could not read its blobs")
+	}
+	if !owned[p.Digest] {
+		return nil, link.Errorf(link.CodeNotFound, "blob %s is not this project's", p.Digest)
 	}
 	data, err := b.BlobGet(ctx, p.Digest)
 	if err != nil {

@@ -72,6 +72,12 @@ type Config struct {
 	// only through blob.has, blob.put and blob.get (blobs.go). Nil: the
 	// runners' blob calls fail.
 	Blobs BlobStore
+	// Owners records which project owns which snapshot blob (the
+	// server's store, read without counting as a runner's fetch): a
+	// runner reaches only its project's blobs, and a snapshot it answers
+	// is accepted only if its project owns, or the runner sent, every
+	// blob it reaches. Nil: the runners' blob calls fail.
+	Owners OwnerStore
 	// MaxUploadBytes bounds the bytes of the blobs this node's runners
 	// are uploading in parts and have not finished (held in memory).
 	// Default DefaultMaxUploadBytes.

@@ -52,6 +52,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Blobs", testBlobs},
 		{"BlobPutMany", testBlobPutMany},
 		{"BlobProjects", testBlobProjects},
+		{"BlobOwners", testBlobOwners},
 		{"Idempotency", testIdempotency},
 		{"Secrets", testSecrets},
 		{"SecretPutInvalid", testSecretPutInvalid},

@@ -1,0 +1,199 @@
+package remote_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/environment"
+	"github.com/longhaul-dev/longhaul/internal/environment/environmenttest"
+	"github.com/longhaul-dev/longhaul/internal/environment/remote"
+	"github.com/longhaul-dev/longhaul/internal/runner/hub"
+	"github.com/longhaul-dev/longhaul/internal/runner/link"
+	"github.com/longhaul-dev/longhaul/internal/sandbox"
+	"github.com/longhaul-dev/longhaul/internal/snapshot"
+	"github.com/longhaul-dev/longhaul/internal/workspace"
+)
+
+// foreignProject is a project other than the runners' of the rig.
+const foreignProject = "other"
+
+// foreignSnapshot takes, on the server's own machine, a snapshot of a
+// workspace of foreignProject holding files, and returns its id and its
+// subtree "dir"'s digest: what a runner of another project may have
+// learnt (snapshot ids are shown to that project's viewers).
+func foreignSnapshot(t *testing.T, blobs *environmenttest.Blobs, files map[string]string) (id, dirTree string) {
+	t.Helper()
+	ctx := t.Context()
+	spaces, err := workspace.New(t.TempDir())
+	require.NoError(t, err)
+	b, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: blobs.Store,
+		Owners: blobs.Store, SocketDir: t.TempDir()})
+	require.NoError(t, err)
+	env, err := b.Open(ctx, &environment.OpenParams{Workspace: "ses_foreign", Session: "ses_foreign", Project: foreignProject})
+	require.NoError(t, err)
+	defer env.Close()
+	for name, content := range files {
+		require.NoError(t, env.WriteFile(ctx, name, []byte(content)))
+	}
+	id, _, err = env.Snapshot(ctx)
+	require.NoError(t, err)
+	entries, err := snapshot.ListDir(ctx, blobs.Store, id, "")
+	require.NoError(t, err)
+	for _, e := range entries {
+		if e.Path == "dir" {
+			dirTree = e.SHA256
+		}
+	}
+	return id, dirTree
+}
+
+// ownsAny reports which of digests project owns.
+func ownsAny(t *testing.T, blobs *environmenttest.Blobs, project string, digests ...string) map[string]bool {
+	t.Helper()
+	owned, err := blobs.Store.BlobsOwned(t.Context(), project, digests)
+	require.NoError(t, err)
+	return owned
+}
+
+// TestWrappedTreeRefused: a runner that knows another project's snapshot
+// (or subtree, or file) digest F answers snapshot.take with a root of its
+// own whose entry names F, and sends that root's bytes: refused, since it
+// never sent F's (its project does not own F). Nothing is recorded as its
+// project's, and a restore of its root is refused, so blob.get never
+// reaches F. Sending the bytes of a file proves it holds them: the same
+// wrapping of a file whose bytes it sent is accepted.
+func TestWrappedTreeRefused(t *testing.T) {
+	blobs := environmenttest.NewBlobs(t)
+	rg := newRig(t, blobs, rigOptions{})
+	ctx := t.Context()
+	secret := "the other project's secret"
+	foreignID, foreignDir := foreignSnapshot(t, blobs, map[string]string{"secret.txt": secret, "dir/deep.txt": "deeper secret"})
+	require.NotEmpty(t, foreignDir)
+	secretDigest := environmenttest.Digest([]byte(secret))
+
+	var root []byte
+	var alsoSend [][]byte
+	dialLiar(t, rg, "liar", liarEnvHandlers(func(c *link.Conn, ctx context.Context) (string, error) {
+		for _, data := range append(alsoSend, root) {
+			err := c.Call(ctx, link.MethodBlobPut, link.BlobPutParams{Digest: environmenttest.Digest(data), Size: int64(len(data)), Data: data}, nil, nil)
+			if err != nil {
+				return "", err
+			}
+		}
+		return environmenttest.Digest(root), nil
+	}))
+	b, err := remote.New(&remote.Config{Hub: rg.hub, Project: project, Runner: "liar"})
+	require.NoError(t, err)
+	env, err := b.Open(ctx, &environment.OpenParams{Workspace: "ses_mine", Session: "ses_mine"})
+	require.NoError(t, err)
+	defer env.Close()
+
+	for name, entry := range map[string]string{
+		"the other project's root as a directory": fmt.Sprintf(`{"name":"x","type":"dir","mode":493,"tree":%q}`, foreignID),
+		"its subtree as a directory":              fmt.Sprintf(`{"name":"x","type":"dir","mode":493,"tree":%q}`, foreignDir),
+		"its file's content":                      fmt.Sprintf(`{"name":"x","type":"file","mode":420,"size":%d,"sha256":%q}`, len(secret), secretDigest),
+	} {
+		root = []byte(`{"v":1,"entries":[` + entry + `]}`)
+		_, _, err = env.Snapshot(ctx)
+		require.ErrorIs(t, err, snapshot.ErrNotOwned, name)
+		rootID := environmenttest.Digest(root)
+		// The runner's proof of its own root is recorded (it sent those
+		// bytes) only with what the root reaches: not at all.
+		require.Empty(t, ownsAny(t, blobs, project, rootID, foreignID, foreignDir, secretDigest), name)
+		_, err = env.Restore(ctx, rootID)
+		require.ErrorIs(t, err, snapshot.ErrNotOwned, "%s: restored", name)
+	}
+
+	// The file's bytes sent: the runner holds them, its snapshot is
+	// accepted and its project owns them from then on.
+	root = []byte(fmt.Sprintf(`{"v":1,"entries":[{"name":"x","type":"file","mode":420,"size":%d,"sha256":%q}]}`, len(secret), secretDigest))
+	alsoSend = [][]byte{[]byte(secret)}
+	id, _, err := env.Snapshot(ctx)
+	require.NoError(t, err)
+	require.Equal(t, environmenttest.Digest(root), id)
+	require.Equal(t, map[string]bool{id: true, secretDigest: true}, ownsAny(t, blobs, project, id, secretDigest, foreignID))
+}
+
+// TestBlobHasIsNoOracle: blob.has answers "missing" for a blob the
+// runner's project does not own, stored or not: it cannot test whether
+// another project holds some content. Once its project owns the blob (its
+// own snapshot holds the same bytes), it is not missing.
+func TestBlobHasIsNoOracle(t *testing.T) {
+	blobs := environmenttest.NewBlobs(t)
+	rg := newRig(t, blobs, rigOptions{})
+	ctx := t.Context()
+	secret := "guess me: 4417"
+	foreignID, _ := foreignSnapshot(t, blobs, map[string]string{"secret.txt": secret})
+	secretDigest := environmenttest.Digest([]byte(secret))
+	has, err := blobs.BlobHas(ctx, secretDigest)
+	require.NoError(t, err)
+	require.True(t, has, "the server stores the other project's file")
+
+	liar, r := dialAsRunner(t, rg, "liar")
+	_, end := hub.AllowTake(r, 0)
+	var res link.BlobHasResult
+	require.NoError(t, liar.Call(ctx, link.MethodBlobHas, link.BlobHasParams{Digests: []string{secretDigest, foreignID}}, &res, nil))
+	require.Equal(t, []string{secretDigest, foreignID}, res.Missing, "another project's blobs are missing to this runner")
+	end()
+
+	// The project's own snapshot of the same content, through the real
+	// runner: it sends the bytes, and owns them from then on.
+	env, err := rg.backend(t).Open(ctx, &environment.OpenParams{Workspace: "ses_mine", Session: "ses_mine"})
+	require.NoError(t, err)
+	defer env.Close()
+	require.NoError(t, env.WriteFile(ctx, "same.txt", []byte(secret)))
+	_, _, err = env.Snapshot(ctx)
+	require.NoError(t, err)
+	_, end = hub.AllowTake(r, 0)
+	defer end()
+	require.NoError(t, liar.Call(ctx, link.MethodBlobHas, link.BlobHasParams{Digests: []string{secretDigest, foreignID}}, &res, nil))
+	require.Equal(t, []string{foreignID}, res.Missing)
+}
+
+// TestRestoreOfForeignSnapshotRefused: a restore of a snapshot the
+// project does not own is refused before the runner is asked anything,
+// so blob.get never reaches it; on the server's own machine too (a fork
+// or a recreated workspace restore through it).
+func TestRestoreOfForeignSnapshotRefused(t *testing.T) {
+	blobs := environmenttest.NewBlobs(t)
+	rg := newRig(t, blobs, rigOptions{})
+	ctx := t.Context()
+	foreignID, _ := foreignSnapshot(t, blobs, map[string]string{"secret.txt": "restore me"})
+
+	env, err := rg.backend(t).Open(ctx, &environment.OpenParams{Workspace: "ses_mine", Session: "ses_mine"})
+	require.NoError(t, err)
+	defer env.Close()
+	_, err = env.Restore(ctx, foreignID)
+	require.ErrorIs(t, err, snapshot.ErrNotOwned)
+	require.Zero(t, blobs.Gets(foreignID), "nothing was fetched")
+	_, err = env.ReadFile(ctx, "secret.txt", 0, 100)
+	require.Error(t, err, "the file did not reach the runner's workspace")
+
+	liar, r := dialAsRunner(t, rg, "liar")
+	_, err = hub.AllowRestore(ctx, r, foreignID)
+	require.ErrorIs(t, err, snapshot.ErrNotOwned)
+	_, err = getBlob(t, liar, foreignID)
+	requireCode(t, err, link.CodeNotFound)
+
+	spaces, err := workspace.New(t.TempDir())
+	require.NoError(t, err)
+	local, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: blobs.Store,
+		Owners: blobs.Store, SocketDir: t.TempDir()})
+	require.NoError(t, err)
+	lenv, err := local.Open(ctx, &environment.OpenParams{Workspace: "ses_fork", Session: "ses_fork", Project: project})
+	require.NoError(t, err)
+	defer lenv.Close()
+	_, err = lenv.Restore(ctx, foreignID)
+	require.ErrorIs(t, err, snapshot.ErrNotOwned)
+	_, err = lenv.ReadFile(ctx, "secret.txt", 0, 100)
+	require.Error(t, err)
+	// The project that owns it restores it.
+	oenv, err := local.Open(ctx, &environment.OpenParams{Workspace: "ses_other_fork", Session: "ses_other_fork", Project: foreignProject})
+	require.NoError(t, err)
+	defer oenv.Close()
+	_, err = oenv.Restore(ctx, foreignID)
+	require.NoError(t, err)
+}

@@ -1,0 +1,153 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Owners records which project owns which blobs (store.Store): blobs are
+// shared by content, so a digest alone proves nothing, and a project may
+// reach (restore, fork, fetch on a runner) only the blobs it owns.
+type Owners interface {
+	// BlobOwn records that project owns digests, in the order given.
+	BlobOwn(ctx context.Context, project string, digests []string) error
+	// BlobsOwned returns which of digests project owns.
+	BlobsOwned(ctx context.Context, project string, digests []string) (map[string]bool, error)
+}
+
+// ErrNotOwned is the error of a snapshot that reaches a blob its project
+// neither owns nor may claim: another project's, named by its digest.
+var ErrNotOwned = errors.New("the blob is not the project's")
+
+// ClaimOptions says what a Claim may record.
+type ClaimOptions struct {
+	// May says whether the project may claim a blob it does not own yet
+	// (a runner's snapshot: the runner sent that blob's bytes during the
+	// take). Nil: every blob (the server read the bytes itself, from the
+	// project's workspace, or the snapshot is one the project owns).
+	May func(digest string) bool
+	// BelowRoot descends into the root tree even when the project owns
+	// it. A restore sets it (it reads every tree anyway): a root recorded
+	// alone, as the migration that introduced owners recorded the
+	// snapshots already journaled, gets the rows of what it reaches.
+	BelowRoot bool
+}
+
+// Claim records that project owns every blob snapshot id reaches. An
+// owned tree stands for every blob it reaches (Claim records a tree only
+// after them), so Claim reads only the trees project does not own yet:
+// the cost of a snapshot that changed a file is that of the trees on the
+// way to it, not of the workspace. A blob the project does not own that
+// opts.May refuses makes Claim fail with ErrNotOwned, having recorded
+// nothing. It returns how many blobs it recorded.
+func Claim(ctx context.Context, b Blobs, o Owners, project, id string, opts ClaimOptions) (int, error) {
+	may := opts.May
+	if may == nil {
+		may = func(string) bool { return true }
+	}
+	owned, err := o.BlobsOwned(ctx, project, []string{id})
+	if err != nil {
+		return 0, fmt.Errorf("snapshot %s: %w", id, err)
+	}
+	var claim []string // breadth first: a tree before what it reaches
+	switch {
+	case owned[id] && !opts.BelowRoot:
+		return 0, nil
+	case !owned[id] && !may(id):
+		return 0, fmt.Errorf("snapshot %s: its root tree: %w", id, ErrNotOwned)
+	case !owned[id]:
+		claim = append(claim, id)
+	}
+	// seen holds the digests met so far: true for a tree. A digest met as
+	// a file's content and then as a tree is read as a tree too.
+	seen := map[string]bool{id: true}
+	level := []string{id}
+	for depth := 0; len(level) > 0; depth++ {
+		if depth > maxDepth {
+			return 0, fmt.Errorf("snapshot %s: trees nested deeper than %d levels", id, maxDepth)
+		}
+		var next []string
+		isTree := map[string]bool{}
+		for _, t := range level {
+			data, err := b.BlobGet(ctx, t)
+			if err != nil {
+				return 0, fmt.Errorf("snapshot %s: tree %s: %w", id, t, err)
+			}
+			trees, contents, err := TreeRefs(data, depth == 0)
+			if err != nil {
+				return 0, fmt.Errorf("snapshot %s: tree %s: %w", id, t, err)
+			}
+			for _, d := range trees {
+				if !seen[d] {
+					seen[d], isTree[d] = true, true
+					next = append(next, d)
+				}
+			}
+			for _, d := range contents {
+				if _, met := seen[d]; !met {
+					seen[d] = false
+					next = append(next, d)
+				}
+			}
+		}
+		if len(next) == 0 {
+			break
+		}
+		owned, err := o.BlobsOwned(ctx, project, next)
+		if err != nil {
+			return 0, fmt.Errorf("snapshot %s: %w", id, err)
+		}
+		level = level[:0]
+		for _, d := range next {
+			if owned[d] {
+				continue
+			}
+			if !may(d) {
+				return 0, fmt.Errorf("snapshot %s: blob %s: %w", id, d, ErrNotOwned)
+			}
+			claim = append(claim, d)
+			if isTree[d] {
+				level = append(level, d)
+			}
+		}
+	}
+	if len(claim) == 0 {
+		return 0, nil
+	}
+	// What a tree reaches first, so that a row of a tree always stands
+	// for the rows of its blobs, even if recording stops half way.
+	slices.Reverse(claim)
+	if err := o.BlobOwn(ctx, project, claim); err != nil {
+		return 0, fmt.Errorf("snapshot %s: %w", id, err)
+	}
+	return len(claim), nil
+}
+
+// Owned reports whether project owns snapshot id (its root tree, which
+// stands for every blob it reaches).
+func Owned(ctx context.Context, o Owners, project, id string) (bool, error) {
+	owned, err := o.BlobsOwned(ctx, project, []string{id})
+	if err != nil {
+		return false, fmt.Errorf("snapshot %s: %w", id, err)
+	}
+	return owned[id], nil
+}
+
+// CheckOwned checks, before a restore, that project owns snapshot id, and
+// records as owned what the snapshot reaches below its root (a restore
+// reads every tree anyway; a snapshot journaled before owners were kept
+// has only its root's row, and a root the project owns stands for its
+// blobs). A snapshot the project does not own fails with ErrNotOwned.
+func CheckOwned(ctx context.Context, b Blobs, o Owners, project, id string) error {
+	owned, err := Owned(ctx, o, project, id)
+	if err != nil {
+		return err
+	}
+	if !owned {
+		return fmt.Errorf("snapshot %s: %w", id, ErrNotOwned)
+	}
+	_, err = Claim(ctx, b, o, project, id, ClaimOptions{BelowRoot: true})
+	return err
+}

@@ -1,0 +1,68 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ownBatch bounds the digests of one transaction of BlobOwn.
+const ownBatch = 2000
+
+// BlobOwn records that project owns the blobs digests; see store.Store.
+func (s *Store) BlobOwn(ctx context.Context, project string, digests []string) error {
+	if err := s.checkOwners(project, digests); err != nil {
+		return fmt.Errorf("own blobs: %w", err)
+	}
+	for start := 0; start < len(digests); start += ownBatch {
+		batch := digests[start:min(start+ownBatch, len(digests))]
+		// One statement for the batch: the order within it does not
+		// matter, the transaction commits it whole.
+		_, err := s.exec(ctx, `INSERT INTO blob_owners (project, sha256)
+SELECT $1, d FROM unnest($2::text[]) AS d ON CONFLICT DO NOTHING`, project, batch)
+		if err != nil {
+			return fmt.Errorf("own %d blobs in project %q: %w", len(digests), project, err)
+		}
+	}
+	return nil
+}
+
+// BlobsOwned returns which of digests project owns; see store.Store.
+func (s *Store) BlobsOwned(ctx context.Context, project string, digests []string) (map[string]bool, error) {
+	if err := s.checkOwners(project, digests); err != nil {
+		return nil, fmt.Errorf("blobs owned: %w", err)
+	}
+	owned := make(map[string]bool, len(digests))
+	if len(digests) == 0 {
+		return owned, nil
+	}
+	err := s.query(ctx, func(rows pgx.Rows) error {
+		var d string
+		if err := rows.Scan(&d); err != nil {
+			return err
+		}
+		owned[d] = true
+		return nil
+	}, `SELECT sha256 FROM blob_owners WHERE project = $1 AND sha256 = ANY($2::text[])`, project, digests)
+	if err != nil {
+		return nil, fmt.Errorf("blobs owned by project %q: %w", project, err)
+	}
+	return owned, nil
+}
+
+// checkOwners checks the arguments of BlobOwn and BlobsOwned.
+func (s *Store) checkOwners(project string, digests []string) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if err := checks.ID("project", project); err != nil {
+		return err
+	}
+	for i, d := range digests {
+		if err := checks.SHA256(fmt.Sprintf("digests[%d]", i), d); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,86 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// ownedBatch bounds the digests of one read of BlobsOwned (a JSON array
+// bound to one parameter, so one prepared statement serves every size);
+// ownBatch those of one transaction of BlobOwn, which holds the writer
+// (shared with the sessions' appends) for a few milliseconds at most.
+const (
+	ownedBatch = 1000
+	ownBatch   = 2000
+)
+
+// BlobOwn records that project owns the blobs digests; see store.Store.
+func (s *Store) BlobOwn(ctx context.Context, project string, digests []string) error {
+	if err := s.checkOwners(project, digests); err != nil {
+		return fmt.Errorf("own blobs: %w", err)
+	}
+	if len(digests) == 0 {
+		return nil
+	}
+	for start := 0; start < len(digests); start += ownBatch {
+		batch := digests[start:min(start+ownBatch, len(digests))]
+		err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+			for _, d := range batch {
+				if _, err := w.exec(`INSERT OR IGNORE INTO blob_owners (project, sha256) VALUES (?, ?)`, project, d); err != nil {
+					return nil, fmt.Errorf("own blob %s: %w", d, mapErr(err))
+				}
+			}
+			return nil, nil
+		}})
+		if err != nil {
+			return fmt.Errorf("own %d blobs in project %q: %w", len(digests), project, err)
+		}
+	}
+	return nil
+}
+
+// BlobsOwned returns which of digests project owns; see store.Store.
+func (s *Store) BlobsOwned(ctx context.Context, project string, digests []string) (map[string]bool, error) {
+	if err := s.checkOwners(project, digests); err != nil {
+		return nil, fmt.Errorf("blobs owned: %w", err)
+	}
+	owned := make(map[string]bool, len(digests))
+	for start := 0; start < len(digests); start += ownedBatch {
+		list, err := json.Marshal(digests[start:min(start+ownedBatch, len(digests))])
+		if err != nil {
+			return nil, err
+		}
+		err = s.query(ctx, func(rows *sql.Rows) error {
+			var d string
+			if err := rows.Scan(&d); err != nil {
+				return err
+			}
+			owned[d] = true
+			return nil
+		}, `SELECT sha256 FROM blob_owners WHERE project = ? AND sha256 IN (SELECT value FROM json_each(?))`, project, string(list))
+		if err != nil {
+			return nil, fmt.Errorf("blobs owned by project %q: %w", project, err)
+		}
+	}
+	return owned, nil
+}
+
+// checkOwners checks the arguments of BlobOwn and BlobsOwned.
+func (s *Store) checkOwners(project string, digests []string) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if err := checks.ID("project", project); err != nil {
+		return err
+	}
+	for i, d := range digests {
+		if err := checks.SHA256(fmt.Sprintf("digests[%d]", i), d); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,83 @@
+package storetest
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// testBlobOwners: a project owns the blobs recorded for it and no other
+// project's; recording is idempotent and batched; bad arguments are
+// refused naming the field, with nothing recorded.
+func testBlobOwners(t *testing.T, h *harness) {
+	a, b, c := sha([]byte("own a")), sha([]byte("own b")), sha([]byte("own c"))
+	owned, err := h.s.BlobsOwned(h.ctx, "alpha", []string{a, b})
+	require.NoError(t, err)
+	require.Empty(t, owned, "nothing recorded yet")
+	require.NoError(t, h.s.BlobOwn(h.ctx, "alpha", nil), "nothing to record")
+	require.NoError(t, h.s.BlobOwn(h.ctx, "alpha", []string{a, b}))
+	require.NoError(t, h.s.BlobOwn(h.ctx, "alpha", []string{b, a}), "recording again is a no-op")
+	require.NoError(t, h.s.BlobOwn(h.ctx, "beta", []string{c}))
+
+	owned, err = h.s.BlobsOwned(h.ctx, "alpha", []string{a, b, c})
+	require.NoError(t, err)
+	require.Equal(t, map[string]bool{a: true, b: true}, owned)
+	owned, err = h.s.BlobsOwned(h.ctx, "beta", []string{a, b, c})
+	require.NoError(t, err)
+	require.Equal(t, map[string]bool{c: true}, owned, "another project's blobs are not beta's")
+	owned, err = h.s.BlobsOwned(h.ctx, "alpha", nil)
+	require.NoError(t, err)
+	require.Empty(t, owned)
+
+	// Many at once: a first snapshot's blobs, more than one batch.
+	many := make([]string, 4500)
+	for i := range many {
+		many[i] = sha([]byte(strings.Repeat("m", i+1)))
+	}
+	require.NoError(t, h.s.BlobOwn(h.ctx, "gamma", many))
+	owned, err = h.s.BlobsOwned(h.ctx, "gamma", append([]string{a}, many...))
+	require.NoError(t, err)
+	require.Len(t, owned, len(many))
+	require.False(t, owned[a])
+
+	err = h.s.BlobOwn(h.ctx, "alpha", []string{c, "not-a-digest"})
+	require.ErrorContains(t, err, "digests[1]")
+	owned, err = h.s.BlobsOwned(h.ctx, "alpha", []string{c})
+	require.NoError(t, err)
+	require.Empty(t, owned, "a refused batch records nothing")
+	require.ErrorContains(t, h.s.BlobOwn(h.ctx, "", []string{a}), "project")
+	_, err = h.s.BlobsOwned(h.ctx, "", []string{a})
+	require.ErrorContains(t, err, "project")
+	_, err = h.s.BlobsOwned(h.ctx, "alpha", []string{"../x"})
+	require.ErrorContains(t, err, "digests[0]")
+}
+
+// PreOwnersSQL fills a driver's statements that store a database as it was
+// before 015_blob_owners: {snapA} and {snapB} become the digests of two
+// snapshots, the first named by a checkpoint of a session of project
+// alpha, the second by one of project beta; {loose} a snapshot blob no
+// checkpoint names.
+func PreOwnersSQL(template string) string {
+	return strings.NewReplacer("{snapA}", sha([]byte("snapshot a")), "{snapB}", sha([]byte("snapshot b")),
+		"{loose}", sha([]byte("loose"))).Replace(template)
+}
+
+// RequireOwnersMigrated checks what 015_blob_owners made of the database
+// PreOwnersSQL filled: each project owns the root of its own checkpoints'
+// snapshots, and nothing else.
+func RequireOwnersMigrated(t *testing.T, s store.Store) {
+	t.Helper()
+	snapA, snapB, loose := sha([]byte("snapshot a")), sha([]byte("snapshot b")), sha([]byte("loose"))
+	for project, want := range map[string]map[string]bool{
+		"alpha":              {snapA: true},
+		"beta":               {snapB: true},
+		store.DefaultProject: {},
+	} {
+		owned, err := s.BlobsOwned(t.Context(), project, []string{snapA, snapB, loose})
+		require.NoError(t, err)
+		require.Equal(t, want, owned, "the snapshots project %s owns", project)
+	}
+}
