@@ -1,0 +1,198 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/runner/link"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// hostileRunner is a runner of its own making, speaking the runner
+// protocol through the real server's route with a runner key: it
+// answers the server's calls, snapshot.take as its take function says,
+// and keeps the snapshots the server asked it to restore.
+type hostileRunner struct {
+	mu       sync.Mutex
+	restores []string
+}
+
+// dialHostileRunner connects as runner name with key; take answers each
+// snapshot.take (its number from 1) over the connection.
+func dialHostileRunner(t *testing.T, srv *server, key, name string, take func(ctx context.Context, c *link.Conn, n int) (string, error)) *hostileRunner {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, srv.url+"/v1/runners/connect", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}})
+	require.NoError(t, err)
+	require.NoError(t, link.WriteJSON(ctx, ws, link.Hello{Name: name, Capacity: 4, Version: "hostile"}))
+	var welcome link.Welcome
+	require.NoError(t, link.ReadJSON(ctx, ws, &welcome))
+	h := &hostileRunner{}
+	ready := make(chan *link.Conn, 1)
+	var takes int
+	handlers := map[string]link.Handler{
+		link.MethodRunnerInfo: func(context.Context, *link.Request) (any, error) { return link.RunnerInfo{Sandbox: "local"}, nil },
+		link.MethodEnvOpen: func(context.Context, *link.Request) (any, error) {
+			return link.EnvOpenResult{Provisioned: true, Backend: "hostile"}, nil
+		},
+		link.MethodEnvClose:      func(context.Context, *link.Request) (any, error) { return nil, nil },
+		link.MethodSnapshotHolds: func(context.Context, *link.Request) (any, error) { return false, nil },
+		link.MethodExec:          func(context.Context, *link.Request) (any, error) { return link.ExecResult{}, nil },
+		link.MethodSnapshotRestore: func(_ context.Context, req *link.Request) (any, error) {
+			var p link.SnapshotParams
+			_ = req.DecodeParams(&p)
+			h.mu.Lock()
+			h.restores = append(h.restores, p.Snapshot)
+			h.mu.Unlock()
+			return nil, link.Errorf(link.CodeFailed, "no")
+		},
+		link.MethodSnapshotTake: func(ctx context.Context, _ *link.Request) (any, error) {
+			c := <-ready
+			ready <- c
+			h.mu.Lock()
+			takes++
+			n := takes
+			h.mu.Unlock()
+			id, err := take(ctx, c, n)
+			if err != nil {
+				return nil, err
+			}
+			return link.SnapshotResult{ID: id, Stats: json.RawMessage(`{}`)}, nil
+		},
+	}
+	c := link.New(ws, &link.Config{Handlers: handlers})
+	ready <- c
+	t.Cleanup(func() { c.Close("test over"); <-c.Done() })
+	return h
+}
+
+func digestOf(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// TestAdversarialRunners_WrappedTree: a hostile runner of project beta
+// knows the snapshot id of a checkpoint of project alpha (shown to alpha's
+// viewers) and the digest of a file in it. Answering a beta session's
+// snapshot.take, it wraps them in a root tree of its own (a directory
+// entry naming alpha's root, then a file entry naming alpha's file) and
+// sends that root's bytes. The server refuses both snapshots: beta's
+// checkpoints say why and journal no snapshot, so nothing restores or
+// forks alpha's files into beta. While it takes, blob.has calls alpha's
+// blobs missing (no oracle) and blob.get refuses them.
+func TestAdversarialRunners_WrappedTree(t *testing.T) {
+	t.Parallel()
+	const boot = "lh-adv-runners-wrapped-bootstrap"
+	k, admin := startRunnersServer(t, boot)
+	ctx := t.Context()
+
+	// Alpha's secret, in a checkpoint of a session on the server's node.
+	secret := "alpha-secret-6f1d2a\n"
+	alphaScript, err := json.Marshal([]map[string]any{
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": `printf 'alpha-secret-6f1d2a\n' > secret.txt`}}}},
+		{"text": "done"},
+	})
+	require.NoError(t, err)
+	alpha, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", Project: "alpha", AgentSpec: &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Script: alphaScript}, Tools: []lt.ToolSpec{{Name: "shell"}},
+	}})
+	require.NoError(t, err)
+	var foreignID string
+	require.Eventually(t, func() bool {
+		l, err := admin.ListCheckpoints(ctx, alpha.ID)
+		if err != nil {
+			return false
+		}
+		for _, c := range l.Data {
+			if c.Snapshot != "" && c.Files == 1 {
+				foreignID = c.Snapshot
+			}
+		}
+		return foreignID != ""
+	}, time.Minute, 10*time.Millisecond, "alpha's checkpoint with its secret")
+	secretDigest := digestOf([]byte(secret))
+
+	// Beta's hostile runner.
+	r := k.send(boot, http.MethodPost, "/v1/keys", `{"name":"beta-runner","role":"runner","project":"beta"}`)
+	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	var betaKey lt.APIKey
+	require.NoError(t, json.Unmarshal(r.body, &betaKey))
+	type probe struct {
+		root    string
+		missing []string
+		getErr  error
+	}
+	var (
+		pmu    sync.Mutex
+		probes []probe
+	)
+	hostile := dialHostileRunner(t, k.srv, betaKey.Key, "evil", func(ctx context.Context, c *link.Conn, n int) (string, error) {
+		// What does the server hold? Is it mine to read?
+		var has link.BlobHasResult
+		if err := c.Call(ctx, link.MethodBlobHas, link.BlobHasParams{Digests: []string{foreignID, secretDigest}}, &has, nil); err != nil {
+			return "", err
+		}
+		getErr := c.Call(ctx, link.MethodBlobGet, link.BlobGetParams{Digest: foreignID}, nil, &link.CallOptions{OnOutput: func(string, []byte) {}})
+		entry := fmt.Sprintf(`{"name":"loot","type":"dir","mode":493,"tree":%q}`, foreignID)
+		if n > 1 {
+			entry = fmt.Sprintf(`{"name":"loot.txt","type":"file","mode":420,"size":%d,"sha256":%q}`, len(secret), secretDigest)
+		}
+		root := []byte(`{"v":1,"entries":[` + entry + `]}`)
+		pmu.Lock()
+		probes = append(probes, probe{root: digestOf(root), missing: has.Missing, getErr: getErr})
+		pmu.Unlock()
+		return digestOf(root), c.Call(ctx, link.MethodBlobPut, link.BlobPutParams{Digest: digestOf(root), Size: int64(len(root)), Data: root}, nil, nil)
+	})
+
+	// A beta session on that runner, two steps: a checkpoint after each.
+	betaScript, err := json.Marshal([]map[string]any{
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "true"}}}},
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "true"}}}},
+		{"text": "done"},
+	})
+	require.NoError(t, err)
+	beta, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", Project: "beta", AgentSpec: &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Script: betaScript}, Tools: []lt.ToolSpec{{Name: "shell"}},
+		Environment: &lt.Environment{Runner: &lt.RunnerSelector{Name: "evil"}},
+	}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		s, err := admin.GetSession(ctx, beta.ID)
+		return err == nil && s.Status == lt.SessionIdle
+	}, time.Minute, 10*time.Millisecond, "the beta session ends its turn")
+
+	pmu.Lock()
+	defer pmu.Unlock()
+	require.GreaterOrEqual(t, len(probes), 2, "both wrappings were tried")
+	refused := map[string]bool{}
+	for _, p := range probes {
+		refused[p.root] = true
+		require.ElementsMatch(t, []string{foreignID, secretDigest}, p.missing, "blob.has told the hostile runner that alpha's blobs exist")
+		var re *link.RemoteError
+		require.ErrorAs(t, p.getErr, &re, "blob.get handed out alpha's root")
+		require.Equal(t, link.CodeNotFound, re.Code)
+	}
+	cps, err := admin.ListCheckpoints(ctx, beta.ID)
+	require.NoError(t, err)
+	require.NotEmpty(t, cps.Data)
+	for _, c := range cps.Data {
+		require.False(t, refused[c.Snapshot], "checkpoint %s journaled the wrapped snapshot %s", c.ID, c.Snapshot)
+		require.Equal(t, "", c.Snapshot, "checkpoint %s", c.ID)
+		require.Contains(t, c.SnapshotError, "not the project's", "checkpoint %s says why", c.ID)
+	}
+	hostile.mu.Lock()
+	require.Empty(t, hostile.restores, "the server asked the hostile runner to restore something")
+	hostile.mu.Unlock()
+
+}
