@@ -49,6 +49,17 @@ func (b *Blobs) BlobGet(ctx context.Context, digest string) ([]byte, error) {
 	return data, err
 }
 
+// TotalGets returns how many blobs were fetched, all digests together.
+func (b *Blobs) TotalGets() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, c := range b.gets {
+		n += c
+	}
+	return n
+}
+
 // Gets returns how many times the blob of digest was fetched.
 func (b *Blobs) Gets(digest string) int {
 	b.mu.Lock()

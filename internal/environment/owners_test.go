@@ -1,0 +1,125 @@
+package environment_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/environment"
+	"github.com/longhaul-dev/longhaul/internal/environment/environmenttest"
+	"github.com/longhaul-dev/longhaul/internal/sandbox"
+	"github.com/longhaul-dev/longhaul/internal/snapshot"
+	"github.com/longhaul-dev/longhaul/internal/workspace"
+)
+
+// TestSnapshotsAreClaimedForTheirProject: a snapshot the server takes is
+// its project's, blob by blob, and no other project's; recording it
+// reads only the trees the project did not own yet: after a one-file
+// change, the root's and that file's directory's, whatever the size of
+// the workspace (issue 18: a step's cost is flat in the workspace size).
+func TestSnapshotsAreClaimedForTheirProject(t *testing.T) {
+	ctx := t.Context()
+	blobs := environmenttest.NewBlobs(t)
+	spaces, err := workspace.New(t.TempDir())
+	require.NoError(t, err)
+	b, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: blobs,
+		Owners: blobs.Store, SocketDir: t.TempDir()})
+	require.NoError(t, err)
+
+	_, err = b.Open(ctx, &environment.OpenParams{Workspace: "ses_np", Session: "ses_np"})
+	require.NoError(t, err, "opening needs no project")
+	noProject, err := b.Open(ctx, &environment.OpenParams{Workspace: "ses_np2", Session: "ses_np2"})
+	require.NoError(t, err)
+	defer noProject.Close()
+	_, _, err = noProject.Snapshot(ctx)
+	require.ErrorContains(t, err, "params.project", "a snapshot must say whose it is")
+
+	env, err := b.Open(ctx, &environment.OpenParams{Workspace: "ses_big", Session: "ses_big", Project: "alpha"})
+	require.NoError(t, err)
+	defer env.Close()
+	for d := range 30 {
+		for f := range 10 {
+			require.NoError(t, env.WriteFile(ctx, fmt.Sprintf("d%d/f%d.txt", d, f), fmt.Appendf(nil, "file %d of dir %d", f, d)))
+		}
+	}
+	first, _, err := env.Snapshot(ctx)
+	require.NoError(t, err)
+	m, err := snapshot.Load(ctx, blobs.Store, first)
+	require.NoError(t, err)
+	all := []string{first}
+	for _, e := range m.Entries {
+		all = append(all, e.SHA256)
+	}
+	owned, err := blobs.Store.BlobsOwned(ctx, "alpha", all)
+	require.NoError(t, err)
+	require.Len(t, owned, 1+30+300, "the root, every directory's tree and every file")
+	owned, err = blobs.Store.BlobsOwned(ctx, "beta", all)
+	require.NoError(t, err)
+	require.Empty(t, owned, "another project owns none of it")
+
+	before := blobs.TotalGets()
+	again, _, err := env.Snapshot(ctx)
+	require.NoError(t, err)
+	require.Equal(t, first, again)
+	require.Equal(t, before, blobs.TotalGets(), "an unchanged workspace: its root is owned, nothing is read")
+
+	require.NoError(t, env.WriteFile(ctx, "d7/f3.txt", []byte("changed")))
+	second, _, err := env.Snapshot(ctx)
+	require.NoError(t, err)
+	require.Equal(t, before+2, blobs.TotalGets(), "the new root and d7's new tree are read, nothing else")
+	owned, err = blobs.Store.BlobsOwned(ctx, "alpha", []string{second, environmenttest.Digest([]byte("changed"))})
+	require.NoError(t, err)
+	require.Len(t, owned, 2)
+}
+
+// TestRestoreOfABackfilledSnapshot: a snapshot journaled before owners
+// were kept has only its root recorded (migration 015 records the roots
+// of the checkpoints' snapshots): its project restores it, and the
+// restore records every blob below the root, so that the project's
+// runners may fetch them and name them without sending them again.
+func TestRestoreOfABackfilledSnapshot(t *testing.T) {
+	ctx := t.Context()
+	blobs := environmenttest.NewBlobs(t)
+	newBackend := func(owners snapshot.Owners) environment.Backend {
+		spaces, err := workspace.New(t.TempDir())
+		require.NoError(t, err)
+		b, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: blobs,
+			Owners: owners, SocketDir: t.TempDir()})
+		require.NoError(t, err)
+		return b
+	}
+	// Before 015: nothing is recorded.
+	old, err := newBackend(nil).Open(ctx, &environment.OpenParams{Workspace: "ses_old", Session: "ses_old", Project: "alpha"})
+	require.NoError(t, err)
+	defer old.Close()
+	require.NoError(t, old.WriteFile(ctx, "dir/a.txt", []byte("old file")))
+	id, _, err := old.Snapshot(ctx)
+	require.NoError(t, err)
+	require.NoError(t, blobs.Store.BlobOwn(ctx, "alpha", []string{id}), "what the migration records")
+
+	b := newBackend(blobs.Store)
+	other, err := b.Open(ctx, &environment.OpenParams{Workspace: "ses_b", Session: "ses_b", Project: "beta"})
+	require.NoError(t, err)
+	defer other.Close()
+	_, err = other.Restore(ctx, id)
+	require.ErrorIs(t, err, snapshot.ErrNotOwned, "another project")
+
+	env, err := b.Open(ctx, &environment.OpenParams{Workspace: "ses_new", Session: "ses_new", Project: "alpha"})
+	require.NoError(t, err)
+	defer env.Close()
+	_, err = env.Restore(ctx, id)
+	require.NoError(t, err)
+	got, err := env.ReadFile(ctx, "dir/a.txt", 0, 100)
+	require.NoError(t, err)
+	require.Equal(t, "old file", string(got.Data))
+	m, err := snapshot.Load(ctx, blobs.Store, id)
+	require.NoError(t, err)
+	var below []string
+	for _, e := range m.Entries {
+		below = append(below, e.SHA256)
+	}
+	owned, err := blobs.Store.BlobsOwned(ctx, "alpha", below)
+	require.NoError(t, err)
+	require.Len(t, owned, len(below), "the restore recorded what the root reaches")
+}
