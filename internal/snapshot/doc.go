@@ -65,6 +65,19 @@
 // directory, a file with other names, or watches running out make the
 // next Take walk (watch.go).
 //
+// # Owners
+//
+// Blobs are shared by content, so knowing a digest must not give a project
+// another project's files. Claim (claim.go) records that a project owns
+// every blob a snapshot reaches (Owners: the store's blob_owners), reading
+// only the trees the project does not own yet: a tree is recorded after
+// every blob it reaches, so an owned tree stands for them and a snapshot
+// after a small change costs the trees on the way to it. ClaimOptions.May
+// says which blobs the project may claim (a runner's snapshot: those it
+// sent the bytes of during the take); one it may not fails with
+// ErrNotOwned and records nothing. CheckOwned is what a restore asks
+// first: the project owns the root, and what lies below it is recorded.
+//
 // # Safety
 //
 //   - Take and Restore reach the workspace only through an os.Root, so no

@@ -39,18 +39,29 @@
 //     environment that opened them: Runner.OnNetworkEvent) and blob.has,
 //     blob.put, blob.get (blobs.go: has and put only while a snapshot the
 //     server asked for is being taken, AllowTake, bounded by its limits,
-//     which records the blobs sent as the proof that the runner holds a
-//     snapshot's root; a put is checked against its digest
-//     and never overwrites; a get answers only blobs reachable from a
-//     snapshot the server is asking that runner to restore, AllowRestore),
-//     and nothing it says selects a session.
+//     which records the blobs sent as the proof that the runner holds
+//     them; a put is checked against its digest and never overwrites; a
+//     get answers only blobs reachable from a snapshot the server is
+//     asking that runner to restore, AllowRestore), and nothing it says
+//     selects a session.
+//   - Snapshot blobs belong to projects (Config.Owners, the store's
+//     blob_owners): blob.has calls a blob the runner's project does not
+//     own missing, stored or not (no oracle of what other projects
+//     hold), so the runner sends its bytes; a snapshot id it answers is
+//     accepted only if every blob it reaches is its project's or was sent
+//     during the take (AcceptSnapshot, which reads only the trees the
+//     project does not own: snapshot.Claim), so that a runner that wraps
+//     another project's snapshot or file digest in a tree of its own is
+//     refused; the blobs sent during a take become the project's when it
+//     ends (a tree only with all it refers to); a restore, and every
+//     blob.get, require the project's ownership as well as the scope.
 //   - A key holds at most Config.MaxConnsPerKey connections to a node, and
 //     a node at most Config.MaxConns, counted from the upgrade (before the
 //     Hello); one more is closed with link.StatusTooManyConns before
 //     anything is recorded.
 //
 // It imports internal/runner/link, internal/snapshot (a restore's tree
-// references), internal/store (the runners table),
+// references, the owners of blobs), internal/store (the runners table),
 // the standard library and github.com/coder/websocket. Who may import it:
 // internal/environment/remote (its environments' calls),
 // internal/node (which builds the Hub and hands it to the server),
