@@ -20,6 +20,18 @@ import (
 // foreignProject is a project other than the runners' of the rig.
 const foreignProject = "other"
 
+// serverBackend is the server's own machine's backend, which records the
+// owners of the snapshots it takes in blobs' store.
+func serverBackend(t *testing.T, blobs *environmenttest.Blobs) environment.Backend {
+	t.Helper()
+	spaces, err := workspace.New(t.TempDir())
+	require.NoError(t, err)
+	b, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: blobs.Store,
+		Owners: blobs.Store, SocketDir: t.TempDir()})
+	require.NoError(t, err)
+	return b
+}
+
 // foreignSnapshot takes, on the server's own machine, a snapshot of a
 // workspace of foreignProject holding files, and returns its id and its
 // subtree "dir"'s digest: what a runner of another project may have
@@ -27,12 +39,7 @@ const foreignProject = "other"
 func foreignSnapshot(t *testing.T, blobs *environmenttest.Blobs, files map[string]string) (id, dirTree string) {
 	t.Helper()
 	ctx := t.Context()
-	spaces, err := workspace.New(t.TempDir())
-	require.NoError(t, err)
-	b, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: blobs.Store,
-		Owners: blobs.Store, SocketDir: t.TempDir()})
-	require.NoError(t, err)
-	env, err := b.Open(ctx, &environment.OpenParams{Workspace: "ses_foreign", Session: "ses_foreign", Project: foreignProject})
+	env, err := serverBackend(t, blobs).Open(ctx, &environment.OpenParams{Workspace: "ses_foreign", Session: "ses_foreign", Project: foreignProject})
 	require.NoError(t, err)
 	defer env.Close()
 	for name, content := range files {
@@ -178,11 +185,7 @@ func TestRestoreOfForeignSnapshotRefused(t *testing.T) {
 	_, err = getBlob(t, liar, foreignID)
 	requireCode(t, err, link.CodeNotFound)
 
-	spaces, err := workspace.New(t.TempDir())
-	require.NoError(t, err)
-	local, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: blobs.Store,
-		Owners: blobs.Store, SocketDir: t.TempDir()})
-	require.NoError(t, err)
+	local := serverBackend(t, blobs)
 	lenv, err := local.Open(ctx, &environment.OpenParams{Workspace: "ses_fork", Session: "ses_fork", Project: project})
 	require.NoError(t, err)
 	defer lenv.Close()

@@ -74,13 +74,5 @@ func (s *Store) checkOwners(project string, digests []string) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	if err := checks.ID("project", project); err != nil {
-		return err
-	}
-	for i, d := range digests {
-		if err := checks.SHA256(fmt.Sprintf("digests[%d]", i), d); err != nil {
-			return err
-		}
-	}
-	return nil
+	return checks.Owners(project, digests)
 }

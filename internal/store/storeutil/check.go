@@ -102,6 +102,20 @@ func (Checks) SHA256(field, digest string) error {
 	return nil
 }
 
+// Owners checks the arguments of BlobOwn and BlobsOwned: a project and
+// blob digests.
+func (c Checks) Owners(project string, digests []string) error {
+	if err := c.ID("project", project); err != nil {
+		return err
+	}
+	for i, d := range digests {
+		if err := c.SHA256(fmt.Sprintf("digests[%d]", i), d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Blob requires digest to be the lowercase hex SHA-256 of data: a blob
 // stored under the wrong key would be served as other content forever.
 func (c Checks) Blob(field, digest string, data []byte) error {
