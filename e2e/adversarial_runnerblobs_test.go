@@ -5,13 +5,17 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/runner/link"
@@ -47,7 +51,10 @@ func dialHostileRunner(t *testing.T, srv *server, key, name string, take func(ct
 			return link.EnvOpenResult{Provisioned: true, Backend: "hostile"}, nil
 		},
 		link.MethodEnvClose:      func(context.Context, *link.Request) (any, error) { return nil, nil },
-		link.MethodSnapshotHolds: func(context.Context, *link.Request) (any, error) { return false, nil },
+		// It holds what it took (a runner that denies it, with restores
+		// that do nothing, keeps the session restoring without end: a
+		// finding of its own, not these tests').
+		link.MethodSnapshotHolds: func(context.Context, *link.Request) (any, error) { return true, nil },
 		link.MethodExec:          func(context.Context, *link.Request) (any, error) { return link.ExecResult{}, nil },
 		link.MethodSnapshotRestore: func(_ context.Context, req *link.Request) (any, error) {
 			var p link.SnapshotParams
@@ -55,7 +62,7 @@ func dialHostileRunner(t *testing.T, srv *server, key, name string, take func(ct
 			h.mu.Lock()
 			h.restores = append(h.restores, p.Snapshot)
 			h.mu.Unlock()
-			return nil, link.Errorf(link.CodeFailed, "no")
+			return link.SnapshotResult{Stats: json.RawMessage(`{}`)}, nil
 		},
 		link.MethodSnapshotTake: func(ctx context.Context, _ *link.Request) (any, error) {
 			c := <-ready
@@ -195,4 +202,108 @@ func TestAdversarialRunners_WrappedTree(t *testing.T) {
 	require.Empty(t, hostile.restores, "the server asked the hostile runner to restore something")
 	hostile.mu.Unlock()
 
+}
+
+// TestAdversarialRunners_UploadBounds: a hostile runner uploads blobs in
+// parts and never finishes them, to hold the server's memory. Outside a
+// take it may store nothing; during one, a fifth unfinished upload at
+// once is refused as busy, a part out of order, a size past a blob's
+// bound and bytes that are not their digest are refused, and what it left
+// unfinished is dropped when the take ends (its next part is out of
+// order). The session goes on: the runner's own honest snapshot is taken.
+func TestAdversarialRunners_UploadBounds(t *testing.T) {
+	t.Parallel()
+	const boot = "lh-adv-runners-uploads-bootstrap"
+	k, admin := startRunnersServer(t, boot)
+	ctx := t.Context()
+	key := k.create("uploader", lt.RoleRunner)
+
+	codeOf := func(err error) string {
+		var re *link.RemoteError
+		if errors.As(err, &re) {
+			return re.Code
+		}
+		return fmt.Sprint(err)
+	}
+	part := func(ctx context.Context, c *link.Conn, name string, size, offset int64) error {
+		digest := digestOf([]byte(name))
+		return c.Call(ctx, link.MethodBlobPut, link.BlobPutParams{Digest: digest, Size: size, Offset: offset, Data: []byte(strings.Repeat("x", 1024))}, nil, nil)
+	}
+	var (
+		mu     sync.Mutex
+		got    = map[string]string{}
+		conn   *link.Conn
+		outErr error
+	)
+	dialHostileRunner(t, k.srv, key.Key, "hoarder", func(ctx context.Context, c *link.Conn, n int) (string, error) {
+		mu.Lock()
+		conn = c
+		mu.Unlock()
+		if n == 1 {
+			for i := range 4 {
+				if err := part(ctx, c, fmt.Sprint("held-", i), 1<<20, 0); err != nil {
+					return "", err
+				}
+			}
+			codes := map[string]string{
+				"fifth unfinished": codeOf(part(ctx, c, "held-4", 1<<20, 0)),
+				"out of order":     codeOf(part(ctx, c, "held-0", 1<<20, 4096)),
+				"past a blob":      codeOf(part(ctx, c, "huge", link.MaxBlobBytes+1, 0)),
+				"wrong digest":     codeOf(c.Call(ctx, link.MethodBlobPut, link.BlobPutParams{Digest: digestOf([]byte("a")), Size: 1, Data: []byte("b")}, nil, nil)),
+			}
+			mu.Lock()
+			maps.Copy(got, codes)
+			mu.Unlock()
+		} else if n == 2 {
+			// The held parts were dropped when the first take ended.
+			code := codeOf(part(ctx, c, "held-1", 1<<20, 1024))
+			mu.Lock()
+			got["after the take"] = code
+			mu.Unlock()
+		}
+		root := []byte(`{"v":1,"entries":[]}`)
+		return digestOf(root), c.Call(ctx, link.MethodBlobPut, link.BlobPutParams{Digest: digestOf(root), Size: int64(len(root)), Data: root}, nil, nil)
+	})
+
+	script, err := json.Marshal([]map[string]any{
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "true"}}}},
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "true"}}}},
+		{"text": "done"},
+	})
+	require.NoError(t, err)
+	s, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Script: script}, Tools: []lt.ToolSpec{{Name: "shell"}},
+		Environment: &lt.Environment{Runner: &lt.RunnerSelector{Name: "hoarder"}},
+	}})
+	require.NoError(t, err)
+	ok := assert.Eventually(t, func() bool {
+		s, err := admin.GetSession(ctx, s.ID)
+		return err == nil && s.Status == lt.SessionIdle
+	}, time.Minute, 10*time.Millisecond, "the session ends its turn")
+	if !ok {
+		evs, _ := admin.ListEvents(ctx, s.ID, 0, 500)
+		for _, ev := range evs.Data {
+			t.Logf("%s %s", ev.Type, ev.Data)
+		}
+		t.FailNow()
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[string]string{
+		"fifth unfinished": link.CodeBusy,
+		"out of order":     link.CodeBadParams,
+		"past a blob":      link.CodeBadParams,
+		"wrong digest":     link.CodeBadParams,
+		"after the take":   link.CodeBadParams,
+	}, got)
+	// No take now: nothing may be stored.
+	outErr = part(ctx, conn, "outside", 1024, 0)
+	require.Equal(t, link.CodeBadParams, codeOf(outErr))
+	cps, err := admin.ListCheckpoints(ctx, s.ID)
+	require.NoError(t, err)
+	require.NotEmpty(t, cps.Data)
+	for _, c := range cps.Data {
+		require.Equal(t, digestOf([]byte(`{"v":1,"entries":[]}`)), c.Snapshot, "checkpoint %s: the runner's own snapshot is taken (%s)", c.ID, c.SnapshotError)
+	}
 }
