@@ -50,7 +50,7 @@ func dialHostileRunner(t *testing.T, srv *server, key, name string, take func(ct
 		link.MethodEnvOpen: func(context.Context, *link.Request) (any, error) {
 			return link.EnvOpenResult{Provisioned: true, Backend: "hostile"}, nil
 		},
-		link.MethodEnvClose:      func(context.Context, *link.Request) (any, error) { return nil, nil },
+		link.MethodEnvClose: func(context.Context, *link.Request) (any, error) { return nil, nil },
 		// It holds what it took (a runner that denies it, with restores
 		// that do nothing, keeps the session restoring without end: a
 		// finding of its own, not these tests').
