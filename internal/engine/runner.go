@@ -43,6 +43,9 @@ type runner struct {
 	// ("": this node); journaled (environment.opened) when the journal
 	// names another.
 	envRunner string
+	// envRunnerKey is the key id that runner connected with (journaled
+	// with it).
+	envRunnerKey string
 	// envRechecked: this claim looked for a runner again after writing
 	// its environment_connection action (awaitEnvironment).
 	envRechecked bool
@@ -347,7 +350,7 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 			if pendingOfType(st.Pending, lt.ActionEnvironmentConnection) != nil {
 				return false, nil
 			}
-			return false, r.askEnvironment(err)
+			return false, r.askEnvironment(ctx, err)
 		}
 		return false, r.failTurn(lt.StopSandboxError, "the session's environment could not be set up: "+err.Error())
 	}
@@ -359,13 +362,13 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 			return false, err
 		}
 	}
-	if r.envRunner != "" && r.envRunner != st.EnvironmentRunner {
+	if r.envRunner != "" && (r.envRunner != st.EnvironmentRunner || r.envRunnerKey != st.EnvironmentRunnerKey) {
 		// Pinned from now on: later claims, on any node, open it there.
 		step := 0
 		if st.Step != nil {
 			step = st.Step.N
 		}
-		return false, r.add(lt.EventEnvironmentOpened, turn.ID, step, lt.EnvironmentOpenedData{Runner: r.envRunner, Provisioned: r.provisioned})
+		return false, r.add(lt.EventEnvironmentOpened, turn.ID, step, lt.EnvironmentOpenedData{Runner: r.envRunner, RunnerKeyID: r.envRunnerKey, Provisioned: r.provisioned})
 	}
 	waiting := st.Wait != nil && !st.Wait.Ready(r.e.clock.Now())
 	if len(st.Pending) == 0 && !waiting && st.Session.Status != lt.SessionRunning {

@@ -90,6 +90,11 @@ type OpenParams struct {
 	// journal's environment.opened): it wins over Runner's choice, so
 	// that a session goes back to its workspace.
 	Pinned string
+	// PinnedKey is the key id Pinned connected with when the environment
+	// was opened there: a runner of that name holding another key (one
+	// that took the name once its holder left) is not the session's, and
+	// is refused as no runner at all (ErrUnavailable). "": any key.
+	PinnedKey string
 }
 
 // RunnerSelector picks a runner: the one named Name, or one with all of
@@ -166,6 +171,8 @@ type Info struct {
 	// Runner names the runner the environment lives on; "" when it lives
 	// on the server's node.
 	Runner string
+	// RunnerKey is the id of the key that runner connected with.
+	RunnerKey string
 }
 
 // Environment is one open environment: a workspace and the sandbox its

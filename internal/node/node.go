@@ -785,7 +785,7 @@ func (n *Node) wakeForRunner(row store.RunnerRow) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	woke, err := n.Engine.RunnerConnected(ctx, row.Project, row.Name, row.Labels)
+	woke, err := n.Engine.RunnerConnected(ctx, row.Project, row.Name, row.KeyID, row.Labels)
 	if err != nil {
 		n.log.Warn("wake the sessions waiting for a runner", "runner", row.Name, "project", row.Project, "err", err)
 	}

@@ -117,9 +117,13 @@ func (r *router) release(rb *routed) {
 // matching runner is connected, since only a connection wakes it.
 func (r *router) pick(p *environment.OpenParams) (string, error) {
 	if p.Pinned != "" {
-		if _, ok := r.cfg.Hub.Get(p.Project, p.Pinned); !ok {
+		rr, ok := r.cfg.Hub.Get(p.Project, p.Pinned)
+		if !ok {
 			return "", fmt.Errorf("open environment of session %s: runner %s, where its environment lives: %w (not connected)",
 				p.Session, p.Pinned, environment.ErrUnavailable)
+		}
+		if err := checkPinnedKey(p, rr); err != nil {
+			return "", err
 		}
 		return p.Pinned, nil
 	}
@@ -177,4 +181,17 @@ func (e *routedEnv) Stop(ctx context.Context, id string) error {
 		e.release()
 	}
 	return err
+}
+
+// checkPinnedKey refuses runner rr for p when p is pinned to rr's name
+// but with another key: the name changed hands (a name is free once its
+// holder's connection ends), and the session's workspace and calls are
+// not the newcomer's. Refused as no runner at all: the session waits for
+// its own.
+func checkPinnedKey(p *environment.OpenParams, rr *hub.Runner) error {
+	if p.Pinned == "" || p.PinnedKey == "" || p.Pinned != rr.Row.Name || rr.Row.KeyID == p.PinnedKey {
+		return nil
+	}
+	return fmt.Errorf("open environment of session %s: runner %s, where its environment lives: %w (the name is now held by another key than the one its environment was opened with)",
+		p.Session, p.Pinned, environment.ErrUnavailable)
 }

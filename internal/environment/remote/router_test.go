@@ -65,6 +65,27 @@ func TestRouterPicksTheMatchingRunner(t *testing.T) {
 	require.Equal(t, "box2", placed("ses_gpu", &environment.RunnerSelector{Labels: []string{"gpu"}}, ""))
 	require.Equal(t, "box2", placed("ses_both", &environment.RunnerSelector{Labels: []string{"linux", "gpu"}}, ""))
 	require.Equal(t, "box1", placed("ses_pinned", &environment.RunnerSelector{Labels: []string{"linux"}}, "box1"))
+	// Cases that fail with the pin ignored: both runners match and the
+	// choice without a pin is box1 (ses_pinned above), or the pinned
+	// runner does not match the selector any more.
+	require.Equal(t, "box1", placed("ses_tie", &environment.RunnerSelector{Labels: []string{"linux"}}, ""), "without a pin")
+	require.Equal(t, "box2", placed("ses_pin2", &environment.RunnerSelector{Labels: []string{"linux"}}, "box2"))
+	require.Equal(t, "box1", placed("ses_pin1", &environment.RunnerSelector{Labels: []string{"gpu"}}, "box1"))
+
+	// A pin holds the key the runner connected with: the name held by
+	// another key is not the session's runner.
+	env, err := open("ses_keyed", &environment.RunnerSelector{Labels: []string{"linux"}}, "box1")
+	require.NoError(t, err)
+	require.Equal(t, "key_1", env.Info().RunnerKey)
+	require.NoError(t, env.Close())
+	env, err = router.Open(ctx, &environment.OpenParams{Workspace: "ses_keyed", Session: "ses_keyed", Project: project,
+		Runner: &environment.RunnerSelector{Labels: []string{"linux"}}, Pinned: "box1", PinnedKey: "key_1"})
+	require.NoError(t, err)
+	require.NoError(t, env.Close())
+	_, err = router.Open(ctx, &environment.OpenParams{Workspace: "ses_keyed", Session: "ses_keyed", Project: project,
+		Runner: &environment.RunnerSelector{Labels: []string{"linux"}}, Pinned: "box1", PinnedKey: "key_other"})
+	require.ErrorIs(t, err, environment.ErrUnavailable)
+	require.ErrorContains(t, err, "held by another key")
 
 	_, err = open("ses_none", &environment.RunnerSelector{Labels: []string{"tpu"}}, "")
 	require.ErrorIs(t, err, environment.ErrUnavailable)
