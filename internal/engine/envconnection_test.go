@@ -260,7 +260,6 @@ func TestRunnerGoneBetweenCalls(t *testing.T) {
 	}
 }
 
-
 // TestPinnedRunnerNameTakenByAnotherKey: a session's pin is its runner's
 // name and the key it connected with. Another key of the project that
 // takes the name once its holder left neither wakes the session nor gets
