@@ -215,18 +215,22 @@ func envLost(err error) error {
 	return err
 }
 
-// environmentLost settles a call whose environment went away while it ran
+// environmentLost handles a call whose environment went away while it ran
 // (environment.ErrLost): its outcome is unknown, exactly as when the
-// worker running it dies after tool.started. An irreversible call goes to
-// its reconcile probe or in doubt now, saying why; a read or idempotent
-// one stays started, and runs again (with its key) once the runner has
-// started over with the environment opened again (recoverCall).
+// worker running it dies after tool.started. The call stays started and
+// the runner starts over with the environment opened again
+// (recoverCall): a read or idempotent call runs again, with its key; an
+// irreversible one goes to its reconcile probe or in doubt, saying why
+// (lostCalls). The probe waits for the new environment: the lost one may
+// still be running the attempt (a partitioned runner notices only at its
+// heartbeat timeout), and a probe there could see it half done.
 func (r *runner) environmentLost(ctx context.Context, c *journal.Call, cause error) error {
 	r.e.log.Warn("the session's environment went away during a call", "session", r.st.Session.ID, "call", c.ID, "err", cause)
 	if c.Class == lt.EffectIrreversible {
-		if err := r.settleUnknown(ctx, c, "the session's environment went away during the call, before it answered ("+clip(cause.Error(), 300)+")"); err != nil {
-			return err
+		if r.lostCalls == nil {
+			r.lostCalls = map[string]string{}
 		}
+		r.lostCalls[c.ID] = "the session's environment went away during the call, before it answered (" + clip(cause.Error(), 300) + ")"
 	}
 	if err := r.flush(ctx, false); err != nil {
 		return err

@@ -50,6 +50,11 @@ type runner struct {
 	// its environment_connection action (awaitEnvironment).
 	envRechecked bool
 	envErr       error                   // why the environment could not be set up
+	// lostCalls say, by call id, why an irreversible call's outcome is
+	// unknown when its environment went away mid-call: carried to the
+	// runner that starts over, whose recoverCall settles the call once
+	// the environment is opened again.
+	lostCalls map[string]string
 	h            *history                // nil unless a policy looks at past effects
 	others       map[string]*treeHistory // the tree's other sessions, for h
 	// wsWriter is the node whose worker last changed (or restored) the
@@ -469,7 +474,11 @@ func (r *runner) recoverCall(ctx context.Context, c *journal.Call) (bool, error)
 		return false, r.runBuiltin(ctx, c)
 	}
 	// The next tick sees the settled call, or the pending action.
-	return false, r.settleUnknown(ctx, c, unknownReason(c))
+	reason := unknownReason(c)
+	if why, ok := r.lostCalls[c.ID]; ok {
+		reason = why
+	}
+	return false, r.settleUnknown(ctx, c, reason)
 }
 
 // unknownReason says why a started irreversible call's outcome is
