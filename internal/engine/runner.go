@@ -49,14 +49,14 @@ type runner struct {
 	// envRechecked: this claim looked for a runner again after writing
 	// its environment_connection action (awaitEnvironment).
 	envRechecked bool
-	envErr       error                   // why the environment could not be set up
+	envErr       error // why the environment could not be set up
 	// lostCalls say, by call id, why an irreversible call's outcome is
 	// unknown when its environment went away mid-call: carried to the
 	// runner that starts over, whose recoverCall settles the call once
 	// the environment is opened again.
 	lostCalls map[string]string
-	h            *history                // nil unless a policy looks at past effects
-	others       map[string]*treeHistory // the tree's other sessions, for h
+	h         *history                // nil unless a policy looks at past effects
+	others    map[string]*treeHistory // the tree's other sessions, for h
 	// wsWriter is the node whose worker last changed (or restored) the
 	// workspace, as the journal says: another node's means this node's
 	// copy, if any, is stale.
