@@ -30,6 +30,8 @@ type runnerBackend struct {
 	live atomic.Int32
 	// key is the id of the key box1 is connected with now ("": key1).
 	key atomic.Value
+	// refuseSubagents: a sub-agent's opens find no runner.
+	refuseSubagents atomic.Bool
 	// dropOn: the first command containing it finds the runner gone
 	// (ErrUnavailable, nothing ran), which disconnects it.
 	dropOn  string
@@ -42,7 +44,7 @@ func (b *runnerBackend) Open(ctx context.Context, p *environment.OpenParams) (en
 	}
 	b.opens.Add(1)
 	if !b.connected.Load() || !p.Runner.Matches("box1", []string{"gpu"}) || (p.Pinned != "" && p.Pinned != "box1") ||
-		(p.PinnedKey != "" && p.PinnedKey != b.keyID()) {
+		(p.PinnedKey != "" && p.PinnedKey != b.keyID()) || (b.refuseSubagents.Load() && p.Workspace != p.Session) {
 		return nil, fmt.Errorf("open environment of session %s: %w (no matching runner is connected)", p.Session, environment.ErrUnavailable)
 	}
 	local := *p
@@ -293,4 +295,45 @@ func TestPinnedRunnerNameTakenByAnotherKey(t *testing.T) {
 	h.waitStatus(s.ID, lt.SessionIdle)
 	require.Len(t, events(t, h, s.ID, lt.EventToolCompleted), 1)
 	checkJournal(t, h.store, s.ID)
+}
+
+// TestSubagentWokenByItsRootsRunner: a sub-agent's environment is its
+// root's, on the root's runner: a sub-agent waiting for a runner is woken
+// by that runner only (as its open goes), not by another that matches
+// the selector.
+func TestSubagentWokenByItsRootsRunner(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	rb.connected.Store(true)
+	rb.refuseSubagents.Store(true)
+	ctx := context.Background()
+	child := childSpec(script(t, map[string]any{"text": "child done"}))
+	parent := onGPU(spec(t, script(t,
+		map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": child, "input": "go"})}},
+		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
+		map[string]any{"text": "all done"},
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"}))
+	s := create(t, h, parent, nil)
+	var kid string
+	require.Eventually(t, func() bool {
+		kids := children(t, h, s.ID)
+		if len(kids) == 1 {
+			kid = kids[0].ID
+		}
+		return kid != ""
+	}, 10*time.Second, time.Millisecond)
+	h.waitStatus(kid, lt.SessionRequiresAction)
+	pendingEnvAction(t, h, kid)
+	require.Equal(t, "box1", h.state(s.ID).EnvironmentRunner)
+	require.Empty(t, h.state(kid).EnvironmentRunner, "the sub-agent never opened its environment")
+
+	woke, err := h.eng.RunnerConnected(ctx, lt.DefaultProject, "box3", "key1", []string{"gpu"})
+	require.NoError(t, err)
+	require.Zero(t, woke, "another gpu runner: the sub-agent's workspace is its root's, on box1")
+
+	rb.refuseSubagents.Store(false)
+	woke, err = h.eng.RunnerConnected(ctx, lt.DefaultProject, "box1", "key1", []string{"gpu"})
+	require.NoError(t, err)
+	require.Equal(t, 1, woke)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	checkJournal(t, h.store, kid)
 }
