@@ -337,3 +337,4 @@ func TestSubagentWokenByItsRootsRunner(t *testing.T) {
 	h.waitStatus(s.ID, lt.SessionIdle)
 	checkJournal(t, h.store, kid)
 }
+
