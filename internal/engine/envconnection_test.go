@@ -337,4 +337,3 @@ func TestSubagentWokenByItsRootsRunner(t *testing.T) {
 	h.waitStatus(s.ID, lt.SessionIdle)
 	checkJournal(t, h.store, kid)
 }
-
