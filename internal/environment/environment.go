@@ -43,6 +43,28 @@ var (
 	ErrDiskQuota = errors.New("over the workspace's disk quota")
 )
 
+// ElsewhereError is ErrUnavailable where the environment could open on
+// another node of the deployment: the runner it needs is connected there,
+// not to this node (a runner holds one connection, to one node). Nothing
+// was started. The engine hands the session to that node (a claim
+// affinity) rather than parking it.
+type ElsewhereError struct {
+	// Node is the id of the node the runner is connected to.
+	Node string
+	// Runner names that runner.
+	Runner string
+	// Session names the session, in the message.
+	Session string
+}
+
+func (e *ElsewhereError) Error() string {
+	return fmt.Sprintf("open environment of session %s: runner %s is connected to node %s, not this one: %v", e.Session, e.Runner, e.Node, ErrUnavailable)
+}
+
+// Unwrap makes it ErrUnavailable: a caller that cannot hand the session
+// over treats it as no runner here.
+func (e *ElsewhereError) Unwrap() error { return ErrUnavailable }
+
 // Backend provisions and attaches environments of one kind: local bwrap,
 // local plain, a remote runner, later a container or a Kubernetes pod.
 // A Backend is safe for concurrent use.

@@ -1,6 +1,7 @@
 package remote_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/environment/remote"
 	"github.com/longhaul-dev/longhaul/internal/runner/link"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
+	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	"github.com/longhaul-dev/longhaul/internal/workspace"
 )
@@ -101,4 +103,94 @@ func TestRouterPicksTheMatchingRunner(t *testing.T) {
 
 	_, err = local.Open(ctx, &environment.OpenParams{Workspace: "ses_x", Session: "ses_x", Runner: &environment.RunnerSelector{Name: "box1"}})
 	require.ErrorContains(t, err, "params.runner", "the local backend never runs a runner's session")
+}
+
+// TestRouterCapacityIsALimit: a runner at its capacity gets no other
+// environment, pinned or not: the open is ErrUnavailable saying the
+// matching runners are full, and closing one of its environments frees a
+// slot, told to OnFreed with how many it takes now.
+func TestRouterCapacityIsALimit(t *testing.T) {
+	blobs := environmenttest.NewBlobs(t)
+	rg := newRig(t, blobs, rigOptions{labels: []string{"linux"}})
+	stopSolo := startRunner(t, rg.url, t.TempDir(), sandbox.NewLocal(), sandbox.Limits{},
+		link.Hello{Name: "solo", Labels: []string{"small"}, Capacity: 1, Version: "test"})
+	t.Cleanup(stopSolo)
+	require.Eventually(t, func() bool { _, ok := rg.hub.Get(project, "solo"); return ok }, 10*time.Second, time.Millisecond)
+
+	spaces, err := workspace.New(t.TempDir())
+	require.NoError(t, err)
+	local, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: blobs, SocketDir: t.TempDir()})
+	require.NoError(t, err)
+	freed := make(chan string, 4)
+	router, err := remote.NewRouter(&remote.RouterConfig{Local: local, Hub: rg.hub,
+		OnFreed: func(project, name, keyID string, labels []string, free int) {
+			freed <- fmt.Sprintf("%s/%s %s %v free=%d", project, name, keyID, labels, free)
+		}})
+	require.NoError(t, err)
+	ctx := t.Context()
+	small := &environment.RunnerSelector{Labels: []string{"small"}}
+	open := func(session, pinned string) (environment.Environment, error) {
+		return router.Open(ctx, &environment.OpenParams{Workspace: session, Session: session, Project: project, Runner: small, Pinned: pinned})
+	}
+
+	first, err := open("ses_one", "")
+	require.NoError(t, err)
+	require.Equal(t, "solo", first.Info().Runner)
+	_, err = open("ses_two", "")
+	require.ErrorIs(t, err, environment.ErrUnavailable, "the only match is full")
+	require.ErrorContains(t, err, "the matching runners are full")
+	_, err = open("ses_two", "solo")
+	require.ErrorIs(t, err, environment.ErrUnavailable, "pinned to a full runner: no more either")
+	require.ErrorContains(t, err, "at its capacity")
+	require.Empty(t, freed)
+
+	require.NoError(t, first.Close())
+	select {
+	case got := <-freed:
+		require.Equal(t, project+"/solo key_1 [small] free=1", got)
+	case <-time.After(10 * time.Second):
+		t.Fatal("closing an environment of a full runner freed no slot")
+	}
+	second, err := open("ses_two", "")
+	require.NoError(t, err, "a slot is free again")
+	require.NoError(t, second.Close())
+}
+
+// TestRouterFindsARunnerOnAnotherNode: a runner that the session may use
+// but that is connected to another node (the store lists it there) is an
+// ElsewhereError naming that node, which the engine hands the session to;
+// a pin to a name now held there by another key is not.
+func TestRouterFindsARunnerOnAnotherNode(t *testing.T) {
+	blobs := environmenttest.NewBlobs(t)
+	rg := newRig(t, blobs, rigOptions{labels: []string{"linux"}})
+	far := &store.RunnerRow{Project: project, Name: "far", ConnID: "rc_far", KeyID: "key_far", Node: "node-b",
+		Labels: []string{"remote"}, Capacity: 2, Version: "test"}
+	require.NoError(t, rg.st.RunnerConnect(t.Context(), far, time.Minute))
+
+	spaces, err := workspace.New(t.TempDir())
+	require.NoError(t, err)
+	local, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: blobs, SocketDir: t.TempDir()})
+	require.NoError(t, err)
+	router, err := remote.NewRouter(&remote.RouterConfig{Local: local, Hub: rg.hub})
+	require.NoError(t, err)
+	open := func(sel *environment.RunnerSelector, pinned, key string) error {
+		_, err := router.Open(t.Context(), &environment.OpenParams{Workspace: "ses_far", Session: "ses_far", Project: project,
+			Runner: sel, Pinned: pinned, PinnedKey: key})
+		return err
+	}
+	var elsewhere *environment.ElsewhereError
+	err = open(&environment.RunnerSelector{Labels: []string{"remote"}}, "", "")
+	require.ErrorAs(t, err, &elsewhere)
+	require.Equal(t, "node-b", elsewhere.Node)
+	require.ErrorIs(t, err, environment.ErrUnavailable, "nothing ran")
+	err = open(&environment.RunnerSelector{Labels: []string{"linux"}}, "far", "key_far")
+	require.ErrorAs(t, err, &elsewhere, "pinned to a runner of another node")
+	require.Equal(t, "far", elsewhere.Runner)
+
+	err = open(&environment.RunnerSelector{Labels: []string{"linux"}}, "far", "key_other")
+	require.ErrorIs(t, err, environment.ErrUnavailable)
+	require.NotErrorAs(t, err, &elsewhere, "the name is held there by another key: not the session's runner")
+	err = open(&environment.RunnerSelector{Labels: []string{"tpu"}}, "", "")
+	require.NotErrorAs(t, err, &elsewhere)
+	require.ErrorContains(t, err, "no matching runner is connected")
 }

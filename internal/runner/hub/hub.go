@@ -389,6 +389,15 @@ func (h *Hub) forget(r *Runner) {
 	}
 }
 
+// Node is the id of the node this hub belongs to.
+func (h *Hub) Node() string { return h.node }
+
+// Listed lists the live runners of project ("": every project) connected
+// to any node, as the store holds them (stale rows left out).
+func (h *Hub) Listed(ctx context.Context, project string) ([]*store.RunnerRow, error) {
+	return h.store.RunnerList(ctx, project, StaleAfter(h.cfg.TouchInterval))
+}
+
 // Get returns the runner of project named name connected to this node.
 func (h *Hub) Get(project, name string) (*Runner, bool) {
 	h.mu.Lock()
