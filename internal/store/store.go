@@ -132,6 +132,11 @@ type Store interface {
 	// LeaseRelease gives a lease up without writing events (the session stays
 	// as it is; it is claimable again at once if runnable).
 	LeaseRelease(ctx context.Context, l Lease) error
+	// LeaseHandOver is LeaseRelease for a session that only node can run
+	// now (the runner it needs is connected there): until until, only a
+	// claim whose Owner is node takes it; after, any claim does. A claim
+	// clears the hand-over.
+	LeaseHandOver(ctx context.Context, l Lease, node string, until time.Time) error
 	// LeaseExpireOwner expires, as of now, every lease held by owner. A node
 	// calls it at start-up for the leases of its previous incarnation (which
 	// is dead: its node id is its own), so its sessions resume at once rather
