@@ -92,6 +92,10 @@ func (r *runner) awaitEnvironment(ctx context.Context, a *lt.Action) (bool, erro
 		}
 		r.env.close()
 		r.env = nil
+		var elsewhere *environment.ElsewhereError
+		if errors.As(err, &elsewhere) {
+			return r.handOver(ctx, elsewhere)
+		}
 		if !r.waitsForRunner(err) {
 			r.envErr = err
 			return false, nil
@@ -142,6 +146,23 @@ const runnerWakePage = 200
 // runnable and is claimed as any other. It returns how many it woke. The
 // hub calls it for each runner that connects.
 func (e *Engine) RunnerConnected(ctx context.Context, project, name, keyID string, labels []string) (int, error) {
+	return e.wakeForRunner(ctx, project, name, keyID, labels, 0)
+}
+
+// RunnerFreed is RunnerConnected for a runner that takes free more
+// environments now (one of its environments closed): it wakes at most
+// free of the sessions waiting for it, so that a freed slot
+// does not wake every session that waits for one.
+func (e *Engine) RunnerFreed(ctx context.Context, project, name, keyID string, labels []string, free int) (int, error) {
+	if free <= 0 {
+		return 0, nil
+	}
+	return e.wakeForRunner(ctx, project, name, keyID, labels, free)
+}
+
+// wakeForRunner wakes the sessions waiting for the runner, at most limit
+// of them (0: all).
+func (e *Engine) wakeForRunner(ctx context.Context, project, name, keyID string, labels []string, limit int) (int, error) {
 	woke := 0
 	// One session that cannot be woken (a failing write, a row that will
 	// not load) must not keep the ones after it parked while their runner
@@ -179,6 +200,9 @@ func (e *Engine) RunnerConnected(ctx context.Context, project, name, keyID strin
 			}
 			if ok {
 				woke++
+				if woke == limit {
+					return woke, errors.Join(failed...)
+				}
 			}
 		}
 		if len(rows) < runnerWakePage {
@@ -221,4 +245,23 @@ func (e *Engine) resolveConnected(ctx context.Context, a *lt.Action, name, keyID
 		}
 		return true, nil
 	})
+}
+
+// handOver gives the session to the node its runner is connected to
+// (environment.ElsewhereError): the hub is per node, so only that node
+// can open the environment. What the runner wrote is made durable and
+// the lease is given back for that node alone to claim, for a lease's
+// time (a node that died meanwhile does not hold the session: any node
+// claims it after). The runner is done.
+func (r *runner) handOver(ctx context.Context, to *environment.ElsewhereError) (bool, error) {
+	if err := r.flush(ctx, false); err != nil {
+		return false, err
+	}
+	r.e.log.Info("the session's runner is connected to another node: handing the session to it",
+		"session", r.st.Session.ID, "runner", to.Runner, "node", to.Node)
+	if err := r.e.store.LeaseHandOver(ctx, r.lease, to.Node, r.e.clock.Now().Add(r.e.cfg.LeaseTTL)); err != nil {
+		return false, fmt.Errorf("hand the session over to node %s: %w", to.Node, err)
+	}
+	r.released = true
+	return true, nil
 }

@@ -337,3 +337,40 @@ func TestSubagentWokenByItsRootsRunner(t *testing.T) {
 	h.waitStatus(s.ID, lt.SessionIdle)
 	checkJournal(t, h.store, kid)
 }
+
+// TestRunnerFreedWakesAsManyAsItTakes: a runner with a freed slot wakes
+// at most as many waiting sessions as it takes now, not every one that
+// waits for it.
+func TestRunnerFreedWakesAsManyAsItTakes(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	ctx := context.Background()
+	var ids []string
+	for range 3 {
+		s := create(t, h, onGPU(spec(t, `[{"text":"done"}]`)), nil)
+		h.waitStatus(s.ID, lt.SessionRequiresAction)
+		ids = append(ids, s.ID)
+	}
+	rb.connected.Store(true)
+	woke, err := h.eng.RunnerFreed(ctx, lt.DefaultProject, "box1", "key1", []string{"gpu"}, 0)
+	require.NoError(t, err)
+	require.Zero(t, woke, "no slot: no wake")
+	woke, err = h.eng.RunnerFreed(ctx, lt.DefaultProject, "box1", "key1", []string{"gpu"}, 1)
+	require.NoError(t, err)
+	require.Equal(t, 1, woke)
+	waiting := func() int {
+		n := 0
+		for _, id := range ids {
+			if pending, _ := h.eng.ListActions(ctx, id, string(lt.ActionPending)); len(pending) > 0 {
+				n++
+			}
+		}
+		return n
+	}
+	require.Equal(t, 2, waiting(), "the others still wait for a slot")
+	woke, err = h.eng.RunnerFreed(ctx, lt.DefaultProject, "box1", "key1", []string{"gpu"}, 5)
+	require.NoError(t, err)
+	require.Equal(t, 2, woke, "the others")
+	for _, id := range ids {
+		h.waitStatus(id, lt.SessionIdle)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/policy"
@@ -349,6 +350,11 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 			// A full disk is no fault of the environment: the session
 			// waits for space (see runSession).
 			return false, fmt.Errorf("set up the environment: %w", err)
+		}
+		var elsewhere *environment.ElsewhereError
+		if errors.As(err, &elsewhere) {
+			// Nothing ran: another node holds the runner's connection.
+			return r.handOver(ctx, elsewhere)
 		}
 		if r.waitsForRunner(err) {
 			// Nothing ran: the session waits for a runner (envconnection.go).
