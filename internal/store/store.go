@@ -234,6 +234,10 @@ type Store interface {
 	// seen within staleAfter of the store's clock (0: every row, stale
 	// or not), by project then name.
 	RunnerList(ctx context.Context, project string, staleAfter time.Duration) ([]*RunnerRow, error)
+	// RunnerSessions records the sessions whose environments are open on
+	// the connection connID, if it still holds the row (else
+	// ErrNotFound). RunnerConnect starts a row with none.
+	RunnerSessions(ctx context.Context, project, name, connID string, sessions []string) error
 
 	// Webhooks (the webhook package's durable state; see 004_webhooks and
 	// 005_webhook_claims).
@@ -648,6 +652,9 @@ type RunnerRow struct {
 	// SeenAt is the connection's last sign of life (RunnerTouch). Both
 	// times are the store's clock.
 	SeenAt time.Time
+	// Sessions are the sessions whose environments are open on it
+	// (RunnerSessions), by id.
+	Sessions []string
 }
 
 // APIKeyRow is one API key as stored: its token only as a hash.

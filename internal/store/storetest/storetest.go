@@ -44,6 +44,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ReleaseLeaseViaAppend", testReleaseViaAppend},
 		{"LeaseRelease", testLeaseRelease},
 		{"LeaseHandOver", testLeaseHandOver},
+		{"RunnerSessions", testRunnerSessions},
 		{"LeaseExpireOwner", testLeaseExpireOwner},
 		{"Docs", testDocs},
 		{"DocOfAnotherSessionConflicts", testDocConflict},

@@ -6,3 +6,7 @@
 -- claim clears both.
 ALTER TABLE sessions ADD COLUMN claim_node TEXT;
 ALTER TABLE sessions ADD COLUMN claim_node_until TIMESTAMPTZ;
+-- runners.sessions: the sessions whose environments are open on the
+-- runner, as the node holding its connection last recorded them (GET
+-- /v1/runners).
+ALTER TABLE runners ADD COLUMN sessions TEXT[] NOT NULL DEFAULT '{}';

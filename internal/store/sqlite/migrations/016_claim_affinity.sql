@@ -5,3 +5,7 @@
 -- claim clears both. claim_node_until is unix microseconds.
 ALTER TABLE sessions ADD COLUMN claim_node TEXT;
 ALTER TABLE sessions ADD COLUMN claim_node_until INTEGER;
+-- runners.sessions: the sessions whose environments are open on the
+-- runner, as the node holding its connection last recorded them (GET
+-- /v1/runners), a JSON array.
+ALTER TABLE runners ADD COLUMN sessions TEXT NOT NULL DEFAULT '[]';
