@@ -118,7 +118,7 @@ func (s *Store) RunnerList(ctx context.Context, project string, staleAfter time.
 	var out []*store.RunnerRow
 	err := s.query(ctx, func(rows *sql.Rows) error {
 		var (
-			r               store.RunnerRow
+			r                store.RunnerRow
 			labels, sessions string
 			connected, seen  int64
 		)
