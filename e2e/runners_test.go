@@ -85,6 +85,8 @@ func TestRunnerConnections(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "box1")
 	require.Contains(t, string(out), "gpu,linux")
+	require.Contains(t, string(out), "SESSIONS")
+	require.Equal(t, []string{}, listed.Sessions, "no session has its environment open on it")
 
 	// SIGKILL: its socket closes with it, and it leaves the list well
 	// within the heartbeat deadline.

@@ -134,6 +134,7 @@ func (b *backend) Open(ctx context.Context, p *environment.OpenParams) (environm
 		return nil, fmt.Errorf("open environment of session %s: %w", p.Session, err)
 	}
 	e.info = environment.Info{Backend: b.Name(), Provisioned: res.Provisioned, Runner: b.cfg.Runner, RunnerKey: r.Row.KeyID}
+	r.SessionOpened(p.Session) // listed with the runner (GET /v1/runners)
 	// The runner caps what a session asks by its operator's maxima: a
 	// workspace smaller than the session was promised is refused rather
 	// than met by surprise as a full disk.
@@ -445,6 +446,7 @@ func (e *env) markClosed() bool {
 	for p := range procs {
 		p.lost()
 	}
+	e.r.SessionClosed(e.params.Session)
 	return true
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -193,4 +194,38 @@ func TestRouterFindsARunnerOnAnotherNode(t *testing.T) {
 	err = open(&environment.RunnerSelector{Labels: []string{"tpu"}}, "", "")
 	require.NotErrorAs(t, err, &elsewhere)
 	require.ErrorContains(t, err, "no matching runner is connected")
+}
+
+// TestRouterListsTheSessionsOnARunner: the sessions whose environments
+// are open on a runner are recorded with its row (GET /v1/runners) at its
+// node's next check of the connection, and leave it when they close.
+func TestRouterListsTheSessionsOnARunner(t *testing.T) {
+	blobs := environmenttest.NewBlobs(t)
+	rg := newRig(t, blobs, rigOptions{labels: []string{"linux"}})
+	spaces, err := workspace.New(t.TempDir())
+	require.NoError(t, err)
+	local, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: blobs, SocketDir: t.TempDir()})
+	require.NoError(t, err)
+	router, err := remote.NewRouter(&remote.RouterConfig{Local: local, Hub: rg.hub})
+	require.NoError(t, err)
+	listed := func(want ...string) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			rows, err := rg.st.RunnerList(t.Context(), project, 0)
+			return err == nil && len(rows) == 1 && slices.Equal(rows[0].Sessions, want)
+		}, 10*time.Second, 5*time.Millisecond, "sessions listed: %v", want)
+	}
+	listed()
+	var envs []environment.Environment
+	for _, id := range []string{"ses_b", "ses_a"} {
+		env, err := router.Open(t.Context(), &environment.OpenParams{Workspace: id, Session: id, Project: project,
+			Runner: &environment.RunnerSelector{Labels: []string{"linux"}}})
+		require.NoError(t, err)
+		envs = append(envs, env)
+	}
+	listed("ses_a", "ses_b")
+	require.NoError(t, envs[0].Close())
+	listed("ses_a")
+	require.NoError(t, envs[1].Close())
+	listed()
 }
