@@ -34,12 +34,7 @@ func TestRouterPicksTheMatchingRunner(t *testing.T) {
 	t.Cleanup(stopGPU)
 	require.Eventually(t, func() bool { _, ok := rg.hub.Get(project, "box2"); return ok }, 10*time.Second, time.Millisecond)
 
-	spaces, err := workspace.New(t.TempDir())
-	require.NoError(t, err)
-	local, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: blobs, SocketDir: t.TempDir()})
-	require.NoError(t, err)
-	router, err := remote.NewRouter(&remote.RouterConfig{Local: local, Hub: rg.hub})
-	require.NoError(t, err)
+	router, local := newRouter(t, rg, blobs, nil)
 	ctx := t.Context()
 
 	open := func(session string, sel *environment.RunnerSelector, pinned string) (environment.Environment, error) {
@@ -118,16 +113,10 @@ func TestRouterCapacityIsALimit(t *testing.T) {
 	t.Cleanup(stopSolo)
 	require.Eventually(t, func() bool { _, ok := rg.hub.Get(project, "solo"); return ok }, 10*time.Second, time.Millisecond)
 
-	spaces, err := workspace.New(t.TempDir())
-	require.NoError(t, err)
-	local, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: blobs, SocketDir: t.TempDir()})
-	require.NoError(t, err)
 	freed := make(chan string, 4)
-	router, err := remote.NewRouter(&remote.RouterConfig{Local: local, Hub: rg.hub,
-		OnFreed: func(project, name, keyID string, labels []string, free int) {
-			freed <- fmt.Sprintf("%s/%s %s %v free=%d", project, name, keyID, labels, free)
-		}})
-	require.NoError(t, err)
+	router, _ := newRouter(t, rg, blobs, func(project, name, keyID string, labels []string, free int) {
+		freed <- fmt.Sprintf("%s/%s %s %v free=%d", project, name, keyID, labels, free)
+	})
 	ctx := t.Context()
 	small := &environment.RunnerSelector{Labels: []string{"small"}}
 	open := func(session, pinned string) (environment.Environment, error) {
@@ -168,19 +157,14 @@ func TestRouterFindsARunnerOnAnotherNode(t *testing.T) {
 		Labels: []string{"remote"}, Capacity: 2, Version: "test"}
 	require.NoError(t, rg.st.RunnerConnect(t.Context(), far, time.Minute))
 
-	spaces, err := workspace.New(t.TempDir())
-	require.NoError(t, err)
-	local, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: blobs, SocketDir: t.TempDir()})
-	require.NoError(t, err)
-	router, err := remote.NewRouter(&remote.RouterConfig{Local: local, Hub: rg.hub})
-	require.NoError(t, err)
+	router, _ := newRouter(t, rg, blobs, nil)
 	open := func(sel *environment.RunnerSelector, pinned, key string) error {
 		_, err := router.Open(t.Context(), &environment.OpenParams{Workspace: "ses_far", Session: "ses_far", Project: project,
 			Runner: sel, Pinned: pinned, PinnedKey: key})
 		return err
 	}
 	var elsewhere *environment.ElsewhereError
-	err = open(&environment.RunnerSelector{Labels: []string{"remote"}}, "", "")
+	err := open(&environment.RunnerSelector{Labels: []string{"remote"}}, "", "")
 	require.ErrorAs(t, err, &elsewhere)
 	require.Equal(t, "node-b", elsewhere.Node)
 	require.ErrorIs(t, err, environment.ErrUnavailable, "nothing ran")
@@ -202,12 +186,7 @@ func TestRouterFindsARunnerOnAnotherNode(t *testing.T) {
 func TestRouterListsTheSessionsOnARunner(t *testing.T) {
 	blobs := environmenttest.NewBlobs(t)
 	rg := newRig(t, blobs, rigOptions{labels: []string{"linux"}})
-	spaces, err := workspace.New(t.TempDir())
-	require.NoError(t, err)
-	local, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: blobs, SocketDir: t.TempDir()})
-	require.NoError(t, err)
-	router, err := remote.NewRouter(&remote.RouterConfig{Local: local, Hub: rg.hub})
-	require.NoError(t, err)
+	router, _ := newRouter(t, rg, blobs, nil)
 	listed := func(want ...string) {
 		t.Helper()
 		require.Eventually(t, func() bool {
@@ -228,4 +207,17 @@ func TestRouterListsTheSessionsOnARunner(t *testing.T) {
 	listed("ses_a")
 	require.NoError(t, envs[1].Close())
 	listed()
+}
+
+// newRouter returns a router over rg's hub and a local backend of its own
+// (returned too), with onFreed as its OnFreed.
+func newRouter(t *testing.T, rg *rig, blobs *environmenttest.Blobs, onFreed func(project, name, keyID string, labels []string, free int)) (environment.Backend, environment.Backend) {
+	t.Helper()
+	spaces, err := workspace.New(t.TempDir())
+	require.NoError(t, err)
+	local, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: blobs, SocketDir: t.TempDir()})
+	require.NoError(t, err)
+	router, err := remote.NewRouter(&remote.RouterConfig{Local: local, Hub: rg.hub, OnFreed: onFreed})
+	require.NoError(t, err)
+	return router, local
 }
