@@ -107,13 +107,8 @@ ORDER BY project, name`, project, staleAfter.Microseconds())
 
 // RunnerSessions implements store.Store.
 func (s *Store) RunnerSessions(ctx context.Context, project, name, connID string, sessions []string) error {
-	if err := checks.RunnerKey(project, name, connID); err != nil {
+	if err := checks.RunnerSessions(project, name, connID, sessions); err != nil {
 		return fmt.Errorf("record runner sessions: %w", err)
-	}
-	for i, id := range sessions {
-		if err := checks.ID(fmt.Sprintf("sessions[%d]", i), id); err != nil {
-			return fmt.Errorf("record runner sessions: %w", err)
-		}
 	}
 	n, err := s.exec(ctx, `UPDATE runners SET sessions = $4 WHERE project = $1 AND name = $2 AND conn_id = $3`,
 		project, name, connID, storeutil.NonNil(sessions))

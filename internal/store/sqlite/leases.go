@@ -159,10 +159,7 @@ func (s *Store) LeaseRelease(ctx context.Context, l store.Lease) error {
 // LeaseHandOver implements store.Store: LeaseRelease, with the session
 // claimable only by node until until.
 func (s *Store) LeaseHandOver(ctx context.Context, l store.Lease, node string, until time.Time) error {
-	if err := checks.ID("node", node); err != nil {
-		return fmt.Errorf("hand session %s over: %w", l.SessionID, err)
-	}
-	if err := checks.Time("until", until); err != nil {
+	if err := checks.HandOver(node, until); err != nil {
 		return fmt.Errorf("hand session %s over: %w", l.SessionID, err)
 	}
 	u := toMicros(until)

@@ -67,9 +67,19 @@ func (s *Store) RunnerTouch(ctx context.Context, project, name, connID string) e
 	if err := checks.RunnerKey(project, name, connID); err != nil {
 		return fmt.Errorf("touch runner: %w", err)
 	}
-	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
-		n, err := w.changed(`UPDATE runners SET seen_at = max(seen_at, ?) WHERE project = ? AND name = ? AND conn_id = ?`,
-			toMicros(s.cfg.Now()), project, name, connID)
+	if err := s.updateHeld(ctx, `UPDATE runners SET seen_at = max(seen_at, ?) WHERE project = ? AND name = ? AND conn_id = ?`,
+		toMicros(s.cfg.Now()), project, name, connID); err != nil {
+		return fmt.Errorf("touch runner %s: %w", name, err)
+	}
+	return nil
+}
+
+// updateHeld runs query, an update of the row a connection holds:
+// store.ErrNotFound when it changed no row (the connection holds it no
+// more).
+func (s *Store) updateHeld(ctx context.Context, query string, args ...any) error {
+	return s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+		n, err := w.changed(query, args...)
 		if err != nil {
 			return nil, mapErr(err)
 		}
@@ -78,10 +88,6 @@ func (s *Store) RunnerTouch(ctx context.Context, project, name, connID string) e
 		}
 		return nil, nil
 	}})
-	if err != nil {
-		return fmt.Errorf("touch runner %s: %w", name, err)
-	}
-	return nil
 }
 
 // RunnerDisconnect deletes the row of (project, name) if connID holds it.
@@ -148,28 +154,14 @@ func (s *Store) RunnerSessions(ctx context.Context, project, name, connID string
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	if err := checks.RunnerKey(project, name, connID); err != nil {
+	if err := checks.RunnerSessions(project, name, connID, sessions); err != nil {
 		return fmt.Errorf("record runner sessions: %w", err)
-	}
-	for i, id := range sessions {
-		if err := checks.ID(fmt.Sprintf("sessions[%d]", i), id); err != nil {
-			return fmt.Errorf("record runner sessions: %w", err)
-		}
 	}
 	enc, err := json.Marshal(storeutil.NonNil(sessions))
 	if err != nil {
 		return fmt.Errorf("record runner %s sessions: %w", name, err)
 	}
-	err = s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
-		n, err := w.changed(`UPDATE runners SET sessions = ? WHERE project = ? AND name = ? AND conn_id = ?`, string(enc), project, name, connID)
-		if err != nil {
-			return nil, mapErr(err)
-		}
-		if n == 0 {
-			return nil, store.ErrNotFound
-		}
-		return nil, nil
-	}})
+	err = s.updateHeld(ctx, `UPDATE runners SET sessions = ? WHERE project = ? AND name = ? AND conn_id = ?`, string(enc), project, name, connID)
 	if err != nil {
 		return fmt.Errorf("record runner %s sessions: %w", name, err)
 	}
