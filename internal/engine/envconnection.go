@@ -45,8 +45,13 @@ func (r *runner) askEnvironment(ctx context.Context, why error) error {
 	if err != nil {
 		return err
 	}
-	if pinned := pin.runner; pinned != "" {
-		summary = "The session's environment lives on runner " + pinned + ", which is not connected: it goes on when it connects, or stop the turn"
+	switch {
+	case errors.Is(why, environment.ErrFull) && pin.runner != "":
+		summary = "The session's environment lives on runner " + pin.runner + ", which is at its capacity: it goes on when one of its environments closes, or stop the turn"
+	case errors.Is(why, environment.ErrFull):
+		summary = "Every matching runner (" + sel.String() + ") is at its capacity: the session goes on when one of their environments closes, or stop the turn"
+	case pin.runner != "":
+		summary = "The session's environment lives on runner " + pin.runner + ", which is not connected: it goes on when it connects, or stop the turn"
 	}
 	a := lt.Action{
 		ID:        derivedID("act_", sid, turn.ID, "environment_connection", r.durableSeq, len(r.b.events)),

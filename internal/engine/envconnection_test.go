@@ -32,6 +32,8 @@ type runnerBackend struct {
 	key atomic.Value
 	// refuseSubagents: a sub-agent's opens find no runner.
 	refuseSubagents atomic.Bool
+	// full: box1 is connected but at its capacity.
+	full atomic.Bool
 	// dropOn: the first command containing it finds the runner gone
 	// (ErrUnavailable, nothing ran), which disconnects it.
 	dropOn  string
@@ -43,6 +45,9 @@ func (b *runnerBackend) Open(ctx context.Context, p *environment.OpenParams) (en
 		return b.Backend.Open(ctx, p)
 	}
 	b.opens.Add(1)
+	if b.full.Load() {
+		return nil, fmt.Errorf("open environment of session %s: runner box1: %w", p.Session, environment.ErrFull)
+	}
 	if !b.connected.Load() || !p.Runner.Matches("box1", []string{"gpu"}) || (p.Pinned != "" && p.Pinned != "box1") ||
 		(p.PinnedKey != "" && p.PinnedKey != b.keyID()) || (b.refuseSubagents.Load() && p.Workspace != p.Session) {
 		return nil, fmt.Errorf("open environment of session %s: %w (no matching runner is connected)", p.Session, environment.ErrUnavailable)
@@ -373,4 +378,25 @@ func TestRunnerFreedWakesAsManyAsItTakes(t *testing.T) {
 	for _, id := range ids {
 		h.waitStatus(id, lt.SessionIdle)
 	}
+}
+
+// TestEnvironmentConnectionRunnerFull: with every matching runner at its
+// capacity the session waits, and its action says so (not that no runner
+// is connected); a freed slot wakes it.
+func TestEnvironmentConnectionRunnerFull(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	rb.connected.Store(true)
+	rb.full.Store(true)
+	ctx := context.Background()
+	s := create(t, h, onGPU(spec(t, `[{"text":"done"}]`)), nil)
+	h.waitStatus(s.ID, lt.SessionRequiresAction)
+	a := pendingEnvAction(t, h, s.ID)
+	require.Contains(t, a.Summary, "is at its capacity")
+	require.Contains(t, a.Reason, "at their capacity")
+
+	rb.full.Store(false)
+	woke, err := h.eng.RunnerFreed(ctx, lt.DefaultProject, "box1", "key1", []string{"gpu"}, 1)
+	require.NoError(t, err)
+	require.Equal(t, 1, woke)
+	h.waitStatus(s.ID, lt.SessionIdle)
 }

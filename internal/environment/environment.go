@@ -43,6 +43,11 @@ var (
 	ErrDiskQuota = errors.New("over the workspace's disk quota")
 )
 
+// ErrFull is ErrUnavailable where the runners the environment may open on
+// are connected but at their capacity: the session waits for one of their
+// environments to close.
+var ErrFull = fmt.Errorf("%w: the runners are at their capacity", ErrUnavailable)
+
 // ElsewhereError is ErrUnavailable where the environment could open on
 // another node of the deployment: the runner it needs is connected there,
 // not to this node (a runner holds one connection, to one node). Nothing

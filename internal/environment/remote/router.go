@@ -159,7 +159,7 @@ func (r *router) pickLocked(p *environment.OpenParams) (string, error) {
 		}
 		if open := r.openOnLocked(p.Project, p.Pinned); open >= max(rr.Row.Capacity, 1) {
 			return "", fmt.Errorf("open environment of session %s: runner %s, where its environment lives: %w (it is at its capacity: %d environments open)",
-				p.Session, p.Pinned, environment.ErrUnavailable, open)
+				p.Session, p.Pinned, environment.ErrFull, open)
 		}
 		return p.Pinned, nil
 	}
@@ -182,7 +182,7 @@ func (r *router) pickLocked(p *environment.OpenParams) (string, error) {
 	}
 	if best == "" && full > 0 {
 		return "", fmt.Errorf("open environment of session %s: runner %s: %w (the matching runners are full: %d at their capacity)",
-			p.Session, Describe(p.Runner), environment.ErrUnavailable, full)
+			p.Session, Describe(p.Runner), environment.ErrFull, full)
 	}
 	return best, nil
 }

@@ -128,6 +128,7 @@ func TestRouterCapacityIsALimit(t *testing.T) {
 	require.Equal(t, "solo", first.Info().Runner)
 	_, err = open("ses_two", "")
 	require.ErrorIs(t, err, environment.ErrUnavailable, "the only match is full")
+	require.ErrorIs(t, err, environment.ErrFull)
 	require.ErrorContains(t, err, "the matching runners are full")
 	_, err = open("ses_two", "solo")
 	require.ErrorIs(t, err, environment.ErrUnavailable, "pinned to a full runner: no more either")
