@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -175,4 +178,75 @@ func TestAdversarialRunners_CallFlood(t *testing.T) {
 	}, 30*time.Second, 20*time.Millisecond, "the flooder's row is gone, the honest runner's is not")
 	r := k.send(boot, http.MethodGet, "/v1/version", "")
 	require.Equal(t, http.StatusOK, r.status, "the server still serves: %s", r.body)
+}
+
+// TestAdversarialRunners_StaleNameTakesNoPinnedSession: a session pinned
+// to runner box1 of one key is not handed to another runner key of the
+// same project that takes the name once box1's connection ended: the
+// session waits for its own runner (environment_connection, saying why),
+// nothing of it reaches the newcomer (no workspace, no command), and it
+// goes on when the holder's key connects as box1 again.
+func TestAdversarialRunners_StaleNameTakesNoPinnedSession(t *testing.T) {
+	t.Parallel()
+	const boot = "lh-adv-runners-stale-bootstrap"
+	k, admin := startRunnersServer(t, boot)
+	ctx := t.Context()
+	honest, thief := k.create("honest", lt.RoleRunner), k.create("thief", lt.RoleRunner)
+	listed := func(want string) {
+		t.Helper()
+		require.Eventually(t, func() bool { return strings.Join(runnersListed(t, k.srv, boot), ",") == want },
+			30*time.Second, 20*time.Millisecond, "runners listed: %q", want)
+	}
+	holder := startRunner(t, k.srv.url, honest.Key, "box1", "--label", "gpu")
+	listed("box1 " + honest.ID)
+
+	script, err := json.Marshal([]map[string]any{
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": `echo first >> where.txt`}}}},
+		{"text": "done"},
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": `echo "$LONGHAUL_SESSION_ID" > stolen.txt`}}}},
+		{"text": "done again"},
+	})
+	require.NoError(t, err)
+	s, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Script: script}, Instructions: "Work.",
+		Tools: []lt.ToolSpec{{Name: "shell"}}, Environment: &lt.Environment{Runner: &lt.RunnerSelector{Labels: []string{"gpu"}}},
+	}})
+	require.NoError(t, err)
+	status := func(want lt.SessionStatus) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			got, err := admin.GetSession(ctx, s.ID)
+			return err == nil && got.Status == want
+		}, time.Minute, 10*time.Millisecond, "session to be %s", want)
+	}
+	status(lt.SessionIdle)
+
+	// The holder goes away; the thief takes the free name, with the label.
+	holder.kill(t)
+	listed("")
+	taker := startRunner(t, k.srv.url, thief.Key, "box1", "--label", "gpu")
+	listed("box1 " + thief.ID)
+
+	_, err = admin.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "again"})
+	require.NoError(t, err)
+	status(lt.SessionRequiresAction)
+	acts, err := admin.ListActions(ctx, s.ID, lt.ActionPending)
+	require.NoError(t, err)
+	require.Len(t, acts.Data, 1)
+	require.Equal(t, lt.ActionEnvironmentConnection, acts.Data[0].Type)
+	require.Contains(t, acts.Data[0].Reason, "held by another key")
+	_, err = os.Stat(filepath.Join(taker.data, "workspaces", s.ID))
+	require.ErrorIs(t, err, os.ErrNotExist, "nothing of the pinned session reached the other key's runner")
+
+	// The holder's key comes back as box1: the session goes on there.
+	taker.kill(t)
+	listed("")
+	back := startRunner(t, k.srv.url, honest.Key, "box1", "--label", "gpu")
+	status(lt.SessionIdle)
+	b, err := os.ReadFile(filepath.Join(back.data, "workspaces", s.ID, "stolen.txt"))
+	require.NoError(t, err)
+	require.Equal(t, s.ID+"\n", string(b), "the second turn ran on the holder's key")
+	_, err = os.Stat(filepath.Join(taker.data, "workspaces", s.ID))
+	require.ErrorIs(t, err, os.ErrNotExist)
+	back.kill(t)
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -84,6 +85,8 @@ func TestRunnerConnections(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "box1")
 	require.Contains(t, string(out), "gpu,linux")
+	require.Contains(t, string(out), "SESSIONS")
+	require.Equal(t, []string{}, listed.Sessions, "no session has its environment open on it")
 
 	// SIGKILL: its socket closes with it, and it leaves the list well
 	// within the heartbeat deadline.
@@ -427,4 +430,66 @@ func TestRunnerStaleTakeoverAcrossNodes(t *testing.T) {
 		require.Equal(t, n.idB, l[0].Node)
 	}
 	second.kill(t)
+}
+
+// TestRunnerSessionOnAnotherNode: two nodes on one PostgreSQL store and a
+// runner connected to node B only. A session created through node A's
+// API (claimed there at creation) needs that runner: node A hands it to
+// node B, which runs it on the runner at once, with no reconnection and
+// no environment_connection wait; a follow-up turn, pinned to the runner,
+// goes the same way.
+func TestRunnerSessionOnAnotherNode(t *testing.T) {
+	t.Parallel()
+	const boot = "lh-runner-other-node-bootstrap"
+	n := startRunnerNodes(t, boot)
+	key := runnerKeyOn(t, n.a, boot, "box")
+	onB := startRunner(t, n.b.url, key.Key, "box1", "--label", "gpu")
+	require.Eventually(t, func() bool {
+		l := runnersOn(t, n.a, boot)
+		return len(l) == 1 && l[0].Node == n.idB
+	}, 30*time.Second, 20*time.Millisecond, "node A lists the runner on node B")
+
+	ctx := t.Context()
+	admin, err := client.New(n.a.url, &client.Config{APIKey: boot})
+	require.NoError(t, err)
+	script, err := json.Marshal([]map[string]any{
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": `echo "$LONGHAUL_SESSION_ID" >> where.txt`}}}},
+		{"text": "done"},
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": `echo again >> where.txt`}}}},
+		{"text": "done again"},
+	})
+	require.NoError(t, err)
+	s, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Script: script}, Instructions: "Say where you are.",
+		Tools: []lt.ToolSpec{{Name: "shell"}}, Environment: &lt.Environment{Runner: &lt.RunnerSelector{Labels: []string{"gpu"}}},
+	}})
+	require.NoError(t, err)
+	idle := func() {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			got, err := admin.GetSession(ctx, s.ID)
+			return err == nil && got.Status == lt.SessionIdle
+		}, time.Minute, 10*time.Millisecond, "the session runs on the runner of the other node")
+	}
+	idle()
+	_, err = admin.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "again"})
+	require.NoError(t, err)
+	idle()
+
+	b, err := os.ReadFile(filepath.Join(onB.data, "workspaces", s.ID, "where.txt"))
+	require.NoError(t, err)
+	require.Equal(t, s.ID+"\nagain\n", string(b), "both turns ran on the runner")
+	acts, err := admin.ListActions(ctx, s.ID, "")
+	require.NoError(t, err)
+	require.Empty(t, acts.Data, "no environment_connection wait: the session was handed to the runner's node")
+	evs, err := admin.ListEvents(ctx, s.ID, 0, 500)
+	require.NoError(t, err)
+	workers := map[string]bool{}
+	for _, ev := range evs.Data {
+		if ev.Type == lt.EventToolStarted {
+			workers[ev.WorkerID] = true
+		}
+	}
+	require.Equal(t, map[string]bool{n.idB: true}, workers, "its calls ran on node B, which holds the runner's connection")
+	onB.kill(t)
 }

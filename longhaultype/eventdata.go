@@ -512,7 +512,11 @@ type EnvironmentLostData struct {
 // session's environment lives on, and whether it was provisioned anew
 // there.
 type EnvironmentOpenedData struct {
-	Runner      string `json:"runner"`
+	Runner string `json:"runner"`
+	// RunnerKeyID is the id of the API key the runner connected with: the
+	// session goes back only to a runner of that name holding that key
+	// (another key of the project may take a name its holder left).
+	RunnerKeyID string `json:"runner_key_id,omitempty"`
 	Provisioned bool   `json:"provisioned"`
 }
 

@@ -10,7 +10,9 @@ type Runner struct {
 	Project string `json:"project"`
 	// Labels are what an agent's environment.runner.labels match.
 	Labels []string `json:"labels"`
-	// Capacity is how many calls the runner runs at once.
+	// Capacity is how many sessions' environments the runner holds open
+	// at once (a session past it waits for one to close), and how many
+	// calls it runs at once.
 	Capacity int `json:"capacity"`
 	// Version is the runner's build, as it announced it.
 	Version string `json:"version"`
@@ -22,4 +24,7 @@ type Runner struct {
 	// LastSeenAt is the connection's last sign of life; a runner not seen
 	// for a while (its node died) is no longer listed.
 	LastSeenAt time.Time `json:"last_seen_at"`
+	// Sessions are the sessions whose environments are open on the
+	// runner, as of its node's last check of the connection.
+	Sessions []string `json:"sessions"`
 }

@@ -60,7 +60,7 @@ travel in the clear); --insecure allows it.`,
 	fs.StringVar(&o.key, "key", "", "API key of the runner role (env "+runnerKeyEnv+", which keeps it out of the process list)")
 	fs.StringVar(&o.name, "name", "", "the runner's name within its key's project: a-z, 0-9, '.', '_', '-' (required)")
 	fs.StringArrayVar(&o.labels, "label", nil, "a label agents may ask for (environment.runner.labels); repeat for several")
-	fs.IntVar(&o.capacity, "capacity", runtime.NumCPU(), "how many commands the runner runs at once (default: the number of CPUs)")
+	fs.IntVar(&o.capacity, "capacity", runtime.NumCPU(), "how many sessions' environments the runner holds open at once, and how many of their calls it runs at once (default: the number of CPUs); a session past it waits for a free one")
 	fs.StringVar(&o.data, "data", "longhaul-runner-data", "directory of the sessions' workspaces and of the cache of snapshot blobs")
 	fs.IntVar(&o.blobCacheMB, "blob-cache-mb", runner.DefaultBlobCacheBytes>>20, "the most the cache of snapshot blobs under --data holds, in MiB (the least recently used go first)")
 	fs.StringVar(&o.sandbox, "sandbox", "auto", "where commands run: auto (bwrap when it works, else local with a warning), bwrap (refuse to start without it) or local (no isolation)")
@@ -139,8 +139,9 @@ func (c *cli) runnersCmd() *cobra.Command {
 		Use:   "runners",
 		Short: "List the runners (self-managed environments) connected to the server",
 		Long: `List the runners connected to any node of the server: name, project, labels,
-capacity, the node each is connected to, when it connected and when it was
-last seen. A runner whose node died stops being listed within three of the
+capacity, how many sessions have their environments open on it (their ids
+with --json, as of its node's last check of the connection), the node each
+is connected to, when it connected and when it was last seen. A runner whose node died stops being listed within three of the
 server's runner check intervals (15 s by default). Needs an admin or operator
 key; an operator sees its own project's runners.`,
 		Example: `  longhaul runners
@@ -174,13 +175,13 @@ func (c *cli) runnersLs(cmd *cobra.Command, o *runnersOpts) error {
 		_, err := fmt.Fprintln(c.stdout, "No runner is connected. Start one with 'longhaul runner --server URL --name NAME' and a runner key.")
 		return err
 	}
-	t := newTable(c.stdout, "NAME", "PROJECT", "LABELS", "CAPACITY", "NODE", "CONNECTED", "LAST SEEN", "VERSION")
+	t := newTable(c.stdout, "NAME", "PROJECT", "LABELS", "CAPACITY", "SESSIONS", "NODE", "CONNECTED", "LAST SEEN", "VERSION")
 	for _, r := range runners {
 		labels := strings.Join(r.Labels, ",")
 		if labels == "" {
 			labels = "-"
 		}
-		t.row(r.Name, r.Project, labels, fmt.Sprint(r.Capacity), r.Node, fmtTime(r.ConnectedAt), fmtTime(r.LastSeenAt), r.Version)
+		t.row(r.Name, r.Project, labels, fmt.Sprint(r.Capacity), fmt.Sprint(len(r.Sessions)), r.Node, fmtTime(r.ConnectedAt), fmtTime(r.LastSeenAt), r.Version)
 	}
 	return t.flush()
 }

@@ -62,7 +62,7 @@ func TestListRunners(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"alpha/box1", "alpha/box2", "beta/box1"}, names(all))
 	require.Equal(t, lt.Runner{Name: "box2", Project: "alpha", Labels: []string{"gpu"}, Capacity: 4, Version: "v1",
-		Node: "node-a", KeyID: "key_alpha", ConnectedAt: now.Add(-time.Minute), LastSeenAt: now}, all.Data[1])
+		Node: "node-a", KeyID: "key_alpha", ConnectedAt: now.Add(-time.Minute), LastSeenAt: now, Sessions: []string{}}, all.Data[1])
 
 	beta, err := f.app.ListRunners(f.ctx, "beta")
 	require.NoError(t, err)

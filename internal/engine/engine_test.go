@@ -36,6 +36,15 @@ type fakeClock struct {
 	// within a test in real time: a test of what ends a long wait early
 	// sets it.
 	holdHours bool
+	// afters are the waits asked of After, in order.
+	afters []time.Duration
+}
+
+// waits returns the waits asked of After so far.
+func (c *fakeClock) waits() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]time.Duration(nil), c.afters...)
 }
 
 func (c *fakeClock) Now() time.Time {
@@ -45,6 +54,7 @@ func (c *fakeClock) Now() time.Time {
 }
 func (c *fakeClock) After(d time.Duration) <-chan time.Time {
 	c.mu.Lock()
+	c.afters = append(c.afters, d)
 	hold := c.holdHours && d >= time.Hour
 	c.mu.Unlock()
 	if hold {

@@ -36,13 +36,22 @@ func (r *runner) waitsForRunner(err error) bool {
 
 // askEnvironment raises the environment_connection action: why is the
 // open's failure.
-func (r *runner) askEnvironment(why error) error {
+func (r *runner) askEnvironment(ctx context.Context, why error) error {
 	turn := r.st.CurrentTurn()
 	sid := r.st.Session.ID
 	sel := *r.spec.Environment.Runner
 	summary := "The session's environment lives on a runner, and no matching runner (" + sel.String() + ") is connected: it goes on when one connects, or stop the turn"
-	if pinned := r.st.EnvironmentRunner; pinned != "" {
-		summary = "The session's environment lives on runner " + pinned + ", which is not connected: it goes on when it connects, or stop the turn"
+	pin, err := r.e.environmentPin(ctx, r.st)
+	if err != nil {
+		return err
+	}
+	switch {
+	case errors.Is(why, environment.ErrFull) && pin.runner != "":
+		summary = "The session's environment lives on runner " + pin.runner + ", which is at its capacity: it goes on when one of its environments closes, or stop the turn"
+	case errors.Is(why, environment.ErrFull):
+		summary = "Every matching runner (" + sel.String() + ") is at its capacity: the session goes on when one of their environments closes, or stop the turn"
+	case pin.runner != "":
+		summary = "The session's environment lives on runner " + pin.runner + ", which is not connected: it goes on when it connects, or stop the turn"
 	}
 	a := lt.Action{
 		ID:        derivedID("act_", sid, turn.ID, "environment_connection", r.durableSeq, len(r.b.events)),
@@ -74,12 +83,24 @@ func (r *runner) awaitEnvironment(ctx context.Context, a *lt.Action) (bool, erro
 		if err := r.flush(ctx, false); err != nil {
 			return false, err
 		}
+		if r.env != nil && r.env.env != nil {
+			// This claim's open already found the runner (the session was
+			// claimed for something else than the wake, after a runner
+			// connected): that environment is the session's, and opening
+			// another would leave it open.
+			return false, r.add(lt.EventActionResolved, a.TurnID, 0, connectedResolution(a, r.envRunner))
+		}
+		r.env.close()
 		err := r.setupEnvironment(ctx)
 		if err == nil {
 			return false, r.add(lt.EventActionResolved, a.TurnID, 0, connectedResolution(a, r.envRunner))
 		}
 		r.env.close()
 		r.env = nil
+		var elsewhere *environment.ElsewhereError
+		if errors.As(err, &elsewhere) {
+			return r.handOver(ctx, elsewhere)
+		}
 		if !r.waitsForRunner(err) {
 			r.envErr = err
 			return false, nil
@@ -124,11 +145,29 @@ func envConnectionDecision(b *batch, a *lt.Action, d *lt.Decision, resolved lt.A
 const runnerWakePage = 200
 
 // RunnerConnected resolves the environment_connection actions of project's
-// sessions that the runner named name with labels matches (a session
-// pinned to another runner keeps waiting for that one): each session
-// becomes runnable and is claimed as any other. It returns how many it
-// woke. The hub calls it for each runner that connects.
-func (e *Engine) RunnerConnected(ctx context.Context, project, name string, labels []string) (int, error) {
+// sessions that the runner named name, connected with key keyID, with
+// labels matches (a session pinned to another runner, or to this name
+// held by another key, keeps waiting for its own): each session becomes
+// runnable and is claimed as any other. It returns how many it woke. The
+// hub calls it for each runner that connects.
+func (e *Engine) RunnerConnected(ctx context.Context, project, name, keyID string, labels []string) (int, error) {
+	return e.wakeForRunner(ctx, project, name, keyID, labels, 0)
+}
+
+// RunnerFreed is RunnerConnected for a runner that takes free more
+// environments now (one of its environments closed): it wakes at most
+// free of the sessions waiting for it, so that a freed slot
+// does not wake every session that waits for one.
+func (e *Engine) RunnerFreed(ctx context.Context, project, name, keyID string, labels []string, free int) (int, error) {
+	if free <= 0 {
+		return 0, nil
+	}
+	return e.wakeForRunner(ctx, project, name, keyID, labels, free)
+}
+
+// wakeForRunner wakes the sessions waiting for the runner, at most limit
+// of them (0: all).
+func (e *Engine) wakeForRunner(ctx context.Context, project, name, keyID string, labels []string, limit int) (int, error) {
 	woke := 0
 	// One session that cannot be woken (a failing write, a row that will
 	// not load) must not keep the ones after it parked while their runner
@@ -156,7 +195,7 @@ func (e *Engine) RunnerConnected(ctx context.Context, project, name string, labe
 			// one the session's environment lives on (restarted with other
 			// labels): resolveConnected looks at the pin first.
 			matches := (&environment.RunnerSelector{Name: a.Runner.Name, Labels: a.Runner.Labels}).Matches(name, labels)
-			ok, err := e.resolveConnected(ctx, a, name, matches)
+			ok, err := e.resolveConnected(ctx, a, name, keyID, matches)
 			if err != nil {
 				if ctx.Err() != nil {
 					return woke, errors.Join(append(failed, err)...)
@@ -166,6 +205,9 @@ func (e *Engine) RunnerConnected(ctx context.Context, project, name string, labe
 			}
 			if ok {
 				woke++
+				if woke == limit {
+					return woke, errors.Join(failed...)
+				}
 			}
 		}
 		if len(rows) < runnerWakePage {
@@ -177,17 +219,25 @@ func (e *Engine) RunnerConnected(ctx context.Context, project, name string, labe
 }
 
 // resolveConnected resolves one session's environment_connection action
-// when it is still pending and runner name is the one the session is
-// pinned to, or, for a session pinned to none, matches its selector: the
-// router opens a pinned session on its runner whatever that runner's
-// labels are now.
-func (e *Engine) resolveConnected(ctx context.Context, a *lt.Action, name string, matches bool) (bool, error) {
+// when it is still pending and runner name (with key keyID) is the one the
+// session is pinned to (environmentPin: its root's for a sub-agent, as
+// the open goes), or, for a session pinned to none, matches its
+// selector: the router opens a pinned session on its runner whatever
+// that runner's labels are now.
+func (e *Engine) resolveConnected(ctx context.Context, a *lt.Action, name, keyID string, matches bool) (bool, error) {
 	return mutateRow(ctx, e, a.SessionID, func(_ *store.SessionRow, b *batch) (bool, error) {
 		pending, _ := b.st.PendingAction(a.ID)
 		if pending == nil {
 			return false, nil
 		}
-		if pinned := b.st.EnvironmentRunner; pinned != name && (pinned != "" || !matches) {
+		pin, err := e.environmentPin(ctx, b.st)
+		if err != nil {
+			return false, err
+		}
+		switch {
+		case pin.runner == "" && !matches:
+			return false, nil
+		case pin.runner != "" && (pin.runner != name || (pin.key != "" && pin.key != keyID)):
 			return false, nil
 		}
 		if err := b.add(lt.EventActionResolved, pending.TurnID, 0, connectedResolution(pending, name)); err != nil {
@@ -200,4 +250,23 @@ func (e *Engine) resolveConnected(ctx context.Context, a *lt.Action, name string
 		}
 		return true, nil
 	})
+}
+
+// handOver gives the session to the node its runner is connected to
+// (environment.ElsewhereError): the hub is per node, so only that node
+// can open the environment. What the runner wrote is made durable and
+// the lease is given back for that node alone to claim, for a lease's
+// time (a node that died meanwhile does not hold the session: any node
+// claims it after). The runner is done.
+func (r *runner) handOver(ctx context.Context, to *environment.ElsewhereError) (bool, error) {
+	if err := r.flush(ctx, false); err != nil {
+		return false, err
+	}
+	r.e.log.Info("the session's runner is connected to another node: handing the session to it",
+		"session", r.st.Session.ID, "runner", to.Runner, "node", to.Node)
+	if err := r.e.store.LeaseHandOver(ctx, r.lease, to.Node, r.e.clock.Now().Add(r.e.cfg.LeaseTTL)); err != nil {
+		return false, fmt.Errorf("hand the session over to node %s: %w", to.Node, err)
+	}
+	r.released = true
+	return true, nil
 }

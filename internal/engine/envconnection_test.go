@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,6 +26,14 @@ type runnerBackend struct {
 	environment.Backend
 	connected atomic.Bool
 	opens     atomic.Int32
+	// live counts its environments opened and not closed yet.
+	live atomic.Int32
+	// key is the id of the key box1 is connected with now ("": key1).
+	key atomic.Value
+	// refuseSubagents: a sub-agent's opens find no runner.
+	refuseSubagents atomic.Bool
+	// full: box1 is connected but at its capacity.
+	full atomic.Bool
 	// dropOn: the first command containing it finds the runner gone
 	// (ErrUnavailable, nothing ran), which disconnects it.
 	dropOn  string
@@ -36,7 +45,11 @@ func (b *runnerBackend) Open(ctx context.Context, p *environment.OpenParams) (en
 		return b.Backend.Open(ctx, p)
 	}
 	b.opens.Add(1)
-	if !b.connected.Load() || !p.Runner.Matches("box1", []string{"gpu"}) || (p.Pinned != "" && p.Pinned != "box1") {
+	if b.full.Load() {
+		return nil, fmt.Errorf("open environment of session %s: runner box1: %w", p.Session, environment.ErrFull)
+	}
+	if !b.connected.Load() || !p.Runner.Matches("box1", []string{"gpu"}) || (p.Pinned != "" && p.Pinned != "box1") ||
+		(p.PinnedKey != "" && p.PinnedKey != b.keyID()) || (b.refuseSubagents.Load() && p.Workspace != p.Session) {
 		return nil, fmt.Errorf("open environment of session %s: %w (no matching runner is connected)", p.Session, environment.ErrUnavailable)
 	}
 	local := *p
@@ -45,12 +58,27 @@ func (b *runnerBackend) Open(ctx context.Context, p *environment.OpenParams) (en
 	if err != nil {
 		return nil, err
 	}
-	return &onRunner{Environment: env, b: b}, nil
+	b.live.Add(1)
+	return &onRunner{Environment: env, b: b, key: b.keyID(), closed: sync.OnceFunc(func() { b.live.Add(-1) })}, nil
+}
+
+func (b *runnerBackend) keyID() string {
+	if k, _ := b.key.Load().(string); k != "" {
+		return k
+	}
+	return "key1"
 }
 
 type onRunner struct {
 	environment.Environment
-	b *runnerBackend
+	b      *runnerBackend
+	key    string
+	closed func()
+}
+
+func (e *onRunner) Close() error {
+	defer e.closed()
+	return e.Environment.Close()
 }
 
 func (e *onRunner) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecResult, error) {
@@ -63,7 +91,7 @@ func (e *onRunner) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecRe
 
 func (e *onRunner) Info() environment.Info {
 	i := e.Environment.Info()
-	i.Runner = "box1"
+	i.Runner, i.RunnerKey = "box1", e.key
 	return i
 }
 
@@ -120,15 +148,15 @@ func TestEnvironmentConnectionResolvesWhenARunnerConnects(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, inbox.Data, 1, "the inbox lists it by type")
 
-	woke, err := h.eng.RunnerConnected(ctx, lt.DefaultProject, "box2", []string{"linux"})
+	woke, err := h.eng.RunnerConnected(ctx, lt.DefaultProject, "box2", "key1", []string{"linux"})
 	require.NoError(t, err)
 	require.Zero(t, woke, "a runner without the label")
-	woke, err = h.eng.RunnerConnected(ctx, "other-project", "box1", []string{"gpu"})
+	woke, err = h.eng.RunnerConnected(ctx, "other-project", "box1", "key1", []string{"gpu"})
 	require.NoError(t, err)
 	require.Zero(t, woke, "another project's runner")
 
 	rb.connected.Store(true)
-	woke, err = h.eng.RunnerConnected(ctx, lt.DefaultProject, "box1", []string{"gpu", "linux"})
+	woke, err = h.eng.RunnerConnected(ctx, lt.DefaultProject, "box1", "key1", []string{"gpu", "linux"})
 	require.NoError(t, err)
 	require.Equal(t, 1, woke)
 	h.waitStatus(s.ID, lt.SessionIdle)
@@ -152,14 +180,14 @@ func TestEnvironmentConnectionResolvesWhenARunnerConnects(t *testing.T) {
 	h.waitStatus(s.ID, lt.SessionRequiresAction)
 	a = pendingEnvAction(t, h, s.ID)
 	require.Contains(t, a.Summary, "runner box1, which is not connected")
-	woke, err = h.eng.RunnerConnected(ctx, lt.DefaultProject, "box3", []string{"gpu"})
+	woke, err = h.eng.RunnerConnected(ctx, lt.DefaultProject, "box3", "key1", []string{"gpu"})
 	require.NoError(t, err)
 	require.Zero(t, woke, "another gpu runner: the workspace lives on box1")
 
 	// box1 comes back with other labels: the session is woken all the
 	// same (its environment lives there) and goes on.
 	rb.connected.Store(true)
-	woke, err = h.eng.RunnerConnected(ctx, lt.DefaultProject, "box1", []string{"linux"})
+	woke, err = h.eng.RunnerConnected(ctx, lt.DefaultProject, "box1", "key1", []string{"linux"})
 	require.NoError(t, err)
 	require.Equal(t, 1, woke, "the pinned runner, whatever its labels now")
 	h.waitStatus(s.ID, lt.SessionIdle)
@@ -215,7 +243,7 @@ func TestRunnerGoneBetweenCalls(t *testing.T) {
 			require.ErrorIs(t, err, os.ErrNotExist, "nothing ran")
 
 			rb.connected.Store(true)
-			woke, err := h.eng.RunnerConnected(ctx, lt.DefaultProject, "box1", []string{"gpu"})
+			woke, err := h.eng.RunnerConnected(ctx, lt.DefaultProject, "box1", "key1", []string{"gpu"})
 			require.NoError(t, err)
 			require.Equal(t, 1, woke)
 			h.waitStatus(s.ID, lt.SessionIdle)
@@ -237,4 +265,138 @@ func TestRunnerGoneBetweenCalls(t *testing.T) {
 			checkJournal(t, h.store, s.ID)
 		})
 	}
+}
+
+// TestPinnedRunnerNameTakenByAnotherKey: a session's pin is its runner's
+// name and the key it connected with. Another key of the project that
+// takes the name once its holder left neither wakes the session nor gets
+// its environment; the holder's key coming back does.
+func TestPinnedRunnerNameTakenByAnotherKey(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	rb.connected.Store(true)
+	ctx := context.Background()
+	s := create(t, h, onGPU(spec(t, `[{"text":"first"},{"tool_calls":[{"name":"shell","arguments":{"command":"echo ran > ran.txt"}}]},{"text":"done"}]`,
+		lt.ToolSpec{Name: "shell"})), nil)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	opened := events(t, h, s.ID, lt.EventEnvironmentOpened)
+	require.Len(t, opened, 1)
+	require.Equal(t, lt.EnvironmentOpenedData{Runner: "box1", RunnerKeyID: "key1", Provisioned: true}, data[lt.EnvironmentOpenedData](t, opened[0]))
+
+	// box1's holder leaves; another key of the project connects as box1.
+	rb.key.Store("key2")
+	_, err := h.eng.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "again"})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionRequiresAction)
+	pendingEnvAction(t, h, s.ID)
+	woke, err := h.eng.RunnerConnected(ctx, lt.DefaultProject, "box1", "key2", []string{"gpu"})
+	require.NoError(t, err)
+	require.Zero(t, woke, "the name held by another key is not the session's runner")
+	require.Empty(t, events(t, h, s.ID, lt.EventToolStarted), "nothing ran on the other key's runner")
+
+	rb.key.Store("key1")
+	woke, err = h.eng.RunnerConnected(ctx, lt.DefaultProject, "box1", "key1", []string{"gpu"})
+	require.NoError(t, err)
+	require.Equal(t, 1, woke)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	require.Len(t, events(t, h, s.ID, lt.EventToolCompleted), 1)
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestSubagentWokenByItsRootsRunner: a sub-agent's environment is its
+// root's, on the root's runner: a sub-agent waiting for a runner is woken
+// by that runner only (as its open goes), not by another that matches
+// the selector.
+func TestSubagentWokenByItsRootsRunner(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	rb.connected.Store(true)
+	rb.refuseSubagents.Store(true)
+	ctx := context.Background()
+	child := childSpec(script(t, map[string]any{"text": "child done"}))
+	parent := onGPU(spec(t, script(t,
+		map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": child, "input": "go"})}},
+		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
+		map[string]any{"text": "all done"},
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"}))
+	s := create(t, h, parent, nil)
+	var kid string
+	require.Eventually(t, func() bool {
+		kids := children(t, h, s.ID)
+		if len(kids) == 1 {
+			kid = kids[0].ID
+		}
+		return kid != ""
+	}, 10*time.Second, time.Millisecond)
+	h.waitStatus(kid, lt.SessionRequiresAction)
+	pendingEnvAction(t, h, kid)
+	require.Equal(t, "box1", h.state(s.ID).EnvironmentRunner)
+	require.Empty(t, h.state(kid).EnvironmentRunner, "the sub-agent never opened its environment")
+
+	woke, err := h.eng.RunnerConnected(ctx, lt.DefaultProject, "box3", "key1", []string{"gpu"})
+	require.NoError(t, err)
+	require.Zero(t, woke, "another gpu runner: the sub-agent's workspace is its root's, on box1")
+
+	rb.refuseSubagents.Store(false)
+	woke, err = h.eng.RunnerConnected(ctx, lt.DefaultProject, "box1", "key1", []string{"gpu"})
+	require.NoError(t, err)
+	require.Equal(t, 1, woke)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	checkJournal(t, h.store, kid)
+}
+
+// TestRunnerFreedWakesAsManyAsItTakes: a runner with a freed slot wakes
+// at most as many waiting sessions as it takes now, not every one that
+// waits for it.
+func TestRunnerFreedWakesAsManyAsItTakes(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	ctx := context.Background()
+	var ids []string
+	for range 3 {
+		s := create(t, h, onGPU(spec(t, `[{"text":"done"}]`)), nil)
+		h.waitStatus(s.ID, lt.SessionRequiresAction)
+		ids = append(ids, s.ID)
+	}
+	rb.connected.Store(true)
+	woke, err := h.eng.RunnerFreed(ctx, lt.DefaultProject, "box1", "key1", []string{"gpu"}, 0)
+	require.NoError(t, err)
+	require.Zero(t, woke, "no slot: no wake")
+	woke, err = h.eng.RunnerFreed(ctx, lt.DefaultProject, "box1", "key1", []string{"gpu"}, 1)
+	require.NoError(t, err)
+	require.Equal(t, 1, woke)
+	waiting := func() int {
+		n := 0
+		for _, id := range ids {
+			if pending, _ := h.eng.ListActions(ctx, id, string(lt.ActionPending)); len(pending) > 0 {
+				n++
+			}
+		}
+		return n
+	}
+	require.Equal(t, 2, waiting(), "the others still wait for a slot")
+	woke, err = h.eng.RunnerFreed(ctx, lt.DefaultProject, "box1", "key1", []string{"gpu"}, 5)
+	require.NoError(t, err)
+	require.Equal(t, 2, woke, "the others")
+	for _, id := range ids {
+		h.waitStatus(id, lt.SessionIdle)
+	}
+}
+
+// TestEnvironmentConnectionRunnerFull: with every matching runner at its
+// capacity the session waits, and its action says so (not that no runner
+// is connected); a freed slot wakes it.
+func TestEnvironmentConnectionRunnerFull(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	rb.connected.Store(true)
+	rb.full.Store(true)
+	ctx := context.Background()
+	s := create(t, h, onGPU(spec(t, `[{"text":"done"}]`)), nil)
+	h.waitStatus(s.ID, lt.SessionRequiresAction)
+	a := pendingEnvAction(t, h, s.ID)
+	require.Contains(t, a.Summary, "is at its capacity")
+	require.Contains(t, a.Reason, "at their capacity")
+
+	rb.full.Store(false)
+	woke, err := h.eng.RunnerFreed(ctx, lt.DefaultProject, "box1", "key1", []string{"gpu"}, 1)
+	require.NoError(t, err)
+	require.Equal(t, 1, woke)
+	h.waitStatus(s.ID, lt.SessionIdle)
 }

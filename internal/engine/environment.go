@@ -306,22 +306,19 @@ func (r *runner) setupEnvironment(ctx context.Context) error {
 	if spec != nil && spec.Runner != nil {
 		params.Runner = &environment.RunnerSelector{Name: spec.Runner.Name, Labels: spec.Runner.Labels}
 		// Back to the runner that holds the workspace, whichever other
-		// runner matches now: a sub-agent's is its root's.
-		params.Pinned = r.st.EnvironmentRunner
-		if root := r.st.WorkspaceID(); root != r.st.Session.ID {
-			_, rootState, err := r.e.loadState(ctx, root)
-			if err != nil {
-				return fmt.Errorf("read the pin of the root session's environment: %w", err)
-			}
-			params.Pinned = rootState.EnvironmentRunner
+		// runner matches now.
+		pin, err := r.e.environmentPin(ctx, r.st)
+		if err != nil {
+			return err
 		}
+		params.Pinned, params.PinnedKey = pin.runner, pin.key
 	}
 	opened, err := r.e.envs.Open(ctx, params)
 	if err != nil {
 		return err
 	}
 	env.env, env.files = opened, envFiles{opened}
-	r.envRunner = opened.Info().Runner
+	r.envRunner, r.envRunnerKey = opened.Info().Runner, opened.Info().RunnerKey
 	// A workspace the Environment had to make anew is checked against
 	// the journal before the next tool runs (workspaceLost).
 	r.provisioned = opened.Info().Provisioned
@@ -354,4 +351,22 @@ func (r *runner) journalNetwork(c *journal.Call) error {
 		}
 	}
 	return nil
+}
+
+// environmentPin is where st's environment lives: the runner (and the key
+// it connected with) of the last environment.opened of the session that
+// owns the workspace, its root's for a sub-agent, which shares it. Both
+// the open (setupEnvironment) and the wake (RunnerConnected) go by it, so
+// a session is woken only by the runner its open goes to.
+type environmentPin struct{ runner, key string }
+
+func (e *Engine) environmentPin(ctx context.Context, st *journal.State) (environmentPin, error) {
+	if root := st.WorkspaceID(); root != st.Session.ID {
+		_, rootState, err := e.loadState(ctx, root)
+		if err != nil {
+			return environmentPin{}, fmt.Errorf("read the pin of the root session's environment: %w", err)
+		}
+		st = rootState
+	}
+	return environmentPin{st.EnvironmentRunner, st.EnvironmentRunnerKey}, nil
 }

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -241,5 +242,86 @@ func TestEnvironmentLostBetweenCalls(t *testing.T) {
 	require.Len(t, out, 2)
 	require.Contains(t, out[1], `"content":"kept"`)
 	require.Empty(t, events(t, h, s.ID, lt.EventTurnFailed, lt.EventToolFailed))
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestEnvironmentLostRestartsBackOff: each start over after a loss waits
+// longer on the engine's clock (1 s, then 2 s), so a runner whose
+// connection keeps breaking is not hammered.
+func TestEnvironmentLostRestartsBackOff(t *testing.T) {
+	h := newLossyHarness(t, "LOSE", 2)
+	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"shell","arguments":{"command":"echo LOSE"}}]},{"text":"done"}]`,
+		lt.ToolSpec{Name: "shell", Effect: lt.EffectIdempotent}), nil)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	require.Len(t, events(t, h, s.ID, lt.EventToolStarted), 3, "two lost attempts and the one after")
+	var backoffs []time.Duration
+	for _, d := range h.clock.waits() {
+		if d == time.Second || d == 2*time.Second {
+			backoffs = append(backoffs, d)
+		}
+	}
+	require.Equal(t, []time.Duration{time.Second, 2 * time.Second}, backoffs)
+}
+
+// probedTool is an irreversible tool with a reconcile probe whose first
+// run loses its environment (environment.ErrLost) after it ran. It
+// records the environment each run and probe was given.
+type probedTool struct {
+	mu     sync.Mutex
+	runs   []tool.Exec
+	probes []tool.Exec
+}
+
+func (t *probedTool) Name() string           { return "deploy" }
+func (t *probedTool) Description() string    { return "Deploy." }
+func (t *probedTool) Effect() lt.EffectClass { return lt.EffectIrreversible }
+func (t *probedTool) Parameters() json.RawMessage {
+	return json.RawMessage(`{"type":"object"}`)
+}
+
+func (t *probedTool) Run(_ context.Context, call *tool.Call) (*tool.Result, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.runs = append(t.runs, call.Exec)
+	if len(t.runs) == 1 {
+		return nil, errLinkClosed
+	}
+	return &tool.Result{Output: "deployed"}, nil
+}
+
+func (t *probedTool) Reconcile(_ context.Context, call *tool.Call) (*tool.Reconciliation, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.probes = append(t.probes, call.Exec)
+	return &tool.Reconciliation{Happened: true, Output: "found deployed"}, nil
+}
+
+// TestEnvironmentLostProbesInTheNewEnvironment: an irreversible call whose
+// environment went away is probed only once the environment is opened
+// again (the lost one may still be running the attempt), never in the
+// lost one; the probe settles it, and it does not run again.
+func TestEnvironmentLostProbesInTheNewEnvironment(t *testing.T) {
+	pt := &probedTool{}
+	dir := t.TempDir()
+	h := &harness{t: t, dir: dir, clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}, tools: append(tool.Builtins(), pt)}
+	h.store = openStore(t, dir)
+	t.Cleanup(func() { h.store.Close() })
+	lossy := &lossyBackend{marker: "never"}
+	h.wrapEnvironments = func(b environment.Backend) environment.Backend {
+		lossy.Backend = b
+		return lossy
+	}
+	h.start("node-a")
+	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"deploy","arguments":{}}]},{"text":"done"}]`, lt.ToolSpec{Name: "deploy"}), nil)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	require.Len(t, pt.runs, 1, "an irreversible call is never run again")
+	require.Len(t, pt.probes, 1)
+	require.NotNil(t, pt.probes[0])
+	require.NotSame(t, pt.runs[0], pt.probes[0], "probed in the environment opened again, not the lost one")
+	completed := events(t, h, s.ID, lt.EventToolCompleted)
+	require.Len(t, completed, 1)
+	require.Equal(t, lt.ResolutionReconciled, data[lt.ToolCompletedData](t, completed[0]).Resolution)
 	checkJournal(t, h.store, s.ID)
 }

@@ -215,17 +215,29 @@ func envLost(err error) error {
 	return err
 }
 
-// environmentLost settles a call whose environment went away while it ran
+// environmentLost handles a call whose environment went away while it ran
 // (environment.ErrLost): its outcome is unknown, exactly as when the
-// worker running it dies after tool.started. An irreversible call goes to
-// its reconcile probe or in doubt now, saying why; a read or idempotent
-// one stays started, and runs again (with its key) once the runner has
-// started over with the environment opened again (recoverCall).
+// worker running it dies after tool.started. A read or idempotent call
+// stays started and runs again, with its key, once the runner has started
+// over with the environment opened again (recoverCall). An irreversible
+// one without a reconcile probe goes in doubt now, saying why; one with a
+// probe stays started too and is probed by recoverCall (lostCalls says
+// why): the probe waits for the environment opened again, since the lost
+// one may still be running the attempt (a partitioned runner notices only
+// at its heartbeat timeout) and a probe there could see it half done.
 func (r *runner) environmentLost(ctx context.Context, c *journal.Call, cause error) error {
 	r.e.log.Warn("the session's environment went away during a call", "session", r.st.Session.ID, "call", c.ID, "err", cause)
 	if c.Class == lt.EffectIrreversible {
-		if err := r.settleUnknown(ctx, c, "the session's environment went away during the call, before it answered ("+clip(cause.Error(), 300)+")"); err != nil {
-			return err
+		why := "the session's environment went away during the call, before it answered (" + clip(cause.Error(), 300) + ")"
+		if !r.hasReconcileProbe(c) {
+			if err := r.settleUnknown(ctx, c, why); err != nil {
+				return err
+			}
+		} else {
+			if r.lostCalls == nil {
+				r.lostCalls = map[string]string{}
+			}
+			r.lostCalls[c.ID] = why
 		}
 	}
 	if err := r.flush(ctx, false); err != nil {

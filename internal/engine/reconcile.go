@@ -20,6 +20,20 @@ const defaultReconcileTimeout = time.Minute
 // errNoAnswer is a probe that returned neither an answer nor an error.
 var errNoAnswer = errors.New("the reconcile probe returned no answer")
 
+// hasReconcileProbe reports whether c's tool has a reconcile probe
+// (reconcile runs it).
+func (r *runner) hasReconcileProbe(c *journal.Call) bool {
+	if c.Kind != lt.CallBuiltin {
+		return false
+	}
+	t, ok := r.tools.builtin(c.Tool)
+	if !ok {
+		return false
+	}
+	_, ok = t.(tool.Reconciler)
+	return ok
+}
+
 // reconcile asks the tool of an irreversible call whose outcome the journal
 // does not know whether the call took effect (DESIGN.md principle 3: "the
 // tool's reconcile probe decides, or a person does"). It reports whether

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/policy"
@@ -43,12 +44,20 @@ type runner struct {
 	// ("": this node); journaled (environment.opened) when the journal
 	// names another.
 	envRunner string
+	// envRunnerKey is the key id that runner connected with (journaled
+	// with it).
+	envRunnerKey string
 	// envRechecked: this claim looked for a runner again after writing
 	// its environment_connection action (awaitEnvironment).
 	envRechecked bool
-	envErr       error                   // why the environment could not be set up
-	h            *history                // nil unless a policy looks at past effects
-	others       map[string]*treeHistory // the tree's other sessions, for h
+	envErr       error // why the environment could not be set up
+	// lostCalls say, by call id, why an irreversible call's outcome is
+	// unknown when its environment went away mid-call: carried to the
+	// runner that starts over, whose recoverCall settles the call once
+	// the environment is opened again.
+	lostCalls map[string]string
+	h         *history                // nil unless a policy looks at past effects
+	others    map[string]*treeHistory // the tree's other sessions, for h
 	// wsWriter is the node whose worker last changed (or restored) the
 	// workspace, as the journal says: another node's means this node's
 	// copy, if any, is stale.
@@ -342,12 +351,17 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 			// waits for space (see runSession).
 			return false, fmt.Errorf("set up the environment: %w", err)
 		}
+		var elsewhere *environment.ElsewhereError
+		if errors.As(err, &elsewhere) {
+			// Nothing ran: another node holds the runner's connection.
+			return r.handOver(ctx, elsewhere)
+		}
 		if r.waitsForRunner(err) {
 			// Nothing ran: the session waits for a runner (envconnection.go).
 			if pendingOfType(st.Pending, lt.ActionEnvironmentConnection) != nil {
 				return false, nil
 			}
-			return false, r.askEnvironment(err)
+			return false, r.askEnvironment(ctx, err)
 		}
 		return false, r.failTurn(lt.StopSandboxError, "the session's environment could not be set up: "+err.Error())
 	}
@@ -359,13 +373,13 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 			return false, err
 		}
 	}
-	if r.envRunner != "" && r.envRunner != st.EnvironmentRunner {
+	if r.envRunner != "" && (r.envRunner != st.EnvironmentRunner || r.envRunnerKey != st.EnvironmentRunnerKey) {
 		// Pinned from now on: later claims, on any node, open it there.
 		step := 0
 		if st.Step != nil {
 			step = st.Step.N
 		}
-		return false, r.add(lt.EventEnvironmentOpened, turn.ID, step, lt.EnvironmentOpenedData{Runner: r.envRunner, Provisioned: r.provisioned})
+		return false, r.add(lt.EventEnvironmentOpened, turn.ID, step, lt.EnvironmentOpenedData{Runner: r.envRunner, RunnerKeyID: r.envRunnerKey, Provisioned: r.provisioned})
 	}
 	waiting := st.Wait != nil && !st.Wait.Ready(r.e.clock.Now())
 	if len(st.Pending) == 0 && !waiting && st.Session.Status != lt.SessionRunning {
@@ -466,7 +480,11 @@ func (r *runner) recoverCall(ctx context.Context, c *journal.Call) (bool, error)
 		return false, r.runBuiltin(ctx, c)
 	}
 	// The next tick sees the settled call, or the pending action.
-	return false, r.settleUnknown(ctx, c, unknownReason(c))
+	reason := unknownReason(c)
+	if why, ok := r.lostCalls[c.ID]; ok {
+		reason = why
+	}
+	return false, r.settleUnknown(ctx, c, reason)
 }
 
 // unknownReason says why a started irreversible call's outcome is

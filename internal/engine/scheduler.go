@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
 )
@@ -176,13 +177,15 @@ func (e *Engine) runSession(parent context.Context, l store.Lease) {
 	claim := e.watchClaim(l.SessionID)
 	defer claim.stop()
 	var err error
+	var lostCalls map[string]string // why calls were lost (runner.lostCalls)
 	for attempt, lost := 0, 0; ; {
 		var r *runner
 		r, err = e.newRunner(ctx, l)
 		if err == nil {
-			r.claim = claim
+			r.claim, r.lostCalls = claim, lostCalls
 			err = r.run(ctx)
 			r.env.close()
+			lostCalls = r.lostCalls
 		}
 		if errors.Is(err, errStaleBatch) && attempt < maxStaleRestarts {
 			// An API write made the runner's unsaved events impossible (e.g.
@@ -194,8 +197,13 @@ func (e *Engine) runSession(parent context.Context, l store.Lease) {
 		}
 		if errors.Is(err, errEnvironmentLost) && lost < maxEnvironmentLosses && ctx.Err() == nil {
 			// The call's outcome is in the journal as a crash's would be;
-			// the next runner opens the environment again and settles it.
+			// the next runner opens the environment again and settles it,
+			// after a backoff: a runner whose connection keeps breaking
+			// is not hammered.
 			lost++
+			if !e.sleep(ctx, lossBackoff(lost)) {
+				break
+			}
 			continue
 		}
 		if store.IsStorageFull(err) && !errors.Is(err, store.ErrLeaseLost) && e.awaitSpace(ctx, l, err) {
@@ -268,5 +276,25 @@ func (e *Engine) renewLease(ctx context.Context, cancel context.CancelCauseFunc,
 		if err != nil && ctx.Err() == nil {
 			e.log.Warn("renew lease", "session", l.SessionID, "err", err)
 		}
+	}
+}
+
+// lossBackoff is how long a claim waits before its n-th start over after
+// its environment went away (1 s, 2 s, 4 s, ..., at most
+// maxLossBackoff).
+func lossBackoff(n int) time.Duration {
+	return min(time.Second<<min(max(n-1, 0), 10), maxLossBackoff)
+}
+
+// maxLossBackoff bounds lossBackoff.
+const maxLossBackoff = 30 * time.Second
+
+// sleep waits d on the engine's clock; false when ctx ended first.
+func (e *Engine) sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-e.clock.After(d):
+		return true
 	}
 }

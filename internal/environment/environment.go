@@ -43,6 +43,33 @@ var (
 	ErrDiskQuota = errors.New("over the workspace's disk quota")
 )
 
+// ErrFull is ErrUnavailable where the runners the environment may open on
+// are connected but at their capacity: the session waits for one of their
+// environments to close.
+var ErrFull = fmt.Errorf("%w: the runners are at their capacity", ErrUnavailable)
+
+// ElsewhereError is ErrUnavailable where the environment could open on
+// another node of the deployment: the runner it needs is connected there,
+// not to this node (a runner holds one connection, to one node). Nothing
+// was started. The engine hands the session to that node (a claim
+// affinity) rather than parking it.
+type ElsewhereError struct {
+	// Node is the id of the node the runner is connected to.
+	Node string
+	// Runner names that runner.
+	Runner string
+	// Session names the session, in the message.
+	Session string
+}
+
+func (e *ElsewhereError) Error() string {
+	return fmt.Sprintf("open environment of session %s: runner %s is connected to node %s, not this one: %v", e.Session, e.Runner, e.Node, ErrUnavailable)
+}
+
+// Unwrap makes it ErrUnavailable: a caller that cannot hand the session
+// over treats it as no runner here.
+func (e *ElsewhereError) Unwrap() error { return ErrUnavailable }
+
 // Backend provisions and attaches environments of one kind: local bwrap,
 // local plain, a remote runner, later a container or a Kubernetes pod.
 // A Backend is safe for concurrent use.
@@ -90,6 +117,11 @@ type OpenParams struct {
 	// journal's environment.opened): it wins over Runner's choice, so
 	// that a session goes back to its workspace.
 	Pinned string
+	// PinnedKey is the key id Pinned connected with when the environment
+	// was opened there: a runner of that name holding another key (one
+	// that took the name once its holder left) is not the session's, and
+	// is refused as no runner at all (ErrUnavailable). "": any key.
+	PinnedKey string
 }
 
 // RunnerSelector picks a runner: the one named Name, or one with all of
@@ -166,6 +198,8 @@ type Info struct {
 	// Runner names the runner the environment lives on; "" when it lives
 	// on the server's node.
 	Runner string
+	// RunnerKey is the id of the key that runner connected with.
+	RunnerKey string
 }
 
 // Environment is one open environment: a workspace and the sandbox its

@@ -779,7 +779,7 @@ func trackWorkspace(s *State, ev lt.Event) {
 	case lt.EventEnvironmentOpened:
 		var d lt.EnvironmentOpenedData
 		if json.Unmarshal(ev.Data, &d) == nil {
-			s.EnvironmentRunner = d.Runner
+			s.EnvironmentRunner, s.EnvironmentRunnerKey = d.Runner, d.RunnerKeyID
 		}
 	case lt.EventWorkspaceChanged:
 		var d lt.WorkspaceChange

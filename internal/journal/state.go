@@ -79,6 +79,9 @@ type State struct {
 	// EnvironmentRunner is the runner the session's environment lives on
 	// (the last environment.opened): its next opens go back to it.
 	EnvironmentRunner string `json:"environment_runner,omitempty"`
+	// EnvironmentRunnerKey is the key id that runner connected with ("":
+	// a journal from before keys were recorded, any key of the name).
+	EnvironmentRunnerKey string `json:"environment_runner_key,omitempty"`
 	// Wait is the call the current turn waits on (sleep, wait_for_signal).
 	Wait *Wait `json:"wait,omitempty"`
 	// TurnDeadline is when the current turn's timeout ends it, if it has

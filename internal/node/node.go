@@ -497,7 +497,7 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 	n.Runners = hub.New(n.NodeID, n.Store, &hub.Config{TouchInterval: runnerCheck, Logger: n.log,
 		MaxConnsPerKey: cfg.RunnerMaxConnsPerKey, MaxConns: cfg.RunnerMaxConns, Blobs: n.Store, Owners: n.Store,
 		OnConnect: n.wakeForRunner})
-	routed, err := remote.NewRouter(&remote.RouterConfig{Local: envs, Hub: n.Runners, Logger: log})
+	routed, err := remote.NewRouter(&remote.RouterConfig{Local: envs, Hub: n.Runners, Logger: log, OnFreed: n.wakeForFreedRunner})
 	if err != nil {
 		_ = snapshots.Close()
 		return nil, err
@@ -770,6 +770,24 @@ func DefaultProviders() map[string]model.Provider {
 	}
 }
 
+// wakeForFreedRunner resolves the environment_connection actions of at
+// most free of the sessions waiting for a runner at its capacity, one of
+// whose environments just closed (the router's OnFreed).
+func (n *Node) wakeForFreedRunner(project, name, keyID string, labels []string, free int) {
+	if n.Engine == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	woke, err := n.Engine.RunnerFreed(ctx, project, name, keyID, labels, free)
+	if err != nil {
+		n.log.Warn("wake the sessions waiting for a runner's slot", "runner", name, "project", project, "err", err)
+	}
+	if woke > 0 {
+		n.log.Info("runner has a free slot: sessions waiting for it go on", "runner", name, "project", project, "sessions", woke)
+	}
+}
+
 // EnsureAgent defines an agent of the server's config file (serve
 // --config) through the application service, as its caller ConfigCaller:
 // the operator who wrote the file.
@@ -785,7 +803,7 @@ func (n *Node) wakeForRunner(row store.RunnerRow) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	woke, err := n.Engine.RunnerConnected(ctx, row.Project, row.Name, row.Labels)
+	woke, err := n.Engine.RunnerConnected(ctx, row.Project, row.Name, row.KeyID, row.Labels)
 	if err != nil {
 		n.log.Warn("wake the sessions waiting for a runner", "runner", row.Name, "project", row.Project, "err", err)
 	}

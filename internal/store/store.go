@@ -141,6 +141,11 @@ type Store interface {
 	// LeaseRelease gives a lease up without writing events (the session stays
 	// as it is; it is claimable again at once if runnable).
 	LeaseRelease(ctx context.Context, l Lease) error
+	// LeaseHandOver is LeaseRelease for a session that only node can run
+	// now (the runner it needs is connected there): until until, only a
+	// claim whose Owner is node takes it; after, any claim does. A claim
+	// clears the hand-over.
+	LeaseHandOver(ctx context.Context, l Lease, node string, until time.Time) error
 	// LeaseExpireOwner expires, as of now, every lease held by owner. A node
 	// calls it at start-up for the leases of its previous incarnation (which
 	// is dead: its node id is its own), so its sessions resume at once rather
@@ -238,6 +243,10 @@ type Store interface {
 	// seen within staleAfter of the store's clock (0: every row, stale
 	// or not), by project then name.
 	RunnerList(ctx context.Context, project string, staleAfter time.Duration) ([]*RunnerRow, error)
+	// RunnerSessions records the sessions whose environments are open on
+	// the connection connID, if it still holds the row (else
+	// ErrNotFound). RunnerConnect starts a row with none.
+	RunnerSessions(ctx context.Context, project, name, connID string, sessions []string) error
 
 	// Webhooks (the webhook package's durable state; see 004_webhooks and
 	// 005_webhook_claims).
@@ -652,6 +661,9 @@ type RunnerRow struct {
 	// SeenAt is the connection's last sign of life (RunnerTouch). Both
 	// times are the store's clock.
 	SeenAt time.Time
+	// Sessions are the sessions whose environments are open on it
+	// (RunnerSessions), by id.
+	Sessions []string
 }
 
 // APIKeyRow is one API key as stored: its token only as a hash.

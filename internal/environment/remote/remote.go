@@ -98,6 +98,9 @@ func (b *backend) Open(ctx context.Context, p *environment.OpenParams) (environm
 	if err != nil {
 		return nil, fmt.Errorf("open environment of session %s: %w", p.Session, err)
 	}
+	if err := checkPinnedKey(p, r); err != nil {
+		return nil, err
+	}
 	e := &env{b: b, r: r, params: *p, id: "e" + b.id + "_" + strconv.FormatUint(b.next.Add(1), 10)}
 	op := link.EnvOpenParams{
 		EnvID: e.id, Workspace: p.Workspace, Session: p.Session, Limits: wireLimits(p.Limits),
@@ -130,7 +133,8 @@ func (b *backend) Open(ctx context.Context, p *environment.OpenParams) (environm
 		}
 		return nil, fmt.Errorf("open environment of session %s: %w", p.Session, err)
 	}
-	e.info = environment.Info{Backend: b.Name(), Provisioned: res.Provisioned, Runner: b.cfg.Runner}
+	e.info = environment.Info{Backend: b.Name(), Provisioned: res.Provisioned, Runner: b.cfg.Runner, RunnerKey: r.Row.KeyID}
+	r.SessionOpened(p.Session) // listed with the runner (GET /v1/runners)
 	// The runner caps what a session asks by its operator's maxima: a
 	// workspace smaller than the session was promised is refused rather
 	// than met by surprise as a full disk.
@@ -423,6 +427,7 @@ func (e *env) markClosed() bool {
 	for p := range procs {
 		p.lost()
 	}
+	e.r.SessionClosed(e.params.Session)
 	return true
 }
 

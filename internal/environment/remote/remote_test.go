@@ -37,6 +37,7 @@ const (
 // it over a WebSocket, its data directory its own (another machine).
 type rig struct {
 	hub  *hub.Hub
+	st   *sqlite.Store
 	url  string
 	data string
 	// stopRunner stops the runner and waits until it has.
@@ -78,7 +79,7 @@ func newRig(tb testing.TB, blobs *environmenttest.Blobs, o rigOptions) *rig {
 		defer wg.Done()
 		h.Serve(base, ws, hub.Key{ID: "key_1", Project: project}, func(context.Context) (bool, error) { return true, nil })
 	}))
-	rg := &rig{hub: h, url: srv.URL, data: tb.TempDir()}
+	rg := &rig{hub: h, st: st, url: srv.URL, data: tb.TempDir()}
 	dialURL := srv.URL
 	if o.dial != nil {
 		dialURL = o.dial(srv.URL)

@@ -20,6 +20,12 @@ type RouterConfig struct {
 	Hub *hub.Hub
 	// Logger: as Config's. Default: discarded.
 	Logger *slog.Logger
+	// OnFreed, when set, is called with a runner (its project, name, key
+	// id and labels) and how many more environments it takes now, each
+	// time one of its environments closes or stops: the engine wakes that
+	// many of the sessions that wait for a slot on it
+	// (environment_connection). Called in a goroutine of its own.
+	OnFreed func(project, name, keyID string, labels []string, free int)
 }
 
 // NewRouter returns the backend that picks, per open, where a session's
@@ -58,6 +64,7 @@ type runnerRef struct{ project, name string }
 
 type routed struct {
 	backend environment.Backend
+	ref     runnerRef
 	open    int
 }
 
@@ -77,12 +84,17 @@ func (r *router) Open(ctx context.Context, p *environment.OpenParams) (environme
 	if p.Runner == nil && p.Pinned == "" {
 		return r.cfg.Local.Open(ctx, p)
 	}
-	name, err := r.pick(p)
+	r.mu.Lock()
+	name, err := r.pickLocked(p)
+	if err == nil && name == "" {
+		r.mu.Unlock()
+		return nil, r.elsewhere(ctx, p)
+	}
 	if err != nil {
+		r.mu.Unlock()
 		return nil, err
 	}
 	ref := runnerRef{p.Project, name}
-	r.mu.Lock()
 	rb := r.backends[ref]
 	if rb == nil {
 		b, err := New(&Config{Hub: r.cfg.Hub, Project: p.Project, Runner: name, Logger: r.cfg.Logger})
@@ -90,7 +102,7 @@ func (r *router) Open(ctx context.Context, p *environment.OpenParams) (environme
 			r.mu.Unlock()
 			return nil, err
 		}
-		rb = &routed{backend: b}
+		rb = &routed{backend: b, ref: ref}
 		r.backends[ref] = rb
 	}
 	rb.open++
@@ -103,48 +115,101 @@ func (r *router) Open(ctx context.Context, p *environment.OpenParams) (environme
 	return &routedEnv{Environment: env, release: sync.OnceFunc(func() { r.release(rb) })}, nil
 }
 
+// release counts one of rb's environments closed, and tells OnFreed
+// that its runner takes one more.
 func (r *router) release(rb *routed) {
 	r.mu.Lock()
 	rb.open--
+	open := rb.open
 	r.mu.Unlock()
+	if r.cfg.OnFreed == nil {
+		return
+	}
+	if rr, ok := r.cfg.Hub.Get(rb.ref.project, rb.ref.name); ok && open < rr.Row.Capacity {
+		row := rr.Row
+		go r.cfg.OnFreed(row.Project, row.Name, row.KeyID, row.Labels, row.Capacity-open)
+	}
 }
 
-// pick names the runner p's environment opens on: the pinned one while
-// it is connected, else the least loaded connected runner of the project
-// that matches p.Runner: this node's open environments on it over its
-// capacity. A runner at its capacity is still picked when it is the only
-// match (its calls wait for a slot): a session parks only when no
-// matching runner is connected, since only a connection wakes it.
-func (r *router) pick(p *environment.OpenParams) (string, error) {
+// openOn is how many environments this node holds open on the runner of
+// row (all of them: a runner is connected to one node). r.mu is held.
+func (r *router) openOnLocked(project, name string) int {
+	if rb := r.backends[runnerRef{project, name}]; rb != nil {
+		return rb.open
+	}
+	return 0
+}
+
+// pickLocked names the runner p's environment opens on: the pinned one
+// while it is connected, else the least loaded connected runner of the
+// project that matches p.Runner (its open environments over its
+// capacity). A runner at its capacity takes no more: the session waits
+// (ErrUnavailable, saying the matching runners are full) until one of
+// its environments closes (OnFreed). "" and no error: no runner here, but
+// another node may have it (elsewhere). r.mu is held, so that the pick
+// and the count of its open environments are one step.
+func (r *router) pickLocked(p *environment.OpenParams) (string, error) {
 	if p.Pinned != "" {
-		if _, ok := r.cfg.Hub.Get(p.Project, p.Pinned); !ok {
-			return "", fmt.Errorf("open environment of session %s: runner %s, where its environment lives: %w (not connected)",
-				p.Session, p.Pinned, environment.ErrUnavailable)
+		rr, ok := r.cfg.Hub.Get(p.Project, p.Pinned)
+		if !ok {
+			return "", nil
+		}
+		if err := checkPinnedKey(p, rr); err != nil {
+			return "", err
+		}
+		if open := r.openOnLocked(p.Project, p.Pinned); open >= max(rr.Row.Capacity, 1) {
+			return "", fmt.Errorf("open environment of session %s: runner %s, where its environment lives: %w (it is at its capacity: %d environments open)",
+				p.Session, p.Pinned, environment.ErrFull, open)
 		}
 		return p.Pinned, nil
 	}
 	var best string
 	bestLoad := -1.0
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	full := 0
 	for _, row := range r.cfg.Hub.Connected() {
 		if row.Project != p.Project || !p.Runner.Matches(row.Name, row.Labels) {
 			continue
 		}
-		open := 0
-		if rb := r.backends[runnerRef{row.Project, row.Name}]; rb != nil {
-			open = rb.open
+		open, capacity := r.openOnLocked(row.Project, row.Name), max(row.Capacity, 1)
+		if open >= capacity {
+			full++
+			continue
 		}
-		load := float64(open) / float64(max(row.Capacity, 1))
+		load := float64(open) / float64(capacity)
 		if bestLoad < 0 || load < bestLoad {
 			best, bestLoad = row.Name, load
 		}
 	}
-	if best == "" {
-		return "", fmt.Errorf("open environment of session %s: runner %s: %w (no matching runner is connected)",
-			p.Session, Describe(p.Runner), environment.ErrUnavailable)
+	if best == "" && full > 0 {
+		return "", fmt.Errorf("open environment of session %s: runner %s: %w (the matching runners are full: %d at their capacity)",
+			p.Session, Describe(p.Runner), environment.ErrFull, full)
 	}
 	return best, nil
+}
+
+// elsewhere is the error of an open that found no runner for p on this
+// node: an ElsewhereError when a live one that p may use is connected to
+// another node (the store's list of live runners), else ErrUnavailable.
+func (r *router) elsewhere(ctx context.Context, p *environment.OpenParams) error {
+	rows, err := r.cfg.Hub.Listed(ctx, p.Project)
+	if err != nil {
+		r.cfg.Logger.Warn("list the runners of other nodes", "project", p.Project, "err", err)
+	}
+	for _, row := range rows {
+		if row.Node == r.cfg.Hub.Node() {
+			continue
+		}
+		pinnedThere := p.Pinned != "" && row.Name == p.Pinned && (p.PinnedKey == "" || row.KeyID == p.PinnedKey)
+		if pinnedThere || (p.Pinned == "" && p.Runner.Matches(row.Name, row.Labels)) {
+			return &environment.ElsewhereError{Node: row.Node, Runner: row.Name, Session: p.Session}
+		}
+	}
+	if p.Pinned != "" {
+		return fmt.Errorf("open environment of session %s: runner %s, where its environment lives: %w (not connected)",
+			p.Session, p.Pinned, environment.ErrUnavailable)
+	}
+	return fmt.Errorf("open environment of session %s: runner %s: %w (no matching runner is connected)",
+		p.Session, Describe(p.Runner), environment.ErrUnavailable)
 }
 
 // Describe says which runner sel asks for, as errors name it.
@@ -177,4 +242,17 @@ func (e *routedEnv) Stop(ctx context.Context, id string) error {
 		e.release()
 	}
 	return err
+}
+
+// checkPinnedKey refuses runner rr for p when p is pinned to rr's name
+// but with another key: the name changed hands (a name is free once its
+// holder's connection ends), and the session's workspace and calls are
+// not the newcomer's. Refused as no runner at all: the session waits for
+// its own.
+func checkPinnedKey(p *environment.OpenParams, rr *hub.Runner) error {
+	if p.Pinned == "" || p.PinnedKey == "" || p.Pinned != rr.Row.Name || rr.Row.KeyID == p.PinnedKey {
+		return nil
+	}
+	return fmt.Errorf("open environment of session %s: runner %s, where its environment lives: %w (the name is now held by another key than the one its environment was opened with)",
+		p.Session, p.Pinned, environment.ErrUnavailable)
 }

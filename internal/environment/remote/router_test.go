@@ -1,8 +1,10 @@
 package remote_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/environment/remote"
 	"github.com/longhaul-dev/longhaul/internal/runner/link"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
+	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	"github.com/longhaul-dev/longhaul/internal/workspace"
 )
@@ -31,12 +34,7 @@ func TestRouterPicksTheMatchingRunner(t *testing.T) {
 	t.Cleanup(stopGPU)
 	require.Eventually(t, func() bool { _, ok := rg.hub.Get(project, "box2"); return ok }, 10*time.Second, time.Millisecond)
 
-	spaces, err := workspace.New(t.TempDir())
-	require.NoError(t, err)
-	local, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: blobs, SocketDir: t.TempDir()})
-	require.NoError(t, err)
-	router, err := remote.NewRouter(&remote.RouterConfig{Local: local, Hub: rg.hub})
-	require.NoError(t, err)
+	router, local := newRouter(t, rg, blobs, nil)
 	ctx := t.Context()
 
 	open := func(session string, sel *environment.RunnerSelector, pinned string) (environment.Environment, error) {
@@ -65,6 +63,27 @@ func TestRouterPicksTheMatchingRunner(t *testing.T) {
 	require.Equal(t, "box2", placed("ses_gpu", &environment.RunnerSelector{Labels: []string{"gpu"}}, ""))
 	require.Equal(t, "box2", placed("ses_both", &environment.RunnerSelector{Labels: []string{"linux", "gpu"}}, ""))
 	require.Equal(t, "box1", placed("ses_pinned", &environment.RunnerSelector{Labels: []string{"linux"}}, "box1"))
+	// Cases that fail with the pin ignored: both runners match and the
+	// choice without a pin is box1 (ses_pinned above), or the pinned
+	// runner does not match the selector any more.
+	require.Equal(t, "box1", placed("ses_tie", &environment.RunnerSelector{Labels: []string{"linux"}}, ""), "without a pin")
+	require.Equal(t, "box2", placed("ses_pin2", &environment.RunnerSelector{Labels: []string{"linux"}}, "box2"))
+	require.Equal(t, "box1", placed("ses_pin1", &environment.RunnerSelector{Labels: []string{"gpu"}}, "box1"))
+
+	// A pin holds the key the runner connected with: the name held by
+	// another key is not the session's runner.
+	env, err := open("ses_keyed", &environment.RunnerSelector{Labels: []string{"linux"}}, "box1")
+	require.NoError(t, err)
+	require.Equal(t, "key_1", env.Info().RunnerKey)
+	require.NoError(t, env.Close())
+	env, err = router.Open(ctx, &environment.OpenParams{Workspace: "ses_keyed", Session: "ses_keyed", Project: project,
+		Runner: &environment.RunnerSelector{Labels: []string{"linux"}}, Pinned: "box1", PinnedKey: "key_1"})
+	require.NoError(t, err)
+	require.NoError(t, env.Close())
+	_, err = router.Open(ctx, &environment.OpenParams{Workspace: "ses_keyed", Session: "ses_keyed", Project: project,
+		Runner: &environment.RunnerSelector{Labels: []string{"linux"}}, Pinned: "box1", PinnedKey: "key_other"})
+	require.ErrorIs(t, err, environment.ErrUnavailable)
+	require.ErrorContains(t, err, "held by another key")
 
 	_, err = open("ses_none", &environment.RunnerSelector{Labels: []string{"tpu"}}, "")
 	require.ErrorIs(t, err, environment.ErrUnavailable)
@@ -80,4 +99,126 @@ func TestRouterPicksTheMatchingRunner(t *testing.T) {
 
 	_, err = local.Open(ctx, &environment.OpenParams{Workspace: "ses_x", Session: "ses_x", Runner: &environment.RunnerSelector{Name: "box1"}})
 	require.ErrorContains(t, err, "params.runner", "the local backend never runs a runner's session")
+}
+
+// TestRouterCapacityIsALimit: a runner at its capacity gets no other
+// environment, pinned or not: the open is ErrUnavailable saying the
+// matching runners are full, and closing one of its environments frees a
+// slot, told to OnFreed with how many it takes now.
+func TestRouterCapacityIsALimit(t *testing.T) {
+	blobs := environmenttest.NewBlobs(t)
+	rg := newRig(t, blobs, rigOptions{labels: []string{"linux"}})
+	stopSolo := startRunner(t, rg.url, t.TempDir(), sandbox.NewLocal(), sandbox.Limits{},
+		link.Hello{Name: "solo", Labels: []string{"small"}, Capacity: 1, Version: "test"})
+	t.Cleanup(stopSolo)
+	require.Eventually(t, func() bool { _, ok := rg.hub.Get(project, "solo"); return ok }, 10*time.Second, time.Millisecond)
+
+	freed := make(chan string, 4)
+	router, _ := newRouter(t, rg, blobs, func(project, name, keyID string, labels []string, free int) {
+		freed <- fmt.Sprintf("%s/%s %s %v free=%d", project, name, keyID, labels, free)
+	})
+	ctx := t.Context()
+	small := &environment.RunnerSelector{Labels: []string{"small"}}
+	open := func(session, pinned string) (environment.Environment, error) {
+		return router.Open(ctx, &environment.OpenParams{Workspace: session, Session: session, Project: project, Runner: small, Pinned: pinned})
+	}
+
+	first, err := open("ses_one", "")
+	require.NoError(t, err)
+	require.Equal(t, "solo", first.Info().Runner)
+	_, err = open("ses_two", "")
+	require.ErrorIs(t, err, environment.ErrUnavailable, "the only match is full")
+	require.ErrorIs(t, err, environment.ErrFull)
+	require.ErrorContains(t, err, "the matching runners are full")
+	_, err = open("ses_two", "solo")
+	require.ErrorIs(t, err, environment.ErrUnavailable, "pinned to a full runner: no more either")
+	require.ErrorContains(t, err, "at its capacity")
+	require.Empty(t, freed)
+
+	require.NoError(t, first.Close())
+	select {
+	case got := <-freed:
+		require.Equal(t, project+"/solo key_1 [small] free=1", got)
+	case <-time.After(10 * time.Second):
+		t.Fatal("closing an environment of a full runner freed no slot")
+	}
+	second, err := open("ses_two", "")
+	require.NoError(t, err, "a slot is free again")
+	require.NoError(t, second.Close())
+}
+
+// TestRouterFindsARunnerOnAnotherNode: a runner that the session may use
+// but that is connected to another node (the store lists it there) is an
+// ElsewhereError naming that node, which the engine hands the session to;
+// a pin to a name now held there by another key is not.
+func TestRouterFindsARunnerOnAnotherNode(t *testing.T) {
+	blobs := environmenttest.NewBlobs(t)
+	rg := newRig(t, blobs, rigOptions{labels: []string{"linux"}})
+	far := &store.RunnerRow{Project: project, Name: "far", ConnID: "rc_far", KeyID: "key_far", Node: "node-b",
+		Labels: []string{"remote"}, Capacity: 2, Version: "test"}
+	require.NoError(t, rg.st.RunnerConnect(t.Context(), far, time.Minute))
+
+	router, _ := newRouter(t, rg, blobs, nil)
+	open := func(sel *environment.RunnerSelector, pinned, key string) error {
+		_, err := router.Open(t.Context(), &environment.OpenParams{Workspace: "ses_far", Session: "ses_far", Project: project,
+			Runner: sel, Pinned: pinned, PinnedKey: key})
+		return err
+	}
+	var elsewhere *environment.ElsewhereError
+	err := open(&environment.RunnerSelector{Labels: []string{"remote"}}, "", "")
+	require.ErrorAs(t, err, &elsewhere)
+	require.Equal(t, "node-b", elsewhere.Node)
+	require.ErrorIs(t, err, environment.ErrUnavailable, "nothing ran")
+	err = open(&environment.RunnerSelector{Labels: []string{"linux"}}, "far", "key_far")
+	require.ErrorAs(t, err, &elsewhere, "pinned to a runner of another node")
+	require.Equal(t, "far", elsewhere.Runner)
+
+	err = open(&environment.RunnerSelector{Labels: []string{"linux"}}, "far", "key_other")
+	require.ErrorIs(t, err, environment.ErrUnavailable)
+	require.NotErrorAs(t, err, &elsewhere, "the name is held there by another key: not the session's runner")
+	err = open(&environment.RunnerSelector{Labels: []string{"tpu"}}, "", "")
+	require.NotErrorAs(t, err, &elsewhere)
+	require.ErrorContains(t, err, "no matching runner is connected")
+}
+
+// TestRouterListsTheSessionsOnARunner: the sessions whose environments
+// are open on a runner are recorded with its row (GET /v1/runners) at its
+// node's next check of the connection, and leave it when they close.
+func TestRouterListsTheSessionsOnARunner(t *testing.T) {
+	blobs := environmenttest.NewBlobs(t)
+	rg := newRig(t, blobs, rigOptions{labels: []string{"linux"}})
+	router, _ := newRouter(t, rg, blobs, nil)
+	listed := func(want ...string) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			rows, err := rg.st.RunnerList(t.Context(), project, 0)
+			return err == nil && len(rows) == 1 && slices.Equal(rows[0].Sessions, want)
+		}, 10*time.Second, 5*time.Millisecond, "sessions listed: %v", want)
+	}
+	listed()
+	var envs []environment.Environment
+	for _, id := range []string{"ses_b", "ses_a"} {
+		env, err := router.Open(t.Context(), &environment.OpenParams{Workspace: id, Session: id, Project: project,
+			Runner: &environment.RunnerSelector{Labels: []string{"linux"}}})
+		require.NoError(t, err)
+		envs = append(envs, env)
+	}
+	listed("ses_a", "ses_b")
+	require.NoError(t, envs[0].Close())
+	listed("ses_a")
+	require.NoError(t, envs[1].Close())
+	listed()
+}
+
+// newRouter returns a router over rg's hub and a local backend of its own
+// (returned too), with onFreed as its OnFreed.
+func newRouter(t *testing.T, rg *rig, blobs *environmenttest.Blobs, onFreed func(project, name, keyID string, labels []string, free int)) (environment.Backend, environment.Backend) {
+	t.Helper()
+	spaces, err := workspace.New(t.TempDir())
+	require.NoError(t, err)
+	local, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: blobs, SocketDir: t.TempDir()})
+	require.NoError(t, err)
+	router, err := remote.NewRouter(&remote.RouterConfig{Local: local, Hub: rg.hub, OnFreed: onFreed})
+	require.NoError(t, err)
+	return router, local
 }

@@ -44,6 +44,7 @@ type Store interface {
 	RunnerTouch(ctx context.Context, project, name, connID string) error
 	RunnerDisconnect(ctx context.Context, project, name, connID string) error
 	RunnerList(ctx context.Context, project string, staleAfter time.Duration) ([]*store.RunnerRow, error)
+	RunnerSessions(ctx context.Context, project, name, connID string, sessions []string) error
 }
 
 // Config tunes a Hub. Node and the Store are required (New's arguments);
@@ -120,6 +121,50 @@ type Runner struct {
 	// (env.go): network event routes, restore scopes, blob uploads.
 	env envState
 	hub *Hub
+
+	// sessions counts the environments open on the connection, by
+	// session; recorded in the store (listed) at the next touch when
+	// sessionsChanged.
+	sessMu          sync.Mutex
+	sessions        map[string]int
+	sessionsChanged bool
+}
+
+// SessionOpened counts an environment of session opened on r.
+func (r *Runner) SessionOpened(session string) {
+	r.sessMu.Lock()
+	defer r.sessMu.Unlock()
+	if r.sessions == nil {
+		r.sessions = map[string]int{}
+	}
+	r.sessions[session]++
+	r.sessionsChanged = true
+}
+
+// SessionClosed uncounts an environment of session that closed.
+func (r *Runner) SessionClosed(session string) {
+	r.sessMu.Lock()
+	defer r.sessMu.Unlock()
+	if r.sessions[session]--; r.sessions[session] <= 0 {
+		delete(r.sessions, session)
+	}
+	r.sessionsChanged = true
+}
+
+// changedSessions returns the sessions open on r, sorted, if they changed
+// since the last call (ok false: unchanged).
+func (r *Runner) changedSessions() (sessions []string, ok bool) {
+	r.sessMu.Lock()
+	defer r.sessMu.Unlock()
+	if !r.sessionsChanged {
+		return nil, false
+	}
+	r.sessionsChanged = false
+	for id := range r.sessions {
+		sessions = append(sessions, id)
+	}
+	slices.Sort(sessions)
+	return sessions, true
 }
 
 // New returns a Hub of the node named node, recording connections in st.
@@ -324,6 +369,14 @@ func (h *Hub) watch(ctx context.Context, r *Runner, check KeyCheck) {
 		if err != nil {
 			h.log.Warn("record a runner's liveness", "runner", r.Row.Name, "err", err)
 		}
+		if sessions, changed := r.changedSessions(); changed {
+			if err := h.store.RunnerSessions(ctx, r.Row.Project, r.Row.Name, r.Row.ConnID, sessions); err != nil {
+				r.sessMu.Lock()
+				r.sessionsChanged = true // tried again at the next touch
+				r.sessMu.Unlock()
+				h.log.Warn("record a runner's sessions", "runner", r.Row.Name, "err", err)
+			}
+		}
 	}
 }
 
@@ -393,6 +446,15 @@ func (h *Hub) forget(r *Runner) {
 	if err := h.store.RunnerDisconnect(ctx, r.Row.Project, r.Row.Name, r.Row.ConnID); err != nil {
 		h.log.Warn("remove a runner's row", "runner", r.Row.Name, "err", err)
 	}
+}
+
+// Node is the id of the node this hub belongs to.
+func (h *Hub) Node() string { return h.node }
+
+// Listed lists the live runners of project ("": every project) connected
+// to any node, as the store holds them (stale rows left out).
+func (h *Hub) Listed(ctx context.Context, project string) ([]*store.RunnerRow, error) {
+	return h.store.RunnerList(ctx, project, StaleAfter(h.cfg.TouchInterval))
 }
 
 // Get returns the runner of project named name connected to this node.

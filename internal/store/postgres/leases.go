@@ -26,11 +26,13 @@ import (
 const claimSQL = `WITH claimable AS (
     SELECT id, lease_owner FROM sessions
     WHERE (runnable OR wake_at <= $1) AND (lease_owner IS NULL OR lease_expires_at <= $1)
+        AND (claim_node IS NULL OR claim_node = $3 OR claim_node_until <= $1)
     ORDER BY CASE WHEN runnable THEN coalesce(wake_at, updated_at) ELSE wake_at END, id
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 )
-UPDATE sessions s SET lease_owner = $3, lease_expires_at = $4, lease_epoch = s.lease_epoch + 1
+UPDATE sessions s SET lease_owner = $3, lease_expires_at = $4, lease_epoch = s.lease_epoch + 1,
+    claim_node = NULL, claim_node_until = NULL
 FROM claimable c WHERE s.id = c.id
 RETURNING s.id, s.lease_epoch, c.lease_owner, CASE WHEN s.runnable THEN coalesce(s.wake_at, s.updated_at) ELSE s.wake_at END`
 
@@ -38,7 +40,9 @@ RETURNING s.id, s.lease_epoch, c.lease_owner, CASE WHEN s.runnable THEN coalesce
 // p.Owner until p.ExpiresAt, bumping each one's epoch, and returns the
 // leases oldest wake first. A session is claimable when it is runnable or its
 // wake time is at or before p.Now, and it has no owner or its lease expired
-// at or before p.Now. Nodes claiming at once get disjoint sessions.
+// at or before p.Now, and it was not handed over to another node than
+// p.Owner until after p.Now (LeaseHandOver). Nodes claiming at once get
+// disjoint sessions.
 func (s *Store) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]store.Lease, error) {
 	if err := s.checkOpen(); err != nil {
 		return nil, err
@@ -115,6 +119,21 @@ WHERE id = $2 AND lease_owner = $3 AND lease_epoch = $4`, expiresAt, l.SessionID
 // is already lost is reported as store.ErrLeaseLost, so a worker learns that
 // someone else took over; store.ErrNotFound for an unknown session.
 func (s *Store) LeaseRelease(ctx context.Context, l store.Lease) error {
+	return s.release(ctx, l, nil, nil)
+}
+
+// LeaseHandOver implements store.Store: LeaseRelease, with the session
+// claimable only by node until until.
+func (s *Store) LeaseHandOver(ctx context.Context, l store.Lease, node string, until time.Time) error {
+	if err := checks.HandOver(node, until); err != nil {
+		return fmt.Errorf("hand session %s over: %w", l.SessionID, err)
+	}
+	u := stored(until)
+	return s.release(ctx, l, &node, &u)
+}
+
+// release clears l's lease and sets the session's hand-over (nil: none).
+func (s *Store) release(ctx context.Context, l store.Lease, node *string, until *time.Time) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
@@ -124,9 +143,9 @@ func (s *Store) LeaseRelease(ctx context.Context, l store.Lease) error {
 	// One statement on its own: a single round trip, committed at once.
 	var claimable bool
 	err := s.queryRow(ctx, func(row pgx.Row) error { return row.Scan(&claimable) },
-		`UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL
+		`UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL, claim_node = $4, claim_node_until = $5
 WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3 RETURNING runnable OR wake_at IS NOT NULL`,
-		l.SessionID, l.Owner, l.Epoch)
+		l.SessionID, l.Owner, l.Epoch, node, until)
 	if errors.Is(err, store.ErrNotFound) {
 		err = s.leaseLost(ctx, l)
 	}

@@ -33,7 +33,7 @@ func (s *Store) RunnerConnect(ctx context.Context, row *store.RunnerRow, staleAf
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now(), now())
 ON CONFLICT (project, name) DO UPDATE SET conn_id = excluded.conn_id, key_id = excluded.key_id, node = excluded.node,
   labels = excluded.labels, capacity = excluded.capacity, version = excluded.version,
-  connected_at = excluded.connected_at, seen_at = excluded.seen_at
+  connected_at = excluded.connected_at, seen_at = excluded.seen_at, sessions = '{}'
 WHERE runners.key_id = excluded.key_id OR runners.seen_at < now() - $9::bigint * interval '1 microsecond'
 RETURNING seen_at`,
 		row.Project, row.Name, row.ConnID, row.KeyID, row.Node, storeutil.NonNil(row.Labels), row.Capacity, row.Version,
@@ -45,6 +45,7 @@ RETURNING seen_at`,
 		return fmt.Errorf("record runner %s: %w", row.Name, err)
 	}
 	row.ConnectedAt, row.SeenAt = seen.UTC(), seen.UTC()
+	row.Sessions = []string{} // a new connection has none open
 	return nil
 }
 
@@ -88,18 +89,34 @@ func (s *Store) RunnerList(ctx context.Context, project string, staleAfter time.
 	var out []*store.RunnerRow
 	err := s.query(ctx, func(rows pgx.Rows) error {
 		var r store.RunnerRow
-		if err := rows.Scan(&r.Project, &r.Name, &r.ConnID, &r.KeyID, &r.Node, &r.Labels, &r.Capacity, &r.Version, &r.ConnectedAt, &r.SeenAt); err != nil {
+		if err := rows.Scan(&r.Project, &r.Name, &r.ConnID, &r.KeyID, &r.Node, &r.Labels, &r.Capacity, &r.Version, &r.ConnectedAt, &r.SeenAt, &r.Sessions); err != nil {
 			return err
 		}
-		r.Labels = storeutil.NonNil(r.Labels)
+		r.Labels, r.Sessions = storeutil.NonNil(r.Labels), storeutil.NonNil(r.Sessions)
 		r.ConnectedAt, r.SeenAt = r.ConnectedAt.UTC(), r.SeenAt.UTC()
 		out = append(out, &r)
 		return nil
-	}, `SELECT project, name, conn_id, key_id, node, labels, capacity, version, connected_at, seen_at FROM runners
+	}, `SELECT project, name, conn_id, key_id, node, labels, capacity, version, connected_at, seen_at, sessions FROM runners
 WHERE ($1 = '' OR project = $1) AND ($2::bigint = 0 OR seen_at >= now() - $2::bigint * interval '1 microsecond')
 ORDER BY project, name`, project, staleAfter.Microseconds())
 	if err != nil {
 		return nil, fmt.Errorf("list runners: %w", err)
 	}
 	return out, nil
+}
+
+// RunnerSessions implements store.Store.
+func (s *Store) RunnerSessions(ctx context.Context, project, name, connID string, sessions []string) error {
+	if err := checks.RunnerSessions(project, name, connID, sessions); err != nil {
+		return fmt.Errorf("record runner sessions: %w", err)
+	}
+	n, err := s.exec(ctx, `UPDATE runners SET sessions = $4 WHERE project = $1 AND name = $2 AND conn_id = $3`,
+		project, name, connID, storeutil.NonNil(sessions))
+	if err == nil && n == 0 {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("record runner %s sessions: %w", name, err)
+	}
+	return nil
 }

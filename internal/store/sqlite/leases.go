@@ -18,10 +18,12 @@ import (
 const claimableSQL = `SELECT id, k, lease_owner FROM (
     SELECT id, coalesce(wake_at, updated_at) AS k, lease_owner FROM sessions
     WHERE runnable = 1 AND (lease_owner IS NULL OR lease_expires_at <= ?)
+        AND (claim_node IS NULL OR claim_node = ? OR claim_node_until <= ?)
     UNION ALL
     SELECT id, wake_at AS k, lease_owner FROM sessions
     WHERE wake_at IS NOT NULL AND wake_at <= ? AND runnable = 0
         AND (lease_owner IS NULL OR lease_expires_at <= ?)
+        AND (claim_node IS NULL OR claim_node = ? OR claim_node_until <= ?)
 )
 ORDER BY k, id
 LIMIT ?`
@@ -30,7 +32,8 @@ LIMIT ?`
 // p.Owner until p.ExpiresAt, bumping each one's epoch, and returns the
 // leases oldest wake first. A session is claimable when it is runnable or its
 // wake time is at or before p.Now, and it has no owner or its lease expired
-// at or before p.Now.
+// at or before p.Now, and it was not handed over to another node than
+// p.Owner until after p.Now (LeaseHandOver).
 func (s *Store) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]store.Lease, error) {
 	if err := s.checkOpen(); err != nil {
 		return nil, err
@@ -45,7 +48,7 @@ func (s *Store) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]st
 	// becomes claimable just after this look announces itself with a
 	// notification, which triggers the next claim.
 	var found bool
-	err := s.query(ctx, func(*sql.Rows) error { found = true; return nil }, claimableSQL, now, now, now, 1)
+	err := s.query(ctx, func(*sql.Rows) error { found = true; return nil }, claimableSQL, now, p.Owner, now, now, now, p.Owner, now, 1)
 	if err != nil {
 		return nil, fmt.Errorf("claim sessions for %s: %w", p.Owner, err)
 	}
@@ -55,13 +58,14 @@ func (s *Store) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]st
 	var leases []store.Lease
 	err = s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
 		leases = nil
-		ids, owners, err := w.claimable(now, p.Limit)
+		ids, owners, err := w.claimable(now, p.Owner, p.Limit)
 		if err != nil {
 			return nil, err
 		}
 		for i, id := range ids {
 			var epoch int64
-			err := w.queryRow(`UPDATE sessions SET lease_owner = ?, lease_expires_at = ?, lease_epoch = lease_epoch + 1
+			err := w.queryRow(`UPDATE sessions SET lease_owner = ?, lease_expires_at = ?, lease_epoch = lease_epoch + 1,
+    claim_node = NULL, claim_node_until = NULL
 WHERE id = ? RETURNING lease_epoch`, p.Owner, expires, id).Scan(&epoch)
 			if err != nil {
 				return nil, fmt.Errorf("claim session %s: %w", id, mapErr(err))
@@ -84,12 +88,12 @@ WHERE id = ? RETURNING lease_epoch`, p.Owner, expires, id).Scan(&epoch)
 
 // claimable returns the ids of the claimable sessions and, for each, the
 // owner of its expired lease ("" when it had none).
-func (w *writer) claimable(now int64, limit int) (ids, owners []string, err error) {
+func (w *writer) claimable(now int64, owner string, limit int) (ids, owners []string, err error) {
 	st, err := w.stmts.get(context.Background(), claimableSQL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("select claimable sessions: %w", mapErr(err))
 	}
-	rows, err := st.QueryContext(context.Background(), now, now, now, limit)
+	rows, err := st.QueryContext(context.Background(), now, owner, now, now, now, owner, now, limit)
 	if err != nil {
 		return nil, nil, fmt.Errorf("select claimable sessions: %w", mapErr(err))
 	}
@@ -149,6 +153,21 @@ WHERE id = ? AND lease_owner = ? AND lease_epoch = ?`, toMicros(expiresAt), l.Se
 // is already lost is reported as store.ErrLeaseLost, so a worker learns that
 // someone else took over; store.ErrNotFound for an unknown session.
 func (s *Store) LeaseRelease(ctx context.Context, l store.Lease) error {
+	return s.release(ctx, l, nil, nil)
+}
+
+// LeaseHandOver implements store.Store: LeaseRelease, with the session
+// claimable only by node until until.
+func (s *Store) LeaseHandOver(ctx context.Context, l store.Lease, node string, until time.Time) error {
+	if err := checks.HandOver(node, until); err != nil {
+		return fmt.Errorf("hand session %s over: %w", l.SessionID, err)
+	}
+	u := toMicros(until)
+	return s.release(ctx, l, &node, &u)
+}
+
+// release clears l's lease and sets the session's hand-over (nil: none).
+func (s *Store) release(ctx context.Context, l store.Lease, node *string, until *int64) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
@@ -160,9 +179,9 @@ func (s *Store) LeaseRelease(ctx context.Context, l store.Lease) error {
 			runnable int64
 			wake     sql.NullInt64
 		)
-		err := w.queryRow(`UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL
+		err := w.queryRow(`UPDATE sessions SET lease_owner = NULL, lease_expires_at = NULL, claim_node = ?, claim_node_until = ?
 WHERE id = ? AND lease_owner = ? AND lease_epoch = ? RETURNING runnable, wake_at`,
-			l.SessionID, l.Owner, l.Epoch).Scan(&runnable, &wake)
+			node, until, l.SessionID, l.Owner, l.Epoch).Scan(&runnable, &wake)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, w.leaseLost(l)
 		}

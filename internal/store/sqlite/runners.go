@@ -38,7 +38,7 @@ func (s *Store) RunnerConnect(ctx context.Context, row *store.RunnerRow, staleAf
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (project, name) DO UPDATE SET conn_id = excluded.conn_id, key_id = excluded.key_id, node = excluded.node,
   labels = excluded.labels, capacity = excluded.capacity, version = excluded.version,
-  connected_at = excluded.connected_at, seen_at = excluded.seen_at
+  connected_at = excluded.connected_at, seen_at = excluded.seen_at, sessions = '[]'
 WHERE runners.key_id = excluded.key_id OR runners.seen_at < ?`,
 			row.Project, row.Name, row.ConnID, row.KeyID, row.Node, string(labels), row.Capacity, row.Version,
 			toMicros(now), toMicros(now), toMicros(now.Add(-staleAfter)))
@@ -54,6 +54,7 @@ WHERE runners.key_id = excluded.key_id OR runners.seen_at < ?`,
 		return fmt.Errorf("record runner %s: %w", row.Name, err)
 	}
 	row.ConnectedAt, row.SeenAt = now, now
+	row.Sessions = []string{} // a new connection has none open
 	return nil
 }
 
@@ -66,9 +67,19 @@ func (s *Store) RunnerTouch(ctx context.Context, project, name, connID string) e
 	if err := checks.RunnerKey(project, name, connID); err != nil {
 		return fmt.Errorf("touch runner: %w", err)
 	}
-	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
-		n, err := w.changed(`UPDATE runners SET seen_at = max(seen_at, ?) WHERE project = ? AND name = ? AND conn_id = ?`,
-			toMicros(s.cfg.Now()), project, name, connID)
+	if err := s.updateHeld(ctx, `UPDATE runners SET seen_at = max(seen_at, ?) WHERE project = ? AND name = ? AND conn_id = ?`,
+		toMicros(s.cfg.Now()), project, name, connID); err != nil {
+		return fmt.Errorf("touch runner %s: %w", name, err)
+	}
+	return nil
+}
+
+// updateHeld runs query, an update of the row a connection holds:
+// store.ErrNotFound when it changed no row (the connection holds it no
+// more).
+func (s *Store) updateHeld(ctx context.Context, query string, args ...any) error {
+	return s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+		n, err := w.changed(query, args...)
 		if err != nil {
 			return nil, mapErr(err)
 		}
@@ -77,10 +88,6 @@ func (s *Store) RunnerTouch(ctx context.Context, project, name, connID string) e
 		}
 		return nil, nil
 	}})
-	if err != nil {
-		return fmt.Errorf("touch runner %s: %w", name, err)
-	}
-	return nil
 }
 
 // RunnerDisconnect deletes the row of (project, name) if connID holds it.
@@ -117,24 +124,46 @@ func (s *Store) RunnerList(ctx context.Context, project string, staleAfter time.
 	var out []*store.RunnerRow
 	err := s.query(ctx, func(rows *sql.Rows) error {
 		var (
-			r               store.RunnerRow
-			labels          string
-			connected, seen int64
+			r                store.RunnerRow
+			labels, sessions string
+			connected, seen  int64
 		)
-		if err := rows.Scan(&r.Project, &r.Name, &r.ConnID, &r.KeyID, &r.Node, &labels, &r.Capacity, &r.Version, &connected, &seen); err != nil {
+		if err := rows.Scan(&r.Project, &r.Name, &r.ConnID, &r.KeyID, &r.Node, &labels, &r.Capacity, &r.Version, &connected, &seen, &sessions); err != nil {
 			return err
 		}
 		if err := json.Unmarshal([]byte(labels), &r.Labels); err != nil {
 			return fmt.Errorf("runner %s: stored labels: %w", r.Name, err)
 		}
-		r.Labels = storeutil.NonNil(r.Labels)
+		if err := json.Unmarshal([]byte(sessions), &r.Sessions); err != nil {
+			return fmt.Errorf("runner %s: stored sessions: %w", r.Name, err)
+		}
+		r.Labels, r.Sessions = storeutil.NonNil(r.Labels), storeutil.NonNil(r.Sessions)
 		r.ConnectedAt, r.SeenAt = fromMicros(connected), fromMicros(seen)
 		out = append(out, &r)
 		return nil
-	}, `SELECT project, name, conn_id, key_id, node, labels, capacity, version, connected_at, seen_at FROM runners
+	}, `SELECT project, name, conn_id, key_id, node, labels, capacity, version, connected_at, seen_at, sessions FROM runners
 WHERE (? = '' OR project = ?) AND seen_at >= ? ORDER BY project, name`, project, project, seenSince)
 	if err != nil {
 		return nil, fmt.Errorf("list runners: %w", err)
 	}
 	return out, nil
+}
+
+// RunnerSessions implements store.Store.
+func (s *Store) RunnerSessions(ctx context.Context, project, name, connID string, sessions []string) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	if err := checks.RunnerSessions(project, name, connID, sessions); err != nil {
+		return fmt.Errorf("record runner sessions: %w", err)
+	}
+	enc, err := json.Marshal(storeutil.NonNil(sessions))
+	if err != nil {
+		return fmt.Errorf("record runner %s sessions: %w", name, err)
+	}
+	err = s.updateHeld(ctx, `UPDATE runners SET sessions = ? WHERE project = ? AND name = ? AND conn_id = ?`, string(enc), project, name, connID)
+	if err != nil {
+		return fmt.Errorf("record runner %s sessions: %w", name, err)
+	}
+	return nil
 }

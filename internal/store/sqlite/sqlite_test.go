@@ -335,7 +335,7 @@ func TestClaimUsesPartialIndexes(t *testing.T) {
 	s := openMigrated(t, nil)
 	var plan []string
 	raw(t, s, func(w *writer) error {
-		rows, err := w.conn.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+claimableSQL, 0, 0, 0, 10)
+		rows, err := w.conn.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+claimableSQL, 0, "node-a", 0, 0, 0, "node-a", 0, 10)
 		if err != nil {
 			return err
 		}

@@ -254,3 +254,39 @@ func testLeaseExpireOwner(t *testing.T, h *harness) {
 	_, err = h.s.EventAppend(h.ctx, p)
 	require.ErrorIs(t, err, store.ErrLeaseLost)
 }
+
+// testLeaseHandOver: a session handed over to a node is claimed by that
+// node only until the hand-over's end, then by any; a claim clears it.
+func testLeaseHandOver(t *testing.T, h *harness) {
+	h.createSession("ses_ho", runnable)
+	a := h.claim("node-a", at(time.Second), ttl, 1)[0]
+	require.ErrorContains(t, h.s.LeaseHandOver(h.ctx, a, "", at(time.Minute)), "node")
+	require.NoError(t, h.s.LeaseHandOver(h.ctx, a, "node-b", at(time.Minute)))
+	require.Empty(t, h.session("ses_ho").Lease.Owner)
+	require.ErrorIs(t, h.s.LeaseHandOver(h.ctx, a, "node-b", at(time.Minute)), store.ErrLeaseLost, "a lost lease is not handed over")
+
+	require.Empty(t, h.claim("node-a", at(2*time.Second), ttl, 10), "handed to node-b")
+	require.Empty(t, h.claim("node-c", at(2*time.Second), ttl, 10), "handed to node-b")
+	b := h.claim("node-b", at(3*time.Second), ttl, 10)
+	require.Len(t, b, 1)
+	require.Equal(t, "ses_ho", b[0].SessionID)
+
+	// The claim cleared the hand-over: any node claims it after a release.
+	require.NoError(t, h.s.LeaseRelease(h.ctx, b[0]))
+	c := h.claim("node-c", at(4*time.Second), ttl, 10)
+	require.Len(t, c, 1)
+
+	// A hand-over to a node that never claims ends at its time.
+	require.NoError(t, h.s.LeaseHandOver(h.ctx, c[0], "node-dead", at(10*time.Second)))
+	require.Empty(t, h.claim("node-a", at(9*time.Second), ttl, 10))
+	d := h.claim("node-a", at(10*time.Second), ttl, 10)
+	require.Len(t, d, 1, "claimable by any node once the hand-over ended")
+
+	// A waiting session handed over wakes for that node only too.
+	h.createSession("ses_ho_wait", wakeAt(at(20*time.Second)))
+	w := h.claim("node-a", at(21*time.Second), ttl, 10)
+	require.Len(t, w, 1)
+	require.NoError(t, h.s.LeaseHandOver(h.ctx, w[0], "node-b", at(time.Minute)))
+	require.Empty(t, h.claim("node-a", at(22*time.Second), ttl, 10))
+	require.Len(t, h.claim("node-b", at(22*time.Second), ttl, 10), 1)
+}

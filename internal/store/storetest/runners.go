@@ -128,3 +128,37 @@ func testRunners(t *testing.T, h *harness) {
 	require.Error(t, h.s.RunnerTouch(h.ctx, "default", "", "c"))
 	require.Error(t, h.s.RunnerDisconnect(h.ctx, "default", "x", ""))
 }
+
+// testRunnerSessions: a connection records the sessions open on it, listed
+// with its row; another connection's write is refused, and a newer
+// connection of the name starts with none.
+func testRunnerSessions(t *testing.T, h *harness) {
+	row := &store.RunnerRow{Project: "default", Name: "box7", ConnID: "rc_7", KeyID: "key_7", Node: "node-a", Capacity: 2}
+	require.NoError(t, h.s.RunnerConnect(h.ctx, row, time.Hour))
+	require.Equal(t, []string{}, row.Sessions)
+	listed := func() []string {
+		t.Helper()
+		l, err := h.s.RunnerList(h.ctx, "default", time.Hour)
+		require.NoError(t, err)
+		for _, r := range l {
+			if r.Name == "box7" {
+				return r.Sessions
+			}
+		}
+		t.Fatal("box7 is not listed")
+		return nil
+	}
+	require.Equal(t, []string{}, listed())
+	require.NoError(t, h.s.RunnerSessions(h.ctx, "default", "box7", "rc_7", []string{"ses_a", "ses_b"}))
+	require.Equal(t, []string{"ses_a", "ses_b"}, listed())
+	require.ErrorIs(t, h.s.RunnerSessions(h.ctx, "default", "box7", "rc_other", []string{"ses_x"}), store.ErrNotFound, "not the holder")
+	require.ErrorContains(t, h.s.RunnerSessions(h.ctx, "default", "box7", "rc_7", []string{""}), "sessions[0]")
+	require.Equal(t, []string{"ses_a", "ses_b"}, listed())
+	require.NoError(t, h.s.RunnerSessions(h.ctx, "default", "box7", "rc_7", nil))
+	require.Equal(t, []string{}, listed())
+
+	require.NoError(t, h.s.RunnerSessions(h.ctx, "default", "box7", "rc_7", []string{"ses_a"}))
+	newer := &store.RunnerRow{Project: "default", Name: "box7", ConnID: "rc_8", KeyID: "key_7", Node: "node-b", Capacity: 2}
+	require.NoError(t, h.s.RunnerConnect(h.ctx, newer, time.Hour))
+	require.Equal(t, []string{}, listed(), "a newer connection starts with none")
+}

@@ -43,6 +43,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ClaimLimitAndEpoch", testClaimLimitAndEpoch},
 		{"ReleaseLeaseViaAppend", testReleaseViaAppend},
 		{"LeaseRelease", testLeaseRelease},
+		{"LeaseHandOver", testLeaseHandOver},
+		{"RunnerSessions", testRunnerSessions},
 		{"LeaseExpireOwner", testLeaseExpireOwner},
 		{"Docs", testDocs},
 		{"DocOfAnotherSessionConflicts", testDocConflict},

@@ -372,3 +372,24 @@ func (c Checks) AuditListParams(p *store.AuditListParams) (int, error) {
 	}
 	return AuditPage.Limit(p.Limit)
 }
+
+// HandOver checks LeaseHandOver's node and until.
+func (c Checks) HandOver(node string, until time.Time) error {
+	if err := c.ID("node", node); err != nil {
+		return err
+	}
+	return c.Time("until", until)
+}
+
+// RunnerSessions checks RunnerSessions's arguments.
+func (c Checks) RunnerSessions(project, name, connID string, sessions []string) error {
+	if err := c.RunnerKey(project, name, connID); err != nil {
+		return err
+	}
+	for i, id := range sessions {
+		if err := c.ID(fmt.Sprintf("sessions[%d]", i), id); err != nil {
+			return err
+		}
+	}
+	return nil
+}

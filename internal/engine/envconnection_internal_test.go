@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/environment"
+	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/model/scripted"
+	"github.com/longhaul-dev/longhaul/internal/sandbox"
+	"github.com/longhaul-dev/longhaul/internal/snapshot"
+	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
+	"github.com/longhaul-dev/longhaul/internal/workspace"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// oneRunner stands for a node's router with one runner, box1: while it is
+// not connected a session that asks for a runner finds none
+// (ErrUnavailable); once it is, the real local environment opens. It
+// counts the environments open.
+type oneRunner struct {
+	environment.Backend
+	connected atomic.Bool
+	live      atomic.Int32
+}
+
+func (b *oneRunner) Open(ctx context.Context, p *environment.OpenParams) (environment.Environment, error) {
+	if p.Runner == nil {
+		return b.Backend.Open(ctx, p)
+	}
+	if !b.connected.Load() {
+		return nil, fmt.Errorf("open environment of session %s: %w (no matching runner is connected)", p.Session, environment.ErrUnavailable)
+	}
+	local := *p
+	local.Runner = nil
+	env, err := b.Backend.Open(ctx, &local)
+	if err != nil {
+		return nil, err
+	}
+	b.live.Add(1)
+	return &countedEnv{Environment: env, b: b}, nil
+}
+
+type countedEnv struct {
+	environment.Environment
+	b      *oneRunner
+	closed atomic.Bool
+}
+
+func (e *countedEnv) Close() error {
+	if e.closed.CompareAndSwap(false, true) {
+		e.b.live.Add(-1)
+	}
+	return e.Environment.Close()
+}
+
+// TestAwaitEnvironmentKeepsTheClaimsEnvironment: a session waiting for a
+// runner (environment_connection) is claimed for something else than the
+// wake after its runner connected, so the claim's own open found the
+// runner: awaitEnvironment resolves the action with that environment
+// rather than opening a second one beside it (left open).
+func TestAwaitEnvironmentKeepsTheClaimsEnvironment(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "longhaul.db"), nil)
+	require.NoError(t, err)
+	require.NoError(t, st.Migrate(ctx))
+	t.Cleanup(func() { st.Close() })
+	spaces, err := workspace.New(filepath.Join(dir, "workspaces"))
+	require.NoError(t, err)
+	cache, err := snapshot.NewCache(st, nil)
+	require.NoError(t, err)
+	local, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: st, Cache: cache})
+	require.NoError(t, err)
+	backend := &oneRunner{Backend: local}
+	e, err := New(st, &Config{
+		WorkspaceRoot: filepath.Join(dir, "workspaces"), NodeID: "node-a", Workspaces: spaces, SnapshotCache: cache, Environments: backend,
+		Providers: map[string]model.Provider{"scripted": scripted.New(nil)},
+	}) // not started: this test is the worker
+	require.NoError(t, err)
+	s, err := e.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{
+			Model:       lt.ModelSpec{Provider: "scripted", Script: json.RawMessage(`[{"text":"done"}]`)},
+			Environment: &lt.Environment{Runner: &lt.RunnerSelector{Labels: []string{"gpu"}}},
+		},
+		Input: "go",
+	})
+	require.NoError(t, err)
+	now := e.clock.Now()
+	leases, err := st.LeaseClaim(ctx, &store.LeaseClaimParams{Owner: "node-a", Now: now, ExpiresAt: now.Add(time.Minute), Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, leases, 1)
+
+	// No runner: the session parks on its environment_connection action.
+	r, err := e.newRunner(ctx, leases[0])
+	require.NoError(t, err)
+	for done := false; !done; {
+		done, err = r.tick(ctx)
+		require.NoError(t, err)
+	}
+	r.env.close()
+	require.NotNil(t, pendingOfType(r.st.Pending, lt.ActionEnvironmentConnection))
+
+	// The runner connects; a claim that is not the wake opens on it.
+	backend.connected.Store(true)
+	r, err = e.newRunner(ctx, store.Lease{SessionID: s.ID, Owner: "node-a", Epoch: leases[0].Epoch})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, backend.live.Load())
+	first := r.env.env
+	_, err = r.tick(ctx)
+	require.NoError(t, err)
+	require.Nil(t, pendingOfType(r.st.Pending, lt.ActionEnvironmentConnection), "resolved: the runner is connected")
+	require.Same(t, first, r.env.env, "the claim's environment is kept")
+	require.EqualValues(t, 1, backend.live.Load(), "no second environment was opened")
+	r.env.close()
+	require.Zero(t, backend.live.Load())
+}
