@@ -51,6 +51,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 			s.Session.ParentID = &p
 		}
 		s.Workspace, s.Depth = d.Workspace, d.Depth
+		s.IdleStopSeconds = d.IdleStopSeconds
 	case lt.EventSessionStatusChanged:
 		d, err := decode[lt.SessionStatusChangedData](ev)
 		if err != nil {
@@ -402,6 +403,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		s.Session.LastCheckpoint = &id
 		if d.Checkpoint.Snapshot != "" {
 			s.LastSnapshot, s.LastSnapshotCheckpoint = d.Checkpoint.Snapshot, id
+			s.EnvironmentSnapshot = ""
 			// The runner brings its copy up to date before it snapshots
 			// it (engine, workspaceLost): the snapshot holds them.
 			s.PersonChanges = nil
@@ -776,6 +778,14 @@ func trackWorkspace(s *State, ev lt.Event) {
 		}
 	case lt.EventEnvironmentRestored:
 		s.WorkspaceNode = ev.WorkerID
+		s.EnvironmentStopped = false
+	case lt.EventEnvironmentStopped:
+		var d lt.EnvironmentStoppedData
+		if json.Unmarshal(ev.Data, &d) == nil {
+			// Freed: the next open may go to any matching runner, the
+			// snapshot being on the server.
+			s.EnvironmentStopped, s.EnvironmentSnapshot, s.EnvironmentRunner = true, d.Snapshot, ""
+		}
 	case lt.EventEnvironmentOpened:
 		var d lt.EnvironmentOpenedData
 		if json.Unmarshal(ev.Data, &d) == nil {

@@ -79,6 +79,19 @@ type State struct {
 	// EnvironmentRunner is the runner the session's environment lives on
 	// (the last environment.opened): its next opens go back to it.
 	EnvironmentRunner string `json:"environment_runner,omitempty"`
+	// IdleStopSeconds is the agent's environment.idle_stop_seconds (0 for
+	// a sub-agent, which shares its root's workspace): see IdleStopAt.
+	IdleStopSeconds int `json:"idle_stop_seconds,omitempty"`
+	// EnvironmentStopped is set from environment.stopped until the
+	// environment is restored (environment.restored): no copy of the
+	// workspace lives anywhere, the next call recreates it.
+	EnvironmentStopped bool `json:"environment_stopped,omitempty"`
+	// EnvironmentSnapshot is the snapshot the environment was stopped at,
+	// until the next checkpoint's snapshot: the copy recreated from it
+	// holds it rather than LastSnapshot (WorkspaceSnapshot). Empty when
+	// the stopped copy could not be trusted: the recreated one is then
+	// restored as a lost one is.
+	EnvironmentSnapshot string `json:"environment_snapshot,omitempty"`
 	// Wait is the call the current turn waits on (sleep, wait_for_signal).
 	Wait *Wait `json:"wait,omitempty"`
 	// TurnDeadline is when the current turn's timeout ends it, if it has
@@ -405,6 +418,44 @@ func (s *State) WakeAt() *time.Time {
 		}
 	}
 	return at
+}
+
+// WorkspaceSnapshot is the snapshot the session's workspace is at, as far
+// as the journal knows: the one its environment was stopped at since the
+// last checkpoint, else the last checkpoint's.
+func (s *State) WorkspaceSnapshot() string {
+	if s.EnvironmentSnapshot != "" {
+		return s.EnvironmentSnapshot
+	}
+	return s.LastSnapshot
+}
+
+// IdleStopAt is when the environment of a parked session is to be stopped
+// (environment.idle_stop_seconds after its last event), or nil: no idle
+// stop set, a sub-agent (it shares its root's workspace), a root whose
+// sub-agents still work in it, an environment already stopped, a session
+// that is runnable, running, paused or waiting for a runner.
+func (s *State) IdleStopAt() *time.Time {
+	if s.IdleStopSeconds <= 0 || s.Workspace != "" || s.EnvironmentStopped || s.Paused() || s.Runnable() {
+		return nil
+	}
+	switch s.Session.Status {
+	case lt.SessionWaiting, lt.SessionRequiresAction, lt.SessionIdle, lt.SessionFailed, lt.SessionCancelled:
+	default:
+		return nil
+	}
+	for _, c := range s.Children {
+		if !c.Done {
+			return nil
+		}
+	}
+	for _, a := range s.Pending {
+		if a.Type == lt.ActionEnvironmentConnection {
+			return nil // no environment to stop: it waits for one
+		}
+	}
+	t := s.Session.UpdatedAt.Add(time.Duration(s.IdleStopSeconds) * time.Second)
+	return &t
 }
 
 // WallDeadline is when the session's wall-clock budget (max_wall_seconds,
