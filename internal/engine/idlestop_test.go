@@ -3,8 +3,10 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -179,4 +181,69 @@ func TestIdleStopSecondsValidated(t *testing.T) {
 		_, err := h.eng.CreateSession(context.Background(), &lt.CreateSessionRequest{AgentSpec: idleSpec(t, n, `[{"text":"hi"}]`), Input: "go"})
 		require.ErrorContains(t, err, "agent_spec.environment.idle_stop_seconds")
 	}
+}
+
+// refusingBackend opens the real local environments; their Stop is
+// refused (environment.ErrBusy) while refuse is set, as a runner's is
+// while a call of it is in flight.
+type refusingBackend struct {
+	environment.Backend
+	refuse atomic.Bool
+}
+
+func (b *refusingBackend) Open(ctx context.Context, p *environment.OpenParams) (environment.Environment, error) {
+	env, err := b.Backend.Open(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return &refusingEnv{Environment: env, b: b}, nil
+}
+
+type refusingEnv struct {
+	environment.Environment
+	b *refusingBackend
+}
+
+func (e *refusingEnv) Stop(ctx context.Context, id string) error {
+	if e.b.refuse.Load() {
+		return fmt.Errorf("stop at /a/host/path: %w", environment.ErrBusy)
+	}
+	return e.Environment.Stop(ctx, id)
+}
+
+// TestIdleStopRefusedIsTriedAgainLater: a refused idle stop journals
+// environment.stop_failed (saying why, without the backend's text), keeps
+// the environment, and moves the session's wake time an idle period on,
+// so it is not claimed again and again; then the stop is tried again.
+func TestIdleStopRefusedIsTriedAgainLater(t *testing.T) {
+	refusing := &refusingBackend{}
+	refusing.refuse.Store(true)
+	h := newWrappedHarness(t, func(b environment.Backend) environment.Backend {
+		refusing.Backend = b
+		return refusing
+	})
+	s := create(t, h, idleSpec(t, 20, `[{"tool_calls":[{"name":"shell","arguments":{"command":"echo x > x.txt"}}]},{"text":"done"}]`,
+		lt.ToolSpec{Name: "shell"}), nil)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	ws := filepath.Join(h.dir, "workspaces", s.ID)
+
+	h.clock.Advance(21 * time.Second)
+	waitEvent(t, h, s.ID, lt.EventEnvironmentStopFailed)
+	failed := events(t, h, s.ID, lt.EventEnvironmentStopFailed)[0]
+	d := data[lt.EnvironmentStopFailedData](t, failed)
+	require.Equal(t, "idle", d.Reason)
+	require.Contains(t, d.Error, "busy")
+	require.NotContains(t, d.Error, "/a/host/path", "the backend's text stays in the log")
+	require.FileExists(t, filepath.Join(ws, "x.txt"))
+	row, err := h.store.SessionGet(context.Background(), s.ID)
+	require.NoError(t, err)
+	require.NotNil(t, row.WakeAt)
+	require.True(t, row.WakeAt.Equal(failed.Time.Add(20*time.Second)), "tried again an idle period later, not at every poll: wake at %v", row.WakeAt)
+
+	refusing.refuse.Store(false)
+	h.clock.Advance(21 * time.Second)
+	stoppedEvent(t, h, s.ID)
+	require.NoDirExists(t, ws)
+	require.Len(t, events(t, h, s.ID, lt.EventEnvironmentStopFailed), 1)
+	checkJournal(t, h.store, s.ID)
 }
