@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/environment"
+	"github.com/longhaul-dev/longhaul/internal/model"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -245,5 +246,40 @@ func TestIdleStopRefusedIsTriedAgainLater(t *testing.T) {
 	stoppedEvent(t, h, s.ID)
 	require.NoDirExists(t, ws)
 	require.Len(t, events(t, h, s.ID, lt.EventEnvironmentStopFailed), 1)
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestIdleStopTellsTheModelNothing: after an idle stop and recreate, the
+// model's next request holds the file it reads back and no note about the
+// workspace (where a lost workspace's restore tells it what happened).
+func TestIdleStopTellsTheModelNothing(t *testing.T) {
+	p := &planProvider{plan: []model.Response{
+		call("write_file", `{"path":"notes/a.md","content":"alpha"}`),
+		call("lookup", `{}`),
+		call("read_file", `{"path":"notes/a.md"}`),
+		{Text: "done"},
+	}}
+	h := newHarnessWith(t, map[string]model.Provider{"plan": p}, nil)
+	ctx := context.Background()
+	s := create(t, h, &lt.AgentSpec{Model: lt.ModelSpec{Provider: "plan"}, Environment: &lt.Environment{IdleStopSeconds: 60}, Tools: []lt.ToolSpec{
+		{Name: "write_file"}, {Name: "read_file"}, {Name: "lookup", Type: "function"},
+	}}, nil)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	h.clock.Advance(61 * time.Second)
+	stoppedEvent(t, h, s.ID)
+	require.NoDirExists(t, filepath.Join(h.dir, "workspaces", s.ID))
+
+	_, err := h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`"ok"`)})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	require.Len(t, events(t, h, s.ID, lt.EventEnvironmentRestored), 1)
+	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentLost))
+	steps := p.stepRequests()
+	last := steps[len(steps)-1].msgs
+	require.Contains(t, last[len(last)-1].Text, "alpha", "the file is back")
+	for _, m := range last {
+		require.NotContains(t, m.Text, "restored", "the model is told nothing")
+		require.NotContains(t, m.Text, "recreated")
+	}
 	checkJournal(t, h.store, s.ID)
 }
