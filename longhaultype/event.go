@@ -76,7 +76,8 @@ const (
 	EventEnvironmentStopped = "environment.stopped"
 	// EventEnvironmentStopFailed: an idle stop was refused (the runner is
 	// away, a call was in flight...): the environment lives on, and the
-	// stop is tried again after another idle period.
+	// stop is tried again later (the idle time, doubled for each refusal
+	// in a row).
 	EventEnvironmentStopFailed = "environment.stop_failed"
 	// EventEnvironmentProvisioned: a stopped environment was made anew for
 	// the call that needs it; environment.restored follows.

@@ -532,7 +532,8 @@ type EnvironmentStoppedData struct {
 }
 
 // EnvironmentStopFailedData is the data of environment.stop_failed: why an
-// idle stop did not happen (it is tried again after another idle period).
+// idle stop did not happen (it is tried again later, twice as late after
+// each refusal in a row).
 type EnvironmentStopFailedData struct {
 	Reason string `json:"reason"`
 	Error  string `json:"error"`

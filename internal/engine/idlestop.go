@@ -49,8 +49,8 @@ func (r *runner) idleStopDue() bool {
 
 // stopIdle stops the environment of a session parked for
 // idle_stop_seconds, journals environment.stopped (or, refused,
-// environment.stop_failed, which postpones the next try by another idle
-// period) and parks the session again.
+// environment.stop_failed, which postpones the next try: see
+// journal.State.IdleStopAt) and parks the session again.
 func (r *runner) stopIdle(ctx context.Context) (bool, error) {
 	turnID, step := "", 0
 	if t := r.st.CurrentTurn(); t != nil {

@@ -214,8 +214,9 @@ func (e *refusingEnv) Stop(ctx context.Context, id string) error {
 
 // TestIdleStopRefusedIsTriedAgainLater: a refused idle stop journals
 // environment.stop_failed (saying why, without the backend's text), keeps
-// the environment, and moves the session's wake time an idle period on,
-// so it is not claimed again and again; then the stop is tried again.
+// the environment, and moves the session's wake time on (twice the idle
+// time after one refusal), so it is not claimed again and again; then the
+// stop is tried again.
 func TestIdleStopRefusedIsTriedAgainLater(t *testing.T) {
 	refusing := &refusingBackend{}
 	refusing.refuse.Store(true)
@@ -239,10 +240,10 @@ func TestIdleStopRefusedIsTriedAgainLater(t *testing.T) {
 	row, err := h.store.SessionGet(context.Background(), s.ID)
 	require.NoError(t, err)
 	require.NotNil(t, row.WakeAt)
-	require.True(t, row.WakeAt.Equal(failed.Time.Add(20*time.Second)), "tried again an idle period later, not at every poll: wake at %v", row.WakeAt)
+	require.True(t, row.WakeAt.Equal(failed.Time.Add(40*time.Second)), "tried again later (twice the idle time after one refusal), not at every poll: wake at %v", row.WakeAt)
 
 	refusing.refuse.Store(false)
-	h.clock.Advance(21 * time.Second)
+	h.clock.Advance(41 * time.Second)
 	stoppedEvent(t, h, s.ID)
 	require.NoDirExists(t, ws)
 	require.Len(t, events(t, h, s.ID, lt.EventEnvironmentStopFailed), 1)

@@ -776,6 +776,7 @@ func trackWorkspace(s *State, ev lt.Event) {
 		if json.Unmarshal(ev.Data, &d) == nil && d.Class != lt.EffectRead {
 			s.WorkspaceNode = ev.WorkerID
 		}
+		s.IdleStopFailures = 0 // in use again
 	case lt.EventEnvironmentRestored:
 		s.WorkspaceNode = ev.WorkerID
 		s.EnvironmentStopped = false
@@ -786,11 +787,15 @@ func trackWorkspace(s *State, ev lt.Event) {
 			// snapshot being on the server.
 			s.EnvironmentStopped, s.EnvironmentSnapshot, s.EnvironmentRunner = true, d.Snapshot, ""
 		}
+		s.IdleStopFailures = 0
+	case lt.EventEnvironmentStopFailed:
+		s.IdleStopFailures++
 	case lt.EventEnvironmentOpened:
 		var d lt.EnvironmentOpenedData
 		if json.Unmarshal(ev.Data, &d) == nil {
 			s.EnvironmentRunner = d.Runner
 		}
+		s.IdleStopFailures = 0
 	case lt.EventWorkspaceChanged:
 		var d lt.WorkspaceChange
 		if json.Unmarshal(ev.Data, &d) == nil {

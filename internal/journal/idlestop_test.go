@@ -30,12 +30,20 @@ func TestIdleStopAtFollowsTheParkedSession(t *testing.T) {
 	require.NotNil(t, at)
 	require.Equal(t, b.st.Session.UpdatedAt.Add(time.Minute), *at)
 
-	// A refused stop is tried again an idle period after it.
+	// A refused stop is tried again later, twice as late each time, up
+	// to a week.
 	b.must(lt.EventEnvironmentStopFailed, "t1", lt.EnvironmentStopFailedData{Reason: "idle", Error: "busy"})
-	require.Equal(t, b.st.Session.UpdatedAt.Add(time.Minute), *b.st.IdleStopAt())
+	require.Equal(t, b.st.Session.UpdatedAt.Add(2*time.Minute), *b.st.IdleStopAt())
+	b.must(lt.EventEnvironmentStopFailed, "t1", lt.EnvironmentStopFailedData{Reason: "idle", Error: "busy"})
+	require.Equal(t, b.st.Session.UpdatedAt.Add(4*time.Minute), *b.st.IdleStopAt())
+	for range 20 {
+		b.must(lt.EventEnvironmentStopFailed, "t1", lt.EnvironmentStopFailedData{Reason: "idle", Error: "away"})
+	}
+	require.Equal(t, b.st.Session.UpdatedAt.Add(7*24*time.Hour), *b.st.IdleStopAt())
 
 	b.must(lt.EventEnvironmentStopped, "t1", lt.EnvironmentStoppedData{Reason: "idle", Snapshot: "s2", Runner: "box1"})
 	require.Nil(t, b.st.IdleStopAt(), "stopped: nothing left to stop")
+	require.Zero(t, b.st.IdleStopFailures)
 	require.True(t, b.st.EnvironmentStopped)
 	require.Empty(t, b.st.EnvironmentRunner, "a stopped environment may be recreated on any matching runner")
 	require.Equal(t, "s2", b.st.WorkspaceSnapshot())
@@ -51,6 +59,13 @@ func TestIdleStopAtFollowsTheParkedSession(t *testing.T) {
 	// Waiting for a runner: no environment to stop.
 	b.must(lt.EventActionRequired, "t1", lt.ActionRequiredData{Action: lt.Action{ID: "act_2", Type: lt.ActionEnvironmentConnection, TurnID: "t1"}})
 	require.Nil(t, b.st.IdleStopAt())
+
+	// A session whose environment holds nothing yet (no tool changed it,
+	// no checkpoint, never on a runner) has nothing to stop.
+	fresh := &builder{t: t}
+	fresh.must(lt.EventSessionCreated, "", lt.SessionCreatedData{Agent: lt.AgentRef{Name: "a", Version: 1}, Input: "go", IdleStopSeconds: 60})
+	fresh.must(lt.EventSessionStatusChanged, "", lt.SessionStatusChangedData{From: lt.SessionQueued, To: lt.SessionIdle})
+	require.Nil(t, fresh.st.IdleStopAt())
 
 	// A sub-agent never stops its root's workspace.
 	sub := &builder{t: t}

@@ -92,6 +92,11 @@ type State struct {
 	// the stopped copy could not be trusted: the recreated one is then
 	// restored as a lost one is.
 	EnvironmentSnapshot string `json:"environment_snapshot,omitempty"`
+	// IdleStopFailures counts the idle stops refused in a row
+	// (environment.stop_failed) since the environment was last stopped,
+	// opened on a runner or used: each doubles the wait before the next
+	// try (IdleStopAt), so a runner away for days costs a few events.
+	IdleStopFailures int `json:"idle_stop_failures,omitempty"`
 	// Wait is the call the current turn waits on (sleep, wait_for_signal).
 	Wait *Wait `json:"wait,omitempty"`
 	// TurnDeadline is when the current turn's timeout ends it, if it has
@@ -430,13 +435,22 @@ func (s *State) WorkspaceSnapshot() string {
 	return s.LastSnapshot
 }
 
+// maxIdleStopBackoff bounds the wait between two tries of a refused idle
+// stop.
+const maxIdleStopBackoff = 7 * 24 * time.Hour
+
 // IdleStopAt is when the environment of a parked session is to be stopped
-// (environment.idle_stop_seconds after its last event), or nil: no idle
-// stop set, a sub-agent (it shares its root's workspace), a root whose
-// sub-agents still work in it, an environment already stopped, a session
-// that is runnable, running, paused or waiting for a runner.
+// (environment.idle_stop_seconds after its last event; after refused
+// tries, twice as long for each), or nil: no idle stop set, a sub-agent (it
+// shares its root's workspace), a root whose sub-agents still work in it,
+// no environment known to hold anything (no tool changed the workspace, no
+// checkpoint, never opened on a runner), an environment already stopped, a
+// session that is runnable, running, paused or waiting for a runner.
 func (s *State) IdleStopAt() *time.Time {
 	if s.IdleStopSeconds <= 0 || s.Workspace != "" || s.EnvironmentStopped || s.Paused() || s.Runnable() {
+		return nil
+	}
+	if s.WorkspaceNode == "" && s.LastSnapshot == "" && s.EnvironmentRunner == "" {
 		return nil
 	}
 	switch s.Session.Status {
@@ -454,7 +468,16 @@ func (s *State) IdleStopAt() *time.Time {
 			return nil // no environment to stop: it waits for one
 		}
 	}
-	t := s.Session.UpdatedAt.Add(time.Duration(s.IdleStopSeconds) * time.Second)
+	wait := time.Duration(s.IdleStopSeconds) * time.Second
+	for range min(s.IdleStopFailures, 20) {
+		wait *= 2
+		if wait >= maxIdleStopBackoff {
+			wait = maxIdleStopBackoff
+			break
+		}
+	}
+	wait = max(wait, time.Duration(s.IdleStopSeconds)*time.Second)
+	t := s.Session.UpdatedAt.Add(wait)
 	return &t
 }
 
