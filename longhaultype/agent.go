@@ -71,6 +71,12 @@ type Environment struct {
 	// runner) of the session's project rather than on the server: the one
 	// named, or one with all the labels. Absent: on the server's node.
 	Runner *RunnerSelector `json:"runner,omitempty"`
+	// IdleStopSeconds stops the session's environment (its workspace,
+	// sandbox and proxy, on the server's node or on a runner) once the
+	// session has been parked that long (waiting, requires_action, idle),
+	// freeing it; the next call that needs it recreates it from the
+	// snapshot taken when it stopped. 0: never stopped.
+	IdleStopSeconds int `json:"idle_stop_seconds,omitempty"`
 }
 
 // RunnerSelector picks the runner a session's environment lives on:

@@ -70,6 +70,18 @@ const (
 	// runner other than the one the journal names (the first time, or
 	// after it moved): the session is pinned to it from then on.
 	EventEnvironmentOpened = "environment.opened"
+	// EventEnvironmentStopped: the environment of a session parked for
+	// environment.idle_stop_seconds was stopped and freed, at a snapshot
+	// of its workspace; the session is pinned to no runner from then on.
+	EventEnvironmentStopped = "environment.stopped"
+	// EventEnvironmentStopFailed: an idle stop was refused (the runner is
+	// away, a call was in flight...): the environment lives on, and the
+	// stop is tried again later (the idle time, doubled for each refusal
+	// in a row).
+	EventEnvironmentStopFailed = "environment.stop_failed"
+	// EventEnvironmentProvisioned: a stopped environment was made anew for
+	// the call that needs it; environment.restored follows.
+	EventEnvironmentProvisioned = "environment.provisioned"
 	// EventMCPToolsListed: the tools an MCP server offered, as the model
 	// sees them from then on (listed when first needed, at a turn's start
 	// and after the server restarted; journaled when they changed).

@@ -48,6 +48,11 @@ type SessionCreatedData struct {
 	// creator, so that a policy's not_creator holds across the tree. Nil
 	// in a journal older than actors.
 	Actor *Actor `json:"actor,omitempty"`
+	// IdleStopSeconds is the agent's environment.idle_stop_seconds, for a
+	// session with a workspace of its own (a sub-agent shares its root's
+	// and is never stopped). Engine bookkeeping: the session's wake time
+	// is derived from it.
+	IdleStopSeconds int `json:"idle_stop_seconds,omitempty"`
 }
 
 // SessionStatusChangedData is the data of session.status_changed.
@@ -518,6 +523,31 @@ type EnvironmentOpenedData struct {
 	// (another key of the project may take a name its holder left).
 	RunnerKeyID string `json:"runner_key_id,omitempty"`
 	Provisioned bool   `json:"provisioned"`
+}
+
+// EnvironmentStoppedData is the data of environment.stopped: the session's
+// environment was freed at Snapshot (the digest of its workspace's whole
+// content, which the next call restores); Runner is the runner it lived on
+// ("": the server's node).
+type EnvironmentStoppedData struct {
+	Reason   string `json:"reason"`
+	Snapshot string `json:"snapshot"`
+	Runner   string `json:"runner,omitempty"`
+}
+
+// EnvironmentStopFailedData is the data of environment.stop_failed: why an
+// idle stop did not happen (it is tried again later, twice as late after
+// each refusal in a row).
+type EnvironmentStopFailedData struct {
+	Reason string `json:"reason"`
+	Error  string `json:"error"`
+}
+
+// EnvironmentProvisionedData is the data of environment.provisioned: a
+// stopped environment was made anew (on Runner, "": the server's node)
+// for a call that needs it.
+type EnvironmentProvisionedData struct {
+	Runner string `json:"runner,omitempty"`
 }
 
 // EnvironmentRestoredData is the data of environment.restored: the workspace

@@ -133,6 +133,9 @@ func (r *runner) runCheckpoint(ctx context.Context, c *journal.Call) error {
 // node changed the workspace since, or it does not contain the session's
 // last snapshot. A session that never ran a tool simply gets a new one.
 func (r *runner) workspaceLost(ctx context.Context) (bool, error) {
+	if r.st.EnvironmentStopped {
+		return true, nil // stopped while idle: recreated (idlestop.go), not lost
+	}
 	if r.provisioned {
 		// Opened anew: gone, unless there was nothing to lose.
 		if r.st.LastSnapshot == "" && len(r.st.PersonChanges) == 0 {
@@ -162,6 +165,14 @@ func (r *runner) workspaceLost(ctx context.Context) (bool, error) {
 // environment.lost and environment.restored, and tells the model (with the
 // next tool result) what, if anything, is missing.
 func (r *runner) restoreWorkspace(ctx context.Context) error {
+	if r.st.EnvironmentStopped {
+		return r.recreateEnvironment(ctx)
+	}
+	return r.restoreLost(ctx)
+}
+
+// restoreLost is restoreWorkspace for a workspace lost or stale.
+func (r *runner) restoreLost(ctx context.Context) error {
 	turnID, step := r.st.CurrentTurn().ID, 0
 	if r.st.Step != nil {
 		step = r.st.Step.N

@@ -70,6 +70,9 @@ var secretName = regexp.MustCompile(`^[A-Z][A-Z0-9_]{0,63}$`)
 // maxDiskMB bounds environment.disk_mb (1 TiB).
 const maxDiskMB = 1 << 20
 
+// maxIdleStopSeconds bounds environment.idle_stop_seconds (30 days).
+const maxIdleStopSeconds = 30 * 24 * 3600
+
 // sandboxLimits are the limits an agent's environment sets on its sandbox:
 // its workspace quota (zero fields take the backend's defaults).
 func sandboxLimits(env *lt.Environment) sandbox.Limits {
@@ -136,6 +139,9 @@ func (e *Engine) validateEnvironment(ctx context.Context, project string, env *l
 	}
 	if err := validateRunner(env.Runner, prefix+".runner"); err != nil {
 		return err
+	}
+	if env.IdleStopSeconds < 0 || env.IdleStopSeconds > maxIdleStopSeconds {
+		return apierror.Invalid(prefix+".idle_stop_seconds", "must be between 0 (never stopped) and %d seconds (30 days)", maxIdleStopSeconds)
 	}
 	if env.DiskMB < 0 || env.DiskMB > maxDiskMB {
 		return apierror.Invalid(prefix+".disk_mb", "must be between 0 (the server's default) and %d MiB", maxDiskMB)

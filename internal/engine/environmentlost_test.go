@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -112,16 +111,10 @@ func newLossyHarness(t *testing.T, marker string, times int) *harness {
 // Backend is set to the local one).
 func newLossyHarnessWith(t *testing.T, lossy *lossyBackend) *harness {
 	t.Helper()
-	dir := t.TempDir()
-	h := &harness{t: t, dir: dir, clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}}
-	h.store = openStore(t, dir)
-	t.Cleanup(func() { h.store.Close() })
-	h.wrapEnvironments = func(b environment.Backend) environment.Backend {
+	return newWrappedHarness(t, func(b environment.Backend) environment.Backend {
 		lossy.Backend = b
 		return lossy
-	}
-	h.start("node-a")
-	return h
+	})
 }
 
 // TestEnvironmentLostMidCallRunsItAgain: a shell call (declared

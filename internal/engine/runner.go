@@ -47,6 +47,9 @@ type runner struct {
 	// envRunnerKey is the key id that runner connected with (journaled
 	// with it).
 	envRunnerKey string
+	// envDeferred: the environment was stopped while the session was
+	// idle; it is opened when a tick has a turn to run (idlestop.go).
+	envDeferred bool
 	// envRechecked: this claim looked for a runner again after writing
 	// its environment_connection action (awaitEnvironment).
 	envRechecked bool
@@ -110,11 +113,12 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 	if r.policies.NeedsEffects() {
 		r.h = newHistory()
 	}
-	if err := r.setupEnvironment(ctx); err != nil {
-		// Not a reason to retry the claim forever (a deleted secret, a
-		// proxy that cannot start): the turn fails, saying why.
-		r.env.close()
-		r.env, r.envErr = nil, err
+	if st.EnvironmentStopped {
+		// Stopped while idle: opened again only by a tick with a turn to
+		// run (tick), so a claim that just parks recreates nothing.
+		r.envDeferred = true
+	} else {
+		r.openEnvironment(ctx)
 	}
 	// Rebuild the model context from the journal: from its latest
 	// snapshot on (resume.go).
@@ -125,6 +129,17 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 		return nil, err
 	}
 	return r, nil
+}
+
+// openEnvironment sets up the session's environment for this claim; a
+// failure is kept (envErr) for the next tick to act on.
+func (r *runner) openEnvironment(ctx context.Context) {
+	if err := r.setupEnvironment(ctx); err != nil {
+		// Not a reason to retry the claim forever (a deleted secret, a
+		// proxy that cannot start): the turn fails, saying why.
+		r.env.close()
+		r.env, r.envErr = nil, err
+	}
 }
 
 // resolveBlob returns ev with its payload read back from the blob store when
@@ -328,6 +343,9 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 	}
 	st := r.st
 	turn := st.CurrentTurn()
+	if r.idleStopDue() {
+		return r.stopIdle(ctx)
+	}
 	if ids := st.OrphanedChildren(); len(ids) > 0 {
 		return false, r.cancelOrphans(ctx, ids)
 	}
@@ -342,6 +360,10 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 	}
 	if st.Pause != nil {
 		return r.pause(ctx) // nothing runs while paused, not even a recovery
+	}
+	if r.envDeferred {
+		r.envDeferred = false
+		r.openEnvironment(ctx)
 	}
 	if r.envErr != nil {
 		err := r.envErr
@@ -418,6 +440,11 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 			return r.park(ctx)
 		}
 		return false, r.endWait(ctx)
+	}
+	if st.EnvironmentStopped {
+		// Stopped while the session was parked: back before anything
+		// runs in it (idlestop.go).
+		return false, r.recreateEnvironment(ctx)
 	}
 	if step := st.Step; step != nil && !step.Done() {
 		for i := range step.Calls {

@@ -99,6 +99,10 @@ func (e *Engine) createSession(ctx context.Context, ns *newSession) (*journal.St
 	if err != nil {
 		return nil, err
 	}
+	if ns.Created.Workspace == "" && ns.Spec.Environment != nil {
+		// A sub-agent works in its root's workspace: only a root stops it.
+		ns.Created.IdleStopSeconds = ns.Spec.Environment.IdleStopSeconds
+	}
 	now := e.clock.Now()
 	st := &journal.State{}
 	st.Session.ID = ns.ID

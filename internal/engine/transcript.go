@@ -133,7 +133,8 @@ func (t *transcript) observe(ev lt.Event) {
 		}
 	case lt.EventEnvironmentRestored:
 		var d lt.EnvironmentRestoredData
-		if json.Unmarshal(ev.Data, &d) == nil {
+		if json.Unmarshal(ev.Data, &d) == nil && d.Note != "" {
+			// No note: nothing was lost (an idle stop's recreate).
 			t.note = "(" + d.Note + ")\n"
 		}
 	case lt.EventContextCompacted:

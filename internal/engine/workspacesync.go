@@ -152,7 +152,7 @@ func (e *Engine) workspaceCurrent(st *journal.State) (bool, error) {
 	_, err := os.Stat(e.spaces.Path(wsID))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return st.LastSnapshot == "" && len(st.PersonChanges) == 0, nil
+		return st.WorkspaceSnapshot() == "" && len(st.PersonChanges) == 0, nil
 	case err != nil:
 		return false, fmt.Errorf("check workspace: %w", err)
 	}
@@ -166,8 +166,8 @@ func (e *Engine) workspaceCurrent(st *journal.State) (bool, error) {
 // snapshot and the last person's change (untracked copies are trusted).
 func (e *Engine) holdsLatest(st *journal.State) (bool, error) {
 	wsID, sid := st.WorkspaceID(), st.Session.ID
-	if st.LastSnapshot != "" {
-		known, tracked, err := e.spaces.HasSnapshot(wsID, sid, st.LastSnapshot)
+	if st.WorkspaceSnapshot() != "" {
+		known, tracked, err := e.spaces.HasSnapshot(wsID, sid, st.WorkspaceSnapshot())
 		if err != nil {
 			return false, err
 		}
@@ -194,8 +194,8 @@ func (r *runner) holdsLatest(ctx context.Context) (bool, error) {
 		return false, errors.New("check workspace: the session's environment is not open")
 	}
 	ids := make([]string, 0, 2)
-	if r.st.LastSnapshot != "" {
-		ids = append(ids, r.st.LastSnapshot)
+	if snap := r.st.WorkspaceSnapshot(); snap != "" {
+		ids = append(ids, snap)
 	}
 	if n := len(r.st.PersonChanges); n > 0 {
 		ids = append(ids, changeMarker(r.st.PersonChanges[n-1].Seq))
@@ -221,7 +221,7 @@ func (r *runner) syncWorkspace(ctx context.Context) error {
 	if r.env == nil || r.env.env == nil {
 		return errors.New("sync workspace: the session's environment is not open")
 	}
-	snap := r.st.LastSnapshot
+	snap := r.st.WorkspaceSnapshot()
 	if snap == "" {
 		var err error
 		if snap, err = r.e.emptySnapshot(ctx, r.project); err != nil {
@@ -255,7 +255,7 @@ func (e *Engine) syncWorkspace(ctx context.Context, st *journal.State) (string, 
 		}
 		return ws, nil
 	}
-	if st.LastSnapshot == "" {
+	if st.WorkspaceSnapshot() == "" {
 		if err := e.removeWorkspace(wsID); err != nil {
 			return "", err
 		}
@@ -264,7 +264,7 @@ func (e *Engine) syncWorkspace(ctx context.Context, st *journal.State) (string, 
 	if err != nil {
 		return "", fmt.Errorf("create workspace: %w", err)
 	}
-	if snap := st.LastSnapshot; snap != "" {
+	if snap := st.WorkspaceSnapshot(); snap != "" {
 		if _, err := e.restoreSnapshot(ctx, st.Project(), snap, ws); err != nil {
 			return "", fmt.Errorf("restore workspace from snapshot %s: %w", snap, err)
 		}
@@ -304,11 +304,11 @@ func (e *Engine) applyPersonChanges(ctx context.Context, st *journal.State, ws s
 			e.log.Warn("record a person's change", "session", st.Session.ID, "err", err)
 		}
 	}
-	if st.LastSnapshot != "" {
+	if st.WorkspaceSnapshot() != "" {
 		// The copy holds it (it was current, or was just restored from
 		// it): noted again, so that the markers, which share the list's
 		// bound, never push it out and make the copy look stale.
-		if err := e.spaces.RecordSnapshot(st.WorkspaceID(), st.Session.ID, st.LastSnapshot); err != nil {
+		if err := e.spaces.RecordSnapshot(st.WorkspaceID(), st.Session.ID, st.WorkspaceSnapshot()); err != nil {
 			e.log.Warn("record workspace snapshot", "session", st.Session.ID, "err", err)
 		}
 	}

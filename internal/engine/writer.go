@@ -162,7 +162,7 @@ func (b *batch) appendParams(expectedSeq int64, fence *store.Lease, release bool
 	return &store.EventAppendParams{
 		SessionID: b.st.Session.ID, ExpectedSeq: expectedSeq, Fence: fence, Events: evs,
 		Status: string(b.st.Session.Status), State: state, UpdatedAt: b.st.Session.UpdatedAt,
-		Runnable: b.st.Runnable(), WakeAt: b.st.WakeAt(), ReleaseLease: release, Docs: docs, Blobs: blobs,
+		Runnable: b.st.Runnable(), WakeAt: wakeAt(b.st), ReleaseLease: release, Docs: docs, Blobs: blobs,
 	}, nil
 }
 

@@ -51,6 +51,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 			s.Session.ParentID = &p
 		}
 		s.Workspace, s.Depth = d.Workspace, d.Depth
+		s.IdleStopSeconds = d.IdleStopSeconds
 	case lt.EventSessionStatusChanged:
 		d, err := decode[lt.SessionStatusChangedData](ev)
 		if err != nil {
@@ -402,6 +403,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		s.Session.LastCheckpoint = &id
 		if d.Checkpoint.Snapshot != "" {
 			s.LastSnapshot, s.LastSnapshotCheckpoint = d.Checkpoint.Snapshot, id
+			s.EnvironmentSnapshot = ""
 			// The runner brings its copy up to date before it snapshots
 			// it (engine, workspaceLost): the snapshot holds them.
 			s.PersonChanges = nil
@@ -774,13 +776,26 @@ func trackWorkspace(s *State, ev lt.Event) {
 		if json.Unmarshal(ev.Data, &d) == nil && d.Class != lt.EffectRead {
 			s.WorkspaceNode = ev.WorkerID
 		}
+		s.IdleStopFailures = 0 // in use again
 	case lt.EventEnvironmentRestored:
 		s.WorkspaceNode = ev.WorkerID
+		s.EnvironmentStopped = false
+	case lt.EventEnvironmentStopped:
+		var d lt.EnvironmentStoppedData
+		if json.Unmarshal(ev.Data, &d) == nil {
+			// Freed: the next open may go to any matching runner, the
+			// snapshot being on the server.
+			s.EnvironmentStopped, s.EnvironmentSnapshot, s.EnvironmentRunner, s.EnvironmentRunnerKey = true, d.Snapshot, "", ""
+		}
+		s.IdleStopFailures = 0
+	case lt.EventEnvironmentStopFailed:
+		s.IdleStopFailures++
 	case lt.EventEnvironmentOpened:
 		var d lt.EnvironmentOpenedData
 		if json.Unmarshal(ev.Data, &d) == nil {
 			s.EnvironmentRunner, s.EnvironmentRunnerKey = d.Runner, d.RunnerKeyID
 		}
+		s.IdleStopFailures = 0
 	case lt.EventWorkspaceChanged:
 		var d lt.WorkspaceChange
 		if json.Unmarshal(ev.Data, &d) == nil {

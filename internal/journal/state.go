@@ -82,6 +82,24 @@ type State struct {
 	// EnvironmentRunnerKey is the key id that runner connected with ("":
 	// a journal from before keys were recorded, any key of the name).
 	EnvironmentRunnerKey string `json:"environment_runner_key,omitempty"`
+	// IdleStopSeconds is the agent's environment.idle_stop_seconds (0 for
+	// a sub-agent, which shares its root's workspace): see IdleStopAt.
+	IdleStopSeconds int `json:"idle_stop_seconds,omitempty"`
+	// EnvironmentStopped is set from environment.stopped until the
+	// environment is restored (environment.restored): no copy of the
+	// workspace lives anywhere, the next call recreates it.
+	EnvironmentStopped bool `json:"environment_stopped,omitempty"`
+	// EnvironmentSnapshot is the snapshot the environment was stopped at,
+	// until the next checkpoint's snapshot: the copy recreated from it
+	// holds it rather than LastSnapshot (WorkspaceSnapshot). Empty when
+	// the stopped copy could not be trusted: the recreated one is then
+	// restored as a lost one is.
+	EnvironmentSnapshot string `json:"environment_snapshot,omitempty"`
+	// IdleStopFailures counts the idle stops refused in a row
+	// (environment.stop_failed) since the environment was last stopped,
+	// opened on a runner or used: each doubles the wait before the next
+	// try (IdleStopAt), so a runner away for days costs a few events.
+	IdleStopFailures int `json:"idle_stop_failures,omitempty"`
 	// Wait is the call the current turn waits on (sleep, wait_for_signal).
 	Wait *Wait `json:"wait,omitempty"`
 	// TurnDeadline is when the current turn's timeout ends it, if it has
@@ -408,6 +426,62 @@ func (s *State) WakeAt() *time.Time {
 		}
 	}
 	return at
+}
+
+// WorkspaceSnapshot is the snapshot the session's workspace is at, as far
+// as the journal knows: the one its environment was stopped at since the
+// last checkpoint, else the last checkpoint's.
+func (s *State) WorkspaceSnapshot() string {
+	if s.EnvironmentSnapshot != "" {
+		return s.EnvironmentSnapshot
+	}
+	return s.LastSnapshot
+}
+
+// maxIdleStopBackoff bounds the wait between two tries of a refused idle
+// stop.
+const maxIdleStopBackoff = 7 * 24 * time.Hour
+
+// IdleStopAt is when the environment of a parked session is to be stopped
+// (environment.idle_stop_seconds after its last event; after refused
+// tries, twice as long for each), or nil: no idle stop set, a sub-agent (it
+// shares its root's workspace), a root whose sub-agents still work in it,
+// no environment known to hold anything (no tool changed the workspace, no
+// checkpoint, never opened on a runner), an environment already stopped, a
+// session that is runnable, running, paused or waiting for a runner.
+func (s *State) IdleStopAt() *time.Time {
+	if s.IdleStopSeconds <= 0 || s.Workspace != "" || s.EnvironmentStopped || s.Paused() || s.Runnable() {
+		return nil
+	}
+	if s.WorkspaceNode == "" && s.LastSnapshot == "" && s.EnvironmentRunner == "" {
+		return nil
+	}
+	switch s.Session.Status {
+	case lt.SessionWaiting, lt.SessionRequiresAction, lt.SessionIdle, lt.SessionFailed, lt.SessionCancelled:
+	default:
+		return nil
+	}
+	for _, c := range s.Children {
+		if !c.Done {
+			return nil
+		}
+	}
+	for _, a := range s.Pending {
+		if a.Type == lt.ActionEnvironmentConnection {
+			return nil // no environment to stop: it waits for one
+		}
+	}
+	wait := time.Duration(s.IdleStopSeconds) * time.Second
+	for range min(s.IdleStopFailures, 20) {
+		wait *= 2
+		if wait >= maxIdleStopBackoff {
+			wait = maxIdleStopBackoff
+			break
+		}
+	}
+	wait = max(wait, time.Duration(s.IdleStopSeconds)*time.Second)
+	t := s.Session.UpdatedAt.Add(wait)
+	return &t
 }
 
 // WallDeadline is when the session's wall-clock budget (max_wall_seconds,

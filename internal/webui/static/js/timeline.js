@@ -144,7 +144,13 @@ export function describe(ev) {
     case 'environment.lost':
       return [`Workspace lost: ${d.reason}`, 'warn'];
     case 'environment.restored':
-      return [`Workspace restored: ${d.note || ''}`, 'info'];
+      return [`Workspace restored${d.note ? ': ' + d.note : ` from snapshot ${truncate(d.snapshot || '', 16)} (${fmtInt(d.files)} files)`}`, 'info'];
+    case 'environment.stopped':
+      return [`Environment stopped (${d.reason})${d.runner ? ' on runner ' + d.runner : ''} at snapshot ${truncate(d.snapshot || '', 16)}`, 'info'];
+    case 'environment.stop_failed':
+      return [`Environment not stopped (${d.reason}): ${d.error}`, 'warn'];
+    case 'environment.provisioned':
+      return [`Environment provisioned again${d.runner ? ' on runner ' + d.runner : ''}`, 'info'];
     case 'workspace.changed':
       return [`Workspace changed by ${d.by || 'person'}: ${d.op === 'delete' ? 'deleted' : 'wrote'} ${d.path}${d.op === 'delete' ? '' : ` (${fmtInt(d.size)} bytes, sha256 ${truncate(d.sha256 || '', 16)})`}${d.action_id ? ' answering ' + shortId(d.action_id) : ''}`, 'warn'];
     default:

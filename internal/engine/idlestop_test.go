@@ -1,0 +1,286 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/environment"
+	"github.com/longhaul-dev/longhaul/internal/model"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// newWrappedHarness is a harness whose sessions run their programs in the
+// local environment backend (as a server's do), wrapped by wrap, on a fake
+// clock.
+func newWrappedHarness(t *testing.T, wrap func(environment.Backend) environment.Backend) *harness {
+	t.Helper()
+	dir := t.TempDir()
+	h := &harness{t: t, dir: dir, clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}}
+	h.store = openStore(t, dir)
+	t.Cleanup(func() { h.store.Close() })
+	h.wrapEnvironments = wrap
+	h.start("node-a")
+	return h
+}
+
+// newIdleStopHarness is newWrappedHarness with the local backend as is.
+func newIdleStopHarness(t *testing.T) *harness {
+	return newWrappedHarness(t, func(b environment.Backend) environment.Backend { return b })
+}
+
+// idleSpec is spec with environment.idle_stop_seconds.
+func idleSpec(t *testing.T, seconds int, script string, tools ...lt.ToolSpec) *lt.AgentSpec {
+	s := spec(t, script, tools...)
+	s.Environment = &lt.Environment{IdleStopSeconds: seconds}
+	return s
+}
+
+// stoppedEvent waits for the session's environment.stopped.
+func stoppedEvent(t *testing.T, h *harness, id string) lt.EnvironmentStoppedData {
+	t.Helper()
+	waitEvent(t, h, id, lt.EventEnvironmentStopped)
+	return data[lt.EnvironmentStoppedData](t, events(t, h, id, lt.EventEnvironmentStopped)[0])
+}
+
+// TestIdleStopAndRecreate: a session parked on a required action longer
+// than idle_stop_seconds has its environment stopped (the workspace
+// directory freed, environment.stopped at the snapshot it held); the
+// decision resumes it, the environment is provisioned and restored before
+// the next call, which finds the workspace as the session left it, and
+// the model is told nothing.
+func TestIdleStopAndRecreate(t *testing.T) {
+	h := newIdleStopHarness(t)
+	ctx := context.Background()
+	s := create(t, h, idleSpec(t, 60, `[
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"echo kept > a.txt"}}]},
+	  {"tool_calls":[{"name":"lookup","arguments":{}}]},
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"cat a.txt"}}]},
+	  {"text":"done"}]`,
+		lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}), nil)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	ws := filepath.Join(h.dir, "workspaces", s.ID)
+	require.FileExists(t, filepath.Join(ws, "a.txt"))
+
+	h.clock.Advance(59 * time.Second)
+	h.clock.Advance(2 * time.Second)
+	stopped := stoppedEvent(t, h, s.ID)
+	require.Equal(t, "idle", stopped.Reason)
+	var last lt.CheckpointCreatedData
+	for _, ev := range events(t, h, s.ID, lt.EventCheckpointCreated) {
+		last = data[lt.CheckpointCreatedData](t, ev)
+	}
+	require.NotEmpty(t, last.Checkpoint.Snapshot)
+	require.Equal(t, last.Checkpoint.Snapshot, stopped.Snapshot, "nothing was written since the step's checkpoint")
+	require.NoDirExists(t, ws, "the environment is freed")
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	require.Len(t, s.RequiredActions, 1, "still waiting for its decision")
+
+	_, err := h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`{"answer":42}`)})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+
+	var order []string
+	for _, ev := range events(t, h, s.ID, lt.EventEnvironmentStopped, lt.EventEnvironmentProvisioned, lt.EventEnvironmentRestored, lt.EventEnvironmentLost, lt.EventToolStarted) {
+		order = append(order, ev.Type)
+	}
+	require.Equal(t, []string{lt.EventToolStarted, lt.EventToolStarted, lt.EventEnvironmentStopped, lt.EventEnvironmentProvisioned, lt.EventEnvironmentRestored, lt.EventToolStarted}, order)
+	restored := data[lt.EnvironmentRestoredData](t, events(t, h, s.ID, lt.EventEnvironmentRestored)[0])
+	require.Equal(t, stopped.Snapshot, restored.Snapshot)
+	require.Equal(t, last.Checkpoint.ID, restored.CheckpointID)
+	require.Empty(t, restored.Note, "nothing was lost: the model is told nothing")
+	require.Empty(t, restored.Missing)
+	done := events(t, h, s.ID, lt.EventToolCompleted)
+	require.Contains(t, string(data[lt.ToolCompletedData](t, done[len(done)-1]).Output), "kept", "the workspace is as the session left it")
+	require.FileExists(t, filepath.Join(ws, "a.txt"))
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestIdleStopKeepsWhatTheStepWroteSinceItsCheckpoint: a session parked
+// mid-step (a call of the step wrote a file, the next waits for its
+// result) is stopped at a snapshot that holds the write, and recreated
+// with it, though the step's checkpoint is not taken yet.
+func TestIdleStopKeepsWhatTheStepWroteSinceItsCheckpoint(t *testing.T) {
+	h := newIdleStopHarness(t)
+	ctx := context.Background()
+	s := create(t, h, idleSpec(t, 30, `[
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"echo mid > mid.txt"}},{"name":"lookup","arguments":{}}]},
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"cat mid.txt"}}]},
+	  {"text":"done"}]`,
+		lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}), nil)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	require.Empty(t, events(t, h, s.ID, lt.EventCheckpointCreated), "parked before the step's checkpoint")
+
+	h.clock.Advance(31 * time.Second)
+	stopped := stoppedEvent(t, h, s.ID)
+	require.NotEmpty(t, stopped.Snapshot)
+	require.NoDirExists(t, filepath.Join(h.dir, "workspaces", s.ID))
+
+	_, err := h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`1`)})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentLost))
+	restored := data[lt.EnvironmentRestoredData](t, events(t, h, s.ID, lt.EventEnvironmentRestored)[0])
+	require.Equal(t, stopped.Snapshot, restored.Snapshot)
+	require.Empty(t, restored.Note)
+	require.Empty(t, restored.Replayed, "nothing ran again")
+	done := events(t, h, s.ID, lt.EventToolCompleted)
+	require.Contains(t, string(data[lt.ToolCompletedData](t, done[len(done)-1]).Output), "mid")
+	var shells []int
+	for _, ev := range events(t, h, s.ID, lt.EventToolStarted) {
+		if d := data[lt.ToolStartedData](t, ev); d.Tool == "shell" {
+			shells = append(shells, d.Step)
+		}
+	}
+	require.Equal(t, []int{1, 2}, shells, "the first shell call ran once, and was not run again")
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestIdleStopNeverStopsARunningSession: while one session is parked and
+// another runs a command past the idle time, only the parked one is
+// stopped (the same claim pass saw both); the running one keeps its
+// environment, and is stopped only once it has been idle that long.
+func TestIdleStopNeverStopsARunningSession(t *testing.T) {
+	h := newIdleStopHarness(t)
+	gate := filepath.Join(h.dir, "gate")
+	parked := create(t, h, idleSpec(t, 10, `[{"tool_calls":[{"name":"lookup","arguments":{}}]},{"text":"never"}]`,
+		lt.ToolSpec{Name: "lookup", Type: "function"}), nil)
+	h.waitStatus(parked.ID, lt.SessionRequiresAction)
+	running := create(t, h, idleSpec(t, 10, `[{"tool_calls":[{"name":"shell","arguments":{"command":"echo here > here.txt; while [ ! -e '`+gate+`' ]; do sleep 0.01; done"}}]},{"text":"done"}]`,
+		lt.ToolSpec{Name: "shell"}), nil)
+	ws := filepath.Join(h.dir, "workspaces", running.ID)
+	waitFile(t, filepath.Join(ws, "here.txt"))
+
+	h.clock.Advance(11 * time.Second)
+	waitEvent(t, h, parked.ID, lt.EventEnvironmentStopped)
+	require.Empty(t, events(t, h, running.ID, lt.EventEnvironmentStopped, lt.EventEnvironmentStopFailed))
+	require.DirExists(t, ws)
+
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	h.waitStatus(running.ID, lt.SessionIdle)
+	require.Empty(t, events(t, h, running.ID, lt.EventEnvironmentStopped))
+	require.DirExists(t, ws)
+	h.clock.Advance(11 * time.Second)
+	waitEvent(t, h, running.ID, lt.EventEnvironmentStopped)
+	require.NoDirExists(t, ws, "an idle session's environment is stopped too")
+	checkJournal(t, h.store, running.ID)
+	checkJournal(t, h.store, parked.ID)
+}
+
+// TestIdleStopSecondsValidated: a bad idle_stop_seconds is refused,
+// naming the field.
+func TestIdleStopSecondsValidated(t *testing.T) {
+	h := newHarness(t)
+	for _, n := range []int{-1, 31 * 24 * 3600} {
+		_, err := h.eng.CreateSession(context.Background(), &lt.CreateSessionRequest{AgentSpec: idleSpec(t, n, `[{"text":"hi"}]`), Input: "go"})
+		require.ErrorContains(t, err, "agent_spec.environment.idle_stop_seconds")
+	}
+}
+
+// refusingBackend opens the real local environments; their Stop is
+// refused (environment.ErrBusy) while refuse is set, as a runner's is
+// while a call of it is in flight.
+type refusingBackend struct {
+	environment.Backend
+	refuse atomic.Bool
+}
+
+func (b *refusingBackend) Open(ctx context.Context, p *environment.OpenParams) (environment.Environment, error) {
+	env, err := b.Backend.Open(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return &refusingEnv{Environment: env, b: b}, nil
+}
+
+type refusingEnv struct {
+	environment.Environment
+	b *refusingBackend
+}
+
+func (e *refusingEnv) Stop(ctx context.Context, id string) error {
+	if e.b.refuse.Load() {
+		return fmt.Errorf("stop at /a/host/path: %w", environment.ErrBusy)
+	}
+	return e.Environment.Stop(ctx, id)
+}
+
+// TestIdleStopRefusedIsTriedAgainLater: a refused idle stop journals
+// environment.stop_failed (saying why, without the backend's text), keeps
+// the environment, and moves the session's wake time on (twice the idle
+// time after one refusal), so it is not claimed again and again; then the
+// stop is tried again.
+func TestIdleStopRefusedIsTriedAgainLater(t *testing.T) {
+	refusing := &refusingBackend{}
+	refusing.refuse.Store(true)
+	h := newWrappedHarness(t, func(b environment.Backend) environment.Backend {
+		refusing.Backend = b
+		return refusing
+	})
+	s := create(t, h, idleSpec(t, 20, `[{"tool_calls":[{"name":"shell","arguments":{"command":"echo x > x.txt"}}]},{"text":"done"}]`,
+		lt.ToolSpec{Name: "shell"}), nil)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	ws := filepath.Join(h.dir, "workspaces", s.ID)
+
+	h.clock.Advance(21 * time.Second)
+	waitEvent(t, h, s.ID, lt.EventEnvironmentStopFailed)
+	failed := events(t, h, s.ID, lt.EventEnvironmentStopFailed)[0]
+	d := data[lt.EnvironmentStopFailedData](t, failed)
+	require.Equal(t, "idle", d.Reason)
+	require.Contains(t, d.Error, "busy")
+	require.NotContains(t, d.Error, "/a/host/path", "the backend's text stays in the log")
+	require.FileExists(t, filepath.Join(ws, "x.txt"))
+	row, err := h.store.SessionGet(context.Background(), s.ID)
+	require.NoError(t, err)
+	require.NotNil(t, row.WakeAt)
+	require.True(t, row.WakeAt.Equal(failed.Time.Add(40*time.Second)), "tried again later (twice the idle time after one refusal), not at every poll: wake at %v", row.WakeAt)
+
+	refusing.refuse.Store(false)
+	h.clock.Advance(41 * time.Second)
+	stoppedEvent(t, h, s.ID)
+	require.NoDirExists(t, ws)
+	require.Len(t, events(t, h, s.ID, lt.EventEnvironmentStopFailed), 1)
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestIdleStopTellsTheModelNothing: after an idle stop and recreate, the
+// model's next request holds the file it reads back and no note about the
+// workspace (where a lost workspace's restore tells it what happened).
+func TestIdleStopTellsTheModelNothing(t *testing.T) {
+	p := &planProvider{plan: []model.Response{
+		call("write_file", `{"path":"notes/a.md","content":"alpha"}`),
+		call("lookup", `{}`),
+		call("read_file", `{"path":"notes/a.md"}`),
+		{Text: "done"},
+	}}
+	h := newHarnessWith(t, map[string]model.Provider{"plan": p}, nil)
+	ctx := context.Background()
+	s := create(t, h, &lt.AgentSpec{Model: lt.ModelSpec{Provider: "plan"}, Environment: &lt.Environment{IdleStopSeconds: 60}, Tools: []lt.ToolSpec{
+		{Name: "write_file"}, {Name: "read_file"}, {Name: "lookup", Type: "function"},
+	}}, nil)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	h.clock.Advance(61 * time.Second)
+	stoppedEvent(t, h, s.ID)
+	require.NoDirExists(t, filepath.Join(h.dir, "workspaces", s.ID))
+
+	_, err := h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`"ok"`)})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	require.Len(t, events(t, h, s.ID, lt.EventEnvironmentRestored), 1)
+	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentLost))
+	steps := p.stepRequests()
+	last := steps[len(steps)-1].msgs
+	require.Contains(t, last[len(last)-1].Text, "alpha", "the file is back")
+	for _, m := range last {
+		require.NotContains(t, m.Text, "restored", "the model is told nothing")
+		require.NotContains(t, m.Text, "recreated")
+	}
+	checkJournal(t, h.store, s.ID)
+}

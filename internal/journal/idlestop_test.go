@@ -1,0 +1,75 @@
+package journal
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// TestIdleStopAtFollowsTheParkedSession: a session parked with
+// idle_stop_seconds is due for an idle stop that long after its last
+// event; never while it is runnable, stopped, a sub-agent, or waiting for
+// a runner; and once stopped, pinned to no runner until it is opened
+// again.
+func TestIdleStopAtFollowsTheParkedSession(t *testing.T) {
+	t.Parallel()
+	b := &builder{t: t}
+	b.must(lt.EventSessionCreated, "", lt.SessionCreatedData{Agent: lt.AgentRef{Name: "a", Version: 1}, Input: "go", IdleStopSeconds: 60})
+	b.must(lt.EventTurnCreated, "t1", lt.TurnCreatedData{TurnID: "t1", Index: 1, Input: "go"})
+	require.Nil(t, b.st.IdleStopAt(), "a queued session is runnable")
+	b.must(lt.EventTurnStarted, "t1", lt.TurnStartedData{TurnID: "t1"})
+	b.must(lt.EventEnvironmentOpened, "t1", lt.EnvironmentOpenedData{Runner: "box1", Provisioned: true})
+	b.must(lt.EventCheckpointCreated, "t1", lt.CheckpointCreatedData{Checkpoint: lt.Checkpoint{ID: "ck1", Kind: lt.CheckpointStep, Step: 1, Snapshot: "s1"}})
+	b.must(lt.EventActionRequired, "t1", lt.ActionRequiredData{Action: lt.Action{ID: "act_1", Type: lt.ActionInput, TurnID: "t1"}})
+	require.Nil(t, b.st.IdleStopAt(), "still running: not parked yet")
+	b.must(lt.EventSessionStatusChanged, "", lt.SessionStatusChangedData{From: lt.SessionRunning, To: lt.SessionRequiresAction})
+	at := b.st.IdleStopAt()
+	require.NotNil(t, at)
+	require.Equal(t, b.st.Session.UpdatedAt.Add(time.Minute), *at)
+
+	// A refused stop is tried again later, twice as late each time, up
+	// to a week.
+	b.must(lt.EventEnvironmentStopFailed, "t1", lt.EnvironmentStopFailedData{Reason: "idle", Error: "busy"})
+	require.Equal(t, b.st.Session.UpdatedAt.Add(2*time.Minute), *b.st.IdleStopAt())
+	b.must(lt.EventEnvironmentStopFailed, "t1", lt.EnvironmentStopFailedData{Reason: "idle", Error: "busy"})
+	require.Equal(t, b.st.Session.UpdatedAt.Add(4*time.Minute), *b.st.IdleStopAt())
+	for range 20 {
+		b.must(lt.EventEnvironmentStopFailed, "t1", lt.EnvironmentStopFailedData{Reason: "idle", Error: "away"})
+	}
+	require.Equal(t, b.st.Session.UpdatedAt.Add(7*24*time.Hour), *b.st.IdleStopAt())
+
+	b.must(lt.EventEnvironmentStopped, "t1", lt.EnvironmentStoppedData{Reason: "idle", Snapshot: "s2", Runner: "box1"})
+	require.Nil(t, b.st.IdleStopAt(), "stopped: nothing left to stop")
+	require.Zero(t, b.st.IdleStopFailures)
+	require.True(t, b.st.EnvironmentStopped)
+	require.Empty(t, b.st.EnvironmentRunner, "a stopped environment may be recreated on any matching runner")
+	require.Equal(t, "s2", b.st.WorkspaceSnapshot())
+	require.Equal(t, "s1", b.st.LastSnapshot, "the checkpoints' snapshot is untouched")
+
+	b.must(lt.EventEnvironmentProvisioned, "t1", lt.EnvironmentProvisionedData{Runner: "box2"})
+	b.must(lt.EventEnvironmentRestored, "t1", lt.EnvironmentRestoredData{Snapshot: "s2"})
+	require.False(t, b.st.EnvironmentStopped)
+	require.Equal(t, "s2", b.st.WorkspaceSnapshot(), "the recreated copy holds the stopped snapshot")
+	b.must(lt.EventCheckpointCreated, "t1", lt.CheckpointCreatedData{Checkpoint: lt.Checkpoint{ID: "ck2", Kind: lt.CheckpointStep, Step: 2, Snapshot: "s3"}})
+	require.Equal(t, "s3", b.st.WorkspaceSnapshot(), "a checkpoint's snapshot supersedes it")
+
+	// Waiting for a runner: no environment to stop.
+	b.must(lt.EventActionRequired, "t1", lt.ActionRequiredData{Action: lt.Action{ID: "act_2", Type: lt.ActionEnvironmentConnection, TurnID: "t1"}})
+	require.Nil(t, b.st.IdleStopAt())
+
+	// A session whose environment holds nothing yet (no tool changed it,
+	// no checkpoint, never on a runner) has nothing to stop.
+	fresh := &builder{t: t}
+	fresh.must(lt.EventSessionCreated, "", lt.SessionCreatedData{Agent: lt.AgentRef{Name: "a", Version: 1}, Input: "go", IdleStopSeconds: 60})
+	fresh.must(lt.EventSessionStatusChanged, "", lt.SessionStatusChangedData{From: lt.SessionQueued, To: lt.SessionIdle})
+	require.Nil(t, fresh.st.IdleStopAt())
+
+	// A sub-agent never stops its root's workspace.
+	sub := &builder{t: t}
+	sub.must(lt.EventSessionCreated, "", lt.SessionCreatedData{Agent: lt.AgentRef{Name: "a", Version: 1}, Input: "go", Workspace: "ses_root", IdleStopSeconds: 60})
+	sub.must(lt.EventSessionStatusChanged, "", lt.SessionStatusChangedData{From: lt.SessionQueued, To: lt.SessionIdle})
+	require.Nil(t, sub.st.IdleStopAt())
+}
