@@ -53,10 +53,10 @@ type request struct {
 	// (the group is one batch); it runs again for each send, as a batch's
 	// queued queries belong to the connection that ran them.
 	build func(t *txn)
-	// notes are the notifications the last build queued, published once
-	// the write committed.
-	notes []store.Notification
-	done  chan error
+	// notes and later are the notifications the last build queued
+	// (txn.notify, txn.notifyLater), published once the write committed.
+	notes, later []store.Notification
+	done         chan error
 }
 
 // committer runs the queued writes in groups; see above.
@@ -156,7 +156,7 @@ func (c *committer) send(ctx context.Context, group []*request) (failed int, err
 		t := &txn{s: c.s, b: b}
 		from := len(b.QueuedQueries)
 		r.build(t)
-		r.notes = t.notes
+		r.notes, r.later = t.notes, t.later
 		for _, qq := range b.QueuedQueries[from:] {
 			blame(qq, func() { failed = i })
 		}
@@ -193,7 +193,7 @@ func blame(qq *pgx.QueuedQuery, fail func()) {
 func (c *committer) done(group []*request, err error) {
 	for _, r := range group {
 		if err == nil {
-			c.s.publish(r.notes)
+			c.s.publish(r.notes, r.later)
 		}
 		r.done <- err
 	}

@@ -102,9 +102,18 @@ func prepareAppend(p *store.EventAppendParams) ([]store.Event, func(t *txn), err
 		queueDocs(t, docs)
 		queueBlobs(t, p.SessionID, p.Blobs)
 		queueSettleTree(t, p.TreeSettle, p.UpdatedAt)
-		t.notify(store.Notification{Kind: store.KindEvents, SessionID: p.SessionID, Seq: lastSeq})
-		if claimableAfter(p) {
-			t.notify(store.Notification{Kind: store.KindRunnable, SessionID: p.SessionID})
+		grew := store.Notification{Kind: store.KindEvents, SessionID: p.SessionID, Seq: lastSeq}
+		switch {
+		case claimableAfter(p):
+			t.notify(grew, store.Notification{Kind: store.KindRunnable, SessionID: p.SessionID})
+		case p.Fence != nil:
+			// The lease holder's own step: on other nodes only readers
+			// of the journal (event streams, webhooks) hear of it, never
+			// a runner, which this append did not make claimable and
+			// which is this worker; they can hear it a moment late.
+			t.notifyLater(grew)
+		default:
+			t.notify(grew)
 		}
 	}
 	return events, build, nil

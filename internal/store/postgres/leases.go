@@ -153,7 +153,7 @@ WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3 RETURNING runnable OR wa
 		return fmt.Errorf("release lease on session %s: %w", l.SessionID, err)
 	}
 	if claimable {
-		s.publish([]store.Notification{{Kind: store.KindRunnable, SessionID: l.SessionID}})
+		s.publish([]store.Notification{{Kind: store.KindRunnable, SessionID: l.SessionID}}, nil)
 	}
 	return nil
 }

@@ -19,6 +19,12 @@ const (
 	notesPerStatement = 1000
 	// notifyTimeout bounds one NOTIFY statement, and the last flush at Close.
 	notifyTimeout = 5 * time.Second
+	// lateNotifyDelay is how long a notification queued as later may
+	// wait for others to share its statement. A running session appends
+	// every millisecond or two; sending each append's notification alone
+	// cost a round trip, a server process's wake-up and every listener's
+	// (this node's own included) per append.
+	lateNotifyDelay = 5 * time.Millisecond
 )
 
 // notifier sends the notifications of committed writes to the other nodes,
@@ -33,36 +39,49 @@ const (
 // send loses those notifications, which, being hints, the other nodes make
 // up for by re-reading (schedulers poll; a journal that grows again
 // notifies again).
+//
+// A notification that no other node waits on to act (a lease holder's own
+// append: only journal readers hear of it) may wait up to lateNotifyDelay
+// for the next ones; any other is sent at once, with all that wait.
 type notifier struct {
 	pool     *pgxpool.Pool
 	channel  string
 	instance string
 	onError  func(error)
+	// delay is lateNotifyDelay, in nanoseconds (tests lengthen it).
+	delay atomic.Int64
 
 	mu       sync.Mutex
 	pending  []store.Notification
 	overflow bool
-	wake     chan struct{}
+	// urgent: pending holds a notification that must not wait.
+	urgent bool
+	wake   chan struct{}
 
 	// sent counts the notifications handed to PostgreSQL, for tests.
 	sent atomic.Int64
 }
 
 func newNotifier(pool *pgxpool.Pool, channel, instance string, onError func(error)) *notifier {
-	return &notifier{pool: pool, channel: channel, instance: instance, onError: onError, wake: make(chan struct{}, 1)}
+	n := &notifier{pool: pool, channel: channel, instance: instance, onError: onError, wake: make(chan struct{}, 1)}
+	n.delay.Store(int64(lateNotifyDelay))
+	return n
 }
 
-// add queues notes to send; it never blocks.
-func (n *notifier) add(notes []store.Notification) {
-	if len(notes) == 0 {
+// add queues notes to send at once and later to send within
+// lateNotifyDelay; it never blocks.
+func (n *notifier) add(notes, later []store.Notification) {
+	if len(notes)+len(later) == 0 {
 		return
 	}
 	n.mu.Lock()
-	if len(n.pending)+len(notes) > maxPendingNotes {
+	if len(n.pending)+len(notes)+len(later) > maxPendingNotes {
 		n.overflow = true
 	} else {
 		n.pending = append(n.pending, notes...)
+		n.pending = append(n.pending, later...)
 	}
+	n.urgent = n.urgent || len(notes) > 0 || n.overflow
 	n.mu.Unlock()
 	select {
 	case n.wake <- struct{}{}:
@@ -70,16 +89,33 @@ func (n *notifier) add(notes []store.Notification) {
 	}
 }
 
-// run sends what is queued until ctx ends, then sends what is left.
+// run sends what is queued until ctx ends, then sends what is left: an
+// urgent notification at once, the others when the oldest has waited
+// delay.
 func (n *notifier) run(ctx context.Context) {
+	late := time.NewTimer(lateNotifyDelay)
+	late.Stop()
+	waiting := false // late is set
 	for {
 		select {
 		case <-ctx.Done():
+			late.Stop()
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), notifyTimeout)
 			n.flush(fctx)
 			cancel()
 			return
 		case <-n.wake:
+			n.mu.Lock()
+			urgent := n.urgent
+			n.mu.Unlock()
+			if urgent {
+				n.flush(ctx)
+			} else if !waiting {
+				late.Reset(time.Duration(n.delay.Load()))
+				waiting = true
+			}
+		case <-late.C:
+			waiting = false
 			n.flush(ctx)
 		}
 	}
@@ -88,7 +124,7 @@ func (n *notifier) run(ctx context.Context) {
 func (n *notifier) flush(ctx context.Context) {
 	n.mu.Lock()
 	notes, overflow := n.pending, n.overflow
-	n.pending, n.overflow = nil, false
+	n.pending, n.overflow, n.urgent = nil, false, false
 	n.mu.Unlock()
 	if overflow {
 		notes = append(notes, store.Notification{Kind: store.KindRunnable}, store.Notification{Kind: store.KindSecrets})

@@ -272,3 +272,66 @@ func TestPayloads(t *testing.T) {
 		require.False(t, ok, "%q", bad)
 	}
 }
+
+// TestLeaseHoldersAppendsMayWait: a lease holder's own appends, which no
+// other node acts on, reach other nodes up to the notifier's delay late, in
+// one statement with the next notification that may not wait (or at Close),
+// while this node's subscribers hear each at once.
+func TestLeaseHoldersAppendsMayWait(t *testing.T) {
+	t.Parallel()
+	a, b := twoNodes(t, nil)
+	a.notifier.delay.Store(int64(time.Hour))
+	chA, cancelA := a.Subscribe(t.Context())
+	defer cancelA()
+	chB, cancelB := b.Subscribe(t.Context())
+	defer cancelB()
+	createSession(t, a, "ses_held", true)
+	expect(t, chA, store.Notification{Kind: store.KindRunnable, SessionID: "ses_held"})
+	expect(t, chB, store.Notification{Kind: store.KindRunnable, SessionID: "ses_held"})
+	leases, err := a.LeaseClaim(t.Context(), &store.LeaseClaimParams{Owner: "w", Now: testTime, ExpiresAt: testTime.Add(time.Minute), Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, leases, 1)
+
+	for seq := int64(1); seq <= 3; seq++ {
+		p := appendParams("ses_held", seq, 1)
+		p.Fence, p.Runnable = &leases[0], true
+		_, err := a.EventAppend(t.Context(), p)
+		require.NoError(t, err)
+		select {
+		case n := <-chA:
+			require.Equal(t, store.Notification{Kind: store.KindEvents, SessionID: "ses_held", Seq: seq + 1}, n)
+		default:
+			require.FailNow(t, "this node's subscriber must hear an append before it returns")
+		}
+	}
+	// A creation may not wait: it goes at once, the appends held back with it.
+	createSession(t, a, "ses_now", false)
+	require.Equal(t, store.Notification{Kind: store.KindEvents, SessionID: "ses_held", Seq: 4}, receive(t, chB))
+	require.Equal(t, store.Notification{Kind: store.KindEvents, SessionID: "ses_now", Seq: 1}, receive(t, chB))
+
+	// What waits when the store closes is sent then.
+	p := appendParams("ses_held", 4, 1)
+	p.Fence = &leases[0]
+	_, err = a.EventAppend(t.Context(), p)
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
+	require.Equal(t, store.Notification{Kind: store.KindEvents, SessionID: "ses_held", Seq: 5}, receive(t, chB))
+}
+
+// TestLeaseHoldersAppendsArriveUnprompted: held back, a lease holder's
+// append still reaches other nodes with nothing else to send.
+func TestLeaseHoldersAppendsArriveUnprompted(t *testing.T) {
+	t.Parallel()
+	a, b := twoNodes(t, nil)
+	chB, cancelB := b.Subscribe(t.Context())
+	defer cancelB()
+	createSession(t, a, "ses_alone", true)
+	leases, err := a.LeaseClaim(t.Context(), &store.LeaseClaimParams{Owner: "w", Now: testTime, ExpiresAt: testTime.Add(time.Minute), Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, leases, 1)
+	p := appendParams("ses_alone", 1, 2)
+	p.Fence = &leases[0]
+	_, err = a.EventAppend(t.Context(), p)
+	require.NoError(t, err)
+	expect(t, chB, store.Notification{Kind: store.KindEvents, SessionID: "ses_alone", Seq: 3})
+}

@@ -29,6 +29,9 @@ type txn struct {
 	tx    pgx.Tx // nil until the first batch is sent
 	b     *pgx.Batch
 	notes []store.Notification
+	// later are notifications other nodes may hear a moment late
+	// (notifier.go): this node's subscribers still have them at once.
+	later []store.Notification
 }
 
 // queue adds a statement to the next batch.
@@ -65,6 +68,10 @@ func (t *txn) flush(ctx context.Context) error {
 // subscribers directly, to other nodes' through the notifier.
 func (t *txn) notify(n ...store.Notification) { t.notes = append(t.notes, n...) }
 
+// notifyLater is notify for a notification no other node waits on to act:
+// the notifier may hold it up to lateNotifyDelay to send it with others.
+func (t *txn) notifyLater(n store.Notification) { t.later = append(t.later, n) }
+
 // write runs fn in a transaction and commits it, then publishes its
 // notifications. fn queues statements (and may flush to read results before
 // queueing more); anything fn returns as an error rolls the transaction back
@@ -78,7 +85,7 @@ func (s *Store) write(ctx context.Context, fn func(ctx context.Context, t *txn) 
 	for attempt := 1; ; attempt++ {
 		notes, err := s.writeOnce(ctx, fn)
 		if err == nil {
-			s.publish(notes)
+			s.publish(notes, nil)
 			return nil
 		}
 		if attempt < maxWriteAttempts && retryable(err) && ctx.Err() == nil {
@@ -92,11 +99,14 @@ func (s *Store) write(ctx context.Context, fn func(ctx context.Context, t *txn) 
 // queues them for other nodes'. Writers publish before answering: a caller
 // that subscribed first has its notification by the time its call returns.
 // Other nodes hear it a moment later, from the notifier.
-func (s *Store) publish(notes []store.Notification) {
+func (s *Store) publish(notes, later []store.Notification) {
 	for _, n := range notes {
 		s.hub.Publish(n)
 	}
-	s.notifier.add(notes)
+	for _, n := range later {
+		s.hub.Publish(n)
+	}
+	s.notifier.add(notes, later)
 }
 
 func (s *Store) writeOnce(ctx context.Context, fn func(ctx context.Context, t *txn) error) (notes []store.Notification, err error) {
