@@ -80,7 +80,9 @@ the share of the time the SQLite writer was busy.
 --watchers N runs a node's HTTP API on loopback, subscribes N Go clients
 to one session's event stream, runs a turn of --steps steps (20 unless
 given) and prints each event's latency from its append to each
-subscriber reading it: p50, p99 and max.
+subscriber reading it: p50, p99 and max, and the median latency to the
+first subscriber that read each event (the path from the append to the
+stream, without the fan-out).
 
 The scenarios run on SQLite (--store and --nodes are not used).`,
 		Example: `  longhaul bench

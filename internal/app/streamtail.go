@@ -39,13 +39,18 @@ const (
 type feeds struct {
 	mu sync.Mutex
 	m  map[string]*feed
+	// keepEvents is the tail's bound in events: tailKeep, unless a test
+	// set a smaller one (to outgrow it in a few turns) before the first
+	// stream.
+	keepEvents int
 }
 
 // feed is one session's shared watch and tail.
 type feed struct {
-	streams int // the streams holding it; under feeds.mu
-	stop    func()
-	ended   chan struct{} // closed when the feed's goroutine has returned
+	streams    int // the streams holding it; under feeds.mu
+	keepEvents int // the tail's bound in events (feeds.keepEvents)
+	stop       func()
+	ended      chan struct{} // closed when the feed's goroutine has returned
 
 	mu   sync.Mutex // serializes the publishers of view
 	view atomic.Pointer[feedView]
@@ -75,7 +80,11 @@ func (fs *feeds) acquire(src Journals, sessionID string) *feed {
 	}
 	f := fs.m[sessionID]
 	if f == nil {
-		f = startFeed(src, sessionID, func(f *feed) { fs.forget(sessionID, f) })
+		keep := fs.keepEvents
+		if keep <= 0 {
+			keep = tailKeep
+		}
+		f = startFeed(src, sessionID, keep, func(f *feed) { fs.forget(sessionID, f) })
 		fs.m[sessionID] = f
 	}
 	f.streams++
@@ -114,10 +123,10 @@ func (fs *feeds) forget(sessionID string, f *feed) {
 // reads what each notice announces. The feed reads with a context of its
 // own, not a stream's: it serves every stream of the session, and the
 // last one's release ends it.
-func startFeed(src Journals, sessionID string, forget func(*feed)) *feed {
+func startFeed(src Journals, sessionID string, keepEvents int, forget func(*feed)) *feed {
 	ctx, cancel := context.WithCancel(context.Background())
 	updates, stopWatch := src.WatchSession(ctx, sessionID)
-	f := &feed{ended: make(chan struct{})}
+	f := &feed{ended: make(chan struct{}), keepEvents: keepEvents}
 	f.view.Store(&feedView{changed: make(chan struct{})})
 	f.stop = func() {
 		stopWatch()
@@ -152,7 +161,7 @@ func (f *feed) catchUp(ctx context.Context, src Journals, sessionID string, seq 
 		return // a notice of what is announced already
 	}
 	after := v.last()
-	if after == 0 || seq-after > tailKeep {
+	if after == 0 || seq-after > int64(f.keepEvents) {
 		// Nothing kept, or more new than the tail keeps: the newest only;
 		// streams further behind read the store.
 		after = max(0, seq-streamPage)
@@ -198,11 +207,12 @@ func (f *feed) keep(evs []lt.Event) {
 	if len(evs) == 0 || !contiguous(evs) {
 		return
 	}
-	f.publish(func(v *feedView) { v.events = keepTail(v.events, evs) })
+	f.publish(func(v *feedView) { v.events = keepTail(v.events, evs, f.keepEvents) })
 }
 
-// keepTail returns the tail that holding evs (contiguous) makes of tail.
-func keepTail(tail, evs []lt.Event) []lt.Event {
+// keepTail returns the tail that holding evs (contiguous) makes of tail,
+// at most keepEvents of them.
+func keepTail(tail, evs []lt.Event, keepEvents int) []lt.Event {
 	n := len(tail)
 	switch {
 	case n > 0 && evs[len(evs)-1].Seq <= tail[n-1].Seq:
@@ -212,7 +222,7 @@ func keepTail(tail, evs []lt.Event) []lt.Event {
 	default:
 		tail = slices.Clone(evs) // newer, past a gap, or reaching past both of its ends
 	}
-	if over := len(tail) - tailKeep; over > 0 {
+	if over := len(tail) - keepEvents; over > 0 {
 		tail = tail[over:]
 	}
 	// The newest events are kept, and at least one, whatever its size.

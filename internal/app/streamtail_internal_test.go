@@ -19,7 +19,7 @@ func tailEvents(from, to int64, size int) []lt.Event {
 
 // newTestFeed is a feed with no watch, for its tail alone.
 func newTestFeed() *feed {
-	f := &feed{}
+	f := &feed{keepEvents: tailKeep}
 	f.view.Store(&feedView{changed: make(chan struct{})})
 	return f
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"iter"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -137,4 +138,71 @@ func TestTreeStreamsOfOneSessionShareReads(t *testing.T) {
 		fw.stop()
 	}
 	sh.requireSharedReads(t, end)
+}
+
+// TestSlowStreamCatchesUpFromTheStore: a stream whose consumer stops
+// reading falls behind the session's shared tail; meanwhile a fast stream
+// of the same session gets every event of each turn before the next turn
+// starts (the slow one holds nothing up), and once the slow consumer reads
+// again its stream reads what the tail no longer holds from the store and
+// yields every event, in order, with no gap and nothing twice.
+func TestSlowStreamCatchesUpFromTheStore(t *testing.T) {
+	t.Parallel()
+	// The tail keeps 8 events here; a turn journals a few, so these
+	// turns outgrow it twice over.
+	const keep, turns = 8, 6
+	script := make([]string, turns+1)
+	for i := range script {
+		script[i] = `{"text": "ok"}`
+	}
+	f := newFixture(t)
+	sess := f.create(`{"model": {"provider": "scripted", "script": [`+strings.Join(script, ",")+`]}}`, "start")
+	start := f.waitIdle(sess.ID).LastEventSeq
+	src := &countingJournals{Engine: f.eng}
+	trees := app.NewTrees(src, func() (<-chan time.Time, func()) { return nil, func() {} })
+	app.SetTailKeep(trees, keep)
+	var opened sync.WaitGroup
+	open := func() *follower[lt.Event] {
+		opened.Add(1)
+		return follow(t, app.WithOpened(f.ctx, opened.Done), func(ctx context.Context) iter.Seq2[lt.Event, error] {
+			return trees.StreamEvents(ctx, sess.ID, start)
+		})
+	}
+	fast, slow := open(), open()
+	opened.Wait()
+
+	next := start + 1 // the fast stream's next seq
+	for i := range turns {
+		_, err := f.app.CreateTurn(f.ctx, sess.ID, &lt.CreateTurnRequest{Input: "more"})
+		require.NoError(t, err)
+		last := f.waitIdle(sess.ID).LastEventSeq
+		if i == 0 {
+			// The slow consumer takes the first event, then nothing: its
+			// stream waits to hand over the second.
+			require.Equal(t, start+1, slow.next().Seq)
+		}
+		for ; next <= last; next++ {
+			require.Equal(t, next, fast.next().Seq, "the fast stream gets each turn's events while the slow one is stuck")
+		}
+	}
+	end := next - 1
+	require.Greater(t, end-start, int64(2*keep))
+
+	readsBefore := src.reads.Load()
+	for seq := start + 2; seq <= end; seq++ {
+		ev := slow.next()
+		require.Equal(t, seq, ev.Seq, "the slow stream catches up with no gap and nothing twice")
+	}
+	require.Greater(t, src.reads.Load(), readsBefore, "what the tail no longer holds is read from the store")
+
+	// Both follow the journal on from there.
+	_, err := f.app.CreateTurn(f.ctx, sess.ID, &lt.CreateTurnRequest{Input: "last"})
+	require.NoError(t, err)
+	last := f.waitIdle(sess.ID).LastEventSeq
+	for _, fw := range []*follower[lt.Event]{fast, slow} {
+		for seq := end + 1; seq <= last; seq++ {
+			require.Equal(t, seq, fw.next().Seq)
+		}
+		fw.stop()
+	}
 }

@@ -113,6 +113,8 @@ func TestWatchersTiny(t *testing.T) {
 	require.Equal(t, 5*res.Events, res.Samples)
 	require.Positive(t, res.P50)
 	require.GreaterOrEqual(t, res.Max, res.P99)
+	require.Positive(t, res.FirstP50)
+	require.LessOrEqual(t, res.FirstP50, res.Max, "the first read of an event is no later than the last")
 	var out strings.Builder
 	PrintWatchers(&out, []*WatchersResult{res})
 	require.Regexp(t, `watchers.*\n\s+5\s+\d+\s+\d+\s`, out.String())

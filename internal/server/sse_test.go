@@ -138,3 +138,44 @@ func TestStreamErrorsBeforeStreaming(t *testing.T) {
 	require.Equal(t, "text/event-stream", head.header.Get("Content-Type"))
 	require.Empty(t, head.body)
 }
+
+// TestManyStreamsOfOneSessionAndAResumeMidStream: many clients follow one
+// session over HTTP at once (its events fanned out from one shared feed,
+// each event's frame encoded once): every one gets every event, in order,
+// once, with the journal's bytes, live across turns; one that drops its
+// connection mid-stream resumes with Last-Event-ID from the last id it
+// read, while the session runs on, and misses nothing.
+func TestManyStreamsOfOneSessionAndAResumeMidStream(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	sess := h.createSession("stream me to many")
+	const clients = 20
+	streams := make([]*sseStream, clients)
+	for i := range streams {
+		streams[i] = h.openStream(sess.ID, "", nil)
+	}
+	frames := make([][]sseFrame, clients)
+
+	// The last client reads a few events, then drops its connection.
+	dropper := clients - 1
+	frames[dropper] = readUntil(t, streams[dropper], 0, 3)
+	streams[dropper].close()
+
+	done := h.waitStatus(sess.ID, lt.SessionIdle)
+	journal := h.allEvents(sess.ID, 500)
+	n := int64(len(journal))
+	require.Equal(t, done.LastEventSeq, n)
+
+	// It comes back with the id of the last frame it read, and a follow-up
+	// turn starts before it reads on.
+	streams[dropper] = h.openStream(sess.ID, "", map[string]string{"Last-Event-ID": frames[dropper][2].id})
+	r := h.post("/v1/sessions/"+sess.ID+"/turns", `{"input":"again"}`)
+	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
+	h.waitStatus(sess.ID, lt.SessionIdle)
+	journal = h.allEvents(sess.ID, 500)
+	require.Greater(t, int64(len(journal)), n)
+	for i, s := range streams {
+		frames[i] = append(frames[i], readUntil(t, s, int64(len(frames[i])), int64(len(journal)))...)
+		requireJournal(t, frames[i], journal)
+	}
+}
