@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/client"
 	"github.com/longhaul-dev/longhaul/internal/runner/link"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -104,37 +105,9 @@ func TestAdversarialRunners_WrappedTree(t *testing.T) {
 	k, admin := startRunnersServer(t, boot)
 	ctx := t.Context()
 
-	// Alpha's secret, in a checkpoint of a session on the server's node.
+	foreignID, betaKey := alphaSecretAndBetaRunnerKey(t, k, admin, boot)
 	secret := "alpha-secret-6f1d2a\n"
-	alphaScript, err := json.Marshal([]map[string]any{
-		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": `printf 'alpha-secret-6f1d2a\n' > secret.txt`}}}},
-		{"text": "done"},
-	})
-	require.NoError(t, err)
-	alpha, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", Project: "alpha", AgentSpec: &lt.AgentSpec{
-		Model: lt.ModelSpec{Provider: "scripted", Script: alphaScript}, Tools: []lt.ToolSpec{{Name: "shell"}},
-	}})
-	require.NoError(t, err)
-	var foreignID string
-	require.Eventually(t, func() bool {
-		l, err := admin.ListCheckpoints(ctx, alpha.ID)
-		if err != nil {
-			return false
-		}
-		for _, c := range l.Data {
-			if c.Snapshot != "" && c.Files == 1 {
-				foreignID = c.Snapshot
-			}
-		}
-		return foreignID != ""
-	}, time.Minute, 10*time.Millisecond, "alpha's checkpoint with its secret")
 	secretDigest := digestOf([]byte(secret))
-
-	// Beta's hostile runner.
-	r := k.send(boot, http.MethodPost, "/v1/keys", `{"name":"beta-runner","role":"runner","project":"beta"}`)
-	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
-	var betaKey lt.APIKey
-	require.NoError(t, json.Unmarshal(r.body, &betaKey))
 	type probe struct {
 		root    string
 		missing []string
@@ -202,6 +175,121 @@ func TestAdversarialRunners_WrappedTree(t *testing.T) {
 	require.Empty(t, hostile.restores, "the server asked the hostile runner to restore something")
 	hostile.mu.Unlock()
 
+}
+
+// alphaSecretAndBetaRunnerKey makes a checkpoint of a session of project
+// alpha holding one secret file, on the server's node, and a runner key of
+// project beta: it returns the checkpoint's snapshot id and the key.
+func alphaSecretAndBetaRunnerKey(t *testing.T, k *keyed, admin *client.Client, boot string) (string, lt.APIKey) {
+	t.Helper()
+	ctx := t.Context()
+	alphaScript, err := json.Marshal([]map[string]any{
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": `printf 'alpha-secret-6f1d2a\n' > secret.txt`}}}},
+		{"text": "done"},
+	})
+	require.NoError(t, err)
+	alpha, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", Project: "alpha", AgentSpec: &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Script: alphaScript}, Tools: []lt.ToolSpec{{Name: "shell"}},
+	}})
+	require.NoError(t, err)
+	var foreignID string
+	require.Eventually(t, func() bool {
+		l, err := admin.ListCheckpoints(ctx, alpha.ID)
+		if err != nil {
+			return false
+		}
+		for _, c := range l.Data {
+			if c.Snapshot != "" && c.Files == 1 {
+				foreignID = c.Snapshot
+			}
+		}
+		return foreignID != ""
+	}, time.Minute, 10*time.Millisecond, "alpha's checkpoint with its secret")
+	r := k.send(boot, http.MethodPost, "/v1/keys", `{"name":"beta-runner","role":"runner","project":"beta"}`)
+	require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+	var betaKey lt.APIKey
+	require.NoError(t, json.Unmarshal(r.body, &betaKey))
+	return foreignID, betaKey
+}
+
+// TestAdversarialRunners_FileAsTree: a hostile runner of project beta
+// first snapshots a file whose bytes R parse as a tree naming alpha's
+// snapshot (accepted: it sent R, as a file's bytes), then answers the
+// next take with R itself as the snapshot, not sent again, and the one
+// after with a root naming R as a directory. Both are refused: a file's
+// bytes are owned for themselves, and read as a tree R names what beta
+// does not own. No checkpoint journals R, and nothing is restored.
+func TestAdversarialRunners_FileAsTree(t *testing.T) {
+	t.Parallel()
+	const boot = "lh-adv-runners-fileastree-bootstrap"
+	k, admin := startRunnersServer(t, boot)
+	ctx := t.Context()
+	foreignID, betaKey := alphaSecretAndBetaRunnerKey(t, k, admin, boot)
+	fake := []byte(fmt.Sprintf(`{"v":1,"entries":[{"name":"loot","type":"dir","mode":493,"tree":%q}]}`, foreignID))
+	fakeID := digestOf(fake)
+	var (
+		pmu     sync.Mutex
+		answers = map[int]string{}
+	)
+	hostile := dialHostileRunner(t, k.srv, betaKey.Key, "evil", func(ctx context.Context, c *link.Conn, n int) (string, error) {
+		var send [][]byte
+		var answer string
+		switch n {
+		case 1:
+			root := []byte(fmt.Sprintf(`{"v":1,"entries":[{"name":"f.json","type":"file","mode":420,"size":%d,"sha256":%q}]}`, len(fake), fakeID))
+			send, answer = [][]byte{fake, root}, digestOf(root)
+		case 2:
+			answer = fakeID
+		default:
+			wrap := []byte(fmt.Sprintf(`{"v":1,"entries":[{"name":"d","type":"dir","mode":493,"tree":%q}]}`, fakeID))
+			send, answer = [][]byte{wrap}, digestOf(wrap)
+		}
+		for _, data := range send {
+			if err := c.Call(ctx, link.MethodBlobPut, link.BlobPutParams{Digest: digestOf(data), Size: int64(len(data)), Data: data}, nil, nil); err != nil {
+				return "", err
+			}
+		}
+		pmu.Lock()
+		answers[n] = answer
+		pmu.Unlock()
+		return answer, nil
+	})
+	betaScript, err := json.Marshal([]map[string]any{
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "true"}}}},
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "true"}}}},
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "true"}}}},
+		{"text": "done"},
+	})
+	require.NoError(t, err)
+	beta, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", Project: "beta", AgentSpec: &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Script: betaScript}, Tools: []lt.ToolSpec{{Name: "shell"}},
+		Environment: &lt.Environment{Runner: &lt.RunnerSelector{Name: "evil"}},
+	}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		s, err := admin.GetSession(ctx, beta.ID)
+		return err == nil && s.Status == lt.SessionIdle
+	}, time.Minute, 10*time.Millisecond, "the beta session ends its turn")
+
+	pmu.Lock()
+	defer pmu.Unlock()
+	require.GreaterOrEqual(t, len(answers), 3, "the three takes were answered")
+	cps, err := admin.ListCheckpoints(ctx, beta.ID)
+	require.NoError(t, err)
+	accepted := 0
+	for _, c := range cps.Data {
+		require.NotEqual(t, fakeID, c.Snapshot, "checkpoint %s journaled R as a snapshot", c.ID)
+		if c.Snapshot == answers[1] {
+			accepted++
+			continue
+		}
+		require.Equal(t, "", c.Snapshot, "checkpoint %s", c.ID)
+		require.Contains(t, c.SnapshotError, "not the project's", "checkpoint %s says why", c.ID)
+	}
+	require.Positive(t, accepted, "the snapshot holding R as a file was accepted")
+	hostile.mu.Lock()
+	require.Empty(t, hostile.restores, "the server asked the hostile runner to restore something")
+	hostile.mu.Unlock()
 }
 
 // TestAdversarialRunners_UploadBounds: a hostile runner uploads blobs in

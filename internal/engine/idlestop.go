@@ -59,6 +59,13 @@ func (r *runner) stopIdle(ctx context.Context) (bool, error) {
 			step = r.st.Step.N
 		}
 	}
+	var elsewhere *environment.ElsewhereError
+	if errors.As(r.envErr, &elsewhere) {
+		// The runner's connection is on another node: only that node can
+		// stop it, so the session goes there (nothing was refused).
+		r.envErr = nil
+		return r.handOver(ctx, elsewhere)
+	}
 	runner := r.envRunner
 	snap, err := r.stopEnvironment(ctx)
 	// Stopped or not, this claim is done with it (its programs ended):
@@ -145,6 +152,8 @@ func (r *runner) copyIsTheJournals(ctx context.Context) (bool, error) {
 // name a host path).
 func stopFailure(err error) string {
 	switch {
+	case errors.Is(err, environment.ErrFull):
+		return "the session's runner is at its capacity"
 	case errors.Is(err, environment.ErrUnavailable):
 		return "the session's runner is not connected"
 	case errors.Is(err, environment.ErrBusy):

@@ -96,7 +96,7 @@ func TestRestoreOfABackfilledSnapshot(t *testing.T) {
 	require.NoError(t, old.WriteFile(ctx, "dir/a.txt", []byte("old file")))
 	id, _, err := old.Snapshot(ctx)
 	require.NoError(t, err)
-	require.NoError(t, blobs.Store.BlobOwn(ctx, "alpha", []string{id}), "what the migration records")
+	require.NoError(t, blobs.Store.BlobOwnTrees(ctx, "alpha", []string{id}), "what the migration records: the root, as a tree")
 
 	b := newBackend(blobs.Store)
 	other, err := b.Open(ctx, &environment.OpenParams{Workspace: "ses_b", Session: "ses_b", Project: "beta"})

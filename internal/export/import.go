@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 
+	"github.com/longhaul-dev/longhaul/internal/snapshot"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/webhook"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -71,7 +73,7 @@ func Import(ctx context.Context, dst store.Store, r io.ReaderAt, size int64, opt
 	// The file brought the bytes of every blob: the projects of its
 	// sessions own them (snapshot blobs: a runner of the project may
 	// fetch them, and its snapshots may name them without sending them).
-	if err := ownBlobs(ctx, dst, f.sessions, f.blobOrder); err != nil {
+	if err := f.ownBlobs(ctx, dst); err != nil {
 		return nil, fmt.Errorf("import: %w", err)
 	}
 	for i, sd := range f.sessions {
@@ -86,20 +88,29 @@ func Import(ctx context.Context, dst store.Store, r io.ReaderAt, size int64, opt
 	return sum, nil
 }
 
-// ownBlobs records that the projects of sessions own blobs.
-func ownBlobs(ctx context.Context, dst store.Store, sessions []*sessionData, blobs []string) error {
-	if len(blobs) == 0 {
+// ownBlobs records that the projects of the file's sessions own its
+// blobs, each for itself, and the snapshots the sessions refer to as
+// trees (snapshot.Claim walks them: a tree stands for what it reaches
+// only once read as one, whatever else the file holds).
+func (f *file) ownBlobs(ctx context.Context, dst store.Store) error {
+	if len(f.blobOrder) == 0 {
 		return nil
 	}
 	done := map[string]bool{}
-	for _, sd := range sessions {
+	for _, sd := range f.sessions {
 		p := cmp.Or(sd.row.Project, lt.DefaultProject)
 		if done[p] {
 			continue
 		}
 		done[p] = true
-		if err := dst.BlobOwn(ctx, p, blobs); err != nil {
+		if err := dst.BlobOwn(ctx, p, f.blobOrder); err != nil {
 			return fmt.Errorf("blobs of project %q: %w", p, err)
+		}
+		inFile := func(d string) bool { _, ok := f.blobs[d]; return ok }
+		for _, id := range f.snapshots {
+			if _, err := snapshot.Claim(ctx, dst, dst, p, id, snapshot.ClaimOptions{May: inFile}); err != nil {
+				return fmt.Errorf("snapshots of project %q: %w", p, err)
+			}
 		}
 	}
 	return nil
@@ -173,6 +184,9 @@ type file struct {
 	sessions  []*sessionData
 	blobs     map[string]blobLoc
 	blobOrder []string
+	// snapshots are the ids of the snapshots the sessions refer to
+	// (checkRefs): their projects own them as trees once imported.
+	snapshots []string
 	counts    Counts
 	blobBytes int64
 }
@@ -495,6 +509,7 @@ func (f *file) checkRefs(ctx context.Context) error {
 	if err := rf.expand(ctx, fb); err != nil {
 		return invalid("%v", err)
 	}
+	f.snapshots = slices.Sorted(maps.Keys(rf.snapshots))
 	for _, d := range rf.sorted() {
 		if _, ok := f.blobs[d]; !ok {
 			return invalid("blob %s, referenced by %s, is not in the file", d, rf.blobs[d])

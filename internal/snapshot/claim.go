@@ -4,17 +4,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 )
 
 // Owners records which project owns which blobs (store.Store): blobs are
 // shared by content, so a digest alone proves nothing, and a project may
-// reach (restore, fork, fetch on a runner) only the blobs it owns.
+// reach (restore, fork, fetch on a runner) only the blobs it owns. A blob
+// is owned either for itself (BlobOwn: a file's bytes, or bytes a runner
+// sent) or as a tree (BlobOwnTrees: read as a tree, with every blob it
+// reaches owned first). Only a tree's row stands for what it reaches: a
+// file whose bytes parse as a tree naming another project's digests is
+// owned for itself, and meeting it later as a tree walks it again.
 type Owners interface {
-	// BlobOwn records that project owns digests, in the order given.
+	// BlobOwn records that project owns digests, each for itself.
 	BlobOwn(ctx context.Context, project string, digests []string) error
-	// BlobsOwned returns which of digests project owns.
+	// BlobOwnTrees records that project owns the trees digests and what
+	// they reach, in the order given.
+	BlobOwnTrees(ctx context.Context, project string, digests []string) error
+	// BlobsOwned returns which of digests project owns, either way.
 	BlobsOwned(ctx context.Context, project string, digests []string) (map[string]bool, error)
+	// BlobTreesOwned returns which of digests project owns as trees.
+	BlobTreesOwned(ctx context.Context, project string, digests []string) (map[string]bool, error)
 }
 
 // ErrNotOwned is the error of a snapshot that reaches a blob its project
@@ -37,28 +48,28 @@ type ClaimOptions struct {
 
 // Claim records that project owns every blob snapshot id reaches. An
 // owned tree stands for every blob it reaches (Claim records a tree only
-// after them), so Claim reads only the trees project does not own yet:
-// the cost of a snapshot that changed a file is that of the trees on the
-// way to it, not of the workspace. A blob the project does not own that
-// opts.May refuses makes Claim fail with ErrNotOwned, having recorded
-// nothing. It returns how many blobs it recorded.
+// after them), so Claim reads only the trees project does not own as
+// trees yet: the cost of a snapshot that changed a file is that of the
+// trees on the way to it, not of the workspace. A blob the project does
+// not own that opts.May refuses makes Claim fail with ErrNotOwned, having
+// recorded nothing. It returns how many blobs it recorded.
 func Claim(ctx context.Context, b Blobs, o Owners, project, id string, opts ClaimOptions) (int, error) {
 	may := opts.May
 	if may == nil {
 		may = func(string) bool { return true }
 	}
-	owned, err := o.BlobsOwned(ctx, project, []string{id})
+	owned, trees, err := ownedBoth(ctx, o, project, []string{id})
 	if err != nil {
 		return 0, fmt.Errorf("snapshot %s: %w", id, err)
 	}
-	var claim []string // breadth first: a tree before what it reaches
+	var claimTrees, claimBlobs []string // trees breadth first: a tree before what it reaches
 	switch {
-	case owned[id] && !opts.BelowRoot:
+	case trees[id] && !opts.BelowRoot:
 		return 0, nil
 	case !owned[id] && !may(id):
 		return 0, fmt.Errorf("snapshot %s: its root tree: %w", id, ErrNotOwned)
-	case !owned[id]:
-		claim = append(claim, id)
+	case !trees[id]:
+		claimTrees = append(claimTrees, id)
 	}
 	// seen holds the digests met so far: true for a tree. A digest met as
 	// a file's content and then as a tree is read as a tree too.
@@ -75,11 +86,11 @@ func Claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 			if err != nil {
 				return 0, fmt.Errorf("snapshot %s: tree %s: %w", id, t, err)
 			}
-			trees, contents, err := TreeRefs(data, depth == 0)
+			subtrees, contents, err := TreeRefs(data, depth == 0)
 			if err != nil {
 				return 0, fmt.Errorf("snapshot %s: tree %s: %w", id, t, err)
 			}
-			for _, d := range trees {
+			for _, d := range subtrees {
 				if !seen[d] {
 					seen[d], isTree[d] = true, true
 					next = append(next, d)
@@ -95,51 +106,71 @@ func Claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 		if len(next) == 0 {
 			break
 		}
-		owned, err := o.BlobsOwned(ctx, project, next)
+		owned, trees, err := ownedBoth(ctx, o, project, next)
 		if err != nil {
 			return 0, fmt.Errorf("snapshot %s: %w", id, err)
 		}
 		level = level[:0]
 		for _, d := range next {
-			if owned[d] {
-				continue
-			}
-			if !may(d) {
+			switch {
+			case trees[d]:
+				continue // it stands for what it reaches
+			case !owned[d] && !may(d):
 				return 0, fmt.Errorf("snapshot %s: blob %s: %w", id, d, ErrNotOwned)
-			}
-			claim = append(claim, d)
-			if isTree[d] {
+			case isTree[d]:
+				// Owned for itself at most (a file's bytes, a runner's
+				// upload): what it names is checked all the same.
+				claimTrees = append(claimTrees, d)
 				level = append(level, d)
+			case !owned[d]:
+				claimBlobs = append(claimBlobs, d)
 			}
 		}
 	}
-	if len(claim) == 0 {
+	if len(claimTrees)+len(claimBlobs) == 0 {
 		return 0, nil
 	}
 	// What a tree reaches first, so that a row of a tree always stands
 	// for the rows of its blobs, even if recording stops half way.
-	slices.Reverse(claim)
-	if err := o.BlobOwn(ctx, project, claim); err != nil {
+	if err := o.BlobOwn(ctx, project, claimBlobs); err != nil {
 		return 0, fmt.Errorf("snapshot %s: %w", id, err)
 	}
-	return len(claim), nil
+	slices.Reverse(claimTrees)
+	if err := o.BlobOwnTrees(ctx, project, claimTrees); err != nil {
+		return 0, fmt.Errorf("snapshot %s: %w", id, err)
+	}
+	return len(claimTrees) + len(claimBlobs), nil
 }
 
-// Owned reports whether project owns snapshot id (its root tree, which
-// stands for every blob it reaches).
+// ownedBoth returns which of digests project owns, and which of them as
+// trees.
+func ownedBoth(ctx context.Context, o Owners, project string, digests []string) (owned, trees map[string]bool, err error) {
+	if owned, err = o.BlobsOwned(ctx, project, digests); err != nil {
+		return nil, nil, err
+	}
+	if len(owned) == 0 {
+		return owned, map[string]bool{}, nil
+	}
+	trees, err = o.BlobTreesOwned(ctx, project, slices.Collect(maps.Keys(owned)))
+	return owned, trees, err
+}
+
+// Owned reports whether project owns snapshot id as a tree (its root,
+// which stands for every blob it reaches).
 func Owned(ctx context.Context, o Owners, project, id string) (bool, error) {
-	owned, err := o.BlobsOwned(ctx, project, []string{id})
+	owned, err := o.BlobTreesOwned(ctx, project, []string{id})
 	if err != nil {
 		return false, fmt.Errorf("snapshot %s: %w", id, err)
 	}
 	return owned[id], nil
 }
 
-// CheckOwned checks, before a restore, that project owns snapshot id, and
-// records as owned what the snapshot reaches below its root (a restore
-// reads every tree anyway; a snapshot journaled before owners were kept
-// has only its root's row, and a root the project owns stands for its
-// blobs). A snapshot the project does not own fails with ErrNotOwned.
+// CheckOwned checks, before a restore, that project owns snapshot id as
+// a tree, and records as owned what the snapshot reaches below its root
+// (a restore reads every tree anyway; a snapshot journaled before owners
+// were kept has only its root's row, and a root the project owns as a
+// tree stands for its blobs). A snapshot the project does not own fails
+// with ErrNotOwned.
 func CheckOwned(ctx context.Context, b Blobs, o Owners, project, id string) error {
 	owned, err := Owned(ctx, o, project, id)
 	if err != nil {

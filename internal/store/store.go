@@ -123,14 +123,22 @@ type Store interface {
 	// no project.
 	BlobInProject(ctx context.Context, sha256Hex, project string) (bool, error)
 	// BlobOwn records that project owns the snapshot blobs digests (it got
-	// their bytes legitimately), in order, in transactions of a few
-	// thousand: snapshot.Claim lists a tree after every blob it reaches,
-	// so that a tree's row stands for them. Recording one again is a
-	// no-op. The blobs need not be stored.
+	// their bytes legitimately), each for itself alone, whatever its bytes
+	// look like, in transactions of a few thousand. Recording one again is
+	// a no-op. The blobs need not be stored.
 	BlobOwn(ctx context.Context, project string, digests []string) error
-	// BlobsOwned returns which of digests project owns (BlobOwn), in as few
-	// reads as it can: a runner asks about a batch of blobs at once.
+	// BlobOwnTrees records that project owns the trees digests and what
+	// each reaches: snapshot.Claim calls it, in order, once it read each
+	// tree and recorded every blob it reaches, so that a tree's row stands
+	// for them. A blob owned for itself becomes owned as a tree.
+	BlobOwnTrees(ctx context.Context, project string, digests []string) error
+	// BlobsOwned returns which of digests project owns (BlobOwn or
+	// BlobOwnTrees), in as few reads as it can: a runner asks about a
+	// batch of blobs at once.
 	BlobsOwned(ctx context.Context, project string, digests []string) (map[string]bool, error)
+	// BlobTreesOwned returns which of digests project owns as trees
+	// (BlobOwnTrees).
+	BlobTreesOwned(ctx context.Context, project string, digests []string) (map[string]bool, error)
 
 	// LeaseClaim claims up to Limit sessions that are runnable (Runnable set, or
 	// WakeAt reached) and not leased by a live worker (no owner, or the lease

@@ -200,3 +200,79 @@ func TestRestoreOfForeignSnapshotRefused(t *testing.T) {
 	_, err = oenv.Restore(ctx, foreignID)
 	require.NoError(t, err)
 }
+
+// TestFileThatParsesAsATreeStandsForNothing: a file's bytes are owned for
+// themselves, whatever they look like. A runner that first snapshots a
+// file whose bytes R parse as a tree naming another project's subtree
+// (accepted: it sent R's bytes, as a file) and then names R as a
+// snapshot, or as a directory of one, is refused: R is read as a tree
+// then, and what it names is not its project's. A restore of R is
+// refused too. The same file written on the server's own machine (by a
+// model) gives R no more.
+func TestFileThatParsesAsATreeStandsForNothing(t *testing.T) {
+	blobs := environmenttest.NewBlobs(t)
+	rg := newRig(t, blobs, rigOptions{})
+	ctx := t.Context()
+	foreignID, foreignDir := foreignSnapshot(t, blobs, map[string]string{"dir/deep.txt": "deeper secret"})
+	require.NotEmpty(t, foreignDir)
+	fake := []byte(fmt.Sprintf(`{"v":1,"entries":[{"name":"x","type":"dir","mode":493,"tree":%q}]}`, foreignDir))
+	fakeID := environmenttest.Digest(fake)
+
+	var send [][]byte
+	var answer string
+	dialLiar(t, rg, "liar", liarEnvHandlers(func(c *link.Conn, ctx context.Context) (string, error) {
+		for _, data := range send {
+			err := c.Call(ctx, link.MethodBlobPut, link.BlobPutParams{Digest: environmenttest.Digest(data), Size: int64(len(data)), Data: data}, nil, nil)
+			if err != nil {
+				return "", err
+			}
+		}
+		return answer, nil
+	}))
+	b, err := remote.New(&remote.Config{Hub: rg.hub, Project: project, Runner: "liar"})
+	require.NoError(t, err)
+	env, err := b.Open(ctx, &environment.OpenParams{Workspace: "ses_mine", Session: "ses_mine"})
+	require.NoError(t, err)
+	defer env.Close()
+
+	// A snapshot holding R as a file's bytes: accepted, R owned for itself.
+	root := []byte(fmt.Sprintf(`{"v":1,"entries":[{"name":"f","type":"file","mode":420,"size":%d,"sha256":%q}]}`, len(fake), fakeID))
+	send, answer = [][]byte{fake, root}, environmenttest.Digest(root)
+	_, _, err = env.Snapshot(ctx)
+	require.NoError(t, err)
+	require.True(t, ownsAny(t, blobs, project, fakeID)[fakeID])
+	trees, err := blobs.Store.BlobTreesOwned(ctx, project, []string{fakeID})
+	require.NoError(t, err)
+	require.Empty(t, trees, "a file's bytes are not owned as a tree")
+
+	// R named as the snapshot, not sent again: refused.
+	send, answer = nil, fakeID
+	_, _, err = env.Snapshot(ctx)
+	require.ErrorIs(t, err, snapshot.ErrNotOwned, "R as the snapshot")
+	// R as a directory of a root the runner sends: refused.
+	wrap := []byte(fmt.Sprintf(`{"v":1,"entries":[{"name":"d","type":"dir","mode":493,"tree":%q}]}`, fakeID))
+	send, answer = [][]byte{wrap}, environmenttest.Digest(wrap)
+	_, _, err = env.Snapshot(ctx)
+	require.ErrorIs(t, err, snapshot.ErrNotOwned, "R as a directory")
+
+	_, err = env.Restore(ctx, fakeID)
+	require.ErrorIs(t, err, snapshot.ErrNotOwned, "a restore of R")
+	require.Empty(t, ownsAny(t, blobs, project, foreignID, foreignDir), "nothing of the other project's became this one's")
+	liar, r := dialAsRunner(t, rg, "liar2")
+	_, err = hub.AllowRestore(ctx, r, fakeID)
+	require.ErrorIs(t, err, snapshot.ErrNotOwned)
+	_, err = getBlob(t, liar, foreignDir)
+	requireCode(t, err, link.CodeNotFound)
+
+	// On the server's own machine: a model writes R into a file; R is the
+	// project's for itself only, and a restore of R is refused.
+	lenv, err := serverBackend(t, blobs).Open(ctx, &environment.OpenParams{Workspace: "ses_local", Session: "ses_local", Project: project})
+	require.NoError(t, err)
+	defer lenv.Close()
+	require.NoError(t, lenv.WriteFile(ctx, "fake.json", fake))
+	_, _, err = lenv.Snapshot(ctx)
+	require.NoError(t, err)
+	_, err = lenv.Restore(ctx, fakeID)
+	require.ErrorIs(t, err, snapshot.ErrNotOwned, "a restore of R on the server's machine")
+	require.Empty(t, ownsAny(t, blobs, project, foreignID, foreignDir))
+}

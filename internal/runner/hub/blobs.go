@@ -129,9 +129,12 @@ func AllowTake(r *Runner, maxBytes int64) (sent func(digest string) bool, end fu
 // project's, whatever became of the take (a snapshot refused, or the one
 // env.stop compares): the runner proved it holds their bytes, and its
 // cache now knows them as stored, so it will name them in later
-// snapshots without sending them again. A blob that decodes as a tree is
-// recorded only if everything it refers to is the project's or recorded
-// with it: a tree's row stands for what it reaches (snapshot.Claim).
+// snapshots without sending them again. Each is recorded for itself
+// (store.BlobOwn), never as a tree: only snapshot.Claim, having walked a
+// tree, records one that stands for what it reaches. A blob that decodes
+// as a tree is recorded only if everything it refers to is the project's
+// or recorded with it, so that nothing the runner sent names another
+// project's digests.
 func (h *Hub) ownSent(r *Runner, sent map[string]*sentBlob) {
 	if len(sent) == 0 || h.cfg.Owners == nil {
 		return
@@ -201,15 +204,17 @@ func AcceptSnapshot(ctx context.Context, r *Runner, id string, sent func(digest 
 	if err != nil {
 		return err
 	}
+	// A root not sent must be the project's: as a tree it stands for what
+	// it reaches, as a blob owned for itself (ownSent) it is walked
+	// (Claim).
 	if !sent(id) {
-		owned, err := snapshot.Owned(ctx, o, r.Row.Project, id)
+		owned, err := o.BlobsOwned(ctx, r.Row.Project, []string{id})
 		if err != nil {
-			return err
+			return fmt.Errorf("snapshot %s: %w", id, err)
 		}
-		if !owned {
+		if !owned[id] {
 			return fmt.Errorf("snapshot %s: the runner did not send its root tree: %w", id, snapshot.ErrNotOwned)
 		}
-		return nil
 	}
 	_, err = snapshot.Claim(ctx, o, o, r.Row.Project, id, snapshot.ClaimOptions{May: sent})
 	return err

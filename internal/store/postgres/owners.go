@@ -12,6 +12,16 @@ const ownBatch = 2000
 
 // BlobOwn records that project owns the blobs digests; see store.Store.
 func (s *Store) BlobOwn(ctx context.Context, project string, digests []string) error {
+	return s.blobOwn(ctx, project, digests, false)
+}
+
+// BlobOwnTrees records that project owns the trees digests and all they
+// reach; see store.Store.
+func (s *Store) BlobOwnTrees(ctx context.Context, project string, digests []string) error {
+	return s.blobOwn(ctx, project, digests, true)
+}
+
+func (s *Store) blobOwn(ctx context.Context, project string, digests []string, tree bool) error {
 	if err := s.checkOwners(project, digests); err != nil {
 		return fmt.Errorf("own blobs: %w", err)
 	}
@@ -19,8 +29,9 @@ func (s *Store) BlobOwn(ctx context.Context, project string, digests []string) e
 		batch := digests[start:min(start+ownBatch, len(digests))]
 		// One statement for the batch: the order within it does not
 		// matter, the transaction commits it whole.
-		_, err := s.exec(ctx, `INSERT INTO blob_owners (project, sha256)
-SELECT $1, d FROM unnest($2::text[]) AS d ON CONFLICT DO NOTHING`, project, batch)
+		_, err := s.exec(ctx, `INSERT INTO blob_owners (project, sha256, tree)
+SELECT $1, d, $3 FROM unnest($2::text[]) AS d
+ON CONFLICT (project, sha256) DO UPDATE SET tree = true WHERE excluded.tree AND NOT blob_owners.tree`, project, batch, tree)
 		if err != nil {
 			return fmt.Errorf("own %d blobs in project %q: %w", len(digests), project, err)
 		}
@@ -30,6 +41,16 @@ SELECT $1, d FROM unnest($2::text[]) AS d ON CONFLICT DO NOTHING`, project, batc
 
 // BlobsOwned returns which of digests project owns; see store.Store.
 func (s *Store) BlobsOwned(ctx context.Context, project string, digests []string) (map[string]bool, error) {
+	return s.blobsOwned(ctx, project, digests, `SELECT sha256 FROM blob_owners WHERE project = $1 AND sha256 = ANY($2::text[])`)
+}
+
+// BlobTreesOwned returns which of digests project owns as trees; see
+// store.Store.
+func (s *Store) BlobTreesOwned(ctx context.Context, project string, digests []string) (map[string]bool, error) {
+	return s.blobsOwned(ctx, project, digests, `SELECT sha256 FROM blob_owners WHERE project = $1 AND sha256 = ANY($2::text[]) AND tree`)
+}
+
+func (s *Store) blobsOwned(ctx context.Context, project string, digests []string, query string) (map[string]bool, error) {
 	if err := s.checkOwners(project, digests); err != nil {
 		return nil, fmt.Errorf("blobs owned: %w", err)
 	}
@@ -44,7 +65,7 @@ func (s *Store) BlobsOwned(ctx context.Context, project string, digests []string
 		}
 		owned[d] = true
 		return nil
-	}, `SELECT sha256 FROM blob_owners WHERE project = $1 AND sha256 = ANY($2::text[])`, project, digests)
+	}, query, project, digests)
 	if err != nil {
 		return nil, fmt.Errorf("blobs owned by project %q: %w", project, err)
 	}

@@ -20,6 +20,16 @@ const (
 
 // BlobOwn records that project owns the blobs digests; see store.Store.
 func (s *Store) BlobOwn(ctx context.Context, project string, digests []string) error {
+	return s.blobOwn(ctx, project, digests, 0)
+}
+
+// BlobOwnTrees records that project owns the trees digests and all they
+// reach; see store.Store.
+func (s *Store) BlobOwnTrees(ctx context.Context, project string, digests []string) error {
+	return s.blobOwn(ctx, project, digests, 1)
+}
+
+func (s *Store) blobOwn(ctx context.Context, project string, digests []string, tree int) error {
 	if err := s.checkOwners(project, digests); err != nil {
 		return fmt.Errorf("own blobs: %w", err)
 	}
@@ -30,7 +40,8 @@ func (s *Store) BlobOwn(ctx context.Context, project string, digests []string) e
 		batch := digests[start:min(start+ownBatch, len(digests))]
 		err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
 			for _, d := range batch {
-				if _, err := w.exec(`INSERT OR IGNORE INTO blob_owners (project, sha256) VALUES (?, ?)`, project, d); err != nil {
+				if _, err := w.exec(`INSERT INTO blob_owners (project, sha256, tree) VALUES (?, ?, ?)
+ON CONFLICT (project, sha256) DO UPDATE SET tree = 1 WHERE excluded.tree = 1 AND blob_owners.tree = 0`, project, d, tree); err != nil {
 					return nil, fmt.Errorf("own blob %s: %w", d, mapErr(err))
 				}
 			}
@@ -45,6 +56,16 @@ func (s *Store) BlobOwn(ctx context.Context, project string, digests []string) e
 
 // BlobsOwned returns which of digests project owns; see store.Store.
 func (s *Store) BlobsOwned(ctx context.Context, project string, digests []string) (map[string]bool, error) {
+	return s.blobsOwned(ctx, project, digests, `SELECT sha256 FROM blob_owners WHERE project = ? AND sha256 IN (SELECT value FROM json_each(?))`)
+}
+
+// BlobTreesOwned returns which of digests project owns as trees; see
+// store.Store.
+func (s *Store) BlobTreesOwned(ctx context.Context, project string, digests []string) (map[string]bool, error) {
+	return s.blobsOwned(ctx, project, digests, `SELECT sha256 FROM blob_owners WHERE project = ? AND sha256 IN (SELECT value FROM json_each(?)) AND tree = 1`)
+}
+
+func (s *Store) blobsOwned(ctx context.Context, project string, digests []string, query string) (map[string]bool, error) {
 	if err := s.checkOwners(project, digests); err != nil {
 		return nil, fmt.Errorf("blobs owned: %w", err)
 	}
@@ -61,7 +82,7 @@ func (s *Store) BlobsOwned(ctx context.Context, project string, digests []string
 			}
 			owned[d] = true
 			return nil
-		}, `SELECT sha256 FROM blob_owners WHERE project = ? AND sha256 IN (SELECT value FROM json_each(?))`, project, string(list))
+		}, query, project, string(list))
 		if err != nil {
 			return nil, fmt.Errorf("blobs owned by project %q: %w", project, err)
 		}

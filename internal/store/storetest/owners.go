@@ -53,6 +53,28 @@ func testBlobOwners(t *testing.T, h *harness) {
 	require.ErrorContains(t, err, "project")
 	_, err = h.s.BlobsOwned(h.ctx, "alpha", []string{"../x"})
 	require.ErrorContains(t, err, "digests[0]")
+
+	// Owned as a tree: only BlobOwnTrees says so. A blob owned for itself
+	// becomes a tree's row when recorded as one, never the other way.
+	d, e := sha([]byte("tree d")), sha([]byte("tree e"))
+	require.NoError(t, h.s.BlobOwn(h.ctx, "delta", []string{d}))
+	trees, err := h.s.BlobTreesOwned(h.ctx, "delta", []string{d, e})
+	require.NoError(t, err)
+	require.Empty(t, trees, "a blob owned for itself is not a tree's row")
+	require.NoError(t, h.s.BlobOwnTrees(h.ctx, "delta", []string{d, e}))
+	require.NoError(t, h.s.BlobOwn(h.ctx, "delta", []string{d}), "owning it for itself again keeps the tree's row")
+	trees, err = h.s.BlobTreesOwned(h.ctx, "delta", []string{d, e, a})
+	require.NoError(t, err)
+	require.Equal(t, map[string]bool{d: true, e: true}, trees)
+	owned, err = h.s.BlobsOwned(h.ctx, "delta", []string{d, e})
+	require.NoError(t, err)
+	require.Equal(t, map[string]bool{d: true, e: true}, owned, "a tree's row is owned")
+	trees, err = h.s.BlobTreesOwned(h.ctx, "epsilon", []string{d, e})
+	require.NoError(t, err)
+	require.Empty(t, trees, "another project's trees")
+	require.ErrorContains(t, h.s.BlobOwnTrees(h.ctx, "delta", []string{"nope"}), "digests[0]")
+	_, err = h.s.BlobTreesOwned(h.ctx, "", []string{d})
+	require.ErrorContains(t, err, "project")
 }
 
 // PreOwnersSQL fills a driver's statements that store a database as it was
@@ -67,7 +89,7 @@ func PreOwnersSQL(template string) string {
 
 // RequireOwnersMigrated checks what 015_blob_owners made of the database
 // PreOwnersSQL filled: each project owns the root of its own checkpoints'
-// snapshots, and nothing else.
+// snapshots, as trees, and nothing else.
 func RequireOwnersMigrated(t *testing.T, s store.Store) {
 	t.Helper()
 	snapA, snapB, loose := sha([]byte("snapshot a")), sha([]byte("snapshot b")), sha([]byte("loose"))
@@ -79,5 +101,8 @@ func RequireOwnersMigrated(t *testing.T, s store.Store) {
 		owned, err := s.BlobsOwned(t.Context(), project, []string{snapA, snapB, loose})
 		require.NoError(t, err)
 		require.Equal(t, want, owned, "the snapshots project %s owns", project)
+		trees, err := s.BlobTreesOwned(t.Context(), project, []string{snapA, snapB, loose})
+		require.NoError(t, err)
+		require.Equal(t, want, trees, "the roots of project %s's checkpoints are owned as trees", project)
 	}
 }

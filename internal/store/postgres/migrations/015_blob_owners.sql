@@ -10,10 +10,15 @@
 CREATE TABLE blob_owners (
     project TEXT COLLATE "C" NOT NULL,
     sha256  TEXT COLLATE "C" NOT NULL,
+    -- tree: the blob was read as a tree, and every blob it reaches has its
+    -- row (snapshot.Claim): only such a row stands for what the tree
+    -- reaches. A blob recorded as a file's bytes (or sent by a runner and
+    -- not walked) is owned for itself alone, whatever its bytes look like.
+    tree    BOOLEAN NOT NULL DEFAULT false,
     PRIMARY KEY (project, sha256)
 );
 
-INSERT INTO blob_owners (project, sha256)
-SELECT DISTINCT s.project, c.doc->>'snapshot' FROM checkpoints c JOIN sessions s ON s.id = c.session_id
+INSERT INTO blob_owners (project, sha256, tree)
+SELECT DISTINCT s.project, c.doc->>'snapshot', true FROM checkpoints c JOIN sessions s ON s.id = c.session_id
 WHERE length(c.doc->>'snapshot') = 64
 ON CONFLICT DO NOTHING;

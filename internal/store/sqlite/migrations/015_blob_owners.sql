@@ -21,9 +21,16 @@
 CREATE TABLE blob_owners (
     project TEXT NOT NULL,
     sha256  TEXT NOT NULL,
+    -- tree: the blob was read as a tree, and every blob it reaches has its
+    -- row (snapshot.Claim): only such a row stands for what the tree
+    -- reaches. A blob recorded as a file's bytes (or sent by a runner and
+    -- not walked) is owned for itself alone, whatever its bytes look like:
+    -- a file whose bytes parse as a tree naming another project's digests
+    -- must not carry them into this project.
+    tree    INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (project, sha256)
 ) STRICT, WITHOUT ROWID;
 
-INSERT OR IGNORE INTO blob_owners (project, sha256)
-SELECT s.project, json_extract(c.doc, '$.snapshot') FROM checkpoints c JOIN sessions s ON s.id = c.session_id
+INSERT OR IGNORE INTO blob_owners (project, sha256, tree)
+SELECT s.project, json_extract(c.doc, '$.snapshot'), 1 FROM checkpoints c JOIN sessions s ON s.id = c.session_id
 WHERE json_valid(c.doc) AND length(json_extract(c.doc, '$.snapshot')) = 64;
