@@ -136,21 +136,7 @@ func TestAdversarialRunners_WrappedTree(t *testing.T) {
 	})
 
 	// A beta session on that runner, two steps: a checkpoint after each.
-	betaScript, err := json.Marshal([]map[string]any{
-		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "true"}}}},
-		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "true"}}}},
-		{"text": "done"},
-	})
-	require.NoError(t, err)
-	beta, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", Project: "beta", AgentSpec: &lt.AgentSpec{
-		Model: lt.ModelSpec{Provider: "scripted", Script: betaScript}, Tools: []lt.ToolSpec{{Name: "shell"}},
-		Environment: &lt.Environment{Runner: &lt.RunnerSelector{Name: "evil"}},
-	}})
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		s, err := admin.GetSession(ctx, beta.ID)
-		return err == nil && s.Status == lt.SessionIdle
-	}, time.Minute, 10*time.Millisecond, "the beta session ends its turn")
+	beta := runBetaOnEvil(t, admin, 2)
 
 	pmu.Lock()
 	defer pmu.Unlock()
@@ -212,6 +198,30 @@ func alphaSecretAndBetaRunnerKey(t *testing.T, k *keyed, admin *client.Client, b
 	return foreignID, betaKey
 }
 
+// runBetaOnEvil runs a session of project beta on the runner "evil",
+// steps shell calls (a checkpoint after each) and an answer, and returns it
+// once its turn ended.
+func runBetaOnEvil(t *testing.T, admin *client.Client, steps int) *lt.Session {
+	t.Helper()
+	ctx := t.Context()
+	var script []map[string]any
+	for range steps {
+		script = append(script, map[string]any{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "true"}}}})
+	}
+	betaScript, err := json.Marshal(append(script, map[string]any{"text": "done"}))
+	require.NoError(t, err)
+	beta, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", Project: "beta", AgentSpec: &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Script: betaScript}, Tools: []lt.ToolSpec{{Name: "shell"}},
+		Environment: &lt.Environment{Runner: &lt.RunnerSelector{Name: "evil"}},
+	}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		s, err := admin.GetSession(ctx, beta.ID)
+		return err == nil && s.Status == lt.SessionIdle
+	}, time.Minute, 10*time.Millisecond, "the beta session ends its turn")
+	return beta
+}
+
 // TestAdversarialRunners_FileAsTree: a hostile runner of project beta
 // first snapshots a file whose bytes R parse as a tree naming alpha's
 // snapshot (accepted: it sent R, as a file's bytes), then answers the
@@ -254,22 +264,7 @@ func TestAdversarialRunners_FileAsTree(t *testing.T) {
 		pmu.Unlock()
 		return answer, nil
 	})
-	betaScript, err := json.Marshal([]map[string]any{
-		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "true"}}}},
-		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "true"}}}},
-		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "true"}}}},
-		{"text": "done"},
-	})
-	require.NoError(t, err)
-	beta, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", Project: "beta", AgentSpec: &lt.AgentSpec{
-		Model: lt.ModelSpec{Provider: "scripted", Script: betaScript}, Tools: []lt.ToolSpec{{Name: "shell"}},
-		Environment: &lt.Environment{Runner: &lt.RunnerSelector{Name: "evil"}},
-	}})
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		s, err := admin.GetSession(ctx, beta.ID)
-		return err == nil && s.Status == lt.SessionIdle
-	}, time.Minute, 10*time.Millisecond, "the beta session ends its turn")
+	beta := runBetaOnEvil(t, admin, 3)
 
 	pmu.Lock()
 	defer pmu.Unlock()
