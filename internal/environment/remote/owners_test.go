@@ -3,6 +3,8 @@ package remote_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -275,4 +277,91 @@ func TestFileThatParsesAsATreeStandsForNothing(t *testing.T) {
 	_, err = lenv.Restore(ctx, fakeID)
 	require.ErrorIs(t, err, snapshot.ErrNotOwned, "a restore of R on the server's machine")
 	require.Empty(t, ownsAny(t, blobs, project, foreignID, foreignDir))
+}
+
+// gatedOwners holds the first BlobOwn of digest until release is
+// closed, telling held when it waits; the later ones pass.
+type gatedOwners struct {
+	hub.OwnerStore
+	digest        string
+	first         atomic.Bool
+	held, release chan struct{}
+}
+
+func (g *gatedOwners) BlobOwn(ctx context.Context, project string, digests []string) error {
+	if slices.Contains(digests, g.digest) && g.first.CompareAndSwap(false, true) {
+		close(g.held)
+		<-g.release
+	}
+	return g.OwnerStore.BlobOwn(ctx, project, digests)
+}
+
+// TestProofsOutliveTheTakeThatGotThem: two snapshots of one runner
+// overlap (a root and its sub-agent share a workspace). Take A sends a
+// file's bytes and answers a root that does not reach it (a walk that
+// started again); while its end records the file as the project's, take
+// B sends a tree naming the file (its cache knows the file as sent) and
+// ends too. Both are the project's by then (the proofs are the
+// connection's: B's end records the file too), so that a later snapshot
+// naming the tree without sending it again (the runner's cache knows it
+// as sent) is accepted. Before, a take's proofs were its own: B's end
+// found the file not recorded yet, and the tree's proof died with take
+// B. CI met that race in the conformance suite's shared workspace ("the
+// blob is not the project's").
+func TestProofsOutliveTheTakeThatGotThem(t *testing.T) {
+	blobs := environmenttest.NewBlobs(t)
+	file := []byte("shared by two takes")
+	fileDigest := environmenttest.Digest(file)
+	gate := &gatedOwners{digest: fileDigest, held: make(chan struct{}), release: make(chan struct{})}
+	rg := newRig(t, blobs, rigOptions{owners: func(o hub.OwnerStore) hub.OwnerStore { gate.OwnerStore = o; return gate }})
+	ctx := t.Context()
+	dir := []byte(fmt.Sprintf(`{"v":1,"entries":[{"name":"f","type":"file","mode":420,"size":%d,"sha256":%q}]}`, len(file), fileDigest))
+	dirDigest := environmenttest.Digest(dir)
+	put := func(c *link.Conn, ctx context.Context, data []byte) error {
+		return c.Call(ctx, link.MethodBlobPut, link.BlobPutParams{Digest: environmenttest.Digest(data), Size: int64(len(data)), Data: data}, nil, nil)
+	}
+	empty := []byte(`{"v":1,"entries":[]}`)
+	takes := map[string]func(c *link.Conn, ctx context.Context) (string, error){
+		"a": func(c *link.Conn, ctx context.Context) (string, error) {
+			if err := put(c, ctx, file); err != nil {
+				return "", err
+			}
+			return environmenttest.Digest(empty), put(c, ctx, empty)
+		},
+		"b": func(c *link.Conn, ctx context.Context) (string, error) {
+			if err := put(c, ctx, dir); err != nil {
+				return "", err
+			}
+			return environmenttest.Digest(empty), put(c, ctx, empty)
+		},
+		"b again": func(c *link.Conn, ctx context.Context) (string, error) {
+			root := []byte(fmt.Sprintf(`{"v":1,"entries":[{"name":"d","type":"dir","mode":493,"tree":%q}]}`, dirDigest))
+			return environmenttest.Digest(root), put(c, ctx, root)
+		},
+	}
+	next := make(chan string, 1)
+	dialLiar(t, rg, "liar", liarEnvHandlers(func(c *link.Conn, ctx context.Context) (string, error) { return takes[<-next](c, ctx) }))
+	b, err := remote.New(&remote.Config{Hub: rg.hub, Project: project, Runner: "liar"})
+	require.NoError(t, err)
+	envA, err := b.Open(ctx, &environment.OpenParams{Workspace: "ses_root", Session: "ses_root"})
+	require.NoError(t, err)
+	defer envA.Close()
+	envB, err := b.Open(ctx, &environment.OpenParams{Workspace: "ses_root", Session: "ses_child"})
+	require.NoError(t, err)
+	defer envB.Close()
+
+	next <- "a"
+	errA := make(chan error, 1)
+	go func() { _, _, err := envA.Snapshot(ctx); errA <- err }()
+	<-gate.held // A's end is recording the file
+	next <- "b"
+	_, _, err = envB.Snapshot(ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[string]bool{dirDigest: true, fileDigest: true}, ownsAny(t, blobs, project, dirDigest, fileDigest),
+		"B's end records A's proof too")
+	close(gate.release)
+	require.NoError(t, <-errA)
+	next <- "b again"
+	_, _, err = envB.Snapshot(ctx)
+	require.NoError(t, err, "a tree the runner sent, naming a file it sent, is its project's")
 }

@@ -55,6 +55,8 @@ type rigOptions struct {
 	maxUploadBytes int64
 	// labels are the runner's.
 	labels []string
+	// owners, when set, wraps the store that records the blobs' owners.
+	owners func(hub.OwnerStore) hub.OwnerStore
 }
 
 func newRig(tb testing.TB, blobs *environmenttest.Blobs, o rigOptions) *rig {
@@ -63,7 +65,11 @@ func newRig(tb testing.TB, blobs *environmenttest.Blobs, o rigOptions) *rig {
 	require.NoError(tb, err)
 	require.NoError(tb, st.Migrate(context.Background()))
 	quiet := slog.New(slog.DiscardHandler)
-	h := hub.New("node-a", st, &hub.Config{TouchInterval: time.Second, Blobs: blobs, Owners: blobs.Store, Logger: quiet, MaxUploadBytes: o.maxUploadBytes})
+	var owners hub.OwnerStore = blobs.Store
+	if o.owners != nil {
+		owners = o.owners(owners)
+	}
+	h := hub.New("node-a", st, &hub.Config{TouchInterval: time.Second, Blobs: blobs, Owners: owners, Logger: quiet, MaxUploadBytes: o.maxUploadBytes})
 	base, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -51,73 +50,110 @@ type upload struct {
 
 // takeScope is one snapshot the server asked the runner to take
 // (snapshot.take, or the one env.stop takes): only while one runs may the
-// runner store blobs, at most budget bytes, and the digests of the whole
-// blobs it sent (checked against their bytes) are recorded in sent: the
-// proof that the runner holds those bytes.
+// runner store blobs, at most budget bytes of them for this one.
 type takeScope struct {
 	budget int64
-	sent   map[string]*sentBlob
+	seq    uint64 // in the order the takes began, from 1
 }
 
-// sentBlob is a blob the runner sent during a take. A blob whose bytes
-// decode as a tree keeps what the tree refers to: it becomes its
-// project's only along with them (ownSent).
+// sentBlob is a blob the runner sent (whole, checked against its digest)
+// while a take was in progress: the proof that it holds the bytes. A blob
+// whose bytes decode as a tree keeps what the tree refers to: it becomes
+// its project's only along with them (ownProofs).
 type sentBlob struct {
 	tree bool
 	refs []string
+	// recordedAt is 0 until the blob is recorded as the project's; then
+	// the seq of the last take begun. The proof stays until every take
+	// begun by then has ended: one of them may have read the blob as not
+	// owned yet and look for its proof next.
+	recordedAt uint64
 }
 
 // AllowTake lets the runner store blobs (blob.has, blob.put) until end is
 // called, at most maxBytes of them (0: DefaultMaxTakeBytes): the server
 // calls it around each call that makes the runner take a snapshot, with
-// the snapshot's MaxTotalBytes. sent reports whether the runner sent the
-// whole bytes of blob digest meanwhile: the proof, for AcceptSnapshot,
-// that it holds a blob its project does not own.
+// the snapshot's MaxTotalBytes. sent reports whether the runner proved
+// it holds blob digest (sent its whole bytes) during a take still in
+// progress on the connection, this one or another (two environments of a
+// shared workspace take snapshots at once, and the runner's cache knows
+// a blob as stored once either sent it): the proof, for AcceptSnapshot,
+// that it holds a blob its project does not own yet.
+//
+// The proofs are the connection's, not a take's: the end of every take
+// records as the project's those whose blobs all are by then (ownProofs),
+// and the others wait for the end of the takes still in progress, whose
+// blobs they may name, so that no proof is lost between a take that sent
+// a file and one that sent a tree naming it, whatever order they end in.
+// The last take to end forgets what could not be recorded: a tree naming
+// blobs the runner never sent.
 func AllowTake(r *Runner, maxBytes int64) (sent func(digest string) bool, end func()) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxTakeBytes
 	} else {
 		maxBytes += takeTreeBytes
 	}
-	s := &takeScope{budget: maxBytes, sent: map[string]*sentBlob{}}
-	r.env.mu.Lock()
-	if r.env.takes == nil {
-		r.env.takes = map[*takeScope]struct{}{}
+	e := &r.env
+	e.mu.Lock()
+	if e.takes == nil {
+		e.takes = map[*takeScope]struct{}{}
 	}
-	r.env.takes[s] = struct{}{}
-	r.env.mu.Unlock()
+	e.takeSeq++
+	s := &takeScope{budget: maxBytes, seq: e.takeSeq}
+	e.takes[s] = struct{}{}
+	e.mu.Unlock()
 	sent = func(digest string) bool {
-		r.env.mu.Lock()
-		defer r.env.mu.Unlock()
-		// Sent during this take, or during another take in progress on
-		// the connection (two environments of a shared workspace): the
-		// runner's cache knows it as stored from then on, and the other
-		// take records it only when it ends.
-		for o := range r.env.takes {
-			if o.sent[digest] != nil {
-				return true
-			}
-		}
-		return false
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.proofs[digest] != nil
 	}
 	end = func() {
-		// Recorded before the scope ends, so that a take still in
-		// progress, whose runner side took these blobs as stored, finds
-		// them either sent (above) or owned.
-		if r.hub != nil {
-			r.env.mu.Lock()
-			sentBlobs := maps.Clone(s.sent)
-			r.env.mu.Unlock()
-			r.hub.ownSent(r, sentBlobs)
-		}
-		r.env.mu.Lock()
-		delete(r.env.takes, s)
 		var dropped int64
-		if len(r.env.takes) == 0 {
-			// No snapshot is being taken: no upload can be finished.
-			dropped = r.env.dropUploadsLocked()
+		for {
+			e.mu.Lock()
+			gen := e.proofGen
+			pending, done := map[string]*sentBlob{}, map[string]bool{}
+			for d, p := range e.proofs {
+				if p.recordedAt == 0 {
+					pending[d] = p
+				} else {
+					done[d] = true
+				}
+			}
+			e.mu.Unlock()
+			var settled []string
+			var recorded bool
+			if r.hub != nil {
+				settled, recorded = r.hub.ownProofs(r, pending, done)
+			}
+			e.mu.Lock()
+			for _, d := range settled {
+				if p := e.proofs[d]; p != nil && p.recordedAt == 0 {
+					p.recordedAt = e.takeSeq
+				}
+			}
+			if recorded {
+				e.proofGen++ // a tree waiting for these may be recorded now
+			}
+			// Done once a pass recorded nothing and no proof came (or was
+			// recorded by another take's end) since it began: checked
+			// with the take's removal, under one lock.
+			if recorded || gen != e.proofGen {
+				e.mu.Unlock()
+				continue
+			}
+			delete(e.takes, s)
+			if len(e.takes) == 0 {
+				// No snapshot is being taken: no upload can be finished,
+				// and no blob a waiting tree names can be sent.
+				dropped = e.dropUploadsLocked()
+				e.proofs = nil
+			} else {
+				e.pruneProofsLocked()
+			}
+			e.mu.Unlock()
+			break
 		}
-		r.env.mu.Unlock()
 		if r.hub != nil {
 			r.hub.uploading.Add(-dropped)
 		}
@@ -125,27 +161,29 @@ func AllowTake(r *Runner, maxBytes int64) (sent func(digest string) bool, end fu
 	return sent, end
 }
 
-// ownSent records the blobs the runner sent during a take as its
-// project's, whatever became of the take (a snapshot refused, or the one
-// env.stop compares): the runner proved it holds their bytes, and its
-// cache now knows them as stored, so it will name them in later
-// snapshots without sending them again. Each is recorded for itself
-// (store.BlobOwn), never as a tree: only snapshot.Claim, having walked a
-// tree, records one that stands for what it reaches. A blob that decodes
-// as a tree is recorded only if everything it refers to is the project's
-// or recorded with it, so that nothing the runner sent names another
-// project's digests.
-func (h *Hub) ownSent(r *Runner, sent map[string]*sentBlob) {
-	if len(sent) == 0 || h.cfg.Owners == nil {
-		return
+// ownProofs records as the runner's project's the blobs it proved it
+// holds (proofs): the runner's cache knows them as stored from then on,
+// so it names them in later snapshots without sending them again,
+// whatever became of the take that sent them (a snapshot refused, the
+// one env.stop compares, a walk that started again). Each is recorded for
+// itself (store.BlobOwn), never as a tree: only snapshot.Claim, having
+// walked a tree, records one that stands for what it reaches. A blob that
+// decodes as a tree is recorded only once everything it refers to is the
+// project's, so that nothing the runner sent names another project's
+// digests. done lists the proofs recorded already. settled lists the
+// proofs found owned (before, or by this call); recorded says whether
+// this call recorded any.
+func (h *Hub) ownProofs(r *Runner, proofs map[string]*sentBlob, done map[string]bool) (settled []string, recorded bool) {
+	if len(proofs) == 0 || h.cfg.Owners == nil {
+		return nil, false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ask := make([]string, 0, len(sent))
-	for d, b := range sent {
+	ask := make([]string, 0, len(proofs))
+	for d, b := range proofs {
 		ask = append(ask, d)
 		for _, ref := range b.refs {
-			if sent[ref] == nil {
+			if proofs[ref] == nil && !done[ref] {
 				ask = append(ask, ref)
 			}
 		}
@@ -153,12 +191,16 @@ func (h *Hub) ownSent(r *Runner, sent map[string]*sentBlob) {
 	owned, err := h.cfg.Owners.BlobsOwned(ctx, r.Row.Project, ask)
 	if err != nil {
 		h.log.Warn("record a runner's blobs", "runner", r.Row.Name, "project", r.Row.Project, "err", err)
-		return
+		return nil, false
+	}
+	for d := range done {
+		owned[d] = true
 	}
 	var own, trees []string
-	for d, b := range sent {
+	for d, b := range proofs {
 		switch {
 		case owned[d]:
+			settled = append(settled, d)
 		case b.tree:
 			trees = append(trees, d)
 		default:
@@ -173,7 +215,7 @@ func (h *Hub) ownSent(r *Runner, sent map[string]*sentBlob) {
 		progress = false
 		rest := trees[:0]
 		for _, t := range trees {
-			if !slices.ContainsFunc(sent[t].refs, func(ref string) bool { return !owned[ref] }) {
+			if !slices.ContainsFunc(proofs[t].refs, func(ref string) bool { return !owned[ref] }) {
 				own = append(own, t)
 				owned[t], progress = true, true
 			} else {
@@ -183,11 +225,13 @@ func (h *Hub) ownSent(r *Runner, sent map[string]*sentBlob) {
 		trees = rest
 	}
 	if len(own) == 0 {
-		return
+		return settled, false
 	}
 	if err := h.cfg.Owners.BlobOwn(ctx, r.Row.Project, own); err != nil {
 		h.log.Warn("record a runner's blobs", "runner", r.Row.Name, "project", r.Row.Project, "err", err)
+		return settled, false
 	}
+	return append(settled, own...), true
 }
 
 // AcceptSnapshot checks the snapshot id the runner answered to a take
@@ -218,6 +262,20 @@ func AcceptSnapshot(ctx context.Context, r *Runner, id string, sent func(digest 
 	}
 	_, err = snapshot.Claim(ctx, o, o, r.Row.Project, id, snapshot.ClaimOptions{May: sent})
 	return err
+}
+
+// pruneProofsLocked forgets (r.env.mu held) the proofs recorded before
+// every take in progress began: those takes read the blobs as owned.
+func (e *envState) pruneProofsLocked() {
+	first := e.takeSeq
+	for s := range e.takes {
+		first = min(first, s.seq)
+	}
+	for d, p := range e.proofs {
+		if p.recordedAt != 0 && p.recordedAt < first {
+			delete(e.proofs, d)
+		}
+	}
 }
 
 // dropUploadsLocked forgets the connection's unfinished uploads (r.env.mu
@@ -372,7 +430,7 @@ func (h *Hub) blobPut(ctx context.Context, r *Runner, req *link.Request) (any, e
 		return nil, link.Errorf(link.CodeFailed, "the server could not store blob %s", p.Digest)
 	}
 	// Stored or not (the store may have it), the runner proved it holds
-	// these bytes: to every snapshot being taken (a put names none; two
+	// these bytes, for every snapshot being taken (a put names none; two
 	// environments of a shared workspace may take the same one at once).
 	proof := &sentBlob{}
 	if len(data) > 0 && data[0] == '{' {
@@ -381,10 +439,19 @@ func (h *Hub) blobPut(ctx context.Context, r *Runner, req *link.Request) (any, e
 		}
 	}
 	r.env.mu.Lock()
-	for s := range r.env.takes {
-		s.sent[p.Digest] = proof
+	defer r.env.mu.Unlock()
+	if len(r.env.takes) == 0 {
+		// The last take ended meanwhile: no proof outlives it, and the
+		// runner must not take the blob as stored.
+		return nil, errNoTake
 	}
-	r.env.mu.Unlock()
+	if r.env.proofs == nil {
+		r.env.proofs = map[string]*sentBlob{}
+	}
+	if r.env.proofs[p.Digest] == nil { // the same bytes: the same proof
+		r.env.proofs[p.Digest] = proof
+		r.env.proofGen++
+	}
 	return nil, nil
 }
 

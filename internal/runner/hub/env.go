@@ -19,12 +19,19 @@ const MaxRunnerCalls = 16
 // the snapshots it is asked to take (the only time it may store blobs)
 // and the blobs being uploaded in parts. It dies with the connection.
 type envState struct {
-	mu      sync.Mutex
-	events  map[string]func(link.NetworkEvent)
-	scopes  map[*restoreScope]struct{}
-	takes   map[*takeScope]struct{}
-	uploads map[string]*upload
-	info    *link.RunnerInfo
+	mu     sync.Mutex
+	events map[string]func(link.NetworkEvent)
+	scopes map[*restoreScope]struct{}
+	takes  map[*takeScope]struct{}
+	// takeSeq numbers the takes as they begin.
+	takeSeq uint64
+	// proofs are the blobs the runner sent while takes were in progress,
+	// until no take that may look for them is (AllowTake); proofGen
+	// changes when one comes or is recorded.
+	proofs   map[string]*sentBlob
+	proofGen uint64
+	uploads  map[string]*upload
+	info     *link.RunnerInfo
 }
 
 // runnerHandlers are the calls a runner may make of the server: its
