@@ -49,11 +49,12 @@
 //     own missing, stored or not (no oracle of what other projects
 //     hold), so the runner sends its bytes; a snapshot id it answers is
 //     accepted only if every blob it reaches is its project's or was sent
-//     during the take (AcceptSnapshot, which reads only the trees the
-//     project does not own: snapshot.Claim), so that a runner that wraps
-//     another project's snapshot or file digest in a tree of its own is
-//     refused; the blobs sent during a take become the project's when it
-//     ends (a tree only with all it refers to); a restore, and every
+//     on the connection while takes were in progress (AcceptSnapshot,
+//     which reads only the trees the project does not own:
+//     snapshot.Claim), so that a runner that wraps another project's
+//     snapshot or file digest in a tree of its own is refused; the blobs
+//     sent become the project's as takes end (a tree only with all it
+//     refers to, whichever take sent them); a restore, and every
 //     blob.get, require the project's ownership as well as the scope.
 //   - A key holds at most Config.MaxConnsPerKey connections to a node, and
 //     a node at most Config.MaxConns, counted from the upgrade (before the
