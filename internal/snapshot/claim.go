@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 )
 
@@ -24,8 +23,9 @@ type Owners interface {
 	BlobOwnTrees(ctx context.Context, project string, digests []string) error
 	// BlobsOwned returns which of digests project owns, either way.
 	BlobsOwned(ctx context.Context, project string, digests []string) (map[string]bool, error)
-	// BlobTreesOwned returns which of digests project owns as trees.
-	BlobTreesOwned(ctx context.Context, project string, digests []string) (map[string]bool, error)
+	// BlobOwnership returns the digests project owns, each with true
+	// when owned as a tree.
+	BlobOwnership(ctx context.Context, project string, digests []string) (map[string]bool, error)
 }
 
 // ErrNotOwned is the error of a snapshot that reaches a blob its project
@@ -143,26 +143,27 @@ func Claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 }
 
 // ownedBoth returns which of digests project owns, and which of them as
-// trees.
+// trees: one read.
 func ownedBoth(ctx context.Context, o Owners, project string, digests []string) (owned, trees map[string]bool, err error) {
-	if owned, err = o.BlobsOwned(ctx, project, digests); err != nil {
+	kinds, err := o.BlobOwnership(ctx, project, digests)
+	if err != nil {
 		return nil, nil, err
 	}
-	if len(owned) == 0 {
-		return owned, map[string]bool{}, nil
+	owned, trees = make(map[string]bool, len(kinds)), make(map[string]bool, len(kinds))
+	for d, tree := range kinds {
+		owned[d], trees[d] = true, tree
 	}
-	trees, err = o.BlobTreesOwned(ctx, project, slices.Collect(maps.Keys(owned)))
-	return owned, trees, err
+	return owned, trees, nil
 }
 
 // Owned reports whether project owns snapshot id as a tree (its root,
 // which stands for every blob it reaches).
 func Owned(ctx context.Context, o Owners, project, id string) (bool, error) {
-	owned, err := o.BlobTreesOwned(ctx, project, []string{id})
+	kinds, err := o.BlobOwnership(ctx, project, []string{id})
 	if err != nil {
 		return false, fmt.Errorf("snapshot %s: %w", id, err)
 	}
-	return owned[id], nil
+	return kinds[id], nil
 }
 
 // CheckOwned checks, before a restore, that project owns snapshot id as

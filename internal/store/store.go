@@ -136,9 +136,10 @@ type Store interface {
 	// BlobOwnTrees), in as few reads as it can: a runner asks about a
 	// batch of blobs at once.
 	BlobsOwned(ctx context.Context, project string, digests []string) (map[string]bool, error)
-	// BlobTreesOwned returns which of digests project owns as trees
-	// (BlobOwnTrees).
-	BlobTreesOwned(ctx context.Context, project string, digests []string) (map[string]bool, error)
+	// BlobOwnership returns the digests of digests project owns, each
+	// with true when owned as a tree (BlobOwnTrees), false when for
+	// itself: the one read snapshot.Claim makes per level of trees.
+	BlobOwnership(ctx context.Context, project string, digests []string) (map[string]bool, error)
 
 	// LeaseClaim claims up to Limit sessions that are runnable (Runnable set, or
 	// WakeAt reached) and not leased by a live worker (no owner, or the lease

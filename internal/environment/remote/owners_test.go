@@ -243,9 +243,9 @@ func TestFileThatParsesAsATreeStandsForNothing(t *testing.T) {
 	_, _, err = env.Snapshot(ctx)
 	require.NoError(t, err)
 	require.True(t, ownsAny(t, blobs, project, fakeID)[fakeID])
-	trees, err := blobs.Store.BlobTreesOwned(ctx, project, []string{fakeID})
+	kinds, err := blobs.Store.BlobOwnership(ctx, project, []string{fakeID})
 	require.NoError(t, err)
-	require.Empty(t, trees, "a file's bytes are not owned as a tree")
+	require.Equal(t, map[string]bool{fakeID: false}, kinds, "a file's bytes are owned for themselves, not as a tree")
 
 	// R named as the snapshot, not sent again: refused.
 	send, answer = nil, fakeID

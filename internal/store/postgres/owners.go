@@ -41,16 +41,16 @@ ON CONFLICT (project, sha256) DO UPDATE SET tree = true WHERE excluded.tree AND 
 
 // BlobsOwned returns which of digests project owns; see store.Store.
 func (s *Store) BlobsOwned(ctx context.Context, project string, digests []string) (map[string]bool, error) {
-	return s.blobsOwned(ctx, project, digests, `SELECT sha256 FROM blob_owners WHERE project = $1 AND sha256 = ANY($2::text[])`)
+	return s.blobsOwned(ctx, project, digests, false)
 }
 
-// BlobTreesOwned returns which of digests project owns as trees; see
-// store.Store.
-func (s *Store) BlobTreesOwned(ctx context.Context, project string, digests []string) (map[string]bool, error) {
-	return s.blobsOwned(ctx, project, digests, `SELECT sha256 FROM blob_owners WHERE project = $1 AND sha256 = ANY($2::text[]) AND tree`)
+// BlobOwnership returns the digests project owns, true for a tree's row;
+// see store.Store.
+func (s *Store) BlobOwnership(ctx context.Context, project string, digests []string) (map[string]bool, error) {
+	return s.blobsOwned(ctx, project, digests, true)
 }
 
-func (s *Store) blobsOwned(ctx context.Context, project string, digests []string, query string) (map[string]bool, error) {
+func (s *Store) blobsOwned(ctx context.Context, project string, digests []string, kinds bool) (map[string]bool, error) {
 	if err := s.checkOwners(project, digests); err != nil {
 		return nil, fmt.Errorf("blobs owned: %w", err)
 	}
@@ -60,12 +60,13 @@ func (s *Store) blobsOwned(ctx context.Context, project string, digests []string
 	}
 	err := s.query(ctx, func(rows pgx.Rows) error {
 		var d string
-		if err := rows.Scan(&d); err != nil {
+		var tree bool
+		if err := rows.Scan(&d, &tree); err != nil {
 			return err
 		}
-		owned[d] = true
+		owned[d] = tree || !kinds
 		return nil
-	}, query, project, digests)
+	}, `SELECT sha256, tree FROM blob_owners WHERE project = $1 AND sha256 = ANY($2::text[])`, project, digests)
 	if err != nil {
 		return nil, fmt.Errorf("blobs owned by project %q: %w", project, err)
 	}

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -58,22 +59,28 @@ func testBlobOwners(t *testing.T, h *harness) {
 	// becomes a tree's row when recorded as one, never the other way.
 	d, e := sha([]byte("tree d")), sha([]byte("tree e"))
 	require.NoError(t, h.s.BlobOwn(h.ctx, "delta", []string{d}))
-	trees, err := h.s.BlobTreesOwned(h.ctx, "delta", []string{d, e})
+	trees, err := treesOwned(h.ctx, h.s, "delta", []string{d, e})
 	require.NoError(t, err)
 	require.Empty(t, trees, "a blob owned for itself is not a tree's row")
+	kinds, err := h.s.BlobOwnership(h.ctx, "delta", []string{d, e})
+	require.NoError(t, err)
+	require.Equal(t, map[string]bool{d: false}, kinds, "owned for itself, and e not at all")
 	require.NoError(t, h.s.BlobOwnTrees(h.ctx, "delta", []string{d, e}))
 	require.NoError(t, h.s.BlobOwn(h.ctx, "delta", []string{d}), "owning it for itself again keeps the tree's row")
-	trees, err = h.s.BlobTreesOwned(h.ctx, "delta", []string{d, e, a})
+	trees, err = treesOwned(h.ctx, h.s, "delta", []string{d, e, a})
 	require.NoError(t, err)
 	require.Equal(t, map[string]bool{d: true, e: true}, trees)
+	kinds, err = h.s.BlobOwnership(h.ctx, "delta", []string{d, e, a})
+	require.NoError(t, err)
+	require.Equal(t, map[string]bool{d: true, e: true}, kinds, "trees, and a, which is alpha's, not at all")
 	owned, err = h.s.BlobsOwned(h.ctx, "delta", []string{d, e})
 	require.NoError(t, err)
 	require.Equal(t, map[string]bool{d: true, e: true}, owned, "a tree's row is owned")
-	trees, err = h.s.BlobTreesOwned(h.ctx, "epsilon", []string{d, e})
+	trees, err = treesOwned(h.ctx, h.s, "epsilon", []string{d, e})
 	require.NoError(t, err)
 	require.Empty(t, trees, "another project's trees")
 	require.ErrorContains(t, h.s.BlobOwnTrees(h.ctx, "delta", []string{"nope"}), "digests[0]")
-	_, err = h.s.BlobTreesOwned(h.ctx, "", []string{d})
+	_, err = treesOwned(h.ctx, h.s, "", []string{d})
 	require.ErrorContains(t, err, "project")
 }
 
@@ -101,8 +108,24 @@ func RequireOwnersMigrated(t *testing.T, s store.Store) {
 		owned, err := s.BlobsOwned(t.Context(), project, []string{snapA, snapB, loose})
 		require.NoError(t, err)
 		require.Equal(t, want, owned, "the snapshots project %s owns", project)
-		trees, err := s.BlobTreesOwned(t.Context(), project, []string{snapA, snapB, loose})
+		trees, err := treesOwned(t.Context(), s, project, []string{snapA, snapB, loose})
 		require.NoError(t, err)
 		require.Equal(t, want, trees, "the roots of project %s's checkpoints are owned as trees", project)
 	}
+}
+
+// treesOwned returns which of digests project owns as trees (the true
+// values of BlobOwnership).
+func treesOwned(ctx context.Context, s store.Store, project string, digests []string) (map[string]bool, error) {
+	kinds, err := s.BlobOwnership(ctx, project, digests)
+	if err != nil {
+		return nil, err
+	}
+	trees := map[string]bool{}
+	for d, tree := range kinds {
+		if tree {
+			trees[d] = true
+		}
+	}
+	return trees, nil
 }
