@@ -90,6 +90,17 @@ func digestOf(data []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// putBlobs sends blobs whole, one blob.put each, as a runner does during
+// a take.
+func putBlobs(ctx context.Context, c *link.Conn, blobs ...[]byte) error {
+	for _, data := range blobs {
+		if err := c.Call(ctx, link.MethodBlobPut, link.BlobPutParams{Digest: digestOf(data), Size: int64(len(data)), Data: data}, nil, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // TestAdversarialRunners_WrappedTree: a hostile runner of project beta
 // knows the snapshot id of a checkpoint of project alpha (shown to alpha's
 // viewers) and the digest of a file in it. Answering a beta session's
@@ -132,7 +143,7 @@ func TestAdversarialRunners_WrappedTree(t *testing.T) {
 		pmu.Lock()
 		probes = append(probes, probe{root: digestOf(root), missing: has.Missing, getErr: getErr})
 		pmu.Unlock()
-		return digestOf(root), c.Call(ctx, link.MethodBlobPut, link.BlobPutParams{Digest: digestOf(root), Size: int64(len(root)), Data: root}, nil, nil)
+		return digestOf(root), putBlobs(ctx, c, root)
 	})
 
 	// A beta session on that runner, two steps: a checkpoint after each.
@@ -254,10 +265,8 @@ func TestAdversarialRunners_FileAsTree(t *testing.T) {
 			wrap := []byte(fmt.Sprintf(`{"v":1,"entries":[{"name":"d","type":"dir","mode":493,"tree":%q}]}`, fakeID))
 			send, answer = [][]byte{wrap}, digestOf(wrap)
 		}
-		for _, data := range send {
-			if err := c.Call(ctx, link.MethodBlobPut, link.BlobPutParams{Digest: digestOf(data), Size: int64(len(data)), Data: data}, nil, nil); err != nil {
-				return "", err
-			}
+		if err := putBlobs(ctx, c, send...); err != nil {
+			return "", err
 		}
 		pmu.Lock()
 		answers[n] = answer
@@ -345,7 +354,7 @@ func TestAdversarialRunners_UploadBounds(t *testing.T) {
 			mu.Unlock()
 		}
 		root := []byte(`{"v":1,"entries":[]}`)
-		return digestOf(root), c.Call(ctx, link.MethodBlobPut, link.BlobPutParams{Digest: digestOf(root), Size: int64(len(root)), Data: root}, nil, nil)
+		return digestOf(root), putBlobs(ctx, c, root)
 	})
 
 	script, err := json.Marshal([]map[string]any{
