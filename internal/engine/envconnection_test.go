@@ -38,6 +38,10 @@ type runnerBackend struct {
 	// (ErrUnavailable, nothing ran), which disconnects it.
 	dropOn  string
 	dropped atomic.Bool
+	// loseStopReply: the next Stop stops the environment (its workspace
+	// removed), then the runner's connection breaks before the reply
+	// (ErrLost), which disconnects it.
+	loseStopReply atomic.Bool
 }
 
 func (b *runnerBackend) Open(ctx context.Context, p *environment.OpenParams) (environment.Environment, error) {
@@ -87,6 +91,14 @@ func (e *onRunner) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecRe
 		return nil, fmt.Errorf("runner box1: %w (disconnected)", environment.ErrUnavailable)
 	}
 	return e.Environment.Run(ctx, req)
+}
+
+func (e *onRunner) Stop(ctx context.Context, id string) error {
+	if err := e.Environment.Stop(ctx, id); err != nil || !e.b.loseStopReply.CompareAndSwap(true, false) {
+		return err
+	}
+	e.b.connected.Store(false)
+	return fmt.Errorf("runner box1: %w (connection closed)", environment.ErrLost)
 }
 
 func (e *onRunner) Info() environment.Info {

@@ -284,3 +284,52 @@ func TestIdleStopTellsTheModelNothing(t *testing.T) {
 	}
 	checkJournal(t, h.store, s.ID)
 }
+
+// TestIdleStopReplyLostKeepsTheStopsSnapshot: the runner stops the
+// environment (its workspace removed) at the snapshot the idle stop took,
+// and its connection breaks before the reply. The snapshot was journaled
+// before the stop (environment.stopping), so the copy made anew when the
+// session goes on is restored from it, with what the step wrote since its
+// checkpoint, and the model is told nothing.
+func TestIdleStopReplyLostKeepsTheStopsSnapshot(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	rb.connected.Store(true)
+	rb.loseStopReply.Store(true)
+	ctx := context.Background()
+	sp := onGPU(spec(t, `[
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"echo mid > mid.txt"}},{"name":"lookup","arguments":{}}]},
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"cat mid.txt"}}]},
+	  {"text":"done"}]`,
+		lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}))
+	sp.Environment.IdleStopSeconds = 30
+	s := create(t, h, sp, nil)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	require.Empty(t, events(t, h, s.ID, lt.EventCheckpointCreated), "parked before the step's checkpoint")
+	ws := filepath.Join(h.dir, "workspaces", s.ID)
+	require.FileExists(t, filepath.Join(ws, "mid.txt"))
+
+	h.clock.Advance(31 * time.Second)
+	waitEvent(t, h, s.ID, lt.EventEnvironmentStopFailed)
+	require.NoDirExists(t, ws, "the runner stopped it; only its reply was lost")
+	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentStopped))
+	stopping := events(t, h, s.ID, lt.EventEnvironmentStopping)
+	require.Len(t, stopping, 1)
+	snap := data[lt.EnvironmentStoppingData](t, stopping[0])
+	require.NotEmpty(t, snap.Snapshot)
+	require.Equal(t, "box1", snap.Runner)
+
+	rb.connected.Store(true)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	_, err := h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`1`)})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	restored := events(t, h, s.ID, lt.EventEnvironmentRestored)
+	require.Len(t, restored, 1)
+	d := data[lt.EnvironmentRestoredData](t, restored[0])
+	require.Equal(t, snap.Snapshot, d.Snapshot, "restored from the stop's snapshot, not the last checkpoint's")
+	require.Empty(t, d.Note, "nothing was lost: the model is told nothing")
+	require.Empty(t, d.Missing)
+	done := events(t, h, s.ID, lt.EventToolCompleted)
+	require.Contains(t, string(data[lt.ToolCompletedData](t, done[len(done)-1]).Output), "mid", "what the step wrote since its checkpoint is kept")
+	checkJournal(t, h.store, s.ID)
+}

@@ -89,12 +89,19 @@ type State struct {
 	// environment is restored (environment.restored): no copy of the
 	// workspace lives anywhere, the next call recreates it.
 	EnvironmentStopped bool `json:"environment_stopped,omitempty"`
-	// EnvironmentSnapshot is the snapshot the environment was stopped at,
-	// until the next checkpoint's snapshot: the copy recreated from it
-	// holds it rather than LastSnapshot (WorkspaceSnapshot). Empty when
-	// the stopped copy could not be trusted: the recreated one is then
-	// restored as a lost one is.
+	// EnvironmentSnapshot is the snapshot the environment was stopped at
+	// (environment.stopped), or was about to be (environment.stopping:
+	// the stop's outcome may never have come back), until the next
+	// checkpoint's snapshot: a copy recreated, or made anew after it was
+	// lost, is restored from it rather than from LastSnapshot
+	// (WorkspaceSnapshot). Empty when the stopped copy could not be
+	// trusted: the recreated one is then restored as a lost one is.
 	EnvironmentSnapshot string `json:"environment_snapshot,omitempty"`
+	// EnvironmentSnapshotPassed is set when a tool that changes the
+	// workspace started after EnvironmentSnapshot was taken: a copy
+	// restored from it lacks what the tool did (the step's calls are run
+	// again, or reported missing, as after any loss).
+	EnvironmentSnapshotPassed bool `json:"environment_snapshot_passed,omitempty"`
 	// IdleStopFailures counts the idle stops refused in a row
 	// (environment.stop_failed) since the environment was last stopped,
 	// opened on a runner or used: each doubles the wait before the next
