@@ -333,3 +333,50 @@ func TestIdleStopReplyLostKeepsTheStopsSnapshot(t *testing.T) {
 	require.Contains(t, string(data[lt.ToolCompletedData](t, done[len(done)-1]).Output), "mid", "what the step wrote since its checkpoint is kept")
 	checkJournal(t, h.store, s.ID)
 }
+
+// TestIdleStopOfAPausedSession: a session a person paused is parked like
+// one that waits: its environment is stopped once it has been paused for
+// idle_stop_seconds. A decision made while paused runs nothing; the resume
+// does, and its first step recreates the environment and restores it
+// (journaled) before the next call, which finds the workspace as the
+// session left it.
+func TestIdleStopOfAPausedSession(t *testing.T) {
+	h := newIdleStopHarness(t)
+	ctx := context.Background()
+	s := create(t, h, idleSpec(t, 60, `[
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"echo kept > a.txt"}},{"name":"lookup","arguments":{}}]},
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"cat a.txt"}}]},
+	  {"text":"done"}]`,
+		lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}), nil)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	ws := filepath.Join(h.dir, "workspaces", s.ID)
+	require.FileExists(t, filepath.Join(ws, "a.txt"))
+	_, err := h.eng.PauseSession(ctx, s.ID, &lt.PauseRequest{Reason: "lunch"})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionPaused)
+	_, err = h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`1`)})
+	require.NoError(t, err)
+
+	h.clock.Advance(61 * time.Second)
+	stopped := stoppedEvent(t, h, s.ID)
+	require.NotEmpty(t, stopped.Snapshot)
+	require.NoDirExists(t, ws, "the paused session's environment is freed")
+	require.Equal(t, lt.SessionPaused, h.waitStatus(s.ID, lt.SessionPaused).Status, "still paused")
+	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentProvisioned), "nothing recreated while paused")
+
+	_, err = h.eng.ResumeSession(ctx, s.ID, &lt.ResumeRequest{})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	var order []string
+	for _, ev := range events(t, h, s.ID, lt.EventSessionPaused, lt.EventSessionResumed, lt.EventEnvironmentStopped, lt.EventEnvironmentProvisioned, lt.EventEnvironmentRestored, lt.EventEnvironmentLost, lt.EventToolStarted) {
+		order = append(order, ev.Type)
+	}
+	require.Equal(t, []string{lt.EventToolStarted, lt.EventToolStarted, lt.EventSessionPaused, lt.EventEnvironmentStopped, lt.EventSessionResumed,
+		lt.EventEnvironmentProvisioned, lt.EventEnvironmentRestored, lt.EventToolStarted}, order)
+	restored := data[lt.EnvironmentRestoredData](t, events(t, h, s.ID, lt.EventEnvironmentRestored)[0])
+	require.Equal(t, stopped.Snapshot, restored.Snapshot)
+	require.Empty(t, restored.Note, "nothing was lost: the model is told nothing")
+	done := events(t, h, s.ID, lt.EventToolCompleted)
+	require.Contains(t, string(data[lt.ToolCompletedData](t, done[len(done)-1]).Output), "kept", "the workspace is as the session left it")
+	checkJournal(t, h.store, s.ID)
+}

@@ -455,16 +455,18 @@ const maxIdleStopBackoff = 7 * 24 * time.Hour
 // shares its root's workspace), a root whose sub-agents still work in it,
 // no environment known to hold anything (no tool changed the workspace, no
 // checkpoint, never opened on a runner), an environment already stopped, a
-// session that is runnable, running, paused or waiting for a runner.
+// session that is runnable, running or waiting for a runner. A session a
+// person paused is parked like one that waits: its environment is stopped
+// too, and recreated by the first step after the resume.
 func (s *State) IdleStopAt() *time.Time {
-	if s.IdleStopSeconds <= 0 || s.Workspace != "" || s.EnvironmentStopped || s.Paused() || s.Runnable() {
+	if s.IdleStopSeconds <= 0 || s.Workspace != "" || s.EnvironmentStopped || s.Runnable() {
 		return nil
 	}
 	if s.WorkspaceNode == "" && s.LastSnapshot == "" && s.EnvironmentRunner == "" {
 		return nil
 	}
 	switch s.Session.Status {
-	case lt.SessionWaiting, lt.SessionRequiresAction, lt.SessionIdle, lt.SessionFailed, lt.SessionCancelled:
+	case lt.SessionWaiting, lt.SessionRequiresAction, lt.SessionIdle, lt.SessionFailed, lt.SessionCancelled, lt.SessionPaused:
 	default:
 		return nil
 	}
