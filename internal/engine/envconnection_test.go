@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/environment"
+	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -411,4 +412,73 @@ func TestEnvironmentConnectionRunnerFull(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, woke)
 	h.waitStatus(s.ID, lt.SessionIdle)
+}
+
+// actionScans is the engine's store, counting the scans of the pending
+// environment_connection actions.
+type actionScans struct {
+	store.Store
+	n atomic.Int32
+}
+
+func (s *actionScans) ActionListAll(ctx context.Context, p *store.ActionListParams) ([]*store.DocRow, error) {
+	if p != nil && p.Type == string(lt.ActionEnvironmentConnection) {
+		s.n.Add(1)
+	}
+	return s.Store.ActionListAll(ctx, p)
+}
+
+// TestRunnerFreedReadsNothingWhenNothingWaits: a runner's environment
+// closing with room left (RunnerFreed) reads no pending action while no
+// session of the project waits for a runner, once a scan found none; a
+// session that starts waiting (its action durable) is found by the next
+// close, and after the trust period a close scans again (an action
+// another node raised is found then).
+func TestRunnerFreedReadsNothingWhenNothingWaits(t *testing.T) {
+	dir := t.TempDir()
+	h := &harness{t: t, dir: dir, clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}}
+	h.store = openStore(t, dir)
+	t.Cleanup(func() { h.store.Close() })
+	rb := &runnerBackend{}
+	h.wrapEnvironments = func(b environment.Backend) environment.Backend {
+		rb.Backend = b
+		return rb
+	}
+	scans := &actionScans{}
+	h.wrapStore = func(s store.Store) store.Store {
+		scans.Store = s
+		return scans
+	}
+	h.start("node-a")
+	ctx := context.Background()
+	freed := func() int {
+		t.Helper()
+		woke, err := h.eng.RunnerFreed(ctx, lt.DefaultProject, "box1", "key1", []string{"gpu"}, 1)
+		require.NoError(t, err)
+		return woke
+	}
+
+	require.Zero(t, freed())
+	require.EqualValues(t, 1, scans.n.Load(), "the first close looks")
+	for range 100 {
+		require.Zero(t, freed())
+	}
+	require.EqualValues(t, 1, scans.n.Load(), "nothing waits: the closes after it read nothing")
+
+	s := create(t, h, onGPU(spec(t, `[{"text":"done"}]`)), nil)
+	h.waitStatus(s.ID, lt.SessionRequiresAction)
+	pendingEnvAction(t, h, s.ID)
+	rb.connected.Store(true)
+	before := scans.n.Load()
+	require.Equal(t, 1, freed(), "the session that waits is found")
+	require.Greater(t, scans.n.Load(), before)
+	h.waitStatus(s.ID, lt.SessionIdle)
+
+	require.Zero(t, freed(), "found none now")
+	settled := scans.n.Load()
+	require.Zero(t, freed())
+	require.Equal(t, settled, scans.n.Load())
+	h.clock.Advance(31 * time.Second)
+	require.Zero(t, freed())
+	require.Equal(t, settled+1, scans.n.Load(), "a scan's verdict is trusted for a bounded time")
 }
