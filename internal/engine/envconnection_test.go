@@ -50,7 +50,9 @@ func (b *runnerBackend) Open(ctx context.Context, p *environment.OpenParams) (en
 		return b.Backend.Open(ctx, p)
 	}
 	b.opens.Add(1)
-	if b.full.Load() {
+	if b.full.Load() && !(p.ForStop && p.Pinned == "box1") {
+		// An open to stop a pinned environment takes no slot (the
+		// router's exemption).
 		return nil, fmt.Errorf("open environment of session %s: runner box1: %w", p.Session, environment.ErrFull)
 	}
 	if !b.connected.Load() || !p.Runner.Matches("box1", []string{"gpu"}) || (p.Pinned != "" && p.Pinned != "box1") ||

@@ -380,3 +380,30 @@ func TestIdleStopOfAPausedSession(t *testing.T) {
 	require.Contains(t, string(data[lt.ToolCompletedData](t, done[len(done)-1]).Output), "kept", "the workspace is as the session left it")
 	checkJournal(t, h.store, s.ID)
 }
+
+// TestIdleStopOnAFullRunner: a parked session holds no slot of its
+// runner, and its idle stop needs none: with the runner at its capacity
+// the stop still opens the environment (to stop it: ForStop) and stops
+// it, where it was refused as "at its capacity" before.
+func TestIdleStopOnAFullRunner(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	rb.connected.Store(true)
+	sp := onGPU(spec(t, `[
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"echo kept > a.txt"}},{"name":"lookup","arguments":{}}]},
+	  {"text":"done"}]`,
+		lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}))
+	sp.Environment.IdleStopSeconds = 30
+	s := create(t, h, sp, nil)
+	h.waitStatus(s.ID, lt.SessionRequiresAction)
+	ws := filepath.Join(h.dir, "workspaces", s.ID)
+	require.FileExists(t, filepath.Join(ws, "a.txt"))
+
+	rb.full.Store(true) // other sessions took every slot meanwhile
+	h.clock.Advance(31 * time.Second)
+	stopped := stoppedEvent(t, h, s.ID)
+	require.NotEmpty(t, stopped.Snapshot)
+	require.Equal(t, "box1", stopped.Runner)
+	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentStopFailed), "not refused for want of a slot")
+	require.NoDirExists(t, ws)
+	checkJournal(t, h.store, s.ID)
+}
