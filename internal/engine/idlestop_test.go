@@ -50,6 +50,25 @@ func stoppedEvent(t *testing.T, h *harness, id string) lt.EnvironmentStoppedData
 	return data[lt.EnvironmentStoppedData](t, events(t, h, id, lt.EventEnvironmentStopped)[0])
 }
 
+// writeThenWait is the script of a session whose first step writes text
+// to file and waits for a function result (lookup) in the same step, so
+// that it parks before the step's checkpoint; its next step reads the
+// file back.
+func writeThenWait(text, file string) string {
+	return `[
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"echo ` + text + ` > ` + file + `"}},{"name":"lookup","arguments":{}}]},
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"cat ` + file + `"}}]},
+	  {"text":"done"}]`
+}
+
+// lastToolOutput is the output of the session's last completed call.
+func lastToolOutput(t *testing.T, h *harness, id string) string {
+	t.Helper()
+	done := events(t, h, id, lt.EventToolCompleted)
+	require.NotEmpty(t, done)
+	return string(data[lt.ToolCompletedData](t, done[len(done)-1]).Output)
+}
+
 // TestIdleStopAndRecreate: a session parked on a required action longer
 // than idle_stop_seconds has its environment stopped (the workspace
 // directory freed, environment.stopped at the snapshot it held); the
@@ -296,10 +315,7 @@ func TestIdleStopReplyLostKeepsTheStopsSnapshot(t *testing.T) {
 	rb.connected.Store(true)
 	rb.loseStopReply.Store(true)
 	ctx := context.Background()
-	sp := onGPU(spec(t, `[
-	  {"tool_calls":[{"name":"shell","arguments":{"command":"echo mid > mid.txt"}},{"name":"lookup","arguments":{}}]},
-	  {"tool_calls":[{"name":"shell","arguments":{"command":"cat mid.txt"}}]},
-	  {"text":"done"}]`,
+	sp := onGPU(spec(t, writeThenWait("mid", "mid.txt"),
 		lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}))
 	sp.Environment.IdleStopSeconds = 30
 	s := create(t, h, sp, nil)
@@ -329,8 +345,7 @@ func TestIdleStopReplyLostKeepsTheStopsSnapshot(t *testing.T) {
 	require.Equal(t, snap.Snapshot, d.Snapshot, "restored from the stop's snapshot, not the last checkpoint's")
 	require.Empty(t, d.Note, "nothing was lost: the model is told nothing")
 	require.Empty(t, d.Missing)
-	done := events(t, h, s.ID, lt.EventToolCompleted)
-	require.Contains(t, string(data[lt.ToolCompletedData](t, done[len(done)-1]).Output), "mid", "what the step wrote since its checkpoint is kept")
+	require.Contains(t, lastToolOutput(t, h, s.ID), "mid", "what the step wrote since its checkpoint is kept")
 	checkJournal(t, h.store, s.ID)
 }
 
@@ -343,10 +358,7 @@ func TestIdleStopReplyLostKeepsTheStopsSnapshot(t *testing.T) {
 func TestIdleStopOfAPausedSession(t *testing.T) {
 	h := newIdleStopHarness(t)
 	ctx := context.Background()
-	s := create(t, h, idleSpec(t, 60, `[
-	  {"tool_calls":[{"name":"shell","arguments":{"command":"echo kept > a.txt"}},{"name":"lookup","arguments":{}}]},
-	  {"tool_calls":[{"name":"shell","arguments":{"command":"cat a.txt"}}]},
-	  {"text":"done"}]`,
+	s := create(t, h, idleSpec(t, 60, writeThenWait("kept", "a.txt"),
 		lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}), nil)
 	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
 	ws := filepath.Join(h.dir, "workspaces", s.ID)
@@ -376,8 +388,7 @@ func TestIdleStopOfAPausedSession(t *testing.T) {
 	restored := data[lt.EnvironmentRestoredData](t, events(t, h, s.ID, lt.EventEnvironmentRestored)[0])
 	require.Equal(t, stopped.Snapshot, restored.Snapshot)
 	require.Empty(t, restored.Note, "nothing was lost: the model is told nothing")
-	done := events(t, h, s.ID, lt.EventToolCompleted)
-	require.Contains(t, string(data[lt.ToolCompletedData](t, done[len(done)-1]).Output), "kept", "the workspace is as the session left it")
+	require.Contains(t, lastToolOutput(t, h, s.ID), "kept", "the workspace is as the session left it")
 	checkJournal(t, h.store, s.ID)
 }
 
@@ -388,9 +399,7 @@ func TestIdleStopOfAPausedSession(t *testing.T) {
 func TestIdleStopOnAFullRunner(t *testing.T) {
 	h, rb := newRunnerHarness(t)
 	rb.connected.Store(true)
-	sp := onGPU(spec(t, `[
-	  {"tool_calls":[{"name":"shell","arguments":{"command":"echo kept > a.txt"}},{"name":"lookup","arguments":{}}]},
-	  {"text":"done"}]`,
+	sp := onGPU(spec(t, writeThenWait("kept", "a.txt"),
 		lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}))
 	sp.Environment.IdleStopSeconds = 30
 	s := create(t, h, sp, nil)
