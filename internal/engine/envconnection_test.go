@@ -13,7 +13,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/environment"
+	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/model/scripted"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -483,4 +486,37 @@ func TestRunnerFreedReadsNothingWhenNothingWaits(t *testing.T) {
 	h.clock.Advance(31 * time.Second)
 	require.Zero(t, freed())
 	require.Equal(t, settled+1, scans.n.Load(), "a scan's verdict is trusted for a bounded time")
+}
+
+// TestRunnerFreedFindsAnotherNodesWaiter: the engine of a node that
+// raised no environment_connection action itself (node-b, on the same
+// store) trusts a scan that found none for a bounded time only: a session
+// another node parked on a runner meanwhile is found by a close after it.
+func TestRunnerFreedFindsAnotherNodesWaiter(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	ctx := context.Background()
+	scans := &actionScans{Store: h.store}
+	other, err := engine.New(scans, &engine.Config{
+		WorkspaceRoot: filepath.Join(t.TempDir(), "workspaces"), NodeID: "node-b", Clock: h.clock,
+		Providers: map[string]model.Provider{"scripted": scripted.New(nil)},
+	})
+	require.NoError(t, err)
+	freed := func() int {
+		t.Helper()
+		woke, err := other.RunnerFreed(ctx, lt.DefaultProject, "box1", "key1", []string{"gpu"}, 1)
+		require.NoError(t, err)
+		return woke
+	}
+	require.Zero(t, freed())
+	require.EqualValues(t, 1, scans.n.Load())
+
+	s := create(t, h, onGPU(spec(t, `[{"text":"done"}]`)), nil)
+	h.waitStatus(s.ID, lt.SessionRequiresAction)
+	pendingEnvAction(t, h, s.ID)
+	rb.connected.Store(true)
+	require.Zero(t, freed(), "node-b trusts its scan for a while")
+	require.EqualValues(t, 1, scans.n.Load())
+	h.clock.Advance(31 * time.Second)
+	require.Equal(t, 1, freed(), "then it looks again, and finds the session")
+	h.waitStatus(s.ID, lt.SessionIdle)
 }
