@@ -78,6 +78,18 @@ func TestIdleStopAtFollowsTheParkedSession(t *testing.T) {
 	b.must(lt.EventActionRequired, "t1", lt.ActionRequiredData{Action: lt.Action{ID: "act_2", Type: lt.ActionEnvironmentConnection, TurnID: "t1"}})
 	require.Nil(t, b.st.IdleStopAt())
 
+	// A session a person paused is parked too: its environment is
+	// stopped after the idle time (recreated after the resume).
+	paused := &builder{t: t}
+	paused.must(lt.EventSessionCreated, "", lt.SessionCreatedData{Agent: lt.AgentRef{Name: "a", Version: 1}, Input: "go", IdleStopSeconds: 60})
+	paused.must(lt.EventTurnCreated, "t1", lt.TurnCreatedData{TurnID: "t1", Index: 1, Input: "go"})
+	paused.must(lt.EventTurnStarted, "t1", lt.TurnStartedData{TurnID: "t1"})
+	paused.must(lt.EventCheckpointCreated, "t1", lt.CheckpointCreatedData{Checkpoint: lt.Checkpoint{ID: "ck1", Kind: lt.CheckpointStep, Step: 1, Snapshot: "s1"}})
+	paused.must(lt.EventSessionPaused, "", lt.SessionPausedData{Reason: "lunch"})
+	paused.must(lt.EventSessionStatusChanged, "", lt.SessionStatusChangedData{From: lt.SessionRunning, To: lt.SessionPaused})
+	require.NotNil(t, paused.st.IdleStopAt())
+	require.Equal(t, paused.st.Session.UpdatedAt.Add(time.Minute), *paused.st.IdleStopAt())
+
 	// A session whose environment holds nothing yet (no tool changed it,
 	// no checkpoint, never on a runner) has nothing to stop.
 	fresh := &builder{t: t}
