@@ -74,6 +74,12 @@ const (
 	// environment.idle_stop_seconds was stopped and freed, at a snapshot
 	// of its workspace; the session is pinned to no runner from then on.
 	EventEnvironmentStopped = "environment.stopped"
+	// EventEnvironmentStopping: an idle stop took the snapshot of the
+	// whole workspace it is about to stop the environment at. Journaled
+	// before the stop, so that the snapshot is what the next copy is
+	// restored from even if the stop's outcome never comes back (the
+	// runner's connection broke after it removed the workspace).
+	EventEnvironmentStopping = "environment.stopping"
 	// EventEnvironmentStopFailed: an idle stop was refused (the runner is
 	// away, a call was in flight...): the environment lives on, and the
 	// stop is tried again later (the idle time, doubled for each refusal

@@ -535,6 +535,16 @@ type EnvironmentStoppedData struct {
 	Runner   string `json:"runner,omitempty"`
 }
 
+// EnvironmentStoppingData is the data of environment.stopping: the
+// snapshot an idle stop is about to stop the environment at (on Runner,
+// "": the server's node). Until the next checkpoint, it is the snapshot
+// the session's workspace is restored from, stopped or lost.
+type EnvironmentStoppingData struct {
+	Reason   string `json:"reason"`
+	Snapshot string `json:"snapshot"`
+	Runner   string `json:"runner,omitempty"`
+}
+
 // EnvironmentStopFailedData is the data of environment.stop_failed: why an
 // idle stop did not happen (it is tried again later, twice as late after
 // each refusal in a row).

@@ -54,6 +54,7 @@ var eventPayloads = []struct {
 	{EventEnvironmentRestored, newData[EnvironmentRestoredData]},
 	{EventEnvironmentOpened, newData[EnvironmentOpenedData]},
 	{EventEnvironmentStopped, newData[EnvironmentStoppedData]},
+	{EventEnvironmentStopping, newData[EnvironmentStoppingData]},
 	{EventEnvironmentStopFailed, newData[EnvironmentStopFailedData]},
 	{EventEnvironmentProvisioned, newData[EnvironmentProvisionedData]},
 	{EventWorkspaceChanged, newData[WorkspaceChange]},

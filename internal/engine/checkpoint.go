@@ -138,7 +138,7 @@ func (r *runner) workspaceLost(ctx context.Context) (bool, error) {
 	}
 	if r.provisioned {
 		// Opened anew: gone, unless there was nothing to lose.
-		if r.st.LastSnapshot == "" && len(r.st.PersonChanges) == 0 {
+		if r.st.WorkspaceSnapshot() == "" && len(r.st.PersonChanges) == 0 {
 			r.provisioned = false
 			return false, nil
 		}
@@ -189,7 +189,9 @@ func (r *runner) restoreLost(ctx context.Context) error {
 	if err := r.add(lt.EventEnvironmentLost, turnID, step, lt.EnvironmentLostData{Reason: reason}); err != nil {
 		return err
 	}
-	snap := r.st.LastSnapshot
+	// The stop's snapshot when an idle stop took one since the last
+	// checkpoint (its outcome unknown: the workspace went away with it).
+	snap := r.st.WorkspaceSnapshot()
 	if stale && snap == "" {
 		// Nothing to converge on: start from an empty workspace.
 		empty, err := r.e.emptySnapshot(ctx, r.project)
@@ -220,6 +222,11 @@ func (r *runner) restoreLost(ctx context.Context) error {
 	stats, err := r.env.env.Restore(ctx, snap)
 	if err != nil {
 		return fmt.Errorf("restore workspace from snapshot %s: %w", snap, envLost(err))
+	}
+	if snap == r.st.EnvironmentSnapshot && !r.st.EnvironmentSnapshotPassed {
+		// Taken by an idle stop while the session was parked, nothing
+		// written since: the workspace is back as the session left it.
+		return r.add(lt.EventEnvironmentRestored, turnID, step, r.restoredAsLeft(ctx, snap, stats))
 	}
 	d.Snapshot, d.Files, d.Bytes = snap, stats.Files, stats.Bytes
 	d.CheckpointID = r.st.LastSnapshotCheckpoint

@@ -189,6 +189,9 @@ type Engine struct {
 	tools  *tool.Registry
 	spaces *workspace.Manager
 	hub    *hub
+	// waiters spares RunnerFreed its store read when no session of the
+	// project waits for a runner (slotwaiters.go).
+	waiters slotWaiters
 	// snapshots caches what the workspace snapshots already stored.
 	snapshots *snapshot.Cache
 	// sockets names the egress proxies' Unix sockets (of the default

@@ -92,6 +92,9 @@ type harness struct {
 	// wrapEnvironments, when set, wraps the local environment backend
 	// (over sandbox, or the local one) the engine opens environments with.
 	wrapEnvironments func(environment.Backend) environment.Backend
+	// wrapStore, when set, wraps the store the engine uses (to count
+	// its reads).
+	wrapStore func(store.Store) store.Store
 }
 
 func openStore(t *testing.T, dir string) *sqlite.Store {
@@ -174,7 +177,11 @@ func (h *harness) start(node string) {
 	if h.wrapEnvironments != nil {
 		h.environments(cfg)
 	}
-	eng, err := engine.New(h.store, cfg)
+	var st store.Store = h.store
+	if h.wrapStore != nil {
+		st = h.wrapStore(st)
+	}
+	eng, err := engine.New(st, cfg)
 	require.NoError(h.t, err)
 	require.NoError(h.t, eng.Start(context.Background()))
 	h.eng = eng

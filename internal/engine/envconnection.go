@@ -83,6 +83,7 @@ func (r *runner) awaitEnvironment(ctx context.Context, a *lt.Action) (bool, erro
 		if err := r.flush(ctx, false); err != nil {
 			return false, err
 		}
+		r.e.waiters.raised(r.project)
 		if r.env != nil && r.env.env != nil {
 			// This claim's open already found the runner (the session was
 			// claimed for something else than the wake, after a runner
@@ -151,7 +152,8 @@ const runnerWakePage = 200
 // runnable and is claimed as any other. It returns how many it woke. The
 // hub calls it for each runner that connects.
 func (e *Engine) RunnerConnected(ctx context.Context, project, name, keyID string, labels []string) (int, error) {
-	return e.wakeForRunner(ctx, project, name, keyID, labels, 0)
+	_, gen := e.waiters.mayWait(project, e.clock.Now())
+	return e.wakeAndNote(ctx, project, name, keyID, labels, 0, gen)
 }
 
 // RunnerFreed is RunnerConnected for a runner that takes free more
@@ -162,13 +164,29 @@ func (e *Engine) RunnerFreed(ctx context.Context, project, name, keyID string, l
 	if free <= 0 {
 		return 0, nil
 	}
-	return e.wakeForRunner(ctx, project, name, keyID, labels, free)
+	may, gen := e.waiters.mayWait(project, e.clock.Now())
+	if !may {
+		return 0, nil // the common case: nothing waits, nothing read
+	}
+	return e.wakeAndNote(ctx, project, name, keyID, labels, free, gen)
+}
+
+// wakeAndNote is wakeForRunner, noting a scan that found nothing pending
+// in the project (started at generation gen of e.waiters).
+func (e *Engine) wakeAndNote(ctx context.Context, project, name, keyID string, labels []string, limit int, gen uint64) (int, error) {
+	started := e.clock.Now()
+	woke, none, err := e.wakeForRunner(ctx, project, name, keyID, labels, limit)
+	if err == nil && none {
+		e.waiters.scanned(project, gen, started)
+	}
+	return woke, err
 }
 
 // wakeForRunner wakes the sessions waiting for the runner, at most limit
-// of them (0: all).
-func (e *Engine) wakeForRunner(ctx context.Context, project, name, keyID string, labels []string, limit int) (int, error) {
-	woke := 0
+// of them (0: all). none reports that the project had no pending
+// environment_connection action at all.
+func (e *Engine) wakeForRunner(ctx context.Context, project, name, keyID string, labels []string, limit int) (woke int, none bool, err error) {
+	none = true
 	// One session that cannot be woken (a failing write, a row that will
 	// not load) must not keep the ones after it parked while their runner
 	// is connected: each is tried, and the errors are returned together.
@@ -180,11 +198,12 @@ func (e *Engine) wakeForRunner(ctx context.Context, project, name, keyID string,
 			After: after, Limit: runnerWakePage,
 		})
 		if err != nil {
-			return woke, errors.Join(append(failed, err)...)
+			return woke, none, errors.Join(append(failed, err)...)
 		}
+		none = none && len(rows) == 0
 		actions, err := decodeDocs[lt.Action](rows)
 		if err != nil {
-			return woke, errors.Join(append(failed, err)...)
+			return woke, none, errors.Join(append(failed, err)...)
 		}
 		for i := range actions {
 			a := &actions[i]
@@ -198,7 +217,7 @@ func (e *Engine) wakeForRunner(ctx context.Context, project, name, keyID string,
 			ok, err := e.resolveConnected(ctx, a, name, keyID, matches)
 			if err != nil {
 				if ctx.Err() != nil {
-					return woke, errors.Join(append(failed, err)...)
+					return woke, none, errors.Join(append(failed, err)...)
 				}
 				failed = append(failed, fmt.Errorf("wake session %s: %w", a.SessionID, err))
 				continue
@@ -206,12 +225,12 @@ func (e *Engine) wakeForRunner(ctx context.Context, project, name, keyID string,
 			if ok {
 				woke++
 				if woke == limit {
-					return woke, errors.Join(failed...)
+					return woke, none, errors.Join(failed...)
 				}
 			}
 		}
 		if len(rows) < runnerWakePage {
-			return woke, errors.Join(failed...)
+			return woke, none, errors.Join(failed...)
 		}
 		last := rows[len(rows)-1]
 		after = &store.DocCursor{CreatedAt: last.CreatedAt, ID: last.ID}

@@ -13,7 +13,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/environment"
+	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/model/scripted"
+	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -38,6 +42,10 @@ type runnerBackend struct {
 	// (ErrUnavailable, nothing ran), which disconnects it.
 	dropOn  string
 	dropped atomic.Bool
+	// loseStopReply: the next Stop stops the environment (its workspace
+	// removed), then the runner's connection breaks before the reply
+	// (ErrLost), which disconnects it.
+	loseStopReply atomic.Bool
 }
 
 func (b *runnerBackend) Open(ctx context.Context, p *environment.OpenParams) (environment.Environment, error) {
@@ -45,7 +53,9 @@ func (b *runnerBackend) Open(ctx context.Context, p *environment.OpenParams) (en
 		return b.Backend.Open(ctx, p)
 	}
 	b.opens.Add(1)
-	if b.full.Load() {
+	if b.full.Load() && !(p.ForStop && p.Pinned == "box1") {
+		// An open to stop a pinned environment takes no slot (the
+		// router's exemption).
 		return nil, fmt.Errorf("open environment of session %s: runner box1: %w", p.Session, environment.ErrFull)
 	}
 	if !b.connected.Load() || !p.Runner.Matches("box1", []string{"gpu"}) || (p.Pinned != "" && p.Pinned != "box1") ||
@@ -87,6 +97,14 @@ func (e *onRunner) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecRe
 		return nil, fmt.Errorf("runner box1: %w (disconnected)", environment.ErrUnavailable)
 	}
 	return e.Environment.Run(ctx, req)
+}
+
+func (e *onRunner) Stop(ctx context.Context, id string) error {
+	if err := e.Environment.Stop(ctx, id); err != nil || !e.b.loseStopReply.CompareAndSwap(true, false) {
+		return err
+	}
+	e.b.connected.Store(false)
+	return fmt.Errorf("runner box1: %w (connection closed)", environment.ErrLost)
 }
 
 func (e *onRunner) Info() environment.Info {
@@ -398,5 +416,107 @@ func TestEnvironmentConnectionRunnerFull(t *testing.T) {
 	woke, err := h.eng.RunnerFreed(ctx, lt.DefaultProject, "box1", "key1", []string{"gpu"}, 1)
 	require.NoError(t, err)
 	require.Equal(t, 1, woke)
+	h.waitStatus(s.ID, lt.SessionIdle)
+}
+
+// actionScans is the engine's store, counting the scans of the pending
+// environment_connection actions.
+type actionScans struct {
+	store.Store
+	n atomic.Int32
+}
+
+func (s *actionScans) ActionListAll(ctx context.Context, p *store.ActionListParams) ([]*store.DocRow, error) {
+	if p != nil && p.Type == string(lt.ActionEnvironmentConnection) {
+		s.n.Add(1)
+	}
+	return s.Store.ActionListAll(ctx, p)
+}
+
+// TestRunnerFreedReadsNothingWhenNothingWaits: a runner's environment
+// closing with room left (RunnerFreed) reads no pending action while no
+// session of the project waits for a runner, once a scan found none; a
+// session that starts waiting (its action durable) is found by the next
+// close, and after the trust period a close scans again (an action
+// another node raised is found then).
+func TestRunnerFreedReadsNothingWhenNothingWaits(t *testing.T) {
+	dir := t.TempDir()
+	h := &harness{t: t, dir: dir, clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}}
+	h.store = openStore(t, dir)
+	t.Cleanup(func() { h.store.Close() })
+	rb := &runnerBackend{}
+	h.wrapEnvironments = func(b environment.Backend) environment.Backend {
+		rb.Backend = b
+		return rb
+	}
+	scans := &actionScans{}
+	h.wrapStore = func(s store.Store) store.Store {
+		scans.Store = s
+		return scans
+	}
+	h.start("node-a")
+	ctx := context.Background()
+	freed := func() int {
+		t.Helper()
+		woke, err := h.eng.RunnerFreed(ctx, lt.DefaultProject, "box1", "key1", []string{"gpu"}, 1)
+		require.NoError(t, err)
+		return woke
+	}
+
+	require.Zero(t, freed())
+	require.EqualValues(t, 1, scans.n.Load(), "the first close looks")
+	for range 100 {
+		require.Zero(t, freed())
+	}
+	require.EqualValues(t, 1, scans.n.Load(), "nothing waits: the closes after it read nothing")
+
+	s := create(t, h, onGPU(spec(t, `[{"text":"done"}]`)), nil)
+	h.waitStatus(s.ID, lt.SessionRequiresAction)
+	pendingEnvAction(t, h, s.ID)
+	rb.connected.Store(true)
+	before := scans.n.Load()
+	require.Equal(t, 1, freed(), "the session that waits is found")
+	require.Greater(t, scans.n.Load(), before)
+	h.waitStatus(s.ID, lt.SessionIdle)
+
+	require.Zero(t, freed(), "found none now")
+	settled := scans.n.Load()
+	require.Zero(t, freed())
+	require.Equal(t, settled, scans.n.Load())
+	h.clock.Advance(31 * time.Second)
+	require.Zero(t, freed())
+	require.Equal(t, settled+1, scans.n.Load(), "a scan's verdict is trusted for a bounded time")
+}
+
+// TestRunnerFreedFindsAnotherNodesWaiter: the engine of a node that
+// raised no environment_connection action itself (node-b, on the same
+// store) trusts a scan that found none for a bounded time only: a session
+// another node parked on a runner meanwhile is found by a close after it.
+func TestRunnerFreedFindsAnotherNodesWaiter(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	ctx := context.Background()
+	scans := &actionScans{Store: h.store}
+	other, err := engine.New(scans, &engine.Config{
+		WorkspaceRoot: filepath.Join(t.TempDir(), "workspaces"), NodeID: "node-b", Clock: h.clock,
+		Providers: map[string]model.Provider{"scripted": scripted.New(nil)},
+	})
+	require.NoError(t, err)
+	freed := func() int {
+		t.Helper()
+		woke, err := other.RunnerFreed(ctx, lt.DefaultProject, "box1", "key1", []string{"gpu"}, 1)
+		require.NoError(t, err)
+		return woke
+	}
+	require.Zero(t, freed())
+	require.EqualValues(t, 1, scans.n.Load())
+
+	s := create(t, h, onGPU(spec(t, `[{"text":"done"}]`)), nil)
+	h.waitStatus(s.ID, lt.SessionRequiresAction)
+	pendingEnvAction(t, h, s.ID)
+	rb.connected.Store(true)
+	require.Zero(t, freed(), "node-b trusts its scan for a while")
+	require.EqualValues(t, 1, scans.n.Load())
+	h.clock.Advance(31 * time.Second)
+	require.Equal(t, 1, freed(), "then it looks again, and finds the session")
 	h.waitStatus(s.ID, lt.SessionIdle)
 }

@@ -318,6 +318,9 @@ func (r *runner) setupEnvironment(ctx context.Context) error {
 			return err
 		}
 		params.Pinned, params.PinnedKey = pin.runner, pin.key
+		// An idle stop needs no slot of the runner: the parked session
+		// holds none (only what Stop needs is allowed on it).
+		params.ForStop = r.envForStop && pin.runner != ""
 	}
 	opened, err := r.e.envs.Open(ctx, params)
 	if err != nil {

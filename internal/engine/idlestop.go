@@ -9,6 +9,7 @@ import (
 
 	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/snapshot"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -67,7 +68,12 @@ func (r *runner) stopIdle(ctx context.Context) (bool, error) {
 		return r.handOver(ctx, elsewhere)
 	}
 	runner := r.envRunner
-	snap, err := r.stopEnvironment(ctx)
+	snap, err := r.stopEnvironment(ctx, turnID, step)
+	if errors.Is(err, errStopOvertaken) {
+		// An API write made the session runnable while the stop's
+		// snapshot was being journaled: its environment is kept.
+		return false, nil
+	}
 	// Stopped or not, this claim is done with it (its programs ended):
 	// a tick that needs it again (an API write made the session runnable
 	// meanwhile) opens it again.
@@ -90,14 +96,23 @@ func (r *runner) stopIdle(ctx context.Context) (bool, error) {
 	return r.park(ctx)
 }
 
+// errStopOvertaken: the session became runnable while its idle stop was
+// under way (found when the stop's snapshot was made durable); nothing was
+// stopped.
+var errStopOvertaken = errors.New("the session became runnable during its idle stop")
+
 // stopEnvironment snapshots the session's environment and stops it at that
 // snapshot, so nothing it holds is lost whatever the step wrote since the
 // last checkpoint (its programs end first: an MCP server or a background
-// program is started again when needed). It returns the snapshot the
-// recreated environment is to be restored from: "" when this copy was not
-// the journal's (made anew, or stale), so that the next call restores the
+// program is started again when needed). The snapshot is journaled
+// (environment.stopping) and made durable before the stop: a stop whose
+// outcome never comes back (the runner's connection broke after it
+// removed the workspace) leaves the journal naming it, and the copy made
+// anew is restored from it. It returns the snapshot the recreated
+// environment is to be restored from: "" when this copy was not the
+// journal's (made anew, or stale), so that the next call restores the
 // journal's as for a lost workspace, and tells the model.
-func (r *runner) stopEnvironment(ctx context.Context) (string, error) {
+func (r *runner) stopEnvironment(ctx context.Context, turnID string, step int) (string, error) {
 	if err := r.envErr; err != nil {
 		r.envErr = nil
 		return "", err
@@ -115,16 +130,35 @@ func (r *runner) stopEnvironment(ctx context.Context) (string, error) {
 		r.env.mcp = nil
 	}
 	id, _, err := r.env.env.Snapshot(ctx)
-	if err == nil {
-		err = r.env.env.Stop(ctx, id)
-	}
 	if err != nil {
 		return "", err
 	}
-	if !trusted {
-		return "", nil
+	keep := ""
+	switch {
+	case trusted:
+		keep = id
+	case r.provisioned && r.st.EnvironmentSnapshot != "" && !r.st.EnvironmentSnapshotPassed:
+		// Made anew since an earlier stop's snapshot (that stop's reply
+		// was lost after the workspace was removed) and not written
+		// since: the workspace is still that snapshot, on the server.
+		keep = r.st.EnvironmentSnapshot
 	}
-	return id, nil
+	if keep != "" && keep != r.st.EnvironmentSnapshot {
+		if err := r.add(lt.EventEnvironmentStopping, turnID, step, lt.EnvironmentStoppingData{Reason: "idle", Snapshot: keep, Runner: r.envRunner}); err != nil {
+			return "", err
+		}
+		if err := r.flush(ctx, false); err != nil {
+			return "", err
+		}
+		if r.st.Runnable() {
+			// An API write merged by the flush (a decision, a resume).
+			return "", errStopOvertaken
+		}
+	}
+	if err := r.env.env.Stop(ctx, id); err != nil {
+		return "", err
+	}
+	return keep, nil
 }
 
 // copyIsTheJournals reports whether the environment's workspace is the one
@@ -204,6 +238,14 @@ func (r *runner) recreateEnvironment(ctx context.Context) error {
 		return fmt.Errorf("restore workspace from snapshot %s: %w", snap, envLost(err))
 	}
 	r.provisioned = false
+	return r.add(lt.EventEnvironmentRestored, turnID, step, r.restoredAsLeft(ctx, snap, stats))
+}
+
+// restoredAsLeft applies the people's changes again to a workspace just
+// restored from snap, the snapshot an idle stop took, and returns what
+// environment.restored says: nothing for the model unless a change could
+// not be applied.
+func (r *runner) restoredAsLeft(ctx context.Context, snap string, stats snapshot.Stats) lt.EnvironmentRestoredData {
 	d := lt.EnvironmentRestoredData{Snapshot: snap, Files: stats.Files, Bytes: stats.Bytes}
 	if snap == r.st.LastSnapshot {
 		d.CheckpointID = r.st.LastSnapshotCheckpoint
@@ -211,5 +253,5 @@ func (r *runner) recreateEnvironment(ctx context.Context) error {
 	if failed := r.e.applyPersonChanges(ctx, r.st, r.ws, r.st.PersonChanges); len(failed) > 0 {
 		d.Note = "The workspace was recreated as you left it, but these changes a person made to it since could not be applied: " + strings.Join(failed, "; ") + "."
 	}
-	return r.add(lt.EventEnvironmentRestored, turnID, step, d)
+	return d
 }

@@ -50,6 +50,25 @@ func stoppedEvent(t *testing.T, h *harness, id string) lt.EnvironmentStoppedData
 	return data[lt.EnvironmentStoppedData](t, events(t, h, id, lt.EventEnvironmentStopped)[0])
 }
 
+// writeThenWait is the script of a session whose first step writes text
+// to file and waits for a function result (lookup) in the same step, so
+// that it parks before the step's checkpoint; its next step reads the
+// file back.
+func writeThenWait(text, file string) string {
+	return `[
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"echo ` + text + ` > ` + file + `"}},{"name":"lookup","arguments":{}}]},
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"cat ` + file + `"}}]},
+	  {"text":"done"}]`
+}
+
+// lastToolOutput is the output of the session's last completed call.
+func lastToolOutput(t *testing.T, h *harness, id string) string {
+	t.Helper()
+	done := events(t, h, id, lt.EventToolCompleted)
+	require.NotEmpty(t, done)
+	return string(data[lt.ToolCompletedData](t, done[len(done)-1]).Output)
+}
+
 // TestIdleStopAndRecreate: a session parked on a required action longer
 // than idle_stop_seconds has its environment stopped (the workspace
 // directory freed, environment.stopped at the snapshot it held); the
@@ -282,5 +301,118 @@ func TestIdleStopTellsTheModelNothing(t *testing.T) {
 		require.NotContains(t, m.Text, "restored", "the model is told nothing")
 		require.NotContains(t, m.Text, "recreated")
 	}
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestIdleStopReplyLostKeepsTheStopsSnapshot: the runner stops the
+// environment (its workspace removed) at the snapshot the idle stop took,
+// and its connection breaks before the reply. The snapshot was journaled
+// before the stop (environment.stopping), so the copy made anew when the
+// session goes on is restored from it, with what the step wrote since its
+// checkpoint, and the model is told nothing.
+func TestIdleStopReplyLostKeepsTheStopsSnapshot(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	rb.connected.Store(true)
+	rb.loseStopReply.Store(true)
+	ctx := context.Background()
+	sp := onGPU(spec(t, writeThenWait("mid", "mid.txt"),
+		lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}))
+	sp.Environment.IdleStopSeconds = 30
+	s := create(t, h, sp, nil)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	require.Empty(t, events(t, h, s.ID, lt.EventCheckpointCreated), "parked before the step's checkpoint")
+	ws := filepath.Join(h.dir, "workspaces", s.ID)
+	require.FileExists(t, filepath.Join(ws, "mid.txt"))
+
+	h.clock.Advance(31 * time.Second)
+	waitEvent(t, h, s.ID, lt.EventEnvironmentStopFailed)
+	require.NoDirExists(t, ws, "the runner stopped it; only its reply was lost")
+	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentStopped))
+	stopping := events(t, h, s.ID, lt.EventEnvironmentStopping)
+	require.Len(t, stopping, 1)
+	snap := data[lt.EnvironmentStoppingData](t, stopping[0])
+	require.NotEmpty(t, snap.Snapshot)
+	require.Equal(t, "box1", snap.Runner)
+
+	rb.connected.Store(true)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	_, err := h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`1`)})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	restored := events(t, h, s.ID, lt.EventEnvironmentRestored)
+	require.Len(t, restored, 1)
+	d := data[lt.EnvironmentRestoredData](t, restored[0])
+	require.Equal(t, snap.Snapshot, d.Snapshot, "restored from the stop's snapshot, not the last checkpoint's")
+	require.Empty(t, d.Note, "nothing was lost: the model is told nothing")
+	require.Empty(t, d.Missing)
+	require.Contains(t, lastToolOutput(t, h, s.ID), "mid", "what the step wrote since its checkpoint is kept")
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestIdleStopOfAPausedSession: a session a person paused is parked like
+// one that waits: its environment is stopped once it has been paused for
+// idle_stop_seconds. A decision made while paused runs nothing; the resume
+// does, and its first step recreates the environment and restores it
+// (journaled) before the next call, which finds the workspace as the
+// session left it.
+func TestIdleStopOfAPausedSession(t *testing.T) {
+	h := newIdleStopHarness(t)
+	ctx := context.Background()
+	s := create(t, h, idleSpec(t, 60, writeThenWait("kept", "a.txt"),
+		lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}), nil)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	ws := filepath.Join(h.dir, "workspaces", s.ID)
+	require.FileExists(t, filepath.Join(ws, "a.txt"))
+	_, err := h.eng.PauseSession(ctx, s.ID, &lt.PauseRequest{Reason: "lunch"})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionPaused)
+	_, err = h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`1`)})
+	require.NoError(t, err)
+
+	h.clock.Advance(61 * time.Second)
+	stopped := stoppedEvent(t, h, s.ID)
+	require.NotEmpty(t, stopped.Snapshot)
+	require.NoDirExists(t, ws, "the paused session's environment is freed")
+	require.Equal(t, lt.SessionPaused, h.waitStatus(s.ID, lt.SessionPaused).Status, "still paused")
+	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentProvisioned), "nothing recreated while paused")
+
+	_, err = h.eng.ResumeSession(ctx, s.ID, &lt.ResumeRequest{})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	var order []string
+	for _, ev := range events(t, h, s.ID, lt.EventSessionPaused, lt.EventSessionResumed, lt.EventEnvironmentStopped, lt.EventEnvironmentProvisioned, lt.EventEnvironmentRestored, lt.EventEnvironmentLost, lt.EventToolStarted) {
+		order = append(order, ev.Type)
+	}
+	require.Equal(t, []string{lt.EventToolStarted, lt.EventToolStarted, lt.EventSessionPaused, lt.EventEnvironmentStopped, lt.EventSessionResumed,
+		lt.EventEnvironmentProvisioned, lt.EventEnvironmentRestored, lt.EventToolStarted}, order)
+	restored := data[lt.EnvironmentRestoredData](t, events(t, h, s.ID, lt.EventEnvironmentRestored)[0])
+	require.Equal(t, stopped.Snapshot, restored.Snapshot)
+	require.Empty(t, restored.Note, "nothing was lost: the model is told nothing")
+	require.Contains(t, lastToolOutput(t, h, s.ID), "kept", "the workspace is as the session left it")
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestIdleStopOnAFullRunner: a parked session holds no slot of its
+// runner, and its idle stop needs none: with the runner at its capacity
+// the stop still opens the environment (to stop it: ForStop) and stops
+// it, where it was refused as "at its capacity" before.
+func TestIdleStopOnAFullRunner(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	rb.connected.Store(true)
+	sp := onGPU(spec(t, writeThenWait("kept", "a.txt"),
+		lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}))
+	sp.Environment.IdleStopSeconds = 30
+	s := create(t, h, sp, nil)
+	h.waitStatus(s.ID, lt.SessionRequiresAction)
+	ws := filepath.Join(h.dir, "workspaces", s.ID)
+	require.FileExists(t, filepath.Join(ws, "a.txt"))
+
+	rb.full.Store(true) // other sessions took every slot meanwhile
+	h.clock.Advance(31 * time.Second)
+	stopped := stoppedEvent(t, h, s.ID)
+	require.NotEmpty(t, stopped.Snapshot)
+	require.Equal(t, "box1", stopped.Runner)
+	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentStopFailed), "not refused for want of a slot")
+	require.NoDirExists(t, ws)
 	checkJournal(t, h.store, s.ID)
 }

@@ -50,6 +50,10 @@ type runner struct {
 	// envDeferred: the environment was stopped while the session was
 	// idle; it is opened when a tick has a turn to run (idlestop.go).
 	envDeferred bool
+	// envForStop: this claim opened the environment for its idle stop
+	// (environment.OpenParams.ForStop), holding no runner slot; a tick
+	// that has work for it after all opens it again, as any claim does.
+	envForStop bool
 	// envRechecked: this claim looked for a runner again after writing
 	// its environment_connection action (awaitEnvironment).
 	envRechecked bool
@@ -118,6 +122,7 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 		// run (tick), so a claim that just parks recreates nothing.
 		r.envDeferred = true
 	} else {
+		r.envForStop = r.idleStopDue()
 		r.openEnvironment(ctx)
 	}
 	// Rebuild the model context from the journal: from its latest
@@ -345,6 +350,13 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 	turn := st.CurrentTurn()
 	if r.idleStopDue() {
 		return r.stopIdle(ctx)
+	}
+	if r.envForStop {
+		// Not stopped after all (an API write made the session
+		// runnable): the environment this claim works in holds a slot.
+		r.envForStop = false
+		r.env.close()
+		r.env, r.envErr, r.envDeferred = nil, nil, true
 	}
 	if ids := st.OrphanedChildren(); len(ids) > 0 {
 		return false, r.cancelOrphans(ctx, ids)

@@ -43,6 +43,13 @@ var (
 	ErrDiskQuota = errors.New("over the workspace's disk quota")
 )
 
+// MaxStopOpens bounds the environments opened for a stop (OpenParams.ForStop)
+// that a backend holds open on one runner at once beyond its capacity: a
+// stop frees a slot's worth of disk in a round trip or two, and a server
+// cannot use the exemption to run more than this many more environments
+// there.
+const MaxStopOpens = 2
+
 // ErrFull is ErrUnavailable where the runners the environment may open on
 // are connected but at their capacity: the session waits for one of their
 // environments to close.
@@ -117,6 +124,14 @@ type OpenParams struct {
 	// journal's environment.opened): it wins over Runner's choice, so
 	// that a session goes back to its workspace.
 	Pinned string
+	// ForStop says the environment is opened only to be snapshotted and
+	// stopped (an idle stop of a parked session, which holds no slot):
+	// a backend with a capacity does not count it against it (a runner at
+	// its capacity can still free a workspace), within a bound of its own
+	// (MaxStopOpens), and refuses anything but Holds, Snapshot, Stop and
+	// Close on it (ErrBusy). Only for a pinned environment: one that lives
+	// nowhere yet has nothing to stop.
+	ForStop bool
 	// PinnedKey is the key id Pinned connected with when the environment
 	// was opened there: a runner of that name holding another key (one
 	// that took the name once its holder left) is not the session's, and

@@ -403,7 +403,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		s.Session.LastCheckpoint = &id
 		if d.Checkpoint.Snapshot != "" {
 			s.LastSnapshot, s.LastSnapshotCheckpoint = d.Checkpoint.Snapshot, id
-			s.EnvironmentSnapshot = ""
+			s.EnvironmentSnapshot, s.EnvironmentSnapshotPassed = "", false
 			// The runner brings its copy up to date before it snapshots
 			// it (engine, workspaceLost): the snapshot holds them.
 			s.PersonChanges = nil
@@ -775,6 +775,8 @@ func trackWorkspace(s *State, ev lt.Event) {
 		var d lt.ToolStartedData
 		if json.Unmarshal(ev.Data, &d) == nil && d.Class != lt.EffectRead {
 			s.WorkspaceNode = ev.WorkerID
+			// The workspace may hold more than the stop's snapshot now.
+			s.EnvironmentSnapshotPassed = s.EnvironmentSnapshot != ""
 		}
 		s.IdleStopFailures = 0 // in use again
 	case lt.EventEnvironmentRestored:
@@ -786,8 +788,18 @@ func trackWorkspace(s *State, ev lt.Event) {
 			// Freed: the next open may go to any matching runner, the
 			// snapshot being on the server.
 			s.EnvironmentStopped, s.EnvironmentSnapshot, s.EnvironmentRunner, s.EnvironmentRunnerKey = true, d.Snapshot, "", ""
+			s.EnvironmentSnapshotPassed = false
 		}
 		s.IdleStopFailures = 0
+	case lt.EventEnvironmentStopping:
+		var d lt.EnvironmentStoppingData
+		if json.Unmarshal(ev.Data, &d) == nil && d.Snapshot != "" {
+			// Whether the stop that follows is journaled or not (its
+			// reply lost after the runner removed the workspace), the
+			// workspace is this snapshot: a copy made anew is restored
+			// from it, not from the last checkpoint's.
+			s.EnvironmentSnapshot, s.EnvironmentSnapshotPassed = d.Snapshot, false
+		}
 	case lt.EventEnvironmentStopFailed:
 		s.IdleStopFailures++
 	case lt.EventEnvironmentOpened:

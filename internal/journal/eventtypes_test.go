@@ -53,6 +53,7 @@ func TestApplyAcceptsEveryEventType(t *testing.T) {
 	must(lt.EventPolicyDecided, "t1", lt.PolicyDecidedData{Step: 1, Index: 0, CallID: "c1", Tool: "shell", Decision: lt.PolicyAllow, Rule: "r1"})
 	must(lt.EventToolStarted, "t1", lt.ToolStartedData{Step: 1, Index: 0, CallID: "c1", Tool: "shell", EffectID: "e1", IdempotencyKey: "k1", Class: lt.EffectIdempotent, Attempt: 1})
 	must(lt.EventNetworkConnection, "t1", lt.NetworkConnectionData{Step: 1, Index: 0, CallID: "c1", Tool: "shell", Via: "proxy", Host: "example.org", Port: 443, Allowed: true})
+	must(lt.EventEnvironmentStopping, "t1", lt.EnvironmentStoppingData{Reason: "idle", Snapshot: "s1"})
 	must(lt.EventEnvironmentStopFailed, "t1", lt.EnvironmentStopFailedData{Reason: "idle", Error: "busy"})
 	must(lt.EventEnvironmentStopped, "t1", lt.EnvironmentStoppedData{Reason: "idle", Snapshot: "s1"})
 	must(lt.EventEnvironmentProvisioned, "t1", lt.EnvironmentProvisionedData{})

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -56,9 +57,38 @@ func TestIdleStopAtFollowsTheParkedSession(t *testing.T) {
 	b.must(lt.EventCheckpointCreated, "t1", lt.CheckpointCreatedData{Checkpoint: lt.Checkpoint{ID: "ck2", Kind: lt.CheckpointStep, Step: 2, Snapshot: "s3"}})
 	require.Equal(t, "s3", b.st.WorkspaceSnapshot(), "a checkpoint's snapshot supersedes it")
 
+	// A stop's snapshot is the workspace's from the moment it is
+	// journaled, stopped or not (its outcome may never come back), until
+	// a tool changes the workspace or a checkpoint supersedes it.
+	b.must(lt.EventEnvironmentStopping, "t1", lt.EnvironmentStoppingData{Reason: "idle", Snapshot: "s4", Runner: "box2"})
+	require.Equal(t, "s4", b.st.WorkspaceSnapshot())
+	require.False(t, b.st.EnvironmentStopped, "not stopped yet")
+	b.must(lt.EventEnvironmentStopFailed, "t1", lt.EnvironmentStopFailedData{Reason: "idle", Error: "lost"})
+	require.Equal(t, "s4", b.st.WorkspaceSnapshot())
+	require.False(t, b.st.EnvironmentSnapshotPassed)
+	b.must(lt.EventModelResponded, "t1", lt.ModelRespondedData{Step: 3, Position: 1, ToolCalls: []lt.ToolCall{{ID: "c9", Name: "shell"}}})
+	b.must(lt.EventToolRequested, "t1", lt.ToolRequestedData{Step: 3, Index: 0, CallID: "c9", Tool: "shell", Kind: lt.CallBuiltin, Class: lt.EffectIdempotent, Arguments: json.RawMessage(`{}`)})
+	b.must(lt.EventToolStarted, "t1", lt.ToolStartedData{Step: 3, Index: 0, CallID: "c9", Tool: "shell", EffectID: "e9", Class: lt.EffectIdempotent, Attempt: 1})
+	require.True(t, b.st.EnvironmentSnapshotPassed, "written since the stop's snapshot")
+	b.must(lt.EventCheckpointCreated, "t1", lt.CheckpointCreatedData{Checkpoint: lt.Checkpoint{ID: "ck3", Kind: lt.CheckpointStep, Step: 3, Snapshot: "s5"}})
+	require.Equal(t, "s5", b.st.WorkspaceSnapshot())
+	require.False(t, b.st.EnvironmentSnapshotPassed)
+
 	// Waiting for a runner: no environment to stop.
 	b.must(lt.EventActionRequired, "t1", lt.ActionRequiredData{Action: lt.Action{ID: "act_2", Type: lt.ActionEnvironmentConnection, TurnID: "t1"}})
 	require.Nil(t, b.st.IdleStopAt())
+
+	// A session a person paused is parked too: its environment is
+	// stopped after the idle time (recreated after the resume).
+	paused := &builder{t: t}
+	paused.must(lt.EventSessionCreated, "", lt.SessionCreatedData{Agent: lt.AgentRef{Name: "a", Version: 1}, Input: "go", IdleStopSeconds: 60})
+	paused.must(lt.EventTurnCreated, "t1", lt.TurnCreatedData{TurnID: "t1", Index: 1, Input: "go"})
+	paused.must(lt.EventTurnStarted, "t1", lt.TurnStartedData{TurnID: "t1"})
+	paused.must(lt.EventCheckpointCreated, "t1", lt.CheckpointCreatedData{Checkpoint: lt.Checkpoint{ID: "ck1", Kind: lt.CheckpointStep, Step: 1, Snapshot: "s1"}})
+	paused.must(lt.EventSessionPaused, "", lt.SessionPausedData{Reason: "lunch"})
+	paused.must(lt.EventSessionStatusChanged, "", lt.SessionStatusChangedData{From: lt.SessionRunning, To: lt.SessionPaused})
+	require.NotNil(t, paused.st.IdleStopAt())
+	require.Equal(t, paused.st.Session.UpdatedAt.Add(time.Minute), *paused.st.IdleStopAt())
 
 	// A session whose environment holds nothing yet (no tool changed it,
 	// no checkpoint, never on a runner) has nothing to stop.

@@ -89,12 +89,19 @@ type State struct {
 	// environment is restored (environment.restored): no copy of the
 	// workspace lives anywhere, the next call recreates it.
 	EnvironmentStopped bool `json:"environment_stopped,omitempty"`
-	// EnvironmentSnapshot is the snapshot the environment was stopped at,
-	// until the next checkpoint's snapshot: the copy recreated from it
-	// holds it rather than LastSnapshot (WorkspaceSnapshot). Empty when
-	// the stopped copy could not be trusted: the recreated one is then
-	// restored as a lost one is.
+	// EnvironmentSnapshot is the snapshot the environment was stopped at
+	// (environment.stopped), or was about to be (environment.stopping:
+	// the stop's outcome may never have come back), until the next
+	// checkpoint's snapshot: a copy recreated, or made anew after it was
+	// lost, is restored from it rather than from LastSnapshot
+	// (WorkspaceSnapshot). Empty when the stopped copy could not be
+	// trusted: the recreated one is then restored as a lost one is.
 	EnvironmentSnapshot string `json:"environment_snapshot,omitempty"`
+	// EnvironmentSnapshotPassed is set when a tool that changes the
+	// workspace started after EnvironmentSnapshot was taken: a copy
+	// restored from it lacks what the tool did (the step's calls are run
+	// again, or reported missing, as after any loss).
+	EnvironmentSnapshotPassed bool `json:"environment_snapshot_passed,omitempty"`
 	// IdleStopFailures counts the idle stops refused in a row
 	// (environment.stop_failed) since the environment was last stopped,
 	// opened on a runner or used: each doubles the wait before the next
@@ -448,16 +455,18 @@ const maxIdleStopBackoff = 7 * 24 * time.Hour
 // shares its root's workspace), a root whose sub-agents still work in it,
 // no environment known to hold anything (no tool changed the workspace, no
 // checkpoint, never opened on a runner), an environment already stopped, a
-// session that is runnable, running, paused or waiting for a runner.
+// session that is runnable, running or waiting for a runner. A session a
+// person paused is parked like one that waits: its environment is stopped
+// too, and recreated by the first step after the resume.
 func (s *State) IdleStopAt() *time.Time {
-	if s.IdleStopSeconds <= 0 || s.Workspace != "" || s.EnvironmentStopped || s.Paused() || s.Runnable() {
+	if s.IdleStopSeconds <= 0 || s.Workspace != "" || s.EnvironmentStopped || s.Runnable() {
 		return nil
 	}
 	if s.WorkspaceNode == "" && s.LastSnapshot == "" && s.EnvironmentRunner == "" {
 		return nil
 	}
 	switch s.Session.Status {
-	case lt.SessionWaiting, lt.SessionRequiresAction, lt.SessionIdle, lt.SessionFailed, lt.SessionCancelled:
+	case lt.SessionWaiting, lt.SessionRequiresAction, lt.SessionIdle, lt.SessionFailed, lt.SessionCancelled, lt.SessionPaused:
 	default:
 		return nil
 	}

@@ -9,6 +9,9 @@ import (
 
 	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/runner/hub"
+	"github.com/longhaul-dev/longhaul/internal/sandbox"
+	"github.com/longhaul-dev/longhaul/internal/snapshot"
+	"github.com/longhaul-dev/longhaul/internal/tool"
 )
 
 // RouterConfig says where a Router's environments may live.
@@ -66,6 +69,10 @@ type routed struct {
 	backend environment.Backend
 	ref     runnerRef
 	open    int
+	// stopping counts its environments opened for a stop
+	// (OpenParams.ForStop), which open does not: at most
+	// environment.MaxStopOpens.
+	stopping int
 }
 
 // Name is the local backend's: a runner's environment names its own
@@ -96,6 +103,7 @@ func (r *router) Open(ctx context.Context, p *environment.OpenParams) (environme
 	}
 	ref := runnerRef{p.Project, name}
 	rb := r.backends[ref]
+	forStop := p.ForStop && p.Pinned != ""
 	if rb == nil {
 		b, err := New(&Config{Hub: r.cfg.Hub, Project: p.Project, Runner: name, Logger: r.cfg.Logger})
 		if err != nil {
@@ -105,25 +113,37 @@ func (r *router) Open(ctx context.Context, p *environment.OpenParams) (environme
 		rb = &routed{backend: b, ref: ref}
 		r.backends[ref] = rb
 	}
-	rb.open++
+	if forStop {
+		rb.stopping++
+	} else {
+		rb.open++
+	}
 	r.mu.Unlock()
 	env, err := rb.backend.Open(ctx, p)
 	if err != nil {
-		r.release(rb)
+		r.release(rb, forStop)
 		return nil, err
 	}
-	return &routedEnv{Environment: env, release: sync.OnceFunc(func() { r.release(rb) })}, nil
+	routed := &routedEnv{Environment: env, release: sync.OnceFunc(func() { r.release(rb, forStop) })}
+	if forStop {
+		return &stopOnlyEnv{routed}, nil
+	}
+	return routed, nil
 }
 
-// release counts one of rb's environments closed, and tells OnFreed
-// that its runner takes one more.
-func (r *router) release(rb *routed) {
+// release counts one of rb's environments closed (one opened for a stop
+// when forStop), and tells OnFreed that its runner takes one more.
+func (r *router) release(rb *routed, forStop bool) {
 	r.mu.Lock()
-	rb.open--
+	if forStop {
+		rb.stopping--
+	} else {
+		rb.open--
+	}
 	open := rb.open
 	r.mu.Unlock()
-	if r.cfg.OnFreed == nil {
-		return
+	if r.cfg.OnFreed == nil || forStop {
+		return // it held no slot
 	}
 	if rr, ok := r.cfg.Hub.Get(rb.ref.project, rb.ref.name); ok && open < rr.Row.Capacity {
 		row := rr.Row
@@ -156,6 +176,15 @@ func (r *router) pickLocked(p *environment.OpenParams) (string, error) {
 		}
 		if err := checkPinnedKey(p, rr); err != nil {
 			return "", err
+		}
+		if p.ForStop {
+			// Exempt from the capacity (the parked session holds no slot),
+			// within its own bound.
+			if rb := r.backends[runnerRef{p.Project, p.Pinned}]; rb != nil && rb.stopping >= environment.MaxStopOpens {
+				return "", fmt.Errorf("open environment of session %s to stop it: runner %s: %w (%d stops under way)",
+					p.Session, p.Pinned, environment.ErrFull, rb.stopping)
+			}
+			return p.Pinned, nil
 		}
 		if open := r.openOnLocked(p.Project, p.Pinned); open >= max(rr.Row.Capacity, 1) {
 			return "", fmt.Errorf("open environment of session %s: runner %s, where its environment lives: %w (it is at its capacity: %d environments open)",
@@ -242,6 +271,29 @@ func (e *routedEnv) Stop(ctx context.Context, id string) error {
 		e.release()
 	}
 	return err
+}
+
+// stopOnlyEnv is an environment opened for a stop (OpenParams.ForStop):
+// it holds no slot of its runner, so it runs nothing and changes nothing;
+// it only tells what it holds, snapshots and stops.
+type stopOnlyEnv struct{ *routedEnv }
+
+var errStopOnly = fmt.Errorf("%w: opened only to be stopped", environment.ErrBusy)
+
+func (e *stopOnlyEnv) Run(context.Context, *tool.ExecRequest) (*tool.ExecResult, error) {
+	return nil, errStopOnly
+}
+
+func (e *stopOnlyEnv) Start(context.Context, *sandbox.StartRequest) (environment.Process, error) {
+	return nil, errStopOnly
+}
+
+func (e *stopOnlyEnv) WriteFile(context.Context, string, []byte) error { return errStopOnly }
+
+func (e *stopOnlyEnv) Remove(context.Context, string) error { return errStopOnly }
+
+func (e *stopOnlyEnv) Restore(context.Context, string) (snapshot.Stats, error) {
+	return snapshot.Stats{}, errStopOnly
 }
 
 // checkPinnedKey refuses runner rr for p when p is pinned to rr's name

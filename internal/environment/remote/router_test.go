@@ -222,3 +222,67 @@ func newRouter(t *testing.T, rg *rig, blobs *environmenttest.Blobs, onFreed func
 	require.NoError(t, err)
 	return router, local
 }
+
+// TestRouterStopNeedsNoSlot: a runner at its capacity still opens the
+// environment of a parked session (which holds no slot) to stop it
+// (OpenParams.ForStop, pinned): that open runs nothing and changes
+// nothing, stops the workspace at its snapshot, and frees no slot it did
+// not take; at most environment.MaxStopOpens such opens at once.
+func TestRouterStopNeedsNoSlot(t *testing.T) {
+	blobs := environmenttest.NewBlobs(t)
+	rg := newRig(t, blobs, rigOptions{labels: []string{"linux"}})
+	data := t.TempDir()
+	stopSolo := startRunner(t, rg.url, data, sandbox.NewLocal(), sandbox.Limits{},
+		link.Hello{Name: "solo", Labels: []string{"small"}, Capacity: 1, Version: "test"})
+	t.Cleanup(stopSolo)
+	require.Eventually(t, func() bool { _, ok := rg.hub.Get(project, "solo"); return ok }, 10*time.Second, time.Millisecond)
+	freed := make(chan string, 4)
+	router, _ := newRouter(t, rg, blobs, func(project, name, keyID string, labels []string, free int) {
+		freed <- name
+	})
+	ctx := t.Context()
+	small := &environment.RunnerSelector{Labels: []string{"small"}}
+	open := func(session, pinned string, forStop bool) (environment.Environment, error) {
+		return router.Open(ctx, &environment.OpenParams{Workspace: session, Session: session, Project: project, Runner: small, Pinned: pinned, ForStop: forStop})
+	}
+
+	parked, err := open("ses_parked", "", false)
+	require.NoError(t, err)
+	require.NoError(t, parked.WriteFile(ctx, "kept.txt", []byte("kept")))
+	require.NoError(t, parked.Close())
+	<-freed
+	busy, err := open("ses_busy", "", false)
+	require.NoError(t, err, "the runner's one slot")
+	t.Cleanup(func() { _ = busy.Close() })
+	_, err = open("ses_parked", "solo", false)
+	require.ErrorIs(t, err, environment.ErrFull, "a parked session's work needs a slot")
+
+	stopping, err := open("ses_parked", "solo", true)
+	require.NoError(t, err, "a stop needs no slot")
+	require.False(t, stopping.Info().Provisioned, "the parked session's workspace")
+	_, err = stopping.Run(ctx, &tool.ExecRequest{Command: "echo no > ran.txt"})
+	require.ErrorIs(t, err, environment.ErrBusy, "an environment opened to stop runs nothing")
+	require.ErrorIs(t, stopping.WriteFile(ctx, "x.txt", []byte("x")), environment.ErrBusy)
+	id, _, err := stopping.Snapshot(ctx)
+	require.NoError(t, err)
+	require.NoError(t, stopping.Stop(ctx, id))
+	require.NoDirExists(t, filepath.Join(data, "workspaces", "ses_parked"), "the workspace is freed")
+	require.Empty(t, freed, "it took no slot, so it frees none")
+
+	var held []environment.Environment
+	for i := range environment.MaxStopOpens {
+		env, err := open(fmt.Sprintf("ses_stop%d", i), "solo", true)
+		require.NoError(t, err)
+		held = append(held, env)
+	}
+	_, err = open("ses_stopmore", "solo", true)
+	require.ErrorIs(t, err, environment.ErrFull, "the exemption is bounded")
+	require.NoError(t, held[0].Close())
+	again, err := open("ses_stopmore", "solo", true)
+	require.NoError(t, err, "one stop done, room for the next")
+	require.NoError(t, again.Close())
+	for _, env := range held[1:] {
+		require.NoError(t, env.Close())
+	}
+	require.Empty(t, freed)
+}

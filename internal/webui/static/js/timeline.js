@@ -147,6 +147,8 @@ export function describe(ev) {
       return [`Workspace restored${d.note ? ': ' + d.note : ` from snapshot ${truncate(d.snapshot || '', 16)} (${fmtInt(d.files)} files)`}`, 'info'];
     case 'environment.stopped':
       return [`Environment stopped (${d.reason})${d.runner ? ' on runner ' + d.runner : ''} at snapshot ${truncate(d.snapshot || '', 16)}`, 'info'];
+    case 'environment.stopping':
+      return [`Stopping the environment (${d.reason})${d.runner ? ' on runner ' + d.runner : ''} at snapshot ${truncate(d.snapshot || '', 16)}`, 'info'];
     case 'environment.stop_failed':
       return [`Environment not stopped (${d.reason}): ${d.error}`, 'warn'];
     case 'environment.provisioned':
