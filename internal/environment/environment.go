@@ -243,6 +243,13 @@ type Environment interface {
 	// (this side took or restored it last and nothing was written
 	// since): a false answer means "restore to be sure", not "different".
 	Holds(ctx context.Context, id string) (bool, error)
+	// Record notes that the workspace now holds id (not a snapshot: a
+	// marker the engine names, such as a person's change it applied
+	// through WriteFile or Remove), so that Holds(id) is true until the
+	// workspace is provisioned anew. It lets the node that runs the
+	// session know, wherever the workspace lives, which of the journal's
+	// changes it already holds.
+	Record(ctx context.Context, id string) error
 
 	// Stop frees the environment between activity periods: it ends the
 	// programs Start started (what they wrote must be in id or nowhere),

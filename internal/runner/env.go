@@ -105,6 +105,7 @@ func (c *connEnvs) handlers() map[string]link.Handler {
 		link.MethodSnapshotTake:      c.snapshotTake,
 		link.MethodSnapshotRestore:   c.snapshotRestore,
 		link.MethodSnapshotHolds:     c.snapshotHolds,
+		link.MethodSnapshotRecord:    c.snapshotRecord,
 	}
 }
 
@@ -520,6 +521,10 @@ func (c *connEnvs) snapshotRestore(ctx context.Context, req *link.Request) (any,
 
 func (c *connEnvs) snapshotHolds(ctx context.Context, req *link.Request) (any, error) {
 	return onEnv(c, req, func(e *openEnv, p *link.SnapshotParams) (any, error) { return e.env.Holds(ctx, p.Snapshot) })
+}
+
+func (c *connEnvs) snapshotRecord(ctx context.Context, req *link.Request) (any, error) {
+	return onEnv(c, req, func(e *openEnv, p *link.SnapshotParams) (any, error) { return nil, e.env.Record(ctx, p.Snapshot) })
 }
 
 func snapshotResult(id string, stats snapshot.Stats) (any, error) {

@@ -51,6 +51,7 @@ func Run(t *testing.T, newBackend NewBackend) {
 		{"SnapshotAndRestore", testSnapshotAndRestore},
 		{"SnapshotIsIncrementalAndDeduplicated", testSnapshotIncremental},
 		{"RestoreElsewhereFetchesOnlyMissingBlobs", testRestoreElsewhere},
+		{"RecordMarksWhatTheWorkspaceHolds", testRecord},
 		{"StopAndRecreate", testStopAndRecreate},
 		{"StopRefusesWhatWouldLoseWork", testStopRefuses},
 		{"StartLongLivedProcess", testStart},
@@ -523,6 +524,37 @@ func testStopAndRecreate(t *testing.T, h *harness) {
 	_, err = again.Restore(h.ctx(), id)
 	require.NoError(t, err)
 	h.requireContent(again, "work/notes.md", "progress")
+}
+
+// testRecord: a marker Record notes (a person's change the engine applied)
+// is held by every Environment of the workspace, until the workspace is
+// provisioned anew.
+func testRecord(t *testing.T, h *harness) {
+	b := h.newBackend()
+	env := h.open(b, "ses_mark")
+	held, err := env.Holds(h.ctx(), "change-7")
+	require.NoError(t, err)
+	require.False(t, held, "nothing recorded yet")
+	h.write(env, "person.txt", "from a person")
+	require.NoError(t, env.Record(h.ctx(), "change-7"))
+	held, err = env.Holds(h.ctx(), "change-7")
+	require.NoError(t, err)
+	require.True(t, held)
+	require.Error(t, env.Record(h.ctx(), "two words"), "a marker is one word")
+	id, _, err := env.Snapshot(h.ctx())
+	require.NoError(t, err)
+	require.NoError(t, env.Close())
+
+	again := h.open(b, "ses_mark")
+	held, err = again.Holds(h.ctx(), "change-7")
+	require.NoError(t, err)
+	require.True(t, held, "kept with the workspace across a close")
+	require.NoError(t, again.Stop(h.ctx(), id))
+	fresh := h.open(b, "ses_mark")
+	require.True(t, fresh.Info().Provisioned)
+	held, err = fresh.Holds(h.ctx(), "change-7")
+	require.NoError(t, err)
+	require.False(t, held, "a workspace provisioned anew holds no marker")
 }
 
 func testStopRefuses(t *testing.T, h *harness) {

@@ -397,6 +397,11 @@ func (e *env) Holds(ctx context.Context, id string) (bool, error) {
 	return held, err
 }
 
+// Record implements environment.Environment.
+func (e *env) Record(ctx context.Context, id string) error {
+	return e.call(ctx, link.MethodSnapshotRecord, link.SnapshotParams{EnvID: e.id, Snapshot: id}, nil, nil)
+}
+
 // Stop implements environment.Environment.
 func (e *env) Stop(ctx context.Context, id string) error {
 	// The runner takes a snapshot to compare with id: it may store blobs

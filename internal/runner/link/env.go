@@ -40,6 +40,7 @@ const (
 	MethodSnapshotTake    = "snapshot.take"    // EnvRef → SnapshotResult
 	MethodSnapshotRestore = "snapshot.restore" // SnapshotParams → SnapshotResult
 	MethodSnapshotHolds   = "snapshot.holds"   // SnapshotParams → bool
+	MethodSnapshotRecord  = "snapshot.record"  // SnapshotParams: Environment.Record
 
 	// Runner → server.
 	MethodNetworkEvent = "network.event" // NetworkEventParams
