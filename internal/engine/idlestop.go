@@ -208,7 +208,11 @@ func (r *runner) recreateEnvironment(ctx context.Context) error {
 	if snap == r.st.LastSnapshot {
 		d.CheckpointID = r.st.LastSnapshotCheckpoint
 	}
-	if failed := r.e.applyPersonChanges(ctx, r.st, r.ws, r.st.PersonChanges); len(failed) > 0 {
+	failed, err := r.applyPersonChanges(ctx, r.st.PersonChanges)
+	if err != nil {
+		return err
+	}
+	if len(failed) > 0 {
 		d.Note = "The workspace was recreated as you left it, but these changes a person made to it since could not be applied: " + strings.Join(failed, "; ") + "."
 	}
 	return r.add(lt.EventEnvironmentRestored, turnID, step, d)

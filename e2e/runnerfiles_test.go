@@ -1,0 +1,173 @@
+package e2e
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/client"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// TestRunnerSessionFiles runs the real binary as a server and a `longhaul
+// runner` process on loopback. A session on the runner writes a file with
+// a shell step and parks on a function call. A person's listing and
+// download show the runner's file, read from the runner's workspace (the
+// answer says so); a person's upload lands in the runner's workspace at
+// once, and the next shell step there reads it. With the runner gone, the
+// same reads come from the session's latest snapshot, with the person's
+// change laid over it, and say so.
+func TestRunnerSessionFiles(t *testing.T) {
+	t.Parallel()
+	const boot = "lh-runner-files-bootstrap"
+	k, admin := startRunnersServer(t, boot)
+	ctx := t.Context()
+	runnerKey := k.create("runners", lt.RoleRunner)
+	box := startRunner(t, k.srv.url, runnerKey.Key, "box1")
+
+	script, err := json.Marshal([]map[string]any{
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "printf 'made on the runner' > made.txt"}}}},
+		{"tool_calls": []map[string]any{{"name": "lookup", "arguments": map[string]any{}}}},
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "cat person.txt"}}}},
+		{"tool_calls": []map[string]any{{"name": "lookup", "arguments": map[string]any{}}}},
+		{"text": "done"},
+	})
+	require.NoError(t, err)
+	s, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Script: script}, Instructions: "Work on the runner.",
+		Tools:       []lt.ToolSpec{{Name: "shell"}, {Name: "lookup", Type: "function"}},
+		Environment: &lt.Environment{Runner: &lt.RunnerSelector{Name: "box1"}},
+	}})
+	require.NoError(t, err)
+	onRunner := filepath.Join(box.data, "workspaces", s.ID)
+	action := waitForFunctionCall(t, admin, s.ID, "")
+
+	l, err := admin.ListFiles(ctx, s.ID, "", "")
+	require.NoError(t, err)
+	require.Equal(t, lt.FilesFromEnvironment, l.Source, "read from the runner's workspace")
+	made := entryNamed(t, l, "made.txt")
+	require.Equal(t, sha256Of("made on the runner"), made.SHA256)
+	body, h := download(t, k.srv.url, boot, s.ID, "made.txt")
+	require.Equal(t, "made on the runner", body)
+	require.Equal(t, lt.FilesFromEnvironment, h.Get(lt.FilesSourceHeader))
+
+	ch, err := admin.PutFile(ctx, s.ID, "person.txt", []byte("from a person"), "")
+	require.NoError(t, err)
+	require.Equal(t, sha256Of("from a person"), ch.SHA256)
+	got, err := os.ReadFile(filepath.Join(onRunner, "person.txt"))
+	require.NoError(t, err, "the change is applied to the runner's workspace at once")
+	require.Equal(t, "from a person", string(got))
+	body, _ = download(t, k.srv.url, boot, s.ID, "person.txt")
+	require.Equal(t, "from a person", body)
+
+	_, err = admin.DecideAction(ctx, s.ID, action, &lt.Decision{Output: json.RawMessage(`{"found":true}`)})
+	require.NoError(t, err)
+	waitForFunctionCall(t, admin, s.ID, action)
+	require.Contains(t, lastToolOutput(t, admin, s.ID, "shell"), "from a person", "the next shell step on the runner sees the person's file")
+
+	// The runner gone: the latest snapshot, and the person's change
+	// (made after it, on a file the snapshot lacks) laid over it.
+	_, err = admin.PutFile(ctx, s.ID, "later.txt", []byte("after the snapshot"), "")
+	require.NoError(t, err)
+	box.kill(t)
+	require.Eventually(t, func() bool {
+		l, err = admin.ListFiles(ctx, s.ID, "", "")
+		return err == nil && l.Source == lt.FilesFromSnapshot
+	}, time.Minute, 50*time.Millisecond, "read from the snapshot once the runner is gone")
+	require.NotEmpty(t, l.Snapshot)
+	require.Equal(t, sha256Of("made on the runner"), entryNamed(t, l, "made.txt").SHA256)
+	require.Equal(t, sha256Of("after the snapshot"), entryNamed(t, l, "later.txt").SHA256)
+	body, h = download(t, k.srv.url, boot, s.ID, "made.txt")
+	require.Equal(t, "made on the runner", body)
+	require.Equal(t, lt.FilesFromSnapshot, h.Get(lt.FilesSourceHeader))
+	require.Equal(t, l.Snapshot, h.Get(lt.FilesSnapshotHeader))
+	body, _ = download(t, k.srv.url, boot, s.ID, "later.txt")
+	require.Equal(t, "after the snapshot", body)
+}
+
+// waitForFunctionCall waits until session id requires the answer to a
+// function call other than action prev and returns the action's id.
+func waitForFunctionCall(t *testing.T, c *client.Client, id, prev string) string {
+	t.Helper()
+	var mu sync.Mutex // the condition runs in Eventually's goroutine
+	var action, last string
+	ok := assert.Eventually(t, func() bool {
+		s, err := c.GetSession(t.Context(), id)
+		if err != nil {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		last = fmt.Sprintf("%s %+v", s.Status, s.RequiredActions)
+		if s.Status != lt.SessionRequiresAction || len(s.RequiredActions) != 1 || s.RequiredActions[0].Type != lt.ActionFunctionCall || s.RequiredActions[0].ID == prev {
+			return false
+		}
+		action = s.RequiredActions[0].ID
+		return true
+	}, time.Minute, 20*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	require.True(t, ok, "session %s: %s", id, last)
+	return action
+}
+
+// lastToolOutput is the output of the last completed call of tool.
+func lastToolOutput(t *testing.T, c *client.Client, id, tool string) string {
+	t.Helper()
+	l, err := c.ListEvents(t.Context(), id, 0, 500)
+	require.NoError(t, err)
+	out := ""
+	for _, ev := range l.Data {
+		if ev.Type != lt.EventToolCompleted {
+			continue
+		}
+		var d lt.ToolCompletedData
+		require.NoError(t, json.Unmarshal(ev.Data, &d))
+		if d.Tool == tool {
+			out = string(d.Output)
+		}
+	}
+	return out
+}
+
+func entryNamed(t *testing.T, l *lt.FileListing, name string) lt.FileEntry {
+	t.Helper()
+	for _, e := range l.Entries {
+		if e.Name == name {
+			return e
+		}
+	}
+	t.Fatalf("no %s in the listing %+v", name, l.Entries)
+	return lt.FileEntry{}
+}
+
+func sha256Of(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// download GETs a live file of session id over HTTP, for its headers.
+func download(t *testing.T, base, key, id, path string) (string, http.Header) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/v1/sessions/"+id+"/files/"+path, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, res.StatusCode, string(b))
+	return string(b), res.Header
+}
