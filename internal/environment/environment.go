@@ -231,6 +231,12 @@ type Environment interface {
 	// any symlink (workspace.Dir.Remove: a person's delete, applied again
 	// after a restore); a directory is refused (workspace.ErrInvalidPath).
 	Remove(ctx context.Context, rel string) error
+	// SQLiteQuery runs the sqlite_query tool's statement on a database
+	// file of the workspace, where the workspace is (tool.RunSQLite:
+	// read-only, confined to the workspace, within the request's limits,
+	// checked again here). A problem of the query is the answer's Error;
+	// an error is the environment's.
+	SQLiteQuery(ctx context.Context, req *tool.SQLiteRequest) (*tool.SQLiteAnswer, error)
 
 	// Snapshot takes an incremental, content-addressed snapshot of the
 	// workspace into the backend's blobs and returns its id (only the

@@ -486,6 +486,16 @@ func (e *localEnv) Holds(_ context.Context, id string) (bool, error) {
 	return known, err
 }
 
+// SQLiteQuery implements Environment.
+func (e *localEnv) SQLiteQuery(ctx context.Context, req *tool.SQLiteRequest) (*tool.SQLiteAnswer, error) {
+	finish, err := e.begin()
+	if err != nil {
+		return nil, err
+	}
+	defer finish()
+	return tool.SQLiteAnswerOf(tool.RunSQLite(ctx, e.ws, req))
+}
+
 // Record implements Environment.
 func (e *localEnv) Record(_ context.Context, id string) error {
 	finish, err := e.begin()
