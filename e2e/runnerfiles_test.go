@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/client"
+	"github.com/longhaul-dev/longhaul/internal/environment/environmenttest"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -25,7 +27,8 @@ import (
 // a shell step and parks on a function call. A person's listing and
 // download show the runner's file, read from the runner's workspace (the
 // answer says so); a person's upload lands in the runner's workspace at
-// once, and the next shell step there reads it. With the runner gone, the
+// once, and the next shell step there reads it; sqlite_query reads a
+// database a shell step made there. With the runner gone, the
 // same reads come from the session's latest snapshot, with the person's
 // change laid over it, and say so.
 func TestRunnerSessionFiles(t *testing.T) {
@@ -36,17 +39,22 @@ func TestRunnerSessionFiles(t *testing.T) {
 	runnerKey := k.create("runners", lt.RoleRunner)
 	box := startRunner(t, k.srv.url, runnerKey.Key, "box1")
 
+	// A database the shell step makes on the runner (its bytes sent in
+	// the command: the runner's machine needs no sqlite3).
+	db := base64.StdEncoding.EncodeToString(environmenttest.SQLiteDatabase(t, "CREATE TABLE t(x TEXT)", "INSERT INTO t VALUES ('a row on the runner')"))
 	script, err := json.Marshal([]map[string]any{
-		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "printf 'made on the runner' > made.txt"}}}},
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{
+			"command": "printf 'made on the runner' > made.txt && printf '%s' '" + db + "' | base64 -d > data.db"}}}},
 		{"tool_calls": []map[string]any{{"name": "lookup", "arguments": map[string]any{}}}},
 		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "cat person.txt"}}}},
+		{"tool_calls": []map[string]any{{"name": "sqlite_query", "arguments": map[string]any{"database": "data.db", "sql": "SELECT x FROM t"}}}},
 		{"tool_calls": []map[string]any{{"name": "lookup", "arguments": map[string]any{}}}},
 		{"text": "done"},
 	})
 	require.NoError(t, err)
 	s, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
 		Model: lt.ModelSpec{Provider: "scripted", Script: script}, Instructions: "Work on the runner.",
-		Tools:       []lt.ToolSpec{{Name: "shell"}, {Name: "lookup", Type: "function"}},
+		Tools:       []lt.ToolSpec{{Name: "shell"}, {Name: "sqlite_query"}, {Name: "lookup", Type: "function"}},
 		Environment: &lt.Environment{Runner: &lt.RunnerSelector{Name: "box1"}},
 	}})
 	require.NoError(t, err)
@@ -75,6 +83,9 @@ func TestRunnerSessionFiles(t *testing.T) {
 	require.NoError(t, err)
 	waitForFunctionCall(t, admin, s.ID, action)
 	require.Contains(t, lastToolOutput(t, admin, s.ID, "shell"), "from a person", "the next shell step on the runner sees the person's file")
+	require.Contains(t, lastToolOutput(t, admin, s.ID, "sqlite_query"), "a row on the runner", "sqlite_query reads the runner's database")
+	_, err = os.Stat(filepath.Join(k.srv.dataDir, "workspaces", s.ID, "data.db"))
+	require.ErrorIs(t, err, os.ErrNotExist, "the server holds no copy of it")
 
 	// The runner gone: the latest snapshot, and the person's change
 	// (made after it, on a file the snapshot lacks) laid over it.
