@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,7 +29,8 @@ import (
 // download show the runner's file, read from the runner's workspace (the
 // answer says so); a person's upload lands in the runner's workspace at
 // once, and the next shell step there reads it; sqlite_query reads a
-// database a shell step made there. With the runner gone, the
+// database a shell step made there; an approval's diff is against the
+// runner's file. With the runner gone, the
 // same reads come from the session's latest snapshot, with the person's
 // change laid over it, and say so.
 func TestRunnerSessionFiles(t *testing.T) {
@@ -48,18 +50,19 @@ func TestRunnerSessionFiles(t *testing.T) {
 		{"tool_calls": []map[string]any{{"name": "lookup", "arguments": map[string]any{}}}},
 		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "cat person.txt"}}}},
 		{"tool_calls": []map[string]any{{"name": "sqlite_query", "arguments": map[string]any{"database": "data.db", "sql": "SELECT x FROM t"}}}},
-		{"tool_calls": []map[string]any{{"name": "lookup", "arguments": map[string]any{}}}},
+		{"tool_calls": []map[string]any{{"name": "write_file", "arguments": map[string]any{"path": "made.txt", "content": "changed by the agent"}}}},
 		{"text": "done"},
 	})
 	require.NoError(t, err)
 	s, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
 		Model: lt.ModelSpec{Provider: "scripted", Script: script}, Instructions: "Work on the runner.",
-		Tools:       []lt.ToolSpec{{Name: "shell"}, {Name: "sqlite_query"}, {Name: "lookup", Type: "function"}},
+		Tools:       []lt.ToolSpec{{Name: "shell"}, {Name: "sqlite_query"}, {Name: "write_file"}, {Name: "lookup", Type: "function"}},
+		Policies:    []lt.Policy{{Name: "ask-writes", Tool: "write_file", Decision: lt.PolicyAsk}},
 		Environment: &lt.Environment{Runner: &lt.RunnerSelector{Name: "box1"}},
 	}})
 	require.NoError(t, err)
 	onRunner := filepath.Join(box.data, "workspaces", s.ID)
-	action := waitForFunctionCall(t, admin, s.ID, "")
+	action := waitForAction(t, admin, s.ID, lt.ActionFunctionCall, "")
 
 	l, err := admin.ListFiles(ctx, s.ID, "", "")
 	require.NoError(t, err)
@@ -81,11 +84,16 @@ func TestRunnerSessionFiles(t *testing.T) {
 
 	_, err = admin.DecideAction(ctx, s.ID, action, &lt.Decision{Output: json.RawMessage(`{"found":true}`)})
 	require.NoError(t, err)
-	waitForFunctionCall(t, admin, s.ID, action)
+	approval := waitForAction(t, admin, s.ID, lt.ActionApproval, action)
 	require.Contains(t, lastToolOutput(t, admin, s.ID, "shell"), "from a person", "the next shell step on the runner sees the person's file")
 	require.Contains(t, lastToolOutput(t, admin, s.ID, "sqlite_query"), "a row on the runner", "sqlite_query reads the runner's database")
 	_, err = os.Stat(filepath.Join(k.srv.dataDir, "workspaces", s.ID, "data.db"))
 	require.ErrorIs(t, err, os.ErrNotExist, "the server holds no copy of it")
+	a, err := admin.GetAction(ctx, approval)
+	require.NoError(t, err)
+	evidence := strings.Join(a.Evidence, "\n")
+	require.Contains(t, evidence, "-made on the runner", "the approval's diff is against the runner's file")
+	require.Contains(t, evidence, "+changed by the agent")
 
 	// The runner gone: the latest snapshot, and the person's change
 	// (made after it, on a file the snapshot lacks) laid over it.
@@ -107,9 +115,9 @@ func TestRunnerSessionFiles(t *testing.T) {
 	require.Equal(t, "after the snapshot", body)
 }
 
-// waitForFunctionCall waits until session id requires the answer to a
-// function call other than action prev and returns the action's id.
-func waitForFunctionCall(t *testing.T, c *client.Client, id, prev string) string {
+// waitForAction waits until session id requires one action, of type typ
+// and other than action prev, and returns its id.
+func waitForAction(t *testing.T, c *client.Client, id string, typ lt.ActionType, prev string) string {
 	t.Helper()
 	var mu sync.Mutex // the condition runs in Eventually's goroutine
 	var action, last string
@@ -121,7 +129,7 @@ func waitForFunctionCall(t *testing.T, c *client.Client, id, prev string) string
 		mu.Lock()
 		defer mu.Unlock()
 		last = fmt.Sprintf("%s %+v", s.Status, s.RequiredActions)
-		if s.Status != lt.SessionRequiresAction || len(s.RequiredActions) != 1 || s.RequiredActions[0].Type != lt.ActionFunctionCall || s.RequiredActions[0].ID == prev {
+		if s.Status != lt.SessionRequiresAction || len(s.RequiredActions) != 1 || s.RequiredActions[0].Type != typ || s.RequiredActions[0].ID == prev {
 			return false
 		}
 		action = s.RequiredActions[0].ID
