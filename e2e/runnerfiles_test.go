@@ -113,6 +113,26 @@ func TestRunnerSessionFiles(t *testing.T) {
 	require.Equal(t, l.Snapshot, h.Get(lt.FilesSnapshotHeader))
 	body, _ = download(t, k.srv.url, boot, s.ID, "later.txt")
 	require.Equal(t, "after the snapshot", body)
+
+	// A change made while the runner is gone is journaled only; the
+	// session's next claim, on the runner back with its workspace,
+	// applies just that one (no restore), and the agent goes on.
+	_, err = admin.PutFile(ctx, s.ID, "offline.txt", []byte("while the runner was away"), "")
+	require.NoError(t, err)
+	startRunnerIn(t, k.srv.url, runnerKey.Key, "box1", box.data)
+	_, err = admin.DecideAction(ctx, s.ID, approval, &lt.Decision{Decision: "approve"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		got, err := admin.GetSession(ctx, s.ID)
+		return err == nil && got.Status == lt.SessionIdle
+	}, time.Minute, 20*time.Millisecond)
+	got, err = os.ReadFile(filepath.Join(onRunner, "offline.txt"))
+	require.NoError(t, err, "caught up on the runner")
+	require.Equal(t, "while the runner was away", string(got))
+	got, err = os.ReadFile(filepath.Join(onRunner, "made.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "changed by the agent", string(got))
+	require.Zero(t, countEvents(t, admin, s.ID, lt.EventEnvironmentLost), "caught up, not restored")
 }
 
 // waitForAction waits until session id requires one action, of type typ
@@ -139,6 +159,20 @@ func waitForAction(t *testing.T, c *client.Client, id string, typ lt.ActionType,
 	defer mu.Unlock()
 	require.True(t, ok, "session %s: %s", id, last)
 	return action
+}
+
+// countEvents counts the events of type typ of session id.
+func countEvents(t *testing.T, c *client.Client, id, typ string) int {
+	t.Helper()
+	l, err := c.ListEvents(t.Context(), id, 0, 500)
+	require.NoError(t, err)
+	n := 0
+	for _, ev := range l.Data {
+		if ev.Type == typ {
+			n++
+		}
+	}
+	return n
 }
 
 // lastToolOutput is the output of the last completed call of tool.
