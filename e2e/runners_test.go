@@ -155,7 +155,13 @@ func startRunnersServer(t *testing.T, boot string) (*keyed, *client.Client) {
 // the environment, as an operator should), killed when the test ends.
 func startRunner(t *testing.T, server, key, name string, args ...string) *runnerProc {
 	t.Helper()
-	data := filepath.Join(t.TempDir(), "runner")
+	return startRunnerIn(t, server, key, name, filepath.Join(t.TempDir(), "runner"), args...)
+}
+
+// startRunnerIn is startRunner with the runner's data directory data (a
+// runner restarted on the same machine keeps its workspaces).
+func startRunnerIn(t *testing.T, server, key, name, data string, args ...string) *runnerProc {
+	t.Helper()
 	all := append([]string{"runner", "--server", server, "--name", name, "--sandbox", "local", "--data", data}, args...)
 	cmd := exec.Command(longhaulBin, all...)
 	cmd.Env = append(serverEnv(), "LONGHAUL_RUNNER_KEY="+key)

@@ -72,6 +72,11 @@ type FileEntry struct {
 	// ModTime is a live workspace file's modification time (snapshots keep
 	// no times).
 	ModTime *time.Time `json:"mtime,omitempty"`
+	// Source and FromSnapshot say where a live download of a session on
+	// a runner came from: the HTTP API sends them as FilesSourceHeader and
+	// FilesSnapshotHeader, not in a listing's entries.
+	Source       string `json:"-"`
+	FromSnapshot string `json:"-"`
 }
 
 // FileListing is the answer of GET /v1/sessions/{id}/files?path=DIR (and of
@@ -93,7 +98,30 @@ type FileListing struct {
 	// session is paused, idle, waiting or requires_action); false for a
 	// snapshot.
 	Writable bool `json:"writable"`
+	// Source says where a live listing of a session whose environment is
+	// on a runner came from (FilesFromEnvironment, or FilesFromSnapshot
+	// with Snapshot set); empty for a workspace on the server's nodes.
+	Source string `json:"source,omitempty"`
 }
+
+// Where a live file read of a session on a runner came from
+// (FileListing.Source, and a download's FilesSourceHeader).
+const (
+	// FilesFromEnvironment: the runner's workspace itself.
+	FilesFromEnvironment = "environment"
+	// FilesFromSnapshot: the session's latest journaled snapshot (the
+	// runner is not reachable from the node that answered, or the
+	// environment is stopped), with the people's changes since.
+	FilesFromSnapshot = "snapshot"
+)
+
+// FilesSourceHeader is the response header of a live download that says
+// where it came from (FilesFromEnvironment or FilesFromSnapshot), and
+// FilesSnapshotHeader the snapshot read in the second case.
+const (
+	FilesSourceHeader   = "Longhaul-Files-Source"
+	FilesSnapshotHeader = "Longhaul-Files-Snapshot"
+)
 
 // Input action kinds (Action.Kind).
 const (

@@ -30,7 +30,7 @@ func (r *runner) askApproval(ctx context.Context, c *journal.Call, v policy.Verd
 	if err != nil {
 		return err
 	}
-	ac := &approvalContext{r: r, red: red}
+	ac := &approvalContext{ctx: ctx, r: r, red: red}
 	var affectsNames []string
 	if en, ok := r.tools.lookup(c.Tool); ok {
 		affectsNames = en.spec.Affects // the agent's entry of that name: none for an MCP tool

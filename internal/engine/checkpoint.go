@@ -214,7 +214,7 @@ func (r *runner) restoreLost(ctx context.Context) error {
 		default:
 			d.Note += ". Files you made before are gone."
 		}
-		d.Note += r.reapplyPersonChanges(ctx, r.ws)
+		d.Note += r.reapplyPersonChanges(ctx)
 		return r.add(lt.EventEnvironmentRestored, turnID, step, d)
 	}
 	d := lt.EnvironmentRestoredData{}
@@ -238,19 +238,22 @@ func (r *runner) restoreLost(ctx context.Context) error {
 	default:
 		d.Note = fmt.Sprintf("The workspace was restored from checkpoint %s (%d files)%s; it is as your calls left it.", d.CheckpointID, stats.Files, r.replayedNote(d.Replayed))
 	}
-	d.Note += r.reapplyPersonChanges(ctx, r.ws)
+	d.Note += r.reapplyPersonChanges(ctx)
 	return r.add(lt.EventEnvironmentRestored, turnID, step, d)
 }
 
 // reapplyPersonChanges applies again, after a restore (and the replay of
 // the step's calls, which came before them), the changes people made since
 // the snapshot, and says so for the model.
-func (r *runner) reapplyPersonChanges(ctx context.Context, ws string) string {
+func (r *runner) reapplyPersonChanges(ctx context.Context) string {
 	changes := r.st.PersonChanges
 	if len(changes) == 0 {
 		return ""
 	}
-	failed := r.e.applyPersonChanges(ctx, r.st, ws, changes)
+	failed, err := r.applyPersonChanges(ctx, changes)
+	if err != nil {
+		failed = append(failed, "the environment went away: "+err.Error())
+	}
 	note := fmt.Sprintf(" The %d change(s) a person made to the workspace since were applied again.", len(changes)-len(failed))
 	if len(failed) > 0 {
 		note += " These could not be: " + strings.Join(failed, "; ") + "."

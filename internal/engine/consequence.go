@@ -8,10 +8,13 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/workspace"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -117,6 +120,9 @@ func (ac *approvalContext) requestConsequence(ctx context.Context, c *journal.Ca
 
 // workspaceFiles says how many files the workspace holds ("12 files").
 func (ac *approvalContext) workspaceFiles() string {
+	if env := ac.onRunner(); env != nil {
+		return ac.runnerFiles(env)
+	}
 	n, more := 0, false
 	err := fs.WalkDir(os.DirFS(ac.r.ws), ".", func(_ string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -131,9 +137,15 @@ func (ac *approvalContext) workspaceFiles() string {
 		}
 		return nil
 	})
-	switch {
-	case err != nil:
+	if err != nil {
 		return "its files could not be counted"
+	}
+	return countedFiles(n, more)
+}
+
+// countedFiles says n files ("12 files"); more: at least that many.
+func countedFiles(n int, more bool) string {
+	switch {
 	case more:
 		return fmt.Sprintf("%d files or more", n)
 	case n == 1:
@@ -142,6 +154,47 @@ func (ac *approvalContext) workspaceFiles() string {
 		return "empty"
 	}
 	return fmt.Sprintf("%d files", n)
+}
+
+// maxCountedDirs bounds the directories listed, one round trip each, to
+// count the files of a workspace on a runner.
+const maxCountedDirs = 200
+
+// runnerFiles is workspaceFiles for a workspace on a runner, counted by
+// listing it there.
+func (ac *approvalContext) runnerFiles(env environment.Environment) string {
+	n, more := 0, false
+	dirs := []string{"."}
+	for listed := 0; len(dirs) > 0 && !more; listed++ {
+		if listed == maxCountedDirs {
+			more = true
+			break
+		}
+		dir := dirs[0]
+		dirs = dirs[1:]
+		l, err := env.List(ac.ctx, dir, maxCountedFiles-n)
+		if err != nil {
+			if dir == "." {
+				return "its files could not be counted"
+			}
+			continue
+		}
+		for _, en := range l.Entries {
+			if en.Type == workspace.EntryDir {
+				dirs = append(dirs, path.Join(dir, en.Name))
+			} else {
+				n++
+			}
+		}
+		if l.Truncated {
+			// The entries past the bound are counted as files: "or more".
+			n, more = n+l.Total-len(l.Entries), true
+		}
+		if n >= maxCountedFiles {
+			more = true
+		}
+	}
+	return countedFiles(n, more)
 }
 
 func upperFirst(s string) string {

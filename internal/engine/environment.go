@@ -227,6 +227,10 @@ func (v *sessionEnv) attach(call *tool.Call, observe bool) {
 		return
 	}
 	call.Exec, call.Files, call.Network, call.Secrets = v.exec, v.files, v.network, v.secrets
+	if v.env != nil {
+		// sqlite_query reads the database where the workspace is.
+		call.SQLite = v.env
+	}
 	if observe {
 		call.OnNetwork = v.observe
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/redact"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -33,8 +35,41 @@ const (
 // approvalContext is what the consequence sentence and the evidence are
 // built from: the session's environment and workspace.
 type approvalContext struct {
+	ctx context.Context
 	r   *runner
 	red *redact.Redactor
+}
+
+// onRunner returns the session's Environment when it lives on a runner:
+// the workspace is read there, never in the server's copy (no one's).
+func (ac *approvalContext) onRunner() environment.Environment {
+	if ac.r.envRunner == "" || ac.r.env == nil {
+		return nil
+	}
+	return ac.r.env.env
+}
+
+// evidenceReader reads a regular workspace file for the evidence:
+// readBounded's bytes and size.
+type evidenceReader func(p string) ([]byte, int64, error)
+
+// reader opens the workspace for the evidence (ok false: there is none
+// yet); call done after.
+func (ac *approvalContext) reader() (read evidenceReader, done func(), ok bool) {
+	if env := ac.onRunner(); env != nil {
+		return func(p string) ([]byte, int64, error) {
+			r, err := env.ReadFile(ac.ctx, path.Clean(p), 0, 4*maxEvidenceFileBytes)
+			if err != nil {
+				return nil, 0, err
+			}
+			return r.Data, r.Size, nil
+		}, func() {}, true
+	}
+	root, err := os.OpenRoot(ac.r.ws)
+	if err != nil {
+		return nil, nil, false // no workspace yet: nothing in it to show
+	}
+	return func(p string) ([]byte, int64, error) { return readBounded(root, p) }, func() { root.Close() }, true
 }
 
 // fileEvidence shows what a call will run or change in the workspace: the
@@ -43,11 +78,11 @@ func (ac *approvalContext) fileEvidence(c *journal.Call) []string {
 	if c.Kind != lt.CallBuiltin {
 		return nil
 	}
-	root, err := os.OpenRoot(ac.r.ws)
-	if err != nil {
-		return nil // no workspace yet: nothing in it to show
+	read, done, ok := ac.reader()
+	if !ok {
+		return nil
 	}
-	defer root.Close()
+	defer done()
 	switch c.Tool {
 	case "shell":
 		var args struct {
@@ -56,7 +91,7 @@ func (ac *approvalContext) fileEvidence(c *journal.Call) []string {
 		_ = json.Unmarshal(c.Arguments, &args)
 		var out []string
 		for _, p := range scriptFiles(args.Command) {
-			data, size, err := readBounded(root, p)
+			data, size, err := read(p)
 			if err != nil {
 				continue // not a workspace file: an installed program, or not there yet
 			}
@@ -73,7 +108,7 @@ func (ac *approvalContext) fileEvidence(c *journal.Call) []string {
 			Content string `json:"content"`
 		}
 		_ = json.Unmarshal(c.Arguments, &args)
-		return []string{ac.change(root, args.Path, func(string) (string, error) { return args.Content, nil })}
+		return []string{ac.change(read, args.Path, func(string) (string, error) { return args.Content, nil })}
 	case "edit_file":
 		var args struct {
 			Path string `json:"path"`
@@ -81,7 +116,7 @@ func (ac *approvalContext) fileEvidence(c *journal.Call) []string {
 			New  string `json:"new"`
 		}
 		_ = json.Unmarshal(c.Arguments, &args)
-		return []string{ac.change(root, args.Path, func(old string) (string, error) {
+		return []string{ac.change(read, args.Path, func(old string) (string, error) {
 			if n := strings.Count(old, args.Old); args.Old == "" || n != 1 {
 				return "", fmt.Errorf("the text to replace occurs %d times in %s (it must occur once): the edit will fail", n, args.Path)
 			}
@@ -93,8 +128,8 @@ func (ac *approvalContext) fileEvidence(c *journal.Call) []string {
 
 // change shows the diff between a workspace file now and after the call
 // (after computes the new content from the old).
-func (ac *approvalContext) change(root *os.Root, p string, after func(old string) (string, error)) string {
-	data, size, err := readBounded(root, p)
+func (ac *approvalContext) change(read evidenceReader, p string, after func(old string) (string, error)) string {
+	data, size, err := read(p)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Sprintf("The workspace file %s could not be read to show the change: %v", p, err)

@@ -192,6 +192,8 @@ func inEnvironment(t tool.Tool, call *tool.Call) bool {
 		return call.Files != nil
 	case *tool.Shell:
 		return call.Exec != nil
+	case *tool.SQLiteQuery:
+		return call.SQLite != nil // it only reads
 	}
 	return false
 }

@@ -173,6 +173,13 @@ func (e *Engine) ListFiles(ctx context.Context, sessionID, dir string) (*lt.File
 	if err != nil {
 		return nil, err
 	}
+	if v, err := e.runnerFilesOf(ctx, sessionID); err != nil || v != nil {
+		if err != nil {
+			return nil, err
+		}
+		defer v.close()
+		return e.listRunnerFiles(ctx, v, sessionID, dir, c)
+	}
 	st, d, done, err := e.readView(ctx, sessionID)
 	if err != nil {
 		return nil, err
@@ -238,6 +245,13 @@ func (e *Engine) OpenFile(ctx context.Context, sessionID, path string) (*lt.File
 	c, err := cleanFilesPath(path, false)
 	if err != nil {
 		return nil, nil, err
+	}
+	if v, err := e.runnerFilesOf(ctx, sessionID); err != nil || v != nil {
+		if err != nil {
+			return nil, nil, err
+		}
+		defer v.close()
+		return e.openRunnerFile(ctx, v, sessionID, path, c)
 	}
 	_, d, done, err := e.readView(ctx, sessionID)
 	if err != nil {
@@ -375,11 +389,25 @@ func (e *Engine) changeFile(ctx context.Context, sessionID, op, c string, data [
 		if err := filesWritable(st); err != nil {
 			return nil, err
 		}
-		ws, err := e.syncWorkspace(ctx, st)
-		if err != nil {
-			return nil, err
+		var (
+			ws     string
+			v      *runnerFiles
+			change *lt.WorkspaceChange
+		)
+		if spec.Environment != nil && spec.Environment.Runner != nil {
+			// On a runner: checked against the runner's workspace, or
+			// the journal's snapshot (runnerfiles.go).
+			if v, err = e.openRunnerFiles(ctx, row, st); err != nil {
+				return nil, err
+			}
+			defer v.close()
+			change, err = e.prepareRunnerChange(ctx, v, op, c, data)
+		} else {
+			if ws, err = e.syncWorkspace(ctx, st); err != nil {
+				return nil, err
+			}
+			change, err = e.prepareChange(ws, st, &spec, op, c, data)
 		}
-		change, err := e.prepareChange(ws, st, &spec, op, c, data)
 		if err != nil {
 			return nil, err
 		}
@@ -393,6 +421,9 @@ func (e *Engine) changeFile(ctx context.Context, sessionID, op, c string, data [
 		}
 		change.ActionID, change.Actor = actionID, actorOf(ctx)
 		live := st.WorkspaceNode == "" || st.WorkspaceNode == e.cfg.NodeID
+		if v != nil {
+			live = v.env != nil // the runner's workspace itself
+		}
 		if act == nil && op == lt.WorkspaceWrite && change.PreviousSHA256 == change.SHA256 && live {
 			// The same bytes again (a retried upload): nothing changed,
 			// nothing to tell the model. Only this node's copy, when it
@@ -433,7 +464,12 @@ func (e *Engine) changeFile(ctx context.Context, sessionID, op, c string, data [
 		// Journaled: now this node's copy. Should it fail (or the node
 		// die first), the copy lacks the change's marker and is restored
 		// with it before anyone uses it.
-		if failed := e.applyPersonChanges(ctx, b.st, ws, []journal.PersonChange{{Seq: seq, Op: op, Path: change.Path, SHA256: change.SHA256}}); len(failed) > 0 {
+		applied := journal.PersonChange{Seq: seq, Op: op, Path: change.Path, SHA256: change.SHA256}
+		if v != nil {
+			e.applyRunnerChange(ctx, v, b.st, applied)
+			return change, nil
+		}
+		if failed := e.applyPersonChanges(ctx, b.st, ws, []journal.PersonChange{applied}); len(failed) > 0 {
 			e.log.Warn("apply a person's change to this node's copy; it is restored before its next use", "session", sessionID, "err", failed[0])
 		}
 		return change, nil

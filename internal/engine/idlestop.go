@@ -250,7 +250,11 @@ func (r *runner) restoredAsLeft(ctx context.Context, snap string, stats snapshot
 	if snap == r.st.LastSnapshot {
 		d.CheckpointID = r.st.LastSnapshotCheckpoint
 	}
-	if failed := r.e.applyPersonChanges(ctx, r.st, r.ws, r.st.PersonChanges); len(failed) > 0 {
+	failed, err := r.applyPersonChanges(ctx, r.st.PersonChanges)
+	if err != nil {
+		return err
+	}
+	if len(failed) > 0 {
 		d.Note = "The workspace was recreated as you left it, but these changes a person made to it since could not be applied: " + strings.Join(failed, "; ") + "."
 	}
 	return d

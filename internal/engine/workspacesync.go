@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/workspace"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -200,18 +201,116 @@ func (r *runner) holdsLatest(ctx context.Context) (bool, error) {
 	if n := len(r.st.PersonChanges); n > 0 {
 		ids = append(ids, changeMarker(r.st.PersonChanges[n-1].Seq))
 	}
-	for _, id := range ids {
+	for i, id := range ids {
 		ok, err := r.env.env.Holds(ctx, id)
 		if err != nil {
 			// An environment gone between two calls: the runner starts
 			// over with it opened again, as after a loss mid-call.
 			return false, envLost(err)
 		}
+		if !ok && i == len(ids)-1 && len(r.st.PersonChanges) > 0 && r.envRunner != "" {
+			// A runner's workspace, which every node reaches the same,
+			// holds the snapshot but not the people's last change: only
+			// the changes it lacks are applied, not a restore.
+			return r.catchUpPersonChanges(ctx)
+		}
 		if !ok {
 			return false, nil
 		}
 	}
 	return true, nil
+}
+
+// catchUpPersonChanges applies to the runner's workspace the people's
+// changes it does not hold yet (those after the last one it holds; an API
+// node that reached the runner applied them already), and reports whether
+// it now holds them all.
+func (r *runner) catchUpPersonChanges(ctx context.Context) (bool, error) {
+	changes := r.st.PersonChanges
+	from := 0
+	for i := len(changes) - 1; i >= 0; i-- {
+		ok, err := r.env.env.Holds(ctx, changeMarker(changes[i].Seq))
+		if err != nil {
+			return false, envLost(err)
+		}
+		if ok {
+			from = i + 1
+			break
+		}
+	}
+	failed, err := r.applyPersonChanges(ctx, changes[from:])
+	if err != nil {
+		return false, err
+	}
+	return len(failed) == 0, nil
+}
+
+// applyPersonChanges applies changes to the session's workspace: this
+// node's copy for an environment on this node, the Environment itself
+// for one on a runner (the server's copy of a runner's workspace is no
+// one's). It returns what could not be applied, each naming its path; an
+// error is the environment's, gone meanwhile.
+func (r *runner) applyPersonChanges(ctx context.Context, changes []journal.PersonChange) ([]string, error) {
+	if r.envRunner == "" || r.env == nil || r.env.env == nil {
+		return r.e.applyPersonChanges(ctx, r.st, r.ws, changes), nil
+	}
+	return r.e.applyToEnvironment(ctx, r.st, r.env.env, changes)
+}
+
+// applyToEnvironment applies changes to env in order, and records each
+// one's marker there (Environment.Record).
+func (e *Engine) applyToEnvironment(ctx context.Context, st *journal.State, env environment.Environment, changes []journal.PersonChange) ([]string, error) {
+	var failed []string
+	for _, c := range changes {
+		err := e.applyChangeTo(ctx, env, c)
+		if err == nil {
+			err = env.Record(ctx, changeMarker(c.Seq))
+		}
+		switch {
+		case errors.Is(err, environment.ErrLost), errors.Is(err, environment.ErrUnavailable), errors.Is(err, environment.ErrClosed):
+			return failed, envLost(err)
+		case err != nil:
+			failed = append(failed, fmt.Sprintf("%s %q: %v", c.Op, c.Path, err))
+		}
+	}
+	if snap := st.WorkspaceSnapshot(); snap != "" && len(changes) > 0 {
+		if err := env.Record(ctx, snap); err != nil {
+			e.log.Warn("record workspace snapshot", "session", st.Session.ID, "err", err)
+		}
+	}
+	return failed, nil
+}
+
+// applyChangeTo applies one person's change through env.
+func (e *Engine) applyChangeTo(ctx context.Context, env environment.Environment, c journal.PersonChange) error {
+	switch c.Op {
+	case lt.WorkspaceDelete:
+		if err := env.Remove(ctx, c.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	case lt.WorkspaceWrite:
+		data, err := e.personBlob(ctx, c.SHA256)
+		if err != nil {
+			return err
+		}
+		return env.WriteFile(ctx, c.Path, data)
+	default:
+		return fmt.Errorf("unknown op %q", c.Op)
+	}
+}
+
+// personBlob reads the content of a person's write, checked against its
+// digest.
+func (e *Engine) personBlob(ctx context.Context, sum string) ([]byte, error) {
+	data, err := e.store.BlobGet(ctx, sum)
+	if err != nil {
+		return nil, fmt.Errorf("read its content (blob %s): %w", sum, err)
+	}
+	if sha256Hex(data) != sum {
+		return nil, fmt.Errorf("blob %s holds other bytes", sum)
+	}
+	return data, nil
 }
 
 // syncWorkspace makes the runner's Environment what the journal says,
@@ -232,7 +331,11 @@ func (r *runner) syncWorkspace(ctx context.Context) error {
 		return fmt.Errorf("restore workspace from snapshot %s: %w", snap, envLost(err))
 	}
 	r.provisioned = false
-	if failed := r.e.applyPersonChanges(ctx, r.st, r.ws, r.st.PersonChanges); len(failed) > 0 {
+	failed, err := r.applyPersonChanges(ctx, r.st.PersonChanges)
+	if err != nil {
+		return err
+	}
+	if len(failed) > 0 {
 		return fmt.Errorf("apply the people's changes to the workspace: %s", failed[0])
 	}
 	return nil
@@ -323,12 +426,9 @@ func applyPersonChange(ctx context.Context, e *Engine, d *workspace.Dir, c journ
 		}
 		return nil
 	case lt.WorkspaceWrite:
-		data, err := e.store.BlobGet(ctx, c.SHA256)
+		data, err := e.personBlob(ctx, c.SHA256)
 		if err != nil {
-			return fmt.Errorf("read its content (blob %s): %w", c.SHA256, err)
-		}
-		if sha256Hex(data) != c.SHA256 {
-			return fmt.Errorf("blob %s holds other bytes", c.SHA256)
+			return err
 		}
 		if _, _, err := d.ResolveDirect(c.Path); err != nil {
 			return err

@@ -246,6 +246,12 @@ type Environment interface {
 	// any symlink (workspace.Dir.Remove: a person's delete, applied again
 	// after a restore); a directory is refused (workspace.ErrInvalidPath).
 	Remove(ctx context.Context, rel string) error
+	// SQLiteQuery runs the sqlite_query tool's statement on a database
+	// file of the workspace, where the workspace is (tool.RunSQLite:
+	// read-only, confined to the workspace, within the request's limits,
+	// checked again here). A problem of the query is the answer's Error;
+	// an error is the environment's.
+	SQLiteQuery(ctx context.Context, req *tool.SQLiteRequest) (*tool.SQLiteAnswer, error)
 
 	// Snapshot takes an incremental, content-addressed snapshot of the
 	// workspace into the backend's blobs and returns its id (only the
@@ -258,6 +264,13 @@ type Environment interface {
 	// (this side took or restored it last and nothing was written
 	// since): a false answer means "restore to be sure", not "different".
 	Holds(ctx context.Context, id string) (bool, error)
+	// Record notes that the workspace now holds id (not a snapshot: a
+	// marker the engine names, such as a person's change it applied
+	// through WriteFile or Remove), so that Holds(id) is true until the
+	// workspace is provisioned anew. It lets the node that runs the
+	// session know, wherever the workspace lives, which of the journal's
+	// changes it already holds.
+	Record(ctx context.Context, id string) error
 
 	// Stop frees the environment between activity periods: it ends the
 	// programs Start started (what they wrote must be in id or nowhere),

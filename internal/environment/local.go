@@ -486,6 +486,29 @@ func (e *localEnv) Holds(_ context.Context, id string) (bool, error) {
 	return known, err
 }
 
+// SQLiteQuery implements Environment.
+func (e *localEnv) SQLiteQuery(ctx context.Context, req *tool.SQLiteRequest) (*tool.SQLiteAnswer, error) {
+	finish, err := e.begin()
+	if err != nil {
+		return nil, err
+	}
+	defer finish()
+	return tool.SQLiteAnswerOf(tool.RunSQLite(ctx, e.ws, req))
+}
+
+// Record implements Environment.
+func (e *localEnv) Record(_ context.Context, id string) error {
+	finish, err := e.begin()
+	if err != nil {
+		return err
+	}
+	defer finish()
+	if err := e.b.cfg.Workspaces.RecordSnapshot(e.params.Workspace, e.params.Session, id); err != nil {
+		return fmt.Errorf("record %q in the workspace of session %s: %w", id, e.params.Session, err)
+	}
+	return nil
+}
+
 // Stop implements Environment. It ends the programs Start started first
 // (what they write must be in the snapshot or nowhere), then checks the
 // workspace against id; refused, the Environment stays open.

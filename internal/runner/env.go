@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -105,6 +106,8 @@ func (c *connEnvs) handlers() map[string]link.Handler {
 		link.MethodSnapshotTake:      c.snapshotTake,
 		link.MethodSnapshotRestore:   c.snapshotRestore,
 		link.MethodSnapshotHolds:     c.snapshotHolds,
+		link.MethodSnapshotRecord:    c.snapshotRecord,
+		link.MethodSQLiteQuery:       c.sqliteQuery,
 	}
 }
 
@@ -520,6 +523,20 @@ func (c *connEnvs) snapshotRestore(ctx context.Context, req *link.Request) (any,
 
 func (c *connEnvs) snapshotHolds(ctx context.Context, req *link.Request) (any, error) {
 	return onEnv(c, req, func(e *openEnv, p *link.SnapshotParams) (any, error) { return e.env.Holds(ctx, p.Snapshot) })
+}
+
+func (c *connEnvs) snapshotRecord(ctx context.Context, req *link.Request) (any, error) {
+	return onEnv(c, req, func(e *openEnv, p *link.SnapshotParams) (any, error) { return nil, e.env.Record(ctx, p.Snapshot) })
+}
+
+func (c *connEnvs) sqliteQuery(ctx context.Context, req *link.Request) (any, error) {
+	return onEnv(c, req, func(e *openEnv, p *link.SQLiteParams) (any, error) {
+		var q tool.SQLiteRequest
+		if err := json.Unmarshal(p.Request, &q); err != nil {
+			return nil, fmt.Errorf("params.request: %w", err)
+		}
+		return e.env.SQLiteQuery(ctx, &q)
+	})
 }
 
 func snapshotResult(id string, stats snapshot.Stats) (any, error) {

@@ -132,6 +132,14 @@ func writeFile(w http.ResponseWriter, fe *lt.FileEntry, body io.Reader, immutabl
 	h.Set("Content-Security-Policy", "sandbox")
 	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(fe.Path)}))
 	h.Set("ETag", strconv.Quote(fe.SHA256))
+	if fe.Source != "" {
+		// A session on a runner: read from its workspace there, or
+		// from a snapshot when that is out of reach.
+		h.Set(lt.FilesSourceHeader, fe.Source)
+	}
+	if fe.FromSnapshot != "" {
+		h.Set(lt.FilesSnapshotHeader, fe.FromSnapshot)
+	}
 	if immutable {
 		h.Set("Cache-Control", "private, max-age=31536000, immutable")
 	} else {

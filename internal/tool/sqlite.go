@@ -129,29 +129,102 @@ func (t *SQLiteQuery) Run(ctx context.Context, call *Call) (*Result, error) {
 		}
 		maxRows = v
 	}
-	params, err := sqliteParams(args.Params)
+	req := &SQLiteRequest{Database: args.Database, SQL: args.SQL, Params: args.Params, MaxRows: int(maxRows),
+		MaxBytes: DefaultSQLiteOutputBytes, Timeout: DefaultSQLiteTimeout}
+	if call.MaxOutputBytes > 0 {
+		req.MaxBytes = min(req.MaxBytes, call.MaxOutputBytes)
+	}
+	if call.Timeout > 0 {
+		req.Timeout = call.Timeout
+	}
+	if call.SQLite != nil {
+		// The workspace is where the session's environment is (a
+		// runner): the query runs there, under the same checks.
+		ans, err := call.SQLite.SQLiteQuery(ctx, req)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrEnvironment, err)
+		}
+		if ans.Error != "" {
+			return &Result{Error: ans.Error}, nil
+		}
+		return &Result{Output: ans.Output}, nil
+	}
+	if call.Workspace == "" {
+		return nil, errors.New("open workspace: call has no workspace")
+	}
+	return RunSQLite(ctx, call.Workspace, req)
+}
+
+// SQLiteRequest is one sqlite_query as the place the workspace lives runs
+// it (RunSQLite). Every field is checked again there: a request that
+// crossed a link is not trusted more than the model's arguments.
+type SQLiteRequest struct {
+	Database string            `json:"database"`
+	SQL      string            `json:"sql"`
+	Params   []json.RawMessage `json:"params,omitempty"`
+	// MaxRows (at most MaxSQLiteRows), MaxBytes (at most
+	// DefaultSQLiteOutputBytes) and Timeout (at most MaxSQLiteTimeout)
+	// bound the answer.
+	MaxRows  int           `json:"max_rows"`
+	MaxBytes int           `json:"max_bytes"`
+	Timeout  time.Duration `json:"timeout"`
+}
+
+// MaxSQLiteTimeout bounds the timeout a SQLiteRequest may ask for.
+const MaxSQLiteTimeout = 10 * time.Minute
+
+// SQLiteAnswer is what a SQLite gives back: the rows, or an error for the
+// model.
+type SQLiteAnswer struct {
+	Output *SQLiteQueryOutput `json:"output,omitempty"`
+	Error  string             `json:"error,omitempty"`
+}
+
+// SQLite runs sqlite_query where the session's workspace lives (its
+// Environment; a remote one sends it to its runner). An error is the
+// environment's failure, never the query's (SQLiteAnswer.Error).
+type SQLite interface {
+	SQLiteQuery(ctx context.Context, req *SQLiteRequest) (*SQLiteAnswer, error)
+}
+
+// SQLiteAnswerOf is RunSQLite's outcome as a SQLite gives it back.
+func SQLiteAnswerOf(res *Result, err error) (*SQLiteAnswer, error) {
+	if err != nil {
+		return nil, err
+	}
+	out, _ := res.Output.(*SQLiteQueryOutput)
+	return &SQLiteAnswer{Output: out, Error: res.Error}, nil
+}
+
+// RunSQLite runs req on the workspace directory ws, read-only, within its
+// limits. Problems of the query are Results for the model.
+func RunSQLite(ctx context.Context, ws string, req *SQLiteRequest) (*Result, error) {
+	if req.MaxRows < 1 || req.MaxRows > MaxSQLiteRows {
+		return &Result{Error: fmt.Sprintf("arguments.max_rows: must be between 1 and %d", MaxSQLiteRows)}, nil
+	}
+	maxBytes := req.MaxBytes
+	if maxBytes <= 0 || maxBytes > DefaultSQLiteOutputBytes {
+		maxBytes = DefaultSQLiteOutputBytes
+	}
+	timeout := req.Timeout
+	if timeout <= 0 || timeout > MaxSQLiteTimeout {
+		timeout = DefaultSQLiteTimeout
+	}
+	params, err := sqliteParams(req.Params)
 	if err != nil {
 		return &Result{Error: err.Error()}, nil
 	}
-	if strings.IndexByte(args.SQL, 0) >= 0 {
+	if strings.IndexByte(req.SQL, 0) >= 0 {
 		return &Result{Error: "arguments.sql: contains a NUL byte"}, nil
 	}
-	if !singleStatement(args.SQL) {
+	if !singleStatement(req.SQL) {
 		return &Result{Error: "arguments.sql: must be one statement; run each statement in its own call"}, nil
 	}
-	rel, res, err := checkDatabase(call, args.Database)
+	rel, res, err := checkDatabase(ws, req.Database)
 	if res != nil || err != nil {
 		return res, err
 	}
-	maxBytes := DefaultSQLiteOutputBytes
-	if call.MaxOutputBytes > 0 {
-		maxBytes = min(maxBytes, call.MaxOutputBytes)
-	}
-	timeout := DefaultSQLiteTimeout
-	if call.Timeout > 0 {
-		timeout = call.Timeout
-	}
-	return runSQLiteQuery(ctx, call.Workspace, rel, args.SQL, params, int(maxRows), maxBytes, timeout)
+	return runSQLiteQuery(ctx, ws, rel, req.SQL, params, req.MaxRows, maxBytes, timeout)
 }
 
 // sqliteParams converts the params argument (checked by the schema) into
@@ -198,7 +271,7 @@ func sqliteParams(raw []json.RawMessage) ([]any, error) {
 // checkDatabase resolves the database argument inside the workspace and
 // checks that it is a regular file with a SQLite header (or empty, which
 // SQLite reads as an empty database). Problems are Results for the model.
-func checkDatabase(call *Call, database string) (string, *Result, error) {
+func checkDatabase(ws, database string) (string, *Result, error) {
 	rel, err := workspace.CleanPath(database)
 	if err != nil {
 		return "", &Result{Error: "arguments.database: " + err.Error()}, nil
@@ -206,9 +279,9 @@ func checkDatabase(call *Call, database string) (string, *Result, error) {
 	if rel == "." {
 		return "", &Result{Error: "arguments.database: names the workspace directory, not a database file"}, nil
 	}
-	d, err := openWorkspace(call)
+	d, err := workspace.Open(ws)
 	if err != nil {
-		return "", nil, err
+		return "", nil, fmt.Errorf("open workspace: %w", err)
 	}
 	defer d.Close()
 	// workspace.Dir resolves through os.Root: a path or symlink that

@@ -79,6 +79,9 @@ type Call struct {
 	// session's sandbox. Nil: the tool runs them as plain subprocesses
 	// confined only to the workspace directory (tests, embedding).
 	Exec Exec
+	// SQLite runs sqlite_query where the workspace is (the session's
+	// Environment). Nil: the tool opens Workspace itself.
+	SQLite SQLite
 	// Network is the session's network allowlist, for tools that reach the
 	// network from the server (http_request). Nil: no network.
 	Network *NetworkPolicy

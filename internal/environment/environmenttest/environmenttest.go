@@ -3,6 +3,7 @@ package environmenttest
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -11,12 +12,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	_ "modernc.org/sqlite" // SQLiteDatabase makes databases with it
 
 	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
@@ -51,6 +54,8 @@ func Run(t *testing.T, newBackend NewBackend) {
 		{"SnapshotAndRestore", testSnapshotAndRestore},
 		{"SnapshotIsIncrementalAndDeduplicated", testSnapshotIncremental},
 		{"RestoreElsewhereFetchesOnlyMissingBlobs", testRestoreElsewhere},
+		{"RecordMarksWhatTheWorkspaceHolds", testRecord},
+		{"SQLiteQueryReadsTheWorkspace", testSQLiteQuery},
 		{"StopAndRecreate", testStopAndRecreate},
 		{"StopRefusesWhatWouldLoseWork", testStopRefuses},
 		{"StartLongLivedProcess", testStart},
@@ -523,6 +528,83 @@ func testStopAndRecreate(t *testing.T, h *harness) {
 	_, err = again.Restore(h.ctx(), id)
 	require.NoError(t, err)
 	h.requireContent(again, "work/notes.md", "progress")
+}
+
+// testRecord: a marker Record notes (a person's change the engine applied)
+// is held by every Environment of the workspace, until the workspace is
+// provisioned anew.
+func testRecord(t *testing.T, h *harness) {
+	b := h.newBackend()
+	env := h.open(b, "ses_mark")
+	held, err := env.Holds(h.ctx(), "change-7")
+	require.NoError(t, err)
+	require.False(t, held, "nothing recorded yet")
+	h.write(env, "person.txt", "from a person")
+	require.NoError(t, env.Record(h.ctx(), "change-7"))
+	held, err = env.Holds(h.ctx(), "change-7")
+	require.NoError(t, err)
+	require.True(t, held)
+	require.Error(t, env.Record(h.ctx(), "two words"), "a marker is one word")
+	id, _, err := env.Snapshot(h.ctx())
+	require.NoError(t, err)
+	require.NoError(t, env.Close())
+
+	again := h.open(b, "ses_mark")
+	held, err = again.Holds(h.ctx(), "change-7")
+	require.NoError(t, err)
+	require.True(t, held, "kept with the workspace across a close")
+	require.NoError(t, again.Stop(h.ctx(), id))
+	fresh := h.open(b, "ses_mark")
+	require.True(t, fresh.Info().Provisioned)
+	held, err = fresh.Holds(h.ctx(), "change-7")
+	require.NoError(t, err)
+	require.False(t, held, "a workspace provisioned anew holds no marker")
+}
+
+// testSQLiteQuery: sqlite_query runs where the workspace is, read-only,
+// within its limits, and reaches no file outside the workspace.
+func testSQLiteQuery(t *testing.T, h *harness) {
+	env := h.open(h.newBackend(), "ses_sql")
+	db := SQLiteDatabase(t, "CREATE TABLE t(x TEXT)", "INSERT INTO t VALUES ('a'), ('b'), ('c')")
+	require.NoError(t, env.WriteFile(h.ctx(), "data/t.db", db))
+	ans, err := env.SQLiteQuery(h.ctx(), &tool.SQLiteRequest{Database: "data/t.db", SQL: "SELECT x FROM t ORDER BY x", MaxRows: 2})
+	require.NoError(t, err)
+	require.Empty(t, ans.Error)
+	require.Equal(t, [][]any{{"a"}, {"b"}}, ans.Output.Rows)
+	require.True(t, ans.Output.Truncated, "max_rows holds")
+
+	ans, err = env.SQLiteQuery(h.ctx(), &tool.SQLiteRequest{Database: "data/t.db", SQL: "DELETE FROM t", MaxRows: 10})
+	require.NoError(t, err)
+	require.NotEmpty(t, ans.Error, "read-only")
+	ans, err = env.SQLiteQuery(h.ctx(), &tool.SQLiteRequest{Database: "data/t.db", SQL: "SELECT 1", MaxRows: 5000})
+	require.NoError(t, err)
+	require.Contains(t, ans.Error, "max_rows", "the limits are checked again where it runs")
+
+	outside := filepath.Join(t.TempDir(), "outside.db")
+	require.NoError(t, os.WriteFile(outside, db, 0o600))
+	h.run(env, "ln -s "+outside+" link.db")
+	for _, name := range []string{"../outside.db", outside, "link.db"} {
+		ans, err = env.SQLiteQuery(h.ctx(), &tool.SQLiteRequest{Database: name, SQL: "SELECT x FROM t", MaxRows: 10})
+		require.NoError(t, err, name)
+		require.NotEmpty(t, ans.Error, "%s: a database outside the workspace is refused", name)
+		require.Nil(t, ans.Output, name)
+	}
+}
+
+// SQLiteDatabase returns the bytes of a SQLite database made by stmts.
+func SQLiteDatabase(t testing.TB, stmts ...string) []byte {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "made.db")
+	db, err := sql.Open("sqlite", p)
+	require.NoError(t, err)
+	for _, s := range stmts {
+		_, err := db.Exec(s)
+		require.NoError(t, err, s)
+	}
+	require.NoError(t, db.Close())
+	data, err := os.ReadFile(p)
+	require.NoError(t, err)
+	return data
 }
 
 func testStopRefuses(t *testing.T, h *harness) {

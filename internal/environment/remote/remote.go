@@ -397,6 +397,25 @@ func (e *env) Holds(ctx context.Context, id string) (bool, error) {
 	return held, err
 }
 
+// SQLiteQuery implements environment.Environment: the runner runs it on
+// its workspace.
+func (e *env) SQLiteQuery(ctx context.Context, req *tool.SQLiteRequest) (*tool.SQLiteAnswer, error) {
+	raw, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("encode sqlite_query request: %w", err)
+	}
+	var ans tool.SQLiteAnswer
+	if err := e.call(ctx, link.MethodSQLiteQuery, link.SQLiteParams{EnvID: e.id, Request: raw}, &ans, nil); err != nil {
+		return nil, err
+	}
+	return &ans, nil
+}
+
+// Record implements environment.Environment.
+func (e *env) Record(ctx context.Context, id string) error {
+	return e.call(ctx, link.MethodSnapshotRecord, link.SnapshotParams{EnvID: e.id, Snapshot: id}, nil, nil)
+}
+
 // Stop implements environment.Environment.
 func (e *env) Stop(ctx context.Context, id string) error {
 	// The runner takes a snapshot to compare with id: it may store blobs

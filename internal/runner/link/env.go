@@ -40,6 +40,10 @@ const (
 	MethodSnapshotTake    = "snapshot.take"    // EnvRef → SnapshotResult
 	MethodSnapshotRestore = "snapshot.restore" // SnapshotParams → SnapshotResult
 	MethodSnapshotHolds   = "snapshot.holds"   // SnapshotParams → bool
+	MethodSnapshotRecord  = "snapshot.record"  // SnapshotParams: Environment.Record
+	// MethodSQLiteQuery runs sqlite_query on the runner's workspace:
+	// SQLiteParams → tool.SQLiteAnswer.
+	MethodSQLiteQuery = "sqlite.query"
 
 	// Runner → server.
 	MethodNetworkEvent = "network.event" // NetworkEventParams
@@ -204,6 +208,13 @@ type FSPathParams struct {
 	EnvID string `json:"env_id"`
 	Path  string `json:"path"`
 	Max   int    `json:"max,omitempty"`
+}
+
+// SQLiteParams: one sqlite_query on an environment's workspace.
+type SQLiteParams struct {
+	EnvID string `json:"env_id"`
+	// Request is a tool.SQLiteRequest (checked again by the runner).
+	Request json.RawMessage `json:"request"`
 }
 
 // SnapshotParams name a snapshot of an environment's workspace.

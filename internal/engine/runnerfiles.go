@@ -1,0 +1,355 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/environment"
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/snapshot"
+	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/workspace"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// A person's file operations on a session whose environment lives on a
+// self-managed runner (its agent's environment.runner). The server's own
+// copy of such a workspace is no one's: it is never read, written or
+// restored for it. Instead:
+//
+//   - A read (a listing, a download) comes from the runner's workspace,
+//     reached through the session's Environment, when this node can reach
+//     the runner (it holds the runner's connection, or the router hands
+//     the call to the node that does). Otherwise, and always while the
+//     environment is stopped (an idle stop: nothing is rebuilt by a read),
+//     it comes from the session's latest journaled snapshot (the stop's
+//     one while stopped), read from the server's blobs once the session's
+//     project is checked to own it, with the people's changes journaled
+//     since laid over it. The answer says which (FileListing.Source, the
+//     download's Longhaul-Files-Source header).
+//   - A write or delete is journaled first, as on the server's nodes
+//     (workspacesync.go), checked against what the same read sees. It is
+//     then applied to the runner's workspace at once when this node
+//     reaches it, and its marker recorded there (Environment.Record);
+//     otherwise the node that runs the session next applies it before its
+//     next tool call (runner.catchUpPersonChanges).
+
+// remoteListHashBytes bounds how much of the files a live listing of a
+// runner's workspace reads to give their digests: they cross the link.
+const remoteListHashBytes = 8 << 20
+
+// runnerFiles is what a person's file operation reads on a session on a
+// runner: its Environment (env), or a snapshot (snap, "" for an empty
+// workspace) with the people's changes since.
+type runnerFiles struct {
+	st      *journal.State
+	project string
+	env     environment.Environment
+	snap    string
+	// changes are the people's changes journaled after snap, by path
+	// (the last one of each).
+	changes map[string]journal.PersonChange
+}
+
+func (v *runnerFiles) close() {
+	if v.env != nil {
+		_ = v.env.Close()
+	}
+}
+
+func (v *runnerFiles) source() string {
+	if v.env != nil {
+		return lt.FilesFromEnvironment
+	}
+	return lt.FilesFromSnapshot
+}
+
+// onRunner returns the runner selector of a session's agent, nil for a
+// session whose environment is on the server's nodes.
+func onRunner(row *store.SessionRow) (*lt.RunnerSelector, error) {
+	var spec lt.AgentSpec
+	if err := json.Unmarshal(row.Spec, &spec); err != nil {
+		return nil, fmt.Errorf("decode agent spec of %s: %w", row.ID, err)
+	}
+	if spec.Environment == nil || spec.Environment.Runner == nil {
+		return nil, nil
+	}
+	return spec.Environment.Runner, nil
+}
+
+// openRunnerFiles opens what a person's file operation on st reads (see
+// above); nil when st's environment is not on a runner.
+func (e *Engine) openRunnerFiles(ctx context.Context, row *store.SessionRow, st *journal.State) (*runnerFiles, error) {
+	sel, err := onRunner(row)
+	if err != nil || sel == nil {
+		return nil, err
+	}
+	v := &runnerFiles{st: st, project: st.Project()}
+	pin, err := e.environmentPin(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	if !st.EnvironmentStopped && pin.runner != "" {
+		env, err := e.envs.Open(ctx, &environment.OpenParams{
+			Workspace: st.WorkspaceID(), Session: st.Session.ID, Snapshot: snapshotLimits, Project: v.project,
+			Runner: &environment.RunnerSelector{Name: sel.Name, Labels: sel.Labels}, Pinned: pin.runner, PinnedKey: pin.key,
+		})
+		switch {
+		case err == nil && env.Info().Provisioned:
+			// The runner had lost the workspace: nothing there is the
+			// session's yet (its next claim restores it).
+			_ = env.Close()
+		case err == nil:
+			v.env = env
+			return v, nil
+		case errors.Is(err, environment.ErrUnavailable):
+		default:
+			return nil, fmt.Errorf("open the environment of session %s: %w", st.Session.ID, err)
+		}
+	}
+	// Never opened, stopped, or out of reach: the journal's snapshot.
+	v.snap = st.WorkspaceSnapshot()
+	if v.snap != "" {
+		owned, err := snapshot.Owned(ctx, e.store, v.project, v.snap)
+		if err != nil {
+			return nil, err
+		}
+		if !owned {
+			return nil, apierror.Conflict("the workspace snapshot %s of session %s is not its project's: it is not served", v.snap, st.Session.ID)
+		}
+	}
+	v.changes = make(map[string]journal.PersonChange, len(st.PersonChanges))
+	for _, c := range st.PersonChanges {
+		v.changes[c.Path] = c
+	}
+	return v, nil
+}
+
+// runnerFilesOf opens what a person's read of session sessionID reads
+// when its environment is on a runner; nil when it is not.
+func (e *Engine) runnerFilesOf(ctx context.Context, sessionID string) (*runnerFiles, error) {
+	row, st, err := e.loadState(ctx, sessionID)
+	if err != nil {
+		return nil, notFound(err, "session", sessionID)
+	}
+	return e.openRunnerFiles(ctx, row, st)
+}
+
+// list lists directory c (clean, "." for the root).
+func (v *runnerFiles) list(ctx context.Context, e *Engine, c string) (*lt.FileListing, error) {
+	out := &lt.FileListing{Path: filepath.ToSlash(c), Writable: filesWritable(v.st) == nil, Source: v.source()}
+	if v.env == nil {
+		return v.listSnapshot(ctx, e, out)
+	}
+	l, err := v.env.List(ctx, c, 0)
+	if err != nil {
+		return nil, err
+	}
+	out.Total, out.Truncated = l.Total, l.Truncated
+	budget := int64(remoteListHashBytes)
+	for _, en := range l.Entries {
+		p := en.Name
+		if c != "." {
+			p = path.Join(filepath.ToSlash(c), en.Name)
+		}
+		fe := lt.FileEntry{Name: en.Name, Path: p, Type: string(en.Type), Target: en.Target}
+		if en.Type == workspace.EntryFile {
+			fe.Size = en.Size
+			if en.Size <= budget {
+				if r, err := v.env.ReadFile(ctx, p, 0, en.Size+1); err == nil && !r.Truncated {
+					fe.SHA256 = sha256Hex(r.Data)
+					budget -= en.Size
+				}
+			}
+		}
+		out.Entries = append(out.Entries, fe)
+	}
+	if out.Entries == nil {
+		out.Entries = []lt.FileEntry{}
+	}
+	return out, nil
+}
+
+// listSnapshot lists out.Path in the snapshot, with the people's changes
+// since laid over it.
+func (v *runnerFiles) listSnapshot(ctx context.Context, e *Engine, out *lt.FileListing) (*lt.FileListing, error) {
+	dir := out.Path
+	out.Snapshot = v.snap
+	byName := map[string]lt.FileEntry{}
+	if v.snap != "" {
+		entries, err := snapshot.ListDir(ctx, e.store, v.snap, dir)
+		switch {
+		case err == nil:
+			for i := range entries {
+				byName[path.Base(entries[i].Path)] = snapshotEntry(&entries[i])
+			}
+		case errors.Is(err, fs.ErrNotExist) && v.changedUnder(dir):
+		default:
+			return nil, err
+		}
+	} else if dir != "." && !v.changedUnder(dir) {
+		return nil, fs.ErrNotExist
+	}
+	for p, c := range v.changes {
+		parent := path.Dir(p)
+		if parent != dir {
+			continue
+		}
+		name := path.Base(p)
+		if c.Op == lt.WorkspaceDelete {
+			delete(byName, name)
+			continue
+		}
+		data, err := e.personBlob(ctx, c.SHA256)
+		if err != nil {
+			return nil, err
+		}
+		byName[name] = lt.FileEntry{Name: name, Path: p, Type: lt.FileTypeFile, Size: int64(len(data)), SHA256: c.SHA256}
+	}
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	out.Total = len(names)
+	if len(names) > workspace.DefaultListMax {
+		names, out.Truncated = names[:workspace.DefaultListMax], true
+	}
+	out.Entries = make([]lt.FileEntry, 0, len(names))
+	for _, n := range names {
+		out.Entries = append(out.Entries, byName[n])
+	}
+	return out, nil
+}
+
+// changedUnder reports whether a person wrote a file under dir since the
+// snapshot (a directory the snapshot lacks that a change made).
+func (v *runnerFiles) changedUnder(dir string) bool {
+	for p, c := range v.changes {
+		if c.Op == lt.WorkspaceWrite && strings.HasPrefix(p, dir+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// read returns the file c's bytes (at most MaxFileBytes) and its entry.
+func (v *runnerFiles) read(ctx context.Context, e *Engine, c string) (*lt.FileEntry, []byte, error) {
+	slash := filepath.ToSlash(c)
+	if v.env != nil {
+		r, err := v.env.ReadFile(ctx, c, 0, MaxFileBytes)
+		if err != nil {
+			return nil, nil, err
+		}
+		if r.Truncated {
+			return nil, nil, apierror.TooLarge("path %q is larger than %d bytes: read it from a checkpoint's snapshot", slash, MaxFileBytes)
+		}
+		return &lt.FileEntry{Name: path.Base(slash), Path: slash, Type: lt.FileTypeFile, Size: int64(len(r.Data)), SHA256: sha256Hex(r.Data),
+			Source: lt.FilesFromEnvironment}, r.Data, nil
+	}
+	fe := &lt.FileEntry{Name: path.Base(slash), Path: slash, Type: lt.FileTypeFile, Source: lt.FilesFromSnapshot, FromSnapshot: v.snap}
+	if c, ok := v.changes[slash]; ok {
+		if c.Op == lt.WorkspaceDelete {
+			return nil, nil, fs.ErrNotExist
+		}
+		data, err := e.personBlob(ctx, c.SHA256)
+		if err != nil {
+			return nil, nil, err
+		}
+		fe.Size, fe.SHA256 = int64(len(data)), c.SHA256
+		return fe, data, nil
+	}
+	if v.snap == "" {
+		return nil, nil, fs.ErrNotExist
+	}
+	en, err := snapshot.Lookup(ctx, e.store, v.snap, slash)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case en.Type == snapshot.TypeDir:
+		return nil, nil, fmt.Errorf("%w: %q is a directory", workspace.ErrInvalidPath, slash)
+	case en.Type == snapshot.TypeSymlink:
+		return nil, nil, apierror.Invalid("path", "path %q is a symlink (to %q): the snapshot is read without following symlinks", slash, en.Target)
+	case en.Size > MaxFileBytes:
+		return nil, nil, apierror.TooLarge("path %q is larger than %d bytes: read it from a checkpoint's snapshot", slash, MaxFileBytes)
+	}
+	var buf bytes.Buffer
+	if err := snapshot.CopyFile(ctx, e.store, en, &buf); err != nil {
+		return nil, nil, err
+	}
+	fe.Size, fe.SHA256, fe.Mode = en.Size, en.SHA256, fmt.Sprintf("%04o", en.Mode.Perm())
+	return fe, buf.Bytes(), nil
+}
+
+// listRunnerFiles is ListFiles for a session on a runner.
+func (e *Engine) listRunnerFiles(ctx context.Context, v *runnerFiles, sessionID, dir, c string) (*lt.FileListing, error) {
+	l, err := v.list(ctx, e, c)
+	if err != nil {
+		if strings.Contains(err.Error(), "not a directory") && !errors.Is(err, fs.ErrNotExist) {
+			return nil, apierror.Invalid("path", "path %q is not a directory: read it with GET /v1/sessions/%s/files/%s", dir, sessionID, filepath.ToSlash(c))
+		}
+		return nil, fileError(err, dir)
+	}
+	return l, nil
+}
+
+// openRunnerFile is OpenFile for a session on a runner.
+func (e *Engine) openRunnerFile(ctx context.Context, v *runnerFiles, sessionID, p, c string) (*lt.FileEntry, io.ReadCloser, error) {
+	fe, data, err := v.read(ctx, e, c)
+	if err != nil {
+		if errors.Is(err, workspace.ErrInvalidPath) && strings.Contains(err.Error(), "is a directory") {
+			return nil, nil, apierror.Invalid("path", "path %q is a directory: list it with GET /v1/sessions/%s/files?path=%s", p, sessionID, filepath.ToSlash(c))
+		}
+		return nil, nil, fileError(err, p)
+	}
+	return fe, io.NopCloser(bytes.NewReader(data)), nil
+}
+
+// prepareRunnerChange is prepareChange for a session on a runner: the
+// change is checked against what a read sees (the disk quota is the
+// runner's, checked when the change is applied there).
+func (e *Engine) prepareRunnerChange(ctx context.Context, v *runnerFiles, op, c string, data []byte) (*lt.WorkspaceChange, error) {
+	slash := filepath.ToSlash(c)
+	change := &lt.WorkspaceChange{By: lt.ChangedByPerson, Op: op, Path: slash}
+	fe, _, err := v.read(ctx, e, c)
+	switch {
+	case err == nil:
+		change.PreviousSHA256 = fe.SHA256
+	case errors.Is(err, fs.ErrNotExist) && op == lt.WorkspaceWrite:
+	case errors.Is(err, workspace.ErrInvalidPath) && strings.Contains(err.Error(), "is a directory"):
+		return nil, apierror.Invalid("path", "path %q is a directory", slash)
+	default:
+		return nil, fileError(err, slash)
+	}
+	if op == lt.WorkspaceWrite {
+		change.SHA256, change.Size = sha256Hex(data), int64(len(data))
+	}
+	return change, nil
+}
+
+// applyRunnerChange applies a journaled change to the runner's workspace
+// when this node reaches it; otherwise it waits for the session's next
+// claim (catchUpPersonChanges).
+func (e *Engine) applyRunnerChange(ctx context.Context, v *runnerFiles, st *journal.State, c journal.PersonChange) {
+	if v.env == nil {
+		return
+	}
+	failed, err := e.applyToEnvironment(ctx, st, v.env, []journal.PersonChange{c})
+	if err == nil && len(failed) > 0 {
+		err = errors.New(failed[0])
+	}
+	if err != nil {
+		e.log.Warn("apply a person's change to the runner's workspace; the session's next claim applies it", "session", st.Session.ID, "err", err)
+	}
+}
