@@ -226,7 +226,11 @@ func (r *runner) restoreLost(ctx context.Context) error {
 	if snap == r.st.EnvironmentSnapshot && !r.st.EnvironmentSnapshotPassed {
 		// Taken by an idle stop while the session was parked, nothing
 		// written since: the workspace is back as the session left it.
-		return r.add(lt.EventEnvironmentRestored, turnID, step, r.restoredAsLeft(ctx, snap, stats))
+		d, err := r.restoredAsLeft(ctx, snap, stats)
+		if err != nil {
+			return err
+		}
+		return r.add(lt.EventEnvironmentRestored, turnID, step, d)
 	}
 	d.Snapshot, d.Files, d.Bytes = snap, stats.Files, stats.Bytes
 	d.CheckpointID = r.st.LastSnapshotCheckpoint
@@ -252,7 +256,7 @@ func (r *runner) reapplyPersonChanges(ctx context.Context) string {
 	}
 	failed, err := r.applyPersonChanges(ctx, changes)
 	if err != nil {
-		failed = append(failed, "the environment went away: "+err.Error())
+		failed = append(failed, "the environment went away (the backend's error is not shown)")
 	}
 	note := fmt.Sprintf(" The %d change(s) a person made to the workspace since were applied again.", len(changes)-len(failed))
 	if len(failed) > 0 {

@@ -238,24 +238,28 @@ func (r *runner) recreateEnvironment(ctx context.Context) error {
 		return fmt.Errorf("restore workspace from snapshot %s: %w", snap, envLost(err))
 	}
 	r.provisioned = false
-	return r.add(lt.EventEnvironmentRestored, turnID, step, r.restoredAsLeft(ctx, snap, stats))
+	d, err := r.restoredAsLeft(ctx, snap, stats)
+	if err != nil {
+		return err
+	}
+	return r.add(lt.EventEnvironmentRestored, turnID, step, d)
 }
 
 // restoredAsLeft applies the people's changes again to a workspace just
 // restored from snap, the snapshot an idle stop took, and returns what
 // environment.restored says: nothing for the model unless a change could
 // not be applied.
-func (r *runner) restoredAsLeft(ctx context.Context, snap string, stats snapshot.Stats) lt.EnvironmentRestoredData {
+func (r *runner) restoredAsLeft(ctx context.Context, snap string, stats snapshot.Stats) (lt.EnvironmentRestoredData, error) {
 	d := lt.EnvironmentRestoredData{Snapshot: snap, Files: stats.Files, Bytes: stats.Bytes}
 	if snap == r.st.LastSnapshot {
 		d.CheckpointID = r.st.LastSnapshotCheckpoint
 	}
 	failed, err := r.applyPersonChanges(ctx, r.st.PersonChanges)
 	if err != nil {
-		return err
+		return d, err
 	}
 	if len(failed) > 0 {
 		d.Note = "The workspace was recreated as you left it, but these changes a person made to it since could not be applied: " + strings.Join(failed, "; ") + "."
 	}
-	return d
+	return d, nil
 }
