@@ -64,6 +64,7 @@ func (e *localExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecR
 		maxCapture:  maxOut,
 		outputLimit: lim.OutputBytes,
 		monitor:     diskMonitor(walkWorkspace, ws, nil, lim.DiskBytes, before),
+		reaper:      reaperPath(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("local exec: %w", err)
@@ -99,6 +100,7 @@ func (b localBackend) Start(ctx context.Context, spec Spec, req *StartRequest) (
 		env:       environ(localBase(spec.Workspace, tmp), req.Env),
 		dir:       spec.Workspace,
 		maxStderr: cmp.Or(req.MaxStderrBytes, DefaultMaxOutputBytes),
+		reaper:    reaperPath(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("local start: %w", err)
