@@ -180,3 +180,15 @@ func TestLocalCancelEndsTrappingCommand(t *testing.T) {
 	require.Equal(t, "killed", res.Signal)
 	waitFor(t, "the background process to die", func() bool { return processGone(pid) })
 }
+
+// BenchmarkLocalRun is the cost of one local command (`true`), the reaper
+// included: the latency a shell call adds with the plain sandbox.
+func BenchmarkLocalRun(b *testing.B) {
+	ex := NewLocal().Exec(Spec{Workspace: b.TempDir()})
+	for b.Loop() {
+		res, err := ex.Run(b.Context(), &tool.ExecRequest{Command: "true", Timeout: time.Minute})
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("run: %v %+v", err, res)
+		}
+	}
+}
