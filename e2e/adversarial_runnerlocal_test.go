@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -61,14 +60,7 @@ func TestAdversarialRunnerLocal_CancelTrapsSignals(t *testing.T) {
 		`touch started; while :; do sleep 609.75; done`
 	id := runnerSession(ctx, t, admin, "trap", command, lt.EffectIdempotent, nil)
 	sleeps := []string{"sleep\x00609.25\x00", "sleep\x00609.5\x00", "sleep\x00609.75\x00"}
-	require.Eventually(t, func() bool {
-		for _, c := range sleeps {
-			if !running(c) {
-				return false
-			}
-		}
-		return true
-	}, time.Minute, 10*time.Millisecond, "the command and what it started run")
+	require.Eventually(t, func() bool { return allRunning(sleeps) }, time.Minute, 10*time.Millisecond, "the command and what it started run")
 
 	start := time.Now()
 	_, err := admin.Cancel(ctx, id, &lt.CancelRequest{Reason: "enough"})
@@ -78,14 +70,7 @@ func TestAdversarialRunnerLocal_CancelTrapsSignals(t *testing.T) {
 		return err == nil && s.Status == lt.SessionCancelled
 	}, cancelWithin, 10*time.Millisecond, "the session is cancelled")
 	require.Less(t, time.Since(start), cancelWithin)
-	require.Eventually(t, func() bool {
-		for _, c := range sleeps {
-			if running(c) {
-				return false
-			}
-		}
-		return true
-	}, cancelWithin, 10*time.Millisecond, "nothing the cancelled command started runs")
+	require.Eventually(t, func() bool { return noneRunning(sleeps) }, cancelWithin, 10*time.Millisecond, "nothing the cancelled command started runs")
 }
 
 // TestAdversarialRunnerLocal_SocketDirNotItsOwn: a runner (with bwrap: the
@@ -99,12 +84,7 @@ func TestAdversarialRunnerLocal_SocketDirNotItsOwn(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("giving the directory to another user needs root")
 	}
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("bwrap is required in CI (.ci/run installs it)")
-		}
-		t.Skip("bwrap is not installed")
-	}
+	requireBwrap(t)
 	const boot = "lh-adv-runner-sockets-bootstrap"
 	k, admin := startRunnersServer(t, boot)
 	ctx := t.Context()

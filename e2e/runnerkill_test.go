@@ -30,12 +30,7 @@ func TestKilledRunnerLeavesNoCommandRunning(t *testing.T) {
 		t.Run(sb, func(t *testing.T) {
 			t.Parallel()
 			if sb == "bwrap" {
-				if _, err := exec.LookPath("bwrap"); err != nil {
-					if os.Getenv("CI") == "true" {
-						t.Fatal("bwrap is required in CI (.ci/run installs it)")
-					}
-					t.Skip("bwrap is not installed")
-				}
+				requireBwrap(t)
 			}
 			boot := "lh-runner-kill-bootstrap-" + sb
 			k, admin := startRunnersServer(t, boot)
@@ -70,15 +65,8 @@ func TestKilledRunnerLeavesNoCommandRunning(t *testing.T) {
 			ws := filepath.Join(workspaces, s.ID)
 			sleeps := []string{"sleep\x00" + grandchild + "\x00", "sleep\x00" + detached + "\x00", "sleep\x00" + own + "\x00"}
 			require.Eventually(t, func() bool {
-				if _, err := os.Stat(filepath.Join(ws, "started")); err != nil {
-					return false
-				}
-				for _, c := range sleeps {
-					if !running(c) {
-						return false
-					}
-				}
-				return true
+				_, err := os.Stat(filepath.Join(ws, "started"))
+				return err == nil && allRunning(sleeps)
 			}, time.Minute, 10*time.Millisecond, "the command and what it started run")
 			var pids []int
 			if sb != "bwrap" {
@@ -93,10 +81,8 @@ func TestKilledRunnerLeavesNoCommandRunning(t *testing.T) {
 				k.srv.kill()
 			}
 			require.Eventually(t, func() bool {
-				for _, c := range sleeps {
-					if running(c) {
-						return false
-					}
+				if !noneRunning(sleeps) {
+					return false
 				}
 				for _, pid := range pids {
 					if processRuns(pid) {
@@ -134,4 +120,36 @@ func processRuns(pid int) bool {
 	s := string(b)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+}
+
+// requireBwrap skips a test without bubblewrap, or fails it under CI=true.
+func requireBwrap(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("bwrap is required in CI (.ci/run installs it)")
+		}
+		t.Skip("bwrap is not installed")
+	}
+}
+
+// allRunning reports whether a process runs for each of cmdlines (see
+// running).
+func allRunning(cmdlines []string) bool {
+	for _, c := range cmdlines {
+		if !running(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// noneRunning reports whether no process runs any of cmdlines.
+func noneRunning(cmdlines []string) bool {
+	for _, c := range cmdlines {
+		if running(c) {
+			return false
+		}
+	}
+	return true
 }
