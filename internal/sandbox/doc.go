@@ -203,7 +203,11 @@
 // itself (the command runs as the same user and may send it): then its
 // command still dies (its own parent-death signal) and the rest of its
 // process group with the server's kill of the group, but a process that
-// left the group may live on. Elsewhere than Linux commands run without a
+// left the group may live on. A reaper its command stopped (SIGSTOP) acts
+// on its parent-death signal only once continued: the first local backend
+// a process makes (a restarted server or runner) continues every reaper of
+// its pid namespace whose server is gone, and sends it SIGTERM
+// (wakeOrphanedReapers). Elsewhere than Linux commands run without a
 // reaper.
 //
 // # What bwrap does not isolate

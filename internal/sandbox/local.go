@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 
 	"github.com/longhaul-dev/longhaul/internal/tool"
 )
@@ -17,7 +18,16 @@ import (
 // (`sh -c`) of the server, in the workspace, in a process group of its own
 // with a scrubbed environment. It isolates nothing: see the package
 // documentation.
-func NewLocal() Backend { return localBackend{} }
+func NewLocal() Backend {
+	// What a previous incarnation's reapers left undone.
+	wakeOrphansOnce()
+	return localBackend{}
+}
+
+// wakeOrphansOnce finishes, once per process, what reapers of a previous
+// incarnation left undone (wakeOrphanedReapers), when the first local
+// backend is made.
+var wakeOrphansOnce = sync.OnceFunc(func() { wakeOrphanedReapers() })
 
 // localBackend's disk is the default workspace quota (0: DefaultDiskBytes).
 type localBackend struct{ disk int64 }

@@ -238,6 +238,48 @@ var reaperPath = sync.OnceValue(func() string {
 	return exe
 })
 
+// wakeOrphanedReapers finishes what reapers of a dead server or runner
+// left undone: a reaper whose parent is not the one its arguments name
+// any more (its server died) and that still runs was stopped (SIGSTOP, by
+// its own command) before it could act on its parent-death signal. It
+// gets SIGCONT and SIGTERM, and then kills every process under it. Run
+// once when a local backend is made (a restarted runner or server). It
+// returns how many it woke.
+func wakeOrphanedReapers() int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	ownNS, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return 0
+	}
+	woken := 0
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		args := cmdline(pid)
+		if len(args) < 3 || args[1] != ReapCommand {
+			continue
+		}
+		// Its PARENT is a pid of its own namespace: one of another (a
+		// runner in a container) cannot be told apart from an orphan.
+		if ns, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid"); err != nil || ns != ownNS {
+			continue
+		}
+		if parent, err := strconv.Atoi(args[2]); err != nil || parentPid(pid) == parent {
+			continue
+		}
+		_ = unix.Kill(pid, unix.SIGCONT)
+		if unix.Kill(pid, unix.SIGTERM) == nil {
+			woken++
+		}
+	}
+	return woken
+}
+
 // reaperAttr starts a reaper in a process group of its own (so the group
 // is still killed as one when the reaper cannot do its job) with SIGTERM as
 // its parent-death signal: it outlives the server by the time it takes to
