@@ -64,7 +64,7 @@ func (ac *approvalContext) commandConsequence(class lt.EffectClass) string {
 	files := ac.workspaceFiles()
 	// Programs that are not confined to the egress proxy are confined
 	// to nothing (plain subprocesses, the local backend).
-	if !r.e.runsPrograms() || !r.e.envs.ConfinesNetwork() {
+	if !r.e.runsPrograms() || !r.confinesNetwork() {
 		return fmt.Sprintf("Runs a command on the server itself, with no sandbox: it can read and change whatever the server's user can (files outside the workspace and the network included), not only the session's workspace (%s); %s", files, classWords(class))
 	}
 	var hosts []string

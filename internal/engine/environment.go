@@ -278,6 +278,21 @@ func (e *Engine) runsPrograms() bool {
 	return e.cfg.Sandbox != nil || e.cfg.Environments != nil
 }
 
+// confinesNetwork reports whether this session's programs reach the
+// network only through the egress proxy: the answer of the backend its
+// environment lives on (a runner's, when the router sends it to one), not
+// that of this node's. A session bound for a runner not known yet gets the
+// strictest answer (see environment.Router).
+func (r *runner) confinesNetwork() bool {
+	p := &environment.OpenParams{Workspace: r.st.WorkspaceID(), Session: r.st.Session.ID, Project: r.project}
+	if spec := r.spec.Environment; spec != nil && spec.Runner != nil {
+		p.Runner = &environment.RunnerSelector{Name: spec.Runner.Name, Labels: spec.Runner.Labels}
+	}
+	// The runner the environment is open on, when it is.
+	p.Pinned = r.envRunner
+	return environment.ConfinesNetworkOf(r.e.envs, p)
+}
+
 // setupEnvironment opens the session's environment for this claim. It
 // lives as long as the runner: a waiting session holds none.
 func (r *runner) setupEnvironment(ctx context.Context) error {

@@ -97,6 +97,28 @@ type Backend interface {
 	Open(ctx context.Context, p *OpenParams) (Environment, error)
 }
 
+// Router is a Backend that sends each session's environment to one of
+// several backends (this node's own, or a runner: internal/environment/
+// remote's router). Its ConfinesNetwork alone cannot tell which one a
+// session's programs run in: ConfinesNetworkOf answers for the backend
+// p's environment opens (or would open) on, and where that is not known
+// yet (several runners match, none is connected) for the one that
+// confines least.
+type Router interface {
+	Backend
+	ConfinesNetworkOf(p *OpenParams) bool
+}
+
+// ConfinesNetworkOf reports whether the programs of the environment p
+// opens on b reach the network only through the egress proxy: b's own
+// answer, or a Router's for p.
+func ConfinesNetworkOf(b Backend, p *OpenParams) bool {
+	if r, ok := b.(Router); ok {
+		return r.ConfinesNetworkOf(p)
+	}
+	return b.ConfinesNetwork()
+}
+
 // OpenParams say which environment to open and how it is bounded.
 type OpenParams struct {
 	// Workspace is the workspace id: the session's id, or its root's for

@@ -190,6 +190,26 @@
 // per-run pids cgroups (named longhaul-sandbox-PID-RANDOM) of servers that
 // are gone.
 //
+// The local backend has no pid namespace, and a parent-death signal binds
+// only the process it is set on: a command's background grandchild, or a
+// daemon that called setsid, would outlive a server (or runner) killed with
+// SIGKILL. So each of its commands, and each program it starts, runs under
+// a reaper (ReapCommand, reap_linux.go): the same binary re-executed, a
+// child subreaper (whatever the command starts stays under it, however it
+// detaches) whose parent-death signal is SIGTERM, which it catches. When
+// the server dies, when the command ends, or when the server asks it to
+// stop (a cancel, a timeout, Process.Stop), it kills every process under it
+// and exits as its command did. What it does not survive is SIGKILL sent to
+// itself (the command runs as the same user and may send it): then its
+// command still dies (its own parent-death signal) and the rest of its
+// process group with the server's kill of the group, but a process that
+// left the group may live on. A reaper its command stopped (SIGSTOP) acts
+// on its parent-death signal only once continued: the first local backend
+// a process makes (a restarted server or runner) continues every reaper of
+// its pid namespace whose server is gone, and sends it SIGTERM
+// (wakeOrphanedReapers). Elsewhere than Linux commands run without a
+// reaper.
+//
 // # What bwrap does not isolate
 //
 //   - The kernel: the seccomp filter closes the interfaces above, but every
@@ -212,9 +232,9 @@
 // # The local backend
 //
 // A plain subprocess (`sh -c`) in the workspace at its host path, in a
-// process group of its own that is killed when the command ends, times out
-// or is cancelled, and that the kernel kills if the server dies (Linux
-// Pdeathsig). Its environment is scrubbed to PATH, HOME (the workspace),
+// process group of its own, under a reaper that kills every process under
+// it when the command ends, times out or is cancelled, and when the server
+// dies (see "What a dead server leaves behind"). Its environment is scrubbed to PATH, HOME (the workspace),
 // PWD, TMPDIR (a .tmp directory in the workspace), LANG and the request's
 // Env. CPU, address-space and file-size limits and the output limit apply as
 // above; the process limit does not (RLIMIT_NPROC would count the server's

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 
 	"github.com/longhaul-dev/longhaul/internal/tool"
 )
@@ -17,7 +18,16 @@ import (
 // (`sh -c`) of the server, in the workspace, in a process group of its own
 // with a scrubbed environment. It isolates nothing: see the package
 // documentation.
-func NewLocal() Backend { return localBackend{} }
+func NewLocal() Backend {
+	// What a previous incarnation's reapers left undone.
+	wakeOrphansOnce()
+	return localBackend{}
+}
+
+// wakeOrphansOnce finishes, once per process, what reapers of a previous
+// incarnation left undone (wakeOrphanedReapers), when the first local
+// backend is made.
+var wakeOrphansOnce = sync.OnceFunc(func() { wakeOrphanedReapers() })
 
 // localBackend's disk is the default workspace quota (0: DefaultDiskBytes).
 type localBackend struct{ disk int64 }
@@ -64,6 +74,7 @@ func (e *localExec) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecR
 		maxCapture:  maxOut,
 		outputLimit: lim.OutputBytes,
 		monitor:     diskMonitor(walkWorkspace, ws, nil, lim.DiskBytes, before),
+		reaper:      reaperPath(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("local exec: %w", err)
@@ -99,6 +110,7 @@ func (b localBackend) Start(ctx context.Context, spec Spec, req *StartRequest) (
 		env:       environ(localBase(spec.Workspace, tmp), req.Env),
 		dir:       spec.Workspace,
 		maxStderr: cmp.Or(req.MaxStderrBytes, DefaultMaxOutputBytes),
+		reaper:    reaperPath(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("local start: %w", err)

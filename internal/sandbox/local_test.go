@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -134,4 +135,60 @@ func TestLocalErrors(t *testing.T) {
 	_, err = NewLocal().Exec(Spec{Workspace: ws}).Run(ctx, &tool.ExecRequest{Command: "touch ran"})
 	require.ErrorIs(t, err, contextCanceled)
 	require.NoFileExists(t, filepath.Join(ws, "ran"))
+}
+
+// TestLocalCommandLeavesNothingBehind: when a local command ends, what it
+// started goes with it, even a process that left its process group and
+// session (setsid), which the kill of the group misses: the command runs
+// under a reaper (ReapCommand) that kills every process under it. The
+// command's exit code is still its own.
+func TestLocalCommandLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
+	if reaperPath() == "" {
+		t.Skip("no reaper on this system")
+	}
+	ex := NewLocal().Exec(Spec{Workspace: t.TempDir()})
+	res := run(t, ex, `setsid sh -c 'exec sleep 100' </dev/null >/dev/null 2>&1 & echo $!; exit 7`)
+	require.Equal(t, 7, res.ExitCode)
+	pid, err := strconv.Atoi(strings.TrimSpace(res.Stdout))
+	require.NoError(t, err)
+	waitFor(t, "the detached process to die", func() bool { return processGone(pid) })
+}
+
+// TestLocalCancelEndsTrappingCommand: a cancelled command that traps
+// SIGTERM and SIGINT is gone with everything it started, and the run
+// says it was killed.
+func TestLocalCancelEndsTrappingCommand(t *testing.T) {
+	t.Parallel()
+	ex := NewLocal().Exec(Spec{Workspace: t.TempDir()})
+	ctx, cancel := context.WithCancel(t.Context())
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	done := make(chan *tool.ExecResult, 1)
+	go func() {
+		res, err := ex.Run(ctx, &tool.ExecRequest{Command: `trap '' TERM INT HUP; sleep 100 & echo $! > ` + pidFile + `; wait`, Timeout: time.Minute})
+		require.NoError(t, err)
+		done <- res
+	}()
+	waitFor(t, "the pid file", func() bool { b, err := os.ReadFile(pidFile); return err == nil && len(b) > 1 })
+	b, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	cancel()
+	res := <-done
+	require.Equal(t, "killed", res.Signal)
+	waitFor(t, "the background process to die", func() bool { return processGone(pid) })
+}
+
+// BenchmarkLocalRun is the cost of one local command (`true`), the reaper
+// included: the latency a shell call adds with the plain sandbox.
+func BenchmarkLocalRun(b *testing.B) {
+	ex := NewLocal().Exec(Spec{Workspace: b.TempDir()})
+	for b.Loop() {
+		res, err := ex.Run(b.Context(), &tool.ExecRequest{Command: "true", Timeout: time.Minute})
+		if err != nil || res.ExitCode != 0 {
+			b.Fatalf("run: %v %+v", err, res)
+		}
+	}
 }

@@ -57,7 +57,9 @@ type Process struct {
 	mu     sync.Mutex
 	stderr *tool.HeadTail
 
-	pid     int
+	pid int
+	// reaped: the program runs under a reaper (see ReapCommand).
+	reaped  bool
 	done    chan struct{}
 	state   *os.ProcessState
 	waitErr error
@@ -127,7 +129,7 @@ func (p *Process) Stop(grace time.Duration) {
 			}
 			t.Stop()
 		}
-		_ = killGroup(p.pid)
+		terminate(p.pid, p.reaped, p.done, killGrace)
 	})
 	<-p.done
 	p.stdout.Close()
@@ -136,7 +138,7 @@ func (p *Process) Stop(grace time.Duration) {
 // Kill kills the program's process group at once and returns once it is
 // reaped.
 func (p *Process) Kill() {
-	_ = killGroup(p.pid)
+	terminate(p.pid, p.reaped, p.done, killGrace)
 	<-p.done
 }
 
@@ -148,8 +150,9 @@ type startSpec struct {
 	files     []*os.File // given as fds 4, 5, ...; fd 3 is the status pipe
 	maxStderr int
 	cleanup   func()
-	// newMountNS: see runSpec.
+	// newMountNS, reaper: see runSpec.
 	newMountNS bool
+	reaper     string
 }
 
 // startProcess starts spec, waits until the wrapper script reports that the
@@ -177,7 +180,7 @@ func startProcess(ctx context.Context, spec *startSpec) (*Process, error) {
 
 	p := &Process{
 		stdin: inW, stdout: outR, stderr: tool.NewHeadTail(spec.maxStderr),
-		done: make(chan struct{}), cleanup: spec.cleanup,
+		done: make(chan struct{}), cleanup: spec.cleanup, reaped: spec.reaper != "",
 	}
 	// The reader runs before the program does: it sees EOF once every
 	// write end is closed, whether the program started or not.
@@ -189,14 +192,16 @@ func startProcess(ctx context.Context, spec *startSpec) (*Process, error) {
 	// ends with it, after the reaping.
 	go func() {
 		runtime.LockOSThread()
-		cmd := exec.Command(spec.argv[0], spec.argv[1:]...)
+		files := append([]*os.File{statusW}, spec.files...)
+		argv, attr := underReaper(spec.reaper, spec.argv, len(files), spec.newMountNS)
+		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Dir = spec.dir
 		cmd.Env = spec.env
 		cmd.Stdin = inR
 		cmd.Stdout = outW
 		cmd.Stderr = errW
-		cmd.ExtraFiles = append([]*os.File{statusW}, spec.files...)
-		cmd.SysProcAttr = procAttr(spec.newMountNS)
+		cmd.ExtraFiles = files
+		cmd.SysProcAttr = attr
 		err := cmd.Start()
 		// The child has its own copies; ours of its ends must go, or
 		// readers never see EOF and writers never see EPIPE.

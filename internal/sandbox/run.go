@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -112,6 +113,10 @@ type runSpec struct {
 	// newMountNS starts the process in a mount namespace of its own (the
 	// enter helper of a root server).
 	newMountNS bool
+	// reaper, when set, is the binary that runs ReapCommand: the process
+	// is started under a reaper, which kills whatever it leaves when it
+	// ends, is cancelled or the server dies (the local backend).
+	reaper string
 	// monitor, when set, runs while the process does; an error it returns
 	// kills the run, and is the outcome's stopErr (the disk quota).
 	monitor func(ctx context.Context) error
@@ -159,7 +164,9 @@ func runProcess(ctx context.Context, spec *runSpec) (*runOutcome, error) {
 	runCtx, cancelTimeout := context.WithTimeoutCause(runCtx, spec.timeout, errWall)
 	defer cancelTimeout()
 
-	cmd := exec.CommandContext(runCtx, spec.argv[0], spec.argv[1:]...)
+	files := append([]*os.File{statusW}, spec.files...)
+	argv, attr := underReaper(spec.reaper, spec.argv, len(files), spec.newMountNS)
+	cmd := exec.CommandContext(runCtx, argv[0], argv[1:]...)
 	cmd.Dir = spec.dir
 	cmd.Env = spec.env
 	// Our own pipes as *os.File: exec then starts no copying goroutines, so
@@ -167,15 +174,17 @@ func runProcess(ctx context.Context, spec *runSpec) (*runOutcome, error) {
 	// pipe does.
 	cmd.Stdout = outW
 	cmd.Stderr = errW
-	cmd.ExtraFiles = append([]*os.File{statusW}, spec.files...)
-	cmd.SysProcAttr = procAttr(spec.newMountNS)
+	cmd.ExtraFiles = files
+	cmd.SysProcAttr = attr
 	var killed bool
 	var killMu sync.Mutex
 	cmd.Cancel = func() error {
 		killMu.Lock()
 		killed = true
 		killMu.Unlock()
-		return killGroup(cmd.Process.Pid)
+		// A reaper that does not end within WaitDelay is killed, and its
+		// group with it after Wait.
+		return signalRun(cmd.Process.Pid, spec.reaper != "")
 	}
 	cmd.WaitDelay = killGrace
 
@@ -251,6 +260,16 @@ func runProcess(ctx context.Context, spec *runSpec) (*runOutcome, error) {
 		}
 	}
 	return out, nil
+}
+
+// underReaper returns the argv and process attributes that start argv,
+// whose extra files number nfiles, under reaper (see ReapCommand), or as
+// itself when reaper is "".
+func underReaper(reaper string, argv []string, nfiles int, newMountNS bool) ([]string, *syscall.SysProcAttr) {
+	if reaper == "" {
+		return argv, procAttr(newMountNS)
+	}
+	return append([]string{reaper, ReapCommand, strconv.Itoa(os.Getpid()), strconv.Itoa(nfiles), "--"}, argv...), reaperAttr()
 }
 
 // dataFile returns a pipe whose read end holds data, for bwrap's

@@ -238,6 +238,7 @@ func Detect(ctx context.Context, opts DetectOptions) (Backend, string) {
 		opts.DiskBytes = 0
 	}
 	if opts.Local {
+		wakeOrphansOnce()
 		return localBackend{disk: opts.DiskBytes}, localWarning("it was chosen by configuration")
 	}
 	bo := opts.Bwrap
@@ -246,6 +247,7 @@ func Detect(ctx context.Context, opts DetectOptions) (Backend, string) {
 	}
 	b, err := newBwrap(ctx, bo)
 	if err != nil {
+		wakeOrphansOnce()
 		return localBackend{disk: opts.DiskBytes}, localWarning(err.Error()) +
 			" Install bubblewrap (Debian package bubblewrap) and allow user namespaces to isolate them."
 	}

@@ -79,9 +79,58 @@ type routed struct {
 // backend in its Info.
 func (r *router) Name() string { return r.cfg.Local.Name() }
 
-// ConfinesNetwork is the local backend's (what this node's sessions run
-// in); a runner's environment answers for itself through its runner.
-func (r *router) ConfinesNetwork() bool { return r.cfg.Local.ConfinesNetwork() }
+// ConfinesNetwork answers for a session that is not known: its programs
+// may run on this node or on any runner, so it is true only when the local
+// backend confines them and so does every runner connected to this node
+// (a runner that connects later is not counted: callers that know the
+// session ask ConfinesNetworkOf).
+func (r *router) ConfinesNetwork() bool {
+	if !r.cfg.Local.ConfinesNetwork() {
+		return false
+	}
+	for _, row := range r.cfg.Hub.Connected() {
+		if !r.runnerConfines(row.Project, row.Name) {
+			return false
+		}
+	}
+	return true
+}
+
+// ConfinesNetworkOf implements environment.Router: the local backend's
+// answer for a session that asks for no runner; the pinned runner's for a
+// session whose environment lives on one; else true only when every
+// matching runner connected to this node confines its programs, and false
+// when none is (the session's runner, wherever it connects, is not known:
+// the strictest answer).
+func (r *router) ConfinesNetworkOf(p *environment.OpenParams) bool {
+	if p == nil {
+		return false
+	}
+	if p.Runner == nil && p.Pinned == "" {
+		return r.cfg.Local.ConfinesNetwork()
+	}
+	if p.Pinned != "" {
+		return r.runnerConfines(p.Project, p.Pinned)
+	}
+	matched := 0
+	for _, row := range r.cfg.Hub.Connected() {
+		if row.Project != p.Project || !p.Runner.Matches(row.Name, row.Labels) {
+			continue
+		}
+		if !r.runnerConfines(row.Project, row.Name) {
+			return false
+		}
+		matched++
+	}
+	return matched > 0
+}
+
+// runnerConfines asks the runner of that name (false when it is not
+// connected to this node).
+func (r *router) runnerConfines(project, name string) bool {
+	b, err := New(&Config{Hub: r.cfg.Hub, Project: project, Runner: name, Logger: r.cfg.Logger})
+	return err == nil && b.ConfinesNetwork()
+}
 
 // Open implements environment.Backend.
 func (r *router) Open(ctx context.Context, p *environment.OpenParams) (environment.Environment, error) {

@@ -286,3 +286,46 @@ func TestRouterStopNeedsNoSlot(t *testing.T) {
 	}
 	require.Empty(t, freed)
 }
+
+// TestRouterConfinesNetworkOfTheSessionsBackend: the router answers
+// ConfinesNetwork for the backend a session's programs run in, not for this
+// node's: a session on a plain runner is not confined though this node
+// runs bwrap, one on a bwrap runner is, and one whose runner is not known
+// yet gets the strictest answer (not confined unless every runner that may
+// take it confines).
+func TestRouterConfinesNetworkOfTheSessionsBackend(t *testing.T) {
+	blobs := environmenttest.NewBlobs(t)
+	rg := newRig(t, blobs, rigOptions{labels: []string{"linux"}}) // box1: plain
+	stopBwrap := startRunner(t, rg.url, t.TempDir(), environmenttest.Bwrap(t), sandbox.Limits{},
+		link.Hello{Name: "box2", Labels: []string{"gpu", "linux"}, Capacity: 4, Version: "test"})
+	t.Cleanup(stopBwrap)
+	require.Eventually(t, func() bool { _, ok := rg.hub.Get(project, "box2"); return ok }, 10*time.Second, time.Millisecond)
+
+	spaces, err := workspace.New(t.TempDir())
+	require.NoError(t, err)
+	local, err := environment.NewLocal(&environment.LocalConfig{Sandbox: environmenttest.Bwrap(t), Workspaces: spaces, Blobs: blobs, SocketDir: t.TempDir()})
+	require.NoError(t, err)
+	router, err := remote.NewRouter(&remote.RouterConfig{Local: local, Hub: rg.hub})
+	require.NoError(t, err)
+	require.True(t, local.ConfinesNetwork())
+
+	of := func(sel *environment.RunnerSelector, pinned string) bool {
+		return environment.ConfinesNetworkOf(router, &environment.OpenParams{Workspace: "ses_1", Session: "ses_1", Project: project, Runner: sel, Pinned: pinned})
+	}
+	require.True(t, of(nil, ""), "this node's bwrap")
+	require.False(t, of(&environment.RunnerSelector{Name: "box1"}, ""), "a plain runner")
+	require.True(t, of(&environment.RunnerSelector{Name: "box2"}, ""), "a bwrap runner")
+	require.True(t, of(&environment.RunnerSelector{Labels: []string{"gpu"}}, ""), "only the bwrap runner matches")
+	require.False(t, of(&environment.RunnerSelector{Labels: []string{"linux"}}, ""), "either may take it")
+	require.False(t, of(&environment.RunnerSelector{Labels: []string{"linux"}}, "box1"), "pinned to the plain one")
+	require.True(t, of(&environment.RunnerSelector{Labels: []string{"linux"}}, "box2"), "pinned to the bwrap one")
+	require.False(t, of(&environment.RunnerSelector{Name: "box9"}, ""), "no such runner connected: not known")
+	require.False(t, of(&environment.RunnerSelector{Name: "box2"}, "box9"), "pinned to a runner not connected")
+	require.False(t, environment.ConfinesNetworkOf(router, nil))
+	// Without the session: any of them may run its programs.
+	require.False(t, router.ConfinesNetwork())
+	stopPlain := rg.stopRunner
+	stopPlain()
+	require.Eventually(t, func() bool { _, ok := rg.hub.Get(project, runnerName); return !ok }, 10*time.Second, time.Millisecond)
+	require.True(t, router.ConfinesNetwork(), "every runner left confines, and so does this node")
+}
