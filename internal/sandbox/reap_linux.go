@@ -229,8 +229,14 @@ func setDefaultAction(sig syscall.Signal) {
 }
 
 // reaperPath is the binary that runs ReapCommand: this one ("" when it
-// cannot be found; commands then run without a reaper).
+// cannot be found; commands then run without a reaper). /proc/self/exe,
+// resolved by the process that execs it (this one, forked), is this very
+// binary even once its file was replaced by an upgrade (a reaper of
+// another version would not speak this one's arguments) or deleted.
 var reaperPath = sync.OnceValue(func() string {
+	if _, err := os.Stat("/proc/self/exe"); err == nil {
+		return "/proc/self/exe"
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return ""

@@ -18,10 +18,13 @@ import (
 // the server dies; the next local backend made (a restarted server or
 // runner) wakes it, and it kills what the command left.
 func TestOrphanedStoppedReaperIsWoken(t *testing.T) {
-	exe := reaperPath()
-	if exe == "" {
+	if reaperPath() == "" {
 		t.Skip("no reaper on this system")
 	}
+	// The shell below runs the reaper: it needs this binary's own path
+	// (its /proc/self/exe is the shell).
+	exe, err := os.Executable()
+	require.NoError(t, err)
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "sleep.pid")
 	// The stand-in server is a shell: the reaper's parent, killed below.
@@ -50,4 +53,36 @@ func TestOrphanedStoppedReaperIsWoken(t *testing.T) {
 
 	require.GreaterOrEqual(t, wakeOrphanedReapers(), 1)
 	waitFor(t, "the command's background process to die", func() bool { return processGone(sleepPid) })
+}
+
+// TestReaperRunsFromAReplacedBinary: the reaper is this process's own
+// binary, even once its file is gone (an upgrade replaced or removed it
+// while the server ran): commands still run, under a reaper of this
+// version. A copy of the test binary removes itself, then runs a command.
+func TestReaperRunsFromAReplacedBinary(t *testing.T) {
+	if os.Getenv("LONGHAUL_TEST_REAPER_SELF_REMOVED") == "1" {
+		exe, err := os.Executable()
+		require.NoError(t, err)
+		require.NoError(t, os.Remove(exe))
+		res := run(t, NewLocal().Exec(Spec{Workspace: t.TempDir()}), `echo ran`)
+		require.Equal(t, 0, res.ExitCode, res.Stderr)
+		require.Equal(t, "ran\n", res.Stdout)
+		return
+	}
+	if reaperPath() == "" {
+		t.Skip("no reaper on this system")
+	}
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	data, err := os.ReadFile(exe)
+	require.NoError(t, err)
+	cp := filepath.Join(t.TempDir(), "sandbox.test")
+	require.NoError(t, os.WriteFile(cp, data, 0o755))
+	cmd := exec.Command(cp, "-test.run=^TestReaperRunsFromAReplacedBinary$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "LONGHAUL_TEST_REAPER_SELF_REMOVED=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "--- PASS: TestReaperRunsFromAReplacedBinary")
+	_, err = os.Stat(cp)
+	require.ErrorIs(t, err, os.ErrNotExist, "the copy removed itself before running the command")
 }
