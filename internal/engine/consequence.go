@@ -64,8 +64,18 @@ func (ac *approvalContext) commandConsequence(class lt.EffectClass) string {
 	files := ac.workspaceFiles()
 	// Programs that are not confined to the egress proxy are confined
 	// to nothing (plain subprocesses, the local backend).
+	// A runner's sandbox is what the runner says it is: the approver is
+	// told whose word it is, and on which machine the command runs.
+	onRunner := r.envRunner != "" || (r.spec.Environment != nil && r.spec.Environment.Runner != nil)
+	where, user, sandbox := "on the server itself", "the server's user", "a sandbox"
+	if onRunner {
+		where, user, sandbox = "on the machine of a runner", "the runner's user", "a sandbox (as its runner reports)"
+		if r.envRunner != "" {
+			where = fmt.Sprintf("on the machine of runner %q", r.envRunner)
+		}
+	}
 	if !r.e.runsPrograms() || !r.confinesNetwork() {
-		return fmt.Sprintf("Runs a command on the server itself, with no sandbox: it can read and change whatever the server's user can (files outside the workspace and the network included), not only the session's workspace (%s); %s", files, classWords(class))
+		return fmt.Sprintf("Runs a command %s, with no sandbox: it can read and change whatever %s can (files outside the workspace and the network included), not only the session's workspace (%s); %s", where, user, files, classWords(class))
 	}
 	var hosts []string
 	if env := r.spec.Environment; env != nil && env.Network != nil {
@@ -74,10 +84,10 @@ func (ac *approvalContext) commandConsequence(class lt.EffectClass) string {
 	if len(hosts) == 0 {
 		// Nothing leaves the sandbox: whatever its class, the command can
 		// change the workspace only, which checkpoints keep.
-		return fmt.Sprintf("Runs a command in a sandbox with no network; it can change only the session's workspace (%s); no secret enters the sandbox", files)
+		return fmt.Sprintf("Runs a command in %s with no network; it can change only the session's workspace (%s); no secret enters the sandbox", sandbox, files)
 	}
-	return fmt.Sprintf("Runs a command in a sandbox that can reach only %s; it can change the session's workspace (%s) and send what it reads there to those hosts; no secret enters the sandbox; %s",
-		strings.Join(hosts, ", "), files, classWords(class))
+	return fmt.Sprintf("Runs a command in %s that can reach only %s; it can change the session's workspace (%s) and send what it reads there to those hosts; no secret enters the sandbox; %s",
+		sandbox, strings.Join(hosts, ", "), files, classWords(class))
 }
 
 // requestConsequence describes an http_request: where it goes and which

@@ -520,3 +520,17 @@ func TestRunnerFreedFindsAnotherNodesWaiter(t *testing.T) {
 	require.Equal(t, 1, freed(), "then it looks again, and finds the session")
 	h.waitStatus(s.ID, lt.SessionIdle)
 }
+
+// TestApprovalOfACommandOnARunnerSaysWhere: the consequence of a command
+// that runs on a runner names that runner's machine and user, not the
+// server: its plain sandbox confines nothing there.
+func TestApprovalOfACommandOnARunnerSaysWhere(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	rb.connected.Store(true)
+	sp := onGPU(spec(t, `[{"tool_calls":[{"name":"shell","arguments":{"command":"echo hi"}}]},{"text":"done"}]`, lt.ToolSpec{Name: "shell"}))
+	sp.Policies = []lt.Policy{{Name: "look-first", Tool: "shell", Decision: lt.PolicyAsk}}
+	s := create(t, h, sp, nil)
+	a := pendingApproval(t, h, s.ID)
+	require.True(t, strings.HasPrefix(a.Consequence, `Runs a command on the machine of runner "box1", with no sandbox: it can read and change whatever the runner's user can`), a.Consequence)
+	require.NotContains(t, a.Consequence, "server")
+}
