@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -86,21 +85,13 @@ func TestAwaitEnvironmentKeepsTheClaimsEnvironment(t *testing.T) {
 		Providers: map[string]model.Provider{"scripted": scripted.New(nil)},
 	}) // not started: this test is the worker
 	require.NoError(t, err)
-	s, err := e.CreateSession(ctx, &lt.CreateSessionRequest{
-		AgentSpec: &lt.AgentSpec{
-			Model:       lt.ModelSpec{Provider: "scripted", Script: json.RawMessage(`[{"text":"done"}]`)},
-			Environment: &lt.Environment{Runner: &lt.RunnerSelector{Labels: []string{"gpu"}}},
-		},
-		Input: "go",
+	s, lease := claimNewSession(t, e, st, &lt.AgentSpec{
+		Model:       lt.ModelSpec{Provider: "scripted", Script: json.RawMessage(`[{"text":"done"}]`)},
+		Environment: &lt.Environment{Runner: &lt.RunnerSelector{Labels: []string{"gpu"}}},
 	})
-	require.NoError(t, err)
-	now := e.clock.Now()
-	leases, err := st.LeaseClaim(ctx, &store.LeaseClaimParams{Owner: "node-a", Now: now, ExpiresAt: now.Add(time.Minute), Limit: 1})
-	require.NoError(t, err)
-	require.Len(t, leases, 1)
 
 	// No runner: the session parks on its environment_connection action.
-	r, err := e.newRunner(ctx, leases[0])
+	r, err := e.newRunner(ctx, lease)
 	require.NoError(t, err)
 	for done := false; !done; {
 		done, err = r.tick(ctx)
@@ -111,7 +102,7 @@ func TestAwaitEnvironmentKeepsTheClaimsEnvironment(t *testing.T) {
 
 	// The runner connects; a claim that is not the wake opens on it.
 	backend.connected.Store(true)
-	r, err = e.newRunner(ctx, store.Lease{SessionID: s.ID, Owner: "node-a", Epoch: leases[0].Epoch})
+	r, err = e.newRunner(ctx, store.Lease{SessionID: s.ID, Owner: "node-a", Epoch: lease.Epoch})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, backend.live.Load())
 	first := r.env.env

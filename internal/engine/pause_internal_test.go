@@ -34,17 +34,9 @@ func TestPauseDropsAClaimingWorkersUnsavedWork(t *testing.T) {
 		Providers: map[string]model.Provider{"scripted": scripted.New(nil)},
 	}) // not started: this test is the worker
 	require.NoError(t, err)
-	s, err := e.CreateSession(ctx, &lt.CreateSessionRequest{
-		AgentSpec: &lt.AgentSpec{Model: lt.ModelSpec{Provider: "scripted", Script: json.RawMessage(`[{"text":"done"}]`)}},
-		Input:     "go",
-	})
-	require.NoError(t, err)
-	now := e.clock.Now()
-	leases, err := st.LeaseClaim(ctx, &store.LeaseClaimParams{Owner: "node-a", Now: now, ExpiresAt: now.Add(time.Minute), Limit: 1})
-	require.NoError(t, err)
-	require.Len(t, leases, 1)
+	s, lease := claimNewSession(t, e, st, &lt.AgentSpec{Model: lt.ModelSpec{Provider: "scripted", Script: json.RawMessage(`[{"text":"done"}]`)}})
 
-	r, err := e.newRunner(ctx, leases[0])
+	r, err := e.newRunner(ctx, lease)
 	require.NoError(t, err)
 	turn := r.st.CurrentTurn()
 	require.NoError(t, r.add(lt.EventTurnStarted, turn.ID, 0, lt.TurnStartedData{TurnID: turn.ID}))
@@ -57,7 +49,7 @@ func TestPauseDropsAClaimingWorkersUnsavedWork(t *testing.T) {
 	require.ErrorIs(t, r.flush(ctx, false), errStaleBatch)
 	r.env.close()
 
-	r, err = e.newRunner(ctx, leases[0])
+	r, err = e.newRunner(ctx, lease)
 	require.NoError(t, err)
 	defer r.env.close()
 	done, err := r.tick(ctx)
@@ -73,4 +65,18 @@ func TestPauseDropsAClaimingWorkersUnsavedWork(t *testing.T) {
 	for _, ev := range evs {
 		require.NotEqual(t, lt.EventTurnStarted, ev.Type, "the dropped turn.started was never saved")
 	}
+}
+
+// claimNewSession creates a session of sp on e (an engine not started:
+// the test is its worker) and claims its lease by hand, as node-a.
+func claimNewSession(t *testing.T, e *Engine, st store.Store, sp *lt.AgentSpec) (*lt.Session, store.Lease) {
+	t.Helper()
+	ctx := t.Context()
+	s, err := e.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: sp, Input: "go"})
+	require.NoError(t, err)
+	now := e.clock.Now()
+	leases, err := st.LeaseClaim(ctx, &store.LeaseClaimParams{Owner: "node-a", Now: now, ExpiresAt: now.Add(time.Minute), Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, leases, 1)
+	return s, leases[0]
 }
