@@ -349,6 +349,45 @@ func TestIdleStopReplyLostKeepsTheStopsSnapshot(t *testing.T) {
 	checkJournal(t, h.store, s.ID)
 }
 
+// TestIdleStopReplyLostThenAnEmptyCopyKeepsTheStopsSnapshot: as above, but
+// before the stop is tried again an empty workspace exists on the runner
+// again (the runner restarted, or something opened it), so the next idle
+// stop's open finds it there and not made anew. That copy is not the
+// journal's: the stop keeps the snapshot the earlier stop journaled, and
+// the recreate restores what the step wrote since its checkpoint.
+func TestIdleStopReplyLostThenAnEmptyCopyKeepsTheStopsSnapshot(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	rb.connected.Store(true)
+	rb.loseStopReply.Store(true)
+	ctx := context.Background()
+	sp := onGPU(spec(t, writeThenWait("mid", "mid.txt"),
+		lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}))
+	sp.Environment.IdleStopSeconds = 30
+	s := create(t, h, sp, nil)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	ws := filepath.Join(h.dir, "workspaces", s.ID)
+
+	h.clock.Advance(31 * time.Second)
+	waitEvent(t, h, s.ID, lt.EventEnvironmentStopFailed)
+	require.NoDirExists(t, ws)
+	stopping := events(t, h, s.ID, lt.EventEnvironmentStopping)
+	require.Len(t, stopping, 1)
+	snap := data[lt.EnvironmentStoppingData](t, stopping[0])
+
+	require.NoError(t, os.MkdirAll(ws, 0o755), "an empty workspace on the runner again")
+	rb.connected.Store(true)
+	h.clock.Advance(61 * time.Second)
+	stopped := stoppedEvent(t, h, s.ID)
+	require.Equal(t, snap.Snapshot, stopped.Snapshot, "the earlier stop's snapshot is kept: the empty copy is not the journal's")
+
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	_, err := h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`1`)})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	require.Contains(t, lastToolOutput(t, h, s.ID), "mid", "what the step wrote since its checkpoint is kept")
+	checkJournal(t, h.store, s.ID)
+}
+
 // TestIdleStopOfAPausedSession: a session a person paused is parked like
 // one that waits: its environment is stopped once it has been paused for
 // idle_stop_seconds. A decision made while paused runs nothing; the resume
