@@ -304,17 +304,15 @@ func TestIdleStopTellsTheModelNothing(t *testing.T) {
 	checkJournal(t, h.store, s.ID)
 }
 
-// TestIdleStopReplyLostKeepsTheStopsSnapshot: the runner stops the
-// environment (its workspace removed) at the snapshot the idle stop took,
-// and its connection breaks before the reply. The snapshot was journaled
-// before the stop (environment.stopping), so the copy made anew when the
-// session goes on is restored from it, with what the step wrote since its
-// checkpoint, and the model is told nothing.
-func TestIdleStopReplyLostKeepsTheStopsSnapshot(t *testing.T) {
-	h, rb := newRunnerHarness(t)
+// stopReplyLost parks a session on box1 before its step's checkpoint (the
+// step wrote mid.txt) and lets its idle stop's reply be lost after the
+// runner removed the workspace (environment.stop_failed, box1
+// disconnected). It returns the session, its workspace on the runner and
+// the stop's journaled snapshot.
+func stopReplyLost(t *testing.T, h *harness, rb *runnerBackend) (*lt.Session, string, lt.EnvironmentStoppingData) {
+	t.Helper()
 	rb.connected.Store(true)
 	rb.loseStopReply.Store(true)
-	ctx := context.Background()
 	sp := onGPU(spec(t, writeThenWait("mid", "mid.txt"),
 		lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}))
 	sp.Environment.IdleStopSeconds = 30
@@ -333,6 +331,19 @@ func TestIdleStopReplyLostKeepsTheStopsSnapshot(t *testing.T) {
 	snap := data[lt.EnvironmentStoppingData](t, stopping[0])
 	require.NotEmpty(t, snap.Snapshot)
 	require.Equal(t, "box1", snap.Runner)
+	return s, ws, snap
+}
+
+// TestIdleStopReplyLostKeepsTheStopsSnapshot: the runner stops the
+// environment (its workspace removed) at the snapshot the idle stop took,
+// and its connection breaks before the reply. The snapshot was journaled
+// before the stop (environment.stopping), so the copy made anew when the
+// session goes on is restored from it, with what the step wrote since its
+// checkpoint, and the model is told nothing.
+func TestIdleStopReplyLostKeepsTheStopsSnapshot(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	ctx := context.Background()
+	s, _, snap := stopReplyLost(t, h, rb)
 
 	rb.connected.Store(true)
 	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
@@ -357,22 +368,8 @@ func TestIdleStopReplyLostKeepsTheStopsSnapshot(t *testing.T) {
 // the recreate restores what the step wrote since its checkpoint.
 func TestIdleStopReplyLostThenAnEmptyCopyKeepsTheStopsSnapshot(t *testing.T) {
 	h, rb := newRunnerHarness(t)
-	rb.connected.Store(true)
-	rb.loseStopReply.Store(true)
 	ctx := context.Background()
-	sp := onGPU(spec(t, writeThenWait("mid", "mid.txt"),
-		lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}))
-	sp.Environment.IdleStopSeconds = 30
-	s := create(t, h, sp, nil)
-	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
-	ws := filepath.Join(h.dir, "workspaces", s.ID)
-
-	h.clock.Advance(31 * time.Second)
-	waitEvent(t, h, s.ID, lt.EventEnvironmentStopFailed)
-	require.NoDirExists(t, ws)
-	stopping := events(t, h, s.ID, lt.EventEnvironmentStopping)
-	require.Len(t, stopping, 1)
-	snap := data[lt.EnvironmentStoppingData](t, stopping[0])
+	s, ws, snap := stopReplyLost(t, h, rb)
 
 	require.NoError(t, os.MkdirAll(ws, 0o755), "an empty workspace on the runner again")
 	rb.connected.Store(true)

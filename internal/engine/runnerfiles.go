@@ -61,8 +61,10 @@ type runnerFiles struct {
 	changes map[string]journal.PersonChange
 }
 
+// close closes the environment v read (if any); safe to call twice and
+// on nil.
 func (v *runnerFiles) close() {
-	if v.env != nil {
+	if v != nil && v.env != nil {
 		_ = v.env.Close()
 	}
 }
@@ -108,10 +110,23 @@ func (e *Engine) openRunnerFiles(ctx context.Context, row *store.SessionRow, st 
 		case err == nil && env.Info().Provisioned:
 			// The runner had lost the workspace: nothing there is the
 			// session's yet (its next claim restores it).
-			_ = env.Close()
+			e.discardProvisioned(ctx, st, env)
 		case err == nil:
-			v.env = env
-			return v, nil
+			held, err := holdsJournalsSnapshot(ctx, env, st)
+			if err == nil && held {
+				v.env = env
+				return v, nil
+			}
+			_ = env.Close()
+			if err != nil && !environmentGone(err) {
+				return nil, fmt.Errorf("check the environment of session %s: %w", st.Session.ID, err)
+			}
+			// Not known to hold the journal's snapshot (the runner lost
+			// the workspace and something opened it anew since): what
+			// it holds is no one's, and a write applied to it would make
+			// it look up to date. The snapshot is read; a write is only
+			// journaled, for the session's next claim, which restores
+			// the workspace first.
 		case errors.Is(err, environment.ErrUnavailable):
 		default:
 			return nil, fmt.Errorf("open the environment of session %s: %w", st.Session.ID, err)
@@ -133,6 +148,41 @@ func (e *Engine) openRunnerFiles(ctx context.Context, row *store.SessionRow, st 
 		v.changes[c.Path] = c
 	}
 	return v, nil
+}
+
+// holdsJournalsSnapshot reports whether env is known to hold the
+// journal's workspace snapshot: only then is it the session's workspace
+// (true when there is none yet: whatever the session did is there only).
+func holdsJournalsSnapshot(ctx context.Context, env environment.Environment, st *journal.State) (bool, error) {
+	snap := st.WorkspaceSnapshot()
+	if snap == "" {
+		return true, nil
+	}
+	return env.Holds(ctx, snap)
+}
+
+// environmentGone reports whether err says the environment cannot be
+// reached (or went away) rather than that something failed in it.
+func environmentGone(err error) bool {
+	return errors.Is(err, environment.ErrLost) || errors.Is(err, environment.ErrUnavailable) || errors.Is(err, environment.ErrClosed)
+}
+
+// discardProvisioned removes again the empty workspace a person's file
+// operation made on the runner by opening its environment (the seam has
+// no open that does not provision): left there, it would be found by the
+// next open as a workspace that was not lost. The empty workspace is
+// stopped at its own snapshot; should anything else have it open
+// meanwhile (the session's claim, which restores it), the stop is refused
+// and it is only closed.
+func (e *Engine) discardProvisioned(ctx context.Context, st *journal.State, env environment.Environment) {
+	id, _, err := env.Snapshot(ctx)
+	if err == nil {
+		err = env.Stop(ctx, id)
+	}
+	if err != nil {
+		e.log.Debug("remove the empty workspace a person's file operation made on the runner", "session", st.Session.ID, "err", err)
+		_ = env.Close()
+	}
 }
 
 // runnerFilesOf opens what a person's read of session sessionID reads
