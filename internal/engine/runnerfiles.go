@@ -30,8 +30,11 @@ import (
 //   - A read (a listing, a download) comes from the runner's workspace,
 //     reached through the session's Environment, when this node can reach
 //     the runner (it holds the runner's connection, or the router hands
-//     the call to the node that does). Otherwise, and always while the
-//     environment is stopped (an idle stop: nothing is rebuilt by a read),
+//     the call to the node that does) and that workspace is known to hold
+//     the journal's snapshot (Environment.Holds): one the runner made
+//     anew is no one's, and an open that made it removes it again, so
+//     that a person's read leaves nothing on the runner. Otherwise, and
+//     always while the environment is stopped (an idle stop: nothing is rebuilt by a read),
 //     it comes from the session's latest journaled snapshot (the stop's
 //     one while stopped), read from the server's blobs once the session's
 //     project is checked to own it, with the people's changes journaled
@@ -41,8 +44,13 @@ import (
 //     (workspacesync.go), checked against what the same read sees. It is
 //     then applied to the runner's workspace at once when this node
 //     reaches it, and its marker recorded there (Environment.Record);
-//     otherwise the node that runs the session next applies it before its
-//     next tool call (runner.catchUpPersonChanges).
+//     otherwise (or when it does not hold the journal's snapshot) the
+//     node that runs the session next applies it before its next tool
+//     call (runner.catchUpPersonChanges, after a restore if needed).
+//
+// Such an open counts as one on the runner while the request lasts: an
+// idle stop of the session meanwhile is refused (ErrBusy) and tried again
+// later (environment.stop_failed).
 
 // remoteListHashBytes bounds how much of the files a live listing of a
 // runner's workspace reads to give their digests: they cross the link.
