@@ -224,3 +224,59 @@ func download(t *testing.T, base, key, id, path string) (string, http.Header) {
 	require.Equal(t, http.StatusOK, res.StatusCode, string(b))
 	return string(b), res.Header
 }
+
+// TestRunnerFilesAfterARunnerLostItsWorkspace runs the real binary as a
+// server and a `longhaul runner`. A session on the runner writes a file
+// with a shell step (checkpointed) and parks on a function call; the
+// runner is replaced by one with a fresh data directory (it lost the
+// workspace). A person's listing comes from the session's snapshot and
+// leaves no workspace on the new runner; a person's upload is journaled,
+// not written to a copy that is not the session's; the session's next
+// step finds both its own file (restored) and the person's.
+func TestRunnerFilesAfterARunnerLostItsWorkspace(t *testing.T) {
+	t.Parallel()
+	const boot = "lh-runner-lost-files-bootstrap"
+	k, admin := startRunnersServer(t, boot)
+	ctx := t.Context()
+	runnerKey := k.create("runners", lt.RoleRunner)
+	box := startRunner(t, k.srv.url, runnerKey.Key, "box1")
+	script, err := json.Marshal([]map[string]any{
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "printf 'made on the runner' > made.txt"}}}},
+		{"tool_calls": []map[string]any{{"name": "lookup", "arguments": map[string]any{}}}},
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "cat made.txt person.txt"}}}},
+		{"text": "done"},
+	})
+	require.NoError(t, err)
+	s, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Script: script}, Instructions: "Work on the runner.",
+		Tools:       []lt.ToolSpec{{Name: "shell"}, {Name: "lookup", Type: "function"}},
+		Environment: &lt.Environment{Runner: &lt.RunnerSelector{Name: "box1"}},
+	}})
+	require.NoError(t, err)
+	action := waitForAction(t, admin, s.ID, lt.ActionFunctionCall, "")
+
+	box.kill(t)
+	require.Eventually(t, func() bool { return len(runnersOn(t, k.srv, boot)) == 0 }, 15*time.Second, 20*time.Millisecond)
+	fresh := startRunner(t, k.srv.url, runnerKey.Key, "box1")
+	require.Eventually(t, func() bool { return len(runnersOn(t, k.srv, boot)) == 1 }, 30*time.Second, 20*time.Millisecond)
+	onRunner := filepath.Join(fresh.data, "workspaces", s.ID)
+	l, err := admin.ListFiles(ctx, s.ID, "", "")
+	require.NoError(t, err)
+	require.Equal(t, lt.FilesFromSnapshot, l.Source, "the new runner's workspace is not the session's")
+	require.Equal(t, sha256Of("made on the runner"), entryNamed(t, l, "made.txt").SHA256)
+	require.NoDirExists(t, onRunner, "a person's read leaves no workspace on the runner")
+
+	_, err = admin.PutFile(ctx, s.ID, "person.txt", []byte("from a person"), "")
+	require.NoError(t, err)
+	require.NoFileExists(t, filepath.Join(onRunner, "person.txt"), "journaled for the session's next claim")
+
+	_, err = admin.DecideAction(ctx, s.ID, action, &lt.Decision{Output: json.RawMessage(`{"found":true}`)})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		got, err := admin.GetSession(ctx, s.ID)
+		return err == nil && got.Status == lt.SessionIdle
+	}, time.Minute, 20*time.Millisecond)
+	out := lastToolOutput(t, admin, s.ID, "shell")
+	require.Contains(t, out, "made on the runner", "the session's snapshot was restored on the new runner")
+	require.Contains(t, out, "from a person", "the person's change applied after it")
+}

@@ -95,6 +95,9 @@ type harness struct {
 	// wrapStore, when set, wraps the store the engine uses (to count
 	// its reads).
 	wrapStore func(store.Store) store.Store
+	// keepOwners: the environments record which project owns the
+	// snapshots they take, as the node's own do (snapshot.Owners).
+	keepOwners bool
 }
 
 func openStore(t *testing.T, dir string) *sqlite.Store {
@@ -143,7 +146,11 @@ func (h *harness) environments(cfg *engine.Config) {
 	if sb == nil {
 		sb = sandbox.NewLocal()
 	}
-	local, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sb, Workspaces: spaces, Blobs: h.store, Cache: cache})
+	lc := &environment.LocalConfig{Sandbox: sb, Workspaces: spaces, Blobs: h.store, Cache: cache}
+	if h.keepOwners {
+		lc.Owners = h.store
+	}
+	local, err := environment.NewLocal(lc)
 	require.NoError(h.t, err)
 	cfg.Workspaces, cfg.SnapshotCache, cfg.Environments = spaces, cache, h.wrapEnvironments(local)
 }

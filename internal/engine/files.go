@@ -375,7 +375,14 @@ func (e *Engine) changeFile(ctx context.Context, sessionID, op, c string, data [
 		return nil, fmt.Errorf("decode agent spec of %s: %w", sessionID, err)
 	}
 	slash := filepath.ToSlash(c)
+	// Each attempt opens its own view of a runner's workspace and closes
+	// the one before: an open environment holds one of the runner's
+	// slots, and there may be many attempts.
+	var v *runnerFiles
+	defer func() { v.close() }()
 	for attempt := 0; ; attempt++ {
+		v.close()
+		v = nil
 		row, st, err := e.loadState(ctx, sessionID)
 		if err != nil {
 			return nil, notFound(err, "session", sessionID)
@@ -391,7 +398,6 @@ func (e *Engine) changeFile(ctx context.Context, sessionID, op, c string, data [
 		}
 		var (
 			ws     string
-			v      *runnerFiles
 			change *lt.WorkspaceChange
 		)
 		if spec.Environment != nil && spec.Environment.Runner != nil {
@@ -400,7 +406,6 @@ func (e *Engine) changeFile(ctx context.Context, sessionID, op, c string, data [
 			if v, err = e.openRunnerFiles(ctx, row, st); err != nil {
 				return nil, err
 			}
-			defer v.close()
 			change, err = e.prepareRunnerChange(ctx, v, op, c, data)
 		} else {
 			if ws, err = e.syncWorkspace(ctx, st); err != nil {

@@ -137,10 +137,13 @@ func (r *runner) stopEnvironment(ctx context.Context, turnID string, step int) (
 	switch {
 	case trusted:
 		keep = id
-	case r.provisioned && r.st.EnvironmentSnapshot != "" && !r.st.EnvironmentSnapshotPassed:
-		// Made anew since an earlier stop's snapshot (that stop's reply
-		// was lost after the workspace was removed) and not written
-		// since: the workspace is still that snapshot, on the server.
+	case r.st.EnvironmentSnapshot != "" && !r.st.EnvironmentSnapshotPassed:
+		// An earlier stop's snapshot is journaled (that stop's reply was
+		// lost after the workspace was removed) and nothing was written
+		// since: the session's workspace is still that snapshot, on the
+		// server, whatever this copy is. Made anew at this claim or
+		// before it (the runner restarted, something opened it in
+		// between), it is not the journal's and must not replace it.
 		keep = r.st.EnvironmentSnapshot
 	}
 	if keep != "" && keep != r.st.EnvironmentSnapshot {

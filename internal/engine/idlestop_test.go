@@ -304,17 +304,15 @@ func TestIdleStopTellsTheModelNothing(t *testing.T) {
 	checkJournal(t, h.store, s.ID)
 }
 
-// TestIdleStopReplyLostKeepsTheStopsSnapshot: the runner stops the
-// environment (its workspace removed) at the snapshot the idle stop took,
-// and its connection breaks before the reply. The snapshot was journaled
-// before the stop (environment.stopping), so the copy made anew when the
-// session goes on is restored from it, with what the step wrote since its
-// checkpoint, and the model is told nothing.
-func TestIdleStopReplyLostKeepsTheStopsSnapshot(t *testing.T) {
-	h, rb := newRunnerHarness(t)
+// stopReplyLost parks a session on box1 before its step's checkpoint (the
+// step wrote mid.txt) and lets its idle stop's reply be lost after the
+// runner removed the workspace (environment.stop_failed, box1
+// disconnected). It returns the session, its workspace on the runner and
+// the stop's journaled snapshot.
+func stopReplyLost(t *testing.T, h *harness, rb *runnerBackend) (*lt.Session, string, lt.EnvironmentStoppingData) {
+	t.Helper()
 	rb.connected.Store(true)
 	rb.loseStopReply.Store(true)
-	ctx := context.Background()
 	sp := onGPU(spec(t, writeThenWait("mid", "mid.txt"),
 		lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}))
 	sp.Environment.IdleStopSeconds = 30
@@ -333,6 +331,19 @@ func TestIdleStopReplyLostKeepsTheStopsSnapshot(t *testing.T) {
 	snap := data[lt.EnvironmentStoppingData](t, stopping[0])
 	require.NotEmpty(t, snap.Snapshot)
 	require.Equal(t, "box1", snap.Runner)
+	return s, ws, snap
+}
+
+// TestIdleStopReplyLostKeepsTheStopsSnapshot: the runner stops the
+// environment (its workspace removed) at the snapshot the idle stop took,
+// and its connection breaks before the reply. The snapshot was journaled
+// before the stop (environment.stopping), so the copy made anew when the
+// session goes on is restored from it, with what the step wrote since its
+// checkpoint, and the model is told nothing.
+func TestIdleStopReplyLostKeepsTheStopsSnapshot(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	ctx := context.Background()
+	s, _, snap := stopReplyLost(t, h, rb)
 
 	rb.connected.Store(true)
 	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
@@ -345,6 +356,31 @@ func TestIdleStopReplyLostKeepsTheStopsSnapshot(t *testing.T) {
 	require.Equal(t, snap.Snapshot, d.Snapshot, "restored from the stop's snapshot, not the last checkpoint's")
 	require.Empty(t, d.Note, "nothing was lost: the model is told nothing")
 	require.Empty(t, d.Missing)
+	require.Contains(t, lastToolOutput(t, h, s.ID), "mid", "what the step wrote since its checkpoint is kept")
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestIdleStopReplyLostThenAnEmptyCopyKeepsTheStopsSnapshot: as above, but
+// before the stop is tried again an empty workspace exists on the runner
+// again (the runner restarted, or something opened it), so the next idle
+// stop's open finds it there and not made anew. That copy is not the
+// journal's: the stop keeps the snapshot the earlier stop journaled, and
+// the recreate restores what the step wrote since its checkpoint.
+func TestIdleStopReplyLostThenAnEmptyCopyKeepsTheStopsSnapshot(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	ctx := context.Background()
+	s, ws, snap := stopReplyLost(t, h, rb)
+
+	require.NoError(t, os.MkdirAll(ws, 0o755), "an empty workspace on the runner again")
+	rb.connected.Store(true)
+	h.clock.Advance(61 * time.Second)
+	stopped := stoppedEvent(t, h, s.ID)
+	require.Equal(t, snap.Snapshot, stopped.Snapshot, "the earlier stop's snapshot is kept: the empty copy is not the journal's")
+
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	_, err := h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`1`)})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
 	require.Contains(t, lastToolOutput(t, h, s.ID), "mid", "what the step wrote since its checkpoint is kept")
 	checkJournal(t, h.store, s.ID)
 }

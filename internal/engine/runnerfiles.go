@@ -30,8 +30,11 @@ import (
 //   - A read (a listing, a download) comes from the runner's workspace,
 //     reached through the session's Environment, when this node can reach
 //     the runner (it holds the runner's connection, or the router hands
-//     the call to the node that does). Otherwise, and always while the
-//     environment is stopped (an idle stop: nothing is rebuilt by a read),
+//     the call to the node that does) and that workspace is known to hold
+//     the journal's snapshot (Environment.Holds): one the runner made
+//     anew is no one's, and an open that made it removes it again, so
+//     that a person's read leaves nothing on the runner. Otherwise, and
+//     always while the environment is stopped (an idle stop: nothing is rebuilt by a read),
 //     it comes from the session's latest journaled snapshot (the stop's
 //     one while stopped), read from the server's blobs once the session's
 //     project is checked to own it, with the people's changes journaled
@@ -41,8 +44,13 @@ import (
 //     (workspacesync.go), checked against what the same read sees. It is
 //     then applied to the runner's workspace at once when this node
 //     reaches it, and its marker recorded there (Environment.Record);
-//     otherwise the node that runs the session next applies it before its
-//     next tool call (runner.catchUpPersonChanges).
+//     otherwise (or when it does not hold the journal's snapshot) the
+//     node that runs the session next applies it before its next tool
+//     call (runner.catchUpPersonChanges, after a restore if needed).
+//
+// Such an open counts as one on the runner while the request lasts: an
+// idle stop of the session meanwhile is refused (ErrBusy) and tried again
+// later (environment.stop_failed).
 
 // remoteListHashBytes bounds how much of the files a live listing of a
 // runner's workspace reads to give their digests: they cross the link.
@@ -61,8 +69,10 @@ type runnerFiles struct {
 	changes map[string]journal.PersonChange
 }
 
+// close closes the environment v read (if any); safe to call twice and
+// on nil.
 func (v *runnerFiles) close() {
-	if v.env != nil {
+	if v != nil && v.env != nil {
 		_ = v.env.Close()
 	}
 }
@@ -108,10 +118,23 @@ func (e *Engine) openRunnerFiles(ctx context.Context, row *store.SessionRow, st 
 		case err == nil && env.Info().Provisioned:
 			// The runner had lost the workspace: nothing there is the
 			// session's yet (its next claim restores it).
-			_ = env.Close()
+			e.discardProvisioned(ctx, st, env)
 		case err == nil:
-			v.env = env
-			return v, nil
+			held, err := holdsJournalsSnapshot(ctx, env, st)
+			if err == nil && held {
+				v.env = env
+				return v, nil
+			}
+			_ = env.Close()
+			if err != nil && !environmentGone(err) {
+				return nil, fmt.Errorf("check the environment of session %s: %w", st.Session.ID, err)
+			}
+			// Not known to hold the journal's snapshot (the runner lost
+			// the workspace and something opened it anew since): what
+			// it holds is no one's, and a write applied to it would make
+			// it look up to date. The snapshot is read; a write is only
+			// journaled, for the session's next claim, which restores
+			// the workspace first.
 		case errors.Is(err, environment.ErrUnavailable):
 		default:
 			return nil, fmt.Errorf("open the environment of session %s: %w", st.Session.ID, err)
@@ -133,6 +156,41 @@ func (e *Engine) openRunnerFiles(ctx context.Context, row *store.SessionRow, st 
 		v.changes[c.Path] = c
 	}
 	return v, nil
+}
+
+// holdsJournalsSnapshot reports whether env is known to hold the
+// journal's workspace snapshot: only then is it the session's workspace
+// (true when there is none yet: whatever the session did is there only).
+func holdsJournalsSnapshot(ctx context.Context, env environment.Environment, st *journal.State) (bool, error) {
+	snap := st.WorkspaceSnapshot()
+	if snap == "" {
+		return true, nil
+	}
+	return env.Holds(ctx, snap)
+}
+
+// environmentGone reports whether err says the environment cannot be
+// reached (or went away) rather than that something failed in it.
+func environmentGone(err error) bool {
+	return errors.Is(err, environment.ErrLost) || errors.Is(err, environment.ErrUnavailable) || errors.Is(err, environment.ErrClosed)
+}
+
+// discardProvisioned removes again the empty workspace a person's file
+// operation made on the runner by opening its environment (the seam has
+// no open that does not provision): left there, it would be found by the
+// next open as a workspace that was not lost. The empty workspace is
+// stopped at its own snapshot; should anything else have it open
+// meanwhile (the session's claim, which restores it), the stop is refused
+// and it is only closed.
+func (e *Engine) discardProvisioned(ctx context.Context, st *journal.State, env environment.Environment) {
+	id, _, err := env.Snapshot(ctx)
+	if err == nil {
+		err = env.Stop(ctx, id)
+	}
+	if err != nil {
+		e.log.Debug("remove the empty workspace a person's file operation made on the runner", "session", st.Session.ID, "err", err)
+		_ = env.Close()
+	}
 }
 
 // runnerFilesOf opens what a person's read of session sessionID reads

@@ -260,6 +260,21 @@ func (r *runner) applyPersonChanges(ctx context.Context, changes []journal.Perso
 // applyToEnvironment applies changes to env in order, and records each
 // one's marker there (Environment.Record).
 func (e *Engine) applyToEnvironment(ctx context.Context, st *journal.State, env environment.Environment, changes []journal.PersonChange) ([]string, error) {
+	// The snapshot is recorded again after the changes only when the
+	// workspace held it before them: recorded on a workspace that does
+	// not (one made anew), it would claim to be the session's and never
+	// be restored.
+	snap := st.WorkspaceSnapshot()
+	held := false
+	if snap != "" && len(changes) > 0 {
+		var err error
+		if held, err = env.Holds(ctx, snap); err != nil {
+			if environmentGone(err) {
+				return nil, envLost(err)
+			}
+			return nil, err
+		}
+	}
 	var failed []string
 	for _, c := range changes {
 		err := e.applyChangeTo(ctx, env, c)
@@ -273,7 +288,7 @@ func (e *Engine) applyToEnvironment(ctx context.Context, st *journal.State, env 
 			failed = append(failed, fmt.Sprintf("%s %q: %v", c.Op, c.Path, err))
 		}
 	}
-	if snap := st.WorkspaceSnapshot(); snap != "" && len(changes) > 0 {
+	if held {
 		if err := env.Record(ctx, snap); err != nil {
 			e.log.Warn("record workspace snapshot", "session", st.Session.ID, "err", err)
 		}

@@ -1,0 +1,142 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// parkedOnRunner starts a session on box1 whose first step writes a.txt
+// (checkpointed) and whose second waits for a function result; it returns
+// the parked session and its workspace on the runner.
+func parkedOnRunner(t *testing.T, h *harness) (*lt.Session, string) {
+	t.Helper()
+	sp := onGPU(spec(t, `[
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"echo by-the-model > a.txt"}}]},
+	  {"tool_calls":[{"name":"lookup","arguments":{}}]},
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"cat a.txt b.txt"}}]},
+	  {"text":"done"}]`, lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}))
+	s := create(t, h, sp, nil)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	require.NotEmpty(t, events(t, h, s.ID, lt.EventCheckpointCreated), "a.txt is in a checkpoint's snapshot")
+	return s, filepath.Join(h.dir, "workspaces", s.ID)
+}
+
+func fileNames(l *lt.FileListing) []string {
+	var names []string
+	for _, e := range l.Entries {
+		names = append(names, e.Name)
+	}
+	return names
+}
+
+// TestRunnerFilesOfALostWorkspace: the runner of a parked session lost its
+// workspace (it restarted with a fresh data directory). A person's read
+// comes from the journal's snapshot and leaves no workspace behind on the
+// runner; an empty workspace found there anyway (not made anew by this
+// open) is not the session's either: reads come from the snapshot, a
+// person's write is only journaled, and the session's next claim restores
+// the snapshot before applying it, so the model finds both its own file
+// and the person's.
+func TestRunnerFilesOfALostWorkspace(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	h.keepOwners = true // a person's read of a snapshot checks its project owns it
+	h.restart("node-a")
+	rb.connected.Store(true)
+	ctx := context.Background()
+	s, ws := parkedOnRunner(t, h)
+
+	l, err := h.eng.ListFiles(ctx, s.ID, "")
+	require.NoError(t, err)
+	require.Equal(t, lt.FilesFromEnvironment, l.Source, "the runner's workspace holds the journal's snapshot")
+
+	require.NoError(t, os.RemoveAll(ws))
+	l, err = h.eng.ListFiles(ctx, s.ID, "")
+	require.NoError(t, err)
+	require.Equal(t, lt.FilesFromSnapshot, l.Source)
+	require.Contains(t, fileNames(l), "a.txt")
+	require.NoDirExists(t, ws, "a person's read leaves no new workspace on the runner")
+
+	require.NoError(t, os.MkdirAll(ws, 0o755), "an empty workspace on the runner all the same")
+	l, err = h.eng.ListFiles(ctx, s.ID, "")
+	require.NoError(t, err)
+	require.Equal(t, lt.FilesFromSnapshot, l.Source, "the empty copy is not the session's")
+	require.Contains(t, fileNames(l), "a.txt")
+	fe, rc, err := h.eng.OpenFile(ctx, s.ID, "a.txt")
+	require.NoError(t, err)
+	body, err := io.ReadAll(rc)
+	require.NoError(t, err)
+	require.NoError(t, rc.Close())
+	require.Equal(t, lt.FilesFromSnapshot, fe.Source)
+	require.Equal(t, "by-the-model\n", string(body))
+
+	_, err = h.eng.WriteFile(ctx, s.ID, "b.txt", []byte("by-a-person\n"), "")
+	require.NoError(t, err)
+	require.NoFileExists(t, filepath.Join(ws, "b.txt"), "journaled, not applied to a copy that is not the session's")
+
+	_, err = h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`1`)})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	out := lastToolOutput(t, h, s.ID)
+	require.Contains(t, out, "by-the-model", "the snapshot was restored")
+	require.Contains(t, out, "by-a-person", "the person's write applied after it")
+	checkJournal(t, h.store, s.ID)
+}
+
+// movingJournal is the engine's store where the journal of a session
+// moves under the first appends of a person's change (ErrConflict, as
+// when another write lands first); it notes how many of the runner's
+// environments are open at each of them.
+type movingJournal struct {
+	store.Store
+	rb        *runnerBackend
+	conflicts atomic.Int32
+	maxLive   atomic.Int32
+}
+
+func (s *movingJournal) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
+	if len(p.Events) > 0 && p.Events[0].Type == lt.EventWorkspaceChanged {
+		if n := s.rb.live.Load(); n > s.maxLive.Load() {
+			s.maxLive.Store(n)
+		}
+		if s.conflicts.Add(-1) >= 0 {
+			return nil, store.ErrConflict
+		}
+	}
+	return s.Store.EventAppend(ctx, p)
+}
+
+// TestRunnerFileWriteRetriesHoldOneEnvironment: a person's write retried
+// because the journal moved opens the runner's environment again for each
+// attempt, and closes the one before: never more than one of the runner's
+// slots is held, and none once the write returns.
+func TestRunnerFileWriteRetriesHoldOneEnvironment(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	moving := &movingJournal{rb: rb}
+	h.wrapStore = func(s store.Store) store.Store {
+		moving.Store = s
+		return moving
+	}
+	h.restart("node-a")
+	rb.connected.Store(true)
+	ctx := context.Background()
+	s, ws := parkedOnRunner(t, h)
+	idle := rb.live.Load()
+
+	moving.conflicts.Store(5)
+	_, err := h.eng.WriteFile(ctx, s.ID, "b.txt", []byte("by-a-person\n"), "")
+	require.NoError(t, err)
+	require.Less(t, moving.conflicts.Load(), int32(0), "the write was tried again after each conflict")
+	require.Equal(t, idle+1, moving.maxLive.Load(), "one environment for the person's write at a time")
+	require.Equal(t, idle, rb.live.Load(), "none left open once it returned")
+	require.FileExists(t, filepath.Join(ws, "b.txt"), "applied to the runner's workspace, which holds the journal's snapshot")
+}
