@@ -342,6 +342,12 @@ func (e *stopOnlyEnv) WriteFile(context.Context, string, []byte) error { return 
 
 func (e *stopOnlyEnv) Remove(context.Context, string) error { return errStopOnly }
 
+func (e *stopOnlyEnv) WriteFileDirect(context.Context, string, []byte) error { return errStopOnly }
+
+func (e *stopOnlyEnv) StatDirect(context.Context, string) (*workspace.Entry, error) {
+	return nil, errStopOnly
+}
+
 func (e *stopOnlyEnv) ReadFile(context.Context, string, int64, int64) (*workspace.ReadResult, error) {
 	return nil, errStopOnly
 }
