@@ -417,7 +417,9 @@ func (e *env) Holds(ctx context.Context, id string) (bool, error) {
 }
 
 // SQLiteQuery implements environment.Environment: the runner runs it on
-// its workspace.
+// its workspace. Its answer is held to req's limits again here (a runner
+// may send more rows or bytes than asked: they would all go into the
+// journal and the model's context).
 func (e *env) SQLiteQuery(ctx context.Context, req *tool.SQLiteRequest) (*tool.SQLiteAnswer, error) {
 	raw, err := json.Marshal(req)
 	if err != nil {
@@ -427,7 +429,7 @@ func (e *env) SQLiteQuery(ctx context.Context, req *tool.SQLiteRequest) (*tool.S
 	if err := e.call(ctx, link.MethodSQLiteQuery, link.SQLiteParams{EnvID: e.id, Request: raw}, &ans, nil); err != nil {
 		return nil, err
 	}
-	return &ans, nil
+	return tool.BoundSQLiteAnswer(req, &ans), nil
 }
 
 // Record implements environment.Environment.
