@@ -25,18 +25,9 @@ import (
 // written through the links, and no marker says the workspace holds them.
 func TestPersonChangeNotAppliedThroughAPlantedSymlink(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "longhaul.db"), nil)
-	require.NoError(t, err)
-	require.NoError(t, st.Migrate(ctx))
-	t.Cleanup(func() { st.Close() })
-	spaces, err := workspace.New(filepath.Join(dir, "workspaces"))
-	require.NoError(t, err)
-	cache, err := snapshot.NewCache(st, nil)
-	require.NoError(t, err)
-	local, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: st, Cache: cache})
-	require.NoError(t, err)
-	e, err := New(st, &Config{WorkspaceRoot: filepath.Join(dir, "workspaces"), NodeID: "node-a", Workspaces: spaces, SnapshotCache: cache, Environments: local})
+	p := newLocalParts(t)
+	st, local := p.st, p.local
+	e, err := New(st, &Config{WorkspaceRoot: filepath.Join(p.dir, "workspaces"), NodeID: "node-a", Workspaces: p.spaces, SnapshotCache: p.cache, Environments: local})
 	require.NoError(t, err)
 	env, err := local.Open(ctx, &environment.OpenParams{Workspace: "ses_planted", Session: "ses_planted"})
 	require.NoError(t, err)
@@ -66,4 +57,33 @@ func TestPersonChangeNotAppliedThroughAPlantedSymlink(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, held, "no marker of a change not applied")
 	}
+}
+
+// localParts are what an internal test's engine with this node's own
+// environments is made of: a real SQLite store, workspaces, the snapshot
+// cache and the local backend, under dir.
+type localParts struct {
+	dir    string
+	st     *sqlite.Store
+	spaces *workspace.Manager
+	cache  *snapshot.Cache
+	local  environment.Backend
+}
+
+func newLocalParts(t *testing.T) *localParts {
+	t.Helper()
+	ctx := context.Background()
+	p := &localParts{dir: t.TempDir()}
+	var err error
+	p.st, err = sqlite.Open(ctx, filepath.Join(p.dir, "longhaul.db"), nil)
+	require.NoError(t, err)
+	require.NoError(t, p.st.Migrate(ctx))
+	t.Cleanup(func() { p.st.Close() })
+	p.spaces, err = workspace.New(filepath.Join(p.dir, "workspaces"))
+	require.NoError(t, err)
+	p.cache, err = snapshot.NewCache(p.st, nil)
+	require.NoError(t, err)
+	p.local, err = environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: p.spaces, Blobs: p.st, Cache: p.cache})
+	require.NoError(t, err)
+	return p
 }
