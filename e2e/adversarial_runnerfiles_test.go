@@ -5,10 +5,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/client"
 	"github.com/longhaul-dev/longhaul/internal/environment/environmenttest"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -16,7 +18,11 @@ import (
 // TestAdversarialRunnerFiles: a model on a runner points symlinks of its
 // workspace at files of the runner's machine outside it (a text file and
 // a SQLite database). Neither a person's download nor a listing's digest
-// nor sqlite_query, all now run on the runner, reads through them.
+// nor sqlite_query, all now run on the runner, reads through them (a
+// database inside the runner's workspace, which the server's copy lacks,
+// is read). It also plants symlinks inside the workspace (notes.md to
+// scripts/deploy.sh, linked to scripts): a person's upload or delete
+// through them is refused, naming path, and deploy.sh is untouched.
 func TestAdversarialRunnerFiles(t *testing.T) {
 	t.Parallel()
 	const boot = "lh-adv-runner-files-bootstrap"
@@ -30,11 +36,18 @@ func TestAdversarialRunnerFiles(t *testing.T) {
 	require.NoError(t, os.WriteFile(secret, []byte("a file of the runner's machine"), 0o600))
 	db := filepath.Join(outside, "secret.db")
 	require.NoError(t, os.WriteFile(db, environmenttest.SQLiteDatabase(t, "CREATE TABLE s(x TEXT)", "INSERT INTO s VALUES ('outside row')"), 0o600))
+	// The model copies this one into its workspace: only the runner's
+	// workspace holds it.
+	inside := filepath.Join(t.TempDir(), "inside.db")
+	require.NoError(t, os.WriteFile(inside, environmenttest.SQLiteDatabase(t, "CREATE TABLE r(x TEXT)", "INSERT INTO r VALUES ('runner row')"), 0o600))
+	plant := "ln -s " + secret + " leak.txt && ln -s " + db + " leak.db && cp " + inside + " inside.db" +
+		" && mkdir scripts && echo deploy > scripts/deploy.sh && ln -s scripts/deploy.sh notes.md && ln -s scripts linked"
 
 	script, err := json.Marshal([]map[string]any{
-		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "ln -s " + secret + " leak.txt && ln -s " + db + " leak.db"}}}},
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": plant}}}},
 		{"tool_calls": []map[string]any{{"name": "sqlite_query", "arguments": map[string]any{"database": "leak.db", "sql": "SELECT x FROM s"}}}},
 		{"tool_calls": []map[string]any{{"name": "sqlite_query", "arguments": map[string]any{"database": db, "sql": "SELECT x FROM s"}}}},
+		{"tool_calls": []map[string]any{{"name": "sqlite_query", "arguments": map[string]any{"database": "inside.db", "sql": "SELECT x FROM r"}}}},
 		{"tool_calls": []map[string]any{{"name": "lookup", "arguments": map[string]any{}}}},
 		{"text": "done"},
 	})
@@ -71,9 +84,28 @@ func TestAdversarialRunnerFiles(t *testing.T) {
 	require.Equal(t, "path", body.Error.Field)
 	require.NotContains(t, body.Error.Message, outside, "no path of the runner's machine in the answer")
 
+	for _, p := range []string{"notes.md", "linked/deploy.sh", "linked/new.txt"} {
+		_, err := admin.PutFile(ctx, s.ID, p, []byte("a person's notes"), "")
+		var apiErr *client.APIError
+		require.ErrorAs(t, err, &apiErr, p)
+		require.Equal(t, http.StatusBadRequest, apiErr.Status, "a person's upload through a planted symlink is refused: %s", p)
+		require.Equal(t, "path", apiErr.Field, p)
+	}
+	_, err = admin.DeleteFile(ctx, s.ID, "linked/deploy.sh")
+	var apiErr *client.APIError
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, http.StatusBadRequest, apiErr.Status, "a person's delete through a planted symlink is refused")
+	require.Equal(t, "path", apiErr.Field)
+	deploy, err := admin.GetFile(ctx, s.ID, "", "scripts/deploy.sh")
+	require.NoError(t, err)
+	require.Equal(t, "deploy\n", string(deploy), "nothing was written through the links")
+	l, err = admin.ListFiles(ctx, s.ID, "", "")
+	require.NoError(t, err)
+	require.Equal(t, lt.FileTypeSymlink, entryNamed(t, l, "notes.md").Type, "the link is still a link")
+
 	l2, err := admin.ListEvents(ctx, s.ID, 0, 500)
 	require.NoError(t, err)
-	n := 0
+	n, ranOnRunner := 0, false
 	for _, ev := range l2.Data {
 		if ev.Type != lt.EventToolCompleted && ev.Type != lt.EventToolFailed {
 			continue
@@ -83,9 +115,15 @@ func TestAdversarialRunnerFiles(t *testing.T) {
 		if d.Tool != "sqlite_query" {
 			continue
 		}
+		if strings.Contains(string(ev.Data), "runner row") {
+			require.Equal(t, lt.EventToolCompleted, ev.Type)
+			ranOnRunner = true
+			continue
+		}
 		n++
 		require.Equal(t, lt.EventToolFailed, ev.Type, "refused: %s", ev.Data)
 		require.NotContains(t, string(ev.Data), "outside row", "sqlite_query reads no database outside the workspace")
 	}
 	require.Equal(t, 2, n)
+	require.True(t, ranOnRunner, "sqlite_query read the database only the runner's workspace holds")
 }

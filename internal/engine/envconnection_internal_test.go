@@ -13,11 +13,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
-	"github.com/longhaul-dev/longhaul/internal/sandbox"
-	"github.com/longhaul-dev/longhaul/internal/snapshot"
 	"github.com/longhaul-dev/longhaul/internal/store"
-	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
-	"github.com/longhaul-dev/longhaul/internal/workspace"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -68,20 +64,11 @@ func (e *countedEnv) Close() error {
 // rather than opening a second one beside it (left open).
 func TestAwaitEnvironmentKeepsTheClaimsEnvironment(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "longhaul.db"), nil)
-	require.NoError(t, err)
-	require.NoError(t, st.Migrate(ctx))
-	t.Cleanup(func() { st.Close() })
-	spaces, err := workspace.New(filepath.Join(dir, "workspaces"))
-	require.NoError(t, err)
-	cache, err := snapshot.NewCache(st, nil)
-	require.NoError(t, err)
-	local, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: st, Cache: cache})
-	require.NoError(t, err)
-	backend := &oneRunner{Backend: local}
+	p := newLocalParts(t)
+	st := p.st
+	backend := &oneRunner{Backend: p.local}
 	e, err := New(st, &Config{
-		WorkspaceRoot: filepath.Join(dir, "workspaces"), NodeID: "node-a", Workspaces: spaces, SnapshotCache: cache, Environments: backend,
+		WorkspaceRoot: filepath.Join(p.dir, "workspaces"), NodeID: "node-a", Workspaces: p.spaces, SnapshotCache: p.cache, Environments: backend,
 		Providers: map[string]model.Provider{"scripted": scripted.New(nil)},
 	}) // not started: this test is the worker
 	require.NoError(t, err)

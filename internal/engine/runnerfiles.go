@@ -376,10 +376,30 @@ func (e *Engine) openRunnerFile(ctx context.Context, v *runnerFiles, sessionID, 
 
 // prepareRunnerChange is prepareChange for a session on a runner: the
 // change is checked against what a read sees (the disk quota is the
-// runner's, checked when the change is applied there).
+// runner's, checked when the change is applied there), and, on the
+// runner's workspace, held to the same rule as on the server's copy: the
+// path goes through no symlink, and a write is not made through one
+// (Environment.StatDirect; applied by WriteFileDirect).
 func (e *Engine) prepareRunnerChange(ctx context.Context, v *runnerFiles, op, c string, data []byte) (*lt.WorkspaceChange, error) {
 	slash := filepath.ToSlash(c)
 	change := &lt.WorkspaceChange{By: lt.ChangedByPerson, Op: op, Path: slash}
+	if v.env != nil {
+		en, err := v.env.StatDirect(ctx, c)
+		if err != nil {
+			return nil, fileError(err, slash)
+		}
+		switch {
+		case en == nil:
+		case en.Type == workspace.EntryDir:
+			return nil, apierror.Invalid("path", "path %q is a directory", slash)
+		case en.Type == workspace.EntrySymlink && op == lt.WorkspaceWrite:
+			return nil, apierror.Invalid("path", "path %q is a symlink: write to the path of its target instead", slash)
+		case en.Type == workspace.EntrySymlink:
+			return change, nil // the link itself is deleted, never its target
+		case en.Type != workspace.EntryFile:
+			return nil, apierror.Invalid("path", "path %q is not a regular file (%s)", slash, en.Type)
+		}
+	}
 	fe, _, err := v.read(ctx, e, c)
 	switch {
 	case err == nil:

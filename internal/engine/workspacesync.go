@@ -309,7 +309,9 @@ func (e *Engine) applyChangeTo(ctx context.Context, env environment.Environment,
 		if err != nil {
 			return err
 		}
-		return env.WriteFile(ctx, c.Path, data)
+		// Not through a symlink the model planted since the change was
+		// accepted: it fails, to be reported as not applied.
+		return env.WriteFileDirect(ctx, c.Path, data)
 	default:
 		return fmt.Errorf("unknown op %q", c.Op)
 	}
@@ -445,10 +447,7 @@ func applyPersonChange(ctx context.Context, e *Engine, d *workspace.Dir, c journ
 		if err != nil {
 			return err
 		}
-		if _, _, err := d.ResolveDirect(c.Path); err != nil {
-			return err
-		}
-		return d.WriteFile(c.Path, data)
+		return d.WriteDirect(c.Path, data)
 	default:
 		return fmt.Errorf("unknown op %q", c.Op)
 	}

@@ -268,6 +268,16 @@ type Environment interface {
 	// any symlink (workspace.Dir.Remove: a person's delete, applied again
 	// after a restore); a directory is refused (workspace.ErrInvalidPath).
 	Remove(ctx context.Context, rel string) error
+	// StatDirect and WriteFileDirect are for a person's change (the
+	// engine's file routes): rel is reached without following any
+	// symlink (workspace.Dir.StatDirect, WriteDirect: a symlinked parent
+	// is refused, workspace.ErrInvalidPath or an *EscapeError), so a
+	// symlink the model planted cannot redirect it. StatDirect describes
+	// rel's own entry (nil when it does not exist); WriteFileDirect is
+	// WriteFile refusing a symlink at rel (ErrInvalidPath) rather than
+	// writing through it.
+	StatDirect(ctx context.Context, rel string) (*workspace.Entry, error)
+	WriteFileDirect(ctx context.Context, rel string, data []byte) error
 	// SQLiteQuery runs the sqlite_query tool's statement on a database
 	// file of the workspace, where the workspace is (tool.RunSQLite:
 	// read-only, confined to the workspace, within the request's limits,

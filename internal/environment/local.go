@@ -353,6 +353,16 @@ func (e *localEnv) ReadFile(_ context.Context, rel string, offset, limit int64) 
 
 // WriteFile implements Environment.
 func (e *localEnv) WriteFile(_ context.Context, rel string, data []byte) error {
+	return e.write(rel, data, (*workspace.Dir).WriteFile)
+}
+
+// WriteFileDirect implements Environment.
+func (e *localEnv) WriteFileDirect(_ context.Context, rel string, data []byte) error {
+	return e.write(rel, data, (*workspace.Dir).WriteDirect)
+}
+
+// write writes data to rel by writeFile, the disk quota checked first.
+func (e *localEnv) write(rel string, data []byte, writeFile func(*workspace.Dir, string, []byte) error) error {
 	d, done, err := e.openDir()
 	if err != nil {
 		return err
@@ -363,7 +373,17 @@ func (e *localEnv) WriteFile(_ context.Context, rel string, data []byte) error {
 			return fmt.Errorf("write %q: %w: %v", rel, ErrDiskQuota, err)
 		}
 	}
-	return e.changing(rel, func() error { return d.WriteFile(rel, data) })
+	return e.changing(rel, func() error { return writeFile(d, rel, data) })
+}
+
+// StatDirect implements Environment.
+func (e *localEnv) StatDirect(_ context.Context, rel string) (*workspace.Entry, error) {
+	d, done, err := e.openDir()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return d.StatDirect(rel)
 }
 
 // changing runs change, which changes the path rel only, telling the

@@ -103,6 +103,7 @@ func (c *connEnvs) handlers() map[string]link.Handler {
 		link.MethodFSWrite:           c.fsWrite,
 		link.MethodFSList:            c.fsList,
 		link.MethodFSRemove:          c.fsRemove,
+		link.MethodFSStatDirect:      c.fsStatDirect,
 		link.MethodSnapshotTake:      c.snapshotTake,
 		link.MethodSnapshotRestore:   c.snapshotRestore,
 		link.MethodSnapshotHolds:     c.snapshotHolds,
@@ -410,14 +411,22 @@ func (c *connEnvs) fsRemove(ctx context.Context, req *link.Request) (any, error)
 	return onEnv(c, req, func(e *openEnv, p *link.FSPathParams) (any, error) { return nil, e.env.Remove(ctx, p.Path) })
 }
 
+func (c *connEnvs) fsStatDirect(ctx context.Context, req *link.Request) (any, error) {
+	return onEnv(c, req, func(e *openEnv, p *link.FSPathParams) (any, error) { return e.env.StatDirect(ctx, p.Path) })
+}
+
 // fsWrite answers link.MethodFSWrite: a write in one part at once; the
 // parts of a larger one into a temporary file under the data directory
 // (not the workspace: a snapshot must not see half a file), the whole
 // written by the environment on the last part (atomic, quota checked).
 func (c *connEnvs) fsWrite(ctx context.Context, req *link.Request) (any, error) {
 	return onEnv(c, req, func(e *openEnv, p *link.FSWriteParams) (any, error) {
+		write := e.env.WriteFile
+		if p.Direct {
+			write = e.env.WriteFileDirect
+		}
 		if p.Upload == "" {
-			return nil, e.env.WriteFile(ctx, p.Path, p.Data)
+			return nil, write(ctx, p.Path, p.Data)
 		}
 		if err := link.CheckHandle("upload", p.Upload); err != nil {
 			return nil, link.Errorf(link.CodeBadParams, "%v", err)
@@ -431,7 +440,7 @@ func (c *connEnvs) fsWrite(ctx context.Context, req *link.Request) (any, error) 
 		if err != nil {
 			return nil, link.Errorf(link.CodeFailed, "read the uploaded parts of %q", p.Path)
 		}
-		return nil, e.env.WriteFile(ctx, p.Path, data)
+		return nil, write(ctx, p.Path, data)
 	})
 }
 

@@ -170,6 +170,52 @@ type SQLiteRequest struct {
 	Timeout  time.Duration `json:"timeout"`
 }
 
+// maxBytes is the output budget req asks for, within its bounds.
+func (req *SQLiteRequest) maxBytes() int {
+	if req.MaxBytes <= 0 || req.MaxBytes > DefaultSQLiteOutputBytes {
+		return DefaultSQLiteOutputBytes
+	}
+	return req.MaxBytes
+}
+
+// BoundSQLiteAnswer holds an answer that came from elsewhere (a runner,
+// not trusted more than the model) to req's limits, as RunSQLite would
+// have: rows past MaxRows or past the byte budget are cut and the output
+// marked truncated by that limit; an error or columns that alone exceed
+// the budget are refused as an error of the answer.
+func BoundSQLiteAnswer(req *SQLiteRequest, ans *SQLiteAnswer) *SQLiteAnswer {
+	maxBytes := req.maxBytes()
+	if len(ans.Error) > maxBytes {
+		return &SQLiteAnswer{Error: fmt.Sprintf("the answer's error is larger than %d bytes", maxBytes)}
+	}
+	out := ans.Output
+	if out == nil {
+		return ans
+	}
+	maxRows := min(max(req.MaxRows, 1), MaxSQLiteRows)
+	envelope, err := json.Marshal(&SQLiteQueryOutput{Columns: out.Columns, Rows: [][]any{}, RowCount: maxRows, Truncated: true, TruncatedBy: "max_rows"})
+	if err != nil || len(envelope) > maxBytes {
+		return &SQLiteAnswer{Error: fmt.Sprintf("the answer's columns are larger than %d bytes", maxBytes)}
+	}
+	bounded := &SQLiteQueryOutput{Columns: out.Columns, Rows: [][]any{}, Truncated: out.Truncated, TruncatedBy: out.TruncatedBy}
+	used := len(envelope)
+	for _, row := range out.Rows {
+		if len(bounded.Rows) == maxRows {
+			bounded.Truncated, bounded.TruncatedBy = true, "max_rows"
+			break
+		}
+		enc, err := json.Marshal(row)
+		if err != nil || used+len(enc)+1 > maxBytes {
+			bounded.Truncated, bounded.TruncatedBy = true, "bytes"
+			break
+		}
+		used += len(enc) + 1
+		bounded.Rows = append(bounded.Rows, row)
+	}
+	bounded.RowCount = len(bounded.Rows)
+	return &SQLiteAnswer{Output: bounded}
+}
+
 // MaxSQLiteTimeout bounds the timeout a SQLiteRequest may ask for.
 const MaxSQLiteTimeout = 10 * time.Minute
 
@@ -202,10 +248,7 @@ func RunSQLite(ctx context.Context, ws string, req *SQLiteRequest) (*Result, err
 	if req.MaxRows < 1 || req.MaxRows > MaxSQLiteRows {
 		return &Result{Error: fmt.Sprintf("arguments.max_rows: must be between 1 and %d", MaxSQLiteRows)}, nil
 	}
-	maxBytes := req.MaxBytes
-	if maxBytes <= 0 || maxBytes > DefaultSQLiteOutputBytes {
-		maxBytes = DefaultSQLiteOutputBytes
-	}
+	maxBytes := req.maxBytes()
 	timeout := req.Timeout
 	if timeout <= 0 || timeout > MaxSQLiteTimeout {
 		timeout = DefaultSQLiteTimeout

@@ -61,6 +61,34 @@ func (d *Dir) ResolveDirect(rel string) (string, fs.FileInfo, error) {
 	return c, nil, nil
 }
 
+// StatDirect describes the entry rel, reached without following a symlink
+// (ResolveDirect: a symlinked parent is refused), the entry itself not
+// followed either (a symlink is described as one); nil when it does not
+// exist. Its Name is rel's clean slash path.
+func (d *Dir) StatDirect(rel string) (*Entry, error) {
+	c, fi, err := d.ResolveDirect(rel)
+	if err != nil || fi == nil {
+		return nil, err
+	}
+	e := d.entryOf(c, filepath.ToSlash(c), fi)
+	return &e, nil
+}
+
+// WriteDirect is WriteFile for a person's write: rel is reached without
+// following a symlink (ResolveDirect), and a symlink at rel itself is
+// refused (ErrInvalidPath) rather than written through, so the bytes land
+// exactly at the path the journal names.
+func (d *Dir) WriteDirect(rel string, data []byte) error {
+	c, fi, err := d.ResolveDirect(rel)
+	if err != nil {
+		return err
+	}
+	if fi != nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return fmt.Errorf("write %q: is a symlink: write to the path of its target instead: %w", rel, ErrInvalidPath)
+	}
+	return d.WriteFile(c, data)
+}
+
 // Remove deletes the file or symlink rel (a symlink itself, never its
 // target), reached without following a symlink (ResolveDirect). A
 // directory is refused (ErrInvalidPath); a path that does not exist is an

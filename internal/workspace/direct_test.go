@@ -84,3 +84,33 @@ func TestRemoveAndOpenFile(t *testing.T) {
 	_, _, err = f.dir.OpenFile("sub/inner.txt")
 	require.ErrorIs(t, err, fs.ErrNotExist)
 }
+
+// TestWriteDirectAndStatDirect: a person's write lands at the path it
+// names or nowhere: a symlink at the path or on the way is refused (never
+// written through), and StatDirect describes the path's own entry.
+func TestWriteDirectAndStatDirect(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	require.ErrorIs(t, f.dir.WriteDirect("inner-link", []byte("planted")), workspace.ErrInvalidPath)
+	require.ErrorIs(t, f.dir.WriteDirect("subdir-link/inner.txt", []byte("planted")), workspace.ErrInvalidPath)
+	require.ErrorIs(t, f.dir.WriteDirect("outdir/x.txt", []byte("planted")), workspace.ErrEscapes)
+	inner, err := os.ReadFile(filepath.Join(f.ws, "sub", "inner.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "inner", string(inner), "the link's target is untouched")
+	require.NoError(t, f.dir.WriteDirect("sub/new/direct.txt", []byte("direct")))
+	got, err := os.ReadFile(filepath.Join(f.ws, "sub", "new", "direct.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "direct", string(got))
+
+	en, err := f.dir.StatDirect("inner-link")
+	require.NoError(t, err)
+	require.Equal(t, workspace.EntrySymlink, en.Type)
+	en, err = f.dir.StatDirect("sub/./inner.txt")
+	require.NoError(t, err)
+	require.Equal(t, workspace.Entry{Name: "sub/inner.txt", Type: workspace.EntryFile, Size: 5}, *en)
+	en, err = f.dir.StatDirect("sub/none.txt")
+	require.NoError(t, err)
+	require.Nil(t, en)
+	_, err = f.dir.StatDirect("subdir-link/inner.txt")
+	require.ErrorIs(t, err, workspace.ErrInvalidPath)
+}

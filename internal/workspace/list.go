@@ -109,24 +109,29 @@ func (d *Dir) List(rel string, max int) (*Listing, error) {
 		if err != nil {
 			return nil, pathError("list", filepath.Join(rel, name), err)
 		}
-		e := Entry{Name: name, Size: info.Size()}
-		switch m := info.Mode(); {
-		case m.IsRegular():
-			e.Type = EntryFile
-		case m.IsDir():
-			e.Type = EntryDir
-		case m&fs.ModeSymlink != 0:
-			e.Type = EntrySymlink
-			if target, err := d.root.Readlink(p); err == nil {
-				e.Target = target
-			}
-		default:
-			e.Type = EntryOther
-		}
-		out.Entries = append(out.Entries, e)
+		out.Entries = append(out.Entries, d.entryOf(p, name, info))
 	}
 	out.Truncated = out.Total > len(out.Entries)
 	return out, nil
+}
+
+// entryOf describes the entry at p (Lstat's info), named name.
+func (d *Dir) entryOf(p, name string, info fs.FileInfo) Entry {
+	e := Entry{Name: name, Size: info.Size()}
+	switch m := info.Mode(); {
+	case m.IsRegular():
+		e.Type = EntryFile
+	case m.IsDir():
+		e.Type = EntryDir
+	case m&fs.ModeSymlink != 0:
+		e.Type = EntrySymlink
+		if target, err := d.root.Readlink(p); err == nil {
+			e.Target = target
+		}
+	default:
+		e.Type = EntryOther
+	}
+	return e
 }
 
 // maxHeap keeps the largest retained name at the top, so a smaller name can

@@ -2,6 +2,7 @@ package environmenttest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -47,6 +48,7 @@ func Run(t *testing.T, newBackend NewBackend) {
 		{"Files", testFiles},
 		{"FilesStayInTheWorkspace", testFilesStayInTheWorkspace},
 		{"Remove", testRemove},
+		{"DirectFollowsNoSymlink", testDirect},
 		{"SharedBySubAgents", testShared},
 		{"DiskQuota", testDiskQuota},
 		{"SnapshotLimits", testSnapshotLimits},
@@ -296,6 +298,40 @@ func testRemove(t *testing.T, h *harness) {
 	h.run(env, "ln -s dir/kept.txt link")
 	require.NoError(t, env.Remove(h.ctx(), "link"))
 	h.requireContent(env, "dir/kept.txt", "y")
+}
+
+// testDirect: a person's write (WriteFileDirect) lands at the path it
+// names or nowhere: a symlink the model planted at the path or on the way
+// is refused, never written through; StatDirect describes the path's own
+// entry the same way.
+func testDirect(t *testing.T, h *harness) {
+	b := h.newBackend()
+	env := h.open(b, "ses_direct")
+	h.write(env, "scripts/deploy.sh", "deploy")
+	h.run(env, "ln -s scripts/deploy.sh notes.md && ln -s scripts linked")
+	require.ErrorIs(t, env.WriteFileDirect(h.ctx(), "notes.md", []byte("person")), workspace.ErrInvalidPath)
+	require.ErrorIs(t, env.WriteFileDirect(h.ctx(), "linked/deploy.sh", []byte("person")), workspace.ErrInvalidPath)
+	h.requireContent(env, "scripts/deploy.sh", "deploy")
+	// A large write (sent in parts by a remote backend) is held to it too.
+	big := bytes.Repeat([]byte("p"), 3<<20)
+	require.ErrorIs(t, env.WriteFileDirect(h.ctx(), "notes.md", big), workspace.ErrInvalidPath)
+	h.requireContent(env, "scripts/deploy.sh", "deploy")
+	require.NoError(t, env.WriteFileDirect(h.ctx(), "scripts/new.txt", []byte("person")))
+	h.requireContent(env, "scripts/new.txt", "person")
+
+	en, err := env.StatDirect(h.ctx(), "notes.md")
+	require.NoError(t, err)
+	require.Equal(t, workspace.EntrySymlink, en.Type)
+	require.Equal(t, "scripts/deploy.sh", en.Target)
+	en, err = env.StatDirect(h.ctx(), "scripts/new.txt")
+	require.NoError(t, err)
+	require.Equal(t, workspace.Entry{Name: "scripts/new.txt", Type: workspace.EntryFile, Size: 6}, *en)
+	en, err = env.StatDirect(h.ctx(), "scripts/none.txt")
+	require.NoError(t, err)
+	require.Nil(t, en, "a missing path")
+	_, err = env.StatDirect(h.ctx(), "linked/deploy.sh")
+	require.ErrorIs(t, err, workspace.ErrInvalidPath)
+	requireOutside(t, env.WriteFileDirect(h.ctx(), "../ses_other/x.txt", []byte("x")), "../ses_other/x.txt")
 }
 
 // testShared has a root and a sub-agent work in one workspace at once:

@@ -19,6 +19,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/runner"
 	"github.com/longhaul-dev/longhaul/internal/runner/hub"
 	"github.com/longhaul-dev/longhaul/internal/runner/link"
+	"github.com/longhaul-dev/longhaul/internal/tool"
 )
 
 // dialLiar connects to rg's hub as a runner named name whose calls are
@@ -219,4 +220,55 @@ func TestUnfinishedUploadsAreBounded(t *testing.T) {
 	}
 	requireCode(t, liar.Call(ctx, link.MethodBlobHas, link.BlobHasParams{Digests: many}, nil, nil), link.CodeBadParams)
 	require.LessOrEqual(t, link.MaxDigestsPerHas, 256)
+}
+
+// TestSQLiteAnswerIsBoundedAgain: a runner that answers sqlite_query with
+// more rows or bytes than the request asked for is cut back to its limits
+// on the server, marked truncated by the limit it broke, as a query run
+// here would be; an error larger than the budget is refused.
+func TestSQLiteAnswerIsBoundedAgain(t *testing.T) {
+	rg := newRig(t, environmenttest.NewBlobs(t), rigOptions{})
+	ctx := t.Context()
+	var answer tool.SQLiteAnswer
+	handlers := liarEnvHandlers(nil)
+	handlers[link.MethodSQLiteQuery] = func(*link.Conn, context.Context, *link.Request) (any, error) { return answer, nil }
+	dialLiar(t, rg, "liar", handlers)
+	b, err := remote.New(&remote.Config{Hub: rg.hub, Project: project, Runner: "liar"})
+	require.NoError(t, err)
+	env, err := b.Open(ctx, &environment.OpenParams{Workspace: "ses_sql", Session: "ses_sql"})
+	require.NoError(t, err)
+	defer env.Close()
+
+	rows := make([][]any, 50)
+	for i := range rows {
+		rows[i] = []any{strings.Repeat("x", 100)}
+	}
+	answer = tool.SQLiteAnswer{Output: &tool.SQLiteQueryOutput{Columns: []string{"x"}, Rows: rows, RowCount: len(rows)}}
+	ans, err := env.SQLiteQuery(ctx, &tool.SQLiteRequest{Database: "t.db", SQL: "SELECT x FROM t", MaxRows: 3, MaxBytes: 4096})
+	require.NoError(t, err)
+	require.Len(t, ans.Output.Rows, 3, "no more rows than max_rows")
+	require.Equal(t, 3, ans.Output.RowCount)
+	require.True(t, ans.Output.Truncated)
+	require.Equal(t, "max_rows", ans.Output.TruncatedBy)
+
+	ans, err = env.SQLiteQuery(ctx, &tool.SQLiteRequest{Database: "t.db", SQL: "SELECT x FROM t", MaxRows: 50, MaxBytes: 1024})
+	require.NoError(t, err)
+	require.Equal(t, "bytes", ans.Output.TruncatedBy)
+	require.Less(t, len(ans.Output.Rows), 10)
+	enc, err := json.Marshal(ans.Output)
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(enc), 1024, "no more bytes than max_bytes")
+
+	answer = tool.SQLiteAnswer{Error: strings.Repeat("e", 5000)}
+	ans, err = env.SQLiteQuery(ctx, &tool.SQLiteRequest{Database: "t.db", SQL: "SELECT x FROM t", MaxRows: 3, MaxBytes: 1024})
+	require.NoError(t, err)
+	require.Less(t, len(ans.Error), 1024)
+	require.Nil(t, ans.Output)
+
+	// An answer within the limits is kept as it came.
+	answer = tool.SQLiteAnswer{Output: &tool.SQLiteQueryOutput{Columns: []string{"x"}, Rows: rows[:2], RowCount: 2}}
+	ans, err = env.SQLiteQuery(ctx, &tool.SQLiteRequest{Database: "t.db", SQL: "SELECT x FROM t", MaxRows: 3, MaxBytes: 4096})
+	require.NoError(t, err)
+	require.Equal(t, answer.Output.Rows, ans.Output.Rows)
+	require.False(t, ans.Output.Truncated)
 }

@@ -295,13 +295,32 @@ func (e *env) ReadFile(ctx context.Context, rel string, offset, limit int64) (*w
 // WriteFile implements environment.Environment: in one call, or in parts
 // of one upload when the data is larger than a frame.
 func (e *env) WriteFile(ctx context.Context, rel string, data []byte) error {
+	return e.write(ctx, rel, data, false)
+}
+
+// WriteFileDirect implements environment.Environment: WriteFile, the
+// runner following no symlink (link.FSWriteParams.Direct).
+func (e *env) WriteFileDirect(ctx context.Context, rel string, data []byte) error {
+	return e.write(ctx, rel, data, true)
+}
+
+// StatDirect implements environment.Environment.
+func (e *env) StatDirect(ctx context.Context, rel string) (*workspace.Entry, error) {
+	var en *workspace.Entry
+	if err := e.call(ctx, link.MethodFSStatDirect, link.FSPathParams{EnvID: e.id, Path: rel}, &en, nil); err != nil {
+		return nil, err
+	}
+	return en, nil
+}
+
+func (e *env) write(ctx context.Context, rel string, data []byte, direct bool) error {
 	// A part's frame holds the path too (escaped: at most 6 bytes a byte).
 	part := link.ChunkBytes(e.r.Conn.MaxMessageBytes()) - 4096 - len(rel)*6
 	if part < 1024 {
 		return fmt.Errorf("write %q: %w: the path is too long", rel, workspace.ErrInvalidPath)
 	}
 	if len(data) <= part {
-		return e.call(ctx, link.MethodFSWrite, link.FSWriteParams{EnvID: e.id, Path: rel, Data: data}, nil, nil)
+		return e.call(ctx, link.MethodFSWrite, link.FSWriteParams{EnvID: e.id, Path: rel, Data: data, Direct: direct}, nil, nil)
 	}
 	e.mu.Lock()
 	e.nextID++
@@ -309,7 +328,7 @@ func (e *env) WriteFile(ctx context.Context, rel string, data []byte) error {
 	e.mu.Unlock()
 	for off := 0; off < len(data); off += part {
 		end := min(off+part, len(data))
-		p := link.FSWriteParams{EnvID: e.id, Path: rel, Data: data[off:end], Upload: upload, Offset: int64(off), Last: end == len(data)}
+		p := link.FSWriteParams{EnvID: e.id, Path: rel, Data: data[off:end], Upload: upload, Offset: int64(off), Last: end == len(data), Direct: direct}
 		if err := e.call(ctx, link.MethodFSWrite, p, nil, nil); err != nil {
 			return err
 		}
@@ -398,7 +417,9 @@ func (e *env) Holds(ctx context.Context, id string) (bool, error) {
 }
 
 // SQLiteQuery implements environment.Environment: the runner runs it on
-// its workspace.
+// its workspace. Its answer is held to req's limits again here (a runner
+// may send more rows or bytes than asked: they would all go into the
+// journal and the model's context).
 func (e *env) SQLiteQuery(ctx context.Context, req *tool.SQLiteRequest) (*tool.SQLiteAnswer, error) {
 	raw, err := json.Marshal(req)
 	if err != nil {
@@ -408,7 +429,7 @@ func (e *env) SQLiteQuery(ctx context.Context, req *tool.SQLiteRequest) (*tool.S
 	if err := e.call(ctx, link.MethodSQLiteQuery, link.SQLiteParams{EnvID: e.id, Request: raw}, &ans, nil); err != nil {
 		return nil, err
 	}
-	return &ans, nil
+	return tool.BoundSQLiteAnswer(req, &ans), nil
 }
 
 // Record implements environment.Environment.

@@ -12,6 +12,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/snapshot"
 	"github.com/longhaul-dev/longhaul/internal/tool"
+	"github.com/longhaul-dev/longhaul/internal/workspace"
 )
 
 // RouterConfig says where a Router's environments may live.
@@ -340,6 +341,28 @@ func (e *stopOnlyEnv) Start(context.Context, *sandbox.StartRequest) (environment
 func (e *stopOnlyEnv) WriteFile(context.Context, string, []byte) error { return errStopOnly }
 
 func (e *stopOnlyEnv) Remove(context.Context, string) error { return errStopOnly }
+
+func (e *stopOnlyEnv) WriteFileDirect(context.Context, string, []byte) error { return errStopOnly }
+
+func (e *stopOnlyEnv) StatDirect(context.Context, string) (*workspace.Entry, error) {
+	return nil, errStopOnly
+}
+
+func (e *stopOnlyEnv) ReadFile(context.Context, string, int64, int64) (*workspace.ReadResult, error) {
+	return nil, errStopOnly
+}
+
+func (e *stopOnlyEnv) List(context.Context, string, int) (*workspace.Listing, error) {
+	return nil, errStopOnly
+}
+
+func (e *stopOnlyEnv) SQLiteQuery(context.Context, *tool.SQLiteRequest) (*tool.SQLiteAnswer, error) {
+	return nil, errStopOnly
+}
+
+// Record is refused too: a marker says the workspace holds a change,
+// and nothing is changed through an environment opened to be stopped.
+func (e *stopOnlyEnv) Record(context.Context, string) error { return errStopOnly }
 
 func (e *stopOnlyEnv) Restore(context.Context, string) (snapshot.Stats, error) {
 	return snapshot.Stats{}, errStopOnly

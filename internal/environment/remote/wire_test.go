@@ -23,6 +23,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/runner/link"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/tool"
+	"github.com/longhaul-dev/longhaul/internal/workspace"
 )
 
 // dialAsRunner connects to rg's hub as a runner named name that answers
@@ -221,6 +222,10 @@ func TestNoSecretReachesTheRunner(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, env.WriteFile(ctx, "gone.txt", []byte("x")))
 	require.NoError(t, env.Remove(ctx, "gone.txt"))
+	require.NoError(t, env.WriteFileDirect(ctx, "person.txt", []byte("x")))
+	en, err := env.StatDirect(ctx, "person.txt")
+	require.NoError(t, err)
+	require.Equal(t, workspace.EntryFile, en.Type)
 
 	p, err := env.Start(ctx, &sandbox.StartRequest{Command: "cat"})
 	require.NoError(t, err)
@@ -254,7 +259,7 @@ func TestNoSecretReachesTheRunner(t *testing.T) {
 
 	received := rec.String()
 	for _, m := range []string{link.MethodRunnerInfo, link.MethodEnvOpen, link.MethodExec, link.MethodFSWrite, link.MethodFSRead,
-		link.MethodFSList, link.MethodFSRemove, link.MethodProcessStart, link.MethodProcessWait, link.MethodProcessWrite,
+		link.MethodFSList, link.MethodFSRemove, link.MethodFSStatDirect, link.MethodProcessStart, link.MethodProcessWait, link.MethodProcessWrite,
 		link.MethodProcessCloseStdin, link.MethodProcessStop, link.MethodSnapshotTake, link.MethodSnapshotHolds,
 		link.MethodSnapshotRestore, link.MethodEnvStop, link.MethodEnvClose} {
 		require.Contains(t, received, `"method":"`+m+`"`, "the session made no %s call", m)

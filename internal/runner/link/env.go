@@ -36,6 +36,9 @@ const (
 	MethodFSWrite  = "fs.write"
 	MethodFSList   = "fs.list"
 	MethodFSRemove = "fs.remove"
+	// MethodFSStatDirect: FSPathParams → a workspace.Entry, or null when
+	// the path does not exist (environment.Environment.StatDirect).
+	MethodFSStatDirect = "fs.stat_direct"
 
 	MethodSnapshotTake    = "snapshot.take"    // EnvRef → SnapshotResult
 	MethodSnapshotRestore = "snapshot.restore" // SnapshotParams → SnapshotResult
@@ -201,6 +204,9 @@ type FSWriteParams struct {
 	Upload string `json:"upload,omitempty"`
 	Offset int64  `json:"offset,omitempty"`
 	Last   bool   `json:"last,omitempty"`
+	// Direct: a person's write (environment.Environment.WriteFileDirect),
+	// which follows no symlink; checked when the whole file is written.
+	Direct bool `json:"direct,omitempty"`
 }
 
 // FSPathParams name a path (fs.list: at most Max entries; fs.remove).

@@ -1,0 +1,89 @@
+package engine
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/environment"
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/sandbox"
+	"github.com/longhaul-dev/longhaul/internal/snapshot"
+	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
+	"github.com/longhaul-dev/longhaul/internal/tool"
+	"github.com/longhaul-dev/longhaul/internal/workspace"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// TestPersonChangeNotAppliedThroughAPlantedSymlink: a person's write was
+// accepted while notes.md was a plain path; before it is applied to the
+// environment (a runner's, at the session's next claim), the model makes
+// notes.md a symlink to scripts/deploy.sh and linked a symlink to scripts.
+// Applying the changes then fails each one as not applied: nothing is
+// written through the links, and no marker says the workspace holds them.
+func TestPersonChangeNotAppliedThroughAPlantedSymlink(t *testing.T) {
+	ctx := context.Background()
+	p := newLocalParts(t)
+	st, local := p.st, p.local
+	e, err := New(st, &Config{WorkspaceRoot: filepath.Join(p.dir, "workspaces"), NodeID: "node-a", Workspaces: p.spaces, SnapshotCache: p.cache, Environments: local})
+	require.NoError(t, err)
+	env, err := local.Open(ctx, &environment.OpenParams{Workspace: "ses_planted", Session: "ses_planted"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = env.Close() })
+	require.NoError(t, env.WriteFile(ctx, "scripts/deploy.sh", []byte("deploy")))
+	res, err := env.Run(ctx, &tool.ExecRequest{Command: "ln -s scripts/deploy.sh notes.md && ln -s scripts linked"})
+	require.NoError(t, err)
+	require.Zero(t, res.ExitCode, res.Stderr)
+
+	data := []byte("a person's notes")
+	sum := sha256Hex(data)
+	require.NoError(t, st.BlobPut(ctx, sum, data))
+	changes := []journal.PersonChange{
+		{Seq: 1, Op: lt.WorkspaceWrite, Path: "notes.md", SHA256: sum},
+		{Seq: 2, Op: lt.WorkspaceWrite, Path: "linked/deploy.sh", SHA256: sum},
+	}
+	failed, err := e.applyToEnvironment(ctx, &journal.State{}, env, changes)
+	require.NoError(t, err)
+	require.Len(t, failed, 2, "each is reported as not applied")
+	require.Contains(t, failed[0], `"notes.md"`)
+	require.Contains(t, failed[1], `"linked/deploy.sh"`)
+	r, err := env.ReadFile(ctx, "scripts/deploy.sh", 0, 100)
+	require.NoError(t, err)
+	require.Equal(t, "deploy", string(r.Data), "nothing was written through the links")
+	for _, c := range changes {
+		held, err := env.Holds(ctx, changeMarker(c.Seq))
+		require.NoError(t, err)
+		require.False(t, held, "no marker of a change not applied")
+	}
+}
+
+// localParts are what an internal test's engine with this node's own
+// environments is made of: a real SQLite store, workspaces, the snapshot
+// cache and the local backend, under dir.
+type localParts struct {
+	dir    string
+	st     *sqlite.Store
+	spaces *workspace.Manager
+	cache  *snapshot.Cache
+	local  environment.Backend
+}
+
+func newLocalParts(t *testing.T) *localParts {
+	t.Helper()
+	ctx := context.Background()
+	p := &localParts{dir: t.TempDir()}
+	var err error
+	p.st, err = sqlite.Open(ctx, filepath.Join(p.dir, "longhaul.db"), nil)
+	require.NoError(t, err)
+	require.NoError(t, p.st.Migrate(ctx))
+	t.Cleanup(func() { p.st.Close() })
+	p.spaces, err = workspace.New(filepath.Join(p.dir, "workspaces"))
+	require.NoError(t, err)
+	p.cache, err = snapshot.NewCache(p.st, nil)
+	require.NoError(t, err)
+	p.local, err = environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: p.spaces, Blobs: p.st, Cache: p.cache})
+	require.NoError(t, err)
+	return p
+}
