@@ -637,19 +637,40 @@ func (e *Engine) OpenCheckpointFile(ctx context.Context, sessionID, checkpointID
 	return &fe, pr, nil
 }
 
-// checkpointSnapshot returns the checkpoint, which must have a snapshot.
+// checkpointSnapshot returns the checkpoint, which must have a snapshot
+// the session's project owns: a snapshot id journaled by a checkpoint is
+// not proof of its blobs (one journaled before owners were kept, or a
+// journal that names another project's tree), so it is served only as
+// the session files' snapshot view is, once the project is known to own
+// it (409 otherwise).
 func (e *Engine) checkpointSnapshot(ctx context.Context, sessionID, checkpointID string) (*lt.Checkpoint, error) {
+	row, err := e.store.SessionGet(ctx, sessionID)
+	if err != nil {
+		return nil, notFound(err, "session", sessionID)
+	}
 	cps, err := e.ListCheckpoints(ctx, sessionID)
 	if err != nil {
 		return nil, notFound(err, "session", sessionID)
 	}
 	for i := range cps {
-		if cps[i].ID == checkpointID {
-			if cps[i].Snapshot == "" {
-				return nil, apierror.Conflict("checkpoint %s has no snapshot of the workspace: %s", checkpointID, cps[i].SnapshotError)
-			}
-			return &cps[i], nil
+		if cps[i].ID != checkpointID {
+			continue
 		}
+		if cps[i].Snapshot == "" {
+			return nil, apierror.Conflict("checkpoint %s has no snapshot of the workspace: %s", checkpointID, cps[i].SnapshotError)
+		}
+		project := row.Project
+		if project == "" {
+			project = lt.DefaultProject
+		}
+		owned, err := snapshot.Owned(ctx, e.store, project, cps[i].Snapshot)
+		if err != nil {
+			return nil, err
+		}
+		if !owned {
+			return nil, apierror.Conflict("the workspace snapshot %s of checkpoint %s is not its session's project's: it is not served", cps[i].Snapshot, checkpointID)
+		}
+		return &cps[i], nil
 	}
 	return nil, apierror.NotFound("checkpoint %s not found in session %s", checkpointID, sessionID)
 }
