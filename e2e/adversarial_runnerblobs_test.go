@@ -36,6 +36,13 @@ type hostileRunner struct {
 // snapshot.take (its number from 1) over the connection.
 func dialHostileRunner(t *testing.T, srv *server, key, name string, take func(ctx context.Context, c *link.Conn, n int) (string, error)) *hostileRunner {
 	t.Helper()
+	return dialHostileRunnerWith(t, srv, key, name, take, nil)
+}
+
+// dialHostileRunnerWith is dialHostileRunner with some of its answers
+// replaced: override's handlers, by method, take the place of its own.
+func dialHostileRunnerWith(t *testing.T, srv *server, key, name string, take func(ctx context.Context, c *link.Conn, n int) (string, error), override map[string]link.Handler) *hostileRunner {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	ws, _, err := websocket.Dial(ctx, srv.url+"/v1/runners/connect", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}})
@@ -52,9 +59,8 @@ func dialHostileRunner(t *testing.T, srv *server, key, name string, take func(ct
 			return link.EnvOpenResult{Provisioned: true, Backend: "hostile"}, nil
 		},
 		link.MethodEnvClose: func(context.Context, *link.Request) (any, error) { return nil, nil },
-		// It holds what it took (a runner that denies it, with restores
-		// that do nothing, keeps the session restoring without end: a
-		// finding of its own, not these tests').
+		// It holds what it took (one that denies it, with restores that
+		// do nothing: TestAdversarialRunners_RestoreDoesNothing).
 		link.MethodSnapshotHolds: func(context.Context, *link.Request) (any, error) { return true, nil },
 		link.MethodExec:          func(context.Context, *link.Request) (any, error) { return link.ExecResult{}, nil },
 		link.MethodSnapshotRestore: func(_ context.Context, req *link.Request) (any, error) {
@@ -79,10 +85,30 @@ func dialHostileRunner(t *testing.T, srv *server, key, name string, take func(ct
 			return link.SnapshotResult{ID: id, Stats: json.RawMessage(`{}`)}, nil
 		},
 	}
+	maps.Copy(handlers, override)
 	c := link.New(ws, &link.Config{Handlers: handlers})
 	ready <- c
 	t.Cleanup(func() { c.Close("test over"); <-c.Done() })
 	return h
+}
+
+// twoShellStepsOn creates a session of the default project on runner name:
+// two steps of a shell call each (a checkpoint after each), then an
+// answer.
+func twoShellStepsOn(t *testing.T, admin *client.Client, name string) *lt.Session {
+	t.Helper()
+	script, err := json.Marshal([]map[string]any{
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "true"}}}},
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "true"}}}},
+		{"text": "done"},
+	})
+	require.NoError(t, err)
+	s, err := admin.CreateSession(t.Context(), &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Script: script}, Tools: []lt.ToolSpec{{Name: "shell"}},
+		Environment: &lt.Environment{Runner: &lt.RunnerSelector{Name: name}},
+	}})
+	require.NoError(t, err)
+	return s
 }
 
 func digestOf(data []byte) string {
@@ -357,17 +383,7 @@ func TestAdversarialRunners_UploadBounds(t *testing.T) {
 		return digestOf(root), putBlobs(ctx, c, root)
 	})
 
-	script, err := json.Marshal([]map[string]any{
-		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "true"}}}},
-		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "true"}}}},
-		{"text": "done"},
-	})
-	require.NoError(t, err)
-	s, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
-		Model: lt.ModelSpec{Provider: "scripted", Script: script}, Tools: []lt.ToolSpec{{Name: "shell"}},
-		Environment: &lt.Environment{Runner: &lt.RunnerSelector{Name: "hoarder"}},
-	}})
-	require.NoError(t, err)
+	s := twoShellStepsOn(t, admin, "hoarder")
 	ok := assert.Eventually(t, func() bool {
 		s, err := admin.GetSession(ctx, s.ID)
 		return err == nil && s.Status == lt.SessionIdle

@@ -180,18 +180,26 @@ func (r *runner) restoreLost(ctx context.Context) error {
 	if r.env == nil || r.env.env == nil {
 		return errors.New("restore workspace: the session's environment is not open")
 	}
+	// The stop's snapshot when an idle stop took one since the last
+	// checkpoint (its outcome unknown: the workspace went away with it).
+	snap := r.st.WorkspaceSnapshot()
+	if n := r.st.UnrestoredLosses; n >= maxRestoreAttempts && snap != "" {
+		// Restored again and again without the environment holding the
+		// snapshot after: the turn fails (runSession) rather than loop.
+		return &restoreFailedError{runner: r.envRunner, snapshot: snap, attempts: n}
+	}
 	reason := "the workspace directory is gone"
 	stale := !r.provisioned
 	r.provisioned = false
 	if stale {
 		reason = "this node's copy of the workspace is stale: the session changed it on another node since"
 	}
+	if n := r.st.UnrestoredLosses; n > 0 && snap != "" {
+		reason = fmt.Sprintf("the environment does not hold the workspace after the last restore of it (restore %d of at most %d)", n+1, maxRestoreAttempts)
+	}
 	if err := r.add(lt.EventEnvironmentLost, turnID, step, lt.EnvironmentLostData{Reason: reason}); err != nil {
 		return err
 	}
-	// The stop's snapshot when an idle stop took one since the last
-	// checkpoint (its outcome unknown: the workspace went away with it).
-	snap := r.st.WorkspaceSnapshot()
 	if stale && snap == "" {
 		// Nothing to converge on: start from an empty workspace.
 		empty, err := r.e.emptySnapshot(ctx, r.project)
@@ -223,6 +231,9 @@ func (r *runner) restoreLost(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("restore workspace from snapshot %s: %w", snap, envLost(err))
 	}
+	if err := r.checkRestored(ctx, snap); err != nil {
+		return err
+	}
 	if snap == r.st.EnvironmentSnapshot && !r.st.EnvironmentSnapshotPassed {
 		// Taken by an idle stop while the session was parked, nothing
 		// written since: the workspace is back as the session left it.
@@ -244,6 +255,52 @@ func (r *runner) restoreLost(ctx context.Context) error {
 	}
 	d.Note += r.reapplyPersonChanges(ctx)
 	return r.add(lt.EventEnvironmentRestored, turnID, step, d)
+}
+
+// maxRestoreAttempts bounds the restores of a lost workspace in a row
+// (journal.State.UnrestoredLosses) that end without the environment
+// holding the snapshot: past it the turn fails with sandbox_error.
+const maxRestoreAttempts = 3
+
+// restoreFailedError ends a turn whose workspace could not be restored:
+// maxRestoreAttempts restores of snapshot ended without the environment
+// (on runner, when not this node's) holding it.
+type restoreFailedError struct {
+	runner, snapshot string
+	attempts         int
+}
+
+func (e *restoreFailedError) Error() string {
+	where := "this node"
+	if e.runner != "" {
+		where = fmt.Sprintf("runner %q", e.runner)
+	}
+	return fmt.Sprintf("the session's workspace could not be brought back on %s: %d restores of snapshot %s in a row ended without the environment holding it, so it is not trusted with the session's work",
+		where, e.attempts, e.snapshot)
+}
+
+// checkRestored checks that the environment holds snap after restoring
+// it. A restore's success is the environment's word only: a runner that
+// "restores" by doing nothing and then says it does not hold the
+// snapshot would have the session restore at every call, without end.
+// One that does not hold it is treated as an environment lost: the
+// environment.lost that began the restore is made durable (it counts
+// towards maxRestoreAttempts, across claims and reconnections) and the
+// session's runner starts over with it opened again, after a backoff, as
+// after a runner lost mid-call.
+func (r *runner) checkRestored(ctx context.Context, snap string) error {
+	held, err := r.env.env.Holds(ctx, snap)
+	if err != nil {
+		return fmt.Errorf("check the restore of snapshot %s: %w", snap, envLost(err))
+	}
+	if held {
+		return nil
+	}
+	r.e.log.Warn("the environment does not hold the snapshot it restored", "session", r.st.Session.ID, "runner", r.envRunner, "snapshot", snap)
+	if err := r.flush(ctx, false); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %w", errEnvironmentLost, &restoreFailedError{runner: r.envRunner, snapshot: snap, attempts: r.st.UnrestoredLosses})
 }
 
 // reapplyPersonChanges applies again, after a restore (and the replay of

@@ -599,12 +599,18 @@ func (r *runner) cancelTurns() error {
 // unexpected error, so it does not loop forever; if even that fails, the
 // lease is released and the session is retried later.
 func (e *Engine) failInternal(ctx context.Context, l store.Lease, cause error) {
+	e.failTurnOf(ctx, l, lt.StopInternal, "internal error: "+cause.Error())
+}
+
+// failTurnOf ends the current turn of the session l leases with
+// stopReason and msg, out of its run, and releases the lease.
+func (e *Engine) failTurnOf(ctx context.Context, l store.Lease, stopReason, msg string) {
 	r, err := e.newRunner(ctx, l)
 	if err == nil {
 		defer r.env.close()
 	}
 	if err == nil && r.st.CurrentTurn() != nil {
-		err = r.failTurn(lt.StopInternal, "internal error: "+cause.Error())
+		err = r.failTurn(stopReason, msg)
 		if err == nil {
 			err = r.flush(ctx, false)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
 var errLeaseLost = errors.New("lease lost")
@@ -177,6 +178,7 @@ func (e *Engine) runSession(parent context.Context, l store.Lease) {
 	claim := e.watchClaim(l.SessionID)
 	defer claim.stop()
 	var err error
+	var restoreFailed *restoreFailedError
 	var lostCalls map[string]string // why calls were lost (runner.lostCalls)
 	for attempt, lost := 0, 0; ; {
 		var r *runner
@@ -228,6 +230,11 @@ func (e *Engine) runSession(parent context.Context, l store.Lease) {
 		if rerr := e.store.LeaseRelease(context.WithoutCancel(ctx), l); rerr != nil && !errors.Is(rerr, store.ErrLeaseLost) {
 			e.log.Warn("release lease", "session", l.SessionID, "err", rerr)
 		}
+	case errors.As(err, &restoreFailed):
+		// Not an internal error: the environment (a runner, most often)
+		// keeps failing its restores; the turn says so.
+		e.log.Warn("the session's workspace could not be restored", "session", l.SessionID, "err", err)
+		e.failTurnOf(context.WithoutCancel(ctx), l, lt.StopSandboxError, restoreFailed.Error())
 	default:
 		e.log.Error("session run failed", "session", l.SessionID, "err", err)
 		e.failInternal(context.WithoutCancel(ctx), l, err)

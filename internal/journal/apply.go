@@ -782,6 +782,11 @@ func trackWorkspace(s *State, ev lt.Event) {
 	case lt.EventEnvironmentRestored:
 		s.WorkspaceNode = ev.WorkerID
 		s.EnvironmentStopped = false
+		s.UnrestoredLosses = 0
+	case lt.EventEnvironmentLost:
+		s.UnrestoredLosses++
+	case lt.EventTurnStarted:
+		s.UnrestoredLosses = 0 // a new turn tries again
 	case lt.EventEnvironmentStopped:
 		var d lt.EnvironmentStoppedData
 		if json.Unmarshal(ev.Data, &d) == nil {

@@ -107,6 +107,13 @@ type State struct {
 	// opened on a runner or used: each doubles the wait before the next
 	// try (IdleStopAt), so a runner away for days costs a few events.
 	IdleStopFailures int `json:"idle_stop_failures,omitempty"`
+	// UnrestoredLosses counts the environment.lost events since the last
+	// environment.restored (or the turn's start): restores of the
+	// workspace begun that did not bring it back. An environment that
+	// answers a restore but does not hold the snapshot after it (a
+	// hostile or broken runner) would have the session restore at every
+	// call; the engine stops trying past a bound.
+	UnrestoredLosses int `json:"unrestored_losses,omitempty"`
 	// Wait is the call the current turn waits on (sleep, wait_for_signal).
 	Wait *Wait `json:"wait,omitempty"`
 	// TurnDeadline is when the current turn's timeout ends it, if it has
