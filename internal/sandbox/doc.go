@@ -208,7 +208,10 @@
 // a process makes (a restarted server or runner) continues every reaper of
 // its pid namespace whose server is gone, and sends it SIGTERM
 // (wakeOrphanedReapers). Elsewhere than Linux commands run without a
-// reaper.
+// reaper. The shell tool's plain commands (an engine without any sandbox:
+// tests, embedding) run under the same reaper: this package registers it
+// with internal/tool (tool.SetReaper) when it is linked in, since the
+// binary then answers ReapCommand.
 //
 // # What bwrap does not isolate
 //

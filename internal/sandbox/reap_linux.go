@@ -16,6 +16,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/longhaul-dev/longhaul/internal/tool"
 )
 
 // ReapCommand is the hidden subcommand of the longhaul binary that stands
@@ -53,6 +55,20 @@ func init() {
 	if len(os.Args) > 1 && os.Args[1] == ReapCommand {
 		os.Exit(ReapMain(os.Args[2:]))
 	}
+	// The shell tool's plain commands (no sandbox: tests, embedding) run
+	// under the same reaper, since this binary answers ReapCommand.
+	tool.SetReaper(plainReaper)
+}
+
+// plainReaper is the tool.Reaper of the shell tool's plain commands: argv
+// under ReapCommand of this binary, nil when it cannot be found.
+func plainReaper(argv []string) []string {
+	path := reaperPath()
+	if path == "" {
+		return nil
+	}
+	wrapped, _ := underReaper(path, argv, 0, false)
+	return wrapped
 }
 
 // ReapMain runs ReapCommand with its arguments (after the command name) and

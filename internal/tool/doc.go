@@ -25,8 +25,11 @@
 //   - shell runs its command in a process group of its own, with a scrubbed
 //     environment; the group is killed when the command ends, times out or
 //     is cancelled, and on Linux the kernel kills the command if the server
-//     dies, so no orphan keeps writing after the call is over. Captured output is
-//     bounded whatever the command prints.
+//     dies, so no orphan keeps writing after the call is over. A plain
+//     command (no Exec) runs under the Reaper internal/sandbox registers
+//     (SetReaper), which also kills what left the group (setsid) and what
+//     outlives a server killed with SIGKILL. Captured output is bounded
+//     whatever the command prints.
 //   - sqlite_query opens a workspace database read-only, always, through a
 //     SQLite VFS confined to the workspace by os.Root; writes, ATTACH and
 //     pragma settings are refused, and rows, bytes and time are bounded.

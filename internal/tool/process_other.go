@@ -11,7 +11,9 @@ import (
 // The shell tool needs POSIX process groups.
 const shellSupported = false
 
-func shellProcAttr() *syscall.SysProcAttr { return nil }
+func shellProcAttr(bool) *syscall.SysProcAttr { return nil }
+
+func terminateReaper(int) error { return errors.New("process groups are not supported") }
 
 func killProcessGroup(int) error { return errors.New("process groups are not supported") }
 

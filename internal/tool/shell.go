@@ -286,7 +286,10 @@ func runCommand(ctx context.Context, spec *commandSpec) (*commandRun, error) {
 
 	runCtx, cancel := context.WithTimeout(ctx, spec.timeout)
 	defer cancel()
-	cmd := exec.CommandContext(runCtx, spec.interpreter, "-c", spec.command)
+	// Under the reaper when there is one (SetReaper): what the command
+	// starts dies with it and with the server, setsid daemons included.
+	argv, reaped := underReaper(spec.interpreter, spec.command)
+	cmd := exec.CommandContext(runCtx, argv[0], argv[1:]...)
 	cmd.Dir = spec.dir
 	cmd.Env = spec.env
 	// Our own pipes as *os.File: exec then starts no copying goroutines, so
@@ -294,10 +297,16 @@ func runCommand(ctx context.Context, spec *commandSpec) (*commandRun, error) {
 	// the pipe does.
 	cmd.Stdout = outW
 	cmd.Stderr = errW
-	cmd.SysProcAttr = shellProcAttr()
+	cmd.SysProcAttr = shellProcAttr(reaped)
 	var killed atomic.Bool
 	cmd.Cancel = func() error {
 		killed.Store(true)
+		if reaped {
+			// The reaper kills everything under it, then exits; one
+			// that does not within the WaitDelay is killed by exec,
+			// and its group below.
+			return terminateReaper(cmd.Process.Pid)
+		}
 		return killProcessGroup(cmd.Process.Pid)
 	}
 	cmd.WaitDelay = shellKillGrace
