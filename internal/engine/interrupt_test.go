@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -48,7 +49,13 @@ func hostProcs(t *testing.T, needle string) []int {
 		if err != nil {
 			continue // gone meanwhile
 		}
-		if strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), needle) {
+		args := strings.ReplaceAll(string(b), "\x00", " ")
+		if strings.Contains(args, sandbox.ReapCommand) {
+			// The reaper a plain command runs under names the command
+			// in its arguments before the command runs.
+			continue
+		}
+		if strings.Contains(args, needle) {
 			pids = append(pids, pid)
 		}
 	}
