@@ -3,12 +3,12 @@
 package inotify
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"syscall"
-	"unsafe"
 )
 
 // dirMask is what a watched directory reports: every change of its
@@ -117,7 +117,11 @@ func (n *Instance) Read(handle func(Event)) error {
 			return fmt.Errorf("read inotify: short read of %d bytes", nr)
 		}
 		for off := 0; off+syscall.SizeofInotifyEvent <= nr; {
-			raw := (*syscall.InotifyEvent)(unsafe.Pointer(&n.buf[off]))
+			// Decoded from the bytes, not through *syscall.InotifyEvent:
+			// that Go type is padded past its trailing Name [0]uint8, so
+			// an event in the last bytes of a full buffer would straddle
+			// the buffer's end (checkptr's fatal error under -race).
+			raw := decodeEvent(n.buf[off : off+syscall.SizeofInotifyEvent])
 			end := off + syscall.SizeofInotifyEvent + int(raw.Len)
 			if end > nr {
 				return errors.New("read inotify: truncated event")
@@ -147,4 +151,15 @@ func (n *Instance) Close() { n.f.Close() }
 // kernel's memory for them) ran out.
 func IsWatchLimit(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.ENOMEM)
+}
+
+// decodeEvent reads the fixed part of an inotify event (struct
+// inotify_event, in the machine's byte order) from b.
+func decodeEvent(b []byte) syscall.InotifyEvent {
+	return syscall.InotifyEvent{
+		Wd:     int32(binary.NativeEndian.Uint32(b[0:4])),
+		Mask:   binary.NativeEndian.Uint32(b[4:8]),
+		Cookie: binary.NativeEndian.Uint32(b[8:12]),
+		Len:    binary.NativeEndian.Uint32(b[12:16]),
+	}
 }

@@ -265,10 +265,14 @@ func TestWorkspaceQuota(t *testing.T) {
 	}
 }
 
-// TestWorkspaceQuotaFailsClosed: a command that makes its workspace
-// unmeasurable (directories nested past the walk's depth) and then writes
-// is stopped for the quota all the same, and removing what could not be
-// measured makes the workspace usable again.
+// TestWorkspaceQuotaFailsClosed: a command that nests directories deeper
+// than a walk holds directories open (past the old walk's limit of 256
+// levels, which made such a workspace unmeasurable) and then writes is
+// stopped for the quota all the same, the deep tree measured; and
+// removing it is never stopped halfway, as it was while the tree was
+// still too deep to measure and the quota failed closed on it (a flaky
+// failure under load). A workspace the walk cannot measure still fails
+// closed (TestUnmeasurableWorkspaceBeforeACommand).
 func TestWorkspaceQuotaFailsClosed(t *testing.T) {
 	t.Parallel()
 	backends := map[string]Backend{"local": NewLocal()}
@@ -280,12 +284,12 @@ func TestWorkspaceQuotaFailsClosed(t *testing.T) {
 			t.Parallel()
 			ws := t.TempDir()
 			ex := be.Exec(Spec{SessionID: "s", Workspace: ws, Limits: Limits{DiskBytes: 4 << 20}})
-			deep := fmt.Sprintf(`mkdir -p "$(printf 'a/%%.0s' $(seq %d))"`, maxDepth+10)
+			deep := fmt.Sprintf(`mkdir -p "$(printf 'a/%%.0s' $(seq %d))"`, maxDepth/2+88)
 			// A command that would write forever is stopped while it runs.
 			res := run(t, ex, deep+`; i=0; while true; do i=$((i+1)); dd if=/dev/zero of=g$i bs=1M count=1 2>/dev/null; done`, withTimeout(20*time.Second))
 			require.Equal(t, LimitDisk, res.Limit)
 			require.False(t, res.TimedOut, "stopped by the quota, not by its timeout")
-			require.Contains(t, res.Error, "cannot be measured against its disk quota of 4.0 MiB (environment.disk_mb)")
+			require.Contains(t, res.Error, "over its disk quota of 4.0 MiB (environment.disk_mb)", "the deep tree is measured")
 			// The next command still runs, and may remove what made the
 			// workspace unmeasurable.
 			res = run(t, ex, `rm -rf a g*; echo ok > small`)

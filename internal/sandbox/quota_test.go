@@ -42,7 +42,9 @@ func TestUnmeasurableWorkspaceBeforeACommand(t *testing.T) {
 	require.NoError(t, os.Remove(filepath.Join(ws, "g1")))
 	require.NoError(t, overQuota(ws, limit, before))
 
-	require.NoError(t, os.WriteFile(filepath.Join(ws, "g4"), make([]byte, 4<<20), 0o600))
+	// More than the nesting and the files it found (the walk counted a
+	// directory a level, up to maxDepth).
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "g4"), make([]byte, 4<<20+maxDepth*minEntryBytes), 0o600))
 	require.True(t, errors.As(overQuota(ws, limit, before), &de), "grown past what it found: stopped")
 	require.NoError(t, de.cause)
 }
