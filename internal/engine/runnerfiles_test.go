@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -139,4 +141,92 @@ func TestRunnerFileWriteRetriesHoldOneEnvironment(t *testing.T) {
 	require.Equal(t, idle+1, moving.maxLive.Load(), "one environment for the person's write at a time")
 	require.Equal(t, idle, rb.live.Load(), "none left open once it returned")
 	require.FileExists(t, filepath.Join(ws, "b.txt"), "applied to the runner's workspace, which holds the journal's snapshot")
+}
+
+// TestRunnerFileWriteThroughAnotherNodeIsRefused: the runner holding a
+// parked session's workspace is connected to another node. A read through
+// this node comes from the journal's snapshot; a write or a delete is a
+// 409 that says to send it again (so that it reaches the runner's node),
+// and journals nothing: checked against the snapshot, it would miss what
+// the agent wrote since, and applied later it would overwrite it.
+func TestRunnerFileWriteThroughAnotherNodeIsRefused(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	h.keepOwners = true // a person's read of a snapshot checks its project owns it
+	h.restart("node-a")
+	rb.connected.Store(true)
+	ctx := context.Background()
+	s, ws := parkedOnRunner(t, h)
+	before := len(events(t, h, s.ID, lt.EventWorkspaceChanged))
+
+	rb.elsewhere.Store(true)
+	l, err := h.eng.ListFiles(ctx, s.ID, "")
+	require.NoError(t, err)
+	require.Equal(t, lt.FilesFromSnapshot, l.Source, "a read is served from the snapshot")
+	for name, change := range map[string]func() error{
+		"write": func() error {
+			_, err := h.eng.WriteFile(ctx, s.ID, "a.txt", []byte("by-a-person\n"), "")
+			return err
+		},
+		"delete": func() error {
+			_, err := h.eng.DeleteFile(ctx, s.ID, "a.txt")
+			return err
+		},
+	} {
+		err := change()
+		var ae *apierror.Error
+		require.ErrorAs(t, err, &ae, name)
+		require.Equal(t, http.StatusConflict, ae.Status, name)
+		require.Contains(t, ae.Message, "connected to another node", name)
+		require.Contains(t, ae.Message, "Send the change again", name)
+	}
+	require.Len(t, events(t, h, s.ID, lt.EventWorkspaceChanged), before, "nothing journaled")
+	got, err := os.ReadFile(filepath.Join(ws, "a.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "by-the-model\n", string(got), "the runner's file is untouched")
+
+	rb.elsewhere.Store(false) // the request reached the runner's node
+	_, err = h.eng.WriteFile(ctx, s.ID, "a.txt", []byte("by-a-person\n"), "")
+	require.NoError(t, err)
+	got, err = os.ReadFile(filepath.Join(ws, "a.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "by-a-person\n", string(got), "applied to the runner's workspace at once")
+}
+
+// TestRunnerFileWriteOverQuotaIsRefused: a person's write that would take
+// the runner's workspace over its disk quota (environment.disk_mb) is a
+// 413 before anything is journaled: the runner's workspace, reached
+// live, answers with its usage; out of reach, a write larger than the
+// whole quota is refused all the same.
+func TestRunnerFileWriteOverQuotaIsRefused(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	h.keepOwners = true // a person's read of a snapshot checks its project owns it
+	h.restart("node-a")
+	rb.connected.Store(true)
+	ctx := context.Background()
+	sp := onGPU(spec(t, `[
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"head -c 700000 /dev/zero > big.bin"}}]},
+	  {"tool_calls":[{"name":"lookup","arguments":{}}]},
+	  {"text":"done"}]`, lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}))
+	sp.Environment.DiskMB = 1
+	s := create(t, h, sp, nil)
+	h.waitStatus(s.ID, lt.SessionRequiresAction)
+	before := len(events(t, h, s.ID, lt.EventWorkspaceChanged))
+
+	tooLarge := func(err error, what string) {
+		t.Helper()
+		var ae *apierror.Error
+		require.ErrorAs(t, err, &ae, what)
+		require.Equal(t, http.StatusRequestEntityTooLarge, ae.Status, what)
+		require.Contains(t, ae.Message, "disk quota", what)
+		require.Contains(t, ae.Message, `"notes.bin"`, what)
+	}
+	_, err := h.eng.WriteFile(ctx, s.ID, "notes.bin", make([]byte, 500_000), "")
+	tooLarge(err, "the runner's workspace holds 700 kB of its 1 MiB")
+	_, err = h.eng.WriteFile(ctx, s.ID, "notes.bin", []byte("fits"), "")
+	require.NoError(t, err, "a write that fits")
+
+	rb.connected.Store(false)
+	_, err = h.eng.WriteFile(ctx, s.ID, "notes.bin", make([]byte, 2<<20), "")
+	tooLarge(err, "out of reach, larger than the whole quota")
+	require.Len(t, events(t, h, s.ID, lt.EventWorkspaceChanged), before+1, "only the write that fits is journaled")
 }
