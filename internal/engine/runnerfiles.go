@@ -272,11 +272,22 @@ func (v *runnerFiles) listSnapshot(ctx context.Context, e *Engine, out *lt.FileL
 		return nil, fs.ErrNotExist
 	}
 	for p, c := range v.changes {
-		parent := path.Dir(p)
-		if parent != dir {
+		rel, under := p, dir == "."
+		if !under && strings.HasPrefix(p, dir+"/") {
+			rel, under = p[len(dir)+1:], true
+		}
+		if !under {
 			continue
 		}
-		name := path.Base(p)
+		if first, _, deeper := strings.Cut(rel, "/"); deeper {
+			// A directory a person's write made, which the snapshot
+			// lacks: listed, as it is listable.
+			if _, ok := byName[first]; !ok && c.Op == lt.WorkspaceWrite {
+				byName[first] = lt.FileEntry{Name: first, Path: path.Join(dir, first), Type: lt.FileTypeDir}
+			}
+			continue
+		}
+		name := rel
 		if c.Op == lt.WorkspaceDelete {
 			delete(byName, name)
 			continue

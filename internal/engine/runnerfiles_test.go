@@ -230,3 +230,92 @@ func TestRunnerFileWriteOverQuotaIsRefused(t *testing.T) {
 	tooLarge(err, "out of reach, larger than the whole quota")
 	require.Len(t, events(t, h, s.ID, lt.EventWorkspaceChanged), before+1, "only the write that fits is journaled")
 }
+
+// readRunnerFile downloads path of session id, returning its entry and
+// bytes.
+func readRunnerFile(t *testing.T, h *harness, id, path string) (*lt.FileEntry, string) {
+	t.Helper()
+	fe, rc, err := h.eng.OpenFile(context.Background(), id, path)
+	require.NoError(t, err)
+	body, err := io.ReadAll(rc)
+	require.NoError(t, err)
+	require.NoError(t, rc.Close())
+	return fe, string(body)
+}
+
+// named is the entry of l called name.
+func named(t *testing.T, l *lt.FileListing, name string) lt.FileEntry {
+	t.Helper()
+	for _, e := range l.Entries {
+		if e.Name == name {
+			return e
+		}
+	}
+	t.Fatalf("no %s in the listing of %q", name, l.Path)
+	return lt.FileEntry{}
+}
+
+// TestRunnerFilesLiveAndFromTheSnapshot: a person's listing and download
+// of a session on a runner read the runner's workspace while this node
+// reaches it (source environment, digests of its bytes); with the runner
+// away they read the journal's snapshot with the people's changes since
+// laid over it: a write shows its bytes, a delete hides the file, a
+// directory only a change made is listed, a symlink is described and not
+// followed, and If-Match is checked against that view.
+func TestRunnerFilesLiveAndFromTheSnapshot(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	h.keepOwners = true // a person's read of a snapshot checks its project owns it
+	h.restart("node-a")
+	rb.connected.Store(true)
+	ctx := context.Background()
+	sp := onGPU(spec(t, `[
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"mkdir d && echo by-the-model > a.txt && echo kept > d/k.txt && ln -s a.txt link"}}]},
+	  {"tool_calls":[{"name":"lookup","arguments":{}}]},
+	  {"text":"done"}]`, lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}))
+	s := create(t, h, sp, nil)
+	h.waitStatus(s.ID, lt.SessionRequiresAction)
+
+	l, err := h.eng.ListFiles(ctx, s.ID, "")
+	require.NoError(t, err)
+	require.Equal(t, lt.FilesFromEnvironment, l.Source)
+	require.Empty(t, l.Snapshot)
+	require.Subset(t, fileNames(l), []string{"a.txt", "d", "link"})
+	require.Equal(t, sum256("by-the-model\n"), named(t, l, "a.txt").SHA256, "the runner's bytes")
+	require.Equal(t, lt.FileTypeSymlink, named(t, l, "link").Type)
+	require.Equal(t, "a.txt", named(t, l, "link").Target)
+	fe, body := readRunnerFile(t, h, s.ID, "d/k.txt")
+	require.Equal(t, lt.FilesFromEnvironment, fe.Source)
+	require.Equal(t, "kept\n", body)
+
+	rb.connected.Store(false)
+	_, err = h.eng.WriteFile(ctx, s.ID, "new/n.txt", []byte("by-a-person\n"), "")
+	require.NoError(t, err)
+	_, err = h.eng.DeleteFile(ctx, s.ID, "d/k.txt")
+	require.NoError(t, err)
+	_, err = h.eng.WriteFileIfMatch(ctx, s.ID, "a.txt", []byte("edited\n"), "", `"`+sum256("not what it holds")+`"`)
+	var ae *apierror.Error
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, "If-Match", ae.Field, "checked against the snapshot's a.txt")
+	_, err = h.eng.WriteFileIfMatch(ctx, s.ID, "a.txt", []byte("edited\n"), "", `"`+sum256("by-the-model\n")+`"`)
+	require.NoError(t, err)
+
+	l, err = h.eng.ListFiles(ctx, s.ID, "")
+	require.NoError(t, err)
+	require.Equal(t, lt.FilesFromSnapshot, l.Source)
+	require.NotEmpty(t, l.Snapshot)
+	require.Subset(t, fileNames(l), []string{"a.txt", "d", "link", "new"}, "a directory only a change made is listed")
+	require.Equal(t, sum256("edited\n"), named(t, l, "a.txt").SHA256, "the person's write laid over the snapshot")
+	l, err = h.eng.ListFiles(ctx, s.ID, "d")
+	require.NoError(t, err)
+	require.Empty(t, fileNames(l), "the person's delete hides d/k.txt")
+	_, _, err = h.eng.OpenFile(ctx, s.ID, "d/k.txt")
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, http.StatusNotFound, ae.Status)
+	fe, body = readRunnerFile(t, h, s.ID, "new/n.txt")
+	require.Equal(t, lt.FilesFromSnapshot, fe.Source)
+	require.Equal(t, "by-a-person\n", body)
+	_, _, err = h.eng.OpenFile(ctx, s.ID, "link")
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, "path", ae.Field, "a snapshot's symlink is not followed")
+	require.Len(t, events(t, h, s.ID, lt.EventWorkspaceChanged), 3, "journaled for the session's next claim")
+}
