@@ -84,10 +84,7 @@ func TestRecreateAppliesNoPersonChangeTheStopHeld(t *testing.T) {
 // at once; while stopped, a person's read of x.txt (from the stop's
 // snapshot) shows the model's bytes too.
 func TestRunnerRecreateAppliesNoPersonChangeTheStopHeld(t *testing.T) {
-	h, rb := newRunnerHarness(t)
-	h.keepOwners = true // a person's read of a snapshot checks its project owns it
-	h.restart("node-a")
-	rb.connected.Store(true)
+	h, _ := newFilesRunnerHarness(t)
 	sp := onGPU(spec(t, personThenModelScript, lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}))
 	sp.Environment.IdleStopSeconds = 30
 	s := personThenModelThenStop(t, h, sp)

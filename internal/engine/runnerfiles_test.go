@@ -17,6 +17,18 @@ import (
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
+// newFilesRunnerHarness is newRunnerHarness for a person's file
+// operations: the snapshots' owners are kept (a person's read of a
+// snapshot checks its project owns it) and box1 is connected.
+func newFilesRunnerHarness(t *testing.T) (*harness, *runnerBackend) {
+	t.Helper()
+	h, rb := newRunnerHarness(t)
+	h.keepOwners = true
+	h.restart("node-a")
+	rb.connected.Store(true)
+	return h, rb
+}
+
 // parkedOnRunner starts a session on box1 whose first step writes a.txt
 // (checkpointed) and whose second waits for a function result; it returns
 // the parked session and its workspace on the runner.
@@ -50,10 +62,7 @@ func fileNames(l *lt.FileListing) []string {
 // the snapshot before applying it, so the model finds both its own file
 // and the person's.
 func TestRunnerFilesOfALostWorkspace(t *testing.T) {
-	h, rb := newRunnerHarness(t)
-	h.keepOwners = true // a person's read of a snapshot checks its project owns it
-	h.restart("node-a")
-	rb.connected.Store(true)
+	h, _ := newFilesRunnerHarness(t)
 	ctx := context.Background()
 	s, ws := parkedOnRunner(t, h)
 
@@ -150,10 +159,7 @@ func TestRunnerFileWriteRetriesHoldOneEnvironment(t *testing.T) {
 // and journals nothing: checked against the snapshot, it would miss what
 // the agent wrote since, and applied later it would overwrite it.
 func TestRunnerFileWriteThroughAnotherNodeIsRefused(t *testing.T) {
-	h, rb := newRunnerHarness(t)
-	h.keepOwners = true // a person's read of a snapshot checks its project owns it
-	h.restart("node-a")
-	rb.connected.Store(true)
+	h, rb := newFilesRunnerHarness(t)
 	ctx := context.Background()
 	s, ws := parkedOnRunner(t, h)
 	before := len(events(t, h, s.ID, lt.EventWorkspaceChanged))
@@ -198,10 +204,7 @@ func TestRunnerFileWriteThroughAnotherNodeIsRefused(t *testing.T) {
 // live, answers with its usage; out of reach, a write larger than the
 // whole quota is refused all the same.
 func TestRunnerFileWriteOverQuotaIsRefused(t *testing.T) {
-	h, rb := newRunnerHarness(t)
-	h.keepOwners = true // a person's read of a snapshot checks its project owns it
-	h.restart("node-a")
-	rb.connected.Store(true)
+	h, rb := newFilesRunnerHarness(t)
 	ctx := context.Background()
 	sp := onGPU(spec(t, `[
 	  {"tool_calls":[{"name":"shell","arguments":{"command":"head -c 700000 /dev/zero > big.bin"}}]},
@@ -263,10 +266,7 @@ func named(t *testing.T, l *lt.FileListing, name string) lt.FileEntry {
 // directory only a change made is listed, a symlink is described and not
 // followed, and If-Match is checked against that view.
 func TestRunnerFilesLiveAndFromTheSnapshot(t *testing.T) {
-	h, rb := newRunnerHarness(t)
-	h.keepOwners = true // a person's read of a snapshot checks its project owns it
-	h.restart("node-a")
-	rb.connected.Store(true)
+	h, rb := newFilesRunnerHarness(t)
 	ctx := context.Background()
 	sp := onGPU(spec(t, `[
 	  {"tool_calls":[{"name":"shell","arguments":{"command":"mkdir d && echo by-the-model > a.txt && echo kept > d/k.txt && ln -s a.txt link"}}]},
