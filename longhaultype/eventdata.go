@@ -539,10 +539,15 @@ type EnvironmentStoppedData struct {
 // snapshot an idle stop is about to stop the environment at (on Runner,
 // "": the server's node). Until the next checkpoint, it is the snapshot
 // the session's workspace is restored from, stopped or lost.
+// PersonChangesThrough is the seq of the last person's change
+// (workspace.changed) the snapshot holds, applied to the workspace before
+// it was taken: only the changes after it are applied again on a copy
+// restored from it (0: none, all of them are).
 type EnvironmentStoppingData struct {
-	Reason   string `json:"reason"`
-	Snapshot string `json:"snapshot"`
-	Runner   string `json:"runner,omitempty"`
+	Reason               string `json:"reason"`
+	Snapshot             string `json:"snapshot"`
+	Runner               string `json:"runner,omitempty"`
+	PersonChangesThrough int64  `json:"person_changes_through,omitempty"`
 }
 
 // EnvironmentStopFailedData is the data of environment.stop_failed: why an

@@ -307,7 +307,7 @@ func (r *runner) checkRestored(ctx context.Context, snap string) error {
 // the step's calls, which came before them), the changes people made since
 // the snapshot, and says so for the model.
 func (r *runner) reapplyPersonChanges(ctx context.Context) string {
-	changes := r.st.PersonChanges
+	changes := r.st.ChangesToApply()
 	if len(changes) == 0 {
 		return ""
 	}

@@ -46,6 +46,9 @@ type runnerBackend struct {
 	// removed), then the runner's connection breaks before the reply
 	// (ErrLost), which disconnects it.
 	loseStopReply atomic.Bool
+	// elsewhere: box1 is connected to another node (node-b), not this
+	// one (environment.ElsewhereError, as the router answers).
+	elsewhere atomic.Bool
 }
 
 func (b *runnerBackend) Open(ctx context.Context, p *environment.OpenParams) (environment.Environment, error) {
@@ -53,6 +56,9 @@ func (b *runnerBackend) Open(ctx context.Context, p *environment.OpenParams) (en
 		return b.Backend.Open(ctx, p)
 	}
 	b.opens.Add(1)
+	if b.elsewhere.Load() {
+		return nil, &environment.ElsewhereError{Node: "node-b", Runner: "box1", Session: p.Session}
+	}
 	if b.full.Load() && !(p.ForStop && p.Pinned == "box1") {
 		// An open to stop a pinned environment takes no slot (the
 		// router's exemption).

@@ -124,6 +124,15 @@ func (r *runner) stopEnvironment(ctx context.Context, turnID string, step int) (
 	if err != nil {
 		return "", err
 	}
+	var through int64
+	if trusted {
+		// Asked before the snapshot is taken: a change applied between
+		// the two is then applied again after the recreate (the same
+		// bytes), never taken as held when it is not.
+		if through, err = r.changesHeldThrough(ctx); err != nil {
+			return "", err
+		}
+	}
 	if r.env.mcp != nil {
 		// Its servers are programs of the environment: they end with it.
 		r.env.mcp.Close()
@@ -147,7 +156,7 @@ func (r *runner) stopEnvironment(ctx context.Context, turnID string, step int) (
 		keep = r.st.EnvironmentSnapshot
 	}
 	if keep != "" && keep != r.st.EnvironmentSnapshot {
-		if err := r.add(lt.EventEnvironmentStopping, turnID, step, lt.EnvironmentStoppingData{Reason: "idle", Snapshot: keep, Runner: r.envRunner}); err != nil {
+		if err := r.add(lt.EventEnvironmentStopping, turnID, step, lt.EnvironmentStoppingData{Reason: "idle", Snapshot: keep, Runner: r.envRunner, PersonChangesThrough: through}); err != nil {
 			return "", err
 		}
 		if err := r.flush(ctx, false); err != nil {
@@ -182,6 +191,28 @@ func (r *runner) copyIsTheJournals(ctx context.Context) (bool, error) {
 		return true, nil
 	}
 	return r.env.env.Holds(ctx, snap)
+}
+
+// changesHeldThrough returns the seq of the last person's change the
+// environment's workspace holds, which a workspace known to hold the
+// journal's snapshot (copyIsTheJournals) does: the last of those that
+// snapshot lacks whose marker it holds (applied to it, Record), else the
+// last that snapshot holds.
+func (r *runner) changesHeldThrough(ctx context.Context) (int64, error) {
+	changes := r.st.ChangesToApply()
+	for i := len(changes) - 1; i >= 0; i-- {
+		held, err := r.env.env.Holds(ctx, changeMarker(changes[i].Seq))
+		if err != nil {
+			return 0, err
+		}
+		if held {
+			return changes[i].Seq, nil
+		}
+	}
+	if r.st.EnvironmentSnapshot == "" {
+		return 0, nil // a checkpoint's snapshot: it holds none of them
+	}
+	return r.st.EnvironmentSnapshotChanges, nil
 }
 
 // stopFailure says why an idle stop was refused, for the journal: the
@@ -257,7 +288,7 @@ func (r *runner) restoredAsLeft(ctx context.Context, snap string, stats snapshot
 	if snap == r.st.LastSnapshot {
 		d.CheckpointID = r.st.LastSnapshotCheckpoint
 	}
-	failed, err := r.applyPersonChanges(ctx, r.st.PersonChanges)
+	failed, err := r.applyPersonChanges(ctx, r.st.ChangesToApply())
 	if err != nil {
 		return d, err
 	}

@@ -67,6 +67,13 @@ type runnerFiles struct {
 	// changes are the people's changes journaled after snap, by path
 	// (the last one of each).
 	changes map[string]journal.PersonChange
+	// elsewhere is set when the runner holding the workspace is
+	// connected to another node: the snapshot is only what a read may
+	// show, never what a change may be checked against (refuseElsewhere).
+	elsewhere *environment.ElsewhereError
+	// diskBytes is the agent's environment.disk_mb in bytes (0: the
+	// runner's default, not known here).
+	diskBytes int64
 }
 
 // close closes the environment v read (if any); safe to call twice and
@@ -86,7 +93,7 @@ func (v *runnerFiles) source() string {
 
 // onRunner returns the runner selector of a session's agent, nil for a
 // session whose environment is on the server's nodes.
-func onRunner(row *store.SessionRow) (*lt.RunnerSelector, error) {
+func onRunner(row *store.SessionRow) (*lt.Environment, error) {
 	var spec lt.AgentSpec
 	if err := json.Unmarshal(row.Spec, &spec); err != nil {
 		return nil, fmt.Errorf("decode agent spec of %s: %w", row.ID, err)
@@ -94,17 +101,18 @@ func onRunner(row *store.SessionRow) (*lt.RunnerSelector, error) {
 	if spec.Environment == nil || spec.Environment.Runner == nil {
 		return nil, nil
 	}
-	return spec.Environment.Runner, nil
+	return spec.Environment, nil
 }
 
 // openRunnerFiles opens what a person's file operation on st reads (see
 // above); nil when st's environment is not on a runner.
 func (e *Engine) openRunnerFiles(ctx context.Context, row *store.SessionRow, st *journal.State) (*runnerFiles, error) {
-	sel, err := onRunner(row)
-	if err != nil || sel == nil {
+	envSpec, err := onRunner(row)
+	if err != nil || envSpec == nil {
 		return nil, err
 	}
-	v := &runnerFiles{st: st, project: st.Project()}
+	sel := envSpec.Runner
+	v := &runnerFiles{st: st, project: st.Project(), diskBytes: sandboxLimits(envSpec).DiskBytes}
 	pin, err := e.environmentPin(ctx, st)
 	if err != nil {
 		return nil, err
@@ -112,6 +120,9 @@ func (e *Engine) openRunnerFiles(ctx context.Context, row *store.SessionRow, st 
 	if !st.EnvironmentStopped && pin.runner != "" {
 		env, err := e.envs.Open(ctx, &environment.OpenParams{
 			Workspace: st.WorkspaceID(), Session: st.Session.ID, Snapshot: snapshotLimits, Project: v.project,
+			// The agent's quota, as its own opens ask: a person's write is
+			// checked against it (checkRunnerQuota) and applied under it.
+			Limits: sandboxLimits(envSpec),
 			Runner: &environment.RunnerSelector{Name: sel.Name, Labels: sel.Labels}, Pinned: pin.runner, PinnedKey: pin.key,
 		})
 		switch {
@@ -136,6 +147,7 @@ func (e *Engine) openRunnerFiles(ctx context.Context, row *store.SessionRow, st 
 			// journaled, for the session's next claim, which restores
 			// the workspace first.
 		case errors.Is(err, environment.ErrUnavailable):
+			errors.As(err, &v.elsewhere)
 		default:
 			return nil, fmt.Errorf("open the environment of session %s: %w", st.Session.ID, err)
 		}
@@ -151,8 +163,9 @@ func (e *Engine) openRunnerFiles(ctx context.Context, row *store.SessionRow, st 
 			return nil, apierror.Conflict("the workspace snapshot %s of session %s is not its project's: it is not served", v.snap, st.Session.ID)
 		}
 	}
-	v.changes = make(map[string]journal.PersonChange, len(st.PersonChanges))
-	for _, c := range st.PersonChanges {
+	changes := st.ChangesToApply() // those the snapshot lacks
+	v.changes = make(map[string]journal.PersonChange, len(changes))
+	for _, c := range changes {
 		v.changes[c.Path] = c
 	}
 	return v, nil
@@ -259,11 +272,22 @@ func (v *runnerFiles) listSnapshot(ctx context.Context, e *Engine, out *lt.FileL
 		return nil, fs.ErrNotExist
 	}
 	for p, c := range v.changes {
-		parent := path.Dir(p)
-		if parent != dir {
+		rel, under := p, dir == "."
+		if !under && strings.HasPrefix(p, dir+"/") {
+			rel, under = p[len(dir)+1:], true
+		}
+		if !under {
 			continue
 		}
-		name := path.Base(p)
+		if first, _, deeper := strings.Cut(rel, "/"); deeper {
+			// A directory a person's write made, which the snapshot
+			// lacks: listed, as it is listable.
+			if _, ok := byName[first]; !ok && c.Op == lt.WorkspaceWrite {
+				byName[first] = lt.FileEntry{Name: first, Path: path.Join(dir, first), Type: lt.FileTypeDir}
+			}
+			continue
+		}
+		name := rel
 		if c.Op == lt.WorkspaceDelete {
 			delete(byName, name)
 			continue
@@ -375,13 +399,16 @@ func (e *Engine) openRunnerFile(ctx context.Context, v *runnerFiles, sessionID, 
 }
 
 // prepareRunnerChange is prepareChange for a session on a runner: the
-// change is checked against what a read sees (the disk quota is the
-// runner's, checked when the change is applied there), and, on the
-// runner's workspace, held to the same rule as on the server's copy: the
+// change is checked against what a read sees, a write against the
+// runner's disk quota (checkRunnerQuota), and, on the runner's
+// workspace, held to the same rule as on the server's copy: the
 // path goes through no symlink, and a write is not made through one
 // (Environment.StatDirect; applied by WriteFileDirect).
 func (e *Engine) prepareRunnerChange(ctx context.Context, v *runnerFiles, op, c string, data []byte) (*lt.WorkspaceChange, error) {
 	slash := filepath.ToSlash(c)
+	if err := v.refuseElsewhere(); err != nil {
+		return nil, err
+	}
 	change := &lt.WorkspaceChange{By: lt.ChangedByPerson, Op: op, Path: slash}
 	if v.env != nil {
 		en, err := v.env.StatDirect(ctx, c)
@@ -412,8 +439,56 @@ func (e *Engine) prepareRunnerChange(ctx context.Context, v *runnerFiles, op, c 
 	}
 	if op == lt.WorkspaceWrite {
 		change.SHA256, change.Size = sha256Hex(data), int64(len(data))
+		if err := e.checkRunnerQuota(ctx, v, slash, change.Size); err != nil {
+			return nil, err
+		}
 	}
 	return change, nil
+}
+
+// checkRunnerQuota refuses (413) a person's write that would take the
+// runner's workspace over its disk quota, before it is journaled: refused
+// only when applied, it would be journaled, reported to the model, and
+// never be in the workspace. The runner's workspace answers when this
+// node reaches it (Environment.CheckWrite: its usage and the quota it
+// granted); otherwise only a write larger than the whole quota the agent
+// asks (environment.disk_mb) is known to be refused. A runner too old to
+// answer leaves the check to the write itself.
+func (e *Engine) checkRunnerQuota(ctx context.Context, v *runnerFiles, slash string, size int64) error {
+	if v.env == nil {
+		if v.diskBytes > 0 && size > v.diskBytes {
+			return apierror.TooLarge("write %q: %d bytes would take the workspace over its disk quota of %d MiB (environment.disk_mb)", slash, size, v.diskBytes>>20)
+		}
+		return nil
+	}
+	err := v.env.CheckWrite(ctx, size)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, environment.ErrDiskQuota):
+		return apierror.TooLarge("write %q: %v", slash, err)
+	case environmentGone(err):
+		return fmt.Errorf("check the disk quota of session %s's workspace: %w", v.st.Session.ID, err)
+	default:
+		e.log.Warn("the runner did not check a person's write against its disk quota; the write checks it when applied", "session", v.st.Session.ID, "err", err)
+		return nil
+	}
+}
+
+// refuseElsewhere refuses a person's change made through a node that does
+// not hold the connection of the runner whose workspace it is (a runner
+// holds one connection, to one node, and nodes relay no request to each
+// other). That runner's workspace is live: the agent may have written
+// since the journal's snapshot, so the change could be checked (If-Match,
+// previous_sha256) only against a stale view, and applied later over what
+// the agent wrote. It is refused (409) and nothing is journaled: sent
+// again, the request may reach the runner's node.
+func (v *runnerFiles) refuseElsewhere() error {
+	if v.elsewhere == nil {
+		return nil
+	}
+	return apierror.Conflict("the workspace of session %s is live on runner %s, which is connected to another node of this deployment (%s), not to the one that answered: nothing was changed. Send the change again so that it reaches that node (a download's Longhaul-Files-Source header says %q when the answering node reaches the runner)",
+		v.st.Session.ID, v.elsewhere.Runner, v.elsewhere.Node, lt.FilesFromEnvironment)
 }
 
 // applyRunnerChange applies a journaled change to the runner's workspace
@@ -423,7 +498,7 @@ func (e *Engine) applyRunnerChange(ctx context.Context, v *runnerFiles, st *jour
 	if v.env == nil {
 		return
 	}
-	failed, err := e.applyToEnvironment(ctx, st, v.env, []journal.PersonChange{c})
+	failed, err := e.applyChanges(ctx, st, v.env, []journal.PersonChange{c})
 	if err == nil && len(failed) > 0 {
 		err = errors.New(failed[0])
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -11,9 +12,22 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
+
+// newFilesRunnerHarness is newRunnerHarness for a person's file
+// operations: the snapshots' owners are kept (a person's read of a
+// snapshot checks its project owns it) and box1 is connected.
+func newFilesRunnerHarness(t *testing.T) (*harness, *runnerBackend) {
+	t.Helper()
+	h, rb := newRunnerHarness(t)
+	h.keepOwners = true
+	h.restart("node-a")
+	rb.connected.Store(true)
+	return h, rb
+}
 
 // parkedOnRunner starts a session on box1 whose first step writes a.txt
 // (checkpointed) and whose second waits for a function result; it returns
@@ -48,10 +62,7 @@ func fileNames(l *lt.FileListing) []string {
 // the snapshot before applying it, so the model finds both its own file
 // and the person's.
 func TestRunnerFilesOfALostWorkspace(t *testing.T) {
-	h, rb := newRunnerHarness(t)
-	h.keepOwners = true // a person's read of a snapshot checks its project owns it
-	h.restart("node-a")
-	rb.connected.Store(true)
+	h, _ := newFilesRunnerHarness(t)
 	ctx := context.Background()
 	s, ws := parkedOnRunner(t, h)
 
@@ -139,4 +150,172 @@ func TestRunnerFileWriteRetriesHoldOneEnvironment(t *testing.T) {
 	require.Equal(t, idle+1, moving.maxLive.Load(), "one environment for the person's write at a time")
 	require.Equal(t, idle, rb.live.Load(), "none left open once it returned")
 	require.FileExists(t, filepath.Join(ws, "b.txt"), "applied to the runner's workspace, which holds the journal's snapshot")
+}
+
+// TestRunnerFileWriteThroughAnotherNodeIsRefused: the runner holding a
+// parked session's workspace is connected to another node. A read through
+// this node comes from the journal's snapshot; a write or a delete is a
+// 409 that says to send it again (so that it reaches the runner's node),
+// and journals nothing: checked against the snapshot, it would miss what
+// the agent wrote since, and applied later it would overwrite it.
+func TestRunnerFileWriteThroughAnotherNodeIsRefused(t *testing.T) {
+	h, rb := newFilesRunnerHarness(t)
+	ctx := context.Background()
+	s, ws := parkedOnRunner(t, h)
+	before := len(events(t, h, s.ID, lt.EventWorkspaceChanged))
+
+	rb.elsewhere.Store(true)
+	l, err := h.eng.ListFiles(ctx, s.ID, "")
+	require.NoError(t, err)
+	require.Equal(t, lt.FilesFromSnapshot, l.Source, "a read is served from the snapshot")
+	for name, change := range map[string]func() error{
+		"write": func() error {
+			_, err := h.eng.WriteFile(ctx, s.ID, "a.txt", []byte("by-a-person\n"), "")
+			return err
+		},
+		"delete": func() error {
+			_, err := h.eng.DeleteFile(ctx, s.ID, "a.txt")
+			return err
+		},
+	} {
+		err := change()
+		var ae *apierror.Error
+		require.ErrorAs(t, err, &ae, name)
+		require.Equal(t, http.StatusConflict, ae.Status, name)
+		require.Contains(t, ae.Message, "connected to another node", name)
+		require.Contains(t, ae.Message, "Send the change again", name)
+	}
+	require.Len(t, events(t, h, s.ID, lt.EventWorkspaceChanged), before, "nothing journaled")
+	got, err := os.ReadFile(filepath.Join(ws, "a.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "by-the-model\n", string(got), "the runner's file is untouched")
+
+	rb.elsewhere.Store(false) // the request reached the runner's node
+	_, err = h.eng.WriteFile(ctx, s.ID, "a.txt", []byte("by-a-person\n"), "")
+	require.NoError(t, err)
+	got, err = os.ReadFile(filepath.Join(ws, "a.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "by-a-person\n", string(got), "applied to the runner's workspace at once")
+}
+
+// TestRunnerFileWriteOverQuotaIsRefused: a person's write that would take
+// the runner's workspace over its disk quota (environment.disk_mb) is a
+// 413 before anything is journaled: the runner's workspace, reached
+// live, answers with its usage; out of reach, a write larger than the
+// whole quota is refused all the same.
+func TestRunnerFileWriteOverQuotaIsRefused(t *testing.T) {
+	h, rb := newFilesRunnerHarness(t)
+	ctx := context.Background()
+	sp := onGPU(spec(t, `[
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"head -c 700000 /dev/zero > big.bin"}}]},
+	  {"tool_calls":[{"name":"lookup","arguments":{}}]},
+	  {"text":"done"}]`, lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}))
+	sp.Environment.DiskMB = 1
+	s := create(t, h, sp, nil)
+	h.waitStatus(s.ID, lt.SessionRequiresAction)
+	before := len(events(t, h, s.ID, lt.EventWorkspaceChanged))
+
+	tooLarge := func(err error, what string) {
+		t.Helper()
+		var ae *apierror.Error
+		require.ErrorAs(t, err, &ae, what)
+		require.Equal(t, http.StatusRequestEntityTooLarge, ae.Status, what)
+		require.Contains(t, ae.Message, "disk quota", what)
+		require.Contains(t, ae.Message, `"notes.bin"`, what)
+	}
+	_, err := h.eng.WriteFile(ctx, s.ID, "notes.bin", make([]byte, 500_000), "")
+	tooLarge(err, "the runner's workspace holds 700 kB of its 1 MiB")
+	_, err = h.eng.WriteFile(ctx, s.ID, "notes.bin", []byte("fits"), "")
+	require.NoError(t, err, "a write that fits")
+
+	rb.connected.Store(false)
+	_, err = h.eng.WriteFile(ctx, s.ID, "notes.bin", make([]byte, 2<<20), "")
+	tooLarge(err, "out of reach, larger than the whole quota")
+	require.Len(t, events(t, h, s.ID, lt.EventWorkspaceChanged), before+1, "only the write that fits is journaled")
+}
+
+// readRunnerFile downloads path of session id, returning its entry and
+// bytes.
+func readRunnerFile(t *testing.T, h *harness, id, path string) (*lt.FileEntry, string) {
+	t.Helper()
+	fe, rc, err := h.eng.OpenFile(context.Background(), id, path)
+	require.NoError(t, err)
+	body, err := io.ReadAll(rc)
+	require.NoError(t, err)
+	require.NoError(t, rc.Close())
+	return fe, string(body)
+}
+
+// named is the entry of l called name.
+func named(t *testing.T, l *lt.FileListing, name string) lt.FileEntry {
+	t.Helper()
+	for _, e := range l.Entries {
+		if e.Name == name {
+			return e
+		}
+	}
+	t.Fatalf("no %s in the listing of %q", name, l.Path)
+	return lt.FileEntry{}
+}
+
+// TestRunnerFilesLiveAndFromTheSnapshot: a person's listing and download
+// of a session on a runner read the runner's workspace while this node
+// reaches it (source environment, digests of its bytes); with the runner
+// away they read the journal's snapshot with the people's changes since
+// laid over it: a write shows its bytes, a delete hides the file, a
+// directory only a change made is listed, a symlink is described and not
+// followed, and If-Match is checked against that view.
+func TestRunnerFilesLiveAndFromTheSnapshot(t *testing.T) {
+	h, rb := newFilesRunnerHarness(t)
+	ctx := context.Background()
+	sp := onGPU(spec(t, `[
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"mkdir d && echo by-the-model > a.txt && echo kept > d/k.txt && ln -s a.txt link"}}]},
+	  {"tool_calls":[{"name":"lookup","arguments":{}}]},
+	  {"text":"done"}]`, lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}))
+	s := create(t, h, sp, nil)
+	h.waitStatus(s.ID, lt.SessionRequiresAction)
+
+	l, err := h.eng.ListFiles(ctx, s.ID, "")
+	require.NoError(t, err)
+	require.Equal(t, lt.FilesFromEnvironment, l.Source)
+	require.Empty(t, l.Snapshot)
+	require.Subset(t, fileNames(l), []string{"a.txt", "d", "link"})
+	require.Equal(t, sum256("by-the-model\n"), named(t, l, "a.txt").SHA256, "the runner's bytes")
+	require.Equal(t, lt.FileTypeSymlink, named(t, l, "link").Type)
+	require.Equal(t, "a.txt", named(t, l, "link").Target)
+	fe, body := readRunnerFile(t, h, s.ID, "d/k.txt")
+	require.Equal(t, lt.FilesFromEnvironment, fe.Source)
+	require.Equal(t, "kept\n", body)
+
+	rb.connected.Store(false)
+	_, err = h.eng.WriteFile(ctx, s.ID, "new/n.txt", []byte("by-a-person\n"), "")
+	require.NoError(t, err)
+	_, err = h.eng.DeleteFile(ctx, s.ID, "d/k.txt")
+	require.NoError(t, err)
+	_, err = h.eng.WriteFileIfMatch(ctx, s.ID, "a.txt", []byte("edited\n"), "", `"`+sum256("not what it holds")+`"`)
+	var ae *apierror.Error
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, "If-Match", ae.Field, "checked against the snapshot's a.txt")
+	_, err = h.eng.WriteFileIfMatch(ctx, s.ID, "a.txt", []byte("edited\n"), "", `"`+sum256("by-the-model\n")+`"`)
+	require.NoError(t, err)
+
+	l, err = h.eng.ListFiles(ctx, s.ID, "")
+	require.NoError(t, err)
+	require.Equal(t, lt.FilesFromSnapshot, l.Source)
+	require.NotEmpty(t, l.Snapshot)
+	require.Subset(t, fileNames(l), []string{"a.txt", "d", "link", "new"}, "a directory only a change made is listed")
+	require.Equal(t, sum256("edited\n"), named(t, l, "a.txt").SHA256, "the person's write laid over the snapshot")
+	l, err = h.eng.ListFiles(ctx, s.ID, "d")
+	require.NoError(t, err)
+	require.Empty(t, fileNames(l), "the person's delete hides d/k.txt")
+	_, _, err = h.eng.OpenFile(ctx, s.ID, "d/k.txt")
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, http.StatusNotFound, ae.Status)
+	fe, body = readRunnerFile(t, h, s.ID, "new/n.txt")
+	require.Equal(t, lt.FilesFromSnapshot, fe.Source)
+	require.Equal(t, "by-a-person\n", body)
+	_, _, err = h.eng.OpenFile(ctx, s.ID, "link")
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, "path", ae.Field, "a snapshot's symlink is not followed")
+	require.Len(t, events(t, h, s.ID, lt.EventWorkspaceChanged), 3, "journaled for the session's next claim")
 }

@@ -32,7 +32,11 @@ import (
 // it reads or writes, and by the runner before its next tool call or
 // checkpoint (runner.workspaceLost) — so a person's change is never lost,
 // whichever node runs the session next. A checkpoint's snapshot, taken of a
-// current copy, holds the changes, and clears the list.
+// current copy, holds the changes, and clears the list. An idle stop's
+// snapshot holds those applied before it was taken (environment.stopping
+// says up to which): a copy restored from it gets only the later ones
+// (State.ChangesToApply), never one again over what the model did to the
+// file since.
 //
 // A person's change is journaled first (conditional on the journal not
 // having moved since the state was read, so a session that was resumed,
@@ -176,8 +180,8 @@ func (e *Engine) holdsLatest(st *journal.State) (bool, error) {
 			return false, nil
 		}
 	}
-	if n := len(st.PersonChanges); n > 0 {
-		known, tracked, err := e.spaces.HasSnapshot(wsID, sid, changeMarker(st.PersonChanges[n-1].Seq))
+	if changes := st.ChangesToApply(); len(changes) > 0 {
+		known, tracked, err := e.spaces.HasSnapshot(wsID, sid, changeMarker(changes[len(changes)-1].Seq))
 		if err != nil {
 			return false, err
 		}
@@ -198,8 +202,9 @@ func (r *runner) holdsLatest(ctx context.Context) (bool, error) {
 	if snap := r.st.WorkspaceSnapshot(); snap != "" {
 		ids = append(ids, snap)
 	}
-	if n := len(r.st.PersonChanges); n > 0 {
-		ids = append(ids, changeMarker(r.st.PersonChanges[n-1].Seq))
+	changes := r.st.ChangesToApply()
+	if n := len(changes); n > 0 {
+		ids = append(ids, changeMarker(changes[n-1].Seq))
 	}
 	for i, id := range ids {
 		ok, err := r.env.env.Holds(ctx, id)
@@ -208,7 +213,7 @@ func (r *runner) holdsLatest(ctx context.Context) (bool, error) {
 			// over with it opened again, as after a loss mid-call.
 			return false, envLost(err)
 		}
-		if !ok && i == len(ids)-1 && len(r.st.PersonChanges) > 0 && r.envRunner != "" {
+		if !ok && i == len(ids)-1 && len(changes) > 0 && r.envRunner != "" {
 			// A runner's workspace, which every node reaches the same,
 			// holds the snapshot but not the people's last change: only
 			// the changes it lacks are applied, not a restore.
@@ -223,10 +228,10 @@ func (r *runner) holdsLatest(ctx context.Context) (bool, error) {
 
 // catchUpPersonChanges applies to the runner's workspace the people's
 // changes it does not hold yet (those after the last one it holds; an API
-// node that reached the runner applied them already), and reports whether
-// it now holds them all.
+// node that reached the runner applied them already; none its snapshot
+// holds), and reports whether it now holds them all.
 func (r *runner) catchUpPersonChanges(ctx context.Context) (bool, error) {
-	changes := r.st.PersonChanges
+	changes := r.st.ChangesToApply()
 	from := 0
 	for i := len(changes) - 1; i >= 0; i-- {
 		ok, err := r.env.env.Holds(ctx, changeMarker(changes[i].Seq))
@@ -254,21 +259,42 @@ func (r *runner) applyPersonChanges(ctx context.Context, changes []journal.Perso
 	if r.envRunner == "" || r.env == nil || r.env.env == nil {
 		return r.e.applyPersonChanges(ctx, r.st, r.ws, changes), nil
 	}
-	return r.e.applyToEnvironment(ctx, r.st, r.env.env, changes)
+	return r.e.applyChanges(ctx, r.st, r.env.env, changes)
 }
 
-// applyToEnvironment applies changes to env in order, and records each
-// one's marker there (Environment.Record).
-func (e *Engine) applyToEnvironment(ctx context.Context, st *journal.State, env environment.Environment, changes []journal.PersonChange) ([]string, error) {
+// changeTarget is a workspace people's changes are applied to: an
+// Environment (a runner's workspace, or this node's through its backend),
+// or this node's copy reached directly (copyTarget). Both are written the
+// same way (no symlink followed, applyChanges) and keep the same markers.
+type changeTarget interface {
+	Remove(ctx context.Context, rel string) error
+	WriteFileDirect(ctx context.Context, rel string, data []byte) error
+	Holds(ctx context.Context, id string) (bool, error)
+	Record(ctx context.Context, id string) error
+}
+
+var _ changeTarget = environment.Environment(nil)
+
+// applyChanges applies changes to t in order, and records each one's
+// marker there. It returns what could not be applied (a blob that is gone,
+// a symlink planted on the path, a path a restored step made unreachable),
+// each naming its path; the rest are applied. An error is the
+// environment's, gone meanwhile.
+func (e *Engine) applyChanges(ctx context.Context, st *journal.State, t changeTarget, changes []journal.PersonChange) ([]string, error) {
+	if len(changes) == 0 {
+		return nil, nil
+	}
 	// The snapshot is recorded again after the changes only when the
 	// workspace held it before them: recorded on a workspace that does
 	// not (one made anew), it would claim to be the session's and never
-	// be restored.
+	// be restored. Held, it is noted again so that the markers, which
+	// share the list's bound, never push it out and make the copy look
+	// stale.
 	snap := st.WorkspaceSnapshot()
 	held := false
-	if snap != "" && len(changes) > 0 {
+	if snap != "" {
 		var err error
-		if held, err = env.Holds(ctx, snap); err != nil {
+		if held, err = t.Holds(ctx, snap); err != nil {
 			if environmentGone(err) {
 				return nil, envLost(err)
 			}
@@ -277,30 +303,30 @@ func (e *Engine) applyToEnvironment(ctx context.Context, st *journal.State, env 
 	}
 	var failed []string
 	for _, c := range changes {
-		err := e.applyChangeTo(ctx, env, c)
+		err := e.applyChangeTo(ctx, t, c)
 		if err == nil {
-			err = env.Record(ctx, changeMarker(c.Seq))
+			err = t.Record(ctx, changeMarker(c.Seq))
 		}
 		switch {
-		case errors.Is(err, environment.ErrLost), errors.Is(err, environment.ErrUnavailable), errors.Is(err, environment.ErrClosed):
+		case environmentGone(err):
 			return failed, envLost(err)
 		case err != nil:
 			failed = append(failed, fmt.Sprintf("%s %q: %v", c.Op, c.Path, err))
 		}
 	}
 	if held {
-		if err := env.Record(ctx, snap); err != nil {
+		if err := t.Record(ctx, snap); err != nil {
 			e.log.Warn("record workspace snapshot", "session", st.Session.ID, "err", err)
 		}
 	}
 	return failed, nil
 }
 
-// applyChangeTo applies one person's change through env.
-func (e *Engine) applyChangeTo(ctx context.Context, env environment.Environment, c journal.PersonChange) error {
+// applyChangeTo applies one person's change to t.
+func (e *Engine) applyChangeTo(ctx context.Context, t changeTarget, c journal.PersonChange) error {
 	switch c.Op {
 	case lt.WorkspaceDelete:
-		if err := env.Remove(ctx, c.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := t.Remove(ctx, c.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
 		return nil
@@ -311,10 +337,46 @@ func (e *Engine) applyChangeTo(ctx context.Context, env environment.Environment,
 		}
 		// Not through a symlink the model planted since the change was
 		// accepted: it fails, to be reported as not applied.
-		return env.WriteFileDirect(ctx, c.Path, data)
+		return t.WriteFileDirect(ctx, c.Path, data)
 	default:
 		return fmt.Errorf("unknown op %q", c.Op)
 	}
+}
+
+// copyTarget is this node's copy of a session's workspace as a
+// changeTarget: written through d (telling the snapshot Cache), its
+// markers kept in the node's list of snapshots.
+type copyTarget struct {
+	e   *Engine
+	st  *journal.State
+	ws  string
+	dir *workspace.Dir
+}
+
+func (t *copyTarget) Remove(_ context.Context, rel string) error {
+	defer t.e.trackWrites(t.ws, rel)()
+	return t.dir.Remove(rel)
+}
+
+func (t *copyTarget) WriteFileDirect(_ context.Context, rel string, data []byte) error {
+	defer t.e.trackWrites(t.ws, rel)()
+	return t.dir.WriteDirect(rel, data)
+}
+
+// Holds is true for a copy made before the lists were kept (untracked):
+// such a copy is taken as it is (holdsLatest).
+func (t *copyTarget) Holds(_ context.Context, id string) (bool, error) {
+	known, tracked, err := t.e.spaces.HasSnapshot(t.st.WorkspaceID(), t.st.Session.ID, id)
+	return known || !tracked, err
+}
+
+// Record only logs a failure: the list spares a restore, and failing to
+// keep it costs one (the copy looks stale), never the change.
+func (t *copyTarget) Record(_ context.Context, id string) error {
+	if err := t.e.spaces.RecordSnapshot(t.st.WorkspaceID(), t.st.Session.ID, id); err != nil {
+		t.e.log.Warn("record in the workspace's list", "session", t.st.Session.ID, "id", id, "err", err)
+	}
+	return nil
 }
 
 // personBlob reads the content of a person's write, checked against its
@@ -348,7 +410,7 @@ func (r *runner) syncWorkspace(ctx context.Context) error {
 		return fmt.Errorf("restore workspace from snapshot %s: %w", snap, envLost(err))
 	}
 	r.provisioned = false
-	failed, err := r.applyPersonChanges(ctx, r.st.PersonChanges)
+	failed, err := r.applyPersonChanges(ctx, r.st.ChangesToApply())
 	if err != nil {
 		return err
 	}
@@ -392,15 +454,14 @@ func (e *Engine) syncWorkspace(ctx context.Context, st *journal.State) (string, 
 			e.log.Warn("record workspace snapshot", "session", st.Session.ID, "err", err)
 		}
 	}
-	if failed := e.applyPersonChanges(ctx, st, ws, st.PersonChanges); len(failed) > 0 {
+	if failed := e.applyPersonChanges(ctx, st, ws, st.ChangesToApply()); len(failed) > 0 {
 		return "", fmt.Errorf("apply the people's changes to the workspace: %s", failed[0])
 	}
 	return ws, nil
 }
 
-// applyPersonChanges applies changes to the copy at ws, in order, and
-// records each one's marker. It returns what could not be applied (a blob
-// that is gone, a path a restored step made unreachable), each naming its
+// applyPersonChanges applies changes to this node's copy at ws
+// (applyChanges). It returns what could not be applied, each naming its
 // path; the rest are applied.
 func (e *Engine) applyPersonChanges(ctx context.Context, st *journal.State, ws string, changes []journal.PersonChange) []string {
 	if len(changes) == 0 {
@@ -411,44 +472,9 @@ func (e *Engine) applyPersonChanges(ctx context.Context, st *journal.State, ws s
 		return []string{fmt.Sprintf("open the workspace: %v", err)}
 	}
 	defer d.Close()
-	var failed []string
-	for _, c := range changes {
-		done := e.trackWrites(ws, c.Path)
-		err := applyPersonChange(ctx, e, d, c)
-		done()
-		if err != nil {
-			failed = append(failed, fmt.Sprintf("%s %q: %v", c.Op, c.Path, err))
-			continue
-		}
-		if err := e.spaces.RecordSnapshot(st.WorkspaceID(), st.Session.ID, changeMarker(c.Seq)); err != nil {
-			e.log.Warn("record a person's change", "session", st.Session.ID, "err", err)
-		}
-	}
-	if st.WorkspaceSnapshot() != "" {
-		// The copy holds it (it was current, or was just restored from
-		// it): noted again, so that the markers, which share the list's
-		// bound, never push it out and make the copy look stale.
-		if err := e.spaces.RecordSnapshot(st.WorkspaceID(), st.Session.ID, st.WorkspaceSnapshot()); err != nil {
-			e.log.Warn("record workspace snapshot", "session", st.Session.ID, "err", err)
-		}
+	failed, err := e.applyChanges(ctx, st, &copyTarget{e: e, st: st, ws: ws, dir: d}, changes)
+	if err != nil {
+		failed = append(failed, err.Error())
 	}
 	return failed
-}
-
-func applyPersonChange(ctx context.Context, e *Engine, d *workspace.Dir, c journal.PersonChange) error {
-	switch c.Op {
-	case lt.WorkspaceDelete:
-		if err := d.Remove(c.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-		return nil
-	case lt.WorkspaceWrite:
-		data, err := e.personBlob(ctx, c.SHA256)
-		if err != nil {
-			return err
-		}
-		return d.WriteDirect(c.Path, data)
-	default:
-		return fmt.Errorf("unknown op %q", c.Op)
-	}
 }

@@ -278,6 +278,11 @@ type Environment interface {
 	// writing through it.
 	StatDirect(ctx context.Context, rel string) (*workspace.Entry, error)
 	WriteFileDirect(ctx context.Context, rel string, data []byte) error
+	// CheckWrite reports, writing nothing, whether a write of size bytes
+	// would take the workspace over its disk quota (ErrDiskQuota, as
+	// WriteFile would fail): a person's change is checked where the
+	// workspace is before it is journaled, and written later.
+	CheckWrite(ctx context.Context, size int64) error
 	// SQLiteQuery runs the sqlite_query tool's statement on a database
 	// file of the workspace, where the workspace is (tool.RunSQLite:
 	// read-only, confined to the workspace, within the request's limits,

@@ -376,6 +376,21 @@ func (e *localEnv) write(rel string, data []byte, writeFile func(*workspace.Dir,
 	return e.changing(rel, func() error { return writeFile(d, rel, data) })
 }
 
+// CheckWrite implements Environment.
+func (e *localEnv) CheckWrite(_ context.Context, size int64) error {
+	finish, err := e.begin()
+	if err != nil {
+		return err
+	}
+	defer finish()
+	if q, ok := e.exec.(tool.DiskQuota); ok {
+		if err := q.CheckWrite(size); err != nil {
+			return fmt.Errorf("%w: %v", ErrDiskQuota, err)
+		}
+	}
+	return nil
+}
+
 // StatDirect implements Environment.
 func (e *localEnv) StatDirect(_ context.Context, rel string) (*workspace.Entry, error) {
 	d, done, err := e.openDir()

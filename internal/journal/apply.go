@@ -403,7 +403,7 @@ func apply(s *State, ev lt.Event, ch *Changes) error {
 		s.Session.LastCheckpoint = &id
 		if d.Checkpoint.Snapshot != "" {
 			s.LastSnapshot, s.LastSnapshotCheckpoint = d.Checkpoint.Snapshot, id
-			s.EnvironmentSnapshot, s.EnvironmentSnapshotPassed = "", false
+			s.EnvironmentSnapshot, s.EnvironmentSnapshotPassed, s.EnvironmentSnapshotChanges = "", false, 0
 			// The runner brings its copy up to date before it snapshots
 			// it (engine, workspaceLost): the snapshot holds them.
 			s.PersonChanges = nil
@@ -792,6 +792,11 @@ func trackWorkspace(s *State, ev lt.Event) {
 		if json.Unmarshal(ev.Data, &d) == nil {
 			// Freed: the next open may go to any matching runner, the
 			// snapshot being on the server.
+			if d.Snapshot != s.EnvironmentSnapshot {
+				// Not the stopping's snapshot (none, or an untrusted
+				// copy's ""): no person's change is known to be in it.
+				s.EnvironmentSnapshotChanges = 0
+			}
 			s.EnvironmentStopped, s.EnvironmentSnapshot, s.EnvironmentRunner, s.EnvironmentRunnerKey = true, d.Snapshot, "", ""
 			s.EnvironmentSnapshotPassed = false
 		}
@@ -804,6 +809,7 @@ func trackWorkspace(s *State, ev lt.Event) {
 			// workspace is this snapshot: a copy made anew is restored
 			// from it, not from the last checkpoint's.
 			s.EnvironmentSnapshot, s.EnvironmentSnapshotPassed = d.Snapshot, false
+			s.EnvironmentSnapshotChanges = d.PersonChangesThrough
 		}
 	case lt.EventEnvironmentStopFailed:
 		s.IdleStopFailures++

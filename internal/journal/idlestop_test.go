@@ -103,3 +103,50 @@ func TestIdleStopAtFollowsTheParkedSession(t *testing.T) {
 	sub.must(lt.EventSessionStatusChanged, "", lt.SessionStatusChangedData{From: lt.SessionQueued, To: lt.SessionIdle})
 	require.Nil(t, sub.st.IdleStopAt())
 }
+
+// TestChangesToApplyAfterAStopsSnapshot: a stop's snapshot holds the
+// people's changes applied before it was taken
+// (person_changes_through): a copy restored from it gets only the later
+// ones again. Stopped at another snapshot (an untrusted copy), at none, or
+// superseded by a checkpoint, nothing is known to be held but what the
+// checkpoint's snapshot holds.
+func TestChangesToApplyAfterAStopsSnapshot(t *testing.T) {
+	t.Parallel()
+	write := func(p string) lt.WorkspaceChange {
+		return lt.WorkspaceChange{By: lt.ChangedByPerson, Op: lt.WorkspaceWrite, Path: p, SHA256: "ab"}
+	}
+	paths := func(cs []PersonChange) []string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.Path)
+		}
+		return out
+	}
+	b := &builder{t: t}
+	b.must(lt.EventSessionCreated, "", lt.SessionCreatedData{Agent: lt.AgentRef{Name: "a", Version: 1}, Input: "go", IdleStopSeconds: 60})
+	b.must(lt.EventCheckpointCreated, "", lt.CheckpointCreatedData{Checkpoint: lt.Checkpoint{ID: "ck1", Kind: lt.CheckpointStep, Step: 1, Snapshot: "s1"}})
+	b.must(lt.EventWorkspaceChanged, "", write("x.txt"))
+	held := b.seq
+	b.must(lt.EventWorkspaceChanged, "", write("y.txt"))
+	require.Equal(t, []string{"x.txt", "y.txt"}, paths(b.st.ChangesToApply()), "the checkpoint's snapshot holds none")
+
+	b.must(lt.EventEnvironmentStopping, "", lt.EnvironmentStoppingData{Reason: "idle", Snapshot: "s2", PersonChangesThrough: held})
+	require.Equal(t, []string{"y.txt"}, paths(b.st.ChangesToApply()), "s2 holds x.txt's change")
+	b.must(lt.EventEnvironmentStopped, "", lt.EnvironmentStoppedData{Reason: "idle", Snapshot: "s2"})
+	require.Equal(t, []string{"y.txt"}, paths(b.st.ChangesToApply()), "stopped at the stopping's snapshot")
+	require.Len(t, b.st.PersonChanges, 2, "both stay journaled: s1 lacks them")
+	b.must(lt.EventWorkspaceChanged, "", write("z.txt"))
+	require.Equal(t, []string{"y.txt", "z.txt"}, paths(b.st.ChangesToApply()))
+
+	b.must(lt.EventEnvironmentStopping, "", lt.EnvironmentStoppingData{Reason: "idle", Snapshot: "s3", PersonChangesThrough: b.seq})
+	require.Empty(t, b.st.ChangesToApply(), "s3 holds them all")
+	b.must(lt.EventEnvironmentStopped, "", lt.EnvironmentStoppedData{Reason: "idle"})
+	require.Equal(t, "s1", b.st.WorkspaceSnapshot(), "an untrusted copy: restored as a lost one is")
+	require.Equal(t, []string{"x.txt", "y.txt", "z.txt"}, paths(b.st.ChangesToApply()), "all of them, on the checkpoint's snapshot")
+
+	b.must(lt.EventEnvironmentStopping, "", lt.EnvironmentStoppingData{Reason: "idle", Snapshot: "s4", PersonChangesThrough: b.seq})
+	b.must(lt.EventCheckpointCreated, "", lt.CheckpointCreatedData{Checkpoint: lt.Checkpoint{ID: "ck2", Kind: lt.CheckpointStep, Step: 2, Snapshot: "s5"}})
+	require.Zero(t, b.st.EnvironmentSnapshotChanges)
+	b.must(lt.EventWorkspaceChanged, "", write("w.txt"))
+	require.Equal(t, []string{"w.txt"}, paths(b.st.ChangesToApply()))
+}

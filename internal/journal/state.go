@@ -97,6 +97,11 @@ type State struct {
 	// (WorkspaceSnapshot). Empty when the stopped copy could not be
 	// trusted: the recreated one is then restored as a lost one is.
 	EnvironmentSnapshot string `json:"environment_snapshot,omitempty"`
+	// EnvironmentSnapshotChanges is the seq of the last person's change
+	// EnvironmentSnapshot holds (environment.stopping's
+	// person_changes_through): a copy restored from it lacks only the
+	// changes after it (ChangesToApply). 0 when it holds none.
+	EnvironmentSnapshotChanges int64 `json:"environment_snapshot_changes,omitempty"`
 	// EnvironmentSnapshotPassed is set when a tool that changes the
 	// workspace started after EnvironmentSnapshot was taken: a copy
 	// restored from it lacks what the tool did (the step's calls are run
@@ -450,6 +455,24 @@ func (s *State) WorkspaceSnapshot() string {
 		return s.EnvironmentSnapshot
 	}
 	return s.LastSnapshot
+}
+
+// ChangesToApply are the people's changes a copy of the workspace restored
+// from WorkspaceSnapshot lacks, in order: those after the last one that
+// snapshot holds. A checkpoint's snapshot holds none of PersonChanges (they
+// are cleared by it); a stop's snapshot holds those applied to the
+// workspace before it was taken. Applying one it holds again would undo
+// what the model did to that file since.
+func (s *State) ChangesToApply() []PersonChange {
+	if s.EnvironmentSnapshot == "" || s.EnvironmentSnapshotChanges == 0 {
+		return s.PersonChanges
+	}
+	for i, c := range s.PersonChanges {
+		if c.Seq > s.EnvironmentSnapshotChanges {
+			return s.PersonChanges[i:]
+		}
+	}
+	return nil
 }
 
 // maxIdleStopBackoff bounds the wait between two tries of a refused idle

@@ -104,6 +104,7 @@ func (c *connEnvs) handlers() map[string]link.Handler {
 		link.MethodFSList:            c.fsList,
 		link.MethodFSRemove:          c.fsRemove,
 		link.MethodFSStatDirect:      c.fsStatDirect,
+		link.MethodFSCheckWrite:      c.fsCheckWrite,
 		link.MethodSnapshotTake:      c.snapshotTake,
 		link.MethodSnapshotRestore:   c.snapshotRestore,
 		link.MethodSnapshotHolds:     c.snapshotHolds,
@@ -413,6 +414,15 @@ func (c *connEnvs) fsRemove(ctx context.Context, req *link.Request) (any, error)
 
 func (c *connEnvs) fsStatDirect(ctx context.Context, req *link.Request) (any, error) {
 	return onEnv(c, req, func(e *openEnv, p *link.FSPathParams) (any, error) { return e.env.StatDirect(ctx, p.Path) })
+}
+
+func (c *connEnvs) fsCheckWrite(ctx context.Context, req *link.Request) (any, error) {
+	return onEnv(c, req, func(e *openEnv, p *link.FSCheckWriteParams) (any, error) {
+		if p.Size < 0 {
+			return nil, fmt.Errorf("size: %d is negative", p.Size)
+		}
+		return nil, e.env.CheckWrite(ctx, p.Size)
+	})
 }
 
 // fsWrite answers link.MethodFSWrite: a write in one part at once; the

@@ -378,6 +378,9 @@ func testDiskQuota(t *testing.T, h *harness) {
 	require.NoError(t, err)
 	defer env.Close()
 	h.write(env, "small.txt", "fits")
+	// CheckWrite answers as WriteFile would, writing nothing.
+	require.NoError(t, env.CheckWrite(h.ctx(), 1024))
+	require.ErrorIs(t, env.CheckWrite(h.ctx(), 2*quota), environment.ErrDiskQuota)
 	err = env.WriteFile(h.ctx(), "big.bin", make([]byte, 2*quota))
 	require.ErrorIs(t, err, environment.ErrDiskQuota)
 	require.Contains(t, err.Error(), "big.bin", "the error names the path")

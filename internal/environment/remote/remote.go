@@ -313,6 +313,11 @@ func (e *env) StatDirect(ctx context.Context, rel string) (*workspace.Entry, err
 	return en, nil
 }
 
+// CheckWrite implements environment.Environment.
+func (e *env) CheckWrite(ctx context.Context, size int64) error {
+	return e.call(ctx, link.MethodFSCheckWrite, link.FSCheckWriteParams{EnvID: e.id, Size: size}, nil, nil)
+}
+
 func (e *env) write(ctx context.Context, rel string, data []byte, direct bool) error {
 	// A part's frame holds the path too (escaped: at most 6 bytes a byte).
 	part := link.ChunkBytes(e.r.Conn.MaxMessageBytes()) - 4096 - len(rel)*6

@@ -344,6 +344,8 @@ func (e *stopOnlyEnv) Remove(context.Context, string) error { return errStopOnly
 
 func (e *stopOnlyEnv) WriteFileDirect(context.Context, string, []byte) error { return errStopOnly }
 
+func (e *stopOnlyEnv) CheckWrite(context.Context, int64) error { return errStopOnly }
+
 func (e *stopOnlyEnv) StatDirect(context.Context, string) (*workspace.Entry, error) {
 	return nil, errStopOnly
 }

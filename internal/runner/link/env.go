@@ -39,6 +39,10 @@ const (
 	// MethodFSStatDirect: FSPathParams → a workspace.Entry, or null when
 	// the path does not exist (environment.Environment.StatDirect).
 	MethodFSStatDirect = "fs.stat_direct"
+	// MethodFSCheckWrite: FSCheckWriteParams → null, or code disk_quota
+	// when a write of that size would take the workspace over its quota
+	// (environment.Environment.CheckWrite).
+	MethodFSCheckWrite = "fs.check_write"
 
 	MethodSnapshotTake    = "snapshot.take"    // EnvRef → SnapshotResult
 	MethodSnapshotRestore = "snapshot.restore" // SnapshotParams → SnapshotResult
@@ -214,6 +218,13 @@ type FSPathParams struct {
 	EnvID string `json:"env_id"`
 	Path  string `json:"path"`
 	Max   int    `json:"max,omitempty"`
+}
+
+// FSCheckWriteParams: would a write of Size bytes fit the environment's
+// disk quota.
+type FSCheckWriteParams struct {
+	EnvID string `json:"env_id"`
+	Size  int64  `json:"size"`
 }
 
 // SQLiteParams: one sqlite_query on an environment's workspace.
