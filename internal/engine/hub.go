@@ -18,8 +18,11 @@ type hub struct {
 	// onSecrets is called when the vault's secrets change (redaction must
 	// know every value).
 	onSecrets func()
-	cancel    func()
-	wg        sync.WaitGroup
+	// onEvents, when set, is called with the session whose journal grew
+	// (it must not block).
+	onEvents func(sessionID string)
+	cancel   func()
+	wg       sync.WaitGroup
 }
 
 func newHub(st store.Store) *hub {
@@ -36,6 +39,9 @@ func (h *hub) start(ctx context.Context) {
 			switch n.Kind {
 			case store.KindEvents:
 				h.publish(n.SessionID, n.Seq)
+				if h.onEvents != nil {
+					h.onEvents(n.SessionID)
+				}
 			case store.KindRunnable:
 				select {
 				case h.runnable <- struct{}{}:
