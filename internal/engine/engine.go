@@ -251,6 +251,7 @@ func New(st store.Store, cfg *Config) (*Engine, error) {
 	e.hub = newHub(st)
 	e.copies = newStaleCopies()
 	e.hub.onEvents = e.copies.notice
+	e.hub.onActionRaised = e.waiters.raisedElsewhere
 	// Unchanged files are not read again by the next checkpoint, and, with
 	// the bwrap sandbox, the workspaces are watched so a shell step's
 	// checkpoint reads only what the command changed (snapshotwrites.go).

@@ -18,6 +18,9 @@ type hub struct {
 	// onSecrets is called when the vault's secrets change (redaction must
 	// know every value).
 	onSecrets func()
+	// onActionRaised, when set, is called when a pending action was
+	// recorded, here or on another node (it must not block).
+	onActionRaised func()
 	// onEvents, when set, is called with the session whose journal grew
 	// (it must not block).
 	onEvents func(sessionID string)
@@ -50,6 +53,10 @@ func (h *hub) start(ctx context.Context) {
 			case store.KindSecrets:
 				if h.onSecrets != nil {
 					h.onSecrets()
+				}
+			case store.KindActionRaised:
+				if h.onActionRaised != nil {
+					h.onActionRaised()
 				}
 			}
 		}
