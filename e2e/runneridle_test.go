@@ -29,18 +29,8 @@ func TestRunnerIdleStopAndRecreate(t *testing.T) {
 	runnerKey := k.create("runners", lt.RoleRunner)
 	box := startRunner(t, k.srv.url, runnerKey.Key, "box1")
 
-	script, err := json.Marshal([]map[string]any{
-		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "echo kept > kept.txt"}}}},
-		{"tool_calls": []map[string]any{{"name": "lookup", "arguments": map[string]any{}}}},
-		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": "cat kept.txt"}}}},
-		{"text": "done"},
-	})
-	require.NoError(t, err)
-	s, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
-		Model: lt.ModelSpec{Provider: "scripted", Script: script}, Instructions: "Keep a file.",
-		Tools:       []lt.ToolSpec{{Name: "shell"}, {Name: "lookup", Type: "function"}},
-		Environment: &lt.Environment{Runner: &lt.RunnerSelector{Name: "box1"}, IdleStopSeconds: 1},
-	}})
+	s, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: keptFileAgent(t,
+		&lt.Environment{Runner: &lt.RunnerSelector{Name: "box1"}, IdleStopSeconds: 1})})
 	require.NoError(t, err)
 	ws := filepath.Join(box.data, "workspaces", s.ID)
 

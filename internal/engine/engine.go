@@ -199,6 +199,13 @@ type Engine struct {
 	sockets *proxySockets
 	// envs opens the sessions' environments (Config.Environments).
 	envs environment.Backend
+	// copies queues the sessions whose workspace copy on this node may
+	// be stale after another node stopped their environment
+	// (stalecopies.go).
+	copies *staleCopies
+	// background waits for the engine's goroutines other than the
+	// scheduler (discardStaleCopies).
+	background sync.WaitGroup
 	// wsLocks keeps a person's change of a workspace and this node's
 	// runner of the session apart (workspacesync.go).
 	wsLocks workspaceLocks
@@ -242,6 +249,9 @@ func New(st store.Store, cfg *Config) (*Engine, error) {
 		sockets: &proxySockets{dir: c.RuntimeDir},
 	}
 	e.hub = newHub(st)
+	e.copies = newStaleCopies()
+	e.hub.onEvents = e.copies.notice
+	e.hub.onActionRaised = e.waiters.raisedElsewhere
 	// Unchanged files are not read again by the next checkpoint, and, with
 	// the bwrap sandbox, the workspaces are watched so a shell step's
 	// checkpoint reads only what the command changed (snapshotwrites.go).
@@ -329,6 +339,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.done = make(chan struct{})
 	e.mu.Unlock()
 	e.hub.start(runCtx)
+	e.background.Go(func() { e.discardStaleCopies(runCtx) })
 	go func() {
 		defer close(e.done)
 		e.schedule(runCtx)
@@ -359,6 +370,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	}
 	cancel(errShutdown)
 	<-done
+	e.background.Wait()
 	e.hub.stop()
 	e.sockets.close()
 	return e.snapshots.Close() // the workspaces' watches

@@ -494,25 +494,33 @@ func TestRunnerFreedReadsNothingWhenNothingWaits(t *testing.T) {
 	require.Equal(t, settled+1, scans.n.Load(), "a scan's verdict is trusted for a bounded time")
 }
 
-// TestRunnerFreedFindsAnotherNodesWaiter: the engine of a node that
-// raised no environment_connection action itself (node-b, on the same
-// store) trusts a scan that found none for a bounded time only: a session
-// another node parked on a runner meanwhile is found by a close after it.
-func TestRunnerFreedFindsAnotherNodesWaiter(t *testing.T) {
-	h, rb := newRunnerHarness(t)
-	ctx := context.Background()
+// nodeB is another node's engine on h's store and clock (not started: it
+// claims nothing), the count of its scans for waiting sessions, and a
+// close of one of runner box1's environments on it (RunnerFreed, one slot
+// free), returning how many sessions it woke.
+func nodeB(t *testing.T, h *harness) (*engine.Engine, *actionScans, func() int) {
+	t.Helper()
 	scans := &actionScans{Store: h.store}
 	other, err := engine.New(scans, &engine.Config{
 		WorkspaceRoot: filepath.Join(t.TempDir(), "workspaces"), NodeID: "node-b", Clock: h.clock,
 		Providers: map[string]model.Provider{"scripted": scripted.New(nil)},
 	})
 	require.NoError(t, err)
-	freed := func() int {
+	return other, scans, func() int {
 		t.Helper()
-		woke, err := other.RunnerFreed(ctx, lt.DefaultProject, "box1", "key1", []string{"gpu"}, 1)
+		woke, err := other.RunnerFreed(context.Background(), lt.DefaultProject, "box1", "key1", []string{"gpu"}, 1)
 		require.NoError(t, err)
 		return woke
 	}
+}
+
+// TestRunnerFreedFindsAnotherNodesWaiter: the engine of a node that
+// raised no environment_connection action itself (node-b, on the same
+// store) trusts a scan that found none for a bounded time only: a session
+// another node parked on a runner meanwhile is found by a close after it.
+func TestRunnerFreedFindsAnotherNodesWaiter(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	_, scans, freed := nodeB(t, h)
 	require.Zero(t, freed())
 	require.EqualValues(t, 1, scans.n.Load())
 
@@ -524,6 +532,31 @@ func TestRunnerFreedFindsAnotherNodesWaiter(t *testing.T) {
 	require.EqualValues(t, 1, scans.n.Load())
 	h.clock.Advance(31 * time.Second)
 	require.Equal(t, 1, freed(), "then it looks again, and finds the session")
+	h.waitStatus(s.ID, lt.SessionIdle)
+}
+
+// TestRunnerFreedHearsAnotherNodesWaiterAtOnce: a node that trusts its
+// scan of a project (no session waits for a runner) stops trusting it as
+// soon as the store announces an action raised on another node, with no
+// time passing on its clock: the slot freed next wakes that session.
+func TestRunnerFreedHearsAnotherNodesWaiterAtOnce(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	other, scans, freed := nodeB(t, h)
+	stop := other.ListenForTest(context.Background())
+	defer stop()
+	require.Zero(t, freed())
+	require.Zero(t, freed(), "node-b trusts its scan")
+	require.EqualValues(t, 1, scans.n.Load())
+
+	s := create(t, h, onGPU(spec(t, `[{"text":"done"}]`)), nil)
+	h.waitStatus(s.ID, lt.SessionRequiresAction)
+	pendingEnvAction(t, h, s.ID)
+	rb.connected.Store(true)
+	woke := 0
+	require.Eventually(t, func() bool {
+		woke += freed()
+		return woke == 1
+	}, 10*time.Second, time.Millisecond, "node-b heard of the action: its next freed slot finds the session, its clock unmoved")
 	h.waitStatus(s.ID, lt.SessionIdle)
 }
 

@@ -18,8 +18,14 @@ type hub struct {
 	// onSecrets is called when the vault's secrets change (redaction must
 	// know every value).
 	onSecrets func()
-	cancel    func()
-	wg        sync.WaitGroup
+	// onActionRaised, when set, is called when a pending action was
+	// recorded, here or on another node (it must not block).
+	onActionRaised func()
+	// onEvents, when set, is called with the session whose journal grew
+	// (it must not block).
+	onEvents func(sessionID string)
+	cancel   func()
+	wg       sync.WaitGroup
 }
 
 func newHub(st store.Store) *hub {
@@ -36,6 +42,9 @@ func (h *hub) start(ctx context.Context) {
 			switch n.Kind {
 			case store.KindEvents:
 				h.publish(n.SessionID, n.Seq)
+				if h.onEvents != nil {
+					h.onEvents(n.SessionID)
+				}
 			case store.KindRunnable:
 				select {
 				case h.runnable <- struct{}{}:
@@ -44,6 +53,10 @@ func (h *hub) start(ctx context.Context) {
 			case store.KindSecrets:
 				if h.onSecrets != nil {
 					h.onSecrets()
+				}
+			case store.KindActionRaised:
+				if h.onActionRaised != nil {
+					h.onActionRaised()
 				}
 			}
 		}

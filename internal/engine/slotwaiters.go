@@ -9,10 +9,11 @@ import (
 // environment_connection action in a project spares the next ones
 // (RunnerFreed). Actions waiting for a slot on a runner are raised on the
 // node that holds the runner's connection (the router refuses with
-// ErrFull only there), which marks them at once; this bound is for an
-// action another node raised (no runner connected, as far as it could
-// tell), which a connect resolves and which a freed slot would find too:
-// it is found at a close at most this long after.
+// ErrFull only there), which marks them at once; one another node raised
+// (no runner connected, as far as it could tell) is announced by the
+// store (KindActionRaised), which ends the trust of every project here at
+// once. This bound is only for such an announcement lost (notifications
+// are hints): the action is then found at a close at most this long after.
 const slotScanTrust = 30 * time.Second
 
 // slotWaiters tells, per project, whether a pending
@@ -25,6 +26,11 @@ type slotWaiters struct {
 	// gen counts the actions this node raised, per project, each counted
 	// once it is durable.
 	gen map[string]uint64
+	// elsewhere counts the actions other nodes raised (announced by the
+	// store, of any project: the announcement names only the session).
+	// A scan's generation is its project's gen plus elsewhere, so that
+	// either moving voids what a scan under way finds.
+	elsewhere uint64
 	// clear is the last scan of a project that found none: at gen, at
 	// the time. It stands while gen has not moved, for slotScanTrust.
 	clear map[string]slotScan
@@ -48,12 +54,21 @@ func (w *slotWaiters) raised(project string) {
 	delete(w.clear, project)
 }
 
+// raisedElsewhere records that a pending action was raised, by this node
+// or another, in some project: no earlier "none" is trusted any more.
+func (w *slotWaiters) raisedElsewhere() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.elsewhere++
+	clear(w.clear)
+}
+
 // mayWait reports whether project may have a pending action, and the
 // generation a scan started now is to report with scanned.
 func (w *slotWaiters) mayWait(project string, now time.Time) (bool, uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	g := w.gen[project]
+	g := w.gen[project] + w.elsewhere
 	c, ok := w.clear[project]
 	return !ok || c.gen != g || now.Sub(c.at) >= slotScanTrust || now.Before(c.at), g
 }
@@ -63,7 +78,7 @@ func (w *slotWaiters) mayWait(project string, now time.Time) (bool, uint64) {
 func (w *slotWaiters) scanned(project string, g uint64, at time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.gen[project] != g {
+	if w.gen[project]+w.elsewhere != g {
 		return
 	}
 	if w.clear == nil {

@@ -342,3 +342,17 @@ type Process interface {
 }
 
 var _ Process = (*sandbox.Process)(nil)
+
+// Discarder is a Backend that can free a copy of a workspace it keeps on
+// its own machine when no environment of it holds that copy open: a copy
+// left behind on one node of a deployment after another node stopped the
+// session's environment (an idle stop journaled there frees only the
+// stopping node's copy).
+type Discarder interface {
+	// DiscardCopy removes this machine's copy of workspace if it has one
+	// and no Environment of it is open, and only if stale confirms, asked
+	// while no Open of the workspace can start, that the copy is not the
+	// session's any more (its journal says its environment is stopped).
+	// It reports whether a copy was removed.
+	DiscardCopy(ctx context.Context, workspace string, stale func(context.Context) (bool, error)) (bool, error)
+}

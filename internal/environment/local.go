@@ -144,6 +144,35 @@ func (b *localBackend) release(id string) {
 	}
 }
 
+// DiscardCopy implements Discarder. The backend's lock is held from the
+// check that nothing has the workspace open to its removal, so no claim of
+// this node can open (and start recreating) the copy in between; stale
+// runs under it, so that a claim that recreated the environment and
+// journaled it meanwhile keeps its copy.
+func (b *localBackend) DiscardCopy(ctx context.Context, id string, stale func(context.Context) (bool, error)) (bool, error) {
+	if err := workspace.ValidateSessionID(id); err != nil {
+		return false, fmt.Errorf("discard the copy of workspace %q: %w", id, err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.open[id] > 0 {
+		return false, nil
+	}
+	path := b.cfg.Workspaces.Path(id)
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	ok, err := stale(ctx)
+	if err != nil || !ok {
+		return false, err
+	}
+	defer b.cfg.Cache.Forget(path)
+	if err := b.cfg.Workspaces.Remove(id); err != nil {
+		return false, fmt.Errorf("discard the copy of workspace %s: %w", id, err)
+	}
+	return true, nil
+}
+
 // maxSocketPath is the longest Unix socket path every platform takes
 // (sun_path holds 104 bytes on the BSDs and macOS, NUL included).
 const maxSocketPath = 103

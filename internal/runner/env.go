@@ -43,6 +43,12 @@ type connEnvs struct {
 
 	mu   sync.Mutex
 	envs map[string]*openEnv
+	// slots and stops count the environments open or being opened: the
+	// ones opened to be stopped (link.EnvOpenParams.ForStop) in stops, at
+	// most environment.MaxStopOpens, the others in slots, at most the
+	// runner's capacity. The runner keeps these bounds itself: a server
+	// node that does not (hostile, or a bug) cannot make it hold more.
+	slots, stops int
 	// uploads are the writes arriving in parts, by environment and
 	// upload handle ("env/upload").
 	uploads map[string]*fileUpload
@@ -51,9 +57,12 @@ type connEnvs struct {
 
 // openEnv is an environment the server opened, with its programs.
 type openEnv struct {
-	env   environment.Environment
-	mu    sync.Mutex
-	procs map[string]environment.Process
+	env environment.Environment
+	// forStop: opened only to be snapshotted and stopped; every call but
+	// those stopOnlyMethods lists is refused on it.
+	forStop bool
+	mu      sync.Mutex
+	procs   map[string]environment.Process
 }
 
 // fileUpload is an fs.write arriving in parts, kept in a temporary file
@@ -88,7 +97,7 @@ func (c *connEnvs) start(conn *link.Conn) {
 
 // handlers are the calls the server makes of the runner.
 func (c *connEnvs) handlers() map[string]link.Handler {
-	return map[string]link.Handler{
+	hs := map[string]link.Handler{
 		link.MethodExec:              c.exec,
 		link.MethodRunnerInfo:        c.info,
 		link.MethodEnvOpen:           c.open,
@@ -110,6 +119,65 @@ func (c *connEnvs) handlers() map[string]link.Handler {
 		link.MethodSnapshotHolds:     c.snapshotHolds,
 		link.MethodSnapshotRecord:    c.snapshotRecord,
 		link.MethodSQLiteQuery:       c.sqliteQuery,
+	}
+	for m, h := range hs {
+		if !stopOnlyMethods[m] {
+			hs[m] = c.refusedWhenStopOnly(h)
+		}
+	}
+	return hs
+}
+
+// stopOnlyMethods are the calls an environment opened to be stopped
+// answers: it holds no slot of the runner, so it runs nothing and changes
+// nothing; it only tells what it holds, snapshots, stops and closes.
+var stopOnlyMethods = map[string]bool{
+	link.MethodRunnerInfo: true, link.MethodEnvOpen: true, link.MethodEnvClose: true, link.MethodEnvStop: true,
+	link.MethodSnapshotTake: true, link.MethodSnapshotHolds: true,
+}
+
+// refusedWhenStopOnly is h, refused (workspace_busy, as the server's own
+// wrapper refuses it) when the environment its params name was opened to
+// be stopped.
+func (c *connEnvs) refusedWhenStopOnly(h link.Handler) link.Handler {
+	return func(ctx context.Context, req *link.Request) (any, error) {
+		var ref link.EnvRef
+		if json.Unmarshal(req.Params, &ref) == nil && ref.EnvID != "" {
+			c.mu.Lock()
+			e := c.envs[ref.EnvID]
+			c.mu.Unlock()
+			if e != nil && e.forStop {
+				return nil, link.Errorf(link.CodeWorkspaceBusy, "environment %s was opened only to be stopped", ref.EnvID)
+			}
+		}
+		return h(ctx, req)
+	}
+}
+
+// reserve counts one more environment of the connection (forStop: one
+// opened to be stopped), or refuses it (full) past the runner's bound.
+// c.mu is held.
+func (c *connEnvs) reserveLocked(forStop bool) error {
+	switch {
+	case forStop && c.stops >= environment.MaxStopOpens:
+		return link.Errorf(link.CodeFull, "%d environments opened to be stopped are open on this runner, the most at once", c.stops)
+	case forStop:
+		c.stops++
+	case c.slots >= max(c.r.cfg.Hello.Capacity, 1):
+		return link.Errorf(link.CodeFull, "%d environments are open on this runner, its capacity", c.slots)
+	default:
+		c.slots++
+	}
+	return nil
+}
+
+// releaseLocked counts one environment of the connection less. c.mu is
+// held.
+func (c *connEnvs) releaseLocked(forStop bool) {
+	if forStop {
+		c.stops--
+	} else {
+		c.slots--
 	}
 }
 
@@ -226,27 +294,37 @@ func (c *connEnvs) open(ctx context.Context, req *link.Request) (any, error) {
 	}
 	c.mu.Lock()
 	_, taken := c.envs[p.EnvID]
+	var err error
+	if !taken {
+		err = c.reserveLocked(p.ForStop)
+	}
 	c.mu.Unlock()
 	if taken {
 		return nil, link.Errorf(link.CodeBadParams, "env_id: %s is open already", p.EnvID)
 	}
-	env, err := c.r.envs.Open(ctx, op)
 	if err != nil {
-		return nil, c.r.wireError(err)
+		return nil, err
 	}
+	env, err := c.r.envs.Open(ctx, op)
 	c.mu.Lock()
 	switch {
+	case err != nil:
+		c.releaseLocked(p.ForStop)
+		c.mu.Unlock()
+		return nil, c.r.wireError(err)
 	case c.ended:
+		c.releaseLocked(p.ForStop)
 		c.mu.Unlock()
 		_ = env.Close()
 		return nil, link.Errorf(link.CodeClosed, "the connection is ending")
 	case ctx.Err() != nil:
 		// The server gave up on the open: it will not know this handle.
+		c.releaseLocked(p.ForStop)
 		c.mu.Unlock()
 		_ = env.Close()
 		return nil, link.Errorf(link.CodeCancelled, "the open was cancelled")
 	}
-	c.envs[p.EnvID] = &openEnv{env: env, procs: map[string]environment.Process{}}
+	c.envs[p.EnvID] = &openEnv{env: env, forStop: p.ForStop, procs: map[string]environment.Process{}}
 	c.mu.Unlock()
 	info := env.Info()
 	return link.EnvOpenResult{Provisioned: info.Provisioned, Backend: info.Backend, Limits: wireLimits(limits)}, nil
@@ -291,7 +369,10 @@ func (c *connEnvs) take(envID string) *openEnv {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.envs[envID]
-	delete(c.envs, envID)
+	if e != nil {
+		delete(c.envs, envID)
+		c.releaseLocked(e.forStop)
+	}
 	return e
 }
 

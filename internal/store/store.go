@@ -378,7 +378,28 @@ const (
 	// (SessionID and Seq are empty); holders of secret values, such as a
 	// redactor, re-read them.
 	KindSecrets
+	// KindActionRaised: an append recorded a pending action
+	// (ActionRaised), of session SessionID; without a session, any may
+	// have been (a listener that lost its connection). Holders of a
+	// "nothing pending" answer look again.
+	KindActionRaised
 )
+
+// ActionRaised reports whether docs record a pending action: an append
+// with such a row is announced as KindActionRaised too.
+func ActionRaised(docs []DocWrite) bool {
+	for _, d := range docs {
+		if d.Kind == DocAction && d.Status == ActionStatusPending {
+			return true
+		}
+	}
+	return false
+}
+
+// ActionStatusPending is the Status of an action's row while it waits for
+// its decision (longhaultype.ActionPending, which this package does not
+// import).
+const ActionStatusPending = "pending"
 
 // Event is a stored journal entry.
 type Event struct {

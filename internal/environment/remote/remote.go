@@ -105,6 +105,9 @@ func (b *backend) Open(ctx context.Context, p *environment.OpenParams) (environm
 	op := link.EnvOpenParams{
 		EnvID: e.id, Workspace: p.Workspace, Session: p.Session, Limits: wireLimits(p.Limits),
 		Snapshot: link.SnapshotLimits{MaxFileBytes: p.Snapshot.MaxFileBytes, MaxTotalBytes: p.Snapshot.MaxTotalBytes, Exclude: p.Snapshot.Exclude},
+		// The runner keeps the stops' bound itself too (as the router
+		// does: only a pinned environment is opened to be stopped).
+		ForStop: p.ForStop && p.Pinned != "",
 	}
 	if n := p.Network; n != nil {
 		// The addresses only: the proxy refuses them; nothing else of the
@@ -242,6 +245,8 @@ func (e *runnerError) Unwrap() error {
 		return environment.ErrClosed
 	case link.CodeTooLarge:
 		return snapshot.ErrTooLarge
+	case link.CodeFull:
+		return environment.ErrFull
 	case link.CodeCancelled:
 		return context.Canceled
 	}

@@ -133,6 +133,17 @@ func (r *router) runnerConfines(project, name string) bool {
 	return err == nil && b.ConfinesNetwork()
 }
 
+// DiscardCopy implements environment.Discarder for this node's own
+// copies (the local backend's, when it discards); a runner's copy is
+// freed by the runner's stop, which the node holding its connection runs.
+func (r *router) DiscardCopy(ctx context.Context, workspace string, stale func(context.Context) (bool, error)) (bool, error) {
+	d, ok := r.cfg.Local.(environment.Discarder)
+	if !ok {
+		return false, nil
+	}
+	return d.DiscardCopy(ctx, workspace, stale)
+}
+
 // Open implements environment.Backend.
 func (r *router) Open(ctx context.Context, p *environment.OpenParams) (environment.Environment, error) {
 	if err := p.Check(); err != nil {

@@ -72,6 +72,10 @@ const (
 	CodeWorkspaceBusy = "workspace_busy" // environment.ErrBusy (not CodeBusy: the link's capacity)
 	CodeClosed        = "closed"         // environment.ErrClosed (an unknown handle too)
 	CodeTooLarge      = "too_large"      // snapshot.ErrTooLarge
+	// CodeFull: env.open refused, the runner holds as many environments
+	// as it takes (its capacity, or MaxStopOpens of those opened to be
+	// stopped); environment.ErrFull.
+	CodeFull = "full"
 )
 
 // Bounds of the environment methods.
@@ -129,6 +133,12 @@ type EnvOpenParams struct {
 	Limits    Limits         `json:"limits"`
 	Network   *Network       `json:"network,omitempty"`
 	Snapshot  SnapshotLimits `json:"snapshot"`
+	// ForStop opens the environment only to be snapshotted and stopped
+	// (environment.OpenParams.ForStop): the runner does not count it
+	// against its capacity but against a bound of its own
+	// (environment.MaxStopOpens), and refuses on it every call but
+	// snapshot.take, snapshot.holds, env.stop and env.close.
+	ForStop bool `json:"for_stop,omitempty"`
 }
 
 // EnvOpenResult: whether the workspace was made empty, the runner's

@@ -62,8 +62,9 @@
 // drops, the Store reconnects (with backoff); once listening again it
 // re-announces, as KindEvents, the sessions whose journal grew since shortly
 // before the connection was last known to work (sessions.appended_at, on
-// the database's clock), and sends KindRunnable and KindSecrets with no
-// session, so schedulers and secret holders re-read. A connection pooler in
+// the database's clock), and sends KindRunnable, KindSecrets and
+// KindActionRaised with no session, so schedulers, secret holders and
+// holders of a "no action pending" answer re-read. A connection pooler in
 // transaction mode cannot carry LISTEN: give the driver a direct connection
 // string.
 //

@@ -103,6 +103,11 @@ func prepareAppend(p *store.EventAppendParams) ([]store.Event, func(t *txn), err
 		queueBlobs(t, p.SessionID, p.Blobs)
 		queueSettleTree(t, p.TreeSettle, p.UpdatedAt)
 		grew := store.Notification{Kind: store.KindEvents, SessionID: p.SessionID, Seq: lastSeq}
+		if store.ActionRaised(p.Docs) {
+			// Other nodes act on it at once (a runner's freed slot looks
+			// for the sessions waiting for one).
+			t.notify(store.Notification{Kind: store.KindActionRaised, SessionID: p.SessionID})
+		}
 		switch {
 		case claimableAfter(p):
 			t.notify(grew, store.Notification{Kind: store.KindRunnable, SessionID: p.SessionID})

@@ -69,7 +69,7 @@ func decodeNote(payload string) (instance string, n store.Notification, ok bool)
 		return "", n, false
 	}
 	switch k := store.NotificationKind(kind); k {
-	case store.KindEvents, store.KindRunnable, store.KindSecrets:
+	case store.KindEvents, store.KindRunnable, store.KindSecrets, store.KindActionRaised:
 		n.Kind = k
 	default:
 		return "", n, false
@@ -239,11 +239,13 @@ func (l *listener) deliver(pn *pgconn.Notification) {
 }
 
 // catchUp re-announces what the listener may have missed while it had no
-// connection: a claimable session and a changed secret anywhere (hints
+// connection: a claimable session, a changed secret and a raised action
+// anywhere (hints
 // without a session), and each session whose journal grew since since.
 func (l *listener) catchUp(ctx context.Context, conn *pgx.Conn, since time.Time) {
 	l.hub.Publish(store.Notification{Kind: store.KindRunnable})
 	l.hub.Publish(store.Notification{Kind: store.KindSecrets})
+	l.hub.Publish(store.Notification{Kind: store.KindActionRaised})
 	rows, err := conn.Query(ctx, `SELECT id, last_seq FROM sessions WHERE appended_at >= $1
 ORDER BY appended_at LIMIT $2`, since, maxCatchUp)
 	if err != nil {

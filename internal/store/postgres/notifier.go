@@ -127,7 +127,8 @@ func (n *notifier) flush(ctx context.Context) {
 	n.pending, n.overflow, n.urgent = nil, false, false
 	n.mu.Unlock()
 	if overflow {
-		notes = append(notes, store.Notification{Kind: store.KindRunnable}, store.Notification{Kind: store.KindSecrets})
+		notes = append(notes, store.Notification{Kind: store.KindRunnable}, store.Notification{Kind: store.KindSecrets},
+			store.Notification{Kind: store.KindActionRaised})
 	}
 	notes = coalesce(notes)
 	for len(notes) > 0 {

@@ -167,8 +167,8 @@ func TestListenerReconnects(t *testing.T) {
 }
 
 // TestReconnectSendsHints: after a reconnection the subscribers get a
-// claimable-session hint and a secrets hint with no session, since what
-// they missed cannot be known.
+// claimable-session hint, a secrets hint and a raised-action hint with no
+// session, since what they missed cannot be known.
 func TestReconnectSendsHints(t *testing.T) {
 	t.Parallel()
 	_, b := twoNodes(t, func(l *listener) { l.minBackoff = time.Millisecond })
@@ -177,6 +177,7 @@ func TestReconnectSendsHints(t *testing.T) {
 	pgtest.Exec(t, "SELECT pg_terminate_backend($1)", int64(b.lis.pid.Load()))
 	expect(t, ch, store.Notification{Kind: store.KindRunnable})
 	expect(t, ch, store.Notification{Kind: store.KindSecrets})
+	expect(t, ch, store.Notification{Kind: store.KindActionRaised})
 }
 
 // TestKeepalive: the listener's idle wakeups check the connection and leave

@@ -69,6 +69,9 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 		if runnable {
 			notes = append(notes, store.Notification{Kind: store.KindRunnable, SessionID: p.SessionID})
 		}
+		if store.ActionRaised(p.Docs) {
+			notes = append(notes, store.Notification{Kind: store.KindActionRaised, SessionID: p.SessionID})
+		}
 		return notes, nil
 	}})
 	if err != nil {

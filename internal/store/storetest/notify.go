@@ -79,6 +79,13 @@ func testSubscribeEvents(t *testing.T, h *harness) {
 	h.append("ses_sub", 5, 1)
 	expect(t, ch, store.Notification{Kind: store.KindEvents, SessionID: "ses_sub", Seq: 6})
 	expect(t, ch2, store.Notification{Kind: store.KindEvents, SessionID: "ses_sub", Seq: 6})
+
+	// A pending action recorded is announced as such (a node trusting
+	// that none waits looks again).
+	h.append("ses_sub", 6, 1, func(p *store.EventAppendParams) {
+		p.Docs = []store.DocWrite{doc(store.DocAction, "act_sub", store.ActionStatusPending, `{"id":"act_sub"}`, at(time.Second))}
+	})
+	expect(t, ch, store.Notification{Kind: store.KindActionRaised, SessionID: "ses_sub"})
 }
 
 func testSubscribeCancel(t *testing.T, h *harness) {

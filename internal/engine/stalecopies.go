@@ -1,0 +1,135 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+
+	"github.com/longhaul-dev/longhaul/internal/environment"
+	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/workspace"
+)
+
+// Copies of a stopped environment left on other nodes (issue 20, idle
+// stop across nodes).
+//
+// With several nodes on one store, a session's workspace has a copy on
+// each node that ran it (this node's backend keeps its own). An idle stop
+// frees the copy of the node that runs it; the others stay, stale, taking
+// disk for as long as the session lives. So every node listens to the
+// journals' growth: when a session whose workspace it holds a copy of,
+// open nowhere on this node, has its environment stopped, the copy is
+// removed. Notifications are hints (a node that was down or slow misses
+// some), so the engine also looks at every copy it holds when it starts.
+//
+// A claim of this node recreating the environment is never undone: the
+// backend checks, holding the lock its Open takes, that no environment has
+// the copy open and then reads the journal again (copyIsStale), so a copy
+// is removed only while the journal still says the environment is
+// stopped, that is while no claim has recreated it anywhere.
+
+// staleCopies queues the sessions whose copy on this node may have become
+// stale, coalesced: a burst of appends to one session is checked once.
+type staleCopies struct {
+	mu      sync.Mutex
+	pending map[string]struct{}
+	wake    chan struct{}
+}
+
+func newStaleCopies() *staleCopies {
+	return &staleCopies{pending: map[string]struct{}{}, wake: make(chan struct{}, 1)}
+}
+
+// notice queues sessionID (its journal grew) without blocking.
+func (c *staleCopies) notice(sessionID string) {
+	c.mu.Lock()
+	c.pending[sessionID] = struct{}{}
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take returns and forgets the queued sessions.
+func (c *staleCopies) take() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.pending))
+	for id := range c.pending {
+		out = append(out, id)
+	}
+	clear(c.pending)
+	return out
+}
+
+// discardStaleCopies runs until ctx ends: first over every copy this node
+// holds, then over the sessions whose journal grew.
+func (e *Engine) discardStaleCopies(ctx context.Context) {
+	d, ok := e.envs.(environment.Discarder)
+	if !ok {
+		return
+	}
+	for _, id := range e.heldCopies() {
+		e.discardIfStale(ctx, d, id)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.copies.wake:
+		}
+		for _, id := range e.copies.take() {
+			if ctx.Err() != nil {
+				return
+			}
+			e.discardIfStale(ctx, d, id)
+		}
+	}
+}
+
+// heldCopies lists the workspaces this node holds a copy of.
+func (e *Engine) heldCopies() []string {
+	entries, err := os.ReadDir(e.spaces.Root())
+	if err != nil {
+		e.log.Warn("list this node's workspace copies", "err", err)
+		return nil
+	}
+	var ids []string
+	for _, en := range entries {
+		if en.IsDir() && workspace.ValidateSessionID(en.Name()) == nil {
+			ids = append(ids, en.Name())
+		}
+	}
+	return ids
+}
+
+// discardIfStale removes this node's copy of workspace id when the
+// session's environment is stopped and no environment here has it open.
+func (e *Engine) discardIfStale(ctx context.Context, d environment.Discarder, id string) {
+	removed, err := d.DiscardCopy(ctx, id, func(ctx context.Context) (bool, error) { return e.copyIsStale(ctx, id) })
+	switch {
+	case err != nil && ctx.Err() == nil:
+		e.log.Warn("discard this node's stale copy of a stopped environment's workspace", "session", id, "err", err)
+	case removed:
+		e.log.Info("discarded this node's copy of a workspace whose environment was stopped", "session", id)
+	}
+}
+
+// copyIsStale reports whether a copy of workspace id is no environment's:
+// the journal of its session (a root: a sub-agent works in its root's)
+// says its environment is stopped, the workspace being in the stop's
+// snapshot (or lost, as the stop journaled). A session that is not known
+// keeps its copy: deleting what the journal cannot account for is not
+// this check's call.
+func (e *Engine) copyIsStale(ctx context.Context, id string) (bool, error) {
+	_, st, err := e.loadState(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return st.EnvironmentStopped && st.WorkspaceID() == id, nil
+}
