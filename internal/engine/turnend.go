@@ -24,6 +24,19 @@ import (
 func (r *runner) endTurn(ctx context.Context, answer string, verdict *lt.AcceptanceVerdict) (bool, error) {
 	events, blobs := len(r.b.events), len(r.b.blobs)
 	if err := r.completeTurn(ctx, answer, verdict); err != nil {
+		// The turn's checkpoint failed (its environment went away, the
+		// disk is full): the runner starts over from the journal, which
+		// keeps the model's answer all the same, as when the answer was
+		// made durable before the end of the turn was built.
+		if ctx.Err() == nil {
+			kerr := r.dropEnd(ctx, events, blobs)
+			if kerr == nil {
+				kerr = r.flush(ctx, false)
+			}
+			if kerr != nil {
+				r.e.log.Warn("keep the final answer of a turn whose end failed", "session", r.lease.SessionID, "err", kerr)
+			}
+		}
 		return false, err
 	}
 	release := r.parksNext()
@@ -43,8 +56,15 @@ func (r *runner) endTurn(ctx context.Context, answer string, verdict *lt.Accepta
 		}
 		return false, r.flush(ctx, false)
 	}
+	return false, r.dropEnd(ctx, events, blobs)
+}
+
+// dropEnd takes the end of the turn out of the pending batch, keeping its
+// first events and blobs (the answer's): the session's state is read again
+// and they are applied on it, as a merge does.
+func (r *runner) dropEnd(ctx context.Context, events, blobs int) error {
 	r.b.events, r.b.blobs = r.b.events[:events], r.b.blobs[:blobs]
-	return false, r.merge(ctx)
+	return r.merge(ctx)
 }
 
 // onlyTurnEnd reports whether evs are only what completeTurn journals:

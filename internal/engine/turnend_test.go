@@ -6,11 +6,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/engine"
+	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/snapshot"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -199,5 +202,61 @@ func TestStepCheckpointTakesNoLook(t *testing.T) {
 	h.waitStatus(s.ID, lt.SessionIdle)
 	require.Len(t, events(t, h, s.ID, lt.EventCheckpointCreated), 3, "each step's, and the turn's")
 	require.Equal(t, int64(6), counted.looks.Load())
+	checkJournal(t, h.store, s.ID)
+}
+
+// snapshotLosingBackend opens the real local environments, the first
+// snapshot of which reports that the environment went away.
+type snapshotLosingBackend struct {
+	environment.Backend
+	lost atomic.Bool
+}
+
+func (b *snapshotLosingBackend) Open(ctx context.Context, p *environment.OpenParams) (environment.Environment, error) {
+	env, err := b.Backend.Open(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return &snapshotLosingEnv{Environment: env, b: b}, nil
+}
+
+type snapshotLosingEnv struct {
+	environment.Environment
+	b *snapshotLosingBackend
+}
+
+func (e *snapshotLosingEnv) Snapshot(ctx context.Context) (string, snapshot.Stats, error) {
+	if e.b.lost.CompareAndSwap(false, true) {
+		return "", snapshot.Stats{}, errLinkClosed
+	}
+	return e.Environment.Snapshot(ctx)
+}
+
+// TestFinalAnswerKeptWhenTheTurnsCheckpointFails: the environment goes
+// away as the turn's checkpoint snapshots it. The runner starts over with
+// the environment opened again and ends the turn with the answer it had:
+// the model is not asked again.
+func TestFinalAnswerKeptWhenTheTurnsCheckpointFails(t *testing.T) {
+	p := newGatedScripted()
+	p.open()
+	h := &harness{t: t, dir: t.TempDir(), clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)},
+		providers: map[string]model.Provider{"scripted": p}}
+	h.store = openStore(t, h.dir)
+	t.Cleanup(func() { h.store.Close() })
+	losing := &snapshotLosingBackend{}
+	h.wrapEnvironments = func(b environment.Backend) environment.Backend {
+		losing.Backend = b
+		return losing
+	}
+	h.start("node-a")
+	s := create(t, h, spec(t, `[{"text":"the only answer"}]`), nil)
+	s = h.waitStatus(s.ID, lt.SessionIdle, lt.SessionFailed)
+	require.True(t, losing.lost.Load(), "the turn's checkpoint met the loss")
+	require.Equal(t, lt.SessionIdle, s.Status)
+	require.Len(t, p.sent(), 1, "the answer was kept, not asked for again")
+	turns, err := h.eng.ListTurns(context.Background(), s.ID)
+	require.NoError(t, err)
+	require.Len(t, turns, 1)
+	require.Equal(t, "the only answer", turns[0].Output)
 	checkJournal(t, h.store, s.ID)
 }
