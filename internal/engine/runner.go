@@ -213,18 +213,8 @@ func (r *runner) flush(ctx context.Context, release bool) error {
 			r.released = true
 			return r.e.store.LeaseRelease(ctx, r.lease)
 		}
-		p, err := r.b.appendParams(r.durableSeq, &r.lease, release && !r.st.Runnable())
-		if err != nil {
-			return err
-		}
-		p.TreeSettle = r.treeSettle()
-		r.tickSeq = -1
-		_, err = r.e.store.EventAppend(ctx, p)
+		err := r.appendBatch(ctx, release)
 		if err == nil {
-			r.treeSettled(p.TreeSettle)
-			r.durableSeq = r.st.Session.LastEventSeq
-			r.b = r.e.newBatch(ctx, r.st, r.e.cfg.NodeID)
-			r.released = p.ReleaseLease
 			return nil
 		}
 		if !errors.Is(err, store.ErrConflict) || attempt > 50 {
@@ -234,6 +224,26 @@ func (r *runner) flush(ctx context.Context, release bool) error {
 			return err
 		}
 	}
+}
+
+// appendBatch makes the pending events durable in one append, conditional
+// on the journal ending where the runner last read or wrote it
+// (durableSeq): store.ErrConflict if another writer appended since.
+func (r *runner) appendBatch(ctx context.Context, release bool) error {
+	p, err := r.b.appendParams(r.durableSeq, &r.lease, release && !r.st.Runnable())
+	if err != nil {
+		return err
+	}
+	p.TreeSettle = r.treeSettle()
+	r.tickSeq = -1
+	if _, err := r.e.store.EventAppend(ctx, p); err != nil {
+		return err
+	}
+	r.treeSettled(p.TreeSettle)
+	r.durableSeq = r.st.Session.LastEventSeq
+	r.b = r.e.newBatch(ctx, r.st, r.e.cfg.NodeID)
+	r.released = p.ReleaseLease
+	return nil
 }
 
 // errStaleBatch reports that the runner's unsaved events no longer apply to
@@ -343,7 +353,14 @@ func (r *runner) run(ctx context.Context) error {
 // tick does the next thing the journal says is due, and reports whether the
 // runner is done with the session (it waits or has nothing left to do).
 func (r *runner) tick(ctx context.Context) (bool, error) {
-	if err := r.readControls(ctx); err != nil {
+	if r.onlyCheckpointDue() {
+		// No look at the session: a step's checkpoint has no effect
+		// outside the journal, and its event waits for the next append,
+		// which the next tick's look comes before (as does the model
+		// call after it). A pause or cancel that came meanwhile acts
+		// there.
+		r.tickSeq = -1
+	} else if err := r.readControls(ctx); err != nil {
 		return false, err
 	}
 	st := r.st
@@ -476,9 +493,18 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 		if answer, final := finalAnswer(step); final {
 			// A person's message (or a cancel) may have come while
 			// the model answered: the model reads it before the turn
-			// may end.
-			if err := r.readSteers(ctx, true); err != nil {
-				return false, err
+			// may end. When this tick's look at the session saw no
+			// other writer, that look is the check, and the answer is
+			// made durable with the end of the turn (endTurn), whose
+			// append fails if anything landed since. Otherwise (and
+			// before a verification, which reads the delivered files
+			// from the store) the answer is made durable first and the
+			// session read again.
+			fold := r.tickSeq >= 0 && r.tickSeq <= r.durableSeq && !r.needsVerification(step)
+			if !fold {
+				if err := r.readSteers(ctx, true); err != nil {
+					return false, err
+				}
 			}
 			if r.st.Cancel != nil && !r.st.CancelHeld() {
 				return false, nil // read in with it: the next tick cancels the turns
@@ -496,10 +522,28 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 					return false, r.callModel(ctx) // back to work on the unmet criteria
 				}
 			}
+			if fold {
+				return r.endTurn(ctx, answer, verdict)
+			}
 			return false, r.completeTurn(ctx, answer, verdict)
 		}
 	}
 	return false, r.callModel(ctx)
+}
+
+// onlyCheckpointDue reports whether, as far as the runner knows, all this
+// tick has to do is the checkpoint that ends the current step: its calls
+// are done, and nothing waits, pauses or cancels. Were there a write it
+// has not read, the tick takes that checkpoint all the same: it changes
+// nothing outside the journal, and what the write asks for (a pause, a
+// cancel, a steer) is read at the next tick's look, before anything else
+// runs.
+func (r *runner) onlyCheckpointDue() bool {
+	st := r.st
+	step := st.Step
+	return step != nil && len(step.Calls) > 0 && step.Done() && st.CheckpointStep != step.N &&
+		st.CurrentTurn() != nil && st.Pause == nil && st.Cancel == nil && st.Wait == nil && len(st.Pending) == 0 &&
+		len(st.OrphanedChildren()) == 0 && !st.EnvironmentStopped && !r.envDeferred && r.envErr == nil && !r.envForStop
 }
 
 // recoverCall settles a call whose worker died while it ran (DESIGN.md

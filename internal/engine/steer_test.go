@@ -167,16 +167,24 @@ func TestSteerDuringTheFinalAnswer(t *testing.T) {
 	p.open()
 	s = h.waitStatus(s.ID, lt.SessionIdle)
 
-	reqs := p.sent()
-	require.Len(t, reqs, 2)
+	requireAnsweredAfterTheSteer(t, h, s.ID, p.sent())
+	checkJournal(t, h.store, s.ID)
+}
+
+// requireAnsweredAfterTheSteer checks a turn steered with "Write it in
+// English." as the model gave its final answer "the report, in French":
+// the model was called once more, the answer and then the message ending
+// its context, and the second answer ended the one turn.
+func requireAnsweredAfterTheSteer(t *testing.T, h *harness, id string, reqs []*model.Request) {
+	t.Helper()
+	require.Len(t, reqs, 2, "the first answer was kept, not asked for again")
 	last := reqs[1].Messages
 	require.Equal(t, "the report, in French", last[len(last)-2].Text)
 	require.Equal(t, user("Write it in English."), last[len(last)-1])
-	turns, err := h.eng.ListTurns(context.Background(), s.ID)
+	turns, err := h.eng.ListTurns(context.Background(), id)
 	require.NoError(t, err)
 	require.Len(t, turns, 1)
 	require.Equal(t, "the report, in English", turns[0].Output)
-	checkJournal(t, h.store, s.ID)
 }
 
 // steerBeforeEnd is the runner's store: just before the append that ends
@@ -228,18 +236,10 @@ func TestSteerJustBeforeTheTurnEnds(t *testing.T) {
 	s := create(t, h, spec(t, `[{"text":"the report, in French"},{"text":"the report, in English"}]`), nil)
 	s = h.waitStatus(s.ID, lt.SessionIdle)
 
-	reqs := p.sent()
-	require.Len(t, reqs, 2, "the first answer was kept, not asked for again")
-	last := reqs[1].Messages
-	require.Equal(t, "the report, in French", last[len(last)-2].Text)
-	require.Equal(t, user("Write it in English."), last[len(last)-1])
+	requireAnsweredAfterTheSteer(t, h, s.ID, p.sent())
 	responded := events(t, h, s.ID, lt.EventModelResponded)
 	require.Len(t, responded, 2)
 	require.Equal(t, 1, data[lt.ModelRespondedData](t, responded[1]).Position)
-	turns, err := h.eng.ListTurns(context.Background(), s.ID)
-	require.NoError(t, err)
-	require.Len(t, turns, 1)
-	require.Equal(t, "the report, in English", turns[0].Output)
 	require.Len(t, events(t, h, s.ID, lt.EventTurnCompleted), 1)
 	checkJournal(t, h.store, s.ID)
 }
