@@ -33,20 +33,8 @@ var snapshotLimits = environment.SnapshotLimits{MaxFileBytes: maxSnapshotFileByt
 // Its id is derived from the session and that position, so a worker that
 // resumes after a crash derives the same one.
 func (r *runner) checkpoint(ctx context.Context, kind, name, summary, next string, turnID string, step int) (*lt.Checkpoint, error) {
-	if lost, err := r.workspaceLost(ctx); err != nil {
+	if err := r.ensureWorkspace(ctx); err != nil {
 		return nil, err
-	} else if lost && r.st.CurrentTurn() != nil {
-		// Restore first: a checkpoint of a vanished workspace would make
-		// the loss permanent.
-		if err := r.restoreWorkspace(ctx); err != nil {
-			return nil, err
-		}
-	} else if lost {
-		// No turn to tell: brought up to date quietly, since the
-		// snapshot stands for the people's changes too (workspacesync.go).
-		if err := r.syncWorkspace(ctx); err != nil {
-			return nil, err
-		}
 	}
 	sid := r.st.Session.ID
 	seq := r.st.Session.LastEventSeq + 1
@@ -79,6 +67,24 @@ func (r *runner) checkpoint(ctx context.Context, kind, name, summary, next strin
 		return nil, err
 	}
 	return &c, nil
+}
+
+// ensureWorkspace brings a lost or stale workspace back before a
+// checkpoint: a checkpoint of a vanished workspace would make the loss
+// permanent.
+func (r *runner) ensureWorkspace(ctx context.Context) error {
+	lost, err := r.workspaceLost(ctx)
+	switch {
+	case err != nil:
+		return err
+	case lost && r.st.CurrentTurn() != nil:
+		return r.restoreWorkspace(ctx)
+	case lost:
+		// No turn to tell: brought up to date quietly, since the
+		// snapshot stands for the people's changes too (workspacesync.go).
+		return r.syncWorkspace(ctx)
+	}
+	return nil
 }
 
 // snapshot takes a snapshot of the session's workspace through its
@@ -257,6 +263,16 @@ func (r *runner) restoreLost(ctx context.Context) error {
 	return r.add(lt.EventEnvironmentRestored, turnID, step, d)
 }
 
+// endsATurn reports whether evs end a turn.
+func endsATurn(evs []lt.Event) bool {
+	for _, ev := range evs {
+		if ev.Type == lt.EventTurnCompleted {
+			return true
+		}
+	}
+	return false
+}
+
 // maxRestoreAttempts bounds the restores of a lost workspace in a row
 // (journal.State.UnrestoredLosses) that end without the environment
 // holding the snapshot: past it the turn fails with sandbox_error.
@@ -297,9 +313,16 @@ func (r *runner) checkRestored(ctx context.Context, snap string) error {
 		return nil
 	}
 	r.e.log.Warn("the environment does not hold the snapshot it restored", "session", r.st.Session.ID, "runner", r.envRunner, "snapshot", snap)
-	if err := r.flush(ctx, false); err != nil {
-		return err
+	if !endsATurn(r.b.events) {
+		if err := r.flush(ctx, false); err != nil {
+			return err
+		}
 	}
+	// else the restore came after turn.completed (completeTurn restores
+	// first, so only an environment that answered that it holds the
+	// snapshot, then that it does not): flushing would make the end of
+	// the turn durable without its checkpoint, so nothing is, and the
+	// runner starts over from the journal.
 	return fmt.Errorf("%w: %w", errEnvironmentLost, &restoreFailedError{runner: r.envRunner, snapshot: snap, attempts: r.st.UnrestoredLosses})
 }
 

@@ -605,6 +605,16 @@ func finalAnswer(step *journal.Step) (string, bool) {
 func (r *runner) completeTurn(ctx context.Context, output string, verdict *lt.AcceptanceVerdict) error {
 	turn := r.st.CurrentTurn()
 	turnID, index := turn.ID, turn.Index
+	if len(r.st.Turns) > 1 {
+		// A follow-up turn is queued, so the checkpoint below would
+		// restore a lost workspace for it, after turn.completed: its
+		// environment.lost would be filed under the next turn, and made
+		// durable (checkRestored) with the end of this one but without
+		// its checkpoint. Restored first, while this turn is current.
+		if err := r.ensureWorkspace(ctx); err != nil {
+			return err
+		}
+	}
 	if err := r.add(lt.EventTurnCompleted, turn.ID, 0, lt.TurnCompletedData{TurnID: turn.ID, Output: output, Acceptance: verdict}); err != nil {
 		return err
 	}

@@ -22,8 +22,14 @@ import (
 // reads the message before the turn may end. It reports whether the
 // runner is done with the session.
 func (r *runner) endTurn(ctx context.Context, answer string, verdict *lt.AcceptanceVerdict) (bool, error) {
-	events, blobs := len(r.b.events), len(r.b.blobs)
+	b, events, blobs := r.b, len(r.b.events), len(r.b.blobs)
 	if err := r.completeTurn(ctx, answer, verdict); err != nil {
+		if r.b != b {
+			// Flushed meanwhile (a restore's journaling): the answer
+			// is durable already, and the batch is no longer the one
+			// events and blobs count.
+			return false, err
+		}
 		// The turn's checkpoint failed (its environment went away, the
 		// disk is full): the runner starts over from the journal, which
 		// keeps the model's answer all the same, as when the answer was
@@ -38,6 +44,11 @@ func (r *runner) endTurn(ctx context.Context, answer string, verdict *lt.Accepta
 			}
 		}
 		return false, err
+	}
+	if r.b != b {
+		// A restore before the turn's end journaled (flushed) the
+		// answer with it: what is pending now is only what came after.
+		events, blobs = 0, 0
 	}
 	release := r.parksNext()
 	err := r.appendBatch(ctx, release)
