@@ -78,6 +78,17 @@ func (r *runner) ensureWorkspace(ctx context.Context) error {
 	case err != nil:
 		return err
 	case lost && r.st.CurrentTurn() != nil:
+		if r.tickSeq < 0 {
+			// A tick that took no look (onlyCheckpointDue): a restore
+			// runs the step's idempotent calls again, which act outside
+			// the journal, so a pause asked for meanwhile comes first.
+			if err := r.readControls(ctx); err != nil {
+				return err
+			}
+			if r.st.Pause != nil {
+				return errPauseFirst
+			}
+		}
 		return r.restoreWorkspace(ctx)
 	case lost:
 		// No turn to tell: brought up to date quietly, since the
@@ -86,6 +97,10 @@ func (r *runner) ensureWorkspace(ctx context.Context) error {
 	}
 	return nil
 }
+
+// errPauseFirst ends a tick that found a pause before a restore it was
+// about to make: the next tick, which looks first, parks the session.
+var errPauseFirst = errors.New("a pause was asked for before the workspace's restore")
 
 // snapshot takes a snapshot of the session's workspace through its
 // Environment.

@@ -341,6 +341,9 @@ func (r *runner) run(ctx context.Context) error {
 			return r.e.store.LeaseRelease(ctx, r.lease)
 		}
 		done, err := r.tick(ctx)
+		if errors.Is(err, errPauseFirst) {
+			continue
+		}
 		if err != nil {
 			return err
 		}
