@@ -1,0 +1,150 @@
+package engine_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/environment"
+	"github.com/longhaul-dev/longhaul/internal/snapshot"
+	"github.com/longhaul-dev/longhaul/internal/tool"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// pauseThenLoseBackend opens the real local environments. Once a command
+// naming marker has run, the next check that the workspace holds the
+// session's last snapshot (Holds: the step's checkpoint makes it) first
+// asks for a pause through the engine's API, as a person would at that
+// moment, then finds the workspace gone; it stays gone until a restore.
+// So the pause lands between the call and its checkpoint, and that
+// checkpoint finds the workspace lost.
+type pauseThenLoseBackend struct {
+	environment.Backend
+	marker string
+	pause  func(session string) error
+
+	mu       sync.Mutex
+	runs     int   // runs of the command naming marker, replays included
+	armed    bool  // the next Holds asks for the pause and loses
+	lost     bool  // the workspace is gone until a restore
+	pauseErr error // the pause's answer, read by the test
+}
+
+func (b *pauseThenLoseBackend) Open(ctx context.Context, p *environment.OpenParams) (environment.Environment, error) {
+	env, err := b.Backend.Open(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return &pauseThenLoseEnv{Environment: env, b: b, session: p.Session}, nil
+}
+
+// ran reports how many times the command naming marker ran.
+func (b *pauseThenLoseBackend) ran() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.runs
+}
+
+type pauseThenLoseEnv struct {
+	environment.Environment
+	b       *pauseThenLoseBackend
+	session string
+}
+
+func (e *pauseThenLoseEnv) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecResult, error) {
+	res, err := e.Environment.Run(ctx, req)
+	if strings.Contains(req.Command, e.b.marker) {
+		e.b.mu.Lock()
+		e.b.runs++
+		e.b.armed = e.b.runs == 1
+		e.b.mu.Unlock()
+	}
+	return res, err
+}
+
+func (e *pauseThenLoseEnv) Holds(ctx context.Context, id string) (bool, error) {
+	e.b.mu.Lock()
+	ask := e.b.armed
+	e.b.armed = false
+	if ask {
+		e.b.lost = true
+	}
+	lost := e.b.lost
+	e.b.mu.Unlock()
+	if ask {
+		// Synchronous: the request is durable before the runner goes on.
+		err := e.b.pause(e.session)
+		e.b.mu.Lock()
+		e.b.pauseErr = err
+		e.b.mu.Unlock()
+	}
+	if lost {
+		return false, nil
+	}
+	return e.Environment.Holds(ctx, id)
+}
+
+func (e *pauseThenLoseEnv) Restore(ctx context.Context, id string) (snapshot.Stats, error) {
+	stats, err := e.Environment.Restore(ctx, id)
+	if err == nil {
+		e.b.mu.Lock()
+		e.b.lost = false
+		e.b.mu.Unlock()
+	}
+	return stats, err
+}
+
+// TestPauseBeforeRestoreAtStepCheckpoint: a pause asked for after a step's
+// idempotent call ran, while the tick that takes only the step's
+// checkpoint (no look at the session) finds the workspace lost, comes
+// before the restore: the restore would run the call again, outside the
+// journal, and nothing runs while paused, not even a recovery. The session
+// pauses with the call run once and nothing restored; resumed, the
+// workspace is restored then (the call replayed with its key) and the
+// turn ends normally.
+func TestPauseBeforeRestoreAtStepCheckpoint(t *testing.T) {
+	b := &pauseThenLoseBackend{marker: "PAUSE_THEN_LOSE"}
+	h := newWrappedHarness(t, func(local environment.Backend) environment.Backend {
+		b.Backend = local
+		return b
+	})
+	b.pause = func(session string) error {
+		_, err := h.eng.PauseSession(context.Background(), session, &lt.PauseRequest{Reason: "lunch"})
+		return err
+	}
+	// The first step's checkpoint has a snapshot: the loss at the
+	// second's is restored from it.
+	s := create(t, h, spec(t, `[
+	  {"tool_calls":[{"name":"write_file","arguments":{"path":"a.md","content":"kept"}}]},
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"echo \"$LONGHAUL_IDEMPOTENCY_KEY\" >> ran.log; echo PAUSE_THEN_LOSE"}}]},
+	  {"text":"done"}]`, lt.ToolSpec{Name: "write_file"}, lt.ToolSpec{Name: "shell", Effect: lt.EffectIdempotent}), nil)
+
+	s = h.waitStatus(s.ID, lt.SessionPaused)
+	requireReleased(t, h, s.ID)
+	b.mu.Lock()
+	require.NoError(t, b.pauseErr)
+	b.mu.Unlock()
+	require.Equal(t, 1, b.ran(), "the call ran once: no restore replayed it before the pause")
+	require.Len(t, events(t, h, s.ID, lt.EventToolStarted, lt.EventToolCompleted), 4, "write_file and shell, started and completed once each")
+	require.Len(t, events(t, h, s.ID, lt.EventSessionPauseRequested), 1)
+	paused := events(t, h, s.ID, lt.EventSessionPaused)
+	require.Len(t, paused, 1)
+	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentRestored), "nothing restored while paused")
+	require.Less(t, seqOf(t, h, s.ID, lt.EventToolCompleted), paused[0].Seq)
+
+	s = resume(t, h, s.ID)
+	require.Equal(t, lt.SessionRunning, s.Status)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	require.Equal(t, "done", mustTurnOutput(t, h, s))
+	restored := events(t, h, s.ID, lt.EventEnvironmentRestored)
+	require.Len(t, restored, 1, "the lost workspace is restored once resumed")
+	require.Less(t, seqOf(t, h, s.ID, lt.EventSessionResumed), restored[0].Seq)
+	require.Len(t, data[lt.EnvironmentRestoredData](t, restored[0]).Replayed, 1, "the shell call, replayed with its key")
+	require.Equal(t, 2, b.ran(), "the call and its replay after the resume")
+	require.Len(t, events(t, h, s.ID, lt.EventToolStarted), 2, "a replay is no new call")
+	require.Len(t, events(t, h, s.ID, lt.EventSessionPaused), 1)
+	checkJournal(t, h.store, s.ID)
+}
