@@ -1,6 +1,10 @@
 package engine
 
-import "context"
+import (
+	"context"
+
+	"github.com/longhaul-dev/longhaul/internal/environment"
+)
 
 // ListenForTest starts only e's subscription to the store's notifications
 // (no scheduler: e claims nothing), as a node that runs no session of the
@@ -8,4 +12,19 @@ import "context"
 func (e *Engine) ListenForTest(ctx context.Context) (stop func()) {
 	e.hub.start(ctx)
 	return e.hub.stop
+}
+
+// HoldWorkspaceForTest holds session id's workspace lock alone, as a
+// person's change of its files does (files.go changeFile); the returned
+// func lets go.
+func (e *Engine) HoldWorkspaceForTest(id string) (unlock func()) {
+	unlock, _ = e.wsLocks.exclusive(context.Background(), id)
+	return unlock
+}
+
+// DiscardIfStaleForTest looks once at this node's copy of workspace id,
+// as a notice of its session's journal growing has it looked at
+// (stalecopies.go), removing it if it is stale.
+func (e *Engine) DiscardIfStaleForTest(ctx context.Context, id string) {
+	e.discardIfStale(ctx, e.envs.(environment.Discarder), id)
 }

@@ -1,0 +1,61 @@
+package engine_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/engine"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// TestStaleCopyKeptWhileItsWorkspaceIsLocked: a node's copy of a stopped
+// environment's workspace (made by a person's read on an API node after
+// the stop) is stale, but while the workspace's lock is held (a person's
+// change being applied to the copy, files.go) a look at it leaves it
+// there; once the lock is let go, the next look removes it.
+func TestStaleCopyKeptWhileItsWorkspaceIsLocked(t *testing.T) {
+	// The snapshots' owners are kept, as a server's environments keep
+	// them: the API node's read checks the session's project owns the
+	// stop's snapshot.
+	h := newIdleStopHarness(t)
+	h.keepOwners = true
+	h.restart("node-a")
+	ctx := context.Background()
+	s := create(t, h, idleSpec(t, 60, `[
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"echo kept > a.txt"}}]},
+	  {"tool_calls":[{"name":"lookup","arguments":{}}]},
+	  {"text":"done"}]`,
+		lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}), nil)
+	h.waitStatus(s.ID, lt.SessionRequiresAction)
+	h.clock.Advance(61 * time.Second)
+	stopped := stoppedEvent(t, h, s.ID)
+	require.NotEmpty(t, stopped.Snapshot)
+
+	// An API node (not started: no scheduler, no listener of its own
+	// that would look at its copies meanwhile) with a data directory of
+	// its own: a person's read brings its copy back from the stop's
+	// snapshot, though the environment stays stopped.
+	root := filepath.Join(t.TempDir(), "workspaces")
+	api, err := engine.New(h.store, &engine.Config{WorkspaceRoot: root, NodeID: "node-b", Clock: h.clock})
+	require.NoError(t, err)
+	listing, err := api.ListFiles(ctx, s.ID, "")
+	require.NoError(t, err)
+	require.NotEmpty(t, listing.Entries)
+	copyOnB := filepath.Join(root, s.ID)
+	require.FileExists(t, filepath.Join(copyOnB, "a.txt"))
+	require.Len(t, events(t, h, s.ID, lt.EventEnvironmentStopped), 1)
+	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentProvisioned, lt.EventEnvironmentRestored), "still stopped")
+
+	unlock := api.HoldWorkspaceForTest(s.ID)
+	api.DiscardIfStaleForTest(ctx, s.ID)
+	require.FileExists(t, filepath.Join(copyOnB, "a.txt"), "a copy whose workspace lock is held stays")
+	unlock()
+
+	api.DiscardIfStaleForTest(ctx, s.ID)
+	require.NoDirExists(t, copyOnB, "let go, the stale copy is removed")
+	checkJournal(t, h.store, s.ID)
+}
