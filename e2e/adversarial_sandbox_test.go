@@ -385,7 +385,7 @@ func TestAdversarialSandbox_UnmeasurableWorkspace(t *testing.T) {
 	t.Parallel()
 	srv := sandboxServer(t)
 	out, _ := sandboxAttack(t, srv, &lt.Environment{DiskMB: 4},
-		`mkdir -p "$(printf 'a/%.0s' $(seq 300))"; i=0; while true; do i=$((i+1)); dd if=/dev/zero of=g$i bs=1M count=1 2>/dev/null || break; done`,
+		`mkdir -p "$(printf 'a/%.0s' $(seq 1100))"; i=0; while true; do i=$((i+1)); dd if=/dev/zero of=g$i bs=1M count=1 2>/dev/null || break; done`,
 		`rm -rf a g*; echo freed`,
 	)
 	require.Contains(t, out[0], string(lt.EventToolFailed))

@@ -352,6 +352,12 @@ func runCommand(ctx context.Context, spec *commandSpec) (*commandRun, error) {
 
 	run.exitCode = cmd.ProcessState.ExitCode()
 	run.signal = exitSignal(cmd.ProcessState)
+	if killed.Load() && reaped && run.signal == "terminated" {
+		// The reaper took the SIGTERM that stands for the tool's kill
+		// before it could catch it (a timeout while it started): the
+		// command was killed, as it reads without a reaper.
+		run.signal = "killed"
+	}
 	if killed.Load() {
 		if ctx.Err() != nil {
 			run.cancelled = true
