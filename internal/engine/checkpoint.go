@@ -213,7 +213,10 @@ func (r *runner) restoreLost(ctx context.Context) error {
 	stale := !r.provisioned
 	r.provisioned = false
 	if stale {
-		reason = "this node's copy of the workspace is stale: the session changed it on another node since"
+		// Found by workspaceLost: another node wrote it since, or the
+		// copy (this node's, or a runner's) does not hold the session's
+		// last snapshot and the people's changes since, as it said.
+		reason = "the workspace does not hold what the journal says it does (the session's last snapshot, and the people's changes since): another node changed it since, or the environment did not keep it"
 	}
 	if n := r.st.UnrestoredLosses; n > 0 && snap != "" {
 		reason = fmt.Sprintf("the environment does not hold the workspace after the last restore of it (restore %d of at most %d)", n+1, maxRestoreAttempts)
