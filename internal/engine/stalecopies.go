@@ -108,22 +108,15 @@ func (e *Engine) heldCopies() []string {
 // discardIfStale removes this node's copy of workspace id when the
 // session's environment is stopped and no environment here has it open.
 func (e *Engine) discardIfStale(ctx context.Context, d environment.Discarder, id string) {
-	// Looked at first with no lock held: most copies are not stale, and
-	// DiscardCopy holds the backend's lock (every Open on this node waits)
-	// while it reads the journal again.
-	if stale, err := e.copyIsStale(ctx, id); err != nil || !stale {
-		if err != nil && ctx.Err() == nil {
-			e.log.Warn("look whether this node's copy of a workspace is stale", "session", id, "err", err)
-		}
-		return
-	}
 	// A person's read or change of the copy (files.go) uses it with no
-	// environment open, under the workspace's lock: while they hold it
-	// the copy stays. A change journals workspace.changed before it is
-	// applied, so its own notice would otherwise remove the copy under
-	// it, and the snapshot list recorded after could name a copy that is
-	// gone. Skipped rather than waited for: such a copy is current (it
-	// holds the stop's snapshot and the change), and removed at the next
+	// environment open, under the workspace's lock, and this node's runner
+	// of the session holds it shared: while either does, the copy stays,
+	// and nothing is read (a running session's every append is heard
+	// here). A change journals workspace.changed before it is applied, so
+	// its own notice would otherwise remove the copy under it, and the
+	// snapshot list recorded after could name a copy that is gone.
+	// Skipped rather than waited for: such a copy is current (it holds the
+	// stop's snapshot and the change), and looked at again at the next
 	// notice of the session or the next start.
 	unlock, ok := e.wsLocks.tryExclusive(id)
 	if !ok {
