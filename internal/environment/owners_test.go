@@ -1,7 +1,9 @@
 package environment_test
 
 import (
+	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -23,8 +25,9 @@ func TestSnapshotsAreClaimedForTheirProject(t *testing.T) {
 	blobs := environmenttest.NewBlobs(t)
 	spaces, err := workspace.New(t.TempDir())
 	require.NoError(t, err)
+	owners := &countingOwners{Owners: blobs.Store}
 	b, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: blobs,
-		Owners: blobs.Store, SocketDir: t.TempDir()})
+		Owners: owners, SocketDir: t.TempDir()})
 	require.NoError(t, err)
 
 	_, err = b.Open(ctx, &environment.OpenParams{Workspace: "ses_np", Session: "ses_np"})
@@ -58,11 +61,12 @@ func TestSnapshotsAreClaimedForTheirProject(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, owned, "another project owns none of it")
 
-	before := blobs.TotalGets()
+	before, reads := blobs.TotalGets(), owners.reads.Load()
 	again, _, err := env.Snapshot(ctx)
 	require.NoError(t, err)
 	require.Equal(t, first, again)
 	require.Equal(t, before, blobs.TotalGets(), "an unchanged workspace: its root is owned, nothing is read")
+	require.Equal(t, reads, owners.reads.Load(), "the snapshot this environment claimed last: no ownership read either (a round trip on PostgreSQL)")
 
 	require.NoError(t, env.WriteFile(ctx, "d7/f3.txt", []byte("changed")))
 	second, _, err := env.Snapshot(ctx)
@@ -122,4 +126,20 @@ func TestRestoreOfABackfilledSnapshot(t *testing.T) {
 	owned, err := blobs.Store.BlobsOwned(ctx, "alpha", below)
 	require.NoError(t, err)
 	require.Len(t, owned, len(below), "the restore recorded what the root reaches")
+}
+
+// countingOwners counts the ownership reads of the store it wraps.
+type countingOwners struct {
+	snapshot.Owners
+	reads atomic.Int64
+}
+
+func (o *countingOwners) BlobOwnership(ctx context.Context, project string, digests []string) (map[string]bool, error) {
+	o.reads.Add(1)
+	return o.Owners.BlobOwnership(ctx, project, digests)
+}
+
+func (o *countingOwners) BlobsOwned(ctx context.Context, project string, digests []string) (map[string]bool, error) {
+	o.reads.Add(1)
+	return o.Owners.BlobsOwned(ctx, project, digests)
 }
