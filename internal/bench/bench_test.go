@@ -22,11 +22,23 @@ func BenchmarkConcurrent64(b *testing.B) {
 	benchSessions(b, 64)
 }
 
+// BenchmarkSerialRounds runs 30 sessions of 10 agent steps one at a time
+// in one store: its CPU profile shows what a step costs, the store's
+// opening and migrations (most of BenchmarkSerial's profile) spread over
+// 300 steps. Its allocs/op divided by 300 is the allocations per step.
+func BenchmarkSerialRounds(b *testing.B) {
+	benchSessionsRounds(b, 1, 30)
+}
+
 func benchSessions(b *testing.B, sessions int) {
+	benchSessionsRounds(b, sessions, 1)
+}
+
+func benchSessionsRounds(b *testing.B, sessions, rounds int) {
 	var steps int
 	var commits float64
 	for b.Loop() {
-		res, err := Run(context.Background(), Config{Dir: b.TempDir(), Sessions: sessions, Steps: 10})
+		res, err := Run(context.Background(), Config{Dir: b.TempDir(), Sessions: sessions, Steps: 10, Rounds: rounds})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -575,6 +575,16 @@ type EventAppendParams struct {
 	TreeSettle *TreeSettle
 }
 
+// LeavesClaimable reports whether the append may leave its session
+// claimable (runnable or with a wake time), so schedulers should hear
+// KindRunnable. A worker's append that keeps its lease leaves the session
+// claimed: the release, or the lease's expiry (which schedulers poll for),
+// makes it claimable, not the append. Saying so anyway would send every
+// scheduler to claim nothing at every step of every running session.
+func (p *EventAppendParams) LeavesClaimable() bool {
+	return (p.Runnable || p.WakeAt != nil) && (p.Fence == nil || p.ReleaseLease)
+}
+
 // DocKind names a projection table.
 type DocKind string
 

@@ -109,7 +109,7 @@ func prepareAppend(p *store.EventAppendParams) ([]store.Event, func(t *txn), err
 			t.notify(store.Notification{Kind: store.KindActionRaised, SessionID: p.SessionID})
 		}
 		switch {
-		case claimableAfter(p):
+		case p.LeavesClaimable():
 			t.notify(grew, store.Notification{Kind: store.KindRunnable, SessionID: p.SessionID})
 		case p.Fence != nil:
 			// The lease holder's own step: on other nodes only readers
@@ -122,16 +122,6 @@ func prepareAppend(p *store.EventAppendParams) ([]store.Event, func(t *txn), err
 		}
 	}
 	return events, build, nil
-}
-
-// claimableAfter reports whether an append may leave its session claimable
-// (runnable or with a wake time), so schedulers should hear KindRunnable.
-// A worker's append that keeps its lease leaves the session claimed: the
-// release, or the lease's expiry (which schedulers poll for), makes it
-// claimable, not the append. Saying so anyway would send every scheduler
-// to claim nothing at every step of every running session.
-func claimableAfter(p *store.EventAppendParams) bool {
-	return (p.Runnable || p.WakeAt != nil) && (p.Fence == nil || p.ReleaseLease)
 }
 
 // appendRefused explains why an append's condition did not hold: no

@@ -34,7 +34,10 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 	if p.Fence != nil {
 		fenced, owner, epoch = true, p.Fence.Owner, p.Fence.Epoch
 	}
-	runnable := p.Runnable || p.WakeAt != nil
+	// A lease holder's append that keeps its lease wakes no scheduler
+	// (see LeavesClaimable): on one node, every step's append sent this
+	// node's scheduler into a claim that found nothing.
+	claimable := p.LeavesClaimable()
 
 	err = s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
 		// The happy path is one conditional UPDATE; only when it changes
@@ -66,7 +69,7 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 			return nil, err
 		}
 		notes := []store.Notification{{Kind: store.KindEvents, SessionID: p.SessionID, Seq: lastSeq}}
-		if runnable {
+		if claimable {
 			notes = append(notes, store.Notification{Kind: store.KindRunnable, SessionID: p.SessionID})
 		}
 		if store.ActionRaised(p.Docs) {

@@ -88,6 +88,43 @@ func testSubscribeEvents(t *testing.T, h *harness) {
 	expect(t, ch, store.Notification{Kind: store.KindActionRaised, SessionID: "ses_sub"})
 }
 
+// testLeaseHoldersAppendClaimsNothing: a worker's append that keeps its
+// lease leaves its session claimed, so schedulers hear no KindRunnable (on
+// one node, every step would send the node's own scheduler into a claim
+// that finds nothing); the append that releases the lease is announced.
+func testLeaseHoldersAppendClaimsNothing(t *testing.T, h *harness) {
+	h.createSession("ses_held", runnable)
+	l := h.claim("w1", at(time.Second), ttl, 1)[0]
+	ch, cancel := h.s.Subscribe(h.ctx)
+	defer cancel()
+
+	h.append("ses_held", 1, 1, func(p *store.EventAppendParams) { p.Runnable, p.Fence = true, &l })
+	// A marker after it: an unfenced append making another session
+	// claimable. Until both are heard, no KindRunnable may name ses_held.
+	h.createSession("ses_marker")
+	h.append("ses_marker", 1, 1, func(p *store.EventAppendParams) { p.Runnable = true })
+	heldSeen, markerSeen := false, false
+	deadline := time.NewTimer(waitFor)
+	defer deadline.Stop()
+	for !heldSeen || !markerSeen {
+		select {
+		case n, ok := <-ch:
+			require.True(t, ok, "channel closed")
+			require.NotEqual(t, store.Notification{Kind: store.KindRunnable, SessionID: "ses_held"}, n,
+				"a lease holder's append that keeps its lease announced its session claimable")
+			heldSeen = heldSeen || n == store.Notification{Kind: store.KindEvents, SessionID: "ses_held", Seq: 2}
+			markerSeen = markerSeen || n == store.Notification{Kind: store.KindRunnable, SessionID: "ses_marker"}
+		case <-deadline.C:
+			require.FailNow(t, "notifications not received", "held's events %v, marker's runnable %v", heldSeen, markerSeen)
+		}
+	}
+
+	// The append that releases the lease makes it claimable: announced.
+	h.append("ses_held", 2, 1, func(p *store.EventAppendParams) { p.Runnable, p.Fence, p.ReleaseLease = true, &l, true })
+	expect(t, ch, store.Notification{Kind: store.KindRunnable, SessionID: "ses_held"})
+	require.ElementsMatch(t, []string{"ses_held", "ses_marker"}, leaseIDs(h.claim("w2", at(2*time.Second), ttl, 2)))
+}
+
 func testSubscribeCancel(t *testing.T, h *harness) {
 	ch, cancel := h.s.Subscribe(h.ctx)
 	cancel()

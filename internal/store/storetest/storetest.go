@@ -90,6 +90,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"TreeReserveConcurrent", testTreeReserveConcurrent},
 		{"SubscribeEvents", testSubscribeEvents},
 		{"SubscribeCancel", testSubscribeCancel},
+		{"LeaseHoldersAppendClaimsNothing", testLeaseHoldersAppendClaimsNothing},
 		{"NotFound", testNotFound},
 		{"Closed", testClosed},
 	}
