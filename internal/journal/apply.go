@@ -12,7 +12,8 @@ import (
 // ch (which may be nil). It fails only on an event that contradicts the state
 // (a programming error in the writer, or a corrupt journal): the caller must
 // then not persist anything.
-func Apply(s *State, ev lt.Event, ch *Changes) error {
+func Apply(s *State, e lt.Event, ch *Changes) error {
+	ev := &event{Event: e}
 	if err := apply(s, ev, ch); err != nil {
 		return fmt.Errorf("apply %s (seq %d): %w", ev.Type, ev.Seq, err)
 	}
@@ -25,15 +26,34 @@ func Apply(s *State, ev lt.Event, ch *Changes) error {
 	return nil
 }
 
-func decode[T any](ev lt.Event) (T, error) {
+// event is an event being applied, its payload decoded at most once per
+// type: apply, tally and trackWorkspace each read the payload of some
+// types (a tool.started, a checkpoint.created), and every event a runner
+// writes is applied as it is added to its batch.
+type event struct {
+	lt.Event
+	// decoded is the payload as decode first decoded it, or nil.
+	decoded any
+}
+
+// decode returns ev's payload as a T, decoding it only if it was not
+// decoded as a T already. Callers read the value or copy from it: a T
+// holding slices or maps shares them with the other callers.
+func decode[T any](ev *event) (T, error) {
+	if v, ok := ev.decoded.(T); ok {
+		return v, nil
+	}
 	var v T
 	if err := json.Unmarshal(ev.Data, &v); err != nil {
 		return v, fmt.Errorf("decode data: %w", err)
 	}
+	if ev.decoded == nil {
+		ev.decoded = v
+	}
 	return v, nil
 }
 
-func apply(s *State, ev lt.Event, ch *Changes) error {
+func apply(s *State, ev *event, ch *Changes) error {
 	switch ev.Type {
 	case lt.EventSessionCreated:
 		d, err := decode[lt.SessionCreatedData](ev)
@@ -485,7 +505,7 @@ func sideCall(s *State, purpose string, u lt.Usage, cost float64, ch *Changes) {
 	}
 }
 
-func currentTurn(s *State, ev lt.Event) (*lt.Turn, error) {
+func currentTurn(s *State, ev *event) (*lt.Turn, error) {
 	t := s.CurrentTurn()
 	if t == nil {
 		return nil, fmt.Errorf("no unfinished turn")
@@ -496,7 +516,7 @@ func currentTurn(s *State, ev lt.Event) (*lt.Turn, error) {
 	return t, nil
 }
 
-func applyTurnEnd(s *State, ev lt.Event, ch *Changes) error {
+func applyTurnEnd(s *State, ev *event, ch *Changes) error {
 	t, err := currentTurn(s, ev)
 	if err != nil {
 		return err
@@ -597,7 +617,7 @@ func dropTurnEffects(effects []lt.Effect, turnID string) []lt.Effect {
 	return kept
 }
 
-func applyToolStarted(s *State, ev lt.Event, ch *Changes) error {
+func applyToolStarted(s *State, ev *event, ch *Changes) error {
 	d, err := decode[lt.ToolStartedData](ev)
 	if err != nil {
 		return err
@@ -632,7 +652,7 @@ func applyToolStarted(s *State, ev lt.Event, ch *Changes) error {
 	return nil
 }
 
-func applyToolEnd(s *State, ev lt.Event, ch *Changes) error {
+func applyToolEnd(s *State, ev *event, ch *Changes) error {
 	var step, index int
 	var callID, effectID, errMsg, resolution string
 	var output json.RawMessage
@@ -708,7 +728,7 @@ func applyToolEnd(s *State, ev lt.Event, ch *Changes) error {
 	return nil
 }
 
-func applyActionResolved(s *State, ev lt.Event, ch *Changes) error {
+func applyActionResolved(s *State, ev *event, ch *Changes) error {
 	d, err := decode[lt.ActionResolvedData](ev)
 	if err != nil {
 		return err
@@ -769,11 +789,10 @@ func putEffect(ch *Changes, e lt.Effect) {
 
 // trackWorkspace keeps what the workspace's copies depend on: the node that
 // last changed it and the people's changes no snapshot holds yet.
-func trackWorkspace(s *State, ev lt.Event) {
+func trackWorkspace(s *State, ev *event) {
 	switch ev.Type {
 	case lt.EventToolStarted:
-		var d lt.ToolStartedData
-		if json.Unmarshal(ev.Data, &d) == nil && d.Class != lt.EffectRead {
+		if d, err := decode[lt.ToolStartedData](ev); err == nil && d.Class != lt.EffectRead {
 			s.WorkspaceNode = ev.WorkerID
 			// The workspace may hold more than the stop's snapshot now.
 			s.EnvironmentSnapshotPassed = s.EnvironmentSnapshot != ""

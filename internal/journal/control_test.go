@@ -67,7 +67,8 @@ func TestApplyHumanControl(t *testing.T) {
 		b.must(lt.EventTurnFailed, "t1", lt.TurnFailedData{TurnID: "t1", StopReason: lt.StopStopped})
 		require.Empty(t, b.st.Pending)
 		require.Nil(t, b.st.Step)
-		doc := b.ch.docs["action/act_1"]
+		doc, ok := b.ch.doc(DocAction, "act_1")
+		require.True(t, ok, "the action's row is written")
 		require.Equal(t, string(lt.ActionCancelled), doc.Status)
 	})
 	t.Run("a transient failure returns the call to requested", func(t *testing.T) {

@@ -54,7 +54,7 @@ func (s *State) WallElapsed(now time.Time) time.Duration {
 
 // applyPause folds session.pause_requested, session.paused and
 // session.resumed into s.
-func applyPause(s *State, ev lt.Event) error {
+func applyPause(s *State, ev *event) error {
 	switch ev.Type {
 	case lt.EventSessionPauseRequested:
 		d, err := decode[lt.SessionPauseRequestedData](ev)

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -635,33 +636,72 @@ type Doc struct {
 }
 
 // Changes collects the projection rows touched by a batch of events; a row
-// touched twice keeps its last value.
+// touched twice keeps its last value. A batch touches a few rows (a step:
+// its turn, an effect, a checkpoint), so they are kept in a slice searched
+// from the end, without a map or a key string made at every touch (every
+// event of a step touches its turn); an index by key is built only for a
+// batch that touches many (an import, a fork).
 type Changes struct {
-	order []string
-	docs  map[string]Doc
+	docs  []Doc
+	index map[docKey]int
 }
+
+type docKey struct {
+	kind DocKind
+	id   string
+}
+
+// changesIndexAt is the number of rows from which put finds a row by its
+// index rather than by a scan.
+const changesIndexAt = 16
 
 func (c *Changes) put(d Doc) {
 	if c == nil {
 		return
 	}
-	if c.docs == nil {
-		c.docs = make(map[string]Doc)
+	if i := c.find(d.Kind, d.ID); i >= 0 {
+		c.docs[i] = d
+		return
 	}
-	k := string(d.Kind) + "/" + d.ID
-	if _, ok := c.docs[k]; !ok {
-		c.order = append(c.order, k)
+	if c.index != nil {
+		c.index[docKey{d.Kind, d.ID}] = len(c.docs)
 	}
-	c.docs[k] = d
+	c.docs = append(c.docs, d)
+	if c.index == nil && len(c.docs) >= changesIndexAt {
+		c.index = make(map[docKey]int, 2*len(c.docs))
+		for i, x := range c.docs {
+			c.index[docKey{x.Kind, x.ID}] = i
+		}
+	}
+}
+
+// find returns the position of the row of kind and id, or -1.
+func (c *Changes) find(kind DocKind, id string) int {
+	if c.index != nil {
+		if i, ok := c.index[docKey{kind, id}]; ok {
+			return i
+		}
+		return -1
+	}
+	for i := len(c.docs) - 1; i >= 0; i-- {
+		if c.docs[i].Kind == kind && c.docs[i].ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// doc returns the row of kind and id the batch touched, if any.
+func (c *Changes) doc(kind DocKind, id string) (Doc, bool) {
+	if i := c.find(kind, id); i >= 0 {
+		return c.docs[i], true
+	}
+	return Doc{}, false
 }
 
 // Docs returns the changed rows in first-touched order.
 func (c *Changes) Docs() []Doc {
-	out := make([]Doc, 0, len(c.order))
-	for _, k := range c.order {
-		out = append(out, c.docs[k])
-	}
-	return out
+	return slices.Clone(c.docs)
 }
 
 // PersonChange is a person's change the latest snapshot does not hold yet

@@ -24,7 +24,7 @@ type Steer struct {
 // call yet.
 func (s Steer) Undelivered() bool { return s.Count > s.Sent }
 
-func applySteered(s *State, ev lt.Event) error {
+func applySteered(s *State, ev *event) error {
 	d, err := decode[lt.TurnSteeredData](ev)
 	if err != nil {
 		return err

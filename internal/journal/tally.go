@@ -47,7 +47,7 @@ var decisionEvents = map[string]bool{
 }
 
 // countDecision counts ev's actor, if it carries one.
-func (t *Tally) countDecision(s *State, ev lt.Event) {
+func (t *Tally) countDecision(s *State, ev *event) {
 	if ev.Type == lt.EventSessionPaused && s.Pause != nil && s.Pause.Requested {
 		return
 	}
@@ -88,7 +88,7 @@ func (t *Tally) AsksOf(types ...lt.ActionType) int {
 
 // tally folds an event that Apply accepted into s.Tally. It never fails:
 // apply already decoded the same data.
-func tally(s *State, ev lt.Event) {
+func tally(s *State, ev *event) {
 	t := &s.Tally
 	if decisionEvents[ev.Type] {
 		t.countDecision(s, ev)
@@ -113,8 +113,7 @@ func tally(s *State, ev lt.Event) {
 			t.Retries++
 		}
 	case lt.EventCheckpointCreated:
-		var d lt.CheckpointCreatedData
-		if json.Unmarshal(ev.Data, &d) == nil {
+		if d, err := decode[lt.CheckpointCreatedData](ev); err == nil {
 			c := d.Checkpoint
 			if c.CreatedAt.IsZero() {
 				c.CreatedAt = ev.Time
