@@ -37,6 +37,7 @@ func benchSessions(b *testing.B, sessions int) {
 func benchSessionsRounds(b *testing.B, sessions, rounds int) {
 	var steps int
 	var commits float64
+	cpu0 := cpuTime()
 	for b.Loop() {
 		res, err := Run(context.Background(), Config{Dir: b.TempDir(), Sessions: sessions, Steps: 10, Rounds: rounds})
 		if err != nil {
@@ -45,6 +46,10 @@ func benchSessionsRounds(b *testing.B, sessions, rounds int) {
 		steps += res.Steps
 		commits += res.CommitsPerStep * float64(res.Steps)
 	}
+	// The process's CPU, user and system, per step: what a step costs
+	// whatever else loads the machine (the rate depends on that), the
+	// store's opening and migrations included.
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(steps), "cpu-µs/step")
 	b.ReportMetric(float64(steps)/b.Elapsed().Seconds(), "agent-steps/s")
 	b.ReportMetric(commits/float64(steps), "commits/step")
 }
