@@ -47,7 +47,7 @@ func dialHostileRunnerWith(t *testing.T, srv *server, key, name string, take fun
 	defer cancel()
 	ws, _, err := websocket.Dial(ctx, srv.url+"/v1/runners/connect", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}})
 	require.NoError(t, err)
-	require.NoError(t, link.WriteJSON(ctx, ws, link.Hello{Name: name, Capacity: 4, Version: "hostile"}))
+	require.NoError(t, link.WriteJSON(ctx, ws, link.Hello{Name: name, Capacity: 4, Version: "hostile", Protocol: link.ProtocolVersion}))
 	var welcome link.Welcome
 	require.NoError(t, link.ReadJSON(ctx, ws, &welcome))
 	h := &hostileRunner{}

@@ -31,11 +31,22 @@ const (
 	runnersNameHeld      websocket.StatusCode = 4005
 	runnersTooManyConns  websocket.StatusCode = 4007
 	runnersPolicyBreaker websocket.StatusCode = websocket.StatusPolicyViolation
+	runnersBadHello      websocket.StatusCode = 4004
+	runnersOutdated      websocket.StatusCode = 4008
+	// runnersProtocol is the runner protocol the server speaks.
+	runnersProtocol = 2
 )
 
 // runnersDial opens a runner connection with key and says hello as name:
 // the socket and the welcome's error (nil: welcomed).
 func runnersDial(t *testing.T, srv *server, key, name string) (*websocket.Conn, error) {
+	t.Helper()
+	return runnersDialHello(t, srv, key, fmt.Sprintf(`{"name":%q,"capacity":1,"version":"attacker","protocol":%d}`, name, runnersProtocol))
+}
+
+// runnersDialHello opens a runner connection with key and sends hello as
+// its first frame: the socket and the welcome's error (nil: welcomed).
+func runnersDialHello(t *testing.T, srv *server, key, hello string) (*websocket.Conn, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -43,7 +54,7 @@ func runnersDial(t *testing.T, srv *server, key, name string) (*websocket.Conn, 
 	require.NoError(t, err, "the upgrade")
 	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
 	t.Cleanup(func() { _ = ws.CloseNow() })
-	if err := ws.Write(ctx, websocket.MessageText, []byte(`{"name":"`+name+`","capacity":1,"version":"attacker"}`)); err != nil {
+	if err := ws.Write(ctx, websocket.MessageText, []byte(hello)); err != nil {
 		return ws, err
 	}
 	_, welcome, err := ws.Read(ctx)
@@ -51,6 +62,19 @@ func runnersDial(t *testing.T, srv *server, key, name string) (*websocket.Conn, 
 		require.Contains(t, string(welcome), `"connection_id":"rc_`)
 	}
 	return ws, err
+}
+
+// runnersWithHonest starts a server with bootstrap key boot and an honest
+// runner box1 of a runner key of its own, and waits until it is listed.
+func runnersWithHonest(t *testing.T, boot string) (*keyed, lt.APIKey, *runnerProc) {
+	t.Helper()
+	k := startKeyed(t, boot)
+	honest := k.create("honest", lt.RoleRunner)
+	holder := startRunner(t, k.srv.url, honest.Key, "box1")
+	require.Eventually(t, func() bool {
+		return strings.Join(runnersListed(t, k.srv, boot), ",") == "box1 "+honest.ID
+	}, 30*time.Second, 20*time.Millisecond)
+	return k, honest, holder
 }
 
 // runnersRequireClosed asserts that err is the server closing the
@@ -85,12 +109,8 @@ func runnersListed(t *testing.T, srv *server, operator string) []string {
 func TestAdversarialRunners_NameHeld(t *testing.T) {
 	t.Parallel()
 	const boot = "lh-adv-runners-name-bootstrap"
-	k := startKeyed(t, boot)
-	honest, thief := k.create("honest", lt.RoleRunner), k.create("thief", lt.RoleRunner)
-	holder := startRunner(t, k.srv.url, honest.Key, "box1")
-	require.Eventually(t, func() bool {
-		return strings.Join(runnersListed(t, k.srv, boot), ",") == "box1 "+honest.ID
-	}, 30*time.Second, 20*time.Millisecond)
+	k, honest, holder := runnersWithHonest(t, boot)
+	thief := k.create("thief", lt.RoleRunner)
 
 	for range 5 {
 		_, err := runnersDial(t, k.srv, thief.Key, "box1")
@@ -103,6 +123,45 @@ func TestAdversarialRunners_NameHeld(t *testing.T) {
 	default:
 	}
 	require.NotContains(t, holder.stderr.String(), "connection ended", "the holder's connection was never closed")
+}
+
+// TestAdversarialRunners_OldProtocolRefused: a runner that says an older
+// protocol than the server's (none at all, as every runner from before
+// versions; or 1), or one out of range, is refused before anything is
+// recorded (4008 saying to upgrade the runner; 4004 naming the field), so
+// the server never sends it a call it does not know. It is never listed,
+// and a runner of the server's protocol connected under another name is
+// untouched and listed with its protocol.
+func TestAdversarialRunners_OldProtocolRefused(t *testing.T) {
+	t.Parallel()
+	const boot = "lh-adv-runners-protocol-bootstrap"
+	k, honest, holder := runnersWithHonest(t, boot)
+	old := k.create("old", lt.RoleRunner)
+
+	for _, hello := range []string{
+		`{"name":"box2","capacity":1,"version":"v0.8.0"}`,
+		`{"name":"box2","capacity":1,"version":"v0.8.0","protocol":1}`,
+	} {
+		_, err := runnersDialHello(t, k.srv, old.Key, hello)
+		runnersRequireClosed(t, err, runnersOutdated, fmt.Sprintf("older than %d", runnersProtocol))
+		runnersRequireClosed(t, err, runnersOutdated, "upgrade longhaul on the runner's machine")
+	}
+	for _, p := range []string{"-1", "1048577"} {
+		_, err := runnersDialHello(t, k.srv, old.Key, `{"name":"box2","capacity":1,"version":"x","protocol":`+p+`}`)
+		runnersRequireClosed(t, err, runnersBadHello, "hello.protocol")
+	}
+	require.Equal(t, []string{"box1 " + honest.ID}, runnersListed(t, k.srv, boot), "no refused runner is listed")
+	cl, err := client.New(k.srv.url, &client.Config{APIKey: boot})
+	require.NoError(t, err)
+	l, err := cl.ListRunners(t.Context(), "")
+	require.NoError(t, err)
+	require.Len(t, l.Data, 1)
+	require.Equal(t, runnersProtocol, l.Data[0].Protocol, "the honest runner's protocol is listed")
+	select {
+	case <-holder.done:
+		t.Fatalf("the honest runner stopped:\n%s", holder.stderr.String())
+	default:
+	}
 }
 
 // TestAdversarialRunners_ConnectionCaps: a key past

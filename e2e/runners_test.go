@@ -81,11 +81,13 @@ func TestRunnerConnections(t *testing.T) {
 	require.Equal(t, lt.DefaultProject, listed.Project)
 	require.Equal(t, runnerKey.ID, listed.KeyID)
 	require.NotEmpty(t, listed.Node)
+	require.Equal(t, 2, listed.Protocol, "the runner protocol it speaks")
 	out, err := exec.CommandContext(ctx, longhaulBin, "runners", "--server", k.srv.url, "--api-key", operator.Key).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "box1")
 	require.Contains(t, string(out), "gpu,linux")
 	require.Contains(t, string(out), "SESSIONS")
+	require.Contains(t, string(out), "PROTOCOL")
 	require.Equal(t, []string{}, listed.Sessions, "no session has its environment open on it")
 
 	// SIGKILL: its socket closes with it, and it leaves the list well

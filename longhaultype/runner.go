@@ -16,6 +16,9 @@ type Runner struct {
 	Capacity int `json:"capacity"`
 	// Version is the runner's build, as it announced it.
 	Version string `json:"version"`
+	// Protocol is the version of the runner protocol it speaks: a server
+	// refuses a runner older than the protocol it needs.
+	Protocol int `json:"protocol"`
 	// Node is the id of the server node the runner is connected to.
 	Node string `json:"node"`
 	// KeyID is the API key it connected with.

@@ -44,8 +44,12 @@ The journal, the vault and every secret stay on the server.
 When the connection drops, the runner connects again, waiting longer each
 time (exponential backoff with jitter, up to a minute). It stops with an
 error when the server refuses it for good: its key is refused or revoked,
-or a newer runner of the same key connected under the same name (the newer
-one wins). A name held by another key's live runner is tried again later.
+a newer runner of the same key connected under the same name (the newer
+one wins), or the server needs a newer runner protocol than this build
+speaks (upgrade longhaul on this machine). A server older than the runner
+(one that does not know protocol versions) refuses its hello: the runner
+tries again with backoff, saying to upgrade the server, and connects once
+it is. A name held by another key's live runner is tried again later.
 
 A plain http:// server is refused unless it is loopback (the key would
 travel in the clear); --insecure allows it.`,
@@ -104,7 +108,7 @@ func (c *cli) runRunner(cmd *cobra.Command, o *runnerOpts) error {
 	r, err := runner.New(runner.Config{
 		Server: server, Insecure: o.insecure, Key: key, DataDir: o.data, Backend: backend, Logger: log,
 		BlobCacheBytes: int64(o.blobCacheMB) << 20,
-		Hello:          link.Hello{Name: o.name, Labels: o.labels, Capacity: o.capacity, Version: version},
+		Hello:          link.Hello{Name: o.name, Labels: o.labels, Capacity: o.capacity, Version: version, Protocol: link.ProtocolVersion},
 	})
 	if err != nil {
 		return usagef("%s", flagNames(err.Error()))
@@ -141,7 +145,8 @@ func (c *cli) runnersCmd() *cobra.Command {
 		Long: `List the runners connected to any node of the server: name, project, labels,
 capacity, how many sessions have their environments open on it (their ids
 with --json, as of its node's last check of the connection), the node each
-is connected to, when it connected and when it was last seen. A runner whose node died stops being listed within three of the
+is connected to, when it connected and when it was last seen, its build
+and the version of the runner protocol it speaks. A runner whose node died stops being listed within three of the
 server's runner check intervals (15 s by default). Needs an admin or operator
 key; an operator sees its own project's runners.`,
 		Example: `  longhaul runners
@@ -175,13 +180,13 @@ func (c *cli) runnersLs(cmd *cobra.Command, o *runnersOpts) error {
 		_, err := fmt.Fprintln(c.stdout, "No runner is connected. Start one with 'longhaul runner --server URL --name NAME' and a runner key.")
 		return err
 	}
-	t := newTable(c.stdout, "NAME", "PROJECT", "LABELS", "CAPACITY", "SESSIONS", "NODE", "CONNECTED", "LAST SEEN", "VERSION")
+	t := newTable(c.stdout, "NAME", "PROJECT", "LABELS", "CAPACITY", "SESSIONS", "NODE", "CONNECTED", "LAST SEEN", "VERSION", "PROTOCOL")
 	for _, r := range runners {
 		labels := strings.Join(r.Labels, ",")
 		if labels == "" {
 			labels = "-"
 		}
-		t.row(r.Name, r.Project, labels, fmt.Sprint(r.Capacity), fmt.Sprint(len(r.Sessions)), r.Node, fmtTime(r.ConnectedAt), fmtTime(r.LastSeenAt), r.Version)
+		t.row(r.Name, r.Project, labels, fmt.Sprint(r.Capacity), fmt.Sprint(len(r.Sessions)), r.Node, fmtTime(r.ConnectedAt), fmtTime(r.LastSeenAt), r.Version, fmt.Sprint(r.Protocol))
 	}
 	return t.flush()
 }

@@ -27,7 +27,7 @@ func (a *App) ListRunners(ctx context.Context, project string) (*lt.List[lt.Runn
 	for _, r := range rows {
 		out = append(out, lt.Runner{
 			Name: r.Name, Project: r.Project, Labels: r.Labels, Capacity: r.Capacity, Version: r.Version,
-			Node: r.Node, KeyID: r.KeyID, ConnectedAt: r.ConnectedAt, LastSeenAt: r.SeenAt, Sessions: r.Sessions,
+			Protocol: r.Protocol, Node: r.Node, KeyID: r.KeyID, ConnectedAt: r.ConnectedAt, LastSeenAt: r.SeenAt, Sessions: r.Sessions,
 		})
 	}
 	return list(out), nil

@@ -43,7 +43,9 @@ type Config struct {
 	// Key is the runner's API key (role runner). Required.
 	Key string
 	// Hello is who the runner says it is. Required (checked by
-	// link.Hello.Check).
+	// link.Hello.Check). Its Protocol defaults to link.ProtocolVersion,
+	// the protocol this package speaks (a test sets an older one to play
+	// an old runner).
 	Hello link.Hello
 	// DataDir holds the sessions' workspaces (DataDir/workspaces).
 	// Required.
@@ -136,6 +138,9 @@ func New(cfg Config) (*Runner, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("runner config: %w", err)
 	}
+	if cfg.Hello.Protocol == 0 {
+		cfg.Hello.Protocol = link.ProtocolVersion
+	}
 	if cfg.MinBackoff == 0 {
 		cfg.MinBackoff = DefaultMinBackoff
 	}
@@ -205,6 +210,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			return nil
 		}
 		if errors.Is(err, ErrRefused) {
+			r.log.Error("the server refused this runner for good: it stops", "err", err)
 			return err
 		}
 		if accepted {
@@ -292,10 +298,23 @@ func (r *Runner) connectOnce(ctx context.Context) (accepted bool, err error) {
 }
 
 // refusal wraps err with ErrRefused when the server closed the connection
-// with a code that says not to come back.
+// with a code that says not to come back, such as a protocol the server
+// finds too old (only a new build of the runner helps: it stops, saying
+// to upgrade it). A server too old for the runner's Hello (it refuses the
+// protocol field it does not know) is not the runner's to fix: it is
+// tried again with backoff, each try saying to upgrade the server, so the
+// runner comes back by itself once the server is.
 func refusal(err error, what string) error {
-	switch websocket.CloseStatus(err) {
-	case link.StatusKeyRevoked, link.StatusBadHello, link.StatusReplaced:
+	var ce websocket.CloseError
+	errors.As(err, &ce)
+	switch {
+	case ce.Code == link.StatusOutdated:
+		return fmt.Errorf("%w: this runner speaks protocol %d, older than the server needs (%s): upgrade longhaul on this machine",
+			ErrRefused, link.ProtocolVersion, ce.Reason)
+	case ce.Code == link.StatusBadHello && strings.Contains(ce.Reason, `unknown field "protocol"`):
+		return fmt.Errorf("%s: the server is older than this runner (it does not know the runner protocol's versions): upgrade the server, or run the runner of its version: %w",
+			what, err)
+	case ce.Code == link.StatusKeyRevoked, ce.Code == link.StatusBadHello, ce.Code == link.StatusReplaced:
 		return fmt.Errorf("%w: %s: %w", ErrRefused, what, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)

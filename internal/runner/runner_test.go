@@ -291,7 +291,7 @@ func TestNameHeldByAnotherKey(t *testing.T) {
 	ws, _, err := websocket.Dial(t.Context(), s.url+runner.ConnectPath, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer other"}}})
 	require.NoError(t, err)
 	defer ws.CloseNow()
-	require.NoError(t, link.WriteJSON(t.Context(), ws, link.Hello{Name: "box1", Capacity: 1}))
+	require.NoError(t, link.WriteJSON(t.Context(), ws, link.Hello{Name: "box1", Capacity: 1, Protocol: link.ProtocolVersion}))
 	_, _, err = ws.Read(t.Context())
 	require.Equal(t, link.StatusNameHeld, websocket.CloseStatus(err))
 	var ce websocket.CloseError
@@ -398,7 +398,7 @@ func dialHello(t *testing.T, s *server, token, name string) (*websocket.Conn, er
 	ws, _, err := websocket.Dial(t.Context(), s.url+runner.ConnectPath, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = ws.CloseNow() })
-	if err := link.WriteJSON(t.Context(), ws, link.Hello{Name: name, Capacity: 1}); err != nil {
+	if err := link.WriteJSON(t.Context(), ws, link.Hello{Name: name, Capacity: 1, Protocol: link.ProtocolVersion}); err != nil {
 		return ws, err
 	}
 	var welcome link.Welcome

@@ -696,7 +696,10 @@ type RunnerRow struct {
 	Labels   []string
 	Capacity int
 	// Version is the runner's build, as it announced it.
-	Version     string
+	Version string
+	// Protocol is the version of the runner protocol it speaks (its
+	// Hello's; 1 for a row recorded before protocols were).
+	Protocol    int
 	ConnectedAt time.Time
 	// SeenAt is the connection's last sign of life (RunnerTouch). Both
 	// times are the store's clock.

@@ -28,7 +28,7 @@ func dialLiar(t *testing.T, rg *rig, name string, handlers map[string]func(c *li
 	t.Helper()
 	ws, _, err := websocket.Dial(t.Context(), rg.url+runner.ConnectPath, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer good"}}})
 	require.NoError(t, err)
-	require.NoError(t, link.WriteJSON(t.Context(), ws, link.Hello{Name: name, Capacity: 4}))
+	require.NoError(t, link.WriteJSON(t.Context(), ws, link.Hello{Name: name, Capacity: 4, Protocol: link.ProtocolVersion}))
 	var welcome link.Welcome
 	require.NoError(t, link.ReadJSON(t.Context(), ws, &welcome))
 	ready := make(chan *link.Conn, 1)

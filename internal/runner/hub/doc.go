@@ -56,6 +56,11 @@
 //     sent become the project's as takes end (a tree only with all it
 //     refers to, whichever take sent them); a restore, and every
 //     blob.get, require the project's ownership as well as the scope.
+//   - A runner whose Hello says an older protocol than Config.MinProtocol
+//     (link.Hello.Protocol; none: 1) is refused before anything is recorded
+//     (link.StatusOutdated, the reason saying to upgrade it): every runner
+//     the hub holds answers the calls of the server's protocol. The row
+//     records the protocol it speaks (listed).
 //   - A key holds at most Config.MaxConnsPerKey connections to a node, and
 //     a node at most Config.MaxConns, counted from the upgrade (before the
 //     Hello); one more is closed with link.StatusTooManyConns before

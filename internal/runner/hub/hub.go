@@ -83,6 +83,11 @@ type Config struct {
 	// are uploading in parts and have not finished (held in memory).
 	// Default DefaultMaxUploadBytes.
 	MaxUploadBytes int64
+	// MinProtocol is the oldest runner protocol (link.Hello.Protocol) the
+	// hub takes: an older runner is refused (link.StatusOutdated) with a
+	// reason that says to upgrade it. Default link.MinProtocolVersion;
+	// never lower than 1.
+	MinProtocol int
 	// OnConnect, when set, is called with each connection's row once the
 	// connection is held (Get finds it), in a goroutine of its own: the
 	// engine wakes the sessions waiting for such a runner
@@ -195,6 +200,12 @@ func New(node string, st Store, cfg *Config) *Hub {
 	if c.MaxConns == 0 {
 		c.MaxConns = DefaultMaxConns
 	}
+	if c.MinProtocol < 0 {
+		panic("hub: negative minimum protocol")
+	}
+	if c.MinProtocol == 0 {
+		c.MinProtocol = link.MinProtocolVersion
+	}
 	if c.TouchInterval == 0 {
 		c.TouchInterval = DefaultTouchInterval
 	}
@@ -234,9 +245,18 @@ func (h *Hub) Serve(ctx context.Context, ws *websocket.Conn, key Key, check KeyC
 		_ = ws.Close(link.StatusBadHello, shorten(err.Error()))
 		return
 	}
+	if p := hello.EffectiveProtocol(); p < h.cfg.MinProtocol {
+		// Refused before anything is recorded: the runner would fail the
+		// calls of the newer protocol mid-session instead.
+		h.log.Warn("runner refused: protocol too old", "runner", hello.Name, "key_id", key.ID,
+			"protocol", p, "min_protocol", h.cfg.MinProtocol, "version", hello.Version)
+		_ = ws.Close(link.StatusOutdated, shorten(fmt.Sprintf("runner protocol %d is older than %d, the oldest this server takes: upgrade longhaul on the runner's machine", p, h.cfg.MinProtocol)))
+		return
+	}
 	r := &Runner{hub: h, Row: store.RunnerRow{
 		Project: key.Project, Name: hello.Name, ConnID: "rc_" + randomHex(), KeyID: key.ID, Node: h.node,
 		Labels: slices.Clone(hello.Labels), Capacity: hello.Capacity, Version: hello.Version,
+		Protocol: hello.EffectiveProtocol(),
 	}}
 	if r.Row.Labels == nil {
 		r.Row.Labels = []string{}
@@ -273,7 +293,7 @@ func (h *Hub) Serve(ctx context.Context, ws *websocket.Conn, key Key, check KeyC
 		go h.cfg.OnConnect(r.Row)
 	}
 	h.log.Info("runner connected", "runner", r.Row.Name, "project", r.Row.Project, "conn", r.Row.ConnID,
-		"labels", r.Row.Labels, "capacity", r.Row.Capacity, "version", r.Row.Version)
+		"labels", r.Row.Labels, "capacity", r.Row.Capacity, "version", r.Row.Version, "protocol", r.Row.Protocol)
 	defer h.forget(r)
 	defer func() {
 		// The connection's unfinished uploads die with it.

@@ -23,6 +23,15 @@
 // runner sending and fetching snapshot blobs by content address). A side
 // sends its calls in the order of their ids.
 //
+// # Versions
+//
+// The Hello says which version of this protocol the runner speaks
+// (Hello.Protocol, ProtocolVersion of its build). A version adds methods or
+// fields; a runner answers the calls of every version up to its own. The
+// server calls the methods of its own version of every runner, so it
+// refuses one below MinProtocolVersion at the handshake (StatusOutdated)
+// rather than have it fail a newer call mid-session.
+//
 // # What a side refuses
 //
 // The runner is a lower-trust party than the server, so every message is

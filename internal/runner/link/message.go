@@ -173,6 +173,38 @@ type Hello struct {
 	Capacity int `json:"capacity"`
 	// Version is the runner's build (printable, at most 64 bytes).
 	Version string `json:"version"`
+	// Protocol is the version of this protocol the runner speaks
+	// (ProtocolVersion of its build; 0 or absent: a runner from before
+	// versions, protocol 1). The server refuses one below the oldest it
+	// needs (StatusOutdated): what it calls of a runner is the methods of
+	// its own protocol, and an older runner would not know the newer ones.
+	Protocol int `json:"protocol,omitempty"`
+}
+
+// Protocol versions. Each adds methods, fields or meanings a runner must
+// know; a runner answers the calls of every version up to its own.
+//
+//   - 1: the first (every runner from before versions, which sent none).
+//   - 2: fs.stat_direct, fs.check_write, and fs.write's direct (a
+//     person's write that follows no symlink). A runner of protocol 1
+//     refuses them (unknown_method, bad_params) only once a person's file
+//     operation needs them, mid-session: refused at the connection instead,
+//     it is told at once to upgrade.
+const (
+	// ProtocolVersion is the version this build speaks.
+	ProtocolVersion = 2
+	// MinProtocolVersion is the oldest version a server of this build
+	// takes: it calls the methods of protocol 2 of every runner.
+	MinProtocolVersion = 2
+	// MaxProtocolVersion bounds what a Hello may claim (a newer runner's
+	// version is taken as it says: it answers every older call).
+	MaxProtocolVersion = 1 << 20
+)
+
+// EffectiveProtocol is the version h says the runner speaks: 1 when it
+// says none (a runner from before versions).
+func (h *Hello) EffectiveProtocol() int {
+	return max(h.Protocol, 1)
 }
 
 // Welcome is the server's answer to a Hello it accepted.
@@ -237,6 +269,9 @@ func (h *Hello) Check() error {
 			return errors.New("hello.version: printable ASCII only, no spaces")
 		}
 	}
+	if h.Protocol < 0 || h.Protocol > MaxProtocolVersion {
+		return fmt.Errorf("hello.protocol: must be 1 to %d (or absent), got %d", MaxProtocolVersion, h.Protocol)
+	}
 	return nil
 }
 
@@ -260,4 +295,7 @@ const (
 	// StatusTooManyConns: the runner's key, or the node, holds the most
 	// connections it may; the runner may try again later.
 	StatusTooManyConns websocket.StatusCode = 4007
+	// StatusOutdated: the runner speaks a protocol older than the server
+	// needs (Hello.Protocol); it must be upgraded before it comes back.
+	StatusOutdated websocket.StatusCode = 4008
 )

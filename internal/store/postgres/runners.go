@@ -29,15 +29,15 @@ func (s *Store) RunnerConnect(ctx context.Context, row *store.RunnerRow, staleAf
 	// and the staleness bound come from it, never from the caller.
 	var seen time.Time
 	err := s.queryRow(ctx, func(r pgx.Row) error { return r.Scan(&seen) },
-		`INSERT INTO runners (project, name, conn_id, key_id, node, labels, capacity, version, connected_at, seen_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now(), now())
+		`INSERT INTO runners (project, name, conn_id, key_id, node, labels, capacity, version, protocol, connected_at, seen_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $10, now(), now())
 ON CONFLICT (project, name) DO UPDATE SET conn_id = excluded.conn_id, key_id = excluded.key_id, node = excluded.node,
-  labels = excluded.labels, capacity = excluded.capacity, version = excluded.version,
+  labels = excluded.labels, capacity = excluded.capacity, version = excluded.version, protocol = excluded.protocol,
   connected_at = excluded.connected_at, seen_at = excluded.seen_at, sessions = '{}'
 WHERE runners.key_id = excluded.key_id OR runners.seen_at < now() - $9::bigint * interval '1 microsecond'
 RETURNING seen_at`,
 		row.Project, row.Name, row.ConnID, row.KeyID, row.Node, storeutil.NonNil(row.Labels), row.Capacity, row.Version,
-		staleAfter.Microseconds())
+		staleAfter.Microseconds(), row.Protocol)
 	if errors.Is(err, store.ErrNotFound) { // no row: the WHERE refused the update
 		return fmt.Errorf("record runner %s: held by another key: %w", row.Name, store.ErrConflict)
 	}
@@ -89,14 +89,14 @@ func (s *Store) RunnerList(ctx context.Context, project string, staleAfter time.
 	var out []*store.RunnerRow
 	err := s.query(ctx, func(rows pgx.Rows) error {
 		var r store.RunnerRow
-		if err := rows.Scan(&r.Project, &r.Name, &r.ConnID, &r.KeyID, &r.Node, &r.Labels, &r.Capacity, &r.Version, &r.ConnectedAt, &r.SeenAt, &r.Sessions); err != nil {
+		if err := rows.Scan(&r.Project, &r.Name, &r.ConnID, &r.KeyID, &r.Node, &r.Labels, &r.Capacity, &r.Version, &r.Protocol, &r.ConnectedAt, &r.SeenAt, &r.Sessions); err != nil {
 			return err
 		}
 		r.Labels, r.Sessions = storeutil.NonNil(r.Labels), storeutil.NonNil(r.Sessions)
 		r.ConnectedAt, r.SeenAt = r.ConnectedAt.UTC(), r.SeenAt.UTC()
 		out = append(out, &r)
 		return nil
-	}, `SELECT project, name, conn_id, key_id, node, labels, capacity, version, connected_at, seen_at, sessions FROM runners
+	}, `SELECT project, name, conn_id, key_id, node, labels, capacity, version, protocol, connected_at, seen_at, sessions FROM runners
 WHERE ($1 = '' OR project = $1) AND ($2::bigint = 0 OR seen_at >= now() - $2::bigint * interval '1 microsecond')
 ORDER BY project, name`, project, staleAfter.Microseconds())
 	if err != nil {

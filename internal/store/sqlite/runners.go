@@ -34,13 +34,13 @@ func (s *Store) RunnerConnect(ctx context.Context, row *store.RunnerRow, staleAf
 		// The store's clock, read in the writer so that the times and the
 		// staleness bound are one instant, never the caller's.
 		now = fromMicros(toMicros(s.cfg.Now()))
-		n, err := w.changed(`INSERT INTO runners (project, name, conn_id, key_id, node, labels, capacity, version, connected_at, seen_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		n, err := w.changed(`INSERT INTO runners (project, name, conn_id, key_id, node, labels, capacity, version, protocol, connected_at, seen_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (project, name) DO UPDATE SET conn_id = excluded.conn_id, key_id = excluded.key_id, node = excluded.node,
-  labels = excluded.labels, capacity = excluded.capacity, version = excluded.version,
+  labels = excluded.labels, capacity = excluded.capacity, version = excluded.version, protocol = excluded.protocol,
   connected_at = excluded.connected_at, seen_at = excluded.seen_at, sessions = '[]'
 WHERE runners.key_id = excluded.key_id OR runners.seen_at < ?`,
-			row.Project, row.Name, row.ConnID, row.KeyID, row.Node, string(labels), row.Capacity, row.Version,
+			row.Project, row.Name, row.ConnID, row.KeyID, row.Node, string(labels), row.Capacity, row.Version, row.Protocol,
 			toMicros(now), toMicros(now), toMicros(now.Add(-staleAfter)))
 		if err != nil {
 			return nil, mapErr(err)
@@ -128,7 +128,7 @@ func (s *Store) RunnerList(ctx context.Context, project string, staleAfter time.
 			labels, sessions string
 			connected, seen  int64
 		)
-		if err := rows.Scan(&r.Project, &r.Name, &r.ConnID, &r.KeyID, &r.Node, &labels, &r.Capacity, &r.Version, &connected, &seen, &sessions); err != nil {
+		if err := rows.Scan(&r.Project, &r.Name, &r.ConnID, &r.KeyID, &r.Node, &labels, &r.Capacity, &r.Version, &r.Protocol, &connected, &seen, &sessions); err != nil {
 			return err
 		}
 		if err := json.Unmarshal([]byte(labels), &r.Labels); err != nil {
@@ -141,7 +141,7 @@ func (s *Store) RunnerList(ctx context.Context, project string, staleAfter time.
 		r.ConnectedAt, r.SeenAt = fromMicros(connected), fromMicros(seen)
 		out = append(out, &r)
 		return nil
-	}, `SELECT project, name, conn_id, key_id, node, labels, capacity, version, connected_at, seen_at, sessions FROM runners
+	}, `SELECT project, name, conn_id, key_id, node, labels, capacity, version, protocol, connected_at, seen_at, sessions FROM runners
 WHERE (? = '' OR project = ?) AND seen_at >= ? ORDER BY project, name`, project, project, seenSince)
 	if err != nil {
 		return nil, fmt.Errorf("list runners: %w", err)

@@ -138,15 +138,7 @@ func testRunnerSessions(t *testing.T, h *harness) {
 	require.Equal(t, []string{}, row.Sessions)
 	listed := func() []string {
 		t.Helper()
-		l, err := h.s.RunnerList(h.ctx, "default", time.Hour)
-		require.NoError(t, err)
-		for _, r := range l {
-			if r.Name == "box7" {
-				return r.Sessions
-			}
-		}
-		t.Fatal("box7 is not listed")
-		return nil
+		return listedRunner(t, h, "box7").Sessions
 	}
 	require.Equal(t, []string{}, listed())
 	require.NoError(t, h.s.RunnerSessions(h.ctx, "default", "box7", "rc_7", []string{"ses_a", "ses_b"}))
@@ -161,4 +153,42 @@ func testRunnerSessions(t *testing.T, h *harness) {
 	newer := &store.RunnerRow{Project: "default", Name: "box7", ConnID: "rc_8", KeyID: "key_7", Node: "node-b", Capacity: 2}
 	require.NoError(t, h.s.RunnerConnect(h.ctx, newer, time.Hour))
 	require.Equal(t, []string{}, listed(), "a newer connection starts with none")
+}
+
+// testRunnerProtocol: the protocol a runner speaks is recorded with its
+// connection and listed; a newer connection under the name records its
+// own; a negative one is refused, naming the field, and changes nothing.
+func testRunnerProtocol(t *testing.T, h *harness) {
+	protocol := func() int {
+		t.Helper()
+		return listedRunner(t, h, "box9").Protocol
+	}
+	row := &store.RunnerRow{Project: "default", Name: "box9", ConnID: "rc_9", KeyID: "key_9", Node: "node-a", Capacity: 2, Version: "v2", Protocol: 3}
+	require.NoError(t, h.s.RunnerConnect(h.ctx, row, time.Hour))
+	require.Equal(t, 3, protocol())
+
+	bad := *row
+	bad.ConnID, bad.Protocol = "rc_bad", -1
+	require.ErrorContains(t, h.s.RunnerConnect(h.ctx, &bad, time.Hour), "protocol")
+	require.Equal(t, 3, protocol(), "a refused row changes nothing")
+
+	newer := *row
+	newer.ConnID, newer.Protocol = "rc_10", 2
+	require.NoError(t, h.s.RunnerConnect(h.ctx, &newer, time.Hour))
+	require.Equal(t, 2, protocol(), "the newer connection's protocol")
+}
+
+// listedRunner returns the default project's runner name as listed (the
+// test fails if it is not).
+func listedRunner(t *testing.T, h *harness, name string) *store.RunnerRow {
+	t.Helper()
+	l, err := h.s.RunnerList(h.ctx, "default", time.Hour)
+	require.NoError(t, err)
+	for _, r := range l {
+		if r.Name == name {
+			return r
+		}
+	}
+	t.Fatalf("%s is not listed", name)
+	return nil
 }

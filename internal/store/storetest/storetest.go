@@ -45,6 +45,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"LeaseRelease", testLeaseRelease},
 		{"LeaseHandOver", testLeaseHandOver},
 		{"RunnerSessions", testRunnerSessions},
+		{"RunnerProtocol", testRunnerProtocol},
 		{"LeaseExpireOwner", testLeaseExpireOwner},
 		{"Docs", testDocs},
 		{"DocOfAnotherSessionConflicts", testDocConflict},

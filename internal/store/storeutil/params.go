@@ -257,6 +257,9 @@ func (c Checks) RunnerRow(row *store.RunnerRow) error {
 	if row.Capacity < 0 {
 		return fmt.Errorf("capacity: must be >= 0, got %d", row.Capacity)
 	}
+	if row.Protocol < 0 {
+		return fmt.Errorf("protocol: must be >= 0, got %d", row.Protocol)
+	}
 	// ConnectedAt and SeenAt are the store's to set (its clock), not
 	// checked: whatever the caller put there is replaced.
 	return nil

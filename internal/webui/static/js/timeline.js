@@ -148,7 +148,7 @@ export function describe(ev) {
     case 'environment.stopped':
       return [`Environment stopped (${d.reason})${d.runner ? ' on runner ' + d.runner : ''} at snapshot ${truncate(d.snapshot || '', 16)}`, 'info'];
     case 'environment.stopping':
-      return [`Stopping the environment (${d.reason})${d.runner ? ' on runner ' + d.runner : ''} at snapshot ${truncate(d.snapshot || '', 16)}`, 'info'];
+      return [`Stopping the environment (${d.reason})${d.runner ? ' on runner ' + d.runner : ''} at snapshot ${truncate(d.snapshot || '', 16)}${d.person_changes_through ? `, holding the people's changes through event #${d.person_changes_through}` : ''}`, 'info'];
     case 'environment.stop_failed':
       return [`Environment not stopped (${d.reason}): ${d.error}`, 'warn'];
     case 'environment.provisioned':

@@ -9,7 +9,7 @@
 // not change files (a reader, an approver) browses and downloads only.
 
 import { api, enc, fetchBlob, fetchFile, filePath, putFile, request } from '../api.js';
-import { h, replace, fmtBytes, time, errorBox, busy, chip, field } from '../dom.js';
+import { h, replace, fmtBytes, time, errorBox, busy, chip, field, truncate } from '../dom.js';
 import { can, identity } from '../identity.js';
 
 // Files larger than this are not opened in the editor.
@@ -39,6 +39,10 @@ function browser(el, scope, sessionId, getSession) {
   const sourceSel = h('select', { id: 'files-source', 'aria-label': 'Workspace or checkpoint' }, h('option', { value: '' }, 'Live workspace'));
   const crumbs = h('nav', { class: 'files-path', id: 'files-path', 'aria-label': 'Directory' });
   const notice = h('p', { class: 'files-writable', id: 'files-writable' });
+  // Where a live listing of a session on a runner came from: the runner's
+  // workspace, or (stopped, or the runner out of reach) the last snapshot,
+  // which a person must know is not the files as they are this second.
+  const origin = h('p', { class: 'files-origin muted', id: 'files-origin', hidden: true });
   const listing = h('div', { id: 'files-listing' });
   const result = h('div', { id: 'files-result' });
 
@@ -57,7 +61,7 @@ function browser(el, scope, sessionId, getSession) {
   const editor = h('div', { class: 'control files-editor', id: 'files-editor', hidden: true },
     h('h3', null, 'Edit'), field('Path', editPath), editText, h('div', { class: 'buttons' }, editSave, editClose));
 
-  replace(el, h('div', { class: 'files-bar' }, sourceSel, crumbs), notice, listing, result, upload, editor);
+  replace(el, h('div', { class: 'files-bar' }, sourceSel, crumbs), notice, origin, listing, result, upload, editor);
 
   const join = (d, name) => (d === '.' ? name : `${d}/${name}`);
   const fileURL = (p) => `${source ? `${base}/checkpoints/${enc(source)}` : base}/files/${filePath(p)}`;
@@ -195,6 +199,12 @@ function browser(el, scope, sessionId, getSession) {
           ? `The session is ${s ? s.status : 'parked'}: you may change its files; the agent is told at its next call.`
           : `The session is ${s ? s.status : 'running'}: read only. Pause it (or wait until it needs a person or is idle) to change files.`;
     notice.dataset.writable = String(writable);
+    origin.hidden = !!source || !l.source;
+    origin.dataset.source = source ? '' : l.source || '';
+    origin.dataset.snapshot = source ? '' : l.snapshot || '';
+    origin.textContent = l.source === 'snapshot'
+      ? `Read from snapshot ${truncate(l.snapshot || '', 23)}, not from the runner: its environment is stopped or its runner is out of reach (people's changes since are shown).`
+      : l.source === 'environment' ? 'Live: read from the environment on its runner.' : '';
     upload.hidden = !writable;
     if (!writable) closeEditor();
     if (!l.entries.length) {
