@@ -39,6 +39,11 @@ func (r *runner) checkRestoreBounds(ctx context.Context, snap string, step int) 
 		// snapshot after.
 		return &restoreFailedError{runner: r.envRunner, snapshot: snap, attempts: n}
 	}
+	if r.st.CurrentTurn() == nil {
+		// The losses counted are a turn's: the last turn's are not held
+		// against a recreate between turns.
+		return nil
+	}
 	if n := r.lossesInWindow(step); n >= maxLossesPerWindow {
 		// The losses and restores of this claim are made durable first:
 		// the journal shows why the turn failed.
