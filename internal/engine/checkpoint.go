@@ -204,10 +204,8 @@ func (r *runner) restoreLost(ctx context.Context) error {
 	// The stop's snapshot when an idle stop took one since the last
 	// checkpoint (its outcome unknown: the workspace went away with it).
 	snap := r.st.WorkspaceSnapshot()
-	if n := r.st.UnrestoredLosses; n >= maxRestoreAttempts && snap != "" {
-		// Restored again and again without the environment holding the
-		// snapshot after: the turn fails (runSession) rather than loop.
-		return &restoreFailedError{runner: r.envRunner, snapshot: snap, attempts: n}
+	if err := r.checkRestoreBounds(ctx, snap, step); err != nil {
+		return err
 	}
 	reason := "the workspace directory is gone"
 	stale := !r.provisioned
@@ -302,12 +300,20 @@ const maxRestoreAttempts = 3
 type restoreFailedError struct {
 	runner, snapshot string
 	attempts         int
+	// window, when set, says the restores did bring the workspace back,
+	// but it was lost again and again: attempts losses within window
+	// steps (lossBound).
+	window int
 }
 
 func (e *restoreFailedError) Error() string {
 	where := "this node"
 	if e.runner != "" {
 		where = fmt.Sprintf("runner %q", e.runner)
+	}
+	if e.window > 0 {
+		return fmt.Sprintf("the session's workspace keeps being lost on %s: %d losses within %d steps, each restored, so it is not trusted with the session's work",
+			where, e.attempts, e.window)
 	}
 	return fmt.Sprintf("the session's workspace could not be brought back on %s: %d restores of snapshot %s in a row ended without the environment holding it, so it is not trusted with the session's work",
 		where, e.attempts, e.snapshot)
@@ -330,6 +336,13 @@ func (r *runner) checkRestored(ctx context.Context, snap string) error {
 	if held {
 		return nil
 	}
+	return r.restoreUnheld(ctx, snap)
+}
+
+// restoreUnheld ends a runner whose environment does not hold snap after
+// restoring it, once the environment.lost that counts it is journaled
+// (checkRestored).
+func (r *runner) restoreUnheld(ctx context.Context, snap string) error {
 	r.e.log.Warn("the environment does not hold the snapshot it restored", "session", r.st.Session.ID, "runner", r.envRunner, "snapshot", snap)
 	if !endsATurn(r.b.events) {
 		if err := r.flush(ctx, false); err != nil {

@@ -260,16 +260,31 @@ func (r *runner) recreateEnvironment(ctx context.Context) error {
 	if snap == "" {
 		r.provisioned = true // restored as a vanished workspace, with the note
 		if turnID == "" {
+			if err := r.checkRestoreBounds(ctx, r.st.LastSnapshot, step); err != nil {
+				return err
+			}
 			if err := r.syncWorkspace(ctx); err != nil {
+				return err
+			}
+			if err := r.checkRecreated(ctx, turnID, step, r.st.LastSnapshot); err != nil {
 				return err
 			}
 			return r.add(lt.EventEnvironmentRestored, turnID, step, lt.EnvironmentRestoredData{Snapshot: r.st.LastSnapshot, CheckpointID: r.st.LastSnapshotCheckpoint})
 		}
 		return r.restoreLost(ctx)
 	}
+	// A recreate is a restore like the others: bounded and checked the
+	// same way, or a runner that holds nothing after it would have the
+	// session recreate it at every claim.
+	if err := r.checkRestoreBounds(ctx, snap, step); err != nil {
+		return err
+	}
 	stats, err := r.env.env.Restore(ctx, snap)
 	if err != nil {
 		return fmt.Errorf("restore workspace from snapshot %s: %w", snap, envLost(err))
+	}
+	if err := r.checkRecreated(ctx, turnID, step, snap); err != nil {
+		return err
 	}
 	r.provisioned = false
 	d, err := r.restoredAsLeft(ctx, snap, stats)
@@ -277,6 +292,28 @@ func (r *runner) recreateEnvironment(ctx context.Context) error {
 		return err
 	}
 	return r.add(lt.EventEnvironmentRestored, turnID, step, d)
+}
+
+// checkRecreated checks that the environment holds snap ("" for none to
+// check) once recreated from it, as checkRestored does after the restore
+// of a lost workspace: one that does not is counted as a loss (the next
+// recreate is refused past checkRestoreBounds) and opened again, as after
+// a loss.
+func (r *runner) checkRecreated(ctx context.Context, turnID string, step int, snap string) error {
+	if snap == "" {
+		return nil
+	}
+	held, err := r.env.env.Holds(ctx, snap)
+	if err != nil {
+		return fmt.Errorf("check the restore of snapshot %s: %w", snap, envLost(err))
+	}
+	if held {
+		return nil
+	}
+	if err := r.add(lt.EventEnvironmentLost, turnID, step, lt.EnvironmentLostData{Reason: "the environment does not hold the snapshot it was recreated from, after restoring it"}); err != nil {
+		return err
+	}
+	return r.restoreUnheld(ctx, snap)
 }
 
 // restoredAsLeft applies the people's changes again to a workspace just

@@ -244,10 +244,18 @@ func (r *runner) catchUpPersonChanges(ctx context.Context) (bool, error) {
 		}
 	}
 	failed, err := r.applyPersonChanges(ctx, changes[from:])
-	if err != nil {
+	if err != nil || len(failed) > 0 {
 		return false, err
 	}
-	return len(failed) == 0, nil
+	// Its word that it applied them is not enough: it must hold the last
+	// one's marker now, or the workspace is restored (and the loss
+	// counted, checkRestoreBounds) as any copy that lacks what the
+	// journal says.
+	held, err := r.env.env.Holds(ctx, changeMarker(changes[len(changes)-1].Seq))
+	if err != nil {
+		return false, envLost(err)
+	}
+	return held, nil
 }
 
 // applyPersonChanges applies changes to the session's workspace: this

@@ -120,6 +120,15 @@ type State struct {
 	// hostile or broken runner) would have the session restore at every
 	// call; the engine stops trying past a bound.
 	UnrestoredLosses int `json:"unrestored_losses,omitempty"`
+	// TurnLossSteps are the steps of the current turn at which its
+	// workspace was lost (environment.lost), oldest first, the last
+	// MaxTurnLossSteps of them. UnrestoredLosses resets at every restore:
+	// a runner that holds the snapshot right after each restore but loses
+	// the workspace at the next call would have the session lose and
+	// restore for ever, each restore shipping the whole snapshot. These
+	// let the engine bound the losses within a window of steps, across
+	// claims and reconnections, while a loss now and then is restored.
+	TurnLossSteps []int `json:"turn_loss_steps,omitempty"`
 	// Wait is the call the current turn waits on (sleep, wait_for_signal).
 	Wait *Wait `json:"wait,omitempty"`
 	// TurnDeadline is when the current turn's timeout ends it, if it has
@@ -292,6 +301,11 @@ const (
 	CallAwaitingAction CallStatus = "awaiting_action"
 	CallDone           CallStatus = "done"
 )
+
+// MaxTurnLossSteps is how many of a turn's losses of its workspace the
+// state keeps the steps of (State.TurnLossSteps): more than any bound the
+// engine sets on them within a window.
+const MaxTurnLossSteps = 16
 
 // Step is one model response and the tool calls it asked for.
 type Step struct {

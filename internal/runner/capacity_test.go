@@ -70,3 +70,34 @@ func TestRunnerKeepsItsOwnBounds(t *testing.T) {
 	require.NoError(t, open("e3", false))
 	full(open("e4", false))
 }
+
+// TestPlainExecHoldsASlot: a command run with no environment (a session's
+// plain workspace) used to skip the runner's count: a server could run
+// any number of them beside a full runner's environments. It holds a slot
+// while it runs, refused (full) when there is none, and gives it back.
+func TestPlainExecHoldsASlot(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	start(t, s, "box1", "good") // capacity 2
+	r := connected(t, s, "box1")
+	ctx := t.Context()
+	open := func(id string) error {
+		return r.Conn.Call(ctx, link.MethodEnvOpen, link.EnvOpenParams{EnvID: id, Workspace: "ses_" + id, Session: "ses_" + id}, nil, nil)
+	}
+
+	res, err := hub.Exec(ctx, r, &link.ExecParams{Session: "ses_plain", Command: "echo ran"})
+	require.NoError(t, err)
+	require.Equal(t, 0, res.ExitCode)
+	require.NoError(t, open("e1"))
+	require.NoError(t, open("e2"))
+	_, err = hub.Exec(ctx, r, &link.ExecParams{Session: "ses_plain", Command: "touch ran"})
+	var re *link.RemoteError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, link.CodeFull, re.Code, "%v", err)
+
+	require.NoError(t, r.Conn.Call(ctx, link.MethodEnvClose, link.EnvRef{EnvID: "e1"}, nil, nil))
+	res, err = hub.Exec(ctx, r, &link.ExecParams{Session: "ses_plain", Command: "echo ran"})
+	require.NoError(t, err)
+	require.Equal(t, 0, res.ExitCode)
+	require.NoError(t, open("e3"), "the command gave its slot back")
+}

@@ -20,7 +20,7 @@
 // The calls it answers: link.MethodExec, a command run by `sh -c` in the
 // session's workspace (DataDir/workspaces/SESSION), its output sent as
 // output frames after the run (the sandbox returns it whole), and the
-// environment methods (link's env.go: env.open/close/stop, process.*,
+// environment methods (link's env.go: env.open/claim/close/stop, process.*,
 // fs.*, snapshot.*, runner.info), answered with the local environment
 // backend (environment.NewLocal) on this machine: the same workspaces, its
 // sandbox, an egress proxy per environment with the allowlist the server

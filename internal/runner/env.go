@@ -43,6 +43,11 @@ type connEnvs struct {
 
 	mu   sync.Mutex
 	envs map[string]*openEnv
+	// opening are the environments being opened, by handle: a second
+	// open of one is refused (it would count a slot that its first open's
+	// end never gives back), and a close that comes meanwhile (a server
+	// that gave up on the open) closes it once opened.
+	opening map[string]*pendingOpen
 	// slots and stops count the environments open or being opened: the
 	// ones opened to be stopped (link.EnvOpenParams.ForStop) in stops, at
 	// most environment.MaxStopOpens, the others in slots, at most the
@@ -58,12 +63,32 @@ type connEnvs struct {
 // openEnv is an environment the server opened, with its programs.
 type openEnv struct {
 	env environment.Environment
+	// opened is when it was opened; claimed is set (c.mu held) once a
+	// call named it after its open (env.claim, which the server sends
+	// right after, or any other): one still unclaimed after
+	// unclaimedOpenTimeout is one the server never learnt of or gave up
+	// on, and is closed to free its slot (sweepUnclaimedLocked).
+	opened  time.Time
+	claimed bool
 	// forStop: opened only to be snapshotted and stopped; every call but
 	// those stopOnlyMethods lists is refused on it.
 	forStop bool
 	mu      sync.Mutex
 	procs   map[string]environment.Process
 }
+
+// pendingOpen is an environment being opened (connEnvs.opening).
+type pendingOpen struct {
+	// closed: env.close came for it while it was being opened.
+	closed bool
+}
+
+// unclaimedOpenTimeout is how long an environment opened waits for the
+// server to name it in a call (env.claim). An open whose answer never
+// reached the server (its call cancelled after the runner opened it) or
+// that a hostile or confused server never uses nor closes would else hold
+// its slot until the connection ends.
+const unclaimedOpenTimeout = 2 * time.Minute
 
 // fileUpload is an fs.write arriving in parts, kept in a temporary file
 // outside the workspace until the last part.
@@ -83,7 +108,7 @@ const uploadIdle = 2 * time.Minute
 
 func newConnEnvs(r *Runner) *connEnvs {
 	return &connEnvs{r: r, events: make(chan link.NetworkEventParams, maxQueuedEvents), ready: make(chan struct{}), now: time.Now,
-		envs: map[string]*openEnv{}, uploads: map[string]*fileUpload{}}
+		envs: map[string]*openEnv{}, opening: map[string]*pendingOpen{}, uploads: map[string]*fileUpload{}}
 }
 
 // start makes conn the connection the environments answer on and call
@@ -102,6 +127,7 @@ func (c *connEnvs) handlers() map[string]link.Handler {
 		link.MethodRunnerInfo:        c.info,
 		link.MethodEnvOpen:           c.open,
 		link.MethodEnvClose:          c.close,
+		link.MethodEnvClaim:          c.claim,
 		link.MethodEnvStop:           c.stop,
 		link.MethodProcessStart:      c.processStart,
 		link.MethodProcessWait:       c.processWait,
@@ -132,7 +158,7 @@ func (c *connEnvs) handlers() map[string]link.Handler {
 // answers: it holds no slot of the runner, so it runs nothing and changes
 // nothing; it only tells what it holds, snapshots, stops and closes.
 var stopOnlyMethods = map[string]bool{
-	link.MethodRunnerInfo: true, link.MethodEnvOpen: true, link.MethodEnvClose: true, link.MethodEnvStop: true,
+	link.MethodRunnerInfo: true, link.MethodEnvOpen: true, link.MethodEnvClose: true, link.MethodEnvStop: true, link.MethodEnvClaim: true,
 	link.MethodSnapshotTake: true, link.MethodSnapshotHolds: true,
 }
 
@@ -171,6 +197,19 @@ func (c *connEnvs) reserveLocked(forStop bool) error {
 	return nil
 }
 
+// admitLocked counts the open of environment envID (reserveLocked), or
+// refuses it: a handle open or being opened already is never counted
+// twice. c.mu is held.
+func (c *connEnvs) admitLocked(envID string, forStop bool) error {
+	switch {
+	case c.envs[envID] != nil:
+		return link.Errorf(link.CodeBadParams, "env_id: %s is open already", envID)
+	case c.opening[envID] != nil:
+		return link.Errorf(link.CodeBadParams, "env_id: %s is being opened already", envID)
+	}
+	return c.reserveLocked(forStop)
+}
+
 // releaseLocked counts one environment of the connection less. c.mu is
 // held.
 func (c *connEnvs) releaseLocked(forStop bool) {
@@ -178,6 +217,30 @@ func (c *connEnvs) releaseLocked(forStop bool) {
 		c.stops--
 	} else {
 		c.slots--
+	}
+}
+
+// sweepUnclaimedLocked takes out of the connection's environments those
+// no call named since they were opened unclaimedOpenTimeout ago, and
+// frees their slots; the caller closes them, without c.mu. c.mu is held.
+func (c *connEnvs) sweepUnclaimedLocked() []*openEnv {
+	now := c.now()
+	var swept []*openEnv
+	for id, e := range c.envs {
+		if !e.claimed && now.Sub(e.opened) > unclaimedOpenTimeout {
+			c.r.log.Warn("closing an environment the server never used since it opened it", "env", id)
+			delete(c.envs, id)
+			c.releaseLocked(e.forStop)
+			swept = append(swept, e)
+		}
+	}
+	return swept
+}
+
+// closeSwept closes the environments sweepUnclaimedLocked took out.
+func (c *connEnvs) closeSwept(swept []*openEnv) {
+	for _, e := range swept {
+		_ = e.env.Close()
 	}
 }
 
@@ -238,6 +301,7 @@ func (c *connEnvs) get(envID string) (*openEnv, error) {
 	if !ok {
 		return nil, link.Errorf(link.CodeClosed, "environment %s is not open on this runner", envID)
 	}
+	e.claimed = true
 	return e, nil
 }
 
@@ -293,20 +357,22 @@ func (c *connEnvs) open(ctx context.Context, req *link.Request) (any, error) {
 			OnEvent: func(ev tool.NetworkEvent) { c.queueEvent(envID, ev) }}
 	}
 	c.mu.Lock()
-	_, taken := c.envs[p.EnvID]
-	var err error
-	if !taken {
-		err = c.reserveLocked(p.ForStop)
+	// Abandoned opens give their slots back before this one is counted.
+	swept := c.sweepUnclaimedLocked()
+	err := c.admitLocked(p.EnvID, p.ForStop)
+	var pending *pendingOpen
+	if err == nil {
+		pending = &pendingOpen{}
+		c.opening[p.EnvID] = pending
 	}
 	c.mu.Unlock()
-	if taken {
-		return nil, link.Errorf(link.CodeBadParams, "env_id: %s is open already", p.EnvID)
-	}
+	c.closeSwept(swept)
 	if err != nil {
 		return nil, err
 	}
 	env, err := c.r.envs.Open(ctx, op)
 	c.mu.Lock()
+	delete(c.opening, p.EnvID)
 	switch {
 	case err != nil:
 		c.releaseLocked(p.ForStop)
@@ -317,14 +383,15 @@ func (c *connEnvs) open(ctx context.Context, req *link.Request) (any, error) {
 		c.mu.Unlock()
 		_ = env.Close()
 		return nil, link.Errorf(link.CodeClosed, "the connection is ending")
-	case ctx.Err() != nil:
-		// The server gave up on the open: it will not know this handle.
+	case ctx.Err() != nil || pending.closed:
+		// The server gave up on the open (and may have closed it
+		// meanwhile): it will not know this handle.
 		c.releaseLocked(p.ForStop)
 		c.mu.Unlock()
 		_ = env.Close()
 		return nil, link.Errorf(link.CodeCancelled, "the open was cancelled")
 	}
-	c.envs[p.EnvID] = &openEnv{env: env, forStop: p.ForStop, procs: map[string]environment.Process{}}
+	c.envs[p.EnvID] = &openEnv{env: env, forStop: p.ForStop, procs: map[string]environment.Process{}, opened: c.now()}
 	c.mu.Unlock()
 	info := env.Info()
 	return link.EnvOpenResult{Provisioned: info.Provisioned, Backend: info.Backend, Limits: wireLimits(limits)}, nil
@@ -377,6 +444,18 @@ func (c *connEnvs) take(envID string) *openEnv {
 }
 
 func (c *connEnvs) close(_ context.Context, req *link.Request) (any, error) {
+	var ref link.EnvRef
+	if err := req.DecodeParams(&ref); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if pending := c.opening[ref.EnvID]; pending != nil {
+		// Being opened: closed as soon as it is (open).
+		pending.closed = true
+		c.mu.Unlock()
+		return nil, nil
+	}
+	c.mu.Unlock()
 	_, err := onEnv(c, req, func(_ *openEnv, p *link.EnvRef) (any, error) {
 		c.dropUploads(p.EnvID)
 		if e := c.take(p.EnvID); e != nil {
@@ -389,6 +468,13 @@ func (c *connEnvs) close(_ context.Context, req *link.Request) (any, error) {
 		return nil, nil // closing twice is fine
 	}
 	return nil, err
+}
+
+// claim answers link.MethodEnvClaim: the server holds the handle of an
+// environment it opened, which is kept past unclaimedOpenTimeout (get
+// marks it claimed).
+func (c *connEnvs) claim(_ context.Context, req *link.Request) (any, error) {
+	return onEnv(c, req, func(*openEnv, *link.EnvRef) (any, error) { return nil, nil })
 }
 
 func (c *connEnvs) stop(ctx context.Context, req *link.Request) (any, error) {
@@ -426,6 +512,19 @@ func (c *connEnvs) exec(ctx context.Context, req *link.Request) (any, error) {
 		return nil, link.Errorf(link.CodeBadParams, "%v", err)
 	}
 	if p.EnvID == "" {
+		// It holds a slot while it runs, as an open environment does: the
+		// runner's capacity bounds every command the server has run.
+		c.mu.Lock()
+		err := c.reserveLocked(false)
+		c.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			c.mu.Lock()
+			c.releaseLocked(false)
+			c.mu.Unlock()
+		}()
 		return c.r.execPlain(ctx, req, &p)
 	}
 	e, err := c.get(p.EnvID)

@@ -18,7 +18,11 @@ const (
 	// that environment names the handle (EnvID).
 	MethodEnvOpen  = "env.open"
 	MethodEnvClose = "env.close" // EnvRef
-	MethodEnvStop  = "env.stop"  // EnvStopParams; codes changed, workspace_busy
+	// MethodEnvClaim (EnvRef) tells the runner the server holds the handle
+	// of an environment it just opened: one no call names within the
+	// runner's bound after its open is closed, its slot freed.
+	MethodEnvClaim = "env.claim"
+	MethodEnvStop  = "env.stop" // EnvStopParams; codes changed, workspace_busy
 
 	// A long-lived program (an MCP stdio server): process.start starts it
 	// and answers once it runs; process.wait streams its stdout as output
