@@ -11,8 +11,9 @@ import "context"
 // whole snapshot (a cost that grows with the square of the turn's steps).
 // The losses are counted from the journal (journal.State.TurnLossSteps),
 // so no claim, crash or reconnection starts the count over; a new turn
-// does. A runner that crashes now and then (a loss every
-// lossWindowSteps/maxLossesPerWindow steps or fewer) is always restored.
+// does. A runner that crashes now and then (losses
+// lossWindowSteps/maxLossesPerWindow or more steps apart) is always
+// restored.
 const (
 	maxLossesPerWindow = 4
 	lossWindowSteps    = 20

@@ -309,8 +309,9 @@ func refusal(err error, what string) error {
 	errors.As(err, &ce)
 	switch {
 	case ce.Code == link.StatusOutdated:
-		return fmt.Errorf("%w: this runner speaks protocol %d, older than the server needs (%s): upgrade longhaul on this machine",
-			ErrRefused, link.ProtocolVersion, ce.Reason)
+		// The server's reason names the protocol the Hello said.
+		return fmt.Errorf("%w: the server needs a newer runner protocol (%s): upgrade longhaul on this machine",
+			ErrRefused, ce.Reason)
 	case ce.Code == link.StatusBadHello && strings.Contains(ce.Reason, `unknown field "protocol"`):
 		return fmt.Errorf("%s: the server is older than this runner (it does not know the runner protocol's versions): upgrade the server, or run the runner of its version: %w",
 			what, err)

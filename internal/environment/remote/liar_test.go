@@ -54,6 +54,7 @@ func liarEnvHandlers(take func(c *link.Conn, ctx context.Context) (string, error
 		link.MethodEnvOpen: func(*link.Conn, context.Context, *link.Request) (any, error) {
 			return link.EnvOpenResult{Provisioned: true, Backend: "liar"}, nil
 		},
+		link.MethodEnvClaim:      func(*link.Conn, context.Context, *link.Request) (any, error) { return nil, nil },
 		link.MethodEnvClose:      func(*link.Conn, context.Context, *link.Request) (any, error) { return nil, nil },
 		link.MethodSnapshotHolds: func(*link.Conn, context.Context, *link.Request) (any, error) { return false, nil },
 		link.MethodSnapshotTake: func(c *link.Conn, ctx context.Context, _ *link.Request) (any, error) {
@@ -271,4 +272,26 @@ func TestSQLiteAnswerIsBoundedAgain(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, answer.Output.Rows, ans.Output.Rows)
 	require.False(t, ans.Output.Truncated)
+}
+
+// TestConnectionEndedAtTheClaimWaitsForARunner: a runner whose connection
+// ends between its answer to env.open and the server's env.claim closed
+// what that connection opened, as when it ends during the open: Open
+// fails with ErrUnavailable (the session waits for a runner), not with
+// ErrLost, which the engine would take as a call lost mid-way and fail
+// the turn as unable to set up its environment.
+func TestConnectionEndedAtTheClaimWaitsForARunner(t *testing.T) {
+	rg := newRig(t, environmenttest.NewBlobs(t), rigOptions{})
+	handlers := liarEnvHandlers(nil)
+	handlers[link.MethodEnvClaim] = func(c *link.Conn, ctx context.Context, _ *link.Request) (any, error) {
+		c.Close("dropped at the claim")
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	dialLiar(t, rg, "dropper", handlers)
+	b, err := remote.New(&remote.Config{Hub: rg.hub, Project: project, Runner: "dropper"})
+	require.NoError(t, err)
+	_, err = b.Open(t.Context(), &environment.OpenParams{Workspace: "ses_claim", Session: "ses_claim"})
+	require.ErrorIs(t, err, environment.ErrUnavailable)
+	require.NotErrorIs(t, err, environment.ErrLost)
 }

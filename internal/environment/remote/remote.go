@@ -136,14 +136,21 @@ func (b *backend) Open(ctx context.Context, p *environment.OpenParams) (environm
 		}
 		return nil, fmt.Errorf("open environment of session %s: %w", p.Session, err)
 	}
+	e.info = environment.Info{Backend: b.Name(), Provisioned: res.Provisioned, Runner: b.cfg.Runner, RunnerKey: r.Row.KeyID}
+	// Counted before anything can close it (Close uncounts it).
+	r.SessionOpened(p.Session) // listed with the runner (GET /v1/runners)
 	// The runner closes an environment no call names soon after its open
 	// (one whose open's answer never came back): it is named at once.
-	if err := e.call(ctx, link.MethodEnvClaim, link.EnvRef{EnvID: e.id}, nil, nil); err != nil && !unknownMethod(err) {
+	// Every runner the hub takes knows env.claim (protocol 2).
+	if err := e.call(ctx, link.MethodEnvClaim, link.EnvRef{EnvID: e.id}, nil, nil); err != nil {
 		_ = e.Close()
+		if errors.Is(err, environment.ErrLost) {
+			// As a drop during the open: the runner closed what the
+			// connection opened; the session waits for a runner again.
+			return nil, fmt.Errorf("open environment of session %s on runner %s: %w (its connection ended)", p.Session, b.cfg.Runner, environment.ErrUnavailable)
+		}
 		return nil, fmt.Errorf("open environment of session %s: %w", p.Session, err)
 	}
-	e.info = environment.Info{Backend: b.Name(), Provisioned: res.Provisioned, Runner: b.cfg.Runner, RunnerKey: r.Row.KeyID}
-	r.SessionOpened(p.Session) // listed with the runner (GET /v1/runners)
 	// The runner caps what a session asks by its operator's maxima: a
 	// workspace smaller than the session was promised is refused rather
 	// than met by surprise as a full disk.
@@ -505,12 +512,4 @@ func (e *env) Close() error {
 		return nil
 	}
 	return err
-}
-
-// unknownMethod reports whether err is the runner's refusal of a method it
-// does not know (a runner older than the server, which keeps no bound on
-// unclaimed opens and needs no claim).
-func unknownMethod(err error) bool {
-	var re *runnerError
-	return errors.As(err, &re) && re.code == link.CodeUnknownMethod
 }

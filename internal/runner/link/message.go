@@ -185,11 +185,13 @@ type Hello struct {
 // know; a runner answers the calls of every version up to its own.
 //
 //   - 1: the first (every runner from before versions, which sent none).
-//   - 2: fs.stat_direct, fs.check_write, and fs.write's direct (a
-//     person's write that follows no symlink). A runner of protocol 1
-//     refuses them (unknown_method, bad_params) only once a person's file
-//     operation needs them, mid-session: refused at the connection instead,
-//     it is told at once to upgrade.
+//   - 2: fs.stat_direct, fs.check_write, fs.write's direct (a person's
+//     write that follows no symlink), and env.claim (the server names an
+//     environment it opened, so the runner can close one whose open's
+//     answer was lost). A runner of protocol 1 refuses them
+//     (unknown_method, bad_params) only once a call needs them,
+//     mid-session: refused at the connection instead, it is told at once
+//     to upgrade.
 const (
 	// ProtocolVersion is the version this build speaks.
 	ProtocolVersion = 2
