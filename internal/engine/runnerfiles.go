@@ -437,6 +437,13 @@ func (e *Engine) prepareRunnerChange(ctx context.Context, v *runnerFiles, op, c 
 	default:
 		return nil, fileError(err, slash)
 	}
+	if v.env == nil {
+		// Checked against the snapshot view only: the runner may still
+		// hold a workspace the agent wrote since. The change is applied
+		// only where the file still is what the person saw
+		// (applyChanges), never over the agent's later write.
+		change.BasedOn = basisOfSHA(change.PreviousSHA256)
+	}
 	if op == lt.WorkspaceWrite {
 		change.SHA256, change.Size = sha256Hex(data), int64(len(data))
 		if err := e.checkRunnerQuota(ctx, v, slash, change.Size); err != nil {
@@ -498,7 +505,8 @@ func (e *Engine) applyRunnerChange(ctx context.Context, v *runnerFiles, st *jour
 	if v.env == nil {
 		return
 	}
-	failed, err := e.applyChanges(ctx, st, v.env, []journal.PersonChange{c})
+	// c was checked against this very workspace (no BasedOn): no conflict.
+	failed, _, err := e.applyChanges(ctx, st, v.env, []journal.PersonChange{c})
 	if err == nil && len(failed) > 0 {
 		err = errors.New(failed[0])
 	}

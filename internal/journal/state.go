@@ -671,4 +671,7 @@ type PersonChange struct {
 	Op     string `json:"op"`
 	Path   string `json:"path"`
 	SHA256 string `json:"sha256,omitempty"`
+	// BasedOn is the change's based_on: checked against a snapshot view,
+	// it is applied only where the live file still holds that.
+	BasedOn string `json:"based_on,omitempty"`
 }
