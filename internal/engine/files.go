@@ -289,7 +289,8 @@ func (e *Engine) OpenFile(ctx context.Context, sessionID, path string) (*lt.File
 // of kind "file" in the same append. 409 unless the session is paused,
 // idle, waiting or requires_action; 400 naming path for a path that leaves
 // the workspace or goes through a symlink; 413 over MaxFileBytes or the
-// workspace's quota.
+// workspace's quota; 409 when the workspace cannot be measured against
+// its quota.
 func (e *Engine) WriteFile(ctx context.Context, sessionID, path string, data []byte, actionID string) (*lt.WorkspaceChange, error) {
 	return e.WriteFileIfMatch(ctx, sessionID, path, data, actionID, "")
 }
@@ -521,12 +522,24 @@ func (e *Engine) prepareChange(ws string, st *journal.State, spec *lt.AgentSpec,
 			x := e.cfg.Sandbox.Exec(sandbox.Spec{SessionID: st.Session.ID, Workspace: ws, Limits: sandboxLimits(spec.Environment)})
 			if q, ok := x.(tool.DiskQuota); ok {
 				if err := q.CheckWrite(change.Size); err != nil {
+					if errors.Is(err, tool.ErrUnmeasurable) {
+						return nil, unmeasurable(slash, err)
+					}
 					return nil, apierror.TooLarge("write %q: %v", slash, err)
 				}
 			}
 		}
 	}
 	return change, nil
+}
+
+// unmeasurable refuses a person's write to a workspace that cannot be
+// measured against its disk quota: the quota fails closed, but the
+// workspace is not known to be over it, so it is no 413 "quota" but a 409
+// that says what is wrong (the model, or a command, must remove what
+// cannot be measured first).
+func unmeasurable(slash string, err error) error {
+	return apierror.Conflict("write %q: nothing was written: %v", slash, err)
 }
 
 // fileAction returns the pending input action of kind "file" actionID

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -198,21 +199,30 @@ func TestRunnerFileWriteThroughAnotherNodeIsRefused(t *testing.T) {
 	require.Equal(t, "by-a-person\n", string(got), "applied to the runner's workspace at once")
 }
 
+// parkedWithBigFile starts a session on box1 with a quota of 1 MiB
+// (environment.disk_mb) whose first step writes size bytes to big.bin
+// (checkpointed) and whose second waits for a function result.
+func parkedWithBigFile(t *testing.T, h *harness, size int) *lt.Session {
+	t.Helper()
+	sp := onGPU(spec(t, fmt.Sprintf(`[
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"head -c %d /dev/zero > big.bin"}}]},
+	  {"tool_calls":[{"name":"lookup","arguments":{}}]},
+	  {"text":"done"}]`, size), lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}))
+	sp.Environment.DiskMB = 1
+	s := create(t, h, sp, nil)
+	return h.waitStatus(s.ID, lt.SessionRequiresAction)
+}
+
 // TestRunnerFileWriteOverQuotaIsRefused: a person's write that would take
 // the runner's workspace over its disk quota (environment.disk_mb) is a
 // 413 before anything is journaled: the runner's workspace, reached
 // live, answers with its usage; out of reach, a write larger than the
-// whole quota is refused all the same.
+// whole quota is refused all the same (and one that overflows the
+// snapshot view's usage: TestRunnerFileWriteOutOfReachCountsTheSnapshotView).
 func TestRunnerFileWriteOverQuotaIsRefused(t *testing.T) {
 	h, rb := newFilesRunnerHarness(t)
 	ctx := context.Background()
-	sp := onGPU(spec(t, `[
-	  {"tool_calls":[{"name":"shell","arguments":{"command":"head -c 700000 /dev/zero > big.bin"}}]},
-	  {"tool_calls":[{"name":"lookup","arguments":{}}]},
-	  {"text":"done"}]`, lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}))
-	sp.Environment.DiskMB = 1
-	s := create(t, h, sp, nil)
-	h.waitStatus(s.ID, lt.SessionRequiresAction)
+	s := parkedWithBigFile(t, h, 700000)
 	before := len(events(t, h, s.ID, lt.EventWorkspaceChanged))
 
 	tooLarge := func(err error, what string) {
@@ -400,4 +410,33 @@ func TestRunnerChangeFromTheSnapshotKeepsTheModelsEdits(t *testing.T) {
 	require.Equal(t, "by-the-model-later\n", body)
 	_, body = readRunnerFile(t, h, s.ID, "k.txt")
 	require.Equal(t, "kept-later\n", body)
+}
+
+// TestRunnerFileWriteOutOfReachCountsTheSnapshotView: with the runner out
+// of reach, a person's write is checked against the quota
+// (environment.disk_mb) with the usage the snapshot view shows: the last
+// snapshot's files and the people's changes since. A write that fits alone
+// but not with them is a 413 before anything is journaled; a pending
+// delete frees its file's bytes.
+func TestRunnerFileWriteOutOfReachCountsTheSnapshotView(t *testing.T) {
+	h, rb := newFilesRunnerHarness(t)
+	ctx := context.Background()
+	s := parkedWithBigFile(t, h, 600000)
+	before := len(events(t, h, s.ID, lt.EventWorkspaceChanged))
+
+	rb.connected.Store(false)
+	_, err := h.eng.WriteFile(ctx, s.ID, "a.bin", make([]byte, 300_000), "")
+	require.NoError(t, err, "600 kB + 300 kB fit in 1 MiB")
+	_, err = h.eng.WriteFile(ctx, s.ID, "b.bin", make([]byte, 300_000), "")
+	var ae *apierror.Error
+	require.ErrorAs(t, err, &ae, "600 kB + 300 kB pending + 300 kB do not")
+	require.Equal(t, http.StatusRequestEntityTooLarge, ae.Status)
+	require.Contains(t, ae.Message, "environment.disk_mb")
+	require.Contains(t, ae.Message, `"b.bin"`)
+	require.Len(t, events(t, h, s.ID, lt.EventWorkspaceChanged), before+1, "the refused write is not journaled")
+
+	_, err = h.eng.DeleteFile(ctx, s.ID, "big.bin")
+	require.NoError(t, err)
+	_, err = h.eng.WriteFile(ctx, s.ID, "b.bin", make([]byte, 300_000), "")
+	require.NoError(t, err, "the pending delete of big.bin freed its bytes")
 }

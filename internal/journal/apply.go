@@ -824,7 +824,7 @@ func trackWorkspace(s *State, ev lt.Event) {
 		var d lt.WorkspaceChange
 		if json.Unmarshal(ev.Data, &d) == nil {
 			s.WorkspaceNode = ev.WorkerID
-			s.PersonChanges = append(s.PersonChanges, PersonChange{Seq: ev.Seq, Op: d.Op, Path: d.Path, SHA256: d.SHA256, BasedOn: d.BasedOn})
+			s.PersonChanges = append(s.PersonChanges, PersonChange{Seq: ev.Seq, Op: d.Op, Path: d.Path, SHA256: d.SHA256, Size: d.Size, BasedOn: d.BasedOn})
 		}
 	case lt.EventWorkspaceChangeNotApplied:
 		// Never applied, by any copy: what the agent wrote stays.
