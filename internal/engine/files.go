@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -151,6 +152,11 @@ func (e *Engine) readView(ctx context.Context, sessionID string) (*journal.State
 			unlock()
 		}
 		done = e.wsLocks.share(sessionID)
+		if !shared {
+			if st, done, err = e.readAfterDiscard(ctx, st, done); err != nil {
+				return nil, nil, nil, err
+			}
+		}
 		if _, err := e.spaces.Ensure(st.WorkspaceID()); err != nil {
 			done()
 			return nil, nil, nil, err
@@ -162,6 +168,36 @@ func (e *Engine) readView(ctx context.Context, sessionID string) (*journal.State
 		return nil, nil, nil, err
 	}
 	return st, d, done, nil
+}
+
+// readAfterDiscard is readView's answer to a copy gone while it waited
+// for the workspace's lock (held, done: shared): this node discarded its
+// copy of a stopped environment (stalecopies.go) meanwhile. Read as it is,
+// the copy would be an empty workspace; it is brought back like any stale
+// copy instead, from the journal read again (the stop's snapshot and the
+// people's changes since), holding the lock alone. Should that not come
+// (this node's runner of the session holds it), the copy is read as it is,
+// as before. It returns the state read and the lock's release.
+func (e *Engine) readAfterDiscard(ctx context.Context, st *journal.State, done func()) (*journal.State, func(), error) {
+	if _, err := os.Lstat(e.spaces.Path(st.WorkspaceID())); !errors.Is(err, fs.ErrNotExist) {
+		return st, done, nil
+	}
+	done()
+	lockCtx, cancel := context.WithTimeout(ctx, lockWait)
+	unlock, ok := e.wsLocks.exclusive(lockCtx, st.Session.ID)
+	cancel()
+	if !ok {
+		return st, e.wsLocks.share(st.Session.ID), nil
+	}
+	_, again, err := e.loadState(ctx, st.Session.ID)
+	if err == nil {
+		_, err = e.syncWorkspace(ctx, again)
+	}
+	if err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return again, unlock, nil
 }
 
 // ListFiles lists directory dir of the session's workspace (up to
