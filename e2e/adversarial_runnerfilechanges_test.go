@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"database/sql"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -12,6 +13,10 @@ import (
 
 	"github.com/longhaul-dev/longhaul/client"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
+
+	// Registers the "sqlite" database/sql driver: the test plays a
+	// journal that names a snapshot its project does not own.
+	_ "modernc.org/sqlite"
 )
 
 // A person's changes of a session on a runner, attacked from the outside
@@ -43,9 +48,10 @@ func requireRefused(t *testing.T, err error, status int, want, what string) {
 	require.Contains(t, apiErr.Message, want, what)
 }
 
-// runnerScript is a scripted model that runs command on its runner, then
-// waits for a function result.
-func runnerScript(t *testing.T, command string) json.RawMessage {
+// parkedOnBox1 creates, through c, a session on runner box1 (env adds to
+// its environment) whose scripted model runs command there, then waits
+// for a function result; it returns the session once it waits.
+func parkedOnBox1(t *testing.T, c *client.Client, command string, env lt.Environment) *lt.Session {
 	t.Helper()
 	script, err := json.Marshal([]map[string]any{
 		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": command}}}},
@@ -53,7 +59,15 @@ func runnerScript(t *testing.T, command string) json.RawMessage {
 		{"text": "done"},
 	})
 	require.NoError(t, err)
-	return script
+	env.Runner = &lt.RunnerSelector{Name: "box1"}
+	s, err := c.CreateSession(t.Context(), &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Script: script}, Instructions: "Work on the runner.",
+		Tools:       []lt.ToolSpec{{Name: "shell"}, {Name: "lookup", Type: "function"}},
+		Environment: &env,
+	}})
+	require.NoError(t, err)
+	waitForAction(t, c, s.ID, lt.ActionFunctionCall, "")
+	return s
 }
 
 // TestAdversarialRunnerFiles_WriteThroughAnotherNode: two nodes on one
@@ -77,13 +91,7 @@ func TestAdversarialRunnerFiles_WriteThroughAnotherNode(t *testing.T) {
 	require.NoError(t, err)
 	viaB, err := client.New(n.b.url, &client.Config{APIKey: boot})
 	require.NoError(t, err)
-	s, err := viaA.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
-		Model: lt.ModelSpec{Provider: "scripted", Script: runnerScript(t, "echo by-the-model > a.txt")}, Instructions: "Keep a file.",
-		Tools:       []lt.ToolSpec{{Name: "shell"}, {Name: "lookup", Type: "function"}},
-		Environment: &lt.Environment{Runner: &lt.RunnerSelector{Name: "box1"}},
-	}})
-	require.NoError(t, err)
-	waitForAction(t, viaA, s.ID, lt.ActionFunctionCall, "")
+	s := parkedOnBox1(t, viaA, "echo by-the-model > a.txt", lt.Environment{})
 
 	_, err = viaA.PutFile(ctx, s.ID, "a.txt", []byte("by-a-person\n"), "")
 	requireRefused(t, err, http.StatusConflict, "box1", "an upload through node A")
@@ -119,15 +127,9 @@ func TestAdversarialRunnerFiles_WriteOverQuota(t *testing.T) {
 	ctx := t.Context()
 	runnerKey := k.create("runners", lt.RoleRunner)
 	r := startRunner(t, k.srv.url, runnerKey.Key, "box1")
-	s, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
-		Model: lt.ModelSpec{Provider: "scripted", Script: runnerScript(t, "head -c 700000 /dev/zero > big.bin")}, Instructions: "Fill the disk.",
-		Tools:       []lt.ToolSpec{{Name: "shell"}, {Name: "lookup", Type: "function"}},
-		Environment: &lt.Environment{Runner: &lt.RunnerSelector{Name: "box1"}, DiskMB: 1},
-	}})
-	require.NoError(t, err)
-	waitForAction(t, admin, s.ID, lt.ActionFunctionCall, "")
+	s := parkedOnBox1(t, admin, "head -c 700000 /dev/zero > big.bin", lt.Environment{DiskMB: 1})
 
-	_, err = admin.PutFile(ctx, s.ID, "more.bin", make([]byte, 500_000), "")
+	_, err := admin.PutFile(ctx, s.ID, "more.bin", make([]byte, 500_000), "")
 	requireRefused(t, err, http.StatusRequestEntityTooLarge, "environment.disk_mb", "the runner connected")
 	require.Zero(t, personChanges(t, admin, s.ID), "nothing journaled")
 
@@ -150,4 +152,47 @@ func TestAdversarialRunnerFiles_WriteOverQuota(t *testing.T) {
 	_, err = admin.PutFile(ctx, s.ID, "fits.txt", []byte("fits"), "")
 	require.NoError(t, err, "an upload that fits is journaled for the next claim")
 	require.Equal(t, 1, personChanges(t, admin, s.ID))
+}
+
+// TestAdversarialRunnerFiles_CheckpointSnapshotOfAnotherProject: a
+// checkpoint whose snapshot the session's project does not own (a journal
+// from before owners were kept, or one that names another project's tree)
+// is not served by the checkpoint file routes, even though another
+// project owns it: a listing and a download are a 409 and give none of
+// its bytes.
+func TestAdversarialRunnerFiles_CheckpointSnapshotOfAnotherProject(t *testing.T) {
+	t.Parallel()
+	const boot = "lh-adv-runner-files-owner-bootstrap"
+	k, admin := startRunnersServer(t, boot)
+	ctx := t.Context()
+	runnerKey := k.create("runners", lt.RoleRunner)
+	startRunner(t, k.srv.url, runnerKey.Key, "box1")
+	s := parkedOnBox1(t, admin, "echo not-for-you > a.txt", lt.Environment{})
+	cps, err := admin.ListCheckpoints(ctx, s.ID)
+	require.NoError(t, err)
+	var cp lt.Checkpoint
+	for _, c := range cps.Data {
+		if c.Snapshot != "" {
+			cp = c
+		}
+	}
+	require.NotEmpty(t, cp.Snapshot, "a checkpoint with a snapshot")
+	get := func(path string) httpResult {
+		return k.send(boot, http.MethodGet, "/v1/sessions/"+s.ID+"/checkpoints/"+cp.ID+"/files"+path, "")
+	}
+	require.Equal(t, http.StatusOK, get("/a.txt").status, "served while the project owns it")
+
+	// Another project owns every blob the session's project owned.
+	db, err := sql.Open("sqlite", filepath.Join(k.srv.dataDir, "longhaul.db"))
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.ExecContext(ctx, `UPDATE blob_owners SET project = 'beta' WHERE project = ?`, lt.DefaultProject)
+	require.NoError(t, err)
+
+	for _, path := range []string{"", "/a.txt"} {
+		r := get(path)
+		require.Equal(t, http.StatusConflict, r.status, "%s: %s", path, r.body)
+		require.Contains(t, string(r.body), "not its session's project's", path)
+		require.NotContains(t, string(r.body), "not-for-you", path)
+	}
 }
