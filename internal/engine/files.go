@@ -175,11 +175,23 @@ func (e *Engine) readView(ctx context.Context, sessionID string) (*journal.State
 // copy of a stopped environment (stalecopies.go) meanwhile. Read as it is,
 // the copy would be an empty workspace; it is brought back like any stale
 // copy instead, from the journal read again (the stop's snapshot and the
-// people's changes since), holding the lock alone. Should that not come
+// people's changes since), holding the lock alone. A copy missing while the
+// environment is not stopped was not discarded, and is read as it is. Should that not come
 // (this node's runner of the session holds it), the copy is read as it is,
 // as before. It returns the state read and the lock's release.
 func (e *Engine) readAfterDiscard(ctx context.Context, st *journal.State, done func()) (*journal.State, func(), error) {
 	if _, err := os.Lstat(e.spaces.Path(st.WorkspaceID())); !errors.Is(err, fs.ErrNotExist) {
+		return st, done, nil
+	}
+	// Only a stopped environment's copy is discarded: any other copy not
+	// made yet (a session this node's runner just claimed) is read as it
+	// is, without waiting for the runner.
+	_, now, err := e.loadState(ctx, st.Session.ID)
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	if !now.EnvironmentStopped {
 		return st, done, nil
 	}
 	done()
@@ -189,6 +201,7 @@ func (e *Engine) readAfterDiscard(ctx context.Context, st *journal.State, done f
 	if !ok {
 		return st, e.wsLocks.share(st.Session.ID), nil
 	}
+	// Read again under the lock: a claim may have recreated it meanwhile.
 	_, again, err := e.loadState(ctx, st.Session.ID)
 	if err == nil {
 		_, err = e.syncWorkspace(ctx, again)
