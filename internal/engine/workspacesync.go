@@ -379,6 +379,8 @@ func liveBasis(ctx context.Context, t changeTarget, rel string) (string, error) 
 		return "", err
 	case en.Type != workspace.EntryFile:
 		return string(en.Type), nil
+	case en.Size > MaxFileBytes:
+		return largerThanUploads, nil // not read: it cannot match
 	}
 	r, err := t.ReadFile(ctx, rel, 0, MaxFileBytes+1)
 	switch {
@@ -387,11 +389,14 @@ func liveBasis(ctx context.Context, t changeTarget, rel string) (string, error) 
 	case err != nil:
 		return "", err
 	case r.Truncated || int64(len(r.Data)) > MaxFileBytes:
-		// Larger than any file a person's change is checked against.
-		return "larger than the upload limit", nil
+		return largerThanUploads, nil
 	}
 	return basisOf(r.Data), nil
 }
+
+// largerThanUploads describes a live file larger than any a person's
+// change is checked against (MaxFileBytes): it matches no BasedOn.
+const largerThanUploads = "larger than the upload limit"
 
 // basisOf is the BasedOn of a file holding data.
 func basisOf(data []byte) string { return basisOfSHA(sha256Hex(data)) }
