@@ -58,6 +58,7 @@ var eventPayloads = []struct {
 	{EventEnvironmentStopFailed, newData[EnvironmentStopFailedData]},
 	{EventEnvironmentProvisioned, newData[EnvironmentProvisionedData]},
 	{EventWorkspaceChanged, newData[WorkspaceChange]},
+	{EventWorkspaceChangeNotApplied, newData[WorkspaceChangeNotAppliedData]},
 	{EventWaitStarted, newData[WaitStartedData]},
 	{EventSignalReceived, newData[SignalReceivedData]},
 	{EventSubagentSpawned, newData[SubagentSpawnedData]},

@@ -7,6 +7,22 @@ import "time"
 // store before the API answers; the model is told at its next call.
 const EventWorkspaceChanged = "workspace.changed"
 
+// EventWorkspaceChangeNotApplied: a person's change (workspace.changed)
+// was not applied, and never will be: it was checked against a snapshot
+// of a runner's workspace while the runner was out of reach (BasedOn),
+// and when it came to be applied the live file was no longer what the
+// person saw (the agent wrote it since). What the agent wrote is kept
+// (data: WorkspaceChangeNotAppliedData).
+const EventWorkspaceChangeNotApplied = "workspace.change_not_applied"
+
+// NotAppliedConflict is the reason of a change not applied because the
+// file changed since the person saw it.
+const NotAppliedConflict = "conflict"
+
+// BasedOnAbsent is a WorkspaceChange.BasedOn (and a
+// WorkspaceChangeNotAppliedData.Found) saying the path held nothing.
+const BasedOnAbsent = "absent"
+
 // WorkspaceChange ops.
 const (
 	WorkspaceWrite  = "write"
@@ -37,12 +53,36 @@ type WorkspaceChange struct {
 	PreviousSHA256 string `json:"previous_sha256,omitempty"`
 	// ActionID is the input action (kind "file") the upload answered.
 	ActionID string `json:"action_id,omitempty"`
+	// BasedOn is set on a change that was checked against a snapshot of
+	// a runner's workspace, not the live workspace (the runner was out of
+	// reach): what the path held in that view, "sha256:<hex>" or
+	// "absent". It is applied only where the live file still holds that;
+	// otherwise workspace.change_not_applied says so and the agent's file
+	// is kept.
+	BasedOn string `json:"based_on,omitempty"`
 	// Unchanged is set (in API answers only) when an upload held the bytes
 	// the file already had: nothing was journaled.
 	Unchanged bool `json:"unchanged,omitempty"`
 	// Seq is the journal position of the workspace.changed event (set in
 	// API answers; the event's own seq says it in the journal).
 	Seq int64 `json:"seq,omitempty"`
+}
+
+// WorkspaceChangeNotAppliedData is the data of workspace.change_not_applied.
+type WorkspaceChangeNotAppliedData struct {
+	// ChangeSeq is the seq of the workspace.changed event not applied.
+	ChangeSeq int64  `json:"change_seq"`
+	Op        string `json:"op"`
+	Path      string `json:"path"`
+	// Reason is "conflict": the file is no longer what the change was
+	// based on.
+	Reason string `json:"reason"`
+	// BasedOn is what the person saw (the change's based_on); Found is
+	// what the live workspace held when the change came to be applied
+	// ("sha256:<hex>", "absent", or the kind of entry: "dir",
+	// "symlink", "other", "larger than the upload limit").
+	BasedOn string `json:"based_on"`
+	Found   string `json:"found"`
 }
 
 // File entry types.

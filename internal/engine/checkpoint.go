@@ -365,11 +365,15 @@ func (r *runner) reapplyPersonChanges(ctx context.Context) string {
 	if len(changes) == 0 {
 		return ""
 	}
+	pending := len(r.st.PersonChanges)
 	failed, err := r.applyPersonChanges(ctx, changes)
 	if err != nil {
 		failed = append(failed, "the environment went away (the backend's error is not shown)")
 	}
-	note := fmt.Sprintf(" The %d change(s) a person made to the workspace since were applied again.", len(changes)-len(failed))
+	// Those journaled as not applied (a conflict) left the list: the
+	// model is told of them with the people's changes.
+	notApplied := pending - len(r.st.PersonChanges)
+	note := fmt.Sprintf(" The %d change(s) a person made to the workspace since were applied again.", len(changes)-len(failed)-notApplied)
 	if len(failed) > 0 {
 		note += " These could not be: " + strings.Join(failed, "; ") + "."
 	}

@@ -28,3 +28,14 @@ func (e *Engine) HoldWorkspaceForTest(id string) (unlock func()) {
 func (e *Engine) DiscardIfStaleForTest(ctx context.Context, id string) {
 	e.discardIfStale(ctx, e.envs.(environment.Discarder), id)
 }
+
+// WorkspaceLockHoldersForTest is how many hold or wait for session id's
+// workspace lock.
+func (e *Engine) WorkspaceLockHoldersForTest(id string) int {
+	e.wsLocks.mu.Lock()
+	defer e.wsLocks.mu.Unlock()
+	if k := e.wsLocks.m[id]; k != nil {
+		return k.refs
+	}
+	return 0
+}

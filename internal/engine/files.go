@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -151,6 +152,11 @@ func (e *Engine) readView(ctx context.Context, sessionID string) (*journal.State
 			unlock()
 		}
 		done = e.wsLocks.share(sessionID)
+		if !shared {
+			if st, done, err = e.readAfterDiscard(ctx, st, done); err != nil {
+				return nil, nil, nil, err
+			}
+		}
 		if _, err := e.spaces.Ensure(st.WorkspaceID()); err != nil {
 			done()
 			return nil, nil, nil, err
@@ -162,6 +168,49 @@ func (e *Engine) readView(ctx context.Context, sessionID string) (*journal.State
 		return nil, nil, nil, err
 	}
 	return st, d, done, nil
+}
+
+// readAfterDiscard is readView's answer to a copy gone while it waited
+// for the workspace's lock (held, done: shared): this node discarded its
+// copy of a stopped environment (stalecopies.go) meanwhile. Read as it is,
+// the copy would be an empty workspace; it is brought back like any stale
+// copy instead, from the journal read again (the stop's snapshot and the
+// people's changes since), holding the lock alone. A copy missing while the
+// environment is not stopped was not discarded, and is read as it is. Should that not come
+// (this node's runner of the session holds it), the copy is read as it is,
+// as before. It returns the state read and the lock's release.
+func (e *Engine) readAfterDiscard(ctx context.Context, st *journal.State, done func()) (*journal.State, func(), error) {
+	if _, err := os.Lstat(e.spaces.Path(st.WorkspaceID())); !errors.Is(err, fs.ErrNotExist) {
+		return st, done, nil
+	}
+	// Only a stopped environment's copy is discarded: any other copy not
+	// made yet (a session this node's runner just claimed) is read as it
+	// is, without waiting for the runner.
+	_, now, err := e.loadState(ctx, st.Session.ID)
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	if !now.EnvironmentStopped {
+		return st, done, nil
+	}
+	done()
+	lockCtx, cancel := context.WithTimeout(ctx, lockWait)
+	unlock, ok := e.wsLocks.exclusive(lockCtx, st.Session.ID)
+	cancel()
+	if !ok {
+		return st, e.wsLocks.share(st.Session.ID), nil
+	}
+	// Read again under the lock: a claim may have recreated it meanwhile.
+	_, again, err := e.loadState(ctx, st.Session.ID)
+	if err == nil {
+		_, err = e.syncWorkspace(ctx, again)
+	}
+	if err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return again, unlock, nil
 }
 
 // ListFiles lists directory dir of the session's workspace (up to
@@ -289,7 +338,8 @@ func (e *Engine) OpenFile(ctx context.Context, sessionID, path string) (*lt.File
 // of kind "file" in the same append. 409 unless the session is paused,
 // idle, waiting or requires_action; 400 naming path for a path that leaves
 // the workspace or goes through a symlink; 413 over MaxFileBytes or the
-// workspace's quota.
+// workspace's quota; 409 when the workspace cannot be measured against
+// its quota.
 func (e *Engine) WriteFile(ctx context.Context, sessionID, path string, data []byte, actionID string) (*lt.WorkspaceChange, error) {
 	return e.WriteFileIfMatch(ctx, sessionID, path, data, actionID, "")
 }
@@ -521,12 +571,24 @@ func (e *Engine) prepareChange(ws string, st *journal.State, spec *lt.AgentSpec,
 			x := e.cfg.Sandbox.Exec(sandbox.Spec{SessionID: st.Session.ID, Workspace: ws, Limits: sandboxLimits(spec.Environment)})
 			if q, ok := x.(tool.DiskQuota); ok {
 				if err := q.CheckWrite(change.Size); err != nil {
+					if errors.Is(err, tool.ErrUnmeasurable) {
+						return nil, unmeasurable(slash, err)
+					}
 					return nil, apierror.TooLarge("write %q: %v", slash, err)
 				}
 			}
 		}
 	}
 	return change, nil
+}
+
+// unmeasurable refuses a person's write to a workspace that cannot be
+// measured against its disk quota: the quota fails closed, but the
+// workspace is not known to be over it, so it is no 413 "quota" but a 409
+// that says what is wrong (the model, or a command, must remove what
+// cannot be measured first).
+func unmeasurable(slash string, err error) error {
+	return apierror.Conflict("write %q: nothing was written: %v", slash, err)
 }
 
 // fileAction returns the pending input action of kind "file" actionID

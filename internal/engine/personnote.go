@@ -20,10 +20,42 @@ import (
 
 // changedMessage is the message telling the pending changes, if any.
 func (t *transcript) changedMessage() (model.Message, bool) {
-	if len(t.changed) == 0 {
+	if len(t.changed) == 0 && len(t.notApplied) == 0 {
 		return model.Message{}, false
 	}
-	return model.Message{Role: model.RoleUser, Text: personChangesText(t.changed)}, true
+	var parts []string
+	if len(t.changed) > 0 {
+		parts = append(parts, personChangesText(t.changed))
+	}
+	if len(t.notApplied) > 0 {
+		parts = append(parts, notAppliedText(t.notApplied))
+	}
+	return model.Message{Role: model.RoleUser, Text: strings.Join(parts, "\n")}, true
+}
+
+// changeNotApplied notes a person's change that was not applied: one the
+// model was not told of yet is simply never told (nothing changed); one
+// it was told of is taken back at its next call.
+func (t *transcript) changeNotApplied(d lt.WorkspaceChangeNotAppliedData) {
+	for i, c := range t.changed {
+		if c.Seq == d.ChangeSeq {
+			t.changed = append(t.changed[:i:i], t.changed[i+1:]...)
+			return
+		}
+	}
+	t.notApplied = append(t.notApplied, d)
+}
+
+// notAppliedText tells the model which changes it was told of were not
+// made after all.
+func notAppliedText(ds []lt.WorkspaceChangeNotAppliedData) string {
+	var b strings.Builder
+	b.WriteString("(These changes a person made were not applied after all: you had changed the file since the person saw it, and what you wrote is kept:")
+	for _, d := range ds {
+		fmt.Fprintf(&b, "\n- %s %s", d.Op, d.Path)
+	}
+	b.WriteString(")")
+	return b.String()
 }
 
 // flushChanged moves the pending changes' message into the conversation
@@ -31,7 +63,7 @@ func (t *transcript) changedMessage() (model.Message, bool) {
 func (t *transcript) flushChanged() {
 	if m, ok := t.changedMessage(); ok {
 		t.msgs = append(t.msgs, m)
-		t.changed = nil
+		t.changed, t.notApplied = nil, nil
 	}
 }
 

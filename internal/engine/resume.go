@@ -61,22 +61,23 @@ type contextSnapshot struct {
 // transcriptSnapshot is a transcript without the items its summary stands
 // for, and without the steering messages already placed among the items.
 type transcriptSnapshot struct {
-	Goal        string               `json:"goal,omitempty"`
-	Constraints []string             `json:"constraints,omitempty"`
-	Criteria    []string             `json:"criteria,omitempty"`
-	Inputs      map[string]string    `json:"inputs,omitempty"`
-	Base        int                  `json:"base"`
-	Items       []model.Message      `json:"items,omitempty"`
-	Edited      map[string]string    `json:"edited,omitempty"`
-	Summary     string               `json:"summary,omitempty"`
-	Cut         int                  `json:"cut"`
-	Note        string               `json:"note,omitempty"`
-	Changed     []lt.WorkspaceChange `json:"changed,omitempty"`
-	Steers      []string             `json:"steers,omitempty"`
-	SteerBase   int                  `json:"steer_base"`
-	Placed      int                  `json:"placed"`
-	Sent        int                  `json:"sent"`
-	Early       []earlySteerSnapshot `json:"early,omitempty"`
+	Goal        string                             `json:"goal,omitempty"`
+	Constraints []string                           `json:"constraints,omitempty"`
+	Criteria    []string                           `json:"criteria,omitempty"`
+	Inputs      map[string]string                  `json:"inputs,omitempty"`
+	Base        int                                `json:"base"`
+	Items       []model.Message                    `json:"items,omitempty"`
+	Edited      map[string]string                  `json:"edited,omitempty"`
+	Summary     string                             `json:"summary,omitempty"`
+	Cut         int                                `json:"cut"`
+	Note        string                             `json:"note,omitempty"`
+	Changed     []lt.WorkspaceChange               `json:"changed,omitempty"`
+	NotApplied  []lt.WorkspaceChangeNotAppliedData `json:"not_applied,omitempty"`
+	Steers      []string                           `json:"steers,omitempty"`
+	SteerBase   int                                `json:"steer_base"`
+	Placed      int                                `json:"placed"`
+	Sent        int                                `json:"sent"`
+	Early       []earlySteerSnapshot               `json:"early,omitempty"`
 }
 
 type earlySteerSnapshot struct {
@@ -90,7 +91,7 @@ func (t *transcript) snapshotAt(cut int, summary string) transcriptSnapshot {
 	s := transcriptSnapshot{
 		Goal: t.goal, Constraints: t.constraints, Criteria: t.criteria, Inputs: t.inputs,
 		Base: cut, Items: t.from(cut), Edited: t.edited, Summary: summary, Cut: cut,
-		Note: t.note, Changed: t.changed,
+		Note: t.note, Changed: t.changed, NotApplied: t.notApplied,
 		Steers: t.steers[t.placed-t.steerBase:], SteerBase: t.placed, Placed: t.placed, Sent: t.sent,
 	}
 	for _, e := range t.early {
@@ -111,7 +112,7 @@ func (t *transcript) restore(s *transcriptSnapshot) {
 		t.edited = make(map[string]string)
 	}
 	t.base, t.msgs, t.summary, t.cut = s.Base, s.Items, s.Summary, s.Cut
-	t.note, t.changed = s.Note, s.Changed
+	t.note, t.changed, t.notApplied = s.Note, s.Changed, s.NotApplied
 	t.steers, t.steerBase, t.placed, t.sent = s.Steers, s.SteerBase, s.Placed, s.Sent
 	t.early = nil
 	for _, e := range s.Early {

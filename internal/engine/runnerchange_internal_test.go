@@ -44,8 +44,9 @@ func TestPersonChangeNotAppliedThroughAPlantedSymlink(t *testing.T) {
 		{Seq: 1, Op: lt.WorkspaceWrite, Path: "notes.md", SHA256: sum},
 		{Seq: 2, Op: lt.WorkspaceWrite, Path: "linked/deploy.sh", SHA256: sum},
 	}
-	failed, err := e.applyChanges(ctx, &journal.State{}, env, changes)
+	failed, conflicts, err := e.applyChanges(ctx, &journal.State{}, env, changes)
 	require.NoError(t, err)
+	require.Empty(t, conflicts, "checked against the live workspace: no basis to compare")
 	require.Len(t, failed, 2, "each is reported as not applied")
 	require.Contains(t, failed[0], `"notes.md"`)
 	require.Contains(t, failed[1], `"linked/deploy.sh"`)

@@ -437,6 +437,13 @@ func (e *Engine) prepareRunnerChange(ctx context.Context, v *runnerFiles, op, c 
 	default:
 		return nil, fileError(err, slash)
 	}
+	if v.env == nil {
+		// Checked against the snapshot view only: the runner may still
+		// hold a workspace the agent wrote since. The change is applied
+		// only where the file still is what the person saw
+		// (applyChanges), never over the agent's later write.
+		change.BasedOn = basisOfSHA(change.PreviousSHA256)
+	}
 	if op == lt.WorkspaceWrite {
 		change.SHA256, change.Size = sha256Hex(data), int64(len(data))
 		if err := e.checkRunnerQuota(ctx, v, slash, change.Size); err != nil {
@@ -451,13 +458,22 @@ func (e *Engine) prepareRunnerChange(ctx context.Context, v *runnerFiles, op, c 
 // only when applied, it would be journaled, reported to the model, and
 // never be in the workspace. The runner's workspace answers when this
 // node reaches it (Environment.CheckWrite: its usage and the quota it
-// granted); otherwise only a write larger than the whole quota the agent
-// asks (environment.disk_mb) is known to be refused. A runner too old to
-// answer leaves the check to the write itself.
+// granted); otherwise the usage is estimated from the snapshot view
+// (viewBytes) against the quota the agent asks (environment.disk_mb),
+// the new file counted whole as the runner's own check does. A runner
+// too old to answer leaves the check to the write itself.
 func (e *Engine) checkRunnerQuota(ctx context.Context, v *runnerFiles, slash string, size int64) error {
 	if v.env == nil {
-		if v.diskBytes > 0 && size > v.diskBytes {
-			return apierror.TooLarge("write %q: %d bytes would take the workspace over its disk quota of %d MiB (environment.disk_mb)", slash, size, v.diskBytes>>20)
+		if v.diskBytes <= 0 {
+			return nil // the runner's default quota: not known here
+		}
+		used, err := v.viewBytes(ctx, e)
+		if err != nil {
+			return fmt.Errorf("estimate the disk use of session %s's workspace: %w", v.st.Session.ID, err)
+		}
+		if used+size > v.diskBytes {
+			return apierror.TooLarge("write %q: %d bytes would take the workspace (about %d bytes used, as its last snapshot and the people's changes since say) over its disk quota of %d MiB (environment.disk_mb)",
+				slash, size, used, v.diskBytes>>20)
 		}
 		return nil
 	}
@@ -465,6 +481,8 @@ func (e *Engine) checkRunnerQuota(ctx context.Context, v *runnerFiles, slash str
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, environment.ErrUnmeasurable):
+		return unmeasurable(slash, err)
 	case errors.Is(err, environment.ErrDiskQuota):
 		return apierror.TooLarge("write %q: %v", slash, err)
 	case environmentGone(err):
@@ -473,6 +491,34 @@ func (e *Engine) checkRunnerQuota(ctx context.Context, v *runnerFiles, slash str
 		e.log.Warn("the runner did not check a person's write against its disk quota; the write checks it when applied", "session", v.st.Session.ID, "err", err)
 		return nil
 	}
+}
+
+// viewBytes estimates the disk use of the workspace as the snapshot view
+// shows it: the sizes of the snapshot's files, those the people's
+// changes since replace or delete taken out and their writes counted.
+// What the agent wrote after the snapshot is not in it: the write is
+// checked against that when it is applied.
+func (v *runnerFiles) viewBytes(ctx context.Context, e *Engine) (int64, error) {
+	var used int64
+	if v.snap != "" {
+		m, err := snapshot.Load(ctx, e.store, v.snap)
+		if err != nil {
+			return 0, err
+		}
+		for i := range m.Entries {
+			if en := &m.Entries[i]; en.Type == snapshot.TypeFile {
+				if _, changed := v.changes[en.Path]; !changed {
+					used += en.Size
+				}
+			}
+		}
+	}
+	for _, c := range v.changes {
+		if c.Op == lt.WorkspaceWrite {
+			used += c.Size
+		}
+	}
+	return used, nil
 }
 
 // refuseElsewhere refuses a person's change made through a node that does
@@ -498,7 +544,8 @@ func (e *Engine) applyRunnerChange(ctx context.Context, v *runnerFiles, st *jour
 	if v.env == nil {
 		return
 	}
-	failed, err := e.applyChanges(ctx, st, v.env, []journal.PersonChange{c})
+	// c was checked against this very workspace (no BasedOn): no conflict.
+	failed, _, err := e.applyChanges(ctx, st, v.env, []journal.PersonChange{c})
 	if err == nil && len(failed) > 0 {
 		err = errors.New(failed[0])
 	}

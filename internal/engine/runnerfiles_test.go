@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -198,21 +199,30 @@ func TestRunnerFileWriteThroughAnotherNodeIsRefused(t *testing.T) {
 	require.Equal(t, "by-a-person\n", string(got), "applied to the runner's workspace at once")
 }
 
+// parkedWithBigFile starts a session on box1 with a quota of 1 MiB
+// (environment.disk_mb) whose first step writes size bytes to big.bin
+// (checkpointed) and whose second waits for a function result.
+func parkedWithBigFile(t *testing.T, h *harness, size int) *lt.Session {
+	t.Helper()
+	sp := onGPU(spec(t, fmt.Sprintf(`[
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"head -c %d /dev/zero > big.bin"}}]},
+	  {"tool_calls":[{"name":"lookup","arguments":{}}]},
+	  {"text":"done"}]`, size), lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}))
+	sp.Environment.DiskMB = 1
+	s := create(t, h, sp, nil)
+	return h.waitStatus(s.ID, lt.SessionRequiresAction)
+}
+
 // TestRunnerFileWriteOverQuotaIsRefused: a person's write that would take
 // the runner's workspace over its disk quota (environment.disk_mb) is a
 // 413 before anything is journaled: the runner's workspace, reached
 // live, answers with its usage; out of reach, a write larger than the
-// whole quota is refused all the same.
+// whole quota is refused all the same (and one that overflows the
+// snapshot view's usage: TestRunnerFileWriteOutOfReachCountsTheSnapshotView).
 func TestRunnerFileWriteOverQuotaIsRefused(t *testing.T) {
 	h, rb := newFilesRunnerHarness(t)
 	ctx := context.Background()
-	sp := onGPU(spec(t, `[
-	  {"tool_calls":[{"name":"shell","arguments":{"command":"head -c 700000 /dev/zero > big.bin"}}]},
-	  {"tool_calls":[{"name":"lookup","arguments":{}}]},
-	  {"text":"done"}]`, lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}))
-	sp.Environment.DiskMB = 1
-	s := create(t, h, sp, nil)
-	h.waitStatus(s.ID, lt.SessionRequiresAction)
+	s := parkedWithBigFile(t, h, 700000)
 	before := len(events(t, h, s.ID, lt.EventWorkspaceChanged))
 
 	tooLarge := func(err error, what string) {
@@ -318,4 +328,115 @@ func TestRunnerFilesLiveAndFromTheSnapshot(t *testing.T) {
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, "path", ae.Field, "a snapshot's symlink is not followed")
 	require.Len(t, events(t, h, s.ID, lt.EventWorkspaceChanged), 3, "journaled for the session's next claim")
+}
+
+// TestRunnerChangeFromTheSnapshotKeepsTheModelsEdits: with the runner
+// out of reach, a person's changes are checked against the journal's
+// snapshot, while the runner still holds a workspace the agent wrote
+// since (here: files changed after the last checkpoint's snapshot). When
+// the session's next claim applies them, those whose path no longer holds
+// what the person saw (a write over a file the agent changed, a write of
+// a file the person saw absent and the agent made, a delete of a file
+// the agent changed) are not applied: journaled as
+// workspace.change_not_applied with both hashes, gone from the snapshot
+// view, and the agent's files are kept. A change on a path the agent left
+// alone is applied.
+func TestRunnerChangeFromTheSnapshotKeepsTheModelsEdits(t *testing.T) {
+	h, rb := newFilesRunnerHarness(t)
+	ctx := context.Background()
+	sp := onGPU(spec(t, `[
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"echo by-the-model > a.txt && echo kept > k.txt && echo same > s.txt"}}]},
+	  {"tool_calls":[{"name":"lookup","arguments":{}}]},
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"cat a.txt b.txt k.txt s.txt c.txt"}}]},
+	  {"text":"done"}]`, lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}))
+	s := create(t, h, sp, nil)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	ws := filepath.Join(h.dir, "workspaces", s.ID)
+	// What the agent wrote after the journal's snapshot, still on the
+	// runner.
+	for name, body := range map[string]string{"a.txt": "by-the-model-later\n", "b.txt": "made-by-the-model\n", "k.txt": "kept-later\n"} {
+		require.NoError(t, os.WriteFile(filepath.Join(ws, name), []byte(body), 0o644))
+	}
+
+	rb.connected.Store(false)
+	changes := map[string]*lt.WorkspaceChange{}
+	for _, name := range []string{"a.txt", "b.txt", "s.txt", "c.txt"} {
+		c, err := h.eng.WriteFile(ctx, s.ID, name, []byte("by-a-person\n"), "")
+		require.NoError(t, err, name)
+		changes[name] = c
+	}
+	c, err := h.eng.DeleteFile(ctx, s.ID, "k.txt")
+	require.NoError(t, err)
+	changes["k.txt"] = c
+	require.Equal(t, "sha256:"+sum256("by-the-model\n"), changes["a.txt"].BasedOn, "based on the snapshot's a.txt")
+	require.Equal(t, lt.BasedOnAbsent, changes["b.txt"].BasedOn, "b.txt is in no snapshot")
+	require.Equal(t, "sha256:"+sum256("kept\n"), changes["k.txt"].BasedOn)
+
+	rb.connected.Store(true)
+	_, err = h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`1`)})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	out := lastToolOutput(t, h, s.ID)
+	require.Contains(t, out, "by-the-model-later", "the agent's a.txt is kept")
+	require.Contains(t, out, "made-by-the-model", "the agent's b.txt is kept")
+	require.Contains(t, out, "kept-later", "the agent's k.txt is not deleted")
+	require.NotContains(t, out, "No such file", "c.txt, s.txt written; nothing deleted")
+	got, err := os.ReadFile(filepath.Join(ws, "s.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "by-a-person\n", string(got), "a file the agent left alone gets the person's write")
+	got, err = os.ReadFile(filepath.Join(ws, "c.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "by-a-person\n", string(got), "a new file on a path the agent left alone")
+
+	notApplied := map[string]lt.WorkspaceChangeNotAppliedData{}
+	for _, ev := range events(t, h, s.ID, lt.EventWorkspaceChangeNotApplied) {
+		var d lt.WorkspaceChangeNotAppliedData
+		require.NoError(t, json.Unmarshal(ev.Data, &d))
+		notApplied[d.Path] = d
+	}
+	require.Len(t, notApplied, 3)
+	require.Equal(t, lt.WorkspaceChangeNotAppliedData{ChangeSeq: changes["a.txt"].Seq, Op: lt.WorkspaceWrite, Path: "a.txt", Reason: lt.NotAppliedConflict,
+		BasedOn: "sha256:" + sum256("by-the-model\n"), Found: "sha256:" + sum256("by-the-model-later\n")}, notApplied["a.txt"])
+	require.Equal(t, lt.BasedOnAbsent, notApplied["b.txt"].BasedOn)
+	require.Equal(t, "sha256:"+sum256("made-by-the-model\n"), notApplied["b.txt"].Found)
+	require.Equal(t, lt.WorkspaceDelete, notApplied["k.txt"].Op)
+	require.Equal(t, "sha256:"+sum256("kept-later\n"), notApplied["k.txt"].Found)
+	checkJournal(t, h.store, s.ID)
+
+	// Never applied again: with the runner away, the snapshot view (the
+	// turn's checkpoint) shows the agent's files.
+	rb.connected.Store(false)
+	_, body := readRunnerFile(t, h, s.ID, "a.txt")
+	require.Equal(t, "by-the-model-later\n", body)
+	_, body = readRunnerFile(t, h, s.ID, "k.txt")
+	require.Equal(t, "kept-later\n", body)
+}
+
+// TestRunnerFileWriteOutOfReachCountsTheSnapshotView: with the runner out
+// of reach, a person's write is checked against the quota
+// (environment.disk_mb) with the usage the snapshot view shows: the last
+// snapshot's files and the people's changes since. A write that fits alone
+// but not with them is a 413 before anything is journaled; a pending
+// delete frees its file's bytes.
+func TestRunnerFileWriteOutOfReachCountsTheSnapshotView(t *testing.T) {
+	h, rb := newFilesRunnerHarness(t)
+	ctx := context.Background()
+	s := parkedWithBigFile(t, h, 600000)
+	before := len(events(t, h, s.ID, lt.EventWorkspaceChanged))
+
+	rb.connected.Store(false)
+	_, err := h.eng.WriteFile(ctx, s.ID, "a.bin", make([]byte, 300_000), "")
+	require.NoError(t, err, "600 kB + 300 kB fit in 1 MiB")
+	_, err = h.eng.WriteFile(ctx, s.ID, "b.bin", make([]byte, 300_000), "")
+	var ae *apierror.Error
+	require.ErrorAs(t, err, &ae, "600 kB + 300 kB pending + 300 kB do not")
+	require.Equal(t, http.StatusRequestEntityTooLarge, ae.Status)
+	require.Contains(t, ae.Message, "environment.disk_mb")
+	require.Contains(t, ae.Message, `"b.bin"`)
+	require.Len(t, events(t, h, s.ID, lt.EventWorkspaceChanged), before+1, "the refused write is not journaled")
+
+	_, err = h.eng.DeleteFile(ctx, s.ID, "big.bin")
+	require.NoError(t, err)
+	_, err = h.eng.WriteFile(ctx, s.ID, "b.bin", make([]byte, 300_000), "")
+	require.NoError(t, err, "the pending delete of big.bin freed its bytes")
 }

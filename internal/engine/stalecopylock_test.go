@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -18,22 +19,8 @@ import (
 // change being applied to the copy, files.go) a look at it leaves it
 // there; once the lock is let go, the next look removes it.
 func TestStaleCopyKeptWhileItsWorkspaceIsLocked(t *testing.T) {
-	// The snapshots' owners are kept, as a server's environments keep
-	// them: the API node's read checks the session's project owns the
-	// stop's snapshot.
-	h := newIdleStopHarness(t)
-	h.keepOwners = true
-	h.restart("node-a")
+	h, s := stoppedWithAFile(t)
 	ctx := context.Background()
-	s := create(t, h, idleSpec(t, 60, `[
-	  {"tool_calls":[{"name":"shell","arguments":{"command":"echo kept > a.txt"}}]},
-	  {"tool_calls":[{"name":"lookup","arguments":{}}]},
-	  {"text":"done"}]`,
-		lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}), nil)
-	h.waitStatus(s.ID, lt.SessionRequiresAction)
-	h.clock.Advance(61 * time.Second)
-	stopped := stoppedEvent(t, h, s.ID)
-	require.NotEmpty(t, stopped.Snapshot)
 
 	// An API node (not started: no scheduler, no listener of its own
 	// that would look at its copies meanwhile) with a data directory of
@@ -57,5 +44,66 @@ func TestStaleCopyKeptWhileItsWorkspaceIsLocked(t *testing.T) {
 
 	api.DiscardIfStaleForTest(ctx, s.ID)
 	require.NoDirExists(t, copyOnB, "let go, the stale copy is removed")
+	checkJournal(t, h.store, s.ID)
+}
+
+// stoppedWithAFile starts a session on node-a that writes a.txt, parks,
+// and is idle-stopped at a snapshot holding it. The snapshots' owners are
+// kept, as a server's environments keep them: an API node's read checks
+// the session's project owns the stop's snapshot.
+func stoppedWithAFile(t *testing.T) (*harness, *lt.Session) {
+	t.Helper()
+	h := newIdleStopHarness(t)
+	h.keepOwners = true
+	h.restart("node-a")
+	s := create(t, h, idleSpec(t, 60, `[
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"echo kept > a.txt"}}]},
+	  {"tool_calls":[{"name":"lookup","arguments":{}}]},
+	  {"text":"done"}]`,
+		lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}), nil)
+	h.waitStatus(s.ID, lt.SessionRequiresAction)
+	h.clock.Advance(61 * time.Second)
+	require.NotEmpty(t, stoppedEvent(t, h, s.ID).Snapshot)
+	return h, s
+}
+
+// TestReadWaitingForADiscardSeesTheStopsSnapshot: a person's read of a
+// stopped session comes while this node discards its stale copy (the
+// discard holds the workspace's lock). Once the discard lets go, the read
+// does not list the empty workspace the copy left, but the stop's
+// snapshot, brought back as for any stale copy.
+func TestReadWaitingForADiscardSeesTheStopsSnapshot(t *testing.T) {
+	h, s := stoppedWithAFile(t)
+	ctx := context.Background()
+
+	root := filepath.Join(t.TempDir(), "workspaces")
+	api, err := engine.New(h.store, &engine.Config{WorkspaceRoot: root, NodeID: "node-b", Clock: h.clock})
+	require.NoError(t, err)
+	_, err = api.ListFiles(ctx, s.ID, "")
+	require.NoError(t, err)
+	copyOnB := filepath.Join(root, s.ID)
+	require.FileExists(t, filepath.Join(copyOnB, "a.txt"))
+
+	// The discard holds the lock; the read waits for it.
+	unlock := api.HoldWorkspaceForTest(s.ID)
+	type answer struct {
+		l   *lt.FileListing
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		l, err := api.ListFiles(ctx, s.ID, "")
+		got <- answer{l, err}
+	}()
+	require.Eventually(t, func() bool { return api.WorkspaceLockHoldersForTest(s.ID) == 2 }, 10*time.Second, time.Millisecond, "the read waits for the lock")
+	require.NoError(t, os.RemoveAll(copyOnB), "the discard removes the copy")
+	unlock()
+	a := <-got
+	require.NoError(t, a.err)
+	var names []string
+	for _, e := range a.l.Entries {
+		names = append(names, e.Name)
+	}
+	require.Contains(t, names, "a.txt", "the stop's snapshot, not an empty workspace")
 	checkJournal(t, h.store, s.ID)
 }

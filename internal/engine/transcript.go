@@ -45,6 +45,9 @@ type transcript struct {
 	// changed are the people's workspace changes since the last model
 	// call: told at the next one (personnote.go).
 	changed []lt.WorkspaceChange
+	// notApplied are the people's changes the model was told of that
+	// were then not applied (a conflict), to tell it at its next call.
+	notApplied []lt.WorkspaceChangeNotAppliedData
 
 	steering
 }
@@ -61,7 +64,7 @@ func transcriptWants(typ string) bool {
 	case lt.EventSessionCreated, lt.EventConstraintAdded, lt.EventTurnCreated, lt.EventTurnStarted,
 		lt.EventModelResponded, lt.EventToolCompleted, lt.EventToolFailed, lt.EventActionResolved,
 		lt.EventContextCompacted, lt.EventAcceptanceVerified, lt.EventEnvironmentRestored,
-		lt.EventTurnSteered, lt.EventModelRequested, lt.EventWorkspaceChanged:
+		lt.EventTurnSteered, lt.EventModelRequested, lt.EventWorkspaceChanged, lt.EventWorkspaceChangeNotApplied:
 		return true
 	}
 	return false
@@ -97,7 +100,13 @@ func (t *transcript) observe(ev lt.Event) {
 	case lt.EventWorkspaceChanged:
 		var d lt.WorkspaceChange
 		if json.Unmarshal(ev.Data, &d) == nil {
+			d.Seq = ev.Seq
 			t.changed = append(t.changed, d)
+		}
+	case lt.EventWorkspaceChangeNotApplied:
+		var d lt.WorkspaceChangeNotAppliedData
+		if json.Unmarshal(ev.Data, &d) == nil {
+			t.changeNotApplied(d)
 		}
 	case lt.EventModelResponded:
 		var d lt.ModelRespondedData

@@ -263,11 +263,30 @@ func (r *runner) catchUpPersonChanges(ctx context.Context) (bool, error) {
 // for one on a runner (the server's copy of a runner's workspace is no
 // one's). It returns what could not be applied, each naming its path; an
 // error is the environment's, gone meanwhile.
+//
+// A change found in conflict with what the workspace holds now (based on a
+// snapshot view the agent's later writes make stale) is journaled as not
+// applied (workspace.change_not_applied): no copy applies it again, the
+// model is told at its next call, and the person sees it in the session's
+// events.
 func (r *runner) applyPersonChanges(ctx context.Context, changes []journal.PersonChange) ([]string, error) {
 	if r.envRunner == "" || r.env == nil || r.env.env == nil {
 		return r.e.applyPersonChanges(ctx, r.st, r.ws, changes), nil
 	}
-	return r.e.applyChanges(ctx, r.st, r.env.env, changes)
+	failed, conflicts, err := r.e.applyChanges(ctx, r.st, r.env.env, changes)
+	turnID, step := "", 0
+	if t := r.st.CurrentTurn(); t != nil {
+		turnID = t.ID
+		if r.st.Step != nil {
+			step = r.st.Step.N
+		}
+	}
+	for _, c := range conflicts {
+		if aerr := r.add(lt.EventWorkspaceChangeNotApplied, turnID, step, c); aerr != nil {
+			return failed, aerr
+		}
+	}
+	return failed, err
 }
 
 // changeTarget is a workspace people's changes are applied to: an
@@ -277,6 +296,10 @@ func (r *runner) applyPersonChanges(ctx context.Context, changes []journal.Perso
 type changeTarget interface {
 	Remove(ctx context.Context, rel string) error
 	WriteFileDirect(ctx context.Context, rel string, data []byte) error
+	// StatDirect and ReadFile read what the path holds now, for a change
+	// applied only on what it was based on (liveBasis).
+	StatDirect(ctx context.Context, rel string) (*workspace.Entry, error)
+	ReadFile(ctx context.Context, rel string, offset, limit int64) (*workspace.ReadResult, error)
 	Holds(ctx context.Context, id string) (bool, error)
 	Record(ctx context.Context, id string) error
 }
@@ -286,11 +309,14 @@ var _ changeTarget = environment.Environment(nil)
 // applyChanges applies changes to t in order, and records each one's
 // marker there. It returns what could not be applied (a blob that is gone,
 // a symlink planted on the path, a path a restored step made unreachable),
-// each naming its path; the rest are applied. An error is the
-// environment's, gone meanwhile.
-func (e *Engine) applyChanges(ctx context.Context, st *journal.State, t changeTarget, changes []journal.PersonChange) ([]string, error) {
+// each naming its path; the rest are applied. A change based on a
+// snapshot view (BasedOn) whose path no longer holds what the person saw
+// is not applied either, and has no marker: it is returned among the
+// conflicts, for the caller to journal (workspace.change_not_applied),
+// which ends it. An error is the environment's, gone meanwhile.
+func (e *Engine) applyChanges(ctx context.Context, st *journal.State, t changeTarget, changes []journal.PersonChange) ([]string, []lt.WorkspaceChangeNotAppliedData, error) {
 	if len(changes) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	// The snapshot is recorded again after the changes only when the
 	// workspace held it before them: recorded on a workspace that does
@@ -304,20 +330,36 @@ func (e *Engine) applyChanges(ctx context.Context, st *journal.State, t changeTa
 		var err error
 		if held, err = t.Holds(ctx, snap); err != nil {
 			if environmentGone(err) {
-				return nil, envLost(err)
+				return nil, nil, envLost(err)
 			}
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	var failed []string
+	var (
+		failed    []string
+		conflicts []lt.WorkspaceChangeNotAppliedData
+	)
 	for _, c := range changes {
-		err := e.applyChangeTo(ctx, t, c)
+		var err error
+		if c.BasedOn != "" {
+			var found string
+			if found, err = liveBasis(ctx, t, c.Path); err == nil && found != c.BasedOn {
+				// The agent wrote the file since the person saw it: the
+				// change would overwrite that unseen.
+				conflicts = append(conflicts, lt.WorkspaceChangeNotAppliedData{ChangeSeq: c.Seq, Op: c.Op, Path: c.Path,
+					Reason: lt.NotAppliedConflict, BasedOn: c.BasedOn, Found: found})
+				continue
+			}
+		}
+		if err == nil {
+			err = e.applyChangeTo(ctx, t, c)
+		}
 		if err == nil {
 			err = t.Record(ctx, changeMarker(c.Seq))
 		}
 		switch {
 		case environmentGone(err):
-			return failed, envLost(err)
+			return failed, conflicts, envLost(err)
 		case err != nil:
 			failed = append(failed, fmt.Sprintf("%s %q: %v", c.Op, c.Path, err))
 		}
@@ -327,7 +369,52 @@ func (e *Engine) applyChanges(ctx context.Context, st *journal.State, t changeTa
 			e.log.Warn("record workspace snapshot", "session", st.Session.ID, "err", err)
 		}
 	}
-	return failed, nil
+	return failed, conflicts, nil
+}
+
+// liveBasis describes what rel holds in t now, as a change's BasedOn
+// does: "sha256:<hex>" for a regular file, "absent", or the kind of
+// entry that is there (never followed, if a symlink).
+func liveBasis(ctx context.Context, t changeTarget, rel string) (string, error) {
+	en, err := t.StatDirect(ctx, rel)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || (err == nil && en == nil):
+		return lt.BasedOnAbsent, nil
+	case errors.Is(err, workspace.ErrEscapes) || errors.Is(err, workspace.ErrInvalidPath):
+		// A symlink on the way, planted since: nothing the person saw.
+		return "a path through a symlink", nil
+	case err != nil:
+		return "", err
+	case en.Type != workspace.EntryFile:
+		return string(en.Type), nil
+	case en.Size > MaxFileBytes:
+		return largerThanUploads, nil // not read: it cannot match
+	}
+	r, err := t.ReadFile(ctx, rel, 0, MaxFileBytes+1)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return lt.BasedOnAbsent, nil
+	case err != nil:
+		return "", err
+	case r.Truncated || int64(len(r.Data)) > MaxFileBytes:
+		return largerThanUploads, nil
+	}
+	return basisOf(r.Data), nil
+}
+
+// largerThanUploads describes a live file larger than any a person's
+// change is checked against (MaxFileBytes): it matches no BasedOn.
+const largerThanUploads = "larger than the upload limit"
+
+// basisOf is the BasedOn of a file holding data.
+func basisOf(data []byte) string { return basisOfSHA(sha256Hex(data)) }
+
+// basisOfSHA is the BasedOn of a file whose SHA-256 is sum ("": none).
+func basisOfSHA(sum string) string {
+	if sum == "" {
+		return lt.BasedOnAbsent
+	}
+	return "sha256:" + sum
 }
 
 // applyChangeTo applies one person's change to t.
@@ -369,6 +456,14 @@ func (t *copyTarget) Remove(_ context.Context, rel string) error {
 func (t *copyTarget) WriteFileDirect(_ context.Context, rel string, data []byte) error {
 	defer t.e.trackWrites(t.ws, rel)()
 	return t.dir.WriteDirect(rel, data)
+}
+
+func (t *copyTarget) StatDirect(_ context.Context, rel string) (*workspace.Entry, error) {
+	return t.dir.StatDirect(rel)
+}
+
+func (t *copyTarget) ReadFile(_ context.Context, rel string, offset, limit int64) (*workspace.ReadResult, error) {
+	return t.dir.ReadFile(rel, offset, limit)
 }
 
 // Holds is true for a copy made before the lists were kept (untracked):
@@ -480,9 +575,15 @@ func (e *Engine) applyPersonChanges(ctx context.Context, st *journal.State, ws s
 		return []string{fmt.Sprintf("open the workspace: %v", err)}
 	}
 	defer d.Close()
-	failed, err := e.applyChanges(ctx, st, &copyTarget{e: e, st: st, ws: ws, dir: d}, changes)
+	failed, conflicts, err := e.applyChanges(ctx, st, &copyTarget{e: e, st: st, ws: ws, dir: d}, changes)
 	if err != nil {
 		failed = append(failed, err.Error())
+	}
+	// A change of this node's copy is checked against the copy itself
+	// (never BasedOn): a conflict here is a journal this node did not
+	// write, reported as a change it could not apply.
+	for _, c := range conflicts {
+		failed = append(failed, fmt.Sprintf("%s %q: the file is no longer what the change was based on (%s, found %s)", c.Op, c.Path, c.BasedOn, c.Found))
 	}
 	return failed
 }

@@ -41,6 +41,10 @@ var (
 	// workspace over its quota (Limits.DiskBytes). The message is for the
 	// model.
 	ErrDiskQuota = errors.New("over the workspace's disk quota")
+	// ErrUnmeasurable: a write was refused because the workspace cannot
+	// be measured against its quota (the quota fails closed), not because
+	// it is over it. The message is for the model.
+	ErrUnmeasurable = errors.New("the workspace cannot be measured against its disk quota")
 )
 
 // MaxStopOpens bounds the environments opened for a stop (OpenParams.ForStop)

@@ -403,7 +403,7 @@ func (e *localEnv) write(rel string, data []byte, writeFile func(*workspace.Dir,
 	defer done()
 	if q, ok := e.exec.(tool.DiskQuota); ok {
 		if err := q.CheckWrite(int64(len(data))); err != nil {
-			return fmt.Errorf("write %q: %w: %v", rel, ErrDiskQuota, err)
+			return fmt.Errorf("write %q: %w", rel, quotaError(err))
 		}
 	}
 	return e.changing(rel, func() error { return writeFile(d, rel, data) })
@@ -418,10 +418,19 @@ func (e *localEnv) CheckWrite(_ context.Context, size int64) error {
 	defer finish()
 	if q, ok := e.exec.(tool.DiskQuota); ok {
 		if err := q.CheckWrite(size); err != nil {
-			return fmt.Errorf("%w: %v", ErrDiskQuota, err)
+			return quotaError(err)
 		}
 	}
 	return nil
+}
+
+// quotaError is a write the sandbox's quota refused: ErrUnmeasurable
+// when the workspace could not be measured, else ErrDiskQuota.
+func quotaError(err error) error {
+	if errors.Is(err, tool.ErrUnmeasurable) {
+		return fmt.Errorf("%w: %v", ErrUnmeasurable, err)
+	}
+	return fmt.Errorf("%w: %v", ErrDiskQuota, err)
 }
 
 // StatDirect implements Environment.

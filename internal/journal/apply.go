@@ -3,6 +3,7 @@ package journal
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -846,7 +847,14 @@ func trackWorkspace(s *State, ev *event) {
 		var d lt.WorkspaceChange
 		if json.Unmarshal(ev.Data, &d) == nil {
 			s.WorkspaceNode = ev.WorkerID
-			s.PersonChanges = append(s.PersonChanges, PersonChange{Seq: ev.Seq, Op: d.Op, Path: d.Path, SHA256: d.SHA256})
+			s.PersonChanges = append(s.PersonChanges, PersonChange{Seq: ev.Seq, Op: d.Op, Path: d.Path, SHA256: d.SHA256, Size: d.Size, BasedOn: d.BasedOn})
+		}
+	case lt.EventWorkspaceChangeNotApplied:
+		// Never applied, by any copy: what the agent wrote stays.
+		var d lt.WorkspaceChangeNotAppliedData
+		if json.Unmarshal(ev.Data, &d) == nil {
+			// A copy: a caller may hold a slice of the list (ChangesToApply).
+			s.PersonChanges = slices.DeleteFunc(slices.Clone(s.PersonChanges), func(c PersonChange) bool { return c.Seq == d.ChangeSeq })
 		}
 	}
 }

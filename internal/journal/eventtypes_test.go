@@ -97,6 +97,8 @@ func TestApplyAcceptsEveryEventType(t *testing.T) {
 	must(lt.EventBudgetUpdated, "", lt.BudgetUpdatedData{Budget: lt.Budget{MaxCostUSD: 10}})
 	must(lt.EventConstraintAdded, "", lt.ConstraintAddedData{Constraint: "be brief"})
 	must(lt.EventWorkspaceChanged, "", lt.WorkspaceChange{By: lt.ChangedByPerson, Op: lt.WorkspaceWrite, Path: "notes.md", SHA256: "ab", Size: 2})
+	must(lt.EventWorkspaceChanged, "", lt.WorkspaceChange{By: lt.ChangedByPerson, Op: lt.WorkspaceWrite, Path: "old.md", SHA256: "ab", Size: 2, BasedOn: lt.BasedOnAbsent})
+	must(lt.EventWorkspaceChangeNotApplied, "", lt.WorkspaceChangeNotAppliedData{ChangeSeq: b.seq, Op: lt.WorkspaceWrite, Path: "old.md", Reason: lt.NotAppliedConflict, BasedOn: lt.BasedOnAbsent, Found: "sha256:cd"})
 
 	// Step 2 compacts, carries a steer, answers and is verified.
 	must(lt.EventModelRequested, "t1", lt.ModelRequestedData{Step: 2, Position: 2, Attempt: 1, Provider: "scripted", Purpose: lt.PurposeCompaction})

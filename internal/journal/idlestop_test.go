@@ -150,3 +150,22 @@ func TestChangesToApplyAfterAStopsSnapshot(t *testing.T) {
 	b.must(lt.EventWorkspaceChanged, "", write("w.txt"))
 	require.Equal(t, []string{"w.txt"}, paths(b.st.ChangesToApply()))
 }
+
+// TestAChangeNotAppliedIsNeverAppliedAgain: a person's change found in
+// conflict with the live file (workspace.change_not_applied) leaves the
+// changes to apply, so that no later restore or catch-up applies it over
+// what the agent wrote; the others stay, with what they were based on.
+func TestAChangeNotAppliedIsNeverAppliedAgain(t *testing.T) {
+	t.Parallel()
+	b := &builder{t: t}
+	b.must(lt.EventSessionCreated, "", lt.SessionCreatedData{Agent: lt.AgentRef{Name: "a", Version: 1}, Input: "go"})
+	b.must(lt.EventWorkspaceChanged, "", lt.WorkspaceChange{By: lt.ChangedByPerson, Op: lt.WorkspaceWrite, Path: "x.txt", SHA256: "ab", BasedOn: "sha256:cd"})
+	conflicting := b.seq
+	b.must(lt.EventWorkspaceChanged, "", lt.WorkspaceChange{By: lt.ChangedByPerson, Op: lt.WorkspaceDelete, Path: "y.txt", BasedOn: "sha256:12"})
+	b.must(lt.EventWorkspaceChangeNotApplied, "", lt.WorkspaceChangeNotAppliedData{ChangeSeq: conflicting, Op: lt.WorkspaceWrite, Path: "x.txt",
+		Reason: lt.NotAppliedConflict, BasedOn: "sha256:cd", Found: "sha256:ef"})
+	changes := b.st.ChangesToApply()
+	require.Len(t, changes, 1)
+	require.Equal(t, "y.txt", changes[0].Path)
+	require.Equal(t, "sha256:12", changes[0].BasedOn)
+}

@@ -725,4 +725,9 @@ type PersonChange struct {
 	Op     string `json:"op"`
 	Path   string `json:"path"`
 	SHA256 string `json:"sha256,omitempty"`
+	// Size is a write's (its content's length).
+	Size int64 `json:"size,omitempty"`
+	// BasedOn is the change's based_on: checked against a snapshot view,
+	// it is applied only where the live file still holds that.
+	BasedOn string `json:"based_on,omitempty"`
 }

@@ -26,7 +26,7 @@ func TestPersonChangesProjection(t *testing.T) {
 	}
 	apply(lt.EventWorkspaceChanged, "node-b", lt.WorkspaceChange{By: "person", Op: "write", Path: "a.txt", SHA256: "aa", Size: 1})
 	apply(lt.EventWorkspaceChanged, "node-c", lt.WorkspaceChange{By: "person", Op: "delete", Path: "b.txt"})
-	require.Equal(t, []PersonChange{{Seq: 7, Op: "write", Path: "a.txt", SHA256: "aa"}, {Seq: 8, Op: "delete", Path: "b.txt"}}, b.st.PersonChanges)
+	require.Equal(t, []PersonChange{{Seq: 7, Op: "write", Path: "a.txt", SHA256: "aa", Size: 1}, {Seq: 8, Op: "delete", Path: "b.txt"}}, b.st.PersonChanges)
 	require.Equal(t, "node-c", b.st.WorkspaceNode)
 
 	apply(lt.EventCheckpointCreated, "node-a", lt.CheckpointCreatedData{Checkpoint: lt.Checkpoint{ID: "ckpt_1", SnapshotError: "too big"}})

@@ -768,6 +768,7 @@ func (r *Runner) wireError(err error) error {
 		{workspace.ErrInvalidPath, link.CodeInvalidPath},
 		{fs.ErrNotExist, link.CodeNotFound},
 		{environment.ErrDiskQuota, link.CodeDiskQuota},
+		{environment.ErrUnmeasurable, link.CodeUnmeasurable},
 		{environment.ErrChanged, link.CodeChanged},
 		{environment.ErrBusy, link.CodeWorkspaceBusy},
 		{environment.ErrClosed, link.CodeClosed},

@@ -45,6 +45,10 @@ func (e *diskError) Error() string {
 		mib(e.used), mib(e.limit))
 }
 
+// Is makes a workspace that cannot be measured tool.ErrUnmeasurable: a
+// caller tells it apart from one over its quota.
+func (e *diskError) Is(target error) bool { return e.cause != nil && target == tool.ErrUnmeasurable }
+
 // usageBefore measures the workspace before a command (giving what it
 // finds to owner, when set). A workspace that cannot be measured is not a
 // set-up failure — a command must stay able to remove what makes it so —
@@ -151,7 +155,7 @@ func applyQuota(measure measurer, res *tool.ExecResult, out *runOutcome, ws stri
 func checkWrite(ws string, owner *ids, limit, size int64) error {
 	used, err := measureWorkspace(ws, owner)
 	if err != nil {
-		return err
+		return &diskError{limit: limit, cause: err}
 	}
 	if used+max(size, minEntryBytes) > limit {
 		return &writeError{diskError{used: used, limit: limit}, size}

@@ -127,10 +127,17 @@ func fileError(err error) (*Result, error) {
 // DiskQuota is implemented by an Exec that bounds the disk use of the
 // session's workspace (the sandbox's environment.disk_mb). The file tools
 // ask it before they write: CheckWrite returns an error, for the model,
-// when writing size more bytes would take the workspace over its quota.
+// when writing size more bytes would take the workspace over its quota,
+// or when the workspace cannot be measured against it (an error that is
+// ErrUnmeasurable: the quota fails closed).
 type DiskQuota interface {
 	CheckWrite(size int64) error
 }
+
+// ErrUnmeasurable is a write refused because the workspace cannot be
+// measured against its disk quota (directories nested past what the walk
+// measures, directories nobody may read), not because it is over it.
+var ErrUnmeasurable = errors.New("the workspace cannot be measured against its disk quota")
 
 // checkDiskQuota asks the call's Exec, when it bounds the workspace, whether
 // size more bytes may be written.

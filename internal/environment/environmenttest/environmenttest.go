@@ -51,6 +51,7 @@ func Run(t *testing.T, newBackend NewBackend) {
 		{"DirectFollowsNoSymlink", testDirect},
 		{"SharedBySubAgents", testShared},
 		{"DiskQuota", testDiskQuota},
+		{"UnmeasurableWorkspaceIsNotOverQuota", testUnmeasurable},
 		{"SnapshotLimits", testSnapshotLimits},
 		{"NetworkOnlyThroughTheProxy", testNetwork},
 		{"SnapshotAndRestore", testSnapshotAndRestore},
@@ -389,6 +390,26 @@ func testDiskQuota(t *testing.T, h *harness) {
 
 	res := h.run(env, "head -c 3145728 /dev/zero > big.bin; echo done")
 	require.Contains(t, []string{sandbox.LimitDisk, sandbox.LimitFileSize}, res.Limit, "a command past the quota is stopped: %+v", res)
+}
+
+// testUnmeasurable: a workspace nested past what the quota's walk
+// measures refuses a write (the quota fails closed), but says that it
+// cannot be measured (ErrUnmeasurable), not that it is over its quota.
+func testUnmeasurable(t *testing.T, h *harness) {
+	env, err := h.newBackend().Open(h.ctx(), &environment.OpenParams{Workspace: "ses_deep", Session: "ses_deep", Limits: sandbox.Limits{DiskBytes: 4 << 20}})
+	require.NoError(t, err)
+	defer env.Close()
+	h.run(env, `mkdir -p "$(printf 'a/%.0s' $(seq 1100))"`)
+	for what, err := range map[string]error{
+		"CheckWrite": env.CheckWrite(h.ctx(), 10),
+		"WriteFile":  env.WriteFile(h.ctx(), "small.txt", []byte("x")),
+	} {
+		require.ErrorIs(t, err, environment.ErrUnmeasurable, what)
+		require.NotErrorIs(t, err, environment.ErrDiskQuota, what)
+		require.Contains(t, err.Error(), "cannot be measured", what)
+	}
+	_, ok := h.read(env, "small.txt")
+	require.False(t, ok, "a refused write leaves nothing")
 }
 
 func testSnapshotLimits(t *testing.T, h *harness) {

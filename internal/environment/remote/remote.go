@@ -250,6 +250,8 @@ func (e *runnerError) Unwrap() error {
 		return errNotExist
 	case link.CodeDiskQuota:
 		return environment.ErrDiskQuota
+	case link.CodeUnmeasurable:
+		return environment.ErrUnmeasurable
 	case link.CodeChanged:
 		return environment.ErrChanged
 	case link.CodeWorkspaceBusy:

@@ -72,6 +72,7 @@ const (
 	CodeInvalidPath   = "invalid_path"   // workspace.ErrInvalidPath
 	CodeNotFound      = "not_found"      // fs.ErrNotExist
 	CodeDiskQuota     = "disk_quota"     // environment.ErrDiskQuota
+	CodeUnmeasurable  = "unmeasurable"   // environment.ErrUnmeasurable
 	CodeChanged       = "changed"        // environment.ErrChanged
 	CodeWorkspaceBusy = "workspace_busy" // environment.ErrBusy (not CodeBusy: the link's capacity)
 	CodeClosed        = "closed"         // environment.ErrClosed (an unknown handle too)
