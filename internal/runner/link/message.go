@@ -186,9 +186,10 @@ type Hello struct {
 //
 //   - 1: the first (every runner from before versions, which sent none).
 //   - 2: fs.stat_direct, fs.check_write, fs.write's direct (a person's
-//     write that follows no symlink), and env.claim (the server names an
+//     write that follows no symlink), env.claim (the server names an
 //     environment it opened, so the runner can close one whose open's
-//     answer was lost). A runner of protocol 1 refuses them
+//     answer was lost), and the unmeasurable code (a workspace it could
+//     not measure, before: disk_quota). A runner of protocol 1 refuses them
 //     (unknown_method, bad_params) only once a call needs them,
 //     mid-session: refused at the connection instead, it is told at once
 //     to upgrade.
