@@ -377,6 +377,10 @@ func eventDetail(ev lt.Event) string {
 		if s, ok := workspaceChangedSummary(ev); ok {
 			return s
 		}
+	case lt.EventWorkspaceChangeNotApplied:
+		if s, ok := changeNotAppliedSummary(ev); ok {
+			return s
+		}
 	case lt.EventSessionPauseRequested, lt.EventSessionPaused, lt.EventSessionResumed:
 		if s, ok := pauseSummary(ev); ok {
 			return s

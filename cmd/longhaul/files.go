@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -214,4 +215,26 @@ func workspaceChangedSummary(ev lt.Event) (string, bool) {
 		s += ", answering " + d.ActionID
 	}
 	return s, true
+}
+
+// changeNotAppliedSummary is the one-line form of
+// workspace.change_not_applied in "longhaul events": "change #12 (write
+// notes.md) not applied: conflict, based on sha256:3f2a…, found
+// sha256:9c1e…".
+func changeNotAppliedSummary(ev lt.Event) (string, bool) {
+	var d lt.WorkspaceChangeNotAppliedData
+	if !decode(ev, &d) || d.Path == "" {
+		return "", false
+	}
+	return fmt.Sprintf("change #%d (%s %s) not applied: %s, based on %s, found %s",
+		d.ChangeSeq, d.Op, d.Path, d.Reason, hashOrWord(d.BasedOn), hashOrWord(d.Found)), true
+}
+
+// hashOrWord shortens a "sha256:<hex>" and leaves a word ("absent",
+// "dir") as it is.
+func hashOrWord(s string) string {
+	if hex, ok := strings.CutPrefix(s, "sha256:"); ok {
+		return "sha256:" + shortHash(hex)
+	}
+	return s
 }

@@ -145,3 +145,15 @@ func TestFilesIfMatch(t *testing.T) {
 	require.Equal(t, "v2 by one person", cliOK(t, "files", "get", s.ID, "notes.md", "--server", srv.url))
 	cliOK(t, "files", "rm", s.ID, "notes.md", "--if-match", "*", "--server", srv.url)
 }
+
+// TestChangeNotAppliedSummary: "longhaul events" says which person's
+// change was not applied and why, not the event's raw JSON.
+func TestChangeNotAppliedSummary(t *testing.T) {
+	data, err := json.Marshal(lt.WorkspaceChangeNotAppliedData{
+		ChangeSeq: 12, Op: lt.WorkspaceWrite, Path: "notes.md", Reason: lt.NotAppliedConflict,
+		BasedOn: "sha256:3f2a9c1e77aa00bb11cc22dd33ee44ff", Found: lt.BasedOnAbsent,
+	})
+	require.NoError(t, err)
+	got := eventSummary(lt.Event{Type: lt.EventWorkspaceChangeNotApplied, Data: data})
+	require.Equal(t, "change #12 (write notes.md) not applied: conflict, based on sha256:3f2a9c1e77aa, found absent", got)
+}
