@@ -16,6 +16,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/snapshot"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/workspace"
@@ -131,7 +132,7 @@ func (e *Engine) openRunnerFiles(ctx context.Context, row *store.SessionRow, st 
 			// session's yet (its next claim restores it).
 			e.discardProvisioned(ctx, st, env)
 		case err == nil:
-			held, err := holdsJournalsSnapshot(ctx, env, st)
+			held, err := holdsJournalsWorkspace(ctx, env, st)
 			if err == nil && held {
 				v.env = env
 				return v, nil
@@ -143,9 +144,11 @@ func (e *Engine) openRunnerFiles(ctx context.Context, row *store.SessionRow, st 
 			// Not known to hold the journal's snapshot (the runner lost
 			// the workspace and something opened it anew since): what
 			// it holds is no one's, and a write applied to it would make
-			// it look up to date. The snapshot is read; a write is only
-			// journaled, for the session's next claim, which restores
-			// the workspace first.
+			// it look up to date. Or it lacks a person's change journaled
+			// while it was out of reach. The snapshot view is read; a
+			// write is only journaled, for the session's next claim,
+			// which restores the workspace or applies the changes in
+			// order first.
 		case errors.Is(err, environment.ErrUnavailable):
 			errors.As(err, &v.elsewhere)
 		default:
@@ -171,15 +174,25 @@ func (e *Engine) openRunnerFiles(ctx context.Context, row *store.SessionRow, st 
 	return v, nil
 }
 
-// holdsJournalsSnapshot reports whether env is known to hold the
-// journal's workspace snapshot: only then is it the session's workspace
-// (true when there is none yet: whatever the session did is there only).
-func holdsJournalsSnapshot(ctx context.Context, env environment.Environment, st *journal.State) (bool, error) {
-	snap := st.WorkspaceSnapshot()
-	if snap == "" {
+// holdsJournalsWorkspace reports whether env is known to hold the
+// journal's workspace snapshot and every person's change journaled since
+// (the last one's marker): only then is it the session's workspace (the
+// snapshot true when there is none yet: whatever the session did is there
+// only). A change journaled while the runner was out of reach is not
+// there yet: a later change applied live over it would carry a marker
+// that says it was, and the session's claim would never apply it.
+func holdsJournalsWorkspace(ctx context.Context, env environment.Environment, st *journal.State) (bool, error) {
+	if snap := st.WorkspaceSnapshot(); snap != "" {
+		held, err := env.Holds(ctx, snap)
+		if err != nil || !held {
+			return false, err
+		}
+	}
+	changes := st.ChangesToApply()
+	if len(changes) == 0 {
 		return true, nil
 	}
-	return env.Holds(ctx, snap)
+	return env.Holds(ctx, changeMarker(changes[len(changes)-1].Seq))
 }
 
 // environmentGone reports whether err says the environment cannot be
@@ -505,17 +518,18 @@ func (v *runnerFiles) viewBytes(ctx context.Context, e *Engine) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
+		// Each entry (file, directory, link) counts as the runner's
+		// quota counts it: at least sandbox.MinEntryBytes.
 		for i := range m.Entries {
-			if en := &m.Entries[i]; en.Type == snapshot.TypeFile {
-				if _, changed := v.changes[en.Path]; !changed {
-					used += en.Size
-				}
+			en := &m.Entries[i]
+			if _, changed := v.changes[en.Path]; !changed || en.Type != snapshot.TypeFile {
+				used += max(en.Size, sandbox.MinEntryBytes)
 			}
 		}
 	}
 	for _, c := range v.changes {
 		if c.Op == lt.WorkspaceWrite {
-			used += c.Size
+			used += max(c.Size, sandbox.MinEntryBytes)
 		}
 	}
 	return used, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -410,6 +411,82 @@ func TestRunnerChangeFromTheSnapshotKeepsTheModelsEdits(t *testing.T) {
 	require.Equal(t, "by-the-model-later\n", body)
 	_, body = readRunnerFile(t, h, s.ID, "k.txt")
 	require.Equal(t, "kept-later\n", body)
+}
+
+// TestRunnerChangeAwayThenLiveAppliesBoth: a person's change journaled
+// while the runner was away is not on the runner when it comes back; a
+// second change made then must not be applied live over it (its marker
+// would say the workspace holds both, and the claim would never apply the
+// first). It is made against the snapshot view too, and the claim applies
+// both, in order.
+func TestRunnerChangeAwayThenLiveAppliesBoth(t *testing.T) {
+	h, rb := newFilesRunnerHarness(t)
+	ctx := context.Background()
+	sp := onGPU(spec(t, `[
+	  {"tool_calls":[{"name":"lookup","arguments":{}}]},
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"cat first.txt second.txt"}}]},
+	  {"text":"done"}]`, lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}))
+	s := create(t, h, sp, nil)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	ws := filepath.Join(h.dir, "workspaces", s.ID)
+
+	rb.connected.Store(false)
+	first, err := h.eng.WriteFile(ctx, s.ID, "first.txt", []byte("one\n"), "")
+	require.NoError(t, err)
+	require.Equal(t, lt.BasedOnAbsent, first.BasedOn, "checked against the snapshot view")
+	rb.connected.Store(true)
+	second, err := h.eng.WriteFile(ctx, s.ID, "second.txt", []byte("two\n"), "")
+	require.NoError(t, err)
+	require.NotEmpty(t, second.BasedOn, "the runner lacks the first change: checked against the snapshot view, not applied live")
+	_, err = os.Stat(filepath.Join(ws, "second.txt"))
+	require.ErrorIs(t, err, fs.ErrNotExist, "not applied live over a workspace that lacks the first change")
+
+	_, err = h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`1`)})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	out := lastToolOutput(t, h, s.ID)
+	require.Contains(t, out, "one", "the change made while the runner was away is applied")
+	require.Contains(t, out, "two")
+	require.Empty(t, events(t, h, s.ID, lt.EventWorkspaceChangeNotApplied))
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestRunnerChangeTheAgentMadeTooIsNoConflict: a change made from the
+// snapshot view whose result the agent made too (it deleted the same
+// file, or wrote the same bytes) overwrites nothing: it is applied, not
+// reported as a conflict.
+func TestRunnerChangeTheAgentMadeTooIsNoConflict(t *testing.T) {
+	h, rb := newFilesRunnerHarness(t)
+	ctx := context.Background()
+	sp := onGPU(spec(t, `[
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"echo x > x.txt"}}]},
+	  {"tool_calls":[{"name":"lookup","arguments":{}}]},
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"ls; cat y.txt"}}]},
+	  {"text":"done"}]`, lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}))
+	s := create(t, h, sp, nil)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	ws := filepath.Join(h.dir, "workspaces", s.ID)
+	require.NoError(t, os.Remove(filepath.Join(ws, "x.txt")))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "y.txt"), []byte("same\n"), 0o644))
+
+	rb.connected.Store(false)
+	del, err := h.eng.DeleteFile(ctx, s.ID, "x.txt")
+	require.NoError(t, err)
+	require.Equal(t, "sha256:"+sum256("x\n"), del.BasedOn)
+	w, err := h.eng.WriteFile(ctx, s.ID, "y.txt", []byte("same\n"), "")
+	require.NoError(t, err)
+	require.Equal(t, lt.BasedOnAbsent, w.BasedOn)
+	rb.connected.Store(true)
+
+	_, err = h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`1`)})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	out := lastToolOutput(t, h, s.ID)
+	require.NotContains(t, out, "x.txt")
+	require.Contains(t, out, "same")
+	require.Empty(t, events(t, h, s.ID, lt.EventWorkspaceChangeNotApplied), "nothing the agent wrote was in the way")
+	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentLost), "the runner holds both changes' markers: no restore")
+	checkJournal(t, h.store, s.ID)
 }
 
 // TestRunnerFileWriteOutOfReachCountsTheSnapshotView: with the runner out

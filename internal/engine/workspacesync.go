@@ -250,8 +250,13 @@ func (r *runner) catchUpPersonChanges(ctx context.Context) (bool, error) {
 	// Its word that it applied them is not enough: it must hold the last
 	// one's marker now, or the workspace is restored (and the loss
 	// counted, checkRestoreBounds) as any copy that lacks what the
-	// journal says.
-	held, err := r.env.env.Holds(ctx, changeMarker(changes[len(changes)-1].Seq))
+	// journal says. A change found in conflict left the changes to apply
+	// (and has no marker): the last of those still to apply is the one.
+	rest := r.st.ChangesToApply()
+	if len(rest) == 0 {
+		return true, nil
+	}
+	held, err := r.env.env.Holds(ctx, changeMarker(rest[len(rest)-1].Seq))
 	if err != nil {
 		return false, envLost(err)
 	}
@@ -341,9 +346,18 @@ func (e *Engine) applyChanges(ctx context.Context, st *journal.State, t changeTa
 	)
 	for _, c := range changes {
 		var err error
+		made := false
 		if c.BasedOn != "" {
 			var found string
-			if found, err = liveBasis(ctx, t, c.Path); err == nil && found != c.BasedOn {
+			found, err = liveBasis(ctx, t, c.Path)
+			switch {
+			case err != nil || found == c.BasedOn:
+			case alreadyMade(c, found):
+				// What the person asked for is there already (the
+				// agent made the same): nothing to write, nothing
+				// overwritten; only its marker is recorded.
+				made = true
+			default:
 				// The agent wrote the file since the person saw it: the
 				// change would overwrite that unseen.
 				conflicts = append(conflicts, lt.WorkspaceChangeNotAppliedData{ChangeSeq: c.Seq, Op: c.Op, Path: c.Path,
@@ -351,7 +365,7 @@ func (e *Engine) applyChanges(ctx context.Context, st *journal.State, t changeTa
 				continue
 			}
 		}
-		if err == nil {
+		if err == nil && !made {
 			err = e.applyChangeTo(ctx, t, c)
 		}
 		if err == nil {
@@ -370,6 +384,16 @@ func (e *Engine) applyChanges(ctx context.Context, st *journal.State, t changeTa
 		}
 	}
 	return failed, conflicts, nil
+}
+
+// alreadyMade reports whether a path found holding found (a liveBasis)
+// is what change c makes it: a delete of what is absent, or a write of the
+// bytes it holds.
+func alreadyMade(c journal.PersonChange, found string) bool {
+	if c.Op == lt.WorkspaceDelete {
+		return found == lt.BasedOnAbsent
+	}
+	return c.SHA256 != "" && found == basisOfSHA(c.SHA256)
 }
 
 // liveBasis describes what rel holds in t now, as a change's BasedOn

@@ -196,3 +196,8 @@ var (
 	_ tool.DiskQuota = (*bwrapExec)(nil)
 	_ tool.DiskQuota = (*localExec)(nil)
 )
+
+// MinEntryBytes is what each entry counts for at least in a workspace's
+// usage (minEntryBytes), for those that estimate the usage of a workspace
+// they cannot measure, from a snapshot of it.
+const MinEntryBytes = minEntryBytes
