@@ -176,9 +176,10 @@ func (e *Engine) readView(ctx context.Context, sessionID string) (*journal.State
 // the copy would be an empty workspace; it is brought back like any stale
 // copy instead, from the journal read again (the stop's snapshot and the
 // people's changes since), holding the lock alone. A copy missing while the
-// environment is not stopped was not discarded, and is read as it is. Should that not come
-// (this node's runner of the session holds it), the copy is read as it is,
-// as before. It returns the state read and the lock's release.
+// environment is not stopped was not discarded, and is read as it is.
+// Should the lock not come (this node's runner of the session holds it,
+// bringing the copy back), the read is a 503 to try again, never an empty
+// listing. It returns the state read and the lock's release.
 func (e *Engine) readAfterDiscard(ctx context.Context, st *journal.State, done func()) (*journal.State, func(), error) {
 	if _, err := os.Lstat(e.spaces.Path(st.WorkspaceID())); !errors.Is(err, fs.ErrNotExist) {
 		return st, done, nil
@@ -199,7 +200,9 @@ func (e *Engine) readAfterDiscard(ctx context.Context, st *journal.State, done f
 	unlock, ok := e.wsLocks.exclusive(lockCtx, st.Session.ID)
 	cancel()
 	if !ok {
-		return st, e.wsLocks.share(st.Session.ID), nil
+		// Held meanwhile (a claim of this node recreating the copy):
+		// read as it is, the copy would list an empty workspace.
+		return nil, nil, apierror.Unavailable("the workspace of session %s is being brought back from its snapshot: try again", st.Session.ID)
 	}
 	// Read again under the lock: a claim may have recreated it meanwhile.
 	_, again, err := e.loadState(ctx, st.Session.ID)
