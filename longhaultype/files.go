@@ -19,6 +19,13 @@ const EventWorkspaceChangeNotApplied = "workspace.change_not_applied"
 // file changed since the person saw it.
 const NotAppliedConflict = "conflict"
 
+// NotAppliedFailed is the reason of a change to a runner's workspace that
+// cannot be applied for a reason of its own, which trying again would
+// not change: it no longer fits the disk quota (the agent filled the
+// workspace since), or its path now goes through a symlink or names a
+// directory. Its Error says which.
+const NotAppliedFailed = "failed"
+
 // BasedOnAbsent is a WorkspaceChange.BasedOn (and a
 // WorkspaceChangeNotAppliedData.Found) saying the path held nothing.
 const BasedOnAbsent = "absent"
@@ -75,14 +82,16 @@ type WorkspaceChangeNotAppliedData struct {
 	Op        string `json:"op"`
 	Path      string `json:"path"`
 	// Reason is "conflict": the file is no longer what the change was
-	// based on.
+	// based on; or "failed" (NotAppliedFailed).
 	Reason string `json:"reason"`
 	// BasedOn is what the person saw (the change's based_on); Found is
 	// what the live workspace held when the change came to be applied
 	// ("sha256:<hex>", "absent", or the kind of entry: "dir",
 	// "symlink", "other", "larger than the upload limit").
-	BasedOn string `json:"based_on"`
-	Found   string `json:"found"`
+	BasedOn string `json:"based_on,omitempty"`
+	Found   string `json:"found,omitempty"`
+	// Error says why a change "failed" (never a path of a machine).
+	Error string `json:"error,omitempty"`
 }
 
 // File entry types.

@@ -226,6 +226,9 @@ func changeNotAppliedSummary(ev lt.Event) (string, bool) {
 	if !decode(ev, &d) || d.Path == "" {
 		return "", false
 	}
+	if d.Reason == lt.NotAppliedFailed {
+		return fmt.Sprintf("change #%d (%s %s) not applied: %s", d.ChangeSeq, d.Op, d.Path, d.Error), true
+	}
 	return fmt.Sprintf("change #%d (%s %s) not applied: %s, based on %s, found %s",
 		d.ChangeSeq, d.Op, d.Path, d.Reason, hashOrWord(d.BasedOn), hashOrWord(d.Found)), true
 }

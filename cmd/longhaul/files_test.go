@@ -156,4 +156,9 @@ func TestChangeNotAppliedSummary(t *testing.T) {
 	require.NoError(t, err)
 	got := eventSummary(lt.Event{Type: lt.EventWorkspaceChangeNotApplied, Data: data})
 	require.Equal(t, "change #12 (write notes.md) not applied: conflict, based on sha256:3f2a9c1e77aa, found absent", got)
+
+	data, err = json.Marshal(lt.WorkspaceChangeNotAppliedData{ChangeSeq: 13, Op: lt.WorkspaceWrite, Path: "big.bin", Reason: lt.NotAppliedFailed, Error: "it does not fit"})
+	require.NoError(t, err)
+	got = eventSummary(lt.Event{Type: lt.EventWorkspaceChangeNotApplied, Data: data})
+	require.Equal(t, "change #13 (write big.bin) not applied: it does not fit", got)
 }

@@ -50,9 +50,12 @@ func (t *transcript) changeNotApplied(d lt.WorkspaceChangeNotAppliedData) {
 // made after all.
 func notAppliedText(ds []lt.WorkspaceChangeNotAppliedData) string {
 	var b strings.Builder
-	b.WriteString("(These changes a person made were not applied after all: you had changed the file since the person saw it, and what you wrote is kept:")
+	b.WriteString("(These changes a person made were not applied after all: you had changed the file since the person saw it, and what you wrote is kept, unless said otherwise:")
 	for _, d := range ds {
 		fmt.Fprintf(&b, "\n- %s %s", d.Op, d.Path)
+		if d.Reason == lt.NotAppliedFailed {
+			fmt.Fprintf(&b, " (it could not be applied: %s)", d.Error)
+		}
 	}
 	b.WriteString(")")
 	return b.String()

@@ -21,8 +21,11 @@ import (
 // accepted while notes.md was a plain path; before it is applied to the
 // environment (a runner's, at the session's next claim), the model makes
 // notes.md a symlink to scripts/deploy.sh and linked a symlink to scripts.
-// Applying the changes then fails each one as not applied: nothing is
-// written through the links, and no marker says the workspace holds them.
+// Applying the changes then ends each one as not applied ("failed": the
+// model's planted links would make it fail at every try, and a runner's
+// workspace that lacks its marker would be restored at every claim):
+// nothing is written through the links, and no marker says the workspace
+// holds them.
 func TestPersonChangeNotAppliedThroughAPlantedSymlink(t *testing.T) {
 	ctx := context.Background()
 	p := newLocalParts(t)
@@ -46,10 +49,13 @@ func TestPersonChangeNotAppliedThroughAPlantedSymlink(t *testing.T) {
 	}
 	failed, conflicts, err := e.applyChanges(ctx, &journal.State{}, env, changes)
 	require.NoError(t, err)
-	require.Empty(t, conflicts, "checked against the live workspace: no basis to compare")
-	require.Len(t, failed, 2, "each is reported as not applied")
-	require.Contains(t, failed[0], `"notes.md"`)
-	require.Contains(t, failed[1], `"linked/deploy.sh"`)
+	require.Empty(t, failed, "none to try again")
+	require.Len(t, conflicts, 2, "each is reported as not applied")
+	for i, path := range []string{"notes.md", "linked/deploy.sh"} {
+		require.Equal(t, path, conflicts[i].Path)
+		require.Equal(t, lt.NotAppliedFailed, conflicts[i].Reason, "not a conflict: no basis to compare, checked against the live workspace")
+		require.Contains(t, conflicts[i].Error, "symlink")
+	}
 	r, err := env.ReadFile(ctx, "scripts/deploy.sh", 0, 100)
 	require.NoError(t, err)
 	require.Equal(t, "deploy", string(r.Data), "nothing was written through the links")

@@ -558,10 +558,15 @@ func (e *Engine) applyRunnerChange(ctx context.Context, v *runnerFiles, st *jour
 	if v.env == nil {
 		return
 	}
-	// c was checked against this very workspace (no BasedOn): no conflict.
-	failed, _, err := e.applyChanges(ctx, st, v.env, []journal.PersonChange{c})
+	// c was checked against this very workspace (no BasedOn): no
+	// conflict; one that cannot be applied is journaled as not applied by
+	// the session's next claim, which finds it so again.
+	failed, notApplied, err := e.applyChanges(ctx, st, v.env, []journal.PersonChange{c})
 	if err == nil && len(failed) > 0 {
 		err = errors.New(failed[0])
+	}
+	if err == nil && len(notApplied) > 0 {
+		err = errors.New(notApplied[0].Error)
 	}
 	if err != nil {
 		e.log.Warn("apply a person's change to the runner's workspace; the session's next claim applies it", "session", st.Session.ID, "err", err)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -143,6 +144,10 @@ func TestRunnerFileWriteRetriesHoldOneEnvironment(t *testing.T) {
 	rb.connected.Store(true)
 	ctx := context.Background()
 	s, ws := parkedOnRunner(t, h)
+	// The session's own environment is closed once its claim ends, just
+	// after the park is journaled: counted before that, it would be
+	// taken for one the person's write holds.
+	require.Eventually(t, func() bool { return rb.live.Load() == 0 }, 10*time.Second, time.Millisecond, "a parked session holds no environment")
 	idle := rb.live.Load()
 
 	moving.conflicts.Store(5)
@@ -486,6 +491,42 @@ func TestRunnerChangeTheAgentMadeTooIsNoConflict(t *testing.T) {
 	require.Contains(t, out, "same")
 	require.Empty(t, events(t, h, s.ID, lt.EventWorkspaceChangeNotApplied), "nothing the agent wrote was in the way")
 	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentLost), "the runner holds both changes' markers: no restore")
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestRunnerChangeThatNoLongerFitsIsNotApplied: a change journaled while
+// the runner was away fitted the quota as the snapshot view showed it,
+// but the agent filled the workspace since: applying it at the claim fails
+// on the quota, and would fail again at every claim. It is journaled as
+// not applied ("failed", saying why), the workspace is not restored (the
+// agent's file stays), the model is told, and the turn goes on.
+func TestRunnerChangeThatNoLongerFitsIsNotApplied(t *testing.T) {
+	h, rb := newFilesRunnerHarness(t)
+	ctx := context.Background()
+	s := parkedWithBigFile(t, h, 500000)
+	ws := filepath.Join(h.dir, "workspaces", s.ID)
+	// What the agent wrote after the journal's snapshot, which the
+	// estimate cannot see.
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "later.bin"), make([]byte, 300000), 0o644))
+
+	rb.connected.Store(false)
+	c, err := h.eng.WriteFile(ctx, s.ID, "person.bin", make([]byte, 300000), "")
+	require.NoError(t, err, "500 kB + 300 kB fit in 1 MiB as the snapshot view shows it")
+	rb.connected.Store(true)
+	_, err = h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`1`)})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+
+	evs := events(t, h, s.ID, lt.EventWorkspaceChangeNotApplied)
+	require.Len(t, evs, 1)
+	var d lt.WorkspaceChangeNotAppliedData
+	require.NoError(t, json.Unmarshal(evs[0].Data, &d))
+	require.Equal(t, c.Seq, d.ChangeSeq)
+	require.Equal(t, lt.NotAppliedFailed, d.Reason)
+	require.Contains(t, d.Error, "environment.disk_mb")
+	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentLost), "the workspace is not restored over the agent's file")
+	_, err = os.Stat(filepath.Join(ws, "later.bin"))
+	require.NoError(t, err, "the agent's file stays")
 	checkJournal(t, h.store, s.ID)
 }
 

@@ -374,6 +374,12 @@ func (e *Engine) applyChanges(ctx context.Context, st *journal.State, t changeTa
 		switch {
 		case environmentGone(err):
 			return failed, conflicts, envLost(err)
+		case err != nil && cannotApply(err) != "":
+			// Trying again would fail again (and a runner's workspace
+			// that lacks the change's marker would be restored at every
+			// claim): it ends as not applied.
+			conflicts = append(conflicts, lt.WorkspaceChangeNotAppliedData{ChangeSeq: c.Seq, Op: c.Op, Path: c.Path,
+				Reason: lt.NotAppliedFailed, BasedOn: c.BasedOn, Error: cannotApply(err)})
 		case err != nil:
 			failed = append(failed, fmt.Sprintf("%s %q: %v", c.Op, c.Path, err))
 		}
@@ -384,6 +390,20 @@ func (e *Engine) applyChanges(ctx context.Context, st *journal.State, t changeTa
 		}
 	}
 	return failed, conflicts, nil
+}
+
+// cannotApply describes an error that applying a change would meet again
+// however often it is tried ("" for any other): the workspace's quota,
+// or a path that now goes through a symlink or names a directory. The
+// description names no path of a machine.
+func cannotApply(err error) string {
+	switch {
+	case errors.Is(err, environment.ErrDiskQuota):
+		return "it does not fit the workspace's disk quota (environment.disk_mb) with what the workspace holds now"
+	case errors.Is(err, workspace.ErrEscapes), errors.Is(err, workspace.ErrInvalidPath):
+		return "its path now goes through a symlink or names a directory"
+	}
+	return ""
 }
 
 // alreadyMade reports whether a path found holding found (a liveBasis)
@@ -607,6 +627,10 @@ func (e *Engine) applyPersonChanges(ctx context.Context, st *journal.State, ws s
 	// (never BasedOn): a conflict here is a journal this node did not
 	// write, reported as a change it could not apply.
 	for _, c := range conflicts {
+		if c.Reason == lt.NotAppliedFailed {
+			failed = append(failed, fmt.Sprintf("%s %q: %s", c.Op, c.Path, c.Error))
+			continue
+		}
 		failed = append(failed, fmt.Sprintf("%s %q: the file is no longer what the change was based on (%s, found %s)", c.Op, c.Path, c.BasedOn, c.Found))
 	}
 	return failed

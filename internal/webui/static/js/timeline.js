@@ -156,6 +156,9 @@ export function describe(ev) {
     case 'workspace.changed':
       return [`Workspace changed by ${d.by || 'person'}: ${d.op === 'delete' ? 'deleted' : 'wrote'} ${d.path}${d.op === 'delete' ? '' : ` (${fmtInt(d.size)} bytes, sha256 ${truncate(d.sha256 || '', 16)})`}${d.action_id ? ' answering ' + shortId(d.action_id) : ''}`, 'warn'];
     case 'workspace.change_not_applied':
+      if (d.reason === 'failed') {
+        return [`Person's change #${d.change_seq} not applied: ${d.op === 'delete' ? 'delete of' : 'write to'} ${d.path}: ${d.error}`, 'warn'];
+      }
       return [`Person's change #${d.change_seq} not applied (${d.reason}): ${d.op === 'delete' ? 'delete of' : 'write to'} ${d.path}; it was based on ${truncate(d.based_on || '', 23)}, the file held ${truncate(d.found || '', 23)}. The agent's version is kept`, 'warn'];
     default:
       return [ev.type, 'info'];
