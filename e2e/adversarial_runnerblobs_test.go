@@ -58,6 +58,7 @@ func dialHostileRunnerWith(t *testing.T, srv *server, key, name string, take fun
 		link.MethodEnvOpen: func(context.Context, *link.Request) (any, error) {
 			return link.EnvOpenResult{Provisioned: true, Backend: "hostile"}, nil
 		},
+		link.MethodEnvClaim: func(context.Context, *link.Request) (any, error) { return nil, nil },
 		link.MethodEnvClose: func(context.Context, *link.Request) (any, error) { return nil, nil },
 		// It holds what it took (one that denies it, with restores that
 		// do nothing: TestAdversarialRunners_RestoreDoesNothing).
