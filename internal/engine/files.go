@@ -200,8 +200,8 @@ func (e *Engine) readAfterDiscard(ctx context.Context, st *journal.State, done f
 	unlock, ok := e.wsLocks.exclusive(lockCtx, st.Session.ID)
 	cancel()
 	if !ok {
-		// Held meanwhile (a claim of this node recreating the copy):
-		// read as it is, the copy would list an empty workspace.
+		// Held meanwhile (a claim of this node recreating the copy): not
+		// read as it is, which would list an empty workspace.
 		return nil, nil, apierror.Unavailable("the workspace of session %s is being brought back from its snapshot: try again", st.Session.ID)
 	}
 	// Read again under the lock: a claim may have recreated it meanwhile.

@@ -49,16 +49,22 @@ func (t *transcript) changeNotApplied(d lt.WorkspaceChangeNotAppliedData) {
 // notAppliedText tells the model which changes it was told of were not
 // made after all.
 func notAppliedText(ds []lt.WorkspaceChangeNotAppliedData) string {
-	var b strings.Builder
-	b.WriteString("(These changes a person made were not applied after all: you had changed the file since the person saw it, and what you wrote is kept, unless said otherwise:")
+	var conflicts, failed strings.Builder
 	for _, d := range ds {
-		fmt.Fprintf(&b, "\n- %s %s", d.Op, d.Path)
 		if d.Reason == lt.NotAppliedFailed {
-			fmt.Fprintf(&b, " (it could not be applied: %s)", d.Error)
+			fmt.Fprintf(&failed, "\n- %s %s: %s", d.Op, d.Path, d.Error)
+		} else {
+			fmt.Fprintf(&conflicts, "\n- %s %s", d.Op, d.Path)
 		}
 	}
-	b.WriteString(")")
-	return b.String()
+	var parts []string
+	if conflicts.Len() > 0 {
+		parts = append(parts, "These changes a person made were not applied after all: you had changed the file since the person saw it, and what you wrote is kept:"+conflicts.String())
+	}
+	if failed.Len() > 0 {
+		parts = append(parts, "These changes a person made could not be applied to the workspace as it is now, and are not:"+failed.String())
+	}
+	return "(" + strings.Join(parts, "\n") + ")"
 }
 
 // flushChanged moves the pending changes' message into the conversation

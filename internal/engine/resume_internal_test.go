@@ -25,6 +25,11 @@ type countingStore struct {
 	mu    sync.Mutex
 	reads []eventRead // while armed
 	gets  int         // SessionGets while armed
+	// ownGets counts the SessionGets of gets whose context carries
+	// ownRead: a component's own, apart from what other parts of the
+	// engine read meanwhile (the check of a stale copy after the
+	// journal grew, say).
+	ownGets int
 	// lastSeqs counts SessionLastSeqs while armed: the tick's cheap read
 	// of the controls, apart from the row reads (gets).
 	lastSeqs int
@@ -35,6 +40,9 @@ type countingStore struct {
 	// snapshot.
 	hideSnapshot bool
 }
+
+// ownRead marks the context of the reads a test counts as ownGets.
+type ownRead struct{}
 
 type eventRead struct {
 	after int64
@@ -59,6 +67,9 @@ func (s *countingStore) SessionGet(ctx context.Context, id string) (*store.Sessi
 	hide := s.hideSnapshot
 	if s.armed {
 		s.gets++
+		if ctx.Value(ownRead{}) != nil {
+			s.ownGets++
+		}
 	}
 	s.mu.Unlock()
 	if err != nil || !hide {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/environment"
@@ -484,7 +485,7 @@ func (e *Engine) checkRunnerQuota(ctx context.Context, v *runnerFiles, slash str
 		if err != nil {
 			return fmt.Errorf("estimate the disk use of session %s's workspace: %w", v.st.Session.ID, err)
 		}
-		if used+size > v.diskBytes {
+		if used+max(size, sandbox.MinEntryBytes) > v.diskBytes {
 			return apierror.TooLarge("write %q: %d bytes would take the workspace (about %d bytes used, as its last snapshot and the people's changes since say) over its disk quota of %d MiB (environment.disk_mb)",
 				slash, size, used, v.diskBytes>>20)
 		}
@@ -558,6 +559,10 @@ func (e *Engine) applyRunnerChange(ctx context.Context, v *runnerFiles, st *jour
 	if v.env == nil {
 		return
 	}
+	// Journaled already: a client gone now must not leave it without its
+	// marker (the live workspace would then not be used until a claim).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
 	// c was checked against this very workspace (no BasedOn): no
 	// conflict; one that cannot be applied is journaled as not applied by
 	// the session's next claim, which finds it so again.

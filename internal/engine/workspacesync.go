@@ -401,7 +401,7 @@ func cannotApply(err error) string {
 	case errors.Is(err, environment.ErrDiskQuota):
 		return "it does not fit the workspace's disk quota (environment.disk_mb) with what the workspace holds now"
 	case errors.Is(err, workspace.ErrEscapes), errors.Is(err, workspace.ErrInvalidPath):
-		return "its path now goes through a symlink or names a directory"
+		return "a symlink or a file is now on its path, or it names a directory"
 	}
 	return ""
 }
