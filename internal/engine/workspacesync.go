@@ -243,24 +243,37 @@ func (r *runner) catchUpPersonChanges(ctx context.Context) (bool, error) {
 			break
 		}
 	}
-	failed, err := r.applyPersonChanges(ctx, changes[from:])
+	failed, notApplied, err := r.e.applyChanges(ctx, r.st, r.env.env, changes[from:])
 	if err != nil || len(failed) > 0 {
+		// Nothing is journaled: the workspace is restored, and each
+		// change judged again on it (reapplyPersonChanges), where one
+		// found in conflict here may apply.
 		return false, err
 	}
-	// Its word that it applied them is not enough: it must hold the last
-	// one's marker now, or the workspace is restored (and the loss
-	// counted, checkRestoreBounds) as any copy that lacks what the
-	// journal says. A change found in conflict left the changes to apply
-	// (and has no marker): the last of those still to apply is the one.
-	rest := r.st.ChangesToApply()
-	if len(rest) == 0 {
-		return true, nil
+	// Its word that it applied them is not enough: it must hold the
+	// marker of the last one applied now, or the workspace is restored
+	// (and the loss counted, checkRestoreBounds) as any copy that lacks
+	// what the journal says. Those not applied have no marker.
+	skipped := make(map[int64]bool, len(notApplied))
+	for _, d := range notApplied {
+		skipped[d.ChangeSeq] = true
 	}
-	held, err := r.env.env.Holds(ctx, changeMarker(rest[len(rest)-1].Seq))
-	if err != nil {
-		return false, envLost(err)
+	var last int64
+	for _, c := range changes {
+		if !skipped[c.Seq] {
+			last = c.Seq
+		}
 	}
-	return held, nil
+	if last != 0 {
+		held, err := r.env.env.Holds(ctx, changeMarker(last))
+		if err != nil {
+			return false, envLost(err)
+		}
+		if !held {
+			return false, nil
+		}
+	}
+	return true, r.journalNotApplied(notApplied)
 }
 
 // applyPersonChanges applies changes to the session's workspace: this
@@ -279,6 +292,16 @@ func (r *runner) applyPersonChanges(ctx context.Context, changes []journal.Perso
 		return r.e.applyPersonChanges(ctx, r.st, r.ws, changes), nil
 	}
 	failed, conflicts, err := r.e.applyChanges(ctx, r.st, r.env.env, changes)
+	if aerr := r.journalNotApplied(conflicts); aerr != nil {
+		return failed, aerr
+	}
+	return failed, err
+}
+
+// journalNotApplied journals the people's changes found not applicable
+// (workspace.change_not_applied), which takes them out of the changes to
+// apply for good.
+func (r *runner) journalNotApplied(ds []lt.WorkspaceChangeNotAppliedData) error {
 	turnID, step := "", 0
 	if t := r.st.CurrentTurn(); t != nil {
 		turnID = t.ID
@@ -286,12 +309,12 @@ func (r *runner) applyPersonChanges(ctx context.Context, changes []journal.Perso
 			step = r.st.Step.N
 		}
 	}
-	for _, c := range conflicts {
-		if aerr := r.add(lt.EventWorkspaceChangeNotApplied, turnID, step, c); aerr != nil {
-			return failed, aerr
+	for _, d := range ds {
+		if err := r.add(lt.EventWorkspaceChangeNotApplied, turnID, step, d); err != nil {
+			return err
 		}
 	}
-	return failed, err
+	return nil
 }
 
 // changeTarget is a workspace people's changes are applied to: an
