@@ -119,6 +119,13 @@ func TestAPollReadsTheRowOnlyWhenTheJournalGrew(t *testing.T) {
 	})
 	ctx := context.Background()
 	id := parkedSession(t, e, 1, 1)
+	// The claim that parked it may still append after the status says
+	// idle: the journal is read once no worker holds the session.
+	require.Eventually(t, func() bool {
+		row, err := cs.Store.SessionGet(ctx, id)
+		require.NoError(t, err)
+		return row.Lease.Owner == ""
+	}, time.Minute, time.Millisecond, "the parking claim ends")
 	seen, err := cs.Store.SessionLastSeq(ctx, id)
 	require.NoError(t, err)
 
