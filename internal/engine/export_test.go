@@ -39,3 +39,10 @@ func (e *Engine) WorkspaceLockHoldersForTest(id string) int {
 	}
 	return 0
 }
+
+// ShareWorkspaceForTest holds session id's workspace lock shared, as this
+// node's runner of the session does for its whole claim (runSession); the
+// returned func lets go.
+func (e *Engine) ShareWorkspaceForTest(id string) (unlock func()) {
+	return e.wsLocks.share(id)
+}

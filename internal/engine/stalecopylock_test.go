@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -47,6 +48,47 @@ func TestStaleCopyKeptWhileItsWorkspaceIsLocked(t *testing.T) {
 	checkJournal(t, h.store, s.ID)
 }
 
+// TestReadThatCannotWaitForTheCopyIsUnavailable: a person's read of a
+// stopped session finds this node's copy discarded while a claim of this
+// node holds the workspace (bringing it back) for longer than a read
+// waits. The read is a 503 to try again, never the empty workspace the
+// discard left; it makes no copy of its own under the claim. The wait
+// (lockWait) passes in a synctest bubble, taking no real time.
+func TestReadThatCannotWaitForTheCopyIsUnavailable(t *testing.T) {
+	h, s := stoppedWithAFile(t)
+	ctx := context.Background()
+	api, copyOnB := apiNodeWithACopy(t, h, s)
+	require.NoError(t, os.RemoveAll(copyOnB), "the discard removes the copy")
+
+	synctest.Test(t, func(t *testing.T) {
+		claim := api.ShareWorkspaceForTest(s.ID)
+		defer claim()
+		_, err := api.ListFiles(ctx, s.ID, "")
+		requireAPIError(t, err, "unavailable", "is being brought back from its snapshot: try again")
+		_, _, err = api.OpenFile(ctx, s.ID, "a.txt")
+		requireAPIError(t, err, "unavailable", "is being brought back from its snapshot: try again")
+	})
+	require.NoDirExists(t, copyOnB, "nothing read or made under the claim")
+	require.Zero(t, api.WorkspaceLockHoldersForTest(s.ID), "the reads let go of the lock")
+	checkJournal(t, h.store, s.ID)
+}
+
+// apiNodeWithACopy makes an API node (not started) with a data directory
+// of its own, on which a person's read brought a copy of s's workspace
+// back from the stop's snapshot; it returns the node and where the copy
+// is.
+func apiNodeWithACopy(t *testing.T, h *harness, s *lt.Session) (*engine.Engine, string) {
+	t.Helper()
+	root := filepath.Join(t.TempDir(), "workspaces")
+	api, err := engine.New(h.store, &engine.Config{WorkspaceRoot: root, NodeID: "node-b", Clock: h.clock})
+	require.NoError(t, err)
+	_, err = api.ListFiles(context.Background(), s.ID, "")
+	require.NoError(t, err)
+	copyOnB := filepath.Join(root, s.ID)
+	require.FileExists(t, filepath.Join(copyOnB, "a.txt"))
+	return api, copyOnB
+}
+
 // stoppedWithAFile starts a session on node-a that writes a.txt, parks,
 // and is idle-stopped at a snapshot holding it. The snapshots' owners are
 // kept, as a server's environments keep them: an API node's read checks
@@ -75,14 +117,7 @@ func stoppedWithAFile(t *testing.T) (*harness, *lt.Session) {
 func TestReadWaitingForADiscardSeesTheStopsSnapshot(t *testing.T) {
 	h, s := stoppedWithAFile(t)
 	ctx := context.Background()
-
-	root := filepath.Join(t.TempDir(), "workspaces")
-	api, err := engine.New(h.store, &engine.Config{WorkspaceRoot: root, NodeID: "node-b", Clock: h.clock})
-	require.NoError(t, err)
-	_, err = api.ListFiles(ctx, s.ID, "")
-	require.NoError(t, err)
-	copyOnB := filepath.Join(root, s.ID)
-	require.FileExists(t, filepath.Join(copyOnB, "a.txt"))
+	api, copyOnB := apiNodeWithACopy(t, h, s)
 
 	// The discard holds the lock; the read waits for it.
 	unlock := api.HoldWorkspaceForTest(s.ID)
