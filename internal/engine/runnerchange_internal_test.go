@@ -94,3 +94,48 @@ func newLocalParts(t *testing.T) *localParts {
 	require.NoError(t, err)
 	return p
 }
+
+// TestPersonChangeNotAppliedWhereTheModelMadeAFileOrADirectory: a
+// person's write was accepted while its path was free; before it is
+// applied (at the session's next claim, to a runner's workspace), the
+// model made a file where the path needs a directory ("not a directory")
+// and a directory at the path itself. Applying the changes ends each one
+// as not applied ("failed", saying why): trying again would fail again.
+// The model's file and directory are left as they are, and no marker says
+// the workspace holds the changes.
+func TestPersonChangeNotAppliedWhereTheModelMadeAFileOrADirectory(t *testing.T) {
+	ctx := context.Background()
+	p := newLocalParts(t)
+	e, err := New(p.st, &Config{WorkspaceRoot: filepath.Join(p.dir, "workspaces"), NodeID: "node-a", Workspaces: p.spaces, SnapshotCache: p.cache, Environments: p.local})
+	require.NoError(t, err)
+	env, err := p.local.Open(ctx, &environment.OpenParams{Workspace: "ses_files", Session: "ses_files"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = env.Close() })
+	require.NoError(t, env.WriteFile(ctx, "notes", []byte("the model's notes")))
+	require.NoError(t, env.WriteFile(ctx, "report/draft.md", []byte("the model's draft")))
+
+	data := []byte("a person's text")
+	sum := sha256Hex(data)
+	require.NoError(t, p.st.BlobPut(ctx, sum, data))
+	changes := []journal.PersonChange{
+		{Seq: 1, Op: lt.WorkspaceWrite, Path: "notes/today.md", SHA256: sum},
+		{Seq: 2, Op: lt.WorkspaceWrite, Path: "report", SHA256: sum},
+	}
+	failed, notApplied, err := e.applyChanges(ctx, &journal.State{}, env, changes)
+	require.NoError(t, err)
+	require.Empty(t, failed, "none to try again")
+	require.Len(t, notApplied, 2, "each is reported as not applied")
+	for i, c := range changes {
+		require.Equal(t, c.Path, notApplied[i].Path)
+		require.Equal(t, lt.NotAppliedFailed, notApplied[i].Reason)
+		require.Contains(t, notApplied[i].Error, "names a directory")
+		held, err := env.Holds(ctx, changeMarker(c.Seq))
+		require.NoError(t, err)
+		require.False(t, held, "no marker of a change not applied")
+	}
+	for path, want := range map[string]string{"notes": "the model's notes", "report/draft.md": "the model's draft"} {
+		r, err := env.ReadFile(ctx, path, 0, 100)
+		require.NoError(t, err)
+		require.Equal(t, want, string(r.Data), "the model's %s is kept", path)
+	}
+}

@@ -456,6 +456,40 @@ func TestRunnerChangeAwayThenLiveAppliesBoth(t *testing.T) {
 	checkJournal(t, h.store, s.ID)
 }
 
+// TestRunnerCatchUpChecksTheLastChangesMarker: the claim's catch-up of a
+// change made while the runner was away takes the runner at its word
+// that it applied it only if the runner then holds the change's marker.
+// One that answers it applied the change but does not keep the marker
+// (as a runner that lost it would) lacks what the journal says: its
+// workspace is restored from the snapshot, the change applied again on
+// it, and the model finds both its own file and the person's.
+func TestRunnerCatchUpChecksTheLastChangesMarker(t *testing.T) {
+	h, rb := newFilesRunnerHarness(t)
+	ctx := context.Background()
+	s, _ := parkedOnRunner(t, h)
+
+	rb.connected.Store(false)
+	w, err := h.eng.WriteFile(ctx, s.ID, "b.txt", []byte("by-a-person\n"), "")
+	require.NoError(t, err)
+	require.Equal(t, lt.BasedOnAbsent, w.BasedOn, "journaled while the runner was away")
+	rb.connected.Store(true)
+	rb.dropMarker.Store(true)
+
+	_, err = h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`1`)})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	require.False(t, rb.dropMarker.Load(), "the catch-up recorded the change's marker")
+	lost := events(t, h, s.ID, lt.EventEnvironmentLost)
+	require.Len(t, lost, 1, "the marker not held after the catch-up: the workspace is restored")
+	require.Contains(t, data[lt.EnvironmentLostData](t, lost[0]).Reason, "does not hold what the journal says")
+	require.Len(t, events(t, h, s.ID, lt.EventEnvironmentRestored), 1)
+	out := lastToolOutput(t, h, s.ID)
+	require.Contains(t, out, "by-the-model")
+	require.Contains(t, out, "by-a-person")
+	require.Empty(t, events(t, h, s.ID, lt.EventWorkspaceChangeNotApplied))
+	checkJournal(t, h.store, s.ID)
+}
+
 // TestRunnerChangeTheAgentMadeTooIsNoConflict: a change made from the
 // snapshot view whose result the agent made too (it deleted the same
 // file, or wrote the same bytes) overwrites nothing: it is applied, not

@@ -77,14 +77,20 @@ func (d *Dir) StatDirect(rel string) (*Entry, error) {
 // WriteDirect is WriteFile for a person's write: rel is reached without
 // following a symlink (ResolveDirect), and a symlink at rel itself is
 // refused (ErrInvalidPath) rather than written through, so the bytes land
-// exactly at the path the journal names.
+// exactly at the path the journal names. A directory at rel (made since
+// the change was accepted) is refused with ErrInvalidPath too: like a
+// file on the way, it fails the change however often it is tried, which
+// is how a caller tells it from a failure worth trying again.
 func (d *Dir) WriteDirect(rel string, data []byte) error {
 	c, fi, err := d.ResolveDirect(rel)
 	if err != nil {
 		return err
 	}
-	if fi != nil && fi.Mode()&fs.ModeSymlink != 0 {
+	switch {
+	case fi != nil && fi.Mode()&fs.ModeSymlink != 0:
 		return fmt.Errorf("write %q: is a symlink: write to the path of its target instead: %w", rel, ErrInvalidPath)
+	case fi != nil && fi.IsDir():
+		return fmt.Errorf("write %q: is a directory: %w", rel, ErrInvalidPath)
 	}
 	return d.WriteFile(c, data)
 }

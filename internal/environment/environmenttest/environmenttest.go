@@ -319,6 +319,18 @@ func testDirect(t *testing.T, h *harness) {
 	h.requireContent(env, "scripts/deploy.sh", "deploy")
 	require.NoError(t, env.WriteFileDirect(h.ctx(), "scripts/new.txt", []byte("person")))
 	h.requireContent(env, "scripts/new.txt", "person")
+	// A file where the path needs a directory (the model made one since
+	// the person's change was accepted) fails it as such, never as the
+	// environment's failure: the change ends as not applied.
+	err := env.WriteFileDirect(h.ctx(), "scripts/deploy.sh/notes.md", []byte("person"))
+	require.ErrorIs(t, err, workspace.ErrInvalidPath)
+	require.Contains(t, err.Error(), "not a directory")
+	h.requireContent(env, "scripts/deploy.sh", "deploy")
+	// So is a directory at the path itself.
+	err = env.WriteFileDirect(h.ctx(), "scripts", []byte("person"))
+	require.ErrorIs(t, err, workspace.ErrInvalidPath)
+	require.Contains(t, err.Error(), "is a directory")
+	h.requireContent(env, "scripts/deploy.sh", "deploy")
 
 	en, err := env.StatDirect(h.ctx(), "notes.md")
 	require.NoError(t, err)
