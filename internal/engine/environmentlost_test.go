@@ -131,7 +131,7 @@ func TestEnvironmentLostMidCallRunsItAgain(t *testing.T) {
 		h.waitStatus(s.ID, lt.SessionIdle)
 
 		started := events(t, h, s.ID, lt.EventToolStarted)
-		require.Len(t, started, 2, "the lost attempt and the one after it")
+		require.Len(t, started, 2, "the lost attempt and the one after it; the journal:\n%s", journalText(t, h, s.ID))
 		first, second := data[lt.ToolStartedData](t, started[0]), data[lt.ToolStartedData](t, started[1])
 		require.Equal(t, first.IdempotencyKey, second.IdempotencyKey)
 		require.Equal(t, 2, second.Attempt)
@@ -156,7 +156,7 @@ func TestEnvironmentLostMidCallRunsItAgain(t *testing.T) {
 				reads = append(reads, d)
 			}
 		}
-		require.Len(t, reads, 2)
+		require.Len(t, reads, 2, "the journal:\n%s", journalText(t, h, s.ID))
 		var out []string
 		for _, ev := range events(t, h, s.ID, lt.EventToolCompleted) {
 			out = append(out, string(data[lt.ToolCompletedData](t, ev).Output))
@@ -180,7 +180,7 @@ func TestEnvironmentLostIrreversibleIsInDoubt(t *testing.T) {
 	act := s.RequiredActions[0]
 	require.Equal(t, lt.ActionInDoubt, act.Type)
 	require.Contains(t, act.Summary, "environment went away during the call")
-	require.Len(t, events(t, h, s.ID, lt.EventToolStarted), 1)
+	require.Len(t, events(t, h, s.ID, lt.EventToolStarted), 1, "the journal:\n%s", journalText(t, h, s.ID))
 	require.Empty(t, events(t, h, s.ID, lt.EventToolCompleted, lt.EventToolFailed))
 	log, err := os.ReadFile(filepath.Join(h.dir, "workspaces", s.ID, "ran.log"))
 	require.NoError(t, err)
@@ -247,7 +247,7 @@ func TestEnvironmentLostRestartsBackOff(t *testing.T) {
 	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"shell","arguments":{"command":"echo LOSE"}}]},{"text":"done"}]`,
 		lt.ToolSpec{Name: "shell", Effect: lt.EffectIdempotent}), nil)
 	h.waitStatus(s.ID, lt.SessionIdle)
-	require.Len(t, events(t, h, s.ID, lt.EventToolStarted), 3, "two lost attempts and the one after")
+	require.Len(t, events(t, h, s.ID, lt.EventToolStarted), 3, "two lost attempts and the one after; the journal:\n%s", journalText(t, h, s.ID))
 	var backoffs []time.Duration
 	for _, d := range h.clock.waits() {
 		if d == time.Second || d == 2*time.Second {
@@ -255,6 +255,20 @@ func TestEnvironmentLostRestartsBackOff(t *testing.T) {
 		}
 	}
 	require.Equal(t, []time.Duration{time.Second, 2 * time.Second}, backoffs)
+}
+
+// journalText is the session's journal, one event a line (seq, type and
+// data as text), for a failure to show which path the session took: a
+// call lost and run again, or one that failed without being lost (its
+// environment could not start it), which the model is told of and which
+// ends the turn idle after a single tool.started.
+func journalText(t *testing.T, h *harness, id string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, ev := range events(t, h, id) {
+		fmt.Fprintf(&b, "%d %s %s\n", ev.Seq, ev.Type, ev.Data)
+	}
+	return b.String()
 }
 
 // probedTool is an irreversible tool with a reconcile probe whose first
