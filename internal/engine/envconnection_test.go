@@ -49,6 +49,10 @@ type runnerBackend struct {
 	// elsewhere: box1 is connected to another node (node-b), not this
 	// one (environment.ElsewhereError, as the router answers).
 	elsewhere atomic.Bool
+	// beforeChange, when set, runs with the path of a person's change
+	// right before the change reaches the workspace (WriteFileIf,
+	// RemoveIf): a program of the environment writing meanwhile.
+	beforeChange atomic.Pointer[func(rel string)]
 }
 
 func (b *runnerBackend) Open(ctx context.Context, p *environment.OpenParams) (environment.Environment, error) {
@@ -103,6 +107,20 @@ func (e *onRunner) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecRe
 		return nil, fmt.Errorf("runner box1: %w (disconnected)", environment.ErrUnavailable)
 	}
 	return e.Environment.Run(ctx, req)
+}
+
+func (e *onRunner) WriteFileIf(ctx context.Context, rel string, data []byte, c environment.Condition) error {
+	if f := e.b.beforeChange.Load(); f != nil {
+		(*f)(rel)
+	}
+	return e.Environment.WriteFileIf(ctx, rel, data, c)
+}
+
+func (e *onRunner) RemoveIf(ctx context.Context, rel string, c environment.Condition) error {
+	if f := e.b.beforeChange.Load(); f != nil {
+		(*f)(rel)
+	}
+	return e.Environment.RemoveIf(ctx, rel, c)
 }
 
 func (e *onRunner) Stop(ctx context.Context, id string) error {

@@ -558,3 +558,55 @@ func TestRunnerFileWriteOutOfReachCountsTheSnapshotView(t *testing.T) {
 	_, err = h.eng.WriteFile(ctx, s.ID, "b.bin", make([]byte, 300_000), "")
 	require.NoError(t, err, "the pending delete of big.bin freed its bytes")
 }
+
+// TestRunnerLiveChangeKeepsAProgramsWrite: a person's change checked
+// against the runner's live workspace is applied at once, but a program
+// of the environment (an MCP server, a sub-agent) writes the file between
+// the check and the apply. The change is compared with what the person saw
+// and made in one go on the runner: it is not applied (reason conflict,
+// journaled at once), the program's bytes are kept, and the session's
+// next claim does not apply it either.
+func TestRunnerLiveChangeKeepsAProgramsWrite(t *testing.T) {
+	h, rb := newFilesRunnerHarness(t)
+	ctx := context.Background()
+	s, ws := parkedOnRunner(t, h)
+	program := func(body string) {
+		f := func(rel string) { require.NoError(t, os.WriteFile(filepath.Join(ws, rel), []byte(body), 0o644)) }
+		rb.beforeChange.Store(&f)
+	}
+
+	program("by-a-program\n")
+	w, err := h.eng.WriteFile(ctx, s.ID, "a.txt", []byte("by-a-person\n"), "")
+	require.NoError(t, err)
+	require.Equal(t, "sha256:"+sum256("by-the-model\n"), w.BasedOn, "what the person saw, live")
+	program("by-a-program-again\n")
+	del, err := h.eng.DeleteFile(ctx, s.ID, "a.txt")
+	require.NoError(t, err)
+	require.Equal(t, "sha256:"+sum256("by-a-program\n"), del.BasedOn)
+	rb.beforeChange.Store(nil)
+
+	got, err := os.ReadFile(filepath.Join(ws, "a.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "by-a-program-again\n", string(got), "the program's bytes are kept")
+	var notApplied []lt.WorkspaceChangeNotAppliedData
+	for _, ev := range events(t, h, s.ID, lt.EventWorkspaceChangeNotApplied) {
+		var d lt.WorkspaceChangeNotAppliedData
+		require.NoError(t, json.Unmarshal(ev.Data, &d))
+		notApplied = append(notApplied, d)
+	}
+	require.Equal(t, []lt.WorkspaceChangeNotAppliedData{
+		{ChangeSeq: w.Seq, Op: lt.WorkspaceWrite, Path: "a.txt", Reason: lt.NotAppliedConflict,
+			BasedOn: "sha256:" + sum256("by-the-model\n"), Found: "sha256:" + sum256("by-a-program\n")},
+		{ChangeSeq: del.Seq, Op: lt.WorkspaceDelete, Path: "a.txt", Reason: lt.NotAppliedConflict,
+			BasedOn: "sha256:" + sum256("by-a-program\n"), Found: "sha256:" + sum256("by-a-program-again\n")},
+	}, notApplied, "journaled at once, by the node that reached the runner")
+
+	_, err = h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`1`)})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	out := lastToolOutput(t, h, s.ID)
+	require.Contains(t, out, "by-a-program-again", "the claim applies neither change")
+	require.NotContains(t, out, "by-a-person")
+	require.Len(t, events(t, h, s.ID, lt.EventWorkspaceChangeNotApplied), 2, "judged once each")
+	checkJournal(t, h.store, s.ID)
+}
