@@ -51,8 +51,9 @@ type runnerBackend struct {
 	elsewhere atomic.Bool
 	// beforeChange, when set, runs with the path of a person's change
 	// right before the change reaches the workspace (WriteFileIf,
-	// RemoveIf): a program of the environment writing meanwhile.
-	beforeChange atomic.Pointer[func(rel string)]
+	// RemoveIf): a program of the environment writing meanwhile, or the
+	// runner failing the change (its error, returned instead).
+	beforeChange atomic.Pointer[func(rel string) error]
 }
 
 func (b *runnerBackend) Open(ctx context.Context, p *environment.OpenParams) (environment.Environment, error) {
@@ -111,14 +112,18 @@ func (e *onRunner) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecRe
 
 func (e *onRunner) WriteFileIf(ctx context.Context, rel string, data []byte, c environment.Condition) error {
 	if f := e.b.beforeChange.Load(); f != nil {
-		(*f)(rel)
+		if err := (*f)(rel); err != nil {
+			return err
+		}
 	}
 	return e.Environment.WriteFileIf(ctx, rel, data, c)
 }
 
 func (e *onRunner) RemoveIf(ctx context.Context, rel string, c environment.Condition) error {
 	if f := e.b.beforeChange.Load(); f != nil {
-		(*f)(rel)
+		if err := (*f)(rel); err != nil {
+			return err
+		}
 	}
 	return e.Environment.RemoveIf(ctx, rel, c)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -571,7 +572,7 @@ func TestRunnerLiveChangeKeepsAProgramsWrite(t *testing.T) {
 	ctx := context.Background()
 	s, ws := parkedOnRunner(t, h)
 	program := func(body string) {
-		f := func(rel string) { require.NoError(t, os.WriteFile(filepath.Join(ws, rel), []byte(body), 0o644)) }
+		f := func(rel string) error { return os.WriteFile(filepath.Join(ws, rel), []byte(body), 0o644) }
 		rb.beforeChange.Store(&f)
 	}
 
@@ -608,5 +609,96 @@ func TestRunnerLiveChangeKeepsAProgramsWrite(t *testing.T) {
 	require.Contains(t, out, "by-a-program-again", "the claim applies neither change")
 	require.NotContains(t, out, "by-a-person")
 	require.Len(t, events(t, h, s.ID, lt.EventWorkspaceChangeNotApplied), 2, "judged once each")
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestRunnerFileWriteCountsTheDirectoriesItMakes: the up-front quota
+// check of a person's write counts the parent directories the write makes
+// (each at least sandbox.MinEntryBytes, as the runner's quota counts
+// them), with the runner out of reach (the snapshot view) and reached
+// (its own count of the workspace). A file in ten new directories that
+// fits alone does not fit with them: a 413 before anything is journaled.
+func TestRunnerFileWriteCountsTheDirectoriesItMakes(t *testing.T) {
+	h, rb := newFilesRunnerHarness(t)
+	ctx := context.Background()
+	const deep = "d1/d2/d3/d4/d5/d6/d7/d8/d9/d10/x.txt"
+	for _, away := range []bool{true, false} {
+		// About 40 kB left of the 1 MiB quota: one small file (4 KiB as
+		// counted) fits, 11 entries (45 KiB) do not.
+		rb.connected.Store(true)
+		s := parkedWithBigFile(t, h, 1<<20-40_000)
+		rb.connected.Store(!away)
+		before := len(events(t, h, s.ID, lt.EventWorkspaceChanged))
+		_, err := h.eng.WriteFile(ctx, s.ID, "y.txt", []byte("small"), "")
+		require.NoError(t, err, "away %v: a file without new directories fits", away)
+		_, err = h.eng.WriteFile(ctx, s.ID, deep, []byte("small"), "")
+		var ae *apierror.Error
+		require.ErrorAs(t, err, &ae, "away %v: the ten directories do not fit", away)
+		require.Equal(t, http.StatusRequestEntityTooLarge, ae.Status)
+		require.Len(t, events(t, h, s.ID, lt.EventWorkspaceChanged), before+1, "the refused write is not journaled")
+	}
+}
+
+// changeAwayThenClaim journals a person's write of b.txt while the runner
+// is away, sets fail to answer the runner's apply of it, and lets the
+// session's claim catch up; it returns the change.
+func changeAwayThenClaim(t *testing.T, h *harness, rb *runnerBackend, s *lt.Session, fail func(rel string) error) *lt.WorkspaceChange {
+	t.Helper()
+	ctx := context.Background()
+	rb.connected.Store(false)
+	c, err := h.eng.WriteFile(ctx, s.ID, "b.txt", []byte("by-a-person\n"), "")
+	require.NoError(t, err)
+	rb.beforeChange.Store(&fail)
+	rb.connected.Store(true)
+	_, err = h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`1`)})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	return c
+}
+
+// TestRunnerCatchUpThatFailsForNowWaits: the runner cannot apply a
+// person's change at the claim for a reason that may pass (it cannot
+// measure the workspace against its quota, twice). The session waits and
+// tries again; the workspace is not restored (a restore would lose the
+// agent's edits since the snapshot and help nothing), and the change is
+// applied once the runner can.
+func TestRunnerCatchUpThatFailsForNowWaits(t *testing.T) {
+	h, rb := newFilesRunnerHarness(t)
+	s, _ := parkedOnRunner(t, h)
+	var tries atomic.Int32
+	changeAwayThenClaim(t, h, rb, s, func(string) error {
+		if tries.Add(1) <= 2 {
+			return fmt.Errorf("write %q: %w", "b.txt", environment.ErrUnmeasurable)
+		}
+		return nil
+	})
+	require.EqualValues(t, 3, tries.Load())
+	require.Contains(t, lastToolOutput(t, h, s.ID), "by-a-person", "applied at the third try")
+	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentLost), "never restored")
+	require.Empty(t, events(t, h, s.ID, lt.EventWorkspaceChangeNotApplied))
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestRunnerChangeWithAPathTooLongIsNotApplied: the runner's connection
+// cannot carry the change's path (too long for a frame with the bytes
+// around it): that fails at every try, so the change ends at once as not
+// applied, with an error naming the field, and nothing is restored.
+func TestRunnerChangeWithAPathTooLongIsNotApplied(t *testing.T) {
+	h, rb := newFilesRunnerHarness(t)
+	s, _ := parkedOnRunner(t, h)
+	var tries atomic.Int32
+	c := changeAwayThenClaim(t, h, rb, s, func(rel string) error {
+		tries.Add(1)
+		return fmt.Errorf("write %q: %w", rel, environment.ErrPathTooLong)
+	})
+	require.EqualValues(t, 1, tries.Load(), "not tried again")
+	evs := events(t, h, s.ID, lt.EventWorkspaceChangeNotApplied)
+	require.Len(t, evs, 1)
+	var d lt.WorkspaceChangeNotAppliedData
+	require.NoError(t, json.Unmarshal(evs[0].Data, &d))
+	require.Equal(t, c.Seq, d.ChangeSeq)
+	require.Equal(t, lt.NotAppliedFailed, d.Reason)
+	require.Contains(t, d.Error, "path: too long")
+	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentLost), "never restored")
 	checkJournal(t, h.store, s.ID)
 }
