@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// TestRunnerKeepsAProgramsWriteOverAPersonsChange runs the real binary as
+// a server and a `longhaul runner`. The model writes x.txt and y.txt,
+// checkpoints and waits; the runner is killed, and a person writes x.txt
+// and deletes y.txt, each journaled with what the person saw. Before the
+// changes are applied, a program on the runner's machine (a process of the
+// environment, as an MCP server would) writes both files. The runner
+// comes back with its workspace: the runner compares each change with what
+// the person saw and makes it in one go, so neither is applied
+// (workspace.change_not_applied, reason conflict, with what it found), the
+// program's bytes are kept, and the model reads them.
+func TestRunnerKeepsAProgramsWriteOverAPersonsChange(t *testing.T) {
+	t.Parallel()
+	const boot = "lh-runner-program-bootstrap"
+	k, admin := startRunnersServer(t, boot)
+	ctx := t.Context()
+	runnerKey := k.create("runners", lt.RoleRunner)
+	r := startRunner(t, k.srv.url, runnerKey.Key, "box1")
+
+	shell := func(cmd string) map[string]any {
+		return map[string]any{"name": "shell", "arguments": map[string]any{"command": cmd}}
+	}
+	script, err := json.Marshal([]map[string]any{
+		{"tool_calls": []map[string]any{shell("echo first > x.txt && echo y > y.txt")}},
+		{"tool_calls": []map[string]any{{"name": "lookup", "arguments": map[string]any{}}}},
+		{"tool_calls": []map[string]any{shell("cat x.txt y.txt")}},
+		{"text": "done"},
+	})
+	require.NoError(t, err)
+	s, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Script: script}, Instructions: "Keep files.",
+		Tools:       []lt.ToolSpec{{Name: "shell"}, {Name: "lookup", Type: "function"}},
+		Environment: &lt.Environment{Runner: &lt.RunnerSelector{Name: "box1"}},
+	}})
+	require.NoError(t, err)
+	action := waitForAction(t, admin, s.ID, lt.ActionFunctionCall, "")
+
+	r.kill(t)
+	require.Eventually(t, func() bool {
+		l, err := admin.ListRunners(ctx, "")
+		return err == nil && len(l.Data) == 0
+	}, 30*time.Second, 20*time.Millisecond, "the runner is gone")
+	write, err := admin.PutFile(ctx, s.ID, "x.txt", []byte("by-a-person\n"), "")
+	require.NoError(t, err)
+	require.Equal(t, "sha256:"+sha256Of("first\n"), write.BasedOn)
+	del, err := admin.DeleteFile(ctx, s.ID, "y.txt")
+	require.NoError(t, err)
+	require.Equal(t, "sha256:"+sha256Of("y\n"), del.BasedOn)
+
+	// A program of the environment writes both files before the changes
+	// are applied.
+	ws := filepath.Join(r.data, "workspaces", s.ID)
+	program := exec.CommandContext(ctx, "sh", "-c", "echo x-by-a-program > x.txt && echo y-by-a-program > y.txt")
+	program.Dir = ws
+	out, err := program.CombinedOutput()
+	require.NoError(t, err, string(out))
+
+	startRunnerIn(t, k.srv.url, runnerKey.Key, "box1", r.data)
+	_, err = admin.DecideAction(ctx, s.ID, action, &lt.Decision{Output: json.RawMessage(`1`)})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		got, err := admin.GetSession(ctx, s.ID)
+		return err == nil && got.Status == lt.SessionIdle
+	}, time.Minute, 20*time.Millisecond)
+
+	l, err := admin.ListEvents(ctx, s.ID, 0, 500)
+	require.NoError(t, err)
+	var lastOutput string
+	var notApplied []lt.WorkspaceChangeNotAppliedData
+	for _, ev := range l.Data {
+		switch ev.Type {
+		case lt.EventToolCompleted:
+			var d lt.ToolCompletedData
+			require.NoError(t, json.Unmarshal(ev.Data, &d))
+			lastOutput = string(d.Output)
+		case lt.EventWorkspaceChangeNotApplied:
+			var d lt.WorkspaceChangeNotAppliedData
+			require.NoError(t, json.Unmarshal(ev.Data, &d))
+			notApplied = append(notApplied, d)
+		}
+	}
+	require.Equal(t, []lt.WorkspaceChangeNotAppliedData{
+		{ChangeSeq: write.Seq, Op: lt.WorkspaceWrite, Path: "x.txt", Reason: lt.NotAppliedConflict,
+			BasedOn: "sha256:" + sha256Of("first\n"), Found: "sha256:" + sha256Of("x-by-a-program\n")},
+		{ChangeSeq: del.Seq, Op: lt.WorkspaceDelete, Path: "y.txt", Reason: lt.NotAppliedConflict,
+			BasedOn: "sha256:" + sha256Of("y\n"), Found: "sha256:" + sha256Of("y-by-a-program\n")},
+	}, notApplied)
+	require.Contains(t, lastOutput, "x-by-a-program", "the program's x.txt is kept")
+	require.Contains(t, lastOutput, "y-by-a-program", "the program's y.txt is not deleted")
+	for name, want := range map[string]string{"x.txt": "x-by-a-program\n", "y.txt": "y-by-a-program\n"} {
+		got, err := os.ReadFile(filepath.Join(ws, name))
+		require.NoError(t, err)
+		require.Equal(t, want, string(got), name)
+	}
+}
