@@ -19,8 +19,9 @@ import (
 // replaces it meanwhile is seen, because the entry is described again
 // (same file, same size, same modification and change times) right
 // before the rename or the removal. What a program writes between that
-// last look and the rename, two system calls apart, is the only write not
-// seen; a file created where the basis said absent is never replaced (the
+// last look and the rename, two system calls apart, is not seen, nor a
+// rewrite in place of the same size within the file system's timestamp
+// granularity (a few milliseconds) of the comparison; a file created where the basis said absent is never replaced (the
 // new content is linked in, which fails on an existing name). Writes made
 // by the caller's own process are excluded by its lock (the environment
 // backends hold one per workspace around these calls).
