@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/client"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -59,14 +60,29 @@ func TestRunnerKeepsTheModelsEditOverAChangeFromTheSnapshot(t *testing.T) {
 	require.Equal(t, "sha256:"+sha256Of("first\n"), change.BasedOn)
 
 	startRunnerIn(t, k.srv.url, runnerKey.Key, "box1", r.data)
-	_, err = admin.DecideAction(ctx, s.ID, action, &lt.Decision{Output: json.RawMessage(`1`)})
+	lastOutput, notApplied := decideThenChangesNotApplied(t, admin, s.ID, action)
+	require.Contains(t, lastOutput, "by-the-model", "the model's edit is kept")
+	require.Equal(t, []lt.WorkspaceChangeNotAppliedData{{ChangeSeq: change.Seq, Op: lt.WorkspaceWrite, Path: "x.txt", Reason: lt.NotAppliedConflict,
+		BasedOn: "sha256:" + sha256Of("first\n"), Found: "sha256:" + sha256Of("by-the-model\n")}}, notApplied)
+	got, err := os.ReadFile(filepath.Join(r.data, "workspaces", s.ID, "x.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "by-the-model\n", string(got))
+}
+
+// decideThenChangesNotApplied answers the session's function call action,
+// waits until the session is idle, and returns the last tool output and
+// the workspace.change_not_applied events' data.
+func decideThenChangesNotApplied(t *testing.T, admin *client.Client, sessionID, action string) (string, []lt.WorkspaceChangeNotAppliedData) {
+	t.Helper()
+	ctx := t.Context()
+	_, err := admin.DecideAction(ctx, sessionID, action, &lt.Decision{Output: json.RawMessage(`1`)})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		got, err := admin.GetSession(ctx, s.ID)
+		got, err := admin.GetSession(ctx, sessionID)
 		return err == nil && got.Status == lt.SessionIdle
 	}, time.Minute, 20*time.Millisecond)
 
-	l, err := admin.ListEvents(ctx, s.ID, 0, 500)
+	l, err := admin.ListEvents(ctx, sessionID, 0, 500)
 	require.NoError(t, err)
 	var lastOutput string
 	var notApplied []lt.WorkspaceChangeNotAppliedData
@@ -82,10 +98,5 @@ func TestRunnerKeepsTheModelsEditOverAChangeFromTheSnapshot(t *testing.T) {
 			notApplied = append(notApplied, d)
 		}
 	}
-	require.Contains(t, lastOutput, "by-the-model", "the model's edit is kept")
-	require.Equal(t, []lt.WorkspaceChangeNotAppliedData{{ChangeSeq: change.Seq, Op: lt.WorkspaceWrite, Path: "x.txt", Reason: lt.NotAppliedConflict,
-		BasedOn: "sha256:" + sha256Of("first\n"), Found: "sha256:" + sha256Of("by-the-model\n")}}, notApplied)
-	got, err := os.ReadFile(filepath.Join(r.data, "workspaces", s.ID, "x.txt"))
-	require.NoError(t, err)
-	require.Equal(t, "by-the-model\n", string(got))
+	return lastOutput, notApplied
 }

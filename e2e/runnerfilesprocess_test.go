@@ -70,29 +70,7 @@ func TestRunnerKeepsAProgramsWriteOverAPersonsChange(t *testing.T) {
 	require.NoError(t, err, string(out))
 
 	startRunnerIn(t, k.srv.url, runnerKey.Key, "box1", r.data)
-	_, err = admin.DecideAction(ctx, s.ID, action, &lt.Decision{Output: json.RawMessage(`1`)})
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		got, err := admin.GetSession(ctx, s.ID)
-		return err == nil && got.Status == lt.SessionIdle
-	}, time.Minute, 20*time.Millisecond)
-
-	l, err := admin.ListEvents(ctx, s.ID, 0, 500)
-	require.NoError(t, err)
-	var lastOutput string
-	var notApplied []lt.WorkspaceChangeNotAppliedData
-	for _, ev := range l.Data {
-		switch ev.Type {
-		case lt.EventToolCompleted:
-			var d lt.ToolCompletedData
-			require.NoError(t, json.Unmarshal(ev.Data, &d))
-			lastOutput = string(d.Output)
-		case lt.EventWorkspaceChangeNotApplied:
-			var d lt.WorkspaceChangeNotAppliedData
-			require.NoError(t, json.Unmarshal(ev.Data, &d))
-			notApplied = append(notApplied, d)
-		}
-	}
+	lastOutput, notApplied := decideThenChangesNotApplied(t, admin, s.ID, action)
 	require.Equal(t, []lt.WorkspaceChangeNotAppliedData{
 		{ChangeSeq: write.Seq, Op: lt.WorkspaceWrite, Path: "x.txt", Reason: lt.NotAppliedConflict,
 			BasedOn: "sha256:" + sha256Of("first\n"), Found: "sha256:" + sha256Of("x-by-a-program\n")},

@@ -589,18 +589,12 @@ func TestRunnerLiveChangeKeepsAProgramsWrite(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(ws, "a.txt"))
 	require.NoError(t, err)
 	require.Equal(t, "by-a-program-again\n", string(got), "the program's bytes are kept")
-	var notApplied []lt.WorkspaceChangeNotAppliedData
-	for _, ev := range events(t, h, s.ID, lt.EventWorkspaceChangeNotApplied) {
-		var d lt.WorkspaceChangeNotAppliedData
-		require.NoError(t, json.Unmarshal(ev.Data, &d))
-		notApplied = append(notApplied, d)
-	}
 	require.Equal(t, []lt.WorkspaceChangeNotAppliedData{
 		{ChangeSeq: w.Seq, Op: lt.WorkspaceWrite, Path: "a.txt", Reason: lt.NotAppliedConflict,
 			BasedOn: "sha256:" + sum256("by-the-model\n"), Found: "sha256:" + sum256("by-a-program\n")},
 		{ChangeSeq: del.Seq, Op: lt.WorkspaceDelete, Path: "a.txt", Reason: lt.NotAppliedConflict,
 			BasedOn: "sha256:" + sum256("by-a-program\n"), Found: "sha256:" + sum256("by-a-program-again\n")},
-	}, notApplied, "journaled at once, by the node that reached the runner")
+	}, notAppliedOf(t, h, s.ID), "journaled at once, by the node that reached the runner")
 
 	_, err = h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`1`)})
 	require.NoError(t, err)
@@ -692,13 +686,25 @@ func TestRunnerChangeWithAPathTooLongIsNotApplied(t *testing.T) {
 		return fmt.Errorf("write %q: %w", rel, environment.ErrPathTooLong)
 	})
 	require.EqualValues(t, 1, tries.Load(), "not tried again")
-	evs := events(t, h, s.ID, lt.EventWorkspaceChangeNotApplied)
-	require.Len(t, evs, 1)
-	var d lt.WorkspaceChangeNotAppliedData
-	require.NoError(t, json.Unmarshal(evs[0].Data, &d))
+	notApplied := notAppliedOf(t, h, s.ID)
+	require.Len(t, notApplied, 1)
+	d := notApplied[0]
 	require.Equal(t, c.Seq, d.ChangeSeq)
 	require.Equal(t, lt.NotAppliedFailed, d.Reason)
 	require.Contains(t, d.Error, "path: too long")
 	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentLost), "never restored")
 	checkJournal(t, h.store, s.ID)
+}
+
+// notAppliedOf returns the data of the session's
+// workspace.change_not_applied events, in order.
+func notAppliedOf(t *testing.T, h *harness, sessionID string) []lt.WorkspaceChangeNotAppliedData {
+	t.Helper()
+	var out []lt.WorkspaceChangeNotAppliedData
+	for _, ev := range events(t, h, sessionID, lt.EventWorkspaceChangeNotApplied) {
+		var d lt.WorkspaceChangeNotAppliedData
+		require.NoError(t, json.Unmarshal(ev.Data, &d))
+		out = append(out, d)
+	}
+	return out
 }
