@@ -29,29 +29,7 @@ func TestRunnerKeepsTheModelsEditOverAChangeFromTheSnapshot(t *testing.T) {
 	runnerKey := k.create("runners", lt.RoleRunner)
 	r := startRunner(t, k.srv.url, runnerKey.Key, "box1")
 
-	shell := func(cmd string) map[string]any {
-		return map[string]any{"name": "shell", "arguments": map[string]any{"command": cmd}}
-	}
-	script, err := json.Marshal([]map[string]any{
-		{"tool_calls": []map[string]any{shell("echo first > x.txt")}},
-		{"tool_calls": []map[string]any{shell("echo by-the-model > x.txt"), {"name": "lookup", "arguments": map[string]any{}}}},
-		{"tool_calls": []map[string]any{shell("cat x.txt")}},
-		{"text": "done"},
-	})
-	require.NoError(t, err)
-	s, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
-		Model: lt.ModelSpec{Provider: "scripted", Script: script}, Instructions: "Keep a file.",
-		Tools:       []lt.ToolSpec{{Name: "shell"}, {Name: "lookup", Type: "function"}},
-		Environment: &lt.Environment{Runner: &lt.RunnerSelector{Name: "box1"}},
-	}})
-	require.NoError(t, err)
-	action := waitForAction(t, admin, s.ID, lt.ActionFunctionCall, "")
-
-	r.kill(t)
-	require.Eventually(t, func() bool {
-		l, err := admin.ListRunners(ctx, "")
-		return err == nil && len(l.Data) == 0
-	}, 30*time.Second, 20*time.Millisecond, "the runner is gone")
+	s, action := parkedOnBox1ThenKilled(t, admin, r, "echo first > x.txt", "echo by-the-model > x.txt", "cat x.txt")
 	x, err := admin.GetFile(ctx, s.ID, "", "x.txt")
 	require.NoError(t, err)
 	require.Equal(t, "first\n", string(x), "the person sees the journal's snapshot")
@@ -99,4 +77,41 @@ func decideThenChangesNotApplied(t *testing.T, admin *client.Client, sessionID, 
 		}
 	}
 	return lastOutput, notApplied
+}
+
+// parkedOnBox1ThenKilled creates a session on runner box1 (r) whose model
+// runs before in one step, then before the function call lookup
+// (parking the session on it), and after it; it kills r once the session
+// waits and returns the session and the action to answer.
+func parkedOnBox1ThenKilled(t *testing.T, admin *client.Client, r *runnerProc, first, withLookup, after string) (*lt.Session, string) {
+	t.Helper()
+	ctx := t.Context()
+	shell := func(cmd string) map[string]any {
+		return map[string]any{"name": "shell", "arguments": map[string]any{"command": cmd}}
+	}
+	second := []map[string]any{{"name": "lookup", "arguments": map[string]any{}}}
+	if withLookup != "" {
+		second = append([]map[string]any{shell(withLookup)}, second...)
+	}
+	script, err := json.Marshal([]map[string]any{
+		{"tool_calls": []map[string]any{shell(first)}},
+		{"tool_calls": second},
+		{"tool_calls": []map[string]any{shell(after)}},
+		{"text": "done"},
+	})
+	require.NoError(t, err)
+	s, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Script: script}, Instructions: "Keep a file.",
+		Tools:       []lt.ToolSpec{{Name: "shell"}, {Name: "lookup", Type: "function"}},
+		Environment: &lt.Environment{Runner: &lt.RunnerSelector{Name: "box1"}},
+	}})
+	require.NoError(t, err)
+	action := waitForAction(t, admin, s.ID, lt.ActionFunctionCall, "")
+
+	r.kill(t)
+	require.Eventually(t, func() bool {
+		l, err := admin.ListRunners(ctx, "")
+		return err == nil && len(l.Data) == 0
+	}, 30*time.Second, 20*time.Millisecond, "the runner is gone")
+	return s, action
 }

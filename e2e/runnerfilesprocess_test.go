@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -31,29 +29,7 @@ func TestRunnerKeepsAProgramsWriteOverAPersonsChange(t *testing.T) {
 	runnerKey := k.create("runners", lt.RoleRunner)
 	r := startRunner(t, k.srv.url, runnerKey.Key, "box1")
 
-	shell := func(cmd string) map[string]any {
-		return map[string]any{"name": "shell", "arguments": map[string]any{"command": cmd}}
-	}
-	script, err := json.Marshal([]map[string]any{
-		{"tool_calls": []map[string]any{shell("echo first > x.txt && echo y > y.txt")}},
-		{"tool_calls": []map[string]any{{"name": "lookup", "arguments": map[string]any{}}}},
-		{"tool_calls": []map[string]any{shell("cat x.txt y.txt")}},
-		{"text": "done"},
-	})
-	require.NoError(t, err)
-	s, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
-		Model: lt.ModelSpec{Provider: "scripted", Script: script}, Instructions: "Keep files.",
-		Tools:       []lt.ToolSpec{{Name: "shell"}, {Name: "lookup", Type: "function"}},
-		Environment: &lt.Environment{Runner: &lt.RunnerSelector{Name: "box1"}},
-	}})
-	require.NoError(t, err)
-	action := waitForAction(t, admin, s.ID, lt.ActionFunctionCall, "")
-
-	r.kill(t)
-	require.Eventually(t, func() bool {
-		l, err := admin.ListRunners(ctx, "")
-		return err == nil && len(l.Data) == 0
-	}, 30*time.Second, 20*time.Millisecond, "the runner is gone")
+	s, action := parkedOnBox1ThenKilled(t, admin, r, "echo first > x.txt && echo y > y.txt", "", "cat x.txt y.txt")
 	write, err := admin.PutFile(ctx, s.ID, "x.txt", []byte("by-a-person\n"), "")
 	require.NoError(t, err)
 	require.Equal(t, "sha256:"+sha256Of("first\n"), write.BasedOn)
