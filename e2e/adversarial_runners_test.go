@@ -34,7 +34,7 @@ const (
 	runnersBadHello      websocket.StatusCode = 4004
 	runnersOutdated      websocket.StatusCode = 4008
 	// runnersProtocol is the runner protocol the server speaks.
-	runnersProtocol = 2
+	runnersProtocol = 3
 )
 
 // runnersDial opens a runner connection with key and says hello as name:
@@ -141,6 +141,8 @@ func TestAdversarialRunners_OldProtocolRefused(t *testing.T) {
 	for _, hello := range []string{
 		`{"name":"box2","capacity":1,"version":"v0.8.0"}`,
 		`{"name":"box2","capacity":1,"version":"v0.8.0","protocol":1}`,
+		// Protocol 2 compared a person's change and wrote it in two calls.
+		`{"name":"box2","capacity":1,"version":"v0.9.0","protocol":2}`,
 	} {
 		_, err := runnersDialHello(t, k.srv, old.Key, hello)
 		runnersRequireClosed(t, err, runnersOutdated, fmt.Sprintf("older than %d", runnersProtocol))

@@ -53,6 +53,11 @@ type runnerBackend struct {
 	// record is not kept, though it answers that it is (a runner that
 	// lost it, or lies).
 	dropMarker atomic.Bool
+	// beforeChange, when set, runs with the path of a person's change
+	// right before the change reaches the workspace (WriteFileIf,
+	// RemoveIf): a program of the environment writing meanwhile, or the
+	// runner failing the change (its error, returned instead).
+	beforeChange atomic.Pointer[func(rel string) error]
 }
 
 func (b *runnerBackend) Open(ctx context.Context, p *environment.OpenParams) (environment.Environment, error) {
@@ -107,6 +112,24 @@ func (e *onRunner) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecRe
 		return nil, fmt.Errorf("runner box1: %w (disconnected)", environment.ErrUnavailable)
 	}
 	return e.Environment.Run(ctx, req)
+}
+
+func (e *onRunner) WriteFileIf(ctx context.Context, rel string, data []byte, c environment.Condition) error {
+	if f := e.b.beforeChange.Load(); f != nil {
+		if err := (*f)(rel); err != nil {
+			return err
+		}
+	}
+	return e.Environment.WriteFileIf(ctx, rel, data, c)
+}
+
+func (e *onRunner) RemoveIf(ctx context.Context, rel string, c environment.Condition) error {
+	if f := e.b.beforeChange.Load(); f != nil {
+		if err := (*f)(rel); err != nil {
+			return err
+		}
+	}
+	return e.Environment.RemoveIf(ctx, rel, c)
 }
 
 func (e *onRunner) Stop(ctx context.Context, id string) error {

@@ -522,7 +522,7 @@ func (e *Engine) changeFile(ctx context.Context, sessionID, op, c string, data [
 		// Journaled: now this node's copy. Should it fail (or the node
 		// die first), the copy lacks the change's marker and is restored
 		// with it before anyone uses it.
-		applied := journal.PersonChange{Seq: seq, Op: op, Path: change.Path, SHA256: change.SHA256}
+		applied := journal.PersonChange{Seq: seq, Op: op, Path: change.Path, SHA256: change.SHA256, Size: change.Size, BasedOn: change.BasedOn}
 		if v != nil {
 			e.applyRunnerChange(ctx, v, b.st, applied)
 			return change, nil

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -138,4 +139,91 @@ func TestPersonChangeNotAppliedWhereTheModelMadeAFileOrADirectory(t *testing.T) 
 		require.NoError(t, err)
 		require.Equal(t, want, string(r.Data), "the model's %s is kept", path)
 	}
+}
+
+// TestAChangeIsMadeOnceWhateverTwoNodesDo: one person's change is applied
+// by two nodes (the one that reaches the runner, at once, and another one
+// catching up at a claim), each through its own Environment of the same
+// workspace, while a program of the environment writes the file. Applied
+// by the first, it is not made again by the second (its marker was
+// recorded with it), nor reported as a conflict; found in conflict by the
+// first, it is never made by the second, even once the path holds what
+// the person saw again.
+func TestAChangeIsMadeOnceWhateverTwoNodesDo(t *testing.T) {
+	ctx := context.Background()
+	p := newLocalParts(t)
+	e, err := New(p.st, &Config{WorkspaceRoot: filepath.Join(p.dir, "workspaces"), NodeID: "node-a", Workspaces: p.spaces, SnapshotCache: p.cache, Environments: p.local})
+	require.NoError(t, err)
+	open := func() environment.Environment {
+		env, err := p.local.Open(ctx, &environment.OpenParams{Workspace: "ses_twice", Session: "ses_twice"})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = env.Close() })
+		return env
+	}
+	atOnce, atClaim := open(), open()
+	program := func(command string) {
+		t.Helper()
+		res, err := atOnce.Run(ctx, &tool.ExecRequest{Command: command})
+		require.NoError(t, err)
+		require.Zero(t, res.ExitCode, res.Stderr)
+	}
+	content := func(rel string) string {
+		t.Helper()
+		r, err := atOnce.ReadFile(ctx, rel, 0, 100)
+		if err != nil {
+			return err.Error()
+		}
+		return string(r.Data)
+	}
+	data := []byte("by-a-person")
+	sum := sha256Hex(data)
+	require.NoError(t, p.st.BlobPut(ctx, sum, data))
+	st := &journal.State{}
+
+	// Applied at once; the program writes the file; the claim catches up.
+	made := journal.PersonChange{Seq: 5, Op: lt.WorkspaceWrite, Path: "a.txt", SHA256: sum, BasedOn: lt.BasedOnAbsent}
+	failed, notApplied, err := e.applyChanges(ctx, st, atOnce, []journal.PersonChange{made})
+	require.NoError(t, err)
+	require.Empty(t, failed)
+	require.Empty(t, notApplied)
+	program("printf by-a-program > a.txt")
+	failed, notApplied, err = e.applyChanges(ctx, st, atClaim, []journal.PersonChange{made})
+	require.NoError(t, err)
+	require.Empty(t, failed)
+	require.Empty(t, notApplied, "made already: no conflict to report")
+	require.Equal(t, "by-a-program", content("a.txt"), "not made twice over the program's write")
+
+	// Found in conflict at once; the path is back to what the person saw
+	// (absent) when the claim catches up.
+	program("printf by-a-program > b.txt")
+	judged := journal.PersonChange{Seq: 6, Op: lt.WorkspaceWrite, Path: "b.txt", SHA256: sum, BasedOn: lt.BasedOnAbsent}
+	_, notApplied, err = e.applyChanges(ctx, st, atOnce, []journal.PersonChange{judged})
+	require.NoError(t, err)
+	require.Len(t, notApplied, 1)
+	require.Equal(t, lt.NotAppliedConflict, notApplied[0].Reason)
+	program("rm b.txt")
+	_, notApplied, err = e.applyChanges(ctx, st, atClaim, []journal.PersonChange{judged})
+	require.NoError(t, err)
+	require.Len(t, notApplied, 1, "a conflict for the claim too")
+	require.Equal(t, lt.NotAppliedConflict, notApplied[0].Reason)
+	require.Contains(t, content("b.txt"), "no such file", "never made after it was found in conflict")
+	held, err := atClaim.Holds(ctx, changeMarker(judged.Seq))
+	require.NoError(t, err)
+	require.False(t, held)
+
+	// Both at once: made by one, and only once.
+	both := journal.PersonChange{Seq: 7, Op: lt.WorkspaceDelete, Path: "a.txt", BasedOn: basisOf([]byte("by-a-program"))}
+	errs := make(chan error, 2)
+	for _, env := range []environment.Environment{atOnce, atClaim} {
+		go func() {
+			failed, notApplied, err := e.applyChanges(ctx, st, env, []journal.PersonChange{both})
+			if err == nil && len(failed)+len(notApplied) > 0 {
+				err = fmt.Errorf("failed %v, not applied %v", failed, notApplied)
+			}
+			errs <- err
+		}()
+	}
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+	require.Contains(t, content("a.txt"), "no such file")
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"path"
 	"path/filepath"
 	"slices"
@@ -451,13 +452,13 @@ func (e *Engine) prepareRunnerChange(ctx context.Context, v *runnerFiles, op, c 
 	default:
 		return nil, fileError(err, slash)
 	}
-	if v.env == nil {
-		// Checked against the snapshot view only: the runner may still
-		// hold a workspace the agent wrote since. The change is applied
-		// only where the file still is what the person saw
-		// (applyChanges), never over the agent's later write.
-		change.BasedOn = basisOfSHA(change.PreviousSHA256)
-	}
+	// What the person saw: the snapshot view (the runner may still hold
+	// a workspace the agent wrote since), or the live file, which a
+	// program of the environment may write before the change is applied.
+	// The change is made only where the file still is that, compared and
+	// written at once on the runner (applyChanges, Environment.WriteFileIf),
+	// never over a later write.
+	change.BasedOn = basisOfSHA(change.PreviousSHA256)
 	if op == lt.WorkspaceWrite {
 		change.SHA256, change.Size = sha256Hex(data), int64(len(data))
 		if err := e.checkRunnerQuota(ctx, v, slash, change.Size); err != nil {
@@ -481,17 +482,24 @@ func (e *Engine) checkRunnerQuota(ctx context.Context, v *runnerFiles, slash str
 		if v.diskBytes <= 0 {
 			return nil // the runner's default quota: not known here
 		}
-		used, err := v.viewBytes(ctx, e)
+		used, dirs, err := v.viewBytes(ctx, e)
 		if err != nil {
 			return fmt.Errorf("estimate the disk use of session %s's workspace: %w", v.st.Session.ID, err)
 		}
-		if used+max(size, sandbox.MinEntryBytes) > v.diskBytes {
-			return apierror.TooLarge("write %q: %d bytes would take the workspace (about %d bytes used, as its last snapshot and the people's changes since say) over its disk quota of %d MiB (environment.disk_mb)",
-				slash, size, used, v.diskBytes>>20)
+		n := newParents(slash, func(dir string) (bool, error) { return dirs[dir], nil })
+		if used+writeBytes(size, n) > v.diskBytes {
+			return apierror.TooLarge("write %q: %d bytes (and %d new directories) would take the workspace (about %d bytes used, as its last snapshot and the people's changes since say) over its disk quota of %d MiB (environment.disk_mb)",
+				slash, size, n, used, v.diskBytes>>20)
 		}
 		return nil
 	}
-	err := v.env.CheckWrite(ctx, size)
+	n := newParents(slash, func(dir string) (bool, error) {
+		en, err := v.env.StatDirect(ctx, dir)
+		return en != nil, err
+	})
+	// The runner counts the file at least sandbox.MinEntryBytes; the
+	// directories the write makes are added here, as much each.
+	err := v.env.CheckWrite(ctx, size+int64(n)*sandbox.MinEntryBytes)
 	switch {
 	case err == nil:
 		return nil
@@ -509,31 +517,64 @@ func (e *Engine) checkRunnerQuota(ctx context.Context, v *runnerFiles, slash str
 
 // viewBytes estimates the disk use of the workspace as the snapshot view
 // shows it: the sizes of the snapshot's files, those the people's
-// changes since replace or delete taken out and their writes counted.
-// What the agent wrote after the snapshot is not in it: the write is
-// checked against that when it is applied.
-func (v *runnerFiles) viewBytes(ctx context.Context, e *Engine) (int64, error) {
+// changes since replace or delete taken out and their writes counted, with
+// the directories those writes make. It returns the directories of the
+// view too (slash paths). What the agent wrote after the snapshot is not
+// in it: the write is checked against that when it is applied.
+func (v *runnerFiles) viewBytes(ctx context.Context, e *Engine) (int64, map[string]bool, error) {
 	var used int64
+	dirs := map[string]bool{}
 	if v.snap != "" {
 		m, err := snapshot.Load(ctx, e.store, v.snap)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		// Each entry (file, directory, link) counts as the runner's
 		// quota counts it: at least sandbox.MinEntryBytes.
 		for i := range m.Entries {
 			en := &m.Entries[i]
+			if en.Type == snapshot.TypeDir {
+				dirs[en.Path] = true
+			}
 			if _, changed := v.changes[en.Path]; !changed || en.Type != snapshot.TypeFile {
 				used += max(en.Size, sandbox.MinEntryBytes)
 			}
 		}
 	}
-	for _, c := range v.changes {
-		if c.Op == lt.WorkspaceWrite {
-			used += max(c.Size, sandbox.MinEntryBytes)
+	paths := slices.Sorted(maps.Keys(v.changes)) // the same count whatever the map's order
+	for _, p := range paths {
+		if c := v.changes[p]; c.Op == lt.WorkspaceWrite {
+			n := newParents(p, func(dir string) (bool, error) { return dirs[dir], nil })
+			used += writeBytes(c.Size, n)
+			for d := path.Dir(p); d != "." && !dirs[d]; d = path.Dir(d) {
+				dirs[d] = true
+			}
 		}
 	}
-	return used, nil
+	return used, dirs, nil
+}
+
+// writeBytes is what a write of size bytes that makes dirs new
+// directories counts for in a workspace's usage, as the runner's quota
+// counts entries: each at least sandbox.MinEntryBytes.
+func writeBytes(size int64, dirs int) int64 {
+	return max(size, sandbox.MinEntryBytes) + int64(dirs)*sandbox.MinEntryBytes
+}
+
+// newParents counts the parent directories of the slash path p that a
+// write of it would make: those exists says are not there, from the
+// deepest up to the first that is. A failure of exists counts the rest
+// as there (the write itself is checked when applied).
+func newParents(p string, exists func(dir string) (bool, error)) int {
+	n := 0
+	for d := path.Dir(p); d != "." && d != "/"; d = path.Dir(d) {
+		ok, err := exists(d)
+		if ok || err != nil {
+			break
+		}
+		n++
+	}
+	return n
 }
 
 // refuseElsewhere refuses a person's change made through a node that does
@@ -554,7 +595,9 @@ func (v *runnerFiles) refuseElsewhere() error {
 
 // applyRunnerChange applies a journaled change to the runner's workspace
 // when this node reaches it; otherwise it waits for the session's next
-// claim (catchUpPersonChanges).
+// claim (catchUpPersonChanges). A change found not applicable (the file
+// written since it was checked, a symlink planted on its path) is
+// journaled as not applied at once (journalNotAppliedNow).
 func (e *Engine) applyRunnerChange(ctx context.Context, v *runnerFiles, st *journal.State, c journal.PersonChange) {
 	if v.env == nil {
 		return
@@ -563,17 +606,64 @@ func (e *Engine) applyRunnerChange(ctx context.Context, v *runnerFiles, st *jour
 	// marker (the live workspace would then not be used until a claim).
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	// c was checked against this very workspace (no BasedOn): no
-	// conflict; one that cannot be applied is journaled as not applied by
-	// the session's next claim, which finds it so again.
 	failed, notApplied, err := e.applyChanges(ctx, st, v.env, []journal.PersonChange{c})
+	if err == nil && len(notApplied) > 0 {
+		err = e.journalNotAppliedNow(ctx, st.Session.ID, notApplied)
+	}
 	if err == nil && len(failed) > 0 {
 		err = errors.New(failed[0])
 	}
-	if err == nil && len(notApplied) > 0 {
-		err = errors.New(notApplied[0].Error)
-	}
 	if err != nil {
 		e.log.Warn("apply a person's change to the runner's workspace; the session's next claim applies it", "session", st.Session.ID, "err", err)
+	}
+}
+
+// journalNotAppliedNow journals, from an API request, people's changes
+// found not applicable (workspace.change_not_applied), each only while it
+// is still to apply: a claim that judged it meanwhile journaled it
+// already. The runner's workspace decided under its lock, with the
+// change's marker, so a change judged so here was never made there.
+func (e *Engine) journalNotAppliedNow(ctx context.Context, sessionID string, ds []lt.WorkspaceChangeNotAppliedData) error {
+	for attempt := 0; ; attempt++ {
+		row, st, err := e.loadState(ctx, sessionID)
+		if err != nil {
+			return err
+		}
+		pending := make(map[int64]bool)
+		for _, c := range st.PersonChanges {
+			pending[c.Seq] = true
+		}
+		b := e.newBatch(ctx, st, e.cfg.NodeID)
+		turnID, step := "", 0
+		if t := st.CurrentTurn(); t != nil {
+			turnID = t.ID
+			if st.Step != nil {
+				step = st.Step.N
+			}
+		}
+		n := 0
+		for _, d := range ds {
+			if !pending[d.ChangeSeq] {
+				continue
+			}
+			if err := b.add(lt.EventWorkspaceChangeNotApplied, turnID, step, d); err != nil {
+				return err
+			}
+			n++
+		}
+		if n == 0 {
+			return nil
+		}
+		p, err := b.appendParams(row.LastSeq, nil, false)
+		if err != nil {
+			return err
+		}
+		if _, err := e.store.EventAppend(ctx, p); err != nil {
+			if errors.Is(err, store.ErrConflict) && attempt < 20 {
+				continue // the journal moved: judged again on the newer state
+			}
+			return fmt.Errorf("append to session %s: %w", sessionID, err)
+		}
+		return nil
 	}
 }

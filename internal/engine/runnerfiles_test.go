@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -591,4 +592,153 @@ func TestRunnerFileWriteOutOfReachCountsTheSnapshotView(t *testing.T) {
 	require.NoError(t, err)
 	_, err = h.eng.WriteFile(ctx, s.ID, "b.bin", make([]byte, 300_000), "")
 	require.NoError(t, err, "the pending delete of big.bin freed its bytes")
+}
+
+// TestRunnerLiveChangeKeepsAProgramsWrite: a person's change checked
+// against the runner's live workspace is applied at once, but a program
+// of the environment (an MCP server, a sub-agent) writes the file between
+// the check and the apply. The change is compared with what the person saw
+// and made in one go on the runner: it is not applied (reason conflict,
+// journaled at once), the program's bytes are kept, and the session's
+// next claim does not apply it either.
+func TestRunnerLiveChangeKeepsAProgramsWrite(t *testing.T) {
+	h, rb := newFilesRunnerHarness(t)
+	ctx := context.Background()
+	s, ws := parkedOnRunner(t, h)
+	program := func(body string) {
+		f := func(rel string) error { return os.WriteFile(filepath.Join(ws, rel), []byte(body), 0o644) }
+		rb.beforeChange.Store(&f)
+	}
+
+	program("by-a-program\n")
+	w, err := h.eng.WriteFile(ctx, s.ID, "a.txt", []byte("by-a-person\n"), "")
+	require.NoError(t, err)
+	require.Equal(t, "sha256:"+sum256("by-the-model\n"), w.BasedOn, "what the person saw, live")
+	program("by-a-program-again\n")
+	del, err := h.eng.DeleteFile(ctx, s.ID, "a.txt")
+	require.NoError(t, err)
+	require.Equal(t, "sha256:"+sum256("by-a-program\n"), del.BasedOn)
+	rb.beforeChange.Store(nil)
+
+	got, err := os.ReadFile(filepath.Join(ws, "a.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "by-a-program-again\n", string(got), "the program's bytes are kept")
+	require.Equal(t, []lt.WorkspaceChangeNotAppliedData{
+		{ChangeSeq: w.Seq, Op: lt.WorkspaceWrite, Path: "a.txt", Reason: lt.NotAppliedConflict,
+			BasedOn: "sha256:" + sum256("by-the-model\n"), Found: "sha256:" + sum256("by-a-program\n")},
+		{ChangeSeq: del.Seq, Op: lt.WorkspaceDelete, Path: "a.txt", Reason: lt.NotAppliedConflict,
+			BasedOn: "sha256:" + sum256("by-a-program\n"), Found: "sha256:" + sum256("by-a-program-again\n")},
+	}, notAppliedOf(t, h, s.ID), "journaled at once, by the node that reached the runner")
+
+	_, err = h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`1`)})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	out := lastToolOutput(t, h, s.ID)
+	require.Contains(t, out, "by-a-program-again", "the claim applies neither change")
+	require.NotContains(t, out, "by-a-person")
+	require.Len(t, events(t, h, s.ID, lt.EventWorkspaceChangeNotApplied), 2, "judged once each")
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestRunnerFileWriteCountsTheDirectoriesItMakes: the up-front quota
+// check of a person's write counts the parent directories the write makes
+// (each at least sandbox.MinEntryBytes, as the runner's quota counts
+// them), with the runner out of reach (the snapshot view) and reached
+// (its own count of the workspace). A file in ten new directories that
+// fits alone does not fit with them: a 413 before anything is journaled.
+func TestRunnerFileWriteCountsTheDirectoriesItMakes(t *testing.T) {
+	h, rb := newFilesRunnerHarness(t)
+	ctx := context.Background()
+	const deep = "d1/d2/d3/d4/d5/d6/d7/d8/d9/d10/x.txt"
+	for _, away := range []bool{true, false} {
+		// About 40 kB left of the 1 MiB quota: one small file (4 KiB as
+		// counted) fits, 11 entries (45 KiB) do not.
+		rb.connected.Store(true)
+		s := parkedWithBigFile(t, h, 1<<20-40_000)
+		rb.connected.Store(!away)
+		before := len(events(t, h, s.ID, lt.EventWorkspaceChanged))
+		_, err := h.eng.WriteFile(ctx, s.ID, "y.txt", []byte("small"), "")
+		require.NoError(t, err, "away %v: a file without new directories fits", away)
+		_, err = h.eng.WriteFile(ctx, s.ID, deep, []byte("small"), "")
+		var ae *apierror.Error
+		require.ErrorAs(t, err, &ae, "away %v: the ten directories do not fit", away)
+		require.Equal(t, http.StatusRequestEntityTooLarge, ae.Status)
+		require.Len(t, events(t, h, s.ID, lt.EventWorkspaceChanged), before+1, "the refused write is not journaled")
+	}
+}
+
+// changeAwayThenClaim journals a person's write of b.txt while the runner
+// is away, sets fail to answer the runner's apply of it, and lets the
+// session's claim catch up; it returns the change.
+func changeAwayThenClaim(t *testing.T, h *harness, rb *runnerBackend, s *lt.Session, fail func(rel string) error) *lt.WorkspaceChange {
+	t.Helper()
+	ctx := context.Background()
+	rb.connected.Store(false)
+	c, err := h.eng.WriteFile(ctx, s.ID, "b.txt", []byte("by-a-person\n"), "")
+	require.NoError(t, err)
+	rb.beforeChange.Store(&fail)
+	rb.connected.Store(true)
+	_, err = h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`1`)})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	return c
+}
+
+// TestRunnerCatchUpThatFailsForNowWaits: the runner cannot apply a
+// person's change at the claim for a reason that may pass (it cannot
+// measure the workspace against its quota, twice). The session waits and
+// tries again; the workspace is not restored (a restore would lose the
+// agent's edits since the snapshot and help nothing), and the change is
+// applied once the runner can.
+func TestRunnerCatchUpThatFailsForNowWaits(t *testing.T) {
+	h, rb := newFilesRunnerHarness(t)
+	s, _ := parkedOnRunner(t, h)
+	var tries atomic.Int32
+	changeAwayThenClaim(t, h, rb, s, func(string) error {
+		if tries.Add(1) <= 2 {
+			return fmt.Errorf("write %q: %w", "b.txt", environment.ErrUnmeasurable)
+		}
+		return nil
+	})
+	require.EqualValues(t, 3, tries.Load())
+	require.Contains(t, lastToolOutput(t, h, s.ID), "by-a-person", "applied at the third try")
+	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentLost), "never restored")
+	require.Empty(t, events(t, h, s.ID, lt.EventWorkspaceChangeNotApplied))
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestRunnerChangeWithAPathTooLongIsNotApplied: the runner's connection
+// cannot carry the change's path (too long for a frame with the bytes
+// around it): that fails at every try, so the change ends at once as not
+// applied, with an error naming the field, and nothing is restored.
+func TestRunnerChangeWithAPathTooLongIsNotApplied(t *testing.T) {
+	h, rb := newFilesRunnerHarness(t)
+	s, _ := parkedOnRunner(t, h)
+	var tries atomic.Int32
+	c := changeAwayThenClaim(t, h, rb, s, func(rel string) error {
+		tries.Add(1)
+		return fmt.Errorf("write %q: %w", rel, environment.ErrPathTooLong)
+	})
+	require.EqualValues(t, 1, tries.Load(), "not tried again")
+	notApplied := notAppliedOf(t, h, s.ID)
+	require.Len(t, notApplied, 1)
+	d := notApplied[0]
+	require.Equal(t, c.Seq, d.ChangeSeq)
+	require.Equal(t, lt.NotAppliedFailed, d.Reason)
+	require.Contains(t, d.Error, "path: too long")
+	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentLost), "never restored")
+	checkJournal(t, h.store, s.ID)
+}
+
+// notAppliedOf returns the data of the session's
+// workspace.change_not_applied events, in order.
+func notAppliedOf(t *testing.T, h *harness, sessionID string) []lt.WorkspaceChangeNotAppliedData {
+	t.Helper()
+	var out []lt.WorkspaceChangeNotAppliedData
+	for _, ev := range events(t, h, sessionID, lt.EventWorkspaceChangeNotApplied) {
+		var d lt.WorkspaceChangeNotAppliedData
+		require.NoError(t, json.Unmarshal(ev.Data, &d))
+		out = append(out, d)
+	}
+	return out
 }

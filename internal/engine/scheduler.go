@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -180,7 +181,7 @@ func (e *Engine) runSession(parent context.Context, l store.Lease) {
 	var err error
 	var restoreFailed *restoreFailedError
 	var lostCalls map[string]string // why calls were lost (runner.lostCalls)
-	for attempt, lost := 0, 0; ; {
+	for attempt, lost, waits := 0, 0, 0; ; {
 		var r *runner
 		r, err = e.newRunner(ctx, l)
 		if err == nil {
@@ -208,6 +209,16 @@ func (e *Engine) runSession(parent context.Context, l store.Lease) {
 			}
 			continue
 		}
+		if errors.Is(err, errChangesWaiting) && waits < maxChangeWaits && ctx.Err() == nil {
+			// Nothing was restored: the same changes are tried again on
+			// the same workspace after a backoff.
+			waits++
+			e.log.Warn("a person's change waits to be applied to the runner's workspace", "session", l.SessionID, "err", err)
+			if !e.sleep(ctx, lossBackoff(waits)) {
+				break
+			}
+			continue
+		}
 		if store.IsStorageFull(err) && !errors.Is(err, store.ErrLeaseLost) && e.awaitSpace(ctx, l, err) {
 			// Space is back: start over from the journal, as a resume after
 			// a crash would, so the write that failed is made again (or the
@@ -230,6 +241,9 @@ func (e *Engine) runSession(parent context.Context, l store.Lease) {
 		if rerr := e.store.LeaseRelease(context.WithoutCancel(ctx), l); rerr != nil && !errors.Is(rerr, store.ErrLeaseLost) {
 			e.log.Warn("release lease", "session", l.SessionID, "err", rerr)
 		}
+	case errors.Is(err, errChangesWaiting):
+		e.log.Warn("a person's change could not be applied to the runner's workspace", "session", l.SessionID, "err", err)
+		e.failTurnOf(context.WithoutCancel(ctx), l, lt.StopSandboxError, fmt.Sprintf("%v (tried %d times)", err, maxChangeWaits+1))
 	case errors.As(err, &restoreFailed):
 		// Not an internal error: the environment (a runner, most often)
 		// keeps failing its restores; the turn says so.

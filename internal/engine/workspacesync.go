@@ -226,6 +226,15 @@ func (r *runner) holdsLatest(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
+// errChangesWaiting ends a runner whose catch-up of the people's changes
+// met a failure that may pass: the scheduler starts it over after a
+// backoff (maxChangeWaits times at most, then the turn fails), without a
+// restore.
+var errChangesWaiting = errors.New("a person's change cannot be applied to the runner's workspace for now")
+
+// maxChangeWaits bounds the tries of a catch-up that keeps failing.
+const maxChangeWaits = 8
+
 // catchUpPersonChanges applies to the runner's workspace the people's
 // changes it does not hold yet (those after the last one it holds; an API
 // node that reached the runner applied them already; none its snapshot
@@ -244,11 +253,18 @@ func (r *runner) catchUpPersonChanges(ctx context.Context) (bool, error) {
 		}
 	}
 	failed, notApplied, err := r.e.applyChanges(ctx, r.st, r.env.env, changes[from:])
-	if err != nil || len(failed) > 0 {
+	if err != nil {
 		// Nothing is journaled: the workspace is restored, and each
-		// change judged again on it (reapplyPersonChanges), where one
-		// found in conflict here may apply.
+		// change judged again on it (reapplyPersonChanges).
 		return false, err
+	}
+	if len(failed) > 0 {
+		// A failure that may pass (a blob out of reach, a workspace that
+		// cannot be measured now): a restore would not help and would
+		// lose the agent's edits since the snapshot. The session's runner
+		// waits and tries again (errChangesWaiting); the changes applied
+		// meanwhile keep their markers and are not made twice.
+		return false, fmt.Errorf("%w: %s", errChangesWaiting, failed[0])
 	}
 	// Its word that it applied them is not enough: it must hold the
 	// marker of the last one applied now, or the workspace is restored
@@ -320,28 +336,30 @@ func (r *runner) journalNotApplied(ds []lt.WorkspaceChangeNotAppliedData) error 
 // changeTarget is a workspace people's changes are applied to: an
 // Environment (a runner's workspace, or this node's through its backend),
 // or this node's copy reached directly (copyTarget). Both are written the
-// same way (no symlink followed, applyChanges) and keep the same markers.
+// same way (no symlink followed, each change compared with its basis and
+// made, its marker recorded with it, at once: WriteFileIf, RemoveIf) and
+// keep the same markers.
 type changeTarget interface {
-	Remove(ctx context.Context, rel string) error
-	WriteFileDirect(ctx context.Context, rel string, data []byte) error
-	// StatDirect and ReadFile read what the path holds now, for a change
-	// applied only on what it was based on (liveBasis).
-	StatDirect(ctx context.Context, rel string) (*workspace.Entry, error)
-	ReadFile(ctx context.Context, rel string, offset, limit int64) (*workspace.ReadResult, error)
+	WriteFileIf(ctx context.Context, rel string, data []byte, c environment.Condition) error
+	RemoveIf(ctx context.Context, rel string, c environment.Condition) error
 	Holds(ctx context.Context, id string) (bool, error)
 	Record(ctx context.Context, id string) error
 }
 
 var _ changeTarget = environment.Environment(nil)
 
-// applyChanges applies changes to t in order, and records each one's
-// marker there. It returns what could not be applied (a blob that is gone,
-// a symlink planted on the path, a path a restored step made unreachable),
-// each naming its path; the rest are applied. A change based on a
-// snapshot view (BasedOn) whose path no longer holds what the person saw
-// is not applied either, and has no marker: it is returned among the
-// conflicts, for the caller to journal (workspace.change_not_applied),
-// which ends it. An error is the environment's, gone meanwhile.
+// applyChanges applies changes to t in order, each with its marker. It
+// returns what could not be applied for now (a blob out of reach, a
+// workspace that cannot be measured), each naming its path; the rest are
+// applied or ended. A change based on what the person saw (BasedOn) whose
+// path no longer holds that is not applied and has no marker: the
+// workspace compares and writes at once (environment.Condition), so a
+// program of the environment that wrote the file since keeps its bytes.
+// It is returned among the not applied, with those that can never be
+// applied (reason failed: a symlink planted on the path, the quota, a path
+// too long for a runner's frame), for the caller to journal
+// (workspace.change_not_applied), which ends them. An error is the
+// environment's, gone meanwhile.
 func (e *Engine) applyChanges(ctx context.Context, st *journal.State, t changeTarget, changes []journal.PersonChange) ([]string, []lt.WorkspaceChangeNotAppliedData, error) {
 	if len(changes) == 0 {
 		return nil, nil, nil
@@ -364,46 +382,29 @@ func (e *Engine) applyChanges(ctx context.Context, st *journal.State, t changeTa
 		}
 	}
 	var (
-		failed    []string
-		conflicts []lt.WorkspaceChangeNotAppliedData
+		failed     []string
+		notApplied []lt.WorkspaceChangeNotAppliedData
 	)
 	for _, c := range changes {
-		var err error
-		made := false
-		if c.BasedOn != "" {
-			var found string
-			found, err = liveBasis(ctx, t, c.Path)
-			switch {
-			case err != nil || found == c.BasedOn:
-			case alreadyMade(c, found):
-				// What the person asked for is there already (the
-				// agent made the same): nothing to write, nothing
-				// overwritten; only its marker is recorded.
-				made = true
-			default:
-				// The agent wrote the file since the person saw it: the
-				// change would overwrite that unseen.
-				conflicts = append(conflicts, lt.WorkspaceChangeNotAppliedData{ChangeSeq: c.Seq, Op: c.Op, Path: c.Path,
-					Reason: lt.NotAppliedConflict, BasedOn: c.BasedOn, Found: found})
-				continue
-			}
-		}
-		if err == nil && !made {
-			err = e.applyChangeTo(ctx, t, c)
-		}
-		if err == nil {
-			err = t.Record(ctx, changeMarker(c.Seq))
-		}
+		err := e.applyChangeTo(ctx, t, c)
+		var conflict *environment.ConflictError
 		switch {
+		case err == nil:
+		case errors.As(err, &conflict):
+			// The agent (or a program of its environment) wrote the file
+			// since the person saw it: the change would overwrite that
+			// unseen.
+			notApplied = append(notApplied, lt.WorkspaceChangeNotAppliedData{ChangeSeq: c.Seq, Op: c.Op, Path: c.Path,
+				Reason: lt.NotAppliedConflict, BasedOn: c.BasedOn, Found: conflict.Found})
 		case environmentGone(err):
-			return failed, conflicts, envLost(err)
-		case err != nil && cannotApply(err) != "":
+			return failed, notApplied, envLost(err)
+		case cannotApply(err) != "":
 			// Trying again would fail again (and a runner's workspace
 			// that lacks the change's marker would be restored at every
 			// claim): it ends as not applied.
-			conflicts = append(conflicts, lt.WorkspaceChangeNotAppliedData{ChangeSeq: c.Seq, Op: c.Op, Path: c.Path,
+			notApplied = append(notApplied, lt.WorkspaceChangeNotAppliedData{ChangeSeq: c.Seq, Op: c.Op, Path: c.Path,
 				Reason: lt.NotAppliedFailed, BasedOn: c.BasedOn, Error: cannotApply(err)})
-		case err != nil:
+		default:
 			failed = append(failed, fmt.Sprintf("%s %q: %v", c.Op, c.Path, err))
 		}
 	}
@@ -412,15 +413,18 @@ func (e *Engine) applyChanges(ctx context.Context, st *journal.State, t changeTa
 			e.log.Warn("record workspace snapshot", "session", st.Session.ID, "err", err)
 		}
 	}
-	return failed, conflicts, nil
+	return failed, notApplied, nil
 }
 
 // cannotApply describes an error that applying a change would meet again
 // however often it is tried ("" for any other): the workspace's quota,
-// or a path that now goes through a symlink or names a directory. The
-// description names no path of a machine.
+// a path that now goes through a symlink or names a directory, or one
+// too long for a frame of the runner's connection. The description names
+// no path of a machine.
 func cannotApply(err error) string {
 	switch {
+	case errors.Is(err, environment.ErrPathTooLong):
+		return "path: too long for a frame of the connection to the runner"
 	case errors.Is(err, environment.ErrDiskQuota):
 		return "it does not fit the workspace's disk quota (environment.disk_mb) with what the workspace holds now"
 	case errors.Is(err, workspace.ErrEscapes), errors.Is(err, workspace.ErrInvalidPath):
@@ -428,50 +432,6 @@ func cannotApply(err error) string {
 	}
 	return ""
 }
-
-// alreadyMade reports whether a path found holding found (a liveBasis)
-// is what change c makes it: a delete of what is absent, or a write of the
-// bytes it holds.
-func alreadyMade(c journal.PersonChange, found string) bool {
-	if c.Op == lt.WorkspaceDelete {
-		return found == lt.BasedOnAbsent
-	}
-	return c.SHA256 != "" && found == basisOfSHA(c.SHA256)
-}
-
-// liveBasis describes what rel holds in t now, as a change's BasedOn
-// does: "sha256:<hex>" for a regular file, "absent", or the kind of
-// entry that is there (never followed, if a symlink).
-func liveBasis(ctx context.Context, t changeTarget, rel string) (string, error) {
-	en, err := t.StatDirect(ctx, rel)
-	switch {
-	case errors.Is(err, fs.ErrNotExist) || (err == nil && en == nil):
-		return lt.BasedOnAbsent, nil
-	case errors.Is(err, workspace.ErrEscapes) || errors.Is(err, workspace.ErrInvalidPath):
-		// A symlink on the way, planted since: nothing the person saw.
-		return "a path through a symlink", nil
-	case err != nil:
-		return "", err
-	case en.Type != workspace.EntryFile:
-		return string(en.Type), nil
-	case en.Size > MaxFileBytes:
-		return largerThanUploads, nil // not read: it cannot match
-	}
-	r, err := t.ReadFile(ctx, rel, 0, MaxFileBytes+1)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return lt.BasedOnAbsent, nil
-	case err != nil:
-		return "", err
-	case r.Truncated || int64(len(r.Data)) > MaxFileBytes:
-		return largerThanUploads, nil
-	}
-	return basisOf(r.Data), nil
-}
-
-// largerThanUploads describes a live file larger than any a person's
-// change is checked against (MaxFileBytes): it matches no BasedOn.
-const largerThanUploads = "larger than the upload limit"
 
 // basisOf is the BasedOn of a file holding data.
 func basisOf(data []byte) string { return basisOfSHA(sha256Hex(data)) }
@@ -484,14 +444,13 @@ func basisOfSHA(sum string) string {
 	return "sha256:" + sum
 }
 
-// applyChangeTo applies one person's change to t.
+// applyChangeTo applies one person's change to t, on the condition that
+// its path holds what the change is based on, with its marker.
 func (e *Engine) applyChangeTo(ctx context.Context, t changeTarget, c journal.PersonChange) error {
+	cond := environment.Condition{Basis: c.BasedOn, Marker: changeMarker(c.Seq)}
 	switch c.Op {
 	case lt.WorkspaceDelete:
-		if err := t.Remove(ctx, c.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-		return nil
+		return t.RemoveIf(ctx, c.Path, cond)
 	case lt.WorkspaceWrite:
 		data, err := e.personBlob(ctx, c.SHA256)
 		if err != nil {
@@ -499,7 +458,7 @@ func (e *Engine) applyChangeTo(ctx context.Context, t changeTarget, c journal.Pe
 		}
 		// Not through a symlink the model planted since the change was
 		// accepted: it fails, to be reported as not applied.
-		return t.WriteFileDirect(ctx, c.Path, data)
+		return t.WriteFileIf(ctx, c.Path, data, cond)
 	default:
 		return fmt.Errorf("unknown op %q", c.Op)
 	}
@@ -515,22 +474,34 @@ type copyTarget struct {
 	dir *workspace.Dir
 }
 
-func (t *copyTarget) Remove(_ context.Context, rel string) error {
+// WriteFileIf implements changeTarget. The caller holds the session's
+// lock alone: no other change of this node's copy comes between.
+func (t *copyTarget) WriteFileIf(_ context.Context, rel string, data []byte, c environment.Condition) error {
+	return t.conditional(rel, c, basisOf(data), func() (string, error) { return t.dir.WriteDirectIf(rel, data, c.Basis) })
+}
+
+// RemoveIf implements changeTarget.
+func (t *copyTarget) RemoveIf(_ context.Context, rel string, c environment.Condition) error {
+	return t.conditional(rel, c, lt.BasedOnAbsent, func() (string, error) { return t.dir.RemoveIf(rel, c.Basis) })
+}
+
+// conditional makes one change by change as the local backend does
+// (environment.Condition), telling the snapshot Cache.
+func (t *copyTarget) conditional(rel string, c environment.Condition, made string, change func() (string, error)) error {
 	defer t.e.trackWrites(t.ws, rel)()
-	return t.dir.Remove(rel)
-}
-
-func (t *copyTarget) WriteFileDirect(_ context.Context, rel string, data []byte) error {
-	defer t.e.trackWrites(t.ws, rel)()
-	return t.dir.WriteDirect(rel, data)
-}
-
-func (t *copyTarget) StatDirect(_ context.Context, rel string) (*workspace.Entry, error) {
-	return t.dir.StatDirect(rel)
-}
-
-func (t *copyTarget) ReadFile(_ context.Context, rel string, offset, limit int64) (*workspace.ReadResult, error) {
-	return t.dir.ReadFile(rel, offset, limit)
+	if c.Basis != "" {
+		if found, err := t.dir.Basis(rel); err == nil && found == made {
+			return t.Record(context.Background(), c.Marker)
+		}
+	}
+	found, err := change()
+	switch {
+	case err != nil:
+		return err
+	case c.Basis != "" && found != c.Basis && found != made:
+		return &environment.ConflictError{Path: rel, Basis: c.Basis, Found: found}
+	}
+	return t.Record(context.Background(), c.Marker)
 }
 
 // Holds is true for a copy made before the lists were kept (untracked):

@@ -45,7 +45,54 @@ var (
 	// be measured against its quota (the quota fails closed), not because
 	// it is over it. The message is for the model.
 	ErrUnmeasurable = errors.New("the workspace cannot be measured against its disk quota")
+	// ErrConflict: a conditional write or delete (WriteFileIf, RemoveIf)
+	// found the path holding something other than its basis, and changed
+	// nothing (a *ConflictError says what it found).
+	ErrConflict = errors.New("the path no longer holds what the change was based on")
+	// ErrPathTooLong: a path too long for the frames of a runner's
+	// connection (with the bytes around it); it would be so at every try.
+	ErrPathTooLong = errors.New("path: too long for a frame of the runner's connection")
 )
+
+// Condition makes a person's write or delete (WriteFileIf, RemoveIf)
+// conditional on what the path holds, checked and acted on at once where
+// the workspace is: no write of the environment's own (a tool's, another
+// person's change, a sub-agent's) comes between the check and the change.
+type Condition struct {
+	// Basis is what the path must hold: "sha256:<hex>" of a regular file
+	// or "absent" (workspace.BasisAbsent); "" puts no condition.
+	Basis string
+	// Marker names the change (an id for Record). When the change is made,
+	// or found made already (the path holds what it makes), Marker is
+	// recorded in the same critical section; a workspace that holds Marker
+	// already is left as it is, so a change is never made twice. A change
+	// found in conflict has ConflictMarker(Marker) recorded instead, and is
+	// a conflict from then on, whatever the path holds later: two nodes
+	// applying the same change (one at once, one at a claim) never see one
+	// judge it a conflict and the other make it.
+	Marker string
+}
+
+// ConflictMarker is the id a workspace records when the change marked
+// marker was found in conflict there.
+func ConflictMarker(marker string) string { return marker + "-conflict" }
+
+// ConflictError is ErrConflict: the path held Found, not Basis.
+type ConflictError struct {
+	Path  string
+	Basis string
+	// Found is what the path held: "sha256:<hex>", "absent", the kind of
+	// entry ("dir", "symlink", "other"), or "changing" (a file being
+	// written while it was compared).
+	Found string
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("%q holds %s, not %s: %v", e.Path, e.Found, e.Basis, ErrConflict)
+}
+
+// Is makes a *ConflictError match ErrConflict.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // MaxStopOpens bounds the environments opened for a stop (OpenParams.ForStop)
 // that a backend holds open on one runner at once beyond its capacity: a
@@ -282,6 +329,15 @@ type Environment interface {
 	// writing through it.
 	StatDirect(ctx context.Context, rel string) (*workspace.Entry, error)
 	WriteFileDirect(ctx context.Context, rel string, data []byte) error
+	// WriteFileIf and RemoveIf are WriteFileDirect and Remove made only
+	// where rel holds c.Basis (a *ConflictError otherwise, nothing
+	// changed), compared and made under one lock of the workspace where
+	// it lives, and c.Marker recorded with them (Condition): a person's
+	// change journaled against what the person saw. A path that already
+	// holds what the change makes (the same bytes, or nothing for a
+	// delete) is no conflict: only the marker is recorded.
+	WriteFileIf(ctx context.Context, rel string, data []byte, c Condition) error
+	RemoveIf(ctx context.Context, rel string, c Condition) error
 	// CheckWrite reports, writing nothing, whether a write of size bytes
 	// would take the workspace over its disk quota (ErrDiskQuota, as
 	// WriteFile would fail): a person's change is checked where the

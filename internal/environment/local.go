@@ -93,6 +93,13 @@ type localBackend struct {
 	// a workspace only when its caller's is the only one.
 	open map[string]int
 
+	// writing holds a lock per workspace id (a *sync.Mutex each) around
+	// every file change this backend makes in it: a conditional change
+	// (WriteFileIf, RemoveIf) compares and acts with no other change of
+	// this process between, whichever Environment of the workspace makes
+	// it (a sub-agent shares the workspace).
+	writing sync.Map
+
 	// private is the backend's own socket directory (privateDir).
 	privateOnce sync.Once
 	private     string
@@ -401,12 +408,119 @@ func (e *localEnv) write(rel string, data []byte, writeFile func(*workspace.Dir,
 		return err
 	}
 	defer done()
+	defer e.lockWrites()()
+	if err := e.checkQuota(rel, int64(len(data))); err != nil {
+		return err
+	}
+	return e.changing(rel, func() error { return writeFile(d, rel, data) })
+}
+
+// checkQuota refuses a write of size bytes to rel over the disk quota.
+func (e *localEnv) checkQuota(rel string, size int64) error {
 	if q, ok := e.exec.(tool.DiskQuota); ok {
-		if err := q.CheckWrite(int64(len(data))); err != nil {
+		if err := q.CheckWrite(size); err != nil {
 			return fmt.Errorf("write %q: %w", rel, quotaError(err))
 		}
 	}
-	return e.changing(rel, func() error { return writeFile(d, rel, data) })
+	return nil
+}
+
+// lockWrites takes the workspace's lock of file changes (localBackend's
+// writing); call the returned function to release it.
+func (e *localEnv) lockWrites() func() {
+	v, _ := e.b.writing.LoadOrStore(e.params.Workspace, new(sync.Mutex))
+	mu := v.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
+
+// WriteFileIf implements Environment.
+func (e *localEnv) WriteFileIf(_ context.Context, rel string, data []byte, c Condition) error {
+	return e.conditional(rel, c, workspace.BasisOf(data), func(d *workspace.Dir) (string, error) {
+		if err := e.checkQuota(rel, int64(len(data))); err != nil {
+			return "", err
+		}
+		return d.WriteDirectIf(rel, data, c.Basis)
+	})
+}
+
+// RemoveIf implements Environment.
+func (e *localEnv) RemoveIf(_ context.Context, rel string, c Condition) error {
+	return e.conditional(rel, c, workspace.BasisAbsent, func(d *workspace.Dir) (string, error) {
+		return d.RemoveIf(rel, c.Basis)
+	})
+}
+
+// conditional makes a person's change by change (which answers what rel
+// held) under the workspace's lock of file changes, unless the workspace
+// holds c.Marker already, and records c.Marker when rel then holds made
+// (what the change makes), whether the change or someone before made it.
+func (e *localEnv) conditional(rel string, c Condition, made string, change func(*workspace.Dir) (string, error)) error {
+	d, done, err := e.openDir()
+	if err != nil {
+		return err
+	}
+	defer done()
+	defer e.lockWrites()()
+	if c.Marker != "" {
+		held, err := e.holds(c.Marker)
+		if err != nil || held {
+			return err // held: made already, by this call's twin
+		}
+		if judged, err := e.holds(ConflictMarker(c.Marker)); err != nil || judged {
+			if err != nil {
+				return err
+			}
+			// Found in conflict before (by a twin whose judgement may be
+			// journaled already): never made after that, whatever the
+			// path holds now.
+			found, err := d.Basis(rel)
+			if err == nil && found == c.Basis {
+				found = "changed since it was found in conflict"
+			}
+			return &ConflictError{Path: rel, Basis: c.Basis, Found: found}
+		}
+	}
+	var found string
+	if c.Basis != "" {
+		// Made already (by the agent, the same bytes): not written again.
+		if found, err = d.Basis(rel); err == nil && found == made {
+			return e.recordMarker(c.Marker)
+		}
+	}
+	err = e.changing(rel, func() error {
+		found, err = change(d)
+		return err
+	})
+	switch {
+	case err != nil:
+		return err
+	case c.Basis != "" && found != c.Basis && found != made:
+		if c.Marker != "" {
+			if err := e.recordMarker(ConflictMarker(c.Marker)); err != nil {
+				return err
+			}
+		}
+		return &ConflictError{Path: rel, Basis: c.Basis, Found: found}
+	}
+	return e.recordMarker(c.Marker)
+}
+
+// holds reports whether the workspace's list holds id.
+func (e *localEnv) holds(id string) (bool, error) {
+	known, _, err := e.b.cfg.Workspaces.HasSnapshot(e.params.Workspace, e.params.Session, id)
+	return known, err
+}
+
+// recordMarker records a person's change's marker ("" : none).
+func (e *localEnv) recordMarker(marker string) error {
+	if marker == "" {
+		return nil
+	}
+	if err := e.b.cfg.Workspaces.RecordSnapshot(e.params.Workspace, e.params.Session, marker); err != nil {
+		return fmt.Errorf("record %q in the workspace of session %s: %w", marker, e.params.Session, err)
+	}
+	return nil
 }
 
 // CheckWrite implements Environment.
@@ -476,6 +590,7 @@ func (e *localEnv) Remove(_ context.Context, rel string) error {
 		return err
 	}
 	defer done()
+	defer e.lockWrites()()
 	return e.changing(rel, func() error { return d.Remove(rel) })
 }
 

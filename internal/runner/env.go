@@ -589,7 +589,45 @@ func fitListing(l *workspace.Listing, max int64) {
 }
 
 func (c *connEnvs) fsRemove(ctx context.Context, req *link.Request) (any, error) {
-	return onEnv(c, req, func(e *openEnv, p *link.FSPathParams) (any, error) { return nil, e.env.Remove(ctx, p.Path) })
+	return onEnv(c, req, func(e *openEnv, p *link.FSRemoveParams) (any, error) {
+		if p.IfBasis == "" && p.Marker == "" {
+			return nil, e.env.Remove(ctx, p.Path)
+		}
+		cond, err := condition(p.IfBasis, p.Marker)
+		if err != nil {
+			return nil, err
+		}
+		return changeResult(e.env.RemoveIf(ctx, p.Path, cond))
+	})
+}
+
+// condition is the environment.Condition of a conditional fs.write or
+// fs.remove, its fields checked.
+func condition(basis, marker string) (environment.Condition, error) {
+	if err := link.CheckBasis("if_basis", basis); err != nil {
+		return environment.Condition{}, link.Errorf(link.CodeBadParams, "%v", err)
+	}
+	if len(marker) > maxMarkerBytes {
+		return environment.Condition{}, link.Errorf(link.CodeBadParams, "marker: at most %d bytes", maxMarkerBytes)
+	}
+	return environment.Condition{Basis: basis, Marker: marker}, nil
+}
+
+// maxMarkerBytes bounds a change's marker (the engine's are short ids;
+// the workspace's list checks their form when recording them).
+const maxMarkerBytes = 128
+
+// changeResult answers a conditional change: a conflict is a result, not
+// an error, carrying what the path held.
+func changeResult(err error) (any, error) {
+	var ce *environment.ConflictError
+	if errors.As(err, &ce) {
+		return link.FSChangeResult{Conflict: true, Found: ce.Found}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return link.FSChangeResult{}, nil
 }
 
 func (c *connEnvs) fsStatDirect(ctx context.Context, req *link.Request) (any, error) {
@@ -611,12 +649,24 @@ func (c *connEnvs) fsCheckWrite(ctx context.Context, req *link.Request) (any, er
 // written by the environment on the last part (atomic, quota checked).
 func (c *connEnvs) fsWrite(ctx context.Context, req *link.Request) (any, error) {
 	return onEnv(c, req, func(e *openEnv, p *link.FSWriteParams) (any, error) {
-		write := e.env.WriteFile
-		if p.Direct {
-			write = e.env.WriteFileDirect
+		var cond environment.Condition
+		if p.Conditional() {
+			var err error
+			if cond, err = condition(p.IfBasis, p.Marker); err != nil {
+				return nil, err
+			}
+		}
+		write := func(ctx context.Context, rel string, data []byte) (any, error) {
+			switch {
+			case p.Conditional():
+				return changeResult(e.env.WriteFileIf(ctx, rel, data, cond))
+			case p.Direct:
+				return nil, e.env.WriteFileDirect(ctx, rel, data)
+			}
+			return nil, e.env.WriteFile(ctx, rel, data)
 		}
 		if p.Upload == "" {
-			return nil, write(ctx, p.Path, p.Data)
+			return write(ctx, p.Path, p.Data)
 		}
 		if err := link.CheckHandle("upload", p.Upload); err != nil {
 			return nil, link.Errorf(link.CodeBadParams, "%v", err)
@@ -630,7 +680,7 @@ func (c *connEnvs) fsWrite(ctx context.Context, req *link.Request) (any, error) 
 		if err != nil {
 			return nil, link.Errorf(link.CodeFailed, "read the uploaded parts of %q", p.Path)
 		}
-		return nil, write(ctx, p.Path, data)
+		return write(ctx, p.Path, data)
 	})
 }
 

@@ -82,6 +82,19 @@ func (d *Dir) ReadFile(rel string, offset, limit int64) (*ReadResult, error) {
 // would, provided the target is inside the workspace; a symlink (of rel or of
 // a parent directory) that leads outside is refused with an *EscapeError.
 func (d *Dir) WriteFile(rel string, data []byte) error {
+	return d.writeFile(rel, data, nil)
+}
+
+// commitCheck decides, once the new content is written and synced beside
+// the destination, whether it replaces it: it returns nil to go on, and
+// createOnly to put it in place only where nothing is (a link, which
+// fails if a file appeared meanwhile, rather than a rename over it).
+type commitCheck func(dest string) (createOnly bool, err error)
+
+// writeFile is WriteFile, asking check (when not nil) right before the
+// new content replaces the old: the slow part (writing and syncing it) is
+// over by then, so what check saw is what is replaced.
+func (d *Dir) writeFile(rel string, data []byte, check commitCheck) error {
 	c, err := cleanFilePath(rel)
 	if err != nil {
 		return err
@@ -140,7 +153,23 @@ func (d *Dir) WriteFile(rel string, data []byte) error {
 	if err := f.Close(); err != nil {
 		return pathError("write", rel, err)
 	}
-	if err := d.root.Rename(tmp, dest); err != nil {
+	createOnly := false
+	if check != nil {
+		if createOnly, err = check(dest); err != nil {
+			return err
+		}
+	}
+	if createOnly {
+		// A file a program created since the check is kept: the link
+		// fails rather than replace it.
+		if err := d.root.Link(tmp, dest); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return errAppeared
+			}
+			return pathError("write", rel, err)
+		}
+		_ = d.root.Remove(tmp)
+	} else if err := d.root.Rename(tmp, dest); err != nil {
 		return pathError("write", rel, err)
 	}
 	committed = true

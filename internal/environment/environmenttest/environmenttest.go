@@ -49,6 +49,7 @@ func Run(t *testing.T, newBackend NewBackend) {
 		{"FilesStayInTheWorkspace", testFilesStayInTheWorkspace},
 		{"Remove", testRemove},
 		{"DirectFollowsNoSymlink", testDirect},
+		{"ConditionalChanges", testConditional},
 		{"SharedBySubAgents", testShared},
 		{"DiskQuota", testDiskQuota},
 		{"UnmeasurableWorkspaceIsNotOverQuota", testUnmeasurable},
@@ -795,4 +796,83 @@ func benchLoop(b *testing.B, op func() error) {
 	slices.Sort(took)
 	b.ReportMetric(float64(took[len(took)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(took[len(took)*99/100].Microseconds()), "p99-µs")
+}
+
+// testConditional: a person's change made only where the path holds what
+// the person saw (WriteFileIf, RemoveIf), its marker recorded with it; a
+// program's write since is kept, never overwritten, and a change is never
+// made twice.
+func testConditional(t *testing.T, h *harness) {
+	env := h.open(h.newBackend(), "ses_cond")
+	cond := func(basis, marker string) environment.Condition {
+		return environment.Condition{Basis: basis, Marker: marker}
+	}
+	requireConflict := func(err error, found string) {
+		t.Helper()
+		var ce *environment.ConflictError
+		require.ErrorAs(t, err, &ce)
+		require.ErrorIs(t, err, environment.ErrConflict)
+		require.Equal(t, found, ce.Found)
+	}
+	held := func(marker string) bool {
+		t.Helper()
+		ok, err := env.Holds(h.ctx(), marker)
+		require.NoError(t, err)
+		return ok
+	}
+
+	// Absent as the person saw it: created, the marker with it.
+	require.NoError(t, env.WriteFileIf(h.ctx(), "new/a.txt", []byte("person"), cond(workspace.BasisAbsent, "change-1")))
+	h.requireContent(env, "new/a.txt", "person")
+	require.True(t, held("change-1"))
+	// A program writes it; the same change again is not made twice.
+	h.run(env, "printf program > new/a.txt")
+	require.NoError(t, env.WriteFileIf(h.ctx(), "new/a.txt", []byte("person"), cond(workspace.BasisAbsent, "change-1")))
+	h.requireContent(env, "new/a.txt", "program")
+
+	// Based on what the program replaced: a conflict, its bytes kept.
+	requireConflict(env.WriteFileIf(h.ctx(), "new/a.txt", []byte("person 2"), cond(workspace.BasisOf([]byte("person")), "change-2")),
+		workspace.BasisOf([]byte("program")))
+	h.requireContent(env, "new/a.txt", "program")
+	require.False(t, held("change-2"), "no marker for a change not made")
+	// Found in conflict once, never made: not even once the path holds
+	// what the person saw again (a twin's judgement may be journaled).
+	h.run(env, "printf person > new/a.txt")
+	require.ErrorIs(t, env.WriteFileIf(h.ctx(), "new/a.txt", []byte("person 2"), cond(workspace.BasisOf([]byte("person")), "change-2")), environment.ErrConflict)
+	h.run(env, "printf program > new/a.txt")
+	// A file a program made where the person saw none is kept too.
+	h.run(env, "printf made > b.txt")
+	requireConflict(env.WriteFileIf(h.ctx(), "b.txt", []byte("person"), cond(workspace.BasisAbsent, "change-3")), workspace.BasisOf([]byte("made")))
+	h.requireContent(env, "b.txt", "made")
+
+	// Based on what is there: written, also in parts (a large write).
+	big := bytes.Repeat([]byte("q"), 3<<20)
+	require.NoError(t, env.WriteFileIf(h.ctx(), "new/a.txt", big, cond(workspace.BasisOf([]byte("program")), "change-4")))
+	r, err := env.ReadFile(h.ctx(), "new/a.txt", 0, 4<<20)
+	require.NoError(t, err)
+	require.Equal(t, big, r.Data)
+	require.True(t, held("change-4"))
+	// What the change makes is there already: no conflict, the marker.
+	require.NoError(t, env.WriteFileIf(h.ctx(), "b.txt", []byte("made"), cond(workspace.BasisOf([]byte("other")), "change-5")))
+	require.True(t, held("change-5"))
+
+	// Deletes: only of what the person saw.
+	requireConflict(env.RemoveIf(h.ctx(), "b.txt", cond(workspace.BasisOf([]byte("other")), "change-6")), workspace.BasisOf([]byte("made")))
+	h.requireContent(env, "b.txt", "made")
+	require.NoError(t, env.RemoveIf(h.ctx(), "b.txt", cond(workspace.BasisOf([]byte("made")), "change-7")))
+	_, ok := h.read(env, "b.txt")
+	require.False(t, ok)
+	require.True(t, held("change-7"))
+	require.NoError(t, env.RemoveIf(h.ctx(), "b.txt", cond(workspace.BasisOf([]byte("made")), "change-8")), "gone already: made")
+	require.True(t, held("change-8"))
+
+	// A symlink is never written through nor taken for a file.
+	h.run(env, "ln -s new/a.txt link")
+	require.ErrorIs(t, env.WriteFileIf(h.ctx(), "link", []byte("person"), cond(workspace.BasisAbsent, "change-9")), workspace.ErrInvalidPath)
+	requireConflict(env.RemoveIf(h.ctx(), "link", cond(workspace.BasisOf(big), "change-10")), string(workspace.EntrySymlink))
+	require.NoError(t, env.RemoveIf(h.ctx(), "link", cond("", "change-11")), "no basis: the link itself goes")
+	r, err = env.ReadFile(h.ctx(), "new/a.txt", 0, 4<<20)
+	require.NoError(t, err)
+	require.Equal(t, big, r.Data, "never its target")
+	requireOutside(t, env.WriteFileIf(h.ctx(), "../ses_other/x.txt", []byte("x"), cond(workspace.BasisAbsent, "change-12")), "../ses_other/x.txt")
 }

@@ -315,13 +315,43 @@ func (e *env) ReadFile(ctx context.Context, rel string, offset, limit int64) (*w
 // WriteFile implements environment.Environment: in one call, or in parts
 // of one upload when the data is larger than a frame.
 func (e *env) WriteFile(ctx context.Context, rel string, data []byte) error {
-	return e.write(ctx, rel, data, false)
+	return e.write(ctx, rel, data, link.FSWriteParams{}, nil)
 }
 
 // WriteFileDirect implements environment.Environment: WriteFile, the
 // runner following no symlink (link.FSWriteParams.Direct).
 func (e *env) WriteFileDirect(ctx context.Context, rel string, data []byte) error {
-	return e.write(ctx, rel, data, true)
+	return e.write(ctx, rel, data, link.FSWriteParams{Direct: true}, nil)
+}
+
+// WriteFileIf implements environment.Environment: the runner compares and
+// writes under its lock (link.FSWriteParams.IfBasis, protocol 3).
+func (e *env) WriteFileIf(ctx context.Context, rel string, data []byte, c environment.Condition) error {
+	var res link.FSChangeResult
+	if err := e.write(ctx, rel, data, link.FSWriteParams{Direct: true, IfBasis: c.Basis, Marker: c.Marker}, &res); err != nil {
+		return err
+	}
+	return conflictOf(rel, c, &res)
+}
+
+// RemoveIf implements environment.Environment (link.FSRemoveParams'
+// IfBasis, protocol 3).
+func (e *env) RemoveIf(ctx context.Context, rel string, c environment.Condition) error {
+	var res link.FSChangeResult
+	if err := e.call(ctx, link.MethodFSRemove, link.FSRemoveParams{EnvID: e.id, Path: rel, IfBasis: c.Basis, Marker: c.Marker}, &res, nil); err != nil {
+		return err
+	}
+	return conflictOf(rel, c, &res)
+}
+
+// conflictOf is the runner's answer to a conditional change as an error:
+// a *environment.ConflictError when it found the path holding something
+// else, nil when it made the change.
+func conflictOf(rel string, c environment.Condition, res *link.FSChangeResult) error {
+	if !res.Conflict {
+		return nil
+	}
+	return &environment.ConflictError{Path: rel, Basis: c.Basis, Found: res.Found}
 }
 
 // StatDirect implements environment.Environment.
@@ -338,14 +368,19 @@ func (e *env) CheckWrite(ctx context.Context, size int64) error {
 	return e.call(ctx, link.MethodFSCheckWrite, link.FSCheckWriteParams{EnvID: e.id, Size: size}, nil, nil)
 }
 
-func (e *env) write(ctx context.Context, rel string, data []byte, direct bool) error {
+// write writes data to rel in one call, or in parts of one upload; with
+// the fields of how (Direct, IfBasis, Marker) in each, the answer of the
+// last one in result.
+func (e *env) write(ctx context.Context, rel string, data []byte, how link.FSWriteParams, result any) error {
 	// A part's frame holds the path too (escaped: at most 6 bytes a byte).
 	part := link.ChunkBytes(e.r.Conn.MaxMessageBytes()) - 4096 - len(rel)*6
 	if part < 1024 {
-		return fmt.Errorf("write %q: %w: the path is too long", rel, workspace.ErrInvalidPath)
+		return fmt.Errorf("write %q: %w", rel, environment.ErrPathTooLong)
 	}
+	how.EnvID, how.Path = e.id, rel
 	if len(data) <= part {
-		return e.call(ctx, link.MethodFSWrite, link.FSWriteParams{EnvID: e.id, Path: rel, Data: data, Direct: direct}, nil, nil)
+		how.Data = data
+		return e.call(ctx, link.MethodFSWrite, how, result, nil)
 	}
 	e.mu.Lock()
 	e.nextID++
@@ -353,8 +388,13 @@ func (e *env) write(ctx context.Context, rel string, data []byte, direct bool) e
 	e.mu.Unlock()
 	for off := 0; off < len(data); off += part {
 		end := min(off+part, len(data))
-		p := link.FSWriteParams{EnvID: e.id, Path: rel, Data: data[off:end], Upload: upload, Offset: int64(off), Last: end == len(data), Direct: direct}
-		if err := e.call(ctx, link.MethodFSWrite, p, nil, nil); err != nil {
+		p := how
+		p.Data, p.Upload, p.Offset, p.Last = data[off:end], upload, int64(off), end == len(data)
+		var res any
+		if p.Last {
+			res = result
+		}
+		if err := e.call(ctx, link.MethodFSWrite, p, res, nil); err != nil {
 			return err
 		}
 	}
@@ -372,7 +412,7 @@ func (e *env) List(ctx context.Context, rel string, max int) (*workspace.Listing
 
 // Remove implements environment.Environment.
 func (e *env) Remove(ctx context.Context, rel string) error {
-	return e.call(ctx, link.MethodFSRemove, link.FSPathParams{EnvID: e.id, Path: rel}, nil, nil)
+	return e.call(ctx, link.MethodFSRemove, link.FSRemoveParams{EnvID: e.id, Path: rel}, nil, nil)
 }
 
 // Snapshot implements environment.Environment: the runner takes it and

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strings"
 )
 
 // The methods of a remote environment (docs/dev/environments.md, "The wire
@@ -39,7 +40,7 @@ const (
 	MethodFSRead   = "fs.read"
 	MethodFSWrite  = "fs.write"
 	MethodFSList   = "fs.list"
-	MethodFSRemove = "fs.remove"
+	MethodFSRemove = "fs.remove" // FSRemoveParams
 	// MethodFSStatDirect: FSPathParams → a workspace.Entry, or null when
 	// the path does not exist (environment.Environment.StatDirect).
 	MethodFSStatDirect = "fs.stat_direct"
@@ -226,6 +227,50 @@ type FSWriteParams struct {
 	// Direct: a person's write (environment.Environment.WriteFileDirect),
 	// which follows no symlink; checked when the whole file is written.
 	Direct bool `json:"direct,omitempty"`
+	// IfBasis and Marker (protocol 3) make a person's write conditional
+	// (environment.Environment.WriteFileIf, implying Direct): made only
+	// where the path holds IfBasis, compared and written under one lock,
+	// and Marker recorded with it. The answer (of the last part) is an
+	// FSChangeResult.
+	IfBasis string `json:"if_basis,omitempty"`
+	Marker  string `json:"marker,omitempty"`
+}
+
+// Conditional reports whether p is a conditional write (protocol 3).
+func (p *FSWriteParams) Conditional() bool { return p.IfBasis != "" || p.Marker != "" }
+
+// FSRemoveParams remove a file or symlink (fs.remove); IfBasis and Marker
+// (protocol 3) make it conditional, as FSWriteParams' do
+// (environment.Environment.RemoveIf), answered by an FSChangeResult.
+type FSRemoveParams struct {
+	EnvID   string `json:"env_id"`
+	Path    string `json:"path"`
+	IfBasis string `json:"if_basis,omitempty"`
+	Marker  string `json:"marker,omitempty"`
+}
+
+// FSChangeResult answers a conditional fs.write or fs.remove: Conflict
+// when the path did not hold if_basis (nothing was changed, the marker not
+// recorded), Found saying what it held ("sha256:<hex>", "absent", the kind
+// of entry, or "changing").
+type FSChangeResult struct {
+	Conflict bool   `json:"conflict,omitempty"`
+	Found    string `json:"found,omitempty"`
+}
+
+// BasisAbsent is the basis of a path where nothing is.
+const BasisAbsent = "absent"
+
+// CheckBasis reports why s is not a basis: "absent" or "sha256:<hex>"
+// ("" is none).
+func CheckBasis(field, s string) error {
+	if s == "" || s == BasisAbsent {
+		return nil
+	}
+	if hex, ok := strings.CutPrefix(s, "sha256:"); ok && digestPattern.MatchString(hex) {
+		return nil
+	}
+	return fmt.Errorf("%s: %q is neither %q nor \"sha256:<hex>\"", field, truncate(s), BasisAbsent)
 }
 
 // FSPathParams name a path (fs.list: at most Max entries; fs.remove).

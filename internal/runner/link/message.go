@@ -193,12 +193,21 @@ type Hello struct {
 //     (unknown_method, bad_params) only once a call needs them,
 //     mid-session: refused at the connection instead, it is told at once
 //     to upgrade.
+//   - 3: fs.write's and fs.remove's if_basis and marker (a person's change
+//     compared with what the person saw and made under one lock of the
+//     runner, answered by an FSChangeResult). A runner of protocol 2 would
+//     refuse the fields (bad_params) only when a person's change is
+//     applied, and the server has no safe way to do without them: it
+//     would compare and write in two calls, between which a program of
+//     the environment may write the file and see it overwritten. Runners
+//     ship with the server's binary, so protocol 2 is refused at the
+//     connection.
 const (
 	// ProtocolVersion is the version this build speaks.
-	ProtocolVersion = 2
+	ProtocolVersion = 3
 	// MinProtocolVersion is the oldest version a server of this build
-	// takes: it calls the methods of protocol 2 of every runner.
-	MinProtocolVersion = 2
+	// takes: it calls the methods of protocol 3 of every runner.
+	MinProtocolVersion = 3
 	// MaxProtocolVersion bounds what a Hello may claim (a newer runner's
 	// version is taken as it says: it answers every older call).
 	MaxProtocolVersion = 1 << 20

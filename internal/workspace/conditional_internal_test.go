@@ -1,0 +1,58 @@
+package workspace
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestConditionalWriteSeesAProgramBeforeItsCommit: a program writes the
+// file after it was compared and before the new content replaces it (the
+// commit check runs at that moment). A file created where the basis said
+// absent is kept (linked in, not renamed over); a file replaced or
+// rewritten after it was hashed is seen by its description.
+func TestConditionalWriteSeesAProgramBeforeItsCommit(t *testing.T) {
+	dir := t.TempDir()
+	d, err := Open(dir)
+	require.NoError(t, err)
+	defer d.Close()
+	program := func(name, body string) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
+	}
+
+	err = d.writeFile("new.txt", []byte("person"), func(string) (bool, error) {
+		program("new.txt", "program")
+		return true, nil
+	})
+	require.ErrorIs(t, err, errAppeared)
+	got, err := os.ReadFile(filepath.Join(dir, "new.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "program", string(got), "the program's file is kept")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "no temporary file left")
+
+	program("a.txt", "before")
+	c, fi, err := d.ResolveDirect("a.txt")
+	require.NoError(t, err)
+	basis, hashed, err := d.basisOf("a.txt", c, fi)
+	require.NoError(t, err)
+	require.Equal(t, BasisOf([]byte("before")), basis)
+	require.True(t, d.unchanged(c, hashed))
+	program("a.txt", "after, longer") // in place: the same inode
+	require.False(t, d.unchanged(c, hashed), "rewritten in place")
+	_, hashed, err = d.basisOf("a.txt", c, fi)
+	require.NoError(t, err)
+	require.NoError(t, os.Rename(filepath.Join(dir, "new.txt"), filepath.Join(dir, "a.txt")))
+	require.False(t, d.unchanged(c, hashed), "replaced by a rename")
+	require.False(t, d.unchanged(c, nil), "absent when compared, there now")
+
+	found, err := d.WriteDirectIf("a.txt", []byte("person"), BasisOf([]byte("before")))
+	require.NoError(t, err)
+	require.Equal(t, BasisOf([]byte("program")), found, "nothing written: the path holds another file")
+	got, err = os.ReadFile(filepath.Join(dir, "a.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "program", string(got))
+}
