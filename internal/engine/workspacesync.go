@@ -591,8 +591,10 @@ func (e *Engine) syncWorkspace(ctx context.Context, st *journal.State) (string, 
 		if _, err := e.restoreSnapshot(ctx, st.Project(), snap, ws); err != nil {
 			return "", fmt.Errorf("restore workspace from snapshot %s: %w", snap, err)
 		}
-		if err := e.spaces.RecordSnapshot(wsID, st.Session.ID, snap); err != nil {
-			e.log.Warn("record workspace snapshot", "session", st.Session.ID, "err", err)
+		// Markers of changes made before the restore go with it: the
+		// changes are made again below.
+		if err := e.spaces.RecordRestore(wsID, st.Session.ID, snap); err != nil {
+			return "", fmt.Errorf("restore workspace from snapshot %s: %w", snap, err)
 		}
 	}
 	if failed := e.applyPersonChanges(ctx, st, ws, st.ChangesToApply()); len(failed) > 0 {

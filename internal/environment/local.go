@@ -662,7 +662,11 @@ func (e *localEnv) Restore(ctx context.Context, id string) (snapshot.Stats, erro
 	if err != nil {
 		return stats, fmt.Errorf("restore the workspace of session %s from snapshot %s: %w", e.params.Session, id, err)
 	}
-	e.record(id)
+	// The copy holds the snapshot and no change made since: their markers
+	// go (Manager.RecordRestore), so that they are made again.
+	if err := e.b.cfg.Workspaces.RecordRestore(e.params.Workspace, e.params.Session, id); err != nil {
+		return stats, fmt.Errorf("restore the workspace of session %s from snapshot %s: %w", e.params.Session, id, err)
+	}
 	return stats, nil
 }
 

@@ -128,6 +128,39 @@ func (m *Manager) RecordSnapshot(workspaceID, sessionID, id string) error {
 	return nil
 }
 
+// RecordRestore notes that this node's copy of workspace workspaceID was
+// restored from snapshot id of session sessionID: it now holds that
+// snapshot and nothing the session's list said before. Every other entry
+// of the session is dropped (its snapshots, and the markers of the
+// people's changes, whose "-conflict" twins too: a marker must mean "the
+// copy holds the change", or a change applied before the restore would be
+// taken as made and never made again), then id recorded.
+func (m *Manager) RecordRestore(workspaceID, sessionID, id string) error {
+	p, err := m.versionsPath(workspaceID)
+	if err != nil {
+		return fmt.Errorf("record restore: %w", err)
+	}
+	if err := ValidateSessionID(sessionID); err != nil {
+		return fmt.Errorf("record restore: %w", err)
+	}
+	if !validSnapshotID(id) {
+		return fmt.Errorf("record restore of workspace %s: snapshot id %q is empty or contains a space or control character", workspaceID, id)
+	}
+	defer m.lockList(workspaceID)()
+	l, err := m.loadVersions(workspaceID, p)
+	if err != nil {
+		return fmt.Errorf("record restore of workspace %s: %w", workspaceID, err)
+	}
+	var entries []string
+	if l != nil {
+		entries = slices.DeleteFunc(slices.Clone(l.entries), func(e string) bool {
+			s, _, _ := strings.Cut(e, " ")
+			return s == sessionID
+		})
+	}
+	return m.rewriteVersions(workspaceID, p, append(entries, sessionID+" "+id))
+}
+
 // rewriteVersions replaces the file with exactly entries, through a
 // temporary file and a rename, so a reader never sees it half written.
 func (m *Manager) rewriteVersions(workspaceID, p string, entries []string) error {

@@ -50,6 +50,7 @@ func Run(t *testing.T, newBackend NewBackend) {
 		{"Remove", testRemove},
 		{"DirectFollowsNoSymlink", testDirect},
 		{"ConditionalChanges", testConditional},
+		{"RestoreDropsChangeMarkers", testRestoreDropsMarkers},
 		{"SharedBySubAgents", testShared},
 		{"DiskQuota", testDiskQuota},
 		{"UnmeasurableWorkspaceIsNotOverQuota", testUnmeasurable},
@@ -875,4 +876,36 @@ func testConditional(t *testing.T, h *harness) {
 	require.NoError(t, err)
 	require.Equal(t, big, r.Data, "never its target")
 	requireOutside(t, env.WriteFileIf(h.ctx(), "../ses_other/x.txt", []byte("x"), cond(workspace.BasisAbsent, "change-12")), "../ses_other/x.txt")
+}
+
+// testRestoreDropsMarkers: a marker means "the workspace holds the
+// change". A restore onto a snapshot taken before the change drops it
+// (and a "-conflict" twin), so the change applied again is made, not
+// taken as made already.
+func testRestoreDropsMarkers(t *testing.T, h *harness) {
+	env := h.open(h.newBackend(), "ses_restore_marks")
+	h.run(env, "printf before > keep.txt")
+	snap, _, err := env.Snapshot(h.ctx())
+	require.NoError(t, err)
+	made := environment.Condition{Basis: workspace.BasisAbsent, Marker: "change-5"}
+	require.NoError(t, env.WriteFileIf(h.ctx(), "a.txt", []byte("person"), made))
+	h.run(env, "printf program > b.txt")
+	require.ErrorIs(t, env.WriteFileIf(h.ctx(), "b.txt", []byte("person"), environment.Condition{Basis: workspace.BasisAbsent, Marker: "change-6"}), environment.ErrConflict)
+
+	_, err = env.Restore(h.ctx(), snap)
+	require.NoError(t, err)
+	for _, id := range []string{"change-5", environment.ConflictMarker("change-6")} {
+		held, err := env.Holds(h.ctx(), id)
+		require.NoError(t, err)
+		require.False(t, held, "%s: the restored snapshot does not hold it", id)
+	}
+	held, err := env.Holds(h.ctx(), snap)
+	require.NoError(t, err)
+	require.True(t, held)
+
+	require.NoError(t, env.WriteFileIf(h.ctx(), "a.txt", []byte("person"), made))
+	h.requireContent(env, "a.txt", "person")
+	require.NoError(t, env.WriteFileIf(h.ctx(), "b.txt", []byte("person"), environment.Condition{Basis: workspace.BasisAbsent, Marker: "change-6"}))
+	h.requireContent(env, "b.txt", "person")
+	h.requireContent(env, "keep.txt", "before")
 }
