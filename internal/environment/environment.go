@@ -77,13 +77,19 @@ type Condition struct {
 // marker was found in conflict there.
 func ConflictMarker(marker string) string { return marker + "-conflict" }
 
+// FoundChangedSinceConflict is a ConflictError's Found when the path holds
+// the change's basis again, but the change was found in conflict before
+// (Condition's Marker).
+const FoundChangedSinceConflict = "changed since it was found in conflict"
+
 // ConflictError is ErrConflict: the path held Found, not Basis.
 type ConflictError struct {
 	Path  string
 	Basis string
 	// Found is what the path held: "sha256:<hex>", "absent", the kind of
-	// entry ("dir", "symlink", "other"), or "changing" (a file being
-	// written while it was compared).
+	// entry ("dir", "symlink", "other"), "changing" (a file being
+	// written while it was compared), FoundChangedSinceConflict, or
+	// "unknown" (a runner's answer that was none of these).
 	Found string
 }
 

@@ -476,7 +476,7 @@ func (e *localEnv) conditional(rel string, c Condition, made string, change func
 			// path holds now.
 			found, err := d.Basis(rel)
 			if err == nil && found == c.Basis {
-				found = "changed since it was found in conflict"
+				found = FoundChangedSinceConflict
 			}
 			return &ConflictError{Path: rel, Basis: c.Basis, Found: found}
 		}

@@ -351,7 +351,22 @@ func conflictOf(rel string, c environment.Condition, res *link.FSChangeResult) e
 	if !res.Conflict {
 		return nil
 	}
-	return &environment.ConflictError{Path: rel, Basis: c.Basis, Found: res.Found}
+	return &environment.ConflictError{Path: rel, Basis: c.Basis, Found: foundOf(res.Found)}
+}
+
+// foundOf is a runner's word for what a path held, taken only when it is
+// one the runner may say (a basis, a kind of entry, "changing", "changed
+// since it was found in conflict"): it is journaled and shown to people
+// and the model, and a hostile runner's text would go there unchecked.
+func foundOf(s string) string {
+	switch s {
+	case "dir", "symlink", "other", "changing", environment.FoundChangedSinceConflict:
+		return s
+	}
+	if s != "" && link.CheckBasis("found", s) == nil {
+		return s
+	}
+	return "unknown"
 }
 
 // StatDirect implements environment.Environment.
