@@ -30,6 +30,10 @@ const NotAppliedFailed = "failed"
 // WorkspaceChangeNotAppliedData.Found) saying the path held nothing.
 const BasedOnAbsent = "absent"
 
+// BasedOnSymlink is the BasedOn of the delete of a symlink: only a symlink
+// is deleted, never a file a program put in its place since.
+const BasedOnSymlink = "symlink"
+
 // WorkspaceChange ops.
 const (
 	WorkspaceWrite  = "write"

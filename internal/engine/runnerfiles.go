@@ -437,7 +437,10 @@ func (e *Engine) prepareRunnerChange(ctx context.Context, v *runnerFiles, op, c 
 		case en.Type == workspace.EntrySymlink && op == lt.WorkspaceWrite:
 			return nil, apierror.Invalid("path", "path %q is a symlink: write to the path of its target instead", slash)
 		case en.Type == workspace.EntrySymlink:
-			return change, nil // the link itself is deleted, never its target
+			// The link itself is deleted, never its target, nor a file
+			// a program puts in its place before the delete is made.
+			change.BasedOn = lt.BasedOnSymlink
+			return change, nil
 		case en.Type != workspace.EntryFile:
 			return nil, apierror.Invalid("path", "path %q is not a regular file (%s)", slash, en.Type)
 		}

@@ -111,6 +111,13 @@ func (d *Dir) unchanged(c string, hashed fs.FileInfo) bool {
 		fi.ModTime().Equal(hashed.ModTime()) && sameChange(fi, hashed)
 }
 
+// sameEntry reports whether the entry at c is still the one described by
+// fi (not a file put in place of a symlink).
+func (d *Dir) sameEntry(c string, fi fs.FileInfo) bool {
+	now, err := d.root.Lstat(c)
+	return err == nil && os.SameFile(now, fi) && now.Mode().Type() == fi.Mode().Type()
+}
+
 // WriteDirectIf is WriteDirect applied only where rel holds basis
 // (Basis's description); basis "" writes whatever is there. It returns
 // what rel held (found): when found is not basis, nothing was written.
@@ -191,6 +198,10 @@ func (d *Dir) RemoveIf(rel, basis string) (found string, err error) {
 		return found, fmt.Errorf("remove %q: is a directory (delete the files in it): %w", rel, ErrInvalidPath)
 	}
 	if hashed != nil && !d.unchanged(c, hashed) {
+		return d.changedBasis(rel, basis)
+	}
+	if hashed == nil && !d.sameEntry(c, fi) {
+		// A symlink (basis "symlink") replaced since it was described.
 		return d.changedBasis(rel, basis)
 	}
 	if err := d.root.Remove(c); err != nil {

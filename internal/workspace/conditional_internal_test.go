@@ -56,3 +56,42 @@ func TestConditionalWriteSeesAProgramBeforeItsCommit(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "program", string(got))
 }
+
+// TestRemoveIfSymlinkDeletesOnlyASymlink: the delete of a symlink (basis
+// "symlink") removes the link, never a regular file a program put in its
+// place, whether before the comparison or between it and the removal.
+func TestRemoveIfSymlinkDeletesOnlyASymlink(t *testing.T) {
+	dir := t.TempDir()
+	d, err := Open(dir)
+	require.NoError(t, err)
+	defer d.Close()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "target.txt"), []byte("target"), 0o644))
+
+	require.NoError(t, os.Symlink("target.txt", filepath.Join(dir, "link")))
+	found, err := d.RemoveIf("link", string(EntrySymlink))
+	require.NoError(t, err)
+	require.Equal(t, string(EntrySymlink), found)
+	_, err = os.Lstat(filepath.Join(dir, "link"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+
+	// A program's file where the person saw a symlink: kept.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "link"), []byte("program"), 0o644))
+	found, err = d.RemoveIf("link", string(EntrySymlink))
+	require.NoError(t, err)
+	require.Equal(t, BasisOf([]byte("program")), found)
+	got, err := os.ReadFile(filepath.Join(dir, "link"))
+	require.NoError(t, err)
+	require.Equal(t, "program", string(got))
+
+	// Replaced after it was described, before the removal: kept too.
+	require.NoError(t, os.Remove(filepath.Join(dir, "link")))
+	require.NoError(t, os.Symlink("target.txt", filepath.Join(dir, "link")))
+	fi, err := os.Lstat(filepath.Join(dir, "link"))
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(filepath.Join(dir, "link")))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "link"), []byte("program"), 0o644))
+	require.False(t, d.sameEntry("link", fi))
+	got, err = os.ReadFile(filepath.Join(dir, "target.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "target", string(got), "never the target")
+}

@@ -261,10 +261,14 @@ type FSChangeResult struct {
 // BasisAbsent is the basis of a path where nothing is.
 const BasisAbsent = "absent"
 
-// CheckBasis reports why s is not a basis: "absent" or "sha256:<hex>"
-// ("" is none).
+// BasisSymlink is the basis of a symlink (the delete of one: no file put
+// in its place is deleted).
+const BasisSymlink = "symlink"
+
+// CheckBasis reports why s is not a basis: "absent", "symlink" or
+// "sha256:<hex>" ("" is none).
 func CheckBasis(field, s string) error {
-	if s == "" || s == BasisAbsent {
+	if s == "" || s == BasisAbsent || s == BasisSymlink {
 		return nil
 	}
 	if hex, ok := strings.CutPrefix(s, "sha256:"); ok && digestPattern.MatchString(hex) {
