@@ -326,6 +326,12 @@ func (r *runner) journalNotApplied(ds []lt.WorkspaceChangeNotAppliedData) error 
 		}
 	}
 	for _, d := range ds {
+		// Journaled already (by an API node that applied it at once, or
+		// earlier in ds): a change ends once, as journalNotAppliedNow's
+		// do.
+		if !r.st.ChangePending(d.ChangeSeq) {
+			continue
+		}
 		if err := r.add(lt.EventWorkspaceChangeNotApplied, turnID, step, d); err != nil {
 			return err
 		}

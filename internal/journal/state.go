@@ -478,6 +478,18 @@ func (s *State) WorkspaceSnapshot() string {
 // are cleared by it); a stop's snapshot holds those applied to the
 // workspace before it was taken. Applying one it holds again would undo
 // what the model did to that file since.
+// ChangePending reports whether the person's change journaled at seq is
+// still to be applied: not journaled as applied in a snapshot, nor ended
+// (workspace.change_not_applied).
+func (s *State) ChangePending(seq int64) bool {
+	for _, c := range s.PersonChanges {
+		if c.Seq == seq {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *State) ChangesToApply() []PersonChange {
 	if s.EnvironmentSnapshot == "" || s.EnvironmentSnapshotChanges == 0 {
 		return s.PersonChanges
