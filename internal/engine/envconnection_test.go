@@ -50,8 +50,9 @@ type runnerBackend struct {
 	// one (environment.ElsewhereError, as the router answers).
 	elsewhere atomic.Bool
 	// dropMarker: the next person's change marker box1 is asked to
-	// record is not kept, though it answers that it is (a runner that
-	// lost it, or lies).
+	// record (Record, or with the change: WriteFileIf, RemoveIf) is not
+	// kept, though it answers that it is (a runner that lost it, or
+	// lies).
 	dropMarker atomic.Bool
 	// beforeChange, when set, runs with the path of a person's change
 	// right before the change reaches the workspace (WriteFileIf,
@@ -120,7 +121,16 @@ func (e *onRunner) WriteFileIf(ctx context.Context, rel string, data []byte, c e
 			return err
 		}
 	}
-	return e.Environment.WriteFileIf(ctx, rel, data, c)
+	return e.Environment.WriteFileIf(ctx, rel, data, e.dropMarker(c))
+}
+
+// dropMarker is c without its marker when the next change's marker is to
+// be dropped (runnerBackend.dropMarker): made, but the marker not kept.
+func (e *onRunner) dropMarker(c environment.Condition) environment.Condition {
+	if strings.HasPrefix(c.Marker, "change-") && e.b.dropMarker.CompareAndSwap(true, false) {
+		c.Marker = ""
+	}
+	return c
 }
 
 func (e *onRunner) RemoveIf(ctx context.Context, rel string, c environment.Condition) error {
@@ -129,7 +139,7 @@ func (e *onRunner) RemoveIf(ctx context.Context, rel string, c environment.Condi
 			return err
 		}
 	}
-	return e.Environment.RemoveIf(ctx, rel, c)
+	return e.Environment.RemoveIf(ctx, rel, e.dropMarker(c))
 }
 
 func (e *onRunner) Stop(ctx context.Context, id string) error {
