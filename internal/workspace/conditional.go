@@ -26,6 +26,22 @@ import (
 // by the caller's own process are excluded by its lock (the environment
 // backends hold one per workspace around these calls).
 
+// FoundThroughSymlink is what a conditional change finds at a path with a
+// symlink on the way (planted since the person saw it): never its basis,
+// and nothing is written or removed through it.
+const FoundThroughSymlink = "a path through a symlink"
+
+// resolveIf is ResolveDirect for a change with a basis: a symlink on the
+// way is found (FoundThroughSymlink), not an error, since the path no
+// longer holds what the person saw.
+func (d *Dir) resolveIf(rel, basis string) (c string, fi fs.FileInfo, found string, err error) {
+	c, fi, err = d.ResolveDirect(rel)
+	if err != nil && basis != "" && errors.Is(err, errThroughSymlink) {
+		return "", nil, FoundThroughSymlink, nil
+	}
+	return c, fi, "", err
+}
+
 // BasisAbsent is the basis of a path where nothing is.
 const BasisAbsent = "absent"
 
@@ -43,9 +59,9 @@ var errAppeared = errors.New("a file appeared at the path")
 // of a regular file, BasisAbsent, or the kind of entry that is there
 // ("dir", "symlink", "other").
 func (d *Dir) Basis(rel string) (string, error) {
-	c, fi, err := d.ResolveDirect(rel)
-	if err != nil {
-		return "", err
+	c, fi, found, err := d.resolveIf(rel, "any")
+	if err != nil || found != "" {
+		return found, err
 	}
 	b, _, err := d.basisOf(rel, c, fi)
 	return b, err
@@ -123,9 +139,9 @@ func (d *Dir) sameEntry(c string, fi fs.FileInfo) bool {
 // what rel held (found): when found is not basis, nothing was written.
 // A symlink at rel is refused as by WriteDirect, whatever basis says.
 func (d *Dir) WriteDirectIf(rel string, data []byte, basis string) (found string, err error) {
-	c, fi, err := d.ResolveDirect(rel)
-	if err != nil {
-		return "", err
+	c, fi, found, err := d.resolveIf(rel, basis)
+	if err != nil || found != "" {
+		return found, err
 	}
 	if basis == "" || (fi != nil && fi.Mode()&fs.ModeSymlink != 0) {
 		return basis, d.WriteDirect(rel, data)
@@ -180,9 +196,9 @@ var errNotBasis = errors.New("the path no longer holds its basis")
 // when found is not basis, nothing was removed. A path already absent is
 // found BasisAbsent, with no error.
 func (d *Dir) RemoveIf(rel, basis string) (found string, err error) {
-	c, fi, err := d.ResolveDirect(rel)
-	if err != nil {
-		return "", err
+	c, fi, found, err := d.resolveIf(rel, basis)
+	if err != nil || found != "" {
+		return found, err
 	}
 	if basis == "" {
 		if fi == nil {

@@ -95,3 +95,31 @@ func TestRemoveIfSymlinkDeletesOnlyASymlink(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "target", string(got), "never the target")
 }
+
+// TestConditionalChangeThroughAPlantedSymlink: a change with a basis whose
+// path now has a symlink on the way finds FoundThroughSymlink (a conflict:
+// not what the person saw), writing and removing nothing through it;
+// without a basis it is refused as ResolveDirect refuses it.
+func TestConditionalChangeThroughAPlantedSymlink(t *testing.T) {
+	dir := t.TempDir()
+	d, err := Open(dir)
+	require.NoError(t, err)
+	defer d.Close()
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "scripts"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "scripts", "x.md"), []byte("x"), 0o644))
+	require.NoError(t, os.Symlink("scripts", filepath.Join(dir, "notes")))
+
+	found, err := d.WriteDirectIf("notes/today.md", []byte("person"), BasisAbsent)
+	require.NoError(t, err)
+	require.Equal(t, FoundThroughSymlink, found)
+	_, err = os.Lstat(filepath.Join(dir, "scripts", "today.md"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+	found, err = d.RemoveIf("notes/x.md", BasisOf([]byte("x")))
+	require.NoError(t, err)
+	require.Equal(t, FoundThroughSymlink, found)
+	require.FileExists(t, filepath.Join(dir, "scripts", "x.md"))
+	_, err = d.WriteDirectIf("notes/today.md", []byte("person"), "")
+	require.ErrorIs(t, err, ErrInvalidPath)
+	require.Contains(t, err.Error(), "goes through the symlink")
+	require.NotContains(t, err.Error(), "%!")
+}

@@ -17,6 +17,10 @@ import (
 // person's write exactly where the journal says it went, on whichever node
 // it is applied again.
 
+// errThroughSymlink marks ResolveDirect's refusal of a path with a
+// symlink on the way.
+var errThroughSymlink = errors.New("through a symlink")
+
 // ResolveDirect checks that the workspace-relative path rel names an entry
 // reached without following a symlink: every existing parent must be a
 // real directory. It returns the clean path and the entry's own Lstat (nil
@@ -48,12 +52,12 @@ func (d *Dir) ResolveDirect(rel string) (string, fs.FileInfo, error) {
 				return "", nil, pathError("resolve", rel, err)
 			}
 			if filepath.IsAbs(target) {
-				return "", nil, &EscapeError{Path: rel, Reason: "through a symlink"}
+				return "", nil, fmt.Errorf("%w%.0w", &EscapeError{Path: rel, Reason: "through a symlink"}, errThroughSymlink)
 			}
 			if _, err := CleanPath(filepath.Join(filepath.Dir(p), target)); err != nil {
-				return "", nil, &EscapeError{Path: rel, Reason: "through a symlink"}
+				return "", nil, fmt.Errorf("%w%.0w", &EscapeError{Path: rel, Reason: "through a symlink"}, errThroughSymlink)
 			}
-			return "", nil, fmt.Errorf("path %q goes through the symlink %q: name the path of its target instead: %w", rel, filepath.ToSlash(p), ErrInvalidPath)
+			return "", nil, fmt.Errorf("path %q goes through the symlink %q: name the path of its target instead: %w%.0w", rel, filepath.ToSlash(p), ErrInvalidPath, errThroughSymlink)
 		case !fi.IsDir():
 			return "", nil, fmt.Errorf("path %q: %q is not a directory: %w", rel, filepath.ToSlash(p), ErrInvalidPath)
 		}

@@ -360,7 +360,7 @@ func conflictOf(rel string, c environment.Condition, res *link.FSChangeResult) e
 // and the model, and a hostile runner's text would go there unchecked.
 func foundOf(s string) string {
 	switch s {
-	case "dir", "symlink", "other", "changing", environment.FoundChangedSinceConflict:
+	case "dir", "symlink", "other", "changing", workspace.FoundThroughSymlink, environment.FoundChangedSinceConflict:
 		return s
 	}
 	if s != "" && link.CheckBasis("found", s) == nil {
