@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 	"strings"
 
@@ -366,7 +367,7 @@ func (r *runner) reapplyPersonChanges(ctx context.Context) string {
 		return ""
 	}
 	pending := len(r.st.PersonChanges)
-	failed, err := r.applyPersonChanges(ctx, changes)
+	failed, err := r.applyPersonChanges(ctx, restoredChanges(changes))
 	if err != nil {
 		failed = append(failed, "the environment went away (the backend's error is not shown)")
 	}
@@ -378,6 +379,21 @@ func (r *runner) reapplyPersonChanges(ctx context.Context) string {
 		note += " These could not be: " + strings.Join(failed, "; ") + "."
 	}
 	return note
+}
+
+// restoredChanges are changes as applied again onto a restored workspace:
+// without their basis. The workspace holds the snapshot and nothing since
+// (no program's write to keep); a change applied before the restore was
+// based on the live file then, which the restore took away, and compared
+// with the snapshot's content it would be judged a conflict and the
+// person's change dropped. A change never applied was based on the
+// snapshot view, which is what the workspace holds now.
+func restoredChanges(changes []journal.PersonChange) []journal.PersonChange {
+	out := slices.Clone(changes)
+	for i := range out {
+		out[i].BasedOn = ""
+	}
+	return out
 }
 
 func (r *runner) replayedNote(ids []string) string {

@@ -742,3 +742,32 @@ func notAppliedOf(t *testing.T, h *harness, sessionID string) []lt.WorkspaceChan
 	}
 	return out
 }
+
+// TestRunnerChangeAppliedAtOnceIsMadeAgainAfterARestore: a person's change
+// applied at once while the runner was reached is based on the live file
+// (a program's write since the snapshot). The runner's copy is then found
+// stale and restored from the snapshot: the change is made again on it,
+// not judged against the live file the restore took away (a conflict that
+// would drop the person's change).
+func TestRunnerChangeAppliedAtOnceIsMadeAgainAfterARestore(t *testing.T) {
+	h, _ := newFilesRunnerHarness(t)
+	ctx := context.Background()
+	s, ws := parkedOnRunner(t, h)
+	require.NoError(t, os.WriteFile(filepath.Join(ws, "a.txt"), []byte("edited-live\n"), 0o644))
+	w, err := h.eng.WriteFile(ctx, s.ID, "a.txt", []byte("by-a-person\n"), "")
+	require.NoError(t, err)
+	require.Equal(t, "sha256:"+sum256("edited-live\n"), w.BasedOn, "checked against the live file")
+	got, err := os.ReadFile(filepath.Join(ws, "a.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "by-a-person\n", string(got), "applied at once")
+	// The runner's copy no longer known to hold the snapshot: restored.
+	require.NoError(t, os.Remove(ws+".snapshots"))
+
+	_, err = h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`1`)})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	require.NotEmpty(t, events(t, h, s.ID, lt.EventEnvironmentRestored), "the copy was restored")
+	require.Empty(t, events(t, h, s.ID, lt.EventWorkspaceChangeNotApplied), "the change made before the restore is made again")
+	require.Contains(t, lastToolOutput(t, h, s.ID), "by-a-person")
+	checkJournal(t, h.store, s.ID)
+}
