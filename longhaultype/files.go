@@ -64,10 +64,10 @@ type WorkspaceChange struct {
 	PreviousSHA256 string `json:"previous_sha256,omitempty"`
 	// ActionID is the input action (kind "file") the upload answered.
 	ActionID string `json:"action_id,omitempty"`
-	// BasedOn is set on a change that was checked against a snapshot of
-	// a runner's workspace, not the live workspace (the runner was out of
-	// reach): what the path held in that view, "sha256:<hex>" or
-	// "absent". It is applied only where the live file still holds that;
+	// BasedOn is set on a change of a runner's workspace: what the path
+	// held when the change was checked, live or (the runner out of reach)
+	// in a snapshot view, "sha256:<hex>", "absent", or "symlink" (the
+	// delete of a symlink: never of a file put in its place). It is applied only where the live file still holds that;
 	// otherwise workspace.change_not_applied says so and the agent's file
 	// is kept.
 	BasedOn string `json:"based_on,omitempty"`
@@ -90,8 +90,11 @@ type WorkspaceChangeNotAppliedData struct {
 	Reason string `json:"reason"`
 	// BasedOn is what the person saw (the change's based_on); Found is
 	// what the live workspace held when the change came to be applied
-	// ("sha256:<hex>", "absent", or the kind of entry: "dir",
-	// "symlink", "other", "larger than the upload limit").
+	// ("sha256:<hex>", "absent", the kind of entry: "dir", "symlink",
+	// "other"; "a path through a symlink" (one planted on the way);
+	// "changing" (written while it was compared); "changed since it was
+	// found in conflict" (found in conflict before, never made after);
+	// "unknown" (a runner's answer that was none of these)).
 	BasedOn string `json:"based_on,omitempty"`
 	Found   string `json:"found,omitempty"`
 	// Error says why a change "failed" (never a path of a machine).
