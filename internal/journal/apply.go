@@ -805,9 +805,11 @@ func trackWorkspace(s *State, ev *event) {
 		s.UnrestoredLosses = 0
 	case lt.EventEnvironmentLost:
 		s.UnrestoredLosses++
-		s.TurnLossSteps = append(s.TurnLossSteps, ev.Step)
-		if n := len(s.TurnLossSteps); n > MaxTurnLossSteps {
-			s.TurnLossSteps = append([]int(nil), s.TurnLossSteps[n-MaxTurnLossSteps:]...)
+		if s.lostWhereItLived(ev.WorkerID) {
+			s.TurnLossSteps = append(s.TurnLossSteps, ev.Step)
+			if n := len(s.TurnLossSteps); n > MaxTurnLossSteps {
+				s.TurnLossSteps = append([]int(nil), s.TurnLossSteps[n-MaxTurnLossSteps:]...)
+			}
 		}
 	case lt.EventTurnStarted:
 		s.UnrestoredLosses, s.TurnLossSteps = 0, nil // a new turn tries again

@@ -128,6 +128,9 @@ type State struct {
 	// restore for ever, each restore shipping the whole snapshot. These
 	// let the engine bound the losses within a window of steps, across
 	// claims and reconnections, while a loss now and then is restored.
+	// Only losses where the workspace lived count (lostWhereItLived): a
+	// session that moves to another node finds no copy there, or a stale
+	// one, and that move is not its environment failing it.
 	TurnLossSteps []int `json:"turn_loss_steps,omitempty"`
 	// Wait is the call the current turn waits on (sleep, wait_for_signal).
 	Wait *Wait `json:"wait,omitempty"`
@@ -742,4 +745,16 @@ type PersonChange struct {
 	// BasedOn is the change's based_on: checked against a snapshot view,
 	// it is applied only where the live file still holds that.
 	BasedOn string `json:"based_on,omitempty"`
+}
+
+// lostWhereItLived reports whether a loss of the workspace found by node
+// is one of the environment that held it: its runner's (wherever the node
+// that reached it), or, on the nodes' own disks, the node that last
+// changed or restored it (WorkspaceNode; none yet counts as that node).
+// A node the session moved to finds the workspace missing or stale there:
+// a restore brings it over, and that is no failure of an environment, so
+// sessions that move between nodes at every step (leases lost, nodes
+// killed) are never failed for it by the bound on losses.
+func (s *State) lostWhereItLived(node string) bool {
+	return s.EnvironmentRunner != "" || s.WorkspaceNode == "" || node == s.WorkspaceNode
 }
