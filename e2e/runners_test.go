@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/client"
+	"github.com/longhaul-dev/longhaul/internal/runner/link"
 	"github.com/longhaul-dev/longhaul/internal/store/postgres/pgtest"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -81,7 +82,7 @@ func TestRunnerConnections(t *testing.T) {
 	require.Equal(t, lt.DefaultProject, listed.Project)
 	require.Equal(t, runnerKey.ID, listed.KeyID)
 	require.NotEmpty(t, listed.Node)
-	require.Equal(t, 2, listed.Protocol, "the runner protocol it speaks")
+	require.Equal(t, link.ProtocolVersion, listed.Protocol, "the runner protocol this build speaks")
 	out, err := exec.CommandContext(ctx, longhaulBin, "runners", "--server", k.srv.url, "--api-key", operator.Key).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "box1")
