@@ -363,6 +363,28 @@ func TestProxyStopClosesTunnelsAndSocket(t *testing.T) {
 	require.ErrorContains(t, err, "is not a socket")
 }
 
+// TestListenUnixStopLeavesANewerSocket: a session's proxy started again at
+// the same path (the next claim's environment, opened before the last one
+// was closed) keeps its socket when the older proxy stops: the older one
+// removes only its own file.
+func TestListenUnixStopLeavesANewerSocket(t *testing.T) {
+	t.Parallel()
+	p, err := egress.NewPolicy([]string{"example.com"})
+	require.NoError(t, err)
+	sock := filepath.Join(t.TempDir(), "egress.sock")
+	older, err := egress.ListenUnix(t.Context(), sock, p, egress.Config{}, nil)
+	require.NoError(t, err)
+	newer, err := egress.ListenUnix(t.Context(), sock, p, egress.Config{}, nil)
+	require.NoError(t, err)
+	require.NoError(t, older())
+	c, err := net.Dial("unix", sock)
+	require.NoError(t, err, "the newer proxy's socket is still there")
+	require.NoError(t, c.Close())
+	require.NoError(t, newer())
+	_, err = os.Lstat(sock)
+	require.ErrorIs(t, err, os.ErrNotExist, "the newer proxy removes its own socket")
+}
+
 func TestListenUnixValidates(t *testing.T) {
 	t.Parallel()
 	p, err := egress.NewPolicy(nil)
