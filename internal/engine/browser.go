@@ -44,7 +44,7 @@ func (r *runner) setupBrowser(env *sessionEnv, opened environment.Environment) {
 	cfg := &browser.Config{
 		// A profile of its own per session: sub-agents share the
 		// workspace, and two browsers cannot share a profile.
-		ProfileDir: ".browser/p",
+		ProfileDir: ".browser/" + r.st.Session.ID,
 	}
 	if env.policy != nil && r.confinesNetwork() {
 		// The forwarder to the session's egress proxy, inside the sandbox.
