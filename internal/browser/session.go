@@ -1,13 +1,18 @@
 package browser
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/storage"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
@@ -67,6 +72,14 @@ type Config struct {
 	ReadBudget int
 	// ActionTimeout is DefaultActionTimeout when zero.
 	ActionTimeout time.Duration
+	// SaveCookies, when set, keeps the browser's cookies (JSON) after every
+	// action that changed them, and LoadCookies gives them back (nil: none
+	// kept) to a browser that starts. Chromium writes its cookie store
+	// only now and then, so a server killed with SIGKILL (its browser
+	// dies with it) would lose the latest; what SaveCookies keeps does
+	// not depend on that.
+	SaveCookies func(ctx context.Context, data []byte) error
+	LoadCookies func(ctx context.Context) ([]byte, error)
 }
 
 // Session is one session's browser: started on its first action, stopped
@@ -85,6 +98,8 @@ type Session struct {
 	tab       context.Context
 	cancelTab context.CancelFunc
 	cancelAll context.CancelFunc
+	// cookies is what SaveCookies was last given.
+	cookies []byte
 }
 
 // New returns a Session that starts its browser with start.
@@ -176,6 +191,76 @@ func (s *Session) ensure(ctx context.Context) error {
 		s.stopLocked()
 		return fmt.Errorf("start the browser: %w%s", err, tail(stderr))
 	}
+	if err := s.restoreCookies(ctx); err != nil {
+		s.stopLocked()
+		return fmt.Errorf("start the browser: %w", err)
+	}
+	return nil
+}
+
+// restoreCookies gives a browser that started the cookies SaveCookies
+// kept. s.mu is held.
+func (s *Session) restoreCookies(ctx context.Context) error {
+	if s.cfg.LoadCookies == nil {
+		return nil
+	}
+	data, err := s.cfg.LoadCookies(ctx)
+	if err != nil || len(data) == 0 {
+		return err
+	}
+	var cookies []*network.Cookie
+	if err := json.Unmarshal(data, &cookies); err != nil {
+		return nil // not ours to trust: start without them
+	}
+	params := make([]*network.CookieParam, 0, len(cookies))
+	for _, c := range cookies {
+		p := &network.CookieParam{
+			Name: c.Name, Value: c.Value, Domain: c.Domain, Path: c.Path, Secure: c.Secure, HTTPOnly: c.HTTPOnly,
+			SameSite: c.SameSite, Priority: c.Priority, SourceScheme: c.SourceScheme, SourcePort: c.SourcePort,
+		}
+		if !c.Session && c.Expires > 0 {
+			p.Expires = cdp.TimeSinceEpoch(c.Expires)
+		}
+		params = append(params, p)
+	}
+	c, cancel := s.actionContext(ctx)
+	defer cancel()
+	_, err = chromedp.Run(c, func(ctx context.Context, t *chromedp.Target) (cdp.Empty, error) {
+		return cdp.Call(ctx, t, storage.SetCookies, storage.SetCookiesParams{Cookies: params})
+	})
+	if err != nil {
+		return fmt.Errorf("restore cookies: %w", err)
+	}
+	s.cookies = data
+	return nil
+}
+
+// keepCookies hands the browser's cookies to SaveCookies when they
+// changed. s.mu is held.
+func (s *Session) keepCookies(ctx, c context.Context) error {
+	if s.cfg.SaveCookies == nil {
+		return nil
+	}
+	res, err := chromedp.Run(c, func(ctx context.Context, t *chromedp.Target) (storage.GetCookiesResult, error) {
+		return cdp.Call(ctx, t, storage.GetCookies, storage.GetCookiesParams{})
+	})
+	if err != nil {
+		return fmt.Errorf("read cookies: %w", err)
+	}
+	if res.Cookies == nil {
+		res.Cookies = []*network.Cookie{}
+	}
+	data, err := json.Marshal(res.Cookies)
+	if err != nil {
+		return err
+	}
+	if bytes.Equal(data, s.cookies) {
+		return nil
+	}
+	if err := s.cfg.SaveCookies(ctx, data); err != nil {
+		return fmt.Errorf("keep cookies: %w", err)
+	}
+	s.cookies = data
 	return nil
 }
 
@@ -269,6 +354,12 @@ func (s *Session) Do(ctx context.Context, req *tool.BrowserRequest) (*tool.Brows
 	// Where the page is now, whatever the action did.
 	ans.URL, _ = chromedp.Run(c, chromedp.Location())
 	ans.Title, _ = chromedp.Run(c, chromedp.Title())
+	if err := s.keepCookies(ctx, c); err != nil {
+		if lost := s.lost(); lost != nil {
+			return nil, lost
+		}
+		return nil, err
+	}
 	return ans, nil
 }
 
@@ -399,7 +490,7 @@ func (s *Session) stopLocked() {
 	s.cancelTab()
 	s.cancelAll()
 	s.proc.Stop(stopGrace)
-	s.proc, s.tab, s.cancelTab, s.cancelAll = nil, nil, nil, nil
+	s.proc, s.tab, s.cancelTab, s.cancelAll, s.cookies = nil, nil, nil, nil, nil
 }
 
 var _ tool.BrowserDriver = (*Session)(nil)

@@ -51,10 +51,19 @@ func TestSessionLocalSandbox(t *testing.T) {
 
 	ws := t.TempDir()
 	backend, _ := sandbox.Detect(context.Background(), sandbox.DetectOptions{Local: true})
+	var last browser.Process
 	start := func(ctx context.Context, l *browser.Launch) (browser.Process, error) {
-		return backend.Start(ctx, sandbox.Spec{Workspace: ws}, &sandbox.StartRequest{Command: l.Command, Env: l.Env, UnboundedAddressSpace: true})
+		p, err := backend.Start(ctx, sandbox.Spec{Workspace: ws}, &sandbox.StartRequest{Command: l.Command, Env: l.Env, UnboundedAddressSpace: true})
+		if err == nil {
+			last = p
+		}
+		return p, err
 	}
-	s := browser.New(start, nil)
+	var kept []byte
+	s := browser.New(start, &browser.Config{
+		SaveCookies: func(_ context.Context, data []byte) error { kept = data; return nil },
+		LoadCookies: func(context.Context) ([]byte, error) { return kept, nil },
+	})
 	defer s.Close()
 	ctx := context.Background()
 	do := func(req tool.BrowserRequest) *tool.BrowserAnswer {
@@ -100,5 +109,22 @@ func TestSessionLocalSandbox(t *testing.T) {
 	ans = do(tool.BrowserRequest{Action: tool.BrowserRead})
 	if !strings.Contains(ans.Text, "cookie=yes") {
 		t.Fatalf("after a restart, the page reads %q: the cookie was lost", ans.Text)
+	}
+
+	// Killed (as with a server killed with SIGKILL), and its profile's
+	// cookie store gone with whatever it had not written: the next action
+	// starts a browser that has the cookie SaveCookies kept.
+	if !strings.Contains(string(kept), `"seen"`) {
+		t.Fatalf("SaveCookies was not given the cookie: %s", kept)
+	}
+	last.Kill()
+	<-last.Done()
+	if err := os.RemoveAll(ws + "/.browser/profile/Default/Cookies"); err != nil {
+		t.Fatal(err)
+	}
+	do(tool.BrowserRequest{Action: tool.BrowserOpen, URL: srv.URL + "/next"})
+	ans = do(tool.BrowserRequest{Action: tool.BrowserRead})
+	if !strings.Contains(ans.Text, "cookie=yes") {
+		t.Fatalf("after a kill, the page reads %q: the cookie was lost", ans.Text)
 	}
 }

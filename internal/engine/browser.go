@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 
 	"github.com/longhaul-dev/longhaul/internal/browser"
 	"github.com/longhaul-dev/longhaul/internal/environment"
@@ -21,6 +23,9 @@ import (
 
 // browserTool is the browser built-in's name.
 const browserTool = "browser"
+
+// maxCookieBytes bounds the cookies a browser gets back when it starts.
+const maxCookieBytes = 4 << 20
 
 // remoteBrowser refuses the browser of a session whose environment lives on
 // a runner: the runner's side of starting it (and its pipe over the link)
@@ -41,10 +46,25 @@ func (r *runner) setupBrowser(env *sessionEnv, opened environment.Environment) {
 		env.browser = remoteBrowser{}
 		return
 	}
+	// A profile of its own per session: sub-agents share the workspace,
+	// and two browsers cannot share a profile.
+	profile := ".browser/" + r.st.Session.ID
+	cookies := profile + "/longhaul-cookies.json"
 	cfg := &browser.Config{
-		// A profile of its own per session: sub-agents share the
-		// workspace, and two browsers cannot share a profile.
-		ProfileDir: ".browser/" + r.st.Session.ID,
+		ProfileDir: profile,
+		SaveCookies: func(ctx context.Context, data []byte) error {
+			return opened.WriteFile(ctx, cookies, data)
+		},
+		LoadCookies: func(ctx context.Context) ([]byte, error) {
+			res, err := opened.ReadFile(ctx, cookies, 0, maxCookieBytes)
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			return res.Data, nil
+		},
 	}
 	if env.policy != nil && r.confinesNetwork() {
 		// The forwarder to the session's egress proxy, inside the sandbox.
