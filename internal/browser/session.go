@@ -148,14 +148,17 @@ func (s *Session) Command() string {
 		args = append(args, "--no-proxy-server")
 	}
 	// Chromium writes its settings and caches under XDG's directories
-	// (default: HOME, the workspace); they belong in the sandbox's /tmp.
+	// (default: HOME, the workspace); they belong in the sandbox's TMPDIR.
+	// Its own TMPDIR is /tmp: it makes its singleton socket there, and a
+	// Unix socket's path may not be longer than 107 bytes, which a local
+	// backend's TMPDIR (inside the workspace's host path) can exceed.
 	// A browser that was killed leaves its profile locked (Singleton*,
 	// naming a pid of its own pid namespace, which a new sandbox may
 	// reuse): only this Session runs a browser on the profile, so the lock
 	// is stale and goes.
 	profile := `"$HOME"/` + shellQuote(s.cfg.ProfileDir)
 	return `rm -f ` + profile + `/SingletonLock ` + profile + `/SingletonSocket ` + profile + `/SingletonCookie; ` +
-		`XDG_CONFIG_HOME="${TMPDIR:-/tmp}"/.config XDG_CACHE_HOME="${TMPDIR:-/tmp}"/.cache exec ` + strings.Join(args, " ") + " about:blank 3<&0 4>&1 </dev/null >&2"
+		`XDG_CONFIG_HOME="${TMPDIR:-/tmp}"/.config XDG_CACHE_HOME="${TMPDIR:-/tmp}"/.cache TMPDIR=/tmp exec ` + strings.Join(args, " ") + " about:blank 3<&0 4>&1 </dev/null >&2"
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -49,7 +50,12 @@ func TestSessionLocalSandbox(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	ws := t.TempDir()
+	// A workspace deep enough that a Unix socket under its TMPDIR would be
+	// past the kernel's 107 bytes: the browser must not put one there.
+	ws := filepath.Join(t.TempDir(), strings.Repeat("a-long-directory-name/", 5))
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	backend, _ := sandbox.Detect(context.Background(), sandbox.DetectOptions{Local: true})
 	var last browser.Process
 	start := func(ctx context.Context, l *browser.Launch) (browser.Process, error) {

@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -142,7 +141,6 @@ func TestBrowserTool(t *testing.T) {
 	}
 	require.Positive(t, allowed, "the page was fetched through the proxy")
 	require.Positive(t, refused, "the unlisted address was refused by the proxy")
-	_ = json.Valid
 }
 
 func dumpEvents(t *testing.T, h *harness, id string) {
