@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -72,14 +73,16 @@ type Config struct {
 	ReadBudget int
 	// ActionTimeout is DefaultActionTimeout when zero.
 	ActionTimeout time.Duration
-	// SaveCookies, when set, keeps the browser's cookies (JSON) after every
-	// action that changed them, and LoadCookies gives them back (nil: none
-	// kept) to a browser that starts. Chromium writes its cookie store
-	// only now and then, so a server killed with SIGKILL (its browser
-	// dies with it) would lose the latest; what SaveCookies keeps does
-	// not depend on that.
-	SaveCookies func(ctx context.Context, data []byte) error
-	LoadCookies func(ctx context.Context) ([]byte, error)
+	// SaveState, when set, keeps the browser's state (JSON: its cookies
+	// and the page it is on) after every action that changed it, and
+	// LoadState gives it back (nil: none kept) to a browser that starts,
+	// which sets the cookies and opens the page again. A session's browser
+	// stops whenever the session parks (waiting for an approval, say), and
+	// Chromium writes its cookie store only now and then, so a server
+	// killed with SIGKILL (its browser dies with it) would lose the
+	// latest; what SaveState keeps depends on neither.
+	SaveState func(ctx context.Context, data []byte) error
+	LoadState func(ctx context.Context) ([]byte, error)
 }
 
 // Session is one session's browser: started on its first action, stopped
@@ -98,8 +101,10 @@ type Session struct {
 	tab       context.Context
 	cancelTab context.CancelFunc
 	cancelAll context.CancelFunc
-	// cookies is what SaveCookies was last given.
-	cookies []byte
+	// state is what SaveState was last given.
+	state []byte
+	// page is the address the last action left the browser on.
+	page string
 }
 
 // New returns a Session that starts its browser with start.
@@ -194,29 +199,35 @@ func (s *Session) ensure(ctx context.Context) error {
 		s.stopLocked()
 		return fmt.Errorf("start the browser: %w%s", err, tail(stderr))
 	}
-	if err := s.restoreCookies(ctx); err != nil {
+	if err := s.restoreState(ctx); err != nil {
 		s.stopLocked()
 		return fmt.Errorf("start the browser: %w", err)
 	}
 	return nil
 }
 
-// restoreCookies gives a browser that started the cookies SaveCookies
-// kept. s.mu is held.
-func (s *Session) restoreCookies(ctx context.Context) error {
-	if s.cfg.LoadCookies == nil {
+// savedState is what SaveState keeps.
+type savedState struct {
+	Cookies []*network.Cookie `json:"cookies"`
+	URL     string            `json:"url,omitempty"`
+}
+
+// restoreState gives a browser that started the cookies SaveState kept,
+// and opens the page it was on. s.mu is held.
+func (s *Session) restoreState(ctx context.Context) error {
+	if s.cfg.LoadState == nil {
 		return nil
 	}
-	data, err := s.cfg.LoadCookies(ctx)
+	data, err := s.cfg.LoadState(ctx)
 	if err != nil || len(data) == 0 {
 		return err
 	}
-	var cookies []*network.Cookie
-	if err := json.Unmarshal(data, &cookies); err != nil {
-		return nil // not ours to trust: start without them
+	var st savedState
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil // not ours to trust: start without it
 	}
-	params := make([]*network.CookieParam, 0, len(cookies))
-	for _, c := range cookies {
+	params := make([]*network.CookieParam, 0, len(st.Cookies))
+	for _, c := range st.Cookies {
 		p := &network.CookieParam{
 			Name: c.Name, Value: c.Value, Domain: c.Domain, Path: c.Path, Secure: c.Secure, HTTPOnly: c.HTTPOnly,
 			SameSite: c.SameSite, Priority: c.Priority, SourceScheme: c.SourceScheme, SourcePort: c.SourcePort,
@@ -228,20 +239,28 @@ func (s *Session) restoreCookies(ctx context.Context) error {
 	}
 	c, cancel := s.actionContext(ctx)
 	defer cancel()
-	_, err = chromedp.Run(c, func(ctx context.Context, t *chromedp.Target) (cdp.Empty, error) {
-		return cdp.Call(ctx, t, storage.SetCookies, storage.SetCookiesParams{Cookies: params})
-	})
-	if err != nil {
-		return fmt.Errorf("restore cookies: %w", err)
+	if len(params) > 0 {
+		_, err = chromedp.Run(c, func(ctx context.Context, t *chromedp.Target) (cdp.Empty, error) {
+			return cdp.Call(ctx, t, storage.SetCookies, storage.SetCookiesParams{Cookies: params})
+		})
+		if err != nil {
+			return fmt.Errorf("restore cookies: %w", err)
+		}
 	}
-	s.cookies = data
+	if u, err := url.Parse(st.URL); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+		// Through the proxy, like any page: a failure leaves the browser
+		// on a blank page, which the next action tells.
+		_ = chromedp.Do(c, chromedp.Navigate(st.URL))
+		s.page = st.URL
+	}
+	s.state = data
 	return nil
 }
 
-// keepCookies hands the browser's cookies to SaveCookies when they
-// changed. s.mu is held.
-func (s *Session) keepCookies(ctx, c context.Context) error {
-	if s.cfg.SaveCookies == nil {
+// keepState hands the browser's state to SaveState when it changed. s.mu
+// is held.
+func (s *Session) keepState(ctx, c context.Context) error {
+	if s.cfg.SaveState == nil {
 		return nil
 	}
 	res, err := chromedp.Run(c, func(ctx context.Context, t *chromedp.Target) (storage.GetCookiesResult, error) {
@@ -250,20 +269,21 @@ func (s *Session) keepCookies(ctx, c context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read cookies: %w", err)
 	}
-	if res.Cookies == nil {
-		res.Cookies = []*network.Cookie{}
+	st := savedState{Cookies: res.Cookies, URL: s.page}
+	if st.Cookies == nil {
+		st.Cookies = []*network.Cookie{}
 	}
-	data, err := json.Marshal(res.Cookies)
+	data, err := json.Marshal(st)
 	if err != nil {
 		return err
 	}
-	if bytes.Equal(data, s.cookies) {
+	if bytes.Equal(data, s.state) {
 		return nil
 	}
-	if err := s.cfg.SaveCookies(ctx, data); err != nil {
-		return fmt.Errorf("keep cookies: %w", err)
+	if err := s.cfg.SaveState(ctx, data); err != nil {
+		return fmt.Errorf("keep the browser's state: %w", err)
 	}
-	s.cookies = data
+	s.state = data
 	return nil
 }
 
@@ -357,7 +377,8 @@ func (s *Session) Do(ctx context.Context, req *tool.BrowserRequest) (*tool.Brows
 	// Where the page is now, whatever the action did.
 	ans.URL, _ = chromedp.Run(c, chromedp.Location())
 	ans.Title, _ = chromedp.Run(c, chromedp.Title())
-	if err := s.keepCookies(ctx, c); err != nil {
+	s.page = ans.URL
+	if err := s.keepState(ctx, c); err != nil {
 		if lost := s.lost(); lost != nil {
 			return nil, lost
 		}
@@ -372,10 +393,25 @@ const elementWait = 5 * time.Second
 
 // present reports whether an element matches sel, waiting up to
 // elementWait for one to appear.
+// An evaluation that fails (a page replaced meanwhile destroys the
+// context it ran in) is tried again until then.
 func (s *Session) present(c context.Context, sel string) bool {
-	_, err := chromedp.Run(c, chromedp.Poll[bool](fmt.Sprintf("document.querySelector(%s) !== null", jsString(sel)),
-		chromedp.WithPollingTimeout(elementWait)))
-	return err == nil
+	expr := fmt.Sprintf("document.querySelector(%s) !== null", jsString(sel))
+	deadline := time.Now().Add(elementWait)
+	for {
+		found, err := chromedp.Run(c, chromedp.Evaluate[bool](expr))
+		if err == nil && found {
+			return true
+		}
+		if c.Err() != nil || time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-c.Done():
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // lost reports the browser's death as an error (and forgets it, so the
@@ -476,6 +512,17 @@ func keyNames() []string {
 	return []string{"Enter", "Tab", "Escape", "Backspace", "Delete", "ArrowUp", "ArrowDown", "ArrowLeft", "ArrowRight", "Home", "End", "PageUp", "PageDown", "Space"}
 }
 
+// Page is the address the browser is on ("" when it does not run): what a
+// person asked to approve a click or a key press acts on.
+func (s *Session) Page() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return ""
+	}
+	return s.page
+}
+
 // Close stops the browser, if it runs. The profile stays in the workspace.
 func (s *Session) Close() {
 	s.mu.Lock()
@@ -493,7 +540,7 @@ func (s *Session) stopLocked() {
 	s.cancelTab()
 	s.cancelAll()
 	s.proc.Stop(stopGrace)
-	s.proc, s.tab, s.cancelTab, s.cancelAll, s.cookies = nil, nil, nil, nil, nil
+	s.proc, s.tab, s.cancelTab, s.cancelAll, s.state, s.page = nil, nil, nil, nil, nil, ""
 }
 
 var _ tool.BrowserDriver = (*Session)(nil)

@@ -24,8 +24,9 @@ import (
 // browserTool is the browser built-in's name.
 const browserTool = "browser"
 
-// maxCookieBytes bounds the cookies a browser gets back when it starts.
-const maxCookieBytes = 4 << 20
+// maxStateBytes bounds the state (cookies, page) a browser gets back when
+// it starts.
+const maxStateBytes = 4 << 20
 
 // remoteBrowser refuses the browser of a session whose environment lives on
 // a runner: the runner's side of starting it (and its pipe over the link)
@@ -49,14 +50,14 @@ func (r *runner) setupBrowser(env *sessionEnv, opened environment.Environment) {
 	// A profile of its own per session: sub-agents share the workspace,
 	// and two browsers cannot share a profile.
 	profile := ".browser/" + r.st.Session.ID
-	cookies := profile + "/longhaul-cookies.json"
+	state := profile + "/longhaul-state.json"
 	cfg := &browser.Config{
 		ProfileDir: profile,
-		SaveCookies: func(ctx context.Context, data []byte) error {
-			return opened.WriteFile(ctx, cookies, data)
+		SaveState: func(ctx context.Context, data []byte) error {
+			return opened.WriteFile(ctx, state, data)
 		},
-		LoadCookies: func(ctx context.Context) ([]byte, error) {
-			res, err := opened.ReadFile(ctx, cookies, 0, maxCookieBytes)
+		LoadState: func(ctx context.Context) ([]byte, error) {
+			res, err := opened.ReadFile(ctx, state, 0, maxStateBytes)
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil, nil
 			}
@@ -97,9 +98,22 @@ func (r *runner) saveArtifact(c *journal.Call) func(ctx context.Context, name st
 	}
 }
 
+// browserPage is the address the session's browser is on, "" when none
+// runs in this runner.
+func (r *runner) browserPage() string {
+	if r.env == nil {
+		return ""
+	}
+	if s, ok := r.env.browser.(*browser.Session); ok {
+		return s.Page()
+	}
+	return ""
+}
+
 // browserEvidence shows a person asked to approve a browser call what it
-// acts on: the action, the address and the element.
-func browserEvidence(c *journal.Call) []string {
+// acts on: the action, the address (the one to open, else the page the
+// browser is on, page) and the element.
+func browserEvidence(c *journal.Call, page string) []string {
 	if c.Tool != browserTool || c.Kind != lt.CallBuiltin {
 		return nil
 	}
@@ -115,8 +129,13 @@ func browserEvidence(c *journal.Call) []string {
 		return nil
 	}
 	line := "Browser action " + a.Action
-	if a.URL != "" {
+	switch {
+	case a.URL != "":
 		line += " at URL " + a.URL
+	case page != "":
+		line += " on the page at URL " + page
+	case a.Action != tool.BrowserClose:
+		line += " on the page the browser last showed (its browser is not running now)"
 	}
 	if a.Selector != "" {
 		line += " on the element " + a.Selector

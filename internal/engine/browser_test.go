@@ -155,3 +155,74 @@ func clipStr(s string, n int) string {
 	}
 	return s
 }
+
+// TestBrowserApprovalEvidence: a policy asks before the browser acts on a
+// page; the approval shows the page's URL, the element and the purpose.
+// The session parks meanwhile (its browser stops); approving runs the
+// click on the same page, which the browser that starts again reopens.
+func TestBrowserApprovalEvidence(t *testing.T) {
+	needChromium(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<html><head><title>Shop</title></head><body><button id="buy" onclick="document.title='Bought'">Buy</button></body></html>`)
+	}))
+	defer srv.Close()
+	p := &planProvider{plan: []model.Response{
+		call("browser", fmt.Sprintf(`{"action":"open","url":%q,"purpose":"buy the lamp"}`, srv.URL+"/shop")),
+		call("browser", `{"action":"click","selector":"#buy","purpose":"buy the lamp"}`),
+		{Text: "done"},
+	}}
+	sb, err := sandbox.NewBwrap(sandbox.BwrapOptions{})
+	if err != nil {
+		t.Skipf("no bubblewrap here: %v", err)
+	}
+	h := newHarnessWith(t, map[string]model.Provider{"plan": p}, nil)
+	h.sandbox = sb
+	h.restart("node-a")
+	sp := &lt.AgentSpec{
+		Model:    lt.ModelSpec{Provider: "plan"},
+		Tools:    []lt.ToolSpec{{Name: "browser"}},
+		Policies: []lt.Policy{{Name: "clicks", Tool: "browser", When: `args.action == "click"`, Decision: lt.PolicyAsk}},
+		Environment: &lt.Environment{
+			Network: &lt.NetworkSpec{Allow: []string{"127.0.0.1"}, Ports: []int{srvPort(t, srv.URL)}},
+		},
+	}
+	s := create(t, h, sp, nil)
+	var a lt.Action
+	waitUntil(t, 3*time.Minute, func() bool {
+		got, err := h.eng.GetSession(context.Background(), s.ID)
+		require.NoError(t, err)
+		if len(got.RequiredActions) == 1 {
+			a = got.RequiredActions[0]
+			return true
+		}
+		return false
+	})
+	require.Equal(t, lt.ActionApproval, a.Type)
+	ev := strings.Join(a.Evidence, "\n")
+	require.Contains(t, ev, "Browser action click on the page at URL "+srv.URL+"/shop on the element #buy")
+	require.Contains(t, ev, "The agent's stated purpose: buy the lamp")
+	decide(t, h, s.ID, a.ID, &lt.Decision{Decision: lt.DecisionApprove})
+	waitUntil(t, 3*time.Minute, func() bool {
+		got, err := h.eng.GetSession(context.Background(), s.ID)
+		require.NoError(t, err)
+		return got.Status == lt.SessionIdle
+	})
+	var clicked bool
+	for _, e := range events(t, h, s.ID, lt.EventToolCompleted) {
+		clicked = clicked || strings.Contains(string(e.Data), `"title":"Bought"`)
+	}
+	require.True(t, clicked, "the approved click ran")
+}
+
+// waitUntil polls cond until it holds, failing the test after timeout (a
+// browser takes seconds to start on a busy machine).
+func waitUntil(t *testing.T, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
