@@ -14,9 +14,15 @@
 // runs with --no-sandbox: the session's sandbox is the boundary. Its /dev/shm
 // is not used (--disable-dev-shm-usage: the sandbox's is small), its caches
 // and settings go to the sandbox's /tmp, and its profile is in the workspace
-// (Config.ProfileDir), so cookies are part of checkpoints and survive a
-// killed server; the stale profile lock a killed browser leaves is removed
-// before each start.
+// (Config.ProfileDir), so cookies are part of checkpoints; the stale
+// profile lock a killed browser leaves is removed before each start, and
+// its TMPDIR is /tmp (its singleton socket's path must fit a Unix
+// socket's). Chromium writes its cookie store only now and then, and the
+// browser stops whenever the session parks, so the state that must outlive
+// it (the cookies and the page's address) is read over the protocol after
+// each action and handed to Config.SaveState when it changed; a browser
+// that starts gets it back from Config.LoadState (the engine keeps it in
+// the profile directory) and reopens the page.
 //
 // What it reaches: every request goes through Config.Proxy, the session's
 // egress proxy as the sandbox sees it (--proxy-server, with loopback not
