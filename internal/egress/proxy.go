@@ -144,7 +144,17 @@ func ListenUnix(ctx context.Context, path string, policy *Policy, cfg Config, on
 	if err != nil {
 		return nil, fmt.Errorf("listen egress proxy: %w", err)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
+	// The socket's file is removed at stop only while it is still this
+	// listener's: a proxy of the same session started meanwhile (the
+	// next claim's environment, opened before the last one was closed)
+	// has replaced it at the same path, and closing this listener must
+	// not unlink that one, which would cut its sandbox off the network.
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ours, err := os.Lstat(path)
+	if err == nil {
+		err = os.Chmod(path, 0o600)
+	}
+	if err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("listen egress proxy: %w", err)
 	}
@@ -158,6 +168,9 @@ func ListenUnix(ctx context.Context, path string, policy *Policy, cfg Config, on
 			once.Do(func() {
 				cancel()
 				stopErr = <-done
+				if fi, err := os.Lstat(path); err == nil && os.SameFile(fi, ours) {
+					_ = os.Remove(path)
+				}
 			})
 			return stopErr
 		}
