@@ -44,6 +44,7 @@ func (r *runner) askApproval(ctx context.Context, c *journal.Call, v policy.Verd
 		evidence = append(evidence, fmt.Sprintf("What %s does: %s", c.Tool, d))
 	}
 	evidence = append(evidence, ac.fileEvidence(c)...)
+	evidence = append(evidence, browserEvidence(c, r.browserPage())...)
 	a := lt.Action{
 		ID: derivedID("act_", sid, turnID, step, c.Index, "approval"), SessionID: sid, Type: lt.ActionApproval, Status: lt.ActionPending,
 		TurnID: turnID, Step: step, CallID: c.ID, Tool: c.Tool, Arguments: c.Arguments, ArgumentsSHA256: c.ArgumentsSHA256,

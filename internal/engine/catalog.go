@@ -80,6 +80,9 @@ func (en *toolEntry) classOf(args json.RawMessage) lt.EffectClass {
 		// declares the endpoint idempotent (then the idempotency key goes
 		// in a header).
 		return tool.HTTPRequestEffect(args, en.spec.Effect == lt.EffectIdempotent)
+	case en.ns == nsBuiltin && en.name == browserTool && en.spec.Effect == "":
+		// open, read and screenshot look; the other actions act.
+		return tool.BrowserEffect(args)
 	case en.spec.Effect != "":
 		return en.spec.Effect
 	}

@@ -185,6 +185,10 @@ type sessionEnv struct {
 	// mcp holds the clients of the agent's MCP servers (nil: none); it
 	// lives as long as the runner, like the Environment.
 	mcp *mcp.Manager
+	// browser drives the session's browser (nil: the agent has none);
+	// stopBrowser stops it, when this runner may have started one.
+	browser     tool.BrowserDriver
+	stopBrowser func()
 
 	mu     sync.Mutex
 	events []tool.NetworkEvent // connection decisions not journaled yet
@@ -209,7 +213,10 @@ func (v *sessionEnv) close() {
 	if v == nil {
 		return
 	}
-	// The servers first: a stdio server may be using the proxy.
+	// The browser and the servers first: they may be using the proxy.
+	if v.stopBrowser != nil {
+		v.stopBrowser()
+	}
 	if v.mcp != nil {
 		v.mcp.Close()
 	}
@@ -234,6 +241,7 @@ func (v *sessionEnv) attach(call *tool.Call, observe bool) {
 	if observe {
 		call.OnNetwork = v.observe
 	}
+	call.Browser = v.browser
 }
 
 // envFiles are an Environment's file operations as the file tools use them
@@ -353,6 +361,7 @@ func (r *runner) setupEnvironment(ctx context.Context) error {
 	if r.e.runsPrograms() {
 		env.exec = opened
 	}
+	r.setupBrowser(env, opened)
 	// MCP servers are started (or reached) when first needed, and stopped
 	// with the environment when the runner parks or ends.
 	m, err := r.newMCPManager(ctx, env)

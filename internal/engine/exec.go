@@ -109,6 +109,7 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 		SessionID: sid, Workspace: r.ws, Arguments: c.Arguments, IdempotencyKey: key, Timeout: r.tools.timeout(c.Tool), Effect: c.Class,
 	}
 	r.env.attach(call, true)
+	call.SaveArtifact = r.saveArtifact(c)
 	callCtx, release := r.callContext(ctx, true)
 	res, runErr := r.runTool(callCtx, t, call)
 	release()

@@ -427,6 +427,9 @@ func (b *bwrapBackend) Start(ctx context.Context, spec Spec, req *StartRequest) 
 	if err := req.check(); err != nil {
 		return nil, fmt.Errorf("sandbox start: %w", err)
 	}
+	if req.UnboundedAddressSpace {
+		lim.MemoryBytes = -1
+	}
 	if err := b.checkProgram(req.Program); err != nil {
 		return nil, fmt.Errorf("sandbox start: %w", err)
 	}

@@ -109,7 +109,10 @@
 //
 // # Limits
 //
-// A zero Limits field takes its Default* value. After the forwarder starts
+// A zero Limits field takes its Default* value. A program Start runs with
+// StartRequest.UnboundedAddressSpace (the browser tool's Chromium, whose
+// JavaScript engine reserves terabytes of address space it never touches)
+// gets no MemoryBytes limit; every other limit holds. After the forwarder starts
 // (so it is not bound by them) and before the command, a small wrapper script
 // lowers its resource limits with the shell's ulimit builtin; the command and
 // everything it starts inherit them:

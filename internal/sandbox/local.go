@@ -98,6 +98,9 @@ func (b localBackend) Start(ctx context.Context, spec Spec, req *StartRequest) (
 	if err := req.check(); err != nil {
 		return nil, fmt.Errorf("local start: %w", err)
 	}
+	if req.UnboundedAddressSpace {
+		lim.MemoryBytes = -1
+	}
 	if !processGroupsSupported {
 		return nil, fmt.Errorf("local start: not supported on %s", runtime.GOOS)
 	}

@@ -32,6 +32,11 @@ type StartRequest struct {
 	// standard error (its beginning and its end). Default:
 	// DefaultMaxOutputBytes.
 	MaxStderrBytes int
+	// UnboundedAddressSpace lifts Limits.MemoryBytes (RLIMIT_AS) for this
+	// program: a browser's JavaScript engine reserves terabytes of address
+	// space up front (V8's sandbox and pointer cages) that it never uses,
+	// so no useful RLIMIT_AS lets it start. Every other limit holds.
+	UnboundedAddressSpace bool
 }
 
 // check validates a start request, naming the field.

@@ -128,3 +128,30 @@ func TestStartProgramThatEnds(t *testing.T) {
 		})
 	}
 }
+
+// TestStartUnboundedAddressSpace: a program started with
+// UnboundedAddressSpace has no RLIMIT_AS (a browser cannot start under
+// one), and one started without it has the spec's; the other limits hold
+// either way.
+func TestStartUnboundedAddressSpace(t *testing.T) {
+	t.Parallel()
+	for name, tc := range startBackends(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			for _, unbounded := range []bool{false, true} {
+				ws := t.TempDir()
+				p, err := tc.b.Start(t.Context(), Spec{SessionID: "ses_test", Workspace: ws, Limits: Limits{MemoryBytes: 3 << 30, CPUSeconds: 77}},
+					&StartRequest{Command: `ulimit -v; ulimit -t`, UnboundedAddressSpace: unbounded})
+				require.NoError(t, err)
+				out, err := io.ReadAll(p.Stdout())
+				require.NoError(t, err)
+				p.Stop(10 * time.Second)
+				want := "3145728\n77\n"
+				if unbounded {
+					want = "unlimited\n77\n"
+				}
+				require.Equal(t, want, string(out), "unbounded=%v", unbounded)
+			}
+		})
+	}
+}

@@ -81,11 +81,20 @@ func wrapperArgs(command string, lim Limits, processes bool, forwarder string) [
 		"longhaul-sandbox", // $0
 		command,
 		strconv.Itoa(lim.CPUSeconds),
-		strconv.FormatInt(max(lim.MemoryBytes/1024, 1), 10),
+		addressSpace(lim.MemoryBytes),
 		strconv.FormatInt(max(lim.FileBytes/512, 1), 10),
 		nproc,
 		forwarder,
 	}
+}
+
+// addressSpace is `ulimit -v`'s argument for bytes (KiB); negative is
+// unlimited (StartRequest.UnboundedAddressSpace).
+func addressSpace(bytes int64) string {
+	if bytes < 0 {
+		return "unlimited"
+	}
+	return strconv.FormatInt(max(bytes/1024, 1), 10)
 }
 
 // killGrace is how long, after a run's processes are killed, one that

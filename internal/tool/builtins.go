@@ -14,9 +14,9 @@ import (
 
 // Builtins returns the built-in tools of API.md implemented here, with their
 // default settings: shell, read_file, write_file, edit_file, list_files,
-// http_request and sqlite_query.
+// http_request, sqlite_query and browser.
 func Builtins() []Tool {
-	return []Tool{&Shell{}, &ReadFile{}, &WriteFile{}, &EditFile{}, &ListFiles{}, &HTTPRequest{}, &SQLiteQuery{}}
+	return []Tool{&Shell{}, &ReadFile{}, &WriteFile{}, &EditFile{}, &ListFiles{}, &HTTPRequest{}, &SQLiteQuery{}, &Browser{}}
 }
 
 // decodeArguments validates call.Arguments against t's schema and decodes

@@ -37,7 +37,7 @@
 // It imports longhaultype, internal/workspace, internal/egress,
 // internal/httpretry, the JSON Schema library and the SQLite driver
 // (modernc.org/sqlite, never internal/store/sqlite). Who may import it: the
-// root package, internal/bench, internal/engine, internal/environment,
+// root package, internal/bench, internal/browser, internal/engine, internal/environment,
 // internal/environment/remote, internal/mcp,
 // internal/node, internal/runner, internal/sandbox, internal/vault and
 // tests.

@@ -42,6 +42,8 @@ func TestBuiltins(t *testing.T) {
 		// Refined per call by tool.HTTPRequestEffect.
 		"http_request": lt.EffectIrreversible,
 		"sqlite_query": lt.EffectRead,
+		// Refined per call by tool.BrowserEffect.
+		"browser": lt.EffectIrreversible,
 	}
 	tools := tool.Builtins()
 	require.Len(t, tools, len(want))

@@ -91,6 +91,13 @@ type Call struct {
 	// OnNetwork receives every connection decision made for this call;
 	// the engine journals them with the call's outcome.
 	OnNetwork func(NetworkEvent)
+	// Browser is the session's browser (the browser tool drives it). Nil:
+	// the server runs none for this session.
+	Browser BrowserDriver
+	// SaveArtifact stores data as an artifact of the session (not a final
+	// one) and returns its id: the browser's screenshots. Nil: none can be
+	// stored.
+	SaveArtifact func(ctx context.Context, name string, data []byte, contentType string) (string, error)
 }
 
 // Exec runs one program in a session's environment.
