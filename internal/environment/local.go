@@ -93,12 +93,14 @@ type localBackend struct {
 	// a workspace only when its caller's is the only one.
 	open map[string]int
 
-	// writing holds a lock per workspace id (a *sync.Mutex each) around
-	// every file change this backend makes in it: a conditional change
-	// (WriteFileIf, RemoveIf) compares and acts with no other change of
-	// this process between, whichever Environment of the workspace makes
-	// it (a sub-agent shares the workspace).
-	writing sync.Map
+	// writing holds a lock per workspace id around every file change
+	// this backend makes in it: a conditional change (WriteFileIf,
+	// RemoveIf) compares and acts with no other change of this process
+	// between, whichever Environment of the workspace makes it (a
+	// sub-agent shares the workspace). An entry lives only while someone
+	// holds or waits for it, so a long-lived server keeps none for the
+	// many sessions it no longer runs. Guarded by mu.
+	writing map[string]*workspaceWriteLock
 
 	// private is the backend's own socket directory (privateDir).
 	privateOnce sync.Once
@@ -425,13 +427,43 @@ func (e *localEnv) checkQuota(rel string, size int64) error {
 	return nil
 }
 
+// workspaceWriteLock is one workspace's lock of file changes, with the
+// number of callers holding or waiting for it (guarded by localBackend.mu).
+type workspaceWriteLock struct {
+	mu    sync.Mutex
+	users int
+}
+
 // lockWrites takes the workspace's lock of file changes (localBackend's
 // writing); call the returned function to release it.
 func (e *localEnv) lockWrites() func() {
-	v, _ := e.b.writing.LoadOrStore(e.params.Workspace, new(sync.Mutex))
-	mu := v.(*sync.Mutex)
-	mu.Lock()
-	return mu.Unlock
+	return e.b.lockWrites(e.params.Workspace)
+}
+
+func (b *localBackend) lockWrites(workspace string) func() {
+	b.mu.Lock()
+	if b.writing == nil {
+		b.writing = make(map[string]*workspaceWriteLock)
+	}
+	l := b.writing[workspace]
+	if l == nil {
+		l = new(workspaceWriteLock)
+		b.writing[workspace] = l
+	}
+	l.users++
+	b.mu.Unlock()
+
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		b.mu.Lock()
+		// A caller that counted itself in waits on this very lock, so the
+		// entry goes only when nobody holds or waits for it.
+		if l.users--; l.users == 0 {
+			delete(b.writing, workspace)
+		}
+		b.mu.Unlock()
+	}
 }
 
 // WriteFileIf implements Environment.
