@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"database/sql"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -13,10 +12,6 @@ import (
 
 	"github.com/longhaul-dev/longhaul/client"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
-
-	// Registers the "sqlite" database/sql driver: the test plays a
-	// journal that names a snapshot its project does not own.
-	_ "modernc.org/sqlite"
 )
 
 // A person's changes of a session on a runner, attacked from the outside
@@ -183,10 +178,9 @@ func TestAdversarialRunnerFiles_CheckpointSnapshotOfAnotherProject(t *testing.T)
 	require.Equal(t, http.StatusOK, get("/a.txt").status, "served while the project owns it")
 
 	// Another project owns every blob the session's project owned.
-	db, err := sql.Open("sqlite", filepath.Join(k.srv.dataDir, "longhaul.db"))
-	require.NoError(t, err)
-	defer db.Close()
-	_, err = db.ExecContext(ctx, `UPDATE blob_owners SET project = 'beta' WHERE project = ?`, lt.DefaultProject)
+	// The server's writer may hold the file's lock (a lease renewal, the
+	// runner's report): the statement waits for it (openDataDB).
+	_, err = openDataDB(t, k.srv).ExecContext(ctx, `UPDATE blob_owners SET project = 'beta' WHERE project = ?`, lt.DefaultProject)
 	require.NoError(t, err)
 
 	for _, path := range []string{"", "/a.txt"} {

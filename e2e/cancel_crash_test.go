@@ -3,9 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,13 +18,16 @@ import (
 // runs, and an irreversible command the crash cut is settled first (an
 // in_doubt action) rather than forgotten.
 //
-// On one SQLite node the server is SIGKILLed right after the cancel's
-// answer, racing the engine's own effect; whether the kill came first is
-// read afterwards from the journal (an event's time says which incarnation
-// wrote it), and a round the effect won is run again, up to
-// cancelCrashRounds. Across two nodes sharing PostgreSQL the precondition is
-// made certain: the node running the session is stopped (SIGSTOP) before
-// the other node takes the cancel, and killed while stopped.
+// On one SQLite node the server is stepped (crashwindow_test.go) and
+// killed once, stopped, it has answered the cancel while the request is
+// still the journal's last event: inside the window by what the test saw.
+// Should the engine journal its effect before the answer reaches the
+// client (the answer and the effect are a few instructions apart), the
+// round checks the same promises and is run again, up to
+// cancelCrashRounds; one round inside is required. Across two nodes
+// sharing PostgreSQL the precondition is made certain: the node running
+// the session is stopped (SIGSTOP) before the other node takes the
+// cancel, and killed while stopped.
 
 // cancelCrashRounds bounds the rounds run until one kill lands between the
 // cancel's request and its effect.
@@ -39,38 +39,31 @@ const cancelCrashRounds = 20
 // its own leases at once.
 const cancelCrashLeaseTTL = 30 * time.Second
 
-// cancelCrashKill cancels the session and SIGKILLs the server as soon as
-// the cancel is answered, then starts it again on the same data directory;
-// it returns the time the dead incarnation was gone, after which every
-// event is the new one's.
-func cancelCrashKill(t *testing.T, srv *server, id string) time.Time {
+// cancelCrashKill cancels the session and SIGKILLs the server once it has
+// answered (crashKillAfter), then starts it again on the same data
+// directory; it returns the time the dead incarnation was gone, after
+// which every event is the new one's, and whether the kill came before
+// the cancel's effect.
+func cancelCrashKill(t *testing.T, srv *server, id string) (dead time.Time, inside bool) {
 	t.Helper()
-	got, dead := crashKillAfter(t, srv, id, "cancel", `{"reason":"crash test"}`)
+	got, dead, inside := crashKillAfter(t, srv, id, "cancel", `{"reason":"crash test"}`, lt.EventSessionCancelRequested)
 	require.True(t, got.CancelRequested, "the cancel is pending until it has taken effect")
-	return dead
+	return dead, inside
 }
 
 // crashKillAfter posts body to the session's control endpoint (cancel,
-// steer) and SIGKILLs the server as soon as the answer is in, then starts
-// it again on the same data directory. It returns the session as answered
-// and the time the dead incarnation was gone. The request is a plain POST
-// without an Idempotency-Key (the Go client sends one, and its record is
-// one more commit before the answer), so the kill follows the request's
-// own commit as closely as a client can.
-func crashKillAfter(t *testing.T, srv *server, id, control, body string) (lt.Session, time.Time) {
+// steer), journaled as an event of type request, and SIGKILLs the server
+// once it has answered, before the effect if it can (crashInWindow), then
+// starts it again on the same data directory. It returns the session as
+// answered, the time the dead incarnation was gone, and whether the
+// request was then still the journal's last event.
+func crashKillAfter(t *testing.T, srv *server, id, control, body, request string) (lt.Session, time.Time, bool) {
 	t.Helper()
-	resp, err := http.Post(srv.url+"/v1/sessions/"+id+"/"+control, "application/json", strings.NewReader(body))
-	require.NoError(t, err)
-	answer, err := io.ReadAll(resp.Body) // arrived with the headers: a small answer
-	srv.kill()
-	dead := time.Now()
-	resp.Body.Close()
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", control, answer)
+	answer, dead, inside := crashInWindow(t, srv, id, control, body, request)
 	var got lt.Session
 	require.NoError(t, json.Unmarshal(answer, &got))
 	srv.restart()
-	return got, dead
+	return got, dead, inside
 }
 
 // requireNothingAfterCancel fails if a model call or a tool call started
@@ -130,7 +123,7 @@ func TestCancelCrash_SlowModelCall(t *testing.T) {
 		waitFor(t, cancelWithin, "the model call to start", func() (bool, error) {
 			return len(eventsOf(ctx, t, srv.api, s.ID, lt.EventModelRequested)) > 0, nil
 		})
-		dead := cancelCrashKill(t, srv, s.ID)
+		dead, inside := cancelCrashKill(t, srv, s.ID)
 		got := waitTerminal(ctx, t, srv, s.ID, cancelWithin)
 		requireStatus(ctx, t, srv, got, lt.SessionCancelled)
 		require.Equal(t, lt.StopCancelled, deref(got.StopReason))
@@ -138,7 +131,9 @@ func TestCancelCrash_SlowModelCall(t *testing.T) {
 		evs := requireNothingAfterCancel(ctx, t, srv, s.ID)
 		require.Len(t, eventsOf(ctx, t, srv.api, s.ID, lt.EventModelRequested), 1)
 		require.Empty(t, eventsOf(ctx, t, srv.api, s.ID, lt.EventModelResponded, lt.EventToolStarted))
-		if lastOf(t, evs, lt.EventTurnCancelled).Time.After(dead) {
+		if inside {
+			require.True(t, lastOf(t, evs, lt.EventTurnCancelled).Time.After(dead),
+				"killed before the cancel's effect, yet the turn was cancelled before the kill:\n%s", describeJournal(evs))
 			between++
 		} else {
 			t.Logf("round %d: the cancel took effect before the kill; running another round", round)
@@ -174,7 +169,7 @@ func TestCancelCrash_IrreversibleCommandInDoubt(t *testing.T) {
 		})
 		require.NoError(t, err)
 		wallAwaitProcs(ctx, t, srv, s.ID, sleep)
-		dead := cancelCrashKill(t, srv, s.ID)
+		dead, inside := cancelCrashKill(t, srv, s.ID)
 		wallRequireGone(t, cancelWithin, sleep)
 
 		got := waitStatus(ctx, t, srv, s.ID, cancelWithin, lt.SessionRequiresAction)
@@ -193,9 +188,10 @@ func TestCancelCrash_IrreversibleCommandInDoubt(t *testing.T) {
 		requireNothingAfterCancel(ctx, t, srv, s.ID)
 		require.Len(t, eventsOf(ctx, t, srv.api, s.ID, lt.EventToolStarted), 1, "not run again")
 		require.Len(t, eventsOf(ctx, t, srv.api, s.ID, lt.EventModelRequested), 1)
-		if doubt.Time.After(dead) {
+		if inside {
 			// Raised by the server started again: the killed one never
 			// learned of the cancel's effect on its command.
+			require.True(t, doubt.Time.After(dead), "killed before the cancel's effect, yet the doubt was raised before the kill")
 			require.Contains(t, act.Summary, "stopped before its outcome was recorded")
 			between++
 		} else {

@@ -91,9 +91,10 @@ func requireSteerCarried(ctx context.Context, t *testing.T, srv *server, id stri
 	requireStatus(ctx, t, srv, got, lt.SessionCancelled)
 }
 
-// TestSteerCrash_SlowModelCall: the server is killed right after a steer
-// with interrupt of a session in a minute-long model call was answered;
-// the server started again makes the step's call with the message.
+// TestSteerCrash_SlowModelCall: the server is killed after a steer with
+// interrupt of a session in a minute-long model call was answered and
+// before it took effect (crashInWindow); the server started again makes
+// the step's call with the message.
 func TestSteerCrash_SlowModelCall(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t, "--sandbox", "local") // no command runs: no sandbox to start
@@ -108,11 +109,12 @@ func TestSteerCrash_SlowModelCall(t *testing.T) {
 		})
 		body, err := json.Marshal(lt.SteerRequest{Input: steerCrashMessage, Interrupt: true})
 		require.NoError(t, err)
-		_, dead := crashKillAfter(t, srv, s.ID, "steer", string(body))
+		_, dead, inside := crashKillAfter(t, srv, s.ID, "steer", string(body), lt.EventTurnSteered)
 
 		call, evs := awaitSteeredCall(ctx, t, srv, s.ID)
 		requireSteerCarried(ctx, t, srv, s.ID, call, evs)
-		if call.Time.After(dead) {
+		if inside {
+			require.True(t, call.Time.After(dead), "killed before the steer's effect, yet its call was made before the kill:\n%s", describeJournal(evs))
 			between++ // made by the server started again
 		} else {
 			t.Logf("round %d: the steer took effect before the kill; running another round", round)

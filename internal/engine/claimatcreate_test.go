@@ -57,13 +57,22 @@ func startEngine(t testing.TB, st store.Store, cfg *engine.Config) *engine.Engin
 // through the store wrap returns over the harness's own (h.store).
 func newHarnessThrough(t *testing.T, p model.Provider, maxWorkers int, wrap func(h *harness) store.Store) *harness {
 	t.Helper()
+	return newHarnessPolling(t, p, maxWorkers, 10*time.Millisecond, wrap)
+}
+
+// newHarnessPolling is newHarnessThrough with the engine's PollInterval,
+// which also paces a call's watcher of controls (watchCancel) in real time:
+// a test counting store reads gives it an hour, so a call that outlasts
+// a tick on a loaded machine adds no read of its own.
+func newHarnessPolling(t *testing.T, p model.Provider, maxWorkers int, poll time.Duration, wrap func(h *harness) store.Store) *harness {
+	t.Helper()
 	dir := t.TempDir()
 	h := &harness{t: t, dir: dir, clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}}
 	h.store = openStore(t, dir)
 	t.Cleanup(func() { h.store.Close() })
 	h.eng = startEngine(t, wrap(h), &engine.Config{
 		WorkspaceRoot: filepath.Join(dir, "workspaces"), NodeID: "node-a", Clock: h.clock,
-		Providers: map[string]model.Provider{"scripted": p}, PollInterval: 10 * time.Millisecond, MaxWorkers: maxWorkers,
+		Providers: map[string]model.Provider{"scripted": p}, PollInterval: poll, MaxWorkers: maxWorkers,
 	})
 	return h
 }

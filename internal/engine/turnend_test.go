@@ -188,12 +188,15 @@ func (s *lookCounter) SessionLastSeq(ctx context.Context, id string) (int64, err
 // TestStepCheckpointTakesNoLook: a runner looks at the session's last seq
 // (a round trip on PostgreSQL) before it runs a step's calls and before
 // each model call, not before the checkpoint that ends a step: a session
-// of two tool steps and a final answer looks 2 + 2×2 times.
+// of two tool steps and a final answer looks 2 + 2×2 times. A call's
+// watcher of controls also looks when its poll ticks (real time): under
+// load a call outlasted a 10 ms tick and made it 7, so the poll waits an
+// hour here (nothing is lost in one process: the hub tells the watcher).
 func TestStepCheckpointTakesNoLook(t *testing.T) {
 	p := newGatedScripted()
 	p.open()
 	counted := &lookCounter{}
-	h := newHarnessThrough(t, p, 0, func(h *harness) store.Store {
+	h := newHarnessPolling(t, p, 0, time.Hour, func(h *harness) store.Store {
 		counted.Store = h.store
 		return counted
 	})

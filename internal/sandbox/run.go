@@ -238,12 +238,21 @@ func runProcess(ctx context.Context, spec *runSpec) (*runOutcome, error) {
 	select {
 	case <-drained:
 	case <-grace.C:
-		// Something outside the group still holds the pipes; stop
-		// reading rather than wait for it.
+		// Something outside the group still holds the output pipes;
+		// stop reading them rather than wait for it. Not the status
+		// pipe: the wrapper closes fd 3 before it execs the command, so
+		// nothing the command starts holds it, and its reader ends by
+		// itself; closed now, an "ok" not read yet would be dropped, and a
+		// command that ran reported as one that never started.
 		outR.Close()
 		errR.Close()
-		statusR.Close()
-		<-drained
+		grace.Reset(killGrace)
+		select {
+		case <-drained:
+		case <-grace.C:
+			statusR.Close() // a holder no wrapper should leave: do not hang on it
+			<-drained
+		}
 	}
 	grace.Stop()
 
