@@ -2,6 +2,7 @@ package browser
 
 import (
 	"context"
+	"net/http"
 	"net/url"
 	"sync"
 
@@ -20,14 +21,16 @@ import (
 //
 //   - a top-level navigation (the main frame's document: an open, a
 //     redirect, a link, a script moving the page) goes on only to a site
-//     Sites.Navigate allows; any other is failed, and the first one of the
-//     action is reported in its answer (tool.BrowserAnswer.Blocked), for
-//     the engine to ask a person or to refuse;
+//     Sites.Navigate allows; any other is stopped (failed when the action
+//     itself navigates, else answered 204 so the page stays), and the first
+//     one of the action is reported in its answer
+//     (tool.BrowserAnswer.Blocked), for the engine to ask a person or to
+//     refuse;
 //   - a subresource (a script, an image, a style, a frame, a fetch) goes on
 //     only when Sites.Subresource allows it for the page's site; any other
 //     is failed without asking anyone;
 //   - between actions (a page moving by itself, a timer), a navigation goes
-//     on only within the page's own site.
+//     on only within the page's own site; the page stays otherwise.
 //
 // The proxy stays the network's boundary (environment.network.allow);
 // this is the person's boundary within it. WebSocket connections are not
@@ -47,13 +50,16 @@ type gate struct {
 	page string
 	// blocked is the action's first navigation refused.
 	blocked *tool.BrowserBlocked
+	// navigating: the action itself navigates (open, back) and waits for
+	// the navigation's end, which a refusal must end too.
+	navigating bool
 }
 
 // begin sets the rule of an action.
-func (g *gate) begin(sites tool.BrowserSites) {
+func (g *gate) begin(sites tool.BrowserSites, navigating bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.sites, g.blocked = sites, nil
+	g.sites, g.blocked, g.navigating = sites, nil, navigating
 	if sites != nil {
 		g.last = sites
 	}
@@ -64,7 +70,7 @@ func (g *gate) end() *tool.BrowserBlocked {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	b := g.blocked
-	g.sites, g.blocked = nil, nil
+	g.sites, g.blocked, g.navigating = nil, nil, false
 	return b
 }
 
@@ -84,37 +90,66 @@ func (g *gate) reset() {
 	g.page = ""
 }
 
-// judge decides one paused request: true to let it go on.
-func (g *gate) judge(rawURL string, topLevel bool) bool {
+// verdict is what becomes of a paused request.
+type verdict int
+
+const (
+	// proceed: the request goes on.
+	proceed verdict = iota
+	// fail: the request fails (net::ERR_BLOCKED_BY_CLIENT); a refused
+	// navigation of an open or a back ends on Chromium's error page, and
+	// the action's answer says why.
+	fail
+	// stay: a refused navigation the page started (a link, a script, a
+	// form) is answered 204 No Content, which leaves the page where it
+	// was, instead of an error page in its place.
+	stay
+)
+
+// judge decides one paused request.
+func (g *gate) judge(rawURL string, topLevel bool) verdict {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.sites == nil && g.last == nil {
-		return true // no rule given: the network's boundary alone
+		return proceed // no rule given: the network's boundary alone
+	}
+	refused := fail
+	if topLevel && !g.navigating {
+		refused = stay
 	}
 	origin, ok := tool.BrowserOrigin(rawURL)
 	if !ok {
-		return nonNetwork(rawURL)
+		if nonNetwork(rawURL) {
+			return proceed
+		}
+		return refused
 	}
 	if !topLevel {
 		rule := g.sites
 		if rule == nil {
 			rule = g.last
 		}
-		return rule.Subresource(g.page, origin)
+		if rule.Subresource(g.page, origin) {
+			return proceed
+		}
+		return fail
 	}
 	if g.sites == nil {
 		// Between actions: the page moves by itself only within its site.
-		return origin == g.page
+		if origin == g.page {
+			return proceed
+		}
+		return stay
 	}
 	v := g.sites.Navigate(origin)
 	if v == tool.SiteAllowed {
 		g.page = origin
-		return true
+		return proceed
 	}
 	if g.blocked == nil {
 		g.blocked = &tool.BrowserBlocked{Origin: origin, URL: rawURL, Verdict: v}
 	}
-	return false
+	return refused
 }
 
 // nonNetwork reports whether a URL that is not http or https stays inside
@@ -156,10 +191,13 @@ func (s *Session) intercept(tab context.Context) error {
 			if ev.Request != nil {
 				u = ev.Request.URL
 			}
-			allow := s.gate.judge(u, top)
+			v := s.gate.judge(u, top)
 			_, err = chromedp.Run(tab, func(ctx context.Context, t *chromedp.Target) (cdp.Empty, error) {
-				if allow {
+				switch v {
+				case proceed:
 					return cdp.Call(ctx, t, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: ev.RequestID})
+				case stay:
+					return cdp.Call(ctx, t, fetch.FulfillRequest, fetch.FulfillRequestParams{RequestID: ev.RequestID, ResponseCode: http.StatusNoContent})
 				}
 				return cdp.Call(ctx, t, fetch.FailRequest, fetch.FailRequestParams{RequestID: ev.RequestID, ErrorReason: network.ErrorReasonBlockedByClient})
 			})

@@ -331,7 +331,7 @@ func (s *Session) Do(ctx context.Context, req *tool.BrowserRequest) (*tool.Brows
 		s.stopLocked()
 		return &tool.BrowserAnswer{}, nil
 	}
-	s.gate.begin(req.Sites)
+	s.gate.begin(req.Sites, req.Action == tool.BrowserOpen || req.Action == tool.BrowserBack)
 	blocked := s.gate.end
 	defer func() { blocked() }()
 	if err := s.ensure(ctx); err != nil {
