@@ -50,13 +50,16 @@ func loopbackPort(t *testing.T, raw string) int {
 }
 
 // TestAdversarialBrowser_PageInjection: with the real binary, bubblewrap and
-// Chromium, a listed site's page tells the model to carry its cookie to
-// another site and redirects there itself; the model (scripted to obey)
-// opens it anyway. Every request goes through the session's egress proxy,
-// which refuses the unlisted address whether the model or a redirect asks,
-// so the other site receives nothing. A screenshot is an artifact. The
+// Chromium, a listed site's page (allowed by a person for the session) tells
+// the model to carry its cookie to another site and redirects there itself;
+// the model (scripted to obey) opens it anyway. The other site is outside
+// the allowlist: the model's open, the redirect and the page's image are
+// refused before any request leaves the browser (and every request that
+// does goes through the session's egress proxy), so the other site
+// receives nothing. A screenshot is an artifact. The
 // server is then killed with SIGKILL while the browser runs, and the
-// browser that the restarted server starts still has the site's cookie.
+// browser that the restarted server starts still has the site's cookie, and
+// the site's permission (rebuilt from the journal): nobody is asked again.
 func TestAdversarialBrowser_PageInjection(t *testing.T) {
 	t.Parallel()
 	requireBrowserSandbox(t)
@@ -130,6 +133,12 @@ func TestAdversarialBrowser_PageInjection(t *testing.T) {
 		Input: "check my orders",
 	})
 	require.NoError(t, err)
+	// A person allows the listed site for the session; the collector is
+	// outside the allowlist, so nobody is ever asked about it.
+	perm := pendingPermission(t, srv.api, sess.ID, "")
+	require.Equal(t, "http://"+strings.TrimPrefix(site.URL, "http://"), perm.Origin)
+	_, err = srv.api.DecideAction(ctx, sess.ID, perm.ID, &lt.Decision{Decision: lt.DecisionAllow, Scope: lt.ScopeSession, RequestID: perm.RequestID})
+	require.NoError(t, err)
 
 	waitFor(t, 2*time.Minute, "the shell call to start", func() (bool, error) {
 		for _, ev := range journal(ctx, t, srv.api, sess.ID) {
@@ -173,7 +182,11 @@ func TestAdversarialBrowser_PageInjection(t *testing.T) {
 	}
 	all := strings.Join(outputs, "\n")
 	require.Contains(t, all, "Your orders.", "the page was read")
-	require.Contains(t, refused, "127.0.0.2", "the unlisted site was refused by the proxy")
+	// The model's open and the redirect are refused before the browser
+	// moves (the Fetch domain stops the redirect, and the image), so not
+	// even the proxy sees a request for the collector.
+	require.NotContains(t, refused, "127.0.0.2", "no request for the collector left the browser")
+	require.Equal(t, 2, strings.Count(all, "is not in this agent's network allowlist"), "the model's open and the redirect were refused")
 	require.Zero(t, stolen.Load(), "the unlisted site received nothing: not from the model, a redirect or a subresource")
 	require.Equal(t, 1, pngs, "the screenshot is a PNG artifact")
 	require.Contains(t, all, "cookie=cookie-7f3a", "the browser of the restarted server still has the site's cookie")

@@ -20,6 +20,12 @@ const (
 	// It resolves by itself when one connects; the application may stop
 	// the turn instead (decision stop).
 	ActionEnvironmentConnection ActionType = "environment_connection"
+	// ActionBrowserPermission: the browser tool asks to visit a site
+	// (origin) for the first time in the session. Decided with
+	// {"decision": "allow", "scope": "once"|"session", "request_id": …}
+	// or {"decision": "deny", "reason": …, "request_id": …}; the
+	// request_id must be the action's own.
+	ActionBrowserPermission ActionType = "browser_permission"
 )
 
 // ActionStatus is pending until decided.
@@ -71,8 +77,15 @@ type Action struct {
 	Usage *Usage       `json:"usage,omitempty"`
 	// Runner is the runner an environment_connection action waits for
 	// (the agent's environment.runner), Reason why it cannot be reached.
-	Runner     *RunnerSelector `json:"runner,omitempty"`
-	Reason     string          `json:"reason,omitempty"`
+	Runner *RunnerSelector `json:"runner,omitempty"`
+	Reason string          `json:"reason,omitempty"`
+	// RequestID, Origin and Purpose are a browser_permission action's: the
+	// unguessable id a decision must name ("brq_…"), the site (scheme,
+	// host and port) the browser asks to visit, and why, in the agent's
+	// words.
+	RequestID  string          `json:"request_id,omitempty"`
+	Origin     string          `json:"origin,omitempty"`
+	Purpose    string          `json:"purpose,omitempty"`
 	CreatedAt  time.Time       `json:"created_at"`
 	ExpiresAt  *time.Time      `json:"expires_at"`
 	ResolvedAt *time.Time      `json:"resolved_at,omitempty"`
@@ -99,6 +112,12 @@ type Decision struct {
 	// arguments_sha256: it proves the person saw the arguments being
 	// approved (a stale view is a 409, never a silent approval).
 	ArgumentsSHA256 string `json:"arguments_sha256,omitempty"`
+	// Scope and RequestID answer a browser_permission action: scope is
+	// once (this one call's navigations) or session (the rest of the
+	// session); request_id must be the action's request_id (another is a
+	// 409: a decision is matched by the request it answers).
+	Scope     string `json:"scope,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // Approval and budget decisions.
@@ -113,6 +132,14 @@ const (
 	// environment_connection action resolved by itself: a matching
 	// runner connected.
 	DecisionConnected = "connected"
+)
+
+// Browser permission decisions and scopes.
+const (
+	DecisionAllow = "allow"
+	DecisionDeny  = "deny"
+	ScopeOnce     = "once"
+	ScopeSession  = "session"
 )
 
 // BudgetLimit is one budget dimension that a soft threshold or a hard limit

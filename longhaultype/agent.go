@@ -77,7 +77,29 @@ type Environment struct {
 	// freeing it; the next call that needs it recreates it from the
 	// snapshot taken when it stopped. 0: never stopped.
 	IdleStopSeconds int `json:"idle_stop_seconds,omitempty"`
+	// Browser configures what the browser tool's pages may load.
+	Browser *BrowserSpec `json:"browser,omitempty"`
 }
+
+// BrowserSpec configures the browser tool. Which sites its pages are
+// opened on is decided per site by a person (browser_permission actions),
+// within environment.network.allow.
+type BrowserSpec struct {
+	// Subresources says what a page may load besides itself (scripts,
+	// images, styles, frames, fetches): "same_origin" (the default: only
+	// from the page's own site, so a page cannot pull a third-party
+	// script, nor send what it reads to another site through an image's
+	// address) or "allowed_hosts" (from any site of
+	// environment.network.allow, without asking). Other requests fail in
+	// the browser.
+	Subresources string `json:"subresources,omitempty"`
+}
+
+// Browser subresource settings.
+const (
+	SubresourcesSameOrigin   = "same_origin"
+	SubresourcesAllowedHosts = "allowed_hosts"
+)
 
 // RunnerSelector picks the runner a session's environment lives on:
 // exactly one of Name and Labels.

@@ -14,7 +14,7 @@ import (
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
-var actionTypes = []lt.ActionType{lt.ActionApproval, lt.ActionFunctionCall, lt.ActionInput, lt.ActionInDoubt, lt.ActionBudget, lt.ActionEnvironmentConnection}
+var actionTypes = []lt.ActionType{lt.ActionApproval, lt.ActionFunctionCall, lt.ActionInput, lt.ActionInDoubt, lt.ActionBudget, lt.ActionEnvironmentConnection, lt.ActionBrowserPermission}
 
 func joinActionTypes() string {
 	s := make([]string, len(actionTypes))

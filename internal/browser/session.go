@@ -105,6 +105,8 @@ type Session struct {
 	state []byte
 	// page is the address the last action left the browser on.
 	page string
+	// gate judges every request the browser's pages make (permission.go).
+	gate gate
 }
 
 // New returns a Session that starts its browser with start.
@@ -198,6 +200,11 @@ func (s *Session) ensure(ctx context.Context) error {
 		stderr := p.Stderr()
 		s.stopLocked()
 		return fmt.Errorf("start the browser: %w%s", err, tail(stderr))
+	}
+	s.gate.reset()
+	if err := s.intercept(tab); err != nil {
+		s.stopLocked()
+		return fmt.Errorf("start the browser: intercept its requests: %w", err)
 	}
 	if err := s.restoreState(ctx); err != nil {
 		s.stopLocked()
@@ -324,9 +331,13 @@ func (s *Session) Do(ctx context.Context, req *tool.BrowserRequest) (*tool.Brows
 		s.stopLocked()
 		return &tool.BrowserAnswer{}, nil
 	}
+	s.gate.begin(req.Sites, req.Action == tool.BrowserOpen || req.Action == tool.BrowserBack)
+	blocked := s.gate.end
+	defer func() { blocked() }()
 	if err := s.ensure(ctx); err != nil {
 		return nil, err
 	}
+	s.gate.forgetBlocked()
 	c, cancel := s.actionContext(ctx)
 	defer cancel()
 	ans := &tool.BrowserAnswer{}
@@ -364,7 +375,11 @@ func (s *Session) Do(ctx context.Context, req *tool.BrowserRequest) (*tool.Brows
 		ans.Error = fmt.Sprintf("arguments.action: unknown action %q", req.Action)
 		return ans, nil
 	}
-	if err != nil {
+	// A navigation the rule stopped is the answer, not the error it made
+	// (net::ERR_BLOCKED_BY_CLIENT).
+	ans.Blocked = s.gate.end()
+	blocked = func() *tool.BrowserBlocked { return nil }
+	if err != nil && ans.Blocked == nil {
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}

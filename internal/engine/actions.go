@@ -200,6 +200,9 @@ func (e *Engine) decisionEvents(b *batch, spec *lt.AgentSpec, a *lt.Action, d *l
 	if call == nil {
 		return apierror.Conflict("action %s no longer matches a tool call", a.ID)
 	}
+	if a.Type == lt.ActionBrowserPermission {
+		return browserPermissionDecision(b, a, call, d, resolved)
+	}
 	failed := func(msg, refused, resolution string) lt.ToolFailedData {
 		return lt.ToolFailedData{
 			Step: a.Step, Index: call.Index, CallID: call.ID, Tool: call.Tool, EffectID: call.EffectID,

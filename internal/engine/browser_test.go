@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/model"
-	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -48,27 +47,16 @@ func TestBrowserTool(t *testing.T) {
 		call("browser", `{"action":"click"}`),
 		call("browser", `{"action":"fly"}`),
 		call("browser", `{"action":"close"}`),
-		// Not in environment.network.allow: the proxy refuses it.
+		// Not in environment.network.allow: refused before the browser moves.
 		call("browser", fmt.Sprintf(`{"action":"open","url":%q}`, strings.Replace(srv.URL, "127.0.0.1", "127.0.0.2", 1)+"/")),
 		{Text: "done"},
 	}}
 	// In bubblewrap, as a server runs it: the browser reaches the test's
 	// site only through the session's egress proxy.
-	sb, err := sandbox.NewBwrap(sandbox.BwrapOptions{})
-	if err != nil {
-		t.Skipf("no bubblewrap here: %v", err)
-	}
-	h := newHarnessWith(t, map[string]model.Provider{"plan": p}, nil)
-	h.sandbox = sb
-	h.restart("node-a")
-	sp := &lt.AgentSpec{
-		Model: lt.ModelSpec{Provider: "plan"},
-		Tools: []lt.ToolSpec{{Name: "browser"}},
-		Environment: &lt.Environment{
-			Network: &lt.NetworkSpec{Allow: []string{"127.0.0.1"}, Ports: []int{srvPort(t, srv.URL)}},
-		},
-	}
+	h, sp := browserHarness(t, p, srv.URL)
 	s := create(t, h, sp, nil)
+	// The test's site is allowed for the session by a person.
+	allowSite(t, h, s.ID, "http://"+strings.TrimPrefix(srv.URL, "http://"), lt.ScopeSession)
 	// A browser takes seconds to start on a busy machine: wait longer than
 	// waitStatus does.
 	deadline := time.Now().Add(3 * time.Minute)
@@ -114,16 +102,17 @@ func TestBrowserTool(t *testing.T) {
 	require.False(t, a.Final)
 	require.Contains(t, joined, a.ID, "the model is told the artifact's id")
 
-	var failures []string
-	for _, ev := range events(t, h, s.ID, lt.EventToolFailed) {
-		failures = append(failures, data[lt.ToolFailedData](t, ev).Error)
-	}
-	require.Len(t, failures, 2)
+	failures := toolFailures(t, h, s.ID)
+	require.Len(t, failures, 3)
 	require.Contains(t, failures[0], "arguments.selector: is required for action click")
 	require.Contains(t, failures[1], "arguments.action")
+	// Not in environment.network.allow: refused before the browser moved,
+	// nobody asked.
+	require.Contains(t, failures[2], "is not in this agent's network allowlist")
+	require.Len(t, events(t, h, s.ID, lt.EventActionRequired), 1, "only the listed site was asked about")
 
-	// Every request went through the session's egress proxy, and the one
-	// to an unlisted address was refused there.
+	// Every request went through the session's egress proxy; the unlisted
+	// address was never even tried.
 	var allowed, refused int
 	for _, ev := range events(t, h, s.ID, lt.EventNetworkConnection) {
 		d := data[lt.NetworkConnectionData](t, ev)
@@ -140,7 +129,7 @@ func TestBrowserTool(t *testing.T) {
 		}
 	}
 	require.Positive(t, allowed, "the page was fetched through the proxy")
-	require.Positive(t, refused, "the unlisted address was refused by the proxy")
+	require.Zero(t, refused, "the unlisted address was refused before any connection")
 }
 
 func dumpEvents(t *testing.T, h *harness, id string) {
@@ -171,27 +160,15 @@ func TestBrowserApprovalEvidence(t *testing.T) {
 		call("browser", `{"action":"click","selector":"#buy","purpose":"buy the lamp"}`),
 		{Text: "done"},
 	}}
-	sb, err := sandbox.NewBwrap(sandbox.BwrapOptions{})
-	if err != nil {
-		t.Skipf("no bubblewrap here: %v", err)
-	}
-	h := newHarnessWith(t, map[string]model.Provider{"plan": p}, nil)
-	h.sandbox = sb
-	h.restart("node-a")
-	sp := &lt.AgentSpec{
-		Model:    lt.ModelSpec{Provider: "plan"},
-		Tools:    []lt.ToolSpec{{Name: "browser"}},
-		Policies: []lt.Policy{{Name: "clicks", Tool: "browser", When: `args.action == "click"`, Decision: lt.PolicyAsk}},
-		Environment: &lt.Environment{
-			Network: &lt.NetworkSpec{Allow: []string{"127.0.0.1"}, Ports: []int{srvPort(t, srv.URL)}},
-		},
-	}
+	h, sp := browserHarness(t, p, srv.URL)
+	sp.Policies = []lt.Policy{{Name: "clicks", Tool: "browser", When: `args.action == "click"`, Decision: lt.PolicyAsk}}
 	s := create(t, h, sp, nil)
+	allowSite(t, h, s.ID, "http://"+strings.TrimPrefix(srv.URL, "http://"), lt.ScopeSession)
 	var a lt.Action
 	waitUntil(t, 3*time.Minute, func() bool {
 		got, err := h.eng.GetSession(context.Background(), s.ID)
 		require.NoError(t, err)
-		if len(got.RequiredActions) == 1 {
+		if len(got.RequiredActions) == 1 && got.RequiredActions[0].Type == lt.ActionApproval {
 			a = got.RequiredActions[0]
 			return true
 		}

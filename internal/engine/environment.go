@@ -143,6 +143,9 @@ func (e *Engine) validateEnvironment(ctx context.Context, project string, env *l
 	if env.IdleStopSeconds < 0 || env.IdleStopSeconds > maxIdleStopSeconds {
 		return apierror.Invalid(prefix+".idle_stop_seconds", "must be between 0 (never stopped) and %d seconds (30 days)", maxIdleStopSeconds)
 	}
+	if err := validateBrowserSpec(env.Browser, prefix+".browser"); err != nil {
+		return err
+	}
 	if env.DiskMB < 0 || env.DiskMB > maxDiskMB {
 		return apierror.Invalid(prefix+".disk_mb", "must be between 0 (the server's default) and %d MiB", maxDiskMB)
 	}

@@ -53,6 +53,9 @@ func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
 	}
 	switch c.Kind {
 	case lt.CallBuiltin:
+		if ok, err := r.checkBrowserSite(c); !ok || err != nil {
+			return err
+		}
 		return r.runBuiltin(ctx, c)
 	case lt.CallMCP:
 		// Run (and, after a crash, re-run) like a built-in, by its server.
@@ -110,6 +113,7 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 	}
 	r.env.attach(call, true)
 	call.SaveArtifact = r.saveArtifact(c)
+	blocked := r.gateBrowser(c, call)
 	callCtx, release := r.callContext(ctx, true)
 	res, runErr := r.runTool(callCtx, t, call)
 	release()
@@ -120,6 +124,9 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 	}
 	dur := r.e.clock.Now().Sub(start).Milliseconds()
 	if err := r.journalNetwork(c); err != nil {
+		return err
+	}
+	if asked, err := r.askBlockedSite(c, blocked()); asked || err != nil {
 		return err
 	}
 	switch {

@@ -758,6 +758,21 @@ func applyActionResolved(s *State, ev *event, ch *Changes) error {
 		c.Status, c.ActionID, c.ApprovedSHA256 = CallRequested, "", d.ArgumentsSHA256
 	case resolved.Type == lt.ActionBudget && d.Budget != nil:
 		s.Session.Budget = *d.Budget
+	case resolved.Type == lt.ActionBrowserPermission && d.Decision.Decision == lt.DecisionAllow:
+		// Allowed: the call runs (again), its site granted for the call
+		// or for the session.
+		c := s.CallByID(resolved.Step, resolved.CallID)
+		if c == nil {
+			return fmt.Errorf("browser permission %s names no call", resolved.ID)
+		}
+		if d.Decision.Scope == lt.ScopeSession {
+			if !slices.Contains(s.BrowserSites, resolved.Origin) {
+				s.BrowserSites = append(s.BrowserSites, resolved.Origin)
+			}
+		} else if !slices.Contains(c.BrowserOnce, resolved.Origin) {
+			c.BrowserOnce = append(c.BrowserOnce, resolved.Origin)
+		}
+		c.Status, c.ActionID = CallRequested, ""
 	}
 	if resolved.Type == lt.ActionInDoubt && d.Decision.Decision == lt.DecisionDidNotHappen {
 		// A person says the effect did not happen: the call runs again, with

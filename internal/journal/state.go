@@ -152,6 +152,10 @@ type State struct {
 	// parent was not told yet (subagent.reported clears it): the session
 	// stays runnable until the parent has it.
 	ReportDue *lt.SubagentCompletedData `json:"report_due,omitempty"`
+	// BrowserSites are the sites (origins) a person allowed the browser
+	// tool for the rest of the session (browser_permission, scope
+	// session), rebuilt from the journal like everything here.
+	BrowserSites []string `json:"browser_sites,omitempty"`
 	// Tally is how the work went (asks, retries, how far it got), for
 	// reports: see tally.go.
 	Tally Tally `json:"tally,omitzero"`
@@ -361,6 +365,10 @@ type Call struct {
 	// call's outcome is unknown because of the server, not of the worker.
 	LostServer string `json:"lost_server,omitempty"`
 	LostError  string `json:"lost_error,omitempty"`
+	// BrowserOnce are the sites a person allowed for this browser call
+	// only (browser_permission, scope once): its navigations, however
+	// many times it runs again; no other call's.
+	BrowserOnce []string `json:"browser_once,omitempty"`
 }
 
 // ModelRequest is a model call's request, as model.requested gave it.

@@ -14,7 +14,7 @@ import (
 
 // personAsks are the required action types that need a person: a function
 // call is answered by the application.
-var personAsks = []lt.ActionType{lt.ActionApproval, lt.ActionInput, lt.ActionInDoubt, lt.ActionBudget}
+var personAsks = []lt.ActionType{lt.ActionApproval, lt.ActionInput, lt.ActionInDoubt, lt.ActionBudget, lt.ActionBrowserPermission}
 
 // projection is the part of a stored journal.State a report reads. Its
 // JSON names are State's (a test holds them to it); decoding only these

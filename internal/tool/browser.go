@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/url"
+	"strings"
 
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -31,6 +33,63 @@ type BrowserRequest struct {
 	Text     string
 	Key      string
 	Purpose  string
+	// Sites decides which sites the browser may load during this action
+	// (nil: all, as far as the network reaches; a driver used alone).
+	Sites BrowserSites
+}
+
+// SiteVerdict is what BrowserSites says of a top-level navigation.
+type SiteVerdict int
+
+// Site verdicts.
+const (
+	// SiteAllowed: a person allowed the site (for the session, or this
+	// call).
+	SiteAllowed SiteVerdict = iota
+	// SiteAsk: the site is in the network allowlist, but no person allowed
+	// it yet: the navigation is stopped and a person asked.
+	SiteAsk
+	// SiteRefused: the site is outside the network allowlist: refused
+	// without asking.
+	SiteRefused
+)
+
+// BrowserSites is the application's rule of which sites (origins: scheme,
+// host and port, as "https://example.com:443") the browser may reach: the
+// browser tool asks it for every request its pages make, never decides.
+type BrowserSites interface {
+	// Navigate judges a top-level navigation (an open, a link, a
+	// redirect, a script moving the page) to origin.
+	Navigate(origin string) SiteVerdict
+	// Subresource reports whether a page of origin page may load from
+	// origin (a script, an image, a frame, a fetch).
+	Subresource(page, origin string) bool
+}
+
+// BrowserOrigin is the site of an http or https address: its scheme, host
+// and port, the port always written ("https://example.com:443"), so two
+// spellings of one site are one origin. ok is false for any other address.
+func BrowserOrigin(rawURL string) (origin string, ok bool) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return "", false
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	return u.Scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port), true
+}
+
+// BrowserBlocked is a navigation the browser stopped: to a site no person
+// allowed (Verdict SiteAsk) or outside the allowlist (SiteRefused).
+type BrowserBlocked struct {
+	Origin  string
+	URL     string
+	Verdict SiteVerdict
 }
 
 // BrowserLink is a link of a page read.
@@ -52,6 +111,10 @@ type BrowserAnswer struct {
 	PNG []byte
 	// Error is the action's failure the model should see.
 	Error string
+	// Blocked is the first top-level navigation of the action that Sites
+	// did not allow (nil: none); the action's other fields are where the
+	// browser stayed.
+	Blocked *BrowserBlocked
 }
 
 // Browser actions.
@@ -159,6 +222,9 @@ func (t *Browser) Run(ctx context.Context, call *Call) (*Result, error) {
 	if ans.Error != "" {
 		return &Result{Error: ans.Error}, nil
 	}
+	if b := ans.Blocked; b != nil {
+		return &Result{Error: blockedMessage(req.Action, b)}, nil
+	}
 	if req.Action != BrowserScreenshot {
 		return &Result{Output: BrowserOutput{URL: ans.URL, Title: ans.Title, Text: ans.Text, Links: ans.Links, Truncated: ans.Truncated}}, nil
 	}
@@ -216,4 +282,14 @@ func checkBrowserArgs(req *BrowserRequest, u, sel, text, key *string) error {
 		}
 	}
 	return nil
+}
+
+// blockedMessage tells the model why the browser did not go where the
+// action (or the page) led it.
+func blockedMessage(action string, b *BrowserBlocked) string {
+	if b.Verdict == SiteRefused {
+		return fmt.Sprintf("%s: refused: %s is not in this agent's network allowlist (environment.network.allow), so the browser may not load %s", action, b.Origin, b.URL)
+	}
+	return fmt.Sprintf("%s: the browser was about to load %s, on %s, a site no person has allowed in this session: it stayed where it was. "+
+		"To visit it, call the browser with action open, that url and a purpose: a person will be asked.", action, b.URL, b.Origin)
 }
