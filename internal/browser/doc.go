@@ -41,6 +41,7 @@
 // command) could not promise, since every process of the sandbox shares its
 // loopback.
 //
-// It imports chromedp and internal/tool (the request and answer types). Who
+// It imports chromedp, internal/tool (the request and answer types) and
+// internal/redact (answers are redacted of the vault's values). Who
 // may import it: internal/engine and tests.
 package browser
