@@ -96,7 +96,7 @@ var importRules = map[string]importRule{
 	"internal/runner/link":                 {importers: []string{"cmd/longhaul", "internal/environment/remote", "internal/runner", "internal/runner/hub"}},
 	"internal/egress":                      {importers: []string{"internal/engine", "internal/environment", "internal/node", "internal/runner", "internal/tool", "internal/webhook"}},
 	"internal/vault":                       {importers: []string{"cmd/longhaul", "internal/app", "internal/engine", "internal/node"}},
-	"internal/redact":                      {importers: []string{"cmd/longhaul", "internal/engine", "internal/node", "internal/vault"}},
+	"internal/redact":                      {importers: []string{"cmd/longhaul", "internal/browser", "internal/engine", "internal/node", "internal/vault"}},
 	"internal/journal":                     {importers: []string{"internal/engine", "internal/report"}},
 
 	// Model providers: the node wires them by name.

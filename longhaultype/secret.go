@@ -15,14 +15,25 @@ import (
 //   - {"bearer": true}: "Authorization: Bearer <value>".
 //   - {"basic": {"username": "bot"}}: "Authorization: Basic
 //     base64(username:value)", the value being the password.
+//   - {"login": {"username": "bot"}}: a web site's login, the value being
+//     the password: never put into a request by the server, only typed into
+//     a login form of one of its hosts by the browser tool's login action.
 //
 // With bearer or basic, "header" may name another header than Authorization
-// (e.g. Proxy-Authorization); "format" is not allowed.
+// (e.g. Proxy-Authorization); "format" is not allowed. With login, neither
+// is.
 type SecretInjection struct {
 	Header string           `json:"header,omitempty"`
 	Format string           `json:"format,omitempty"`
 	Bearer bool             `json:"bearer,omitempty"`
 	Basic  *SecretBasicAuth `json:"basic,omitempty"`
+	Login  *SecretLogin     `json:"login,omitempty"`
+}
+
+// SecretLogin is the user name of a web site's login (the browser tool's
+// login action); the secret's value is the password.
+type SecretLogin struct {
+	Username string `json:"username"`
 }
 
 // SecretBasicAuth is the user name of HTTP basic authentication.

@@ -58,6 +58,7 @@ type secretSetOpts struct {
 	format    string
 	bearer    bool
 	basicUser string
+	loginUser string
 	fromEnv   string
 	project   string
 	json      bool
@@ -66,7 +67,7 @@ type secretSetOpts struct {
 func (c *cli) secretSetCmd() *cobra.Command {
 	o := &secretSetOpts{}
 	cmd := &cobra.Command{
-		Use:   "set NAME --host HOST (--bearer | --basic-user USER | --header NAME [--format F])",
+		Use:   "set NAME --host HOST (--bearer | --basic-user USER | --header NAME [--format F] | --login-user USER)",
 		Short: "Create or replace a secret, reading its value from standard input",
 		Long: `Create the secret NAME in the server's vault, or replace its value, hosts and
 injection. NAME is upper case, like an environment variable (GITHUB_TOKEN).
@@ -86,13 +87,18 @@ then binds the secret to that port only. How the value goes into a request:
   --basic-user USER              Authorization: Basic base64(USER:VALUE)
   --header NAME [--format F]     NAME: F, with {value} in F replaced by the
                                  value (default "{value}")
+  --login-user USER              never into a request: a web site's login,
+                                 the value being the password, which the
+                                 browser tool's login action types into the
+                                 site's form (the model never sees it)
 
 With --bearer or --basic-user, --header names another header than
 Authorization (e.g. Proxy-Authorization).`,
 		Example: `  pass show github/token | longhaul secret set GITHUB_TOKEN --host api.github.com --bearer
   longhaul secret set DOCS_KEY --host docs.example.com --header X-Api-Key < docs.key
   longhaul secret set LEGACY_TOKEN --host '*.legacy.example.com' --header Authorization --format 'token {value}' --from-env LEGACY_TOKEN
-  longhaul secret set REGISTRY_PASSWORD --host registry.example.com --basic-user ci --from-env REGISTRY_PASSWORD`,
+  longhaul secret set REGISTRY_PASSWORD --host registry.example.com --basic-user ci --from-env REGISTRY_PASSWORD
+  longhaul secret set SHOP_LOGIN --host shop.example.com --login-user buyer@example.com < shop.password`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error { return c.secretSet(cmd, o, args[0]) },
 	}
@@ -101,6 +107,7 @@ Authorization (e.g. Proxy-Authorization).`,
 	fs.StringArrayVar(&o.hosts, "host", nil, "host the secret may be sent to (repeatable): api.example.com, *.example.com or an IP address, optionally :PORT (that port only)")
 	fs.BoolVar(&o.bearer, "bearer", false, "inject as \"Authorization: Bearer VALUE\"")
 	fs.StringVar(&o.basicUser, "basic-user", "", "inject as HTTP basic authentication with this user name and the value as password")
+	fs.StringVar(&o.loginUser, "login-user", "", "a web site's login for the browser tool with this user name, the value being the password (never put into a request)")
 	fs.StringVar(&o.header, "header", "", "header to inject the value into (with --bearer or --basic-user: instead of Authorization)")
 	fs.StringVar(&o.format, "format", "", "with --header: the header value, {value} standing for the secret (default \"{value}\")")
 	fs.StringVar(&o.fromEnv, "from-env", "", "read the value from this environment variable instead of standard input")
@@ -144,13 +151,19 @@ func (c *cli) secretSet(cmd *cobra.Command, o *secretSetOpts, name string) error
 // that mean nothing.
 func (o *secretSetOpts) injection(cmd *cobra.Command) (*lt.SecretInjection, error) {
 	basic := cmd.Flags().Changed("basic-user")
+	if cmd.Flags().Changed("login-user") {
+		if o.bearer || basic || o.header != "" || o.format != "" {
+			return nil, usagef("secret set: --login-user goes alone (a login is typed into a site's form, never put into a header)")
+		}
+		return &lt.SecretInjection{Login: &lt.SecretLogin{Username: o.loginUser}}, nil
+	}
 	switch {
 	case o.bearer && basic:
 		return nil, usagef("secret set: give one of --bearer and --basic-user")
 	case (o.bearer || basic) && o.format != "":
 		return nil, usagef("secret set: --format goes with --header alone (--bearer and --basic-user have their own)")
 	case !o.bearer && !basic && o.header == "":
-		return nil, usagef("secret set: say how to inject the secret: --bearer, --basic-user USER or --header NAME [--format F]")
+		return nil, usagef("secret set: say how to inject the secret: --bearer, --basic-user USER, --header NAME [--format F] or --login-user USER")
 	}
 	inj := &lt.SecretInjection{Header: o.header, Format: o.format, Bearer: o.bearer}
 	if basic {
@@ -199,6 +212,8 @@ func injectionText(inj lt.SecretInjection) string {
 		header = "Authorization"
 	}
 	switch {
+	case inj.Login != nil:
+		return "a login form (user " + inj.Login.Username + ")"
 	case inj.Bearer:
 		return header + ": Bearer VALUE"
 	case inj.Basic != nil:

@@ -89,6 +89,9 @@ func TestSecretCommands(t *testing.T) {
 	r = run("", nil, "secret", "ls", "--project", "Not A Project")
 	require.Equal(t, exitFailure, r.code)
 	require.Contains(t, r.stderr, "field:   project")
+	// A web site's login, for the browser: no header.
+	out = ok("shop-password-1\n", nil, "secret", "set", "SHOP_LOGIN", "--host", "shop.example.com", "--login-user", "alice@example.com", "--project", "support")
+	require.Equal(t, "Secret SHOP_LOGIN created in project support: sent as a login form (user alice@example.com) to shop.example.com.\n", out)
 
 	// The server's refusal names the field.
 	r = run(cliCanary, nil, "secret", "set", "BAD", "--host", "https://api.example.com/", "--bearer")
@@ -105,7 +108,7 @@ func TestSecretCommands(t *testing.T) {
 	r = run("", nil, "secret", "rm", "GITHUB_TOKEN")
 	require.Equal(t, exitFailure, r.code)
 	require.Contains(t, r.stderr, "code:    not_found (HTTP 404)")
-	require.Len(t, decodeStrict[[]lt.Secret](t, ok("", nil, "secret", "ls", "--json")), 1)
+	require.Len(t, decodeStrict[[]lt.Secret](t, ok("", nil, "secret", "ls", "--json")), 2)
 
 	for i, o := range outputs {
 		require.NotContains(t, o, cliCanary, "output %d", i)
@@ -146,6 +149,7 @@ func TestSecretSetUsageErrors(t *testing.T) {
 	}{
 		{"no injection", strings.NewReader(cliCanary), nil, []string{"--host", "a.example.com"}, "say how to inject the secret"},
 		{"bearer and basic", strings.NewReader(cliCanary), nil, []string{"--host", "a.example.com", "--bearer", "--basic-user", "u"}, "give one of --bearer and --basic-user"},
+		{"login and bearer", strings.NewReader(cliCanary), nil, []string{"--host", "a.example.com", "--bearer", "--login-user", "u"}, "--login-user goes alone"},
 		{"format with bearer", strings.NewReader(cliCanary), nil, []string{"--host", "a.example.com", "--bearer", "--format", "x {value}"}, "--format goes with --header alone"},
 		{"no host", strings.NewReader(cliCanary), nil, []string{"--bearer"}, "give at least one --host"},
 		{"empty stdin", strings.NewReader("\n"), nil, []string{"--host", "a.example.com", "--bearer"}, "standard input is empty"},

@@ -31,6 +31,23 @@
 // confines nothing (the local backend) gives no proxy: the browser then
 // reaches what the server reaches, as a shell command would.
 //
+// Logins (login.go): the login action fills a vault login secret's user
+// name and password into a page's form over the protocol (Config.Login
+// hands it over, only for a page on one of its hosts), checked on the page
+// itself in the call that fills it: the page and the form's target on the
+// secret's hosts, a form sent by POST, the password into a password field
+// only. Every answer of Do is redacted of every vault value
+// (Config.Redactor), the page's text, links, address, title and errors
+// alike, and a screenshot is refused while the page shows a value. The
+// profile keeps no history or session files (profile.go), where a page's
+// address and title would otherwise be left in the workspace. This is
+// where DESIGN's "secrets never enter the sandbox" bends, and it is said
+// plainly: Chromium runs in the sandbox, so the typed password is in its
+// memory and in the page, as when a person types it. Only the secret's
+// hosts receive it (every other request of the page still goes through
+// the egress proxy), and the model cannot read it back: outputs are
+// redacted and no field's value is ever returned.
+//
 // Who may drive it: the DevTools protocol runs over a pipe
 // (--remote-debugging-pipe): the browser reads commands on its fd 3 and
 // writes answers on its fd 4, which the start command joins to the
@@ -41,6 +58,7 @@
 // command) could not promise, since every process of the sandbox shares its
 // loopback.
 //
-// It imports chromedp and internal/tool (the request and answer types). Who
+// It imports chromedp, internal/tool (the request and answer types) and
+// internal/redact (answers are redacted of the vault's values). Who
 // may import it: internal/engine and tests.
 package browser

@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
+	"github.com/longhaul-dev/longhaul/internal/redact"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 )
 
@@ -83,6 +84,13 @@ type Config struct {
 	// latest; what SaveState keeps depends on neither.
 	SaveState func(ctx context.Context, data []byte) error
 	LoadState func(ctx context.Context) ([]byte, error)
+	// Login returns the vault login secret name for a login page at dest
+	// (its host and port), or a *LoginRefusedError; nil: no logins (see
+	// login.go).
+	Login func(ctx context.Context, name, dest string) (*tool.LoginSecret, error)
+	// Redactor returns what removes the vault's secret values from every
+	// answer; nil: nothing is redacted.
+	Redactor func(ctx context.Context) (*redact.Redactor, error)
 }
 
 // Session is one session's browser: started on its first action, stopped
@@ -103,6 +111,8 @@ type Session struct {
 	cancelAll context.CancelFunc
 	// state is what SaveState was last given.
 	state []byte
+	// red is the vault's redactor of the action running (see Do).
+	red *redact.Redactor
 	// page is the address the last action left the browser on.
 	page string
 	// gate judges every request the browser's pages make (permission.go).
@@ -164,7 +174,7 @@ func (s *Session) Command() string {
 	// reuse): only this Session runs a browser on the profile, so the lock
 	// is stale and goes.
 	profile := `"$HOME"/` + shellQuote(s.cfg.ProfileDir)
-	return `rm -f ` + profile + `/SingletonLock ` + profile + `/SingletonSocket ` + profile + `/SingletonCookie; ` +
+	return `mkdir -p ` + profile + `/Default; ` + unkeptStores(profile) + `rm -f ` + profile + `/SingletonLock ` + profile + `/SingletonSocket ` + profile + `/SingletonCookie; ` +
 		`XDG_CONFIG_HOME="${TMPDIR:-/tmp}"/.config XDG_CACHE_HOME="${TMPDIR:-/tmp}"/.cache TMPDIR=/tmp exec ` + strings.Join(args, " ") + " about:blank 3<&0 4>&1 </dev/null >&2"
 }
 
@@ -284,6 +294,8 @@ func (s *Session) keepState(ctx, c context.Context) error {
 	if err != nil {
 		return err
 	}
+	// It is kept in the workspace, which the agent can read.
+	data = s.red.JSON(data)
 	if bytes.Equal(data, s.state) {
 		return nil
 	}
@@ -323,10 +335,11 @@ func (s *Session) actionContext(ctx context.Context) (context.Context, context.C
 	return c, func() { stop(); cancel() }
 }
 
-// Do runs one action (tool.BrowserDriver).
-func (s *Session) Do(ctx context.Context, req *tool.BrowserRequest) (*tool.BrowserAnswer, error) {
+// do runs one action for Do (login.go), red being the vault's redactor.
+func (s *Session) do(ctx context.Context, req *tool.BrowserRequest, red *redact.Redactor) (*tool.BrowserAnswer, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.red = red
 	if req.Action == tool.BrowserClose {
 		s.stopLocked()
 		return &tool.BrowserAnswer{}, nil
@@ -370,7 +383,14 @@ func (s *Session) Do(ctx context.Context, req *tool.BrowserRequest) (*tool.Brows
 	case tool.BrowserRead:
 		err = s.read(c, req.Selector, ans)
 	case tool.BrowserScreenshot:
+		if ans.Error = screenshotRefusal(c, red); ans.Error != "" {
+			return ans, nil
+		}
 		ans.PNG, err = chromedp.Run(c, chromedp.CaptureScreenshot())
+	case tool.BrowserLogin:
+		if err = s.login(ctx, c, req, ans); err == nil && ans.Error != "" {
+			return ans, nil
+		}
 	default:
 		ans.Error = fmt.Sprintf("arguments.action: unknown action %q", req.Action)
 		return ans, nil

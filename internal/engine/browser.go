@@ -66,6 +66,8 @@ func (r *runner) setupBrowser(env *sessionEnv, opened environment.Environment) {
 			}
 			return res.Data, nil
 		},
+		Login:    r.browserLogin,
+		Redactor: r.e.redactor,
 	}
 	if env.policy != nil && r.confinesNetwork() {
 		// The forwarder to the session's egress proxy, inside the sandbox.
@@ -124,6 +126,7 @@ func browserEvidence(c *journal.Call, page string) []string {
 		Text     string `json:"text"`
 		Key      string `json:"key"`
 		Purpose  string `json:"purpose"`
+		Secret   string `json:"secret"`
 	}
 	if json.Unmarshal(c.Arguments, &a) != nil {
 		return nil
@@ -146,6 +149,7 @@ func browserEvidence(c *journal.Call, page string) []string {
 	if a.Key != "" {
 		line += ", pressing " + a.Key
 	}
+	line += loginEvidence(a.Action, a.Secret)
 	out := []string{line}
 	if a.Purpose != "" {
 		out = append(out, "The agent's stated purpose: "+clip(a.Purpose, 500))

@@ -41,6 +41,11 @@ type Vault interface {
 	// name is an error with an UnknownSecret() method, an unbound
 	// destination one with a NotBound() method.
 	ValueFor(ctx context.Context, project, name, dest string) (string, error)
+	// Login returns a login secret of project (inject {"login": …}) for a
+	// login page at dest (host:port) only if dest is one of its hosts:
+	// errors as ValueFor's, and one with a NotLogin() method for a secret
+	// that is not a login.
+	Login(ctx context.Context, project, name, dest string) (*tool.LoginSecret, error)
 	// Redactor returns the redactor of every secret's value, of every
 	// project (cached until
 	// Invalidate).

@@ -90,6 +90,16 @@ func (v *fakeVault) Source(ctx context.Context, project string, names []string) 
 	return src, nil
 }
 
+// Login gives every secret as a login of the user "agent".
+func (v *fakeVault) Login(ctx context.Context, project, name, dest string) (*tool.LoginSecret, error) {
+	value, err := v.ValueFor(ctx, project, name, dest)
+	if err != nil {
+		return nil, err
+	}
+	host := v.secrets[name].host
+	return &tool.LoginSecret{Name: name, Username: "agent", Password: value, Bound: func(d string) bool { return vault.HostMatches([]string{host}, d) }}, nil
+}
+
 type sourceFunc func(host string) []tool.Credential
 
 func (f sourceFunc) ForHost(host string) []tool.Credential { return f(host) }

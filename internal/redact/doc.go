@@ -43,5 +43,6 @@
 // re-encoded.
 //
 // It imports only the standard library. Who may import it: cmd/longhaul,
-// internal/engine, internal/node, internal/vault and tests.
+// internal/browser, internal/engine, internal/node, internal/vault and
+// tests.
 package redact

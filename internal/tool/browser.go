@@ -36,6 +36,8 @@ type BrowserRequest struct {
 	// Sites decides which sites the browser may load during this action
 	// (nil: all, as far as the network reaches; a driver used alone).
 	Sites BrowserSites
+	// Login is the login action's: the secret and where its form is.
+	Login *BrowserLoginRequest
 }
 
 // SiteVerdict is what BrowserSites says of a top-level navigation.
@@ -90,6 +92,15 @@ type BrowserBlocked struct {
 	Origin  string
 	URL     string
 	Verdict SiteVerdict
+}
+
+// BrowserLoginRequest is what the login action names: the secret (never
+// its value) and, optionally, the form's fields ("": the defaults).
+type BrowserLoginRequest struct {
+	Secret           string
+	UsernameSelector string
+	PasswordSelector string
+	SubmitSelector   string
 }
 
 // BrowserLink is a link of a page read.
@@ -151,12 +162,13 @@ func BrowserEffect(args json.RawMessage) lt.EffectClass {
 // browserSchema: every field but action is optional in the schema; which
 // ones an action needs is checked by checkBrowserArgs, naming the field.
 const browserSchema = `{"type":"object","properties":{` +
-	`"action":{"type":"string","enum":["open","click","type","press","read","screenshot","back","close"],"description":"open a url; click or type into the element of selector; press a key (Enter, Tab, Escape, ArrowDown...); read the page's text (or the element's) with its links; screenshot the page (saved as an artifact); back; close the browser"},` +
-	`"url":{"type":"string","minLength":1,"description":"open: the http or https address"},` +
+	`"action":{"type":"string","enum":["open","click","type","press","read","screenshot","back","close","login"],"description":"open a url; click or type into the element of selector; press a key (Enter, Tab, Escape, ArrowDown...); read the page's text (or the element's) with its links; screenshot the page (saved as an artifact); back; close the browser; login: open url and sign in with the vault secret named secret (the server fills its user name and password: you never see them)"},` +
+	`"url":{"type":"string","minLength":1,"description":"open, login: the http or https address"},` +
 	`"selector":{"type":"string","minLength":1,"description":"click, type: the CSS selector of the element; read: optional, the element to read"},` +
 	`"text":{"type":"string","description":"type: the text to type"},` +
 	`"key":{"type":"string","minLength":1,"description":"press: the key"},` +
-	`"purpose":{"type":"string","description":"why you visit this site: shown to the person asked to allow it"}` +
+	`"purpose":{"type":"string","description":"why you visit this site: shown to the person asked to allow it"},` +
+	browserLoginSchema +
 	`},"required":["action"],"additionalProperties":false}`
 
 // Name implements Tool.
@@ -204,12 +216,16 @@ func (t *Browser) Run(ctx context.Context, call *Call) (*Result, error) {
 		Text     *string `json:"text"`
 		Key      *string `json:"key"`
 		Purpose  string  `json:"purpose"`
+		browserLoginArgs
 	}
 	if res := decodeArguments(t, call, &raw); res != nil {
 		return res, nil
 	}
 	req := &BrowserRequest{Action: raw.Action, Purpose: raw.Purpose}
 	if err := checkBrowserArgs(req, raw.URL, raw.Selector, raw.Text, raw.Key); err != nil {
+		return &Result{Error: err.Error()}, nil
+	}
+	if err := raw.browserLoginArgs.check(req); err != nil {
 		return &Result{Error: err.Error()}, nil
 	}
 	if call.Browser == nil {
@@ -247,7 +263,7 @@ func checkBrowserArgs(req *BrowserRequest, u, sel, text, key *string) error {
 	need := map[string]bool{}
 	allowed := map[string]bool{}
 	switch req.Action {
-	case BrowserOpen:
+	case BrowserOpen, BrowserLogin:
 		need["url"] = true
 	case BrowserClick:
 		need["selector"] = true
@@ -275,7 +291,7 @@ func checkBrowserArgs(req *BrowserRequest, u, sel, text, key *string) error {
 			*f.dst = *f.v
 		}
 	}
-	if req.Action == BrowserOpen {
+	if req.Action == BrowserOpen || req.Action == BrowserLogin {
 		p, err := url.Parse(req.URL)
 		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
 			return fmt.Errorf("%s.url: must be an absolute http or https address", docArguments)

@@ -40,6 +40,14 @@ func TestBrowserArguments(t *testing.T) {
 		{`{"action":"fly"}`, "arguments.action"},
 		{`{}`, "arguments.action"},
 		{`{"action":"back","extra":1}`, "extra"},
+		{`{"action":"login","url":"https://shop.example/login","secret":"SHOP_LOGIN"}`, ""},
+		{`{"action":"login","url":"https://shop.example/login","secret":"SHOP_LOGIN","username_selector":"#u","password_selector":"#p","submit_selector":"#go"}`, ""},
+		{`{"action":"login","url":"https://shop.example/login"}`, "arguments.secret: is required for action login"},
+		{`{"action":"login","secret":"SHOP_LOGIN"}`, "arguments.url: is required for action login"},
+		{`{"action":"login","url":"ftp://shop.example/","secret":"SHOP_LOGIN"}`, "arguments.url: must be an absolute http or https address"},
+		{`{"action":"login","url":"https://shop.example/","secret":"SHOP_LOGIN","text":"hunter2"}`, "arguments.text: action login takes no text"},
+		{`{"action":"open","url":"https://shop.example/","secret":"SHOP_LOGIN"}`, "arguments.secret: action open takes no secret"},
+		{`{"action":"type","selector":"#q","text":"x","password_selector":"#p"}`, "arguments.password_selector: action type takes no password_selector"},
 	}
 	for _, c := range cases {
 		b := &recordingBrowser{}
@@ -88,7 +96,7 @@ func TestBrowserEffect(t *testing.T) {
 	for action, want := range map[string]lt.EffectClass{
 		"open": lt.EffectRead, "read": lt.EffectRead, "screenshot": lt.EffectRead,
 		"click": lt.EffectIrreversible, "type": lt.EffectIrreversible, "press": lt.EffectIrreversible,
-		"back": lt.EffectIrreversible, "close": lt.EffectIrreversible, "": lt.EffectIrreversible,
+		"back": lt.EffectIrreversible, "close": lt.EffectIrreversible, "login": lt.EffectIrreversible, "": lt.EffectIrreversible,
 	} {
 		require.Equal(t, want, tool.BrowserEffect(json.RawMessage(`{"action":"`+action+`"}`)), action)
 	}

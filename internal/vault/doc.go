@@ -32,6 +32,12 @@
 //     headers). Hosts are DNS names, "*.suffix" wildcards (any subdomain of
 //     suffix, never suffix itself) or IP addresses, each optionally with a
 //     port: with one, the secret goes to that port only.
+//   - A login secret (inject {"login": …}, the value the password) is
+//     never injected into a request: Login hands it to the browser's login
+//     action only for a page on one of its hosts, and the browser types it
+//     into that page's form. That is the one way a value enters a session's
+//     sandbox (Chromium runs there), as when a person types a password;
+//     see internal/browser.
 //   - A Source hands out only the secrets an agent names, and of those only
 //     the ones bound to the host and port a request goes to, ready to
 //     inject. ValueFor hands a model key (api_key_secret) out only for a

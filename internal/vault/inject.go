@@ -71,7 +71,10 @@ const placeholder = "{value}"
 // header always named (canonical case), a format only for the header form.
 func normalizeInjection(inj *Injection) (Injection, error) {
 	if inj == nil {
-		return Injection{}, apierror.Invalid("inject", `inject is required: {"bearer": true}, {"basic": {"username": "…"}} or {"header": "…", "format": "… {value}"}`)
+		return Injection{}, apierror.Invalid("inject", `inject is required: {"bearer": true}, {"basic": {"username": "…"}}, {"header": "…", "format": "… {value}"} or {"login": {"username": "…"}}`)
+	}
+	if inj.Login != nil {
+		return normalizeLogin(inj)
 	}
 	out := Injection{Bearer: inj.Bearer}
 	if inj.Bearer && inj.Basic != nil {
@@ -125,6 +128,22 @@ func normalizeInjection(inj *Injection) (Injection, error) {
 		out.Format = format
 	}
 	return out, nil
+}
+
+// normalizeLogin validates a login (the browser's login action): a user
+// name, and nothing that would put the value into a request.
+func normalizeLogin(inj *Injection) (Injection, error) {
+	switch {
+	case inj.Bearer || inj.Basic != nil || inj.Header != "" || inj.Format != "":
+		return Injection{}, apierror.Invalid("inject.login", "login goes alone: a login's password is typed into a web site's form by the browser, never put into a header")
+	case strings.TrimSpace(inj.Login.Username) == "":
+		return Injection{}, apierror.Invalid("inject.login.username", "the user name is required")
+	case strings.IndexFunc(inj.Login.Username, isControl) >= 0:
+		return Injection{}, apierror.Invalid("inject.login.username", "the user name contains a control character")
+	case len(inj.Login.Username) > 256:
+		return Injection{}, apierror.Invalid("inject.login.username", "the user name has more than 256 bytes")
+	}
+	return Injection{Login: &lt.SecretLogin{Username: inj.Login.Username}}, nil
 }
 
 // headerValue is the header value that injects value by inj (normalised).

@@ -431,6 +431,11 @@ func (v *Vault) Source(ctx context.Context, project string, names []string) (too
 		if err != nil {
 			return nil, err
 		}
+		if m.Inject.Login != nil {
+			// A login is typed into a site's form by the browser, never
+			// put into a request's header.
+			continue
+		}
 		value, err := v.open(row)
 		if err != nil {
 			return nil, err
