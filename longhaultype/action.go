@@ -20,6 +20,10 @@ const (
 	// It resolves by itself when one connects; the application may stop
 	// the turn instead (decision stop).
 	ActionEnvironmentConnection ActionType = "environment_connection"
+	// ActionMonitor: a detector of the trajectory monitor whose action is
+	// ask saw something (Finding): the session waits until a person lets
+	// it continue (decision continue) or stops its turn (decision stop).
+	ActionMonitor ActionType = "monitor"
 )
 
 // ActionStatus is pending until decided.
@@ -71,12 +75,15 @@ type Action struct {
 	Usage *Usage       `json:"usage,omitempty"`
 	// Runner is the runner an environment_connection action waits for
 	// (the agent's environment.runner), Reason why it cannot be reached.
-	Runner     *RunnerSelector `json:"runner,omitempty"`
-	Reason     string          `json:"reason,omitempty"`
-	CreatedAt  time.Time       `json:"created_at"`
-	ExpiresAt  *time.Time      `json:"expires_at"`
-	ResolvedAt *time.Time      `json:"resolved_at,omitempty"`
-	Resolution json.RawMessage `json:"resolution,omitempty"`
+	Runner *RunnerSelector `json:"runner,omitempty"`
+	Reason string          `json:"reason,omitempty"`
+	// Finding is what a monitor action asks about: the detector's
+	// finding, as journaled (monitor.finding).
+	Finding    *MonitorFindingData `json:"finding,omitempty"`
+	CreatedAt  time.Time           `json:"created_at"`
+	ExpiresAt  *time.Time          `json:"expires_at"`
+	ResolvedAt *time.Time          `json:"resolved_at,omitempty"`
+	Resolution json.RawMessage     `json:"resolution,omitempty"`
 	// ResolvedBy is who decided the action (the actor on its
 	// action.resolved event); nil while pending, or when it resolved by
 	// itself (expiry, a cancel, the engine).
@@ -113,6 +120,8 @@ const (
 	// environment_connection action resolved by itself: a matching
 	// runner connected.
 	DecisionConnected = "connected"
+	// DecisionContinue lets a session a monitor action stopped go on.
+	DecisionContinue = "continue"
 )
 
 // BudgetLimit is one budget dimension that a soft threshold or a hard limit
