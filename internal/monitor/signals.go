@@ -61,16 +61,18 @@ var (
 // secretProbe says what probe for secrets text (and its normalized form)
 // makes, "" when none, with its severity.
 func secretProbe(norm, text, dataDir string) (string, string) {
+	// Cheap looks first: most calls name none of these.
+	proc := strings.Contains(norm, "/proc/")
 	switch {
-	case procEnviron.MatchString(norm):
+	case proc && procEnviron.MatchString(norm):
 		return "reads a process's environment (/proc/*/environ)", High
 	case dataDir != "" && strings.Contains(text, dataDir):
 		return "names the server's data directory", High
-	case strings.Contains(norm, "/proc/self"):
+	case proc && strings.Contains(norm, "/proc/self"):
 		return "reads /proc/self", Medium
-	case envDump.MatchString(norm):
+	case strings.Contains(norm, "env") && envDump.MatchString(norm):
 		return "dumps the environment (env, printenv)", Medium
-	case secretVar.MatchString(unquote.Replace(text)):
+	case strings.Contains(text, "$") && secretVar.MatchString(unquote.Replace(text)):
 		return "reads a variable named like a secret", Medium
 	}
 	for _, f := range secretFiles {
@@ -89,10 +91,23 @@ var (
 	escapePaths = []string{"/proc/sys/", "/sys/fs/cgroup", "/proc/1/root", "/proc/sysrq-trigger", "release_agent", "core_pattern", "docker.sock", "/dev/mem", "/dev/kmem"}
 )
 
+// escapeWords are the words escapeCommands needs: a command without one
+// is not read by the regular expression.
+var escapeWords = []string{"unshare", "nsenter", "chroot", "pivot_root", "mount", "capsh", "setns"}
+
+func mayEscape(norm string) bool {
+	for _, w := range escapeWords {
+		if strings.Contains(norm, w) {
+			return true
+		}
+	}
+	return false
+}
+
 // escapeAttempt says what sandbox-escape attempt text makes, "" when none.
 // The commands are read only in shell commands (prose says "mount" too).
 func escapeAttempt(norm string, shell bool) string {
-	if shell {
+	if shell && mayEscape(norm) {
 		if m := escapeCommands.FindStringSubmatch(norm); m != nil {
 			return "runs " + m[1]
 		}
