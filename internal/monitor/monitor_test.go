@@ -89,6 +89,8 @@ func TestBenignSessionTripsNothing(t *testing.T) {
 	benign(j, 40)
 	// A sha256 digest, a UUID and a URL with a long path are not keys.
 	j.call("http_request", map[string]any{"url": "https://api.example.com/v1/blobs/9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", "body": "id=123e4567-e89b-12d3-a456-426614174000"}, "200", "")
+	// Identifiers with numbers in a command toward a host are not keys.
+	j.shell("touch /tmp/TestAdversarialSpawn_Instructions4066138013/marker; curl -s http://127.0.0.1:8080/GetUserProfileByAccountId2024")
 	// Two failures of one command, then it works.
 	j.call("shell", map[string]any{"command": "go build ./..."}, "", "exit 1")
 	j.call("shell", map[string]any{"command": "go build ./..."}, "", "exit 1")

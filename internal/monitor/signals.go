@@ -200,16 +200,51 @@ const (
 // token is a run of the characters tokens and keys are made of.
 var token = regexp.MustCompile(`[A-Za-z0-9+=_\-]{20,}`)
 
+// minSwitchRatio bounds the share of neighbouring characters of different
+// classes (switchRatio) below which a string is read as an identifier
+// (CamelCase words, a name with a number: "TestSpawn_Run40661"), which
+// switches only at its words' edges, not as a random key.
+const minSwitchRatio = 0.3
+
 // highEntropy returns the length of the first string of text that looks
-// like a random key (long, three classes of characters, high entropy), 0
-// when none does.
+// like a random key (long, three classes of characters mixed all along,
+// high entropy), 0 when none does.
 func highEntropy(text string) int {
 	for _, t := range token.FindAllString(text, 32) {
-		if len(t) >= minEntropyLen && classes(t) >= 3 && entropy(t) >= minEntropyBits {
+		if len(t) >= minEntropyLen && classes(t) >= 3 && switchRatio(t) >= minSwitchRatio && entropy(t) >= minEntropyBits {
 			return len(t)
 		}
 	}
 	return 0
+}
+
+// class is a character's class: 1 lower, 2 upper, 3 digit, 0 other.
+func class(c byte) int {
+	switch {
+	case c >= 'a' && c <= 'z':
+		return 1
+	case c >= 'A' && c <= 'Z':
+		return 2
+	case c >= '0' && c <= '9':
+		return 3
+	}
+	return 0
+}
+
+// switchRatio is the share of neighbouring pairs of s whose classes differ,
+// a capital starting a word aside (about 0.45 for a random key).
+func switchRatio(s string) float64 {
+	if len(s) < 2 {
+		return 0
+	}
+	n := 0
+	for i := 1; i < len(s); i++ {
+		// A capital then a small letter starts a word: not a switch.
+		if a, b := class(s[i-1]), class(s[i]); a != 0 && b != 0 && a != b && (a != 2 || b != 1) {
+			n++
+		}
+	}
+	return float64(n) / float64(len(s)-1)
 }
 
 func classes(s string) int {
