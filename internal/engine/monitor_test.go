@@ -206,3 +206,26 @@ func TestMonitorSpecValidation(t *testing.T) {
 		require.ErrorContains(t, err, tc.field)
 	}
 }
+
+// TestMonitorWatchesSubagents: a child spawned with a spec that turns the
+// parent's detectors off is watched by the parent's monitor all the same.
+func TestMonitorWatchesSubagents(t *testing.T) {
+	h := newHarness(t)
+	missing := `{"tool_calls":[{"name":"read_file","arguments":{"path":"missing.txt"}}]}`
+	child := `{"model":{"provider":"scripted","script":[` + missing + `,` + missing + `,` + missing + `,{"text":"child done"}]},` +
+		`"tools":[{"name":"read_file"}],"monitor":{"detectors":{"repeated_failure":{"off":true}}}}`
+	sp := spec(t, calls(t,
+		`{"name":"spawn_agent","arguments":{"agent_spec":`+child+`,"input":"look around"}}`,
+		`{"name":"wait_agents","arguments":{}}`,
+	), lt.ToolSpec{Name: "read_file"}, lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"})
+	sp.Monitor = &lt.MonitorSpec{Detectors: map[string]lt.MonitorDetectorSpec{"repeated_failure": {Action: lt.MonitorStop}}}
+	s := create(t, h, sp, nil)
+	h.waitStatus(s.ID, lt.SessionIdle, lt.SessionFailed)
+	spawned := events(t, h, s.ID, lt.EventSubagentSpawned)
+	require.Len(t, spawned, 1)
+	kid := data[lt.SubagentSpawnedData](t, spawned[0]).ChildID
+	c := h.waitStatus(kid, lt.SessionFailed, lt.SessionIdle)
+	require.Equal(t, lt.SessionFailed, c.Status)
+	require.Equal(t, lt.StopPolicyViolation, *c.StopReason)
+	require.Len(t, findings(t, h, kid)["repeated_failure"], 1)
+}
