@@ -32,6 +32,8 @@ func TestMonitorActionShownContinuedAndStopped(t *testing.T) {
 	require.Contains(t, out, "escape_signatures (high): a shell call runs unshare")
 	require.Contains(t, out, "longhaul continue "+act.ID)
 	require.Contains(t, out, "longhaul stop "+act.ID)
+	out = cliOK(t, "events", sess.ID, "--server", s.url)
+	require.Contains(t, out, "escape_signatures (high, ask): a shell call runs unshare; events ")
 	out = cliOK(t, "inbox", "--type", "monitor", "--server", s.url)
 	require.Contains(t, out, act.ID)
 	out = cliOK(t, "continue", act.ID, "--server", s.url)
