@@ -98,6 +98,7 @@ var importRules = map[string]importRule{
 	"internal/vault":                       {importers: []string{"cmd/longhaul", "internal/app", "internal/engine", "internal/node"}},
 	"internal/redact":                      {importers: []string{"cmd/longhaul", "internal/browser", "internal/engine", "internal/node", "internal/vault"}},
 	"internal/journal":                     {importers: []string{"internal/engine", "internal/report"}},
+	"internal/monitor":                     {importers: []string{"internal/engine"}},
 
 	// Model providers: the node wires them by name.
 	"internal/model": {importers: []string{"internal/bench", "internal/engine", "internal/model/anthropic",

@@ -26,6 +26,10 @@ const (
 	// or {"decision": "deny", "reason": …, "request_id": …}; the
 	// request_id must be the action's own.
 	ActionBrowserPermission ActionType = "browser_permission"
+	// ActionMonitor: a detector of the trajectory monitor whose action is
+	// ask saw something (Finding): the session waits until a person lets
+	// it continue (decision continue) or stops its turn (decision stop).
+	ActionMonitor ActionType = "monitor"
 )
 
 // ActionStatus is pending until decided.
@@ -83,13 +87,16 @@ type Action struct {
 	// unguessable id a decision must name ("brq_…"), the site (scheme,
 	// host and port) the browser asks to visit, and why, in the agent's
 	// words.
-	RequestID  string          `json:"request_id,omitempty"`
-	Origin     string          `json:"origin,omitempty"`
-	Purpose    string          `json:"purpose,omitempty"`
-	CreatedAt  time.Time       `json:"created_at"`
-	ExpiresAt  *time.Time      `json:"expires_at"`
-	ResolvedAt *time.Time      `json:"resolved_at,omitempty"`
-	Resolution json.RawMessage `json:"resolution,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
+	Origin    string `json:"origin,omitempty"`
+	Purpose   string `json:"purpose,omitempty"`
+	// Finding is what a monitor action asks about: the detector's
+	// finding, as journaled (monitor.finding).
+	Finding    *MonitorFindingData `json:"finding,omitempty"`
+	CreatedAt  time.Time           `json:"created_at"`
+	ExpiresAt  *time.Time          `json:"expires_at"`
+	ResolvedAt *time.Time          `json:"resolved_at,omitempty"`
+	Resolution json.RawMessage     `json:"resolution,omitempty"`
 	// ResolvedBy is who decided the action (the actor on its
 	// action.resolved event); nil while pending, or when it resolved by
 	// itself (expiry, a cancel, the engine).
@@ -132,6 +139,8 @@ const (
 	// environment_connection action resolved by itself: a matching
 	// runner connected.
 	DecisionConnected = "connected"
+	// DecisionContinue lets a session a monitor action stopped go on.
+	DecisionContinue = "continue"
 )
 
 // Browser permission decisions and scopes.

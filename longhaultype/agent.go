@@ -26,6 +26,9 @@ type AgentSpec struct {
 	VerifyAcceptance *VerifyAcceptance `json:"verify_acceptance,omitempty"`
 	// Subagents bounds the sub-agents a session of this agent spawns.
 	Subagents *SubagentLimits `json:"subagents,omitempty"`
+	// Monitor configures the trajectory monitor's built-in detectors (on
+	// by default, each with its default action).
+	Monitor *MonitorSpec `json:"monitor,omitempty"`
 
 	// Stop conditions: each ends the turn with its own stop_reason.
 
@@ -43,6 +46,30 @@ type AgentSpec struct {
 	// its start (0: none; stop_reason timeout).
 	TurnTimeoutSeconds int64 `json:"turn_timeout_seconds,omitempty"`
 }
+
+// MonitorSpec configures the trajectory monitor of an agent's sessions.
+type MonitorSpec struct {
+	// Detectors sets, by detector name, what its findings do; a detector
+	// not listed keeps its default (see MonitorDefaultAction).
+	Detectors map[string]MonitorDetectorSpec `json:"detectors,omitempty"`
+}
+
+// MonitorDetectorSpec is one detector's setting.
+type MonitorDetectorSpec struct {
+	// Action is log (journal the finding), ask (journal it and raise a
+	// monitor action the session waits on) or stop (journal it and end
+	// the turn, stop_reason policy_violation); "" keeps the default.
+	Action string `json:"action,omitempty"`
+	// Off turns the detector off.
+	Off bool `json:"off,omitempty"`
+}
+
+// Monitor actions.
+const (
+	MonitorLog  = "log"
+	MonitorAsk  = "ask"
+	MonitorStop = "stop"
+)
 
 // SubagentLimits bounds spawn_agent.
 type SubagentLimits struct {

@@ -104,6 +104,10 @@ const (
 	// EventSessionResumed: a person resumed a paused session (or withdrew
 	// a pause that had not taken effect).
 	EventSessionResumed = "session.resumed"
+	// EventMonitorFinding: a built-in detector of the trajectory monitor
+	// saw a pattern across the session's calls (refused connections,
+	// probes for secrets, ...), naming the events that show it.
+	EventMonitorFinding = "monitor.finding"
 )
 
 // BlobRef points at a content-addressed blob. Event payloads over 64 KiB are

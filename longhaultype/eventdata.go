@@ -738,3 +738,22 @@ type MCPServerLostData struct {
 	// error, for the person who looks into it.
 	Stderr string `json:"stderr,omitempty"`
 }
+
+// The trajectory monitor.
+
+// MonitorFindingData is the data of monitor.finding: a built-in detector saw
+// a pattern across the session's journal. It never holds a secret's value
+// or a fragment of one: Summary names what was seen (a secret by its name).
+type MonitorFindingData struct {
+	// Detector is refused_connections, secret_probe, capability_widening,
+	// escape_signatures, secret_like_egress or repeated_failure.
+	Detector string `json:"detector"`
+	// Severity is low, medium or high.
+	Severity string `json:"severity"`
+	Summary  string `json:"summary"`
+	// Evidence are the seqs of the events that show it, oldest first.
+	Evidence []int64 `json:"evidence"`
+	// Action is what the agent's monitor spec does with the detector's
+	// findings: log, ask (a monitor action) or stop (the turn ends).
+	Action string `json:"action"`
+}

@@ -67,6 +67,7 @@ var eventPayloads = []struct {
 	{EventSubagentCancelRequested, newData[SubagentCancelRequestedData]},
 	{EventMCPToolsListed, newData[MCPToolsListedData]},
 	{EventMCPServerLost, newData[MCPServerLostData]},
+	{EventMonitorFinding, newData[MonitorFindingData]},
 }
 
 func newData[T any]() any { return new(T) }

@@ -165,4 +165,9 @@ type SpanAttributes struct {
 	Agent          *AgentRef `json:"agent,omitempty"`
 	// ChildStatus is how the child's latest turn ended, as it reported.
 	ChildStatus TurnStatus `json:"child_status,omitempty"`
+
+	// Findings are the trajectory monitor's findings about the span (a
+	// tool call whose events show them, else a step or a turn), one line
+	// each: "detector (severity, action): summary".
+	Findings []string `json:"findings,omitempty"`
 }

@@ -223,12 +223,13 @@ func (c *cli) stopCmd() *cobra.Command {
 	o := &stopOpts{}
 	cmd := &cobra.Command{
 		Use:   "stop ACTION_ID [--reason TEXT]",
-		Short: "Decide an approval, budget or environment_connection action by ending the turn",
-		Long: `Stop at a pending approval, budget or environment_connection action: the tool
-call does not run (or no more is spent, or the session stops waiting for a
-runner), and the turn ends (stop_reason "stopped" for an approval or an
-environment_connection, "budget_exceeded" for a budget). The session can take
-a new turn afterwards.
+		Short: "Decide an approval, budget, environment_connection or monitor action by ending the turn",
+		Long: `Stop at a pending approval, budget, environment_connection or monitor action:
+the tool call does not run (or no more is spent, or the session stops waiting
+for a runner, or for a person's look at what the trajectory monitor found),
+and the turn ends (stop_reason "stopped" for an approval, an
+environment_connection or a monitor action, "budget_exceeded" for a budget).
+The session can take a new turn afterwards.
 To stop a session without an action, use 'longhaul cancel SESSION'.`,
 		Example: `  longhaul stop act_4f2a --reason "wrong customer"
   longhaul stop act_9c1e`,
@@ -246,11 +247,45 @@ func (c *cli) stop(cmd *cobra.Command, o *stopOpts, id string) error {
 	if err != nil {
 		return err
 	}
-	if a.Type != lt.ActionApproval && a.Type != lt.ActionBudget && a.Type != lt.ActionEnvironmentConnection {
+	if a.Type != lt.ActionApproval && a.Type != lt.ActionBudget && a.Type != lt.ActionEnvironmentConnection && a.Type != lt.ActionMonitor {
 		return usagef("stop: action %s is of type %s, which stop does not decide; decide it with: %s (or end the turn with 'longhaul cancel %s')",
 			a.ID, a.Type, decideCommands(a)[0], a.SessionID)
 	}
 	return c.sendDecision(cmd, cl, a, &lt.Decision{Decision: lt.DecisionStop, Reason: o.reason}, o.json)
+}
+
+type continueOpts struct {
+	client *clientOpts
+	json   bool
+}
+
+func (c *cli) continueCmd() *cobra.Command {
+	o := &continueOpts{}
+	cmd := &cobra.Command{
+		Use:   "continue ACTION_ID",
+		Short: "Let a session go on after a finding of the trajectory monitor (a monitor action)",
+		Long: `Decide a monitor action: a detector of the trajectory monitor whose action is
+ask found something (its finding, with the journal events that show it, is in
+'longhaul action ACTION_ID'), and the session waits before its next call.
+continue lets it go on; 'longhaul stop ACTION_ID' ends the turn instead.`,
+		Example: `  longhaul continue act_5e0c`,
+		Args:    usageArgs(cobra.ExactArgs(1)),
+		RunE:    func(cmd *cobra.Command, args []string) error { return c.continueAction(cmd, o, args[0]) },
+	}
+	o.client = clientFlags(cmd)
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the resolved action as JSON")
+	return cmd
+}
+
+func (c *cli) continueAction(cmd *cobra.Command, o *continueOpts, id string) error {
+	cl, a, err := c.fetchAction(cmd, o.client, id)
+	if err != nil {
+		return err
+	}
+	if a.Type != lt.ActionMonitor {
+		return wrongType("continue", a)
+	}
+	return c.sendDecision(cmd, cl, a, &lt.Decision{Decision: lt.DecisionContinue}, o.json)
 }
 
 type answerOpts struct {

@@ -381,6 +381,11 @@ func eventDetail(ev lt.Event) string {
 		if s, ok := changeNotAppliedSummary(ev); ok {
 			return s
 		}
+	case lt.EventMonitorFinding:
+		var d lt.MonitorFindingData
+		if decode(ev, &d) && d.Detector != "" {
+			return fmt.Sprintf("%s (%s, %s): %s; events %s", d.Detector, d.Severity, d.Action, truncate(d.Summary, 80), evidenceSeqs(d.Evidence))
+		}
 	case lt.EventSessionPauseRequested, lt.EventSessionPaused, lt.EventSessionResumed:
 		if s, ok := pauseSummary(ev); ok {
 			return s

@@ -14,7 +14,7 @@ import (
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
-var actionTypes = []lt.ActionType{lt.ActionApproval, lt.ActionFunctionCall, lt.ActionInput, lt.ActionInDoubt, lt.ActionBudget, lt.ActionEnvironmentConnection, lt.ActionBrowserPermission}
+var actionTypes = []lt.ActionType{lt.ActionApproval, lt.ActionFunctionCall, lt.ActionInput, lt.ActionInDoubt, lt.ActionBudget, lt.ActionEnvironmentConnection, lt.ActionBrowserPermission, lt.ActionMonitor}
 
 func joinActionTypes() string {
 	s := make([]string, len(actionTypes))
@@ -221,6 +221,10 @@ func printAction(w io.Writer, a *lt.Action, now time.Time) error {
 	if a.Usage != nil {
 		b.line("Usage:", usageLine(*a.Usage))
 	}
+	if f := a.Finding; f != nil {
+		b.line("Finding:", f.Detector+" ("+f.Severity+"): "+f.Summary)
+		b.line("Events:", evidenceSeqs(f.Evidence)+"   (longhaul events "+a.SessionID+")")
+	}
 	b.line("Created:", fmtTime(a.CreatedAt))
 	b.line("Expires:", expiryText(a.ExpiresAt, now))
 	if a.Status != lt.ActionPending {
@@ -267,8 +271,19 @@ func decideCommands(a *lt.Action) []string {
 		return []string{"longhaul decide " + a.ID + " happened|did_not_happen|skip"}
 	case lt.ActionEnvironmentConnection:
 		return []string{"longhaul stop " + a.ID + " [--reason TEXT]   (or wait: it goes on by itself when a matching runner connects; see 'longhaul runners')"}
+	case lt.ActionMonitor:
+		return []string{"longhaul continue " + a.ID, "longhaul stop " + a.ID + " [--reason TEXT]"}
 	}
 	return []string{"longhaul actions " + a.SessionID}
+}
+
+// evidenceSeqs lists a finding's evidence seqs.
+func evidenceSeqs(seqs []int64) string {
+	parts := make([]string, len(seqs))
+	for i, s := range seqs {
+		parts[i] = fmt.Sprint(s)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // editTemplate is the action's arguments on one line, ready to be edited

@@ -172,6 +172,9 @@ func spanNotes(s lt.Span) string {
 	if a.EffectStatus == lt.EffectInDoubt {
 		notes = append(notes, "in doubt")
 	}
+	for _, f := range a.Findings {
+		notes = append(notes, "monitor: "+f)
+	}
 	if a.Resolution != "" {
 		notes = append(notes, "resolved: "+a.Resolution)
 	}

@@ -196,6 +196,9 @@ func (e *Engine) decisionEvents(b *batch, spec *lt.AgentSpec, a *lt.Action, d *l
 	if a.Type == lt.ActionEnvironmentConnection {
 		return envConnectionDecision(b, a, d, resolved)
 	}
+	if a.Type == lt.ActionMonitor {
+		return monitorDecision(b, a, d, resolved)
+	}
 	call := b.st.CallByID(a.Step, a.CallID)
 	if call == nil {
 		return apierror.Conflict("action %s no longer matches a tool call", a.ID)
@@ -402,20 +405,26 @@ func budgetDecision(b *batch, a *lt.Action, d *lt.Decision, resolved lt.ActionRe
 		if d.Budget != nil {
 			return apierror.Invalid("budget", "new limits go only with decision %q", lt.DecisionApprove)
 		}
-		if err := b.add(lt.EventActionResolved, a.TurnID, 0, resolved); err != nil {
-			return err
-		}
 		msg := "stopped by a person at a soft budget limit"
 		if a.Limit != nil {
 			msg += " (" + a.Limit.Name + ")"
 		}
-		if d.Reason != "" {
-			msg += ": " + d.Reason
-		}
-		return endTurn(b, lt.StopBudgetExceeded, msg)
+		return stopAtAction(b, a, resolved, lt.StopBudgetExceeded, msg, d.Reason)
 	default:
 		return apierror.Invalid("decision", "must be approve or stop")
 	}
+}
+
+// stopAtAction resolves a (a person's decision stop) and ends the turn
+// with stopReason; the error says msg, then the person's reason.
+func stopAtAction(b *batch, a *lt.Action, resolved lt.ActionResolvedData, stopReason, msg, reason string) error {
+	if err := b.add(lt.EventActionResolved, a.TurnID, 0, resolved); err != nil {
+		return err
+	}
+	if reason != "" {
+		msg += ": " + reason
+	}
+	return endTurn(b, stopReason, msg)
 }
 
 // endTurn fails the current turn from the API side (a person stopped it);

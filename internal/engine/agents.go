@@ -44,6 +44,9 @@ func (e *Engine) validateSpec(ctx context.Context, project string, spec *lt.Agen
 	if err := e.validateEnvironment(ctx, project, spec.Environment, prefix+".environment"); err != nil {
 		return err
 	}
+	if err := validateMonitor(spec.Monitor, prefix+".monitor"); err != nil {
+		return err
+	}
 	if err := e.validateModelAccess(ctx, project, spec.Model, prefix+".model"); err != nil {
 		return err
 	}

@@ -50,6 +50,12 @@
 //     changes since, which any node that lacks them restores and applies
 //     before the session's next tool call or checkpoint (workspacesync.go);
 //     the model is told at its next call (personnote.go).
+//   - the trajectory monitor's detectors (internal/monitor) read every
+//     event the runner appends or reads in; what they find is journaled
+//     (monitor.finding) at the next tick, before anything else runs, and
+//     never twice; a detector whose action is ask parks the session on a
+//     monitor action, one whose action is stop ends the turn
+//     (monitor.go).
 //   - a pause cuts nothing: it takes effect before the next call starts
 //     (the worker reads the session's last seq at every safe point, and
 //     the new events when another writer appended) or at once
@@ -70,7 +76,7 @@
 // walk of a tree (store.WalkTree, which export shares).
 //
 // It imports the store interface (never a driver), journal, model, policy,
-// tool, mcp, egress, vault (its host bindings) and workspace, and no
+// tool, mcp, egress, vault (its host bindings), monitor and workspace, and no
 // transport (internal/server, internal/webui, cmd/); internal/node wires
 // concrete drivers and providers into it. Who may import it: the root
 // package, cmd/longhaul, internal/app, internal/bench, internal/node and

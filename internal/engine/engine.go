@@ -115,6 +115,10 @@ type Config struct {
 	// (environment.NewLocal) over Sandbox (sandbox.NewLocal when nil),
 	// Workspaces, the store, SnapshotCache and RuntimeDir.
 	Environments environment.Backend
+	// DataDir is the server's data directory: the trajectory monitor
+	// reads a call naming it (outside WorkspaceRoot, the sessions' own) as
+	// a probe for secrets. Default: "" (not checked).
+	DataDir string
 }
 
 func (c *Config) withDefaults() (Config, error) {
@@ -226,6 +230,8 @@ type Engine struct {
 	// created here is queued like the others instead of taking a slot
 	// that frees ahead of the scheduler's claim: the oldest run first.
 	backlog atomic.Bool
+	// monSecrets is the trajectory monitor's index of the vault's values.
+	monSecrets monitorSecrets
 }
 
 // New returns an engine over st. It does not start workers: call Start.

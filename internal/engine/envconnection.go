@@ -131,14 +131,7 @@ func envConnectionDecision(b *batch, a *lt.Action, d *lt.Decision, resolved lt.A
 	if d.Decision != lt.DecisionStop {
 		return apierror.Invalid("decision", "must be stop: an environment_connection action resolves by itself when a matching runner connects")
 	}
-	if err := b.add(lt.EventActionResolved, a.TurnID, 0, resolved); err != nil {
-		return err
-	}
-	msg := "stopped by a person while the session waited for a runner"
-	if d.Reason != "" {
-		msg += ": " + d.Reason
-	}
-	return endTurn(b, lt.StopStopped, msg)
+	return stopAtAction(b, a, resolved, lt.StopStopped, "stopped by a person while the session waited for a runner", d.Reason)
 }
 
 // runnerWakePage is how many pending environment_connection actions

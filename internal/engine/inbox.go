@@ -19,7 +19,7 @@ const (
 )
 
 // actionTypes are the values the inbox's type filter accepts.
-var actionTypes = []lt.ActionType{lt.ActionApproval, lt.ActionFunctionCall, lt.ActionInput, lt.ActionInDoubt, lt.ActionBudget, lt.ActionEnvironmentConnection, lt.ActionBrowserPermission}
+var actionTypes = []lt.ActionType{lt.ActionApproval, lt.ActionFunctionCall, lt.ActionInput, lt.ActionInDoubt, lt.ActionBudget, lt.ActionEnvironmentConnection, lt.ActionBrowserPermission, lt.ActionMonitor}
 
 // ListAllActions is the inbox: required actions across sessions in creation
 // order, filtered by status, type and session. Limit 0 means 50 (at most
@@ -33,7 +33,7 @@ func (e *Engine) ListAllActions(ctx context.Context, p lt.ListActionsParams) (*l
 		return nil, apierror.Invalid("status", "must be pending, resolved or cancelled, got %q", p.Status)
 	}
 	if p.Type != "" && !validActionType(p.Type) {
-		return nil, apierror.Invalid("type", "must be approval, function_call, input, in_doubt, budget, environment_connection or browser_permission, got %q", p.Type)
+		return nil, apierror.Invalid("type", "must be approval, function_call, input, in_doubt, budget, environment_connection, browser_permission or monitor, got %q", p.Type)
 	}
 	limit := p.Limit
 	switch {

@@ -56,6 +56,9 @@ type contextSnapshot struct {
 	// History is the effect history trajectory policies read; nil when
 	// the runner kept none (no policy of the agent reads effects).
 	History *historySnapshot `json:"history,omitempty"`
+	// Monitor is the trajectory monitor's state (nil in a snapshot from
+	// before it: the detectors start afresh from the snapshot on).
+	Monitor json.RawMessage `json:"monitor,omitempty"`
 }
 
 // transcriptSnapshot is a transcript without the items its summary stands
@@ -137,6 +140,9 @@ func (r *runner) contextSnapshotFor(ctx context.Context, cut int, summary string
 			return nil, false, err
 		}
 	}
+	if snap.Monitor, err = r.mon.State(); err != nil {
+		return nil, false, err
+	}
 	data, err = json.Marshal(&snap)
 	if err != nil {
 		return nil, false, fmt.Errorf("encode the context snapshot: %w", err)
@@ -205,6 +211,11 @@ func (r *runner) rebuild(ctx context.Context, last int64) error {
 		if h != nil {
 			r.h = h
 		}
+		if len(snap.Monitor) > 0 {
+			if err := r.mon.Restore(snap.Monitor); err != nil {
+				r.e.log.Warn("context snapshot's monitor state unreadable: the detectors start afresh", "session", snap.SessionID, "seq", snap.Seq, "err", err)
+			}
+		}
 		after = snap.Seq
 	}
 	for after < last {
@@ -251,6 +262,8 @@ func (r *runner) rederive(ctx context.Context, last int64) error {
 	if r.h != nil {
 		r.h = newHistory()
 	}
+	r.mon.Reset()
+	r.monFound = nil
 	if err := r.rebuild(ctx, last); err != nil {
 		return err
 	}

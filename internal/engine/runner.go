@@ -10,6 +10,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/monitor"
 	"github.com/longhaul-dev/longhaul/internal/policy"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -84,6 +85,10 @@ type runner struct {
 	// claim hears the session's appends since the claim began (nil: not
 	// followed, and every call's control watcher reads the session first).
 	claim *claimWatch
+	// mon runs the trajectory monitor's detectors over the journal;
+	// monFound is what they found that the next tick journals (monitor.go).
+	mon      *monitor.Monitor
+	monFound []monitor.Finding
 }
 
 func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) {
@@ -116,6 +121,9 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 	}
 	if r.policies.NeedsEffects() {
 		r.h = newHistory()
+	}
+	if err := r.newMonitor(ctx); err != nil {
+		return nil, fmt.Errorf("set up the trajectory monitor: %w", err)
 	}
 	if st.EnvironmentStopped {
 		// Stopped while idle: opened again only by a tick with a turn to
@@ -152,7 +160,7 @@ func (r *runner) openEnvironment(ctx context.Context) {
 // the MCP listings and, when history is set, the effect history (a call's
 // arguments past the blob threshold are in its tool.requested's blob).
 func (e *Engine) resolveBlob(ctx context.Context, ev lt.Event, history bool) (lt.Event, error) {
-	wanted := transcriptWants(ev.Type) || ev.Type == lt.EventMCPToolsListed || (history && historyWants(ev.Type))
+	wanted := transcriptWants(ev.Type) || ev.Type == lt.EventMCPToolsListed || ev.Type == lt.EventToolRequested || (history && historyWants(ev.Type))
 	if !wanted || len(ev.Data) == 0 || ev.Data[0] != '{' {
 		return ev, nil
 	}
@@ -181,6 +189,7 @@ func (r *runner) add(typ, turnID string, step int, data any) error {
 func (r *runner) observe(ev lt.Event) {
 	r.tx.observe(ev)
 	r.h.observe(ev)
+	r.monFound = append(r.monFound, r.mon.Observe(ev)...)
 	if r.mcp.observe(ev) {
 		r.tools.withMCP(r.mcp)
 	}
@@ -365,6 +374,9 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 		r.tickSeq = -1
 	} else if err := r.readControls(ctx); err != nil {
 		return false, err
+	}
+	if len(r.monFound) > 0 {
+		return false, r.reportFindings()
 	}
 	st := r.st
 	turn := st.CurrentTurn()

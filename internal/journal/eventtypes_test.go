@@ -107,6 +107,13 @@ func TestApplyAcceptsEveryEventType(t *testing.T) {
 	must(lt.EventModelRequested, "t1", lt.ModelRequestedData{Step: 2, Position: 3, Attempt: 1, Provider: "scripted", Steers: 1})
 	must(lt.EventModelResponded, "t1", lt.ModelRespondedData{Step: 2, Position: 3, Text: "done", Usage: usage})
 	must(lt.EventAcceptanceVerified, "t1", lt.AcceptanceVerifiedData{Step: 2, Verdict: lt.AcceptanceVerdict{Attempt: 1, AllMet: true}, Usage: usage})
+	// A monitor finding that asks, and the person lets the turn go on.
+	finding := lt.MonitorFindingData{Detector: "secret_probe", Severity: "high", Summary: "a shell call reads /proc/self/environ", Evidence: []int64{b.seq}, Action: "ask"}
+	must(lt.EventMonitorFinding, "t1", finding)
+	b.must(lt.EventActionRequired, "t1", lt.ActionRequiredData{Action: lt.Action{ID: "act_m", Type: lt.ActionMonitor, TurnID: "t1", Finding: &finding}})
+	require.Len(t, b.st.Pending, 1)
+	b.must(lt.EventActionResolved, "t1", lt.ActionResolvedData{ActionID: "act_m", Type: string(lt.ActionMonitor), Decision: lt.Decision{Decision: lt.DecisionContinue}})
+	require.Empty(t, b.st.Pending)
 	must(lt.EventTurnCompleted, "t1", lt.TurnCompletedData{TurnID: "t1", Output: "done"})
 	must(lt.EventSessionReviewed, "", lt.SessionReviewedData{Review: lt.Review{Accepted: true, At: at}})
 

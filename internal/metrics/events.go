@@ -20,7 +20,11 @@ var counted = map[string]bool{
 	lt.EventAcceptanceVerified: true,
 	lt.EventToolCompleted:      true,
 	lt.EventToolFailed:         true,
+	lt.EventMonitorFinding:     true,
 }
+
+// maxDetectors bounds the detector label: six detectors today.
+const maxDetectors = 16
 
 // observe counts committed events of one session. A payload moved to a
 // blob is read from the blobs written with it (or, should the blob have
@@ -117,6 +121,12 @@ func (m *Metrics) count(ev store.Event, data []byte) error {
 		if d.Resolution == "" { // else a person said how it went: it did not run here
 			m.toolDuration.WithLabelValues(m.tools.value(d.Tool), "ok").Observe(seconds(d.DurationMS))
 		}
+	case lt.EventMonitorFinding:
+		d, err := decode[lt.MonitorFindingData](data)
+		if err != nil {
+			return err
+		}
+		m.findings.WithLabelValues(m.detectors.value(d.Detector)).Inc()
 	case lt.EventToolFailed:
 		d, err := decode[lt.ToolFailedData](data)
 		if err != nil {

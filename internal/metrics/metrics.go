@@ -85,9 +85,13 @@ type Metrics struct {
 	takeovers     prometheus.Counter
 	webhooks      *prometheus.CounterVec
 	appendLatency *prometheus.HistogramVec
+	findings      *prometheus.CounterVec
 
 	tools, models *labelLimit
-	calls         *inflight
+	// detectors bounds the detector label (a newer node's detectors are
+	// counted too, up to a few).
+	detectors *labelLimit
+	calls     *inflight
 }
 
 // New returns the metrics of a node whose state gauges are read from st
@@ -141,13 +145,18 @@ func New(st store.Store, cfg *Config) *Metrics {
 			Help:    "Latency of this node's journal appends (op append or create), by outcome: ok, conflict, lease_lost, error.",
 			Buckets: appendBuckets,
 		}, []string{"op", "outcome"}),
-		tools:  newLabelLimit(c.MaxLabelValues),
-		models: newLabelLimit(c.MaxLabelValues),
-		calls:  newInflight(maxInflightCalls),
+		findings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "longhaul_monitor_findings_total",
+			Help: "Findings of the trajectory monitor's detectors journaled by this node's workers (monitor.finding), by detector.",
+		}, []string{"detector"}),
+		detectors: newLabelLimit(maxDetectors),
+		tools:     newLabelLimit(c.MaxLabelValues),
+		models:    newLabelLimit(c.MaxLabelValues),
+		calls:     newInflight(maxInflightCalls),
 	}
 	m.reg.MustRegister(
 		m.steps, m.modelDuration, m.tokens, m.cost, m.toolDuration, m.retries,
-		m.takeovers, m.webhooks, m.appendLatency,
+		m.takeovers, m.webhooks, m.appendLatency, m.findings,
 		&stateCollector{st: st, cfg: &m.cfg, log: m.log},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

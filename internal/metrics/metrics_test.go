@@ -420,3 +420,20 @@ func TestMetricsAccess(t *testing.T) {
 	defer res3.Body.Close()
 	require.Equal(t, http.StatusNotFound, res3.StatusCode)
 }
+
+// TestMonitorFindingsCounted: each monitor.finding the engine journals is
+// counted by its detector.
+func TestMonitorFindingsCounted(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	id := s.start(
+		step(0.01, "read_file", `{"path": "/proc/self/environ"}`),
+		step(0.01, "read_file", `{"path": "/proc/1/environ"}`),
+		step(0.01, "", "nothing there"),
+	)
+	s.waitStatus(id, lt.SessionIdle)
+	fams := s.scrape()
+	require.Equal(t, 2.0, value(t, fams, "longhaul_monitor_findings_total", "detector", "secret_probe"))
+	require.Zero(t, value(t, fams, "longhaul_monitor_findings_total", "detector", "escape_signatures"))
+	require.Equal(t, 0.0, value(t, fams, "longhaul_required_actions_pending", "type", "monitor"))
+}

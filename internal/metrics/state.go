@@ -30,7 +30,7 @@ var (
 		lt.SessionQueued, lt.SessionRunning, lt.SessionRequiresAction, lt.SessionWaiting,
 		lt.SessionIdle, lt.SessionFailed, lt.SessionCancelled, lt.SessionPaused,
 	}
-	knownActionTypes = []lt.ActionType{lt.ActionApproval, lt.ActionFunctionCall, lt.ActionInput, lt.ActionInDoubt, lt.ActionBudget, lt.ActionEnvironmentConnection, lt.ActionBrowserPermission}
+	knownActionTypes = []lt.ActionType{lt.ActionApproval, lt.ActionFunctionCall, lt.ActionInput, lt.ActionInDoubt, lt.ActionBudget, lt.ActionEnvironmentConnection, lt.ActionBrowserPermission, lt.ActionMonitor}
 )
 
 // stateCollector reads the deployment's state gauges from the store at

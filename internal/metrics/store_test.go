@@ -293,7 +293,7 @@ longhaul_sessions{status="waiting"} 0
 			}
 		}
 	}
-	require.Equal(t, map[string]float64{"approval": 0, "function_call": 0, "input": 2, "in_doubt": 0, "budget": 0, "environment_connection": 0, "browser_permission": 0, "unknown": 1}, pending)
+	require.Equal(t, map[string]float64{"approval": 0, "function_call": 0, "input": 2, "in_doubt": 0, "budget": 0, "environment_connection": 0, "browser_permission": 0, "monitor": 0, "unknown": 1}, pending)
 	require.InDelta(t, 3600, ages["input"], 1, "an hour before the clock's now")
 	require.Zero(t, ages["approval"])
 

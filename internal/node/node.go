@@ -508,6 +508,7 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 		Environments:     routed,
 		WorkspaceRoot:    filepath.Join(dir, WorkspacesDir),
 		RuntimeDir:       filepath.Join(dir, RuntimeDir),
+		DataDir:          dir,
 		NodeID:           n.NodeID,
 		LeaseTTL:         cfg.LeaseTTL,
 		Providers:        providers,

@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -28,6 +29,8 @@ type Redactor struct {
 	names   []string
 	// maxLen is the length of the longest form.
 	maxLen int
+	// values are the secrets New was given, for Values.
+	values map[string]string
 }
 
 // form is one encoding of one secret.
@@ -45,7 +48,7 @@ func New(secrets map[string]string) *Redactor {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	r := &Redactor{names: names}
+	r := &Redactor{names: names, values: maps.Clone(secrets)}
 
 	index := map[string]int32{} // anchor -> pattern
 	owner := map[string]bool{}  // forms already added (one name per form)
@@ -76,6 +79,16 @@ func New(secrets map[string]string) *Redactor {
 		r.ac = newAutomaton(patterns)
 	}
 	return r
+}
+
+// Values returns the secrets r redacts (name -> value), for an index held
+// in memory only (the trajectory monitor hashes their fragments): never
+// write one anywhere. The map is r's: do not change it.
+func (r *Redactor) Values() map[string]string {
+	if r == nil {
+		return nil
+	}
+	return r.values
 }
 
 // Empty reports whether r redacts nothing.

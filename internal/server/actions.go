@@ -14,7 +14,7 @@ var actionStatuses = []string{string(lt.ActionPending), string(lt.ActionResolved
 var actionTypes = []string{
 	string(lt.ActionApproval), string(lt.ActionFunctionCall), string(lt.ActionInput),
 	string(lt.ActionInDoubt), string(lt.ActionBudget), string(lt.ActionEnvironmentConnection),
-	string(lt.ActionBrowserPermission),
+	string(lt.ActionBrowserPermission), string(lt.ActionMonitor),
 }
 
 // listAllActions is GET /v1/actions?project=&status=&type=&session_id=&cursor=&limit=:

@@ -177,6 +177,8 @@ type builder struct {
 	idleUsage lt.Usage
 	// pause is the span of the pause in effect, if any (pause.go).
 	pause *node
+	// callBySeq is the call span of each event of a call (monitor.go).
+	callBySeq map[int64]*node
 }
 
 func decode[T any](ev lt.Event) (T, error) {
@@ -194,6 +196,7 @@ func (b *builder) event(ev lt.Event) error {
 	if ev.Time.After(b.tr.AsOf) {
 		b.tr.AsOf = ev.Time
 	}
+	defer b.noteCallEvent(ev)
 	switch ev.Type {
 	case lt.EventSessionCreated:
 		d, err := decode[lt.SessionCreatedData](ev)
@@ -304,6 +307,8 @@ func (b *builder) event(ev lt.Event) error {
 		}
 	case lt.EventSubagentSpawned:
 		return b.subagentSpawned(ev)
+	case lt.EventMonitorFinding:
+		return b.monitorFinding(ev)
 	case lt.EventSubagentCompleted:
 		d, err := decode[lt.SubagentCompletedData](ev)
 		if err != nil {

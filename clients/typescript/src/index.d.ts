@@ -4,7 +4,7 @@
 
 export type SessionStatus =
   | 'queued' | 'running' | 'requires_action' | 'waiting' | 'idle' | 'failed' | 'cancelled' | 'paused';
-export type ActionType = 'approval' | 'function_call' | 'input' | 'in_doubt' | 'budget' | 'environment_connection' | (string & {});
+export type ActionType = 'approval' | 'function_call' | 'input' | 'in_doubt' | 'budget' | 'environment_connection' | 'monitor' | (string & {});
 export type ActionStatus = 'pending' | 'resolved' | 'cancelled';
 
 export interface Budget {
@@ -33,7 +33,16 @@ export interface Action {
   resolved_by?: Actor | null;
   /** environment_connection: the runner it waits for, and why none can be reached. */
   runner?: { name?: string; labels?: string[] }; reason?: string;
+  /** monitor: the trajectory monitor's finding it asks about (decide with continue or stop). */
+  finding?: MonitorFinding | null;
   [field: string]: unknown;
+}
+
+/** The data of a monitor.finding event: never a secret's value or a fragment of one. */
+export interface MonitorFinding {
+  detector: string; severity: 'low' | 'medium' | 'high'; summary: string;
+  /** The seqs of the events that show it. */
+  evidence: number[] | null; action: 'log' | 'ask' | 'stop';
 }
 
 export interface Session {

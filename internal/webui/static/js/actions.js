@@ -19,6 +19,7 @@ const typeNames = {
   in_doubt: 'In doubt',
   budget: 'Budget',
   environment_connection: 'Waiting for a runner',
+  monitor: 'Monitor finding',
 };
 
 const resolvedText = {
@@ -29,6 +30,7 @@ const resolvedText = {
   did_not_happen: 'Recorded as not happened: the call runs again.',
   skip: 'Skipped: the call is not run again.',
   connected: 'A runner connected: the session goes on.',
+  continue: 'Continued: the session goes on.',
 };
 
 // budgetFields maps a budget action's dimension to its budget fields.
@@ -127,6 +129,11 @@ export function actionCard(action, opts = {}) {
     facts.push(['Runner', r.name ? h('code', null, r.name) : `labels ${(r.labels || []).join(', ')}`]);
   }
   if (action.reason) facts.push(['Why', action.reason]);
+  if (action.finding) {
+    const f = action.finding;
+    facts.push(['Finding', [h('code', null, f.detector), ` (${f.severity}): ${f.summary}`]]);
+    facts.push(['Events', h('span', { class: 'mono evidence-seqs' }, (f.evidence || []).join(', '))]);
+  }
   if (action.usage) {
     const u = action.usage;
     facts.push(['Usage', `${fmtCost(u.cost_usd)} · ${fmtTokens((u.input_tokens || 0) + (u.output_tokens || 0), u)} tokens${u.estimated ? ' (estimated)' : ''} · ${fmtInt(u.model_calls)} model calls · ${fmtInt(u.tool_calls)} tool calls`]);
@@ -153,7 +160,7 @@ export function actionCard(action, opts = {}) {
       if (opts.onDecided) opts.onDecided(resolved || action);
     },
   };
-  const forms = { approval: approvalForm, function_call: functionForm, input: inputForm, in_doubt: inDoubtForm, budget: budgetForm, environment_connection: environmentForm };
+  const forms = { approval: approvalForm, function_call: functionForm, input: inputForm, in_doubt: inDoubtForm, budget: budgetForm, environment_connection: environmentForm, monitor: monitorForm };
   if (action.status !== 'pending') {
     decide.append(h('p', { class: 'muted resolved-line' }, `${action.status}${action.resolution ? ': ' + truncate(JSON.stringify(action.resolution), 200) : ''}`,
       action.resolved_by ? [' ', byActor(action.resolved_by)] : null));
@@ -171,7 +178,7 @@ export function actionCard(action, opts = {}) {
 // resolution (the decision as recorded).
 export function decisionText(action) {
   const r = action.resolution && typeof action.resolution === 'object' ? action.resolution : {};
-  const words = { approve: 'approved', reject: 'rejected', stop: 'stopped', happened: 'recorded as happened', did_not_happen: 'recorded as not happened', skip: 'skipped', connected: 'a runner connected' };
+  const words = { approve: 'approved', reject: 'rejected', stop: 'stopped', happened: 'recorded as happened', did_not_happen: 'recorded as not happened', skip: 'skipped', connected: 'a runner connected', continue: 'continued' };
   if (r.decision) return words[r.decision] || r.decision;
   if (r.answer !== undefined) return `answered “${truncate(String(r.answer), 80)}”`;
   if (r.error) return 'failed with an error';
@@ -489,6 +496,24 @@ function environmentForm(ctx) {
   });
   ctx.decide.append(h('p', { class: 'muted' }, 'The session goes on by itself when a matching runner connects.'),
     field('Or stop the task', reason), buttonRow(stop));
+}
+
+// monitorForm decides a monitor action: a detector of the trajectory
+// monitor found something (the finding and its events are in the card);
+// the session waits before its next call until a person lets it continue
+// or stops the task.
+function monitorForm(ctx) {
+  const key = newKey();
+  const go = h('button', { type: 'button', class: 'primary', dataset: { act: 'monitor-continue' } }, 'Let it continue');
+  const reason = h('input', { type: 'text', class: 'reason', placeholder: 'Optional: why it stops' });
+  const stop = h('button', { type: 'button', class: 'danger-outline', dataset: { act: 'monitor-stop' } }, 'Stop the task');
+  go.addEventListener('click', () => post(ctx, go, { decision: 'continue' }, key, 'Continued: the session goes on.'));
+  stop.addEventListener('click', () => {
+    const body = { decision: 'stop' };
+    if (reason.value.trim()) body.reason = reason.value.trim();
+    post(ctx, stop, body, key, 'Stopped: the turn ends.');
+  });
+  ctx.decide.append(buttonRow(go), field('Or stop the task', reason), buttonRow(stop));
 }
 
 // fileInputForm answers an input action that asks for a file: the upload

@@ -18,6 +18,8 @@ function spanLabel(sp) {
   const parts = [fmtDuration(sp.duration_ms)];
   if (u && (u.input_tokens || u.output_tokens)) parts.push(`${fmtTokens(u.input_tokens + u.output_tokens, u)} tok`);
   if (u && u.cost_usd) parts.push(fmtCost(u.cost_usd));
+  const findings = (sp.attributes && sp.attributes.findings) || [];
+  if (findings.length) parts.push(`monitor: ${findings.length} finding${findings.length > 1 ? 's' : ''}`);
   return parts.join(' · ');
 }
 

@@ -1,0 +1,21 @@
+// Package monitor is the trajectory monitor's built-in detectors: each reads
+// a session's journal as it grows, one event at a time, and reports a
+// finding when a pattern shows across calls that no single call shows —
+// repeated refused connections, probes for secrets, refused capability
+// widening, sandbox-escape signatures, secret-like strings sent toward
+// hosts, the same failing action retried.
+//
+// Invariants:
+//   - Observe is incremental: a Monitor keeps a small state (windows of
+//     recent hits, bounded maps) updated per event, never the journal; its
+//     state encodes to JSON (State/Restore) so a worker that claims the
+//     session starts from a snapshot and replays only the events after it;
+//   - a finding never holds a secret's value or a fragment of one: the
+//     fragments of the vault's values are held as hashes, in memory only
+//     (SecretIndex), and a finding names a secret by its name;
+//   - a finding already journaled (monitor.finding, observed like any
+//     event) is not reported again when a replay finds it anew (Journaled).
+//
+// It imports only the standard library and longhaultype. Who may import it:
+// internal/engine and tests.
+package monitor
