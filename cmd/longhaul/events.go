@@ -459,6 +459,8 @@ func decisionText(d *lt.Decision) string {
 	switch {
 	case d.Decision != "" && d.Reason != "":
 		return d.Decision + ": " + truncate(d.Reason, 60)
+	case d.Decision != "" && d.Scope != "":
+		return d.Decision + " (" + d.Scope + ")"
 	case d.Decision != "":
 		return d.Decision
 	case d.Error != "":

@@ -209,6 +209,15 @@ func printAction(w io.Writer, a *lt.Action, now time.Time) error {
 	if a.Approvers != nil {
 		b.line("Approvers:", approversText(a.Approvers))
 	}
+	if a.Origin != "" {
+		b.line("Site:", a.Origin)
+	}
+	if a.Purpose != "" {
+		b.line("Purpose:", a.Purpose)
+	}
+	if a.RequestID != "" {
+		b.line("Request:", a.RequestID)
+	}
 	if a.Question != "" {
 		b.line("Question:", a.Question)
 	}
@@ -273,6 +282,11 @@ func decideCommands(a *lt.Action) []string {
 		return []string{"longhaul stop " + a.ID + " [--reason TEXT]   (or wait: it goes on by itself when a matching runner connects; see 'longhaul runners')"}
 	case lt.ActionMonitor:
 		return []string{"longhaul continue " + a.ID, "longhaul stop " + a.ID + " [--reason TEXT]"}
+	case lt.ActionBrowserPermission:
+		return []string{
+			"longhaul allow " + a.ID + " --scope once|session --request-id " + a.RequestID,
+			"longhaul deny " + a.ID + " --reason TEXT --request-id " + a.RequestID,
+		}
 	}
 	return []string{"longhaul actions " + a.SessionID}
 }

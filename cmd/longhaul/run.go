@@ -309,6 +309,9 @@ func printActionHint(w io.Writer, sessionID string, ev lt.Event) {
 	case lt.ActionInput:
 		fmt.Fprintf(w, "        ↳ the agent asks: %s\n", truncate(a.Question, 100))
 		fmt.Fprintf(w, "          longhaul answer %s TEXT\n", a.ID)
+	case lt.ActionBrowserPermission:
+		fmt.Fprintf(w, "        ↳ the browser asks to visit %s: %s\n", a.Origin, truncate(a.Purpose, 100))
+		fmt.Fprintf(w, "          longhaul allow %s --scope once|session   (or deny %s --reason TEXT)\n", a.ID, a.ID)
 	default:
 		fmt.Fprintf(w, "        ↳ see: longhaul action %s\n", a.ID)
 	}

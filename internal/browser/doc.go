@@ -48,6 +48,15 @@
 // the egress proxy), and the model cannot read it back: outputs are
 // redacted and no field's value is ever returned.
 //
+// Which sites it visits is not its decision (permission.go): every request
+// a page makes is paused by the DevTools Fetch domain and judged by the
+// action's tool.BrowserSites, the application's rule. A top-level
+// navigation to a site the rule does not allow (a redirect, a link, a
+// script) is stopped and reported in the answer (tool.BrowserAnswer.
+// Blocked), for the engine to ask a person (browser_permission) or to
+// refuse; a subresource the rule does not allow fails. A driver given no
+// rule lets everything through to the proxy.
+//
 // Who may drive it: the DevTools protocol runs over a pipe
 // (--remote-debugging-pipe): the browser reads commands on its fd 3 and
 // writes answers on its fd 4, which the start command joins to the

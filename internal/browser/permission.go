@@ -74,13 +74,14 @@ func (g *gate) end() *tool.BrowserBlocked {
 	return b
 }
 
-// forgetBlocked drops what the start of the browser blocked (a page it
-// reopened, on a site no longer allowed): the action's own requests are
-// what its answer reports.
-func (g *gate) forgetBlocked() {
+// started drops what the start of the browser blocked (a page it
+// reopened, on a site no longer allowed: the start waits for that
+// navigation's end, so it was begun as navigating): the action's own
+// requests are what its answer reports, and navigating is the action's.
+func (g *gate) started(navigating bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.blocked = nil
+	g.blocked, g.navigating = nil, navigating
 }
 
 // reset forgets the page's site: a browser that starts is on a blank page.

@@ -344,13 +344,15 @@ func (s *Session) do(ctx context.Context, req *tool.BrowserRequest, red *redact.
 		s.stopLocked()
 		return &tool.BrowserAnswer{}, nil
 	}
-	s.gate.begin(req.Sites, req.Action == tool.BrowserOpen || req.Action == tool.BrowserBack)
+	// A browser that starts reopens its page and waits for it: navigating
+	// until it is up.
+	s.gate.begin(req.Sites, true)
 	blocked := s.gate.end
 	defer func() { blocked() }()
 	if err := s.ensure(ctx); err != nil {
 		return nil, err
 	}
-	s.gate.forgetBlocked()
+	s.gate.started(req.Action == tool.BrowserOpen || req.Action == tool.BrowserBack)
 	c, cancel := s.actionContext(ctx)
 	defer cancel()
 	ans := &tool.BrowserAnswer{}

@@ -248,3 +248,20 @@ func TestBrowserPermissionGrants(t *testing.T) {
 	require.False(t, logB.has("/twice"), "the denied visit never reached B")
 	require.False(t, logB.has("/pixel.png"), "A's page could not pull B's image (subresources same_origin)")
 }
+
+// TestBrowserSubresourcesValidated: environment.browser.subresources is
+// same_origin or allowed_hosts; another value is a 400 naming it.
+func TestBrowserSubresourcesValidated(t *testing.T) {
+	h := newHarness(t)
+	sp := spec(t, `[{"text":"ok"}]`, lt.ToolSpec{Name: "browser"})
+	sp.Environment = &lt.Environment{Browser: &lt.BrowserSpec{Subresources: "everything"}}
+	_, err := h.eng.CreateSession(context.Background(), &lt.CreateSessionRequest{AgentSpec: sp, Input: "go"})
+	ae := apiError(t, err)
+	require.Equal(t, http.StatusBadRequest, ae.Status)
+	require.True(t, strings.HasSuffix(ae.Field, "environment.browser.subresources"), ae.Field)
+	for _, ok := range []string{lt.SubresourcesSameOrigin, lt.SubresourcesAllowedHosts} {
+		sp.Environment.Browser.Subresources = ok
+		_, err := h.eng.CreateSession(context.Background(), &lt.CreateSessionRequest{AgentSpec: sp, Input: "go"})
+		require.NoError(t, err)
+	}
+}

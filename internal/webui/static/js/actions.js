@@ -20,6 +20,7 @@ const typeNames = {
   budget: 'Budget',
   environment_connection: 'Waiting for a runner',
   monitor: 'Monitor finding',
+  browser_permission: 'Site permission',
 };
 
 const resolvedText = {
@@ -31,6 +32,8 @@ const resolvedText = {
   skip: 'Skipped: the call is not run again.',
   connected: 'A runner connected: the session goes on.',
   continue: 'Continued: the session goes on.',
+  allow: 'Allowed: the browser goes on to the site.',
+  deny: 'Denied: the agent is told why.',
 };
 
 // budgetFields maps a budget action's dimension to its budget fields.
@@ -109,6 +112,9 @@ export function actionCard(action, opts = {}) {
   if (opts.session) setGoal(goal, opts.session);
 
   const facts = [];
+  if (action.origin) facts.push(['Site', h('code', { class: 'origin' }, action.origin)]);
+  if (action.purpose) facts.push(['Purpose', h('span', { class: 'purpose' }, action.purpose)]);
+  if (action.request_id) facts.push(['Request', h('span', { class: 'mono request-id' }, action.request_id)]);
   if (action.tool) facts.push(['Tool', h('code', null, action.tool)]);
   if (action.call) facts.push(['Call', h('code', { class: 'call' }, action.call)]);
   if (action.affects && action.affects.length) facts.push(['Affects', list(action.affects)]);
@@ -160,7 +166,7 @@ export function actionCard(action, opts = {}) {
       if (opts.onDecided) opts.onDecided(resolved || action);
     },
   };
-  const forms = { approval: approvalForm, function_call: functionForm, input: inputForm, in_doubt: inDoubtForm, budget: budgetForm, environment_connection: environmentForm, monitor: monitorForm };
+  const forms = { approval: approvalForm, function_call: functionForm, input: inputForm, in_doubt: inDoubtForm, budget: budgetForm, environment_connection: environmentForm, monitor: monitorForm, browser_permission: sitePermissionForm };
   if (action.status !== 'pending') {
     decide.append(h('p', { class: 'muted resolved-line' }, `${action.status}${action.resolution ? ': ' + truncate(JSON.stringify(action.resolution), 200) : ''}`,
       action.resolved_by ? [' ', byActor(action.resolved_by)] : null));
@@ -178,7 +184,7 @@ export function actionCard(action, opts = {}) {
 // resolution (the decision as recorded).
 export function decisionText(action) {
   const r = action.resolution && typeof action.resolution === 'object' ? action.resolution : {};
-  const words = { approve: 'approved', reject: 'rejected', stop: 'stopped', happened: 'recorded as happened', did_not_happen: 'recorded as not happened', skip: 'skipped', connected: 'a runner connected', continue: 'continued' };
+  const words = { approve: 'approved', reject: 'rejected', stop: 'stopped', happened: 'recorded as happened', did_not_happen: 'recorded as not happened', skip: 'skipped', connected: 'a runner connected', continue: 'continued', allow: 'allowed', deny: 'denied' };
   if (r.decision) return words[r.decision] || r.decision;
   if (r.answer !== undefined) return `answered “${truncate(String(r.answer), 80)}”`;
   if (r.error) return 'failed with an error';
@@ -514,6 +520,30 @@ function monitorForm(ctx) {
     post(ctx, stop, body, key, 'Stopped: the turn ends.');
   });
   ctx.decide.append(buttonRow(go), field('Or stop the task', reason), buttonRow(stop));
+}
+
+// sitePermissionForm decides a browser_permission action: allow the site
+// for this call or for the session, or deny it with a reason the agent
+// reads. Every decision names the action's request_id, the request this
+// card showed: the server refuses (409) a decision on another.
+function sitePermissionForm(ctx) {
+  const key = newKey();
+  const a = ctx.action;
+  const once = h('button', { type: 'button', class: 'primary', dataset: { act: 'allow-once' } }, 'Allow once');
+  const session = h('button', { type: 'button', dataset: { act: 'allow-session' } }, 'Allow for this session');
+  const reason = h('input', { type: 'text', class: 'reason', placeholder: 'Why not (the agent reads it)' });
+  const deny = h('button', { type: 'button', class: 'danger-outline', dataset: { act: 'deny' } }, 'Deny');
+  once.addEventListener('click', () => post(ctx, once, { decision: 'allow', scope: 'once', request_id: a.request_id }, key, 'Allowed for this call: the browser goes on to the site.'));
+  session.addEventListener('click', () => post(ctx, session, { decision: 'allow', scope: 'session', request_id: a.request_id }, key, 'Allowed for the rest of the session.'));
+  deny.addEventListener('click', () => {
+    if (!reason.value.trim()) {
+      replace(ctx.result, errorBox('reason: say why; the agent reads it.'));
+      return;
+    }
+    post(ctx, deny, { decision: 'deny', reason: reason.value.trim(), request_id: a.request_id }, key, resolvedText.deny);
+  });
+  ctx.decide.append(h('p', { class: 'muted' }, 'The agent\'s browser asks to visit ', h('code', null, a.origin), ' for the first time in this session.'),
+    buttonRow(once, session), field('Or deny it', reason), buttonRow(deny));
 }
 
 // fileInputForm answers an input action that asks for a file: the upload

@@ -33,6 +33,7 @@ const types = [
   ['input', 'Questions'],
   ['in_doubt', 'In doubt'],
   ['budget', 'Budgets'],
+  ['browser_permission', 'Site permissions'],
 ];
 
 export async function inboxPage(root, scope, query) {
