@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -32,7 +33,9 @@ import (
 // from the database file (a stopped server answers no API call). A step
 // can still carry the server past the effect (a stop reaches a thread only
 // as it enters the kernel): that round is a kill after the effect, which
-// the tests check too, and they run another.
+// the tests check too, and they run another. The server runs at the lowest
+// priority meanwhile, so that on a busy machine a step ends when the test
+// can run again rather than a time slice later.
 
 // crashStepLimit bounds the stepping of one control: it normally takes a
 // few hundred steps of a few microseconds of the server's time each.
@@ -66,6 +69,12 @@ func crashInWindow(t *testing.T, srv *server, id, control, body, request string)
 	require.NoError(t, err)
 	seen := int64(len(before)) // seqs are gap-free from 1
 
+	// The server yields the CPU to the test (it dies in this window
+	// anyway): a step then ends as soon as the test can run again, not a
+	// time slice later, on a machine with fewer free cores than runnable
+	// threads.
+	lowerPriority(t, pid)
+
 	conns := make(chan net.Conn, 1)
 	transport := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
@@ -93,7 +102,16 @@ func crashInWindow(t *testing.T, srv *server, id, control, body, request string)
 		require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
 		waitStopped(t, pid)
 		gained, err := journalTypesAfter(db, id, seen)
-		require.NoError(t, err, "read the journal of the stopped server")
+		if err != nil {
+			// Stopped in the middle of a write that readers wait for (a
+			// WAL checkpoint, the index's header): let it run until a
+			// reader gets in again, and look at the next step.
+			t.Logf("step %d: no look at the journal: %v", steps, err)
+			require.False(t, time.Now().After(deadline), "no answer to the %s within %s of stepping (%d steps)", control, crashStepLimit, steps)
+			require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
+			_, _ = journalTypesAfter(db, id, seen) // waits for the writer's lock
+			continue
+		}
 		requestOnly := len(gained) == 1 && gained[0] == request
 		var got controlAnswer
 		var in bool
@@ -117,7 +135,7 @@ func crashInWindow(t *testing.T, srv *server, id, control, body, request string)
 			t.Logf("%s: killed after %d steps; the journal had gained %v", control, steps, gained)
 			return got.body, dead, requestOnly
 		}
-		require.False(t, time.Now().After(deadline), "the %s was not answered within %s of stepping (%d steps)", control, crashStepLimit, steps)
+		require.False(t, time.Now().After(deadline), "no answer to the %s within %s of stepping (%d steps)", control, crashStepLimit, steps)
 		require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
 	}
 }
@@ -161,6 +179,22 @@ func answerWritten(conn net.Conn, answered chan controlAnswer) bool {
 		return true // closed: the client is done with it
 	}
 	return ioctlErr == nil && queued > 0
+}
+
+// lowerPriority gives every thread of process pid the lowest priority
+// (nice 19; on Linux a nice value is a thread's, and a new thread
+// inherits its creator's).
+func lowerPriority(t *testing.T, pid int) {
+	t.Helper()
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	require.NoError(t, err)
+	for _, task := range tasks {
+		tid, err := strconv.Atoi(filepath.Base(task))
+		require.NoError(t, err)
+		if err := unix.Setpriority(unix.PRIO_PROCESS, tid, 19); err != nil && !errors.Is(err, unix.ESRCH) {
+			require.NoError(t, err, "lower the priority of thread %d", tid)
+		}
+	}
 }
 
 // waitStopped returns once every thread of process pid is stopped (a
@@ -221,7 +255,7 @@ func openJournalReader(t *testing.T, srv *server) *sql.DB {
 // journalTypesAfter is the types of session id's events after seq, in
 // order.
 func journalTypesAfter(db *sql.DB, id string, seq int64) ([]string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	rows, err := db.QueryContext(ctx, `SELECT type FROM events WHERE session_id = ? AND seq > ? ORDER BY seq`, id, seq)
 	if err != nil {

@@ -215,7 +215,14 @@ func TestOpenAPIDescribesRealAnswers(t *testing.T) {
 	c.ok(http.StatusOK, "POST", "/v1/sessions/"+id+"/cancel", map[string]any{"reason": "enough"})
 	fork := c.ok(http.StatusCreated, "POST", "/v1/sessions/"+id+"/fork", map[string]any{"checkpoint_id": cpID})
 	c.ok(http.StatusOK, "GET", "/v1/sessions/"+fork["id"].(string), nil)
-	c.ok(http.StatusOK, "GET", "/v1/reports/tasks", nil)
+	report := c.ok(http.StatusOK, "GET", "/v1/reports/tasks", nil)
+	// The approval above, by its policy's rule (approval fatigue).
+	policies := report["totals"].(map[string]any)["policies"].([]any)
+	require.Len(t, policies, 1, "%v", policies)
+	rule := policies[0].(map[string]any)
+	require.Equal(t, approval["policy"], rule["rule"])
+	require.Equal(t, []any{1.0, 1.0, 1.0, 1.0, false}, []any{rule["asks"], rule["decided"], rule["approved"], rule["approve_rate"], rule["relax"]})
+	require.NotNil(t, rule["median_decide_seconds"])
 
 	// Identity, the vault, webhooks, the audit log.
 	key := c.ok(http.StatusCreated, "POST", "/v1/keys", map[string]any{"name": "alice", "role": "approver"})

@@ -41,10 +41,14 @@ type TaskReport struct {
 	Until time.Time `json:"until"`
 	Agent string    `json:"agent,omitempty"`
 	// Project is the project reported on ("" for every project).
-	Project          string     `json:"project,omitempty"`
-	IncludeSubagents bool       `json:"include_subagents"`
-	Bucket           string     `json:"bucket"`
-	Totals           TaskTotals `json:"totals"`
+	Project          string `json:"project,omitempty"`
+	IncludeSubagents bool   `json:"include_subagents"`
+	Bucket           string `json:"bucket"`
+	// RelaxAfterAsks is how many asks, all approved, flag a policy rule as
+	// a candidate to relax (PolicyApprovals.Relax): the server's setting,
+	// DefaultRelaxAfterAsks unless configured.
+	RelaxAfterAsks int        `json:"relax_after_asks"`
+	Totals         TaskTotals `json:"totals"`
 	// Series has one bucket per hour or day of the window (UTC), oldest
 	// first, empty ones included; a task counts in the bucket it was
 	// created in.
@@ -148,7 +152,42 @@ type TaskTotals struct {
 	// DecisionsByActor sums the tasks' DecisionsByActor (most first;
 	// empty when nobody decided anything).
 	DecisionsByActor []ActorCount `json:"decisions_by_actor"`
+	// Policies has, per policy rule that asked for an approval in the
+	// window's tasks, how often it asked and how people decided: approval
+	// fatigue, measured (most asks first; empty when no rule asked).
+	Policies []PolicyApprovals `json:"policies"`
 }
+
+// PolicyApprovals is how one policy rule's approvals went across a
+// report's tasks.
+type PolicyApprovals struct {
+	// Rule is the rule's name (Action.Policy).
+	Rule string `json:"rule"`
+	// Asks counts the approvals it asked for; Decided those decided
+	// (approved, rejected, expired or stopped by a cancel); Approved those
+	// approved, edited or not.
+	Asks     int `json:"asks"`
+	Decided  int `json:"decided"`
+	Approved int `json:"approved"`
+	// ApproveRate is Approved / Decided (null when none was decided).
+	ApproveRate *float64 `json:"approve_rate"`
+	// MedianDecideSeconds is the median time from an approval's request to
+	// its decision (null when none was decided). A task keeps the first
+	// 256 decision times of a rule.
+	MedianDecideSeconds *float64 `json:"median_decide_seconds"`
+	// Relax flags a rule approved every time it asked, at least the
+	// report's relax_after_asks times: a candidate to relax (to allow, or
+	// to ask on narrower conditions), since asking costs attention.
+	Relax bool `json:"relax"`
+	// Tighten flags a rule the trajectory monitor flagged in the window's
+	// tasks, with its reason: a candidate to tighten.
+	Tighten       bool   `json:"tighten"`
+	TightenReason string `json:"tighten_reason,omitempty"`
+}
+
+// DefaultRelaxAfterAsks is how many asks, all approved, flag a rule as a
+// candidate to relax when the server is not told otherwise.
+const DefaultRelaxAfterAsks = 20
 
 // TaskBucket is one hour or day of a report's series.
 type TaskBucket struct {

@@ -52,6 +52,8 @@ type nodeConfig struct {
 	noMigrate bool
 	// leaseTTL is the engine's lease TTL (0: the engine's default).
 	leaseTTL time.Duration
+	// relaxAfterAsks is node.Config.RelaxAfterAsks (0: its default).
+	relaxAfterAsks int
 	// runnerCheck is node.Config.RunnerCheckInterval (0: its default).
 	runnerCheck time.Duration
 	// runnerMaxConnsPerKey and runnerMaxConns are node.Config's runner
@@ -167,7 +169,7 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 		otlp = &lhnode.OTLP{Endpoint: cfg.otlp.endpoint, Protocol: cfg.otlp.protocol}
 	}
 	w, err := lhnode.Open(ctx, &lhnode.Config{
-		DataDir: cfg.dataDir, StoreURL: cfg.storeURL, NoMigrate: cfg.noMigrate, LeaseTTL: cfg.leaseTTL, RunnerCheckInterval: cfg.runnerCheck,
+		DataDir: cfg.dataDir, StoreURL: cfg.storeURL, NoMigrate: cfg.noMigrate, LeaseTTL: cfg.leaseTTL, RelaxAfterAsks: cfg.relaxAfterAsks, RunnerCheckInterval: cfg.runnerCheck,
 		RunnerMaxConnsPerKey: cfg.runnerMaxConnsPerKey, RunnerMaxConns: cfg.runnerMaxConns,
 		APIKeys: cfg.apiKeys, PingInterval: cfg.pingInterval, Logger: log,
 		VaultKeyFile: cfg.vaultKeyFile, VaultKey: cfg.vaultKeyEnv, Sandbox: cfg.sandbox, SandboxDiskMB: cfg.sandboxDiskMB, SandboxROPaths: cfg.sandboxROPaths, SandboxUID: cfg.sandboxUID, SandboxGID: cfg.sandboxGID, Redactor: cfg.redactor,

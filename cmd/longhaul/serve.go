@@ -25,6 +25,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/redact"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/vault"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
 // Defaults of `serve`.
@@ -46,6 +47,9 @@ type serveOpts struct {
 	noMigrate bool
 	// leaseTTL is how long a node's lease on a session lasts unrenewed.
 	leaseTTL time.Duration
+	// relaxAfterAsks is how many asks, all approved, flag a policy rule
+	// as a candidate to relax in task reports.
+	relaxAfterAsks int
 	// runnerCheck is how often a runner's key is checked again.
 	runnerCheck time.Duration
 	// runnerMaxConnsPerKey and runnerMaxConns cap the runner connections
@@ -196,6 +200,7 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.IntVar(&o.runnerMaxConnsPerKey, "runner-max-conns-per-key", lhnode.DefaultRunnerMaxConnsPerKey, "runner connections one runner key may hold to this node at once (a few runners sharing a key, or one reconnecting before its old connection was noticed dead); one more is refused with close code 4007")
 	fs.IntVar(&o.runnerMaxConns, "runner-max-conns", lhnode.DefaultRunnerMaxConns, "runner connections this node holds at once, every key together; one more is refused with close code 4007")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", defaultLeaseTTL, "how long a node's lease on a running session lasts without renewal (renewed every third of it): how soon the other nodes take over the sessions of a node that died")
+	fs.IntVar(&o.relaxAfterAsks, "relax-after-asks", lt.DefaultRelaxAfterAsks, "task reports flag a policy rule approved every time over at least this many asks as a candidate to relax")
 	fs.BoolVar(&o.noMigrate, "no-migrate", false, "do not migrate the database at start: refuse a schema older than this binary (run 'longhaul migrate' apart, e.g. during an upgrade)")
 	fs.StringVar(&o.config, "config", "", "config file with agents to register and users for single sign-on (env LONGHAUL_CONFIG; default "+defaultConfigFile+" if it exists)")
 	fs.StringArrayVar(&o.apiKeys, "api-key", nil, "bootstrap API key, an admin accepted as a bearer token (more keys: longhaul keys create); repeat for several (env LONGHAUL_API_KEYS, comma-separated)")
@@ -247,6 +252,9 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 	}
 	if o.runnerMaxConns < 1 {
 		return usagef("--runner-max-conns %d: want at least 1", o.runnerMaxConns)
+	}
+	if o.relaxAfterAsks < 1 {
+		return usagef("--relax-after-asks %d: want at least 1", o.relaxAfterAsks)
 	}
 	if o.leaseTTL < minLeaseTTL {
 		return usagef("--lease-ttl %s: want at least %s", o.leaseTTL, minLeaseTTL)
@@ -352,7 +360,7 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 	keyFromEnv := c.getenv(vault.KeyEnv) != ""
 	n, err := startNode(ctx, nodeConfig{
 		redactor: red,
-		addr:     addr, dataDir: dataDir, storeURL: storeURL, noMigrate: o.noMigrate, leaseTTL: o.leaseTTL, runnerCheck: o.runnerCheck,
+		addr:     addr, dataDir: dataDir, storeURL: storeURL, noMigrate: o.noMigrate, leaseTTL: o.leaseTTL, relaxAfterAsks: o.relaxAfterAsks, runnerCheck: o.runnerCheck,
 		runnerMaxConnsPerKey: o.runnerMaxConnsPerKey, runnerMaxConns: o.runnerMaxConns, apiKeys: keys, pingInterval: o.ping, config: cf, logger: log,
 		vaultKeyFile: o.vaultKey, vaultKeyEnv: c.getenv(vault.KeyEnv), sandbox: o.sandbox, sandboxDiskMB: o.sandboxDiskMB, sandboxROPaths: sandboxROPaths(cf, o.sandboxROPaths), sandboxUID: sbUID, sandboxGID: sbGID, otlp: otlp,
 		webhookAllowPrivate: o.webhookAllowPrivate, webhookAllowPorts: o.webhookAllowPorts,

@@ -34,6 +34,84 @@ type Tally struct {
 	// Decisions counts the decisions people made, by actor, in the order
 	// they first decided (decisionEvents).
 	Decisions []lt.ActorCount `json:"decisions,omitempty"`
+	// Approvals counts, per policy rule (lt.Action.Policy), the approvals
+	// it asked for and how they were decided: approval fatigue, for the
+	// report (internal/report).
+	Approvals map[string]*RuleApprovals `json:"approvals,omitempty"`
+	// OpenApprovals are the approvals of a rule still undecided, by action
+	// id: when each was asked, to time its decision.
+	OpenApprovals map[string]OpenApproval `json:"open_approvals,omitempty"`
+}
+
+// MaxDecideTimes bounds the decision times one session keeps per rule
+// (RuleApprovals.DecideMS): the first ones are kept, the count goes on.
+const MaxDecideTimes = 256
+
+// RuleApprovals is how one policy rule's approvals went in a session.
+type RuleApprovals struct {
+	// Asks counts the approvals the rule asked for.
+	Asks int `json:"asks"`
+	// Decided counts those resolved (approved, rejected, expired, or
+	// stopped by a cancel); Approved those approved (edited or not).
+	Decided  int `json:"decided"`
+	Approved int `json:"approved"`
+	// DecideMS is how long each decided approval waited, in milliseconds
+	// from its action.required to its action.resolved, the first
+	// MaxDecideTimes of them.
+	DecideMS []int64 `json:"decide_ms,omitempty"`
+}
+
+// OpenApproval is an approval asked for and not yet decided.
+type OpenApproval struct {
+	Rule string    `json:"rule"`
+	At   time.Time `json:"at"`
+}
+
+// countApproval folds an approval's request and its resolution into the
+// rule's counts. Approvals without a rule (a journal older than
+// Action.Policy) are not counted.
+func (t *Tally) countApproval(ev *event) {
+	switch ev.Type {
+	case lt.EventActionRequired:
+		d, err := decode[lt.ActionRequiredData](ev)
+		if err != nil || d.Action.Type != lt.ActionApproval || d.Action.Policy == "" {
+			return
+		}
+		if t.Approvals == nil {
+			t.Approvals = make(map[string]*RuleApprovals)
+		}
+		if t.OpenApprovals == nil {
+			t.OpenApprovals = make(map[string]OpenApproval)
+		}
+		r := t.Approvals[d.Action.Policy]
+		if r == nil {
+			r = &RuleApprovals{}
+			t.Approvals[d.Action.Policy] = r
+		}
+		r.Asks++
+		t.OpenApprovals[d.Action.ID] = OpenApproval{Rule: d.Action.Policy, At: ev.Time}
+	case lt.EventActionResolved:
+		d, err := decode[lt.ActionResolvedData](ev)
+		if err != nil {
+			return
+		}
+		open, ok := t.OpenApprovals[d.ActionID]
+		if !ok {
+			return
+		}
+		delete(t.OpenApprovals, d.ActionID)
+		if len(t.OpenApprovals) == 0 {
+			t.OpenApprovals = nil
+		}
+		r := t.Approvals[open.Rule]
+		r.Decided++
+		if d.Decision.Decision == lt.DecisionApprove {
+			r.Approved++
+		}
+		if len(r.DecideMS) < MaxDecideTimes {
+			r.DecideMS = append(r.DecideMS, max(0, ev.Time.Sub(open.At).Milliseconds()))
+		}
+	}
 }
 
 // decisionEvents are the events that carry a person's decision, counted
@@ -93,6 +171,7 @@ func tally(s *State, ev *event) {
 	if decisionEvents[ev.Type] {
 		t.countDecision(s, ev)
 	}
+	t.countApproval(ev)
 	switch ev.Type {
 	case lt.EventActionRequired:
 		var d lt.ActionRequiredData

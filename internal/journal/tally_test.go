@@ -69,3 +69,46 @@ func TestTally(t *testing.T) {
 		require.NotContains(t, string(raw), `"tally"`)
 	})
 }
+
+// TestTallyApprovals: each rule's approvals are counted as they are asked
+// for and decided, with how long each waited (the builder's events are a
+// second apart); an approval without a rule, and other actions, are not.
+func TestTallyApprovals(t *testing.T) {
+	b := &builder{t: t}
+	b.must(lt.EventSessionCreated, "", lt.SessionCreatedData{Agent: lt.AgentRef{Name: "a", Version: 1}, Input: "go"})
+	b.must(lt.EventTurnCreated, "t1", lt.TurnCreatedData{TurnID: "t1", Index: 1, Input: "go"})
+	b.must(lt.EventTurnStarted, "t1", lt.TurnStartedData{TurnID: "t1"})
+	b.must(lt.EventModelResponded, "t1", lt.ModelRespondedData{Step: 1, ToolCalls: []lt.ToolCall{{ID: "c1", Name: "deploy"}, {ID: "c2", Name: "email"}, {ID: "c3", Name: "email"}}})
+	for i, call := range []string{"c1", "c2", "c3"} {
+		b.must(lt.EventToolRequested, "t1", lt.ToolRequestedData{Step: 1, Index: i, CallID: call, Tool: "t", Kind: lt.CallBuiltin, Class: lt.EffectIrreversible, ArgumentsSHA256: "h"})
+	}
+	approval := func(id, call, rule string) lt.ActionRequiredData {
+		return lt.ActionRequiredData{Action: lt.Action{ID: id, Type: lt.ActionApproval, Status: lt.ActionPending, TurnID: "t1", Step: 1, CallID: call, Policy: rule}}
+	}
+	decide := func(id, call, decision string) lt.ActionResolvedData {
+		d := lt.ActionResolvedData{ActionID: id, Type: string(lt.ActionApproval), CallID: call, Decision: lt.Decision{Decision: decision}}
+		if decision == lt.DecisionApprove {
+			d.Arguments, d.ArgumentsSHA256 = json.RawMessage(`{}`), "h"
+		}
+		return d
+	}
+	b.must(lt.EventActionRequired, "t1", approval("a1", "c1", "deploys"))        // seq 8
+	b.must(lt.EventActionRequired, "t1", approval("a2", "c2", "emails"))         // seq 9
+	b.must(lt.EventActionRequired, "t1", approval("a3", "c3", ""))               // no rule: not counted
+	b.must(lt.EventActionResolved, "t1", decide("a2", "c2", lt.DecisionReject))  // seq 11: 2 s
+	b.must(lt.EventActionResolved, "t1", decide("a3", "c3", lt.DecisionApprove)) // seq 12
+	require.Equal(t, map[string]OpenApproval{"a1": {Rule: "deploys", At: time.Unix(8, 0).UTC()}}, b.st.Tally.OpenApprovals)
+	b.must(lt.EventActionResolved, "t1", decide("a1", "c1", lt.DecisionApprove)) // seq 13: 5 s
+	require.Equal(t, map[string]*RuleApprovals{
+		"deploys": {Asks: 1, Decided: 1, Approved: 1, DecideMS: []int64{5000}},
+		"emails":  {Asks: 1, Decided: 1, DecideMS: []int64{2000}},
+	}, b.st.Tally.Approvals)
+	require.Nil(t, b.st.Tally.OpenApprovals)
+	require.Equal(t, 3, b.st.Tally.Asks[lt.ActionApproval], "every approval is an ask")
+
+	raw, err := json.Marshal(b.st)
+	require.NoError(t, err)
+	var back State
+	require.NoError(t, json.Unmarshal(raw, &back))
+	require.Equal(t, b.st.Tally.Approvals, back.Tally.Approvals, "stored with the session's state")
+}

@@ -83,6 +83,10 @@ type Config struct {
 	NoMigrate bool
 	// LeaseTTL is the engine's lease TTL. Default: the engine's (30 s).
 	LeaseTTL time.Duration
+	// RelaxAfterAsks is how many asks, every one approved, flag a policy
+	// rule as a candidate to relax in task reports. Default
+	// lt.DefaultRelaxAfterAsks (20).
+	RelaxAfterAsks int
 	// APIKeys are the bearer tokens the API accepts. Default: none, and the
 	// API answers loopback peers only.
 	APIKeys []string
@@ -211,6 +215,9 @@ func (c *Config) validate() error {
 	}
 	if err := ValidRateLimit(c.RateLimit); err != nil {
 		return fmt.Errorf("node config: RateLimit: %w", err)
+	}
+	if c.RelaxAfterAsks < 0 {
+		return fmt.Errorf("node config: RelaxAfterAsks %d is negative", c.RelaxAfterAsks)
 	}
 	if c.LeaseTTL < 0 {
 		return fmt.Errorf("node config: LeaseTTL %s is negative", c.LeaseTTL)
@@ -534,7 +541,7 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 	if n.Webhooks, err = webhook.New(writes, &webhook.Config{NodeID: n.NodeID, AllowPrivate: cfg.WebhookAllowPrivate, Ports: webhookPorts, Logger: log}); err != nil {
 		return nil, fmt.Errorf("webhooks: %w", err)
 	}
-	n.WebhookAPI, n.VaultAPI, n.Reports = webhook.NewAPI(n.Webhooks), vault.NewAPI(n.Vault), report.New(n.Store, nil)
+	n.WebhookAPI, n.VaultAPI, n.Reports = webhook.NewAPI(n.Webhooks), vault.NewAPI(n.Vault), report.New(n.Store, &report.Config{RelaxAfterAsks: cfg.RelaxAfterAsks})
 	// A followed journal is read again as often as an idle stream pings,
 	// unless the caller (the library) says otherwise.
 	n.PollInterval = cmp.Or(cfg.PollInterval, cfg.PingInterval, app.DefaultPollInterval)

@@ -25,6 +25,11 @@
 //   - acceptance rate: accepted / reviewed; unreviewed tasks are neither.
 //   - a fork's usage, asks and retries are its own: what it copied from
 //     its origin counts in the origin's record.
+//   - approval fatigue (fatigue.go): per policy rule, its asks, the
+//     approve rate and the median time to decide, summed from each
+//     session's journal.RuleApprovals; a rule approved every time over at
+//     least Config.RelaxAfterAsks asks is flagged to relax, and the rules
+//     the trajectory monitor names through Config.ToTighten to tighten.
 //
 // Everything is read from the projections (the session rows' states, see
 // journal.Tally), never from journals: one indexed scan of the window's

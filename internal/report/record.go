@@ -32,6 +32,8 @@ type task struct {
 	// own is the session's own usage: without sub-agents' roll-up, nor
 	// what a fork inherited.
 	own lt.Usage
+	// approvals is how each policy rule's approvals went in the session.
+	approvals map[string]*journal.RuleApprovals
 }
 
 // newTask builds the record of a stored session; now ends the duration of
@@ -113,7 +115,7 @@ func newTask(row *store.SessionRow, now time.Time) (*task, error) {
 	} else if s.LastCheckpoint != nil {
 		r.LastCheckpoint = &lt.TaskCheckpoint{ID: *s.LastCheckpoint}
 	}
-	return &task{rec: r, own: own}, nil
+	return &task{rec: r, own: own, approvals: p.Tally.Approvals}, nil
 }
 
 // sortActorCounts orders counts most first, then by name, role and key:

@@ -20,7 +20,19 @@ type Config struct {
 	// more is refused (400 naming since) rather than read for seconds.
 	// Default 50,000.
 	MaxTasks int
+	// RelaxAfterAsks is how many asks, every one approved, flag a policy
+	// rule as a candidate to relax. Default lt.DefaultRelaxAfterAsks (20).
+	RelaxAfterAsks int
+	// ToTighten is the hook through which the trajectory monitor flags
+	// rules to tighten: it returns, for the report's window, the rules it
+	// flagged and why. Default nil: no rule is flagged to tighten.
+	ToTighten TightenSource
 }
+
+// TightenSource names the policy rules to tighten in a report's window
+// (rule → reason), for PolicyApprovals.Tighten. The trajectory monitor
+// implements it; an error fails the report.
+type TightenSource func(ctx context.Context, r *lt.TaskReport) (map[string]string, error)
 
 // DefaultMaxTasks is Config.MaxTasks' default.
 const DefaultMaxTasks = 50_000
@@ -49,6 +61,12 @@ func New(st store.Store, cfg *Config) *Service {
 	if c.MaxTasks < 0 {
 		panic("report config: MaxTasks is negative")
 	}
+	if c.RelaxAfterAsks < 0 {
+		panic("report config: RelaxAfterAsks is negative")
+	}
+	if c.RelaxAfterAsks == 0 {
+		c.RelaxAfterAsks = lt.DefaultRelaxAfterAsks
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -70,9 +88,10 @@ func (s *Service) TaskReport(ctx context.Context, p lt.TaskReportParams) (*lt.Ta
 	}
 	rep := &lt.TaskReport{
 		Since: w.since, Until: w.until, Agent: w.agent, Project: w.project, IncludeSubagents: w.includeSubagents, Bucket: w.bucket,
-		Series: make([]lt.TaskBucket, w.buckets),
-		Data:   []lt.TaskRecord{},
-		Totals: lt.TaskTotals{ByStatus: map[lt.SessionStatus]int{}},
+		RelaxAfterAsks: s.cfg.RelaxAfterAsks,
+		Series:         make([]lt.TaskBucket, w.buckets),
+		Data:           []lt.TaskRecord{},
+		Totals:         lt.TaskTotals{ByStatus: map[lt.SessionStatus]int{}},
 	}
 	for i := range rep.Series {
 		rep.Series[i].Start = w.seriesStart.Add(time.Duration(i) * w.step)
@@ -87,6 +106,7 @@ func (s *Service) TaskReport(ctx context.Context, p lt.TaskReportParams) (*lt.Ta
 	paging := w.cursor == ""
 	read := 0
 	byActor := map[lt.Actor]int{}
+	rules := ruleFigures{}
 	for {
 		rows, err := s.st.SessionList(ctx, &list)
 		if err != nil {
@@ -107,6 +127,7 @@ func (s *Service) TaskReport(ctx context.Context, p lt.TaskReportParams) (*lt.Ta
 			for _, c := range t.rec.DecisionsByActor {
 				byActor[c.Actor] += c.Count
 			}
+			rules.add(t.approvals)
 			switch {
 			case !paging:
 				paging = row.ID == w.cursor
@@ -131,6 +152,14 @@ func (s *Service) TaskReport(ctx context.Context, p lt.TaskReportParams) (*lt.Ta
 		rep.Totals.DecisionsByActor = append(rep.Totals.DecisionsByActor, lt.ActorCount{Actor: a, Count: n})
 	}
 	sortActorCounts(rep.Totals.DecisionsByActor)
+	rep.Totals.Policies = rules.figures(s.cfg.RelaxAfterAsks)
+	if s.cfg.ToTighten != nil {
+		flagged, err := s.cfg.ToTighten(ctx, rep)
+		if err != nil {
+			return nil, fmt.Errorf("report tasks: rules to tighten: %w", err)
+		}
+		flagTighten(&rep.Totals, flagged)
+	}
 	return rep, nil
 }
 

@@ -140,10 +140,7 @@ func TestTaskWithoutTally(t *testing.T) {
 func TestMaxTasks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "l.db"), nil)
-	require.NoError(t, err)
-	require.NoError(t, st.Migrate(ctx))
-	t.Cleanup(func() { require.NoError(t, st.Close()) })
+	st := openTestStore(t)
 	base := time.Date(2030, 6, 10, 0, 0, 0, 0, time.UTC)
 	for i := range 3 {
 		created := base.Add(time.Duration(i) * time.Hour)
@@ -155,7 +152,7 @@ func TestMaxTasks(t *testing.T) {
 		require.NoError(t, err)
 	}
 	svc := New(st, &Config{MaxTasks: 2, Now: func() time.Time { return base.Add(24 * time.Hour) }})
-	_, err = svc.TaskReport(ctx, lt.TaskReportParams{Since: "2d"})
+	_, err := svc.TaskReport(ctx, lt.TaskReportParams{Since: "2d"})
 	var ae *apierror.Error
 	require.True(t, errors.As(err, &ae), "%v", err)
 	require.Equal(t, "since", ae.Field)
@@ -165,4 +162,15 @@ func TestMaxTasks(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, rep.Totals.Tasks)
 	require.Equal(t, []string{"ses_2", "ses_1"}, []string{rep.Data[0].ID, rep.Data[1].ID})
+}
+
+// openTestStore opens a migrated SQLite store in t.TempDir().
+func openTestStore(t *testing.T) store.Store {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "l.db"), nil)
+	require.NoError(t, err)
+	require.NoError(t, st.Migrate(ctx))
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
+	return st
 }

@@ -2,7 +2,9 @@
 // the window (acceptance rate, cost per accepted task, human asks per task,
 // tasks that needed no extra input, retries), a chart of tasks and their
 // verdicts per hour or day with the cost per accepted task drawn over it
-// (inline SVG), and one row per task. It refreshes itself every few seconds.
+// (inline SVG), approval fatigue per policy rule (how often it asked, the
+// approve rate, the median time to decide, and the rules to relax or to
+// tighten), and one row per task. It refreshes itself every few seconds.
 
 import { api, enc } from '../api.js';
 import { h, s, replace, fmtCost, fmtInt, fmtTokens, fmtPct, fmtDuration, fmtTime, fmtDate, fmtHourMinute, time, shortId, statusBadge, truncate, errorBox, chip } from '../dom.js';
@@ -34,6 +36,7 @@ export async function reportsPage(root, scope, query) {
   const subBox = h('input', { type: 'checkbox', id: 'report-subagents', checked: state.subagents });
   const totals = h('div', { class: 'totals', id: 'report-totals' });
   const chart = h('section', { class: 'card', id: 'report-chart' });
+  const policies = h('section', { id: 'report-policies' });
   const tbody = h('tbody');
   const more = h('button', { type: 'button', hidden: true, id: 'report-more' }, 'Load more');
   const errors = h('div');
@@ -43,7 +46,7 @@ export async function reportsPage(root, scope, query) {
     h('div', { class: 'page-head' }, h('h1', null, 'Reports'), updated),
     h('div', { class: 'filters' }, sinceSel, agentSel,
       h('label', { class: 'inline' }, subBox, ' Sub-agents as tasks of their own')),
-    errors, totals, chart,
+    errors, totals, chart, policies,
     h('h2', null, 'Tasks'),
     h('table', { class: 'table report', id: 'report-table' },
       h('thead', null, h('tr', null,
@@ -84,6 +87,7 @@ export async function reportsPage(root, scope, query) {
     replace(errors);
     renderTotals(totals, report.totals);
     renderChart(chart, report);
+    renderPolicies(policies, report);
     replace(tbody, state.rows.map(row));
     if (!state.rows.length) tbody.append(h('tr', { class: 'empty' }, h('td', { colspan: 9 }, 'No tasks in this window.')));
     more.hidden = !state.next;
@@ -129,6 +133,36 @@ export async function reportsPage(root, scope, query) {
       more.disabled = false;
     }
   });
+}
+
+// renderPolicies shows, per policy rule that asked for an approval, how
+// people decided: a rule approved every time it asked (at least
+// relax_after_asks times) is a candidate to relax; one the trajectory
+// monitor flagged, a candidate to tighten.
+function renderPolicies(el, report) {
+  const rules = report.totals.policies || [];
+  if (!rules.length) {
+    replace(el);
+    return;
+  }
+  const flags = (p) => [
+    p.relax ? chip('Relax?', 'ok') : null,
+    p.tighten ? h('span', { title: p.tighten_reason || '' }, chip('Tighten?', 'warn')) : null,
+  ];
+  replace(el,
+    h('h2', null, 'Approvals by policy rule'),
+    h('p', { class: 'muted small' }, `A rule approved every time over at least ${fmtInt(report.relax_after_asks)} asks is a candidate to relax: each ask costs a person's attention.`),
+    h('table', { class: 'table report-policies' },
+      h('thead', null, h('tr', null,
+        ['Rule', 'Asks', 'Decided', 'Approve rate', 'Median time to decide', '']
+          .map((c, i) => h('th', { class: i >= 1 && i <= 4 ? 'num' : null }, c)))),
+      h('tbody', null, rules.map((p) => h('tr', { dataset: { rule: p.rule } },
+        h('td', null, p.rule),
+        h('td', { class: 'num' }, fmtInt(p.asks)),
+        h('td', { class: 'num' }, fmtInt(p.decided)),
+        h('td', { class: 'num' }, fmtPct(p.approve_rate)),
+        h('td', { class: 'num' }, p.median_decide_seconds === null ? '—' : fmtDuration(p.median_decide_seconds * 1000)),
+        h('td', null, flags(p)))))));
 }
 
 function total(name, value, title, id) {
