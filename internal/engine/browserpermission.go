@@ -144,7 +144,9 @@ func (r *runner) checkBrowserSite(c *journal.Call) (bool, error) {
 		return true, nil
 	}
 	var a browserCall
-	if json.Unmarshal(c.Arguments, &a) != nil || a.Action != tool.BrowserOpen {
+	// A login opens its page as an open does: the site is the person's
+	// decision before the server fills a password into it.
+	if json.Unmarshal(c.Arguments, &a) != nil || (a.Action != tool.BrowserOpen && a.Action != tool.BrowserLogin) {
 		return true, nil // the tool names what is wrong with its arguments
 	}
 	origin, ok := tool.BrowserOrigin(a.URL)
@@ -161,10 +163,10 @@ func (r *runner) checkBrowserSite(c *journal.Call) (bool, error) {
 	case tool.SiteAllowed:
 		return true, nil
 	case tool.SiteRefused:
-		return false, fail(fmt.Sprintf("open: refused: %s is not in this agent's network allowlist (environment.network.allow); no one can allow it from here", origin))
+		return false, fail(fmt.Sprintf("%s: refused: %s is not in this agent's network allowlist (environment.network.allow); no one can allow it from here", a.Action, origin))
 	}
 	if strings.TrimSpace(a.Purpose) == "" {
-		return false, fail(fmt.Sprintf("arguments.purpose: is required to open %s, a site no person has allowed in this session: say why you visit it (the person asked sees it)", origin))
+		return false, fail(fmt.Sprintf("arguments.purpose: is required to %s %s, a site no person has allowed in this session: say why you visit it (the person asked sees it)", a.Action, origin))
 	}
 	return false, r.askSite(c, origin, a.URL, a.Purpose, "")
 }

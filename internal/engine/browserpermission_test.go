@@ -156,6 +156,40 @@ func TestBrowserPermissionDecisions(t *testing.T) {
 	require.Len(t, events(t, h, s.ID, lt.EventActionRequired), 1, "the unlisted site and the open without a purpose asked no one")
 }
 
+// TestBrowserLoginAsksForItsSite: a login goes to its page as an open does,
+// so a site no person allowed yet raises the browser_permission action
+// before the server fills any password into it, a login without a purpose
+// names purpose, and one outside the allowlist is refused. No browser runs.
+func TestBrowserLoginAsksForItsSite(t *testing.T) {
+	p := &planProvider{plan: []model.Response{
+		call("browser", `{"action":"login","url":"http://127.0.0.1:8181/login","secret":"SITE_LOGIN","purpose":"sign in to read my orders"}`),
+		call("browser", `{"action":"login","url":"http://127.0.0.1:8181/login","secret":"SITE_LOGIN"}`),
+		call("browser", `{"action":"login","url":"http://127.0.0.2:8181/login","secret":"SITE_LOGIN","purpose":"elsewhere"}`),
+		{Text: "done"},
+	}}
+	h := newHarnessWith(t, map[string]model.Provider{"plan": p}, nil)
+	s := create(t, h, &lt.AgentSpec{
+		Model:    lt.ModelSpec{Provider: "plan"},
+		Tools:    []lt.ToolSpec{{Name: "browser"}},
+		Policies: []lt.Policy{{Name: "logins", Tool: "browser", Decision: lt.PolicyAllow}},
+		Environment: &lt.Environment{
+			Network: &lt.NetworkSpec{Allow: []string{"127.0.0.1"}, Ports: []int{8181}},
+		},
+	}, nil)
+	a := pendingSite(t, h, s.ID, "http://127.0.0.1:8181")
+	require.Equal(t, "sign in to read my orders", a.Purpose)
+	require.Contains(t, strings.Join(a.Evidence, "\n"), "http://127.0.0.1:8181/login")
+	decide(t, h, s.ID, a.ID, &lt.Decision{Decision: lt.DecisionDeny, Reason: "no logins", RequestID: a.RequestID})
+
+	h.waitStatus(s.ID, lt.SessionIdle)
+	failures := toolFailures(t, h, s.ID)
+	require.Len(t, failures, 3, "%q", failures)
+	require.Contains(t, failures[0], "denied the browser access to http://127.0.0.1:8181: no logins")
+	require.Contains(t, failures[1], "arguments.purpose: is required to login http://127.0.0.1:8181")
+	require.Contains(t, failures[2], "login: refused: http://127.0.0.2:8181 is not in this agent's network allowlist")
+	require.Len(t, events(t, h, s.ID, lt.EventActionRequired), 1)
+}
+
 // siteLog records the requests a test site received.
 type siteLog struct {
 	mu    sync.Mutex
