@@ -161,11 +161,12 @@ func (s *Session) Command() string {
 		"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
 		"--no-first-run", "--no-default-browser-check", "--disable-background-networking",
 		"--disable-component-update", "--disable-sync", "--disable-extensions",
-		"--disable-breakpad", "--mute-audio", "--disable-features=BackForwardCache", "--hide-scrollbars", "--window-size=1280,800",
+		"--disable-breakpad", "--mute-audio", quietFeatures, "--hide-scrollbars", "--window-size=1280,800",
 		`--user-data-dir="$HOME"/` + shellQuote(s.cfg.ProfileDir),
 		`--disk-cache-dir="${TMPDIR:-/tmp}"/browser-cache`,
 		"--remote-debugging-pipe", s.heapFlag(),
 	}
+	args = append(args, quietFlags...)
 	if s.cfg.Proxy != "" {
 		args = append(args, shellQuote("--proxy-server=http://"+s.cfg.Proxy), shellQuote("--proxy-bypass-list=<-loopback>"))
 	} else {
@@ -194,7 +195,12 @@ func (s *Session) ensure(ctx context.Context) error {
 		case <-s.proc.Done():
 			s.stopLocked() // it died: start anew, with the profile it left
 		default:
-			return nil
+			if !s.connectionLost() {
+				return nil
+			}
+			// Its connection broke: the browser was killed, and its
+			// sandbox is not reaped yet. Start anew all the same.
+			s.stopLocked()
 		}
 	}
 	p, err := s.start(ctx, &Launch{Command: s.Command(), MemoryBytes: s.cfg.MemoryBytes})
@@ -223,6 +229,21 @@ func (s *Session) ensure(ctx context.Context) error {
 		return fmt.Errorf("start the browser: %w", err)
 	}
 	return nil
+}
+
+// connectionLost reports whether the DevTools pipe of the running browser
+// is gone (its program killed, say). s.mu is held, s.proc set.
+func (s *Session) connectionLost() bool {
+	c := chromedp.FromContext(s.tab)
+	if c == nil || c.Browser == nil {
+		return false
+	}
+	select {
+	case <-c.Browser.LostConnection:
+		return true
+	default:
+		return false
+	}
 }
 
 // savedState is what SaveState keeps.
