@@ -39,6 +39,25 @@ func requireBrowserSandbox(t *testing.T) {
 	}
 }
 
+// startCollector starts an attacker's collector on another loopback
+// address than the sites' (127.0.0.2: not listed), counting the requests
+// it receives; it skips the test where that address cannot be used.
+func startCollector(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var got atomic.Int64
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("cannot listen on 127.0.0.2: %v", err)
+	}
+	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Add(1)
+		fmt.Fprint(w, "got it")
+	})}}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, &got
+}
+
 // loopbackPort is the port of a test server's URL.
 func loopbackPort(t *testing.T, raw string) int {
 	t.Helper()
@@ -65,17 +84,7 @@ func TestAdversarialBrowser_PageInjection(t *testing.T) {
 	requireBrowserSandbox(t)
 
 	// The attacker's collector, on another loopback address: not listed.
-	var stolen atomic.Int64
-	ln, err := net.Listen("tcp", "127.0.0.2:0")
-	if err != nil {
-		t.Skipf("cannot listen on 127.0.0.2: %v", err)
-	}
-	evil := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		stolen.Add(1)
-		fmt.Fprint(w, "got it")
-	})}}
-	evil.Start()
-	defer evil.Close()
+	evil, stolen := startCollector(t)
 	evilURL := evil.URL
 
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

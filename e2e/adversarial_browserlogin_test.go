@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -45,16 +44,7 @@ func TestAdversarialBrowser_Login(t *testing.T) {
 	t.Parallel()
 	requireBrowserSandbox(t)
 
-	var stolen atomic.Int64
-	ln, err := net.Listen("tcp", "127.0.0.2:0")
-	if err != nil {
-		t.Skipf("cannot listen on 127.0.0.2: %v", err)
-	}
-	evil := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		stolen.Add(1)
-	})}}
-	evil.Start()
-	defer evil.Close()
+	evil, stolen := startCollector(t)
 
 	var logins atomic.Int64
 	form := func(action, extra string) string {
@@ -144,11 +134,23 @@ document.querySelector('form').addEventListener('submit', e => {
 
 	events := journal(ctx, t, srv.api, s.ID)
 	var results []string
+	refused := map[string]bool{}
 	for _, ev := range events {
-		if ev.Type == lt.EventToolCompleted || ev.Type == lt.EventToolFailed {
+		switch ev.Type {
+		case lt.EventToolCompleted, lt.EventToolFailed:
 			results = append(results, string(ev.Data))
+		case lt.EventNetworkConnection:
+			var d lt.NetworkConnectionData
+			require.NoError(t, json.Unmarshal(ev.Data, &d))
+			if !d.Allowed {
+				refused[d.Host] = true
+			}
 		}
 	}
+	// Chromium's own password-leak check would send a hash of the login
+	// to a third party: it is off, not merely refused.
+	require.False(t, refused["passwordsleakcheck-pa.googleapis.com"], "the browser tried the password-leak check: %v", refused)
+	t.Logf("refused hosts: %v", refused)
 	require.Len(t, results, 9, "every browser call has its outcome")
 	require.Contains(t, results[0], "/account", "the login landed on the account page")
 	require.Contains(t, results[1], "signed in as alice@example.com", "the site's cookie signed the browser in")

@@ -75,6 +75,8 @@ type nodeConfig struct {
 	sandbox string
 	// sandboxDiskMB is the default workspace quota (serve --sandbox-disk-mb).
 	sandboxDiskMB int
+	// browserMemoryMB: serve --browser-memory-mb.
+	browserMemoryMB int
 	// sandboxUID and sandboxGID: serve --sandbox-user (0: the default).
 	sandboxUID, sandboxGID int
 	// sandboxROPaths: serve --sandbox-ro-path and the config file's
@@ -172,7 +174,7 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 		DataDir: cfg.dataDir, StoreURL: cfg.storeURL, NoMigrate: cfg.noMigrate, LeaseTTL: cfg.leaseTTL, RelaxAfterAsks: cfg.relaxAfterAsks, RunnerCheckInterval: cfg.runnerCheck,
 		RunnerMaxConnsPerKey: cfg.runnerMaxConnsPerKey, RunnerMaxConns: cfg.runnerMaxConns,
 		APIKeys: cfg.apiKeys, PingInterval: cfg.pingInterval, Logger: log,
-		VaultKeyFile: cfg.vaultKeyFile, VaultKey: cfg.vaultKeyEnv, Sandbox: cfg.sandbox, SandboxDiskMB: cfg.sandboxDiskMB, SandboxROPaths: cfg.sandboxROPaths, SandboxUID: cfg.sandboxUID, SandboxGID: cfg.sandboxGID, Redactor: cfg.redactor,
+		VaultKeyFile: cfg.vaultKeyFile, VaultKey: cfg.vaultKeyEnv, Sandbox: cfg.sandbox, SandboxDiskMB: cfg.sandboxDiskMB, BrowserMemoryMB: cfg.browserMemoryMB, SandboxROPaths: cfg.sandboxROPaths, SandboxUID: cfg.sandboxUID, SandboxGID: cfg.sandboxGID, Redactor: cfg.redactor,
 		WebhookAllowPrivate: cfg.webhookAllowPrivate, WebhookAllowPorts: cfg.webhookAllowPorts,
 		OTLP: otlp, MetricsPublic: cfg.metricsPublic,
 		ModelKeyEnv: cfg.modelKeyEnv, ControlPlaneAddrs: cfg.controlPlaneAddrs,

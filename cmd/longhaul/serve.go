@@ -20,6 +20,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/freespace"
 	lhnode "github.com/longhaul-dev/longhaul/internal/node"
 	"github.com/longhaul-dev/longhaul/internal/redact"
@@ -65,6 +66,8 @@ type serveOpts struct {
 	sandbox   string
 	// sandboxDiskMB is the default workspace quota.
 	sandboxDiskMB int
+	// browserMemoryMB bounds each session's browser.
+	browserMemoryMB int
 	// sandboxUser is UID[:GID], the host identity of a root server's
 	// sandboxes.
 	sandboxUser string
@@ -210,6 +213,7 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.StringVar(&o.sandbox, "sandbox", "auto", "where shell commands run: auto (bwrap when it works, else local with a warning), bwrap (refuse to start without it) or local (no isolation: development only)")
 	fs.StringVar(&o.sandboxUser, "sandbox-user", fmt.Sprintf("%d:%d", sandbox.DefaultUID, sandbox.DefaultGID), "UID[:GID]: the unprivileged host user (and group) a server running as root runs its bwrap sandboxes as; numbers, never 0. A uid no other program uses is best")
 	fs.IntVar(&o.sandboxDiskMB, "sandbox-disk-mb", sandbox.DefaultDiskBytes>>20, "disk quota of each session's workspace, in MiB, for agents that set no environment.disk_mb: a shell command that leaves the workspace above it fails with a tool error")
+	fs.IntVar(&o.browserMemoryMB, "browser-memory-mb", engine.DefaultBrowserMemory>>20, "memory each session's browser (the browser tool's Chromium) may use, in MiB, all its processes together: a memory cgroup where the server can make one, and V8's heap limit (half of it) always")
 	fs.StringArrayVar(&o.sandboxROPaths, "sandbox-ro-path", nil, "a host directory every bwrap sandbox sees read-only at the same path, e.g. where an MCP server was installed (npm install --prefix /opt/mcp ...); never the data directory, /etc or the sandbox's own mount points. Repeat for several (also sandbox_ro_paths in the config file)")
 	fs.StringVar(&o.vaultKey, "vault-key-file", "", "the vault's key file (default DATA/vault.key, created on first use; env LONGHAUL_VAULT_KEY gives the key itself, base64): back it up, apart from the database")
 	fs.StringVar(&o.otlpEndpoint, "otlp-endpoint", "", "export each turn as an OpenTelemetry trace to this OTLP collector URL, e.g. http://localhost:4318 (default: OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT when set, else no export)")
@@ -293,6 +297,9 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 	if err != nil {
 		return err
 	}
+	if o.browserMemoryMB < 256 {
+		return usagef("--browser-memory-mb %d: must be at least 256 (Chromium does not start in less)", o.browserMemoryMB)
+	}
 	if o.sandboxDiskMB < 1 {
 		return usagef("--sandbox-disk-mb %d: must be at least 1", o.sandboxDiskMB)
 	}
@@ -362,7 +369,7 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 		redactor: red,
 		addr:     addr, dataDir: dataDir, storeURL: storeURL, noMigrate: o.noMigrate, leaseTTL: o.leaseTTL, relaxAfterAsks: o.relaxAfterAsks, runnerCheck: o.runnerCheck,
 		runnerMaxConnsPerKey: o.runnerMaxConnsPerKey, runnerMaxConns: o.runnerMaxConns, apiKeys: keys, pingInterval: o.ping, config: cf, logger: log,
-		vaultKeyFile: o.vaultKey, vaultKeyEnv: c.getenv(vault.KeyEnv), sandbox: o.sandbox, sandboxDiskMB: o.sandboxDiskMB, sandboxROPaths: sandboxROPaths(cf, o.sandboxROPaths), sandboxUID: sbUID, sandboxGID: sbGID, otlp: otlp,
+		vaultKeyFile: o.vaultKey, vaultKeyEnv: c.getenv(vault.KeyEnv), sandbox: o.sandbox, sandboxDiskMB: o.sandboxDiskMB, browserMemoryMB: o.browserMemoryMB, sandboxROPaths: sandboxROPaths(cf, o.sandboxROPaths), sandboxUID: sbUID, sandboxGID: sbGID, otlp: otlp,
 		webhookAllowPrivate: o.webhookAllowPrivate, webhookAllowPorts: o.webhookAllowPorts,
 		metricsPublic: o.metricsPublic, modelKeyEnv: keyEnv, controlPlaneAddrs: o.controlPlaneAddrs,
 		allowedHosts: allowedHosts, trustedOrigins: trustedOrigins, httpLimits: limits, minFreeMiB: minFree,

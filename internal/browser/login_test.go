@@ -101,7 +101,7 @@ func TestLogin(t *testing.T) {
 	bound := tool.LoginDest(site)
 	var asked []string
 	s := browser.New(func(ctx context.Context, l *browser.Launch) (browser.Process, error) {
-		return backend.Start(ctx, sandbox.Spec{Workspace: ws}, &sandbox.StartRequest{Command: l.Command, Env: l.Env, UnboundedAddressSpace: true})
+		return backend.Start(ctx, sandbox.Spec{Workspace: ws}, &sandbox.StartRequest{Command: l.Command, Env: l.Env, UnboundedAddressSpace: true, MemoryBytes: l.MemoryBytes})
 	}, &browser.Config{
 		SaveState: func(_ context.Context, data []byte) error { kept = data; return nil },
 		LoadState: func(context.Context) ([]byte, error) { return kept, nil },

@@ -37,6 +37,9 @@ type Process interface {
 type Launch struct {
 	Command string
 	Env     map[string]string
+	// MemoryBytes is the memory the browser may use, all its processes
+	// together (sandbox.StartRequest.MemoryBytes; see memory.go).
+	MemoryBytes int64
 }
 
 // StartFunc starts the browser's program in the session's sandbox.
@@ -74,6 +77,9 @@ type Config struct {
 	ReadBudget int
 	// ActionTimeout is DefaultActionTimeout when zero.
 	ActionTimeout time.Duration
+	// MemoryBytes bounds the browser's memory (DefaultMemoryBytes when
+	// zero; see memory.go).
+	MemoryBytes int64
 	// SaveState, when set, keeps the browser's state (JSON: its cookies
 	// and the page it is on) after every action that changed it, and
 	// LoadState gives it back (nil: none kept) to a browser that starts,
@@ -137,6 +143,9 @@ func New(start StartFunc, cfg *Config) *Session {
 	if s.cfg.ActionTimeout <= 0 {
 		s.cfg.ActionTimeout = DefaultActionTimeout
 	}
+	if s.cfg.MemoryBytes <= 0 {
+		s.cfg.MemoryBytes = DefaultMemoryBytes
+	}
 	return s
 }
 
@@ -154,11 +163,12 @@ func (s *Session) Command() string {
 		"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
 		"--no-first-run", "--no-default-browser-check", "--disable-background-networking",
 		"--disable-component-update", "--disable-sync", "--disable-extensions",
-		"--disable-breakpad", "--mute-audio", "--disable-features=BackForwardCache", "--hide-scrollbars", "--window-size=1280,800",
+		"--disable-breakpad", "--mute-audio", quietFeatures, "--hide-scrollbars", "--window-size=1280,800",
 		`--user-data-dir="$HOME"/` + shellQuote(s.cfg.ProfileDir),
 		`--disk-cache-dir="${TMPDIR:-/tmp}"/browser-cache`,
-		"--remote-debugging-pipe",
+		"--remote-debugging-pipe", s.heapFlag(),
 	}
+	args = append(args, quietFlags...)
 	if s.cfg.Proxy != "" {
 		args = append(args, shellQuote("--proxy-server=http://"+s.cfg.Proxy), shellQuote("--proxy-bypass-list=<-loopback>"))
 	} else {
@@ -187,10 +197,15 @@ func (s *Session) ensure(ctx context.Context) error {
 		case <-s.proc.Done():
 			s.stopLocked() // it died: start anew, with the profile it left
 		default:
-			return nil
+			if !s.connectionLost() {
+				return nil
+			}
+			// Its connection broke: the browser was killed, and its
+			// sandbox is not reaped yet. Start anew all the same.
+			s.stopLocked()
 		}
 	}
-	p, err := s.start(ctx, &Launch{Command: s.Command()})
+	p, err := s.start(ctx, &Launch{Command: s.Command(), MemoryBytes: s.cfg.MemoryBytes})
 	if err != nil {
 		return fmt.Errorf("start the browser: %w", err)
 	}
@@ -221,6 +236,21 @@ func (s *Session) ensure(ctx context.Context) error {
 		return fmt.Errorf("start the browser: %w", err)
 	}
 	return nil
+}
+
+// connectionLost reports whether the DevTools pipe of the running browser
+// is gone (its program killed, say). s.mu is held, s.proc set.
+func (s *Session) connectionLost() bool {
+	c := chromedp.FromContext(s.tab)
+	if c == nil || c.Browser == nil {
+		return false
+	}
+	select {
+	case <-c.Browser.LostConnection:
+		return true
+	default:
+		return false
+	}
 }
 
 // savedState is what SaveState keeps.
@@ -408,7 +438,7 @@ func (s *Session) do(ctx context.Context, req *tool.BrowserRequest, red *redact.
 		if lost := s.lost(); lost != nil {
 			return nil, lost
 		}
-		ans.Error = fmt.Sprintf("%s: %v", req.Action, err)
+		ans.Error = fmt.Sprintf("%s: %v%s", req.Action, err, s.memoryNote())
 		return ans, nil
 	}
 	// Where the page is now, whatever the action did.
@@ -456,9 +486,9 @@ func (s *Session) present(c context.Context, sel string) bool {
 func (s *Session) lost() error {
 	select {
 	case <-s.proc.Done():
-		stderr := s.proc.Stderr()
+		stderr, why := s.proc.Stderr(), s.memoryNote()
 		s.stopLocked()
-		return fmt.Errorf("the browser stopped%s", tail(stderr))
+		return fmt.Errorf("the browser stopped%s%s", why, tail(stderr))
 	default:
 		return nil
 	}

@@ -59,7 +59,7 @@ func TestSessionLocalSandbox(t *testing.T) {
 	backend, _ := sandbox.Detect(context.Background(), sandbox.DetectOptions{Local: true})
 	var last browser.Process
 	start := func(ctx context.Context, l *browser.Launch) (browser.Process, error) {
-		p, err := backend.Start(ctx, sandbox.Spec{Workspace: ws}, &sandbox.StartRequest{Command: l.Command, Env: l.Env, UnboundedAddressSpace: true})
+		p, err := backend.Start(ctx, sandbox.Spec{Workspace: ws}, &sandbox.StartRequest{Command: l.Command, Env: l.Env, UnboundedAddressSpace: true, MemoryBytes: l.MemoryBytes})
 		if err == nil {
 			last = p
 		}

@@ -66,15 +66,16 @@ func (r *runner) setupBrowser(env *sessionEnv, opened environment.Environment) {
 			}
 			return res.Data, nil
 		},
-		Login:    r.browserLogin,
-		Redactor: r.e.redactor,
+		Login:       r.browserLogin,
+		Redactor:    r.e.redactor,
+		MemoryBytes: r.e.cfg.BrowserMemory,
 	}
 	if env.policy != nil && r.confinesNetwork() {
 		// The forwarder to the session's egress proxy, inside the sandbox.
 		cfg.Proxy = sandbox.ProxyListen
 	}
 	s := browser.New(func(ctx context.Context, l *browser.Launch) (browser.Process, error) {
-		return opened.Start(ctx, &sandbox.StartRequest{Command: l.Command, Env: l.Env, UnboundedAddressSpace: true})
+		return opened.Start(ctx, &sandbox.StartRequest{Command: l.Command, Env: l.Env, UnboundedAddressSpace: true, MemoryBytes: l.MemoryBytes})
 	}, cfg)
 	env.browser, env.stopBrowser = s, s.Close
 }

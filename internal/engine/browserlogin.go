@@ -46,3 +46,6 @@ func loginEvidence(action, secret string) string {
 	}
 	return fmt.Sprintf(", signing in with the user name and password of vault secret %s (the server types them into the page's form; the agent never sees them)", secret)
 }
+
+// DefaultBrowserMemory is what Config.BrowserMemory is when zero.
+const DefaultBrowserMemory = browser.DefaultMemoryBytes

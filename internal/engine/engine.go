@@ -81,6 +81,9 @@ type Config struct {
 	// programs run as plain subprocesses in the workspace (tests,
 	// embedding); cmd wires sandbox.Detect.
 	Sandbox sandbox.Backend
+	// BrowserMemory bounds each session's browser, in bytes (see
+	// internal/browser's memory.go). Default: browser.DefaultMemoryBytes.
+	BrowserMemory int64
 	// OnSecretsChanged is called (after the vault's cache is dropped) when
 	// secrets change, e.g. to refresh the redactor of the server's logs.
 	OnSecretsChanged func()

@@ -125,6 +125,9 @@ type Config struct {
 	// SandboxDiskMB is the workspace quota, in MiB, of sessions whose
 	// agent sets no environment.disk_mb. Default: sandbox.DefaultDiskBytes.
 	SandboxDiskMB int
+	// BrowserMemoryMB bounds each session's browser, in MiB. Default:
+	// browser.DefaultMemoryBytes.
+	BrowserMemoryMB int
 	// SandboxROPaths are host directories every bwrap sandbox sees
 	// read-only at the same place (serve --sandbox-ro-path). Never the data
 	// directory, the workspaces or the vault's key file, nor a directory
@@ -523,6 +526,7 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 		Logger:           log,
 		Sandbox:          sb,
 		SandboxWarning:   warning,
+		BrowserMemory:    int64(cfg.BrowserMemoryMB) << 20,
 		OnSecretsChanged: refreshRedactor,
 		Vault:            n.Vault,
 		ModelKeyEnv:      keyEnv,

@@ -438,12 +438,18 @@ func (b *bwrapBackend) Start(ctx context.Context, spec Spec, req *StartRequest) 
 		return nil, fmt.Errorf("sandbox start: %w", err)
 	}
 	defer prep.closeFiles()
-	var cleanup func()
-	if cg := prep.cg; cg != nil {
-		cleanup = func() { _ = cg.remove() }
+	argv, mem := startBounded(prep.argv, req)
+	cleanup := func() {
+		if prep.cg != nil {
+			_ = prep.cg.remove()
+		}
+		if mem != nil {
+			_ = mem.remove()
+		}
 	}
 	p, err := startProcess(ctx, &startSpec{
-		argv:       prep.argv,
+		memory:     mem,
+		argv:       argv,
 		env:        []string{"PATH=" + DefaultPath},
 		dir:        "/",
 		files:      prep.files,

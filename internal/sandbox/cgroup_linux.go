@@ -21,6 +21,19 @@ import (
 // v1, or v2 with pids delegated) under which this process may create child
 // cgroups: the server's own cgroup. It checks by creating and removing one.
 func findPidsCgroup() (string, error) {
+	return findCgroup("pids", func(dir string) error {
+		c, err := newRunCgroup(dir, 1)
+		if err != nil {
+			return err
+		}
+		return c.remove()
+	})
+}
+
+// findCgroup returns the first directory of the controller's hierarchy
+// (cgroup v1's, preferred, or v2's) holding this process's cgroup that
+// probe accepts (it creates and removes a child there).
+func findCgroup(controller string, probe func(dir string) error) (string, error) {
 	self, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
 		return "", err
@@ -41,7 +54,7 @@ func findPidsCgroup() (string, error) {
 			continue
 		}
 		for _, c := range strings.Split(parts[1], ",") {
-			if c == "pids" {
+			if c == controller {
 				v1Path, haveV1 = parts[2], true
 			}
 		}
@@ -59,7 +72,7 @@ func findPidsCgroup() (string, error) {
 		}
 		root, mnt := unescapeMount(f[3]), unescapeMount(f[4])
 		switch {
-		case haveV1 && g[0] == "cgroup" && hasOption(g[2], "pids"):
+		case haveV1 && g[0] == "cgroup" && hasOption(g[2], controller):
 			if rel, ok := relUnder(v1Path, root); ok {
 				candidates = append([]string{filepath.Join(mnt, rel)}, candidates...)
 			}
@@ -71,19 +84,14 @@ func findPidsCgroup() (string, error) {
 	}
 	var errs []error
 	for _, dir := range candidates {
-		c, err := newRunCgroup(dir, 1)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := c.remove(); err != nil {
+		if err := probe(dir); err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		return dir, nil
 	}
 	if len(errs) == 0 {
-		return "", errors.New("no pids cgroup controller is mounted")
+		return "", fmt.Errorf("no %s cgroup controller is mounted", controller)
 	}
 	return "", errors.Join(errs...)
 }

@@ -112,7 +112,14 @@
 // A zero Limits field takes its Default* value. A program Start runs with
 // StartRequest.UnboundedAddressSpace (the browser tool's Chromium, whose
 // JavaScript engine reserves terabytes of address space it never touches)
-// gets no MemoryBytes limit; every other limit holds. After the forwarder starts
+// gets no MemoryBytes limit; every other limit holds, and its
+// StartRequest.MemoryBytes bounds it instead: a memory cgroup of its own
+// (memory_linux.go: cgroup v2's memory.max, v1's memory.limit_in_bytes and
+// memory.memsw.limit_in_bytes) under the server's, where the server may
+// make one (MemoryBound says); past it the kernel's OOM killer stops one of
+// its processes, and Process.OutOfMemory says so. Where none can be made
+// the program is not bounded by the sandbox at all (the browser keeps V8's
+// own heap limit). After the forwarder starts
 // (so it is not bound by them) and before the command, a small wrapper script
 // lowers its resource limits with the shell's ulimit builtin; the command and
 // everything it starts inherit them:

@@ -108,8 +108,15 @@ func (b localBackend) Start(ctx context.Context, spec Spec, req *StartRequest) (
 	if err != nil {
 		return nil, fmt.Errorf("local start: %w", err)
 	}
+	argv, mem := startBounded(append([]string{"/bin/sh", "-c", wrapperScript}, wrapperArgs(req.Command, lim, false, "")...), req)
+	var cleanup func()
+	if mem != nil {
+		cleanup = func() { _ = mem.remove() }
+	}
 	p, err := startProcess(ctx, &startSpec{
-		argv:      append([]string{"/bin/sh", "-c", wrapperScript}, wrapperArgs(req.Command, lim, false, "")...),
+		memory:    mem,
+		cleanup:   cleanup,
+		argv:      argv,
 		env:       environ(localBase(spec.Workspace, tmp), req.Env),
 		dir:       spec.Workspace,
 		maxStderr: cmp.Or(req.MaxStderrBytes, DefaultMaxOutputBytes),

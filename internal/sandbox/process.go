@@ -37,6 +37,12 @@ type StartRequest struct {
 	// space up front (V8's sandbox and pointer cages) that it never uses,
 	// so no useful RLIMIT_AS lets it start. Every other limit holds.
 	UnboundedAddressSpace bool
+	// MemoryBytes, when positive, bounds the memory the program and its
+	// children use (resident and swapped) with a memory cgroup of its own,
+	// where the kernel lets the server make one (MemoryBound says); past
+	// it the kernel kills one of its processes (Process.OutOfMemory). It
+	// is the bound of a program whose address space is not bounded.
+	MemoryBytes int64
 }
 
 // check validates a start request, naming the field.
@@ -46,6 +52,9 @@ func (req *StartRequest) check() error {
 	}
 	if req.MaxStderrBytes < 0 {
 		return errors.New("request.max_stderr_bytes: must be >= 0")
+	}
+	if req.MemoryBytes < 0 {
+		return errors.New("request.memory_bytes: must be >= 0")
 	}
 	// The command and environment follow the rules of a run.
 	_, _, err := checkRequest(&tool.ExecRequest{Command: req.Command, Env: req.Env}, Limits{Wall: time.Hour})
@@ -74,6 +83,21 @@ type Process struct {
 	// cleanup runs once the process is reaped (the bwrap backend removes
 	// its pids cgroup).
 	cleanup func()
+	// memory is its memory cgroup (nil: none); oom is set when the kernel
+	// killed one of its processes there, read before the cgroup goes.
+	memory *runCgroup
+	oom    bool
+}
+
+// OutOfMemory reports whether the kernel killed one of the program's
+// processes for going past StartRequest.MemoryBytes.
+func (p *Process) OutOfMemory() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.oom && p.memory != nil {
+		p.oom = oomKilled(p.memory)
+	}
+	return p.oom
 }
 
 // Stdin is the program's standard input. Closing it tells a well-behaved
@@ -155,6 +179,9 @@ type startSpec struct {
 	files     []*os.File // given as fds 4, 5, ...; fd 3 is the status pipe
 	maxStderr int
 	cleanup   func()
+	// memory is the program's memory cgroup (nil: none; cleanup removes
+	// it).
+	memory *runCgroup
 	// newMountNS, reaper: see runSpec.
 	newMountNS bool
 	reaper     string
@@ -185,7 +212,7 @@ func startProcess(ctx context.Context, spec *startSpec) (*Process, error) {
 
 	p := &Process{
 		stdin: inW, stdout: outR, stderr: tool.NewHeadTail(spec.maxStderr),
-		done: make(chan struct{}), cleanup: spec.cleanup, reaped: spec.reaper != "",
+		done: make(chan struct{}), cleanup: spec.cleanup, reaped: spec.reaper != "", memory: spec.memory,
 	}
 	// The reader runs before the program does: it sees EOF once every
 	// write end is closed, whether the program started or not.
@@ -240,6 +267,7 @@ func startProcess(ctx context.Context, spec *startSpec) (*Process, error) {
 			<-drained
 		}
 		grace.Stop()
+		p.OutOfMemory() // read while the memory cgroup is there
 		if p.cleanup != nil {
 			p.cleanup()
 		}
