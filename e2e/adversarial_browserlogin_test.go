@@ -129,6 +129,13 @@ document.querySelector('form').addEventListener('submit', e => {
 		Input: "check my account",
 	})
 	require.NoError(t, err)
+	// The login's site is a person's decision first, as an open's is: no
+	// password is filled in before it.
+	perm := pendingPermission(t, srv.api, sess.ID, "")
+	require.Equal(t, "http://127.0.0.1:"+strconv.Itoa(sitePort), perm.Origin)
+	require.Zero(t, logins.Load(), "nothing was sent to the site before a person allowed it")
+	_, err = srv.api.DecideAction(ctx, sess.ID, perm.ID, &lt.Decision{Decision: lt.DecisionAllow, Scope: lt.ScopeSession, RequestID: perm.RequestID})
+	require.NoError(t, err)
 	s := waitTerminal(ctx, t, srv, sess.ID, 3*time.Minute)
 	require.Equal(t, lt.SessionIdle, s.Status, "stop reason %v", deref(s.StopReason))
 
