@@ -160,6 +160,16 @@ func TestOpenAPIDescribesRealAnswers(t *testing.T) {
 	call := c.pendingAction(id, "function_call")
 	c.ok(http.StatusOK, "POST", "/v1/sessions/"+id+"/actions/"+call["id"].(string), map[string]any{"output": map[string]any{"sent": true}})
 	c.waitStatus(id, "idle")
+	// The approval above, by its policy's rule (approval fatigue), read
+	// while nothing else can ask: the fork and the next turn below may ask
+	// again before the report is read.
+	report := c.ok(http.StatusOK, "GET", "/v1/reports/tasks", nil)
+	policies := report["totals"].(map[string]any)["policies"].([]any)
+	require.Len(t, policies, 1, "%v", policies)
+	rule := policies[0].(map[string]any)
+	require.Equal(t, approval["policy"], rule["rule"])
+	require.Equal(t, []any{1.0, 1.0, 1.0, 1.0, false}, []any{rule["asks"], rule["decided"], rule["approved"], rule["approve_rate"], rule["relax"]})
+	require.NotNil(t, rule["median_decide_seconds"])
 	c.ok(http.StatusOK, "GET", "/v1/sessions/"+id+"?include=subagents", nil)
 	c.ok(http.StatusOK, "GET", "/v1/sessions?limit=5", nil)
 	c.ok(http.StatusOK, "GET", "/v1/sessions/"+id+"/actions", nil)
@@ -215,14 +225,7 @@ func TestOpenAPIDescribesRealAnswers(t *testing.T) {
 	c.ok(http.StatusOK, "POST", "/v1/sessions/"+id+"/cancel", map[string]any{"reason": "enough"})
 	fork := c.ok(http.StatusCreated, "POST", "/v1/sessions/"+id+"/fork", map[string]any{"checkpoint_id": cpID})
 	c.ok(http.StatusOK, "GET", "/v1/sessions/"+fork["id"].(string), nil)
-	report := c.ok(http.StatusOK, "GET", "/v1/reports/tasks", nil)
-	// The approval above, by its policy's rule (approval fatigue).
-	policies := report["totals"].(map[string]any)["policies"].([]any)
-	require.Len(t, policies, 1, "%v", policies)
-	rule := policies[0].(map[string]any)
-	require.Equal(t, approval["policy"], rule["rule"])
-	require.Equal(t, []any{1.0, 1.0, 1.0, 1.0, false}, []any{rule["asks"], rule["decided"], rule["approved"], rule["approve_rate"], rule["relax"]})
-	require.NotNil(t, rule["median_decide_seconds"])
+	c.ok(http.StatusOK, "GET", "/v1/reports/tasks", nil)
 
 	// Identity, the vault, webhooks, the audit log.
 	key := c.ok(http.StatusCreated, "POST", "/v1/keys", map[string]any{"name": "alice", "role": "approver"})
