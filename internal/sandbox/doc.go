@@ -114,8 +114,8 @@
 // JavaScript engine reserves terabytes of address space it never touches)
 // gets no MemoryBytes limit; every other limit holds, and its
 // StartRequest.MemoryBytes bounds it instead: a memory cgroup of its own
-// (memory_linux.go: cgroup v2's memory.max, v1's memory.limit_in_bytes and
-// memory.memsw.limit_in_bytes) under the server's, where the server may
+// (memory_linux.go: cgroup v1's memory.limit_in_bytes and
+// memory.memsw.limit_in_bytes; not yet v2) under the server's, where the server may
 // make one (MemoryBound says); past it the kernel's OOM killer stops one of
 // its processes, and Process.OutOfMemory says so. Where none can be made
 // the program is not bounded by the sandbox at all (the browser keeps V8's

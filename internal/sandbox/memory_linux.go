@@ -14,9 +14,10 @@ import (
 )
 
 // A memory cgroup per started program bounds what it may use when its
-// address space is not (StartRequest.MemoryBytes): cgroup v2's memory.max,
-// or v1's memory.limit_in_bytes (and memory.memsw.limit_in_bytes, so that
-// swap does not extend it), in a child of the server's own memory cgroup.
+// address space is not (StartRequest.MemoryBytes): cgroup v1's
+// memory.limit_in_bytes (and memory.memsw.limit_in_bytes, so that swap does
+// not extend it), in a child of the server's own memory cgroup. cgroup v2 is
+// not used yet (newMemoryCgroup says why).
 // Past the limit the kernel reclaims, then kills a process of the cgroup
 // (its OOM killer, within the cgroup only): the server and the other
 // sandboxes are not touched.
@@ -57,10 +58,14 @@ func newMemoryCgroup(parent string, limit int64) (*runCgroup, error) {
 	}
 	c := &runCgroup{dir: dir}
 	value := []byte(strconv.FormatInt(limit, 10))
-	if err := os.WriteFile(filepath.Join(dir, "memory.max"), value, 0); err == nil {
-		// v2: no swap beyond it either, where swap is accounted.
-		_ = os.WriteFile(filepath.Join(dir, "memory.swap.max"), []byte("0"), 0)
-		return c, nil
+	if _, err := os.Stat(filepath.Join(dir, "memory.max")); err == nil {
+		// v2 is not used yet: its hierarchy is one, and the per-run pids
+		// cgroup the sandbox then puts the program in (bwrap.go) moves it
+		// out of this one, so memory.max would bound nothing. Until the
+		// pids cgroup is made inside this one, say so (MemoryBound): the
+		// browser is then bounded by its V8 heap limit alone.
+		_ = c.remove()
+		return nil, fmt.Errorf("create memory cgroup: cgroup v2 is not supported yet (the per-run pids cgroup would move the program out of it)")
 	}
 	if err := os.WriteFile(filepath.Join(dir, "memory.limit_in_bytes"), value, 0); err != nil {
 		_ = c.remove()
