@@ -61,7 +61,9 @@ func (g *gate) begin(sites tool.BrowserSites, navigating bool) {
 	defer g.mu.Unlock()
 	g.sites, g.blocked, g.navigating = sites, nil, navigating
 	if sites != nil {
-		g.last = sites
+		// Between actions the page keeps only what lasts past this one: a
+		// site allowed once loads nothing more after its call.
+		g.last = sites.Lasting()
 	}
 }
 
@@ -130,14 +132,18 @@ func (g *gate) judge(rawURL string, topLevel bool) verdict {
 		if rule == nil {
 			rule = g.last
 		}
-		if rule.Subresource(g.page, origin) {
+		// The page's own site must be allowed now, not only when it was
+		// opened: a page allowed once (an earlier call) may not go on
+		// sending requests at a later click, or on a timer.
+		if rule.Navigate(g.page) == tool.SiteAllowed && rule.Subresource(g.page, origin) {
 			return proceed
 		}
 		return fail
 	}
 	if g.sites == nil {
-		// Between actions: the page moves by itself only within its site.
-		if origin == g.page {
+		// Between actions: the page moves by itself only within its site,
+		// and only while that site is allowed past the last action.
+		if origin == g.page && g.last.Navigate(origin) == tool.SiteAllowed {
 			return proceed
 		}
 		return stay

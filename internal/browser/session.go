@@ -382,7 +382,7 @@ func (s *Session) do(ctx context.Context, req *tool.BrowserRequest, red *redact.
 	if err := s.ensure(ctx); err != nil {
 		return nil, err
 	}
-	s.gate.started(req.Action == tool.BrowserOpen || req.Action == tool.BrowserBack)
+	s.gate.started(req.Action == tool.BrowserOpen || req.Action == tool.BrowserBack || req.Action == tool.BrowserLogin)
 	c, cancel := s.actionContext(ctx)
 	defer cancel()
 	ans := &tool.BrowserAnswer{}

@@ -60,9 +60,9 @@ type siteRule struct {
 	// allow is environment.network.allow as a policy (nil: nothing
 	// listed, no site allowed).
 	allow *egress.Policy
-	// granted are the sites a person allowed: for the session, and for
-	// this call.
-	granted []string
+	// granted are the sites a person allowed for the session; once those
+	// allowed for this call only.
+	granted, once []string
 	// anyAllowedHost: subresources from any site of the allowlist
 	// (environment.browser.subresources allowed_hosts).
 	anyAllowedHost bool
@@ -73,10 +73,18 @@ func (s *siteRule) Navigate(origin string) tool.SiteVerdict {
 	if !s.listed(origin) {
 		return tool.SiteRefused
 	}
-	if slices.Contains(s.granted, origin) {
+	if slices.Contains(s.granted, origin) || slices.Contains(s.once, origin) {
 		return tool.SiteAllowed
 	}
 	return tool.SiteAsk
+}
+
+// Lasting implements tool.BrowserSites: the rule without this call's once
+// grants, for what a page does after the call.
+func (s *siteRule) Lasting() tool.BrowserSites {
+	l := *s
+	l.once = nil
+	return &l
 }
 
 // Subresource implements tool.BrowserSites: by default only from the page's
@@ -112,7 +120,7 @@ func (s *siteRule) listed(origin string) bool {
 
 // siteRule is the rule the browser follows during call c.
 func (r *runner) siteRule(c *journal.Call) *siteRule {
-	rule := &siteRule{granted: append(append([]string(nil), r.st.BrowserSites...), c.BrowserOnce...)}
+	rule := &siteRule{granted: slices.Clone(r.st.BrowserSites), once: slices.Clone(c.BrowserOnce)}
 	if env := r.spec.Environment; env != nil {
 		if n := env.Network; n != nil && len(n.Allow) > 0 {
 			p, err := egress.NewPolicy(n.Allow)

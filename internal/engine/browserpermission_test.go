@@ -218,6 +218,7 @@ func (l *siteLog) has(p string) bool {
 // asked again; one allowed once is asked again at the next call; a
 // redirect to a site no person allowed raises its own action (and the open
 // runs again once allowed); a redirect outside the allowlist is refused;
+// a page allowed once sends nothing more at a later call (a click's fetch);
 // an image of the other site on an allowed page is never fetched (the
 // default subresources rule: same_origin).
 func TestBrowserPermissionGrants(t *testing.T) {
@@ -225,7 +226,8 @@ func TestBrowserPermissionGrants(t *testing.T) {
 	var logB siteLog
 	siteB := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		logB.add(r.URL.Path)
-		fmt.Fprint(w, `<html><head><title>Site B</title></head><body><p>This is B.</p></body></html>`)
+		fmt.Fprint(w, `<html><head><title>Site B</title></head><body><p>This is B.</p>`+
+			`<button id="send" onclick="fetch('/after-once', {method: 'POST'})">Send</button></body></html>`)
 	}))
 	defer siteB.Close()
 	siteA := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -245,6 +247,7 @@ func TestBrowserPermissionGrants(t *testing.T) {
 		call("browser", fmt.Sprintf(`{"action":"open","url":%q,"purpose":"read A"}`, siteA.URL+"/")),            // asked: session
 		call("browser", fmt.Sprintf(`{"action":"open","url":%q,"purpose":"read A again"}`, siteA.URL+"/2")),     // not asked
 		call("browser", fmt.Sprintf(`{"action":"open","url":%q,"purpose":"read B"}`, siteB.URL+"/once")),        // asked: once
+		call("browser", `{"action":"click","selector":"#send"}`),                                                // B's page, allowed once: its fetch fails
 		call("browser", fmt.Sprintf(`{"action":"open","url":%q,"purpose":"read B again"}`, siteB.URL+"/twice")), // asked again: deny
 		call("browser", fmt.Sprintf(`{"action":"open","url":%q,"purpose":"follow A"}`, siteA.URL+"/to-b")),      // redirect: B asked, once
 		call("browser", fmt.Sprintf(`{"action":"open","url":%q,"purpose":"follow A"}`, siteA.URL+"/to-unlisted")),
@@ -281,6 +284,7 @@ func TestBrowserPermissionGrants(t *testing.T) {
 	require.True(t, logB.has("/once"), "B was visited once allowed")
 	require.False(t, logB.has("/twice"), "the denied visit never reached B")
 	require.False(t, logB.has("/pixel.png"), "A's page could not pull B's image (subresources same_origin)")
+	require.False(t, logB.has("/after-once"), "a page allowed once sends nothing at a later call")
 }
 
 // TestBrowserSubresourcesValidated: environment.browser.subresources is

@@ -55,7 +55,7 @@ func (f ruleFigures) figures(relaxAfter int) []lt.PolicyApprovals {
 		if m, ok := medianSeconds(s.decideMS); ok {
 			p.MedianDecideSeconds = &m
 		}
-		p.Relax = s.asks >= relaxAfter && s.approved == s.asks
+		p.Relax = s.asks > 0 && s.asks >= relaxAfter && s.approved == s.asks
 		out = append(out, p)
 	}
 	sortPolicies(out)

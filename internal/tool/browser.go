@@ -64,8 +64,12 @@ type BrowserSites interface {
 	// redirect, a script moving the page) to origin.
 	Navigate(origin string) SiteVerdict
 	// Subresource reports whether a page of origin page may load from
-	// origin (a script, an image, a frame, a fetch).
+	// origin (a script, an image, a frame, a fetch). The browser asks it
+	// only for a page whose own site Navigate allows.
 	Subresource(page, origin string) bool
+	// Lasting is the rule without the grants made for this action only
+	// (allow once): what the page may still do once the action is over.
+	Lasting() BrowserSites
 }
 
 // BrowserOrigin is the site of an http or https address: its scheme, host
