@@ -33,7 +33,11 @@ import (
 //     on only within the page's own site; the page stays otherwise.
 //
 // The proxy stays the network's boundary (environment.network.allow);
-// this is the person's boundary within it. WebSocket connections are not
+// this is the person's boundary within it. The Fetch domain is enabled on
+// the browser's own session, so the requests of every target are paused:
+// a new tab's (a link with a target, a window.open), a worker's or a
+// service worker's too; only the tab's main frame navigates, and the rest
+// is judged as a subresource of its page. WebSocket connections are not
 // seen by the Fetch domain: they are held by the proxy alone.
 
 // gate is the state the Fetch handler judges requests by. It has its own
@@ -182,10 +186,15 @@ func (s *Session) intercept(tab context.Context) error {
 		return nil
 	}
 	mainFrame := cdp.FrameID(c.Target.TargetID)
-	events := chromedp.Events(tab, fetch.RequestPaused)
-	if _, err := chromedp.Run(tab, func(ctx context.Context, t *chromedp.Target) (cdp.Empty, error) {
-		return cdp.Call(ctx, t, fetch.Enable, fetch.EnableParams{})
-	}); err != nil {
+	// On the browser's own session, not the tab's: the requests of every
+	// target are paused, those of a new tab (a link with a target, a
+	// window.open) and of a worker or a service worker included, which
+	// the tab's Fetch domain never sees. Only the tab's main frame
+	// navigates (top); anything else is judged as a subresource of the
+	// tab's page.
+	b := c.Browser
+	events := chromedp.BrowserEvents(tab, fetch.RequestPaused)
+	if _, err := cdp.Call(tab, b, fetch.Enable, fetch.EnableParams{}); err != nil {
 		return err
 	}
 	go func() {
@@ -199,15 +208,14 @@ func (s *Session) intercept(tab context.Context) error {
 				u = ev.Request.URL
 			}
 			v := s.gate.judge(u, top)
-			_, err = chromedp.Run(tab, func(ctx context.Context, t *chromedp.Target) (cdp.Empty, error) {
-				switch v {
-				case proceed:
-					return cdp.Call(ctx, t, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: ev.RequestID})
-				case stay:
-					return cdp.Call(ctx, t, fetch.FulfillRequest, fetch.FulfillRequestParams{RequestID: ev.RequestID, ResponseCode: http.StatusNoContent})
-				}
-				return cdp.Call(ctx, t, fetch.FailRequest, fetch.FailRequestParams{RequestID: ev.RequestID, ErrorReason: network.ErrorReasonBlockedByClient})
-			})
+			switch v {
+			case proceed:
+				_, err = cdp.Call(tab, b, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: ev.RequestID})
+			case stay:
+				_, err = cdp.Call(tab, b, fetch.FulfillRequest, fetch.FulfillRequestParams{RequestID: ev.RequestID, ResponseCode: http.StatusNoContent})
+			default:
+				_, err = cdp.Call(tab, b, fetch.FailRequest, fetch.FailRequestParams{RequestID: ev.RequestID, ErrorReason: network.ErrorReasonBlockedByClient})
+			}
 			if err != nil && tab.Err() != nil {
 				return
 			}

@@ -237,7 +237,9 @@ func TestBrowserPermissionGrants(t *testing.T) {
 		case "/to-unlisted":
 			http.Redirect(w, r, strings.Replace(siteB.URL, "127.0.0.1", "127.0.0.2", 1)+"/x", http.StatusFound)
 		default:
-			fmt.Fprintf(w, `<html><head><title>Site A</title></head><body><p>This is A.</p><img src="%s/pixel.png"></body></html>`, siteB.URL)
+			fmt.Fprintf(w, `<html><head><title>Site A</title></head><body><p>This is A.</p><img src="%s/pixel.png">`+
+				`<a id="pop" target="_blank" href="%s/popup-link">B</a>`+
+				`<button id="open" onclick="window.open('%s/popup-script')">B</button></body></html>`, siteB.URL, siteB.URL, siteB.URL)
 		}
 	}))
 	defer siteA.Close()
@@ -246,6 +248,8 @@ func TestBrowserPermissionGrants(t *testing.T) {
 	p := &planProvider{plan: []model.Response{
 		call("browser", fmt.Sprintf(`{"action":"open","url":%q,"purpose":"read A"}`, siteA.URL+"/")),            // asked: session
 		call("browser", fmt.Sprintf(`{"action":"open","url":%q,"purpose":"read A again"}`, siteA.URL+"/2")),     // not asked
+		call("browser", `{"action":"click","selector":"#pop"}`),                                                 // a new tab: none opens
+		call("browser", `{"action":"click","selector":"#open"}`),                                                // a popup: none opens
 		call("browser", fmt.Sprintf(`{"action":"open","url":%q,"purpose":"read B"}`, siteB.URL+"/once")),        // asked: once
 		call("browser", `{"action":"click","selector":"#send"}`),                                                // B's page, allowed once: its fetch fails
 		call("browser", fmt.Sprintf(`{"action":"open","url":%q,"purpose":"read B again"}`, siteB.URL+"/twice")), // asked again: deny
@@ -285,6 +289,8 @@ func TestBrowserPermissionGrants(t *testing.T) {
 	require.False(t, logB.has("/twice"), "the denied visit never reached B")
 	require.False(t, logB.has("/pixel.png"), "A's page could not pull B's image (subresources same_origin)")
 	require.False(t, logB.has("/after-once"), "a page allowed once sends nothing at a later call")
+	require.False(t, logB.has("/popup-link"), "a link to a new tab went past the person's rule")
+	require.False(t, logB.has("/popup-script"), "a popup went past the person's rule")
 }
 
 // TestBrowserSubresourcesValidated: environment.browser.subresources is
