@@ -151,6 +151,9 @@ func (r *runner) checkBrowserSite(c *journal.Call) (bool, error) {
 	if c.Tool != browserTool || c.Kind != lt.CallBuiltin {
 		return true, nil
 	}
+	if r.env != nil && r.env.browser == (remoteBrowser{}) {
+		return true, nil // refused by the tool: no person is asked for a site it cannot visit
+	}
 	var a browserCall
 	// A login opens its page as an open does: the site is the person's
 	// decision before the server fills a password into it.
