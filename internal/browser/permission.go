@@ -34,10 +34,12 @@ import (
 //
 // The proxy stays the network's boundary (environment.network.allow);
 // this is the person's boundary within it. The Fetch domain is enabled on
-// the browser's own session, so the requests of every target are paused:
-// a new tab's (a link with a target, a window.open), a worker's or a
-// service worker's too; only the tab's main frame navigates, and the rest
-// is judged as a subresource of its page. WebSocket connections are not
+// the browser's own session, so that the requests of the browser's other
+// targets are paused too, not only the tab's: a new tab's (a link with a
+// target, a window.open: tested), and, as far as Chromium pauses them
+// there, a worker's or a service worker's (not tested). Only the tab's
+// main frame navigates; anything else is judged as a subresource of its
+// page. WebSocket connections are not
 // seen by the Fetch domain: they are held by the proxy alone.
 
 // gate is the state the Fetch handler judges requests by. It has its own
@@ -186,12 +188,11 @@ func (s *Session) intercept(tab context.Context) error {
 		return nil
 	}
 	mainFrame := cdp.FrameID(c.Target.TargetID)
-	// On the browser's own session, not the tab's: the requests of every
-	// target are paused, those of a new tab (a link with a target, a
-	// window.open) and of a worker or a service worker included, which
-	// the tab's Fetch domain never sees. Only the tab's main frame
-	// navigates (top); anything else is judged as a subresource of the
-	// tab's page.
+	// On the browser's own session, not the tab's: the requests of the
+	// browser's other targets (a new tab from a link with a target or a
+	// window.open, which the tab's Fetch domain never sees) are paused
+	// too. Only the tab's main frame navigates (top); anything else is
+	// judged as a subresource of the tab's page.
 	b := c.Browser
 	events := chromedp.BrowserEvents(tab, fetch.RequestPaused)
 	if _, err := cdp.Call(tab, b, fetch.Enable, fetch.EnableParams{}); err != nil {
