@@ -420,6 +420,10 @@ func (s *Session) do(ctx context.Context, req *tool.BrowserRequest, red *redact.
 		err = s.read(c, req.Selector, ans)
 	case tool.BrowserScreenshot:
 		if ans.Error = screenshotRefusal(c, red); ans.Error != "" {
+			// A page that could not be checked may be a dead browser.
+			if lost := s.lost(); lost != nil {
+				return nil, lost
+			}
 			return ans, nil
 		}
 		ans.PNG, err = chromedp.Run(c, chromedp.CaptureScreenshot())
