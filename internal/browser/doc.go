@@ -22,7 +22,11 @@
 // it (the cookies and the page's address) is read over the protocol after
 // each action and handed to Config.SaveState when it changed; a browser
 // that starts gets it back from Config.LoadState (the engine keeps it in
-// the profile directory) and reopens the page.
+// the profile directory) and reopens the page. A browser whose main
+// process dies alone (a crash, the kernel's OOM killer) is noticed by its
+// broken DevTools pipe, at once: the action it hits, or the next one,
+// fails saying the browser stopped rather than with an error of the page,
+// and the one after starts a browser again with that state.
 //
 // What it reaches: every request goes through Config.Proxy, the session's
 // egress proxy as the sandbox sees it (--proxy-server, with loopback not

@@ -395,6 +395,10 @@ func (s *Session) do(ctx context.Context, req *tool.BrowserRequest, red *redact.
 			if ctx.Err() != nil {
 				return nil, context.Cause(ctx)
 			}
+			// Not "no element": there is no page any more.
+			if lost := s.lost(); lost != nil {
+				return nil, lost
+			}
 			ans.Error = fmt.Sprintf("%s: no element matches selector %q", req.Action, req.Selector)
 			return ans, nil
 		}
@@ -416,6 +420,10 @@ func (s *Session) do(ctx context.Context, req *tool.BrowserRequest, red *redact.
 		err = s.read(c, req.Selector, ans)
 	case tool.BrowserScreenshot:
 		if ans.Error = screenshotRefusal(c, red); ans.Error != "" {
+			// A page that could not be checked may be a dead browser.
+			if lost := s.lost(); lost != nil {
+				return nil, lost
+			}
 			return ans, nil
 		}
 		ans.PNG, err = chromedp.Run(c, chromedp.CaptureScreenshot())
@@ -482,16 +490,26 @@ func (s *Session) present(c context.Context, sel string) bool {
 }
 
 // lost reports the browser's death as an error (and forgets it, so the
-// next action starts it again), nil while it runs.
+// next action starts it again), nil while it runs. Its DevTools pipe
+// breaks the moment its main process dies (killed alone, by a crash or the
+// kernel's OOM killer), before its sandbox is reaped: the process's Done
+// waits for the rest of the browser's processes to go and its output to
+// drain. A broken pipe is its death all the same, not an error of the
+// action ("lost the connection to the browser: EOF") that leaves a dead
+// browser in place; its sandbox is reaped first, so that its output and
+// whether the memory bound stopped it are known.
 func (s *Session) lost() error {
 	select {
 	case <-s.proc.Done():
-		stderr, why := s.proc.Stderr(), s.memoryNote()
-		s.stopLocked()
-		return fmt.Errorf("the browser stopped%s%s", why, tail(stderr))
 	default:
-		return nil
+		if !s.connectionLost() {
+			return nil
+		}
+		s.proc.Stop(stopGrace) // stopLocked's Stop then finds it reaped
 	}
+	stderr, why := s.proc.Stderr(), s.memoryNote()
+	s.stopLocked()
+	return fmt.Errorf("the browser stopped%s%s", why, tail(stderr))
 }
 
 // readScript returns the text of the page (or of the first element matching

@@ -27,6 +27,22 @@ func needChromium(t *testing.T) {
 	}
 }
 
+// succeeds returns what runs an action on s that must succeed: an error
+// or an answer's error fails the test.
+func succeeds(t *testing.T, ctx context.Context, s *browser.Session) func(tool.BrowserRequest) *tool.BrowserAnswer {
+	return func(req tool.BrowserRequest) *tool.BrowserAnswer {
+		t.Helper()
+		ans, err := s.Do(ctx, &req)
+		if err != nil {
+			t.Fatalf("%s: %v", req.Action, err)
+		}
+		if ans.Error != "" {
+			t.Fatalf("%s: %s", req.Action, ans.Error)
+		}
+		return ans
+	}
+}
+
 // TestSessionLocalSandbox drives a real Chromium started by the local
 // sandbox backend over its DevTools pipe: open, read (text and links),
 // type, press, click, back, screenshot, close, and a start again after
@@ -72,17 +88,7 @@ func TestSessionLocalSandbox(t *testing.T) {
 	})
 	defer s.Close()
 	ctx := context.Background()
-	do := func(req tool.BrowserRequest) *tool.BrowserAnswer {
-		t.Helper()
-		ans, err := s.Do(ctx, &req)
-		if err != nil {
-			t.Fatalf("%s: %v", req.Action, err)
-		}
-		if ans.Error != "" {
-			t.Fatalf("%s: %s", req.Action, ans.Error)
-		}
-		return ans
-	}
+	do := succeeds(t, ctx, s)
 	ans := do(tool.BrowserRequest{Action: tool.BrowserOpen, URL: srv.URL + "/"})
 	if ans.Title != "Home" {
 		t.Fatalf("title after open = %q, want Home", ans.Title)
