@@ -107,6 +107,13 @@ func (r *runner) awaitEnvironment(ctx context.Context, a *lt.Action) (bool, erro
 			return false, nil
 		}
 	}
+	if r.env == nil {
+		// The park goes on instead when a runner connected since this
+		// claim last looked (its RunnerConnected resolved the action,
+		// read in by the park's merge): the turn runs in an environment,
+		// opened on it by the next tick, as after an idle stop.
+		r.envDeferred = true
+	}
 	if err := r.status(lt.SessionRequiresAction, ""); err != nil {
 		return false, err
 	}

@@ -429,6 +429,9 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 			}
 			return false, r.askEnvironment(ctx, err)
 		}
+		// A turn queued after this one tries again: it runs in an
+		// environment or fails as this one does, never in none.
+		r.envDeferred = true
 		return false, r.failTurn(lt.StopSandboxError, "the session's environment could not be set up: "+err.Error())
 	}
 	if a := pendingOfType(st.Pending, lt.ActionEnvironmentConnection); a != nil {
