@@ -159,6 +159,34 @@ func TestAdversarialCreds_SecretHost(t *testing.T) {
 	other.requireNone(t)
 }
 
+// TestAdversarialCreds_LoginAsModelKey: a web site's login (a password
+// for the browser's login action) named as a model's key is refused, even
+// toward the very host it is bound to: a password is typed into that
+// site's form, never sent in a header.
+func TestAdversarialCreds_LoginAsModelKey(t *testing.T) {
+	t.Parallel()
+	const canary = "pw-login-canary-5e81c0d2"
+	site := newRecorder(t, replyWith(http.StatusUnauthorized, credsInvalidKey))
+	srv := startServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, _, err := srv.api.PutSecret(ctx, "SITE_LOGIN", &lt.PutSecretRequest{
+		Value: canary, Hosts: []string{site.hostPort()}, Inject: &lt.SecretInjection{Login: &lt.SecretLogin{Username: "alice@example.com"}},
+	})
+	require.NoError(t, err)
+	_, err = srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{Model: lt.ModelSpec{Provider: "openai-compatible", Name: "m", BaseURL: site.url() + "/v1", APIKeySecret: "SITE_LOGIN"}},
+		Input:     "hi",
+	})
+	var ae *client.APIError
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, http.StatusBadRequest, ae.Status)
+	require.Equal(t, "agent_spec.model.api_key_secret", ae.Field)
+	require.Contains(t, ae.Message, "is a login")
+	require.NotContains(t, ae.Message, canary)
+	site.requireNone(t, "the site received nothing")
+}
+
 // TestAdversarialCreds_Redirect: the host a model key is bound to answers
 // with a redirect to another; the key is not carried there (net/http
 // would forward x-api-key), and over plain http toward a host that is not

@@ -3,7 +3,9 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -35,8 +37,14 @@ func TestBenchScenarios(t *testing.T) {
 	t.Parallel()
 	tree := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(tree, "a.txt"), []byte("a"), 0o644))
-	out := cliOK(t, "bench", "--workspace", tree, "--long", "200", "--active", "3", "--model-latency", "5ms",
-		"--watchers", "3", "--steps", "4", "--data", t.TempDir())
+	// Four scenarios, each starting its own node: 30 s (one wait's bound)
+	// was too little once on a CI machine at load 17, where the engine's
+	// start timed out in the last one.
+	args := []string{"bench", "--workspace", tree, "--long", "200", "--active", "3", "--model-latency", "5ms",
+		"--watchers", "3", "--steps", "4", "--data", t.TempDir()}
+	r := cliRunWithin(t, 5*time.Minute, args...)
+	require.NoError(t, r.err, "longhaul %s\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.stdout, r.stderr)
+	out := r.stdout
 	require.NotContains(t, out, "commits/step")
 	require.Regexp(t, `\(empty\)\s+0\s.*\n\s*\S+\s+1\s+0\.0\s`, out)
 	require.Regexp(t, `long session steps.*\n\s+200\s+2\s`, out)

@@ -204,7 +204,8 @@ func (e *Engine) validateModelAccess(ctx context.Context, project string, m lt.M
 func secretRefusal(err error) (string, bool) {
 	var unknown interface{ UnknownSecret() string }
 	var notBound interface{ NotBound() string }
-	if errors.As(err, &unknown) || errors.As(err, &notBound) {
+	var loginOnly interface{ LoginOnly() string }
+	if errors.As(err, &unknown) || errors.As(err, &notBound) || errors.As(err, &loginOnly) {
 		return err.Error(), true
 	}
 	return "", false

@@ -1,7 +1,9 @@
 // Package vault keeps the server's secrets: API keys and passwords that the
 // http_request tool injects into requests to the hosts each secret is bound
-// to, from outside the sandbox, so that no secret ever enters a session's
-// environment, its model context or its journal (DESIGN.md principle 8).
+// to, from outside the sandbox, so that no secret enters a session's model
+// context or its journal, nor its environment but for one exception: a
+// login, which the browser types into its own site's form (see the
+// invariants below; DESIGN.md principle 8).
 //
 // # Encryption at rest
 //
@@ -33,7 +35,8 @@
 //     suffix, never suffix itself) or IP addresses, each optionally with a
 //     port: with one, the secret goes to that port only.
 //   - A login secret (inject {"login": …}, the value the password) is
-//     never injected into a request: Login hands it to the browser's login
+//     never injected into a request nor given as a model's key (a
+//     *LoginOnlyError): Login hands it to the browser's login
 //     action only for a page on one of its hosts, and the browser types it
 //     into that page's form. That is the one way a value enters a session's
 //     sandbox (Chromium runs there), as when a person types a password;

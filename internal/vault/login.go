@@ -21,6 +21,20 @@ func (e *NotLoginError) Error() string {
 	return fmt.Sprintf(`secret %s is not a login: set it with inject {"login": {"username": "…"}} (longhaul secret set %s --login-user USER) to use it with the browser's login action`, e.Name, e.Name)
 }
 
+// LoginOnlyError is the error of a login secret asked for as anything but
+// the browser's login: a model's key, a request's header. A web site's
+// password is typed into that site's form, never sent in a header, even to
+// its own hosts. It names the secret, never the value.
+type LoginOnlyError struct{ Name string }
+
+// LoginOnly names the secret (the engine tells this error from a storage
+// failure by it).
+func (e *LoginOnlyError) LoginOnly() string { return e.Name }
+
+func (e *LoginOnlyError) Error() string {
+	return fmt.Sprintf("secret %s is a login: only the browser's login action uses it, never as a key or in a request's header", e.Name)
+}
+
 // Login returns the login secret name of project ("": the default
 // project), for the browser's login action, if dest (the login page's host
 // and port) is one of its hosts: an unknown name is an

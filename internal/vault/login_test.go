@@ -50,6 +50,15 @@ func TestLoginSecret(t *testing.T) {
 	_, err = e.v.Login(ctx, "other", "SHOP_LOGIN", "shop.example.com:443")
 	require.ErrorAs(t, err, &unknown, "another project's sessions do not have it")
 	errs = append(errs, err)
+	// Nor is it a model's key, even toward its own host; and it is not
+	// said to go with a request there (CheckBound lists what does).
+	_, err = e.v.ValueFor(ctx, "", "SHOP_LOGIN", "shop.example.com:443")
+	var loginOnly *vault.LoginOnlyError
+	require.ErrorAs(t, err, &loginOnly)
+	require.Equal(t, "SHOP_LOGIN", loginOnly.LoginOnly())
+	errs = append(errs, err)
+	require.ErrorAs(t, e.v.CheckBound(ctx, "", "SHOP_LOGIN", "shop.example.com:443"), &loginOnly)
+	require.NoError(t, e.v.CheckBound(ctx, "", "API_TOKEN", "shop.example.com:443"))
 	for _, err := range errs {
 		require.NotContains(t, err.Error(), canary)
 	}

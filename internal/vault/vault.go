@@ -252,14 +252,28 @@ func (e *NotBoundError) Error() string {
 // CheckBound checks that the secret name exists in project ("": the
 // default project) and that dest (a host and a port, as HostMatches takes
 // it) is one of its hosts, without decrypting anything (for validating a
-// model's api_key_secret). An unknown name is an *UnknownSecretError, an
-// unbound destination a *NotBoundError.
+// model's api_key_secret, or listing what goes with a request). An unknown
+// name is an *UnknownSecretError, an unbound destination a *NotBoundError,
+// a login secret (which goes into no key or header) a *LoginOnlyError.
 func (v *Vault) CheckBound(ctx context.Context, project, name, dest string) error {
 	rows, err := v.rowsFor(ctx, project, []string{name})
 	if err != nil {
 		return err
 	}
-	if !HostMatches(rows[0].Hosts, dest) {
+	return checkKey(rows[0], name, dest)
+}
+
+// checkKey checks that row (the secret name) may go to dest as a key or a
+// header: bound to dest, and not a login.
+func checkKey(row *store.SecretRow, name, dest string) error {
+	m, err := meta(row)
+	if err != nil {
+		return err
+	}
+	if m.Inject.Login != nil {
+		return &LoginOnlyError{Name: name}
+	}
+	if !HostMatches(row.Hosts, dest) {
 		return &NotBoundError{Name: name, Dest: dest}
 	}
 	return nil
@@ -275,8 +289,8 @@ func (v *Vault) ValueFor(ctx context.Context, project, name, dest string) (strin
 	if err != nil {
 		return "", err
 	}
-	if !HostMatches(rows[0].Hosts, dest) {
-		return "", &NotBoundError{Name: name, Dest: dest}
+	if err := checkKey(rows[0], name, dest); err != nil {
+		return "", err
 	}
 	return v.open(rows[0])
 }
