@@ -181,7 +181,7 @@ func (e *Engine) runSession(parent context.Context, l store.Lease) {
 	var err error
 	var restoreFailed *restoreFailedError
 	var lostCalls map[string]string // why calls were lost (runner.lostCalls)
-	for attempt, lost, waits := 0, 0, 0; ; {
+	for attempt, lost, waits, unreachable := 0, 0, 0, 0; ; {
 		var r *runner
 		r, err = e.newRunner(ctx, l)
 		if err == nil {
@@ -219,6 +219,19 @@ func (e *Engine) runSession(parent context.Context, l store.Lease) {
 			}
 			continue
 		}
+		if errors.Is(err, store.ErrUnavailable) && !errors.Is(err, store.ErrLeaseLost) && unreachable < maxUnavailableRestarts && ctx.Err() == nil {
+			// The database went away under a write (a restart, a
+			// failover): whether that write was committed is unknown, so
+			// the runner starts over from the journal once it answers
+			// again, as a resume after a crash would. A write made after
+			// the lease expired meanwhile is fenced (ErrLeaseLost).
+			unreachable++
+			e.log.Warn("the database is out of reach: the session starts over from its journal", "session", l.SessionID, "err", err)
+			if !e.sleep(ctx, lossBackoff(unreachable)) {
+				break
+			}
+			continue
+		}
 		if store.IsStorageFull(err) && !errors.Is(err, store.ErrLeaseLost) && e.awaitSpace(ctx, l, err) {
 			// Space is back: start over from the journal, as a resume after
 			// a crash would, so the write that failed is made again (or the
@@ -233,6 +246,12 @@ func (e *Engine) runSession(parent context.Context, l store.Lease) {
 		e.log.Warn("lease lost; another worker owns the session now", "session", l.SessionID, "epoch", l.Epoch, "err", err)
 	case errors.Is(context.Cause(ctx), errShutdown):
 		// Hard stop: whatever ran is in the ledger as started; a resume sorts it out.
+	case errors.Is(err, store.ErrUnavailable):
+		// Still out of reach: the session is not at fault, so it is not
+		// failed. Its lease is given back if the database lets it, else
+		// it expires; either way the session is claimed again.
+		e.log.Warn("session left while the database is out of reach", "session", l.SessionID, "err", err)
+		e.giveBack(ctx, l)
 	case store.IsStorageFull(err):
 		// Stopped (drain) while waiting for space: the session is not at
 		// fault, so it is not failed. Its lease is given back when the
@@ -306,6 +325,11 @@ func (e *Engine) renewLease(ctx context.Context, cancel context.CancelCauseFunc,
 func lossBackoff(n int) time.Duration {
 	return min(time.Second<<min(max(n-1, 0), 10), maxLossBackoff)
 }
+
+// maxUnavailableRestarts bounds how often one claim starts over because
+// the database was out of reach (1+2+4+8+16 s of backoff), before it gives
+// the session back.
+const maxUnavailableRestarts = 5
 
 // maxLossBackoff bounds lossBackoff.
 const maxLossBackoff = 30 * time.Second

@@ -24,8 +24,16 @@ const codeMethodNotAllowed = "method_not_allowed"
 // anything else is a 500 "internal error" with the cause in the log only.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	ae := apierror.From(err)
-	if ae.Code == lt.CodeInternal && store.IsStorageFull(err) {
+	switch {
+	case ae.Code == lt.CodeInternal && store.IsStorageFull(err):
 		ae = storageFull(err)
+	case ae.Code == lt.CodeInternal && errors.Is(err, store.ErrUnavailable):
+		// The database went away (a restart, a failover): a client may
+		// try again; whether a write in flight was made is unknown, so
+		// the message says to look before writing again. The driver's
+		// error (which may name the database's address) stays in the log.
+		ae = &apierror.Error{Status: http.StatusServiceUnavailable, Code: lt.CodeUnavailable, Cause: err,
+			Message: "the database is out of reach; retry shortly (a write in flight may or may not have been made: read before writing again)"}
 	}
 	if ae.Status < 400 || ae.Status > 599 {
 		// A user-facing error with a non-error status is a backend bug;

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 type fullDiskBackend struct {
 	server.Backend
 	full atomic.Bool
+	gone atomic.Bool // the database is out of reach
 }
 
 // walPath is where the failed write went: a path of the server's machine,
@@ -42,6 +44,15 @@ func (f *fullDiskBackend) CreateTurn(ctx context.Context, id string, req *lt.Cre
 		return nil, fmt.Errorf("record snapshot: %w", &fs.PathError{Op: "write", Path: walPath, Err: syscall.ENOSPC})
 	}
 	return f.Backend.CreateTurn(ctx, id, req)
+}
+
+// GetSession fails as a read does while the database restarts.
+func (f *fullDiskBackend) GetSession(ctx context.Context, id string) (*lt.Session, error) {
+	if f.gone.Load() {
+		return nil, fmt.Errorf("get session: %w: %w", store.ErrUnavailable,
+			errors.New("dial tcp 10.9.8.7:5432: connect: connection refused"))
+	}
+	return f.Backend.GetSession(ctx, id)
 }
 
 func (f *fullDiskBackend) Ready(ctx context.Context) error {
@@ -80,4 +91,22 @@ func TestFullDiskIs507(t *testing.T) {
 	fb.full.Store(false)
 	require.Equal(t, http.StatusOK, h.get("/readyz").status)
 	require.Equal(t, http.StatusCreated, h.post("/v1/sessions", scriptedSession("after")).status)
+}
+
+// TestDatabaseGoneIs503: a request that met the database out of reach is a
+// 503 unavailable a client may retry, never a 500, and it does not show
+// the database's address (in the log only).
+func TestDatabaseGoneIs503(t *testing.T) {
+	t.Parallel()
+	fb := &fullDiskBackend{}
+	h := newHarness(t, harnessOpts{wrap: func(b server.Backend) server.Backend { fb.Backend = b; return fb }})
+	sess := h.createSession("before")
+	fb.gone.Store(true)
+	r := h.get("/v1/sessions/" + sess.ID)
+	e := requireError(t, r, http.StatusServiceUnavailable, lt.CodeUnavailable, "")
+	require.Contains(t, e.Message, "the database is out of reach")
+	require.NotContains(t, string(r.body), "10.9.8.7")
+	require.Contains(t, h.logs.String(), "10.9.8.7", "the cause is logged for the operator")
+	fb.gone.Store(false)
+	require.Equal(t, http.StatusOK, h.get("/v1/sessions/"+sess.ID).status)
 }

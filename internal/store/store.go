@@ -26,6 +26,10 @@ var (
 	// SQLITE_FULL, PostgreSQL's disk_full, ENOSPC on a file). Nothing of the
 	// failed write was kept; the same write can succeed once space is freed.
 	ErrStorageFull = errors.New("storage full")
+	// ErrUnavailable: the database could not be reached, or dropped the
+	// connection (a restart, a failover, a network cut). Whether a write
+	// in flight was committed is unknown: read before writing again.
+	ErrUnavailable = errors.New("storage unavailable")
 )
 
 // IsStorageFull reports whether err says the storage is full: the driver's

@@ -1,8 +1,11 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -21,6 +24,13 @@ const (
 	// holds it with out_of_memory and too_many_connections, which are not
 	// about storage.
 	codeDiskFull = "53100"
+	// The server going away: admin_shutdown (pg_ctl stop, a failover),
+	// crash_shutdown, cannot_connect_now (starting or shutting down);
+	// class 08 is connection_exception.
+	codeAdminShutdown    = "57P01"
+	codeCrashShutdown    = "57P02"
+	codeCannotConnectNow = "57P03"
+	classConnection      = "08"
 )
 
 // mapErr translates driver errors to the store's sentinels at the package
@@ -58,11 +68,37 @@ func mapErr(err error) error {
 			return fmt.Errorf("%w: %w", store.ErrStorageFull, err)
 		}
 	}
+	if unavailable(err) {
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
 	return err
 }
 
+// unavailable reports an error that says the database is out of reach or
+// dropped the connection, rather than an answer to the statement: a worker
+// that meets one starts over from the journal once the database is back,
+// instead of failing the session's turn.
+func unavailable(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false // the caller gave up (a context error is a net.Error too)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case codeAdminShutdown, codeCrashShutdown, codeCannotConnectNow:
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, classConnection)
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connectErr) || errors.As(err, &netErr) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		pgconn.SafeToRetry(err)
+}
+
 func isSentinel(err error) bool {
-	for _, s := range []error{store.ErrNotFound, store.ErrConflict, store.ErrLeaseLost, store.ErrClosed, store.ErrStorageFull} {
+	for _, s := range []error{store.ErrNotFound, store.ErrConflict, store.ErrLeaseLost, store.ErrClosed, store.ErrStorageFull, store.ErrUnavailable} {
 		if errors.Is(err, s) {
 			return true
 		}

@@ -1,7 +1,12 @@
 package postgres
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -24,4 +29,35 @@ func TestMapErrDiskFull(t *testing.T) {
 
 	oom := &pgconn.PgError{Code: "53200", Message: "out of memory"}
 	require.NotErrorIs(t, mapErr(oom), store.ErrStorageFull)
+}
+
+// TestMapErrUnavailable: the server going away (pg_ctl stop, a failover, a
+// refused or broken connection) is the store's ErrUnavailable, so a worker
+// starts over instead of failing a session's turn; an answer to the
+// statement, or the caller's own context ending, is not.
+func TestMapErrUnavailable(t *testing.T) {
+	t.Parallel()
+	for _, err := range []error{
+		&pgconn.PgError{Severity: "FATAL", Code: "57P01", Message: "terminating connection due to administrator command"},
+		&pgconn.PgError{Code: "57P02", Message: "crash shutdown"},
+		&pgconn.PgError{Code: "57P03", Message: "the database system is starting up"},
+		&pgconn.PgError{Code: "08006", Message: "connection failure"},
+		io.ErrUnexpectedEOF,
+		&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED},
+	} {
+		got := mapErr(fmt.Errorf("append events: %w", err))
+		require.ErrorIs(t, got, store.ErrUnavailable, "%v", err)
+		require.ErrorIs(t, got, err, "the driver's error stays in the chain")
+		require.True(t, isSentinel(got))
+	}
+	for _, err := range []error{
+		&pgconn.PgError{Code: "23505", Message: "duplicate key"},
+		&pgconn.PgError{Code: "53100", Message: "disk full"},
+		&pgconn.PgError{Code: "57014", Message: "canceling statement due to user request"},
+		context.Canceled,
+		context.DeadlineExceeded,
+		errors.New("something else"),
+	} {
+		require.NotErrorIs(t, mapErr(fmt.Errorf("append events: %w", err)), store.ErrUnavailable, "%v", err)
+	}
 }
