@@ -534,6 +534,12 @@ type readResult struct {
 func (s *Session) read(c context.Context, sel string, ans *tool.BrowserAnswer) error {
 	expr := fmt.Sprintf("%s(%s, %d)", readScript, jsString(sel), DefaultMaxLinks)
 	r, err := chromedp.Run(c, chromedp.Evaluate[readResult](expr))
+	if sel != "" && (err != nil || r.Missing) && s.present(c, sel) {
+		// A page still building itself, or still loading after the
+		// action before (a press of Enter that submits a form): the
+		// element is waited for as click and type wait for theirs.
+		r, err = chromedp.Run(c, chromedp.Evaluate[readResult](expr))
+	}
 	if err != nil {
 		return err
 	}
