@@ -121,15 +121,24 @@ func monitorDecision(b *batch, a *lt.Action, d *lt.Decision, resolved lt.ActionR
 		return apierror.Invalid("decision", "a monitor action takes only decision (continue or stop) and reason")
 	}
 	switch d.Decision {
-	case lt.DecisionContinue:
-		return b.add(lt.EventActionResolved, a.TurnID, 0, resolved)
-	case lt.DecisionStop:
-		msg := "stopped by a person at a finding of the trajectory monitor"
-		if a.Finding != nil {
-			msg += " (" + a.Finding.Detector + ")"
-		}
-		return stopAtAction(b, a, resolved, lt.StopStopped, msg, d.Reason)
+	case lt.DecisionContinue, lt.DecisionStop:
 	default:
 		return apierror.Invalid("decision", "must be continue or stop")
 	}
+	// Journaled at the step of the call the finding was about, as the
+	// action was raised, so the timeline shows the decision there.
+	if err := b.add(lt.EventActionResolved, a.TurnID, a.Step, resolved); err != nil {
+		return err
+	}
+	if d.Decision == lt.DecisionContinue {
+		return nil
+	}
+	msg := "stopped by a person at a finding of the trajectory monitor"
+	if a.Finding != nil {
+		msg += " (" + a.Finding.Detector + ")"
+	}
+	if d.Reason != "" {
+		msg += ": " + d.Reason
+	}
+	return endTurn(b, lt.StopStopped, msg)
 }

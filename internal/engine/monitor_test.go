@@ -150,6 +150,7 @@ func TestMonitorAskThenContinue(t *testing.T) {
 	}
 	require.True(t, ran, "the call ran once the person let it")
 	require.Len(t, findings(t, h, s.ID)["escape_signatures"], 1)
+	resolvedAtStep(t, h, s.ID, act)
 	checkJournal(t, h.store, s.ID)
 }
 
@@ -170,7 +171,24 @@ func TestMonitorAskThenStop(t *testing.T) {
 	failed := events(t, h, s.ID, lt.EventTurnFailed)
 	require.Len(t, failed, 1)
 	require.Contains(t, data[lt.TurnFailedData](t, failed[0]).Error, "exfiltration")
+	resolvedAtStep(t, h, s.ID, act)
 	checkJournal(t, h.store, s.ID)
+}
+
+// resolvedAtStep checks that the monitor action's action.resolved is
+// journaled at the step of the call it was about, not at step 0.
+func resolvedAtStep(t *testing.T, h *harness, id string, act lt.Action) {
+	t.Helper()
+	require.Positive(t, act.Step)
+	var n int
+	for _, ev := range events(t, h, id, lt.EventActionResolved) {
+		if data[lt.ActionResolvedData](t, ev).ActionID == act.ID {
+			n++
+			require.Equal(t, act.Step, ev.Step, "action.resolved at the action's step")
+			require.Equal(t, act.TurnID, ev.TurnID)
+		}
+	}
+	require.Equal(t, 1, n)
 }
 
 // TestMonitorStopAction: a detector whose action is stop ends the turn,
