@@ -103,6 +103,9 @@ func TestMonitorAttackersTripTheirDetectors(t *testing.T) {
 				require.LessOrEqual(t, seq, int64(len(evs)))
 				typ := evs[seq-1].Type
 				require.Contains(t, []string{lt.EventToolRequested, lt.EventToolFailed, lt.EventToolCompleted, lt.EventNetworkConnection}, typ)
+				if tc.detector == "capability_widening" {
+					require.Equal(t, lt.ToolFailedCapabilityWidening, data[lt.ToolFailedData](t, evs[seq-1]).Code, "the refused spawn carries its code")
+				}
 			}
 			checkJournal(t, h.store, s.ID)
 		})

@@ -239,7 +239,7 @@ func (m *Monitor) failed(seq int64, d *lt.ToolFailedData, found foundFunc) {
 	if !d.Retry {
 		delete(m.st.Calls, d.CallID)
 	}
-	if d.Tool == "spawn_agent" && strings.Contains(d.Error, "its parent may not") {
+	if d.Code == lt.ToolFailedCapabilityWidening {
 		found(CapabilityWidening, Medium, "a spawn_agent call asked for more than the session holds and was refused", []int64{seq})
 	}
 	if permissionError(d.Error) || permissionError(string(d.Output)) {

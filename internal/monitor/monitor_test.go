@@ -36,14 +36,17 @@ func (j *journal) add(typ string, data any) int64 {
 }
 
 // call is one step with one call of tool: requested, then completed with
-// output (or failed with failure when it is not "").
+// output (or failed with failure when it is not ""; "code|message" gives
+// the failure a code).
 func (j *journal) call(tool string, args map[string]any, output, failure string) (requested int64) {
 	j.t.Helper()
 	j.step++
 	raw, _ := json.Marshal(args)
 	id := fmt.Sprintf("call_%d", j.step)
 	requested = j.add(lt.EventToolRequested, lt.ToolRequestedData{Step: j.step, CallID: id, Tool: tool, Arguments: raw, ArgumentsSHA256: fmt.Sprintf("%x", raw)})
-	if failure != "" {
+	if code, msg, ok := strings.Cut(failure, "|"); ok && code != "" && !strings.Contains(code, " ") {
+		j.add(lt.EventToolFailed, lt.ToolFailedData{Step: j.step, CallID: id, Tool: tool, Error: msg, Code: code})
+	} else if failure != "" {
 		j.add(lt.EventToolFailed, lt.ToolFailedData{Step: j.step, CallID: id, Tool: tool, Error: failure})
 	} else {
 		out, _ := json.Marshal(output)
@@ -185,13 +188,18 @@ func TestSecretProbe(t *testing.T) {
 func TestCapabilityWidening(t *testing.T) {
 	t.Parallel()
 	j := newJournal(t, Config{})
-	seq := j.call("spawn_agent", map[string]any{"agent_spec": map[string]any{}}, "", "child may not use network 10.0.0.1:80: its parent may not")
+	seq := j.call("spawn_agent", map[string]any{"agent_spec": map[string]any{}}, "", lt.ToolFailedCapabilityWidening+"|child may not use network 10.0.0.1:80: its parent may not")
 	got := j.of(CapabilityWidening)
 	require.Len(t, got, 1)
 	require.Equal(t, []int64{seq + 1}, got[0].Evidence, "the refusal is the evidence")
 	// A spawn refused for another reason is not widening.
 	j = newJournal(t, Config{})
 	j.call("spawn_agent", map[string]any{"agent": "x"}, "", "invalid arguments: no agent named x")
+	require.Empty(t, j.findings)
+	// The refusal is matched by its code, not its text: a failure that
+	// only says the words (a child's report quoted back) is not one.
+	j = newJournal(t, Config{})
+	j.call("spawn_agent", map[string]any{"agent": "x"}, "", "tool error: child may not use network 10.0.0.1:80: its parent may not")
 	require.Empty(t, j.findings)
 }
 
