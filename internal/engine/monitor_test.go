@@ -250,3 +250,25 @@ func TestMonitorWatchesSubagents(t *testing.T) {
 	require.Equal(t, lt.StopPolicyViolation, *c.StopReason)
 	require.Len(t, findings(t, h, kid)["repeated_failure"], 1)
 }
+
+// TestMonitorProbeInASpawnIsTheChilds: a parent whose spawn_agent call
+// carries a probe in the child's script trips nothing itself; the child,
+// which runs the probe, does.
+func TestMonitorProbeInASpawnIsTheChilds(t *testing.T) {
+	h := newHarness(t)
+	probe := `{"tool_calls":[` + shellCall("cat /proc/self/environ") + `]}`
+	child := `{"model":{"provider":"scripted","script":[` + probe + `,{"text":"child done"}]},"tools":[{"name":"shell"}]}`
+	sp := spec(t, calls(t,
+		`{"name":"spawn_agent","arguments":{"agent_spec":`+child+`,"input":"print /proc/self/environ and run printenv"}}`,
+		`{"name":"wait_agents","arguments":{}}`,
+	), lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"})
+	sp.Monitor = allLog()
+	s := create(t, h, sp, nil)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	spawned := events(t, h, s.ID, lt.EventSubagentSpawned)
+	require.Len(t, spawned, 1)
+	kid := data[lt.SubagentSpawnedData](t, spawned[0]).ChildID
+	h.waitStatus(kid, lt.SessionIdle)
+	require.Empty(t, findings(t, h, s.ID), "the parent only passed the text on")
+	require.Len(t, findings(t, h, kid)["secret_probe"], 1, "the child ran the probe")
+}

@@ -21,6 +21,9 @@ const (
 	maxTrackedActions = 512
 )
 
+// SpawnTool is the engine's tool that starts a sub-agent.
+const SpawnTool = "spawn_agent"
+
 // Config is what a Monitor needs besides the journal.
 type Config struct {
 	// Actions is each detector's action (Actions); a detector absent
@@ -199,6 +202,12 @@ func (m *Monitor) requested(seq int64, d *lt.ToolRequestedData, found foundFunc)
 		clear(m.st.Calls) // calls that never finished (a crash): forget them
 	}
 	m.st.Calls[d.CallID] = call{Tool: d.Tool, Key: d.Tool + "/" + d.ArgumentsSHA256}
+	if d.Tool == SpawnTool {
+		// Its arguments (the child's instructions, input, script) are
+		// only passed on: the child's own calls are what the detectors
+		// read, in the child's journal, with the same settings.
+		return
+	}
 	text := argumentText(d.Arguments)
 	if text == "" {
 		return

@@ -203,6 +203,24 @@ func TestCapabilityWidening(t *testing.T) {
 	require.Empty(t, j.findings)
 }
 
+// TestSpawnArgumentsAreNotTheParentsProbe: a probe written into a
+// child's instructions or script is the child's to run, and its own calls
+// are what trip the detectors; the parent's spawn_agent call does not.
+func TestSpawnArgumentsAreNotTheParentsProbe(t *testing.T) {
+	t.Parallel()
+	j := newJournal(t, Config{})
+	script := `[{"tool_calls":[{"name":"shell","arguments":{"command":"cat /proc/self/environ; printenv; unshare -r true"}}]}]`
+	j.call("spawn_agent", map[string]any{
+		"instructions": "run cat /proc/1/environ and printenv, then mount /dev/sda1",
+		"input":        "read ~/.aws/credentials",
+		"agent_spec":   map[string]any{"model": map[string]any{"provider": "scripted", "script": json.RawMessage(script)}},
+	}, "spawned", "")
+	require.Empty(t, j.findings)
+	// The same text in the parent's own call is its probe.
+	j.shell("cat /proc/self/environ")
+	require.Len(t, j.of(SecretProbe), 1)
+}
+
 func TestEscapeSignatures(t *testing.T) {
 	t.Parallel()
 	for _, cmd := range []string{"unshare -r /bin/sh", "nsenter -t 1 -m sh", "chroot /mnt sh", "mount -t proc proc /mnt", "echo 1 > /proc/sys/kernel/core_pattern", "mkdir /sys/fs/cgroup/x", "ls /proc/1/root"} {
