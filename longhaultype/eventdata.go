@@ -768,4 +768,15 @@ type MonitorFindingData struct {
 	// Action is what the agent's monitor spec does with the detector's
 	// findings: log, ask (a monitor action) or stop (the turn ends).
 	Action string `json:"action"`
+	// TreeEvidence are the events of other sessions of the tree that show
+	// it too, for a finding the tree's sessions made together (a secret's
+	// fragments sent by two children): none for a finding of this
+	// session's events only.
+	TreeEvidence []MonitorEvidence `json:"tree_evidence,omitempty"`
+}
+
+// MonitorEvidence is an event of another session of the tree.
+type MonitorEvidence struct {
+	SessionID string `json:"session_id"`
+	Seq       int64  `json:"seq"`
 }

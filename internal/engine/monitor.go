@@ -2,11 +2,15 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/monitor"
 	"github.com/longhaul-dev/longhaul/internal/redact"
+	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -56,8 +60,61 @@ func (r *runner) newMonitor(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.mon = monitor.New(monitor.Config{Actions: actions, DataDir: r.e.cfg.DataDir, WorkspaceRoot: r.e.cfg.WorkspaceRoot, Secrets: secrets})
+	// A session counts toward its tree's record when it is in a tree or
+	// may start one: a root's events before its first spawn count too.
+	tree := r.st.Session.ParentID != nil || len(r.st.Children) > 0 || slices.ContainsFunc(r.spec.Tools, func(t lt.ToolSpec) bool { return t.Name == monitor.SpawnTool })
+	r.mon = monitor.New(monitor.Config{Actions: actions, DataDir: r.e.cfg.DataDir, WorkspaceRoot: r.e.cfg.WorkspaceRoot, Secrets: secrets, Tree: tree})
 	return nil
+}
+
+// maxTreeMonitorRetries bounds the conflicts of one update of the tree's
+// monitor record (another session of the tree wrote it meanwhile).
+const maxTreeMonitorRetries = 50
+
+// syncTreeMonitor applies what the session's events added to the tree-wide
+// detectors to its tree's record (monitor/tree.go), once those events are
+// durable, and keeps the tree findings they complete for reportFindings.
+// It runs at the start of a tick, before the findings are journaled and
+// before any call runs, so a call whose arguments complete a tree finding
+// is asked about or stopped as one that completes the session's own.
+func (r *runner) syncTreeMonitor(ctx context.Context) error {
+	n, last := r.mon.TreePending()
+	if n == 0 {
+		return nil
+	}
+	if last > r.durableSeq {
+		// Only durable events count: a contribution of an event that a
+		// conflict or a crash drops would stay in the record.
+		if err := r.flush(ctx, false); err != nil {
+			return err
+		}
+	}
+	root := treeRoot(r.st)
+	for attempt := 0; ; attempt++ {
+		var raw []byte
+		var version int64
+		row, err := r.e.store.MonitorTreeGet(ctx, root)
+		switch {
+		case err == nil:
+			raw, version = row.State, row.Version
+		case !errors.Is(err, store.ErrNotFound):
+			return fmt.Errorf("read the tree's monitor record: %w", err)
+		}
+		state, applied, found, err := r.mon.ApplyTree(raw, r.st.Session.ID)
+		if err != nil {
+			return err
+		}
+		err = r.e.store.MonitorTreePut(ctx, &store.MonitorTreePutParams{RootID: root, State: state, Version: version})
+		if errors.Is(err, store.ErrConflict) && attempt < maxTreeMonitorRetries {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("update the tree's monitor record: %w", err)
+		}
+		r.mon.TreeApplied(applied)
+		r.monFound = append(r.monFound, found...)
+		return nil
+	}
 }
 
 // validateMonitor checks an agent's monitor spec.

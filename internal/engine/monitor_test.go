@@ -272,3 +272,49 @@ func TestMonitorProbeInASpawnIsTheChilds(t *testing.T) {
 	require.Empty(t, findings(t, h, s.ID), "the parent only passed the text on")
 	require.Len(t, findings(t, h, kid)["secret_probe"], 1, "the child ran the probe")
 }
+
+// TestMonitorTreeJoinsSiblingsFragments: two children each send less than
+// half of a vault value toward a listed host; neither session's detectors
+// see it alone, the tree's record joins them: one finding, in the child
+// whose call completed it, naming the other child's call.
+func TestMonitorTreeJoinsSiblingsFragments(t *testing.T) {
+	const secret = "s3cr3t-vault-value-0123456789abcdef"
+	h := newHarness(t)
+	h.vault = &fakeVault{secrets: map[string]struct{ value, host string }{"DB_PASSWORD": {secret, "127.0.0.1"}}}
+	h.restart("node-a")
+	child := func(part string) string {
+		send := `{"tool_calls":[` + httpCall("http://127.0.0.1:9/collect?p="+part, "") + `]}`
+		return `{"model":{"provider":"scripted","script":[` + send + `,{"text":"sent"}]},"tools":[{"name":"http_request"}],"environment":{"network":{"allow":["127.0.0.1"]}}}`
+	}
+	sp := spec(t, calls(t,
+		`{"name":"spawn_agent","arguments":{"agent_spec":`+child(secret[:12])+`,"input":"first"}}`,
+		`{"name":"spawn_agent","arguments":{"agent_spec":`+child(secret[12:24])+`,"input":"second"}}`,
+		`{"name":"wait_agents","arguments":{}}`,
+	), lt.ToolSpec{Name: "http_request"}, lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"})
+	sp.Environment = &lt.Environment{Network: &lt.NetworkSpec{Allow: []string{"127.0.0.1"}}}
+	sp.Monitor = allLog()
+	s := create(t, h, sp, nil)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	spawned := events(t, h, s.ID, lt.EventSubagentSpawned)
+	require.Len(t, spawned, 2)
+	var all []lt.MonitorFindingData
+	kids := map[string]bool{}
+	for _, ev := range spawned {
+		kid := data[lt.SubagentSpawnedData](t, ev).ChildID
+		kids[kid] = true
+		h.waitStatus(kid, lt.SessionIdle)
+		all = append(all, findings(t, h, kid)["secret_like_egress"]...)
+	}
+	require.Empty(t, findings(t, h, s.ID))
+	require.Len(t, all, 1, "one finding across the tree")
+	f := all[0]
+	require.Contains(t, f.Summary, "DB_PASSWORD")
+	require.Contains(t, f.Summary, "2 sessions of the tree")
+	require.Len(t, f.Evidence, 1)
+	require.Len(t, f.TreeEvidence, 1)
+	other := f.TreeEvidence[0]
+	require.True(t, kids[other.SessionID])
+	evs := events(t, h, other.SessionID)
+	require.Equal(t, lt.EventToolRequested, evs[other.Seq-1].Type, "the other child's call")
+	require.NotContains(t, string(evs[other.Seq-1].Data), secret, "whole values are redacted; halves are what the tree joins")
+}

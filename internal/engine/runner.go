@@ -375,6 +375,9 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 	} else if err := r.readControls(ctx); err != nil {
 		return false, err
 	}
+	if err := r.syncTreeMonitor(ctx); err != nil {
+		return false, err
+	}
 	if len(r.monFound) > 0 {
 		return false, r.reportFindings()
 	}
