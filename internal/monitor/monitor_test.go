@@ -364,3 +364,74 @@ func TestReplayFindsNothingNew(t *testing.T) {
 	require.True(t, m.Journaled(&f))
 	require.True(t, strings.HasPrefix(string(raw), "{"))
 }
+
+// journal journals f as the runner does: a monitor.finding event.
+func (j *journal) journal(f Finding) {
+	j.t.Helper()
+	j.add(lt.EventMonitorFinding, f.MonitorFindingData)
+}
+
+// TestTwoFindingsOfOneDetectorOnOneEvent: a call carrying fragments of two
+// secrets makes two findings of secret_like_egress on one event; once the
+// first is journaled, the second is not taken for journaled.
+func TestTwoFindingsOfOneDetectorOnOneEvent(t *testing.T) {
+	t.Parallel()
+	one, two := "s3cr3t-vault-value-0123456789abcdef", "an0ther-Secret-VALUE-fedcba9876543"
+	j := newJournal(t, Config{Secrets: NewSecretIndex(map[string]string{"ONE": one, "TWO": two})})
+	j.call("http_request", map[string]any{"url": "http://127.0.0.1:9/p?a=" + one[:20] + "&b=" + two[:20]}, "200", "")
+	got := j.of(SecretLikeEgress)
+	require.Len(t, got, 2)
+	require.Equal(t, got[0].Evidence, got[1].Evidence, "one event")
+	require.False(t, j.m.Journaled(&got[0]))
+	j.journal(got[0])
+	require.True(t, j.m.Journaled(&got[0]))
+	require.False(t, j.m.Journaled(&got[1]), "the second finding on the event is its own")
+	j.journal(got[1])
+	require.True(t, j.m.Journaled(&got[1]))
+	// A replay from a state saved then finds both journaled.
+	raw, err := j.m.State()
+	require.NoError(t, err)
+	m := New(Config{})
+	require.NoError(t, m.Restore(raw))
+	require.True(t, m.Journaled(&got[0]))
+	require.True(t, m.Journaled(&got[1]))
+}
+
+// TestFragmentsPastTheCallCap: a secret sent one fragment per call over
+// more calls than the window keeps is still found, after another finding
+// of the detector was journaled, and the call that completed it is the
+// finding's newest evidence.
+func TestFragmentsPastTheCallCap(t *testing.T) {
+	t.Parallel()
+	// 1200 bytes with no repeated 8-byte fragment.
+	var b strings.Builder
+	x := uint32(2463534242)
+	for b.Len() < 1200 {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b.WriteByte("abcdefghijklmnopqrstuvwxyz"[x%26])
+	}
+	secret := b.String()
+	j := newJournal(t, Config{Secrets: NewSecretIndex(map[string]string{"LONG": secret})})
+	var last int64
+	for i := 0; len(j.of(SecretLikeEgress)) < 2; i++ {
+		require.Less(t, i, 150, "never found")
+		if i == maxHits+2 {
+			// Another finding of the detector, journaled, at a seq past
+			// the window's 64th call.
+			j.call("http_request", map[string]any{"url": "http://127.0.0.1:9/k", "body": "Zx81vQ2mLp0Wr7TyC4kN9sAe3Hf6Ju"}, "200", "")
+			fs := j.of(SecretLikeEgress)
+			require.Len(t, fs, 1)
+			j.journal(fs[0])
+			continue
+		}
+		last = j.call("http_request", map[string]any{"url": "http://127.0.0.1:9/p?f=" + secret[8*i:8*i+8]}, "200", "")
+	}
+	f := j.of(SecretLikeEgress)[1]
+	require.Contains(t, f.Summary, "LONG")
+	require.Len(t, f.Evidence, maxHits)
+	require.Equal(t, last, f.Evidence[len(f.Evidence)-1], "the completing call is the newest evidence")
+	require.False(t, j.m.Journaled(&f), "not taken for the journaled one")
+	require.Contains(t, f.Summary, "over 75 calls")
+}
