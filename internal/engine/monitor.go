@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -198,4 +199,31 @@ func monitorDecision(b *batch, a *lt.Action, d *lt.Decision, resolved lt.ActionR
 		msg += ": " + d.Reason
 	}
 	return endTurn(b, lt.StopStopped, msg)
+}
+
+// renumberFinding returns the data of ev, an unsaved event the runner
+// appends after another writer's events, with the evidence seqs of the
+// finding it holds (a monitor.finding, a monitor action) moved as the
+// unsaved events are (after base, by shift): they name the same events.
+func renumberFinding(ev lt.Event, base, shift int64) (json.RawMessage, error) {
+	switch ev.Type {
+	case lt.EventMonitorFinding:
+		var d lt.MonitorFindingData
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return nil, fmt.Errorf("decode monitor.finding: %w", err)
+		}
+		monitor.RenumberEvidence(&d, base, shift)
+		return json.Marshal(&d)
+	case lt.EventActionRequired:
+		var d lt.ActionRequiredData
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			return nil, fmt.Errorf("decode action.required: %w", err)
+		}
+		if d.Action.Type != lt.ActionMonitor || d.Action.Finding == nil {
+			return ev.Data, nil
+		}
+		monitor.RenumberEvidence(d.Action.Finding, base, shift)
+		return json.Marshal(&d)
+	}
+	return ev.Data, nil
 }

@@ -386,3 +386,50 @@ func (m *Monitor) egress(seq int64, turnID string, step int, tool, host, text st
 		m.contribute(treeContrib{Kind: treeFragment, Seq: seq, TurnID: turnID, Step: step, Key: name, N: c.N, Bits: c.Bits})
 	}
 }
+
+// Renumber moves every seq after after by delta: the runner's unsaved
+// events, which the detectors read at the seqs they had then, were
+// appended after another writer's (delta of them) and carry new seqs.
+func (m *Monitor) Renumber(after, delta int64) {
+	if m == nil || delta == 0 {
+		return
+	}
+	shift := func(seq *int64) {
+		if *seq > after {
+			*seq += delta
+		}
+	}
+	shiftWindow := func(w window) {
+		for i := range w {
+			shift(&w[i].Seq)
+		}
+	}
+	st := &m.st
+	shiftWindow(st.Refused)
+	shiftWindow(st.Permission)
+	for _, w := range st.Failures {
+		shiftWindow(w)
+	}
+	for _, c := range st.Coverage {
+		for i := range c.Calls {
+			shift(&c.Calls[i])
+		}
+	}
+	for k, seq := range st.Journaled {
+		shift(&seq)
+		st.Journaled[k] = seq
+	}
+	for i := range st.TreeOut {
+		shift(&st.TreeOut[i].Seq)
+	}
+}
+
+// RenumberEvidence is Renumber for a finding's evidence (one the runner
+// holds, or one in a monitor.finding not yet saved).
+func RenumberEvidence(d *lt.MonitorFindingData, after, delta int64) {
+	for i, seq := range d.Evidence {
+		if seq > after {
+			d.Evidence[i] = seq + delta
+		}
+	}
+}
