@@ -157,7 +157,9 @@ func (m *Monitor) on(detector string) bool {
 // Observe folds one journal event into the detectors' state and returns
 // what they found (most events find nothing, and decode nothing).
 func (m *Monitor) Observe(ev lt.Event) []Finding {
-	if m == nil {
+	if m == nil || len(m.cfg.Actions) == 0 {
+		// No detector runs (the spec turned them all off): nothing to
+		// decode, count or keep.
 		return nil
 	}
 	var out []Finding
@@ -179,6 +181,9 @@ func (m *Monitor) Observe(ev lt.Event) []Finding {
 		m.step(ev.TurnID, d.Step)
 		m.requested(ev.Seq, ev.TurnID, &d, found)
 	case lt.EventToolCompleted:
+		if !m.on(EscapeSignatures) && !m.on(RepeatedFailure) {
+			return nil // only the permission errors and the calls' ends
+		}
 		var d lt.ToolCompletedData
 		if json.Unmarshal(ev.Data, &d) != nil {
 			return nil
@@ -194,6 +199,9 @@ func (m *Monitor) Observe(ev lt.Event) []Finding {
 		}
 		m.failed(ev.Seq, &d, found)
 	case lt.EventNetworkConnection:
+		if !m.on(RefusedConnections) {
+			return nil
+		}
 		var d lt.NetworkConnectionData
 		if json.Unmarshal(ev.Data, &d) != nil {
 			return nil
@@ -244,6 +252,9 @@ func (m *Monitor) requested(seq int64, turnID string, d *lt.ToolRequestedData, f
 		// only passed on: the child's own calls are what the detectors
 		// read, in the child's journal, with the same settings.
 		return
+	}
+	if !m.on(SecretProbe) && !m.on(EscapeSignatures) && !m.on(SecretLikeEgress) {
+		return // no detector reads the arguments
 	}
 	text := argumentText(d.Arguments)
 	if text == "" {

@@ -435,3 +435,24 @@ func TestFragmentsPastTheCallCap(t *testing.T) {
 	require.False(t, j.m.Journaled(&f), "not taken for the journaled one")
 	require.Contains(t, f.Summary, "over 75 calls")
 }
+
+// TestAllDetectorsOffDoNoWork: a session whose spec turns every detector
+// off keeps nothing and finds nothing, whatever it does (the detectors'
+// work is skipped: BenchmarkObserveStep/all_off).
+func TestAllDetectorsOffDoNoWork(t *testing.T) {
+	t.Parallel()
+	off := &lt.MonitorSpec{Detectors: map[string]lt.MonitorDetectorSpec{}}
+	for _, n := range Names {
+		off.Detectors[n] = lt.MonitorDetectorSpec{Off: true}
+	}
+	actions, err := Actions(off, "monitor")
+	require.NoError(t, err)
+	j := newJournal(t, Config{Actions: actions, Tree: true})
+	j.shell("cat /proc/self/environ; unshare -r true")
+	j.call("read_file", map[string]any{"path": "x"}, "", "permission denied")
+	benign(j, 8)
+	require.Empty(t, j.findings)
+	raw, err := j.m.State()
+	require.NoError(t, err)
+	require.JSONEq(t, `{"steps":0}`, string(raw), "nothing counted or kept")
+}
