@@ -25,7 +25,10 @@ import (
 // is journaled, and asked about or stopped, before the call runs. A replay
 // that finds again what was journaled reports nothing twice
 // (monitor.Journaled); one that finds what a crash kept from the journal
-// journals it then.
+// journals it then. What the tree-wide detectors count goes to the tree's
+// record in the store (syncTreeMonitor) at the start of a tick, before the
+// findings are journaled; merge moves what the monitor holds of the
+// runner's unsaved events when another writer's came first (Renumber).
 
 // monitorSecrets caches the fragment index of the vault's values, rebuilt
 // when the vault's redactor is (a secret changed).
