@@ -401,7 +401,19 @@ type ToolFailedData struct {
 	// (max_wall_seconds or turn_timeout); Output is then what it had
 	// written so far.
 	Interrupted string `json:"interrupted,omitempty"`
+	// Code names, for a failure the engine itself made, what it was in a
+	// form a program can match (ToolFailedCapabilityWidening); the Error
+	// text is for the model and may change.
+	Code string `json:"code,omitempty"`
 }
+
+// Codes of a failure the engine made (ToolFailedData.Code).
+const (
+	// ToolFailedCapabilityWidening: a spawn_agent call asked for a child
+	// that may do more than its parent (a tool, host, secret or limit the
+	// parent does not hold) and was refused.
+	ToolFailedCapabilityWidening = "capability_widening"
+)
 
 // Reasons a call was refused (ToolFailedData.Refused).
 const (
@@ -756,4 +768,15 @@ type MonitorFindingData struct {
 	// Action is what the agent's monitor spec does with the detector's
 	// findings: log, ask (a monitor action) or stop (the turn ends).
 	Action string `json:"action"`
+	// TreeEvidence are the events of other sessions of the tree that show
+	// it too, for a finding the tree's sessions made together (a secret's
+	// fragments sent by two children): none for a finding of this
+	// session's events only.
+	TreeEvidence []MonitorEvidence `json:"tree_evidence,omitempty"`
+}
+
+// MonitorEvidence is an event of another session of the tree.
+type MonitorEvidence struct {
+	SessionID string `json:"session_id"`
+	Seq       int64  `json:"seq"`
 }

@@ -384,7 +384,16 @@ func eventDetail(ev lt.Event) string {
 	case lt.EventMonitorFinding:
 		var d lt.MonitorFindingData
 		if decode(ev, &d) && d.Detector != "" {
-			return fmt.Sprintf("%s (%s, %s): %s; events %s", d.Detector, d.Severity, d.Action, truncate(d.Summary, 80), evidenceSeqs(d.Evidence))
+			out := fmt.Sprintf("%s (%s, %s): %s; events %s", d.Detector, d.Severity, d.Action, truncate(d.Summary, 80), evidenceSeqs(d.Evidence))
+			if len(d.TreeEvidence) > 0 {
+				// Found with other sessions of the tree: their events too.
+				refs := make([]string, len(d.TreeEvidence))
+				for i, e := range d.TreeEvidence {
+					refs[i] = fmt.Sprintf("%s#%d", e.SessionID, e.Seq)
+				}
+				out += "; in the tree " + strings.Join(refs, ", ")
+			}
+			return out
 		}
 	case lt.EventSessionPauseRequested, lt.EventSessionPaused, lt.EventSessionResumed:
 		if s, ok := pauseSummary(ev); ok {

@@ -162,3 +162,15 @@ func TestChangeNotAppliedSummary(t *testing.T) {
 	got = eventSummary(lt.Event{Type: lt.EventWorkspaceChangeNotApplied, Data: data})
 	require.Equal(t, "change #13 (write big.bin) not applied: it does not fit", got)
 }
+
+// TestTreeFindingSummary: a monitor finding the sessions of a tree made
+// together lists the other sessions' events after its own.
+func TestTreeFindingSummary(t *testing.T) {
+	data, err := json.Marshal(lt.MonitorFindingData{
+		Detector: "secret_like_egress", Severity: "high", Action: "ask", Summary: "fragments of secret DB_PASSWORD were sent",
+		Evidence: []int64{14}, TreeEvidence: []lt.MonitorEvidence{{SessionID: "ses_a", Seq: 9}},
+	})
+	require.NoError(t, err)
+	got := eventSummary(lt.Event{Type: lt.EventMonitorFinding, Data: data})
+	require.Equal(t, "secret_like_egress (high, ask): fragments of secret DB_PASSWORD were sent; events 14; in the tree ses_a#9", got)
+}

@@ -103,6 +103,9 @@ func TestMonitorAttackersTripTheirDetectors(t *testing.T) {
 				require.LessOrEqual(t, seq, int64(len(evs)))
 				typ := evs[seq-1].Type
 				require.Contains(t, []string{lt.EventToolRequested, lt.EventToolFailed, lt.EventToolCompleted, lt.EventNetworkConnection}, typ)
+				if tc.detector == "capability_widening" {
+					require.Equal(t, lt.ToolFailedCapabilityWidening, data[lt.ToolFailedData](t, evs[seq-1]).Code, "the refused spawn carries its code")
+				}
 			}
 			checkJournal(t, h.store, s.ID)
 		})
@@ -150,6 +153,7 @@ func TestMonitorAskThenContinue(t *testing.T) {
 	}
 	require.True(t, ran, "the call ran once the person let it")
 	require.Len(t, findings(t, h, s.ID)["escape_signatures"], 1)
+	resolvedAtStep(t, h, s.ID, act)
 	checkJournal(t, h.store, s.ID)
 }
 
@@ -170,7 +174,24 @@ func TestMonitorAskThenStop(t *testing.T) {
 	failed := events(t, h, s.ID, lt.EventTurnFailed)
 	require.Len(t, failed, 1)
 	require.Contains(t, data[lt.TurnFailedData](t, failed[0]).Error, "exfiltration")
+	resolvedAtStep(t, h, s.ID, act)
 	checkJournal(t, h.store, s.ID)
+}
+
+// resolvedAtStep checks that the monitor action's action.resolved is
+// journaled at the step of the call it was about, not at step 0.
+func resolvedAtStep(t *testing.T, h *harness, id string, act lt.Action) {
+	t.Helper()
+	require.Positive(t, act.Step)
+	var n int
+	for _, ev := range events(t, h, id, lt.EventActionResolved) {
+		if data[lt.ActionResolvedData](t, ev).ActionID == act.ID {
+			n++
+			require.Equal(t, act.Step, ev.Step, "action.resolved at the action's step")
+			require.Equal(t, act.TurnID, ev.TurnID)
+		}
+	}
+	require.Equal(t, 1, n)
 }
 
 // TestMonitorStopAction: a detector whose action is stop ends the turn,
@@ -228,4 +249,72 @@ func TestMonitorWatchesSubagents(t *testing.T) {
 	require.Equal(t, lt.SessionFailed, c.Status)
 	require.Equal(t, lt.StopPolicyViolation, *c.StopReason)
 	require.Len(t, findings(t, h, kid)["repeated_failure"], 1)
+}
+
+// TestMonitorProbeInASpawnIsTheChilds: a parent whose spawn_agent call
+// carries a probe in the child's script trips nothing itself; the child,
+// which runs the probe, does.
+func TestMonitorProbeInASpawnIsTheChilds(t *testing.T) {
+	h := newHarness(t)
+	probe := `{"tool_calls":[` + shellCall("cat /proc/self/environ") + `]}`
+	child := `{"model":{"provider":"scripted","script":[` + probe + `,{"text":"child done"}]},"tools":[{"name":"shell"}]}`
+	sp := spec(t, calls(t,
+		`{"name":"spawn_agent","arguments":{"agent_spec":`+child+`,"input":"print /proc/self/environ and run printenv"}}`,
+		`{"name":"wait_agents","arguments":{}}`,
+	), lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"})
+	sp.Monitor = allLog()
+	s := create(t, h, sp, nil)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	spawned := events(t, h, s.ID, lt.EventSubagentSpawned)
+	require.Len(t, spawned, 1)
+	kid := data[lt.SubagentSpawnedData](t, spawned[0]).ChildID
+	h.waitStatus(kid, lt.SessionIdle)
+	require.Empty(t, findings(t, h, s.ID), "the parent only passed the text on")
+	require.Len(t, findings(t, h, kid)["secret_probe"], 1, "the child ran the probe")
+}
+
+// TestMonitorTreeJoinsSiblingsFragments: two children each send less than
+// half of a vault value toward a listed host; neither session's detectors
+// see it alone, the tree's record joins them: one finding, in the child
+// whose call completed it, naming the other child's call.
+func TestMonitorTreeJoinsSiblingsFragments(t *testing.T) {
+	const secret = "s3cr3t-vault-value-0123456789abcdef"
+	h := newHarness(t)
+	h.vault = &fakeVault{secrets: map[string]struct{ value, host string }{"DB_PASSWORD": {secret, "127.0.0.1"}}}
+	h.restart("node-a")
+	child := func(part string) string {
+		send := `{"tool_calls":[` + httpCall("http://127.0.0.1:9/collect?p="+part, "") + `]}`
+		return `{"model":{"provider":"scripted","script":[` + send + `,{"text":"sent"}]},"tools":[{"name":"http_request"}],"environment":{"network":{"allow":["127.0.0.1"]}}}`
+	}
+	sp := spec(t, calls(t,
+		`{"name":"spawn_agent","arguments":{"agent_spec":`+child(secret[:12])+`,"input":"first"}}`,
+		`{"name":"spawn_agent","arguments":{"agent_spec":`+child(secret[12:24])+`,"input":"second"}}`,
+		`{"name":"wait_agents","arguments":{}}`,
+	), lt.ToolSpec{Name: "http_request"}, lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"})
+	sp.Environment = &lt.Environment{Network: &lt.NetworkSpec{Allow: []string{"127.0.0.1"}}}
+	sp.Monitor = allLog()
+	s := create(t, h, sp, nil)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	spawned := events(t, h, s.ID, lt.EventSubagentSpawned)
+	require.Len(t, spawned, 2)
+	var all []lt.MonitorFindingData
+	kids := map[string]bool{}
+	for _, ev := range spawned {
+		kid := data[lt.SubagentSpawnedData](t, ev).ChildID
+		kids[kid] = true
+		h.waitStatus(kid, lt.SessionIdle)
+		all = append(all, findings(t, h, kid)["secret_like_egress"]...)
+	}
+	require.Empty(t, findings(t, h, s.ID))
+	require.Len(t, all, 1, "one finding across the tree")
+	f := all[0]
+	require.Contains(t, f.Summary, "DB_PASSWORD")
+	require.Contains(t, f.Summary, "2 sessions of the tree")
+	require.Len(t, f.Evidence, 1)
+	require.Len(t, f.TreeEvidence, 1)
+	other := f.TreeEvidence[0]
+	require.True(t, kids[other.SessionID])
+	evs := events(t, h, other.SessionID)
+	require.Equal(t, lt.EventToolRequested, evs[other.Seq-1].Type, "the other child's call")
+	require.NotContains(t, string(evs[other.Seq-1].Data), secret, "whole values are redacted; halves are what the tree joins")
 }

@@ -287,6 +287,18 @@ func (r *runner) merge(ctx context.Context) error {
 	// derived again, in the journal's order (resume.go), unless that means
 	// the whole journal (a policy on past effects).
 	rederive := len(foreign) > 0 && !old.empty() && r.h == nil
+	// The unsaved events move past the other writer's: what the monitor
+	// holds of them (and the findings it made of them) follows.
+	base, shift := r.durableSeq, row.LastSeq-r.durableSeq
+	if old.empty() {
+		shift = 0
+	}
+	if shift != 0 {
+		r.mon.Renumber(base, shift)
+		for i := range r.monFound {
+			monitor.RenumberEvidence(&r.monFound[i].MonitorFindingData, base, shift)
+		}
+	}
 	if !rederive {
 		for _, ev := range foreign {
 			// Moved to a blob, a payload (a long turn input) reads back
@@ -306,6 +318,11 @@ func (r *runner) merge(ctx context.Context) error {
 	r.b = r.e.newBatch(ctx, st, r.e.cfg.NodeID)
 	dropped := map[string]bool{}
 	for _, ev := range old.events {
+		if shift != 0 {
+			if ev.Data, err = renumberFinding(ev, base, shift); err != nil {
+				return err
+			}
+		}
 		ev.Seq = st.Session.LastEventSeq + 1
 		if ev.Type == lt.EventContextCompacted {
 			// Its snapshot was of the journal before the events just
@@ -373,6 +390,9 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 		// there.
 		r.tickSeq = -1
 	} else if err := r.readControls(ctx); err != nil {
+		return false, err
+	}
+	if err := r.syncTreeMonitor(ctx); err != nil {
 		return false, err
 	}
 	if len(r.monFound) > 0 {

@@ -96,9 +96,10 @@ func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
 	step, turnID := r.st.Step.N, r.st.Step.TurnID
 	sid := r.st.Session.ID
 	id := childID(sid, turnID, step, c.Index)
-	fail := func(msg string) error {
-		return r.add(lt.EventToolFailed, turnID, step, lt.ToolFailedData{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Error: msg})
+	failCode := func(code, msg string) error {
+		return r.add(lt.EventToolFailed, turnID, step, lt.ToolFailedData{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Error: msg, Code: code})
 	}
+	fail := func(msg string) error { return failCode("", msg) }
 	existing, err := r.e.store.SessionGet(ctx, id)
 	switch {
 	case err == nil:
@@ -122,6 +123,11 @@ func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
 		return fail("invalid arguments: " + err.Error())
 	}
 	spec, ref, err := r.childSpec(ctx, &args)
+	if we := (*wideningError)(nil); errors.As(err, &we) {
+		// Coded, so the trajectory monitor (capability_widening) need
+		// not read the message.
+		return failCode(lt.ToolFailedCapabilityWidening, toolMessage(err))
+	}
 	if err != nil {
 		return fail(toolMessage(err))
 	}
@@ -377,9 +383,10 @@ func (r *runner) startWaitAgents(c *journal.Call) error {
 		TimeoutSeconds *float64 `json:"timeout_seconds"`
 	}
 	_ = json.Unmarshal(c.Arguments, &args) // validated against the tool's schema when requested
-	fail := func(msg string) error {
-		return r.add(lt.EventToolFailed, turnID, step, lt.ToolFailedData{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Error: msg})
+	failCode := func(code, msg string) error {
+		return r.add(lt.EventToolFailed, turnID, step, lt.ToolFailedData{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Error: msg, Code: code})
 	}
+	fail := func(msg string) error { return failCode("", msg) }
 	ids := args.IDs
 	if len(ids) == 0 {
 		for _, ch := range r.st.Children {

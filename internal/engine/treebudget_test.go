@@ -348,3 +348,72 @@ func TestTreeBudgetTwoNodesPostgres(t *testing.T) {
 	}
 	t.Logf("workers of the tree: %v", nodes)
 }
+
+// TestMonitorTreeTwoNodesPostgres: four children of one tree, on two
+// engines sharing one PostgreSQL database, each send a quarter of a vault
+// value toward a listed host. The tree's monitor record, updated by
+// whichever node runs each child, joins them: exactly one finding in the
+// tree (two quarters or three make half of it; what is left after is
+// under half), whatever the order the children ran in.
+func TestMonitorTreeTwoNodesPostgres(t *testing.T) {
+	const secret = "s3cr3t-vault-value-0123456789abcdef"
+	dsn := pgtest.FreshSchema(t)
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, dsn, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	require.NoError(t, st.Migrate(ctx))
+	dir := t.TempDir()
+	clock := &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}
+	vault := &fakeVault{secrets: map[string]struct{ value, host string }{"DB_PASSWORD": {secret, "127.0.0.1"}}}
+	var engines []*engine.Engine
+	for _, node := range []string{"node-a", "node-b"} {
+		eng, err := engine.New(st, &engine.Config{
+			WorkspaceRoot: filepath.Join(dir, "workspaces"), NodeID: node, Clock: clock, Vault: vault,
+			Providers: map[string]model.Provider{"scripted": scripted.New(nil)}, PollInterval: 10 * time.Millisecond,
+		})
+		require.NoError(t, err)
+		require.NoError(t, eng.Start(ctx))
+		t.Cleanup(func() {
+			stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = eng.Stop(stopCtx)
+		})
+		engines = append(engines, eng)
+	}
+	var spawns []string
+	for _, part := range []string{secret[:9], secret[9:18], secret[18:27], secret[27:]} {
+		send := `{"tool_calls":[` + httpCall("http://127.0.0.1:9/collect?p="+part, "") + `]}`
+		child := `{"model":{"provider":"scripted","script":[` + send + `,{"text":"sent"}]},"tools":[{"name":"http_request"}],"environment":{"network":{"allow":["127.0.0.1"]}}}`
+		spawns = append(spawns, `{"name":"spawn_agent","arguments":{"agent_spec":`+child+`,"input":"send"}}`)
+	}
+	sp := spec(t, calls(t, append(spawns, `{"name":"wait_agents","arguments":{}}`)...),
+		lt.ToolSpec{Name: "http_request"}, lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"})
+	sp.Environment = &lt.Environment{Network: &lt.NetworkSpec{Allow: []string{"127.0.0.1"}}}
+	sp.Monitor = allLog()
+	s, err := engines[0].CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: sp, Input: "go"})
+	require.NoError(t, err)
+	_, all := spendOfTree(t, st, engines[1], s.ID)
+	require.Len(t, all, 5)
+	var found []lt.MonitorFindingData
+	nodes := map[string]bool{}
+	for _, c := range all {
+		evs, err := st.EventList(ctx, c.ID, 0, 10000)
+		require.NoError(t, err)
+		for _, ev := range evs {
+			if ev.WorkerID != "" && c.ID != s.ID {
+				nodes[ev.WorkerID] = true
+			}
+			if ev.Type == lt.EventMonitorFinding {
+				var d lt.MonitorFindingData
+				require.NoError(t, json.Unmarshal(ev.Data, &d))
+				require.NotEqual(t, s.ID, c.ID, "the parent sent nothing")
+				found = append(found, d)
+			}
+		}
+	}
+	require.Len(t, found, 1, "one finding across the tree: %+v", found)
+	require.Equal(t, "secret_like_egress", found[0].Detector)
+	require.NotEmpty(t, found[0].TreeEvidence)
+	t.Logf("children ran on %v; %s", nodes, found[0].Summary)
+}

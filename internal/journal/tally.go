@@ -41,6 +41,12 @@ type Tally struct {
 	// OpenApprovals are the approvals of a rule still undecided, by action
 	// id: when each was asked, to time its decision.
 	OpenApprovals map[string]OpenApproval `json:"open_approvals,omitempty"`
+	// Tighten names, per policy rule, why the trajectory monitor flagged a
+	// call the rule allowed or approved (tighten.go): a candidate to
+	// tighten, for the report. RuleCalls and Flagged link the two.
+	Tighten   map[string]string `json:"tighten,omitempty"`
+	RuleCalls []RuleCall        `json:"rule_calls,omitempty"`
+	Flagged   map[string]string `json:"flagged,omitempty"`
 }
 
 // MaxDecideTimes bounds the decision times one session keeps per rule
@@ -172,6 +178,7 @@ func tally(s *State, ev *event) {
 		t.countDecision(s, ev)
 	}
 	t.countApproval(ev)
+	t.linkRules(s, ev)
 	switch ev.Type {
 	case lt.EventActionRequired:
 		var d lt.ActionRequiredData

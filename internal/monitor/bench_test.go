@@ -15,12 +15,34 @@ import (
 // alternating a shell command, an http_request and a write_file, with the
 // fragments of 20 secrets indexed. Compare with a step's time
 // (engine's BenchmarkWriteFileStep step-ms).
+//
+// Cases: default (every detector on), all_off (a session whose spec turns
+// every detector off: the detectors must do no work).
 func BenchmarkObserveStep(b *testing.B) {
+	off := &lt.MonitorSpec{Detectors: map[string]lt.MonitorDetectorSpec{}}
+	for _, n := range Names {
+		off.Detectors[n] = lt.MonitorDetectorSpec{Off: true}
+	}
+	for _, tc := range []struct {
+		name string
+		spec *lt.MonitorSpec
+	}{{"default", nil}, {"all_off", off}} {
+		b.Run(tc.name, func(b *testing.B) {
+			actions, err := Actions(tc.spec, "monitor")
+			if err != nil {
+				b.Fatal(err)
+			}
+			benchmarkObserveStep(b, actions)
+		})
+	}
+}
+
+func benchmarkObserveStep(b *testing.B, actions map[string]string) {
 	values := map[string]string{}
 	for i := range 20 {
 		values[fmt.Sprintf("SECRET_%d", i)] = fmt.Sprintf("v%02d-Zq81xVb0PmL2wR7tYc4KdN9sAe3Hf6Ju", i)
 	}
-	m := New(Config{DataDir: "/srv/longhaul", WorkspaceRoot: "/srv/longhaul/workspaces", Secrets: NewSecretIndex(values)})
+	m := New(Config{Actions: actions, DataDir: "/srv/longhaul", WorkspaceRoot: "/srv/longhaul/workspaces", Secrets: NewSecretIndex(values), Tree: true})
 	output, _ := json.Marshal(map[string]any{"exit_code": 0, "stdout": strings.Repeat("ok line of output\n", 110)})
 	args := []json.RawMessage{
 		json.RawMessage(`{"command":"go test ./internal/... 2>&1 | tail -40 && git status --short"}`),

@@ -14,7 +14,16 @@
 //     fragments of the vault's values are held as hashes, in memory only
 //     (SecretIndex), and a finding names a secret by its name;
 //   - a finding already journaled (monitor.finding, observed like any
-//     event) is not reported again when a replay finds it anew (Journaled).
+//     event) is not reported again when a replay finds it anew (Journaled),
+//     and two findings of one detector on one event are both reported;
+//   - what must be counted across a tree of sub-agents (a secret's
+//     fragments, refused connections, probes) is also kept as
+//     contributions for the tree's record (tree.go), applied by the engine
+//     once their events are durable; applying them again (a replay) adds
+//     nothing, and the record too holds positions and seqs, never bytes;
+//   - a spawn_agent call's arguments are not read (the child's own calls
+//     are, in its journal), and a monitor with every detector off does no
+//     work.
 //
 // It imports only the standard library and longhaultype. Who may import it:
 // internal/engine and tests.

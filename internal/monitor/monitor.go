@@ -3,6 +3,8 @@ package monitor
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -21,6 +23,9 @@ const (
 	maxTrackedActions = 512
 )
 
+// SpawnTool is the engine's tool that starts a sub-agent.
+const SpawnTool = "spawn_agent"
+
 // Config is what a Monitor needs besides the journal.
 type Config struct {
 	// Actions is each detector's action (Actions); a detector absent
@@ -34,6 +39,10 @@ type Config struct {
 	WorkspaceRoot string
 	// Secrets indexes the fragments of the vault's values (nil: none).
 	Secrets *SecretIndex
+	// Tree: the session is, or may become, part of a tree of sub-agents,
+	// and what the tree-wide detectors count is kept for its tree's record
+	// (TreePending, ApplyTree). False: nothing is kept for it.
+	Tree bool
 }
 
 // Monitor runs the detectors over one session's journal.
@@ -61,9 +70,16 @@ type state struct {
 	// toward hosts (a bitset: positions only, never a byte of the value),
 	// and the calls that showed them.
 	Coverage map[string]*coverage `json:"coverage,omitempty"`
-	// Journaled is, by detector, the newest evidence seq of its journaled
-	// findings.
-	Journaled map[string]int64 `json:"journaled,omitempty"`
+	// Journaled is, by detector (journalKey), the newest evidence seq of
+	// its journaled findings, and JournaledAt the summaries of those of
+	// them whose newest evidence is that seq: a finding's newest evidence
+	// is the event that completed it, so findings come in that order, and
+	// two of one detector on one event are told apart by their summaries.
+	Journaled   map[string]int64    `json:"journaled,omitempty"`
+	JournaledAt map[string][]string `json:"journaled_at,omitempty"`
+	// TreeOut is what this session's events add to its tree's record and
+	// was not applied to it yet (tree.go).
+	TreeOut []treeContrib `json:"tree_out,omitempty"`
 }
 
 type call struct {
@@ -111,7 +127,25 @@ func (m *Monitor) Reset() {
 // Journaled reports whether f was journaled already: a replay of the
 // journal finds again what the live run found and journaled.
 func (m *Monitor) Journaled(f *Finding) bool {
-	return f.last() <= m.st.Journaled[f.Detector]
+	k := journalKey(&f.MonitorFindingData)
+	at, last := m.st.Journaled[k], f.last()
+	if last != at {
+		return last < at
+	}
+	keys, ok := m.st.JournaledAt[k]
+	// A state saved before JournaledAt was kept: the newest seq is all
+	// it knows.
+	return !ok || slices.Contains(keys, f.Summary)
+}
+
+// journalKey orders a finding among those journaled: a tree-wide finding
+// comes when the tree's record is updated, after the session's own
+// findings of later events, so it is ordered apart.
+func journalKey(d *lt.MonitorFindingData) string {
+	if len(d.TreeEvidence) > 0 {
+		return d.Detector + "@tree"
+	}
+	return d.Detector
 }
 
 // on reports whether detector runs.
@@ -123,7 +157,9 @@ func (m *Monitor) on(detector string) bool {
 // Observe folds one journal event into the detectors' state and returns
 // what they found (most events find nothing, and decode nothing).
 func (m *Monitor) Observe(ev lt.Event) []Finding {
-	if m == nil {
+	if m == nil || len(m.cfg.Actions) == 0 {
+		// No detector runs (the spec turned them all off): nothing to
+		// decode, count or keep.
 		return nil
 	}
 	var out []Finding
@@ -143,8 +179,11 @@ func (m *Monitor) Observe(ev lt.Event) []Finding {
 			return nil
 		}
 		m.step(ev.TurnID, d.Step)
-		m.requested(ev.Seq, &d, found)
+		m.requested(ev.Seq, ev.TurnID, &d, found)
 	case lt.EventToolCompleted:
+		if !m.on(EscapeSignatures) && !m.on(RepeatedFailure) {
+			return nil // only the permission errors and the calls' ends
+		}
 		var d lt.ToolCompletedData
 		if json.Unmarshal(ev.Data, &d) != nil {
 			return nil
@@ -160,20 +199,29 @@ func (m *Monitor) Observe(ev lt.Event) []Finding {
 		}
 		m.failed(ev.Seq, &d, found)
 	case lt.EventNetworkConnection:
+		if !m.on(RefusedConnections) {
+			return nil
+		}
 		var d lt.NetworkConnectionData
 		if json.Unmarshal(ev.Data, &d) != nil {
 			return nil
 		}
-		m.connection(ev.Seq, &d, found)
+		m.connection(ev, &d, found)
 	case lt.EventMonitorFinding:
 		var d lt.MonitorFindingData
 		if json.Unmarshal(ev.Data, &d) != nil || len(d.Evidence) == 0 {
 			return nil
 		}
 		if m.st.Journaled == nil {
-			m.st.Journaled = map[string]int64{}
+			m.st.Journaled, m.st.JournaledAt = map[string]int64{}, map[string][]string{}
 		}
-		m.st.Journaled[d.Detector] = max(m.st.Journaled[d.Detector], d.Evidence[len(d.Evidence)-1])
+		k, last := journalKey(&d), d.Evidence[len(d.Evidence)-1]
+		switch at := m.st.Journaled[k]; {
+		case last > at:
+			m.st.Journaled[k], m.st.JournaledAt[k] = last, []string{d.Summary}
+		case last == at && !slices.Contains(m.st.JournaledAt[k], d.Summary):
+			m.st.JournaledAt[k] = append(m.st.JournaledAt[k], d.Summary)
+		}
 	}
 	return out
 }
@@ -191,7 +239,7 @@ type foundFunc func(detector, severity, summary string, evidence []int64)
 
 // requested reads a call's arguments: probes, escape attempts and what it
 // sends toward hosts.
-func (m *Monitor) requested(seq int64, d *lt.ToolRequestedData, found foundFunc) {
+func (m *Monitor) requested(seq int64, turnID string, d *lt.ToolRequestedData, found foundFunc) {
 	if m.st.Calls == nil {
 		m.st.Calls = map[string]call{}
 	}
@@ -199,6 +247,15 @@ func (m *Monitor) requested(seq int64, d *lt.ToolRequestedData, found foundFunc)
 		clear(m.st.Calls) // calls that never finished (a crash): forget them
 	}
 	m.st.Calls[d.CallID] = call{Tool: d.Tool, Key: d.Tool + "/" + d.ArgumentsSHA256}
+	if d.Tool == SpawnTool {
+		// Its arguments (the child's instructions, input, script) are
+		// only passed on: the child's own calls are what the detectors
+		// read, in the child's journal, with the same settings.
+		return
+	}
+	if !m.on(SecretProbe) && !m.on(EscapeSignatures) && !m.on(SecretLikeEgress) {
+		return // no detector reads the arguments
+	}
 	text := argumentText(d.Arguments)
 	if text == "" {
 		return
@@ -208,6 +265,7 @@ func (m *Monitor) requested(seq int64, d *lt.ToolRequestedData, found foundFunc)
 	if m.on(SecretProbe) {
 		if what, sev := secretProbe(norm, m.outsideWorkspaces(text), m.cfg.DataDir); what != "" {
 			found(SecretProbe, sev, fmt.Sprintf("%s %s", callName(d.Tool), what), []int64{seq})
+			m.contribute(treeContrib{Kind: treeProbe, Seq: seq, TurnID: turnID, Step: d.Step, MonStep: m.st.Steps})
 		}
 	}
 	if m.on(EscapeSignatures) {
@@ -217,7 +275,7 @@ func (m *Monitor) requested(seq int64, d *lt.ToolRequestedData, found foundFunc)
 	}
 	if m.on(SecretLikeEgress) {
 		if host, ok := egressTarget(d.Tool, norm, d.Arguments); ok {
-			m.egress(seq, d.Tool, host, text, found)
+			m.egress(seq, turnID, d.Step, d.Tool, host, text, found)
 		}
 	}
 }
@@ -239,7 +297,7 @@ func (m *Monitor) failed(seq int64, d *lt.ToolFailedData, found foundFunc) {
 	if !d.Retry {
 		delete(m.st.Calls, d.CallID)
 	}
-	if d.Tool == "spawn_agent" && strings.Contains(d.Error, "its parent may not") {
+	if d.Code == lt.ToolFailedCapabilityWidening {
 		found(CapabilityWidening, Medium, "a spawn_agent call asked for more than the session holds and was refused", []int64{seq})
 	}
 	if permissionError(d.Error) || permissionError(string(d.Output)) {
@@ -275,7 +333,8 @@ func (m *Monitor) permission(seq int64, found foundFunc) {
 }
 
 // connection counts a refused connection the agent made.
-func (m *Monitor) connection(seq int64, d *lt.NetworkConnectionData, found foundFunc) {
+func (m *Monitor) connection(ev lt.Event, d *lt.NetworkConnectionData, found foundFunc) {
+	seq := ev.Seq
 	if d.Allowed || d.Index < 0 {
 		return // allowed, or an MCP listing's connection (not the agent's)
 	}
@@ -284,18 +343,26 @@ func (m *Monitor) connection(seq int64, d *lt.NetworkConnectionData, found found
 		// metrics) during a browser call: the browser's, not the agent's.
 		return
 	}
-	m.st.Refused = m.st.Refused.add(hit{Seq: seq, Step: m.st.Steps, Key: fmt.Sprintf("%s:%d", d.Host, d.Port)}, refusedWindow)
+	if !m.on(RefusedConnections) {
+		return
+	}
+	key := fmt.Sprintf("%s:%d", d.Host, d.Port)
+	m.st.Refused = m.st.Refused.add(hit{Seq: seq, Step: m.st.Steps, Key: key}, refusedWindow)
 	hosts := m.st.Refused.distinctKeys()
 	if hosts >= refusedHosts || len(m.st.Refused) >= refusedCount {
 		found(RefusedConnections, Medium, fmt.Sprintf("%d refused connections to %d destinations within %d steps", len(m.st.Refused), hosts, refusedWindow), m.st.Refused.seqs())
 		m.st.Refused = nil
+		// Counted here: the tree does not count them again.
+		m.contribute(treeContrib{Kind: treeRefusedSpent, Seq: seq})
+		return
 	}
+	m.contribute(treeContrib{Kind: treeRefused, Seq: seq, TurnID: ev.TurnID, Step: d.Step, MonStep: m.st.Steps, Key: key})
 }
 
 // egress checks what a call sends toward host: a high-entropy string, a
 // whole secret's value (the journal holds its redaction marker), or
 // fragments of one, joined over the calls so far.
-func (m *Monitor) egress(seq int64, tool, host, text string, found foundFunc) {
+func (m *Monitor) egress(seq int64, turnID string, step int, tool, host, text string, found foundFunc) {
 	toward := "toward " + host
 	if host == "" {
 		toward = "toward a host"
@@ -311,9 +378,69 @@ func (m *Monitor) egress(seq int64, tool, host, text string, found foundFunc) {
 	if m.cfg.Secrets == nil {
 		return
 	}
-	for _, name := range m.cfg.Secrets.match(text, &m.st, seq) {
+	done, carried := m.cfg.Secrets.match(text, &m.st, seq)
+	for _, name := range done {
 		c := m.st.Coverage[name]
-		found(SecretLikeEgress, High, fmt.Sprintf("fragments of secret %s (%d%% of it) were sent %s over %d calls", name, c.percent(), toward, len(c.Calls)), c.Calls)
+		found(SecretLikeEgress, High, fmt.Sprintf("fragments of secret %s (%d%% of it) were sent %s over %d calls", name, c.percent(), toward, c.calls()), c.Calls)
 		delete(m.st.Coverage, name)
+	}
+	if !m.cfg.Tree {
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(carried)) {
+		c := carried[name]
+		if slices.Contains(done, name) {
+			// Found here: the tree does not join these fragments again.
+			m.contribute(treeContrib{Kind: treeFragmentsSpent, Seq: seq, Key: name})
+			continue
+		}
+		m.contribute(treeContrib{Kind: treeFragment, Seq: seq, TurnID: turnID, Step: step, Key: name, N: c.N, Bits: c.Bits})
+	}
+}
+
+// Renumber moves every seq after after by delta: the runner's unsaved
+// events, which the detectors read at the seqs they had then, were
+// appended after another writer's (delta of them) and carry new seqs.
+func (m *Monitor) Renumber(after, delta int64) {
+	if m == nil || delta == 0 {
+		return
+	}
+	shift := func(seq *int64) {
+		if *seq > after {
+			*seq += delta
+		}
+	}
+	shiftWindow := func(w window) {
+		for i := range w {
+			shift(&w[i].Seq)
+		}
+	}
+	st := &m.st
+	shiftWindow(st.Refused)
+	shiftWindow(st.Permission)
+	for _, w := range st.Failures {
+		shiftWindow(w)
+	}
+	for _, c := range st.Coverage {
+		for i := range c.Calls {
+			shift(&c.Calls[i])
+		}
+	}
+	for k, seq := range st.Journaled {
+		shift(&seq)
+		st.Journaled[k] = seq
+	}
+	for i := range st.TreeOut {
+		shift(&st.TreeOut[i].Seq)
+	}
+}
+
+// RenumberEvidence is Renumber for a finding's evidence (one the runner
+// holds, or one in a monitor.finding not yet saved).
+func RenumberEvidence(d *lt.MonitorFindingData, after, delta int64) {
+	for i, seq := range d.Evidence {
+		if seq > after {
+			d.Evidence[i] = seq + delta
+		}
 	}
 }

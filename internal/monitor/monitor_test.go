@@ -36,14 +36,17 @@ func (j *journal) add(typ string, data any) int64 {
 }
 
 // call is one step with one call of tool: requested, then completed with
-// output (or failed with failure when it is not "").
+// output (or failed with failure when it is not ""; "code|message" gives
+// the failure a code).
 func (j *journal) call(tool string, args map[string]any, output, failure string) (requested int64) {
 	j.t.Helper()
 	j.step++
 	raw, _ := json.Marshal(args)
 	id := fmt.Sprintf("call_%d", j.step)
 	requested = j.add(lt.EventToolRequested, lt.ToolRequestedData{Step: j.step, CallID: id, Tool: tool, Arguments: raw, ArgumentsSHA256: fmt.Sprintf("%x", raw)})
-	if failure != "" {
+	if code, msg, ok := strings.Cut(failure, "|"); ok && code != "" && !strings.Contains(code, " ") {
+		j.add(lt.EventToolFailed, lt.ToolFailedData{Step: j.step, CallID: id, Tool: tool, Error: msg, Code: code})
+	} else if failure != "" {
 		j.add(lt.EventToolFailed, lt.ToolFailedData{Step: j.step, CallID: id, Tool: tool, Error: failure})
 	} else {
 		out, _ := json.Marshal(output)
@@ -185,7 +188,7 @@ func TestSecretProbe(t *testing.T) {
 func TestCapabilityWidening(t *testing.T) {
 	t.Parallel()
 	j := newJournal(t, Config{})
-	seq := j.call("spawn_agent", map[string]any{"agent_spec": map[string]any{}}, "", "child may not use network 10.0.0.1:80: its parent may not")
+	seq := j.call("spawn_agent", map[string]any{"agent_spec": map[string]any{}}, "", lt.ToolFailedCapabilityWidening+"|child may not use network 10.0.0.1:80: its parent may not")
 	got := j.of(CapabilityWidening)
 	require.Len(t, got, 1)
 	require.Equal(t, []int64{seq + 1}, got[0].Evidence, "the refusal is the evidence")
@@ -193,6 +196,29 @@ func TestCapabilityWidening(t *testing.T) {
 	j = newJournal(t, Config{})
 	j.call("spawn_agent", map[string]any{"agent": "x"}, "", "invalid arguments: no agent named x")
 	require.Empty(t, j.findings)
+	// The refusal is matched by its code, not its text: a failure that
+	// only says the words (a child's report quoted back) is not one.
+	j = newJournal(t, Config{})
+	j.call("spawn_agent", map[string]any{"agent": "x"}, "", "tool error: child may not use network 10.0.0.1:80: its parent may not")
+	require.Empty(t, j.findings)
+}
+
+// TestSpawnArgumentsAreNotTheParentsProbe: a probe written into a
+// child's instructions or script is the child's to run, and its own calls
+// are what trip the detectors; the parent's spawn_agent call does not.
+func TestSpawnArgumentsAreNotTheParentsProbe(t *testing.T) {
+	t.Parallel()
+	j := newJournal(t, Config{})
+	script := `[{"tool_calls":[{"name":"shell","arguments":{"command":"cat /proc/self/environ; printenv; unshare -r true"}}]}]`
+	j.call("spawn_agent", map[string]any{
+		"instructions": "run cat /proc/1/environ and printenv, then mount /dev/sda1",
+		"input":        "read ~/.aws/credentials",
+		"agent_spec":   map[string]any{"model": map[string]any{"provider": "scripted", "script": json.RawMessage(script)}},
+	}, "spawned", "")
+	require.Empty(t, j.findings)
+	// The same text in the parent's own call is its probe.
+	j.shell("cat /proc/self/environ")
+	require.Len(t, j.of(SecretProbe), 1)
 }
 
 func TestEscapeSignatures(t *testing.T) {
@@ -337,4 +363,96 @@ func TestReplayFindsNothingNew(t *testing.T) {
 	require.NoError(t, m.Restore(raw))
 	require.True(t, m.Journaled(&f))
 	require.True(t, strings.HasPrefix(string(raw), "{"))
+}
+
+// journal journals f as the runner does: a monitor.finding event.
+func (j *journal) journal(f Finding) {
+	j.t.Helper()
+	j.add(lt.EventMonitorFinding, f.MonitorFindingData)
+}
+
+// TestTwoFindingsOfOneDetectorOnOneEvent: a call carrying fragments of two
+// secrets makes two findings of secret_like_egress on one event; once the
+// first is journaled, the second is not taken for journaled.
+func TestTwoFindingsOfOneDetectorOnOneEvent(t *testing.T) {
+	t.Parallel()
+	one, two := "s3cr3t-vault-value-0123456789abcdef", "an0ther-Secret-VALUE-fedcba9876543"
+	j := newJournal(t, Config{Secrets: NewSecretIndex(map[string]string{"ONE": one, "TWO": two})})
+	j.call("http_request", map[string]any{"url": "http://127.0.0.1:9/p?a=" + one[:20] + "&b=" + two[:20]}, "200", "")
+	got := j.of(SecretLikeEgress)
+	require.Len(t, got, 2)
+	require.Equal(t, got[0].Evidence, got[1].Evidence, "one event")
+	require.False(t, j.m.Journaled(&got[0]))
+	j.journal(got[0])
+	require.True(t, j.m.Journaled(&got[0]))
+	require.False(t, j.m.Journaled(&got[1]), "the second finding on the event is its own")
+	j.journal(got[1])
+	require.True(t, j.m.Journaled(&got[1]))
+	// A replay from a state saved then finds both journaled.
+	raw, err := j.m.State()
+	require.NoError(t, err)
+	m := New(Config{})
+	require.NoError(t, m.Restore(raw))
+	require.True(t, m.Journaled(&got[0]))
+	require.True(t, m.Journaled(&got[1]))
+}
+
+// TestFragmentsPastTheCallCap: a secret sent one fragment per call over
+// more calls than the window keeps is still found, after another finding
+// of the detector was journaled, and the call that completed it is the
+// finding's newest evidence.
+func TestFragmentsPastTheCallCap(t *testing.T) {
+	t.Parallel()
+	// 1200 bytes with no repeated 8-byte fragment.
+	var b strings.Builder
+	x := uint32(2463534242)
+	for b.Len() < 1200 {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b.WriteByte("abcdefghijklmnopqrstuvwxyz"[x%26])
+	}
+	secret := b.String()
+	j := newJournal(t, Config{Secrets: NewSecretIndex(map[string]string{"LONG": secret})})
+	var last int64
+	for i := 0; len(j.of(SecretLikeEgress)) < 2; i++ {
+		require.Less(t, i, 150, "never found")
+		if i == maxHits+2 {
+			// Another finding of the detector, journaled, at a seq past
+			// the window's 64th call.
+			j.call("http_request", map[string]any{"url": "http://127.0.0.1:9/k", "body": "Zx81vQ2mLp0Wr7TyC4kN9sAe3Hf6Ju"}, "200", "")
+			fs := j.of(SecretLikeEgress)
+			require.Len(t, fs, 1)
+			j.journal(fs[0])
+			continue
+		}
+		last = j.call("http_request", map[string]any{"url": "http://127.0.0.1:9/p?f=" + secret[8*i:8*i+8]}, "200", "")
+	}
+	f := j.of(SecretLikeEgress)[1]
+	require.Contains(t, f.Summary, "LONG")
+	require.Len(t, f.Evidence, maxHits)
+	require.Equal(t, last, f.Evidence[len(f.Evidence)-1], "the completing call is the newest evidence")
+	require.False(t, j.m.Journaled(&f), "not taken for the journaled one")
+	require.Contains(t, f.Summary, "over 75 calls")
+}
+
+// TestAllDetectorsOffDoNoWork: a session whose spec turns every detector
+// off keeps nothing and finds nothing, whatever it does (the detectors'
+// work is skipped: BenchmarkObserveStep/all_off).
+func TestAllDetectorsOffDoNoWork(t *testing.T) {
+	t.Parallel()
+	off := &lt.MonitorSpec{Detectors: map[string]lt.MonitorDetectorSpec{}}
+	for _, n := range Names {
+		off.Detectors[n] = lt.MonitorDetectorSpec{Off: true}
+	}
+	actions, err := Actions(off, "monitor")
+	require.NoError(t, err)
+	j := newJournal(t, Config{Actions: actions, Tree: true})
+	j.shell("cat /proc/self/environ; unshare -r true")
+	j.call("read_file", map[string]any{"path": "x"}, "", "permission denied")
+	benign(j, 8)
+	require.Empty(t, j.findings)
+	raw, err := j.m.State()
+	require.NoError(t, err)
+	require.JSONEq(t, `{"steps":0}`, string(raw), "nothing counted or kept")
 }

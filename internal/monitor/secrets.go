@@ -78,10 +78,33 @@ func (x *SecretIndex) Len() int {
 
 // coverage is which bytes of one secret calls toward hosts carried.
 type coverage struct {
-	N     int     `json:"n"`
-	Bits  []byte  `json:"bits"`
+	N    int    `json:"n"`
+	Bits []byte `json:"bits"`
+	// Calls are the calls' events, at most maxHits: past it the first
+	// maxHits-1 and the newest (the one that completes a finding is
+	// always its newest evidence). Count is how many there were.
 	Calls []int64 `json:"calls"`
+	Count int     `json:"count,omitempty"`
 }
+
+// addCall records the call of event seq (once).
+func (c *coverage) addCall(seq int64) {
+	if n := len(c.Calls); n > 0 && c.Calls[n-1] == seq {
+		return
+	}
+	c.Count = max(c.Count, len(c.Calls)) + 1
+	if len(c.Calls) < maxHits {
+		c.Calls = append(c.Calls, seq)
+		return
+	}
+	c.Calls[len(c.Calls)-1] = seq
+}
+
+// calls is how many calls carried fragments (a state saved before Count
+// was kept has only Calls).
+func (c *coverage) calls() int { return max(c.Count, len(c.Calls)) }
+
+func newCoverage(n int) *coverage { return &coverage{N: n, Bits: make([]byte, (n+7)/8)} }
 
 func (c *coverage) set(from, to int) {
 	for i := from; i < to; i++ {
@@ -102,12 +125,14 @@ func (c *coverage) count() int {
 func (c *coverage) percent() int { return c.count() * 100 / max(1, c.N) }
 
 // match marks the fragments of secrets text holds, as event seq, in st's
-// coverage, and returns the secrets now at least half carried out.
-func (x *SecretIndex) match(text string, st *state, seq int64) []string {
+// coverage, and returns the secrets now at least half carried out, and
+// what text alone carries of each secret it touches.
+func (x *SecretIndex) match(text string, st *state, seq int64) ([]string, map[string]*coverage) {
 	if x.Len() == 0 {
-		return nil
+		return nil, nil
 	}
 	touched := map[int32]bool{}
+	var carried map[string]*coverage
 	for _, k := range x.sizes {
 		for p := 0; p+k <= len(text); p++ {
 			refs := x.grams[maphash.String(x.seed, text[p:p+k])]
@@ -121,15 +146,20 @@ func (x *SecretIndex) match(text string, st *state, seq int64) []string {
 				}
 				c := st.Coverage[s.name]
 				if c == nil {
-					c = &coverage{N: s.n, Bits: make([]byte, (s.n+7)/8)}
+					c = newCoverage(s.n)
 					st.Coverage[s.name] = c
 				}
 				c.set(int(r.pos), int(r.pos)+k)
+				if carried == nil {
+					carried = map[string]*coverage{}
+				}
+				if carried[s.name] == nil {
+					carried[s.name] = newCoverage(s.n)
+				}
+				carried[s.name].set(int(r.pos), int(r.pos)+k)
 				if !touched[r.secret] {
 					touched[r.secret] = true
-					if len(c.Calls) < maxHits {
-						c.Calls = append(c.Calls, seq)
-					}
+					c.addCall(seq)
 				}
 			}
 		}
@@ -144,5 +174,5 @@ func (x *SecretIndex) match(text string, st *state, seq int64) []string {
 			out = append(out, s.name)
 		}
 	}
-	return out
+	return out, carried
 }

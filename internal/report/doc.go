@@ -28,8 +28,11 @@
 //   - approval fatigue (fatigue.go): per policy rule, its asks, the
 //     approve rate and the median time to decide, summed from each
 //     session's journal.RuleApprovals; a rule approved every time over at
-//     least Config.RelaxAfterAsks asks is flagged to relax, and the rules
-//     the trajectory monitor names through Config.ToTighten to tighten.
+//     least Config.RelaxAfterAsks asks is flagged to relax, and a rule
+//     whose allowed or approved call the trajectory monitor flagged (a
+//     monitor.finding's evidence names the call's events; linked in each
+//     session's journal.Tally.Tighten) is flagged to tighten, with the
+//     detector and the call in its reason (Config.ToTighten may add more).
 //
 // Everything is read from the projections (the session rows' states, see
 // journal.Tally), never from journals: one indexed scan of the window's

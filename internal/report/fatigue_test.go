@@ -92,3 +92,37 @@ func TestMedianSeconds(t *testing.T) {
 		require.InDelta(t, tc.want, got, 1e-12, "%v", tc.ms)
 	}
 }
+
+// TestTightenFromTheSessions: the rules the sessions' journals linked to a
+// monitor finding (journal.Tally.Tighten) are flagged to tighten with no
+// hook, the newest session's reason first; a rule that never asked is
+// listed too.
+func TestTightenFromTheSessions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openTestStore(t)
+	base := time.Date(2030, 6, 10, 0, 0, 0, 0, time.UTC)
+	tallies := []journal.Tally{
+		{Approvals: map[string]*journal.RuleApprovals{"posts": {Asks: 1, Decided: 1, Approved: 1, DecideMS: []int64{1000}}},
+			Tighten: map[string]string{"posts": "older reason", "shell-ok": "the trajectory monitor (secret_probe) flagged the shell call c1 it let run"}},
+		{Tighten: map[string]string{"posts": "the trajectory monitor (secret_like_egress) flagged the http_request call c9 it let run"}},
+		{},
+	}
+	for i, tally := range tallies {
+		created := base.Add(time.Duration(i) * time.Hour)
+		raw, err := json.Marshal(journal.State{Session: lt.Session{Status: lt.SessionIdle, CreatedAt: created}, Tally: tally})
+		require.NoError(t, err)
+		_, err = st.SessionCreate(ctx, &store.SessionCreateParams{Session: store.SessionRow{
+			ID: "ses_" + string(rune('a'+i)), AgentName: "a", AgentVersion: 1, Status: "idle", State: raw, CreatedAt: created,
+		}})
+		require.NoError(t, err)
+	}
+	rep, err := New(st, &Config{Now: func() time.Time { return base.Add(24 * time.Hour) }}).TaskReport(ctx, lt.TaskReportParams{Since: "2d"})
+	require.NoError(t, err)
+	ptr := func(v float64) *float64 { return &v }
+	require.Equal(t, []lt.PolicyApprovals{
+		{Rule: "posts", Asks: 1, Decided: 1, Approved: 1, ApproveRate: ptr(1), MedianDecideSeconds: ptr(1),
+			Tighten: true, TightenReason: "the trajectory monitor (secret_like_egress) flagged the http_request call c9 it let run"},
+		{Rule: "shell-ok", Tighten: true, TightenReason: "the trajectory monitor (secret_probe) flagged the shell call c1 it let run"},
+	}, rep.Totals.Policies)
+}

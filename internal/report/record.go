@@ -34,6 +34,9 @@ type task struct {
 	own lt.Usage
 	// approvals is how each policy rule's approvals went in the session.
 	approvals map[string]*journal.RuleApprovals
+	// tighten names the rules whose calls the trajectory monitor flagged
+	// in the session, and why (journal.Tally.Tighten).
+	tighten map[string]string
 }
 
 // newTask builds the record of a stored session; now ends the duration of
@@ -115,7 +118,7 @@ func newTask(row *store.SessionRow, now time.Time) (*task, error) {
 	} else if s.LastCheckpoint != nil {
 		r.LastCheckpoint = &lt.TaskCheckpoint{ID: *s.LastCheckpoint}
 	}
-	return &task{rec: r, own: own, approvals: p.Tally.Approvals}, nil
+	return &task{rec: r, own: own, approvals: p.Tally.Approvals, tighten: p.Tally.Tighten}, nil
 }
 
 // sortActorCounts orders counts most first, then by name, role and key:

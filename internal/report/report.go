@@ -23,15 +23,15 @@ type Config struct {
 	// RelaxAfterAsks is how many asks, every one approved, flag a policy
 	// rule as a candidate to relax. Default lt.DefaultRelaxAfterAsks (20).
 	RelaxAfterAsks int
-	// ToTighten is the hook through which the trajectory monitor flags
-	// rules to tighten: it returns, for the report's window, the rules it
-	// flagged and why. Default nil: no rule is flagged to tighten.
+	// ToTighten names more rules to tighten, besides those the sessions'
+	// journals link to a monitor finding (journal.Tally.Tighten): it
+	// returns, for the report's window, the rules and why (its reason
+	// wins). Default nil: only the journals' rules.
 	ToTighten TightenSource
 }
 
-// TightenSource names the policy rules to tighten in a report's window
-// (rule → reason), for PolicyApprovals.Tighten. The trajectory monitor
-// implements it; an error fails the report.
+// TightenSource names policy rules to tighten in a report's window
+// (rule → reason), for PolicyApprovals.Tighten; an error fails the report.
 type TightenSource func(ctx context.Context, r *lt.TaskReport) (map[string]string, error)
 
 // DefaultMaxTasks is Config.MaxTasks' default.
@@ -107,6 +107,9 @@ func (s *Service) TaskReport(ctx context.Context, p lt.TaskReportParams) (*lt.Ta
 	read := 0
 	byActor := map[lt.Actor]int{}
 	rules := ruleFigures{}
+	// tighten: the rules the monitor flagged in the window's sessions, the
+	// newest session's reason first.
+	tighten := map[string]string{}
 	for {
 		rows, err := s.st.SessionList(ctx, &list)
 		if err != nil {
@@ -128,6 +131,11 @@ func (s *Service) TaskReport(ctx context.Context, p lt.TaskReportParams) (*lt.Ta
 				byActor[c.Actor] += c.Count
 			}
 			rules.add(t.approvals)
+			for rule, reason := range t.tighten {
+				if _, ok := tighten[rule]; !ok {
+					tighten[rule] = reason
+				}
+			}
 			switch {
 			case !paging:
 				paging = row.ID == w.cursor
@@ -158,8 +166,11 @@ func (s *Service) TaskReport(ctx context.Context, p lt.TaskReportParams) (*lt.Ta
 		if err != nil {
 			return nil, fmt.Errorf("report tasks: rules to tighten: %w", err)
 		}
-		flagTighten(&rep.Totals, flagged)
+		for rule, reason := range flagged {
+			tighten[rule] = reason
+		}
 	}
+	flagTighten(&rep.Totals, tighten)
 	return rep, nil
 }
 

@@ -354,6 +354,18 @@ type Store interface {
 	// if the tree has no ledger.
 	TreeReserve(ctx context.Context, p *TreeReserveParams) (*TreeReserveResult, error)
 
+	// The trajectory monitor's state shared by a tree of sessions (see
+	// 018_monitor_trees): one record per tree, replaced conditionally.
+
+	// MonitorTreeGet returns the record of the tree rooted at rootID, or
+	// ErrNotFound when none of its sessions wrote one yet.
+	MonitorTreeGet(ctx context.Context, rootID string) (*MonitorTreeRow, error)
+	// MonitorTreePut replaces the tree's record with p.State if its version
+	// is still p.Version (0: there is none yet, and it is created), and
+	// gives it version p.Version+1; ErrConflict when another writer (of
+	// any node) replaced or created it since it was read.
+	MonitorTreePut(ctx context.Context, p *MonitorTreePutParams) error
+
 	// Subscribe returns notifications committed after the call until cancel is
 	// called or ctx ends. Notifications are hints: a slow subscriber may miss
 	// some (the channel is buffered and never blocks writers), so it must
@@ -901,4 +913,22 @@ type WebhookDeliveryListParams struct {
 	Limit     int
 	// Project keeps to the deliveries of one project ("": every project).
 	Project string
+}
+
+// MonitorTreeRow is the trajectory monitor's record of one session tree:
+// what its detectors count across the tree's sessions (never a secret's
+// bytes), opaque to the store.
+type MonitorTreeRow struct {
+	RootID  string
+	State   []byte
+	Version int64
+}
+
+// MonitorTreePutParams replaces a tree's monitor record (MonitorTreePut).
+type MonitorTreePutParams struct {
+	RootID string
+	State  []byte
+	// Version is the version read (MonitorTreeGet); 0 when there was no
+	// record.
+	Version int64
 }

@@ -43,6 +43,8 @@ export interface MonitorFinding {
   detector: string; severity: 'low' | 'medium' | 'high'; summary: string;
   /** The seqs of the events that show it. */
   evidence: number[] | null; action: 'log' | 'ask' | 'stop';
+  /** A finding the tree's sessions made together: the other sessions' events that show it. */
+  tree_evidence?: { session_id: string; seq: number }[];
 }
 
 export interface Session {

@@ -88,6 +88,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"TreeReserveCounts", testTreeReserveCounts},
 		{"TreeReservationLease", testTreeReservationLease},
 		{"TreeSettleAtomic", testTreeSettleAtomic},
+		{"MonitorTree", testMonitorTree},
+		{"MonitorTreeConcurrent", testMonitorTreeConcurrent},
 		{"TreeReserveConcurrent", testTreeReserveConcurrent},
 		{"SubscribeEvents", testSubscribeEvents},
 		{"SubscribeCancel", testSubscribeCancel},

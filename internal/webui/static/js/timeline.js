@@ -112,7 +112,8 @@ export function describe(ev) {
     case 'network.connection':
       return [`${d.allowed ? 'Connected to' : 'Refused connection to'} ${d.host}:${d.port} (${d.via})${d.reason ? ': ' + d.reason : ''}`, d.allowed ? 'info' : 'warn'];
     case 'monitor.finding':
-      return [`Monitor: ${d.detector} (${d.severity}, ${d.action}): ${truncate(d.summary, 200)} · events ${(d.evidence || []).join(', ')}`, d.severity === 'high' ? 'error' : 'warn'];
+      return [`Monitor: ${d.detector} (${d.severity}, ${d.action}): ${truncate(d.summary, 200)} · events ${(d.evidence || []).join(', ')}` +
+        ((d.tree_evidence || []).length ? ` · in the tree ${d.tree_evidence.map((e) => `${e.session_id}#${e.seq}`).join(', ')}` : ''), d.severity === 'high' ? 'error' : 'warn'];
     case 'action.required': {
       const a = d.action || {};
       return [`Needs a person (${a.type}): ${truncate(a.question || a.summary, 200)}`, 'warn'];

@@ -148,10 +148,11 @@ function renderPolicies(el, report) {
   const flags = (p) => [
     p.relax ? chip('Relax?', 'ok') : null,
     p.tighten ? h('span', { title: p.tighten_reason || '' }, chip('Tighten?', 'warn')) : null,
+    p.tighten && p.tighten_reason ? h('div', { class: 'muted small tighten-reason' }, p.tighten_reason) : null,
   ];
   replace(el,
     h('h2', null, 'Approvals by policy rule'),
-    h('p', { class: 'muted small' }, `A rule approved every time over at least ${fmtInt(report.relax_after_asks)} asks is a candidate to relax: each ask costs a person's attention.`),
+    h('p', { class: 'muted small' }, `A rule approved every time over at least ${fmtInt(report.relax_after_asks)} asks is a candidate to relax: each ask costs a person's attention. A rule that let run a call the trajectory monitor flagged is a candidate to tighten.`),
     h('table', { class: 'table report-policies' },
       h('thead', null, h('tr', null,
         ['Rule', 'Asks', 'Decided', 'Approve rate', 'Median time to decide', '']
