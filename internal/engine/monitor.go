@@ -128,6 +128,9 @@ func monitorDecision(b *batch, a *lt.Action, d *lt.Decision, resolved lt.ActionR
 		if a.Finding != nil {
 			msg += " (" + a.Finding.Detector + ")"
 		}
+		if a.Review != nil {
+			msg = "stopped by a person at a pause of the model monitor"
+		}
 		return stopAtAction(b, a, resolved, lt.StopStopped, msg, d.Reason)
 	default:
 		return apierror.Invalid("decision", "must be continue or stop")
