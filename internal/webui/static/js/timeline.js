@@ -113,6 +113,12 @@ export function describe(ev) {
       return [`${d.allowed ? 'Connected to' : 'Refused connection to'} ${d.host}:${d.port} (${d.via})${d.reason ? ': ' + d.reason : ''}`, d.allowed ? 'info' : 'warn'];
     case 'monitor.finding':
       return [`Monitor: ${d.detector} (${d.severity}, ${d.action}): ${truncate(d.summary, 200)} · events ${(d.evidence || []).join(', ')}`, d.severity === 'high' ? 'error' : 'warn'];
+    case 'monitor.reviewed': {
+      const what = d.trigger === 'before' ? `before ${d.tool} ${d.call_id}` : `at step ${d.step}`;
+      const reasons = (d.reasons || []).join('; ');
+      return [`Model monitor ${what}: ${d.verdict}${d.failed ? ' (failed closed)' : ''}${reasons ? ': ' + truncate(reasons, 240) : ''}${d.cost_usd ? ' · ' + fmtCost(d.cost_usd) : ''}`,
+        d.verdict === 'pause' ? 'error' : d.verdict === 'warn' ? 'warn' : 'ok'];
+    }
     case 'action.required': {
       const a = d.action || {};
       return [`Needs a person (${a.type}): ${truncate(a.question || a.summary, 200)}`, 'warn'];
