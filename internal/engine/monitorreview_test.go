@@ -6,10 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/internal/model"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -312,5 +315,58 @@ func TestModelMonitorCostApart(t *testing.T) {
 	require.Len(t, rs, 1)
 	require.InDelta(t, 0.25, rs[0].CostUSD, 1e-9)
 	require.Equal(t, 1, markerLines(t, marker))
+	checkJournal(t, h.store, s.ID)
+}
+
+// gateProvider answers ok once the test releases it, counting its calls.
+type gateProvider struct {
+	calls   atomic.Int32
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gateProvider) Respond(ctx context.Context, _ *model.Request) (*model.Response, error) {
+	g.calls.Add(1)
+	g.entered <- struct{}{}
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return &model.Response{Text: `{"verdict": "ok", "reasons": []}`}, nil
+}
+
+// TestModelMonitorReviewNotRedone: a session paused while the monitor
+// reviews a call, so that its review is journaled but the call has not
+// run, then the engine restarted: resumed, the call runs once, and the
+// review is not made again.
+func TestModelMonitorReviewNotRedone(t *testing.T) {
+	gate := &gateProvider{entered: make(chan struct{}, 8), release: make(chan struct{})}
+	h := newHarnessWith(t, map[string]model.Provider{"gate": gate}, nil)
+	ctx := context.Background()
+	marker := filepath.Join(t.TempDir(), "marker")
+	sp := spec(t, calls(t, markerCall(marker)), irreversibleShell)
+	sp.Monitor = &lt.MonitorSpec{Model: &lt.ModelSpec{Provider: "gate"}, Before: []lt.EffectClass{lt.EffectIrreversible}}
+	s := create(t, h, sp, nil)
+	select {
+	case <-gate.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the monitor was never called")
+	}
+	_, err := h.eng.PauseSession(ctx, s.ID, &lt.PauseRequest{Reason: "look first"})
+	require.NoError(t, err)
+	close(gate.release)
+	s = h.waitStatus(s.ID, lt.SessionPaused)
+	require.Len(t, reviews(t, h, s.ID), 1, "the review is journaled")
+	require.Equal(t, 0, markerLines(t, marker), "the call has not run")
+
+	h.restart("node-a")
+	_, err = h.eng.ResumeSession(ctx, s.ID, &lt.ResumeRequest{})
+	require.NoError(t, err)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	require.Equal(t, 1, markerLines(t, marker), "the call ran once")
+	require.Len(t, reviews(t, h, s.ID), 1, "the review was not made again")
+	require.Equal(t, int32(1), gate.calls.Load())
+	require.Equal(t, 1, monitorCalls(t, h, s.ID))
 	checkJournal(t, h.store, s.ID)
 }
