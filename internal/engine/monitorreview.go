@@ -179,7 +179,8 @@ func (r *runner) review(ctx context.Context, trigger string, c *journal.Call) er
 	verdict, reasons, perr := monitor.ParseVerdict(res.resp.Text)
 	if perr != nil {
 		verdict, d.Failed = lt.VerdictPause, true
-		reasons = []string{"failed closed: " + perr.Error() + "; the answer began: " + clip(strings.TrimSpace(res.resp.Text), 200)}
+		// Redacted before it is clipped: a clipped value escapes the redactor.
+		reasons = []string{"failed closed: " + perr.Error() + "; the answer began: " + clip(redactString(red, strings.TrimSpace(res.resp.Text)), 200)}
 	}
 	d.Verdict = verdict
 	for _, reason := range reasons {
