@@ -176,16 +176,16 @@ func (r *runner) review(ctx context.Context, trigger string, c *journal.Call) er
 	if res.resp.Model != "" {
 		d.Model = res.resp.Model
 	}
-	verdict, reasons, perr := monitor.ParseVerdict(res.resp.Text)
+	// The answer is redacted before its reasons are clipped: a clipped
+	// value escapes the redactor (the monitor never read one, but its
+	// model may know one).
+	answer := redactString(red, res.resp.Text)
+	verdict, reasons, perr := monitor.ParseVerdict(answer)
 	if perr != nil {
 		verdict, d.Failed = lt.VerdictPause, true
-		// Redacted before it is clipped: a clipped value escapes the redactor.
-		reasons = []string{"failed closed: " + perr.Error() + "; the answer began: " + clip(redactString(red, strings.TrimSpace(res.resp.Text)), 200)}
+		reasons = []string{"failed closed: " + perr.Error() + "; the answer began: " + clip(strings.TrimSpace(answer), 200)}
 	}
-	d.Verdict = verdict
-	for _, reason := range reasons {
-		d.Reasons = append(d.Reasons, redactString(red, reason))
-	}
+	d.Verdict, d.Reasons = verdict, reasons
 	return r.journalReview(ctx, d)
 }
 
