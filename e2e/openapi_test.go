@@ -225,6 +225,25 @@ func TestOpenAPIDescribesRealAnswers(t *testing.T) {
 	c.ok(http.StatusOK, "POST", "/v1/sessions/"+id+"/cancel", map[string]any{"reason": "enough"})
 	fork := c.ok(http.StatusCreated, "POST", "/v1/sessions/"+id+"/fork", map[string]any{"checkpoint_id": cpID})
 	c.ok(http.StatusOK, "GET", "/v1/sessions/"+fork["id"].(string), nil)
+
+	// The model monitor: its pause is a monitor action carrying the
+	// review, and its cost is apart in the usage and the report.
+	watched := c.ok(http.StatusCreated, "POST", "/v1/sessions", map[string]any{"input": "write", "agent_spec": map[string]any{
+		"model": map[string]any{"provider": "scripted", "script": []any{
+			map[string]any{"tool_calls": []any{map[string]any{"name": "write_file", "arguments": map[string]any{"path": "w.md", "content": "w\n"}}}},
+			map[string]any{"text": "Done."},
+		}},
+		"tools": []any{map[string]any{"name": "write_file"}},
+		"monitor": map[string]any{"before": []any{"idempotent"}, "model": map[string]any{"provider": "scripted", "script": []any{
+			map[string]any{"text": `{"verdict": "pause", "reasons": ["a write"]}`, "cost_usd": 0.01},
+		}}},
+	}})["id"].(string)
+	paused := c.pendingAction(watched, "monitor")
+	require.NotNil(t, paused["review"], "%v", paused)
+	c.ok(http.StatusOK, "POST", "/v1/sessions/"+watched+"/actions/"+paused["id"].(string), map[string]any{"decision": "continue"})
+	c.waitStatus(watched, "idle")
+	c.ok(http.StatusOK, "GET", "/v1/sessions/"+watched, nil)
+	c.ok(http.StatusOK, "GET", "/v1/sessions/"+watched+"/trace", nil)
 	c.ok(http.StatusOK, "GET", "/v1/reports/tasks", nil)
 
 	// Identity, the vault, webhooks, the audit log.

@@ -51,3 +51,45 @@ func TestWebUIMonitorAction(t *testing.T) {
 	b.waitJS(page, "the finding in the timeline",
 		`(document.querySelector('#timeline li[data-type="monitor.finding"]') || {}).innerText?.includes('escape_signatures')`)
 }
+
+// TestWebUIModelMonitorReview: a pause of the model monitor in the inbox
+// shows the review's reasons; "Let it continue" runs the call; the
+// session's timeline shows the verdict and its reasons.
+func TestWebUIModelMonitorReview(t *testing.T) {
+	ctx := t.Context()
+	b := startBrowser(t)
+	srv := startServer(t)
+
+	sess, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{
+			Model: lt.ModelSpec{Provider: "scripted", Script: attackScript(t, shellStep("echo shipped"), finalText("done"))},
+			Tools: []lt.ToolSpec{{Name: "shell", Effect: lt.EffectIrreversible}},
+			Monitor: &lt.MonitorSpec{Before: []lt.EffectClass{lt.EffectIrreversible}, Model: &lt.ModelSpec{Provider: "scripted",
+				Script: attackScript(t, finalText(`{"verdict": "pause", "reasons": ["ships something nobody asked for"]}`))}},
+		},
+		Input: "go",
+	})
+	require.NoError(t, err)
+	s := waitStatus(ctx, t, srv, sess.ID, time.Minute, lt.SessionRequiresAction)
+	require.Len(t, s.RequiredActions, 1)
+	act := s.RequiredActions[0]
+	require.NotNil(t, act.Review)
+
+	inbox := b.root
+	b.do(inbox, "open the inbox", navigate(srv.url+"/#/inbox"))
+	card := fmt.Sprintf(`article[data-action-id=%q]`, act.ID)
+	b.waitJS(inbox, "the monitor action in the inbox", fmt.Sprintf(`document.querySelector(%s) !== null`, jsString(card)))
+	text := b.text(inbox, card)
+	require.Contains(t, text, "Model monitor")
+	require.Contains(t, text, "ships something nobody asked for")
+	b.screenshot(inbox, "inbox-model-monitor")
+	b.click(inbox, card+` button[data-act="monitor-continue"]`)
+	b.waitJS(inbox, "the decision to be recorded", fmt.Sprintf(`document.querySelector(%s + '.decided') !== null`, jsString(card)))
+	s = waitStatus(ctx, t, srv, sess.ID, time.Minute, lt.SessionIdle)
+	require.Empty(t, s.RequiredActions)
+
+	page := b.tab("session tab")
+	b.do(page, "open the session page", navigate(srv.url+"/#/sessions/"+sess.ID))
+	b.waitJS(page, "the review in the timeline",
+		`(document.querySelector('#timeline li[data-type="monitor.reviewed"]') || {}).innerText?.includes('ships something nobody asked for')`)
+}

@@ -27,8 +27,9 @@ const (
 	// request_id must be the action's own.
 	ActionBrowserPermission ActionType = "browser_permission"
 	// ActionMonitor: a detector of the trajectory monitor whose action is
-	// ask saw something (Finding): the session waits until a person lets
-	// it continue (decision continue) or stops its turn (decision stop).
+	// ask saw something (Finding), or the model monitor answered pause
+	// (Review): the session waits until a person lets it continue
+	// (decision continue) or stops its turn (decision stop).
 	ActionMonitor ActionType = "monitor"
 )
 
@@ -92,11 +93,15 @@ type Action struct {
 	Purpose   string `json:"purpose,omitempty"`
 	// Finding is what a monitor action asks about: the detector's
 	// finding, as journaled (monitor.finding).
-	Finding    *MonitorFindingData `json:"finding,omitempty"`
-	CreatedAt  time.Time           `json:"created_at"`
-	ExpiresAt  *time.Time          `json:"expires_at"`
-	ResolvedAt *time.Time          `json:"resolved_at,omitempty"`
-	Resolution json.RawMessage     `json:"resolution,omitempty"`
+	Finding *MonitorFindingData `json:"finding,omitempty"`
+	// Review is what a monitor action raised by the model monitor asks
+	// about: its review, as journaled (monitor.reviewed), without the
+	// prompt.
+	Review     *MonitorReviewedData `json:"review,omitempty"`
+	CreatedAt  time.Time            `json:"created_at"`
+	ExpiresAt  *time.Time           `json:"expires_at"`
+	ResolvedAt *time.Time           `json:"resolved_at,omitempty"`
+	Resolution json.RawMessage      `json:"resolution,omitempty"`
 	// ResolvedBy is who decided the action (the actor on its
 	// action.resolved event); nil while pending, or when it resolved by
 	// itself (expiry, a cancel, the engine).

@@ -52,6 +52,17 @@ type MonitorSpec struct {
 	// Detectors sets, by detector name, what its findings do; a detector
 	// not listed keeps its default (see MonitorDefaultAction).
 	Detectors map[string]MonitorDetectorSpec `json:"detectors,omitempty"`
+	// Model is the model monitor: a second model that reads a summary of
+	// the session tree's trajectory and answers ok, warn or pause (nil:
+	// none; only the detectors watch).
+	Model *ModelSpec `json:"model,omitempty"`
+	// EverySteps has the model monitor review the trajectory every that
+	// many steps of a turn (0: no periodic review).
+	EverySteps int `json:"every_steps,omitempty"`
+	// Before lists the effect classes (read, idempotent, irreversible)
+	// whose calls the model monitor reviews before they run, once their
+	// arguments are final.
+	Before []EffectClass `json:"before,omitempty"`
 }
 
 // MonitorDetectorSpec is one detector's setting.

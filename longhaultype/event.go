@@ -108,6 +108,9 @@ const (
 	// saw a pattern across the session's calls (refused connections,
 	// probes for secrets, ...), naming the events that show it.
 	EventMonitorFinding = "monitor.finding"
+	// EventMonitorReviewed: the model monitor read the session tree's
+	// trajectory and answered ok, warn or pause, with its reasons.
+	EventMonitorReviewed = "monitor.reviewed"
 )
 
 // BlobRef points at a content-addressed blob. Event payloads over 64 KiB are

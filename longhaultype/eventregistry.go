@@ -68,6 +68,7 @@ var eventPayloads = []struct {
 	{EventMCPToolsListed, newData[MCPToolsListedData]},
 	{EventMCPServerLost, newData[MCPServerLostData]},
 	{EventMonitorFinding, newData[MonitorFindingData]},
+	{EventMonitorReviewed, newData[MonitorReviewedData]},
 }
 
 func newData[T any]() any { return new(T) }

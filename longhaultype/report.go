@@ -99,6 +99,9 @@ type TaskRecord struct {
 	CostUSD         float64 `json:"cost_usd"`
 	ModelCostUSD    float64 `json:"model_cost_usd"`
 	SubagentCostUSD float64 `json:"subagent_cost_usd"`
+	// MonitorCostUSD is the part of CostUSD the model monitor's reviews
+	// cost (Usage.MonitorCostUSD: its sub-agents' monitors included).
+	MonitorCostUSD float64 `json:"monitor_cost_usd"`
 	// DecisionsByActor counts the decisions people made on the task, by
 	// who made them (most first): actions decided, reviews, cancels,
 	// steers, pauses and resumes, budget changes, pinned constraints and
@@ -148,7 +151,9 @@ type TaskTotals struct {
 	// carries them (null when nothing was accepted).
 	CostUSD                float64  `json:"cost_usd"`
 	CostPerAcceptedTaskUSD *float64 `json:"cost_per_accepted_task_usd"`
-	Usage                  Usage    `json:"usage"`
+	// MonitorCostUSD is the part of CostUSD the model monitor cost.
+	MonitorCostUSD float64 `json:"monitor_cost_usd"`
+	Usage          Usage   `json:"usage"`
 	// DecisionsByActor sums the tasks' DecisionsByActor (most first;
 	// empty when nobody decided anything).
 	DecisionsByActor []ActorCount `json:"decisions_by_actor"`

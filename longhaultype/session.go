@@ -130,6 +130,9 @@ type Usage struct {
 	CostUSD           float64 `json:"cost_usd"`
 	ModelCalls        int64   `json:"model_calls"`
 	ToolCalls         int64   `json:"tool_calls"`
+	// MonitorCostUSD is the part of CostUSD the model monitor's calls
+	// cost (monitor.reviewed, and its failed calls).
+	MonitorCostUSD float64 `json:"monitor_cost_usd,omitempty"`
 	// Estimated is set when a token count is an estimate, not the
 	// provider's report (a provider that reports no usage, or the scripted
 	// one without explicit usage): a total that includes one is marked too.
@@ -144,6 +147,7 @@ func (u *Usage) Add(o Usage) {
 	u.OutputTokens += o.OutputTokens
 	u.ReasoningTokens += o.ReasoningTokens
 	u.CostUSD += o.CostUSD
+	u.MonitorCostUSD += o.MonitorCostUSD
 	u.ModelCalls += o.ModelCalls
 	u.ToolCalls += o.ToolCalls
 }
@@ -156,6 +160,7 @@ func (u *Usage) Sub(o Usage) {
 	u.OutputTokens -= o.OutputTokens
 	u.ReasoningTokens -= o.ReasoningTokens
 	u.CostUSD -= o.CostUSD
+	u.MonitorCostUSD -= o.MonitorCostUSD
 	u.ModelCalls -= o.ModelCalls
 	u.ToolCalls -= o.ToolCalls
 }

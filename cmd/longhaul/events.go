@@ -395,6 +395,11 @@ func eventDetail(ev lt.Event) string {
 			}
 			return out
 		}
+	case lt.EventMonitorReviewed:
+		var d lt.MonitorReviewedData
+		if decode(ev, &d) && d.Verdict != "" {
+			return reviewSummary(&d)
+		}
 	case lt.EventSessionPauseRequested, lt.EventSessionPaused, lt.EventSessionResumed:
 		if s, ok := pauseSummary(ev); ok {
 			return s
@@ -480,4 +485,25 @@ func decisionText(d *lt.Decision) string {
 		return "answer: " + truncate(d.Answer, 60)
 	}
 	return "resolved"
+}
+
+// reviewSummary is a model monitor's review in one line: the verdict, what
+// it reviewed and its reasons.
+func reviewSummary(d *lt.MonitorReviewedData) string {
+	what := fmt.Sprintf("step %d", d.Step)
+	if d.Trigger == lt.ReviewBefore {
+		what = "before " + d.Tool + " " + d.CallID
+	}
+	s := d.Verdict + " (" + what
+	if d.Failed {
+		s += ", failed closed"
+	}
+	s += ")"
+	if len(d.Reasons) > 0 {
+		s += ": " + truncate(strings.Join(d.Reasons, "; "), 120)
+	}
+	if d.CostUSD > 0 {
+		s += fmt.Sprintf("; $%.4f", d.CostUSD)
+	}
+	return s
 }

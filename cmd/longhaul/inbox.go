@@ -230,6 +230,9 @@ func printAction(w io.Writer, a *lt.Action, now time.Time) error {
 	if a.Usage != nil {
 		b.line("Usage:", usageLine(*a.Usage))
 	}
+	if r := a.Review; r != nil {
+		b.line("Review:", reviewSummary(r))
+	}
 	if f := a.Finding; f != nil {
 		b.line("Finding:", f.Detector+" ("+f.Severity+"): "+f.Summary)
 		b.line("Events:", evidenceSeqs(f.Evidence)+"   (longhaul events "+a.SessionID+")")

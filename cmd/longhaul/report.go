@@ -120,7 +120,7 @@ var reportCSVHeader = []string{
 	"last_checkpoint_id", "last_checkpoint_name", "last_checkpoint_kind", "last_checkpoint_step",
 	"accepted", "review_note", "reviewed_at", "turns", "subagents", "model_calls", "tool_calls",
 	"input_tokens", "output_tokens", "model_cost_usd", "subagent_cost_usd", "cost_usd",
-	"tokens_estimated",
+	"tokens_estimated", "monitor_cost_usd",
 }
 
 // writeReportCSV writes one row per task: times in RFC 3339, an empty
@@ -164,7 +164,7 @@ func writeReportCSV(w io.Writer, rep *lt.TaskReport) error {
 			strconv.FormatInt(r.Usage.ModelCalls, 10), strconv.FormatInt(r.Usage.ToolCalls, 10),
 			strconv.FormatInt(r.Usage.InputTokens, 10), strconv.FormatInt(r.Usage.OutputTokens, 10),
 			num(r.ModelCostUSD), num(r.SubagentCostUSD), num(r.CostUSD),
-			strconv.FormatBool(r.Usage.Estimated),
+			strconv.FormatBool(r.Usage.Estimated), num(r.MonitorCostUSD),
 		}
 		if err := cw.Write(row); err != nil {
 			return fmt.Errorf("write csv: %w", err)
@@ -239,6 +239,9 @@ func printReport(w io.Writer, rep *lt.TaskReport) error {
 		perAccepted = fmtCost(*tot.CostPerAcceptedTaskUSD)
 	}
 	fmt.Fprintf(w, "Cost:            %s in all; %s per accepted task\n", fmtCost(tot.CostUSD), perAccepted)
+	if tot.MonitorCostUSD > 0 {
+		fmt.Fprintf(w, "Model monitor:   %s of it\n", fmtCost(tot.MonitorCostUSD))
+	}
 	if len(tot.DecisionsByActor) > 0 {
 		by := make([]string, len(tot.DecisionsByActor))
 		for i, c := range tot.DecisionsByActor {

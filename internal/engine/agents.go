@@ -25,26 +25,16 @@ const inlineAgent = "inline"
 // must be that project's); errors name the field under prefix (e.g.
 // "agent_spec.tools[2].parameters").
 func (e *Engine) validateSpec(ctx context.Context, project string, spec *lt.AgentSpec, prefix string) error {
-	p, ok := e.cfg.Providers[spec.Model.Provider]
-	switch {
-	case spec.Model.Provider == "":
-		return apierror.Invalid(prefix+".model.provider", "required")
-	case !ok:
-		return apierror.Invalid(prefix+".model.provider", "unknown provider %q", spec.Model.Provider)
-	}
-	if v, ok := p.(model.SpecValidator); ok {
-		if err := v.ValidateSpec(spec.Model); err != nil {
-			var fe *model.FieldError
-			if errors.As(err, &fe) {
-				return apierror.Invalid(prefix+".model."+fe.Field, "%s", fe.Message)
-			}
-			return apierror.Invalid(prefix+".model", "%s", err.Error())
-		}
+	if err := e.validateModelProvider(spec.Model, prefix+".model"); err != nil {
+		return err
 	}
 	if err := e.validateEnvironment(ctx, project, spec.Environment, prefix+".environment"); err != nil {
 		return err
 	}
 	if err := validateMonitor(spec.Monitor, prefix+".monitor"); err != nil {
+		return err
+	}
+	if err := e.validateModelMonitor(ctx, project, spec.Monitor, prefix+".monitor"); err != nil {
 		return err
 	}
 	if err := e.validateModelAccess(ctx, project, spec.Model, prefix+".model"); err != nil {
@@ -306,4 +296,27 @@ func agentView(r *store.AgentRow) (*lt.Agent, error) {
 		}
 	}
 	return a, nil
+}
+
+// validateModelProvider checks that a model spec (an agent's, or its model
+// monitor's) names a provider this server has, and that the provider
+// accepts it; errors name the field under prefix ("agent_spec.model").
+func (e *Engine) validateModelProvider(m lt.ModelSpec, prefix string) error {
+	p, ok := e.cfg.Providers[m.Provider]
+	switch {
+	case m.Provider == "":
+		return apierror.Invalid(prefix+".provider", "required")
+	case !ok:
+		return apierror.Invalid(prefix+".provider", "unknown provider %q", m.Provider)
+	}
+	if v, ok := p.(model.SpecValidator); ok {
+		if err := v.ValidateSpec(m); err != nil {
+			var fe *model.FieldError
+			if errors.As(err, &fe) {
+				return apierror.Invalid(prefix+"."+fe.Field, "%s", fe.Message)
+			}
+			return apierror.Invalid(prefix, "%s", err.Error())
+		}
+	}
+	return nil
 }

@@ -56,6 +56,11 @@
 //     never twice; a detector whose action is ask parks the session on a
 //     monitor action, one whose action is stop ends the turn
 //     (monitor.go).
+//   - the model monitor's review (monitor.reviewed) of a call is durable
+//     before the call runs and never made again for it; a review that
+//     gives no verdict is a pause (fails closed); what it reads is
+//     redacted of every vault value before it is clipped
+//     (monitorreview.go).
 //   - a pause cuts nothing: it takes effect before the next call starts
 //     (the worker reads the session's last seq at every safe point, and
 //     the new events when another writer appended) or at once

@@ -41,6 +41,10 @@ func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
 		if ok, err := r.evaluatePolicy(ctx, c); !ok || err != nil {
 			return err
 		}
+		// The arguments are final: the model monitor reviews them last.
+		if ok, err := r.reviewBefore(ctx, c); !ok || err != nil {
+			return err
+		}
 	}
 	switch c.Kind {
 	case lt.CallBuiltin, lt.CallMCP, lt.CallFinish, lt.CallCheckpoint:

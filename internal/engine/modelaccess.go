@@ -211,14 +211,14 @@ func secretRefusal(err error) (string, bool) {
 	return "", false
 }
 
-// modelAccess returns the key of this session's model for its call now,
+// modelAccess returns the key of model m (the session's, or its model
+// monitor's) for its call now,
 // checked again against the rules above: the vault's binding of now, the
 // operator's allowlist of now, the control plane of now. A refusal is a
 // *model.Error (not retryable): the call is not made and nothing is sent.
 // The key goes to the provider only, never into the journal, an event or a
 // log.
-func (r *runner) modelAccess(ctx context.Context) (string, error) {
-	m := r.spec.Model
+func (r *runner) modelAccess(ctx context.Context, m lt.ModelSpec) (string, error) {
 	target, hasTarget := r.e.modelTarget(m)
 	if m.BaseURL != "" && hasTarget {
 		if reason := r.e.cfg.ControlPlane.Check(ctx, target.host, target.port); reason != "" {

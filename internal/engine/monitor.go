@@ -198,6 +198,9 @@ func monitorDecision(b *batch, a *lt.Action, d *lt.Decision, resolved lt.ActionR
 	if a.Finding != nil {
 		msg += " (" + a.Finding.Detector + ")"
 	}
+	if a.Review != nil {
+		msg = "stopped by a person at a pause of the model monitor"
+	}
 	if d.Reason != "" {
 		msg += ": " + d.Reason
 	}

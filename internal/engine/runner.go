@@ -89,6 +89,9 @@ type runner struct {
 	// monFound is what they found that the next tick journals (monitor.go).
 	mon      *monitor.Monitor
 	monFound []monitor.Finding
+	// monReview is the model monitor's review whose call is under way
+	// (monitorreview.go).
+	monReview *pendingReview
 }
 
 func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) {
@@ -512,6 +515,9 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 		// Stopped while the session was parked: back before anything
 		// runs in it (idlestop.go).
 		return false, r.recreateEnvironment(ctx)
+	}
+	if r.periodicReviewDue() {
+		return false, r.reviewPeriodic(ctx) // the model monitor's, before the step's calls run
 	}
 	if step := st.Step; step != nil && !step.Done() {
 		for i := range step.Calls {

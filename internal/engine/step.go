@@ -93,13 +93,18 @@ func (c *callResult) usage() lt.Usage {
 }
 
 // invoke makes one model call for the loop (purpose "" for a step, or
-// compaction, verification). It journals the request durably, streams the
+// compaction, verification, monitor: the model monitor's call, made with
+// its own model spec and script position, monitorreview.go). It journals the request durably, streams the
 // answer into coalesced model.delta events, and returns the complete
 // response. A failure is journaled and the retry policy applied: invoke
 // then returns a nil result (the next tick tries again, or the turn ended).
 func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []model.Message, tools []model.ToolDef) (*callResult, error) {
 	turnID := r.st.CurrentTurn().ID
-	pos, attempt := r.st.ModelPosition, r.st.NextModelAttempt(stepN, purpose)
+	spec, provider, pos := r.spec.Model, r.provider, r.st.ModelPosition
+	if purpose == lt.PurposeMonitor {
+		spec, provider, pos = *r.spec.Monitor.Model, r.e.cfg.Providers[r.spec.Monitor.Model.Provider], r.st.MonitorPosition
+	}
+	attempt := r.st.NextModelAttempt(stepN, purpose)
 	// A step's context ends with every steering message read in so far
 	// (msgs was built just now): the call says how many, and a later one
 	// sent with interrupt abandons it.
@@ -108,13 +113,13 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 		steers = r.tx.steerCount()
 		due = steerDue(steers)
 	}
-	counter := model.CounterFor(r.spec.Model.Provider, r.spec.Model.Name)
+	counter := model.CounterFor(spec.Provider, spec.Name)
 	contextTokens := model.CountMessages(counter, msgs, tools)
-	if ok, err := r.reserveModelCall(ctx, purpose, pos, attempt, contextTokens); !ok || err != nil {
+	if ok, err := r.reserveModelCall(ctx, spec, purpose, pos, attempt, contextTokens); !ok || err != nil {
 		return nil, err // the tree's budget is spent (the turn ended), or the call waits for the tree's calls in flight
 	}
 	if err := r.add(lt.EventModelRequested, turnID, stepN, lt.ModelRequestedData{
-		Step: stepN, Position: pos, Attempt: attempt, Provider: r.spec.Model.Provider, Model: r.spec.Model.Name,
+		Step: stepN, Position: pos, Attempt: attempt, Provider: spec.Provider, Model: spec.Name,
 		Purpose: purpose, ContextTokens: contextTokens, Steers: steers,
 	}); err != nil {
 		return nil, err
@@ -132,14 +137,14 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 	// The sink writes the journal under the runner's context: an
 	// interrupted call's deltas are still recorded.
 	sink := &deltaSink{r: r, ctx: ctx, cancel: cancel, turnID: turnID, step: stepN, attempt: attempt, purpose: purpose, last: r.e.clock.Now()}
-	key, err := r.modelAccess(callCtx)
+	key, err := r.modelAccess(callCtx, spec)
 	if err != nil {
 		// Nothing was sent: the key (or the base URL) is refused now.
 		return nil, r.modelFailed(ctx, purpose, stepN, pos, attempt, 0, err)
 	}
-	req := &model.Request{Spec: r.spec.Model, Messages: msgs, Tools: tools, Position: pos, APIKey: key, OnDelta: sink.add}
+	req := &model.Request{Spec: spec, Messages: msgs, Tools: tools, Position: pos, APIKey: key, OnDelta: sink.add}
 	start := r.e.clock.Now()
-	resp, err := r.provider.Respond(callCtx, req)
+	resp, err := provider.Respond(callCtx, req)
 	r.modelCallEnded()
 	if sink.err != nil {
 		return nil, sink.err // the lease was lost, or a newer write conflicts
@@ -154,7 +159,7 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 		}
 		return nil, r.modelInterrupted(ctx, cause, lt.ModelFailedData{
 			Purpose: purpose, Step: stepN, Position: pos, Attempt: attempt, DurationMS: dur,
-		}, abandonedUsage(r.spec.Model, resp, contextTokens))
+		}, abandonedUsage(spec, resp, contextTokens))
 	}
 	if err != nil {
 		return nil, r.modelFailed(ctx, purpose, stepN, pos, attempt, dur, err)
@@ -167,7 +172,7 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 		// so token and cost budgets still bind.
 		resp.Usage.InputTokens, resp.Usage.Estimated = int64(contextTokens), true
 		resp.Usage.OutputTokens = int64(model.CountMessages(counter, []model.Message{{Role: model.RoleAssistant, Text: resp.Text, ToolCalls: resp.ToolCalls}}, nil))
-		resp.CostUSD = model.CostOf(r.spec.Model, resp.Usage)
+		resp.CostUSD = model.CostOf(spec, resp.Usage)
 	}
 	return &callResult{resp: resp, pos: pos, durMS: dur}, nil
 }
@@ -302,6 +307,10 @@ func (r *runner) modelFailed(ctx context.Context, purpose string, step, pos, att
 	}
 	if compactRetry {
 		return nil // journal.Apply set ForceCompact: the next call compacts first
+	}
+	if purpose == lt.PurposeMonitor && !retry && !outOfTime {
+		// The monitor gave no verdict: the review fails closed.
+		return r.reviewFailedClosed(ctx, "failed closed: the monitor's model call failed: "+me.Error())
 	}
 	if outOfTime {
 		_, err := r.checkStop()

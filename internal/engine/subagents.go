@@ -236,8 +236,9 @@ func (r *runner) childSpec(ctx context.Context, args *spawnArgs) (*lt.AgentSpec,
 	}
 	spec.Policies = inheritPolicies(spec.Policies, r.spec.Policies, spec.Tools)
 	// The parent's monitor watches the child: a spawn cannot turn a
-	// detector off, nor make its finding only a log line.
-	spec.Monitor = r.spec.Monitor
+	// detector off, nor make its finding only a log line, nor drop or
+	// weaken the parent's model monitor.
+	spec.Monitor = childMonitor(r.spec.Monitor, spec.Monitor)
 	return spec, ref, nil
 }
 

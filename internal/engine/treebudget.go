@@ -149,7 +149,7 @@ func (r *runner) openTreeLedger(ctx context.Context) error {
 // the tree's ledger before it starts. It reports whether the call may start: when not, the turn ended
 // (the tree's budget is spent) or the call waits for the tree's calls in
 // flight, and the next tick tries again.
-func (r *runner) reserveModelCall(ctx context.Context, purpose string, pos, attempt, contextTokens int) (bool, error) {
+func (r *runner) reserveModelCall(ctx context.Context, spec lt.ModelSpec, purpose string, pos, attempt, contextTokens int) (bool, error) {
 	if purpose == lt.PurposeVerification {
 		// Never checked, as by a session's own budget: a final answer is
 		// verified even at the limit. Its usage is settled all the same.
@@ -160,14 +160,18 @@ func (r *runner) reserveModelCall(ctx context.Context, purpose string, pos, atte
 	// leaves. The estimate must be a bound, never a guess: a hostile model
 	// warms the tree up with cheap calls, then has every child ask for the
 	// longest answer at once.
-	out, bounded := int64(r.spec.Model.MaxOutputTokens), true
+	out, bounded := int64(spec.MaxOutputTokens), true
 	if out == 0 {
-		w := model.ContextWindow(r.spec.Model)
+		w := model.ContextWindow(spec)
 		out, bounded = int64(w-contextTokens), w > contextTokens
 	}
 	most := lt.Usage{InputTokens: int64(contextTokens), OutputTokens: max(out, 0)}
-	hint := store.TreeAmounts{Tokens: most.InputTokens + most.OutputTokens, CostUSD: model.CostOf(r.spec.Model, most)}
+	hint := store.TreeAmounts{Tokens: most.InputTokens + most.OutputTokens, CostUSD: model.CostOf(spec, most)}
 	id := derivedID("tres_", r.st.Session.ID, "model", pos, attempt)
+	if purpose == lt.PurposeMonitor {
+		// The monitor's calls count their own positions.
+		id = derivedID("tres_", r.st.Session.ID, "monitor", pos, attempt)
+	}
 	// A session's first call may cost nothing like the tree's calls so
 	// far (another model, a longer context), and a call with no bound on
 	// its answer (no max_output_tokens, no known context window) may cost

@@ -167,7 +167,10 @@ func apply(s *State, ev *event, ch *Changes) error {
 		if err != nil {
 			return err
 		}
-		if d.Consumed {
+		switch {
+		case d.Consumed && d.Purpose == lt.PurposeMonitor:
+			s.MonitorPosition++
+		case d.Consumed:
 			s.ModelPosition++
 		}
 		// Attempts a crash cut before this one count as made.
@@ -186,6 +189,9 @@ func apply(s *State, ev *event, ch *Changes) error {
 			// An abandoned call still counts what it was sent.
 			u = *d.Usage
 			u.ModelCalls, u.ToolCalls = 1, 0
+		}
+		if d.Purpose == lt.PurposeMonitor {
+			u.MonitorCostUSD = u.CostUSD
 		}
 		s.Session.Usage.Add(u)
 		if t := s.CurrentTurn(); t != nil {
@@ -341,6 +347,8 @@ func apply(s *State, ev *event, ch *Changes) error {
 		v := d.Verdict
 		s.Verification = &Verification{Step: d.Step, Verdict: &v}
 		sideCall(s, lt.PurposeVerification, d.Usage, d.CostUSD, ch)
+	case lt.EventMonitorReviewed:
+		return applyMonitorReviewed(s, ev, ch)
 	case lt.EventBudgetUpdated:
 		d, err := decode[lt.BudgetUpdatedData](ev)
 		if err != nil {
@@ -891,4 +899,40 @@ func modelCallEnded(s *State, purpose string) {
 		}
 	}
 	s.OpenModelCalls = open
+}
+
+// applyMonitorReviewed records the model monitor's review: its call's
+// usage (counted in the session's, and apart as MonitorCostUSD), and the
+// step or call it reviewed, so that no restart reviews it again.
+func applyMonitorReviewed(s *State, ev *event, ch *Changes) error {
+	d, err := decode[lt.MonitorReviewedData](ev)
+	if err != nil {
+		return err
+	}
+	s.ModelAttempt = 0
+	modelCallEnded(s, lt.PurposeMonitor)
+	if d.ModelCalled() {
+		s.MonitorPosition++
+		u := d.Usage
+		u.CostUSD, u.MonitorCostUSD, u.ModelCalls, u.ToolCalls = d.CostUSD, d.CostUSD, 1, 0
+		s.Session.Usage.Add(u)
+		if t := s.CurrentTurn(); t != nil {
+			t.Usage.Add(u)
+			putTurn(ch, *t)
+		}
+	}
+	if s.Step == nil || s.Step.N != d.Step {
+		return nil
+	}
+	switch d.Trigger {
+	case lt.ReviewEverySteps:
+		s.Step.Reviewed = true
+	case lt.ReviewBefore:
+		for i := range s.Step.Calls {
+			if c := &s.Step.Calls[i]; c.ID == d.CallID {
+				c.Review = d.Verdict
+			}
+		}
+	}
+	return nil
 }

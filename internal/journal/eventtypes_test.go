@@ -114,6 +114,17 @@ func TestApplyAcceptsEveryEventType(t *testing.T) {
 	require.Len(t, b.st.Pending, 1)
 	b.must(lt.EventActionResolved, "t1", lt.ActionResolvedData{ActionID: "act_m", Type: string(lt.ActionMonitor), Decision: lt.Decision{Decision: lt.DecisionContinue}})
 	require.Empty(t, b.st.Pending)
+	// The model monitor reviews step 2: its own script position, its cost
+	// apart.
+	position := b.st.ModelPosition
+	b.must(lt.EventModelRequested, "t1", lt.ModelRequestedData{Step: 2, Attempt: 1, Provider: "scripted", Purpose: lt.PurposeMonitor})
+	must(lt.EventMonitorReviewed, "t1", lt.MonitorReviewedData{Trigger: lt.ReviewEverySteps, Step: 2, Verdict: lt.VerdictWarn, Reasons: []string{"hm"},
+		Prompt: "…", Provider: "scripted", Usage: lt.Usage{InputTokens: 10, ModelCalls: 1}, CostUSD: 0.25})
+	require.Equal(t, position, b.st.ModelPosition, "the agent's script position is untouched")
+	require.Equal(t, 1, b.st.MonitorPosition)
+	require.True(t, b.st.Step.Reviewed)
+	require.InDelta(t, 0.25, b.st.Session.Usage.MonitorCostUSD, 1e-9)
+	require.Empty(t, b.st.OpenModelCalls)
 	must(lt.EventTurnCompleted, "t1", lt.TurnCompletedData{TurnID: "t1", Output: "done"})
 	must(lt.EventSessionReviewed, "", lt.SessionReviewedData{Review: lt.Review{Accepted: true, At: at}})
 

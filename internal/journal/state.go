@@ -21,6 +21,10 @@ type State struct {
 	// ModelPosition counts completed model calls (responded, or failed in a
 	// way that consumed a position): it is the scripted provider's position.
 	ModelPosition int `json:"model_position"`
+	// MonitorPosition counts the model monitor's completed calls (its
+	// reviews, and its failed calls that consumed a position): its own
+	// script's position, apart from the agent's.
+	MonitorPosition int `json:"monitor_position,omitempty"`
 	// ModelAttempt counts failed attempts of the current model call (and
 	// the attempts before a failed one that a crash cut).
 	ModelAttempt int `json:"model_attempt,omitempty"`
@@ -320,6 +324,9 @@ type Step struct {
 	TurnID string `json:"turn_id"`
 	Text   string `json:"text,omitempty"`
 	Calls  []Call `json:"calls,omitempty"`
+	// Reviewed: the model monitor's periodic review of this step is
+	// journaled (monitor.reviewed, trigger every_steps).
+	Reviewed bool `json:"reviewed,omitempty"`
 }
 
 // Done reports whether every call of the step is done.
@@ -369,6 +376,10 @@ type Call struct {
 	// only (browser_permission, scope once): its navigations, however
 	// many times it runs again; no other call's.
 	BrowserOnce []string `json:"browser_once,omitempty"`
+	// Review is the verdict of the model monitor's review before this
+	// call (monitor.reviewed, trigger before), once journaled: the call
+	// is never reviewed again, whatever restarts come between.
+	Review string `json:"review,omitempty"`
 }
 
 // ModelRequest is a model call's request, as model.requested gave it.

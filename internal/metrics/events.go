@@ -21,6 +21,7 @@ var counted = map[string]bool{
 	lt.EventToolCompleted:      true,
 	lt.EventToolFailed:         true,
 	lt.EventMonitorFinding:     true,
+	lt.EventMonitorReviewed:    true,
 }
 
 // maxDetectors bounds the detector label: six detectors today.
@@ -127,6 +128,20 @@ func (m *Metrics) count(ev store.Event, data []byte) error {
 			return err
 		}
 		m.findings.WithLabelValues(m.detectors.value(d.Detector)).Inc()
+	case lt.EventMonitorReviewed:
+		d, err := decode[lt.MonitorReviewedData](data)
+		if err != nil {
+			return err
+		}
+		if d.ModelCalled() {
+			// The monitor's call ends here, as a compaction's does at
+			// context.compacted.
+			m.modelCall(m.endCall(ev.SessionID, d.Model), "ok", d.DurationMS, d.Usage, d.CostUSD)
+		}
+		switch d.Verdict {
+		case lt.VerdictOK, lt.VerdictWarn, lt.VerdictPause:
+			m.reviews.WithLabelValues(d.Verdict).Inc()
+		}
 	case lt.EventToolFailed:
 		d, err := decode[lt.ToolFailedData](data)
 		if err != nil {

@@ -86,6 +86,7 @@ type Metrics struct {
 	webhooks      *prometheus.CounterVec
 	appendLatency *prometheus.HistogramVec
 	findings      *prometheus.CounterVec
+	reviews       *prometheus.CounterVec
 
 	tools, models *labelLimit
 	// detectors bounds the detector label (a newer node's detectors are
@@ -149,6 +150,10 @@ func New(st store.Store, cfg *Config) *Metrics {
 			Name: "longhaul_monitor_findings_total",
 			Help: "Findings of the trajectory monitor's detectors journaled by this node's workers (monitor.finding), by detector.",
 		}, []string{"detector"}),
+		reviews: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "longhaul_monitor_reviews_total",
+			Help: "Reviews of the model monitor journaled by this node's workers (monitor.reviewed), by verdict: ok, warn, pause (a failed review is a pause).",
+		}, []string{"verdict"}),
 		detectors: newLabelLimit(maxDetectors),
 		tools:     newLabelLimit(c.MaxLabelValues),
 		models:    newLabelLimit(c.MaxLabelValues),
@@ -156,7 +161,7 @@ func New(st store.Store, cfg *Config) *Metrics {
 	}
 	m.reg.MustRegister(
 		m.steps, m.modelDuration, m.tokens, m.cost, m.toolDuration, m.retries,
-		m.takeovers, m.webhooks, m.appendLatency, m.findings,
+		m.takeovers, m.webhooks, m.appendLatency, m.findings, m.reviews,
 		&stateCollector{st: st, cfg: &m.cfg, log: m.log},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

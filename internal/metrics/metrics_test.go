@@ -437,3 +437,30 @@ func TestMonitorFindingsCounted(t *testing.T) {
 	require.Zero(t, value(t, fams, "longhaul_monitor_findings_total", "detector", "escape_signatures"))
 	require.Equal(t, 0.0, value(t, fams, "longhaul_required_actions_pending", "type", "monitor"))
 }
+
+// TestMonitorReviewsCounted: each monitor.reviewed is counted by its
+// verdict, a failed review as a pause.
+func TestMonitorReviewsCounted(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	script, err := json.Marshal([]any{
+		step(0.01, "read_file", `{"path": "a.txt"}`),
+		step(0.01, "read_file", `{"path": "b.txt"}`),
+		step(0.01, "", "done"),
+	})
+	require.NoError(t, err)
+	monitor := `[{"text":"{\"verdict\":\"ok\"}","cost_usd":0.5},{"text":"{\"verdict\":\"warn\",\"reasons\":[\"hm\"]}"},{"text":"not json"}]`
+	spec := lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Name: "demo", Script: script},
+		Tools: []lt.ToolSpec{{Name: "read_file"}},
+		Monitor: &lt.MonitorSpec{EverySteps: 1,
+			Model: &lt.ModelSpec{Provider: "scripted", Name: "watcher", Script: json.RawMessage(monitor)}},
+	}
+	id := call[lt.Session](s, http.MethodPost, "/v1/sessions", lt.CreateSessionRequest{AgentSpec: &spec, Input: "go"}, http.StatusCreated).ID
+	s.waitStatus(id, lt.SessionRequiresAction)
+	fams := s.scrape()
+	require.Equal(t, 1.0, value(t, fams, "longhaul_monitor_reviews_total", "verdict", "ok"))
+	require.Equal(t, 1.0, value(t, fams, "longhaul_monitor_reviews_total", "verdict", "warn"))
+	require.Equal(t, 1.0, value(t, fams, "longhaul_monitor_reviews_total", "verdict", "pause"))
+	require.Equal(t, 1.0, value(t, fams, "longhaul_required_actions_pending", "type", "monitor"))
+}

@@ -3,7 +3,9 @@
 // finding when a pattern shows across calls that no single call shows —
 // repeated refused connections, probes for secrets, refused capability
 // widening, sandbox-escape signatures, secret-like strings sent toward
-// hosts, the same failing action retried.
+// hosts, the same failing action retried. It also holds what is pure about
+// the model monitor (review.go): the trajectory summary a second model
+// reads, its prompt, and the strict reading of its verdict.
 //
 // Invariants:
 //   - Observe is incremental: a Monitor keeps a small state (windows of

@@ -75,7 +75,7 @@ func newTask(row *store.SessionRow, now time.Time) (*task, error) {
 		ID: row.ID, Agent: s.Agent, ParentID: s.ParentID, Goal: s.Goal, Status: status,
 		StopReason: s.StopReason, CreatedAt: created, Review: s.Review, Turns: p.TurnCount,
 		Subagents: len(p.Children), Usage: usage, CostUSD: usage.CostUSD,
-		ModelCostUSD: own.CostUSD, SubagentCostUSD: children.CostUSD,
+		ModelCostUSD: own.CostUSD, SubagentCostUSD: children.CostUSD, MonitorCostUSD: usage.MonitorCostUSD,
 		Retries:          p.Tally.Retries,
 		AsksByType:       map[lt.ActionType]int{},
 		DecisionsByActor: slices.Clone(p.Tally.Decisions),

@@ -205,6 +205,7 @@ func add(rep *lt.TaskReport, w *window, t *task) {
 	tot.Retries += r.Retries
 	tot.Usage.Add(usage)
 	tot.CostUSD += usage.CostUSD
+	tot.MonitorCostUSD += usage.MonitorCostUSD
 	b.CostUSD += usage.CostUSD
 }
 

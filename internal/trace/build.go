@@ -309,6 +309,8 @@ func (b *builder) event(ev lt.Event) error {
 		return b.subagentSpawned(ev)
 	case lt.EventMonitorFinding:
 		return b.monitorFinding(ev)
+	case lt.EventMonitorReviewed:
+		return b.monitorReviewed(ev)
 	case lt.EventSubagentCompleted:
 		d, err := decode[lt.SubagentCompletedData](ev)
 		if err != nil {
@@ -432,6 +434,8 @@ func (b *builder) modelAnswered(ev lt.Event) error {
 			n.span.Attributes.Purpose = lt.PurposeCompaction
 		case lt.EventAcceptanceVerified:
 			n.span.Attributes.Purpose = lt.PurposeVerification
+		case lt.EventMonitorReviewed:
+			n.span.Attributes.Purpose = lt.PurposeMonitor
 		}
 		if n.span.Attributes.Purpose == "" && ev.Step > 0 {
 			t.step(ev.Step, ev.Time).n.add(n)
@@ -482,6 +486,15 @@ func (b *builder) modelAnswered(ev lt.Event) error {
 		usage(d.Usage, d.CostUSD)
 		met := d.Verdict.AllMet
 		a.AcceptanceMet = &met
+		n.close(ev.Time, lt.SpanOK, "")
+	case lt.EventMonitorReviewed:
+		d, err := decode[lt.MonitorReviewedData](ev)
+		if err != nil {
+			return err
+		}
+		usage(d.Usage, d.CostUSD)
+		n.usage.MonitorCostUSD = d.CostUSD
+		a.Findings = append(a.Findings, reviewLine(&d))
 		n.close(ev.Time, lt.SpanOK, "")
 	}
 	if a.Purpose != "" {

@@ -57,3 +57,45 @@ func (b *builder) monitorFinding(ev lt.Event) error {
 	n.span.Attributes.Findings = append(n.span.Attributes.Findings, strings.TrimSpace(line))
 	return nil
 }
+
+// A monitor.reviewed closes the model monitor's call (a model span of
+// purpose monitor, with its usage), when its model answered; its verdict
+// and reasons are shown, as a finding's line, on the span of the call it
+// reviewed before it ran, else on its step.
+func (b *builder) monitorReviewed(ev lt.Event) error {
+	d, err := decode[lt.MonitorReviewedData](ev)
+	if err != nil {
+		return err
+	}
+	if d.ModelCalled() {
+		if err := b.modelAnswered(ev); err != nil {
+			return err
+		}
+	}
+	t := b.turn(ev)
+	n := t.n
+	if s := t.steps[d.Step]; s != nil {
+		n = s.n
+	}
+	if d.CallID != "" {
+		for key, c := range t.calls {
+			if key[0] == d.Step && c.n.span.Attributes.CallID == d.CallID {
+				n = c.n
+			}
+		}
+	}
+	n.span.Attributes.Findings = append(n.span.Attributes.Findings, reviewLine(&d))
+	return nil
+}
+
+// reviewLine is a review as one line: "model monitor (before): pause: …".
+func reviewLine(d *lt.MonitorReviewedData) string {
+	line := "model monitor (" + d.Trigger + "): " + d.Verdict
+	if d.Failed {
+		line += " (failed closed)"
+	}
+	if len(d.Reasons) > 0 {
+		line += ": " + strings.Join(d.Reasons, "; ")
+	}
+	return line
+}

@@ -18,6 +18,8 @@ export interface Budget {
 export interface Usage {
   input_tokens: number; cached_input_tokens?: number; output_tokens: number; reasoning_tokens?: number;
   cost_usd: number; model_calls: number; tool_calls: number;
+  /** The part of cost_usd the model monitor's calls cost. */
+  monitor_cost_usd?: number;
   /** Set when a token count is an estimate (the provider reported none). */
   estimated?: boolean;
 }
@@ -35,6 +37,8 @@ export interface Action {
   runner?: { name?: string; labels?: string[] }; reason?: string;
   /** monitor: the trajectory monitor's finding it asks about (decide with continue or stop). */
   finding?: MonitorFinding | null;
+  /** monitor: the model monitor's review that paused (decide with continue or stop). */
+  review?: MonitorReview | null;
   [field: string]: unknown;
 }
 
@@ -45,6 +49,16 @@ export interface MonitorFinding {
   evidence: number[] | null; action: 'log' | 'ask' | 'stop';
   /** A finding the tree's sessions made together: the other sessions' events that show it. */
   tree_evidence?: { session_id: string; seq: number }[];
+}
+
+/** The data of a monitor.reviewed event: the model monitor's verdict on the trajectory. */
+export interface MonitorReview {
+  trigger: 'every_steps' | 'before'; step: number; call_id?: string; tool?: string;
+  verdict: 'ok' | 'warn' | 'pause'; reasons?: string[] | null;
+  /** Set when the monitor gave no usable verdict: the pause is the engine's, failing closed. */
+  failed?: boolean;
+  /** The redacted trajectory summary the monitor read (empty on an action). */
+  prompt: string; provider: string; model?: string; usage: Usage; cost_usd: number; duration_ms: number;
 }
 
 export interface Session {

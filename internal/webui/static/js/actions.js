@@ -135,6 +135,12 @@ export function actionCard(action, opts = {}) {
     facts.push(['Runner', r.name ? h('code', null, r.name) : `labels ${(r.labels || []).join(', ')}`]);
   }
   if (action.reason) facts.push(['Why', action.reason]);
+  if (action.review) {
+    const r = action.review;
+    const what = r.trigger === 'before' ? `before ${r.tool} (${r.call_id})` : `at step ${r.step}`;
+    facts.push(['Model monitor', `paused ${what}${r.failed ? ' (failed closed)' : ''}`]);
+    facts.push(['Reasons', h('ul', { class: 'review-reasons' }, ...(r.reasons || []).map((x) => h('li', null, x)))]);
+  }
   if (action.finding) {
     const f = action.finding;
     facts.push(['Finding', [h('code', null, f.detector), ` (${f.severity}): ${f.summary}`]]);

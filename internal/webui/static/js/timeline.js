@@ -114,6 +114,12 @@ export function describe(ev) {
     case 'monitor.finding':
       return [`Monitor: ${d.detector} (${d.severity}, ${d.action}): ${truncate(d.summary, 200)} · events ${(d.evidence || []).join(', ')}` +
         ((d.tree_evidence || []).length ? ` · in the tree ${d.tree_evidence.map((e) => `${e.session_id}#${e.seq}`).join(', ')}` : ''), d.severity === 'high' ? 'error' : 'warn'];
+    case 'monitor.reviewed': {
+      const what = d.trigger === 'before' ? `before ${d.tool} ${d.call_id}` : `at step ${d.step}`;
+      const reasons = (d.reasons || []).join('; ');
+      return [`Model monitor ${what}: ${d.verdict}${d.failed ? ' (failed closed)' : ''}${reasons ? ': ' + truncate(reasons, 240) : ''}${d.cost_usd ? ' · ' + fmtCost(d.cost_usd) : ''}`,
+        d.verdict === 'pause' ? 'error' : d.verdict === 'warn' ? 'warn' : 'ok'];
+    }
     case 'action.required': {
       const a = d.action || {};
       return [`Needs a person (${a.type}): ${truncate(a.question || a.summary, 200)}`, 'warn'];

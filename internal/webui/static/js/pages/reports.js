@@ -179,7 +179,7 @@ function renderTotals(el, t) {
       'Approvals, questions, in-doubt effects and budget decisions ÷ tasks', 'asks_per_task'),
     total('Accepted / reviewed', `${fmtInt(t.accepted)} / ${fmtInt(t.reviewed)}`, `${fmtInt(t.rejected)} rejected`, 'accepted'),
     total('Tasks', fmtInt(t.tasks), Object.entries(t.by_status || {}).map(([k, v]) => `${k}: ${v}`).join(', '), 'tasks'),
-    total('Total cost', fmtCost(t.cost_usd), `${fmtTokens(t.usage.input_tokens + t.usage.output_tokens, t.usage)} tokens${t.usage.estimated ? ' (estimated)' : ''}, ${fmtInt(t.usage.model_calls)} model calls`, 'cost'),
+    total('Total cost', fmtCost(t.cost_usd), `${fmtTokens(t.usage.input_tokens + t.usage.output_tokens, t.usage)} tokens${t.usage.estimated ? ' (estimated)' : ''}, ${fmtInt(t.usage.model_calls)} model calls${t.monitor_cost_usd ? `, model monitor ${fmtCost(t.monitor_cost_usd)}` : ''}`, 'cost'),
     total(noExtraInput, t.tasks ? fmtPct(t.input_complete / t.tasks) : '—', `Share of tasks. ${noExtraInputHint}`, 'input_complete'),
     total('Retries', fmtInt(t.retries), 'Failed model and tool attempts that were tried again', 'retries'));
 }
@@ -288,6 +288,6 @@ function row(t) {
       t.accepted === null ? h('span', { class: 'muted' }, 'not reviewed')
         : t.accepted ? h('span', { class: 'ok' }, '✓ accepted') : h('span', { class: 'error' }, '✗ rejected'),
       t.review && t.review.note ? h('div', { class: 'small muted' }, truncate(t.review.note, 80)) : null),
-    h('td', { 'data-label': 'Cost', class: 'num', title: `model ${fmtCost(t.model_cost_usd)}, sub-agents ${fmtCost(t.subagent_cost_usd)}` }, fmtCost(t.cost_usd)),
+    h('td', { 'data-label': 'Cost', class: 'num', title: `model ${fmtCost(t.model_cost_usd)}, sub-agents ${fmtCost(t.subagent_cost_usd)}${t.monitor_cost_usd ? `; model monitor ${fmtCost(t.monitor_cost_usd)} of it` : ''}` }, fmtCost(t.cost_usd)),
     h('td', { 'data-label': 'Duration', class: 'num' }, fmtDuration(t.duration_seconds * 1000), h('div', { class: 'small muted' }, time(t.created_at))));
 }

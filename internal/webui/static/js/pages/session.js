@@ -148,7 +148,7 @@ export async function sessionPage(root, scope, id, query) {
         ['Created by', byActor(s.created_by, '') || ''],
         ['Constraints', s.constraints && s.constraints.length ? h('ul', { class: 'plain' }, s.constraints.map((c) => h('li', null, c))) : ''],
         ['Acceptance criteria', s.acceptance_criteria && s.acceptance_criteria.length ? h('ul', { class: 'plain' }, s.acceptance_criteria.map((c) => h('li', null, c))) : ''],
-        ['Usage', `${fmtCost(u.cost_usd)} · ${fmtTokens((u.input_tokens || 0) + (u.output_tokens || 0), u)} tokens${u.estimated ? ' (estimated)' : ''} · ${fmtInt(u.model_calls)} model calls · ${fmtInt(u.tool_calls)} tool calls`],
+        ['Usage', `${fmtCost(u.cost_usd)}${u.monitor_cost_usd ? ` (model monitor ${fmtCost(u.monitor_cost_usd)})` : ''} · ${fmtTokens((u.input_tokens || 0) + (u.output_tokens || 0), u)} tokens${u.estimated ? ' (estimated)' : ''} · ${fmtInt(u.model_calls)} model calls · ${fmtInt(u.tool_calls)} tool calls`],
         ['Parent', s.parent_id ? h('a', { href: `#/sessions/${enc(s.parent_id)}`, class: 'mono' }, s.parent_id) : ''],
         ['Forked from', s.forked_from ? h('a', { href: `#/sessions/${enc(s.forked_from.session_id)}`, class: 'mono' }, `${s.forked_from.session_id} @ ${s.forked_from.checkpoint_id}`) : ''],
         ['Last checkpoint', s.last_checkpoint ? h('span', { class: 'mono' }, s.last_checkpoint) : ''],
