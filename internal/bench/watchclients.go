@@ -223,10 +223,9 @@ func ServeWatcherClients(ctx context.Context, in io.Reader, out io.Writer) error
 
 // processClients runs the subscribers in a child process.
 type processClients struct {
-	cmd    *exec.Cmd
-	in     io.WriteCloser
-	dec    *json.Decoder
-	exited chan error
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	dec *json.Decoder
 }
 
 func newProcessClients(ctx context.Context, command func(context.Context) *exec.Cmd) (*processClients, error) {
@@ -245,8 +244,7 @@ func newProcessClients(ctx context.Context, command func(context.Context) *exec.
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("bench: start the client process: %w", err)
 	}
-	c := &processClients{cmd: cmd, in: in, dec: json.NewDecoder(bufio.NewReaderSize(outR, 1<<20)), exited: make(chan error, 1)}
-	return c, nil
+	return &processClients{cmd: cmd, in: in, dec: json.NewDecoder(bufio.NewReaderSize(outR, 1<<20))}, nil
 }
 
 func (c *processClients) open(ctx context.Context, url string, after int64, n, capacity int) error {
