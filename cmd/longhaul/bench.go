@@ -82,7 +82,11 @@ to one session's event stream, runs a turn of --steps steps (20 unless
 given) and prints each event's latency from its append to each
 subscriber reading it: p50, p99 and max, and the median latency to the
 first subscriber that read each event (the path from the append to the
-stream, without the fan-out).
+stream, without the fan-out). The clients run in a process of their own
+(this binary, re-executed), so that the server's CPU per delivered event
+is counted apart from theirs; latencies compare the event's append time
+with the client's read time, both from the machine's wall clock.
+--watchers-in-process runs them in the server's process instead.
 
 The scenarios run on SQLite (--store and --nodes are not used).`,
 		Example: `  longhaul bench
@@ -186,6 +190,7 @@ The scenarios run on SQLite (--store and --nodes are not used).`,
 	cmd.Flags().StringVar(&dataDir, "data", "", "directory for the SQLite databases and the workspaces (default: a temporary one, removed afterwards)")
 	cmd.Flags().StringVar(&storeURL, "store", "", "run on PostgreSQL: a postgres:// URL of a database the benchmark may create a schema in")
 	scen.register(cmd)
+	cmd.AddCommand(c.watcherClientsCmd())
 	cmd.Flags().IntVar(&nodes, "nodes", 1, "engines run against the store, as that many nodes (more than 1 needs --store)")
 	return cmd
 }

@@ -49,7 +49,7 @@ func TestBenchScenarios(t *testing.T) {
 	require.Regexp(t, `\(empty\)\s+0\s.*\n\s*\S+\s+1\s+0\.0\s`, out)
 	require.Regexp(t, `long session steps.*\n\s+200\s+2\s`, out)
 	require.Regexp(t, `active sessions.*\n\s+3\s+5ms\s+12\s`, out)
-	require.Regexp(t, `watchers.*\n\s+3\s+\d+\s+\d+\s`, out)
+	require.Regexp(t, `watchers.*\n\s+3\s+own process\s+\d+\s+\d+\s`, out)
 }
 
 // TestBenchScenarioFlagsRefused: bad scenario values are usage errors

@@ -21,6 +21,9 @@ type scenarioFlags struct {
 	active       int
 	modelLatency time.Duration
 	watchers     int
+	// watchersInProcess runs the watchers' clients in the bench's own
+	// process, as the scenario did before they had one of their own.
+	watchersInProcess bool
 }
 
 func (f *scenarioFlags) register(cmd *cobra.Command) {
@@ -29,10 +32,31 @@ func (f *scenarioFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&f.active, "active", 0, "scenario: this many sessions at once against a model answering after --model-latency")
 	cmd.Flags().DurationVar(&f.modelLatency, "model-latency", time.Second, "the model's latency in the --active scenario")
 	cmd.Flags().IntVar(&f.watchers, "watchers", 0, "scenario: this many event-stream subscribers on one session, over loopback")
+	cmd.Flags().BoolVar(&f.watchersInProcess, "watchers-in-process", false, "run the --watchers clients in the server's process instead of a process of their own")
 }
 
 func (f *scenarioFlags) any() bool {
 	return f.workspace != "" || f.long != 0 || f.active != 0 || f.watchers != 0
+}
+
+// watcherClientsCommand is the hidden `longhaul bench` subcommand that runs
+// the watchers scenario's clients, re-executed by the scenario.
+const watcherClientsCommand = "watcher-clients"
+
+// watcherClientsCmd is the watchers scenario's client process: the bench
+// re-executes its own binary with it and drives it over stdin and stdout.
+// People never run it; it is not listed in help.
+func (c *cli) watcherClientsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    watcherClientsCommand,
+		Short:  "Run the --watchers scenario's clients (internal)",
+		Long:   "Run by `longhaul bench --watchers`, never by people: read the scenario's messages on stdin, subscribe its clients, answer on stdout.",
+		Hidden: true,
+		Args:   usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return bench.ServeWatcherClients(cmd.Context(), cmd.InOrStdin(), c.stdout)
+		},
+	}
 }
 
 // validate refuses bad values before anything runs, naming the flag.
@@ -46,6 +70,8 @@ func (f *scenarioFlags) validate() error {
 		return usagef("--model-latency %s: want 0 or more", f.modelLatency)
 	case f.watchers < 0:
 		return usagef("--watchers %d: want 1 or more subscribers", f.watchers)
+	case f.watchersInProcess && f.watchers == 0:
+		return usagef("--watchers-in-process needs --watchers")
 	}
 	if f.workspace != "" {
 		info, err := os.Stat(f.workspace)
@@ -96,7 +122,11 @@ func (f *scenarioFlags) run(ctx context.Context, out io.Writer, dir string, step
 		bench.PrintActive(out, []*bench.ActiveResult{res})
 	}
 	if f.watchers > 0 {
-		res, err := bench.Watchers(ctx, cfg("watchers"), f.watchers)
+		c := cfg("watchers")
+		if !f.watchersInProcess {
+			c.ClientCommand = bench.SelfClients([]string{"bench", watcherClientsCommand})
+		}
+		res, err := bench.Watchers(ctx, c, f.watchers)
 		if err != nil {
 			return fmt.Errorf("watchers run: %w", err)
 		}

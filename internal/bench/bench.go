@@ -13,6 +13,7 @@ import (
 	"math"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -59,6 +60,12 @@ type Config struct {
 	Rounds int
 	// Workers is each engine's worker pool size. Default: max(Sessions, 32).
 	Workers int
+	// ClientCommand, for the watchers run only, makes the command that
+	// runs the subscribers in a process of their own: a binary that runs
+	// ServeWatcherClients on its standard input and output (SelfClients
+	// re-executes the running one). Nil: the subscribers run in the
+	// run's own process, on the server's Go runtime.
+	ClientCommand func(context.Context) *exec.Cmd
 }
 
 func (c *Config) validate() error {

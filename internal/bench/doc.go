@@ -24,6 +24,11 @@
 // use a bench-local model (model.go) whose spec does not grow with the
 // steps and which can answer after a latency.
 //
+// The watchers run's clients run in a process of their own
+// (watchclients.go): the bench binary, re-executed in a hidden mode that
+// runs ServeWatcherClients, so that they do not share the server's Go
+// runtime and the server's CPU is counted apart from theirs.
+//
 // It imports the engine, the wire types (events' payloads, to read an
 // effect), the scripted provider, both storage drivers, pgx (to create
 // and drop its schema) and internal/node (the watchers run serves a node's

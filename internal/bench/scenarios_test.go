@@ -102,13 +102,26 @@ func TestWorkspaceTiny(t *testing.T) {
 	require.ErrorContains(t, err, "the workspace tree")
 }
 
-// TestWatchersTiny runs the watchers scenario tiny: every subscriber reads
-// every event of the turn, in order, over a real node's API.
+// TestWatchersTiny runs the watchers scenario tiny, its clients in this
+// process and in one of their own: every subscriber reads every event of
+// the turn, in order, over a real node's API.
 func TestWatchersTiny(t *testing.T) {
 	t.Parallel()
+	t.Run("own process", func(t *testing.T) {
+		t.Parallel()
+		res, err := Watchers(context.Background(), Config{Dir: t.TempDir(), Steps: 3, ClientCommand: testClients}, 5)
+		require.NoError(t, err)
+		require.True(t, res.Separate)
+		require.Equal(t, 5*res.Events, res.Samples)
+		require.Positive(t, res.P50)
+		var out strings.Builder
+		PrintWatchers(&out, []*WatchersResult{res})
+		require.Regexp(t, `watchers.*\n\s+5\s+own process\s+\d+\s+\d+\s`, out.String())
+	})
 	res, err := Watchers(context.Background(), Config{Dir: t.TempDir(), Steps: 3}, 5)
 	require.NoError(t, err)
 	require.Equal(t, 5, res.Watchers)
+	require.False(t, res.Separate)
 	require.Greater(t, res.Events, 3*2, "each step journals several events")
 	require.Equal(t, 5*res.Events, res.Samples)
 	require.Positive(t, res.P50)
@@ -117,7 +130,7 @@ func TestWatchersTiny(t *testing.T) {
 	require.LessOrEqual(t, res.FirstP50, res.Max, "the first read of an event is no later than the last")
 	var out strings.Builder
 	PrintWatchers(&out, []*WatchersResult{res})
-	require.Regexp(t, `watchers.*\n\s+5\s+\d+\s+\d+\s`, out.String())
+	require.Regexp(t, `watchers.*\n\s+5\s+in-process\s+\d+\s+\d+\s`, out.String())
 	_, err = Watchers(context.Background(), Config{Dir: t.TempDir()}, 0)
 	require.ErrorContains(t, err, "watchers must be 1 or more")
 }

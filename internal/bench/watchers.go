@@ -47,6 +47,9 @@ const watchersReadBuffer = 16 << 10
 // WatchersResult is one watchers run.
 type WatchersResult struct {
 	Watchers int
+	// Separate: the subscribers ran in a process of their own
+	// (Config.ClientCommand), not in the server's.
+	Separate bool
 	// Events is the number of events each subscriber read; Samples the
 	// latencies measured (Watchers × Events).
 	Events, Samples int
@@ -67,16 +70,22 @@ type WatchersResult struct {
 	// AllocsPerDelivery is the heap allocations in that time per sample.
 	// The system calls and allocations do not depend on the machine's
 	// load at all.
+	//
+	// With Separate, these count the server's process alone, and
+	// ClientCPUPerDelivery is the client process's CPU time per sample,
+	// from its streams' opening to its last read.
 	CPUPerDelivery                      time.Duration
 	WritesPerDelivery, ReadsPerDelivery float64
 	AllocsPerDelivery                   float64
+	ClientCPUPerDelivery                time.Duration
 }
 
 // Watchers runs a node in cfg.Dir on SQLite, subscribes watchers clients
 // to one session's event stream over loopback, then runs a turn of
 // cfg.Steps steps (default 20) and measures each event's latency from its
-// append to each subscriber. Sessions, Rounds, Nodes and StoreURL are not
-// used.
+// append to each subscriber. The subscribers run in a process of their
+// own when cfg.ClientCommand is set, else in this one. Sessions, Rounds,
+// Nodes and StoreURL are not used.
 func Watchers(ctx context.Context, cfg Config, watchers int) (_ *WatchersResult, err error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -135,38 +144,18 @@ func Watchers(ctx context.Context, cfg Config, watchers int) (_ *WatchersResult,
 	}
 
 	url := fmt.Sprintf("http://%s/v1/sessions/%s/events/stream?after=%d", ln.Addr(), s.ID, start)
-	// The clients read a backlog in few system calls (the default buffer
-	// is 4 KiB), so that they cost the run as little as they can.
-	client := &http.Client{Transport: &http.Transport{
-		MaxIdleConnsPerHost: watchers, DisableCompression: true, ReadBufferSize: watchersReadBuffer,
-	}}
-	defer client.CloseIdleConnections()
-	wctx, stop := context.WithCancel(ctx)
-	subs := make([]*subscriber, watchers)
-	var opened sync.WaitGroup
-	var wg sync.WaitGroup
-	for i := range subs {
-		// Room for every receipt of the turn (a step journals about 6
-		// events), so that the clients' appends do not make garbage.
-		subs[i] = &subscriber{after: start, received: make([]receipt, 0, 8*cfg.Steps+16)}
-		opened.Add(1)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			subs[i].follow(wctx, client, url, opened.Done)
-		}()
-	}
-	defer func() {
-		stop()
-		wg.Wait()
-	}()
-	if err := waitGroupWithin(ctx, &opened, watchersOpenTimeout); err != nil {
-		return nil, fmt.Errorf("bench: waiting for the subscribers' streams to open: %w", err)
-	}
-	for _, sub := range subs {
-		if err := sub.failure(); err != nil {
+	var clients watcherClients = &inProcessClients{}
+	if cfg.ClientCommand != nil {
+		pc, err := newProcessClients(ctx, cfg.ClientCommand)
+		if err != nil {
 			return nil, err
 		}
+		clients = pc
+	}
+	defer clients.close()
+	// Room for every receipt of the turn (a step journals about 6 events).
+	if err := clients.open(ctx, url, start, watchers, 8*cfg.Steps+16); err != nil {
+		return nil, err
 	}
 
 	before := readProcCounters()
@@ -180,21 +169,12 @@ func Watchers(ctx context.Context, cfg Config, watchers int) (_ *WatchersResult,
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(watchersOpenTimeout)
-	for _, sub := range subs {
-		for sub.last.Load() < end {
-			if err := sub.failure(); err != nil {
-				return nil, err
-			}
-			if time.Now().After(deadline) {
-				return nil, fmt.Errorf("bench: a subscriber read up to event %d of %d within %s", sub.last.Load(), end, watchersOpenTimeout)
-			}
-			time.Sleep(time.Millisecond) // poll: the bench's own wait, not a measurement
-		}
+	received, clientUsed, err := clients.finish(ctx, end)
+	if err != nil {
+		return nil, err
 	}
 	used := readProcCounters().since(before)
-	stop()
-	wg.Wait()
+	clients.close()
 
 	evs, err := eng.ListEvents(ctx, s.ID, start, int(end-start))
 	if err != nil {
@@ -206,8 +186,8 @@ func Watchers(ctx context.Context, cfg Config, watchers int) (_ *WatchersResult,
 	}
 	var lat []time.Duration
 	first := make([]time.Duration, end-start)
-	for _, sub := range subs {
-		for i, rc := range sub.received {
+	for _, rcs := range received {
+		for i, rc := range rcs {
 			if rc.seq != start+int64(i)+1 {
 				return nil, fmt.Errorf("bench: a subscriber read event %d where %d was due: the stream lost or reordered events", rc.seq, start+int64(i)+1)
 			}
@@ -222,7 +202,10 @@ func Watchers(ctx context.Context, cfg Config, watchers int) (_ *WatchersResult,
 			}
 		}
 	}
-	res := &WatchersResult{Watchers: watchers, Events: int(end - start), Samples: len(lat)}
+	if len(lat) == 0 {
+		return nil, errors.New("bench: the subscribers read no event")
+	}
+	res := &WatchersResult{Watchers: watchers, Events: int(end - start), Samples: len(lat), Separate: cfg.ClientCommand != nil}
 	res.P50, res.P99 = percentile(lat, 0.50), percentile(lat, 0.99)
 	res.Max = lat[len(lat)-1] // percentile sorted them
 	res.FirstP50 = percentile(first, 0.50)
@@ -230,6 +213,7 @@ func Watchers(ctx context.Context, cfg Config, watchers int) (_ *WatchersResult,
 	res.WritesPerDelivery = float64(used.writes) / float64(len(lat))
 	res.ReadsPerDelivery = float64(used.reads) / float64(len(lat))
 	res.AllocsPerDelivery = float64(used.allocs) / float64(len(lat))
+	res.ClientCPUPerDelivery = clientUsed.cpu / time.Duration(len(lat))
 	return res, nil
 }
 
@@ -385,11 +369,15 @@ func (l *lineSplitter) hold(p []byte) {
 // PrintWatchers writes the watchers runs' table.
 func PrintWatchers(w io.Writer, runs []*WatchersResult) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "watchers\tevents\tsamples\tp50 append→read\tp99\tmax\tp50 to the first\tCPU/sample\twrites/sample\treads/sample\tallocs/sample\t")
+	fmt.Fprintln(tw, "watchers\tclients\tevents\tsamples\tp50 append→read\tp99\tmax\tp50 to the first\tserver CPU/sample\twrites/sample\treads/sample\tallocs/sample\tclient CPU/sample\t")
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t\n", r.Watchers, r.Events, r.Samples,
+		where, clientCPU := "in-process", "(in server's)"
+		if r.Separate {
+			where, clientCPU = "own process", r.ClientCPUPerDelivery.Round(10*time.Nanosecond).String()
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t%s\t\n", r.Watchers, where, r.Events, r.Samples,
 			r.P50.Round(time.Microsecond), r.P99.Round(time.Microsecond), r.Max.Round(time.Microsecond), r.FirstP50.Round(time.Microsecond),
-			r.CPUPerDelivery.Round(10*time.Nanosecond), r.WritesPerDelivery, r.ReadsPerDelivery, r.AllocsPerDelivery)
+			r.CPUPerDelivery.Round(10*time.Nanosecond), r.WritesPerDelivery, r.ReadsPerDelivery, r.AllocsPerDelivery, clientCPU)
 	}
 	tw.Flush()
 }

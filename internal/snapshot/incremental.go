@@ -1,7 +1,6 @@
 package snapshot
 
 import (
-	"cmp"
 	"errors"
 	"io/fs"
 	"maps"
@@ -218,9 +217,10 @@ func (c *Cache) endTake(root string, rec *rootRecord, gen uint64, linked bool) {
 	}
 	s.rec = rec
 	// Bound the records kept, by their entries like the files' digests
-	// (MaxFiles) and by their number, least recently used out.
-	var kept []*rootState
-	total := 0
+	// (MaxFiles) and by their number, least recently used out. Usually
+	// nothing or one record goes: it is found by a scan, with no sort and
+	// no slice, since every checkpoint of every session comes here.
+	total, n := 0, 0
 	for k, o := range c.roots {
 		if o.rec == nil {
 			if o.unknown == 0 && len(o.dirty) == 0 && o != s && !o.watching {
@@ -228,18 +228,22 @@ func (c *Cache) endTake(root string, rec *rootRecord, gen uint64, linked bool) {
 			}
 			continue
 		}
-		kept = append(kept, o)
+		n++
 		total += o.rec.entries
 	}
-	slices.SortFunc(kept, func(a, b *rootState) int { return cmp.Compare(a.used, b.used) })
-	n := len(kept)
-	for _, o := range kept {
-		if total <= c.maxFiles && n <= maxRootRecords {
+	for total > c.maxFiles || n > maxRootRecords {
+		var lru *rootState
+		for _, o := range c.roots {
+			if o.rec != nil && (lru == nil || o.used < lru.used) {
+				lru = o
+			}
+		}
+		if lru == nil {
 			break
 		}
-		total -= o.rec.entries
+		total -= lru.rec.entries
 		n--
-		c.forgetLocked(o)
+		c.forgetLocked(lru)
 	}
 }
 
