@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -75,4 +76,47 @@ func TestReportTightensRulesTheMonitorFlagged(t *testing.T) {
 		}
 	}
 	require.Equal(t, st.Tally.Tighten, flagged, "the report flags the rules the journal linked")
+}
+
+// TestReportTightensRulesTheModelMonitorFlagged: the model monitor's warn
+// before a call a rule allowed, and its pause before one a person approved
+// (then let run), flag those rules; its ok flags nothing.
+func TestReportTightensRulesTheModelMonitorFlagged(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	sp := spec(t, calls(t,
+		shellCall("echo one >> "+filepath.Join(dir, "a")),
+		shellCall("echo two >> "+filepath.Join(dir, "b")),
+		shellCall("echo three >> "+filepath.Join(dir, "c")),
+	), irreversibleShell)
+	sp.Monitor = modelMonitor(0, []lt.EffectClass{lt.EffectIrreversible},
+		verdictStep("warn", "writes outside the task"),
+		verdictStep("ok"),
+		verdictStep("pause", "a third write"))
+	sp.Policies = []lt.Policy{
+		{Name: "one-ok", Tool: "shell", When: `args.command.contains("one")`, Decision: lt.PolicyAllow},
+		{Name: "two-ok", Tool: "shell", When: `args.command.contains("two")`, Decision: lt.PolicyAllow},
+		{Name: "three-ask", Tool: "shell", When: `args.command.contains("three")`, Decision: lt.PolicyAsk},
+	}
+	s := create(t, h, sp, nil)
+	act := pendingApproval(t, h, s.ID)
+	require.Equal(t, "three-ask", act.Policy)
+	_, err := h.eng.DecideAction(ctx, s.ID, act.ID, &lt.Decision{Decision: lt.DecisionApprove})
+	require.NoError(t, err)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	require.Equal(t, lt.ActionMonitor, s.RequiredActions[0].Type)
+	_, err = h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Decision: lt.DecisionContinue})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+
+	row, err := h.store.SessionGet(ctx, s.ID)
+	require.NoError(t, err)
+	var st journal.State
+	require.NoError(t, json.Unmarshal(row.State, &st))
+	require.Len(t, st.Tally.Tighten, 2, "%v", st.Tally.Tighten)
+	require.Contains(t, st.Tally.Tighten["one-ok"], "the model monitor answered warn")
+	require.Contains(t, st.Tally.Tighten["one-ok"], "writes outside the task")
+	require.Contains(t, st.Tally.Tighten["three-ask"], "the model monitor answered pause")
+	require.NotContains(t, st.Tally.Tighten, "two-ok", "ok flags nothing")
 }

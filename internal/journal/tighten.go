@@ -3,13 +3,15 @@ package journal
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
 // The report's "tighten" flag: a policy rule whose allowed or approved
 // call the trajectory monitor flagged (a monitor.finding's evidence names
-// one of the call's events) is a candidate to tighten. The tally links the
+// one of the call's events, or the model monitor answered warn or pause
+// before it) is a candidate to tighten. The tally links the
 // two as the journal grows, whichever comes first: a finding about a
 // call's arguments is journaled before its policy is evaluated, one about
 // its result or its connections after it ran.
@@ -130,6 +132,20 @@ func (t *Tally) linkRules(s *State, ev *event) {
 		}
 		for _, seq := range d.Evidence {
 			t.flagSeq(s, &d, seq)
+		}
+	case lt.EventMonitorReviewed:
+		// The model monitor's warn or pause before a call a rule let
+		// through (a verdict it could not give is the engine's, not the
+		// monitor's judgement, and flags nothing).
+		d, err := decode[lt.MonitorReviewedData](ev)
+		if err != nil || d.CallID == "" || d.Failed || (d.Verdict != lt.VerdictWarn && d.Verdict != lt.VerdictPause) {
+			return
+		}
+		reason := fmt.Sprintf("the model monitor answered %s before the %s call %s it let run: %s", d.Verdict, d.Tool, d.CallID, strings.Join(d.Reasons, "; "))
+		if c := t.ruleCall(d.CallID); c != nil && c.Rule != "" {
+			t.tighten(c.Rule, reason)
+		} else {
+			t.flag(d.CallID, reason) // asked: flagged once a person let it run
 		}
 	}
 }
