@@ -85,7 +85,15 @@ func narrowChild(parent, asked *lt.AgentSpec, pl parentLimits) (*lt.AgentSpec, e
 		return nil, err
 	}
 	var rs refusals
-	narrowModel(&parent.Model, &child.Model, &rs)
+	narrowModel(&parent.Model, &child.Model, "model", &rs)
+	if m := child.Monitor; m != nil && m.Model != nil && (parent.Monitor == nil || parent.Monitor.Model == nil) {
+		// A child may add a model monitor where its parent has none
+		// (childMonitor), but only on the parent's own model grant: the
+		// monitor's requests carry the tree's trajectory, so another
+		// base_url would be a way out past the network allowlist, and
+		// another key a credential the parent never held.
+		narrowModel(&parent.Model, m.Model, "monitor model", &rs)
+	}
 	narrowTools(parent.Tools, child.Tools, &rs)
 	narrowNetwork(parent.Environment, child.Environment, &rs)
 	narrowSecrets(parent.Environment, child.Environment, &rs)
@@ -112,35 +120,36 @@ func cloneSpec(s *lt.AgentSpec) (*lt.AgentSpec, error) {
 	return &out, nil
 }
 
-// narrowModel: the model's requests go where the parent's go, with the
+// narrowModel: the model's requests (what: "model", or "monitor model")
+// go where the parent's go, with the
 // parent's credential, priced as the parent's (a cheaper price would spend
 // the budget slower). The model's name, temperature and output limits may
 // differ: they change what is asked, not where it goes or who pays.
-func narrowModel(p, c *lt.ModelSpec, rs *refusals) {
+func narrowModel(p, c *lt.ModelSpec, what string, rs *refusals) {
 	if c.Provider == "" {
 		c.Provider = p.Provider
 	} else if c.Provider != p.Provider {
-		rs.add("model provider "+c.Provider, "its parent's is "+p.Provider)
+		rs.add(what+" provider "+c.Provider, "its parent's is "+p.Provider)
 	}
 	if c.BaseURL == "" {
 		c.BaseURL = p.BaseURL
 	} else if c.BaseURL != p.BaseURL {
-		rs.add("model base_url "+c.BaseURL, "")
+		rs.add(what+" base_url "+c.BaseURL, "")
 	}
 	if c.APIKeyEnv == "" && c.APIKeySecret == "" {
 		c.APIKeyEnv, c.APIKeySecret = p.APIKeyEnv, p.APIKeySecret
 	} else {
 		if c.APIKeyEnv != "" && c.APIKeyEnv != p.APIKeyEnv {
-			rs.add("model api_key_env "+c.APIKeyEnv, "")
+			rs.add(what+" api_key_env "+c.APIKeyEnv, "")
 		}
 		if c.APIKeySecret != "" && c.APIKeySecret != p.APIKeySecret {
-			rs.add("model api_key_secret "+c.APIKeySecret, "")
+			rs.add(what+" api_key_secret "+c.APIKeySecret, "")
 		}
 	}
 	if len(c.Pricing) == 0 {
 		c.Pricing = slices.Clone(p.Pricing)
 	} else if !jsonEqual(c.Pricing, p.Pricing) {
-		rs.add("model pricing", "a child is priced as its parent")
+		rs.add(what+" pricing", "a child is priced as its parent")
 	}
 	// Another model name must have a price when the parent's has one: a
 	// model without a known price costs 0, and the budget's cost limit
@@ -152,7 +161,7 @@ func narrowModel(p, c *lt.ModelSpec, rs *refusals) {
 		parent, _ := model.PricingFor(*p)
 		child, _ := model.PricingFor(*c)
 		if parent != nil && child == nil {
-			rs.add("model "+c.Name, "it has no known price, so a cost limit would not bind it; the parent's pricing may name one")
+			rs.add(what+" "+c.Name, "it has no known price, so a cost limit would not bind it; the parent's pricing may name one")
 		}
 	}
 }
