@@ -311,3 +311,77 @@ func TestAdversarialRunners_StaleNameTakesNoPinnedSession(t *testing.T) {
 	require.ErrorIs(t, err, os.ErrNotExist)
 	back.kill(t)
 }
+
+// TestAdversarialRunners_ReplacedKeyNeedsAPersonsUnpin: box1's key is
+// revoked (its runner is closed) and a new key is made for box1, on the
+// same machine. The new key's box1 gets nothing of the pinned session by
+// itself, since to the server it is any other key that took the name: the
+// session waits (environment_connection, saying the name is held by
+// another key and that unpin lets it go on). Once a person decides unpin,
+// the session goes on on the new key's box1, in the workspace it had.
+func TestAdversarialRunners_ReplacedKeyNeedsAPersonsUnpin(t *testing.T) {
+	t.Parallel()
+	const boot = "lh-adv-runners-rekey-bootstrap"
+	k, admin := startRunnersServer(t, boot)
+	ctx := t.Context()
+	old := k.create("box1-old", lt.RoleRunner)
+	listed := func(want string) {
+		t.Helper()
+		require.Eventually(t, func() bool { return strings.Join(runnersListed(t, k.srv, boot), ",") == want },
+			30*time.Second, 20*time.Millisecond, "runners listed: %q", want)
+	}
+	data := filepath.Join(t.TempDir(), "box1")
+	first := startRunnerIn(t, k.srv.url, old.Key, "box1", data, "--label", "gpu")
+	listed("box1 " + old.ID)
+
+	script, err := json.Marshal([]map[string]any{
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": `echo first > where.txt`}}}},
+		{"text": "done"},
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": `cat where.txt > again.txt`}}}},
+		{"text": "done again"},
+	})
+	require.NoError(t, err)
+	s, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Script: script}, Instructions: "Work.",
+		Tools: []lt.ToolSpec{{Name: "shell"}}, Environment: &lt.Environment{Runner: &lt.RunnerSelector{Labels: []string{"gpu"}}},
+	}})
+	require.NoError(t, err)
+	status := func(want lt.SessionStatus) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			got, err := admin.GetSession(ctx, s.ID)
+			return err == nil && got.Status == want
+		}, time.Minute, 10*time.Millisecond, "session to be %s", want)
+	}
+	status(lt.SessionIdle)
+
+	// The old key is revoked: the server closes its runner.
+	r := k.send(boot, http.MethodDelete, "/v1/keys/"+old.ID, "")
+	require.Equal(t, http.StatusNoContent, r.status, "%s", r.body)
+	listed("")
+	first.kill(t)
+	replaced := k.create("box1-new", lt.RoleRunner)
+	second := startRunnerIn(t, k.srv.url, replaced.Key, "box1", data, "--label", "gpu")
+	listed("box1 " + replaced.ID)
+
+	_, err = admin.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "again"})
+	require.NoError(t, err)
+	status(lt.SessionRequiresAction)
+	acts, err := admin.ListActions(ctx, s.ID, lt.ActionPending)
+	require.NoError(t, err)
+	require.Len(t, acts.Data, 1)
+	a := acts.Data[0]
+	require.Equal(t, lt.ActionEnvironmentConnection, a.Type)
+	require.Contains(t, a.Reason, "held by another key")
+	require.Contains(t, a.Summary, "decide unpin")
+	_, err = os.Stat(filepath.Join(data, "workspaces", s.ID, "again.txt"))
+	require.ErrorIs(t, err, os.ErrNotExist, "nothing ran on the new key's runner before the decision")
+
+	_, err = admin.DecideAction(ctx, s.ID, a.ID, &lt.Decision{Decision: lt.DecisionUnpin, Reason: "box1's key was replaced"})
+	require.NoError(t, err)
+	status(lt.SessionIdle)
+	b, err := os.ReadFile(filepath.Join(data, "workspaces", s.ID, "again.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "first\n", string(b), "the second turn ran on the new key's box1, in the session's workspace")
+	second.kill(t)
+}

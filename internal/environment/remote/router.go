@@ -285,7 +285,11 @@ func (r *router) elsewhere(ctx context.Context, p *environment.OpenParams) error
 	if err != nil {
 		r.cfg.Logger.Warn("list the runners of other nodes", "project", p.Project, "err", err)
 	}
+	keyChanged := false
 	for _, row := range rows {
+		if p.Pinned != "" && row.Name == p.Pinned && p.PinnedKey != "" && row.KeyID != p.PinnedKey {
+			keyChanged = true
+		}
 		if row.Node == r.cfg.Hub.Node() {
 			continue
 		}
@@ -293,6 +297,10 @@ func (r *router) elsewhere(ctx context.Context, p *environment.OpenParams) error
 		if pinnedThere || (p.Pinned == "" && p.Runner.Matches(row.Name, row.Labels)) {
 			return &environment.ElsewhereError{Node: row.Node, Runner: row.Name, Session: p.Session}
 		}
+	}
+	if keyChanged {
+		return fmt.Errorf("open environment of session %s: runner %s, where its environment lives: %w (on another node, not with the key its environment was opened with)",
+			p.Session, p.Pinned, environment.ErrPinnedKeyChanged)
 	}
 	if p.Pinned != "" {
 		return fmt.Errorf("open environment of session %s: runner %s, where its environment lives: %w (not connected)",
@@ -390,6 +398,6 @@ func checkPinnedKey(p *environment.OpenParams, rr *hub.Runner) error {
 	if p.Pinned == "" || p.PinnedKey == "" || p.Pinned != rr.Row.Name || rr.Row.KeyID == p.PinnedKey {
 		return nil
 	}
-	return fmt.Errorf("open environment of session %s: runner %s, where its environment lives: %w (the name is now held by another key than the one its environment was opened with)",
-		p.Session, p.Pinned, environment.ErrUnavailable)
+	return fmt.Errorf("open environment of session %s: runner %s, where its environment lives: %w (not the key its environment was opened with)",
+		p.Session, p.Pinned, environment.ErrPinnedKeyChanged)
 }
