@@ -19,6 +19,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/tool"
+	"github.com/longhaul-dev/longhaul/internal/workspace"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -59,6 +60,22 @@ type runnerBackend struct {
 	// RemoveIf): a program of the environment writing meanwhile, or the
 	// runner failing the change (its error, returned instead).
 	beforeChange atomic.Pointer[func(rel string) error]
+	// holdList, when set, holds a List (a person's listing) until its
+	// release is closed, its entered closed once it is in.
+	holdList atomic.Pointer[heldCall]
+	// stops counts the Stop calls made.
+	stops atomic.Int32
+}
+
+// heldCall is a call held in the middle (runnerBackend.holdList).
+type heldCall struct{ entered, release chan struct{} }
+
+func (e *onRunner) List(ctx context.Context, rel string, max int) (*workspace.Listing, error) {
+	if h := e.b.holdList.Swap(nil); h != nil {
+		close(h.entered)
+		<-h.release
+	}
+	return e.Environment.List(ctx, rel, max)
 }
 
 func (b *runnerBackend) Open(ctx context.Context, p *environment.OpenParams) (environment.Environment, error) {
@@ -146,6 +163,7 @@ func (e *onRunner) RemoveIf(ctx context.Context, rel string, c environment.Condi
 }
 
 func (e *onRunner) Stop(ctx context.Context, id string) error {
+	e.b.stops.Add(1)
 	if err := e.Environment.Stop(ctx, id); err != nil || !e.b.loseStopReply.CompareAndSwap(true, false) {
 		return err
 	}
