@@ -34,7 +34,9 @@ const (
 	runnersBadHello      websocket.StatusCode = 4004
 	runnersOutdated      websocket.StatusCode = 4008
 	// runnersProtocol is the runner protocol the server speaks.
-	runnersProtocol = 3
+	runnersProtocol = 4
+	// runnersMinProtocol is the oldest runner protocol it takes.
+	runnersMinProtocol = 3
 )
 
 // runnersDial opens a runner connection with key and says hello as name:
@@ -145,7 +147,7 @@ func TestAdversarialRunners_OldProtocolRefused(t *testing.T) {
 		`{"name":"box2","capacity":1,"version":"v0.9.0","protocol":2}`,
 	} {
 		_, err := runnersDialHello(t, k.srv, old.Key, hello)
-		runnersRequireClosed(t, err, runnersOutdated, fmt.Sprintf("older than %d", runnersProtocol))
+		runnersRequireClosed(t, err, runnersOutdated, fmt.Sprintf("older than %d", runnersMinProtocol))
 		runnersRequireClosed(t, err, runnersOutdated, "upgrade longhaul on the runner's machine")
 	}
 	for _, p := range []string{"-1", "1048577"} {
