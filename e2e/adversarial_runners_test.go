@@ -387,3 +387,32 @@ func TestAdversarialRunners_ReplacedKeyNeedsAPersonsUnpin(t *testing.T) {
 	require.Equal(t, "first\n", string(b), "the second turn ran on the new key's box1, in the session's workspace")
 	second.kill(t)
 }
+
+// TestAdversarialRunners_MadeUpAbandonedOpens: a hostile runner that
+// reports closing environments the server never left unclaimed (made-up
+// handles, as many as it likes) would have the server wake sessions for
+// slots that are not free. The server takes such a report only for a
+// handle it opened on that connection and never claimed: these are
+// answered and ignored, each logged with the runner and the handle only.
+func TestAdversarialRunners_MadeUpAbandonedOpens(t *testing.T) {
+	t.Parallel()
+	const boot = "lh-adv-runners-abandoned-bootstrap"
+	k := startKeyed(t, boot)
+	hostile := k.create("hostile", lt.RoleRunner)
+	ws, err := runnersDial(t, k.srv, hostile.Key, "liar")
+	require.NoError(t, err)
+	logFrom := k.srv.logSize()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for id := 1; id <= 20; id++ {
+		f := fmt.Sprintf(`{"type":"call","id":%d,"method":"env.abandoned","params":{"env_id":"e1_%d"}}`, id, id)
+		require.NoError(t, ws.Write(ctx, websocket.MessageText, []byte(f)))
+		_, b, err := ws.Read(ctx)
+		require.NoError(t, err, "the server answers each report")
+		require.JSONEq(t, fmt.Sprintf(`{"type":"result","id":%d,"result":null}`, id), string(b))
+	}
+	require.Eventually(t, func() bool {
+		return strings.Count(k.srv.logSince(logFrom), "did not leave unclaimed: ignored") == 20
+	}, 30*time.Second, 20*time.Millisecond, "each made-up report is ignored")
+	require.NotContains(t, k.srv.logSince(logFrom), "its slot is free")
+}
