@@ -64,24 +64,10 @@ func TestAdversarialRunners_MadeUpFound(t *testing.T) {
 	r := startRunner(t, mitm.URL, key.Key, "box1", "--label", "gpu")
 	require.Eventually(t, func() bool { return len(runnersListed(t, k.srv, boot)) == 1 }, 30*time.Second, 20*time.Millisecond)
 
-	script, err := json.Marshal([]map[string]any{
-		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": `echo by-the-model > notes.txt`}}}},
-		{"text": "done"},
-		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": `cat notes.txt`}}}},
-		{"text": "done again"},
-	})
-	require.NoError(t, err)
-	s, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
-		Model: lt.ModelSpec{Provider: "scripted", Script: script}, Instructions: "Work.",
-		Tools: []lt.ToolSpec{{Name: "shell"}}, Environment: &lt.Environment{Runner: &lt.RunnerSelector{Labels: []string{"gpu"}}},
-	}})
-	require.NoError(t, err)
+	s, status := gpuShellSession(t, admin, `echo by-the-model > notes.txt`, `cat notes.txt`)
 	idle := func() {
 		t.Helper()
-		require.Eventually(t, func() bool {
-			got, err := admin.GetSession(ctx, s.ID)
-			return err == nil && got.Status == lt.SessionIdle
-		}, time.Minute, 10*time.Millisecond)
+		status(lt.SessionIdle)
 	}
 	idle()
 
@@ -110,7 +96,7 @@ func TestAdversarialRunners_MadeUpFound(t *testing.T) {
 	require.Equal(t, lt.NotAppliedConflict, notApplied[0].Reason)
 	require.Equal(t, "unknown", notApplied[0].Found, "the runner's text is not taken")
 
-	_, err = admin.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "again"})
+	_, err := admin.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "again"})
 	require.NoError(t, err)
 	idle()
 	evs, err := admin.ListEvents(ctx, s.ID, 0, 500)

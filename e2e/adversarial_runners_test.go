@@ -104,6 +104,43 @@ func runnersListed(t *testing.T, srv *server, operator string) []string {
 	return out
 }
 
+// runnersListedAs returns what waits until an operator (boot) sees the
+// runners want ("name key_id", comma-separated; "" for none).
+func runnersListedAs(t *testing.T, k *keyed, boot string) func(want string) {
+	return func(want string) {
+		t.Helper()
+		require.Eventually(t, func() bool { return strings.Join(runnersListed(t, k.srv, boot), ",") == want },
+			30*time.Second, 20*time.Millisecond, "runners listed: %q", want)
+	}
+}
+
+// gpuShellSession creates a session on a runner labelled gpu whose first
+// turn runs the shell command first and whose second runs second, and
+// returns it with what waits for its status.
+func gpuShellSession(t *testing.T, admin *client.Client, first, second string) (*lt.Session, func(lt.SessionStatus)) {
+	t.Helper()
+	ctx := t.Context()
+	script, err := json.Marshal([]map[string]any{
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": first}}}},
+		{"text": "done"},
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": second}}}},
+		{"text": "done again"},
+	})
+	require.NoError(t, err)
+	s, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Script: script}, Instructions: "Work.",
+		Tools: []lt.ToolSpec{{Name: "shell"}}, Environment: &lt.Environment{Runner: &lt.RunnerSelector{Labels: []string{"gpu"}}},
+	}})
+	require.NoError(t, err)
+	return s, func(want lt.SessionStatus) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			got, err := admin.GetSession(ctx, s.ID)
+			return err == nil && got.Status == want
+		}, time.Minute, 10*time.Millisecond, "session to be %s", want)
+	}
+}
+
 // TestAdversarialRunners_NameHeld: a second runner key of the project
 // cannot take a live runner's name: it is refused with 4005 and the
 // reason, every time it tries, and the holder keeps its connection and
@@ -255,33 +292,11 @@ func TestAdversarialRunners_StaleNameTakesNoPinnedSession(t *testing.T) {
 	k, admin := startRunnersServer(t, boot)
 	ctx := t.Context()
 	honest, thief := k.create("honest", lt.RoleRunner), k.create("thief", lt.RoleRunner)
-	listed := func(want string) {
-		t.Helper()
-		require.Eventually(t, func() bool { return strings.Join(runnersListed(t, k.srv, boot), ",") == want },
-			30*time.Second, 20*time.Millisecond, "runners listed: %q", want)
-	}
+	listed := runnersListedAs(t, k, boot)
 	holder := startRunner(t, k.srv.url, honest.Key, "box1", "--label", "gpu")
 	listed("box1 " + honest.ID)
 
-	script, err := json.Marshal([]map[string]any{
-		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": `echo first >> where.txt`}}}},
-		{"text": "done"},
-		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": `echo "$LONGHAUL_SESSION_ID" > stolen.txt`}}}},
-		{"text": "done again"},
-	})
-	require.NoError(t, err)
-	s, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
-		Model: lt.ModelSpec{Provider: "scripted", Script: script}, Instructions: "Work.",
-		Tools: []lt.ToolSpec{{Name: "shell"}}, Environment: &lt.Environment{Runner: &lt.RunnerSelector{Labels: []string{"gpu"}}},
-	}})
-	require.NoError(t, err)
-	status := func(want lt.SessionStatus) {
-		t.Helper()
-		require.Eventually(t, func() bool {
-			got, err := admin.GetSession(ctx, s.ID)
-			return err == nil && got.Status == want
-		}, time.Minute, 10*time.Millisecond, "session to be %s", want)
-	}
+	s, status := gpuShellSession(t, admin, `echo first >> where.txt`, `echo "$LONGHAUL_SESSION_ID" > stolen.txt`)
 	status(lt.SessionIdle)
 
 	// The holder goes away; the thief takes the free name, with the label.
@@ -290,7 +305,7 @@ func TestAdversarialRunners_StaleNameTakesNoPinnedSession(t *testing.T) {
 	taker := startRunner(t, k.srv.url, thief.Key, "box1", "--label", "gpu")
 	listed("box1 " + thief.ID)
 
-	_, err = admin.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "again"})
+	_, err := admin.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "again"})
 	require.NoError(t, err)
 	status(lt.SessionRequiresAction)
 	acts, err := admin.ListActions(ctx, s.ID, lt.ActionPending)
@@ -327,34 +342,12 @@ func TestAdversarialRunners_ReplacedKeyNeedsAPersonsUnpin(t *testing.T) {
 	k, admin := startRunnersServer(t, boot)
 	ctx := t.Context()
 	old := k.create("box1-old", lt.RoleRunner)
-	listed := func(want string) {
-		t.Helper()
-		require.Eventually(t, func() bool { return strings.Join(runnersListed(t, k.srv, boot), ",") == want },
-			30*time.Second, 20*time.Millisecond, "runners listed: %q", want)
-	}
+	listed := runnersListedAs(t, k, boot)
 	data := filepath.Join(t.TempDir(), "box1")
 	first := startRunnerIn(t, k.srv.url, old.Key, "box1", data, "--label", "gpu")
 	listed("box1 " + old.ID)
 
-	script, err := json.Marshal([]map[string]any{
-		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": `echo first > where.txt`}}}},
-		{"text": "done"},
-		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": `cat where.txt > again.txt`}}}},
-		{"text": "done again"},
-	})
-	require.NoError(t, err)
-	s, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
-		Model: lt.ModelSpec{Provider: "scripted", Script: script}, Instructions: "Work.",
-		Tools: []lt.ToolSpec{{Name: "shell"}}, Environment: &lt.Environment{Runner: &lt.RunnerSelector{Labels: []string{"gpu"}}},
-	}})
-	require.NoError(t, err)
-	status := func(want lt.SessionStatus) {
-		t.Helper()
-		require.Eventually(t, func() bool {
-			got, err := admin.GetSession(ctx, s.ID)
-			return err == nil && got.Status == want
-		}, time.Minute, 10*time.Millisecond, "session to be %s", want)
-	}
+	s, status := gpuShellSession(t, admin, `echo first > where.txt`, `cat where.txt > again.txt`)
 	status(lt.SessionIdle)
 
 	// The old key is revoked: the server closes its runner.
@@ -366,7 +359,7 @@ func TestAdversarialRunners_ReplacedKeyNeedsAPersonsUnpin(t *testing.T) {
 	second := startRunnerIn(t, k.srv.url, replaced.Key, "box1", data, "--label", "gpu")
 	listed("box1 " + replaced.ID)
 
-	_, err = admin.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "again"})
+	_, err := admin.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "again"})
 	require.NoError(t, err)
 	status(lt.SessionRequiresAction)
 	acts, err := admin.ListActions(ctx, s.ID, lt.ActionPending)
