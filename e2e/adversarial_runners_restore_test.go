@@ -1,31 +1,25 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
-// forgetfulRunner sits between a real runner and the server and makes it
-// hostile: it answers the server's snapshot.holds itself, "not held",
-// except for the first question after a restore of that environment,
-// which goes to the runner (and passes the server's check of the
-// restore). A session on it loses its workspace at every call, each loss
-// restored and held.
+// forgetfulRunner makes a real runner hostile (a runnerMITM): it answers
+// the server's snapshot.holds itself, "not held", except for the first
+// question after a restore of that environment, which goes to the runner
+// (and passes the server's check of the restore). A session on it loses
+// its workspace at every call, each loss restored and held.
 type forgetfulRunner struct {
-	upstream string // the server's runner route
-
 	mu    sync.Mutex
 	calls map[uint64]envCall // the server's calls in flight, by id
 	fresh map[string]bool    // restored since its last holds, by env_id
@@ -34,88 +28,41 @@ type forgetfulRunner struct {
 
 type envCall struct{ method, env string }
 
-// linkFrame is what forgetfulRunner reads of a link message.
-type linkFrame struct {
-	Type   string          `json:"type"`
-	ID     uint64          `json:"id"`
-	Method string          `json:"method"`
-	Params json.RawMessage `json:"params"`
-}
-
-func (f *forgetfulRunner) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	up, _, err := websocket.Dial(r.Context(), f.upstream, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": r.Header["Authorization"]}})
-	if err != nil {
-		http.Error(w, "upstream", http.StatusBadGateway)
-		return
-	}
-	defer up.CloseNow()
-	down, err := websocket.Accept(w, r, nil)
-	if err != nil {
-		return
-	}
-	defer down.CloseNow()
-	up.SetReadLimit(64 << 20)
-	down.SetReadLimit(64 << 20)
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	defer cancel()
-	var wmu sync.Mutex // the writes to the server: relayed and faked
-	toServer := func(typ websocket.MessageType, b []byte) error {
-		wmu.Lock()
-		defer wmu.Unlock()
-		return up.Write(ctx, typ, b)
-	}
-	go func() { // runner → server: results noted, everything relayed
-		defer cancel()
-		for {
-			typ, b, err := down.Read(ctx)
-			if err != nil {
+// relay is the man in the middle that makes the runner behind upstream
+// (the server's runner route) forgetful.
+func (f *forgetfulRunner) relay(upstream string) *runnerMITM {
+	return &runnerMITM{upstream: upstream,
+		sent: func(m *linkFrame) { // results noted
+			if m.Type != "result" {
 				return
 			}
-			var m linkFrame
-			if json.Unmarshal(b, &m) == nil && m.Type == "result" {
-				f.mu.Lock()
-				if c, ok := f.calls[m.ID]; ok {
-					delete(f.calls, m.ID)
-					if c.method == "snapshot.restore" {
-						f.fresh[c.env] = true
-					}
-				}
-				f.mu.Unlock()
-			}
-			if toServer(typ, b) != nil {
-				return
-			}
-		}
-	}()
-	for { // server → runner: a holds not right after a restore is answered here
-		typ, b, err := up.Read(ctx)
-		if err != nil {
-			return
-		}
-		var m linkFrame
-		var ref struct {
-			EnvID string `json:"env_id"`
-		}
-		if json.Unmarshal(b, &m) == nil && m.Type == "call" && json.Unmarshal(m.Params, &ref) == nil {
 			f.mu.Lock()
+			defer f.mu.Unlock()
+			if c, ok := f.calls[m.ID]; ok {
+				delete(f.calls, m.ID)
+				if c.method == "snapshot.restore" {
+					f.fresh[c.env] = true
+				}
+			}
+		},
+		answer: func(m *linkFrame) []byte { // a holds not right after a restore is answered here
+			var ref struct {
+				EnvID string `json:"env_id"`
+			}
+			if json.Unmarshal(m.Params, &ref) != nil {
+				return nil
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
 			fake := m.Method == "snapshot.holds" && !f.fresh[ref.EnvID]
 			f.fresh[ref.EnvID] = false
-			if fake {
-				f.faked++
-			} else {
+			if !fake {
 				f.calls[m.ID] = envCall{method: m.Method, env: ref.EnvID}
+				return nil
 			}
-			f.mu.Unlock()
-			if fake {
-				if toServer(websocket.MessageText, fmt.Appendf(nil, `{"type":"result","id":%d,"result":false}`, m.ID)) != nil {
-					return
-				}
-				continue
-			}
-		}
-		if down.Write(ctx, typ, b) != nil {
-			return
-		}
+			f.faked++
+			return fmt.Appendf(nil, `{"type":"result","id":%d,"result":false}`, m.ID)
+		},
 	}
 }
 
@@ -131,9 +78,8 @@ func TestAdversarialRunners_ForgetsEveryRestore(t *testing.T) {
 	k, admin := startRunnersServer(t, boot)
 	ctx := t.Context()
 	key := k.create("forgetful", lt.RoleRunner)
-	f := &forgetfulRunner{upstream: "ws" + strings.TrimPrefix(k.srv.url, "http") + "/v1/runners/connect",
-		calls: map[uint64]envCall{}, fresh: map[string]bool{}}
-	mitm := httptest.NewServer(f)
+	f := &forgetfulRunner{calls: map[uint64]envCall{}, fresh: map[string]bool{}}
+	mitm := httptest.NewServer(f.relay("ws" + strings.TrimPrefix(k.srv.url, "http") + "/v1/runners/connect"))
 	t.Cleanup(mitm.Close)
 	startRunner(t, mitm.URL, key.Key, "box1", "--label", "gpu")
 	require.Eventually(t, func() bool { return len(runnersListed(t, k.srv, boot)) == 1 }, 30*time.Second, 20*time.Millisecond)

@@ -34,7 +34,9 @@ const (
 	runnersBadHello      websocket.StatusCode = 4004
 	runnersOutdated      websocket.StatusCode = 4008
 	// runnersProtocol is the runner protocol the server speaks.
-	runnersProtocol = 3
+	runnersProtocol = 4
+	// runnersMinProtocol is the oldest runner protocol it takes.
+	runnersMinProtocol = 3
 )
 
 // runnersDial opens a runner connection with key and says hello as name:
@@ -102,6 +104,43 @@ func runnersListed(t *testing.T, srv *server, operator string) []string {
 	return out
 }
 
+// runnersListedAs returns what waits until an operator (boot) sees the
+// runners want ("name key_id", comma-separated; "" for none).
+func runnersListedAs(t *testing.T, k *keyed, boot string) func(want string) {
+	return func(want string) {
+		t.Helper()
+		require.Eventually(t, func() bool { return strings.Join(runnersListed(t, k.srv, boot), ",") == want },
+			30*time.Second, 20*time.Millisecond, "runners listed: %q", want)
+	}
+}
+
+// gpuShellSession creates a session on a runner labelled gpu whose first
+// turn runs the shell command first and whose second runs second, and
+// returns it with what waits for its status.
+func gpuShellSession(t *testing.T, admin *client.Client, first, second string) (*lt.Session, func(lt.SessionStatus)) {
+	t.Helper()
+	ctx := t.Context()
+	script, err := json.Marshal([]map[string]any{
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": first}}}},
+		{"text": "done"},
+		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": second}}}},
+		{"text": "done again"},
+	})
+	require.NoError(t, err)
+	s, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Script: script}, Instructions: "Work.",
+		Tools: []lt.ToolSpec{{Name: "shell"}}, Environment: &lt.Environment{Runner: &lt.RunnerSelector{Labels: []string{"gpu"}}},
+	}})
+	require.NoError(t, err)
+	return s, func(want lt.SessionStatus) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			got, err := admin.GetSession(ctx, s.ID)
+			return err == nil && got.Status == want
+		}, time.Minute, 10*time.Millisecond, "session to be %s", want)
+	}
+}
+
 // TestAdversarialRunners_NameHeld: a second runner key of the project
 // cannot take a live runner's name: it is refused with 4005 and the
 // reason, every time it tries, and the holder keeps its connection and
@@ -145,7 +184,7 @@ func TestAdversarialRunners_OldProtocolRefused(t *testing.T) {
 		`{"name":"box2","capacity":1,"version":"v0.9.0","protocol":2}`,
 	} {
 		_, err := runnersDialHello(t, k.srv, old.Key, hello)
-		runnersRequireClosed(t, err, runnersOutdated, fmt.Sprintf("older than %d", runnersProtocol))
+		runnersRequireClosed(t, err, runnersOutdated, fmt.Sprintf("older than %d", runnersMinProtocol))
 		runnersRequireClosed(t, err, runnersOutdated, "upgrade longhaul on the runner's machine")
 	}
 	for _, p := range []string{"-1", "1048577"} {
@@ -253,33 +292,11 @@ func TestAdversarialRunners_StaleNameTakesNoPinnedSession(t *testing.T) {
 	k, admin := startRunnersServer(t, boot)
 	ctx := t.Context()
 	honest, thief := k.create("honest", lt.RoleRunner), k.create("thief", lt.RoleRunner)
-	listed := func(want string) {
-		t.Helper()
-		require.Eventually(t, func() bool { return strings.Join(runnersListed(t, k.srv, boot), ",") == want },
-			30*time.Second, 20*time.Millisecond, "runners listed: %q", want)
-	}
+	listed := runnersListedAs(t, k, boot)
 	holder := startRunner(t, k.srv.url, honest.Key, "box1", "--label", "gpu")
 	listed("box1 " + honest.ID)
 
-	script, err := json.Marshal([]map[string]any{
-		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": `echo first >> where.txt`}}}},
-		{"text": "done"},
-		{"tool_calls": []map[string]any{{"name": "shell", "arguments": map[string]any{"command": `echo "$LONGHAUL_SESSION_ID" > stolen.txt`}}}},
-		{"text": "done again"},
-	})
-	require.NoError(t, err)
-	s, err := admin.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", AgentSpec: &lt.AgentSpec{
-		Model: lt.ModelSpec{Provider: "scripted", Script: script}, Instructions: "Work.",
-		Tools: []lt.ToolSpec{{Name: "shell"}}, Environment: &lt.Environment{Runner: &lt.RunnerSelector{Labels: []string{"gpu"}}},
-	}})
-	require.NoError(t, err)
-	status := func(want lt.SessionStatus) {
-		t.Helper()
-		require.Eventually(t, func() bool {
-			got, err := admin.GetSession(ctx, s.ID)
-			return err == nil && got.Status == want
-		}, time.Minute, 10*time.Millisecond, "session to be %s", want)
-	}
+	s, status := gpuShellSession(t, admin, `echo first >> where.txt`, `echo "$LONGHAUL_SESSION_ID" > stolen.txt`)
 	status(lt.SessionIdle)
 
 	// The holder goes away; the thief takes the free name, with the label.
@@ -288,7 +305,7 @@ func TestAdversarialRunners_StaleNameTakesNoPinnedSession(t *testing.T) {
 	taker := startRunner(t, k.srv.url, thief.Key, "box1", "--label", "gpu")
 	listed("box1 " + thief.ID)
 
-	_, err = admin.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "again"})
+	_, err := admin.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "again"})
 	require.NoError(t, err)
 	status(lt.SessionRequiresAction)
 	acts, err := admin.ListActions(ctx, s.ID, lt.ActionPending)
@@ -310,4 +327,85 @@ func TestAdversarialRunners_StaleNameTakesNoPinnedSession(t *testing.T) {
 	_, err = os.Stat(filepath.Join(taker.data, "workspaces", s.ID))
 	require.ErrorIs(t, err, os.ErrNotExist)
 	back.kill(t)
+}
+
+// TestAdversarialRunners_ReplacedKeyNeedsAPersonsUnpin: box1's key is
+// revoked (its runner is closed) and a new key is made for box1, on the
+// same machine. The new key's box1 gets nothing of the pinned session by
+// itself, since to the server it is any other key that took the name: the
+// session waits (environment_connection, saying the name is held by
+// another key and that unpin lets it go on). Once a person decides unpin,
+// the session goes on on the new key's box1, in the workspace it had.
+func TestAdversarialRunners_ReplacedKeyNeedsAPersonsUnpin(t *testing.T) {
+	t.Parallel()
+	const boot = "lh-adv-runners-rekey-bootstrap"
+	k, admin := startRunnersServer(t, boot)
+	ctx := t.Context()
+	old := k.create("box1-old", lt.RoleRunner)
+	listed := runnersListedAs(t, k, boot)
+	data := filepath.Join(t.TempDir(), "box1")
+	first := startRunnerIn(t, k.srv.url, old.Key, "box1", data, "--label", "gpu")
+	listed("box1 " + old.ID)
+
+	s, status := gpuShellSession(t, admin, `echo first > where.txt`, `cat where.txt > again.txt`)
+	status(lt.SessionIdle)
+
+	// The old key is revoked: the server closes its runner.
+	r := k.send(boot, http.MethodDelete, "/v1/keys/"+old.ID, "")
+	require.Equal(t, http.StatusNoContent, r.status, "%s", r.body)
+	listed("")
+	first.kill(t)
+	replaced := k.create("box1-new", lt.RoleRunner)
+	second := startRunnerIn(t, k.srv.url, replaced.Key, "box1", data, "--label", "gpu")
+	listed("box1 " + replaced.ID)
+
+	_, err := admin.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "again"})
+	require.NoError(t, err)
+	status(lt.SessionRequiresAction)
+	acts, err := admin.ListActions(ctx, s.ID, lt.ActionPending)
+	require.NoError(t, err)
+	require.Len(t, acts.Data, 1)
+	a := acts.Data[0]
+	require.Equal(t, lt.ActionEnvironmentConnection, a.Type)
+	require.Contains(t, a.Reason, "held by another key")
+	require.Contains(t, a.Summary, "decide unpin")
+	_, err = os.Stat(filepath.Join(data, "workspaces", s.ID, "again.txt"))
+	require.ErrorIs(t, err, os.ErrNotExist, "nothing ran on the new key's runner before the decision")
+
+	_, err = admin.DecideAction(ctx, s.ID, a.ID, &lt.Decision{Decision: lt.DecisionUnpin, Reason: "box1's key was replaced"})
+	require.NoError(t, err)
+	status(lt.SessionIdle)
+	b, err := os.ReadFile(filepath.Join(data, "workspaces", s.ID, "again.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "first\n", string(b), "the second turn ran on the new key's box1, in the session's workspace")
+	second.kill(t)
+}
+
+// TestAdversarialRunners_MadeUpAbandonedOpens: a hostile runner that
+// reports closing environments the server never left unclaimed (made-up
+// handles, as many as it likes) would have the server wake sessions for
+// slots that are not free. The server takes such a report only for a
+// handle it opened on that connection and never claimed: these are
+// answered and ignored, each logged with the runner and the handle only.
+func TestAdversarialRunners_MadeUpAbandonedOpens(t *testing.T) {
+	t.Parallel()
+	const boot = "lh-adv-runners-abandoned-bootstrap"
+	k := startKeyed(t, boot)
+	hostile := k.create("hostile", lt.RoleRunner)
+	ws, err := runnersDial(t, k.srv, hostile.Key, "liar")
+	require.NoError(t, err)
+	logFrom := k.srv.logSize()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for id := 1; id <= 20; id++ {
+		f := fmt.Sprintf(`{"type":"call","id":%d,"method":"env.abandoned","params":{"env_id":"e1_%d"}}`, id, id)
+		require.NoError(t, ws.Write(ctx, websocket.MessageText, []byte(f)))
+		_, b, err := ws.Read(ctx)
+		require.NoError(t, err, "the server answers each report")
+		require.JSONEq(t, fmt.Sprintf(`{"type":"result","id":%d,"result":null}`, id), string(b))
+	}
+	require.Eventually(t, func() bool {
+		return strings.Count(k.srv.logSince(logFrom), "did not leave unclaimed: ignored") == 20
+	}, 30*time.Second, 20*time.Millisecond, "each made-up report is ignored")
+	require.NotContains(t, k.srv.logSince(logFrom), "its slot is free")
 }

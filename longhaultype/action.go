@@ -144,6 +144,14 @@ const (
 	// environment_connection action resolved by itself: a matching
 	// runner connected.
 	DecisionConnected = "connected"
+	// DecisionUnpin answers an environment_connection action of a session
+	// pinned to a runner (by its name and key): the pin is dropped, and
+	// the environment opens on any runner that matches the agent's
+	// environment.runner, restored from the last checkpoint if that
+	// runner lacks the workspace. It is how a runner whose key was
+	// revoked and replaced (the same name, a new key) takes its sessions
+	// back: a person's decision, never the runner's.
+	DecisionUnpin = "unpin"
 	// DecisionContinue lets a session a monitor action stopped go on.
 	DecisionContinue = "continue"
 )

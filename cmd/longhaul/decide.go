@@ -288,6 +288,40 @@ func (c *cli) continueAction(cmd *cobra.Command, o *continueOpts, id string) err
 	return c.sendDecision(cmd, cl, a, &lt.Decision{Decision: lt.DecisionContinue}, o.json)
 }
 
+func (c *cli) unpinCmd() *cobra.Command {
+	o := &stopOpts{}
+	cmd := &cobra.Command{
+		Use:   "unpin ACTION_ID [--reason TEXT]",
+		Short: "Let a session waiting for its runner go on on any matching runner (an environment_connection action)",
+		Long: `Decide an environment_connection action of a session pinned to a runner: its
+environment lives on that runner, by the runner's name and the key it connected
+with, and the session waits for it. When the name is now held by another key
+(the action's reason says so: the runner's key was revoked and replaced, or
+another key took the name), only a person can say the new holder is the same
+runner: unpin drops the pin, and the session opens its environment on any
+runner that matches its agent's environment.runner, in the workspace that
+runner holds, or restored from the last checkpoint if it lacks it.`,
+		Example: `  longhaul unpin act_7d21 --reason "box1's key was replaced"`,
+		Args:    usageArgs(cobra.ExactArgs(1)),
+		RunE:    func(cmd *cobra.Command, args []string) error { return c.unpin(cmd, o, args[0]) },
+	}
+	o.client = clientFlags(cmd)
+	cmd.Flags().StringVar(&o.reason, "reason", "", "why, recorded in the journal")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the resolved action as JSON")
+	return cmd
+}
+
+func (c *cli) unpin(cmd *cobra.Command, o *stopOpts, id string) error {
+	cl, a, err := c.fetchAction(cmd, o.client, id)
+	if err != nil {
+		return err
+	}
+	if a.Type != lt.ActionEnvironmentConnection {
+		return wrongType("unpin", a)
+	}
+	return c.sendDecision(cmd, cl, a, &lt.Decision{Decision: lt.DecisionUnpin, Reason: o.reason}, o.json)
+}
+
 type answerOpts struct {
 	client *clientOpts
 	json   bool

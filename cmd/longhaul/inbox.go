@@ -282,7 +282,10 @@ func decideCommands(a *lt.Action) []string {
 	case lt.ActionInDoubt:
 		return []string{"longhaul decide " + a.ID + " happened|did_not_happen|skip"}
 	case lt.ActionEnvironmentConnection:
-		return []string{"longhaul stop " + a.ID + " [--reason TEXT]   (or wait: it goes on by itself when a matching runner connects; see 'longhaul runners')"}
+		return []string{
+			"longhaul stop " + a.ID + " [--reason TEXT]   (or wait: it goes on by itself when a matching runner connects; see 'longhaul runners')",
+			"longhaul unpin " + a.ID + " [--reason TEXT]   (a pinned session: let any matching runner take it, e.g. its runner's key was replaced)",
+		}
 	case lt.ActionMonitor:
 		return []string{"longhaul continue " + a.ID, "longhaul stop " + a.ID + " [--reason TEXT]"}
 	case lt.ActionBrowserPermission:

@@ -216,6 +216,9 @@ type Engine struct {
 	// wsLocks keeps a person's change of a workspace and this node's
 	// runner of the session apart (workspacesync.go).
 	wsLocks workspaceLocks
+	// personOpens counts the environments people's requests of this node
+	// hold open, which an idle stop waits for (personopens.go).
+	personOpens personOpens
 
 	mu       sync.Mutex
 	draining bool

@@ -46,6 +46,8 @@ func (r *runner) askEnvironment(ctx context.Context, why error) error {
 		return err
 	}
 	switch {
+	case errors.Is(why, environment.ErrPinnedKeyChanged) && pin.runner != "":
+		summary = "The session's environment lives on runner " + pin.runner + ", whose name is now held by another key than the one the environment was opened with: it goes on when that key's runner connects; decide unpin to let any matching runner take it (a runner whose key was replaced), or stop the turn"
 	case errors.Is(why, environment.ErrFull) && pin.runner != "":
 		summary = "The session's environment lives on runner " + pin.runner + ", which is at its capacity: it goes on when one of its environments closes, or stop the turn"
 	case errors.Is(why, environment.ErrFull):
@@ -129,16 +131,29 @@ func connectedResolution(a *lt.Action, runner string) lt.ActionResolvedData {
 }
 
 // envConnectionDecision carries out the application's decision on an
-// environment_connection action: stop (the turn ends); the action resolves
-// by itself otherwise.
+// environment_connection action: stop (the turn ends), or unpin (a session
+// pinned to a runner may open on any matching one: the pin's key was
+// revoked and replaced, say); the action resolves by itself otherwise.
 func envConnectionDecision(b *batch, a *lt.Action, d *lt.Decision, resolved lt.ActionResolvedData) error {
 	if d.Arguments != nil || d.Answer != "" || len(d.Output) > 0 || d.Error != "" || d.Budget != nil || d.ArgumentsSHA256 != "" {
-		return apierror.Invalid("decision", "an environment_connection action takes only decision stop (and reason)")
+		return apierror.Invalid("decision", "an environment_connection action takes only decision stop or unpin (and reason)")
 	}
-	if d.Decision != lt.DecisionStop {
-		return apierror.Invalid("decision", "must be stop: an environment_connection action resolves by itself when a matching runner connects")
+	switch d.Decision {
+	case lt.DecisionStop:
+		return stopAtAction(b, a, resolved, lt.StopStopped, "stopped by a person while the session waited for a runner", d.Reason)
+	case lt.DecisionUnpin:
+		if root := b.st.WorkspaceID(); root != b.st.Session.ID {
+			// The pin is the root's, whose workspace the sub-agent shares.
+			return apierror.Conflict("session %s is a sub-agent: its environment is its root session %s's, pinned there; decide unpin on the root's environment_connection action", b.st.Session.ID, root)
+		}
+		if b.st.EnvironmentRunner == "" {
+			return apierror.Conflict("session %s is pinned to no runner: its environment_connection action resolves when a runner matching its agent's environment.runner connects", b.st.Session.ID)
+		}
+		// Applied (the journal drops the pin), the session is claimed
+		// again and opens its environment on a matching runner.
+		return b.add(lt.EventActionResolved, a.TurnID, 0, resolved)
 	}
-	return stopAtAction(b, a, resolved, lt.StopStopped, "stopped by a person while the session waited for a runner", d.Reason)
+	return apierror.Invalid("decision", "must be stop or unpin: an environment_connection action resolves by itself when a matching runner connects")
 }
 
 // runnerWakePage is how many pending environment_connection actions

@@ -19,6 +19,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/tool"
+	"github.com/longhaul-dev/longhaul/internal/workspace"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -59,6 +60,22 @@ type runnerBackend struct {
 	// RemoveIf): a program of the environment writing meanwhile, or the
 	// runner failing the change (its error, returned instead).
 	beforeChange atomic.Pointer[func(rel string) error]
+	// holdList, when set, holds a List (a person's listing) until its
+	// release is closed, its entered closed once it is in.
+	holdList atomic.Pointer[heldCall]
+	// stops counts the Stop calls made.
+	stops atomic.Int32
+}
+
+// heldCall is a call held in the middle (runnerBackend.holdList).
+type heldCall struct{ entered, release chan struct{} }
+
+func (e *onRunner) List(ctx context.Context, rel string, max int) (*workspace.Listing, error) {
+	if h := e.b.holdList.Swap(nil); h != nil {
+		close(h.entered)
+		<-h.release
+	}
+	return e.Environment.List(ctx, rel, max)
 }
 
 func (b *runnerBackend) Open(ctx context.Context, p *environment.OpenParams) (environment.Environment, error) {
@@ -74,8 +91,11 @@ func (b *runnerBackend) Open(ctx context.Context, p *environment.OpenParams) (en
 		// router's exemption).
 		return nil, fmt.Errorf("open environment of session %s: runner box1: %w", p.Session, environment.ErrFull)
 	}
+	if b.connected.Load() && p.Pinned == "box1" && p.PinnedKey != "" && p.PinnedKey != b.keyID() {
+		return nil, fmt.Errorf("open environment of session %s: runner box1: %w", p.Session, environment.ErrPinnedKeyChanged)
+	}
 	if !b.connected.Load() || !p.Runner.Matches("box1", []string{"gpu"}) || (p.Pinned != "" && p.Pinned != "box1") ||
-		(p.PinnedKey != "" && p.PinnedKey != b.keyID()) || (b.refuseSubagents.Load() && p.Workspace != p.Session) {
+		(b.refuseSubagents.Load() && p.Workspace != p.Session) {
 		return nil, fmt.Errorf("open environment of session %s: %w (no matching runner is connected)", p.Session, environment.ErrUnavailable)
 	}
 	local := *p
@@ -143,6 +163,7 @@ func (e *onRunner) RemoveIf(ctx context.Context, rel string, c environment.Condi
 }
 
 func (e *onRunner) Stop(ctx context.Context, id string) error {
+	e.b.stops.Add(1)
 	if err := e.Environment.Stop(ctx, id); err != nil || !e.b.loseStopReply.CompareAndSwap(true, false) {
 		return err
 	}
@@ -367,6 +388,50 @@ func TestPinnedRunnerNameTakenByAnotherKey(t *testing.T) {
 	require.Equal(t, 1, woke)
 	h.waitStatus(s.ID, lt.SessionIdle)
 	require.Len(t, events(t, h, s.ID, lt.EventToolCompleted), 1)
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestUnpinLetsAReplacedKeyTakeTheSession: a session pinned to box1 of
+// key1 waits when box1 connects with key2 (its key revoked and replaced,
+// or another key that took the name), and the action says so; only a
+// person's unpin lets key2's box1 take it: the session goes on there,
+// pinned anew to key2. An unpin of a session pinned to nothing is a 409.
+func TestUnpinLetsAReplacedKeyTakeTheSession(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	ctx := context.Background()
+	never := create(t, h, onGPU(spec(t, `[{"text":"never"}]`)), nil)
+	h.waitStatus(never.ID, lt.SessionRequiresAction)
+	na := pendingEnvAction(t, h, never.ID)
+	_, err := h.eng.DecideAction(ctx, never.ID, na.ID, &lt.Decision{Decision: lt.DecisionUnpin})
+	requireAPIError(t, err, lt.CodeConflict, "pinned to no runner")
+	_, err = h.eng.DecideAction(ctx, never.ID, na.ID, &lt.Decision{Decision: lt.DecisionStop})
+	require.NoError(t, err)
+
+	rb.connected.Store(true)
+	s := create(t, h, onGPU(spec(t, `[{"text":"first"},{"tool_calls":[{"name":"shell","arguments":{"command":"echo ran > ran.txt"}}]},{"text":"done"}]`,
+		lt.ToolSpec{Name: "shell"})), nil)
+	h.waitStatus(s.ID, lt.SessionIdle)
+
+	rb.key.Store("key2")
+	_, err = h.eng.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "again"})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionRequiresAction)
+	a := pendingEnvAction(t, h, s.ID)
+	require.Contains(t, a.Summary, "held by another key")
+	require.Contains(t, a.Summary, "decide unpin")
+	require.Contains(t, a.Reason, "held by another key")
+	woke, err := h.eng.RunnerConnected(ctx, lt.DefaultProject, "box1", "key2", []string{"gpu"})
+	require.NoError(t, err)
+	require.Zero(t, woke)
+	require.Empty(t, events(t, h, s.ID, lt.EventToolStarted), "nothing ran on key2's runner before the decision")
+
+	_, err = h.eng.DecideAction(ctx, s.ID, a.ID, &lt.Decision{Decision: lt.DecisionUnpin, Reason: "box1's key was replaced"})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	require.Len(t, events(t, h, s.ID, lt.EventToolCompleted), 1)
+	opened := events(t, h, s.ID, lt.EventEnvironmentOpened)
+	require.Equal(t, lt.EnvironmentOpenedData{Runner: "box1", RunnerKeyID: "key2"}, data[lt.EnvironmentOpenedData](t, opened[len(opened)-1]),
+		"pinned anew, to the key that took it")
 	checkJournal(t, h.store, s.ID)
 }
 

@@ -167,7 +167,19 @@ func (r *runner) stopEnvironment(ctx context.Context, turnID string, step int) (
 			return "", errStopOvertaken
 		}
 	}
-	if err := r.env.env.Stop(ctx, id); err != nil {
+	err = r.env.env.Stop(ctx, id)
+	if errors.Is(err, environment.ErrBusy) {
+		// A person's read or change holding the environment open (a
+		// short request) is waited for, and the stop tried again, rather
+		// than counted as refused and put off by the idle time.
+		wctx, cancel := context.WithTimeout(ctx, personOpenWait)
+		held, ended := r.e.personOpens.wait(wctx, r.st.WorkspaceID())
+		cancel()
+		if held && ended {
+			err = r.env.env.Stop(ctx, id)
+		}
+	}
+	if err != nil {
 		return "", err
 	}
 	return keep, nil

@@ -452,3 +452,37 @@ func TestIdleStopOnAFullRunner(t *testing.T) {
 	require.NoDirExists(t, ws)
 	checkJournal(t, h.store, s.ID)
 }
+
+// TestIdleStopWaitsForAPersonsRead: a person's listing of a runner
+// session's files holds its environment open on the runner while it
+// lasts, so an idle stop that comes meanwhile finds the environment busy.
+// The stop waits for the listing to end and stops then: no
+// environment.stop_failed is journaled, and the stop is not put off by
+// the idle time.
+func TestIdleStopWaitsForAPersonsRead(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	rb.connected.Store(true)
+	sp := onGPU(spec(t, writeThenWait("mid", "mid.txt"),
+		lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}))
+	sp.Environment.IdleStopSeconds = 30
+	s := create(t, h, sp, nil)
+	h.waitStatus(s.ID, lt.SessionRequiresAction)
+
+	held := &heldCall{entered: make(chan struct{}), release: make(chan struct{})}
+	rb.holdList.Store(held)
+	listed := make(chan error, 1)
+	go func() {
+		_, err := h.eng.ListFiles(context.Background(), s.ID, "")
+		listed <- err
+	}()
+	<-held.entered
+	h.clock.Advance(31 * time.Second)
+	require.Eventually(t, func() bool { return rb.stops.Load() >= 1 }, 30*time.Second, time.Millisecond,
+		"the idle stop tried while the person's listing held the environment open")
+	close(held.release)
+	require.NoError(t, <-listed)
+	stopped := stoppedEvent(t, h, s.ID)
+	require.Equal(t, "box1", stopped.Runner)
+	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentStopFailed), "a person's short read is no refusal")
+	checkJournal(t, h.store, s.ID)
+}

@@ -51,9 +51,11 @@ import (
 //     node that runs the session next applies it before its next tool
 //     call (runner.catchUpPersonChanges, after a restore if needed).
 //
-// Such an open counts as one on the runner while the request lasts: an
-// idle stop of the session meanwhile is refused (ErrBusy) and tried again
-// later (environment.stop_failed).
+// Such an open counts as one on the runner while the request lasts, and
+// the runner refuses to stop an environment whose workspace another has
+// open (ErrBusy): an idle stop of the session meanwhile waits for the
+// request to end (personopens.go, at most personOpenWait) and stops then,
+// journaling no refusal.
 
 // remoteListHashBytes bounds how much of the files a live listing of a
 // runner's workspace reads to give their digests: they cross the link.
@@ -77,6 +79,8 @@ type runnerFiles struct {
 	// diskBytes is the agent's environment.disk_mb in bytes (0: the
 	// runner's default, not known here).
 	diskBytes int64
+	// ended uncounts env from the engine's personOpens (nil: none).
+	ended func()
 }
 
 // close closes the environment v read (if any); safe to call twice and
@@ -84,6 +88,9 @@ type runnerFiles struct {
 func (v *runnerFiles) close() {
 	if v != nil && v.env != nil {
 		_ = v.env.Close()
+	}
+	if v != nil && v.ended != nil {
+		v.ended()
 	}
 }
 
@@ -137,6 +144,7 @@ func (e *Engine) openRunnerFiles(ctx context.Context, row *store.SessionRow, st 
 			held, err := holdsJournalsWorkspace(ctx, env, st)
 			if err == nil && held {
 				v.env = env
+				v.ended = e.personOpens.begin(st.WorkspaceID())
 				return v, nil
 			}
 			_ = env.Close()

@@ -112,6 +112,13 @@ const MaxStopOpens = 2
 // environments to close.
 var ErrFull = fmt.Errorf("%w: the runners are at their capacity", ErrUnavailable)
 
+// ErrPinnedKeyChanged is ErrUnavailable where the runner the environment
+// lives on (its pin: a name and the key it connected with) is connected
+// under that name with another key. Nothing goes to it: the name changed
+// hands, or its key was revoked and replaced, and only a person can tell
+// which (the environment_connection action's "unpin" decision).
+var ErrPinnedKeyChanged = fmt.Errorf("%w: the runner's name is held by another key", ErrUnavailable)
+
 // ElsewhereError is ErrUnavailable where the environment could open on
 // another node of the deployment: the runner it needs is connected there,
 // not to this node (a runner holds one connection, to one node). Nothing

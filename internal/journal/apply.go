@@ -766,6 +766,11 @@ func applyActionResolved(s *State, ev *event, ch *Changes) error {
 		c.Status, c.ActionID, c.ApprovedSHA256 = CallRequested, "", d.ArgumentsSHA256
 	case resolved.Type == lt.ActionBudget && d.Budget != nil:
 		s.Session.Budget = *d.Budget
+	case resolved.Type == lt.ActionEnvironmentConnection && d.Decision.Decision == lt.DecisionUnpin:
+		// A person lets any matching runner take the environment: the
+		// next open checks the copy it finds there against the journal
+		// (restored from the last checkpoint when it lacks it).
+		s.EnvironmentRunner, s.EnvironmentRunnerKey = "", ""
 	case resolved.Type == lt.ActionBrowserPermission && d.Decision.Decision == lt.DecisionAllow:
 		// Allowed: the call runs (again), its site granted for the call
 		// or for the session.

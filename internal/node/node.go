@@ -506,7 +506,10 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 	runnerCheck := cmp.Or(cfg.RunnerCheckInterval, hub.DefaultTouchInterval)
 	n.Runners = hub.New(n.NodeID, n.Store, &hub.Config{TouchInterval: runnerCheck, Logger: n.log,
 		MaxConnsPerKey: cfg.RunnerMaxConnsPerKey, MaxConns: cfg.RunnerMaxConns, Blobs: n.Store, Owners: n.Store,
-		OnConnect: n.wakeForRunner})
+		OnConnect: n.wakeForRunner,
+		// A slot the runner freed by closing an open this node gave up
+		// on: one session waiting for it may go on.
+		OnAbandoned: func(row store.RunnerRow) { n.wakeForFreedRunner(row.Project, row.Name, row.KeyID, row.Labels, 1) }})
 	routed, err := remote.NewRouter(&remote.RouterConfig{Local: envs, Hub: n.Runners, Logger: log, OnFreed: n.wakeForFreedRunner})
 	if err != nil {
 		_ = snapshots.Close()

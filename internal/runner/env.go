@@ -37,6 +37,9 @@ type connEnvs struct {
 	// for it before calling back.
 	conn  *link.Conn
 	ready chan struct{}
+	// serverProtocol is the runner protocol the server said it speaks in
+	// its Welcome (0: 3 or older); set with conn.
+	serverProtocol int
 
 	// now is the clock of the uploads' idleness (tests set it).
 	now func() time.Time
@@ -62,6 +65,7 @@ type connEnvs struct {
 
 // openEnv is an environment the server opened, with its programs.
 type openEnv struct {
+	id  string
 	env environment.Environment
 	// opened is when it was opened; claimed is set (c.mu held) once a
 	// call named it after its open (env.claim, which the server sends
@@ -107,14 +111,14 @@ type fileUpload struct {
 const uploadIdle = 2 * time.Minute
 
 func newConnEnvs(r *Runner) *connEnvs {
-	return &connEnvs{r: r, events: make(chan link.NetworkEventParams, maxQueuedEvents), ready: make(chan struct{}), now: time.Now,
+	return &connEnvs{r: r, events: make(chan link.NetworkEventParams, maxQueuedEvents), ready: make(chan struct{}), now: r.cfg.Now,
 		envs: map[string]*openEnv{}, opening: map[string]*pendingOpen{}, uploads: map[string]*fileUpload{}}
 }
 
 // start makes conn the connection the environments answer on and call
 // back over (network decisions, blobs).
-func (c *connEnvs) start(conn *link.Conn) {
-	c.conn = conn
+func (c *connEnvs) start(conn *link.Conn, serverProtocol int) {
+	c.conn, c.serverProtocol = conn, serverProtocol
 	c.r.blobs.conn.Store(conn)
 	close(c.ready)
 	go c.sendEvents()
@@ -237,10 +241,24 @@ func (c *connEnvs) sweepUnclaimedLocked() []*openEnv {
 	return swept
 }
 
-// closeSwept closes the environments sweepUnclaimedLocked took out.
+// closeSwept closes the environments sweepUnclaimedLocked took out, and
+// tells a server of protocol 4 or more (env.abandoned), so that it wakes a
+// session waiting for the slot; an older server does not take the call
+// (the runner said so when it connected).
 func (c *connEnvs) closeSwept(swept []*openEnv) {
 	for _, e := range swept {
 		_ = e.env.Close()
+		if c.conn == nil || c.serverProtocol < 4 {
+			continue
+		}
+		// Before the open that swept it is answered: a server that
+		// reads that answer has heard the report (a round trip, only
+		// when an open was abandoned).
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := c.conn.Call(ctx, link.MethodEnvAbandoned, link.EnvRef{EnvID: e.id}, nil, nil); err != nil && c.conn.Err() == nil {
+			c.r.log.Warn("report an environment closed as abandoned", "env", e.id, "err", err)
+		}
+		cancel()
 	}
 }
 
@@ -391,7 +409,7 @@ func (c *connEnvs) open(ctx context.Context, req *link.Request) (any, error) {
 		_ = env.Close()
 		return nil, link.Errorf(link.CodeCancelled, "the open was cancelled")
 	}
-	c.envs[p.EnvID] = &openEnv{env: env, forStop: p.ForStop, procs: map[string]environment.Process{}, opened: c.now()}
+	c.envs[p.EnvID] = &openEnv{id: p.EnvID, env: env, forStop: p.ForStop, procs: map[string]environment.Process{}, opened: c.now()}
 	c.mu.Unlock()
 	info := env.Info()
 	return link.EnvOpenResult{Provisioned: info.Provisioned, Backend: info.Backend, Limits: wireLimits(limits)}, nil

@@ -78,6 +78,10 @@ type Config struct {
 	// Jitter returns a number in [0, 1) (Backoff's). Default
 	// math/rand/v2.Float64.
 	Jitter func() float64
+	// Now is the clock of the runner's own bounds on a connection's
+	// environments (unclaimed opens, idle uploads). Default time.Now
+	// (tests set it).
+	Now func() time.Time
 	// Logger receives connections, ends and refusals. Default
 	// slog.Default().
 	Logger *slog.Logger
@@ -153,6 +157,9 @@ func New(cfg Config) (*Runner, error) {
 	}
 	if cfg.Jitter == nil {
 		cfg.Jitter = rand.Float64
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -270,7 +277,15 @@ func (r *Runner) connectOnce(ctx context.Context) (accepted bool, err error) {
 	if err := link.ReadJSON(ctx, ws, &welcome); err != nil {
 		return false, refusal(err, "read welcome")
 	}
-	r.log.Info("runner connected", "server", r.cfg.Server, "name", r.cfg.Hello.Name, "conn", welcome.ConnectionID, "node", welcome.Node)
+	r.log.Info("runner connected", "server", r.cfg.Server, "name", r.cfg.Hello.Name, "conn", welcome.ConnectionID, "node", welcome.Node,
+		"server_protocol", welcome.ServerProtocol(), "protocol", r.cfg.Hello.Protocol)
+	if welcome.Protocol < min(r.cfg.Hello.Protocol, link.ProtocolVersion) {
+		// An older server (it took this runner: it needs no call this
+		// runner lacks) does not take what it added since: this runner
+		// does without, and says so once per connection.
+		r.log.Warn(fmt.Sprintf("the server speaks runner protocol %s, this runner %d: it does not take env.abandoned, so the environments this runner closes because the server never claimed them are not reported to it (the server learns of their free slots only as other environments close): upgrade the server",
+			welcome.ServerProtocol(), r.cfg.Hello.Protocol))
+	}
 	if r.cfg.OnConnect != nil {
 		r.cfg.OnConnect(welcome)
 	}
@@ -283,7 +298,7 @@ func (r *Runner) connectOnce(ctx context.Context) (accepted bool, err error) {
 	lc.Handlers = envs.handlers()
 	lc.Logger = r.log
 	conn := link.New(ws, &lc)
-	envs.start(conn)
+	envs.start(conn, welcome.Protocol)
 	// The connection's end ends its environments' programs before the
 	// runner dials again (Done: every call's handler has returned).
 	defer envs.end()
@@ -313,8 +328,8 @@ func refusal(err error, what string) error {
 		return fmt.Errorf("%w: the server needs a newer runner protocol (%s): upgrade longhaul on this machine",
 			ErrRefused, ce.Reason)
 	case ce.Code == link.StatusBadHello && strings.Contains(ce.Reason, `unknown field "protocol"`):
-		return fmt.Errorf("%s: the server is older than this runner (it does not know the runner protocol's versions): upgrade the server, or run the runner of its version: %w",
-			what, err)
+		return fmt.Errorf("%s: the server is older than this runner (it does not know the runner protocol's versions, so it speaks protocol 1; this runner speaks %d and needs a server of %d or more): upgrade the server, or run the runner of its version: %w",
+			what, link.ProtocolVersion, link.MinProtocolVersion, err)
 	case ce.Code == link.StatusKeyRevoked, ce.Code == link.StatusBadHello, ce.Code == link.StatusReplaced:
 		return fmt.Errorf("%w: %s: %w", ErrRefused, what, err)
 	}

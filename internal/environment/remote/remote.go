@@ -118,6 +118,8 @@ func (b *backend) Open(ctx context.Context, p *environment.OpenParams) (environm
 		}
 	}
 	var res link.EnvOpenResult
+	// Until claimed, the runner may close it as abandoned and say so.
+	r.NoteOpening(e.id)
 	if err := e.call(ctx, link.MethodEnvOpen, op, &res, nil); err != nil {
 		if e.unroute != nil {
 			e.unroute()
@@ -129,10 +131,15 @@ func (b *backend) Open(ctx context.Context, p *environment.OpenParams) (environm
 		}
 		if ctx.Err() != nil {
 			// The runner may have opened it after all: close it, or it
-			// lives until the connection ends.
+			// lives until the runner closes it as abandoned (and says so)
+			// or the connection ends.
 			cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			_ = r.Conn.Call(cctx, link.MethodEnvClose, link.EnvRef{EnvID: e.id}, nil, nil)
+			if r.Conn.Call(cctx, link.MethodEnvClose, link.EnvRef{EnvID: e.id}, nil, nil) == nil {
+				r.Claimed(e.id)
+			}
 			cancel()
+		} else {
+			r.Claimed(e.id) // answered: nothing is open under it
 		}
 		return nil, fmt.Errorf("open environment of session %s: %w", p.Session, err)
 	}
@@ -142,7 +149,11 @@ func (b *backend) Open(ctx context.Context, p *environment.OpenParams) (environm
 	// The runner closes an environment no call names soon after its open
 	// (one whose open's answer never came back): it is named at once.
 	// Every runner the hub takes knows env.claim (protocol 2).
-	if err := e.call(ctx, link.MethodEnvClaim, link.EnvRef{EnvID: e.id}, nil, nil); err != nil {
+	err = e.call(ctx, link.MethodEnvClaim, link.EnvRef{EnvID: e.id}, nil, nil)
+	if err == nil {
+		r.Claimed(e.id)
+	}
+	if err != nil {
 		_ = e.Close()
 		if errors.Is(err, environment.ErrLost) {
 			// As a drop during the open: the runner closed what the

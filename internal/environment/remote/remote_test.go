@@ -20,6 +20,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/runner/hub"
 	"github.com/longhaul-dev/longhaul/internal/runner/link"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
+	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
 )
 
@@ -57,6 +58,10 @@ type rigOptions struct {
 	labels []string
 	// owners, when set, wraps the store that records the blobs' owners.
 	owners func(hub.OwnerStore) hub.OwnerStore
+	// onAbandoned is the hub's Config.OnAbandoned.
+	onAbandoned func(store.RunnerRow)
+	// now is the runner's clock (runner.Config.Now).
+	now func() time.Time
 }
 
 func newRig(tb testing.TB, blobs *environmenttest.Blobs, o rigOptions) *rig {
@@ -69,7 +74,8 @@ func newRig(tb testing.TB, blobs *environmenttest.Blobs, o rigOptions) *rig {
 	if o.owners != nil {
 		owners = o.owners(owners)
 	}
-	h := hub.New("node-a", st, &hub.Config{TouchInterval: time.Second, Blobs: blobs, Owners: owners, Logger: quiet, MaxUploadBytes: o.maxUploadBytes})
+	h := hub.New("node-a", st, &hub.Config{TouchInterval: time.Second, Blobs: blobs, Owners: owners, Logger: quiet, MaxUploadBytes: o.maxUploadBytes,
+		OnAbandoned: o.onAbandoned})
 	base, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -94,7 +100,8 @@ func newRig(tb testing.TB, blobs *environmenttest.Blobs, o rigOptions) *rig {
 	if sb == nil {
 		sb = sandbox.NewLocal()
 	}
-	rg.stopRunner = startRunner(tb, dialURL, rg.data, sb, o.limits, link.Hello{Name: runnerName, Labels: o.labels, Capacity: 64, Version: "test"})
+	rg.stopRunner = startRunner(tb, dialURL, rg.data, sb, o.limits, link.Hello{Name: runnerName, Labels: o.labels, Capacity: 64, Version: "test"},
+		func(c *runner.Config) { c.Now = o.now })
 	tb.Cleanup(func() {
 		rg.stopRunner()
 		stop()
@@ -109,13 +116,17 @@ func newRig(tb testing.TB, blobs *environmenttest.Blobs, o rigOptions) *rig {
 // startRunner runs a runner of hello's name against the server at url,
 // with its data in data, and returns what stops it (and waits until it
 // has).
-func startRunner(tb testing.TB, url, data string, sb sandbox.Backend, limits sandbox.Limits, hello link.Hello) func() {
+func startRunner(tb testing.TB, url, data string, sb sandbox.Backend, limits sandbox.Limits, hello link.Hello, tune ...func(*runner.Config)) func() {
 	tb.Helper()
-	r, err := runner.New(runner.Config{
+	cfg := runner.Config{
 		Server: url, Key: "good", DataDir: data, Backend: sb, SocketDir: tb.TempDir(), Limits: limits,
 		Hello:      hello,
 		MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
-	})
+	}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	r, err := runner.New(cfg)
 	require.NoError(tb, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

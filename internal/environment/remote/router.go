@@ -152,15 +152,35 @@ func (r *router) Open(ctx context.Context, p *environment.OpenParams) (environme
 	if p.Runner == nil && p.Pinned == "" {
 		return r.cfg.Local.Open(ctx, p)
 	}
+	// refused are the runners that answered full although this node
+	// counted room on them (the runner keeps its own count: an open it
+	// still holds that this node gave up on): the next match is tried.
+	var refused map[string]bool
+	for {
+		env, name, err := r.openOnce(ctx, p, refused)
+		if err == nil || !errors.Is(err, environment.ErrFull) || p.Pinned != "" || name == "" {
+			return env, err
+		}
+		r.cfg.Logger.Info("runner refused an environment as full: trying another match", "runner", name, "session", p.Session)
+		if refused == nil {
+			refused = map[string]bool{}
+		}
+		refused[name] = true
+	}
+}
+
+// openOnce opens p's environment on the runner pickLocked names, not one
+// of refused; name is that runner ("" when none was picked).
+func (r *router) openOnce(ctx context.Context, p *environment.OpenParams, refused map[string]bool) (_ environment.Environment, name string, _ error) {
 	r.mu.Lock()
-	name, err := r.pickLocked(p)
+	name, err := r.pickLocked(p, refused)
 	if err == nil && name == "" {
 		r.mu.Unlock()
-		return nil, r.elsewhere(ctx, p)
+		return nil, "", r.elsewhere(ctx, p)
 	}
 	if err != nil {
 		r.mu.Unlock()
-		return nil, err
+		return nil, "", err
 	}
 	ref := runnerRef{p.Project, name}
 	rb := r.backends[ref]
@@ -169,7 +189,7 @@ func (r *router) Open(ctx context.Context, p *environment.OpenParams) (environme
 		b, err := New(&Config{Hub: r.cfg.Hub, Project: p.Project, Runner: name, Logger: r.cfg.Logger})
 		if err != nil {
 			r.mu.Unlock()
-			return nil, err
+			return nil, name, err
 		}
 		rb = &routed{backend: b, ref: ref}
 		r.backends[ref] = rb
@@ -183,13 +203,13 @@ func (r *router) Open(ctx context.Context, p *environment.OpenParams) (environme
 	env, err := rb.backend.Open(ctx, p)
 	if err != nil {
 		r.release(rb, forStop)
-		return nil, err
+		return nil, name, err
 	}
 	routed := &routedEnv{Environment: env, release: sync.OnceFunc(func() { r.release(rb, forStop) })}
 	if forStop {
-		return &stopOnlyEnv{routed}, nil
+		return &stopOnlyEnv{routed}, name, nil
 	}
-	return routed, nil
+	return routed, name, nil
 }
 
 // release counts one of rb's environments closed (one opened for a stop
@@ -224,12 +244,13 @@ func (r *router) openOnLocked(project, name string) int {
 // pickLocked names the runner p's environment opens on: the pinned one
 // while it is connected, else the least loaded connected runner of the
 // project that matches p.Runner (its open environments over its
-// capacity). A runner at its capacity takes no more: the session waits
+// capacity), not one of refused (it said it was full). A runner at its
+// capacity takes no more: the session waits
 // (ErrUnavailable, saying the matching runners are full) until one of
 // its environments closes (OnFreed). "" and no error: no runner here, but
 // another node may have it (elsewhere). r.mu is held, so that the pick
 // and the count of its open environments are one step.
-func (r *router) pickLocked(p *environment.OpenParams) (string, error) {
+func (r *router) pickLocked(p *environment.OpenParams, refused map[string]bool) (string, error) {
 	if p.Pinned != "" {
 		rr, ok := r.cfg.Hub.Get(p.Project, p.Pinned)
 		if !ok {
@@ -261,7 +282,7 @@ func (r *router) pickLocked(p *environment.OpenParams) (string, error) {
 			continue
 		}
 		open, capacity := r.openOnLocked(row.Project, row.Name), max(row.Capacity, 1)
-		if open >= capacity {
+		if open >= capacity || refused[row.Name] {
 			full++
 			continue
 		}
@@ -285,7 +306,11 @@ func (r *router) elsewhere(ctx context.Context, p *environment.OpenParams) error
 	if err != nil {
 		r.cfg.Logger.Warn("list the runners of other nodes", "project", p.Project, "err", err)
 	}
+	keyChanged := false
 	for _, row := range rows {
+		if p.Pinned != "" && row.Name == p.Pinned && p.PinnedKey != "" && row.KeyID != p.PinnedKey {
+			keyChanged = true
+		}
 		if row.Node == r.cfg.Hub.Node() {
 			continue
 		}
@@ -293,6 +318,10 @@ func (r *router) elsewhere(ctx context.Context, p *environment.OpenParams) error
 		if pinnedThere || (p.Pinned == "" && p.Runner.Matches(row.Name, row.Labels)) {
 			return &environment.ElsewhereError{Node: row.Node, Runner: row.Name, Session: p.Session}
 		}
+	}
+	if keyChanged {
+		return fmt.Errorf("open environment of session %s: runner %s, where its environment lives: %w (on another node, not with the key its environment was opened with)",
+			p.Session, p.Pinned, environment.ErrPinnedKeyChanged)
 	}
 	if p.Pinned != "" {
 		return fmt.Errorf("open environment of session %s: runner %s, where its environment lives: %w (not connected)",
@@ -390,6 +419,6 @@ func checkPinnedKey(p *environment.OpenParams, rr *hub.Runner) error {
 	if p.Pinned == "" || p.PinnedKey == "" || p.Pinned != rr.Row.Name || rr.Row.KeyID == p.PinnedKey {
 		return nil
 	}
-	return fmt.Errorf("open environment of session %s: runner %s, where its environment lives: %w (the name is now held by another key than the one its environment was opened with)",
-		p.Session, p.Pinned, environment.ErrUnavailable)
+	return fmt.Errorf("open environment of session %s: runner %s, where its environment lives: %w (not the key its environment was opened with)",
+		p.Session, p.Pinned, environment.ErrPinnedKeyChanged)
 }

@@ -147,6 +147,38 @@ func TestRouterCapacityIsALimit(t *testing.T) {
 	require.NoError(t, second.Close())
 }
 
+// TestRouterSkipsARunnerThatSaysItIsFull: the runner keeps its own count
+// (an open this node gave up on still holds its slot there), so a runner
+// this node counts room on may answer full: the open goes to the next
+// matching runner with room, and with none it is ErrFull (the session
+// waits for a slot).
+func TestRouterSkipsARunnerThatSaysItIsFull(t *testing.T) {
+	blobs := environmenttest.NewBlobs(t)
+	rg := newRig(t, blobs, rigOptions{labels: []string{"linux"}})
+	for _, name := range []string{"tiny_a", "tiny_b"} {
+		stop := startRunner(t, rg.url, t.TempDir(), sandbox.NewLocal(), sandbox.Limits{},
+			link.Hello{Name: name, Labels: []string{"tiny"}, Capacity: 1, Version: "test"})
+		t.Cleanup(stop)
+		require.Eventually(t, func() bool { _, ok := rg.hub.Get(project, name); return ok }, 10*time.Second, time.Millisecond)
+	}
+	ctx := t.Context()
+	// tiny_a's slot is held by an environment the router does not count.
+	direct, err := remote.New(&remote.Config{Hub: rg.hub, Project: project, Runner: "tiny_a"})
+	require.NoError(t, err)
+	held, err := direct.Open(ctx, &environment.OpenParams{Workspace: "ses_held", Session: "ses_held", Project: project})
+	require.NoError(t, err)
+	defer held.Close()
+
+	router, _ := newRouter(t, rg, blobs, nil)
+	tiny := &environment.RunnerSelector{Labels: []string{"tiny"}}
+	env, err := router.Open(ctx, &environment.OpenParams{Workspace: "ses_one", Session: "ses_one", Project: project, Runner: tiny})
+	require.NoError(t, err, "tiny_a is full by its own count: tiny_b has room")
+	require.Equal(t, "tiny_b", env.Info().Runner)
+	defer env.Close()
+	_, err = router.Open(ctx, &environment.OpenParams{Workspace: "ses_two", Session: "ses_two", Project: project, Runner: tiny})
+	require.ErrorIs(t, err, environment.ErrFull, "no matching runner has room")
+}
+
 // TestRouterFindsARunnerOnAnotherNode: a runner that the session may use
 // but that is connected to another node (the store lists it there) is an
 // ElsewhereError naming that node, which the engine hands the session to;

@@ -43,7 +43,32 @@ func (h *Hub) runnerHandlers(r *Runner) map[string]link.Handler {
 		link.MethodBlobHas:      func(ctx context.Context, req *link.Request) (any, error) { return h.blobHas(ctx, r, req) },
 		link.MethodBlobPut:      func(ctx context.Context, req *link.Request) (any, error) { return h.blobPut(ctx, r, req) },
 		link.MethodBlobGet:      func(ctx context.Context, req *link.Request) (any, error) { return h.blobGet(ctx, r, req) },
+		link.MethodEnvAbandoned: func(ctx context.Context, req *link.Request) (any, error) { return h.envAbandoned(r, req) },
 	}
+}
+
+// envAbandoned answers link.MethodEnvAbandoned: the runner closed an
+// environment that no call named after its open. Taken only for a handle
+// this node opened and never claimed (a hostile runner's reports of
+// others would wake sessions for slots that are not free); the log names
+// the runner and the handle, nothing of the session's.
+func (h *Hub) envAbandoned(r *Runner, req *link.Request) (any, error) {
+	var p link.EnvRef
+	if err := req.DecodeParams(&p); err != nil {
+		return nil, err
+	}
+	if err := link.CheckHandle("env_id", p.EnvID); err != nil {
+		return nil, link.Errorf(link.CodeBadParams, "%v", err)
+	}
+	if !r.takeUnclaimed(p.EnvID) {
+		h.log.Warn("a runner reported closing an environment this node did not leave unclaimed: ignored", "runner", r.Row.Name, "env", p.EnvID)
+		return nil, nil
+	}
+	h.log.Info("a runner closed an environment this node opened and never claimed: its slot is free", "runner", r.Row.Name, "env", p.EnvID)
+	if h.cfg.OnAbandoned != nil {
+		go h.cfg.OnAbandoned(r.Row)
+	}
+	return nil, nil
 }
 
 // OnNetworkEvent routes the network decisions the runner reports for

@@ -93,6 +93,12 @@ type Config struct {
 	// engine wakes the sessions waiting for such a runner
 	// (environment_connection).
 	OnConnect func(row store.RunnerRow)
+	// OnAbandoned, when set, is called with a connection's row each time
+	// its runner reports that it closed an environment this node opened
+	// and never claimed (link.MethodEnvAbandoned): a slot of it is free
+	// again, which the node's count never held (the open failed here).
+	// Called in a goroutine of its own.
+	OnAbandoned func(row store.RunnerRow)
 }
 
 // Hub holds the runner connections of one node.
@@ -133,6 +139,50 @@ type Runner struct {
 	sessMu          sync.Mutex
 	sessions        map[string]int
 	sessionsChanged bool
+	// unclaimed are the handles of the environments this node asked the
+	// runner to open and has not claimed (NoteOpening, Claimed): the only
+	// ones its report of an abandoned open is taken for. sessMu guards it.
+	unclaimed map[string]struct{}
+}
+
+// maxUnclaimed bounds Runner.unclaimed: past it the oldest notes are not
+// told apart from the others, and one is dropped at random.
+const maxUnclaimed = 1024
+
+// NoteOpening notes that this node is opening environment envID on r
+// (env.open sent): until it is Claimed, the runner's report that it
+// closed it unclaimed is taken.
+func (r *Runner) NoteOpening(envID string) {
+	r.sessMu.Lock()
+	defer r.sessMu.Unlock()
+	if r.unclaimed == nil {
+		r.unclaimed = map[string]struct{}{}
+	}
+	if len(r.unclaimed) >= maxUnclaimed {
+		for id := range r.unclaimed {
+			delete(r.unclaimed, id)
+			break
+		}
+	}
+	r.unclaimed[envID] = struct{}{}
+}
+
+// Claimed notes that this node holds environment envID (its env.claim
+// was answered, or it closed it): no report of it is taken.
+func (r *Runner) Claimed(envID string) {
+	r.sessMu.Lock()
+	defer r.sessMu.Unlock()
+	delete(r.unclaimed, envID)
+}
+
+// takeUnclaimed reports whether envID was noted and not claimed, and
+// forgets it: each open is reported at most once.
+func (r *Runner) takeUnclaimed(envID string) bool {
+	r.sessMu.Lock()
+	defer r.sessMu.Unlock()
+	_, ok := r.unclaimed[envID]
+	delete(r.unclaimed, envID)
+	return ok
 }
 
 // SessionOpened counts an environment of session opened on r.
@@ -277,7 +327,7 @@ func (h *Hub) Serve(ctx context.Context, ws *websocket.Conn, key Key, check KeyC
 		_ = ws.Close(websocket.StatusInternalError, "the server could not record the connection")
 		return
 	}
-	if err := link.WriteJSON(ctx, ws, link.Welcome{ConnectionID: r.Row.ConnID, Node: h.node}); err != nil {
+	if err := link.WriteJSON(ctx, ws, link.Welcome{ConnectionID: r.Row.ConnID, Node: h.node, Protocol: link.ProtocolVersion}); err != nil {
 		h.forget(r)
 		_ = ws.CloseNow()
 		return

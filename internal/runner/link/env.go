@@ -23,7 +23,11 @@ const (
 	// of an environment it just opened: one no call names within the
 	// runner's bound after its open is closed, its slot freed.
 	MethodEnvClaim = "env.claim"
-	MethodEnvStop  = "env.stop" // EnvStopParams; codes changed, workspace_busy
+	// MethodEnvAbandoned (runner → server, EnvRef; protocol 4) reports an
+	// environment the runner closed because no call named it within its
+	// bound after its open: its slot is free again.
+	MethodEnvAbandoned = "env.abandoned"
+	MethodEnvStop      = "env.stop" // EnvStopParams; codes changed, workspace_busy
 
 	// A long-lived program (an MCP stdio server): process.start starts it
 	// and answers once it runs; process.wait streams its stdout as output

@@ -202,9 +202,17 @@ type Hello struct {
 //     the environment may write the file and see it overwritten. Runners
 //     ship with the server's binary, so protocol 2 is refused at the
 //     connection.
+//   - 4: the server says its own version in the Welcome (Protocol), and
+//     takes env.abandoned (runner → server): the runner reports an
+//     environment it closed because the server never claimed it, so
+//     that the server wakes a session waiting for the slot it freed. A
+//     runner of 4 reports only to a server that says 4 or more; to an
+//     older one (which says nothing) it degrades: it closes such opens as
+//     before, logging that it cannot report them and naming both
+//     versions. A server of 4 takes runners of 3, which never report.
 const (
 	// ProtocolVersion is the version this build speaks.
-	ProtocolVersion = 3
+	ProtocolVersion = 4
 	// MinProtocolVersion is the oldest version a server of this build
 	// takes: it calls the methods of protocol 3 of every runner.
 	MinProtocolVersion = 3
@@ -226,6 +234,18 @@ type Welcome struct {
 	ConnectionID string `json:"connection_id"`
 	// Node is the id of the server node that holds the connection.
 	Node string `json:"node"`
+	// Protocol is the runner protocol the server speaks (its build's
+	// ProtocolVersion; absent from a server of protocol 3 or older).
+	Protocol int `json:"protocol,omitempty"`
+}
+
+// ServerProtocol says the server's version as a runner's message names
+// it: "3 or older (it does not say)" for a Welcome without one.
+func (w *Welcome) ServerProtocol() string {
+	if w.Protocol <= 0 {
+		return "3 or older (it does not say)"
+	}
+	return fmt.Sprint(w.Protocol)
 }
 
 // Bounds of a Hello.
