@@ -48,11 +48,13 @@ const watcherClientsCommand = "watcher-clients"
 // People never run it; it is not listed in help.
 func (c *cli) watcherClientsCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:    watcherClientsCommand,
-		Short:  "Run the --watchers scenario's clients (internal)",
-		Long:   "Run by `longhaul bench --watchers`, never by people: read the scenario's messages on stdin, subscribe its clients, answer on stdout.",
-		Hidden: true,
-		Args:   usageArgs(cobra.NoArgs),
+		Use:   watcherClientsCommand,
+		Short: "Run the --watchers scenario's clients (internal)",
+		Long:  "Run by `longhaul bench --watchers`, never by people: read the scenario's messages on stdin, subscribe its clients, answer on stdout.",
+		// What runs it, for --help (every command has an example).
+		Example: "  longhaul bench --watchers 1000   # runs `longhaul bench watcher-clients` as its clients' process",
+		Hidden:  true,
+		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return bench.ServeWatcherClients(cmd.Context(), cmd.InOrStdin(), c.stdout)
 		},
