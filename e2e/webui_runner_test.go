@@ -3,6 +3,10 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,4 +81,68 @@ func TestWebUIStoppedRunnerWorkspace(t *testing.T) {
 		`(() => { const o = document.querySelector('#files-origin'); return !!o && !o.hidden && o.dataset.source === 'snapshot' && o.dataset.snapshot === %s && o.innerText.includes('Read from snapshot'); })()`,
 		jsString(stopped.Snapshot)))
 	b.screenshot(page, "stopped-runner-files")
+}
+
+// TestWebUIUnpinAReplacedRunner, in headless Chromium against the real
+// binary and two `longhaul runner` processes in turn: a session's
+// environment lives on box1; box1's key is revoked and a new key runs
+// box1 on the same data directory. The next turn waits on an
+// environment_connection action that says the name is held by another
+// key; a person unpins it from the inbox, and the turn runs on the new
+// box1, in the session's workspace.
+func TestWebUIUnpinAReplacedRunner(t *testing.T) {
+	const boot = "lh-webui-runner-unpin-bootstrap"
+	b := startBrowser(t)
+	k, admin := startRunnersServer(t, boot)
+	ctx := t.Context()
+	old := k.create("box1-old", lt.RoleRunner)
+	listed := runnersListedAs(t, k, boot)
+	data := filepath.Join(t.TempDir(), "box1")
+	first := startRunnerIn(t, k.srv.url, old.Key, "box1", data, "--label", "gpu")
+	listed("box1 " + old.ID)
+	s, status := gpuShellSession(t, admin, `echo first > where.txt`, `cat where.txt > again.txt`)
+	status(lt.SessionIdle)
+
+	r := k.send(boot, http.MethodDelete, "/v1/keys/"+old.ID, "")
+	require.Equal(t, http.StatusNoContent, r.status, "%s", r.body)
+	listed("")
+	first.kill(t)
+	replaced := k.create("box1-new", lt.RoleRunner)
+	second := startRunnerIn(t, k.srv.url, replaced.Key, "box1", data, "--label", "gpu")
+	defer second.kill(t)
+	listed("box1 " + replaced.ID)
+	_, err := admin.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "again"})
+	require.NoError(t, err)
+	status(lt.SessionRequiresAction)
+	acts, err := admin.ListActions(ctx, s.ID, lt.ActionPending)
+	require.NoError(t, err)
+	require.Len(t, acts.Data, 1)
+	a := acts.Data[0]
+	require.Equal(t, lt.ActionEnvironmentConnection, a.Type)
+
+	inbox := b.tab("admin")
+	b.do(inbox, "open the inbox", navigate(k.srv.url+"/#/inbox"))
+	b.waitJS(inbox, "the sign-in form", `document.querySelector('#login-form') !== null`)
+	b.setValue(inbox, "#api-key", boot)
+	b.click(inbox, "#sign-in")
+	card := fmt.Sprintf(`article[data-action-id=%q]`, a.ID)
+	b.waitJS(inbox, "the environment_connection action in the inbox", fmt.Sprintf(`document.querySelector(%s) !== null`, jsString(card)))
+	require.Contains(t, b.text(inbox, card), "held by another key")
+	b.setValue(inbox, card+" input.unpin-reason", "box1's key was replaced")
+	b.screenshot(inbox, "inbox-unpin")
+	b.click(inbox, card+` button[data-act="environment-unpin"]`)
+	b.waitJS(inbox, "the decision to be recorded", fmt.Sprintf(`document.querySelector(%s + '.decided') !== null`, jsString(card)))
+	status(lt.SessionIdle)
+	got, err := os.ReadFile(filepath.Join(data, "workspaces", s.ID, "again.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "first\n", string(got), "the turn ran on the new key's box1, in the session's workspace")
+	l, err := admin.ListEvents(ctx, s.ID, 0, 500)
+	require.NoError(t, err)
+	unpinned := false
+	for _, ev := range l.Data {
+		if ev.Type == lt.EventActionResolved && strings.Contains(string(ev.Data), `"decision":"unpin"`) {
+			unpinned = strings.Contains(string(ev.Data), "box1's key was replaced")
+		}
+	}
+	require.True(t, unpinned, "the journal has the person's unpin, with the reason typed")
 }

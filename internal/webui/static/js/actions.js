@@ -496,9 +496,20 @@ function budgetForm(ctx) {
 }
 
 // environmentForm: an environment_connection action resolves by itself
-// when a matching runner connects; the only decision is to stop the task.
+// when a matching runner connects. A person may unpin a session whose
+// environment is pinned to a runner (its key was replaced: any matching
+// runner may then take it; the server answers 409 for a session pinned to
+// none, shown as the error), or stop the task.
 function environmentForm(ctx) {
   const key = newKey();
+  const unpinKey = newKey(); // its own: a 409 for unpin must not answer a stop after it
+  const unpinReason = h('input', { type: 'text', class: 'unpin-reason', placeholder: 'Optional: why (e.g. its key was replaced)' });
+  const unpin = h('button', { type: 'button', dataset: { act: 'environment-unpin' } }, 'Unpin: let any matching runner take it');
+  unpin.addEventListener('click', () => {
+    const body = { decision: 'unpin' };
+    if (unpinReason.value.trim()) body.reason = unpinReason.value.trim();
+    post(ctx, unpin, body, unpinKey, 'Unpinned: the session goes on on a matching runner.');
+  });
   const reason = h('input', { type: 'text', class: 'reason', placeholder: 'Optional: why it stops' });
   const stop = h('button', { type: 'button', class: 'danger-outline', dataset: { act: 'environment-stop' } }, 'Stop the task');
   stop.addEventListener('click', () => {
@@ -507,6 +518,7 @@ function environmentForm(ctx) {
     post(ctx, stop, body, key, 'Stopped: the turn ends.');
   });
   ctx.decide.append(h('p', { class: 'muted' }, 'The session goes on by itself when a matching runner connects.'),
+    field('If its runner was replaced (a new key under the same name), unpin it', unpinReason), buttonRow(unpin),
     field('Or stop the task', reason), buttonRow(stop));
 }
 
