@@ -23,6 +23,13 @@ const typeNames = {
   browser_permission: 'Site permission',
 };
 
+// typeName is an action's kind as people read it: a monitor action raised
+// by the model monitor's pause is not a detector's finding.
+function typeName(action) {
+  if (action.type === 'monitor' && action.review) return 'Model monitor pause';
+  return typeNames[action.type] || action.type;
+}
+
 const resolvedText = {
   approve: 'Approved: the session goes on.',
   reject: 'Rejected: the agent is told why.',
@@ -102,7 +109,7 @@ export function actionCard(action, opts = {}) {
 
   const headline = action.type === 'input' ? (action.question || action.summary) : (action.summary || action.type);
   const meta = h('p', { class: 'meta' },
-    chip(typeNames[action.type] || action.type, `type-${action.type}`), ' ',
+    chip(typeName(action), `type-${action.type}`), ' ',
     opts.showSession !== false
       ? h('a', { href: `#/sessions/${enc(action.session_id)}`, class: 'mono', title: action.session_id }, shortId(action.session_id))
       : null,
@@ -203,7 +210,7 @@ export function decisionText(action) {
 export function decidedRow(action, opts = {}) {
   const headline = action.type === 'input' ? (action.question || action.summary) : (action.summary || action.tool || action.type);
   return h('li', { class: 'decided-row', dataset: { actionId: action.id, status: action.status } },
-    chip(typeNames[action.type] || action.type, `type-${action.type}`), ' ',
+    chip(typeName(action), `type-${action.type}`), ' ',
     opts.showSession !== false ? [h('a', { href: `#/sessions/${enc(action.session_id)}`, class: 'mono', title: action.session_id }, shortId(action.session_id)), ' '] : null,
     h('span', { class: 'summary' }, truncate(headline, 160)), ': ',
     h('strong', { class: 'decision' }, decisionText(action)), ' ',
