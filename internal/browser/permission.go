@@ -82,6 +82,13 @@ func (g *gate) end() *tool.BrowserBlocked {
 	return b
 }
 
+// refused reports whether the current action's navigation was refused.
+func (g *gate) refused() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.blocked != nil
+}
+
 // started drops what the start of the browser blocked (a page it
 // reopened, on a site no longer allowed: the start waits for that
 // navigation's end, so it was begun as navigating): the action's own

@@ -13,6 +13,7 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/storage"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -403,7 +404,10 @@ func (s *Session) do(ctx context.Context, req *tool.BrowserRequest, red *redact.
 			return ans, nil
 		}
 		if req.Action == tool.BrowserClick {
-			err = chromedp.Do(c, chromedp.Click(chromedp.CSS(req.Selector), chromedp.NodeVisible))
+			settled := s.watchNavigation(c)
+			if err = chromedp.Do(c, chromedp.Click(chromedp.CSS(req.Selector), chromedp.NodeVisible)); err == nil {
+				settled()
+			}
 		} else {
 			err = chromedp.Do(c, chromedp.SendKeys(chromedp.CSS(req.Selector), req.Text, chromedp.NodeVisible))
 		}
@@ -413,7 +417,10 @@ func (s *Session) do(ctx context.Context, req *tool.BrowserRequest, red *redact.
 			ans.Error = fmt.Sprintf("arguments.key: unknown key %q (a single character, or one of %s)", req.Key, strings.Join(keyNames(), ", "))
 			return ans, nil
 		}
-		err = chromedp.Do(c, chromedp.KeyEvent(k))
+		settled := s.watchNavigation(c)
+		if err = chromedp.Do(c, chromedp.KeyEvent(k)); err == nil {
+			settled()
+		}
 	case tool.BrowserBack:
 		err = chromedp.Do(c, chromedp.NavigateBack())
 	case tool.BrowserRead:
@@ -460,6 +467,84 @@ func (s *Session) do(ctx context.Context, req *tool.BrowserRequest, red *redact.
 		return nil, err
 	}
 	return ans, nil
+}
+
+// navigationStartWait is how long a click or a key press is watched for a
+// navigation it makes the page start (a link, a form's submission); one
+// that starts is waited for until its frame stops loading, so the next
+// action reads the new page, not the one it leaves.
+const navigationStartWait = 300 * time.Millisecond
+
+// watchNavigation watches the main frame of the page for a navigation
+// from now on, and returns the wait for the one the action started, if
+// any: until the frame stops loading, a navigation the rule refused ends,
+// or c ends (the action's timeout). A page that cannot be watched is not
+// waited for.
+func (s *Session) watchNavigation(c context.Context) func() {
+	tree, err := chromedp.Run(c, func(ctx context.Context, t *chromedp.Target) (page.GetFrameTreeResult, error) {
+		return cdp.Call(ctx, t, page.GetFrameTree, cdp.Empty{})
+	})
+	if err != nil || tree.FrameTree == nil || tree.FrameTree.Frame == nil {
+		return func() {}
+	}
+	main := tree.FrameTree.Frame.ID
+	started, stopped := make(chan struct{}, 1), make(chan struct{}, 1)
+	signal := func(ch chan struct{}) {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	if chromedp.Listen(c, func(ev any) {
+		switch e := ev.(type) {
+		case *page.EventFrameRequestedNavigation:
+			if e.FrameID == main {
+				signal(started)
+			}
+		case *page.EventFrameStartedLoading:
+			if e.FrameID == main {
+				signal(started)
+			}
+		case *page.EventFrameStoppedLoading:
+			if e.FrameID == main {
+				signal(stopped)
+			}
+		}
+	}) != nil {
+		return func() {}
+	}
+	return func() {
+		// A round trip through the page's own task queue first: a
+		// navigation the action queued there (a form submitted by a key
+		// press is a task of its own) has then been requested, and its
+		// event read, before the evaluation's reply. On a loaded machine
+		// that can take longer than navigationStartWait. A page that
+		// navigates meanwhile fails the evaluation: the events say so.
+		_, _ = chromedp.Run(c, chromedp.Evaluate[bool](`new Promise((r) => setTimeout(() => r(true), 0))`, chromedp.EvalAwaitPromise))
+		t := time.NewTimer(navigationStartWait)
+		defer t.Stop()
+		select {
+		case <-started:
+		case <-t.C:
+			return // the action moved nothing
+		case <-c.Done():
+			return
+		}
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopped:
+				return
+			case <-c.Done():
+				return
+			case <-tick.C:
+				if s.gate.refused() {
+					return // answered 204: the page stays where it was
+				}
+			}
+		}
+	}
 }
 
 // elementWait is how long click and type wait for their element to appear
