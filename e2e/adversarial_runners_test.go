@@ -338,7 +338,30 @@ func TestAdversarialRunners_StaleNameTakesNoPinnedSession(t *testing.T) {
 // the session goes on on the new key's box1, in the workspace it had.
 func TestAdversarialRunners_ReplacedKeyNeedsAPersonsUnpin(t *testing.T) {
 	t.Parallel()
-	const boot = "lh-adv-runners-rekey-bootstrap"
+	rk := replacedRunnerKey(t, "lh-adv-runners-rekey-bootstrap")
+	_, err := rk.admin.DecideAction(t.Context(), rk.s.ID, rk.action.ID, &lt.Decision{Decision: lt.DecisionUnpin, Reason: "box1's key was replaced"})
+	require.NoError(t, err)
+	rk.ranOnTheNewKey()
+}
+
+// replacedKey is a session whose environment lives on box1, after box1's
+// key was revoked and a new key runs box1 on the same data directory: its
+// second turn waits on action, an environment_connection saying the name
+// is held by another key.
+type replacedKey struct {
+	t      *testing.T
+	k      *keyed
+	admin  *client.Client
+	s      *lt.Session
+	status func(lt.SessionStatus)
+	data   string
+	action lt.Action
+}
+
+// replacedRunnerKey sets up a replacedKey on a server whose bootstrap key
+// is boot. Nothing runs on the new key's box1 before a person decides.
+func replacedRunnerKey(t *testing.T, boot string) *replacedKey {
+	t.Helper()
 	k, admin := startRunnersServer(t, boot)
 	ctx := t.Context()
 	old := k.create("box1-old", lt.RoleRunner)
@@ -357,6 +380,7 @@ func TestAdversarialRunners_ReplacedKeyNeedsAPersonsUnpin(t *testing.T) {
 	first.kill(t)
 	replaced := k.create("box1-new", lt.RoleRunner)
 	second := startRunnerIn(t, k.srv.url, replaced.Key, "box1", data, "--label", "gpu")
+	t.Cleanup(func() { second.kill(t) })
 	listed("box1 " + replaced.ID)
 
 	_, err := admin.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "again"})
@@ -371,14 +395,17 @@ func TestAdversarialRunners_ReplacedKeyNeedsAPersonsUnpin(t *testing.T) {
 	require.Contains(t, a.Summary, "decide unpin")
 	_, err = os.Stat(filepath.Join(data, "workspaces", s.ID, "again.txt"))
 	require.ErrorIs(t, err, os.ErrNotExist, "nothing ran on the new key's runner before the decision")
+	return &replacedKey{t: t, k: k, admin: admin, s: s, status: status, data: data, action: a}
+}
 
-	_, err = admin.DecideAction(ctx, s.ID, a.ID, &lt.Decision{Decision: lt.DecisionUnpin, Reason: "box1's key was replaced"})
-	require.NoError(t, err)
-	status(lt.SessionIdle)
-	b, err := os.ReadFile(filepath.Join(data, "workspaces", s.ID, "again.txt"))
-	require.NoError(t, err)
-	require.Equal(t, "first\n", string(b), "the second turn ran on the new key's box1, in the session's workspace")
-	second.kill(t)
+// ranOnTheNewKey requires the second turn to have run, once unpinned, on
+// the new key's box1, in the session's workspace.
+func (rk *replacedKey) ranOnTheNewKey() {
+	rk.t.Helper()
+	rk.status(lt.SessionIdle)
+	b, err := os.ReadFile(filepath.Join(rk.data, "workspaces", rk.s.ID, "again.txt"))
+	require.NoError(rk.t, err)
+	require.Equal(rk.t, "first\n", string(b), "the second turn ran on the new key's box1, in the session's workspace")
 }
 
 // TestAdversarialRunners_MadeUpAbandonedOpens: a hostile runner that

@@ -3,9 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -93,35 +90,11 @@ func TestWebUIStoppedRunnerWorkspace(t *testing.T) {
 func TestWebUIUnpinAReplacedRunner(t *testing.T) {
 	const boot = "lh-webui-runner-unpin-bootstrap"
 	b := startBrowser(t)
-	k, admin := startRunnersServer(t, boot)
-	ctx := t.Context()
-	old := k.create("box1-old", lt.RoleRunner)
-	listed := runnersListedAs(t, k, boot)
-	data := filepath.Join(t.TempDir(), "box1")
-	first := startRunnerIn(t, k.srv.url, old.Key, "box1", data, "--label", "gpu")
-	listed("box1 " + old.ID)
-	s, status := gpuShellSession(t, admin, `echo first > where.txt`, `cat where.txt > again.txt`)
-	status(lt.SessionIdle)
-
-	r := k.send(boot, http.MethodDelete, "/v1/keys/"+old.ID, "")
-	require.Equal(t, http.StatusNoContent, r.status, "%s", r.body)
-	listed("")
-	first.kill(t)
-	replaced := k.create("box1-new", lt.RoleRunner)
-	second := startRunnerIn(t, k.srv.url, replaced.Key, "box1", data, "--label", "gpu")
-	defer second.kill(t)
-	listed("box1 " + replaced.ID)
-	_, err := admin.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "again"})
-	require.NoError(t, err)
-	status(lt.SessionRequiresAction)
-	acts, err := admin.ListActions(ctx, s.ID, lt.ActionPending)
-	require.NoError(t, err)
-	require.Len(t, acts.Data, 1)
-	a := acts.Data[0]
-	require.Equal(t, lt.ActionEnvironmentConnection, a.Type)
+	rk := replacedRunnerKey(t, boot)
+	ctx, a, s := t.Context(), rk.action, rk.s
 
 	inbox := b.tab("admin")
-	b.do(inbox, "open the inbox", navigate(k.srv.url+"/#/inbox"))
+	b.do(inbox, "open the inbox", navigate(rk.k.srv.url+"/#/inbox"))
 	b.waitJS(inbox, "the sign-in form", `document.querySelector('#login-form') !== null`)
 	b.setValue(inbox, "#api-key", boot)
 	b.click(inbox, "#sign-in")
@@ -132,11 +105,8 @@ func TestWebUIUnpinAReplacedRunner(t *testing.T) {
 	b.screenshot(inbox, "inbox-unpin")
 	b.click(inbox, card+` button[data-act="environment-unpin"]`)
 	b.waitJS(inbox, "the decision to be recorded", fmt.Sprintf(`document.querySelector(%s + '.decided') !== null`, jsString(card)))
-	status(lt.SessionIdle)
-	got, err := os.ReadFile(filepath.Join(data, "workspaces", s.ID, "again.txt"))
-	require.NoError(t, err)
-	require.Equal(t, "first\n", string(got), "the turn ran on the new key's box1, in the session's workspace")
-	l, err := admin.ListEvents(ctx, s.ID, 0, 500)
+	rk.ranOnTheNewKey()
+	l, err := rk.admin.ListEvents(ctx, s.ID, 0, 500)
 	require.NoError(t, err)
 	unpinned := false
 	for _, ev := range l.Data {
