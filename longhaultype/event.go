@@ -17,6 +17,10 @@ type Event struct {
 	Step      int             `json:"step,omitempty"`
 	WorkerID  string          `json:"worker_id,omitempty"`
 	Data      json.RawMessage `json:"data"`
+
+	// payload is Data decoded, kept by the writer that encoded it, in
+	// memory only (payload.go).
+	payload any
 }
 
 // Event types. The list in API.md, plus a few that make the journal complete

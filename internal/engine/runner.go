@@ -325,6 +325,7 @@ func (r *runner) merge(ctx context.Context) error {
 			if ev.Data, err = renumberFinding(ev, base, shift); err != nil {
 				return err
 			}
+			ev = ev.WithPayload(nil) // its data may be renumbered: decoded
 		}
 		ev.Seq = st.Session.LastEventSeq + 1
 		if ev.Type == lt.EventContextCompacted {
@@ -332,6 +333,7 @@ func (r *runner) merge(ctx context.Context) error {
 			// read in: at its new seq it would not be the journal's.
 			if data, sha := withoutSnapshot(ev.Data); sha != "" {
 				ev.Data, dropped[sha] = data, true
+				ev = ev.WithPayload(nil)
 			}
 		}
 		if err := journal.Apply(st, ev, &r.b.changes); err != nil {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -52,8 +53,11 @@ func (b *batch) add(typ, turnID string, step int, data any) error {
 	if err != nil {
 		return err
 	}
+	redacted := false
 	if red != nil && !red.Empty() {
-		raw = red.JSON(raw)
+		out := red.JSON(raw)
+		redacted = !bytes.Equal(out, raw)
+		raw = out
 	}
 	// The stores keep an event's time to the microsecond: the projection
 	// must see the time a replay of the journal will read back, or the
@@ -64,6 +68,12 @@ func (b *batch) add(typ, turnID string, step int, data any) error {
 	}
 	if typ == lt.EventSessionCreated {
 		ev.Seq = 1
+	}
+	if !redacted {
+		// Applied and followed as the value just encoded, not decoded
+		// again: the copy kept is what decoding raw gives (a redacted
+		// payload is not its value: it is decoded).
+		ev = ev.WithPayload(data)
 	}
 	if err := journal.Apply(b.st, ev, &b.changes); err != nil {
 		return err

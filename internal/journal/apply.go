@@ -13,8 +13,20 @@ import (
 // ch (which may be nil). It fails only on an event that contradicts the state
 // (a programming error in the writer, or a corrupt journal): the caller must
 // then not persist anything.
+//
+// The payload is the one e carries when its writer kept it
+// (lt.Event.WithPayload), or else Data decoded: the two give the same state
+// (TestTypedPayloadsApplyAsDecoded; LONGHAUL_CHECK_PAYLOADS checks every
+// Apply of a run both ways, checkpayload.go).
 func Apply(s *State, e lt.Event, ch *Changes) error {
-	ev := &event{Event: e}
+	if checkPayloads && e.Payload() != nil {
+		return applyBothWays(s, e, ch)
+	}
+	return applyEvent(s, e, ch)
+}
+
+func applyEvent(s *State, e lt.Event, ch *Changes) error {
+	ev := &event{Event: e, decoded: e.Payload()}
 	if err := apply(s, ev, ch); err != nil {
 		return fmt.Errorf("apply %s (seq %d): %w", ev.Type, ev.Seq, err)
 	}
@@ -33,7 +45,8 @@ func Apply(s *State, e lt.Event, ch *Changes) error {
 // writes is applied as it is added to its batch.
 type event struct {
 	lt.Event
-	// decoded is the payload as decode first decoded it, or nil.
+	// decoded is the payload the event carries, or as decode first
+	// decoded it, or nil.
 	decoded any
 }
 
@@ -842,8 +855,7 @@ func trackWorkspace(s *State, ev *event) {
 	case lt.EventTurnStarted:
 		s.UnrestoredLosses, s.TurnLossSteps = 0, nil // a new turn tries again
 	case lt.EventEnvironmentStopped:
-		var d lt.EnvironmentStoppedData
-		if json.Unmarshal(ev.Data, &d) == nil {
+		if d, err := decode[lt.EnvironmentStoppedData](ev); err == nil {
 			// Freed: the next open may go to any matching runner, the
 			// snapshot being on the server.
 			if d.Snapshot != s.EnvironmentSnapshot {
@@ -856,8 +868,7 @@ func trackWorkspace(s *State, ev *event) {
 		}
 		s.IdleStopFailures = 0
 	case lt.EventEnvironmentStopping:
-		var d lt.EnvironmentStoppingData
-		if json.Unmarshal(ev.Data, &d) == nil && d.Snapshot != "" {
+		if d, err := decode[lt.EnvironmentStoppingData](ev); err == nil && d.Snapshot != "" {
 			// Whether the stop that follows is journaled or not (its
 			// reply lost after the runner removed the workspace), the
 			// workspace is this snapshot: a copy made anew is restored
@@ -868,21 +879,18 @@ func trackWorkspace(s *State, ev *event) {
 	case lt.EventEnvironmentStopFailed:
 		s.IdleStopFailures++
 	case lt.EventEnvironmentOpened:
-		var d lt.EnvironmentOpenedData
-		if json.Unmarshal(ev.Data, &d) == nil {
+		if d, err := decode[lt.EnvironmentOpenedData](ev); err == nil {
 			s.EnvironmentRunner, s.EnvironmentRunnerKey = d.Runner, d.RunnerKeyID
 		}
 		s.IdleStopFailures = 0
 	case lt.EventWorkspaceChanged:
-		var d lt.WorkspaceChange
-		if json.Unmarshal(ev.Data, &d) == nil {
+		if d, err := decode[lt.WorkspaceChange](ev); err == nil {
 			s.WorkspaceNode = ev.WorkerID
 			s.PersonChanges = append(s.PersonChanges, PersonChange{Seq: ev.Seq, Op: d.Op, Path: d.Path, SHA256: d.SHA256, Size: d.Size, BasedOn: d.BasedOn})
 		}
 	case lt.EventWorkspaceChangeNotApplied:
 		// Never applied, by any copy: what the agent wrote stays.
-		var d lt.WorkspaceChangeNotAppliedData
-		if json.Unmarshal(ev.Data, &d) == nil {
+		if d, err := decode[lt.WorkspaceChangeNotAppliedData](ev); err == nil {
 			// A copy: a caller may hold a slice of the list (ChangesToApply).
 			s.PersonChanges = slices.DeleteFunc(slices.Clone(s.PersonChanges), func(c PersonChange) bool { return c.Seq == d.ChangeSeq })
 		}

@@ -181,21 +181,18 @@ func tally(s *State, ev *event) {
 	t.linkRules(s, ev)
 	switch ev.Type {
 	case lt.EventActionRequired:
-		var d lt.ActionRequiredData
-		if json.Unmarshal(ev.Data, &d) == nil && d.Action.Type != "" {
+		if d, err := decode[lt.ActionRequiredData](ev); err == nil && d.Action.Type != "" {
 			if t.Asks == nil {
 				t.Asks = make(map[lt.ActionType]int)
 			}
 			t.Asks[d.Action.Type]++
 		}
 	case lt.EventModelFailed:
-		var d lt.ModelFailedData
-		if json.Unmarshal(ev.Data, &d) == nil && d.Retry {
+		if d, err := decode[lt.ModelFailedData](ev); err == nil && d.Retry {
 			t.Retries++
 		}
 	case lt.EventToolFailed:
-		var d lt.ToolFailedData
-		if json.Unmarshal(ev.Data, &d) == nil && d.Retry {
+		if d, err := decode[lt.ToolFailedData](ev); err == nil && d.Retry {
 			t.Retries++
 		}
 	case lt.EventCheckpointCreated:
