@@ -79,8 +79,8 @@ func (m *mcpTools) observe(ev lt.Event) bool {
 	if m == nil || ev.Type != lt.EventMCPToolsListed {
 		return false
 	}
-	var d lt.MCPToolsListedData
-	if json.Unmarshal(ev.Data, &d) != nil {
+	d, err := lt.DataAs[lt.MCPToolsListedData](ev)
+	if err != nil {
 		return false
 	}
 	m.listed[d.Server] = &d

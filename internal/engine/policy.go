@@ -43,19 +43,17 @@ func (h *history) observe(ev lt.Event) {
 	case lt.EventModelResponded:
 		clear(h.args)
 	case lt.EventToolRequested:
-		var d lt.ToolRequestedData
-		if json.Unmarshal(ev.Data, &d) == nil {
+		if d, err := lt.DataAs[lt.ToolRequestedData](ev); err == nil {
 			h.args[d.CallID], _ = policy.DecodeArgs(d.Arguments)
 		}
 	case lt.EventActionResolved:
-		var d lt.ActionResolvedData
-		if json.Unmarshal(ev.Data, &d) == nil && len(d.Arguments) > 0 && d.CallID != "" {
+		if d, err := lt.DataAs[lt.ActionResolvedData](ev); err == nil && len(d.Arguments) > 0 && d.CallID != "" {
 			// An edited approval: the call runs with the edited arguments.
 			h.args[d.CallID], _ = policy.DecodeArgs(d.Arguments)
 		}
 	case lt.EventToolStarted:
-		var d lt.ToolStartedData
-		if json.Unmarshal(ev.Data, &d) != nil {
+		d, err := lt.DataAs[lt.ToolStartedData](ev)
+		if err != nil {
 			return
 		}
 		if _, ok := h.byID[d.EffectID]; ok {
@@ -68,18 +66,15 @@ func (h *history) observe(ev lt.Event) {
 			SessionID: ev.SessionID, TurnID: ev.TurnID, Step: d.Step,
 		})
 	case lt.EventToolCompleted:
-		var d lt.ToolCompletedData
-		if json.Unmarshal(ev.Data, &d) == nil {
+		if d, err := lt.DataAs[lt.ToolCompletedData](ev); err == nil {
 			h.finish(d.EffectID, lt.EffectSucceeded, "", d.Resolution)
 		}
 	case lt.EventToolFailed:
-		var d lt.ToolFailedData
-		if json.Unmarshal(ev.Data, &d) == nil {
+		if d, err := lt.DataAs[lt.ToolFailedData](ev); err == nil {
 			h.finish(d.EffectID, lt.EffectFailed, d.Error, d.Resolution)
 		}
 	case lt.EventEffectInDoubt:
-		var d lt.EffectInDoubtData
-		if json.Unmarshal(ev.Data, &d) == nil {
+		if d, err := lt.DataAs[lt.EffectInDoubtData](ev); err == nil {
 			h.finish(d.EffectID, lt.EffectInDoubt, "", "")
 		}
 	case lt.EventTurnFailed, lt.EventTurnCancelled:

@@ -198,8 +198,7 @@ func (r *runner) observe(ev lt.Event) {
 	}
 	switch ev.Type {
 	case lt.EventToolStarted:
-		var d lt.ToolStartedData
-		if json.Unmarshal(ev.Data, &d) == nil && d.Class != lt.EffectRead {
+		if d, err := lt.DataAs[lt.ToolStartedData](ev); err == nil && d.Class != lt.EffectRead {
 			r.wsWriter = ev.WorkerID
 		}
 	case lt.EventEnvironmentRestored, lt.EventWorkspaceChanged:

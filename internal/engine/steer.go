@@ -119,8 +119,8 @@ type steering struct {
 func (t *transcript) observeSteering(ev lt.Event) {
 	switch ev.Type {
 	case lt.EventTurnSteered:
-		var d lt.TurnSteeredData
-		if json.Unmarshal(ev.Data, &d) != nil {
+		d, err := lt.DataAs[lt.TurnSteeredData](ev)
+		if err != nil {
 			return
 		}
 		if _, queued := t.inputs[d.TurnID]; queued {
@@ -129,8 +129,7 @@ func (t *transcript) observeSteering(ev lt.Event) {
 		}
 		t.steers = append(t.steers, d.Input)
 	case lt.EventModelRequested:
-		var d lt.ModelRequestedData
-		if json.Unmarshal(ev.Data, &d) == nil && d.Purpose == "" {
+		if d, err := lt.DataAs[lt.ModelRequestedData](ev); err == nil && d.Purpose == "" {
 			t.sent = d.Steers
 		}
 	}

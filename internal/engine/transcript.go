@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/json"
 	"slices"
 	"strings"
 
@@ -77,40 +76,33 @@ func (t *transcript) observe(ev lt.Event) {
 	}
 	switch ev.Type {
 	case lt.EventSessionCreated:
-		var d lt.SessionCreatedData
-		if json.Unmarshal(ev.Data, &d) == nil {
+		if d, err := lt.DataAs[lt.SessionCreatedData](ev); err == nil {
 			t.goal, t.constraints, t.criteria = d.Goal, d.Constraints, d.AcceptanceCriteria
 		}
 	case lt.EventConstraintAdded:
-		var d lt.ConstraintAddedData
-		if json.Unmarshal(ev.Data, &d) == nil {
+		if d, err := lt.DataAs[lt.ConstraintAddedData](ev); err == nil {
 			t.constraints = append(t.constraints, d.Constraint)
 		}
 	case lt.EventTurnCreated:
-		var d lt.TurnCreatedData
-		if json.Unmarshal(ev.Data, &d) == nil {
+		if d, err := lt.DataAs[lt.TurnCreatedData](ev); err == nil {
 			t.inputs[d.TurnID] = d.Input
 		}
 	case lt.EventTurnStarted:
-		var d lt.TurnStartedData
-		if json.Unmarshal(ev.Data, &d) == nil {
+		if d, err := lt.DataAs[lt.TurnStartedData](ev); err == nil {
 			t.startTurn(d.TurnID, t.inputs[d.TurnID])
 			delete(t.inputs, d.TurnID)
 		}
 	case lt.EventWorkspaceChanged:
-		var d lt.WorkspaceChange
-		if json.Unmarshal(ev.Data, &d) == nil {
+		if d, err := lt.DataAs[lt.WorkspaceChange](ev); err == nil {
 			d.Seq = ev.Seq
 			t.changed = append(t.changed, d)
 		}
 	case lt.EventWorkspaceChangeNotApplied:
-		var d lt.WorkspaceChangeNotAppliedData
-		if json.Unmarshal(ev.Data, &d) == nil {
+		if d, err := lt.DataAs[lt.WorkspaceChangeNotAppliedData](ev); err == nil {
 			t.changeNotApplied(d)
 		}
 	case lt.EventModelResponded:
-		var d lt.ModelRespondedData
-		if json.Unmarshal(ev.Data, &d) == nil {
+		if d, err := lt.DataAs[lt.ModelRespondedData](ev); err == nil {
 			// What the call was told comes before its answer: the people's
 			// file changes, then the messages it carried.
 			t.flushChanged()
@@ -122,18 +114,15 @@ func (t *transcript) observe(ev lt.Event) {
 			t.msgs = append(t.msgs, m)
 		}
 	case lt.EventActionResolved:
-		var d lt.ActionResolvedData
-		if json.Unmarshal(ev.Data, &d) == nil && len(d.Arguments) > 0 && d.CallID != "" {
+		if d, err := lt.DataAs[lt.ActionResolvedData](ev); err == nil && len(d.Arguments) > 0 && d.CallID != "" {
 			t.edited[d.CallID] = string(d.Arguments)
 		}
 	case lt.EventToolCompleted:
-		var d lt.ToolCompletedData
-		if json.Unmarshal(ev.Data, &d) == nil {
+		if d, err := lt.DataAs[lt.ToolCompletedData](ev); err == nil {
 			t.msgs = append(t.msgs, model.Message{Role: model.RoleTool, CallID: d.CallID, Text: t.editNote(d.CallID) + string(d.Output)})
 		}
 	case lt.EventToolFailed:
-		var d lt.ToolFailedData
-		if json.Unmarshal(ev.Data, &d) == nil && !d.Retry {
+		if d, err := lt.DataAs[lt.ToolFailedData](ev); err == nil && !d.Retry {
 			text := t.editNote(d.CallID) + d.Error
 			if len(d.Output) > 0 {
 				text += "\n" + string(d.Output)
@@ -141,22 +130,19 @@ func (t *transcript) observe(ev lt.Event) {
 			t.msgs = append(t.msgs, model.Message{Role: model.RoleTool, CallID: d.CallID, Text: text, IsError: true})
 		}
 	case lt.EventEnvironmentRestored:
-		var d lt.EnvironmentRestoredData
-		if json.Unmarshal(ev.Data, &d) == nil && d.Note != "" {
+		if d, err := lt.DataAs[lt.EnvironmentRestoredData](ev); err == nil && d.Note != "" {
 			// No note: nothing was lost (an idle stop's recreate).
 			t.note = "(" + d.Note + ")\n"
 		}
 	case lt.EventContextCompacted:
-		var d lt.ContextCompactedData
-		if json.Unmarshal(ev.Data, &d) == nil && d.Items <= t.end() && d.Items >= t.base {
+		if d, err := lt.DataAs[lt.ContextCompactedData](ev); err == nil && d.Items <= t.end() && d.Items >= t.base {
 			t.summary, t.cut = d.Summary, d.Items
 			t.dropSummarised()
 		}
 	case lt.EventTurnSteered, lt.EventModelRequested:
 		t.observeSteering(ev)
 	case lt.EventAcceptanceVerified:
-		var d lt.AcceptanceVerifiedData
-		if json.Unmarshal(ev.Data, &d) == nil && sendsBack(&d.Verdict, t.maxVerify) {
+		if d, err := lt.DataAs[lt.AcceptanceVerifiedData](ev); err == nil && sendsBack(&d.Verdict, t.maxVerify) {
 			t.msgs = append(t.msgs, model.Message{Role: model.RoleUser, Text: unmetFeedback(&d.Verdict)})
 		}
 	}

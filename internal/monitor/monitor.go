@@ -174,8 +174,8 @@ func (m *Monitor) Observe(ev lt.Event) []Finding {
 	}
 	switch ev.Type {
 	case lt.EventToolRequested:
-		var d lt.ToolRequestedData
-		if json.Unmarshal(ev.Data, &d) != nil {
+		d, err := lt.DataAs[lt.ToolRequestedData](ev)
+		if err != nil {
 			return nil
 		}
 		m.step(ev.TurnID, d.Step)
@@ -184,8 +184,8 @@ func (m *Monitor) Observe(ev lt.Event) []Finding {
 		if !m.on(EscapeSignatures) && !m.on(RepeatedFailure) {
 			return nil // only the permission errors and the calls' ends
 		}
-		var d lt.ToolCompletedData
-		if json.Unmarshal(ev.Data, &d) != nil {
+		d, err := lt.DataAs[lt.ToolCompletedData](ev)
+		if err != nil {
 			return nil
 		}
 		delete(m.st.Calls, d.CallID)
@@ -193,8 +193,8 @@ func (m *Monitor) Observe(ev lt.Event) []Finding {
 			m.permission(ev.Seq, found)
 		}
 	case lt.EventToolFailed:
-		var d lt.ToolFailedData
-		if json.Unmarshal(ev.Data, &d) != nil {
+		d, err := lt.DataAs[lt.ToolFailedData](ev)
+		if err != nil {
 			return nil
 		}
 		m.failed(ev.Seq, &d, found)
@@ -202,14 +202,14 @@ func (m *Monitor) Observe(ev lt.Event) []Finding {
 		if !m.on(RefusedConnections) {
 			return nil
 		}
-		var d lt.NetworkConnectionData
-		if json.Unmarshal(ev.Data, &d) != nil {
+		d, err := lt.DataAs[lt.NetworkConnectionData](ev)
+		if err != nil {
 			return nil
 		}
 		m.connection(ev, &d, found)
 	case lt.EventMonitorFinding:
-		var d lt.MonitorFindingData
-		if json.Unmarshal(ev.Data, &d) != nil || len(d.Evidence) == 0 {
+		d, err := lt.DataAs[lt.MonitorFindingData](ev)
+		if err != nil || len(d.Evidence) == 0 {
 			return nil
 		}
 		if m.st.Journaled == nil {

@@ -57,26 +57,26 @@ func Summarize(session string, ev lt.Event, red func(string) string) (SummaryIte
 	item := map[string]any{"session": session, "seq": ev.Seq}
 	switch ev.Type {
 	case lt.EventModelResponded:
-		var d lt.ModelRespondedData
-		if json.Unmarshal(ev.Data, &d) != nil || strings.TrimSpace(d.Text) == "" {
+		d, err := lt.DataAs[lt.ModelRespondedData](ev)
+		if err != nil || strings.TrimSpace(d.Text) == "" {
 			return SummaryItem{}, false
 		}
 		item["event"], item["step"], item["agent_said"] = "model", d.Step, text(d.Text, clipText)
 	case lt.EventToolRequested:
-		var d lt.ToolRequestedData
-		if json.Unmarshal(ev.Data, &d) != nil {
+		d, err := lt.DataAs[lt.ToolRequestedData](ev)
+		if err != nil {
 			return SummaryItem{}, false
 		}
 		item["event"], item["step"], item["call"], item["tool"], item["effect"], item["arguments"] = "call", d.Step, d.CallID, d.Tool, d.Class, raw(d.Arguments, clipArgs)
 	case lt.EventToolCompleted:
-		var d lt.ToolCompletedData
-		if json.Unmarshal(ev.Data, &d) != nil {
+		d, err := lt.DataAs[lt.ToolCompletedData](ev)
+		if err != nil {
 			return SummaryItem{}, false
 		}
 		item["event"], item["call"], item["tool"], item["output"] = "call_completed", d.CallID, d.Tool, raw(d.Output, clipOutput)
 	case lt.EventToolFailed:
-		var d lt.ToolFailedData
-		if json.Unmarshal(ev.Data, &d) != nil {
+		d, err := lt.DataAs[lt.ToolFailedData](ev)
+		if err != nil {
 			return SummaryItem{}, false
 		}
 		item["event"], item["call"], item["tool"], item["error"] = "call_failed", d.CallID, d.Tool, text(d.Error, clipOutput)
@@ -84,26 +84,26 @@ func Summarize(session string, ev lt.Event, red func(string) string) (SummaryIte
 			item["refused"] = d.Refused
 		}
 	case lt.EventNetworkConnection:
-		var d lt.NetworkConnectionData
-		if json.Unmarshal(ev.Data, &d) != nil || d.Allowed {
+		d, err := lt.DataAs[lt.NetworkConnectionData](ev)
+		if err != nil || d.Allowed {
 			return SummaryItem{}, false
 		}
 		item["event"], item["call"], item["tool"], item["host"], item["port"], item["reason"] = "connection_refused", d.CallID, d.Tool, text(d.Host, 200), d.Port, text(d.Reason, 200)
 	case lt.EventPolicyDecided:
-		var d lt.PolicyDecidedData
-		if json.Unmarshal(ev.Data, &d) != nil {
+		d, err := lt.DataAs[lt.PolicyDecidedData](ev)
+		if err != nil {
 			return SummaryItem{}, false
 		}
 		item["event"], item["call"], item["tool"], item["rule"], item["decision"] = "policy", d.CallID, d.Tool, d.Rule, d.Decision
 	case lt.EventActionRequired:
-		var d lt.ActionRequiredData
-		if json.Unmarshal(ev.Data, &d) != nil {
+		d, err := lt.DataAs[lt.ActionRequiredData](ev)
+		if err != nil {
 			return SummaryItem{}, false
 		}
 		item["event"], item["action"], item["type"], item["summary"] = "action_required", d.Action.ID, d.Action.Type, text(d.Action.Summary, clipText)
 	case lt.EventActionResolved:
-		var d lt.ActionResolvedData
-		if json.Unmarshal(ev.Data, &d) != nil {
+		d, err := lt.DataAs[lt.ActionResolvedData](ev)
+		if err != nil {
 			return SummaryItem{}, false
 		}
 		item["event"], item["action"], item["type"], item["decision"] = "action_resolved", d.ActionID, d.Type, d.Decision.Decision
@@ -114,14 +114,14 @@ func Summarize(session string, ev lt.Event, red func(string) string) (SummaryIte
 			item["edited_arguments"] = raw(d.Arguments, clipArgs)
 		}
 	case lt.EventMonitorFinding:
-		var d lt.MonitorFindingData
-		if json.Unmarshal(ev.Data, &d) != nil {
+		d, err := lt.DataAs[lt.MonitorFindingData](ev)
+		if err != nil {
 			return SummaryItem{}, false
 		}
 		item["event"], item["detector"], item["severity"], item["summary"] = "monitor_finding", d.Detector, d.Severity, text(d.Summary, clipText)
 	case lt.EventMonitorReviewed:
-		var d lt.MonitorReviewedData
-		if json.Unmarshal(ev.Data, &d) != nil {
+		d, err := lt.DataAs[lt.MonitorReviewedData](ev)
+		if err != nil {
 			return SummaryItem{}, false
 		}
 		reasons := make([]string, len(d.Reasons))
@@ -130,8 +130,8 @@ func Summarize(session string, ev lt.Event, red func(string) string) (SummaryIte
 		}
 		item["event"], item["verdict"], item["reasons"] = "monitor_review", d.Verdict, reasons
 	case lt.EventSubagentSpawned:
-		var d lt.SubagentSpawnedData
-		if json.Unmarshal(ev.Data, &d) != nil {
+		d, err := lt.DataAs[lt.SubagentSpawnedData](ev)
+		if err != nil {
 			return SummaryItem{}, false
 		}
 		item["event"], item["call"], item["child"], item["input"] = "spawned", d.CallID, d.ChildID, text(d.Input, clipText)
