@@ -29,8 +29,15 @@ const maxLineBytes = 200
 func DescribeCall(tool string, args json.RawMessage) string {
 	// Fields are decoded only as needed: the projection describes every
 	// call, and a write's content may be large.
-	fields := decodeFields(args)
-	str := fields.str
+	var decoded fields
+	done := false
+	field := func() fields {
+		if !done {
+			decoded, done = decodeFields(args), true
+		}
+		return decoded
+	}
+	str := func(k string) string { return field().str(k) }
 	var line string
 	switch tool {
 	case "shell":
@@ -56,7 +63,7 @@ func DescribeCall(tool string, args json.RawMessage) string {
 	case "browser":
 		line = "Browser: " + strings.TrimSpace(str("action")+" "+cmpOr(str("url"), str("selector")))
 	case "sleep":
-		line = fmt.Sprintf("Wait %v s", fields.value("seconds"))
+		line = fmt.Sprintf("Wait %v s", field().value("seconds"))
 	case "wait_for_signal":
 		line = "Wait for the signal " + quote(str("name"), 60)
 	case "spawn_agent":
@@ -67,22 +74,29 @@ func DescribeCall(tool string, args json.RawMessage) string {
 		line = "Ask a person: " + oneLine(str("question"))
 	case "finish":
 		line = "Finish: " + oneLine(str("summary"))
+	default:
+		return describeOther(tool, args)
 	}
-	if line == "" {
-		if to := emailRecipients(fields.value("to")); to != "" {
-			line = "Email to " + to
-			if subj := cmpOr(str("subject"), str("title")); subj != "" {
-				line += ": " + quote(subj, 80)
-			}
+	return Clip(line, maxLineBytes)
+}
+
+// describeOther describes a call of a tool with no words of its own: an
+// email if it names recipients, else its name and arguments. Its
+// arguments are decoded once, for both.
+func describeOther(tool string, args json.RawMessage) string {
+	var m map[string]any
+	_ = json.Unmarshal(args, &m)
+	str := func(k string) string { s, _ := m[k].(string); return s }
+	if to := emailRecipients(m["to"]); to != "" {
+		line := "Email to " + to
+		if subj := cmpOr(str("subject"), str("title")); subj != "" {
+			line += ": " + quote(subj, 80)
 		}
+		return Clip(line, maxLineBytes)
 	}
-	if line == "" {
-		var m map[string]any
-		_ = json.Unmarshal(args, &m)
-		line = tool
-		if args := argumentList(m, true); args != "" {
-			line += ": " + args
-		}
+	line := tool
+	if args := argumentList(m, true); args != "" {
+		line += ": " + args
 	}
 	return Clip(line, maxLineBytes)
 }

@@ -23,6 +23,9 @@ func TestDescribeCall(t *testing.T) {
 		{"read_file", `{"path":"notes.md"}`, "Read notes.md"},
 		{"deploy", `{"env":"prod","url":"https://x.example"}`, `deploy: url="https://x.example", env="prod"`},
 		{"deploy", `not json`, "deploy"},
+		{"deploy", `["a"]`, "deploy"},
+		{"notify", `{"to":"a@x.com","subject":5,"title":"T"}`, "Email to a@x.com: “T”"},
+		{"notify", `{"to":["a@x.com",1],"i":2}`, `notify: i=2, to=["a@x.com",1]`},
 	} {
 		require.Equal(t, tc.want, journal.DescribeCall(tc.tool, json.RawMessage(tc.args)), "%s %s", tc.tool, tc.args)
 	}
