@@ -18,14 +18,6 @@ import (
 // payload that is not what a replay of the journal reads.
 var checkPayloads = os.Getenv("LONGHAUL_CHECK_PAYLOADS") == "1"
 
-// SetCheckPayloads turns the check on or off (tests); it returns the
-// previous setting. Not safe while events are applied.
-func SetCheckPayloads(on bool) bool {
-	was := checkPayloads
-	checkPayloads = on
-	return was
-}
-
 func applyBothWays(s *State, e lt.Event, ch *Changes) error {
 	before, err := json.Marshal(s)
 	if err != nil {
