@@ -52,23 +52,7 @@ INSERT INTO sessions (id, project, agent_name, agent_version, status, spec, stat
 // its key, scanning no table.
 func TestSessionSpecsQueryPlans(t *testing.T) {
 	s := openMigrated(t, nil)
-	var plan []string
-	raw(t, s, func(w *writer) error {
-		rows, err := w.conn.QueryContext(context.Background(), "EXPLAIN QUERY PLAN SELECT "+sessionColumns+" FROM sessions WHERE id = ?", "ses_x")
-		if err != nil {
-			return err
-		}
-		defer func() { _ = rows.Close() }()
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				return err
-			}
-			plan = append(plan, detail)
-		}
-		return rows.Err()
-	})
+	plan := queryPlan(t, s, "SELECT "+sessionColumns+" FROM sessions WHERE id = ?", "ses_x")
 	require.NotEmpty(t, plan)
 	for _, p := range plan {
 		require.NotContains(t, p, "SCAN", "every table is searched by its key: %v", plan)
