@@ -54,6 +54,12 @@
 // event data, projection docs) are stored verbatim as TEXT, NULL when empty,
 // and must be valid JSON. Tables are STRICT.
 //
+// Every append rewrites its session's row, so the row holds what changes
+// and little else: a spec larger than 2 kB (it never changes) is kept in
+// session_specs, and an append sets the indexed columns (status,
+// runnable, wake_at) only when their values change, since SQLite rewrites
+// an index's entries for every column a statement sets.
+//
 // Migrations live in migrations/NNN_name.sql, are embedded in the binary,
 // and are applied in order by Migrate, each in its own transaction, recorded
 // in schema_migrations(version, applied_at). A database whose schema is newer

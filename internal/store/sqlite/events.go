@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -42,14 +43,11 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 	err = s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
 		// The happy path is one conditional UPDATE; only when it changes
 		// nothing do we read the row to say why.
-		update := appendKeepLeaseSQL
-		if p.ReleaseLease {
-			update = appendReleaseLeaseSQL
+		query, args, err := w.appendUpdate(p, lastSeq, fenced, owner, epoch)
+		if err != nil {
+			return nil, err
 		}
-		n, err := w.changed(update,
-			p.Status, jsonText(p.State), lastSeq, toMicros(p.UpdatedAt),
-			boolInt(p.Runnable), nullMicros(p.WakeAt),
-			p.SessionID, p.ExpectedSeq, boolInt(fenced), owner, epoch)
+		n, err := w.changed(query, args...)
 		if err != nil {
 			return nil, mapErr(err)
 		}
@@ -83,19 +81,92 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 	return events, nil
 }
 
-// The conditional UPDATE of an append, in two forms: most appends keep
-// their lease, and an UPDATE that does not name the lease columns leaves
-// the lease owner's index alone (SQLite rewrites the entries of every index
-// on a column the statement sets, whether or not its value changes).
+// The conditional UPDATE of an append sets the session's indexed columns
+// (status, runnable, wake_at, the lease's) only when they change: SQLite
+// rewrites the entries of every index on a column a statement sets,
+// whether or not its value changes, and most appends change none of them
+// (sessions_status, sessions_runnable: two pages of the WAL per commit).
+// appendSQL[mask] sets the state, last seq and update time, and the
+// columns named by mask's bits.
 const (
-	appendUpdateSQL = `UPDATE sessions SET status = ?, state = ?, last_seq = ?, updated_at = ?,
-    runnable = ?, wake_at = ?`
-	appendWhereSQL = `
-WHERE id = ? AND last_seq = ? AND (NOT ? OR (lease_owner = ? AND lease_epoch = ?))`
-	appendKeepLeaseSQL    = appendUpdateSQL + appendWhereSQL
-	appendReleaseLeaseSQL = appendUpdateSQL + `,
-    lease_owner = NULL, lease_expires_at = NULL` + appendWhereSQL
+	appendSetStatus = 1 << iota
+	appendSetRunnable
+	appendSetWakeAt
+	appendReleaseLease
+	appendForms
 )
+
+var appendSQL = func() [appendForms]string {
+	var out [appendForms]string
+	for mask := range appendForms {
+		var b strings.Builder
+		b.WriteString(`UPDATE sessions SET state = ?, last_seq = ?, updated_at = ?`)
+		if mask&appendSetStatus != 0 {
+			b.WriteString(`, status = ?`)
+		}
+		if mask&appendSetRunnable != 0 {
+			b.WriteString(`, runnable = ?`)
+		}
+		if mask&appendSetWakeAt != 0 {
+			b.WriteString(`, wake_at = ?`)
+		}
+		if mask&appendReleaseLease != 0 {
+			b.WriteString(`, lease_owner = NULL, lease_expires_at = NULL`)
+		}
+		b.WriteString(`
+WHERE id = ? AND last_seq = ? AND (NOT ? OR (lease_owner = ? AND lease_epoch = ?))`)
+		out[mask] = b.String()
+	}
+	return out
+}()
+
+// appendUpdate returns the conditional UPDATE of an append and its
+// arguments, setting the indexed columns whose values p changes. It reads
+// them first in the writer's transaction, so they cannot change before
+// the UPDATE; a session that is not there gets the form that sets every
+// column, whose UPDATE then changes nothing (see appendRefused).
+func (w *writer) appendUpdate(p *store.EventAppendParams, lastSeq int64, fenced bool, owner string, epoch int64) (string, []any, error) {
+	var (
+		status   string
+		runnable int64
+		wake     sql.NullInt64
+		mask     int
+	)
+	err := w.queryRow(`SELECT status, runnable, wake_at FROM sessions WHERE id = ?`, p.SessionID).
+		Scan(&status, &runnable, &wake)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		mask = appendSetStatus | appendSetRunnable | appendSetWakeAt
+	case err != nil:
+		return "", nil, mapErr(err)
+	default:
+		if status != p.Status {
+			mask |= appendSetStatus
+		}
+		if runnable != boolInt(p.Runnable) {
+			mask |= appendSetRunnable
+		}
+		if wake.Valid != (p.WakeAt != nil) || (wake.Valid && wake.Int64 != p.WakeAt.UnixMicro()) {
+			mask |= appendSetWakeAt
+		}
+	}
+	if p.ReleaseLease {
+		mask |= appendReleaseLease
+	}
+	args := make([]any, 0, 11)
+	args = append(args, jsonText(p.State), lastSeq, toMicros(p.UpdatedAt))
+	if mask&appendSetStatus != 0 {
+		args = append(args, p.Status)
+	}
+	if mask&appendSetRunnable != 0 {
+		args = append(args, boolInt(p.Runnable))
+	}
+	if mask&appendSetWakeAt != 0 {
+		args = append(args, nullMicros(p.WakeAt))
+	}
+	args = append(args, p.SessionID, p.ExpectedSeq, boolInt(fenced), owner, epoch)
+	return appendSQL[mask], args, nil
+}
 
 // appendRefused explains why the conditional UPDATE of an append matched no
 // row: no session, a lost lease (checked first) or a moved seq.

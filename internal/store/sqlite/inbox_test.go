@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -28,24 +27,7 @@ func TestActionListAllUsesIndexes(t *testing.T) {
 	for _, tt := range tests {
 		q, args, err := actionListQuery(&tt.p, 10)
 		require.NoError(t, err)
-		var plan []string
-		raw(t, s, func(w *writer) error {
-			rows, err := w.conn.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+q, args...)
-			if err != nil {
-				return err
-			}
-			defer func() { _ = rows.Close() }()
-			for rows.Next() {
-				var id, parent, unused int
-				var detail string
-				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-					return err
-				}
-				plan = append(plan, detail)
-			}
-			return rows.Err()
-		})
-		joined := strings.Join(plan, "\n")
+		joined := strings.Join(queryPlan(t, s, q, args...), "\n")
 		require.Contains(t, joined, tt.index, "%s: %s", tt.name, joined)
 		require.NotContains(t, joined, "TEMP B-TREE", "%s: the index gives the order: %s", tt.name, joined)
 	}

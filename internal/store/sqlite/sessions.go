@@ -33,14 +33,23 @@ func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams)
 		if cl := p.Claim; cl != nil {
 			owner, epoch, expires = cl.Owner, 1, toMicros(cl.ExpiresAt)
 		}
+		spec := jsonText(sess.Spec)
+		if len(sess.Spec) > specInlineMax {
+			spec = nil
+		}
 		_, err := w.exec(`INSERT INTO sessions (id, project, agent_name, agent_version, parent_id, status, spec, state,
     last_seq, runnable, wake_at, lease_owner, lease_epoch, lease_expires_at, created_at, updated_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			sess.ID, sess.Project, sess.AgentName, sess.AgentVersion, nullString(sess.ParentID), sess.Status,
-			jsonText(sess.Spec), jsonText(sess.State), lastSeq, boolInt(sess.Runnable),
+			spec, jsonText(sess.State), lastSeq, boolInt(sess.Runnable),
 			nullMicros(sess.WakeAt), owner, epoch, expires, toMicros(sess.CreatedAt), toMicros(sess.UpdatedAt))
 		if err != nil {
 			return nil, mapErr(err)
+		}
+		if spec == nil && len(sess.Spec) > 0 {
+			if _, err := w.exec(`INSERT INTO session_specs (id, spec) VALUES (?, ?)`, sess.ID, string(sess.Spec)); err != nil {
+				return nil, mapErr(err)
+			}
 		}
 		if err := w.insertEvents(events); err != nil {
 			return nil, err
@@ -71,7 +80,18 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	return events, nil
 }
 
-const sessionColumns = `id, project, agent_name, agent_version, parent_id, status, spec, state, last_seq, runnable,
+// specInlineMax is the largest spec kept in its session's row, in bytes;
+// a larger one is written once in session_specs (019_session_specs). Every
+// append rewrites the session's row whole, and a row that does not fit its
+// page is rewritten with a new chain of overflow pages; a spec up to this
+// size leaves room in the page for a state of 1.5 kB or more.
+const specInlineMax = 2048
+
+// sessionColumns are a session row's columns for scanSession, its spec
+// read from session_specs when the row holds none (coalesce reads it only
+// then).
+const sessionColumns = `id, project, agent_name, agent_version, parent_id, status,
+    coalesce(spec, (SELECT p.spec FROM session_specs p WHERE p.id = sessions.id)), state, last_seq, runnable,
     wake_at, lease_owner, lease_epoch, lease_expires_at, created_at, updated_at`
 
 func scanSession(sc interface{ Scan(...any) error }) (*store.SessionRow, error) {

@@ -331,11 +331,13 @@ func TestLoadMigrations(t *testing.T) {
 	require.Equal(t, 1, ms[0].Version)
 }
 
-func TestClaimUsesPartialIndexes(t *testing.T) {
-	s := openMigrated(t, nil)
+// queryPlan returns the details of EXPLAIN QUERY PLAN for query, run on
+// the writer's connection.
+func queryPlan(t *testing.T, s *Store, query string, args ...any) []string {
+	t.Helper()
 	var plan []string
 	raw(t, s, func(w *writer) error {
-		rows, err := w.conn.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+claimableSQL, 0, "node-a", 0, 0, 0, "node-a", 0, 10)
+		rows, err := w.conn.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+query, args...)
 		if err != nil {
 			return err
 		}
@@ -350,7 +352,12 @@ func TestClaimUsesPartialIndexes(t *testing.T) {
 		}
 		return rows.Err()
 	})
-	joined := strings.Join(plan, "\n")
+	return plan
+}
+
+func TestClaimUsesPartialIndexes(t *testing.T) {
+	s := openMigrated(t, nil)
+	joined := strings.Join(queryPlan(t, s, claimableSQL, 0, "node-a", 0, 0, 0, "node-a", 0, 10), "\n")
 	require.Contains(t, joined, "sessions_runnable", joined)
 	require.Contains(t, joined, "sessions_wake", joined)
 }

@@ -94,6 +94,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"SubscribeEvents", testSubscribeEvents},
 		{"SubscribeCancel", testSubscribeCancel},
 		{"LeaseHoldersAppendClaimsNothing", testLeaseHoldersAppendClaimsNothing},
+		{"AppendKeepsWhatItDoesNotChange", testAppendKeepsWhatItDoesNotChange},
 		{"NotFound", testNotFound},
 		{"Closed", testClosed},
 	}
