@@ -82,8 +82,8 @@ type runner struct {
 	tickSeq int64
 	// lookDeferred: this tick took no look at the session because all it
 	// has to do is a step's model call (modelCallOnlyDue); the append of
-	// the model's request is the check, and it sends the runner back to
-	// its tick rather than merging and calling the model (invoke).
+	// the model's request is the check, and a conflict sends the runner
+	// back to its tick rather than on to the model (invoke).
 	lookDeferred bool
 	// tree is this session's part in its tree's budget ledger.
 	tree *treeLedger
@@ -401,8 +401,8 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 	} else if r.modelCallOnlyDue() {
 		// No look either: the append of the model's request holds only
 		// if nothing landed since the runner last read or wrote the
-		// journal, and when something did, the runner comes back here
-		// and looks before the model is called (invoke).
+		// journal, and when something did, the runner reads it in and
+		// comes back here before the model is called (invoke).
 		r.tickSeq, r.lookDeferred = -1, true
 	} else if err := r.readControls(ctx); err != nil {
 		return false, err
@@ -606,9 +606,10 @@ func (r *runner) onlyCheckpointDue() bool {
 // tick has to do is the model call of the next step: the last step's calls
 // are done and checkpointed, and nothing waits, pauses, cancels, reviews,
 // reports or stops, in a session of no tree (a tree's sessions keep the
-// look: their shared budget was seen overrun without it, in
-// TestTreeBudgetParallelChildrenTokens). Were there a write it has not read, the model's
-// request fails to append and the runner looks before it calls the model
+// look: without it, TestTreeBudgetParallelChildrenTokens saw at times
+// every session stopped by its own share before the tree's limit). Were
+// there a write it has not read, the model's request fails to append and
+// the runner reads it in and decides again before it calls the model
 // (invoke).
 func (r *runner) modelCallOnlyDue() bool {
 	st := r.st

@@ -88,8 +88,9 @@ func (r *runner) callModel(ctx context.Context) error {
 // it. When another writer appended since (a steer, a cancel, a pause), the
 // request is dropped unsent, its reservation in the tree's budget given
 // back, the rest of the batch (the last step's events) merged onto the
-// newer journal, and the runner goes back to its tick, which looks and
-// decides again. events, blobs and sent are the batch's lengths and the
+// newer journal, and the runner goes back to its tick, which decides again
+// on the journal just read: a cancel or a pause acts there, and a steer is
+// in the context of the call the tick makes. events, blobs and sent are the batch's lengths and the
 // transcript's steers sent before the request was added. It reports
 // whether the request is durable.
 func (r *runner) requestUnlooked(ctx context.Context, events, blobs, sent int) (bool, error) {
@@ -154,7 +155,7 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 		return nil, err
 	}
 	if r.lookDeferred && purpose == "" {
-		if sent, err := r.requestUnlooked(ctx, events, blobs, sent); !sent || err != nil {
+		if durable, err := r.requestUnlooked(ctx, events, blobs, sent); !durable || err != nil {
 			return nil, err
 		}
 	} else if err := r.flush(ctx, false); err != nil {
