@@ -36,6 +36,21 @@ func (s *writeBeforeSecondRequest) EventAppend(ctx context.Context, p *store.Eve
 	return s.Store.EventAppend(ctx, p)
 }
 
+// newHarnessWithAPI is newHarnessThrough with an API node (api, not
+// started) over the store itself, whose writes come from another node
+// than the runner's; apiModel is its providers' "scripted".
+func newHarnessWithAPI(t *testing.T, p, apiModel model.Provider, wrap func(h *harness, api *engine.Engine) store.Store) *harness {
+	t.Helper()
+	return newHarnessThrough(t, p, 0, func(h *harness) store.Store {
+		api, err := engine.New(h.store, &engine.Config{
+			WorkspaceRoot: filepath.Join(h.dir, "workspaces"), NodeID: "api", Clock: h.clock,
+			Providers: map[string]model.Provider{"scripted": apiModel},
+		})
+		require.NoError(t, err)
+		return wrap(h, api)
+	})
+}
+
 // TestWriteBeforeAnUnlookedModelRequest: a steer, a cancel or a pause
 // journaled by another node after a step's checkpoint, as the runner
 // appends the next step's model request without having looked at the
@@ -84,14 +99,7 @@ func TestWriteBeforeAnUnlookedModelRequest(t *testing.T) {
 			p := newGatedScripted()
 			p.open()
 			hooked := &writeBeforeSecondRequest{}
-			h := newHarnessThrough(t, p, 0, func(h *harness) store.Store {
-				// The write comes through an API node (not started) over
-				// the store itself.
-				api, err := engine.New(h.store, &engine.Config{
-					WorkspaceRoot: filepath.Join(h.dir, "workspaces"), NodeID: "api", Clock: h.clock,
-					Providers: map[string]model.Provider{"scripted": p},
-				})
-				require.NoError(t, err)
+			h := newHarnessWithAPI(t, p, p, func(h *harness, api *engine.Engine) store.Store {
 				hooked.Store = h.store
 				hooked.write = func(id string) {
 					require.NoError(t, tc.write(context.Background(), api, id))
