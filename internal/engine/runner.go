@@ -606,8 +606,8 @@ func (r *runner) onlyCheckpointDue() bool {
 // tick has to do is the model call of the next step: the last step's calls
 // are done and checkpointed, and nothing waits, pauses, cancels, reviews,
 // reports or stops, in a session of no tree (a tree's sessions keep the
-// look: without it, TestTreeBudgetParallelChildrenTokens saw at times
-// every session stopped by its own share before the tree's limit). Were
+// look: without it, TestTreeBudgetParallelChildrenTokens at times saw no
+// session stopped by the tree's limit, only by their own shares). Were
 // there a write it has not read, the model's request fails to append and
 // the runner reads it in and decides again before it calls the model
 // (invoke).
