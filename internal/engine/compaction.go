@@ -55,6 +55,19 @@ func (r *runner) compactIfNeeded(ctx context.Context, stepN int) (bool, error) {
 		}
 		return false, nil // nothing to summarise yet: send as is
 	}
+	if r.lookDeferred {
+		// The summary's call is made under no conditional request of its
+		// own: the tick's look comes first, and anything it reads in
+		// sends the runner back to its tick.
+		r.lookDeferred = false
+		seen := r.durableSeq
+		if err := r.readControls(ctx); err != nil {
+			return true, err
+		}
+		if err := r.readSteers(ctx, false); err != nil || r.durableSeq != seen || r.st.Pause != nil {
+			return true, err
+		}
+	}
 	res, err := r.invoke(ctx, lt.PurposeCompaction, stepN, r.tx.summaryRequest(cut), nil)
 	if res == nil || err != nil {
 		return true, err

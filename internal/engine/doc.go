@@ -63,8 +63,11 @@
 //     (monitorreview.go).
 //   - a pause cuts nothing: it takes effect before the next call starts
 //     (the worker reads the session's last seq at every safe point, and
-//     the new events when another writer appended) or at once
-//     when no worker runs the session; a paused session holds no worker,
+//     the new events when another writer appended; before a step's model
+//     call the request's conditional append is that read: when another
+//     writer appended, the request is dropped unsent and the worker
+//     decides again on the newer journal, runner.go modelCallOnlyDue) or
+//     at once when no worker runs the session; a paused session holds no worker,
 //     lease or wake time, whatever is decided meanwhile, and its paused
 //     time counts toward no deadline (pause.go).
 //

@@ -80,6 +80,11 @@ type runner struct {
 	// start of this tick, until the runner writes again (-1: not read
 	// since); readSteers uses it rather than reading the store again.
 	tickSeq int64
+	// lookDeferred: this tick took no look at the session because all it
+	// has to do is a step's model call (modelCallOnlyDue); the append of
+	// the model's request is the check, and a conflict sends the runner
+	// back to its tick rather than on to the model (invoke).
+	lookDeferred bool
 	// tree is this session's part in its tree's budget ledger.
 	tree *treeLedger
 	// claim hears the session's appends since the claim began (nil: not
@@ -386,13 +391,20 @@ func (r *runner) run(ctx context.Context) error {
 // tick does the next thing the journal says is due, and reports whether the
 // runner is done with the session (it waits or has nothing left to do).
 func (r *runner) tick(ctx context.Context) (bool, error) {
+	r.lookDeferred = false
 	if r.onlyCheckpointDue() {
 		// No look at the session: a step's checkpoint has no effect
 		// outside the journal, and its event waits for the next append,
-		// which the next tick's look comes before (as does the model
-		// call after it). A pause or cancel that came meanwhile acts
-		// there.
+		// whose conditional append (the model's request) or the next
+		// tick's look comes before anything else runs. A pause or
+		// cancel that came meanwhile acts there.
 		r.tickSeq = -1
+	} else if r.modelCallOnlyDue() {
+		// No look either: the append of the model's request holds only
+		// if nothing landed since the runner last read or wrote the
+		// journal, and when something did, the runner reads it in and
+		// comes back here before the model is called (invoke).
+		r.tickSeq, r.lookDeferred = -1, true
 	} else if err := r.readControls(ctx); err != nil {
 		return false, err
 	}
@@ -589,6 +601,26 @@ func (r *runner) onlyCheckpointDue() bool {
 	return step != nil && len(step.Calls) > 0 && step.Done() && st.CheckpointStep != step.N &&
 		st.CurrentTurn() != nil && st.Pause == nil && st.Cancel == nil && st.Wait == nil && len(st.Pending) == 0 &&
 		len(st.OrphanedChildren()) == 0 && !st.EnvironmentStopped && !r.envDeferred && r.envErr == nil && !r.envForStop
+}
+
+// modelCallOnlyDue reports whether, as far as the runner knows, all this
+// tick has to do is the model call of the next step: the last step's calls
+// are done and checkpointed, and nothing waits, pauses, cancels, reviews,
+// reports or stops, in a session of no tree (a tree's sessions keep the
+// look: without it, TestTreeBudgetParallelChildrenTokens at times saw no
+// session stopped by the tree's limit, only by their own shares). Were
+// there a write it has not read, the model's request fails to append and
+// the runner reads it in and decides again before it calls the model
+// (invoke).
+func (r *runner) modelCallOnlyDue() bool {
+	st := r.st
+	step := st.Step
+	return step != nil && len(step.Calls) > 0 && step.Done() && st.CheckpointStep == step.N &&
+		st.CurrentTurn() != nil && st.CurrentTurn().Status != lt.TurnQueued && st.Session.Status == lt.SessionRunning &&
+		st.Pause == nil && st.Cancel == nil && st.Wait == nil && len(st.Pending) == 0 &&
+		len(st.OrphanedChildren()) == 0 && !st.EnvironmentStopped && !r.envDeferred && r.envErr == nil && !r.envForStop &&
+		(r.envRunner == "" || (r.envRunner == st.EnvironmentRunner && r.envRunnerKey == st.EnvironmentRunnerKey)) &&
+		len(r.monFound) == 0 && !r.idleStopDue() && !r.periodicReviewDue() && !inTree(st)
 }
 
 // recoverCall settles a call whose worker died while it ran (DESIGN.md

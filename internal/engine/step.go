@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -43,9 +44,12 @@ func (r *runner) callModel(ctx context.Context) error {
 		return err // the turn ended, or the next tick goes on
 	}
 	// The context carries every steering message journaled so far (by
-	// another writer).
-	if err := r.readSteers(ctx, false); err != nil {
-		return err
+	// another writer). When the tick took no look (lookDeferred), the
+	// append of the model's request checks instead (invoke).
+	if !r.lookDeferred {
+		if err := r.readSteers(ctx, false); err != nil {
+			return err
+		}
 	}
 	if done, err := r.compactIfNeeded(ctx, stepN); done || err != nil {
 		return err // the next tick checks again and calls the model
@@ -76,6 +80,31 @@ func (r *runner) callModel(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// requestUnlooked makes the model's request durable when this tick took no
+// look at the session (lookDeferred): like every append of the runner, it
+// holds only if the journal still ends where the runner last read or wrote
+// it. When another writer appended since (a steer, a cancel, a pause), the
+// request is dropped unsent, its reservation in the tree's budget given
+// back, the rest of the batch (the last step's events) merged onto the
+// newer journal, and the runner goes back to its tick, which decides again
+// on the journal just read: a cancel or a pause acts there, and a steer is
+// in the context of the call the tick makes. events, blobs and sent are the batch's lengths and the
+// transcript's steers sent before the request was added. It reports
+// whether the request is durable.
+func (r *runner) requestUnlooked(ctx context.Context, events, blobs, sent int) (bool, error) {
+	r.lookDeferred = false
+	err := r.appendBatch(ctx, false)
+	switch {
+	case err == nil:
+		return true, nil
+	case !errors.Is(err, store.ErrConflict):
+		return false, fmt.Errorf("append: %w", err)
+	}
+	r.modelCallEnded()
+	r.tx.sent = sent
+	return false, r.dropEnd(ctx, events, blobs)
 }
 
 // callResult is a model call that answered.
@@ -118,13 +147,18 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 	if ok, err := r.reserveModelCall(ctx, spec, purpose, pos, attempt, contextTokens); !ok || err != nil {
 		return nil, err // the tree's budget is spent (the turn ended), or the call waits for the tree's calls in flight
 	}
+	events, blobs, sent := len(r.b.events), len(r.b.blobs), r.tx.sent
 	if err := r.add(lt.EventModelRequested, turnID, stepN, lt.ModelRequestedData{
 		Step: stepN, Position: pos, Attempt: attempt, Provider: spec.Provider, Model: spec.Name,
 		Purpose: purpose, ContextTokens: contextTokens, Steers: steers,
 	}); err != nil {
 		return nil, err
 	}
-	if err := r.flush(ctx, false); err != nil {
+	if r.lookDeferred && purpose == "" {
+		if durable, err := r.requestUnlooked(ctx, events, blobs, sent); !durable || err != nil {
+			return nil, err
+		}
+	} else if err := r.flush(ctx, false); err != nil {
 		return nil, err
 	}
 	// The turn's timeout and the wall-clock budget abandon the request in
