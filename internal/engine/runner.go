@@ -606,12 +606,17 @@ func (r *runner) onlyCheckpointDue() bool {
 // modelCallOnlyDue reports whether, as far as the runner knows, all this
 // tick has to do is the model call of the next step: the last step's calls
 // are done and checkpointed, and nothing waits, pauses, cancels, reviews,
-// reports or stops, in a session of no tree (a tree's sessions keep the
-// look: without it, TestTreeBudgetParallelChildrenTokens at times saw no
-// session stopped by the tree's limit, only by their own shares). Were
-// there a write it has not read, the model's request fails to append and
-// the runner reads it in and decides again before it calls the model
-// (invoke).
+// reports or stops, in a session of no tree. A tree's sessions keep the
+// look. Without it a root whose request lost to its children's
+// subagent.completed events read them in and stopped on its own token
+// limit, counting the children's usage, before the tree's ledger could
+// refuse the reservation (TestTreeBudgetParallelChildrenTokens, which
+// expects the tree's label, failed so; nothing overspent). And a dropped
+// request's next attempt reserves the same ledger id, whose release
+// could then ride the next append and free the new reservation: to be
+// settled before trees go without the look. Were there a write it has not
+// read, the model's request fails to append and the runner reads it in
+// and decides again before it calls the model (invoke).
 func (r *runner) modelCallOnlyDue() bool {
 	st := r.st
 	step := st.Step

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -291,7 +292,8 @@ func wakeOrphanedReapers() int {
 		if ns, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/pid"); err != nil || ns != ownNS {
 			continue
 		}
-		if parent, err := strconv.Atoi(args[2]); err != nil || parentPid(pid) == parent {
+		ppid := parentPid(pid)
+		if !orphanedReaper(args, ppid, cmdline(ppid)) {
 			continue
 		}
 		_ = unix.Kill(pid, unix.SIGCONT)
@@ -300,6 +302,22 @@ func wakeOrphanedReapers() int {
 		}
 	}
 	return woken
+}
+
+// orphanedReaper reports whether a process running args (a reaper's:
+// ReapCommand PARENT ...), whose parent is ppid running parentArgs, is a
+// reaper whose server is gone: its parent is not the one its arguments
+// name. Not so a reaper's command between its fork and its exec: it still
+// shows the reaper's arguments, under the reaper. A SIGTERM there (from
+// any server of the machine starting its first local backend) would kill
+// the command before it started, its server reading a sandbox failure
+// ("local exec: exit status -1") where the command never ran.
+func orphanedReaper(args []string, ppid int, parentArgs []string) bool {
+	parent, err := strconv.Atoi(args[2])
+	if err != nil || ppid <= 0 || ppid == parent {
+		return false // unreadable, gone (no parent to read), or its server's
+	}
+	return !slices.Equal(parentArgs, args)
 }
 
 // reaperAttr starts a reaper in a process group of its own (so the group

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -85,4 +86,25 @@ func TestReaperRunsFromAReplacedBinary(t *testing.T) {
 	require.Contains(t, string(out), "--- PASS: TestReaperRunsFromAReplacedBinary")
 	_, err = os.Stat(cp)
 	require.ErrorIs(t, err, os.ErrNotExist, "the copy removed itself before running the command")
+}
+
+// TestReapersCommandBeforeItsExecIsNoOrphan: between the reaper's fork of
+// its command and the command's exec, the child shows the reaper's own
+// arguments under the reaper as parent. Another server's first local
+// backend, waking orphaned reapers then, took it for one and sent it
+// SIGTERM: the command died before it started, and its server read a
+// sandbox failure ("local exec: exit status -1", seen in the crash tests
+// under load). Only a reaper whose parent is neither the server it names
+// nor a copy of itself is an orphan.
+func TestReapersCommandBeforeItsExecIsNoOrphan(t *testing.T) {
+	reaper := []string{"/proc/self/exe", ReapCommand, "4242", "1", "--", "/bin/sh", "-c", "true"}
+	require.False(t, orphanedReaper(reaper, 4242, []string{"longhaul", "serve"}), "its server is alive")
+	require.False(t, orphanedReaper(reaper, 5151, reaper), "a reaper's command before its exec")
+	require.True(t, orphanedReaper(reaper, 1, nil), "its server died: given to init")
+	require.True(t, orphanedReaper(reaper, 777, []string{"/sbin/init-like-subreaper"}), "its server died: given to a subreaper")
+	other := slices.Clone(reaper)
+	other[2] = "999"
+	require.True(t, orphanedReaper(reaper, 5151, other), "under another server's reaper, it is still an orphan")
+	require.False(t, orphanedReaper([]string{"x", ReapCommand, "not-a-pid"}, 1, nil), "unreadable arguments are left alone")
+	require.False(t, orphanedReaper(reaper, 0, nil), "a process gone before its parent was read is left alone")
 }
