@@ -137,6 +137,7 @@ func startServerWithEnv(t *testing.T, env []string, extraArgs ...string) *server
 	require.NoError(t, os.Mkdir(s.workDir, 0o700))
 	t.Cleanup(func() {
 		s.kill()
+		waitProcessesGone(t, root)
 		if t.Failed() {
 			s.dumpLog()
 		}
@@ -164,6 +165,34 @@ func startServerWithEnv(t *testing.T, env []string, extraArgs ...string) *server
 	require.NoError(t, err)
 	s.api = api
 	return s
+}
+
+// waitProcessesGone waits until no process names dir in its command line:
+// what a server killed with SIGKILL leaves running for a moment (Chromium's
+// processes, whose profile is in a workspace, die of their parent-death
+// signal or by their reaper, and may write their profile until then). The
+// temporary directory is removed after this cleanup, and a write into it
+// meanwhile failed the test ("directory not empty"). A process still there
+// after the wait is logged, not failed on.
+func waitProcessesGone(t *testing.T, dir string) {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var left []string
+		procs, _ := filepath.Glob("/proc/[0-9]*")
+		for _, p := range procs {
+			if cmdline, err := os.ReadFile(p + "/cmdline"); err == nil && strings.Contains(string(cmdline), dir) {
+				left = append(left, filepath.Base(p))
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Logf("processes still running under %s after the server's kill: %v", dir, left)
+			return
+		}
+		time.Sleep(pollInterval)
+	}
 }
 
 // freeLoopbackAddr returns 127.0.0.1:PORT for a port the kernel just gave
