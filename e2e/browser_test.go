@@ -128,6 +128,7 @@ func (b *browser) tab(name string) context.Context {
 var (
 	expectedConsole = regexp.MustCompile(`Failed to load resource: the server responded with a status of (400|401|404|409)`)
 	refusedProbe    = regexp.MustCompile(`Failed to load resource: the server responded with a status of 403`)
+	requestLost     = regexp.MustCompile(`Failed to load resource: net::ERR_(CONNECTION_RESET|CONNECTION_REFUSED|EMPTY_RESPONSE|INCOMPLETE_CHUNKED_ENCODING)`)
 	streamCut       = regexp.MustCompile(`Failed to load resource: net::ERR_(INCOMPLETE_CHUNKED_ENCODING|CONNECTION_RESET|EMPTY_RESPONSE)`)
 )
 
@@ -144,6 +145,9 @@ func (b *browser) watch(ctx context.Context, name string) {
 			if !bad || expectedConsole.MatchString(m.Text) || streamCut.MatchString(m.Text) && strings.Contains(m.URL, "/events/stream") ||
 				refusedProbe.MatchString(m.Text) && strings.HasSuffix(m.URL, "/v1/me") {
 				continue
+			}
+			if _, ending := serversStopping.Load(b.t); ending && requestLost.MatchString(m.Text) {
+				continue // the test is over and its server killed under the page
 			}
 			b.mu.Lock()
 			b.problems = append(b.problems, fmt.Sprintf("%s: %s (%s:%d)", name, m.String(), m.URL, m.Line))

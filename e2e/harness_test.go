@@ -136,6 +136,7 @@ func startServerWithEnv(t *testing.T, env []string, extraArgs ...string) *server
 	}
 	require.NoError(t, os.Mkdir(s.workDir, 0o700))
 	t.Cleanup(func() {
+		serversStopping.Store(t, true)
 		s.kill()
 		waitProcessesGone(t, root)
 		if t.Failed() {
@@ -167,6 +168,12 @@ func startServerWithEnv(t *testing.T, env []string, extraArgs ...string) *server
 	return s
 }
 
+// serversStopping holds each test (*testing.T) whose servers the test's
+// end is killing: a page still open then (a browser's cleanup runs after
+// the servers', having been started first) loses its requests in flight,
+// which is the test's end, not a problem of the page (browser.watch).
+var serversStopping sync.Map
+
 // waitProcessesGone waits until no process names dir in its command line:
 // what a server killed with SIGKILL leaves running for a moment (Chromium's
 // processes, whose profile is in a workspace, die of their parent-death
@@ -180,7 +187,7 @@ func waitProcessesGone(t *testing.T, dir string) {
 		var left []string
 		procs, _ := filepath.Glob("/proc/[0-9]*")
 		for _, p := range procs {
-			if cmdline, err := os.ReadFile(p + "/cmdline"); err == nil && strings.Contains(string(cmdline), dir) {
+			if cmdline, err := os.ReadFile(p + "/cmdline"); err == nil && strings.Contains(string(cmdline), dir+string(filepath.Separator)) {
 				left = append(left, filepath.Base(p))
 			}
 		}
