@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -27,15 +25,7 @@ import (
 // after the other. A new event type is covered as it is registered.
 func TestTypedPayloadsApplyAsDecoded(t *testing.T) {
 	t.Parallel()
-	bases := [][]lt.Event{parseJournal([]byte(startedJournal))}
-	paths, err := filepath.Glob(filepath.Join("testdata", "journals", "*.jsonl"))
-	require.NoError(t, err)
-	require.NotEmpty(t, paths)
-	for _, p := range paths {
-		data, err := os.ReadFile(p)
-		require.NoError(t, err)
-		bases = append(bases, parseJournal(data))
-	}
+	bases := testJournals(t)
 	// States to apply the made-up payloads on: each journal's end, and a
 	// point in its middle.
 	var states []State

@@ -43,15 +43,7 @@ const startedJournal = `{"seq":1,"type":"session.created","time":"1970-01-01T00:
 // for a journal of kilobytes and leaves no time to fuzz, while a tail of a
 // few events is minimized at once.
 func FuzzApply(f *testing.F) {
-	bases := [][]lt.Event{parseJournal([]byte(startedJournal))}
-	paths, err := filepath.Glob(filepath.Join("testdata", "journals", "*.jsonl"))
-	require.NoError(f, err)
-	require.NotEmpty(f, paths)
-	for _, p := range paths {
-		data, err := os.ReadFile(p)
-		require.NoError(f, err)
-		bases = append(bases, parseJournal(data))
-	}
+	bases := testJournals(f)
 	for i, b := range bases {
 		f.Add(uint8(i), uint16(len(b)), []byte{})   // the whole session
 		f.Add(uint8(i), uint16(len(b)/2), []byte{}) // a session cut mid-way
@@ -189,4 +181,19 @@ func TestSeedJournalsApplyWhole(t *testing.T) {
 		require.NoError(t, Apply(&st, ev, nil))
 	}
 	require.Equal(t, string(mustMarshal(t, started(t, lt.EffectIdempotent).st)), string(mustMarshal(t, st)))
+}
+
+// testJournals is startedJournal and every journal of testdata/journals,
+// each as its events.
+func testJournals(tb testing.TB) [][]lt.Event {
+	bases := [][]lt.Event{parseJournal([]byte(startedJournal))}
+	paths, err := filepath.Glob(filepath.Join("testdata", "journals", "*.jsonl"))
+	require.NoError(tb, err)
+	require.NotEmpty(tb, paths)
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		require.NoError(tb, err)
+		bases = append(bases, parseJournal(data))
+	}
+	return bases
 }

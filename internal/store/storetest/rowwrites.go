@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -54,7 +55,7 @@ func testAppendKeepsWhatItDoesNotChange(t *testing.T, h *harness) {
 				require.Equal(t, *st.wake, *got.WakeAt, "%s after append %d", id, i)
 			}
 			require.Equal(t, seq, got.LastSeq)
-			requireJSON(t, `{"seq":`+jsonInt(seq)+`}`, got.State)
+			requireJSON(t, `{"seq":`+strconv.FormatInt(seq, 10)+`}`, got.State)
 		}
 	}
 	requireJSON(t, string(large), h.session("ses_large").Spec)
@@ -70,9 +71,4 @@ func testAppendKeepsWhatItDoesNotChange(t *testing.T, h *harness) {
 	}
 	require.Len(t, specs, 1)
 	requireJSON(t, string(large), json.RawMessage(specs[0]), "a list reads the spec too")
-}
-
-func jsonInt(n int64) string {
-	b, _ := json.Marshal(n)
-	return string(b)
 }
