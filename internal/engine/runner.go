@@ -227,7 +227,7 @@ func (r *runner) flush(ctx context.Context, release bool) error {
 		}
 		if r.b.empty() {
 			r.released = true
-			return r.e.store.LeaseRelease(ctx, r.lease)
+			return r.releaseLease(ctx)
 		}
 		err := r.appendBatch(ctx, release)
 		if err == nil {
@@ -240,6 +240,16 @@ func (r *runner) flush(ctx context.Context, release bool) error {
 			return err
 		}
 	}
+}
+
+// releaseLease gives the lease up and waits for the answer whatever
+// happens to ctx meanwhile. The lease's renewal (renewLease) may run in the
+// store's batch just behind the release: it finds the lease given up,
+// takes that for a loss and cancels ctx before the release is answered. A
+// release waiting on ctx would then return the context's error while it
+// still commits, later: Stop would return with the lease still held.
+func (r *runner) releaseLease(ctx context.Context) error {
+	return r.e.store.LeaseRelease(context.WithoutCancel(ctx), r.lease)
 }
 
 // appendBatch makes the pending events durable in one append, conditional
@@ -373,7 +383,7 @@ func (r *runner) run(ctx context.Context) error {
 			if err := r.flush(ctx, false); err != nil {
 				return err
 			}
-			return r.e.store.LeaseRelease(ctx, r.lease)
+			return r.releaseLease(ctx)
 		}
 		done, err := r.tick(ctx)
 		if errors.Is(err, errPauseFirst) {
