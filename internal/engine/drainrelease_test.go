@@ -29,11 +29,12 @@ type lateReleaseStore struct {
 	armed     bool
 	releasing map[string]bool // sessions whose release is in the batch
 	landed    chan struct{}   // closed: the late commits may land
+	waiting   chan struct{}   // a release waits for its answer on a live ctx
 	late      sync.WaitGroup
 }
 
 func newLateReleaseStore() *lateReleaseStore {
-	return &lateReleaseStore{releasing: map[string]bool{}, landed: make(chan struct{})}
+	return &lateReleaseStore{releasing: map[string]bool{}, landed: make(chan struct{}), waiting: make(chan struct{}, 1)}
 }
 
 func (s *lateReleaseStore) arm() {
@@ -65,23 +66,7 @@ func (s *lateReleaseStore) LeaseRenew(ctx context.Context, l store.Lease, expire
 }
 
 func (s *lateReleaseStore) LeaseRelease(ctx context.Context, l store.Lease) error {
-	s.mu.Lock()
-	armed := s.armed
-	if armed {
-		s.releasing[l.SessionID] = true
-	}
-	s.mu.Unlock()
-	if !armed || ctx.Done() == nil {
-		// A caller that waits for the answer whatever happens gets it.
-		return s.Store.LeaseRelease(ctx, l)
-	}
-	// The renewal's answer comes first, and the commit after a while (a
-	// bound, so that a caller nothing cancels is answered too).
-	select {
-	case <-ctx.Done():
-	case <-time.After(5 * time.Second):
-	}
-	if ctx.Err() == nil {
+	if !s.late1(ctx, l.SessionID) {
 		return s.Store.LeaseRelease(ctx, l)
 	}
 	s.late.Go(func() {
@@ -89,6 +74,45 @@ func (s *lateReleaseStore) LeaseRelease(ctx context.Context, l store.Lease) erro
 		_ = s.Store.LeaseRelease(context.WithoutCancel(ctx), l)
 	})
 	return fmt.Errorf("release lease on session %s: %w", l.SessionID, ctx.Err())
+}
+
+// EventAppend is LeaseRelease's answer for an append that gives the lease
+// up (a runner parking).
+func (s *lateReleaseStore) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
+	if !p.ReleaseLease || !s.late1(ctx, p.SessionID) {
+		return s.Store.EventAppend(ctx, p)
+	}
+	s.late.Go(func() {
+		<-s.landed
+		_, _ = s.Store.EventAppend(context.WithoutCancel(ctx), p)
+	})
+	return nil, fmt.Errorf("append events to session %s: %w", p.SessionID, ctx.Err())
+}
+
+// late1 reports whether the release of session id, by a caller waiting
+// on ctx, is answered after ctx ended (and then commits later): when
+// armed, unless nothing can end ctx (the caller waits for the answer
+// whatever happens). The renewal's answer comes first, and the commit
+// after a while (a bound, so that a caller nothing cancels is answered).
+func (s *lateReleaseStore) late1(ctx context.Context, id string) bool {
+	s.mu.Lock()
+	armed := s.armed
+	if armed {
+		s.releasing[id] = true
+	}
+	s.mu.Unlock()
+	if !armed || ctx.Done() == nil {
+		return false
+	}
+	select {
+	case s.waiting <- struct{}{}:
+	default:
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
+	}
+	return ctx.Err() != nil
 }
 
 // TestStopWaitsForTheDrainReleases: a drained runner waits for the answer
@@ -129,4 +153,50 @@ func TestStopWaitsForTheDrainReleases(t *testing.T) {
 	row, err := h.store.SessionGet(ctx, s.ID)
 	require.NoError(t, err)
 	require.Empty(t, row.Lease.Owner, "Stop returned before the drained session's lease was given back")
+}
+
+// TestStopWaitsForTheParkRelease: the same for a runner parking, whose
+// last append gives the lease up: it waits for that append's answer, so a
+// Stop that comes meanwhile returns with the session parked and its lease
+// given back.
+func TestStopWaitsForTheParkRelease(t *testing.T) {
+	dir := t.TempDir()
+	h := &harness{t: t, dir: dir, clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}}
+	h.store = openStore(t, dir)
+	t.Cleanup(func() { h.store.Close() })
+	ls := newLateReleaseStore()
+	t.Cleanup(ls.land) // before the store closes
+	h.wrapStore = func(s store.Store) store.Store {
+		ls.Store = s
+		return ls
+	}
+	ls.arm()
+	h.start("node-a")
+
+	ctx := context.Background()
+	s, err := h.eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: spec(t, `[{"text":"ok"}]`), Input: "go"})
+	require.NoError(t, err)
+	// The park's append waits for its answer (before the fix, on a
+	// context its renewal ends), or is answered: parked.
+	deadline := time.Now().Add(10 * time.Second)
+	for parked := false; !parked; {
+		select {
+		case <-ls.waiting:
+			parked = true
+		default:
+			got, err := h.eng.GetSession(ctx, s.ID)
+			require.NoError(t, err)
+			parked = got.Status == lt.SessionIdle
+		}
+		require.True(t, time.Now().Before(deadline), "the session never parked")
+		time.Sleep(2 * time.Millisecond) // polling with a deadline
+	}
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, h.eng.Stop(stopCtx))
+
+	row, err := h.store.SessionGet(ctx, s.ID)
+	require.NoError(t, err)
+	require.Empty(t, row.Lease.Owner, "Stop returned before the parked session's lease was given back")
+	require.Equal(t, string(lt.SessionIdle), row.Status)
 }

@@ -243,7 +243,7 @@ func (r *runner) flush(ctx context.Context, release bool) error {
 }
 
 // releaseLease gives the lease up and waits for the answer whatever
-// happens to ctx meanwhile. The lease's renewal (renewLease) may run in the
+// happens to ctx meanwhile (so does appendBatch's append that releases). The lease's renewal (renewLease) may run in the
 // store's batch just behind the release: it finds the lease given up,
 // takes that for a loss and cancels ctx before the release is answered. A
 // release waiting on ctx would then return the context's error while it
@@ -262,7 +262,13 @@ func (r *runner) appendBatch(ctx context.Context, release bool) error {
 	}
 	p.TreeSettle = r.treeSettle()
 	r.tickSeq = -1
-	if _, err := r.e.store.EventAppend(ctx, p); err != nil {
+	appendCtx := ctx
+	if p.ReleaseLease {
+		// An append that gives the lease up waits for its answer, as
+		// releaseLease does, for the same reason.
+		appendCtx = context.WithoutCancel(ctx)
+	}
+	if _, err := r.e.store.EventAppend(appendCtx, p); err != nil {
 		return err
 	}
 	r.treeSettled(p.TreeSettle)
