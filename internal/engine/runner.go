@@ -243,11 +243,12 @@ func (r *runner) flush(ctx context.Context, release bool) error {
 }
 
 // releaseLease gives the lease up and waits for the answer whatever
-// happens to ctx meanwhile (so does appendBatch's append that releases). The lease's renewal (renewLease) may run in the
-// store's batch just behind the release: it finds the lease given up,
-// takes that for a loss and cancels ctx before the release is answered. A
-// release waiting on ctx would then return the context's error while it
-// still commits, later: Stop would return with the lease still held.
+// happens to ctx meanwhile (so does appendBatch's append that releases).
+// The lease's renewal (renewLease) may run in the store's batch just
+// behind the release: it finds the lease given up, takes that for a loss
+// and cancels ctx before the release is answered. A release waiting on
+// ctx would then return the context's error while it still commits,
+// later: Stop would return with the lease still held.
 func (r *runner) releaseLease(ctx context.Context) error {
 	return r.e.store.LeaseRelease(context.WithoutCancel(ctx), r.lease)
 }
