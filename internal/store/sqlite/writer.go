@@ -41,6 +41,13 @@ type writer struct {
 	seqs     *lastSeqs
 	log      *slog.Logger
 
+	// ckpt copies the WAL into the database off the writer's path, woken
+	// once the commits have written checkpointPages pages since its last
+	// wake (pagesSinceWake); nil when the store has none.
+	ckpt            *checkpointer
+	checkpointPages int64
+	pagesSinceWake  int64
+
 	// mu makes "not closed, so send" atomic with respect to close: senders
 	// hold it shared while they enqueue, close holds it exclusively to set
 	// closed and close the queue.
@@ -55,16 +62,18 @@ type writer struct {
 	busy     atomic.Int64 // nanoseconds spent running batches, commits included
 }
 
-func newWriter(db *sql.DB, conn *sql.Conn, maxBatch int, h *storeutil.Hub, seqs *lastSeqs, log *slog.Logger) *writer {
+func newWriter(db *sql.DB, conn *sql.Conn, maxBatch int, h *storeutil.Hub, seqs *lastSeqs, log *slog.Logger, ckpt *checkpointer) *writer {
 	w := &writer{
-		db:       db,
-		conn:     conn,
-		maxBatch: maxBatch,
-		hub:      h,
-		seqs:     seqs,
-		log:      log,
-		queue:    make(chan *request, maxBatch),
-		exited:   make(chan struct{}),
+		db:              db,
+		conn:            conn,
+		maxBatch:        maxBatch,
+		hub:             h,
+		seqs:            seqs,
+		log:             log,
+		ckpt:            ckpt,
+		checkpointPages: backgroundCheckpointPages,
+		queue:           make(chan *request, maxBatch),
+		exited:          make(chan struct{}),
 	}
 	w.stmts.prepare = conn.PrepareContext
 	go w.loop()
@@ -115,8 +124,12 @@ func (w *writer) close() error {
 	close(w.queue)
 	w.mu.Unlock()
 	<-w.exited
+	var ckptErr error
+	if w.ckpt != nil {
+		ckptErr = w.ckpt.close()
+	}
 	w.stmts.closeAll()
-	return errors.Join(w.conn.Close(), w.db.Close())
+	return errors.Join(ckptErr, w.conn.Close(), w.db.Close())
 }
 
 func (w *writer) loop() {
@@ -272,6 +285,7 @@ func (w *writer) attempt(reqs []*request) []*request {
 	for _, r := range ok {
 		r.done <- nil
 	}
+	w.afterCommit()
 	return nil
 }
 
