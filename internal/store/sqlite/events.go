@@ -40,7 +40,9 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 	// node's scheduler into a claim that found nothing.
 	claimable := p.LeavesClaimable()
 
-	err = s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+	// A bare request (see request.bare): its refusals come before its
+	// first write, and any later failure rolls its batch back.
+	err = s.w.do(ctx, &request{bare: true, run: func(w *writer) ([]store.Notification, error) {
 		// The happy path is one conditional UPDATE; only when it changes
 		// nothing do we read the row to say why.
 		query, args, err := w.appendUpdate(p, lastSeq, fenced, owner, epoch)
@@ -52,7 +54,7 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 			return nil, mapErr(err)
 		}
 		if n == 0 {
-			return nil, w.appendRefused(p)
+			return nil, unwrittenError{w.appendRefused(p)}
 		}
 		if err := w.insertEvents(events); err != nil {
 			return nil, err

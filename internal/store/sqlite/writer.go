@@ -25,6 +25,15 @@ type request struct {
 	// raw, when set instead of run, runs alone outside any batch transaction
 	// and manages its own transactions (migrations, tests).
 	raw func(w *writer) error
+	// bare runs run without a savepoint of its own. A bare request's
+	// refusal that wrote nothing is an unwrittenError, and the batch goes
+	// on; any other error rolls the whole batch back and the others run
+	// again in a new transaction, as after a failed savepoint rollback.
+	// For a request that is refused often and before its first write
+	// (an append: a seq conflict, a lost lease), and fails otherwise
+	// rarely: a savepoint copies each page the request is first to
+	// change into its journal, and costs two statements.
+	bare bool
 
 	done  chan error // buffered: the writer never blocks answering
 	notes []store.Notification
@@ -214,10 +223,30 @@ func (w *writer) attempt(reqs []*request) []*request {
 			r.done <- err
 			continue
 		}
+		if r.bare && savepoints {
+			notes, err := r.run(w)
+			if err != nil {
+				var unwritten unwrittenError
+				if errors.As(err, &unwritten) {
+					r.done <- unwritten.error
+					continue
+				}
+				w.rollback()
+				r.done <- err
+				return append(ok, reqs[i+1:]...)
+			}
+			r.notes = notes
+			ok = append(ok, r)
+			continue
+		}
 		if !savepoints {
 			notes, err := r.run(w)
 			if err != nil {
 				w.rollback()
+				var unwritten unwrittenError
+				if errors.As(err, &unwritten) {
+					err = unwritten.error
+				}
 				r.done <- err
 				return nil
 			}
@@ -326,3 +355,9 @@ func (w *writer) changed(query string, args ...any) (int64, error) {
 	}
 	return res.RowsAffected()
 }
+
+// unwrittenError is a bare request's refusal before it wrote anything
+// (see request.bare).
+type unwrittenError struct{ error }
+
+func (e unwrittenError) Unwrap() error { return e.error }
