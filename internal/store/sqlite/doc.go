@@ -14,11 +14,21 @@
 // SQLite has one writer at a time and a commit costs one fsync, so all writes
 // go through one goroutine that owns the only write connection. It takes
 // every queued request (up to Config.MaxBatch) and runs them in one
-// transaction, each inside its own SAVEPOINT: a request that fails (a seq
-// conflict, a lost lease) is rolled back alone and gets its own error while
-// the others commit. One COMMIT, and so one fsync, covers the whole batch;
-// then each caller is answered and the notifications are published. Under
-// load many appends share an fsync; a lone appender pays one per append.
+// transaction, each inside its own SAVEPOINT: a request that fails is
+// rolled back alone and gets its own error while the others commit. An
+// append runs without one (a savepoint copies every page its request is
+// first to change): its refusals (a seq conflict, a lost lease) come before
+// its first write, and any other failure of it rolls the whole batch back,
+// the other requests running again in a new transaction. One COMMIT, and so
+// one fsync, covers the whole batch; then each caller is answered and the
+// notifications are published. Under load many appends share an fsync; a
+// lone appender pays one per append.
+//
+// The WAL's pages are copied into the database file (a checkpoint) by a
+// goroutine with a connection of its own, woken each time the commits have
+// written 4,096 pages, so that no commit waits for the copy; the writer's
+// own automatic checkpoint, at 8,192 pages, is there for when that one
+// falls behind.
 //
 // Reads use a separate pool of query-only connections, which WAL lets run
 // concurrently with the writer; a read that starts after a write was
@@ -57,8 +67,9 @@
 // Every append rewrites its session's row, so the row holds what changes
 // and little else: a spec larger than 2 kB (it never changes) is kept in
 // session_specs, and an append sets the indexed columns (status,
-// runnable, wake_at) only when their values change, since SQLite rewrites
-// an index's entries for every column a statement sets.
+// runnable, wake_at) by a statement that matches the row only when their
+// values change, since SQLite rewrites an index's entries for every column
+// a statement sets in every row it matches.
 //
 // Migrations live in migrations/NNN_name.sql, are embedded in the binary,
 // and are applied in order by Migrate, each in its own transaction, recorded

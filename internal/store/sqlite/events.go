@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -40,19 +39,13 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 	// node's scheduler into a claim that found nothing.
 	claimable := p.LeavesClaimable()
 
-	err = s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
-		// The happy path is one conditional UPDATE; only when it changes
+	// A bare request (see request.bare): its refusals come before its
+	// first write, and any later failure rolls its batch back.
+	err = s.w.do(ctx, &request{bare: true, run: func(w *writer) ([]store.Notification, error) {
+		// The happy path is a conditional UPDATE; only when it changes
 		// nothing do we read the row to say why.
-		query, args, err := w.appendUpdate(p, lastSeq, fenced, owner, epoch)
-		if err != nil {
+		if err := w.appendUpdate(p, lastSeq, fenced, owner, epoch); err != nil {
 			return nil, err
-		}
-		n, err := w.changed(query, args...)
-		if err != nil {
-			return nil, mapErr(err)
-		}
-		if n == 0 {
-			return nil, w.appendRefused(p)
 		}
 		if err := w.insertEvents(events); err != nil {
 			return nil, err
@@ -81,91 +74,50 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 	return events, nil
 }
 
-// The conditional UPDATE of an append sets the session's indexed columns
-// (status, runnable, wake_at, the lease's) only when they change: SQLite
-// rewrites the entries of every index on a column a statement sets,
-// whether or not its value changes, and most appends change none of them
-// (sessions_status, sessions_runnable: two pages of the WAL per commit).
-// appendSQL[mask] sets the state, last seq and update time, and the
-// columns named by mask's bits.
-const (
-	appendSetStatus = 1 << iota
-	appendSetRunnable
-	appendSetWakeAt
-	appendReleaseLease
-	appendForms
-)
-
-var appendSQL = func() [appendForms]string {
-	var out [appendForms]string
-	for mask := range appendForms {
+// The conditional UPDATE of an append sets the session's state, last seq
+// and update time (and releases its lease if asked); a second UPDATE sets
+// its indexed columns (status, runnable, wake_at) only if one of them
+// changes. SQLite rewrites the entries of every index on a column a
+// statement sets, whatever the value, but only for the rows the statement
+// changes; most appends change none of the three (sessions_status,
+// sessions_runnable: two pages of the WAL per commit), so the second
+// statement matches no row and writes nothing. One that changes one of
+// them rewrites the entries of all three's indexes, at a turn's start or
+// end.
+var appendSQL = func() [2]string {
+	var out [2]string
+	for release := range 2 {
 		var b strings.Builder
 		b.WriteString(`UPDATE sessions SET state = ?, last_seq = ?, updated_at = ?`)
-		if mask&appendSetStatus != 0 {
-			b.WriteString(`, status = ?`)
-		}
-		if mask&appendSetRunnable != 0 {
-			b.WriteString(`, runnable = ?`)
-		}
-		if mask&appendSetWakeAt != 0 {
-			b.WriteString(`, wake_at = ?`)
-		}
-		if mask&appendReleaseLease != 0 {
+		if release == 1 {
 			b.WriteString(`, lease_owner = NULL, lease_expires_at = NULL`)
 		}
 		b.WriteString(`
 WHERE id = ? AND last_seq = ? AND (NOT ? OR (lease_owner = ? AND lease_epoch = ?))`)
-		out[mask] = b.String()
+		out[release] = b.String()
 	}
 	return out
 }()
 
-// appendUpdate returns the conditional UPDATE of an append and its
-// arguments, setting the indexed columns whose values p changes. It reads
-// them first in the writer's transaction, so they cannot change before
-// the UPDATE; a session that is not there gets the form that sets every
-// column, whose UPDATE then changes nothing (see appendRefused).
-func (w *writer) appendUpdate(p *store.EventAppendParams, lastSeq int64, fenced bool, owner string, epoch int64) (string, []any, error) {
-	var (
-		status   string
-		runnable int64
-		wake     sql.NullInt64
-		mask     int
-	)
-	err := w.queryRow(`SELECT status, runnable, wake_at FROM sessions WHERE id = ?`, p.SessionID).
-		Scan(&status, &runnable, &wake)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		mask = appendSetStatus | appendSetRunnable | appendSetWakeAt
-	case err != nil:
-		return "", nil, mapErr(err)
-	default:
-		if status != p.Status {
-			mask |= appendSetStatus
-		}
-		if runnable != boolInt(p.Runnable) {
-			mask |= appendSetRunnable
-		}
-		if wake.Valid != (p.WakeAt != nil) || (wake.Valid && wake.Int64 != p.WakeAt.UnixMicro()) {
-			mask |= appendSetWakeAt
-		}
+const appendIndexedSQL = `UPDATE sessions SET status = ?1, runnable = ?2, wake_at = ?3
+WHERE id = ?4 AND (status IS NOT ?1 OR runnable IS NOT ?2 OR wake_at IS NOT ?3)`
+
+// appendUpdate runs the two UPDATEs of an append (appendSQL,
+// appendIndexedSQL). It returns an unwrittenError if the first changed
+// nothing (see appendRefused): a refused append writes nothing.
+func (w *writer) appendUpdate(p *store.EventAppendParams, lastSeq int64, fenced bool, owner string, epoch int64) error {
+	n, err := w.changed(appendSQL[boolInt(p.ReleaseLease)], jsonText(p.State), lastSeq, toMicros(p.UpdatedAt),
+		p.SessionID, p.ExpectedSeq, boolInt(fenced), owner, epoch)
+	if err != nil {
+		return mapErr(err)
 	}
-	if p.ReleaseLease {
-		mask |= appendReleaseLease
+	if n == 0 {
+		return unwrittenError{w.appendRefused(p)}
 	}
-	args := make([]any, 0, 11)
-	args = append(args, jsonText(p.State), lastSeq, toMicros(p.UpdatedAt))
-	if mask&appendSetStatus != 0 {
-		args = append(args, p.Status)
+	if _, err := w.exec(appendIndexedSQL, p.Status, boolInt(p.Runnable), nullMicros(p.WakeAt), p.SessionID); err != nil {
+		return mapErr(err)
 	}
-	if mask&appendSetRunnable != 0 {
-		args = append(args, boolInt(p.Runnable))
-	}
-	if mask&appendSetWakeAt != 0 {
-		args = append(args, nullMicros(p.WakeAt))
-	}
-	args = append(args, p.SessionID, p.ExpectedSeq, boolInt(fenced), owner, epoch)
-	return appendSQL[mask], args, nil
+	return nil
 }
 
 // appendRefused explains why the conditional UPDATE of an append matched no

@@ -30,12 +30,17 @@ const (
 	DefaultSubscriberBuffer = 256
 )
 
-// The writer connection's page cache and WAL checkpoint threshold (see
-// Open). Neither changes what a commit makes durable: the WAL is fsynced
-// at every commit whatever its length.
+// The writer connection's page cache and WAL checkpoint thresholds (see
+// Open and checkpointer). None changes what a commit makes durable: the
+// WAL is fsynced at every commit whatever its length.
 const (
-	writerCacheKiB     = 32 << 10
-	walCheckpointPages = 8192
+	writerCacheKiB = 32 << 10
+	// The background checkpointer is woken each time the commits have
+	// written this many pages to the WAL.
+	backgroundCheckpointPages = 4096
+	// The writer's own automatic checkpoint, for when the background one
+	// falls behind.
+	walCheckpointPages = 2 * backgroundCheckpointPages
 )
 
 // Config tunes the driver. A nil *Config, and every zero field, means the
@@ -167,9 +172,10 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		// and indexes it just evicted.
 		"cache_size(" + strconv.Itoa(-writerCacheKiB) + ")",
 		// How many WAL pages (4 KiB) a commit may leave before it copies
-		// them into the database (SQLite's default: 1,000). Every append
-		// rewrites its session's row and the same index pages: copied
-		// once for many commits, not once for a few.
+		// them into the database itself (SQLite's default: 1,000). Every
+		// append rewrites its session's row and the same index pages:
+		// copied once for many commits, not once for a few. The
+		// background checkpointer copies them first, at half as many.
 		"wal_autocheckpoint(" + strconv.Itoa(walCheckpointPages) + ")",
 	}))
 	if err != nil {
@@ -213,6 +219,23 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite store %s: %w", abs, err)
 	}
 
+	// The background checkpointer's connection: it only ever runs
+	// PRAGMA wal_checkpoint, with the writer's durability.
+	cdb, err := sql.Open("sqlite", dsn(abs, []string{
+		"busy_timeout(" + busy + ")",
+		"synchronous(FULL)",
+	}))
+	if err != nil {
+		_ = rdb.Close()
+		_ = conn.Close()
+		_ = wdb.Close()
+		return nil, fmt.Errorf("open sqlite store %s: %w", abs, err)
+	}
+	cdb.SetMaxOpenConns(1)
+	cdb.SetMaxIdleConns(1)
+	cdb.SetConnMaxLifetime(0)
+	cdb.SetConnMaxIdleTime(0)
+
 	s := &Store{
 		cfg:  c,
 		log:  c.Logger,
@@ -223,7 +246,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	}
 	s.Projections = storeutil.Projections{Checks: checks, QueryList: s.queryDocs, QueryGet: s.queryDoc, SessionExists: s.sessionExists}
 	s.rstmts.prepare = rdb.PrepareContext
-	s.w = newWriter(wdb, conn, c.MaxBatch, s.hub, s.seqs, c.Logger)
+	s.w = newWriter(wdb, conn, c.MaxBatch, s.hub, s.seqs, c.Logger, newCheckpointer(cdb, c.Logger))
 	return s, nil
 }
 

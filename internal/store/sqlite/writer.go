@@ -25,6 +25,15 @@ type request struct {
 	// raw, when set instead of run, runs alone outside any batch transaction
 	// and manages its own transactions (migrations, tests).
 	raw func(w *writer) error
+	// bare runs run without a savepoint of its own. A bare request's
+	// refusal that wrote nothing is an unwrittenError, and the batch goes
+	// on; any other error rolls the whole batch back and the others run
+	// again in a new transaction, as after a failed savepoint rollback.
+	// For a request that is refused often and before its first write
+	// (an append: a seq conflict, a lost lease), and fails otherwise
+	// rarely: a savepoint copies each page the request is first to
+	// change into its journal, and costs two statements.
+	bare bool
 
 	done  chan error // buffered: the writer never blocks answering
 	notes []store.Notification
@@ -41,6 +50,13 @@ type writer struct {
 	seqs     *lastSeqs
 	log      *slog.Logger
 
+	// ckpt copies the WAL into the database off the writer's path, woken
+	// once the commits have written checkpointPages pages since its last
+	// wake (pagesSinceWake); nil when the store has none.
+	ckpt            *checkpointer
+	checkpointPages int64
+	pagesSinceWake  int64
+
 	// mu makes "not closed, so send" atomic with respect to close: senders
 	// hold it shared while they enqueue, close holds it exclusively to set
 	// closed and close the queue.
@@ -55,16 +71,18 @@ type writer struct {
 	busy     atomic.Int64 // nanoseconds spent running batches, commits included
 }
 
-func newWriter(db *sql.DB, conn *sql.Conn, maxBatch int, h *storeutil.Hub, seqs *lastSeqs, log *slog.Logger) *writer {
+func newWriter(db *sql.DB, conn *sql.Conn, maxBatch int, h *storeutil.Hub, seqs *lastSeqs, log *slog.Logger, ckpt *checkpointer) *writer {
 	w := &writer{
-		db:       db,
-		conn:     conn,
-		maxBatch: maxBatch,
-		hub:      h,
-		seqs:     seqs,
-		log:      log,
-		queue:    make(chan *request, maxBatch),
-		exited:   make(chan struct{}),
+		db:              db,
+		conn:            conn,
+		maxBatch:        maxBatch,
+		hub:             h,
+		seqs:            seqs,
+		log:             log,
+		ckpt:            ckpt,
+		checkpointPages: backgroundCheckpointPages,
+		queue:           make(chan *request, maxBatch),
+		exited:          make(chan struct{}),
 	}
 	w.stmts.prepare = conn.PrepareContext
 	go w.loop()
@@ -115,8 +133,12 @@ func (w *writer) close() error {
 	close(w.queue)
 	w.mu.Unlock()
 	<-w.exited
+	var ckptErr error
+	if w.ckpt != nil {
+		ckptErr = w.ckpt.close()
+	}
 	w.stmts.closeAll()
-	return errors.Join(w.conn.Close(), w.db.Close())
+	return errors.Join(ckptErr, w.conn.Close(), w.db.Close())
 }
 
 func (w *writer) loop() {
@@ -201,10 +223,30 @@ func (w *writer) attempt(reqs []*request) []*request {
 			r.done <- err
 			continue
 		}
+		if r.bare && savepoints {
+			notes, err := r.run(w)
+			if err != nil {
+				var unwritten unwrittenError
+				if errors.As(err, &unwritten) {
+					r.done <- unwritten.error
+					continue
+				}
+				w.rollback()
+				r.done <- err
+				return append(ok, reqs[i+1:]...)
+			}
+			r.notes = notes
+			ok = append(ok, r)
+			continue
+		}
 		if !savepoints {
 			notes, err := r.run(w)
 			if err != nil {
 				w.rollback()
+				var unwritten unwrittenError
+				if errors.As(err, &unwritten) {
+					err = unwritten.error
+				}
 				r.done <- err
 				return nil
 			}
@@ -272,6 +314,7 @@ func (w *writer) attempt(reqs []*request) []*request {
 	for _, r := range ok {
 		r.done <- nil
 	}
+	w.afterCommit()
 	return nil
 }
 
@@ -312,3 +355,9 @@ func (w *writer) changed(query string, args ...any) (int64, error) {
 	}
 	return res.RowsAffected()
 }
+
+// unwrittenError is a bare request's refusal before it wrote anything
+// (see request.bare).
+type unwrittenError struct{ error }
+
+func (e unwrittenError) Unwrap() error { return e.error }

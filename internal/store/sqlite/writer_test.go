@@ -212,3 +212,49 @@ func TestBatchRetriedAfterTransactionLoss(t *testing.T) {
 		require.Equal(t, int64(2), row.LastSeq, id)
 	}
 }
+
+// TestBareAppendFailingAfterItsWrites: an append runs without a savepoint
+// of its own (request.bare). One that fails after its first writes (its
+// effect's id belongs to another session) takes the batch down with it:
+// it gets its error and leaves nothing behind, and the appends before and
+// after it commit in a new transaction.
+func TestBareAppendFailingAfterItsWrites(t *testing.T) {
+	s := openMigrated(t, nil)
+	for _, id := range []string{"ses_before", "ses_bad", "ses_after", "ses_owner"} {
+		createSession(t, s, id, false)
+	}
+	owned := appendParams("ses_owner", 1, 1)
+	owned.Docs = []store.DocWrite{{Kind: store.DocEffect, ID: "eff_taken", SessionID: "ses_owner", Status: "succeeded", CreatedAt: testTime}}
+	_, err := s.EventAppend(t.Context(), owned)
+	require.NoError(t, err)
+
+	release := blockWriter(t, s)
+	commitsBefore := s.w.commits.Load()
+	ids := []string{"ses_before", "ses_bad", "ses_after"}
+	errs := make([]chan error, len(ids))
+	for i, id := range ids {
+		p := appendParams(id, 1, 2)
+		if id == "ses_bad" {
+			p.Docs = []store.DocWrite{{Kind: store.DocEffect, ID: "eff_taken", SessionID: id, Status: "succeeded", CreatedAt: testTime}}
+		}
+		errs[i] = make(chan error, 1)
+		go func() {
+			_, err := s.EventAppend(context.Background(), p)
+			errs[i] <- err
+		}()
+		waitQueued(t, s, i+1)
+	}
+	release()
+	require.NoError(t, <-errs[0])
+	require.ErrorIs(t, <-errs[1], store.ErrConflict)
+	require.NoError(t, <-errs[2])
+	require.Equal(t, commitsBefore+1, s.w.commits.Load(), "the batch rolled back, the rest committed in one")
+	for id, want := range map[string]int64{"ses_before": 3, "ses_bad": 1, "ses_after": 3} {
+		row, err := s.SessionGet(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, want, row.LastSeq, id)
+		events, err := s.EventList(t.Context(), id, 0, 0)
+		require.NoError(t, err)
+		require.Len(t, events, int(want), id)
+	}
+}
