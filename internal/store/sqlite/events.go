@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -112,7 +113,14 @@ func (w *writer) appendUpdate(p *store.EventAppendParams, lastSeq int64, fenced 
 		return mapErr(err)
 	}
 	if n == 0 {
-		return unwrittenError{w.appendRefused(p)}
+		// Only a refusal wrote nothing for sure: a failed read (an I/O
+		// error may have rolled the transaction back) takes the batch
+		// down and its other requests run again.
+		err := w.appendRefused(p)
+		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrNotFound) {
+			return unwrittenError{err}
+		}
+		return err
 	}
 	if _, err := w.exec(appendIndexedSQL, p.Status, boolInt(p.Runnable), nullMicros(p.WakeAt), p.SessionID); err != nil {
 		return mapErr(err)
