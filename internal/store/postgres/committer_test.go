@@ -19,7 +19,7 @@ func groupOf(t *testing.T, appends ...*store.EventAppendParams) []*request {
 	t.Helper()
 	group := make([]*request, len(appends))
 	for i, p := range appends {
-		_, build, err := prepareAppend(p)
+		_, _, build, err := prepareAppend(p)
 		require.NoError(t, err)
 		group[i] = &request{ctx: context.Background(), build: build, done: make(chan error, 1)}
 	}

@@ -30,10 +30,16 @@
 // caller last saw and, for a worker, on the lease (owner, epoch) it holds;
 // only when that matches no row does the driver read the row and say why:
 // store.ErrLeaseLost first (a zombie learns it lost its lease whatever seq
-// it expected), then store.ErrConflict. The events, the projection rows and
-// the blobs commit with it or not at all. Concurrent writers of one session
-// queue on its row lock; the loser re-checks the new row and gets
-// ErrConflict.
+// it expected), then store.ErrConflict. The events and the projection rows
+// are written by the same statement (appendSQL, appendStatement: CTEs over
+// arrays), the blobs in the same batch: all commit with it or not at all.
+// A projection row whose id is another session's fails the statement with
+// an error of its own, and the driver reads which one it was. Concurrent
+// writers of one session queue on its row lock; the loser re-checks the
+// new row and gets ErrConflict. The journal and projection tables hold no
+// foreign key to sessions (migration 020): their rows are only written
+// with the UPDATE or the INSERT of their session's row, and a session is
+// never deleted.
 //
 // Leases are claimed with one UPDATE over a SELECT ... FOR UPDATE SKIP
 // LOCKED, so nodes claiming at the same time take disjoint sessions without

@@ -16,18 +16,31 @@ import (
 // caller expects and, when fenced ($10), the lease it holds. Under READ
 // COMMITTED a concurrent writer of the same session waits for the row lock
 // and then re-checks the condition on the row as the other committed it.
-// It fails (checkedSQL) when the condition does not hold, so the rest of
-// the append, queued behind it in the same batch, is not kept.
+// It fails (as checkedSQL does) when the condition does not hold, so the
+// rest of the append, in the same statement or queued behind it in the
+// same batch, is not kept.
+//
+// The same statement inserts the append's events ($13 on, as
+// insertEventsSQL's arrays): one statement fewer for the server to bind,
+// start and end at each append. The main query reads the UPDATE, so it
+// runs first (its lock wait and re-check included) and its refusal aborts
+// the statement before the INSERT, which PostgreSQL runs to completion
+// after the main query, has written anything. appendStatement
+// (appenddocs.go) adds the docs' upserts and the main query.
 //
 // appended_at is moved only when it is a second (appendedAtStep) or more
 // behind: an unchanged indexed column lets the update be heap-only
 // (migration 013).
-var appendSQL = checkedSQL(`UPDATE sessions SET status = $1, state = $2, last_seq = $3, updated_at = $4,
+const appendSQL = `WITH changed AS (UPDATE sessions SET status = $1, state = $2, last_seq = $3, updated_at = $4,
     runnable = $5, wake_at = $6,
     appended_at = CASE WHEN appended_at > clock_timestamp() - interval '1 second' THEN appended_at ELSE clock_timestamp() END,
     lease_owner = CASE WHEN $7 THEN NULL ELSE lease_owner END,
     lease_expires_at = CASE WHEN $7 THEN NULL ELSE lease_expires_at END
-WHERE id = $8 AND last_seq = $9 AND (NOT $10 OR (lease_owner = $11 AND lease_epoch = $12))`)
+WHERE id = $8 AND last_seq = $9 AND (NOT $10 OR (lease_owner = $11 AND lease_epoch = $12))
+RETURNING 1), inserted AS (INSERT INTO events (session_id, seq, type, time, turn_id, step, worker_id, data)
+SELECT $8, u.seq, u.type, u.time, u.turn_id, u.step, u.worker_id, u.data::json
+FROM unnest($13::bigint[], $14::text[], $15::timestamptz[], $16::text[], $17::bigint[], $18::text[], $19::text[])
+    AS u(seq, type, time, turn_id, step, worker_id, data))`
 
 // errAppendRefused: the append's condition did not hold; appendRefused
 // reads why.
@@ -53,12 +66,16 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 	if err := s.checkOpen(); err != nil {
 		return nil, err
 	}
-	events, build, err := prepareAppend(p)
+	events, docs, build, err := prepareAppend(p)
 	if err != nil {
 		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
 		err = s.committer.submit(ctx, build)
+		if errors.Is(err, errDocRefused) {
+			err = s.docRefused(ctx, docs, p.SessionID)
+			break
+		}
 		if !errors.Is(err, errAppendRefused) {
 			break
 		}
@@ -78,12 +95,12 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 	return events, nil
 }
 
-// prepareAppend checks an append and returns its events and what queues
-// it, for the committer.
-func prepareAppend(p *store.EventAppendParams) ([]store.Event, func(t *txn), error) {
+// prepareAppend checks an append and returns its events, its docs and
+// what queues it, for the committer.
+func prepareAppend(p *store.EventAppendParams) ([]store.Event, []store.DocWrite, func(t *txn), error) {
 	write, err := checks.PrepareEventAppend(p)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	events, docs, lastSeq := write.Events, write.Docs, write.LastSeq
 	var (
@@ -94,12 +111,12 @@ func prepareAppend(p *store.EventAppendParams) ([]store.Event, func(t *txn), err
 	if p.Fence != nil {
 		fenced, owner, epoch = true, p.Fence.Owner, p.Fence.Epoch
 	}
-	args := []any{p.Status, jsonArg(p.State), lastSeq, p.UpdatedAt, p.Runnable, p.WakeAt, p.ReleaseLease,
-		p.SessionID, p.ExpectedSeq, fenced, owner, epoch}
+	args := append([]any{p.Status, jsonArg(p.State), lastSeq, p.UpdatedAt, p.Runnable, p.WakeAt, p.ReleaseLease,
+		p.SessionID, p.ExpectedSeq, fenced, owner, epoch}, eventColumns(events)...)
+	set, docArgs := appendDocs(docs)
+	args = append(args, docArgs...)
 	build := func(t *txn) {
-		onNoRow(t.queue(appendSQL, args...), func() error { return errAppendRefused })
-		queueEvents(t, events)
-		queueDocs(t, docs)
+		onAppendRefused(t.queue(appendStatements[set], args...))
 		queueBlobs(t, p.SessionID, p.Blobs)
 		queueSettleTree(t, p.TreeSettle, p.UpdatedAt)
 		grew := store.Notification{Kind: store.KindEvents, SessionID: p.SessionID, Seq: lastSeq}
@@ -121,7 +138,7 @@ func prepareAppend(p *store.EventAppendParams) ([]store.Event, func(t *txn), err
 			t.notify(grew)
 		}
 	}
-	return events, build, nil
+	return events, docs, build, nil
 }
 
 // appendRefused explains why an append's condition did not hold: no
@@ -162,6 +179,12 @@ func queueEvents(t *txn, events []store.Event) {
 	if len(events) == 0 {
 		return
 	}
+	t.queue(insertEventsSQL, append([]any{events[0].SessionID}, eventColumns(events)...)...)
+}
+
+// eventColumns returns the arrays, one per column but the session's, that
+// insertEventsSQL and appendSQL insert events from.
+func eventColumns(events []store.Event) []any {
 	var (
 		seqs    = make([]int64, len(events))
 		types   = make([]string, len(events))
@@ -179,7 +202,7 @@ func queueEvents(t *txn, events []store.Event) {
 			data[i] = &d
 		}
 	}
-	t.queue(insertEventsSQL, events[0].SessionID, seqs, types, times, turns, steps, workers, data)
+	return []any{seqs, types, times, turns, steps, workers, data}
 }
 
 // EventList returns up to limit events of a session with seq > afterSeq, in

@@ -1,0 +1,179 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// An append's docs are upserted by its one statement (appendSQL), one
+// data-modifying CTE per kind present, each from arrays: a step's turn,
+// effect and checkpoint cost the server no statement of their own to bind,
+// start and end. Each CTE is queueDocs' upsert (upsertDocSQL) of many rows:
+// a row whose id belongs to another session is not written, and the
+// statement then fails (appendDocsCheck) with an error of its own, which
+// docRefused explains.
+
+// appendDocKinds orders the kinds in the statement; a statement's variant
+// is the set of kinds its append writes (a bit each).
+var appendDocKinds = []store.DocKind{store.DocTurn, store.DocAction, store.DocEffect, store.DocArtifact, store.DocCheckpoint}
+
+// codeLogOfZero is what appendDocsCheck raises when a doc was refused.
+const codeLogOfZero = "2201E"
+
+// errDocRefused: a doc of the append has the id of another session's (a
+// conflict); docRefused reads which.
+var errDocRefused = fmt.Errorf("%w: a doc's id belongs to another session", store.ErrConflict)
+
+// appendStatements holds appendSQL's variants, one per set of doc kinds.
+var appendStatements = func() []string {
+	out := make([]string, 1<<len(appendDocKinds))
+	for set := range out {
+		out[set] = appendStatement(set)
+	}
+	return out
+}()
+
+// appendStatement is appendSQL for an append whose docs are of the kinds
+// in set: after the session's update ($1-$12) and its events ($13-$19),
+// each kind's arrays (id, status, doc, created_at, and type for actions)
+// in appendDocKinds' order. The main query reads the update first, so its
+// refusal (a division by zero) is raised before any doc is written; then
+// the docs' CTEs, whose refusal is a logarithm of zero.
+func appendStatement(set int) string {
+	var b strings.Builder
+	b.WriteString(appendSQL)
+	next := 20
+	param := func(typ string) string {
+		s := "$" + strconv.Itoa(next) + "::" + typ
+		next++
+		return s
+	}
+	var checks []string
+	for i, kind := range appendDocKinds {
+		if set&(1<<i) == 0 {
+			continue
+		}
+		table, cte := docTables[kind], "docs_"+string(kind)
+		ids := param("text[]")
+		cols, vals, set := "id, session_id, status, doc, created_at", "u.id, $8, u.status, u.doc::json, u.created_at", "status = excluded.status, doc = excluded.doc"
+		from := ids + ", " + param("text[]") + ", " + param("text[]") + ", " + param("timestamptz[]")
+		as := "u(id, status, doc, created_at)"
+		if kind == store.DocAction {
+			cols, vals, set = cols+", type", vals+", u.type", set+", type = excluded.type"
+			from += ", " + param("text[]")
+			as = "u(id, status, doc, created_at, type)"
+		}
+		fmt.Fprintf(&b, `,
+%s AS (INSERT INTO %s (%s)
+SELECT %s FROM unnest(%s) AS %s
+ON CONFLICT (id) DO UPDATE SET %s
+WHERE %s.session_id = excluded.session_id
+RETURNING 1)`, cte, table, cols, vals, from, as, set, table)
+		checks = append(checks, fmt.Sprintf("(SELECT count(*) FROM %s) = cardinality(%s)", cte, ids))
+	}
+	b.WriteString("\nSELECT 1 / (SELECT count(*) FROM changed)")
+	if len(checks) > 0 {
+		b.WriteString(", ln((" + strings.Join(checks, " AND ") + ")::int::float8)")
+	}
+	return b.String()
+}
+
+// appendDocs returns the variant of appendSQL for docs (the set of their
+// kinds) and its arguments after the events'. A doc written twice in one
+// append is upserted once, as the two upserts one after another would
+// leave it: the last status and document, the first creation time.
+func appendDocs(docs []store.DocWrite) (set int, args []any) {
+	for i, kind := range appendDocKinds {
+		var (
+			ids, statuses []string
+			bodies, types []*string
+			created       []time.Time
+			seen          map[string]int
+		)
+		for j := range docs {
+			d := &docs[j]
+			if d.Kind != kind {
+				continue
+			}
+			var body *string
+			if len(d.Doc) > 0 {
+				s := string(d.Doc)
+				body = &s
+			}
+			var typ *string
+			if kind == store.DocAction {
+				if t, ok := docType(d.Doc).(string); ok {
+					typ = &t
+				}
+			}
+			if k, ok := seen[d.ID]; ok {
+				statuses[k], bodies[k], types[k] = d.Status, body, typ
+				continue
+			}
+			if seen == nil {
+				seen = map[string]int{}
+			}
+			seen[d.ID] = len(ids)
+			ids, statuses, bodies, types, created = append(ids, d.ID), append(statuses, d.Status),
+				append(bodies, body), append(types, typ), append(created, d.CreatedAt)
+		}
+		if len(ids) == 0 {
+			continue
+		}
+		set |= 1 << i
+		args = append(args, ids, statuses, bodies, created)
+		if kind == store.DocAction {
+			args = append(args, types)
+		}
+	}
+	return set, args
+}
+
+// onAppendRefused maps the failures of an append's statement: the
+// session's condition (errAppendRefused) or a doc of another session
+// (errDocRefused).
+func onAppendRefused(qq *pgx.QueuedQuery) {
+	qq.Fn = func(br pgx.BatchResults) error {
+		_, err := br.Exec()
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) {
+			switch pgErr.Code {
+			case codeDivisionByZero:
+				return errAppendRefused
+			case codeLogOfZero:
+				return errDocRefused
+			}
+		}
+		return err
+	}
+}
+
+// docRefused says which doc of p has the id of another session's, as
+// queueDocs' refusal does.
+func (s *Store) docRefused(ctx context.Context, docs []store.DocWrite, sessionID string) error {
+	for i := range docs {
+		d := &docs[i]
+		var owner string
+		err := s.queryRow(ctx, func(row pgx.Row) error { return row.Scan(&owner) },
+			`SELECT session_id FROM `+docTables[d.Kind]+` WHERE id = $1`, d.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if owner != sessionID {
+			return fmt.Errorf("upsert %s %s: %w: the id belongs to another session", d.Kind, d.ID, store.ErrConflict)
+		}
+	}
+	return fmt.Errorf("upsert docs: %w: an id belonged to another session", store.ErrConflict)
+}

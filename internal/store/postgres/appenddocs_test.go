@@ -1,0 +1,98 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// An append's docs are upserted by its one statement, a CTE per kind: a doc
+// written twice in one append ends as two upserts one after another leave
+// it (the last status and document, the first creation time), and an
+// action keeps its document's type.
+func TestAppendDocsInOneStatement(t *testing.T) {
+	t.Parallel()
+	s := openMigrated(t, nil)
+	createSession(t, s, "ses_a", false)
+	later := testTime.Add(time.Minute)
+	doc := func(kind store.DocKind, id, status, body string, at time.Time) store.DocWrite {
+		return store.DocWrite{Kind: kind, ID: id, Status: status, Doc: json.RawMessage(body), CreatedAt: at}
+	}
+	p := appendParams("ses_a", 1, 2)
+	p.Docs = []store.DocWrite{
+		doc(store.DocTurn, "turn_1", "queued", `{"n":1}`, testTime),
+		doc(store.DocAction, "act_1", "pending", `{"type":"approval"}`, testTime),
+		doc(store.DocEffect, "eff_1", "done", `{}`, testTime),
+		doc(store.DocTurn, "turn_1", "running", `{"n":2}`, later),
+		doc(store.DocCheckpoint, "chk_1", "done", `{}`, testTime),
+		doc(store.DocArtifact, "art_1", "final", `{}`, testTime),
+	}
+	_, err := s.EventAppend(t.Context(), p)
+	require.NoError(t, err)
+
+	turn, err := s.TurnGet(t.Context(), "ses_a", "turn_1")
+	require.NoError(t, err)
+	require.Equal(t, "running", turn.Status)
+	require.JSONEq(t, `{"n":2}`, string(turn.Doc))
+	require.Equal(t, testTime, turn.CreatedAt, "the first write's creation time")
+	for kind, id := range map[store.DocKind]string{store.DocEffect: "eff_1", store.DocCheckpoint: "chk_1", store.DocArtifact: "art_1"} {
+		var n int
+		require.NoError(t, s.queryRow(t.Context(), func(row pgx.Row) error { return row.Scan(&n) },
+			`SELECT count(*) FROM `+docTables[kind]+` WHERE id = $1 AND session_id = 'ses_a'`, id))
+		require.Equal(t, 1, n, id)
+	}
+	var typ string
+	require.NoError(t, s.queryRow(t.Context(), func(row pgx.Row) error { return row.Scan(&typ) },
+		`SELECT type FROM actions WHERE id = 'act_1'`))
+	require.Equal(t, "approval", typ)
+
+	// Written again by the next append, a doc is updated in place.
+	p = appendParams("ses_a", 3, 1)
+	p.Docs = []store.DocWrite{doc(store.DocTurn, "turn_1", "done", `{"n":3}`, later)}
+	_, err = s.EventAppend(t.Context(), p)
+	require.NoError(t, err)
+	turn, err = s.TurnGet(t.Context(), "ses_a", "turn_1")
+	require.NoError(t, err)
+	require.Equal(t, "done", turn.Status)
+	require.Equal(t, testTime, turn.CreatedAt)
+}
+
+// A doc whose id is another session's refuses the whole append, and the
+// error names it; a stale seq is still told as such when the append's
+// docs would be refused too.
+func TestAppendDocOfAnotherSessionIsNamed(t *testing.T) {
+	t.Parallel()
+	s := openMigrated(t, nil)
+	createSession(t, s, "ses_a", false)
+	createSession(t, s, "ses_b", false)
+	p := appendParams("ses_a", 1, 1)
+	p.Docs = []store.DocWrite{{Kind: store.DocArtifact, ID: "art_a", Status: "final", Doc: json.RawMessage(`{}`), CreatedAt: testTime}}
+	_, err := s.EventAppend(t.Context(), p)
+	require.NoError(t, err)
+
+	p = appendParams("ses_b", 1, 1)
+	p.Docs = []store.DocWrite{
+		{Kind: store.DocTurn, ID: "turn_b", Status: "running", Doc: json.RawMessage(`{}`), CreatedAt: testTime},
+		{Kind: store.DocArtifact, ID: "art_a", Status: "final", Doc: json.RawMessage(`{}`), CreatedAt: testTime},
+	}
+	_, err = s.EventAppend(t.Context(), p)
+	require.ErrorIs(t, err, store.ErrConflict)
+	require.ErrorContains(t, err, "artifact art_a")
+	_, err = s.TurnGet(t.Context(), "ses_b", "turn_b")
+	require.ErrorIs(t, err, store.ErrNotFound, "nothing of the refused append was kept")
+	row, err := s.SessionGet(context.Background(), "ses_b")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), row.LastSeq)
+
+	p = appendParams("ses_b", 0, 1) // stale, and its doc is ses_a's
+	p.Docs = []store.DocWrite{{Kind: store.DocArtifact, ID: "art_a", Status: "final", Doc: json.RawMessage(`{}`), CreatedAt: testTime}}
+	_, err = s.EventAppend(t.Context(), p)
+	require.ErrorIs(t, err, store.ErrConflict)
+	require.ErrorContains(t, err, "last seq is 1, expected 0")
+}
