@@ -15,8 +15,9 @@ import (
 var errLeaseLost = errors.New("lease lost")
 
 // maxIdleWorkers bounds the goroutines kept waiting for the next claim
-// (schedule).
-const maxIdleWorkers = 64
+// (schedule): a few, whatever the number of sessions, since a session
+// that waits holds no goroutine, and none is kept for it.
+const maxIdleWorkers = 2
 
 // schedule claims runnable sessions while worker slots are free and runs each
 // in its own goroutine until it waits, ends or the engine stops. Sessions that
