@@ -155,6 +155,13 @@ func canonicalArray(dec *json.Decoder, buf *bytes.Buffer, depth int) error {
 // writeString writes s as a JSON string. HTML characters are not escaped, so
 // the canonical form reads like the input.
 func writeString(buf *bytes.Buffer, s string) error {
+	if plainASCII(s) {
+		// What the encoder below writes for it, without the encoder.
+		buf.WriteByte('"')
+		buf.WriteString(s)
+		buf.WriteByte('"')
+		return nil
+	}
 	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(s); err != nil {
@@ -188,4 +195,15 @@ func canonicalSpec(s *AgentSpec) ([]byte, error) {
 		return nil, fmt.Errorf("encode agent spec: %w", err)
 	}
 	return CanonicalJSON(raw)
+}
+
+// plainASCII reports whether s is printable ASCII with no '"' or '\\': a
+// string the JSON encoder (HTML escaping off) writes between quotes as it is.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
@@ -13,19 +14,53 @@ import (
 
 var errLeaseLost = errors.New("lease lost")
 
+// maxIdleWorkers bounds the goroutines kept waiting for the next claim
+// (schedule): a few, whatever the number of sessions, since a session
+// that waits holds no goroutine, and none is kept for it.
+const maxIdleWorkers = 2
+
 // schedule claims runnable sessions while worker slots are free and runs each
 // in its own goroutine until it waits, ends or the engine stops. Sessions that
 // wait hold nothing here: they come back through a claim when runnable.
 func (e *Engine) schedule(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	// run runs a session whose worker slot is taken, and frees the slot.
+	// A claim runs on a goroutine that ran one before, if one is idle: a
+	// new goroutine grows its stack from a few kilobytes to what a step
+	// takes (SQLite's code, the JSON encoders) by copying it over and
+	// over, a few percent of a serial step's CPU. Up to maxIdleWorkers
+	// wait for a claim; they end with the scheduler.
+	jobs := make(chan store.Lease)
+	stop := make(chan struct{})
+	defer close(stop) // before wg.Wait: the idle ones end
+	var idle atomic.Int32
+	// work runs a session whose worker slot is taken, and frees the slot.
+	work := func(l store.Lease) {
+		defer func() { <-e.slots; e.kick() }()
+		e.runSession(ctx, l)
+	}
 	run := func(l store.Lease) {
+		select {
+		case jobs <- l: // an idle worker took it
+			return
+		default:
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-e.slots; e.kick() }()
-			e.runSession(ctx, l)
+			for {
+				work(l)
+				if idle.Add(1) > maxIdleWorkers {
+					idle.Add(-1)
+					return
+				}
+				select {
+				case l = <-jobs:
+					idle.Add(-1)
+				case <-stop:
+					return
+				}
+			}
 		}()
 	}
 	// Sessions created here with a lease (createSession) that have not

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 
@@ -139,12 +141,38 @@ func (e *Engine) discardIfStale(ctx context.Context, d environment.Discarder, id
 // keeps its copy: deleting what the journal cannot account for is not
 // this check's call.
 func (e *Engine) copyIsStale(ctx context.Context, id string) (bool, error) {
-	_, st, err := e.loadState(ctx, id)
+	row, err := e.store.SessionGet(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	return st.EnvironmentStopped && st.WorkspaceID() == id, nil
+	return stoppedCopy(row, id)
+}
+
+// stoppedCopy reports whether the state of row says the environment of
+// workspace id is stopped: loadState's answer, from the three fields it
+// needs rather than the whole state decoded (every append of a session
+// whose environment is closed here asks).
+func stoppedCopy(row *store.SessionRow, id string) (bool, error) {
+	var st struct {
+		Session struct {
+			ID           string `json:"id"`
+			LastEventSeq int64  `json:"last_event_seq"`
+		} `json:"session"`
+		Workspace          string `json:"workspace"`
+		EnvironmentStopped bool   `json:"environment_stopped"`
+	}
+	if err := json.Unmarshal(row.State, &st); err != nil {
+		return false, fmt.Errorf("decode state of session %s: %w", row.ID, err)
+	}
+	if st.Session.LastEventSeq != row.LastSeq {
+		return false, fmt.Errorf("session %s: state at seq %d but journal at %d", row.ID, st.Session.LastEventSeq, row.LastSeq)
+	}
+	ws := st.Workspace // journal.State.WorkspaceID
+	if ws == "" {
+		ws = st.Session.ID
+	}
+	return st.EnvironmentStopped && ws == id, nil
 }

@@ -285,7 +285,7 @@ func (r *runner) requestCall(turnID string, step, index int, tc lt.ToolCall) err
 		req.Kind = lt.CallInvalid
 	} else {
 		req.Arguments = canon
-		req.ArgumentsSHA256, _ = tool.ArgumentsSHA256(canon)
+		req.ArgumentsSHA256 = tool.CanonicalSHA256(canon) // canon is canonical already
 	}
 	switch {
 	case problem != "":

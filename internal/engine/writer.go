@@ -78,6 +78,11 @@ func (b *batch) add(typ, turnID string, step int, data any) error {
 	if err := journal.Apply(b.st, ev, &b.changes); err != nil {
 		return err
 	}
+	if b.events == nil {
+		// A step's batch holds a few events: room for them at once
+		// rather than growing the slice event by event.
+		b.events = make([]lt.Event, 0, 4)
+	}
 	b.events = append(b.events, ev)
 	return nil
 }

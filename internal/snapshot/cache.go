@@ -79,8 +79,14 @@ type Cache struct {
 	// roots holds, per workspace (absolute path), what the next Take may
 	// start from (incremental.go).
 	roots map[string]*rootState
-	clock uint64 // counts uses of roots, for dropping the oldest
-	gens  uint64 // the last generation given (rootState.gen)
+	// recLRU lists the states with a record, most recently used first;
+	// recEntries counts their records' entries.
+	recLRU     list.List
+	recEntries int
+	// sweepAt is the number of roots at which endTake drops those that
+	// hold nothing.
+	sweepAt int
+	gens    uint64 // the last generation given (rootState.gen)
 	// watchOn: workspaces are watched (CacheConfig.Watch, and inotify
 	// works); ino is opened by the first watched walk. watches names
 	// the directory of each watch descriptor (watch.go).
@@ -142,6 +148,7 @@ func NewCache(b Blobs, cfg *CacheConfig) (*Cache, error) {
 		maxBlobs:   c.MaxBlobs,
 		known:      make(map[string]*list.Element),
 		roots:      make(map[string]*rootState),
+		sweepAt:    minSweep,
 		watchOn:    c.Watch,
 		watches:    make(map[int32][]watchLoc),
 		maxWatches: maxWatches,

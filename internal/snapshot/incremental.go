@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"container/list"
 	"errors"
 	"io/fs"
 	"maps"
@@ -56,9 +57,11 @@ type rootState struct {
 	// gen changes whenever a record could go stale (a Take starts, a
 	// writer of unknown paths starts or ends, a restore): a Take keeps its
 	// record only if gen is still the one it started with.
-	gen  uint64
-	used uint64 // for dropping the least recently used record
-	key  string // the workspace, as rootKey names it
+	gen uint64
+	// lru is rec's place in Cache.recLRU (nil without a record), for
+	// dropping the least recently used record.
+	lru *list.Element
+	key string // the workspace, as rootKey names it
 	// watching: the directories of the record (or of the walk that
 	// makes it) are watched, so unknown writers need not make the next
 	// Take walk; watchFailed: the watches ran out, this workspace is not
@@ -148,7 +151,7 @@ func (c *Cache) Forget(root string) {
 
 func (c *Cache) forgetLocked(s *rootState) {
 	c.unwatchLocked(s)
-	s.rec = nil
+	c.takeRecLocked(s)
 	s.gen = c.nextGen()
 	clear(s.dirty)
 }
@@ -168,9 +171,31 @@ func (c *Cache) state(key string) *rootState {
 		s = &rootState{dirty: make(map[string]bool), key: key}
 		c.roots[key] = s
 	}
-	c.clock++
-	s.used = c.clock
+	if s.lru != nil {
+		c.recLRU.MoveToFront(s.lru)
+	}
 	return s
+}
+
+// keepRecLocked makes rec root state s's record, the most recently used;
+// c.mu is held.
+func (c *Cache) keepRecLocked(s *rootState, rec *rootRecord) {
+	c.takeRecLocked(s)
+	s.rec = rec
+	s.lru = c.recLRU.PushFront(s)
+	c.recEntries += rec.entries
+}
+
+// takeRecLocked removes s's record, if any, and returns it; c.mu is held.
+func (c *Cache) takeRecLocked(s *rootState) *rootRecord {
+	rec := s.rec
+	if s.lru != nil {
+		c.recLRU.Remove(s.lru)
+		s.lru = nil
+		c.recEntries -= rec.entries
+	}
+	s.rec = nil
+	return rec
 }
 
 // startTake takes root's record out (a Take overlapping this one walks)
@@ -182,7 +207,7 @@ func (c *Cache) startTake(root string) (rec *rootRecord, dirty map[string]bool, 
 	defer c.mu.Unlock()
 	c.drainLocked() // the changes so far are among the dirty paths
 	s := c.state(root)
-	rec, s.rec = s.rec, nil
+	rec = c.takeRecLocked(s)
 	dirty = maps.Clone(s.dirty)
 	clear(s.dirty)
 	s.gen = c.nextGen()
@@ -215,37 +240,30 @@ func (c *Cache) endTake(root string, rec *rootRecord, gen uint64, linked bool) {
 	for _, d := range rec.dirs {
 		rec.entries += len(d.tree.Entries)
 	}
-	s.rec = rec
+	c.keepRecLocked(s, rec)
 	// Bound the records kept, by their entries like the files' digests
-	// (MaxFiles) and by their number, least recently used out. Usually
-	// nothing or one record goes: it is found by a scan, with no sort and
-	// no slice, since every checkpoint of every session comes here.
-	total, n := 0, 0
-	for k, o := range c.roots {
-		if o.rec == nil {
-			if o.unknown == 0 && len(o.dirty) == 0 && o != s && !o.watching {
+	// (MaxFiles) and by their number, least recently used out. Every
+	// checkpoint of every session comes here, under the lock every Take
+	// of the node takes: the totals are kept as records come and go, and
+	// the least recently used is the list's last, so this costs nothing
+	// per workspace of the node.
+	for c.recEntries > c.maxFiles || c.recLRU.Len() > maxRootRecords {
+		c.forgetLocked(c.recLRU.Back().Value.(*rootState))
+	}
+	// States that hold nothing (no record, no writes told or under way,
+	// no watch) are dropped, in one sweep each time their number doubled.
+	if len(c.roots) >= c.sweepAt {
+		for k, o := range c.roots {
+			if o.rec == nil && o.unknown == 0 && len(o.dirty) == 0 && o != s && !o.watching {
 				delete(c.roots, k)
 			}
-			continue
 		}
-		n++
-		total += o.rec.entries
-	}
-	for total > c.maxFiles || n > maxRootRecords {
-		var lru *rootState
-		for _, o := range c.roots {
-			if o.rec != nil && (lru == nil || o.used < lru.used) {
-				lru = o
-			}
-		}
-		if lru == nil {
-			break
-		}
-		total -= lru.rec.entries
-		n--
-		c.forgetLocked(lru)
+		c.sweepAt = max(2*len(c.roots), minSweep)
 	}
 }
+
+// minSweep is the fewest workspace states at which endTake sweeps.
+const minSweep = 4 * maxRootRecords
 
 // rootKey is how the Cache names a workspace: its absolute path.
 func rootKey(root string) string {

@@ -369,3 +369,50 @@ func TestIncrementalUnderConcurrentWriters(t *testing.T) {
 	takers.Wait()
 	requireSameAsWalk(t, b, c, ws, Options{})
 }
+
+// TestManyWorkspacesKeepTheLatestRecords: past maxRootRecords workspaces,
+// the records kept are the most recently used ones, their totals match
+// what they hold, and the states of the workspaces whose records went are
+// dropped, so a node's many sessions do not grow the Cache.
+func TestManyWorkspacesKeepTheLatestRecords(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newMemBlobs()
+	c, err := NewCache(b, &CacheConfig{Now: func() time.Time { return farFuture }})
+	require.NoError(t, err)
+	parent := t.TempDir()
+	spaces := make([]string, 5*maxRootRecords)
+	for i := range spaces {
+		spaces[i] = filepath.Join(parent, fmt.Sprintf("ws%d", i))
+		writeFile(t, spaces[i], "f", []byte(fmt.Sprint(i)), 0o644)
+		_, _, err := Take(ctx, b, spaces[i], Options{Cache: c, Incremental: true})
+		require.NoError(t, err)
+		c.BeginUnknownWrites(spaces[i])() // a state with nothing left to hold
+	}
+	for i := len(spaces) - maxRootRecords; i < len(spaces); i++ {
+		_, _, err := Take(ctx, b, spaces[i], Options{Cache: c, Incremental: true})
+		require.NoError(t, err)
+	}
+	c.mu.Lock()
+	n, entries := 0, 0
+	for _, s := range c.roots {
+		if s.rec != nil {
+			n++
+			entries += s.rec.entries
+			require.NotNil(t, s.lru)
+		}
+	}
+	require.Equal(t, maxRootRecords, n)
+	require.Equal(t, n, c.recLRU.Len())
+	require.Equal(t, entries, c.recEntries)
+	require.Less(t, len(c.roots), 2*minSweep, "the states holding nothing were dropped")
+	c.mu.Unlock()
+	for i := len(spaces) - 1; i >= len(spaces)-maxRootRecords; i-- {
+		_, st, err := Take(ctx, b, spaces[i], Options{Cache: c, Incremental: true})
+		require.NoError(t, err)
+		require.True(t, st.Incremental, "workspace %d, among the latest", i)
+	}
+	_, st, err := Take(ctx, b, spaces[0], Options{Cache: c, Incremental: true})
+	require.NoError(t, err)
+	require.False(t, st.Incremental, "the oldest record went")
+}

@@ -21,6 +21,12 @@ func ArgumentsSHA256(args json.RawMessage) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(c)
-	return hex.EncodeToString(sum[:]), nil
+	return CanonicalSHA256(c), nil
+}
+
+// CanonicalSHA256 is ArgumentsSHA256 of arguments already in canonical form
+// (what CanonicalJSON returned), which it does not canonicalise again.
+func CanonicalSHA256(canon []byte) string {
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:])
 }

@@ -99,15 +99,25 @@ func ValidateArguments(schema json.RawMessage, args json.RawMessage) error {
 }
 
 func compileSchema(schema json.RawMessage) (*jsonschema.Schema, error) {
+	// A tool's schema is checked at every call: its bytes as given are a
+	// key too, so a schema seen before costs no canonicalisation (the
+	// compiled schema depends only on the canonical form of the bytes).
+	schemaCache.Lock()
+	sch, ok := schemaCache.m[string(schema)]
+	schemaCache.Unlock()
+	if ok {
+		return sch, nil
+	}
 	canon, err := CanonicalJSON(schema)
 	if err != nil {
 		return nil, &FieldError{Field: docParameters, Message: "not valid JSON: " + strings.TrimPrefix(err.Error(), "canonical json: ")}
 	}
 	key := string(canon)
 	schemaCache.Lock()
-	sch, ok := schemaCache.m[key]
+	sch, ok = schemaCache.m[key]
 	schemaCache.Unlock()
 	if ok {
+		cacheSchema(string(schema), sch)
 		return sch, nil
 	}
 
@@ -139,7 +149,19 @@ func compileSchema(schema json.RawMessage) (*jsonschema.Schema, error) {
 		return nil, schemaError(doc, err)
 	}
 
+	cacheSchema(key, sch)
+	cacheSchema(string(schema), sch)
+	return sch, nil
+}
+
+// cacheSchema keeps sch, compiled from a schema whose bytes or canonical
+// form are key.
+func cacheSchema(key string, sch *jsonschema.Schema) {
 	schemaCache.Lock()
+	defer schemaCache.Unlock()
+	if _, ok := schemaCache.m[key]; ok {
+		return
+	}
 	if len(schemaCache.m) >= maxCachedSchemas {
 		// Evict an arbitrary entry: recompiling a schema costs little,
 		// and the working set of a server is its agents' tools.
@@ -149,8 +171,6 @@ func compileSchema(schema json.RawMessage) (*jsonschema.Schema, error) {
 		}
 	}
 	schemaCache.m[key] = sch
-	schemaCache.Unlock()
-	return sch, nil
 }
 
 // refusingLoader refuses every external document.
