@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -193,9 +194,10 @@ func open(ctx context.Context, dsn string, cfg *Config, tune func(*listener)) (*
 		s.log.Warn("postgres notify failed; other nodes miss these notifications", "target", s.target,
 			"err", scrub(err, password))
 	})
-	s.committer = newCommitter(s, committers(pcfg.MaxConns))
-	s.reader = newSessionReader(s, committers(pcfg.MaxConns))
-	s.seqs = newSeqReader(s, committers(pcfg.MaxConns))
+	workers := committers(pcfg.MaxConns, runtime.GOMAXPROCS(0))
+	s.committer = newCommitter(s, workers)
+	s.reader = newSessionReader(s, workers)
+	s.seqs = newSeqReader(s, workers)
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.done.Go(func() { s.lis.run(bg, conn, alive) })
@@ -207,9 +209,15 @@ func open(ctx context.Context, dsn string, cfg *Config, tune func(*listener)) (*
 // one waits for its commit, the next gathers the writes arriving meanwhile.
 // A quarter of the pool (so reads and lease claims find connections), at
 // most 4: more would make smaller groups, hence more commits, for no more
-// throughput (PostgreSQL flushes the WAL for one commit at a time).
-func committers(maxConns int32) int {
-	return min(4, max(1, int(maxConns)/4))
+// throughput (PostgreSQL flushes the WAL for one commit at a time). And at
+// most half the CPUs this process may use: a group runs its statements on
+// one server backend, and where the server shares a small machine with the
+// node, groups in parallel contend for its cores more than they overlap
+// their waits (two CPUs, 64 sessions at once: one committer made 8–15 %
+// more agent steps a second than four, and 25–35 % more with three nodes;
+// docs/performance.md, 2026-12-04 late evening).
+func committers(maxConns int32, cpus int) int {
+	return min(4, max(1, cpus/2), max(1, int(maxConns)/4))
 }
 
 // describe names the database without its password: user@host:port/database.

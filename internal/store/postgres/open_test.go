@@ -179,3 +179,25 @@ func TestAddresses(t *testing.T) {
 	require.Error(t, err)
 	require.NotContains(t, err.Error(), "secret-pw")
 }
+
+// TestCommittersFollowThePoolAndTheCPUs: a quarter of the pool, at most
+// four, and at most half the CPUs, never none.
+func TestCommittersFollowThePoolAndTheCPUs(t *testing.T) {
+	for _, tc := range []struct {
+		conns int32
+		cpus  int
+		want  int
+	}{
+		{DefaultMaxConns, 1, 1},
+		{DefaultMaxConns, 2, 1}, // a 2-core machine shared with its server
+		{DefaultMaxConns, 4, 2},
+		{DefaultMaxConns, 8, 4},
+		{DefaultMaxConns, 64, 4},
+		{4, 64, 1},
+		{8, 64, 2},
+		{1, 64, 1},
+		{64, 64, 4},
+	} {
+		require.Equal(t, tc.want, committers(tc.conns, tc.cpus), "%d connections, %d CPUs", tc.conns, tc.cpus)
+	}
+}
