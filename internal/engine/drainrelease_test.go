@@ -115,15 +115,9 @@ func (s *lateReleaseStore) late1(ctx context.Context, id string) bool {
 	return ctx.Err() != nil
 }
 
-// TestStopWaitsForTheDrainReleases: a drained runner waits for the answer
-// to its lease's release whatever its renewal finds meanwhile, so Stop
-// returns with the lease given back. Its renewal, answered first when it
-// shares the release's batch, found the lease given up, took that for a
-// loss and cancelled the runner, which stopped waiting: Stop returned with
-// the release not yet committed (TestStopDrainsRunningStep failed so in
-// CI, after "lease lost ... release lease on session ...: context
-// canceled").
-func TestStopWaitsForTheDrainReleases(t *testing.T) {
+// newLateReleaseHarness starts node-a over a lateReleaseStore, not armed.
+func newLateReleaseHarness(t *testing.T) (*harness, *lateReleaseStore) {
+	t.Helper()
 	dir := t.TempDir()
 	h := &harness{t: t, dir: dir, clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}}
 	h.store = openStore(t, dir)
@@ -135,6 +129,19 @@ func TestStopWaitsForTheDrainReleases(t *testing.T) {
 		return ls
 	}
 	h.start("node-a")
+	return h, ls
+}
+
+// TestStopWaitsForTheDrainReleases: a drained runner waits for the answer
+// to its lease's release whatever its renewal finds meanwhile, so Stop
+// returns with the lease given back. Its renewal, answered first when it
+// shares the release's batch, found the lease given up, took that for a
+// loss and cancelled the runner, which stopped waiting: Stop returned with
+// the release not yet committed (TestStopDrainsRunningStep failed so in
+// CI, after "lease lost ... release lease on session ...: context
+// canceled").
+func TestStopWaitsForTheDrainReleases(t *testing.T) {
+	h, ls := newLateReleaseHarness(t)
 
 	ctx := context.Background()
 	work := t.TempDir()
@@ -160,18 +167,8 @@ func TestStopWaitsForTheDrainReleases(t *testing.T) {
 // Stop that comes meanwhile returns with the session parked and its lease
 // given back.
 func TestStopWaitsForTheParkRelease(t *testing.T) {
-	dir := t.TempDir()
-	h := &harness{t: t, dir: dir, clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}}
-	h.store = openStore(t, dir)
-	t.Cleanup(func() { h.store.Close() })
-	ls := newLateReleaseStore()
-	t.Cleanup(ls.land) // before the store closes
-	h.wrapStore = func(s store.Store) store.Store {
-		ls.Store = s
-		return ls
-	}
-	ls.arm()
-	h.start("node-a")
+	h, ls := newLateReleaseHarness(t)
+	ls.arm() // before the session exists
 
 	ctx := context.Background()
 	s, err := h.eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: spec(t, `[{"text":"ok"}]`), Input: "go"})
