@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,4 +97,49 @@ func TestAppendDocOfAnotherSessionIsNamed(t *testing.T) {
 	_, err = s.EventAppend(t.Context(), p)
 	require.ErrorIs(t, err, store.ErrConflict)
 	require.ErrorContains(t, err, "last seq is 1, expected 0")
+}
+
+// TestJSONRefusedAsChecksRefuseIt: an append's documents are parsed by the
+// server alone (appendChecks), so the server must refuse exactly what the
+// store's checks refuse (encoding/json's grammar, valid UTF-8, no NUL),
+// with the checks' error naming the field, and store the rest.
+func TestJSONRefusedAsChecksRefuseIt(t *testing.T) {
+	t.Parallel()
+	s := openMigrated(t, nil)
+	createSession(t, s, "ses_j", false)
+	docs := []string{
+		`0`, `-0`, `01`, `-01`, `1.`, `.5`, `+1`, `1e5`, `1E+2`, `1e`, `-`, `0x10`, `NaN`, `Infinity`,
+		`"\u0000"`, `"\ud800"`, `"\u12"`, `"a\x"`, "\"\x7f\"", "\"\t\"", "\"a\x00\"", "1\x00",
+		` [1] `, "\r\n\t[1]", "\f1", "1\v", `[1,]`, `{"a":1,}`, `{"a" 1}`, `{1:2}`, `nul`, `true false`, `[`, ` `,
+		`{"a":{"b":[true,false,null,"x",1.5e-3]}}`, `{"a":1,"a":2}`,
+		"\"\xff\"", "\"\xc0\x80\"", "\"\xed\xa0\x80\"", "\"\xf4\x90\x80\x80\"", "\"\xef\xbf\xbe\"", "\"é😀\"",
+		strings.Repeat("[", 10000) + strings.Repeat("]", 10000),
+	}
+	seq := int64(1)
+	for _, doc := range docs {
+		for _, field := range []string{"state", "events[0].data", "docs[0].doc"} {
+			p := appendParams("ses_j", seq, 1)
+			switch field {
+			case "state":
+				p.State = json.RawMessage(doc)
+			case "events[0].data":
+				p.Events[0].Data = json.RawMessage(doc)
+			default:
+				p.Docs = []store.DocWrite{{Kind: store.DocCheckpoint, ID: fmt.Sprintf("ck_%d", seq), Status: "done",
+					Doc: json.RawMessage(doc), CreatedAt: testTime}}
+			}
+			want := checks.JSON(field, json.RawMessage(doc))
+			_, err := s.EventAppend(t.Context(), p)
+			if want != nil {
+				require.ErrorContains(t, err, want.Error(), "%q as %s", doc, field)
+				require.NotErrorIs(t, err, store.ErrConflict)
+				continue
+			}
+			require.NoError(t, err, "%q as %s", doc, field)
+			seq++
+		}
+	}
+	row, err := s.SessionGet(t.Context(), "ses_j")
+	require.NoError(t, err)
+	require.Equal(t, seq, row.LastSeq)
 }

@@ -83,6 +83,32 @@ func TestGroupCommitsTogetherAndFailsAlone(t *testing.T) {
 	require.Equal(t, a, c, "the appends that succeeded share one transaction")
 }
 
+// An append whose JSON only the server refuses (appendChecks) fails alone
+// in its group: the others commit together.
+func TestGroupWithJSONTheServerRefuses(t *testing.T) {
+	t.Parallel()
+	s := openMigrated(t, nil)
+	for _, id := range []string{"ses_a", "ses_b", "ses_c"} {
+		createSession(t, s, id, false)
+	}
+	bad := appendParams("ses_b", 1, 2)
+	bad.Events[1].Data = json.RawMessage(`{"a":01}`)
+	group := groupOf(t, appendParams("ses_a", 1, 2), bad, appendParams("ses_c", 1, 1))
+	s.committer.commit(group)
+
+	require.NoError(t, <-group[0].done)
+	require.Error(t, <-group[1].done)
+	require.NoError(t, <-group[2].done)
+	for id, want := range map[string]int64{"ses_a": 3, "ses_b": 1, "ses_c": 2} {
+		row, err := s.SessionGet(context.Background(), id)
+		require.NoError(t, err)
+		require.Equal(t, want, row.LastSeq, id)
+	}
+	require.Equal(t, txOf(t, s, "ses_a"), txOf(t, s, "ses_c"), "the appends that succeeded share one transaction")
+	_, err := s.EventAppend(context.Background(), bad)
+	require.EqualError(t, err, "append events: events[1].data is not valid JSON")
+}
+
 // Appends sent at once by many callers, some of them stale, each get their
 // own answer, and the journal holds exactly the ones that succeeded.
 func TestConcurrentAppendsThroughTheCommitter(t *testing.T) {

@@ -90,6 +90,12 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 		}
 	}
 	if err != nil {
+		// The documents' JSON was left to the server (appendChecks): bad
+		// input is refused as the other checks refuse it, whatever else
+		// failed with it (a stale seq is read before the events' data).
+		if _, bad := checks.PrepareEventAppend(p); bad != nil {
+			return nil, bad
+		}
 		return nil, fmt.Errorf("append events to session %s: %w", p.SessionID, s.mapErr(err))
 	}
 	return events, nil
@@ -98,7 +104,7 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 // prepareAppend checks an append and returns its events, its docs and
 // what queues it, for the committer.
 func prepareAppend(p *store.EventAppendParams) ([]store.Event, []store.DocWrite, func(t *txn), error) {
-	write, err := checks.PrepareEventAppend(p)
+	write, err := appendChecks.PrepareEventAppend(p)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -112,6 +112,21 @@ func TestValidation(t *testing.T) {
 		{"NUL in turn id", withAppend(func(p *store.EventAppendParams) { p.Events[0].TurnID = "t\x00" }), "events[0].turn_id"},
 		{"empty status", withAppend(func(p *store.EventAppendParams) { p.Status = "" }), "status"},
 		{"bad state json", withAppend(func(p *store.EventAppendParams) { p.State = json.RawMessage(`nope`) }), "state"},
+		{"NUL in state json", withAppend(func(p *store.EventAppendParams) { p.State = json.RawMessage("\"a\x00\"") }), "state"},
+		{"bad doc json", withAppend(func(p *store.EventAppendParams) {
+			p.Docs = []store.DocWrite{{Kind: store.DocEffect, ID: "e", Doc: json.RawMessage(`{"a":}`), CreatedAt: testTime}}
+		}), "docs[0].doc"},
+		{"bad json and a stale seq", withAppend(func(p *store.EventAppendParams) {
+			p.ExpectedSeq = 0
+			p.Events[0].Data = json.RawMessage(`[1,]`)
+		}), "events[0].data"},
+		{"bad json and a lost lease", withAppend(func(p *store.EventAppendParams) {
+			p.Fence = &store.Lease{SessionID: "ses_v", Owner: "nobody", Epoch: 9}
+			p.State = json.RawMessage(`{"a":1}x`)
+		}), "state"},
+		{"json nested deeper than encoding/json reads", withAppend(func(p *store.EventAppendParams) {
+			p.Events[0].Data = json.RawMessage(strings.Repeat("[", 10001) + strings.Repeat("]", 10001))
+		}), "events[0].data"},
 		{"negative seq", withAppend(func(p *store.EventAppendParams) { p.ExpectedSeq = -1 }), "expected_seq"},
 		{"fence without owner", withAppend(func(p *store.EventAppendParams) { p.Fence = &store.Lease{Epoch: 1} }), "fence.owner"},
 		{"blob digest mismatch", withAppend(func(p *store.EventAppendParams) {

@@ -2,6 +2,7 @@ package storeutil
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,6 +89,19 @@ func TestChecksMessages(t *testing.T) {
 func TestLenientAcceptsAnyText(t *testing.T) {
 	require.NoError(t, lenient.ID("owner", "a\x00\xff"))
 	require.NoError(t, lenient.JSON("data", json.RawMessage("\"\xff\"")))
+}
+
+// JSONInDatabase leaves a document to the database up to
+// MaxJSONLeftToDatabase bytes, and checks a longer one.
+func TestJSONInDatabase(t *testing.T) {
+	c := Checks{StrictText: true, JSONInDatabase: true}
+	require.NoError(t, c.JSON("data", json.RawMessage(`{`)))
+	require.NoError(t, c.JSON("data", json.RawMessage("\"\xff\"")))
+	long := json.RawMessage(`"` + strings.Repeat("a", MaxJSONLeftToDatabase) + `"`)
+	require.NoError(t, c.JSON("data", long))
+	require.EqualError(t, c.JSON("data", long[:len(long)-1]), "data is not valid JSON")
+	require.NoError(t, c.ID("owner", "a"))
+	require.EqualError(t, c.ID("owner", "a\x00"), "owner contains a NUL byte", "text is checked all the same")
 }
 
 func TestWebhookPage(t *testing.T) {

@@ -23,7 +23,9 @@
 // closed exactly once (on cancel, on its context's end or on Close). Checks
 // reports nil parameters as an error rather than panicking, and differs
 // between drivers only in StrictText, which is what a driver's text columns
-// can store. LoadMigrations returns
+// can store, and JSONInDatabase, which leaves a document's validity to a
+// database that parses it anyway (the driver checks again on a failure, so
+// the same input is refused with the same error). LoadMigrations returns
 // versions 1, 2, 3... without gaps, or an error.
 //
 // It imports the standard library and internal/store. Who may import it:
