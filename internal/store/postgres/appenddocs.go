@@ -64,7 +64,7 @@ func appendStatement(set int) string {
 		}
 		table, cte := docTables[kind], "docs_"+string(kind)
 		ids := param("text[]")
-		cols, vals, set := "id, session_id, status, doc, created_at", "u.id, $8, u.status, u.doc::json, u.created_at", "status = excluded.status, doc = excluded.doc"
+		cols, vals, set := "id, session_id, status, doc, created_at", "u.id, $8, u.status, NULLIF(u.doc, '')::json, u.created_at", "status = excluded.status, doc = excluded.doc"
 		from := ids + ", " + param("text[]") + ", " + param("text[]") + ", " + param("timestamptz[]")
 		as := "u(id, status, doc, created_at)"
 		if kind == store.DocAction {
@@ -94,21 +94,19 @@ RETURNING 1)`, cte, table, cols, vals, from, as, set, table)
 func appendDocs(docs []store.DocWrite) (set int, args []any) {
 	for i, kind := range appendDocKinds {
 		var (
-			ids, statuses []string
-			bodies, types []*string
-			created       []time.Time
-			seen          map[string]int
+			ids, statuses, bodies []string
+			types                 []*string
+			created               []time.Time
+			seen                  map[string]int
 		)
 		for j := range docs {
 			d := &docs[j]
 			if d.Kind != kind {
 				continue
 			}
-			var body *string
-			if len(d.Doc) > 0 {
-				s := string(d.Doc)
-				body = &s
-			}
+			// No document is sent as "", stored as NULL (as the events'
+			// data: eventColumns).
+			body := string(d.Doc)
 			var typ *string
 			if kind == store.DocAction {
 				if t, ok := docType(d.Doc).(string); ok {

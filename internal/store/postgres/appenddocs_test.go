@@ -143,3 +143,36 @@ func TestJSONRefusedAsChecksRefuseIt(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, seq, row.LastSeq)
 }
+
+// An append's event without data and doc without a document are stored as
+// NULL (sent as "", which no JSON document is), read back as nil; the JSON
+// string "" is a document.
+func TestAppendEmptyDocumentsAreNull(t *testing.T) {
+	t.Parallel()
+	s := openMigrated(t, nil)
+	createSession(t, s, "ses_n", false)
+	p := appendParams("ses_n", 1, 2)
+	p.Events[0].Data, p.Events[1].Data = nil, json.RawMessage(`""`)
+	p.Docs = []store.DocWrite{
+		{Kind: store.DocEffect, ID: "eff_n", Status: "done", CreatedAt: testTime},
+		{Kind: store.DocCheckpoint, ID: "ck_n", Status: "done", Doc: json.RawMessage(`""`), CreatedAt: testTime},
+	}
+	_, err := s.EventAppend(t.Context(), p)
+	require.NoError(t, err)
+	events, err := s.EventList(t.Context(), "ses_n", 1, 0)
+	require.NoError(t, err)
+	require.Len(t, events, 2)
+	require.Nil(t, events[0].Data)
+	require.Equal(t, `""`, string(events[1].Data))
+	var nulls []bool
+	err = s.query(t.Context(), func(rows pgx.Rows) error {
+		var null bool
+		if err := rows.Scan(&null); err != nil {
+			return err
+		}
+		nulls = append(nulls, null)
+		return nil
+	}, `SELECT doc IS NULL FROM effects WHERE id = 'eff_n' UNION ALL SELECT doc IS NULL FROM checkpoints WHERE id = 'ck_n'`)
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, false}, nulls)
+}

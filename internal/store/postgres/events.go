@@ -38,7 +38,7 @@ const appendSQL = `WITH changed AS (UPDATE sessions SET status = $1, state = $2,
     lease_expires_at = CASE WHEN $7 THEN NULL ELSE lease_expires_at END
 WHERE id = $8 AND last_seq = $9 AND (NOT $10 OR (lease_owner = $11 AND lease_epoch = $12))
 RETURNING 1), inserted AS (INSERT INTO events (session_id, seq, type, time, turn_id, step, worker_id, data)
-SELECT $8, u.seq, u.type, u.time, u.turn_id, u.step, u.worker_id, u.data::json
+SELECT $8, u.seq, u.type, u.time, u.turn_id, u.step, u.worker_id, NULLIF(u.data, '')::json
 FROM unnest($13::bigint[], $14::text[], $15::timestamptz[], $16::text[], $17::bigint[], $18::text[], $19::text[])
     AS u(seq, type, time, turn_id, step, worker_id, data))`
 
@@ -177,7 +177,7 @@ func (s *Store) appendRefused(ctx context.Context, p *store.EventAppendParams) e
 // insertEventsSQL inserts a whole append's events in one statement, from one
 // array per column.
 const insertEventsSQL = `INSERT INTO events (session_id, seq, type, time, turn_id, step, worker_id, data)
-SELECT $1, u.seq, u.type, u.time, u.turn_id, u.step, u.worker_id, u.data::json
+SELECT $1, u.seq, u.type, u.time, u.turn_id, u.step, u.worker_id, NULLIF(u.data, '')::json
 FROM unnest($2::bigint[], $3::text[], $4::timestamptz[], $5::text[], $6::bigint[], $7::text[], $8::text[])
     AS u(seq, type, time, turn_id, step, worker_id, data)`
 
@@ -189,7 +189,10 @@ func queueEvents(t *txn, events []store.Event) {
 }
 
 // eventColumns returns the arrays, one per column but the session's, that
-// insertEventsSQL and appendSQL insert events from.
+// insertEventsSQL and appendSQL insert events from. An event without data
+// is sent as "" (no JSON document is empty), which the statements store as
+// NULL: an array of strings is encoded without reflection, unlike one of
+// pointers.
 func eventColumns(events []store.Event) []any {
 	var (
 		seqs    = make([]int64, len(events))
@@ -198,15 +201,12 @@ func eventColumns(events []store.Event) []any {
 		turns   = make([]string, len(events))
 		steps   = make([]int64, len(events))
 		workers = make([]string, len(events))
-		data    = make([]*string, len(events))
+		data    = make([]string, len(events))
 	)
 	for i := range events {
 		e := &events[i]
 		seqs[i], types[i], times[i], turns[i], steps[i], workers[i] = e.Seq, e.Type, e.Time, e.TurnID, int64(e.Step), e.WorkerID
-		if len(e.Data) > 0 {
-			d := string(e.Data)
-			data[i] = &d
-		}
+		data[i] = string(e.Data)
 	}
 	return []any{seqs, types, times, turns, steps, workers, data}
 }
