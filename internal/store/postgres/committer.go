@@ -164,7 +164,7 @@ func (c *committer) send(ctx context.Context, group []*request) (failed int, err
 	if len(b.QueuedQueries) == 0 {
 		return -1, nil
 	}
-	err = c.s.pool.SendBatch(ctx, b).Close()
+	err = c.s.hot.SendBatch(ctx, b).Close()
 	if err == nil {
 		failed = -1
 	}

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
@@ -38,8 +39,9 @@ type Config struct {
 	// the connection string). Default: a logger that discards everything.
 	Logger *slog.Logger
 	// MaxConns is the size of the connection pool, not counting the one
-	// connection that LISTENs. Default: the connection string's
-	// pool_max_conns, else 16 (DefaultMaxConns).
+	// connection that LISTENs (of which the committer's and the id readers'
+	// connections, hotPoolConfig; with 1, one more). Default: the
+	// connection string's pool_max_conns, else 16 (DefaultMaxConns).
 	MaxConns int
 	// SubscriberBuffer is the capacity of each Subscribe channel; a
 	// subscriber that falls further behind misses notifications. Default: 256
@@ -76,6 +78,9 @@ type Store struct {
 
 	log  *slog.Logger
 	pool *pgxpool.Pool
+	// hot serves the committer and the id readers alone, each statement
+	// with a generic plan (hotPoolConfig); pool serves everything else.
+	hot *pgxpool.Pool
 	// schema is where the tables live (the first schema of the search_path).
 	schema string
 	// channel is the NOTIFY channel of that schema; instance tells this
@@ -143,10 +148,21 @@ func open(ctx context.Context, dsn string, cfg *Config, tune func(*listener)) (*
 		pcfg.ConnConfig.RuntimeParams["application_name"] = "longhaul"
 	}
 	listenCfg := pcfg.ConnConfig.Copy()
+	workers := committers(pcfg.MaxConns, runtime.GOMAXPROCS(0))
+	hotCfg := hotPoolConfig(pcfg, workers)
 
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fail(err)
+	}
+	hot, err := pgxpool.NewWithConfig(ctx, hotCfg)
+	if err != nil {
+		pool.Close()
+		return nil, fail(err)
+	}
+	closePools := func() {
+		hot.Close()
+		pool.Close()
 	}
 	var (
 		schema   *string
@@ -154,26 +170,27 @@ func open(ctx context.Context, dsn string, cfg *Config, tune func(*listener)) (*
 	)
 	err = pool.QueryRow(ctx, `SELECT current_schema(), current_setting('server_encoding')`).Scan(&schema, &encoding)
 	if err != nil {
-		pool.Close()
+		closePools()
 		return nil, fail(err)
 	}
 	if schema == nil {
-		pool.Close()
+		closePools()
 		return nil, fail(errors.New("the search_path names no schema that exists: create it, or fix search_path"))
 	}
 	if encoding != "UTF8" {
 		// Journals hold any Unicode text; another encoding would refuse some.
-		pool.Close()
+		closePools()
 		return nil, fail(fmt.Errorf("the database's encoding is %s, want UTF8 (CREATE DATABASE ... ENCODING 'UTF8')", encoding))
 	}
 	instance, err := newInstanceID()
 	if err != nil {
-		pool.Close()
+		closePools()
 		return nil, fail(err)
 	}
 	s := &Store{
 		log:      c.Logger,
 		pool:     pool,
+		hot:      hot,
 		schema:   *schema,
 		channel:  channelName(*schema),
 		instance: instance,
@@ -187,14 +204,13 @@ func open(ctx context.Context, dsn string, cfg *Config, tune func(*listener)) (*
 	}
 	conn, alive, err := s.lis.connect(ctx)
 	if err != nil {
-		pool.Close()
+		closePools()
 		return nil, fail(fmt.Errorf("listen: %w", err))
 	}
 	s.notifier = newNotifier(pool, s.channel, s.instance, func(err error) {
 		s.log.Warn("postgres notify failed; other nodes miss these notifications", "target", s.target,
 			"err", scrub(err, password))
 	})
-	workers := committers(pcfg.MaxConns, runtime.GOMAXPROCS(0))
 	s.committer = newCommitter(s, workers)
 	s.reader = newSessionReader(s, workers)
 	s.seqs = newSeqReader(s, workers)
@@ -218,6 +234,49 @@ func open(ctx context.Context, dsn string, cfg *Config, tune func(*listener)) (*
 // docs/performance.md, 2026-12-04 late evening).
 func committers(maxConns int32, cpus int) int {
 	return min(4, max(1, cpus/2), max(1, int(maxConns)/4))
+}
+
+// hotPoolConfig carves out of the pool's size the connections of the writes
+// and reads every step makes (the committer's groups and the id readers',
+// workers of each: they never wait for a connection behind the other
+// reads), at most half of it and at least one, and gives them generic
+// plans: PostgreSQL plans a prepared statement again at each of its first
+// five runs on each connection (and the append has 32 variants), which cost
+// the server more than their runs in a benchmark's short sessions. All
+// they run are lookups by primary key and the append's inserts and
+// upserts, whose plan does not depend on the values; the claims, which
+// depend on partial indexes, stay on the other connections, as every
+// other statement. A connection string's own plan_cache_mode wins.
+func hotPoolConfig(pcfg *pgxpool.Config, workers int) *pgxpool.Config {
+	hot := pcfg.Copy()
+	hot.MaxConns = int32(min(3*workers, max(1, int(pcfg.MaxConns)/2)))
+	hot.MinConns = 0
+	pcfg.MaxConns = max(1, pcfg.MaxConns-hot.MaxConns)
+	pcfg.MinConns = min(pcfg.MinConns, pcfg.MaxConns)
+	if _, set := hot.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
+		after := hot.AfterConnect
+		hot.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+			if after != nil {
+				if err := after(ctx, conn); err != nil {
+					return err
+				}
+			}
+			return genericPlans(ctx, conn)
+		}
+	}
+	return hot
+}
+
+// genericPlans makes conn plan its prepared statements once (PostgreSQL 12
+// and later; an older server keeps its own choice).
+func genericPlans(ctx context.Context, conn *pgx.Conn) error {
+	v := conn.PgConn().ParameterStatus("server_version")
+	major, _, _ := strings.Cut(v, ".")
+	if n, err := strconv.Atoi(strings.TrimFunc(major, func(r rune) bool { return r < '0' || r > '9' })); err != nil || n < 12 {
+		return nil
+	}
+	_, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
+	return err
 }
 
 // describe names the database without its password: user@host:port/database.
@@ -255,6 +314,7 @@ func (s *Store) Close() error {
 		s.seqs.stop()
 		s.stop()
 		s.done.Wait()
+		s.hot.Close()
 		s.pool.Close()
 		s.hub.Close()
 	})

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
@@ -200,4 +201,55 @@ func TestCommittersFollowThePoolAndTheCPUs(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, committers(tc.conns, tc.cpus), "%d connections, %d CPUs", tc.conns, tc.cpus)
 	}
+}
+
+// TestHotConnectionsCarvedOutOfThePool: the committer's and the id readers'
+// connections (three per committer, at most half the pool, at least one)
+// come out of the pool's size, never more in all but for a pool of one.
+func TestHotConnectionsCarvedOutOfThePool(t *testing.T) {
+	for _, tc := range []struct {
+		conns, minConns int32
+		workers         int
+		hot, rest       int32
+	}{
+		{DefaultMaxConns, 0, 1, 3, 13},
+		{DefaultMaxConns, 0, 2, 6, 10},
+		{DefaultMaxConns, 0, 4, 8, 8},
+		{DefaultMaxConns, 16, 4, 8, 8},
+		{4, 0, 1, 2, 2},
+		{2, 0, 1, 1, 1},
+		{1, 0, 1, 1, 1},
+	} {
+		pcfg, err := pgxpool.ParseConfig("postgres://127.0.0.1/db")
+		require.NoError(t, err)
+		pcfg.MaxConns, pcfg.MinConns = tc.conns, tc.minConns
+		hot := hotPoolConfig(pcfg, tc.workers)
+		require.Equal(t, []int32{tc.hot, tc.rest}, []int32{hot.MaxConns, pcfg.MaxConns}, "%d connections, %d committers", tc.conns, tc.workers)
+		require.LessOrEqual(t, pcfg.MinConns, pcfg.MaxConns)
+		require.Zero(t, hot.MinConns)
+		require.NotNil(t, hot.AfterConnect)
+	}
+	pcfg, err := pgxpool.ParseConfig("postgres://127.0.0.1/db?plan_cache_mode=auto")
+	require.NoError(t, err)
+	require.Nil(t, hotPoolConfig(pcfg, 1).AfterConnect, "the connection string's plan_cache_mode wins")
+}
+
+// TestHotConnectionsPlanOnce: the committer's connections plan generically;
+// the others (the claims') keep the server's choice.
+func TestHotConnectionsPlanOnce(t *testing.T) {
+	t.Parallel()
+	s := openMigrated(t, nil)
+	mode := func(pool *pgxpool.Pool) string {
+		var m string
+		require.NoError(t, pool.QueryRow(t.Context(), "SHOW plan_cache_mode").Scan(&m))
+		return m
+	}
+	require.Equal(t, "force_generic_plan", mode(s.hot))
+	require.Equal(t, "auto", mode(s.pool))
+	createSession(t, s, "ses_h", false)
+	_, err := s.EventAppend(t.Context(), appendParams("ses_h", 1, 1))
+	require.NoError(t, err)
+	seq, err := s.SessionLastSeq(t.Context(), "ses_h")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), seq)
 }

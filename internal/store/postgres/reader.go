@@ -104,7 +104,7 @@ func (r *idReader[T]) read(group []*idRead[T]) {
 	}
 	found := make(map[string]T, len(group))
 	sql, arg := byIDs(`SELECT `+r.columns+` FROM sessions`, ids)
-	err := r.s.query(ctx, func(rows pgx.Rows) error {
+	err := r.s.queryOn(ctx, r.s.hot, func(rows pgx.Rows) error {
 		id, v, err := r.scan(rows)
 		if err != nil {
 			return err
@@ -131,10 +131,11 @@ func (r *idReader[T]) read(group []*idRead[T]) {
 }
 
 // byIDs completes a read of the sessions of ids: one id is read with
-// "id = $1", whose prepared statement PostgreSQL plans once, while "id =
-// ANY($1)" is planned again at every run (its generic plan, for an array of
-// unknown length, never looks cheaper than a custom one), which cost more
-// than the read itself. Serially, every group holds one id.
+// "id = $1", an index scan, and several with "id = ANY($1)". Without the
+// hot connections' generic plans (hotPoolConfig), the latter was planned
+// again at every run (its generic plan, for an array of unknown length,
+// never looks cheaper than a custom one), which cost more than the read
+// itself. Serially, every group holds one id.
 func byIDs(sql string, ids []string) (string, any) {
 	if len(ids) == 1 {
 		return sql + ` WHERE id = $1`, ids[0]

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
 )
@@ -137,10 +138,15 @@ func (s *Store) writeOnce(ctx context.Context, fn func(ctx context.Context, t *t
 
 // query runs a read and calls scan for each row.
 func (s *Store) query(ctx context.Context, scan func(pgx.Rows) error, sql string, args ...any) error {
+	return s.queryOn(ctx, s.pool, scan, sql, args...)
+}
+
+// queryOn is query on the connections of pool.
+func (s *Store) queryOn(ctx context.Context, pool *pgxpool.Pool, scan func(pgx.Rows) error, sql string, args ...any) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	rows, err := s.pool.Query(ctx, sql, args...)
+	rows, err := pool.Query(ctx, sql, args...)
 	if err != nil {
 		return s.mapErr(err)
 	}
