@@ -33,6 +33,12 @@
 // it expected), then store.ErrConflict. The events and the projection rows
 // are written by the same statement (appendSQL, appendStatement: CTEs over
 // arrays), the blobs in the same batch: all commit with it or not at all.
+// The server alone parses the append's JSON documents (appendChecks); a
+// failed append is checked again, so bad input is refused as the store's
+// checks refuse it. The committer and the id readers (reader.go) run on
+// connections of their own, carved out of the pool, whose statements are
+// planned once (hotPoolConfig); the claims, whose plans depend on partial
+// indexes, and every other statement use the rest of the pool.
 // A projection row whose id is another session's fails the statement with
 // an error of its own, and the driver reads which one it was. Concurrent
 // writers of one session queue on its row lock; the loser re-checks the
