@@ -106,6 +106,10 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 func prepareAppend(p *store.EventAppendParams) ([]store.Event, []store.DocWrite, func(t *txn), error) {
 	write, err := appendChecks.PrepareEventAppend(p)
 	if err != nil {
+		// The first bad field is named, a document's JSON included.
+		if _, first := checks.PrepareEventAppend(p); first != nil {
+			err = first
+		}
 		return nil, nil, nil, err
 	}
 	events, docs, lastSeq := write.Events, write.Docs, write.LastSeq

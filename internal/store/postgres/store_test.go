@@ -120,6 +120,10 @@ func TestValidation(t *testing.T) {
 			p.ExpectedSeq = 0
 			p.Events[0].Data = json.RawMessage(`[1,]`)
 		}), "events[0].data"},
+		{"bad json before an empty status", withAppend(func(p *store.EventAppendParams) {
+			p.Events[0].Data = json.RawMessage(`{`)
+			p.Status = ""
+		}), "events[0].data"},
 		{"bad json and a lost lease", withAppend(func(p *store.EventAppendParams) {
 			p.Fence = &store.Lease{SessionID: "ses_v", Owner: "nobody", Epoch: 9}
 			p.State = json.RawMessage(`{"a":1}x`)
