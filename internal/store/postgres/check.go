@@ -14,7 +14,7 @@ var checks = storeutil.Checks{StrictText: true, DocKinds: docTables}
 // parameter, the events' and docs' data cast to json) and refuses the whole
 // statement if one is not JSON: the append's documents are the bulk of its
 // bytes, and parsing them here too cost about a tenth of the node's CPU at
-// 64 sessions. An append that fails is checked again with checks (EventAppend),
-// so bad input is refused as before: with its field's name, before any
-// conflict.
+// 64 sessions. An append that these refuse (prepareAppend) or that fails
+// once sent (EventAppend) is checked again with checks, so bad input is
+// refused as before: its first bad field named, before any conflict.
 var appendChecks = storeutil.Checks{StrictText: true, DocKinds: docTables, JSONInDatabase: true}
