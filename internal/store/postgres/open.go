@@ -139,6 +139,10 @@ func open(ctx context.Context, dsn string, cfg *Config, tune func(*listener)) (*
 	case !strings.Contains(dsn, "pool_max_conns"):
 		pcfg.MaxConns = DefaultMaxConns
 	}
+	batchConns, err := takeBatchConns(pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres store %s: %w", target, err)
+	}
 	if _, ok := pcfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		pcfg.ConnConfig.RuntimeParams["application_name"] = "longhaul"
 	}
@@ -195,6 +199,9 @@ func open(ctx context.Context, dsn string, cfg *Config, tune func(*listener)) (*
 			"err", scrub(err, password))
 	})
 	workers := committers(pcfg.MaxConns, runtime.GOMAXPROCS(0))
+	if batchConns > 0 {
+		workers = batchConns
+	}
 	s.committer = newCommitter(s, workers)
 	s.reader = newSessionReader(s, workers)
 	s.seqs = newSeqReader(s, workers)
@@ -215,9 +222,35 @@ func open(ctx context.Context, dsn string, cfg *Config, tune func(*listener)) (*
 // node, groups in parallel contend for its cores more than they overlap
 // their waits (two CPUs, 64 sessions at once: one committer made 8–15 %
 // more agent steps a second than four, and 25–35 % more with three nodes;
-// docs/performance.md, 2026-12-04 late evening).
+// docs/performance.md, 2026-12-04 late evening). The connection string's
+// longhaul_batch_conns (BatchConnsParam) overrides it.
 func committers(maxConns int32, cpus int) int {
 	return min(4, max(1, cpus/2), max(1, int(maxConns)/4))
+}
+
+// BatchConnsParam is the connection string's parameter that sets how many
+// connections send groups of statements at once (see committers), for a
+// node whose CPUs say little about the server's: a small node in front of
+// a large database server, which can run more groups at once than half the
+// node's CPUs.
+const BatchConnsParam = "longhaul_batch_conns"
+
+// takeBatchConns removes BatchConnsParam from cfg's parameters (pgx would
+// send it to the server, which refuses a setting it does not know) and
+// returns its value, 0 when it is absent. It is at least 1 and at most the
+// pool's size: a group holds a connection while it runs.
+func takeBatchConns(cfg *pgxpool.Config) (int, error) {
+	v, ok := cfg.ConnConfig.RuntimeParams[BatchConnsParam]
+	if !ok {
+		return 0, nil
+	}
+	delete(cfg.ConnConfig.RuntimeParams, BatchConnsParam)
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > int(cfg.MaxConns) {
+		return 0, fmt.Errorf("the connection string's %s must be a whole number from 1 to the pool's size (%d), got %q",
+			BatchConnsParam, cfg.MaxConns, v)
+	}
+	return n, nil
 }
 
 // describe names the database without its password: user@host:port/database.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -199,5 +200,37 @@ func TestCommittersFollowThePoolAndTheCPUs(t *testing.T) {
 		{64, 64, 4},
 	} {
 		require.Equal(t, tc.want, committers(tc.conns, tc.cpus), "%d connections, %d CPUs", tc.conns, tc.cpus)
+	}
+}
+
+// TestBatchConnsFromTheConnectionString: longhaul_batch_conns sets how many
+// connections send groups at once, in the URL and key=value forms alike; it
+// is never sent to the server (which would refuse to connect); a value that
+// is not a count from 1 to the pool's size is refused, naming the parameter.
+func TestBatchConnsFromTheConnectionString(t *testing.T) {
+	base := pgtest.FreshSchema(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	s, err := Open(ctx, pgtest.WithParam(t, pgtest.WithParam(t, base, "pool_max_conns", "16"), BatchConnsParam, "3"), nil)
+	require.NoError(t, err)
+	require.Equal(t, 3, s.committer.groups.workers)
+	require.Equal(t, 3, s.reader.groups.workers)
+	require.Equal(t, 3, s.seqs.groups.workers)
+	// Open queried the pool and the listener connected: the server would
+	// have refused a parameter it does not know. Another connection too.
+	var one int
+	require.NoError(t, s.pool.QueryRow(ctx, "SELECT 1").Scan(&one))
+	s.Close()
+
+	s, err = Open(ctx, base, nil)
+	require.NoError(t, err)
+	require.Equal(t, committers(s.pool.Config().MaxConns, runtime.GOMAXPROCS(0)), s.committer.groups.workers)
+	s.Close()
+
+	for _, v := range []string{"0", "-1", "17", "two", ""} {
+		s, err := Open(ctx, pgtest.WithParam(t, pgtest.WithParam(t, base, "pool_max_conns", "16"), BatchConnsParam, v), nil)
+		require.Error(t, err, "%s=%q", BatchConnsParam, v)
+		require.Nil(t, s)
+		require.Contains(t, err.Error(), BatchConnsParam)
 	}
 }
