@@ -144,11 +144,18 @@ func open(ctx context.Context, dsn string, cfg *Config, tune func(*listener)) (*
 	case !strings.Contains(dsn, "pool_max_conns"):
 		pcfg.MaxConns = DefaultMaxConns
 	}
+	batchConns, err := takeBatchConns(pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres store %s: %w", target, err)
+	}
 	if _, ok := pcfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		pcfg.ConnConfig.RuntimeParams["application_name"] = "longhaul"
 	}
 	listenCfg := pcfg.ConnConfig.Copy()
 	workers := committers(pcfg.MaxConns, runtime.GOMAXPROCS(0))
+	if batchConns > 0 {
+		workers = batchConns
+	}
 	hotCfg := hotPoolConfig(pcfg, workers)
 
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
@@ -231,7 +238,8 @@ func open(ctx context.Context, dsn string, cfg *Config, tune func(*listener)) (*
 // node, groups in parallel contend for its cores more than they overlap
 // their waits (two CPUs, 64 sessions at once: one committer made 8–15 %
 // more agent steps a second than four, and 25–35 % more with three nodes;
-// docs/performance.md, 2026-12-04 late evening).
+// docs/performance.md, 2026-12-04 late evening). The connection string's
+// longhaul_batch_conns (BatchConnsParam) overrides it.
 func committers(maxConns int32, cpus int) int {
 	return min(4, max(1, cpus/2), max(1, int(maxConns)/4))
 }
@@ -277,6 +285,32 @@ func genericPlans(ctx context.Context, conn *pgx.Conn) error {
 	}
 	_, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
 	return err
+}
+
+// BatchConnsParam is the connection string's parameter that sets how many
+// connections send groups of statements at once (see committers), for a
+// node whose CPUs say little about the server's: a small node in front of
+// a large database server, which can run more groups at once than half the
+// node's CPUs.
+const BatchConnsParam = "longhaul_batch_conns"
+
+// takeBatchConns removes BatchConnsParam from cfg's parameters (pgx would
+// send it to the server, which refuses a setting it does not know) and
+// returns its value, 0 when it is absent. It is at least 1 and at most half
+// the pool's size: a group holds one of the connections carved out for the
+// groups (hotPoolConfig), at most half the pool.
+func takeBatchConns(cfg *pgxpool.Config) (int, error) {
+	v, ok := cfg.ConnConfig.RuntimeParams[BatchConnsParam]
+	if !ok {
+		return 0, nil
+	}
+	delete(cfg.ConnConfig.RuntimeParams, BatchConnsParam)
+	n, err := strconv.Atoi(v)
+	if most := max(1, int(cfg.MaxConns)/2); err != nil || n < 1 || n > most {
+		return 0, fmt.Errorf("the connection string's %s must be a whole number from 1 to half the pool's size (%d), got %q",
+			BatchConnsParam, most, v)
+	}
+	return n, nil
 }
 
 // describe names the database without its password: user@host:port/database.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -252,4 +253,38 @@ func TestHotConnectionsPlanOnce(t *testing.T) {
 	seq, err := s.SessionLastSeq(t.Context(), "ses_h")
 	require.NoError(t, err)
 	require.Equal(t, int64(2), seq)
+}
+
+// TestBatchConnsFromTheConnectionString: longhaul_batch_conns sets how many
+// connections send groups at once, in the URL and key=value forms alike; it
+// is never sent to the server (which would refuse to connect); a value that
+// is not a count from 1 to half the pool's size is refused, naming the
+// parameter.
+func TestBatchConnsFromTheConnectionString(t *testing.T) {
+	base := pgtest.FreshSchema(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	s, err := Open(ctx, pgtest.WithParam(t, pgtest.WithParam(t, base, "pool_max_conns", "16"), BatchConnsParam, "3"), nil)
+	require.NoError(t, err)
+	require.Equal(t, 3, s.committer.groups.workers)
+	require.Equal(t, 3, s.reader.groups.workers)
+	require.Equal(t, 3, s.seqs.groups.workers)
+	require.Equal(t, int32(8), s.hot.Config().MaxConns, "three connections a group, at most half the pool")
+	// Open queried the pool and the listener connected: the server would
+	// have refused a parameter it does not know. Another connection too.
+	var one int
+	require.NoError(t, s.pool.QueryRow(ctx, "SELECT 1").Scan(&one))
+	s.Close()
+
+	s, err = Open(ctx, base, nil)
+	require.NoError(t, err)
+	require.Equal(t, committers(DefaultMaxConns, runtime.GOMAXPROCS(0)), s.committer.groups.workers)
+	s.Close()
+
+	for _, v := range []string{"0", "-1", "9", "two", ""} {
+		s, err := Open(ctx, pgtest.WithParam(t, pgtest.WithParam(t, base, "pool_max_conns", "16"), BatchConnsParam, v), nil)
+		require.Error(t, err, "%s=%q", BatchConnsParam, v)
+		require.Nil(t, s)
+		require.Contains(t, err.Error(), BatchConnsParam)
+	}
 }
