@@ -3,17 +3,12 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/store"
-	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
-	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -66,25 +61,11 @@ func (s *encodedStore) counts(id string) (encoded, checked int) {
 // rewritten) is not: the store checks it.
 func TestAppendsEncodedByTheEngine(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "longhaul.db"), nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
-	require.NoError(t, st.Migrate(ctx))
-	es := &encodedStore{Store: st, tb: t, encoded: map[string]int{}, checked: map[string]int{}}
+	var es *encodedStore
 	const perTurn = 4
-	e, err := New(es, &Config{
-		WorkspaceRoot: filepath.Join(dir, "workspaces"), NodeID: "node-a",
-		Tools:        append(tool.Builtins(), echoTool{}),
-		Providers:    map[string]model.Provider{"steps": &stepsModel{perTurn: perTurn}},
-		PollInterval: 10 * time.Millisecond,
-	})
-	require.NoError(t, err)
-	require.NoError(t, e.Start(ctx))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = e.Stop(ctx)
+	e := startStepsEngine(t, perTurn, func(st store.Store) store.Store {
+		es = &encodedStore{Store: st, tb: t, encoded: map[string]int{}, checked: map[string]int{}}
+		return es
 	})
 
 	id := parkedSession(t, e, perTurn, 2)
