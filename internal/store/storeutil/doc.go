@@ -23,7 +23,8 @@
 // closed exactly once (on cancel, on its context's end or on Close). Checks
 // reports nil parameters as an error rather than panicking, and differs
 // between drivers only in StrictText, which is what a driver's text columns
-// can store. LoadMigrations returns
+// can store. It checks the JSON syntax of every document it is given but
+// those of an append its caller's encoder wrote (EventAppendParams.Encoded). LoadMigrations returns
 // versions 1, 2, 3... without gaps, or an error.
 //
 // It imports the standard library and internal/store. Who may import it:
