@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/internal/redact"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -54,11 +55,19 @@ func (s *encodedStore) counts(id string) (encoded, checked int) {
 	return s.encoded[id], s.checked[id]
 }
 
+// secretVault redacts one secret's value from everything journaled.
+type secretVault struct {
+	Vault
+	r *redact.Redactor
+}
+
+func (v secretVault) Redactor(context.Context) (*redact.Redactor, error) { return v.r, nil }
+
 // TestAppendsEncodedByTheEngine: a session's appends (its steps with tool
 // calls and checkpoints, its turns' ends, a new turn from the API) are
 // marked Encoded and hold only valid JSON; a batch holding an event put in
 // it other than by add (a batch carried over a conflict, whose data may be
-// rewritten) is not: the store checks it.
+// rewritten) or a payload the redactor rewrote is not: the store checks it.
 func TestAppendsEncodedByTheEngine(t *testing.T) {
 	ctx := context.Background()
 	var es *encodedStore
@@ -66,6 +75,8 @@ func TestAppendsEncodedByTheEngine(t *testing.T) {
 	e := startStepsEngine(t, perTurn, func(st store.Store) store.Store {
 		es = &encodedStore{Store: st, tb: t, encoded: map[string]int{}, checked: map[string]int{}}
 		return es
+	}, func(cfg *Config) {
+		cfg.Vault = secretVault{r: redact.New(map[string]string{"TOKEN": "s3cr3t-t0ken-value"})}
 	})
 
 	id := parkedSession(t, e, perTurn, 2)
@@ -88,4 +99,11 @@ func TestAppendsEncodedByTheEngine(t *testing.T) {
 	p, err = b.appendParams(state.Session.LastEventSeq-2, nil, false)
 	require.NoError(t, err)
 	require.False(t, p.Encoded, "a batch with an event not encoded by add")
+
+	b = e.newBatch(ctx, state, "")
+	require.NoError(t, b.add(lt.EventSignalReceived, "", 0, lt.SignalReceivedData{ID: "sig_2", Name: "go", Payload: json.RawMessage(`{"token":"s3cr3t-t0ken-value"}`)}))
+	p, err = b.appendParams(state.Session.LastEventSeq-1, nil, false)
+	require.NoError(t, err)
+	require.NotContains(t, string(p.Events[0].Data), "s3cr3t", "the payload was redacted")
+	require.False(t, p.Encoded, "a batch with a payload the redactor rewrote")
 }
