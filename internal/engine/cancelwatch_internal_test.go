@@ -142,7 +142,7 @@ func TestAPollReadsTheRowOnlyWhenTheJournalGrew(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		e.watchCancel(callCtx, cancel, id, seen, due, lost, func() {}, false)
+		e.watchCancel(callCtx, cancel, id, seen, due, lost, func() {}, false, false)
 	}()
 	require.Eventually(t, func() bool {
 		cs.mu.Lock()

@@ -11,9 +11,11 @@ import (
 // each session (SSE streams), runnable sessions to the scheduler. One store
 // subscription serves every watcher.
 type hub struct {
-	st       store.Store
-	mu       sync.Mutex
-	watchers map[string]map[chan int64]struct{}
+	st store.Store
+	mu sync.Mutex
+	// watchers are each session's watchers: their channel, and the
+	// function called after each announce (nil for most: watchWake).
+	watchers map[string]map[chan int64]func()
 	runnable chan struct{}
 	// onSecrets is called when the vault's secrets change (redaction must
 	// know every value).
@@ -29,7 +31,7 @@ type hub struct {
 }
 
 func newHub(st store.Store) *hub {
-	return &hub{st: st, watchers: make(map[string]map[chan int64]struct{}), runnable: make(chan struct{}, 1)}
+	return &hub{st: st, watchers: make(map[string]map[chan int64]func()), runnable: make(chan struct{}, 1)}
 }
 
 func (h *hub) start(ctx context.Context) {
@@ -73,7 +75,7 @@ func (h *hub) stop() {
 func (h *hub) publish(sessionID string, seq int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for w := range h.watchers[sessionID] {
+	for w, wake := range h.watchers[sessionID] {
 		// Keep only the highest seq pending: a watcher re-reads from its
 		// own position, and its callers take what they receive as the
 		// highest announced (PostgreSQL's notices may come out of order).
@@ -92,16 +94,26 @@ func (h *hub) publish(sessionID string, seq int64) {
 			default:
 			}
 		}
+		if wake != nil {
+			wake()
+		}
 	}
 }
 
 func (h *hub) watch(sessionID string) (<-chan int64, func()) {
+	return h.watchWake(sessionID, nil)
+}
+
+// watchWake is watch with wake, if not nil, called after each seq is put
+// in the channel: by the hub's goroutine, under its lock, so it must not
+// block nor call the hub.
+func (h *hub) watchWake(sessionID string, wake func()) (<-chan int64, func()) {
 	w := make(chan int64, 1)
 	h.mu.Lock()
 	if h.watchers[sessionID] == nil {
-		h.watchers[sessionID] = make(map[chan int64]struct{})
+		h.watchers[sessionID] = make(map[chan int64]func())
 	}
-	h.watchers[sessionID][w] = struct{}{}
+	h.watchers[sessionID][w] = wake
 	h.mu.Unlock()
 	var once sync.Once
 	return w, func() {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/journal"
@@ -126,18 +127,29 @@ func (r *runner) callContext(ctx context.Context, wall bool) (callCtx context.Co
 // given by due (a step's model call is also cut by a steer: steerDue).
 func (r *runner) controlledContext(ctx context.Context, wall bool, due controlDue) (callCtx context.Context, release func()) {
 	callCtx, cancel := context.WithCancelCause(ctx)
+	end := func() { cancel(nil) }
 	if cause := due(r.st); cause != nil {
 		cancel(cause) // read in as the call's start was made durable
 	} else {
+		w := &lazyWatch{}
 		// Subscribed before the claim's watch is asked, so an append is
 		// heard by one or the other (see claimWatch).
-		grew, stop := r.e.hub.watch(r.st.Session.ID)
-		readNow := r.claim == nil || r.claim.latest() > r.durableSeq
-		go r.e.watchCancel(callCtx, cancel, r.st.Session.ID, r.durableSeq, due, grew, stop, readNow)
+		sid, seen := r.st.Session.ID, r.durableSeq
+		grew, stop := r.e.hub.watchWake(sid, w.announced)
+		readNow := r.claim == nil || r.claim.latest() > seen
+		w.run = func(polled bool) {
+			go r.e.watchCancel(callCtx, cancel, sid, seen, due, grew, stop, readNow || polled, polled)
+		}
+		w.stop = stop
+		w.arm(readNow, r.e.cfg.PollInterval)
+		end = func() {
+			cancel(nil)
+			w.end()
+		}
 	}
 	at, cause, ok := r.deadline(wall)
 	if !ok {
-		return callCtx, func() { cancel(nil) }
+		return callCtx, end
 	}
 	clock := r.e.clock
 	go func() {
@@ -154,7 +166,64 @@ func (r *runner) controlledContext(ctx context.Context, wall bool, due controlDu
 			}
 		}
 	}()
-	return callCtx, func() { cancel(nil) }
+	return callCtx, end
+}
+
+// lazyWatch starts a call's control watcher (watchCancel) only once it has
+// something to do: at once when the call must read the session first
+// (readNow), else when the hub announces that the session's journal grew
+// (the seq waits in the watcher's channel) or when its first poll is due.
+// Most calls end before either: they start no goroutine and no ticker.
+type lazyWatch struct {
+	// state: 0 being set up, 1 armed, 2 started, 3 ended (the call
+	// returned before the watcher started: the subscription is dropped).
+	state atomic.Int32
+	// heard is set by the hub's first announce, which may come while the
+	// watcher is set up (its seq waits in the channel).
+	heard atomic.Bool
+	run   func(polled bool) // starts watchCancel
+	stop  func()            // drops the subscription
+	poll  *time.Timer
+}
+
+// announced is the hub's wake: the session's journal grew.
+func (w *lazyWatch) announced() {
+	w.heard.Store(true)
+	w.begin(false)
+}
+
+// arm lets the hub's announces start the watcher, and starts it now if
+// readNow or if one came while it was set up, else at the first poll.
+// Whichever of arm and announced comes second sees the other's store
+// (both are atomic), so no announce is missed.
+func (w *lazyWatch) arm(readNow bool, poll time.Duration) {
+	w.state.Store(1)
+	if readNow || w.heard.Load() {
+		w.begin(false)
+		return
+	}
+	w.poll = time.AfterFunc(poll, func() { w.begin(true) })
+}
+
+// begin starts the watcher unless it was started or the call ended; polled
+// says the poll is why (the watcher reads the session as a poll would).
+// The hub calls it under its lock: it only starts a goroutine.
+func (w *lazyWatch) begin(polled bool) {
+	if w.state.CompareAndSwap(1, 2) {
+		w.run(polled)
+	}
+}
+
+// end is called once the call's context is cancelled: a started watcher
+// sees it and drops its subscription itself; one never started drops it
+// here.
+func (w *lazyWatch) end() {
+	if w.poll != nil {
+		w.poll.Stop()
+	}
+	if w.state.CompareAndSwap(1, 3) {
+		w.stop()
+	}
 }
 
 // watchCancel cancels a call's context with the cause due finds once the
@@ -171,12 +240,12 @@ func (r *runner) controlledContext(ctx context.Context, wall bool, due controlDu
 // which nothing announced, the session's last seq alone is read first: a
 // call of a few seconds outlives a poll interval or two, and the journal
 // has nearly always not grown. stop ends the subscription grew comes from.
+// polled says a poll started it (lazyWatch): it reads as at a poll first.
 func (e *Engine) watchCancel(callCtx context.Context, cancel context.CancelCauseFunc, sessionID string, seen int64, due controlDue,
-	grew <-chan int64, stop func(), readNow bool) {
+	grew <-chan int64, stop func(), readNow, polled bool) {
 	defer stop()
 	poll := time.NewTicker(e.cfg.PollInterval)
 	defer poll.Stop()
-	polled := false
 	for {
 		if readNow && polled {
 			if seq, err := e.store.SessionLastSeq(callCtx, sessionID); err == nil && seq <= seen {

@@ -163,13 +163,25 @@ func (m *stepsModel) Respond(_ context.Context, req *model.Request) (*model.Resp
 // steps model; each of with may change its configuration.
 func startResumeEngine(tb testing.TB, perTurn int, with ...func(*Config)) (*Engine, *countingStore) {
 	tb.Helper()
+	var cs *countingStore
+	e := startStepsEngine(tb, perTurn, func(st store.Store) store.Store {
+		cs = &countingStore{Store: st}
+		return cs
+	}, with...)
+	return e, cs
+}
+
+// startStepsEngine starts an engine with the steps model on a SQLite store
+// wrapped by wrap.
+func startStepsEngine(tb testing.TB, perTurn int, wrap func(store.Store) store.Store, with ...func(*Config)) *Engine {
+	tb.Helper()
 	ctx := context.Background()
 	dir := tb.TempDir()
 	st, err := sqlite.Open(ctx, filepath.Join(dir, "longhaul.db"), nil)
 	require.NoError(tb, err)
 	tb.Cleanup(func() { st.Close() })
 	require.NoError(tb, st.Migrate(ctx))
-	cs := &countingStore{Store: st}
+	cs := wrap(st)
 	cfg := &Config{
 		WorkspaceRoot: filepath.Join(dir, "workspaces"), NodeID: "node-a",
 		Tools:        append(tool.Builtins(), echoTool{}),
@@ -187,7 +199,7 @@ func startResumeEngine(tb testing.TB, perTurn int, with ...func(*Config)) (*Engi
 		defer cancel()
 		_ = e.Stop(ctx)
 	})
-	return e, cs
+	return e
 }
 
 // resumeSpec compacts every few dozen steps (a small window).

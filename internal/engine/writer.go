@@ -31,6 +31,13 @@ type batch struct {
 	events   []lt.Event
 	blobs    []store.BlobWrite
 	changes  journal.Changes
+	// encoded counts the events add encoded itself, unredacted: when they
+	// are all the batch holds, every JSON document of the append is the
+	// encoder's (store.EventAppendParams.Encoded). An event put in the
+	// batch another way (a fork's copies, a batch carried over a
+	// conflict, whose data may be rewritten) leaves the store to check
+	// the append's JSON.
+	encoded int
 }
 
 func (e *Engine) newBatch(ctx context.Context, st *journal.State, workerID string) *batch {
@@ -84,6 +91,9 @@ func (b *batch) add(typ, turnID string, step int, data any) error {
 		b.events = make([]lt.Event, 0, 4)
 	}
 	b.events = append(b.events, ev)
+	if !redacted {
+		b.encoded++
+	}
 	return nil
 }
 
@@ -178,6 +188,8 @@ func (b *batch) appendParams(expectedSeq int64, fence *store.Lease, release bool
 		SessionID: b.st.Session.ID, ExpectedSeq: expectedSeq, Fence: fence, Events: evs,
 		Status: string(b.st.Session.Status), State: state, UpdatedAt: b.st.Session.UpdatedAt,
 		Runnable: b.st.Runnable(), WakeAt: wakeAt(b.st), ReleaseLease: release, Docs: docs, Blobs: blobs,
+		// The state, the docs and the blob stubs are json.Marshal's.
+		Encoded: b.encoded == len(b.events),
 	}, nil
 }
 

@@ -307,9 +307,40 @@ func compactJSON(raw json.RawMessage) string {
 	if len(raw) == 0 {
 		return ""
 	}
+	if compact(raw) {
+		// What Compact would give back: nothing to take out (and raw
+		// that is not JSON is returned as it is anyway).
+		return string(raw)
+	}
 	var b bytes.Buffer
 	if err := json.Compact(&b, raw); err != nil {
 		return string(raw)
 	}
 	return b.String()
+}
+
+// compact reports whether raw holds no white space outside its strings:
+// json.Compact would return it unchanged if it is JSON. The arguments the
+// engine passes on are canonical JSON, compact already, and are counted at
+// every model call of a turn.
+func compact(raw []byte) bool {
+	inString, escaped := false, false
+	for _, c := range raw {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			switch c {
+			case '\\':
+				escaped = true
+			case '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			return false
+		}
+	}
+	return true
 }

@@ -1,8 +1,10 @@
 package model
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"strings"
@@ -397,5 +399,76 @@ func BenchmarkCountMessages(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// compactJSONByCompact is compactJSON as it was first written: every
+// document through json.Compact.
+func compactJSONByCompact(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// TestCompactJSONAsCompactGivesIt: the shortcut for a document with no
+// white space outside its strings gives what json.Compact gives, for valid
+// and invalid JSON, escapes, spaces inside and outside strings.
+func TestCompactJSONAsCompactGivesIt(t *testing.T) {
+	cases := []string{
+		``, `{}`, `{"a":1}`, `{"a": 1}`, ` {"a":1}`, "{\"a\":1}\n", `{"a b":"c d"}`,
+		`{"a":"x\"y z"}`, `{"a":"x\\"}`, `{"a":"x\\" , "b":1}`, `{"a":"x\\\" y"}`,
+		`["\t",1, 2]`, "[\"\\t\"\t]", `{"<>&":"\u2028 é"}`, "{\"a\":\"\xff \"}", `"unterminated`, `{"a":`,
+		`{"a":"\"", "b":1}`, `{"a" 1}`, `not json`, `not  json`, `12`, ` 12`, `[1,[2,[3 ]]]`, `{"a":"\\\\"}`, `{"a":"\\\\" }`,
+	}
+	for _, c := range cases {
+		require.Equal(t, compactJSONByCompact(json.RawMessage(c)), compactJSON(json.RawMessage(c)), "%q", c)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []byte("{}[]:,\"\\ \t\n\rab1-.eE")
+	for range 20000 {
+		b := make([]byte, rng.IntN(16))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		require.Equal(t, compactJSONByCompact(b), compactJSON(b), "%q", b)
+	}
+	// Valid documents, compact or indented, with strings holding quotes,
+	// backslashes and white space.
+	words := []string{"a", "b c", `q"uote`, `back\slash`, "tab\t", "\n", " ", `\"`, "é"}
+	var value func(depth int) any
+	value = func(depth int) any {
+		switch k := rng.IntN(5); {
+		case depth > 3 || k == 0:
+			return words[rng.IntN(len(words))]
+		case k == 1:
+			return rng.Float64() * 1000
+		case k == 2:
+			a := make([]any, rng.IntN(4))
+			for i := range a {
+				a[i] = value(depth + 1)
+			}
+			return a
+		default:
+			m := map[string]any{}
+			for range rng.IntN(4) {
+				m[words[rng.IntN(len(words))]] = value(depth + 1)
+			}
+			return m
+		}
+	}
+	for range 2000 {
+		raw, err := json.Marshal(value(0))
+		require.NoError(t, err)
+		if rng.IntN(2) == 0 {
+			var b bytes.Buffer
+			require.NoError(t, json.Indent(&b, raw, " ", "\t"))
+			raw = b.Bytes()
+		}
+		require.Equal(t, compactJSONByCompact(raw), compactJSON(raw), "%q", raw)
 	}
 }

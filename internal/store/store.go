@@ -589,6 +589,15 @@ type EventAppendParams struct {
 	// TreeSettle, when set, settles calls in the session's tree ledger in
 	// the same transaction (a tree without a ledger is left alone).
 	TreeSettle *TreeSettle
+	// Encoded says that State, every event's Data and every doc's Doc
+	// were written by encoding/json's encoder (json.Marshal), which writes
+	// only valid JSON (a json.RawMessage it holds is checked as it is
+	// written): the store does not parse them again to check they are
+	// JSON. Everything else is checked as ever, invalid UTF-8 too where
+	// the driver refuses it (the encoder passes a RawMessage's bytes
+	// through). The engine sets it for the batches it encoded itself; a
+	// write of bytes from anywhere else leaves it false.
+	Encoded bool
 }
 
 // LeavesClaimable reports whether the append may leave its session

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/longhaul-dev/longhaul/internal/model"
 )
@@ -76,7 +77,7 @@ const (
 // when the script gives none. It depends on nothing else, so a replay gives
 // the same ids.
 func CallID(position, index int) string {
-	return fmt.Sprintf("call_%d_%d", position, index)
+	return "call_" + strconv.Itoa(position) + "_" + strconv.Itoa(index)
 }
 
 // Parse decodes a script strictly: unknown fields, wrong types and bad values

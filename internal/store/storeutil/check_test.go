@@ -123,3 +123,32 @@ func TestClaimHeld(t *testing.T) {
 	require.ErrorIs(t, ClaimHeld("other", 1, a), store.ErrLeaseLost)
 	require.ErrorIs(t, ClaimHeld("w", 2, a), store.ErrLeaseLost)
 }
+
+// TestEncodedAppendSkipsOnlyJSONSyntax: an append whose JSON the engine's
+// encoder wrote (Encoded) is not parsed again, but every other check holds,
+// and invalid UTF-8 (which the encoder passes through from a RawMessage) is
+// still refused where the driver refuses it.
+func TestEncodedAppendSkipsOnlyJSONSyntax(t *testing.T) {
+	encoded := func(edit func(*store.EventAppendParams)) *store.EventAppendParams {
+		p := validAppend()
+		p.Encoded = true
+		p.State = json.RawMessage(`{"session":{}}`)
+		p.Docs = []store.DocWrite{{Kind: store.DocTurn, ID: "t", Doc: json.RawMessage(`{}`), CreatedAt: testTime}}
+		edit(p)
+		return p
+	}
+	for _, c := range []Checks{lenient, strict} {
+		require.NoError(t, c.EventAppend(encoded(func(p *store.EventAppendParams) { p.State = json.RawMessage(`{`) })))
+		require.NoError(t, c.EventAppend(encoded(func(p *store.EventAppendParams) { p.Events[0].Data = json.RawMessage(`{`) })))
+		require.NoError(t, c.EventAppend(encoded(func(p *store.EventAppendParams) { p.Docs[0].Doc = json.RawMessage(`[`) })))
+		require.EqualError(t, c.EventAppend(encoded(func(p *store.EventAppendParams) { p.Events[0].Type = "" })), "events[0].type is empty")
+		require.EqualError(t, c.EventAppend(encoded(func(p *store.EventAppendParams) { p.Docs[0].Kind = "widget" })), `docs[0].kind "widget" is not a projection kind`)
+	}
+	require.EqualError(t, strict.EventAppend(encoded(func(p *store.EventAppendParams) { p.Events[0].Data = json.RawMessage("\"\xff\"") })), "events[0].data is not valid UTF-8")
+	require.EqualError(t, strict.EventAppend(encoded(func(p *store.EventAppendParams) { p.State = json.RawMessage("\"\xff\"") })), "state is not valid UTF-8")
+	require.EqualError(t, strict.EventAppend(encoded(func(p *store.EventAppendParams) { p.Docs[0].Doc = json.RawMessage("\"\xff\"") })), "docs[0].doc is not valid UTF-8")
+	// Not encoded, the same JSON is refused; the Checks value itself keeps
+	// checking JSON after an encoded append.
+	require.EqualError(t, lenient.EventAppend(encoded(func(p *store.EventAppendParams) { p.Encoded, p.State = false, json.RawMessage(`{`) })), "state is not valid JSON")
+	require.EqualError(t, lenient.JSON("data", json.RawMessage(`{`)), "data is not valid JSON")
+}

@@ -25,7 +25,9 @@
 // between drivers only in StrictText, which is what a driver's text columns
 // can store, and JSONInDatabase, which leaves a document's validity to a
 // database that parses it anyway (the driver checks again on a failure, so
-// the same input is refused with the same error). LoadMigrations returns
+// the same input is refused with the same error). Otherwise it checks the
+// JSON syntax of every document it is given but those of an append its
+// caller's encoder wrote (EventAppendParams.Encoded). LoadMigrations returns
 // versions 1, 2, 3... without gaps, or an error.
 //
 // It imports the standard library and internal/store. Who may import it:

@@ -33,6 +33,10 @@ func (c Checks) EventAppend(p *store.EventAppendParams) error {
 	if len(p.Events) == 0 {
 		return errors.New("events: at least one event is required")
 	}
+	// The JSON of an encoded append (EventAppendParams.Encoded) is
+	// valid by construction: only what the driver cannot store is
+	// checked in it.
+	c.encoded = p.Encoded
 	if err := c.NewEvents(p.Events); err != nil {
 		return err
 	}
