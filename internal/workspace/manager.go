@@ -86,32 +86,39 @@ func ValidateSessionID(id string) error {
 // cut short, a record after it) is removed before the directory is made,
 // so that no crash leaves a new copy with an old list.
 func (m *Manager) Ensure(sessionID string) (string, error) {
+	dir, _, err := m.Create(sessionID)
+	return dir, err
+}
+
+// Create is Ensure, telling also whether the directory was made by this
+// call (made: a new copy) rather than found.
+func (m *Manager) Create(sessionID string) (dir string, made bool, err error) {
 	if err := ValidateSessionID(sessionID); err != nil {
-		return "", fmt.Errorf("ensure workspace: %w", err)
+		return "", false, fmt.Errorf("ensure workspace: %w", err)
 	}
-	dir := filepath.Join(m.root, sessionID)
+	dir = filepath.Join(m.root, sessionID)
 	fi, err := os.Lstat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := m.dropVersions(sessionID); err != nil {
-			return "", fmt.Errorf("ensure workspace %s: %w", sessionID, err)
+			return "", false, fmt.Errorf("ensure workspace %s: %w", sessionID, err)
 		}
 		err = os.Mkdir(dir, 0o700)
 		if err == nil {
-			return dir, nil // made here: a directory, not a link
+			return dir, true, nil // made here: a directory, not a link
 		}
 		if !errors.Is(err, fs.ErrExist) {
-			return "", fmt.Errorf("ensure workspace %s: %w", sessionID, err)
+			return "", false, fmt.Errorf("ensure workspace %s: %w", sessionID, err)
 		}
 		// Made meanwhile by another caller: looked at as any existing one.
 		fi, err = os.Lstat(dir)
 	}
 	if err != nil {
-		return "", fmt.Errorf("ensure workspace %s: %w", sessionID, err)
+		return "", false, fmt.Errorf("ensure workspace %s: %w", sessionID, err)
 	}
 	if !fi.IsDir() {
-		return "", fmt.Errorf("ensure workspace %s: %s exists and is not a directory", sessionID, dir)
+		return "", false, fmt.Errorf("ensure workspace %s: %s exists and is not a directory", sessionID, dir)
 	}
-	return dir, nil
+	return dir, false, nil
 }
 
 // Path returns the absolute path the workspace of sessionID has (or would
