@@ -202,8 +202,13 @@ func Take(ctx context.Context, b Blobs, root string, opts Options) (string, Stat
 	defer r.Close()
 	if base != nil && t.emptyOnly {
 		// Written since: the workspace may not be empty any longer, and
-		// only its directory is watched.
+		// only its directory is watched. Empty before, it is walked:
+		// what is in it now is all new (and many new names in one
+		// directory cost an incremental Take a listing each).
 		t.stopEmptyWatch()
+		if base.empty() {
+			base = nil
+		}
 	}
 	if base != nil {
 		id, err := t.incremental(r, base, dirty)
