@@ -270,10 +270,13 @@ func New(st store.Store, cfg *Config) (*Engine, error) {
 	// The watches are trusted only where commands cannot make hard links
 	// (the sandbox's seccomp filter denies them): a write through a link
 	// the command then removed is reported under the removed name only.
-	// Without the sandbox, every checkpoint after a command walks.
+	// Without the sandbox, every checkpoint after a command walks, but
+	// that of a workspace still empty (watched while it is: nothing in it
+	// has another name), as after a tool of the embedder's that wrote
+	// nothing.
 	if e.snapshots = c.SnapshotCache; e.snapshots == nil {
 		watch := c.Sandbox != nil && c.Sandbox.Name() == "bwrap"
-		if e.snapshots, err = snapshot.NewCache(st, &snapshot.CacheConfig{Watch: watch}); err != nil {
+		if e.snapshots, err = snapshot.NewCache(st, &snapshot.CacheConfig{Watch: watch, WatchEmptyRoots: true}); err != nil {
 			return nil, fmt.Errorf("snapshot cache: %w", err)
 		}
 	}

@@ -150,8 +150,7 @@ func changeMarker(seq int64) string { return "change-" + strconv.FormatInt(seq, 
 
 // workspaceCurrent reports whether this node's copy of st's workspace is
 // what the journal says (see above). A workspace never snapshotted and
-// never changed by a person, or one made before the lists were kept, is
-// taken as it is.
+// never changed by a person is taken as it is.
 func (e *Engine) workspaceCurrent(st *journal.State) (bool, error) {
 	wsID := st.WorkspaceID()
 	_, err := os.Stat(e.spaces.Path(wsID))
@@ -168,7 +167,8 @@ func (e *Engine) workspaceCurrent(st *journal.State) (bool, error) {
 }
 
 // holdsLatest reports whether this node's copy is known to hold the last
-// snapshot and the last person's change (untracked copies are trusted).
+// snapshot and the last person's change. A copy without a list holds
+// neither (workspace.Manager.HasSnapshot).
 func (e *Engine) holdsLatest(st *journal.State) (bool, error) {
 	wsID, sid := st.WorkspaceID(), st.Session.ID
 	if st.WorkspaceSnapshot() != "" {
@@ -510,8 +510,8 @@ func (t *copyTarget) conditional(rel string, c environment.Condition, made strin
 	return t.Record(context.Background(), c.Marker)
 }
 
-// Holds is true for a copy made before the lists were kept (untracked):
-// such a copy is taken as it is (holdsLatest).
+// Holds is true only for a copy known to hold id, or for no copy at all
+// (untracked: there is nothing here to restore; the caller made it).
 func (t *copyTarget) Holds(_ context.Context, id string) (bool, error) {
 	known, tracked, err := t.e.spaces.HasSnapshot(t.st.WorkspaceID(), t.st.Session.ID, id)
 	return known || !tracked, err

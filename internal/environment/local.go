@@ -124,10 +124,7 @@ func (b *localBackend) Open(ctx context.Context, p *OpenParams) (Environment, er
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	path := b.cfg.Workspaces.Path(p.Workspace)
-	_, statErr := os.Lstat(path)
-	provisioned := errors.Is(statErr, fs.ErrNotExist)
-	ws, err := b.cfg.Workspaces.Ensure(p.Workspace)
+	ws, provisioned, err := b.cfg.Workspaces.Create(p.Workspace)
 	if err != nil {
 		return nil, fmt.Errorf("open environment of session %s: %w", p.Session, err)
 	}

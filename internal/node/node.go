@@ -489,8 +489,10 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 	}
 	// With bwrap the workspaces are watched, so a shell step's checkpoint
 	// reads only what the command changed; its seccomp filter denies hard
-	// links, which the watches cannot follow.
-	snapshots, err := snapshot.NewCache(writes, &snapshot.CacheConfig{Watch: sb.Name() == SandboxBwrap})
+	// links, which the watches cannot follow. Without it, a workspace is
+	// watched while it is empty (nothing in it has another name), so the
+	// checkpoint after a tool that wrote nothing is not a walk.
+	snapshots, err := snapshot.NewCache(writes, &snapshot.CacheConfig{Watch: sb.Name() == SandboxBwrap, WatchEmptyRoots: true})
 	if err != nil {
 		return nil, fmt.Errorf("snapshot cache: %w", err)
 	}

@@ -42,6 +42,14 @@ type CacheConfig struct {
 	// (BeginUnknownWrites) reads only what changed instead of walking
 	// (watch.go). Call Close to release the watches.
 	Watch bool
+	// WatchEmptyRoots, without Watch, watches a workspace while its
+	// directory is empty, and only its directory (watch.go): nothing in it
+	// can be written through a name outside it, so the kernel reports
+	// every change, and the Take after a writer the Cache was not told of
+	// costs an lstat rather than a walk. Once it holds anything it is
+	// walked after such writers, as without watches. Call Close to release
+	// the watches.
+	WatchEmptyRoots bool
 }
 
 func (c *CacheConfig) validate() error {
@@ -91,6 +99,7 @@ type Cache struct {
 	// works); ino is opened by the first watched walk. watches names
 	// the directory of each watch descriptor (watch.go).
 	watchOn    bool
+	watchEmpty bool // CacheConfig.WatchEmptyRoots, while inotify works
 	ino        *inotify.Instance
 	watches    map[int32][]watchLoc
 	nWatches   int
@@ -150,6 +159,7 @@ func NewCache(b Blobs, cfg *CacheConfig) (*Cache, error) {
 		roots:      make(map[string]*rootState),
 		sweepAt:    minSweep,
 		watchOn:    c.Watch,
+		watchEmpty: c.WatchEmptyRoots,
 		watches:    make(map[int32][]watchLoc),
 		maxWatches: maxWatches,
 	}, nil

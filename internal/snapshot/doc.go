@@ -63,7 +63,10 @@
 // incremental too, its cost that of what the writer changed. An overflow
 // of the kernel's queue, a moved directory, a replaced workspace
 // directory, a file with other names, or watches running out make the
-// next Take walk (watch.go).
+// next Take walk (watch.go). With CacheConfig.WatchEmptyRoots instead, only
+// an empty workspace directory is watched, until it holds something: the
+// Take after a writer that wrote nothing in it costs an lstat. A Take with
+// nothing written since its record opens nothing.
 //
 // # Owners
 //

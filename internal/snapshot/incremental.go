@@ -68,6 +68,9 @@ type rootState struct {
 	// watched again (watch.go).
 	watching    bool
 	watchFailed bool
+	// emptyOnly: watched only while the workspace directory is empty
+	// (CacheConfig.WatchEmptyRoots), its subdirectories never.
+	emptyOnly bool
 }
 
 // rootRecord is the result of a Take, per directory.
@@ -82,6 +85,13 @@ type rootRecord struct {
 	broken bool
 	// entries counts the entries of all its trees, for the Cache's bound.
 	entries int
+}
+
+// empty reports whether the record is of a workspace directory that holds
+// nothing: no entry, none skipped, and no exclusion that could hide one.
+func (r *rootRecord) empty() bool {
+	d := r.dirs["."]
+	return d != nil && len(d.tree.Entries) == 0 && d.skipped == 0 && len(d.tree.Exclude) == 0
 }
 
 // dirRecord is one directory of a rootRecord.
@@ -203,6 +213,13 @@ func (c *Cache) takeRecLocked(s *rootState) *rootRecord {
 // own record must find to be kept. rec is nil when the Take must walk;
 // watching tells the Take to watch the directories it lists.
 func (c *Cache) startTake(root string) (rec *rootRecord, dirty map[string]bool, gen uint64, watching bool) {
+	rec, dirty, gen, watching, _ = c.startWatchedTake(root)
+	return rec, dirty, gen, watching
+}
+
+// startWatchedTake is startTake, telling also whether only the workspace
+// directory is to be watched (CacheConfig.WatchEmptyRoots).
+func (c *Cache) startWatchedTake(root string) (rec *rootRecord, dirty map[string]bool, gen uint64, watching, emptyOnly bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.drainLocked() // the changes so far are among the dirty paths
@@ -218,8 +235,9 @@ func (c *Cache) startTake(root string) (rec *rootRecord, dirty map[string]bool, 
 		// A walk: its watches are set up afresh as it lists.
 		c.unwatchLocked(s)
 		s.watching = c.ensureInotifyLocked()
+		s.emptyOnly = s.watching && !c.watchOn
 	}
-	return rec, dirty, s.gen, s.watching
+	return rec, dirty, s.gen, s.watching, s.emptyOnly
 }
 
 // endTake keeps rec as root's record unless something could have made it
@@ -229,7 +247,7 @@ func (c *Cache) endTake(root string, rec *rootRecord, gen uint64, linked bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.roots[root]
-	if s != nil && s.gen == gen && linked && s.watching {
+	if s != nil && s.gen == gen && s.watching && (linked || s.emptyOnly && !rec.empty()) {
 		c.drainLocked() // applied while still watched: the record may be kept
 		c.unwatchLocked(s)
 	}

@@ -154,11 +154,6 @@ func Take(ctx context.Context, b Blobs, root string, opts Options) (string, Stat
 	if err != nil {
 		return "", Stats{}, fmt.Errorf("snapshot: %w", err)
 	}
-	r, err := os.OpenRoot(abs)
-	if err != nil {
-		return "", Stats{}, fmt.Errorf("snapshot: open workspace: %w", stripPath(err))
-	}
-	defer r.Close()
 	t := &taker{
 		ctx: ctx, b: b, rootPath: abs, opts: opts, excludes: excludes,
 		cache: opts.Cache, seen: make(map[string]bool),
@@ -183,10 +178,36 @@ func Take(ctx context.Context, b Blobs, root string, opts Options) (string, Stat
 		// directory since replaced (removed and made again) is not used.
 		if fi, err := os.Lstat(abs); err == nil {
 			if id, ok := identify(fi); ok {
-				base, dirty, gen, t.watching = t.cache.startTake(abs)
+				base, dirty, gen, t.watching, t.emptyOnly = t.cache.startWatchedTake(abs)
 				t.gen = gen
 				t.rec = &rootRecord{dev: id.dev, ino: id.ino, options: t.optionsKey(), dirs: make(map[string]*dirRecord)}
 			}
+		}
+	}
+	if base != nil && len(dirty) == 0 {
+		// Nothing written since the record (of this very directory, by
+		// its identity): the same snapshot, and nothing to open or list.
+		if id, err := t.incremental(nil, base, dirty); err == nil {
+			t.st.Incremental = true
+			t.keepRoot(id)
+			t.cache.endTake(abs, t.rec, gen, t.linked)
+			return id, t.st, nil
+		}
+		base = nil // walked below
+	}
+	r, err := os.OpenRoot(abs)
+	if err != nil {
+		return "", Stats{}, fmt.Errorf("snapshot: open workspace: %w", stripPath(err))
+	}
+	defer r.Close()
+	if base != nil && t.emptyOnly {
+		// Written since: the workspace may not be empty any longer, and
+		// only its directory is watched. Empty before, it is walked:
+		// what is in it now is all new (and many new names in one
+		// directory cost an incremental Take a listing each).
+		t.stopEmptyWatch()
+		if base.empty() {
+			base = nil
 		}
 	}
 	if base != nil {
@@ -269,11 +290,13 @@ type taker struct {
 	// Take, of a few blobs, stores them itself without the hand-off.
 	background bool
 	// watching: the Cache watches each directory before the Take lists
-	// it (watch.go), for the Take that started at generation gen; linked
-	// is set when a file with other names was seen.
-	watching bool
-	gen      uint64
-	linked   bool
+	// it (watch.go), only the workspace directory when emptyOnly, for the
+	// Take that started at generation gen; linked is set when a file with
+	// other names was seen.
+	watching  bool
+	emptyOnly bool
+	gen       uint64
+	linked    bool
 	// root is the root tree last encoded (RootKeeper).
 	root []byte
 }
@@ -656,7 +679,7 @@ func isKind(d *os.Root, name string, typ fs.FileMode) bool {
 // watching it first if the Take watches: a change after the watch is
 // reported, one before it is in the listing.
 func (t *taker) listDir(d *os.Root, rel string) ([]string, error) {
-	if !t.watching {
+	if !t.watching || t.emptyOnly && rel != "." {
 		return readDirNames(d, ".")
 	}
 	f, err := d.Open(".")
@@ -669,8 +692,20 @@ func (t *taker) listDir(d *os.Root, rel string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	if t.emptyOnly && len(names) > 0 {
+		t.stopEmptyWatch()
+	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// stopEmptyWatch stops watching the workspace, watched only while empty,
+// and this Take's watching (Cache.stopEmptyWatch).
+func (t *taker) stopEmptyWatch() {
+	if t.watching {
+		t.cache.stopEmptyWatch(t.rootPath, t.gen)
+		t.watching = false
+	}
 }
 
 // readDirNames lists directory rel of r, sorted by name (bytes).

@@ -30,6 +30,18 @@ import (
 // there, not here; such a workspace is not watched). Restores, new runners
 // and removals still call Forget, which drops the watches with the record.
 //
+// With CacheConfig.WatchEmptyRoots instead, only the workspace directory
+// is watched, and only while it is empty (nothing in it, nothing left out
+// by Options.Exclude or as a special file): a walk watches it before
+// listing it, and a Take whose record is not of an empty directory stops
+// watching it (its events drained first, as for a file with other
+// names). Such a workspace holds no file that could be written through a
+// name outside it, nor a directory whose changes would need a watch of
+// its own: whatever changes it is made in it, by name, and reported. The
+// workspace of a session whose tools write nothing (or only through the
+// Environment, which tells the Cache) is then never walked after its
+// first Take, whatever the tools the Cache was not told of did not do.
+//
 // Writes made through a shared memory mapping after the file was closed
 // are not reported by inotify; a command's process that writes so and ends
 // before the command does has them in the file by the Take (its close was
@@ -54,16 +66,17 @@ type watchLoc struct {
 }
 
 // ensureInotifyLocked opens the Cache's inotify instance if watching is on
-// and it is not open yet; it reports whether it is open. c.mu is held.
+// (of every workspace, or of empty ones) and it is not open yet; it reports
+// whether it is open. c.mu is held.
 func (c *Cache) ensureInotifyLocked() bool {
-	if !c.watchOn {
+	if !c.watchOn && !c.watchEmpty {
 		return false
 	}
 	if c.ino == nil {
 		ino, err := inotify.Open()
 		if err != nil {
 			// Not supported, or the user's instances ran out: walk.
-			c.watchOn = false
+			c.watchOn, c.watchEmpty = false, false
 			return false
 		}
 		c.ino = ino
@@ -166,6 +179,26 @@ func (c *Cache) addWatch(root string, gen uint64, dir *os.File, rel string) bool
 	return true
 }
 
+// stopEmptyWatch stops watching root, watched while empty by the Take that
+// started at generation gen, which found it is not (or no longer) empty:
+// before that Take looks below its directory, which no watch covers. The
+// events so far are applied (they name what changed in the directory since
+// it was listed); a writer the Cache was not told of, still writing, makes
+// the Take's record go (as without watches).
+func (c *Cache) stopEmptyWatch(root string, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.roots[root]
+	if s == nil || s.gen != gen || !s.watching || !s.emptyOnly {
+		return
+	}
+	c.drainLocked()
+	c.unwatchLocked(s)
+	if s.unknown > 0 {
+		c.forgetLocked(s)
+	}
+}
+
 // unwatchLocked stops watching s's workspace: its watches are removed,
 // unless another workspace shares them. Events queued before that are
 // dropped with them; a caller keeping s's record drains first. c.mu is
@@ -203,7 +236,7 @@ func (c *Cache) stopWatchingLocked() {
 	}
 	clear(c.watches)
 	c.nWatches = 0
-	c.watchOn = false
+	c.watchOn, c.watchEmpty = false, false
 }
 
 // Close stops watching workspaces (CacheConfig.Watch) and releases the

@@ -80,29 +80,45 @@ func ValidateSessionID(id string) error {
 // returns its absolute path. It refuses an existing entry that is not a
 // directory, including a symlink, so a workspace is always a real directory
 // under the root.
+//
+// A new copy contains no snapshot: it has no list (versions.go), which
+// means just that. A list left beside a directory that is gone (a removal
+// cut short, a record after it) is removed before the directory is made,
+// so that no crash leaves a new copy with an old list.
 func (m *Manager) Ensure(sessionID string) (string, error) {
+	dir, _, err := m.Create(sessionID)
+	return dir, err
+}
+
+// Create is Ensure, telling also whether the directory was made by this
+// call (made: a new copy) rather than found.
+func (m *Manager) Create(sessionID string) (dir string, made bool, err error) {
 	if err := ValidateSessionID(sessionID); err != nil {
-		return "", fmt.Errorf("ensure workspace: %w", err)
+		return "", false, fmt.Errorf("ensure workspace: %w", err)
 	}
-	dir := filepath.Join(m.root, sessionID)
-	err := os.Mkdir(dir, 0o700)
-	if err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", fmt.Errorf("ensure workspace %s: %w", sessionID, err)
-	}
-	if err == nil {
-		// A new copy contains no snapshot yet (see RecordSnapshot).
-		if err := m.startVersions(sessionID); err != nil {
-			return "", fmt.Errorf("ensure workspace %s: %w", sessionID, err)
-		}
-	}
+	dir = filepath.Join(m.root, sessionID)
 	fi, err := os.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := m.dropVersions(sessionID); err != nil {
+			return "", false, fmt.Errorf("ensure workspace %s: %w", sessionID, err)
+		}
+		err = os.Mkdir(dir, 0o700)
+		if err == nil {
+			return dir, true, nil // made here: a directory, not a link
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", false, fmt.Errorf("ensure workspace %s: %w", sessionID, err)
+		}
+		// Made meanwhile by another caller: looked at as any existing one.
+		fi, err = os.Lstat(dir)
+	}
 	if err != nil {
-		return "", fmt.Errorf("ensure workspace %s: %w", sessionID, err)
+		return "", false, fmt.Errorf("ensure workspace %s: %w", sessionID, err)
 	}
 	if !fi.IsDir() {
-		return "", fmt.Errorf("ensure workspace %s: %s exists and is not a directory", sessionID, dir)
+		return "", false, fmt.Errorf("ensure workspace %s: %s exists and is not a directory", sessionID, dir)
 	}
-	return dir, nil
+	return dir, false, nil
 }
 
 // Path returns the absolute path the workspace of sessionID has (or would
@@ -126,16 +142,17 @@ func (m *Manager) Open(sessionID string) (*Dir, error) {
 
 // Remove deletes the workspace of sessionID and everything in it. Removing a
 // workspace that does not exist is not an error. Symlinks inside are removed,
-// never followed.
+// never followed. Its list goes first: a removal cut short leaves a copy
+// that holds nothing it is known to (restored if used again), never a list
+// without its copy.
 func (m *Manager) Remove(sessionID string) error {
 	if err := ValidateSessionID(sessionID); err != nil {
 		return fmt.Errorf("remove workspace: %w", err)
 	}
-	if err := os.RemoveAll(filepath.Join(m.root, sessionID)); err != nil {
+	if err := m.dropVersions(sessionID); err != nil {
 		return fmt.Errorf("remove workspace %s: %w", sessionID, err)
 	}
-	m.forgetVersions(sessionID)
-	if err := os.Remove(filepath.Join(m.root, sessionID+versionsSuffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.RemoveAll(filepath.Join(m.root, sessionID)); err != nil {
 		return fmt.Errorf("remove workspace %s: %w", sessionID, err)
 	}
 	return nil

@@ -19,14 +19,23 @@ import (
 // snapshot is stale for it (another node worked on the session since) and
 // must be restored before a tool runs in it.
 //
+// A copy without a list contains no snapshot: a new copy has none (Ensure
+// makes no file; the first record does), and a removal takes the list
+// away first. A copy made before the lists were kept (there is no other
+// way to tell it from a new one) is restored from the session's latest
+// snapshot the first time it is used.
+//
 // The list is written on every step's checkpoint, so it is kept cheaply:
 // the file is a log, one "session snapshot" line appended per record (a
 // record moves an entry to the end, as replaying the log does), rewritten
 // only when it has grown well past the list it stands for; a record that
 // changes nothing (the step's snapshot is the session's latest entry
-// already, as when a step changed no file) writes nothing; and each
-// Manager keeps the list it last read or wrote in memory, trusted while
-// the file's size, modification time and identity are what it saw.
+// already, as when a step changed no file) writes nothing, and when this
+// Manager wrote or read that entry last it does not even look at the file
+// (a record left out costs a restore at worst, never a claim); and each
+// Manager keeps the list it last read or wrote in memory, trusted, for
+// what the copy holds, while the file's size, modification time and
+// identity are what it saw.
 //
 // Nothing here is synced, and nothing needs to be: what a crash may do to
 // the log is lose its tail, or leave a last line cut short. A lost entry
@@ -83,20 +92,27 @@ func (m *Manager) RecordSnapshot(workspaceID, sessionID, id string) error {
 	// Sub-agents sharing a workspace record their snapshots at the same
 	// time: one update at a time.
 	defer m.lockList(workspaceID)()
+	entry := sessionID + " " + id
+	if l := m.cachedVersions(workspaceID); l != nil && latestOf(l.entries, sessionID) == entry {
+		// The session's latest as this Manager last saw the list: a
+		// step that changed nothing. Were the file changed since by
+		// another Manager, the entry left out would only make the copy
+		// look stale.
+		return nil
+	}
 	l, err := m.loadVersions(workspaceID, p)
 	if err != nil {
 		return fmt.Errorf("record snapshot of workspace %s: %w", workspaceID, err)
 	}
-	entry := sessionID + " " + id
 	if l != nil && latestOf(l.entries, sessionID) == entry {
 		return nil // already the session's latest: the list would not change
 	}
-	var entries []string
-	if l != nil {
-		entries = slices.Clone(l.entries)
+	if l == nil {
+		// No list yet (a new copy): it begins with this line.
+		return m.startVersions(workspaceID, p, entry)
 	}
-	entries = addVersion(entries, entry)
-	if l == nil || l.logLines+1 > 2*len(entries)+4*maxVersions {
+	entries := addVersion(slices.Clone(l.entries), entry)
+	if l.logLines+1 > 2*len(entries)+4*maxVersions {
 		return m.rewriteVersions(workspaceID, p, entries)
 	}
 	line := entry + "\n"
@@ -194,8 +210,9 @@ func (m *Manager) rewriteVersions(workspaceID, p string, entries []string) error
 }
 
 // HasSnapshot reports whether this node's copy of workspace workspaceID is
-// known to contain snapshot id of session sessionID. tracked is false for
-// a workspace made before versions were kept (it is then trusted as it is).
+// known to contain snapshot id of session sessionID. tracked is false when
+// this node has no copy at all (neither the workspace's directory nor its
+// list): a copy without a list is tracked, and contains no snapshot.
 func (m *Manager) HasSnapshot(workspaceID, sessionID, id string) (known, tracked bool, err error) {
 	p, err := m.versionsPath(workspaceID)
 	if err != nil {
@@ -207,26 +224,69 @@ func (m *Manager) HasSnapshot(workspaceID, sessionID, id string) (known, tracked
 		return false, false, fmt.Errorf("check snapshot of workspace %s: %w", workspaceID, err)
 	}
 	if l == nil {
-		return false, false, nil
+		_, err := os.Lstat(filepath.Join(m.root, workspaceID))
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, false, nil
+		}
+		if err != nil {
+			return false, false, fmt.Errorf("check snapshot of workspace %s: %w", workspaceID, err)
+		}
+		return false, true, nil
 	}
 	return slices.Contains(l.entries, sessionID+" "+id), true, nil
 }
 
-// startVersions begins the (empty) list of a new workspace.
-func (m *Manager) startVersions(workspaceID string) error {
+// startVersions begins the list of a workspace that has none with entry:
+// the file is made with its first line (exclusively, so that a list made
+// meanwhile by another Manager is never replaced), with no temporary file.
+// A crash may leave it empty or its line cut short, which reads as a list
+// without the entry. The caller holds the list's lock.
+func (m *Manager) startVersions(workspaceID, p, entry string) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		// Made meanwhile by another Manager on the root: added to.
+		l, err := m.loadVersions(workspaceID, p)
+		if err != nil {
+			return fmt.Errorf("record snapshot of workspace %s: %w", workspaceID, err)
+		}
+		var entries []string
+		if l != nil {
+			entries = l.entries
+		}
+		return m.rewriteVersions(workspaceID, p, addVersion(slices.Clone(entries), entry))
+	}
+	if err != nil {
+		return fmt.Errorf("record snapshot of workspace %s: %w", workspaceID, err)
+	}
+	_, err = f.WriteString(entry + "\n")
+	var info fs.FileInfo
+	if err == nil {
+		info, err = f.Stat()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		m.uncacheVersions(workspaceID)
+		return fmt.Errorf("record snapshot of workspace %s: %w", workspaceID, err)
+	}
+	m.cacheVersions(workspaceID, &versionList{entries: []string{entry}, logLines: 1, info: info})
+	return nil
+}
+
+// dropVersions removes the list of workspaceID, from the disk and from
+// memory: its copy is being removed, or made anew.
+func (m *Manager) dropVersions(workspaceID string) error {
 	p, err := m.versionsPath(workspaceID)
 	if err != nil {
 		return err
 	}
 	defer m.lockList(workspaceID)()
 	m.uncacheVersions(workspaceID)
-	return os.WriteFile(p, nil, 0o600)
-}
-
-// forgetVersions drops the list of workspaceID from memory (its file is
-// being removed).
-func (m *Manager) forgetVersions(workspaceID string) {
-	m.uncacheVersions(workspaceID)
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // listLockStripes is how many locks the snapshot lists share.
@@ -246,7 +306,8 @@ func (m *Manager) lockList(workspaceID string) (unlock func()) {
 
 // loadVersions returns the list of workspaceID, from memory while the file
 // is the one last seen here, else read from p; nil when there is no file
-// (an untracked workspace). The caller holds the list's lock (lockList).
+// (a copy that contains no snapshot). The caller holds the list's lock
+// (lockList).
 func (m *Manager) loadVersions(workspaceID, p string) (*versionList, error) {
 	info, err := os.Stat(p)
 	if err == nil {

@@ -137,3 +137,93 @@ func newListedWorkspace(t *testing.T, id string) (*Manager, string) {
 	require.NoError(t, m.RecordSnapshot("ses_1", "ses_1", id))
 	return m, filepath.Join(m.Root(), "ses_1"+versionsSuffix)
 }
+
+// A new copy has no list until its first snapshot is recorded, and a copy
+// without a list contains no snapshot: it is tracked, never trusted as it
+// is (a copy made by hand, or before the lists were kept, included).
+func TestSnapshotVersionsNoListMeansNoSnapshot(t *testing.T) {
+	m, err := New(t.TempDir())
+	require.NoError(t, err)
+	_, err = m.Ensure("ses_1")
+	require.NoError(t, err)
+	p := filepath.Join(m.Root(), "ses_1"+versionsSuffix)
+	require.NoFileExists(t, p, "a new copy makes no list")
+	known, tracked, err := m.HasSnapshot("ses_1", "ses_1", "snap1")
+	require.NoError(t, err)
+	require.True(t, tracked)
+	require.False(t, known)
+
+	require.NoError(t, os.Mkdir(filepath.Join(m.Root(), "ses_2"), 0o700))
+	fresh, err := New(m.Root()) // another process, or this one after a restart
+	require.NoError(t, err)
+	for _, m := range []*Manager{m, fresh} {
+		known, tracked, err = m.HasSnapshot("ses_2", "ses_2", "snap1")
+		require.NoError(t, err)
+		require.True(t, tracked, "a copy without a list is tracked")
+		require.False(t, known)
+	}
+
+	// The first record makes the list; every Manager on the root sees it.
+	require.NoError(t, m.RecordSnapshot("ses_1", "ses_1", "snap1"))
+	lines, tracked, err := readVersions(p)
+	require.NoError(t, err)
+	require.True(t, tracked)
+	require.Equal(t, []string{"ses_1 snap1"}, lines)
+	known, _, err = fresh.HasSnapshot("ses_1", "ses_1", "snap1")
+	require.NoError(t, err)
+	require.True(t, known)
+	// Two Managers making the list of a copy at once: neither entry is lost.
+	require.NoError(t, fresh.RecordSnapshot("ses_2", "ses_2", "a"))
+	require.NoError(t, m.RecordSnapshot("ses_2", "ses_child", "b"))
+	lines, _, err = readVersions(filepath.Join(m.Root(), "ses_2"+versionsSuffix))
+	require.NoError(t, err)
+	require.Equal(t, []string{"ses_2 a", "ses_child b"}, lines)
+}
+
+// A list left beside a copy that is gone (a removal cut short) never
+// speaks for the copy made next in its place.
+func TestSnapshotVersionsLeftoverListIsNotANewCopys(t *testing.T) {
+	m, err := New(t.TempDir())
+	require.NoError(t, err)
+	p := filepath.Join(m.Root(), "ses_1"+versionsSuffix)
+	require.NoError(t, os.WriteFile(p, []byte("ses_1 snap1\n"), 0o600))
+	known, _, err := m.HasSnapshot("ses_1", "ses_1", "snap1")
+	require.NoError(t, err)
+	require.True(t, known, "read (and kept in memory) before the copy is made")
+	_, err = m.Ensure("ses_1")
+	require.NoError(t, err)
+	known, tracked, err := m.HasSnapshot("ses_1", "ses_1", "snap1")
+	require.NoError(t, err)
+	require.True(t, tracked)
+	require.False(t, known, "a new copy holds nothing")
+	require.NoFileExists(t, p)
+
+	// Removal takes the list with the copy.
+	require.NoError(t, m.RecordSnapshot("ses_1", "ses_1", "snap2"))
+	require.NoError(t, m.Remove("ses_1"))
+	require.NoFileExists(t, p)
+	require.NoDirExists(t, m.Path("ses_1"))
+}
+
+// A record this Manager knows to be the session's latest already writes
+// nothing and reads nothing. Had another Manager replaced the list since
+// (a restore), the entry it leaves out makes the copy look stale: the list
+// never claims a snapshot the copy may lack.
+func TestSnapshotVersionsRecordFromMemoryNeverClaims(t *testing.T) {
+	m, p := newListedWorkspace(t, "a")
+	other, err := New(m.Root())
+	require.NoError(t, err)
+	require.NoError(t, other.RecordRestore("ses_1", "ses_1", "b"))
+	require.NoError(t, m.RecordSnapshot("ses_1", "ses_1", "a"))
+	known, _, err := m.HasSnapshot("ses_1", "ses_1", "a")
+	require.NoError(t, err)
+	require.False(t, known, "the file is what counts")
+	known, _, err = m.HasSnapshot("ses_1", "ses_1", "b")
+	require.NoError(t, err)
+	require.True(t, known)
+	// Read again now, the record is made.
+	require.NoError(t, m.RecordSnapshot("ses_1", "ses_1", "a"))
+	lines, _, err := readVersions(p)
+	require.NoError(t, err)
+	require.Equal(t, []string{"ses_1 b", "ses_1 a"}, lines)
+}
