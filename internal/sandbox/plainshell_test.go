@@ -57,7 +57,9 @@ while [ ! -s d.pid ]; do sleep 0.01; done; cat d.pid; exit 7`)
 // only the shell did (its parent-death signal) and the daemon lived on.
 func TestPlainShellCommandDiesWithTheServer(t *testing.T) {
 	if pidFile := os.Getenv("LONGHAUL_TEST_PLAIN_SHELL_PIDFILE"); pidFile != "" {
-		runPlainShell(t, t.TempDir(), `setsid sh -c 'echo $$ > `+pidFile+`; exec sleep 100' </dev/null >/dev/null 2>&1 & sleep 100`)
+		// The workspace is the parent's: this process is killed, and a
+		// t.TempDir of its own would be left behind in $TMPDIR.
+		runPlainShell(t, os.Getenv("LONGHAUL_TEST_PLAIN_SHELL_DIR"), `setsid sh -c 'echo $$ > `+pidFile+`; exec sleep 100' </dev/null >/dev/null 2>&1 & sleep 100`)
 		return
 	}
 	t.Parallel()
@@ -68,7 +70,7 @@ func TestPlainShellCommandDiesWithTheServer(t *testing.T) {
 	require.NoError(t, err)
 	pidFile := filepath.Join(t.TempDir(), "daemon.pid")
 	server := exec.Command(exe, "-test.run=^TestPlainShellCommandDiesWithTheServer$", "-test.count=1")
-	server.Env = append(os.Environ(), "LONGHAUL_TEST_PLAIN_SHELL_PIDFILE="+pidFile)
+	server.Env = append(os.Environ(), "LONGHAUL_TEST_PLAIN_SHELL_PIDFILE="+pidFile, "LONGHAUL_TEST_PLAIN_SHELL_DIR="+t.TempDir())
 	require.NoError(t, server.Start())
 	t.Cleanup(func() { _ = server.Process.Kill(); _ = server.Wait() })
 	var pid int
