@@ -15,7 +15,8 @@ func TestSnapshotVersions(t *testing.T) {
 	m, err := New(t.TempDir())
 	require.NoError(t, err)
 
-	// A workspace made before versions were kept is trusted as it is.
+	// A workspace this node has no copy of (neither its directory nor its
+	// list) is not tracked here.
 	known, tracked, err := m.HasSnapshot("ses_legacy", "ses_legacy", "snap1")
 	require.NoError(t, err)
 	require.False(t, known)
