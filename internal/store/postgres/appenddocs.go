@@ -23,7 +23,7 @@ import (
 // docRefused explains.
 
 // appendDocKinds orders the kinds in the statement; a statement's variant
-// is the set of kinds its append writes (a bit each).
+// is the set of kinds its append writes (a bit each), and manyRows.
 var appendDocKinds = []store.DocKind{store.DocTurn, store.DocAction, store.DocEffect, store.DocArtifact, store.DocCheckpoint}
 
 // codeLogOfZero is what appendDocsCheck raises when a doc was refused.
@@ -33,65 +33,107 @@ const codeLogOfZero = "2201E"
 // conflict); docRefused reads which.
 var errDocRefused = fmt.Errorf("%w: a doc's id belongs to another session", store.ErrConflict)
 
-// appendStatements holds appendSQL's variants, one per set of doc kinds.
+// maxSubscriptedRows is the most rows of one table (the events, or the
+// docs of one kind) an append's statement reads from its arrays by
+// subscript (appendFewEventsSQL); an append with more is the manyRows
+// variant, which unnests them all.
+const maxSubscriptedRows = 32
+
+// manyRows marks an append's variant that unnests its arrays: one of its
+// tables has more than maxSubscriptedRows rows. The bits below it are the
+// set of the append's doc kinds.
+var manyRows = 1 << len(appendDocKinds)
+
+// appendStatements holds appendSQL's variants, one per set of doc kinds,
+// twice: with few rows and with many (manyRows).
 var appendStatements = func() []string {
-	out := make([]string, 1<<len(appendDocKinds))
-	for set := range out {
-		out[set] = appendStatement(set)
+	out := make([]string, 2*manyRows)
+	for variant := range out {
+		out[variant] = appendStatement(variant)
 	}
 	return out
 }()
 
 // appendStatement is appendSQL for an append whose docs are of the kinds
-// in set: after the session's update ($1-$12) and its events ($13-$19),
-// each kind's arrays (id, status, doc, created_at, and type for actions)
-// in appendDocKinds' order. The main query reads the update first, so its
-// refusal (a division by zero) is raised before any doc is written; then
-// the docs' CTEs, whose refusal is a logarithm of zero.
-func appendStatement(set int) string {
+// in variant's set: after the session's update ($1-$12) and its events
+// ($13-$19), each kind's arrays (id, status, doc, created_at, and type for
+// actions) in appendDocKinds' order. The main query reads the update
+// first, so its refusal (a division by zero) is raised before any doc is
+// written; then the docs' CTEs, whose refusal is a logarithm of zero: one
+// count of all their rows against all they were given, since each returns
+// at most the rows it was given (one check for the server to set up, not
+// one a kind).
+func appendStatement(variant int) string {
+	many := variant&manyRows != 0
 	var b strings.Builder
 	b.WriteString(appendSQL)
+	if many {
+		b.WriteString(appendEventsSQL)
+	} else {
+		b.WriteString(appendFewEventsSQL)
+	}
 	next := 20
 	param := func(typ string) string {
 		s := "$" + strconv.Itoa(next) + "::" + typ
 		next++
 		return s
 	}
-	var checks []string
+	var ctes, given []string
 	for i, kind := range appendDocKinds {
-		if set&(1<<i) == 0 {
+		if variant&(1<<i) == 0 {
 			continue
 		}
 		table, cte := docTables[kind], "docs_"+string(kind)
-		ids := param("text[]")
-		cols, vals, set := "id, session_id, status, doc, created_at", "u.id, $8, u.status, NULLIF(u.doc, '')::json, u.created_at", "status = excluded.status, doc = excluded.doc"
-		from := ids + ", " + param("text[]") + ", " + param("text[]") + ", " + param("timestamptz[]")
-		as := "u(id, status, doc, created_at)"
+		ids, statuses, bodies, created := param("text[]"), param("text[]"), param("text[]"), param("timestamptz[]")
+		cols, set := "id, session_id, status, doc, created_at", "status = excluded.status, doc = excluded.doc"
+		arrays := []string{ids, statuses, bodies, created}
 		if kind == store.DocAction {
-			cols, vals, set = cols+", type", vals+", u.type", set+", type = excluded.type"
-			from += ", " + param("text[]")
-			as = "u(id, status, doc, created_at, type)"
+			cols, set = cols+", type", set+", type = excluded.type"
+			arrays = append(arrays, param("text[]"))
 		}
 		fmt.Fprintf(&b, `,
 %s AS (INSERT INTO %s (%s)
-SELECT %s FROM unnest(%s) AS %s
+%s
 ON CONFLICT (id) DO UPDATE SET %s
 WHERE %s.session_id = excluded.session_id
-RETURNING 1)`, cte, table, cols, vals, from, as, set, table)
-		checks = append(checks, fmt.Sprintf("(SELECT count(*) FROM %s) = cardinality(%s)", cte, ids))
+RETURNING 1)`, cte, table, cols, docRows(arrays, many), set, table)
+		ctes = append(ctes, "SELECT FROM "+cte)
+		given = append(given, "cardinality("+ids+")")
 	}
 	b.WriteString("\nSELECT 1 / (SELECT count(*) FROM changed)")
-	if len(checks) > 0 {
-		b.WriteString(", ln((" + strings.Join(checks, " AND ") + ")::int::float8)")
+	if len(ctes) > 0 {
+		fmt.Fprintf(&b, ", ln(((SELECT count(*) FROM (%s) AS d) = %s)::int::float8)",
+			strings.Join(ctes, " UNION ALL "), strings.Join(given, " + "))
 	}
 	return b.String()
 }
 
+// docRows is the SELECT of a doc CTE's rows from its arrays (id, status,
+// doc, created_at, and an action's type): unnested together, or, for an
+// append of few rows, by subscript (as appendFewEventsSQL).
+func docRows(arrays []string, many bool) string {
+	if many {
+		vals := "u.id, $8, u.status, NULLIF(u.doc, '')::json, u.created_at"
+		as := "u(id, status, doc, created_at)"
+		if len(arrays) == 5 {
+			vals, as = vals+", u.type", "u(id, status, doc, created_at, type)"
+		}
+		return "SELECT " + vals + " FROM unnest(" + strings.Join(arrays, ", ") + ") AS " + as
+	}
+	at := func(k int) string { return "(" + arrays[k] + ")[i]" }
+	vals := at(0) + ", $8, " + at(1) + ", NULLIF(" + at(2) + ", '')::json, " + at(3)
+	if len(arrays) == 5 {
+		vals += ", " + at(4)
+	}
+	return "SELECT " + vals + " FROM generate_subscripts(" + arrays[0] + ", 1) AS i"
+}
+
 // appendDocs returns the variant of appendSQL for docs (the set of their
-// kinds) and its arguments after the events'. A doc written twice in one
-// append is upserted once, as the two upserts one after another would
-// leave it: the last status and document, the first creation time.
-func appendDocs(docs []store.DocWrite) (set int, args []any) {
+// kinds, and manyRows if a kind has more than maxSubscriptedRows) and its
+// arguments after the events'. A doc written twice in one append is
+// upserted once, as the two upserts one after another would leave it: the
+// last status and document, the first creation time.
+func appendDocs(docs []store.DocWrite) (variant int, args []any) {
 	for i, kind := range appendDocKinds {
 		var (
 			ids, statuses, bodies []string
@@ -127,13 +169,16 @@ func appendDocs(docs []store.DocWrite) (set int, args []any) {
 		if len(ids) == 0 {
 			continue
 		}
-		set |= 1 << i
+		variant |= 1 << i
+		if len(ids) > maxSubscriptedRows {
+			variant |= manyRows
+		}
 		args = append(args, ids, statuses, bodies, created)
 		if kind == store.DocAction {
 			args = append(args, types)
 		}
 	}
-	return set, args
+	return variant, args
 }
 
 // onAppendRefused maps the failures of an append's statement: the

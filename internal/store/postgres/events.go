@@ -38,9 +38,24 @@ const appendSQL = `WITH changed AS (UPDATE sessions SET status = $1, state = $2,
     lease_expires_at = CASE WHEN $7 THEN NULL ELSE lease_expires_at END
 WHERE id = $8 AND last_seq = $9 AND (NOT $10 OR (lease_owner = $11 AND lease_epoch = $12))
 RETURNING 1), inserted AS (INSERT INTO events (session_id, seq, type, time, turn_id, step, worker_id, data)
-SELECT $8, u.seq, u.type, u.time, u.turn_id, u.step, u.worker_id, NULLIF(u.data, '')::json
+`
+
+// appendEventsSQL ends appendSQL for any number of events: one row per
+// element of the arrays, unnested together.
+const appendEventsSQL = `SELECT $8, u.seq, u.type, u.time, u.turn_id, u.step, u.worker_id, NULLIF(u.data, '')::json
 FROM unnest($13::bigint[], $14::text[], $15::timestamptz[], $16::text[], $17::bigint[], $18::text[], $19::text[])
     AS u(seq, type, time, turn_id, step, worker_id, data))`
+
+// appendFewEventsSQL ends appendSQL for an append of few rows
+// (maxSubscriptedRows): it reads the arrays by subscript from one series.
+// unnest of seven arrays is seven set-returning functions for the server
+// to set up and end at each run, the most of an append's executor start
+// after its tables' indexes; a subscript is cheap where the arrays are
+// short, but reaches its element by walking the ones before it, so a long
+// append keeps unnest.
+const appendFewEventsSQL = `SELECT $8, ($13::bigint[])[i], ($14::text[])[i], ($15::timestamptz[])[i], ($16::text[])[i],
+    ($17::bigint[])[i], ($18::text[])[i], NULLIF(($19::text[])[i], '')::json
+FROM generate_subscripts($13::bigint[], 1) AS i)`
 
 // errAppendRefused: the append's condition did not hold; appendRefused
 // reads why.
@@ -123,10 +138,13 @@ func prepareAppend(p *store.EventAppendParams) ([]store.Event, []store.DocWrite,
 	}
 	args := append([]any{p.Status, jsonArg(p.State), lastSeq, p.UpdatedAt, p.Runnable, p.WakeAt, p.ReleaseLease,
 		p.SessionID, p.ExpectedSeq, fenced, owner, epoch}, eventColumns(events)...)
-	set, docArgs := appendDocs(docs)
+	variant, docArgs := appendDocs(docs)
+	if len(events) > maxSubscriptedRows {
+		variant |= manyRows
+	}
 	args = append(args, docArgs...)
 	build := func(t *txn) {
-		onAppendRefused(t.queue(appendStatements[set], args...))
+		onAppendRefused(t.queue(appendStatements[variant], args...))
 		queueBlobs(t, p.SessionID, p.Blobs)
 		queueSettleTree(t, p.TreeSettle, p.UpdatedAt)
 		grew := store.Notification{Kind: store.KindEvents, SessionID: p.SessionID, Seq: lastSeq}
