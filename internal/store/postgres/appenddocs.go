@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,8 +23,8 @@ import (
 // statement then fails (appendDocsCheck) with an error of its own, which
 // docRefused explains.
 
-// appendDocKinds orders the kinds in the statement; a statement's variant
-// is the set of kinds its append writes (a bit each), and manyRows.
+// appendDocKinds orders the kinds in the statement (and in its variant's
+// key: formIn).
 var appendDocKinds = []store.DocKind{store.DocTurn, store.DocAction, store.DocEffect, store.DocArtifact, store.DocCheckpoint}
 
 // codeLogOfZero is what appendDocsCheck raises when a doc was refused.
@@ -33,29 +34,28 @@ const codeLogOfZero = "2201E"
 // conflict); docRefused reads which.
 var errDocRefused = fmt.Errorf("%w: a doc's id belongs to another session", store.ErrConflict)
 
-// maxSubscriptedRows is the most rows of one table (the events, or the
-// docs of one kind) an append's statement reads from its arrays by
-// subscript (appendFewEventsSQL); an append with more is the manyRows
-// variant, which unnests them all.
-const maxSubscriptedRows = 32
+// appendStatements holds appendSQL's variants (appendStatement), built
+// when first used: an int key each, of which few are ever used.
+var appendStatements sync.Map
 
-// manyRows marks an append's variant that unnests its arrays: one of its
-// tables has more than maxSubscriptedRows rows. The bits below it are the
-// set of the append's doc kinds.
-var manyRows = 1 << len(appendDocKinds)
-
-// appendStatements holds appendSQL's variants, one per set of doc kinds,
-// twice: with few rows and with many (manyRows).
-var appendStatements = func() []string {
-	out := make([]string, 2*manyRows)
-	for variant := range out {
-		out[variant] = appendStatement(variant)
+// appendStatementFor returns appendStatement(variant), built once.
+func appendStatementFor(variant int) string {
+	if s, ok := appendStatements.Load(variant); ok {
+		return s.(string)
 	}
-	return out
-}()
+	s, _ := appendStatements.LoadOrStore(variant, appendStatement(variant))
+	return s.(string)
+}
 
-// appendStatement is appendSQL for an append whose docs are of the kinds
-// in variant's set: after the session's update ($1-$12) and its events
+// A variant of appendSQL is the form of each of its tables' rows, two bits
+// a table: the events' first, then each doc kind's in appendDocKinds'
+// order (noRows for a kind the append does not write).
+func formIn(variant, table int) rowsForm { return rowsForm(variant >> (2 * table) & 3) }
+
+func withForm(table int, form rowsForm) int { return int(form) << (2 * table) }
+
+// appendStatement is appendSQL for an append whose events and docs have
+// variant's forms: after the session's update ($1-$12) and its events
 // ($13-$19), each kind's arrays (id, status, doc, created_at, and type for
 // actions) in appendDocKinds' order. The main query reads the update
 // first, so its refusal (a division by zero) is raised before any doc is
@@ -64,14 +64,11 @@ var appendStatements = func() []string {
 // at most the rows it was given (one check for the server to set up, not
 // one a kind).
 func appendStatement(variant int) string {
-	many := variant&manyRows != 0
 	var b strings.Builder
 	b.WriteString(appendSQL)
-	if many {
-		b.WriteString(appendEventsSQL)
-	} else {
-		b.WriteString(appendFewEventsSQL)
-	}
+	cols, from := rowsFrom(formIn(variant, 0),
+		[]string{"$13::bigint[]", "$14::text[]", "$15::timestamptz[]", "$16::text[]", "$17::bigint[]", "$18::text[]", "$19::text[]"})
+	fmt.Fprintf(&b, "SELECT $8, %s, NULLIF(%s, '')::json%s)", strings.Join(cols[:6], ", "), cols[6], from)
 	next := 20
 	param := func(typ string) string {
 		s := "$" + strconv.Itoa(next) + "::" + typ
@@ -80,25 +77,26 @@ func appendStatement(variant int) string {
 	}
 	var ctes, given []string
 	for i, kind := range appendDocKinds {
-		if variant&(1<<i) == 0 {
+		form := formIn(variant, i+1)
+		if form == noRows {
 			continue
 		}
 		table, cte := docTables[kind], "docs_"+string(kind)
-		ids, statuses, bodies, created := param("text[]"), param("text[]"), param("text[]"), param("timestamptz[]")
-		cols, set := "id, session_id, status, doc, created_at", "status = excluded.status, doc = excluded.doc"
-		arrays := []string{ids, statuses, bodies, created}
+		arrays := []string{param("text[]"), param("text[]"), param("text[]"), param("timestamptz[]")}
+		names, set := "id, session_id, status, doc, created_at", "status = excluded.status, doc = excluded.doc"
 		if kind == store.DocAction {
-			cols, set = cols+", type", set+", type = excluded.type"
+			names, set = names+", type", set+", type = excluded.type"
 			arrays = append(arrays, param("text[]"))
 		}
+		cols, from := rowsFrom(form, arrays)
 		fmt.Fprintf(&b, `,
 %s AS (INSERT INTO %s (%s)
-%s
+SELECT %s, $8, %s, NULLIF(%s, '')::json, %s%s
 ON CONFLICT (id) DO UPDATE SET %s
 WHERE %s.session_id = excluded.session_id
-RETURNING 1)`, cte, table, cols, docRows(arrays, many), set, table)
+RETURNING 1)`, cte, table, names, cols[0], cols[1], cols[2], strings.Join(cols[3:], ", "), from, set, table)
 		ctes = append(ctes, "SELECT FROM "+cte)
-		given = append(given, "cardinality("+ids+")")
+		given = append(given, "cardinality("+arrays[0]+")")
 	}
 	b.WriteString("\nSELECT 1 / (SELECT count(*) FROM changed)")
 	if len(ctes) > 0 {
@@ -108,29 +106,8 @@ RETURNING 1)`, cte, table, cols, docRows(arrays, many), set, table)
 	return b.String()
 }
 
-// docRows is the SELECT of a doc CTE's rows from its arrays (id, status,
-// doc, created_at, and an action's type): unnested together, or, for an
-// append of few rows, by subscript (as appendFewEventsSQL).
-func docRows(arrays []string, many bool) string {
-	if many {
-		vals := "u.id, $8, u.status, NULLIF(u.doc, '')::json, u.created_at"
-		as := "u(id, status, doc, created_at)"
-		if len(arrays) == 5 {
-			vals, as = vals+", u.type", "u(id, status, doc, created_at, type)"
-		}
-		return "SELECT " + vals + " FROM unnest(" + strings.Join(arrays, ", ") + ") AS " + as
-	}
-	at := func(k int) string { return "(" + arrays[k] + ")[i]" }
-	vals := at(0) + ", $8, " + at(1) + ", NULLIF(" + at(2) + ", '')::json, " + at(3)
-	if len(arrays) == 5 {
-		vals += ", " + at(4)
-	}
-	return "SELECT " + vals + " FROM generate_subscripts(" + arrays[0] + ", 1) AS i"
-}
-
-// appendDocs returns the variant of appendSQL for docs (the set of their
-// kinds, and manyRows if a kind has more than maxSubscriptedRows) and its
-// arguments after the events'. A doc written twice in one append is
+// appendDocs returns the variant of appendSQL for docs (each kind's form)
+// and its arguments after the events'. A doc written twice in one append is
 // upserted once, as the two upserts one after another would leave it: the
 // last status and document, the first creation time.
 func appendDocs(docs []store.DocWrite) (variant int, args []any) {
@@ -169,10 +146,7 @@ func appendDocs(docs []store.DocWrite) (variant int, args []any) {
 		if len(ids) == 0 {
 			continue
 		}
-		variant |= 1 << i
-		if len(ids) > maxSubscriptedRows {
-			variant |= manyRows
-		}
+		variant |= withForm(i+1, formFor(len(ids)))
 		args = append(args, ids, statuses, bodies, created)
 		if kind == store.DocAction {
 			args = append(args, types)

@@ -171,22 +171,23 @@ func TestAppendEmptyDocumentsAreNull(t *testing.T) {
 	require.Equal(t, []bool{true, false}, nulls)
 }
 
-// An append of few rows reads its arrays by subscript, one of many rows
-// (past maxSubscriptedRows in a table) unnests them; both store every
-// column of every row as sent, an event without data and a doc without a
-// document as NULL.
+// Each table of an append (its events, its docs of a kind) reads its rows
+// from its arrays in a form chosen by their number (formFor): one row
+// without a function, up to maxSubscriptedRows by subscript, more
+// unnested. Every form stores every column of every row as sent, an event
+// without data and a doc without a document as NULL.
 func TestAppendFewAndManyRowsStoreAlike(t *testing.T) {
 	t.Parallel()
 	s := openMigrated(t, nil)
 	kinds := []store.DocKind{store.DocTurn, store.DocAction, store.DocEffect, store.DocArtifact, store.DocCheckpoint}
 	for _, tc := range []struct {
-		events, docs int
-		many         bool
+		events, docs          int
+		subscripted, unnested int // tables read by subscript, unnested
 	}{
 		{events: 1, docs: 1},
-		{events: maxSubscriptedRows, docs: maxSubscriptedRows},
-		{events: maxSubscriptedRows + 1, docs: 1, many: true},
-		{events: 2, docs: maxSubscriptedRows + 1, many: true},
+		{events: maxSubscriptedRows, docs: maxSubscriptedRows, subscripted: 6},
+		{events: maxSubscriptedRows + 1, docs: 1, unnested: 1},
+		{events: 2, docs: maxSubscriptedRows + 1, subscripted: 1, unnested: 5},
 	} {
 		name := fmt.Sprintf("ses_%d_%d", tc.events, tc.docs)
 		createSession(t, s, name, false)
@@ -212,7 +213,9 @@ func TestAppendFewAndManyRowsStoreAlike(t *testing.T) {
 		require.NoError(t, err)
 		queued := &txn{s: s, b: &pgx.Batch{}}
 		build(queued)
-		require.Equal(t, tc.many, strings.Contains(queued.b.QueuedQueries[0].SQL, "unnest("), name)
+		sql := queued.b.QueuedQueries[0].SQL
+		require.Equal(t, []int{tc.subscripted, tc.unnested},
+			[]int{strings.Count(sql, "generate_subscripts("), strings.Count(sql, "unnest(")}, name)
 
 		_, err = s.EventAppend(t.Context(), p)
 		require.NoError(t, err, name)

@@ -26,7 +26,8 @@ import (
 // runs first (its lock wait and re-check included) and its refusal aborts
 // the statement before the INSERT, which PostgreSQL runs to completion
 // after the main query, has written anything. appendStatement
-// (appenddocs.go) adds the docs' upserts and the main query.
+// (appenddocs.go) adds the events' rows (appendrows.go), the docs' upserts
+// and the main query.
 //
 // appended_at is moved only when it is a second (appendedAtStep) or more
 // behind: an unchanged indexed column lets the update be heap-only
@@ -39,23 +40,6 @@ const appendSQL = `WITH changed AS (UPDATE sessions SET status = $1, state = $2,
 WHERE id = $8 AND last_seq = $9 AND (NOT $10 OR (lease_owner = $11 AND lease_epoch = $12))
 RETURNING 1), inserted AS (INSERT INTO events (session_id, seq, type, time, turn_id, step, worker_id, data)
 `
-
-// appendEventsSQL ends appendSQL for any number of events: one row per
-// element of the arrays, unnested together.
-const appendEventsSQL = `SELECT $8, u.seq, u.type, u.time, u.turn_id, u.step, u.worker_id, NULLIF(u.data, '')::json
-FROM unnest($13::bigint[], $14::text[], $15::timestamptz[], $16::text[], $17::bigint[], $18::text[], $19::text[])
-    AS u(seq, type, time, turn_id, step, worker_id, data))`
-
-// appendFewEventsSQL ends appendSQL for an append of few rows
-// (maxSubscriptedRows): it reads the arrays by subscript from one series.
-// unnest of seven arrays is seven set-returning functions for the server
-// to set up and end at each run, the most of an append's executor start
-// after its tables' indexes; a subscript is cheap where the arrays are
-// short, but reaches its element by walking the ones before it, so a long
-// append keeps unnest.
-const appendFewEventsSQL = `SELECT $8, ($13::bigint[])[i], ($14::text[])[i], ($15::timestamptz[])[i], ($16::text[])[i],
-    ($17::bigint[])[i], ($18::text[])[i], NULLIF(($19::text[])[i], '')::json
-FROM generate_subscripts($13::bigint[], 1) AS i)`
 
 // errAppendRefused: the append's condition did not hold; appendRefused
 // reads why.
@@ -139,12 +123,10 @@ func prepareAppend(p *store.EventAppendParams) ([]store.Event, []store.DocWrite,
 	args := append([]any{p.Status, jsonArg(p.State), lastSeq, p.UpdatedAt, p.Runnable, p.WakeAt, p.ReleaseLease,
 		p.SessionID, p.ExpectedSeq, fenced, owner, epoch}, eventColumns(events)...)
 	variant, docArgs := appendDocs(docs)
-	if len(events) > maxSubscriptedRows {
-		variant |= manyRows
-	}
+	variant |= withForm(0, formFor(len(events)))
 	args = append(args, docArgs...)
 	build := func(t *txn) {
-		onAppendRefused(t.queue(appendStatements[variant], args...))
+		onAppendRefused(t.queue(appendStatementFor(variant), args...))
 		queueBlobs(t, p.SessionID, p.Blobs)
 		queueSettleTree(t, p.TreeSettle, p.UpdatedAt)
 		grew := store.Notification{Kind: store.KindEvents, SessionID: p.SessionID, Seq: lastSeq}
