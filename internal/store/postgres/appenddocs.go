@@ -49,7 +49,8 @@ func appendStatementFor(variant int) string {
 
 // A variant of appendSQL is the form of each of its tables' rows, two bits
 // a table: the events' first, then each doc kind's in appendDocKinds'
-// order (noRows for a kind the append does not write).
+// order (noRows for a kind the append does not write). formIn reads a
+// table's form from a variant, withForm makes the bits that say it.
 func formIn(variant, table int) rowsForm { return rowsForm(variant >> (2 * table) & 3) }
 
 func withForm(table int, form rowsForm) int { return int(form) << (2 * table) }
