@@ -97,7 +97,7 @@ ON CONFLICT (id) DO UPDATE SET %s
 WHERE %s.session_id = excluded.session_id
 RETURNING 1)`, cte, table, names, cols[0], cols[1], cols[2], strings.Join(cols[3:], ", "), from, set, table)
 		ctes = append(ctes, "SELECT FROM "+cte)
-		given = append(given, "cardinality("+arrays[0]+")")
+		given = append(given, rowCount(form, arrays))
 	}
 	b.WriteString("\nSELECT 1 / (SELECT count(*) FROM changed)")
 	if len(ctes) > 0 {
@@ -147,10 +147,17 @@ func appendDocs(docs []store.DocWrite) (variant int, args []any) {
 		if len(ids) == 0 {
 			continue
 		}
-		variant |= withForm(i+1, formFor(len(ids)))
-		args = append(args, ids, statuses, bodies, created)
-		if kind == store.DocAction {
-			args = append(args, types)
+		form := formFor(len(ids))
+		variant |= withForm(i+1, form)
+		switch {
+		case form == oneRow && kind == store.DocAction:
+			args = append(args, ids[0], statuses[0], bodies[0], created[0], types[0])
+		case form == oneRow:
+			args = append(args, ids[0], statuses[0], bodies[0], created[0])
+		case kind == store.DocAction:
+			args = append(args, ids, statuses, bodies, created, types)
+		default:
+			args = append(args, ids, statuses, bodies, created)
 		}
 	}
 	return variant, args

@@ -11,14 +11,17 @@ import (
 // run and end at each run, a good part of an agent step's append (7 arrays
 // for its events, 4 for each of its docs). A subscript is cheaper where the
 // arrays are short, but reaches a text element by walking the ones before
-// it, so long arrays keep unnest; a single row needs no function at all.
+// it, so long arrays keep unnest. A single row (a step's turn, effect and
+// checkpoint are one each) is sent as its values, not as arrays of one:
+// nothing for the driver to encode or the server to receive as an array,
+// no function, no subscript.
 
 // rowsForm is how a statement reads one table's rows from its arrays.
 type rowsForm int
 
 const (
 	noRows   rowsForm = iota // a doc kind the append does not write
-	oneRow                   // the arrays' first elements
+	oneRow                   // the row's values, sent as scalars
 	fewRows                  // by subscript, from one generate_subscripts series
 	manyRows                 // unnested together
 )
@@ -39,19 +42,22 @@ func formFor(n int) rowsForm {
 	return manyRows
 }
 
-// rowsFrom returns, for a table's arrays (SQL expressions of array type,
-// all of one length), the expression of each array's element in a row, in
-// the arrays' order, and the FROM clause of the rows (empty for one row).
+// rowsFrom returns, for a table's arrays (parameters cast to array types,
+// "$13::bigint[]", all of one length), the expression of each array's
+// element in a row, in the arrays' order, and the FROM clause of the rows.
+// For one row the parameters are the values themselves, cast to the
+// elements' types ("$13::bigint"), and there is no FROM clause.
 func rowsFrom(form rowsForm, arrays []string) (cols []string, from string) {
 	cols = make([]string, len(arrays))
 	switch form {
-	case oneRow, fewRows:
-		at := "[1]"
-		if form == fewRows {
-			at, from = "[i]", " FROM generate_subscripts("+arrays[0]+", 1) AS i"
-		}
+	case oneRow:
 		for k, a := range arrays {
-			cols[k] = "(" + a + ")" + at
+			cols[k] = strings.TrimSuffix(a, "[]")
+		}
+	case fewRows:
+		from = " FROM generate_subscripts(" + arrays[0] + ", 1) AS i"
+		for k, a := range arrays {
+			cols[k] = "(" + a + ")[i]"
 		}
 	default:
 		names := make([]string, len(arrays))
@@ -62,4 +68,12 @@ func rowsFrom(form rowsForm, arrays []string) (cols []string, from string) {
 		from = " FROM unnest(" + strings.Join(arrays, ", ") + ") AS u(" + strings.Join(names, ", ") + ")"
 	}
 	return cols, from
+}
+
+// rowCount is the SQL of the number of rows a table of form was given.
+func rowCount(form rowsForm, arrays []string) string {
+	if form == oneRow {
+		return "1"
+	}
+	return "cardinality(" + arrays[0] + ")"
 }

@@ -120,10 +120,16 @@ func prepareAppend(p *store.EventAppendParams) ([]store.Event, []store.DocWrite,
 	if p.Fence != nil {
 		fenced, owner, epoch = true, p.Fence.Owner, p.Fence.Epoch
 	}
-	args := append([]any{p.Status, jsonArg(p.State), lastSeq, p.UpdatedAt, p.Runnable, p.WakeAt, p.ReleaseLease,
-		p.SessionID, p.ExpectedSeq, fenced, owner, epoch}, eventColumns(events)...)
+	args := []any{p.Status, jsonArg(p.State), lastSeq, p.UpdatedAt, p.Runnable, p.WakeAt, p.ReleaseLease,
+		p.SessionID, p.ExpectedSeq, fenced, owner, epoch}
+	eventsForm := formFor(len(events))
+	if eventsForm == oneRow {
+		args = append(args, eventRow(&events[0])...)
+	} else {
+		args = append(args, eventColumns(events)...)
+	}
 	variant, docArgs := appendDocs(docs)
-	variant |= withForm(0, formFor(len(events)))
+	variant |= withForm(0, eventsForm)
 	args = append(args, docArgs...)
 	build := func(t *txn) {
 		onAppendRefused(t.queue(appendStatementFor(variant), args...))
@@ -213,6 +219,12 @@ func eventColumns(events []store.Event) []any {
 		data[i] = string(e.Data)
 	}
 	return []any{seqs, types, times, turns, steps, workers, data}
+}
+
+// eventRow returns the values of one event's row, as eventColumns' arrays
+// hold them, for an append of one event (appendrows.go).
+func eventRow(e *store.Event) []any {
+	return []any{e.Seq, e.Type, e.Time, e.TurnID, int64(e.Step), e.WorkerID, string(e.Data)}
 }
 
 // EventList returns up to limit events of a session with seq > afterSeq, in
