@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,8 +23,8 @@ import (
 // statement then fails (appendDocsCheck) with an error of its own, which
 // docRefused explains.
 
-// appendDocKinds orders the kinds in the statement; a statement's variant
-// is the set of kinds its append writes (a bit each).
+// appendDocKinds orders the kinds in the statement (and in its variant's
+// key: formIn).
 var appendDocKinds = []store.DocKind{store.DocTurn, store.DocAction, store.DocEffect, store.DocArtifact, store.DocCheckpoint}
 
 // codeLogOfZero is what appendDocsCheck raises when a doc was refused.
@@ -33,65 +34,84 @@ const codeLogOfZero = "2201E"
 // conflict); docRefused reads which.
 var errDocRefused = fmt.Errorf("%w: a doc's id belongs to another session", store.ErrConflict)
 
-// appendStatements holds appendSQL's variants, one per set of doc kinds.
-var appendStatements = func() []string {
-	out := make([]string, 1<<len(appendDocKinds))
-	for set := range out {
-		out[set] = appendStatement(set)
-	}
-	return out
-}()
+// appendStatements holds appendSQL's variants (appendStatement), built
+// when first used: an int key each, of which few are ever used.
+var appendStatements sync.Map
 
-// appendStatement is appendSQL for an append whose docs are of the kinds
-// in set: after the session's update ($1-$12) and its events ($13-$19),
-// each kind's arrays (id, status, doc, created_at, and type for actions)
-// in appendDocKinds' order. The main query reads the update first, so its
-// refusal (a division by zero) is raised before any doc is written; then
-// the docs' CTEs, whose refusal is a logarithm of zero.
-func appendStatement(set int) string {
+// appendStatementFor returns appendStatement(variant), built once.
+func appendStatementFor(variant int) string {
+	if s, ok := appendStatements.Load(variant); ok {
+		return s.(string)
+	}
+	s, _ := appendStatements.LoadOrStore(variant, appendStatement(variant))
+	return s.(string)
+}
+
+// A variant of appendSQL is the form of each of its tables' rows, two bits
+// a table: the events' first, then each doc kind's in appendDocKinds'
+// order (noRows for a kind the append does not write). formIn reads a
+// table's form from a variant, withForm makes the bits that say it.
+func formIn(variant, table int) rowsForm { return rowsForm(variant >> (2 * table) & 3) }
+
+func withForm(table int, form rowsForm) int { return int(form) << (2 * table) }
+
+// appendStatement is appendSQL for an append whose events and docs have
+// variant's forms: after the session's update ($1-$12) and its events
+// ($13-$19), each kind's arrays (id, status, doc, created_at, and type for
+// actions) in appendDocKinds' order. The main query reads the update
+// first, so its refusal (a division by zero) is raised before any doc is
+// written; then the docs' CTEs, whose refusal is a logarithm of zero: one
+// count of all their rows against all they were given, since each returns
+// at most the rows it was given (one check for the server to set up, not
+// one a kind).
+func appendStatement(variant int) string {
 	var b strings.Builder
 	b.WriteString(appendSQL)
+	cols, from := rowsFrom(formIn(variant, 0),
+		[]string{"$13::bigint[]", "$14::text[]", "$15::timestamptz[]", "$16::text[]", "$17::bigint[]", "$18::text[]", "$19::text[]"})
+	fmt.Fprintf(&b, "SELECT $8, %s, NULLIF(%s, '')::json%s)", strings.Join(cols[:6], ", "), cols[6], from)
 	next := 20
 	param := func(typ string) string {
 		s := "$" + strconv.Itoa(next) + "::" + typ
 		next++
 		return s
 	}
-	var checks []string
+	var ctes, given []string
 	for i, kind := range appendDocKinds {
-		if set&(1<<i) == 0 {
+		form := formIn(variant, i+1)
+		if form == noRows {
 			continue
 		}
 		table, cte := docTables[kind], "docs_"+string(kind)
-		ids := param("text[]")
-		cols, vals, set := "id, session_id, status, doc, created_at", "u.id, $8, u.status, NULLIF(u.doc, '')::json, u.created_at", "status = excluded.status, doc = excluded.doc"
-		from := ids + ", " + param("text[]") + ", " + param("text[]") + ", " + param("timestamptz[]")
-		as := "u(id, status, doc, created_at)"
+		arrays := []string{param("text[]"), param("text[]"), param("text[]"), param("timestamptz[]")}
+		names, set := "id, session_id, status, doc, created_at", "status = excluded.status, doc = excluded.doc"
 		if kind == store.DocAction {
-			cols, vals, set = cols+", type", vals+", u.type", set+", type = excluded.type"
-			from += ", " + param("text[]")
-			as = "u(id, status, doc, created_at, type)"
+			names, set = names+", type", set+", type = excluded.type"
+			arrays = append(arrays, param("text[]"))
 		}
+		cols, from := rowsFrom(form, arrays)
 		fmt.Fprintf(&b, `,
 %s AS (INSERT INTO %s (%s)
-SELECT %s FROM unnest(%s) AS %s
+SELECT %s, $8, %s, NULLIF(%s, '')::json, %s%s
 ON CONFLICT (id) DO UPDATE SET %s
 WHERE %s.session_id = excluded.session_id
-RETURNING 1)`, cte, table, cols, vals, from, as, set, table)
-		checks = append(checks, fmt.Sprintf("(SELECT count(*) FROM %s) = cardinality(%s)", cte, ids))
+RETURNING 1)`, cte, table, names, cols[0], cols[1], cols[2], strings.Join(cols[3:], ", "), from, set, table)
+		ctes = append(ctes, "SELECT FROM "+cte)
+		given = append(given, rowCount(form, arrays))
 	}
 	b.WriteString("\nSELECT 1 / (SELECT count(*) FROM changed)")
-	if len(checks) > 0 {
-		b.WriteString(", ln((" + strings.Join(checks, " AND ") + ")::int::float8)")
+	if len(ctes) > 0 {
+		fmt.Fprintf(&b, ", ln(((SELECT count(*) FROM (%s) AS d) = %s)::int::float8)",
+			strings.Join(ctes, " UNION ALL "), strings.Join(given, " + "))
 	}
 	return b.String()
 }
 
-// appendDocs returns the variant of appendSQL for docs (the set of their
-// kinds) and its arguments after the events'. A doc written twice in one
-// append is upserted once, as the two upserts one after another would
-// leave it: the last status and document, the first creation time.
-func appendDocs(docs []store.DocWrite) (set int, args []any) {
+// appendDocs returns the variant of appendSQL for docs (each kind's form)
+// and its arguments after the events'. A doc written twice in one append is
+// upserted once, as the two upserts one after another would leave it: the
+// last status and document, the first creation time.
+func appendDocs(docs []store.DocWrite) (variant int, args []any) {
 	for i, kind := range appendDocKinds {
 		var (
 			ids, statuses, bodies []string
@@ -127,13 +147,20 @@ func appendDocs(docs []store.DocWrite) (set int, args []any) {
 		if len(ids) == 0 {
 			continue
 		}
-		set |= 1 << i
-		args = append(args, ids, statuses, bodies, created)
-		if kind == store.DocAction {
-			args = append(args, types)
+		form := formFor(len(ids))
+		variant |= withForm(i+1, form)
+		switch {
+		case form == oneRow && kind == store.DocAction:
+			args = append(args, ids[0], statuses[0], bodies[0], created[0], types[0])
+		case form == oneRow:
+			args = append(args, ids[0], statuses[0], bodies[0], created[0])
+		case kind == store.DocAction:
+			args = append(args, ids, statuses, bodies, created, types)
+		default:
+			args = append(args, ids, statuses, bodies, created)
 		}
 	}
-	return set, args
+	return variant, args
 }
 
 // onAppendRefused maps the failures of an append's statement: the

@@ -70,20 +70,14 @@ func TestAppendDocsInOneStatement(t *testing.T) {
 // docs would be refused too.
 func TestAppendDocOfAnotherSessionIsNamed(t *testing.T) {
 	t.Parallel()
-	s := openMigrated(t, nil)
-	createSession(t, s, "ses_a", false)
-	createSession(t, s, "ses_b", false)
-	p := appendParams("ses_a", 1, 1)
-	p.Docs = []store.DocWrite{{Kind: store.DocArtifact, ID: "art_a", Status: "final", Doc: json.RawMessage(`{}`), CreatedAt: testTime}}
-	_, err := s.EventAppend(t.Context(), p)
-	require.NoError(t, err)
+	s := storeWithDocOfA(t, store.DocArtifact, "art_a")
 
-	p = appendParams("ses_b", 1, 1)
+	p := appendParams("ses_b", 1, 1)
 	p.Docs = []store.DocWrite{
 		{Kind: store.DocTurn, ID: "turn_b", Status: "running", Doc: json.RawMessage(`{}`), CreatedAt: testTime},
 		{Kind: store.DocArtifact, ID: "art_a", Status: "final", Doc: json.RawMessage(`{}`), CreatedAt: testTime},
 	}
-	_, err = s.EventAppend(t.Context(), p)
+	_, err := s.EventAppend(t.Context(), p)
 	require.ErrorIs(t, err, store.ErrConflict)
 	require.ErrorContains(t, err, "artifact art_a")
 	_, err = s.TurnGet(t.Context(), "ses_b", "turn_b")
@@ -175,4 +169,131 @@ func TestAppendEmptyDocumentsAreNull(t *testing.T) {
 	}, `SELECT doc IS NULL FROM effects WHERE id = 'eff_n' UNION ALL SELECT doc IS NULL FROM checkpoints WHERE id = 'ck_n'`)
 	require.NoError(t, err)
 	require.Equal(t, []bool{true, false}, nulls)
+}
+
+// Each table of an append (its events, its docs of a kind) reads its rows
+// in a form chosen by their number (formFor): one row sent as its values,
+// up to maxSubscriptedRows by subscript from arrays, more unnested. Every
+// form stores every column of every row as sent, an event without data
+// and a doc without a document as NULL.
+func TestAppendFewAndManyRowsStoreAlike(t *testing.T) {
+	t.Parallel()
+	s := openMigrated(t, nil)
+	kinds := []store.DocKind{store.DocTurn, store.DocAction, store.DocEffect, store.DocArtifact, store.DocCheckpoint}
+	for _, tc := range []struct {
+		events, docs          int
+		subscripted, unnested int // tables read by subscript, unnested
+	}{
+		{events: 1, docs: 1},
+		{events: maxSubscriptedRows, docs: maxSubscriptedRows, subscripted: 6},
+		{events: maxSubscriptedRows + 1, docs: 1, unnested: 1},
+		{events: 2, docs: maxSubscriptedRows + 1, subscripted: 1, unnested: 5},
+	} {
+		name := fmt.Sprintf("ses_%d_%d", tc.events, tc.docs)
+		createSession(t, s, name, false)
+		p := appendParams(name, 1, tc.events)
+		for i := range p.Events {
+			e := &p.Events[i]
+			e.Type, e.Time, e.TurnID, e.Step, e.WorkerID = fmt.Sprintf("type.%d", i), testTime.Add(time.Duration(i)*time.Second),
+				fmt.Sprintf("turn_%d", i), i, fmt.Sprintf("w%d", i)
+		}
+		p.Events[tc.events-1].Data = nil
+		for _, kind := range kinds {
+			for i := range tc.docs {
+				body := json.RawMessage(fmt.Sprintf(`{"type":"t%d","i":%d}`, i, i))
+				if i == 1 {
+					body = nil
+				}
+				p.Docs = append(p.Docs, store.DocWrite{Kind: kind, ID: fmt.Sprintf("%s_%s_%d", kind, name, i),
+					Status: fmt.Sprintf("s%d", i), Doc: body, CreatedAt: testTime.Add(time.Duration(i) * time.Minute)})
+			}
+		}
+
+		_, _, build, err := prepareAppend(p)
+		require.NoError(t, err)
+		queued := &txn{s: s, b: &pgx.Batch{}}
+		build(queued)
+		sql := queued.b.QueuedQueries[0].SQL
+		require.Equal(t, []int{tc.subscripted, tc.unnested},
+			[]int{strings.Count(sql, "generate_subscripts("), strings.Count(sql, "unnest(")}, name)
+		require.Equal(t, tc.events > 1, strings.Contains(sql, "$13::bigint[]"), "events sent as arrays: %s", name)
+
+		_, err = s.EventAppend(t.Context(), p)
+		require.NoError(t, err, name)
+		events, err := s.EventList(t.Context(), name, 1, 0)
+		require.NoError(t, err)
+		require.Len(t, events, tc.events, name)
+		for i, e := range events {
+			sent := p.Events[i]
+			require.Equal(t, []any{int64(i + 2), sent.Type, sent.Time, sent.TurnID, sent.Step, sent.WorkerID},
+				[]any{e.Seq, e.Type, e.Time, e.TurnID, e.Step, e.WorkerID}, name)
+			if sent.Data == nil {
+				require.Nil(t, e.Data, name)
+			} else {
+				require.JSONEq(t, string(sent.Data), string(e.Data), name)
+			}
+		}
+		for _, d := range p.Docs {
+			var (
+				status, session string
+				doc             []byte
+				created         time.Time
+			)
+			require.NoError(t, s.queryRow(t.Context(), func(row pgx.Row) error { return row.Scan(&session, &status, &doc, &created) },
+				`SELECT session_id, status, doc, created_at FROM `+docTables[d.Kind]+` WHERE id = $1`, d.ID), d.ID)
+			require.Equal(t, []any{name, d.Status, d.CreatedAt}, []any{session, status, created.UTC()}, d.ID)
+			if d.Doc == nil {
+				require.Nil(t, doc, d.ID)
+			} else {
+				require.JSONEq(t, string(d.Doc), string(doc), d.ID)
+			}
+		}
+		var typed int
+		require.NoError(t, s.queryRow(t.Context(), func(row pgx.Row) error { return row.Scan(&typed) },
+			`SELECT count(*) FROM actions WHERE session_id = $1 AND type = 't' || (doc->>'i')`, name))
+		require.Equal(t, tc.docs-min(tc.docs-1, 1), typed, "each action's type is its document's")
+	}
+}
+
+// The docs' CTEs are checked by one count of all their rows: a doc of
+// another session among docs of several kinds, in an append of few rows
+// and in one of many, still refuses the whole append.
+func TestAppendDocOfAnotherSessionAmongKinds(t *testing.T) {
+	t.Parallel()
+	s := storeWithDocOfA(t, store.DocEffect, "eff_a")
+	for _, n := range []int{1, maxSubscriptedRows + 1} {
+		p := appendParams("ses_b", 1, n)
+		p.Docs = []store.DocWrite{
+			{Kind: store.DocTurn, ID: "turn_b", Status: "running", Doc: json.RawMessage(`{}`), CreatedAt: testTime},
+			{Kind: store.DocEffect, ID: "eff_b", Status: "done", Doc: json.RawMessage(`{}`), CreatedAt: testTime},
+			{Kind: store.DocEffect, ID: "eff_a", Status: "done", Doc: json.RawMessage(`{}`), CreatedAt: testTime},
+			{Kind: store.DocCheckpoint, ID: "ck_b", Status: "done", Doc: json.RawMessage(`{}`), CreatedAt: testTime},
+		}
+		_, err := s.EventAppend(t.Context(), p)
+		require.ErrorIs(t, err, store.ErrConflict, n)
+		require.ErrorContains(t, err, "effect eff_a", n)
+		for kind, id := range map[store.DocKind]string{store.DocTurn: "turn_b", store.DocEffect: "eff_b", store.DocCheckpoint: "ck_b"} {
+			var found int
+			require.NoError(t, s.queryRow(t.Context(), func(row pgx.Row) error { return row.Scan(&found) },
+				`SELECT count(*) FROM `+docTables[kind]+` WHERE id = $1`, id))
+			require.Zero(t, found, "nothing of the refused append was kept: %s", id)
+		}
+		row, err := s.SessionGet(t.Context(), "ses_b")
+		require.NoError(t, err)
+		require.Equal(t, int64(1), row.LastSeq)
+	}
+}
+
+// storeWithDocOfA returns a store with two sessions, ses_a and ses_b, and
+// a doc of ses_a's.
+func storeWithDocOfA(t *testing.T, kind store.DocKind, id string) *Store {
+	t.Helper()
+	s := openMigrated(t, nil)
+	createSession(t, s, "ses_a", false)
+	createSession(t, s, "ses_b", false)
+	p := appendParams("ses_a", 1, 1)
+	p.Docs = []store.DocWrite{{Kind: kind, ID: id, Status: "final", Doc: json.RawMessage(`{}`), CreatedAt: testTime}}
+	_, err := s.EventAppend(t.Context(), p)
+	require.NoError(t, err)
+	return s
 }

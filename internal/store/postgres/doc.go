@@ -32,7 +32,9 @@
 // store.ErrLeaseLost first (a zombie learns it lost its lease whatever seq
 // it expected), then store.ErrConflict. The events and the projection rows
 // are written by the same statement (appendSQL, appendStatement: CTEs over
-// arrays), the blobs in the same batch: all commit with it or not at all.
+// arrays, each table's rows read in a form chosen by their number:
+// appendrows.go), the blobs in the same batch: all commit with it or not
+// at all.
 // The server alone parses the append's JSON documents (appendChecks); a
 // failed append is checked again, so bad input is refused as the store's
 // checks refuse it. The committer and the id readers (reader.go) run on

@@ -26,7 +26,8 @@ import (
 // runs first (its lock wait and re-check included) and its refusal aborts
 // the statement before the INSERT, which PostgreSQL runs to completion
 // after the main query, has written anything. appendStatement
-// (appenddocs.go) adds the docs' upserts and the main query.
+// (appenddocs.go) adds the events' rows (appendrows.go), the docs' upserts
+// and the main query.
 //
 // appended_at is moved only when it is a second (appendedAtStep) or more
 // behind: an unchanged indexed column lets the update be heap-only
@@ -38,9 +39,7 @@ const appendSQL = `WITH changed AS (UPDATE sessions SET status = $1, state = $2,
     lease_expires_at = CASE WHEN $7 THEN NULL ELSE lease_expires_at END
 WHERE id = $8 AND last_seq = $9 AND (NOT $10 OR (lease_owner = $11 AND lease_epoch = $12))
 RETURNING 1), inserted AS (INSERT INTO events (session_id, seq, type, time, turn_id, step, worker_id, data)
-SELECT $8, u.seq, u.type, u.time, u.turn_id, u.step, u.worker_id, NULLIF(u.data, '')::json
-FROM unnest($13::bigint[], $14::text[], $15::timestamptz[], $16::text[], $17::bigint[], $18::text[], $19::text[])
-    AS u(seq, type, time, turn_id, step, worker_id, data))`
+`
 
 // errAppendRefused: the append's condition did not hold; appendRefused
 // reads why.
@@ -121,12 +120,19 @@ func prepareAppend(p *store.EventAppendParams) ([]store.Event, []store.DocWrite,
 	if p.Fence != nil {
 		fenced, owner, epoch = true, p.Fence.Owner, p.Fence.Epoch
 	}
-	args := append([]any{p.Status, jsonArg(p.State), lastSeq, p.UpdatedAt, p.Runnable, p.WakeAt, p.ReleaseLease,
-		p.SessionID, p.ExpectedSeq, fenced, owner, epoch}, eventColumns(events)...)
-	set, docArgs := appendDocs(docs)
+	args := []any{p.Status, jsonArg(p.State), lastSeq, p.UpdatedAt, p.Runnable, p.WakeAt, p.ReleaseLease,
+		p.SessionID, p.ExpectedSeq, fenced, owner, epoch}
+	eventsForm := formFor(len(events))
+	if eventsForm == oneRow {
+		args = append(args, eventRow(&events[0])...)
+	} else {
+		args = append(args, eventColumns(events)...)
+	}
+	variant, docArgs := appendDocs(docs)
+	variant |= withForm(0, eventsForm)
 	args = append(args, docArgs...)
 	build := func(t *txn) {
-		onAppendRefused(t.queue(appendStatements[set], args...))
+		onAppendRefused(t.queue(appendStatementFor(variant), args...))
 		queueBlobs(t, p.SessionID, p.Blobs)
 		queueSettleTree(t, p.TreeSettle, p.UpdatedAt)
 		grew := store.Notification{Kind: store.KindEvents, SessionID: p.SessionID, Seq: lastSeq}
@@ -213,6 +219,12 @@ func eventColumns(events []store.Event) []any {
 		data[i] = string(e.Data)
 	}
 	return []any{seqs, types, times, turns, steps, workers, data}
+}
+
+// eventRow returns the values of one event's row, as eventColumns' arrays
+// hold them, for an append of one event (appendrows.go).
+func eventRow(e *store.Event) []any {
+	return []any{e.Seq, e.Type, e.Time, e.TurnID, int64(e.Step), e.WorkerID, string(e.Data)}
 }
 
 // EventList returns up to limit events of a session with seq > afterSeq, in
