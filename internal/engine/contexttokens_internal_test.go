@@ -135,3 +135,60 @@ func checkContextTokens(t *testing.T, counters []model.Counter) {
 	tr.restore(&s)
 	check("restored from another transcript")
 }
+
+// BenchmarkTurnContextTokens counts the context of each step of a 60-step
+// turn (a call and its result a step), with OpenAI's exact counter and with
+// the estimate: "whole" counts every step's whole context, as the steps did
+// before the transcript remembered its items' counts; "remembered" is what
+// a step does now. The events' folding into the transcript is in both.
+func BenchmarkTurnContextTokens(b *testing.B) {
+	const steps = 60
+	tools := []model.ToolDef{{Name: "echo", Description: "Repeats.", Parameters: json.RawMessage(`{"type":"object"}`)}}
+	var events []lt.Event
+	add := func(typ string, data any) {
+		raw, err := json.Marshal(data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		events = append(events, lt.Event{Seq: int64(len(events) + 1), Type: typ, Data: raw})
+	}
+	add(lt.EventTurnCreated, lt.TurnCreatedData{TurnID: "t", Input: "Do the work in sixty steps."})
+	add(lt.EventTurnStarted, lt.TurnStartedData{TurnID: "t"})
+	for step := 1; step <= steps; step++ {
+		id := fmt.Sprintf("call-%d", step)
+		add(lt.EventModelResponded, lt.ModelRespondedData{Step: step, Text: fmt.Sprintf("Step %d: reading the next file.", step),
+			ToolCalls: []lt.ToolCall{{ID: id, Name: "echo", Arguments: json.RawMessage(fmt.Sprintf(`{"path":"src/file%d.go"}`, step))}}})
+		add(lt.EventToolCompleted, lt.ToolCompletedData{Step: step, CallID: id, Tool: "echo", Output: json.RawMessage(`"package main\n\nfunc main() {}\n"`)})
+	}
+	counters := []struct {
+		name    string
+		counter model.Counter
+	}{
+		{"tiktoken", model.CounterFor("openai", "gpt-4o")},
+		{"estimate", model.CounterFor("ollama", "llama")},
+	}
+	for _, bc := range []struct {
+		name  string
+		count func(tr *transcript, c model.Counter) int
+	}{
+		{"whole", func(tr *transcript, c model.Counter) int { return model.CountMessages(c, tr.messages(), tools) }},
+		{"remembered", func(tr *transcript, c model.Counter) int { return tr.contextTokens(c, tools) }},
+	} {
+		for _, cc := range counters {
+			b.Run(bc.name+"/"+cc.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					tr := newTranscript(&lt.AgentSpec{Instructions: "Be brief."})
+					tr.observe(events[0])
+					tr.observe(events[1])
+					for i := 2; i < len(events); i += 2 {
+						bc.count(tr, cc.counter)
+						tr.observe(events[i])
+						tr.observe(events[i+1])
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*steps), "ns/step")
+			})
+		}
+	}
+}
