@@ -27,6 +27,7 @@ func main() {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "longhaul: warning: %v\n", err)
 	}
+	tuneGC()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		// After the first signal, restore the default handling: a second

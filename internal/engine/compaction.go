@@ -39,7 +39,7 @@ func (r *runner) compactIfNeeded(ctx context.Context, stepN int) (bool, error) {
 		return false, nil
 	}
 	counter := model.CounterFor(r.spec.Model.Provider, r.spec.Model.Name)
-	before := model.CountMessages(counter, r.tx.messages(), r.tools.definitions())
+	before := r.tx.contextTokens(counter, r.tools.definitions())
 	limit := int(r.compactionThreshold() * float64(window))
 	if !forced && before <= limit {
 		return false, nil
@@ -68,7 +68,7 @@ func (r *runner) compactIfNeeded(ctx context.Context, stepN int) (bool, error) {
 			return true, err
 		}
 	}
-	res, err := r.invoke(ctx, lt.PurposeCompaction, stepN, r.tx.summaryRequest(cut), nil)
+	res, err := r.invoke(ctx, lt.PurposeCompaction, stepN, r.tx.summaryRequest(cut), nil, nil)
 	if res == nil || err != nil {
 		return true, err
 	}

@@ -167,7 +167,7 @@ func (r *runner) review(ctx context.Context, trigger string, c *journal.Call) er
 		return r.reviewFailedClosed(ctx, why)
 	}
 	msgs := []model.Message{{Role: model.RoleSystem, Text: monitor.ReviewInstructions}, {Role: model.RoleUser, Text: prompt}}
-	res, err := r.invoke(ctx, lt.PurposeMonitor, step, msgs, nil)
+	res, err := r.invoke(ctx, lt.PurposeMonitor, step, msgs, nil, nil)
 	if res == nil || err != nil {
 		return err // failed closed (modelFailed), retried at the next tick, or the turn ended
 	}

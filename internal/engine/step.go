@@ -54,7 +54,8 @@ func (r *runner) callModel(ctx context.Context) error {
 	if done, err := r.compactIfNeeded(ctx, stepN); done || err != nil {
 		return err // the next tick checks again and calls the model
 	}
-	res, err := r.invoke(ctx, "", stepN, r.tx.messages(), r.tools.definitions())
+	tools := r.tools.definitions()
+	res, err := r.invoke(ctx, "", stepN, r.tx.messages(), tools, func(c model.Counter) int { return r.tx.contextTokens(c, tools) })
 	if res == nil || err != nil {
 		return err
 	}
@@ -127,7 +128,10 @@ func (c *callResult) usage() lt.Usage {
 // answer into coalesced model.delta events, and returns the complete
 // response. A failure is journaled and the retry policy applied: invoke
 // then returns a nil result (the next tick tries again, or the turn ended).
-func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []model.Message, tools []model.ToolDef) (*callResult, error) {
+// count, when not nil, counts msgs and tools for a counter as
+// model.CountMessages does (the transcript's contextTokens, which remembers
+// its items' counts); nil counts them.
+func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []model.Message, tools []model.ToolDef, count func(model.Counter) int) (*callResult, error) {
 	turnID := r.st.CurrentTurn().ID
 	spec, provider, pos := r.spec.Model, r.provider, r.st.ModelPosition
 	if purpose == lt.PurposeMonitor {
@@ -143,7 +147,12 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 		due = steerDue(steers)
 	}
 	counter := model.CounterFor(spec.Provider, spec.Name)
-	contextTokens := model.CountMessages(counter, msgs, tools)
+	var contextTokens int
+	if count != nil {
+		contextTokens = count(counter)
+	} else {
+		contextTokens = model.CountMessages(counter, msgs, tools)
+	}
 	if ok, err := r.reserveModelCall(ctx, spec, purpose, pos, attempt, contextTokens); !ok || err != nil {
 		return nil, err // the tree's budget is spent (the turn ended), or the call waits for the tree's calls in flight
 	}

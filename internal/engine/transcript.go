@@ -38,6 +38,8 @@ type transcript struct {
 
 	summary string
 	cut     int
+	// tokens remembers the items' token counts (contextTokens).
+	tokens itemTokens
 	// note is told to the model with the next tool result (e.g. that the
 	// workspace was restored from a checkpoint).
 	note string
@@ -208,7 +210,16 @@ func (t *transcript) messages() []model.Message {
 // summary.
 func (t *transcript) messagesFrom(cut int, summary string) []model.Message {
 	kept := t.from(cut)
-	out := make([]model.Message, 0, len(kept)+2)
+	out := t.contextHead(make([]model.Message, 0, len(kept)+2), cut, summary)
+	out = append(out, kept...)
+	return t.contextTail(out)
+}
+
+// contextHead appends to out what a context starts with before the kept
+// items from number cut on: the system message (the pinned block and the
+// summary), and a note when the kept items do not start with a person's.
+func (t *transcript) contextHead(out []model.Message, cut int, summary string) []model.Message {
+	kept := t.from(cut)
 	system := t.pinned()
 	if summary != "" {
 		system = strings.TrimSpace(system + "\n\n" + summaryHeading + "\n" + summary)
@@ -219,9 +230,53 @@ func (t *transcript) messagesFrom(cut int, summary string) []model.Message {
 	if cut > 0 && len(kept) > 0 && kept[0].Role != model.RoleUser {
 		out = append(out, model.Message{Role: model.RoleUser, Text: continueNote})
 	}
-	out = append(out, kept...)
+	return out
+}
+
+// contextTail appends to out what a context ends with after its items:
+// the people's pending changes, then the steering messages no call has
+// answered yet.
+func (t *transcript) contextTail(out []model.Message) []model.Message {
 	if m, ok := t.changedMessage(); ok {
 		out = append(out, m)
 	}
 	return append(out, t.heldSteers()...)
+}
+
+// contextTokens is model.CountMessages(c, t.messages(), tools), the count
+// every model call of a step is reserved and journaled with. The items'
+// counts are remembered (itemTokens): each step counts what was added since
+// the last one instead of the whole context again, which a long turn would
+// otherwise pay at every step (the items' text hashed or scanned, each
+// call's arguments checked for compaction).
+func (t *transcript) contextTokens(c model.Counter, tools []model.ToolDef) int {
+	edges := t.contextTail(t.contextHead(make([]model.Message, 0, 4), t.cut, t.summary))
+	return model.CountMessages(c, edges, tools) + t.tokens.from(c, t, t.cut)
+}
+
+// itemTokens remembers the token counts of a transcript's items for one
+// counter: sums[i] is the count of msgs[:i]. Items are only ever appended
+// to msgs; a compaction or a restore replaces the slice (and its base), and
+// an append may move it, so counts made for another slice (its first item
+// elsewhere) or another counter are dropped and made again.
+type itemTokens struct {
+	counter model.Counter
+	first   *model.Message
+	base    int
+	sums    []int
+}
+
+// from returns the tokens of t's items from number i on, counting those
+// not counted yet.
+func (m *itemTokens) from(c model.Counter, t *transcript, i int) int {
+	if len(t.msgs) == 0 {
+		return 0
+	}
+	if m.counter != c || m.first != &t.msgs[0] || m.base != t.base || len(m.sums) > len(t.msgs)+1 {
+		*m = itemTokens{counter: c, first: &t.msgs[0], base: t.base, sums: append(m.sums[:0], 0)}
+	}
+	for j := len(m.sums) - 1; j < len(t.msgs); j++ {
+		m.sums = append(m.sums, m.sums[j]+model.MessageTokens(c, &t.msgs[j]))
+	}
+	return m.sums[len(t.msgs)] - m.sums[i-t.base]
 }

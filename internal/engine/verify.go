@@ -87,7 +87,7 @@ func (r *runner) verify(ctx context.Context, step *journal.Step, answer string) 
 		b.WriteString("\n## Delivered file " + f + "\n")
 	}
 	msgs := []model.Message{{Role: model.RoleSystem, Text: verifyPrompt}, {Role: model.RoleUser, Text: b.String()}}
-	res, err := r.invoke(ctx, lt.PurposeVerification, step.N, msgs, nil)
+	res, err := r.invoke(ctx, lt.PurposeVerification, step.N, msgs, nil, nil)
 	if res == nil || err != nil {
 		return err
 	}

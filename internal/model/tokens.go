@@ -284,19 +284,30 @@ func CountMessages(c Counter, msgs []Message, tools []ToolDef) int {
 	}
 	n := tokensReplyPrime
 	for i := range msgs {
-		m := &msgs[i]
-		n += tokensPerMessage + c.Count(string(m.Role)) + c.Count(m.Text) + c.Count(m.CallID)
-		for j := range m.ToolCalls {
-			tc := &m.ToolCalls[j]
-			n += tokensPerToolCall + c.Count(tc.ID) + c.Count(tc.Name) + c.Count(compactJSON(tc.Arguments))
-		}
-		if m.Reasoning != nil {
-			n += c.Count(m.Reasoning.Text)
-		}
+		n += MessageTokens(c, &msgs[i])
 	}
 	for i := range tools {
 		t := &tools[i]
 		n += tokensPerTool + c.Count(t.Name) + c.Count(t.Description) + c.Count(compactJSON(t.Parameters))
+	}
+	return n
+}
+
+// MessageTokens is what CountMessages counts for one message of a context
+// (a nil c estimates): CountMessages(c, msgs, tools) is the reply's priming,
+// the sum of MessageTokens over msgs and the tools' counts, so a caller that
+// keeps a growing context may remember its messages' counts.
+func MessageTokens(c Counter, m *Message) int {
+	if c == nil {
+		c = defaultEstimate
+	}
+	n := tokensPerMessage + c.Count(string(m.Role)) + c.Count(m.Text) + c.Count(m.CallID)
+	for j := range m.ToolCalls {
+		tc := &m.ToolCalls[j]
+		n += tokensPerToolCall + c.Count(tc.ID) + c.Count(tc.Name) + c.Count(compactJSON(tc.Arguments))
+	}
+	if m.Reasoning != nil {
+		n += c.Count(m.Reasoning.Text)
 	}
 	return n
 }
