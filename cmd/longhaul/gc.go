@@ -1,8 +1,11 @@
 package main
 
 import (
+	"math"
 	"os"
 	"runtime/debug"
+
+	"github.com/KimMachineGun/automemlimit/memlimit"
 )
 
 // The collector's defaults for a longhaul process.
@@ -18,50 +21,69 @@ import (
 //
 // The operator's settings win: a GOGC in the environment leaves both as the
 // runtime read them (GOGC=100 is Go's own default back), and a GOMEMLIMIT
-// keeps its limit with this percent.
+// keeps its limit with this percent. AUTOMEMLIMIT (the library's) changes
+// the limit's share of the memory, or turns it off ("off"), and with it the
+// higher percent.
 
 // defaultGCPercent is the GOGC a longhaul process runs with when its
 // environment sets none. 400 took most of what the collector gave back in
 // measurements (200 about half of it, 800 little more than 400).
 const defaultGCPercent = 400
 
-// gcSettings is what tuneGC changes: a zero field is left as the runtime
-// read it from the environment.
-type gcSettings struct {
-	percent int   // GOGC
-	limit   int64 // GOMEMLIMIT, bytes
+// memoryLimitShare is the share of the memory available to the process
+// that the collector's limit is set to. While the live heap is under a
+// quarter of the memory the heap's goal stays at least twice the live heap,
+// so the collector runs no more often than with GOGC=100; past that the
+// process was near the memory's end with Go's default too. The other half
+// is for what the node runs beside it (sandboxes, browsers, a database).
+const memoryLimitShare = 0.5
+
+// gcPlan is what tuneGC changes, decided from the environment alone.
+type gcPlan struct {
+	percent bool // set GOGC to defaultGCPercent
+	limit   bool // set a memory limit; the percent only if one was set
 }
 
-// gcDefaults decides the collector's settings from the environment (read
-// through getenv) and the memory available to the process (bytes, 0 when
-// unknown). Without a known bound (neither GOMEMLIMIT nor the machine's
-// memory) it changes nothing: a higher percent is only safe with a limit.
-func gcDefaults(getenv func(string) string, memory int64) gcSettings {
-	if getenv("GOGC") != "" {
-		return gcSettings{}
+// planGC decides from the environment read through getenv. An empty
+// variable is unset, as the runtime reads it.
+func planGC(getenv func(string) string) gcPlan {
+	switch {
+	case getenv("GOGC") != "":
+		return gcPlan{}
+	case getenv("GOMEMLIMIT") != "":
+		return gcPlan{percent: true}
+	default:
+		return gcPlan{percent: true, limit: true}
 	}
-	if getenv("GOMEMLIMIT") != "" {
-		return gcSettings{percent: defaultGCPercent}
-	}
-	if memory <= 0 {
-		return gcSettings{}
-	}
-	// Half the memory: while the live heap is under a quarter of it, the
-	// heap's goal stays at least twice the live heap, so the collector runs
-	// no more often than with GOGC=100; past that the process was near the
-	// memory's end with Go's default too. The other half is for what the
-	// node runs beside it (sandboxes, browsers, a database).
-	return gcSettings{percent: defaultGCPercent, limit: memory / 2}
 }
 
-// tuneGC applies gcDefaults to this process. It is main's (a process-wide
-// setting): tests and embedders keep the runtime's defaults.
+// tuneGC applies planGC to this process. It is main's (a process-wide
+// setting): tests and embedders keep the runtime's defaults. Without a
+// known bound (the memory unknown, or AUTOMEMLIMIT=off) it changes
+// nothing: a higher percent is only safe with a limit.
 func tuneGC() {
-	s := gcDefaults(os.Getenv, availableMemory())
-	if s.percent > 0 {
-		debug.SetGCPercent(s.percent)
+	p := planGC(os.Getenv)
+	if p.limit {
+		limit, err := memlimit.Set(memlimit.WithRatio(memoryLimitShare), memlimit.WithProvider(availableMemory))
+		if err != nil || limit == math.MaxInt64 {
+			return
+		}
 	}
-	if s.limit > 0 {
-		debug.SetMemoryLimit(s.limit)
+	if p.percent {
+		debug.SetGCPercent(defaultGCPercent)
 	}
+}
+
+// availableMemory is the memory this process may use, in bytes: the
+// machine's, or its memory cgroup's limit when that is lower (a container;
+// a cgroup may be given more than the machine has).
+func availableMemory() (uint64, error) {
+	machine, err := memlimit.FromSystem()
+	if err != nil {
+		return 0, err
+	}
+	if cgroup, err := memlimit.FromCgroup(); err == nil && cgroup < machine {
+		return cgroup, nil
+	}
+	return machine, nil
 }
