@@ -66,6 +66,25 @@ func (e *Engine) schedule(ctx context.Context) {
 	// Sessions created here with a lease (createSession) that have not
 	// started when the engine stops are given back.
 	defer e.releaseHandedOff()
+	// The poll's timer is armed once per interval, whatever else wakes the
+	// scheduler meanwhile: re-armed at each wake-up, it would never fire
+	// on a node whose sessions start or end more often than the interval,
+	// and those wake-ups claim nothing (claimDue).
+	poll := e.clock.After(e.cfg.PollInterval)
+	// claimDue says whether a claim may find work. It is set when the
+	// engine starts, when a session became claimable (a runnable notice:
+	// a creation without a lease, a release, a decision, another node's,
+	// a listener that lost its notices), at each poll interval (expired
+	// leases and passed wake times, which nobody announces), and while a
+	// claim fills every slot it asked for or fails. A claim clears it as
+	// it starts, so a notice that arrives during the claim sets it again,
+	// and a notice heard while no slot was free keeps it set until one
+	// frees. What else wakes the scheduler, a worker freeing its slot or
+	// a session handed off by its creator, makes nothing claimable: a
+	// claim then found nothing, three times per session run serially (a
+	// round trip and a scan of the claimable sessions each, on
+	// PostgreSQL).
+	claimDue := true
 	for {
 		if e.isDraining() || ctx.Err() != nil {
 			return
@@ -75,13 +94,18 @@ func (e *Engine) schedule(ctx context.Context) {
 		// Below the free-space floor nothing new is claimed: a session
 		// started now would soon fail its writes. The check runs at every
 		// pass, so work resumes by itself once space returns.
-		if free > 0 && e.checkSpace() == nil {
+		if free > 0 && claimDue && e.checkSpace() == nil {
+			claimDue = false
 			now := e.clock.Now()
 			leases, err := e.store.LeaseClaim(ctx, &store.LeaseClaimParams{
 				Owner: e.cfg.NodeID, Now: now, ExpiresAt: now.Add(e.cfg.LeaseTTL), Limit: free,
 			})
 			if err != nil && ctx.Err() == nil {
 				e.log.Error("claim sessions", "err", err)
+			}
+			if err != nil || len(leases) == free {
+				// Failed, or all asked for: more may wait.
+				claimDue = true
 			}
 			if err == nil {
 				// All asked for: more may wait; fewer: none does.
@@ -95,6 +119,7 @@ func (e *Engine) schedule(ctx context.Context) {
 					// A session created meanwhile took the slot
 					// (createSession): this one waits for the next.
 					e.backlog.Store(true)
+					claimDue = true
 					e.giveBack(ctx, l)
 				}
 			}
@@ -109,7 +134,10 @@ func (e *Engine) schedule(ctx context.Context) {
 		case l := <-e.handoff:
 			run(l)
 		case <-e.hub.runnable:
-		case <-e.clock.After(e.cfg.PollInterval):
+			claimDue = true
+		case <-poll:
+			claimDue = true
+			poll = e.clock.After(e.cfg.PollInterval)
 		}
 	}
 }
