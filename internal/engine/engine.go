@@ -226,9 +226,9 @@ type Engine struct {
 	done     chan struct{}
 	slots    chan struct{}
 	wake     chan struct{}
-	// handoff carries the leases of sessions created here with one
+	// handoff carries the sessions created here with a lease
 	// (createSession) to the scheduler, each holding a slot.
-	handoff chan store.Lease
+	handoff chan job
 	// backlog is set while runnable sessions may be waiting for a worker
 	// here (a claim filled every slot it asked for, or a session was
 	// created with no slot free), and cleared once a claim returns fewer
@@ -256,7 +256,7 @@ func New(st store.Store, cfg *Config) (*Engine, error) {
 		store: st, cfg: c, log: c.Logger, clock: c.Clock, spaces: spaces,
 		tools:   tool.NewRegistry(c.Tools...),
 		slots:   make(chan struct{}, c.MaxWorkers),
-		handoff: make(chan store.Lease, c.MaxWorkers),
+		handoff: make(chan job, c.MaxWorkers),
 		wake:    make(chan struct{}, 1),
 		sockets: &proxySockets{dir: c.RuntimeDir},
 	}

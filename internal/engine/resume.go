@@ -190,6 +190,13 @@ func (e *Engine) readContextSnapshot(ctx context.Context, sessionID string, last
 // event when there is no snapshot to start from (or, for a runner that
 // keeps an effect history, none that holds one).
 func (r *runner) rebuild(ctx context.Context, last int64) error {
+	return r.rebuildFrom(ctx, last, nil)
+}
+
+// rebuildFrom is rebuild with known, when not empty, the session's events
+// from the first to last, which are not read again (a session created
+// here: what its creation stored).
+func (r *runner) rebuildFrom(ctx context.Context, last int64, known []store.Event) error {
 	after := int64(0)
 	snap, err := r.e.readContextSnapshot(ctx, r.st.Session.ID, last, r.st.ContextSnapshot)
 	if err != nil {
@@ -219,9 +226,13 @@ func (r *runner) rebuild(ctx context.Context, last int64) error {
 		after = snap.Seq
 	}
 	for after < last {
-		evs, err := r.e.store.EventList(ctx, r.lease.SessionID, after, int(min(1000, last-after)))
-		if err != nil {
-			return err
+		evs := known
+		known = nil
+		if len(evs) == 0 || evs[0].Seq != after+1 || evs[len(evs)-1].Seq != last {
+			var err error
+			if evs, err = r.e.store.EventList(ctx, r.lease.SessionID, after, int(min(1000, last-after))); err != nil {
+				return err
+			}
 		}
 		if len(evs) == 0 {
 			break

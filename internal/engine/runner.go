@@ -99,8 +99,25 @@ type runner struct {
 	monReview *pendingReview
 }
 
+// newRunner returns a runner of the session l leases, read from the store.
 func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) {
-	row, st, err := e.loadState(ctx, l.SessionID)
+	return e.newRunnerFrom(ctx, l, nil)
+}
+
+// newRunnerFrom is newRunner from what the session's creation stored when
+// start is set (the session was created here with l).
+func (e *Engine) newRunnerFrom(ctx context.Context, l store.Lease, start *created) (*runner, error) {
+	var (
+		row *store.SessionRow
+		st  *journal.State
+		err error
+	)
+	if start != nil {
+		row = &start.row
+		st, err = decodeState(row)
+	} else {
+		row, st, err = e.loadState(ctx, l.SessionID)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +160,11 @@ func (e *Engine) newRunner(ctx context.Context, l store.Lease) (*runner, error) 
 	}
 	// Rebuild the model context from the journal: from its latest
 	// snapshot on (resume.go).
-	if err := r.rebuild(ctx, row.LastSeq); err != nil {
+	var known []store.Event
+	if start != nil {
+		known = start.events
+	}
+	if err := r.rebuildFrom(ctx, row.LastSeq, known); err != nil {
 		// The environment just opened would stay open (its proxy, and a
 		// hold on its workspace that makes every Stop busy).
 		r.env.close()

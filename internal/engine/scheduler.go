@@ -30,18 +30,18 @@ func (e *Engine) schedule(ctx context.Context) {
 	// takes (SQLite's code, the JSON encoders) by copying it over and
 	// over, a few percent of a serial step's CPU. Up to maxIdleWorkers
 	// wait for a claim; they end with the scheduler.
-	jobs := make(chan store.Lease)
+	jobs := make(chan job)
 	stop := make(chan struct{})
 	defer close(stop) // before wg.Wait: the idle ones end
 	var idle atomic.Int32
 	// work runs a session whose worker slot is taken, and frees the slot.
-	work := func(l store.Lease) {
+	work := func(j job) {
 		defer func() { <-e.slots; e.kick() }()
-		e.runSession(ctx, l)
+		e.runSession(ctx, j)
 	}
-	run := func(l store.Lease) {
+	run := func(j job) {
 		select {
-		case jobs <- l: // an idle worker took it
+		case jobs <- j: // an idle worker took it
 			return
 		default:
 		}
@@ -49,13 +49,13 @@ func (e *Engine) schedule(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			for {
-				work(l)
+				work(j)
 				if idle.Add(1) > maxIdleWorkers {
 					idle.Add(-1)
 					return
 				}
 				select {
-				case l = <-jobs:
+				case j = <-jobs:
 					idle.Add(-1)
 				case <-stop:
 					return
@@ -114,7 +114,7 @@ func (e *Engine) schedule(ctx context.Context) {
 			for _, l := range leases {
 				select {
 				case e.slots <- struct{}{}:
-					run(l)
+					run(job{lease: l})
 				default:
 					// A session created meanwhile took the slot
 					// (createSession): this one waits for the next.
@@ -131,8 +131,8 @@ func (e *Engine) schedule(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-e.wake:
-		case l := <-e.handoff:
-			run(l)
+		case j := <-e.handoff:
+			run(j)
 		case <-e.hub.runnable:
 			claimDue = true
 		case <-poll:
@@ -171,30 +171,59 @@ func (e *Engine) releaseWorker() {
 	e.kick()
 }
 
-// handOff passes the lease of a session created with it to the scheduler,
-// which runs it in the slot reserveWorker took. If the engine began to
-// drain meanwhile, the lease is given back instead.
-func (e *Engine) handOff(ctx context.Context, l store.Lease) {
+// job is a session for a worker to run: its lease, and for a session this
+// node created with it, what the creation stored.
+type job struct {
+	lease   store.Lease
+	created *created // nil: claimed; the runner reads the session
+}
+
+// created is what a session's creation stored, with the lease it was
+// created with: its runner starts from it instead of reading the session
+// back, which it would find the same but for the writes made since, as it
+// would after any read (its first look, and every conditional append,
+// see those). The claim's watch was subscribed before the creation, so it
+// hears every append after it, as a claim's hears every append after the
+// runner's first read (claimWatch).
+type created struct {
+	row    store.SessionRow // with LastSeq
+	events []store.Event
+	claim  *claimWatch
+}
+
+// handOff passes a session created with a lease to the scheduler, which
+// runs it in the slot reserveWorker took. If the engine began to drain
+// meanwhile, the lease is given back instead.
+func (e *Engine) handOff(ctx context.Context, j job) {
 	e.mu.Lock()
 	if !e.draining {
-		// Never blocks: each lease in the channel holds one of the
-		// slots, and the channel has room for as many.
-		e.handoff <- l
+		// Never blocks: each job in the channel holds one of the slots,
+		// and the channel has room for as many.
+		e.handoff <- j
 		e.mu.Unlock()
 		e.kick()
 		return
 	}
 	e.mu.Unlock()
-	e.giveBack(ctx, l)
+	e.release(ctx, j)
+}
+
+// release gives back the lease of a job handed off but not run, and its
+// slot.
+func (e *Engine) release(ctx context.Context, j job) {
+	if j.created != nil {
+		j.created.claim.stop()
+	}
+	e.giveBack(ctx, j.lease)
 	e.releaseWorker()
 }
 
 // runHandedOff runs the sessions handed off so far.
-func (e *Engine) runHandedOff(run func(store.Lease)) {
+func (e *Engine) runHandedOff(run func(job)) {
 	for {
 		select {
-		case l := <-e.handoff:
-			run(l)
+		case j := <-e.handoff:
+			run(j)
 		default:
 			return
 		}
@@ -206,9 +235,8 @@ func (e *Engine) runHandedOff(run func(store.Lease)) {
 func (e *Engine) releaseHandedOff() {
 	for {
 		select {
-		case l := <-e.handoff:
-			e.giveBack(context.Background(), l)
-			e.releaseWorker()
+		case j := <-e.handoff:
+			e.release(context.Background(), j)
 		default:
 			return
 		}
@@ -225,7 +253,8 @@ func (e *Engine) giveBack(ctx context.Context, l store.Lease) {
 
 // runSession runs one claimed session under its lease, renewing the lease
 // while it works. Losing the lease cancels the work before its next write.
-func (e *Engine) runSession(parent context.Context, l store.Lease) {
+func (e *Engine) runSession(parent context.Context, j job) {
+	l, start := j.lease, j.created
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	renewed := make(chan struct{})
@@ -238,15 +267,22 @@ func (e *Engine) runSession(parent context.Context, l store.Lease) {
 	// and none starts during one (workspacesync.go).
 	defer e.wsLocks.share(l.SessionID)()
 
-	// Subscribed before any runner reads the session (claimWatch).
-	claim := e.watchClaim(l.SessionID)
+	// Subscribed before any runner reads the session (claimWatch), or
+	// before the session was created.
+	var claim *claimWatch
+	if start != nil {
+		claim = start.claim
+	} else {
+		claim = e.watchClaim(l.SessionID)
+	}
 	defer claim.stop()
 	var err error
 	var restoreFailed *restoreFailedError
 	var lostCalls map[string]string // why calls were lost (runner.lostCalls)
 	for attempt, lost, waits, unreachable := 0, 0, 0, 0; ; {
 		var r *runner
-		r, err = e.newRunner(ctx, l)
+		r, err = e.newRunnerFrom(ctx, l, start)
+		start = nil // a runner that starts over reads the journal
 		if err == nil {
 			r.claim, r.lostCalls = claim, lostCalls
 			err = r.run(ctx)

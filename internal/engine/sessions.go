@@ -130,17 +130,25 @@ func (e *Engine) createSession(ctx context.Context, ns *newSession) (*journal.St
 	// and runs at once, without a claim (a write, and on SQLite an fsync,
 	// of its own).
 	claimed := p.Runnable && e.reserveWorker()
+	var claim *claimWatch
 	if claimed {
 		params.Claim = &store.SessionClaim{Owner: e.cfg.NodeID, ExpiresAt: now.Add(e.cfg.LeaseTTL)}
+		// Subscribed before the creation, which is what its runner
+		// reads first (created).
+		claim = e.watchClaim(st.Session.ID)
 	}
-	if _, err := e.store.SessionCreate(ctx, params); err != nil {
+	events, err := e.store.SessionCreate(ctx, params)
+	if err != nil {
 		if claimed {
+			claim.stop()
 			e.releaseWorker()
 		}
 		return nil, err
 	}
 	if claimed {
-		e.handOff(ctx, params.Claim.Lease(st.Session.ID))
+		row := params.Session
+		row.LastSeq = st.Session.LastEventSeq
+		e.handOff(ctx, job{lease: params.Claim.Lease(st.Session.ID), created: &created{row: row, events: events, claim: claim}})
 	}
 	return st, nil
 }

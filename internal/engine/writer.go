@@ -199,14 +199,23 @@ func (e *Engine) loadState(ctx context.Context, sessionID string) (*store.Sessio
 	if err != nil {
 		return nil, nil, err
 	}
+	st, err := decodeState(row)
+	if err != nil {
+		return nil, nil, err
+	}
+	return row, st, nil
+}
+
+// decodeState decodes the state of row, which must be at its last seq.
+func decodeState(row *store.SessionRow) (*journal.State, error) {
 	var st journal.State
 	if err := json.Unmarshal(row.State, &st); err != nil {
-		return nil, nil, fmt.Errorf("decode state of session %s: %w", sessionID, err)
+		return nil, fmt.Errorf("decode state of session %s: %w", row.ID, err)
 	}
 	if st.Session.LastEventSeq != row.LastSeq {
-		return nil, nil, fmt.Errorf("session %s: state at seq %d but journal at %d", sessionID, st.Session.LastEventSeq, row.LastSeq)
+		return nil, fmt.Errorf("session %s: state at seq %d but journal at %d", row.ID, st.Session.LastEventSeq, row.LastSeq)
 	}
-	return row, &st, nil
+	return &st, nil
 }
 
 // mutate runs an API-side change: fn builds a batch on the session's current
