@@ -24,8 +24,8 @@ type hub struct {
 	// recorded, here or on another node (it must not block).
 	onActionRaised func()
 	// onEvents, when set, is called with the session whose journal grew
-	// (it must not block).
-	onEvents func(sessionID string)
+	// and its last seq (it must not block).
+	onEvents func(sessionID string, seq int64)
 	cancel   func()
 	wg       sync.WaitGroup
 }
@@ -45,7 +45,7 @@ func (h *hub) start(ctx context.Context) {
 			case store.KindEvents:
 				h.publish(n.SessionID, n.Seq)
 				if h.onEvents != nil {
-					h.onEvents(n.SessionID)
+					h.onEvents(n.SessionID, n.Seq)
 				}
 			case store.KindRunnable:
 				select {

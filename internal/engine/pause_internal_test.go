@@ -24,16 +24,7 @@ import (
 // started nothing.
 func TestPauseDropsAClaimingWorkersUnsavedWork(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "longhaul.db"), nil)
-	require.NoError(t, err)
-	require.NoError(t, st.Migrate(ctx))
-	t.Cleanup(func() { st.Close() })
-	e, err := New(st, &Config{
-		WorkspaceRoot: filepath.Join(dir, "workspaces"), NodeID: "node-a",
-		Providers: map[string]model.Provider{"scripted": scripted.New(nil)},
-	}) // not started: this test is the worker
-	require.NoError(t, err)
+	e, st := unstartedEngine(t) // this test is the worker
 	s, lease := claimNewSession(t, e, st, &lt.AgentSpec{Model: lt.ModelSpec{Provider: "scripted", Script: json.RawMessage(`[{"text":"done"}]`)}})
 
 	r, err := e.newRunner(ctx, lease)
@@ -69,6 +60,24 @@ func TestPauseDropsAClaimingWorkersUnsavedWork(t *testing.T) {
 
 // claimNewSession creates a session of sp on e (an engine not started:
 // the test is its worker) and claims its lease by hand, as node-a.
+// unstartedEngine returns an engine (node-a, the scripted provider) over a
+// new SQLite store, not started: the test is its worker, and it hears no
+// notices.
+func unstartedEngine(t *testing.T) (*Engine, *sqlite.Store) {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "longhaul.db"), nil)
+	require.NoError(t, err)
+	require.NoError(t, st.Migrate(t.Context()))
+	t.Cleanup(func() { st.Close() })
+	e, err := New(st, &Config{
+		WorkspaceRoot: filepath.Join(dir, "workspaces"), NodeID: "node-a",
+		Providers: map[string]model.Provider{"scripted": scripted.New(nil)},
+	})
+	require.NoError(t, err)
+	return e, st
+}
+
 func claimNewSession(t *testing.T, e *Engine, st store.Store, sp *lt.AgentSpec) (*lt.Session, store.Lease) {
 	t.Helper()
 	ctx := t.Context()

@@ -288,6 +288,9 @@ func (e *Engine) runSession(parent context.Context, j job) {
 			err = r.run(ctx)
 			r.env.close()
 			lostCalls = r.lostCalls
+			if err == nil {
+				r.leftCopy()
+			}
 		}
 		if errors.Is(err, errStaleBatch) && attempt < maxStaleRestarts {
 			// An API write made the runner's unsaved events impossible (e.g.

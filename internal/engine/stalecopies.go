@@ -34,19 +34,24 @@ import (
 // staleCopies queues the sessions whose copy on this node may have become
 // stale, coalesced: a burst of appends to one session is checked once.
 type staleCopies struct {
-	mu      sync.Mutex
-	pending map[string]struct{}
+	mu sync.Mutex
+	// pending holds the highest seq noticed of each queued session.
+	pending map[string]int64
+	// current holds the seq at which this node's runner of a session left
+	// its journal with the environment not stopped (left), until the
+	// next take.
+	current map[string]int64
 	wake    chan struct{}
 }
 
 func newStaleCopies() *staleCopies {
-	return &staleCopies{pending: map[string]struct{}{}, wake: make(chan struct{}, 1)}
+	return &staleCopies{pending: map[string]int64{}, current: map[string]int64{}, wake: make(chan struct{}, 1)}
 }
 
-// notice queues sessionID (its journal grew) without blocking.
-func (c *staleCopies) notice(sessionID string) {
+// notice queues sessionID, whose journal grew to seq, without blocking.
+func (c *staleCopies) notice(sessionID string, seq int64) {
 	c.mu.Lock()
-	c.pending[sessionID] = struct{}{}
+	c.pending[sessionID] = max(c.pending[sessionID], seq)
 	c.mu.Unlock()
 	select {
 	case c.wake <- struct{}{}:
@@ -54,15 +59,34 @@ func (c *staleCopies) notice(sessionID string) {
 	}
 }
 
-// take returns and forgets the queued sessions.
+// left records that this node's runner of sessionID, holding its
+// workspace's lock, left the journal at seq with the environment not
+// stopped: the copy is no stopped environment's as of seq, which is what
+// the look of a notice up to seq would read (copyIsStale). The runner's
+// last append is noticed as it commits, but heard here a moment later,
+// often once the runner let the lock go: each session run here was read
+// for nothing as it ended. A later append is noticed with a higher seq and
+// looked at.
+func (c *staleCopies) left(sessionID string, seq int64) {
+	c.mu.Lock()
+	c.current[sessionID] = seq
+	c.mu.Unlock()
+}
+
+// take returns the queued sessions whose look may find something, and
+// forgets what was queued and left.
 func (c *staleCopies) take() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]string, 0, len(c.pending))
-	for id := range c.pending {
+	for id, seq := range c.pending {
+		if left, ok := c.current[id]; ok && seq <= left {
+			continue
+		}
 		out = append(out, id)
 	}
 	clear(c.pending)
+	clear(c.current)
 	return out
 }
 
@@ -88,6 +112,15 @@ func (e *Engine) discardStaleCopies(ctx context.Context) {
 			}
 			e.discardIfStale(ctx, d, id)
 		}
+	}
+}
+
+// leftCopy tells the stale copies' looks that the runner, still holding
+// the workspace's lock, leaves the journal with the environment not
+// stopped, when all it did is durable (staleCopies.left).
+func (r *runner) leftCopy() {
+	if r.b.empty() && r.durableSeq == r.st.Session.LastEventSeq && !r.st.EnvironmentStopped {
+		r.e.copies.left(r.lease.SessionID, r.durableSeq)
 	}
 }
 
