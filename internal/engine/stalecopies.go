@@ -80,7 +80,8 @@ func (c *staleCopies) take() []string {
 	defer c.mu.Unlock()
 	out := make([]string, 0, len(c.pending))
 	for id, seq := range c.pending {
-		if left, ok := c.current[id]; ok && seq <= left {
+		// A notice without a seq says nothing of where it was.
+		if left, ok := c.current[id]; ok && seq > 0 && seq <= left {
 			continue
 		}
 		out = append(out, id)

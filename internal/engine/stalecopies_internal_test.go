@@ -12,7 +12,8 @@ import (
 // TestRunLeavesItsCopyUnlooked: a session run here to its end, its
 // environment not stopped, leaves its copy current; the notice of its last
 // append, heard once the run let the workspace go, asks no look at the
-// copy (a read of the session each). A later append's notice does.
+// copy (a read of the session each). A later append's notice does, and
+// one without a seq.
 func TestRunLeavesItsCopyUnlooked(t *testing.T) {
 	ctx := t.Context()
 	e, st := unstartedEngine(t)
@@ -27,6 +28,11 @@ func TestRunLeavesItsCopyUnlooked(t *testing.T) {
 
 	e.copies.notice(s.ID, row.LastSeq)
 	require.Empty(t, e.copies.take(), "the notice of the run's last append asks a look")
+	// What the run left is forgotten at each take: recorded again.
+	e.copies.left(s.ID, row.LastSeq)
+	e.copies.notice(s.ID, 0)
+	require.Equal(t, []string{s.ID}, e.copies.take(), "a notice without a seq asks none")
+	e.copies.left(s.ID, row.LastSeq)
 	e.copies.notice(s.ID, row.LastSeq+1)
 	require.Equal(t, []string{s.ID}, e.copies.take(), "a later append's notice asks none")
 }
