@@ -21,13 +21,14 @@ type startReads struct {
 	mu       sync.Mutex
 	appended map[string]bool
 	gets     map[string]int // before the first append
+	looks    map[string]int // before the first append
 	lists    map[string]int
 	held     chan struct{} // closed to let the held look go; nil: not held
 	looking  chan string   // a held look began (its session)
 }
 
 func newStartReads(st store.Store) *startReads {
-	return &startReads{Store: st, appended: map[string]bool{}, gets: map[string]int{}, lists: map[string]int{}}
+	return &startReads{Store: st, appended: map[string]bool{}, gets: map[string]int{}, looks: map[string]int{}, lists: map[string]int{}}
 }
 
 func (s *startReads) SessionGet(ctx context.Context, id string) (*store.SessionRow, error) {
@@ -58,6 +59,9 @@ func (s *startReads) SessionLastSeq(ctx context.Context, id string) (int64, erro
 	s.mu.Lock()
 	held, looking := s.held, s.looking
 	s.held = nil // only the first look is held
+	if !s.appended[id] {
+		s.looks[id]++
+	}
 	s.mu.Unlock()
 	if held != nil {
 		looking <- id
@@ -74,6 +78,12 @@ func (s *startReads) counts(id string) (gets, lists int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.gets[id], s.lists[id]
+}
+
+func (s *startReads) looksBeforeAppend(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.looks[id]
 }
 
 // waitRowStatus polls the session's row in st (not through the engine,
@@ -113,14 +123,16 @@ func TestCreatedSessionRunsWithoutReadingItBack(t *testing.T) {
 	gets, lists := counted.counts(s.ID)
 	require.Zero(t, gets, "the row read back before the runner's first append")
 	require.Zero(t, lists, "the events read back")
+	require.Zero(t, counted.looksBeforeAppend(s.ID), "a look before the turn's first model request")
 	checkJournal(t, h.store, s.ID)
 }
 
 // TestWriteBeforeTheFirstLookOfACreatedSession: a cancel lands after the
-// creation the runner starts from and before its first look; the runner
-// acts on it as on any write after its first read (as it did when it read
-// the session back): the turn is cancelled, its model call at most
-// started (a cancel cuts a call in flight, interrupt.go).
+// creation the runner starts from and before its first look (since
+// firstRequestOnlyDue, the one before the turn may end, after the model's
+// answer); the runner acts on it as on any write after its first read (as
+// it did when it read the session back): the turn is cancelled, its model
+// call at most started (a cancel cuts a call in flight, interrupt.go).
 func TestWriteBeforeTheFirstLookOfACreatedSession(t *testing.T) {
 	p := newGatedScripted()
 	p.open()
@@ -132,18 +144,70 @@ func TestWriteBeforeTheFirstLookOfACreatedSession(t *testing.T) {
 		return counted
 	})
 	s := create(t, h, spec(t, `[{"text":"never asked"}]`), nil)
-	select {
-	case id := <-counted.looking:
-		require.Equal(t, s.ID, id)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the runner did not look at the session")
-	}
-	_, err := h.eng.CancelSession(context.Background(), s.ID, &lt.CancelRequest{Reason: "changed my mind"})
-	require.NoError(t, err)
-	close(held)
+	cancelWhileHeld(t, h, s.ID, counted.looking, held, "look at the session")
 
 	waitRowStatus(t, h.store, s.ID, lt.SessionIdle, lt.SessionCancelled)
 	require.LessOrEqual(t, len(p.sent()), 1, "the model was asked again after the cancel")
 	require.NotEmpty(t, events(t, h, s.ID, lt.EventTurnCancelled))
 	checkJournal(t, h.store, s.ID)
+}
+
+// firstAppendHeld holds the first append of a lease holder (a runner's:
+// the API's appends have no fence) until let go.
+type firstAppendHeld struct {
+	store.Store
+	once      sync.Once
+	appending chan string   // the held append began (its session)
+	held      chan struct{} // closed to let it go
+}
+
+func (s *firstAppendHeld) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
+	if p.Fence != nil {
+		s.once.Do(func() {
+			s.appending <- p.SessionID
+			<-s.held
+		})
+	}
+	return s.Store.EventAppend(ctx, p)
+}
+
+// TestWriteBeforeTheFirstRequestOfACreatedSession: the runner of a
+// session created here takes no look before the turn's first model call
+// (firstRequestOnlyDue); a cancel that lands after the creation, just
+// before the append of the turn's start with the model's request, makes
+// that append fail: the request is dropped unsent and the turn cancelled,
+// the model never asked. With a look before the request the same moment
+// falls after the look, and the model was asked once.
+func TestWriteBeforeTheFirstRequestOfACreatedSession(t *testing.T) {
+	p := newGatedScripted()
+	p.open()
+	held := &firstAppendHeld{appending: make(chan string, 1), held: make(chan struct{})}
+	h := newHarnessThrough(t, p, 0, func(h *harness) store.Store {
+		held.Store = h.store
+		return held
+	})
+	s := create(t, h, spec(t, `[{"text":"never asked"}]`), nil)
+	cancelWhileHeld(t, h, s.ID, held.appending, held.held, "append")
+
+	waitRowStatus(t, h.store, s.ID, lt.SessionIdle, lt.SessionCancelled)
+	require.Empty(t, p.sent(), "the model was asked after the cancel")
+	require.NotEmpty(t, events(t, h, s.ID, lt.EventTurnCancelled))
+	require.Empty(t, events(t, h, s.ID, lt.EventModelRequested), "the dropped request is not in the journal")
+	checkJournal(t, h.store, s.ID)
+}
+
+// cancelWhileHeld waits for the runner of session id to be held in a
+// store call (began says which session's began; what names it), cancels
+// the session, and lets the call go.
+func cancelWhileHeld(t *testing.T, h *harness, id string, began <-chan string, held chan struct{}, what string) {
+	t.Helper()
+	select {
+	case got := <-began:
+		require.Equal(t, id, got)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the runner did not %s", what)
+	}
+	_, err := h.eng.CancelSession(context.Background(), id, &lt.CancelRequest{Reason: "changed my mind"})
+	require.NoError(t, err)
+	close(held)
 }

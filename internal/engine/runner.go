@@ -85,6 +85,9 @@ type runner struct {
 	// the model's request is the check, and a conflict sends the runner
 	// back to its tick rather than on to the model (invoke).
 	lookDeferred bool
+	// fromCreation: the runner starts from what its session's creation
+	// stored (newRunnerFrom), until its first tick (firstRequestOnlyDue).
+	fromCreation bool
 	// tree is this session's part in its tree's budget ledger.
 	tree *treeLedger
 	// claim hears the session's appends since the claim began (nil: not
@@ -123,7 +126,8 @@ func (e *Engine) newRunnerFrom(ctx context.Context, l store.Lease, start *create
 	}
 	// A session stored before projects existed has none: the default
 	// project, as the migration puts them in.
-	r := &runner{e: e, lease: l, project: cmp.Or(row.Project, lt.DefaultProject), st: st, durableSeq: row.LastSeq, tickSeq: -1, tree: newTreeLedger(st)}
+	r := &runner{e: e, lease: l, project: cmp.Or(row.Project, lt.DefaultProject), st: st, durableSeq: row.LastSeq, tickSeq: -1, tree: newTreeLedger(st),
+		fromCreation: start != nil}
 	r.b = e.newBatch(ctx, st, e.cfg.NodeID)
 	if err := json.Unmarshal(row.Spec, &r.spec); err != nil {
 		return nil, fmt.Errorf("decode agent spec: %w", err)
@@ -430,6 +434,8 @@ func (r *runner) run(ctx context.Context) error {
 // runner is done with the session (it waits or has nothing left to do).
 func (r *runner) tick(ctx context.Context) (bool, error) {
 	r.lookDeferred = false
+	first := r.firstRequestOnlyDue()
+	r.fromCreation = false
 	if r.onlyCheckpointDue() {
 		// No look at the session: a step's checkpoint has no effect
 		// outside the journal, and its event waits for the next append,
@@ -437,7 +443,7 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 		// tick's look comes before anything else runs. A pause or
 		// cancel that came meanwhile acts there.
 		r.tickSeq = -1
-	} else if r.modelCallOnlyDue() {
+	} else if first || r.modelCallOnlyDue() {
 		// No look either: the append of the model's request holds only
 		// if nothing landed since the runner last read or wrote the
 		// journal, and when something did, the runner reads it in and
@@ -664,6 +670,27 @@ func (r *runner) modelCallOnlyDue() bool {
 		len(st.OrphanedChildren()) == 0 && !st.EnvironmentStopped && !r.envDeferred && r.envErr == nil && !r.envForStop &&
 		(r.envRunner == "" || (r.envRunner == st.EnvironmentRunner && r.envRunnerKey == st.EnvironmentRunnerKey)) &&
 		len(r.monFound) == 0 && !r.idleStopDue() && !r.periodicReviewDue() && !inTree(st)
+}
+
+// firstRequestOnlyDue reports whether this is the first tick of a runner
+// that starts from its session's creation (newRunnerFrom), and all it has
+// to do is start the queued turn and make its first model call: nothing
+// waits, pauses, cancels, reviews, reports or stops, the environment is
+// open here, in a session of no tree (see modelCallOnlyDue). The look it
+// would take reads the seq the creation just wrote unless an API write
+// came since; the append of the turn's start with the model's request is
+// the check, as for the next step's call, and a write that came since
+// sends the runner back to its tick (requestUnlooked), where the turn's
+// start is durable and the write acted on before the model is called. A
+// write the claim's watch already heard takes the look.
+func (r *runner) firstRequestOnlyDue() bool {
+	st := r.st
+	turn := st.CurrentTurn()
+	return r.fromCreation && turn != nil && turn.Status == lt.TurnQueued && st.Step == nil &&
+		st.Pause == nil && st.Cancel == nil && st.Wait == nil && len(st.Pending) == 0 && st.ReportDue == nil &&
+		len(st.OrphanedChildren()) == 0 && !st.EnvironmentStopped && !r.envDeferred && r.envErr == nil && !r.envForStop &&
+		r.envRunner == "" && len(r.monFound) == 0 && !r.idleStopDue() && !r.periodicReviewDue() && !inTree(st) &&
+		r.claim != nil && r.claim.latest() <= r.durableSeq
 }
 
 // recoverCall settles a call whose worker died while it ran (DESIGN.md

@@ -186,11 +186,12 @@ func (s *lookCounter) SessionLastSeq(ctx context.Context, id string) (int64, err
 }
 
 // TestStepCheckpointTakesNoLook: a runner looks at the session's last seq
-// (a round trip on PostgreSQL) before the first model call of a turn,
-// before it runs a step's calls and when it finds the final answer, not
-// before the checkpoint that ends a step nor before the model call after
-// it (the request's conditional append is the check): a session of two
-// tool steps and a final answer looks 1 + 2 + 1 times. A call's
+// (a round trip on PostgreSQL) before it runs a step's calls and when it
+// finds the final answer, not before the checkpoint that ends a step nor
+// before the model call after it (the request's conditional append is the
+// check), nor, in a session created on its node, before the turn's first
+// model call (firstRequestOnlyDue): a session of two tool steps and a
+// final answer looks 2 + 1 times (4 with the first call's look). A call's
 // watcher of controls also looks when its poll ticks (real time): under
 // load a call outlasted a 10 ms tick and made it 7, so the poll waits an
 // hour here (nothing is lost in one process: the hub tells the watcher).
@@ -206,7 +207,7 @@ func TestStepCheckpointTakesNoLook(t *testing.T) {
 		lt.ToolSpec{Name: "list_files"}), nil)
 	h.waitStatus(s.ID, lt.SessionIdle)
 	require.Len(t, events(t, h, s.ID, lt.EventCheckpointCreated), 3, "each step's, and the turn's")
-	require.Equal(t, int64(4), counted.looks.Load())
+	require.Equal(t, int64(3), counted.looks.Load())
 	checkJournal(t, h.store, s.ID)
 }
 
