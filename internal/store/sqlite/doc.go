@@ -10,8 +10,9 @@
 // rows cannot name a session that does not exist.
 //
 // The sync is fdatasync(2) where the platform has it, as in SQLite's own
-// builds (Open switches modernc.org/sqlite to it, process-wide), and the
-// writer grows the WAL file with zeros ahead of its commits (walGrower), so
+// builds (Open switches modernc.org/sqlite to it, process-wide), and on a
+// disk the writer grows the WAL file with zeros ahead of its commits
+// (walGrower; not on a file system in memory, where a sync writes nothing), so
 // that a commit's sync writes the WAL's frames and flushes the disk's cache
 // without writing the file's inode as well: a synchronous I/O fewer per
 // commit, with the same durability (fdatasync writes whatever metadata

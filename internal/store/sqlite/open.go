@@ -253,8 +253,11 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	}
 	s.Projections = storeutil.Projections{Checks: checks, QueryList: s.queryDocs, QueryGet: s.queryDoc, SessionExists: s.sessionExists}
 	s.rstmts.prepare = rdb.PrepareContext
-	s.w = newWriter(wdb, conn, c.MaxBatch, s.hub, s.seqs, c.Logger, newCheckpointer(cdb, c.Logger),
-		newWALGrower(abs, pageSize, walCheckpointPages, c.Logger))
+	var wal *walGrower
+	if growWAL(filepath.Dir(abs)) {
+		wal = newWALGrower(abs, pageSize, walCheckpointPages, c.Logger)
+	}
+	s.w = newWriter(wdb, conn, c.MaxBatch, s.hub, s.seqs, c.Logger, newCheckpointer(cdb, c.Logger), wal)
 	return s, nil
 }
 

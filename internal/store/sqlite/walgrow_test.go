@@ -29,7 +29,7 @@ func TestCommitsSyncWithFdatasync(t *testing.T) {
 // and everything appended reads back.
 func TestWALGrownAheadOfTheCommits(t *testing.T) {
 	s := openMigrated(t, nil)
-	require.NotNil(t, s.w.wal)
+	growingWAL(t, s)
 	createSession(t, s, "ses_a", false)
 	last := int64(1)
 	sizes := map[int64]bool{}
@@ -74,6 +74,7 @@ func TestWALGrownThenCrashed(t *testing.T) {
 		w.checkpointPages = 1 << 40
 		return nil
 	})
+	growingWAL(t, s)
 	createSession(t, s, "ses_a", false)
 	last := int64(1)
 	for i := range 300 {
@@ -156,6 +157,22 @@ func TestWALGrowerFailureStopsGrowing(t *testing.T) {
 	g.afterCommit(3) // and nothing happens any more
 }
 
+// growingWAL gives s's writer a walGrower if it has none (its directory
+// is in memory), as on a disk.
+func growingWAL(t *testing.T, s *Store) {
+	t.Helper()
+	raw(t, s, func(w *writer) error {
+		if w.wal == nil {
+			var pageSize int64
+			if err := w.conn.QueryRowContext(t.Context(), "PRAGMA page_size").Scan(&pageSize); err != nil {
+				return err
+			}
+			w.wal = newWALGrower(s.Path(), pageSize, walCheckpointPages, slog.New(slog.DiscardHandler))
+		}
+		return nil
+	})
+}
+
 func copyFile(t *testing.T, from, to string) {
 	t.Helper()
 	src, err := os.Open(from)
@@ -166,4 +183,21 @@ func copyFile(t *testing.T, from, to string) {
 	_, err = io.Copy(dst, src)
 	require.NoError(t, err)
 	require.NoError(t, dst.Close())
+}
+
+// TestWALNotGrownInMemory: a database on a file system in memory has no
+// WAL grower, since its syncs write nothing.
+func TestWALNotGrownInMemory(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the WAL is grown on Linux only")
+	}
+	if _, err := os.Stat("/dev/shm"); err != nil {
+		t.Skip("no /dev/shm here")
+	}
+	require.False(t, growWAL("/dev/shm"))
+	dir, err := os.MkdirTemp("/dev/shm", "walgrow")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	s := openPath(t, filepath.Join(dir, "x.db"), nil)
+	require.Nil(t, s.w.wal)
 }
