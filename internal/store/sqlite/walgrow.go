@@ -58,11 +58,12 @@ const (
 // it only with a journal_size_limit, which the store does not set, or when
 // its last connection closes, when it removes it).
 //
-// Only the writer's goroutine uses it, between transactions: the writer's
-// connection is the only one that writes the WAL (readers do not, and a
-// checkpoint writes the database file), so the file's end as it reads it
-// then is where SQLite's frames end, and zeros are written only past it.
-// To SQLite what follows the last valid frame is not part of the log: a
+// Only the writer's goroutine uses it, between transactions. The zeros are
+// appended (O_APPEND): the kernel writes each block at the file's end as it
+// is at that moment, so they never overwrite a frame, even one another
+// process's connection (longhaul import, say, beside a server) appended
+// since the file's size was read; a frame written later over the zeros is
+// SQLite's as ever. To SQLite what follows the last valid frame is not part of the log: a
 // frame of zeros has not the salt of the WAL's header, and a reader, or
 // the recovery after a crash, stops at the first frame that has not, as it
 // does at the frames of an older generation when the WAL was started again
@@ -126,9 +127,10 @@ func (g *walGrower) afterCommit(pages int64) {
 	}
 }
 
-// grow writes zeros from the file's end up to target bytes.
+// grow appends zeros to the file until it is about target bytes long (more
+// if another process appended meanwhile).
 func (g *walGrower) grow(target int64) error {
-	f, err := os.OpenFile(g.path, os.O_WRONLY, 0)
+	f, err := os.OpenFile(g.path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		return err
 	}
@@ -139,7 +141,7 @@ func (g *walGrower) grow(target int64) error {
 	}
 	end := fi.Size()
 	if end < target {
-		if err := writeZeros(f, end, target); err != nil {
+		if err := appendZeros(f, target-end); err != nil {
 			return err
 		}
 		end = target
@@ -156,21 +158,21 @@ func (g *walGrower) fail(err error) {
 	g.log.Warn("sqlite WAL not grown ahead of the commits; they grow it themselves", "err", err)
 }
 
-// zeroBlock is what writeZeros writes, a block at a time.
+// zeroBlock is what appendZeros writes, a block at a time.
 var zeroBlock [64 << 10]byte
 
-// writeZeros writes zeros into f from offset from up to offset to.
-func writeZeros(f *os.File, from, to int64) error {
-	for off := from; off < to; {
-		n := min(int64(len(zeroBlock)), to-off)
-		w, err := f.WriteAt(zeroBlock[:n], off)
+// appendZeros appends n zero bytes to f, opened with O_APPEND.
+func appendZeros(f *os.File, n int64) error {
+	for n > 0 {
+		k := min(int64(len(zeroBlock)), n)
+		w, err := f.Write(zeroBlock[:k])
 		if err != nil {
 			return fmt.Errorf("grow %s: %w", f.Name(), err)
 		}
-		if int64(w) < n {
+		if int64(w) < k {
 			return fmt.Errorf("grow %s: %w", f.Name(), io.ErrShortWrite)
 		}
-		off += n
+		n -= k
 	}
 	return nil
 }

@@ -201,3 +201,29 @@ func TestWALNotGrownInMemory(t *testing.T) {
 	s := openPath(t, filepath.Join(dir, "x.db"), nil)
 	require.Nil(t, s.w.wal)
 }
+
+// TestWALGrowerNeverOverwrites: bytes another writer appended since the
+// grower last grew the file are kept, the zeros going after them (and the
+// zeros are appended, so neither would bytes appended while it grows it).
+func TestWALGrowerNeverOverwrites(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "x.db")
+	require.NoError(t, os.WriteFile(db+"-wal", []byte("head"), 0o600))
+	g := newWALGrower(db, 100, 2*walGrowStep, slog.New(slog.DiscardHandler))
+	g.afterCommit(0)
+	size := fileSize(t, db+"-wal")
+
+	// Another process's connection appends a frame past the zeros, and
+	// then this one grows the file from the size it last saw.
+	frame := bytes.Repeat([]byte{0x5A}, 124)
+	f, err := os.OpenFile(db+"-wal", os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	_, err = f.Write(frame)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.NoError(t, g.grow(size+10*g.frameSize))
+
+	got, err := os.ReadFile(db + "-wal")
+	require.NoError(t, err)
+	require.Equal(t, frame, got[size:size+124])
+	require.Equal(t, make([]byte, len(got)-int(size)-124), got[size+124:])
+}
