@@ -63,12 +63,13 @@ const (
 // is at that moment, so they never overwrite a frame, even one another
 // process's connection (longhaul import, say, beside a server) appended
 // since the file's size was read; a frame written later over the zeros is
-// SQLite's as ever. To SQLite what follows the last valid frame is not part of the log: a
-// frame of zeros has not the salt of the WAL's header, and a reader, or
-// the recovery after a crash, stops at the first frame that has not, as it
-// does at the frames of an older generation when the WAL was started again
-// from its beginning. The zeros are not synced here: the next commit's
-// fdatasync flushes them with the file's new size, once for the whole step.
+// SQLite's as ever. To SQLite what follows the last valid frame is not
+// part of the log: a frame of zeros has not the salt of the WAL's header,
+// and a reader, or the recovery after a crash, stops at the first frame
+// that has not, as it does at the frames of an older generation when the
+// WAL was started again from its beginning. The zeros are not synced here:
+// the next commit's fdatasync flushes them with the file's new size, once
+// for the whole growth.
 // SQLite locks the database and the -shm file, never the WAL, so closing
 // this descriptor of the WAL releases no lock of SQLite's.
 type walGrower struct {
