@@ -21,7 +21,9 @@
 // Longhaul uses) both get a handle opened in WAL mode with
 // synchronous=FULL on every connection, checked before the run: DBOS would
 // open its own with synchronous=NORMAL, which may lose the last commits on
-// power loss, so it is given this one through Config.SQLiteSystemDB. On
+// power loss, so it is given this one through Config.SQLiteSystemDB; its
+// commits sync with fdatasync, as Longhaul's store switches the library
+// to. On
 // PostgreSQL each run has a temporary schema of --url, dropped afterwards;
 // the server's fsync and synchronous_commit are printed with the table.
 //

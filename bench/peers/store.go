@@ -17,6 +17,7 @@ import (
 	// Registers modernc.org/sqlite (the driver Longhaul's store uses too)
 	// with database/sql as "sqlite", and with DBOS.
 	_ "github.com/dbos-inc/dbos-transact-golang/dbos/driver/sqlite"
+	msqlite "modernc.org/sqlite"
 )
 
 // store is where one run keeps its state: a fresh SQLite file, or a fresh
@@ -87,7 +88,7 @@ func (s *store) close() { s.drop() }
 
 func (s *store) describe() string {
 	if s.sqlitePath != "" {
-		return "SQLite (WAL, synchronous=FULL, checked on the open handle), modernc.org/sqlite"
+		return "SQLite (WAL, synchronous=FULL, checked on the open handle, commits synced with fdatasync), modernc.org/sqlite"
 	}
 	return s.pgSettings + ", a temporary schema of --url"
 }
@@ -96,8 +97,15 @@ func (s *store) describe() string {
 // connection, as Longhaul's store does: a commit is on disk when it returns.
 // (DBOS opens its own handle with synchronous=NORMAL, which can lose the last
 // commits on power loss; this handle is given to it instead, so the two are
-// compared like for like.) It fails unless the pragma took effect.
+// compared like for like.) It fails unless the pragma took effect. Its
+// commits sync with fdatasync, as Longhaul's store switches the library to
+// (and as SQLite's own builds do on Linux): on the library's default,
+// fsync, a peer's commits would also write the WAL's timestamps, which
+// Longhaul's do not.
 func openSQLite(ctx context.Context, path string, maxConns int) (*sql.DB, error) {
+	if _, err := msqlite.Fdatasync(true); err != nil && !errors.Is(err, msqlite.ErrFdatasyncUnavailable) {
+		return nil, err
+	}
 	q := url.Values{}
 	// DBOS's own handle begins every transaction IMMEDIATE: a writer takes
 	// the lock up front instead of failing to upgrade a read lock.

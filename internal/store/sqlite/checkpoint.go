@@ -93,14 +93,19 @@ func (w *writer) walPagesWritten() (int64, error) {
 	return int64(n), err
 }
 
-// afterCommit wakes the checkpointer once the commits since its last wake
-// have written checkpointPages pages to the WAL.
+// afterCommit grows the WAL ahead of the commits and wakes the
+// checkpointer once the commits since its last wake have written
+// checkpointPages pages to the WAL.
 func (w *writer) afterCommit() {
-	if w.ckpt == nil {
+	if w.ckpt == nil && w.wal == nil {
 		return
 	}
 	n, err := w.walPagesWritten()
 	if err != nil {
+		return
+	}
+	w.wal.afterCommit(n)
+	if w.ckpt == nil {
 		return
 	}
 	w.pagesSinceWake += n

@@ -156,6 +156,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	if err := f.Close(); err != nil {
 		return nil, fmt.Errorf("open sqlite store %s: %w", abs, err)
 	}
+	syncWithFdatasync()
 	busy := strconv.FormatInt(c.BusyTimeout.Milliseconds(), 10)
 
 	wdb, err := sql.Open("sqlite", dsn(abs, []string{
@@ -195,6 +196,12 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		_ = conn.Close()
 		_ = wdb.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", abs, err)
+	}
+	var pageSize int64
+	if err := conn.QueryRowContext(ctx, "PRAGMA page_size").Scan(&pageSize); err != nil {
+		_ = conn.Close()
+		_ = wdb.Close()
+		return nil, fmt.Errorf("open sqlite store %s: read page_size: %w", abs, err)
 	}
 
 	rdb, err := sql.Open("sqlite", dsn(abs, []string{
@@ -246,7 +253,11 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	}
 	s.Projections = storeutil.Projections{Checks: checks, QueryList: s.queryDocs, QueryGet: s.queryDoc, SessionExists: s.sessionExists}
 	s.rstmts.prepare = rdb.PrepareContext
-	s.w = newWriter(wdb, conn, c.MaxBatch, s.hub, s.seqs, c.Logger, newCheckpointer(cdb, c.Logger))
+	var wal *walGrower
+	if growWAL(filepath.Dir(abs)) {
+		wal = newWALGrower(abs, pageSize, walCheckpointPages, c.Logger)
+	}
+	s.w = newWriter(wdb, conn, c.MaxBatch, s.hub, s.seqs, c.Logger, newCheckpointer(cdb, c.Logger), wal)
 	return s, nil
 }
 

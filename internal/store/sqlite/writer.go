@@ -56,6 +56,9 @@ type writer struct {
 	ckpt            *checkpointer
 	checkpointPages int64
 	pagesSinceWake  int64
+	// wal grows the WAL file ahead of the commits (walGrower); nil when
+	// the store does not.
+	wal *walGrower
 
 	// mu makes "not closed, so send" atomic with respect to close: senders
 	// hold it shared while they enqueue, close holds it exclusively to set
@@ -71,7 +74,7 @@ type writer struct {
 	busy     atomic.Int64 // nanoseconds spent running batches, commits included
 }
 
-func newWriter(db *sql.DB, conn *sql.Conn, maxBatch int, h *storeutil.Hub, seqs *lastSeqs, log *slog.Logger, ckpt *checkpointer) *writer {
+func newWriter(db *sql.DB, conn *sql.Conn, maxBatch int, h *storeutil.Hub, seqs *lastSeqs, log *slog.Logger, ckpt *checkpointer, wal *walGrower) *writer {
 	w := &writer{
 		db:              db,
 		conn:            conn,
@@ -80,6 +83,7 @@ func newWriter(db *sql.DB, conn *sql.Conn, maxBatch int, h *storeutil.Hub, seqs 
 		seqs:            seqs,
 		log:             log,
 		ckpt:            ckpt,
+		wal:             wal,
 		checkpointPages: backgroundCheckpointPages,
 		queue:           make(chan *request, maxBatch),
 		exited:          make(chan struct{}),
