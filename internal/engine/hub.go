@@ -80,8 +80,7 @@ func (h *hub) publish(sessionID string, g SessionGrowth) {
 	}
 }
 
-// SessionGrowth is a notice that a session's journal grew, or that an
-// append changed its row.
+// SessionGrowth is a notice that a session's journal grew.
 type SessionGrowth struct {
 	// Seq is the session's last seq after the commit.
 	Seq int64
@@ -136,8 +135,10 @@ func keepNewest[T any](ch chan T, v T, merge func(old, v T) T) {
 }
 
 // newerGrowth returns, of a pending notice a and a newer one b, the one
-// that says the most: the higher seq's. Of one seq said twice (appends
-// without events), b when both statuses are known (this process hears its
+// that says the most: the higher seq's. Of one seq said twice (a commit
+// heard here and announced again after the listener reconnected, or an
+// append without events, which no caller makes today), b when both
+// statuses are known (this process hears its
 // own commits in order); when one came without a status (from another
 // node, which may have committed after or before the other) and they
 // differ, the status is not known and is left empty: a watcher that needs
