@@ -353,7 +353,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 // in process does not); the poll interval is the fallback for a missed
 // notification.
 func waitIdle(ctx context.Context, eng *engine.Engine, ids []string) error {
-	return waitStatus(ctx, eng, ids, func(id string) (lt.SessionStatus, error) {
+	return waitStatus(ctx, eng, ids, waitFallback, func(id string) (lt.SessionStatus, error) {
 		s, err := eng.GetSession(ctx, id)
 		if err != nil {
 			return "", err
@@ -369,7 +369,7 @@ func waitIdle(ctx context.Context, eng *engine.Engine, ids []string) error {
 // harness's cost, not the engine's (a peer awaits its workflow's result in
 // process).
 func waitIdleRows(ctx context.Context, node rigNode, ids []string) error {
-	return waitStatus(ctx, node.eng, ids, func(id string) (lt.SessionStatus, error) {
+	return waitStatus(ctx, node.eng, ids, waitFallback, func(id string) (lt.SessionStatus, error) {
 		row, err := node.st.SessionGet(ctx, id)
 		if err != nil {
 			return "", err
@@ -378,15 +378,22 @@ func waitIdleRows(ctx context.Context, node rigNode, ids []string) error {
 	})
 }
 
-// waitStatus waits, as waitIdle, with status reading a session's status.
-func waitStatus(ctx context.Context, eng *engine.Engine, ids []string, status func(id string) (lt.SessionStatus, error)) error {
-	const fallback = 20 * time.Millisecond
+// waitFallback is how long a wait for a session's status goes without a
+// notice before it reads the status (notices are hints).
+const waitFallback = 20 * time.Millisecond
+
+// waitStatus waits, as waitIdle, with status reading a session's status:
+// once when it starts (the session may be idle already), then only when a
+// notice does not say the status (one from another node) or none came for
+// fallback.
+func waitStatus(ctx context.Context, eng *engine.Engine, ids []string, fallback time.Duration, status func(id string) (lt.SessionStatus, error)) error {
 	for _, id := range ids {
-		grew, stop := eng.WatchSession(ctx, id)
+		grew, stop := eng.WatchSessionGrowth(ctx, id)
 		err := func() error {
 			defer stop()
+			s, err := status(id)
+			var heard int64 // the highest seq a notice said
 			for {
-				s, err := status(id)
 				if err != nil {
 					return err
 				}
@@ -399,8 +406,18 @@ func waitStatus(ctx context.Context, eng *engine.Engine, ids []string, status fu
 				select {
 				case <-ctx.Done():
 					return ctx.Err()
-				case <-grew:
+				case g := <-grew:
+					if g.Seq < heard {
+						continue // older than what a notice said already
+					}
+					heard = g.Seq
+					if g.Status != "" {
+						s = g.Status
+						continue
+					}
+					s, err = status(id)
 				case <-time.After(fallback):
+					s, err = status(id)
 				}
 			}
 		}()

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/store/postgres/pgtest"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
 // BenchmarkSerial runs one session of 10 agent steps at a time.
@@ -146,4 +147,41 @@ func BenchmarkActive1000(b *testing.B) {
 		runs++
 	}
 	b.ReportMetric(rate/float64(runs), "agent-steps/s")
+}
+
+// TestWaitReadsTheSessionOnce: the harness's wait for a session's end reads
+// its status once, when it starts, and then takes it from the notices of
+// the session's appends, not from a read of its row at each one (as a peer
+// awaits its workflow's result in process).
+func TestWaitReadsTheSessionOnce(t *testing.T) {
+	ctx := context.Background()
+	cfg := Config{Dir: t.TempDir()}
+	require.NoError(t, cfg.validate())
+	r, err := open(ctx, cfg, 4)
+	require.NoError(t, err)
+	defer r.close()
+	const steps = 30
+	spec := &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "scripted", Script: stepsScript(steps)},
+		Tools: []lt.ToolSpec{{Name: "noop"}}, MaxSteps: steps + 1,
+	}
+	ids, err := createSessions(ctx, r, 1, spec, "benchmark")
+	require.NoError(t, err)
+	node := r.nodes[0]
+	var read []lt.SessionStatus
+	// No fallback within the test: every read is the wait's own choice.
+	err = waitStatus(ctx, node.eng, ids, time.Hour, func(id string) (lt.SessionStatus, error) {
+		row, err := node.st.SessionGet(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		read = append(read, lt.SessionStatus(row.Status))
+		return lt.SessionStatus(row.Status), nil
+	})
+	require.NoError(t, err)
+	row, err := node.st.SessionGet(ctx, ids[0])
+	require.NoError(t, err)
+	require.Equal(t, string(lt.SessionIdle), row.Status)
+	require.Len(t, read, 1, "reads of the session's status while it ran %d steps", steps)
+	require.NotEqual(t, lt.SessionIdle, read[0], "the wait began before the session ended")
 }

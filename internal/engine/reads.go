@@ -35,8 +35,24 @@ func wireEvent(r store.Event) lt.Event {
 // WatchSession notifies of journal growth until stop is called or ctx ends.
 func (e *Engine) WatchSession(ctx context.Context, sessionID string) (<-chan int64, func()) {
 	ch, stop := e.hub.watch(sessionID)
+	return ch, stopWhenDone(ctx, stop)
+}
+
+// WatchSessionGrowth is WatchSession with the session's status after each
+// notice's commit, so that a waiter for a status (a session's end, its
+// turn's) reads the session only when a notice does not say it (one from
+// another node): a step's notice costs no read of a row that the append
+// that caused it has just written.
+func (e *Engine) WatchSessionGrowth(ctx context.Context, sessionID string) (<-chan SessionGrowth, func()) {
+	ch, stop := e.hub.watchGrowth(sessionID)
+	return ch, stopWhenDone(ctx, stop)
+}
+
+// stopWhenDone calls stop when ctx ends, and returns stop for the caller
+// to call before.
+func stopWhenDone(ctx context.Context, stop func()) func() {
 	unregister := context.AfterFunc(ctx, stop)
-	return ch, func() {
+	return func() {
 		unregister()
 		stop()
 	}

@@ -379,6 +379,14 @@ type Notification struct {
 	SessionID string
 	// Seq is the session's last event seq after the commit (KindEvents).
 	Seq int64
+	// Status is the session's status after the commit (KindEvents), as
+	// the commit stored it, so that a waiter for a status need not read the
+	// session at each notice. Empty when the notice does not say: one
+	// heard from another node (PostgreSQL's payload has no room for it
+	// that older nodes would read) or announced again after a lost
+	// connection; a subscriber that needs the status then reads the
+	// session.
+	Status string
 }
 
 // NotificationKind says what changed.

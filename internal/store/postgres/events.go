@@ -135,7 +135,7 @@ func prepareAppend(p *store.EventAppendParams) ([]store.Event, []store.DocWrite,
 		onAppendRefused(t.queue(appendStatementFor(variant), args...))
 		queueBlobs(t, p.SessionID, p.Blobs)
 		queueSettleTree(t, p.TreeSettle, p.UpdatedAt)
-		grew := store.Notification{Kind: store.KindEvents, SessionID: p.SessionID, Seq: lastSeq}
+		grew := store.Notification{Kind: store.KindEvents, SessionID: p.SessionID, Seq: lastSeq, Status: p.Status}
 		if store.ActionRaised(p.Docs) {
 			// Other nodes act on it at once (a runner's freed slot looks
 			// for the sessions waiting for one).

@@ -133,8 +133,13 @@ func TestOwnNotificationsOnce(t *testing.T) {
 	}
 	want := []store.Notification{}
 	for seq := int64(1); seq <= 6; seq++ {
-		want = append(want, store.Notification{Kind: store.KindEvents, SessionID: "ses_own", Seq: seq})
+		status := "running"
+		if seq == 1 {
+			status = "queued" // the creation's
+		}
+		want = append(want, store.Notification{Kind: store.KindEvents, SessionID: "ses_own", Seq: seq, Status: status})
 	}
+	// Another node's says no status: the payload does not carry it.
 	want = append(want, store.Notification{Kind: store.KindEvents, SessionID: "ses_marker", Seq: 1})
 	require.Equal(t, want, got)
 }
@@ -300,7 +305,7 @@ func TestLeaseHoldersAppendsMayWait(t *testing.T) {
 		require.NoError(t, err)
 		select {
 		case n := <-chA:
-			require.Equal(t, store.Notification{Kind: store.KindEvents, SessionID: "ses_held", Seq: seq + 1}, n)
+			require.Equal(t, store.Notification{Kind: store.KindEvents, SessionID: "ses_held", Seq: seq + 1, Status: "running"}, n)
 		default:
 			require.FailNow(t, "this node's subscriber must hear an append before it returns")
 		}

@@ -155,7 +155,7 @@ func TestSchemasAreSeparate(t *testing.T) {
 	_, err := b.SessionGet(t.Context(), "ses_a")
 	require.ErrorIs(t, err, store.ErrNotFound)
 	createSession(t, b, "ses_b", false)
-	require.Equal(t, store.Notification{Kind: store.KindEvents, SessionID: "ses_b", Seq: 1}, receive(t, ch),
+	require.Equal(t, store.Notification{Kind: store.KindEvents, SessionID: "ses_b", Seq: 1, Status: "queued"}, receive(t, ch),
 		"b's subscriber hears b's commit, and nothing of a's before it")
 }
 

@@ -52,7 +52,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
 			t.queue(insertBlobRefSQL, d, sess.ID)
 		}
 		if lastSeq > 0 {
-			t.notify(store.Notification{Kind: store.KindEvents, SessionID: sess.ID, Seq: lastSeq})
+			t.notify(store.Notification{Kind: store.KindEvents, SessionID: sess.ID, Seq: lastSeq, Status: sess.Status})
 		}
 		if (sess.Runnable || sess.WakeAt != nil) && p.Claim == nil {
 			t.notify(store.Notification{Kind: store.KindRunnable, SessionID: sess.ID})

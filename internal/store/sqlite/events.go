@@ -60,7 +60,7 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 		if err := w.settleTree(p.TreeSettle, toMicros(p.UpdatedAt)); err != nil {
 			return nil, err
 		}
-		notes := []store.Notification{{Kind: store.KindEvents, SessionID: p.SessionID, Seq: lastSeq}}
+		notes := []store.Notification{{Kind: store.KindEvents, SessionID: p.SessionID, Seq: lastSeq, Status: p.Status}}
 		if claimable {
 			notes = append(notes, store.Notification{Kind: store.KindRunnable, SessionID: p.SessionID})
 		}

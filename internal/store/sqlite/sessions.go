@@ -67,7 +67,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		}
 		var notes []store.Notification
 		if lastSeq > 0 {
-			notes = append(notes, store.Notification{Kind: store.KindEvents, SessionID: sess.ID, Seq: lastSeq})
+			notes = append(notes, store.Notification{Kind: store.KindEvents, SessionID: sess.ID, Seq: lastSeq, Status: sess.Status})
 		}
 		if (sess.Runnable || sess.WakeAt != nil) && p.Claim == nil {
 			notes = append(notes, store.Notification{Kind: store.KindRunnable, SessionID: sess.ID})

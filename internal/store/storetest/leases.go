@@ -82,14 +82,14 @@ func testCreateClaimed(t *testing.T, h *harness) {
 	defer cancel()
 	claim := &store.SessionClaim{Owner: "worker-a", ExpiresAt: at(ttl)}
 	h.createSession("ses_claimed", runnable, func(p *store.SessionCreateParams) { p.Claim = claim })
-	expect(t, ch, store.Notification{Kind: store.KindEvents, SessionID: "ses_claimed", Seq: 1})
+	expect(t, ch, store.Notification{Kind: store.KindEvents, SessionID: "ses_claimed", Seq: 1, Status: "queued"})
 	a := claim.Lease("ses_claimed")
 	require.Equal(t, store.Lease{SessionID: "ses_claimed", Owner: "worker-a", Epoch: 1, ExpiresAt: at(ttl)}, a)
 	require.Equal(t, a, h.session("ses_claimed").Lease)
 
 	require.Empty(t, h.claim("worker-b", at(time.Second), ttl, 10), "a live lease is not claimed")
 	h.append("ses_claimed", 1, 1, func(p *store.EventAppendParams) { p.Fence = &a; p.Runnable = true })
-	expect(t, ch, store.Notification{Kind: store.KindEvents, SessionID: "ses_claimed", Seq: 2})
+	expect(t, ch, store.Notification{Kind: store.KindEvents, SessionID: "ses_claimed", Seq: 2, Status: "running"})
 	require.NoError(t, h.s.LeaseRenew(h.ctx, a, at(time.Minute)))
 
 	leases := h.claim("worker-b", at(time.Minute), ttl, 10)

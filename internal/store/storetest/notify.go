@@ -55,34 +55,39 @@ func testSubscribeEvents(t *testing.T, h *harness) {
 	defer cancel()
 
 	h.createSession("ses_sub", runnable)
-	expect(t, ch, store.Notification{Kind: store.KindEvents, SessionID: "ses_sub", Seq: 1})
+	expect(t, ch, store.Notification{Kind: store.KindEvents, SessionID: "ses_sub", Seq: 1, Status: "queued"})
 	expect(t, ch, store.Notification{Kind: store.KindRunnable, SessionID: "ses_sub"})
 
 	h.append("ses_sub", 1, 2)
-	expect(t, ch, store.Notification{Kind: store.KindEvents, SessionID: "ses_sub", Seq: 3})
+	expect(t, ch, store.Notification{Kind: store.KindEvents, SessionID: "ses_sub", Seq: 3, Status: "running"})
 
 	wake := at(time.Hour)
 	h.append("ses_sub", 3, 1, func(p *store.EventAppendParams) { p.WakeAt = &wake })
-	expect(t, ch, store.Notification{Kind: store.KindEvents, SessionID: "ses_sub", Seq: 4})
+	expect(t, ch, store.Notification{Kind: store.KindEvents, SessionID: "ses_sub", Seq: 4, Status: "running"})
 	expect(t, ch, store.Notification{Kind: store.KindRunnable, SessionID: "ses_sub"})
 
 	// A released lease of a runnable session makes it claimable.
 	h.append("ses_sub", 4, 1, func(p *store.EventAppendParams) { p.Runnable = true })
 	l := h.claim("w1", at(time.Second), ttl, 1)[0]
 	require.NoError(t, h.s.LeaseRelease(h.ctx, l))
-	expect(t, ch, store.Notification{Kind: store.KindEvents, SessionID: "ses_sub", Seq: 5})
+	expect(t, ch, store.Notification{Kind: store.KindEvents, SessionID: "ses_sub", Seq: 5, Status: "running"})
 	expect(t, ch, store.Notification{Kind: store.KindRunnable, SessionID: "ses_sub"})
 
 	// Two subscribers both hear a commit.
 	ch2, cancel2 := h.s.Subscribe(h.ctx)
 	defer cancel2()
 	h.append("ses_sub", 5, 1)
-	expect(t, ch, store.Notification{Kind: store.KindEvents, SessionID: "ses_sub", Seq: 6})
-	expect(t, ch2, store.Notification{Kind: store.KindEvents, SessionID: "ses_sub", Seq: 6})
+	expect(t, ch, store.Notification{Kind: store.KindEvents, SessionID: "ses_sub", Seq: 6, Status: "running"})
+	expect(t, ch2, store.Notification{Kind: store.KindEvents, SessionID: "ses_sub", Seq: 6, Status: "running"})
+
+	// The status an append stores is announced with it (a waiter for the
+	// session's end reads no row).
+	h.append("ses_sub", 6, 2, func(p *store.EventAppendParams) { p.Status = "idle" })
+	expect(t, ch, store.Notification{Kind: store.KindEvents, SessionID: "ses_sub", Seq: 8, Status: "idle"})
 
 	// A pending action recorded is announced as such (a node trusting
 	// that none waits looks again).
-	h.append("ses_sub", 6, 1, func(p *store.EventAppendParams) {
+	h.append("ses_sub", 8, 1, func(p *store.EventAppendParams) {
 		p.Docs = []store.DocWrite{doc(store.DocAction, "act_sub", store.ActionStatusPending, `{"id":"act_sub"}`, at(time.Second))}
 	})
 	expect(t, ch, store.Notification{Kind: store.KindActionRaised, SessionID: "ses_sub"})
@@ -112,7 +117,7 @@ func testLeaseHoldersAppendClaimsNothing(t *testing.T, h *harness) {
 			require.True(t, ok, "channel closed")
 			require.NotEqual(t, store.Notification{Kind: store.KindRunnable, SessionID: "ses_held"}, n,
 				"a lease holder's append that keeps its lease announced its session claimable")
-			heldSeen = heldSeen || n == store.Notification{Kind: store.KindEvents, SessionID: "ses_held", Seq: 2}
+			heldSeen = heldSeen || n == store.Notification{Kind: store.KindEvents, SessionID: "ses_held", Seq: 2, Status: "running"}
 			markerSeen = markerSeen || n == store.Notification{Kind: store.KindRunnable, SessionID: "ses_marker"}
 		case <-deadline.C:
 			require.FailNow(t, "notifications not received", "held's events %v, marker's runnable %v", heldSeen, markerSeen)
