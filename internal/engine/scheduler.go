@@ -112,6 +112,9 @@ func (e *Engine) schedule(ctx context.Context) {
 				e.backlog.Store(len(leases) == free)
 			}
 			for _, l := range leases {
+				if !e.freshLease(ctx, l) {
+					continue
+				}
 				select {
 				case e.slots <- struct{}{}:
 					run(job{lease: l})
@@ -139,6 +142,36 @@ func (e *Engine) schedule(ctx context.Context) {
 			claimDue = true
 			poll = e.clock.After(e.cfg.PollInterval)
 		}
+	}
+}
+
+// freshLease renews a lease that spent more than a third of its life
+// reaching this node: a claim or a creation that waited in the store's
+// queue (a stalled disk, a busy database) or a scheduler that was not
+// scheduled meanwhile computed its expiry from a time long gone. Born
+// about to expire, or expired, it could be taken over by the next claim,
+// this node's or another's, while its runner starts its first call, and
+// the taker would find that call started by a worker that stalled: in
+// doubt when it is irreversible, a person's decision for nothing. It is
+// renewed here, before this node claims again. It reports false when the
+// lease was lost meanwhile (another claim took the session over): its
+// runner must not start.
+func (e *Engine) freshLease(ctx context.Context, l store.Lease) bool {
+	now := e.clock.Now()
+	if l.ExpiresAt.Sub(now) > e.cfg.LeaseTTL*2/3 {
+		return true
+	}
+	err := e.store.LeaseRenew(ctx, l, now.Add(e.cfg.LeaseTTL))
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, store.ErrLeaseLost):
+		e.log.Warn("a lease reached this node expired and was taken over; its session runs elsewhere", "session", l.SessionID, "epoch", l.Epoch)
+		return false
+	default:
+		// The runner's fenced writes find out what became of it.
+		e.log.Warn("renew a lease that reached this node late", "session", l.SessionID, "err", err)
+		return true
 	}
 }
 

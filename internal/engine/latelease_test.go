@@ -1,0 +1,105 @@
+package engine_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// lateClaims makes one claim, once armed, reach the store after the
+// engine's clock moved on (it waited in the store's queue meanwhile), and
+// counts the claims that follow it and the takeovers among them.
+type lateClaims struct {
+	store.Store
+	clock     *fakeClock
+	armed     atomic.Bool
+	mu        sync.Mutex
+	fired     bool
+	after     int // claims made after the late one
+	takeovers int // leases among them taken over from an expired holder
+}
+
+func (s *lateClaims) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]store.Lease, error) {
+	late := s.armed.CompareAndSwap(true, false)
+	if late {
+		s.clock.Advance(2 * time.Minute) // four times the lease's life
+	}
+	leases, err := s.Store.LeaseClaim(ctx, p)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fired && !late {
+		s.after++
+		for _, l := range leases {
+			if l.PreviousOwner != "" {
+				s.takeovers++
+			}
+		}
+	}
+	s.fired = s.fired || late
+	return leases, err
+}
+
+func (s *lateClaims) counts() (after, takeovers int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.after, s.takeovers
+}
+
+// TestLateClaimRenewedBeforeItsRunnerStarts: a claim that reaches the
+// store after its expiry was computed (it waited in a queue while the
+// clock moved on) returns a lease already expired. Its runner must not
+// start under it: the next claim would take the session over while the
+// runner's call is in flight, and find that call started by a worker that
+// stalled. The lease is renewed before anything else is claimed: none of
+// the claims that follow takes the session over, and the turn ends once,
+// its call run once.
+func TestLateClaimRenewedBeforeItsRunnerStarts(t *testing.T) {
+	p := newGatedScripted()
+	t.Cleanup(p.open)
+	var late *lateClaims
+	h := newHarnessPolling(t, p, 0, 10*time.Millisecond, func(h *harness) store.Store {
+		late = &lateClaims{Store: h.store, clock: h.clock}
+		return late
+	})
+	sp := spec(t, `[{"tool_calls":[{"name":"list_files","arguments":{}}]},{"delay_ms":60000,"text":"done"}]`, lt.ToolSpec{Name: "list_files"})
+	sp.Policies = []lt.Policy{{Tool: "list_files", Decision: lt.PolicyAsk}}
+	s := create(t, h, sp, nil)
+	waitRowStatus(t, h.store, s.ID, lt.SessionRequiresAction)
+	got, err := h.eng.GetSession(context.Background(), s.ID)
+	require.NoError(t, err)
+	act := got.RequiredActions[0]
+
+	late.armed.Store(true) // the claim the decision makes due comes late
+	_, err = h.eng.DecideAction(context.Background(), s.ID, act.ID, &lt.Decision{Decision: lt.DecisionApprove, ArgumentsSHA256: act.ArgumentsSHA256})
+	require.NoError(t, err)
+	// The second model call is in flight (held by the gate), under the
+	// lease the late claim returned; the scheduler claims at each poll.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(events(t, h, s.ID, lt.EventModelRequested)) < 2 {
+		require.True(t, time.Now().Before(deadline), "the second model call was not made")
+		time.Sleep(2 * time.Millisecond) // polling with a deadline
+	}
+	for {
+		after, _ := late.counts()
+		if after >= 3 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the scheduler made no claim after the late one")
+		time.Sleep(2 * time.Millisecond) // polling with a deadline
+	}
+	_, takeovers := late.counts()
+	require.Zero(t, takeovers, "a claim took the session over from the runner of the late claim")
+
+	p.open()
+	waitRowStatus(t, h.store, s.ID, lt.SessionIdle)
+	require.Len(t, events(t, h, s.ID, lt.EventToolCompleted), 1)
+	require.Len(t, events(t, h, s.ID, lt.EventTurnCompleted), 1)
+	checkJournal(t, h.store, s.ID)
+}
