@@ -18,17 +18,24 @@ import (
 // counts the claims that follow it and the takeovers among them.
 type lateClaims struct {
 	store.Store
-	clock     *fakeClock
-	armed     atomic.Bool
-	mu        sync.Mutex
-	fired     bool
-	after     int // claims made after the late one
-	takeovers int // leases among them taken over from an expired holder
+	clock *fakeClock
+	armed atomic.Bool
+	// held, when set with armed, holds the late claim until closed (a
+	// claim stalled in the store), saying so on holding first.
+	held, holding chan struct{}
+	mu            sync.Mutex
+	fired         bool
+	after         int // claims made after the late one
+	takeovers     int // leases among them taken over from an expired holder
 }
 
 func (s *lateClaims) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]store.Lease, error) {
 	late := s.armed.CompareAndSwap(true, false)
 	if late {
+		if s.held != nil {
+			close(s.holding)
+			<-s.held
+		}
 		s.clock.Advance(2 * time.Minute) // four times the lease's life
 	}
 	leases, err := s.Store.LeaseClaim(ctx, p)
@@ -50,6 +57,23 @@ func (s *lateClaims) counts() (after, takeovers int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.after, s.takeovers
+}
+
+// requireNoTakeover waits for three claims after the late one (the
+// scheduler claims at each poll) and requires that none took a session
+// over.
+func (s *lateClaims) requireNoTakeover(t *testing.T, deadline time.Time) {
+	t.Helper()
+	for {
+		after, _ := s.counts()
+		if after >= 3 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the scheduler made no claim after the late one")
+		time.Sleep(2 * time.Millisecond) // polling with a deadline
+	}
+	_, takeovers := s.counts()
+	require.Zero(t, takeovers, "a claim took a session over from the runner it was leased to")
 }
 
 // TestLateClaimRenewedBeforeItsRunnerStarts: a claim that reaches the
@@ -86,20 +110,42 @@ func TestLateClaimRenewedBeforeItsRunnerStarts(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "the second model call was not made")
 		time.Sleep(2 * time.Millisecond) // polling with a deadline
 	}
-	for {
-		after, _ := late.counts()
-		if after >= 3 {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "the scheduler made no claim after the late one")
-		time.Sleep(2 * time.Millisecond) // polling with a deadline
-	}
-	_, takeovers := late.counts()
-	require.Zero(t, takeovers, "a claim took the session over from the runner of the late claim")
+	late.requireNoTakeover(t, deadline)
 
 	p.open()
 	waitRowStatus(t, h.store, s.ID, lt.SessionIdle)
 	require.Len(t, events(t, h, s.ID, lt.EventToolCompleted), 1)
 	require.Len(t, events(t, h, s.ID, lt.EventTurnCompleted), 1)
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestSessionHandedOffDuringAStalledClaimRenewedBeforeItRuns: a session
+// created here with a lease waits for the scheduler, which is in a claim
+// that stalls in the store while the clock moves past the lease's life.
+// The handed-off lease is renewed before its runner starts: none of the
+// claims that follow takes the session over.
+func TestSessionHandedOffDuringAStalledClaimRenewedBeforeItRuns(t *testing.T) {
+	p := newGatedScripted()
+	t.Cleanup(p.open)
+	var late *lateClaims
+	h := newHarnessPolling(t, p, 0, 10*time.Millisecond, func(h *harness) store.Store {
+		late = &lateClaims{Store: h.store, clock: h.clock, held: make(chan struct{}), holding: make(chan struct{})}
+		return late
+	})
+	late.armed.Store(true)
+	select {
+	case <-late.holding:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the scheduler made no claim")
+	}
+	s := create(t, h, spec(t, `[{"delay_ms":60000,"text":"done"}]`), nil)
+	close(late.held) // the stalled claim returns, two minutes on
+
+	deadline := time.Now().Add(10 * time.Second)
+	waitEvent(t, h, s.ID, lt.EventModelRequested) // its call is in flight, held by the gate
+	late.requireNoTakeover(t, deadline)
+	p.open()
+	waitRowStatus(t, h.store, s.ID, lt.SessionIdle)
+	require.Len(t, events(t, h, s.ID, lt.EventModelRequested), 1)
 	checkJournal(t, h.store, s.ID)
 }

@@ -676,20 +676,22 @@ func (r *runner) modelCallOnlyDue() bool {
 // that starts from its session's creation (newRunnerFrom), and all it has
 // to do is start the queued turn and make its first model call: nothing
 // waits, pauses, cancels, reviews, reports or stops, the environment is
-// open here, in a session of no tree (see modelCallOnlyDue). The look it
-// would take reads the seq the creation just wrote unless an API write
-// came since; the append of the turn's start with the model's request is
-// the check, as for the next step's call, and a write that came since
-// sends the runner back to its tick (requestUnlooked), where the turn's
-// start is durable and the write acted on before the model is called. A
-// write the claim's watch already heard takes the look.
+// open here, in a session of no tree and no MCP server (whose first listing
+// starts its servers before the request: after a pause that landed
+// meanwhile, they would start in a paused session), see modelCallOnlyDue.
+// The look it would take reads the seq the creation just wrote unless an
+// API write came since; the append of the turn's start with the model's
+// request is the check, as for the next step's call, and a write that came
+// since sends the runner back to its tick (requestUnlooked), where the
+// turn's start is durable and the write acted on before the model is
+// called. A write the claim's watch already heard takes the look.
 func (r *runner) firstRequestOnlyDue() bool {
 	st := r.st
 	turn := st.CurrentTurn()
 	return r.fromCreation && turn != nil && turn.Status == lt.TurnQueued && st.Step == nil &&
 		st.Pause == nil && st.Cancel == nil && st.Wait == nil && len(st.Pending) == 0 && st.ReportDue == nil &&
 		len(st.OrphanedChildren()) == 0 && !st.EnvironmentStopped && !r.envDeferred && r.envErr == nil && !r.envForStop &&
-		r.envRunner == "" && len(r.monFound) == 0 && !r.idleStopDue() && !r.periodicReviewDue() && !inTree(st) &&
+		r.envRunner == "" && len(mcpSpecs(&r.spec)) == 0 && len(r.monFound) == 0 && !r.idleStopDue() && !r.periodicReviewDue() && !inTree(st) &&
 		r.claim != nil && r.claim.latest() <= r.durableSeq
 }
 

@@ -89,7 +89,7 @@ func (e *Engine) schedule(ctx context.Context) {
 		if e.isDraining() || ctx.Err() != nil {
 			return
 		}
-		e.runHandedOff(run)
+		e.runHandedOff(ctx, run)
 		free := cap(e.slots) - len(e.slots)
 		// Below the free-space floor nothing new is claimed: a session
 		// started now would soon fail its writes. The check runs at every
@@ -113,6 +113,7 @@ func (e *Engine) schedule(ctx context.Context) {
 			}
 			for _, l := range leases {
 				if !e.freshLease(ctx, l) {
+					e.giveBack(ctx, l)
 					continue
 				}
 				select {
@@ -135,7 +136,7 @@ func (e *Engine) schedule(ctx context.Context) {
 			return
 		case <-e.wake:
 		case j := <-e.handoff:
-			run(j)
+			e.runHandedOffJob(ctx, j, run)
 		case <-e.hub.runnable:
 			claimDue = true
 		case <-poll:
@@ -146,34 +147,44 @@ func (e *Engine) schedule(ctx context.Context) {
 }
 
 // freshLease renews a lease that spent more than a third of its life
-// reaching this node: a claim or a creation that waited in the store's
-// queue (a stalled disk, a busy database) or a scheduler that was not
-// scheduled meanwhile computed its expiry from a time long gone. Born
-// about to expire, or expired, it could be taken over by the next claim,
-// this node's or another's, while its runner starts its first call, and
-// the taker would find that call started by a worker that stalled: in
-// doubt when it is irreversible, a person's decision for nothing. It is
-// renewed here, before this node claims again. It reports false when the
-// lease was lost meanwhile (another claim took the session over): its
-// runner must not start.
+// reaching its runner: a claim or a creation that waited in the store's
+// queue (a stalled disk, a busy database), a session handed off while the
+// scheduler was in such a claim, or a scheduler that was not scheduled
+// meanwhile computed its expiry from a time long gone. Born about to
+// expire, or expired, it could be taken over by the next claim, this
+// node's or another's, while its runner starts its first call, and the
+// taker would find that call started by a worker that stalled: in doubt
+// when it is irreversible, a person's decision for nothing. The scheduler
+// renews it before it claims again. It reports false when the lease could
+// not be made fresh (taken over meanwhile, or the renewal failed or came
+// late again): its runner must not start, and the caller gives it back
+// (a lost lease's give-back does nothing).
 func (e *Engine) freshLease(ctx context.Context, l store.Lease) bool {
-	now := e.clock.Now()
-	if l.ExpiresAt.Sub(now) > e.cfg.LeaseTTL*2/3 {
-		return true
-	}
-	err := e.store.LeaseRenew(ctx, l, now.Add(e.cfg.LeaseTTL))
-	switch {
-	case err == nil:
-		return true
-	case errors.Is(err, store.ErrLeaseLost):
-		e.log.Warn("a lease reached this node expired and was taken over; its session runs elsewhere", "session", l.SessionID, "epoch", l.Epoch)
-		return false
-	default:
-		// The runner's fenced writes find out what became of it.
-		e.log.Warn("renew a lease that reached this node late", "session", l.SessionID, "err", err)
-		return true
+	for attempt := 0; ; attempt++ {
+		now := e.clock.Now()
+		if l.ExpiresAt.Sub(now) > e.cfg.LeaseTTL*2/3 {
+			return true
+		}
+		if attempt == maxLateRenewals {
+			e.log.Warn("a lease kept reaching this node late; given back", "session", l.SessionID, "epoch", l.Epoch)
+			return false
+		}
+		l.ExpiresAt = now.Add(e.cfg.LeaseTTL)
+		err := e.store.LeaseRenew(ctx, l, l.ExpiresAt)
+		switch {
+		case errors.Is(err, store.ErrLeaseLost):
+			e.log.Warn("a lease reached this node expired and was taken over; its session runs elsewhere", "session", l.SessionID, "epoch", l.Epoch)
+			return false
+		case err != nil:
+			e.log.Warn("renew a lease that reached this node late; given back", "session", l.SessionID, "err", err)
+			return false
+		}
+		// Renewed: fresh unless the renewal itself waited that long.
 	}
 }
+
+// maxLateRenewals bounds freshLease's renewals of one lease.
+const maxLateRenewals = 3
 
 // reserveWorker takes a worker slot for a session about to be created
 // with a lease, if the engine runs, is not draining, has a slot free and
@@ -252,15 +263,26 @@ func (e *Engine) release(ctx context.Context, j job) {
 }
 
 // runHandedOff runs the sessions handed off so far.
-func (e *Engine) runHandedOff(run func(job)) {
+func (e *Engine) runHandedOff(ctx context.Context, run func(job)) {
 	for {
 		select {
 		case j := <-e.handoff:
-			run(j)
+			e.runHandedOffJob(ctx, j, run)
 		default:
 			return
 		}
 	}
+}
+
+// runHandedOffJob runs a session handed off by its creation, its lease
+// made fresh first: it may have waited for the scheduler while a claim
+// stalled (freshLease).
+func (e *Engine) runHandedOffJob(ctx context.Context, j job, run func(job)) {
+	if !e.freshLease(ctx, j.lease) {
+		e.release(ctx, j)
+		return
+	}
+	run(j)
 }
 
 // releaseHandedOff gives back the leases handed off but not run. The

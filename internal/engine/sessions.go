@@ -145,11 +145,6 @@ func (e *Engine) createSession(ctx context.Context, ns *newSession) (*journal.St
 		}
 		return nil, err
 	}
-	if claimed && !e.freshLease(ctx, params.Claim.Lease(st.Session.ID)) {
-		claim.stop()
-		e.releaseWorker()
-		return st, nil
-	}
 	if claimed {
 		row := params.Session
 		row.LastSeq = st.Session.LastEventSeq
