@@ -10,10 +10,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
 // The hot writes (appends and session creations) go through a committer:
-// up to a few groups at once (grouper.go), each the writes queued while the
+// up to a few groups at once (storeutil.Grouper), each the writes queued while the
 // others were busy, sent on one pooled connection as one batch. PostgreSQL runs a batch's
 // statements (up to its one Sync) as one implicit transaction, so a group
 // costs one round trip, no BEGIN or COMMIT, and one WAL flush however many
@@ -62,17 +63,17 @@ type request struct {
 // committer runs the queued writes in groups; see above.
 type committer struct {
 	s      *Store
-	groups *grouper[*request]
+	groups *storeutil.Grouper[*request]
 }
 
 func newCommitter(s *Store, workers int) *committer {
 	c := &committer{s: s}
-	c.groups = newGrouper(workers, maxGroup, c.commit)
+	c.groups = storeutil.NewGrouper(workers, maxGroup, c.commit)
 	return c
 }
 
 // stop runs the writes already queued, then ends the committer's goroutines.
-func (c *committer) stop() { c.groups.stop() }
+func (c *committer) stop() { c.groups.Stop() }
 
 // submit queues a write and waits for its outcome. If ctx ends first, the
 // write may still commit (as when a connection drops during COMMIT); the
@@ -83,7 +84,7 @@ func (c *committer) submit(ctx context.Context, build func(t *txn)) error {
 		return err
 	}
 	r := &request{ctx: ctx, build: build, done: make(chan error, 1)}
-	if err := c.groups.add(r); err != nil {
+	if err := c.groups.Add(r); err != nil {
 		return err
 	}
 	select {

@@ -266,9 +266,9 @@ func TestBatchConnsFromTheConnectionString(t *testing.T) {
 	defer cancel()
 	s, err := Open(ctx, pgtest.WithParam(t, pgtest.WithParam(t, base, "pool_max_conns", "16"), BatchConnsParam, "3"), nil)
 	require.NoError(t, err)
-	require.Equal(t, 3, s.committer.groups.workers)
-	require.Equal(t, 3, s.reader.groups.workers)
-	require.Equal(t, 3, s.seqs.groups.workers)
+	require.Equal(t, 3, s.committer.groups.Workers())
+	require.Equal(t, 3, s.reader.groups.Workers())
+	require.Equal(t, 3, s.seqs.groups.Workers())
 	require.Equal(t, int32(8), s.hot.Config().MaxConns, "three connections a group, at most half the pool")
 	// Open queried the pool and the listener connected: the server would
 	// have refused a parameter it does not know. Another connection too.
@@ -278,7 +278,7 @@ func TestBatchConnsFromTheConnectionString(t *testing.T) {
 
 	s, err = Open(ctx, base, nil)
 	require.NoError(t, err)
-	require.Equal(t, committers(DefaultMaxConns, runtime.GOMAXPROCS(0)), s.committer.groups.workers)
+	require.Equal(t, committers(DefaultMaxConns, runtime.GOMAXPROCS(0)), s.committer.groups.Workers())
 	s.Close()
 
 	for _, v := range []string{"0", "-1", "9", "two", ""} {

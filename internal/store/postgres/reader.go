@@ -7,10 +7,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
 // idReader serves a read of one session by id (SessionGet, SessionLastSeq)
-// as the committer serves appends: up to a few groups at once (grouper.go),
+// as the committer serves appends: up to a few groups at once (storeutil.Grouper),
 // each reading in one statement the sessions asked for while the others
 // were busy. A running session reads its last seq at every safe point of
 // every step, so with many sessions at once most round trips were these
@@ -19,7 +20,7 @@ import (
 // asked: the statement starts after every read it serves was queued.
 type idReader[T any] struct {
 	s      *Store
-	groups *grouper[*idRead[T]]
+	groups *storeutil.Grouper[*idRead[T]]
 	// columns are what the statement selects, id first; scan reads one
 	// row of them.
 	columns string
@@ -41,7 +42,7 @@ type idRead[T any] struct {
 
 func newIDReader[T any](s *Store, workers int, columns string, scan func(pgx.Rows) (string, T, error), clone func(T) T) *idReader[T] {
 	r := &idReader[T]{s: s, columns: columns, scan: scan, clone: clone}
-	r.groups = newGrouper(workers, maxReadGroup, r.read)
+	r.groups = storeutil.NewGrouper(workers, maxReadGroup, r.read)
 	return r
 }
 
@@ -77,13 +78,13 @@ func newSeqReader(s *Store, workers int) *idReader[int64] {
 	}, nil)
 }
 
-func (r *idReader[T]) stop() { r.groups.stop() }
+func (r *idReader[T]) stop() { r.groups.Stop() }
 
 // get reads session id; store.ErrNotFound if there is none.
 func (r *idReader[T]) get(ctx context.Context, id string) (T, error) {
 	var zero T
 	q := &idRead[T]{id: id, done: make(chan struct{})}
-	if err := r.groups.add(q); err != nil {
+	if err := r.groups.Add(q); err != nil {
 		return zero, err
 	}
 	select {

@@ -22,9 +22,12 @@
 // # Group commit
 //
 // SQLite has one writer at a time and a commit costs one fsync, so all writes
-// go through one goroutine that owns the only write connection. It takes
-// every queued request (up to Config.MaxBatch) and runs them in one
-// transaction, each inside its own SAVEPOINT: a request that fails is
+// go through the writer, which owns the only write connection and runs one
+// group of requests at a time (storeutil.Grouper): the caller whose request
+// finds it idle runs the group itself, in its own goroutine, so a lone
+// writer hands nothing to another goroutine and waits for no wake-up but
+// its fsync's. A group is every request queued meanwhile (up to
+// Config.MaxBatch), run in one transaction, each inside its own SAVEPOINT: a request that fails is
 // rolled back alone and gets its own error while the others commit. An
 // append runs without one (a savepoint copies every page its request is
 // first to change): its refusals (a seq conflict, a lost lease) come before
@@ -45,9 +48,9 @@
 // acknowledged sees it.
 //
 // If a caller's context ends while its write is queued, the write is skipped;
-// if it ends while the write is running, the call returns the context's error
-// and the write may or may not have committed (re-read to find out, as with
-// any lost reply).
+// if it ends while the write is running, the call may return the context's
+// error, and the write may or may not have committed (re-read to find out,
+// as with any lost reply).
 //
 // # Notifications
 //

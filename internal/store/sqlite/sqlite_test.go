@@ -71,7 +71,7 @@ func appendParams(id string, expected int64, n int) *store.EventAppendParams {
 	return p
 }
 
-// raw runs fn on the writer goroutine, outside any batch.
+// raw runs fn on the writer, outside any batch.
 func raw(t testing.TB, s *Store, fn func(w *writer) error) {
 	t.Helper()
 	require.NoError(t, s.w.do(context.Background(), &request{raw: fn}))

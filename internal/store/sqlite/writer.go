@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,7 +13,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
-// request is one write waiting for the writer goroutine.
+// request is one write for the writer.
 type request struct {
 	ctx context.Context
 	// run does the write inside the batch transaction (and its own
@@ -39,8 +38,9 @@ type request struct {
 	notes []store.Notification
 }
 
-// writer owns the only write connection. Its goroutine is the only user of
-// conn and stmts, so neither needs locking beyond what stmtCache does anyway.
+// writer owns the only write connection. One group of requests runs at a
+// time (groups), so conn and stmts have one user at a time and need no
+// locking beyond what stmtCache does anyway.
 type writer struct {
 	db       *sql.DB
 	conn     *sql.Conn
@@ -60,13 +60,12 @@ type writer struct {
 	// the store does not.
 	wal *walGrower
 
-	// mu makes "not closed, so send" atomic with respect to close: senders
-	// hold it shared while they enqueue, close holds it exclusively to set
-	// closed and close the queue.
-	mu     sync.RWMutex
-	closed bool
-	queue  chan *request
-	exited chan struct{}
+	// groups runs the requests, one group at a time: the caller whose
+	// request finds the writer idle runs it in its own goroutine (one
+	// session at a time hands nothing to another goroutine, and waits for
+	// no wake-up but its fsync's), and the requests queued meanwhile run
+	// next as one group.
+	groups *storeutil.Grouper[*request]
 
 	// Counters for tests and benchmarks.
 	commits  atomic.Int64 // committed batch transactions (one fsync each)
@@ -85,36 +84,24 @@ func newWriter(db *sql.DB, conn *sql.Conn, maxBatch int, h *storeutil.Hub, seqs 
 		ckpt:            ckpt,
 		wal:             wal,
 		checkpointPages: backgroundCheckpointPages,
-		queue:           make(chan *request, maxBatch),
-		exited:          make(chan struct{}),
 	}
 	w.stmts.prepare = conn.PrepareContext
-	go w.loop()
+	w.groups = storeutil.NewGrouper(1, maxBatch, w.run)
 	return w
 }
 
-// do queues req and waits for its answer. See the package comment for what a
-// context that ends while the request is queued or running means.
+// do queues req and waits for its answer: it runs req itself (with what was
+// queued meanwhile) if the writer is idle. See the package comment for what
+// a context that ends while the request is queued or running means.
 func (w *writer) do(ctx context.Context, req *request) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	req.ctx = ctx
 	req.done = make(chan error, 1)
-
-	w.mu.RLock()
-	if w.closed {
-		w.mu.RUnlock()
-		return store.ErrClosed
+	if err := w.groups.Add(req); err != nil {
+		return err
 	}
-	select {
-	case w.queue <- req:
-		w.mu.RUnlock()
-	case <-ctx.Done():
-		w.mu.RUnlock()
-		return ctx.Err()
-	}
-
 	select {
 	case err := <-req.done:
 		return err
@@ -129,14 +116,10 @@ func (w *writer) do(ctx context.Context, req *request) error {
 	}
 }
 
-// close lets the queued requests finish, stops the goroutine and closes the
-// connection.
+// close lets the queued requests finish, then closes the connection; later
+// requests get store.ErrClosed.
 func (w *writer) close() error {
-	w.mu.Lock()
-	w.closed = true
-	close(w.queue)
-	w.mu.Unlock()
-	<-w.exited
+	w.groups.Stop()
 	var ckptErr error
 	if w.ckpt != nil {
 		ckptErr = w.ckpt.close()
@@ -145,46 +128,24 @@ func (w *writer) close() error {
 	return errors.Join(ckptErr, w.conn.Close(), w.db.Close())
 }
 
-func (w *writer) loop() {
-	defer close(w.exited)
-	batch := make([]*request, 0, w.maxBatch)
-	var next *request
-	for {
-		req := next
-		next = nil
-		if req == nil {
-			var ok bool
-			if req, ok = <-w.queue; !ok {
-				return
+// run runs a group of requests in the order they came: each run of
+// ordinary requests as one batch transaction, and each raw request alone,
+// after the requests before it.
+func (w *writer) run(group []*request) {
+	start := time.Now()
+	for len(group) > 0 {
+		n := 1
+		if group[0].raw != nil {
+			w.runRaw(group[0])
+		} else {
+			for n < len(group) && group[n].raw == nil {
+				n++
 			}
+			w.runBatch(group[:n])
 		}
-		if req.raw != nil {
-			w.runRaw(req)
-			continue
-		}
-		batch = append(batch[:0], req)
-	fill:
-		for len(batch) < w.maxBatch {
-			select {
-			case r, ok := <-w.queue:
-				if !ok {
-					break fill
-				}
-				if r.raw != nil {
-					// Raw requests run alone, after the batch before them.
-					next = r
-					break fill
-				}
-				batch = append(batch, r)
-			default:
-				break fill
-			}
-		}
-		start := time.Now()
-		w.runBatch(batch)
-		w.busy.Add(int64(time.Since(start)))
-		clear(batch)
+		group = group[n:]
 	}
+	w.busy.Add(int64(time.Since(start)))
 }
 
 func (w *writer) runRaw(req *request) {

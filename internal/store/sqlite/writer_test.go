@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// blockWriter occupies the writer goroutine until the returned release is
-// called, so that requests pile up in its queue.
+// blockWriter occupies the writer until the returned release is called, so
+// that requests pile up in its queue.
 func blockWriter(t *testing.T, s *Store) (release func()) {
 	t.Helper()
 	entered := make(chan struct{})
@@ -38,9 +38,9 @@ func blockWriter(t *testing.T, s *Store) (release func()) {
 func waitQueued(t *testing.T, s *Store, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for len(s.w.queue) < n {
+	for s.w.groups.Queued() < n {
 		if time.Now().After(deadline) {
-			require.FailNow(t, "requests not queued", "want %d, have %d", n, len(s.w.queue))
+			require.FailNow(t, "requests not queued", "want %d, have %d", n, s.w.groups.Queued())
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -167,6 +167,44 @@ func TestRawRequestWaitsForBatch(t *testing.T) {
 	require.NoError(t, <-appended)
 	require.NoError(t, <-rawDone)
 	require.Equal(t, int64(2), seen)
+}
+
+// TestRawRequestBetweenWritesRunsInOrder: writes queued before a raw request
+// commit before it runs, and those queued after it commit after it, though
+// all were queued while the writer was busy and run as one group.
+func TestRawRequestBetweenWritesRunsInOrder(t *testing.T) {
+	s := openMigrated(t, nil)
+	createSession(t, s, "ses_r", false)
+	release := blockWriter(t, s)
+	appended := make(chan error, 2)
+	go func() {
+		_, err := s.EventAppend(context.Background(), appendParams("ses_r", 1, 1))
+		appended <- err
+	}()
+	waitQueued(t, s, 1)
+	var seen int64
+	rawDone := make(chan error, 1)
+	go func() {
+		rawDone <- s.w.do(context.Background(), &request{raw: func(w *writer) error {
+			return w.conn.QueryRowContext(context.Background(), `SELECT last_seq FROM sessions WHERE id = 'ses_r'`).Scan(&seen)
+		}})
+	}()
+	waitQueued(t, s, 2)
+	go func() {
+		_, err := s.EventAppend(context.Background(), appendParams("ses_r", 2, 1))
+		appended <- err
+	}()
+	waitQueued(t, s, 3)
+	commits := s.w.commits.Load()
+	release()
+	require.NoError(t, <-appended)
+	require.NoError(t, <-appended)
+	require.NoError(t, <-rawDone)
+	require.Equal(t, int64(2), seen, "the raw request saw the append before it, not the one after")
+	require.Equal(t, commits+2, s.w.commits.Load(), "the appends on either side of it in transactions of their own")
+	last, err := s.SessionLastSeq(t.Context(), "ses_r")
+	require.NoError(t, err)
+	require.Equal(t, int64(3), last)
 }
 
 // TestBatchRetriedAfterTransactionLoss: a request whose failure ends the

@@ -1,4 +1,4 @@
-package postgres
+package storeutil
 
 import (
 	"sync"
@@ -6,14 +6,15 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/store"
 )
 
-// grouper handles queued items in groups: the committer's writes, the
-// session reader's reads. Up to workers groups are handled at once, each
-// holding everything queued while the others were busy (up to max). The
+// Grouper handles queued items in groups: a driver's writes (SQLite's
+// writer, PostgreSQL's committer), PostgreSQL's session reads. Up to
+// workers groups are handled at once, each holding everything queued while
+// the others were busy (up to max). The
 // caller whose item finds a slot free handles the group itself, in its own
 // goroutine, so a lone caller (one session at a time) costs no hand-off to
 // another goroutine; if items queued up meanwhile, a goroutine takes its
 // slot over and handles them while the caller returns.
-type grouper[T any] struct {
+type Grouper[T any] struct {
 	workers, max int
 	handle       func(group []T)
 
@@ -24,14 +25,26 @@ type grouper[T any] struct {
 	wg      sync.WaitGroup // one per slot taken
 }
 
-func newGrouper[T any](workers, max int, handle func(group []T)) *grouper[T] {
-	return &grouper[T]{workers: workers, max: max, handle: handle}
+// NewGrouper returns a Grouper that handles at most workers groups at once,
+// each of at most max items, with handle.
+func NewGrouper[T any](workers, max int, handle func(group []T)) *Grouper[T] {
+	return &Grouper[T]{workers: workers, max: max, handle: handle}
 }
 
-// add queues item and, if a slot is free, handles the next group (which
+// Workers is how many groups may be handled at once.
+func (g *Grouper[T]) Workers() int { return g.workers }
+
+// Queued is how many items wait for a group.
+func (g *Grouper[T]) Queued() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.pending)
+}
+
+// Add queues item and, if a slot is free, handles the next group (which
 // holds item, unless another slot's group took it first); it returns once
-// that is done. store.ErrClosed once stop has begun.
-func (g *grouper[T]) add(item T) error {
+// that is done. store.ErrClosed once Stop has begun.
+func (g *Grouper[T]) Add(item T) error {
 	g.mu.Lock()
 	if g.stopped {
 		g.mu.Unlock()
@@ -52,7 +65,7 @@ func (g *grouper[T]) add(item T) error {
 
 // next handles the next group, if any, and reports whether the slot is
 // still taken (more items are queued); if not, it gives the slot back.
-func (g *grouper[T]) next() bool {
+func (g *Grouper[T]) next() bool {
 	g.mu.Lock()
 	n := min(len(g.pending), g.max)
 	group := g.pending[:n:n]
@@ -75,14 +88,14 @@ func (g *grouper[T]) next() bool {
 }
 
 // drain handles groups until nothing is queued.
-func (g *grouper[T]) drain() {
+func (g *Grouper[T]) drain() {
 	for g.next() {
 	}
 }
 
-// stop waits for the items already queued to be handled; later adds are
+// Stop waits for the items already queued to be handled; later adds are
 // refused.
-func (g *grouper[T]) stop() {
+func (g *Grouper[T]) Stop() {
 	g.mu.Lock()
 	g.stopped = true
 	g.mu.Unlock()
