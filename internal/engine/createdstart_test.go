@@ -47,6 +47,18 @@ func (s *startReads) EventList(ctx context.Context, id string, afterSeq int64, l
 	return s.Store.EventList(ctx, id, afterSeq, limit)
 }
 
+// SessionCreate counts as the runner's first append when it is one: a
+// leased creation with the first model request (createjoin.go).
+func (s *startReads) SessionCreate(ctx context.Context, p *store.SessionCreateParams) ([]store.Event, error) {
+	evs, err := s.Store.SessionCreate(ctx, p)
+	if p.Claim != nil && len(p.Events) > 0 && p.Events[len(p.Events)-1].Type == lt.EventModelRequested {
+		s.mu.Lock()
+		s.appended[p.Session.ID] = true
+		s.mu.Unlock()
+	}
+	return evs, err
+}
+
 func (s *startReads) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
 	evs, err := s.Store.EventAppend(ctx, p)
 	s.mu.Lock()
@@ -173,20 +185,35 @@ func (s *firstAppendHeld) EventAppend(ctx context.Context, p *store.EventAppendP
 
 // TestWriteBeforeTheFirstRequestOfACreatedSession: the runner of a
 // session created here takes no look before the turn's first model call
-// (firstRequestOnlyDue); a cancel that lands after the creation, just
-// before the append of the turn's start with the model's request, makes
-// that append fail: the request is dropped unsent and the turn cancelled,
-// the model never asked. With a look before the request the same moment
-// falls after the look, and the model was asked once.
+// (firstRequestOnlyDue). Its creator wrote the creation alone (the
+// scheduler, in a claim that stalled, did not start the runner within
+// createJoinWait: createjoin.go), so an API write can come between the
+// creation and the runner's first append: a cancel that lands just before
+// the append of the turn's start with the model's request makes that
+// append fail: the request is dropped unsent and the turn cancelled, the
+// model never asked. With a look before the request the same moment falls
+// after the look, and the model was asked once.
 func TestWriteBeforeTheFirstRequestOfACreatedSession(t *testing.T) {
 	p := newGatedScripted()
 	p.open()
 	held := &firstAppendHeld{appending: make(chan string, 1), held: make(chan struct{})}
+	claims := &heldClaims{}
 	h := newHarnessThrough(t, p, 0, func(h *harness) store.Store {
-		held.Store = h.store
+		claims.Store = h.store
+		held.Store = claims
 		return held
 	})
+	claims.hold()
+	select {
+	case <-claims.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the scheduler made no claim")
+	}
 	s := create(t, h, spec(t, `[{"text":"never asked"}]`), nil)
+	claims.mu.Lock()
+	close(claims.held) // the runner starts, from the creation written alone
+	claims.held = nil
+	claims.mu.Unlock()
 	cancelWhileHeld(t, h, s.ID, held.appending, held.held, "append")
 
 	waitRowStatus(t, h.store, s.ID, lt.SessionIdle, lt.SessionCancelled)

@@ -122,6 +122,10 @@ type Config struct {
 	// reads a call naming it (outside WorkspaceRoot, the sessions' own) as
 	// a probe for secrets. Default: "" (not checked).
 	DataDir string
+
+	// createJoinWait overrides createJoinWait (tests:
+	// SetCreateJoinWaitForTest); 0 keeps it.
+	createJoinWait time.Duration
 }
 
 func (c *Config) withDefaults() (Config, error) {

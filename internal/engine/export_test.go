@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/environment"
 )
@@ -46,3 +47,11 @@ func (e *Engine) WorkspaceLockHoldersForTest(id string) int {
 func (e *Engine) ShareWorkspaceForTest(id string) (unlock func()) {
 	return e.wsLocks.share(id)
 }
+
+// SetCreateJoinWaitForTest sets how long a creator waits for its session's
+// runner to write the creation before it writes it alone (createJoinWait).
+func SetCreateJoinWaitForTest(c *Config, d time.Duration) { c.createJoinWait = d }
+
+// HandedOffForTest is how many sessions created here wait for the
+// scheduler to start their runners.
+func (e *Engine) HandedOffForTest() int { return len(e.handoff) }

@@ -93,6 +93,19 @@ func (s *countingStore) SessionLastSeq(ctx context.Context, id string) (int64, e
 	return s.Store.SessionLastSeq(ctx, id)
 }
 
+// SessionCreate calls afterAppend, if set, with the events written: a
+// session created here is written with its first append (createjoin.go).
+func (s *countingStore) SessionCreate(ctx context.Context, p *store.SessionCreateParams) ([]store.Event, error) {
+	evs, err := s.Store.SessionCreate(ctx, p)
+	s.mu.Lock()
+	after := s.afterAppend
+	s.mu.Unlock()
+	if err == nil && after != nil {
+		after(evs)
+	}
+	return evs, err
+}
+
 // EventAppend calls afterAppend, if set, with the events appended.
 func (s *countingStore) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
 	evs, err := s.Store.EventAppend(ctx, p)

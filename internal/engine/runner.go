@@ -88,6 +88,10 @@ type runner struct {
 	// fromCreation: the runner starts from what its session's creation
 	// stored (newRunnerFrom), until its first tick (firstRequestOnlyDue).
 	fromCreation bool
+	// pending is the session's creation when this runner is to write it
+	// (createjoin.go): with its first append, or alone first; nil once
+	// written, or for a session the runner read.
+	pending *pendingCreation
 	// tree is this session's part in its tree's budget ledger.
 	tree *treeLedger
 	// claim hears the session's appends since the claim began (nil: not
@@ -128,6 +132,9 @@ func (e *Engine) newRunnerFrom(ctx context.Context, l store.Lease, start *create
 	// project, as the migration puts them in.
 	r := &runner{e: e, lease: l, project: cmp.Or(row.Project, lt.DefaultProject), st: st, durableSeq: row.LastSeq, tickSeq: -1, tree: newTreeLedger(st),
 		fromCreation: start != nil}
+	if start != nil {
+		r.pending = start.pending
+	}
 	r.b = e.newBatch(ctx, st, e.cfg.NodeID)
 	if err := json.Unmarshal(row.Spec, &r.spec); err != nil {
 		return nil, fmt.Errorf("decode agent spec: %w", err)
@@ -294,8 +301,17 @@ func (r *runner) appendBatch(ctx context.Context, release bool) error {
 		// releaseLease does, for the same reason.
 		appendCtx = context.WithoutCancel(ctx)
 	}
-	if _, err := r.e.store.EventAppend(appendCtx, p); err != nil {
-		return err
+	created := false
+	if r.pending != nil {
+		// The session's first append writes its creation too.
+		if created, err = r.createWith(ctx, p); err != nil {
+			return err
+		}
+	}
+	if !created {
+		if _, err := r.e.store.EventAppend(appendCtx, p); err != nil {
+			return err
+		}
 	}
 	r.treeSettled(p.TreeSettle)
 	r.durableSeq = r.st.Session.LastEventSeq
@@ -436,6 +452,13 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 	r.lookDeferred = false
 	first := r.firstRequestOnlyDue()
 	r.fromCreation = false
+	if r.pending != nil && !first {
+		// A look, and whatever follows it, reads a session that must
+		// exist: it is written first, alone.
+		if err := r.takeCreationAlone(ctx); err != nil {
+			return false, err
+		}
+	}
 	if r.onlyCheckpointDue() {
 		// No look at the session: a step's checkpoint has no effect
 		// outside the journal, and its event waits for the next append,

@@ -233,6 +233,19 @@ type created struct {
 	row    store.SessionRow // with LastSeq
 	events []store.Event
 	claim  *claimWatch
+	// pending, when set, is the creation itself, not written yet: the
+	// runner writes it (createjoin.go), and row and events are what it
+	// will write.
+	pending *pendingCreation
+}
+
+// pendingCreation is the job's session's creation if its runner is to write
+// it (createjoin.go).
+func (j *job) pendingCreation() *pendingCreation {
+	if j.created == nil {
+		return nil
+	}
+	return j.created.pending
 }
 
 // handOff passes a session created with a lease to the scheduler, which
@@ -257,6 +270,14 @@ func (e *Engine) handOff(ctx context.Context, j job) {
 func (e *Engine) release(ctx context.Context, j job) {
 	if j.created != nil {
 		j.created.claim.stop()
+		if pc := j.created.pending; pc != nil {
+			// Written now, not leased, or never: no lease to give back.
+			// Or written by its creator meanwhile: given back once it is.
+			if e.abandonCreation(ctx, pc) || pc.wait(context.WithoutCancel(ctx)) != nil {
+				e.releaseWorker()
+				return
+			}
+		}
 	}
 	e.giveBack(ctx, j.lease)
 	e.releaseWorker()
@@ -278,6 +299,22 @@ func (e *Engine) runHandedOff(ctx context.Context, run func(job)) {
 // made fresh first: it may have waited for the scheduler while a claim
 // stalled (freshLease).
 func (e *Engine) runHandedOffJob(ctx context.Context, j job, run func(job)) {
+	if pc := j.pendingCreation(); pc != nil {
+		if pc.untaken() {
+			// Not written yet: its runner writes it, and the lease's
+			// life starts with the write (createjoin.go).
+			run(j)
+			return
+		}
+		// Written alone by its creator, which waited for the
+		// scheduler too long: under the lease as written.
+		if err := pc.wait(ctx); err != nil {
+			j.created.claim.stop()
+			e.releaseWorker() // no session, no lease
+			return
+		}
+		j.lease.ExpiresAt = pc.expires
+	}
 	if !e.freshLease(ctx, j.lease) {
 		e.release(ctx, j)
 		return
@@ -313,10 +350,22 @@ func (e *Engine) runSession(parent context.Context, j job) {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	renewed := make(chan struct{})
-	go func() {
+	var pending *pendingCreation // the creation its runner writes (createjoin.go)
+	if start != nil {
+		pending = start.pending
+	}
+	go func(pending *pendingCreation) {
 		defer close(renewed)
+		if pending != nil {
+			// Nothing to renew before the session is written.
+			select {
+			case <-pending.done:
+			case <-ctx.Done():
+				return
+			}
+		}
 		e.renewLease(ctx, cancel, l)
-	}()
+	}(pending)
 	defer func() { cancel(nil); <-renewed }()
 	// A person's change of the workspace on this node waits for no runner
 	// and none starts during one (workspacesync.go).
@@ -347,6 +396,16 @@ func (e *Engine) runSession(parent context.Context, j job) {
 				r.leftCopy()
 			}
 		}
+		if e.abandonCreation(ctx, pending) {
+			// The runner ended before it wrote its session's creation:
+			// written now, not leased, the session is claimed as any
+			// other (by this node's scheduler, or another's).
+			if err != nil && !errors.Is(err, errCreationFailed) {
+				e.log.Warn("a new session's runner ended before its first write", "session", l.SessionID, "err", err)
+			}
+			return
+		}
+		pending = nil
 		if errors.Is(err, errStaleBatch) && attempt < maxStaleRestarts {
 			// An API write made the runner's unsaved events impossible (e.g.
 			// a person decided an approval the runner was expiring): start
@@ -399,6 +458,10 @@ func (e *Engine) runSession(parent context.Context, j job) {
 	}
 	switch {
 	case err == nil:
+	case errors.Is(err, errCreationFailed):
+		// No session: nothing to fail or give back. Its creator got
+		// the error.
+		e.log.Warn("a new session could not be written", "session", l.SessionID, "err", err)
 	case errors.Is(err, store.ErrLeaseLost) || errors.Is(context.Cause(ctx), errLeaseLost):
 		e.log.Warn("lease lost; another worker owns the session now", "session", l.SessionID, "epoch", l.Epoch, "err", err)
 	case errors.Is(context.Cause(ctx), errShutdown):

@@ -12,6 +12,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -137,6 +138,18 @@ func (e *Engine) createSession(ctx context.Context, ns *newSession) (*journal.St
 		// reads first (created).
 		claim = e.watchClaim(st.Session.ID)
 	}
+	if claimed && joinsFirstAppend(ns, params) {
+		// Written by its runner, with its first append (createjoin.go).
+		pc := newPendingCreation(params)
+		row := params.Session
+		row.LastSeq = st.Session.LastEventSeq
+		events := storeutil.NewEvents(row.ID, 0, params.Events)
+		e.handOff(ctx, job{lease: params.Claim.Lease(st.Session.ID), created: &created{row: row, events: events, claim: claim, pending: pc}})
+		if err := e.awaitCreation(ctx, pc); err != nil {
+			return nil, err
+		}
+		return st, nil
+	}
 	events, err := e.store.SessionCreate(ctx, params)
 	if err != nil {
 		if claimed {
@@ -151,6 +164,15 @@ func (e *Engine) createSession(ctx context.Context, ns *newSession) (*journal.St
 		e.handOff(ctx, job{lease: params.Claim.Lease(st.Session.ID), created: &created{row: row, events: events, claim: claim}})
 	}
 	return st, nil
+}
+
+// joinsFirstAppend reports whether a session created leased to this node is
+// written with its runner's first append (createjoin.go): a root session
+// without MCP servers (whose first listing starts them before the first
+// request), whose creation carries no blob (its runner would read the
+// blob back from the store before it wrote the creation).
+func joinsFirstAppend(ns *newSession, p *store.SessionCreateParams) bool {
+	return ns.Created.ParentID == "" && len(mcpSpecs(ns.Spec)) == 0 && len(p.Blobs) == 0 && len(p.BlobRefs) == 0
 }
 
 func (e *Engine) resolveAgent(ctx context.Context, req *lt.CreateSessionRequest) (*lt.AgentSpec, lt.AgentRef, error) {

@@ -1,0 +1,221 @@
+package engine_test
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/engine"
+	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/store"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// sessionWrite is one write of a session's journal as the store was asked
+// for it.
+type sessionWrite struct {
+	create bool // SessionCreate, else EventAppend
+	leased bool // a creation with a claim, or an append under a lease
+	types  []string
+}
+
+// writeLog records, per session, the journal writes the store was asked
+// for, in order.
+type writeLog struct {
+	store.Store
+	mu     sync.Mutex
+	writes map[string][]sessionWrite
+}
+
+func newWriteLog(st store.Store) *writeLog {
+	return &writeLog{Store: st, writes: map[string][]sessionWrite{}}
+}
+
+func eventTypes(evs []store.NewEvent) []string {
+	out := make([]string, len(evs))
+	for i, ev := range evs {
+		out[i] = ev.Type
+	}
+	return out
+}
+
+func (w *writeLog) SessionCreate(ctx context.Context, p *store.SessionCreateParams) ([]store.Event, error) {
+	evs, err := w.Store.SessionCreate(ctx, p)
+	if err == nil {
+		w.mu.Lock()
+		w.writes[p.Session.ID] = append(w.writes[p.Session.ID], sessionWrite{create: true, leased: p.Claim != nil, types: eventTypes(p.Events)})
+		w.mu.Unlock()
+	}
+	return evs, err
+}
+
+func (w *writeLog) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
+	evs, err := w.Store.EventAppend(ctx, p)
+	if err == nil {
+		w.mu.Lock()
+		w.writes[p.SessionID] = append(w.writes[p.SessionID], sessionWrite{leased: p.Fence != nil, types: eventTypes(p.Events)})
+		w.mu.Unlock()
+	}
+	return evs, err
+}
+
+func (w *writeLog) of(id string) []sessionWrite {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]sessionWrite(nil), w.writes[id]...)
+}
+
+// newJoinHarness is newHarnessThrough with the engine's createJoinWait set
+// (0: the default).
+func newJoinHarness(t *testing.T, p model.Provider, joinWait time.Duration, wrap func(h *harness) store.Store) *harness {
+	t.Helper()
+	dir := t.TempDir()
+	h := &harness{t: t, dir: dir, clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}}
+	h.store = openStore(t, dir)
+	t.Cleanup(func() { h.store.Close() })
+	cfg := &engine.Config{
+		WorkspaceRoot: filepath.Join(dir, "workspaces"), NodeID: "node-a", Clock: h.clock,
+		Providers: map[string]model.Provider{"scripted": p}, PollInterval: 10 * time.Millisecond,
+	}
+	if joinWait > 0 {
+		engine.SetCreateJoinWaitForTest(cfg, joinWait)
+	}
+	h.eng = startEngine(t, wrap(h), cfg)
+	return h
+}
+
+// TestCreatedSessionWrittenWithItsFirstRequest: a session created on a node
+// with a worker free is written once, with its runner's first append: its
+// creation, the turn's start and the first model request in one
+// transaction, leased to the node; the creator's call returns once that has
+// committed, before the model answers. Every later step is one append.
+func TestCreatedSessionWrittenWithItsFirstRequest(t *testing.T) {
+	p := newGatedScripted()
+	t.Cleanup(p.open)
+	var log *writeLog
+	h := newJoinHarness(t, p, time.Hour, func(h *harness) store.Store {
+		log = newWriteLog(h.store)
+		return log
+	})
+	s := create(t, h, spec(t, `[{"delay_ms":1000,"tool_calls":[{"name":"list_files","arguments":{}}]},{"text":"done"}]`,
+		lt.ToolSpec{Name: "list_files"}), nil)
+
+	// Returned with the model's first answer held by the gate.
+	writes := log.of(s.ID)
+	require.Len(t, writes, 1, "written once when the creator's call returned")
+	first := writes[0]
+	require.True(t, first.create && first.leased, "a creation leased to this node")
+	require.Equal(t, []string{lt.EventSessionCreated, lt.EventTurnCreated}, first.types[:2])
+	require.Contains(t, first.types, lt.EventTurnStarted)
+	require.Equal(t, lt.EventModelRequested, first.types[len(first.types)-1], "the first request is in the creation's transaction")
+	require.LessOrEqual(t, len(p.sent()), 1)
+
+	p.open()
+	waitRowStatus(t, h.store, s.ID, lt.SessionIdle)
+	writes = log.of(s.ID)
+	require.Len(t, writes, 3, "the creation with the first request, the first step with the second request, the answer")
+	for _, w := range writes[1:] {
+		require.False(t, w.create)
+		require.True(t, w.leased)
+	}
+	require.Len(t, p.sent(), 2)
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestCreationWrittenByItsCreatorWhenTheRunnerIsLate: when the scheduler
+// does not start the session's runner within createJoinWait (here, it is
+// in a claim that stalls), the creator writes the creation alone, leased,
+// and returns; the runner, started later, appends its first request after
+// it, and the session runs to its end once.
+func TestCreationWrittenByItsCreatorWhenTheRunnerIsLate(t *testing.T) {
+	p := newGatedScripted()
+	p.open()
+	var log *writeLog
+	claims := &heldClaims{}
+	h := newJoinHarness(t, p, 0, func(h *harness) store.Store {
+		log = newWriteLog(h.store)
+		claims.Store = log
+		return claims
+	})
+	claims.hold()
+	select {
+	case <-claims.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the scheduler made no claim")
+	}
+	s := create(t, h, spec(t, `[{"text":"done"}]`), nil)
+	writes := log.of(s.ID)
+	require.Len(t, writes, 1)
+	require.True(t, writes[0].create && writes[0].leased)
+	require.Equal(t, []string{lt.EventSessionCreated, lt.EventTurnCreated}, writes[0].types, "the creation alone")
+
+	claims.mu.Lock()
+	close(claims.held)
+	claims.held = nil
+	claims.mu.Unlock()
+	waitRowStatus(t, h.store, s.ID, lt.SessionIdle)
+	writes = log.of(s.ID)
+	require.Greater(t, len(writes), 1)
+	require.False(t, writes[1].create)
+	require.Contains(t, writes[1].types, lt.EventModelRequested, "the runner's first append, after the creation")
+	require.Len(t, p.sent(), 1)
+	require.Len(t, events(t, h, s.ID, lt.EventTurnCompleted), 1)
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestCreationOfASessionNotStartedBeforeAStopIsWritten: a session handed to
+// the scheduler whose runner never starts (the engine stops first) is
+// written all the same, not leased (any node claims it), and the creator's
+// call returns it.
+func TestCreationOfASessionNotStartedBeforeAStopIsWritten(t *testing.T) {
+	p := newGatedScripted()
+	t.Cleanup(p.open)
+	claims := &heldClaims{}
+	h := newJoinHarness(t, p, time.Hour, func(h *harness) store.Store {
+		claims.Store = h.store
+		return claims
+	})
+	claims.hold()
+	select {
+	case <-claims.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the scheduler made no claim")
+	}
+	type result struct {
+		s   *lt.Session
+		err error
+	}
+	created := make(chan result, 1)
+	go func() {
+		s, err := h.eng.CreateSession(context.Background(), &lt.CreateSessionRequest{AgentSpec: spec(t, `[{"text":"done"}]`), Input: "go"})
+		created <- result{s, err}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.eng.HandedOffForTest() == 0 {
+		require.True(t, time.Now().Before(deadline), "the session was not handed to the scheduler")
+		time.Sleep(time.Millisecond) // polling with a deadline
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.eng.Stop(context.Background()) }()
+	// The scheduler sees the drain once its claim returns.
+	claims.mu.Lock()
+	close(claims.held)
+	claims.held = nil
+	claims.mu.Unlock()
+	require.NoError(t, <-stopped)
+
+	r := <-created
+	require.NoError(t, r.err)
+	row, err := h.store.SessionGet(context.Background(), r.s.ID)
+	require.NoError(t, err)
+	require.True(t, row.Runnable, "claimable")
+	require.Empty(t, row.Lease.Owner, "not leased")
+	evs, err := h.store.EventList(context.Background(), r.s.ID, 0, 100)
+	require.NoError(t, err)
+	require.Len(t, evs, 2, "the creation's events only")
+	require.Empty(t, p.sent())
+}
