@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/store"
 )
 
@@ -103,6 +104,10 @@ func (p *pendingCreation) wait(ctx context.Context) error {
 // is no session to run.
 var errCreationFailed = errors.New("the session's creation failed")
 
+// errDrainedUnwritten ends a runner the engine's drain found before its
+// session's creation was written.
+var errDrainedUnwritten = errors.New("the engine stopped before the session was written")
+
 // writeCreation writes a taken creation alone: leased to this node (its
 // runner goes on, with a lease fresh from now), or not leased (claimable by
 // any node) when its runner ended or never started. It settles it. A
@@ -136,8 +141,20 @@ func (e *Engine) awaitCreation(ctx context.Context, pc *pendingCreation) error {
 		}
 		return pc.wait(ctx)
 	case <-ctx.Done():
-		// The creation goes on without its creator, who learns only
-		// that it does not know (as after any lost reply).
+		select {
+		case <-pc.done:
+			return pc.err // an answer there is preferred
+		default:
+		}
+		if pc.take() {
+			// Given up before anyone wrote it: it is never written,
+			// as a creation whose caller gave up before its write was
+			// sent, and its runner ends (errCreationFailed).
+			pc.settle(ctx.Err())
+			return ctx.Err()
+		}
+		// Being written: the creator learns only that it does not
+		// know (as after any lost reply).
 		return ctx.Err()
 	}
 }
@@ -155,6 +172,39 @@ func (e *Engine) abandonCreation(ctx context.Context, pc *pendingCreation) bool 
 	return true
 }
 
+// settleCreation sees to the creation of a session whose first runner just
+// ended (err its end) and reports whether runSession goes on with the
+// session as usual. A creation the runner did not take is written now, not
+// leased, so that any node claims the session (this node's scheduler hears
+// of it as of any runnable session). One taken by its creator is waited for:
+// a runner the drain stopped before it gives its lease back once it is
+// written. One whose write failed leaves no session: nothing to run, fail or
+// give back, and the copy of the workspace its runner made goes.
+func (e *Engine) settleCreation(ctx context.Context, pc *pendingCreation, l store.Lease, err error) bool {
+	id := l.SessionID
+	if e.abandonCreation(ctx, pc) {
+		if err != nil && !errors.Is(err, errDrainedUnwritten) {
+			e.log.Warn("a new session's runner ended before its first write", "session", id, "err", err)
+		}
+		return false
+	}
+	if werr := pc.wait(context.WithoutCancel(ctx)); werr != nil {
+		e.log.Warn("a new session could not be written", "session", id, "err", werr)
+		if d, ok := e.envs.(environment.Discarder); ok {
+			gone := func(context.Context) (bool, error) { return true, nil } // no session has it
+			if _, derr := d.DiscardCopy(context.WithoutCancel(ctx), id, gone); derr != nil {
+				e.log.Warn("remove the workspace of a session that was not written", "session", id, "err", derr)
+			}
+		}
+		return false
+	}
+	if errors.Is(err, errDrainedUnwritten) {
+		e.giveBack(ctx, l)
+		return false
+	}
+	return true
+}
+
 // takeCreationAlone writes the runner's pending creation alone, under the
 // runner's lease, before the runner does anything else: its first tick has
 // to look at the session, or its first append is one a creation cannot carry.
@@ -165,12 +215,22 @@ func (r *runner) takeCreationAlone(ctx context.Context) error {
 		if err := r.e.writeCreation(ctx, pc, true); err != nil {
 			return fmt.Errorf("%w: %w", errCreationFailed, err)
 		}
-		return nil
-	}
-	if err := pc.wait(ctx); err != nil {
+	} else if err := pc.wait(context.WithoutCancel(ctx)); err != nil {
+		// The creator's write, which runs to its end.
 		return fmt.Errorf("%w: %w", errCreationFailed, err)
 	}
 	r.lease.ExpiresAt = pc.expires
+	return r.leaseFresh(ctx)
+}
+
+// leaseFresh makes the lease the session was just created with fresh, if
+// its write took a third of its life (freshLease), before the runner goes
+// on: else the next claim could take the session over while the runner's
+// first call is in flight.
+func (r *runner) leaseFresh(ctx context.Context) error {
+	if !r.e.freshLease(ctx, r.lease) {
+		return fmt.Errorf("%w: the lease the session was created with could not be made fresh", store.ErrLeaseLost)
+	}
 	return nil
 }
 
@@ -205,7 +265,7 @@ func (r *runner) createWith(ctx context.Context, p *store.EventAppendParams) (bo
 		return false, fmt.Errorf("%w: %w", errCreationFailed, err)
 	}
 	r.lease.ExpiresAt = c.Claim.ExpiresAt
-	return true, nil
+	return true, r.leaseFresh(ctx)
 }
 
 // mergeDocs returns the docs of a and then b, a doc of a that b writes too

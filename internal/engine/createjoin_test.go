@@ -2,7 +2,10 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -116,6 +119,12 @@ func TestCreatedSessionWrittenWithItsFirstRequest(t *testing.T) {
 
 	p.open()
 	waitRowStatus(t, h.store, s.ID, lt.SessionIdle)
+	// The log records a write once the store answered it, a moment after
+	// it committed.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(log.of(s.ID)) < 3 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond) // polling with a deadline
+	}
 	writes = log.of(s.ID)
 	require.Len(t, writes, 3, "the creation with the first request, the first step with the second request, the answer")
 	for _, w := range writes[1:] {
@@ -217,5 +226,147 @@ func TestCreationOfASessionNotStartedBeforeAStopIsWritten(t *testing.T) {
 	evs, err := h.store.EventList(context.Background(), r.s.ID, 0, 100)
 	require.NoError(t, err)
 	require.Len(t, evs, 2, "the creation's events only")
+	require.Empty(t, p.sent())
+}
+
+// failingJoinedCreations refuses every creation that carries a first model
+// request (one its runner writes), as a database gone away would, and
+// counts the session reads and writes that came after a refusal.
+type failingJoinedCreations struct {
+	store.Store
+	mu      sync.Mutex
+	refused map[string]bool
+	after   int
+}
+
+func (f *failingJoinedCreations) SessionCreate(ctx context.Context, p *store.SessionCreateParams) ([]store.Event, error) {
+	if n := len(p.Events); n > 0 && p.Events[n-1].Type == lt.EventModelRequested {
+		f.mu.Lock()
+		f.refused[p.Session.ID] = true
+		f.mu.Unlock()
+		return nil, fmt.Errorf("%w: the test's database went away", store.ErrUnavailable)
+	}
+	return f.Store.SessionCreate(ctx, p)
+}
+
+func (f *failingJoinedCreations) touched(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refused[id] {
+		f.after++
+	}
+}
+
+func (f *failingJoinedCreations) SessionGet(ctx context.Context, id string) (*store.SessionRow, error) {
+	f.touched(id)
+	return f.Store.SessionGet(ctx, id)
+}
+
+func (f *failingJoinedCreations) SessionLastSeq(ctx context.Context, id string) (int64, error) {
+	f.touched(id)
+	return f.Store.SessionLastSeq(ctx, id)
+}
+
+func (f *failingJoinedCreations) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
+	f.touched(p.SessionID)
+	return f.Store.EventAppend(ctx, p)
+}
+
+func (f *failingJoinedCreations) LeaseRenew(ctx context.Context, l store.Lease, expiresAt time.Time) error {
+	f.touched(l.SessionID)
+	return f.Store.LeaseRenew(ctx, l, expiresAt)
+}
+
+func (f *failingJoinedCreations) LeaseRelease(ctx context.Context, l store.Lease) error {
+	f.touched(l.SessionID)
+	return f.Store.LeaseRelease(ctx, l)
+}
+
+// TestJoinedCreationThatFailsLeavesNoSession: when the write of a creation
+// with its first request fails, the creator gets the error; nothing of the
+// session is stored, read, started again or failed (there is no session);
+// the model is never asked; the copy of the workspace its runner made is
+// removed; and the worker is free again.
+func TestJoinedCreationThatFailsLeavesNoSession(t *testing.T) {
+	p := newGatedScripted()
+	p.open()
+	dir := t.TempDir()
+	h := &harness{t: t, dir: dir, clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}}
+	h.store = openStore(t, dir)
+	t.Cleanup(func() { h.store.Close() })
+	cfg := &engine.Config{
+		WorkspaceRoot: filepath.Join(dir, "workspaces"), NodeID: "node-a", Clock: h.clock,
+		Providers: map[string]model.Provider{"scripted": p}, PollInterval: 10 * time.Millisecond, MaxWorkers: 1,
+	}
+	engine.SetCreateJoinWaitForTest(cfg, time.Hour)
+	failing := &failingJoinedCreations{Store: h.store, refused: map[string]bool{}}
+	h.eng = startEngine(t, failing, cfg)
+
+	_, err := h.eng.CreateSession(context.Background(), &lt.CreateSessionRequest{AgentSpec: spec(t, `[{"text":"never asked"}]`), Input: "go"})
+	require.ErrorIs(t, err, store.ErrUnavailable)
+	// The worker's slot is freed as its runSession ends.
+	deadline := time.Now().Add(10 * time.Second)
+	for h.eng.FreeWorkersForTest() < 1 {
+		require.True(t, time.Now().Before(deadline), "the worker was not freed")
+		time.Sleep(time.Millisecond) // polling with a deadline
+	}
+	rows, err := h.store.SessionList(context.Background(), &store.SessionListParams{Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, rows, "no session stored")
+	require.Empty(t, p.sent())
+	failing.mu.Lock()
+	require.Zero(t, failing.after, "the session not written was read, renewed, released or appended to")
+	failing.mu.Unlock()
+	left, err := os.ReadDir(filepath.Join(dir, "workspaces"))
+	require.NoError(t, err)
+	for _, e := range left {
+		require.False(t, strings.HasPrefix(e.Name(), "ses_"), "the workspace of the session not written is left: %s", e.Name())
+	}
+}
+
+// TestCreatorThatGivesUpFirstWritesNothing: a creator whose context ends
+// before anyone wrote its session's creation (here the scheduler is held,
+// and the creator would wait an hour) writes nothing: the session is never
+// stored, its runner, once started, ends without a write, and its worker
+// is free again.
+func TestCreatorThatGivesUpFirstWritesNothing(t *testing.T) {
+	p := newGatedScripted()
+	p.open()
+	claims := &heldClaims{}
+	h := newJoinHarness(t, p, time.Hour, func(h *harness) store.Store {
+		claims.Store = h.store
+		return claims
+	})
+	claims.hold()
+	select {
+	case <-claims.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the scheduler made no claim")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, 1)
+	go func() {
+		_, err := h.eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: spec(t, `[{"text":"never asked"}]`), Input: "go"})
+		errs <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.eng.HandedOffForTest() == 0 {
+		require.True(t, time.Now().Before(deadline), "the session was not handed to the scheduler")
+		time.Sleep(time.Millisecond) // polling with a deadline
+	}
+	cancel()
+	require.ErrorIs(t, <-errs, context.Canceled)
+	free := h.eng.FreeWorkersForTest()
+	claims.mu.Lock()
+	close(claims.held)
+	claims.held = nil
+	claims.mu.Unlock()
+	for h.eng.FreeWorkersForTest() <= free {
+		require.True(t, time.Now().Before(deadline), "the worker was not freed")
+		time.Sleep(time.Millisecond) // polling with a deadline
+	}
+	rows, err := h.store.SessionList(context.Background(), &store.SessionListParams{Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, rows, "no session stored")
 	require.Empty(t, p.sent())
 }

@@ -55,3 +55,6 @@ func SetCreateJoinWaitForTest(c *Config, d time.Duration) { c.createJoinWait = d
 // HandedOffForTest is how many sessions created here wait for the
 // scheduler to start their runners.
 func (e *Engine) HandedOffForTest() int { return len(e.handoff) }
+
+// FreeWorkersForTest is how many of e's worker slots are free.
+func (e *Engine) FreeWorkersForTest() int { return cap(e.slots) - len(e.slots) }

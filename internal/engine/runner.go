@@ -428,6 +428,12 @@ func (r *runner) run(ctx context.Context) error {
 			return err
 		}
 		if r.e.isDraining() {
+			if r.pending != nil {
+				// Nothing written yet, not even the session: runSession
+				// writes it unleased, or gives back the lease its
+				// creator wrote it with (createjoin.go).
+				return errDrainedUnwritten
+			}
 			if err := r.flush(ctx, false); err != nil {
 				return err
 			}

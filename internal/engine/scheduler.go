@@ -357,9 +357,13 @@ func (e *Engine) runSession(parent context.Context, j job) {
 	go func(pending *pendingCreation) {
 		defer close(renewed)
 		if pending != nil {
-			// Nothing to renew before the session is written.
+			// Nothing to renew before the session is written, nor
+			// after its creation failed.
 			select {
 			case <-pending.done:
+				if pending.err != nil {
+					return
+				}
 			case <-ctx.Done():
 				return
 			}
@@ -396,16 +400,12 @@ func (e *Engine) runSession(parent context.Context, j job) {
 				r.leftCopy()
 			}
 		}
-		if e.abandonCreation(ctx, pending) {
-			// The runner ended before it wrote its session's creation:
-			// written now, not leased, the session is claimed as any
-			// other (by this node's scheduler, or another's).
-			if err != nil && !errors.Is(err, errCreationFailed) {
-				e.log.Warn("a new session's runner ended before its first write", "session", l.SessionID, "err", err)
+		if pending != nil {
+			if !e.settleCreation(ctx, pending, l, err) {
+				return
 			}
-			return
+			pending = nil
 		}
-		pending = nil
 		if errors.Is(err, errStaleBatch) && attempt < maxStaleRestarts {
 			// An API write made the runner's unsaved events impossible (e.g.
 			// a person decided an approval the runner was expiring): start
@@ -458,10 +458,6 @@ func (e *Engine) runSession(parent context.Context, j job) {
 	}
 	switch {
 	case err == nil:
-	case errors.Is(err, errCreationFailed):
-		// No session: nothing to fail or give back. Its creator got
-		// the error.
-		e.log.Warn("a new session could not be written", "session", l.SessionID, "err", err)
 	case errors.Is(err, store.ErrLeaseLost) || errors.Is(context.Cause(ctx), errLeaseLost):
 		e.log.Warn("lease lost; another worker owns the session now", "session", l.SessionID, "epoch", l.Epoch, "err", err)
 	case errors.Is(context.Cause(ctx), errShutdown):

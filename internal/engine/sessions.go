@@ -169,10 +169,12 @@ func (e *Engine) createSession(ctx context.Context, ns *newSession) (*journal.St
 // joinsFirstAppend reports whether a session created leased to this node is
 // written with its runner's first append (createjoin.go): a root session
 // without MCP servers (whose first listing starts them before the first
-// request), whose creation carries no blob (its runner would read the
-// blob back from the store before it wrote the creation).
+// request), not on a runner (whose connection its first tick waits for or
+// journals, after a look), whose creation carries no blob (its runner
+// would read the blob back from the store before it wrote the creation).
 func joinsFirstAppend(ns *newSession, p *store.SessionCreateParams) bool {
-	return ns.Created.ParentID == "" && len(mcpSpecs(ns.Spec)) == 0 && len(p.Blobs) == 0 && len(p.BlobRefs) == 0
+	onRunner := ns.Spec.Environment != nil && ns.Spec.Environment.Runner != nil
+	return ns.Created.ParentID == "" && !onRunner && len(mcpSpecs(ns.Spec)) == 0 && len(p.Blobs) == 0 && len(p.BlobRefs) == 0
 }
 
 func (e *Engine) resolveAgent(ctx context.Context, req *lt.CreateSessionRequest) (*lt.AgentSpec, lt.AgentRef, error) {

@@ -154,7 +154,8 @@ func TestFinalAnswerEndsTheTurnInOneAppend(t *testing.T) {
 	p := newGatedScripted()
 	p.open()
 	var rec *appendRecorder
-	h := newHarnessThrough(t, p, 0, func(h *harness) store.Store {
+	// The creator waits for its runner however loaded the machine.
+	h := newJoinHarness(t, p, time.Hour, func(h *harness) store.Store {
 		rec = &appendRecorder{Store: h.store}
 		return rec
 	})
