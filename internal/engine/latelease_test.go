@@ -13,9 +13,11 @@ import (
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
-// lateClaims makes one claim, once armed, reach the store after the
-// engine's clock moved on (it waited in the store's queue meanwhile), and
-// counts the claims that follow it and the takeovers among them.
+// lateClaims makes one claim, once armed, reach its node after the
+// engine's clock moved on (it waited in the store's queue meanwhile): the
+// first that returns a session, or, with held, the first, stalled before it
+// reaches the store. It counts the claims that follow it and the takeovers
+// among them.
 type lateClaims struct {
 	store.Store
 	clock *fakeClock
@@ -30,15 +32,25 @@ type lateClaims struct {
 }
 
 func (s *lateClaims) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]store.Lease, error) {
-	late := s.armed.CompareAndSwap(true, false)
-	if late {
-		if s.held != nil {
+	var late bool
+	if s.held != nil {
+		// A claim stalled in the store: the first one once armed.
+		if late = s.armed.CompareAndSwap(true, false); late {
 			close(s.holding)
 			<-s.held
+			s.clock.Advance(2 * time.Minute) // four times the lease's life
 		}
-		s.clock.Advance(2 * time.Minute) // four times the lease's life
 	}
 	leases, err := s.Store.LeaseClaim(ctx, p)
+	if s.held == nil && len(leases) > 0 {
+		// The claim that returns a session once armed reaches its
+		// node late, whichever claim it is (one the scheduler began
+		// before the test armed may be the one to find the session
+		// runnable): its lease, computed at p.Now, has expired.
+		if late = s.armed.CompareAndSwap(true, false); late {
+			s.clock.Advance(2 * time.Minute) // four times the lease's life
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fired && !late {
