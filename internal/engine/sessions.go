@@ -12,7 +12,6 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/store"
-	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -143,7 +142,7 @@ func (e *Engine) createSession(ctx context.Context, ns *newSession) (*journal.St
 		pc := newPendingCreation(params)
 		row := params.Session
 		row.LastSeq = st.Session.LastEventSeq
-		events := storeutil.NewEvents(row.ID, 0, params.Events)
+		events := store.Numbered(row.ID, 0, params.Events)
 		e.handOff(ctx, job{lease: params.Claim.Lease(st.Session.ID), created: &created{row: row, events: events, claim: claim, pending: pc}})
 		if err := e.awaitCreation(ctx, pc); err != nil {
 			return nil, err

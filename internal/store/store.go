@@ -437,6 +437,27 @@ type Event struct {
 	Data      json.RawMessage
 }
 
+// Numbered returns events as a store keeps them once written after afterSeq
+// to session sessionID: numbered in order, their times at microsecond
+// precision in UTC (what both drivers' encodings keep). The engine reads a
+// creation its runner writes (before it is written) this way.
+func Numbered(sessionID string, afterSeq int64, in []NewEvent) []Event {
+	out := make([]Event, len(in))
+	for i, e := range in {
+		out[i] = Event{
+			SessionID: sessionID,
+			Seq:       afterSeq + int64(i) + 1,
+			Type:      e.Type,
+			Time:      time.UnixMicro(e.Time.UnixMicro()).UTC(),
+			TurnID:    e.TurnID,
+			Step:      e.Step,
+			WorkerID:  e.WorkerID,
+			Data:      e.Data,
+		}
+	}
+	return out
+}
+
 // NewEvent is an event to append; the store assigns Seq.
 type NewEvent struct {
 	Type     string

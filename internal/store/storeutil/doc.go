@@ -11,9 +11,12 @@
 //     the session lookup a driver supplies;
 //   - the rows a driver builds before it writes: PrepareSessionCreate and
 //     PrepareEventAppend check a journal write and number its events
-//     (NewEvents) and bind its docs (NormalizeDocs); NonNil stores an
+//     (store.Numbered) and bind its docs (NormalizeDocs); NonNil stores an
 //     absent list as [] and BlobData an empty blob as zero bytes;
 //   - the in-process notification Hub that serves Store.Subscribe;
+//   - Grouper, which runs queued writes (or reads) in groups, the caller
+//     that finds a slot free running its group itself: SQLite's writer,
+//     PostgreSQL's committer and session reads;
 //   - the loading and numbering of the embedded migrations (LoadMigrations).
 //
 // SQL, and anything else that depends on the database's dialect (how a time

@@ -3,7 +3,6 @@ package storeutil
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
 )
@@ -15,25 +14,6 @@ func NonNil(v []string) []string {
 		return []string{}
 	}
 	return v
-}
-
-// NewEvents numbers events after afterSeq, as they will be stored (times at
-// microsecond precision, in UTC, as both drivers' encodings keep them).
-func NewEvents(sessionID string, afterSeq int64, in []store.NewEvent) []store.Event {
-	out := make([]store.Event, len(in))
-	for i, e := range in {
-		out[i] = store.Event{
-			SessionID: sessionID,
-			Seq:       afterSeq + int64(i) + 1,
-			Type:      e.Type,
-			Time:      time.UnixMicro(e.Time.UnixMicro()).UTC(),
-			TurnID:    e.TurnID,
-			Step:      e.Step,
-			WorkerID:  e.WorkerID,
-			Data:      e.Data,
-		}
-	}
-	return out
 }
 
 // SessionWrite is what a write to a session's journal stores beside the
@@ -63,7 +43,7 @@ func (c Checks) PrepareSessionCreate(p *store.SessionCreateParams) (store.Sessio
 	if err := c.SessionCreate(&sess, p); err != nil {
 		return store.SessionRow{}, SessionWrite{}, fmt.Errorf("create session: %w", err)
 	}
-	events := NewEvents(sess.ID, 0, p.Events)
+	events := store.Numbered(sess.ID, 0, p.Events)
 	docs, err := NormalizeDocs(sess.ID, p.Docs)
 	if err != nil {
 		return store.SessionRow{}, SessionWrite{}, fmt.Errorf("create session %s: %w", sess.ID, err)
@@ -77,7 +57,7 @@ func (c Checks) PrepareEventAppend(p *store.EventAppendParams) (SessionWrite, er
 	if err := c.EventAppend(p); err != nil {
 		return SessionWrite{}, fmt.Errorf("append events: %w", err)
 	}
-	events := NewEvents(p.SessionID, p.ExpectedSeq, p.Events)
+	events := store.Numbered(p.SessionID, p.ExpectedSeq, p.Events)
 	docs, err := NormalizeDocs(p.SessionID, p.Docs)
 	if err != nil {
 		return SessionWrite{}, fmt.Errorf("append events to session %s: %w", p.SessionID, err)
