@@ -66,14 +66,26 @@ func newHarnessThrough(t *testing.T, p model.Provider, maxWorkers int, wrap func
 // a tick on a loaded machine adds no read of its own.
 func newHarnessPolling(t *testing.T, p model.Provider, maxWorkers int, poll time.Duration, wrap func(h *harness) store.Store) *harness {
 	t.Helper()
+	return newHarnessConfigured(t, p, wrap, func(c *engine.Config) {
+		c.PollInterval, c.MaxWorkers = poll, maxWorkers
+	})
+}
+
+// newHarnessConfigured starts a harness whose engine (node-a, with provider
+// p as "scripted", polling every 10 ms) works through the store wrap
+// returns, its config changed by configure first.
+func newHarnessConfigured(t *testing.T, p model.Provider, wrap func(h *harness) store.Store, configure func(*engine.Config)) *harness {
+	t.Helper()
 	dir := t.TempDir()
 	h := &harness{t: t, dir: dir, clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}}
 	h.store = openStore(t, dir)
 	t.Cleanup(func() { h.store.Close() })
-	h.eng = startEngine(t, wrap(h), &engine.Config{
+	cfg := &engine.Config{
 		WorkspaceRoot: filepath.Join(dir, "workspaces"), NodeID: "node-a", Clock: h.clock,
-		Providers: map[string]model.Provider{"scripted": p}, PollInterval: poll, MaxWorkers: maxWorkers,
-	})
+		Providers: map[string]model.Provider{"scripted": p}, PollInterval: 10 * time.Millisecond,
+	}
+	configure(cfg)
+	h.eng = startEngine(t, wrap(h), cfg)
 	return h
 }
 
@@ -125,6 +137,26 @@ func (c *heldClaims) hold() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.held, c.entered = make(chan struct{}), make(chan struct{}, 1)
+}
+
+// stall holds the claims and waits until the scheduler is in one (it
+// claims at each poll), as a claim stalled in the store would hold it.
+func (c *heldClaims) stall(t *testing.T) {
+	t.Helper()
+	c.hold()
+	select {
+	case <-c.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the scheduler made no claim")
+	}
+}
+
+// letGo lets the held claims go, and the later ones through.
+func (c *heldClaims) letGo() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	close(c.held)
+	c.held = nil
 }
 
 func (c *heldClaims) LeaseClaim(ctx context.Context, p *store.LeaseClaimParams) ([]store.Lease, error) {

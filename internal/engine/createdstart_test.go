@@ -203,17 +203,9 @@ func TestWriteBeforeTheFirstRequestOfACreatedSession(t *testing.T) {
 		held.Store = claims
 		return held
 	})
-	claims.hold()
-	select {
-	case <-claims.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the scheduler made no claim")
-	}
+	claims.stall(t)
 	s := create(t, h, spec(t, `[{"text":"never asked"}]`), nil)
-	claims.mu.Lock()
-	close(claims.held) // the runner starts, from the creation written alone
-	claims.held = nil
-	claims.mu.Unlock()
+	claims.letGo() // the runner starts, from the creation written alone
 	cancelWhileHeld(t, h, s.ID, held.appending, held.held, "append")
 
 	waitRowStatus(t, h.store, s.ID, lt.SessionIdle, lt.SessionCancelled)

@@ -72,23 +72,31 @@ func (w *writeLog) of(id string) []sessionWrite {
 	return append([]sessionWrite(nil), w.writes[id]...)
 }
 
-// newJoinHarness is newHarnessThrough with the engine's createJoinWait set
-// (0: the default).
+// newJoinHarness is newHarnessThrough with the engine's createJoinWait set.
 func newJoinHarness(t *testing.T, p model.Provider, joinWait time.Duration, wrap func(h *harness) store.Store) *harness {
 	t.Helper()
-	dir := t.TempDir()
-	h := &harness{t: t, dir: dir, clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}}
-	h.store = openStore(t, dir)
-	t.Cleanup(func() { h.store.Close() })
-	cfg := &engine.Config{
-		WorkspaceRoot: filepath.Join(dir, "workspaces"), NodeID: "node-a", Clock: h.clock,
-		Providers: map[string]model.Provider{"scripted": p}, PollInterval: 10 * time.Millisecond,
+	return newHarnessConfigured(t, p, wrap, func(c *engine.Config) { engine.SetCreateJoinWaitForTest(c, joinWait) })
+}
+
+// waitHandedOff polls until a session created on h waits for its
+// scheduler to start its runner.
+func waitHandedOff(t *testing.T, h *harness) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.eng.HandedOffForTest() == 0 {
+		require.True(t, time.Now().Before(deadline), "the session was not handed to the scheduler")
+		time.Sleep(time.Millisecond) // polling with a deadline
 	}
-	if joinWait > 0 {
-		engine.SetCreateJoinWaitForTest(cfg, joinWait)
+}
+
+// waitFreeWorkers polls until at least n of h's worker slots are free.
+func waitFreeWorkers(t *testing.T, h *harness, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.eng.FreeWorkersForTest() < n {
+		require.True(t, time.Now().Before(deadline), "the worker was not freed")
+		time.Sleep(time.Millisecond) // polling with a deadline
 	}
-	h.eng = startEngine(t, wrap(h), cfg)
-	return h
 }
 
 // TestCreatedSessionWrittenWithItsFirstRequest: a session created on a node
@@ -150,22 +158,14 @@ func TestCreationWrittenByItsCreatorWhenTheRunnerIsLate(t *testing.T) {
 		claims.Store = log
 		return claims
 	})
-	claims.hold()
-	select {
-	case <-claims.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the scheduler made no claim")
-	}
+	claims.stall(t)
 	s := create(t, h, spec(t, `[{"text":"done"}]`), nil)
 	writes := log.of(s.ID)
 	require.Len(t, writes, 1)
 	require.True(t, writes[0].create && writes[0].leased)
 	require.Equal(t, []string{lt.EventSessionCreated, lt.EventTurnCreated}, writes[0].types, "the creation alone")
 
-	claims.mu.Lock()
-	close(claims.held)
-	claims.held = nil
-	claims.mu.Unlock()
+	claims.letGo()
 	waitRowStatus(t, h.store, s.ID, lt.SessionIdle)
 	writes = log.of(s.ID)
 	require.Greater(t, len(writes), 1)
@@ -188,12 +188,7 @@ func TestCreationOfASessionNotStartedBeforeAStopIsWritten(t *testing.T) {
 		claims.Store = h.store
 		return claims
 	})
-	claims.hold()
-	select {
-	case <-claims.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the scheduler made no claim")
-	}
+	claims.stall(t)
 	type result struct {
 		s   *lt.Session
 		err error
@@ -203,18 +198,11 @@ func TestCreationOfASessionNotStartedBeforeAStopIsWritten(t *testing.T) {
 		s, err := h.eng.CreateSession(context.Background(), &lt.CreateSessionRequest{AgentSpec: spec(t, `[{"text":"done"}]`), Input: "go"})
 		created <- result{s, err}
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for h.eng.HandedOffForTest() == 0 {
-		require.True(t, time.Now().Before(deadline), "the session was not handed to the scheduler")
-		time.Sleep(time.Millisecond) // polling with a deadline
-	}
+	waitHandedOff(t, h)
 	stopped := make(chan error, 1)
 	go func() { stopped <- h.eng.Stop(context.Background()) }()
 	// The scheduler sees the drain once its claim returns.
-	claims.mu.Lock()
-	close(claims.held)
-	claims.held = nil
-	claims.mu.Unlock()
+	claims.letGo()
 	require.NoError(t, <-stopped)
 
 	r := <-created
@@ -290,26 +278,19 @@ func (f *failingJoinedCreations) LeaseRelease(ctx context.Context, l store.Lease
 func TestJoinedCreationThatFailsLeavesNoSession(t *testing.T) {
 	p := newGatedScripted()
 	p.open()
-	dir := t.TempDir()
-	h := &harness{t: t, dir: dir, clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)}}
-	h.store = openStore(t, dir)
-	t.Cleanup(func() { h.store.Close() })
-	cfg := &engine.Config{
-		WorkspaceRoot: filepath.Join(dir, "workspaces"), NodeID: "node-a", Clock: h.clock,
-		Providers: map[string]model.Provider{"scripted": p}, PollInterval: 10 * time.Millisecond, MaxWorkers: 1,
-	}
-	engine.SetCreateJoinWaitForTest(cfg, time.Hour)
-	failing := &failingJoinedCreations{Store: h.store, refused: map[string]bool{}}
-	h.eng = startEngine(t, failing, cfg)
+	var failing *failingJoinedCreations
+	h := newHarnessConfigured(t, p, func(h *harness) store.Store {
+		failing = &failingJoinedCreations{Store: h.store, refused: map[string]bool{}}
+		return failing
+	}, func(c *engine.Config) {
+		c.MaxWorkers = 1
+		engine.SetCreateJoinWaitForTest(c, time.Hour)
+	})
 
 	_, err := h.eng.CreateSession(context.Background(), &lt.CreateSessionRequest{AgentSpec: spec(t, `[{"text":"never asked"}]`), Input: "go"})
 	require.ErrorIs(t, err, store.ErrUnavailable)
 	// The worker's slot is freed as its runSession ends.
-	deadline := time.Now().Add(10 * time.Second)
-	for h.eng.FreeWorkersForTest() < 1 {
-		require.True(t, time.Now().Before(deadline), "the worker was not freed")
-		time.Sleep(time.Millisecond) // polling with a deadline
-	}
+	waitFreeWorkers(t, h, 1)
 	rows, err := h.store.SessionList(context.Background(), &store.SessionListParams{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, rows, "no session stored")
@@ -317,7 +298,7 @@ func TestJoinedCreationThatFailsLeavesNoSession(t *testing.T) {
 	failing.mu.Lock()
 	require.Zero(t, failing.after, "the session not written was read, renewed, released or appended to")
 	failing.mu.Unlock()
-	left, err := os.ReadDir(filepath.Join(dir, "workspaces"))
+	left, err := os.ReadDir(filepath.Join(h.dir, "workspaces"))
 	require.NoError(t, err)
 	for _, e := range left {
 		require.False(t, strings.HasPrefix(e.Name(), "ses_"), "the workspace of the session not written is left: %s", e.Name())
@@ -337,34 +318,19 @@ func TestCreatorThatGivesUpFirstWritesNothing(t *testing.T) {
 		claims.Store = h.store
 		return claims
 	})
-	claims.hold()
-	select {
-	case <-claims.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the scheduler made no claim")
-	}
+	claims.stall(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	errs := make(chan error, 1)
 	go func() {
 		_, err := h.eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: spec(t, `[{"text":"never asked"}]`), Input: "go"})
 		errs <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for h.eng.HandedOffForTest() == 0 {
-		require.True(t, time.Now().Before(deadline), "the session was not handed to the scheduler")
-		time.Sleep(time.Millisecond) // polling with a deadline
-	}
+	waitHandedOff(t, h)
 	cancel()
 	require.ErrorIs(t, <-errs, context.Canceled)
 	free := h.eng.FreeWorkersForTest()
-	claims.mu.Lock()
-	close(claims.held)
-	claims.held = nil
-	claims.mu.Unlock()
-	for h.eng.FreeWorkersForTest() <= free {
-		require.True(t, time.Now().Before(deadline), "the worker was not freed")
-		time.Sleep(time.Millisecond) // polling with a deadline
-	}
+	claims.letGo()
+	waitFreeWorkers(t, h, free+1)
 	rows, err := h.store.SessionList(context.Background(), &store.SessionListParams{Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, rows, "no session stored")

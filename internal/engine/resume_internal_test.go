@@ -96,19 +96,17 @@ func (s *countingStore) SessionLastSeq(ctx context.Context, id string) (int64, e
 // SessionCreate calls afterAppend, if set, with the events written: a
 // session created here is written with its first append (createjoin.go).
 func (s *countingStore) SessionCreate(ctx context.Context, p *store.SessionCreateParams) ([]store.Event, error) {
-	evs, err := s.Store.SessionCreate(ctx, p)
-	s.mu.Lock()
-	after := s.afterAppend
-	s.mu.Unlock()
-	if err == nil && after != nil {
-		after(evs)
-	}
-	return evs, err
+	return s.appended(s.Store.SessionCreate(ctx, p))
 }
 
 // EventAppend calls afterAppend, if set, with the events appended.
 func (s *countingStore) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
-	evs, err := s.Store.EventAppend(ctx, p)
+	return s.appended(s.Store.EventAppend(ctx, p))
+}
+
+// appended calls afterAppend, if set, with the events a write that
+// succeeded wrote, and passes the write's answer on.
+func (s *countingStore) appended(evs []store.Event, err error) ([]store.Event, error) {
 	s.mu.Lock()
 	after := s.afterAppend
 	s.mu.Unlock()

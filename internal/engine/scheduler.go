@@ -270,7 +270,7 @@ func (e *Engine) handOff(ctx context.Context, j job) {
 func (e *Engine) release(ctx context.Context, j job) {
 	if j.created != nil {
 		j.created.claim.stop()
-		if pc := j.created.pending; pc != nil {
+		if pc := j.pendingCreation(); pc != nil {
 			// Written now, not leased, or never: no lease to give back.
 			// Or written by its creator meanwhile: given back once it is.
 			if e.abandonCreation(ctx, pc) || pc.wait(context.WithoutCancel(ctx)) != nil {

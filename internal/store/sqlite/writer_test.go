@@ -143,32 +143,6 @@ func TestSkippedWhenCallerGaveUp(t *testing.T) {
 	require.NoError(t, err, "the abandoned append did not take seq 2")
 }
 
-// TestRawRequestWaitsForBatch: a raw request queued behind writes runs after
-// them, alone.
-func TestRawRequestWaitsForBatch(t *testing.T) {
-	s := openMigrated(t, nil)
-	createSession(t, s, "ses_r", false)
-	release := blockWriter(t, s)
-	appended := make(chan error, 1)
-	go func() {
-		_, err := s.EventAppend(context.Background(), appendParams("ses_r", 1, 1))
-		appended <- err
-	}()
-	waitQueued(t, s, 1)
-	var seen int64
-	rawDone := make(chan error, 1)
-	go func() {
-		rawDone <- s.w.do(context.Background(), &request{raw: func(w *writer) error {
-			return w.conn.QueryRowContext(context.Background(), `SELECT last_seq FROM sessions WHERE id = 'ses_r'`).Scan(&seen)
-		}})
-	}()
-	waitQueued(t, s, 2)
-	release()
-	require.NoError(t, <-appended)
-	require.NoError(t, <-rawDone)
-	require.Equal(t, int64(2), seen)
-}
-
 // TestRawRequestBetweenWritesRunsInOrder: writes queued before a raw request
 // commit before it runs, and those queued after it commit after it, though
 // all were queued while the writer was busy and run as one group.
