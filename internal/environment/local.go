@@ -102,6 +102,10 @@ type localBackend struct {
 	// many sessions it no longer runs. Guarded by mu.
 	writing map[string]*workspaceWriteLock
 
+	// claimed is what this backend's environments have claimed already
+	// (claimed.go).
+	claimed claimedSnapshots
+
 	// private is the backend's own socket directory (privateDir).
 	privateOnce sync.Once
 	private     string
@@ -254,10 +258,6 @@ type localEnv struct {
 	inflight  int  // calls begun and not over (begin)
 	stopProxy func() error
 	procs     map[*sandbox.Process]struct{}
-	// claimed is the last snapshot this environment claimed for its
-	// project: the same one again (a step that changed nothing) reads no
-	// ownership, since ownership is never taken back.
-	claimed string
 }
 
 func (e *localEnv) Info() Info { return e.info }
@@ -642,14 +642,14 @@ func (e *localEnv) Snapshot(ctx context.Context) (string, snapshot.Stats, error)
 	id, stats, err := e.take(ctx)
 	if err == nil && e.b.cfg.Owners != nil && e.params.Project == "" {
 		err = errors.New("params.project: is required to snapshot a workspace whose owners are kept")
-	} else if err == nil && e.b.cfg.Owners != nil && !e.claimedAlready(id) {
+	} else if err == nil && e.b.cfg.Owners != nil && !e.b.claimed.has(e.params.Project, id) {
 		// Read from the project's workspace by the server itself: the
 		// project's, however it came by the bytes. Only the trees it
-		// did not own yet are read again.
+		// did not own yet are read again; a snapshot this backend
+		// claimed for the project before (the same step again, or
+		// another session's identical workspace) not even its root.
 		if _, err = snapshot.Claim(ctx, e.b.cfg.Blobs, e.b.cfg.Owners, e.params.Project, id, snapshot.ClaimOptions{}); err == nil {
-			e.mu.Lock()
-			e.claimed = id
-			e.mu.Unlock()
+			e.b.claimed.add(e.params.Project, id)
 		}
 	}
 	if err != nil {
@@ -657,14 +657,6 @@ func (e *localEnv) Snapshot(ctx context.Context) (string, snapshot.Stats, error)
 	}
 	e.record(id)
 	return id, stats, nil
-}
-
-// claimedAlready reports whether id is the snapshot this environment
-// claimed last.
-func (e *localEnv) claimedAlready(id string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.claimed == id
 }
 
 // record notes that the copy contains snapshot id. The list only spares a

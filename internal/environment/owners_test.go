@@ -22,15 +22,9 @@ import (
 // the workspace (issue 18: a step's cost is flat in the workspace size).
 func TestSnapshotsAreClaimedForTheirProject(t *testing.T) {
 	ctx := t.Context()
-	blobs := environmenttest.NewBlobs(t)
-	spaces, err := workspace.New(t.TempDir())
-	require.NoError(t, err)
-	owners := &countingOwners{Owners: blobs.Store}
-	b, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: blobs,
-		Owners: owners, SocketDir: t.TempDir()})
-	require.NoError(t, err)
+	b, blobs, owners := newOwnedBackend(t)
 
-	_, err = b.Open(ctx, &environment.OpenParams{Workspace: "ses_np", Session: "ses_np"})
+	_, err := b.Open(ctx, &environment.OpenParams{Workspace: "ses_np", Session: "ses_np"})
 	require.NoError(t, err, "opening needs no project")
 	noProject, err := b.Open(ctx, &environment.OpenParams{Workspace: "ses_np2", Session: "ses_np2"})
 	require.NoError(t, err)
@@ -75,6 +69,48 @@ func TestSnapshotsAreClaimedForTheirProject(t *testing.T) {
 	owned, err = blobs.Store.BlobsOwned(ctx, "alpha", []string{second, environmenttest.Digest([]byte("changed"))})
 	require.NoError(t, err)
 	require.Len(t, owned, 2)
+}
+
+// TestSnapshotClaimedOnceForItsProject: a snapshot the backend claimed for
+// a project is not claimed again by another session of the project with
+// the same files (the empty workspace most of all): no ownership read, a
+// round trip on PostgreSQL. Another project with the same files claims it
+// for itself, and owns it afterwards.
+func TestSnapshotClaimedOnceForItsProject(t *testing.T) {
+	ctx := t.Context()
+	b, blobs, owners := newOwnedBackend(t)
+	snap := func(session, project string, files map[string]string) string {
+		t.Helper()
+		env, err := b.Open(ctx, &environment.OpenParams{Workspace: session, Session: session, Project: project})
+		require.NoError(t, err)
+		defer env.Close()
+		for name, data := range files {
+			require.NoError(t, env.WriteFile(ctx, name, []byte(data)))
+		}
+		id, _, err := env.Snapshot(ctx)
+		require.NoError(t, err)
+		return id
+	}
+	files := map[string]string{"a/b.txt": "shared", "c.txt": "too"}
+
+	empty := snap("ses_e1", "alpha", nil)
+	full := snap("ses_f1", "alpha", files)
+	reads := owners.reads.Load()
+	require.Equal(t, empty, snap("ses_e2", "alpha", nil))
+	require.Equal(t, full, snap("ses_f2", "alpha", files))
+	require.Equal(t, reads, owners.reads.Load(), "claimed by this backend for alpha already: no ownership read")
+
+	owned, err := blobs.Store.BlobsOwned(ctx, "beta", []string{empty, full})
+	require.NoError(t, err)
+	require.Empty(t, owned, "alpha's claims are alpha's")
+	require.Equal(t, full, snap("ses_f3", "beta", files))
+	require.Greater(t, owners.reads.Load(), reads, "another project: its own claim, with its reads")
+	owned, err = blobs.Store.BlobsOwned(ctx, "beta", []string{full, environmenttest.Digest([]byte("shared"))})
+	require.NoError(t, err)
+	require.Len(t, owned, 2, "beta owns what it claimed, down to the files")
+	owned, err = blobs.Store.BlobsOwned(ctx, "beta", []string{empty})
+	require.NoError(t, err)
+	require.Empty(t, owned, "and nothing it did not")
 }
 
 // TestRestoreOfABackfilledSnapshot: a snapshot journaled before owners
@@ -126,6 +162,20 @@ func TestRestoreOfABackfilledSnapshot(t *testing.T) {
 	owned, err := blobs.Store.BlobsOwned(ctx, "alpha", below)
 	require.NoError(t, err)
 	require.Len(t, owned, len(below), "the restore recorded what the root reaches")
+}
+
+// newOwnedBackend returns a local backend whose owners are kept in its
+// blob store, with their reads counted.
+func newOwnedBackend(t *testing.T) (environment.Backend, *environmenttest.Blobs, *countingOwners) {
+	t.Helper()
+	blobs := environmenttest.NewBlobs(t)
+	spaces, err := workspace.New(t.TempDir())
+	require.NoError(t, err)
+	owners := &countingOwners{Owners: blobs.Store}
+	b, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: blobs,
+		Owners: owners, SocketDir: t.TempDir()})
+	require.NoError(t, err)
+	return b, blobs, owners
 }
 
 // countingOwners counts the ownership reads of the store it wraps.
