@@ -201,7 +201,13 @@ func TestCreationOfASessionNotStartedBeforeAStopIsWritten(t *testing.T) {
 	waitHandedOff(t, h)
 	stopped := make(chan error, 1)
 	go func() { stopped <- h.eng.Stop(context.Background()) }()
-	// The scheduler sees the drain once its claim returns.
+	// The engine stops first: the scheduler sees the drain once its
+	// claim returns, not the session handed off.
+	deadline := time.Now().Add(10 * time.Second)
+	for !h.eng.DrainingForTest() {
+		require.True(t, time.Now().Before(deadline), "the engine did not begin to drain")
+		time.Sleep(time.Millisecond) // polling with a deadline
+	}
 	claims.letGo()
 	require.NoError(t, <-stopped)
 

@@ -56,5 +56,8 @@ func SetCreateJoinWaitForTest(c *Config, d time.Duration) { c.createJoinWait = d
 // scheduler to start their runners.
 func (e *Engine) HandedOffForTest() int { return len(e.handoff) }
 
+// DrainingForTest reports whether Stop has begun to drain e.
+func (e *Engine) DrainingForTest() bool { return e.isDraining() }
+
 // FreeWorkersForTest is how many of e's worker slots are free.
 func (e *Engine) FreeWorkersForTest() int { return cap(e.slots) - len(e.slots) }
