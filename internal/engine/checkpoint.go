@@ -40,7 +40,7 @@ func (r *runner) checkpoint(ctx context.Context, kind, name, summary, next strin
 	sid := r.st.Session.ID
 	seq := r.st.Session.LastEventSeq + 1
 	c := lt.Checkpoint{
-		ID: derivedID("ckpt_", sid, seq), SessionID: sid, TurnID: turnID, Step: step, Kind: kind, Name: name,
+		ID: checkpointID(sid, seq), SessionID: sid, TurnID: turnID, Step: step, Kind: kind, Name: name,
 		Summary: summary, NextAction: next, EventSeq: seq, Artifacts: r.artifactIDs(), CreatedAt: r.e.clock.Now(),
 	}
 	// Incremental, and noted as what the copy holds, by the Environment

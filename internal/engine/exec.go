@@ -93,7 +93,7 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 	}
 	step, turnID := r.st.Step.N, r.st.Step.TurnID
 	sid := r.st.Session.ID
-	eff, key := effectID(sid, turnID, step, c.Index), idempotencyKey(sid, turnID, step, c.Index)
+	eff, key := effectID(c, sid, turnID, step), idempotencyKey(sid, turnID, step, c.Index)
 	if err := r.add(lt.EventToolStarted, turnID, step, lt.ToolStartedData{
 		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, EffectID: eff, IdempotencyKey: key, Class: c.Class, Attempt: c.Attempts + 1,
 	}); err != nil {
@@ -292,7 +292,7 @@ func (r *runner) toolFailed(ctx context.Context, c *journal.Call, eff string, re
 func (r *runner) askFunction(c *journal.Call) error {
 	step, turnID := r.st.Step.N, r.st.Step.TurnID
 	sid := r.st.Session.ID
-	eff, key := effectID(sid, turnID, step, c.Index), idempotencyKey(sid, turnID, step, c.Index)
+	eff, key := effectID(c, sid, turnID, step), idempotencyKey(sid, turnID, step, c.Index)
 	if err := r.add(lt.EventToolStarted, turnID, step, lt.ToolStartedData{
 		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, EffectID: eff, IdempotencyKey: key, Class: c.Class, Attempt: 1,
 	}); err != nil {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+
+	"github.com/longhaul-dev/longhaul/internal/journal"
 )
 
 // newID returns a fresh, time-ordered id with a type prefix (ses_, turn_).
@@ -53,6 +55,31 @@ func idempotencyKey(sessionID, turnID string, step, index int) string {
 	return derivedID("lhk_", sessionID, turnID, step, index)
 }
 
-func effectID(sessionID, turnID string, step, index int) string {
-	return derivedID("eff_", sessionID, turnID, step, index)
+// effectID is the ledger's id of a call's effect: the id the journal
+// gives the call if it was started before (by this build or an older one,
+// which derived ids otherwise), else a new one of the session's
+// (sessionScopedID).
+func effectID(c *journal.Call, sessionID, turnID string, step int) string {
+	if c.EffectID != "" {
+		return c.EffectID
+	}
+	return sessionScopedID("eff_", sessionID, derivedID("", sessionID, turnID, step, c.Index)[:16])
+}
+
+// checkpointID is the id of the checkpoint at seq of a session: derived
+// from both, so a worker that resumes after a crash derives the same one.
+func checkpointID(sessionID string, seq int64) string {
+	return sessionScopedID("ckpt_", sessionID, fmt.Sprintf("%012d", seq))
+}
+
+// sessionScopedID returns prefix, the session's own id without its prefix,
+// and suffix, which is lowercase hex or digits. A session's id is
+// time-ordered (newID), so the effects and checkpoints, one of each a step,
+// sort by their session and its age: their tables' id indexes take a
+// step's rows where the newest sessions' rows are, one page the commit
+// writes already, rather than in a page at random, one more page to write
+// (and now and then a page split) a row. No separator: a fork finds the ids
+// a journal mentions by their shape (fork.go's idToken).
+func sessionScopedID(prefix, sessionID, suffix string) string {
+	return prefix + strings.TrimPrefix(sessionID, "ses_") + suffix
 }

@@ -246,7 +246,7 @@ func (r *runner) journalMCPNetwork(turnID string, step int, server string) error
 func (r *runner) runMCP(ctx context.Context, c *journal.Call) error {
 	step, turnID := r.st.Step.N, r.st.Step.TurnID
 	sid := r.st.Session.ID
-	eff, key := effectID(sid, turnID, step, c.Index), idempotencyKey(sid, turnID, step, c.Index)
+	eff, key := effectID(c, sid, turnID, step), idempotencyKey(sid, turnID, step, c.Index)
 	t, ok := r.tools.mcpTool(c.Tool)
 	if !ok {
 		// Its server's listing changed since the call was requested.
