@@ -49,42 +49,43 @@ func TestDerivedIDAsPrintedByFmt(t *testing.T) {
 	}
 }
 
-// TestSessionScopedIDs: an effect's and a checkpoint's ids sort by their
-// session's age (a later session's after an earlier one's, whatever their
-// steps), a session's checkpoints by their position, and each has the shape
-// a fork renames (idToken); a sub-agent's session, whose id is a hash,
-// scopes them too. The same parts give the same id, as a resumed worker
-// needs.
-func TestSessionScopedIDs(t *testing.T) {
+// TestCheckpointIDs: a checkpoint's id sorts by its session's age (a later
+// session's after an earlier one's, whatever their positions) and, within
+// the session, by its position; it has the shape a fork renames (idToken),
+// for a sub-agent's session (a hash) too; the same session and position
+// give the same id, as a resumed worker needs. A session id the engine did
+// not make (an import's) gets the earlier form.
+func TestCheckpointIDs(t *testing.T) {
 	t0 := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
 	older, newer := newID("ses_", t0), newID("ses_", t0.Add(time.Millisecond))
 	child := derivedID("ses_", older, "turn_x", 3, 0, "subagent")
-	call := func(index int) *journal.Call { return &journal.Call{Index: index} }
 	for _, sid := range []string{older, newer, child} {
-		e1 := effectID(call(0), sid, "turn_a", 9)
-		require.Equal(t, e1, effectID(call(0), sid, "turn_a", 9), "derived again, the same")
-		require.NotEqual(t, e1, effectID(call(1), sid, "turn_a", 9))
-		require.NotEqual(t, e1, effectID(call(0), sid, "turn_b", 9))
-		for _, id := range []string{e1, checkpointID(sid, 7)} {
-			require.True(t, idToken.MatchString(`"`+id+`"`), "%s: a fork renames it", id)
-			require.Contains(t, id, strings.TrimPrefix(sid, "ses_"))
-		}
+		id := checkpointID(sid, 7)
+		require.Equal(t, id, checkpointID(sid, 7), "derived again, the same")
+		require.NotEqual(t, id, checkpointID(sid, 8))
+		require.True(t, idToken.MatchString(`"`+id+`"`), "%s: a fork renames it", id)
+		require.True(t, strings.HasPrefix(id, "ckpt_"+strings.TrimPrefix(sid, "ses_")), id)
 	}
-	require.Less(t, effectID(call(5), older, "turn_z", 99), effectID(call(0), newer, "turn_a", 1))
 	require.Less(t, checkpointID(older, 1_000_000), checkpointID(newer, 1))
 	require.Less(t, checkpointID(newer, 9), checkpointID(newer, 10))
 	require.Less(t, checkpointID(newer, 99_999), checkpointID(newer, 100_000))
+	for _, sid := range []string{"ses_imported-from_elsewhere", "ses_short", "ses_" + strings.Repeat("a", 40), "ses_01M94Z6556VJ6DDM74E92HW49H"} {
+		require.Equal(t, derivedID("ckpt_", sid, int64(7)), checkpointID(sid, 7), sid)
+		require.True(t, idToken.MatchString(`"`+checkpointID(sid, 7)+`"`), sid)
+	}
 }
 
-// TestEffectIDOfAStartedCallIsKept: a call started before, by this build or
-// an older one that derived effect ids otherwise, keeps the id the journal
-// gave it, so that its retry after a crash or an upgrade updates the same
-// effect in the ledger rather than opening another.
+// TestEffectIDOfAStartedCallIsKept: a call started before keeps the effect
+// id the journal gave it, whatever form that is, so that its retry after a
+// crash updates the same effect in the ledger rather than opening another;
+// a call not started yet gets the id derived from it, as earlier releases
+// derived it (a node of the previous release, during a rolling upgrade,
+// derives it so).
 func TestEffectIDOfAStartedCallIsKept(t *testing.T) {
 	sid := newID("ses_", time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC))
-	old := derivedID("eff_", sid, "turn_a", 2, 0) // an older build's
-	c := &journal.Call{Index: 0, EffectID: old, Attempts: 1}
-	require.Equal(t, old, effectID(c, sid, "turn_a", 2))
+	other := "eff_" + strings.TrimPrefix(sid, "ses_") + "3f1c9a0e5b7d2c48" // another release's form
+	c := &journal.Call{Index: 0, EffectID: other, Attempts: 1}
+	require.Equal(t, other, effectID(c, sid, "turn_a", 2))
 	c.EffectID = ""
-	require.NotEqual(t, old, effectID(c, sid, "turn_a", 2), "a call not started yet: this build's id")
+	require.Equal(t, derivedIDByFmt("eff_", sid, "turn_a", 2, 0), effectID(c, sid, "turn_a", 2), "a call not started yet")
 }

@@ -57,10 +57,10 @@ func (fixedClock) After(d time.Duration) <-chan time.Time { return time.After(d)
 
 // generatedID matches the ids the engine draws at random (a ULID after
 // ses_, turn_, …: 26 characters of Crockford base32) or derives from them
-// (a 32-hex hash after lhk_, act_, …; after eff_ and ckpt_, the session's
-// own id followed by 16 hex or 12 digits), and the node id it draws when
-// none is configured (node- and 16 hex).
-var generatedID = regexp.MustCompile(`\b([a-z]+_)((?:[0-9a-hjkmnp-tv-z]{26}|[0-9a-f]{32})(?:[0-9a-f]{16}|[0-9]{12})?)\b|\b(node-)[0-9a-f]{16}\b`)
+// (a 32-hex hash after eff_, lhk_, act_, …; after ckpt_, the session's own
+// id followed by 12 digits), and the node id it draws when none is
+// configured (node- and 16 hex).
+var generatedID = regexp.MustCompile(`\b([a-z]+_)((?:[0-9a-hjkmnp-tv-z]{26}|[0-9a-f]{32})(?:[0-9]{12})?)\b|\b(node-)[0-9a-f]{16}\b`)
 
 // normalizeIDs replaces each generated id with its prefix and the order of
 // its first appearance (ses_1, turn_1, eff_1, …; one id is the same name
