@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -409,5 +410,39 @@ func TestMCPServerNameIsNoTool(t *testing.T) {
 	requested := data[lt.ToolRequestedData](t, events(t, h, s.ID, lt.EventToolRequested)[0])
 	require.Equal(t, lt.CallInvalid, requested.Kind)
 	require.Empty(t, events(t, h, s.ID, lt.EventToolStarted))
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestMCPCallOfAStoppedWorkerRunsAgain: the worker running an idempotent
+// MCP call stops mid-call (its engine stops; the lease expires), and the
+// node that resumes the session runs the call again through the tool's
+// server, with the same effect and key, as a built-in would be: the turn
+// does not fail for a tool that is not built in.
+func TestMCPCallOfAStoppedWorkerRunsAgain(t *testing.T) {
+	h := newHarness(t)
+	sp := spec(t, `[{"tool_calls":[{"name":"t__hang","arguments":{}}]},{"text":"done"}]`,
+		testMCPServer(t, "t", func(s *lt.ToolSpec) { s.Effects = map[string]lt.EffectClass{"hang": lt.EffectIdempotent} }))
+	sp.Policies = []lt.Policy{{Tool: "t__*", Decision: lt.PolicyAllow}}
+	s := create(t, h, sp, nil)
+	waitEvent(t, h, s.ID, lt.EventToolStarted)
+	h.restart("node-b")
+	h.clock.Advance(31 * time.Second) // past the stopped worker's lease
+	started := waitEvents(t, h, s.ID, lt.EventToolStarted, 2)
+	first, again := data[lt.ToolStartedData](t, started[0]), data[lt.ToolStartedData](t, started[1])
+	require.Equal(t, 2, again.Attempt)
+	require.Equal(t, first.EffectID, again.EffectID, "the same effect")
+	require.Equal(t, first.IdempotencyKey, again.IdempotencyKey, "the same key")
+	require.Empty(t, events(t, h, s.ID, lt.EventTurnFailed), "the journal:\n%s", journalText(t, h, s.ID))
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Contains(readLines(t, filepath.Join(h.workspace(s.ID), mcptest.CallLog)), "hang "+again.IdempotencyKey+" started") {
+		require.True(t, time.Now().Before(deadline), "the server was not called again")
+		time.Sleep(2 * time.Millisecond) // polling with a deadline
+	}
+
+	cancelNow(t, h, s.ID)
+	s = h.waitStatus(s.ID, lt.SessionCancelled)
+	effects, err := h.eng.ListEffects(context.Background(), s.ID)
+	require.NoError(t, err)
+	require.Len(t, effects, 1, "one effect for the call, whatever its attempts")
 	checkJournal(t, h.store, s.ID)
 }

@@ -725,7 +725,8 @@ func (r *runner) firstRequestOnlyDue() bool {
 }
 
 // recoverCall settles a call whose worker died while it ran (DESIGN.md
-// principle 3): read and idempotent calls run again with the same key; an
+// principle 3): read and idempotent calls run again with the same key (a
+// built-in here, an MCP tool's by its server); an
 // irreversible one is settled by its tool's reconcile probe when it has
 // one (reconcile.go), else it is in doubt until a decision.
 func (r *runner) recoverCall(ctx context.Context, c *journal.Call) (bool, error) {
@@ -737,6 +738,10 @@ func (r *runner) recoverCall(ctx context.Context, c *journal.Call) (bool, error)
 				return false, err
 			}
 			return false, r.restoreWorkspace(ctx) // the next tick runs the call again
+		}
+		if c.Kind == lt.CallMCP {
+			// By its server, started again for this worker if need be.
+			return false, r.runMCP(ctx, c)
 		}
 		return false, r.runBuiltin(ctx, c)
 	}
