@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,7 +21,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/mcp/mcptest"
+	"github.com/longhaul-dev/longhaul/internal/model/scripted"
+	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -445,4 +449,62 @@ func TestMCPCallOfAStoppedWorkerRunsAgain(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, effects, 1, "one effect for the call, whatever its attempts")
 	checkJournal(t, h.store, s.ID)
+}
+
+// TestStartedCallKeepsItsJournaledEffectID: a call started by a release
+// that formed effect ids otherwise (here, the first start of each call is
+// written with its effect id changed) keeps that id when the node that
+// resumes it after its worker stopped runs it again: one effect in the
+// ledger for the call, whatever its attempts, so a release may change the
+// form of effect ids while nodes of the one before it still run.
+func TestStartedCallKeepsItsJournaledEffectID(t *testing.T) {
+	h := newHarnessConfigured(t, scripted.New(nil), func(h *harness) store.Store { return otherEffectIDs{h.store} }, func(*engine.Config) {})
+	sp := spec(t, `[{"tool_calls":[{"name":"t__hang","arguments":{}}]},{"text":"done"}]`,
+		testMCPServer(t, "t", func(s *lt.ToolSpec) { s.Effects = map[string]lt.EffectClass{"hang": lt.EffectIdempotent} }))
+	sp.Policies = []lt.Policy{{Tool: "t__*", Decision: lt.PolicyAllow}}
+	s := create(t, h, sp, nil)
+	waitEvent(t, h, s.ID, lt.EventToolStarted)
+	h.restart("node-b") // this release, writing what it derives
+	h.clock.Advance(31 * time.Second)
+	started := waitEvents(t, h, s.ID, lt.EventToolStarted, 2)
+	first, again := data[lt.ToolStartedData](t, started[0]), data[lt.ToolStartedData](t, started[1])
+	require.True(t, strings.HasPrefix(first.EffectID, otherEffectPrefix), first.EffectID)
+	require.Equal(t, first.EffectID, again.EffectID, "the id the journal gave the call; the journal:\n%s", journalText(t, h, s.ID))
+	require.Equal(t, 2, again.Attempt)
+
+	cancelNow(t, h, s.ID)
+	s = h.waitStatus(s.ID, lt.SessionCancelled)
+	effects, err := h.eng.ListEffects(context.Background(), s.ID)
+	require.NoError(t, err)
+	require.Len(t, effects, 1, "one effect for the call")
+	require.Equal(t, first.EffectID, effects[0].ID)
+	checkJournal(t, h.store, s.ID)
+}
+
+// otherEffectPrefix begins the effect ids otherEffectIDs writes.
+const otherEffectPrefix = "eff_0ther"
+
+// otherEffectIDs writes the first start of each call, the effect it opens
+// and the session's projection with an effect id of another form, as
+// another release would.
+type otherEffectIDs struct{ store.Store }
+
+func (s otherEffectIDs) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
+	q := *p
+	q.Events, q.Docs = slices.Clone(p.Events), slices.Clone(p.Docs)
+	for i, ev := range q.Events {
+		var d lt.ToolStartedData
+		if ev.Type != lt.EventToolStarted || json.Unmarshal(ev.Data, &d) != nil || d.Attempt != 1 {
+			continue
+		}
+		other := otherEffectPrefix + strings.TrimPrefix(d.EffectID, "eff_")
+		q.Events[i].Data = bytes.ReplaceAll(ev.Data, []byte(d.EffectID), []byte(other))
+		q.State = bytes.ReplaceAll(q.State, []byte(d.EffectID), []byte(other)) // the projection a resume reads
+		for j, doc := range q.Docs {
+			if doc.ID == d.EffectID {
+				q.Docs[j].ID, q.Docs[j].Doc = other, bytes.ReplaceAll(doc.Doc, []byte(d.EffectID), []byte(other))
+			}
+		}
+	}
+	return s.Store.EventAppend(ctx, &q)
 }
