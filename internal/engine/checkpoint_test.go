@@ -1,8 +1,10 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -153,4 +156,115 @@ func TestForkDoesNotRepeatEffects(t *testing.T) {
 func jsonString(s string) string {
 	raw, _ := json.Marshal(s)
 	return string(raw)
+}
+
+// TestForkOfASessionWithIDsOfAnotherShape: a session whose ids the engine
+// did not make (imported from a store another tool wrote: an import accepts
+// '_', '-', capitals and short ids) is forked with ids of its own. Its
+// turns', effects' and checkpoints' ids were not renamed before, and the
+// fork was refused, as those rows' ids belong to the origin.
+func TestForkOfASessionWithIDsOfAnotherShape(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	sp := spec(t, `[
+	  {"tool_calls":[{"name":"write_file","arguments":{"path":"draft.md","content":"v1"}}]},
+	  {"tool_calls":[{"name":"write_file","arguments":{"path":"draft.md","content":"v2"}}]},
+	  {"text":"origin done"},
+	  {"text":"fork done"}]`, lt.ToolSpec{Name: "write_file"})
+	s := create(t, h, sp, nil)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	require.NoError(t, h.eng.Stop(stopCtx))
+	cancel()
+
+	// The session copied as an import writes it, every id of its own
+	// given another shape, and its output made the imported one's.
+	const imported = "ses_Imported-1"
+	renames := map[string]string{s.ID: imported}
+	row, err := h.store.SessionGet(ctx, s.ID)
+	require.NoError(t, err)
+	events, err := h.store.EventList(ctx, s.ID, 0, 1000)
+	require.NoError(t, err)
+	var docs []store.DocWrite
+	for kind, list := range map[store.DocKind]func(context.Context, string) ([]*store.DocRow, error){
+		store.DocTurn: h.store.TurnList, store.DocEffect: h.store.EffectList, store.DocCheckpoint: h.store.CheckpointList,
+	} {
+		rows, err := list(ctx, s.ID)
+		require.NoError(t, err)
+		require.NotEmpty(t, rows, kind)
+		for i, r := range rows {
+			renames[r.ID] = fmt.Sprintf("%s_Imported-%d", strings.SplitN(r.ID, "_", 2)[0], i+1)
+			docs = append(docs, store.DocWrite{Kind: kind, ID: r.ID, SessionID: r.SessionID, Status: r.Status, Doc: r.Doc, CreatedAt: r.CreatedAt})
+		}
+	}
+	rename := func(b []byte) []byte {
+		for from, to := range renames {
+			b = bytes.ReplaceAll(b, []byte(`"`+from+`"`), []byte(`"`+to+`"`))
+		}
+		return bytes.ReplaceAll(b, []byte(`"origin done"`), []byte(`"imported done"`))
+	}
+	newEvents := make([]store.NewEvent, len(events))
+	for i, ev := range events {
+		newEvents[i] = store.NewEvent{Type: ev.Type, Time: ev.Time, TurnID: renames[ev.TurnID], Step: ev.Step, WorkerID: ev.WorkerID, Data: rename(ev.Data)}
+	}
+	for i := range docs {
+		docs[i].ID, docs[i].SessionID, docs[i].Doc = renames[docs[i].ID], imported, rename(docs[i].Doc)
+	}
+	copied := *row
+	copied.ID, copied.State = imported, rename(row.State)
+	_, err = h.store.SessionCreate(ctx, &store.SessionCreateParams{Session: copied, Events: newEvents, Docs: docs})
+	require.NoError(t, err)
+
+	cps, err := h.eng.ListCheckpoints(ctx, imported)
+	require.NoError(t, err)
+	var afterFirst *lt.Checkpoint
+	for i := range cps {
+		require.True(t, strings.HasPrefix(cps[i].ID, "ckpt_Imported-"), cps[i].ID)
+		if cps[i].Kind == lt.CheckpointStep && cps[i].Step == 1 {
+			afterFirst = &cps[i]
+		}
+	}
+	require.NotNil(t, afterFirst)
+	originTurns, err := h.eng.ListTurns(ctx, imported)
+	require.NoError(t, err)
+	originEffects, err := h.eng.ListEffects(ctx, imported)
+	require.NoError(t, err)
+
+	f, err := h.eng.ForkSession(ctx, imported, &lt.ForkRequest{CheckpointID: afterFirst.ID})
+	require.NoError(t, err)
+	require.Equal(t, &lt.ForkRef{SessionID: imported, CheckpointID: afterFirst.ID, EventSeq: afterFirst.EventSeq}, f.ForkedFrom)
+	h.start("node-a")
+	f = h.waitStatus(f.ID, lt.SessionIdle)
+
+	// The fork's records are its own; the origin's are as they were.
+	forkEvents, err := h.store.EventList(ctx, f.ID, 0, 1000)
+	require.NoError(t, err)
+	for _, ev := range forkEvents {
+		if ev.Type == lt.EventSessionForked {
+			continue // it names its origin
+		}
+		require.NotContains(t, string(ev.Data), "Imported-", "seq %d (%s) names a record of the origin", ev.Seq, ev.Type)
+		require.NotContains(t, ev.TurnID, "Imported-")
+	}
+	turns, err := h.eng.ListTurns(ctx, f.ID)
+	require.NoError(t, err)
+	require.Len(t, turns, 1)
+	require.Equal(t, "origin done", turns[0].Output, "the fork went on from step 1: the script's next step, then its answer")
+	effects, err := h.eng.ListEffects(ctx, f.ID)
+	require.NoError(t, err)
+	require.Len(t, effects, 2, "the first step's inherited, the second's run")
+	forkCps, err := h.eng.ListCheckpoints(ctx, f.ID)
+	require.NoError(t, err)
+	require.NotEmpty(t, forkCps)
+	for _, c := range forkCps {
+		require.NotContains(t, c.ID, "Imported-")
+	}
+	turnsAfter, err := h.eng.ListTurns(ctx, imported)
+	require.NoError(t, err)
+	require.Equal(t, originTurns, turnsAfter)
+	effectsAfter, err := h.eng.ListEffects(ctx, imported)
+	require.NoError(t, err)
+	require.Equal(t, originEffects, effectsAfter)
+	require.Equal(t, "imported done", turnsAfter[0].Output)
+	checkJournal(t, h.store, f.ID)
 }

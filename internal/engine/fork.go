@@ -18,8 +18,16 @@ import (
 
 // idToken matches the ids a journal mentions that belong to one session
 // (its turns, actions, effects, artifacts, checkpoints, and itself): a fork
-// gets its own, since those ids are unique across sessions.
-var idToken = regexp.MustCompile(`"((?:ses|turn|act|eff|art|ckpt)_[0-9a-z]{20,64})"`)
+// gets its own, since those ids are unique across sessions. These are the
+// shapes the engine makes (a ULID or a hash, after the type's prefix).
+var idToken = regexp.MustCompile(`^(?:ses|turn|act|eff|art|ckpt)_[0-9a-z]{20,64}$`)
+
+// idString matches a JSON string that may be an id: a type's prefix and the
+// characters an import accepts (export.checkSessionID, checkDocID). Which of
+// them a fork renames is decided per match (ownedIDs, idToken): a session
+// imported from another store may carry ids of other shapes, which are its
+// own all the same and would collide with the origin's rows in the fork.
+var idString = regexp.MustCompile(`"(?:ses|turn|act|eff|art|ckpt)_[0-9A-Za-z_-]{1,128}"`)
 
 // ForkSession creates a session from a checkpoint of another: the journal up
 // to the checkpoint (ids renamed), the workspace from its snapshot, and the
@@ -56,13 +64,20 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 		return nil, apierror.NotFound("checkpoint %s not found in session %s", req.CheckpointID, id)
 	}
 
+	owned, err := e.ownedIDs(ctx, id)
+	if err != nil {
+		return nil, err
+	}
 	now := e.clock.Now()
 	forkID := newID("ses_", now)
 	rename := func(data []byte) []byte {
-		return idToken.ReplaceAllFunc(data, func(m []byte) []byte {
+		return idString.ReplaceAllFunc(data, func(m []byte) []byte {
 			old := string(m[1 : len(m)-1])
-			if old == id {
+			switch {
+			case old == id:
 				return []byte(`"` + forkID + `"`)
+			case !idToken.MatchString(old) && !owned[old]:
+				return m // a string of an id's shape that is not the origin's
 			}
 			prefix := old[:strings.IndexByte(old, '_')+1]
 			return []byte(`"` + derivedID(prefix, forkID, old) + `"`)
@@ -145,6 +160,30 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 	}
 	v := st.View()
 	return &v, nil
+}
+
+// ownedIDs returns the ids of the records session id owns (its turns,
+// actions, effects, artifacts and checkpoints), so that a fork renames
+// them whatever their shape.
+func (e *Engine) ownedIDs(ctx context.Context, id string) (map[string]bool, error) {
+	owned := map[string]bool{}
+	lists := []func() ([]*store.DocRow, error){
+		func() ([]*store.DocRow, error) { return e.store.TurnList(ctx, id) },
+		func() ([]*store.DocRow, error) { return e.store.ActionList(ctx, id, "") },
+		func() ([]*store.DocRow, error) { return e.store.EffectList(ctx, id) },
+		func() ([]*store.DocRow, error) { return e.store.ArtifactList(ctx, id) },
+		func() ([]*store.DocRow, error) { return e.store.CheckpointList(ctx, id) },
+	}
+	for _, list := range lists {
+		rows, err := list()
+		if err != nil {
+			return nil, fmt.Errorf("fork %s: list its records: %w", id, err)
+		}
+		for _, r := range rows {
+			owned[r.ID] = true
+		}
+	}
+	return owned, nil
 }
 
 // restoreFork makes the workspace of fork forkID (of project) the checkpoint's snapshot,
