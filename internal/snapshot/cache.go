@@ -13,8 +13,10 @@ import (
 
 // Cache defaults.
 const (
-	DefaultCacheMaxFiles = 100_000
-	DefaultCacheMaxBlobs = 200_000
+	// DefaultCacheMaxRecords is CacheConfig.MaxRecords's default.
+	DefaultCacheMaxRecords = 64
+	DefaultCacheMaxFiles   = 100_000
+	DefaultCacheMaxBlobs   = 200_000
 	// racyWindow is how old a file's modification and change times must
 	// be, relative to the start of a Take, for its digests to be
 	// remembered. A write that lands after the file was read but within
@@ -35,6 +37,13 @@ type CacheConfig struct {
 	// MaxBlobs bounds how many blob digests are remembered as stored
 	// (default DefaultCacheMaxBlobs, about 100 bytes each).
 	MaxBlobs int
+	// MaxRecords bounds how many workspaces keep a record for incremental
+	// Takes, least recently used first out (default
+	// DefaultCacheMaxRecords; their entries are bounded by MaxFiles). A
+	// workspace whose record went is walked at its next Take: give it at
+	// least as many as the workspaces checkpointed at once, or each of
+	// their steps walks its workspace.
+	MaxRecords int
 	// Now is the clock compared with file times (default time.Now).
 	Now func() time.Time
 	// Watch lets the Cache watch the workspaces it walks (inotify, on
@@ -55,6 +64,9 @@ type CacheConfig struct {
 func (c *CacheConfig) validate() error {
 	if c.MaxFiles < 0 {
 		return fmt.Errorf("MaxFiles %d is negative", c.MaxFiles)
+	}
+	if c.MaxRecords < 0 {
+		return fmt.Errorf("MaxRecords %d is negative", c.MaxRecords)
 	}
 	if c.MaxBlobs < 0 {
 		return fmt.Errorf("MaxBlobs %d is negative", c.MaxBlobs)
@@ -88,9 +100,11 @@ type Cache struct {
 	// start from (incremental.go).
 	roots map[string]*rootState
 	// recLRU lists the states with a record, most recently used first;
-	// recEntries counts their records' entries.
+	// recEntries counts their records' entries. maxRecords bounds how
+	// many there are (CacheConfig.MaxRecords).
 	recLRU     list.List
 	recEntries int
+	maxRecords int
 	// sweepAt is the number of roots at which endTake drops those that
 	// hold nothing.
 	sweepAt int
@@ -146,6 +160,9 @@ func NewCache(b Blobs, cfg *CacheConfig) (*Cache, error) {
 	if c.MaxBlobs == 0 {
 		c.MaxBlobs = DefaultCacheMaxBlobs
 	}
+	if c.MaxRecords == 0 {
+		c.MaxRecords = DefaultCacheMaxRecords
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -157,13 +174,17 @@ func NewCache(b Blobs, cfg *CacheConfig) (*Cache, error) {
 		maxBlobs:   c.MaxBlobs,
 		known:      make(map[string]*list.Element),
 		roots:      make(map[string]*rootState),
-		sweepAt:    minSweep,
+		maxRecords: c.MaxRecords,
+		sweepAt:    minSweep(c.MaxRecords),
 		watchOn:    c.Watch,
 		watchEmpty: c.WatchEmptyRoots,
 		watches:    make(map[int32][]watchLoc),
 		maxWatches: maxWatches,
 	}, nil
 }
+
+// MaxRecords returns how many workspaces keep a record (CacheConfig).
+func (c *Cache) MaxRecords() int { return c.maxRecords }
 
 // belongsTo reports whether the cache was made for b. Interface values of
 // an incomparable dynamic type would panic under ==, so those are compared

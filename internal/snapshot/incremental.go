@@ -36,11 +36,6 @@ import (
 // next Take walks, which is then about as cheap.
 const maxDirtyPaths = 4096
 
-// maxRootRecords bounds how many workspaces keep a record; their entries
-// (a few hundred bytes each) are bounded by CacheConfig.MaxFiles too. The
-// least recently used is dropped first.
-const maxRootRecords = 64
-
 // errNotIncremental: the record cannot vouch for the workspace; the Take
 // walks instead.
 var errNotIncremental = errors.New("the previous snapshot's record does not apply")
@@ -265,7 +260,7 @@ func (c *Cache) endTake(root string, rec *rootRecord, gen uint64, linked bool) {
 	// of the node takes: the totals are kept as records come and go, and
 	// the least recently used is the list's last, so this costs nothing
 	// per workspace of the node.
-	for c.recEntries > c.maxFiles || c.recLRU.Len() > maxRootRecords {
+	for c.recEntries > c.maxFiles || c.recLRU.Len() > c.maxRecords {
 		c.forgetLocked(c.recLRU.Back().Value.(*rootState))
 	}
 	// States that hold nothing (no record, no writes told or under way,
@@ -276,12 +271,13 @@ func (c *Cache) endTake(root string, rec *rootRecord, gen uint64, linked bool) {
 				delete(c.roots, k)
 			}
 		}
-		c.sweepAt = max(2*len(c.roots), minSweep)
+		c.sweepAt = max(2*len(c.roots), minSweep(c.maxRecords))
 	}
 }
 
-// minSweep is the fewest workspace states at which endTake sweeps.
-const minSweep = 4 * maxRootRecords
+// minSweep is the fewest workspace states at which endTake sweeps, for a
+// Cache that keeps maxRecords records.
+func minSweep(maxRecords int) int { return 4 * maxRecords }
 
 // rootKey is how the Cache names a workspace: its absolute path.
 func rootKey(root string) string {

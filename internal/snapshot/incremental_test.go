@@ -370,18 +370,32 @@ func TestIncrementalUnderConcurrentWriters(t *testing.T) {
 	requireSameAsWalk(t, b, c, ws, Options{})
 }
 
-// TestManyWorkspacesKeepTheLatestRecords: past maxRootRecords workspaces,
-// the records kept are the most recently used ones, their totals match
-// what they hold, and the states of the workspaces whose records went are
-// dropped, so a node's many sessions do not grow the Cache.
+// TestManyWorkspacesKeepTheLatestRecords: past MaxRecords workspaces, the
+// records kept are the most recently used ones, their totals match what
+// they hold, and the states of the workspaces whose records went are
+// dropped, so a node's many sessions do not grow the Cache. The default
+// bound and a larger one alike: a Cache told to keep records for more
+// workspaces (a node running more sessions at once) keeps them all.
 func TestManyWorkspacesKeepTheLatestRecords(t *testing.T) {
 	t.Parallel()
+	for _, maxRecords := range []int{0, 3 * DefaultCacheMaxRecords} {
+		t.Run(fmt.Sprint(maxRecords), func(t *testing.T) {
+			t.Parallel()
+			keepsLatestRecords(t, maxRecords)
+		})
+	}
+}
+
+func keepsLatestRecords(t *testing.T, maxRecords int) {
 	ctx := context.Background()
 	b := newMemBlobs()
-	c, err := NewCache(b, &CacheConfig{Now: func() time.Time { return farFuture }})
+	c, err := NewCache(b, &CacheConfig{Now: func() time.Time { return farFuture }, MaxRecords: maxRecords})
 	require.NoError(t, err)
+	if maxRecords == 0 {
+		maxRecords = DefaultCacheMaxRecords
+	}
 	parent := t.TempDir()
-	spaces := make([]string, 5*maxRootRecords)
+	spaces := make([]string, 5*maxRecords)
 	for i := range spaces {
 		spaces[i] = filepath.Join(parent, fmt.Sprintf("ws%d", i))
 		writeFile(t, spaces[i], "f", []byte(fmt.Sprint(i)), 0o644)
@@ -389,7 +403,7 @@ func TestManyWorkspacesKeepTheLatestRecords(t *testing.T) {
 		require.NoError(t, err)
 		c.BeginUnknownWrites(spaces[i])() // a state with nothing left to hold
 	}
-	for i := len(spaces) - maxRootRecords; i < len(spaces); i++ {
+	for i := len(spaces) - maxRecords; i < len(spaces); i++ {
 		_, _, err := Take(ctx, b, spaces[i], Options{Cache: c, Incremental: true})
 		require.NoError(t, err)
 	}
@@ -402,12 +416,12 @@ func TestManyWorkspacesKeepTheLatestRecords(t *testing.T) {
 			require.NotNil(t, s.lru)
 		}
 	}
-	require.Equal(t, maxRootRecords, n)
+	require.Equal(t, maxRecords, n)
 	require.Equal(t, n, c.recLRU.Len())
 	require.Equal(t, entries, c.recEntries)
-	require.Less(t, len(c.roots), 2*minSweep, "the states holding nothing were dropped")
+	require.Less(t, len(c.roots), 2*minSweep(maxRecords), "the states holding nothing were dropped")
 	c.mu.Unlock()
-	for i := len(spaces) - 1; i >= len(spaces)-maxRootRecords; i-- {
+	for i := len(spaces) - 1; i >= len(spaces)-maxRecords; i-- {
 		_, st, err := Take(ctx, b, spaces[i], Options{Cache: c, Incremental: true})
 		require.NoError(t, err)
 		require.True(t, st.Incremental, "workspace %d, among the latest", i)

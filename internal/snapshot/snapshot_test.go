@@ -504,6 +504,8 @@ func TestCacheMustMatchBlobs(t *testing.T) {
 	require.ErrorContains(t, err, "blobs is nil")
 	_, err = NewCache(newMemBlobs(), &CacheConfig{MaxFiles: -1})
 	require.ErrorContains(t, err, "MaxFiles -1 is negative")
+	_, err = NewCache(newMemBlobs(), &CacheConfig{MaxRecords: -1})
+	require.ErrorContains(t, err, "MaxRecords -1 is negative")
 }
 
 func TestErrorsNameOnlyWorkspacePaths(t *testing.T) {
