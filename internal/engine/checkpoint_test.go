@@ -159,11 +159,30 @@ func jsonString(s string) string {
 }
 
 // TestForkOfASessionWithIDsOfAnotherShape: a session whose ids the engine
-// did not make (imported from a store another tool wrote: an import accepts
-// '_', '-', capitals and short ids) is forked with ids of its own. Its
-// turns', effects' and checkpoints' ids were not renamed before, and the
-// fork was refused, as those rows' ids belong to the origin.
+// did not make (imported from a store another tool wrote: an import
+// accepts any lowercase prefix, capitals, '-', '_' and short ids) is
+// forked with ids of its own. Its turns', effects' and checkpoints' ids
+// were not renamed before, and the fork was refused, as those rows' ids
+// belong to the origin. An id that equals a key of the journal's JSON (an
+// import may call a turn "turn_id") renames the values, not the keys.
 func TestForkOfASessionWithIDsOfAnotherShape(t *testing.T) {
+	for name, scheme := range map[string]func(kind store.DocKind, i int) string{
+		"capitals and dashes": func(kind store.DocKind, i int) string { return fmt.Sprintf("%s_Imported-%d", kindPrefix[kind], i) },
+		"other prefixes":      func(kind store.DocKind, i int) string { return fmt.Sprintf("%c_%d", kind[0], i) },
+		"keys": func(kind store.DocKind, i int) string {
+			if i == 1 {
+				return map[store.DocKind]string{store.DocTurn: "turn_id", store.DocEffect: "effect_id", store.DocCheckpoint: "checkpoint_id"}[kind]
+			}
+			return fmt.Sprintf("%s_k%d", kindPrefix[kind], i)
+		},
+	} {
+		t.Run(name, func(t *testing.T) { forkOfImported(t, scheme) })
+	}
+}
+
+var kindPrefix = map[store.DocKind]string{store.DocTurn: "turn", store.DocEffect: "eff", store.DocCheckpoint: "ckpt"}
+
+func forkOfImported(t *testing.T, idOf func(kind store.DocKind, i int) string) {
 	h := newHarness(t)
 	ctx := context.Background()
 	sp := spec(t, `[
@@ -193,7 +212,7 @@ func TestForkOfASessionWithIDsOfAnotherShape(t *testing.T) {
 		require.NoError(t, err)
 		require.NotEmpty(t, rows, kind)
 		for i, r := range rows {
-			renames[r.ID] = fmt.Sprintf("%s_Imported-%d", strings.SplitN(r.ID, "_", 2)[0], i+1)
+			renames[r.ID] = idOf(kind, i+1)
 			docs = append(docs, store.DocWrite{Kind: kind, ID: r.ID, SessionID: r.SessionID, Status: r.Status, Doc: r.Doc, CreatedAt: r.CreatedAt})
 		}
 	}
@@ -214,12 +233,16 @@ func TestForkOfASessionWithIDsOfAnotherShape(t *testing.T) {
 	copied.ID, copied.State = imported, rename(row.State)
 	_, err = h.store.SessionCreate(ctx, &store.SessionCreateParams{Session: copied, Events: newEvents, Docs: docs})
 	require.NoError(t, err)
+	importedIDs := map[string]bool{}
+	for _, to := range renames {
+		importedIDs[to] = true
+	}
 
 	cps, err := h.eng.ListCheckpoints(ctx, imported)
 	require.NoError(t, err)
 	var afterFirst *lt.Checkpoint
 	for i := range cps {
-		require.True(t, strings.HasPrefix(cps[i].ID, "ckpt_Imported-"), cps[i].ID)
+		require.True(t, importedIDs[cps[i].ID], cps[i].ID)
 		if cps[i].Kind == lt.CheckpointStep && cps[i].Step == 1 {
 			afterFirst = &cps[i]
 		}
@@ -240,11 +263,15 @@ func TestForkOfASessionWithIDsOfAnotherShape(t *testing.T) {
 	forkEvents, err := h.store.EventList(ctx, f.ID, 0, 1000)
 	require.NoError(t, err)
 	for _, ev := range forkEvents {
+		require.False(t, importedIDs[ev.TurnID], "seq %d: turn %s", ev.Seq, ev.TurnID)
 		if ev.Type == lt.EventSessionForked {
 			continue // it names its origin
 		}
-		require.NotContains(t, string(ev.Data), "Imported-", "seq %d (%s) names a record of the origin", ev.Seq, ev.Type)
-		require.NotContains(t, ev.TurnID, "Imported-")
+		var v any
+		require.NoError(t, json.Unmarshal(ev.Data, &v))
+		forEachString(v, func(s string) {
+			require.False(t, importedIDs[s], "seq %d (%s) names the origin's %s", ev.Seq, ev.Type, s)
+		})
 	}
 	turns, err := h.eng.ListTurns(ctx, f.ID)
 	require.NoError(t, err)
@@ -257,7 +284,7 @@ func TestForkOfASessionWithIDsOfAnotherShape(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, forkCps)
 	for _, c := range forkCps {
-		require.NotContains(t, c.ID, "Imported-")
+		require.False(t, importedIDs[c.ID], c.ID)
 	}
 	turnsAfter, err := h.eng.ListTurns(ctx, imported)
 	require.NoError(t, err)
@@ -267,4 +294,21 @@ func TestForkOfASessionWithIDsOfAnotherShape(t *testing.T) {
 	require.Equal(t, originEffects, effectsAfter)
 	require.Equal(t, "imported done", turnsAfter[0].Output)
 	checkJournal(t, h.store, f.ID)
+}
+
+// forEachString calls fn with every string value (not key) in v, a
+// decoded JSON document.
+func forEachString(v any, fn func(string)) {
+	switch v := v.(type) {
+	case string:
+		fn(v)
+	case []any:
+		for _, e := range v {
+			forEachString(e, fn)
+		}
+	case map[string]any:
+		for _, e := range v {
+			forEachString(e, fn)
+		}
+	}
 }

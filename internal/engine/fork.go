@@ -23,11 +23,12 @@ import (
 var idToken = regexp.MustCompile(`^(?:ses|turn|act|eff|art|ckpt)_[0-9a-z]{20,64}$`)
 
 // idString matches a JSON string that may be an id: a type's prefix and the
-// characters an import accepts (export.checkSessionID, checkDocID). Which of
-// them a fork renames is decided per match (ownedIDs, idToken): a session
-// imported from another store may carry ids of other shapes, which are its
-// own all the same and would collide with the origin's rows in the fork.
-var idString = regexp.MustCompile(`"(?:ses|turn|act|eff|art|ckpt)_[0-9A-Za-z_-]{1,128}"`)
+// characters an import accepts (export's checkSessionID and checkDocID).
+// Which of them a fork renames is decided per match (forkRenamer): a
+// session imported from another store may carry ids of other shapes,
+// which are its own all the same and would collide with the origin's rows
+// in the fork.
+var idString = regexp.MustCompile(`"[a-z]{1,16}_[0-9A-Za-z_-]{1,128}"`)
 
 // ForkSession creates a session from a checkpoint of another: the journal up
 // to the checkpoint (ids renamed), the workspace from its snapshot, and the
@@ -64,24 +65,16 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 		return nil, apierror.NotFound("checkpoint %s not found in session %s", req.CheckpointID, id)
 	}
 
-	owned, err := e.ownedIDs(ctx, id)
-	if err != nil {
-		return nil, err
-	}
 	now := e.clock.Now()
 	forkID := newID("ses_", now)
+	rn := &forkRenamer{from: id, to: forkID, owned: func() (map[string]bool, error) { return e.ownedIDs(ctx, id) }}
+	var renameErr error
 	rename := func(data []byte) []byte {
-		return idString.ReplaceAllFunc(data, func(m []byte) []byte {
-			old := string(m[1 : len(m)-1])
-			switch {
-			case old == id:
-				return []byte(`"` + forkID + `"`)
-			case !idToken.MatchString(old) && !owned[old]:
-				return m // a string of an id's shape that is not the origin's
-			}
-			prefix := old[:strings.IndexByte(old, '_')+1]
-			return []byte(`"` + derivedID(prefix, forkID, old) + `"`)
-		})
+		out, err := rn.rename(data)
+		if err != nil && renameErr == nil {
+			renameErr = err
+		}
+		return out
 	}
 	renameID := func(s string) string {
 		if s == "" {
@@ -107,6 +100,9 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 				return nil, err
 			}
 			ev.SessionID, ev.TurnID, ev.Data = forkID, renameID(ev.TurnID), rename(ev.Data)
+			if renameErr != nil {
+				return nil, renameErr
+			}
 			if err := journal.Apply(st, ev, &b.changes); err != nil {
 				return nil, fmt.Errorf("fork %s: replay seq %d: %w", id, ev.Seq, err)
 			}
@@ -160,6 +156,72 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 	}
 	v := st.View()
 	return &v, nil
+}
+
+// forkRenamer gives a fork its own ids in the JSON it copies: the
+// origin's id becomes the fork's, and every other id the origin owns a
+// derived one. An id of the shapes the engine makes (idToken) is renamed
+// as soon as it is seen; one of another shape (an import's) only if the
+// origin owns a record of that id, which owned lists the first time such
+// a string comes up. Only strings in a value's place are renamed: an
+// owned id that happens to equal a key (an import may name a turn
+// "turn_id") leaves the keys as they are.
+type forkRenamer struct {
+	from, to string
+	owned    func() (map[string]bool, error)
+	ownedIDs map[string]bool // nil until owned ran
+}
+
+func (f *forkRenamer) rename(data []byte) ([]byte, error) {
+	matches := idString.FindAllIndex(data, -1)
+	if matches == nil {
+		return data, nil
+	}
+	out := make([]byte, 0, len(data)+len(matches)*32)
+	last := 0
+	for _, m := range matches {
+		old := string(data[m[0]+1 : m[1]-1])
+		if isKey(data[m[1]:]) {
+			continue
+		}
+		var to string
+		switch {
+		case old == f.from:
+			to = f.to
+		case idToken.MatchString(old):
+			to = derivedID(old[:strings.IndexByte(old, '_')+1], f.to, old)
+		default:
+			if f.ownedIDs == nil {
+				owned, err := f.owned()
+				if err != nil {
+					return data, err
+				}
+				f.ownedIDs = owned
+			}
+			if !f.ownedIDs[old] {
+				continue // a string of an id's shape that is not the origin's
+			}
+			to = derivedID(old[:strings.IndexByte(old, '_')+1], f.to, old)
+		}
+		out = append(out, data[last:m[0]+1]...)
+		out = append(out, to...)
+		last = m[1] - 1
+	}
+	return append(out, data[last:]...), nil
+}
+
+// isKey reports whether a JSON string followed by rest is an object's key.
+func isKey(rest []byte) bool {
+	for _, c := range rest {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case ':':
+			return true
+		}
+		return false
+	}
+	return false
 }
 
 // ownedIDs returns the ids of the records session id owns (its turns,
