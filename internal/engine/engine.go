@@ -109,8 +109,8 @@ type Config struct {
 	Workspaces *workspace.Manager
 	// SnapshotCache makes the workspaces' snapshots incremental; it must
 	// have been made for the store the engine is given, and is shared with
-	// the Environments backend; give it records for SnapshotRecords
-	// (MaxWorkers) workspaces. The engine closes it on Stop. Default: a
+	// the Environments backend; give it records for
+	// snapshot.RecordsFor(MaxWorkers) workspaces. The engine closes it on Stop. Default: a
 	// new one, watching the workspaces when Sandbox is bwrap.
 	SnapshotCache *snapshot.Cache
 	// Environments opens the sessions' environments: where their
@@ -282,7 +282,7 @@ func New(st store.Store, cfg *Config) (*Engine, error) {
 	if e.snapshots = c.SnapshotCache; e.snapshots == nil {
 		watch := c.Sandbox != nil && c.Sandbox.Name() == "bwrap"
 		if e.snapshots, err = snapshot.NewCache(st, &snapshot.CacheConfig{
-			Watch: watch, WatchEmptyRoots: true, MaxRecords: SnapshotRecords(c.MaxWorkers),
+			Watch: watch, WatchEmptyRoots: true, MaxRecords: snapshot.RecordsFor(c.MaxWorkers),
 		}); err != nil {
 			return nil, fmt.Errorf("snapshot cache: %w", err)
 		}

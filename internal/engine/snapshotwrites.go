@@ -77,13 +77,3 @@ func (e *Engine) removeWorkspace(id string) error {
 	}
 	return e.spaces.Remove(id)
 }
-
-// SnapshotRecords is how many workspaces' records (snapshot.CacheConfig's
-// MaxRecords) a snapshot Cache needs for an engine of maxWorkers: twice the
-// sessions it runs at once, and never fewer than the Cache's default. A
-// running session whose record went walks its whole workspace at its next
-// checkpoint; past the bound, with more sessions running than records,
-// every step of every session would.
-func SnapshotRecords(maxWorkers int) int {
-	return max(snapshot.DefaultCacheMaxRecords, 2*maxWorkers)
-}

@@ -20,6 +20,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/runner/link"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
+	"github.com/longhaul-dev/longhaul/internal/snapshot"
 	"github.com/longhaul-dev/longhaul/internal/workspace"
 )
 
@@ -195,7 +196,13 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runner config: data: %w", err)
 	}
-	r.envs, err = environment.NewLocal(&environment.LocalConfig{Sandbox: cfg.Backend, Workspaces: spaces, Blobs: r.blobs, SocketDir: r.sockets, Logger: r.log})
+	// A record per workspace for as many sessions as the runner serves at
+	// once, so that their checkpoints are incremental (snapshot.RecordsFor).
+	cache, err := snapshot.NewCache(r.blobs, &snapshot.CacheConfig{MaxRecords: snapshot.RecordsFor(cfg.Hello.Capacity)})
+	if err != nil {
+		return nil, fmt.Errorf("runner config: %w", err)
+	}
+	r.envs, err = environment.NewLocal(&environment.LocalConfig{Sandbox: cfg.Backend, Workspaces: spaces, Blobs: r.blobs, Cache: cache, SocketDir: r.sockets, Logger: r.log})
 	if err != nil {
 		return nil, fmt.Errorf("runner config: %w", err)
 	}

@@ -183,6 +183,15 @@ func NewCache(b Blobs, cfg *CacheConfig) (*Cache, error) {
 	}, nil
 }
 
+// RecordsFor is the MaxRecords a Cache needs for sessions checkpointed
+// at once (a node's or a runner's workers): twice as many, and never fewer
+// than DefaultCacheMaxRecords. A running session whose record went walks
+// its whole workspace at its next checkpoint; with more of them than
+// records, every step of every session would.
+func RecordsFor(sessions int) int {
+	return max(DefaultCacheMaxRecords, 2*sessions)
+}
+
 // MaxRecords returns how many workspaces keep a record (CacheConfig).
 func (c *Cache) MaxRecords() int { return c.maxRecords }
 
