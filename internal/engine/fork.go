@@ -163,9 +163,11 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 // derived one. An id of the shapes the engine makes (idToken) is renamed
 // as soon as it is seen; one of another shape (an import's) only if the
 // origin owns a record of that id, which owned lists the first time such
-// a string comes up. Only strings in a value's place are renamed: an
-// owned id that happens to equal a key (an import may name a turn
-// "turn_id") leaves the keys as they are.
+// a string comes up (most journals have some: call ids, key ids, stop
+// reasons). Only strings in a value's place are renamed: an owned id that
+// happens to equal a key (an import may name a turn "turn_id") leaves the
+// keys as they are, and so does an id that keys a map of a tool's output
+// or a session's metadata (the engine's own payloads key none by id).
 type forkRenamer struct {
 	from, to string
 	owned    func() (map[string]bool, error)

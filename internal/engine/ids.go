@@ -82,10 +82,9 @@ func effectID(c *journal.Call, sessionID, turnID string, step int) string {
 // step's row where the newest sessions' rows are, on a page its commit
 // writes anyway, rather than on a page at random (and now and then a page
 // split there); a sub-agent's hash places its session's rows at random,
-// but together. No separator: a fork renames the ids of the engine's
-// shapes as it finds them (fork.go's idToken), without listing the
-// origin's records. A session id of another shape (an import's) gets the
-// earlier form, a hash.
+// but together. No separator: a fork knows the ids of the engine's shapes
+// by their shape alone (fork.go's idToken). A session id of another shape
+// (an import's) gets the earlier form, a hash.
 func checkpointID(sessionID string, seq int64) string {
 	own := strings.TrimPrefix(sessionID, "ses_")
 	if len(own) != 26 && len(own) != 32 || strings.IndexFunc(own, notIDChar) >= 0 || seq < 0 || seq > 999_999_999_999 {
