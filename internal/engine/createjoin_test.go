@@ -203,11 +203,7 @@ func TestCreationOfASessionNotStartedBeforeAStopIsWritten(t *testing.T) {
 	go func() { stopped <- h.eng.Stop(context.Background()) }()
 	// The engine stops first: the scheduler sees the drain once its
 	// claim returns, not the session handed off.
-	deadline := time.Now().Add(10 * time.Second)
-	for !h.eng.DrainingForTest() {
-		require.True(t, time.Now().Before(deadline), "the engine did not begin to drain")
-		time.Sleep(time.Millisecond) // polling with a deadline
-	}
+	require.Eventually(t, h.eng.DrainingForTest, 10*time.Second, time.Millisecond, "the engine did not begin to drain")
 	claims.letGo()
 	require.NoError(t, <-stopped)
 

@@ -24,6 +24,9 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/workspace"
 )
 
+// DefaultMaxWorkers is Config.MaxWorkers's default.
+const DefaultMaxWorkers = 32
+
 // Config configures an Engine. A nil *Config means all defaults, which only
 // suits tests: WorkspaceRoot is required.
 type Config struct {
@@ -42,7 +45,8 @@ type Config struct {
 	Clock Clock
 	// Logger receives operational logs. Default: slog.Default().
 	Logger *slog.Logger
-	// MaxWorkers bounds concurrently running sessions. Default: 32.
+	// MaxWorkers bounds concurrently running sessions. Default:
+	// DefaultMaxWorkers.
 	MaxWorkers int
 	// LeaseTTL is how long a lease lasts without renewal. Default: 30 s.
 	LeaseTTL time.Duration
@@ -110,8 +114,9 @@ type Config struct {
 	// SnapshotCache makes the workspaces' snapshots incremental; it must
 	// have been made for the store the engine is given, and is shared with
 	// the Environments backend; give it records for
-	// snapshot.RecordsFor(MaxWorkers) workspaces. The engine closes it on Stop. Default: a
-	// new one, watching the workspaces when Sandbox is bwrap.
+	// snapshot.RecordsFor(MaxWorkers) workspaces. The engine closes it on
+	// Stop. Default: a new one, watching the workspaces when Sandbox is
+	// bwrap.
 	SnapshotCache *snapshot.Cache
 	// Environments opens the sessions' environments: where their
 	// programs run, their files are read and written and their snapshots
@@ -152,7 +157,7 @@ func (c *Config) withDefaults() (Config, error) {
 		out.Logger = slog.Default()
 	}
 	if out.MaxWorkers <= 0 {
-		out.MaxWorkers = 32
+		out.MaxWorkers = DefaultMaxWorkers
 	}
 	if out.LeaseTTL <= 0 {
 		out.LeaseTTL = 30 * time.Second

@@ -186,21 +186,13 @@ func (f *forkRenamer) rename(data []byte) ([]byte, error) {
 		if isKey(data[m[1]:]) {
 			continue
 		}
-		var to string
-		switch {
-		case old == f.from:
-			to = f.to
-		case idToken.MatchString(old):
-			to = derivedID(old[:strings.IndexByte(old, '_')+1], f.to, old)
-		default:
-			if f.ownedIDs == nil {
-				owned, err := f.owned()
-				if err != nil {
-					return data, err
-				}
-				f.ownedIDs = owned
+		to := f.to
+		if old != f.from {
+			owned, err := f.owns(old)
+			if err != nil {
+				return data, err
 			}
-			if !f.ownedIDs[old] {
+			if !owned {
 				continue // a string of an id's shape that is not the origin's
 			}
 			to = derivedID(old[:strings.IndexByte(old, '_')+1], f.to, old)
@@ -210,6 +202,22 @@ func (f *forkRenamer) rename(data []byte) ([]byte, error) {
 		last = m[1] - 1
 	}
 	return append(out, data[last:]...), nil
+}
+
+// owns reports whether id is one of the origin's records' ids: of the
+// engine's shapes, or listed (owned, read once).
+func (f *forkRenamer) owns(id string) (bool, error) {
+	if idToken.MatchString(id) {
+		return true, nil
+	}
+	if f.ownedIDs == nil {
+		owned, err := f.owned()
+		if err != nil {
+			return false, err
+		}
+		f.ownedIDs = owned
+	}
+	return f.ownedIDs[id], nil
 }
 
 // isKey reports whether a JSON string followed by rest is an object's key.

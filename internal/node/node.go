@@ -492,7 +492,11 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 	// links, which the watches cannot follow. Without it, a workspace is
 	// watched while it is empty (nothing in it has another name), so the
 	// checkpoint after a tool that wrote nothing is not a walk.
-	snapshots, err := snapshot.NewCache(writes, &snapshot.CacheConfig{Watch: sb.Name() == SandboxBwrap, WatchEmptyRoots: true})
+	// A record per workspace for the sessions the engine runs at once
+	// (engine.DefaultMaxWorkers: the node sets no other).
+	snapshots, err := snapshot.NewCache(writes, &snapshot.CacheConfig{
+		Watch: sb.Name() == SandboxBwrap, WatchEmptyRoots: true, MaxRecords: snapshot.RecordsFor(engine.DefaultMaxWorkers),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("snapshot cache: %w", err)
 	}
