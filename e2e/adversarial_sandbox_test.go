@@ -387,19 +387,25 @@ func TestAdversarialSandbox_WorkspaceQuota(t *testing.T) {
 // end, is stopped by the quota all the same (it fails closed), and can
 // clean up after itself.
 //
-// The cleanup first moves the lower half of the tree out (one rename),
-// which brings both halves within the walk's depth at once, and only
-// then removes them. A bare `rm -rf a` removes nothing until it has
-// descended all 1,100 levels (0.7 to 4 s on this 2-core machine under
-// load), and a command is stopped at any poll of the quota (every 500 ms)
-// that finds the workspace still unmeasurable: under load the bare
-// removal was stopped so, at its first poll, and the test failed.
+// The cleanup first removes the files the loop wrote, then moves the lower
+// half of the tree out (one rename), which brings both halves within the
+// walk's depth at once, and only then removes them. A bare `rm -rf a`
+// removes nothing until it has descended all 1,100 levels (0.7 to 4 s on
+// this 2-core machine under load), and a command is stopped at any poll of
+// the quota (every 500 ms) that finds the workspace still unmeasurable:
+// under load the bare removal was stopped so, at its first poll, and the
+// test failed. The files go first because the rename also brings into the
+// count the 76 levels the walk could not reach before the command (their
+// 0.3 MiB is growth over what the command found, which the quota does not
+// allow while the workspace is over it): with the files still there, a poll
+// between the rename and the removal of those levels stopped the cleanup
+// (seen once in CI).
 func TestAdversarialSandbox_UnmeasurableWorkspace(t *testing.T) {
 	t.Parallel()
 	srv := sandboxServer(t)
 	out, _ := sandboxAttack(t, srv, &lt.Environment{DiskMB: 4},
 		`mkdir -p "$(printf 'a/%.0s' $(seq 1100))"; i=0; while true; do i=$((i+1)); dd if=/dev/zero of=g$i bs=1M count=1 2>/dev/null || break; done`,
-		`mv "$(printf 'a/%.0s' $(seq 550))" b && rm -rf a b g* && echo freed`,
+		`rm -f g* && mv "$(printf 'a/%.0s' $(seq 550))" b && rm -rf a b && echo freed`,
 	)
 	require.Contains(t, out[0], string(lt.EventToolFailed))
 	require.Contains(t, out[0], "cannot be measured against its disk quota of 4.0 MiB (environment.disk_mb)")
