@@ -257,7 +257,10 @@ func openJournalReader(t *testing.T, srv *server) *sql.DB {
 func journalTypesAfter(db *sql.DB, id string, seq int64) ([]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	rows, err := db.QueryContext(ctx, `SELECT type FROM events WHERE session_id = ? AND seq > ? ORDER BY seq`, id, seq)
+	// The journal keys an event by its session's number and seq
+	// (021_journal_positions).
+	rows, err := db.QueryContext(ctx, `SELECT e.type FROM sessions s, events e
+WHERE s.id = ? AND e.pos > (s.num << 32) + ? AND e.pos <= (s.num << 32) + 0xFFFFFFFF ORDER BY e.pos`, id, seq)
 	if err != nil {
 		return nil, err
 	}

@@ -45,10 +45,11 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 	err = s.w.do(ctx, &request{bare: true, run: func(w *writer) ([]store.Notification, error) {
 		// The happy path is a conditional UPDATE; only when it changes
 		// nothing do we read the row to say why.
-		if err := w.appendUpdate(p, lastSeq, fenced, owner, epoch); err != nil {
+		num, err := w.appendUpdate(p, lastSeq, fenced, owner, epoch)
+		if err != nil {
 			return nil, err
 		}
-		if err := w.insertEvents(events); err != nil {
+		if err := w.insertEvents(num, events); err != nil {
 			return nil, err
 		}
 		if err := w.upsertDocs(docs); err != nil {
@@ -76,7 +77,9 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 }
 
 // The conditional UPDATE of an append sets the session's state, last seq
-// and update time (and releases its lease if asked); a second UPDATE sets
+// and update time (and releases its lease if asked), and returns the
+// session's number, which its events' positions begin with
+// (021_journal_positions); a second UPDATE sets
 // its indexed columns (status, runnable, wake_at) only if one of them
 // changes. SQLite rewrites the entries of every index on a column a
 // statement sets, whatever the value, but only for the rows the statement
@@ -94,7 +97,8 @@ var appendSQL = func() [2]string {
 			b.WriteString(`, lease_owner = NULL, lease_expires_at = NULL`)
 		}
 		b.WriteString(`
-WHERE id = ? AND last_seq = ? AND (NOT ? OR (lease_owner = ? AND lease_epoch = ?))`)
+WHERE id = ? AND last_seq = ? AND (NOT ? OR (lease_owner = ? AND lease_epoch = ?))
+RETURNING num`)
 		out[release] = b.String()
 	}
 	return out
@@ -104,28 +108,30 @@ const appendIndexedSQL = `UPDATE sessions SET status = ?1, runnable = ?2, wake_a
 WHERE id = ?4 AND (status IS NOT ?1 OR runnable IS NOT ?2 OR wake_at IS NOT ?3)`
 
 // appendUpdate runs the two UPDATEs of an append (appendSQL,
-// appendIndexedSQL). It returns an unwrittenError if the first changed
-// nothing (see appendRefused): a refused append writes nothing.
-func (w *writer) appendUpdate(p *store.EventAppendParams, lastSeq int64, fenced bool, owner string, epoch int64) error {
-	n, err := w.changed(appendSQL[boolInt(p.ReleaseLease)], jsonText(p.State), lastSeq, toMicros(p.UpdatedAt),
-		p.SessionID, p.ExpectedSeq, boolInt(fenced), owner, epoch)
-	if err != nil {
-		return mapErr(err)
+// appendIndexedSQL) and returns the session's number. It returns an
+// unwrittenError if the first changed nothing (see appendRefused): a
+// refused append writes nothing.
+func (w *writer) appendUpdate(p *store.EventAppendParams, lastSeq int64, fenced bool, owner string, epoch int64) (int64, error) {
+	var num int64
+	err := w.queryRow(appendSQL[boolInt(p.ReleaseLease)], jsonText(p.State), lastSeq, toMicros(p.UpdatedAt),
+		p.SessionID, p.ExpectedSeq, boolInt(fenced), owner, epoch).Scan(&num)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, mapErr(err)
 	}
-	if n == 0 {
+	if errors.Is(err, sql.ErrNoRows) {
 		// Only a refusal wrote nothing for sure: a failed read (an I/O
 		// error may have rolled the transaction back) takes the batch
 		// down and its other requests run again.
 		err := w.appendRefused(p)
 		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrNotFound) {
-			return unwrittenError{err}
+			return 0, unwrittenError{err}
 		}
-		return err
+		return 0, err
 	}
 	if _, err := w.exec(appendIndexedSQL, p.Status, boolInt(p.Runnable), nullMicros(p.WakeAt), p.SessionID); err != nil {
-		return mapErr(err)
+		return 0, mapErr(err)
 	}
-	return nil
+	return num, nil
 }
 
 // appendRefused explains why the conditional UPDATE of an append matched no
@@ -152,17 +158,25 @@ func (w *writer) appendRefused(p *store.EventAppendParams) error {
 	return fmt.Errorf("append refused with last seq %d and lease %q epoch %d matching", lastSeq, owner.String, epoch)
 }
 
-// insertEvents inserts events in statements of up to maxEventsPerInsert
-// rows: a step's append carries several events, and each statement costs
-// far more than a row.
-func (w *writer) insertEvents(events []store.Event) error {
-	args := make([]any, 0, 8*min(len(events), maxEventsPerInsert))
+// insertEvents inserts the events of the session numbered num in
+// statements of up to maxEventsPerInsert rows: a step's append carries
+// several events, and each statement costs far more than a row.
+func (w *writer) insertEvents(num int64, events []store.Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	if last := events[len(events)-1].Seq; last > maxSeq {
+		// Beyond the session's range of positions (021_journal_positions):
+		// four billion events, which no session reaches.
+		return fmt.Errorf("insert event %d: the journal of a session holds at most %d events", last, maxSeq)
+	}
+	args := make([]any, 0, 7*min(len(events), maxEventsPerInsert))
 	for len(events) > 0 {
 		n := min(len(events), maxEventsPerInsert)
 		args = args[:0]
 		for i := range events[:n] {
 			e := &events[i]
-			args = append(args, e.SessionID, e.Seq, e.Type, toMicros(e.Time), e.TurnID, e.Step, e.WorkerID, jsonText(e.Data))
+			args = append(args, eventPos(num, e.Seq), e.Type, toMicros(e.Time), e.TurnID, e.Step, e.WorkerID, jsonText(e.Data))
 		}
 		if _, err := w.exec(insertEventsSQL[n], args...); err != nil {
 			return fmt.Errorf("insert events %d to %d: %w", events[0].Seq, events[n-1].Seq, mapErr(err))
@@ -172,7 +186,7 @@ func (w *writer) insertEvents(events []store.Event) error {
 	return nil
 }
 
-// maxEventsPerInsert bounds the rows of one INSERT (8 columns each, far
+// maxEventsPerInsert bounds the rows of one INSERT (7 columns each, far
 // below SQLite's limit on a statement's parameters).
 const maxEventsPerInsert = 16
 
@@ -180,11 +194,27 @@ const maxEventsPerInsert = 16
 var insertEventsSQL = func() [maxEventsPerInsert + 1]string {
 	var out [maxEventsPerInsert + 1]string
 	for n := 1; n <= maxEventsPerInsert; n++ {
-		out[n] = "INSERT INTO events (session_id, seq, type, time, turn_id, step, worker_id, data) VALUES " +
-			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?), ", n), ", ")
+		out[n] = "INSERT INTO events (pos, type, time, turn_id, step, worker_id, data) VALUES " +
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?), ", n), ", ")
 	}
 	return out
 }()
+
+// An event's position in the journal is its session's number and its seq
+// in one integer (021_journal_positions).
+const (
+	seqBits = 32
+	maxSeq  = 1<<seqBits - 1
+)
+
+func eventPos(num, seq int64) int64 { return num<<seqBits | seq }
+
+// listEventsSQL reads a session's events after a seq by their positions
+// (021_journal_positions), its number looked up once by the subquery.
+const listEventsSQL = `WITH s (num) AS (SELECT num FROM sessions WHERE id = ?1)
+SELECT e.pos & 0xFFFFFFFF, e.type, e.time, e.turn_id, e.step, e.worker_id, e.data FROM s, events e
+WHERE e.pos > (s.num << 32) + ?2 AND e.pos <= (s.num << 32) + 0xFFFFFFFF
+ORDER BY e.pos LIMIT ?3`
 
 // EventList returns up to limit events of a session with seq > afterSeq, in
 // seq order; store.ErrNotFound for an unknown session. Limit 0 means 100;
@@ -215,8 +245,7 @@ func (s *Store) EventList(ctx context.Context, sessionID string, afterSeq int64,
 		e.Data = fromJSONText(data)
 		out = append(out, e)
 		return nil
-	}, `SELECT seq, type, time, turn_id, step, worker_id, data FROM events
-WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`, sessionID, afterSeq, limit)
+	}, listEventsSQL, sessionID, min(afterSeq, maxSeq), limit)
 	if err != nil {
 		return nil, fmt.Errorf("list events of session %s: %w", sessionID, err)
 	}

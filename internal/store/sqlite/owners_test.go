@@ -1,13 +1,11 @@
 package sqlite
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/store/storetest"
-	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
 // preOwnersSQL is what a database written before 015_blob_owners holds:
@@ -30,17 +28,7 @@ INSERT INTO checkpoints (id, session_id, status, doc, created_at) VALUES
 // TestMigrateBlobOwners: 015_blob_owners records the snapshots already
 // journaled as owned by their checkpoints' projects.
 func TestMigrateBlobOwners(t *testing.T) {
-	s := openTest(t, nil)
-	ms, err := storeutil.LoadMigrations(migrationFS)
-	require.NoError(t, err)
-	require.Equal(t, "015_blob_owners.sql", ms[14].Name)
-	for _, m := range ms[:14] {
-		raw(t, s, func(w *writer) error { return w.applyMigration(m, len(ms), s) })
-	}
-	raw(t, s, func(w *writer) error {
-		_, err := w.conn.ExecContext(context.Background(), storetest.PreOwnersSQL(preOwnersSQL))
-		return err
-	})
+	s := openBefore(t, "015_blob_owners.sql", storetest.PreOwnersSQL(preOwnersSQL))
 	require.NoError(t, s.Migrate(t.Context()))
 	storetest.RequireOwnersMigrated(t, s)
 }

@@ -1,11 +1,9 @@
 package sqlite
 
 import (
-	"context"
 	"testing"
 
 	"github.com/longhaul-dev/longhaul/internal/store/storetest"
-	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 	"github.com/stretchr/testify/require"
 )
 
@@ -29,17 +27,7 @@ VALUES ('art_1', 'ses_old', 'final', '{"id":"art_1","name":"x","sha256":"{artifa
 // TestMigrateProjects: 009_projects puts the sessions stored before it in
 // the default project and finds the blobs they already refer to.
 func TestMigrateProjects(t *testing.T) {
-	s := openTest(t, nil)
-	ms, err := storeutil.LoadMigrations(migrationFS)
-	require.NoError(t, err)
-	require.Equal(t, "009_projects.sql", ms[8].Name)
-	for _, m := range ms[:8] {
-		raw(t, s, func(w *writer) error { return w.applyMigration(m, len(ms), s) })
-	}
-	raw(t, s, func(w *writer) error {
-		_, err := w.conn.ExecContext(context.Background(), storetest.PreProjectsSQL(preProjectsSQL))
-		return err
-	})
+	s := openBefore(t, "009_projects.sql", storetest.PreProjectsSQL(preProjectsSQL))
 	require.NoError(t, s.Migrate(t.Context()))
 	storetest.RequireProjectsMigrated(t, s)
 }

@@ -37,12 +37,11 @@ func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams)
 		if len(sess.Spec) > specInlineMax {
 			spec = nil
 		}
-		_, err := w.exec(`INSERT INTO sessions (id, project, agent_name, agent_version, parent_id, status, spec, state,
-    last_seq, runnable, wake_at, lease_owner, lease_epoch, lease_expires_at, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		var num int64
+		err := w.queryRow(insertSessionSQL,
 			sess.ID, sess.Project, sess.AgentName, sess.AgentVersion, nullString(sess.ParentID), sess.Status,
 			spec, jsonText(sess.State), lastSeq, boolInt(sess.Runnable),
-			nullMicros(sess.WakeAt), owner, epoch, expires, toMicros(sess.CreatedAt), toMicros(sess.UpdatedAt))
+			nullMicros(sess.WakeAt), owner, epoch, expires, toMicros(sess.CreatedAt), toMicros(sess.UpdatedAt)).Scan(&num)
 		if err != nil {
 			return nil, mapErr(err)
 		}
@@ -51,7 +50,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 				return nil, mapErr(err)
 			}
 		}
-		if err := w.insertEvents(events); err != nil {
+		if err := w.insertEvents(num, events); err != nil {
 			return nil, err
 		}
 		if err := w.upsertDocs(docs); err != nil {
@@ -79,6 +78,15 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	}
 	return events, nil
 }
+
+// insertSessionSQL inserts a session with the next number
+// (021_journal_positions: its events' positions begin at num << 32) and
+// returns the number. sessions_num finds the largest; the writer is the
+// only one, so no other insert takes the same number meanwhile.
+const insertSessionSQL = `INSERT INTO sessions (num, id, project, agent_name, agent_version, parent_id, status, spec, state,
+    last_seq, runnable, wake_at, lease_owner, lease_epoch, lease_expires_at, created_at, updated_at)
+VALUES ((SELECT coalesce(max(num), 0) + 1 FROM sessions), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+RETURNING num`
 
 // specInlineMax is the largest spec kept in its session's row, in bytes;
 // a larger one is written once in session_specs (019_session_specs). Every

@@ -6,32 +6,20 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
 // TestMigrateSessionSpecs: 019_session_specs moves the specs larger than
 // specInlineMax of the sessions stored before it into session_specs, and
 // every session reads back the spec it had.
 func TestMigrateSessionSpecs(t *testing.T) {
-	s := openTest(t, nil)
-	ms, err := storeutil.LoadMigrations(migrationFS)
-	require.NoError(t, err)
-	require.Equal(t, "019_session_specs.sql", ms[18].Name)
-	for _, m := range ms[:18] {
-		raw(t, s, func(w *writer) error { return w.applyMigration(m, len(ms), s) })
-	}
 	// "é" is two bytes: the limit counts bytes, as the driver does.
 	large := `{"instructions":"` + strings.Repeat("é", specInlineMax/2) + `"}`
 	small := `{"instructions":"be brief"}`
-	raw(t, s, func(w *writer) error {
-		_, err := w.conn.ExecContext(context.Background(), `
+	s := openBefore(t, "019_session_specs.sql", `
 INSERT INTO sessions (id, project, agent_name, agent_version, status, spec, state, last_seq, created_at, updated_at) VALUES
   ('ses_a', 'alpha', 'agent', 1, 'idle', ?, '{"a":1}', 0, 1, 1),
   ('ses_b', 'alpha', 'agent', 1, 'idle', ?, '{"b":2}', 0, 2, 2),
   ('ses_c', 'alpha', 'agent', 1, 'idle', NULL, '{"c":3}', 0, 3, 3)`, large, small)
-		return err
-	})
 	require.NoError(t, s.Migrate(t.Context()))
 
 	for id, want := range map[string]string{"ses_a": large, "ses_b": small, "ses_c": ""} {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,6 +70,26 @@ func appendParams(id string, expected int64, n int) *store.EventAppendParams {
 		})
 	}
 	return p
+}
+
+// openBefore opens a database with the migrations before the one named
+// migration applied, and writes query (with args) into it: a database as
+// an earlier release left it, for a test of that migration to Migrate.
+func openBefore(t *testing.T, migration, query string, args ...any) *Store {
+	t.Helper()
+	s := openTest(t, nil)
+	ms, err := storeutil.LoadMigrations(migrationFS)
+	require.NoError(t, err)
+	i := slices.IndexFunc(ms, func(m storeutil.Migration) bool { return m.Name == migration })
+	require.GreaterOrEqual(t, i, 0, "no migration %s", migration)
+	for _, m := range ms[:i] {
+		raw(t, s, func(w *writer) error { return w.applyMigration(m, len(ms), s) })
+	}
+	raw(t, s, func(w *writer) error {
+		_, err := w.conn.ExecContext(context.Background(), query, args...)
+		return err
+	})
+	return s
 }
 
 // raw runs fn on the writer, outside any batch.

@@ -1,0 +1,131 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// preJournalPositionsSQL is a journal as a database written before
+// 021_journal_positions holds it: two sessions whose events were written
+// in turns, the second session created first.
+const preJournalPositionsSQL = `
+INSERT INTO sessions (id, agent_name, agent_version, status, spec, state, last_seq, created_at, updated_at)
+VALUES ('ses_b', 'agent', 1, 'idle', '{}', '{}', 3, 1, 1),
+       ('ses_a', 'agent', 1, 'idle', '{}', '{}', 2, 2, 2);
+INSERT INTO events (session_id, seq, type, time, turn_id, step, worker_id, data) VALUES
+  ('ses_b', 1, 'session.created', 10, '', 0, '', '{"b":1}'),
+  ('ses_a', 1, 'session.created', 11, '', 0, '', '{"a":1}'),
+  ('ses_b', 2, 'turn.started', 12, 'turn_b', 0, 'w1', '{"b":2}'),
+  ('ses_a', 2, 'turn.started', 13, 'turn_a', 1, 'w2', NULL),
+  ('ses_b', 3, 'turn.finished', 14, 'turn_b', 2, 'w1', '{"b":3}');
+`
+
+// TestJournalMigratedToPositions: 021_journal_positions moves every event
+// to its position, each session's in order with all its fields, and the
+// sessions go on: their appends follow their events, and a session created
+// afterwards takes a number of its own.
+func TestJournalMigratedToPositions(t *testing.T) {
+	s := openBefore(t, "021_journal_positions.sql", preJournalPositionsSQL)
+	require.NoError(t, s.Migrate(t.Context()))
+
+	b, err := s.EventList(t.Context(), "ses_b", 0, 0)
+	require.NoError(t, err)
+	require.Len(t, b, 3)
+	for i, e := range b {
+		require.Equal(t, "ses_b", e.SessionID)
+		require.Equal(t, int64(i+1), e.Seq)
+		require.JSONEq(t, fmt.Sprintf(`{"b":%d}`, i+1), string(e.Data))
+	}
+	require.Equal(t, "turn.started", b[1].Type)
+	require.Equal(t, "turn_b", b[1].TurnID)
+	require.Equal(t, "w1", b[1].WorkerID)
+	require.Equal(t, 2, b[2].Step)
+	require.Equal(t, int64(14), b[2].Time.UnixMicro())
+
+	a, err := s.EventList(t.Context(), "ses_a", 1, 0)
+	require.NoError(t, err)
+	require.Len(t, a, 1)
+	require.Equal(t, int64(2), a[0].Seq)
+	require.Equal(t, "turn_a", a[0].TurnID)
+	require.Equal(t, 1, a[0].Step)
+	require.Nil(t, a[0].Data)
+
+	_, err = s.EventAppend(t.Context(), appendParams("ses_a", 2, 2))
+	require.NoError(t, err)
+	createSession(t, s, "ses_c", false)
+	_, err = s.EventAppend(t.Context(), appendParams("ses_c", 1, 1))
+	require.NoError(t, err)
+	for id, want := range map[string]int64{"ses_a": 4, "ses_b": 3, "ses_c": 2} {
+		evs, err := s.EventList(t.Context(), id, 0, 0)
+		require.NoError(t, err)
+		require.Len(t, evs, int(want), id)
+		for i, e := range evs {
+			require.Equal(t, int64(i+1), e.Seq, id)
+			require.Equal(t, id, e.SessionID)
+		}
+	}
+	var nums []int64
+	raw(t, s, func(w *writer) error {
+		rows, err := w.conn.QueryContext(context.Background(), `SELECT num FROM sessions ORDER BY id`)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = rows.Close() }()
+		for rows.Next() {
+			var n int64
+			if err := rows.Scan(&n); err != nil {
+				return err
+			}
+			nums = append(nums, n)
+		}
+		return rows.Err()
+	})
+	require.Len(t, nums, 3)
+	require.NotEqual(t, nums[0], nums[1])
+	require.Greater(t, nums[2], max(nums[0], nums[1]), "a new session takes the next number")
+}
+
+// TestEventListReadsItsSessionsPositions: a session's events are read as
+// a range of the journal's rowids, never by a scan of the journal.
+func TestEventListReadsItsSessionsPositions(t *testing.T) {
+	s := openMigrated(t, nil)
+	joined := strings.Join(queryPlan(t, s, listEventsSQL, "ses_x", 0, 100), "\n")
+	require.Contains(t, joined, "SEARCH e USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)", joined)
+	require.NotContains(t, joined, "SCAN e", joined)
+}
+
+// TestSeqBeyondTheSessionsPositions: an append whose seq would leave its
+// session's range of positions is refused with a clear error and writes
+// nothing; the neighbouring session's events are not touched.
+func TestSeqBeyondTheSessionsPositions(t *testing.T) {
+	s := openMigrated(t, nil)
+	createSession(t, s, "ses_full", false)
+	createSession(t, s, "ses_next", false)
+	raw(t, s, func(w *writer) error {
+		_, err := w.conn.ExecContext(context.Background(), `UPDATE sessions SET last_seq = ? WHERE id = 'ses_full'`, maxSeq-1)
+		return err
+	})
+	_, err := s.EventAppend(t.Context(), appendParams("ses_full", maxSeq-1, 1))
+	require.NoError(t, err, "the last seq of the range is written")
+	_, err = s.EventAppend(t.Context(), appendParams("ses_full", maxSeq, 1))
+	require.ErrorContains(t, err, "holds at most 4294967295 events")
+	row, err := s.SessionGet(t.Context(), "ses_full")
+	require.NoError(t, err)
+	require.Equal(t, int64(maxSeq), row.LastSeq, "the refused append wrote nothing")
+
+	last, err := s.EventList(t.Context(), "ses_full", maxSeq-1, 0)
+	require.NoError(t, err)
+	require.Len(t, last, 1)
+	require.Equal(t, int64(maxSeq), last[0].Seq)
+	next, err := s.EventList(t.Context(), "ses_next", 0, 0)
+	require.NoError(t, err)
+	require.Len(t, next, 1, "the next session's range holds its own events only")
+	require.Equal(t, "session.created", next[0].Type)
+	beyond, err := s.EventList(t.Context(), "ses_full", 1<<40, 0)
+	require.NoError(t, err)
+	require.Empty(t, beyond)
+}
