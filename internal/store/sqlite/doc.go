@@ -6,8 +6,11 @@
 //
 // The database runs in WAL mode with synchronous=FULL, so a write that a
 // method has acknowledged is on disk (the WAL is synced at every commit) and
-// survives a crash or a power loss. foreign_keys is on: events and projection
-// rows cannot name a session that does not exist.
+// survives a crash or a power loss. foreign_keys is on: projection rows
+// cannot name a session that does not exist. The journal's rows name their
+// session by its number, in their key (021_journal_positions), and are
+// written only by an append whose conditional UPDATE of the session's row
+// returned that number, or by the session's creation.
 //
 // The sync is fdatasync(2) where the platform has it, as in SQLite's own
 // builds (Open switches modernc.org/sqlite to it, process-wide), and on a

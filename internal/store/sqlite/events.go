@@ -28,6 +28,11 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 		return nil, err
 	}
 	events, docs, lastSeq := write.Events, write.Docs, write.LastSeq
+	if lastSeq > maxSeq {
+		// Refused here, before the writer: insertEvents would refuse it too,
+		// but after the batch's other requests had run, which would run again.
+		return nil, fmt.Errorf("append events to session %s: event %d: %w", p.SessionID, lastSeq, errJournalFull)
+	}
 
 	var fenced bool
 	var owner string
@@ -166,9 +171,7 @@ func (w *writer) insertEvents(num int64, events []store.Event) error {
 		return nil
 	}
 	if last := events[len(events)-1].Seq; last > maxSeq {
-		// Beyond the session's range of positions (021_journal_positions):
-		// four billion events, which no session reaches.
-		return fmt.Errorf("insert event %d: the journal of a session holds at most %d events", last, maxSeq)
+		return fmt.Errorf("insert event %d: %w", last, errJournalFull)
 	}
 	args := make([]any, 0, 7*min(len(events), maxEventsPerInsert))
 	for len(events) > 0 {
@@ -208,6 +211,10 @@ const (
 )
 
 func eventPos(num, seq int64) int64 { return num<<seqBits | seq }
+
+// errJournalFull refuses a seq beyond its session's range of positions:
+// four billion events, which no session reaches.
+var errJournalFull = fmt.Errorf("the journal of a session holds at most %d events", maxSeq)
 
 // listEventsSQL reads a session's events after a seq by their positions
 // (021_journal_positions), its number looked up once by the subquery.

@@ -129,3 +129,24 @@ func TestSeqBeyondTheSessionsPositions(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, beyond)
 }
+
+// TestJournalMigrationRefusesOrphanEvents: an event without its session's
+// row (possible only by hand, with the foreign keys off) would not be
+// copied, so 021_journal_positions stops, says how to find it, and leaves
+// the database as it was.
+func TestJournalMigrationRefusesOrphanEvents(t *testing.T) {
+	s := openBefore(t, "021_journal_positions.sql", preJournalPositionsSQL+`
+PRAGMA foreign_keys = OFF;
+INSERT INTO events (session_id, seq, type, time) VALUES ('ses_gone', 1, 'session.created', 15);
+PRAGMA foreign_keys = ON;`)
+	err := s.Migrate(t.Context())
+	require.ErrorContains(t, err, "some events have no session row")
+	current, _, err := s.SchemaVersion(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 20, current, "the migration was rolled back")
+	var events int
+	raw(t, s, func(w *writer) error {
+		return w.conn.QueryRowContext(context.Background(), `SELECT count(*) FROM events WHERE session_id = 'ses_gone'`).Scan(&events)
+	})
+	require.Equal(t, 1, events, "nothing was lost")
+}
