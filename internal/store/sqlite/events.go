@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
@@ -218,10 +219,11 @@ var errJournalFull = fmt.Errorf("the journal of a session holds at most %d event
 
 // listEventsSQL reads a session's events after a seq by their positions
 // (021_journal_positions), its number looked up once by the subquery.
-const listEventsSQL = `WITH s (num) AS (SELECT num FROM sessions WHERE id = ?1)
-SELECT e.pos & 0xFFFFFFFF, e.type, e.time, e.turn_id, e.step, e.worker_id, e.data FROM s, events e
-WHERE e.pos > (s.num << 32) + ?2 AND e.pos <= (s.num << 32) + 0xFFFFFFFF
-ORDER BY e.pos LIMIT ?3`
+var listEventsSQL = strings.NewReplacer("BITS", strconv.Itoa(seqBits), "MAXSEQ", strconv.Itoa(maxSeq)).Replace(
+	`WITH s (num) AS (SELECT num FROM sessions WHERE id = ?1)
+SELECT e.pos & MAXSEQ, e.type, e.time, e.turn_id, e.step, e.worker_id, e.data FROM s, events e
+WHERE e.pos > (s.num << BITS) + ?2 AND e.pos <= (s.num << BITS) + MAXSEQ
+ORDER BY e.pos LIMIT ?3`)
 
 // EventList returns up to limit events of a session with seq > afterSeq, in
 // seq order; store.ErrNotFound for an unknown session. Limit 0 means 100;
