@@ -150,3 +150,28 @@ PRAGMA foreign_keys = ON;`)
 	})
 	require.Equal(t, 1, events, "nothing was lost")
 }
+
+// BenchmarkMigrateJournalPositions: 021_journal_positions on a journal of
+// 5,000 sessions of 64 events each (about 100 bytes of data an event),
+// written session after session in turns, as sessions running at once
+// write it. It reports the events copied a second.
+func BenchmarkMigrateJournalPositions(b *testing.B) {
+	const sessions, perSession = 5000, 64
+	journal := fmt.Sprintf(`
+WITH RECURSIVE n (i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %[1]d)
+INSERT INTO sessions (id, agent_name, agent_version, status, spec, state, last_seq, created_at, updated_at)
+SELECT printf('ses_%%06d', i), 'agent', 1, 'idle', '{}', '{}', %[2]d, i, i FROM n;
+WITH RECURSIVE n (i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < %[1]d * %[2]d - 1)
+INSERT INTO events (session_id, seq, type, time, turn_id, step, worker_id, data)
+SELECT printf('ses_%%06d', i %% %[1]d + 1), i / %[1]d + 1, 'tool.completed', i, 'turn_1', i / %[1]d, 'worker',
+    '{"output":"' || hex(randomblob(40)) || '"}' FROM n;`, sessions, perSession)
+	for range b.N {
+		b.StopTimer()
+		s := openBefore(b, "021_journal_positions.sql", journal)
+		b.StartTimer()
+		if err := s.Migrate(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(sessions*perSession*b.N)/b.Elapsed().Seconds(), "events/s")
+}

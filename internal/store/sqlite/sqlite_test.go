@@ -75,7 +75,7 @@ func appendParams(id string, expected int64, n int) *store.EventAppendParams {
 // openBefore opens a database with the migrations before the one named
 // migration applied, and writes query (with args) into it: a database as
 // an earlier release left it, for a test of that migration to Migrate.
-func openBefore(t *testing.T, migration, query string, args ...any) *Store {
+func openBefore(t testing.TB, migration, query string, args ...any) *Store {
 	t.Helper()
 	s := openTest(t, nil)
 	ms, err := storeutil.LoadMigrations(migrationFS)
