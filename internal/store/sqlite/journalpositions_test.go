@@ -149,6 +149,15 @@ PRAGMA foreign_keys = ON;`)
 		return w.conn.QueryRowContext(context.Background(), `SELECT count(*) FROM events WHERE session_id = 'ses_gone'`).Scan(&events)
 	})
 	require.Equal(t, 1, events, "nothing was lost")
+
+	raw(t, s, func(w *writer) error {
+		_, err := w.conn.ExecContext(context.Background(), `DELETE FROM events WHERE session_id = 'ses_gone'`)
+		return err
+	})
+	require.NoError(t, s.Migrate(t.Context()), "once the orphan is gone, the migration runs")
+	b, err := s.EventList(t.Context(), "ses_b", 0, 0)
+	require.NoError(t, err)
+	require.Len(t, b, 3)
 }
 
 // BenchmarkMigrateJournalPositions: 021_journal_positions on a journal of
