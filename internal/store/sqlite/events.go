@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
@@ -85,13 +86,13 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 // The conditional UPDATE of an append sets the session's state, last seq
 // and update time (and releases its lease if asked), and returns the
 // session's number, which its events' positions begin with
-// (021_journal_positions); a second UPDATE sets
-// its indexed columns (status, runnable, wake_at) only if one of them
-// changes. SQLite rewrites the entries of every index on a column a
+// (021_journal_positions), and its indexed columns (status, runnable,
+// wake_at), which it does not set. A second UPDATE sets those only if one
+// of them changes. SQLite rewrites the entries of every index on a column a
 // statement sets, whatever the value, but only for the rows the statement
 // changes; most appends change none of the three (sessions_status,
-// sessions_runnable: two pages of the WAL per commit), so the second
-// statement matches no row and writes nothing. One that changes one of
+// sessions_runnable: two pages of the WAL per commit), and the values the
+// first returned spare them the second statement. One that changes one of
 // them rewrites the entries of all three's indexes, at a turn's start or
 // end.
 var appendSQL = func() [2]string {
@@ -104,7 +105,7 @@ var appendSQL = func() [2]string {
 		}
 		b.WriteString(`
 WHERE id = ? AND last_seq = ? AND (NOT ? OR (lease_owner = ? AND lease_epoch = ?))
-RETURNING num`)
+RETURNING num, status, runnable, wake_at`)
 		out[release] = b.String()
 	}
 	return out
@@ -118,9 +119,13 @@ WHERE id = ?4 AND (status IS NOT ?1 OR runnable IS NOT ?2 OR wake_at IS NOT ?3)`
 // unwrittenError if the first changed nothing (see appendRefused): a
 // refused append writes nothing.
 func (w *writer) appendUpdate(p *store.EventAppendParams, lastSeq int64, fenced bool, owner string, epoch int64) (int64, error) {
-	var num int64
+	var (
+		num, runnable int64
+		status        string
+		wake          sql.NullInt64
+	)
 	err := w.queryRow(appendSQL[boolInt(p.ReleaseLease)], jsonText(p.State), lastSeq, toMicros(p.UpdatedAt),
-		p.SessionID, p.ExpectedSeq, boolInt(fenced), owner, epoch).Scan(&num)
+		p.SessionID, p.ExpectedSeq, boolInt(fenced), owner, epoch).Scan(&num, &status, &runnable, &wake)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, mapErr(err)
 	}
@@ -134,10 +139,21 @@ func (w *writer) appendUpdate(p *store.EventAppendParams, lastSeq int64, fenced 
 		}
 		return 0, err
 	}
+	if status == p.Status && runnable == boolInt(p.Runnable) && wake == nullWake(p.WakeAt) {
+		return num, nil
+	}
 	if _, err := w.exec(appendIndexedSQL, p.Status, boolInt(p.Runnable), nullMicros(p.WakeAt), p.SessionID); err != nil {
 		return 0, mapErr(err)
 	}
 	return num, nil
+}
+
+// nullWake is a wake time as the sessions' wake_at column holds it.
+func nullWake(t *time.Time) sql.NullInt64 {
+	if t == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixMicro(), Valid: true}
 }
 
 // appendRefused explains why the conditional UPDATE of an append matched no
