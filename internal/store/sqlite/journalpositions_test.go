@@ -184,3 +184,24 @@ SELECT printf('ses_%%06d', i %% %[1]d + 1), i / %[1]d + 1, 'tool.completed', i, 
 	}
 	b.ReportMetric(float64(sessions*perSession*b.N)/b.Elapsed().Seconds(), "events/s")
 }
+
+// TestSessionWithoutANumberIsRefused: a session row without the number its
+// journal is keyed by cannot be written, by an INSERT or an UPDATE, and the
+// refusal names the column (022_session_numbers_required).
+func TestSessionWithoutANumberIsRefused(t *testing.T) {
+	s := openMigrated(t, nil)
+	createSession(t, s, "ses_a", false)
+	for _, q := range []string{
+		`INSERT INTO sessions (id, agent_name, agent_version, status, spec, state, last_seq, created_at, updated_at)
+VALUES ('ses_none', 'agent', 1, 'idle', '{}', '{}', 0, 1, 1)`,
+		`UPDATE sessions SET num = NULL WHERE id = 'ses_a'`,
+	} {
+		err := s.w.do(context.Background(), &request{raw: func(w *writer) error {
+			_, err := w.conn.ExecContext(context.Background(), q)
+			return err
+		}})
+		require.ErrorContains(t, err, "sessions.num is required", q)
+	}
+	_, err := s.EventAppend(t.Context(), appendParams("ses_a", 1, 1))
+	require.NoError(t, err, "the session kept its number")
+}
