@@ -493,9 +493,10 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 	// watched while it is empty (nothing in it has another name), so the
 	// checkpoint after a tool that wrote nothing is not a walk.
 	// A record per workspace for the sessions the engine runs at once
-	// (engine.DefaultMaxWorkers: the node sets no other).
+	// (workers, given to both).
+	workers := engine.DefaultMaxWorkers
 	snapshots, err := snapshot.NewCache(writes, &snapshot.CacheConfig{
-		Watch: sb.Name() == SandboxBwrap, WatchEmptyRoots: true, MaxRecords: snapshot.RecordsFor(engine.DefaultMaxWorkers),
+		Watch: sb.Name() == SandboxBwrap, WatchEmptyRoots: true, MaxRecords: snapshot.RecordsFor(workers),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("snapshot cache: %w", err)
@@ -524,6 +525,7 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 	n.Engine, err = engine.New(writes, &engine.Config{
 		Workspaces:       spaces,
 		SnapshotCache:    snapshots,
+		MaxWorkers:       workers,
 		Environments:     routed,
 		WorkspaceRoot:    filepath.Join(dir, WorkspacesDir),
 		RuntimeDir:       filepath.Join(dir, RuntimeDir),

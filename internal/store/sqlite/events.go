@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
@@ -139,21 +138,13 @@ func (w *writer) appendUpdate(p *store.EventAppendParams, lastSeq int64, fenced 
 		}
 		return 0, err
 	}
-	if status == p.Status && runnable == boolInt(p.Runnable) && wake == nullWake(p.WakeAt) {
+	if status == p.Status && runnable == boolInt(p.Runnable) && wake == nullMicrosValue(p.WakeAt) {
 		return num, nil
 	}
 	if _, err := w.exec(appendIndexedSQL, p.Status, boolInt(p.Runnable), nullMicros(p.WakeAt), p.SessionID); err != nil {
 		return 0, mapErr(err)
 	}
 	return num, nil
-}
-
-// nullWake is a wake time as the sessions' wake_at column holds it.
-func nullWake(t *time.Time) sql.NullInt64 {
-	if t == nil {
-		return sql.NullInt64{}
-	}
-	return sql.NullInt64{Int64: t.UnixMicro(), Valid: true}
 }
 
 // appendRefused explains why the conditional UPDATE of an append matched no
