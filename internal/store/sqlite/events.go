@@ -17,9 +17,10 @@ import (
 // seq is p.ExpectedSeq (else store.ErrConflict) and, when p.Fence is set, the
 // session's lease is still (Fence.Owner, Fence.Epoch) (else
 // store.ErrLeaseLost). The fence is checked first, so a worker that lost its
-// lease always learns that, whatever seq it expected. At least one event is
-// required: the journal is the truth, so the projection never changes
-// without one.
+// lease always learns that, whatever seq it expected; only a seq past what a
+// session's positions hold (errJournalFull, 2^32 - 1 events) is refused
+// before it, as the parameters' own fault. At least one event is required:
+// the journal is the truth, so the projection never changes without one.
 func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
 	if err := s.checkOpen(); err != nil {
 		return nil, err
@@ -32,7 +33,7 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 	if lastSeq > maxSeq {
 		// Refused here, before the writer: insertEvents would refuse it too,
 		// but after the batch's other requests had run, which would run again.
-		return nil, fmt.Errorf("append events to session %s: event %d: %w", p.SessionID, lastSeq, errJournalFull)
+		return nil, fmt.Errorf("append events to session %s: seq %d: %w", p.SessionID, lastSeq, errJournalFull)
 	}
 
 	var fenced bool
@@ -179,7 +180,7 @@ func (w *writer) insertEvents(num int64, events []store.Event) error {
 		return nil
 	}
 	if last := events[len(events)-1].Seq; last > maxSeq {
-		return fmt.Errorf("insert event %d: %w", last, errJournalFull)
+		return fmt.Errorf("insert event of seq %d: %w", last, errJournalFull)
 	}
 	args := make([]any, 0, 7*min(len(events), maxEventsPerInsert))
 	for len(events) > 0 {

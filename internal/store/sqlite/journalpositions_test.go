@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -163,26 +164,43 @@ PRAGMA foreign_keys = ON;`)
 // BenchmarkMigrateJournalPositions: 021_journal_positions on a journal of
 // 5,000 sessions of 64 events each (about 100 bytes of data an event),
 // written session after session in turns, as sessions running at once
-// write it. It reports the events copied a second.
+// write it; and on one session of 100,000 events of about 2 kB (200 MB),
+// whose copy must not hold the session's journal in memory. It reports
+// the events copied a second and the process's peak RSS so far (run the
+// long session alone to read its own: -bench 'Positions/one_long').
 func BenchmarkMigrateJournalPositions(b *testing.B) {
-	const sessions, perSession = 5000, 64
-	journal := fmt.Sprintf(`
+	for _, c := range []struct {
+		name                 string
+		sessions, perSession int
+		hexBytes             int
+	}{
+		{"5000_sessions", 5000, 64, 40},
+		{"one_long_session", 1, 100_000, 1000},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			journal := fmt.Sprintf(`
 WITH RECURSIVE n (i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %[1]d)
 INSERT INTO sessions (id, agent_name, agent_version, status, spec, state, last_seq, created_at, updated_at)
 SELECT printf('ses_%%06d', i), 'agent', 1, 'idle', '{}', '{}', %[2]d, i, i FROM n;
 WITH RECURSIVE n (i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < %[1]d * %[2]d - 1)
 INSERT INTO events (session_id, seq, type, time, turn_id, step, worker_id, data)
 SELECT printf('ses_%%06d', i %% %[1]d + 1), i / %[1]d + 1, 'tool.completed', i, 'turn_1', i / %[1]d, 'worker',
-    '{"output":"' || hex(randomblob(40)) || '"}' FROM n;`, sessions, perSession)
-	for range b.N {
-		b.StopTimer()
-		s := openBefore(b, "021_journal_positions.sql", journal)
-		b.StartTimer()
-		if err := s.Migrate(b.Context()); err != nil {
-			b.Fatal(err)
-		}
+    '{"output":"' || hex(randomblob(%[3]d)) || '"}' FROM n;`, c.sessions, c.perSession, c.hexBytes)
+			for range b.N {
+				b.StopTimer()
+				s := openBefore(b, "021_journal_positions.sql", journal)
+				b.StartTimer()
+				if err := s.Migrate(b.Context()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(c.sessions*c.perSession*b.N)/b.Elapsed().Seconds(), "events/s")
+			var ru syscall.Rusage
+			if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+				b.ReportMetric(float64(ru.Maxrss)/1024, "peak-RSS-MiB")
+			}
+		})
 	}
-	b.ReportMetric(float64(sessions*perSession*b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
 // TestSessionWithoutANumberIsRefused: a session row without the number its
@@ -204,4 +222,59 @@ VALUES ('ses_none', 'agent', 1, 'idle', '{}', '{}', 0, 1, 1)`,
 	}
 	_, err := s.EventAppend(t.Context(), appendParams("ses_a", 1, 1))
 	require.NoError(t, err, "the session kept its number")
+}
+
+// TestJournalMigrationRefusesSeqsOutOfRange: a seq that a session's
+// positions cannot hold (below 1, or 2^32 and above; only a hand-written
+// event has one) would land in another session's range, so 021 stops,
+// saying how to find them, and loses nothing.
+func TestJournalMigrationRefusesSeqsOutOfRange(t *testing.T) {
+	for _, seq := range []int64{0, -1, 1 << 32} {
+		t.Run(fmt.Sprint(seq), func(t *testing.T) {
+			s := openBefore(t, "021_journal_positions.sql", preJournalPositionsSQL+fmt.Sprintf(
+				`INSERT INTO events (session_id, seq, type, time) VALUES ('ses_a', %d, 'tool.completed', 16);`, seq))
+			err := s.Migrate(t.Context())
+			require.ErrorContains(t, err, "some sessions have events whose seq is below 1 or above 4294967295")
+			current, _, err := s.SchemaVersion(t.Context())
+			require.NoError(t, err)
+			require.Equal(t, 20, current, "the migration was rolled back")
+
+			raw(t, s, func(w *writer) error {
+				_, err := w.conn.ExecContext(context.Background(), `DELETE FROM events WHERE session_id = 'ses_a' AND seq = ?`, seq)
+				return err
+			})
+			require.NoError(t, s.Migrate(t.Context()), "once the event is gone, the migration runs")
+			a, err := s.EventList(t.Context(), "ses_a", 0, 0)
+			require.NoError(t, err)
+			require.Len(t, a, 2)
+			b, err := s.EventList(t.Context(), "ses_b", 0, 0)
+			require.NoError(t, err)
+			require.Len(t, b, 3)
+		})
+	}
+}
+
+// TestJournalMigrationCopiesWithoutASort: 021's copy reads the sessions by
+// number and each one's events through the old key, already in seq order.
+// A plan with a temporary b-tree would sort each session's journal in
+// memory (temp_store), as large as the largest session's.
+func TestJournalMigrationCopiesWithoutASort(t *testing.T) {
+	s := openBefore(t, "021_journal_positions.sql", preJournalPositionsSQL)
+	body, err := migrationFS.ReadFile("migrations/021_journal_positions.sql")
+	require.NoError(t, err)
+	migration := string(body)
+	at := strings.Index(migration, "INSERT INTO events_021 ")
+	require.GreaterOrEqual(t, at, 0, "the copy's statement")
+	end := strings.Index(migration[at:], ";")
+	require.Greater(t, end, 0)
+	raw(t, s, func(w *writer) error { // the statements before the copy
+		_, err := w.conn.ExecContext(context.Background(), migration[:at])
+		return err
+	})
+	plan := queryPlan(t, s, migration[at:at+end])
+	require.NotEmpty(t, plan)
+	require.Contains(t, strings.Join(plan, "\n"), "USING INDEX sessions_num", "the sessions in the order of their numbers")
+	for _, step := range plan {
+		require.NotContains(t, step, "TEMP B-TREE", "the plan: %q", plan)
+	}
 }
