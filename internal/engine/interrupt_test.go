@@ -369,6 +369,42 @@ func TestTurnTimeoutEndsWaitAgents(t *testing.T) {
 	checkJournal(t, h.store, s.ID)
 }
 
+// TestWaitOverAtItsTurnDeadline: a wait that is over when its worker
+// comes back ends as any wait that is over, with what ended it, even if
+// the turn's deadline has passed too; the turn then stops for its timeout
+// before another model call. Here the signal and the deadline both came
+// while the node was stopped, so the order is fixed; a sub-agent that ends
+// by the timeout it inherited, at its parent's deadline, may meet its
+// parent's worker in either order (see TestTurnTimeoutEndsWaitAgents).
+func TestWaitOverAtItsTurnDeadline(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	sp := spec(t, `[{"tool_calls":[{"name":"wait_for_signal","arguments":{"name":"deploy.finished"}}]},{"text":"never"}]`,
+		lt.ToolSpec{Name: "wait_for_signal"})
+	sp.TurnTimeoutSeconds = 20
+	s := create(t, h, sp, nil)
+	h.waitStatus(s.ID, lt.SessionWaiting)
+
+	stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	require.NoError(t, h.eng.Stop(stopCtx))
+	cancel()
+	h.clock.Advance(21 * time.Second)
+	sig, err := h.eng.SendSignal(ctx, s.ID, &lt.SignalRequest{Name: "deploy.finished", Payload: json.RawMessage(`{"ok":true}`)})
+	require.NoError(t, err)
+	require.True(t, sig.Delivered)
+	h.start("node-a")
+
+	s = requireStopped(t, h, s.ID, lt.StopTimeout)
+	completed := events(t, h, s.ID, lt.EventToolCompleted)
+	require.Len(t, completed, 1, "the wait ended with its signal")
+	d := data[lt.ToolCompletedData](t, completed[0])
+	require.Equal(t, "wait_for_signal", d.Tool)
+	require.Contains(t, string(d.Output), `"ok":true`)
+	require.Empty(t, events(t, h, s.ID, lt.EventToolFailed), "a wait that is over is not interrupted")
+	require.Len(t, events(t, h, s.ID, lt.EventModelRequested), 1, "no model call after the deadline")
+	checkJournal(t, h.store, s.ID)
+}
+
 // gatedVerifier answers step calls from its plan and holds every
 // verification call until released (or its context ends, which it
 // reports).
