@@ -223,11 +223,19 @@ func (b *browser) setValue(ctx context.Context, sel, value string) {
 }
 
 // click clicks the first element matching the CSS selector once it is
-// visible.
+// visible, as a person would: with the mouse, at the element's center.
+//
+// A mouse click lands where the element was when it was aimed at, so the
+// element is first scrolled to the middle of the window, where the sticky
+// top bar never covers it, and the click is checked to have reached an
+// element the selector matches. A page that moved between the aim and the
+// click (a card re-rendered above the element, a panel that changed the
+// page's height) sent it elsewhere: it is logged and made again.
 func (b *browser) click(ctx context.Context, sel string) {
 	b.t.Helper()
 	deadline := time.Now().Add(browserTimeout)
 	for {
+		armed := b.try(ctx, fmt.Sprintf(armClickJS, jsString(sel)), nil) == nil
 		c, cancel := context.WithTimeout(ctx, browserTimeout)
 		err := chromedp.Do(c, chromedp.Click(chromedp.CSS(sel), chromedp.NodeVisible))
 		cancel()
@@ -238,8 +246,57 @@ func (b *browser) click(ctx context.Context, sel string) {
 			continue
 		}
 		require.NoError(b.t, err, "click "+sel)
-		return
+		// null: the click's page is gone (it navigated), or nothing was
+		// armed; nothing to check then.
+		var landed *bool
+		if !armed || b.try(ctx, landedClickJS, &landed) != nil || landed == nil || *landed {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("click %s: every click landed elsewhere (the page kept moving under it)", sel)
+		}
+		b.t.Logf("click %s: the click landed elsewhere (the page moved under it); clicking again", sel)
 	}
+}
+
+// armClickJS (given the selector as a JavaScript string) scrolls the first
+// element the selector matches, if there is one yet, to the middle of the
+// window, and records whether the next clicks reach an element it
+// matches (an element made after this too).
+const armClickJS = `(() => {
+	const sel = %s;
+	const el = document.querySelector(sel);
+	if (el) el.scrollIntoView({block: 'center', inline: 'center'});
+	const prev = window.__lhClick;
+	if (prev) document.removeEventListener('click', prev.listen, true);
+	const c = {hit: false};
+	c.listen = (e) => { if (e.target instanceof Element && e.target.closest(sel)) c.hit = true; };
+	document.addEventListener('click', c.listen, true);
+	window.__lhClick = c;
+	return null;
+})()`
+
+// landedClickJS says whether a click armed by armClickJS reached its
+// element (null if this page armed none), and disarms it.
+const landedClickJS = `(() => {
+	const c = window.__lhClick;
+	if (!c) return null;
+	document.removeEventListener('click', c.listen, true);
+	delete window.__lhClick;
+	return c.hit;
+})()`
+
+// try is eval for a check whose failure is not the test's: it returns the
+// error (a page that navigated away meanwhile has no context to evaluate
+// in) rather than failing.
+func (b *browser) try(ctx context.Context, expr string, out any) error {
+	c, cancel := context.WithTimeout(ctx, browserTimeout)
+	defer cancel()
+	raw, err := chromedp.Run(c, chromedp.Evaluate[[]byte](expr, chromedp.EvalAwaitPromise))
+	if err != nil || out == nil {
+		return err
+	}
+	return json.Unmarshal(raw, out)
 }
 
 // screenshot saves the whole page as name.png.
