@@ -172,3 +172,13 @@ func processCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// peakRSSMiB is the process's peak resident set so far, in MiB (Linux
+// reports it in KiB).
+func peakRSSMiB() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return float64(ru.Maxrss) / 1024
+}

@@ -126,10 +126,8 @@ func (w *writer) appendUpdate(p *store.EventAppendParams, lastSeq int64, fenced 
 	)
 	err := w.queryRow(appendSQL[boolInt(p.ReleaseLease)], jsonText(p.State), lastSeq, toMicros(p.UpdatedAt),
 		p.SessionID, p.ExpectedSeq, boolInt(fenced), owner, epoch).Scan(&num, &status, &runnable, &wake)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return 0, mapErr(err)
-	}
-	if errors.Is(err, sql.ErrNoRows) {
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
 		// Only a refusal wrote nothing for sure: a failed read (an I/O
 		// error may have rolled the transaction back) takes the batch
 		// down and its other requests run again.
@@ -138,6 +136,8 @@ func (w *writer) appendUpdate(p *store.EventAppendParams, lastSeq int64, fenced 
 			return 0, unwrittenError{err}
 		}
 		return 0, err
+	case err != nil:
+		return 0, mapErr(err)
 	}
 	if status == p.Status && runnable == boolInt(p.Runnable) && wake == nullMicrosValue(p.WakeAt) {
 		return num, nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -195,10 +194,7 @@ SELECT printf('ses_%%06d', i %% %[1]d + 1), i / %[1]d + 1, 'tool.completed', i, 
 				}
 			}
 			b.ReportMetric(float64(c.sessions*c.perSession*b.N)/b.Elapsed().Seconds(), "events/s")
-			var ru syscall.Rusage
-			if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-				b.ReportMetric(float64(ru.Maxrss)/1024, "peak-RSS-MiB")
-			}
+			b.ReportMetric(peakRSSMiB(), "peak-RSS-MiB")
 		})
 	}
 }
