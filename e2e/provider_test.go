@@ -54,14 +54,7 @@ func (c *chatServer) serve(w http.ResponseWriter, r *http.Request) {
 	n := c.streams
 	c.mu.Unlock()
 
-	w.Header().Set("Content-Type", "text/event-stream")
-	chunk := func(delta, finish string) string {
-		fin := "null"
-		if finish != "" {
-			fin = `"` + finish + `"`
-		}
-		return fmt.Sprintf(`{"id":"chatcmpl-%d","object":"chat.completion.chunk","created":1764400000,"model":"local-model","choices":[{"index":0,"delta":%s,"finish_reason":%s}]}`, n, delta, fin)
-	}
+	chunk := func(delta, finish string) string { return chatChunk(n, delta, finish) }
 	var events []string
 	if n == 1 {
 		events = []string{
@@ -78,9 +71,26 @@ func (c *chatServer) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		events = append(events, chunk(`{}`, "stop"))
 	}
-	events = append(events, fmt.Sprintf(`{"id":"chatcmpl-%d","object":"chat.completion.chunk","created":1764400000,"model":"local-model","choices":[],"usage":{"prompt_tokens":120,"completion_tokens":14,"total_tokens":134,"prompt_tokens_details":{"cached_tokens":100}}}`, n))
-	for _, e := range events {
-		fmt.Fprintf(w, "data: %s\n\n", e)
+	writeChatStream(w, n, `{"prompt_tokens":120,"completion_tokens":14,"total_tokens":134,"prompt_tokens_details":{"cached_tokens":100}}`, events)
+}
+
+// chatChunk is a chunk of answer n in Chat Completions' streaming format:
+// delta, and the finish reason ("" for none yet).
+func chatChunk(n int, delta, finish string) string {
+	fin := "null"
+	if finish != "" {
+		fin = `"` + finish + `"`
+	}
+	return fmt.Sprintf(`{"id":"chatcmpl-%d","object":"chat.completion.chunk","created":1764400000,"model":"local-model","choices":[{"index":0,"delta":%s,"finish_reason":%s}]}`, n, delta, fin)
+}
+
+// writeChatStream streams answer n: its chunks, then a last chunk with
+// its usage, then the stream's end.
+func writeChatStream(w http.ResponseWriter, n int, usage string, chunks []string) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	chunks = append(chunks, fmt.Sprintf(`{"id":"chatcmpl-%d","object":"chat.completion.chunk","created":1764400000,"model":"local-model","choices":[],"usage":%s}`, n, usage))
+	for _, c := range chunks {
+		fmt.Fprintf(w, "data: %s\n\n", c)
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
 }

@@ -13,7 +13,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/mcp/mcptest"
+	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -319,5 +322,170 @@ func TestCancelWhileWaitingForApproval(t *testing.T) {
 	require.Equal(t, lt.ActionCancelled, acts[0].Status)
 	require.NoFileExists(t, marker, "the call waiting for approval never ran")
 	require.Empty(t, events(t, h, s.ID, lt.EventToolStarted))
+	checkJournal(t, h.store, s.ID)
+}
+
+// deafStore is a store whose subscribers hear nothing while deaf is set:
+// the node it serves stands for one whose notices of another node's writes
+// are late (PostgreSQL's LISTEN delivers them after the commit, and a
+// connection may be lost meanwhile).
+type deafStore struct {
+	store.Store
+	deaf atomic.Bool
+}
+
+func (d *deafStore) Subscribe(ctx context.Context) (<-chan store.Notification, func()) {
+	in, cancel := d.Store.Subscribe(ctx)
+	out := make(chan store.Notification, cap(in))
+	go func() {
+		defer close(out)
+		for n := range in {
+			if !d.deaf.Load() {
+				out <- n
+			}
+		}
+	}()
+	return out, cancel
+}
+
+// cancelAtAnswer is a model that, at its first call, has the session
+// cancelled by another writer (cancel, with the session's id from ids) and
+// then answers with a call of the read-only tool "reader"; it answers
+// text after that.
+type cancelAtAnswer struct {
+	ids    chan string
+	cancel func(id string)
+	calls  atomic.Int32
+}
+
+func (m *cancelAtAnswer) Respond(context.Context, *model.Request) (*model.Response, error) {
+	if m.calls.Add(1) > 1 {
+		return &model.Response{Text: "never"}, nil
+	}
+	m.cancel(<-m.ids)
+	return &model.Response{ToolCalls: []model.ToolCall{{ID: "call_1", Name: "reader", Arguments: json.RawMessage(`{}`)}}}, nil
+}
+
+// readerTool is a read-only tool that counts its runs.
+type readerTool struct{ runs atomic.Int32 }
+
+func (*readerTool) Name() string                { return "reader" }
+func (*readerTool) Description() string         { return "Reads nothing, and counts." }
+func (*readerTool) Parameters() json.RawMessage { return json.RawMessage(`{"type":"object"}`) }
+func (*readerTool) Effect() lt.EffectClass      { return lt.EffectRead }
+func (r *readerTool) Run(context.Context, *tool.Call) (*tool.Result, error) {
+	r.runs.Add(1)
+	return &tool.Result{Output: "read"}, nil
+}
+
+// TestCancelFromAnotherNodeBeforeAReadCall: a cancel another node
+// acknowledged while the model answered, whose notice this node has not
+// heard, is read by the look before the step's calls (readControls): the
+// read-only call the answer asked for never starts. A read-only call
+// writes nothing before it runs, so the look is all that stands between
+// an acknowledged cancel and its start; it used to act on a pause only,
+// and the call ran, to be cut only once the notice came.
+func TestCancelFromAnotherNodeBeforeAReadCall(t *testing.T) {
+	reader := &readerTool{}
+	var deaf *deafStore
+	var h *harness
+	m := &cancelAtAnswer{ids: make(chan string, 1)}
+	m.cancel = func(id string) {
+		deaf.deaf.Store(true)
+		if _, err := h.eng.CancelSession(context.Background(), id, &lt.CancelRequest{Reason: "from node b"}); err != nil {
+			t.Errorf("cancel: %v", err) // on the runner's goroutine: no FailNow
+		}
+	}
+	h = newHarnessConfigured(t, m, func(h *harness) store.Store {
+		deaf = &deafStore{Store: h.store}
+		return deaf
+	}, func(c *engine.Config) {
+		c.Tools = append(tool.Builtins(), reader)
+		c.PollInterval = time.Hour // no poll finds the cancel either
+	})
+	h.clock.holdHours = true
+	s := create(t, h, spec(t, `[{"text":"unused: the model is cancelAtAnswer"}]`, lt.ToolSpec{Name: "reader"}), nil)
+	m.ids <- s.ID
+	s = requireCancelled(t, h, s.ID)
+	deaf.deaf.Store(false)
+	require.Zero(t, reader.runs.Load(), "the read-only call started after the cancel")
+	require.Empty(t, events(t, h, s.ID, lt.EventToolStarted))
+	require.Len(t, events(t, h, s.ID, lt.EventModelRequested), 1, "no model call after the cancel")
+	cancelled := events(t, h, s.ID, lt.EventSessionCancelRequested)
+	require.Len(t, cancelled, 1)
+	require.Equal(t, "from node b", data[lt.SessionCancelRequestedData](t, cancelled[0]).Reason)
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestCancelBeforeTheNextReadCallStarts: a cancel answered while a step's
+// first call ran keeps its second from starting, though that one is
+// read-only and writes nothing before it would run: the tick's look reads
+// the cancel in (TestCancelBeforeTheNextCallStarts has an irreversible
+// second call, whose durable start reads it).
+func TestCancelBeforeTheNextReadCallStarts(t *testing.T) {
+	ct, reader := &cancellingTool{}, &readerTool{}
+	h := newHarness(t, ct, reader)
+	cancelFn := func(ctx context.Context, id string) error {
+		_, err := h.eng.CancelSession(ctx, id, &lt.CancelRequest{Reason: "stop now"})
+		return err
+	}
+	ct.eng.Store(&cancelFn)
+	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"canceller","arguments":{}},{"name":"reader","arguments":{}}]},{"text":"never"}]`,
+		lt.ToolSpec{Name: "canceller"}, lt.ToolSpec{Name: "reader"}), nil)
+	s = requireCancelled(t, h, s.ID)
+	require.Equal(t, int32(1), ct.calls.Load())
+	require.Zero(t, reader.runs.Load(), "the read-only call after the cancel must not run")
+	started := events(t, h, s.ID, lt.EventToolStarted)
+	require.Len(t, started, 1)
+	require.Equal(t, "canceller", data[lt.ToolStartedData](t, started[0]).Tool)
+	require.Len(t, events(t, h, s.ID, lt.EventModelRequested), 1)
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestCallsACancelLeftUnrunAreAnswered: the calls a cancel kept from
+// running are journaled as failed, not run, so the context of a later turn
+// answers every call the model asked for (providers refuse a context with a
+// call left unanswered).
+func TestCallsACancelLeftUnrunAreAnswered(t *testing.T) {
+	ct, reader := &cancellingTool{}, &readerTool{}
+	p := &planProvider{plan: []model.Response{
+		{ToolCalls: []model.ToolCall{{ID: "call_a", Name: "canceller", Arguments: json.RawMessage(`{}`)}, {ID: "call_b", Name: "reader", Arguments: json.RawMessage(`{}`)}}},
+		{Text: "after the cancel"},
+	}}
+	h := newHarnessConfigured(t, p, func(h *harness) store.Store { return h.store }, func(c *engine.Config) {
+		c.Tools = append(tool.Builtins(), ct, reader)
+	})
+	cancelFn := func(ctx context.Context, id string) error {
+		_, err := h.eng.CancelSession(ctx, id, &lt.CancelRequest{Reason: "stop now"})
+		return err
+	}
+	ct.eng.Store(&cancelFn)
+	s := create(t, h, spec(t, `[{"text":"unused: the model is planProvider"}]`, lt.ToolSpec{Name: "canceller"}, lt.ToolSpec{Name: "reader"}), nil)
+	requireCancelled(t, h, s.ID)
+	require.Zero(t, reader.runs.Load())
+	failed := events(t, h, s.ID, lt.EventToolFailed)
+	require.Len(t, failed, 1, "the call the cancel kept from running")
+	d := data[lt.ToolFailedData](t, failed[0])
+	require.Equal(t, "call_b", d.CallID)
+	require.Equal(t, "cancelled", d.Interrupted)
+	require.Equal(t, "not run: the session was cancelled: stop now", d.Error)
+
+	_, err := h.eng.CreateTurn(context.Background(), s.ID, &lt.CreateTurnRequest{Input: "go on"})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	p.mu.Lock()
+	last := p.requests[len(p.requests)-1].msgs
+	p.mu.Unlock()
+	answered := map[string]bool{}
+	for _, m := range last {
+		if m.Role == model.RoleTool {
+			answered[m.CallID] = true
+		}
+	}
+	for _, m := range last {
+		for _, c := range m.ToolCalls {
+			require.True(t, answered[c.ID], "call %s (%s) is not answered in the next turn's context", c.ID, c.Name)
+		}
+	}
 	checkJournal(t, h.store, s.ID)
 }

@@ -147,13 +147,16 @@ func (r *runner) pause(ctx context.Context) (bool, error) {
 	return r.park(ctx)
 }
 
-// readControls is the safe point's look for a pause: when another writer
-// asked for one (or paused the session) since the runner last read the
-// journal, on this node or any other, the runner merges the journal before
-// it starts anything else. It reads the store itself rather than waiting
-// for a notice, so a pause that was answered before the safe point is
-// always seen there. (Other writes are merged as before, when the runner
-// next appends: a cancel keeps its own path, interrupt.go.) Only the
+// readControls is the safe point's look for a pause or a cancel: when
+// another writer asked for one (or paused the session) since the runner
+// last read the journal, on this node or any other, the runner merges the
+// journal before it starts anything else. It reads the store itself rather
+// than waiting for a notice, so a control that was answered before the
+// safe point is always seen there. A cancel also cuts a call in flight
+// (interrupt.go), but a read-only call writes nothing before it starts, so
+// this look is what keeps one from starting after a cancel was answered
+// (API.md: before the next model call or tool call starts). Other writes
+// (a steer, a decision) are merged when the runner next appends. Only the
 // session's last seq is read: while the journal ends where this runner
 // last wrote, which is nearly always, nothing else need be.
 func (r *runner) readControls(ctx context.Context) error {
@@ -171,7 +174,8 @@ func (r *runner) readControls(ctx context.Context) error {
 		return err
 	}
 	for _, ev := range foreign {
-		if ev.Type == lt.EventSessionPauseRequested || ev.Type == lt.EventSessionPaused {
+		switch ev.Type {
+		case lt.EventSessionPauseRequested, lt.EventSessionPaused, lt.EventSessionCancelRequested:
 			return r.merge(ctx)
 		}
 	}

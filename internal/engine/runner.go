@@ -812,6 +812,9 @@ func (r *runner) completeTurn(ctx context.Context, output string, verdict *lt.Ac
 
 func (r *runner) failTurn(stopReason, msg string) error {
 	turn := r.st.CurrentTurn()
+	if err := r.answerUnrun(turn.ID, msg, ""); err != nil {
+		return err
+	}
 	if err := r.add(lt.EventTurnFailed, turn.ID, 0, lt.TurnFailedData{TurnID: turn.ID, StopReason: stopReason, Error: msg}); err != nil {
 		return err
 	}
@@ -823,6 +826,11 @@ func (r *runner) failTurn(stopReason, msg string) error {
 
 func (r *runner) cancelTurns() error {
 	reason := r.st.Cancel.Reason
+	if len(r.st.Turns) > 0 {
+		if err := r.answerUnrun(r.st.Turns[0].ID, cancelCause(r.st.Cancel).msg, interruptCancel); err != nil {
+			return err
+		}
+	}
 	for len(r.st.Turns) > 0 {
 		t := r.st.Turns[0]
 		if err := r.add(lt.EventTurnCancelled, t.ID, 0, lt.TurnCancelledData{TurnID: t.ID, Reason: reason}); err != nil {
@@ -830,6 +838,35 @@ func (r *runner) cancelTurns() error {
 		}
 	}
 	return r.status(lt.SessionCancelled, lt.StopCancelled)
+}
+
+// answerUnrun journals each call of the current step, in turn turnID,
+// that was asked for and not started, as failed, not run, and why: its turn
+// ends first (a cancel, a budget, a timeout). The journal then says what
+// became of every call the model asked for, and the context of a later turn
+// answers each of them (a provider refuses a context with a call left
+// unanswered). A started call has its own outcome (interrupted, or in
+// doubt), and one awaiting an action has its action cancelled with the
+// turn (journal.voidTurn); the transcript answers the latter
+// (answerLeftCalls).
+func (r *runner) answerUnrun(turnID, why string, interrupted interruptKind) error {
+	step := r.st.Step
+	if step == nil || step.TurnID != turnID {
+		return nil
+	}
+	for i := range step.Calls {
+		c := &step.Calls[i] // journal.Apply below changes it in place
+		if c.Status != journal.CallRequested {
+			continue
+		}
+		if err := r.add(lt.EventToolFailed, turnID, step.N, lt.ToolFailedData{
+			Step: step.N, Index: c.Index, CallID: c.ID, Tool: c.Tool, Server: r.mcpServerOf(c),
+			Error: "not run: " + why, Attempt: c.Attempts, Interrupted: string(interrupted),
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // failInternal ends the current turn of a session whose run hit an

@@ -150,6 +150,38 @@ func (t *transcript) observe(ev lt.Event) {
 	}
 }
 
+// leftCallNote answers a call of an earlier turn that no result followed.
+const leftCallNote = "No result: the turn ended before this call finished."
+
+// answerLeftCalls answers each call of the last model answer that no
+// result followed, as a turn starts: providers refuse a context with a
+// call left unanswered. A turn ending before its calls ran journals them
+// as not run (runner.answerUnrun), but not a call whose approval, function
+// result or answer the ended turn still awaited, nor a call of a journal
+// written before that. Only the last answer is looked at: every earlier
+// one was answered before the model was called again, or when the turn
+// after it started. An answer the summary stands for (outside msgs) is
+// not answered here, or its results would answer nothing in the context.
+func (t *transcript) answerLeftCalls() {
+	answered := map[string]bool{}
+	for i := len(t.msgs) - 1; i >= 0; i-- {
+		m := t.msgs[i]
+		if m.Role == model.RoleTool {
+			answered[m.CallID] = true
+			continue
+		}
+		if m.Role != model.RoleAssistant {
+			return
+		}
+		for _, c := range m.ToolCalls {
+			if !answered[c.ID] {
+				t.msgs = append(t.msgs, model.Message{Role: model.RoleTool, CallID: c.ID, Text: leftCallNote, IsError: true})
+			}
+		}
+		return
+	}
+}
+
 // end is the number of items so far.
 func (t *transcript) end() int { return t.base + len(t.msgs) }
 

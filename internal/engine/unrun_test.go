@@ -1,0 +1,122 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/engine"
+	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/store"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// A turn can end before the calls its last step asked for have run (a
+// cancel, a budget, a timeout, an approval never given). A later turn's
+// context must still answer every call the model asked for: Anthropic's
+// and OpenAI's APIs refuse a conversation with a tool call that no result
+// follows, so the turn a person starts after raising a budget would fail.
+
+// requireEveryCallAnswered fails unless each tool call of msgs is followed
+// by a result for it.
+func requireEveryCallAnswered(t *testing.T, msgs []model.Message) {
+	t.Helper()
+	for i, m := range msgs {
+		for _, c := range m.ToolCalls {
+			answered := false
+			for _, r := range msgs[i+1:] {
+				if r.Role == model.RoleTool && r.CallID == c.ID {
+					answered = true
+					break
+				}
+			}
+			require.True(t, answered, "call %s (%s) has no result in the context", c.ID, c.Name)
+		}
+	}
+}
+
+// lastStepRequest returns the messages of the plan provider's last step
+// call.
+func lastStepRequest(t *testing.T, p *planProvider) []model.Message {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := len(p.requests) - 1; i >= 0; i-- {
+		if p.requests[i].purpose == "" {
+			return p.requests[i].msgs
+		}
+	}
+	t.Fatal("no step call was made")
+	return nil
+}
+
+// TestCallsABudgetLeftUnrunAreAnswered: a hard budget stops the turn
+// before the second of a step's two calls; that call is journaled as not
+// run, and once the budget is raised the next turn's context answers it.
+func TestCallsABudgetLeftUnrunAreAnswered(t *testing.T) {
+	p := &planProvider{plan: []model.Response{
+		{ToolCalls: []model.ToolCall{
+			{ID: "call_a", Name: "list_files", Arguments: json.RawMessage(`{}`)},
+			{ID: "call_b", Name: "list_files", Arguments: json.RawMessage(`{"path":"."}`)},
+		}},
+		{Text: "after the budget was raised"},
+	}}
+	h := newHarnessConfigured(t, p, func(h *harness) store.Store { return h.store }, func(*engine.Config) {})
+	ctx := context.Background()
+	s := create(t, h, spec(t, `[{"text":"unused: the model is planProvider"}]`, lt.ToolSpec{Name: "list_files"}), &lt.Budget{MaxToolCalls: 1})
+	s = h.waitStatus(s.ID, lt.SessionFailed)
+	require.Equal(t, lt.StopBudgetExceeded, *s.StopReason)
+	failed := events(t, h, s.ID, lt.EventToolFailed)
+	require.Len(t, failed, 1)
+	d := data[lt.ToolFailedData](t, failed[0])
+	require.Equal(t, "call_b", d.CallID)
+	require.Contains(t, d.Error, "not run: budget limit max_tool_calls reached")
+	require.Empty(t, d.Interrupted, "nothing was cut: the call never started")
+	require.Less(t, failed[0].Seq, seqOf(t, h, s.ID, lt.EventTurnFailed), "answered before its turn ends")
+
+	more := int64(10)
+	_, err := h.eng.UpdateBudget(ctx, s.ID, &lt.BudgetPatch{MaxToolCalls: &more})
+	require.NoError(t, err)
+	_, err = h.eng.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "go on"})
+	require.NoError(t, err)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	require.Equal(t, "after the budget was raised", mustTurnOutput(t, h, s))
+	requireEveryCallAnswered(t, lastStepRequest(t, p))
+	checkJournal(t, h.store, s.ID)
+}
+
+// TestCallAwaitingApprovalAnsweredInTheNextTurn: a cancel voids the
+// approval a call waited for; the call stays without a result in the
+// journal (it was neither run nor refused by a person), and the next
+// turn's context answers it with a note, before the person's new input.
+func TestCallAwaitingApprovalAnsweredInTheNextTurn(t *testing.T) {
+	p := &planProvider{plan: []model.Response{
+		{ToolCalls: []model.ToolCall{{ID: "call_a", Name: "shell", Arguments: json.RawMessage(`{"command":"true"}`)}}},
+		{Text: "after the cancel"},
+	}}
+	h := newHarnessConfigured(t, p, func(h *harness) store.Store { return h.store }, func(*engine.Config) {})
+	ctx := context.Background()
+	sp := spec(t, `[{"text":"unused: the model is planProvider"}]`, lt.ToolSpec{Name: "shell"})
+	sp.Policies = []lt.Policy{{Name: "commands", Tool: "shell", Decision: lt.PolicyAsk}}
+	s := create(t, h, sp, nil)
+	h.waitStatus(s.ID, lt.SessionRequiresAction)
+	cancelNow(t, h, s.ID)
+	requireCancelled(t, h, s.ID)
+	require.Empty(t, events(t, h, s.ID, lt.EventToolFailed, lt.EventToolCompleted))
+
+	_, err := h.eng.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "go on"})
+	require.NoError(t, err)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	require.Equal(t, "after the cancel", mustTurnOutput(t, h, s))
+	msgs := lastStepRequest(t, p)
+	requireEveryCallAnswered(t, msgs)
+	n := len(msgs)
+	require.Equal(t, model.RoleTool, msgs[n-2].Role)
+	require.Equal(t, "call_a", msgs[n-2].CallID)
+	require.True(t, msgs[n-2].IsError)
+	require.Contains(t, msgs[n-2].Text, "the turn ended before this call finished")
+	require.Equal(t, model.Message{Role: model.RoleUser, Text: "go on"}, msgs[n-1])
+	checkJournal(t, h.store, s.ID)
+}
