@@ -434,6 +434,9 @@ func endTurn(b *batch, stopReason, msg string) error {
 	if turn == nil {
 		return nil
 	}
+	if err := answerUnrun(b.add, b.st, turn.ID, msg, "", nil); err != nil {
+		return err
+	}
 	if err := b.add(lt.EventTurnFailed, turn.ID, 0, lt.TurnFailedData{TurnID: turn.ID, StopReason: stopReason, Error: msg}); err != nil {
 		return err
 	}

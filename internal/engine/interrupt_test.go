@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/model"
-	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -33,8 +32,12 @@ func uniqueSleep() string {
 	return fmt.Sprintf("sleep 30.%06d", rand.IntN(1_000_000))
 }
 
-// hostProcs returns the pids of the host's processes whose command line
-// contains needle (Linux /proc).
+// hostProcs returns the pids of the host's processes whose command line is
+// needle (Linux /proc). Not those that contain it: the reaper a plain
+// command runs under names the command in its arguments before it runs,
+// and a shell running "echo started; sleep 30.1 & sleep 30.2" (and the
+// copies of itself it forks for each) would count as a sleep that runs
+// before the echo has.
 func hostProcs(t *testing.T, needle string) []int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
@@ -50,12 +53,7 @@ func hostProcs(t *testing.T, needle string) []int {
 			continue // gone meanwhile
 		}
 		args := strings.ReplaceAll(string(b), "\x00", " ")
-		if strings.Contains(args, sandbox.ReapCommand) {
-			// The reaper a plain command runs under names the command
-			// in its arguments before the command runs.
-			continue
-		}
-		if strings.Contains(args, needle) {
+		if strings.TrimSpace(args) == needle {
 			pids = append(pids, pid)
 		}
 	}

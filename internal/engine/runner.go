@@ -812,7 +812,7 @@ func (r *runner) completeTurn(ctx context.Context, output string, verdict *lt.Ac
 
 func (r *runner) failTurn(stopReason, msg string) error {
 	turn := r.st.CurrentTurn()
-	if err := r.answerUnrun(turn.ID, msg, ""); err != nil {
+	if err := answerUnrun(r.add, r.st, turn.ID, msg, "", r.mcpServerOf); err != nil {
 		return err
 	}
 	if err := r.add(lt.EventTurnFailed, turn.ID, 0, lt.TurnFailedData{TurnID: turn.ID, StopReason: stopReason, Error: msg}); err != nil {
@@ -827,7 +827,7 @@ func (r *runner) failTurn(stopReason, msg string) error {
 func (r *runner) cancelTurns() error {
 	reason := r.st.Cancel.Reason
 	if len(r.st.Turns) > 0 {
-		if err := r.answerUnrun(r.st.Turns[0].ID, cancelCause(r.st.Cancel).msg, interruptCancel); err != nil {
+		if err := answerUnrun(r.add, r.st, r.st.Turns[0].ID, cancelCause(r.st.Cancel).msg, interruptCancel, r.mcpServerOf); err != nil {
 			return err
 		}
 	}
@@ -840,29 +840,34 @@ func (r *runner) cancelTurns() error {
 	return r.status(lt.SessionCancelled, lt.StopCancelled)
 }
 
-// answerUnrun journals each call of the current step, in turn turnID,
-// that was asked for and not started, as failed, not run, and why: its turn
-// ends first (a cancel, a budget, a timeout). The journal then says what
-// became of every call the model asked for, and the context of a later turn
-// answers each of them (a provider refuses a context with a call left
-// unanswered). A started call has its own outcome (interrupted, or in
-// doubt), and one awaiting an action has its action cancelled with the
-// turn (journal.voidTurn); the transcript answers the latter
-// (answerLeftCalls).
-func (r *runner) answerUnrun(turnID, why string, interrupted interruptKind) error {
-	step := r.st.Step
+// answerUnrun journals, through add, each call of st's current step, in
+// turn turnID, that was asked for and not started, as failed, not run, and
+// why: its turn ends first (a cancel, a budget, a timeout, a person's
+// stop). The journal then says what became of every call the model asked
+// for, and the context of a later turn answers each of them (a provider
+// refuses a context with a call left unanswered). A started call has its
+// own outcome (interrupted, or in doubt), and one awaiting an action has
+// its action cancelled with the turn (journal.voidTurn); the transcript
+// answers the latter (answerLeftCalls). server names an MCP call's server
+// (nil: not known here).
+func answerUnrun(add func(typ, turnID string, step int, data any) error, st *journal.State, turnID, why string, interrupted interruptKind, server func(*journal.Call) string) error {
+	step := st.Step
 	if step == nil || step.TurnID != turnID {
 		return nil
 	}
 	for i := range step.Calls {
-		c := &step.Calls[i] // journal.Apply below changes it in place
+		c := &step.Calls[i] // add applies the event to it in place
 		if c.Status != journal.CallRequested {
 			continue
 		}
-		if err := r.add(lt.EventToolFailed, turnID, step.N, lt.ToolFailedData{
-			Step: step.N, Index: c.Index, CallID: c.ID, Tool: c.Tool, Server: r.mcpServerOf(c),
+		d := lt.ToolFailedData{
+			Step: step.N, Index: c.Index, CallID: c.ID, Tool: c.Tool,
 			Error: "not run: " + why, Attempt: c.Attempts, Interrupted: string(interrupted),
-		}); err != nil {
+		}
+		if server != nil {
+			d.Server = server(c)
+		}
+		if err := add(lt.EventToolFailed, turnID, step.N, d); err != nil {
 			return err
 		}
 	}

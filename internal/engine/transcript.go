@@ -156,7 +156,7 @@ const leftCallNote = "No result: the turn ended before this call finished."
 // answerLeftCalls answers each call of the last model answer that no
 // result followed, as a turn starts: providers refuse a context with a
 // call left unanswered. A turn ending before its calls ran journals them
-// as not run (runner.answerUnrun), but not a call whose approval, function
+// as not run (answerUnrun), but not a call whose approval, function
 // result or answer the ended turn still awaited, nor a call of a journal
 // written before that. Only the last answer is looked at: every earlier
 // one was answered before the model was called again, or when the turn

@@ -120,3 +120,41 @@ func TestCallAwaitingApprovalAnsweredInTheNextTurn(t *testing.T) {
 	require.Equal(t, model.Message{Role: model.RoleUser, Text: "go on"}, msgs[n-1])
 	checkJournal(t, h.store, s.ID)
 }
+
+// TestCallsAPersonsStopLeftUnrunAreAnswered: a person stops the turn at
+// the approval of a step's first call (written by the API, not the
+// runner); the step's second call is journaled as not run, why included,
+// and the next turn's context answers both.
+func TestCallsAPersonsStopLeftUnrunAreAnswered(t *testing.T) {
+	p := &planProvider{plan: []model.Response{
+		{ToolCalls: []model.ToolCall{
+			{ID: "call_a", Name: "shell", Arguments: json.RawMessage(`{"command":"true"}`)},
+			{ID: "call_b", Name: "list_files", Arguments: json.RawMessage(`{}`)},
+		}},
+		{Text: "after the stop"},
+	}}
+	h := newHarnessConfigured(t, p, func(h *harness) store.Store { return h.store }, func(*engine.Config) {})
+	ctx := context.Background()
+	sp := spec(t, `[{"text":"unused: the model is planProvider"}]`, lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "list_files"})
+	sp.Policies = []lt.Policy{{Name: "commands", Tool: "shell", Decision: lt.PolicyAsk}}
+	s := create(t, h, sp, nil)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	act := s.RequiredActions[0]
+	_, err := h.eng.DecideAction(ctx, s.ID, act.ID, &lt.Decision{Decision: lt.DecisionStop, Reason: "not today"})
+	require.NoError(t, err)
+	s = h.waitStatus(s.ID, lt.SessionFailed)
+	require.Equal(t, lt.StopStopped, *s.StopReason)
+	failed := events(t, h, s.ID, lt.EventToolFailed)
+	require.Len(t, failed, 2)
+	require.Equal(t, "call_a", data[lt.ToolFailedData](t, failed[0]).CallID, "refused by the person's stop")
+	d := data[lt.ToolFailedData](t, failed[1])
+	require.Equal(t, "call_b", d.CallID)
+	require.Equal(t, "not run: stopped by a person: not today", d.Error)
+
+	_, err = h.eng.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "go on"})
+	require.NoError(t, err)
+	s = h.waitStatus(s.ID, lt.SessionIdle)
+	require.Equal(t, "after the stop", mustTurnOutput(t, h, s))
+	requireEveryCallAnswered(t, lastStepRequest(t, p))
+	checkJournal(t, h.store, s.ID)
+}
