@@ -423,6 +423,10 @@ const (
 	RefusedApprovalExpired  = "approval_expired"
 	RefusedApprovalMismatch = "approval_mismatch"
 	RefusedLoop             = "loop_detected"
+	// RefusedTurnEnded: the call's turn ended (a cancel, a budget, a
+	// timeout, a person's stop) before the call started, or before it ran
+	// again after a transient failure.
+	RefusedTurnEnded = "turn_ended"
 )
 
 // EffectInDoubtData is the data of effect.in_doubt.

@@ -397,13 +397,13 @@ func TestCancelFromAnotherNodeBeforeAReadCall(t *testing.T) {
 		}
 	}
 	h = newHarnessConfigured(t, m, func(h *harness) store.Store {
+		h.clock.holdHours = true // before the engine starts: its first poll waits too
 		deaf = &deafStore{Store: h.store}
 		return deaf
 	}, func(c *engine.Config) {
 		c.Tools = append(tool.Builtins(), reader)
 		c.PollInterval = time.Hour // no poll finds the cancel either
 	})
-	h.clock.holdHours = true
 	s := create(t, h, spec(t, `[{"text":"unused: the model is cancelAtAnswer"}]`, lt.ToolSpec{Name: "reader"}), nil)
 	m.ids <- s.ID
 	s = requireCancelled(t, h, s.ID)

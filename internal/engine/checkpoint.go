@@ -82,12 +82,13 @@ func (r *runner) ensureWorkspace(ctx context.Context) error {
 		if r.tickSeq < 0 {
 			// A tick that took no look (onlyCheckpointDue): a restore
 			// runs the step's idempotent calls again, which act outside
-			// the journal, so a pause asked for meanwhile comes first.
+			// the journal, so a pause or a cancel asked for meanwhile
+			// comes first (a cancel an in-doubt call holds does not).
 			if err := r.readControls(ctx); err != nil {
 				return err
 			}
-			if r.st.Pause != nil {
-				return errPauseFirst
+			if r.st.Pause != nil || r.st.Cancel != nil && !r.st.CancelHeld() {
+				return errControlFirst
 			}
 		}
 		return r.restoreWorkspace(ctx)
@@ -99,9 +100,10 @@ func (r *runner) ensureWorkspace(ctx context.Context) error {
 	return nil
 }
 
-// errPauseFirst ends a tick that found a pause before a restore it was
-// about to make: the next tick, which looks first, parks the session.
-var errPauseFirst = errors.New("a pause was asked for before the workspace's restore")
+// errControlFirst ends a tick that found a pause or a cancel before a
+// restore it was about to make: the next tick, which looks first, parks
+// the session or cancels its turns.
+var errControlFirst = errors.New("a pause or a cancel was asked for before the workspace's restore")
 
 // snapshot takes a snapshot of the session's workspace through its
 // Environment.

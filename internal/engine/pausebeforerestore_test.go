@@ -148,3 +148,32 @@ func TestPauseBeforeRestoreAtStepCheckpoint(t *testing.T) {
 	require.Len(t, events(t, h, s.ID, lt.EventSessionPaused), 1)
 	checkJournal(t, h.store, s.ID)
 }
+
+// TestCancelBeforeRestoreAtStepCheckpoint: as above with a cancel: it is
+// read before the restore, which would run the step's idempotent call
+// again after the cancel was answered; the session is cancelled with the
+// call run once and nothing restored.
+func TestCancelBeforeRestoreAtStepCheckpoint(t *testing.T) {
+	b := &pauseThenLoseBackend{marker: "CANCEL_THEN_LOSE"}
+	h := newWrappedHarness(t, func(local environment.Backend) environment.Backend {
+		b.Backend = local
+		return b
+	})
+	b.pause = func(session string) error {
+		_, err := h.eng.CancelSession(context.Background(), session, &lt.CancelRequest{Reason: "enough"})
+		return err
+	}
+	s := create(t, h, spec(t, `[
+	  {"tool_calls":[{"name":"write_file","arguments":{"path":"a.md","content":"kept"}}]},
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"echo CANCEL_THEN_LOSE"}}]},
+	  {"text":"never"}]`, lt.ToolSpec{Name: "write_file"}, lt.ToolSpec{Name: "shell", Effect: lt.EffectIdempotent}), nil)
+
+	s = requireCancelled(t, h, s.ID)
+	b.mu.Lock()
+	require.NoError(t, b.pauseErr)
+	b.mu.Unlock()
+	require.Equal(t, 1, b.ran(), "the call ran once: no restore replayed it after the cancel")
+	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentRestored), "nothing restored for a cancelled turn")
+	require.Len(t, events(t, h, s.ID, lt.EventModelRequested), 2, "no model call after the cancel")
+	checkJournal(t, h.store, s.ID)
+}

@@ -440,7 +440,7 @@ func (r *runner) run(ctx context.Context) error {
 			return r.releaseLease(ctx)
 		}
 		done, err := r.tick(ctx)
-		if errors.Is(err, errPauseFirst) {
+		if errors.Is(err, errControlFirst) {
 			continue
 		}
 		if err != nil {
@@ -848,8 +848,8 @@ func (r *runner) cancelTurns() error {
 // refuses a context with a call left unanswered). A started call has its
 // own outcome (interrupted, or in doubt), and one awaiting an action has
 // its action cancelled with the turn (journal.voidTurn); the transcript
-// answers the latter (answerLeftCalls). server names an MCP call's server
-// (nil: not known here).
+// answers the latter in each context it sends (leftAnswers). server names
+// an MCP call's server (nil: not known here).
 func answerUnrun(add func(typ, turnID string, step int, data any) error, st *journal.State, turnID, why string, interrupted interruptKind, server func(*journal.Call) string) error {
 	step := st.Step
 	if step == nil || step.TurnID != turnID {
@@ -861,8 +861,13 @@ func answerUnrun(add func(typ, turnID string, step int, data any) error, st *jou
 			continue
 		}
 		d := lt.ToolFailedData{
-			Step: step.N, Index: c.Index, CallID: c.ID, Tool: c.Tool,
+			Step: step.N, Index: c.Index, CallID: c.ID, Tool: c.Tool, Refused: lt.RefusedTurnEnded,
 			Error: "not run: " + why, Attempt: c.Attempts, Interrupted: string(interrupted),
+		}
+		if e, _ := st.OpenEffect(c.EffectID); c.EffectID != "" && e != nil {
+			// A transient failure left it to run again: its effect,
+			// still open, is closed with this outcome.
+			d.EffectID, d.Error = c.EffectID, "not run again: "+why
 		}
 		if server != nil {
 			d.Server = server(c)

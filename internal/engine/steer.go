@@ -143,7 +143,6 @@ type earlySteer struct{ turnID, input string }
 // are not lost), and before the messages sent to this turn while it was
 // queued.
 func (t *transcript) startTurn(turnID, input string) {
-	t.answerLeftCalls()
 	var mine []string
 	for _, e := range t.early {
 		if e.turnID == turnID {

@@ -150,36 +150,57 @@ func (t *transcript) observe(ev lt.Event) {
 	}
 }
 
-// leftCallNote answers a call of an earlier turn that no result followed.
+// leftCallNote answers, in a context, a call that no result followed.
 const leftCallNote = "No result: the turn ended before this call finished."
 
-// answerLeftCalls answers each call of the last model answer that no
-// result followed, as a turn starts: providers refuse a context with a
-// call left unanswered. A turn ending before its calls ran journals them
-// as not run (answerUnrun), but not a call whose approval, function
-// result or answer the ended turn still awaited, nor a call of a journal
-// written before that. Only the last answer is looked at: every earlier
-// one was answered before the model was called again, or when the turn
-// after it started. An answer the summary stands for (outside msgs) is
-// not answered here, or its results would answer nothing in the context.
-func (t *transcript) answerLeftCalls() {
-	answered := map[string]bool{}
-	for i := len(t.msgs) - 1; i >= 0; i-- {
-		m := t.msgs[i]
-		if m.Role == model.RoleTool {
-			answered[m.CallID] = true
+// leftAnswer is an answer a context adds to its items: the result of a
+// call that none followed, to go before item at.
+type leftAnswer struct {
+	at  int
+	msg model.Message
+}
+
+// leftAnswers lists the answers items lack: of each model answer that
+// other items follow, the calls no result right after it answers. A turn
+// that ends before its calls have run leaves them so: its calls not
+// started are journaled as not run (answerUnrun), but not a call whose
+// approval, function result or answer the turn still awaited, nor any call
+// in a journal written before. Providers refuse a context with a call
+// left unanswered, so each context answers them; the items themselves stay
+// as the journal made them, since a compaction's cut counts them. The
+// last answer, which nothing follows, belongs to the step that runs. nil
+// (the common case) allocates nothing.
+func leftAnswers(items []model.Message) []leftAnswer {
+	var out []leftAnswer
+	for i, m := range items {
+		if m.Role != model.RoleAssistant || len(m.ToolCalls) == 0 {
 			continue
 		}
-		if m.Role != model.RoleAssistant {
-			return
+		j := i + 1
+		for j < len(items) && items[j].Role == model.RoleTool {
+			j++
+		}
+		if j == len(items) {
+			break
 		}
 		for _, c := range m.ToolCalls {
-			if !answered[c.ID] {
-				t.msgs = append(t.msgs, model.Message{Role: model.RoleTool, CallID: c.ID, Text: leftCallNote, IsError: true})
+			if !slices.ContainsFunc(items[i+1:j], func(r model.Message) bool { return r.CallID == c.ID }) {
+				out = append(out, leftAnswer{at: j, msg: model.Message{Role: model.RoleTool, CallID: c.ID, Text: leftCallNote, IsError: true}})
 			}
 		}
-		return
 	}
+	return out
+}
+
+// withAnswers appends items to out with the answers in their places.
+func withAnswers(out, items []model.Message, answers []leftAnswer) []model.Message {
+	from := 0
+	for _, a := range answers {
+		out = append(out, items[from:a.at]...)
+		out = append(out, a.msg)
+		from = a.at
+	}
+	return append(out, items[from:]...)
 }
 
 // end is the number of items so far.
@@ -242,8 +263,9 @@ func (t *transcript) messages() []model.Message {
 // summary.
 func (t *transcript) messagesFrom(cut int, summary string) []model.Message {
 	kept := t.from(cut)
-	out := t.contextHead(make([]model.Message, 0, len(kept)+2), cut, summary)
-	out = append(out, kept...)
+	answers := leftAnswers(kept)
+	out := t.contextHead(make([]model.Message, 0, len(kept)+len(answers)+2), cut, summary)
+	out = withAnswers(out, kept, answers)
 	return t.contextTail(out)
 }
 
@@ -280,9 +302,13 @@ func (t *transcript) contextTail(out []model.Message) []model.Message {
 // counts are remembered (itemTokens): each step counts what was added since
 // the last one instead of the whole context again, which a long turn would
 // otherwise pay at every step (the items' text hashed or scanned, each
-// call's arguments checked for compaction).
+// call's arguments checked for compaction). The answers the context adds
+// (leftAnswers) are counted with its edges.
 func (t *transcript) contextTokens(c model.Counter, tools []model.ToolDef) int {
 	edges := t.contextTail(t.contextHead(make([]model.Message, 0, 4), t.cut, t.summary))
+	for _, a := range leftAnswers(t.from(t.cut)) {
+		edges = append(edges, a.msg)
+	}
 	return model.CountMessages(c, edges, tools) + t.tokens.from(c, t, t.cut)
 }
 

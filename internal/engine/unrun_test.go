@@ -3,13 +3,16 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -156,5 +159,51 @@ func TestCallsAPersonsStopLeftUnrunAreAnswered(t *testing.T) {
 	s = h.waitStatus(s.ID, lt.SessionIdle)
 	require.Equal(t, "after the stop", mustTurnOutput(t, h, s))
 	requireEveryCallAnswered(t, lastStepRequest(t, p))
+	checkJournal(t, h.store, s.ID)
+}
+
+// retryLaterTool fails transiently at each call, asking to be called again
+// in two hours.
+type retryLaterTool struct{ calls atomic.Int32 }
+
+func (*retryLaterTool) Name() string                { return "remote" }
+func (*retryLaterTool) Description() string         { return "A remote service that is down." }
+func (*retryLaterTool) Parameters() json.RawMessage { return json.RawMessage(`{"type":"object"}`) }
+func (*retryLaterTool) Effect() lt.EffectClass      { return lt.EffectIdempotent }
+func (r *retryLaterTool) Run(context.Context, *tool.Call) (*tool.Result, error) {
+	r.calls.Add(1)
+	return &tool.Result{Error: "503 from upstream", Transient: true, RetryAfter: 2 * time.Hour}, nil
+}
+
+// TestCallCancelledBeforeItsRetryClosesItsEffect: a cancel during the
+// backoff of a call that failed transiently: the call, waiting to run
+// again, is journaled as not run again, with its effect, which closes with
+// that outcome rather than its last transient error.
+func TestCallCancelledBeforeItsRetryClosesItsEffect(t *testing.T) {
+	rt := &retryLaterTool{}
+	h := newHarness(t, rt)
+	h.clock.mu.Lock()
+	h.clock.holdHours = true // the two hours' backoff never ends by itself
+	h.clock.mu.Unlock()
+	ctx := context.Background()
+	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"remote","arguments":{}}]},{"text":"never"}]`, lt.ToolSpec{Name: "remote"}), nil)
+	waitEvent(t, h, s.ID, lt.EventToolFailed)
+	cancelNow(t, h, s.ID)
+	s = requireCancelled(t, h, s.ID)
+	require.Equal(t, int32(1), rt.calls.Load(), "not run again after the cancel")
+
+	failed := events(t, h, s.ID, lt.EventToolFailed)
+	require.Len(t, failed, 2)
+	first, last := data[lt.ToolFailedData](t, failed[0]), data[lt.ToolFailedData](t, failed[1])
+	require.True(t, first.Retry)
+	require.Equal(t, first.EffectID, last.EffectID)
+	require.Equal(t, "not run again: the session was cancelled: stop now", last.Error)
+	require.Equal(t, lt.RefusedTurnEnded, last.Refused)
+	require.Equal(t, "cancelled", last.Interrupted)
+	effects, err := h.eng.ListEffects(ctx, s.ID)
+	require.NoError(t, err)
+	require.Len(t, effects, 1)
+	require.Equal(t, lt.EffectFailed, effects[0].Status)
+	require.Equal(t, "not run again: the session was cancelled: stop now", effects[0].Error)
 	checkJournal(t, h.store, s.ID)
 }
