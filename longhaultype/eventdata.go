@@ -425,7 +425,8 @@ const (
 	RefusedLoop             = "loop_detected"
 	// RefusedTurnEnded: the call's turn ended (a cancel, a budget, a
 	// timeout, a person's stop) before the call started, or before it ran
-	// again after a transient failure.
+	// again (after a transient failure, or a person's decision that it
+	// did not happen).
 	RefusedTurnEnded = "turn_ended"
 )
 

@@ -383,7 +383,7 @@ func (r *runner) cancelledBeforeRun(c *journal.Call, eff string) error {
 	}
 	return r.add(lt.EventToolFailed, r.st.Step.TurnID, r.st.Step.N, lt.ToolFailedData{
 		Step: r.st.Step.N, Index: cur.Index, CallID: cur.ID, Tool: cur.Tool, Server: r.mcpServerOf(cur), EffectID: eff,
-		Error: "not run: " + cause.msg, Attempt: cur.Attempts, Interrupted: string(cause.kind),
+		Error: "not run: " + cause.msg, Attempt: cur.Attempts, Interrupted: string(cause.kind), Refused: lt.RefusedTurnEnded,
 	})
 }
 

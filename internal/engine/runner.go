@@ -847,7 +847,8 @@ func (r *runner) cancelTurns() error {
 // for, and the context of a later turn answers each of them (a provider
 // refuses a context with a call left unanswered). A started call has its
 // own outcome (interrupted, or in doubt), and one awaiting an action has
-// its action cancelled with the turn (journal.voidTurn); the transcript
+// its action cancelled with the turn (journal.voidTurn); a durable wait
+// that had begun is journaled as cut, not refused; the transcript
 // answers the latter in each context it sends (leftAnswers). server names
 // an MCP call's server (nil: not known here).
 func answerUnrun(add func(typ, turnID string, step int, data any) error, st *journal.State, turnID, why string, interrupted interruptKind, server func(*journal.Call) string) error {
@@ -864,10 +865,19 @@ func answerUnrun(add func(typ, turnID string, step int, data any) error, st *jou
 			Step: step.N, Index: c.Index, CallID: c.ID, Tool: c.Tool, Refused: lt.RefusedTurnEnded,
 			Error: "not run: " + why, Attempt: c.Attempts, Interrupted: string(interrupted),
 		}
-		if e, _ := st.OpenEffect(c.EffectID); c.EffectID != "" && e != nil {
-			// A transient failure left it to run again: its effect,
-			// still open, is closed with this outcome.
-			d.EffectID, d.Error = c.EffectID, "not run again: "+why
+		switch w := st.Wait; {
+		case w != nil && w.CallID == c.ID && w.Kind != lt.WaitSubagentSlot:
+			// A durable wait that had begun (it stays requested while it
+			// waits): cut, as waitInterrupted cuts one, not refused.
+			d.Refused, d.Error = "", "interrupted: "+why
+		case c.Attempts > 0:
+			// It ran before: a transient failure left it to run again,
+			// or a person decided it did not happen. An effect still
+			// open is closed with this outcome.
+			d.Error = "not run again: " + why
+			if e, _ := st.OpenEffect(c.EffectID); c.EffectID != "" && e != nil {
+				d.EffectID = c.EffectID
+			}
 		}
 		if server != nil {
 			d.Server = server(c)

@@ -207,3 +207,30 @@ func TestCallCancelledBeforeItsRetryClosesItsEffect(t *testing.T) {
 	require.Equal(t, "not run again: the session was cancelled: stop now", effects[0].Error)
 	checkJournal(t, h.store, s.ID)
 }
+
+// TestCallDecidedNotToHaveHappenedThenCancelled: an irreversible call a
+// cancel cut midway is in doubt; a person decides it did not happen, so
+// it is due again, and the cancel then ends the turn: the call is not run
+// again, and says so (its effect was closed by the decision).
+func TestCallDecidedNotToHaveHappenedThenCancelled(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	cmd := uniqueSleep()
+	args, err := json.Marshal(map[string]string{"command": cmd})
+	require.NoError(t, err)
+	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"shell","arguments":`+string(args)+`}]},{"text":"never"}]`, lt.ToolSpec{Name: "shell"}), nil)
+	waitProcs(t, cmd, 1)
+	cancelNow(t, h, s.ID)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	_, err = h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Decision: lt.DecisionDidNotHappen})
+	require.NoError(t, err)
+	s = requireCancelled(t, h, s.ID)
+	require.Len(t, events(t, h, s.ID, lt.EventToolStarted), 1, "not run again")
+	failed := events(t, h, s.ID, lt.EventToolFailed)
+	require.NotEmpty(t, failed)
+	d := data[lt.ToolFailedData](t, failed[len(failed)-1])
+	require.Equal(t, "not run again: the session was cancelled: stop now", d.Error)
+	require.Equal(t, lt.RefusedTurnEnded, d.Refused)
+	require.Empty(t, d.EffectID, "its effect was closed by the decision")
+	checkJournal(t, h.store, s.ID)
+}
