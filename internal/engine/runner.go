@@ -503,6 +503,11 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 		return false, r.cancelOrphans(ctx, ids)
 	}
 	if st.Cancel != nil && turn != nil && !st.CancelHeld() {
+		// A child made before its spawn was recorded is reached by the
+		// cancel too: recorded first, then cancelled with the others.
+		if found, err := r.spawnsMadeBefore(ctx); found || err != nil {
+			return false, err
+		}
 		return false, r.cancelTurns()
 	}
 	if turn == nil {

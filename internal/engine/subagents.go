@@ -91,7 +91,8 @@ func childID(parentID, turnID string, step, index int) string {
 
 // runSpawn runs a spawn_agent call: it waits for a free slot, resolves the
 // child's agent, reserves its budget share, creates the child session and
-// journals subagent.spawned with the call's result.
+// journals subagent.spawned with the call's result. Its callers first
+// record a child that exists already (spawnedBefore).
 func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
 	step, turnID := r.st.Step.N, r.st.Step.TurnID
 	sid := r.st.Session.ID
@@ -100,14 +101,6 @@ func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
 		return r.add(lt.EventToolFailed, turnID, step, lt.ToolFailedData{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Error: msg, Code: code})
 	}
 	fail := func(msg string) error { return failCode("", msg) }
-	existing, err := r.e.store.SessionGet(ctx, id)
-	switch {
-	case err == nil:
-		// Created before a crash: record it as it is.
-		return r.recordSpawn(c, existing)
-	case !errors.Is(err, store.ErrNotFound):
-		return fmt.Errorf("look for sub-agent %s: %w", id, err)
-	}
 	if r.st.Depth+1 > r.maxSubagentDepth() {
 		return fail(fmt.Sprintf("cannot spawn: this session is a sub-agent at depth %d and the tree may be at most %d deep; do the work yourself", r.st.Depth, r.maxSubagentDepth()))
 	}
@@ -149,6 +142,18 @@ func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
 			Metadata: mustJSON(map[string]any{"spawned_by": map[string]any{"session_id": sid, "turn_id": turnID, "call_id": c.ID}}),
 		},
 	}
+	// The child is a session of its own, which runs once it exists: the
+	// call is in the parent's journal first, as an effect is in the ledger
+	// before the world can see it. A worker that stops before the spawn
+	// is recorded then finds the child when the call comes up again
+	// (spawnedBefore), and a cancel answered meanwhile is read here, the
+	// child not made.
+	if err := r.flush(ctx, false); err != nil {
+		return err
+	}
+	if r.st.Cancel != nil {
+		return r.cancelledBeforeRun(c, "")
+	}
 	if err := r.openTreeLedger(ctx); err != nil {
 		return err
 	}
@@ -161,6 +166,46 @@ func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
 	}
 	r.e.kick()
 	return r.recordSpawn(c, row)
+}
+
+// spawnedBefore records the spawn of call c when its child exists
+// already: created by a worker that stopped, or lost its append, before
+// the spawn was recorded. The child runs all the same, so it must be
+// among the session's children, which a cancel or a turn's end reaches
+// (OrphanedChildren). It reports whether it found the child.
+func (r *runner) spawnedBefore(ctx context.Context, c *journal.Call) (bool, error) {
+	id := childID(r.st.Session.ID, r.st.Step.TurnID, r.st.Step.N, c.Index)
+	existing, err := r.e.store.SessionGet(ctx, id)
+	switch {
+	case err == nil:
+		return true, r.recordSpawn(c, existing)
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	default:
+		return false, fmt.Errorf("look for sub-agent %s: %w", id, err)
+	}
+}
+
+// spawnsMadeBefore records the spawns of the current step whose children
+// exist though the journal does not say so (spawnedBefore), before the
+// turn ends without running them. It reports whether it found one.
+func (r *runner) spawnsMadeBefore(ctx context.Context) (bool, error) {
+	step, found := r.st.Step, false
+	if step == nil {
+		return false, nil
+	}
+	for i := range step.Calls {
+		c := &step.Calls[i]
+		if c.Kind != lt.CallSpawn || c.Status != journal.CallRequested {
+			continue
+		}
+		ok, err := r.spawnedBefore(ctx, c)
+		if err != nil {
+			return false, err
+		}
+		found = found || ok
+	}
+	return found, nil
 }
 
 // recordSpawn journals subagent.spawned and the call's result from the

@@ -70,7 +70,12 @@ func (r *runner) endWait(ctx context.Context) error {
 	var out any
 	switch {
 	case w.Kind == lt.WaitSubagentSlot:
-		return r.runSpawn(ctx, c) // a slot is free: spawn now
+		// A slot is free: spawn now, unless a worker that stopped made
+		// the child already.
+		if found, err := r.spawnedBefore(ctx, c); found || err != nil {
+			return err
+		}
+		return r.runSpawn(ctx, c)
 	case w.Kind == lt.WaitAgents:
 		out = r.agentsResult(w)
 	case w.Signal != nil:
