@@ -24,13 +24,6 @@ import (
 // Before it runs: the turn timeout, loop detection and the budget, then the
 // policies (or, for an approved call, the binding to what was approved).
 func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
-	if c.Kind == lt.CallSpawn {
-		// A child made before a worker stopped is recorded whatever
-		// comes next: a turn that ends now must reach it.
-		if found, err := r.spawnedBefore(ctx, c); found || err != nil {
-			return err
-		}
-	}
 	if left, ok := r.turnTimeLeft(); ok && left <= 0 {
 		_, err := r.checkStop()
 		return err

@@ -85,6 +85,9 @@ type runner struct {
 	// the model's request is the check, and a conflict sends the runner
 	// back to its tick rather than on to the model (invoke).
 	lookDeferred bool
+	// spawnsLooked: this runner has looked for children a worker made
+	// before their spawns were recorded (spawnsMadeBefore, its first tick).
+	spawnsLooked bool
 	// fromCreation: the runner starts from what its session's creation
 	// stored (newRunnerFrom), until its first tick (firstRequestOnlyDue).
 	fromCreation bool
@@ -484,6 +487,15 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 	if err := r.syncTreeMonitor(ctx); err != nil {
 		return false, err
 	}
+	if !r.spawnsLooked {
+		// First of all, a child a worker that stopped made before its
+		// spawn was recorded: whatever ends the turn next (a cancel, a
+		// timeout, a finding, the environment) must reach it.
+		r.spawnsLooked = true
+		if found, err := r.spawnsMadeBefore(ctx); found || err != nil {
+			return false, err
+		}
+	}
 	if len(r.monFound) > 0 {
 		return false, r.reportFindings()
 	}
@@ -503,11 +515,6 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 		return false, r.cancelOrphans(ctx, ids)
 	}
 	if st.Cancel != nil && turn != nil && !st.CancelHeld() {
-		// A child made before its spawn was recorded is reached by the
-		// cancel too: recorded first, then cancelled with the others.
-		if found, err := r.spawnsMadeBefore(ctx); found || err != nil {
-			return false, err
-		}
 		return false, r.cancelTurns()
 	}
 	if turn == nil {
@@ -909,7 +916,9 @@ func (e *Engine) failTurnOf(ctx context.Context, l store.Lease, stopReason, msg 
 		defer r.env.close()
 	}
 	if err == nil && r.st.CurrentTurn() != nil {
-		err = r.failTurn(stopReason, msg)
+		if _, err = r.spawnsMadeBefore(ctx); err == nil { // reached by the turn's end too
+			err = r.failTurn(stopReason, msg)
+		}
 		if err == nil {
 			err = r.flush(ctx, false)
 		}

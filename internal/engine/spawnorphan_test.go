@@ -71,6 +71,7 @@ func TestCancelReachesAChildWhoseSpawnWasNotRecorded(t *testing.T) {
 	kids := children(t, h, s.ID)
 	require.Len(t, kids, 1, "one child, made once")
 	h.waitStatus(kids[0].ID, lt.SessionCancelled)
+	waitReports(t, h, s.ID, kids)
 	checkJournal(t, h.store, s.ID)
 }
 
@@ -103,20 +104,22 @@ func (s *stopAtChild) SessionCreate(ctx context.Context, p *store.SessionCreateP
 
 // TestTurnEndReachesAChildWhoseParentsNodeDied: the node running a parent
 // dies just after creating its second sub-agent, before the spawn is
-// recorded, and the parent's turn ends meanwhile (a person's cancel, or
-// its timeout). The node that takes the parent over must find the child
-// (the spawn call was journaled before the child existed) and end it with
-// its parent's turn: a child nobody's journal named would run on. (The
-// first spawn of a root made its journal durable anyway, opening the
-// tree's budget ledger.)
+// recorded, and the parent's turn ends meanwhile: a person's cancel, its
+// timeout, or (on the node that takes it over) an environment that cannot
+// be set up. That node must find the child (the spawn call was journaled
+// before the child existed) and end it with its parent's turn: a child no
+// journal named would run on. (The first spawn of a root made its journal
+// durable anyway, opening the tree's budget ledger.)
 func TestTurnEndReachesAChildWhoseParentsNodeDied(t *testing.T) {
-	for _, end := range []string{"cancel", "timeout"} {
+	for _, end := range []string{"cancel", "timeout", "environment"} {
 		t.Run(end, func(t *testing.T) {
 			crash := &stopAtChild{input: "wait forever", created: make(chan struct{})}
+			v := &fakeVault{secrets: map[string]struct{ value, host string }{"API_TOKEN": {"v-123456789", "api.example.com"}}}
 			h := newHarnessConfigured(t, scripted.New(nil), func(h *harness) store.Store {
 				crash.Store = h.store
 				return crash
-			}, func(*engine.Config) {})
+			}, func(c *engine.Config) { c.Vault = v })
+			h.vault = v // node B's too
 			ctx := context.Background()
 			quick := childSpec(script(t, map[string]any{"text": "done"}))
 			child := childSpec(script(t, map[string]any{"tool_calls": []any{toolCall("wait_for_signal", map[string]any{"name": "never"})}}), "wait_for_signal")
@@ -126,7 +129,12 @@ func TestTurnEndReachesAChildWhoseParentsNodeDied(t *testing.T) {
 				map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
 				map[string]any{"text": "unreachable"},
 			), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"})
-			parent.TurnTimeoutSeconds = 20
+			switch end {
+			case "timeout":
+				parent.TurnTimeoutSeconds = 20
+			case "environment":
+				parent.Environment = &lt.Environment{Secrets: []string{"API_TOKEN"}}
+			}
 			s := create(t, h, parent, nil)
 			select {
 			case <-crash.created:
@@ -140,13 +148,21 @@ func TestTurnEndReachesAChildWhoseParentsNodeDied(t *testing.T) {
 			hard, stop := context.WithCancel(ctx)
 			stop()
 			require.NoError(t, h.eng.Stop(hard)) // node A dies holding the lease
+			if end == "environment" {
+				delete(v.secrets, "API_TOKEN") // node B cannot set the environment up
+			}
 
 			h.start("node-b")
-			h.clock.Advance(31 * time.Second) // past the 30 s default lease, and the turn's 20 s
-			if end == "cancel" {
+			h.clock.Advance(31 * time.Second) // past the 30 s default lease (and the turn's 20 s)
+			switch end {
+			case "cancel":
 				h.waitStatus(s.ID, lt.SessionCancelled)
-			} else {
-				h.waitStatus(s.ID, lt.SessionFailed)
+			case "timeout":
+				got := h.waitStatus(s.ID, lt.SessionFailed)
+				require.Equal(t, lt.StopTimeout, *got.StopReason)
+			case "environment":
+				got := h.waitStatus(s.ID, lt.SessionFailed)
+				require.Equal(t, lt.StopSandboxError, *got.StopReason)
 			}
 			kids := children(t, h, s.ID)
 			require.Len(t, kids, 2, "two children, each made once")
@@ -156,6 +172,95 @@ func TestTurnEndReachesAChildWhoseParentsNodeDied(t *testing.T) {
 				}
 			}
 			require.Len(t, events(t, h, s.ID, lt.EventSubagentSpawned), 2, "the second spawn recorded by the node that took over")
+			waitReports(t, h, s.ID, kids)
+			checkJournal(t, h.store, s.ID)
+		})
+	}
+}
+
+// waitReports waits until each child has reported its end to the parent
+// and journaled that (subagent.reported, its last event): the parent's
+// journal no longer grows.
+func waitReports(t *testing.T, h *harness, parentID string, kids []lt.Session) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		if len(events(t, h, parentID, lt.EventSubagentCompleted)) < len(kids) {
+			return false
+		}
+		for _, k := range kids {
+			if len(events(t, h, k.ID, lt.EventSubagentReported)) == 0 {
+				return false
+			}
+		}
+		return true
+	}, testTimeout, pollEvery, "each child reported its end")
+}
+
+// controlAtSpawnCall is a parent's store that runs control just before the
+// append making its spawn call durable (runSpawn's, before the child is
+// created): a person's cancel or pause answered in that moment.
+type controlAtSpawnCall struct {
+	store.Store
+	once    sync.Once
+	control func(sessionID string)
+}
+
+func (s *controlAtSpawnCall) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
+	for _, ev := range p.Events {
+		if ev.Type == lt.EventToolRequested && strings.Contains(string(ev.Data), `"spawn_agent"`) {
+			s.once.Do(func() { s.control(p.SessionID) })
+		}
+	}
+	return s.Store.EventAppend(ctx, p)
+}
+
+// TestControlReadBeforeAChildIsMade: a cancel or a pause answered as the
+// spawn call is made durable is read by that append, and no child is made:
+// a cancelled turn's spawn is refused, and a paused session's waits for
+// the resume, then runs once.
+func TestControlReadBeforeAChildIsMade(t *testing.T) {
+	for _, control := range []string{"cancel", "pause"} {
+		t.Run(control, func(t *testing.T) {
+			var h *harness
+			h = newHarnessConfigured(t, scripted.New(nil), func(h *harness) store.Store {
+				return &controlAtSpawnCall{Store: h.store, control: func(id string) {
+					var err error
+					if control == "cancel" {
+						_, err = h.eng.CancelSession(context.Background(), id, &lt.CancelRequest{Reason: "enough"})
+					} else {
+						_, err = h.eng.PauseSession(context.Background(), id, &lt.PauseRequest{Reason: "hold"})
+					}
+					if err != nil {
+						t.Errorf("%s: %v", control, err) // on the runner's goroutine
+					}
+				}}
+			}, func(*engine.Config) {})
+			child := childSpec(script(t, map[string]any{"text": "hi"}))
+			parent := spec(t, script(t,
+				map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": child, "input": "x"})}},
+				map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
+				map[string]any{"text": "done"},
+			), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"})
+			s := create(t, h, parent, nil)
+			if control == "cancel" {
+				s = requireCancelled(t, h, s.ID)
+				require.Empty(t, children(t, h, s.ID), "no child made after the cancel was read")
+				failed := events(t, h, s.ID, lt.EventToolFailed)
+				require.Len(t, failed, 1)
+				d := data[lt.ToolFailedData](t, failed[0])
+				require.Equal(t, "spawn_agent", d.Tool)
+				require.Equal(t, lt.RefusedTurnEnded, d.Refused)
+				checkJournal(t, h.store, s.ID)
+				return
+			}
+			s = h.waitStatus(s.ID, lt.SessionPaused)
+			require.Empty(t, children(t, h, s.ID), "no child made while paused")
+			resume(t, h, s.ID)
+			s = h.waitStatus(s.ID, lt.SessionIdle)
+			kids := children(t, h, s.ID)
+			require.Len(t, kids, 1, "made once, after the resume")
+			require.Less(t, seqOf(t, h, s.ID, lt.EventSessionResumed), seqOf(t, h, s.ID, lt.EventSubagentSpawned))
+			waitReports(t, h, s.ID, kids)
 			checkJournal(t, h.store, s.ID)
 		})
 	}

@@ -91,8 +91,9 @@ func childID(parentID, turnID string, step, index int) string {
 
 // runSpawn runs a spawn_agent call: it waits for a free slot, resolves the
 // child's agent, reserves its budget share, creates the child session and
-// journals subagent.spawned with the call's result. Its callers first
-// record a child that exists already (spawnedBefore).
+// journals subagent.spawned with the call's result. A child a worker made
+// before it stopped is recorded by the next runner's first tick
+// (spawnsMadeBefore), before the call comes up again.
 func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
 	step, turnID := r.st.Step.N, r.st.Step.TurnID
 	sid := r.st.Session.ID
@@ -144,15 +145,18 @@ func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
 	}
 	// The child is a session of its own, which runs once it exists: the
 	// call is in the parent's journal first, as an effect is in the ledger
-	// before the world can see it. A worker that stops before the spawn
-	// is recorded then finds the child when the call comes up again
-	// (spawnedBefore), and a cancel answered meanwhile is read here, the
-	// child not made.
+	// before the world can see it. The next runner of a worker that stops
+	// before the spawn is recorded then finds the child (spawnsMadeBefore),
+	// and a cancel or a pause answered meanwhile is read here: the child
+	// is not made (after a pause, the call runs once the session resumes).
 	if err := r.flush(ctx, false); err != nil {
 		return err
 	}
 	if r.st.Cancel != nil {
 		return r.cancelledBeforeRun(c, "")
+	}
+	if r.st.Pause != nil {
+		return nil // the next tick pauses the session
 	}
 	if err := r.openTreeLedger(ctx); err != nil {
 		return err
@@ -170,9 +174,10 @@ func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
 
 // spawnedBefore records the spawn of call c when its child exists
 // already: created by a worker that stopped, or lost its append, before
-// the spawn was recorded. The child runs all the same, so it must be
-// among the session's children, which a cancel or a turn's end reaches
-// (OrphanedChildren). It reports whether it found the child.
+// the spawn was recorded (the call was durable first: runSpawn). The child
+// runs all the same, so it must be among the session's children, which a
+// cancel or a turn's end reaches (OrphanedChildren). It reports whether it
+// found the child.
 func (r *runner) spawnedBefore(ctx context.Context, c *journal.Call) (bool, error) {
 	id := childID(r.st.Session.ID, r.st.Step.TurnID, r.st.Step.N, c.Index)
 	existing, err := r.e.store.SessionGet(ctx, id)
@@ -187,8 +192,11 @@ func (r *runner) spawnedBefore(ctx context.Context, c *journal.Call) (bool, erro
 }
 
 // spawnsMadeBefore records the spawns of the current step whose children
-// exist though the journal does not say so (spawnedBefore), before the
-// turn ends without running them. It reports whether it found one.
+// exist though the journal does not say so (spawnedBefore). A runner that
+// starts over from the journal does it first, before anything can end the
+// turn, and so does a turn failed out of a run (failTurnOf). It reads the
+// store only for a spawn call not yet run, and reports whether it found
+// a child.
 func (r *runner) spawnsMadeBefore(ctx context.Context) (bool, error) {
 	step, found := r.st.Step, false
 	if step == nil {

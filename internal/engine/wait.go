@@ -70,12 +70,7 @@ func (r *runner) endWait(ctx context.Context) error {
 	var out any
 	switch {
 	case w.Kind == lt.WaitSubagentSlot:
-		// A slot is free: spawn now, unless a worker that stopped made
-		// the child already.
-		if found, err := r.spawnedBefore(ctx, c); found || err != nil {
-			return err
-		}
-		return r.runSpawn(ctx, c)
+		return r.runSpawn(ctx, c) // a slot is free: spawn now
 	case w.Kind == lt.WaitAgents:
 		out = r.agentsResult(w)
 	case w.Signal != nil:
