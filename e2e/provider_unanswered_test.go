@@ -35,15 +35,18 @@ func newStrictChatServer(t *testing.T) *strictChatServer {
 	return c
 }
 
-// unanswered returns the ids of the tool calls no tool message answers
-// before the conversation goes on.
-func unanswered(msgs []struct {
+// chatMessage is what strictChatServer reads of a request's message.
+type chatMessage struct {
 	Role       string `json:"role"`
 	ToolCallID string `json:"tool_call_id"`
 	ToolCalls  []struct {
 		ID string `json:"id"`
 	} `json:"tool_calls"`
-}) []string {
+}
+
+// unanswered returns the ids of the tool calls no tool message answers
+// before the conversation goes on.
+func unanswered(msgs []chatMessage) []string {
 	var missing []string
 	for i, m := range msgs {
 		if m.Role != "assistant" || len(m.ToolCalls) == 0 {
@@ -68,13 +71,7 @@ func unanswered(msgs []struct {
 func (c *strictChatServer) serve(w http.ResponseWriter, r *http.Request) {
 	raw, _ := io.ReadAll(r.Body)
 	var body struct {
-		Messages []struct {
-			Role       string `json:"role"`
-			ToolCallID string `json:"tool_call_id"`
-			ToolCalls  []struct {
-				ID string `json:"id"`
-			} `json:"tool_calls"`
-		} `json:"messages"`
+		Messages []chatMessage `json:"messages"`
 	}
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" || json.Unmarshal(raw, &body) != nil {
 		http.Error(w, `{"error":{"message":"bad request","type":"invalid_request_error"}}`, http.StatusBadRequest)

@@ -205,13 +205,15 @@ func TestModelRetryBackoff(t *testing.T) {
 	require.Equal(t, int64(10000), waits[2]) // Retry-After is longer
 }
 
-// flakyTool fails transiently until it has been called failures times.
+// flakyTool fails transiently until it has been called failures times,
+// asking to be called again after retryAfter when it is set.
 type flakyTool struct {
-	name     string
-	class    lt.EffectClass
-	failures int32
-	calls    atomic.Int32
-	keys     chan string
+	name       string
+	class      lt.EffectClass
+	failures   int32
+	retryAfter time.Duration
+	calls      atomic.Int32
+	keys       chan string
 }
 
 func (f *flakyTool) Name() string                { return f.name }
@@ -222,7 +224,7 @@ func (f *flakyTool) Run(_ context.Context, c *tool.Call) (*tool.Result, error) {
 	n := f.calls.Add(1)
 	f.keys <- c.IdempotencyKey
 	if n <= f.failures {
-		return &tool.Result{Error: fmt.Sprintf("503 from upstream (call %d)", n), Transient: true}, nil
+		return &tool.Result{Error: fmt.Sprintf("503 from upstream (call %d)", n), Transient: true, RetryAfter: f.retryAfter}, nil
 	}
 	return &tool.Result{Output: "ok"}, nil
 }

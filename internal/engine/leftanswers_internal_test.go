@@ -101,3 +101,32 @@ func TestLeftAnswersInTheMiddle(t *testing.T) {
 	require.Equal(t, "go on", got[5].Text)
 	require.Nil(t, leftAnswers(items[3:]), "nothing left: the last call's step is the one that runs")
 }
+
+// TestCallsWithoutAProvidersIDAreAnswered: a provider that names no call
+// (the journal then names it by its step and index, requestCall): the
+// context's copy of the answer names its calls the same way, so their
+// results answer them and no note is added. It named them "" before, and
+// every such call looked unanswered.
+func TestCallsWithoutAProvidersIDAreAnswered(t *testing.T) {
+	tx := newTranscript(&lt.AgentSpec{Instructions: "i"})
+	calls := lt.ModelRespondedData{Step: 3, ToolCalls: []lt.ToolCall{
+		{Name: "list_files", Arguments: json.RawMessage(`{}`)},
+		{Name: "list_files", Arguments: json.RawMessage(`{"path":"."}`)},
+	}}
+	for _, ev := range []lt.Event{
+		journalEvent(t, lt.EventTurnCreated, lt.TurnCreatedData{TurnID: "t1", Input: "do"}),
+		journalEvent(t, lt.EventTurnStarted, lt.TurnStartedData{TurnID: "t1"}),
+		journalEvent(t, lt.EventModelResponded, calls),
+		journalEvent(t, lt.EventToolCompleted, lt.ToolCompletedData{CallID: callIDOf("", 3, 0), Output: json.RawMessage(`"a"`)}),
+		journalEvent(t, lt.EventToolCompleted, lt.ToolCompletedData{CallID: callIDOf("", 3, 1), Output: json.RawMessage(`"b"`)}),
+		journalEvent(t, lt.EventModelResponded, lt.ModelRespondedData{Step: 4, Text: "done"}),
+		journalEvent(t, lt.EventTurnCreated, lt.TurnCreatedData{TurnID: "t2", Input: "go on"}),
+		journalEvent(t, lt.EventTurnStarted, lt.TurnStartedData{TurnID: "t2"}),
+	} {
+		tx.observe(ev)
+	}
+	msgs := tx.messages()
+	requireWellFormed(t, msgs)
+	require.Len(t, msgs, 1+tx.end()-tx.base, "no note added")
+	require.Equal(t, []string{"call_3_0", "call_3_1"}, []string{msgs[2].ToolCalls[0].ID, msgs[2].ToolCalls[1].ID})
+}

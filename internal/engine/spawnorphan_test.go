@@ -17,28 +17,26 @@ import (
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
-// loseSpawnRecord is the parent's store: the first append that would
-// record a sub-agent's spawn fails as if the database went away, after
-// cancelling the parent (a person's cancel that landed in that moment).
-// The child the spawn created is in the store; the parent's journal must
-// still reach it.
-type loseSpawnRecord struct {
+// onceBeforeAppend is a parent's store that, before the first append
+// holding an event match accepts, runs before (a person's control landing
+// in that moment); with lose set, that append then fails as if the
+// database went away.
+type onceBeforeAppend struct {
 	store.Store
+	match  func(store.NewEvent) bool
+	before func(sessionID string)
+	lose   bool
 	once   sync.Once
-	cancel func(sessionID string)
 }
 
-func (s *loseSpawnRecord) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
-	for _, ev := range p.Events {
-		if ev.Type != lt.EventSubagentSpawned {
-			continue
-		}
-		lost := false
+func (s *onceBeforeAppend) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
+	if slices.ContainsFunc(p.Events, s.match) {
+		first := false
 		s.once.Do(func() {
-			s.cancel(p.SessionID)
-			lost = true
+			s.before(p.SessionID)
+			first = true
 		})
-		if lost {
+		if first && s.lose {
 			return nil, fmt.Errorf("%w: the test's database went away", store.ErrUnavailable)
 		}
 	}
@@ -54,11 +52,14 @@ func (s *loseSpawnRecord) EventAppend(ctx context.Context, p *store.EventAppendP
 func TestCancelReachesAChildWhoseSpawnWasNotRecorded(t *testing.T) {
 	var h *harness
 	h = newHarnessConfigured(t, scripted.New(nil), func(h *harness) store.Store {
-		return &loseSpawnRecord{Store: h.store, cancel: func(id string) {
-			if _, err := h.eng.CancelSession(context.Background(), id, &lt.CancelRequest{Reason: "enough"}); err != nil {
-				t.Errorf("cancel: %v", err) // on the runner's goroutine
-			}
-		}}
+		// The append recording the spawn is lost, as a cancel lands.
+		return &onceBeforeAppend{Store: h.store, lose: true,
+			match: func(ev store.NewEvent) bool { return ev.Type == lt.EventSubagentSpawned },
+			before: func(id string) {
+				if _, err := h.eng.CancelSession(context.Background(), id, &lt.CancelRequest{Reason: "enough"}); err != nil {
+					t.Errorf("cancel: %v", err) // on the runner's goroutine
+				}
+			}}
 	}, func(*engine.Config) {})
 	child := childSpec(script(t, map[string]any{"tool_calls": []any{toolCall("wait_for_signal", map[string]any{"name": "never"})}}), "wait_for_signal")
 	parent := spec(t, script(t,
@@ -196,24 +197,6 @@ func waitReports(t *testing.T, h *harness, parentID string, kids []lt.Session) {
 	}, testTimeout, pollEvery, "each child reported its end")
 }
 
-// controlAtSpawnCall is a parent's store that runs control just before the
-// append making its spawn call durable (runSpawn's, before the child is
-// created): a person's cancel or pause answered in that moment.
-type controlAtSpawnCall struct {
-	store.Store
-	once    sync.Once
-	control func(sessionID string)
-}
-
-func (s *controlAtSpawnCall) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
-	for _, ev := range p.Events {
-		if ev.Type == lt.EventToolRequested && strings.Contains(string(ev.Data), `"spawn_agent"`) {
-			s.once.Do(func() { s.control(p.SessionID) })
-		}
-	}
-	return s.Store.EventAppend(ctx, p)
-}
-
 // TestControlReadBeforeAChildIsMade: a cancel or a pause answered as the
 // spawn call is made durable is read by that append, and no child is made:
 // a cancelled turn's spawn is refused, and a paused session's waits for
@@ -223,17 +206,23 @@ func TestControlReadBeforeAChildIsMade(t *testing.T) {
 		t.Run(control, func(t *testing.T) {
 			var h *harness
 			h = newHarnessConfigured(t, scripted.New(nil), func(h *harness) store.Store {
-				return &controlAtSpawnCall{Store: h.store, control: func(id string) {
-					var err error
-					if control == "cancel" {
-						_, err = h.eng.CancelSession(context.Background(), id, &lt.CancelRequest{Reason: "enough"})
-					} else {
-						_, err = h.eng.PauseSession(context.Background(), id, &lt.PauseRequest{Reason: "hold"})
-					}
-					if err != nil {
-						t.Errorf("%s: %v", control, err) // on the runner's goroutine
-					}
-				}}
+				// Just before the append making the spawn call durable
+				// (runSpawn's, before the child is created).
+				return &onceBeforeAppend{Store: h.store,
+					match: func(ev store.NewEvent) bool {
+						return ev.Type == lt.EventToolRequested && strings.Contains(string(ev.Data), `"spawn_agent"`)
+					},
+					before: func(id string) {
+						var err error
+						if control == "cancel" {
+							_, err = h.eng.CancelSession(context.Background(), id, &lt.CancelRequest{Reason: "enough"})
+						} else {
+							_, err = h.eng.PauseSession(context.Background(), id, &lt.PauseRequest{Reason: "hold"})
+						}
+						if err != nil {
+							t.Errorf("%s: %v", control, err) // on the runner's goroutine
+						}
+					}}
 			}, func(*engine.Config) {})
 			child := childSpec(script(t, map[string]any{"text": "hi"}))
 			parent := spec(t, script(t,

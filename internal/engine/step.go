@@ -275,13 +275,22 @@ func (d *deltaSink) emit(flush bool) error {
 	return d.r.flush(d.ctx, false)
 }
 
+// callIDOf is the id the call at index of step's answer goes by: the
+// provider's, or one made of its step and index when the provider gave
+// none. The journal's events of the call and the transcript's copy of the
+// answer both name it so, so that each call in a context has its result.
+func callIDOf(id string, step, index int) string {
+	if id == "" {
+		return fmt.Sprintf("call_%d_%d", step, index)
+	}
+	return id
+}
+
 // requestCall journals one call the model asked for, resolving its kind and
 // effect class; a call to an unknown tool or with invalid arguments fails at
 // once with an error the model can read.
 func (r *runner) requestCall(turnID string, step, index int, tc lt.ToolCall) error {
-	if tc.ID == "" {
-		tc.ID = fmt.Sprintf("call_%d_%d", step, index)
-	}
+	tc.ID = callIDOf(tc.ID, step, index)
 	req := lt.ToolRequestedData{Step: step, Index: index, CallID: tc.ID, Tool: tc.Name, Arguments: tc.Arguments}
 	var problem string
 	en, known := r.tools.lookup(tc.Name)

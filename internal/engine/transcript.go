@@ -110,8 +110,8 @@ func (t *transcript) observe(ev lt.Event) {
 			t.flushChanged()
 			t.placeSteers(t.sent)
 			m := model.Message{Role: model.RoleAssistant, Text: d.Text, Reasoning: d.Reasoning}
-			for _, c := range d.ToolCalls {
-				m.ToolCalls = append(m.ToolCalls, model.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+			for i, c := range d.ToolCalls {
+				m.ToolCalls = append(m.ToolCalls, model.ToolCall{ID: callIDOf(c.ID, d.Step, i), Name: c.Name, Arguments: c.Arguments})
 			}
 			t.msgs = append(t.msgs, m)
 		}

@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/store"
-	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -162,25 +160,12 @@ func TestCallsAPersonsStopLeftUnrunAreAnswered(t *testing.T) {
 	checkJournal(t, h.store, s.ID)
 }
 
-// retryLaterTool fails transiently at each call, asking to be called again
-// in two hours.
-type retryLaterTool struct{ calls atomic.Int32 }
-
-func (*retryLaterTool) Name() string                { return "remote" }
-func (*retryLaterTool) Description() string         { return "A remote service that is down." }
-func (*retryLaterTool) Parameters() json.RawMessage { return json.RawMessage(`{"type":"object"}`) }
-func (*retryLaterTool) Effect() lt.EffectClass      { return lt.EffectIdempotent }
-func (r *retryLaterTool) Run(context.Context, *tool.Call) (*tool.Result, error) {
-	r.calls.Add(1)
-	return &tool.Result{Error: "503 from upstream", Transient: true, RetryAfter: 2 * time.Hour}, nil
-}
-
 // TestCallCancelledBeforeItsRetryClosesItsEffect: a cancel during the
 // backoff of a call that failed transiently: the call, waiting to run
 // again, is journaled as not run again, with its effect, which closes with
 // that outcome rather than its last transient error.
 func TestCallCancelledBeforeItsRetryClosesItsEffect(t *testing.T) {
-	rt := &retryLaterTool{}
+	rt := &flakyTool{name: "remote", class: lt.EffectIdempotent, failures: 100, retryAfter: 2 * time.Hour, keys: make(chan string, 10)}
 	h := newHarness(t, rt)
 	h.clock.mu.Lock()
 	h.clock.holdHours = true // the two hours' backoff never ends by itself
