@@ -101,9 +101,18 @@ func (t *transcript) chooseCut(c model.Counter, keep int) int {
 	end := t.end()
 	cut := end
 	used := 0
+	// A model answer kept brings the answers a context adds for its calls
+	// left without a result (messagesFrom): they count where it does.
+	answers := leftAnswers(t.from(t.cut))
 	for i := end - 1; i > t.cut; i-- {
 		item := t.from(i)[:1]
 		used += model.CountMessages(c, item, nil)
+		for n := len(answers); n > 0 && t.cut+answers[n-1].of >= i; n-- {
+			if t.cut+answers[n-1].of == i {
+				used += model.MessageTokens(c, &answers[n-1].msg)
+			}
+			answers = answers[:n-1]
+		}
 		if used > keep && cut < end {
 			break
 		}
@@ -133,7 +142,12 @@ func (t *transcript) summaryRequest(cut int) []model.Message {
 		b.WriteString("## Summary so far\n" + t.summary + "\n\n")
 	}
 	b.WriteString("## Conversation to summarise\n")
-	for _, m := range t.from(t.cut)[:cut-t.cut] {
+	items := t.from(t.cut)[:cut-t.cut]
+	answers := leftAnswers(t.from(t.cut)) // a call left without a result says so here too
+	for len(answers) > 0 && answers[len(answers)-1].at > len(items) {
+		answers = answers[:len(answers)-1]
+	}
+	for _, m := range withAnswers(nil, items, answers) {
 		switch m.Role {
 		case model.RoleUser:
 			b.WriteString("[person] " + m.Text + "\n")

@@ -130,3 +130,58 @@ func TestCallsWithoutAProvidersIDAreAnswered(t *testing.T) {
 	require.Len(t, msgs, 1+tx.end()-tx.base, "no note added")
 	require.Equal(t, []string{"call_3_0", "call_3_1"}, []string{msgs[2].ToolCalls[0].ID, msgs[2].ToolCalls[1].ID})
 }
+
+// leftCallTranscript is a transcript whose turn 1 left call_a without a
+// result, and whose turn 2 ran call_x: five items.
+func leftCallTranscript(t *testing.T) *transcript {
+	tx := newTranscript(&lt.AgentSpec{Instructions: "i"})
+	for _, ev := range []lt.Event{
+		journalEvent(t, lt.EventSessionCreated, lt.SessionCreatedData{}),
+		journalEvent(t, lt.EventTurnCreated, lt.TurnCreatedData{TurnID: "t1", Input: "do"}),
+		journalEvent(t, lt.EventTurnStarted, lt.TurnStartedData{TurnID: "t1"}),
+		journalEvent(t, lt.EventModelResponded, callsOne("call_a")),
+		journalEvent(t, lt.EventTurnCreated, lt.TurnCreatedData{TurnID: "t2", Input: "go on"}),
+		journalEvent(t, lt.EventTurnStarted, lt.TurnStartedData{TurnID: "t2"}),
+		journalEvent(t, lt.EventModelResponded, callsOne("call_x")),
+		journalEvent(t, lt.EventToolCompleted, lt.ToolCompletedData{CallID: "call_x", Output: json.RawMessage(`"x"`)}),
+	} {
+		tx.observe(ev)
+	}
+	return tx
+}
+
+// TestCompactionCountsTheAnswersOfLeftCalls: a compaction keeps the latest
+// items that fit in its target, and a kept model answer whose call turn 1
+// left without a result brings the answer the context adds for it. With
+// room for the items alone, that model answer is summarised; with room
+// for its answer too, it is kept.
+func TestCompactionCountsTheAnswersOfLeftCalls(t *testing.T) {
+	tx := leftCallTranscript(t)
+	require.Equal(t, 5, tx.end(), "do, call_a, go on, call_x and its result")
+	for _, c := range []model.Counter{model.CounterFor("openai", "gpt-4o"), nil} {
+		items := 0 // as the cut counts the items from number 1 on
+		for _, m := range tx.from(1) {
+			items += model.CountMessages(c, []model.Message{m}, nil)
+		}
+		answers := leftAnswers(tx.from(0))
+		require.Len(t, answers, 1)
+		answer := model.MessageTokens(c, &answers[0].msg)
+		require.Positive(t, answer)
+		require.Equal(t, 2, tx.chooseCut(c, items), "call_a's answer does not fit: call_a is summarised")
+		require.Equal(t, 2, tx.chooseCut(c, items+answer-1))
+		require.Equal(t, 1, tx.chooseCut(c, items+answer), "call_a and its answer fit")
+	}
+}
+
+// TestSummaryRequestSaysACallHadNoResult: the conversation a compaction
+// summarises tells a call left without a result as the context does, so
+// the summary does not present it as done.
+func TestSummaryRequestSaysACallHadNoResult(t *testing.T) {
+	tx := leftCallTranscript(t)
+	for _, cut := range []int{2, 3} { // call_a last of the summarised items, or followed by turn 2's input
+		msgs := tx.summaryRequest(cut)
+		text := msgs[len(msgs)-1].Text
+		require.Contains(t, text, "[agent calls list_files] {}\n[tool error] "+leftCallNote+"\n", "cut %d", cut)
+	}
+	require.NotContains(t, tx.summaryRequest(1)[1].Text, leftCallNote, "call_a is not summarised")
+}

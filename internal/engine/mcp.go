@@ -101,8 +101,8 @@ func mcpSpecs(spec *lt.AgentSpec) []lt.ToolSpec {
 // mcpServerOf is the MCP server of a call ("" for other tools), for the
 // events of its calls.
 func (r *runner) mcpServerOf(c *journal.Call) string {
-	if c.Kind != lt.CallMCP {
-		return ""
+	if c.Kind != lt.CallMCP || c.Server != "" {
+		return c.Server
 	}
 	t, _ := r.tools.mcpTool(c.Tool)
 	return t.server

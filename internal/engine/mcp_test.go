@@ -508,3 +508,30 @@ func (s otherEffectIDs) EventAppend(ctx context.Context, p *store.EventAppendPar
 	}
 	return s.Store.EventAppend(ctx, &q)
 }
+
+// TestMCPCallAPersonsStopLeftUnrunNamesItsServer: a person stops the turn
+// at the approval of a step's first call (the API writes the turn's end,
+// with no catalog of the session's tools); the step's MCP call left unrun
+// is journaled as not run with its server's name, as the runner journals
+// it.
+func TestMCPCallAPersonsStopLeftUnrunNamesItsServer(t *testing.T) {
+	h := newHarness(t)
+	sp := spec(t, `[{"tool_calls":[{"name":"shell","arguments":{"command":"true"}},{"name":"t__echo","arguments":{"text":"x"}}]},{"text":"never"}]`,
+		lt.ToolSpec{Name: "shell"}, testMCPServer(t, "t"))
+	sp.Policies = []lt.Policy{{Name: "commands", Tool: "shell", Decision: lt.PolicyAsk}, {Tool: "t__*", Decision: lt.PolicyAllow}}
+	s := create(t, h, sp, nil)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	_, err := h.eng.DecideAction(context.Background(), s.ID, s.RequiredActions[0].ID, &lt.Decision{Decision: lt.DecisionStop, Reason: "not today"})
+	require.NoError(t, err)
+	s = h.waitStatus(s.ID, lt.SessionFailed)
+	require.Equal(t, lt.StopStopped, *s.StopReason)
+	failed := events(t, h, s.ID, lt.EventToolFailed)
+	require.Len(t, failed, 2)
+	d := data[lt.ToolFailedData](t, failed[1])
+	require.Equal(t, "t__echo", d.Tool)
+	require.Equal(t, "not run: stopped by a person: not today", d.Error)
+	require.Equal(t, lt.RefusedTurnEnded, d.Refused)
+	require.Equal(t, "t", d.Server)
+	require.Empty(t, readLines(t, filepath.Join(h.workspace(s.ID), mcptest.CallLog)), "the MCP call never reached the server")
+	checkJournal(t, h.store, s.ID)
+}

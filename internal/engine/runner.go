@@ -861,8 +861,9 @@ func (r *runner) cancelTurns() error {
 // own outcome (interrupted, or in doubt), and one awaiting an action has
 // its action cancelled with the turn (journal.voidTurn); a durable wait
 // that had begun is journaled as cut, not refused; the transcript
-// answers the latter in each context it sends (leftAnswers). server names
-// an MCP call's server (nil: not known here).
+// answers the latter in each context it sends (leftAnswers). An MCP call's
+// server is the one its request named, or, for a call of a state written
+// before calls kept it, server's answer (nil: not known here).
 func answerUnrun(add func(typ, turnID string, step int, data any) error, st *journal.State, turnID, why string, interrupted interruptKind, server func(*journal.Call) string) error {
 	step := st.Step
 	if step == nil || step.TurnID != turnID {
@@ -891,8 +892,8 @@ func answerUnrun(add func(typ, turnID string, step int, data any) error, st *jou
 				d.EffectID = c.EffectID
 			}
 		}
-		if server != nil {
-			d.Server = server(c)
+		if d.Server = c.Server; d.Server == "" && server != nil {
+			d.Server = server(c) // a state written before calls kept their server
 		}
 		if err := add(lt.EventToolFailed, turnID, step.N, d); err != nil {
 			return err

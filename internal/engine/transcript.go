@@ -154,10 +154,11 @@ func (t *transcript) observe(ev lt.Event) {
 const leftCallNote = "No result: the turn ended before this call finished."
 
 // leftAnswer is an answer a context adds to its items: the result of a
-// call that none followed, to go before item at.
+// call that none followed, to go before item at; of is the model answer
+// whose call it answers (kept or cut with it).
 type leftAnswer struct {
-	at  int
-	msg model.Message
+	at, of int
+	msg    model.Message
 }
 
 // leftAnswers lists the answers items lack: of each model answer that
@@ -185,7 +186,7 @@ func leftAnswers(items []model.Message) []leftAnswer {
 		}
 		for _, c := range m.ToolCalls {
 			if !slices.ContainsFunc(items[i+1:j], func(r model.Message) bool { return r.CallID == c.ID }) {
-				out = append(out, leftAnswer{at: j, msg: model.Message{Role: model.RoleTool, CallID: c.ID, Text: leftCallNote, IsError: true}})
+				out = append(out, leftAnswer{at: j, of: i, msg: model.Message{Role: model.RoleTool, CallID: c.ID, Text: leftCallNote, IsError: true}})
 			}
 		}
 	}

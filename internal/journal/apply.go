@@ -226,7 +226,7 @@ func apply(s *State, ev *event, ch *Changes) error {
 			s.LastCallKey, s.LastCallRepeat = key, 1
 		}
 		s.Step.Calls = append(s.Step.Calls, Call{
-			Index: d.Index, ID: d.CallID, Tool: d.Tool, Kind: d.Kind, Class: d.Class,
+			Index: d.Index, ID: d.CallID, Tool: d.Tool, Server: d.Server, Kind: d.Kind, Class: d.Class,
 			Arguments: d.Arguments, ArgumentsSHA256: d.ArgumentsSHA256, ArgumentsSeq: ev.Seq, Status: CallRequested, Repeat: s.LastCallRepeat,
 		})
 	case lt.EventPolicyDecided:

@@ -341,9 +341,12 @@ func (s *Step) Done() bool {
 
 // Call is one tool call of a step.
 type Call struct {
-	Index           int             `json:"index"`
-	ID              string          `json:"id"`
-	Tool            string          `json:"tool"`
+	Index int    `json:"index"`
+	ID    string `json:"id"`
+	Tool  string `json:"tool"`
+	// Server is the MCP server of a call of kind mcp, as tool.requested
+	// named it (empty in a state written before it did).
+	Server          string          `json:"server,omitempty"`
 	Kind            string          `json:"kind"`
 	Class           lt.EffectClass  `json:"effect"`
 	Arguments       json.RawMessage `json:"arguments"`
