@@ -382,8 +382,9 @@ type Notification struct {
 	// Status is the session's status after the commit (KindEvents), as
 	// the commit stored it, so that a waiter for a status need not read the
 	// session at each notice. Empty when the notice does not say: one
-	// heard from another node (PostgreSQL's payload has no room for it
-	// that older nodes would read) or announced again after a lost
+	// heard from another node that sends PostgreSQL's payload of version 1
+	// (this release does, for the nodes of the one before; see
+	// postgres.sentPayloadVersion) or announced again after a lost
 	// connection; a subscriber that needs the status then reads the
 	// session.
 	Status string

@@ -21,8 +21,24 @@ import (
 
 // Notification payloads are "1 <instance> <kind> <seq> <session id>": the
 // format's version, the sending Store's instance id, then the notification.
-// The session id comes last so that it may hold spaces.
-const payloadVersion = "1"
+// The session id comes last so that it may hold spaces. Version 2 adds the
+// session's status after the commit before the session id ("2 <instance>
+// <kind> <seq> <status> <session id>", "-" when it says none), so that a
+// waiter on another node need not read the session at each notice.
+//
+// A node ignores a payload of a version it does not know, and a rolling
+// upgrade runs two releases side by side, so version 2 comes in two steps:
+// this release reads both and sends version 1 (sentPayloadVersion); the
+// next sends version 2, once no node of a release before this one is left.
+const (
+	payloadV1 = "1"
+	payloadV2 = "2"
+	// sentPayloadVersion is the version this release sends.
+	sentPayloadVersion = payloadV1
+)
+
+// noStatus stands for an empty status in a version 2 payload.
+const noStatus = "-"
 
 // maxPayload keeps a payload under PostgreSQL's limit (8000 bytes); a
 // session id too long for it is left out, which leaves a hint that something
@@ -45,9 +61,21 @@ func channelName(schema string) string {
 }
 
 func encodeNotes(instance string, notes []store.Notification) []string {
+	return encodeNotesVersion(sentPayloadVersion, instance, notes)
+}
+
+// encodeNotesVersion writes notes as payloads of version v.
+func encodeNotesVersion(v, instance string, notes []store.Notification) []string {
 	out := make([]string, len(notes))
 	for i, n := range notes {
-		head := payloadVersion + " " + instance + " " + strconv.Itoa(int(n.Kind)) + " " + strconv.FormatInt(n.Seq, 10) + " "
+		head := v + " " + instance + " " + strconv.Itoa(int(n.Kind)) + " " + strconv.FormatInt(n.Seq, 10) + " "
+		if v == payloadV2 {
+			status := n.Status
+			if !validStatus(status) {
+				status = noStatus
+			}
+			head += status + " "
+		}
 		if len(head)+len(n.SessionID) > maxPayload {
 			out[i] = head
 			continue
@@ -57,11 +85,31 @@ func encodeNotes(instance string, notes []store.Notification) []string {
 	return out
 }
 
-// decodeNote parses a payload; ok is false for one this driver did not
-// write (another version, or anything else sent on the channel).
+// validStatus reports whether s can stand in a payload as a status: a word
+// of lowercase letters and underscores (a status of a later release
+// included, which a waiter then sees as it is).
+func validStatus(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < 'a' || c > 'z') && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeNote parses a payload of either version; ok is false for one this
+// driver did not write (another version, or anything else sent on the
+// channel).
 func decodeNote(payload string) (instance string, n store.Notification, ok bool) {
-	parts := strings.SplitN(payload, " ", 5)
-	if len(parts) != 5 || parts[0] != payloadVersion || parts[1] == "" {
+	fields := 5
+	if strings.HasPrefix(payload, payloadV2+" ") {
+		fields = 6
+	}
+	parts := strings.SplitN(payload, " ", fields)
+	if len(parts) != fields || (parts[0] != payloadV1 && parts[0] != payloadV2) || parts[1] == "" {
 		return "", n, false
 	}
 	kind, err := strconv.Atoi(parts[2])
@@ -77,7 +125,18 @@ func decodeNote(payload string) (instance string, n store.Notification, ok bool)
 	if n.Seq, err = strconv.ParseInt(parts[3], 10, 64); err != nil || n.Seq < 0 {
 		return "", store.Notification{}, false
 	}
-	n.SessionID = parts[4]
+	if fields == 6 {
+		switch status := parts[4]; {
+		case status == noStatus:
+		case validStatus(status):
+			if n.Kind == store.KindEvents { // another kind's says nothing of a session's status
+				n.Status = status
+			}
+		default:
+			return "", store.Notification{}, false
+		}
+	}
+	n.SessionID = parts[fields-1]
 	return parts[1], n, true
 }
 

@@ -148,8 +148,9 @@ func (n *notifier) flush(ctx context.Context) {
 }
 
 // coalesce drops notifications that another in notes makes redundant: of a
-// session's KindEvents only the highest seq matters, and a kind and session
-// said twice is said once. The first occurrence keeps its place.
+// session's KindEvents only the highest seq matters (with its status), and
+// a kind and session said twice is said once. The first occurrence keeps
+// its place.
 func coalesce(notes []store.Notification) []store.Notification {
 	type key struct {
 		kind    store.NotificationKind
@@ -160,7 +161,11 @@ func coalesce(notes []store.Notification) []store.Notification {
 	for _, nt := range notes {
 		k := key{nt.Kind, nt.SessionID}
 		if i, ok := at[k]; ok {
-			out[i].Seq = max(out[i].Seq, nt.Seq)
+			if nt.Seq > out[i].Seq {
+				// The status is the highest seq's: the commit's that
+				// stored it.
+				out[i].Seq, out[i].Status = nt.Seq, nt.Status
+			}
 			continue
 		}
 		at[k] = len(out)

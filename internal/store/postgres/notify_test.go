@@ -216,17 +216,17 @@ func TestSubscribersClosedByClose(t *testing.T) {
 func TestCoalesce(t *testing.T) {
 	t.Parallel()
 	got := coalesce([]store.Notification{
-		{Kind: store.KindEvents, SessionID: "a", Seq: 2},
+		{Kind: store.KindEvents, SessionID: "a", Seq: 2, Status: "queued"},
 		{Kind: store.KindRunnable, SessionID: "a"},
 		{Kind: store.KindEvents, SessionID: "b", Seq: 1},
-		{Kind: store.KindEvents, SessionID: "a", Seq: 5},
-		{Kind: store.KindEvents, SessionID: "a", Seq: 4},
+		{Kind: store.KindEvents, SessionID: "a", Seq: 5, Status: "idle"},
+		{Kind: store.KindEvents, SessionID: "a", Seq: 4, Status: "running"},
 		{Kind: store.KindSecrets},
 		{Kind: store.KindRunnable, SessionID: "a"},
 		{Kind: store.KindSecrets},
 	})
 	require.Equal(t, []store.Notification{
-		{Kind: store.KindEvents, SessionID: "a", Seq: 5},
+		{Kind: store.KindEvents, SessionID: "a", Seq: 5, Status: "idle"}, // the highest seq's status
 		{Kind: store.KindRunnable, SessionID: "a"},
 		{Kind: store.KindEvents, SessionID: "b", Seq: 1},
 		{Kind: store.KindSecrets},
@@ -251,32 +251,77 @@ func TestNotifierCoalescesABurst(t *testing.T) {
 	require.LessOrEqual(t, a.notifier.sent.Load(), int64(appends+1))
 }
 
+// TestPayloads: this release sends version 1, which says no status, and
+// reads version 1 and version 2, which does (the next release sends it).
 func TestPayloads(t *testing.T) {
 	t.Parallel()
 	notes := []store.Notification{
-		{Kind: store.KindEvents, SessionID: "ses_1", Seq: 42},
+		{Kind: store.KindEvents, SessionID: "ses_1", Seq: 42, Status: "requires_action"},
+		{Kind: store.KindEvents, SessionID: "ses_2", Seq: 3},
 		{Kind: store.KindRunnable, SessionID: "ses with  spaces"},
 		{Kind: store.KindSecrets},
-		{Kind: store.KindEvents, SessionID: strings.Repeat("x", maxPayload), Seq: 7},
+		{Kind: store.KindEvents, SessionID: strings.Repeat("x", maxPayload), Seq: 7, Status: "idle"},
+		{Kind: store.KindEvents, SessionID: "ses_3", Seq: 8, Status: "not a status"},
 	}
-	payloads := encodeNotes("inst", notes)
-	require.Len(t, payloads, len(notes))
-	for i, p := range payloads {
-		require.LessOrEqual(t, len(p), maxPayload)
-		from, n, ok := decodeNote(p)
-		require.True(t, ok, p)
-		require.Equal(t, "inst", from)
-		want := notes[i]
-		if i == 3 {
-			want.SessionID = "" // too long to send: a hint without a session
+	for _, v := range []string{payloadV1, payloadV2} {
+		payloads := encodeNotesVersion(v, "inst", notes)
+		require.Len(t, payloads, len(notes))
+		for i, p := range payloads {
+			require.LessOrEqual(t, len(p), maxPayload)
+			require.True(t, strings.HasPrefix(p, v+" "), p)
+			from, n, ok := decodeNote(p)
+			require.True(t, ok, p)
+			require.Equal(t, "inst", from)
+			want := notes[i]
+			if i == 4 {
+				want.SessionID = "" // too long to send: a hint without a session
+			}
+			if v == payloadV1 || i == 5 {
+				want.Status = "" // not said, or not a status the payload can hold
+			}
+			require.Equal(t, want, n, p)
 		}
-		require.Equal(t, want, n)
 	}
-	for _, bad := range []string{"", "hello", "2 inst 1 0 s", "1  1 0 s", "1 inst x 0 s", "1 inst 9 0 s",
-		"1 inst 1 -1 s", "1 inst 1 1.5 s", "1 inst 1 0"} {
+	require.Equal(t, encodeNotesVersion(payloadV1, "inst", notes), encodeNotes("inst", notes), "this release sends version 1")
+	require.Equal(t, "2 inst 1 42 requires_action ses_1", encodeNotesVersion(payloadV2, "inst", notes[:1])[0])
+	for _, tc := range []struct {
+		payload string
+		want    store.Notification
+	}{
+		{"2 inst 1 9 - ses x", store.Notification{Kind: store.KindEvents, Seq: 9, SessionID: "ses x"}},
+		{"2 inst 1 9 idle ses x", store.Notification{Kind: store.KindEvents, Seq: 9, SessionID: "ses x", Status: "idle"}},
+		{"2 inst 1 9 some_later_status s", store.Notification{Kind: store.KindEvents, Seq: 9, SessionID: "s", Status: "some_later_status"}},
+		{"2 inst 2 0 idle s", store.Notification{Kind: store.KindRunnable, SessionID: "s"}},      // a status says nothing there
+		{"2 inst 1 9 idle ", store.Notification{Kind: store.KindEvents, Seq: 9, Status: "idle"}}, // a session id too long to send
+	} {
+		from, n, ok := decodeNote(tc.payload)
+		require.True(t, ok, tc.payload)
+		require.Equal(t, "inst", from)
+		require.Equal(t, tc.want, n, tc.payload)
+	}
+	for _, bad := range []string{"", "hello", "2 inst 1 0 s", "3 inst 1 0 s", "3 inst 1 0 idle s", "1  1 0 s", "1 inst x 0 s", "1 inst 9 0 s",
+		"1 inst 1 -1 s", "1 inst 1 1.5 s", "1 inst 1 0", "2 inst 1 0 Idle s", "2 inst 1 0  s", "2  1 0 idle s", "2 inst 1 -1 idle s"} {
 		_, _, ok := decodeNote(bad)
 		require.False(t, ok, "%q", bad)
 	}
+}
+
+// TestStatusFromAVersion2Node: a node of the next release sends version 2
+// payloads, whose status reaches this node's subscribers, as this node's
+// own commits' does.
+func TestStatusFromAVersion2Node(t *testing.T) {
+	t.Parallel()
+	a, _ := twoNodes(t, nil)
+	ch, cancel := a.Subscribe(t.Context())
+	defer cancel()
+	for _, p := range encodeNotesVersion(payloadV2, "a-later-node", []store.Notification{
+		{Kind: store.KindEvents, SessionID: "ses_later", Seq: 4, Status: "waiting"},
+		{Kind: store.KindEvents, SessionID: "ses_later", Seq: 5},
+	}) {
+		pgtest.Exec(t, "SELECT pg_notify($1, $2)", a.channel, p)
+	}
+	require.Equal(t, store.Notification{Kind: store.KindEvents, SessionID: "ses_later", Seq: 4, Status: "waiting"}, receive(t, ch))
+	require.Equal(t, store.Notification{Kind: store.KindEvents, SessionID: "ses_later", Seq: 5}, receive(t, ch))
 }
 
 // TestLeaseHoldersAppendsMayWait: a lease holder's own appends, which no
