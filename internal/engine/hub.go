@@ -138,11 +138,12 @@ func keepNewest[T any](ch chan T, v T, merge func(old, v T) T) {
 // that says the most: the higher seq's. Of one seq said twice (a commit
 // heard here and announced again after the listener reconnected, or an
 // append without events, which no caller makes today), b when both
-// statuses are known (this process hears its
-// own commits in order); when one came without a status (from another
-// node, which may have committed after or before the other) and they
-// differ, the status is not known and is left empty: a watcher that needs
-// it reads the session.
+// statuses are known (this process hears its own commits in order, and a
+// seq another node's payload of version 2 says a status of is one commit,
+// whose status it is); when one came without a status (from a node
+// sending version 1, which may have committed after or before the other)
+// and they differ, the status is not known and is left empty: a watcher
+// that needs it reads the session.
 func newerGrowth(a, b SessionGrowth) SessionGrowth {
 	switch {
 	case a.Seq > b.Seq:
