@@ -84,6 +84,27 @@ func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
 	}
 }
 
+// startDurably makes a call's start (its tool.started, added after the
+// batch's marks events and blobs) durable before the call runs: the ledger
+// must hold the effect before the world can see it. It holds only on the
+// journal the runner read: a cancel or a pause answered since comes first
+// (appendOrDrop), so the start is dropped unsaved and the tick decides
+// again; merged, the call would run after the pause or the cancel
+// was answered, and once durable a start cannot be taken back (an
+// irreversible call started and not run would be in doubt). It reports
+// whether the call may run.
+func (r *runner) startDurably(ctx context.Context, c *journal.Call, eff string, events, blobs int) (bool, error) {
+	if started, err := r.appendOrDrop(ctx, events, blobs, false, true); !started || err != nil {
+		return false, err
+	}
+	if r.st.Cancel != nil {
+		// A cancel an in-doubt effect held back (journal.CancelHeld)
+		// and a decision let through: the call does not run.
+		return false, r.cancelledBeforeRun(c, eff)
+	}
+	return true, nil
+}
+
 // runBuiltin puts the effect in the ledger (durably, unless the tool only
 // reads), runs the tool in the workspace, and records the outcome.
 func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
@@ -94,18 +115,15 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 	step, turnID := r.st.Step.N, r.st.Step.TurnID
 	sid := r.st.Session.ID
 	eff, key := effectID(c, sid, turnID, step), idempotencyKey(sid, turnID, step, c.Index)
+	events, blobs := len(r.b.events), len(r.b.blobs)
 	if err := r.add(lt.EventToolStarted, turnID, step, lt.ToolStartedData{
 		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, EffectID: eff, IdempotencyKey: key, Class: c.Class, Attempt: c.Attempts + 1,
 	}); err != nil {
 		return err
 	}
 	if c.Class != lt.EffectRead {
-		// The ledger must hold the effect before the world can see it.
-		if err := r.flush(ctx, false); err != nil {
+		if started, err := r.startDurably(ctx, c, eff, events, blobs); !started || err != nil {
 			return err
-		}
-		if r.st.Cancel != nil {
-			return r.cancelledBeforeRun(c, eff)
 		}
 	}
 	// The turn's timeout and the wall-clock budget are not folded into the

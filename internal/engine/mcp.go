@@ -262,6 +262,7 @@ func (r *runner) runMCP(ctx context.Context, c *journal.Call) error {
 			Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Server: t.server, Error: err.Error(),
 		})
 	}
+	events, blobs := len(r.b.events), len(r.b.blobs)
 	if err := r.add(lt.EventToolStarted, turnID, step, lt.ToolStartedData{
 		Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Server: t.server, EffectID: eff, IdempotencyKey: key,
 		Class: c.Class, Attempt: c.Attempts + 1,
@@ -270,11 +271,8 @@ func (r *runner) runMCP(ctx context.Context, c *journal.Call) error {
 	}
 	if c.Class != lt.EffectRead {
 		// The ledger must hold the effect before the server can see it.
-		if err := r.flush(ctx, false); err != nil {
+		if started, err := r.startDurably(ctx, c, eff, events, blobs); !started || err != nil {
 			return err
-		}
-		if r.st.Cancel != nil {
-			return r.cancelledBeforeRun(c, eff)
 		}
 	}
 	if r.env == nil || r.env.mcp == nil {

@@ -136,15 +136,24 @@ func resumedStatus(st *journal.State) lt.SessionStatus {
 // the session paused): the pause is journaled, and the session is given
 // back. It reports whether the runner is done (see park).
 func (r *runner) pause(ctx context.Context) (bool, error) {
-	if r.st.PauseRequested() {
-		if err := r.add(lt.EventSessionPaused, "", 0, lt.SessionPausedData{Reason: r.st.Pause.Reason, Actor: r.st.Pause.Actor}); err != nil {
-			return false, err
-		}
-		if err := r.status(lt.SessionPaused, ""); err != nil {
-			return false, err
-		}
+	if !r.st.PauseRequested() {
+		return r.park(ctx) // paused by the API already
 	}
-	return r.park(ctx)
+	events, blobs := len(r.b.events), len(r.b.blobs)
+	if err := r.add(lt.EventSessionPaused, "", 0, lt.SessionPausedData{Reason: r.st.Pause.Reason, Actor: r.st.Pause.Actor}); err != nil {
+		return false, err
+	}
+	if err := r.status(lt.SessionPaused, ""); err != nil {
+		return false, err
+	}
+	// Only on the journal the runner read: a resume answered meanwhile
+	// withdrew the request (merged, the pause would be made anew over
+	// it, journal.Apply, and the session would stay paused after its
+	// resume's 200), so the pause is dropped and the tick decides again.
+	if durable, err := r.appendOrDrop(ctx, events, blobs, true, false); !durable || err != nil {
+		return false, err
+	}
+	return r.released, nil
 }
 
 // readControls is the safe point's look for a pause or a cancel: when
@@ -173,13 +182,22 @@ func (r *runner) readControls(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, ev := range foreign {
-		switch ev.Type {
-		case lt.EventSessionPauseRequested, lt.EventSessionPaused, lt.EventSessionCancelRequested:
-			return r.merge(ctx)
-		}
+	if controlAmong(foreign) {
+		return r.merge(ctx)
 	}
 	return nil
+}
+
+// controlAmong reports whether the events hold a control that must act
+// before anything else starts: a pause asked for or taken, or a cancel.
+func controlAmong(evs []store.Event) bool {
+	for _, ev := range evs {
+		switch ev.Type {
+		case lt.EventSessionPauseRequested, lt.EventSessionPaused, lt.EventSessionCancelRequested:
+			return true
+		}
+	}
+	return false
 }
 
 // pausedAmong reports whether the events hold a pause taking effect.

@@ -277,6 +277,61 @@ func (r *runner) flush(ctx context.Context, release bool) error {
 	}
 }
 
+// appendOrDrop makes the pending events durable, as flush does, but only
+// if nothing landed since the runner last read or wrote the journal that
+// must come first: when another writer appended (with controlsOnly, a
+// pause or a cancel: controlAmong; else anything, a resume or a steer
+// too), the events from the marks on (events and blobs, the batch's
+// lengths before the caller added them) are dropped unsaved, the rest is
+// merged onto the newer journal, and it reports false. The caller then
+// goes back to its tick, which decides again on the journal just read:
+// what the dropped events would have started (a model call, a tool call,
+// a pause) starts only if it still should. Other writes are merged, and
+// the append tried again, as flush does.
+func (r *runner) appendOrDrop(ctx context.Context, events, blobs int, release, controlsOnly bool) (bool, error) {
+	for attempt := 0; ; attempt++ {
+		err := r.appendBatch(ctx, release)
+		switch {
+		case err == nil:
+			return true, nil
+		case !errors.Is(err, store.ErrConflict) || attempt > 50:
+			return false, fmt.Errorf("append: %w", err)
+		}
+		if controlsOnly {
+			control, err := r.controlSince(ctx)
+			if err != nil {
+				return false, err
+			}
+			if !control {
+				if err := r.merge(ctx); err != nil {
+					return false, err
+				}
+				continue
+			}
+		}
+		return false, r.dropEnd(ctx, events, blobs)
+	}
+}
+
+// controlSince reports whether another writer's events since the runner
+// last read or wrote the journal hold a pause or a cancel (controlAmong).
+func (r *runner) controlSince(ctx context.Context) (bool, error) {
+	const page = 1000
+	for after := r.durableSeq; ; {
+		evs, err := r.e.store.EventList(ctx, r.lease.SessionID, after, page)
+		if err != nil {
+			return false, err
+		}
+		if controlAmong(evs) {
+			return true, nil
+		}
+		if len(evs) < page {
+			return false, nil
+		}
+		after = evs[len(evs)-1].Seq
+	}
+}
+
 // releaseLease gives the lease up and waits for the answer whatever
 // happens to ctx meanwhile (so does appendBatch's append that releases).
 // The lease's renewal (renewLease) may run in the store's batch just
@@ -723,7 +778,7 @@ func (r *runner) modelCallOnlyDue() bool {
 // The look it would take reads the seq the creation just wrote unless an
 // API write came since; the append of the turn's start with the model's
 // request is the check, as for the next step's call, and a write that came
-// since sends the runner back to its tick (requestUnlooked), where the
+// since sends the runner back to its tick (requestDurable), where the
 // turn's start is durable and the write acted on before the model is
 // called. A write the claim's watch already heard takes the look.
 func (r *runner) firstRequestOnlyDue() bool {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/model"
-	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -83,29 +82,30 @@ func (r *runner) callModel(ctx context.Context) error {
 	return nil
 }
 
-// requestUnlooked makes the model's request durable when this tick took no
-// look at the session (lookDeferred): like every append of the runner, it
-// holds only if the journal still ends where the runner last read or wrote
-// it. When another writer appended since (a steer, a cancel, a pause), the
-// request is dropped unsent, its reservation in the tree's budget given
-// back, the rest of the batch (the last step's events) merged onto the
-// newer journal, and the runner goes back to its tick, which decides again
-// on the journal just read: a cancel or a pause acts there, and a steer is
-// in the context of the call the tick makes. events, blobs and sent are the batch's lengths and the
+// requestDurable makes a model call's request durable (a step's, a
+// compaction's, a verification's, a review's) on the journal the runner
+// last read or wrote only. When this tick took no look at the session
+// (lookDeferred, a step's call), anything another writer appended since
+// (a steer, a cancel, a pause) sends the runner back to its tick; else a
+// pause or a cancel does (controlAmong), and other writes are merged and
+// the request sent. Sent back, the request is dropped unsent, its
+// reservation in the tree's budget given back, the rest of the batch (the
+// last step's events) merged onto the newer journal, and the tick decides
+// again on the journal just read: a cancel or a pause acts there, and a
+// steer is in the context of the call the tick makes. Merged and sent,
+// the call would start after a pause or a cancel that came before it was
+// answered. events, blobs and sent are the batch's lengths and the
 // transcript's steers sent before the request was added. It reports
 // whether the request is durable.
-func (r *runner) requestUnlooked(ctx context.Context, events, blobs, sent int) (bool, error) {
+func (r *runner) requestDurable(ctx context.Context, purpose string, events, blobs, sent int) (bool, error) {
+	unlooked := r.lookDeferred && purpose == ""
 	r.lookDeferred = false
-	err := r.appendBatch(ctx, false)
-	switch {
-	case err == nil:
-		return true, nil
-	case !errors.Is(err, store.ErrConflict):
-		return false, fmt.Errorf("append: %w", err)
+	durable, err := r.appendOrDrop(ctx, events, blobs, false, !unlooked)
+	if !durable && err == nil {
+		r.modelCallEnded()
+		r.tx.sent = sent
 	}
-	r.modelCallEnded()
-	r.tx.sent = sent
-	return false, r.dropEnd(ctx, events, blobs)
+	return durable, err
 }
 
 // callResult is a model call that answered.
@@ -163,11 +163,9 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 	}); err != nil {
 		return nil, err
 	}
-	if r.lookDeferred && purpose == "" {
-		if durable, err := r.requestUnlooked(ctx, events, blobs, sent); !durable || err != nil {
-			return nil, err
-		}
-	} else if err := r.flush(ctx, false); err != nil {
+	// Durable only on the journal the runner read: a control answered
+	// since comes before the call, which is not sent (requestDurable).
+	if durable, err := r.requestDurable(ctx, purpose, events, blobs, sent); !durable || err != nil {
 		return nil, err
 	}
 	// The turn's timeout and the wall-clock budget abandon the request in
@@ -182,8 +180,10 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 	sink := &deltaSink{r: r, ctx: ctx, cancel: cancel, turnID: turnID, step: stepN, attempt: attempt, purpose: purpose, last: r.e.clock.Now()}
 	key, err := r.modelAccess(callCtx, spec)
 	if err != nil {
-		// Nothing was sent: the key (or the base URL) is refused now.
-		return nil, r.modelFailed(ctx, purpose, stepN, pos, attempt, 0, err)
+		// Nothing was sent: the key (or the base URL) is refused now. The
+		// call's reservation in the tree's budget ends with it.
+		r.modelCallEnded()
+		return nil, r.modelFailed(ctx, purpose, stepN, pos, attempt, 0, err, nil)
 	}
 	req := &model.Request{Spec: spec, Messages: msgs, Tools: tools, Position: pos, APIKey: key, OnDelta: sink.add}
 	start := r.e.clock.Now()
@@ -205,7 +205,7 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 		}, abandonedUsage(spec, resp, contextTokens))
 	}
 	if err != nil {
-		return nil, r.modelFailed(ctx, purpose, stepN, pos, attempt, dur, err)
+		return nil, r.modelFailed(ctx, purpose, stepN, pos, attempt, dur, err, failedUsage(spec, counter, resp, err, contextTokens, sink.streamed.String()))
 	}
 	if err := sink.emit(false); err != nil {
 		return nil, err
@@ -218,6 +218,32 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 		resp.CostUSD = model.CostOf(spec, resp.Usage)
 	}
 	return &callResult{resp: resp, pos: pos, durMS: dur}, nil
+}
+
+// failedUsage is what a model call that failed counts besides itself: the
+// usage the provider reported with its error, if any; else, for a call
+// the provider worked on before it failed (it ran into a timeout, or it
+// streamed output and broke off), its input and what it streamed, counted
+// offline and priced as the model is, since the provider bills them. A
+// hostile model that answers at length until the timeout would otherwise
+// spend for free, once per retry. A call refused before it was worked on
+// (a rate limit, an error status) counts nothing more (nil).
+func failedUsage(spec lt.ModelSpec, counter model.Counter, resp *model.Response, err error, contextTokens int, streamed string) *lt.Usage {
+	if resp != nil && (resp.Usage.InputTokens > 0 || resp.Usage.OutputTokens > 0) {
+		u := abandonedUsage(spec, resp, contextTokens)
+		return &u
+	}
+	me, _ := model.AsError(err)
+	timedOut := errors.Is(err, context.DeadlineExceeded) || (me != nil && me.Kind == model.KindTimeout)
+	if !timedOut && streamed == "" {
+		return nil
+	}
+	u := lt.Usage{InputTokens: int64(contextTokens), Estimated: true}
+	if streamed != "" {
+		u.OutputTokens = int64(model.CountMessages(counter, []model.Message{{Role: model.RoleAssistant, Text: streamed}}, nil))
+	}
+	u.CostUSD = model.CostOf(spec, u)
+	return &u
 }
 
 // Streamed output is coalesced into model.delta events of at least
@@ -237,8 +263,11 @@ type deltaSink struct {
 	turnID, purpose string
 	step, attempt   int
 	text, reasoning strings.Builder
-	last            time.Time
-	err             error
+	// streamed is all the call's output so far (a failed call counts it:
+	// failedUsage).
+	streamed strings.Builder
+	last     time.Time
+	err      error
 }
 
 func (d *deltaSink) add(delta model.Delta) {
@@ -247,6 +276,8 @@ func (d *deltaSink) add(delta model.Delta) {
 	}
 	d.text.WriteString(delta.Text)
 	d.reasoning.WriteString(delta.Reasoning)
+	d.streamed.WriteString(delta.Text)
+	d.streamed.WriteString(delta.Reasoning)
 	if d.text.Len()+d.reasoning.Len() < deltaBytes && d.r.e.clock.Now().Sub(d.last) < deltaEvery {
 		return
 	}
@@ -333,7 +364,7 @@ func (r *runner) requestCall(turnID string, step, index int, tc lt.ToolCall) err
 // errors are retried with backoff (honouring Retry-After), others end the
 // turn. A step's call the provider found too long is retried once, after a
 // forced compaction.
-func (r *runner) modelFailed(ctx context.Context, purpose string, step, pos, attempt int, dur int64, err error) error {
+func (r *runner) modelFailed(ctx context.Context, purpose string, step, pos, attempt int, dur int64, err error, usage *lt.Usage) error {
 	me, ok := model.AsError(err)
 	if !ok {
 		me = &model.Error{Kind: model.KindServer, Message: err.Error()}
@@ -353,7 +384,7 @@ func (r *runner) modelFailed(ctx context.Context, purpose string, step, pos, att
 	if err := r.add(lt.EventModelFailed, turn.ID, step, lt.ModelFailedData{
 		Purpose: purpose, Step: step, Position: pos, Attempt: attempt, Kind: string(me.Kind), Status: me.Status,
 		RetryAfterMS: me.RetryAfter.Milliseconds(), Message: me.Message, Consumed: true, DurationMS: dur,
-		Retry: retry || compactRetry, RetryInMS: wait.Milliseconds(),
+		Retry: retry || compactRetry, RetryInMS: wait.Milliseconds(), Usage: usage,
 	}); err != nil {
 		return err
 	}

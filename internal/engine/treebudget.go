@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/journal"
@@ -225,6 +226,10 @@ func (r *runner) reserveTree(ctx context.Context, kind store.TreeCallKind, id st
 			return false, err
 		}
 	}
+	// The same call reserved again (its request was dropped unsent and
+	// made again: requestDurable) replaces its reservation, which the next
+	// append must then not release: it is the call's in flight.
+	t.done = slices.DeleteFunc(t.done, func(d string) bool { return d == id })
 	p := &store.TreeReserveParams{
 		RootID: treeRoot(r.st), ID: id, Lease: r.lease, Kind: kind, Hint: hint, Unknown: unknown, Now: r.e.clock.Now(),
 	}

@@ -80,7 +80,11 @@ type TreeBudgetPutParams struct {
 type TreeReserveParams struct {
 	RootID string
 	// ID names the reservation; reserving an id that exists replaces it
-	// (a retried reserve of the same call).
+	// (a retried reserve of the same call), and so does the session's
+	// reservation of the same kind under another id: a session makes one
+	// call of a kind at a time, so an earlier one is over, though its
+	// lease lives on (a runner that started over under the same lease
+	// and calls again as a new attempt).
 	ID string
 	// Lease is the reserving worker's lease on its session: the reservation
 	// counts only while that session's lease is (Owner, Epoch), so a

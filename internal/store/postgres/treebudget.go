@@ -103,8 +103,10 @@ WHERE root_id = $5 RETURNING true`, p.Limits.CostUSD, p.Limits.Tokens, p.Limits.
 				QueryRow(func(r pgx.Row) error { return r.Scan(&found) })
 		}
 		// Reservations of workers whose lease ended are over; so is an
-		// earlier reservation of this id (the same call reserved again).
-		t.queue(`DELETE FROM tree_reservations AS r WHERE root_id = $1 AND (id = $2 OR NOT `+liveReservation+`)`, p.RootID, p.ID)
+		// earlier reservation of this id (the same call reserved again) or
+		// of this session and kind (TreeReserveParams.ID).
+		t.queue(`DELETE FROM tree_reservations AS r WHERE root_id = $1 AND (id = $2 OR (session_id = $3 AND kind = $4) OR NOT `+liveReservation+`)`,
+			p.RootID, p.ID, p.Lease.SessionID, string(p.Kind))
 		l := store.TreeBudgetRow{RootID: p.RootID}
 		t.queue(treeLedgerSQL, p.ID, p.RootID).QueryRow(func(r pgx.Row) error { return scanTreeLedger(r, &l) })
 		if err := t.flush(ctx); err != nil {

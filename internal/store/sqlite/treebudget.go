@@ -112,8 +112,10 @@ WHERE root_id = ?`, p.Limits.CostUSD, p.Limits.Tokens, p.Limits.ModelCalls, p.Li
 			}
 		}
 		// Reservations of workers whose lease ended are over; so is an
-		// earlier reservation of this id (the same call reserved again).
-		if _, err := w.exec(`DELETE FROM tree_reservations AS r WHERE root_id = ? AND (id = ? OR NOT `+liveReservation+`)`, p.RootID, p.ID); err != nil {
+		// earlier reservation of this id (the same call reserved again) or
+		// of this session and kind (TreeReserveParams.ID).
+		if _, err := w.exec(`DELETE FROM tree_reservations AS r WHERE root_id = ? AND (id = ? OR (session_id = ? AND kind = ?) OR NOT `+liveReservation+`)`,
+			p.RootID, p.ID, p.Lease.SessionID, string(p.Kind)); err != nil {
 			return nil, mapErr(err)
 		}
 		l, err := scanTreeLedger(w.queryRow(treeLedgerSQL, p.ID, p.RootID), p.RootID)

@@ -87,6 +87,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"TreeReserveCost", testTreeReserveCost},
 		{"TreeReserveCounts", testTreeReserveCounts},
 		{"TreeReservationLease", testTreeReservationLease},
+		{"TreeReserveReplacesTheSessionsEarlier", testTreeReserveReplacesTheSessionsEarlier},
 		{"TreeSettleAtomic", testTreeSettleAtomic},
 		{"MonitorTree", testMonitorTree},
 		{"MonitorTreeConcurrent", testMonitorTreeConcurrent},

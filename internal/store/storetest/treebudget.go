@@ -237,6 +237,32 @@ func testTreeReservationLease(t *testing.T, h *harness) {
 	require.Equal(t, int64(1), th.ledger().Reserved.ModelCalls)
 }
 
+// testTreeReserveReplacesTheSessionsEarlier: a session makes one call of
+// a kind at a time, so its reservation of a kind replaces its earlier one
+// of that kind under the same lease: a runner that started over (the same
+// claim) and calls again as a new attempt is not kept waiting by the
+// reservation its predecessor left, and neither is the rest of the tree.
+func testTreeReserveReplacesTheSessionsEarlier(t *testing.T, h *harness) {
+	th := newTree(t, h, "ses_root", store.TreeAmounts{CostUSD: 1, ToolCalls: 10}, "ses_a", "ses_b")
+	require.True(t, th.reserve("ses_a", "res_a_1", store.TreeCallModel).Exclusive)
+	require.Equal(t, store.TreeBusy, th.reserve("ses_b", "res_b", store.TreeCallModel).Outcome)
+
+	// ses_a's runner starts over under the same lease; its next attempt
+	// has another id.
+	require.True(t, th.reserve("ses_a", "res_a_2", store.TreeCallModel).Exclusive, "not kept waiting by res_a_1")
+	require.Equal(t, int64(1), th.ledger().Reserved.ModelCalls)
+	// A reservation of the other kind leaves the model call's alone.
+	require.Equal(t, store.TreeGranted, th.reserve("ses_a", "res_a_tool", store.TreeCallTool).Outcome)
+	l := th.ledger()
+	require.Equal(t, int64(1), l.Reserved.ModelCalls)
+	require.Equal(t, int64(1), l.Reserved.ToolCalls)
+	require.True(t, l.Exclusive)
+
+	th.settle("ses_a", store.TreeAmounts{CostUSD: 0.1, ModelCalls: 1, ToolCalls: 1}, "res_a_2", "res_a_tool")
+	require.Zero(t, th.ledger().Reserved)
+	require.Equal(t, store.TreeGranted, th.reserve("ses_b", "res_b", store.TreeCallModel).Outcome)
+}
+
 // testTreeSettleAtomic: a settlement belongs to its append: an append
 // refused (a moved seq, a lost lease) settles nothing.
 func testTreeSettleAtomic(t *testing.T, h *harness) {

@@ -1,0 +1,160 @@
+package engine_test
+
+// A control answered in the instant before a runner's append that starts
+// something (a model call, a tool call) or takes a pause: the append holds
+// only on the journal the runner read, so the control comes first.
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/engine"
+	"github.com/longhaul-dev/longhaul/internal/model/scripted"
+	"github.com/longhaul-dev/longhaul/internal/store"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// TestResumeBeforeThePauseTakesEffectIsKept: a pause is requested while
+// a model call runs; as the worker journals session.paused at its safe
+// point, a person's resume lands first (the API answers 200: the pause
+// that had not taken effect is withdrawn). The worker's append conflicts,
+// it merges its session.paused on top of the resume, and the session ends
+// up paused: the acknowledged resume is lost.
+func TestResumeBeforeThePauseTakesEffectIsKept(t *testing.T) {
+	g := newGate()
+	var h *harness
+	var resumed atomic.Pointer[lt.Session]
+	h = newHarnessConfigured(t, scripted.New(&scripted.Config{After: g.after}), func(h *harness) store.Store {
+		return &onceBeforeAppend{Store: h.store,
+			match: func(ev store.NewEvent) bool { return ev.Type == lt.EventSessionPaused },
+			before: func(id string) {
+				s, err := h.eng.ResumeSession(context.Background(), id, &lt.ResumeRequest{})
+				if err != nil {
+					t.Errorf("resume: %v", err)
+					return
+				}
+				resumed.Store(s)
+			}}
+	}, func(*engine.Config) {})
+	s := create(t, h, spec(t, `[{"delay_ms":1000,"tool_calls":[{"name":"list_files","arguments":{}}]},{"text":"done"}]`,
+		lt.ToolSpec{Name: "list_files"}), nil)
+	g.await(t)
+	p := pauseNow(t, h, s.ID)
+	require.True(t, p.PauseRequested)
+	g.open(t)
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := h.eng.GetSession(context.Background(), s.ID)
+		require.NoError(t, err)
+		if got.Status == lt.SessionIdle {
+			break
+		}
+		if r := resumed.Load(); got.Status == lt.SessionPaused && r != nil {
+			var types []string
+			for _, ev := range events(t, h, s.ID) {
+				types = append(types, ev.Type)
+			}
+			require.Failf(t, "resume lost", "the resume was answered (status %s, pause_requested %v) but the session is paused now; journal: %v",
+				r.Status, r.PauseRequested, types)
+		}
+		require.False(t, time.Now().After(deadline), "status %s", got.Status)
+		time.Sleep(2 * time.Millisecond) // polling with a deadline
+	}
+}
+
+// TestPauseReadAtAToolsStartHoldsIt: a pause is answered just before a
+// worker's tool.started append (a non-read call); the append conflicts, the
+// worker merges the pause request and runs the call all the same. A pause
+// takes effect "at the next safe point ... before its next model or tool
+// call starts" (pause.go): the call must wait for the resume, as a spawn
+// read at the same point does (runSpawn).
+func TestPauseReadAtAToolsStartHoldsIt(t *testing.T) {
+	var h *harness
+	var paused atomic.Bool
+	h = newHarnessConfigured(t, scripted.New(nil), func(h *harness) store.Store {
+		return &onceBeforeAppend{Store: h.store,
+			match: func(ev store.NewEvent) bool { return ev.Type == lt.EventToolStarted },
+			before: func(id string) {
+				s, err := h.eng.PauseSession(context.Background(), id, &lt.PauseRequest{Reason: "hold on"})
+				if err != nil {
+					t.Errorf("pause: %v", err)
+					return
+				}
+				paused.Store(s.PauseRequested || s.Status == lt.SessionPaused)
+			}}
+	}, func(*engine.Config) {})
+	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"shell","arguments":{"command":"echo ran > ran.txt"}}]},{"text":"done"}]`,
+		lt.ToolSpec{Name: "shell"}), nil)
+	s = h.waitStatus(s.ID, lt.SessionPaused, lt.SessionIdle)
+	require.True(t, paused.Load(), "the pause was answered")
+	pausedSeq := seqOf(t, h, s.ID, lt.EventSessionPaused)
+	requestedSeq := seqOf(t, h, s.ID, lt.EventSessionPauseRequested)
+	startedSeq := seqOf(t, h, s.ID, lt.EventToolStarted)
+	ranSeq := seqOf(t, h, s.ID, lt.EventToolCompleted)
+	t.Logf("pause_requested %d, tool.started %d, tool.completed %d, session.paused %d", requestedSeq, startedSeq, ranSeq, pausedSeq)
+	require.True(t, ranSeq == 0 || ranSeq > pausedSeq,
+		"the irreversible shell call ran after the pause was answered and before it took effect (pause_requested %d < tool.completed %d < session.paused %d)",
+		requestedSeq, ranSeq, pausedSeq)
+}
+
+// armedBeforeAppend runs before, once, before the first append holding an
+// event match accepts, after the test armed it.
+type armedBeforeAppend struct {
+	store.Store
+	armed  atomic.Bool
+	match  func(store.NewEvent) bool
+	before func(sessionID string)
+}
+
+func (s *armedBeforeAppend) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
+	for _, ev := range p.Events {
+		if s.match(ev) && s.armed.CompareAndSwap(true, false) {
+			s.before(p.SessionID)
+			break
+		}
+	}
+	return s.Store.EventAppend(ctx, p)
+}
+
+// TestPauseReadAtAModelRequestHoldsIt: a verification call (the final
+// answer is durable first, so the session is running): a pause answered
+// just before its model.requested is appended is merged by that append,
+// and the model is called all the same; the lookless step path
+// (requestUnlooked) goes back to its tick instead and pauses.
+func TestPauseReadAtAModelRequestHoldsIt(t *testing.T) {
+	var h *harness
+	var hook *armedBeforeAppend
+	h = newHarnessConfigured(t, scripted.New(nil), func(h *harness) store.Store {
+		hook = &armedBeforeAppend{Store: h.store,
+			match: func(ev store.NewEvent) bool {
+				return ev.Type == lt.EventModelRequested && strings.Contains(string(ev.Data), lt.PurposeVerification)
+			},
+			before: func(id string) {
+				if _, err := h.eng.PauseSession(context.Background(), id, &lt.PauseRequest{Reason: "hold on"}); err != nil {
+					t.Errorf("pause: %v", err)
+				}
+			}}
+		hook.armed.Store(true)
+		return hook
+	}, func(*engine.Config) {})
+	s, err := h.eng.CreateSession(context.Background(), &lt.CreateSessionRequest{
+		AgentSpec: spec(t, `[{"text":"an answer"},{"text":"{\"criteria\":[{\"criterion\":\"is an answer\",\"met\":true,\"reason\":\"ok\"}]}"}]`),
+		Input:     "go", AcceptanceCriteria: []string{"is an answer"},
+	})
+	require.NoError(t, err)
+	s = h.waitStatus(s.ID, lt.SessionPaused, lt.SessionIdle)
+	evs := events(t, h, s.ID, lt.EventSessionPauseRequested, lt.EventModelRequested, lt.EventAcceptanceVerified, lt.EventSessionPaused)
+	var order []string
+	for _, ev := range evs {
+		order = append(order, ev.Type)
+	}
+	t.Logf("status %s, order: %v", s.Status, order)
+	require.Equal(t, 0, len(events(t, h, s.ID, lt.EventAcceptanceVerified)),
+		"the verification call was made after the pause was answered, before it took effect: %v", order)
+}
