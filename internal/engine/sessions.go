@@ -90,6 +90,10 @@ type newSession struct {
 	Spec    *lt.AgentSpec
 	Ref     lt.AgentRef
 	Created lt.SessionCreatedData
+	// ParentAt, for a sub-agent, is its parent's journal as the spawning
+	// runner knows it: the child is made only if it still is
+	// (store.SessionCreateParams.ParentAt).
+	ParentAt *store.JournalAt
 }
 
 // createSession appends session.created and the first turn.created in one
@@ -123,7 +127,7 @@ func (e *Engine) createSession(ctx context.Context, ns *newSession) (*journal.St
 			ID: st.Session.ID, Project: st.Project(), AgentName: ns.Ref.Name, AgentVersion: ns.Ref.Version, ParentID: ns.Created.ParentID,
 			Status: string(st.Session.Status), Spec: specJSON, State: p.State, Runnable: p.Runnable, CreatedAt: now, UpdatedAt: now,
 		},
-		Events: p.Events, Docs: p.Docs, Blobs: p.Blobs,
+		Events: p.Events, Docs: p.Docs, Blobs: p.Blobs, ParentAt: ns.ParentAt,
 	}
 	// With a worker free here and no older session known to wait for
 	// one (reserveWorker), the session is created leased to this node

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -224,13 +225,7 @@ func TestControlReadBeforeAChildIsMade(t *testing.T) {
 						}
 					}}
 			}, func(*engine.Config) {})
-			child := childSpec(script(t, map[string]any{"text": "hi"}))
-			parent := spec(t, script(t,
-				map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": child, "input": "x"})}},
-				map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
-				map[string]any{"text": "done"},
-			), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"})
-			s := create(t, h, parent, nil)
+			s := create(t, h, spawnThenWait(t), nil)
 			if control == "cancel" {
 				s = requireCancelled(t, h, s.ID)
 				require.Empty(t, children(t, h, s.ID), "no child made after the cancel was read")
@@ -253,4 +248,76 @@ func TestControlReadBeforeAChildIsMade(t *testing.T) {
 			checkJournal(t, h.store, s.ID)
 		})
 	}
+}
+
+// cancelAfterLook is a store whose first SessionLastSeq of session id, once
+// armed, answers the seq it read and then has a person cancel the session:
+// the cancel lands just after a worker's look (readControls).
+type cancelAfterLook struct {
+	*onceBeforeAppend
+	id    atomic.Value // string
+	armed atomic.Bool
+	fire  func(id string)
+}
+
+func (s *cancelAfterLook) SessionLastSeq(ctx context.Context, id string) (int64, error) {
+	seq, err := s.onceBeforeAppend.Store.SessionLastSeq(ctx, id)
+	if want, _ := s.id.Load().(string); err == nil && id == want && s.armed.CompareAndSwap(true, false) {
+		s.fire(id)
+	}
+	return seq, err
+}
+
+// TestCancelAfterTheLookBeforeASpawnOfAResumedSession: a session paused
+// before its spawn call is resumed; its new runner takes its look, and a
+// cancel is answered just after it. runSpawn's flush has nothing to append
+// (the runner wrote nothing since it read the journal), so it reads nothing
+// and the child is created after the cancel was answered.
+func TestCancelAfterTheLookBeforeASpawnOfAResumedSession(t *testing.T) {
+	var h *harness
+	var hook *cancelAfterLook
+	h = newHarnessConfigured(t, scripted.New(nil), func(h *harness) store.Store {
+		hook = &cancelAfterLook{onceBeforeAppend: &onceBeforeAppend{Store: h.store,
+			match: func(ev store.NewEvent) bool {
+				return ev.Type == lt.EventToolRequested && strings.Contains(string(ev.Data), `"spawn_agent"`)
+			},
+			before: func(id string) {
+				if _, err := h.eng.PauseSession(context.Background(), id, &lt.PauseRequest{Reason: "hold"}); err != nil {
+					t.Errorf("pause: %v", err)
+				}
+			}},
+			fire: func(id string) {
+				if _, err := h.eng.CancelSession(context.Background(), id, &lt.CancelRequest{Reason: "enough"}); err != nil {
+					t.Errorf("cancel: %v", err)
+				}
+			}}
+		return hook
+	}, func(*engine.Config) {})
+	s := create(t, h, spawnThenWait(t), nil)
+	s = h.waitStatus(s.ID, lt.SessionPaused)
+	require.Empty(t, children(t, h, s.ID))
+	hook.id.Store(s.ID)
+	hook.armed.Store(true)
+	resume(t, h, s.ID)
+	s = requireCancelled(t, h, s.ID)
+	cancelSeq := seqOf(t, h, s.ID, lt.EventSessionCancelRequested)
+	spawnSeq := seqOf(t, h, s.ID, lt.EventSubagentSpawned)
+	kids := children(t, h, s.ID)
+	t.Logf("cancel_requested %d, subagent.spawned %d, children %d", cancelSeq, spawnSeq, len(kids))
+	if len(kids) > 0 {
+		waitReports(t, h, s.ID, kids)
+	}
+	require.Equal(t, 0, len(kids), "a child was made after the cancel was answered (cancel_requested %d, subagent.spawned %d)", cancelSeq, spawnSeq)
+}
+
+// spawnThenWait is a parent that spawns one child (which answers "hi"),
+// waits for it and answers.
+func spawnThenWait(t *testing.T) *lt.AgentSpec {
+	t.Helper()
+	child := childSpec(script(t, map[string]any{"text": "hi"}))
+	return spec(t, script(t,
+		map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": child, "input": "x"})}},
+		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
+		map[string]any{"text": "done"},
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"})
 }

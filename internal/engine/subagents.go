@@ -161,12 +161,27 @@ func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
 	if err := r.openTreeLedger(ctx); err != nil {
 		return err
 	}
-	if _, err := r.e.createSession(ctx, ns); err != nil && !errors.Is(err, store.ErrConflict) {
+	// The flush had nothing to append when the runner wrote nothing since
+	// it read the journal (a runner that started over, whose first tick
+	// comes to the spawn): it read nothing either. So the child is made
+	// only on the parent's journal as this runner knows it, whatever
+	// landed since the tick's look (a cancel or a pause answered then
+	// comes first), and not by a runner whose lease was taken.
+	ns.ParentAt = &store.JournalAt{SessionID: sid, ExpectedSeq: r.durableSeq, Fence: &r.lease}
+	_, err = r.e.createSession(ctx, ns)
+	row, getErr := r.e.store.SessionGet(ctx, id)
+	switch {
+	case err == nil, errors.Is(err, store.ErrConflict) && getErr == nil:
+		// Made here, or before (its spawn not recorded then): recorded.
+	case errors.Is(err, store.ErrConflict) && errors.Is(getErr, store.ErrNotFound):
+		// The parent's journal moved: read in, and the tick decides
+		// again (the call is still to run).
+		return r.merge(ctx)
+	case err != nil:
 		return fmt.Errorf("create sub-agent: %w", err)
 	}
-	row, err := r.e.store.SessionGet(ctx, id)
-	if err != nil {
-		return fmt.Errorf("read sub-agent %s: %w", id, err)
+	if getErr != nil {
+		return fmt.Errorf("read sub-agent %s: %w", id, getErr)
 	}
 	r.e.kick()
 	return r.recordSpawn(c, row)

@@ -555,12 +555,32 @@ type SessionCreateParams struct {
 	// BlobInProject). An import stores a file's blobs first, then its
 	// sessions.
 	BlobRefs []string
+	// ParentAt, when set, creates the session only while the session it
+	// names is as its lease holder last read or wrote it: a sub-agent is
+	// made only on its parent's journal as the spawning worker knows it,
+	// so that a cancel or a pause answered since comes first. ErrConflict
+	// (wrapped, saying the parent moved) when that journal no longer ends
+	// at ExpectedSeq, ErrLeaseLost when the lease is not Fence, and
+	// nothing is created. PostgreSQL holds the parent's row (FOR SHARE)
+	// until the creation commits, so a write to the parent's journal
+	// comes after the child exists or sees the creation refused.
+	ParentAt *JournalAt
 	// Claim, when set, creates the session already leased, as a claim
 	// would leave it: held by Claim.Owner until Claim.ExpiresAt, at epoch
 	// 1. A node that has a free worker for the session it creates runs it
 	// without a claim (a write of its own). Subscribers hear no
 	// KindRunnable then: no other worker may take it while the lease lives.
 	Claim *SessionClaim
+}
+
+// JournalAt is a session's journal as a lease holder knows it
+// (SessionCreateParams.ParentAt).
+type JournalAt struct {
+	SessionID   string
+	ExpectedSeq int64
+	// Fence, when set, must be the session's current lease (owner and
+	// epoch).
+	Fence *Lease
 }
 
 // SessionClaim is the lease a session is created with (SessionCreateParams).

@@ -161,27 +161,7 @@ func prepareAppend(p *store.EventAppendParams) ([]store.Event, []store.DocWrite,
 // session, a lost lease (checked first) or a moved seq. It returns nil if
 // the row, as read now, matches after all.
 func (s *Store) appendRefused(ctx context.Context, p *store.EventAppendParams) error {
-	var (
-		lastSeq, epoch int64
-		owner          *string
-	)
-	err := s.queryRow(ctx, func(row pgx.Row) error { return row.Scan(&lastSeq, &owner, &epoch) },
-		`SELECT last_seq, lease_owner, lease_epoch FROM sessions WHERE id = $1`, p.SessionID)
-	if err != nil {
-		return err
-	}
-	held := ""
-	if owner != nil {
-		held = *owner
-	}
-	if p.Fence != nil && (owner == nil || held != p.Fence.Owner || epoch != p.Fence.Epoch) {
-		return fmt.Errorf("%w: held by %q epoch %d, fence is %q epoch %d",
-			store.ErrLeaseLost, held, epoch, p.Fence.Owner, p.Fence.Epoch)
-	}
-	if lastSeq != p.ExpectedSeq {
-		return fmt.Errorf("%w: last seq is %d, expected %d", store.ErrConflict, lastSeq, p.ExpectedSeq)
-	}
-	return nil
+	return s.journalAtRefused(ctx, &store.JournalAt{SessionID: p.SessionID, ExpectedSeq: p.ExpectedSeq, Fence: p.Fence})
 }
 
 // insertEventsSQL inserts a whole append's events in one statement, from one

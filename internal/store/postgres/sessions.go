@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -39,6 +40,9 @@ func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams)
 		if cl := p.Claim; cl != nil {
 			owner, epoch, expires = &cl.Owner, 1, &cl.ExpiresAt
 		}
+		if pa := p.ParentAt; pa != nil {
+			queueJournalAt(t, pa)
+		}
 		t.queue(`INSERT INTO sessions (id, project, agent_name, agent_version, parent_id, status, spec, state,
     last_seq, runnable, wake_at, lease_owner, lease_epoch, lease_expires_at, created_at, updated_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
@@ -58,10 +62,65 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
 			t.notify(store.Notification{Kind: store.KindRunnable, SessionID: sess.ID})
 		}
 	})
+	if errors.Is(err, errParentMoved) {
+		err = s.parentMoved(ctx, p.ParentAt)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("create session %s: %w", sess.ID, s.mapErr(err))
 	}
 	return events, nil
+}
+
+// errParentMoved is queueJournalAt's refusal, before it is explained.
+var errParentMoved = fmt.Errorf("%w: the parent's journal moved", store.ErrConflict)
+
+// journalAtSQL holds a session's row (FOR SHARE, until the transaction
+// ends: a write to that session's journal waits for it) if it is as
+// SessionCreateParams.ParentAt expects it, and fails inside the database
+// otherwise (checkedSQL's division by zero), aborting the transaction.
+const journalAtSQL = `WITH parent AS (SELECT 1 FROM sessions
+    WHERE id = $1 AND last_seq = $2 AND (NOT $3 OR (lease_owner = $4 AND lease_epoch = $5)) FOR SHARE)
+SELECT 1 / count(*) FROM parent`
+
+// queueJournalAt queues the check of pa (SessionCreateParams.ParentAt).
+func queueJournalAt(t *txn, pa *store.JournalAt) {
+	var (
+		fenced bool
+		owner  string
+		epoch  int64
+	)
+	if f := pa.Fence; f != nil {
+		fenced, owner, epoch = true, f.Owner, f.Epoch
+	}
+	onNoRow(t.queue(journalAtSQL, pa.SessionID, pa.ExpectedSeq, fenced, owner, epoch), func() error { return errParentMoved })
+}
+
+// parentMoved says why a creation's ParentAt was refused, from the
+// parent's row as it is now.
+func (s *Store) parentMoved(ctx context.Context, pa *store.JournalAt) error {
+	if err := s.journalAtRefused(ctx, pa); err != nil {
+		return err
+	}
+	return errParentMoved // it moved, and came back, since
+}
+
+// journalAtRefused says why a session is not as pa expects it, from its
+// row as it is now (storeutil.JournalAtRefusal), or nil if it is.
+func (s *Store) journalAtRefused(ctx context.Context, pa *store.JournalAt) error {
+	var (
+		lastSeq, epoch int64
+		owner          *string
+	)
+	err := s.queryRow(ctx, func(row pgx.Row) error { return row.Scan(&lastSeq, &owner, &epoch) },
+		`SELECT last_seq, lease_owner, lease_epoch FROM sessions WHERE id = $1`, pa.SessionID)
+	if err != nil {
+		return fmt.Errorf("session %s: %w", pa.SessionID, err)
+	}
+	held := ""
+	if owner != nil {
+		held = *owner
+	}
+	return storeutil.JournalAtRefusal(pa, lastSeq, held, epoch)
 }
 
 const sessionColumns = `id, project, agent_name, agent_version, parent_id, status, spec, state, last_seq, runnable,

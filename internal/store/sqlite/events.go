@@ -151,25 +151,12 @@ func (w *writer) appendUpdate(p *store.EventAppendParams, lastSeq int64, fenced 
 // appendRefused explains why the conditional UPDATE of an append matched no
 // row: no session, a lost lease (checked first) or a moved seq.
 func (w *writer) appendRefused(p *store.EventAppendParams) error {
-	var (
-		lastSeq, epoch int64
-		owner          sql.NullString
-	)
-	err := w.queryRow(`SELECT last_seq, lease_owner, lease_epoch FROM sessions WHERE id = ?`, p.SessionID).
-		Scan(&lastSeq, &owner, &epoch)
-	if err != nil {
-		return mapErr(err)
-	}
-	if p.Fence != nil && (!owner.Valid || owner.String != p.Fence.Owner || epoch != p.Fence.Epoch) {
-		return fmt.Errorf("%w: held by %q epoch %d, fence is %q epoch %d",
-			store.ErrLeaseLost, owner.String, epoch, p.Fence.Owner, p.Fence.Epoch)
-	}
-	if lastSeq != p.ExpectedSeq {
-		return fmt.Errorf("%w: last seq is %d, expected %d", store.ErrConflict, lastSeq, p.ExpectedSeq)
+	if err := w.journalAt(&store.JournalAt{SessionID: p.SessionID, ExpectedSeq: p.ExpectedSeq, Fence: p.Fence}); err != nil {
+		return err
 	}
 	// The UPDATE and this read run in the same transaction on the only
 	// writer, so the row cannot have changed in between.
-	return fmt.Errorf("append refused with last seq %d and lease %q epoch %d matching", lastSeq, owner.String, epoch)
+	return fmt.Errorf("append refused with its session's last seq and lease matching")
 }
 
 // insertEvents inserts the events of the session numbered num in

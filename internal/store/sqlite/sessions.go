@@ -33,6 +33,12 @@ func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams)
 		if cl := p.Claim; cl != nil {
 			owner, epoch, expires = cl.Owner, 1, toMicros(cl.ExpiresAt)
 		}
+		if pa := p.ParentAt; pa != nil {
+			// The only writer: the parent cannot move before the commit.
+			if err := w.journalAt(pa); err != nil {
+				return nil, err
+			}
+		}
 		spec := jsonText(sess.Spec)
 		if len(sess.Spec) > specInlineMax {
 			spec = nil
@@ -290,4 +296,20 @@ func (s *Store) SessionCountByStatus(ctx context.Context) (map[string]int64, err
 		return nil, fmt.Errorf("count sessions by status: %w", err)
 	}
 	return out, nil
+}
+
+// journalAt refuses unless a session's journal ends at pa.ExpectedSeq and
+// its lease is pa.Fence (when set): an append's condition, or a creation's
+// ParentAt.
+func (w *writer) journalAt(pa *store.JournalAt) error {
+	var (
+		lastSeq, epoch int64
+		owner          sql.NullString
+	)
+	err := w.queryRow(`SELECT last_seq, lease_owner, lease_epoch FROM sessions WHERE id = ?`, pa.SessionID).
+		Scan(&lastSeq, &owner, &epoch)
+	if err != nil {
+		return fmt.Errorf("session %s: %w", pa.SessionID, mapErr(err))
+	}
+	return storeutil.JournalAtRefusal(pa, lastSeq, owner.String, epoch)
 }

@@ -83,6 +83,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"WebhookRecordNonClaimer", testWebhookRecordNonClaimer},
 		{"WebhookRecordDisabledInFlight", testWebhookRecordDisabledInFlight},
 		{"WebhookReleaseClaims", testWebhookReleaseClaims},
+		{"SessionCreateParentAt", testSessionCreateParentAt},
 		{"TreeBudgetPut", testTreeBudgetPut},
 		{"TreeReserveCost", testTreeReserveCost},
 		{"TreeReserveCounts", testTreeReserveCounts},

@@ -112,6 +112,20 @@ func (c Checks) SessionCreate(sess *store.SessionRow, p *store.SessionCreatePara
 			return err
 		}
 	}
+	if pa := p.ParentAt; pa != nil {
+		if err := c.ID("parent_at.session_id", pa.SessionID); err != nil {
+			return err
+		}
+		if pa.SessionID != sess.ParentID {
+			return fmt.Errorf("parent_at.session_id %q is not the session's parent %q", pa.SessionID, sess.ParentID)
+		}
+		if pa.ExpectedSeq < 0 {
+			return fmt.Errorf("parent_at.expected_seq must not be negative, got %d", pa.ExpectedSeq)
+		}
+		if f := pa.Fence; f != nil && f.SessionID != pa.SessionID {
+			return fmt.Errorf("parent_at.fence is the lease of %q, not of the parent", f.SessionID)
+		}
+	}
 	if err := c.NewEvents(p.Events); err != nil {
 		return err
 	}

@@ -73,3 +73,19 @@ func BlobData(data []byte) []byte {
 	}
 	return data
 }
+
+// JournalAtRefusal says why a session whose journal ends at lastSeq under
+// the lease (owner, epoch) is not as pa expects it, or nil if it is:
+// store.ErrLeaseLost (checked first), or store.ErrConflict. An append's
+// condition is one (EventAppendParams' ExpectedSeq and Fence), a
+// creation's ParentAt another.
+func JournalAtRefusal(pa *store.JournalAt, lastSeq int64, owner string, epoch int64) error {
+	if f := pa.Fence; f != nil && (owner != f.Owner || epoch != f.Epoch) {
+		return fmt.Errorf("%w: session %s is held by %q epoch %d, fence is %q epoch %d",
+			store.ErrLeaseLost, pa.SessionID, owner, epoch, f.Owner, f.Epoch)
+	}
+	if lastSeq != pa.ExpectedSeq {
+		return fmt.Errorf("%w: the journal of session %s moved: its last seq is %d, expected %d", store.ErrConflict, pa.SessionID, lastSeq, pa.ExpectedSeq)
+	}
+	return nil
+}
