@@ -52,8 +52,9 @@ func (e *Engine) DecideAction(ctx context.Context, sessionID, actionID string, d
 	// correct decision needs.
 	var expiredAt *time.Time
 	var stored *lt.Action
+	var budgeted *lt.Session // a session whose budget the decision changed
 	a, err := mutateRow(ctx, e, sessionID, func(row *store.SessionRow, b *batch) (*lt.Action, error) {
-		expiredAt, stored = nil, nil
+		expiredAt, stored, budgeted = nil, nil, nil
 		a, _ := b.st.PendingAction(actionID)
 		if a == nil {
 			done, err := e.decidedAction(ctx, sessionID, actionID, sum)
@@ -88,6 +89,10 @@ func (e *Engine) DecideAction(ctx context.Context, sessionID, actionID string, d
 			if err := e.decisionEvents(b, &spec, &act, d, sum); err != nil {
 				return nil, err
 			}
+			if act.Type == lt.ActionBudget && d.Decision == lt.DecisionApprove {
+				v := b.st.View()
+				budgeted = &v
+			}
 		}
 		if len(b.st.Pending) == 0 && b.st.Session.Status == lt.SessionRequiresAction {
 			if err := b.status(lt.SessionRunning, ""); err != nil {
@@ -100,6 +105,13 @@ func (e *Engine) DecideAction(ctx context.Context, sessionID, actionID string, d
 	})
 	if err != nil {
 		return nil, notFound(err, "session", sessionID)
+	}
+	if budgeted != nil {
+		// As a PATCH of the budget does: running sub-agents are held to
+		// the root's new limits at once, not at the root's next call.
+		if err := e.syncTreeLimits(ctx, budgeted); err != nil {
+			return nil, fmt.Errorf("update the tree's budget of session %s: %w", sessionID, err)
+		}
 	}
 	if expiredAt != nil {
 		return nil, apierror.Conflict("action %s expired at %s: the call was rejected and not run", actionID, expiredAt.UTC().Format(time.RFC3339))

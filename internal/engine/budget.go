@@ -23,14 +23,7 @@ type budgetDim struct {
 // model call every one but tool calls; before a tool call, tool calls and
 // wall time (the other dimensions only grow with model calls).
 func (r *runner) budgetDims(beforeTool bool) []budgetDim {
-	b, u := r.st.Session.Budget, r.st.Session.Usage
-	// What running sub-agents may still spend is set aside: the tree as a
-	// whole stays within the budget.
-	res := r.st.Reserved()
-	u.CostUSD += res.CostUSD
-	u.InputTokens += res.InputTokens
-	u.ModelCalls += res.ModelCalls
-	u.ToolCalls += res.ToolCalls
+	b, u := r.st.Session.Budget, budgetUsage(r.st)
 	wall := budgetDim{"wall_seconds", float64(b.SoftWallSeconds), float64(b.MaxWallSeconds), r.st.WallElapsed(r.e.clock.Now()).Seconds()}
 	if beforeTool {
 		return []budgetDim{
@@ -136,9 +129,22 @@ func dimValue(name string, v float64) string {
 	}
 }
 
-// usedOf returns the session's current usage on a budget dimension.
+// budgetUsage is what a budget check counts as used: the session's usage,
+// and what its running sub-agents may still spend (set aside: the tree as
+// a whole stays within the budget).
+func budgetUsage(st *journal.State) lt.Usage {
+	u, res := st.Session.Usage, st.Reserved()
+	u.CostUSD += res.CostUSD
+	u.InputTokens += res.InputTokens
+	u.ModelCalls += res.ModelCalls
+	u.ToolCalls += res.ToolCalls
+	return u
+}
+
+// usedOf returns the session's current usage on a budget dimension, as its
+// budget checks count it (budgetUsage).
 func usedOf(st *journal.State, name string, now time.Time) float64 {
-	u := st.Session.Usage
+	u := budgetUsage(st)
 	switch name {
 	case "cost_usd":
 		return u.CostUSD

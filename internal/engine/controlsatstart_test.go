@@ -6,6 +6,8 @@ package engine_test
 
 import (
 	"context"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/engine"
+	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -157,4 +160,177 @@ func TestPauseReadAtAModelRequestHoldsIt(t *testing.T) {
 	t.Logf("status %s, order: %v", s.Status, order)
 	require.Equal(t, 0, len(events(t, h, s.ID, lt.EventAcceptanceVerified)),
 		"the verification call was made after the pause was answered, before it took effect: %v", order)
+}
+
+// steerThenPauseAfterLook: before the first tool.started append a steer
+// lands (no control: appendOrDrop looks, controlSince, and merges); right
+// after that look, before the merge reads the session, a pause is answered.
+type steerThenPauseAfterLook struct {
+	store.Store
+	stage atomic.Int32
+	steer func(id string)
+	pause func(id string)
+}
+
+func (s *steerThenPauseAfterLook) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
+	if slices.ContainsFunc(p.Events, func(ev store.NewEvent) bool { return ev.Type == lt.EventToolStarted }) && s.stage.CompareAndSwap(0, 1) {
+		s.steer(p.SessionID)
+	}
+	return s.Store.EventAppend(ctx, p)
+}
+
+func (s *steerThenPauseAfterLook) EventList(ctx context.Context, id string, after int64, limit int) ([]store.Event, error) {
+	evs, err := s.Store.EventList(ctx, id, after, limit)
+	if limit == 1000 && s.stage.CompareAndSwap(1, 2) { // controlSince's look
+		s.pause(id)
+	}
+	return evs, err
+}
+
+// TestPauseBetweenTheControlLookAndTheMerge: a steer lands before a
+// call's tool.started (no control: merged, tried again), and a pause right
+// after the runner looked at what landed: the merge reads the pause in, and
+// the start is dropped rather than tried again.
+func TestPauseBetweenTheControlLookAndTheMerge(t *testing.T) {
+	var h *harness
+	h = newHarnessConfigured(t, scripted.New(nil), func(h *harness) store.Store {
+		return &steerThenPauseAfterLook{Store: h.store,
+			steer: func(id string) {
+				if _, err := h.eng.SteerSession(context.Background(), id, &lt.SteerRequest{Input: "a note"}); err != nil {
+					t.Errorf("steer: %v", err)
+				}
+			},
+			pause: func(id string) {
+				if _, err := h.eng.PauseSession(context.Background(), id, &lt.PauseRequest{Reason: "hold on"}); err != nil {
+					t.Errorf("pause: %v", err)
+				}
+			}}
+	}, func(*engine.Config) {})
+	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"shell","arguments":{"command":"echo ran > ran.txt"}}]},{"text":"done"}]`,
+		lt.ToolSpec{Name: "shell"}), nil)
+	s = h.waitStatus(s.ID, lt.SessionPaused, lt.SessionIdle)
+	requestedSeq := seqOf(t, h, s.ID, lt.EventSessionPauseRequested)
+	pausedSeq := seqOf(t, h, s.ID, lt.EventSessionPaused)
+	startedSeq := seqOf(t, h, s.ID, lt.EventToolStarted)
+	ranSeq := seqOf(t, h, s.ID, lt.EventToolCompleted)
+	t.Logf("status %s: pause_requested %d, tool.started %d, tool.completed %d, session.paused %d", s.Status, requestedSeq, startedSeq, ranSeq, pausedSeq)
+	require.Positive(t, requestedSeq, "the pause was answered")
+	require.True(t, ranSeq == 0 || ranSeq > pausedSeq,
+		"the shell call started after the pause was answered (pause_requested %d < tool.started %d, tool.completed %d, session.paused %d)",
+		requestedSeq, startedSeq, ranSeq, pausedSeq)
+}
+
+// TestPauseMergedByAFlushBeforeTheStart: a pause answered after the
+// tick's look, merged by a plain flush on the way to a start (here the
+// model monitor's review flushes the step's events before its call): the
+// start's conditional append then has nothing to conflict with, and the
+// monitor's model is called after the pause was answered.
+func TestPauseMergedByAFlushBeforeTheStart(t *testing.T) {
+	var h *harness
+	h = newHarnessConfigured(t, scripted.New(nil), func(h *harness) store.Store {
+		return &onceBeforeAppend{Store: h.store,
+			match: func(ev store.NewEvent) bool { return ev.Type == lt.EventToolRequested },
+			before: func(id string) {
+				if _, err := h.eng.PauseSession(context.Background(), id, &lt.PauseRequest{Reason: "hold on"}); err != nil {
+					t.Errorf("pause: %v", err)
+				}
+			}}
+	}, func(*engine.Config) {})
+	marker := filepath.Join(t.TempDir(), "marker")
+	sp := spec(t, calls(t, markerCall(marker)), irreversibleShell)
+	sp.Monitor = modelMonitor(0, []lt.EffectClass{lt.EffectIrreversible}, verdictStep("ok"))
+	s := create(t, h, sp, nil)
+	s = h.waitStatus(s.ID, lt.SessionPaused, lt.SessionIdle, lt.SessionRequiresAction)
+	requested := seqOf(t, h, s.ID, lt.EventSessionPauseRequested)
+	paused := seqOf(t, h, s.ID, lt.EventSessionPaused)
+	var monitorReq int64
+	for _, ev := range events(t, h, s.ID, lt.EventModelRequested) {
+		if data[lt.ModelRequestedData](t, ev).Purpose == lt.PurposeMonitor {
+			monitorReq = ev.Seq
+		}
+	}
+	t.Logf("status %s: pause_requested %d, monitor model.requested %d, session.paused %d\n%s", s.Status, requested, monitorReq, paused, journalText(t, h, s.ID))
+	require.Positive(t, requested)
+	require.False(t, monitorReq > requested && (paused == 0 || monitorReq < paused),
+		"the monitor's model call was made after the pause was answered, before it took effect")
+}
+
+// twoWritesBeforeRequest: before the first append of a step's
+// model.requested that also carries a context.compacted (the compaction's
+// snapshot blob is in the batch, before the marks), another writer appends a
+// steer (no control: merged, retried); before the retry, a pause (a
+// control: the request is dropped with dropEnd(events, blobs)).
+type twoWritesBeforeRequest struct {
+	store.Store
+	n      atomic.Int32
+	first  func(id string)
+	second func(id string)
+}
+
+func (s *twoWritesBeforeRequest) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
+	step := slices.ContainsFunc(p.Events, func(ev store.NewEvent) bool {
+		return ev.Type == lt.EventModelRequested && !strings.Contains(string(ev.Data), `"purpose"`)
+	})
+	compacted := slices.ContainsFunc(p.Events, func(ev store.NewEvent) bool { return ev.Type == lt.EventContextCompacted })
+	if step && compacted {
+		switch s.n.Add(1) {
+		case 1:
+			s.first(p.SessionID)
+		case 2:
+			s.second(p.SessionID)
+		}
+	}
+	return s.Store.EventAppend(ctx, p)
+}
+
+// TestDropAfterAMergeKeepsTheBlobsMarks: a step's request carried with a
+// compaction (its snapshot blob in the batch, before the request) meets a
+// steer (merged: the merge takes the snapshot out) and then a pause (the
+// request dropped): the part dropped is counted from the batch's end.
+// Before, the blobs were cut at the mark taken before the merge, past the
+// slice's end, and the process panicked.
+func TestDropAfterAMergeKeepsTheBlobsMarks(t *testing.T) {
+	p := &planProvider{
+		plan: []model.Response{call("list_files", `{}`), {Text: "first done"}, {Text: "second done"}},
+		tooLong: func(msgs []model.Message) bool {
+			if strings.Contains(systemText(msgs), "Summary of the earlier conversation") {
+				return false
+			}
+			for _, m := range msgs {
+				if strings.Contains(m.Text, "second input") {
+					return true
+				}
+			}
+			return false
+		},
+	}
+	var h *harness
+	var hook *twoWritesBeforeRequest
+	h = newHarnessConfigured(t, p, func(h *harness) store.Store {
+		hook = &twoWritesBeforeRequest{Store: h.store,
+			first: func(id string) {
+				if _, err := h.eng.SteerSession(context.Background(), id, &lt.SteerRequest{Input: "a note"}); err != nil {
+					t.Errorf("steer: %v", err)
+				}
+			},
+			second: func(id string) {
+				if _, err := h.eng.PauseSession(context.Background(), id, &lt.PauseRequest{Reason: "hold on"}); err != nil {
+					t.Errorf("pause: %v", err)
+				}
+			}}
+		return hook
+	}, func(*engine.Config) {})
+	ctx := context.Background()
+	s, err := h.eng.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: &lt.AgentSpec{Model: lt.ModelSpec{Provider: "scripted"}, Tools: []lt.ToolSpec{{Name: "list_files"}}},
+		Input:     "first input",
+	})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	_, err = h.eng.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "second input"})
+	require.NoError(t, err)
+	got := h.waitStatus(s.ID, lt.SessionPaused, lt.SessionIdle, lt.SessionFailed)
+	t.Logf("hook fired %d times; status %s; journal:\n%s", hook.n.Load(), got.Status, journalText(t, h, s.ID))
+	require.GreaterOrEqual(t, hook.n.Load(), int32(2), "both writes were made")
+	require.Equal(t, lt.SessionPaused, got.Status)
 }

@@ -94,7 +94,7 @@ func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
 // irreversible call started and not run would be in doubt). It reports
 // whether the call may run.
 func (r *runner) startDurably(ctx context.Context, c *journal.Call, eff string, events, blobs int) (bool, error) {
-	if started, err := r.appendOrDrop(ctx, events, blobs, false, true); !started || err != nil {
+	if started, err := r.appendOrDrop(ctx, events, blobs, false, dropStartOnControl); !started || err != nil {
 		return false, err
 	}
 	if r.st.Cancel != nil {

@@ -28,10 +28,10 @@ func (p *slowFirstProvider) Respond(ctx context.Context, req *model.Request) (*m
 }
 
 // TestTimedOutCallCountsItsInput: a model call sent to the provider that
-// runs into the per-call timeout (ModelTimeout) is journaled as failed with
-// no usage: its input (and whatever it generated) counts nothing against
-// the token and cost budgets, and it is retried. An abandoned call (a
-// cancel, the wall-clock budget) counts its input (abandonedUsage).
+// runs into the per-call timeout (ModelTimeout) is retried, and counts its
+// input against the token and cost budgets, as an abandoned call does
+// (abandonedUsage): before, it counted nothing, so a model that answered
+// at length until the timeout spent for free, once per retry.
 func TestTimedOutCallCountsItsInput(t *testing.T) {
 	p := &slowFirstProvider{}
 	h := newHarnessConfigured(t, p, func(h *harness) store.Store { return h.store }, func(c *engine.Config) {

@@ -438,15 +438,19 @@ func (r *runner) stopFor(ctx context.Context, cause *interruptCause) error {
 
 // abandonedUsage is what an abandoned model call counts: the usage the
 // provider reported, if it returned any with its error, else the request's
-// input counted offline, priced as the model is, so token and cost budgets
-// still bind calls that never answer.
-func abandonedUsage(spec lt.ModelSpec, resp *model.Response, contextTokens int) lt.Usage {
+// input and the output it streamed (streamed), counted offline and priced
+// as the model is, so token and cost budgets still bind calls that never
+// answer.
+func abandonedUsage(spec lt.ModelSpec, counter model.Counter, resp *model.Response, contextTokens int, streamed string) lt.Usage {
 	if resp != nil && (resp.Usage.InputTokens > 0 || resp.Usage.OutputTokens > 0) {
 		u := resp.Usage
 		u.CostUSD = resp.CostUSD
 		return u
 	}
 	u := lt.Usage{InputTokens: int64(contextTokens), Estimated: true}
+	if streamed != "" {
+		u.OutputTokens = int64(model.CountMessages(counter, []model.Message{{Role: model.RoleAssistant, Text: streamed}}, nil))
+	}
 	u.CostUSD = model.CostOf(spec, u)
 	return u
 }

@@ -150,7 +150,7 @@ func (r *runner) pause(ctx context.Context) (bool, error) {
 	// withdrew the request (merged, the pause would be made anew over
 	// it, journal.Apply, and the session would stay paused after its
 	// resume's 200), so the pause is dropped and the tick decides again.
-	if durable, err := r.appendOrDrop(ctx, events, blobs, true, false); !durable || err != nil {
+	if durable, err := r.appendOrDrop(ctx, events, blobs, true, dropOnWrite); !durable || err != nil {
 		return false, err
 	}
 	return r.released, nil

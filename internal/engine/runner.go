@@ -277,19 +277,46 @@ func (r *runner) flush(ctx context.Context, release bool) error {
 	}
 }
 
+// dropRule says when appendOrDrop drops what its caller just added.
+type dropRule int
+
+const (
+	// dropOnWrite: whatever another writer appended since the runner last
+	// read or wrote the journal (a pause taken: a resume withdraws it).
+	dropOnWrite dropRule = iota
+	// dropStartOnWrite: a start no look came before this tick (a step's
+	// model request, lookDeferred): whatever another writer appended, and
+	// a pause or a cancel the runner holds already.
+	dropStartOnWrite
+	// dropStartOnControl: a start after the tick's look: a pause or a
+	// cancel, appended by another writer or merged in by a flush since
+	// the tick decided (a review's, a tree's reservation); other writes
+	// are merged and the append tried again, as flush does.
+	dropStartOnControl
+)
+
 // appendOrDrop makes the pending events durable, as flush does, but only
-// if nothing landed since the runner last read or wrote the journal that
-// must come first: when another writer appended (with controlsOnly, a
-// pause or a cancel: controlAmong; else anything, a resume or a steer
-// too), the events from the marks on (events and blobs, the batch's
-// lengths before the caller added them) are dropped unsaved, the rest is
-// merged onto the newer journal, and it reports false. The caller then
-// goes back to its tick, which decides again on the journal just read:
-// what the dropped events would have started (a model call, a tool call,
-// a pause) starts only if it still should. Other writes are merged, and
-// the append tried again, as flush does.
-func (r *runner) appendOrDrop(ctx context.Context, events, blobs int, release, controlsOnly bool) (bool, error) {
+// if nothing that must come first landed since the runner last read or
+// wrote the journal (rule): else the events and blobs its caller added
+// last (after the batch's lengths events and blobs) are dropped unsaved,
+// the rest is merged onto the newer journal, and it reports false. The
+// caller then goes back to its tick, which decides again on the journal
+// just read: what the dropped events would have started (a model call, a
+// tool call, a pause) starts only if it still should.
+func (r *runner) appendOrDrop(ctx context.Context, events, blobs int, release bool, rule dropRule) (bool, error) {
+	// Counted from the end: a merge may take a compaction's snapshot out
+	// of the batch, before the caller's part.
+	tailEvents, tailBlobs := len(r.b.events)-events, len(r.b.blobs)-blobs
+	drop := func() (bool, error) {
+		return false, r.dropEnd(ctx, len(r.b.events)-tailEvents, len(r.b.blobs)-tailBlobs)
+	}
 	for attempt := 0; ; attempt++ {
+		if rule != dropOnWrite && (r.st.Pause != nil || (r.st.Cancel != nil && !r.st.CancelHeld())) {
+			// Read in after the tick decided (by this loop's merge, or a
+			// flush before the start): the tick acts on it first. A
+			// cancel an in-doubt effect holds is the caller's to handle.
+			return drop()
+		}
 		err := r.appendBatch(ctx, release)
 		switch {
 		case err == nil:
@@ -297,7 +324,7 @@ func (r *runner) appendOrDrop(ctx context.Context, events, blobs int, release, c
 		case !errors.Is(err, store.ErrConflict) || attempt > 50:
 			return false, fmt.Errorf("append: %w", err)
 		}
-		if controlsOnly {
+		if rule == dropStartOnControl {
 			control, err := r.controlSince(ctx)
 			if err != nil {
 				return false, err
@@ -306,10 +333,10 @@ func (r *runner) appendOrDrop(ctx context.Context, events, blobs int, release, c
 				if err := r.merge(ctx); err != nil {
 					return false, err
 				}
-				continue
+				continue // a control that landed meanwhile is in r.st now
 			}
 		}
-		return false, r.dropEnd(ctx, events, blobs)
+		return drop()
 	}
 }
 

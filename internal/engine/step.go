@@ -98,9 +98,12 @@ func (r *runner) callModel(ctx context.Context) error {
 // transcript's steers sent before the request was added. It reports
 // whether the request is durable.
 func (r *runner) requestDurable(ctx context.Context, purpose string, events, blobs, sent int) (bool, error) {
-	unlooked := r.lookDeferred && purpose == ""
+	rule := dropStartOnControl
+	if r.lookDeferred && purpose == "" {
+		rule = dropStartOnWrite
+	}
 	r.lookDeferred = false
-	durable, err := r.appendOrDrop(ctx, events, blobs, false, !unlooked)
+	durable, err := r.appendOrDrop(ctx, events, blobs, false, rule)
 	if !durable && err == nil {
 		r.modelCallEnded()
 		r.tx.sent = sent
@@ -202,10 +205,10 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 		}
 		return nil, r.modelInterrupted(ctx, cause, lt.ModelFailedData{
 			Purpose: purpose, Step: stepN, Position: pos, Attempt: attempt, DurationMS: dur,
-		}, abandonedUsage(spec, resp, contextTokens))
+		}, abandonedUsage(spec, counter, resp, contextTokens, sink.streamed.String()))
 	}
 	if err != nil {
-		return nil, r.modelFailed(ctx, purpose, stepN, pos, attempt, dur, err, failedUsage(spec, counter, resp, err, contextTokens, sink.streamed.String()))
+		return nil, r.modelFailed(ctx, purpose, stepN, pos, attempt, dur, err, failedUsage(spec, counter, resp, errors.Is(callCtx.Err(), context.DeadlineExceeded), contextTokens, sink.streamed.String()))
 	}
 	if err := sink.emit(false); err != nil {
 		return nil, err
@@ -222,27 +225,19 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 
 // failedUsage is what a model call that failed counts besides itself: the
 // usage the provider reported with its error, if any; else, for a call
-// the provider worked on before it failed (it ran into a timeout, or it
-// streamed output and broke off), its input and what it streamed, counted
-// offline and priced as the model is, since the provider bills them. A
-// hostile model that answers at length until the timeout would otherwise
-// spend for free, once per retry. A call refused before it was worked on
-// (a rate limit, an error status) counts nothing more (nil).
-func failedUsage(spec lt.ModelSpec, counter model.Counter, resp *model.Response, err error, contextTokens int, streamed string) *lt.Usage {
-	if resp != nil && (resp.Usage.InputTokens > 0 || resp.Usage.OutputTokens > 0) {
-		u := abandonedUsage(spec, resp, contextTokens)
-		return &u
-	}
-	me, _ := model.AsError(err)
-	timedOut := errors.Is(err, context.DeadlineExceeded) || (me != nil && me.Kind == model.KindTimeout)
-	if !timedOut && streamed == "" {
+// the provider worked on before it failed (it ran into the call's own
+// timeout, timedOut, or it streamed output and broke off), its input and
+// what it streamed, counted offline and priced as the model is, since the
+// provider bills them. A hostile model that answers at length until the
+// timeout would otherwise spend for free, once per retry. A call refused
+// before it was worked on (a rate limit, an error status, a 408 or a 504
+// among them) counts nothing more (nil).
+func failedUsage(spec lt.ModelSpec, counter model.Counter, resp *model.Response, timedOut bool, contextTokens int, streamed string) *lt.Usage {
+	hasUsage := resp != nil && (resp.Usage.InputTokens > 0 || resp.Usage.OutputTokens > 0)
+	if !hasUsage && !timedOut && streamed == "" {
 		return nil
 	}
-	u := lt.Usage{InputTokens: int64(contextTokens), Estimated: true}
-	if streamed != "" {
-		u.OutputTokens = int64(model.CountMessages(counter, []model.Message{{Role: model.RoleAssistant, Text: streamed}}, nil))
-	}
-	u.CostUSD = model.CostOf(spec, u)
+	u := abandonedUsage(spec, counter, resp, contextTokens, streamed)
 	return &u
 }
 

@@ -417,3 +417,35 @@ func TestMonitorTreeTwoNodesPostgres(t *testing.T) {
 	require.NotEmpty(t, found[0].TreeEvidence)
 	t.Logf("children ran on %v; %s", nodes, found[0].Summary)
 }
+
+// TestTreeBudgetRaisedByABudgetAction: a person who approves a root's
+// budget action with new limits raises its tree's ledger at once, as a
+// PATCH of the budget does: running children are held to the new limits
+// before the root calls again (here it does not: it is paused). The soft
+// threshold approved past is cleared as the check counts it, the
+// children's shares included: the tree then runs to its end. Before, the
+// root asked again at once, each time it was approved.
+func TestTreeBudgetRaisedByABudgetAction(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	child := childSpec(script(t, childStep(0.1, 10, true), childStep(0.1, 10, false)), "read_file")
+	s := create(t, h, treeRoot(t, 2, child), &lt.Budget{MaxCostUSD: 5, SoftCostUSD: 0.05})
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	require.Len(t, s.RequiredActions, 1)
+	act := s.RequiredActions[0]
+	require.Equal(t, lt.ActionBudget, act.Type)
+	_, err := h.eng.PauseSession(ctx, s.ID, &lt.PauseRequest{})
+	require.NoError(t, err)
+	_, err = h.eng.DecideAction(ctx, s.ID, act.ID, &lt.Decision{Decision: lt.DecisionApprove, Budget: &lt.Budget{MaxCostUSD: 7}})
+	require.NoError(t, err)
+	l, err := h.store.TreeBudgetGet(ctx, s.ID)
+	require.NoError(t, err)
+	require.Equal(t, 7.0, l.Limits.CostUSD, "the ledger holds the approved limit")
+	resume(t, h, s.ID)
+	sum, all := spendOfTree(t, h.store, h.eng, s.ID)
+	for _, c := range all {
+		require.Equal(t, lt.SessionIdle, c.Status, "session %s", c.ID)
+	}
+	require.Len(t, events(t, h, s.ID, lt.EventActionRequired), 1, "asked once")
+	requireLedgerMatches(t, h.store, s.ID, sum)
+}
