@@ -334,3 +334,40 @@ func TestDropAfterAMergeKeepsTheBlobsMarks(t *testing.T) {
 	require.GreaterOrEqual(t, hook.n.Load(), int32(2), "both writes were made")
 	require.Equal(t, lt.SessionPaused, got.Status)
 }
+
+// TestCancelBetweenTheControlLookAndTheMerge: as the pause above, a cancel
+// read in by the merge of a steer drops the call's start, whatever its
+// class. An irreversible call's own start, applied to the state before the
+// append, made the cancel look held (journal.CancelHeld): its start was
+// made durable after the cancel was answered, and a crash then would have
+// left an effect in doubt that never ran.
+func TestCancelBetweenTheControlLookAndTheMerge(t *testing.T) {
+	for _, class := range []lt.EffectClass{lt.EffectIrreversible, lt.EffectIdempotent} {
+		t.Run(string(class), func(t *testing.T) {
+			var h *harness
+			h = newHarnessConfigured(t, scripted.New(nil), func(h *harness) store.Store {
+				return &steerThenPauseAfterLook{Store: h.store,
+					steer: func(id string) {
+						if _, err := h.eng.SteerSession(context.Background(), id, &lt.SteerRequest{Input: "a note"}); err != nil {
+							t.Errorf("steer: %v", err)
+						}
+					},
+					pause: func(id string) {
+						if _, err := h.eng.CancelSession(context.Background(), id, &lt.CancelRequest{Reason: "stop"}); err != nil {
+							t.Errorf("cancel: %v", err)
+						}
+					}}
+			}, func(*engine.Config) {})
+			marker := filepath.Join(t.TempDir(), "marker")
+			s := create(t, h, spec(t, calls(t, markerCall(marker)), lt.ToolSpec{Name: "shell", Effect: class}), nil)
+			s = requireCancelled(t, h, s.ID)
+			cancelSeq := seqOf(t, h, s.ID, lt.EventSessionCancelRequested)
+			require.Positive(t, cancelSeq)
+			require.Zero(t, seqOf(t, h, s.ID, lt.EventToolStarted), "no start after the cancel was answered")
+			require.NoFileExists(t, marker)
+			effects, err := h.eng.ListEffects(context.Background(), s.ID)
+			require.NoError(t, err)
+			require.Empty(t, effects, "no effect in the ledger for a call that never started")
+		})
+	}
+}

@@ -311,10 +311,12 @@ func (r *runner) appendOrDrop(ctx context.Context, events, blobs int, release bo
 		return false, r.dropEnd(ctx, len(r.b.events)-tailEvents, len(r.b.blobs)-tailBlobs)
 	}
 	for attempt := 0; ; attempt++ {
-		if rule != dropOnWrite && (r.st.Pause != nil || (r.st.Cancel != nil && !r.st.CancelHeld())) {
+		if rule != dropOnWrite && (r.st.Pause != nil || r.st.Cancel != nil) {
 			// Read in after the tick decided (by this loop's merge, or a
-			// flush before the start): the tick acts on it first. A
-			// cancel an in-doubt effect holds is the caller's to handle.
+			// flush before the start): the tick acts on it first. Any
+			// cancel: one an in-doubt effect holds parks the session
+			// before anything starts, and the call's own start, already
+			// applied, would count as holding it (journal.CancelHeld).
 			return drop()
 		}
 		err := r.appendBatch(ctx, release)

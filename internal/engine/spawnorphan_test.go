@@ -321,3 +321,36 @@ func spawnThenWait(t *testing.T) *lt.AgentSpec {
 		map[string]any{"text": "done"},
 	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"})
 }
+
+// conflictingChild refuses every sub-agent's creation with a conflict that
+// is not its parent's journal moving (a projection row's id taken, as a
+// docs upsert refuses it).
+type conflictingChild struct {
+	store.Store
+	n atomic.Int64
+}
+
+func (s *conflictingChild) SessionCreate(ctx context.Context, p *store.SessionCreateParams) ([]store.Event, error) {
+	if p.Session.ParentID != "" {
+		s.n.Add(1)
+		return nil, fmt.Errorf("upsert turn x: %w: the id belongs to another session", store.ErrConflict)
+	}
+	return s.Store.SessionCreate(ctx, p)
+}
+
+// TestSpawnRefusedForAnotherConflictEnds: a child's creation refused by a
+// conflict other than its parent's journal moving (store.ErrParentMoved)
+// is an error of the run, which ends: the runner does not read the
+// journal in and try again without end, as it does when the parent moved.
+func TestSpawnRefusedForAnotherConflictEnds(t *testing.T) {
+	var hook *conflictingChild
+	h := newHarnessConfigured(t, scripted.New(nil), func(h *harness) store.Store {
+		hook = &conflictingChild{Store: h.store}
+		return hook
+	}, func(*engine.Config) {})
+	s := create(t, h, spawnThenWait(t), nil)
+	s = h.waitStatus(s.ID, lt.SessionFailed)
+	require.Equal(t, lt.StopInternal, *s.StopReason)
+	require.Less(t, hook.n.Load(), int64(5), "tried a few times, not without end")
+	require.Empty(t, children(t, h, s.ID))
+}

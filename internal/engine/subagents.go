@@ -173,7 +173,7 @@ func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
 	switch {
 	case err == nil, errors.Is(err, store.ErrConflict) && getErr == nil:
 		// Made here, or before (its spawn not recorded then): recorded.
-	case errors.Is(err, store.ErrConflict) && errors.Is(getErr, store.ErrNotFound):
+	case errors.Is(err, store.ErrParentMoved) && errors.Is(getErr, store.ErrNotFound):
 		// The parent's journal moved: read in, and the tick decides
 		// again (the call is still to run).
 		return r.merge(ctx)

@@ -16,6 +16,9 @@ var (
 	// ErrConflict: the session's journal moved past ExpectedSeq, or a unique
 	// key already exists. Re-read and retry.
 	ErrConflict = errors.New("conflict")
+	// ErrParentMoved comes with ErrConflict when a creation's ParentAt
+	// does not hold (SessionCreateParams.ParentAt).
+	ErrParentMoved = errors.New("the parent's journal moved")
 	// ErrLeaseLost: the writer's lease (owner, epoch) is no longer the
 	// session's lease (or, for WebhookRecordAttempt, its claim is no longer
 	// the delivery's claim). The writer must stop without writing anything.
@@ -559,9 +562,9 @@ type SessionCreateParams struct {
 	// names is as its lease holder last read or wrote it: a sub-agent is
 	// made only on its parent's journal as the spawning worker knows it,
 	// so that a cancel or a pause answered since comes first. ErrConflict
-	// (wrapped, saying the parent moved) when that journal no longer ends
-	// at ExpectedSeq, ErrLeaseLost when the lease is not Fence, and
-	// nothing is created. PostgreSQL holds the parent's row (FOR SHARE)
+	// and ErrParentMoved when that journal no longer ends at ExpectedSeq
+	// (another conflict, a session with that id, is ErrConflict alone),
+	// ErrLeaseLost when the lease is not Fence, and nothing is created. PostgreSQL holds the parent's row (FOR SHARE)
 	// until the creation commits, so a write to the parent's journal
 	// comes after the child exists or sees the creation refused.
 	ParentAt *JournalAt

@@ -72,7 +72,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
 }
 
 // errParentMoved is queueJournalAt's refusal, before it is explained.
-var errParentMoved = fmt.Errorf("%w: the parent's journal moved", store.ErrConflict)
+var errParentMoved = fmt.Errorf("%w: %w", store.ErrParentMoved, store.ErrConflict)
 
 // journalAtSQL holds a session's row (FOR SHARE, until the transaction
 // ends: a write to that session's journal waits for it) if it is as
@@ -99,7 +99,7 @@ func queueJournalAt(t *txn, pa *store.JournalAt) {
 // parent's row as it is now.
 func (s *Store) parentMoved(ctx context.Context, pa *store.JournalAt) error {
 	if err := s.journalAtRefused(ctx, pa); err != nil {
-		return err
+		return storeutil.ParentRefused(err)
 	}
 	return errParentMoved // it moved, and came back, since
 }

@@ -36,7 +36,7 @@ func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams)
 		if pa := p.ParentAt; pa != nil {
 			// The only writer: the parent cannot move before the commit.
 			if err := w.journalAt(pa); err != nil {
-				return nil, err
+				return nil, storeutil.ParentRefused(err)
 			}
 		}
 		spec := jsonText(sess.Spec)

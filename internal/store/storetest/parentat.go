@@ -45,7 +45,7 @@ func testSessionCreateParentAt(t *testing.T, h *harness) {
 	h.append("ses_parent", 1, 1)
 	err := child("ses_child_2", "ses_parent", &store.JournalAt{SessionID: "ses_parent", ExpectedSeq: 1, Fence: &l})
 	require.ErrorIs(t, err, store.ErrConflict)
-	require.Contains(t, err.Error(), "moved")
+	require.ErrorIs(t, err, store.ErrParentMoved)
 	requireNone("ses_child_2")
 
 	// Another worker holds the parent now.
@@ -64,8 +64,12 @@ func testSessionCreateParentAt(t *testing.T, h *harness) {
 	require.Contains(t, err.Error(), "parent_at.session_id")
 	requireNone("ses_child_5")
 
-	// As the worker knows it now: created.
+	// As the worker knows it now: created; the same child again is a
+	// conflict of its own, not a moved parent.
 	require.NoError(t, child("ses_child_6", "ses_parent", &store.JournalAt{SessionID: "ses_parent", ExpectedSeq: 2, Fence: &l}))
+	err = child("ses_child_6", "ses_parent", &store.JournalAt{SessionID: "ses_parent", ExpectedSeq: 2, Fence: &l})
+	require.ErrorIs(t, err, store.ErrConflict)
+	require.NotErrorIs(t, err, store.ErrParentMoved)
 	got, err := h.s.SessionGet(h.ctx, "ses_child_6")
 	require.NoError(t, err)
 	require.Equal(t, "ses_parent", got.ParentID)

@@ -89,3 +89,12 @@ func JournalAtRefusal(pa *store.JournalAt, lastSeq int64, owner string, epoch in
 	}
 	return nil
 }
+
+// ParentRefused marks a refusal of a creation's ParentAt: a conflict is
+// also store.ErrParentMoved.
+func ParentRefused(err error) error {
+	if errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrParentMoved) {
+		return fmt.Errorf("%w: %w", store.ErrParentMoved, err)
+	}
+	return err
+}
