@@ -162,24 +162,24 @@ func TestPauseReadAtAModelRequestHoldsIt(t *testing.T) {
 		"the verification call was made after the pause was answered, before it took effect: %v", order)
 }
 
-// steerThenPauseAfterLook: before the first tool.started append a steer
+// steerThenControlAfterLookStore: before the first tool.started append a steer
 // lands (no control: appendOrDrop looks, controlSince, and merges); right
 // after that look, before the merge reads the session, a pause is answered.
-type steerThenPauseAfterLook struct {
+type steerThenControlAfterLookStore struct {
 	store.Store
 	stage atomic.Int32
 	steer func(id string)
 	pause func(id string)
 }
 
-func (s *steerThenPauseAfterLook) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
+func (s *steerThenControlAfterLookStore) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
 	if slices.ContainsFunc(p.Events, func(ev store.NewEvent) bool { return ev.Type == lt.EventToolStarted }) && s.stage.CompareAndSwap(0, 1) {
 		s.steer(p.SessionID)
 	}
 	return s.Store.EventAppend(ctx, p)
 }
 
-func (s *steerThenPauseAfterLook) EventList(ctx context.Context, id string, after int64, limit int) ([]store.Event, error) {
+func (s *steerThenControlAfterLookStore) EventList(ctx context.Context, id string, after int64, limit int) ([]store.Event, error) {
 	evs, err := s.Store.EventList(ctx, id, after, limit)
 	if limit == 1000 && s.stage.CompareAndSwap(1, 2) { // controlSince's look
 		s.pause(id)
@@ -187,25 +187,35 @@ func (s *steerThenPauseAfterLook) EventList(ctx context.Context, id string, afte
 	return evs, err
 }
 
-// TestPauseBetweenTheControlLookAndTheMerge: a steer lands before a
-// call's tool.started (no control: merged, tried again), and a pause right
-// after the runner looked at what landed: the merge reads the pause in, and
-// the start is dropped rather than tried again.
-func TestPauseBetweenTheControlLookAndTheMerge(t *testing.T) {
+// steerThenControlAfterLook is a harness whose first tool.started append
+// meets a steer, and whose look at what landed then meets control.
+func steerThenControlAfterLook(t *testing.T, control func(h *harness, id string) error) *harness {
 	var h *harness
 	h = newHarnessConfigured(t, scripted.New(nil), func(h *harness) store.Store {
-		return &steerThenPauseAfterLook{Store: h.store,
+		return &steerThenControlAfterLookStore{Store: h.store,
 			steer: func(id string) {
 				if _, err := h.eng.SteerSession(context.Background(), id, &lt.SteerRequest{Input: "a note"}); err != nil {
 					t.Errorf("steer: %v", err)
 				}
 			},
 			pause: func(id string) {
-				if _, err := h.eng.PauseSession(context.Background(), id, &lt.PauseRequest{Reason: "hold on"}); err != nil {
-					t.Errorf("pause: %v", err)
+				if err := control(h, id); err != nil {
+					t.Errorf("control: %v", err)
 				}
 			}}
 	}, func(*engine.Config) {})
+	return h
+}
+
+// TestPauseBetweenTheControlLookAndTheMerge: a steer lands before a
+// call's tool.started (no control: merged, tried again), and a pause right
+// after the runner looked at what landed: the merge reads the pause in, and
+// the start is dropped rather than tried again.
+func TestPauseBetweenTheControlLookAndTheMerge(t *testing.T) {
+	h := steerThenControlAfterLook(t, func(h *harness, id string) error {
+		_, err := h.eng.PauseSession(context.Background(), id, &lt.PauseRequest{Reason: "hold on"})
+		return err
+	})
 	s := create(t, h, spec(t, `[{"tool_calls":[{"name":"shell","arguments":{"command":"echo ran > ran.txt"}}]},{"text":"done"}]`,
 		lt.ToolSpec{Name: "shell"}), nil)
 	s = h.waitStatus(s.ID, lt.SessionPaused, lt.SessionIdle)
@@ -344,20 +354,10 @@ func TestDropAfterAMergeKeepsTheBlobsMarks(t *testing.T) {
 func TestCancelBetweenTheControlLookAndTheMerge(t *testing.T) {
 	for _, class := range []lt.EffectClass{lt.EffectIrreversible, lt.EffectIdempotent} {
 		t.Run(string(class), func(t *testing.T) {
-			var h *harness
-			h = newHarnessConfigured(t, scripted.New(nil), func(h *harness) store.Store {
-				return &steerThenPauseAfterLook{Store: h.store,
-					steer: func(id string) {
-						if _, err := h.eng.SteerSession(context.Background(), id, &lt.SteerRequest{Input: "a note"}); err != nil {
-							t.Errorf("steer: %v", err)
-						}
-					},
-					pause: func(id string) {
-						if _, err := h.eng.CancelSession(context.Background(), id, &lt.CancelRequest{Reason: "stop"}); err != nil {
-							t.Errorf("cancel: %v", err)
-						}
-					}}
-			}, func(*engine.Config) {})
+			h := steerThenControlAfterLook(t, func(h *harness, id string) error {
+				_, err := h.eng.CancelSession(context.Background(), id, &lt.CancelRequest{Reason: "stop"})
+				return err
+			})
 			marker := filepath.Join(t.TempDir(), "marker")
 			s := create(t, h, spec(t, calls(t, markerCall(marker)), lt.ToolSpec{Name: "shell", Effect: class}), nil)
 			s = requireCancelled(t, h, s.ID)
