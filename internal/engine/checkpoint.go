@@ -446,7 +446,11 @@ func (r *runner) replayStep(ctx context.Context) (replayed, missing []string) {
 			Timeout: r.tools.timeout(c.Tool), Effect: c.Class,
 		}
 		r.env.attach(call, false)
-		res, err := r.runTool(ctx, t, call)
+		// Cut by a cancel or the turn's deadline as the call itself
+		// would be: a replay may run as long as the call did.
+		callCtx, release := r.callContext(ctx, true)
+		res, err := r.runTool(callCtx, t, call)
+		release()
 		if err != nil || res == nil || res.Error != "" {
 			missing = append(missing, label)
 			continue

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -174,6 +175,98 @@ func TestCancelBeforeRestoreAtStepCheckpoint(t *testing.T) {
 	b.mu.Unlock()
 	require.Equal(t, 1, b.ran(), "the call ran once: no restore replayed it after the cancel")
 	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentRestored), "nothing restored for a cancelled turn")
+	require.Len(t, events(t, h, s.ID, lt.EventModelRequested), 2, "no model call after the cancel")
+	checkJournal(t, h.store, s.ID)
+}
+
+// blockReplayBackend loses the workspace once a command naming marker has
+// run (at the step's checkpoint, as above), and holds that command's
+// replay (its second run) until its context ends, as a long replay would.
+type blockReplayBackend struct {
+	environment.Backend
+	marker   string
+	replayed chan struct{}
+
+	mu   sync.Mutex
+	runs int
+	lost bool
+}
+
+func (b *blockReplayBackend) Open(ctx context.Context, p *environment.OpenParams) (environment.Environment, error) {
+	env, err := b.Backend.Open(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return &blockReplayEnv{Environment: env, b: b}, nil
+}
+
+type blockReplayEnv struct {
+	environment.Environment
+	b *blockReplayBackend
+}
+
+func (e *blockReplayEnv) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecResult, error) {
+	if !strings.Contains(req.Command, e.b.marker) {
+		return e.Environment.Run(ctx, req)
+	}
+	e.b.mu.Lock()
+	e.b.runs++
+	replay := e.b.runs > 1
+	e.b.lost = !replay
+	e.b.mu.Unlock()
+	if replay {
+		close(e.b.replayed)
+		<-ctx.Done()
+		return nil, context.Cause(ctx)
+	}
+	return e.Environment.Run(ctx, req)
+}
+
+func (e *blockReplayEnv) Holds(ctx context.Context, id string) (bool, error) {
+	e.b.mu.Lock()
+	lost := e.b.lost
+	e.b.mu.Unlock()
+	if lost {
+		return false, nil
+	}
+	return e.Environment.Holds(ctx, id)
+}
+
+func (e *blockReplayEnv) Restore(ctx context.Context, id string) (snapshot.Stats, error) {
+	stats, err := e.Environment.Restore(ctx, id)
+	if err == nil {
+		e.b.mu.Lock()
+		e.b.lost = false
+		e.b.mu.Unlock()
+	}
+	return stats, err
+}
+
+// TestCancelCutsAReplay: a step's idempotent call is replayed with its key
+// after the workspace was lost, and the replay runs long; a cancel cuts it
+// as it would cut the call, and the session is cancelled. Before, the
+// replay ran under the runner's own context, which a cancel does not end:
+// the cancel waited for the replay's end (the tool's timeout).
+func TestCancelCutsAReplay(t *testing.T) {
+	b := &blockReplayBackend{marker: "REPLAY_BLOCKS", replayed: make(chan struct{})}
+	h := newWrappedHarness(t, func(local environment.Backend) environment.Backend {
+		b.Backend = local
+		return b
+	})
+	s := create(t, h, spec(t, `[
+	  {"tool_calls":[{"name":"write_file","arguments":{"path":"a.md","content":"kept"}}]},
+	  {"tool_calls":[{"name":"shell","arguments":{"command":"echo REPLAY_BLOCKS"}}]},
+	  {"text":"never"}]`, lt.ToolSpec{Name: "write_file"}, lt.ToolSpec{Name: "shell", Effect: lt.EffectIdempotent}), nil)
+	select {
+	case <-b.replayed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call was not replayed")
+	}
+	cancelNow(t, h, s.ID)
+	s = requireCancelled(t, h, s.ID)
+	restored := events(t, h, s.ID, lt.EventEnvironmentRestored)
+	require.Len(t, restored, 1)
+	require.Len(t, data[lt.EnvironmentRestoredData](t, restored[0]).Missing, 1, "the replay cut: its changes are not back")
 	require.Len(t, events(t, h, s.ID, lt.EventModelRequested), 2, "no model call after the cancel")
 	checkJournal(t, h.store, s.ID)
 }
