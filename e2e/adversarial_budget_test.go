@@ -420,3 +420,50 @@ func TestAdversarialBudget_TwoNodes(t *testing.T) {
 	require.LessOrEqual(t, sum.costUSD, 1.0+0.3+1e-9, "the tree spent at most its root's dollar plus one step across nodes")
 	require.Positive(t, sum.treeStops)
 }
+
+// TestAdversarialBudget_SoftThresholdThroughChildren: a root that may
+// spend a dime without asking a person spawns four children whose steps
+// cost 0.3 each. Each child gets a share of what is left to spend unasked
+// and asks a person at it (a budget action: it waits), after one step at
+// most; before, soft thresholds were not given to children, and the tree
+// spent 4.8 with nobody asked.
+func TestAdversarialBudget_SoftThresholdThroughChildren(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	srv := startServer(t, "--sandbox", "local")
+	step := budgetStep(0.3, 100, budgetReadMissing())
+	child := budgetChild(step, step, step, budgetStep(0.3, 100))
+	root := budgetRoot(ctx, t, srv, lt.Budget{SoftCostUSD: 0.1}, budgetFanOut(budgetSpawns(4, child, nil))...)
+	var kids []lt.Session
+	waitFor(t, 90*time.Second, "every child of "+root+" to ask a person", func() (bool, error) {
+		l, err := srv.api.ListSessions(ctx, client.ListSessionsParams{ParentID: root, Limit: 100})
+		if err != nil {
+			return false, err
+		}
+		kids = l.Data
+		if len(kids) < 4 {
+			return false, nil
+		}
+		for _, k := range kids {
+			require.False(t, k.Status.Terminal(), "child %s ended (%s) without asking", k.ID, k.Status)
+			if k.Status != lt.SessionRequiresAction {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	spent := 0.0
+	for _, k := range kids {
+		s, err := srv.api.GetSession(ctx, k.ID)
+		require.NoError(t, err)
+		require.Len(t, s.RequiredActions, 1)
+		require.Equal(t, lt.ActionBudget, s.RequiredActions[0].Type)
+		require.LessOrEqual(t, s.Usage.CostUSD, 0.3+1e-9, "child %s took one step at most before it asked", k.ID)
+		spent += s.Usage.CostUSD
+	}
+	r, err := srv.api.GetSession(ctx, root)
+	require.NoError(t, err)
+	require.LessOrEqual(t, spent+r.Usage.CostUSD, 0.1+4*0.3+0.01+1e-9, "the tree spent at most its threshold and one step a session, unasked")
+	_, err = srv.api.Cancel(ctx, root, &lt.CancelRequest{Reason: "enough"})
+	require.NoError(t, err)
+}

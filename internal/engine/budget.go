@@ -13,28 +13,32 @@ import (
 // warnFraction is the share of a hard limit at which budget.warning is given.
 const warnFraction = 0.8
 
-// budgetDim is one dimension of a budget with the usage against it.
+// budgetDim is one dimension of a budget with the usage against it: used
+// against the hard limit, softUsed against the soft threshold (they differ
+// by what running children may spend: their hard shares against the one,
+// their soft shares against the other).
 type budgetDim struct {
-	name            string
-	soft, max, used float64
+	name                      string
+	soft, max, used, softUsed float64
 }
 
 // budgetDims lists the dimensions checked at a point of the loop: before a
 // model call every one but tool calls; before a tool call, tool calls and
 // wall time (the other dimensions only grow with model calls).
 func (r *runner) budgetDims(beforeTool bool) []budgetDim {
-	b, u := r.st.Session.Budget, budgetUsage(r.st)
-	wall := budgetDim{"wall_seconds", float64(b.SoftWallSeconds), float64(b.MaxWallSeconds), r.st.WallElapsed(r.e.clock.Now()).Seconds()}
+	b, u, su := r.st.Session.Budget, budgetUsage(r.st), softBudgetUsage(r.st)
+	wallUsed := r.st.WallElapsed(r.e.clock.Now()).Seconds()
+	wall := budgetDim{"wall_seconds", float64(b.SoftWallSeconds), float64(b.MaxWallSeconds), wallUsed, wallUsed}
 	if beforeTool {
 		return []budgetDim{
-			{"tool_calls", float64(b.SoftToolCalls), float64(b.MaxToolCalls), float64(u.ToolCalls)},
+			{"tool_calls", float64(b.SoftToolCalls), float64(b.MaxToolCalls), float64(u.ToolCalls), float64(su.ToolCalls)},
 			wall,
 		}
 	}
 	return []budgetDim{
-		{"cost_usd", b.SoftCostUSD, b.MaxCostUSD, u.CostUSD},
-		{"tokens", float64(b.SoftTokens), float64(b.MaxTokens), float64(u.InputTokens + u.OutputTokens)},
-		{"model_calls", float64(b.SoftModelCalls), float64(b.MaxModelCalls), float64(u.ModelCalls)},
+		{"cost_usd", b.SoftCostUSD, b.MaxCostUSD, u.CostUSD, su.CostUSD},
+		{"tokens", float64(b.SoftTokens), float64(b.MaxTokens), float64(u.InputTokens + u.OutputTokens), float64(su.InputTokens + su.OutputTokens)},
+		{"model_calls", float64(b.SoftModelCalls), float64(b.MaxModelCalls), float64(u.ModelCalls), float64(su.ModelCalls)},
 		wall,
 	}
 }
@@ -52,7 +56,7 @@ func (r *runner) checkBudget(beforeTool bool) (bool, error) {
 		}
 	}
 	for _, d := range dims {
-		if d.soft > 0 && d.used >= d.soft {
+		if d.soft > 0 && d.softUsed >= d.soft {
 			return false, r.askBudget(d)
 		}
 	}
@@ -91,9 +95,9 @@ func (r *runner) askBudget(d budgetDim) error {
 		ID: derivedID("act_", sid, turn.ID, step, "budget", d.name, d.soft, u.ModelCalls, u.ToolCalls), SessionID: sid,
 		Type: lt.ActionBudget, Status: lt.ActionPending, TurnID: turn.ID,
 		Summary: fmt.Sprintf("The session reached its soft limit on %s (%s of %s): approve spending past it, or stop the turn",
-			dimLabel(d.name), dimValue(d.name, d.used), dimValue(d.name, d.soft)),
+			dimLabel(d.name), dimValue(d.name, d.softUsed), dimValue(d.name, d.soft)),
 		Consequence: consequenceOfBudget(d),
-		Limit:       &lt.BudgetLimit{Name: d.name, Soft: d.soft, Max: d.max, Used: d.used},
+		Limit:       &lt.BudgetLimit{Name: d.name, Soft: d.soft, Max: d.max, Used: d.softUsed},
 		Usage:       &u,
 		CreatedAt:   r.e.clock.Now(),
 	}
@@ -129,11 +133,21 @@ func dimValue(name string, v float64) string {
 	}
 }
 
-// budgetUsage is what a budget check counts as used: the session's usage,
-// and what its running sub-agents may still spend (set aside: the tree as
-// a whole stays within the budget).
+// budgetUsage is what a check of the hard limits counts as used: the
+// session's usage, and what its running sub-agents may still spend (set
+// aside: the tree as a whole stays within the budget).
 func budgetUsage(st *journal.State) lt.Usage {
-	u, res := st.Session.Usage, st.Reserved()
+	return withReserved(st.Session.Usage, st.Reserved())
+}
+
+// softBudgetUsage is what a check of the soft thresholds counts as used:
+// the session's usage, and what its running sub-agents may spend before
+// one of them asks a person (journal.State.ReservedSoft).
+func softBudgetUsage(st *journal.State) lt.Usage {
+	return withReserved(st.Session.Usage, st.ReservedSoft())
+}
+
+func withReserved(u, res lt.Usage) lt.Usage {
 	u.CostUSD += res.CostUSD
 	u.InputTokens += res.InputTokens
 	u.ModelCalls += res.ModelCalls
@@ -142,9 +156,10 @@ func budgetUsage(st *journal.State) lt.Usage {
 }
 
 // usedOf returns the session's current usage on a budget dimension, as its
-// budget checks count it (budgetUsage).
+// soft thresholds' check counts it (softBudgetUsage): a threshold a person
+// approved past is cleared by it.
 func usedOf(st *journal.State, name string, now time.Time) float64 {
-	u := budgetUsage(st)
+	u := softBudgetUsage(st)
 	switch name {
 	case "cost_usd":
 		return u.CostUSD

@@ -423,8 +423,8 @@ func (r *runner) stopFor(ctx context.Context, cause *interruptCause) error {
 	switch cause.kind {
 	case interruptWall:
 		b := r.st.Session.Budget
-		return r.exceed(budgetDim{"wall_seconds", float64(b.SoftWallSeconds), float64(b.MaxWallSeconds),
-			r.st.WallElapsed(r.e.clock.Now()).Seconds()})
+		used := r.st.WallElapsed(r.e.clock.Now()).Seconds()
+		return r.exceed(budgetDim{"wall_seconds", float64(b.SoftWallSeconds), float64(b.MaxWallSeconds), used, used})
 	case interruptTurnTimeout:
 		return r.failTurn(lt.StopTimeout, cause.msg)
 	case interruptCancel:

@@ -391,6 +391,27 @@ func (r *runner) childBudget(asked *lt.Budget) (lt.Budget, error) {
 	out.MaxTokens = atLeastOne(share("tokens", float64(b.MaxTokens), float64(u.InputTokens+u.OutputTokens+res.InputTokens), float64(want.MaxTokens)))
 	out.MaxModelCalls = atLeastOne(share("model_calls", float64(b.MaxModelCalls), float64(u.ModelCalls+res.ModelCalls), float64(want.MaxModelCalls)))
 	out.MaxToolCalls = atLeastOne(share("tool_calls", float64(b.MaxToolCalls), float64(u.ToolCalls+res.ToolCalls), float64(want.MaxToolCalls)))
+	// Soft thresholds are shared the same way, against what the parent
+	// and its running children may spend before one of them asks a
+	// person (journal.State.ReservedSoft): a child asks at its share, so
+	// no sub-agent spends past its parent's threshold without a person's
+	// approval (at most its first step, as with a hard share). A child
+	// whose hard share comes first needs none.
+	su := r.st.ReservedSoft()
+	softShare := func(soft, used, least, max float64) float64 {
+		if soft <= 0 {
+			return 0
+		}
+		s := math.Max((soft-used)/shares, least)
+		if max > 0 && s >= max {
+			return 0
+		}
+		return s
+	}
+	out.SoftCostUSD = softShare(b.SoftCostUSD, u.CostUSD+su.CostUSD, minSoftCostUSD, out.MaxCostUSD)
+	out.SoftTokens = int64(softShare(float64(b.SoftTokens), float64(u.InputTokens+u.OutputTokens+su.InputTokens), 1, float64(out.MaxTokens)))
+	out.SoftModelCalls = int64(softShare(float64(b.SoftModelCalls), float64(u.ModelCalls+su.ModelCalls), 1, float64(out.MaxModelCalls)))
+	out.SoftToolCalls = int64(softShare(float64(b.SoftToolCalls), float64(u.ToolCalls+su.ToolCalls), 1, float64(out.MaxToolCalls)))
 	if b.MaxWallSeconds > 0 {
 		left := float64(b.MaxWallSeconds) - r.st.WallElapsed(r.e.clock.Now()).Seconds()
 		if left <= 0 && err == nil {
@@ -403,12 +424,24 @@ func (r *runner) childBudget(asked *lt.Budget) (lt.Budget, error) {
 	} else {
 		out.MaxWallSeconds = want.MaxWallSeconds
 	}
+	if b.SoftWallSeconds > 0 {
+		// Not divided, as the hard wall time is not.
+		left := int64(math.Max(float64(b.SoftWallSeconds)-r.st.WallElapsed(r.e.clock.Now()).Seconds(), 1))
+		if out.MaxWallSeconds == 0 || left < out.MaxWallSeconds {
+			out.SoftWallSeconds = left
+		}
+	}
 	return out, err
 }
 
+// minSoftCostUSD is the least soft cost threshold a child gets: one that
+// asks after the child's first call, when the parent has nothing left to
+// spend unasked.
+const minSoftCostUSD = 1e-6
+
 // lowerLimits merges two asks for a child's budget (the call's and the
-// child spec's default): per limit, the lower of those set. Soft limits
-// are not given to children (childBudget gives hard shares only).
+// child spec's default): per limit, the lower of those set. Soft
+// thresholds are not asked for: childBudget shares the parent's.
 func lowerLimits(a, b *lt.Budget) *lt.Budget {
 	switch {
 	case a == nil:

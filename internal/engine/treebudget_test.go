@@ -423,13 +423,15 @@ func TestMonitorTreeTwoNodesPostgres(t *testing.T) {
 // PATCH of the budget does: running children are held to the new limits
 // before the root calls again (here it does not: it is paused). The soft
 // threshold approved past is cleared as the check counts it, the
-// children's shares included: the tree then runs to its end. Before, the
-// root asked again at once, each time it was approved.
+// children's soft shares included: the root asks once. Before, it asked
+// again at once, each time it was approved. Its children, which got
+// nothing left to spend unasked, each ask once too.
 func TestTreeBudgetRaisedByABudgetAction(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	child := childSpec(script(t, childStep(0.1, 10, true), childStep(0.1, 10, false)), "read_file")
-	s := create(t, h, treeRoot(t, 2, child), &lt.Budget{MaxCostUSD: 5, SoftCostUSD: 0.05})
+	// The root's first step (its spawns) costs 0.01: past its threshold.
+	s := create(t, h, treeRoot(t, 2, child), &lt.Budget{MaxCostUSD: 5, SoftCostUSD: 0.005})
 	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
 	require.Len(t, s.RequiredActions, 1)
 	act := s.RequiredActions[0]
@@ -442,10 +444,51 @@ func TestTreeBudgetRaisedByABudgetAction(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 7.0, l.Limits.CostUSD, "the ledger holds the approved limit")
 	resume(t, h, s.ID)
+
+	kids := children(t, h, s.ID)
+	require.Len(t, kids, 2)
+	for _, k := range kids {
+		k := h.waitStatus(k.ID, lt.SessionRequiresAction)
+		require.Len(t, k.RequiredActions, 1)
+		require.Equal(t, lt.ActionBudget, k.RequiredActions[0].Type, "the child asks at its soft share")
+		_, err := h.eng.DecideAction(ctx, k.ID, k.RequiredActions[0].ID, &lt.Decision{Decision: lt.DecisionApprove})
+		require.NoError(t, err)
+	}
 	sum, all := spendOfTree(t, h.store, h.eng, s.ID)
 	for _, c := range all {
 		require.Equal(t, lt.SessionIdle, c.Status, "session %s", c.ID)
+		require.Len(t, events(t, h, c.ID, lt.EventActionRequired), 1, "session %s asked once", c.ID)
 	}
-	require.Len(t, events(t, h, s.ID, lt.EventActionRequired), 1, "asked once")
 	requireLedgerMatches(t, h.store, s.ID, sum)
+}
+
+// TestSoftThresholdSharedWithChildren: a root that may spend 0.05 without
+// asking spawns a child whose steps cost 0.30: the child gets a share of
+// the root's soft threshold, and asks a person at it (after its first
+// step, as a hard share lets one step past), instead of spending 1.20
+// unasked. Before, soft thresholds were not given to children at all.
+func TestSoftThresholdSharedWithChildren(t *testing.T) {
+	h := newHarness(t)
+	child := childSpec(script(t, childStep(0.3, 10, true), childStep(0.3, 10, true), childStep(0.3, 10, true), childStep(0.3, 10, false)), "read_file")
+	s := create(t, h, treeRoot(t, 1, child), &lt.Budget{SoftCostUSD: 0.05})
+	var kids []lt.Session
+	for deadline := time.Now().Add(10 * time.Second); len(kids) == 0; {
+		require.False(t, time.Now().After(deadline), "no child was spawned")
+		time.Sleep(2 * time.Millisecond) // polling with a deadline
+		kids = children(t, h, s.ID)
+	}
+	require.Len(t, kids, 1)
+	kid := h.waitStatus(kids[0].ID, lt.SessionRequiresAction)
+	require.Len(t, kid.RequiredActions, 1)
+	a := kid.RequiredActions[0]
+	require.Equal(t, lt.ActionBudget, a.Type)
+	require.Equal(t, "cost_usd", a.Limit.Name)
+	require.Positive(t, kid.Budget.SoftCostUSD)
+	require.Less(t, kid.Budget.SoftCostUSD, 0.05, "a share of what the root may spend unasked")
+	require.InDelta(t, 0.3, kid.Usage.CostUSD, 1e-9, "one step, then it asked")
+	root, err := h.eng.GetSession(context.Background(), s.ID)
+	require.NoError(t, err)
+	require.Less(t, root.Usage.CostUSD+kid.Usage.CostUSD, 0.05+0.3+1e-9, "the tree spent at most the threshold plus one step unasked")
+	cancelNow(t, h, s.ID)
+	requireCancelled(t, h, s.ID)
 }

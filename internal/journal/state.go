@@ -269,6 +269,31 @@ func (s *State) Reserved() lt.Usage {
 	return u
 }
 
+// ReservedSoft is what running children may still spend before one of
+// them asks a person: per limit, each child's soft threshold where it has
+// one, else its hard share (Reserved). A parent's soft thresholds count it,
+// as its hard limits count Reserved.
+func (s *State) ReservedSoft() lt.Usage {
+	var u lt.Usage
+	either := func(soft, max float64) float64 {
+		if soft > 0 {
+			return soft
+		}
+		return max
+	}
+	for _, c := range s.Children {
+		if c.Done {
+			continue
+		}
+		b := c.Budget
+		u.CostUSD += either(b.SoftCostUSD, b.MaxCostUSD)
+		u.InputTokens += int64(either(float64(b.SoftTokens), float64(b.MaxTokens)))
+		u.ModelCalls += int64(either(float64(b.SoftModelCalls), float64(b.MaxModelCalls)))
+		u.ToolCalls += int64(either(float64(b.SoftToolCalls), float64(b.MaxToolCalls)))
+	}
+	return u
+}
+
 // ContextSnapshot locates a snapshot of what a worker derives from the
 // journal up to event Seq.
 type ContextSnapshot struct {
