@@ -398,20 +398,17 @@ func (r *runner) childBudget(asked *lt.Budget) (lt.Budget, error) {
 	// approval (at most its first step, as with a hard share). A child
 	// whose hard share comes first needs none.
 	su := r.st.ReservedSoft()
-	softShare := func(soft, used, least, max float64) float64 {
+	softShare := func(soft, used, least float64) float64 {
 		if soft <= 0 {
 			return 0
 		}
-		s := math.Max((soft-used)/shares, least)
-		if max > 0 && s >= max {
-			return 0
-		}
-		return s
+		return math.Max((soft-used)/shares, least)
 	}
-	out.SoftCostUSD = softShare(b.SoftCostUSD, u.CostUSD+su.CostUSD, minSoftCostUSD, out.MaxCostUSD)
-	out.SoftTokens = int64(softShare(float64(b.SoftTokens), float64(u.InputTokens+u.OutputTokens+su.InputTokens), 1, float64(out.MaxTokens)))
-	out.SoftModelCalls = int64(softShare(float64(b.SoftModelCalls), float64(u.ModelCalls+su.ModelCalls), 1, float64(out.MaxModelCalls)))
-	out.SoftToolCalls = int64(softShare(float64(b.SoftToolCalls), float64(u.ToolCalls+su.ToolCalls), 1, float64(out.MaxToolCalls)))
+	// A threshold the child's own spec sets asks earlier still.
+	out.SoftCostUSD = lowerSet(want.SoftCostUSD, softShare(b.SoftCostUSD, u.CostUSD+su.CostUSD, minSoftCostUSD))
+	out.SoftTokens = lowerSet(want.SoftTokens, int64(softShare(float64(b.SoftTokens), float64(u.InputTokens+u.OutputTokens+su.InputTokens), 1)))
+	out.SoftModelCalls = lowerSet(want.SoftModelCalls, int64(softShare(float64(b.SoftModelCalls), float64(u.ModelCalls+su.ModelCalls), 1)))
+	out.SoftToolCalls = lowerSet(want.SoftToolCalls, int64(softShare(float64(b.SoftToolCalls), float64(u.ToolCalls+su.ToolCalls), 1)))
 	if b.MaxWallSeconds > 0 {
 		left := float64(b.MaxWallSeconds) - r.st.WallElapsed(r.e.clock.Now()).Seconds()
 		if left <= 0 && err == nil {
@@ -424,14 +421,35 @@ func (r *runner) childBudget(asked *lt.Budget) (lt.Budget, error) {
 	} else {
 		out.MaxWallSeconds = want.MaxWallSeconds
 	}
+	out.SoftWallSeconds = want.SoftWallSeconds
 	if b.SoftWallSeconds > 0 {
 		// Not divided, as the hard wall time is not.
 		left := int64(math.Max(float64(b.SoftWallSeconds)-r.st.WallElapsed(r.e.clock.Now()).Seconds(), 1))
-		if out.MaxWallSeconds == 0 || left < out.MaxWallSeconds {
-			out.SoftWallSeconds = left
-		}
+		out.SoftWallSeconds = lowerSet(want.SoftWallSeconds, left)
 	}
+	dropSoftAtMax(&out)
 	return out, err
+}
+
+// dropSoftAtMax clears a child's soft thresholds that its hard limits
+// reach first: it stops there, asking nobody, and a threshold past its
+// limit is not a valid budget.
+func dropSoftAtMax(b *lt.Budget) {
+	if b.MaxCostUSD > 0 && b.SoftCostUSD >= b.MaxCostUSD {
+		b.SoftCostUSD = 0
+	}
+	if b.MaxTokens > 0 && b.SoftTokens >= b.MaxTokens {
+		b.SoftTokens = 0
+	}
+	if b.MaxModelCalls > 0 && b.SoftModelCalls >= b.MaxModelCalls {
+		b.SoftModelCalls = 0
+	}
+	if b.MaxToolCalls > 0 && b.SoftToolCalls >= b.MaxToolCalls {
+		b.SoftToolCalls = 0
+	}
+	if b.MaxWallSeconds > 0 && b.SoftWallSeconds >= b.MaxWallSeconds {
+		b.SoftWallSeconds = 0
+	}
 }
 
 // minSoftCostUSD is the least soft cost threshold a child gets: one that
@@ -440,8 +458,9 @@ func (r *runner) childBudget(asked *lt.Budget) (lt.Budget, error) {
 const minSoftCostUSD = 1e-6
 
 // lowerLimits merges two asks for a child's budget (the call's and the
-// child spec's default): per limit, the lower of those set. Soft
-// thresholds are not asked for: childBudget shares the parent's.
+// child spec's default): per limit and threshold, the lower of those set.
+// A soft threshold asked for only ever asks a person earlier: childBudget
+// takes the lower of it and the child's share of the parent's.
 func lowerLimits(a, b *lt.Budget) *lt.Budget {
 	switch {
 	case a == nil:
@@ -450,11 +469,16 @@ func lowerLimits(a, b *lt.Budget) *lt.Budget {
 		return a
 	}
 	return &lt.Budget{
-		MaxCostUSD:     lowerSet(a.MaxCostUSD, b.MaxCostUSD),
-		MaxTokens:      lowerSet(a.MaxTokens, b.MaxTokens),
-		MaxModelCalls:  lowerSet(a.MaxModelCalls, b.MaxModelCalls),
-		MaxToolCalls:   lowerSet(a.MaxToolCalls, b.MaxToolCalls),
-		MaxWallSeconds: lowerSet(a.MaxWallSeconds, b.MaxWallSeconds),
+		MaxCostUSD:      lowerSet(a.MaxCostUSD, b.MaxCostUSD),
+		MaxTokens:       lowerSet(a.MaxTokens, b.MaxTokens),
+		MaxModelCalls:   lowerSet(a.MaxModelCalls, b.MaxModelCalls),
+		MaxToolCalls:    lowerSet(a.MaxToolCalls, b.MaxToolCalls),
+		MaxWallSeconds:  lowerSet(a.MaxWallSeconds, b.MaxWallSeconds),
+		SoftCostUSD:     lowerSet(a.SoftCostUSD, b.SoftCostUSD),
+		SoftTokens:      lowerSet(a.SoftTokens, b.SoftTokens),
+		SoftModelCalls:  lowerSet(a.SoftModelCalls, b.SoftModelCalls),
+		SoftToolCalls:   lowerSet(a.SoftToolCalls, b.SoftToolCalls),
+		SoftWallSeconds: lowerSet(a.SoftWallSeconds, b.SoftWallSeconds),
 	}
 }
 

@@ -492,3 +492,28 @@ func TestSoftThresholdSharedWithChildren(t *testing.T) {
 	cancelNow(t, h, s.ID)
 	requireCancelled(t, h, s.ID)
 }
+
+// TestChildKeepsItsOwnSoftThreshold: a configured agent whose spec asks a
+// person at a lower threshold than its share of its parent's keeps its
+// own, as it would as a session of its own; a threshold its hard share
+// reaches first is dropped (it stops there, asking nobody).
+func TestChildKeepsItsOwnSoftThreshold(t *testing.T) {
+	h := newHarness(t)
+	child := childSpec(script(t, childStep(0.3, 10, true), childStep(0.3, 10, false)), "read_file")
+	child["budget"] = map[string]any{"soft_cost_usd": 0.2, "soft_model_calls": 50}
+	s := create(t, h, treeRoot(t, 1, child), &lt.Budget{SoftCostUSD: 5, MaxModelCalls: 40})
+	var kids []lt.Session
+	for deadline := time.Now().Add(10 * time.Second); len(kids) == 0; {
+		require.False(t, time.Now().After(deadline), "no child was spawned")
+		time.Sleep(2 * time.Millisecond) // polling with a deadline
+		kids = children(t, h, s.ID)
+	}
+	kid := h.waitStatus(kids[0].ID, lt.SessionRequiresAction)
+	require.Equal(t, 0.2, kid.Budget.SoftCostUSD, "its own, lower than its share of 5")
+	require.Zero(t, kid.Budget.SoftModelCalls, "its hard share of 40 comes first")
+	require.Positive(t, kid.Budget.MaxModelCalls)
+	require.Len(t, kid.RequiredActions, 1)
+	require.Equal(t, "cost_usd", kid.RequiredActions[0].Limit.Name)
+	cancelNow(t, h, s.ID)
+	requireCancelled(t, h, s.ID)
+}
