@@ -93,16 +93,8 @@ func (r *runner) execCall(ctx context.Context, c *journal.Call) error {
 // was answered, and once durable a start cannot be taken back (an
 // irreversible call started and not run would be in doubt). It reports
 // whether the call may run.
-func (r *runner) startDurably(ctx context.Context, c *journal.Call, eff string, events, blobs int) (bool, error) {
-	if started, err := r.appendOrDrop(ctx, events, blobs, false, dropStartOnControl); !started || err != nil {
-		return false, err
-	}
-	if r.st.Cancel != nil {
-		// A cancel an in-doubt effect held back (journal.CancelHeld)
-		// and a decision let through: the call does not run.
-		return false, r.cancelledBeforeRun(c, eff)
-	}
-	return true, nil
+func (r *runner) startDurably(ctx context.Context, events, blobs int) (bool, error) {
+	return r.appendOrDrop(ctx, events, blobs, false, dropStartOnControl)
 }
 
 // runBuiltin puts the effect in the ledger (durably, unless the tool only
@@ -122,7 +114,7 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 		return err
 	}
 	if c.Class != lt.EffectRead {
-		if started, err := r.startDurably(ctx, c, eff, events, blobs); !started || err != nil {
+		if started, err := r.startDurably(ctx, events, blobs); !started || err != nil {
 			return err
 		}
 	}

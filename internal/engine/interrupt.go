@@ -371,18 +371,18 @@ func (r *runner) toolInterrupted(ctx context.Context, c *journal.Call, cause *in
 	return r.stopFor(ctx, cause)
 }
 
-// cancelledBeforeRun journals a call whose start, made durable, read in a
-// cancel (merged from the store as the start was appended): the call has
-// not run, so it failed, having done nothing (even an irreversible one is
-// not in doubt), and the next tick cancels the turn.
-func (r *runner) cancelledBeforeRun(c *journal.Call, eff string) error {
+// cancelledBeforeRun journals a spawn call that read in a cancel as the
+// call was made durable (merged from the store by that append): no child
+// was made, so the call failed, having done nothing, and the next tick
+// cancels the turn. (A tool call's start is dropped instead: startDurably.)
+func (r *runner) cancelledBeforeRun(c *journal.Call) error {
 	cause := cancelCause(r.st.Cancel)
 	cur := r.st.Call(r.st.Step.N, c.Index) // c may predate the merge
 	if cur == nil || cur.ID != c.ID {
 		return fmt.Errorf("cancelled call %s is not in step %d", c.ID, r.st.Step.N)
 	}
 	return r.add(lt.EventToolFailed, r.st.Step.TurnID, r.st.Step.N, lt.ToolFailedData{
-		Step: r.st.Step.N, Index: cur.Index, CallID: cur.ID, Tool: cur.Tool, Server: r.mcpServerOf(cur), EffectID: eff,
+		Step: r.st.Step.N, Index: cur.Index, CallID: cur.ID, Tool: cur.Tool, Server: r.mcpServerOf(cur),
 		Error: "not run: " + cause.msg, Attempt: cur.Attempts, Interrupted: string(cause.kind), Refused: lt.RefusedTurnEnded,
 	})
 }

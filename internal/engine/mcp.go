@@ -271,7 +271,7 @@ func (r *runner) runMCP(ctx context.Context, c *journal.Call) error {
 	}
 	if c.Class != lt.EffectRead {
 		// The ledger must hold the effect before the server can see it.
-		if started, err := r.startDurably(ctx, c, eff, events, blobs); !started || err != nil {
+		if started, err := r.startDurably(ctx, events, blobs); !started || err != nil {
 			return err
 		}
 	}

@@ -153,7 +153,7 @@ func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
 		return err
 	}
 	if r.st.Cancel != nil {
-		return r.cancelledBeforeRun(c, "")
+		return r.cancelledBeforeRun(c)
 	}
 	if r.st.Pause != nil {
 		return nil // the next tick pauses the session
