@@ -46,3 +46,35 @@ func TestWebUIPauseAndResume(t *testing.T) {
 	requireStatus(ctx, t, srv, got, lt.SessionIdle)
 	require.Len(t, eventsOf(ctx, t, srv.api, s.ID, lt.EventToolCompleted), 1)
 }
+
+// TestWebUIPausedWithItsParent: a sub-agent paused with its root says so
+// on its page, links to the parent and offers no Resume (the server would
+// refuse it); Resume on the root's page resumes the sub-agent too, and its
+// page shows it at work again without a reload.
+func TestWebUIPausedWithItsParent(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	b := startBrowser(t)
+	srv := startServer(t, "--sandbox", "local")
+	root, kids := startBusyTree(ctx, t, srv)
+	_, err := srv.api.Pause(ctx, root, &lt.PauseRequest{Reason: "lunch"})
+	require.NoError(t, err)
+	kid := kids[0].ID
+	waitStatus(ctx, t, srv, kid, pauseWithin, lt.SessionPaused)
+
+	tab := b.root
+	b.do(tab, "open the sub-agent's page", navigate(srv.url+"/#/sessions/"+kid))
+	b.waitJS(tab, "the link to the parent", `(document.querySelector('#pause-parent') || {}).textContent === `+jsString(root))
+	b.waitJS(tab, "no Resume button", `(() => { const r = document.querySelector('#resume'); return r && r.hidden; })()`)
+	require.Contains(t, b.text(tab, "#pause-control"), "resuming the parent resumes it")
+	b.screenshot(tab, "subagent-paused-with-parent")
+
+	b.click(tab, "#pause-parent")
+	b.waitJS(tab, "the parent's Resume button", `(() => { const r = document.querySelector('#resume'); return r && !r.hidden; })()`)
+	b.click(tab, "#resume")
+	b.waitJS(tab, "the parent at work again", `document.querySelector('.head-status [data-status="paused"]') === null`)
+	got := waitStatus(ctx, t, srv, kid, pauseWithin, lt.SessionRunning, lt.SessionIdle)
+	require.Empty(t, got.PauseParentID)
+	_, err = srv.api.Cancel(ctx, root, &lt.CancelRequest{Reason: "done looking"})
+	require.NoError(t, err)
+}

@@ -76,6 +76,10 @@ type SessionPauseRequestedData struct {
 	// Actor is who asked to pause; nil when the engine did it by itself, or
 	// in a journal older than actors.
 	Actor *Actor `json:"actor,omitempty"`
+	// Parent is set on a sub-agent paused because its parent was: the
+	// parent's id. The parent's resume resumes it; it cannot be resumed
+	// alone while that parent is paused.
+	Parent string `json:"parent,omitempty"`
 }
 
 // SessionPausedData is the data of session.paused.
@@ -85,6 +89,9 @@ type SessionPausedData struct {
 	// actor); nil when the engine did it by itself, or in a journal older
 	// than actors.
 	Actor *Actor `json:"actor,omitempty"`
+	// Parent is the parent whose pause this one follows (see
+	// SessionPauseRequestedData.Parent).
+	Parent string `json:"parent,omitempty"`
 }
 
 // SessionResumedData is the data of session.resumed. PausedMS is how long
@@ -96,6 +103,9 @@ type SessionResumedData struct {
 	// Actor is who resumed the session; nil when the engine did it by
 	// itself, or in a journal older than actors.
 	Actor *Actor `json:"actor,omitempty"`
+	// Parent is set when the session was resumed with its parent, whose
+	// pause this one followed: the parent's id.
+	Parent string `json:"parent,omitempty"`
 }
 
 // SessionForkedData is the data of session.forked: the events before it are a

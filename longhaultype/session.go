@@ -227,6 +227,10 @@ type Session struct {
 	// effect; PausedAt is when the pause in effect began.
 	PauseReason string     `json:"pause_reason,omitempty"`
 	PausedAt    *time.Time `json:"paused_at,omitempty"`
+	// PauseParentID is set while the session's pause is its parent's
+	// (a pause reaches every running sub-agent of the paused session):
+	// the parent's id. The parent's resume resumes it.
+	PauseParentID string `json:"pause_parent_id,omitempty"`
 	// PausedSeconds is how long the session's ended pauses lasted: its
 	// wall-clock budget counts the time since CreatedAt less this (and
 	// less the pause in effect, since PausedAt).

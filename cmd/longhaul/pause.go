@@ -30,7 +30,12 @@ While paused the session runs nothing and holds no worker: its required
 actions stay pending (a decision is recorded but runs nothing), timers do not
 fire (one that came due fires on resume), and the time paused counts toward
 neither max_wall_seconds nor turn_timeout_seconds. 'longhaul cancel' still
-cancels it. Pausing again changes nothing.`,
+cancels it. Pausing again changes nothing.
+
+The pause reaches the session's running sub-agents, and theirs: each is
+paused with it, at its own next safe point, and goes on only when this
+session is resumed. If the command fails midway (a lost connection), run it
+again: it pauses whatever the first run did not reach.`,
 		Example: `  longhaul pause ses_01J9Z
   longhaul pause ses_01J9Z --reason "checking the draft first"
   longhaul resume ses_01J9Z`,
@@ -77,7 +82,11 @@ func (c *cli) resumeCmd() *cobra.Command {
 not taken effect yet). The session goes back to what it was doing: it runs
 if it has work, waits for its pending required actions, or goes on waiting
 for its timer or signal (a timer that came due while paused fires now).
-Resuming a session that is not paused is an error (409).`,
+The sub-agents paused with it are resumed with it; one paused by itself stays
+paused. A sub-agent paused with its parent cannot be resumed alone (409:
+resume the parent). Resuming a session that is not paused is an error (409),
+unless sub-agents paused with it are still paused (a resume cut short): they
+are resumed.`,
 		Example: `  longhaul resume ses_01J9Z`,
 		Args:    usageArgs(cobra.ExactArgs(1)),
 		RunE:    func(cmd *cobra.Command, args []string) error { return c.resume(cmd, o, args[0]) },
@@ -110,23 +119,32 @@ func pauseSummary(ev lt.Event) (string, bool) {
 	case lt.EventSessionPauseRequested:
 		var d lt.SessionPauseRequestedData
 		if decode(ev, &d) {
-			return "at the next safe point: " + orDash(truncate(d.Reason, 80)), true
+			return "at the next safe point: " + orDash(truncate(d.Reason, 80)) + withParent(d.Parent), true
 		}
 	case lt.EventSessionPaused:
 		var d lt.SessionPausedData
 		if decode(ev, &d) {
-			return orDash(truncate(d.Reason, 80)), true
+			return orDash(truncate(d.Reason, 80)) + withParent(d.Parent), true
 		}
 	case lt.EventSessionResumed:
 		var d lt.SessionResumedData
 		if decode(ev, &d) {
 			if d.PausedMS == 0 {
-				return "the pause had not taken effect", true
+				return "the pause had not taken effect" + withParent(d.Parent), true
 			}
-			return "after " + fmtDuration(ms(d.PausedMS)) + " paused", true
+			return "after " + fmtDuration(ms(d.PausedMS)) + " paused" + withParent(d.Parent), true
 		}
 	}
 	return "", false
+}
+
+// withParent notes a pause or resume that came with the parent's ("" for
+// none).
+func withParent(parent string) string {
+	if parent == "" {
+		return ""
+	}
+	return " (with its parent " + parent + ")"
 }
 
 // printPauseHint follows a session.paused line of a followed turn with the

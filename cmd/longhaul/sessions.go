@@ -202,6 +202,9 @@ func printSession(w io.Writer, s *lt.Session, turns []lt.Turn) error {
 	if s.PauseRequested {
 		status += " (pause requested)" // until the call in flight has finished
 	}
+	if s.PauseParentID != "" {
+		status += " (with its parent " + s.PauseParentID + ")" // resumed with it
+	}
 	kv.row("Status:", status)
 	kv.row("Agent:", agentCell(s.Agent))
 	if s.ParentID != nil {

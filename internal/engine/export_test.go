@@ -61,3 +61,17 @@ func (e *Engine) DrainingForTest() bool { return e.isDraining() }
 
 // FreeWorkersForTest is how many of e's worker slots are free.
 func (e *Engine) FreeWorkersForTest() int { return cap(e.slots) - len(e.slots) }
+
+// PauseAloneForTest pauses session id and none of its sub-agents, as a
+// pause request cut short after its first write leaves the tree.
+func (e *Engine) PauseAloneForTest(ctx context.Context, id string) error {
+	_, err := e.pauseOne(ctx, id, "cut short", "")
+	return err
+}
+
+// ResumeAloneForTest resumes session id and none of its sub-agents, as a
+// resume request cut short after its first write leaves the tree.
+func (e *Engine) ResumeAloneForTest(ctx context.Context, id string) error {
+	_, err := e.resumeOne(ctx, id, "")
+	return err
+}

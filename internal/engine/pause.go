@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/journal"
@@ -29,22 +31,56 @@ import (
 // the turns. Paused time counts toward neither max_wall_seconds nor
 // turn_timeout_seconds (journal/pause.go).
 
+// A pause reaches a whole tree of sub-agents: they share the paused
+// session's workspace and budget, and a person who pauses an agent means
+// all of it. Each running sub-agent (and each of theirs) is paused as its
+// parent is, at its own next safe point, and its pause names that parent
+// (Pause.Parent). The parent's resume resumes the sub-agents its pause
+// paused, and only those: one a person paused by itself stays paused, and
+// one paused with its parent cannot be resumed alone while the parent is
+// paused (the tree goes on as a whole). The sessions are separate
+// journals, so the request walks the tree after pausing (or resuming) the
+// session itself, and answers once the whole tree is done: a request cut
+// short (a crash, a lost connection) is made whole by repeating it, which
+// walks the tree again (a pause is idempotent, and a resume of a session
+// that is no longer paused still resumes the sub-agents paused with it).
+// A parent asked to pause creates no sub-agent after the request
+// (SessionCreateParams.ParentAt), so the walk, which lists the children
+// from the store after it, finds every one.
+
 // maxPauseReasonBytes bounds a pause's reason: it is journaled and shown.
 const maxPauseReasonBytes = 4 << 10
 
-// PauseSession pauses a session at its next safe point (idempotent: a
-// session already paused, or asked to, is returned as it is). A session
-// whose turns are over (idle, failed, cancelled) or that is being
+// PauseSession pauses a session and its running sub-agents at their next
+// safe point (idempotent: a session already paused, or asked to, is
+// returned as it is, and its sub-agents are paused if they were not). A
+// session whose turns are over (idle, failed, cancelled) or that is being
 // cancelled cannot be paused (409).
 func (e *Engine) PauseSession(ctx context.Context, id string, req *lt.PauseRequest) (*lt.Session, error) {
 	if len(req.Reason) > maxPauseReasonBytes {
 		return nil, apierror.Invalid("reason", "must be at most %d bytes", maxPauseReasonBytes)
 	}
+	v, err := e.pauseOne(ctx, id, req.Reason, "")
+	if err != nil {
+		return nil, err
+	}
+	if err := e.pauseSubagents(ctx, id, req.Reason); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// pauseOne pauses one session, with its parent's pause when parent is set
+// (a sub-agent whose turns are over or that is being cancelled is then
+// left as it is: there is nothing of it to pause).
+func (e *Engine) pauseOne(ctx context.Context, id, reason, parent string) (*lt.Session, error) {
 	v, err := mutate(ctx, e, id, func(b *batch) (*lt.Session, error) {
 		st := b.st
 		switch {
 		case st.Pause != nil:
 			// Already paused, or asked to: a repeated pause changes nothing.
+		case parent != "" && (len(st.Turns) == 0 || st.Session.Status.Terminal() || st.Cancel != nil):
+			// A sub-agent that is done or stopping.
 		case len(st.Turns) == 0 || st.Session.Status.Terminal():
 			return nil, apierror.Conflict("session %s is %s: it has no turn to pause", id, st.Session.Status)
 		case st.Cancel != nil:
@@ -52,11 +88,11 @@ func (e *Engine) PauseSession(ctx context.Context, id string, req *lt.PauseReque
 		case parked(st.Session.Status):
 			// No worker runs it (one that claimed it meanwhile drops
 			// what it had not saved: runner.merge): paused now.
-			if err := pauseNow(b, req.Reason); err != nil {
+			if err := pauseNow(b, reason, parent); err != nil {
 				return nil, err
 			}
 		default:
-			if err := b.add(lt.EventSessionPauseRequested, "", 0, lt.SessionPauseRequestedData{Reason: req.Reason, Actor: b.actor()}); err != nil {
+			if err := b.add(lt.EventSessionPauseRequested, "", 0, lt.SessionPauseRequestedData{Reason: reason, Actor: b.actor(), Parent: parent}); err != nil {
 				return nil, err
 			}
 		}
@@ -69,21 +105,68 @@ func (e *Engine) PauseSession(ctx context.Context, id string, req *lt.PauseReque
 	return v, nil
 }
 
+// pauseSubagents pauses the running sub-agents of session id, and theirs,
+// with its pause.
+func (e *Engine) pauseSubagents(ctx context.Context, id, reason string) error {
+	return e.eachLiveSubagent(ctx, id, func(child string) error {
+		if _, err := e.pauseOne(ctx, child, reason, id); err != nil {
+			return fmt.Errorf("pause sub-agent %s of %s: %w", child, id, err)
+		}
+		return e.pauseSubagents(ctx, child, reason)
+	})
+}
+
 // ResumeSession ends a session's pause: it goes on where it stopped (a
-// pause that had not taken effect yet is withdrawn). A session that is
-// neither paused nor asked to pause is a 409.
+// pause that had not taken effect yet is withdrawn), and so do the
+// sub-agents its pause paused. A session that is neither paused nor asked
+// to pause is a 409, unless sub-agents paused with it are still paused (a
+// resume cut short is repeated): they are resumed. A sub-agent paused with
+// its parent is a 409 while that parent is paused.
 func (e *Engine) ResumeSession(ctx context.Context, id string, _ *lt.ResumeRequest) (*lt.Session, error) {
+	v, err := e.resumeOne(ctx, id, "")
+	notPaused := errors.Is(err, errNotPaused)
+	if err != nil && !notPaused {
+		return nil, err
+	}
+	n, err2 := e.resumeSubagents(ctx, id)
+	if err2 != nil {
+		return nil, err2
+	}
+	if notPaused {
+		if n == 0 {
+			return nil, err
+		}
+		return e.GetSession(ctx, id)
+	}
+	return v, nil
+}
+
+// errNotPaused: the session is neither paused nor asked to pause.
+var errNotPaused = errors.New("not paused")
+
+// resumeOne resumes one session: with its parent's resume when parent is
+// set, in which case a session whose pause is not that parent's is left
+// as it is (nil, nil).
+func (e *Engine) resumeOne(ctx context.Context, id, parent string) (*lt.Session, error) {
 	v, err := mutate(ctx, e, id, func(b *batch) (*lt.Session, error) {
 		st := b.st
 		if st.Pause == nil {
-			return nil, apierror.Conflict("session %s is not paused (status %s)", id, st.Session.Status)
+			return nil, notPausedError{apierror.Conflict("session %s is not paused (status %s)", id, st.Session.Status)}
+		}
+		switch {
+		case parent != "" && st.Pause.Parent != parent:
+			return nil, nil // paused by a person, or by another cause
+		case parent == "" && st.Pause.Parent != "":
+			if err := e.parentStillPaused(ctx, id, st.Pause.Parent); err != nil {
+				return nil, err
+			}
 		}
 		var pausedMS int64
 		if at := st.Pause.At; at != nil {
 			pausedMS = max(e.clock.Now().Sub(*at), 0).Milliseconds()
 		}
 		wasPaused := st.Paused()
-		if err := b.add(lt.EventSessionResumed, "", 0, lt.SessionResumedData{PausedMS: pausedMS, Actor: b.actor()}); err != nil {
+		if err := b.add(lt.EventSessionResumed, "", 0, lt.SessionResumedData{PausedMS: pausedMS, Actor: b.actor(), Parent: parent}); err != nil {
 			return nil, err
 		}
 		if wasPaused {
@@ -100,6 +183,81 @@ func (e *Engine) ResumeSession(ctx context.Context, id string, _ *lt.ResumeReque
 	return v, nil
 }
 
+// notPausedError is resumeOne's 409 for a session that is not paused; it
+// is errNotPaused, so ResumeSession can tell it from other conflicts.
+type notPausedError struct{ conflict *apierror.Error }
+
+func (e notPausedError) Error() string { return e.conflict.Error() }
+
+func (e notPausedError) Is(target error) bool { return target == errNotPaused }
+
+func (e notPausedError) Unwrap() error { return e.conflict }
+
+// parentStillPaused is the 409 for resuming alone a sub-agent paused with
+// its parent while that parent is paused (or asked to be).
+func (e *Engine) parentStillPaused(ctx context.Context, id, parent string) error {
+	_, pst, err := e.loadState(ctx, parent)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case pst.Pause != nil:
+		return apierror.Conflict("session %s was paused with its parent %s, which is still paused: resume %s, which resumes its sub-agents", id, parent, parent)
+	}
+	return nil
+}
+
+// resumeSubagents resumes the sub-agents of session id paused with its
+// pause, and theirs, and counts them. It goes down through a sub-agent
+// that is not paused, too: a resume cut short may have resumed it and not
+// its own.
+func (e *Engine) resumeSubagents(ctx context.Context, id string) (int, error) {
+	n := 0
+	err := e.eachLiveSubagent(ctx, id, func(child string) error {
+		v, err := e.resumeOne(ctx, child, id)
+		switch {
+		case errors.Is(err, errNotPaused):
+		case err != nil:
+			return fmt.Errorf("resume sub-agent %s of %s: %w", child, id, err)
+		case v == nil:
+			return nil // paused by itself: its sub-agents stay with it
+		default:
+			n++
+		}
+		m, err := e.resumeSubagents(ctx, child)
+		n += m
+		return err
+	})
+	return n, err
+}
+
+// eachLiveSubagent calls fn with the id of each sub-agent of session id
+// whose turns are not over, as the store lists them (a sub-agent created
+// but not yet recorded in its parent's journal is among them).
+func (e *Engine) eachLiveSubagent(ctx context.Context, id string, fn func(child string) error) error {
+	const page = 500
+	cursor := ""
+	for {
+		rows, err := e.store.SessionList(ctx, &store.SessionListParams{ParentID: id, Cursor: cursor, Limit: page})
+		if err != nil {
+			return fmt.Errorf("list the sub-agents of %s: %w", id, err)
+		}
+		for _, row := range rows {
+			if lt.SessionStatus(row.Status).Terminal() {
+				continue
+			}
+			if err := fn(row.ID); err != nil {
+				return err
+			}
+		}
+		if len(rows) < page {
+			return nil
+		}
+		cursor = rows[len(rows)-1].ID
+	}
+}
+
 // parked reports whether a session in this status is held by no worker:
 // its pause can take effect at once.
 func parked(s lt.SessionStatus) bool {
@@ -107,9 +265,9 @@ func parked(s lt.SessionStatus) bool {
 }
 
 // pauseNow journals the pause taking effect, asked for by the batch's
-// actor.
-func pauseNow(b *batch, reason string) error {
-	if err := b.add(lt.EventSessionPaused, "", 0, lt.SessionPausedData{Reason: reason, Actor: b.actor()}); err != nil {
+// actor (with the parent's pause when parent is set).
+func pauseNow(b *batch, reason, parent string) error {
+	if err := b.add(lt.EventSessionPaused, "", 0, lt.SessionPausedData{Reason: reason, Actor: b.actor(), Parent: parent}); err != nil {
 		return err
 	}
 	return b.status(lt.SessionPaused, "")
@@ -140,7 +298,7 @@ func (r *runner) pause(ctx context.Context) (bool, error) {
 		return r.park(ctx) // paused by the API already
 	}
 	events, blobs := len(r.b.events), len(r.b.blobs)
-	if err := r.add(lt.EventSessionPaused, "", 0, lt.SessionPausedData{Reason: r.st.Pause.Reason, Actor: r.st.Pause.Actor}); err != nil {
+	if err := r.add(lt.EventSessionPaused, "", 0, lt.SessionPausedData{Reason: r.st.Pause.Reason, Actor: r.st.Pause.Actor, Parent: r.st.Pause.Parent}); err != nil {
 		return false, err
 	}
 	if err := r.status(lt.SessionPaused, ""); err != nil {

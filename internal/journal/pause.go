@@ -33,6 +33,9 @@ type Pause struct {
 	// At is when the pause took effect (session.paused); nil while it is
 	// only requested.
 	At *time.Time `json:"at,omitempty"`
+	// Parent is set on a sub-agent whose pause is its parent's: the
+	// parent's id (engine/pause.go says how a pause reaches a tree).
+	Parent string `json:"parent,omitempty"`
 }
 
 // Paused reports whether a pause is in effect: nothing runs.
@@ -62,7 +65,7 @@ func applyPause(s *State, ev *event) error {
 			return err
 		}
 		if s.Pause == nil {
-			s.Pause = &Pause{Reason: d.Reason, Actor: d.Actor, Requested: true}
+			s.Pause = &Pause{Reason: d.Reason, Actor: d.Actor, Requested: true, Parent: d.Parent}
 		}
 	case lt.EventSessionPaused:
 		d, err := decode[lt.SessionPausedData](ev)
@@ -80,6 +83,9 @@ func applyPause(s *State, ev *event) error {
 		}
 		if d.Actor != nil {
 			s.Pause.Actor = d.Actor
+		}
+		if d.Parent != "" {
+			s.Pause.Parent = d.Parent
 		}
 		at := ev.Time
 		s.Pause.At = &at

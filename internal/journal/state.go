@@ -665,7 +665,7 @@ func (s *State) View() lt.Session {
 	v.PauseRequested = s.PauseRequested()
 	v.PausedSeconds = s.PausedFor.Seconds()
 	if p := s.Pause; p != nil {
-		v.PauseReason, v.PausedAt = p.Reason, p.At
+		v.PauseReason, v.PausedAt, v.PauseParentID = p.Reason, p.At, p.Parent
 	}
 	if v.Constraints == nil {
 		v.Constraints = []string{}

@@ -2,7 +2,8 @@
 // an optional reason) while the session works, and a Resume button while
 // it is paused or a pause waits for its safe point. A pause lets the call
 // in flight finish; a paused session holds no worker, its actions stay
-// pending and its timers wait (POST /v1/sessions/{id}/pause, /resume).
+// pending and its timers wait (POST /v1/sessions/{id}/pause, /resume). A
+// pause reaches the session's running sub-agents, which go on with it.
 
 import { api, newKey } from './api.js';
 import { h, replace, errorBox, busy, chip, time } from './dom.js';
@@ -68,11 +69,16 @@ export function pauseControl(path, changed) {
     el.hidden = ended.has(s.status) || (parked ? !mayResume : !mayPause);
     pause.hidden = parked || !mayPause;
     reason.hidden = parked || !mayPause;
-    resume.hidden = !parked || !mayResume;
+    // A sub-agent paused with its parent goes on only with it (the server
+    // answers 409 to its own resume): the line links to the parent.
+    const withParent = parked && s.pause_parent_id
+      ? [' with its parent ', h('a', { href: `#/sessions/${encodeURIComponent(s.pause_parent_id)}`, class: 'mono', id: 'pause-parent' }, s.pause_parent_id), ': resuming the parent resumes it']
+      : null;
+    resume.hidden = !parked || !mayResume || !!s.pause_parent_id;
     replace(state, s.status === 'paused'
-      ? h('p', null, 'Paused', s.paused_at ? [' since ', time(s.paused_at)] : null, s.pause_reason ? ': ' + s.pause_reason : null, '. Nothing runs until it is resumed; decisions are recorded meanwhile.')
+      ? h('p', null, 'Paused', s.paused_at ? [' since ', time(s.paused_at)] : null, s.pause_reason ? ': ' + s.pause_reason : null, withParent, '. Nothing runs until it is resumed; decisions are recorded meanwhile.')
       : s.pause_requested
-        ? h('p', null, 'A pause is requested: the call in flight finishes first.')
+        ? h('p', null, 'A pause is requested', withParent, ': the call in flight finishes first.')
         : null);
   }
 
