@@ -230,7 +230,8 @@ func TestContextTooLongCompactsOnceThenRetries(t *testing.T) {
 
 // TestAcceptanceVerification: a final answer is checked against the
 // acceptance criteria by a journaled model call; unmet criteria send the
-// agent back with the reasons, at most max_attempts times.
+// agent back with the reasons, at most max_attempts times. The budget is
+// checked before the call as before a step's (docs/api.md, Budgets).
 func TestAcceptanceVerification(t *testing.T) {
 	ctx := context.Background()
 	const unmet = `{"criteria":[{"criterion":"mentions ACME","met":true,"reason":"it does"},{"criterion":"under 20 words","met":false,"reason":"it has 31 words"}]}`
@@ -278,6 +279,20 @@ func TestAcceptanceVerification(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, turns[0].Acceptance.AllMet, "the verdict is recorded as it is")
 		require.Equal(t, 2, turns[0].Acceptance.Attempt)
+	})
+	t.Run("the budget is checked before it", func(t *testing.T) {
+		p := &planProvider{plan: plan, verdicts: []string{met}}
+		h := newHarnessWith(t, map[string]model.Provider{"plan": p}, nil)
+		s, err := h.eng.CreateSession(ctx, &lt.CreateSessionRequest{
+			AgentSpec: &lt.AgentSpec{Model: lt.ModelSpec{Provider: "plan"}}, Input: "brief", AcceptanceCriteria: criteria,
+			Budget: &lt.Budget{MaxModelCalls: 1},
+		})
+		require.NoError(t, err)
+		s = requireStopped(t, h, s.ID, lt.StopBudgetExceeded)
+		require.Equal(t, int64(1), s.Usage.ModelCalls, "the step's call, not the verification's")
+		require.Len(t, events(t, h, s.ID, lt.EventModelResponded), 1, "the answer stays in the journal")
+		require.Empty(t, events(t, h, s.ID, lt.EventAcceptanceVerified))
+		checkJournal(t, h.store, s.ID)
 	})
 	t.Run("an unreadable verdict completes the turn", func(t *testing.T) {
 		p := &planProvider{plan: plan, verdicts: []string{"looks fine to me"}}

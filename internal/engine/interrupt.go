@@ -54,7 +54,8 @@ func (c *interruptCause) Error() string { return c.msg }
 // deadline returns the first deadline that bounds the current turn's calls
 // and the cause it cuts them with; ok is false when nothing bounds them.
 // wall says whether the wall-clock budget counts: not for a verification
-// call, which the budget never checks (docs/api.md, Budgets).
+// call, which the budget checks only before it starts (docs/api.md,
+// Budgets).
 func (r *runner) deadline(wall bool) (at time.Time, cause *interruptCause, ok bool) {
 	if end := r.st.WallDeadline(); wall && end != nil {
 		at, ok = *end, true

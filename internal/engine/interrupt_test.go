@@ -424,9 +424,9 @@ func (p *gatedVerifier) Respond(ctx context.Context, req *model.Request) (*model
 	return p.planProvider.Respond(ctx, req)
 }
 
-// TestVerificationCutByTurnTimeoutOnly: the budget never checks a
-// verification call, so max_wall_seconds does not cut one in flight; the
-// turn's timeout does.
+// TestVerificationCutByTurnTimeoutOnly: the budget checks a verification
+// call only before it starts, so max_wall_seconds does not cut one in
+// flight; the turn's timeout does.
 func TestVerificationCutByTurnTimeoutOnly(t *testing.T) {
 	const met = `{"criteria":[{"criterion":"mentions ACME","met":true,"reason":"it does"}]}`
 	run := func(t *testing.T, sp *lt.AgentSpec, budget *lt.Budget) (*harness, *gatedVerifier, *lt.Session) {

@@ -172,8 +172,8 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 		return nil, err
 	}
 	// The turn's timeout and the wall-clock budget abandon the request in
-	// flight (callContext); a verification call, which the budget never
-	// checks, only the turn's timeout.
+	// flight (callContext); a verification call, whose budget is checked
+	// only before it starts, only the turn's timeout.
 	interruptible, release := r.controlledContext(ctx, purpose != lt.PurposeVerification, due)
 	defer release()
 	callCtx, cancel := context.WithTimeout(interruptible, r.e.cfg.ModelTimeout)

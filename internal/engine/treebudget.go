@@ -146,16 +146,15 @@ func (r *runner) openTreeLedger(ctx context.Context) error {
 	return nil
 }
 
-// reserveModelCall reserves a model call (a step's or a compaction's) in
-// the tree's ledger before it starts. It reports whether the call may start: when not, the turn ended
-// (the tree's budget is spent) or the call waits for the tree's calls in
-// flight, and the next tick tries again.
+// reserveModelCall reserves a model call (a step's, a compaction's, a
+// verification's or the monitor's: every call invoke makes) in the tree's
+// ledger before it starts. It reports whether the call may start: when
+// not, the turn ended (the tree's budget is spent) or the call waits for
+// the tree's calls in flight, and the next tick tries again. A
+// verification call is no exception: the session's own budget is checked
+// before it too (verify), and one left out of the ledger ran beside the
+// call the tree let cross its limit, or after the tree had spent it.
 func (r *runner) reserveModelCall(ctx context.Context, spec lt.ModelSpec, purpose string, pos, attempt, contextTokens int) (bool, error) {
-	if purpose == lt.PurposeVerification {
-		// Never checked, as by a session's own budget: a final answer is
-		// verified even at the limit. Its usage is settled all the same.
-		return true, nil
-	}
 	// What the call can use at most: its input, and the longest answer it
 	// can get — what the spec allows, else what the model's context window
 	// leaves. The estimate must be a bound, never a guess: a hostile model

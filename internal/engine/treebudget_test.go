@@ -28,8 +28,16 @@ type treeSpend struct {
 	ToolCalls  int64
 }
 
+// addCall counts one model call with what it cost and used.
+func (s *treeSpend) addCall(costUSD float64, u lt.Usage) {
+	s.CostUSD += costUSD
+	s.Tokens += u.InputTokens + u.OutputTokens
+	s.ModelCalls++
+}
+
 // spendOfTree waits until every session of the tree rooted at rootID has
-// stopped, then sums their journals. It returns the sessions too.
+// stopped, then sums their journals (a verification call answers in
+// acceptance.verified). It returns the sessions too.
 func spendOfTree(t *testing.T, st store.Store, eng *engine.Engine, rootID string) (treeSpend, []*lt.Session) {
 	t.Helper()
 	ctx := context.Background()
@@ -86,19 +94,21 @@ func spendOfTree(t *testing.T, st store.Store, eng *engine.Engine, rootID string
 			case lt.EventModelResponded:
 				var d lt.ModelRespondedData
 				require.NoError(t, json.Unmarshal(ev.Data, &d))
-				sum.CostUSD += d.CostUSD
-				sum.Tokens += d.Usage.InputTokens + d.Usage.OutputTokens
-				sum.ModelCalls++
+				sum.addCall(d.CostUSD, d.Usage)
+			case lt.EventAcceptanceVerified:
+				var d lt.AcceptanceVerifiedData
+				require.NoError(t, json.Unmarshal(ev.Data, &d))
+				sum.addCall(d.CostUSD, d.Usage)
 			case lt.EventModelFailed:
 				// A call abandoned in flight (a cancel, a deadline) is
 				// counted for what it was sent, as the session's usage is.
 				var d lt.ModelFailedData
 				require.NoError(t, json.Unmarshal(ev.Data, &d))
+				var u lt.Usage
 				if d.Usage != nil {
-					sum.CostUSD += d.Usage.CostUSD
-					sum.Tokens += d.Usage.InputTokens + d.Usage.OutputTokens
+					u = *d.Usage
 				}
-				sum.ModelCalls++
+				sum.addCall(u.CostUSD, u)
 			case lt.EventToolStarted:
 				sum.ToolCalls++
 			}
@@ -278,6 +288,52 @@ func TestTreeBudgetGrandchildren(t *testing.T) {
 	require.LessOrEqual(t, sum.CostUSD, 1.0+0.25+1e-9)
 	requireLedgerMatches(t, h.store, s.ID, sum)
 	requireTreeExceeded(t, h, all, s.ID, "cost_usd")
+}
+
+// TestTreeBudgetVerificationReserves: the call that verifies a root's
+// final answer reserves in its tree's ledger as its step's call does. The
+// root spawns a child that spends past its share in its one step (a share
+// lets one step past) and then waits, and answers with the call the tree
+// lets cross its limit. The root's own check before the verification
+// counts the child's share, not what the child spent, and lets it go:
+// only the ledger knows that the tree spent its limit. Before, the
+// verification was left out of the ledger and ran: the tree spent its
+// limit plus two calls, and the answer was verified past it.
+func TestTreeBudgetVerificationReserves(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	child := childSpec(script(t,
+		map[string]any{"tool_calls": []any{toolCall("wait_for_signal", map[string]any{"name": "never"})}, "cost_usd": 0.5},
+	), "wait_for_signal")
+	const verdict = `{"criteria":[{"criterion":"names the parts","met":true,"reason":"it does"}]}`
+	root := spec(t, script(t,
+		map[string]any{"tool_calls": []any{
+			toolCall("spawn_agent", map[string]any{"agent_spec": child, "input": "spend", "budget": map[string]any{"max_cost_usd": 0.3}}),
+			toolCall("wait_for_signal", map[string]any{"name": "go"}),
+		}, "cost_usd": 0.01},
+		map[string]any{"text": "all parts done", "cost_usd": 0.6},
+		map[string]any{"text": verdict, "cost_usd": 0.5},
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_for_signal"})
+	s, err := h.eng.CreateSession(ctx, &lt.CreateSessionRequest{
+		AgentSpec: root, Input: "do it in parts", AcceptanceCriteria: []string{"names the parts"}, Budget: &lt.Budget{MaxCostUSD: 1},
+	})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionWaiting)
+	kids := children(t, h, s.ID)
+	require.Len(t, kids, 1)
+	h.waitStatus(kids[0].ID, lt.SessionWaiting)
+	_, err = h.eng.SendSignal(ctx, s.ID, &lt.SignalRequest{Name: "go"})
+	require.NoError(t, err)
+
+	sum, all := spendOfTree(t, h.store, h.eng, s.ID)
+	require.LessOrEqual(t, sum.CostUSD, 1.0+0.6+1e-9, "the tree spent at most its root's limit plus one call")
+	requireTreeExceeded(t, h, all, s.ID, "cost_usd")
+	require.Len(t, events(t, h, s.ID, lt.EventModelResponded), 2, "the root answered")
+	require.Empty(t, events(t, h, s.ID, lt.EventAcceptanceVerified), "its answer was not verified past the tree's limit")
+	requireLedgerMatches(t, h.store, s.ID, sum)
+	for _, c := range all {
+		checkJournal(t, h.store, c.ID)
+	}
 }
 
 // TestTreeBudgetRaisedByPatch: a root's budget raised while its tree runs
