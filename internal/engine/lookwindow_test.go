@@ -36,19 +36,26 @@ func (s *writeBeforeSecondRequest) EventAppend(ctx context.Context, p *store.Eve
 	return s.Store.EventAppend(ctx, p)
 }
 
-// newHarnessWithAPI is newHarnessThrough with an API node (api, not
-// started) over the store itself, whose writes come from another node
-// than the runner's; apiModel is its providers' "scripted".
+// newHarnessWithAPI is newHarnessThrough with an API node (apiNode) whose
+// providers' "scripted" is apiModel.
 func newHarnessWithAPI(t *testing.T, p, apiModel model.Provider, wrap func(h *harness, api *engine.Engine) store.Store) *harness {
 	t.Helper()
 	return newHarnessThrough(t, p, 0, func(h *harness) store.Store {
-		api, err := engine.New(h.store, &engine.Config{
-			WorkspaceRoot: filepath.Join(h.dir, "workspaces"), NodeID: "api", Clock: h.clock,
-			Providers: map[string]model.Provider{"scripted": apiModel},
-		})
-		require.NoError(t, err)
-		return wrap(h, api)
+		return wrap(h, apiNode(t, h, apiModel))
 	})
+}
+
+// apiNode is an API node (not started: it runs no session) over the
+// harness's store itself, whose writes come from another node than the
+// runner's; p is its providers' "scripted".
+func apiNode(t *testing.T, h *harness, p model.Provider) *engine.Engine {
+	t.Helper()
+	api, err := engine.New(h.store, &engine.Config{
+		WorkspaceRoot: filepath.Join(h.dir, "workspaces"), NodeID: "api", Clock: h.clock,
+		Providers: map[string]model.Provider{"scripted": p},
+	})
+	require.NoError(t, err)
+	return api
 }
 
 // TestWriteBeforeAnUnlookedModelRequest: a steer, a cancel or a pause

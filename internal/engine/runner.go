@@ -725,7 +725,11 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 			// append fails if anything landed since. Otherwise (and
 			// before a verification, which reads the delivered files
 			// from the store) the answer is made durable first and the
-			// session read again.
+			// session read again, and the end of the turn is still
+			// endTurn's: a cancel that lands after that read was
+			// answered while the turn ran, and ends it cancelled, as
+			// on the fold path (merged, the end would follow the
+			// cancel and the turn complete).
 			fold := r.tickSeq >= 0 && r.tickSeq <= r.durableSeq && !r.needsVerification(step)
 			if !fold {
 				if err := r.readSteers(ctx, true); err != nil {
@@ -748,10 +752,7 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 					return false, r.callModel(ctx) // back to work on the unmet criteria
 				}
 			}
-			if fold {
-				return r.endTurn(ctx, answer, verdict)
-			}
-			return false, r.completeTurn(ctx, answer, verdict)
+			return r.endTurn(ctx, answer, verdict)
 		}
 	}
 	return false, r.callModel(ctx)

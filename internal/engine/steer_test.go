@@ -13,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
 	"github.com/longhaul-dev/longhaul/internal/store"
@@ -220,13 +219,7 @@ func (s *steerBeforeEnd) isChild(ctx context.Context, id string) bool {
 func TestSteerJustBeforeTheTurnEnds(t *testing.T) {
 	p := newGatedScripted()
 	h := newHarnessThrough(t, p, 0, func(h *harness) store.Store {
-		// The steer comes through an API node (not started) over the
-		// store itself.
-		api, err := engine.New(h.store, &engine.Config{
-			WorkspaceRoot: filepath.Join(h.dir, "workspaces"), NodeID: "api", Clock: h.clock,
-			Providers: map[string]model.Provider{"scripted": p},
-		})
-		require.NoError(t, err)
+		api := apiNode(t, h, p)
 		return &steerBeforeEnd{Store: h.store, steer: func(id string) {
 			_, err := api.SteerSession(context.Background(), id, &lt.SteerRequest{Input: "Write it in English."})
 			require.NoError(t, err)
@@ -513,11 +506,7 @@ func TestSteerSubagentJustBeforeItsTurnEnds(t *testing.T) {
 	p := newGatedScripted()
 	p.open()
 	h := newHarnessThrough(t, p, 0, func(h *harness) store.Store {
-		api, err := engine.New(h.store, &engine.Config{
-			WorkspaceRoot: filepath.Join(h.dir, "workspaces"), NodeID: "api", Clock: h.clock,
-			Providers: map[string]model.Provider{"scripted": p},
-		})
-		require.NoError(t, err)
+		api := apiNode(t, h, p)
 		return &steerBeforeEnd{Store: h.store, onlyChildren: true, steer: func(id string) {
 			_, err := api.SteerSession(context.Background(), id, &lt.SteerRequest{Input: "Say it again."})
 			require.NoError(t, err)
@@ -548,11 +537,7 @@ func TestSteerBeforeTheTurnEndsWithAFollowUpQueued(t *testing.T) {
 	p := newGatedScripted()
 	t.Cleanup(p.open)
 	h := newHarnessThrough(t, p, 0, func(h *harness) store.Store {
-		api, err := engine.New(h.store, &engine.Config{
-			WorkspaceRoot: filepath.Join(h.dir, "workspaces"), NodeID: "api", Clock: h.clock,
-			Providers: map[string]model.Provider{"scripted": p},
-		})
-		require.NoError(t, err)
+		api := apiNode(t, h, p)
 		return &steerBeforeEnd{Store: h.store, steer: func(id string) {
 			_, _ = api.SteerSession(context.Background(), id, &lt.SteerRequest{Input: "Say it again."})
 		}}

@@ -9,18 +9,21 @@ import (
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
-// endTurn ends the turn whose final answer this tick found, when the
-// tick's look at the session (readControls) saw no other writer: the
-// answer is made durable with the end of the turn in one append, and the
-// lease given back with it when the next tick would only park. A person's
-// message is still never left unread: like every append of the runner,
-// that one holds only if the journal still ends where the runner last read
-// it, so a steer (or a cancel, a pause, a follow-up turn) that lands after
-// the look makes it fail. Then the end of the turn is dropped, the
-// answer's events are merged onto the newer journal (the model's answer is
-// kept, never asked for again), and the next tick decides again: the model
-// reads the message before the turn may end. It reports whether the
-// runner is done with the session.
+// endTurn ends the turn whose final answer this tick found. When the
+// tick's look at the session (readControls) saw no other writer, the
+// answer is made durable with the end of the turn in one append; else it
+// was made durable first and the session read again (readSteers), and the
+// append carries the end alone. The lease is given back with it when the
+// next tick would only park. A person's message is still never left
+// unread, nor a cancel left without effect: like every append of the
+// runner, that one holds only if the journal still ends where the runner
+// last read it, so a steer (or a cancel, a pause, a follow-up turn) that
+// lands after the look or the read makes it fail. Then the end of the
+// turn is dropped, the answer's events (if not durable yet) are merged
+// onto the newer journal (the model's answer is kept, never asked for
+// again), and the next tick decides again: the model reads the message
+// before the turn may end, and a cancel ends it cancelled. It reports
+// whether the runner is done with the session.
 func (r *runner) endTurn(ctx context.Context, answer string, verdict *lt.AcceptanceVerdict) (bool, error) {
 	b, events, blobs := r.b, len(r.b.events), len(r.b.blobs)
 	if err := r.completeTurn(ctx, answer, verdict); err != nil {

@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -43,15 +42,16 @@ func (s *writeAfterLook) SessionLastSeq(ctx context.Context, id string) (int64, 
 	return seq, err
 }
 
-// armingProvider arms the store once the model answered its first call.
+// armingProvider arms a store's hook once the model answered its first
+// call.
 type armingProvider struct {
 	*gatedScripted
-	store *writeAfterLook
+	armed *atomic.Bool
 }
 
 func (p armingProvider) Respond(ctx context.Context, req *model.Request) (*model.Response, error) {
 	resp, err := p.gatedScripted.Respond(ctx, req)
-	p.store.armed.Store(true)
+	p.armed.Store(true)
 	return resp, err
 }
 
@@ -103,14 +103,8 @@ func TestWriteBetweenTheLookAndTheTurnsEnd(t *testing.T) {
 			p := newGatedScripted()
 			p.open()
 			hooked := &writeAfterLook{}
-			h := newHarnessThrough(t, armingProvider{gatedScripted: p, store: hooked}, 0, func(h *harness) store.Store {
-				// The write comes through an API node (not started) over
-				// the store itself.
-				api, err := engine.New(h.store, &engine.Config{
-					WorkspaceRoot: filepath.Join(h.dir, "workspaces"), NodeID: "api", Clock: h.clock,
-					Providers: map[string]model.Provider{"scripted": p},
-				})
-				require.NoError(t, err)
+			h := newHarnessThrough(t, armingProvider{gatedScripted: p, armed: &hooked.armed}, 0, func(h *harness) store.Store {
+				api := apiNode(t, h, p)
 				hooked.Store = h.store
 				hooked.write = func(id string) {
 					require.NoError(t, tc.write(context.Background(), api, id))
@@ -129,6 +123,71 @@ func TestWriteBetweenTheLookAndTheTurnsEnd(t *testing.T) {
 			checkJournal(t, h.store, s.ID)
 		})
 	}
+}
+
+// writesAroundLooks is the runner's store: once armed (the model
+// answered), another node writes to the session just before the runner's
+// first look at its last seq, which sees that write, and just after the
+// second, which does not.
+type writesAroundLooks struct {
+	store.Store
+	armed        atomic.Bool
+	looks        atomic.Int64
+	seen, unseen func(sessionID string)
+}
+
+func (s *writesAroundLooks) SessionLastSeq(ctx context.Context, id string) (int64, error) {
+	var look int64
+	if s.armed.Load() {
+		look = s.looks.Add(1)
+	}
+	if look == 1 {
+		s.seen(id)
+	}
+	seq, err := s.Store.SessionLastSeq(ctx, id)
+	if look == 2 {
+		s.unseen(id)
+	}
+	return seq, err
+}
+
+// TestCancelAfterTheAnswersFlush: the look of the tick that finds the
+// final answer saw another writer (a constraint pinned), so the answer is
+// made durable first and the session read again (readSteers); a cancel
+// journaled right after that read, before the end of the turn is durable,
+// ends the turn cancelled, as it does when the answer shares the end's
+// append (TestWriteBetweenTheLookAndTheTurnsEnd) and as it does before a
+// verification call. Before, the end of the turn was merged onto the
+// cancel: the turn completed, and the cancel its client got a 200 for
+// (cancel_requested) came to nothing.
+func TestCancelAfterTheAnswersFlush(t *testing.T) {
+	p := newGatedScripted()
+	p.open()
+	hooked := &writesAroundLooks{}
+	// A call's watcher of controls looks too when its poll ticks: an hour,
+	// so that only the runner's ticks look.
+	h := newHarnessConfigured(t, armingProvider{gatedScripted: p, armed: &hooked.armed}, func(h *harness) store.Store {
+		api := apiNode(t, h, p)
+		hooked.Store = h.store
+		hooked.seen = func(id string) {
+			_, err := api.AddConstraint(context.Background(), id, &lt.AddConstraintRequest{Constraint: "Cite every source."})
+			require.NoError(t, err)
+		}
+		hooked.unseen = func(id string) {
+			_, err := api.CancelSession(context.Background(), id, &lt.CancelRequest{Reason: "enough"})
+			require.NoError(t, err)
+		}
+		return hooked
+	}, func(c *engine.Config) { c.PollInterval = time.Hour })
+	s := create(t, h, spec(t, `[{"text":"the report"}]`), nil)
+	s = h.waitStatus(s.ID, lt.SessionIdle, lt.SessionCancelled, lt.SessionFailed)
+	require.GreaterOrEqual(t, hooked.looks.Load(), int64(2), "both writes were made")
+	require.Equal(t, lt.SessionCancelled, s.Status)
+	require.Len(t, p.sent(), 1)
+	require.Len(t, events(t, h, s.ID, lt.EventModelResponded), 1, "the answer is journaled")
+	require.Empty(t, events(t, h, s.ID, lt.EventTurnCompleted))
+	require.Len(t, events(t, h, s.ID, lt.EventTurnCancelled), 1)
+	checkJournal(t, h.store, s.ID)
 }
 
 // appendRecorder records the runner's appends.
