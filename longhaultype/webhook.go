@@ -23,6 +23,11 @@ type WebhookNotification struct {
 	Type      string `json:"type"`
 	SessionID string `json:"session_id"`
 	EventSeq  int64  `json:"event_seq"`
+	// RootSessionID is set on a sub-agent's notifications sent to its
+	// root's webhook_url: the root of its tree, the session the receiver
+	// created (the root's own notifications, and those sent to endpoints,
+	// carry none).
+	RootSessionID string `json:"root_session_id,omitempty"`
 }
 
 // CreateWebhookEndpointRequest is the body of POST /v1/webhooks/endpoints.

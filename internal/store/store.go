@@ -323,8 +323,12 @@ type Store interface {
 	// the claim of p.Attempt.Owner, ends that claim and sets the delivery's
 	// new status, attempts count and next attempt time, in one transaction.
 	// With DisableTarget it also disables the delivery's target (the
-	// endpoint, or the session's webhook_url) and marks the target's other
-	// pending deliveries disabled.
+	// endpoint, or the webhook_url of the session p.TargetSessionID names)
+	// and marks the target's other pending deliveries disabled: the
+	// endpoint's, or those to the webhook_url of that session and of the
+	// delivery's own. (Those of the URL's other sessions, the sub-agents
+	// of a tree whose root's URL it is, are the dispatcher's to leave
+	// unsent when it finds the URL disabled.)
 	//
 	// Only the claimer's attempt counts: the delivery must be claimed by
 	// p.Attempt.Owner and have p.Attempt.Attempt-1 attempts (the count its
@@ -965,7 +969,12 @@ type WebhookAttemptParams struct {
 	Status        string
 	NextAttemptAt *time.Time
 	DisableTarget bool
-	Now           time.Time
+	// TargetSessionID is, for a delivery to a session's webhook_url, the
+	// session whose URL it is, when that is not the delivery's own session
+	// (a sub-agent's notifications go to its root's): DisableTarget
+	// disables that session's webhook_url. "": the delivery's session.
+	TargetSessionID string
+	Now             time.Time
 }
 
 // WebhookDeliveryListParams pages WebhookDeliveryList: BeforePos 0 starts

@@ -125,7 +125,7 @@ type outcome struct {
 // records the attempt. An error leaves the claim to run out (or to be
 // released by Stop), after which the delivery is due again.
 func (d *Dispatcher) attempt(ctx context.Context, row *store.WebhookDeliveryRow) error {
-	secrets, ok, err := d.secrets(ctx, row)
+	to, err := d.targetOf(ctx, row)
 	if err != nil {
 		return fmt.Errorf("deliver %s: %w", row.ID, err)
 	}
@@ -133,14 +133,14 @@ func (d *Dispatcher) attempt(ctx context.Context, row *store.WebhookDeliveryRow)
 	now := d.clock.Now()
 	p := &store.WebhookAttemptParams{DeliveryID: row.ID, Now: now,
 		Attempt: store.WebhookAttemptRow{Attempt: n, Owner: d.owner, At: now}}
-	if !ok {
+	if !to.enabled {
 		// The endpoint was deleted or disabled between the query and now.
 		p.Status = store.WebhookDisabled
 		p.Attempt.Error = "not sent: the endpoint was deleted or disabled"
 		return d.record(ctx, p)
 	}
 	start := time.Now()
-	out := d.send(ctx, row, secrets, now.Unix())
+	out := d.send(ctx, row, to.secrets, now.Unix())
 	if ctx.Err() != nil {
 		// Shutting down: the attempt did not finish, so it is not one.
 		// Its claim is released once every attempt has stopped, and the
@@ -157,6 +157,7 @@ func (d *Dispatcher) attempt(ctx context.Context, row *store.WebhookDeliveryRow)
 	case out.code == http.StatusGone:
 		p.Status = store.WebhookDisabled
 		p.DisableTarget = true
+		p.TargetSessionID = to.urlSessionID
 	case n >= len(d.schedule):
 		p.Status = store.WebhookFailed
 	default:
@@ -186,24 +187,39 @@ func (d *Dispatcher) record(ctx context.Context, p *store.WebhookAttemptParams) 
 	return nil
 }
 
-// secrets returns the signing secrets of the delivery's target, and false
-// when the target no longer accepts deliveries.
-func (d *Dispatcher) secrets(ctx context.Context, row *store.WebhookDeliveryRow) ([]string, bool, error) {
+// deliveryTarget is what an attempt needs of its delivery's target.
+type deliveryTarget struct {
+	secrets []string
+	// enabled is false once the target no longer accepts deliveries.
+	enabled bool
+	// urlSessionID is, for a delivery to a session's webhook_url, the
+	// session whose URL it is: the delivery's own, or its root for a
+	// sub-agent's notification. A 410 disables that session's URL.
+	urlSessionID string
+}
+
+// targetOf returns the signing secrets of the delivery's target and
+// whether it still accepts deliveries.
+func (d *Dispatcher) targetOf(ctx context.Context, row *store.WebhookDeliveryRow) (deliveryTarget, error) {
 	if row.EndpointID == "" {
-		ws, err := d.st.WebhookSessionInit(ctx, row.SessionID, NewSecret())
+		id, err := d.urlSessionID(ctx, row)
 		if err != nil {
-			return nil, false, err
+			return deliveryTarget{}, err
 		}
-		return []string{ws.Secret}, ws.DisabledAt == nil, nil
+		ws, err := d.st.WebhookSessionInit(ctx, id, NewSecret())
+		if err != nil {
+			return deliveryTarget{}, err
+		}
+		return deliveryTarget{secrets: []string{ws.Secret}, enabled: ws.DisabledAt == nil, urlSessionID: id}, nil
 	}
 	ep, err := d.st.WebhookEndpointGet(ctx, row.EndpointID)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, false, nil
+		return deliveryTarget{}, nil
 	}
 	if err != nil {
-		return nil, false, err
+		return deliveryTarget{}, err
 	}
-	return ep.Secrets, ep.DisabledAt == nil, nil
+	return deliveryTarget{secrets: ep.Secrets, enabled: ep.DisabledAt == nil}, nil
 }
 
 // send POSTs the signed body and reports the answer.

@@ -410,8 +410,8 @@ func (d *Dispatcher) scanAll(ctx context.Context) error {
 	}
 }
 
-// sessionInfo is what a session's notifications need to know of it; neither
-// changes after its creation.
+// sessionInfo is what a session's notifications need to know of it; none
+// of it changes after its creation.
 type sessionInfo struct {
 	// url is the session's webhook_url ("" when none), from its
 	// session.created event.
@@ -419,9 +419,13 @@ type sessionInfo struct {
 	// project is the session's project: only the endpoints of that
 	// project hear of it.
 	project string
+	// parentID is the session's parent ("" for a root): a sub-agent's
+	// notifications go to its root's webhook_url (urlTarget).
+	parentID string
 }
 
-// sessionInfo returns the session's webhook_url and project, read once.
+// sessionInfo returns the session's webhook_url, project and parent, read
+// once.
 func (d *Dispatcher) sessionInfo(ctx context.Context, sessionID string) (sessionInfo, error) {
 	d.mu.Lock()
 	info, ok := d.sessions[sessionID]
@@ -450,6 +454,7 @@ func (d *Dispatcher) sessionInfo(ctx context.Context, sessionID string) (session
 	// Sessions stored before projects existed have none: the default
 	// project, as the migration puts them in.
 	info.project = cmp.Or(row.Project, lt.DefaultProject)
+	info.parentID = row.ParentID
 	d.mu.Lock()
 	d.sessions[sessionID] = info
 	d.mu.Unlock()
@@ -476,6 +481,9 @@ type target struct {
 	url        string
 	events     []string
 	since      time.Time // only events at or after (endpoints)
+	// root is set on a sub-agent's target that is its root's
+	// webhook_url: the root's id, which the notifications carry.
+	root string
 }
 
 func (t target) wants(typ string, at time.Time) bool {
@@ -511,8 +519,11 @@ func (d *Dispatcher) scanSession(ctx context.Context, sessionID string, lastSeq 
 	if err != nil {
 		return err
 	}
-	u := info.url
-	if u == "" {
+	own, err := d.urlTarget(ctx, sessionID, info)
+	if err != nil {
+		return fmt.Errorf("scan session %s: %w", sessionID, err)
+	}
+	if own.url == "" {
 		if eps == nil {
 			if eps, err = d.st.WebhookEndpointList(ctx, info.project); err != nil {
 				return fmt.Errorf("scan session %s: %w", sessionID, err)
@@ -530,6 +541,15 @@ func (d *Dispatcher) scanSession(ctx context.Context, sessionID string, lastSeq 
 		return fmt.Errorf("scan session %s: %w", sessionID, err)
 	}
 	cursor := ws.Cursor
+	// The cursor is the session's own, whoever its notifications go to;
+	// whether a 410 disabled its webhook_url is told by the state of the
+	// session whose URL it is (a sub-agent's root).
+	urlState := ws
+	if own.root != "" {
+		if urlState, err = d.st.WebhookSessionInit(ctx, own.root, NewSecret()); err != nil {
+			return fmt.Errorf("scan session %s: %w", sessionID, err)
+		}
+	}
 	for {
 		evs, err := d.st.EventList(ctx, sessionID, cursor, 256)
 		if err != nil {
@@ -551,8 +571,8 @@ func (d *Dispatcher) scanSession(ctx context.Context, sessionID string, lastSeq 
 			return fmt.Errorf("scan session %s: %w", sessionID, err)
 		}
 		targets := endpointTargets(eps, info.project)
-		if u != "" && ws.DisabledAt == nil {
-			targets = append(targets, target{url: u})
+		if own.url != "" && urlState.DisabledAt == nil {
+			targets = append(targets, own)
 		}
 		now := d.clock.Now()
 		var rows []*store.WebhookDeliveryRow
@@ -586,7 +606,10 @@ func (d *Dispatcher) scanSession(ctx context.Context, sessionID string, lastSeq 
 			}
 			d.log.Debug("webhook scan: another scanner moved the cursor", "session_id", sessionID,
 				"from", cursor, "to", moved.Cursor)
-			ws, cursor = moved, moved.Cursor
+			cursor = moved.Cursor
+			if own.root == "" {
+				urlState = moved
+			}
 			continue
 		}
 		if err != nil {
@@ -647,7 +670,8 @@ func deliveryID(endpointID, sessionID string, seq int64, typ string) string {
 }
 
 func newDelivery(t target, project, sessionID string, seq int64, typ string, now, due time.Time) *store.WebhookDeliveryRow {
-	body, _ := json.Marshal(lt.WebhookNotification{Type: typ, SessionID: sessionID, EventSeq: seq}) // cannot fail
+	n := lt.WebhookNotification{Type: typ, SessionID: sessionID, EventSeq: seq, RootSessionID: t.root}
+	body, _ := json.Marshal(n) // cannot fail
 	return &store.WebhookDeliveryRow{
 		ID: deliveryID(t.endpointID, sessionID, seq, typ), EndpointID: t.endpointID, Project: project, SessionID: sessionID,
 		URL: t.url, Type: typ, EventSeq: seq, Body: body, Status: store.WebhookPending,

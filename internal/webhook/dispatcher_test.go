@@ -349,51 +349,60 @@ func TestReceiverFailuresAreRetried(t *testing.T) {
 
 // A 410 from a session's webhook_url disables it: the delivery stops, the
 // session's other pending delivery is disabled unsent, and later events
-// enqueue nothing for it.
+// enqueue nothing for it. So does a 410 to a sub-agent's notification,
+// sent to its root's webhook_url: the root's is disabled.
 func TestGoneDisablesSessionWebhookURL(t *testing.T) {
-	e := newEnv(t)
-	r := newReceiver(t, func(n int, w http.ResponseWriter) {
-		if n == 1 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		} else {
-			w.WriteHeader(http.StatusGone)
-		}
-	})
-	e.createSession("s1", r.srv.URL)
-	e.start(allowFor(t, r))
-	seqAction := e.status("s1", lt.SessionRequiresAction)
-	eventually(t, func() bool { rows := e.deliveries(); return len(rows) == 1 && rows[0].Attempts == 1 }, "503 recorded")
-	seqIdle := e.status("s1", lt.SessionIdle)
-	eventually(t, func() bool {
-		for _, row := range e.deliveries() {
-			if row.Status != store.WebhookDisabled {
-				return false
+	for _, gone := range []string{"s1", "s1-child"} {
+		t.Run("410 to "+gone, func(t *testing.T) {
+			e := newEnv(t)
+			r := newReceiver(t, func(n int, w http.ResponseWriter) {
+				if n == 1 {
+					w.WriteHeader(http.StatusServiceUnavailable)
+				} else {
+					w.WriteHeader(http.StatusGone)
+				}
+			})
+			e.createSession("s1", r.srv.URL)
+			e.createSubagent("s1-child", "s1")
+			e.start(allowFor(t, r))
+			seqAction := e.status("s1", lt.SessionRequiresAction)
+			eventually(t, func() bool { rows := e.deliveries(); return len(rows) == 1 && rows[0].Attempts == 1 }, "503 recorded")
+			seqIdle := e.status(gone, lt.SessionIdle)
+			eventually(t, func() bool {
+				for _, row := range e.deliveries() {
+					if row.Status != store.WebhookDisabled {
+						return false
+					}
+				}
+				return len(e.deliveries()) == 2
+			}, "both disabled")
+
+			byType := map[string]*store.WebhookDeliveryRow{}
+			for _, row := range e.deliveries() {
+				byType[row.Type] = row
 			}
-		}
-		return len(e.deliveries()) == 2
-	}, "both disabled")
+			goneRow := byType[lt.WebhookSessionIdle]
+			require.Equal(t, gone, goneRow.SessionID)
+			require.Equal(t, seqIdle, goneRow.EventSeq)
+			require.Len(t, goneRow.AttemptList, 1)
+			require.Equal(t, 410, goneRow.AttemptList[0].StatusCode)
+			pending := byType[lt.WebhookSessionRequiresAction]
+			require.Equal(t, seqAction, pending.EventSeq)
+			require.Len(t, pending.AttemptList, 1, "its retry is never sent")
+			require.Nil(t, pending.NextAttemptAt)
+			ws, err := e.st.WebhookSessionInit(t.Context(), "s1", NewSecret())
+			require.NoError(t, err)
+			require.NotNil(t, ws.DisabledAt)
 
-	byType := map[string]*store.WebhookDeliveryRow{}
-	for _, row := range e.deliveries() {
-		byType[row.Type] = row
+			for _, id := range []string{"s1", "s1-child"} {
+				e.status(id, lt.SessionRunning)
+				e.status(id, lt.SessionFailed)
+			}
+			e.clock.Advance(time.Hour) // past the retry and a rescan
+			require.Len(t, r.requests(), 2)
+			require.Len(t, e.deliveries(), 2, "nothing enqueued for a disabled webhook_url")
+		})
 	}
-	gone := byType[lt.WebhookSessionIdle]
-	require.Equal(t, seqIdle, gone.EventSeq)
-	require.Len(t, gone.AttemptList, 1)
-	require.Equal(t, 410, gone.AttemptList[0].StatusCode)
-	pending := byType[lt.WebhookSessionRequiresAction]
-	require.Equal(t, seqAction, pending.EventSeq)
-	require.Len(t, pending.AttemptList, 1, "its retry is never sent")
-	require.Nil(t, pending.NextAttemptAt)
-	ws, err := e.st.WebhookSessionInit(t.Context(), "s1", NewSecret())
-	require.NoError(t, err)
-	require.NotNil(t, ws.DisabledAt)
-
-	e.status("s1", lt.SessionRunning)
-	e.status("s1", lt.SessionFailed)
-	e.clock.Advance(time.Hour) // past the retry and a rescan
-	require.Len(t, r.requests(), 2)
-	require.Len(t, e.deliveries(), 2, "nothing enqueued for a disabled webhook_url")
 }
 
 // listHook is a store whose first WebhookEndpointList runs hook after it has

@@ -1,7 +1,7 @@
 // Package webhook sends outgoing webhooks: thin notifications
 // ({"type", "session_id", "event_seq"}) about sessions, to a session's own
-// webhook_url and to the server-wide endpoints, signed per the Standard
-// Webhooks specification.
+// webhook_url (a sub-agent's root's) and to the server-wide endpoints,
+// signed per the Standard Webhooks specification.
 //
 // Invariants:
 //   - The journal is the source of truth. The Dispatcher derives
@@ -37,6 +37,11 @@
 //     its claim (a stalled node) is refused by the store once another
 //     claim has taken the delivery; the receiver may then see its
 //     webhook-id twice, and deduplicates by it.
+//   - A sub-agent has no webhook_url of its own: its notifications go to
+//     its root's (found up the parent chain), signed with the root's secret
+//     and naming the root (root_session_id), and a 410 to one disables the
+//     root's URL. Its cursor stays its own. The URL was checked when the
+//     root was created, so a sub-agent reaches nothing its root could not.
 //   - Requests dial through an egress policy that refuses private,
 //     loopback, link-local and metadata addresses unless the server's
 //     configuration lists them, so a user-supplied URL cannot reach the

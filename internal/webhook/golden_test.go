@@ -39,7 +39,9 @@ func fixedSecret(b byte) string {
 // method, the path, every header (the Standard Webhooks ones: webhook-id,
 // webhook-timestamp, webhook-signature with one v1 signature per secret)
 // and the body, for a session's own webhook_url and for a server-wide
-// endpoint in the middle of a key rotation (two secrets). Everything is
+// endpoint in the middle of a key rotation (two secrets), and a
+// sub-agent's notification to each (its root's webhook_url, signed with
+// the root's secret and naming the root, and the endpoint). Everything is
 // fixed (the clock, the session id, the endpoint's id and the secrets), so
 // nothing is normalized. Each request is written as received, its body
 // followed by a line break.
@@ -82,9 +84,11 @@ func TestGoldenWebhookRequests(t *testing.T) {
 	e.status("ses_golden", lt.SessionRequiresAction)
 	e.status("ses_golden", lt.SessionRunning)
 	e.status("ses_golden", lt.SessionIdle)
+	e.createSubagent("ses_golden_child", "ses_golden")
+	e.status("ses_golden_child", lt.SessionRequiresAction)
 
 	e.start(allowFor(t, &receiver{srv: recv}))
-	eventually(t, func() bool { return e.allDelivered(4) }, "both notifications delivered to both targets")
+	eventually(t, func() bool { return e.allDelivered(6) }, "the three notifications delivered to both targets")
 
 	mu.Lock()
 	defer mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -175,15 +176,31 @@ func (e *env) createSession(id, webhookURL string) {
 
 // createSessionIn is createSession in project.
 func (e *env) createSessionIn(project, id, webhookURL string) {
-	data, err := json.Marshal(map[string]any{"agent": map[string]any{"name": "a", "version": 1}, "input": "hi", "webhook_url": webhookURL, "project": project})
+	e.create(store.SessionRow{ID: id, Project: project}, map[string]any{"webhook_url": webhookURL})
+}
+
+// createSubagent creates a sub-agent of parent as spawn_agent does: in the
+// default project (its parent's here), linked to parent, with no
+// webhook_url of its own.
+func (e *env) createSubagent(id, parent string) {
+	e.create(store.SessionRow{ID: id, Project: lt.DefaultProject, ParentID: parent}, map[string]any{"parent_id": parent})
+}
+
+// create creates the session row (id, project and parent taken from it)
+// with a session.created that holds fields besides the usual ones.
+func (e *env) create(row store.SessionRow, fields map[string]any) {
+	created := map[string]any{"agent": map[string]any{"name": "a", "version": 1}, "input": "hi", "project": row.Project}
+	maps.Copy(created, fields)
+	data, err := json.Marshal(created)
 	require.NoError(e.t, err)
+	row.AgentName, row.AgentVersion, row.Status = "a", 1, "queued"
+	row.Spec, row.State, row.CreatedAt, row.UpdatedAt = json.RawMessage(`{}`), json.RawMessage(`{}`), e.clock.Now(), e.clock.Now()
 	evs, err := e.st.SessionCreate(e.t.Context(), &store.SessionCreateParams{
-		Session: store.SessionRow{ID: id, Project: project, AgentName: "a", AgentVersion: 1, Status: "queued",
-			Spec: json.RawMessage(`{}`), State: json.RawMessage(`{}`), CreatedAt: e.clock.Now(), UpdatedAt: e.clock.Now()},
-		Events: []store.NewEvent{{Type: lt.EventSessionCreated, Time: e.clock.Now(), Data: data}},
+		Session: row,
+		Events:  []store.NewEvent{{Type: lt.EventSessionCreated, Time: e.clock.Now(), Data: data}},
 	})
 	require.NoError(e.t, err)
-	e.seqs[id] = evs[len(evs)-1].Seq
+	e.seqs[row.ID] = evs[len(evs)-1].Seq
 }
 
 // status appends session.status_changed to `to` and returns its seq.

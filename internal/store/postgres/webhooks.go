@@ -405,9 +405,10 @@ VALUES ($1, $2, $3, $4, $5, $6, $7)`,
 			t.queue(`UPDATE webhook_deliveries SET status = 'disabled', next_attempt_at = NULL, updated_at = $1
 WHERE endpoint_id = $2 AND status = 'pending'`, p.Now, endpointID)
 		} else {
-			t.queue(`UPDATE webhook_sessions SET disabled_at = $1 WHERE session_id = $2 AND disabled_at IS NULL`, p.Now, sessionID)
+			target := cmp.Or(p.TargetSessionID, sessionID)
+			t.queue(`UPDATE webhook_sessions SET disabled_at = $1 WHERE session_id = $2 AND disabled_at IS NULL`, p.Now, target)
 			t.queue(`UPDATE webhook_deliveries SET status = 'disabled', next_attempt_at = NULL, updated_at = $1
-WHERE endpoint_id = '' AND session_id = $2 AND status = 'pending'`, p.Now, sessionID)
+WHERE endpoint_id = '' AND session_id IN ($2, $3) AND status = 'pending'`, p.Now, target, sessionID)
 		}
 		return nil
 	})

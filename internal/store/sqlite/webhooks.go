@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -474,9 +475,10 @@ func (s *Store) WebhookRecordAttempt(ctx context.Context, p *store.WebhookAttemp
 WHERE endpoint_id = ? AND status = 'pending'`, now, endpointID)
 			}
 		} else {
-			if _, err = w.exec(`UPDATE webhook_sessions SET disabled_at = ? WHERE session_id = ? AND disabled_at IS NULL`, now, sessionID); err == nil {
+			target := cmp.Or(p.TargetSessionID, sessionID)
+			if _, err = w.exec(`UPDATE webhook_sessions SET disabled_at = ? WHERE session_id = ? AND disabled_at IS NULL`, now, target); err == nil {
 				_, err = w.exec(`UPDATE webhook_deliveries SET status = 'disabled', next_attempt_at = NULL, updated_at = ?
-WHERE endpoint_id = '' AND session_id = ? AND status = 'pending'`, now, sessionID)
+WHERE endpoint_id = '' AND session_id IN (?, ?) AND status = 'pending'`, now, target, sessionID)
 			}
 		}
 		return nil, mapErr(err)

@@ -82,6 +82,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"WebhookClaimConcurrent", testWebhookClaimConcurrent},
 		{"WebhookRecordNonClaimer", testWebhookRecordNonClaimer},
 		{"WebhookRecordDisabledInFlight", testWebhookRecordDisabledInFlight},
+		{"WebhookGoneDisablesAnotherSessionsURL", testWebhookGoneDisablesAnotherSessionsURL},
 		{"WebhookReleaseClaims", testWebhookReleaseClaims},
 		{"SessionCreateParentAt", testSessionCreateParentAt},
 		{"TreeBudgetPut", testTreeBudgetPut},

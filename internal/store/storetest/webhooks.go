@@ -356,6 +356,42 @@ func testWebhookRecordDisabledInFlight(t *testing.T, h *harness) {
 	require.Empty(t, h.claimDue("node-a", at(time.Hour), 10))
 }
 
+// testWebhookGoneDisablesAnotherSessionsURL: a 410 to a delivery of one
+// session sent to another's webhook_url (a sub-agent's notification, to
+// its root's) disables that session's webhook_url, not the delivery's
+// session's, and the pending deliveries of both to it; a third session's
+// stay pending.
+func testWebhookGoneDisablesAnotherSessionsURL(t *testing.T, h *harness) {
+	for _, id := range []string{"root", "child", "other"} {
+		h.createSession(id)
+		_, err := h.s.WebhookSessionInit(h.ctx, id, "whsec_"+id)
+		require.NoError(t, err)
+	}
+	later := at(time.Hour)
+	require.NoError(t, h.s.WebhookEnqueue(h.ctx, "root", 0, 1, []*store.WebhookDeliveryRow{delivery("msg_root", "", "root", 1, later)}))
+	require.NoError(t, h.s.WebhookEnqueue(h.ctx, "child", 0, 2, []*store.WebhookDeliveryRow{
+		delivery("msg_child_1", "", "child", 1, t0), delivery("msg_child_2", "", "child", 2, later),
+	}))
+	require.NoError(t, h.s.WebhookEnqueue(h.ctx, "other", 0, 1, []*store.WebhookDeliveryRow{delivery("msg_other", "", "other", 1, later)}))
+	require.Equal(t, []string{"msg_child_1"}, deliveryIDs(h.claimDue("node-a", t0, 10)))
+
+	p := attempt("msg_child_1", "node-a", 1, at(time.Second))
+	p.Status, p.Attempt.StatusCode, p.DisableTarget, p.TargetSessionID = store.WebhookDisabled, 410, true, "root"
+	require.NoError(t, h.s.WebhookRecordAttempt(h.ctx, p))
+
+	for id, disabled := range map[string]bool{"root": true, "child": false, "other": false} {
+		ws, err := h.s.WebhookSessionInit(h.ctx, id, "whsec_x")
+		require.NoError(t, err)
+		require.Equal(t, disabled, ws.DisabledAt != nil, "webhook_url of %s disabled", id)
+	}
+	for id, status := range map[string]string{
+		"msg_child_1": store.WebhookDisabled, "msg_child_2": store.WebhookDisabled,
+		"msg_root": store.WebhookDisabled, "msg_other": store.WebhookPending,
+	} {
+		require.Equal(t, status, h.deliveryByID(id).Status, id)
+	}
+}
+
 // testWebhookReleaseClaims: releasing an owner's claims makes its pending
 // deliveries due at once (or when they were due, if earlier) and touches
 // nobody else's claims. A release after a graceful stop records nothing;

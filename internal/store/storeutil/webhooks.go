@@ -137,6 +137,9 @@ func (c Checks) WebhookAttempt(p *store.WebhookAttemptParams) error {
 	if err := c.ID("attempt.owner", p.Attempt.Owner); err != nil {
 		return fmt.Errorf("record webhook attempt %s: %w", p.DeliveryID, err)
 	}
+	if err := c.Text("target_session_id", p.TargetSessionID); err != nil {
+		return fmt.Errorf("record webhook attempt %s: %w", p.DeliveryID, err)
+	}
 	if p.Attempt.Attempt < 1 {
 		return fmt.Errorf("record webhook attempt %s: attempt.attempt must be at least 1, got %d", p.DeliveryID, p.Attempt.Attempt)
 	}
