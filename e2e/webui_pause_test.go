@@ -48,9 +48,9 @@ func TestWebUIPauseAndResume(t *testing.T) {
 }
 
 // TestWebUIPausedWithItsParent: a sub-agent paused with its root says so
-// on its page, links to the parent and offers no Resume (the server would
-// refuse it); Resume on the root's page resumes the sub-agent too, and its
-// page shows it at work again without a reload.
+// on its page and links to the parent; its own Resume is refused with the
+// server's answer, which names the root; Resume on the root's page
+// resumes the sub-agent too.
 func TestWebUIPausedWithItsParent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -65,9 +65,11 @@ func TestWebUIPausedWithItsParent(t *testing.T) {
 	tab := b.root
 	b.do(tab, "open the sub-agent's page", navigate(srv.url+"/#/sessions/"+kid))
 	b.waitJS(tab, "the link to the parent", `(document.querySelector('#pause-parent') || {}).textContent === `+jsString(root))
-	b.waitJS(tab, "no Resume button", `(() => { const r = document.querySelector('#resume'); return r && r.hidden; })()`)
 	require.Contains(t, b.text(tab, "#pause-control"), "resuming the parent resumes it")
 	b.screenshot(tab, "subagent-paused-with-parent")
+	b.click(tab, "#resume")
+	b.waitJS(tab, "the refusal naming the root", `(document.querySelector('#pause-control') || {}).innerText?.includes('resume `+root+`')`)
+	require.Equal(t, lt.SessionPaused, waitStatus(ctx, t, srv, kid, pauseWithin, lt.SessionPaused).Status, "a sub-agent does not go on alone")
 
 	b.click(tab, "#pause-parent")
 	b.waitJS(tab, "the parent's Resume button", `(() => { const r = document.querySelector('#resume'); return r && !r.hidden; })()`)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/environment"
@@ -74,4 +75,22 @@ func (e *Engine) PauseAloneForTest(ctx context.Context, id string) error {
 func (e *Engine) ResumeAloneForTest(ctx context.Context, id string) error {
 	_, err := e.resumeOne(ctx, id, "")
 	return err
+}
+
+// PauseSubagentsForTest walks session id's tree as its pause does after its
+// own write, and nothing more (a walk that another request overtakes).
+func (e *Engine) PauseSubagentsForTest(ctx context.Context, id, reason string) error {
+	if err := e.pauseSubagents(ctx, id, reason); !errors.Is(err, errWalkOver) {
+		return err
+	}
+	return nil
+}
+
+// ResumeSubagentsForTest walks session id's tree as its resume does after
+// its own write, and nothing more.
+func (e *Engine) ResumeSubagentsForTest(ctx context.Context, id string) error {
+	if _, err := e.resumeSubagents(ctx, id); !errors.Is(err, errWalkOver) {
+		return err
+	}
+	return nil
 }

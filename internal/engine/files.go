@@ -53,7 +53,7 @@ func filesWritable(st *journal.State) error {
 		return apierror.Conflict("session %s is a sub-agent working in the workspace of session %s: change the files there", st.Session.ID, st.Workspace)
 	}
 	if n := st.RunningChildren(); n > 0 {
-		return apierror.Conflict("session %s has %d sub-agent(s) running in its workspace: wait until they are done", st.Session.ID, n)
+		return apierror.Conflict("session %s has %d sub-agent(s) not done in its workspace (running, or paused with it): wait until they are done, or cancel them", st.Session.ID, n)
 	}
 	if st.Runnable() && st.Session.Status != lt.SessionIdle {
 		return apierror.Conflict("session %s is about to run (a worker will claim it): its workspace cannot be changed now", st.Session.ID)

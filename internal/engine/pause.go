@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -64,19 +65,68 @@ func (e *Engine) PauseSession(ctx context.Context, id string, req *lt.PauseReque
 	if err != nil {
 		return nil, err
 	}
-	if err := e.pauseSubagents(ctx, id, req.Reason); err != nil {
+	if err := e.pauseSubagents(ctx, id, req.Reason); err != nil && !errors.Is(err, errWalkOver) {
+		return nil, err
+	}
+	if err := e.settleTree(ctx, id, true); err != nil {
 		return nil, err
 	}
 	return v, nil
 }
 
+// settleTree makes the sub-agents of session id follow its pause as it
+// stands once a walk that carried paused (true: a pause, false: a resume)
+// is over. A pause and a resume of the same session may walk its tree at
+// once, each after its own write to the session: a walk that ends reads
+// the session again and, when the other request's write came last, walks
+// the tree as that request would (the last write wins, as for one
+// session). Each step of a walk also reads the parent it follows
+// (pauseOne, resumeOne), so what is left to settle here is the instant
+// between that read and the step's write.
+func (e *Engine) settleTree(ctx context.Context, id string, paused bool) error {
+	for range 3 {
+		_, st, err := e.loadState(ctx, id)
+		if err != nil {
+			return notFound(err, "session", id)
+		}
+		if (st.Pause != nil) == paused {
+			return nil
+		}
+		paused = st.Pause != nil
+		if paused {
+			err = e.pauseSubagents(ctx, id, st.Pause.Reason)
+		} else {
+			_, err = e.resumeSubagents(ctx, id)
+		}
+		if err != nil && !errors.Is(err, errWalkOver) {
+			return err
+		}
+	}
+	return nil
+}
+
 // pauseOne pauses one session, with its parent's pause when parent is set
 // (a sub-agent whose turns are over or that is being cancelled is then
-// left as it is: there is nothing of it to pause).
+// left as it is: there is nothing of it to pause; and so is every one
+// once the parent is no longer paused: nil, nil).
 func (e *Engine) pauseOne(ctx context.Context, id, reason, parent string) (*lt.Session, error) {
 	v, err := mutate(ctx, e, id, func(b *batch) (*lt.Session, error) {
 		st := b.st
+		if parent != "" {
+			// The parent's pause may have been resumed since the walk
+			// read it: then this sub-agent has nothing to follow.
+			if paused, err := e.isPaused(ctx, parent); err != nil || !paused {
+				return nil, err
+			}
+		}
 		switch {
+		case st.Pause != nil && parent == "" && st.Pause.Parent != "":
+			// A person pauses a sub-agent paused with its parent: the
+			// pause is theirs from now on, and the parent's resume
+			// leaves it (journal.applyPause).
+			if err := b.add(lt.EventSessionPauseRequested, "", 0, lt.SessionPauseRequestedData{Reason: reason, Actor: b.actor()}); err != nil {
+				return nil, err
+			}
 		case st.Pause != nil:
 			// Already paused, or asked to: a repeated pause changes nothing.
 		case parent != "" && (len(st.Turns) == 0 || st.Session.Status.Terminal() || st.Cancel != nil):
@@ -109,8 +159,12 @@ func (e *Engine) pauseOne(ctx context.Context, id, reason, parent string) (*lt.S
 // with its pause.
 func (e *Engine) pauseSubagents(ctx context.Context, id, reason string) error {
 	return e.eachLiveSubagent(ctx, id, func(child string) error {
-		if _, err := e.pauseOne(ctx, child, reason, id); err != nil {
+		v, err := e.pauseOne(ctx, child, reason, id)
+		if err != nil {
 			return fmt.Errorf("pause sub-agent %s of %s: %w", child, id, err)
+		}
+		if v == nil {
+			return errWalkOver // the parent was resumed meanwhile
 		}
 		return e.pauseSubagents(ctx, child, reason)
 	})
@@ -129,6 +183,9 @@ func (e *Engine) ResumeSession(ctx context.Context, id string, _ *lt.ResumeReque
 		return nil, err
 	}
 	n, err2 := e.resumeSubagents(ctx, id)
+	if err2 == nil || errors.Is(err2, errWalkOver) {
+		err2 = e.settleTree(ctx, id, false)
+	}
 	if err2 != nil {
 		return nil, err2
 	}
@@ -156,8 +213,14 @@ func (e *Engine) resumeOne(ctx context.Context, id, parent string) (*lt.Session,
 		switch {
 		case parent != "" && st.Pause.Parent != parent:
 			return nil, nil // paused by a person, or by another cause
-		case parent == "" && st.Pause.Parent != "":
-			if err := e.parentStillPaused(ctx, id, st.Pause.Parent); err != nil {
+		case parent != "":
+			// The parent may have been paused again since the walk
+			// read it: then this sub-agent stays paused with it.
+			if paused, err := e.isPaused(ctx, parent); err != nil || paused {
+				return nil, err
+			}
+		case st.Session.ParentID != nil:
+			if err := e.ancestorPaused(ctx, id, *st.Session.ParentID); err != nil {
 				return nil, err
 			}
 		}
@@ -193,20 +256,46 @@ func (e notPausedError) Is(target error) bool { return target == errNotPaused }
 
 func (e notPausedError) Unwrap() error { return e.conflict }
 
-// parentStillPaused is the 409 for resuming alone a sub-agent paused with
-// its parent while that parent is paused (or asked to be).
-func (e *Engine) parentStillPaused(ctx context.Context, id, parent string) error {
-	_, pst, err := e.loadState(ctx, parent)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil
-	case err != nil:
-		return err
-	case pst.Pause != nil:
-		return apierror.Conflict("session %s was paused with its parent %s, which is still paused: resume %s, which resumes its sub-agents", id, parent, parent)
+// isPaused reports whether session id is paused or asked to pause.
+func (e *Engine) isPaused(ctx context.Context, id string) (bool, error) {
+	_, st, err := e.loadState(ctx, id)
+	if err != nil {
+		return false, notFound(err, "session", id)
 	}
-	return nil
+	return st.Pause != nil, nil
 }
+
+// ancestorPaused is the 409 for resuming alone a sub-agent whose parent,
+// or an ancestor of it, is paused (or asked to be): the tree goes on as a
+// whole, from the highest one paused, which it names.
+func (e *Engine) ancestorPaused(ctx context.Context, id, parent string) error {
+	top := ""
+	for at, depth := parent, 0; at != "" && depth < 64; depth++ {
+		_, st, err := e.loadState(ctx, at)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			at = ""
+			continue
+		case err != nil:
+			return err
+		}
+		if st.Pause != nil {
+			top = at
+		}
+		at = ""
+		if p := st.Session.ParentID; p != nil {
+			at = *p
+		}
+	}
+	if top == "" {
+		return nil
+	}
+	return apierror.Conflict("session %s is a sub-agent of %s, which is paused: resume %s, which resumes the sub-agents paused with it", id, top, top)
+}
+
+// errWalkOver stops a walk of a tree whose session no longer has the pause
+// the walk carries down; settleTree takes it from there.
+var errWalkOver = errors.New("the walk's pause is over")
 
 // resumeSubagents resumes the sub-agents of session id paused with its
 // pause, and theirs, and counts them. It goes down through a sub-agent
@@ -218,6 +307,9 @@ func (e *Engine) resumeSubagents(ctx context.Context, id string) (int, error) {
 		v, err := e.resumeOne(ctx, child, id)
 		switch {
 		case errors.Is(err, errNotPaused):
+			if paused, err := e.isPaused(ctx, id); err != nil || paused {
+				return cmp.Or(err, errWalkOver) // paused again meanwhile
+			}
 		case err != nil:
 			return fmt.Errorf("resume sub-agent %s of %s: %w", child, id, err)
 		case v == nil:

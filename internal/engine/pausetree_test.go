@@ -126,12 +126,12 @@ func TestPauseReachesTheWholeTree(t *testing.T) {
 
 	// A sub-agent paused with its parent goes on only with it.
 	_, err := h.eng.ResumeSession(ctx, tr.g, &lt.ResumeRequest{})
-	require.ErrorContains(t, err, "paused with its parent "+tr.a)
+	require.ErrorContains(t, err, "resume "+tr.root, "the highest session paused is named")
 	var ae *apierror.Error
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, 409, ae.Status)
 	_, err = h.eng.ResumeSession(ctx, tr.a, &lt.ResumeRequest{})
-	require.ErrorContains(t, err, "paused with its parent "+tr.root)
+	require.ErrorContains(t, err, "a sub-agent of "+tr.root+", which is paused")
 	require.Equal(t, lt.SessionPaused, session(t, h, tr.a).Status)
 
 	r := resume(t, h, tr.root)

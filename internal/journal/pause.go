@@ -64,8 +64,14 @@ func applyPause(s *State, ev *event) error {
 		if err != nil {
 			return err
 		}
-		if s.Pause == nil {
+		switch {
+		case s.Pause == nil:
 			s.Pause = &Pause{Reason: d.Reason, Actor: d.Actor, Requested: true, Parent: d.Parent}
+		case d.Parent == "":
+			// A person's own pause of a session paused with its
+			// parent: the pause is theirs now, and the parent's resume
+			// leaves it.
+			s.Pause.Parent = ""
 		}
 	case lt.EventSessionPaused:
 		d, err := decode[lt.SessionPausedData](ev)
@@ -99,8 +105,8 @@ func applyPause(s *State, ev *event) error {
 }
 
 // endPause ends the session's pause at t: the time it was in effect is
-// added to the paused time, and the running turn's deadline moves by as
-// much (its timeout counts working time too).
+// added to the paused time, and the running turn's deadline and a
+// wait_agents' timeout move by as much (they count working time).
 func endPause(s *State, t time.Time) {
 	if s.Pause == nil {
 		return
@@ -111,6 +117,14 @@ func endPause(s *State, t time.Time) {
 		if s.TurnDeadline != nil {
 			moved := s.TurnDeadline.Add(d)
 			s.TurnDeadline = &moved
+		}
+		// A wait_agents' timeout too: the sub-agents it waits for were
+		// paused with the session (engine/pause.go), so the time paused
+		// gave them none to finish in. A sleep's or a signal's timer
+		// keeps its time: one that came due meanwhile fires on resume.
+		if w := s.Wait; w != nil && w.Kind == lt.WaitAgents && w.Until != nil {
+			moved := w.Until.Add(d)
+			w.Until = &moved
 		}
 	}
 	s.Pause = nil

@@ -137,8 +137,11 @@ func (t *Tally) countDecision(s *State, ev *event) {
 	}
 	var d struct {
 		Actor *lt.Actor `json:"actor"`
+		// Parent: a pause or resume that came with the parent's (one
+		// decision, counted in the session the person acted on).
+		Parent string `json:"parent"`
 	}
-	if json.Unmarshal(ev.Data, &d) != nil || d.Actor == nil {
+	if json.Unmarshal(ev.Data, &d) != nil || d.Actor == nil || d.Parent != "" {
 		return
 	}
 	for i := range t.Decisions {

@@ -69,12 +69,14 @@ export function pauseControl(path, changed) {
     el.hidden = ended.has(s.status) || (parked ? !mayResume : !mayPause);
     pause.hidden = parked || !mayPause;
     reason.hidden = parked || !mayPause;
-    // A sub-agent paused with its parent goes on only with it (the server
-    // answers 409 to its own resume): the line links to the parent.
+    // A sub-agent paused with its parent goes on with it: the line links to
+    // the parent. Its own Resume stays: the server answers it with a 409
+    // naming the session to resume while the parent is paused, and carries
+    // it out once the parent is not (a parent's resume cut short).
     const withParent = parked && s.pause_parent_id
       ? [' with its parent ', h('a', { href: `#/sessions/${encodeURIComponent(s.pause_parent_id)}`, class: 'mono', id: 'pause-parent' }, s.pause_parent_id), ': resuming the parent resumes it']
       : null;
-    resume.hidden = !parked || !mayResume || !!s.pause_parent_id;
+    resume.hidden = !parked || !mayResume;
     replace(state, s.status === 'paused'
       ? h('p', null, 'Paused', s.paused_at ? [' since ', time(s.paused_at)] : null, s.pause_reason ? ': ' + s.pause_reason : null, withParent, '. Nothing runs until it is resumed; decisions are recorded meanwhile.')
       : s.pause_requested

@@ -1,0 +1,173 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// TestPauseWalkOvertakenByAResumeLeavesNoSubagentPaused: a pause walks the
+// tree after its write to the root; a resume of the root answered in
+// between (another person, another tab) finds no sub-agent paused yet.
+// The pause's walk, which reads the parent it follows at each step, then
+// pauses none: nothing is left paused "with its parent" under a parent
+// that runs, waiting for a resume nobody would send.
+func TestPauseWalkOvertakenByAResumeLeavesNoSubagentPaused(t *testing.T) {
+	gt := newGate()
+	h := newGatedHarness(t, gt)
+	ctx := context.Background()
+	tr := startPauseTree(t, h, gt)
+
+	// Person 1's pause: its first write.
+	require.NoError(t, h.eng.PauseAloneForTest(ctx, tr.root))
+	// Person 2's resume, answered in full meanwhile.
+	r := resume(t, h, tr.root)
+	require.Equal(t, lt.SessionWaiting, r.Status)
+	// Person 1's pause goes on: its walk of the tree.
+	require.NoError(t, h.eng.PauseSubagentsForTest(ctx, tr.root, "lunch"))
+
+	root := session(t, h, tr.root)
+	require.NotEqual(t, lt.SessionPaused, root.Status)
+	require.False(t, root.PauseRequested)
+	for _, id := range []string{tr.a, tr.b} {
+		s := session(t, h, id)
+		require.False(t, s.Status == lt.SessionPaused || s.PauseRequested,
+			"sub-agent %s is paused (pause_parent_id %q) with a parent that is not paused (%s)", id, s.PauseParentID, root.Status)
+	}
+}
+
+// TestResumeWalkOvertakenByAPauseResumesNoSubagent: the same two steps in
+// a resume. A pause of the root answered between the resume's write and
+// its walk leaves the sub-agents paused with the root; the resume's walk
+// then resumes none of them (the root is paused again), and nothing of the
+// tree runs in the shared workspace.
+func TestResumeWalkOvertakenByAPauseResumesNoSubagent(t *testing.T) {
+	gt := newGate()
+	h := newGatedHarness(t, gt)
+	ctx := context.Background()
+	tr := startPauseTree(t, h, gt)
+	pauseNow(t, h, tr.root)
+
+	// Person 1's resume: its first write.
+	require.NoError(t, h.eng.ResumeAloneForTest(ctx, tr.root))
+	// Person 2's pause, answered in full meanwhile.
+	p := pauseNow(t, h, tr.root)
+	require.Equal(t, lt.SessionPaused, p.Status)
+	// Person 1's resume goes on: its walk of the tree.
+	require.NoError(t, h.eng.ResumeSubagentsForTest(ctx, tr.root))
+
+	require.Equal(t, lt.SessionPaused, session(t, h, tr.root).Status, "the root is paused (person 2's pause)")
+	// g's model call answers: g must pause at its safe point, not write.
+	gt.open(t)
+	h.waitStatus(tr.g, lt.SessionPaused, lt.SessionIdle)
+	require.Equal(t, lt.SessionPaused, session(t, h, tr.root).Status)
+	require.Zero(t, len(events(t, h, tr.g, lt.EventToolStarted)), "g started its write_file in the shared workspace while its root is paused")
+	for _, id := range []string{tr.a, tr.b, tr.g} {
+		s := session(t, h, id)
+		require.True(t, s.Status == lt.SessionPaused || s.PauseRequested,
+			"sub-agent %s is %s while its root is paused", id, s.Status)
+	}
+}
+
+// TestWaitAgentsTimeoutLeavesOutTheTreesPause: a root waits for its
+// sub-agent with wait_agents timeout_seconds 60 and is paused, with the
+// sub-agent, for ten minutes. The sub-agent could do nothing meanwhile, so
+// the wait's timeout moves by the time paused, as the turn's deadline and
+// the wall clock do: on resume it is not due at once.
+func TestWaitAgentsTimeoutLeavesOutTheTreesPause(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	kid := childSpec(script(t,
+		map[string]any{"tool_calls": []any{toolCall("ask_human", map[string]any{"question": "which colour?"})}},
+		map[string]any{"text": "b done"},
+	), "ask_human")
+	root := create(t, h, spec(t, script(t,
+		map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": kid, "input": "do b"})}},
+		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{"timeout_seconds": 60})}},
+		map[string]any{"text": "root done"},
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"}, lt.ToolSpec{Name: "ask_human"}), nil)
+	h.waitStatus(root.ID, lt.SessionWaiting)
+	kids := children(t, h, root.ID)
+	require.Len(t, kids, 1)
+	h.waitStatus(kids[0].ID, lt.SessionRequiresAction)
+
+	pauseNow(t, h, root.ID)
+	require.Equal(t, lt.SessionPaused, session(t, h, kids[0].ID).Status, "the sub-agent is paused with the root")
+	stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	require.NoError(t, h.eng.Stop(stopCtx)) // no worker: the rows are read as the resume leaves them
+	cancel()
+	h.clock.Advance(10 * time.Minute)
+	resume(t, h, root.ID)
+
+	row, err := h.store.SessionGet(ctx, root.ID)
+	require.NoError(t, err)
+	require.NotNil(t, row.WakeAt)
+	require.True(t, row.WakeAt.After(h.clock.Now()),
+		"the root's wait_agents is due at %s, now is %s: it times out at once though its sub-agent was paused with it the whole time", row.WakeAt, h.clock.Now())
+}
+
+// TestPersonsOwnPauseOfASubagentPausedWithItsParentIsKept: a person pauses
+// the root, then sub-agent b by itself too. b's pause becomes the
+// person's, so the root's resume leaves it paused (docs/api.md: one a
+// person paused by itself keeps that pause).
+func TestPersonsOwnPauseOfASubagentPausedWithItsParentIsKept(t *testing.T) {
+	gt := newGate()
+	h := newGatedHarness(t, gt)
+	tr := startPauseTree(t, h, gt)
+
+	pauseNow(t, h, tr.root)
+	b := pauseNow(t, h, tr.b) // 200
+	require.Equal(t, lt.SessionPaused, b.Status)
+	resume(t, h, tr.root)
+	require.Equal(t, lt.SessionPaused, session(t, h, tr.b).Status, "b, which a person paused by itself, was resumed with the root")
+}
+
+// TestTreePauseCountsAsOneDecision: the tally counts a person's decisions
+// per actor (reports: decisions_by_actor). One pause and one resume of a
+// root are counted in the root, not again in each sub-agent they reached.
+func TestTreePauseCountsAsOneDecision(t *testing.T) {
+	gt := newGate()
+	h := newGatedHarness(t, gt)
+	ctx := context.Background()
+	tr := startPauseTree(t, h, gt)
+
+	_, err := h.eng.PauseSession(as(aliceOperator), tr.root, &lt.PauseRequest{Reason: "lunch"})
+	require.NoError(t, err)
+	_, err = h.eng.ResumeSession(as(aliceOperator), tr.root, &lt.ResumeRequest{})
+	require.NoError(t, err)
+	for _, id := range []string{tr.a, tr.b, tr.g} {
+		row, err := h.store.SessionGet(ctx, id)
+		require.NoError(t, err)
+		var st journal.State
+		require.NoError(t, json.Unmarshal(row.State, &st))
+		require.Empty(t, st.Tally.Decisions, "sub-agent %s counts alice's one pause and one resume of the root as its own decisions", id)
+	}
+}
+
+// TestSubagentsOwnPauseCannotBeResumedUnderItsRootsPause: a person paused
+// sub-agent g by itself, then the root (the whole tree, they mean). g
+// keeps its own pause, but resuming it alone is a 409 naming the root
+// while the root is paused: g does not run, nor write the shared
+// workspace, under its root's pause.
+func TestSubagentsOwnPauseCannotBeResumedUnderItsRootsPause(t *testing.T) {
+	gt := newGate()
+	h := newGatedHarness(t, gt)
+	tr := startPauseTree(t, h, gt)
+
+	pauseNow(t, h, tr.g) // requested: g's call is in flight
+	pauseNow(t, h, tr.root)
+	require.Equal(t, lt.SessionPaused, session(t, h, tr.a).Status)
+	_, err := h.eng.ResumeSession(context.Background(), tr.g, &lt.ResumeRequest{})
+	require.ErrorContains(t, err, "a sub-agent of "+tr.root+", which is paused", "its own pause, under its root's")
+	gt.open(t)
+	h.waitStatus(tr.g, lt.SessionPaused, lt.SessionIdle)
+	require.Equal(t, lt.SessionPaused, session(t, h, tr.root).Status)
+	require.Equal(t, lt.SessionPaused, session(t, h, tr.a).Status)
+	require.Zero(t, len(events(t, h, tr.g, lt.EventToolStarted)), "g started its write_file while its root and its parent are paused")
+}
