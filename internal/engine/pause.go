@@ -61,7 +61,7 @@ func (e *Engine) PauseSession(ctx context.Context, id string, req *lt.PauseReque
 	if len(req.Reason) > maxPauseReasonBytes {
 		return nil, apierror.Invalid("reason", "must be at most %d bytes", maxPauseReasonBytes)
 	}
-	v, err := e.pauseOne(ctx, id, req.Reason, "")
+	v, err := e.pauseOne(ctx, id, req.Reason, "", "")
 	if err != nil {
 		return nil, err
 	}
@@ -107,15 +107,15 @@ func (e *Engine) settleTree(ctx context.Context, id string, paused bool) error {
 
 // pauseOne pauses one session, with its parent's pause when parent is set
 // (a sub-agent whose turns are over or that is being cancelled is then
-// left as it is: there is nothing of it to pause; and so is every one
-// once the parent is no longer paused: nil, nil).
-func (e *Engine) pauseOne(ctx context.Context, id, reason, parent string) (*lt.Session, error) {
+// left as it is: there is nothing of it to pause), as long as follow (the
+// session whose pause a walk carries down) is paused: else nil, nil.
+func (e *Engine) pauseOne(ctx context.Context, id, reason, parent, follow string) (*lt.Session, error) {
 	v, err := mutate(ctx, e, id, func(b *batch) (*lt.Session, error) {
 		st := b.st
-		if parent != "" {
-			// The parent's pause may have been resumed since the walk
-			// read it: then this sub-agent has nothing to follow.
-			if paused, err := e.isPaused(ctx, parent); err != nil || !paused {
+		if follow != "" {
+			// The pause carried down may have been resumed since the
+			// walk read it: then this sub-agent has nothing to follow.
+			if paused, err := e.isPaused(ctx, follow); err != nil || !paused {
 				return nil, err
 			}
 		}
@@ -158,15 +158,29 @@ func (e *Engine) pauseOne(ctx context.Context, id, reason, parent string) (*lt.S
 // pauseSubagents pauses the running sub-agents of session id, and theirs,
 // with its pause.
 func (e *Engine) pauseSubagents(ctx context.Context, id, reason string) error {
+	return e.pauseBelow(ctx, id, id, reason)
+}
+
+// pauseBelow pauses the sub-agents of session id with its pause for as
+// long as follow, the session whose pause the walk carries down (id, or
+// the nearest ancestor of id that is paused), is paused. A sub-agent left
+// as it is (being cancelled: a cancel an in-doubt call holds may last
+// until a person decides) is gone through with follow unchanged, so what
+// it spawned pauses too.
+func (e *Engine) pauseBelow(ctx context.Context, id, follow, reason string) error {
 	return e.eachLiveSubagent(ctx, id, func(child string) error {
-		v, err := e.pauseOne(ctx, child, reason, id)
+		v, err := e.pauseOne(ctx, child, reason, id, follow)
 		if err != nil {
 			return fmt.Errorf("pause sub-agent %s of %s: %w", child, id, err)
 		}
 		if v == nil {
-			return errWalkOver // the parent was resumed meanwhile
+			return errWalkOver // the pause carried down was resumed meanwhile
 		}
-		return e.pauseSubagents(ctx, child, reason)
+		next := follow
+		if v.Status == lt.SessionPaused || v.PauseRequested {
+			next = child
+		}
+		return e.pauseBelow(ctx, child, next, reason)
 	})
 }
 
@@ -290,7 +304,7 @@ func (e *Engine) ancestorPaused(ctx context.Context, id, parent string) error {
 	if top == "" {
 		return nil
 	}
-	return apierror.Conflict("session %s is a sub-agent of %s, which is paused: resume %s, which resumes the sub-agents paused with it", id, top, top)
+	return apierror.Conflict("session %s is a sub-agent of %s, which is paused: resume %s first (it resumes the sub-agents paused with it)", id, top, top)
 }
 
 // errWalkOver stops a walk of a tree whose session no longer has the pause

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -170,4 +171,119 @@ func TestSubagentsOwnPauseCannotBeResumedUnderItsRootsPause(t *testing.T) {
 	require.Equal(t, lt.SessionPaused, session(t, h, tr.root).Status)
 	require.Equal(t, lt.SessionPaused, session(t, h, tr.a).Status)
 	require.Zero(t, len(events(t, h, tr.g, lt.EventToolStarted)), "g started its write_file while its root and its parent are paused")
+}
+
+// startParkedTwins: a root spawns two sub-agents of one spec, each of which
+// spawns a grandchild that asks a person, and waits for it; the root waits
+// for both. Everything is parked; the engine is then stopped, so the rows
+// stay as the API leaves them. It returns the root and its children in the
+// order the store lists them (the order a walk visits them).
+func startParkedTwins(t *testing.T, h *harness) (root string, kids []string) {
+	t.Helper()
+	g := childSpec(script(t,
+		map[string]any{"tool_calls": []any{toolCall("ask_human", map[string]any{"question": "which colour?"})}},
+		map[string]any{"text": "g done"},
+	), "ask_human")
+	mid := childSpec(script(t,
+		map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": g, "input": "do g"})}},
+		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
+		map[string]any{"text": "mid done"},
+	), "spawn_agent", "wait_agents", "ask_human")
+	s := create(t, h, spec(t, script(t,
+		map[string]any{"tool_calls": []any{
+			toolCall("spawn_agent", map[string]any{"agent_spec": mid, "input": "do x"}),
+			toolCall("spawn_agent", map[string]any{"agent_spec": mid, "input": "do y"}),
+		}},
+		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
+		map[string]any{"text": "all done"},
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"}, lt.ToolSpec{Name: "ask_human"}), nil)
+	h.waitStatus(s.ID, lt.SessionWaiting)
+	rows, err := h.store.SessionList(context.Background(), &store.SessionListParams{ParentID: s.ID, Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	for _, r := range rows {
+		h.waitStatus(r.ID, lt.SessionWaiting)
+		gk := children(t, h, r.ID)
+		require.Len(t, gk, 1)
+		h.waitStatus(gk[0].ID, lt.SessionRequiresAction)
+		kids = append(kids, r.ID)
+	}
+	stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	require.NoError(t, h.eng.Stop(stopCtx))
+	cancel()
+	return s.ID, kids
+}
+
+// TestPauseWalkGoesThroughASubagentBeingCancelled: the first sub-agent
+// the walk visits is being cancelled (its cancel accepted, not carried out
+// yet: held by an in-doubt call, or not claimed yet). The walk leaves it
+// as it is and goes on: its own running child is paused with it (it may
+// run as long as a held cancel lasts), and so is its sibling.
+func TestPauseWalkGoesThroughASubagentBeingCancelled(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	root, kids := startParkedTwins(t, h)
+
+	_, err := h.eng.CancelSession(ctx, kids[0], &lt.CancelRequest{Reason: "not needed"})
+	require.NoError(t, err)
+	p := pauseNow(t, h, root)
+	require.Equal(t, lt.SessionPaused, p.Status)
+
+	// Repeating the pause, as the docs advise for a walk cut short,
+	// stops at the same place.
+	pauseNow(t, h, root)
+	second := session(t, h, kids[1])
+	require.Equal(t, lt.SessionPaused, second.Status,
+		"sub-agent %s runs (%s) under its paused root: the walk stopped at its sibling being cancelled", kids[1], second.Status)
+	first := session(t, h, kids[0])
+	require.True(t, first.CancelRequested)
+	require.NotEqual(t, lt.SessionPaused, first.Status, "a sub-agent being cancelled is left as it is")
+	gx := children(t, h, kids[0])
+	require.Len(t, gx, 1)
+	require.Equal(t, lt.SessionPaused, session(t, h, gx[0].ID).Status, "what the stopping sub-agent spawned is paused too")
+	require.Equal(t, kids[0], session(t, h, gx[0].ID).PauseParentID)
+
+	// The root's resume goes through the stopping sub-agent too.
+	resume(t, h, root)
+	require.NotEqual(t, lt.SessionPaused, session(t, h, gx[0].ID).Status)
+	require.NotEqual(t, lt.SessionPaused, session(t, h, kids[1]).Status)
+}
+
+// TestPersonsPauseOfARequestedSubagentSurvivesItsWorker: g's call is in
+// flight when the root is paused (g: pause_requested with parent a); a
+// person then pauses g by itself, which makes the pause theirs. g's
+// worker journals session.paused at its safe point: the pause stays the
+// person's, with their reason, and the root's resume leaves g paused.
+func TestPersonsPauseOfARequestedSubagentSurvivesItsWorker(t *testing.T) {
+	gt := newGate()
+	h := newGatedHarness(t, gt)
+	tr := startPauseTree(t, h, gt)
+
+	pauseNow(t, h, tr.root)
+	require.True(t, session(t, h, tr.g).PauseRequested)
+	g, err := h.eng.PauseSession(as(aliceOperator), tr.g, &lt.PauseRequest{Reason: "look at g"})
+	require.NoError(t, err)
+	require.Empty(t, g.PauseParentID)
+	gt.open(t)
+	h.waitStatus(tr.g, lt.SessionPaused)
+	g = session(t, h, tr.g)
+	require.Empty(t, g.PauseParentID, "the worker's session.paused gave the pause back to the parent")
+	resume(t, h, tr.root)
+	require.Equal(t, lt.SessionPaused, session(t, h, tr.g).Status)
+	require.Equal(t, "look at g", session(t, h, tr.g).PauseReason, "the person's own pause shows their reason")
+}
+
+// TestPersonsPauseOfAPausedSubagentIsTheirs: the parked b is paused with
+// the root ("lunch"); a person pauses b by itself with a reason of their
+// own. The pause is theirs now, with their reason and actor.
+func TestPersonsPauseOfAPausedSubagentIsTheirs(t *testing.T) {
+	gt := newGate()
+	h := newGatedHarness(t, gt)
+	tr := startPauseTree(t, h, gt)
+
+	pauseNow(t, h, tr.root)
+	b, err := h.eng.PauseSession(as(aliceOperator), tr.b, &lt.PauseRequest{Reason: "look at b"})
+	require.NoError(t, err)
+	require.Empty(t, b.PauseParentID)
+	require.Equal(t, "look at b", b.PauseReason)
 }

@@ -69,9 +69,9 @@ func applyPause(s *State, ev *event) error {
 			s.Pause = &Pause{Reason: d.Reason, Actor: d.Actor, Requested: true, Parent: d.Parent}
 		case d.Parent == "":
 			// A person's own pause of a session paused with its
-			// parent: the pause is theirs now, and the parent's resume
-			// leaves it.
-			s.Pause.Parent = ""
+			// parent: the pause is theirs now (its reason and actor
+			// too), and the parent's resume leaves it.
+			s.Pause.Parent, s.Pause.Reason, s.Pause.Actor = "", d.Reason, d.Actor
 		}
 	case lt.EventSessionPaused:
 		d, err := decode[lt.SessionPausedData](ev)
