@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -45,6 +46,12 @@ func startPauseTree(t *testing.T, h *harness, gt *gate) pauseTree {
 	gt.await(t) // g's call is in flight
 	var tr pauseTree
 	tr.root = s.ID
+	// b's spawn may still be on its way when g's call starts.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(children(t, h, s.ID)) < 2 {
+		require.True(t, time.Now().Before(deadline), "the root spawned both children")
+		time.Sleep(2 * time.Millisecond) // polling with a deadline
+	}
 	for _, k := range children(t, h, s.ID) {
 		if k.Input == "do a" {
 			tr.a = k.ID

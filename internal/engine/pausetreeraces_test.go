@@ -287,3 +287,25 @@ func TestPersonsPauseOfAPausedSubagentIsTheirs(t *testing.T) {
 	require.Empty(t, b.PauseParentID)
 	require.Equal(t, "look at b", b.PauseReason)
 }
+
+// TestNoTurnStartsASubagentUnderAPausedRoot: a person's follow-up turn on
+// a sub-agent whose turn is over would start it in the tree's workspace;
+// under a paused root it is a 409 naming the root, and once the root is
+// resumed it is taken.
+func TestNoTurnStartsASubagentUnderAPausedRoot(t *testing.T) {
+	gt := newGate()
+	h := newGatedHarness(t, gt)
+	ctx := context.Background()
+	tr := startPauseTree(t, h, gt)
+	answerAsk(t, h, tr.b, "blue")
+	h.waitStatus(tr.b, lt.SessionIdle)
+
+	pauseNow(t, h, tr.root)
+	_, err := h.eng.CreateTurn(ctx, tr.b, &lt.CreateTurnRequest{Input: "one more thing"})
+	require.ErrorContains(t, err, "a sub-agent of "+tr.root+", which is paused")
+	require.Equal(t, lt.SessionIdle, session(t, h, tr.b).Status, "nothing was queued")
+
+	resume(t, h, tr.root)
+	_, err = h.eng.CreateTurn(ctx, tr.b, &lt.CreateTurnRequest{Input: "one more thing"})
+	require.NoError(t, err)
+}

@@ -268,6 +268,14 @@ func (e *Engine) CreateTurn(ctx context.Context, sessionID string, req *lt.Creat
 		if st.Cancel != nil {
 			return nil, apierror.Conflict("session %s is being cancelled", sessionID)
 		}
+		if p := st.Session.ParentID; p != nil && st.Pause == nil {
+			// A sub-agent works in its tree's workspace: a turn would
+			// start it under a paused ancestor (pause.go). One paused
+			// itself queues the turn, which starts after its resume.
+			if err := e.ancestorPaused(ctx, sessionID, *p); err != nil {
+				return nil, err
+			}
+		}
 		now := e.clock.Now()
 		id := newID("turn_", now)
 		if err := b.add(lt.EventTurnCreated, id, 0, lt.TurnCreatedData{TurnID: id, Index: st.TurnCount + 1, Input: req.Input}); err != nil {
