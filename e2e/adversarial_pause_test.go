@@ -42,6 +42,14 @@ func TestAdversarialPause_SubagentsCannotOutrunTheRootsPause(t *testing.T) {
 	require.Contains(t, longhaulCLI(t, srv, "resume", root), "Resumed "+root)
 	got := waitTerminal(ctx, t, srv, root, 90*time.Second)
 	requireStatus(ctx, t, srv, got, lt.SessionIdle)
+	requireHeldWhilePaused(ctx, t, srv, kids)
+}
+
+// requireHeldWhilePaused asserts that each of kids, once its tree ran to
+// its end, was paused and then resumed, started no call in between, and
+// ran each of its 30 commands once.
+func requireHeldWhilePaused(ctx context.Context, t *testing.T, srv *server, kids []lt.Session) {
+	t.Helper()
 	for _, k := range kids {
 		evs := journal(ctx, t, srv.api, k.ID)
 		paused, resumed := -1, -1

@@ -130,3 +130,31 @@ func TestPause_FromAnotherNode(t *testing.T) {
 	require.Equal(t, nodeIDOf(t, a), responded[0].WorkerID)
 	require.Empty(t, eventsOf(ctx, t, b.api, s.ID, lt.EventToolStarted))
 }
+
+// TestPause_TreeFromAnotherNode: two nodes share PostgreSQL; a tree of
+// sub-agents runs on the first, and the second takes a pause of its root.
+// The pause reaches every sub-agent, each paused by the node that runs it
+// at its next safe point; the second node's resume lets the whole tree run
+// to its end, nothing of it started while paused.
+func TestPause_TreeFromAnotherNode(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, pgtest.FreshSchema(t), multiLeaseTTL)
+	a := c.nodes[c.add()]
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	root, kids := startBusyTree(ctx, t, a)
+	b := c.nodes[c.add()]
+
+	_, err := b.api.Pause(ctx, root, &lt.PauseRequest{Reason: "from b"})
+	require.NoError(t, err)
+	for _, k := range kids {
+		got := waitStatus(ctx, t, b, k.ID, pauseWithin, lt.SessionPaused)
+		require.Equal(t, root, got.PauseParentID)
+		require.Equal(t, "from b", got.PauseReason)
+	}
+	_, err = b.api.Resume(ctx, root)
+	require.NoError(t, err)
+	got := waitTerminal(ctx, t, b, root, 90*time.Second)
+	requireStatus(ctx, t, b, got, lt.SessionIdle)
+	requireHeldWhilePaused(ctx, t, b, kids)
+}
