@@ -38,8 +38,10 @@ import (
 // parent is, at its own next safe point, and its pause names that parent
 // (Pause.Parent). The parent's resume resumes the sub-agents its pause
 // paused, and only those: one a person paused by itself stays paused, and
-// one paused with its parent cannot be resumed alone while the parent is
-// paused (the tree goes on as a whole). The sessions are separate
+// none can be resumed alone, nor given a turn, while an ancestor is paused
+// (the tree goes on as a whole, from its highest paused session). A
+// sub-agent being cancelled is left as it is and gone through: what it
+// spawned is paused with it. The sessions are separate
 // journals, so the request walks the tree after pausing (or resuming) the
 // session itself, and answers once the whole tree is done: a request cut
 // short (a crash, a lost connection) is made whole by repeating it, which
@@ -188,8 +190,8 @@ func (e *Engine) pauseBelow(ctx context.Context, id, follow, reason string) erro
 // pause that had not taken effect yet is withdrawn), and so do the
 // sub-agents its pause paused. A session that is neither paused nor asked
 // to pause is a 409, unless sub-agents paused with it are still paused (a
-// resume cut short is repeated): they are resumed. A sub-agent paused with
-// its parent is a 409 while that parent is paused.
+// resume cut short is repeated): they are resumed. A sub-agent is a 409
+// while an ancestor is paused (ancestorPaused).
 func (e *Engine) ResumeSession(ctx context.Context, id string, _ *lt.ResumeRequest) (*lt.Session, error) {
 	v, err := e.resumeOne(ctx, id, "")
 	notPaused := errors.Is(err, errNotPaused)
