@@ -739,6 +739,9 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 			if r.st.Cancel != nil && !r.st.CancelHeld() {
 				return false, nil // read in with it: the next tick cancels the turns
 			}
+			if r.st.Pause != nil {
+				return false, nil // read in with it: the next tick pauses, as on the fold path
+			}
 			if r.st.Steer.Undelivered() {
 				return false, r.callModel(ctx)
 			}

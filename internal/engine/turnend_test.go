@@ -161,24 +161,13 @@ func (s *writesAroundLooks) SessionLastSeq(ctx context.Context, id string) (int6
 // cancel: the turn completed, and the cancel its client got a 200 for
 // (cancel_requested) came to nothing.
 func TestCancelAfterTheAnswersFlush(t *testing.T) {
-	p := newGatedScripted()
-	p.open()
 	hooked := &writesAroundLooks{}
-	// A call's watcher of controls looks too when its poll ticks: an hour,
-	// so that only the runner's ticks look.
-	h := newHarnessConfigured(t, armingProvider{gatedScripted: p, armed: &hooked.armed}, func(h *harness) store.Store {
-		api := apiNode(t, h, p)
-		hooked.Store = h.store
-		hooked.seen = func(id string) {
-			_, err := api.AddConstraint(context.Background(), id, &lt.AddConstraintRequest{Constraint: "Cite every source."})
-			require.NoError(t, err)
-		}
+	h, p := constraintFirstHarness(t, hooked, hooked, func(api *engine.Engine) {
 		hooked.unseen = func(id string) {
 			_, err := api.CancelSession(context.Background(), id, &lt.CancelRequest{Reason: "enough"})
 			require.NoError(t, err)
 		}
-		return hooked
-	}, func(c *engine.Config) { c.PollInterval = time.Hour })
+	})
 	s := create(t, h, spec(t, `[{"text":"the report"}]`), nil)
 	s = h.waitStatus(s.ID, lt.SessionIdle, lt.SessionCancelled, lt.SessionFailed)
 	require.GreaterOrEqual(t, hooked.looks.Load(), int64(2), "both writes were made")

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -441,8 +442,12 @@ func (d *Dispatcher) sessionInfo(ctx context.Context, sessionID string) (session
 		return sessionInfo{}, errNotCreated // nothing to cache
 	}
 	if evs[0].Type == lt.EventSessionCreated {
+		data, err := d.eventData(ctx, evs[0].Data)
+		if err != nil {
+			return sessionInfo{}, fmt.Errorf("read session %s: session.created: %w", sessionID, err)
+		}
 		var created lt.SessionCreatedData
-		if err := json.Unmarshal(evs[0].Data, &created); err != nil {
+		if err := json.Unmarshal(data, &created); err != nil {
 			return sessionInfo{}, fmt.Errorf("read session %s: session.created: %w", sessionID, err)
 		}
 		info.url = created.WebhookURL
@@ -459,6 +464,25 @@ func (d *Dispatcher) sessionInfo(ctx context.Context, sessionID string) (session
 	d.sessions[sessionID] = info
 	d.mu.Unlock()
 	return info, nil
+}
+
+// eventData returns an event's payload: data, or the blob it was moved to
+// when it was too large for the journal (a session created with a long
+// input: the engine's BlobThreshold), which must be read for its
+// webhook_url.
+func (d *Dispatcher) eventData(ctx context.Context, data json.RawMessage) (json.RawMessage, error) {
+	if !bytes.HasPrefix(data, []byte(`{"blob":`)) {
+		return data, nil
+	}
+	var stub lt.BlobData
+	if err := json.Unmarshal(data, &stub); err != nil || len(stub.Blob.SHA256) != sha256.Size*2 {
+		return data, nil // not a stub: a payload of its own
+	}
+	full, err := d.st.BlobGet(ctx, stub.Blob.SHA256)
+	if err != nil {
+		return nil, fmt.Errorf("blob %s: %w", stub.Blob.SHA256, err)
+	}
+	return full, nil
 }
 
 // errNotCreated: the session has no event yet, so nothing to notify.

@@ -57,6 +57,14 @@ func (d *Dispatcher) rootOf(ctx context.Context, sessionID string, info sessionI
 		if err != nil {
 			return "", sessionInfo{}, fmt.Errorf("the root of session %s: %w", sessionID, err)
 		}
+		if parent.project != info.project {
+			// spawn_agent makes a sub-agent in its parent's project,
+			// but the store does not hold it to that (an import names
+			// any parent the target store has): a parent of another
+			// project is no parent here, and its URL and secret are
+			// not this session's to use.
+			return id, info, nil
+		}
 		id, info = info.parentID, parent
 	}
 	return "", sessionInfo{}, fmt.Errorf("the root of session %s: its parent chain is longer than %d sessions", sessionID, maxParentChain)

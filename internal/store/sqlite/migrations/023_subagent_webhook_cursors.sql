@@ -3,17 +3,26 @@
 --
 -- From this release a sub-agent's notifications go to its root's
 -- webhook_url (internal/webhook, subagents.go), from its webhook cursor on.
--- A sub-agent of a project without webhook endpoints was never scanned
--- before, so it has no cursor, and the dispatcher would send its whole
--- journal's notifications to the root's URL: the questions and approvals
--- of sub-agents long done. Such a sub-agent starts at its last event. One
--- that has a cursor (its project has endpoints) keeps it: the events after
--- it are still owed to the endpoints, and are few. Its own secret is never
--- used (its notifications are signed with its root's); the column wants
--- one.
+-- Before, a sub-agent of a project without an enabled webhook endpoint
+-- was not scanned: it has no cursor, or one left where its project's last
+-- endpoint was disabled (a 410) or deleted, and the dispatcher would send
+-- its past to the root's URL: the questions and approvals of sub-agents
+-- long done. Such a sub-agent starts at its last event, except one waiting
+-- for a person now, which starts just before its last status change (the
+-- change to requires_action): the root's URL hears that the tree waits.
+-- One whose project has an enabled endpoint keeps its cursor: the events
+-- after it are still owed to the endpoints, and are few. Its own secret is
+-- never used (its notifications are signed with its root's); the column
+-- wants one.
 INSERT INTO webhook_sessions (session_id, secret, cursor)
-SELECT s.id, 'whsec_' || hex(randomblob(24)), s.last_seq
+SELECT s.id, 'whsec_' || hex(randomblob(24)),
+       CASE WHEN s.status = 'requires_action' THEN coalesce(
+           (SELECT max(e.pos) - (s.num << 32) - 1 FROM events AS e
+            WHERE e.pos > (s.num << 32) AND e.pos <= (s.num << 32) + s.last_seq
+              AND e.type = 'session.status_changed'),
+           s.last_seq)
+       ELSE s.last_seq END
 FROM sessions AS s
 WHERE s.parent_id IS NOT NULL AND s.parent_id <> ''
-  AND NOT EXISTS (SELECT 1 FROM webhook_endpoints AS e WHERE e.project = s.project)
-ON CONFLICT (session_id) DO NOTHING;
+  AND NOT EXISTS (SELECT 1 FROM webhook_endpoints AS e WHERE e.project = s.project AND e.disabled_at IS NULL)
+ON CONFLICT (session_id) DO UPDATE SET cursor = max(cursor, excluded.cursor);
