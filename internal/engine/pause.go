@@ -198,6 +198,21 @@ func (e *Engine) ResumeSession(ctx context.Context, id string, _ *lt.ResumeReque
 	if err != nil && !notPaused {
 		return nil, err
 	}
+	if notPaused {
+		// Not paused itself, it may still have sub-agents paused with
+		// it (a resume cut short; or, being cancelled, it was gone
+		// through by its ancestor's pause): they go on only if no
+		// ancestor of it is paused.
+		_, st, err := e.loadState(ctx, id)
+		if err != nil {
+			return nil, notFound(err, "session", id)
+		}
+		if p := st.Session.ParentID; p != nil {
+			if err := e.ancestorPaused(ctx, id, *p); err != nil {
+				return nil, err
+			}
+		}
+	}
 	n, err2 := e.resumeSubagents(ctx, id)
 	if err2 == nil || errors.Is(err2, errWalkOver) {
 		err2 = e.settleTree(ctx, id, false)
@@ -306,7 +321,7 @@ func (e *Engine) ancestorPaused(ctx context.Context, id, parent string) error {
 	if top == "" {
 		return nil
 	}
-	return apierror.Conflict("session %s is a sub-agent of %s, which is paused: resume %s first (it resumes the sub-agents paused with it)", id, top, top)
+	return apierror.Conflict("session %s is a sub-agent under %s, which is paused (or pausing): resume %s first", id, top, top)
 }
 
 // errWalkOver stops a walk of a tree whose session no longer has the pause

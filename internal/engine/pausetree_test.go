@@ -138,7 +138,7 @@ func TestPauseReachesTheWholeTree(t *testing.T) {
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, 409, ae.Status)
 	_, err = h.eng.ResumeSession(ctx, tr.a, &lt.ResumeRequest{})
-	require.ErrorContains(t, err, "a sub-agent of "+tr.root+", which is paused")
+	require.ErrorContains(t, err, "a sub-agent under "+tr.root+", which is paused")
 	require.Equal(t, lt.SessionPaused, session(t, h, tr.a).Status)
 
 	r := resume(t, h, tr.root)

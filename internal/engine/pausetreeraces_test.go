@@ -165,7 +165,7 @@ func TestSubagentsOwnPauseCannotBeResumedUnderItsRootsPause(t *testing.T) {
 	pauseNow(t, h, tr.root)
 	require.Equal(t, lt.SessionPaused, session(t, h, tr.a).Status)
 	_, err := h.eng.ResumeSession(context.Background(), tr.g, &lt.ResumeRequest{})
-	require.ErrorContains(t, err, "a sub-agent of "+tr.root+", which is paused", "its own pause, under its root's")
+	require.ErrorContains(t, err, "a sub-agent under "+tr.root+", which is paused", "its own pause, under its root's")
 	gt.open(t)
 	h.waitStatus(tr.g, lt.SessionPaused, lt.SessionIdle)
 	require.Equal(t, lt.SessionPaused, session(t, h, tr.root).Status)
@@ -302,10 +302,31 @@ func TestNoTurnStartsASubagentUnderAPausedRoot(t *testing.T) {
 
 	pauseNow(t, h, tr.root)
 	_, err := h.eng.CreateTurn(ctx, tr.b, &lt.CreateTurnRequest{Input: "one more thing"})
-	require.ErrorContains(t, err, "a sub-agent of "+tr.root+", which is paused")
+	require.ErrorContains(t, err, "a sub-agent under "+tr.root+", which is paused")
 	require.Equal(t, lt.SessionIdle, session(t, h, tr.b).Status, "nothing was queued")
 
 	resume(t, h, tr.root)
 	_, err = h.eng.CreateTurn(ctx, tr.b, &lt.CreateTurnRequest{Input: "one more thing"})
 	require.NoError(t, err)
+}
+
+// TestResumeOfASubagentBeingCancelledUnderAPausedRoot: the root's pause
+// went through a sub-agent being cancelled and paused what it spawned,
+// naming it. A resume of that sub-agent, which is not paused itself, is a
+// 409 naming the root while the root is paused: it does not let its own
+// sub-agents go on under the root's pause.
+func TestResumeOfASubagentBeingCancelledUnderAPausedRoot(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	root, kids := startParkedTwins(t, h)
+	_, err := h.eng.CancelSession(ctx, kids[0], &lt.CancelRequest{Reason: "not needed"})
+	require.NoError(t, err)
+	pauseNow(t, h, root)
+	gx := children(t, h, kids[0])
+	require.Len(t, gx, 1)
+	require.Equal(t, kids[0], session(t, h, gx[0].ID).PauseParentID)
+
+	_, err = h.eng.ResumeSession(ctx, kids[0], &lt.ResumeRequest{})
+	require.ErrorContains(t, err, "a sub-agent under "+root+", which is paused")
+	require.Equal(t, lt.SessionPaused, session(t, h, gx[0].ID).Status, "what it spawned stays paused with the root")
 }
