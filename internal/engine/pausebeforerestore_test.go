@@ -27,10 +27,9 @@ type pauseThenLoseBackend struct {
 	marker string
 	pause  func(session string) error
 
-	mu       sync.Mutex
+	workspaceLoss
 	runs     int   // runs of the command naming marker, replays included
 	armed    bool  // the next Holds asks for the pause and loses
-	lost     bool  // the workspace is gone until a restore
 	pauseErr error // the pause's answer, read by the test
 }
 
@@ -73,7 +72,6 @@ func (e *pauseThenLoseEnv) Holds(ctx context.Context, id string) (bool, error) {
 	if ask {
 		e.b.lost = true
 	}
-	lost := e.b.lost
 	e.b.mu.Unlock()
 	if ask {
 		// Synchronous: the request is durable before the runner goes on.
@@ -82,20 +80,11 @@ func (e *pauseThenLoseEnv) Holds(ctx context.Context, id string) (bool, error) {
 		e.b.pauseErr = err
 		e.b.mu.Unlock()
 	}
-	if lost {
-		return false, nil
-	}
-	return e.Environment.Holds(ctx, id)
+	return e.b.holds(ctx, e.Environment, id)
 }
 
 func (e *pauseThenLoseEnv) Restore(ctx context.Context, id string) (snapshot.Stats, error) {
-	stats, err := e.Environment.Restore(ctx, id)
-	if err == nil {
-		e.b.mu.Lock()
-		e.b.lost = false
-		e.b.mu.Unlock()
-	}
-	return stats, err
+	return e.b.restore(ctx, e.Environment, id)
 }
 
 // TestPauseBeforeRestoreAtStepCheckpoint: a pause asked for after a step's
@@ -187,9 +176,8 @@ type blockReplayBackend struct {
 	marker   string
 	replayed chan struct{}
 
-	mu   sync.Mutex
+	workspaceLoss
 	runs int
-	lost bool
 }
 
 func (b *blockReplayBackend) Open(ctx context.Context, p *environment.OpenParams) (environment.Environment, error) {
@@ -223,21 +211,38 @@ func (e *blockReplayEnv) Run(ctx context.Context, req *tool.ExecRequest) (*tool.
 }
 
 func (e *blockReplayEnv) Holds(ctx context.Context, id string) (bool, error) {
-	e.b.mu.Lock()
-	lost := e.b.lost
-	e.b.mu.Unlock()
-	if lost {
-		return false, nil
-	}
-	return e.Environment.Holds(ctx, id)
+	return e.b.holds(ctx, e.Environment, id)
 }
 
 func (e *blockReplayEnv) Restore(ctx context.Context, id string) (snapshot.Stats, error) {
-	stats, err := e.Environment.Restore(ctx, id)
+	return e.b.restore(ctx, e.Environment, id)
+}
+
+// workspaceLoss is a wrapped backend's workspace, lost (lost, under mu,
+// which the backend's own counters share) until a restore succeeds.
+type workspaceLoss struct {
+	mu   sync.Mutex
+	lost bool
+}
+
+// holds is env's Holds, false while the workspace is lost.
+func (w *workspaceLoss) holds(ctx context.Context, env environment.Environment, id string) (bool, error) {
+	w.mu.Lock()
+	lost := w.lost
+	w.mu.Unlock()
+	if lost {
+		return false, nil
+	}
+	return env.Holds(ctx, id)
+}
+
+// restore is env's Restore, which ends the loss when it succeeds.
+func (w *workspaceLoss) restore(ctx context.Context, env environment.Environment, id string) (snapshot.Stats, error) {
+	stats, err := env.Restore(ctx, id)
 	if err == nil {
-		e.b.mu.Lock()
-		e.b.lost = false
-		e.b.mu.Unlock()
+		w.mu.Lock()
+		w.lost = false
+		w.mu.Unlock()
 	}
 	return stats, err
 }
