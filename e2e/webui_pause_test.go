@@ -65,7 +65,7 @@ func TestWebUIPausedWithItsParent(t *testing.T) {
 	tab := b.root
 	b.do(tab, "open the sub-agent's page", navigate(srv.url+"/#/sessions/"+kid))
 	b.waitJS(tab, "the link to the parent", `(document.querySelector('#pause-parent') || {}).textContent === `+jsString(root))
-	require.Contains(t, b.text(tab, "#pause-control"), "resuming the parent resumes it")
+	require.Contains(t, b.text(tab, "#pause-control"), "it goes on when its parent does")
 	b.screenshot(tab, "subagent-paused-with-parent")
 	b.click(tab, "#resume")
 	b.waitJS(tab, "the refusal naming the root", `(document.querySelector('#pause-control') || {}).innerText?.includes('resume `+root+`')`)

@@ -265,9 +265,12 @@ func (c *cli) continueCmd() *cobra.Command {
 		Use:   "continue ACTION_ID",
 		Short: "Let a session go on after a finding of the trajectory monitor (a monitor action)",
 		Long: `Decide a monitor action: a detector of the trajectory monitor whose action is
-ask found something (its finding, with the journal events that show it, is in
-'longhaul action ACTION_ID'), and the session waits before its next call.
-continue lets it go on; 'longhaul stop ACTION_ID' ends the turn instead.`,
+ask found something, or the model monitor answered pause (the finding, with
+the journal events that show it, or the review's reasons, are in 'longhaul
+action ACTION_ID'), and the session waits before its next call; its running
+sub-agents are paused with it meanwhile.
+continue lets it go on, with them; 'longhaul stop ACTION_ID' ends the turn
+instead, and the sub-agents it spawned are asked to stop.`,
 		Example: `  longhaul continue act_5e0c`,
 		Args:    usageArgs(cobra.ExactArgs(1)),
 		RunE:    func(cmd *cobra.Command, args []string) error { return c.continueAction(cmd, o, args[0]) },

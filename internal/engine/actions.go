@@ -113,6 +113,13 @@ func (e *Engine) DecideAction(ctx context.Context, sessionID, actionID string, d
 			return nil, fmt.Errorf("update the tree's budget of session %s: %w", sessionID, err)
 		}
 	}
+	if a.Type == lt.ActionMonitor {
+		// The sub-agents its pause held go on (monitorhold.go): after
+		// this decision's write, and again when it is repeated.
+		if err := e.releaseHold(ctx, sessionID); err != nil {
+			return nil, err
+		}
+	}
 	if expiredAt != nil {
 		return nil, apierror.Conflict("action %s expired at %s: the call was rejected and not run", actionID, expiredAt.UTC().Format(time.RFC3339))
 	}

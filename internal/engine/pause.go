@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/journal"
@@ -91,12 +92,12 @@ func (e *Engine) settleTree(ctx context.Context, id string, paused bool) error {
 		if err != nil {
 			return notFound(err, "session", id)
 		}
-		if (st.Pause != nil) == paused {
+		if held(st) == paused {
 			return nil
 		}
-		paused = st.Pause != nil
+		paused = held(st)
 		if paused {
-			err = e.pauseSubagents(ctx, id, st.Pause.Reason)
+			err = e.pauseSubagents(ctx, id, holdReason(st))
 		} else {
 			_, err = e.resumeSubagents(ctx, id)
 		}
@@ -117,7 +118,7 @@ func (e *Engine) pauseOne(ctx context.Context, id, reason, parent, follow string
 		if follow != "" {
 			// The pause carried down may have been resumed since the
 			// walk read it: then this sub-agent has nothing to follow.
-			if paused, err := e.isPaused(ctx, follow); err != nil || !paused {
+			if paused, err := e.holds(ctx, follow); err != nil || !paused {
 				return nil, err
 			}
 		}
@@ -246,8 +247,11 @@ func (e *Engine) resumeOne(ctx context.Context, id, parent string) (*lt.Session,
 			return nil, nil // paused by a person, or by another cause
 		case parent != "":
 			// The parent may have been paused again since the walk
-			// read it: then this sub-agent stays paused with it.
-			if paused, err := e.isPaused(ctx, parent); err != nil || paused {
+			// read it: then this sub-agent stays paused with it. One
+			// whose spawning turn is over stays paused too: its parent
+			// asks it to stop (runner.cancelOrphans), and resumed it
+			// could start a step before that.
+			if paused, err := e.holdsChild(ctx, parent, id); err != nil || paused {
 				return nil, err
 			}
 		case st.Session.ParentID != nil:
@@ -287,20 +291,48 @@ func (e notPausedError) Is(target error) bool { return target == errNotPaused }
 
 func (e notPausedError) Unwrap() error { return e.conflict }
 
-// isPaused reports whether session id is paused or asked to pause.
-func (e *Engine) isPaused(ctx context.Context, id string) (bool, error) {
+// holds reports whether session id holds its sub-agents: it is paused or
+// asked to pause, or a monitor's pause waits for a person (held).
+func (e *Engine) holds(ctx context.Context, id string) (bool, error) {
 	_, st, err := e.loadState(ctx, id)
 	if err != nil {
 		return false, notFound(err, "session", id)
 	}
-	return st.Pause != nil, nil
+	return held(st), nil
+}
+
+// holdsChild reports whether session id keeps its sub-agent child paused:
+// it holds its sub-agents, or the turn that spawned child is over (the
+// child is to be asked to stop, or was).
+func (e *Engine) holdsChild(ctx context.Context, id, child string) (bool, error) {
+	_, st, err := e.loadState(ctx, id)
+	if err != nil {
+		return false, notFound(err, "session", id)
+	}
+	return held(st) || spawnedByEndedTurn(st, child), nil
+}
+
+// spawnedByEndedTurn reports whether child is a sub-agent of st, not done,
+// whose spawning turn is over.
+func spawnedByEndedTurn(st *journal.State, child string) bool {
+	for _, c := range st.Children {
+		if c.ID != child {
+			continue
+		}
+		if c.Done {
+			return false
+		}
+		return !slices.ContainsFunc(st.Turns, func(t lt.Turn) bool { return t.ID == c.TurnID })
+	}
+	return false
 }
 
 // ancestorPaused is the 409 for resuming alone a sub-agent whose parent,
-// or an ancestor of it, is paused (or asked to be): the tree goes on as a
-// whole, from the highest one paused, which it names.
+// or an ancestor of it, is paused (or asked to be) or held by a monitor's
+// pause: the tree goes on as a whole, from the highest one that holds it,
+// which it names.
 func (e *Engine) ancestorPaused(ctx context.Context, id, parent string) error {
-	top := ""
+	top, topAction := "", ""
 	for at, depth := parent, 0; at != "" && depth < 64; depth++ {
 		_, st, err := e.loadState(ctx, at)
 		switch {
@@ -310,16 +342,22 @@ func (e *Engine) ancestorPaused(ctx context.Context, id, parent string) error {
 		case err != nil:
 			return err
 		}
-		if st.Pause != nil {
-			top = at
+		switch a := monitorHold(st); {
+		case st.Pause != nil:
+			top, topAction = at, ""
+		case a != nil:
+			top, topAction = at, a.ID
 		}
 		at = ""
 		if p := st.Session.ParentID; p != nil {
 			at = *p
 		}
 	}
-	if top == "" {
+	switch {
+	case top == "":
 		return nil
+	case topAction != "":
+		return apierror.Conflict("session %s is a sub-agent under %s, which a monitor paused: decide its action %s first (continue or stop)", id, top, topAction)
 	}
 	return apierror.Conflict("session %s is a sub-agent under %s, which is paused (or pausing): resume %s first", id, top, top)
 }
@@ -338,7 +376,7 @@ func (e *Engine) resumeSubagents(ctx context.Context, id string) (int, error) {
 		v, err := e.resumeOne(ctx, child, id)
 		switch {
 		case errors.Is(err, errNotPaused):
-			if paused, err := e.isPaused(ctx, id); err != nil || paused {
+			if paused, err := e.holds(ctx, id); err != nil || paused {
 				return cmp.Or(err, errWalkOver) // paused again meanwhile
 			}
 		case err != nil:

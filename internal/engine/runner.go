@@ -107,6 +107,9 @@ type runner struct {
 	// monReview is the model monitor's review whose call is under way
 	// (monitorreview.go).
 	monReview *pendingReview
+	// heldFor is the monitor action whose hold this runner walked down
+	// its sub-agents before parking on it (monitorhold.go).
+	heldFor string
 }
 
 // newRunner returns a runner of the session l leases, read from the store.
@@ -673,6 +676,9 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	if len(st.Pending) > 0 {
+		if a := monitorHold(st); a != nil && r.heldFor != a.ID {
+			return false, r.holdSubagents(ctx, a) // then parks, at the next tick
+		}
 		if err := r.status(lt.SessionRequiresAction, ""); err != nil {
 			return false, err
 		}

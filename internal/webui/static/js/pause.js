@@ -74,7 +74,7 @@ export function pauseControl(path, changed) {
     // naming the session to resume while the parent is paused, and carries
     // it out once the parent is not (a parent's resume cut short).
     const withParent = parked && s.pause_parent_id
-      ? [' with its parent ', h('a', { href: `#/sessions/${encodeURIComponent(s.pause_parent_id)}`, class: 'mono', id: 'pause-parent' }, s.pause_parent_id), ': resuming the parent resumes it']
+      ? [' with its parent ', h('a', { href: `#/sessions/${encodeURIComponent(s.pause_parent_id)}`, class: 'mono', id: 'pause-parent' }, s.pause_parent_id), ': it goes on when its parent does (a resume of the parent, or a decision on its monitor action)']
       : null;
     resume.hidden = !parked || !mayResume;
     replace(state, s.status === 'paused'

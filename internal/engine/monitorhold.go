@@ -1,0 +1,88 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/longhaul-dev/longhaul/internal/journal"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
+)
+
+// A monitor's pause holds the sub-agents too. A monitor action (a model
+// monitor's pause verdict, a detector's ask) stops the session it was
+// raised in until a person decides it; the sub-agents that session
+// spawned share its workspace and budget and may be driven by the same
+// injected instructions, so they must not go on meanwhile. They are
+// paused as a person's pause of that session would pause them (pause.go),
+// with that session as their pause's parent, and the reason names the
+// action. They go on when it is decided: continue resumes them, stop ends
+// the turn that spawned them, whose runner then asks them to stop
+// (cancelOrphans) while they are still paused.
+//
+// The hold is a state of the session's journal (held: a pending monitor
+// action), not an event of its own: the walks of pause.go read it as they
+// read a pause, so a person's pause and resume, a decision and the
+// monitor's walk may meet in any order and the tree ends as the last
+// write of the session says (settleTree). None of the sub-agents can be
+// resumed alone, nor given a turn, while it holds them (ancestorPaused).
+//
+// Crash safety: the runner walks the tree after the action is durable and
+// before it parks on it; a worker that dies in between leaves the session
+// running under its lease, and the next claim comes back to the same
+// place and walks again. The decision walks after its own write; a
+// decision cut short is made whole by repeating it (a repeated decision
+// answers the first one's result and walks again).
+
+// monitorHold is the pending monitor action of st that holds its
+// sub-agents, or nil.
+func monitorHold(st *journal.State) *lt.Action {
+	return pendingOfType(st.Pending, lt.ActionMonitor)
+}
+
+// held reports whether the session of st holds its sub-agents: it is
+// paused or asked to pause, or a monitor's pause waits for a person.
+func held(st *journal.State) bool {
+	return st.Pause != nil || monitorHold(st) != nil
+}
+
+// holdReason is the reason the sub-agents a session holds are paused
+// with: its pause's, or the monitor action's.
+func holdReason(st *journal.State) string {
+	if st.Pause != nil {
+		return st.Pause.Reason
+	}
+	if a := monitorHold(st); a != nil {
+		return clip(fmt.Sprintf("held with %s, which a monitor paused (action %s): %s", st.Session.ID, a.ID, a.Summary), maxPauseReasonBytes)
+	}
+	return ""
+}
+
+// holdSubagents makes action a durable and pauses the session's running
+// sub-agents, and theirs, with its hold, before the runner parks on it.
+func (r *runner) holdSubagents(ctx context.Context, a *lt.Action) error {
+	// The walk reads the hold from the store (holds): written first.
+	if err := r.flush(ctx, false); err != nil {
+		return err
+	}
+	id := r.st.Session.ID
+	if err := r.e.pauseSubagents(ctx, id, holdReason(r.st)); err != nil && !errors.Is(err, errWalkOver) {
+		return fmt.Errorf("hold the sub-agents of %s: %w", id, err)
+	}
+	if err := r.e.settleTree(ctx, id, true); err != nil {
+		return err
+	}
+	r.heldFor = a.ID
+	return nil
+}
+
+// releaseHold lets the sub-agents of session id that a monitor's pause
+// held go on, once a decision left it holding nothing (the walk leaves
+// them paused while it still holds them, or when the decision ended the
+// turn that spawned them).
+func (e *Engine) releaseHold(ctx context.Context, id string) error {
+	if _, err := e.resumeSubagents(ctx, id); err != nil && !errors.Is(err, errWalkOver) {
+		return fmt.Errorf("let the sub-agents of %s go on: %w", id, err)
+	}
+	return e.settleTree(ctx, id, false)
+}
