@@ -94,3 +94,9 @@ func (e *Engine) ResumeSubagentsForTest(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
+// SettleTreeForTest ends a walk of session id's tree that carried paused
+// as a pause or resume request does (settleTree).
+func (e *Engine) SettleTreeForTest(ctx context.Context, id string, paused bool) error {
+	return e.settleTree(ctx, id, paused)
+}

@@ -58,6 +58,16 @@ func holdReason(st *journal.State) string {
 	return ""
 }
 
+// holdContext is ctx carrying the actor of st's hold, for the pauses of
+// the sub-agents it holds: its pause's actor, or none for a monitor's (the
+// engine holds them).
+func holdContext(ctx context.Context, st *journal.State) context.Context {
+	if st.Pause != nil && st.Pause.Actor != nil {
+		return WithActor(ctx, *st.Pause.Actor)
+	}
+	return context.WithValue(ctx, actorKey{}, nil)
+}
+
 // holdSubagents makes action a durable and pauses the session's running
 // sub-agents, and theirs, with its hold, before the runner parks on it.
 func (r *runner) holdSubagents(ctx context.Context, a *lt.Action) error {

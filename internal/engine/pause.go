@@ -97,7 +97,9 @@ func (e *Engine) settleTree(ctx context.Context, id string, paused bool) error {
 		}
 		paused = held(st)
 		if paused {
-			err = e.pauseSubagents(ctx, id, holdReason(st))
+			// The sub-agents follow the pause of another request:
+			// journaled with its actor, not this request's.
+			err = e.pauseSubagents(holdContext(ctx, st), id, holdReason(st))
 		} else {
 			_, err = e.resumeSubagents(ctx, id)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -329,4 +330,36 @@ func TestResumeOfASubagentBeingCancelledUnderAPausedRoot(t *testing.T) {
 	_, err = h.eng.ResumeSession(ctx, kids[0], &lt.ResumeRequest{})
 	require.ErrorContains(t, err, "a sub-agent under "+root+", which is paused")
 	require.Equal(t, lt.SessionPaused, session(t, h, gx[0].ID).Status, "what it spawned stays paused with the root")
+}
+
+// TestSettledPauseOfATreeIsJournaledWithItsPausersActor: bob's resume of
+// the root walks the tree; alice's pause of the root is written before
+// bob's walk ends, and bob's walk, settling, pauses the sub-agents with
+// alice's pause. Their session.paused names alice, who asked for the
+// pause, not bob, who asked for the resume.
+func TestSettledPauseOfATreeIsJournaledWithItsPausersActor(t *testing.T) {
+	gt := newGate()
+	h := newGatedHarness(t, gt)
+	alice := engine.WithActor(context.Background(), lt.Actor{Name: "alice", Role: lt.RoleOperator})
+	bob := engine.WithActor(context.Background(), lt.Actor{Name: "bob", Role: lt.RoleOperator})
+	tr := startPauseTree(t, h, gt)
+	_, err := h.eng.PauseSession(alice, tr.root, &lt.PauseRequest{Reason: "first look"})
+	require.NoError(t, err)
+
+	// Bob's resume: its write and its walk, which resumes a and b.
+	require.NoError(t, h.eng.ResumeAloneForTest(bob, tr.root))
+	require.NoError(t, h.eng.ResumeSubagentsForTest(bob, tr.root))
+	require.NotEqual(t, lt.SessionPaused, session(t, h, tr.b).Status)
+	// Alice's second pause: its write (its walk comes later).
+	require.NoError(t, h.eng.PauseAloneForTest(alice, tr.root))
+	// Bob's walk ends: the root is paused again, and the tree follows.
+	require.NoError(t, h.eng.SettleTreeForTest(bob, tr.root, false))
+
+	b := session(t, h, tr.b)
+	require.Equal(t, lt.SessionPaused, b.Status)
+	paused := events(t, h, tr.b, lt.EventSessionPaused)
+	last := data[lt.SessionPausedData](t, paused[len(paused)-1])
+	require.NotNil(t, last.Actor)
+	require.Equal(t, "alice", last.Actor.Name, "the sub-agent's pause is alice's")
+	require.Equal(t, "cut short", last.Reason)
 }
