@@ -115,6 +115,9 @@ const (
 	// EventMonitorReviewed: the model monitor read the session tree's
 	// trajectory and answered ok, warn or pause, with its reasons.
 	EventMonitorReviewed = "monitor.reviewed"
+	// EventMonitorHeld: the session's running sub-agents were paused with
+	// it while a monitor action waits for a person.
+	EventMonitorHeld = "monitor.held"
 )
 
 // BlobRef points at a content-addressed blob. Event payloads over 64 KiB are

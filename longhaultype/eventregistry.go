@@ -69,6 +69,7 @@ var eventPayloads = []struct {
 	{EventMCPServerLost, newData[MCPServerLostData]},
 	{EventMonitorFinding, newData[MonitorFindingData]},
 	{EventMonitorReviewed, newData[MonitorReviewedData]},
+	{EventMonitorHeld, newData[MonitorHeldData]},
 }
 
 func newData[T any]() any { return new(T) }

@@ -24,6 +24,14 @@ const (
 // (model.requested, model.failed).
 const PurposeMonitor = "monitor"
 
+// MonitorHeldData is the data of monitor.held: the session's running
+// sub-agents, and theirs, were paused with it (their pause's parent) while
+// the monitor action ActionID waits for a person; deciding it resumes
+// them.
+type MonitorHeldData struct {
+	ActionID string `json:"action_id"`
+}
+
 // MonitorReviewedData is the data of monitor.reviewed: the model monitor
 // read the trajectory and gave its verdict. A verdict it could not give (an
 // answer that is not the expected JSON, a model error after retries, a

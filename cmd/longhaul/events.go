@@ -400,6 +400,11 @@ func eventDetail(ev lt.Event) string {
 		if decode(ev, &d) && d.Verdict != "" {
 			return reviewSummary(&d)
 		}
+	case lt.EventMonitorHeld:
+		var d lt.MonitorHeldData
+		if decode(ev, &d) && d.ActionID != "" {
+			return "sub-agents paused with this session until " + d.ActionID + " is decided"
+		}
 	case lt.EventSessionPauseRequested, lt.EventSessionPaused, lt.EventSessionResumed:
 		if s, ok := pauseSummary(ev); ok {
 			return s

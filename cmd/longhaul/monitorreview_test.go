@@ -23,3 +23,11 @@ func TestMonitorReviewedSummary(t *testing.T) {
 	got = eventSummary(lt.Event{Type: lt.EventMonitorReviewed, Data: data})
 	require.Equal(t, "pause (step 4, failed closed): failed closed: no JSON", got)
 }
+
+// TestMonitorHeldSummary: "longhaul events" says which action holds the
+// sub-agents.
+func TestMonitorHeldSummary(t *testing.T) {
+	data, err := json.Marshal(lt.MonitorHeldData{ActionID: "act_5e0c"})
+	require.NoError(t, err)
+	require.Equal(t, "sub-agents paused with this session until act_5e0c is decided", eventSummary(lt.Event{Type: lt.EventMonitorHeld, Data: data}))
+}

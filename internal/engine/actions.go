@@ -40,7 +40,22 @@ func (e *Engine) ListActions(ctx context.Context, sessionID, status string) ([]l
 // the session becomes runnable again once nothing else is pending. Deciding a
 // resolved action again with the same body returns it; a different body is a
 // conflict. Two concurrent decisions: the journal's seq lets exactly one win.
+// A decision on a monitor action lets go the sub-agents its pause held
+// (monitorhold.go): after the decision's write, and again when it is
+// repeated.
 func (e *Engine) DecideAction(ctx context.Context, sessionID, actionID string, d *lt.Decision) (*lt.Action, error) {
+	a, err := e.decideAction(ctx, sessionID, actionID, d)
+	if err != nil || a.Type != lt.ActionMonitor {
+		return a, err
+	}
+	if err := e.releaseHold(ctx, sessionID); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// decideAction is DecideAction for the action itself.
+func (e *Engine) decideAction(ctx context.Context, sessionID, actionID string, d *lt.Decision) (*lt.Action, error) {
 	sum, err := decisionSHA256(d)
 	if err != nil {
 		return nil, apierror.Invalid("", "decision is not valid JSON: %v", err)
@@ -111,13 +126,6 @@ func (e *Engine) DecideAction(ctx context.Context, sessionID, actionID string, d
 		// the root's new limits at once, not at the root's next call.
 		if err := e.syncTreeLimits(ctx, budgeted); err != nil {
 			return nil, fmt.Errorf("update the tree's budget of session %s: %w", sessionID, err)
-		}
-	}
-	if a.Type == lt.ActionMonitor {
-		// The sub-agents its pause held go on (monitorhold.go): after
-		// this decision's write, and again when it is repeated.
-		if err := e.releaseHold(ctx, sessionID); err != nil {
-			return nil, err
 		}
 	}
 	if expiredAt != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/environment"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
 // ListenForTest starts only e's subscription to the store's notifications
@@ -99,4 +100,11 @@ func (e *Engine) ResumeSubagentsForTest(ctx context.Context, id string) error {
 // as a pause or resume request does (settleTree).
 func (e *Engine) SettleTreeForTest(ctx context.Context, id string, paused bool) error {
 	return e.settleTree(ctx, id, paused)
+}
+
+// DecideActionAloneForTest decides an action as DecideAction does and
+// walks no tree after (a request whose worker stopped after its write).
+func (e *Engine) DecideActionAloneForTest(ctx context.Context, sessionID, actionID string, d *lt.Decision) error {
+	_, err := e.decideAction(ctx, sessionID, actionID, d)
+	return err
 }

@@ -21,18 +21,23 @@ import (
 // (cancelOrphans) while they are still paused.
 //
 // The hold is a state of the session's journal (held: a pending monitor
-// action), not an event of its own: the walks of pause.go read it as they
-// read a pause, so a person's pause and resume, a decision and the
+// action; monitor.held only records that it was carried down): the walks
+// of pause.go read it as they read a pause, so a person's pause and resume, a decision and the
 // monitor's walk may meet in any order and the tree ends as the last
 // write of the session says (settleTree). None of the sub-agents can be
 // resumed alone, nor given a turn, while it holds them (ancestorPaused).
 //
 // Crash safety: the runner walks the tree after the action is durable and
-// before it parks on it; a worker that dies in between leaves the session
-// running under its lease, and the next claim comes back to the same
-// place and walks again. The decision walks after its own write; a
-// decision cut short is made whole by repeating it (a repeated decision
-// answers the first one's result and walks again).
+// before it parks on it, and journals monitor.held once the walk is made.
+// Until then the session stays runnable (journal.State.HoldDue), so a
+// worker that stops in between (a crash, a drain, an error of the walk)
+// leaves the walk to the next claim, on any node. The decision walks after
+// its own write; a decision cut short is made whole by repeating it (a
+// repeated decision answers the first one's result and walks again), and
+// by the session's next claim, which lets go a sub-agent left paused under
+// a session that holds nothing (releaseStaleHold): a walk that read the
+// hold just before a decision, and whose worker stopped before it settled
+// the tree, leaves one so.
 
 // monitorHold is the pending monitor action of st that holds its
 // sub-agents, or nil.
@@ -69,7 +74,11 @@ func holdContext(ctx context.Context, st *journal.State) context.Context {
 }
 
 // holdSubagents makes action a durable and pauses the session's running
-// sub-agents, and theirs, with its hold, before the runner parks on it.
+// sub-agents, and theirs, with its hold, before the runner parks on it;
+// monitor.held then says the walk was made. Until it is durable the
+// session stays runnable (State.HoldDue), so a worker that stops before
+// it (a crash, a drain, an error of the walk) leaves the walk to the
+// next claim.
 func (r *runner) holdSubagents(ctx context.Context, a *lt.Action) error {
 	// The walk reads the hold from the store (holds): written first.
 	if err := r.flush(ctx, false); err != nil {
@@ -82,8 +91,19 @@ func (r *runner) holdSubagents(ctx context.Context, a *lt.Action) error {
 	if err := r.e.settleTree(ctx, id, true); err != nil {
 		return err
 	}
-	r.heldFor = a.ID
-	return nil
+	return r.add(lt.EventMonitorHeld, a.TurnID, a.Step, lt.MonitorHeldData{ActionID: a.ID})
+}
+
+// releaseStaleHold, at a claim, lets go the sub-agents a hold that is over
+// left paused: a walk that paused one just before a decision (or a
+// resume) was answered, and whose worker stopped before it settled the
+// tree, leaves it paused under a session that holds nothing, which would
+// wait for it for ever.
+func (r *runner) releaseStaleHold(ctx context.Context) error {
+	if held(r.st) || r.st.RunningChildren() == 0 {
+		return nil
+	}
+	return r.e.releaseHold(ctx, r.st.Session.ID)
 }
 
 // releaseHold lets the sub-agents of session id that a monitor's pause

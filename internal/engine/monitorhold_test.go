@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/model/scripted"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -25,6 +28,20 @@ type heldTree struct {
 func startHeldTree(t *testing.T, h *harness, gt *gate) heldTree {
 	t.Helper()
 	marker := filepath.Join(t.TempDir(), "marker")
+	root := heldTreeSpec(t, marker, modelMonitor(0, []lt.EffectClass{lt.EffectIrreversible}, verdictStep("pause", "a shell call nobody asked for")))
+	s := create(t, h, root, nil)
+	gt.await(t) // the child's first model call is in flight
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	require.Len(t, s.RequiredActions, 1)
+	require.Equal(t, lt.ActionMonitor, s.RequiredActions[0].Type)
+	kids := children(t, h, s.ID)
+	require.Len(t, kids, 1)
+	return heldTree{root: s.ID, child: kids[0].ID, action: s.RequiredActions[0].ID, marker: marker}
+}
+
+// heldTreeSpec is the root of startHeldTree, with its monitor.
+func heldTreeSpec(t *testing.T, marker string, mon *lt.MonitorSpec) *lt.AgentSpec {
+	t.Helper()
 	child := childSpec(script(t,
 		map[string]any{"delay_ms": 1000, "tool_calls": []any{toolCall("write_file", map[string]any{"path": "c1.txt", "content": "1"})}},
 		map[string]any{"tool_calls": []any{toolCall("write_file", map[string]any{"path": "c2.txt", "content": "2"})}},
@@ -39,15 +56,8 @@ func startHeldTree(t *testing.T, h *harness, gt *gate) heldTree {
 		map[string]any{"text": "all done"},
 	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"}, irreversibleShell,
 		lt.ToolSpec{Name: "write_file", Effect: lt.EffectIdempotent})
-	root.Monitor = modelMonitor(0, []lt.EffectClass{lt.EffectIrreversible}, verdictStep("pause", "a shell call nobody asked for"))
-	s := create(t, h, root, nil)
-	gt.await(t) // the child's first model call is in flight
-	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
-	require.Len(t, s.RequiredActions, 1)
-	require.Equal(t, lt.ActionMonitor, s.RequiredActions[0].Type)
-	kids := children(t, h, s.ID)
-	require.Len(t, kids, 1)
-	return heldTree{root: s.ID, child: kids[0].ID, action: s.RequiredActions[0].ID, marker: marker}
+	root.Monitor = mon
+	return root
 }
 
 // requireHeld asserts that the child is paused with the root's hold and
@@ -137,6 +147,122 @@ func TestMonitorStopEndsTheSubagentsItHeld(t *testing.T) {
 	s := h.waitStatus(tr.root, lt.SessionFailed)
 	require.Equal(t, lt.StopStopped, *s.StopReason)
 	require.Equal(t, 0, markerLines(t, tr.marker))
+	// The cancelled child still reports to its parent: its journal is
+	// whole once it has.
+	waitUntil(t, 10*time.Second, func() bool { return len(events(t, h, tr.child, lt.EventSubagentReported)) == 1 })
 	checkJournal(t, h.store, tr.root)
 	checkJournal(t, h.store, tr.child)
+}
+
+// gatedVerdict is a monitor model that answers pause once the test lets
+// it.
+type gatedVerdict struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedVerdict) Respond(ctx context.Context, _ *model.Request) (*model.Response, error) {
+	g.entered <- struct{}{}
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return &model.Response{Text: `{"verdict": "pause", "reasons": ["a shell call nobody asked for"]}`}, nil
+}
+
+// TestMonitorHoldSurvivesADrainBeforeItsWalk: the monitor's pause is
+// journaled as the node drains (a deploy), so its worker stops before it
+// carries the hold down. The session stays runnable until monitor.held is
+// journaled: the next node's worker makes the walk, and the sub-agent is
+// paused before it starts a call.
+func TestMonitorHoldSurvivesADrainBeforeItsWalk(t *testing.T) {
+	gt := newGate()
+	mon := &gatedVerdict{entered: make(chan struct{}, 8), release: make(chan struct{})}
+	h := newHarnessWith(t, map[string]model.Provider{"scripted": scripted.New(&scripted.Config{After: gt.after}), "gated": mon}, nil)
+	ctx := context.Background()
+	marker := filepath.Join(t.TempDir(), "marker")
+	s := create(t, h, heldTreeSpec(t, marker, &lt.MonitorSpec{Model: &lt.ModelSpec{Provider: "gated"}, Before: []lt.EffectClass{lt.EffectIrreversible}}), nil)
+	gt.await(t) // the child's first model call is in flight, and stays so
+	select {
+	case <-mon.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the monitor was never called")
+	}
+	kids := children(t, h, s.ID)
+	require.Len(t, kids, 1)
+	child := kids[0].ID
+
+	stopCtx, stopNow := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.eng.Stop(stopCtx) }()
+	// The node drains; the verdict, pause, is journaled as the root's
+	// worker stops, and the worker gives its lease back.
+	waitUntil(t, 10*time.Second, h.eng.DrainingForTest)
+	close(mon.release)
+	waitUntil(t, 10*time.Second, func() bool {
+		row, err := h.store.SessionGet(ctx, s.ID)
+		require.NoError(t, err)
+		return row.Lease.Owner == ""
+	})
+	require.Len(t, events(t, h, s.ID, lt.EventActionRequired), 1, "the monitor action is durable")
+	require.Empty(t, events(t, h, s.ID, lt.EventMonitorHeld), "its hold was not carried down")
+	stopNow() // the child's model call, still at the gate, is cut short
+	require.NoError(t, <-stopped)
+	row, err := h.store.SessionGet(ctx, s.ID)
+	require.NoError(t, err)
+	require.True(t, row.Runnable, "a session whose hold is not carried down stays runnable")
+
+	h.start("node-a")
+	r := h.waitStatus(s.ID, lt.SessionRequiresAction)
+	require.Len(t, r.RequiredActions, 1)
+	// The next worker carries the hold down.
+	waitUntil(t, 10*time.Second, func() bool {
+		return len(events(t, h, s.ID, lt.EventMonitorHeld)) == 1
+	})
+	held := events(t, h, s.ID, lt.EventMonitorHeld)
+	require.Equal(t, r.RequiredActions[0].ID, data[lt.MonitorHeldData](t, held[0]).ActionID)
+	// The child's model call cut short is made again, before or after the
+	// walk: it answers now, and the child's write_file must not start.
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case <-gt.entered:
+				select {
+				case gt.release <- time.Time{}:
+				case <-done:
+					return
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	c := h.waitStatus(child, lt.SessionPaused)
+	require.Equal(t, s.ID, c.PauseParentID)
+	require.Empty(t, events(t, h, child, lt.EventToolStarted), "no call starts in the held sub-agent")
+	row, err = h.store.SessionGet(ctx, s.ID)
+	require.NoError(t, err)
+	require.False(t, row.Runnable, "parked on the action once the hold is carried down")
+}
+
+// TestClaimLetsGoASubagentLeftPausedUnderASessionThatHoldsNothing: the
+// decision to continue is written, but its request ends before it lets
+// the held sub-agent go (a crash; or the walk of the hold, which had read
+// the hold just before, paused it after the decision's walk). The
+// session's next worker lets it go on rather than wait for it for ever.
+func TestClaimLetsGoASubagentLeftPausedUnderASessionThatHoldsNothing(t *testing.T) {
+	gt := newGate()
+	h := newGatedHarness(t, gt)
+	tr := startHeldTree(t, h, gt)
+	gt.open(t)
+	requireHeld(t, h, tr)
+
+	require.NoError(t, h.eng.DecideActionAloneForTest(context.Background(), tr.root, tr.action, &lt.Decision{Decision: lt.DecisionContinue}))
+	s := h.waitStatus(tr.root, lt.SessionIdle, lt.SessionFailed)
+	require.Equal(t, lt.SessionIdle, s.Status, "stop reason %v", s.StopReason)
+	require.Equal(t, "all done", mustTurnOutput(t, h, s))
+	require.Len(t, events(t, h, tr.child, lt.EventToolCompleted), 2, "the child wrote both files")
 }

@@ -107,9 +107,9 @@ type runner struct {
 	// monReview is the model monitor's review whose call is under way
 	// (monitorreview.go).
 	monReview *pendingReview
-	// heldFor is the monitor action whose hold this runner walked down
-	// its sub-agents before parking on it (monitorhold.go).
-	heldFor string
+	// treeLooked: this runner has let go the sub-agents a hold that is
+	// over left paused (releaseStaleHold, its first tick).
+	treeLooked bool
 }
 
 // newRunner returns a runner of the session l leases, read from the store.
@@ -583,6 +583,12 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 			return false, err
 		}
 	}
+	if !r.treeLooked {
+		r.treeLooked = true
+		if err := r.releaseStaleHold(ctx); err != nil {
+			return false, err
+		}
+	}
 	if len(r.monFound) > 0 {
 		return false, r.reportFindings()
 	}
@@ -676,8 +682,8 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	if len(st.Pending) > 0 {
-		if a := monitorHold(st); a != nil && r.heldFor != a.ID {
-			return false, r.holdSubagents(ctx, a) // then parks, at the next tick
+		if st.HoldDue() {
+			return false, r.holdSubagents(ctx, monitorHold(st)) // then parks, at the next tick
 		}
 		if err := r.status(lt.SessionRequiresAction, ""); err != nil {
 			return false, err

@@ -362,6 +362,12 @@ func apply(s *State, ev *event, ch *Changes) error {
 		sideCall(s, lt.PurposeVerification, d.Usage, d.CostUSD, ch)
 	case lt.EventMonitorReviewed:
 		return applyMonitorReviewed(s, ev, ch)
+	case lt.EventMonitorHeld:
+		d, err := decode[lt.MonitorHeldData](ev)
+		if err != nil {
+			return err
+		}
+		s.HeldFor = d.ActionID
 	case lt.EventBudgetUpdated:
 		d, err := decode[lt.BudgetUpdatedData](ev)
 		if err != nil {

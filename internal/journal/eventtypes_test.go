@@ -112,6 +112,11 @@ func TestApplyAcceptsEveryEventType(t *testing.T) {
 	must(lt.EventMonitorFinding, "t1", finding)
 	b.must(lt.EventActionRequired, "t1", lt.ActionRequiredData{Action: lt.Action{ID: "act_m", Type: lt.ActionMonitor, TurnID: "t1", Finding: &finding}})
 	require.Len(t, b.st.Pending, 1)
+	require.True(t, b.st.HoldDue(), "runnable until its hold is carried down to the sub-agents")
+	require.True(t, b.st.Runnable())
+	must(lt.EventMonitorHeld, "t1", lt.MonitorHeldData{ActionID: "act_m"})
+	require.False(t, b.st.HoldDue())
+	require.False(t, b.st.Runnable(), "then parked on the action")
 	b.must(lt.EventActionResolved, "t1", lt.ActionResolvedData{ActionID: "act_m", Type: string(lt.ActionMonitor), Decision: lt.Decision{Decision: lt.DecisionContinue}})
 	require.Empty(t, b.st.Pending)
 	// The model monitor reviews step 2: its own script position, its cost

@@ -25,6 +25,10 @@ type State struct {
 	// reviews, and its failed calls that consumed a position): its own
 	// script's position, apart from the agent's.
 	MonitorPosition int `json:"monitor_position,omitempty"`
+	// HeldFor is the monitor action whose hold was carried down to the
+	// session's sub-agents (monitor.held): until it is, a session waiting
+	// on a monitor action stays runnable, so a worker carries it down.
+	HeldFor string `json:"held_for,omitempty"`
 	// ModelAttempt counts failed attempts of the current model call (and
 	// the attempts before a failed one that a crash cut).
 	ModelAttempt int `json:"model_attempt,omitempty"`
@@ -460,9 +464,23 @@ func (s *State) Runnable() bool {
 		// holds none, whatever was decided or signalled meanwhile.
 		return s.PauseRequested()
 	}
+	if s.HoldDue() {
+		return true // the sub-agents to hold
+	}
 	// A wait is claimed again by its wake time (WakeAt), or by what ends
 	// it (a signal, sub-agents).
 	return len(s.Pending) == 0 && (s.Wait == nil || s.Wait.woken())
+}
+
+// HoldDue reports whether a monitor action waits whose hold was not
+// carried down to the session's sub-agents yet (engine/monitorhold.go).
+func (s *State) HoldDue() bool {
+	for _, a := range s.Pending {
+		if a.Type == lt.ActionMonitor {
+			return s.HeldFor != a.ID
+		}
+	}
+	return false
 }
 
 // CancelHeld reports whether a requested cancel must wait before it ends

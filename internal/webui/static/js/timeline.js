@@ -120,6 +120,8 @@ export function describe(ev) {
       return [`Model monitor ${what}: ${d.verdict}${d.failed ? ' (failed closed)' : ''}${reasons ? ': ' + truncate(reasons, 240) : ''}${d.cost_usd ? ' · ' + fmtCost(d.cost_usd) : ''}`,
         d.verdict === 'pause' ? 'error' : d.verdict === 'warn' ? 'warn' : 'ok'];
     }
+    case 'monitor.held':
+      return [`Sub-agents paused with this session until ${d.action_id} is decided`, 'warn'];
     case 'action.required': {
       const a = d.action || {};
       return [`Needs a person (${a.type}): ${truncate(a.question || a.summary, 200)}`, 'warn'];
