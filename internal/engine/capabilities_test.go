@@ -280,6 +280,24 @@ func TestInheritPoliciesOnMCPPatterns(t *testing.T) {
 	require.Equal(t, []string{"parent.policies[0]", "parent.policies[1]", "parent.policies[3]"}, names)
 }
 
+// TestInheritPoliciesKeepsOwnUnnamed: a child's own rule without a name
+// stays without one next to its parent's, so the child's policies compile
+// (a name "policies[0]" written for it would be refused, and the child
+// would never run).
+func TestInheritPoliciesKeepsOwnUnnamed(t *testing.T) {
+	tools := []lt.ToolSpec{{Name: "write_file"}, {Name: "shell"}}
+	parent := []lt.Policy{{Tool: "write_file", Decision: lt.PolicyAsk}}
+	own := []lt.Policy{{Tool: "shell", Decision: lt.PolicyAsk}, {Name: "mine", Tool: "write_file", Decision: lt.PolicyDeny}}
+	got := inheritPolicies(own, parent, tools)
+	var names []string
+	for _, p := range got {
+		names = append(names, p.Name)
+	}
+	require.Equal(t, []string{"parent.policies[0]", "", "mine"}, names)
+	_, err := compilePolicies(&lt.AgentSpec{Tools: tools, Policies: got})
+	require.NoError(t, err)
+}
+
 // TestMCPServerDenied: only a rule without a condition that denies every
 // tool of the server keeps it from starting.
 func TestMCPServerDenied(t *testing.T) {

@@ -343,8 +343,14 @@ func inheritPolicies(own, parent []lt.Policy, tools []lt.ToolSpec) []lt.Policy {
 		p.Name = unique(name)
 		out = append(out, p)
 	}
-	for i, p := range own {
-		p.Name = unique(policyName(p, i))
+	for _, p := range own {
+		// An unnamed rule of the child's stays unnamed: its default name
+		// is its position, which compiling gives it, while "policies[i]"
+		// written as its name is refused ("looks like a default name"),
+		// and the child could never run.
+		if p.Name != "" {
+			p.Name = unique(p.Name)
+		}
 		out = append(out, p)
 	}
 	return out

@@ -40,8 +40,11 @@
 //     version, every line, each journal's seqs (1, 2, 3... up to the
 //     session's last seq), every blob's SHA-256 and size, that every blob a
 //     session references is in the file (snapshots walked tree by tree),
-//     the end record's counts, and that none of the sessions (nor their
-//     artifacts and actions, whose ids are global) exists in the target.
+//     the end record's counts, that none of the sessions (nor their
+//     artifacts and actions, whose ids are global) exists in the target,
+//     and that a sub-agent's parent, in the file or the target, is of its
+//     project (spawn_agent keeps it; a tree across projects would report a
+//     project's answers into another's journal).
 //     A damaged file is refused with an error matching ErrInvalid; an
 //     existing session with one matching store.ErrConflict.
 //   - Then it writes the blobs (content-addressed: an existing one is

@@ -519,9 +519,14 @@ func (f *file) checkRefs(ctx context.Context) error {
 }
 
 // checkTarget refuses sessions, artifacts and actions that dst holds
-// already (their ids are global), and warns of parents that are neither
+// already (their ids are global) and a sub-agent whose parent, in the file
+// or in dst, is of another project; it warns of parents that are neither
 // in the file nor in dst.
 func (f *file) checkTarget(ctx context.Context, dst store.Store, sum *Summary) error {
+	projects := make(map[string]string, len(f.sessions))
+	for _, sd := range f.sessions {
+		projects[sd.row.ID] = cmp.Or(sd.row.Project, lt.DefaultProject)
+	}
 	for _, sd := range f.sessions {
 		id := sd.row.ID
 		if _, err := dst.SessionGet(ctx, id); found(err) != nil {
@@ -541,12 +546,28 @@ func (f *file) checkTarget(ctx context.Context, dst store.Store, sum *Summary) e
 				return fmt.Errorf("session %s %s %s: %w", id, d.kind, d.row.ID, err)
 			}
 		}
-		if p := sd.row.ParentID; p != "" && !slices.Contains(f.header.Sessions, p) {
-			if _, err := dst.SessionGet(ctx, p); errors.Is(err, store.ErrNotFound) {
+		p := sd.row.ParentID
+		if p == "" {
+			continue
+		}
+		parent, ok := projects[p]
+		if !ok {
+			row, err := dst.SessionGet(ctx, p)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
 				sum.Warnings = append(sum.Warnings, fmt.Sprintf("session %s is a sub-agent of %s, which is neither in the file nor in the target store", id, p))
-			} else if err != nil {
+				continue
+			case err != nil:
 				return fmt.Errorf("session %s: parent %s: %w", id, p, err)
 			}
+			parent = cmp.Or(row.Project, lt.DefaultProject)
+		}
+		// spawn_agent makes a sub-agent in its parent's project, so only
+		// a crafted file names a parent of another: the tree would cross
+		// projects (the sub-agent would report its answers into the other
+		// project's journal).
+		if parent != projects[id] {
+			return invalid("session %s: its parent %s is in project %q, not in its own (%q): a sub-agent is in its parent's project", id, p, parent, projects[id])
 		}
 	}
 	return nil

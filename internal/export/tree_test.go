@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -124,4 +125,43 @@ func TestEncodeLine(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, tt.value, got)
 	}
+}
+
+// TestImportRefusesParentOfAnotherProject: a sub-agent whose parent is of
+// another project, in the target store or in the file (only a crafted
+// file says so: spawn_agent keeps the parent's project), is refused before
+// anything is written; the tree would cross projects.
+func TestImportRefusesParentOfAnotherProject(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := openSQLite(t)
+	createRaw(t, src, "ses_root", "", t0)
+	createRaw(t, src, "ses_child", "ses_root", t0.Add(time.Minute))
+	child, _ := exportTo(t, src, "ses_child", nil)
+	tree, _ := exportTo(t, src, "ses_root", &Options{WithSubagents: true})
+
+	dst := openSQLite(t)
+	_, err := dst.SessionCreate(ctx, &store.SessionCreateParams{Session: store.SessionRow{
+		ID: "ses_root", Project: "billing", AgentName: "writer", AgentVersion: 1, Status: "idle",
+		Spec: json.RawMessage(`{}`), State: json.RawMessage(`{}`), CreatedAt: t0, UpdatedAt: t0,
+	}, Events: []store.NewEvent{{Type: "session.created", Time: t0, Data: json.RawMessage(`{}`)}}})
+	require.NoError(t, err)
+	_, err = importFrom(t, dst, child, nil)
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorContains(t, err, `session ses_child: its parent ses_root is in project "billing", not in its own ("support")`)
+	_, err = dst.SessionGet(ctx, "ses_child")
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	data, err := os.ReadFile(tree)
+	require.NoError(t, err)
+	lines := fileLines(strings.SplitAfter(string(data), "\n"))
+	lines = lines.edit(t, lines.index(t, kindSession, 0), func(m map[string]any) { m["project"] = "billing" })
+	crafted := filepath.Join(t.TempDir(), "crafted.jsonl")
+	require.NoError(t, os.WriteFile(crafted, []byte(strings.Join(lines, "")), 0o600))
+	fresh := openSQLite(t)
+	_, err = importFrom(t, fresh, crafted, nil)
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorContains(t, err, `its parent ses_root is in project "billing"`)
+	_, err = fresh.SessionGet(ctx, "ses_root")
+	require.ErrorIs(t, err, store.ErrNotFound, "nothing written")
 }

@@ -59,10 +59,10 @@ func (d *Dispatcher) rootOf(ctx context.Context, sessionID string, info sessionI
 		}
 		if parent.project != info.project {
 			// spawn_agent makes a sub-agent in its parent's project,
-			// but the store does not hold it to that (an import names
-			// any parent the target store has): a parent of another
-			// project is no parent here, and its URL and secret are
-			// not this session's to use.
+			// and an import refuses one whose parent is of another,
+			// but a store may hold one imported before: a parent of
+			// another project is no parent here, and its URL and
+			// secret are not this session's to use.
 			return id, info, nil
 		}
 		id, info = info.parentID, parent
