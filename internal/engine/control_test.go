@@ -560,3 +560,34 @@ func TestTrajectoryRules(t *testing.T) {
 		checkJournal(t, h.store, s.ID)
 	})
 }
+
+// TestSessionNoRunnerCanBeMadeOfEndsItsTurn: a session whose stored agent
+// spec the engine refuses (a policy named like a default, written behind
+// the API's back) fails its turn as an internal error once. Before, the
+// turn could not be ended without a runner, and the released session was
+// claimed and failed again at once, for ever.
+func TestSessionNoRunnerCanBeMadeOfEndsItsTurn(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	sp := spec(t, `[{"tool_calls":[{"name":"ask_human","arguments":{"question":"which colour?"}}]},{"text":"done"}]`, lt.ToolSpec{Name: "ask_human"})
+	s := create(t, h, sp, nil)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+
+	db, err := sql.Open("sqlite", filepath.Join(h.dir, "longhaul.db"))
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.Exec(`UPDATE sessions SET spec = json_set(spec, '$.policies', json('[{"name":"policies[0]","decision":"allow"}]')) WHERE id = ?`, s.ID)
+	require.NoError(t, err)
+
+	_, err = h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Answer: "blue"})
+	require.NoError(t, err)
+	s = h.waitStatus(s.ID, lt.SessionFailed)
+	require.Equal(t, lt.StopInternal, *s.StopReason)
+	failed := events(t, h, s.ID, lt.EventTurnFailed)
+	require.Len(t, failed, 1)
+	require.Contains(t, data[lt.TurnFailedData](t, failed[0]).Error, "looks like a default name")
+	row, err := h.store.SessionGet(ctx, s.ID)
+	require.NoError(t, err)
+	require.False(t, row.Runnable, "not claimed again")
+	checkJournal(t, h.store, s.ID)
+}

@@ -1015,6 +1015,17 @@ func (e *Engine) failTurnOf(ctx context.Context, l store.Lease, stopReason, msg 
 	r, err := e.newRunner(ctx, l)
 	if err == nil {
 		defer r.env.close()
+	} else {
+		// No runner can be made of the session (what it is made of is
+		// refused: its stored spec, its policies): the turn is ended
+		// without one, else the released session would be claimed and
+		// fail again at once, for ever.
+		e.log.Error("end the turn of a session no runner can be made of", "session", l.SessionID, "err", err)
+		if _, err := mutate(ctx, e, l.SessionID, func(b *batch) (struct{}, error) {
+			return struct{}{}, endTurn(b, stopReason, msg)
+		}); err != nil {
+			e.log.Error("fail turn after internal error", "session", l.SessionID, "err", err)
+		}
 	}
 	if err == nil && r.st.CurrentTurn() != nil {
 		if _, err = r.spawnsMadeBefore(ctx); err == nil { // reached by the turn's end too
