@@ -573,13 +573,9 @@ func TestSessionNoRunnerCanBeMadeOfEndsItsTurn(t *testing.T) {
 	s := create(t, h, sp, nil)
 	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
 
-	db, err := sql.Open("sqlite", filepath.Join(h.dir, "longhaul.db"))
-	require.NoError(t, err)
-	defer db.Close()
-	_, err = db.Exec(`UPDATE sessions SET spec = json_set(spec, '$.policies', json('[{"name":"policies[0]","decision":"allow"}]')) WHERE id = ?`, s.ID)
-	require.NoError(t, err)
+	refuseStoredSpec(t, h, s.ID)
 
-	_, err = h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Answer: "blue"})
+	_, err := h.eng.DecideAction(ctx, s.ID, s.RequiredActions[0].ID, &lt.Decision{Answer: "blue"})
 	require.NoError(t, err)
 	s = h.waitStatus(s.ID, lt.SessionFailed)
 	require.Equal(t, lt.StopInternal, *s.StopReason)
@@ -590,4 +586,84 @@ func TestSessionNoRunnerCanBeMadeOfEndsItsTurn(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, row.Runnable, "not claimed again")
 	checkJournal(t, h.store, s.ID)
+}
+
+// refuseStoredSpec makes the engine refuse session id's stored agent spec
+// (a policy named like a default, written behind the API's back): no
+// runner can be made of it.
+func refuseStoredSpec(t *testing.T, h *harness, id string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(h.dir, "longhaul.db"))
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.Exec(`UPDATE sessions SET spec = json_set(coalesce(spec, (SELECT p.spec FROM session_specs p WHERE p.id = sessions.id)), '$.policies', json('[{"name":"policies[0]","decision":"allow"}]')) WHERE id = ?`, id)
+	require.NoError(t, err)
+}
+
+// TestSubagentNoRunnerCanBeMadeOfReportsToItsParent: a sub-agent no
+// runner can be made of has its turn ended and tells its parent, without
+// a runner, which goes on; it is not claimed again.
+func TestSubagentNoRunnerCanBeMadeOfReportsToItsParent(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	kid := childSpec(script(t,
+		map[string]any{"tool_calls": []any{toolCall("ask_human", map[string]any{"question": "which colour?"})}},
+		map[string]any{"text": "kid done"},
+	), "ask_human")
+	root := create(t, h, spec(t, script(t,
+		map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": kid, "input": "do it"})}},
+		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
+		map[string]any{"text": "root done"},
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"}, lt.ToolSpec{Name: "ask_human"}), nil)
+	h.waitStatus(root.ID, lt.SessionWaiting)
+	kids := children(t, h, root.ID)
+	require.Len(t, kids, 1)
+	c := h.waitStatus(kids[0].ID, lt.SessionRequiresAction)
+	refuseStoredSpec(t, h, c.ID)
+
+	_, err := h.eng.DecideAction(ctx, c.ID, c.RequiredActions[0].ID, &lt.Decision{Answer: "blue"})
+	require.NoError(t, err)
+	r := h.waitStatus(root.ID, lt.SessionIdle, lt.SessionFailed)
+	require.Equal(t, lt.SessionIdle, r.Status, "the parent heard of its sub-agent and went on")
+	c = session(t, h, c.ID)
+	require.Equal(t, lt.SessionFailed, c.Status)
+	require.Equal(t, lt.StopInternal, *c.StopReason)
+	require.Len(t, events(t, h, c.ID, lt.EventSubagentReported), 1)
+	row, err := h.store.SessionGet(ctx, c.ID)
+	require.NoError(t, err)
+	require.False(t, row.Runnable, "not claimed again")
+}
+
+// TestRootNoRunnerCanBeMadeOfStopsItsSubagents: a root no runner can be
+// made of has its turn ended without one, and the sub-agent of that turn
+// is asked to stop, as a runner would have: the root is not claimed again.
+func TestRootNoRunnerCanBeMadeOfStopsItsSubagents(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	kid := childSpec(script(t,
+		map[string]any{"tool_calls": []any{toolCall("ask_human", map[string]any{"question": "which colour?"})}},
+		map[string]any{"text": "kid done"},
+	), "ask_human")
+	root := create(t, h, spec(t, script(t,
+		map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": kid, "input": "do it"})}},
+		map[string]any{"tool_calls": []any{toolCall("ask_human", map[string]any{"question": "go on?"})}},
+		map[string]any{"text": "root done"},
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "ask_human"}), nil)
+	r := h.waitStatus(root.ID, lt.SessionRequiresAction)
+	kids := children(t, h, root.ID)
+	require.Len(t, kids, 1)
+	h.waitStatus(kids[0].ID, lt.SessionRequiresAction)
+	refuseStoredSpec(t, h, root.ID)
+
+	_, err := h.eng.DecideAction(ctx, root.ID, r.RequiredActions[0].ID, &lt.Decision{Answer: "yes"})
+	require.NoError(t, err)
+	h.waitStatus(kids[0].ID, lt.SessionCancelled)
+	require.Len(t, events(t, h, root.ID, lt.EventSubagentCancelRequested), 1)
+	r = h.waitStatus(root.ID, lt.SessionFailed)
+	require.Equal(t, lt.StopInternal, *r.StopReason)
+	waitUntil(t, 10*time.Second, func() bool {
+		row, err := h.store.SessionGet(ctx, root.ID)
+		require.NoError(t, err)
+		return !row.Runnable
+	})
 }

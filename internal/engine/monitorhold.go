@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 
+	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -94,16 +96,27 @@ func (r *runner) holdSubagents(ctx context.Context, a *lt.Action) error {
 	return r.add(lt.EventMonitorHeld, a.TurnID, a.Step, lt.MonitorHeldData{ActionID: a.ID})
 }
 
-// releaseStaleHold, at a claim, lets go the sub-agents a hold that is over
-// left paused: a walk that paused one just before a decision (or a
-// resume) was answered, and whose worker stopped before it settled the
+// releaseStaleHold, at a claim, lets go the sub-agents a monitor's hold
+// that is over left paused: a walk that paused one just before the
+// decision was answered, and whose worker stopped before it settled the
 // tree, leaves it paused under a session that holds nothing, which would
-// wait for it for ever.
+// wait for it for ever. Only a session a monitor held, and under no
+// ancestor that holds it (a sub-agent being cancelled is gone through by
+// its root's pause, and what it spawned is paused with it), looks.
 func (r *runner) releaseStaleHold(ctx context.Context) error {
-	if held(r.st) || r.st.RunningChildren() == 0 {
+	st := r.st
+	if held(st) || st.RunningChildren() == 0 || st.Tally.AsksOf(lt.ActionMonitor) == 0 {
 		return nil
 	}
-	return r.e.releaseHold(ctx, r.st.Session.ID)
+	if p := st.Session.ParentID; p != nil {
+		if err := r.e.ancestorPaused(ctx, st.Session.ID, *p); err != nil {
+			if ae := (*apierror.Error)(nil); errors.As(err, &ae) && ae.Status == http.StatusConflict {
+				return nil // the tree goes on from that ancestor
+			}
+			return err
+		}
+	}
+	return r.e.releaseHold(ctx, st.Session.ID)
 }
 
 // releaseHold lets the sub-agents of session id that a monitor's pause

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/model"
 	"github.com/longhaul-dev/longhaul/internal/model/scripted"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -265,4 +266,77 @@ func TestClaimLetsGoASubagentLeftPausedUnderASessionThatHoldsNothing(t *testing.
 	require.Equal(t, lt.SessionIdle, s.Status, "stop reason %v", s.StopReason)
 	require.Equal(t, "all done", mustTurnOutput(t, h, s))
 	require.Len(t, events(t, h, tr.child, lt.EventToolCompleted), 2, "the child wrote both files")
+}
+
+// TestMonitorHoldDueIsWalkedBeforeTheEnvironment: the monitor's pause is
+// journaled as the node drains, and when the session is claimed again its
+// runner is gone. The hold is carried down first (a walk needs no
+// environment); before, the claim asked for the runner and parked on that
+// while the hold left the row runnable: claimed again and again, the hold
+// never walked.
+func TestMonitorHoldDueIsWalkedBeforeTheEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	mon := &gatedVerdict{entered: make(chan struct{}, 8), release: make(chan struct{})}
+	h := &harness{t: t, dir: dir, clock: &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)},
+		providers: map[string]model.Provider{"gated": mon}}
+	h.store = openStore(t, dir)
+	t.Cleanup(func() { h.store.Close() })
+	rb := &runnerBackend{}
+	h.wrapEnvironments = func(b environment.Backend) environment.Backend { rb.Backend = b; return rb }
+	rb.connected.Store(true)
+	h.start("node-a")
+	ctx := context.Background()
+
+	sp := onGPU(spec(t, `[{"tool_calls":[{"name":"shell","arguments":{"command":"echo ran > ran.txt"}}]},{"text":"done"}]`, irreversibleShell))
+	sp.Monitor = &lt.MonitorSpec{Model: &lt.ModelSpec{Provider: "gated"}, Before: []lt.EffectClass{lt.EffectIrreversible}}
+	s := create(t, h, sp, nil)
+	select {
+	case <-mon.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the monitor was never called")
+	}
+	stopCtx, stopNow := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.eng.Stop(stopCtx) }()
+	waitUntil(t, 10*time.Second, h.eng.DrainingForTest)
+	close(mon.release)
+	waitUntil(t, 10*time.Second, func() bool {
+		row, err := h.store.SessionGet(ctx, s.ID)
+		require.NoError(t, err)
+		return row.Lease.Owner == ""
+	})
+	stopNow()
+	require.NoError(t, <-stopped)
+	require.Len(t, events(t, h, s.ID, lt.EventActionRequired), 1)
+	require.Empty(t, events(t, h, s.ID, lt.EventMonitorHeld))
+
+	rb.connected.Store(false) // the runner went with the deploy
+	h.start("node-a")
+	waitUntil(t, 10*time.Second, func() bool { return len(events(t, h, s.ID, lt.EventMonitorHeld)) == 1 })
+	waitUntil(t, 10*time.Second, func() bool {
+		row, err := h.store.SessionGet(ctx, s.ID)
+		require.NoError(t, err)
+		return !row.Runnable && row.Lease.Owner == ""
+	})
+}
+
+// TestClaimOfASubagentBeingCancelledResumesNothingUnderAPausedRoot: the
+// root's pause went through a sub-agent being cancelled (mid) and paused
+// what it spawned, naming mid. mid's claim, to carry out its cancel, lets
+// nothing go on under the paused root.
+func TestClaimOfASubagentBeingCancelledResumesNothingUnderAPausedRoot(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	root, kids := startParkedTwins(t, h)
+	_, err := h.eng.CancelSession(ctx, kids[0], &lt.CancelRequest{Reason: "not needed"})
+	require.NoError(t, err)
+	pauseNow(t, h, root)
+	gx := children(t, h, kids[0])
+	require.Len(t, gx, 1)
+	require.Equal(t, kids[0], session(t, h, gx[0].ID).PauseParentID)
+
+	h.start("node-a") // a worker claims mid for its cancel
+	h.waitStatus(kids[0], lt.SessionCancelled, lt.SessionFailed, lt.SessionIdle)
+	require.Equal(t, lt.SessionPaused, session(t, h, root).Status)
+	require.Empty(t, events(t, h, gx[0].ID, lt.EventSessionResumed), "resumed while its root is paused")
 }

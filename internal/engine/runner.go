@@ -619,6 +619,13 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 	if st.Pause != nil {
 		return r.pause(ctx) // nothing runs while paused, not even a recovery
 	}
+	if st.HoldDue() {
+		// A monitor's pause not carried down to the sub-agents yet:
+		// before anything else, the environment included (a session
+		// waiting for its runner would park on that and stay runnable
+		// for the walk, claimed again and again).
+		return false, r.holdSubagents(ctx, monitorHold(st)) // then parks, at a later tick
+	}
 	if r.envDeferred {
 		r.envDeferred = false
 		r.openEnvironment(ctx)
@@ -682,9 +689,6 @@ func (r *runner) tick(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	if len(st.Pending) > 0 {
-		if st.HoldDue() {
-			return false, r.holdSubagents(ctx, monitorHold(st)) // then parks, at the next tick
-		}
 		if err := r.status(lt.SessionRequiresAction, ""); err != nil {
 			return false, err
 		}
@@ -1009,6 +1013,38 @@ func (e *Engine) failInternal(ctx context.Context, l store.Lease, cause error) {
 	e.failTurnOf(ctx, l, lt.StopInternal, "internal error: "+cause.Error())
 }
 
+// endWithoutRunner ends the current turn of session id, which no runner
+// can be made of, and does without one what would keep it runnable after
+// (every claim would fail again at once): it asks the sub-agents of the
+// turns it ended to stop, and tells its parent, as a runner would.
+func (e *Engine) endWithoutRunner(ctx context.Context, id, stopReason, msg string) error {
+	st, err := mutate(ctx, e, id, func(b *batch) (*journal.State, error) {
+		if err := endTurn(b, stopReason, msg); err != nil {
+			return nil, err
+		}
+		if ids := b.st.OrphanedChildren(); len(ids) > 0 {
+			if err := e.cancelOrphans(ctx, b.st, ids, b.add); err != nil {
+				return nil, err
+			}
+		}
+		return b.st, nil
+	})
+	if err != nil || st.ReportDue == nil || st.Session.ParentID == nil || len(st.Turns) > 0 {
+		return err
+	}
+	d, err := e.reportToParent(ctx, st)
+	if err != nil {
+		return err
+	}
+	_, err = mutate(ctx, e, id, func(b *batch) (struct{}, error) {
+		if b.st.ReportDue == nil {
+			return struct{}{}, nil
+		}
+		return struct{}{}, b.add(lt.EventSubagentReported, "", 0, d)
+	})
+	return err
+}
+
 // failTurnOf ends the current turn of the session l leases with
 // stopReason and msg, out of its run, and releases the lease.
 func (e *Engine) failTurnOf(ctx context.Context, l store.Lease, stopReason, msg string) {
@@ -1021,9 +1057,7 @@ func (e *Engine) failTurnOf(ctx context.Context, l store.Lease, stopReason, msg 
 		// without one, else the released session would be claimed and
 		// fail again at once, for ever.
 		e.log.Error("end the turn of a session no runner can be made of", "session", l.SessionID, "err", err)
-		if _, err := mutate(ctx, e, l.SessionID, func(b *batch) (struct{}, error) {
-			return struct{}{}, endTurn(b, stopReason, msg)
-		}); err != nil {
+		if err := e.endWithoutRunner(ctx, l.SessionID, stopReason, msg); err != nil {
 			e.log.Error("fail turn after internal error", "session", l.SessionID, "err", err)
 		}
 	}

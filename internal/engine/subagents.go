@@ -591,15 +591,26 @@ func (r *runner) reportToParent(ctx context.Context) error {
 	if err := r.flush(ctx, false); err != nil {
 		return err
 	}
-	d := *r.st.ReportDue
-	d.Usage = r.st.Session.Usage
-	arts, err := r.e.latestArtifacts(ctx, r.st.Session.ID)
+	d, err := r.e.reportToParent(ctx, r.st)
 	if err != nil {
 		return err
 	}
+	return r.add(lt.EventSubagentReported, "", 0, d)
+}
+
+// reportToParent appends the report due of the sub-agent of st (durable)
+// to its parent's journal, once, and returns what the sub-agent journals
+// then (subagent.reported).
+func (e *Engine) reportToParent(ctx context.Context, st *journal.State) (lt.SubagentReportedData, error) {
+	d := *st.ReportDue
+	d.Usage = st.Session.Usage
+	arts, err := e.latestArtifacts(ctx, st.Session.ID)
+	if err != nil {
+		return lt.SubagentReportedData{}, err
+	}
 	d.Artifacts = arts
-	parentID := *r.st.Session.ParentID
-	_, err = mutate(ctx, r.e, parentID, func(b *batch) (struct{}, error) {
+	parentID := *st.Session.ParentID
+	_, err = mutate(ctx, e, parentID, func(b *batch) (struct{}, error) {
 		if c := b.st.Child(d.ChildID); c != nil && c.Done && c.ReportedTurn == d.TurnID {
 			return struct{}{}, nil // reported before a crash
 		}
@@ -607,11 +618,11 @@ func (r *runner) reportToParent(ctx context.Context) error {
 	})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		r.e.log.Warn("sub-agent's parent is gone; its report is dropped", "session", r.st.Session.ID, "parent", parentID)
+		e.log.Warn("sub-agent's parent is gone; its report is dropped", "session", st.Session.ID, "parent", parentID)
 	case err != nil:
-		return fmt.Errorf("report to parent %s: %w", parentID, err)
+		return lt.SubagentReportedData{}, fmt.Errorf("report to parent %s: %w", parentID, err)
 	}
-	return r.add(lt.EventSubagentReported, "", 0, lt.SubagentReportedData{TurnID: d.TurnID})
+	return lt.SubagentReportedData{TurnID: d.TurnID}, nil
 }
 
 // latestArtifacts lists the latest version of each of a session's artifacts.
@@ -639,15 +650,21 @@ func (e *Engine) latestArtifacts(ctx context.Context, sessionID string) ([]lt.Ar
 // (their own workers cancel their turns and, in turn, their children), and
 // journals each request.
 func (r *runner) cancelOrphans(ctx context.Context, ids []string) error {
+	return r.e.cancelOrphans(ctx, r.st, ids, r.add)
+}
+
+// cancelOrphans asks the sub-agents ids of the session of st to stop and
+// journals each request with add (the runner's, or a batch's).
+func (e *Engine) cancelOrphans(ctx context.Context, st *journal.State, ids []string, add func(typ, turnID string, step int, data any) error) error {
 	reason := "the parent's turn that spawned this sub-agent ended"
-	if r.st.Cancel != nil {
+	if st.Cancel != nil {
 		reason = "the parent session was cancelled"
 	}
 	for _, id := range ids {
-		if _, err := r.e.CancelSession(ctx, id, &lt.CancelRequest{Reason: reason}); err != nil && !isNotFound(err) {
+		if _, err := e.CancelSession(ctx, id, &lt.CancelRequest{Reason: reason}); err != nil && !isNotFound(err) {
 			return fmt.Errorf("cancel sub-agent %s: %w", id, err)
 		}
-		if err := r.add(lt.EventSubagentCancelRequested, "", 0, lt.SubagentCancelRequestedData{ChildID: id, Reason: reason}); err != nil {
+		if err := add(lt.EventSubagentCancelRequested, "", 0, lt.SubagentCancelRequestedData{ChildID: id, Reason: reason}); err != nil {
 			return err
 		}
 	}
