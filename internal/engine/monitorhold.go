@@ -82,7 +82,13 @@ func holdContext(ctx context.Context, st *journal.State) context.Context {
 // it (a crash, a drain, an error of the walk) leaves the walk to the
 // next claim.
 func (r *runner) holdSubagents(ctx context.Context, a *lt.Action) error {
-	// The walk reads the hold from the store (holds): written first.
+	// The walk reads the hold from the store (holds): written first, with
+	// the status a pending action gives the session (a reader who sees
+	// the action sees requires_action; the row stays runnable until
+	// monitor.held, State.HoldDue).
+	if err := r.status(lt.SessionRequiresAction, ""); err != nil {
+		return err
+	}
 	if err := r.flush(ctx, false); err != nil {
 		return err
 	}

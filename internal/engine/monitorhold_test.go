@@ -35,6 +35,8 @@ func startHeldTree(t *testing.T, h *harness, gt *gate) heldTree {
 	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
 	require.Len(t, s.RequiredActions, 1)
 	require.Equal(t, lt.ActionMonitor, s.RequiredActions[0].Type)
+	// The hold is carried down, then the root parks on it.
+	waitUntil(t, 10*time.Second, func() bool { return len(events(t, h, s.ID, lt.EventMonitorHeld)) == 1 })
 	kids := children(t, h, s.ID)
 	require.Len(t, kids, 1)
 	return heldTree{root: s.ID, child: kids[0].ID, action: s.RequiredActions[0].ID, marker: marker}
@@ -87,7 +89,7 @@ func TestMonitorPauseHoldsTheSubagents(t *testing.T) {
 	tr := startHeldTree(t, h, gt)
 
 	c := session(t, h, tr.child)
-	require.True(t, c.PauseRequested || c.Status == lt.SessionPaused, "the child is asked to pause before the root parks: %s", c.Status)
+	require.True(t, c.PauseRequested || c.Status == lt.SessionPaused, "the child is asked to pause before monitor.held: %s", c.Status)
 	require.Equal(t, tr.root, c.PauseParentID)
 	gt.open(t) // the child's model answers; its write_file must not start
 	requireHeld(t, h, tr)
