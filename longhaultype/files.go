@@ -71,11 +71,6 @@ type WorkspaceChange struct {
 	// otherwise workspace.change_not_applied says so and the agent's file
 	// is kept.
 	BasedOn string `json:"based_on,omitempty"`
-	// Via is set in a sub-agent's journal: the change was made to the
-	// workspace of session Via (its root), which it shares, while it was
-	// paused. It is there to tell its model, and is applied only where
-	// Via's own workspace.changed is.
-	Via string `json:"via,omitempty"`
 	// Unchanged is set (in API answers only) when an upload held the bytes
 	// the file already had: nothing was journaled.
 	Unchanged bool `json:"unchanged,omitempty"`

@@ -133,10 +133,8 @@ func (c *cli) filesPutCmd(co *clientOpts) *cobra.Command {
 		Short: "Upload a file into a session's workspace (from a local file or stdin)",
 		Long: `Write PATH in the session's workspace with the content of LOCAL_FILE, or of
 stdin when it is "-" or not given. The session must be paused, idle, waiting
-or requires_action (409 otherwise), and so must its sub-agents not done,
-which share its workspace: pause the session to pause them with it; each is
-told of the change. With --action, the upload answers that input action (one
-that asks for a file at PATH).`,
+or requires_action (409 otherwise). With --action, the upload answers that
+input action (one that asks for a file at PATH).`,
 		Example: `  longhaul files put ses_01J9Z config/app.yaml ./app.yaml
   longhaul files put ses_01J9Z data.csv ./data.csv --action act_7QH
   printf 'fixed\n' | longhaul files put ses_01J9Z NOTES.md`,
@@ -180,8 +178,7 @@ func (c *cli) filesRmCmd(co *clientOpts) *cobra.Command {
 		Short: "Delete a file (or a symlink) of a session's workspace",
 		Long: `Delete PATH from the session's workspace (a symlink itself, never its target;
 directories are refused). The session must be paused, idle, waiting or
-requires_action (409 otherwise), and its sub-agents not done paused (pause
-the session to pause them with it).`,
+requires_action (409 otherwise).`,
 		Example: `  longhaul files rm ses_01J9Z scratch/tmp.txt`,
 		Args:    usageArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -216,9 +213,6 @@ func workspaceChangedSummary(ev lt.Event) (string, bool) {
 	}
 	if d.ActionID != "" {
 		s += ", answering " + d.ActionID
-	}
-	if d.Via != "" {
-		s += ", in the workspace of " + d.Via
 	}
 	return s, true
 }

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/environment"
-	"github.com/longhaul-dev/longhaul/internal/journal"
-	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -109,9 +107,4 @@ func (e *Engine) SettleTreeForTest(ctx context.Context, id string, paused bool) 
 func (e *Engine) DecideActionAloneForTest(ctx context.Context, sessionID, actionID string, d *lt.Decision) error {
 	_, err := e.decideAction(ctx, sessionID, actionID, d)
 	return err
-}
-
-// LoadStateForTest reads session id's row and state as the engine does.
-func (e *Engine) LoadStateForTest(ctx context.Context, id string) (*store.SessionRow, *journal.State, error) {
-	return e.loadState(ctx, id)
 }

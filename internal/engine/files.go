@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -13,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -44,9 +42,7 @@ const MaxFileBytes = 32 << 20
 
 // filesWritable reports, as a 409 naming the status, whether a person may
 // change the session's workspace now: only while no worker runs it, and
-// only in the root of a tree (sub-agents work in their root's workspace).
-// Whether the sub-agents that share it let it be changed is the tree's
-// part (writable).
+// only in the root of a tree whose sub-agents (who share it) are done.
 func filesWritable(st *journal.State) error {
 	switch s := st.Session.Status; s {
 	case lt.SessionPaused, lt.SessionIdle, lt.SessionWaiting, lt.SessionRequiresAction:
@@ -56,109 +52,13 @@ func filesWritable(st *journal.State) error {
 	if st.Workspace != "" {
 		return apierror.Conflict("session %s is a sub-agent working in the workspace of session %s: change the files there", st.Session.ID, st.Workspace)
 	}
+	if n := st.RunningChildren(); n > 0 {
+		return apierror.Conflict("session %s has %d sub-agent(s) not done in its workspace (running, or paused with it): wait until they are done, or cancel them", st.Session.ID, n)
+	}
 	if st.Runnable() && st.Session.Status != lt.SessionIdle {
 		return apierror.Conflict("session %s is about to run (a worker will claim it): its workspace cannot be changed now", st.Session.ID)
 	}
 	return nil
-}
-
-// writable is filesWritable with the session's tree: a person may change
-// the workspace its sub-agents share only while none of them can run in
-// it, each at every depth paused (a pause of the session pauses them with
-// it, and so does a monitor's hold) or done. It returns those paused,
-// whose models are told of the change (tellSubagents) and whose runners
-// the change keeps off the workspace meanwhile (lockTree). One not done
-// and not paused (running, asked to pause, waiting, or waiting for a
-// person by itself) is a 409.
-func (e *Engine) writable(ctx context.Context, st *journal.State) ([]string, error) {
-	if err := filesWritable(st); err != nil {
-		return nil, err
-	}
-	if st.RunningChildren() == 0 {
-		return nil, nil
-	}
-	var paused []string
-	var walk func(id string) error
-	walk = func(id string) error {
-		return e.eachLiveSubagentRow(ctx, id, func(row *store.SessionRow) error {
-			if s := lt.SessionStatus(row.Status); s != lt.SessionPaused {
-				return apierror.Conflict("session %s has sub-agent %s %s in its workspace: pause %s first (its sub-agents are paused with it), or wait until they are done", st.Session.ID, row.ID, s, st.Session.ID)
-			}
-			paused = append(paused, row.ID)
-			return walk(row.ID)
-		})
-	}
-	if err := walk(st.Session.ID); err != nil {
-		return nil, err
-	}
-	slices.Sort(paused)
-	return paused, nil
-}
-
-// lockTree holds alone the workspace locks of session id and of the
-// sub-agents subs that share its workspace, in that order (subs sorted,
-// so two changes of one tree cannot wait for each other): a runner of
-// this node that just parked one of them may not have let go of the
-// workspace yet, or another change is being made. It waits a little.
-func (e *Engine) lockTree(ctx context.Context, id string, subs []string) (unlock func(), ok bool) {
-	lockCtx, cancel := context.WithTimeout(ctx, lockWait)
-	defer cancel()
-	var held []func()
-	unlock = func() {
-		for i := len(held) - 1; i >= 0; i-- {
-			held[i]()
-		}
-	}
-	for _, k := range append([]string{id}, subs...) {
-		u, ok := e.wsLocks.exclusive(lockCtx, k)
-		if !ok {
-			unlock()
-			return nil, false
-		}
-		held = append(held, u)
-	}
-	return unlock, true
-}
-
-// treeCopyHere refuses a change to the workspace of a session whose paused
-// sub-agents share it when this node's copy is not current: bringing it
-// back from the session's last snapshot would drop what the sub-agents
-// wrote since (each checkpoints its own steps), so the change is made only
-// on the node that holds the tree's copy. One node, or a shared file
-// system under the workspaces, always does.
-func (e *Engine) treeCopyHere(st *journal.State, paused []string) error {
-	if len(paused) == 0 {
-		return nil
-	}
-	current, err := e.workspaceCurrent(st)
-	if err != nil || current {
-		return err
-	}
-	return apierror.Conflict("session %s shares its workspace with %d paused sub-agent(s), and this node's copy of it is not the one they work in: make the change through the node that ran the session last (%s), or once they are done", st.Session.ID, len(paused), cmp.Or(st.WorkspaceNode, "unknown"))
-}
-
-// tellSubagents journals a person's change of session id's workspace in
-// each of its paused sub-agents that share it (workspace.changed with
-// via), so their models are told at their next call as the session's is.
-// The change is made and journaled already: a sub-agent that cannot be
-// told is logged, not a failure of the change.
-func (e *Engine) tellSubagents(ctx context.Context, id string, subs []string, change *lt.WorkspaceChange) {
-	told := *change
-	told.Via, told.Seq, told.ActionID = id, 0, ""
-	for _, sub := range subs {
-		_, err := mutate(ctx, e, sub, func(b *batch) (struct{}, error) {
-			return struct{}{}, b.add(lt.EventWorkspaceChanged, "", 0, told)
-		})
-		if err != nil {
-			e.log.Warn("tell a sub-agent of a person's change of its root's workspace", "session", sub, "root", id, "err", err)
-		}
-	}
-}
-
-// isWritable reports whether writable lets a person change the workspace.
-func (e *Engine) isWritable(ctx context.Context, st *journal.State) bool {
-	_, err := e.writable(ctx, st)
-	return err == nil
 }
 
 // fileError maps a workspace or snapshot error about path to the API's:
@@ -349,7 +249,7 @@ func (e *Engine) ListFiles(ctx context.Context, sessionID, dir string) (*lt.File
 		return nil, err
 	}
 	out := &lt.FileListing{Path: filepath.ToSlash(c), Entries: make([]lt.FileEntry, 0, len(l.Entries)), Total: l.Total, Truncated: l.Truncated,
-		Writable: e.isWritable(ctx, st)}
+		Writable: filesWritable(st) == nil}
 	hashBudget := int64(listHashBytes)
 	for _, en := range l.Entries {
 		p := en.Name
@@ -511,11 +411,14 @@ func (e *Engine) changeFile(ctx context.Context, sessionID, op, c string, data [
 	if err != nil {
 		return nil, notFound(err, "session", sessionID)
 	}
-	locked, err := e.writable(ctx, st)
-	if err != nil {
+	if err := filesWritable(st); err != nil {
 		return nil, err
 	}
-	unlock, ok := e.lockTree(ctx, sessionID, locked)
+	// A runner of this node that just parked the session may not have let
+	// go of it yet, or another change is being made: wait a little.
+	lockCtx, cancel := context.WithTimeout(ctx, lockWait)
+	unlock, ok := e.wsLocks.exclusive(lockCtx, sessionID)
+	cancel()
 	if !ok {
 		return nil, apierror.Conflict("session %s is still being worked on by this node: try again", sessionID)
 	}
@@ -543,16 +446,8 @@ func (e *Engine) changeFile(ctx context.Context, sessionID, op, c string, data [
 				return nil, err
 			}
 		}
-		paused, err := e.writable(ctx, st)
-		if err != nil {
+		if err := filesWritable(st); err != nil {
 			return nil, err
-		}
-		for _, id := range paused {
-			if !slices.Contains(locked, id) {
-				// Paused since the first look: its runner may not have let
-				// go of the workspace yet.
-				return nil, apierror.Conflict("session %s is still being worked on by this node: try again", id)
-			}
 		}
 		var (
 			ws     string
@@ -566,9 +461,6 @@ func (e *Engine) changeFile(ctx context.Context, sessionID, op, c string, data [
 			}
 			change, err = e.prepareRunnerChange(ctx, v, op, c, data)
 		} else {
-			if err := e.treeCopyHere(st, paused); err != nil {
-				return nil, err
-			}
 			if ws, err = e.syncWorkspace(ctx, st); err != nil {
 				return nil, err
 			}
@@ -633,10 +525,11 @@ func (e *Engine) changeFile(ctx context.Context, sessionID, op, c string, data [
 		applied := journal.PersonChange{Seq: seq, Op: op, Path: change.Path, SHA256: change.SHA256, Size: change.Size, BasedOn: change.BasedOn}
 		if v != nil {
 			e.applyRunnerChange(ctx, v, b.st, applied)
-		} else if failed := e.applyPersonChanges(ctx, b.st, ws, []journal.PersonChange{applied}); len(failed) > 0 {
+			return change, nil
+		}
+		if failed := e.applyPersonChanges(ctx, b.st, ws, []journal.PersonChange{applied}); len(failed) > 0 {
 			e.log.Warn("apply a person's change to this node's copy; it is restored before its next use", "session", sessionID, "err", failed[0])
 		}
-		e.tellSubagents(ctx, sessionID, paused, change)
 		return change, nil
 	}
 }

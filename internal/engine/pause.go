@@ -399,11 +399,6 @@ func (e *Engine) resumeSubagents(ctx context.Context, id string) (int, error) {
 // whose turns are not over, as the store lists them (a sub-agent created
 // but not yet recorded in its parent's journal is among them).
 func (e *Engine) eachLiveSubagent(ctx context.Context, id string, fn func(child string) error) error {
-	return e.eachLiveSubagentRow(ctx, id, func(row *store.SessionRow) error { return fn(row.ID) })
-}
-
-// eachLiveSubagentRow is eachLiveSubagent with the sub-agents' rows.
-func (e *Engine) eachLiveSubagentRow(ctx context.Context, id string, fn func(row *store.SessionRow) error) error {
 	const page = 500
 	cursor := ""
 	for {
@@ -415,7 +410,7 @@ func (e *Engine) eachLiveSubagentRow(ctx context.Context, id string, fn func(row
 			if lt.SessionStatus(row.Status).Terminal() {
 				continue
 			}
-			if err := fn(row); err != nil {
+			if err := fn(row.ID); err != nil {
 				return err
 			}
 		}

@@ -241,7 +241,7 @@ func (e *Engine) runnerFilesOf(ctx context.Context, sessionID string) (*runnerFi
 
 // list lists directory c (clean, "." for the root).
 func (v *runnerFiles) list(ctx context.Context, e *Engine, c string) (*lt.FileListing, error) {
-	out := &lt.FileListing{Path: filepath.ToSlash(c), Writable: e.isWritable(ctx, v.st), Source: v.source()}
+	out := &lt.FileListing{Path: filepath.ToSlash(c), Writable: filesWritable(v.st) == nil, Source: v.source()}
 	if v.env == nil {
 		return v.listSnapshot(ctx, e, out)
 	}

@@ -890,7 +890,7 @@ func trackWorkspace(s *State, ev *event) {
 		}
 		s.IdleStopFailures = 0
 	case lt.EventWorkspaceChanged:
-		if d, err := decode[lt.WorkspaceChange](ev); err == nil && d.Via == "" {
+		if d, err := decode[lt.WorkspaceChange](ev); err == nil {
 			s.WorkspaceNode = ev.WorkerID
 			s.PersonChanges = append(s.PersonChanges, PersonChange{Seq: ev.Seq, Op: d.Op, Path: d.Path, SHA256: d.SHA256, Size: d.Size, BasedOn: d.BasedOn})
 		}

@@ -138,12 +138,10 @@ func (t *Tally) countDecision(s *State, ev *event) {
 	var d struct {
 		Actor *lt.Actor `json:"actor"`
 		// Parent: a pause or resume that came with the parent's (one
-		// decision, counted in the session the person acted on); Via: a
-		// person's change of the root's workspace, told to a sub-agent.
+		// decision, counted in the session the person acted on).
 		Parent string `json:"parent"`
-		Via    string `json:"via"`
 	}
-	if json.Unmarshal(ev.Data, &d) != nil || d.Actor == nil || d.Parent != "" || d.Via != "" {
+	if json.Unmarshal(ev.Data, &d) != nil || d.Actor == nil || d.Parent != "" {
 		return
 	}
 	for i := range t.Decisions {

@@ -165,7 +165,7 @@ export function describe(ev) {
     case 'environment.provisioned':
       return [`Environment provisioned again${d.runner ? ' on runner ' + d.runner : ''}`, 'info'];
     case 'workspace.changed':
-      return [`Workspace changed by ${d.by || 'person'}: ${d.op === 'delete' ? 'deleted' : 'wrote'} ${d.path}${d.op === 'delete' ? '' : ` (${fmtInt(d.size)} bytes, sha256 ${truncate(d.sha256 || '', 16)})`}${d.action_id ? ' answering ' + shortId(d.action_id) : ''}${d.via ? ' in the workspace of ' + shortId(d.via) : ''}`, 'warn'];
+      return [`Workspace changed by ${d.by || 'person'}: ${d.op === 'delete' ? 'deleted' : 'wrote'} ${d.path}${d.op === 'delete' ? '' : ` (${fmtInt(d.size)} bytes, sha256 ${truncate(d.sha256 || '', 16)})`}${d.action_id ? ' answering ' + shortId(d.action_id) : ''}`, 'warn'];
     case 'workspace.change_not_applied':
       if (d.reason === 'failed') {
         return [`Person's change #${d.change_seq} not applied: ${d.op === 'delete' ? 'delete of' : 'write to'} ${d.path}: ${d.error}`, 'warn'];
