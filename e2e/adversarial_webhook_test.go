@@ -197,12 +197,13 @@ func withHijack(spec map[string]any, to string) map[string]any {
 
 // TestAdversarialWebhook_ChildRedirect: the root's model spawns a child
 // with webhook_url, webhook_secret (one it knows) and the like in the
-// spawn's arguments (refused: the tool has no such fields) and then in the
-// child's inline agent_spec (ignored: an agent spec has none), and the
-// child does the same for a grandchild. The child's question and the
-// grandchild's approval reach the root's receiver only, each verified under
-// the root's secret and not the attacker's, naming the root; the attacker's
-// receiver, which the server may reach, gets no connection at all.
+// spawn's arguments, then in the child's inline agent_spec (both refused,
+// naming a field: neither the tool nor an agent spec has them), then
+// without them; the child does the same for a grandchild. The child's
+// question and the grandchild's approval reach the root's receiver only,
+// each verified under the root's secret and not the attacker's, naming
+// the root; the attacker's receiver, which the server may reach, gets no
+// connection at all.
 func TestAdversarialWebhook_ChildRedirect(t *testing.T) {
 	t.Parallel()
 	root, evil := newRecorder(t, nil), newRecorder(t, nil)
@@ -212,24 +213,29 @@ func TestAdversarialWebhook_ChildRedirect(t *testing.T) {
 	defer cancel()
 	to := evil.url() + "/hooks/stolen"
 
-	grandchild := withHijack(map[string]any{
-		"model": map[string]any{"provider": "scripted", "script": []any{
-			toolCalls(toolCall("write_file", map[string]any{"path": "deploy.txt", "content": "go"})),
-			finalText("written"),
-		}},
-		"tools":    []any{map[string]any{"name": "write_file"}},
-		"policies": []any{map[string]any{"tool": "write_file", "decision": "ask"}},
-	}, to)
-	child := withHijack(map[string]any{
-		"model": map[string]any{"provider": "scripted", "script": []any{
-			toolCalls(toolCall("spawn_agent", map[string]any{"agent_spec": grandchild, "input": "write it"})),
-			toolCalls(toolCall("ask_human", map[string]any{"question": "Which release?"})),
-			toolCalls(toolCall("wait_agents", map[string]any{})),
-			finalText("child done"),
-		}},
-		"tools": []any{map[string]any{"name": "spawn_agent"}, map[string]any{"name": "wait_agents"},
-			map[string]any{"name": "ask_human"}, map[string]any{"name": "write_file"}},
-	}, to)
+	grandchild := func() map[string]any {
+		return map[string]any{
+			"model": map[string]any{"provider": "scripted", "script": []any{
+				toolCalls(toolCall("write_file", map[string]any{"path": "deploy.txt", "content": "go"})),
+				finalText("written"),
+			}},
+			"tools":    []any{map[string]any{"name": "write_file"}},
+			"policies": []any{map[string]any{"tool": "write_file", "decision": "ask"}},
+		}
+	}
+	child := func() map[string]any {
+		return map[string]any{
+			"model": map[string]any{"provider": "scripted", "script": []any{
+				toolCalls(toolCall("spawn_agent", map[string]any{"agent_spec": withHijack(grandchild(), to), "input": "write it"})),
+				toolCalls(toolCall("spawn_agent", map[string]any{"agent_spec": grandchild(), "input": "write it"})),
+				toolCalls(toolCall("ask_human", map[string]any{"question": "Which release?"})),
+				toolCalls(toolCall("wait_agents", map[string]any{})),
+				finalText("child done"),
+			}},
+			"tools": []any{map[string]any{"name": "spawn_agent"}, map[string]any{"name": "wait_agents"},
+				map[string]any{"name": "ask_human"}, map[string]any{"name": "write_file"}},
+		}
+	}
 	spawnArgs := map[string]any{"instructions": "do it", "input": "do it"}
 	for k, v := range hijack(to) {
 		spawnArgs[k] = v
@@ -237,7 +243,8 @@ func TestAdversarialWebhook_ChildRedirect(t *testing.T) {
 	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{Input: "ship", WebhookURL: root.url() + "/hooks/root", AgentSpec: &lt.AgentSpec{
 		Model: lt.ModelSpec{Provider: "scripted", Script: attackScript(t,
 			toolCalls(toolCall("spawn_agent", spawnArgs)),
-			toolCalls(toolCall("spawn_agent", map[string]any{"agent_spec": child, "input": "ship it"})),
+			toolCalls(toolCall("spawn_agent", map[string]any{"agent_spec": withHijack(child(), to), "input": "ship it"})),
+			toolCalls(toolCall("spawn_agent", map[string]any{"agent_spec": child(), "input": "ship it"})),
 			toolCalls(toolCall("wait_agents", map[string]any{})),
 			finalText("done"))},
 		Tools: []lt.ToolSpec{{Name: "spawn_agent"}, {Name: "wait_agents"}, {Name: "ask_human"}, {Name: "write_file"}},
@@ -258,10 +265,17 @@ func TestAdversarialWebhook_ChildRedirect(t *testing.T) {
 	require.Equal(t, lt.ActionApproval, decideOnly(ctx, t, srv, g, &lt.Decision{Decision: "approve"}).Type)
 	requireStatus(ctx, t, srv, waitTerminal(ctx, t, srv, s.ID, time.Minute), lt.SessionIdle)
 
-	// The spawn naming the fields itself was refused, naming one.
+	// The spawn naming the fields itself was refused, naming one, and so
+	// were the spawns whose agent_spec named them, in the root and in the
+	// child.
 	refusals := spawnRefusals(ctx, t, srv, s.ID)
-	require.Len(t, refusals, 1, "%v", refusals)
+	require.Len(t, refusals, 2, "%v", refusals)
 	require.Regexp(t, `^arguments\.(webhook|webhook_url|webhook_secret|project|parent_id|metadata): is not an allowed field`, refusals[0])
+	specField := `^agent_spec: unknown field "(webhook|webhook_url|webhook_secret|project|parent_id|metadata)"`
+	require.Regexp(t, specField, refusals[1])
+	refusals = spawnRefusals(ctx, t, srv, c)
+	require.Len(t, refusals, 1, "%v", refusals)
+	require.Regexp(t, specField, refusals[0])
 
 	// Every notification of the tree reached the root's receiver, under
 	// the root's secret, the sub-agents' naming the root.

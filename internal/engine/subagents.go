@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -69,6 +70,27 @@ type spawnArgs struct {
 	Raw          json.RawMessage `json:"-"`
 }
 
+// strictAgentSpec refuses an inline agent_spec holding a field an agent
+// spec does not have, as POST /v1/sessions refuses one: a spec the model
+// wrote is read as written or not at all, and a field it misspelt (a
+// policy that would not apply) or hoped would carry something elsewhere
+// (a webhook_url, a project) is named back to it rather than dropped.
+func strictAgentSpec(arguments json.RawMessage) error {
+	var raw struct {
+		AgentSpec json.RawMessage `json:"agent_spec"`
+	}
+	if json.Unmarshal(arguments, &raw) != nil || len(raw.AgentSpec) == 0 || string(raw.AgentSpec) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw.AgentSpec))
+	dec.DisallowUnknownFields()
+	var spec lt.AgentSpec
+	if err := dec.Decode(&spec); err != nil {
+		return apierror.Invalid("agent_spec", "%s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return nil
+}
+
 func (r *runner) maxParallelSubagents() int {
 	if l := r.spec.Subagents; l != nil && l.MaxParallel > 0 {
 		return l.MaxParallel
@@ -115,6 +137,9 @@ func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
 	var args spawnArgs
 	if err := json.Unmarshal(c.Arguments, &args); err != nil {
 		return fail("invalid arguments: " + err.Error())
+	}
+	if err := strictAgentSpec(c.Arguments); err != nil {
+		return fail(toolMessage(err))
 	}
 	spec, ref, err := r.childSpec(ctx, &args)
 	if we := (*wideningError)(nil); errors.As(err, &we) {

@@ -242,13 +242,16 @@ func TestSubagentToolErrors(t *testing.T) {
 			toolCall("spawn_agent", map[string]any{"agent": "nobody", "input": "x"}),
 			toolCall("spawn_agent", map[string]any{"input": "x"}),
 			toolCall("wait_agents", map[string]any{"ids": []string{"ses_unknown"}}),
+			// A field an agent spec does not have is named, not dropped.
+			toolCall("spawn_agent", map[string]any{"agent_spec": withField(childSpec(script(t, map[string]any{"text": "hi"})), "webhook_url", "http://elsewhere.example/hook"), "input": "x"}),
+			toolCall("spawn_agent", map[string]any{"agent_spec": withField(childSpec(script(t, map[string]any{"text": "hi"})), "polices", []any{}), "input": "x"}),
 		}},
 		map[string]any{"text": "gave up"},
 	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"})
 	s := create(t, h, parent, nil)
 	s = h.waitStatus(s.ID, lt.SessionIdle)
 	failed := events(t, h, s.ID, lt.EventToolFailed)
-	require.Len(t, failed, 3)
+	require.Len(t, failed, 5)
 	msgs := ""
 	for _, ev := range failed {
 		msgs += data[lt.ToolFailedData](t, ev).Error + "\n"
@@ -256,7 +259,15 @@ func TestSubagentToolErrors(t *testing.T) {
 	require.Contains(t, msgs, `no agent named "nobody"`)
 	require.Contains(t, msgs, "give exactly one of agent")
 	require.Contains(t, msgs, `"ses_unknown" is not a sub-agent`)
+	require.Contains(t, msgs, `agent_spec: unknown field "webhook_url"`)
+	require.Contains(t, msgs, `agent_spec: unknown field "polices"`)
 	require.Empty(t, children(t, h, s.ID))
+}
+
+// withField returns m with key set to v.
+func withField(m map[string]any, key string, v any) map[string]any {
+	m[key] = v
+	return m
 }
 
 // TestSubagentByNameInItsProject: a sub-agent spawned by name is its
