@@ -72,6 +72,9 @@ func TestWebUIPausedWithItsParent(t *testing.T) {
 	require.Equal(t, lt.SessionPaused, waitStatus(ctx, t, srv, kid, pauseWithin, lt.SessionPaused).Status, "a sub-agent does not go on alone")
 
 	b.click(tab, "#pause-parent")
+	// The sub-agent's page has a Resume button too: wait for the parent's
+	// page (no link to a parent of its own) before clicking.
+	b.waitJS(tab, "the parent's page", `location.hash === `+jsString("#/sessions/"+root)+` && document.querySelector('#pause-parent') === null`)
 	b.waitJS(tab, "the parent's Resume button", `(() => { const r = document.querySelector('#resume'); return r && !r.hidden; })()`)
 	b.click(tab, "#resume")
 	b.waitJS(tab, "the parent at work again", `document.querySelector('.head-status [data-status="paused"]') === null`)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/journal"
@@ -82,6 +83,12 @@ func holdContext(ctx context.Context, st *journal.State) context.Context {
 // it (a crash, a drain, an error of the walk) leaves the walk to the
 // next claim.
 func (r *runner) holdSubagents(ctx context.Context, a *lt.Action) error {
+	if !hasLiveChildren(r.st) {
+		// Nothing to hold (the first tick recorded any sub-agent made
+		// before its spawn was: spawnsMadeBefore): journaled with the
+		// action, in the append that parks on it.
+		return r.add(lt.EventMonitorHeld, a.TurnID, a.Step, lt.MonitorHeldData{ActionID: a.ID})
+	}
 	// The walk reads the hold from the store (holds): written first, with
 	// the status a pending action gives the session (a reader who sees
 	// the action sees requires_action; the row stays runnable until
@@ -100,6 +107,12 @@ func (r *runner) holdSubagents(ctx context.Context, a *lt.Action) error {
 		return err
 	}
 	return r.add(lt.EventMonitorHeld, a.TurnID, a.Step, lt.MonitorHeldData{ActionID: a.ID})
+}
+
+// hasLiveChildren reports whether st has a sub-agent not done, one being
+// cancelled included (a walk goes through it to what it spawned).
+func hasLiveChildren(st *journal.State) bool {
+	return slices.ContainsFunc(st.Children, func(c journal.Child) bool { return !c.Done })
 }
 
 // releaseStaleHold, at a claim, lets go the sub-agents a monitor's hold
