@@ -122,6 +122,10 @@ type eventPrinter struct {
 	w       io.Writer
 	json    bool
 	session bool
+	// paused holds the sessions whose session.paused was printed and no
+	// session.resumed since: a session.pause_requested there is a person
+	// making a pause that was its parent's their own, not a pause to come.
+	paused map[string]bool
 }
 
 func (p *eventPrinter) print(ev lt.Event) error {
@@ -138,8 +142,27 @@ func (p *eventPrinter) print(ev lt.Event) error {
 			return err
 		}
 	}
-	_, err := fmt.Fprintf(p.w, "%6d  %s  %-24s  %s\n", ev.Seq, ev.Time.Local().Format("Jan 02 15:04:05.000"), ev.Type, eventSummary(ev))
+	_, err := fmt.Fprintf(p.w, "%6d  %s  %-24s  %s\n", ev.Seq, ev.Time.Local().Format("Jan 02 15:04:05.000"), ev.Type, p.summary(ev))
 	return err
+}
+
+// summary is eventSummary with what the events printed before say of it.
+func (p *eventPrinter) summary(ev lt.Event) string {
+	s := eventSummary(ev)
+	switch ev.Type {
+	case lt.EventSessionPaused, lt.EventSessionResumed:
+		if p.paused == nil {
+			p.paused = map[string]bool{}
+		}
+		p.paused[ev.SessionID] = ev.Type == lt.EventSessionPaused
+	case lt.EventSessionPauseRequested:
+		if p.paused[ev.SessionID] {
+			if rest, ok := strings.CutPrefix(s, pauseToComePrefix); ok {
+				return "already paused, the pause is now this request's: " + rest
+			}
+		}
+	}
+	return s
 }
 
 // eventSummary describes an event's data in one short line for people,

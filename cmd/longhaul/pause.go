@@ -112,6 +112,9 @@ func (c *cli) resume(cmd *cobra.Command, o *resumeOpts, id string) error {
 	return err
 }
 
+// pauseToComePrefix begins the summary of a session.pause_requested.
+const pauseToComePrefix = "at the next safe point: "
+
 // pauseSummary describes session.pause_requested, session.paused and
 // session.resumed for `longhaul events`.
 func pauseSummary(ev lt.Event) (string, bool) {
@@ -119,7 +122,7 @@ func pauseSummary(ev lt.Event) (string, bool) {
 	case lt.EventSessionPauseRequested:
 		var d lt.SessionPauseRequestedData
 		if decode(ev, &d) {
-			return "at the next safe point: " + orDash(truncate(d.Reason, 80)) + withParent(d.Parent), true
+			return pauseToComePrefix + orDash(truncate(d.Reason, 80)) + withParent(d.Parent), true
 		}
 	case lt.EventSessionPaused:
 		var d lt.SessionPausedData

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,4 +103,33 @@ func TestRunFollowsThroughAPause(t *testing.T) {
 
 	require.NoError(t, <-done, "stderr: %s", stderr.String())
 	require.Contains(t, stdout.String(), "Output:\nCustomer c-7 is ACME.")
+}
+
+// TestPersonsPauseOfAPausedSubagentIsShownAsTheirs: in "longhaul events",
+// a person's pause of a sub-agent already paused with its parent is not
+// a pause to come: it says the pause is now theirs. The same event after a
+// resume, or without the pause printed before, is a pause to come.
+func TestPersonsPauseOfAPausedSubagentIsShownAsTheirs(t *testing.T) {
+	ev := func(seq int64, typ string, data any) lt.Event {
+		raw, err := json.Marshal(data)
+		require.NoError(t, err)
+		return lt.Event{Seq: seq, SessionID: "ses_kid", Type: typ, Data: raw}
+	}
+	alice := &lt.Actor{Name: "alice", Role: lt.RoleOperator}
+	var out bytes.Buffer
+	p := &eventPrinter{w: &out}
+	for _, e := range []lt.Event{
+		ev(1, lt.EventSessionPauseRequested, lt.SessionPauseRequestedData{Reason: "lunch", Actor: alice}),
+		ev(2, lt.EventSessionPaused, lt.SessionPausedData{Reason: "lunch", Parent: "ses_root", Actor: alice}),
+		ev(3, lt.EventSessionPauseRequested, lt.SessionPauseRequestedData{Reason: "mine now", Actor: alice}),
+		ev(4, lt.EventSessionResumed, lt.SessionResumedData{PausedMS: 1000, Actor: alice}),
+		ev(5, lt.EventSessionPauseRequested, lt.SessionPauseRequestedData{Reason: "again", Actor: alice}),
+	} {
+		require.NoError(t, p.print(e))
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 5)
+	require.Contains(t, lines[0], "at the next safe point: lunch")
+	require.Contains(t, lines[2], "already paused, the pause is now this request's: mine now · by alice (operator)")
+	require.Contains(t, lines[4], "at the next safe point: again")
 }
