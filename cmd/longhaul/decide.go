@@ -229,7 +229,8 @@ the tool call does not run (or no more is spent, or the session stops waiting
 for a runner, or for a person's look at what the trajectory monitor found),
 and the turn ends (stop_reason "stopped" for an approval, an
 environment_connection or a monitor action, "budget_exceeded" for a budget).
-The session can take a new turn afterwards.
+The sub-agents the turn spawned are asked to stop (those a monitor action held
+stay paused until they are). The session can take a new turn afterwards.
 To stop a session without an action, use 'longhaul cancel SESSION'.`,
 		Example: `  longhaul stop act_4f2a --reason "wrong customer"
   longhaul stop act_9c1e`,

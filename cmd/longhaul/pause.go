@@ -84,7 +84,8 @@ if it has work, waits for its pending required actions, or goes on waiting
 for its timer or signal (a timer that came due while paused fires now).
 The sub-agents paused with it are resumed with it; one paused by itself stays
 paused. A sub-agent cannot be resumed alone while its parent or an ancestor
-is paused (409, naming the session to resume). Resuming a session that is
+is paused (409, naming the session to resume), or waits on a monitor action
+(409, naming the action to decide). Resuming a session that is
 not paused is an error (409), unless sub-agents paused with it are still
 paused (a resume cut short): they are resumed.`,
 		Example: `  longhaul resume ses_01J9Z`,

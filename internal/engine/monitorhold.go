@@ -33,8 +33,9 @@ import (
 // Crash safety: the runner walks the tree after the action is durable and
 // before it parks on it, and journals monitor.held once the walk is made.
 // Until then the session stays runnable (journal.State.HoldDue), so a
-// worker that stops in between (a crash, a drain, an error of the walk)
-// leaves the walk to the next claim, on any node. The decision walks after
+// worker that stops in between (a crash, a drain, the database out of
+// reach) leaves the walk to the next claim, on any node; another error of
+// the walk fails the turn as an internal error, as any error of a step. The decision walks after
 // its own write; a decision cut short is made whole by repeating it (a
 // repeated decision answers the first one's result and walks again), and
 // by the session's next claim, which lets go a sub-agent left paused under
@@ -80,8 +81,7 @@ func holdContext(ctx context.Context, st *journal.State) context.Context {
 // sub-agents, and theirs, with its hold, before the runner parks on it;
 // monitor.held then says the walk was made. Until it is durable the
 // session stays runnable (State.HoldDue), so a worker that stops before
-// it (a crash, a drain, an error of the walk) leaves the walk to the
-// next claim.
+// it (a crash, a drain) leaves the walk to the next claim.
 func (r *runner) holdSubagents(ctx context.Context, a *lt.Action) error {
 	if !hasLiveChildren(r.st) {
 		// Nothing to hold (the first tick recorded any sub-agent made

@@ -47,7 +47,8 @@ import (
 // session itself, and answers once the whole tree is done: a request cut
 // short (a crash, a lost connection) is made whole by repeating it, which
 // walks the tree again (a pause is idempotent, and a resume of a session
-// that is no longer paused still resumes the sub-agents paused with it).
+// that is no longer paused still resumes the sub-agents paused with it,
+// unless a monitor's hold keeps them: monitorhold.go).
 // A parent asked to pause creates no sub-agent after the request
 // (SessionCreateParams.ParentAt), so the walk, which lists the children
 // from the store after it, finds every one.
