@@ -600,16 +600,22 @@ func refuseStoredSpec(t *testing.T, h *harness, id string) {
 	require.NoError(t, err)
 }
 
+// askingChild is a sub-agent that asks a person a question, then answers.
+func askingChild(t *testing.T) map[string]any {
+	t.Helper()
+	return childSpec(script(t,
+		map[string]any{"tool_calls": []any{toolCall("ask_human", map[string]any{"question": "which colour?"})}},
+		map[string]any{"text": "kid done"},
+	), "ask_human")
+}
+
 // TestSubagentNoRunnerCanBeMadeOfReportsToItsParent: a sub-agent no
 // runner can be made of has its turn ended and tells its parent, without
 // a runner, which goes on; it is not claimed again.
 func TestSubagentNoRunnerCanBeMadeOfReportsToItsParent(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	kid := childSpec(script(t,
-		map[string]any{"tool_calls": []any{toolCall("ask_human", map[string]any{"question": "which colour?"})}},
-		map[string]any{"text": "kid done"},
-	), "ask_human")
+	kid := askingChild(t)
 	root := create(t, h, spec(t, script(t,
 		map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": kid, "input": "do it"})}},
 		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
@@ -640,10 +646,7 @@ func TestSubagentNoRunnerCanBeMadeOfReportsToItsParent(t *testing.T) {
 func TestRootNoRunnerCanBeMadeOfStopsItsSubagents(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
-	kid := childSpec(script(t,
-		map[string]any{"tool_calls": []any{toolCall("ask_human", map[string]any{"question": "which colour?"})}},
-		map[string]any{"text": "kid done"},
-	), "ask_human")
+	kid := askingChild(t)
 	root := create(t, h, spec(t, script(t,
 		map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": kid, "input": "do it"})}},
 		map[string]any{"tool_calls": []any{toolCall("ask_human", map[string]any{"question": "go on?"})}},

@@ -174,6 +174,39 @@ func (g *gatedVerdict) Respond(ctx context.Context, _ *model.Request) (*model.Re
 	return &model.Response{Text: `{"verdict": "pause", "reasons": ["a shell call nobody asked for"]}`}, nil
 }
 
+// await waits until the monitor's call waits for its verdict.
+func (g *gatedVerdict) await(t *testing.T) {
+	t.Helper()
+	select {
+	case <-g.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the monitor was never called")
+	}
+}
+
+// drainAsTheVerdictLands stops h's node while the monitor's call waits,
+// then lets the verdict (pause) land: it is journaled as session id's
+// worker stops, and the worker gives its lease back before the walk.
+// finish ends the drain at once (a call still in flight is cut short).
+func drainAsTheVerdictLands(t *testing.T, h *harness, mon *gatedVerdict, id string) (finish func()) {
+	t.Helper()
+	ctx := context.Background()
+	stopCtx, stopNow := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.eng.Stop(stopCtx) }()
+	waitUntil(t, 10*time.Second, h.eng.DrainingForTest)
+	close(mon.release)
+	waitUntil(t, 10*time.Second, func() bool {
+		row, err := h.store.SessionGet(ctx, id)
+		require.NoError(t, err)
+		return row.Lease.Owner == ""
+	})
+	return func() {
+		stopNow()
+		require.NoError(t, <-stopped)
+	}
+}
+
 // TestMonitorHoldSurvivesADrainBeforeItsWalk: the monitor's pause is
 // journaled as the node drains (a deploy), so its worker stops before it
 // carries the hold down. The session stays runnable until monitor.held is
@@ -187,31 +220,15 @@ func TestMonitorHoldSurvivesADrainBeforeItsWalk(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "marker")
 	s := create(t, h, heldTreeSpec(t, marker, &lt.MonitorSpec{Model: &lt.ModelSpec{Provider: "gated"}, Before: []lt.EffectClass{lt.EffectIrreversible}}), nil)
 	gt.await(t) // the child's first model call is in flight, and stays so
-	select {
-	case <-mon.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the monitor was never called")
-	}
+	mon.await(t)
 	kids := children(t, h, s.ID)
 	require.Len(t, kids, 1)
 	child := kids[0].ID
 
-	stopCtx, stopNow := context.WithCancel(ctx)
-	stopped := make(chan error, 1)
-	go func() { stopped <- h.eng.Stop(stopCtx) }()
-	// The node drains; the verdict, pause, is journaled as the root's
-	// worker stops, and the worker gives its lease back.
-	waitUntil(t, 10*time.Second, h.eng.DrainingForTest)
-	close(mon.release)
-	waitUntil(t, 10*time.Second, func() bool {
-		row, err := h.store.SessionGet(ctx, s.ID)
-		require.NoError(t, err)
-		return row.Lease.Owner == ""
-	})
+	finish := drainAsTheVerdictLands(t, h, mon, s.ID)
 	require.Len(t, events(t, h, s.ID, lt.EventActionRequired), 1, "the monitor action is durable")
 	require.Empty(t, events(t, h, s.ID, lt.EventMonitorHeld), "its hold was not carried down")
-	stopNow() // the child's model call, still at the gate, is cut short
-	require.NoError(t, <-stopped)
+	finish() // the child's model call, still at the gate, is cut short
 	row, err := h.store.SessionGet(ctx, s.ID)
 	require.NoError(t, err)
 	require.True(t, row.Runnable, "a session whose hold is not carried down stays runnable")
@@ -292,23 +309,8 @@ func TestMonitorHoldDueIsWalkedBeforeTheEnvironment(t *testing.T) {
 	sp := onGPU(spec(t, `[{"tool_calls":[{"name":"shell","arguments":{"command":"echo ran > ran.txt"}}]},{"text":"done"}]`, irreversibleShell))
 	sp.Monitor = &lt.MonitorSpec{Model: &lt.ModelSpec{Provider: "gated"}, Before: []lt.EffectClass{lt.EffectIrreversible}}
 	s := create(t, h, sp, nil)
-	select {
-	case <-mon.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the monitor was never called")
-	}
-	stopCtx, stopNow := context.WithCancel(ctx)
-	stopped := make(chan error, 1)
-	go func() { stopped <- h.eng.Stop(stopCtx) }()
-	waitUntil(t, 10*time.Second, h.eng.DrainingForTest)
-	close(mon.release)
-	waitUntil(t, 10*time.Second, func() bool {
-		row, err := h.store.SessionGet(ctx, s.ID)
-		require.NoError(t, err)
-		return row.Lease.Owner == ""
-	})
-	stopNow()
-	require.NoError(t, <-stopped)
+	mon.await(t)
+	drainAsTheVerdictLands(t, h, mon, s.ID)()
 	require.Len(t, events(t, h, s.ID, lt.EventActionRequired), 1)
 	require.Empty(t, events(t, h, s.ID, lt.EventMonitorHeld))
 
@@ -328,17 +330,10 @@ func TestMonitorHoldDueIsWalkedBeforeTheEnvironment(t *testing.T) {
 // nothing go on under the paused root.
 func TestClaimOfASubagentBeingCancelledResumesNothingUnderAPausedRoot(t *testing.T) {
 	h := newHarness(t)
-	ctx := context.Background()
-	root, kids := startParkedTwins(t, h)
-	_, err := h.eng.CancelSession(ctx, kids[0], &lt.CancelRequest{Reason: "not needed"})
-	require.NoError(t, err)
-	pauseNow(t, h, root)
-	gx := children(t, h, kids[0])
-	require.Len(t, gx, 1)
-	require.Equal(t, kids[0], session(t, h, gx[0].ID).PauseParentID)
+	root, mid, gx := startCancelledUnderPausedRoot(t, h)
 
 	h.start("node-a") // a worker claims mid for its cancel
-	h.waitStatus(kids[0], lt.SessionCancelled, lt.SessionFailed, lt.SessionIdle)
+	h.waitStatus(mid, lt.SessionCancelled, lt.SessionFailed, lt.SessionIdle)
 	require.Equal(t, lt.SessionPaused, session(t, h, root).Status)
-	require.Empty(t, events(t, h, gx[0].ID, lt.EventSessionResumed), "resumed while its root is paused")
+	require.Empty(t, events(t, h, gx, lt.EventSessionResumed), "resumed while its root is paused")
 }

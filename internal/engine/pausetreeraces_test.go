@@ -318,18 +318,27 @@ func TestNoTurnStartsASubagentUnderAPausedRoot(t *testing.T) {
 // sub-agents go on under the root's pause.
 func TestResumeOfASubagentBeingCancelledUnderAPausedRoot(t *testing.T) {
 	h := newHarness(t)
-	ctx := context.Background()
+	root, mid, gx := startCancelledUnderPausedRoot(t, h)
+
+	_, err := h.eng.ResumeSession(context.Background(), mid, &lt.ResumeRequest{})
+	require.ErrorContains(t, err, "a sub-agent under "+root+", which is paused")
+	require.Equal(t, lt.SessionPaused, session(t, h, gx).Status, "what it spawned stays paused with the root")
+}
+
+// startCancelledUnderPausedRoot cancels one of startParkedTwins' sub-agents
+// (mid) and then pauses the root, whose walk goes through mid and pauses
+// what it spawned (gx), naming mid.
+func startCancelledUnderPausedRoot(t *testing.T, h *harness) (root, mid, gx string) {
+	t.Helper()
 	root, kids := startParkedTwins(t, h)
-	_, err := h.eng.CancelSession(ctx, kids[0], &lt.CancelRequest{Reason: "not needed"})
+	mid = kids[0]
+	_, err := h.eng.CancelSession(context.Background(), mid, &lt.CancelRequest{Reason: "not needed"})
 	require.NoError(t, err)
 	pauseNow(t, h, root)
-	gx := children(t, h, kids[0])
-	require.Len(t, gx, 1)
-	require.Equal(t, kids[0], session(t, h, gx[0].ID).PauseParentID)
-
-	_, err = h.eng.ResumeSession(ctx, kids[0], &lt.ResumeRequest{})
-	require.ErrorContains(t, err, "a sub-agent under "+root+", which is paused")
-	require.Equal(t, lt.SessionPaused, session(t, h, gx[0].ID).Status, "what it spawned stays paused with the root")
+	below := children(t, h, mid)
+	require.Len(t, below, 1)
+	require.Equal(t, mid, session(t, h, below[0].ID).PauseParentID)
+	return root, mid, below[0].ID
 }
 
 // TestSettledPauseOfATreeIsJournaledWithItsPausersActor: bob's resume of
