@@ -312,6 +312,12 @@ type ForkRequest struct {
 	CheckpointID string `json:"checkpoint_id"`
 	// Input, when given, starts a new turn in the fork.
 	Input string `json:"input,omitempty"`
+	// WebhookURL, when given, is where the fork's notifications go
+	// instead of its origin's webhook_url ("": nowhere). Absent, the fork
+	// keeps its origin's. Either way a fork with a webhook_url gets a
+	// signing secret of its own, returned once as webhook_secret in the
+	// answer that creates it.
+	WebhookURL *string `json:"webhook_url,omitempty"`
 }
 
 // ForkRef links a forked session to its origin.

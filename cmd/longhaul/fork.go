@@ -13,20 +13,25 @@ type forkOpts struct {
 	client     *clientOpts
 	checkpoint string
 	input      string
+	webhookURL string
 	json       bool
 }
 
 func (c *cli) forkCmd() *cobra.Command {
 	o := &forkOpts{}
 	cmd := &cobra.Command{
-		Use:   "fork SESSION_ID --checkpoint CKPT_ID [--input TEXT]",
+		Use:   "fork SESSION_ID --checkpoint CKPT_ID [--input TEXT] [--webhook-url URL]",
 		Short: "Start a new session from a checkpoint of another",
 		Long: `Create a session from one of a session's checkpoints: it starts with the
 journal up to the checkpoint and the workspace as the checkpoint saw it. The
 effects before the checkpoint are inherited as done and never run again. With
 --input the fork starts a new turn at once; otherwise it goes on from where
 the checkpoint stood (or waits for a turn, if the checkpoint ended one).
-See a session's checkpoints with 'longhaul checkpoints SESSION_ID'.`,
+See a session's checkpoints with 'longhaul checkpoints SESSION_ID'.
+
+The fork's notifications go to its origin's webhook_url, or to
+--webhook-url (--webhook-url '' for none), signed with a secret of the
+fork's own: it is printed once, here (webhook_secret with --json).`,
 		Example: `  longhaul fork ses_01J9Z --checkpoint ckpt_3f2a --input "Try the other supplier"`,
 		Args:    usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -37,14 +42,23 @@ See a session's checkpoints with 'longhaul checkpoints SESSION_ID'.`,
 			if err != nil {
 				return err
 			}
-			s, err := cl.Fork(cmd.Context(), args[0], &lt.ForkRequest{CheckpointID: o.checkpoint, Input: o.input})
+			req := &lt.ForkRequest{CheckpointID: o.checkpoint, Input: o.input}
+			if cmd.Flags().Changed("webhook-url") {
+				req.WebhookURL = &o.webhookURL
+			}
+			s, err := cl.Fork(cmd.Context(), args[0], req)
 			if err != nil {
 				return err
 			}
 			if o.json {
 				return writeJSON(c.stdout, s)
 			}
-			_, err = fmt.Fprintf(c.stdout, "Forked %s from %s at checkpoint %s (status %s).\n", s.ID, args[0], o.checkpoint, s.Status)
+			if _, err = fmt.Fprintf(c.stdout, "Forked %s from %s at checkpoint %s (status %s).\n", s.ID, args[0], o.checkpoint, s.Status); err != nil {
+				return err
+			}
+			if s.WebhookURL != "" {
+				_, err = fmt.Fprintf(c.stdout, "Its notifications go to %s, signed with %s (shown only now).\n", s.WebhookURL, s.WebhookSecret)
+			}
 			return err
 		},
 	}
@@ -52,6 +66,7 @@ See a session's checkpoints with 'longhaul checkpoints SESSION_ID'.`,
 	fs := cmd.Flags()
 	fs.StringVar(&o.checkpoint, "checkpoint", "", "the checkpoint to fork from (required)")
 	fs.StringVar(&o.input, "input", "", "start a new turn in the fork with this input")
+	fs.StringVar(&o.webhookURL, "webhook-url", "", "send the fork's notifications here instead of to its origin's webhook_url ('' for none)")
 	fs.BoolVar(&o.json, "json", false, "print the new session as JSON")
 	return cmd
 }

@@ -33,13 +33,21 @@ func (a *App) CreateSession(ctx context.Context, req *lt.CreateSessionRequest) (
 	if err != nil {
 		return nil, err
 	}
-	if s.WebhookURL != "" {
-		// The secret that signs the session's notifications is shown once,
-		// in the answer that creates it.
-		if s.WebhookSecret, err = a.webhooks.SessionWebhookSecret(ctx, s.ID); err != nil {
-			return nil, fmt.Errorf("webhook secret of session %s: %w", s.ID, err)
-		}
+	return a.withWebhookSecret(ctx, s)
+}
+
+// withWebhookSecret adds to a session just created (or forked) with a
+// webhook_url the secret that signs its notifications: it is shown once,
+// in the answer that creates the session.
+func (a *App) withWebhookSecret(ctx context.Context, s *lt.Session) (*lt.Session, error) {
+	if s.WebhookURL == "" {
+		return s, nil
 	}
+	secret, err := a.webhooks.SessionWebhookSecret(ctx, s.ID)
+	if err != nil {
+		return nil, fmt.Errorf("webhook secret of session %s: %w", s.ID, err)
+	}
+	s.WebhookSecret = secret
 	return s, nil
 }
 
@@ -148,7 +156,18 @@ func (a *App) Fork(ctx context.Context, sessionID string, req *lt.ForkRequest) (
 	if err := a.visibleSession(ctx, sessionID); err != nil {
 		return nil, err
 	}
-	return a.eng.ForkSession(ctx, sessionID, req)
+	if req != nil && req.WebhookURL != nil && *req.WebhookURL != "" {
+		if err := a.webhooks.CheckTarget("webhook_url", *req.WebhookURL); err != nil {
+			return nil, err
+		}
+	}
+	s, err := a.eng.ForkSession(ctx, sessionID, req)
+	if err != nil {
+		return nil, err
+	}
+	// A fork's notifications are signed with a secret of its own, not its
+	// origin's, which the forker may never have been given.
+	return a.withWebhookSecret(ctx, s)
 }
 
 // Review implements Service.

@@ -47,6 +47,11 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 			return nil, err
 		}
 	}
+	if req.WebhookURL != nil {
+		if err := checkWebhookURL(*req.WebhookURL); err != nil {
+			return nil, err
+		}
+	}
 	row, err := e.store.SessionGet(ctx, id)
 	if err != nil {
 		return nil, notFound(err, "session", id)
@@ -113,6 +118,11 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 	if len(st.OpenEffects) > 0 || len(st.Pending) > 0 {
 		return nil, apierror.Conflict("checkpoint %s was taken with effects or actions still open: fork from a checkpoint at the end of a step or turn", cp.ID)
 	}
+	if req.WebhookURL != nil {
+		if err := forkWebhookURL(b, st, *req.WebhookURL); err != nil {
+			return nil, err
+		}
+	}
 	if err := b.add(lt.EventSessionForked, "", 0, lt.SessionForkedData{From: lt.ForkRef{SessionID: id, CheckpointID: cp.ID, EventSeq: cp.EventSeq}, Actor: b.actor()}); err != nil {
 		return nil, err
 	}
@@ -156,6 +166,29 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 	}
 	v := st.View()
 	return &v, nil
+}
+
+// forkWebhookURL sets where a fork's notifications go (url; "": nowhere)
+// in its copy of its origin's session.created, which is where the
+// notifications' dispatcher reads it, and in its state.
+func forkWebhookURL(b *batch, st *journal.State, url string) error {
+	if len(b.events) == 0 || b.events[0].Type != lt.EventSessionCreated {
+		return apierror.Conflict("webhook_url: the journal of the session does not begin with its creation, which would say where its notifications go")
+	}
+	ev := &b.events[0]
+	var created lt.SessionCreatedData
+	if err := json.Unmarshal(ev.Data, &created); err != nil {
+		return fmt.Errorf("fork: decode session.created: %w", err)
+	}
+	created.WebhookURL = url
+	data, err := json.Marshal(created)
+	if err != nil {
+		return err
+	}
+	*ev = ev.WithPayload(nil)
+	ev.Data = data
+	st.Session.WebhookURL = url
+	return nil
 }
 
 // forkRenamer gives a fork its own ids in the JSON it copies: the

@@ -47,11 +47,8 @@ func (e *Engine) CreateSession(ctx context.Context, req *lt.CreateSessionRequest
 			return nil, apierror.Invalid("metadata", "must be a JSON object")
 		}
 	}
-	if req.WebhookURL != "" {
-		u, err := url.Parse(req.WebhookURL)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return nil, apierror.Invalid("webhook_url", "must be an absolute http(s) URL")
-		}
+	if err := checkWebhookURL(req.WebhookURL); err != nil {
+		return nil, err
 	}
 	for i, c := range req.Constraints {
 		if strings.TrimSpace(c) == "" {
@@ -390,4 +387,17 @@ func notFound(err error, what, id string) error {
 		return apierror.NotFound("%s %s not found", what, id)
 	}
 	return err
+}
+
+// checkWebhookURL refuses a session's webhook_url that is not an absolute
+// http(s) URL ("" is none).
+func checkWebhookURL(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return apierror.Invalid("webhook_url", "must be an absolute http(s) URL")
+	}
+	return nil
 }
