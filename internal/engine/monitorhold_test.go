@@ -337,3 +337,59 @@ func TestClaimOfASubagentBeingCancelledResumesNothingUnderAPausedRoot(t *testing
 	require.Equal(t, lt.SessionPaused, session(t, h, root).Status)
 	require.Empty(t, events(t, h, gx, lt.EventSessionResumed), "resumed while its root is paused")
 }
+
+// TestClaimOfASubagentOnceHeldResumesNothingUnderAPausedRoot: as
+// TestClaimOfASubagentBeingCancelledResumesNothingUnderAPausedRoot, with a
+// mid its own monitor once held (a decided action): its claim looks for a
+// hold a cut-short walk left (releaseStaleHold), and must not take what the
+// root's pause paused for one.
+func TestClaimOfASubagentOnceHeldResumesNothingUnderAPausedRoot(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	marker := filepath.Join(t.TempDir(), "marker")
+	var shell map[string]any
+	require.NoError(t, json.Unmarshal([]byte(markerCall(marker)), &shell))
+	g := childSpec(script(t,
+		map[string]any{"tool_calls": []any{toolCall("ask_human", map[string]any{"question": "which colour?"})}},
+		map[string]any{"text": "g done"},
+	), "ask_human")
+	mid := childSpec(script(t,
+		map[string]any{"tool_calls": []any{toolCall("shell", shell["arguments"])}},
+		map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": g, "input": "do g"})}},
+		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
+		map[string]any{"text": "mid done"},
+	), "shell", "spawn_agent", "wait_agents", "ask_human")
+	mid["monitor"] = modelMonitor(0, []lt.EffectClass{lt.EffectIrreversible}, verdictStep("pause", "a shell call nobody asked for"))
+	root := create(t, h, spec(t, script(t,
+		map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": mid, "input": "do x"})}},
+		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
+		map[string]any{"text": "all done"},
+	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"}, lt.ToolSpec{Name: "ask_human"}, irreversibleShell), nil)
+	h.waitStatus(root.ID, lt.SessionWaiting)
+	kids := children(t, h, root.ID)
+	require.Len(t, kids, 1)
+	m := h.waitStatus(kids[0].ID, lt.SessionRequiresAction)
+	require.Len(t, m.RequiredActions, 1)
+	require.Equal(t, lt.ActionMonitor, m.RequiredActions[0].Type)
+	_, err := h.eng.DecideAction(ctx, m.ID, m.RequiredActions[0].ID, &lt.Decision{Decision: lt.DecisionContinue})
+	require.NoError(t, err)
+	h.waitStatus(m.ID, lt.SessionWaiting)
+	require.Equal(t, 1, markerLines(t, marker))
+	below := children(t, h, m.ID)
+	require.Len(t, below, 1)
+	gx := below[0].ID
+	h.waitStatus(gx, lt.SessionRequiresAction)
+	stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	require.NoError(t, h.eng.Stop(stopCtx))
+	cancel()
+
+	_, err = h.eng.CancelSession(ctx, m.ID, &lt.CancelRequest{Reason: "not needed"})
+	require.NoError(t, err)
+	pauseNow(t, h, root.ID)
+	require.Equal(t, m.ID, session(t, h, gx).PauseParentID)
+	h.start("node-a") // a worker claims mid for its cancel
+	h.waitStatus(m.ID, lt.SessionCancelled, lt.SessionFailed, lt.SessionIdle)
+	require.Equal(t, lt.SessionPaused, session(t, h, root.ID).Status)
+	require.Empty(t, events(t, h, gx, lt.EventSessionResumed), "resumed while its root is paused")
+	require.Equal(t, lt.SessionPaused, session(t, h, gx).Status)
+}
