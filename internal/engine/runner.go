@@ -1019,6 +1019,16 @@ func (e *Engine) failInternal(ctx context.Context, l store.Lease, cause error) {
 // turns it ended to stop, and tells its parent, as a runner would.
 func (e *Engine) endWithoutRunner(ctx context.Context, id, stopReason, msg string) error {
 	st, err := mutate(ctx, e, id, func(b *batch) (*journal.State, error) {
+		if b.st.CurrentTurn() != nil {
+			// A child a worker made before its spawn was recorded runs
+			// all the same: recorded first, as failTurnOf's runner
+			// records it, so the turn's end reaches it below rather
+			// than leaving it to spend the tree's budget in the shared
+			// workspace with no journal naming it.
+			if _, err := e.spawnsMadeBefore(ctx, b.st, b.add); err != nil {
+				return nil, err
+			}
+		}
 		if err := endTurn(b, stopReason, msg); err != nil {
 			return nil, err
 		}

@@ -77,6 +77,73 @@ func TestCancelReachesAChildWhoseSpawnWasNotRecorded(t *testing.T) {
 	checkJournal(t, h.store, s.ID)
 }
 
+// TestNoRunnerTurnEndReachesAChildWhoseSpawnWasNotRecorded: a root
+// creates a sub-agent, which spawns a grandchild and waits for it; the
+// root's append recording the spawn is lost, and meanwhile its stored
+// spec becomes one the engine refuses. Its turn then ends without a
+// runner (endWithoutRunner), which must find the child as a runner would
+// (the spawn call was journaled before the child existed), record its
+// spawn, and ask it to stop: a child no journal named would run on, and
+// its own sub-agent with it, spending the tree's budget in the shared
+// workspace after the root's turn ended.
+func TestNoRunnerTurnEndReachesAChildWhoseSpawnWasNotRecorded(t *testing.T) {
+	reached, goOn := make(chan struct{}), make(chan struct{})
+	var release sync.Once
+	defer release.Do(func() { close(goOn) }) // a failing test does not hold the runner for ever
+	h := newHarnessConfigured(t, scripted.New(nil), func(h *harness) store.Store {
+		// The append recording the child's spawn waits for the test,
+		// then is lost.
+		return &onceBeforeAppend{Store: h.store, lose: true,
+			match: func(ev store.NewEvent) bool {
+				return ev.Type == lt.EventSubagentSpawned && strings.Contains(string(ev.Data), `"input":"delegate"`)
+			},
+			before: func(string) { close(reached); <-goOn }}
+	}, func(*engine.Config) {})
+	ctx := context.Background()
+	root := create(t, h, delegatingTree(t), nil)
+	select {
+	case <-reached:
+	case <-time.After(testTimeout):
+		t.Fatal("the root never came to record its spawn")
+	}
+	kid, grand := waitingTree(t, h, root.ID)
+	require.Empty(t, events(t, h, root.ID, lt.EventSubagentSpawned), "the root's journal does not name the child yet")
+	refuseStoredSpec(t, h, root.ID)
+	release.Do(func() { close(goOn) })
+
+	r := h.waitStatus(root.ID, lt.SessionFailed)
+	require.Equal(t, lt.StopInternal, *r.StopReason)
+	h.waitStatus(kid.ID, lt.SessionCancelled)
+	h.waitStatus(grand.ID, lt.SessionCancelled)
+
+	// The root's journal says what a runner's would: the spawn made in
+	// the turn (not a call refused as not run), then the child asked to
+	// stop once the turn ended.
+	spawned := events(t, h, root.ID, lt.EventSubagentSpawned)
+	require.Len(t, spawned, 1, "recorded once")
+	require.Equal(t, kid.ID, data[lt.SubagentSpawnedData](t, spawned[0]).ChildID)
+	for _, ev := range events(t, h, root.ID, lt.EventToolFailed) {
+		require.NotEqual(t, "spawn_agent", data[lt.ToolFailedData](t, ev).Tool, "a spawn whose child exists is not refused as not run")
+	}
+	cancels := events(t, h, root.ID, lt.EventSubagentCancelRequested)
+	require.Len(t, cancels, 1)
+	require.Equal(t, kid.ID, data[lt.SubagentCancelRequestedData](t, cancels[0]).ChildID)
+	require.Less(t, spawned[0].Seq, seqOf(t, h, root.ID, lt.EventTurnFailed))
+	require.Less(t, seqOf(t, h, root.ID, lt.EventTurnFailed), cancels[0].Seq)
+
+	waitReports(t, h, root.ID, []lt.Session{kid})
+	require.Equal(t, lt.TurnCancelled, data[lt.SubagentCompletedData](t, events(t, h, root.ID, lt.EventSubagentCompleted)[0]).Status)
+	require.Eventually(t, func() bool { return len(events(t, h, grand.ID, lt.EventSubagentReported)) == 1 }, testTimeout, pollEvery)
+	waitUntil(t, testTimeout, func() bool {
+		row, err := h.store.SessionGet(ctx, root.ID)
+		require.NoError(t, err)
+		return !row.Runnable
+	})
+	for _, id := range []string{root.ID, kid.ID, grand.ID} {
+		checkJournal(t, h.store, id)
+	}
+}
+
 // stopAtChild is a node's store that, once a sub-agent's session is
 // created, holds the creating worker there until its node stops: the node
 // dies between the child's creation and the append recording the spawn.

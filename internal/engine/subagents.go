@@ -209,21 +209,23 @@ func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
 		return fmt.Errorf("read sub-agent %s: %w", id, getErr)
 	}
 	r.e.kick()
-	return r.recordSpawn(c, row)
+	return recordSpawn(r.st, c, row, r.add)
 }
 
-// spawnedBefore records the spawn of call c when its child exists
-// already: created by a worker that stopped, or lost its append, before
-// the spawn was recorded (the call was durable first: runSpawn). The child
-// runs all the same, so it must be among the session's children, which a
-// cancel or a turn's end reaches (OrphanedChildren). It reports whether it
-// found the child.
-func (r *runner) spawnedBefore(ctx context.Context, c *journal.Call) (bool, error) {
-	id := childID(r.st.Session.ID, r.st.Step.TurnID, r.st.Step.N, c.Index)
-	existing, err := r.e.store.SessionGet(ctx, id)
+// spawnedBefore records, through add, the spawn of call c of st's current
+// step when its child exists already: created by a worker that stopped, or
+// lost its append, before the spawn was recorded (the call was durable
+// first: runSpawn). The child runs all the same, so it must be among the
+// session's children, which a cancel or a turn's end reaches
+// (OrphanedChildren). It reports whether it found the child. It needs the
+// journal's state and the store only, so a turn ended without a runner
+// (endWithoutRunner) finds the child as a runner does.
+func (e *Engine) spawnedBefore(ctx context.Context, st *journal.State, c *journal.Call, add func(typ, turnID string, step int, data any) error) (bool, error) {
+	id := childID(st.Session.ID, st.Step.TurnID, st.Step.N, c.Index)
+	existing, err := e.store.SessionGet(ctx, id)
 	switch {
 	case err == nil:
-		return true, r.recordSpawn(c, existing)
+		return true, recordSpawn(st, c, existing, add)
 	case errors.Is(err, store.ErrNotFound):
 		return false, nil
 	default:
@@ -234,11 +236,11 @@ func (r *runner) spawnedBefore(ctx context.Context, c *journal.Call) (bool, erro
 // spawnsMadeBefore records the spawns of the current step whose children
 // exist though the journal does not say so (spawnedBefore). A runner that
 // starts over from the journal does it first, before anything can end the
-// turn, and so does a turn failed out of a run (failTurnOf). It reads the
-// store only for a spawn call not yet run, and reports whether it found
-// a child.
-func (r *runner) spawnsMadeBefore(ctx context.Context) (bool, error) {
-	step, found := r.st.Step, false
+// turn, and so does a turn failed out of a run (failTurnOf), with a runner
+// or without one (endWithoutRunner). It reads the store only for a spawn
+// call not yet run, and reports whether it found a child.
+func (e *Engine) spawnsMadeBefore(ctx context.Context, st *journal.State, add func(typ, turnID string, step int, data any) error) (bool, error) {
+	step, found := st.Step, false
 	if step == nil {
 		return false, nil
 	}
@@ -247,7 +249,7 @@ func (r *runner) spawnsMadeBefore(ctx context.Context) (bool, error) {
 		if c.Kind != lt.CallSpawn || c.Status != journal.CallRequested {
 			continue
 		}
-		ok, err := r.spawnedBefore(ctx, c)
+		ok, err := e.spawnedBefore(ctx, st, c, add)
 		if err != nil {
 			return false, err
 		}
@@ -256,15 +258,22 @@ func (r *runner) spawnsMadeBefore(ctx context.Context) (bool, error) {
 	return found, nil
 }
 
-// recordSpawn journals subagent.spawned and the call's result from the
-// child's own row (its budget as it was created).
-func (r *runner) recordSpawn(c *journal.Call, row *store.SessionRow) error {
-	step, turnID := r.st.Step.N, r.st.Step.TurnID
+// spawnsMadeBefore is Engine.spawnsMadeBefore on the runner's state,
+// through its add (which folds what it journals into what it derives).
+func (r *runner) spawnsMadeBefore(ctx context.Context) (bool, error) {
+	return r.e.spawnsMadeBefore(ctx, r.st, r.add)
+}
+
+// recordSpawn journals, through add, subagent.spawned and the result of
+// call c of st's current step from the child's own row (its budget as it
+// was created).
+func recordSpawn(st *journal.State, c *journal.Call, row *store.SessionRow, add func(typ, turnID string, step int, data any) error) error {
+	step, turnID := st.Step.N, st.Step.TurnID
 	var child journal.State
 	if err := json.Unmarshal(row.State, &child); err != nil {
 		return fmt.Errorf("decode sub-agent %s: %w", row.ID, err)
 	}
-	if err := r.add(lt.EventSubagentSpawned, turnID, step, lt.SubagentSpawnedData{
+	if err := add(lt.EventSubagentSpawned, turnID, step, lt.SubagentSpawnedData{
 		Step: step, Index: c.Index, CallID: c.ID, ChildID: row.ID, Agent: child.Session.Agent,
 		Input: child.Session.Input, Budget: child.Session.Budget,
 	}); err != nil {
@@ -274,7 +283,7 @@ func (r *runner) recordSpawn(c *journal.Call, row *store.SessionRow) error {
 		"id": row.ID, "agent": child.Session.Agent.Name, "budget": child.Session.Budget,
 		"note": "The sub-agent runs in parallel in your workspace. Call wait_agents to get its answer.",
 	})
-	return r.add(lt.EventToolCompleted, turnID, step, lt.ToolCompletedData{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Output: out})
+	return add(lt.EventToolCompleted, turnID, step, lt.ToolCompletedData{Step: step, Index: c.Index, CallID: c.ID, Tool: c.Tool, Output: out})
 }
 
 // childSpec resolves the agent a spawn_agent call names and narrows it to

@@ -159,47 +159,62 @@ func TestSubagentSlots(t *testing.T) {
 	checkJournal(t, h.store, s.ID)
 }
 
-// TestCancelCascadesToSubagents: cancelling the parent cancels its
-// children (and theirs); each reports how it ended.
-func TestCancelCascadesToSubagents(t *testing.T) {
-	h := newHarness(t)
-	ctx := context.Background()
+// delegatingTree is a root that spawns a child (its input "delegate"),
+// which spawns a grandchild that waits for a signal that never comes;
+// each waits for its sub-agent.
+func delegatingTree(t *testing.T) *lt.AgentSpec {
+	t.Helper()
 	grandchild := childSpec(script(t, map[string]any{"tool_calls": []any{toolCall("wait_for_signal", map[string]any{"name": "never"})}}), "wait_for_signal")
 	child := childSpec(script(t,
 		map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": grandchild, "input": "wait forever"})}},
 		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
 		map[string]any{"text": "unreachable"},
 	), "spawn_agent", "wait_agents")
-	parent := spec(t, script(t,
+	return spec(t, script(t,
 		map[string]any{"tool_calls": []any{toolCall("spawn_agent", map[string]any{"agent_spec": child, "input": "delegate"})}},
 		map[string]any{"tool_calls": []any{toolCall("wait_agents", map[string]any{})}},
 		map[string]any{"text": "unreachable"},
 	), lt.ToolSpec{Name: "spawn_agent"}, lt.ToolSpec{Name: "wait_agents"})
-	s := create(t, h, parent, nil)
-	s = h.waitStatus(s.ID, lt.SessionWaiting)
-	kids := children(t, h, s.ID)
+}
+
+// waitingTree waits until the one child of the delegatingTree rootID and
+// its one child both wait, and returns them.
+func waitingTree(t *testing.T, h *harness, rootID string) (kid, grand lt.Session) {
+	t.Helper()
+	kids := children(t, h, rootID)
 	require.Len(t, kids, 1)
 	h.waitStatus(kids[0].ID, lt.SessionWaiting)
-	var grand []lt.Session
-	require.Eventually(t, func() bool { grand = children(t, h, kids[0].ID); return len(grand) == 1 }, testTimeout, pollEvery)
-	h.waitStatus(grand[0].ID, lt.SessionWaiting)
+	var grands []lt.Session
+	require.Eventually(t, func() bool { grands = children(t, h, kids[0].ID); return len(grands) == 1 }, testTimeout, pollEvery)
+	h.waitStatus(grands[0].ID, lt.SessionWaiting)
+	return kids[0], grands[0]
+}
+
+// TestCancelCascadesToSubagents: cancelling the parent cancels its
+// children (and theirs); each reports how it ended.
+func TestCancelCascadesToSubagents(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	s := create(t, h, delegatingTree(t), nil)
+	s = h.waitStatus(s.ID, lt.SessionWaiting)
+	kid, grand := waitingTree(t, h, s.ID)
 
 	_, err := h.eng.CancelSession(ctx, s.ID, &lt.CancelRequest{Reason: "enough"})
 	require.NoError(t, err)
 	h.waitStatus(s.ID, lt.SessionCancelled)
-	h.waitStatus(kids[0].ID, lt.SessionCancelled)
-	h.waitStatus(grand[0].ID, lt.SessionCancelled)
+	h.waitStatus(kid.ID, lt.SessionCancelled)
+	h.waitStatus(grand.ID, lt.SessionCancelled)
 	require.Eventually(t, func() bool {
-		return len(events(t, h, s.ID, lt.EventSubagentCompleted)) == 1 && len(events(t, h, kids[0].ID, lt.EventSubagentCompleted)) == 1
+		return len(events(t, h, s.ID, lt.EventSubagentCompleted)) == 1 && len(events(t, h, kid.ID, lt.EventSubagentCompleted)) == 1
 	}, testTimeout, pollEvery, "each child reported its end")
 	// A child journals subagent.reported after its parent has the report:
 	// its journal is checked once that last event is there.
 	require.Eventually(t, func() bool {
-		return len(events(t, h, kids[0].ID, lt.EventSubagentReported)) == 1 && len(events(t, h, grand[0].ID, lt.EventSubagentReported)) == 1
+		return len(events(t, h, kid.ID, lt.EventSubagentReported)) == 1 && len(events(t, h, grand.ID, lt.EventSubagentReported)) == 1
 	}, testTimeout, pollEvery, "each child recorded that its report was delivered")
 	d := data[lt.SubagentCompletedData](t, events(t, h, s.ID, lt.EventSubagentCompleted)[0])
 	require.Equal(t, lt.TurnCancelled, d.Status)
-	for _, id := range []string{s.ID, kids[0].ID, grand[0].ID} {
+	for _, id := range []string{s.ID, kid.ID, grand.ID} {
 		checkJournal(t, h.store, id)
 	}
 }
