@@ -4,15 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/store/postgres/pgtest"
 	"github.com/longhaul-dev/longhaul/internal/store/storetest"
+	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
 // openDSN opens a store on dsn, closed at cleanup.
@@ -85,4 +88,26 @@ func poll(tb testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// openBefore opens a store on a fresh schema migrated up to migration, not
+// included, and a connection to write its rows with (released at the
+// test's end).
+func openBefore(t *testing.T, migration string) (*Store, *pgxpool.Conn) {
+	t.Helper()
+	s := openTest(t, nil)
+	ctx := t.Context()
+	ms, err := storeutil.LoadMigrations(migrationFS)
+	require.NoError(t, err)
+	at := slices.IndexFunc(ms, func(m storeutil.Migration) bool { return m.Name == migration })
+	require.Positive(t, at, "no migration %s", migration)
+	conn, err := s.pool.Acquire(ctx)
+	require.NoError(t, err)
+	t.Cleanup(conn.Release) // before the store's close: a held connection would stall it
+	_, err = conn.Exec(ctx, createMigrationsTable)
+	require.NoError(t, err)
+	for _, m := range ms[:at] {
+		require.NoError(t, s.applyMigration(ctx, conn, m))
+	}
+	return s, conn
 }

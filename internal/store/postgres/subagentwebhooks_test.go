@@ -1,34 +1,19 @@
 package postgres
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
 )
 
 // TestSubagentWebhookCursorsMigrated: SQLite's test of the same name, on
 // PostgreSQL's 023.
 func TestSubagentWebhookCursorsMigrated(t *testing.T) {
 	t.Parallel()
-	s := openTest(t, nil)
+	s, conn := openBefore(t, "023_subagent_webhook_cursors.sql")
 	ctx := t.Context()
-	ms, err := storeutil.LoadMigrations(migrationFS)
-	require.NoError(t, err)
-	at := slices.IndexFunc(ms, func(m storeutil.Migration) bool { return m.Name == "023_subagent_webhook_cursors.sql" })
-	require.Positive(t, at)
-	conn, err := s.pool.Acquire(ctx)
-	require.NoError(t, err)
-	defer conn.Release() // a failed step must not hold the pool's close
-	_, err = conn.Exec(ctx, createMigrationsTable)
-	require.NoError(t, err)
-	for _, m := range ms[:at] {
-		require.NoError(t, s.applyMigration(ctx, conn, m))
-	}
 	created := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, q := range []string{
 		`INSERT INTO sessions (id, project, agent_name, agent_version, parent_id, status, spec, state, last_seq, created_at, updated_at) VALUES
