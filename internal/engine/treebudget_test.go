@@ -181,13 +181,19 @@ func requireTreeExceeded(t *testing.T, h *harness, all []*lt.Session, rootID, li
 // tree spent 1.82. With the tree's ledger it spends at most the limit plus
 // one step.
 func TestTreeBudgetParallelChildrenCost(t *testing.T) {
-	h := newHarness(t)
+	h, p := newSteerHarness(t)
 	child := childSpec(script(t, childStep(0.3, 100, true), childStep(0.3, 100, false)), "read_file")
 	s := create(t, h, treeRoot(t, 6, child), &lt.Budget{MaxCostUSD: 1})
+	// The gated provider holds every child's call (childStep's delay_ms)
+	// until all six children exist, so that they run at once, as in the
+	// finding. With a real delay, a child answered while the root was
+	// still spawning on a loaded machine: its report made the root refuse
+	// the next spawn, and the root's own check stopped the tree before
+	// any call met the ledger's refusal this test is about.
+	require.Eventually(t, func() bool { return len(children(t, h, s.ID)) == 6 }, testTimeout, pollEvery, "the root spawned six children")
+	p.open()
 	sum, all := spendOfTree(t, h.store, h.eng, s.ID)
-	// A spawn after the tree spent its budget is refused: how many children
-	// there were depends on how fast the first ran.
-	require.GreaterOrEqual(t, len(all), 3)
+	require.Len(t, all, 7, "the root and its six children")
 	require.LessOrEqual(t, sum.CostUSD, 1.0+0.3+1e-9, "the tree spent at most its root's limit plus one step")
 	require.Greater(t, sum.CostUSD, 0.6, "the tree did work until its budget ran out")
 	requireLedgerMatches(t, h.store, s.ID, sum)
