@@ -137,7 +137,8 @@ func (r *runner) openTreeLedger(ctx context.Context) error {
 		return err
 	}
 	err := r.e.store.TreeBudgetPut(ctx, &store.TreeBudgetPutParams{
-		RootID: r.st.Session.ID, Limits: limitsOf(r.st.Session.Budget), Spent: amountsOf(r.st.Session.Usage), Now: r.e.clock.Now(),
+		RootID: r.st.Session.ID, Limits: limitsOf(r.st.Session.Budget), LimitsSeq: r.durableSeq,
+		Spent: amountsOf(r.st.Session.Usage), Now: r.e.clock.Now(),
 	})
 	if err != nil {
 		return fmt.Errorf("open the tree's budget ledger: %w", err)
@@ -234,8 +235,12 @@ func (r *runner) reserveTree(ctx context.Context, kind store.TreeCallKind, id st
 	}
 	p.Lease.PreviousOwner = ""
 	if r.st.Session.ParentID == nil {
+		// The root's budget is the tree's, as of the journal its runner
+		// last read or wrote: a change written since (a PATCH, an
+		// approval), which set the ledger's limits with its own seq,
+		// stays.
 		limits := limitsOf(r.st.Session.Budget)
-		p.Limits = &limits // the root's budget is the tree's
+		p.Limits, p.LimitsSeq = &limits, r.durableSeq
 	}
 	res, err := r.e.store.TreeReserve(ctx, p)
 	switch {
@@ -299,5 +304,9 @@ func (e *Engine) syncTreeLimits(ctx context.Context, s *lt.Session) error {
 	case err != nil:
 		return err
 	}
-	return e.store.TreeBudgetPut(ctx, &store.TreeBudgetPutParams{RootID: s.ID, Limits: limitsOf(s.Budget), Spent: l.Spent, Now: e.clock.Now()})
+	// The limits of the journal s was read at: a sync of an earlier
+	// change that commits after this one leaves these.
+	return e.store.TreeBudgetPut(ctx, &store.TreeBudgetPutParams{
+		RootID: s.ID, Limits: limitsOf(s.Budget), LimitsSeq: s.LastEventSeq, Spent: l.Spent, Now: e.clock.Now(),
+	})
 }

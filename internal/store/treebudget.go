@@ -70,6 +70,13 @@ type TreeBudgetRow struct {
 type TreeBudgetPutParams struct {
 	RootID string
 	Limits TreeAmounts
+	// LimitsSeq is the seq of the root's journal that Limits were read
+	// at. The ledger keeps the limits of the latest seq it was given: a
+	// write of older limits that commits after a newer one (a budget
+	// change read before another, or the root's call made on a journal
+	// read before a change) leaves the newer ones. Limits of the same seq
+	// are the same journal's and replace them.
+	LimitsSeq int64
 	// Spent is the root's usage: a new ledger starts from it, an existing
 	// one is raised to it if it is behind (never lowered).
 	Spent TreeAmounts
@@ -100,9 +107,12 @@ type TreeReserveParams struct {
 	// call is treated as crossing, so it runs alone.
 	Unknown bool
 	// Limits, when set, replace the ledger's limits first (the root passes
-	// its own budget with each of its calls).
-	Limits *TreeAmounts
-	Now    time.Time
+	// its own budget with each of its calls), unless the ledger holds
+	// limits of a later seq of the root's journal than LimitsSeq (see
+	// TreeBudgetPutParams.LimitsSeq).
+	Limits    *TreeAmounts
+	LimitsSeq int64
+	Now       time.Time
 }
 
 // TreeOutcome is the answer to a reservation.

@@ -49,18 +49,16 @@ func (s *Store) TreeBudgetPut(ctx context.Context, p *store.TreeBudgetPutParams)
 	}
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
 		t.queue(`INSERT INTO tree_budgets (root_id, limit_cost_usd, limit_tokens, limit_model_calls, limit_tool_calls,
-    spent_cost_usd, spent_tokens, spent_model_calls, spent_tool_calls, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-ON CONFLICT (root_id) DO UPDATE SET
-    limit_cost_usd = excluded.limit_cost_usd, limit_tokens = excluded.limit_tokens,
-    limit_model_calls = excluded.limit_model_calls, limit_tool_calls = excluded.limit_tool_calls,
+    spent_cost_usd, spent_tokens, spent_model_calls, spent_tool_calls, updated_at, limits_seq)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+ON CONFLICT (root_id) DO UPDATE SET `+storeutil.NewerTreeLimits("greatest", "excluded.limit_cost_usd", "excluded.limit_tokens", "excluded.limit_model_calls", "excluded.limit_tool_calls", "excluded.limits_seq")+`,
     spent_cost_usd = greatest(tree_budgets.spent_cost_usd, excluded.spent_cost_usd),
     spent_tokens = greatest(tree_budgets.spent_tokens, excluded.spent_tokens),
     spent_model_calls = greatest(tree_budgets.spent_model_calls, excluded.spent_model_calls),
     spent_tool_calls = greatest(tree_budgets.spent_tool_calls, excluded.spent_tool_calls),
     updated_at = excluded.updated_at`,
 			p.RootID, p.Limits.CostUSD, p.Limits.Tokens, p.Limits.ModelCalls, p.Limits.ToolCalls,
-			p.Spent.CostUSD, p.Spent.Tokens, p.Spent.ModelCalls, p.Spent.ToolCalls, p.Now)
+			p.Spent.CostUSD, p.Spent.Tokens, p.Spent.ModelCalls, p.Spent.ToolCalls, p.Now, p.LimitsSeq)
 		return nil
 	})
 	if err != nil {
@@ -95,8 +93,8 @@ func (s *Store) TreeReserve(ctx context.Context, p *store.TreeReserveParams) (*s
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
 		found := false
 		if p.Limits != nil {
-			t.queue(`UPDATE tree_budgets SET limit_cost_usd = $1, limit_tokens = $2, limit_model_calls = $3, limit_tool_calls = $4
-WHERE root_id = $5 RETURNING true`, p.Limits.CostUSD, p.Limits.Tokens, p.Limits.ModelCalls, p.Limits.ToolCalls, p.RootID).
+			t.queue(`UPDATE tree_budgets SET `+storeutil.NewerTreeLimits("greatest", "$1", "$2", "$3", "$4", "$6")+`
+WHERE root_id = $5 RETURNING true`, p.Limits.CostUSD, p.Limits.Tokens, p.Limits.ModelCalls, p.Limits.ToolCalls, p.RootID, p.LimitsSeq).
 				QueryRow(func(r pgx.Row) error { return r.Scan(&found) })
 		} else {
 			t.queue(`SELECT true FROM tree_budgets WHERE root_id = $1 FOR UPDATE`, p.RootID).

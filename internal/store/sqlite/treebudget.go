@@ -55,17 +55,15 @@ func (s *Store) TreeBudgetPut(ctx context.Context, p *store.TreeBudgetPutParams)
 	}
 	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
 		_, err := w.exec(`INSERT INTO tree_budgets (root_id, limit_cost_usd, limit_tokens, limit_model_calls, limit_tool_calls,
-    spent_cost_usd, spent_tokens, spent_model_calls, spent_tool_calls, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (root_id) DO UPDATE SET
-    limit_cost_usd = excluded.limit_cost_usd, limit_tokens = excluded.limit_tokens,
-    limit_model_calls = excluded.limit_model_calls, limit_tool_calls = excluded.limit_tool_calls,
+    spent_cost_usd, spent_tokens, spent_model_calls, spent_tool_calls, updated_at, limits_seq)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (root_id) DO UPDATE SET `+storeutil.NewerTreeLimits("max", "excluded.limit_cost_usd", "excluded.limit_tokens", "excluded.limit_model_calls", "excluded.limit_tool_calls", "excluded.limits_seq")+`,
     spent_cost_usd = max(spent_cost_usd, excluded.spent_cost_usd), spent_tokens = max(spent_tokens, excluded.spent_tokens),
     spent_model_calls = max(spent_model_calls, excluded.spent_model_calls),
     spent_tool_calls = max(spent_tool_calls, excluded.spent_tool_calls),
     updated_at = excluded.updated_at`,
 			p.RootID, p.Limits.CostUSD, p.Limits.Tokens, p.Limits.ModelCalls, p.Limits.ToolCalls,
-			p.Spent.CostUSD, p.Spent.Tokens, p.Spent.ModelCalls, p.Spent.ToolCalls, toMicros(p.Now))
+			p.Spent.CostUSD, p.Spent.Tokens, p.Spent.ModelCalls, p.Spent.ToolCalls, toMicros(p.Now), p.LimitsSeq)
 		return nil, mapErr(err)
 	}})
 	if err != nil {
@@ -102,8 +100,8 @@ func (s *Store) TreeReserve(ctx context.Context, p *store.TreeReserveParams) (*s
 	var res store.TreeReserveResult
 	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
 		if p.Limits != nil {
-			n, err := w.changed(`UPDATE tree_budgets SET limit_cost_usd = ?, limit_tokens = ?, limit_model_calls = ?, limit_tool_calls = ?
-WHERE root_id = ?`, p.Limits.CostUSD, p.Limits.Tokens, p.Limits.ModelCalls, p.Limits.ToolCalls, p.RootID)
+			n, err := w.changed(`UPDATE tree_budgets SET `+storeutil.NewerTreeLimits("max", "?1", "?2", "?3", "?4", "?6")+`
+WHERE root_id = ?5`, p.Limits.CostUSD, p.Limits.Tokens, p.Limits.ModelCalls, p.Limits.ToolCalls, p.RootID, p.LimitsSeq)
 			if err != nil {
 				return nil, mapErr(err)
 			}

@@ -86,6 +86,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"WebhookReleaseClaims", testWebhookReleaseClaims},
 		{"SessionCreateParentAt", testSessionCreateParentAt},
 		{"TreeBudgetPut", testTreeBudgetPut},
+		{"TreeLimitsOfTheLatestJournal", testTreeLimitsOfTheLatestJournal},
 		{"TreeReserveCost", testTreeReserveCost},
 		{"TreeReserveCounts", testTreeReserveCounts},
 		{"TreeReservationLease", testTreeReservationLease},

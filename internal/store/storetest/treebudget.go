@@ -96,6 +96,60 @@ func testTreeBudgetPut(t *testing.T, h *harness) {
 	require.ErrorContains(t, err, "limits.model_calls")
 }
 
+// testTreeLimitsOfTheLatestJournal: the ledger keeps the limits of the
+// latest seq of the root's journal it was given, whichever write commits
+// last: a PATCH's sync read before another, or the root's call made on a
+// journal read before a change, leaves the newer limits; the same seq
+// replaces them.
+func testTreeLimitsOfTheLatestJournal(t *testing.T, h *harness) {
+	th := newTree(t, h, "ses_root", store.TreeAmounts{CostUSD: 5}, "ses_root")
+	limits := func() store.TreeAmounts {
+		t.Helper()
+		got, err := h.s.TreeBudgetGet(h.ctx, "ses_root")
+		require.NoError(t, err)
+		return got.Limits
+	}
+	put := func(cost float64, seq int64) {
+		t.Helper()
+		require.NoError(t, h.s.TreeBudgetPut(h.ctx, &store.TreeBudgetPutParams{
+			RootID: "ses_root", Limits: store.TreeAmounts{CostUSD: cost}, LimitsSeq: seq, Now: at(time.Second),
+		}))
+	}
+	reserve := func(cost float64, seq int64) {
+		t.Helper()
+		res, err := h.s.TreeReserve(h.ctx, &store.TreeReserveParams{
+			RootID: "ses_root", ID: "res_root", Lease: th.leases["ses_root"], Kind: store.TreeCallTool,
+			Limits: &store.TreeAmounts{CostUSD: cost}, LimitsSeq: seq, Now: at(2 * time.Second),
+		})
+		require.NoError(t, err)
+		require.Equal(t, store.TreeGranted, res.Outcome)
+	}
+	put(2, 5)
+	require.Equal(t, 2.0, limits().CostUSD)
+	put(8, 3)
+	require.Equal(t, 2.0, limits().CostUSD, "limits read at an earlier seq, written later, change nothing")
+	put(1.5, 5)
+	require.Equal(t, 1.5, limits().CostUSD, "the same seq replaces them")
+	put(1, 9)
+	reserve(5, 7)
+	require.Equal(t, 1.0, limits().CostUSD, "the root's call on a journal read before the change leaves it")
+	reserve(0.5, 9)
+	require.Equal(t, 0.5, limits().CostUSD)
+	reserve(3, 12)
+	require.Equal(t, 3.0, limits().CostUSD, "a later journal's")
+	put(0.25, 11)
+	require.Equal(t, 3.0, limits().CostUSD)
+
+	err := h.s.TreeBudgetPut(h.ctx, &store.TreeBudgetPutParams{RootID: "ses_root", LimitsSeq: -1, Now: at(time.Second)})
+	require.ErrorContains(t, err, "limits_seq")
+	_, err = h.s.TreeReserve(h.ctx, &store.TreeReserveParams{
+		RootID: "ses_root", ID: "res_root", Lease: th.leases["ses_root"], Kind: store.TreeCallTool,
+		Limits: &store.TreeAmounts{}, LimitsSeq: -1, Now: at(2 * time.Second),
+	})
+	require.ErrorContains(t, err, "limits_seq")
+	require.Equal(t, 3.0, limits().CostUSD)
+}
+
 // testTreeReserveCost reproduces six parallel children of a root with one
 // dollar, whose calls cost 0.3 each: with the ledger, the tree spends at
 // most the limit plus one call.

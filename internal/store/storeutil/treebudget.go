@@ -119,6 +119,9 @@ func (c Checks) TreeBudgetPut(p *store.TreeBudgetPutParams) error {
 	if err := c.TreeAmounts("limits", p.Limits); err != nil {
 		return err
 	}
+	if p.LimitsSeq < 0 {
+		return fmt.Errorf("limits_seq must not be negative, got %d", p.LimitsSeq)
+	}
 	if err := c.TreeAmounts("spent", p.Spent); err != nil {
 		return err
 	}
@@ -153,6 +156,9 @@ func (c Checks) TreeReserve(p *store.TreeReserveParams) error {
 			return err
 		}
 	}
+	if p.LimitsSeq < 0 {
+		return fmt.Errorf("limits_seq must not be negative, got %d", p.LimitsSeq)
+	}
 	return c.Time("now", p.Now)
 }
 
@@ -170,4 +176,21 @@ func (c Checks) TreeSettle(s *store.TreeSettle) error {
 		}
 	}
 	return c.TreeAmounts("tree_settle.used", s.Used)
+}
+
+// NewerTreeLimits is the SET list of an UPDATE of tree_budgets that
+// replaces a ledger's limits with the SQL expressions costUSD, tokens,
+// modelCalls and toolCalls read at the root's journal seq (an expression
+// too), unless the ledger holds limits of a later seq
+// (store.TreeBudgetPutParams.LimitsSeq). greatest is the dialect's
+// two-argument maximum (SQLite's max, PostgreSQL's greatest). Every SET
+// reads the row as it was, so the limits_seq it sets last does not count
+// in the others.
+func NewerTreeLimits(greatest, costUSD, tokens, modelCalls, toolCalls, seq string) string {
+	newer := seq + ` >= tree_budgets.limits_seq`
+	return `limit_cost_usd = CASE WHEN ` + newer + ` THEN ` + costUSD + ` ELSE tree_budgets.limit_cost_usd END,
+    limit_tokens = CASE WHEN ` + newer + ` THEN ` + tokens + ` ELSE tree_budgets.limit_tokens END,
+    limit_model_calls = CASE WHEN ` + newer + ` THEN ` + modelCalls + ` ELSE tree_budgets.limit_model_calls END,
+    limit_tool_calls = CASE WHEN ` + newer + ` THEN ` + toolCalls + ` ELSE tree_budgets.limit_tool_calls END,
+    limits_seq = ` + greatest + `(tree_budgets.limits_seq, ` + seq + `)`
 }

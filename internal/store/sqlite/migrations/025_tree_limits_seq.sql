@@ -1,0 +1,13 @@
+-- 025_tree_limits_seq: a tree's ledger keeps the limits of the latest
+-- journal of its root.
+--
+-- A root's limits reach its tree's ledger from three writers: a PATCH of
+-- the budget, the approval of a budget action, and each of the root's own
+-- calls (its budget as its runner last read the journal). Their writes
+-- could commit in another order than the journal's changes they carry, and
+-- the last to commit won: a limit a person lowered was undone by an older
+-- write until the next. limits_seq is the seq of the root's journal the
+-- limits were read at; a write of an older seq leaves them (store,
+-- TreeBudgetPutParams.LimitsSeq). The ledgers of before start at 0, below
+-- any write's.
+ALTER TABLE tree_budgets ADD COLUMN limits_seq INTEGER NOT NULL DEFAULT 0;
