@@ -56,7 +56,7 @@ fork's own: it is printed once, here (webhook_secret with --json).`,
 			if _, err = fmt.Fprintf(c.stdout, "Forked %s from %s at checkpoint %s (status %s).\n", s.ID, args[0], o.checkpoint, s.Status); err != nil {
 				return err
 			}
-			if s.WebhookURL != "" {
+			if s.WebhookSecret != "" {
 				_, err = fmt.Fprintf(c.stdout, "Its notifications go to %s, signed with %s (shown only now).\n", s.WebhookURL, s.WebhookSecret)
 			}
 			return err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -222,6 +223,41 @@ func TestCheckpointsAndFork(t *testing.T) {
 	r := cliRun(t, "fork", id, "--server", s.url)
 	require.Error(t, r.err)
 	require.Contains(t, r.stderr, "--checkpoint")
+}
+
+// TestForkWebhookURL: longhaul fork keeps its origin's webhook_url, or
+// sends the fork's notifications to --webhook-url, or nowhere with
+// --webhook-url ''; it prints the fork's own secret once, when it has one.
+func TestForkWebhookURL(t *testing.T) {
+	t.Parallel()
+	s := newTestServer(t)
+	ctx := t.Context()
+	origin, err := s.client.CreateSession(ctx, &lt.CreateSessionRequest{Input: "go", WebhookURL: "https://hooks.example.com/origin",
+		AgentSpec: &lt.AgentSpec{Model: lt.ModelSpec{Provider: "scripted", Script: json.RawMessage(`[{"text": "done"}]`)}}})
+	require.NoError(t, err)
+	s.waitEvent(t, origin.ID, lt.EventTurnCompleted)
+	cps := cliJSON[[]lt.Checkpoint](t, "checkpoints", origin.ID, "--server", s.url, "--json")
+	require.NotEmpty(t, cps)
+	fork := func(args ...string) (out string, fork lt.Session) {
+		t.Helper()
+		out = cliOK(t, append([]string{"fork", origin.ID, "--checkpoint", cps[len(cps)-1].ID, "--server", s.url}, args...)...)
+		id := regexp.MustCompile(`Forked (ses_\w+)`).FindStringSubmatch(out)
+		require.NotNil(t, id, out)
+		return out, cliJSON[lt.Session](t, "show", id[1], "--server", s.url, "--json")
+	}
+	out, kept := fork()
+	require.Equal(t, "https://hooks.example.com/origin", kept.WebhookURL)
+	require.Regexp(t, `Its notifications go to https://hooks.example.com/origin, signed with whsec_\S+ \(shown only now\)`, out)
+	require.NotContains(t, out, origin.WebhookSecret, "a secret of the fork's own")
+	out, moved := fork("--webhook-url", "https://hooks.example.com/forks")
+	require.Equal(t, "https://hooks.example.com/forks", moved.WebhookURL)
+	require.Contains(t, out, "Its notifications go to https://hooks.example.com/forks, signed with whsec_")
+	out, silent := fork("--webhook-url", "")
+	require.Empty(t, silent.WebhookURL)
+	require.NotContains(t, out, "notifications")
+	r := cliRun(t, "fork", origin.ID, "--checkpoint", cps[len(cps)-1].ID, "--webhook-url", "ftp://nowhere", "--server", s.url)
+	require.Error(t, r.err)
+	require.Contains(t, r.stderr, "webhook_url")
 }
 
 func TestSignalCommand(t *testing.T) {

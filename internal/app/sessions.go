@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/webhook"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -161,13 +162,11 @@ func (a *App) Fork(ctx context.Context, sessionID string, req *lt.ForkRequest) (
 			return nil, err
 		}
 	}
-	s, err := a.eng.ForkSession(ctx, sessionID, req)
-	if err != nil {
-		return nil, err
-	}
 	// A fork's notifications are signed with a secret of its own, not its
-	// origin's, which the forker may never have been given.
-	return a.withWebhookSecret(ctx, s)
+	// origin's, which the forker may never have been given: written with
+	// the fork, so that no step after its creation can fail the answer
+	// (a retry would fork again).
+	return a.eng.ForkSession(ctx, sessionID, req, webhook.NewSecret())
 }
 
 // Review implements Service.

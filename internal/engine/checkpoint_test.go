@@ -113,7 +113,7 @@ func TestForkDoesNotRepeatEffects(t *testing.T) {
 	stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	require.NoError(t, h.eng.Stop(stopCtx))
 	cancel()
-	f, err := h.eng.ForkSession(ctx, s.ID, &lt.ForkRequest{CheckpointID: afterShell.ID})
+	f, err := h.eng.ForkSession(ctx, s.ID, &lt.ForkRequest{CheckpointID: afterShell.ID}, "")
 	require.NoError(t, err)
 	require.NotEqual(t, s.ID, f.ID)
 	require.Equal(t, &lt.ForkRef{SessionID: s.ID, CheckpointID: afterShell.ID, EventSeq: afterShell.EventSeq}, f.ForkedFrom)
@@ -149,7 +149,7 @@ func TestForkDoesNotRepeatEffects(t *testing.T) {
 	require.Equal(t, "origin done", turns[0].Output, "the fork went on from step 2: the script's next step")
 	checkJournal(t, h.store, f.ID)
 
-	_, err = h.eng.ForkSession(ctx, s.ID, &lt.ForkRequest{CheckpointID: "ckpt_nope"})
+	_, err = h.eng.ForkSession(ctx, s.ID, &lt.ForkRequest{CheckpointID: "ckpt_nope"}, "")
 	requireAPIError(t, err, lt.CodeNotFound, "ckpt_nope")
 }
 
@@ -253,7 +253,7 @@ func forkOfImported(t *testing.T, idOf func(kind store.DocKind, i int) string) {
 	originEffects, err := h.eng.ListEffects(ctx, imported)
 	require.NoError(t, err)
 
-	f, err := h.eng.ForkSession(ctx, imported, &lt.ForkRequest{CheckpointID: afterFirst.ID})
+	f, err := h.eng.ForkSession(ctx, imported, &lt.ForkRequest{CheckpointID: afterFirst.ID}, "")
 	require.NoError(t, err)
 	require.Equal(t, &lt.ForkRef{SessionID: imported, CheckpointID: afterFirst.ID, EventSeq: afterFirst.EventSeq}, f.ForkedFrom)
 	h.start("node-a")

@@ -35,7 +35,13 @@ var idString = regexp.MustCompile(`"[a-z]{1,16}_[0-9A-Za-z_-]{1,128}"`)
 // effects before it inherited as done — never run again. The fork links to
 // its origin (session.forked) and continues from where the checkpoint
 // stood; with an input it starts a new turn.
-func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest) (*lt.Session, error) {
+//
+// A fork with a webhook_url (its origin's, or req's) has its own signing
+// secret, webhookSecret, written with it and returned in WebhookSecret;
+// its notifications start after the events it copied, which were its
+// origin's. Without webhookSecret the fork's notifications are signed
+// with a secret the dispatcher makes, which nobody is given.
+func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest, webhookSecret string) (*lt.Session, error) {
 	if err := e.refuseWhenLow(); err != nil {
 		return nil, err
 	}
@@ -153,18 +159,25 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 	if err != nil {
 		return nil, err
 	}
+	var hook *store.WebhookSessionRow
+	if st.Session.WebhookURL != "" && webhookSecret != "" {
+		hook = &store.WebhookSessionRow{Secret: webhookSecret, Cursor: cp.EventSeq}
+	}
 	_, err = e.store.SessionCreate(ctx, &store.SessionCreateParams{
 		Session: store.SessionRow{
 			ID: forkID, Project: row.Project, AgentName: row.AgentName, AgentVersion: row.AgentVersion, Status: string(st.Session.Status),
 			Spec: row.Spec, State: p.State, Runnable: p.Runnable, CreatedAt: now, UpdatedAt: st.Session.UpdatedAt,
 		},
-		Events: p.Events, Docs: p.Docs, Blobs: p.Blobs,
+		Events: p.Events, Docs: p.Docs, Blobs: p.Blobs, Webhook: hook,
 	})
 	if err != nil {
 		_ = e.removeWorkspace(forkID)
 		return nil, err
 	}
 	v := st.View()
+	if hook != nil {
+		v.WebhookSecret = hook.Secret
+	}
 	return &v, nil
 }
 

@@ -391,5 +391,6 @@ func TestClaimOfASubagentOnceHeldResumesNothingUnderAPausedRoot(t *testing.T) {
 	h.waitStatus(m.ID, lt.SessionCancelled, lt.SessionFailed, lt.SessionIdle)
 	require.Equal(t, lt.SessionPaused, session(t, h, root.ID).Status)
 	require.Empty(t, events(t, h, gx, lt.EventSessionResumed), "resumed while its root is paused")
-	require.Equal(t, lt.SessionPaused, session(t, h, gx).Status)
+	// mid's cancel reaches it too: it stays paused or ends, never runs.
+	require.Contains(t, []lt.SessionStatus{lt.SessionPaused, lt.SessionCancelled}, session(t, h, gx).Status)
 }

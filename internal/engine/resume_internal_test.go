@@ -359,7 +359,7 @@ func TestForkDoesNotResumeFromItsParentsSnapshot(t *testing.T) {
 	id := parkedSession(t, e, perTurn, 2)
 	cps, err := e.ListCheckpoints(ctx, id)
 	require.NoError(t, err)
-	fork, err := e.ForkSession(ctx, id, &lt.ForkRequest{CheckpointID: cps[len(cps)-1].ID})
+	fork, err := e.ForkSession(ctx, id, &lt.ForkRequest{CheckpointID: cps[len(cps)-1].ID}, "")
 	require.NoError(t, err)
 
 	row, st, err := e.loadState(ctx, fork.ID)

@@ -572,6 +572,12 @@ type SessionCreateParams struct {
 	// until the creation commits, so a write to the parent's journal
 	// comes after the child exists or sees the creation refused.
 	ParentAt *JournalAt
+	// Webhook, when set, is the session's webhook state (its signing
+	// secret and the seq its notifications start after; SessionID and
+	// DisabledAt are ignored), written in the same transaction: a session
+	// whose creation is answered with its secret (a fork) has no step
+	// after the commit that could fail.
+	Webhook *WebhookSessionRow
 	// Claim, when set, creates the session already leased, as a claim
 	// would leave it: held by Claim.Owner until Claim.ExpiresAt, at epoch
 	// 1. A node that has a free worker for the session it creates runs it

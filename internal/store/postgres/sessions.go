@@ -55,6 +55,9 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
 		for _, d := range p.BlobRefs {
 			t.queue(insertBlobRefSQL, d, sess.ID)
 		}
+		if wh := p.Webhook; wh != nil {
+			t.queue(`INSERT INTO webhook_sessions (session_id, secret, cursor) VALUES ($1, $2, $3)`, sess.ID, wh.Secret, wh.Cursor)
+		}
 		if lastSeq > 0 {
 			t.notify(store.Notification{Kind: store.KindEvents, SessionID: sess.ID, Seq: lastSeq, Status: sess.Status})
 		}

@@ -70,6 +70,11 @@ func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams)
 				return nil, fmt.Errorf("refer to blob %s: %w", d, mapErr(err))
 			}
 		}
+		if wh := p.Webhook; wh != nil {
+			if _, err := w.exec(`INSERT INTO webhook_sessions (session_id, secret, cursor) VALUES (?, ?, ?)`, sess.ID, wh.Secret, wh.Cursor); err != nil {
+				return nil, fmt.Errorf("webhook state: %w", mapErr(err))
+			}
+		}
 		var notes []store.Notification
 		if lastSeq > 0 {
 			notes = append(notes, store.Notification{Kind: store.KindEvents, SessionID: sess.ID, Seq: lastSeq, Status: sess.Status})

@@ -255,3 +255,30 @@ func testSessionList(t *testing.T, h *harness) {
 	require.Len(t, list(store.SessionListParams{}), 50)
 	require.Equal(t, "bulk_54", list(store.SessionListParams{})[0])
 }
+
+// testSessionCreateWithWebhook: a session's webhook state written with its
+// creation is its state (the dispatcher's Init finds it, its secret and
+// cursor kept); a state the checks refuse creates nothing.
+func testSessionCreateWithWebhook(t *testing.T, h *harness) {
+	create := func(id string, hook *store.WebhookSessionRow) error {
+		t.Helper()
+		_, err := h.s.SessionCreate(h.ctx, &store.SessionCreateParams{
+			Session: store.SessionRow{ID: id, AgentName: "agent", AgentVersion: 1, Status: "idle",
+				State: json.RawMessage(`{}`), CreatedAt: t0},
+			Events:  []store.NewEvent{{Type: "session.created", Time: t0, Data: json.RawMessage(`{}`)}},
+			Webhook: hook,
+		})
+		return err
+	}
+	require.NoError(t, create("ses_fork", &store.WebhookSessionRow{Secret: "whsec_Zm9yaw==", Cursor: 1}))
+	ws, err := h.s.WebhookSessionInit(h.ctx, "ses_fork", "whsec_b3RoZXI=")
+	require.NoError(t, err)
+	require.Equal(t, "whsec_Zm9yaw==", ws.Secret)
+	require.Equal(t, int64(1), ws.Cursor)
+	require.Nil(t, ws.DisabledAt)
+
+	require.ErrorContains(t, create("ses_bad", &store.WebhookSessionRow{Cursor: 1}), "webhook.secret")
+	require.ErrorContains(t, create("ses_bad", &store.WebhookSessionRow{Secret: "whsec_eA==", Cursor: -1}), "webhook.cursor")
+	_, err = h.s.SessionGet(h.ctx, "ses_bad")
+	require.ErrorIs(t, err, store.ErrNotFound, "nothing of a refused creation")
+}

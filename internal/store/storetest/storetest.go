@@ -27,6 +27,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"AgentConcurrentInsert", testAgentConcurrentInsert},
 		{"SessionCreate", testSessionCreate},
 		{"SessionCreateDuplicate", testSessionCreateDuplicate},
+		{"SessionCreateWithWebhook", testSessionCreateWithWebhook},
 		{"SessionList", testSessionList},
 		{"SessionCountByStatus", testSessionCountByStatus},
 		{"SessionProjects", testSessionProjects},

@@ -137,6 +137,14 @@ func (c Checks) SessionCreate(sess *store.SessionRow, p *store.SessionCreatePara
 			return err
 		}
 	}
+	if wh := p.Webhook; wh != nil {
+		if err := c.ID("webhook.secret", wh.Secret); err != nil {
+			return err
+		}
+		if wh.Cursor < 0 {
+			return fmt.Errorf("webhook.cursor must not be negative, got %d", wh.Cursor)
+		}
+	}
 	return c.Blobs(p.Blobs)
 }
 

@@ -412,8 +412,9 @@ export async function sessionPage(root, scope, id, query) {
       replace(el, h('p', { class: 'muted' }, 'No checkpoints yet: one is taken after every step with tool calls and every completed turn.'));
       return;
     }
-    // Keep an open fork form across refreshes.
-    if (el.querySelector('.fork-form')) return;
+    // Keep an open fork form, and a fork's secret shown once, across
+    // refreshes.
+    if (el.querySelector('.fork-form, .fork-secret')) return;
     replace(el, h('ol', { class: 'checkpoints' }, cps.data.map((c) => {
       const res = h('div');
       const forkBtn = h('button', { type: 'button', class: 'fork', dataset: { checkpointId: c.id }, hidden: !can('Fork') }, 'Fork from here…');
@@ -427,7 +428,17 @@ export async function sessionPage(root, scope, id, query) {
           if (input.value.trim()) body.input = input.value;
           try {
             const fork = await busy(go, api.post(`${path}/fork`, body, { idempotencyKey: key }));
-            location.hash = `#/sessions/${enc(fork.id)}`;
+            if (!fork.webhook_secret) {
+              location.hash = `#/sessions/${enc(fork.id)}`;
+              return;
+            }
+            // The secret that signs the fork's notifications is in this
+            // answer only: shown before the person leaves for the fork.
+            replace(res, h('div', { class: 'fork-secret' },
+              h('p', null, 'The fork\'s notifications go to ', h('span', { class: 'mono' }, fork.webhook_url),
+                ', signed with a secret of its own. Copy it now: it is not shown again.'),
+              h('pre', { class: 'mono webhook-secret' }, fork.webhook_secret),
+              h('a', { href: `#/sessions/${enc(fork.id)}`, class: 'open-fork' }, `Open ${fork.id}`)));
           } catch (err) {
             replace(res, errorBox(err));
           }
