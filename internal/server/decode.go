@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/jsonstrict"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -155,8 +156,8 @@ func decodeJSON(data []byte, dst any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return apierror.Invalid("", "request body is empty: send a JSON object")
 	}
-	if err := checkUTF8(data); err != nil {
-		return err
+	if err := jsonstrict.CheckUTF8(data, "the request body"); err != nil {
+		return strictError(err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -173,7 +174,21 @@ func decodeJSON(data []byte, dst any) error {
 		return apierror.Invalid("", "unexpected data after the JSON object at byte offset %d",
 			end+int64(len(rest)-len(trimmed)))
 	}
-	return checkStrict(data[:end], reflect.TypeOf(dst))
+	return strictError(jsonstrict.CheckUnambiguous(data[:end], reflect.TypeOf(dst)))
+}
+
+// strictError is a 400 naming the field for a body jsonstrict refused. Any
+// other error is the server's (the body decoded already, so it is valid
+// JSON): a 500.
+func strictError(err error) error {
+	var se *jsonstrict.Error
+	if errors.As(err, &se) {
+		return apierror.Invalid(se.Path, "%s", se.Message)
+	}
+	if err != nil {
+		return fmt.Errorf("re-read request body: %w", err)
+	}
+	return nil
 }
 
 // decodeError turns an encoding/json error into a 400 that says where.
@@ -191,7 +206,7 @@ func decodeError(data []byte, dst any, err error) error {
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return apierror.Invalid("", "malformed JSON: the body ends at byte offset %d before the JSON value does", len(data))
 	case errors.As(err, &typeErr):
-		path, ok := valuePathAt(data, typeErr.Offset)
+		path, ok := jsonstrict.ValuePathAt(data, typeErr.Offset)
 		if !ok {
 			path = typeErr.Field
 		}
@@ -203,26 +218,12 @@ func decodeError(data []byte, dst any, err error) error {
 		// dst is not a pointer: a programmer error, so a 500.
 		return fmt.Errorf("decode request body: %w", err)
 	}
-	if name, ok := unknownFieldName(err); ok {
-		path := unknownFieldPath(data, reflect.TypeOf(dst), name)
+	if name, ok := jsonstrict.UnknownFieldName(err); ok {
+		path := jsonstrict.UnknownFieldPath(data, reflect.TypeOf(dst), name)
 		return apierror.Invalid(path, "unknown field %q", path)
 	}
 	// An UnmarshalJSON method of a field type refused its value.
 	return apierror.Invalid("", "invalid request body: %s", shorten(err.Error()))
-}
-
-// unknownFieldName extracts the key from encoding/json's DisallowUnknownFields
-// error, which has no type of its own: `json: unknown field "name"`.
-func unknownFieldName(err error) (string, bool) {
-	rest, ok := strings.CutPrefix(err.Error(), "json: unknown field ")
-	if !ok {
-		return "", false
-	}
-	name, uerr := strconv.Unquote(rest)
-	if uerr != nil {
-		return "", false
-	}
-	return name, true
 }
 
 // describeType names the JSON a Go type accepts, for messages such as

@@ -24,7 +24,8 @@
 //     overwrite the first) and bytes that are not UTF-8 (or an escaped lone
 //     surrogate) are 400s naming the field (a dotted path such as
 //     "agent_spec.tools[1].effect") or the byte offset; bodies over
-//     Config.MaxBodyBytes are 413s. One body can be read only one way.
+//     Config.MaxBodyBytes are 413s. One body can be read only one way
+//     (internal/jsonstrict).
 //     The one body that is not JSON is a person's file upload (PUT
 //     /v1/sessions/{id}/files/{path}, files.go): raw bytes sent as
 //     application/octet-stream, bounded by Config.MaxFileBytes.
@@ -78,12 +79,12 @@
 //     of its events is lost. A tree past the bound is a 400, never a cut.
 //
 // It imports the standard library, longhaultype, internal/apierror,
-// internal/openapi (the document it serves at /v1/openapi.json),
-// internal/app (for the interface it serves), internal/runner/hub (whose
-// Hub takes the runners' connections, upgraded with
-// github.com/coder/websocket: runners.go), internal/store (for the
-// idempotency record and the store's sentinel errors), internal/freespace
-// and internal/webui (the embedded web UI it serves at /); never a storage
-// driver, nor the engine but through internal/app. Who may import it:
-// internal/node and tests.
+// internal/jsonstrict (the strict reading of a body), internal/openapi
+// (the document it serves at /v1/openapi.json), internal/app (for the
+// interface it serves), internal/runner/hub (whose Hub takes the runners'
+// connections, upgraded with github.com/coder/websocket: runners.go),
+// internal/store (for the idempotency record and the store's sentinel
+// errors), internal/freespace and internal/webui (the embedded web UI it
+// serves at /); never a storage driver, nor the engine but through
+// internal/app. Who may import it: internal/node and tests.
 package server

@@ -1,4 +1,4 @@
-package server
+package jsonstrict
 
 import (
 	"bytes"
@@ -12,19 +12,20 @@ import (
 
 // encoding/json names a wrong-typed field without array indices
 // ("agent_spec.tools.effect") and an unknown field by its last key only.
-// These walkers re-read the (syntactically valid) body token by token to
-// name the exact place: "agent_spec.tools[1].effect". They only run on a
-// request that already failed, and fall back to encoding/json's names if
-// they cannot find the place.
+// These walkers re-read the (syntactically valid) document token by token
+// to name the exact place: "agent_spec.tools[1].effect". They run on a
+// document that already failed, or to name the place of a check's
+// refusal, and fall back to encoding/json's names if they cannot find the
+// place.
 
 // errFound stops a walk once the place is found.
 var errFound = errors.New("found")
 
-// valuePathAt returns the path of the value whose first token ends at or
+// ValuePathAt returns the path of the value whose first token ends at or
 // spans byte offset off: where encoding/json reports an UnmarshalTypeError
 // (just after a scalar, or just after the '{' or '[' of a composite). The
 // root is "".
-func valuePathAt(data []byte, off int64) (string, bool) {
+func ValuePathAt(data []byte, off int64) (string, bool) {
 	w := &offsetWalker{dec: json.NewDecoder(bytes.NewReader(data)), target: off}
 	w.dec.UseNumber()
 	if err := w.value(""); errors.Is(err, errFound) {
@@ -75,18 +76,37 @@ func (w *offsetWalker) value(path string) error {
 	return nil
 }
 
-// unknownFieldPath returns the path of the first key in data that names no
+// UnknownFieldPath returns the path of the first key in data that names no
 // field of the struct type t describes (following t into nested structs,
 // maps, slices and pointers), as encoding/json's DisallowUnknownFields
-// reports it. name is the key encoding/json reported; if the walk finds
-// another (it should not), or none, name alone is returned.
-func unknownFieldPath(data []byte, t reflect.Type, name string) string {
+// reports it. name is the key encoding/json reported (UnknownFieldName);
+// if the walk finds another (it should not), or none, name alone is
+// returned.
+func UnknownFieldPath(data []byte, t reflect.Type, name string) string {
 	w := &fieldWalker{dec: json.NewDecoder(bytes.NewReader(data))}
 	w.dec.UseNumber()
 	if err := w.value(t, ""); errors.Is(err, errFound) && w.foundKey == name {
 		return w.found
 	}
 	return name
+}
+
+// UnknownFieldName extracts the key from encoding/json's
+// DisallowUnknownFields error, which has no type of its own:
+// `json: unknown field "name"`.
+func UnknownFieldName(err error) (string, bool) {
+	if err == nil {
+		return "", false
+	}
+	rest, ok := strings.CutPrefix(err.Error(), "json: unknown field ")
+	if !ok {
+		return "", false
+	}
+	name, uerr := strconv.Unquote(rest)
+	if uerr != nil {
+		return "", false
+	}
+	return name, true
 }
 
 type fieldWalker struct {
@@ -201,8 +221,9 @@ type jsonField struct {
 }
 
 // jsonFields lists the keys struct type t accepts, following encoding/json's
-// rules closely enough for naming an unknown key: tag names, "-" skipped,
-// unexported fields skipped, untagged embedded structs promoted.
+// rules closely enough for naming an unknown key and for telling which keys
+// name one field: tag names, "-" skipped, unexported fields skipped,
+// untagged embedded structs promoted.
 func jsonFields(t reflect.Type) []jsonField {
 	var out []jsonField
 	for i := range t.NumField() {

@@ -1,4 +1,4 @@
-package server
+package jsonstrict
 
 import (
 	"bytes"
@@ -7,22 +7,28 @@ import (
 	"fmt"
 	"reflect"
 	"unicode/utf8"
-
-	"github.com/longhaul-dev/longhaul/internal/apierror"
 )
 
-// encoding/json accepts two things a strict reader refuses, and that let
-// two readers of one body see different requests: a key given twice (the
-// last one wins; a proxy, a log or a policy reading the first would see
-// another value), and bytes that are not UTF-8 (replaced by U+FFFD, as is
-// an escaped lone surrogate such as "\ud800"). RFC 8259 says the names of
-// an object SHOULD be unique and JSON text MUST be UTF-8; these checks make
-// both a 400 naming the place.
+// Error is a document a check refused. Message names the place; Path is
+// that place alone ("" for the document as a whole, or where the place
+// could not be found).
+type Error struct {
+	Path    string
+	Message string
+}
 
-// checkUTF8 refuses a body that is not UTF-8, naming the byte offset of
-// the first invalid byte and, when the body can be read that far, the
-// field whose value holds it.
-func checkUTF8(data []byte) error {
+func (e *Error) Error() string { return e.Message }
+
+// refuse is an *Error whose message is format with args.
+func refuse(path, format string, args ...any) *Error {
+	return &Error{Path: path, Message: fmt.Sprintf(format, args...)}
+}
+
+// CheckUTF8 refuses data that is not UTF-8, naming the byte offset of the
+// first invalid byte and, when data can be read that far, the field whose
+// value holds it. what names the document in the message ("the request
+// body").
+func CheckUTF8(data []byte, what string) error {
 	if utf8.Valid(data) {
 		return nil
 	}
@@ -34,25 +40,28 @@ func checkUTF8(data []byte) error {
 		}
 		off += size
 	}
-	if path, ok := valuePathAt(data, int64(off)); ok && path != "" {
-		return apierror.Invalid(path, "field %q holds invalid UTF-8 at byte offset %d: the request body must be UTF-8", path, off)
+	if path, ok := ValuePathAt(data, int64(off)); ok && path != "" {
+		return refuse(path, "field %q holds invalid UTF-8 at byte offset %d: %s must be UTF-8", path, off, what)
 	}
-	return apierror.Invalid("", "invalid UTF-8 at byte offset %d: the request body must be UTF-8", off)
+	return refuse("", "invalid UTF-8 at byte offset %d: %s must be UTF-8", off, what)
 }
 
-// checkStrict walks a body that decoded into a value of type t and refuses
-// a key given twice in one object, and an escaped lone surrogate in a
-// string. In an object that decodes into a struct, keys that name the same
-// field count as the same key whatever their case ("input" and "Input":
-// encoding/json matches field names case-insensitively, so the second would
-// overwrite the first); elsewhere (maps, free-form JSON) keys are compared
-// exactly, after unescaping ("a" and "\u0061" are the same key).
-func checkStrict(data []byte, t reflect.Type) error {
+// CheckUnambiguous walks data, a valid JSON document that decodes into a
+// value of type t (nil: free-form JSON), and refuses a key given twice in
+// one object, and an escaped lone surrogate in a string. In an object that
+// decodes into a struct, keys that name the same field count as the same
+// key whatever their case ("input" and "Input": encoding/json matches
+// field names case-insensitively, so the second would overwrite the
+// first); elsewhere (maps, free-form JSON, a type that decodes itself) keys
+// are compared exactly, after unescaping ("a" and "\u0061" are the same
+// key). On data that is not valid JSON it returns the decoder's error, not
+// an *Error: check that first (decode it, or json.Valid).
+func CheckUnambiguous(data []byte, t reflect.Type) error {
 	if off, ok := loneSurrogate(data); ok {
-		if path, found := valuePathAt(data, int64(off)); found && path != "" {
-			return apierror.Invalid(path, "field %q holds an escaped lone surrogate at byte offset %d: it is not valid UTF-16, and would not survive as text", path, off)
+		if path, found := ValuePathAt(data, int64(off)); found && path != "" {
+			return refuse(path, "field %q holds an escaped lone surrogate at byte offset %d: it is not valid UTF-16, and would not survive as text", path, off)
 		}
-		return apierror.Invalid("", "an escaped lone surrogate at byte offset %d: it is not valid UTF-16, and would not survive as text", off)
+		return refuse("", "an escaped lone surrogate at byte offset %d: it is not valid UTF-16, and would not survive as text", off)
 	}
 	w := &dupWalker{dec: json.NewDecoder(bytes.NewReader(data))}
 	w.dec.UseNumber()
@@ -60,15 +69,11 @@ func checkStrict(data []byte, t reflect.Type) error {
 	var dup *duplicateKeyError
 	if errors.As(err, &dup) {
 		if dup.same != dup.key {
-			return apierror.Invalid(dup.path, "duplicate key %q: %q names the same field, given earlier in the object", dup.path, dup.same)
+			return refuse(dup.path, "duplicate key %q: %q names the same field, given earlier in the object", dup.path, dup.same)
 		}
-		return apierror.Invalid(dup.path, "duplicate key %q: each key may be given once in an object", dup.path)
+		return refuse(dup.path, "duplicate key %q: each key may be given once in an object", dup.path)
 	}
-	if err != nil {
-		// The body decoded already, so it is valid JSON: a bug here.
-		return fmt.Errorf("re-read request body: %w", err)
-	}
-	return nil
+	return err
 }
 
 // duplicateKeyError is the second occurrence of a key: its path, the key

@@ -1,0 +1,24 @@
+// Package jsonstrict holds a JSON document to one reading. encoding/json
+// accepts documents that two parsers read differently: a key given twice in
+// an object (encoding/json keeps the last; another parser may keep the
+// first), keys that differ only in case where a struct takes them
+// (encoding/json matches a field's name case-insensitively, so "Tools"
+// overwrites "tools"), an escaped lone surrogate such as "\ud800" and bytes
+// that are not UTF-8 (both read as U+FFFD, which another parser may not
+// do). When such a document grants something, a person approving it, a log
+// or a UI can read one thing while the server runs another: a parser
+// differential. RFC 8259 says the names of an object SHOULD be unique and
+// JSON text MUST be UTF-8; these checks refuse the rest, naming the place.
+//
+// An API request's body goes through it (internal/server, before a 400).
+//
+// Every refusal is an *Error: a message that names the place (a dotted path
+// with [i] for array elements, "agent_spec.tools[1].name", or a byte
+// offset), and the path alone for a caller that reports it apart (an API
+// error's "field"). The walkers that find a path (ValuePathAt,
+// UnknownFieldPath) also name the place of encoding/json's own errors,
+// which it gives without array indices or by the last key only.
+//
+// It imports the standard library only. Who may import it: internal/server
+// and tests.
+package jsonstrict
