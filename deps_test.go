@@ -123,7 +123,7 @@ var importRules = map[string]importRule{
 	"internal/webui":      {importers: []string{"internal/server"}},
 	"internal/node":       {importers: []string{".", "cmd/longhaul", "internal/bench"}},
 	"internal/apierror":   {importers: anyone},
-	"internal/jsonstrict": {importers: []string{"internal/server"}},
+	"internal/jsonstrict": {importers: []string{"internal/engine", "internal/server"}},
 	"internal/buildinfo":  {importers: []string{"cmd/longhaul", "internal/app"}},
 	"internal/report":     {importers: []string{"internal/app", "internal/node"}},
 	"internal/webhook":    {importers: []string{"internal/app", "internal/export", "internal/node"}},

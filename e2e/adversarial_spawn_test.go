@@ -2,11 +2,15 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -546,4 +550,108 @@ func TestAdversarialSpawn_MCPLazy(t *testing.T) {
 	data, err := os.ReadFile(starts)
 	require.NoError(t, err)
 	require.Equal(t, "start\n", string(data), "the server started once, for the parent's listing")
+}
+
+// spawnTextServer speaks OpenAI's Chat Completions streaming format as a
+// hostile model does: a request that offers spawn_agent and has no tool
+// result yet is answered with one spawn_agent call per text of args, each
+// sent as written (a real model's arguments are text no JSON encoder on
+// the way has read, so they can hold a key twice or an escaped lone
+// surrogate, which a scripted model's arguments, checked by the API as a
+// request body, cannot); every other request with text. It keeps the tool
+// results it is sent.
+type spawnTextServer struct {
+	args    []string
+	srv     *httptest.Server
+	mu      sync.Mutex
+	results map[string]string // call id -> the tool message's content
+}
+
+func newSpawnTextServer(t *testing.T, args ...string) *spawnTextServer {
+	c := &spawnTextServer{args: args, results: map[string]string{}}
+	c.srv = httptest.NewServer(http.HandlerFunc(c.serve))
+	t.Cleanup(c.srv.Close)
+	return c
+}
+
+func (c *spawnTextServer) serve(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Messages []struct {
+			Role       string `json:"role"`
+			ToolCallID string `json:"tool_call_id"`
+			Content    any    `json:"content"`
+		} `json:"messages"`
+		Tools []struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		} `json:"tools"`
+	}
+	raw, _ := io.ReadAll(r.Body)
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" || json.Unmarshal(raw, &body) != nil {
+		http.Error(w, `{"error":{"message":"bad request","type":"invalid_request_error"}}`, http.StatusBadRequest)
+		return
+	}
+	answered, offersSpawn := false, false
+	c.mu.Lock()
+	for _, m := range body.Messages {
+		if m.Role == "tool" {
+			answered = true
+			text, _ := m.Content.(string)
+			c.results[m.ToolCallID] = text
+		}
+	}
+	c.mu.Unlock()
+	for _, tl := range body.Tools {
+		offersSpawn = offersSpawn || tl.Function.Name == "spawn_agent"
+	}
+	n, chunks := 2, []string{chatChunk(2, `{"role":"assistant","content":"done"}`, ""), chatChunk(2, `{}`, "stop")}
+	if offersSpawn && !answered {
+		n, chunks = 1, []string{chatChunk(1, `{"role":"assistant","content":null}`, "")}
+		for i, a := range c.args {
+			text, _ := json.Marshal(a) // the arguments' text, as a JSON string
+			chunks = append(chunks, chatChunk(1, fmt.Sprintf(`{"tool_calls":[{"index":%d,"id":"call_%d","type":"function","function":{"name":"spawn_agent","arguments":%s}}]}`, i, i, text), ""))
+		}
+		chunks = append(chunks, chatChunk(1, `{}`, "tool_calls"))
+	}
+	writeChatStream(w, n, `{"prompt_tokens":50,"completion_tokens":5,"total_tokens":55}`, chunks)
+}
+
+// TestAdversarialSpawn_SpecKeys: a model writes spawn_agent calls whose
+// agent_spec reads two ways, so that a person or a UI reading the call
+// would see another child than the engine makes: "tools" given twice,
+// "tools" and "Tools" (which encoding/json folds into one field, keeping
+// the last), and instructions holding an escaped lone surrogate (read as
+// U+FFFD by the engine, kept as is by others). Each is refused, naming the
+// path inside agent_spec, in the journal and in what the model is told,
+// and no child exists.
+func TestAdversarialSpawn_SpecKeys(t *testing.T) {
+	t.Parallel()
+	const key = "sk-local-canary-2f7d41"
+	surrogate := `{"agent_spec":{"instructions":"read \ud800 only"},"input":"go"}`
+	chat := newSpawnTextServer(t,
+		`{"agent_spec":{"tools":[{"name":"read_file"}],"tools":[{"name":"write_file"}]},"input":"go"}`,
+		`{"agent_spec":{"tools":[{"name":"read_file"}],"Tools":[{"name":"write_file"}]},"input":"go"}`,
+		surrogate)
+	srv := startServerWithEnv(t, []string{"LOCAL_MODEL_KEY=" + key}, "--model-key-env", "LOCAL_MODEL_KEY="+chat.srv.Listener.Addr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := runSession(ctx, t, srv, &lt.CreateSessionRequest{Input: "do the task", AgentSpec: &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "openai-compatible", Name: "local-model", BaseURL: chat.srv.URL + "/v1", APIKeyEnv: "LOCAL_MODEL_KEY"},
+		Tools: []lt.ToolSpec{{Name: "spawn_agent"}, {Name: "read_file"}, {Name: "write_file"}},
+	}}, 45*time.Second)
+	requireStatus(ctx, t, srv, s, lt.SessionIdle)
+	want := []string{
+		`agent_spec.tools: duplicate key "agent_spec.tools": each key may be given once in an object`,
+		`agent_spec.Tools: duplicate key "agent_spec.Tools": "tools" names the same field, given earlier in the object`,
+		fmt.Sprintf(`agent_spec.instructions: field "agent_spec.instructions" holds an escaped lone surrogate at byte offset %d: it is not valid UTF-16, and would not survive as text`,
+			strings.Index(surrogate, `\ud800`)),
+	}
+	require.Equal(t, want, spawnRefusals(ctx, t, srv, s.ID))
+	require.Empty(t, spawnChildren(ctx, t, srv, s.ID))
+	chat.mu.Lock()
+	defer chat.mu.Unlock()
+	for i, w := range want {
+		require.Contains(t, chat.results[fmt.Sprintf("call_%d", i)], w, "the model is told why call %d was refused", i)
+	}
 }

@@ -271,7 +271,8 @@ func TestAdversarialWebhook_ChildRedirect(t *testing.T) {
 	refusals := spawnRefusals(ctx, t, srv, s.ID)
 	require.Len(t, refusals, 2, "%v", refusals)
 	require.Regexp(t, `^arguments\.(webhook|webhook_url|webhook_secret|project|parent_id|metadata): is not an allowed field`, refusals[0])
-	specField := `^agent_spec: unknown field "(webhook|webhook_url|webhook_secret|project|parent_id|metadata)"`
+	hijacked := `(webhook|webhook_url|webhook_secret|project|parent_id|metadata)`
+	specField := `^agent_spec\.` + hijacked + `: unknown field "agent_spec\.` + hijacked + `"$`
 	require.Regexp(t, specField, refusals[1])
 	refusals = spawnRefusals(ctx, t, srv, c)
 	require.Len(t, refusals, 1, "%v", refusals)

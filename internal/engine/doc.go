@@ -84,9 +84,9 @@
 // walk of a tree (store.WalkTree, which export shares).
 //
 // It imports the store interface (never a driver), journal, model, policy,
-// tool, mcp, egress, vault (its host bindings), monitor and workspace, and no
-// transport (internal/server, internal/webui, cmd/); internal/node wires
-// concrete drivers and providers into it. Who may import it: the root
-// package, cmd/longhaul, internal/app, internal/bench, internal/node and
-// tests.
+// tool, mcp, egress, vault (its host bindings), monitor, workspace and
+// jsonstrict (a spawn's agent_spec read one way), and no transport
+// (internal/server, internal/webui, cmd/); internal/node wires concrete
+// drivers and providers into it. Who may import it: the root package,
+// cmd/longhaul, internal/app, internal/bench, internal/node and tests.
 package engine

@@ -323,9 +323,9 @@ func (r *runner) requestCall(turnID string, step, index int, tc lt.ToolCall) err
 	if known && en.ns == nsMCP {
 		req.Server = en.mcp.server
 	}
-	canon, err := tool.CanonicalJSON(tc.Arguments)
-	if err != nil {
-		problem = "arguments are not valid JSON: " + err.Error()
+	canon, canonErr := tool.CanonicalJSON(tc.Arguments)
+	if canonErr != nil {
+		problem = "arguments are not valid JSON: " + canonErr.Error()
 		req.Kind = lt.CallInvalid
 	} else {
 		req.Arguments = canon
@@ -344,6 +344,16 @@ func (r *runner) requestCall(turnID string, step, index int, tc lt.ToolCall) err
 			// Journaled with the tool's own class: the agent's override
 			// applies only to a call that can run.
 			req.Kind, req.Class, problem = lt.CallInvalid, en.class, err.Error()
+		}
+	}
+	if known && en.kind == lt.CallSpawn && (problem == "" || canonErr != nil) {
+		// A spawn's agent_spec is held to one reading in the model's own
+		// text: the canonical form refuses a key given twice without
+		// saying where, reads an escaped lone surrogate as U+FFFD and
+		// keeps keys that differ in case, which the spawn's decoding
+		// would fold into one field. Refused here, the call never runs.
+		if err := strictSpawnArgs(tc.Arguments); err != nil {
+			req.Kind, req.Class, problem = lt.CallInvalid, en.class, toolMessage(err)
 		}
 	}
 	if err := r.add(lt.EventToolRequested, turnID, step, req); err != nil {

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/jsonstrict"
 	"github.com/longhaul-dev/longhaul/internal/policy"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -70,12 +72,36 @@ type spawnArgs struct {
 	Raw          json.RawMessage `json:"-"`
 }
 
-// strictAgentSpec refuses an inline agent_spec holding a field an agent
-// spec does not have, as POST /v1/sessions refuses one: a spec the model
-// wrote is read as written or not at all, and a field it misspelt (a
-// policy that would not apply) or hoped would carry something elsewhere
-// (a webhook_url, a project) is named back to it rather than dropped.
-func strictAgentSpec(arguments json.RawMessage) error {
+// The types a spawn_agent call's arguments, and the agent_spec in them,
+// decode into: what jsonstrict compares their keys with.
+var (
+	spawnArgsType = reflect.TypeFor[spawnArgs]()
+	agentSpecType = reflect.TypeFor[lt.AgentSpec]()
+)
+
+// strictSpawnArgs refuses spawn_agent arguments whose agent_spec, written
+// by the model, does not read one way, as POST /v1/sessions refuses such a
+// body: a key given twice in an object, a field's name in another case
+// ("tools" and "Tools": encoding/json would keep the last), an escaped lone
+// surrogate or bytes that are not UTF-8 (jsonstrict), and a field an agent
+// spec does not have. A log, the web UI or a person reading the call would
+// otherwise see another spec than the child gets, and a misspelt field (a
+// policy that would not apply) or one hoped to carry something elsewhere (a
+// webhook_url, a project) would be dropped. The error names the path
+// inside the arguments ("agent_spec.tools[1].name"). The rest of the
+// arguments is the schema's (keys compared exactly, no other field) and
+// the decoding's, which name a value of the wrong type; so are arguments
+// that are not JSON, which the canonical form refuses.
+func strictSpawnArgs(arguments json.RawMessage) error {
+	if !json.Valid(arguments) {
+		return nil
+	}
+	if err := jsonstrict.CheckUTF8(arguments, "the arguments"); err != nil {
+		return strictError(err)
+	}
+	if err := jsonstrict.CheckUnambiguous(arguments, spawnArgsType); err != nil {
+		return strictError(err)
+	}
 	var raw struct {
 		AgentSpec json.RawMessage `json:"agent_spec"`
 	}
@@ -85,10 +111,22 @@ func strictAgentSpec(arguments json.RawMessage) error {
 	dec := json.NewDecoder(bytes.NewReader(raw.AgentSpec))
 	dec.DisallowUnknownFields()
 	var spec lt.AgentSpec
-	if err := dec.Decode(&spec); err != nil {
-		return apierror.Invalid("agent_spec", "%s", strings.TrimPrefix(err.Error(), "json: "))
+	if name, ok := jsonstrict.UnknownFieldName(dec.Decode(&spec)); ok {
+		path := "agent_spec." + jsonstrict.UnknownFieldPath(raw.AgentSpec, agentSpecType, name)
+		return apierror.Invalid(path, "unknown field %q", path)
 	}
 	return nil
+}
+
+// strictError is the 400 naming the path of arguments jsonstrict refused.
+// Any other error is the engine's: the arguments are valid JSON, so none
+// is expected.
+func strictError(err error) error {
+	var se *jsonstrict.Error
+	if errors.As(err, &se) {
+		return apierror.Invalid(se.Path, "%s", se.Message)
+	}
+	return fmt.Errorf("read spawn arguments: %w", err)
 }
 
 func (r *runner) maxParallelSubagents() int {
@@ -138,7 +176,10 @@ func (r *runner) runSpawn(ctx context.Context, c *journal.Call) error {
 	if err := json.Unmarshal(c.Arguments, &args); err != nil {
 		return fail("invalid arguments: " + err.Error())
 	}
-	if err := strictAgentSpec(c.Arguments); err != nil {
+	// requestCall held the model's own text to this; a call journaled by
+	// an older binary, which did not, is held to it here, before anything
+	// is made.
+	if err := strictSpawnArgs(c.Arguments); err != nil {
 		return fail(toolMessage(err))
 	}
 	spec, ref, err := r.childSpec(ctx, &args)

@@ -274,8 +274,8 @@ func TestSubagentToolErrors(t *testing.T) {
 	require.Contains(t, msgs, `no agent named "nobody"`)
 	require.Contains(t, msgs, "give exactly one of agent")
 	require.Contains(t, msgs, `"ses_unknown" is not a sub-agent`)
-	require.Contains(t, msgs, `agent_spec: unknown field "webhook_url"`)
-	require.Contains(t, msgs, `agent_spec: unknown field "polices"`)
+	require.Contains(t, msgs, `agent_spec.webhook_url: unknown field "agent_spec.webhook_url"`)
+	require.Contains(t, msgs, `agent_spec.polices: unknown field "agent_spec.polices"`)
 	require.Empty(t, children(t, h, s.ID))
 }
 

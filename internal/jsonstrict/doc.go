@@ -10,7 +10,9 @@
 // differential. RFC 8259 says the names of an object SHOULD be unique and
 // JSON text MUST be UTF-8; these checks refuse the rest, naming the place.
 //
-// An API request's body goes through it (internal/server, before a 400).
+// Two documents go through it: an API request's body (internal/server,
+// before a 400) and the arguments of a model's spawn_agent call, whose
+// agent_spec the model writes (internal/engine, before a child is made).
 //
 // Every refusal is an *Error: a message that names the place (a dotted path
 // with [i] for array elements, "agent_spec.tools[1].name", or a byte
@@ -19,6 +21,6 @@
 // UnknownFieldPath) also name the place of encoding/json's own errors,
 // which it gives without array indices or by the last key only.
 //
-// It imports the standard library only. Who may import it: internal/server
-// and tests.
+// It imports the standard library only. Who may import it: internal/engine,
+// internal/server and tests.
 package jsonstrict
