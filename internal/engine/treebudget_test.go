@@ -3,7 +3,9 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -578,4 +580,115 @@ func TestChildKeepsItsOwnSoftThreshold(t *testing.T) {
 	require.Equal(t, "cost_usd", kid.RequiredActions[0].Limit.Name)
 	cancelNow(t, h, s.ID)
 	requireCancelled(t, h, s.ID)
+}
+
+// heldRootReserve holds the root's first reservation once its ledger
+// exists, before it reaches the store (its limits, read from the journal,
+// already in it), until released, and records the ledger's limits right
+// after it.
+type heldRootReserve struct {
+	store.Store
+	armed             atomic.Bool
+	entered, released chan struct{}
+	after             chan store.TreeAmounts
+}
+
+func (s *heldRootReserve) TreeReserve(ctx context.Context, p *store.TreeReserveParams) (*store.TreeReserveResult, error) {
+	if p.Limits == nil || !s.armed.Load() {
+		return s.Store.TreeReserve(ctx, p)
+	}
+	if _, err := s.Store.TreeBudgetGet(ctx, p.RootID); err != nil || !s.armed.CompareAndSwap(true, false) {
+		return s.Store.TreeReserve(ctx, p) // no ledger yet: its first call after the spawn is held
+	}
+	close(s.entered)
+	<-s.released
+	res, err := s.Store.TreeReserve(ctx, p)
+	if l, gerr := s.Store.TreeBudgetGet(ctx, p.RootID); gerr == nil {
+		s.after <- l.Limits
+	} else {
+		s.after <- store.TreeAmounts{CostUSD: -1}
+	}
+	return res, err
+}
+
+// TestTreeLimitsLoweredWhileTheRootsCallIsReserved: a person lowers the
+// root's budget while the root's reservation, made with the limits of the
+// journal its runner read before, is on its way to the ledger. The ledger
+// keeps the person's limit: the root's older limits do not undo it, which
+// would let its sub-agents spend to the old limit until its next call.
+func TestTreeLimitsLoweredWhileTheRootsCallIsReserved(t *testing.T) {
+	held := &heldRootReserve{entered: make(chan struct{}), released: make(chan struct{}), after: make(chan store.TreeAmounts, 1)}
+	h := newHarnessThrough(t, scripted.New(nil), 0, func(h *harness) store.Store {
+		held.Store = h.store
+		return held
+	})
+	ctx := context.Background()
+	held.armed.Store(true)
+	s := create(t, h, treeRoot(t, 1, askingChild(t)), &lt.Budget{MaxCostUSD: 5})
+	select {
+	case <-held.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the root made no call after its ledger was opened")
+	}
+	lower := 0.5
+	_, err := h.eng.UpdateBudget(ctx, s.ID, &lt.BudgetPatch{MaxCostUSD: &lower})
+	require.NoError(t, err)
+	l, err := h.store.TreeBudgetGet(ctx, s.ID)
+	require.NoError(t, err)
+	require.Equal(t, 0.5, l.Limits.CostUSD, "the PATCH reached the ledger")
+	close(held.released)
+	require.Equal(t, 0.5, (<-held.after).CostUSD, "the root's call with the limits read before the PATCH left them")
+}
+
+// lostTreeSync fails TreeBudgetPut while fail is set: a worker that died
+// between a budget change's append and its sync to the tree's ledger.
+type lostTreeSync struct {
+	store.Store
+	fail atomic.Bool
+}
+
+func (s *lostTreeSync) TreeBudgetPut(ctx context.Context, p *store.TreeBudgetPutParams) error {
+	if s.fail.Load() {
+		return errors.New("injected: the node died before the sync")
+	}
+	return s.Store.TreeBudgetPut(ctx, p)
+}
+
+// TestTreeLimitsOfALostSyncComeWithTheRootsNextCall: a budget change
+// whose sync to the ledger was lost (its worker died between the append
+// and the sync) reaches the ledger with the root's next call, which
+// carries the limits of the journal its runner read, the change included
+// (the call in flight was reserved on the journal read before it).
+func TestTreeLimitsOfALostSyncComeWithTheRootsNextCall(t *testing.T) {
+	lost := &lostTreeSync{}
+	held := &heldRootReserve{Store: lost, entered: make(chan struct{}), released: make(chan struct{}), after: make(chan store.TreeAmounts, 1)}
+	h := newHarnessThrough(t, scripted.New(nil), 0, func(h *harness) store.Store {
+		lost.Store = h.store
+		return held
+	})
+	ctx := context.Background()
+	held.armed.Store(true)
+	s := create(t, h, treeRoot(t, 1, askingChild(t)), &lt.Budget{MaxCostUSD: 5})
+	select {
+	case <-held.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the root made no call after its ledger was opened")
+	}
+	lost.fail.Store(true)
+	lower := 0.5
+	_, err := h.eng.UpdateBudget(ctx, s.ID, &lt.BudgetPatch{MaxCostUSD: &lower})
+	require.ErrorContains(t, err, "the node died before the sync")
+	lost.fail.Store(false)
+	close(held.released)
+	require.Equal(t, 5.0, (<-held.after).CostUSD, "the sync was lost, and the held call read the journal before the change")
+	// The child's answer lets the root call its model again.
+	kids := children(t, h, s.ID)
+	require.Len(t, kids, 1)
+	k := h.waitStatus(kids[0].ID, lt.SessionRequiresAction)
+	_, err = h.eng.DecideAction(ctx, k.ID, k.RequiredActions[0].ID, &lt.Decision{Answer: "blue"})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	l, err := h.store.TreeBudgetGet(ctx, s.ID)
+	require.NoError(t, err)
+	require.Equal(t, 0.5, l.Limits.CostUSD, "the root's next call carried the change")
 }
