@@ -611,18 +611,20 @@ func (s *heldRootReserve) TreeReserve(ctx context.Context, p *store.TreeReserveP
 	return res, err
 }
 
-// TestTreeLimitsLoweredWhileTheRootsCallIsReserved: a person lowers the
-// root's budget while the root's reservation, made with the limits of the
-// journal its runner read before, is on its way to the ledger. The ledger
-// keeps the person's limit: the root's older limits do not undo it, which
-// would let its sub-agents spend to the old limit until its next call.
-func TestTreeLimitsLoweredWhileTheRootsCallIsReserved(t *testing.T) {
+// startRootHeldAtItsTreeCall starts a root with a budget of 5 that spawns
+// a child asking a person, through a store (h.store wrapped by wrap, if
+// set) that holds the root's first reservation in its tree's ledger
+// (heldRootReserve), and returns once that reservation is held.
+func startRootHeldAtItsTreeCall(t *testing.T, wrap func(store.Store) store.Store) (*harness, *heldRootReserve, *lt.Session) {
+	t.Helper()
 	held := &heldRootReserve{entered: make(chan struct{}), released: make(chan struct{}), after: make(chan store.TreeAmounts, 1)}
 	h := newHarnessThrough(t, scripted.New(nil), 0, func(h *harness) store.Store {
 		held.Store = h.store
+		if wrap != nil {
+			held.Store = wrap(h.store)
+		}
 		return held
 	})
-	ctx := context.Background()
 	held.armed.Store(true)
 	s := create(t, h, treeRoot(t, 1, askingChild(t)), &lt.Budget{MaxCostUSD: 5})
 	select {
@@ -630,6 +632,17 @@ func TestTreeLimitsLoweredWhileTheRootsCallIsReserved(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the root made no call after its ledger was opened")
 	}
+	return h, held, s
+}
+
+// TestTreeLimitsLoweredWhileTheRootsCallIsReserved: a person lowers the
+// root's budget while the root's reservation, made with the limits of the
+// journal its runner read before, is on its way to the ledger. The ledger
+// keeps the person's limit: the root's older limits do not undo it, which
+// would let its sub-agents spend to the old limit until its next call.
+func TestTreeLimitsLoweredWhileTheRootsCallIsReserved(t *testing.T) {
+	h, held, s := startRootHeldAtItsTreeCall(t, nil)
+	ctx := context.Background()
 	lower := 0.5
 	_, err := h.eng.UpdateBudget(ctx, s.ID, &lt.BudgetPatch{MaxCostUSD: &lower})
 	require.NoError(t, err)
@@ -661,19 +674,11 @@ func (s *lostTreeSync) TreeBudgetPut(ctx context.Context, p *store.TreeBudgetPut
 // (the call in flight was reserved on the journal read before it).
 func TestTreeLimitsOfALostSyncComeWithTheRootsNextCall(t *testing.T) {
 	lost := &lostTreeSync{}
-	held := &heldRootReserve{Store: lost, entered: make(chan struct{}), released: make(chan struct{}), after: make(chan store.TreeAmounts, 1)}
-	h := newHarnessThrough(t, scripted.New(nil), 0, func(h *harness) store.Store {
-		lost.Store = h.store
-		return held
+	h, held, s := startRootHeldAtItsTreeCall(t, func(st store.Store) store.Store {
+		lost.Store = st
+		return lost
 	})
 	ctx := context.Background()
-	held.armed.Store(true)
-	s := create(t, h, treeRoot(t, 1, askingChild(t)), &lt.Budget{MaxCostUSD: 5})
-	select {
-	case <-held.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the root made no call after its ledger was opened")
-	}
 	lost.fail.Store(true)
 	lower := 0.5
 	_, err := h.eng.UpdateBudget(ctx, s.ID, &lt.BudgetPatch{MaxCostUSD: &lower})
