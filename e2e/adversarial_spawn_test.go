@@ -621,7 +621,9 @@ func (c *spawnTextServer) serve(w http.ResponseWriter, r *http.Request) {
 // agent_spec reads two ways, so that a person or a UI reading the call
 // would see another child than the engine makes: "tools" given twice,
 // "tools" and "Tools" (which encoding/json folds into one field, keeping
-// the last), and instructions holding an escaped lone surrogate (read as
+// the last), "Tools" alone (the engine's tools, where a policy's
+// expression or the UI sees no "tools"), and instructions holding an
+// escaped lone surrogate (read as
 // U+FFFD by the engine, kept as is by others). Each is refused, naming the
 // path inside agent_spec, in the journal and in what the model is told,
 // and no child exists.
@@ -632,6 +634,7 @@ func TestAdversarialSpawn_SpecKeys(t *testing.T) {
 	chat := newSpawnTextServer(t,
 		`{"agent_spec":{"tools":[{"name":"read_file"}],"tools":[{"name":"write_file"}]},"input":"go"}`,
 		`{"agent_spec":{"tools":[{"name":"read_file"}],"Tools":[{"name":"write_file"}]},"input":"go"}`,
+		`{"agent_spec":{"Tools":[{"name":"write_file"}]},"input":"go"}`,
 		surrogate)
 	srv := startServerWithEnv(t, []string{"LOCAL_MODEL_KEY=" + key}, "--model-key-env", "LOCAL_MODEL_KEY="+chat.srv.Listener.Addr().String())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -643,7 +646,8 @@ func TestAdversarialSpawn_SpecKeys(t *testing.T) {
 	requireStatus(ctx, t, srv, s, lt.SessionIdle)
 	want := []string{
 		`agent_spec.tools: duplicate key "agent_spec.tools": each key may be given once in an object`,
-		`agent_spec.Tools: duplicate key "agent_spec.Tools": "tools" names the same field, given earlier in the object`,
+		`agent_spec.Tools: key "agent_spec.Tools" names the field "tools" in another case: write it as the field is named`,
+		`agent_spec.Tools: key "agent_spec.Tools" names the field "tools" in another case: write it as the field is named`,
 		fmt.Sprintf(`agent_spec.instructions: field "agent_spec.instructions" holds an escaped lone surrogate at byte offset %d: it is not valid UTF-16, and would not survive as text`,
 			strings.Index(surrogate, `\ud800`)),
 	}

@@ -27,11 +27,13 @@ import (
 // with the secret of the session it names, none of them not owed.
 func TestWebhookOfAFork(t *testing.T) {
 	t.Parallel()
-	origin, other := newRecorder(t, nil), newRecorder(t, nil)
-	srv := startServer(t, "--webhook-allow-private", "127.0.0.1",
-		"--webhook-allow-port", strconv.Itoa(origin.port()), "--webhook-allow-port", strconv.Itoa(other.port()))
+	origin, other, endpoint := newRecorder(t, nil), newRecorder(t, nil), newRecorder(t, nil)
+	srv := startServer(t, "--webhook-allow-private", "127.0.0.1", "--webhook-allow-port", strconv.Itoa(origin.port()),
+		"--webhook-allow-port", strconv.Itoa(other.port()), "--webhook-allow-port", strconv.Itoa(endpoint.port()))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	ep, err := srv.api.CreateWebhookEndpoint(ctx, &lt.CreateWebhookEndpointRequest{URL: endpoint.url() + "/all"})
+	require.NoError(t, err)
 
 	s, err := srv.api.CreateSession(ctx, &lt.CreateSessionRequest{Input: "take notes", WebhookURL: origin.url() + "/hooks", AgentSpec: &lt.AgentSpec{
 		Model: lt.ModelSpec{Provider: "scripted", Script: attackScript(t, finalText("noted"), finalText("noted again"))},
@@ -70,8 +72,10 @@ func TestWebhookOfAFork(t *testing.T) {
 	require.Empty(t, got.WebhookSecret, "the secret is shown only in the 201")
 
 	secrets := map[string]string{s.ID: s.WebhookSecret, kept.ID: kept.WebhookSecret, moved.ID: moved.WebhookSecret}
-	// A fork's notifications start after the events it copied: those
-	// were its origin's, and were notified as the origin's.
+	// A fork's notifications start after the events it copied, to every
+	// target (the server's endpoint too, whatever the fork's
+	// webhook_url): those were its origin's, and were notified as the
+	// origin's.
 	forkOwed := func(id string) map[hookKey]bool {
 		owed := map[hookKey]bool{}
 		for k := range owedHooks(ctx, t, srv, id) {
@@ -85,7 +89,16 @@ func TestWebhookOfAFork(t *testing.T) {
 	fromOrigin := owedHooks(ctx, t, srv, s.ID)
 	maps.Copy(fromOrigin, forkOwed(kept.ID))
 	at := map[*recorder]map[hookKey]bool{origin: fromOrigin, other: forkOwed(moved.ID)}
+	all := owedHooks(ctx, t, srv, s.ID)
+	for _, f := range []string{kept.ID, moved.ID, silent.ID} {
+		maps.Copy(all, forkOwed(f))
+	}
+	at[endpoint] = all
 	for rec, want := range at {
+		secret := func(session string) string { return secrets[session] }
+		if rec == endpoint {
+			secret = func(string) string { return ep.Secret }
+		}
 		waitFor(t, 30*time.Second, fmt.Sprintf("%d notifications at %s", len(want), rec.url()), func() (bool, error) {
 			have := map[hookKey]bool{}
 			for _, r := range rec.requests() {
@@ -93,7 +106,7 @@ func TestWebhookOfAFork(t *testing.T) {
 				if err != nil {
 					return false, err
 				}
-				if err := verifyHook(secrets[n.SessionID], r.Header, r.Body); err != nil {
+				if err := verifyHook(secret(n.SessionID), r.Header, r.Body); err != nil {
 					return false, fmt.Errorf("a notification of %s at %s: %w", n.SessionID, rec.url(), err)
 				}
 				k := hookKey{n.SessionID, notification{n.Type, n.EventSeq}}
@@ -108,7 +121,7 @@ func TestWebhookOfAFork(t *testing.T) {
 	for _, r := range append(origin.requests(), other.requests()...) {
 		n, err := decodeHook(r.Body)
 		require.NoError(t, err)
-		require.NotEqual(t, silent.ID, n.SessionID, "a fork without a webhook_url notifies nobody")
+		require.NotEqual(t, silent.ID, n.SessionID, "a fork without a webhook_url sends nothing to a webhook_url")
 	}
 
 	for _, bad := range []string{"ftp://example.com/hooks", "/hooks", "http://127.0.0.1:1/hooks"} {

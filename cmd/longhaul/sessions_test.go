@@ -227,7 +227,8 @@ func TestCheckpointsAndFork(t *testing.T) {
 
 // TestForkWebhookURL: longhaul fork keeps its origin's webhook_url, or
 // sends the fork's notifications to --webhook-url, or nowhere with
-// --webhook-url ''; it prints the fork's own secret once, when it has one.
+// an empty --webhook-url; it prints the fork's own secret once, when it has
+// one.
 func TestForkWebhookURL(t *testing.T) {
 	t.Parallel()
 	s := newTestServer(t)

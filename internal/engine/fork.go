@@ -36,11 +36,12 @@ var idString = regexp.MustCompile(`"[a-z]{1,16}_[0-9A-Za-z_-]{1,128}"`)
 // its origin (session.forked) and continues from where the checkpoint
 // stood; with an input it starts a new turn.
 //
-// A fork with a webhook_url (its origin's, or req's) has its own signing
-// secret, webhookSecret, written with it and returned in WebhookSecret;
-// its notifications start after the events it copied, which were its
-// origin's. Without webhookSecret the fork's notifications are signed
-// with a secret the dispatcher makes, which nobody is given.
+// A fork's webhook state is written with it: its signing secret,
+// webhookSecret (returned in WebhookSecret when the fork has a
+// webhook_url, its origin's or req's), and its notifications, to every
+// target, starting after the events it copied, which were its origin's.
+// Without webhookSecret (a test's fork) the dispatcher makes the state
+// later, from the fork's first event, with a secret nobody is given.
 func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest, webhookSecret string) (*lt.Session, error) {
 	if err := e.refuseWhenLow(); err != nil {
 		return nil, err
@@ -160,7 +161,9 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 		return nil, err
 	}
 	var hook *store.WebhookSessionRow
-	if st.Session.WebhookURL != "" && webhookSecret != "" {
+	if webhookSecret != "" {
+		// The cursor is every target's, the server's endpoints too: none
+		// hears the copied events as the fork's.
 		hook = &store.WebhookSessionRow{Secret: webhookSecret, Cursor: cp.EventSeq}
 	}
 	_, err = e.store.SessionCreate(ctx, &store.SessionCreateParams{
@@ -175,7 +178,7 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 		return nil, err
 	}
 	v := st.View()
-	if hook != nil {
+	if hook != nil && v.WebhookURL != "" {
 		v.WebhookSecret = hook.Secret
 	}
 	return &v, nil

@@ -23,9 +23,10 @@ func spawnCall(spec string) (call, args string) {
 // TestSpawnAgentSpecReadsOneWay: a model's spawn_agent call whose agent_spec
 // another reader would read otherwise than the engine (a log, the web UI, a
 // person reading the journal) is refused, naming the path inside
-// agent_spec: a key given twice, a field's name in another case ("tools"
-// and "Tools", or "toolſ", whose ſ encoding/json folds to s: it would keep
-// the last), an escaped lone surrogate, and a field an agent spec does not
+// agent_spec: a key given twice, a field's name in another case, alone
+// or beside it ("Tools" for "tools", or "toolſ", whose ſ encoding/json
+// folds to s: a case-sensitive reader, a policy's expression among them,
+// would see another key), an escaped lone surrogate, and a field an agent spec does not
 // have, however deep. No child is made, and the model reads why in the
 // call's result.
 func TestSpawnAgentSpecReadsOneWay(t *testing.T) {
@@ -36,11 +37,13 @@ func TestSpawnAgentSpecReadsOneWay(t *testing.T) {
 		{`{` + childModel + `,"tools":[{"name":"read_file"}],"tools":[{"name":"write_file"}]}`,
 			`agent_spec.tools: duplicate key "agent_spec.tools": each key may be given once in an object`},
 		{`{` + childModel + `,"tools":[{"name":"read_file"}],"Tools":[{"name":"write_file"}]}`,
-			`agent_spec.Tools: duplicate key "agent_spec.Tools": "tools" names the same field, given earlier in the object`},
+			`agent_spec.Tools: key "agent_spec.Tools" names the field "tools" in another case: write it as the field is named`},
+		{`{` + childModel + `,"Tools":[{"name":"write_file"}]}`,
+			`agent_spec.Tools: key "agent_spec.Tools" names the field "tools" in another case: write it as the field is named`},
 		{`{` + childModel + `,"tools":[{"name":"read_file"}],"tool\u017f":[{"name":"write_file"}]}`,
-			`agent_spec.toolſ: duplicate key "agent_spec.toolſ": "tools" names the same field, given earlier in the object`},
+			`agent_spec.toolſ: key "agent_spec.toolſ" names the field "tools" in another case: write it as the field is named`},
 		{`{` + childModel + `,"tools":[{"name":"read_file","Name":"write_file"}]}`,
-			`agent_spec.tools[0].Name: duplicate key "agent_spec.tools[0].Name": "name" names the same field, given earlier in the object`},
+			`agent_spec.tools[0].Name: key "agent_spec.tools[0].Name" names the field "name" in another case: write it as the field is named`},
 		{surrogate,
 			`agent_spec.instructions: field "agent_spec.instructions" holds an escaped lone surrogate at byte offset ` +
 				strconv.Itoa(strings.Index(surrogateArgs, `\ud800`)) + `: it is not valid UTF-16, and would not survive as text`},

@@ -99,7 +99,7 @@ func strictSpawnArgs(arguments json.RawMessage) error {
 	if err := jsonstrict.CheckUTF8(arguments, "the arguments"); err != nil {
 		return strictError(err)
 	}
-	if err := jsonstrict.CheckUnambiguous(arguments, spawnArgsType); err != nil {
+	if err := jsonstrict.CheckExact(arguments, spawnArgsType); err != nil {
 		return strictError(err)
 	}
 	var raw struct {

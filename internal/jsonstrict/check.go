@@ -57,17 +57,35 @@ func CheckUTF8(data []byte, what string) error {
 // key). On data that is not valid JSON it returns the decoder's error, not
 // an *Error: check that first (decode it, or json.Valid).
 func CheckUnambiguous(data []byte, t reflect.Type) error {
+	return check(data, t, false)
+}
+
+// CheckExact is CheckUnambiguous, and also refuses a key that names a
+// struct field in another case than the field's own ("Tools" alone, or
+// "toolſ", for "tools"): encoding/json reads it as the field, where a
+// case-sensitive reader (a policy's expression, the web UI, jq) sees
+// another key, and the document would be read two ways. For documents a
+// model writes (a spawn's agent_spec), which no client's convenience
+// excuses.
+func CheckExact(data []byte, t reflect.Type) error {
+	return check(data, t, true)
+}
+
+func check(data []byte, t reflect.Type, exact bool) error {
 	if off, ok := loneSurrogate(data); ok {
 		if path, found := ValuePathAt(data, int64(off)); found && path != "" {
 			return refuse(path, "field %q holds an escaped lone surrogate at byte offset %d: it is not valid UTF-16, and would not survive as text", path, off)
 		}
 		return refuse("", "an escaped lone surrogate at byte offset %d: it is not valid UTF-16, and would not survive as text", off)
 	}
-	w := &dupWalker{dec: json.NewDecoder(bytes.NewReader(data))}
+	w := &dupWalker{dec: json.NewDecoder(bytes.NewReader(data)), exact: exact}
 	w.dec.UseNumber()
-	err := w.value(t, "")
+	err := w.value(t, nil)
 	var dup *duplicateKeyError
 	if errors.As(err, &dup) {
+		if dup.field != "" {
+			return refuse(dup.path, "key %q names the field %q in another case: write it as the field is named", dup.path, dup.field)
+		}
 		if dup.same != dup.key {
 			return refuse(dup.path, "duplicate key %q: %q names the same field, given earlier in the object", dup.path, dup.same)
 		}
@@ -78,15 +96,19 @@ func CheckUnambiguous(data []byte, t reflect.Type) error {
 
 // duplicateKeyError is the second occurrence of a key: its path, the key
 // as given, and the earlier key it repeats (the same, or another case of a
-// struct field's name).
-type duplicateKeyError struct{ path, key, same string }
+// struct field's name); or, with field set, a key that names that struct
+// field in another case (CheckExact).
+type duplicateKeyError struct{ path, key, same, field string }
 
 func (e *duplicateKeyError) Error() string { return "duplicate key " + e.path }
 
-type dupWalker struct{ dec *json.Decoder }
+type dupWalker struct {
+	dec   *json.Decoder
+	exact bool // a struct field's name only in its own case (CheckExact)
+}
 
 // value reads one value that decodes into t (nil: free-form JSON).
-func (w *dupWalker) value(t reflect.Type, path string) error {
+func (w *dupWalker) value(t reflect.Type, path *lazyPath) error {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -107,7 +129,7 @@ func (w *dupWalker) value(t reflect.Type, path string) error {
 			elem = t.Elem()
 		}
 		for i := 0; w.dec.More(); i++ {
-			if err := w.value(elem, joinIndex(path, i)); err != nil {
+			if err := w.value(elem, path.index(i)); err != nil {
 				return err
 			}
 		}
@@ -132,16 +154,19 @@ func (w *dupWalker) value(t reflect.Type, path string) error {
 		name, ft := key, elem
 		if fields != nil {
 			if f, ok := findField(fields, key); ok {
+				if w.exact && f.name != key {
+					return &duplicateKeyError{path: path.key(key).String(), key: key, field: f.name}
+				}
 				name, ft = f.name, f.typ
 			} else {
 				ft = nil
 			}
 		}
 		if first, dup := seen[name]; dup {
-			return &duplicateKeyError{path: joinKey(path, key), key: key, same: first}
+			return &duplicateKeyError{path: path.key(key).String(), key: key, same: first}
 		}
 		seen[name] = key
-		if err := w.value(ft, joinKey(path, key)); err != nil {
+		if err := w.value(ft, path.key(key)); err != nil {
 			return err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // encoding/json names a wrong-typed field without array indices
@@ -28,7 +29,7 @@ var errFound = errors.New("found")
 func ValuePathAt(data []byte, off int64) (string, bool) {
 	w := &offsetWalker{dec: json.NewDecoder(bytes.NewReader(data)), target: off}
 	w.dec.UseNumber()
-	if err := w.value(""); errors.Is(err, errFound) {
+	if err := w.value(nil); errors.Is(err, errFound) {
 		return w.found, true
 	}
 	return "", false
@@ -40,14 +41,14 @@ type offsetWalker struct {
 	found  string
 }
 
-func (w *offsetWalker) value(path string) error {
+func (w *offsetWalker) value(path *lazyPath) error {
 	start := w.dec.InputOffset()
 	tok, err := w.dec.Token()
 	if err != nil {
 		return err
 	}
 	if end := w.dec.InputOffset(); start < w.target && w.target <= end {
-		w.found = path
+		w.found = path.String()
 		return errFound
 	}
 	switch tok {
@@ -58,7 +59,7 @@ func (w *offsetWalker) value(path string) error {
 				return err
 			}
 			k, _ := key.(string)
-			if err := w.value(joinKey(path, k)); err != nil {
+			if err := w.value(path.key(k)); err != nil {
 				return err
 			}
 		}
@@ -66,7 +67,7 @@ func (w *offsetWalker) value(path string) error {
 		return err
 	case json.Delim('['):
 		for i := 0; w.dec.More(); i++ {
-			if err := w.value(joinIndex(path, i)); err != nil {
+			if err := w.value(path.index(i)); err != nil {
 				return err
 			}
 		}
@@ -85,7 +86,7 @@ func (w *offsetWalker) value(path string) error {
 func UnknownFieldPath(data []byte, t reflect.Type, name string) string {
 	w := &fieldWalker{dec: json.NewDecoder(bytes.NewReader(data))}
 	w.dec.UseNumber()
-	if err := w.value(t, ""); errors.Is(err, errFound) && w.foundKey == name {
+	if err := w.value(t, nil); errors.Is(err, errFound) && w.foundKey == name {
 		return w.found
 	}
 	return name
@@ -132,7 +133,7 @@ func opaque(t reflect.Type) bool {
 		t.Implements(textUnmarshalerType) || pt.Implements(textUnmarshalerType)
 }
 
-func (w *fieldWalker) value(t reflect.Type, path string) error {
+func (w *fieldWalker) value(t reflect.Type, path *lazyPath) error {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -158,10 +159,10 @@ func (w *fieldWalker) value(t reflect.Type, path string) error {
 			k, _ := key.(string)
 			ft, ok := lookupField(fields, k)
 			if !ok {
-				w.found, w.foundKey = joinKey(path, k), k
+				w.found, w.foundKey = path.key(k).String(), k
 				return errFound
 			}
-			if err := w.value(ft, joinKey(path, k)); err != nil {
+			if err := w.value(ft, path.key(k)); err != nil {
 				return err
 			}
 		}
@@ -174,7 +175,7 @@ func (w *fieldWalker) value(t reflect.Type, path string) error {
 				return err
 			}
 			k, _ := key.(string)
-			if err := w.value(t.Elem(), joinKey(path, k)); err != nil {
+			if err := w.value(t.Elem(), path.key(k)); err != nil {
 				return err
 			}
 		}
@@ -182,7 +183,7 @@ func (w *fieldWalker) value(t reflect.Type, path string) error {
 		return err
 	case delim == '[' && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array):
 		for i := 0; w.dec.More(); i++ {
-			if err := w.value(t.Elem(), joinIndex(path, i)); err != nil {
+			if err := w.value(t.Elem(), path.index(i)); err != nil {
 				return err
 			}
 		}
@@ -277,13 +278,57 @@ func findField(fields []jsonField, key string) (jsonField, bool) {
 	return jsonField{}, false
 }
 
-func joinKey(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
+// lazyPath is a place in a document, built as a walk descends and joined
+// into a string only when one is reported: a string per level would cost
+// the sum of the lengths of every level's path, quadratic in the depth.
+type lazyPath struct {
+	parent *lazyPath
+	name   string
+	idx    int
+	isIdx  bool
 }
 
-func joinIndex(path string, i int) string {
-	return path + "[" + strconv.Itoa(i) + "]"
+func (p *lazyPath) key(k string) *lazyPath { return &lazyPath{parent: p, name: k} }
+func (p *lazyPath) index(i int) *lazyPath  { return &lazyPath{parent: p, idx: i, isIdx: true} }
+
+// String is the path as errors name it ("a.b[2].c"), its middle elided
+// past maxPath bytes: a path as long as the document (a key in an object
+// nested ten thousand deep) would put the document again into every
+// message that names it.
+func (p *lazyPath) String() string {
+	var segs []*lazyPath
+	for q := p; q != nil; q = q.parent {
+		segs = append(segs, q)
+	}
+	var b strings.Builder
+	for i := len(segs) - 1; i >= 0; i-- {
+		switch {
+		case segs[i].isIdx:
+			b.WriteString("[" + strconv.Itoa(segs[i].idx) + "]")
+		case b.Len() > 0:
+			b.WriteString("." + segs[i].name)
+		default:
+			b.WriteString(segs[i].name)
+		}
+	}
+	return elide(b.String())
+}
+
+// maxPath bounds a path in an error message (elide).
+const maxPath = 256
+
+// elide keeps the first and last bytes of a path longer than maxPath,
+// whole UTF-8 characters, with "…" between.
+func elide(path string) string {
+	if len(path) <= maxPath {
+		return path
+	}
+	head, tail := path[:maxPath/2], path[len(path)-maxPath/2:]
+	for len(head) > 0 && !utf8.ValidString(head) {
+		head = head[:len(head)-1]
+	}
+	for len(tail) > 0 && !utf8.ValidString(tail) {
+		tail = tail[1:]
+	}
+	return head + "…" + tail
 }
