@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -658,4 +660,58 @@ func TestAdversarialSpawn_SpecKeys(t *testing.T) {
 	for i, w := range want {
 		require.Contains(t, chat.results[fmt.Sprintf("call_%d", i)], w, "the model is told why call %d was refused", i)
 	}
+}
+
+// TestAdversarialSpawn_DeepArguments: a model (a local Chat Completions
+// server, so that its text reaches the engine as written) answers with one
+// spawn_agent call whose arguments, about a megabyte of valid JSON, nest
+// 9,990 objects deep, and then with one that nests 990 deep (within what
+// the canonical form takes) with a key given twice at the bottom. Both are
+// refused, the second naming an elided path, and the node's memory stays
+// near what it was: the strict reading of a spawn's arguments once built
+// a path string per level, and one such answer took a node past 4.5 GB.
+func TestAdversarialSpawn_DeepArguments(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("reads the node's peak memory from /proc")
+	}
+	k := `{"` + strings.Repeat("k", 95) + `":`
+	deep := `{"input":"go","x":` + strings.Repeat(k, 9990) + "1" + strings.Repeat("}", 9990) + "}"
+	dup := `{"input":"go","agent_spec":{"model":{"provider":"scripted","script":[` + strings.Repeat(k, 990) +
+		`{"a":1,"a":2}` + strings.Repeat("}", 990) + `]}}}`
+	const key = "sk-local-canary-2f7d41"
+	chat := newSpawnTextServer(t, deep, dup)
+	srv := startServerWithEnv(t, []string{"LOCAL_MODEL_KEY=" + key}, "--model-key-env", "LOCAL_MODEL_KEY="+chat.srv.Listener.Addr().String())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	before := peakRSSMiB(t, srv.cmd.Process.Pid)
+	s := runSession(ctx, t, srv, &lt.CreateSessionRequest{Input: "do the task", AgentSpec: &lt.AgentSpec{
+		Model: lt.ModelSpec{Provider: "openai-compatible", Name: "local-model", BaseURL: chat.srv.URL + "/v1", APIKeyEnv: "LOCAL_MODEL_KEY"},
+		Tools: []lt.ToolSpec{{Name: "spawn_agent"}},
+	}}, 90*time.Second)
+	requireStatus(ctx, t, srv, s, lt.SessionIdle)
+	refusals := spawnRefusals(ctx, t, srv, s.ID)
+	require.Len(t, refusals, 2)
+	require.Contains(t, refusals[0], "nested deeper than 1000 levels")
+	require.Regexp(t, `^agent_spec\.model\.script\[0\]\.kkk[^"]*…[^"]*kkk\.a: duplicate key`, refusals[1])
+	require.Less(t, len(refusals[1]), 700, "the path named is elided")
+	require.Empty(t, spawnChildren(ctx, t, srv, s.ID))
+	after := peakRSSMiB(t, srv.cmd.Process.Pid)
+	require.Less(t, after-before, 512, "two answers of a megabyte took the node from %d to %d MiB", before, after)
+}
+
+// peakRSSMiB is a process's peak resident memory (VmHWM), in MiB.
+func peakRSSMiB(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	require.NoError(t, err)
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, err := strconv.Atoi(f[1])
+			require.NoError(t, err)
+			return kb >> 10
+		}
+	}
+	t.Fatalf("no VmHWM in the status of process %d", pid)
+	return 0
 }
