@@ -34,21 +34,13 @@ func (a *App) CreateSession(ctx context.Context, req *lt.CreateSessionRequest) (
 	if err != nil {
 		return nil, err
 	}
-	return a.withWebhookSecret(ctx, s)
-}
-
-// withWebhookSecret adds to a session just created (or forked) with a
-// webhook_url the secret that signs its notifications: it is shown once,
-// in the answer that creates the session.
-func (a *App) withWebhookSecret(ctx context.Context, s *lt.Session) (*lt.Session, error) {
-	if s.WebhookURL == "" {
-		return s, nil
+	if s.WebhookURL != "" {
+		// The secret that signs the session's notifications is shown once,
+		// in the answer that creates it.
+		if s.WebhookSecret, err = a.webhooks.SessionWebhookSecret(ctx, s.ID); err != nil {
+			return nil, fmt.Errorf("webhook secret of session %s: %w", s.ID, err)
+		}
 	}
-	secret, err := a.webhooks.SessionWebhookSecret(ctx, s.ID)
-	if err != nil {
-		return nil, fmt.Errorf("webhook secret of session %s: %w", s.ID, err)
-	}
-	s.WebhookSecret = secret
 	return s, nil
 }
 

@@ -35,10 +35,10 @@ import (
 // Until then the session stays runnable (journal.State.HoldDue), so a
 // worker that stops in between (a crash, a drain, the database out of
 // reach) leaves the walk to the next claim, on any node; another error of
-// the walk fails the turn as an internal error, as any error of a step. The decision walks after
-// its own write; a decision cut short is made whole by repeating it (a
-// repeated decision answers the first one's result and walks again), and
-// by the session's next claim, which lets go a sub-agent left paused under
+// the walk fails the turn as an internal error, as any error of a step.
+// The decision walks after its own write; a decision cut short is made
+// whole by repeating it (a repeated decision answers the first one's
+// result and walks again), and by the session's next claim, which lets go a sub-agent left paused under
 // a session that holds nothing (releaseStaleHold): a walk that read the
 // hold just before a decision, and whose worker stopped before it settled
 // the tree, leaves one so.

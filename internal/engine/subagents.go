@@ -97,10 +97,11 @@ func strictSpawnArgs(arguments json.RawMessage) error {
 		return nil
 	}
 	if err := jsonstrict.CheckUTF8(arguments, "the arguments"); err != nil {
-		return strictError(err)
+		return jsonstrict.Invalid(err, "read spawn arguments")
 	}
 	if err := jsonstrict.CheckExact(arguments, spawnArgsType); err != nil {
-		return strictError(err)
+		// Valid JSON (above): another error than a refusal is the engine's.
+		return jsonstrict.Invalid(err, "read spawn arguments")
 	}
 	var raw struct {
 		AgentSpec json.RawMessage `json:"agent_spec"`
@@ -116,17 +117,6 @@ func strictSpawnArgs(arguments json.RawMessage) error {
 		return apierror.Invalid(path, "unknown field %q", path)
 	}
 	return nil
-}
-
-// strictError is the 400 naming the path of arguments jsonstrict refused.
-// Any other error is the engine's: the arguments are valid JSON, so none
-// is expected.
-func strictError(err error) error {
-	var se *jsonstrict.Error
-	if errors.As(err, &se) {
-		return apierror.Invalid(se.Path, "%s", se.Message)
-	}
-	return fmt.Errorf("read spawn arguments: %w", err)
 }
 
 func (r *runner) maxParallelSubagents() int {

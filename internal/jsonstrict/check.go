@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"reflect"
 	"unicode/utf8"
+
+	"github.com/longhaul-dev/longhaul/internal/apierror"
 )
 
 // Error is a document a check refused. Message names the place; Path is
@@ -18,6 +20,22 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// Invalid is err as its caller answers it: nil for nil, a 400 naming the
+// place for an *Error (a document a check refused), and any other error,
+// which a check returns only for a document that is not valid JSON (its
+// caller checked that first, so a bug of its own), wrapped with what.
+func Invalid(err error, what string) error {
+	var se *Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &se):
+		return apierror.Invalid(se.Path, "%s", se.Message)
+	default:
+		return fmt.Errorf("%s: %w", what, err)
+	}
+}
 
 // refuse is an *Error whose message is format with args.
 func refuse(path, format string, args ...any) *Error {

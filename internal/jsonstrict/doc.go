@@ -17,10 +17,13 @@
 // Every refusal is an *Error: a message that names the place (a dotted path
 // with [i] for array elements, "agent_spec.tools[1].name", or a byte
 // offset), and the path alone for a caller that reports it apart (an API
-// error's "field"). The walkers that find a path (ValuePathAt,
-// UnknownFieldPath) also name the place of encoding/json's own errors,
-// which it gives without array indices or by the last key only.
+// error's "field"; Invalid makes it that 400). Paths are elided past 256
+// bytes, and built only when a refusal names one, so a document nested as
+// deep as JSON allows is read in memory proportional to its size. The
+// walkers that find a path (ValuePathAt, UnknownFieldPath) also name the
+// place of encoding/json's own errors, which it gives without array
+// indices or by the last key only.
 //
-// It imports the standard library only. Who may import it: internal/engine,
-// internal/server and tests.
+// It imports the standard library and internal/apierror only. Who may
+// import it: internal/engine, internal/server and tests.
 package jsonstrict

@@ -157,7 +157,7 @@ func decodeJSON(data []byte, dst any) error {
 		return apierror.Invalid("", "request body is empty: send a JSON object")
 	}
 	if err := jsonstrict.CheckUTF8(data, "the request body"); err != nil {
-		return strictError(err)
+		return jsonstrict.Invalid(err, "re-read request body")
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -174,21 +174,9 @@ func decodeJSON(data []byte, dst any) error {
 		return apierror.Invalid("", "unexpected data after the JSON object at byte offset %d",
 			end+int64(len(rest)-len(trimmed)))
 	}
-	return strictError(jsonstrict.CheckUnambiguous(data[:end], reflect.TypeOf(dst)))
-}
-
-// strictError is a 400 naming the field for a body jsonstrict refused. Any
-// other error is the server's (the body decoded already, so it is valid
-// JSON): a 500.
-func strictError(err error) error {
-	var se *jsonstrict.Error
-	if errors.As(err, &se) {
-		return apierror.Invalid(se.Path, "%s", se.Message)
-	}
-	if err != nil {
-		return fmt.Errorf("re-read request body: %w", err)
-	}
-	return nil
+	// The body decoded already, so it is valid JSON: another error than
+	// a refusal is the server's, a 500.
+	return jsonstrict.Invalid(jsonstrict.CheckUnambiguous(data[:end], reflect.TypeOf(dst)), "re-read request body")
 }
 
 // decodeError turns an encoding/json error into a 400 that says where.
