@@ -42,3 +42,11 @@ func CallerFrom(ctx context.Context) (Caller, bool) {
 	c, ok := ctx.Value(callerKey{}).(Caller)
 	return c, ok
 }
+
+// WithCreationSeed returns ctx carrying seed, which names what a creation
+// made with it creates (a session, a fork, a turn), so that a request run
+// twice (its Idempotency-Key's first run died before answering) makes it
+// once (engine.WithCreationSeed).
+func WithCreationSeed(ctx context.Context, seed string) context.Context {
+	return engine.WithCreationSeed(ctx, seed)
+}

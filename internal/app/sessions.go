@@ -158,7 +158,18 @@ func (a *App) Fork(ctx context.Context, sessionID string, req *lt.ForkRequest) (
 	// origin's, which the forker may never have been given: written with
 	// the fork, so that no step after its creation can fail the answer
 	// (a retry would fork again).
-	return a.eng.ForkSession(ctx, sessionID, req, webhook.NewSecret())
+	s, err := a.eng.ForkSession(ctx, sessionID, req, webhook.NewSecret())
+	if err != nil {
+		return nil, err
+	}
+	if s.WebhookURL != "" && s.WebhookSecret == "" {
+		// Forked by an earlier run of the same request (WithCreationSeed),
+		// whose answer was lost: the secret it was written with.
+		if s.WebhookSecret, err = a.webhooks.SessionWebhookSecret(ctx, s.ID); err != nil {
+			return nil, fmt.Errorf("webhook secret of session %s: %w", s.ID, err)
+		}
+	}
+	return s, nil
 }
 
 // Review implements Service.

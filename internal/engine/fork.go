@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -63,6 +64,18 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 	if err != nil {
 		return nil, notFound(err, "session", id)
 	}
+	now := e.clock.Now()
+	forkID, seeded, err := creationID(ctx, "ses_", now)
+	if err != nil {
+		return nil, err
+	}
+	if seeded {
+		// Made by an earlier run of the same request: answered as made
+		// (its secret by the caller), its workspace left as it is.
+		if v, err := e.GetSession(ctx, forkID); !isNotFound(err) {
+			return v, err
+		}
+	}
 	cps, err := e.ListCheckpoints(ctx, id)
 	if err != nil {
 		return nil, err
@@ -77,8 +90,6 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 		return nil, apierror.NotFound("checkpoint %s not found in session %s", req.CheckpointID, id)
 	}
 
-	now := e.clock.Now()
-	forkID := newID("ses_", now)
 	rn := &forkRenamer{from: id, to: forkID, owned: func() (map[string]bool, error) { return e.ownedIDs(ctx, id) }}
 	var renameErr error
 	rename := func(data []byte) []byte {
@@ -173,6 +184,12 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 		},
 		Events: p.Events, Docs: p.Docs, Blobs: p.Blobs, Webhook: hook,
 	})
+	if seeded && errors.Is(err, store.ErrConflict) {
+		// Made by a run of the same request at the same time (a claim
+		// taken over from a run that outlived it): the workspace is that
+		// fork's now.
+		return e.GetSession(ctx, forkID)
+	}
 	if err != nil {
 		_ = e.removeWorkspace(forkID)
 		return nil, err

@@ -65,8 +65,18 @@ func (e *Engine) CreateSession(ctx context.Context, req *lt.CreateSessionRequest
 		project = lt.DefaultProject
 	}
 	now := e.clock.Now()
+	id, seeded, err := creationID(ctx, "ses_", now)
+	if err != nil {
+		return nil, err
+	}
+	if seeded {
+		// Made by an earlier run of the same request: answered as made.
+		if v, err := e.GetSession(ctx, id); !isNotFound(err) {
+			return v, err
+		}
+	}
 	st, err := e.createSession(ctx, &newSession{
-		ID: newID("ses_", now), Spec: spec, Ref: ref,
+		ID: id, Spec: spec, Ref: ref,
 		Created: lt.SessionCreatedData{
 			Agent: ref, Input: req.Input, Goal: req.Goal, Constraints: req.Constraints,
 			AcceptanceCriteria: req.AcceptanceCriteria, Budget: budget, Metadata: req.Metadata, WebhookURL: req.WebhookURL,
@@ -74,6 +84,10 @@ func (e *Engine) CreateSession(ctx context.Context, req *lt.CreateSessionRequest
 			Actor:   actorOf(ctx),
 		},
 	})
+	if seeded && errors.Is(err, store.ErrConflict) {
+		// Made by a run of the same request at the same time.
+		return e.GetSession(ctx, id)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -260,6 +274,19 @@ func (e *Engine) CreateTurn(ctx context.Context, sessionID string, req *lt.Creat
 	if err := validateInput(req.Input, "input"); err != nil {
 		return nil, err
 	}
+	id, seeded, err := creationID(ctx, "turn_", e.clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	if seeded {
+		// Queued by an earlier run of the same request, and perhaps ended
+		// since: answered as it is.
+		if t, err := e.GetTurn(ctx, sessionID, id); err == nil {
+			return t, nil
+		} else if !isNotFound(err) {
+			return nil, err
+		}
+	}
 	turn, err := mutate(ctx, e, sessionID, func(b *batch) (*lt.Turn, error) {
 		st := b.st
 		if st.Cancel != nil {
@@ -273,8 +300,14 @@ func (e *Engine) CreateTurn(ctx context.Context, sessionID string, req *lt.Creat
 				return nil, err
 			}
 		}
-		now := e.clock.Now()
-		id := newID("turn_", now)
+		if seeded {
+			for i := range st.Turns {
+				if st.Turns[i].ID == id {
+					t := st.Turns[i]
+					return &t, nil // queued by an earlier run of the request
+				}
+			}
+		}
 		if err := b.add(lt.EventTurnCreated, id, 0, lt.TurnCreatedData{TurnID: id, Index: st.TurnCount + 1, Input: req.Input}); err != nil {
 			return nil, err
 		}

@@ -3,30 +3,41 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/app"
 	"github.com/longhaul-dev/longhaul/internal/store"
 )
 
-// IdempotencyStore keeps the first response to each idempotent request.
-// store.Store satisfies it.
+// IdempotencyStore keeps the first response to each idempotent request,
+// and the claims of the requests running. store.Store satisfies it.
 type IdempotencyStore interface {
 	// IdempotencyGet returns the stored response for (scope, key), or an
 	// error matching store.ErrNotFound.
 	IdempotencyGet(ctx context.Context, scope, key string) (*store.IdempotencyRow, error)
-	// IdempotencyPut stores row; an error matching store.ErrConflict if
-	// (scope, key) exists.
+	// IdempotencyPut stores row and ends the key's claim; an error
+	// matching store.ErrConflict if (scope, key) has a response.
 	IdempotencyPut(ctx context.Context, row *store.IdempotencyRow) error
+	// IdempotencyClaim, IdempotencyRenew and IdempotencyRelease hold a
+	// key while its request runs (store.Store).
+	IdempotencyClaim(ctx context.Context, c *store.IdempotencyClaim, now time.Time) (*store.IdempotencyClaimResult, error)
+	IdempotencyRenew(ctx context.Context, scope, key, token string, expiresAt time.Time) error
+	IdempotencyRelease(ctx context.Context, scope, key, token string, drop bool, now time.Time) error
 }
 
 const (
@@ -43,11 +54,14 @@ const (
 // record with another body is a 409; otherwise h runs, its response is
 // captured, and a 2xx is recorded before it is sent.
 //
-// Requests with the same scope and key are serialized on this server, so
-// the second waits for the first and replays it. Two servers sharing a
-// store can still both run h; the one that records second gets
-// store.ErrConflict, and then answers with the first one's response (or a
-// 409 if the bodies differ), so clients see one outcome.
+// A request runs on one node at a time: before h, it claims its key in the
+// store (store.IdempotencyClaim), and a request of the same key meeting the
+// claim on another node is answered 409 with Retry-After (on this one, it
+// waits for the first and replays it). The claim's seed names what h
+// creates (app.WithCreationSeed): a node that dies between h's commit and
+// the record leaves a claim that expires (Config.IdempotencyClaimTTL), and
+// the client's retry runs h again with that seed, which finds the session,
+// fork or turn the first run made rather than making another.
 func (s *Server) idempotent(h handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		body, err := readBody(r)
@@ -76,11 +90,30 @@ func (s *Server) idempotent(h handlerFunc) handlerFunc {
 		if done, err := s.replay(ctx, w, scope, key, bodySum); done || err != nil {
 			return err
 		}
-		rec := newCapture()
-		if err := h(rec, r); err != nil {
+		claim, err := s.claim(ctx, w, scope, key, bodySum)
+		if claim == nil || err != nil {
 			return err
 		}
-		if rec.status < 200 || rec.status > 299 {
+		stopRenewing := s.renewClaim(ctx, claim)
+		rec := newCapture()
+		err = h(rec, r.WithContext(app.WithCreationSeed(ctx, claim.Seed)))
+		stopRenewing()
+		if err != nil || rec.status < 200 || rec.status > 299 {
+			// A refusal (4xx) wrote nothing: the key is free for
+			// another body. Anything else may have written, and leaves
+			// the key to a retry of this body, with the claim's seed.
+			status := rec.status
+			if err != nil {
+				status = apierror.From(err).Status
+			}
+			drop := status >= 400 && status <= 499
+			if relErr := s.idem.IdempotencyRelease(context.WithoutCancel(ctx), scope, key, claim.Token, drop, s.cfg.Now().UTC()); relErr != nil {
+				// It expires by itself.
+				s.log.Warn("release idempotency claim", "scope", scope, "error", relErr, "request_id", requestID(r))
+			}
+			if err != nil {
+				return err
+			}
 			rec.sendTo(w)
 			return nil
 		}
@@ -98,6 +131,8 @@ func (s *Server) idempotent(h handlerFunc) handlerFunc {
 		switch {
 		case putErr == nil:
 		case errors.Is(putErr, store.ErrConflict):
+			// Recorded meanwhile by a node of the previous release,
+			// which claims nothing (or by a run that outlived its claim).
 			s.log.Warn("idempotent request ran on two servers at once; answering with the first response",
 				"scope", scope, "request_id", requestID(r))
 			if done, err := s.replay(context.WithoutCancel(ctx), w, scope, key, bodySum); done || err != nil {
@@ -105,11 +140,82 @@ func (s *Server) idempotent(h handlerFunc) handlerFunc {
 			}
 		default:
 			// The operation succeeded; failing the response would invite a
-			// retry that runs it again.
+			// retry, which its claim's seed keeps from making anything
+			// again once the claim expires.
 			s.log.Error("record idempotent response", "scope", scope, "error", putErr, "request_id", requestID(r))
 		}
 		rec.sendTo(w)
 		return nil
+	}
+}
+
+// claim holds (scope, key) in the store for this request, or answers why
+// it may not run: the key's response (replayed, or a 409 for another body),
+// or another run's claim (a 409 to retry later). A nil claim with a nil
+// error means the answer is written.
+func (s *Server) claim(ctx context.Context, w http.ResponseWriter, scope, key, bodySum string) (*store.IdempotencyClaim, error) {
+	now := s.cfg.Now().UTC()
+	res, err := s.idem.IdempotencyClaim(ctx, &store.IdempotencyClaim{
+		Scope: scope, Key: key, BodySHA256: bodySum,
+		Seed:      strings.ToLower(ulid.MustNew(ulid.Timestamp(now), rand.Reader).String()),
+		Token:     rand.Text(),
+		ExpiresAt: now.Add(s.cfg.IdempotencyClaimTTL),
+		CreatedAt: now,
+	}, now)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("claim idempotency key: %w", err)
+	case res.Record != nil:
+		if res.Record.BodySHA256 != bodySum {
+			return nil, differentBody(key)
+		}
+		w.Header().Set(replayedHeader, "true")
+		writeJSONBytes(w, res.Record.Status, res.Record.Response)
+		return nil, nil
+	case res.Held != nil:
+		if res.Held.BodySHA256 != bodySum {
+			return nil, differentBody(key)
+		}
+		retry := max(1, int(math.Ceil(res.Held.ExpiresAt.Sub(now).Seconds())))
+		retry = min(retry, int(math.Ceil(s.cfg.IdempotencyClaimTTL.Seconds())))
+		w.Header().Set("Retry-After", strconv.Itoa(retry))
+		return nil, apierror.Conflict("a request with Idempotency-Key %s is running (on another server, or on one that stopped): retry it later", quoteField(key))
+	case res.Claimed != nil:
+		return res.Claimed, nil
+	}
+	return nil, errors.New("claim idempotency key: the store answered nothing")
+}
+
+func differentBody(key string) error {
+	return apierror.Conflict("Idempotency-Key %s was already used with a different request body", quoteField(key))
+}
+
+// renewClaim keeps c live while its request runs, every third of its TTL,
+// until the returned stop is called. A renewal that fails is retried at
+// the next tick: the claim may expire meanwhile, and a retry elsewhere
+// then runs with the same seed.
+func (s *Server) renewClaim(ctx context.Context, c *store.IdempotencyClaim) (stop func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(s.cfg.IdempotencyClaimTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				err := s.idem.IdempotencyRenew(ctx, c.Scope, c.Key, c.Token, s.cfg.Now().UTC().Add(s.cfg.IdempotencyClaimTTL))
+				if err != nil && ctx.Err() == nil {
+					s.log.Warn("renew idempotency claim", "scope", c.Scope, "error", err)
+				}
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
 	}
 }
 
@@ -125,7 +231,7 @@ func (s *Server) replay(ctx context.Context, w http.ResponseWriter, scope, key, 
 		return false, fmt.Errorf("read idempotency record: %w", err)
 	}
 	if row.BodySHA256 != bodySum {
-		return false, apierror.Conflict("Idempotency-Key %s was already used with a different request body", quoteField(key))
+		return false, differentBody(key)
 	}
 	w.Header().Set(replayedHeader, "true")
 	writeJSONBytes(w, row.Status, row.Response)

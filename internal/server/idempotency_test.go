@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -127,11 +129,150 @@ func TestIdempotentRaceAcrossServersAnswersWithTheFirstResponse(t *testing.T) {
 	require.Equal(t, http.StatusCreated, rec.Code, rec.Body.String())
 	require.Equal(t, string(first.body), rec.Body.String(), "the client sees the first outcome")
 	require.Equal(t, "true", rec.Header().Get("Idempotent-Replayed"))
-	require.Contains(t, h.logs.String(), "ran on two servers at once")
+	list := decode[lt.List[lt.Session]](t, h.get("/v1/sessions"))
+	require.Len(t, list.Data, 1, "the second server did not run the request: its claim met the record")
 
 	rec = serve(scriptedSession("another body"))
 	require.Equal(t, http.StatusConflict, rec.Code, rec.Body.String())
 	var e lt.ErrorResponse
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &e))
 	require.Equal(t, "conflict", e.Error.Code)
+}
+
+// lostRecords fails every record of a response, as a node that died after
+// its request's work committed and before the response was recorded.
+type lostRecords struct {
+	server.IdempotencyStore
+	lost atomic.Int32
+}
+
+func (l *lostRecords) IdempotencyPut(ctx context.Context, row *store.IdempotencyRow) error {
+	if l.lost.Load() > 0 {
+		l.lost.Add(-1)
+		return errors.New("the node died before the record")
+	}
+	return l.IdempotencyStore.IdempotencyPut(ctx, row)
+}
+
+// otherServer is a server on h's application and store as another node
+// would be: its idempotency store is idem, its clock now.
+func otherServer(t *testing.T, h *harness, idem server.IdempotencyStore, now func() time.Time) func(method, path, body, key string) *httptest.ResponseRecorder {
+	srv := server.New(h.app, idem, &server.Config{Logger: slog.New(slog.NewTextHandler(h.logs, nil)), Now: now, IdempotencyClaimTTL: 30 * time.Second})
+	t.Cleanup(srv.Shutdown)
+	return func(method, path, body, key string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		req.RemoteAddr = "127.0.0.1:40000"
+		req.Host = "localhost"
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, req)
+		return rec
+	}
+}
+
+// A request whose response was never recorded (its node died after the
+// work committed) is retried: the retry waits out the dead run's claim,
+// then runs again, and finds what the first run made instead of making it
+// again: the session, the follow-up turn, the fork.
+func TestIdempotentRetryAfterALostRecordMakesNothingTwice(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC).UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()).UTC() }
+	lost := &lostRecords{IdempotencyStore: h.store}
+	serve := otherServer(t, h, lost, now)
+
+	// Created; its record lost.
+	lost.lost.Store(1)
+	body := scriptedSession("made once")
+	first := serve(http.MethodPost, "/v1/sessions", body, "create-1")
+	require.Equal(t, http.StatusCreated, first.Code, first.Body.String())
+	made := decodeRecorder[lt.Session](t, first)
+
+	// The retry meets the dead run's claim until it expires.
+	clock.Add(int64(10 * time.Second))
+	held := serve(http.MethodPost, "/v1/sessions", body, "create-1")
+	require.Equal(t, http.StatusConflict, held.Code, held.Body.String())
+	require.Equal(t, "20", held.Header().Get("Retry-After"))
+	require.Contains(t, held.Body.String(), "is running")
+	other := serve(http.MethodPost, "/v1/sessions", scriptedSession("another"), "create-1")
+	require.Equal(t, http.StatusConflict, other.Code, other.Body.String())
+	require.Contains(t, other.Body.String(), "different request body")
+
+	clock.Add(int64(21 * time.Second))
+	again := serve(http.MethodPost, "/v1/sessions", body, "create-1")
+	require.Equal(t, http.StatusCreated, again.Code, again.Body.String())
+	require.Equal(t, made.ID, decodeRecorder[lt.Session](t, again).ID, "the session the first run made")
+	list := decode[lt.List[lt.Session]](t, h.get("/v1/sessions"))
+	require.Len(t, list.Data, 1, "one session, made once")
+	replayed := serve(http.MethodPost, "/v1/sessions", body, "create-1")
+	require.Equal(t, "true", replayed.Header().Get("Idempotent-Replayed"), "recorded by the retry")
+	require.Equal(t, again.Body.String(), replayed.Body.String())
+
+	// A follow-up turn, its record lost: queued once.
+	lost.lost.Store(1)
+	turnPath := "/v1/sessions/" + made.ID + "/turns"
+	turn := serve(http.MethodPost, turnPath, `{"input":"more"}`, "turn-1")
+	require.Equal(t, http.StatusCreated, turn.Code, turn.Body.String())
+	clock.Add(int64(31 * time.Second))
+	turnAgain := serve(http.MethodPost, turnPath, `{"input":"more"}`, "turn-1")
+	require.Equal(t, http.StatusCreated, turnAgain.Code, turnAgain.Body.String())
+	require.Equal(t, decodeRecorder[lt.Turn](t, turn).ID, decodeRecorder[lt.Turn](t, turnAgain).ID)
+	turns := decode[lt.List[lt.Turn]](t, h.get(turnPath))
+	require.Len(t, turns.Data, 2, "the first turn and the follow-up, queued once")
+
+	// A fork, its record lost: forked once.
+	cp := firstCheckpoint(t, h, made.ID)
+	lost.lost.Store(1)
+	forkPath := "/v1/sessions/" + made.ID + "/fork"
+	forkBody := `{"checkpoint_id":"` + cp + `"}`
+	fork := serve(http.MethodPost, forkPath, forkBody, "fork-1")
+	require.Equal(t, http.StatusCreated, fork.Code, fork.Body.String())
+	clock.Add(int64(31 * time.Second))
+	forkAgain := serve(http.MethodPost, forkPath, forkBody, "fork-1")
+	require.Equal(t, http.StatusCreated, forkAgain.Code, forkAgain.Body.String())
+	require.Equal(t, decodeRecorder[lt.Session](t, fork).ID, decodeRecorder[lt.Session](t, forkAgain).ID)
+	list = decode[lt.List[lt.Session]](t, h.get("/v1/sessions"))
+	require.Len(t, list.Data, 2, "the session and its one fork")
+}
+
+// A request refused (4xx) wrote nothing: its key is free at once, for
+// another body too. One that failed otherwise may have written: its key
+// waits for a retry of the same body, which runs with the first run's seed.
+func TestIdempotentFailuresReleaseTheirKeys(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	now := func() time.Time { return time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC) }
+	serve := otherServer(t, h, h.store, now)
+
+	bad := serve(http.MethodPost, "/v1/sessions", `{"input":"no agent"}`, "k")
+	require.Equal(t, http.StatusBadRequest, bad.Code, bad.Body.String())
+	good := serve(http.MethodPost, "/v1/sessions", scriptedSession("fixed"), "k")
+	require.Equal(t, http.StatusCreated, good.Code, "the refusal left the key free: %s", good.Body.String())
+	require.Empty(t, good.Header().Get("Idempotent-Replayed"))
+}
+
+// decodeRecorder is decode for a recorded response.
+func decodeRecorder[T any](t *testing.T, rec *httptest.ResponseRecorder) T {
+	t.Helper()
+	return decode[T](t, &response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()})
+}
+
+// firstCheckpoint waits for session id's first checkpoint and returns its id.
+func firstCheckpoint(t *testing.T, h *harness, id string) string {
+	t.Helper()
+	var cp string
+	require.Eventually(t, func() bool {
+		list := decode[lt.List[lt.Checkpoint]](t, h.get("/v1/sessions/"+id+"/checkpoints"))
+		for _, c := range list.Data {
+			if c.EventSeq > 0 {
+				cp = c.ID
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 5*time.Millisecond)
+	return cp
 }

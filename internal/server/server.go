@@ -47,6 +47,12 @@ type Config struct {
 	// Now is the clock used for idempotency records and request durations.
 	// Default time.Now.
 	Now func() time.Time
+	// IdempotencyClaimTTL is how long a request with an Idempotency-Key
+	// holds its key in the store without renewing it (it renews every
+	// third of it while it runs). A request whose node died leaves the
+	// key to its client's retry once that much has passed; until then the
+	// retry is answered 409. Default 30 s.
+	IdempotencyClaimTTL time.Duration
 	// Metrics, when set, serves GET /metrics (the Prometheus exposition).
 	// Default nil: no /metrics route.
 	Metrics http.Handler
@@ -119,6 +125,9 @@ const (
 	DefaultMaxBodyBytes       = 1 << 20
 	DefaultPingInterval       = 15 * time.Second
 	DefaultStreamWriteTimeout = time.Minute
+	// DefaultIdempotencyClaimTTL: a retry after a node's death waits this
+	// long, answered 409, before it runs again.
+	DefaultIdempotencyClaimTTL = 30 * time.Second
 )
 
 // Validate reports the first invalid field of c, naming it. A nil Config is
@@ -143,6 +152,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxFileBytes < 0 {
 		return fmt.Errorf("server config: MaxFileBytes is negative (%d)", c.MaxFileBytes)
+	}
+	if c.IdempotencyClaimTTL < 0 {
+		return fmt.Errorf("server config: IdempotencyClaimTTL is negative (%s)", c.IdempotencyClaimTTL)
 	}
 	if c.StreamWriteTimeout < 0 {
 		return fmt.Errorf("server config: StreamWriteTimeout is negative (%s)", c.StreamWriteTimeout)
@@ -202,6 +214,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.Now == nil {
 		out.Now = time.Now
+	}
+	if out.IdempotencyClaimTTL == 0 {
+		out.IdempotencyClaimTTL = DefaultIdempotencyClaimTTL
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
@@ -280,6 +281,18 @@ func (noIdempotency) IdempotencyGet(context.Context, string, string) (*store.Ide
 }
 
 func (noIdempotency) IdempotencyPut(context.Context, *store.IdempotencyRow) error { return nil }
+
+func (noIdempotency) IdempotencyClaim(context.Context, *store.IdempotencyClaim, time.Time) (*store.IdempotencyClaimResult, error) {
+	return nil, errors.New("noIdempotency: the test posted with an Idempotency-Key")
+}
+
+func (noIdempotency) IdempotencyRenew(context.Context, string, string, string, time.Time) error {
+	return nil
+}
+
+func (noIdempotency) IdempotencyRelease(context.Context, string, string, string, bool, time.Time) error {
+	return nil
+}
 
 // treeService serves b over HTTP with the application's tree and stream
 // use cases (app.Trees) reading b; the embedded nil Backend makes any other

@@ -170,9 +170,26 @@ type Store interface {
 	LeaseExpireOwner(ctx context.Context, owner string, now time.Time) (int, error)
 
 	// IdempotencyGet returns the stored response for (scope, key), or
-	// ErrNotFound. IdempotencyPut stores it; ErrConflict if it exists.
+	// ErrNotFound. IdempotencyPut stores it and drops the key's claim, in
+	// one transaction; ErrConflict if a response is stored already.
 	IdempotencyGet(ctx context.Context, scope, key string) (*IdempotencyRow, error)
 	IdempotencyPut(ctx context.Context, row *IdempotencyRow) error
+	// IdempotencyClaim holds (c.Scope, c.Key) for a request about to run,
+	// so that no other node runs it at the same time, or answers why not:
+	// the key's stored response, or another run's claim (live, or with
+	// another body). A claim whose run ended without a response (its node
+	// died, or it released it) is taken over by a request with the same
+	// body once it expires, keeping its Seed (IdempotencyClaim).
+	IdempotencyClaim(ctx context.Context, c *IdempotencyClaim, now time.Time) (*IdempotencyClaimResult, error)
+	// IdempotencyRenew moves the expiry of the claim token holds to
+	// expiresAt; ErrNotFound if token no longer holds it.
+	IdempotencyRenew(ctx context.Context, scope, key, token string, expiresAt time.Time) error
+	// IdempotencyRelease ends the claim token holds without a response:
+	// drop removes it (the run wrote nothing, so a retry may run anew,
+	// with another body too); otherwise it expires as of now, and a retry
+	// with the same body runs again with its Seed. Releasing a claim
+	// token no longer holds is not an error.
+	IdempotencyRelease(ctx context.Context, scope, key, token string, drop bool, now time.Time) error
 
 	// SecretPut creates the vault secret row.Name of row.Project, or replaces it (a
 	// replacement keeps the stored CreatedAt), and reports whether it created
@@ -759,6 +776,38 @@ type IdempotencyRow struct {
 	Status     int
 	Response   []byte
 	CreatedAt  time.Time
+}
+
+// IdempotencyClaim is an idempotent request's hold on its key while it
+// runs (IdempotencyClaim). Its Seed is what the request's creations are
+// named after (a session made by POST /v1/sessions is "ses_"+Seed): a
+// request run again after its first run died between its work's commit
+// and its response's record finds what the first run made, instead of
+// making it a second time.
+type IdempotencyClaim struct {
+	Scope      string
+	Key        string
+	BodySHA256 string
+	Seed       string
+	// Token is the run's: only it renews, releases or (by its record)
+	// ends the claim.
+	Token     string
+	ExpiresAt time.Time
+	CreatedAt time.Time
+}
+
+// IdempotencyClaimResult is what IdempotencyClaim found; exactly one field
+// is set.
+type IdempotencyClaimResult struct {
+	// Record is the key's stored response: nothing was claimed.
+	Record *IdempotencyRow
+	// Held is another run's claim, live or with another body: nothing was
+	// claimed.
+	Held *IdempotencyClaim
+	// Claimed is the caller's claim: the one it gave, or an expired one
+	// with the same body taken over (its Seed and CreatedAt the first
+	// run's, its Token and ExpiresAt the caller's).
+	Claimed *IdempotencyClaim
 }
 
 // NodeRow is what a node announced: its id and the addresses ("host:port")

@@ -2,7 +2,9 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -126,8 +128,14 @@ func (s *Store) IdempotencyPut(ctx context.Context, row *store.IdempotencyRow) e
 	if err := checks.Idempotency(row); err != nil {
 		return fmt.Errorf("put idempotency key: %w", err)
 	}
-	_, err := s.exec(ctx, `INSERT INTO idempotency_keys (scope, key, body_sha256, status, response, created_at)
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		t.queue(`INSERT INTO idempotency_keys (scope, key, body_sha256, status, response, created_at)
 VALUES ($1, $2, $3, $4, $5, $6)`, row.Scope, row.Key, row.BodySHA256, row.Status, row.Response, row.CreatedAt)
+		// The response answers every later run: whoever claimed the key,
+		// its claim has nothing left to hold.
+		t.queue(`DELETE FROM idempotency_claims WHERE scope = $1 AND key = $2`, row.Scope, row.Key)
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("put idempotency key %q in %q: %w", row.Key, row.Scope, err)
 	}
@@ -152,4 +160,119 @@ func (s *Store) IdempotencyGet(ctx context.Context, scope, key string) (*store.I
 	}
 	r.CreatedAt = r.CreatedAt.UTC()
 	return &r, nil
+}
+
+// IdempotencyClaim implements store.Store. The claim is written before the
+// record is looked for, in one transaction: a run that records its response
+// (IdempotencyPut, which drops the claim) either commits before this
+// statement, and its record is seen, or holds the claim's row, which this
+// statement waits for.
+func (s *Store) IdempotencyClaim(ctx context.Context, c *store.IdempotencyClaim, now time.Time) (*store.IdempotencyClaimResult, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	if err := checks.IdempotencyClaim(c); err != nil {
+		return nil, fmt.Errorf("claim idempotency key: %w", err)
+	}
+	var res *store.IdempotencyClaimResult
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		res = nil
+		var claimed, held *store.IdempotencyClaim
+		var rec *store.IdempotencyRow
+		// An expired claim with the same body is taken over, its seed
+		// kept; any other is held (the row stays locked all the same).
+		t.queue(`INSERT INTO idempotency_claims AS c (scope, key, body_sha256, seed, token, expires_at, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (scope, key) DO UPDATE SET token = EXCLUDED.token, expires_at = EXCLUDED.expires_at
+WHERE c.expires_at <= $8 AND c.body_sha256 = EXCLUDED.body_sha256
+RETURNING seed, created_at`, c.Scope, c.Key, c.BodySHA256, c.Seed, c.Token, c.ExpiresAt, c.CreatedAt, now).
+			QueryRow(func(r pgx.Row) error {
+				mine := *c
+				if err := r.Scan(&mine.Seed, &mine.CreatedAt); err != nil {
+					return noRowIsNil(err)
+				}
+				mine.CreatedAt = mine.CreatedAt.UTC()
+				claimed = &mine
+				return nil
+			})
+		t.queue(`SELECT body_sha256, seed, token, expires_at, created_at FROM idempotency_claims WHERE scope = $1 AND key = $2`, c.Scope, c.Key).
+			QueryRow(func(r pgx.Row) error {
+				cur := store.IdempotencyClaim{Scope: c.Scope, Key: c.Key}
+				if err := r.Scan(&cur.BodySHA256, &cur.Seed, &cur.Token, &cur.ExpiresAt, &cur.CreatedAt); err != nil {
+					return noRowIsNil(err)
+				}
+				cur.ExpiresAt, cur.CreatedAt = cur.ExpiresAt.UTC(), cur.CreatedAt.UTC()
+				held = &cur
+				return nil
+			})
+		t.queue(`SELECT body_sha256, status, response, created_at FROM idempotency_keys WHERE scope = $1 AND key = $2`, c.Scope, c.Key).
+			QueryRow(func(r pgx.Row) error {
+				got := store.IdempotencyRow{Scope: c.Scope, Key: c.Key}
+				if err := r.Scan(&got.BodySHA256, &got.Status, &got.Response, &got.CreatedAt); err != nil {
+					return noRowIsNil(err)
+				}
+				got.CreatedAt = got.CreatedAt.UTC()
+				rec = &got
+				return nil
+			})
+		if err := t.flush(ctx); err != nil {
+			return err
+		}
+		switch {
+		case rec != nil:
+			// Recorded by a run of a node of the previous release, which
+			// claims nothing: the claim just made holds nothing.
+			if claimed != nil {
+				t.queue(`DELETE FROM idempotency_claims WHERE scope = $1 AND key = $2 AND token = $3`, c.Scope, c.Key, c.Token)
+			}
+			res = &store.IdempotencyClaimResult{Record: rec}
+		case claimed != nil:
+			res = &store.IdempotencyClaimResult{Claimed: claimed}
+		case held != nil:
+			res = &store.IdempotencyClaimResult{Held: held}
+		default:
+			return fmt.Errorf("the claim of idempotency key %q in %q was neither written nor found", c.Key, c.Scope)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim idempotency key %q in %q: %w", c.Key, c.Scope, err)
+	}
+	return res, nil
+}
+
+// noRowIsNil is a scan's error, with no row not one.
+func noRowIsNil(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	return err
+}
+
+// IdempotencyRenew implements store.Store.
+func (s *Store) IdempotencyRenew(ctx context.Context, scope, key, token string, expiresAt time.Time) error {
+	n, err := s.exec(ctx, `UPDATE idempotency_claims SET expires_at = $4 WHERE scope = $1 AND key = $2 AND token = $3`,
+		scope, key, token, expiresAt)
+	if err == nil && n == 0 {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("renew the claim of idempotency key %q in %q: %w", key, scope, err)
+	}
+	return nil
+}
+
+// IdempotencyRelease implements store.Store.
+func (s *Store) IdempotencyRelease(ctx context.Context, scope, key, token string, drop bool, now time.Time) error {
+	var err error
+	if drop {
+		_, err = s.exec(ctx, `DELETE FROM idempotency_claims WHERE scope = $1 AND key = $2 AND token = $3`, scope, key, token)
+	} else {
+		_, err = s.exec(ctx, `UPDATE idempotency_claims SET expires_at = $4 WHERE scope = $1 AND key = $2 AND token = $3`,
+			scope, key, token, now)
+	}
+	if err != nil {
+		return fmt.Errorf("release the claim of idempotency key %q in %q: %w", key, scope, err)
+	}
+	return nil
 }

@@ -130,6 +130,6 @@ func TestLoadMigrations(t *testing.T) {
 	t.Parallel()
 	ms, err := storeutil.LoadMigrations(migrationFS)
 	require.NoError(t, err)
-	require.Len(t, ms, 25, "the same versions as the SQLite driver")
+	require.Len(t, ms, 26, "the same versions as the SQLite driver")
 	require.Equal(t, 1, ms[0].Version)
 }

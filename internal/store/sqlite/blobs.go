@@ -2,8 +2,10 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
 	"github.com/longhaul-dev/longhaul/internal/store/storeutil"
@@ -143,8 +145,13 @@ func (s *Store) IdempotencyPut(ctx context.Context, row *store.IdempotencyRow) e
 	}
 	r := *row
 	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
-		_, err := w.exec(`INSERT INTO idempotency_keys (scope, key, body_sha256, status, response, created_at)
-VALUES (?, ?, ?, ?, ?, ?)`, r.Scope, r.Key, r.BodySHA256, r.Status, r.Response, toMicros(r.CreatedAt))
+		if _, err := w.exec(`INSERT INTO idempotency_keys (scope, key, body_sha256, status, response, created_at)
+VALUES (?, ?, ?, ?, ?, ?)`, r.Scope, r.Key, r.BodySHA256, r.Status, r.Response, toMicros(r.CreatedAt)); err != nil {
+			return nil, mapErr(err)
+		}
+		// The response answers every later run: whoever claimed the key,
+		// its claim has nothing left to hold.
+		_, err := w.exec(`DELETE FROM idempotency_claims WHERE scope = ? AND key = ?`, r.Scope, r.Key)
 		return nil, mapErr(err)
 	}})
 	if err != nil {
@@ -174,4 +181,104 @@ WHERE scope = ? AND key = ?`, scope, key)
 	}
 	r.CreatedAt = fromMicros(created)
 	return &r, nil
+}
+
+// IdempotencyClaim implements store.Store.
+func (s *Store) IdempotencyClaim(ctx context.Context, c *store.IdempotencyClaim, now time.Time) (*store.IdempotencyClaimResult, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	if err := checks.IdempotencyClaim(c); err != nil {
+		return nil, fmt.Errorf("claim idempotency key: %w", err)
+	}
+	var res *store.IdempotencyClaimResult
+	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+		res = nil
+		var rec store.IdempotencyRow
+		var created int64
+		err := w.queryRow(`SELECT body_sha256, status, response, created_at FROM idempotency_keys WHERE scope = ? AND key = ?`,
+			c.Scope, c.Key).Scan(&rec.BodySHA256, &rec.Status, &rec.Response, &created)
+		switch {
+		case err == nil:
+			rec.Scope, rec.Key, rec.CreatedAt = c.Scope, c.Key, fromMicros(created)
+			res = &store.IdempotencyClaimResult{Record: &rec}
+			return nil, nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return nil, mapErr(err)
+		}
+		cur := store.IdempotencyClaim{Scope: c.Scope, Key: c.Key}
+		var expires int64
+		err = w.queryRow(`SELECT body_sha256, seed, token, expires_at, created_at FROM idempotency_claims WHERE scope = ? AND key = ?`,
+			c.Scope, c.Key).Scan(&cur.BodySHA256, &cur.Seed, &cur.Token, &expires, &created)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			if _, err := w.exec(`INSERT INTO idempotency_claims (scope, key, body_sha256, seed, token, expires_at, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?)`, c.Scope, c.Key, c.BodySHA256, c.Seed, c.Token, toMicros(c.ExpiresAt), toMicros(c.CreatedAt)); err != nil {
+				return nil, mapErr(err)
+			}
+			mine := *c
+			res = &store.IdempotencyClaimResult{Claimed: &mine}
+			return nil, nil
+		case err != nil:
+			return nil, mapErr(err)
+		}
+		cur.ExpiresAt, cur.CreatedAt = fromMicros(expires), fromMicros(created)
+		if cur.BodySHA256 != c.BodySHA256 || cur.ExpiresAt.After(now) {
+			res = &store.IdempotencyClaimResult{Held: &cur}
+			return nil, nil
+		}
+		if _, err := w.exec(`UPDATE idempotency_claims SET token = ?, expires_at = ? WHERE scope = ? AND key = ?`,
+			c.Token, toMicros(c.ExpiresAt), c.Scope, c.Key); err != nil {
+			return nil, mapErr(err)
+		}
+		cur.Token, cur.ExpiresAt = c.Token, c.ExpiresAt
+		res = &store.IdempotencyClaimResult{Claimed: &cur}
+		return nil, nil
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("claim idempotency key %q in %q: %w", c.Key, c.Scope, err)
+	}
+	return res, nil
+}
+
+// IdempotencyRenew implements store.Store.
+func (s *Store) IdempotencyRenew(ctx context.Context, scope, key, token string, expiresAt time.Time) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	var n int64
+	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+		var err error
+		n, err = w.changed(`UPDATE idempotency_claims SET expires_at = ? WHERE scope = ? AND key = ? AND token = ?`,
+			toMicros(expiresAt), scope, key, token)
+		return nil, mapErr(err)
+	}})
+	if err == nil && n == 0 {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("renew the claim of idempotency key %q in %q: %w", key, scope, err)
+	}
+	return nil
+}
+
+// IdempotencyRelease implements store.Store.
+func (s *Store) IdempotencyRelease(ctx context.Context, scope, key, token string, drop bool, now time.Time) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+		var err error
+		if drop {
+			_, err = w.exec(`DELETE FROM idempotency_claims WHERE scope = ? AND key = ? AND token = ?`, scope, key, token)
+		} else {
+			_, err = w.exec(`UPDATE idempotency_claims SET expires_at = ? WHERE scope = ? AND key = ? AND token = ?`,
+				toMicros(now), scope, key, token)
+		}
+		return nil, mapErr(err)
+	}})
+	if err != nil {
+		return fmt.Errorf("release the claim of idempotency key %q in %q: %w", key, scope, err)
+	}
+	return nil
 }

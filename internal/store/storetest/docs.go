@@ -5,10 +5,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/store"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -256,4 +258,138 @@ func testIdempotency(t *testing.T, h *harness) {
 
 	_, err = h.s.IdempotencyGet(h.ctx, row.Scope, "key-2")
 	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// testIdempotencyClaims: a key is held by one run at a time; a claim whose
+// run ended without a response is taken over with its seed by the same
+// body only, and only once it has expired; a response ends every claim.
+func testIdempotencyClaims(t *testing.T, h *harness) {
+	body, otherBody := sha([]byte(`{"input":"a"}`)), sha([]byte(`{"input":"b"}`))
+	claim := func(token, bodySum, seed string, now, ttl time.Duration) *store.IdempotencyClaimResult {
+		t.Helper()
+		res, err := h.s.IdempotencyClaim(h.ctx, &store.IdempotencyClaim{
+			Scope: "POST /v1/sessions", Key: "key-1", BodySHA256: bodySum, Seed: seed, Token: token,
+			ExpiresAt: at(now + ttl), CreatedAt: at(now),
+		}, at(now))
+		require.NoError(t, err)
+		n := 0
+		for _, set := range []bool{res.Record != nil, res.Held != nil, res.Claimed != nil} {
+			if set {
+				n++
+			}
+		}
+		require.Equal(t, 1, n, "exactly one of Record, Held, Claimed: %+v", res)
+		return res
+	}
+
+	first := claim("tok-1", body, "seed-1", time.Second, time.Minute)
+	require.NotNil(t, first.Claimed)
+	require.Equal(t, store.IdempotencyClaim{
+		Scope: "POST /v1/sessions", Key: "key-1", BodySHA256: body, Seed: "seed-1", Token: "tok-1",
+		ExpiresAt: at(time.Second + time.Minute), CreatedAt: at(time.Second),
+	}, *first.Claimed)
+
+	live := claim("tok-2", body, "seed-2", 2*time.Second, time.Minute)
+	require.NotNil(t, live.Held, "a live claim is held")
+	require.Equal(t, "tok-1", live.Held.Token)
+	require.Equal(t, "seed-1", live.Held.Seed)
+
+	// Renewed by its run only.
+	require.NoError(t, h.s.IdempotencyRenew(h.ctx, "POST /v1/sessions", "key-1", "tok-1", at(10*time.Minute)))
+	require.ErrorIs(t, h.s.IdempotencyRenew(h.ctx, "POST /v1/sessions", "key-1", "tok-2", at(time.Hour)), store.ErrNotFound)
+	held := claim("tok-2", body, "seed-2", 5*time.Minute, time.Minute)
+	require.NotNil(t, held.Held, "renewed past 5 minutes")
+	require.Equal(t, at(10*time.Minute), held.Held.ExpiresAt)
+
+	// Released without a response: the same body takes it over with the
+	// first run's seed, another body does not.
+	require.NoError(t, h.s.IdempotencyRelease(h.ctx, "POST /v1/sessions", "key-1", "tok-1", false, at(3*time.Minute)))
+	require.NotNil(t, claim("tok-2", otherBody, "seed-2", 4*time.Minute, time.Minute).Held, "another body never takes a claim over")
+	again := claim("tok-3", body, "seed-3", 4*time.Minute, time.Minute)
+	require.NotNil(t, again.Claimed)
+	require.Equal(t, "seed-1", again.Claimed.Seed, "the first run's seed")
+	require.Equal(t, "tok-3", again.Claimed.Token)
+	require.Equal(t, at(5*time.Minute), again.Claimed.ExpiresAt)
+	require.Equal(t, at(time.Second), again.Claimed.CreatedAt)
+
+	// The first run's token no longer holds it: its release changes nothing.
+	require.NoError(t, h.s.IdempotencyRelease(h.ctx, "POST /v1/sessions", "key-1", "tok-1", true, at(4*time.Minute)))
+	require.NotNil(t, claim("tok-4", body, "seed-4", 4*time.Minute, time.Minute).Held)
+
+	// Expired by time alone (its node died): taken over.
+	late := claim("tok-4", body, "seed-4", 6*time.Minute, time.Minute)
+	require.NotNil(t, late.Claimed)
+	require.Equal(t, "seed-1", late.Claimed.Seed)
+
+	// A response ends the claim: every later run is answered from it.
+	require.NoError(t, h.s.IdempotencyPut(h.ctx, &store.IdempotencyRow{
+		Scope: "POST /v1/sessions", Key: "key-1", BodySHA256: body, Status: 201, Response: []byte(`{"id":"ses_seed-1"}`), CreatedAt: at(6 * time.Minute),
+	}))
+	rec := claim("tok-5", body, "seed-5", 7*time.Minute, time.Minute)
+	require.NotNil(t, rec.Record)
+	require.Equal(t, `{"id":"ses_seed-1"}`, string(rec.Record.Response))
+	require.NotNil(t, claim("tok-5", otherBody, "seed-5", 7*time.Minute, time.Minute).Record, "the record answers another body too (the caller refuses it)")
+
+	// Dropped: a retry runs anew, with another body too, and a new seed.
+	res, err := h.s.IdempotencyClaim(h.ctx, &store.IdempotencyClaim{
+		Scope: "POST /v1/sessions", Key: "key-2", BodySHA256: body, Seed: "seed-6", Token: "tok-6",
+		ExpiresAt: at(time.Hour), CreatedAt: at(time.Second),
+	}, at(time.Second))
+	require.NoError(t, err)
+	require.NotNil(t, res.Claimed)
+	require.NoError(t, h.s.IdempotencyRelease(h.ctx, "POST /v1/sessions", "key-2", "tok-6", true, at(time.Second)))
+	res, err = h.s.IdempotencyClaim(h.ctx, &store.IdempotencyClaim{
+		Scope: "POST /v1/sessions", Key: "key-2", BodySHA256: otherBody, Seed: "seed-7", Token: "tok-7",
+		ExpiresAt: at(time.Hour), CreatedAt: at(2 * time.Second),
+	}, at(2*time.Second))
+	require.NoError(t, err)
+	require.NotNil(t, res.Claimed)
+	require.Equal(t, "seed-7", res.Claimed.Seed)
+
+	_, err = h.s.IdempotencyClaim(h.ctx, &store.IdempotencyClaim{Scope: "POST /v1/sessions", Key: "key-3", BodySHA256: body, Token: "tok"}, at(0))
+	require.ErrorContains(t, err, "seed")
+}
+
+// testIdempotencyClaimOnce: runs claiming one key at once, and runs
+// claiming it while its response is recorded, are told apart: one claims,
+// the others meet its claim or its response.
+func testIdempotencyClaimOnce(t *testing.T, h *harness) {
+	body := sha([]byte(`{}`))
+	for round := range 10 {
+		key := fmt.Sprintf("key-%d", round)
+		const runs = 8
+		results := make([]*store.IdempotencyClaimResult, runs)
+		var wg sync.WaitGroup
+		for i := range runs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				tok := fmt.Sprintf("tok-%d", i)
+				res, err := h.s.IdempotencyClaim(h.ctx, &store.IdempotencyClaim{
+					Scope: "POST /v1/sessions", Key: key, BodySHA256: body, Seed: "seed-" + tok, Token: tok,
+					ExpiresAt: at(time.Hour), CreatedAt: at(time.Second),
+				}, at(time.Second))
+				if !assert.NoError(t, err) {
+					return
+				}
+				results[i] = res
+				if res.Claimed != nil && i%2 == 0 {
+					// Answered at once: the others claiming still meet
+					// its response, never a free key.
+					assert.NoError(t, h.s.IdempotencyPut(h.ctx, &store.IdempotencyRow{
+						Scope: "POST /v1/sessions", Key: key, BodySHA256: body, Status: 201, Response: []byte(`{}`), CreatedAt: at(time.Second),
+					}))
+				}
+			}()
+		}
+		wg.Wait()
+		claimed := 0
+		for _, res := range results {
+			require.NotNil(t, res)
+			if res.Claimed != nil {
+				claimed++
+			}
+		}
+		require.Equal(t, 1, claimed, "round %d: one run claims the key", round)
+	}
 }

@@ -58,6 +58,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"BlobProjects", testBlobProjects},
 		{"BlobOwners", testBlobOwners},
 		{"Idempotency", testIdempotency},
+		{"IdempotencyClaims", testIdempotencyClaims},
+		{"IdempotencyClaimOnce", testIdempotencyClaimOnce},
 		{"Secrets", testSecrets},
 		{"SecretPutInvalid", testSecretPutInvalid},
 		{"SecretConcurrentPut", testSecretConcurrentPut},

@@ -191,6 +191,24 @@ func (c Checks) Idempotency(r *store.IdempotencyRow) error {
 	return c.Time("created_at", r.CreatedAt)
 }
 
+// IdempotencyClaim checks a claim before it is stored.
+func (c Checks) IdempotencyClaim(r *store.IdempotencyClaim) error {
+	if r == nil {
+		return errors.New("claim is nil")
+	}
+	for _, f := range []struct{ name, v string }{
+		{"scope", r.Scope}, {"key", r.Key}, {"body_sha256", r.BodySHA256}, {"seed", r.Seed}, {"token", r.Token},
+	} {
+		if err := c.ID(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	if err := c.Time("expires_at", r.ExpiresAt); err != nil {
+		return err
+	}
+	return c.Time("created_at", r.CreatedAt)
+}
+
 // SecretRow checks a secret before it is stored.
 func (c Checks) SecretRow(row *store.SecretRow) error {
 	if row == nil {

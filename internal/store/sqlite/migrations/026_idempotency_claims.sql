@@ -1,0 +1,23 @@
+-- 026_idempotency_claims: an idempotent request holds its key while it runs.
+--
+-- Before, a request with an Idempotency-Key recorded its response only after
+-- its work had committed. Two nodes given the same request at once both ran
+-- it (two sessions, each running its agent), and a node that died between
+-- the work's commit and the record left a retry to run it again. A claim
+-- is written before the work: another run of the key meets it and is told
+-- to retry (409), and a claim whose run died expires and is taken over by
+-- the retry, which runs with the claim's seed: a creation named after the
+-- seed finds what the first run made (store.IdempotencyClaim).
+--
+-- Claims live beside the records, not in them: a node of the previous
+-- release reads idempotency_keys only and never meets a response-less row.
+CREATE TABLE idempotency_claims (
+    scope       TEXT    NOT NULL,
+    key         TEXT    NOT NULL,
+    body_sha256 TEXT    NOT NULL,
+    seed        TEXT    NOT NULL,
+    token       TEXT    NOT NULL,
+    expires_at  INTEGER NOT NULL,
+    created_at  INTEGER NOT NULL,
+    PRIMARY KEY (scope, key)
+) STRICT;
