@@ -364,6 +364,11 @@ func retryable(err error) bool {
 		switch ae.Status {
 		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 			return true
+		case http.StatusConflict:
+			// The one 409 with a Retry-After: the same Idempotency-Key
+			// is running elsewhere (another node took the same call, or
+			// one died running it). Its answer comes to a retry.
+			return ae.header.Get("Retry-After") != ""
 		}
 		return false
 	}

@@ -289,6 +289,31 @@ func TestRetryAfterIsHonoredAndCapped(t *testing.T) {
 	require.Equal(t, []time.Duration{3 * time.Second, DefaultMaxBackoff}, sl.all())
 }
 
+// A 409 with a Retry-After is the server's "this Idempotency-Key is
+// running elsewhere": the call is retried with the same key, and its
+// answer comes to the retry. A 409 without one (another body, a decided
+// action) is final (TestDoesNotRetryOtherStatuses).
+func TestRetriesAnIdempotencyKeyRunningElsewhere(t *testing.T) {
+	t.Parallel()
+	rc := newRecorder(func(n int, w http.ResponseWriter, r *http.Request) {
+		if n == 0 {
+			w.Header().Set("Retry-After", "2")
+			writeAPIError(w, http.StatusConflict, lt.CodeConflict, "a request with Idempotency-Key \"k\" is running")
+			return
+		}
+		writeJSON(w, http.StatusCreated, lt.Session{ID: "ses_1", Status: lt.SessionQueued})
+	})
+	srv := startServer(t, rc)
+	c, sl := newTestClient(t, srv.URL, nil)
+	s, err := c.CreateSession(t.Context(), &lt.CreateSessionRequest{Agent: "researcher", Input: "go"})
+	require.NoError(t, err)
+	require.Equal(t, "ses_1", s.ID)
+	reqs := rc.all()
+	require.Len(t, reqs, 2)
+	require.Equal(t, reqs[0].header.Get("Idempotency-Key"), reqs[1].header.Get("Idempotency-Key"))
+	require.Equal(t, []time.Duration{2 * time.Second}, sl.all())
+}
+
 func TestRetriesConnectionRefused(t *testing.T) {
 	t.Parallel()
 	// Reserve a port, then free it: nothing listens there until the

@@ -100,7 +100,9 @@ func codeForStatus(status int) string {
 func IsNotFound(err error) bool { return hasStatus(err, http.StatusNotFound) }
 
 // IsConflict reports whether err is (or wraps) an API 409: the same
-// Idempotency-Key with another body, or another decision on a resolved action.
+// Idempotency-Key with another body, another decision on a resolved action,
+// or the same Idempotency-Key still running on another node once the
+// retries (which a 409 with a Retry-After gets) are spent.
 func IsConflict(err error) bool { return hasStatus(err, http.StatusConflict) }
 
 // HasCode reports whether err is (or wraps) an API error whose code is code,

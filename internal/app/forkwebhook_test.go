@@ -67,3 +67,38 @@ func TestForkIsAnsweredWithTheSecretItWasWrittenWith(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, silent.WebhookSecret)
 }
+
+// TestCreationIsAnsweredWithTheSecretItWasWrittenWith: a session's secret
+// is written with its creation, so no write after the commit can fail the
+// answer (a client without an Idempotency-Key would retry and create a
+// second session, which would run its agent too). The secret answered is
+// the one its notifications are signed with, from its first event.
+func TestCreationIsAnsweredWithTheSecretItWasWrittenWith(t *testing.T) {
+	st, eng := apptest.Engine(t, nil)
+	fs := &failingWebhookInit{Store: st}
+	a := apptest.New(t, fs, eng, nil)
+	ctx := app.WithCaller(t.Context(), app.LibraryCaller)
+
+	fs.fail.Store(true)
+	var req lt.CreateSessionRequest
+	require.NoError(t, json.Unmarshal([]byte(`{"agent_spec": `+leafSpec+`, "input": "take notes", "webhook_url": "https://hooks.example.com/longhaul"}`), &req))
+	s, err := a.CreateSession(ctx, &req)
+	require.NoError(t, err)
+	require.NotEmpty(t, s.WebhookSecret)
+	fs.fail.Store(false)
+	ws, err := st.WebhookSessionInit(ctx, s.ID, "whsec_bm90IHRoaXMgb25l")
+	require.NoError(t, err)
+	require.Equal(t, s.WebhookSecret, ws.Secret, "the secret its notifications are signed with")
+	require.Zero(t, ws.Cursor, "its notifications start at its first event")
+
+	fs.fail.Store(true)
+	var plain lt.CreateSessionRequest
+	require.NoError(t, json.Unmarshal([]byte(`{"agent_spec": `+leafSpec+`, "input": "take notes"}`), &plain))
+	quiet, err := a.CreateSession(ctx, &plain)
+	require.NoError(t, err)
+	require.Empty(t, quiet.WebhookSecret, "no webhook_url, no secret")
+	fs.fail.Store(false)
+	ws, err = st.WebhookSessionInit(ctx, quiet.ID, "whsec_bm90IHRoaXMgb25l")
+	require.NoError(t, err)
+	require.Equal(t, "whsec_bm90IHRoaXMgb25l", ws.Secret, "no webhook state was written for a session without a webhook_url")
+}

@@ -30,13 +30,17 @@ func (a *App) CreateSession(ctx context.Context, req *lt.CreateSessionRequest) (
 	}
 	in := *req
 	in.Project = project
-	s, err := a.eng.CreateSession(ctx, &in)
+	// The secret that signs the session's notifications is shown once, in
+	// the answer that creates it, and written with the session: no step
+	// after its creation's commit can fail the answer (a client would
+	// retry by creating again).
+	s, err := a.eng.CreateSessionSigned(ctx, &in, webhook.NewSecret())
 	if err != nil {
 		return nil, err
 	}
-	if s.WebhookURL != "" {
-		// The secret that signs the session's notifications is shown once,
-		// in the answer that creates it.
+	if s.WebhookURL != "" && s.WebhookSecret == "" {
+		// Created by an earlier run of the same request (WithCreationSeed),
+		// whose answer was lost: the secret it was written with.
 		if s.WebhookSecret, err = a.webhooks.SessionWebhookSecret(ctx, s.ID); err != nil {
 			return nil, fmt.Errorf("webhook secret of session %s: %w", s.ID, err)
 		}

@@ -21,6 +21,16 @@ const maxInputBytes = 512 << 10
 // CreateSession validates the request, pins the agent version, and appends
 // session.created and turn.created in one transaction.
 func (e *Engine) CreateSession(ctx context.Context, req *lt.CreateSessionRequest) (*lt.Session, error) {
+	return e.CreateSessionSigned(ctx, req, "")
+}
+
+// CreateSessionSigned is CreateSession writing, with a session that has a
+// webhook_url, the secret that signs its notifications, webhookSecret, in
+// the creation's transaction (returned in WebhookSecret): no write after
+// the commit can then fail the answer, which a client would retry by
+// creating again. Without webhookSecret the dispatcher makes the secret
+// later (a test's session, the benchmark's).
+func (e *Engine) CreateSessionSigned(ctx context.Context, req *lt.CreateSessionRequest, webhookSecret string) (*lt.Session, error) {
 	if err := e.refuseWhenLow(); err != nil {
 		return nil, err
 	}
@@ -75,8 +85,11 @@ func (e *Engine) CreateSession(ctx context.Context, req *lt.CreateSessionRequest
 			return v, err
 		}
 	}
+	if req.WebhookURL == "" {
+		webhookSecret = ""
+	}
 	st, err := e.createSession(ctx, &newSession{
-		ID: id, Spec: spec, Ref: ref,
+		ID: id, Spec: spec, Ref: ref, WebhookSecret: webhookSecret,
 		Created: lt.SessionCreatedData{
 			Agent: ref, Input: req.Input, Goal: req.Goal, Constraints: req.Constraints,
 			AcceptanceCriteria: req.AcceptanceCriteria, Budget: budget, Metadata: req.Metadata, WebhookURL: req.WebhookURL,
@@ -92,6 +105,7 @@ func (e *Engine) CreateSession(ctx context.Context, req *lt.CreateSessionRequest
 		return nil, err
 	}
 	v := st.View()
+	v.WebhookSecret = webhookSecret
 	return &v, nil
 }
 
@@ -105,6 +119,9 @@ type newSession struct {
 	// runner knows it: the child is made only if it still is
 	// (store.SessionCreateParams.ParentAt).
 	ParentAt *store.JournalAt
+	// WebhookSecret, when set, is written as the session's webhook state
+	// in its creation's transaction (notifications from its first event).
+	WebhookSecret string
 }
 
 // createSession appends session.created and the first turn.created in one
@@ -139,6 +156,9 @@ func (e *Engine) createSession(ctx context.Context, ns *newSession) (*journal.St
 			Status: string(st.Session.Status), Spec: specJSON, State: p.State, Runnable: p.Runnable, CreatedAt: now, UpdatedAt: now,
 		},
 		Events: p.Events, Docs: p.Docs, Blobs: p.Blobs, ParentAt: ns.ParentAt,
+	}
+	if ns.WebhookSecret != "" {
+		params.Webhook = &store.WebhookSessionRow{Secret: ns.WebhookSecret}
 	}
 	// With a worker free here and no older session known to wait for
 	// one (reserveWorker), the session is created leased to this node

@@ -199,7 +199,7 @@ func (s *Server) renewClaim(ctx context.Context, c *store.IdempotencyClaim) (sto
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(s.cfg.IdempotencyClaimTTL / 3)
+		t := time.NewTicker(max(s.cfg.IdempotencyClaimTTL/3, time.Millisecond))
 		defer t.Stop()
 		for {
 			select {

@@ -186,10 +186,11 @@ func TestIdempotentRetryAfterALostRecordMakesNothingTwice(t *testing.T) {
 
 	// Created; its record lost.
 	lost.lost.Store(1)
-	body := scriptedSession("made once")
+	body := strings.Replace(scriptedSession("made once"), `"input":`, `"webhook_url": "https://hooks.example.com/longhaul", "input":`, 1)
 	first := serve(http.MethodPost, "/v1/sessions", body, "create-1")
 	require.Equal(t, http.StatusCreated, first.Code, first.Body.String())
 	made := decodeRecorder[lt.Session](t, first)
+	require.NotEmpty(t, made.WebhookSecret)
 
 	// The retry meets the dead run's claim until it expires.
 	clock.Add(int64(10 * time.Second))
@@ -204,7 +205,9 @@ func TestIdempotentRetryAfterALostRecordMakesNothingTwice(t *testing.T) {
 	clock.Add(int64(21 * time.Second))
 	again := serve(http.MethodPost, "/v1/sessions", body, "create-1")
 	require.Equal(t, http.StatusCreated, again.Code, again.Body.String())
-	require.Equal(t, made.ID, decodeRecorder[lt.Session](t, again).ID, "the session the first run made")
+	retried := decodeRecorder[lt.Session](t, again)
+	require.Equal(t, made.ID, retried.ID, "the session the first run made")
+	require.Equal(t, made.WebhookSecret, retried.WebhookSecret, "with the secret it was made with")
 	list := decode[lt.List[lt.Session]](t, h.get("/v1/sessions"))
 	require.Len(t, list.Data, 1, "one session, made once")
 	replayed := serve(http.MethodPost, "/v1/sessions", body, "create-1")
