@@ -47,6 +47,19 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 	if err := e.refuseWhenLow(); err != nil {
 		return nil, err
 	}
+	now := e.clock.Now()
+	forkID, seeded, err := creationID(ctx, "ses_", now)
+	if err != nil {
+		return nil, err
+	}
+	if seeded {
+		// Made by an earlier run of the same request: answered as made
+		// (its secret by the caller), before anything is checked again,
+		// its workspace left as it is.
+		if v, err := e.GetSession(ctx, forkID); !isNotFound(err) {
+			return v, err
+		}
+	}
 	if strings.TrimSpace(req.CheckpointID) == "" {
 		return nil, apierror.Invalid("checkpoint_id", "required: the checkpoint to fork from")
 	}
@@ -63,18 +76,6 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 	row, err := e.store.SessionGet(ctx, id)
 	if err != nil {
 		return nil, notFound(err, "session", id)
-	}
-	now := e.clock.Now()
-	forkID, seeded, err := creationID(ctx, "ses_", now)
-	if err != nil {
-		return nil, err
-	}
-	if seeded {
-		// Made by an earlier run of the same request: answered as made
-		// (its secret by the caller), its workspace left as it is.
-		if v, err := e.GetSession(ctx, forkID); !isNotFound(err) {
-			return v, err
-		}
 	}
 	cps, err := e.ListCheckpoints(ctx, id)
 	if err != nil {
@@ -188,7 +189,7 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 		// Made by a run of the same request at the same time (a claim
 		// taken over from a run that outlived it): the workspace is that
 		// fork's now.
-		return e.GetSession(ctx, forkID)
+		return e.seededMade(ctx, forkID)
 	}
 	if err != nil {
 		_ = e.removeWorkspace(forkID)

@@ -34,6 +34,18 @@ func (e *Engine) CreateSessionSigned(ctx context.Context, req *lt.CreateSessionR
 	if err := e.refuseWhenLow(); err != nil {
 		return nil, err
 	}
+	id, seeded, err := creationID(ctx, "ses_", e.clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	if seeded {
+		// Made by an earlier run of the same request: answered as made,
+		// before anything of the request is checked again (what was
+		// allowed then may be refused now, and the session runs).
+		if v, err := e.GetSession(ctx, id); !isNotFound(err) {
+			return v, err
+		}
+	}
 	spec, ref, err := e.resolveAgent(ctx, req)
 	if err != nil {
 		return nil, err
@@ -74,17 +86,6 @@ func (e *Engine) CreateSessionSigned(ctx context.Context, req *lt.CreateSessionR
 	if project == "" {
 		project = lt.DefaultProject
 	}
-	now := e.clock.Now()
-	id, seeded, err := creationID(ctx, "ses_", now)
-	if err != nil {
-		return nil, err
-	}
-	if seeded {
-		// Made by an earlier run of the same request: answered as made.
-		if v, err := e.GetSession(ctx, id); !isNotFound(err) {
-			return v, err
-		}
-	}
 	if req.WebhookURL == "" {
 		webhookSecret = ""
 	}
@@ -99,7 +100,7 @@ func (e *Engine) CreateSessionSigned(ctx context.Context, req *lt.CreateSessionR
 	})
 	if seeded && errors.Is(err, store.ErrConflict) {
 		// Made by a run of the same request at the same time.
-		return e.GetSession(ctx, id)
+		return e.seededMade(ctx, id)
 	}
 	if err != nil {
 		return nil, err
@@ -107,6 +108,19 @@ func (e *Engine) CreateSessionSigned(ctx context.Context, req *lt.CreateSessionR
 	v := st.View()
 	v.WebhookSecret = webhookSecret
 	return &v, nil
+}
+
+// seededMade is the session id that a run of the same request made at the
+// same time as this one (its creation conflicted). On SQLite a conflict is
+// answered before the batch that holds the other run's write commits, so
+// the session may not be readable yet: that is a 503 to retry, never a 404,
+// which would tell the client that nothing was made.
+func (e *Engine) seededMade(ctx context.Context, id string) (*lt.Session, error) {
+	v, err := e.GetSession(ctx, id)
+	if isNotFound(err) {
+		return nil, apierror.Unavailable("session %s is being made by another run of this request: retry it", id)
+	}
+	return v, err
 }
 
 // newSession is a session to create: through the API, or a sub-agent.

@@ -90,27 +90,31 @@ func (s *Server) idempotent(h handlerFunc) handlerFunc {
 		if done, err := s.replay(ctx, w, scope, key, bodySum); done || err != nil {
 			return err
 		}
-		claim, err := s.claim(ctx, w, scope, key, bodySum)
+		claim, fresh, err := s.claim(ctx, w, scope, key, bodySum)
 		if claim == nil || err != nil {
 			return err
 		}
-		stopRenewing := s.renewClaim(ctx, claim)
+		release := func(drop bool) {
+			if err := s.idem.IdempotencyRelease(context.WithoutCancel(ctx), scope, key, claim.Token, drop, s.cfg.Now().UTC()); err != nil {
+				// It expires by itself.
+				s.log.Warn("release idempotency claim", "scope", scope, "error", err, "request_id", requestID(r))
+			}
+		}
 		rec := newCapture()
-		err = h(rec, r.WithContext(app.WithCreationSeed(ctx, claim.Seed)))
-		stopRenewing()
+		err = s.runClaimed(ctx, claim, release, func() error {
+			return h(rec, r.WithContext(app.WithCreationSeed(ctx, claim.Seed)))
+		})
 		if err != nil || rec.status < 200 || rec.status > 299 {
-			// A refusal (4xx) wrote nothing: the key is free for
-			// another body. Anything else may have written, and leaves
-			// the key to a retry of this body, with the claim's seed.
+			// A refusal (4xx) of the claim's first run wrote nothing:
+			// the key is free for another body. Anything else may have
+			// written, and so may a first run a retry took the claim
+			// over from: the key is left to a retry of this body, with
+			// the claim's seed.
 			status := rec.status
 			if err != nil {
 				status = apierror.From(err).Status
 			}
-			drop := status >= 400 && status <= 499
-			if relErr := s.idem.IdempotencyRelease(context.WithoutCancel(ctx), scope, key, claim.Token, drop, s.cfg.Now().UTC()); relErr != nil {
-				// It expires by itself.
-				s.log.Warn("release idempotency claim", "scope", scope, "error", relErr, "request_id", requestID(r))
-			}
+			release(fresh && status >= 400 && status <= 499)
 			if err != nil {
 				return err
 			}
@@ -140,9 +144,10 @@ func (s *Server) idempotent(h handlerFunc) handlerFunc {
 			}
 		default:
 			// The operation succeeded; failing the response would invite a
-			// retry, which its claim's seed keeps from making anything
-			// again once the claim expires.
+			// retry, which runs again at once with the claim's seed (that
+			// finds what this run made) rather than meeting the claim.
 			s.log.Error("record idempotent response", "scope", scope, "error", putErr, "request_id", requestID(r))
+			release(false)
 		}
 		rec.sendTo(w)
 		return nil
@@ -152,38 +157,55 @@ func (s *Server) idempotent(h handlerFunc) handlerFunc {
 // claim holds (scope, key) in the store for this request, or answers why
 // it may not run: the key's response (replayed, or a 409 for another body),
 // or another run's claim (a 409 to retry later). A nil claim with a nil
-// error means the answer is written.
-func (s *Server) claim(ctx context.Context, w http.ResponseWriter, scope, key, bodySum string) (*store.IdempotencyClaim, error) {
+// error means the answer is written. fresh is whether the claim is new
+// (its seed this call's), not one taken over from an earlier run of the
+// request, which may have made something.
+func (s *Server) claim(ctx context.Context, w http.ResponseWriter, scope, key, bodySum string) (c *store.IdempotencyClaim, fresh bool, err error) {
 	now := s.cfg.Now().UTC()
+	seed := strings.ToLower(ulid.MustNew(ulid.Timestamp(now), rand.Reader).String())
 	res, err := s.idem.IdempotencyClaim(ctx, &store.IdempotencyClaim{
-		Scope: scope, Key: key, BodySHA256: bodySum,
-		Seed:      strings.ToLower(ulid.MustNew(ulid.Timestamp(now), rand.Reader).String()),
+		Scope: scope, Key: key, BodySHA256: bodySum, Seed: seed,
 		Token:     rand.Text(),
 		ExpiresAt: now.Add(s.cfg.IdempotencyClaimTTL),
 		CreatedAt: now,
 	}, now)
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("claim idempotency key: %w", err)
+		return nil, false, fmt.Errorf("claim idempotency key: %w", err)
 	case res.Record != nil:
 		if res.Record.BodySHA256 != bodySum {
-			return nil, differentBody(key)
+			return nil, false, differentBody(key)
 		}
 		w.Header().Set(replayedHeader, "true")
 		writeJSONBytes(w, res.Record.Status, res.Record.Response)
-		return nil, nil
+		return nil, false, nil
 	case res.Held != nil:
 		if res.Held.BodySHA256 != bodySum {
-			return nil, differentBody(key)
+			return nil, false, differentBody(key)
 		}
 		retry := max(1, int(math.Ceil(res.Held.ExpiresAt.Sub(now).Seconds())))
 		retry = min(retry, int(math.Ceil(s.cfg.IdempotencyClaimTTL.Seconds())))
 		w.Header().Set("Retry-After", strconv.Itoa(retry))
-		return nil, apierror.Conflict("a request with Idempotency-Key %s is running (on another server, or on one that stopped): retry it later", quoteField(key))
+		return nil, false, apierror.Conflict("a request with Idempotency-Key %s is running (on another server, or on one that stopped): retry it later", quoteField(key))
 	case res.Claimed != nil:
-		return res.Claimed, nil
+		return res.Claimed, res.Claimed.Seed == seed, nil
 	}
-	return nil, errors.New("claim idempotency key: the store answered nothing")
+	return nil, false, errors.New("claim idempotency key: the store answered nothing")
+}
+
+// runClaimed runs h while c is renewed. A panic of h releases c (keeping
+// its seed: h may have written) before it goes on up, so that the key is
+// not held by a renewal nobody stops.
+func (s *Server) runClaimed(ctx context.Context, c *store.IdempotencyClaim, release func(drop bool), h func() error) error {
+	stopRenewing := s.renewClaim(ctx, c)
+	defer func() {
+		stopRenewing()
+		if p := recover(); p != nil {
+			release(false)
+			panic(p)
+		}
+	}()
+	return h()
 }
 
 func differentBody(key string) error {

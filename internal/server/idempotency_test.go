@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/server"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
@@ -139,25 +140,42 @@ func TestIdempotentRaceAcrossServersAnswersWithTheFirstResponse(t *testing.T) {
 	require.Equal(t, "conflict", e.Error.Code)
 }
 
-// lostRecords fails every record of a response, as a node that died after
-// its request's work committed and before the response was recorded.
+// lostRecords fails the next `lost` records of a response, and the release
+// of the claim that follows each, as a node that died after its request's
+// work committed and before the response was recorded: its claim stays
+// until it expires.
 type lostRecords struct {
 	server.IdempotencyStore
-	lost atomic.Int32
+	lost    atomic.Int32
+	dropped atomic.Int32 // releases lost
 }
 
 func (l *lostRecords) IdempotencyPut(ctx context.Context, row *store.IdempotencyRow) error {
 	if l.lost.Load() > 0 {
 		l.lost.Add(-1)
+		l.dropped.Add(1)
 		return errors.New("the node died before the record")
 	}
 	return l.IdempotencyStore.IdempotencyPut(ctx, row)
 }
 
+func (l *lostRecords) IdempotencyRelease(ctx context.Context, scope, key, token string, drop bool, now time.Time) error {
+	if l.dropped.Load() > 0 {
+		l.dropped.Add(-1)
+		return errors.New("the node died before the release")
+	}
+	return l.IdempotencyStore.IdempotencyRelease(ctx, scope, key, token, drop, now)
+}
+
 // otherServer is a server on h's application and store as another node
 // would be: its idempotency store is idem, its clock now.
 func otherServer(t *testing.T, h *harness, idem server.IdempotencyStore, now func() time.Time) func(method, path, body, key string) *httptest.ResponseRecorder {
-	srv := server.New(h.app, idem, &server.Config{Logger: slog.New(slog.NewTextHandler(h.logs, nil)), Now: now, IdempotencyClaimTTL: 30 * time.Second})
+	return serverOn(t, h, h.app, idem, now)
+}
+
+// serverOn is otherServer with the backend b.
+func serverOn(t *testing.T, h *harness, b server.Backend, idem server.IdempotencyStore, now func() time.Time) func(method, path, body, key string) *httptest.ResponseRecorder {
+	srv := server.New(b, idem, &server.Config{Logger: slog.New(slog.NewTextHandler(h.logs, nil)), Now: now, IdempotencyClaimTTL: 30 * time.Second})
 	t.Cleanup(srv.Shutdown)
 	return func(method, path, body, key string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
@@ -241,20 +259,145 @@ func TestIdempotentRetryAfterALostRecordMakesNothingTwice(t *testing.T) {
 	require.Len(t, list.Data, 2, "the session and its one fork")
 }
 
-// A request refused (4xx) wrote nothing: its key is free at once, for
-// another body too. One that failed otherwise may have written: its key
-// waits for a retry of the same body, which runs with the first run's seed.
+// scriptedCreate answers CreateSession by script: n counts the calls from 1.
+type scriptedCreate struct {
+	server.Backend
+	calls  atomic.Int32
+	script func(n int32, ctx context.Context, req *lt.CreateSessionRequest) (*lt.Session, error)
+}
+
+func (s *scriptedCreate) CreateSession(ctx context.Context, req *lt.CreateSessionRequest) (*lt.Session, error) {
+	return s.script(s.calls.Add(1), ctx, req)
+}
+
+// A request refused (4xx) on its claim's first run wrote nothing: its key
+// is free at once, for another body too. One that failed otherwise may
+// have written: its key waits for a retry of the same body, which runs at
+// once with the first run's seed and finds what it made.
 func TestIdempotentFailuresReleaseTheirKeys(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	now := func() time.Time { return time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC) }
-	serve := otherServer(t, h, h.store, now)
+	b := &scriptedCreate{Backend: h.app}
+	b.script = func(n int32, ctx context.Context, req *lt.CreateSessionRequest) (*lt.Session, error) {
+		s, err := h.app.CreateSession(ctx, req)
+		if n == 3 && err == nil {
+			return nil, errors.New("injected: the answer failed after the session was made")
+		}
+		return s, err
+	}
+	serve := serverOn(t, h, b, h.store, now)
 
 	bad := serve(http.MethodPost, "/v1/sessions", `{"input":"no agent"}`, "k")
 	require.Equal(t, http.StatusBadRequest, bad.Code, bad.Body.String())
 	good := serve(http.MethodPost, "/v1/sessions", scriptedSession("fixed"), "k")
 	require.Equal(t, http.StatusCreated, good.Code, "the refusal left the key free: %s", good.Body.String())
 	require.Empty(t, good.Header().Get("Idempotent-Replayed"))
+
+	failed := serve(http.MethodPost, "/v1/sessions", scriptedSession("made, then failed"), "k2")
+	require.Equal(t, http.StatusInternalServerError, failed.Code, failed.Body.String())
+	other := serve(http.MethodPost, "/v1/sessions", scriptedSession("another"), "k2")
+	require.Equal(t, http.StatusConflict, other.Code, "a run that failed may have written: the key stays this body's: %s", other.Body.String())
+	retried := serve(http.MethodPost, "/v1/sessions", scriptedSession("made, then failed"), "k2")
+	require.Equal(t, http.StatusCreated, retried.Code, "the key was released at once: %s", retried.Body.String())
+	list := decode[lt.List[lt.Session]](t, h.get("/v1/sessions"))
+	require.Len(t, list.Data, 2, "the retry found the session the failed run made")
+	require.Equal(t, list.Data[0].ID, decodeRecorder[lt.Session](t, retried).ID)
+}
+
+// A retry that takes a claim over runs after a first run that may have
+// made something: refused (4xx) now, it leaves the claim's seed to the next
+// retry, which finds what the first run made. And the seeded lookup comes
+// before the request is checked again.
+func TestIdempotentRefusedRetryKeepsTheSeed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC).UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()).UTC() }
+	lost := &lostRecords{IdempotencyStore: h.store}
+	b := &scriptedCreate{Backend: h.app}
+	b.script = func(n int32, ctx context.Context, req *lt.CreateSessionRequest) (*lt.Session, error) {
+		if n == 2 {
+			// What was allowed to the first run is refused to the
+			// retry (a webhook target's check, the caller's rights).
+			return nil, apierror.Invalid("webhook_url", "refused this time")
+		}
+		return h.app.CreateSession(ctx, req)
+	}
+	serve := serverOn(t, h, b, lost, now)
+	body := scriptedSession("made once")
+	lost.lost.Store(1)
+	first := serve(http.MethodPost, "/v1/sessions", body, "k")
+	require.Equal(t, http.StatusCreated, first.Code, first.Body.String())
+	clock.Add(int64(31 * time.Second))
+	refused := serve(http.MethodPost, "/v1/sessions", body, "k")
+	require.Equal(t, http.StatusBadRequest, refused.Code, refused.Body.String())
+	third := serve(http.MethodPost, "/v1/sessions", body, "k")
+	require.Equal(t, http.StatusCreated, third.Code, third.Body.String())
+	require.Equal(t, decodeRecorder[lt.Session](t, first).ID, decodeRecorder[lt.Session](t, third).ID)
+	list := decode[lt.List[lt.Session]](t, h.get("/v1/sessions"))
+	require.Len(t, list.Data, 1, "one key, one session")
+}
+
+// A handler's panic releases its claim (keeping the seed): a retry runs at
+// once, instead of meeting a claim renewed for as long as the process
+// lives.
+func TestIdempotentPanicReleasesTheKey(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	now := func() time.Time { return time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC) }
+	b := &scriptedCreate{Backend: h.app}
+	b.script = func(n int32, ctx context.Context, req *lt.CreateSessionRequest) (*lt.Session, error) {
+		s, err := h.app.CreateSession(ctx, req)
+		if n == 1 {
+			panic("injected: after the session was made")
+		}
+		return s, err
+	}
+	serve := serverOn(t, h, b, h.store, now)
+	body := scriptedSession("panics once")
+	first := serve(http.MethodPost, "/v1/sessions", body, "p")
+	require.Equal(t, http.StatusInternalServerError, first.Code, first.Body.String())
+	again := serve(http.MethodPost, "/v1/sessions", body, "p")
+	require.Equal(t, http.StatusCreated, again.Code, "Retry-After %q: %s", again.Header().Get("Retry-After"), again.Body.String())
+	list := decode[lt.List[lt.Session]](t, h.get("/v1/sessions"))
+	require.Len(t, list.Data, 1, "the retry found the session the run that panicked made")
+}
+
+// A record that failed on a node that lives on releases the claim: the
+// client's retry runs at once (not a 409 until the claim expires) and
+// finds what the first run made.
+func TestIdempotentFailedRecordReleasesTheKey(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	now := func() time.Time { return time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC) }
+	failing := &failingRecords{IdempotencyStore: h.store}
+	failing.fail.Store(true)
+	serve := otherServer(t, h, failing, now)
+	body := scriptedSession("recorded on the retry")
+	first := serve(http.MethodPost, "/v1/sessions", body, "r")
+	require.Equal(t, http.StatusCreated, first.Code, first.Body.String())
+	failing.fail.Store(false)
+	again := serve(http.MethodPost, "/v1/sessions", body, "r")
+	require.Equal(t, http.StatusCreated, again.Code, again.Body.String())
+	require.Empty(t, again.Header().Get("Idempotent-Replayed"), "run again, not replayed")
+	require.Equal(t, decodeRecorder[lt.Session](t, first).ID, decodeRecorder[lt.Session](t, again).ID)
+	list := decode[lt.List[lt.Session]](t, h.get("/v1/sessions"))
+	require.Len(t, list.Data, 1)
+}
+
+// failingRecords fails every record while fail is set; the node lives on.
+type failingRecords struct {
+	server.IdempotencyStore
+	fail atomic.Bool
+}
+
+func (f *failingRecords) IdempotencyPut(ctx context.Context, row *store.IdempotencyRow) error {
+	if f.fail.Load() {
+		return errors.New("injected: the database refused the record")
+	}
+	return f.IdempotencyStore.IdempotencyPut(ctx, row)
 }
 
 // decodeRecorder is decode for a recorded response.
