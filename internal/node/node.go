@@ -566,6 +566,7 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 	}
 	srvCfg.Keys = n.App
 	srvCfg.Runners = n.Runners
+	srvCfg.NodeID = n.NodeID
 	srvCfg.Audit = n.App
 	n.API = server.New(n.App, n.Store, srvCfg)
 	return n, nil
@@ -695,6 +696,13 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("start engine: %w", err)
 	}
 	n.engineRunning = true
+	// The requests this node's previous run died running hold their
+	// Idempotency-Keys no longer: their clients' retries run at once.
+	if c, err := n.Store.IdempotencyExpireOwner(ctx, n.NodeID, time.Now()); err != nil {
+		return fmt.Errorf("recover idempotency claims of node %s: %w", n.NodeID, err)
+	} else if c > 0 {
+		n.log.Info("released the idempotency keys of this node's previous run", "requests", c)
+	}
 	if err := n.Webhooks.Start(ctx); err != nil {
 		return err
 	}

@@ -166,6 +166,7 @@ func (s *Server) claim(ctx context.Context, w http.ResponseWriter, scope, key, b
 	res, err := s.idem.IdempotencyClaim(ctx, &store.IdempotencyClaim{
 		Scope: scope, Key: key, BodySHA256: bodySum, Seed: seed,
 		Token:     rand.Text(),
+		Owner:     s.cfg.NodeID,
 		ExpiresAt: now.Add(s.cfg.IdempotencyClaimTTL),
 		CreatedAt: now,
 	}, now)

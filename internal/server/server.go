@@ -53,6 +53,10 @@ type Config struct {
 	// key to its client's retry once that much has passed; until then the
 	// retry is answered 409. Default 30 s.
 	IdempotencyClaimTTL time.Duration
+	// NodeID names this node on the claims it holds, so that its next
+	// start expires them at once (store.IdempotencyExpireOwner) rather
+	// than after IdempotencyClaimTTL. Default "": claims name no node.
+	NodeID string
 	// Metrics, when set, serves GET /metrics (the Prometheus exposition).
 	// Default nil: no /metrics route.
 	Metrics http.Handler

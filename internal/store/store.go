@@ -190,6 +190,10 @@ type Store interface {
 	// with the same body runs again with its Seed. Releasing a claim
 	// token no longer holds is not an error.
 	IdempotencyRelease(ctx context.Context, scope, key, token string, drop bool, now time.Time) error
+	// IdempotencyExpireOwner expires, as of now, every claim owner holds:
+	// a node calls it at start-up for its previous incarnation's, whose
+	// requests died with it (LeaseExpireOwner). Returns how many.
+	IdempotencyExpireOwner(ctx context.Context, owner string, now time.Time) (int, error)
 
 	// SecretPut creates the vault secret row.Name of row.Project, or replaces it (a
 	// replacement keeps the stored CreatedAt), and reports whether it created
@@ -791,7 +795,9 @@ type IdempotencyClaim struct {
 	Seed       string
 	// Token is the run's: only it renews, releases or (by its record)
 	// ends the claim.
-	Token     string
+	Token string
+	// Owner is the node running the request (IdempotencyExpireOwner).
+	Owner     string
 	ExpiresAt time.Time
 	CreatedAt time.Time
 }

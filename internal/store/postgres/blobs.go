@@ -181,11 +181,11 @@ func (s *Store) IdempotencyClaim(ctx context.Context, c *store.IdempotencyClaim,
 		var rec *store.IdempotencyRow
 		// An expired claim with the same body is taken over, its seed
 		// kept; any other is held (the row stays locked all the same).
-		t.queue(`INSERT INTO idempotency_claims AS c (scope, key, body_sha256, seed, token, expires_at, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
-ON CONFLICT (scope, key) DO UPDATE SET token = EXCLUDED.token, expires_at = EXCLUDED.expires_at
+		t.queue(`INSERT INTO idempotency_claims AS c (scope, key, body_sha256, seed, token, owner, expires_at, created_at)
+VALUES ($1, $2, $3, $4, $5, $9, $6, $7)
+ON CONFLICT (scope, key) DO UPDATE SET token = EXCLUDED.token, owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
 WHERE c.expires_at <= $8 AND c.body_sha256 = EXCLUDED.body_sha256
-RETURNING seed, created_at`, c.Scope, c.Key, c.BodySHA256, c.Seed, c.Token, c.ExpiresAt, c.CreatedAt, now).
+RETURNING seed, created_at`, c.Scope, c.Key, c.BodySHA256, c.Seed, c.Token, c.ExpiresAt, c.CreatedAt, now, c.Owner).
 			QueryRow(func(r pgx.Row) error {
 				mine := *c
 				if err := r.Scan(&mine.Seed, &mine.CreatedAt); err != nil {
@@ -195,10 +195,10 @@ RETURNING seed, created_at`, c.Scope, c.Key, c.BodySHA256, c.Seed, c.Token, c.Ex
 				claimed = &mine
 				return nil
 			})
-		t.queue(`SELECT body_sha256, seed, token, expires_at, created_at FROM idempotency_claims WHERE scope = $1 AND key = $2`, c.Scope, c.Key).
+		t.queue(`SELECT body_sha256, seed, token, owner, expires_at, created_at FROM idempotency_claims WHERE scope = $1 AND key = $2`, c.Scope, c.Key).
 			QueryRow(func(r pgx.Row) error {
 				cur := store.IdempotencyClaim{Scope: c.Scope, Key: c.Key}
-				if err := r.Scan(&cur.BodySHA256, &cur.Seed, &cur.Token, &cur.ExpiresAt, &cur.CreatedAt); err != nil {
+				if err := r.Scan(&cur.BodySHA256, &cur.Seed, &cur.Token, &cur.Owner, &cur.ExpiresAt, &cur.CreatedAt); err != nil {
 					return noRowIsNil(err)
 				}
 				cur.ExpiresAt, cur.CreatedAt = cur.ExpiresAt.UTC(), cur.CreatedAt.UTC()
@@ -275,4 +275,16 @@ func (s *Store) IdempotencyRelease(ctx context.Context, scope, key, token string
 		return fmt.Errorf("release the claim of idempotency key %q in %q: %w", key, scope, err)
 	}
 	return nil
+}
+
+// IdempotencyExpireOwner implements store.Store.
+func (s *Store) IdempotencyExpireOwner(ctx context.Context, owner string, now time.Time) (int, error) {
+	if err := checks.ID("owner", owner); err != nil {
+		return 0, fmt.Errorf("expire idempotency claims: %w", err)
+	}
+	n, err := s.exec(ctx, `UPDATE idempotency_claims SET expires_at = $2 WHERE owner = $1 AND expires_at > $2`, owner, now)
+	if err != nil {
+		return 0, fmt.Errorf("expire the idempotency claims of %q: %w", owner, err)
+	}
+	return int(n), nil
 }

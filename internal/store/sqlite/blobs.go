@@ -208,12 +208,12 @@ func (s *Store) IdempotencyClaim(ctx context.Context, c *store.IdempotencyClaim,
 		}
 		cur := store.IdempotencyClaim{Scope: c.Scope, Key: c.Key}
 		var expires int64
-		err = w.queryRow(`SELECT body_sha256, seed, token, expires_at, created_at FROM idempotency_claims WHERE scope = ? AND key = ?`,
-			c.Scope, c.Key).Scan(&cur.BodySHA256, &cur.Seed, &cur.Token, &expires, &created)
+		err = w.queryRow(`SELECT body_sha256, seed, token, owner, expires_at, created_at FROM idempotency_claims WHERE scope = ? AND key = ?`,
+			c.Scope, c.Key).Scan(&cur.BodySHA256, &cur.Seed, &cur.Token, &cur.Owner, &expires, &created)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			if _, err := w.exec(`INSERT INTO idempotency_claims (scope, key, body_sha256, seed, token, expires_at, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?)`, c.Scope, c.Key, c.BodySHA256, c.Seed, c.Token, toMicros(c.ExpiresAt), toMicros(c.CreatedAt)); err != nil {
+			if _, err := w.exec(`INSERT INTO idempotency_claims (scope, key, body_sha256, seed, token, owner, expires_at, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, c.Scope, c.Key, c.BodySHA256, c.Seed, c.Token, c.Owner, toMicros(c.ExpiresAt), toMicros(c.CreatedAt)); err != nil {
 				return nil, mapErr(err)
 			}
 			mine := *c
@@ -227,11 +227,11 @@ VALUES (?, ?, ?, ?, ?, ?, ?)`, c.Scope, c.Key, c.BodySHA256, c.Seed, c.Token, to
 			res = &store.IdempotencyClaimResult{Held: &cur}
 			return nil, nil
 		}
-		if _, err := w.exec(`UPDATE idempotency_claims SET token = ?, expires_at = ? WHERE scope = ? AND key = ?`,
-			c.Token, toMicros(c.ExpiresAt), c.Scope, c.Key); err != nil {
+		if _, err := w.exec(`UPDATE idempotency_claims SET token = ?, owner = ?, expires_at = ? WHERE scope = ? AND key = ?`,
+			c.Token, c.Owner, toMicros(c.ExpiresAt), c.Scope, c.Key); err != nil {
 			return nil, mapErr(err)
 		}
-		cur.Token, cur.ExpiresAt = c.Token, c.ExpiresAt
+		cur.Token, cur.Owner, cur.ExpiresAt = c.Token, c.Owner, c.ExpiresAt
 		res = &store.IdempotencyClaimResult{Claimed: &cur}
 		return nil, nil
 	}})
@@ -281,4 +281,25 @@ func (s *Store) IdempotencyRelease(ctx context.Context, scope, key, token string
 		return fmt.Errorf("release the claim of idempotency key %q in %q: %w", key, scope, err)
 	}
 	return nil
+}
+
+// IdempotencyExpireOwner implements store.Store.
+func (s *Store) IdempotencyExpireOwner(ctx context.Context, owner string, now time.Time) (int, error) {
+	if err := s.checkOpen(); err != nil {
+		return 0, err
+	}
+	if err := checks.ID("owner", owner); err != nil {
+		return 0, fmt.Errorf("expire idempotency claims: %w", err)
+	}
+	var n int64
+	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+		var err error
+		n, err = w.changed(`UPDATE idempotency_claims SET expires_at = ? WHERE owner = ? AND expires_at > ?`,
+			toMicros(now), owner, toMicros(now))
+		return nil, mapErr(err)
+	}})
+	if err != nil {
+		return 0, fmt.Errorf("expire the idempotency claims of %q: %w", owner, err)
+	}
+	return int(n), nil
 }

@@ -268,7 +268,7 @@ func testIdempotencyClaims(t *testing.T, h *harness) {
 	claim := func(token, bodySum, seed string, now, ttl time.Duration) *store.IdempotencyClaimResult {
 		t.Helper()
 		res, err := h.s.IdempotencyClaim(h.ctx, &store.IdempotencyClaim{
-			Scope: "POST /v1/sessions", Key: "key-1", BodySHA256: bodySum, Seed: seed, Token: token,
+			Scope: "POST /v1/sessions", Key: "key-1", BodySHA256: bodySum, Seed: seed, Token: token, Owner: "node-" + token,
 			ExpiresAt: at(now + ttl), CreatedAt: at(now),
 		}, at(now))
 		require.NoError(t, err)
@@ -285,7 +285,7 @@ func testIdempotencyClaims(t *testing.T, h *harness) {
 	first := claim("tok-1", body, "seed-1", time.Second, time.Minute)
 	require.NotNil(t, first.Claimed)
 	require.Equal(t, store.IdempotencyClaim{
-		Scope: "POST /v1/sessions", Key: "key-1", BodySHA256: body, Seed: "seed-1", Token: "tok-1",
+		Scope: "POST /v1/sessions", Key: "key-1", BodySHA256: body, Seed: "seed-1", Token: "tok-1", Owner: "node-tok-1",
 		ExpiresAt: at(time.Second + time.Minute), CreatedAt: at(time.Second),
 	}, *first.Claimed)
 
@@ -293,6 +293,7 @@ func testIdempotencyClaims(t *testing.T, h *harness) {
 	require.NotNil(t, live.Held, "a live claim is held")
 	require.Equal(t, "tok-1", live.Held.Token)
 	require.Equal(t, "seed-1", live.Held.Seed)
+	require.Equal(t, "node-tok-1", live.Held.Owner)
 
 	// Renewed by its run only.
 	require.NoError(t, h.s.IdempotencyRenew(h.ctx, "POST /v1/sessions", "key-1", "tok-1", at(10*time.Minute)))
@@ -320,6 +321,20 @@ func testIdempotencyClaims(t *testing.T, h *harness) {
 	late := claim("tok-4", body, "seed-4", 6*time.Minute, time.Minute)
 	require.NotNil(t, late.Claimed)
 	require.Equal(t, "seed-1", late.Claimed.Seed)
+	require.Equal(t, "node-tok-4", late.Claimed.Owner)
+
+	// Expired by its node starting again: taken over at once; another
+	// node's expiry leaves it.
+	n, err := h.s.IdempotencyExpireOwner(h.ctx, "node-tok-1", at(6*time.Minute))
+	require.NoError(t, err)
+	require.Zero(t, n, "tok-1's node holds nothing now")
+	require.NotNil(t, claim("tok-x", body, "seed-x", 6*time.Minute, time.Minute).Held)
+	n, err = h.s.IdempotencyExpireOwner(h.ctx, "node-tok-4", at(6*time.Minute+time.Second))
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	restarted := claim("tok-4b", body, "seed-4b", 6*time.Minute+2*time.Second, time.Minute)
+	require.NotNil(t, restarted.Claimed, "the dead incarnation's claim is taken over before it would have expired")
+	require.Equal(t, "seed-1", restarted.Claimed.Seed)
 
 	// A response ends the claim: every later run is answered from it.
 	require.NoError(t, h.s.IdempotencyPut(h.ctx, &store.IdempotencyRow{

@@ -9,6 +9,10 @@
 -- the retry, which runs with the claim's seed: a creation named after the
 -- seed finds what the first run made (store.IdempotencyClaim).
 --
+-- A claim names the node that holds it (owner): a node that starts again
+-- expires its previous incarnation's claims at once, as its leases, so a
+-- retry after its crash need not wait for them to expire.
+--
 -- Claims live beside the records, not in them: a node of the previous
 -- release reads idempotency_keys only and never meets a response-less row.
 CREATE TABLE idempotency_claims (
@@ -17,6 +21,7 @@ CREATE TABLE idempotency_claims (
     body_sha256 TEXT    NOT NULL,
     seed        TEXT    NOT NULL,
     token       TEXT    NOT NULL,
+    owner       TEXT    NOT NULL DEFAULT '',
     expires_at  INTEGER NOT NULL,
     created_at  INTEGER NOT NULL,
     PRIMARY KEY (scope, key)
