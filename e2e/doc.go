@@ -77,6 +77,12 @@
 //     cancel stays requested until a person decides. TestSteerCrash_* do
 //     the same to a steer with interrupt: the step's call made after the
 //     restart carries the message, and nothing answers the turn without it.
+//   - TestIdempotentCreateSurvivesACrashBeforeItsRecord SIGKILLs the server
+//     (stepped as the cancel's crash is) once it has committed the session
+//     of a POST /v1/sessions with an Idempotency-Key and not yet recorded
+//     the answer, and restarts it: the client's retry is answered at once
+//     with that session (not a replay: it ran again and found it), the
+//     sessions list holds no other, and a third POST replays it.
 //
 // The adversarial suite (issue 14, "nothing widens its own powers") is
 // adversarial_<area>_test.go, one file per area — budget (a tree of
