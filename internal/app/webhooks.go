@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/engine"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -23,7 +24,17 @@ func (a *App) CreateWebhookEndpoint(ctx context.Context, req *lt.CreateWebhookEn
 		in.Project = project
 		req = &in
 	}
-	return a.webhooks.CreateWebhookEndpoint(ctx, req)
+	// A request run again after its first run's answer was lost names
+	// the endpoint as that run did (WithCreationSeed).
+	seed, seeded, err := engine.CreationSeed(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id := ""
+	if seeded {
+		id = "whe_" + seed
+	}
+	return a.webhooks.CreateWebhookEndpointNamed(ctx, id, req)
 }
 
 // ListWebhookEndpoints implements Service: the caller's project's

@@ -257,6 +257,22 @@ func TestIdempotentRetryAfterALostRecordMakesNothingTwice(t *testing.T) {
 	require.Equal(t, decodeRecorder[lt.Session](t, fork).ID, decodeRecorder[lt.Session](t, forkAgain).ID)
 	list = decode[lt.List[lt.Session]](t, h.get("/v1/sessions"))
 	require.Len(t, list.Data, 2, "the session and its one fork")
+
+	// A webhook endpoint, its record lost: made once, and the retry is
+	// answered with the secret it was made with.
+	lost.lost.Store(1)
+	epBody := `{"url":"https://hooks.example.com/longhaul"}`
+	ep := serve(http.MethodPost, "/v1/webhooks/endpoints", epBody, "endpoint-1")
+	require.Equal(t, http.StatusCreated, ep.Code, ep.Body.String())
+	clock.Add(int64(31 * time.Second))
+	epAgain := serve(http.MethodPost, "/v1/webhooks/endpoints", epBody, "endpoint-1")
+	require.Equal(t, http.StatusCreated, epAgain.Code, epAgain.Body.String())
+	made1, made2 := decodeRecorder[lt.WebhookEndpoint](t, ep), decodeRecorder[lt.WebhookEndpoint](t, epAgain)
+	require.Equal(t, made1.ID, made2.ID)
+	require.NotEmpty(t, made1.Secret)
+	require.Equal(t, made1.Secret, made2.Secret)
+	eps := decode[lt.List[lt.WebhookEndpoint]](t, h.get("/v1/webhooks/endpoints"))
+	require.Len(t, eps.Data, 1, "one endpoint, made once")
 }
 
 // scriptedCreate answers CreateSession by script: n counts the calls from 1.

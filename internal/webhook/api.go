@@ -35,6 +35,28 @@ func NewAPI(d *Dispatcher) *API { return &API{d: d} }
 // caller may name) and returns it with its secret, which no later
 // response shows.
 func (a *API) CreateWebhookEndpoint(ctx context.Context, req *lt.CreateWebhookEndpointRequest) (*lt.WebhookEndpoint, error) {
+	return a.CreateWebhookEndpointNamed(ctx, "", req)
+}
+
+// CreateWebhookEndpointNamed is CreateWebhookEndpoint with the endpoint's
+// id given ("": a new one): a request run again (its Idempotency-Key's
+// first run died before answering) names the endpoint as the first run
+// did, and is answered with the endpoint that run made, if it did, secret
+// included, rather than making a second one.
+func (a *API) CreateWebhookEndpointNamed(ctx context.Context, id string, req *lt.CreateWebhookEndpointRequest) (*lt.WebhookEndpoint, error) {
+	if id != "" {
+		row, err := a.d.st.WebhookEndpointGet(ctx, id)
+		switch {
+		case err == nil:
+			ep := endpointWire(row)
+			if len(row.Secrets) > 0 {
+				ep.Secret = row.Secrets[0]
+			}
+			return &ep, nil
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, fmt.Errorf("create webhook endpoint: %w", err)
+		}
+	}
 	if req == nil {
 		return nil, apierror.Invalid("", "request body is empty: send a JSON object")
 	}
@@ -55,10 +77,13 @@ func (a *API) CreateWebhookEndpoint(ctx context.Context, req *lt.CreateWebhookEn
 			events = append(events, e)
 		}
 	}
-	var b [12]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	if id == "" {
+		var b [12]byte
+		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+		id = "whe_" + hex.EncodeToString(b[:])
+	}
 	row := &store.WebhookEndpointRow{
-		ID: "whe_" + hex.EncodeToString(b[:]), Project: project, URL: req.URL, Events: events,
+		ID: id, Project: project, URL: req.URL, Events: events,
 		Secrets: []string{NewSecret()}, CreatedAt: a.d.clock.Now().UTC(),
 	}
 	if err := a.d.st.WebhookEndpointCreate(ctx, row); err != nil {
