@@ -124,6 +124,10 @@ type SessionReviewedData struct {
 	// Actor is who reviewed; nil when the engine did it by itself, or in a
 	// journal older than actors.
 	Actor *Actor `json:"actor,omitempty"`
+	// Request is the seed of the request with an Idempotency-Key that
+	// journaled it, by which a run of the same request after its server
+	// died finds it instead of journaling it again; empty without a key.
+	Request string `json:"request,omitempty"`
 }
 
 // ConstraintAddedData is the data of session.constraint_added: a person pinned
@@ -133,6 +137,10 @@ type ConstraintAddedData struct {
 	// Actor is who pinned the constraint; nil when the engine did it by
 	// itself, or in a journal older than actors.
 	Actor *Actor `json:"actor,omitempty"`
+	// Request is the seed of the request with an Idempotency-Key that
+	// journaled it, by which a run of the same request after its server
+	// died finds it instead of journaling it again; empty without a key.
+	Request string `json:"request,omitempty"`
 }
 
 // Turns.
@@ -163,6 +171,10 @@ type TurnSteeredData struct {
 	// Actor is who sent the message; nil when the engine did it by itself,
 	// or in a journal older than actors.
 	Actor *Actor `json:"actor,omitempty"`
+	// Request is the seed of the request with an Idempotency-Key that
+	// journaled it, by which a run of the same request after its server
+	// died finds it instead of journaling it again; empty without a key.
+	Request string `json:"request,omitempty"`
 }
 
 // TurnCompletedData is the data of turn.completed.

@@ -23,6 +23,10 @@ func TestSteerCommand(t *testing.T) {
 	ev := s.waitEvent(t, id, lt.EventTurnSteered)
 	var d lt.TurnSteeredData
 	require.NoError(t, json.Unmarshal(ev.Data, &d))
+	// The CLI's client sends an Idempotency-Key: the event carries its
+	// claim's seed.
+	require.Regexp(t, `^[0-9a-z]{26}$`, d.Request)
+	d.Request = ""
 	require.Equal(t, lt.TurnSteeredData{TurnID: ev.TurnID, Input: "Use the 2025 figures.", Interrupt: true,
 		Actor: &lt.Actor{Name: "local", Role: lt.RoleAdmin}}, d, "the loopback caller steered")
 	sess := cliJSON[lt.Session](t, "steer", id, "And be brief.", "--server", s.url, "--json")

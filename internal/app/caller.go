@@ -43,10 +43,11 @@ func CallerFrom(ctx context.Context) (Caller, bool) {
 	return c, ok
 }
 
-// WithCreationSeed returns ctx carrying seed, which names what a creation
-// made with it creates (a session, a fork, a turn), so that a request run
-// twice (its Idempotency-Key's first run died before answering) makes it
-// once (engine.WithCreationSeed).
-func WithCreationSeed(ctx context.Context, seed string) context.Context {
-	return engine.WithCreationSeed(ctx, seed)
+// WithCreationSeed returns ctx carrying seed, which names what a request
+// made with it creates (a session, a fork, a turn, a webhook endpoint) or
+// journals (a steer, a constraint, a review, a signal), so that a request
+// run twice (its Idempotency-Key's first run died before answering) does
+// it once; rerun says an earlier run may have (engine.WithCreationSeed).
+func WithCreationSeed(ctx context.Context, seed string, rerun bool) context.Context {
+	return engine.WithCreationSeed(ctx, seed, rerun)
 }

@@ -40,7 +40,7 @@ func seededCreationsAtOnce(t *testing.T, st store.Store, eng *engine.Engine) {
 	const rounds, runs = 20, 3
 	for round := range rounds {
 		seed := fmt.Sprintf("seed%022d", round)
-		ctx := app.WithCreationSeed(base, seed)
+		ctx := app.WithCreationSeed(base, seed, true)
 		create := func() (*lt.Session, error) {
 			var req lt.CreateSessionRequest
 			require.NoError(t, json.Unmarshal([]byte(`{"agent_spec": `+leafSpec+`, "input": "take notes", "webhook_url": "https://hooks.example.com/x"}`), &req))

@@ -2,8 +2,14 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
 // A request the server ran under an Idempotency-Key may run twice: its
@@ -14,29 +20,114 @@ import (
 // session created or forked is "ses_"+seed, a turn "turn_"+seed, and a
 // webhook endpoint (internal/app) "whe_"+seed.
 
+//
+// The controls that create nothing with an id of their own (a steer, a
+// constraint, a review) journal the seed in their event (its "request"),
+// and a signal is "sig_"+seed: a run that follows an earlier one (rerun)
+// looks for that event in the journal since the seed was made
+// (requestDone) and answers from it instead of journaling it again. A
+// first run has nothing to look for.
+
 type seedKey struct{}
+
+type seeded struct {
+	seed  string
+	rerun bool
+}
 
 // WithCreationSeed returns ctx carrying seed, which names what a creation
 // made with it creates (a session, a fork, a turn): made once, whatever
-// the number of runs. seed is 26 lowercase letters and digits, as the
-// random part of the engine's ids (a lowercase ULID).
-func WithCreationSeed(ctx context.Context, seed string) context.Context {
-	return context.WithValue(ctx, seedKey{}, seed)
+// the number of runs. seed is 26 lowercase letters and digits, a lowercase
+// ULID made when the request first ran (requestDone reads its time).
+// rerun says that an earlier run of the request may have made it: a
+// first run does not look.
+func WithCreationSeed(ctx context.Context, seed string, rerun bool) context.Context {
+	return context.WithValue(ctx, seedKey{}, seeded{seed: seed, rerun: rerun})
 }
 
 // CreationSeed returns the seed ctx carries (WithCreationSeed), for a
 // creation outside the engine (a webhook endpoint) to be named after it;
 // ok is false without one. A seed of another shape is an error.
 func CreationSeed(ctx context.Context) (seed string, ok bool, err error) {
-	seed, ok = ctx.Value(seedKey{}).(string)
-	if ok && !validSeed(seed) {
-		return "", false, fmt.Errorf("creation seed %q is not 26 lowercase letters and digits", seed)
+	v, ok := ctx.Value(seedKey{}).(seeded)
+	if ok && !validSeed(v.seed) {
+		return "", false, fmt.Errorf("creation seed %q is not 26 lowercase letters and digits", v.seed)
 	}
-	return seed, ok, nil
+	return v.seed, ok, nil
+}
+
+// IsRerun reports whether ctx's request may have run before with its seed
+// (WithCreationSeed): what it makes is looked for first.
+func IsRerun(ctx context.Context) bool {
+	v, ok := ctx.Value(seedKey{}).(seeded)
+	return ok && v.rerun
+}
+
+// requestSeed is the seed to journal in a control's event ("" without one).
+func requestSeed(ctx context.Context) (string, error) {
+	seed, _, err := CreationSeed(ctx)
+	return seed, err
+}
+
+// requestPage is how many events requestDone reads at a time.
+const requestPage = 256
+
+// requestDone returns the event of type typ that an earlier run of ctx's
+// request journaled in session id's journal (match tells it by its data),
+// or nil: nil at once when ctx's run is its request's first. It reads the
+// journal back from its end to the seed's time (a minute earlier, for
+// clocks out of step between nodes).
+func (e *Engine) requestDone(ctx context.Context, id, typ string, match func(data []byte) bool) (*lt.Event, error) {
+	seed, ok, err := CreationSeed(ctx)
+	if err != nil || !ok || !IsRerun(ctx) {
+		return nil, err
+	}
+	u, err := ulid.ParseStrict(strings.ToUpper(seed))
+	if err != nil {
+		return nil, fmt.Errorf("creation seed %q: %w", seed, err)
+	}
+	since := ulid.Time(u.Time()).Add(-time.Minute)
+	row, err := e.store.SessionGet(ctx, id)
+	if err != nil {
+		return nil, notFound(err, "session", id)
+	}
+	for end := row.LastSeq; end > 0; end -= requestPage {
+		evs, err := e.store.EventList(ctx, id, max(0, end-requestPage), int(min(requestPage, end)))
+		if err != nil {
+			return nil, err
+		}
+		for i := len(evs) - 1; i >= 0; i-- {
+			ev := wireEvent(evs[i])
+			if ev.Time.Before(since) {
+				return nil, nil
+			}
+			if ev.Type != typ {
+				continue
+			}
+			if ev, err = e.fullEvent(ctx, ev); err != nil {
+				return nil, err
+			}
+			if match(ev.Data) {
+				return &ev, nil
+			}
+		}
+	}
+	return nil, nil
+}
+
+// madeBy tells the event data a run of seed journaled ("request").
+func madeBy(seed string) func([]byte) bool {
+	return func(data []byte) bool {
+		var d struct {
+			Request string `json:"request"`
+		}
+		return json.Unmarshal(data, &d) == nil && d.Request == seed
+	}
 }
 
 // creationID is the id of what a creation made with ctx creates: prefix and
-// ctx's seed (seeded), or a new one.
+// ctx's seed, or a new one. seeded says that an earlier run of the request
+// may have made it (IsRerun): the creation looks for it first.
 func creationID(ctx context.Context, prefix string, now time.Time) (id string, seeded bool, err error) {
 	// A seed of another shape is the caller's wiring, never a client's:
 	// the server makes seeds.
@@ -44,7 +135,7 @@ func creationID(ctx context.Context, prefix string, now time.Time) (id string, s
 	if err != nil || !ok {
 		return newID(prefix, now), false, err
 	}
-	return prefix + seed, true, nil
+	return prefix + seed, IsRerun(ctx), nil
 }
 
 func validSeed(s string) bool {
@@ -57,4 +148,20 @@ func validSeed(s string) bool {
 		}
 	}
 	return true
+}
+
+// controlDoneBefore is, for a control that journals one event of type typ
+// a run (a steer, a constraint, a review), the session as it is now when an
+// earlier run of ctx's request journaled it; nil when none did (or ctx's
+// run is the first), and the control runs.
+func (e *Engine) controlDoneBefore(ctx context.Context, id, typ string) (*lt.Session, error) {
+	seed, ok, err := CreationSeed(ctx)
+	if err != nil || !ok {
+		return nil, err
+	}
+	ev, err := e.requestDone(ctx, id, typ, madeBy(seed))
+	if err != nil || ev == nil {
+		return nil, err
+	}
+	return e.GetSession(ctx, id)
 }

@@ -26,6 +26,13 @@ func (e *Engine) ReviewSession(ctx context.Context, id string, req *lt.ReviewReq
 	case req.Continue && strings.TrimSpace(req.Note) == "":
 		return nil, apierror.Invalid("note", "required with continue: it is the new turn's input")
 	}
+	if v, err := e.controlDoneBefore(ctx, id, lt.EventSessionReviewed); v != nil || err != nil {
+		return v, err
+	}
+	seed, err := requestSeed(ctx)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := e.store.ArtifactList(ctx, id)
 	if err != nil {
 		return nil, notFound(err, "session", id)
@@ -42,7 +49,7 @@ func (e *Engine) ReviewSession(ctx context.Context, id string, req *lt.ReviewReq
 		if a := finalArtifact(arts); a != nil {
 			r.ArtifactID, r.TurnID = a.ID, a.TurnID
 		}
-		if err := b.add(lt.EventSessionReviewed, r.TurnID, 0, lt.SessionReviewedData{Review: r, Actor: b.actor()}); err != nil {
+		if err := b.add(lt.EventSessionReviewed, r.TurnID, 0, lt.SessionReviewedData{Review: r, Actor: b.actor(), Request: seed}); err != nil {
 			return nil, err
 		}
 		if req.Continue {

@@ -423,8 +423,15 @@ func (e *Engine) AddConstraint(ctx context.Context, id string, req *lt.AddConstr
 	case len(c) > maxConstraintBytes:
 		return nil, apierror.Invalid("constraint", "must be at most %d bytes", maxConstraintBytes)
 	}
+	if v, err := e.controlDoneBefore(ctx, id, lt.EventConstraintAdded); v != nil || err != nil {
+		return v, err
+	}
+	seed, err := requestSeed(ctx)
+	if err != nil {
+		return nil, err
+	}
 	v, err := mutate(ctx, e, id, func(b *batch) (*lt.Session, error) {
-		if err := b.add(lt.EventConstraintAdded, "", 0, lt.ConstraintAddedData{Constraint: c, Actor: b.actor()}); err != nil {
+		if err := b.add(lt.EventConstraintAdded, "", 0, lt.ConstraintAddedData{Constraint: c, Actor: b.actor(), Request: seed}); err != nil {
 			return nil, err
 		}
 		v := b.st.View()

@@ -59,6 +59,13 @@ func (e *Engine) SteerSession(ctx context.Context, id string, req *lt.SteerReque
 	case len(req.Input) > maxSteerBytes:
 		return nil, apierror.Invalid("input", "longer than %d bytes (send a long text as a follow-up turn's input)", maxSteerBytes)
 	}
+	if v, err := e.controlDoneBefore(ctx, id, lt.EventTurnSteered); v != nil || err != nil {
+		return v, err
+	}
+	seed, err := requestSeed(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if err := e.refuseWhenLow(); err != nil {
 		return nil, err
 	}
@@ -72,7 +79,7 @@ func (e *Engine) SteerSession(ctx context.Context, id string, req *lt.SteerReque
 		case st.Cancel != nil:
 			return nil, apierror.Conflict("session %s is being cancelled: send a follow-up turn once it is", id)
 		}
-		if err := b.add(lt.EventTurnSteered, turn.ID, 0, lt.TurnSteeredData{TurnID: turn.ID, Input: req.Input, Interrupt: req.Interrupt, Actor: b.actor()}); err != nil {
+		if err := b.add(lt.EventTurnSteered, turn.ID, 0, lt.TurnSteeredData{TurnID: turn.ID, Input: req.Input, Interrupt: req.Interrupt, Actor: b.actor(), Request: seed}); err != nil {
 			return nil, err
 		}
 		v := b.st.View()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,6 +90,29 @@ func (r *runner) endWait(ctx context.Context) error {
 	})
 }
 
+// signalSentBefore is signal sigID as an earlier run of the request
+// journaled it (a run after its server died before answering), or nil.
+// Delivered says whether a wait has taken it by now.
+func (e *Engine) signalSentBefore(ctx context.Context, id, sigID string) (*lt.Signal, error) {
+	ev, err := e.requestDone(ctx, id, lt.EventSignalReceived, func(data []byte) bool {
+		var d lt.SignalReceivedData
+		return json.Unmarshal(data, &d) == nil && d.ID == sigID
+	})
+	if err != nil || ev == nil {
+		return nil, err
+	}
+	d, err := lt.DataAs[lt.SignalReceivedData](*ev)
+	if err != nil {
+		return nil, err
+	}
+	_, st, err := e.loadState(ctx, id)
+	if err != nil {
+		return nil, notFound(err, "session", id)
+	}
+	delivered := !slices.ContainsFunc(st.Signals, func(s lt.SignalReceivedData) bool { return s.ID == sigID })
+	return &lt.Signal{ID: d.ID, Name: d.Name, Payload: d.Payload, Delivered: delivered, At: ev.Time}, nil
+}
+
 // maxSignalPayload bounds a signal's payload (it becomes a tool result).
 const maxSignalPayload = 256 << 10
 
@@ -105,7 +129,16 @@ func (e *Engine) SendSignal(ctx context.Context, id string, req *lt.SignalReques
 		return nil, apierror.Invalid("payload", "must be at most %d bytes", maxSignalPayload)
 	}
 	now := e.clock.Now()
-	sig := lt.SignalReceivedData{ID: newID("sig_", now), Name: name, Payload: req.Payload}
+	sigID, rerun, err := creationID(ctx, "sig_", now)
+	if err != nil {
+		return nil, err
+	}
+	if rerun {
+		if s, err := e.signalSentBefore(ctx, id, sigID); s != nil || err != nil {
+			return s, err
+		}
+	}
+	sig := lt.SignalReceivedData{ID: sigID, Name: name, Payload: req.Payload}
 	out, err := mutate(ctx, e, id, func(b *batch) (*lt.Signal, error) {
 		delivered := false
 		if w := b.st.Wait; w != nil && w.Kind == lt.WaitSignal && w.Name == name && w.Signal == nil {

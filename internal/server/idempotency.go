@@ -102,7 +102,7 @@ func (s *Server) idempotent(h handlerFunc) handlerFunc {
 		}
 		rec := newCapture()
 		err = s.runClaimed(ctx, claim, release, func() error {
-			return h(rec, r.WithContext(app.WithCreationSeed(ctx, claim.Seed)))
+			return h(rec, r.WithContext(app.WithCreationSeed(ctx, claim.Seed, !fresh)))
 		})
 		if err != nil || rec.status < 200 || rec.status > 299 {
 			// A refusal (4xx) of the claim's first run wrote nothing:

@@ -438,3 +438,49 @@ func firstCheckpoint(t *testing.T, h *harness, id string) string {
 	}, 10*time.Second, 5*time.Millisecond)
 	return cp
 }
+
+// The controls that journal an event and create nothing of their own (a
+// steer, a constraint, a signal, a review) journal it once too: a retry
+// after a lost record finds the event its first run journaled (it carries
+// the claim's seed) and answers from it.
+func TestIdempotentRetryAfterALostRecordJournalsControlsOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	var clock atomic.Int64
+	now := func() time.Time { return time.Unix(0, clock.Load()).UTC() }
+	lost := &lostRecords{IdempotencyStore: h.store}
+	serve := otherServer(t, h, lost, now)
+	// once posts body to path with key, its record lost, then again once
+	// the dead run's claim has lapsed; the server's clock is the engine's
+	// (a seed is read back as the time its request first ran).
+	once := func(path, body, key string) (first, again *httptest.ResponseRecorder) {
+		t.Helper()
+		clock.Store(time.Now().UnixNano())
+		lost.lost.Store(1)
+		first = serve(http.MethodPost, path, body, key)
+		require.Less(t, first.Code, 300, first.Body.String())
+		clock.Add(int64(31 * time.Second))
+		again = serve(http.MethodPost, path, body, key)
+		require.Equal(t, first.Code, again.Code, again.Body.String())
+		require.Empty(t, again.Header().Get("Idempotent-Replayed"), "run again, not replayed")
+		return first, again
+	}
+
+	sess, _ := h.startFunctionSession("c1")
+	base := "/v1/sessions/" + sess.ID
+	once(base+"/steer", `{"input":"use the 2025 figures"}`, "steer-1")
+	once(base+"/constraints", `{"constraint":"never email customers"}`, "constraint-1")
+	sig, sigAgain := once(base+"/signals", `{"name":"approved","payload":{"by":"ops"}}`, "signal-1")
+	require.Equal(t, decodeRecorder[lt.Signal](t, sig).ID, decodeRecorder[lt.Signal](t, sigAgain).ID)
+	evs := h.events(sess.ID)
+	require.Len(t, ofType(evs, lt.EventTurnSteered), 1, "one steer")
+	require.Len(t, ofType(evs, lt.EventConstraintAdded), 1, "one constraint")
+	require.Len(t, ofType(evs, lt.EventSignalReceived), 1, "one signal")
+
+	done := decode[lt.Session](t, h.post("/v1/sessions", scriptedSession("to review")))
+	h.waitStatus(done.ID, lt.SessionIdle)
+	once("/v1/sessions/"+done.ID+"/review", `{"accepted":false,"note":"again, shorter","continue":true}`, "review-1")
+	evs = h.events(done.ID)
+	require.Len(t, ofType(evs, lt.EventSessionReviewed), 1, "one review")
+	require.Len(t, ofType(evs, lt.EventTurnCreated), 2, "the first turn and the one the review started, once")
+}
