@@ -9,6 +9,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -23,10 +24,9 @@ import (
 //
 // The controls that create nothing with an id of their own (a steer, a
 // constraint, a review) journal the seed in their event (its "request"),
-// and a signal is "sig_"+seed: a run that follows an earlier one (rerun)
-// looks for that event in the journal since the seed was made
-// (requestDone) and answers from it instead of journaling it again. A
-// first run has nothing to look for.
+// and a signal is "sig_"+seed: a seeded run looks for that event in the
+// journal since the seed was made (requestDone), in the change that would
+// journal it, and answers from it instead of journaling it again.
 
 type seedKey struct{}
 
@@ -72,26 +72,29 @@ func requestSeed(ctx context.Context) (string, error) {
 // requestPage is how many events requestDone reads at a time.
 const requestPage = 256
 
-// requestDone returns the event of type typ that an earlier run of ctx's
-// request journaled in session id's journal (match tells it by its data),
-// or nil: nil at once when ctx's run is its request's first. It reads the
-// journal back from its end to the seed's time (a minute earlier, for
-// clocks out of step between nodes).
-func (e *Engine) requestDone(ctx context.Context, id, typ string, match func(data []byte) bool) (*lt.Event, error) {
+// requestClockSlack is how far before its seed's time requestDone looks:
+// the seed was made by one node's clock, the event may have been stamped
+// by another's.
+const requestClockSlack = time.Minute
+
+// requestDone returns the event of type typ that a run of ctx's request
+// journaled in session id's journal up to seq end (match tells it by its
+// data), or nil; nil at once without a seed. It reads the journal back
+// from end to the seed's time. Called inside a change conditional on the
+// journal ending at end (mutateRow's row.LastSeq), it cannot miss a run of
+// the same request that journals at the same time: that write moves the
+// end, and the change is made again, looking again.
+func (e *Engine) requestDone(ctx context.Context, id string, end int64, typ string, match func(data []byte) bool) (*lt.Event, error) {
 	seed, ok, err := CreationSeed(ctx)
-	if err != nil || !ok || !IsRerun(ctx) {
+	if err != nil || !ok {
 		return nil, err
 	}
 	u, err := ulid.ParseStrict(strings.ToUpper(seed))
 	if err != nil {
 		return nil, fmt.Errorf("creation seed %q: %w", seed, err)
 	}
-	since := ulid.Time(u.Time()).Add(-time.Minute)
-	row, err := e.store.SessionGet(ctx, id)
-	if err != nil {
-		return nil, notFound(err, "session", id)
-	}
-	for end := row.LastSeq; end > 0; end -= requestPage {
+	since := ulid.Time(u.Time()).Add(-requestClockSlack)
+	for ; end > 0; end -= requestPage {
 		evs, err := e.store.EventList(ctx, id, max(0, end-requestPage), int(min(requestPage, end)))
 		if err != nil {
 			return nil, err
@@ -126,8 +129,9 @@ func madeBy(seed string) func([]byte) bool {
 }
 
 // creationID is the id of what a creation made with ctx creates: prefix and
-// ctx's seed, or a new one. seeded says that an earlier run of the request
-// may have made it (IsRerun): the creation looks for it first.
+// ctx's seed (seeded), or a new one. A seeded creation that may follow an
+// earlier run of its request (IsRerun) looks for what that run made first;
+// any seeded creation that meets its id made meanwhile answers with it.
 func creationID(ctx context.Context, prefix string, now time.Time) (id string, seeded bool, err error) {
 	// A seed of another shape is the caller's wiring, never a client's:
 	// the server makes seeds.
@@ -135,7 +139,7 @@ func creationID(ctx context.Context, prefix string, now time.Time) (id string, s
 	if err != nil || !ok {
 		return newID(prefix, now), false, err
 	}
-	return prefix + seed, IsRerun(ctx), nil
+	return prefix + seed, true, nil
 }
 
 func validSeed(s string) bool {
@@ -150,18 +154,15 @@ func validSeed(s string) bool {
 	return true
 }
 
-// controlDoneBefore is, for a control that journals one event of type typ
-// a run (a steer, a constraint, a review), the session as it is now when an
-// earlier run of ctx's request journaled it; nil when none did (or ctx's
-// run is the first), and the control runs.
-func (e *Engine) controlDoneBefore(ctx context.Context, id, typ string) (*lt.Session, error) {
+// journaledBefore reports whether a run of ctx's request (its seed, if it
+// has one) journaled an event of type typ in b's session up to the journal
+// b's change is conditional on (row): the control then journals nothing
+// and answers from the session as it is.
+func (e *Engine) journaledBefore(ctx context.Context, row *store.SessionRow, typ string) (bool, error) {
 	seed, ok, err := CreationSeed(ctx)
 	if err != nil || !ok {
-		return nil, err
+		return false, err
 	}
-	ev, err := e.requestDone(ctx, id, typ, madeBy(seed))
-	if err != nil || ev == nil {
-		return nil, err
-	}
-	return e.GetSession(ctx, id)
+	ev, err := e.requestDone(ctx, row.ID, row.LastSeq, typ, madeBy(seed))
+	return ev != nil, err
 }

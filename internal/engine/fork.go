@@ -52,7 +52,7 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 	if err != nil {
 		return nil, err
 	}
-	if seeded {
+	if seeded && IsRerun(ctx) {
 		// Made by an earlier run of the same request: answered as made
 		// (its secret by the caller), before anything is checked again,
 		// its workspace left as it is.

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
+	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -26,9 +27,6 @@ func (e *Engine) ReviewSession(ctx context.Context, id string, req *lt.ReviewReq
 	case req.Continue && strings.TrimSpace(req.Note) == "":
 		return nil, apierror.Invalid("note", "required with continue: it is the new turn's input")
 	}
-	if v, err := e.controlDoneBefore(ctx, id, lt.EventSessionReviewed); v != nil || err != nil {
-		return v, err
-	}
 	seed, err := requestSeed(ctx)
 	if err != nil {
 		return nil, err
@@ -41,7 +39,13 @@ func (e *Engine) ReviewSession(ctx context.Context, id string, req *lt.ReviewReq
 	if err != nil {
 		return nil, err
 	}
-	v, err := mutate(ctx, e, id, func(b *batch) (*lt.Session, error) {
+	v, err := mutateRow(ctx, e, id, func(row *store.SessionRow, b *batch) (*lt.Session, error) {
+		if done, err := e.journaledBefore(ctx, row, lt.EventSessionReviewed); done || err != nil {
+			// Reviewed by an earlier run of the request, whose turn (with
+			// continue) may be running now.
+			v := b.st.View()
+			return &v, err
+		}
 		if len(b.st.Turns) > 0 {
 			return nil, apierror.Conflict("session %s is still working (status %s): review it once its turn has ended", id, b.st.Session.Status)
 		}

@@ -38,7 +38,7 @@ func (e *Engine) CreateSessionSigned(ctx context.Context, req *lt.CreateSessionR
 	if err != nil {
 		return nil, err
 	}
-	if seeded {
+	if seeded && IsRerun(ctx) {
 		// Made by an earlier run of the same request: answered as made,
 		// before anything of the request is checked again (what was
 		// allowed then may be refused now, and the session runs).
@@ -312,7 +312,7 @@ func (e *Engine) CreateTurn(ctx context.Context, sessionID string, req *lt.Creat
 	if err != nil {
 		return nil, err
 	}
-	if seeded {
+	if seeded && IsRerun(ctx) {
 		// Queued by an earlier run of the same request, and perhaps ended
 		// since: answered as it is.
 		if t, err := e.GetTurn(ctx, sessionID, id); err == nil {
@@ -323,6 +323,17 @@ func (e *Engine) CreateTurn(ctx context.Context, sessionID string, req *lt.Creat
 	}
 	turn, err := mutate(ctx, e, sessionID, func(b *batch) (*lt.Turn, error) {
 		st := b.st
+		if seeded {
+			// Queued by a run of the same request that overlapped this
+			// one (its claim taken over while it still ran): its turn is
+			// read committed, or its write moved the journal's end and
+			// this change is made again.
+			if t, err := e.GetTurn(ctx, sessionID, id); err == nil {
+				return t, nil
+			} else if !isNotFound(err) {
+				return nil, err
+			}
+		}
 		if st.Cancel != nil {
 			return nil, apierror.Conflict("session %s is being cancelled", sessionID)
 		}
@@ -332,14 +343,6 @@ func (e *Engine) CreateTurn(ctx context.Context, sessionID string, req *lt.Creat
 			// itself queues the turn, which starts after its resume.
 			if err := e.ancestorPaused(ctx, sessionID, *p); err != nil {
 				return nil, err
-			}
-		}
-		if seeded {
-			for i := range st.Turns {
-				if st.Turns[i].ID == id {
-					t := st.Turns[i]
-					return &t, nil // queued by an earlier run of the request
-				}
 			}
 		}
 		if err := b.add(lt.EventTurnCreated, id, 0, lt.TurnCreatedData{TurnID: id, Index: st.TurnCount + 1, Input: req.Input}); err != nil {
@@ -423,14 +426,15 @@ func (e *Engine) AddConstraint(ctx context.Context, id string, req *lt.AddConstr
 	case len(c) > maxConstraintBytes:
 		return nil, apierror.Invalid("constraint", "must be at most %d bytes", maxConstraintBytes)
 	}
-	if v, err := e.controlDoneBefore(ctx, id, lt.EventConstraintAdded); v != nil || err != nil {
-		return v, err
-	}
 	seed, err := requestSeed(ctx)
 	if err != nil {
 		return nil, err
 	}
-	v, err := mutate(ctx, e, id, func(b *batch) (*lt.Session, error) {
+	v, err := mutateRow(ctx, e, id, func(row *store.SessionRow, b *batch) (*lt.Session, error) {
+		if done, err := e.journaledBefore(ctx, row, lt.EventConstraintAdded); done || err != nil {
+			v := b.st.View()
+			return &v, err
+		}
 		if err := b.add(lt.EventConstraintAdded, "", 0, lt.ConstraintAddedData{Constraint: c, Actor: b.actor(), Request: seed}); err != nil {
 			return nil, err
 		}

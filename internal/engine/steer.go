@@ -9,6 +9,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -59,9 +60,6 @@ func (e *Engine) SteerSession(ctx context.Context, id string, req *lt.SteerReque
 	case len(req.Input) > maxSteerBytes:
 		return nil, apierror.Invalid("input", "longer than %d bytes (send a long text as a follow-up turn's input)", maxSteerBytes)
 	}
-	if v, err := e.controlDoneBefore(ctx, id, lt.EventTurnSteered); v != nil || err != nil {
-		return v, err
-	}
 	seed, err := requestSeed(ctx)
 	if err != nil {
 		return nil, err
@@ -69,8 +67,14 @@ func (e *Engine) SteerSession(ctx context.Context, id string, req *lt.SteerReque
 	if err := e.refuseWhenLow(); err != nil {
 		return nil, err
 	}
-	v, err := mutate(ctx, e, id, func(b *batch) (*lt.Session, error) {
+	v, err := mutateRow(ctx, e, id, func(row *store.SessionRow, b *batch) (*lt.Session, error) {
 		st := b.st
+		if done, err := e.journaledBefore(ctx, row, lt.EventTurnSteered); done || err != nil {
+			// Steered by an earlier run of the request, whose turn may
+			// have ended since.
+			v := st.View()
+			return &v, err
+		}
 		turn := st.CurrentTurn()
 		switch {
 		case turn == nil:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/journal"
+	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -90,11 +91,13 @@ func (r *runner) endWait(ctx context.Context) error {
 	})
 }
 
-// signalSentBefore is signal sigID as an earlier run of the request
-// journaled it (a run after its server died before answering), or nil.
-// Delivered says whether a wait has taken it by now.
-func (e *Engine) signalSentBefore(ctx context.Context, id, sigID string) (*lt.Signal, error) {
-	ev, err := e.requestDone(ctx, id, lt.EventSignalReceived, func(data []byte) bool {
+// signalSentBefore is signal sigID as a run of the same request journaled
+// it in the journal up to row (a run after its server died before
+// answering, or one that overlapped), or nil. Delivered says whether it is
+// no longer kept for a wait to come (st): a wait has taken it, or, past the
+// hundred kept, newer signals have pushed it out.
+func (e *Engine) signalSentBefore(ctx context.Context, row *store.SessionRow, st *journal.State, sigID string) (*lt.Signal, error) {
+	ev, err := e.requestDone(ctx, row.ID, row.LastSeq, lt.EventSignalReceived, func(data []byte) bool {
 		var d lt.SignalReceivedData
 		return json.Unmarshal(data, &d) == nil && d.ID == sigID
 	})
@@ -104,10 +107,6 @@ func (e *Engine) signalSentBefore(ctx context.Context, id, sigID string) (*lt.Si
 	d, err := lt.DataAs[lt.SignalReceivedData](*ev)
 	if err != nil {
 		return nil, err
-	}
-	_, st, err := e.loadState(ctx, id)
-	if err != nil {
-		return nil, notFound(err, "session", id)
 	}
 	delivered := !slices.ContainsFunc(st.Signals, func(s lt.SignalReceivedData) bool { return s.ID == sigID })
 	return &lt.Signal{ID: d.ID, Name: d.Name, Payload: d.Payload, Delivered: delivered, At: ev.Time}, nil
@@ -129,17 +128,17 @@ func (e *Engine) SendSignal(ctx context.Context, id string, req *lt.SignalReques
 		return nil, apierror.Invalid("payload", "must be at most %d bytes", maxSignalPayload)
 	}
 	now := e.clock.Now()
-	sigID, rerun, err := creationID(ctx, "sig_", now)
+	sigID, seeded, err := creationID(ctx, "sig_", now)
 	if err != nil {
 		return nil, err
 	}
-	if rerun {
-		if s, err := e.signalSentBefore(ctx, id, sigID); s != nil || err != nil {
-			return s, err
-		}
-	}
 	sig := lt.SignalReceivedData{ID: sigID, Name: name, Payload: req.Payload}
-	out, err := mutate(ctx, e, id, func(b *batch) (*lt.Signal, error) {
+	out, err := mutateRow(ctx, e, id, func(row *store.SessionRow, b *batch) (*lt.Signal, error) {
+		if seeded {
+			if s, err := e.signalSentBefore(ctx, row, b.st, sigID); s != nil || err != nil {
+				return s, err
+			}
+		}
 		delivered := false
 		if w := b.st.Wait; w != nil && w.Kind == lt.WaitSignal && w.Name == name && w.Signal == nil {
 			delivered = true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -453,12 +454,15 @@ func TestIdempotentRetryAfterALostRecordJournalsControlsOnce(t *testing.T) {
 	// once posts body to path with key, its record lost, then again once
 	// the dead run's claim has lapsed; the server's clock is the engine's
 	// (a seed is read back as the time its request first ran).
-	once := func(path, body, key string) (first, again *httptest.ResponseRecorder) {
+	once := func(path, body, key string, between ...func()) (first, again *httptest.ResponseRecorder) {
 		t.Helper()
 		clock.Store(time.Now().UnixNano())
 		lost.lost.Store(1)
 		first = serve(http.MethodPost, path, body, key)
 		require.Less(t, first.Code, 300, first.Body.String())
+		for _, f := range between {
+			f()
+		}
 		clock.Add(int64(31 * time.Second))
 		again = serve(http.MethodPost, path, body, key)
 		require.Equal(t, first.Code, again.Code, again.Body.String())
@@ -468,14 +472,21 @@ func TestIdempotentRetryAfterALostRecordJournalsControlsOnce(t *testing.T) {
 
 	sess, _ := h.startFunctionSession("c1")
 	base := "/v1/sessions/" + sess.ID
-	once(base+"/steer", `{"input":"use the 2025 figures"}`, "steer-1")
+	// More than a page of the journal (requestDone reads 256 events at
+	// a time) between the steer and its retry.
+	once(base+"/steer", `{"input":"use the 2025 figures"}`, "steer-1", func() {
+		for i := range 300 {
+			r := h.post(base+"/signals", fmt.Sprintf(`{"name":"tick-%d"}`, i))
+			require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.body)
+		}
+	})
 	once(base+"/constraints", `{"constraint":"never email customers"}`, "constraint-1")
 	sig, sigAgain := once(base+"/signals", `{"name":"approved","payload":{"by":"ops"}}`, "signal-1")
 	require.Equal(t, decodeRecorder[lt.Signal](t, sig).ID, decodeRecorder[lt.Signal](t, sigAgain).ID)
 	evs := h.events(sess.ID)
 	require.Len(t, ofType(evs, lt.EventTurnSteered), 1, "one steer")
 	require.Len(t, ofType(evs, lt.EventConstraintAdded), 1, "one constraint")
-	require.Len(t, ofType(evs, lt.EventSignalReceived), 1, "one signal")
+	require.Len(t, ofType(evs, lt.EventSignalReceived), 301, "one signal, and the 300 sent without a key")
 
 	done := decode[lt.Session](t, h.post("/v1/sessions", scriptedSession("to review")))
 	h.waitStatus(done.ID, lt.SessionIdle)
@@ -483,4 +494,78 @@ func TestIdempotentRetryAfterALostRecordJournalsControlsOnce(t *testing.T) {
 	evs = h.events(done.ID)
 	require.Len(t, ofType(evs, lt.EventSessionReviewed), 1, "one review")
 	require.Len(t, ofType(evs, lt.EventTurnCreated), 2, "the first turn and the one the review started, once")
+}
+
+// stalledFirst holds the first call of each of its methods until release
+// is closed: a run of a request that stalls (its server paused, its
+// database out of reach) past its claim's time, while a retry takes the
+// claim over and runs.
+type stalledFirst struct {
+	server.Backend
+	release chan struct{}
+	started chan struct{} // one send per held call
+	calls   atomic.Int32
+}
+
+func (s *stalledFirst) hold() {
+	if s.calls.Add(1) == 1 {
+		s.started <- struct{}{}
+		<-s.release
+	}
+}
+
+func (s *stalledFirst) CreateTurn(ctx context.Context, id string, req *lt.CreateTurnRequest) (*lt.Turn, error) {
+	s.hold()
+	return s.Backend.CreateTurn(ctx, id, req)
+}
+
+func (s *stalledFirst) Steer(ctx context.Context, id string, req *lt.SteerRequest) (*lt.Session, error) {
+	s.hold()
+	return s.Backend.Steer(ctx, id, req)
+}
+
+func (s *stalledFirst) AddConstraint(ctx context.Context, id, constraint string) (*lt.Session, error) {
+	s.hold()
+	return s.Backend.AddConstraint(ctx, id, constraint)
+}
+
+func (s *stalledFirst) SendSignal(ctx context.Context, id string, req *lt.SignalRequest) (*lt.Signal, error) {
+	s.hold()
+	return s.Backend.SendSignal(ctx, id, req)
+}
+
+// Two runs of one request that overlap (the first stalled past its claim's
+// time, and the client's retry on another server took the claim over and
+// ran) journal it once: the first run, going on after the retry's write,
+// finds it in the change that would journal it again.
+func TestIdempotentOverlappingRunsJournalOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	sess, _ := h.startFunctionSession("c1")
+	base := "/v1/sessions/" + sess.ID
+	cases := []struct {
+		path, body, typ string
+	}{
+		{base + "/turns", `{"input":"and then the totals"}`, lt.EventTurnCreated},
+		{base + "/steer", `{"input":"use the 2025 figures"}`, lt.EventTurnSteered},
+		{base + "/constraints", `{"constraint":"never email customers"}`, lt.EventConstraintAdded},
+		{base + "/signals", `{"name":"approved"}`, lt.EventSignalReceived},
+	}
+	for i, c := range cases {
+		before := len(ofType(h.events(sess.ID), c.typ))
+		start := time.Now()
+		stalled := &stalledFirst{Backend: h.app, release: make(chan struct{}), started: make(chan struct{}, 1)}
+		first := serverOn(t, h, stalled, h.store, func() time.Time { return start })
+		retry := otherServer(t, h, h.store, func() time.Time { return start.Add(31 * time.Second) })
+		key := fmt.Sprintf("overlap-%d", i)
+		answered := make(chan *httptest.ResponseRecorder, 1)
+		go func() { answered <- first(http.MethodPost, c.path, c.body, key) }()
+		<-stalled.started
+		again := retry(http.MethodPost, c.path, c.body, key)
+		require.Less(t, again.Code, 300, "%s: %s", c.path, again.Body.String())
+		close(stalled.release)
+		late := <-answered
+		require.Less(t, late.Code, 300, "%s: %s", c.path, late.Body.String())
+		require.Len(t, ofType(h.events(sess.ID), c.typ), before+1, "%s: journaled once", c.path)
+	}
 }

@@ -44,15 +44,12 @@ func (a *API) CreateWebhookEndpoint(ctx context.Context, req *lt.CreateWebhookEn
 // did, and is answered with the endpoint that run made, if it did, secret
 // included, rather than making a second one.
 func (a *API) CreateWebhookEndpointNamed(ctx context.Context, id string, req *lt.CreateWebhookEndpointRequest) (*lt.WebhookEndpoint, error) {
-	if id != "" {
+	named := id != ""
+	if named {
 		row, err := a.d.st.WebhookEndpointGet(ctx, id)
 		switch {
 		case err == nil:
-			ep := endpointWire(row)
-			if len(row.Secrets) > 0 {
-				ep.Secret = row.Secrets[0]
-			}
-			return &ep, nil
+			return endpointMade(row), nil
 		case !errors.Is(err, store.ErrNotFound):
 			return nil, fmt.Errorf("create webhook endpoint: %w", err)
 		}
@@ -87,11 +84,30 @@ func (a *API) CreateWebhookEndpointNamed(ctx context.Context, id string, req *lt
 		Secrets: []string{NewSecret()}, CreatedAt: a.d.clock.Now().UTC(),
 	}
 	if err := a.d.st.WebhookEndpointCreate(ctx, row); err != nil {
+		if named && errors.Is(err, store.ErrConflict) {
+			// Made by a run of the same request that overlapped this one:
+			// answered with it, or, while its write is not readable yet
+			// (SQLite answers a conflict before the batch commits), a 503
+			// to retry, never an error that frees the key.
+			made, err := a.d.st.WebhookEndpointGet(ctx, id)
+			if err != nil {
+				return nil, apierror.Unavailable("webhook endpoint %s is being made by another run of this request: retry it", id)
+			}
+			return endpointMade(made), nil
+		}
 		return nil, fmt.Errorf("create webhook endpoint: %w", err)
 	}
-	ep := endpointWire(row)
-	ep.Secret = row.Secrets[0]
-	return &ep, nil
+	return endpointMade(row), nil
+}
+
+// endpointMade is the answer to the creation of r: the endpoint with its
+// newest secret, which no later answer shows.
+func endpointMade(r *store.WebhookEndpointRow) *lt.WebhookEndpoint {
+	ep := endpointWire(r)
+	if len(r.Secrets) > 0 {
+		ep.Secret = r.Secrets[0]
+	}
+	return &ep
 }
 
 // CheckURL validates a webhook URL: absolute http or https with a host, no
