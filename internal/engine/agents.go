@@ -207,9 +207,22 @@ func (e *Engine) PutAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Age
 	if err != nil {
 		return nil, err
 	}
+	// A version carries no id of its own to name after a keyed request's
+	// seed: its creator's record carries the seed instead, and a run of
+	// the same request (its first run's answer lost, or two at once) is
+	// answered with the version that carries it.
+	seed, _, err := CreationSeed(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if seed != "" && IsRerun(ctx) {
+		if v, err := e.agentMadeBy(ctx, project, req.Name, seed); v != nil || err != nil {
+			return v, err
+		}
+	}
 	var by json.RawMessage // who defines the version; nil: unknown
 	if a := actorOf(ctx); a != nil {
-		if by, err = json.Marshal(a); err != nil {
+		if by, err = json.Marshal(agentCreator{Actor: *a, Request: seed}); err != nil {
 			return nil, err
 		}
 	}
@@ -218,6 +231,9 @@ func (e *Engine) PutAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Age
 		latest, err := e.store.AgentGet(ctx, project, req.Name, 0)
 		switch {
 		case err == nil:
+			if seed != "" && createdBy(latest) == seed {
+				return agentView(latest) // made by a run of the request at the same time
+			}
 			version = latest.Version + 1
 		case !errors.Is(err, store.ErrNotFound):
 			return nil, err
@@ -231,6 +247,41 @@ func (e *Engine) PutAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Age
 		}
 		return agentView(row)
 	}
+}
+
+// agentCreator is what a version records of who made it: the actor, and
+// the seed of the keyed request that did (read back as an lt.Actor, which
+// leaves the seed out).
+type agentCreator struct {
+	lt.Actor
+	Request string `json:"request,omitempty"`
+}
+
+// createdBy is the seed of the request that made version r ("" if none).
+func createdBy(r *store.AgentRow) string {
+	var c agentCreator
+	if len(r.CreatedBy) == 0 || json.Unmarshal(r.CreatedBy, &c) != nil {
+		return ""
+	}
+	return c.Request
+}
+
+// agentMadeBy is the version of agent name that a run of the request of
+// seed made, or nil.
+func (e *Engine) agentMadeBy(ctx context.Context, project, name, seed string) (*lt.Agent, error) {
+	rows, err := e.store.AgentVersions(ctx, project, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rows {
+		if createdBy(r) == seed {
+			return agentView(r)
+		}
+	}
+	return nil, nil
 }
 
 // ListAgents returns the latest version of every agent of project ("": of

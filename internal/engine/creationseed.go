@@ -89,11 +89,10 @@ func (e *Engine) requestDone(ctx context.Context, id string, end int64, typ stri
 	if err != nil || !ok {
 		return nil, err
 	}
-	u, err := ulid.ParseStrict(strings.ToUpper(seed))
+	since, err := seedSince(seed)
 	if err != nil {
-		return nil, fmt.Errorf("creation seed %q: %w", seed, err)
+		return nil, err
 	}
-	since := ulid.Time(u.Time()).Add(-requestClockSlack)
 	for ; end > 0; end -= requestPage {
 		evs, err := e.store.EventList(ctx, id, max(0, end-requestPage), int(min(requestPage, end)))
 		if err != nil {
@@ -116,6 +115,16 @@ func (e *Engine) requestDone(ctx context.Context, id string, end int64, typ stri
 		}
 	}
 	return nil, nil
+}
+
+// seedSince is the time a run of seed's request may have made something
+// from: when the seed was made (its ULID's time), less requestClockSlack.
+func seedSince(seed string) (time.Time, error) {
+	u, err := ulid.ParseStrict(strings.ToUpper(seed))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("creation seed %q: %w", seed, err)
+	}
+	return ulid.Time(u.Time()).Add(-requestClockSlack), nil
 }
 
 // madeBy tells the event data a run of seed journaled ("request").

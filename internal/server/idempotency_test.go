@@ -274,6 +274,23 @@ func TestIdempotentRetryAfterALostRecordMakesNothingTwice(t *testing.T) {
 	require.Equal(t, made1.Secret, made2.Secret)
 	eps := decode[lt.List[lt.WebhookEndpoint]](t, h.get("/v1/webhooks/endpoints"))
 	require.Len(t, eps.Data, 1, "one endpoint, made once")
+
+	// An agent version, its record lost: made once.
+	lost.lost.Store(1)
+	agentBody := `{"name":"researcher","spec":{"model":{"provider":"scripted","name":"demo","script":[{"text":"done"}]},"instructions":"Answer."}}`
+	v1 := serve(http.MethodPost, "/v1/agents", agentBody, "agent-1")
+	require.Equal(t, http.StatusCreated, v1.Code, v1.Body.String())
+	// Another key is another request: a version of its own, the same
+	// definition or not.
+	v2 := serve(http.MethodPost, "/v1/agents", agentBody, "agent-2")
+	require.Equal(t, http.StatusCreated, v2.Code, v2.Body.String())
+	require.Equal(t, 2, decodeRecorder[lt.Agent](t, v2).Version)
+	clock.Add(int64(31 * time.Second))
+	v1Again := serve(http.MethodPost, "/v1/agents", agentBody, "agent-1")
+	require.Equal(t, http.StatusCreated, v1Again.Code, v1Again.Body.String())
+	require.Equal(t, 1, decodeRecorder[lt.Agent](t, v1Again).Version, "the version the first run made, though another came after it")
+	versions := decode[lt.List[lt.Agent]](t, h.get("/v1/agents/researcher/versions"))
+	require.Len(t, versions.Data, 2, "each request's version, made once")
 }
 
 // scriptedCreate answers CreateSession by script: n counts the calls from 1.
