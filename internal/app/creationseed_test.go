@@ -1,10 +1,15 @@
 package app_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
 
 	"github.com/stretchr/testify/require"
 
@@ -71,4 +76,92 @@ func seededCreationsAtOnce(t *testing.T, st store.Store, eng *engine.Engine) {
 	list, err := a.ListSessions(base, lt.ListSessionsParams{Limit: 100})
 	require.NoError(t, err)
 	require.Len(t, list.Data, rounds, "one session a seed")
+}
+
+// heldAppend holds the first append carrying an event of type typ (armed)
+// until release is closed: a run stalled inside its change, after its look
+// and before its write.
+type heldAppend struct {
+	store.Store
+	mu      sync.Mutex
+	typ     string
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (h *heldAppend) arm(typ string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.typ, h.held, h.release = typ, make(chan struct{}), make(chan struct{})
+}
+
+func (h *heldAppend) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]store.Event, error) {
+	h.mu.Lock()
+	var held, release chan struct{}
+	for _, ev := range p.Events {
+		if h.typ != "" && ev.Type == h.typ {
+			held, release, h.typ = h.held, h.release, ""
+		}
+	}
+	h.mu.Unlock()
+	if held != nil {
+		close(held)
+		<-release
+	}
+	return h.Store.EventAppend(ctx, p)
+}
+
+// Two runs of one request that overlap inside the change (the first has
+// looked and not yet written when the second, a retry that took its
+// claim over, looks and writes) journal it once: the first's write meets
+// the moved journal, and its change, made again, finds the second's event.
+func TestSeededControlsOverlappingInTheirChangeJournalOnce(t *testing.T) {
+	st := apptest.SQLite(t)
+	held := &heldAppend{Store: st}
+	eng := apptest.EngineOn(t, held, nil)
+	a := apptest.New(t, held, eng, nil)
+	f := &fixture{t: t, ctx: app.WithCaller(t.Context(), app.LibraryCaller), st: st, eng: eng, app: a}
+	const asking = `{"model": {"provider": "scripted", "script": [{"tool_calls": [{"name": "lookup", "arguments": {"id": "c1"}}]}, {"text": "done"}]},
+	  "tools": [{"name": "lookup", "type": "function", "effect": "read", "parameters": {"type": "object", "properties": {"id": {"type": "string"}}}}]}`
+	s := f.create(asking, "look it up")
+	require.Eventually(t, func() bool {
+		got, err := a.GetSession(f.ctx, s.ID)
+		require.NoError(t, err)
+		return got.Status == lt.SessionRequiresAction
+	}, 15*time.Second, 5*time.Millisecond)
+
+	controls := []struct {
+		typ string
+		run func(ctx context.Context) error
+	}{
+		{lt.EventTurnSteered, func(ctx context.Context) error {
+			_, err := a.Steer(ctx, s.ID, &lt.SteerRequest{Input: "use the 2025 figures"})
+			return err
+		}},
+		{lt.EventConstraintAdded, func(ctx context.Context) error {
+			_, err := a.AddConstraint(ctx, s.ID, "never email customers")
+			return err
+		}},
+		{lt.EventSignalReceived, func(ctx context.Context) error {
+			_, err := a.SendSignal(ctx, s.ID, &lt.SignalRequest{Name: "approved"})
+			return err
+		}},
+	}
+	for i, c := range controls {
+		seed := strings.ToLower(ulid.Make().String())
+		held.arm(c.typ)
+		first := make(chan error, 1)
+		go func() { first <- c.run(app.WithCreationSeed(f.ctx, seed, false)) }()
+		<-held.held
+		require.NoError(t, c.run(app.WithCreationSeed(f.ctx, seed, true)), "control %d: the retry", i)
+		close(held.release)
+		require.NoError(t, <-first, "control %d: the first run, going on", i)
+		n := 0
+		for _, ev := range f.journal(s.ID) {
+			if ev.Type == c.typ {
+				n++
+			}
+		}
+		require.Equal(t, 1, n, "%s journaled once", c.typ)
+	}
 }

@@ -200,17 +200,11 @@ func (e *Engine) PutAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Age
 	if req.Name == inlineAgent {
 		return nil, apierror.Invalid("name", "%q is reserved for sessions created with an inline agent_spec", inlineAgent)
 	}
-	if err := e.validateSpec(ctx, project, &req.Spec, "spec"); err != nil {
-		return nil, err
-	}
-	raw, err := json.Marshal(req.Spec)
-	if err != nil {
-		return nil, err
-	}
 	// A version carries no id of its own to name after a keyed request's
 	// seed: its creator's record carries the seed instead, and a run of
 	// the same request (its first run's answer lost, or two at once) is
-	// answered with the version that carries it.
+	// answered with the version that carries it, before the definition
+	// is checked again (what was allowed then may be refused now).
 	seed, _, err := CreationSeed(ctx)
 	if err != nil {
 		return nil, err
@@ -219,6 +213,13 @@ func (e *Engine) PutAgent(ctx context.Context, req *lt.PutAgentRequest) (*lt.Age
 		if v, err := e.agentMadeBy(ctx, project, req.Name, seed); v != nil || err != nil {
 			return v, err
 		}
+	}
+	if err := e.validateSpec(ctx, project, &req.Spec, "spec"); err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(req.Spec)
+	if err != nil {
+		return nil, err
 	}
 	var by json.RawMessage // who defines the version; nil: unknown
 	if a := actorOf(ctx); a != nil {

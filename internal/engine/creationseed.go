@@ -9,7 +9,6 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
-	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -20,13 +19,13 @@ import (
 // second run finds what the first made rather than making it again: a
 // session created or forked is "ses_"+seed, a turn "turn_"+seed, and a
 // webhook endpoint (internal/app) "whe_"+seed.
-
 //
 // The controls that create nothing with an id of their own (a steer, a
 // constraint, a review) journal the seed in their event (its "request"),
 // and a signal is "sig_"+seed: a seeded run looks for that event in the
-// journal since the seed was made (requestDone), in the change that would
-// journal it, and answers from it instead of journaling it again.
+// journal since the seed was made (requestLook), in the change that would
+// journal it, and answers from it instead of journaling it again. An agent
+// version records the seed with its creator (agents.go).
 
 type seedKey struct{}
 
@@ -38,7 +37,7 @@ type seeded struct {
 // WithCreationSeed returns ctx carrying seed, which names what a creation
 // made with it creates (a session, a fork, a turn): made once, whatever
 // the number of runs. seed is 26 lowercase letters and digits, a lowercase
-// ULID made when the request first ran (requestDone reads its time).
+// ULID made when the request first ran (requestLook reads its time).
 // rerun says that an earlier run of the request may have made it: a
 // first run does not look.
 func WithCreationSeed(ctx context.Context, seed string, rerun bool) context.Context {
@@ -69,51 +68,83 @@ func requestSeed(ctx context.Context) (string, error) {
 	return seed, err
 }
 
-// requestPage is how many events requestDone reads at a time.
+// requestPage is how many events a requestLook reads at a time.
 const requestPage = 256
 
-// requestClockSlack is how far before its seed's time requestDone looks:
+// requestClockSlack is how far before its seed's time a requestLook looks:
 // the seed was made by one node's clock, the event may have been stamped
 // by another's.
 const requestClockSlack = time.Minute
 
-// requestDone returns the event of type typ that a run of ctx's request
-// journaled in session id's journal up to seq end (match tells it by its
-// data), or nil; nil at once without a seed. It reads the journal back
-// from end to the seed's time. Called inside a change conditional on the
-// journal ending at end (mutateRow's row.LastSeq), it cannot miss a run of
-// the same request that journals at the same time: that write moves the
-// end, and the change is made again, looking again.
-func (e *Engine) requestDone(ctx context.Context, id string, end int64, typ string, match func(data []byte) bool) (*lt.Event, error) {
+// requestLook looks for the event of type typ (match tells it by its data)
+// that a run of ctx's request journaled in a session's journal: once, back
+// from the journal's end to the seed's time (newRequestLook), then, in
+// each attempt of the change that would journal it, over the events
+// appended since (upTo). The journal only grows, so no attempt reads what
+// an earlier one read. Called with the end a change's append is
+// conditional on, it cannot miss a run of the same request that journals
+// at the same time: that write moves the end, and the change is made
+// again, looking again.
+type requestLook struct {
+	e       *Engine
+	id, typ string
+	match   func(data []byte) bool
+	since   time.Time // zero: no seed, nothing to look for
+	checked int64     // the events up to this seq were looked at
+	found   *lt.Event
+}
+
+// newRequestLook starts the look of ctx's request in session id's journal
+// (nothing to look for without a seed).
+func (e *Engine) newRequestLook(ctx context.Context, id, typ string, match func(seed string) func([]byte) bool) (*requestLook, error) {
+	l := &requestLook{e: e, id: id, typ: typ}
 	seed, ok, err := CreationSeed(ctx)
 	if err != nil || !ok {
+		return l, err
+	}
+	if l.since, err = seedSince(seed); err != nil {
 		return nil, err
 	}
-	since, err := seedSince(seed)
+	l.match = match(seed)
+	row, err := e.store.SessionGet(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, notFound(err, "session", id)
 	}
-	for ; end > 0; end -= requestPage {
-		evs, err := e.store.EventList(ctx, id, max(0, end-requestPage), int(min(requestPage, end)))
+	_, err = l.upTo(ctx, row.LastSeq)
+	return l, err
+}
+
+// upTo returns the event looked for, looking at the journal up to seq end
+// past what was looked at already; nil if no run journaled it.
+func (l *requestLook) upTo(ctx context.Context, end int64) (*lt.Event, error) {
+	if l.since.IsZero() || l.found != nil || end <= l.checked {
+		return l.found, nil
+	}
+	for top := end; top > l.checked; top -= requestPage {
+		from := max(l.checked, top-requestPage)
+		evs, err := l.e.store.EventList(ctx, l.id, from, int(top-from))
 		if err != nil {
 			return nil, err
 		}
 		for i := len(evs) - 1; i >= 0; i-- {
 			ev := wireEvent(evs[i])
-			if ev.Time.Before(since) {
+			if ev.Time.Before(l.since) {
+				l.checked = end
 				return nil, nil
 			}
-			if ev.Type != typ {
+			if ev.Type != l.typ {
 				continue
 			}
-			if ev, err = e.fullEvent(ctx, ev); err != nil {
+			if ev, err = l.e.fullEvent(ctx, ev); err != nil {
 				return nil, err
 			}
-			if match(ev.Data) {
-				return &ev, nil
+			if l.match(ev.Data) {
+				l.found = &ev
+				return l.found, nil
 			}
 		}
 	}
+	l.checked = end
 	return nil, nil
 }
 
@@ -161,17 +192,4 @@ func validSeed(s string) bool {
 		}
 	}
 	return true
-}
-
-// journaledBefore reports whether a run of ctx's request (its seed, if it
-// has one) journaled an event of type typ in b's session up to the journal
-// b's change is conditional on (row): the control then journals nothing
-// and answers from the session as it is.
-func (e *Engine) journaledBefore(ctx context.Context, row *store.SessionRow, typ string) (bool, error) {
-	seed, ok, err := CreationSeed(ctx)
-	if err != nil || !ok {
-		return false, err
-	}
-	ev, err := e.requestDone(ctx, row.ID, row.LastSeq, typ, madeBy(seed))
-	return ev != nil, err
 }

@@ -162,9 +162,20 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 			}
 		}
 	}
+	if seeded {
+		// Made meanwhile by a run of the same request that overlapped this
+		// one (this run stalled past its claim's time): its workspace is
+		// that fork's, perhaps at work already, and is not restored over.
+		if v, err := e.GetSession(ctx, forkID); !isNotFound(err) {
+			return v, err
+		}
+	}
 	if cp.Snapshot != "" {
 		if err := e.restoreFork(ctx, cmp.Or(row.Project, lt.DefaultProject), forkID, cp.Snapshot); err != nil {
-			_ = e.removeWorkspace(forkID)
+			if _, gone := e.store.SessionGet(ctx, forkID); !seeded || isNotFound(gone) {
+				// Never the copy of a fork another run made meanwhile.
+				_ = e.removeWorkspace(forkID)
+			}
 			return nil, err
 		}
 	}

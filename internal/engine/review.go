@@ -31,6 +31,10 @@ func (e *Engine) ReviewSession(ctx context.Context, id string, req *lt.ReviewReq
 	if err != nil {
 		return nil, err
 	}
+	look, err := e.newRequestLook(ctx, id, lt.EventSessionReviewed, madeBy)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := e.store.ArtifactList(ctx, id)
 	if err != nil {
 		return nil, notFound(err, "session", id)
@@ -40,7 +44,7 @@ func (e *Engine) ReviewSession(ctx context.Context, id string, req *lt.ReviewReq
 		return nil, err
 	}
 	v, err := mutateRow(ctx, e, id, func(row *store.SessionRow, b *batch) (*lt.Session, error) {
-		if done, err := e.journaledBefore(ctx, row, lt.EventSessionReviewed); done || err != nil {
+		if done, err := look.upTo(ctx, row.LastSeq); done != nil || err != nil {
 			// Reviewed by an earlier run of the request, whose turn (with
 			// continue) may be running now.
 			v := b.st.View()

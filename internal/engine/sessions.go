@@ -430,8 +430,12 @@ func (e *Engine) AddConstraint(ctx context.Context, id string, req *lt.AddConstr
 	if err != nil {
 		return nil, err
 	}
+	look, err := e.newRequestLook(ctx, id, lt.EventConstraintAdded, madeBy)
+	if err != nil {
+		return nil, err
+	}
 	v, err := mutateRow(ctx, e, id, func(row *store.SessionRow, b *batch) (*lt.Session, error) {
-		if done, err := e.journaledBefore(ctx, row, lt.EventConstraintAdded); done || err != nil {
+		if done, err := look.upTo(ctx, row.LastSeq); done != nil || err != nil {
 			v := b.st.View()
 			return &v, err
 		}

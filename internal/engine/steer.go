@@ -64,12 +64,16 @@ func (e *Engine) SteerSession(ctx context.Context, id string, req *lt.SteerReque
 	if err != nil {
 		return nil, err
 	}
+	look, err := e.newRequestLook(ctx, id, lt.EventTurnSteered, madeBy)
+	if err != nil {
+		return nil, err
+	}
 	if err := e.refuseWhenLow(); err != nil {
 		return nil, err
 	}
 	v, err := mutateRow(ctx, e, id, func(row *store.SessionRow, b *batch) (*lt.Session, error) {
 		st := b.st
-		if done, err := e.journaledBefore(ctx, row, lt.EventTurnSteered); done || err != nil {
+		if done, err := look.upTo(ctx, row.LastSeq); done != nil || err != nil {
 			// Steered by an earlier run of the request, whose turn may
 			// have ended since.
 			v := st.View()

@@ -91,24 +91,31 @@ func (r *runner) endWait(ctx context.Context) error {
 	})
 }
 
-// signalSentBefore is signal sigID as a run of the same request journaled
-// it in the journal up to row (a run after its server died before
-// answering, or one that overlapped), or nil. Delivered says whether it is
-// no longer kept for a wait to come (st): a wait has taken it, or, past the
-// hundred kept, newer signals have pushed it out.
-func (e *Engine) signalSentBefore(ctx context.Context, row *store.SessionRow, st *journal.State, sigID string) (*lt.Signal, error) {
-	ev, err := e.requestDone(ctx, row.ID, row.LastSeq, lt.EventSignalReceived, func(data []byte) bool {
-		var d lt.SignalReceivedData
-		return json.Unmarshal(data, &d) == nil && d.ID == sigID
-	})
-	if err != nil || ev == nil {
+// signalOf tells the data of signal sigID, which a run of the same request
+// journaled (a run after its server died before answering, or one that
+// overlapped).
+func signalOf(sigID string) func(seed string) func([]byte) bool {
+	return func(string) func([]byte) bool {
+		return func(data []byte) bool {
+			var d lt.SignalReceivedData
+			return json.Unmarshal(data, &d) == nil && d.ID == sigID
+		}
+	}
+}
+
+// sentBefore is the answer to a signal a run of the same request journaled
+// (ev). Delivered says whether it is no longer kept for a wait to come
+// (st): a wait has taken it, or, past the hundred kept, newer signals have
+// pushed it out.
+func sentBefore(ev *lt.Event, st *journal.State, err error) (*lt.Signal, error) {
+	if err != nil {
 		return nil, err
 	}
 	d, err := lt.DataAs[lt.SignalReceivedData](*ev)
 	if err != nil {
 		return nil, err
 	}
-	delivered := !slices.ContainsFunc(st.Signals, func(s lt.SignalReceivedData) bool { return s.ID == sigID })
+	delivered := !slices.ContainsFunc(st.Signals, func(s lt.SignalReceivedData) bool { return s.ID == d.ID })
 	return &lt.Signal{ID: d.ID, Name: d.Name, Payload: d.Payload, Delivered: delivered, At: ev.Time}, nil
 }
 
@@ -133,11 +140,15 @@ func (e *Engine) SendSignal(ctx context.Context, id string, req *lt.SignalReques
 		return nil, err
 	}
 	sig := lt.SignalReceivedData{ID: sigID, Name: name, Payload: req.Payload}
+	look := &requestLook{}
+	if seeded {
+		if look, err = e.newRequestLook(ctx, id, lt.EventSignalReceived, signalOf(sigID)); err != nil {
+			return nil, err
+		}
+	}
 	out, err := mutateRow(ctx, e, id, func(row *store.SessionRow, b *batch) (*lt.Signal, error) {
-		if seeded {
-			if s, err := e.signalSentBefore(ctx, row, b.st, sigID); s != nil || err != nil {
-				return s, err
-			}
+		if ev, err := look.upTo(ctx, row.LastSeq); ev != nil || err != nil {
+			return sentBefore(ev, b.st, err)
 		}
 		delivered := false
 		if w := b.st.Wait; w != nil && w.Kind == lt.WaitSignal && w.Name == name && w.Signal == nil {
