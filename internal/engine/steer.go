@@ -68,9 +68,6 @@ func (e *Engine) SteerSession(ctx context.Context, id string, req *lt.SteerReque
 	if err != nil {
 		return nil, err
 	}
-	if err := e.refuseWhenLow(); err != nil {
-		return nil, err
-	}
 	v, err := mutateRow(ctx, e, id, func(row *store.SessionRow, b *batch) (*lt.Session, error) {
 		st := b.st
 		if done, err := look.upTo(ctx, row.LastSeq); done != nil || err != nil {
@@ -78,6 +75,9 @@ func (e *Engine) SteerSession(ctx context.Context, id string, req *lt.SteerReque
 			// have ended since.
 			v := st.View()
 			return &v, err
+		}
+		if err := e.refuseWhenLow(); err != nil {
+			return nil, err
 		}
 		turn := st.CurrentTurn()
 		switch {
