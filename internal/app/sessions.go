@@ -38,13 +38,22 @@ func (a *App) CreateSession(ctx context.Context, req *lt.CreateSessionRequest) (
 	if err != nil {
 		return nil, err
 	}
-	if s.WebhookURL != "" && s.WebhookSecret == "" {
-		// Created by an earlier run of the same request (WithCreationSeed),
-		// whose answer was lost: the secret it was written with.
-		if s.WebhookSecret, err = a.webhooks.SessionWebhookSecret(ctx, s.ID); err != nil {
-			return nil, fmt.Errorf("webhook secret of session %s: %w", s.ID, err)
-		}
+	return a.withSecretMadeBefore(ctx, s)
+}
+
+// withSecretMadeBefore adds to a session with a webhook_url answered
+// without its secret, one an earlier run of the same request created or
+// forked (WithCreationSeed, whose answer was lost), the secret it was
+// written with.
+func (a *App) withSecretMadeBefore(ctx context.Context, s *lt.Session) (*lt.Session, error) {
+	if s.WebhookURL == "" || s.WebhookSecret != "" {
+		return s, nil
 	}
+	secret, err := a.webhooks.SessionWebhookSecret(ctx, s.ID)
+	if err != nil {
+		return nil, fmt.Errorf("webhook secret of session %s: %w", s.ID, err)
+	}
+	s.WebhookSecret = secret
 	return s, nil
 }
 
@@ -166,14 +175,7 @@ func (a *App) Fork(ctx context.Context, sessionID string, req *lt.ForkRequest) (
 	if err != nil {
 		return nil, err
 	}
-	if s.WebhookURL != "" && s.WebhookSecret == "" {
-		// Forked by an earlier run of the same request (WithCreationSeed),
-		// whose answer was lost: the secret it was written with.
-		if s.WebhookSecret, err = a.webhooks.SessionWebhookSecret(ctx, s.ID); err != nil {
-			return nil, fmt.Errorf("webhook secret of session %s: %w", s.ID, err)
-		}
-	}
-	return s, nil
+	return a.withSecretMadeBefore(ctx, s)
 }
 
 // Review implements Service.

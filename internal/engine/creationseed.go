@@ -95,9 +95,10 @@ type requestLook struct {
 }
 
 // newRequestLook starts the look of ctx's request in session id's journal
-// (nothing to look for without a seed).
-func (e *Engine) newRequestLook(ctx context.Context, id, typ string, match func(seed string) func([]byte) bool) (*requestLook, error) {
-	l := &requestLook{e: e, id: id, typ: typ}
+// for the event of type typ that match tells (nothing to look for without
+// a seed).
+func (e *Engine) newRequestLook(ctx context.Context, id, typ string, match func(data []byte) bool) (*requestLook, error) {
+	l := &requestLook{e: e, id: id, typ: typ, match: match}
 	seed, ok, err := CreationSeed(ctx)
 	if err != nil || !ok {
 		return l, err
@@ -105,7 +106,6 @@ func (e *Engine) newRequestLook(ctx context.Context, id, typ string, match func(
 	if l.since, err = seedSince(seed); err != nil {
 		return nil, err
 	}
-	l.match = match(seed)
 	row, err := e.store.SessionGet(ctx, id)
 	if err != nil {
 		return nil, notFound(err, "session", id)

@@ -172,8 +172,13 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 	}
 	if cp.Snapshot != "" {
 		if err := e.restoreFork(ctx, cmp.Or(row.Project, lt.DefaultProject), forkID, cp.Snapshot); err != nil {
-			if _, gone := e.store.SessionGet(ctx, forkID); !seeded || isNotFound(gone) {
-				// Never the copy of a fork another run made meanwhile.
+			// Never the copy of a fork another run made meanwhile.
+			made := false
+			if seeded {
+				_, gone := e.store.SessionGet(ctx, forkID)
+				made = !isNotFound(gone)
+			}
+			if !made {
 				_ = e.removeWorkspace(forkID)
 			}
 			return nil, err

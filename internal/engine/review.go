@@ -31,7 +31,7 @@ func (e *Engine) ReviewSession(ctx context.Context, id string, req *lt.ReviewReq
 	if err != nil {
 		return nil, err
 	}
-	look, err := e.newRequestLook(ctx, id, lt.EventSessionReviewed, madeBy)
+	look, err := e.newRequestLook(ctx, id, lt.EventSessionReviewed, madeBy(seed))
 	if err != nil {
 		return nil, err
 	}

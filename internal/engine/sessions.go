@@ -312,22 +312,13 @@ func (e *Engine) CreateTurn(ctx context.Context, sessionID string, req *lt.Creat
 	if err != nil {
 		return nil, err
 	}
-	if seeded && IsRerun(ctx) {
-		// Queued by an earlier run of the same request, and perhaps ended
-		// since: answered as it is.
-		if t, err := e.GetTurn(ctx, sessionID, id); err == nil {
-			return t, nil
-		} else if !isNotFound(err) {
-			return nil, err
-		}
-	}
 	turn, err := mutate(ctx, e, sessionID, func(b *batch) (*lt.Turn, error) {
 		st := b.st
 		if seeded {
-			// Queued by a run of the same request that overlapped this
-			// one (its claim taken over while it still ran): its turn is
-			// read committed, or its write moved the journal's end and
-			// this change is made again.
+			// Queued by an earlier run of the same request (perhaps ended
+			// since), or by one that overlapped this one (its claim taken
+			// over while it still ran): its turn is read committed, or its
+			// write moved the journal's end and this change is made again.
 			if t, err := e.GetTurn(ctx, sessionID, id); err == nil {
 				return t, nil
 			} else if !isNotFound(err) {
@@ -430,7 +421,7 @@ func (e *Engine) AddConstraint(ctx context.Context, id string, req *lt.AddConstr
 	if err != nil {
 		return nil, err
 	}
-	look, err := e.newRequestLook(ctx, id, lt.EventConstraintAdded, madeBy)
+	look, err := e.newRequestLook(ctx, id, lt.EventConstraintAdded, madeBy(seed))
 	if err != nil {
 		return nil, err
 	}

@@ -64,7 +64,7 @@ func (e *Engine) SteerSession(ctx context.Context, id string, req *lt.SteerReque
 	if err != nil {
 		return nil, err
 	}
-	look, err := e.newRequestLook(ctx, id, lt.EventTurnSteered, madeBy)
+	look, err := e.newRequestLook(ctx, id, lt.EventTurnSteered, madeBy(seed))
 	if err != nil {
 		return nil, err
 	}

@@ -94,12 +94,10 @@ func (r *runner) endWait(ctx context.Context) error {
 // signalOf tells the data of signal sigID, which a run of the same request
 // journaled (a run after its server died before answering, or one that
 // overlapped).
-func signalOf(sigID string) func(seed string) func([]byte) bool {
-	return func(string) func([]byte) bool {
-		return func(data []byte) bool {
-			var d lt.SignalReceivedData
-			return json.Unmarshal(data, &d) == nil && d.ID == sigID
-		}
+func signalOf(sigID string) func([]byte) bool {
+	return func(data []byte) bool {
+		var d lt.SignalReceivedData
+		return json.Unmarshal(data, &d) == nil && d.ID == sigID
 	}
 }
 
@@ -135,16 +133,14 @@ func (e *Engine) SendSignal(ctx context.Context, id string, req *lt.SignalReques
 		return nil, apierror.Invalid("payload", "must be at most %d bytes", maxSignalPayload)
 	}
 	now := e.clock.Now()
-	sigID, seeded, err := creationID(ctx, "sig_", now)
+	sigID, _, err := creationID(ctx, "sig_", now)
 	if err != nil {
 		return nil, err
 	}
 	sig := lt.SignalReceivedData{ID: sigID, Name: name, Payload: req.Payload}
-	look := &requestLook{}
-	if seeded {
-		if look, err = e.newRequestLook(ctx, id, lt.EventSignalReceived, signalOf(sigID)); err != nil {
-			return nil, err
-		}
+	look, err := e.newRequestLook(ctx, id, lt.EventSignalReceived, signalOf(sigID))
+	if err != nil {
+		return nil, err
 	}
 	out, err := mutateRow(ctx, e, id, func(row *store.SessionRow, b *batch) (*lt.Signal, error) {
 		if ev, err := look.upTo(ctx, row.LastSeq); ev != nil || err != nil {

@@ -59,9 +59,10 @@ const (
 // claim on another node is answered 409 with Retry-After (on this one, it
 // waits for the first and replays it). The claim's seed names what h
 // creates (app.WithCreationSeed): a node that dies between h's commit and
-// the record leaves a claim that expires (Config.IdempotencyClaimTTL), and
-// the client's retry runs h again with that seed, which finds the session,
-// fork or turn the first run made rather than making another.
+// the record leaves a claim that expires (Config.IdempotencyClaimTTL, or
+// at the node's next start), and the client's retry runs h again with that
+// seed, which finds what the first run made or journaled rather than doing
+// it again (internal/engine, creationseed.go).
 func (s *Server) idempotent(h handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		body, err := readBody(r)

@@ -244,6 +244,7 @@ func TestIdempotentRetryAfterALostRecordMakesNothingTwice(t *testing.T) {
 	require.Equal(t, decodeRecorder[lt.Turn](t, turn).ID, decodeRecorder[lt.Turn](t, turnAgain).ID)
 	turns := decode[lt.List[lt.Turn]](t, h.get(turnPath))
 	require.Len(t, turns.Data, 2, "the first turn and the follow-up, queued once")
+	require.Len(t, ofType(h.events(made.ID), lt.EventTurnCreated), 2, "the follow-up journaled once (a turn of the same id journaled twice lists once)")
 
 	// A fork, its record lost: forked once.
 	cp := firstCheckpoint(t, h, made.ID)
