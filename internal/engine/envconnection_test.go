@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -65,6 +66,9 @@ type runnerBackend struct {
 	holdList atomic.Pointer[heldCall]
 	// stops counts the Stop calls made.
 	stops atomic.Int32
+	// afterBusyStop, when set, runs once after a Stop refused as busy,
+	// before the refusal is returned (a person's read ending meanwhile).
+	afterBusyStop atomic.Pointer[func()]
 }
 
 // heldCall is a call held in the middle (runnerBackend.holdList).
@@ -164,7 +168,13 @@ func (e *onRunner) RemoveIf(ctx context.Context, rel string, c environment.Condi
 
 func (e *onRunner) Stop(ctx context.Context, id string) error {
 	e.b.stops.Add(1)
-	if err := e.Environment.Stop(ctx, id); err != nil || !e.b.loseStopReply.CompareAndSwap(true, false) {
+	err := e.Environment.Stop(ctx, id)
+	if errors.Is(err, environment.ErrBusy) {
+		if f := e.b.afterBusyStop.Swap(nil); f != nil {
+			(*f)()
+		}
+	}
+	if err != nil || !e.b.loseStopReply.CompareAndSwap(true, false) {
 		return err
 	}
 	e.b.connected.Store(false)

@@ -171,11 +171,13 @@ func (r *runner) stopEnvironment(ctx context.Context, turnID string, step int) (
 	if errors.Is(err, environment.ErrBusy) {
 		// A person's read or change holding the environment open (a
 		// short request) is waited for, and the stop tried again, rather
-		// than counted as refused and put off by the idle time.
+		// than counted as refused and put off by the idle time. It is
+		// tried again too when no request holds it by now: one may have
+		// ended between the refusal and this wait.
 		wctx, cancel := context.WithTimeout(ctx, personOpenWait)
-		held, ended := r.e.personOpens.wait(wctx, r.st.WorkspaceID())
+		ended := r.e.personOpens.wait(wctx, r.st.WorkspaceID())
 		cancel()
-		if held && ended {
+		if ended {
 			err = r.env.env.Stop(ctx, id)
 		}
 	}

@@ -486,3 +486,40 @@ func TestIdleStopWaitsForAPersonsRead(t *testing.T) {
 	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentStopFailed), "a person's short read is no refusal")
 	checkJournal(t, h.store, s.ID)
 }
+
+// TestIdleStopAfterAPersonsReadEndedMeanwhile: the person's listing that
+// made the idle stop's first try busy ends before the stop waits for it
+// (a loaded machine: the listing's end comes between the refusal and the
+// wait). The stop is tried again all the same and stops: nothing holds
+// the environment any more, and no refusal is journaled.
+func TestIdleStopAfterAPersonsReadEndedMeanwhile(t *testing.T) {
+	h, rb := newRunnerHarness(t)
+	rb.connected.Store(true)
+	sp := onGPU(spec(t, writeThenWait("mid", "mid.txt"),
+		lt.ToolSpec{Name: "shell"}, lt.ToolSpec{Name: "lookup", Type: "function"}))
+	sp.Environment.IdleStopSeconds = 30
+	s := create(t, h, sp, nil)
+	h.waitStatus(s.ID, lt.SessionRequiresAction)
+
+	held := &heldCall{entered: make(chan struct{}), release: make(chan struct{})}
+	rb.holdList.Store(held)
+	listed := make(chan error, 1)
+	go func() {
+		_, err := h.eng.ListFiles(context.Background(), s.ID, "")
+		listed <- err
+	}()
+	<-held.entered
+	listingEnded := make(chan error, 1)
+	endListing := func() {
+		close(held.release)
+		listingEnded <- <-listed
+	}
+	rb.afterBusyStop.Store(&endListing)
+	h.clock.Advance(31 * time.Second)
+	stopped := stoppedEvent(t, h, s.ID)
+	require.NoError(t, <-listingEnded)
+	require.Equal(t, "box1", stopped.Runner)
+	require.Equal(t, int32(2), rb.stops.Load(), "refused once while the listing held it, then stopped")
+	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentStopFailed), "a person's short read is no refusal")
+	checkJournal(t, h.store, s.ID)
+}

@@ -14,7 +14,8 @@ import (
 // refused and put off by the idle time, doubled. personOpens counts the
 // environments this node's people's requests hold open, by workspace, so
 // that the idle stop (stopEnvironment) waits for them to end, at most
-// personOpenWait, and tries once more before it counts a refusal.
+// personOpenWait, and tries once more before it counts a refusal (also
+// when none holds it by the time it waits: one may have just ended).
 
 // personOpenWait bounds how long an idle stop waits for people's requests
 // holding the environment open: a listing or a download of at most
@@ -57,19 +58,18 @@ func (p *personOpens) begin(ws string) (end func()) {
 }
 
 // wait waits until no person's request of this node holds workspace ws
-// open, or ctx ends. held reports whether one did when it was called; ok
-// whether none does now.
-func (p *personOpens) wait(ctx context.Context, ws string) (held, ok bool) {
+// open, or ctx ends; it reports whether none does.
+func (p *personOpens) wait(ctx context.Context, ws string) bool {
 	p.mu.Lock()
 	o := p.m[ws]
 	p.mu.Unlock()
 	if o == nil {
-		return false, true
+		return true
 	}
 	select {
 	case <-o.ended:
-		return true, true
+		return true
 	case <-ctx.Done():
-		return true, false
+		return false
 	}
 }
