@@ -96,6 +96,8 @@ func TestServeAuditAndRateLimit(t *testing.T) {
 		{"--rate-limit", "writes=1/s"},
 		{"--rate-limit", "write=1/d"},
 		{"--audit-retention", "-1h"},
+		{"--idempotency-retention", "-1h"},
+		{"--idempotency-retention", "10m"},
 	} {
 		r := cliRun(t, append([]string{"serve", "--data", t.TempDir()}, args...)...)
 		require.Equal(t, exitUsage, r.code, "%v", args)

@@ -114,6 +114,9 @@ type nodeConfig struct {
 	// (nil: logger).
 	auditRetention time.Duration
 	auditLog       *slog.Logger
+	// idempotencyRetention is how long idempotency records are kept (0:
+	// the node's default; negative: for ever).
+	idempotencyRetention time.Duration
 	// rateLimit is serve --rate-limit ("": no limits).
 	rateLimit string
 	// sso is single sign-on behind a reverse proxy (zero: off).
@@ -179,7 +182,7 @@ func startNode(ctx context.Context, cfg nodeConfig) (_ *node, err error) {
 		OTLP: otlp, MetricsPublic: cfg.metricsPublic,
 		ModelKeyEnv: cfg.modelKeyEnv, ControlPlaneAddrs: cfg.controlPlaneAddrs,
 		AllowedHosts: cfg.allowedHosts, TrustedOrigins: cfg.trustedOrigins, MinFreeMiB: cfg.minFreeMiB,
-		AuditRetention: cfg.auditRetention, AuditLog: cfg.auditLog, RateLimit: cfg.rateLimit,
+		AuditRetention: cfg.auditRetention, IdempotencyRetention: cfg.idempotencyRetention, AuditLog: cfg.auditLog, RateLimit: cfg.rateLimit,
 		TrustedProxyHeader: cfg.sso.header, TrustedProxies: cfg.sso.proxies, ProxyUsers: cfg.sso.users,
 	})
 	if err != nil {

@@ -97,6 +97,9 @@ type serveOpts struct {
 	// auditRetention is how long the audit log keeps an entry (0: for
 	// ever).
 	auditRetention time.Duration
+	// idempotencyRetention is how long the response to a request with an
+	// Idempotency-Key answers its repeats (0: for ever).
+	idempotencyRetention time.Duration
 	// rateLimit is the per-key rate limits' spec ("": none).
 	rateLimit string
 	// trustedProxyHeader names the header a trusted reverse proxy names
@@ -171,6 +174,8 @@ Every state-changing request and every refused one (401, 403, 429) is an
 entry of the audit log (GET /v1/audit, 'longhaul audit'), also written to
 this log as a JSON line (msg "audit"); entries older than --audit-retention
 are deleted. --rate-limit limits each key's requests per route class.
+The first response to a request with an Idempotency-Key answers its repeats
+for --idempotency-retention; a repeat after that runs as a new request.
 
 Single sign-on: behind a reverse proxy that signs users in with your
 identity provider (oauth2-proxy and the like) and names the user in a
@@ -230,6 +235,7 @@ finish (or leaves them resumable) and exits 0.`,
 	fs.IntVar(&o.http.MaxConnsPerIP, "max-conns-per-ip", lhnode.DefaultMaxConnsPerIP, "connections one client IP address may hold open at once; more are answered 429 and closed (0: no limit)")
 	fs.BoolVar(&o.metricsPublic, "metrics-public", false, "serve GET /metrics to anyone, without an API key (for a Prometheus that scrapes without one, on a network where the metrics may be read: they show agent, tool and model names, volumes and costs)")
 	fs.DurationVar(&o.auditRetention, "audit-retention", lhnode.DefaultAuditRetention, "how long the audit log (GET /v1/audit) keeps an entry: older ones are deleted every hour, by every node (0: keep every entry)")
+	fs.DurationVar(&o.idempotencyRetention, "idempotency-retention", lhnode.DefaultIdempotencyRetention, "how long the first response to a request with an Idempotency-Key answers its repeats: older ones are deleted every hour, by every node, and a repeat after that runs as a new request (0: keep every response)")
 	fs.StringVar(&o.rateLimit, "rate-limit", "", "per-key rate limits, per route class: CLASS=N/UNIT[:BURST],... with CLASS read, write or stream, UNIT s, m or h, BURST default N, e.g. read=100/s,write=20/s:40,stream=10/m; requests without a valid key count per client address; each node limits on its own; over a limit is a 429 with Retry-After (env LONGHAUL_RATE_LIMIT; default: no limits)")
 	fs.StringVar(&o.trustedProxyHeader, "trusted-proxy-header", "", "single sign-on: the request header in which a reverse proxy that signed the user in names them, e.g. X-Forwarded-User; believed only from a --trusted-proxy peer, and the name must be one of the config file's users (needs --trusted-proxy)")
 	fs.StringArrayVar(&o.trustedProxies, "trusted-proxy", nil, "CIDR (or IP) of a network the --trusted-proxy-header proxy connects from, e.g. 10.0.0.5/32; the TCP peer's address is checked, never a forwarded one; repeat for several")
@@ -310,6 +316,17 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 	if auditRetention == 0 {
 		auditRetention = -1 // keep every entry
 	}
+	if o.idempotencyRetention < 0 {
+		return usagef("--idempotency-retention %s: want a duration of 0 (keep every response) or more", o.idempotencyRetention)
+	}
+	if o.idempotencyRetention > 0 && o.idempotencyRetention < time.Hour {
+		// A client's retries, and a claim's lapse, take minutes.
+		return usagef("--idempotency-retention %s: want 0 (keep every response) or at least 1h", o.idempotencyRetention)
+	}
+	idempotencyRetention := o.idempotencyRetention
+	if idempotencyRetention == 0 {
+		idempotencyRetention = -1 // keep every response
+	}
 	rateLimit := c.flagOrEnv(cmd, "rate-limit", o.rateLimit, "LONGHAUL_RATE_LIMIT")
 	if err := lhnode.ValidRateLimit(rateLimit); err != nil {
 		return usagef("--rate-limit %q: %v", rateLimit, err)
@@ -373,7 +390,7 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 		webhookAllowPrivate: o.webhookAllowPrivate, webhookAllowPorts: o.webhookAllowPorts,
 		metricsPublic: o.metricsPublic, modelKeyEnv: keyEnv, controlPlaneAddrs: o.controlPlaneAddrs,
 		allowedHosts: allowedHosts, trustedOrigins: trustedOrigins, httpLimits: limits, minFreeMiB: minFree,
-		auditRetention: auditRetention, auditLog: auditLog, rateLimit: rateLimit, sso: sso,
+		auditRetention: auditRetention, idempotencyRetention: idempotencyRetention, auditLog: auditLog, rateLimit: rateLimit, sso: sso,
 	})
 	if err != nil {
 		return err

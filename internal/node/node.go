@@ -187,9 +187,15 @@ type Config struct {
 	// reach: a load balancer in front of the nodes. Default: none.
 	ControlPlaneAddrs []string
 	// AuditRetention is how long the audit log keeps an entry; the node
-	// prunes older ones every AuditPruneInterval. Default (0):
+	// prunes older ones every PruneInterval. Default (0):
 	// app.DefaultAuditRetention; negative: keep every entry.
 	AuditRetention time.Duration
+	// IdempotencyRetention is how long the response to a request with an
+	// Idempotency-Key is kept to answer its repeats; the node prunes older
+	// ones, and the claims that lapsed before, every PruneInterval. A
+	// repeat after that runs as a new request. Default (0):
+	// DefaultIdempotencyRetention; negative: keep every response.
+	IdempotencyRetention time.Duration
 	// AuditLog receives each audit entry as a log line (serve gives it a
 	// JSON handler). Default: Logger.
 	AuditLog *slog.Logger
@@ -303,10 +309,11 @@ type Node struct {
 	log    *slog.Logger
 	otlp   *OTLP
 	unlock func()
-	// auditRetention is Config.AuditRetention with its default (negative:
-	// no pruning); auditPruner runs while the node does.
-	auditRetention time.Duration
-	auditPruner    *auditPruner
+	// auditRetention and idempotencyRetention are Config's with their
+	// defaults (negative: no pruning); their pruners run while the node
+	// does.
+	auditRetention, idempotencyRetention time.Duration
+	auditPruner, idempotencyPruner       *pruner
 
 	mu sync.Mutex
 	// running: Start was called and the node not stopped since;
@@ -352,7 +359,8 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
-	n := &Node{DataDir: dir, log: log, otlp: cfg.OTLP, auditRetention: cmp.Or(cfg.AuditRetention, app.DefaultAuditRetention)}
+	n := &Node{DataDir: dir, log: log, otlp: cfg.OTLP, auditRetention: cmp.Or(cfg.AuditRetention, app.DefaultAuditRetention),
+		idempotencyRetention: cmp.Or(cfg.IdempotencyRetention, DefaultIdempotencyRetention)}
 	var undo []func()
 	defer func() {
 		if err != nil {
@@ -708,11 +716,14 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	n.webhooksRunning = true
 	if n.auditRetention > 0 {
-		tick := time.NewTicker(AuditPruneInterval)
-		n.auditPruner = newAuditPruner(func(ctx context.Context) (int64, error) {
+		n.auditPruner = startPruner(ctx, "the audit log", func(ctx context.Context) (int64, error) {
 			return n.App.PruneAudit(ctx, n.auditRetention)
-		}, n.log, tick.C, tick.Stop)
-		n.auditPruner.start(ctx)
+		}, n.log)
+	}
+	if n.idempotencyRetention > 0 {
+		n.idempotencyPruner = startPruner(ctx, "idempotency keys", func(ctx context.Context) (int64, error) {
+			return n.Store.IdempotencyPrune(ctx, time.Now().Add(-n.idempotencyRetention))
+		}, n.log)
 	}
 	return nil
 }
@@ -733,10 +744,9 @@ func drainContext(ctx context.Context, d time.Duration) (context.Context, contex
 // holds n.mu.
 func (n *Node) stopRunning(ctx context.Context) error {
 	var errs []error
-	if n.auditPruner != nil {
-		n.auditPruner.stop()
-		n.auditPruner = nil
-	}
+	n.auditPruner.stop()
+	n.idempotencyPruner.stop()
+	n.auditPruner, n.idempotencyPruner = nil, nil
 	if n.engineRunning {
 		engCtx, cancel := drainContext(ctx, EngineDrainTimeout)
 		if err := n.Engine.Stop(engCtx); err != nil {

@@ -24,6 +24,15 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/store"
 )
 
+// DefaultIdempotencyRetention is how long a node keeps the first response
+// to a request with an Idempotency-Key, to answer its repeats, unless told
+// otherwise (node.Config.IdempotencyRetention, serve
+// --idempotency-retention). Clients retry for minutes; a week also covers
+// an application that queued its requests through a long outage. Older
+// records are deleted (store.IdempotencyPrune): without that, the table
+// grew by a response for every POST of every client, forever.
+const DefaultIdempotencyRetention = 7 * 24 * time.Hour
+
 // IdempotencyStore keeps the first response to each idempotent request,
 // and the claims of the requests running. store.Store satisfies it.
 type IdempotencyStore interface {

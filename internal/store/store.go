@@ -194,6 +194,13 @@ type Store interface {
 	// a node calls it at start-up for its previous incarnation's, whose
 	// requests died with it (LeaseExpireOwner). Returns how many.
 	IdempotencyExpireOwner(ctx context.Context, owner string, now time.Time) (int, error)
+	// IdempotencyPrune deletes the records created before before and the
+	// claims that lapsed before it (a run that died, whose client never
+	// retried), a batch per transaction so that other writes go on
+	// meanwhile, and returns how many rows it deleted. A live claim is
+	// never deleted: its run renews it. Pruning the same period on two
+	// nodes at once deletes each row once and is no error.
+	IdempotencyPrune(ctx context.Context, before time.Time) (int64, error)
 
 	// SecretPut creates the vault secret row.Name of row.Project, or replaces it (a
 	// replacement keeps the stored CreatedAt), and reports whether it created

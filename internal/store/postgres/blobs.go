@@ -288,3 +288,35 @@ func (s *Store) IdempotencyExpireOwner(ctx context.Context, owner string, now ti
 	}
 	return int(n), nil
 }
+
+// idempotencyPruneBatch is how many rows one statement of
+// IdempotencyPrune deletes: each is its own transaction, short enough to
+// hold no lock for long.
+const idempotencyPruneBatch = 1000
+
+// IdempotencyPrune implements store.Store. Prunes on several nodes at
+// once may pick the same rows: a row another deleted first is skipped
+// (the DELETE rechecks it after the other's commit), so each is deleted
+// once and none fails.
+func (s *Store) IdempotencyPrune(ctx context.Context, before time.Time) (int64, error) {
+	if err := checks.Time("before", before); err != nil {
+		return 0, fmt.Errorf("prune idempotency keys: %w", err)
+	}
+	var total int64
+	for _, q := range []string{
+		`DELETE FROM idempotency_keys WHERE (scope, key) IN (SELECT scope, key FROM idempotency_keys WHERE created_at < $1 LIMIT $2)`,
+		`DELETE FROM idempotency_claims WHERE (scope, key) IN (SELECT scope, key FROM idempotency_claims WHERE expires_at < $1 LIMIT $2) AND expires_at < $1`,
+	} {
+		for {
+			n, err := s.exec(ctx, q, before, idempotencyPruneBatch)
+			if err != nil {
+				return total, fmt.Errorf("prune idempotency keys: %w", err)
+			}
+			total += n
+			if n < idempotencyPruneBatch {
+				break
+			}
+		}
+	}
+	return total, nil
+}

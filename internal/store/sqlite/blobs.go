@@ -303,3 +303,40 @@ func (s *Store) IdempotencyExpireOwner(ctx context.Context, owner string, now ti
 	}
 	return int(n), nil
 }
+
+// idempotencyPruneBatch is how many rows one transaction of
+// IdempotencyPrune deletes: a few milliseconds of the writer, so that
+// appends go on between its batches.
+const idempotencyPruneBatch = 500
+
+// IdempotencyPrune implements store.Store.
+func (s *Store) IdempotencyPrune(ctx context.Context, before time.Time) (int64, error) {
+	if err := s.checkOpen(); err != nil {
+		return 0, err
+	}
+	if err := checks.Time("before", before); err != nil {
+		return 0, fmt.Errorf("prune idempotency keys: %w", err)
+	}
+	var total int64
+	for _, q := range []string{
+		`DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE created_at < ? LIMIT ?)`,
+		`DELETE FROM idempotency_claims WHERE rowid IN (SELECT rowid FROM idempotency_claims WHERE expires_at < ? LIMIT ?)`,
+	} {
+		for {
+			var n int64
+			err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+				var err error
+				n, err = w.changed(q, toMicros(before), idempotencyPruneBatch)
+				return nil, mapErr(err)
+			}})
+			if err != nil {
+				return total, fmt.Errorf("prune idempotency keys: %w", err)
+			}
+			total += n
+			if n < idempotencyPruneBatch {
+				break
+			}
+		}
+	}
+	return total, nil
+}

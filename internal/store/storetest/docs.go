@@ -365,6 +365,69 @@ func testIdempotencyClaims(t *testing.T, h *harness) {
 	require.ErrorContains(t, err, "seed")
 }
 
+// testIdempotencyPrune: a prune deletes the records created before its
+// time and the claims that lapsed before it, more than one batch of them,
+// and nothing younger; a live claim is kept whatever its age. A key pruned
+// is free again: its next run makes anew, with a seed of its own.
+func testIdempotencyPrune(t *testing.T, h *harness) {
+	body := sha([]byte(`{}`))
+	const scope = "POST /v1/sessions"
+	record := func(key string, created time.Duration) {
+		t.Helper()
+		require.NoError(t, h.s.IdempotencyPut(h.ctx, &store.IdempotencyRow{
+			Scope: scope, Key: key, BodySHA256: body, Status: 201, Response: []byte(`{"id":"` + key + `"}`), CreatedAt: at(created),
+		}))
+	}
+	claim := func(key, token string, now, expires time.Duration) *store.IdempotencyClaimResult {
+		t.Helper()
+		res, err := h.s.IdempotencyClaim(h.ctx, &store.IdempotencyClaim{
+			Scope: scope, Key: key, BodySHA256: body, Seed: "seed-" + token, Token: token, Owner: "node-a",
+			ExpiresAt: at(expires), CreatedAt: at(now),
+		}, at(now))
+		require.NoError(t, err)
+		return res
+	}
+	// More old records than a batch of either driver deletes at once.
+	const old = 1203
+	for i := range old {
+		record(fmt.Sprintf("old-%d", i), time.Second)
+	}
+	record("young", time.Hour)
+	require.NotNil(t, claim("lapsed", "tok-1", time.Second, time.Minute).Claimed)
+	require.NoError(t, h.s.IdempotencyRelease(h.ctx, scope, "lapsed", "tok-1", false, at(2*time.Second)))
+	require.NotNil(t, claim("live", "tok-2", time.Second, 3*time.Hour).Claimed, "claimed long ago, renewed since")
+
+	n, err := h.s.IdempotencyPrune(h.ctx, at(30*time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, int64(old+1), n, "every old record, and the lapsed claim")
+	n, err = h.s.IdempotencyPrune(h.ctx, at(30*time.Minute))
+	require.NoError(t, err)
+	require.Zero(t, n, "pruned again: nothing left to delete")
+
+	for _, key := range []string{"old-0", fmt.Sprintf("old-%d", old-1)} {
+		_, err = h.s.IdempotencyGet(h.ctx, scope, key)
+		require.ErrorIs(t, err, store.ErrNotFound, key)
+	}
+	got, err := h.s.IdempotencyGet(h.ctx, scope, "young")
+	require.NoError(t, err)
+	require.Equal(t, `{"id":"young"}`, string(got.Response))
+	held := claim("live", "tok-3", 40*time.Minute, time.Hour)
+	require.NotNil(t, held.Held, "the live claim is kept")
+	require.Equal(t, "tok-2", held.Held.Token)
+
+	// A pruned key runs anew: its record and its lapsed claim are gone,
+	// so its next run claims it with a seed of its own.
+	again := claim("old-0", "tok-4", 40*time.Minute, time.Hour)
+	require.NotNil(t, again.Claimed)
+	require.Equal(t, "seed-tok-4", again.Claimed.Seed)
+	fresh := claim("lapsed", "tok-5", 40*time.Minute, time.Hour)
+	require.NotNil(t, fresh.Claimed)
+	require.Equal(t, "seed-tok-5", fresh.Claimed.Seed, "not the lapsed claim's seed")
+
+	_, err = h.s.IdempotencyPrune(h.ctx, time.Time{})
+	require.ErrorContains(t, err, "before")
+}
+
 // testIdempotencyClaimOnce: runs claiming one key at once, and runs
 // claiming it while its response is recorded, are told apart: one claims,
 // the others meet its claim or its response.

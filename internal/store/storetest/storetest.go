@@ -60,6 +60,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Idempotency", testIdempotency},
 		{"IdempotencyClaims", testIdempotencyClaims},
 		{"IdempotencyClaimOnce", testIdempotencyClaimOnce},
+		{"IdempotencyPrune", testIdempotencyPrune},
 		{"Secrets", testSecrets},
 		{"SecretPutInvalid", testSecretPutInvalid},
 		{"SecretConcurrentPut", testSecretConcurrentPut},

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestAuditPrunerTicks: the pruner prunes at start and on every tick, a
+// TestPrunerTicks: the pruner prunes at start and on every tick, a
 // failure waits for the next tick, and stop ends its goroutine.
-func TestAuditPrunerTicks(t *testing.T) {
+func TestPrunerTicks(t *testing.T) {
 	t.Parallel()
 	calls := make(chan struct{}, 10)
 	fail := true
@@ -26,7 +26,7 @@ func TestAuditPrunerTicks(t *testing.T) {
 	}
 	ticks := make(chan time.Time)
 	stopped := false
-	p := newAuditPruner(prune, slog.New(slog.DiscardHandler), ticks, func() { stopped = true })
+	p := newPruner("the audit log", prune, slog.New(slog.DiscardHandler), ticks, func() { stopped = true })
 	p.start(t.Context())
 	<-calls // at start (it fails)
 	ticks <- time.Time{}
