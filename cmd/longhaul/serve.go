@@ -319,9 +319,9 @@ func (c *cli) serve(cmd *cobra.Command, o *serveOpts) error {
 	if o.idempotencyRetention < 0 {
 		return usagef("--idempotency-retention %s: want a duration of 0 (keep every response) or more", o.idempotencyRetention)
 	}
-	if o.idempotencyRetention > 0 && o.idempotencyRetention < time.Hour {
+	if o.idempotencyRetention > 0 && o.idempotencyRetention < lhnode.MinIdempotencyRetention {
 		// A client's retries, and a claim's lapse, take minutes.
-		return usagef("--idempotency-retention %s: want 0 (keep every response) or at least 1h", o.idempotencyRetention)
+		return usagef("--idempotency-retention %s: want 0 (keep every response) or at least %s", o.idempotencyRetention, lhnode.MinIdempotencyRetention)
 	}
 	idempotencyRetention := o.idempotencyRetention
 	if idempotencyRetention == 0 {

@@ -15,7 +15,9 @@ import (
 // environments this node's people's requests hold open, by workspace, so
 // that the idle stop (stopEnvironment) waits for them to end, at most
 // personOpenWait, and tries once more before it counts a refusal (also
-// when none holds it by the time it waits: one may have just ended).
+// when none holds it by the time it waits: one may have just ended; when
+// what made it busy was no person's, a call in flight or a sub-agent,
+// the second try is refused as the first, one round trip more).
 
 // personOpenWait bounds how long an idle stop waits for people's requests
 // holding the environment open: a listing or a download of at most

@@ -193,7 +193,8 @@ type Config struct {
 	// IdempotencyRetention is how long the response to a request with an
 	// Idempotency-Key is kept to answer its repeats; the node prunes older
 	// ones, and the claims that lapsed before, every PruneInterval. A
-	// repeat after that runs as a new request. Default (0):
+	// repeat after that runs as a new request. At least
+	// server.MinIdempotencyRetention. Default (0):
 	// DefaultIdempotencyRetention; negative: keep every response.
 	IdempotencyRetention time.Duration
 	// AuditLog receives each audit entry as a log line (serve gives it a
@@ -351,6 +352,9 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 		TrustedProxyHeader: cfg.TrustedProxyHeader, TrustedProxies: cfg.TrustedProxies, ProxyUsers: cfg.ProxyUsers}
 	if err := srvCfg.Validate(); err != nil {
 		return nil, err
+	}
+	if r := cfg.IdempotencyRetention; r > 0 && r < server.MinIdempotencyRetention {
+		return nil, fmt.Errorf("idempotency retention %s: want at least %s, or 0 for the default, or negative to keep every response", r, server.MinIdempotencyRetention)
 	}
 	dir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {

@@ -87,6 +87,8 @@ func TestOpenRefusesBadConfig(t *testing.T) {
 		"store url":    {&node.Config{DataDir: t.TempDir(), StoreURL: "mysql://db"}, "must be a postgres:// or postgresql:// URL"},
 		"tool name":    {&node.Config{DataDir: t.TempDir(), Tools: []tool.Tool{tool.Builtins()[0]}}, `Tools[0]: the name "shell" is taken`},
 		"nil tool":     {&node.Config{DataDir: t.TempDir(), Tools: []tool.Tool{nil}}, "Tools[0] is nil"},
+		"idempotency retention": {&node.Config{DataDir: t.TempDir(), IdempotencyRetention: 10 * time.Minute},
+			"idempotency retention 10m0s: want at least 1h0m0s"},
 	} {
 		_, err := node.Open(ctx, tc.cfg)
 		require.ErrorContains(t, err, tc.want, name)

@@ -13,6 +13,10 @@ import (
 // Config.IdempotencyRetention says otherwise.
 const DefaultIdempotencyRetention = server.DefaultIdempotencyRetention
 
+// MinIdempotencyRetention is the shortest Config.IdempotencyRetention
+// Open accepts.
+const MinIdempotencyRetention = server.MinIdempotencyRetention
+
 // PruneInterval is how often a node deletes what outlived its retention:
 // the audit entries (Config.AuditRetention) and the idempotency records
 // (Config.IdempotencyRetention), each once when it starts and then at
@@ -70,7 +74,7 @@ func (p *pruner) pruneOnce(ctx context.Context) {
 	n, err := p.prune(ctx)
 	switch {
 	case err != nil && ctx.Err() == nil:
-		p.log.Error("prune "+p.what, "err", err)
+		p.log.Error("prune "+p.what, "deleted", n, "err", err)
 	case n > 0:
 		p.log.Info("pruned "+p.what, "deleted", n)
 	}

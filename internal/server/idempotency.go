@@ -33,6 +33,13 @@ import (
 // grew by a response for every POST of every client, forever.
 const DefaultIdempotencyRetention = 7 * 24 * time.Hour
 
+// MinIdempotencyRetention is the shortest retention a node accepts. A
+// claim whose run died keeps its seed until a retry takes it over; a
+// retention shorter than a client's retries (minutes), or than a claim's
+// renewals failing for a while, would delete the seed of a request whose
+// first run made something, and its retry would make it again.
+const MinIdempotencyRetention = time.Hour
+
 // IdempotencyStore keeps the first response to each idempotent request,
 // and the claims of the requests running. store.Store satisfies it.
 type IdempotencyStore interface {

@@ -313,6 +313,9 @@ func (s *Store) IdempotencyPrune(ctx context.Context, before time.Time) (int64, 
 				return total, fmt.Errorf("prune idempotency keys: %w", err)
 			}
 			total += n
+			// Short: the end (a prune on another node at once may have
+			// taken some of this batch; what it left waits for the next
+			// prune).
 			if n < idempotencyPruneBatch {
 				break
 			}
