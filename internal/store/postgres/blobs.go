@@ -297,7 +297,9 @@ const idempotencyPruneBatch = 1000
 // IdempotencyPrune implements store.Store. Prunes on several nodes at
 // once may pick the same rows: a row another deleted first is skipped
 // (the DELETE rechecks it after the other's commit), so each is deleted
-// once and none fails.
+// once and none fails. A claim is deleted only if it is still lapsed when
+// its row is deleted: the sub-select reads the rows as they were when the
+// statement began, and a run may have taken the claim over since.
 func (s *Store) IdempotencyPrune(ctx context.Context, before time.Time) (int64, error) {
 	if err := checks.Time("before", before); err != nil {
 		return 0, fmt.Errorf("prune idempotency keys: %w", err)
@@ -313,10 +315,9 @@ func (s *Store) IdempotencyPrune(ctx context.Context, before time.Time) (int64, 
 				return total, fmt.Errorf("prune idempotency keys: %w", err)
 			}
 			total += n
-			// Short: the end (a prune on another node at once may have
-			// taken some of this batch; what it left waits for the next
-			// prune).
-			if n < idempotencyPruneBatch {
+			// Until a statement finds nothing: a short batch is not the
+			// end when a prune on another node took part of it.
+			if n == 0 {
 				break
 			}
 		}
