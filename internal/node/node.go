@@ -235,6 +235,9 @@ func (c *Config) validate() error {
 	if c.RunnerCheckInterval < 0 {
 		return fmt.Errorf("node config: RunnerCheckInterval %s is negative", c.RunnerCheckInterval)
 	}
+	if r := c.IdempotencyRetention; r > 0 && r < MinIdempotencyRetention {
+		return fmt.Errorf("node config: IdempotencyRetention %s is under %s (0: the default; negative: keep every response)", r, MinIdempotencyRetention)
+	}
 	if c.RunnerMaxConnsPerKey < 0 || c.RunnerMaxConns < 0 {
 		return fmt.Errorf("node config: RunnerMaxConnsPerKey (%d) and RunnerMaxConns (%d) must not be negative", c.RunnerMaxConnsPerKey, c.RunnerMaxConns)
 	}
@@ -352,9 +355,6 @@ func Open(ctx context.Context, cfg *Config) (_ *Node, err error) {
 		TrustedProxyHeader: cfg.TrustedProxyHeader, TrustedProxies: cfg.TrustedProxies, ProxyUsers: cfg.ProxyUsers}
 	if err := srvCfg.Validate(); err != nil {
 		return nil, err
-	}
-	if r := cfg.IdempotencyRetention; r > 0 && r < server.MinIdempotencyRetention {
-		return nil, fmt.Errorf("idempotency retention %s: want at least %s, or 0 for the default, or negative to keep every response", r, server.MinIdempotencyRetention)
 	}
 	dir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {

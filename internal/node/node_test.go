@@ -88,7 +88,7 @@ func TestOpenRefusesBadConfig(t *testing.T) {
 		"tool name":    {&node.Config{DataDir: t.TempDir(), Tools: []tool.Tool{tool.Builtins()[0]}}, `Tools[0]: the name "shell" is taken`},
 		"nil tool":     {&node.Config{DataDir: t.TempDir(), Tools: []tool.Tool{nil}}, "Tools[0] is nil"},
 		"idempotency retention": {&node.Config{DataDir: t.TempDir(), IdempotencyRetention: 10 * time.Minute},
-			"idempotency retention 10m0s: want at least 1h0m0s"},
+			"IdempotencyRetention 10m0s is under 1h0m0s"},
 	} {
 		_, err := node.Open(ctx, tc.cfg)
 		require.ErrorContains(t, err, tc.want, name)
