@@ -53,7 +53,10 @@ type Config struct {
 	// PollInterval is how often the scheduler looks for work it was not told
 	// about (expired leases of dead nodes). Default: 1 s.
 	PollInterval time.Duration
-	// ModelTimeout bounds one model call. Default: 10 min.
+	// ModelTimeout bounds one model call. Default: 10 min. A provider's
+	// HTTP client may cut a call sooner (model.HTTPClient waits 10 minutes
+	// for response headers); a call any timeout cut once its request was
+	// written counts its input, as one this limit cut does.
 	ModelTimeout time.Duration
 	// MaxModelAttempts bounds attempts of one model call. Default: 5.
 	MaxModelAttempts int

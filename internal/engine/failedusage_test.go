@@ -2,6 +2,11 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,6 +15,7 @@ import (
 
 	"github.com/longhaul-dev/longhaul/internal/engine"
 	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/model/openai"
 	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -88,3 +94,86 @@ func TestFailedCallCountsWhatItStreamed(t *testing.T) {
 	require.Equal(t, 10+broken.Usage.OutputTokens, got.Usage.OutputTokens)
 	require.Equal(t, int64(3), got.Usage.ModelCalls)
 }
+
+// TestCallCutByTheHTTPClientsTimeoutCountsItsInput: a call whose request
+// reached the provider and that a timeout of the HTTP client cut before
+// any answer (here the transport's wait for response headers, which fires
+// before the engine's own ModelTimeout when a library user raises the
+// latter past it) counts its input, as one the engine's timeout cut does:
+// the provider worked on it, and bills it. Before, only the engine's own
+// deadline was seen, so such a call counted nothing. A connection refused
+// before the request was written counts nothing still. Through the
+// official OpenAI SDK (Chat Completions) against a local server.
+func TestCallCutByTheHTTPClientsTimeoutCountsItsInput(t *testing.T) {
+	var calls atomic.Int64
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if calls.Add(1) == 1 {
+			select { // sent whole, and never answered
+			case <-r.Context().Done():
+			case <-release:
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, c := range []string{
+			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"done"},"finish_reason":null}]}`,
+			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":100,"completion_tokens":10,"total_tokens":110}}`,
+		} {
+			fmt.Fprintf(w, "data: %s\n\n", c)
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(func() { close(release); srv.Close() })
+	tr := srv.Client().Transport.(*http.Transport).Clone()
+	tr.ResponseHeaderTimeout = 100 * time.Millisecond
+	p := openai.New(openai.Config{Name: openai.NameCompatible, HTTPClient: &http.Client{Transport: tr}})
+	h := newHarnessConfigured(t, p, func(h *harness) store.Store { return h.store }, func(c *engine.Config) {
+		c.ModelTimeout = time.Hour
+		c.Providers = map[string]model.Provider{openai.NameCompatible: p}
+	})
+	s := create(t, h, &lt.AgentSpec{Model: lt.ModelSpec{Provider: openai.NameCompatible, Name: "m", BaseURL: srv.URL + "/v1"}, Instructions: "Be useful."}, nil)
+	got := h.waitStatus(s.ID, lt.SessionIdle, lt.SessionFailed)
+	require.Equal(t, lt.SessionIdle, got.Status, "journal:\n%s", journalText(t, h, s.ID))
+	reqs := events(t, h, s.ID, lt.EventModelRequested)
+	failed := events(t, h, s.ID, lt.EventModelFailed)
+	require.Len(t, reqs, 2)
+	require.Len(t, failed, 1)
+	cut := data[lt.ModelFailedData](t, failed[0])
+	require.Equal(t, string(model.KindTimeout), cut.Kind, "journal:\n%s", journalText(t, h, s.ID))
+	require.NotNil(t, cut.Usage, "the call the transport's timeout cut counts; journal:\n%s", journalText(t, h, s.ID))
+	require.Equal(t, int64(data[lt.ModelRequestedData](t, reqs[0]).ContextTokens), cut.Usage.InputTokens)
+	require.True(t, cut.Usage.Estimated)
+	require.Equal(t, 100+cut.Usage.InputTokens, got.Usage.InputTokens)
+}
+
+// TestCallNeverSentCountsNothing: a call whose connection was refused (the
+// request never written) counts only itself, whatever kind of error the
+// transport gave.
+func TestCallNeverSentCountsNothing(t *testing.T) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		// A dial that times out: a timeout, before anything was written.
+		return nil, &net.OpError{Op: "dial", Net: network, Err: timeoutError{}}
+	}
+	p := openai.New(openai.Config{Name: openai.NameCompatible, HTTPClient: &http.Client{Transport: tr}})
+	h := newHarnessConfigured(t, p, func(h *harness) store.Store { return h.store }, func(c *engine.Config) {
+		c.MaxModelAttempts = 1
+		c.Providers = map[string]model.Provider{openai.NameCompatible: p}
+	})
+	s := create(t, h, &lt.AgentSpec{Model: lt.ModelSpec{Provider: openai.NameCompatible, Name: "m", BaseURL: "http://127.0.0.1:9/v1"}, Instructions: "Be useful."}, nil)
+	h.waitStatus(s.ID, lt.SessionIdle, lt.SessionFailed)
+	failed := events(t, h, s.ID, lt.EventModelFailed)
+	require.Len(t, failed, 1, "journal:\n%s", journalText(t, h, s.ID))
+	f := data[lt.ModelFailedData](t, failed[0])
+	require.Equal(t, string(model.KindTimeout), f.Kind, "journal:\n%s", journalText(t, h, s.ID))
+	require.Nil(t, f.Usage, "a request never written counts nothing; journal:\n%s", journalText(t, h, s.ID))
+}
+
+// timeoutError is a net.Error that timed out.
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "i/o timeout" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptrace"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/model"
@@ -190,7 +192,8 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 	}
 	req := &model.Request{Spec: spec, Messages: msgs, Tools: tools, Position: pos, APIKey: key, OnDelta: sink.add}
 	start := r.e.clock.Now()
-	resp, err := provider.Respond(callCtx, req)
+	var written requestSent
+	resp, err := provider.Respond(httptrace.WithClientTrace(callCtx, written.trace()), req)
 	r.modelCallEnded()
 	if sink.err != nil {
 		return nil, sink.err // the lease was lost, or a newer write conflicts
@@ -208,7 +211,7 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 		}, abandonedUsage(spec, counter, resp, contextTokens, sink.streamed.String()))
 	}
 	if err != nil {
-		return nil, r.modelFailed(ctx, purpose, stepN, pos, attempt, dur, err, failedUsage(spec, counter, resp, errors.Is(callCtx.Err(), context.DeadlineExceeded), contextTokens, sink.streamed.String()))
+		return nil, r.modelFailed(ctx, purpose, stepN, pos, attempt, dur, err, failedUsage(spec, counter, resp, errors.Is(callCtx.Err(), context.DeadlineExceeded) || written.cutByTimeout(err), contextTokens, sink.streamed.String()))
 	}
 	if err := sink.emit(false); err != nil {
 		return nil, err
@@ -223,10 +226,37 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 	return &callResult{resp: resp, pos: pos, durMS: dur}, nil
 }
 
+// requestSent tells whether a model call's HTTP request was written whole
+// to the provider (an httptrace hook on the call's context, which the
+// providers' SDKs send their requests with). A call cut by a timeout after
+// that was in the provider's hands, which bills what it worked on,
+// whichever timeout cut it: the engine's own (ModelTimeout, seen on the
+// call's context) or one of the HTTP client's, which the context does not
+// see (the transport's wait for response headers, which fires first when a
+// library user raises ModelTimeout past it, or the Client.Timeout of a
+// client a library user passes a provider).
+type requestSent struct{ wrote atomic.Bool }
+
+func (s *requestSent) trace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
+		if info.Err == nil {
+			s.wrote.Store(true)
+		}
+	}}
+}
+
+// cutByTimeout reports whether err is a timeout of the transport (no HTTP
+// status: a 408 or a 504 is the provider's answer that it did not work on
+// the call) that cut the call after its request was written.
+func (s *requestSent) cutByTimeout(err error) bool {
+	me, ok := model.AsError(err)
+	return ok && me.Kind == model.KindTimeout && me.Status == 0 && s.wrote.Load()
+}
+
 // failedUsage is what a model call that failed counts besides itself: the
 // usage the provider reported with its error, if any; else, for a call
-// the provider worked on before it failed (it ran into the call's own
-// timeout, timedOut, or it streamed output and broke off), its input and
+// the provider worked on before it failed (a timeout cut it once it was
+// sent, timedOut, or it streamed output and broke off), its input and
 // what it streamed, counted offline and priced as the model is, since the
 // provider bills them. A hostile model that answers at length until the
 // timeout would otherwise spend for free, once per retry. A call refused
