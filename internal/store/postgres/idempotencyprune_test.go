@@ -56,8 +56,10 @@ func TestIdempotencyPruneSparesAClaimRenewedMeanwhile(t *testing.T) {
 		done <- pruned{n, err}
 	}()
 	poll(t, "the prune waits for the takeover's row", func() bool {
+		// Not on conn: its transaction would read pg_stat_activity once,
+		// as it was at the first poll (before the prune waited, maybe).
 		var waiting bool
-		err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+		err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
 WHERE l.locktype = 'transactionid' AND NOT l.granted AND a.query LIKE 'DELETE FROM idempotency_claims%')`).Scan(&waiting)
 		require.NoError(t, err)
 		return waiting
