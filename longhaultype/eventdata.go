@@ -68,6 +68,10 @@ type SessionCancelRequestedData struct {
 	// Actor is who asked to cancel; nil when the engine did it by itself, or
 	// in a journal older than actors.
 	Actor *Actor `json:"actor,omitempty"`
+	// Request is the seed of the request with an Idempotency-Key that
+	// journaled it, by which a run of the same request after its server
+	// died finds it instead of journaling it again; empty without a key.
+	Request string `json:"request,omitempty"`
 }
 
 // SessionPauseRequestedData is the data of session.pause_requested.
@@ -80,6 +84,10 @@ type SessionPauseRequestedData struct {
 	// parent's id. The parent's resume resumes it; it cannot be resumed
 	// alone while that parent is paused.
 	Parent string `json:"parent,omitempty"`
+	// Request is the seed of the request with an Idempotency-Key that
+	// journaled it, by which a run of the same request after its server
+	// died finds it instead of journaling it again; empty without a key.
+	Request string `json:"request,omitempty"`
 }
 
 // SessionPausedData is the data of session.paused.
@@ -92,6 +100,10 @@ type SessionPausedData struct {
 	// Parent is the parent whose pause this one follows (see
 	// SessionPauseRequestedData.Parent).
 	Parent string `json:"parent,omitempty"`
+	// Request is the seed of the request with an Idempotency-Key that
+	// journaled it (a session no worker ran, paused at once), by which a run of the same request after its server
+	// died finds it instead of journaling it again; empty without a key.
+	Request string `json:"request,omitempty"`
 }
 
 // SessionResumedData is the data of session.resumed. PausedMS is how long
@@ -106,6 +118,10 @@ type SessionResumedData struct {
 	// Parent is set when the session was resumed with its parent, whose
 	// pause this one followed: the parent's id.
 	Parent string `json:"parent,omitempty"`
+	// Request is the seed of the request with an Idempotency-Key that
+	// journaled it, by which a run of the same request after its server
+	// died finds it instead of journaling it again; empty without a key.
+	Request string `json:"request,omitempty"`
 }
 
 // SessionForkedData is the data of session.forked: the events before it are a

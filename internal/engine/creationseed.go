@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -21,10 +23,13 @@ import (
 // webhook endpoint (internal/app) "whe_"+seed.
 //
 // The controls that create nothing with an id of their own (a steer, a
-// constraint, a review) journal the seed in their event (its "request"),
-// and a signal is "sig_"+seed: a seeded run looks for that event in the
-// journal since the seed was made (requestLook), in the change that would
-// journal it, and answers from it instead of journaling it again. An agent
+// constraint, a review, a cancel, a pause, a resume) journal the seed in
+// their event (its "request"), and a signal is "sig_"+seed: a seeded run
+// looks for that event in the journal since the seed was made
+// (requestLook), in the change that would journal it, and answers from it
+// instead of journaling it again (a pause or a resume again after a
+// person's resume or pause in between would undo theirs; a resume found
+// no longer paused would answer 409 for the resume it made). An agent
 // version records the seed with its creator (agents.go).
 
 type seedKey struct{}
@@ -68,6 +73,86 @@ func requestSeed(ctx context.Context) (string, error) {
 	return seed, err
 }
 
+// seededRun is a control request's seed, journaled in its event, and the
+// look for that event an earlier run of the request journaled. A nil
+// seededRun (a step of a pause's or a resume's walk down the tree, which
+// journals in other sessions) has no seed and finds nothing.
+type seededRun struct {
+	seed string
+	look *requestLook
+}
+
+// newSeededRun starts the look of ctx's request (match: made by its seed)
+// in session id's journal for an event of one of types.
+func (e *Engine) newSeededRun(ctx context.Context, id string, types ...string) (*seededRun, error) {
+	seed, err := requestSeed(ctx)
+	if err != nil {
+		return nil, err
+	}
+	look, err := e.newRequestLook(ctx, id, madeBy(seed), types...)
+	if err != nil {
+		return nil, err
+	}
+	return &seededRun{seed: seed, look: look}, nil
+}
+
+// madeBefore returns the event an earlier run of the request journaled,
+// looking up to seq end (requestLook.upTo); nil if none did.
+func (r *seededRun) madeBefore(ctx context.Context, end int64) (*lt.Event, error) {
+	if r == nil {
+		return nil, nil
+	}
+	return r.look.upTo(ctx, end)
+}
+
+// request is the seed to journal in the control's event.
+func (r *seededRun) request() string {
+	if r == nil {
+		return ""
+	}
+	return r.seed
+}
+
+// journalControl journals what add adds to session id's journal for a
+// control request (a steer, a constraint, a review, a cancel) with its
+// seed (request, "" without one), and returns the session: as it is, with
+// nothing added, when an earlier run of ctx's request journaled its event
+// of type typ.
+func (e *Engine) journalControl(ctx context.Context, id, typ string, add func(b *batch, request string) error) (*lt.Session, error) {
+	run, err := e.newSeededRun(ctx, id, typ)
+	if err != nil {
+		return nil, err
+	}
+	return e.changeOnce(ctx, id, run, func(b *batch, request string) (bool, error) {
+		return true, add(b, request)
+	})
+}
+
+// changeOnce makes the change change adds to session id's journal for
+// run (nil: none, as for a step of a walk down a tree), and returns the
+// session as the change left it, or nil when change says there is nothing
+// to answer with (false). When an earlier run of the request journaled
+// its event, it changes nothing and returns the session as it is. The
+// look is made in each attempt of the change, so two runs at once journal
+// it once.
+func (e *Engine) changeOnce(ctx context.Context, id string, run *seededRun, change func(b *batch, request string) (bool, error)) (*lt.Session, error) {
+	v, err := mutateRow(ctx, e, id, func(row *store.SessionRow, b *batch) (*lt.Session, error) {
+		if done, err := run.madeBefore(ctx, row.LastSeq); done != nil || err != nil {
+			v := b.st.View()
+			return &v, err
+		}
+		if answer, err := change(b, run.request()); !answer || err != nil {
+			return nil, err
+		}
+		v := b.st.View()
+		return &v, nil
+	})
+	if err != nil {
+		return nil, notFound(err, "session", id)
+	}
+	return v, nil
+}
+
 // requestPage is how many events a requestLook reads at a time.
 const requestPage = 256
 
@@ -76,7 +161,7 @@ const requestPage = 256
 // by another's.
 const requestClockSlack = time.Minute
 
-// requestLook looks for the event of type typ (match tells it by its data)
+// requestLook looks for the event of one of its types (match tells it by its data)
 // that a run of ctx's request journaled in a session's journal: once, back
 // from the journal's end to the seed's time (newRequestLook), then, in
 // each attempt of the change that would journal it, over the events
@@ -87,7 +172,8 @@ const requestClockSlack = time.Minute
 // again, looking again.
 type requestLook struct {
 	e       *Engine
-	id, typ string
+	id      string
+	types   []string
 	match   func(data []byte) bool
 	since   time.Time // zero: no seed, nothing to look for
 	checked int64     // the events up to this seq were looked at
@@ -95,10 +181,10 @@ type requestLook struct {
 }
 
 // newRequestLook starts the look of ctx's request in session id's journal
-// for the event of type typ that match tells (nothing to look for without
-// a seed).
-func (e *Engine) newRequestLook(ctx context.Context, id, typ string, match func(data []byte) bool) (*requestLook, error) {
-	l := &requestLook{e: e, id: id, typ: typ, match: match}
+// for the event of one of types that match tells (nothing to look for
+// without a seed).
+func (e *Engine) newRequestLook(ctx context.Context, id string, match func(data []byte) bool, types ...string) (*requestLook, error) {
+	l := &requestLook{e: e, id: id, types: types, match: match}
 	seed, ok, err := CreationSeed(ctx)
 	if err != nil || !ok {
 		return l, err
@@ -132,7 +218,7 @@ func (l *requestLook) upTo(ctx context.Context, end int64) (*lt.Event, error) {
 				l.checked = end
 				return nil, nil
 			}
-			if ev.Type != l.typ {
+			if !slices.Contains(l.types, ev.Type) {
 				continue
 			}
 			if ev, err = l.e.fullEvent(ctx, ev); err != nil {

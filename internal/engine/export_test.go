@@ -67,14 +67,14 @@ func (e *Engine) FreeWorkersForTest() int { return cap(e.slots) - len(e.slots) }
 // PauseAloneForTest pauses session id and none of its sub-agents, as a
 // pause request cut short after its first write leaves the tree.
 func (e *Engine) PauseAloneForTest(ctx context.Context, id string) error {
-	_, err := e.pauseOne(ctx, id, "cut short", "", "")
+	_, err := e.pauseOne(ctx, id, "cut short", "", "", nil)
 	return err
 }
 
 // ResumeAloneForTest resumes session id and none of its sub-agents, as a
 // resume request cut short after its first write leaves the tree.
 func (e *Engine) ResumeAloneForTest(ctx context.Context, id string) error {
-	_, err := e.resumeOne(ctx, id, "")
+	_, err := e.resumeOne(ctx, id, "", nil)
 	return err
 }
 

@@ -65,7 +65,11 @@ func (e *Engine) PauseSession(ctx context.Context, id string, req *lt.PauseReque
 	if len(req.Reason) > maxPauseReasonBytes {
 		return nil, apierror.Invalid("reason", "must be at most %d bytes", maxPauseReasonBytes)
 	}
-	v, err := e.pauseOne(ctx, id, req.Reason, "", "")
+	run, err := e.newSeededRun(ctx, id, lt.EventSessionPauseRequested, lt.EventSessionPaused)
+	if err != nil {
+		return nil, err
+	}
+	v, err := e.pauseOne(ctx, id, req.Reason, "", "", run)
 	if err != nil {
 		return nil, err
 	}
@@ -114,15 +118,18 @@ func (e *Engine) settleTree(ctx context.Context, id string, paused bool) error {
 // pauseOne pauses one session, with its parent's pause when parent is set
 // (a sub-agent whose turns are over or that is being cancelled is then
 // left as it is: there is nothing of it to pause), as long as follow (the
-// session whose pause a walk carries down) is paused: else nil, nil.
-func (e *Engine) pauseOne(ctx context.Context, id, reason, parent, follow string) (*lt.Session, error) {
-	v, err := mutate(ctx, e, id, func(b *batch) (*lt.Session, error) {
+// session whose pause a walk carries down) is paused: else nil, nil. run
+// is a person's request (nil for a walk's step): one an earlier run of
+// which paused the session answers with it as it is, though a person
+// resumed it since.
+func (e *Engine) pauseOne(ctx context.Context, id, reason, parent, follow string, run *seededRun) (*lt.Session, error) {
+	return e.changeOnce(ctx, id, run, func(b *batch, request string) (bool, error) {
 		st := b.st
 		if follow != "" {
 			// The pause carried down may have been resumed since the
 			// walk read it: then this sub-agent has nothing to follow.
 			if paused, err := e.holds(ctx, follow); err != nil || !paused {
-				return nil, err
+				return false, err
 			}
 		}
 		switch {
@@ -130,35 +137,25 @@ func (e *Engine) pauseOne(ctx context.Context, id, reason, parent, follow string
 			// A person pauses a sub-agent paused with its parent: the
 			// pause is theirs from now on, and the parent's resume
 			// leaves it (journal.applyPause).
-			if err := b.add(lt.EventSessionPauseRequested, "", 0, lt.SessionPauseRequestedData{Reason: reason, Actor: b.actor()}); err != nil {
-				return nil, err
-			}
+			return true, b.add(lt.EventSessionPauseRequested, "", 0, lt.SessionPauseRequestedData{Reason: reason, Actor: b.actor(), Request: request})
 		case st.Pause != nil:
 			// Already paused, or asked to: a repeated pause changes nothing.
+			return true, nil
 		case parent != "" && (len(st.Turns) == 0 || st.Session.Status.Terminal() || st.Cancel != nil):
 			// A sub-agent that is done or stopping.
+			return true, nil
 		case len(st.Turns) == 0 || st.Session.Status.Terminal():
-			return nil, apierror.Conflict("session %s is %s: it has no turn to pause", id, st.Session.Status)
+			return false, apierror.Conflict("session %s is %s: it has no turn to pause", id, st.Session.Status)
 		case st.Cancel != nil:
-			return nil, apierror.Conflict("session %s is being cancelled", id)
+			return false, apierror.Conflict("session %s is being cancelled", id)
 		case parked(st.Session.Status):
 			// No worker runs it (one that claimed it meanwhile drops
 			// what it had not saved: runner.merge): paused now.
-			if err := pauseNow(b, reason, parent); err != nil {
-				return nil, err
-			}
+			return true, pauseNow(b, reason, parent, request)
 		default:
-			if err := b.add(lt.EventSessionPauseRequested, "", 0, lt.SessionPauseRequestedData{Reason: reason, Actor: b.actor(), Parent: parent}); err != nil {
-				return nil, err
-			}
+			return true, b.add(lt.EventSessionPauseRequested, "", 0, lt.SessionPauseRequestedData{Reason: reason, Actor: b.actor(), Parent: parent, Request: request})
 		}
-		v := b.st.View()
-		return &v, nil
 	})
-	if err != nil {
-		return nil, notFound(err, "session", id)
-	}
-	return v, nil
 }
 
 // pauseSubagents pauses the running sub-agents of session id, and theirs,
@@ -175,7 +172,7 @@ func (e *Engine) pauseSubagents(ctx context.Context, id, reason string) error {
 // it spawned pauses too.
 func (e *Engine) pauseBelow(ctx context.Context, id, follow, reason string) error {
 	return e.eachLiveSubagent(ctx, id, func(child string) error {
-		v, err := e.pauseOne(ctx, child, reason, id, follow)
+		v, err := e.pauseOne(ctx, child, reason, id, follow, nil)
 		if err != nil {
 			return fmt.Errorf("pause sub-agent %s of %s: %w", child, id, err)
 		}
@@ -197,7 +194,11 @@ func (e *Engine) pauseBelow(ctx context.Context, id, follow, reason string) erro
 // resume cut short is repeated): they are resumed. A sub-agent is a 409
 // while an ancestor is paused (ancestorPaused).
 func (e *Engine) ResumeSession(ctx context.Context, id string, _ *lt.ResumeRequest) (*lt.Session, error) {
-	v, err := e.resumeOne(ctx, id, "")
+	run, err := e.newSeededRun(ctx, id, lt.EventSessionResumed)
+	if err != nil {
+		return nil, err
+	}
+	v, err := e.resumeOne(ctx, id, "", run)
 	notPaused := errors.Is(err, errNotPaused)
 	if err != nil && !notPaused {
 		return nil, err
@@ -238,16 +239,18 @@ var errNotPaused = errors.New("not paused")
 
 // resumeOne resumes one session: with its parent's resume when parent is
 // set, in which case a session whose pause is not that parent's is left
-// as it is (nil, nil).
-func (e *Engine) resumeOne(ctx context.Context, id, parent string) (*lt.Session, error) {
-	v, err := mutate(ctx, e, id, func(b *batch) (*lt.Session, error) {
+// as it is (nil, nil). run is a person's request (nil for a walk's step):
+// one an earlier run of which resumed the session answers with it as it
+// is, paused again since or not.
+func (e *Engine) resumeOne(ctx context.Context, id, parent string, run *seededRun) (*lt.Session, error) {
+	return e.changeOnce(ctx, id, run, func(b *batch, request string) (bool, error) {
 		st := b.st
 		if st.Pause == nil {
-			return nil, notPausedError{apierror.Conflict("session %s is not paused (status %s)", id, st.Session.Status)}
+			return false, notPausedError{apierror.Conflict("session %s is not paused (status %s)", id, st.Session.Status)}
 		}
 		switch {
 		case parent != "" && st.Pause.Parent != parent:
-			return nil, nil // paused by a person, or by another cause
+			return false, nil // paused by a person, or by another cause
 		case parent != "":
 			// The parent may have been paused again since the walk
 			// read it: then this sub-agent stays paused with it. One
@@ -255,11 +258,11 @@ func (e *Engine) resumeOne(ctx context.Context, id, parent string) (*lt.Session,
 			// asks it to stop (runner.cancelOrphans), and resumed it
 			// could start a step before that.
 			if paused, err := e.holdsChild(ctx, parent, id); err != nil || paused {
-				return nil, err
+				return false, err
 			}
 		case st.Session.ParentID != nil:
 			if err := e.ancestorPaused(ctx, id, *st.Session.ParentID); err != nil {
-				return nil, err
+				return false, err
 			}
 		}
 		var pausedMS int64
@@ -267,21 +270,14 @@ func (e *Engine) resumeOne(ctx context.Context, id, parent string) (*lt.Session,
 			pausedMS = max(e.clock.Now().Sub(*at), 0).Milliseconds()
 		}
 		wasPaused := st.Paused()
-		if err := b.add(lt.EventSessionResumed, "", 0, lt.SessionResumedData{PausedMS: pausedMS, Actor: b.actor(), Parent: parent}); err != nil {
-			return nil, err
+		if err := b.add(lt.EventSessionResumed, "", 0, lt.SessionResumedData{PausedMS: pausedMS, Actor: b.actor(), Parent: parent, Request: request}); err != nil {
+			return false, err
 		}
-		if wasPaused {
-			if err := b.status(resumedStatus(b.st), ""); err != nil {
-				return nil, err
-			}
+		if !wasPaused {
+			return true, nil
 		}
-		v := b.st.View()
-		return &v, nil
+		return true, b.status(resumedStatus(b.st), "")
 	})
-	if err != nil {
-		return nil, notFound(err, "session", id)
-	}
-	return v, nil
 }
 
 // notPausedError is resumeOne's 409 for a session that is not paused; it
@@ -376,7 +372,7 @@ var errWalkOver = errors.New("the walk's pause is over")
 func (e *Engine) resumeSubagents(ctx context.Context, id string) (int, error) {
 	n := 0
 	err := e.eachLiveSubagent(ctx, id, func(child string) error {
-		v, err := e.resumeOne(ctx, child, id)
+		v, err := e.resumeOne(ctx, child, id, nil)
 		switch {
 		case errors.Is(err, errNotPaused):
 			if paused, err := e.holds(ctx, id); err != nil || paused {
@@ -430,8 +426,8 @@ func parked(s lt.SessionStatus) bool {
 
 // pauseNow journals the pause taking effect, asked for by the batch's
 // actor (with the parent's pause when parent is set).
-func pauseNow(b *batch, reason, parent string) error {
-	if err := b.add(lt.EventSessionPaused, "", 0, lt.SessionPausedData{Reason: reason, Actor: b.actor(), Parent: parent}); err != nil {
+func pauseNow(b *batch, reason, parent, request string) error {
+	if err := b.add(lt.EventSessionPaused, "", 0, lt.SessionPausedData{Reason: reason, Actor: b.actor(), Parent: parent, Request: request}); err != nil {
 		return err
 	}
 	return b.status(lt.SessionPaused, "")

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
-	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -27,14 +26,6 @@ func (e *Engine) ReviewSession(ctx context.Context, id string, req *lt.ReviewReq
 	case req.Continue && strings.TrimSpace(req.Note) == "":
 		return nil, apierror.Invalid("note", "required with continue: it is the new turn's input")
 	}
-	seed, err := requestSeed(ctx)
-	if err != nil {
-		return nil, err
-	}
-	look, err := e.newRequestLook(ctx, id, lt.EventSessionReviewed, madeBy(seed))
-	if err != nil {
-		return nil, err
-	}
 	rows, err := e.store.ArtifactList(ctx, id)
 	if err != nil {
 		return nil, notFound(err, "session", id)
@@ -43,39 +34,29 @@ func (e *Engine) ReviewSession(ctx context.Context, id string, req *lt.ReviewReq
 	if err != nil {
 		return nil, err
 	}
-	v, err := mutateRow(ctx, e, id, func(row *store.SessionRow, b *batch) (*lt.Session, error) {
-		if done, err := look.upTo(ctx, row.LastSeq); done != nil || err != nil {
-			// Reviewed by an earlier run of the request, whose turn (with
-			// continue) may be running now.
-			v := b.st.View()
-			return &v, err
-		}
+	// An earlier run of the request may have reviewed the session, whose
+	// turn (with continue) may be running now: it answers with the session
+	// as it is.
+	return e.journalControl(ctx, id, lt.EventSessionReviewed, func(b *batch, request string) error {
 		if len(b.st.Turns) > 0 {
-			return nil, apierror.Conflict("session %s is still working (status %s): review it once its turn has ended", id, b.st.Session.Status)
+			return apierror.Conflict("session %s is still working (status %s): review it once its turn has ended", id, b.st.Session.Status)
 		}
 		r := lt.Review{Accepted: *req.Accepted, Note: req.Note, At: e.clock.Now()}
 		if a := finalArtifact(arts); a != nil {
 			r.ArtifactID, r.TurnID = a.ID, a.TurnID
 		}
-		if err := b.add(lt.EventSessionReviewed, r.TurnID, 0, lt.SessionReviewedData{Review: r, Actor: b.actor(), Request: seed}); err != nil {
-			return nil, err
+		if err := b.add(lt.EventSessionReviewed, r.TurnID, 0, lt.SessionReviewedData{Review: r, Actor: b.actor(), Request: request}); err != nil {
+			return err
 		}
-		if req.Continue {
-			turnID := newID("turn_", e.clock.Now())
-			if err := b.add(lt.EventTurnCreated, turnID, 0, lt.TurnCreatedData{TurnID: turnID, Index: b.st.TurnCount + 1, Input: req.Note}); err != nil {
-				return nil, err
-			}
-			if err := b.status(lt.SessionQueued, ""); err != nil {
-				return nil, err
-			}
+		if !req.Continue {
+			return nil
 		}
-		v := b.st.View()
-		return &v, nil
+		turnID := newID("turn_", e.clock.Now())
+		if err := b.add(lt.EventTurnCreated, turnID, 0, lt.TurnCreatedData{TurnID: turnID, Index: b.st.TurnCount + 1, Input: req.Note}); err != nil {
+			return err
+		}
+		return b.status(lt.SessionQueued, "")
 	})
-	if err != nil {
-		return nil, notFound(err, "session", id)
-	}
-	return v, nil
 }
 
 // finalArtifact is the session's newest final artifact, or nil.

@@ -386,21 +386,16 @@ func (e *Engine) GetTurn(ctx context.Context, sessionID, turnID string) (*lt.Tur
 
 // CancelSession asks the running turn (and queued ones) to stop at the next
 // safe point. A worker carries it out: effects already started are recorded
-// as such. Cancelling a session with nothing to cancel is a no-op.
+// as such. Cancelling a session with nothing to cancel is a no-op. A run
+// of a request an earlier run of which journaled its cancel (creationseed.go)
+// answers with the session as it is: it does not cancel a turn queued since.
 func (e *Engine) CancelSession(ctx context.Context, id string, req *lt.CancelRequest) (*lt.Session, error) {
-	v, err := mutate(ctx, e, id, func(b *batch) (*lt.Session, error) {
-		if len(b.st.Turns) > 0 && b.st.Cancel == nil {
-			if err := b.add(lt.EventSessionCancelRequested, "", 0, lt.SessionCancelRequestedData{Reason: req.Reason, Actor: b.actor()}); err != nil {
-				return nil, err
-			}
+	return e.journalControl(ctx, id, lt.EventSessionCancelRequested, func(b *batch, request string) error {
+		if len(b.st.Turns) == 0 || b.st.Cancel != nil {
+			return nil
 		}
-		v := b.st.View()
-		return &v, nil
+		return b.add(lt.EventSessionCancelRequested, "", 0, lt.SessionCancelRequestedData{Reason: req.Reason, Actor: b.actor(), Request: request})
 	})
-	if err != nil {
-		return nil, notFound(err, "session", id)
-	}
-	return v, nil
 }
 
 // maxConstraintBytes bounds one constraint: it is placed in every context.
@@ -417,29 +412,9 @@ func (e *Engine) AddConstraint(ctx context.Context, id string, req *lt.AddConstr
 	case len(c) > maxConstraintBytes:
 		return nil, apierror.Invalid("constraint", "must be at most %d bytes", maxConstraintBytes)
 	}
-	seed, err := requestSeed(ctx)
-	if err != nil {
-		return nil, err
-	}
-	look, err := e.newRequestLook(ctx, id, lt.EventConstraintAdded, madeBy(seed))
-	if err != nil {
-		return nil, err
-	}
-	v, err := mutateRow(ctx, e, id, func(row *store.SessionRow, b *batch) (*lt.Session, error) {
-		if done, err := look.upTo(ctx, row.LastSeq); done != nil || err != nil {
-			v := b.st.View()
-			return &v, err
-		}
-		if err := b.add(lt.EventConstraintAdded, "", 0, lt.ConstraintAddedData{Constraint: c, Actor: b.actor(), Request: seed}); err != nil {
-			return nil, err
-		}
-		v := b.st.View()
-		return &v, nil
+	return e.journalControl(ctx, id, lt.EventConstraintAdded, func(b *batch, request string) error {
+		return b.add(lt.EventConstraintAdded, "", 0, lt.ConstraintAddedData{Constraint: c, Actor: b.actor(), Request: request})
 	})
-	if err != nil {
-		return nil, notFound(err, "session", id)
-	}
-	return v, nil
 }
 
 func decodeDocs[T any](rows []*store.DocRow) ([]T, error) {

@@ -9,7 +9,6 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/apierror"
 	"github.com/longhaul-dev/longhaul/internal/journal"
 	"github.com/longhaul-dev/longhaul/internal/model"
-	"github.com/longhaul-dev/longhaul/internal/store"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
@@ -60,43 +59,23 @@ func (e *Engine) SteerSession(ctx context.Context, id string, req *lt.SteerReque
 	case len(req.Input) > maxSteerBytes:
 		return nil, apierror.Invalid("input", "longer than %d bytes (send a long text as a follow-up turn's input)", maxSteerBytes)
 	}
-	seed, err := requestSeed(ctx)
-	if err != nil {
-		return nil, err
-	}
-	look, err := e.newRequestLook(ctx, id, lt.EventTurnSteered, madeBy(seed))
-	if err != nil {
-		return nil, err
-	}
-	v, err := mutateRow(ctx, e, id, func(row *store.SessionRow, b *batch) (*lt.Session, error) {
-		st := b.st
-		if done, err := look.upTo(ctx, row.LastSeq); done != nil || err != nil {
-			// Steered by an earlier run of the request, whose turn may
-			// have ended since.
-			v := st.View()
-			return &v, err
-		}
+	// An earlier run of the request may have steered a turn that has
+	// ended since: it answers with the session as it is.
+	return e.journalControl(ctx, id, lt.EventTurnSteered, func(b *batch, request string) error {
 		if err := e.refuseWhenLow(); err != nil {
-			return nil, err
+			return err
 		}
+		st := b.st
 		turn := st.CurrentTurn()
 		switch {
 		case turn == nil:
-			return nil, apierror.Conflict("session %s has no running turn (it is %s): send a follow-up turn instead (POST /v1/sessions/%s/turns)",
+			return apierror.Conflict("session %s has no running turn (it is %s): send a follow-up turn instead (POST /v1/sessions/%s/turns)",
 				id, st.Session.Status, id)
 		case st.Cancel != nil:
-			return nil, apierror.Conflict("session %s is being cancelled: send a follow-up turn once it is", id)
+			return apierror.Conflict("session %s is being cancelled: send a follow-up turn once it is", id)
 		}
-		if err := b.add(lt.EventTurnSteered, turn.ID, 0, lt.TurnSteeredData{TurnID: turn.ID, Input: req.Input, Interrupt: req.Interrupt, Actor: b.actor(), Request: seed}); err != nil {
-			return nil, err
-		}
-		v := b.st.View()
-		return &v, nil
+		return b.add(lt.EventTurnSteered, turn.ID, 0, lt.TurnSteeredData{TurnID: turn.ID, Input: req.Input, Interrupt: req.Interrupt, Actor: b.actor(), Request: request})
 	})
-	if err != nil {
-		return nil, notFound(err, "session", id)
-	}
-	return v, nil
 }
 
 // steerDue is what a step's model call carrying the first sent steering

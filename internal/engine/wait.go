@@ -138,7 +138,7 @@ func (e *Engine) SendSignal(ctx context.Context, id string, req *lt.SignalReques
 		return nil, err
 	}
 	sig := lt.SignalReceivedData{ID: sigID, Name: name, Payload: req.Payload}
-	look, err := e.newRequestLook(ctx, id, lt.EventSignalReceived, signalOf(sigID))
+	look, err := e.newRequestLook(ctx, id, signalOf(sigID), lt.EventSignalReceived)
 	if err != nil {
 		return nil, err
 	}

@@ -464,29 +464,7 @@ func firstCheckpoint(t *testing.T, h *harness, id string) string {
 // the claim's seed) and answers from it.
 func TestIdempotentRetryAfterALostRecordJournalsControlsOnce(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOpts{})
-	var clock atomic.Int64
-	now := func() time.Time { return time.Unix(0, clock.Load()).UTC() }
-	lost := &lostRecords{IdempotencyStore: h.store}
-	serve := otherServer(t, h, lost, now)
-	// once posts body to path with key, its record lost, then again once
-	// the dead run's claim has lapsed; the server's clock is the engine's
-	// (a seed is read back as the time its request first ran).
-	once := func(path, body, key string, between ...func()) (first, again *httptest.ResponseRecorder) {
-		t.Helper()
-		clock.Store(time.Now().UnixNano())
-		lost.lost.Store(1)
-		first = serve(http.MethodPost, path, body, key)
-		require.Less(t, first.Code, 300, first.Body.String())
-		for _, f := range between {
-			f()
-		}
-		clock.Add(int64(31 * time.Second))
-		again = serve(http.MethodPost, path, body, key)
-		require.Equal(t, first.Code, again.Code, again.Body.String())
-		require.Empty(t, again.Header().Get("Idempotent-Replayed"), "run again, not replayed")
-		return first, again
-	}
+	h, once := lostOnceHarness(t)
 
 	sess, _ := h.startFunctionSession("c1")
 	base := "/v1/sessions/" + sess.ID
@@ -512,6 +490,110 @@ func TestIdempotentRetryAfterALostRecordJournalsControlsOnce(t *testing.T) {
 	evs = h.events(done.ID)
 	require.Len(t, ofType(evs, lt.EventSessionReviewed), 1, "one review")
 	require.Len(t, ofType(evs, lt.EventTurnCreated), 2, "the first turn and the one the review started, once")
+}
+
+// lostOnceHarness returns a harness and a func that posts body to path
+// with key through another server on it, the record lost, runs between,
+// then posts it again once the dead run's claim has lapsed (that server's
+// clock is moved on), and returns both answers, which must have the same
+// status. The server's clock is the engine's (a seed is read back as the
+// time its request first ran).
+func lostOnceHarness(t *testing.T) (*harness, func(path, body, key string, between ...func()) (first, again *httptest.ResponseRecorder)) {
+	h := newHarness(t, harnessOpts{})
+	var clock atomic.Int64
+	now := func() time.Time { return time.Unix(0, clock.Load()).UTC() }
+	lost := &lostRecords{IdempotencyStore: h.store}
+	serve := otherServer(t, h, lost, now)
+	return h, func(path, body, key string, between ...func()) (first, again *httptest.ResponseRecorder) {
+		t.Helper()
+		clock.Store(time.Now().UnixNano())
+		lost.lost.Store(1)
+		first = serve(http.MethodPost, path, body, key)
+		require.Less(t, first.Code, 300, first.Body.String())
+		for _, f := range between {
+			f()
+		}
+		clock.Add(int64(31 * time.Second))
+		again = serve(http.MethodPost, path, body, key)
+		require.Equal(t, first.Code, again.Code, again.Body.String())
+		require.Empty(t, again.Header().Get("Idempotent-Replayed"), "run again, not replayed")
+		return first, again
+	}
+}
+
+// TestIdempotentRetryAfterALostRecordControlsOnce: a pause, a resume or a
+// cancel whose server died before its record is run again by the client's
+// retry, and finds its event in the journal (its "request"): it answers
+// 200 with the session as it is, and does nothing again. Before, a resume
+// retried answered 409 "not paused" for the resume it had made (for ever:
+// the retry keeps the claim), and a pause or a cancel retried after a
+// person's resume, or a new turn, paused the session or cancelled the turn
+// a second time.
+func TestIdempotentRetryAfterALostRecordControlsOnce(t *testing.T) {
+	t.Parallel()
+	h, once := lostOnceHarness(t)
+	// It asks a person, and asks again in the turn after the cancel.
+	r := h.post("/v1/sessions", `{
+  "agent_spec": {
+    "model": {"provider": "scripted", "script": [
+      {"tool_calls": [{"name": "ask_human", "arguments": {"question": "Which city?"}}]},
+      {"tool_calls": [{"name": "ask_human", "arguments": {"question": "Which repo?"}}]},
+      {"text": "done"}
+    ]},
+    "tools": [{"name": "ask_human"}]
+  },
+  "input": "go"
+}`)
+	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
+	s := h.waitStatus(decode[lt.Session](t, r).ID, lt.SessionRequiresAction)
+	path := "/v1/sessions/" + s.ID
+	status := func() lt.SessionStatus { return decode[lt.Session](t, h.get(path)).Status }
+
+	// A pause, retried after a person resumed the session.
+	once(path+"/pause", `{"reason":"lunch"}`, "pause-1", func() {
+		require.Equal(t, http.StatusOK, h.post(path+"/resume", `{}`).status)
+		h.waitStatus(s.ID, lt.SessionRequiresAction)
+	})
+	require.Equal(t, lt.SessionRequiresAction, status(), "the retry did not pause it again")
+
+	// A resume, retried: 200, not 409.
+	require.Equal(t, http.StatusOK, h.post(path+"/pause", `{}`).status)
+	h.waitStatus(s.ID, lt.SessionPaused)
+	once(path+"/resume", `{}`, "resume-1")
+	require.Equal(t, lt.SessionRequiresAction, status())
+
+	// A resume, retried after a person paused the session again.
+	require.Equal(t, http.StatusOK, h.post(path+"/pause", `{}`).status)
+	h.waitStatus(s.ID, lt.SessionPaused)
+	once(path+"/resume", `{}`, "resume-2", func() {
+		require.Equal(t, http.StatusOK, h.post(path+"/pause", `{}`).status)
+		h.waitStatus(s.ID, lt.SessionPaused)
+	})
+	require.Equal(t, lt.SessionPaused, status(), "the retry did not resume it again")
+	require.Equal(t, http.StatusOK, h.post(path+"/resume", `{}`).status)
+	h.waitStatus(s.ID, lt.SessionRequiresAction)
+
+	// A cancel, retried once the session took a new turn.
+	once(path+"/cancel", `{"reason":"wrong repo"}`, "cancel-1", func() {
+		h.waitStatus(s.ID, lt.SessionCancelled)
+		r := h.post(path+"/turns", `{"input":"the right repo, then"}`)
+		require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
+		h.waitStatus(s.ID, lt.SessionRequiresAction)
+	})
+	require.Equal(t, lt.SessionRequiresAction, status(), "the retry did not cancel the new turn")
+
+	evs := h.events(s.ID)
+	require.Len(t, ofType(evs, lt.EventSessionCancelRequested), 1, "one cancel")
+	require.Len(t, ofType(evs, lt.EventSessionResumed), 4, "a person's two, and resume-1's and resume-2's once each")
+	require.Len(t, ofType(evs, lt.EventSessionPaused), 4, "pause-1's once, and a person's three")
+	// What the keyed requests journaled carries their seeds.
+	seeded := 0
+	for _, ev := range evs {
+		if strings.Contains(string(ev.Data), `"request":"`) {
+			seeded++
+		}
+	}
+	require.Equal(t, 4, seeded, "pause-1, resume-1, resume-2 and cancel-1")
 }
 
 // stalledFirst holds the first call of each of its methods until release
