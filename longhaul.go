@@ -70,6 +70,18 @@ type Options struct {
 	// OPENAI_API_KEY (api.openai.com) and ANTHROPIC_API_KEY
 	// (api.anthropic.com). Default: those two only.
 	ModelKeyEnv map[string][]string
+	// AuditRetention is how long the audit log keeps an entry; the process
+	// deletes older ones at Open and every hour, as `longhaul serve
+	// --audit-retention` does. Every process on a shared store prunes it,
+	// so the shortest retention among them decides. Default: 90 days;
+	// negative: keep every entry.
+	AuditRetention time.Duration
+	// IdempotencyRetention is how long the first answer to a request with
+	// an Idempotency-Key (to Handler, or to a server on the same store)
+	// answers its repeats, as `longhaul serve --idempotency-retention`;
+	// the shortest among the processes on a shared store decides. At least
+	// an hour. Default: 7 days; negative: keep every answer.
+	IdempotencyRetention time.Duration
 }
 
 // subscribePoll is how often a stream of the Runtime (StreamEvents,
@@ -133,6 +145,7 @@ func Open(ctx context.Context, opts Options) (_ *Runtime, err error) {
 		DataDir: opts.DataDir, StoreURL: opts.PostgresURL, NoMigrate: opts.NoMigrate, LeaseTTL: opts.LeaseTTL,
 		APIKeys: opts.APIKeys, Logger: log, VaultKeyFile: opts.VaultKeyFile, Sandbox: opts.Sandbox, Tools: tools,
 		ModelKeyEnv: opts.ModelKeyEnv, PollInterval: subscribePoll,
+		AuditRetention: opts.AuditRetention, IdempotencyRetention: opts.IdempotencyRetention,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open longhaul: %w", err)
