@@ -44,9 +44,6 @@ var idString = regexp.MustCompile(`"[a-z]{1,16}_[0-9A-Za-z_-]{1,128}"`)
 // Without webhookSecret (a test's fork) the dispatcher makes the state
 // later, from the fork's first event, with a secret nobody is given.
 func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest, webhookSecret string) (*lt.Session, error) {
-	if err := e.refuseWhenLow(); err != nil {
-		return nil, err
-	}
 	now := e.clock.Now()
 	forkID, seeded, err := creationID(ctx, "ses_", now)
 	if err != nil {
@@ -54,11 +51,15 @@ func (e *Engine) ForkSession(ctx context.Context, id string, req *lt.ForkRequest
 	}
 	if seeded && IsRerun(ctx) {
 		// Made by an earlier run of the same request: answered as made
-		// (its secret by the caller), before anything is checked again,
-		// its workspace left as it is.
+		// (its secret by the caller), before anything is checked again
+		// (the space left on the disk included), its workspace left as
+		// it is.
 		if v, err := e.GetSession(ctx, forkID); !isNotFound(err) {
 			return v, err
 		}
+	}
+	if err := e.refuseWhenLow(); err != nil {
+		return nil, err
 	}
 	if strings.TrimSpace(req.CheckpointID) == "" {
 		return nil, apierror.Invalid("checkpoint_id", "required: the checkpoint to fork from")

@@ -31,9 +31,6 @@ func (e *Engine) CreateSession(ctx context.Context, req *lt.CreateSessionRequest
 // creating again. Without webhookSecret the dispatcher makes the secret
 // later (a test's session, the benchmark's).
 func (e *Engine) CreateSessionSigned(ctx context.Context, req *lt.CreateSessionRequest, webhookSecret string) (*lt.Session, error) {
-	if err := e.refuseWhenLow(); err != nil {
-		return nil, err
-	}
 	id, seeded, err := creationID(ctx, "ses_", e.clock.Now())
 	if err != nil {
 		return nil, err
@@ -41,10 +38,14 @@ func (e *Engine) CreateSessionSigned(ctx context.Context, req *lt.CreateSessionR
 	if seeded && IsRerun(ctx) {
 		// Made by an earlier run of the same request: answered as made,
 		// before anything of the request is checked again (what was
-		// allowed then may be refused now, and the session runs).
+		// allowed then may be refused now, and the session runs), the
+		// space left on the disk included.
 		if v, err := e.GetSession(ctx, id); !isNotFound(err) {
 			return v, err
 		}
+	}
+	if err := e.refuseWhenLow(); err != nil {
+		return nil, err
 	}
 	spec, ref, err := e.resolveAgent(ctx, req)
 	if err != nil {
@@ -302,9 +303,6 @@ func (e *Engine) ListSessions(ctx context.Context, p lt.ListSessionsParams) (*lt
 
 // CreateTurn queues a follow-up turn; it starts when the running one ends.
 func (e *Engine) CreateTurn(ctx context.Context, sessionID string, req *lt.CreateTurnRequest) (*lt.Turn, error) {
-	if err := e.refuseWhenLow(); err != nil {
-		return nil, err
-	}
 	if err := validateInput(req.Input, "input"); err != nil {
 		return nil, err
 	}
@@ -324,6 +322,9 @@ func (e *Engine) CreateTurn(ctx context.Context, sessionID string, req *lt.Creat
 			} else if !isNotFound(err) {
 				return nil, err
 			}
+		}
+		if err := e.refuseWhenLow(); err != nil {
+			return nil, err
 		}
 		if st.Cancel != nil {
 			return nil, apierror.Conflict("session %s is being cancelled", sessionID)

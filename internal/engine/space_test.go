@@ -2,13 +2,16 @@ package engine_test
 
 import (
 	"context"
+	"crypto/rand"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/oklog/ulid/v2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
@@ -33,6 +36,18 @@ func startSpaceEngine(t *testing.T, st store.Store, dir string, check func() err
 	})
 }
 
+// startFloorEngine starts an engine on st whose data volume, dir, has a
+// floor of 64 MiB and free bytes free (1 GiB to start with); checks counts
+// the checks of the space.
+func startFloorEngine(t *testing.T, st store.Store, dir string, free *atomic.Uint64, checks *atomic.Int64) *engine.Engine {
+	t.Helper()
+	free.Store(1 << 30)
+	mon, err := freespace.New([]freespace.Volume{{Dir: dir, Name: "the data volume"}}, 64,
+		&freespace.Config{Free: func(string) (uint64, error) { checks.Add(1); return free.Load(), nil }})
+	require.NoError(t, err)
+	return startSpaceEngine(t, st, dir, mon.Check)
+}
+
 // TestLowSpaceRefusesWorkAndRecovers: below the floor the engine says it is
 // not ready, refuses new sessions with a 507 naming the volume, claims
 // nothing, and takes the work up by itself once space returns.
@@ -42,18 +57,14 @@ func TestLowSpaceRefusesWorkAndRecovers(t *testing.T) {
 	st := openStore(t, dir)
 	t.Cleanup(func() { st.Close() })
 	var free atomic.Uint64
-	free.Store(1 << 30)
 	var checks atomic.Int64
-	mon, err := freespace.New([]freespace.Volume{{Dir: dir, Name: "the data volume"}}, 64,
-		&freespace.Config{Free: func(string) (uint64, error) { checks.Add(1); return free.Load(), nil }})
-	require.NoError(t, err)
-	eng := startSpaceEngine(t, st, dir, mon.Check)
+	eng := startFloorEngine(t, st, dir, &free, &checks)
 	ctx := context.Background()
 	req := &lt.CreateSessionRequest{AgentSpec: spec(t, `[{"text":"done"}]`), Input: "hi"}
 
 	require.NoError(t, eng.Ready(ctx))
 	free.Store(10 << 20)
-	err = eng.Ready(ctx)
+	err := eng.Ready(ctx)
 	ae := apierror.From(err)
 	require.Equal(t, http.StatusServiceUnavailable, ae.Status)
 	require.Equal(t, "the data volume is nearly full: 10 MiB free, below the floor of 64 MiB", ae.Message)
@@ -181,4 +192,57 @@ func TestDiskFullMidStepResumes(t *testing.T) {
 	}
 	require.Equal(t, 1, completed)
 	checkJournal(t, st, s.ID)
+}
+
+// TestRerunsAnswerWithTheDiskLow: a request whose server died after its
+// work and before its record is run again by the client's retry (its seed,
+// engine.WithCreationSeed); with the disk below the floor meanwhile, the
+// retry still answers with what the first run made (the session, the
+// fork, the turn, the steer), as the first run answered, instead of a 507
+// that the client would keep getting until space is freed. A new request
+// with the disk low is a 507 still.
+func TestRerunsAnswerWithTheDiskLow(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	st := openStore(t, dir)
+	t.Cleanup(func() { st.Close() })
+	var free atomic.Uint64
+	eng := startFloorEngine(t, st, dir, &free, new(atomic.Int64))
+	ctx := context.Background()
+	// Made at the engine's time, as the server makes them (a run looks
+	// for what the request journaled since its seed's time).
+	at := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
+	seed := func() string { return strings.ToLower(ulid.MustNew(ulid.Timestamp(at), rand.Reader).String()) }
+	first := func(seed string) context.Context { return engine.WithCreationSeed(ctx, seed, false) }
+	retry := func(seed string) context.Context { return engine.WithCreationSeed(ctx, seed, true) }
+
+	made, turned, forked, steered := seed(), seed(), seed(), seed()
+	s, err := eng.CreateSession(first(made), &lt.CreateSessionRequest{AgentSpec: spec(t, `[{"text":"done"},{"text":"again"}]`), Input: "hi"})
+	require.NoError(t, err)
+	waitSessionStatus(t, eng, s.ID, lt.SessionIdle)
+	cps, err := eng.ListCheckpoints(ctx, s.ID)
+	require.NoError(t, err)
+	require.NotEmpty(t, cps)
+	f, err := eng.ForkSession(first(forked), s.ID, &lt.ForkRequest{CheckpointID: cps[len(cps)-1].ID}, "")
+	require.NoError(t, err)
+	turn, err := eng.CreateTurn(first(turned), s.ID, &lt.CreateTurnRequest{Input: "more"})
+	require.NoError(t, err)
+	_, err = eng.SteerSession(first(steered), s.ID, &lt.SteerRequest{Input: "shorter"})
+	require.NoError(t, err)
+
+	free.Store(10 << 20)
+	again, err := eng.CreateSession(retry(made), &lt.CreateSessionRequest{AgentSpec: spec(t, `[{"text":"done"},{"text":"again"}]`), Input: "hi"})
+	require.NoError(t, err, "the retry of the creation")
+	require.Equal(t, s.ID, again.ID)
+	againFork, err := eng.ForkSession(retry(forked), s.ID, &lt.ForkRequest{CheckpointID: cps[len(cps)-1].ID}, "")
+	require.NoError(t, err, "the retry of the fork")
+	require.Equal(t, f.ID, againFork.ID)
+	againTurn, err := eng.CreateTurn(retry(turned), s.ID, &lt.CreateTurnRequest{Input: "more"})
+	require.NoError(t, err, "the retry of the turn")
+	require.Equal(t, turn.ID, againTurn.ID)
+	_, err = eng.SteerSession(retry(steered), s.ID, &lt.SteerRequest{Input: "shorter"})
+	require.NoError(t, err, "the retry of the steer")
+
+	_, err = eng.CreateTurn(retry(seed()), s.ID, &lt.CreateTurnRequest{Input: "a new one"})
+	require.Equal(t, http.StatusInsufficientStorage, apierror.From(err).Status, "a request no run made: %v", err)
 }
