@@ -56,7 +56,8 @@ type Config struct {
 	// ModelTimeout bounds one model call. Default: 10 min. A provider's
 	// HTTP client may cut a call sooner (model.HTTPClient waits 10 minutes
 	// for response headers); a call any timeout cut once its request was
-	// written counts its input, as one this limit cut does.
+	// written counts its input, and one cut before (still dialling) does
+	// not.
 	ModelTimeout time.Duration
 	// MaxModelAttempts bounds attempts of one model call. Default: 5.
 	MaxModelAttempts int

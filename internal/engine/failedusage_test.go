@@ -148,27 +148,46 @@ func TestCallCutByTheHTTPClientsTimeoutCountsItsInput(t *testing.T) {
 	require.Equal(t, 100+cut.Usage.InputTokens, got.Usage.InputTokens)
 }
 
-// TestCallNeverSentCountsNothing: a call whose connection was refused (the
-// request never written) counts only itself, whatever kind of error the
-// transport gave.
+// TestCallNeverSentCountsNothing: a call whose request was never written
+// counts only itself: its dial timed out, or the engine's own limit on a
+// call (ModelTimeout) passed while it was still dialling a host that does
+// not answer.
 func TestCallNeverSentCountsNothing(t *testing.T) {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
-		// A dial that times out: a timeout, before anything was written.
-		return nil, &net.OpError{Op: "dial", Net: network, Err: timeoutError{}}
+	// The transport dials on a context of its own, which the call's end
+	// does not cancel: a dial held until the call's deadline ends with
+	// the test.
+	hung := make(chan struct{})
+	t.Cleanup(func() { close(hung) })
+	for name, dial := range map[string]func(ctx context.Context, network, _ string) (net.Conn, error){
+		"dial timed out": func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: timeoutError{}}
+		},
+		"ModelTimeout while dialling": func(ctx context.Context, network, _ string) (net.Conn, error) {
+			select {
+			case <-ctx.Done():
+			case <-hung:
+			}
+			return nil, &net.OpError{Op: "dial", Net: network, Err: context.Canceled}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tr := http.DefaultTransport.(*http.Transport).Clone()
+			tr.DialContext = dial
+			p := openai.New(openai.Config{Name: openai.NameCompatible, HTTPClient: &http.Client{Transport: tr}})
+			h := newHarnessConfigured(t, p, func(h *harness) store.Store { return h.store }, func(c *engine.Config) {
+				c.MaxModelAttempts = 1
+				c.ModelTimeout = 100 * time.Millisecond
+				c.Providers = map[string]model.Provider{openai.NameCompatible: p}
+			})
+			s := create(t, h, &lt.AgentSpec{Model: lt.ModelSpec{Provider: openai.NameCompatible, Name: "m", BaseURL: "http://127.0.0.1:9/v1"}, Instructions: "Be useful."}, nil)
+			h.waitStatus(s.ID, lt.SessionIdle, lt.SessionFailed)
+			failed := events(t, h, s.ID, lt.EventModelFailed)
+			require.Len(t, failed, 1, "journal:\n%s", journalText(t, h, s.ID))
+			f := data[lt.ModelFailedData](t, failed[0])
+			require.Equal(t, string(model.KindTimeout), f.Kind, "journal:\n%s", journalText(t, h, s.ID))
+			require.Nil(t, f.Usage, "a request never written counts nothing; journal:\n%s", journalText(t, h, s.ID))
+		})
 	}
-	p := openai.New(openai.Config{Name: openai.NameCompatible, HTTPClient: &http.Client{Transport: tr}})
-	h := newHarnessConfigured(t, p, func(h *harness) store.Store { return h.store }, func(c *engine.Config) {
-		c.MaxModelAttempts = 1
-		c.Providers = map[string]model.Provider{openai.NameCompatible: p}
-	})
-	s := create(t, h, &lt.AgentSpec{Model: lt.ModelSpec{Provider: openai.NameCompatible, Name: "m", BaseURL: "http://127.0.0.1:9/v1"}, Instructions: "Be useful."}, nil)
-	h.waitStatus(s.ID, lt.SessionIdle, lt.SessionFailed)
-	failed := events(t, h, s.ID, lt.EventModelFailed)
-	require.Len(t, failed, 1, "journal:\n%s", journalText(t, h, s.ID))
-	f := data[lt.ModelFailedData](t, failed[0])
-	require.Equal(t, string(model.KindTimeout), f.Kind, "journal:\n%s", journalText(t, h, s.ID))
-	require.Nil(t, f.Usage, "a request never written counts nothing; journal:\n%s", journalText(t, h, s.ID))
 }
 
 // timeoutError is a net.Error that timed out.

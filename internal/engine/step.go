@@ -211,7 +211,7 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 		}, abandonedUsage(spec, counter, resp, contextTokens, sink.streamed.String()))
 	}
 	if err != nil {
-		return nil, r.modelFailed(ctx, purpose, stepN, pos, attempt, dur, err, failedUsage(spec, counter, resp, errors.Is(callCtx.Err(), context.DeadlineExceeded) || written.cutByTimeout(err), contextTokens, sink.streamed.String()))
+		return nil, r.modelFailed(ctx, purpose, stepN, pos, attempt, dur, err, failedUsage(spec, counter, resp, written.timedOut(callCtx, err), contextTokens, sink.streamed.String()))
 	}
 	if err := sink.emit(false); err != nil {
 		return nil, err
@@ -234,21 +234,33 @@ func (r *runner) invoke(ctx context.Context, purpose string, stepN int, msgs []m
 // call's context) or one of the HTTP client's, which the context does not
 // see (the transport's wait for response headers, which fires first when a
 // library user raises ModelTimeout past it, or the Client.Timeout of a
-// client a library user passes a provider).
-type requestSent struct{ wrote atomic.Bool }
+// client a library user passes a provider). One cut before it was written
+// (still dialling a host that does not answer) was not.
+type requestSent struct{ started, wrote atomic.Bool }
 
 func (s *requestSent) trace() *httptrace.ClientTrace {
-	return &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
-		if info.Err == nil {
-			s.wrote.Store(true)
-		}
-	}}
+	return &httptrace.ClientTrace{
+		GetConn: func(string) { s.started.Store(true) },
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil {
+				s.wrote.Store(true)
+			}
+		},
+	}
 }
 
-// cutByTimeout reports whether err is a timeout of the transport (no HTTP
-// status: a 408 or a 504 is the provider's answer that it did not work on
-// the call) that cut the call after its request was written.
-func (s *requestSent) cutByTimeout(err error) bool {
+// timedOut reports whether the call that failed with err was cut by a
+// timeout once the provider had it: callCtx's deadline passed (for a
+// provider that speaks HTTP, after its request was written; one that does
+// not, the scripted one or a library user's, is taken to have it), or a
+// timeout of the transport (no HTTP status: a 408 or a 504 is the
+// provider's answer that it did not work on the call) cut it after its
+// request was written.
+func (s *requestSent) timedOut(callCtx context.Context, err error) bool {
+	sent := s.wrote.Load() || !s.started.Load()
+	if errors.Is(callCtx.Err(), context.DeadlineExceeded) {
+		return sent
+	}
 	me, ok := model.AsError(err)
 	return ok && me.Kind == model.KindTimeout && me.Status == 0 && s.wrote.Load()
 }
