@@ -226,9 +226,14 @@ func (e *Engine) ResumeSession(ctx context.Context, id string, _ *lt.ResumeReque
 		return nil, err2
 	}
 	if notPaused {
-		if n == 0 {
+		if n == 0 && !IsRerun(ctx) {
 			return nil, err
 		}
+		// A run that may follow an earlier one of the same request (its
+		// server died before its answer was recorded) finds nothing to
+		// resume when that run resumed only the sub-agents (a resume cut
+		// short, repeated), which journaled nothing in this session: what
+		// it asked for holds, and it is answered as that run was.
 		return e.GetSession(ctx, id)
 	}
 	return v, nil

@@ -44,20 +44,27 @@ func TestPauseWalkOvertakenByAResumeLeavesNoSubagentPaused(t *testing.T) {
 	}
 }
 
+// resumedAloneTree starts a tree (startPauseTree, g's model call held at
+// the gate), pauses it, and resumes the root alone: a resume cut short
+// after its first write, its sub-agents still paused.
+func resumedAloneTree(t *testing.T) (*harness, *gate, pauseTree) {
+	gt := newGate()
+	h := newGatedHarness(t, gt)
+	tr := startPauseTree(t, h, gt)
+	pauseNow(t, h, tr.root)
+	require.NoError(t, h.eng.ResumeAloneForTest(context.Background(), tr.root))
+	return h, gt, tr
+}
+
 // TestResumeWalkOvertakenByAPauseResumesNoSubagent: the same two steps in
 // a resume. A pause of the root answered between the resume's write and
 // its walk leaves the sub-agents paused with the root; the resume's walk
 // then resumes none of them (the root is paused again), and nothing of the
 // tree runs in the shared workspace.
 func TestResumeWalkOvertakenByAPauseResumesNoSubagent(t *testing.T) {
-	gt := newGate()
-	h := newGatedHarness(t, gt)
-	ctx := context.Background()
-	tr := startPauseTree(t, h, gt)
-	pauseNow(t, h, tr.root)
-
 	// Person 1's resume: its first write.
-	require.NoError(t, h.eng.ResumeAloneForTest(ctx, tr.root))
+	h, gt, tr := resumedAloneTree(t)
+	ctx := context.Background()
 	// Person 2's pause, answered in full meanwhile.
 	p := pauseNow(t, h, tr.root)
 	require.Equal(t, lt.SessionPaused, p.Status)

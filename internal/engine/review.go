@@ -51,6 +51,11 @@ func (e *Engine) ReviewSession(ctx context.Context, id string, req *lt.ReviewReq
 		if !req.Continue {
 			return nil
 		}
+		// Nothing is written below the free-space floor, as for any
+		// other new turn.
+		if err := e.refuseWhenLow(); err != nil {
+			return err
+		}
 		turnID := newID("turn_", e.clock.Now())
 		if err := b.add(lt.EventTurnCreated, turnID, 0, lt.TurnCreatedData{TurnID: turnID, Index: b.st.TurnCount + 1, Input: req.Note}); err != nil {
 			return err

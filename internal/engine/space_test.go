@@ -194,6 +194,16 @@ func TestDiskFullMidStepResumes(t *testing.T) {
 	checkJournal(t, st, s.ID)
 }
 
+// lowFloorEngine starts an engine on a store of its own whose volume has a
+// floor of 64 MiB and free bytes free (1 GiB to start with).
+func lowFloorEngine(t *testing.T) (*engine.Engine, *atomic.Uint64) {
+	dir := t.TempDir()
+	st := openStore(t, dir)
+	t.Cleanup(func() { st.Close() })
+	free := new(atomic.Uint64)
+	return startFloorEngine(t, st, dir, free, new(atomic.Int64)), free
+}
+
 // TestRerunsAnswerWithTheDiskLow: a request whose server died after its
 // work and before its record is run again by the client's retry (its seed,
 // engine.WithCreationSeed); with the disk below the floor meanwhile, the
@@ -203,11 +213,7 @@ func TestDiskFullMidStepResumes(t *testing.T) {
 // with the disk low is a 507 still.
 func TestRerunsAnswerWithTheDiskLow(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	st := openStore(t, dir)
-	t.Cleanup(func() { st.Close() })
-	var free atomic.Uint64
-	eng := startFloorEngine(t, st, dir, &free, new(atomic.Int64))
+	eng, free := lowFloorEngine(t)
 	ctx := context.Background()
 	// Made at the engine's time, as the server makes them (a run looks
 	// for what the request journaled since its seed's time).
@@ -245,4 +251,40 @@ func TestRerunsAnswerWithTheDiskLow(t *testing.T) {
 
 	_, err = eng.CreateTurn(retry(seed()), s.ID, &lt.CreateTurnRequest{Input: "a new one"})
 	require.Equal(t, http.StatusInsufficientStorage, apierror.From(err).Status, "a request no run made: %v", err)
+}
+
+// TestReviewThatStartsATurnWithTheDiskLow: below the floor a review with
+// continue (a rejection that starts a turn) is a 507 and writes nothing,
+// as a new turn is; a review that starts none is taken, and so is the
+// rerun of a review with continue its first run made.
+func TestReviewThatStartsATurnWithTheDiskLow(t *testing.T) {
+	t.Parallel()
+	eng, free := lowFloorEngine(t)
+	ctx := context.Background()
+	no := false
+	s, err := eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: spec(t, `[{"text":"v1"},{"text":"v2"}]`), Input: "draft"})
+	require.NoError(t, err)
+	waitSessionStatus(t, eng, s.ID, lt.SessionIdle)
+	seed := strings.ToLower(ulid.MustNew(ulid.Timestamp(time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)), rand.Reader).String())
+	_, err = eng.ReviewSession(engine.WithCreationSeed(ctx, seed, false), s.ID, &lt.ReviewRequest{Accepted: &no, Note: "shorter", Continue: true})
+	require.NoError(t, err)
+	waitSessionStatus(t, eng, s.ID, lt.SessionIdle)
+
+	free.Store(10 << 20)
+	_, err = eng.ReviewSession(engine.WithCreationSeed(ctx, seed, true), s.ID, &lt.ReviewRequest{Accepted: &no, Note: "shorter", Continue: true})
+	require.NoError(t, err, "the rerun of the review its first run made")
+	_, err = eng.ReviewSession(ctx, s.ID, &lt.ReviewRequest{Accepted: &no, Note: "shorter still", Continue: true})
+	require.Equal(t, http.StatusInsufficientStorage, apierror.From(err).Status, "a review that starts a turn: %v", err)
+	evs, err := eng.ListEvents(ctx, s.ID, 0, 1000)
+	require.NoError(t, err)
+	reviews := 0
+	for _, ev := range evs {
+		if ev.Type == lt.EventSessionReviewed {
+			reviews++
+		}
+	}
+	require.Equal(t, 1, reviews, "the refused review wrote nothing")
+	yes := true
+	_, err = eng.ReviewSession(ctx, s.ID, &lt.ReviewRequest{Accepted: &yes})
+	require.NoError(t, err, "a review that starts no turn")
 }
