@@ -223,7 +223,10 @@ func TestRerunsAnswerWithTheDiskLow(t *testing.T) {
 	retry := func(seed string) context.Context { return engine.WithCreationSeed(ctx, seed, true) }
 
 	made, turned, forked, steered := seed(), seed(), seed(), seed()
-	s, err := eng.CreateSession(first(made), &lt.CreateSessionRequest{AgentSpec: spec(t, `[{"text":"done"},{"text":"again"}]`), Input: "hi"})
+	// The second turn's model call lasts for the rest of the test: the
+	// steer finds a turn running.
+	sp := spec(t, `[{"text":"done"},{"delay_ms":600000,"text":"again"}]`)
+	s, err := eng.CreateSession(first(made), &lt.CreateSessionRequest{AgentSpec: sp, Input: "hi"})
 	require.NoError(t, err)
 	waitSessionStatus(t, eng, s.ID, lt.SessionIdle)
 	cps, err := eng.ListCheckpoints(ctx, s.ID)
@@ -237,7 +240,7 @@ func TestRerunsAnswerWithTheDiskLow(t *testing.T) {
 	require.NoError(t, err)
 
 	free.Store(10 << 20)
-	again, err := eng.CreateSession(retry(made), &lt.CreateSessionRequest{AgentSpec: spec(t, `[{"text":"done"},{"text":"again"}]`), Input: "hi"})
+	again, err := eng.CreateSession(retry(made), &lt.CreateSessionRequest{AgentSpec: sp, Input: "hi"})
 	require.NoError(t, err, "the retry of the creation")
 	require.Equal(t, s.ID, again.ID)
 	againFork, err := eng.ForkSession(retry(forked), s.ID, &lt.ForkRequest{CheckpointID: cps[len(cps)-1].ID}, "")
