@@ -75,11 +75,20 @@ func requestSeed(ctx context.Context) (string, error) {
 
 // seededRun is a control request's seed, journaled in its event, and the
 // look for that event an earlier run of the request journaled. A nil
-// seededRun (a step of a pause's or a resume's walk down the tree, which
-// journals in other sessions) has no seed and finds nothing.
+// seededRun has no seed and finds nothing; one without a look (a step of
+// a resume's walk down the tree, walkRun) journals its seed and looks for
+// nothing.
 type seededRun struct {
 	seed string
 	look *requestLook
+}
+
+// walkRun is the seededRun of a step of ctx's request's walk down a tree:
+// it journals the request's seed in the sub-agent's event, which a rerun
+// of the request looks for there (resumedBelow), and looks for nothing.
+func walkRun(ctx context.Context) *seededRun {
+	seed, _ := requestSeed(ctx) // a seed of another shape looks for nothing
+	return &seededRun{seed: seed}
 }
 
 // newSeededRun starts the look of ctx's request (match: made by its seed)
@@ -99,7 +108,7 @@ func (e *Engine) newSeededRun(ctx context.Context, id string, types ...string) (
 // madeBefore returns the event an earlier run of the request journaled,
 // looking up to seq end (requestLook.upTo); nil if none did.
 func (r *seededRun) madeBefore(ctx context.Context, end int64) (*lt.Event, error) {
-	if r == nil {
+	if r == nil || r.look == nil {
 		return nil, nil
 	}
 	return r.look.upTo(ctx, end)

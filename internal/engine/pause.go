@@ -198,10 +198,26 @@ func (e *Engine) ResumeSession(ctx context.Context, id string, _ *lt.ResumeReque
 	if err != nil {
 		return nil, err
 	}
-	v, err := e.resumeOne(ctx, id, "", run)
-	notPaused := errors.Is(err, errNotPaused)
-	if err != nil && !notPaused {
-		return nil, err
+	// A run that may follow an earlier one of the same request (its server
+	// died before its answer was recorded) looks for what that run did:
+	// its session.resumed here (changeOnce), or, when the session was not
+	// paused and it resumed only sub-agents paused with it (a resume cut
+	// short, repeated), theirs. Then the session itself is not resumed
+	// again: a person may have paused it since.
+	walked := false
+	if IsRerun(ctx) {
+		if walked, err = e.resumedBelow(ctx, id, run.request()); err != nil {
+			return nil, err
+		}
+	}
+	var v *lt.Session
+	notPaused := walked
+	if !walked {
+		v, err = e.resumeOne(ctx, id, "", run)
+		notPaused = errors.Is(err, errNotPaused)
+		if err != nil && !notPaused {
+			return nil, err
+		}
 	}
 	if notPaused {
 		// Not paused itself, it may still have sub-agents paused with
@@ -214,6 +230,10 @@ func (e *Engine) ResumeSession(ctx context.Context, id string, _ *lt.ResumeReque
 		}
 		if p := st.Session.ParentID; p != nil {
 			if err := e.ancestorPaused(ctx, id, *p); err != nil {
+				if walked {
+					v := st.View() // as the earlier run answered
+					return &v, nil
+				}
 				return nil, err
 			}
 		}
@@ -226,17 +246,44 @@ func (e *Engine) ResumeSession(ctx context.Context, id string, _ *lt.ResumeReque
 		return nil, err2
 	}
 	if notPaused {
-		if n == 0 && !IsRerun(ctx) {
+		if n == 0 && !walked {
 			return nil, err
 		}
-		// A run that may follow an earlier one of the same request (its
-		// server died before its answer was recorded) finds nothing to
-		// resume when that run resumed only the sub-agents (a resume cut
-		// short, repeated), which journaled nothing in this session: what
-		// it asked for holds, and it is answered as that run was.
 		return e.GetSession(ctx, id)
 	}
 	return v, nil
+}
+
+// resumedBelow reports whether a walk of the request whose seed is seed
+// resumed a sub-agent in session id's tree (its session.resumed carries
+// the seed: walkRun), ended since or not.
+func (e *Engine) resumedBelow(ctx context.Context, id, seed string) (bool, error) {
+	if seed == "" {
+		return false, nil
+	}
+	const page = 500
+	for cursor := ""; ; {
+		rows, err := e.store.SessionList(ctx, &store.SessionListParams{ParentID: id, Cursor: cursor, Limit: page})
+		if err != nil {
+			return false, fmt.Errorf("list the sub-agents of %s: %w", id, err)
+		}
+		for _, row := range rows {
+			look, err := e.newRequestLook(ctx, row.ID, madeBy(seed), lt.EventSessionResumed)
+			if err != nil {
+				return false, err
+			}
+			if look.found != nil {
+				return true, nil
+			}
+			if found, err := e.resumedBelow(ctx, row.ID, seed); found || err != nil {
+				return found, err
+			}
+		}
+		if len(rows) < page {
+			return false, nil
+		}
+		cursor = rows[len(rows)-1].ID
+	}
 }
 
 // errNotPaused: the session is neither paused nor asked to pause.
@@ -377,7 +424,7 @@ var errWalkOver = errors.New("the walk's pause is over")
 func (e *Engine) resumeSubagents(ctx context.Context, id string) (int, error) {
 	n := 0
 	err := e.eachLiveSubagent(ctx, id, func(child string) error {
-		v, err := e.resumeOne(ctx, child, id, nil)
+		v, err := e.resumeOne(ctx, child, id, walkRun(ctx))
 		switch {
 		case errors.Is(err, errNotPaused):
 			if paused, err := e.holds(ctx, id); err != nil || paused {

@@ -54,10 +54,12 @@ func TestSeededPauseOfARunningSessionIsNotMadeAgain(t *testing.T) {
 
 // TestSeededResumeThatWalkedOnlyTheSubagents: a resume cut short (the
 // root resumed, its sub-agents still paused) is repeated with a key, and
-// resumes only the sub-agents, which journals nothing in the root. Its
-// rerun finds the root not paused and nothing to resume: it answers with
-// the session, as the run before it did, and not a 409 (which the key
-// would keep answering).
+// resumes only the sub-agents, which journals nothing in the root but
+// their session.resumed with the request's seed. Its rerun finds those:
+// it answers with the session, as the run before it did, not a 409 (which
+// the key would keep answering); and after a person paused the root since,
+// it does not resume the root over their pause. A rerun of a resume that
+// resumed nothing is the 409 its first run was.
 func TestSeededResumeThatWalkedOnlyTheSubagents(t *testing.T) {
 	h, gt, tr := resumedAloneTree(t)
 	ctx := context.Background()
@@ -70,8 +72,18 @@ func TestSeededResumeThatWalkedOnlyTheSubagents(t *testing.T) {
 	require.NoError(t, err, "the rerun of that repeat")
 	require.Equal(t, tr.root, v.ID)
 
-	// A first run with nothing to resume is a 409 still.
-	_, err = h.eng.ResumeSession(engine.WithCreationSeed(ctx, seedAt(h), false), tr.root, &lt.ResumeRequest{})
-	require.ErrorContains(t, err, "is not paused")
+	// A person pauses the root; the rerun comes again.
+	pauseNow(t, h, tr.root)
+	v, err = h.eng.ResumeSession(engine.WithCreationSeed(ctx, seed, true), tr.root, &lt.ResumeRequest{})
+	require.NoError(t, err)
+	require.True(t, v.Status == lt.SessionPaused || v.PauseRequested, "the rerun resumed the root over a person's later pause: %s", v.Status)
+	require.Equal(t, lt.SessionPaused, session(t, h, tr.b).Status, "the sub-agent follows the root's pause")
+
+	// A first run, and a rerun, of a resume with nothing to resume.
+	resume(t, h, tr.root)
+	for _, rerun := range []bool{false, true} {
+		_, err = h.eng.ResumeSession(engine.WithCreationSeed(ctx, seedAt(h), rerun), tr.root, &lt.ResumeRequest{})
+		require.ErrorContains(t, err, "is not paused", "rerun %v", rerun)
+	}
 	gt.open(t)
 }

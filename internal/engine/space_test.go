@@ -223,11 +223,18 @@ func TestRerunsAnswerWithTheDiskLow(t *testing.T) {
 	retry := func(seed string) context.Context { return engine.WithCreationSeed(ctx, seed, true) }
 
 	made, turned, forked, steered := seed(), seed(), seed(), seed()
-	// The second turn's model call lasts for the rest of the test: the
-	// steer finds a turn running.
+	// The second turn, queued or in its model call, lasts for the rest of
+	// the test: the steer finds it; a cancel at the end cuts the call, so
+	// the engine's stop does not wait for it.
 	sp := spec(t, `[{"text":"done"},{"delay_ms":600000,"text":"again"}]`)
 	s, err := eng.CreateSession(first(made), &lt.CreateSessionRequest{AgentSpec: sp, Input: "hi"})
 	require.NoError(t, err)
+	t.Cleanup(func() {
+		free.Store(1 << 30) // a turn still queued is claimed, and cancelled
+		_, err := eng.CancelSession(ctx, s.ID, &lt.CancelRequest{})
+		require.NoError(t, err)
+		waitSessionStatus(t, eng, s.ID, lt.SessionCancelled)
+	})
 	waitSessionStatus(t, eng, s.ID, lt.SessionIdle)
 	cps, err := eng.ListCheckpoints(ctx, s.ID)
 	require.NoError(t, err)
