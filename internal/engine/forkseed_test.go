@@ -2,14 +2,11 @@ package engine_test
 
 import (
 	"context"
-	"crypto/rand"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/oklog/ulid/v2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/engine"
@@ -41,7 +38,7 @@ func TestSeededForkOfALateFirstRunLeavesTheForksWorkspace(t *testing.T) {
 	require.NoError(t, h.eng.Stop(stopCtx))
 	cancel()
 
-	seed := strings.ToLower(ulid.MustNew(ulid.Timestamp(h.clock.Now()), rand.Reader).String())
+	seed := seedAt(h.clock.Now())
 	// The retry (its claim taken over) runs first and makes the fork.
 	f, err := h.eng.ForkSession(engine.WithCreationSeed(ctx, seed, true), s.ID, &lt.ForkRequest{CheckpointID: cp.ID}, "")
 	require.NoError(t, err)

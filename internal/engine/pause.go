@@ -211,14 +211,17 @@ func (e *Engine) ResumeSession(ctx context.Context, id string, _ *lt.ResumeReque
 		}
 	}
 	var v *lt.Session
-	notPaused := walked
+	var notPausedErr error // the 409 of a session found not paused
 	if !walked {
 		v, err = e.resumeOne(ctx, id, "", run)
-		notPaused = errors.Is(err, errNotPaused)
-		if err != nil && !notPaused {
+		if errors.Is(err, errNotPaused) {
+			notPausedErr, err = err, nil
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
+	notPaused := walked || notPausedErr != nil
 	if notPaused {
 		// Not paused itself, it may still have sub-agents paused with
 		// it (a resume cut short; or, being cancelled, it was gone
@@ -246,8 +249,8 @@ func (e *Engine) ResumeSession(ctx context.Context, id string, _ *lt.ResumeReque
 		return nil, err2
 	}
 	if notPaused {
-		if n == 0 && !walked {
-			return nil, err
+		if n == 0 && notPausedErr != nil {
+			return nil, notPausedErr
 		}
 		return e.GetSession(ctx, id)
 	}
@@ -261,30 +264,30 @@ func (e *Engine) resumedBelow(ctx context.Context, id, seed string) (bool, error
 	if seed == "" {
 		return false, nil
 	}
-	const page = 500
-	for cursor := ""; ; {
-		rows, err := e.store.SessionList(ctx, &store.SessionListParams{ParentID: id, Cursor: cursor, Limit: page})
+	found := false
+	err := e.eachSubagent(ctx, id, true, func(child string) error {
+		look, err := e.newRequestLook(ctx, child, madeBy(seed), lt.EventSessionResumed)
 		if err != nil {
-			return false, fmt.Errorf("list the sub-agents of %s: %w", id, err)
+			return err
 		}
-		for _, row := range rows {
-			look, err := e.newRequestLook(ctx, row.ID, madeBy(seed), lt.EventSessionResumed)
-			if err != nil {
-				return false, err
-			}
-			if look.found != nil {
-				return true, nil
-			}
-			if found, err := e.resumedBelow(ctx, row.ID, seed); found || err != nil {
-				return found, err
+		if found = look.found != nil; !found {
+			if found, err = e.resumedBelow(ctx, child, seed); err != nil {
+				return err
 			}
 		}
-		if len(rows) < page {
-			return false, nil
+		if found {
+			return errFound
 		}
-		cursor = rows[len(rows)-1].ID
+		return nil
+	})
+	if errors.Is(err, errFound) {
+		return true, nil
 	}
+	return false, err
 }
+
+// errFound ends a walk of a tree that found what it looked for.
+var errFound = errors.New("found")
 
 // errNotPaused: the session is neither paused nor asked to pause.
 var errNotPaused = errors.New("not paused")
@@ -448,6 +451,12 @@ func (e *Engine) resumeSubagents(ctx context.Context, id string) (int, error) {
 // whose turns are not over, as the store lists them (a sub-agent created
 // but not yet recorded in its parent's journal is among them).
 func (e *Engine) eachLiveSubagent(ctx context.Context, id string, fn func(child string) error) error {
+	return e.eachSubagent(ctx, id, false, fn)
+}
+
+// eachSubagent calls fn with the id of each sub-agent of session id as the
+// store lists them: those whose turns are over too with ended, else not.
+func (e *Engine) eachSubagent(ctx context.Context, id string, ended bool, fn func(child string) error) error {
 	const page = 500
 	cursor := ""
 	for {
@@ -456,7 +465,7 @@ func (e *Engine) eachLiveSubagent(ctx context.Context, id string, fn func(child 
 			return fmt.Errorf("list the sub-agents of %s: %w", id, err)
 		}
 		for _, row := range rows {
-			if lt.SessionStatus(row.Status).Terminal() {
+			if !ended && lt.SessionStatus(row.Status).Terminal() {
 				continue
 			}
 			if err := fn(row.ID); err != nil {

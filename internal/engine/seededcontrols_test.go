@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 	"github.com/stretchr/testify/require"
@@ -18,10 +19,11 @@ import (
 // with rerun): the server's tests cover a pause of a parked session, a
 // resume, a cancel; these, what needs the engine's own hands.
 
-// seedAt is a request's seed made at h's time, as the server makes them
-// (a rerun looks for what its request journaled since its seed's time).
-func seedAt(h *harness) string {
-	return strings.ToLower(ulid.MustNew(ulid.Timestamp(h.clock.Now()), rand.Reader).String())
+// seedAt is a request's seed made at the engine's time, at, as the server
+// makes them (a rerun looks for what its request journaled since its
+// seed's time).
+func seedAt(at time.Time) string {
+	return strings.ToLower(ulid.MustNew(ulid.Timestamp(at), rand.Reader).String())
 }
 
 // TestSeededPauseOfARunningSessionIsNotMadeAgain: a pause of a session in
@@ -36,7 +38,7 @@ func TestSeededPauseOfARunningSessionIsNotMadeAgain(t *testing.T) {
 	s := create(t, h, spec(t, `[{"delay_ms":1000,"tool_calls":[{"name":"ask_human","arguments":{"question":"which city?"}}]},{"text":"done"}]`,
 		lt.ToolSpec{Name: "ask_human"}), nil)
 	g.await(t)
-	seed := seedAt(h)
+	seed := seedAt(h.clock.Now())
 	p, err := h.eng.PauseSession(engine.WithCreationSeed(ctx, seed, false), s.ID, &lt.PauseRequest{Reason: "lunch"})
 	require.NoError(t, err)
 	require.True(t, p.PauseRequested)
@@ -63,7 +65,7 @@ func TestSeededPauseOfARunningSessionIsNotMadeAgain(t *testing.T) {
 func TestSeededResumeThatWalkedOnlyTheSubagents(t *testing.T) {
 	h, gt, tr := resumedAloneTree(t)
 	ctx := context.Background()
-	seed := seedAt(h)
+	seed := seedAt(h.clock.Now())
 	_, err := h.eng.ResumeSession(engine.WithCreationSeed(ctx, seed, false), tr.root, &lt.ResumeRequest{})
 	require.NoError(t, err, "the repeat resumes the sub-agents")
 	require.NotEqual(t, lt.SessionPaused, session(t, h, tr.b).Status)
@@ -82,7 +84,7 @@ func TestSeededResumeThatWalkedOnlyTheSubagents(t *testing.T) {
 	// A first run, and a rerun, of a resume with nothing to resume.
 	resume(t, h, tr.root)
 	for _, rerun := range []bool{false, true} {
-		_, err = h.eng.ResumeSession(engine.WithCreationSeed(ctx, seedAt(h), rerun), tr.root, &lt.ResumeRequest{})
+		_, err = h.eng.ResumeSession(engine.WithCreationSeed(ctx, seedAt(h.clock.Now()), rerun), tr.root, &lt.ResumeRequest{})
 		require.ErrorContains(t, err, "is not paused", "rerun %v", rerun)
 	}
 	gt.open(t)

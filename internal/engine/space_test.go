@@ -2,16 +2,13 @@ package engine_test
 
 import (
 	"context"
-	"crypto/rand"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/oklog/ulid/v2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/apierror"
@@ -24,12 +21,15 @@ import (
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
+// spaceEngineStart is the time of startSpaceEngine's clock.
+var spaceEngineStart = time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
+
 // startSpaceEngine starts an engine on st whose free-space check is check.
 func startSpaceEngine(t *testing.T, st store.Store, dir string, check func() error) *engine.Engine {
 	t.Helper()
 	return startEngine(t, st, &engine.Config{
 		WorkspaceRoot: filepath.Join(dir, "workspaces"), NodeID: "node-a",
-		Clock:        &fakeClock{now: time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)},
+		Clock:        &fakeClock{now: spaceEngineStart},
 		Providers:    map[string]model.Provider{"scripted": scripted.New(nil)},
 		PollInterval: 10 * time.Millisecond,
 		FreeSpace:    check,
@@ -215,10 +215,7 @@ func TestRerunsAnswerWithTheDiskLow(t *testing.T) {
 	t.Parallel()
 	eng, free := lowFloorEngine(t)
 	ctx := context.Background()
-	// Made at the engine's time, as the server makes them (a run looks
-	// for what the request journaled since its seed's time).
-	at := time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
-	seed := func() string { return strings.ToLower(ulid.MustNew(ulid.Timestamp(at), rand.Reader).String()) }
+	seed := func() string { return seedAt(spaceEngineStart) }
 	first := func(seed string) context.Context { return engine.WithCreationSeed(ctx, seed, false) }
 	retry := func(seed string) context.Context { return engine.WithCreationSeed(ctx, seed, true) }
 
@@ -275,7 +272,7 @@ func TestReviewThatStartsATurnWithTheDiskLow(t *testing.T) {
 	s, err := eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: spec(t, `[{"text":"v1"},{"text":"v2"}]`), Input: "draft"})
 	require.NoError(t, err)
 	waitSessionStatus(t, eng, s.ID, lt.SessionIdle)
-	seed := strings.ToLower(ulid.MustNew(ulid.Timestamp(time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)), rand.Reader).String())
+	seed := seedAt(spaceEngineStart)
 	_, err = eng.ReviewSession(engine.WithCreationSeed(ctx, seed, false), s.ID, &lt.ReviewRequest{Accepted: &no, Note: "shorter", Continue: true})
 	require.NoError(t, err)
 	waitSessionStatus(t, eng, s.ID, lt.SessionIdle)
