@@ -29,6 +29,10 @@ const (
 // takes them.
 var snapshotLimits = environment.SnapshotLimits{MaxFileBytes: maxSnapshotFileBytes, MaxTotalBytes: maxSnapshotTotalBytes}
 
+// emptySnapshotID is the id of a snapshot of an empty workspace under
+// snapshotLimits (whose excludes, none, cannot be refused).
+var emptySnapshotID, _ = snapshot.EmptyID(snapshot.Options{Exclude: snapshotLimits.Exclude})
+
 // checkpoint snapshots the workspace (content-addressed: unchanged files
 // cost nothing) and journals checkpoint.created at the current position.
 // Its id is derived from the session and that position, so a worker that

@@ -342,7 +342,7 @@ func (r *runner) setupEnvironment(ctx context.Context) error {
 	}
 	params := &environment.OpenParams{
 		Workspace: r.st.WorkspaceID(), Session: r.st.Session.ID, Limits: sandboxLimits(spec), Network: network,
-		Snapshot: snapshotLimits, Project: r.project,
+		Snapshot: snapshotLimits, Project: r.project, Unshared: r.workspaceUnshared(),
 	}
 	if spec != nil && spec.Runner != nil {
 		params.Runner = &environment.RunnerSelector{Name: spec.Runner.Name, Labels: spec.Runner.Labels}
@@ -378,6 +378,18 @@ func (r *runner) setupEnvironment(ctx context.Context) error {
 	}
 	env.mcp = m
 	return nil
+}
+
+// workspaceUnshared reports whether no other session works in the
+// session's workspace while this runner holds it: not a sub-agent's (its
+// root's), no sub-agent running in it, and no spawn_agent to start one
+// (the spec is the runner's for its life).
+func (r *runner) workspaceUnshared() bool {
+	if r.st.WorkspaceID() != r.st.Session.ID || r.st.RunningChildren() > 0 {
+		return false
+	}
+	en, ok := r.tools.lookup(spawnAgentTool)
+	return !ok || en.kind != lt.CallSpawn
 }
 
 // journalNetwork records the connection decisions made while a call ran,

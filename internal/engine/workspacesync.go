@@ -171,8 +171,17 @@ func (e *Engine) workspaceCurrent(st *journal.State) (bool, error) {
 // neither (workspace.Manager.HasSnapshot).
 func (e *Engine) holdsLatest(st *journal.State) (bool, error) {
 	wsID, sid := st.WorkspaceID(), st.Session.ID
-	if st.WorkspaceSnapshot() != "" {
-		known, tracked, err := e.spaces.HasSnapshot(wsID, sid, st.WorkspaceSnapshot())
+	if snap := st.WorkspaceSnapshot(); snap != "" {
+		known, tracked, err := e.spaces.HasSnapshot(wsID, sid, snap)
+		if err == nil && tracked && !known && snap == emptySnapshotID {
+			// As the Environment's Holds: an empty copy holds the empty
+			// snapshot, whose entry a process since gone kept in memory;
+			// noted so again (in memory), so that a person's change
+			// about to be applied writes it in the list with its marker.
+			if known, err = e.spaces.Empty(wsID); known && err == nil {
+				err = e.spaces.RecordEmptySnapshot(wsID, sid, snap)
+			}
+		}
 		if err != nil {
 			return false, err
 		}

@@ -223,6 +223,14 @@ type OpenParams struct {
 	// that took the name once its holder left) is not the session's, and
 	// is refused as no runner at all (ErrUnavailable). "": any key.
 	PinnedKey string
+	// Unshared says no other session works in the workspace: the session
+	// is not a sub-agent and spawns none. The snapshots of its copy while
+	// it is empty are then noted in memory only, with no list file made
+	// beside it (workspace.Manager.RecordEmptySnapshot): a restart that
+	// forgets them finds the copy empty, which holds them all the same,
+	// while a copy shared with sub-agents must keep the root's entry on
+	// disk before a sub-agent's files land in it.
+	Unshared bool
 }
 
 // RunnerSelector picks a runner: the one named Name, or one with all of

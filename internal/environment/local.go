@@ -136,7 +136,17 @@ func (b *localBackend) Open(ctx context.Context, p *OpenParams) (Environment, er
 		// A new directory at a path a Take may have recorded before.
 		b.cfg.Cache.Forget(ws)
 	}
+	if !p.Unshared {
+		// Shared, or about to be: the entries an unshared session kept
+		// in memory go to disk first (a sub-agent's files may land in
+		// the copy before its next record).
+		if err := b.cfg.Workspaces.WriteOut(p.Workspace); err != nil {
+			return nil, fmt.Errorf("open environment of session %s: %w", p.Session, err)
+		}
+	}
 	e := &localEnv{b: b, params: *p, ws: ws, info: Info{Backend: b.Name(), Provisioned: provisioned}}
+	// Options a Take refuses have no empty snapshot either ("").
+	e.emptyID, _ = snapshot.EmptyID(snapshot.Options{Exclude: p.Snapshot.Exclude})
 	if err := e.startProxy(ctx); err != nil {
 		return nil, fmt.Errorf("open environment of session %s: %w", p.Session, err)
 	}
@@ -251,6 +261,10 @@ type localEnv struct {
 	info   Info
 	exec   tool.Exec
 	socket string
+	// emptyID is the id of a snapshot of the workspace with nothing in it
+	// (under its excludes): such a snapshot gives a copy no list file
+	// (workspace.Manager.RecordEmptySnapshot), and an empty copy holds it.
+	emptyID string
 
 	mu        sync.Mutex
 	closed    bool
@@ -662,7 +676,11 @@ func (e *localEnv) Snapshot(ctx context.Context) (string, snapshot.Stats, error)
 // record notes that the copy contains snapshot id. The list only spares a
 // restore later: failing to keep it costs a restore, never a snapshot.
 func (e *localEnv) record(id string) {
-	if err := e.b.cfg.Workspaces.RecordSnapshot(e.params.Workspace, e.params.Session, id); err != nil {
+	record := e.b.cfg.Workspaces.RecordSnapshot
+	if id == e.emptyID && e.params.Unshared {
+		record = e.b.cfg.Workspaces.RecordEmptySnapshot
+	}
+	if err := record(e.params.Workspace, e.params.Session, id); err != nil {
 		e.b.cfg.Logger.Warn("record workspace snapshot", "session", e.params.Session, "err", err)
 	}
 }
@@ -712,6 +730,14 @@ func (e *localEnv) Holds(_ context.Context, id string) (bool, error) {
 	}
 	defer finish()
 	known, _, err := e.b.cfg.Workspaces.HasSnapshot(e.params.Workspace, e.params.Session, id)
+	if err == nil && !known && id == e.emptyID {
+		// Its entry kept in memory only, by a process since gone: an
+		// empty copy holds the empty snapshot all the same, and is
+		// noted so again, before a file lands in it.
+		if known, err = e.b.cfg.Workspaces.Empty(e.params.Workspace); known && err == nil {
+			e.record(id)
+		}
+	}
 	return known, err
 }
 

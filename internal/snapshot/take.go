@@ -754,3 +754,16 @@ func stripPath(err error) error {
 		}
 	}
 }
+
+// EmptyID returns the id Take gives a workspace with nothing in it under
+// opts (the root tree lists the excluded prefixes, so the id depends on
+// them), without storing anything: to tell a snapshot of an empty
+// workspace by its id.
+func EmptyID(opts Options) (string, error) {
+	excludes, err := cleanExcludes(opts.Exclude)
+	if err != nil {
+		return "", fmt.Errorf("snapshot options: %w", err)
+	}
+	_, id, err := encodeTree(&tree{V: formatVersion, Entries: make([]treeEntry, 0), Exclude: excludes})
+	return id, err
+}

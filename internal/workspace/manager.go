@@ -26,8 +26,10 @@ type Manager struct {
 	// do not queue on one another's file writes.
 	listLocks [listLockStripes]sync.Mutex
 	mu        sync.Mutex // guards lists
-	// lists holds the snapshot lists last read or written, by workspace id.
-	lists map[string]*versionList
+	// lists holds the snapshot lists last read or written, by workspace id,
+	// up to maxLists of those that have a file.
+	lists    map[string]*versionList
+	maxLists int
 }
 
 // New returns a Manager for root, creating the directory (0700) if needed.
@@ -50,7 +52,7 @@ func New(root string) (*Manager, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("new workspace manager: %s is not a directory", abs)
 	}
-	return &Manager{root: abs}, nil
+	return &Manager{root: abs, maxLists: maxCachedLists}, nil
 }
 
 // Root returns the absolute root directory.

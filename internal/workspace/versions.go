@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -37,6 +38,18 @@ import (
 // what the copy holds, while the file's size, modification time and
 // identity are what it saw.
 //
+// A copy that only ever held the empty snapshot, of a session that shares
+// it with no other (a session whose tools never wrote a file, as many do
+// not), is given no file: its entries are kept in memory
+// (RecordEmptySnapshot), never dropped for room, and written out with the
+// first entry of another snapshot, or when the copy is about to be shared
+// (WriteOut). Making a file costs an inode, which on some file systems
+// costs more than the rest of a step. What a restart forgets of them costs
+// nothing while the copy is empty: an empty directory holds the empty
+// snapshot, whatever its list says (Empty); once the session wrote in it,
+// a restore. A shared copy cannot rely on that: a sub-agent's files in it
+// would make its root restore the empty snapshot over them.
+//
 // Nothing here is synced, and nothing needs to be: what a crash may do to
 // the log is lose its tail, or leave a last line cut short. A lost entry
 // only makes the copy look stale, which costs a restore; a cut line is
@@ -53,7 +66,9 @@ const versionsSuffix = ".snapshots"
 const maxVersions = 16
 
 // maxCachedLists bounds how many workspaces' lists a Manager keeps in
-// memory; past it, one is dropped (and read again when next needed).
+// memory; past it, one that has a file is dropped (and read again when
+// next needed). Those kept in memory only are not (the node's workspaces
+// bound them).
 const maxCachedLists = 4096
 
 // versionList is the list of one workspace as a Manager last saw its file.
@@ -66,6 +81,10 @@ type versionList struct {
 	// the next append starts a new line.
 	cutLine bool
 	info    fs.FileInfo // the file when it was last read or written here
+	// unwritten: there is no file; the entries (of empty snapshots,
+	// RecordEmptySnapshot) are kept here only, and info is the workspace
+	// directory's, whose identity they hold for.
+	unwritten bool
 }
 
 func (m *Manager) versionsPath(workspaceID string) (string, error) {
@@ -79,6 +98,18 @@ func (m *Manager) versionsPath(workspaceID string) (string, error) {
 // contains snapshot id of session sessionID (taken of it or restored into
 // it).
 func (m *Manager) RecordSnapshot(workspaceID, sessionID, id string) error {
+	return m.record(workspaceID, sessionID, id, false)
+}
+
+// RecordEmptySnapshot is RecordSnapshot for id, a snapshot of the empty
+// workspace (snapshot.EmptyID): a copy that has no list is given none for
+// it, the entry is kept in memory until another entry is recorded (see
+// above).
+func (m *Manager) RecordEmptySnapshot(workspaceID, sessionID, id string) error {
+	return m.record(workspaceID, sessionID, id, true)
+}
+
+func (m *Manager) record(workspaceID, sessionID, id string, empty bool) error {
 	p, err := m.versionsPath(workspaceID)
 	if err != nil {
 		return fmt.Errorf("record snapshot: %w", err)
@@ -107,11 +138,19 @@ func (m *Manager) RecordSnapshot(workspaceID, sessionID, id string) error {
 	if l != nil && latestOf(l.entries, sessionID) == entry {
 		return nil // already the session's latest: the list would not change
 	}
+	if (l == nil || l.unwritten) && empty {
+		return m.keepUnwritten(workspaceID, l, entry)
+	}
 	if l == nil {
 		// No list yet (a new copy): it begins with this line.
-		return m.startVersions(workspaceID, p, entry)
+		return m.startVersions(workspaceID, p, []string{entry})
 	}
 	entries := addVersion(slices.Clone(l.entries), entry)
+	if l.unwritten {
+		// The first entry that is not the empty snapshot: the file is
+		// made, with those kept in memory so far.
+		return m.startVersions(workspaceID, p, entries)
+	}
 	if l.logLines+1 > 2*len(entries)+4*maxVersions {
 		return m.rewriteVersions(workspaceID, p, entries)
 	}
@@ -236,29 +275,90 @@ func (m *Manager) HasSnapshot(workspaceID, sessionID, id string) (known, tracked
 	return slices.Contains(l.entries, sessionID+" "+id), true, nil
 }
 
-// startVersions begins the list of a workspace that has none with entry:
-// the file is made with its first line (exclusively, so that a list made
-// meanwhile by another Manager is never replaced), with no temporary file.
-// A crash may leave it empty or its line cut short, which reads as a list
-// without the entry. The caller holds the list's lock.
-func (m *Manager) startVersions(workspaceID, p, entry string) error {
+// WriteOut writes to disk the entries of workspaceID's copy kept in memory
+// only (RecordEmptySnapshot), if any: the copy is about to be shared.
+func (m *Manager) WriteOut(workspaceID string) error {
+	p, err := m.versionsPath(workspaceID)
+	if err != nil {
+		return fmt.Errorf("write out snapshot list: %w", err)
+	}
+	if l := m.cachedVersions(workspaceID); l == nil || !l.unwritten {
+		return nil // the usual case: nothing to take the lock for
+	}
+	defer m.lockList(workspaceID)()
+	l, err := m.loadVersions(workspaceID, p)
+	if err != nil {
+		return fmt.Errorf("write out snapshot list of workspace %s: %w", workspaceID, err)
+	}
+	if l == nil || !l.unwritten {
+		return nil
+	}
+	return m.startVersions(workspaceID, p, l.entries)
+}
+
+// Empty reports whether this node's copy of workspace workspaceID is an
+// empty directory: it holds the empty snapshot (of any session working in
+// it), whatever its list says. A copy that does not exist is not empty.
+func (m *Manager) Empty(workspaceID string) (bool, error) {
+	if err := ValidateSessionID(workspaceID); err != nil {
+		return false, fmt.Errorf("check workspace: %w", err)
+	}
+	dir := filepath.Join(m.root, workspaceID)
+	fi, err := os.Lstat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("check workspace %s: %w", workspaceID, err)
+	case !fi.IsDir():
+		return false, nil // not a copy Create would keep
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return false, fmt.Errorf("check workspace %s: %w", workspaceID, err)
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	switch {
+	case errors.Is(err, io.EOF):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("check workspace %s: %w", workspaceID, err)
+	}
+	return len(names) == 0, nil
+}
+
+// startVersions begins the list of a workspace that has no file with
+// entries (the last one new): the file is made with its lines
+// (exclusively, so that a list made meanwhile by another Manager is never
+// replaced), with no temporary file. A crash may leave it empty or its
+// last line cut short, which reads as a list without the entry. The caller
+// holds the list's lock.
+func (m *Manager) startVersions(workspaceID, p string, entries []string) error {
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
 	if errors.Is(err, fs.ErrExist) {
-		// Made meanwhile by another Manager on the root: added to.
+		// Made meanwhile by another Manager on the root: added to (what
+		// this one kept in memory only is forgotten: a restore at worst).
+		m.uncacheVersions(workspaceID)
 		l, err := m.loadVersions(workspaceID, p)
 		if err != nil {
 			return fmt.Errorf("record snapshot of workspace %s: %w", workspaceID, err)
 		}
-		var entries []string
+		var have []string
 		if l != nil {
-			entries = l.entries
+			have = l.entries
 		}
-		return m.rewriteVersions(workspaceID, p, addVersion(slices.Clone(entries), entry))
+		return m.rewriteVersions(workspaceID, p, addVersion(slices.Clone(have), entries[len(entries)-1]))
 	}
 	if err != nil {
 		return fmt.Errorf("record snapshot of workspace %s: %w", workspaceID, err)
 	}
-	_, err = f.WriteString(entry + "\n")
+	var b strings.Builder
+	for _, e := range entries {
+		b.WriteString(e)
+		b.WriteByte('\n')
+	}
+	_, err = f.WriteString(b.String())
 	var info fs.FileInfo
 	if err == nil {
 		info, err = f.Stat()
@@ -270,7 +370,25 @@ func (m *Manager) startVersions(workspaceID, p, entry string) error {
 		m.uncacheVersions(workspaceID)
 		return fmt.Errorf("record snapshot of workspace %s: %w", workspaceID, err)
 	}
-	m.cacheVersions(workspaceID, &versionList{entries: []string{entry}, logLines: 1, info: info})
+	m.cacheVersions(workspaceID, &versionList{entries: entries, logLines: len(entries), info: info})
+	return nil
+}
+
+// keepUnwritten records entry, of an empty snapshot, in memory only, in
+// the list l kept so far (nil: none). The caller holds the list's lock.
+func (m *Manager) keepUnwritten(workspaceID string, l *versionList, entry string) error {
+	var entries []string
+	if l != nil {
+		entries = slices.Clone(l.entries)
+	}
+	fi, err := os.Lstat(filepath.Join(m.root, workspaceID))
+	if err != nil {
+		// No copy to hold it (the snapshot would have failed): nothing
+		// is kept.
+		m.uncacheVersions(workspaceID)
+		return fmt.Errorf("record snapshot of workspace %s: %w", workspaceID, err)
+	}
+	m.cacheVersions(workspaceID, &versionList{entries: addVersion(entries, entry), info: fi, unwritten: true})
 	return nil
 }
 
@@ -320,6 +438,13 @@ func (m *Manager) loadVersions(workspaceID, p string) (*versionList, error) {
 		data, err = os.ReadFile(p)
 	}
 	if errors.Is(err, fs.ErrNotExist) {
+		if l := m.cachedVersions(workspaceID); l != nil && l.unwritten {
+			// Entries kept in memory, for the directory they were
+			// recorded in: not one made since in its place.
+			if fi, err := os.Lstat(filepath.Join(m.root, workspaceID)); err == nil && os.SameFile(l.info, fi) {
+				return l, nil
+			}
+		}
 		m.uncacheVersions(workspaceID)
 		return nil, nil
 	}
@@ -353,10 +478,12 @@ func (m *Manager) cacheVersions(workspaceID string, l *versionList) {
 	if m.lists == nil {
 		m.lists = make(map[string]*versionList)
 	}
-	if _, ok := m.lists[workspaceID]; !ok && len(m.lists) >= maxCachedLists {
-		for k := range m.lists {
-			delete(m.lists, k)
-			break
+	if _, ok := m.lists[workspaceID]; !ok && len(m.lists) >= m.maxLists {
+		for k, l := range m.lists {
+			if !l.unwritten { // read again from its file when needed
+				delete(m.lists, k)
+				break
+			}
 		}
 	}
 	m.lists[workspaceID] = l
