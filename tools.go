@@ -27,7 +27,7 @@ type ToolCall struct {
 	// calls, or record it with the effect, so a repeat can be recognised.
 	IdempotencyKey string
 	// Workspace is the absolute path of the session's workspace directory
-	// (shared with its sub-agents).
+	// (shared with its sub-agents); empty for a tool made WithoutWorkspace.
 	Workspace string
 	// Effect is the effect class the engine decided for this call: the
 	// tool's, or the agent's override of it.
@@ -61,7 +61,18 @@ func (t *GoTool) Effect() lt.EffectClass { return t.effect }
 type ToolOption[In, Out any] func(*toolConfig[In, Out])
 
 type toolConfig[In, Out any] struct {
-	probe func(ctx context.Context, call ToolCall, in In) (happened bool, out Out, err error)
+	probe       func(ctx context.Context, call ToolCall, in In) (happened bool, out Out, err error)
+	noWorkspace bool
+}
+
+// WithoutWorkspace says the tool never reads or writes the session's
+// workspace (it calls a service, or computes): its calls get no
+// ToolCall.Workspace, and the engine need not treat them as changing the
+// workspace behind its back (which makes the next checkpoint walk the
+// workspace, and, for a session whose workspace is still empty, costs
+// a file beside it).
+func WithoutWorkspace[In, Out any]() ToolOption[In, Out] {
+	return func(c *toolConfig[In, Out]) { c.noWorkspace = true }
 }
 
 // WithReconcile gives an irreversible tool a reconcile probe: when a worker
@@ -130,7 +141,7 @@ func Tool[In, Out any](name, description string, effect lt.EffectClass, fn func(
 	for _, o := range opts {
 		o(&cfg)
 	}
-	t := &goTool[In, Out]{name: name, description: description, effect: effect, params: params, fn: fn}
+	t := &goTool[In, Out]{name: name, description: description, effect: effect, params: params, fn: fn, noWorkspace: cfg.noWorkspace}
 	var impl tool.Tool = t
 	if cfg.probe != nil {
 		impl = &reconcilingTool[In, Out]{goTool: t, probe: cfg.probe}
@@ -185,9 +196,11 @@ type goTool[In, Out any] struct {
 	effect            lt.EffectClass
 	params            json.RawMessage
 	fn                func(ctx context.Context, call ToolCall, in In) (Out, error)
+	noWorkspace       bool
 }
 
 func (t *goTool[In, Out]) Name() string                { return t.name }
+func (t *goTool[In, Out]) WorkspaceFree() bool         { return t.noWorkspace }
 func (t *goTool[In, Out]) Description() string         { return t.description }
 func (t *goTool[In, Out]) Parameters() json.RawMessage { return t.params }
 func (t *goTool[In, Out]) Effect() lt.EffectClass      { return t.effect }

@@ -97,13 +97,15 @@ type Result struct {
 }
 
 // noop is a read-only tool that does nothing: the benchmark measures the
-// engine, not a tool.
+// engine, not a tool. It never touches the workspace and says so, as an
+// application's tool that calls a service does (longhaul.WithoutWorkspace).
 type noop struct{}
 
 func (noop) Name() string                { return "noop" }
 func (noop) Description() string         { return "Does nothing." }
 func (noop) Parameters() json.RawMessage { return json.RawMessage(`{"type":"object"}`) }
 func (noop) Effect() lt.EffectClass      { return lt.EffectRead }
+func (noop) WorkspaceFree() bool         { return true }
 func (noop) Run(context.Context, *tool.Call) (*tool.Result, error) {
 	return &tool.Result{Output: "ok"}, nil
 }

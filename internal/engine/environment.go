@@ -381,11 +381,11 @@ func (r *runner) setupEnvironment(ctx context.Context) error {
 }
 
 // workspaceUnshared reports whether no other session works in the
-// session's workspace while this runner holds it: not a sub-agent's (its
-// root's), no sub-agent running in it, and no spawn_agent to start one
-// (the spec is the runner's for its life).
+// session's workspace: it is not a sub-agent's (its root's), and the
+// session has no spawn_agent to start one (its spec, and so its tools, are
+// fixed for its life).
 func (r *runner) workspaceUnshared() bool {
-	if r.st.WorkspaceID() != r.st.Session.ID || r.st.RunningChildren() > 0 {
+	if r.st.WorkspaceID() != r.st.Session.ID {
 		return false
 	}
 	en, ok := r.tools.lookup(spawnAgentTool)

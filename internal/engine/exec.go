@@ -199,10 +199,34 @@ func (r *runner) runBuiltin(ctx context.Context, c *journal.Call) error {
 // that opens the workspace itself) makes the next checkpoint walk it
 // (snapshotwrites.go).
 func (r *runner) runTool(ctx context.Context, t tool.Tool, call *tool.Call) (*tool.Result, error) {
-	if !inEnvironment(t, call) {
-		defer r.e.snapshots.BeginUnknownWrites(r.ws)()
+	end, err := r.workspaceFor(t, call)
+	if err != nil {
+		return nil, err
 	}
+	defer end()
 	return t.Run(ctx, call)
+}
+
+// workspaceFor readies the workspace for a call of built-in t (its run,
+// its replay or its reconcile probe), and returns what to do once the call
+// is over. A tool that never touches the workspace gets no path. One that
+// may reach it behind the Environment's back first has the copy's list
+// written out (what an unshared session kept in memory only, which stands
+// for a copy nothing wrote to since its empty snapshot:
+// workspace.Manager.RecordEmptySnapshot), and makes the next checkpoint
+// walk the workspace. The Environment's own calls see to both themselves.
+func (r *runner) workspaceFor(t tool.Tool, call *tool.Call) (end func(), err error) {
+	switch {
+	case tool.IsWorkspaceFree(t):
+		call.Workspace = ""
+		return func() {}, nil
+	case inEnvironment(t, call):
+		return func() {}, nil
+	}
+	if err := r.e.spaces.WriteOut(r.st.WorkspaceID()); err != nil {
+		return nil, err
+	}
+	return r.e.snapshots.BeginUnknownWrites(r.ws), nil
 }
 
 // inEnvironment reports whether built-in t reaches the workspace only

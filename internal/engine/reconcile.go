@@ -72,9 +72,14 @@ func (r *runner) reconcile(ctx context.Context, c *journal.Call) (settled bool, 
 		Timeout: timeout, Effect: c.Class,
 	}
 	r.env.attach(call, true)
+	end, err := r.workspaceFor(t, call) // a probe only looks, but may open the workspace
+	if err != nil {
+		return false, nil, err
+	}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	start := r.e.clock.Now()
 	res, perr := rec.Reconcile(pctx, call)
+	end()
 	timedOut := errors.Is(pctx.Err(), context.DeadlineExceeded)
 	cancel()
 	if ctx.Err() != nil {

@@ -2,6 +2,8 @@ package environment_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -11,25 +13,29 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/environment/environmenttest"
 	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/snapshot"
+	"github.com/longhaul-dev/longhaul/internal/tool"
 	"github.com/longhaul-dev/longhaul/internal/workspace"
 )
 
-// TestEmptyWorkspaceGetsNoSnapshotList: the snapshots of a workspace no
-// tool wrote to make no file beside it (an inode a session fewer), yet the
-// copy is known to hold them, after a write since (the session's own
-// change), and after a restart while it is still empty; a copy with a file
-// in it, after a restart, does not hold the empty snapshot.
+// TestEmptyWorkspaceGetsNoSnapshotList: the snapshots of an unshared
+// workspace nothing wrote to make no file beside it (an inode a session
+// fewer), and the copy is known to hold them; after a restart, while it is
+// still empty, too. The first call that may write puts the list on disk
+// first (what it writes is the session's change since the snapshot, which
+// an empty-copy check after a restart could not tell from a stale copy);
+// a change made behind the Environment's back, and a restart, leave a copy
+// that does not hold the empty snapshot.
 func TestEmptyWorkspaceGetsNoSnapshotList(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
 	blobs := environmenttest.NewBlobs(t)
-	open := func() environment.Environment { // a node (again, after a restart)
+	open := func(ws string) environment.Environment { // a node (again, after a restart)
 		t.Helper()
 		spaces, err := workspace.New(root)
 		require.NoError(t, err)
 		b, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: blobs, SocketDir: t.TempDir()})
 		require.NoError(t, err)
-		env, err := b.Open(ctx, &environment.OpenParams{Workspace: "ses_e", Session: "ses_e", Unshared: true})
+		env, err := b.Open(ctx, &environment.OpenParams{Workspace: ws, Session: ws, Unshared: true})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = env.Close() })
 		return env
@@ -42,7 +48,7 @@ func TestEmptyWorkspaceGetsNoSnapshotList(t *testing.T) {
 	}
 	list := filepath.Join(root, "ses_e.snapshots")
 
-	env := open()
+	env := open("ses_e")
 	empty, _, err := env.Snapshot(ctx)
 	require.NoError(t, err)
 	want, err := snapshot.EmptyID(snapshot.Options{})
@@ -50,28 +56,52 @@ func TestEmptyWorkspaceGetsNoSnapshotList(t *testing.T) {
 	require.Equal(t, want, empty)
 	require.NoFileExists(t, list)
 	require.True(t, holds(env, empty))
-	require.NoError(t, env.WriteFile(ctx, "a.txt", []byte("a")))
-	require.True(t, holds(env, empty), "the snapshot and the session's change since")
+	_, err = env.ReadFile(ctx, "none.txt", 0, 10)
+	require.Error(t, err)
+	_, err = env.List(ctx, ".", 10)
+	require.NoError(t, err)
+	require.NoFileExists(t, list, "reads write nothing")
 	require.NoError(t, env.Close())
 
-	// A restart with a file in the copy: the entry is forgotten, and the
-	// copy is not the empty snapshot.
-	env = open()
+	// A restart while it is empty: it holds the empty snapshot.
+	env = open("ses_e")
 	require.False(t, env.Info().Provisioned)
-	require.False(t, holds(env, empty))
-	require.NoError(t, env.Remove(ctx, "a.txt"))
 	require.True(t, holds(env, empty), "an empty copy holds the empty snapshot")
 	require.NoFileExists(t, list)
 
-	// The first snapshot of something makes the list.
-	require.NoError(t, env.WriteFile(ctx, "b.txt", []byte("b")))
-	full, _, err := env.Snapshot(ctx)
-	require.NoError(t, err)
+	// A write puts the list on disk before it lands, and a restart then
+	// finds the copy holding the snapshot and the session's change.
+	require.NoError(t, env.WriteFile(ctx, "a.txt", []byte("a")))
 	require.FileExists(t, list)
-	require.True(t, holds(env, full))
 	require.NoError(t, env.Close())
-	env = open()
-	require.True(t, holds(env, full), "read from the list after a restart")
+	env = open("ses_e")
+	require.True(t, holds(env, empty), "the snapshot and the session's change since")
+
+	// Each call that may write does so; a change behind the
+	// Environment's back does not, and after a restart its copy is not
+	// the empty snapshot.
+	for i, write := range []func(environment.Environment) error{
+		func(e environment.Environment) error { return e.WriteFileDirect(ctx, "d.txt", []byte("d")) },
+		func(e environment.Environment) error { return e.Remove(ctx, "absent.txt") },
+		func(e environment.Environment) error {
+			_, err := e.Run(ctx, &tool.ExecRequest{Command: "true"})
+			return err
+		},
+	} {
+		ws := fmt.Sprintf("ses_w%d", i)
+		e := open(ws)
+		_, _, err := e.Snapshot(ctx)
+		require.NoError(t, err)
+		require.NoFileExists(t, filepath.Join(root, ws+".snapshots"))
+		_ = write(e)
+		require.FileExists(t, filepath.Join(root, ws+".snapshots"), "call %d", i)
+	}
+	behind := open("ses_b")
+	_, _, err = behind.Snapshot(ctx)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(root, "ses_b", "x"), nil, 0o600))
+	require.NoError(t, behind.Close())
+	require.False(t, holds(open("ses_b"), empty))
 }
 
 // TestSharedWorkspaceKeepsItsListOnDisk: a session that may share its

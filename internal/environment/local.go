@@ -329,11 +329,30 @@ func (e *localEnv) begin() (func(), error) {
 	}, nil
 }
 
+// beginWrite is begin for a call that may change the workspace: what the
+// copy's list kept in memory only (an unshared session's empty snapshots,
+// workspace.Manager.RecordEmptySnapshot) is written out first. Kept in
+// memory, it stands for a copy nothing wrote to since, which a restart can
+// tell by the copy being empty; once something is written that no
+// checkpoint holds yet, only the file can tell that the copy still holds
+// the snapshot and the session's own changes since.
+func (e *localEnv) beginWrite() (func(), error) {
+	finish, err := e.begin()
+	if err != nil || !e.params.Unshared {
+		return finish, err // a shared copy's list is written as it is made
+	}
+	if err := e.b.cfg.Workspaces.WriteOut(e.params.Workspace); err != nil {
+		finish()
+		return nil, fmt.Errorf("environment of session %s: %w", e.params.Session, err)
+	}
+	return finish, nil
+}
+
 // Run implements Environment. A command may write anywhere in the
 // workspace: the next snapshot learns what it changed by walking (or from
 // the Cache's watches).
 func (e *localEnv) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecResult, error) {
-	finish, err := e.begin()
+	finish, err := e.beginWrite()
 	if err != nil {
 		return nil, err
 	}
@@ -345,7 +364,7 @@ func (e *localEnv) Run(ctx context.Context, req *tool.ExecRequest) (*tool.ExecRe
 // Start implements Environment. The program may write in the workspace as
 // long as it runs, so the snapshot record trusts no path until it ends.
 func (e *localEnv) Start(ctx context.Context, req *sandbox.StartRequest) (Process, error) {
-	finish, err := e.begin()
+	finish, err := e.beginWrite()
 	if err != nil {
 		return nil, err
 	}
@@ -382,7 +401,17 @@ func (e *localEnv) Start(ctx context.Context, req *sandbox.StartRequest) (Proces
 // openDir opens the workspace for one file operation; call done when it
 // is over.
 func (e *localEnv) openDir() (d *workspace.Dir, done func(), err error) {
-	finish, err := e.begin()
+	return e.openDirWith(e.begin)
+}
+
+// openDirToWrite is openDir for an operation that may change the
+// workspace (beginWrite).
+func (e *localEnv) openDirToWrite() (d *workspace.Dir, done func(), err error) {
+	return e.openDirWith(e.beginWrite)
+}
+
+func (e *localEnv) openDirWith(begin func() (func(), error)) (d *workspace.Dir, done func(), err error) {
+	finish, err := begin()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -416,7 +445,7 @@ func (e *localEnv) WriteFileDirect(_ context.Context, rel string, data []byte) e
 
 // write writes data to rel by writeFile, the disk quota checked first.
 func (e *localEnv) write(rel string, data []byte, writeFile func(*workspace.Dir, string, []byte) error) error {
-	d, done, err := e.openDir()
+	d, done, err := e.openDirToWrite()
 	if err != nil {
 		return err
 	}
@@ -499,7 +528,7 @@ func (e *localEnv) RemoveIf(_ context.Context, rel string, c Condition) error {
 // holds c.Marker already, and records c.Marker when rel then holds made
 // (what the change makes), whether the change or someone before made it.
 func (e *localEnv) conditional(rel string, c Condition, made string, change func(*workspace.Dir) (string, error)) error {
-	d, done, err := e.openDir()
+	d, done, err := e.openDirToWrite()
 	if err != nil {
 		return err
 	}
@@ -628,7 +657,7 @@ func (e *localEnv) List(_ context.Context, rel string, max int) (*workspace.List
 
 // Remove implements Environment.
 func (e *localEnv) Remove(_ context.Context, rel string) error {
-	d, done, err := e.openDir()
+	d, done, err := e.openDirToWrite()
 	if err != nil {
 		return err
 	}
@@ -743,7 +772,7 @@ func (e *localEnv) Holds(_ context.Context, id string) (bool, error) {
 
 // SQLiteQuery implements Environment.
 func (e *localEnv) SQLiteQuery(ctx context.Context, req *tool.SQLiteRequest) (*tool.SQLiteAnswer, error) {
-	finish, err := e.begin()
+	finish, err := e.beginWrite() // read-only, by SQLite's word for it
 	if err != nil {
 		return nil, err
 	}

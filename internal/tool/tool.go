@@ -41,6 +41,21 @@ type Reconciler interface {
 	Reconcile(ctx context.Context, call *Call) (*Reconciliation, error)
 }
 
+// WorkspaceFree is implemented by a tool that never reads or writes the
+// session's workspace (it calls a service, or computes): its calls get no
+// Workspace path, and the engine keeps no watch over the workspace for
+// them, as it must for a tool that may open it behind the Environment's
+// back (a checkpoint walks it after such a call).
+type WorkspaceFree interface {
+	WorkspaceFree() bool
+}
+
+// IsWorkspaceFree reports whether t says it never touches the workspace.
+func IsWorkspaceFree(t Tool) bool {
+	f, ok := t.(WorkspaceFree)
+	return ok && f.WorkspaceFree()
+}
+
 // Reconciliation is a Reconciler's answer.
 type Reconciliation struct {
 	// Happened: the call took effect. The engine records it as completed

@@ -71,6 +71,9 @@ const maxVersions = 16
 // bound them).
 const maxCachedLists = 4096
 
+// maxEvictionProbes bounds the lists looked at for one to drop.
+const maxEvictionProbes = 64
+
 // versionList is the list of one workspace as a Manager last saw its file.
 type versionList struct {
 	entries []string // "session snapshot", oldest first, at most maxVersions per session
@@ -338,8 +341,7 @@ func (m *Manager) startVersions(workspaceID, p string, entries []string) error {
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
 	if errors.Is(err, fs.ErrExist) {
 		// Made meanwhile by another Manager on the root: added to (what
-		// this one kept in memory only is forgotten: a restore at worst).
-		m.uncacheVersions(workspaceID)
+		// this one kept in memory only gives way to the file's list).
 		l, err := m.loadVersions(workspaceID, p)
 		if err != nil {
 			return fmt.Errorf("record snapshot of workspace %s: %w", workspaceID, err)
@@ -479,9 +481,15 @@ func (m *Manager) cacheVersions(workspaceID string, l *versionList) {
 		m.lists = make(map[string]*versionList)
 	}
 	if _, ok := m.lists[workspaceID]; !ok && len(m.lists) >= m.maxLists {
+		// One read again from its file when needed, among the first few
+		// (past them the map grows rather than scan on).
+		probes := 0
 		for k, l := range m.lists {
-			if !l.unwritten { // read again from its file when needed
+			if !l.unwritten {
 				delete(m.lists, k)
+				break
+			}
+			if probes++; probes == maxEvictionProbes {
 				break
 			}
 		}
