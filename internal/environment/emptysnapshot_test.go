@@ -1,9 +1,11 @@
 package environment_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os"
+	"time"
 	"path/filepath"
 	"testing"
 
@@ -23,7 +25,8 @@ import (
 // still empty, too. The first call that may write puts the list on disk
 // first (what it writes is the session's change since the snapshot, which
 // an empty-copy check after a restart could not tell from a stale copy);
-// a change made behind the Environment's back, and a restart, leave a copy
+// a program left running records even the empty snapshot on disk; a
+// change made behind the Environment's back, and a restart, leave a copy
 // that does not hold the empty snapshot.
 func TestEmptyWorkspaceGetsNoSnapshotList(t *testing.T) {
 	ctx := context.Background()
@@ -87,6 +90,23 @@ func TestEmptyWorkspaceGetsNoSnapshotList(t *testing.T) {
 			_, err := e.Run(ctx, &tool.ExecRequest{Command: "true"})
 			return err
 		},
+		func(e environment.Environment) error {
+			p, err := e.Start(ctx, &sandbox.StartRequest{Command: "true"})
+			if err == nil {
+				<-p.Done()
+			}
+			return err
+		},
+		func(e environment.Environment) error {
+			return e.WriteFileIf(ctx, "c.txt", []byte("c"), environment.Condition{Basis: workspace.BasisAbsent})
+		},
+		func(e environment.Environment) error {
+			return e.RemoveIf(ctx, "c.txt", environment.Condition{Basis: workspace.BasisAbsent})
+		},
+		func(e environment.Environment) error {
+			_, err := e.SQLiteQuery(ctx, &tool.SQLiteRequest{Database: "none.db", SQL: "select 1"})
+			return err
+		},
 	} {
 		ws := fmt.Sprintf("ses_w%d", i)
 		e := open(ws)
@@ -96,6 +116,21 @@ func TestEmptyWorkspaceGetsNoSnapshotList(t *testing.T) {
 		_ = write(e)
 		require.FileExists(t, filepath.Join(root, ws+".snapshots"), "call %d", i)
 	}
+	// A program started before the snapshot may write after it: the
+	// empty snapshot goes to disk while it runs.
+	prog := open("ses_p")
+	proc, err := prog.Start(ctx, &sandbox.StartRequest{Command: `rmdir "$TMPDIR"; echo ready; read line`})
+	require.NoError(t, err)
+	line, err := bufio.NewReader(proc.Stdout()).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "ready\n", line, "the workspace emptied of the local sandbox's TMPDIR")
+	id, _, err := prog.Snapshot(ctx)
+	require.NoError(t, err)
+	require.Equal(t, empty, id)
+	require.FileExists(t, filepath.Join(root, "ses_p.snapshots"))
+	proc.Stop(5 * time.Second)
+	<-proc.Done()
+
 	behind := open("ses_b")
 	_, _, err = behind.Snapshot(ctx)
 	require.NoError(t, err)

@@ -706,7 +706,10 @@ func (e *localEnv) Snapshot(ctx context.Context) (string, snapshot.Stats, error)
 // restore later: failing to keep it costs a restore, never a snapshot.
 func (e *localEnv) record(id string) {
 	record := e.b.cfg.Workspaces.RecordSnapshot
-	if id == e.emptyID && e.params.Unshared {
+	if id == e.emptyID && e.params.Unshared && !e.programsRunning() {
+		// Kept in memory only: nothing writes to the copy until a call
+		// that may puts it on disk (beginWrite). A program Start
+		// started may write at any time while it runs.
 		record = e.b.cfg.Workspaces.RecordEmptySnapshot
 	}
 	if err := record(e.params.Workspace, e.params.Session, id); err != nil {
@@ -853,6 +856,13 @@ func (e *localEnv) Close() error {
 	err := e.stopProxyOnce()
 	e.b.release(e.params.Workspace)
 	return err
+}
+
+// programsRunning reports whether a program Start started still runs.
+func (e *localEnv) programsRunning() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.procs) > 0
 }
 
 // endPrograms kills the programs Start started and waits until they are
