@@ -5,9 +5,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"time"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
