@@ -206,3 +206,23 @@ func TestReconcileProbeWithoutAnswerRaisesInDoubt(t *testing.T) {
 	require.Equal(t, lt.ActionInDoubt, s.RequiredActions[0].Type)
 	require.Contains(t, s.RequiredActions[0].Evidence, "the tool's reconcile probe could not tell: the reconcile probe returned no answer")
 }
+
+// freeChargeTool is chargeTool saying it never touches the workspace.
+type freeChargeTool struct{ *chargeTool }
+
+func (freeChargeTool) WorkspaceFree() bool { return true }
+
+// TestReconcileProbeOfAWorkspaceFreeTool: the probe of a tool that never
+// touches the workspace gets no path, as its runs get none.
+func TestReconcileProbeOfAWorkspaceFreeTool(t *testing.T) {
+	ct := newChargeTool(func(call *tool.Call) (*tool.Reconciliation, error) {
+		return &tool.Reconciliation{Happened: true, Output: map[string]string{"charge": "ch_found"}}, nil
+	})
+	h := newHarness(t, freeChargeTool{ct})
+	id := crashDuringCharge(t, h, ct)
+	h.waitStatus(id, lt.SessionIdle)
+	_, probes := ct.seen()
+	require.Len(t, probes, 1)
+	require.Empty(t, probes[0].Workspace)
+	checkJournal(t, h.store, id)
+}
