@@ -14,7 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/longhaul-dev/longhaul/internal/environment"
+	"github.com/longhaul-dev/longhaul/internal/mcp/mcptest"
 	"github.com/longhaul-dev/longhaul/internal/model"
+	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/tool"
 	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
@@ -296,4 +298,52 @@ type openSpy struct {
 func (s openSpy) Open(ctx context.Context, p *environment.OpenParams) (environment.Environment, error) {
 	s.seen(p)
 	return s.Backend.Open(ctx, p)
+}
+
+// TestMCPServersWriteSinceAnEmptyCheckpointSurvivesARestart: an MCP stdio
+// server runs from the turn's start, so it may write into the workspace
+// after an empty checkpoint, over its own pipe, with no call of the
+// Environment to put the copy's list on disk first. The empty snapshot is
+// therefore not kept in memory while it runs: after a restart the copy,
+// holding what the server wrote, is not taken for a stale one and restored
+// (found by a review: the write was lost). In bubblewrap, whose TMPDIR is
+// not the workspace, and with a server that writes nothing at its start,
+// so the workspace is empty at the first checkpoint; the server's call
+// allowed by a policy, so that the session parks (and the server stops)
+// only after it.
+func TestMCPServersWriteSinceAnEmptyCheckpointSurvivesARestart(t *testing.T) {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	sb, err := sandbox.NewBwrap(sandbox.BwrapOptions{ReadOnlyPaths: []string{filepath.Dir(exe)}})
+	if err != nil {
+		t.Skipf("no bubblewrap here: %v", err)
+	}
+	p := &planProvider{plan: []model.Response{
+		call("list_files", `{}`),
+		{ToolCalls: []model.ToolCall{
+			{Name: "t__record", Arguments: json.RawMessage(`{"note":"n1"}`)},
+			{Name: "lookup", Arguments: json.RawMessage(`{}`)},
+		}},
+		call("list_files", `{}`),
+		{Text: "done"},
+	}}
+	h := newHarnessWith(t, map[string]model.Provider{"plan": p}, nil)
+	h.sandbox = sb
+	h.restart("node-a")
+	server := testMCPServer(t, "t", func(s *lt.ToolSpec) { s.Env[mcptest.QuietEnv] = "1" })
+	s := create(t, h, &lt.AgentSpec{Model: lt.ModelSpec{Provider: "plan"},
+		Tools:    []lt.ToolSpec{{Name: "list_files"}, server, {Name: "lookup", Type: "function"}},
+		Policies: []lt.Policy{{Name: "allow_record", Tool: "t__record", Decision: "allow"}},
+	}, nil)
+	s = h.waitStatus(s.ID, lt.SessionRequiresAction)
+	require.Equal(t, lt.ActionFunctionCall, s.RequiredActions[0].Type)
+	require.FileExists(t, filepath.Join(h.workspace(s.ID), mcptest.CallLog), "the server wrote in the workspace")
+
+	h.restart("node-a")
+	_, err = h.eng.DecideAction(context.Background(), s.ID, s.RequiredActions[0].ID, &lt.Decision{Output: json.RawMessage(`"ok"`)})
+	require.NoError(t, err)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentLost), "no loss journaled")
+	require.FileExists(t, filepath.Join(h.workspace(s.ID), mcptest.CallLog), "what the server wrote is still there")
+	checkJournal(t, h.store, s.ID)
 }

@@ -20,6 +20,11 @@ const ServeEnv = "LONGHAUL_MCPTEST_SERVE"
 // servers of a session that waits are gone.
 const PIDLog = "mcptest-pids.log"
 
+// QuietEnv, set to "1" beside ServeEnv, makes the stdio server write no
+// PIDLog at its start: a workspace it is started in stays empty until a
+// call writes.
+const QuietEnv = "LONGHAUL_MCPTEST_QUIET"
+
 // CallLog is the file, in the server's working directory (the session's
 // workspace for a stdio server), to which every call of record, crash_once
 // and exit_always appends a line: the tool, the idempotency key it
@@ -155,9 +160,11 @@ func MaybeServe() {
 	if os.Getenv(ServeEnv) != "1" {
 		return
 	}
-	if f, err := os.OpenFile(PIDLog, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
-		fmt.Fprintln(f, os.Getpid())
-		f.Close()
+	if os.Getenv(QuietEnv) != "1" {
+		if f, err := os.OpenFile(PIDLog, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+			fmt.Fprintln(f, os.Getpid())
+			f.Close()
+		}
 	}
 	s := NewServer(Options{Crash: func() {
 		fmt.Fprintln(os.Stderr, "mcptest: crashing as asked")
