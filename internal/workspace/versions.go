@@ -42,13 +42,13 @@ import (
 // it with no other (a session whose tools never wrote a file, as many do
 // not), is given no file: its entries are kept in memory
 // (RecordEmptySnapshot), never dropped for room, and written out with the
-// first entry of another snapshot, or when the copy is about to be shared
-// (WriteOut). Making a file costs an inode, which on some file systems
-// costs more than the rest of a step. What a restart forgets of them costs
-// nothing while the copy is empty: an empty directory holds the empty
-// snapshot, whatever its list says (Empty); once the session wrote in it,
-// a restore. A shared copy cannot rely on that: a sub-agent's files in it
-// would make its root restore the empty snapshot over them.
+// first entry of another snapshot, or before anything may write into the
+// copy or share it (WriteOut, which the Environment and the engine call).
+// Kept in memory, the entries so stand for a copy nothing wrote to since,
+// and what a restart forgets of them costs nothing: an empty directory
+// holds the empty snapshot, whatever its list says (Empty). Making a file
+// costs an inode, which on some file systems costs more than the rest of a
+// step.
 //
 // Nothing here is synced, and nothing needs to be: what a crash may do to
 // the log is lose its tail, or leave a last line cut short. A lost entry
@@ -106,8 +106,8 @@ func (m *Manager) RecordSnapshot(workspaceID, sessionID, id string) error {
 
 // RecordEmptySnapshot is RecordSnapshot for id, a snapshot of the empty
 // workspace (snapshot.EmptyID): a copy that has no list is given none for
-// it, the entry is kept in memory until another entry is recorded (see
-// above).
+// it, the entry is kept in memory until another entry is recorded or
+// WriteOut is called (see above).
 func (m *Manager) RecordEmptySnapshot(workspaceID, sessionID, id string) error {
 	return m.record(workspaceID, sessionID, id, true)
 }
@@ -279,7 +279,8 @@ func (m *Manager) HasSnapshot(workspaceID, sessionID, id string) (known, tracked
 }
 
 // WriteOut writes to disk the entries of workspaceID's copy kept in memory
-// only (RecordEmptySnapshot), if any: the copy is about to be shared.
+// only (RecordEmptySnapshot), if any: something may write into the copy,
+// or another session work in it.
 func (m *Manager) WriteOut(workspaceID string) error {
 	p, err := m.versionsPath(workspaceID)
 	if err != nil {
