@@ -347,3 +347,65 @@ func TestMCPServersWriteSinceAnEmptyCheckpointSurvivesARestart(t *testing.T) {
 	require.FileExists(t, filepath.Join(h.workspace(s.ID), mcptest.CallLog), "what the server wrote is still there")
 	checkJournal(t, h.store, s.ID)
 }
+
+// TestUntouchedWorkspaceIsNotMade: a session whose tools never reach its
+// workspace (the application's functions, tools that say they never touch
+// it) gets no directory for it: its checkpoints hold the empty snapshot,
+// and its next turn after a restart finds the copy as the journal left it
+// (no environment.lost, nothing made). A person's change makes the copy,
+// holding the empty snapshot and the change, which the next turn keeps
+// and checkpoints.
+func TestUntouchedWorkspaceIsNotMade(t *testing.T) {
+	free := &pathSeen{free: true}
+	h := newHarness(t, free)
+	ctx := context.Background()
+	s := create(t, h, spec(t, `[
+		{"tool_calls":[{"name":"free_tool","arguments":{}}]},{"text":"done"},
+		{"tool_calls":[{"name":"free_tool","arguments":{}}]},{"text":"done again"},
+		{"tool_calls":[{"name":"free_tool","arguments":{}}]},{"text":"done a third time"}]`,
+		lt.ToolSpec{Name: "free_tool"}, lt.ToolSpec{Name: "lookup", Type: "function"}), nil)
+	h.waitStatus(s.ID, lt.SessionIdle)
+	ws := filepath.Join(h.dir, "workspaces", s.ID)
+	require.NoDirExists(t, ws)
+	require.NoFileExists(t, ws+".snapshots")
+	snaps := func() []string {
+		var ids []string
+		for _, ev := range events(t, h, s.ID, lt.EventCheckpointCreated) {
+			var d lt.CheckpointCreatedData
+			require.NoError(t, json.Unmarshal(ev.Data, &d))
+			ids = append(ids, d.Checkpoint.Snapshot)
+		}
+		return ids
+	}
+	empty := snaps()
+	require.NotEmpty(t, empty)
+	require.NotEmpty(t, empty[0])
+	turn := func() {
+		t.Helper()
+		before := len(events(t, h, s.ID, lt.EventTurnCompleted))
+		_, err := h.eng.CreateTurn(ctx, s.ID, &lt.CreateTurnRequest{Input: "again"})
+		require.NoError(t, err)
+		waitUntil(t, 10*time.Second, func() bool { return len(events(t, h, s.ID, lt.EventTurnCompleted)) > before })
+		h.waitStatus(s.ID, lt.SessionIdle)
+	}
+	h.restart("node-a")
+	turn()
+	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentLost, lt.EventEnvironmentRestored))
+	require.NoDirExists(t, ws)
+	for _, id := range snaps() {
+		require.Equal(t, empty[0], id, "every checkpoint holds the empty snapshot")
+	}
+
+	// A person's change: the copy is made for it, and kept.
+	_, err := h.eng.WriteFile(ctx, s.ID, "p.txt", []byte("person"), "")
+	require.NoError(t, err)
+	turn()
+	require.Empty(t, events(t, h, s.ID, lt.EventEnvironmentLost))
+	data, err := os.ReadFile(filepath.Join(ws, "p.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "person", string(data))
+	all := snaps()
+	require.NotEqual(t, empty[0], all[len(all)-1], "the change is in the last checkpoint")
+	require.Equal(t, []string{"", "", ""}, free.paths(), "the tool never got the workspace's path")
+	checkJournal(t, h.store, s.ID)
+}

@@ -344,6 +344,8 @@ func (r *runner) setupEnvironment(ctx context.Context) error {
 		Workspace: r.st.WorkspaceID(), Session: r.st.Session.ID, Limits: sandboxLimits(spec), Network: network,
 		Snapshot: snapshotLimits, Project: r.project, Unshared: r.workspaceUnshared(),
 	}
+	params.Untouched = params.Unshared && r.workspaceUntouched()
+	r.untouched = params.Untouched && params.Runner == nil
 	if spec != nil && spec.Runner != nil {
 		params.Runner = &environment.RunnerSelector{Name: spec.Runner.Name, Labels: spec.Runner.Labels}
 		// Back to the runner that holds the workspace, whichever other
@@ -390,6 +392,37 @@ func (r *runner) workspaceUnshared() bool {
 	}
 	en, ok := r.tools.lookup(spawnAgentTool)
 	return !ok || en.kind != lt.CallSpawn
+}
+
+// workspaceUntouched reports whether no tool of the session reaches its
+// workspace: every entry of its agent is an application's function, a tool
+// the engine runs on the session itself, or a built-in that says it never
+// touches the workspace (tool.WorkspaceFree), and none of its MCP servers
+// runs in the sandbox (stdio). The spec is fixed for the session's life.
+// Only a person's change then writes into the workspace, so its directory
+// may wait until something needs it (environment.OpenParams.Untouched).
+func (r *runner) workspaceUntouched() bool {
+	for _, s := range r.tools.servers {
+		if s.Command != "" {
+			return false
+		}
+	}
+	for _, en := range r.tools.spec {
+		switch en.ns {
+		case nsFunction:
+		case nsEngine:
+			if en.kind == lt.CallSpawn {
+				return false // a sub-agent shares the workspace
+			}
+		case nsBuiltin:
+			if !tool.IsWorkspaceFree(en.builtin) {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // journalNetwork records the connection decisions made while a call ran,

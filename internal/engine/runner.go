@@ -41,6 +41,10 @@ type runner struct {
 	// made an empty one, not yet checked against the journal
 	// (workspaceLost).
 	provisioned bool
+	// untouched: no tool of the session reaches its workspace, whose
+	// directory on this node is made only when something needs it
+	// (environment.OpenParams.Untouched).
+	untouched bool
 	// envRunner names the runner the session's environment opened on
 	// ("": this node); journaled (environment.opened) when the journal
 	// names another.

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"github.com/longhaul-dev/longhaul/internal/snapshot"
 )
@@ -55,12 +54,7 @@ func (e *Engine) restoreSnapshot(ctx context.Context, project, snap, ws string) 
 // kept, since nothing refers to it once used. It is claimed for project,
 // which restores it next.
 func (e *Engine) emptySnapshot(ctx context.Context, project string) (string, error) {
-	dir, err := os.MkdirTemp("", "longhaul-empty-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(dir)
-	id, _, err := snapshot.Take(ctx, e.store, dir, snapshot.Options{})
+	id, _, err := snapshot.TakeEmpty(ctx, e.store, snapshot.Options{})
 	if err == nil {
 		_, err = snapshot.Claim(ctx, e.store, e.store, project, id, snapshot.ClaimOptions{})
 	}

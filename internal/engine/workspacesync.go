@@ -301,6 +301,27 @@ func (r *runner) catchUpPersonChanges(ctx context.Context) (bool, error) {
 	return true, r.journalNotApplied(notApplied)
 }
 
+// makeUntouchedCopy makes this node's copy of st's workspace when it is
+// missing: the directory of a session no tool of which reaches its
+// workspace is made only when something needs it (environment.
+// OpenParams.Untouched), and unmade it held the empty snapshot, as it is
+// noted (before a person's change lands in it, whose marker's record puts
+// both on disk).
+func (e *Engine) makeUntouchedCopy(st *journal.State) error {
+	wsID := st.WorkspaceID()
+	ws, made, err := e.spaces.Create(wsID)
+	if err != nil {
+		return fmt.Errorf("create workspace: %w", err)
+	}
+	if made {
+		e.snapshots.Forget(ws)
+		if err := e.spaces.RecordEmptySnapshot(wsID, st.Session.ID, emptySnapshotID); err != nil {
+			return fmt.Errorf("create workspace: %w", err)
+		}
+	}
+	return nil
+}
+
 // applyPersonChanges applies changes to the session's workspace: this
 // node's copy for an environment on this node, the Environment itself
 // for one on a runner (the server's copy of a runner's workspace is no
@@ -314,6 +335,11 @@ func (r *runner) catchUpPersonChanges(ctx context.Context) (bool, error) {
 // events.
 func (r *runner) applyPersonChanges(ctx context.Context, changes []journal.PersonChange) ([]string, error) {
 	if r.envRunner == "" || r.env == nil || r.env.env == nil {
+		if r.untouched {
+			if err := r.e.makeUntouchedCopy(r.st); err != nil {
+				return []string{err.Error()}, nil
+			}
+		}
 		return r.e.applyPersonChanges(ctx, r.st, r.ws, changes), nil
 	}
 	failed, conflicts, err := r.e.applyChanges(ctx, r.st, r.env.env, changes)

@@ -157,7 +157,9 @@ type Backend interface {
 	// claim of the session or by a sub-agent sharing it). The workspace
 	// directory is made empty when missing (Info().Provisioned): the
 	// caller then restores the last snapshot (Restore) if the journal has
-	// one. ctx bounds only the set-up.
+	// one. A workspace OpenParams.Untouched says no tool reaches may be
+	// left missing until something needs it, and is then not provisioned:
+	// missing, it is empty. ctx bounds only the set-up.
 	Open(ctx context.Context, p *OpenParams) (Environment, error)
 }
 
@@ -231,6 +233,17 @@ type OpenParams struct {
 	// while a copy shared with sub-agents must keep the root's entry on
 	// disk before a sub-agent's files land in it.
 	Unshared bool
+	// Untouched says, of an Unshared workspace, that no tool of the
+	// session reaches it: its tools are the application's functions, the
+	// engine's own, MCP servers over HTTP and tools that say they never
+	// touch it (tool.WorkspaceFree). Only a person's change (or a
+	// restore) writes into such a copy, so a backend may leave its
+	// directory unmade until something needs it: a copy missing is then
+	// an empty one, which holds the empty snapshot and nothing else, and
+	// is not a copy lost (Info().Provisioned stays false). A directory is
+	// an inode, which on some file systems costs more than the rest of a
+	// session's step.
+	Untouched bool
 }
 
 // RunnerSelector picks a runner: the one named Name, or one with all of
@@ -270,6 +283,10 @@ func (p *OpenParams) Check() error {
 	}
 	if err := workspace.ValidateSessionID(p.Session); err != nil {
 		return fmt.Errorf("open environment: params.session: %w", err)
+	}
+	if p.Untouched && !p.Unshared {
+		// A sub-agent's tools may write into a shared copy at any time.
+		return errors.New("open environment: params.untouched: only for an unshared workspace (params.unshared)")
 	}
 	return nil
 }

@@ -128,7 +128,18 @@ func (b *localBackend) Open(ctx context.Context, p *OpenParams) (Environment, er
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	ws, provisioned, err := b.cfg.Workspaces.Create(p.Workspace)
+	var (
+		ws          string
+		provisioned bool
+		err         error
+	)
+	if p.Untouched {
+		// Made when something needs it (ensureDir): missing, the copy is
+		// an empty one, not one lost.
+		ws, _, err = b.cfg.Workspaces.Find(p.Workspace)
+	} else {
+		ws, provisioned, err = b.cfg.Workspaces.Create(p.Workspace)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open environment of session %s: %w", p.Session, err)
 	}
@@ -341,6 +352,10 @@ func (e *localEnv) beginWrite() (func(), error) {
 	if err != nil || !e.params.Unshared {
 		return finish, err // a shared copy's list is written as it is made
 	}
+	if err := e.ensureDir(); err != nil {
+		finish()
+		return nil, err
+	}
 	if err := e.b.cfg.Workspaces.WriteOut(e.params.Workspace); err != nil {
 		finish()
 		return nil, fmt.Errorf("environment of session %s: %w", e.params.Session, err)
@@ -413,6 +428,10 @@ func (e *localEnv) openDirToWrite() (d *workspace.Dir, done func(), err error) {
 func (e *localEnv) openDirWith(begin func() (func(), error)) (d *workspace.Dir, done func(), err error) {
 	finish, err := begin()
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := e.ensureDir(); err != nil {
+		finish()
 		return nil, nil, err
 	}
 	d, err = workspace.Open(e.ws)
@@ -602,6 +621,9 @@ func (e *localEnv) CheckWrite(_ context.Context, size int64) error {
 		return err
 	}
 	defer finish()
+	if err := e.ensureDir(); err != nil {
+		return err // the quota measures the directory
+	}
 	if q, ok := e.exec.(tool.DiskQuota); ok {
 		if err := q.CheckWrite(size); err != nil {
 			return quotaError(err)
@@ -666,13 +688,61 @@ func (e *localEnv) Remove(_ context.Context, rel string) error {
 	return e.changing(rel, func() error { return d.Remove(rel) })
 }
 
-// take snapshots the workspace under the params' limits.
+// take snapshots the workspace under the params' limits: a directory
+// never made holds nothing (snapshot.TakeEmpty).
 func (e *localEnv) take(ctx context.Context) (string, snapshot.Stats, error) {
 	l := e.params.Snapshot
-	return snapshot.Take(ctx, e.b.cfg.Blobs, e.ws, snapshot.Options{
+	opts := snapshot.Options{
 		MaxFileBytes: l.MaxFileBytes, MaxTotalBytes: l.MaxTotalBytes, Exclude: l.Exclude,
 		Cache: e.b.cfg.Cache, Incremental: true,
-	})
+	}
+	missing, err := e.dirMissing()
+	if err != nil {
+		return "", snapshot.Stats{}, err
+	}
+	if missing {
+		return snapshot.TakeEmpty(ctx, e.b.cfg.Blobs, opts)
+	}
+	return snapshot.Take(ctx, e.b.cfg.Blobs, e.ws, opts)
+}
+
+// dirMissing reports whether the workspace's directory is missing, which
+// only an Untouched environment's may be (ensureDir makes it): such a copy
+// is empty, holds the empty snapshot and nothing else, and needs no list.
+func (e *localEnv) dirMissing() (bool, error) {
+	if !e.params.Untouched {
+		return false, nil
+	}
+	_, err := os.Lstat(e.ws)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("environment of session %s: %w", e.params.Session, err)
+	}
+	return false, nil
+}
+
+// ensureDir makes the workspace's directory of an Untouched environment,
+// which Open leaves unmade, before a call that needs it. Made, it is noted
+// as holding the empty snapshot, which the copy held unmade (without that
+// entry, a file written into it would make the copy look lost), and
+// forgotten by the snapshot Cache, which may know the path from before.
+func (e *localEnv) ensureDir() error {
+	if !e.params.Untouched {
+		return nil
+	}
+	_, made, err := e.b.cfg.Workspaces.Create(e.params.Workspace)
+	if err != nil {
+		return fmt.Errorf("environment of session %s: %w", e.params.Session, err)
+	}
+	if made {
+		e.b.cfg.Cache.Forget(e.ws)
+		if e.emptyID != "" {
+			e.record(e.emptyID)
+		}
+	}
+	return nil
 }
 
 // Snapshot implements Environment.
@@ -705,6 +775,9 @@ func (e *localEnv) Snapshot(ctx context.Context) (string, snapshot.Stats, error)
 // record notes that the copy contains snapshot id. The list only spares a
 // restore later: failing to keep it costs a restore, never a snapshot.
 func (e *localEnv) record(id string) {
+	if missing, err := e.dirMissing(); missing || err != nil {
+		return // a copy never made holds the empty snapshot, listed or not
+	}
 	record := e.b.cfg.Workspaces.RecordSnapshot
 	if id == e.emptyID && e.params.Unshared && !e.programsRunning() {
 		// Kept in memory only: nothing writes to the copy until a call
@@ -726,6 +799,12 @@ func (e *localEnv) Restore(ctx context.Context, id string) (snapshot.Stats, erro
 	defer finish()
 	if err := e.owns(ctx, id); err != nil {
 		return snapshot.Stats{}, fmt.Errorf("restore the workspace of session %s from snapshot %s: %w", e.params.Session, id, err)
+	}
+	if missing, err := e.dirMissing(); err != nil || (missing && id == e.emptyID) {
+		return snapshot.Stats{}, err // a copy never made holds it already
+	}
+	if err := e.ensureDir(); err != nil {
+		return snapshot.Stats{}, err
 	}
 	defer e.b.cfg.Cache.Forget(e.ws) // walked next, even if watched
 	defer e.b.cfg.Cache.BeginUnknownWrites(e.ws)()
@@ -761,6 +840,10 @@ func (e *localEnv) Holds(_ context.Context, id string) (bool, error) {
 		return false, err
 	}
 	defer finish()
+	if missing, err := e.dirMissing(); err != nil || missing {
+		// Never made: empty, and nothing else (no person's change).
+		return missing && id == e.emptyID && id != "", err
+	}
 	known, _, err := e.b.cfg.Workspaces.HasSnapshot(e.params.Workspace, e.params.Session, id)
 	if err == nil && !known && id == e.emptyID {
 		// Its entry kept in memory only, by a process since gone: an
@@ -790,6 +873,12 @@ func (e *localEnv) Record(_ context.Context, id string) error {
 		return err
 	}
 	defer finish()
+	if missing, err := e.dirMissing(); err != nil || (missing && id == e.emptyID) {
+		return err // a copy never made holds it without a list
+	}
+	if err := e.ensureDir(); err != nil {
+		return err // a list beside no directory would be dropped with it
+	}
 	if err := e.b.cfg.Workspaces.RecordSnapshot(e.params.Workspace, e.params.Session, id); err != nil {
 		return fmt.Errorf("record %q in the workspace of session %s: %w", id, e.params.Session, err)
 	}

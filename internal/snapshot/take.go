@@ -755,6 +755,38 @@ func stripPath(err error) error {
 	}
 }
 
+// TakeEmpty is Take of a workspace with nothing in it, without one: it
+// stores the empty tree under opts (unless opts.Cache or the store has it)
+// and returns its id, EmptyID's. A workspace whose directory was never
+// made is such a workspace, and its snapshot costs no directory.
+func TakeEmpty(ctx context.Context, b Blobs, opts Options) (string, Stats, error) {
+	if b == nil {
+		return "", Stats{}, errors.New("snapshot: blobs is nil")
+	}
+	excludes, err := opts.validate(b)
+	if err != nil {
+		return "", Stats{}, fmt.Errorf("snapshot options: %w", err)
+	}
+	data, id, err := encodeTree(&tree{V: formatVersion, Entries: make([]treeEntry, 0), Exclude: excludes})
+	if err != nil {
+		return "", Stats{}, err
+	}
+	var st Stats
+	if opts.Cache == nil || !opts.Cache.stored(id) {
+		stored, err := storeBlob(ctx, b, opts.Cache, id, data, `tree of "."`)
+		if err != nil {
+			return "", Stats{}, err
+		}
+		if stored {
+			st.NewBlobs, st.NewBytes = 1, int64(len(data))
+		}
+	}
+	if k, ok := b.(RootKeeper); ok {
+		k.KeepRoot(id, data)
+	}
+	return id, st, nil
+}
+
 // EmptyID returns the id Take gives a workspace with nothing in it under
 // opts (the root tree lists the excluded prefixes, so the id depends on
 // them), without storing anything: to tell a snapshot of an empty

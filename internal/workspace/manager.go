@@ -123,6 +123,33 @@ func (m *Manager) Create(sessionID string) (dir string, made bool, err error) {
 	return dir, false, nil
 }
 
+// Find returns the path of the workspace of sessionID and whether its
+// directory exists, without making it: a copy whose directory is made only
+// when something needs it (an Environment's of a session whose tools never
+// reach the workspace). As in Create, an existing entry that is not a
+// directory is refused, and the list of a directory that is gone is
+// removed, so that a copy missing is a copy that holds no snapshot but the
+// empty one.
+func (m *Manager) Find(sessionID string) (dir string, exists bool, err error) {
+	if err := ValidateSessionID(sessionID); err != nil {
+		return "", false, fmt.Errorf("find workspace: %w", err)
+	}
+	dir = filepath.Join(m.root, sessionID)
+	fi, err := os.Lstat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := m.dropVersions(sessionID); err != nil {
+			return "", false, fmt.Errorf("find workspace %s: %w", sessionID, err)
+		}
+		return dir, false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("find workspace %s: %w", sessionID, err)
+	case !fi.IsDir():
+		return "", false, fmt.Errorf("find workspace %s: %s exists and is not a directory", sessionID, dir)
+	}
+	return dir, true, nil
+}
+
 // Path returns the absolute path the workspace of sessionID has (or would
 // have), or "" if sessionID is not valid (see ValidateSessionID). It does not
 // touch the file system.
