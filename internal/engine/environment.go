@@ -345,7 +345,8 @@ func (r *runner) setupEnvironment(ctx context.Context) error {
 		Snapshot: snapshotLimits, Project: r.project, Unshared: r.workspaceUnshared(),
 	}
 	params.Untouched = params.Unshared && r.workspaceUntouched()
-	r.untouched = params.Untouched && params.Runner == nil
+	// This node's copy is the session's unless a runner holds it.
+	r.untouched = params.Untouched && (spec == nil || spec.Runner == nil)
 	if spec != nil && spec.Runner != nil {
 		params.Runner = &environment.RunnerSelector{Name: spec.Runner.Name, Labels: spec.Runner.Labels}
 		// Back to the runner that holds the workspace, whichever other

@@ -315,9 +315,15 @@ func (e *Engine) makeUntouchedCopy(st *journal.State) error {
 	}
 	if made {
 		e.snapshots.Forget(ws)
-		if err := e.spaces.RecordEmptySnapshot(wsID, st.Session.ID, emptySnapshotID); err != nil {
-			return fmt.Errorf("create workspace: %w", err)
-		}
+	}
+	// Made here, or by a person's read meanwhile (which makes it empty
+	// and lists nothing): an empty copy holds the empty snapshot.
+	empty, err := e.spaces.Empty(wsID)
+	if err == nil && empty {
+		err = e.spaces.RecordEmptySnapshot(wsID, st.Session.ID, emptySnapshotID)
+	}
+	if err != nil {
+		return fmt.Errorf("create workspace: %w", err)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/longhaul-dev/longhaul/internal/egress"
@@ -156,6 +157,9 @@ func (b *localBackend) Open(ctx context.Context, p *OpenParams) (Environment, er
 		}
 	}
 	e := &localEnv{b: b, params: *p, ws: ws, info: Info{Backend: b.Name(), Provisioned: provisioned}}
+	if _, err := os.Lstat(ws); err == nil {
+		e.hadDir.Store(true)
+	}
 	// Options a Take refuses have no empty snapshot either ("").
 	e.emptyID, _ = snapshot.EmptyID(snapshot.Options{Exclude: p.Snapshot.Exclude})
 	if err := e.startProxy(ctx); err != nil {
@@ -276,6 +280,11 @@ type localEnv struct {
 	// (under its excludes): such a snapshot gives a copy no list file
 	// (workspace.Manager.RecordEmptySnapshot), and an empty copy holds it.
 	emptyID string
+
+	// hadDir: the workspace's directory existed at some point of this
+	// Environment's life. Only an Untouched copy that never had one is
+	// empty for being missing; one gone since is a copy lost.
+	hadDir atomic.Bool
 
 	mu        sync.Mutex
 	closed    bool
@@ -706,11 +715,14 @@ func (e *localEnv) take(ctx context.Context) (string, snapshot.Stats, error) {
 	return snapshot.Take(ctx, e.b.cfg.Blobs, e.ws, opts)
 }
 
-// dirMissing reports whether the workspace's directory is missing, which
-// only an Untouched environment's may be (ensureDir makes it): such a copy
-// is empty, holds the empty snapshot and nothing else, and needs no list.
+// dirMissing reports whether the workspace's directory was never made,
+// which only an Untouched environment's may be (ensureDir makes it): such
+// a copy is empty, holds the empty snapshot and nothing else, and needs no
+// list. A directory that existed and is gone again is not missing in that
+// sense: it is a copy lost, as any other (a snapshot of it fails, it holds
+// nothing).
 func (e *localEnv) dirMissing() (bool, error) {
-	if !e.params.Untouched {
+	if !e.params.Untouched || e.hadDir.Load() {
 		return false, nil
 	}
 	_, err := os.Lstat(e.ws)
@@ -738,7 +750,12 @@ func (e *localEnv) ensureDir() error {
 	}
 	if made {
 		e.b.cfg.Cache.Forget(e.ws)
-		if e.emptyID != "" {
+	}
+	if first := e.hadDir.CompareAndSwap(false, true); first && e.emptyID != "" {
+		// Made here, or by a person's read meanwhile: empty either way
+		// unless a person's change landed (its marker's record then
+		// wrote the list, and the copy is not empty).
+		if empty, err := e.b.cfg.Workspaces.Empty(e.params.Workspace); err == nil && empty {
 			e.record(e.emptyID)
 		}
 	}

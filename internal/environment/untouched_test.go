@@ -84,7 +84,8 @@ func TestUntouchedWorkspaceIsMadeWhenNeeded(t *testing.T) {
 	_, err = env.ReadFile(ctx, "none.txt", 0, 10)
 	require.Error(t, err)
 	require.DirExists(t, dir)
-	require.NoError(t, os.Remove(dir)) // as if never made again
+	require.NoFileExists(t, list, "a read writes nothing")
+	require.True(t, holds(env, empty))
 	require.NoError(t, env.WriteFile(ctx, "a.txt", []byte("a")))
 	require.FileExists(t, filepath.Join(dir, "a.txt"))
 	require.FileExists(t, list, "what the copy holds is on disk before a file lands in it")
@@ -108,6 +109,12 @@ func TestUntouchedWorkspaceIsMadeWhenNeeded(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "a", string(data))
 	require.True(t, holds(env, full))
+
+	// Gone while open: a copy lost, not an empty one.
+	require.NoError(t, os.RemoveAll(dir))
+	require.False(t, holds(env, empty))
+	_, _, err = env.Snapshot(ctx)
+	require.Error(t, err, "a snapshot of a copy gone is no snapshot of an empty one")
 }
 
 // TestUntouchedOnlyUnshared: a workspace a sub-agent may share is never
