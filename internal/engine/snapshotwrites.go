@@ -17,9 +17,10 @@ import (
 // make the next checkpoint walk the workspace, unless the Cache watches it
 // (snapshot.CacheConfig.Watch): then a shell command's checkpoint reads
 // only what the kernel reported changed. Here remain the other writers: a
-// person's change names its path (before and after the write, so a
-// checkpoint taken meanwhile by a sub-agent sharing the workspace does not
-// hide it); a built-in that reaches the workspace other than through the
+// person's change names its path and the temporary file written beside
+// it (before and after the write, so a checkpoint taken meanwhile by a
+// sub-agent sharing the workspace neither hides the one nor keeps the
+// other); a built-in that reaches the workspace other than through the
 // Environment (runTool), a restore and a removal make the next checkpoint
 // walk. So does every new runner: the record is this process's memory of
 // the workspace, and while no runner held the session it could have

@@ -662,6 +662,10 @@ func (e *Engine) applyPersonChanges(ctx context.Context, st *journal.State, ws s
 		return []string{fmt.Sprintf("open the workspace: %v", err)}
 	}
 	defer d.Close()
+	// A write's temporary file is told to the snapshot Cache as its
+	// destination is (trackWrites): a checkpoint of a sub-agent sharing
+	// the workspace may list it meanwhile.
+	d.OnTempFiles(func(tmp string) { e.snapshots.NoteWrites(ws, tmp) })
 	failed, conflicts, err := e.applyChanges(ctx, st, &copyTarget{e: e, st: st, ws: ws, dir: d}, changes)
 	if err != nil {
 		failed = append(failed, err.Error())

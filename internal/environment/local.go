@@ -429,9 +429,15 @@ func (e *localEnv) openDir() (d *workspace.Dir, done func(), err error) {
 }
 
 // openDirToWrite is openDir for an operation that may change the
-// workspace (beginWrite).
+// workspace (beginWrite). The temporary file of a write is told to the
+// snapshot Cache as changing tells the destination, before and after:
+// a snapshot taken meanwhile may list it.
 func (e *localEnv) openDirToWrite() (d *workspace.Dir, done func(), err error) {
-	return e.openDirWith(e.beginWrite)
+	d, done, err = e.openDirWith(e.beginWrite)
+	if err == nil {
+		d.OnTempFiles(func(tmp string) { e.b.cfg.Cache.NoteWrites(e.ws, tmp) })
+	}
+	return d, done, err
 }
 
 func (e *localEnv) openDirWith(begin func() (func(), error)) (d *workspace.Dir, done func(), err error) {
@@ -663,7 +669,9 @@ func (e *localEnv) StatDirect(_ context.Context, rel string) (*workspace.Entry, 
 // changing runs change, which changes the path rel only, telling the
 // snapshot Cache before and after, so that a snapshot taken meanwhile (a
 // sub-agent's, sharing the workspace) does not hide it. A path that is not
-// clean (change refuses it) makes the next snapshot walk, to be sure.
+// clean (change refuses it) makes the next snapshot walk, to be sure. The
+// temporary file beside rel that a write makes is told by the Dir
+// (openDirToWrite), which alone knows its name.
 func (e *localEnv) changing(rel string, change func() error) error {
 	c, err := workspace.CleanPath(rel)
 	if err != nil || c == "." {

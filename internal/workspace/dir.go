@@ -78,6 +78,8 @@ func cleanFilePath(rel string) (string, error) {
 type Dir struct {
 	path string
 	root *os.Root
+	// onTemp is told of the temporary files of writes (OnTempFiles).
+	onTemp func(rel string)
 }
 
 // Open opens the workspace directory dir (which must exist).
@@ -95,6 +97,16 @@ func Open(dir string) (*Dir, error) {
 
 // Path returns the absolute path of the workspace directory.
 func (d *Dir) Path() string { return d.path }
+
+// OnTempFiles has fn told the path (workspace-relative, "/"-separated) of
+// each temporary file a write of d makes beside its destination: once
+// before the file is created and again once it is gone, renamed or
+// removed, whether the write succeeded or not. A snapshot cache told only
+// of the destination would keep a temporary file that a walk of the
+// directory met meanwhile, in every snapshot after; told of both, it reads
+// both again. Set it before d is used; fn may be called by overlapping
+// writes at once.
+func (d *Dir) OnTempFiles(fn func(rel string)) { d.onTemp = fn }
 
 // Close releases the directory handle.
 func (d *Dir) Close() error { return d.root.Close() }

@@ -18,7 +18,9 @@
 // Writes are atomic: a temporary file in the destination's directory is
 // written, fsynced and renamed over the destination, and the directory is
 // fsynced, so a crash leaves either the old content or the new one, never a
-// torn file. Messages of the errors returned by Dir methods name only the
+// torn file. A caller that keeps a record of the workspace's files (the
+// snapshot cache) hears of these temporary files through OnTempFiles.
+// Messages of the errors returned by Dir methods name only the
 // workspace-relative path, never a path of the host, so tools may pass them to
 // the model verbatim.
 //

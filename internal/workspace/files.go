@@ -128,6 +128,13 @@ func (d *Dir) writeFile(rel string, data []byte, check commitCheck) error {
 	// The temporary name does not derive from the destination's name, which
 	// could be close to the file name length limit.
 	tmp := filepath.Join(dir, "."+rand.Text()+".tmp")
+	if d.onTemp != nil {
+		slash := filepath.ToSlash(tmp)
+		d.onTemp(slash)
+		// Deferred before the cleanup below, so run after it: the
+		// second call comes once the file is renamed or removed.
+		defer d.onTemp(slash)
+	}
 	f, err := d.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return pathError("write", rel, err)
