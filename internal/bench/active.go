@@ -37,13 +37,14 @@ type ActiveResult struct {
 	PeakGoroutines   int
 	GoroutinesBefore int
 	// Created is how long creating the sessions took (inside Elapsed).
-	// SteadySteps are the steps answered from then until the first
-	// session's final answer, while every session was active, over
-	// SteadyElapsed: SteadyStepsPerSecond. The goal is judged on
-	// StepsPerSecond, which counts the creations too.
+	// StepPeriod is the mean time from one of a session's step requests
+	// to its next (the model's latency, the step's work and the wait for
+	// its append), from the journal; SteadyStepsPerSecond the sum of the
+	// sessions' rates at their own periods: what the node sustains while
+	// they all work. The goal is judged on StepsPerSecond, which counts
+	// the creations and the sessions' first and last steps too.
 	Created              time.Duration
-	SteadySteps          int64
-	SteadyElapsed        time.Duration
+	StepPeriod           time.Duration
 	SteadyStepsPerSecond float64
 	// CPU is the process's CPU time (user and system) over Elapsed, and
 	// Allocs the heap allocations: what the engine costs per step,
@@ -106,7 +107,7 @@ func Active(ctx context.Context, cfg Config, latency time.Duration) (*ActiveResu
 		peaks.stop()
 		return nil, err
 	}
-	created, answered := time.Since(start), m.answered.Load()
+	created := time.Since(start)
 	err = waitIdle(ctx, r.nodes[0].eng, ids)
 	elapsed := time.Since(start)
 	cpu := cpuTime() - cpu0
@@ -118,13 +119,20 @@ func Active(ctx context.Context, cfg Config, latency time.Duration) (*ActiveResu
 	}
 	// Counted after the clock stopped: a session that ended early (a stop
 	// condition) would otherwise inflate the rate.
+	var periods time.Duration
+	var steady float64
 	for _, id := range ids {
-		steps, err := countSteps(ctx, r.nodes[0].eng, id)
+		times, err := stepTimes(ctx, r.nodes[0].eng, id)
 		if err != nil {
 			return nil, err
 		}
-		if steps != cfg.Steps {
-			return nil, fmt.Errorf("bench: session %s took %d steps, want %d", id, steps, cfg.Steps)
+		if len(times) != cfg.Steps {
+			return nil, fmt.Errorf("bench: session %s took %d steps, want %d", id, len(times), cfg.Steps)
+		}
+		if n := len(times); n > 1 {
+			period := times[n-1].Sub(times[0]) / time.Duration(n-1)
+			periods += period
+			steady += 1 / period.Seconds()
 		}
 	}
 	total := n * cfg.Steps
@@ -135,12 +143,8 @@ func Active(ctx context.Context, cfg Config, latency time.Duration) (*ActiveResu
 		Created: created, CPU: cpu, Allocs: mem1.Mallocs - mem0.Mallocs,
 		CommitsPerStep: math.NaN(), WriterBusy: math.NaN(),
 	}
-	if first := m.firstFinal.Load(); first > start.Add(created).UnixNano() {
-		// Steps counted as the model answers them: the window ends with
-		// the first answer that ends a session.
-		res.SteadyElapsed = time.Duration(first - start.Add(created).UnixNano())
-		res.SteadySteps = m.answeredAtFinal.Load() - answered
-		res.SteadyStepsPerSecond = float64(res.SteadySteps) / res.SteadyElapsed.Seconds()
+	if cfg.Steps > 1 {
+		res.StepPeriod, res.SteadyStepsPerSecond = periods/time.Duration(n), steady
 	}
 	if stats0 != nil && stats1 != nil {
 		res.CommitsPerStep = float64(stats1.Commits-stats0.Commits) / float64(total)
@@ -219,42 +223,46 @@ func PrintActive(w io.Writer, runs []*ActiveResult) {
 	// the rate while every session was active, and the cost of a step.
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "creating sessions\tsteady agent-steps/s\tCPU\tCPU per step\tallocs per step\tcommits per step\twriter busy\t")
+	fmt.Fprintln(tw, "creating sessions\tstep period\tsteady agent-steps/s\tCPU\tCPU per step\tallocs per step\tcommits per step\twriter busy\t")
 	for _, r := range runs {
-		steady := "-"
-		if r.SteadyElapsed > 0 {
-			steady = fmt.Sprintf("%.0f (%d in %s)", r.SteadyStepsPerSecond, r.SteadySteps, r.SteadyElapsed.Round(time.Millisecond))
+		period, steady := "-", "-"
+		if r.StepPeriod > 0 {
+			period = r.StepPeriod.Round(100 * time.Microsecond).String()
+			if r.Latency > 0 {
+				period += fmt.Sprintf(" (+%s)", (r.StepPeriod - r.Latency).Round(100*time.Microsecond))
+			}
+			steady = fmt.Sprintf("%.0f", r.SteadyStepsPerSecond)
 		}
 		commits, busy := "-", "-" // not counted by this driver
 		if !math.IsNaN(r.CommitsPerStep) {
 			commits, busy = fmt.Sprintf("%.2f", r.CommitsPerStep), fmt.Sprintf("%.0f %%", 100*r.WriterBusy)
 		}
 		steps := float64(max(r.Steps, 1))
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f ms\t%.0f\t%s\t%s\t\n", r.Created.Round(time.Millisecond), steady,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f ms\t%.0f\t%s\t%s\t\n", r.Created.Round(time.Millisecond), period, steady,
 			r.CPU.Round(10*time.Millisecond), float64(r.CPU.Microseconds())/1000/steps, float64(r.Allocs)/steps, commits, busy)
 	}
 	tw.Flush()
 }
 
-// countSteps returns the number of steps the session took: its model calls
-// for a step (not for a compaction or a verification).
-func countSteps(ctx context.Context, eng *engine.Engine, id string) (int, error) {
+// stepTimes returns when the session requested each of its steps' model
+// calls (not a compaction's or a verification's), from its journal.
+func stepTimes(ctx context.Context, eng *engine.Engine, id string) ([]time.Time, error) {
 	evs, err := eng.ListEvents(ctx, id, 0, 10000)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	steps := 0
+	var times []time.Time
 	for _, ev := range evs {
 		if ev.Type != lt.EventModelRequested {
 			continue
 		}
 		var d lt.ModelRequestedData
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
-			return 0, fmt.Errorf("bench: %s of session %s: %w", ev.Type, id, err)
+			return nil, fmt.Errorf("bench: %s of session %s: %w", ev.Type, id, err)
 		}
 		if d.Purpose == "" {
-			steps++
+			times = append(times, ev.Time)
 		}
 	}
-	return steps, nil
+	return times, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/longhaul-dev/longhaul/internal/model"
@@ -30,13 +29,6 @@ type benchModel struct {
 	stateless bool
 
 	mu sync.Mutex
-	// answered counts the steps' calls answered; firstFinal is when the
-	// first final answer (a response without tool calls) was given, in
-	// unix nanoseconds (0: none yet). The active run's steady-state rate
-	// is read from them.
-	answered        atomic.Int64
-	firstFinal      atomic.Int64
-	answeredAtFinal atomic.Int64 // answered as the first final answer was given
 }
 
 // Respond implements model.Provider. A call without tools is a compaction's
@@ -64,10 +56,6 @@ func (m *benchModel) Respond(ctx context.Context, req *model.Request) (*model.Re
 		m.mu.Unlock()
 	}
 	resp.Usage = usage
-	n := m.answered.Add(1)
-	if len(resp.ToolCalls) == 0 && m.firstFinal.CompareAndSwap(0, time.Now().UnixNano()) {
-		m.answeredAtFinal.Store(n)
-	}
 	return resp, nil
 }
 

@@ -26,11 +26,20 @@ func TestActiveTiny(t *testing.T) {
 	// Each session makes its 3 calls one after another, each taking the
 	// latency at least: no run can be faster.
 	require.GreaterOrEqual(t, res.Elapsed, 3*latency)
+	// A step's period holds the model's latency, so the sessions' rates
+	// add up to at most sessions / latency, and a run that counted a
+	// session's steps in a window that cuts its first or last (the
+	// measure before this one) would be under it for no cost of the
+	// engine's.
+	require.GreaterOrEqual(t, res.StepPeriod, latency)
+	require.Greater(t, res.SteadyStepsPerSecond, 0.0)
+	require.LessOrEqual(t, res.SteadyStepsPerSecond, 8/latency.Seconds())
 	require.Positive(t, res.PeakRSSBytes)
 	require.GreaterOrEqual(t, res.PeakGoroutines, res.GoroutinesBefore)
 	var out strings.Builder
 	PrintActive(&out, []*ActiveResult{res})
 	require.Regexp(t, `active sessions.*\n\s+8\s+20ms\s+24\s`, out.String())
+	require.Regexp(t, `step period.*\n.*\d+(\.\d+)?ms \(\+`, out.String())
 	_, err = Active(context.Background(), Config{Dir: t.TempDir()}, -time.Second)
 	require.ErrorContains(t, err, "model latency must not be negative")
 }
