@@ -72,10 +72,11 @@ answers each call after --model-latency, with a worker per session and a
 server's poll interval (the engine's default), and prints agent-steps/s
 (at most N / latency; the sessions' creations are in the elapsed time),
 the peak RSS and the peak goroutine count. A second table gives the time
-the creations took, the rate while all N sessions were active (from the
-last creation to the first session's final answer), the process's CPU
-time and its CPU and heap allocations per step, the commits per step and
-the share of the time the SQLite writer was busy.
+the creations took, a step's period (from one of a session's model
+requests to its next, read from the journal, and its excess over the
+latency), the rate the sessions sustain at their periods, the process's
+CPU time and its CPU and heap allocations per step, the commits per step
+and the share of the time the SQLite writer was busy.
 
 --watchers N runs a node's HTTP API on loopback, subscribes N Go clients
 to one session's event stream, runs a turn of --steps steps (20 unless
