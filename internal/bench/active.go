@@ -41,7 +41,7 @@ type ActiveResult struct {
 	// to its next (the model's latency, the step's work and the wait for
 	// its append), from the journal; SteadyStepsPerSecond the sum of the
 	// sessions' rates at their own periods: what the node sustains while
-	// they all work. The goal is judged on StepsPerSecond, which counts
+	// they all work (0 when they did not all work at one time). The goal is judged on StepsPerSecond, which counts
 	// the creations and the sessions' first and last steps too.
 	Created              time.Duration
 	StepPeriod           time.Duration
@@ -121,6 +121,10 @@ func Active(ctx context.Context, cfg Config, latency time.Duration) (*ActiveResu
 	// condition) would otherwise inflate the rate.
 	var periods time.Duration
 	var steady float64
+	// Summed, the sessions' rates are what the node sustains only if the
+	// sessions worked at the same time: from the last one's first step to
+	// the first one's last (fewer workers than sessions run them in turn).
+	var lastFirst, firstLast time.Time
 	for _, id := range ids {
 		times, err := stepTimes(ctx, r.nodes[0].eng, id)
 		if err != nil {
@@ -133,6 +137,12 @@ func Active(ctx context.Context, cfg Config, latency time.Duration) (*ActiveResu
 			period := times[n-1].Sub(times[0]) / time.Duration(n-1)
 			periods += period
 			steady += 1 / period.Seconds()
+			if times[0].After(lastFirst) {
+				lastFirst = times[0]
+			}
+			if firstLast.IsZero() || times[n-1].Before(firstLast) {
+				firstLast = times[n-1]
+			}
 		}
 	}
 	total := n * cfg.Steps
@@ -144,7 +154,10 @@ func Active(ctx context.Context, cfg Config, latency time.Duration) (*ActiveResu
 		CommitsPerStep: math.NaN(), WriterBusy: math.NaN(),
 	}
 	if cfg.Steps > 1 {
-		res.StepPeriod, res.SteadyStepsPerSecond = periods/time.Duration(n), steady
+		res.StepPeriod = periods / time.Duration(n)
+		if lastFirst.Before(firstLast) {
+			res.SteadyStepsPerSecond = steady
+		}
 	}
 	if stats0 != nil && stats1 != nil {
 		res.CommitsPerStep = float64(stats1.Commits-stats0.Commits) / float64(total)
@@ -231,6 +244,8 @@ func PrintActive(w io.Writer, runs []*ActiveResult) {
 			if r.Latency > 0 {
 				period += fmt.Sprintf(" (+%s)", (r.StepPeriod - r.Latency).Round(100*time.Microsecond))
 			}
+		}
+		if r.SteadyStepsPerSecond > 0 {
 			steady = fmt.Sprintf("%.0f", r.SteadyStepsPerSecond)
 		}
 		commits, busy := "-", "-" // not counted by this driver

@@ -40,6 +40,11 @@ func TestActiveTiny(t *testing.T) {
 	PrintActive(&out, []*ActiveResult{res})
 	require.Regexp(t, `active sessions.*\n\s+8\s+20ms\s+24\s`, out.String())
 	require.Regexp(t, `step period.*\n.*\d+(\.\d+)?ms \(\+`, out.String())
+	// Two workers for eight sessions run them in turn: no rate of them
+	// all at once is claimed.
+	res, err = Active(context.Background(), Config{Dir: t.TempDir(), Sessions: 8, Steps: 3, Workers: 2}, latency)
+	require.NoError(t, err)
+	require.Zero(t, res.SteadyStepsPerSecond)
 	_, err = Active(context.Background(), Config{Dir: t.TempDir()}, -time.Second)
 	require.ErrorContains(t, err, "model latency must not be negative")
 }

@@ -285,6 +285,7 @@ type localEnv struct {
 	// Environment's life. Only an Untouched copy that never had one is
 	// empty for being missing; one gone since is a copy lost.
 	hadDir atomic.Bool
+	dirMu  sync.Mutex // ensureDir's first making, noted before any other call goes on
 
 	mu        sync.Mutex
 	closed    bool
@@ -740,6 +741,7 @@ func (e *localEnv) dirMissing() (bool, error) {
 	case err != nil:
 		return false, fmt.Errorf("environment of session %s: %w", e.params.Session, err)
 	}
+	e.hadDir.Store(true) // made by the engine meanwhile: gone later, it is lost
 	return false, nil
 }
 
@@ -749,7 +751,12 @@ func (e *localEnv) dirMissing() (bool, error) {
 // entry, a file written into it would make the copy look lost), and
 // forgotten by the snapshot Cache, which may know the path from before.
 func (e *localEnv) ensureDir() error {
-	if !e.params.Untouched {
+	if !e.params.Untouched || e.hadDir.Load() {
+		return nil // made once: gone since, it is a copy lost, not made again
+	}
+	e.dirMu.Lock()
+	defer e.dirMu.Unlock()
+	if e.hadDir.Load() {
 		return nil
 	}
 	_, made, err := e.b.cfg.Workspaces.Create(e.params.Workspace)
@@ -759,10 +766,8 @@ func (e *localEnv) ensureDir() error {
 	if made {
 		e.b.cfg.Cache.Forget(e.ws)
 	}
-	if first := e.hadDir.CompareAndSwap(false, true); first && e.emptyID != "" {
-		// Made here, or by a person's read meanwhile: empty either way
-		// unless a person's change landed (its marker's record then
-		// wrote the list, and the copy is not empty).
+	e.hadDir.Store(true)
+	if e.emptyID != "" {
 		if empty, err := e.b.cfg.Workspaces.Empty(e.params.Workspace); err == nil && empty {
 			e.record(e.emptyID)
 		}
