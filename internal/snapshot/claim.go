@@ -28,6 +28,17 @@ type Owners interface {
 	BlobOwnership(ctx context.Context, project string, digests []string) (map[string]bool, error)
 }
 
+// BatchOwners is Owners that records blobs and trees in one call
+// (store.Store's drivers): a Claim of a step's snapshot, a blob or two and
+// the trees on their way, is then one transaction, one commit, not one for
+// the blobs and one for the trees.
+type BatchOwners interface {
+	Owners
+	// BlobOwnAll is BlobOwn of blobs then BlobOwnTrees of trees, in one
+	// transaction when they are few enough, else in that order.
+	BlobOwnAll(ctx context.Context, project string, blobs, trees []string) error
+}
+
 // ErrNotOwned is the error of a snapshot that reaches a blob its project
 // neither owns nor may claim: another project's, named by its digest.
 var ErrNotOwned = errors.New("the blob is not the project's")
@@ -132,10 +143,16 @@ func Claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 	}
 	// What a tree reaches first, so that a row of a tree always stands
 	// for the rows of its blobs, even if recording stops half way.
+	slices.Reverse(claimTrees)
+	if bo, ok := o.(BatchOwners); ok {
+		if err := bo.BlobOwnAll(ctx, project, claimBlobs, claimTrees); err != nil {
+			return 0, fmt.Errorf("snapshot %s: %w", id, err)
+		}
+		return len(claimTrees) + len(claimBlobs), nil
+	}
 	if err := o.BlobOwn(ctx, project, claimBlobs); err != nil {
 		return 0, fmt.Errorf("snapshot %s: %w", id, err)
 	}
-	slices.Reverse(claimTrees)
 	if err := o.BlobOwnTrees(ctx, project, claimTrees); err != nil {
 		return 0, fmt.Errorf("snapshot %s: %w", id, err)
 	}

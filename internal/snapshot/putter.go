@@ -249,6 +249,35 @@ func storeBlob(ctx context.Context, b Blobs, cache *Cache, digest string, data [
 	return !has, nil
 }
 
+// storeBatch stores the blobs of batch the store lacks in one
+// transaction, and tells the cache they are stored; it returns how many
+// were new, and their bytes.
+func storeBatch(ctx context.Context, b BatchBlobs, cache *Cache, batch map[string][]byte) (int, int64, error) {
+	missing := make(map[string][]byte, len(batch))
+	var bytes int64
+	for d, data := range batch {
+		has, err := b.BlobHas(ctx, d)
+		if err != nil {
+			return 0, 0, fmt.Errorf("store blob %s: %w", d, err)
+		}
+		if !has {
+			missing[d] = data
+			bytes += int64(len(data))
+		}
+	}
+	if len(missing) > 0 {
+		if err := b.BlobPutMany(ctx, missing); err != nil {
+			return 0, 0, fmt.Errorf("store %d blobs: %w", len(missing), err)
+		}
+	}
+	if cache != nil {
+		for d := range batch {
+			cache.putStored(d)
+		}
+	}
+	return len(missing), bytes, nil
+}
+
 func (p *putter) failed() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -273,6 +302,16 @@ func (p *putter) finish() (newBlobs int, newBytes int64, err error) {
 // flush waits for the blobs queued by the Take; once they are all stored
 // the Cache keeps the digests of the files read.
 func (t *taker) flush() error {
+	if len(t.batch) > 0 {
+		n, bytes, err := storeBatch(t.ctx, t.b.(BatchBlobs), t.cache, t.batch)
+		t.batch = nil
+		t.st.NewBlobs += n
+		t.st.NewBytes += bytes
+		if err != nil {
+			t.files = nil
+			return err
+		}
+	}
 	if t.puts != nil {
 		n, bytes, err := t.puts.finish()
 		t.puts = nil

@@ -287,8 +287,10 @@ type taker struct {
 	puts  *putter
 	files []pendingFile
 	// background: blobs are stored by puts (a walk); an incremental
-	// Take, of a few blobs, stores them itself without the hand-off.
+	// Take, of a few blobs, stores them itself without the hand-off: in
+	// batch, at its flush, into a store that can (BatchBlobs).
 	background bool
+	batch      map[string][]byte
 	// watching: the Cache watches each directory before the Take lists
 	// it (watch.go), only the workspace directory when emptyOnly, for the
 	// Take that started at generation gen; linked is set when a file with
@@ -646,6 +648,20 @@ func (t *taker) put(d string, data []byte, rel, kind string, owned bool) error {
 		return nil
 	}
 	what := fmt.Sprintf("%s of %q", kind, rel)
+	if _, ok := t.b.(BatchBlobs); ok && !t.background {
+		// An incremental Take's few blobs (a step's file, the trees on
+		// its way) are stored at its flush, in one transaction: one
+		// commit, not one each.
+		if !owned {
+			data = append([]byte(nil), data...)
+		}
+		if t.batch == nil {
+			t.batch = make(map[string][]byte)
+		}
+		t.batch[d] = data
+		t.seen[d] = true
+		return nil
+	}
 	if !t.background {
 		stored, err := storeBlob(t.ctx, t.b, t.cache, d, data, what)
 		if err != nil {

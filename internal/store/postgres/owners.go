@@ -21,6 +21,47 @@ func (s *Store) BlobOwnTrees(ctx context.Context, project string, digests []stri
 	return s.blobOwn(ctx, project, digests, true)
 }
 
+// BlobOwnAll records blobs then trees (BlobOwn, BlobOwnTrees) in one
+// statement, one transaction, when they fit in one batch; see
+// snapshot.BatchOwners.
+func (s *Store) BlobOwnAll(ctx context.Context, project string, blobs, trees []string) error {
+	if len(blobs)+len(trees) > ownBatch {
+		if err := s.blobOwn(ctx, project, blobs, false); err != nil {
+			return err
+		}
+		return s.blobOwn(ctx, project, trees, true)
+	}
+	if err := s.checkOwners(project, blobs); err != nil {
+		return fmt.Errorf("own blobs: %w", err)
+	}
+	if err := s.checkOwners(project, trees); err != nil {
+		return fmt.Errorf("own trees: %w", err)
+	}
+	if len(blobs)+len(trees) == 0 {
+		return nil
+	}
+	// One row a digest (a digest in both lists is a tree's): a statement
+	// may not update a row twice.
+	kinds := make(map[string]bool, len(blobs)+len(trees))
+	for _, d := range blobs {
+		kinds[d] = false
+	}
+	for _, d := range trees {
+		kinds[d] = true
+	}
+	digests, isTree := make([]string, 0, len(kinds)), make([]bool, 0, len(kinds))
+	for d, t := range kinds {
+		digests, isTree = append(digests, d), append(isTree, t)
+	}
+	_, err := s.exec(ctx, `INSERT INTO blob_owners (project, sha256, tree)
+SELECT $1, d, t FROM unnest($2::text[], $3::bool[]) AS u(d, t)
+ON CONFLICT (project, sha256) DO UPDATE SET tree = true WHERE excluded.tree AND NOT blob_owners.tree`, project, digests, isTree)
+	if err != nil {
+		return fmt.Errorf("own %d blobs and %d trees in project %q: %w", len(blobs), len(trees), project, err)
+	}
+	return nil
+}
+
 func (s *Store) blobOwn(ctx context.Context, project string, digests []string, tree bool) error {
 	if err := s.checkOwners(project, digests); err != nil {
 		return fmt.Errorf("own blobs: %w", err)

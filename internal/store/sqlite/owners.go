@@ -29,6 +29,49 @@ func (s *Store) BlobOwnTrees(ctx context.Context, project string, digests []stri
 	return s.blobOwn(ctx, project, digests, 1)
 }
 
+// BlobOwnAll records blobs then trees (BlobOwn, BlobOwnTrees) in one
+// writer request, one commit, when they fit in one batch; see
+// snapshot.BatchOwners.
+func (s *Store) BlobOwnAll(ctx context.Context, project string, blobs, trees []string) error {
+	if len(blobs)+len(trees) > ownBatch {
+		if err := s.blobOwn(ctx, project, blobs, 0); err != nil {
+			return err
+		}
+		return s.blobOwn(ctx, project, trees, 1)
+	}
+	if err := s.checkOwners(project, blobs); err != nil {
+		return fmt.Errorf("own blobs: %w", err)
+	}
+	if err := s.checkOwners(project, trees); err != nil {
+		return fmt.Errorf("own trees: %w", err)
+	}
+	if len(blobs)+len(trees) == 0 {
+		return nil
+	}
+	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+		for _, set := range []struct {
+			digests []string
+			tree    int
+		}{{blobs, 0}, {trees, 1}} {
+			for _, d := range set.digests {
+				if _, err := w.exec(ownBlobSQL, project, d, set.tree); err != nil {
+					return nil, fmt.Errorf("own blob %s: %w", d, mapErr(err))
+				}
+			}
+		}
+		return nil, nil
+	}})
+	if err != nil {
+		return fmt.Errorf("own %d blobs and %d trees in project %q: %w", len(blobs), len(trees), project, err)
+	}
+	return nil
+}
+
+// ownBlobSQL records one digest's row: a blob owned for itself becomes
+// owned as a tree, never the other way.
+const ownBlobSQL = `INSERT INTO blob_owners (project, sha256, tree) VALUES (?, ?, ?)
+ON CONFLICT (project, sha256) DO UPDATE SET tree = 1 WHERE excluded.tree = 1 AND blob_owners.tree = 0`
+
 func (s *Store) blobOwn(ctx context.Context, project string, digests []string, tree int) error {
 	if err := s.checkOwners(project, digests); err != nil {
 		return fmt.Errorf("own blobs: %w", err)
@@ -40,8 +83,7 @@ func (s *Store) blobOwn(ctx context.Context, project string, digests []string, t
 		batch := digests[start:min(start+ownBatch, len(digests))]
 		err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
 			for _, d := range batch {
-				if _, err := w.exec(`INSERT INTO blob_owners (project, sha256, tree) VALUES (?, ?, ?)
-ON CONFLICT (project, sha256) DO UPDATE SET tree = 1 WHERE excluded.tree = 1 AND blob_owners.tree = 0`, project, d, tree); err != nil {
+				if _, err := w.exec(ownBlobSQL, project, d, tree); err != nil {
 					return nil, fmt.Errorf("own blob %s: %w", d, mapErr(err))
 				}
 			}

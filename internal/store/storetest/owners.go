@@ -84,6 +84,45 @@ func testBlobOwners(t *testing.T, h *harness) {
 	require.ErrorContains(t, err, "project")
 }
 
+// testBlobOwnAll: a step's claim in one call (snapshot.BatchOwners):
+// blobs owned for themselves, trees as trees, a digest in both lists as a
+// tree; more than a batch still records all; a bad digest in either list
+// is refused naming it, with nothing recorded.
+func testBlobOwnAll(t *testing.T, h *harness) {
+	bo, ok := h.s.(interface {
+		BlobOwnAll(ctx context.Context, project string, blobs, trees []string) error
+	})
+	require.True(t, ok, "every driver records a claim in one call")
+	a, b, tr := sha([]byte("all a")), sha([]byte("all b")), sha([]byte("all tree"))
+	require.NoError(t, bo.BlobOwnAll(h.ctx, "zeta", nil, nil))
+	require.NoError(t, bo.BlobOwnAll(h.ctx, "zeta", []string{a, b}, []string{tr, b}))
+	kinds, err := h.s.BlobOwnership(h.ctx, "zeta", []string{a, b, tr})
+	require.NoError(t, err)
+	require.Equal(t, map[string]bool{a: false, b: true, tr: true}, kinds)
+	require.NoError(t, bo.BlobOwnAll(h.ctx, "zeta", []string{tr}, nil), "a tree owned for itself again stays a tree")
+	kinds, err = h.s.BlobOwnership(h.ctx, "zeta", []string{tr})
+	require.NoError(t, err)
+	require.Equal(t, map[string]bool{tr: true}, kinds)
+
+	many := make([]string, 2500)
+	for i := range many {
+		many[i] = sha([]byte(strings.Repeat("z", i+1)))
+	}
+	require.NoError(t, bo.BlobOwnAll(h.ctx, "eta", many[:1500], many[1500:]))
+	kinds, err = h.s.BlobOwnership(h.ctx, "eta", many)
+	require.NoError(t, err)
+	require.Len(t, kinds, len(many))
+	require.False(t, kinds[many[0]])
+	require.True(t, kinds[many[len(many)-1]])
+
+	c := sha([]byte("all c"))
+	require.ErrorContains(t, bo.BlobOwnAll(h.ctx, "theta", []string{c}, []string{"nope"}), "digests[0]")
+	require.ErrorContains(t, bo.BlobOwnAll(h.ctx, "theta", []string{c, "x"}, nil), "digests[1]")
+	owned, err := h.s.BlobsOwned(h.ctx, "theta", []string{c})
+	require.NoError(t, err)
+	require.Empty(t, owned, "a refused claim records nothing")
+}
+
 // PreOwnersSQL fills a driver's statements that store a database as it was
 // before 015_blob_owners: {snapA} and {snapB} become the digests of two
 // snapshots, the first named by a checkpoint of a session of project

@@ -57,6 +57,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"BlobPutMany", testBlobPutMany},
 		{"BlobProjects", testBlobProjects},
 		{"BlobOwners", testBlobOwners},
+		{"BlobOwnAll", testBlobOwnAll},
 		{"Idempotency", testIdempotency},
 		{"IdempotencyClaims", testIdempotencyClaims},
 		{"IdempotencyClaimOnce", testIdempotencyClaimOnce},
