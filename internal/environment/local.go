@@ -741,8 +741,9 @@ func (e *localEnv) dirMissing() (bool, error) {
 	case err != nil:
 		return false, fmt.Errorf("environment of session %s: %w", e.params.Session, err)
 	}
-	e.hadDir.Store(true) // made by the engine meanwhile: gone later, it is lost
-	return false, nil
+	// Made by the engine meanwhile (a person's change): seen now, and
+	// noted as any copy made here is; gone later, it is lost.
+	return false, e.ensureDir()
 }
 
 // ensureDir makes the workspace's directory of an Untouched environment,
@@ -766,12 +767,14 @@ func (e *localEnv) ensureDir() error {
 	if made {
 		e.b.cfg.Cache.Forget(e.ws)
 	}
-	e.hadDir.Store(true)
 	if e.emptyID != "" {
 		if empty, err := e.b.cfg.Workspaces.Empty(e.params.Workspace); err == nil && empty {
-			e.record(e.emptyID)
+			e.recordListed(e.emptyID)
 		}
 	}
+	// Only now may another call go on (and write into the copy): the
+	// empty snapshot is noted before anything lands in it.
+	e.hadDir.Store(true)
 	return nil
 }
 
@@ -808,6 +811,11 @@ func (e *localEnv) record(id string) {
 	if missing, err := e.dirMissing(); missing || err != nil {
 		return // a copy never made holds the empty snapshot, listed or not
 	}
+	e.recordListed(id)
+}
+
+// recordListed is record for a copy that has its directory.
+func (e *localEnv) recordListed(id string) {
 	record := e.b.cfg.Workspaces.RecordSnapshot
 	if id == e.emptyID && e.params.Unshared && !e.programsRunning() {
 		// Kept in memory only: nothing writes to the copy until a call

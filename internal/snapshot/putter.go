@@ -201,12 +201,16 @@ func (p *putter) store(batch []putJob) error {
 // lacking asks the store which blobs of batch it lacks: in one call when
 // it can (ManyBlobs), else blob by blob.
 func (p *putter) lacking(batch []putJob) (func(digest string) bool, error) {
-	if mb, ok := p.b.(ManyBlobs); ok {
+	return lacking(p.ctx, p.b, batch)
+}
+
+func lacking(ctx context.Context, b Blobs, batch []putJob) (func(digest string) bool, error) {
+	if mb, ok := b.(ManyBlobs); ok {
 		digests := make([]string, len(batch))
 		for i, j := range batch {
 			digests[i] = j.digest
 		}
-		missing, err := mb.BlobHasMany(p.ctx, digests)
+		missing, err := mb.BlobHasMany(ctx, digests)
 		if err != nil {
 			return nil, fmt.Errorf("store %s and %d other blobs: %w", batch[0].what, len(batch)-1, err)
 		}
@@ -214,7 +218,7 @@ func (p *putter) lacking(batch []putJob) (func(digest string) bool, error) {
 	}
 	missing := make(map[string]bool, len(batch))
 	for _, j := range batch {
-		has, err := p.b.BlobHas(p.ctx, j.digest)
+		has, err := b.BlobHas(ctx, j.digest)
 		if err != nil {
 			return nil, fmt.Errorf("store %s: %w", j.what, err)
 		}
@@ -249,33 +253,39 @@ func storeBlob(ctx context.Context, b Blobs, cache *Cache, digest string, data [
 	return !has, nil
 }
 
-// storeBatch stores the blobs of batch the store lacks in one
-// transaction, and tells the cache they are stored; it returns how many
-// were new, and their bytes.
-func storeBatch(ctx context.Context, b BatchBlobs, cache *Cache, batch map[string][]byte) (int, int64, error) {
-	missing := make(map[string][]byte, len(batch))
+// storeBatch stores the blobs an incremental Take kept (taker.put), those
+// the store lacks in one transaction, and tells the Cache they are stored.
+func (t *taker) storeBatch() error {
+	batch := t.batch
+	t.batch, t.batchBytes = nil, 0
+	if len(batch) == 0 {
+		return nil
+	}
+	missing, err := lacking(t.ctx, t.b, batch)
+	if err != nil {
+		return err
+	}
+	blobs := make(map[string][]byte, len(batch))
 	var bytes int64
-	for d, data := range batch {
-		has, err := b.BlobHas(ctx, d)
-		if err != nil {
-			return 0, 0, fmt.Errorf("store blob %s: %w", d, err)
-		}
-		if !has {
-			missing[d] = data
-			bytes += int64(len(data))
+	for _, j := range batch {
+		if missing(j.digest) {
+			blobs[j.digest] = j.data
+			bytes += int64(len(j.data))
 		}
 	}
-	if len(missing) > 0 {
-		if err := b.BlobPutMany(ctx, missing); err != nil {
-			return 0, 0, fmt.Errorf("store %d blobs: %w", len(missing), err)
+	if len(blobs) > 0 {
+		if err := t.b.(BatchBlobs).BlobPutMany(t.ctx, blobs); err != nil {
+			return fmt.Errorf("store %s and %d other blobs: %w", batch[0].what, len(batch)-1, err)
 		}
 	}
-	if cache != nil {
-		for d := range batch {
-			cache.putStored(d)
+	if t.cache != nil {
+		for _, j := range batch {
+			t.cache.putStored(j.digest)
 		}
 	}
-	return len(missing), bytes, nil
+	t.st.NewBlobs += len(blobs)
+	t.st.NewBytes += bytes
+	return nil
 }
 
 func (p *putter) failed() error {
@@ -302,15 +312,9 @@ func (p *putter) finish() (newBlobs int, newBytes int64, err error) {
 // flush waits for the blobs queued by the Take; once they are all stored
 // the Cache keeps the digests of the files read.
 func (t *taker) flush() error {
-	if len(t.batch) > 0 {
-		n, bytes, err := storeBatch(t.ctx, t.b.(BatchBlobs), t.cache, t.batch)
-		t.batch = nil
-		t.st.NewBlobs += n
-		t.st.NewBytes += bytes
-		if err != nil {
-			t.files = nil
-			return err
-		}
+	if err := t.storeBatch(); err != nil {
+		t.files = nil
+		return err
 	}
 	if t.puts != nil {
 		n, bytes, err := t.puts.finish()

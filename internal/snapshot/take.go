@@ -290,7 +290,8 @@ type taker struct {
 	// Take, of a few blobs, stores them itself without the hand-off: in
 	// batch, at its flush, into a store that can (BatchBlobs).
 	background bool
-	batch      map[string][]byte
+	batch      []putJob
+	batchBytes int
 	// watching: the Cache watches each directory before the Take lists
 	// it (watch.go), only the workspace directory when emptyOnly, for the
 	// Take that started at generation gen; linked is set when a file with
@@ -651,14 +652,19 @@ func (t *taker) put(d string, data []byte, rel, kind string, owned bool) error {
 	if _, ok := t.b.(BatchBlobs); ok && !t.background {
 		// An incremental Take's few blobs (a step's file, the trees on
 		// its way) are stored at its flush, in one transaction: one
-		// commit, not one each.
+		// commit, not one each. A batch is bounded as the putter's are
+		// (a new directory is walked incrementally too): past the
+		// bounds, what is kept is stored first.
+		if len(t.batch) > 0 && (len(t.batch) >= maxBatchBlobs || t.batchBytes+len(data) > maxBatchBytes) {
+			if err := t.storeBatch(); err != nil {
+				return err
+			}
+		}
 		if !owned {
 			data = append([]byte(nil), data...)
 		}
-		if t.batch == nil {
-			t.batch = make(map[string][]byte)
-		}
-		t.batch[d] = data
+		t.batch = append(t.batch, putJob{digest: d, data: data, what: what})
+		t.batchBytes += len(data)
 		t.seen[d] = true
 		return nil
 	}
