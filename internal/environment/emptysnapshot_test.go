@@ -34,10 +34,7 @@ func TestEmptyWorkspaceGetsNoSnapshotList(t *testing.T) {
 	blobs := environmenttest.NewBlobs(t)
 	open := func(ws string) environment.Environment { // a node (again, after a restart)
 		t.Helper()
-		spaces, err := workspace.New(root)
-		require.NoError(t, err)
-		b, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: blobs, SocketDir: t.TempDir()})
-		require.NoError(t, err)
+		b, _ := localAt(t, root, blobs)
 		env, err := b.Open(ctx, &environment.OpenParams{Workspace: ws, Session: ws, Unshared: true})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = env.Close() })
@@ -152,10 +149,7 @@ func TestSharedWorkspaceKeepsItsListOnDisk(t *testing.T) {
 	blobs := environmenttest.NewBlobs(t)
 	backend := func() environment.Backend {
 		t.Helper()
-		spaces, err := workspace.New(root)
-		require.NoError(t, err)
-		b, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: blobs, SocketDir: t.TempDir()})
-		require.NoError(t, err)
+		b, _ := localAt(t, root, blobs)
 		return b
 	}
 	open := func(b environment.Backend, session string, unshared bool) environment.Environment {

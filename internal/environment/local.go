@@ -132,12 +132,13 @@ func (b *localBackend) Open(ctx context.Context, p *OpenParams) (Environment, er
 	var (
 		ws          string
 		provisioned bool
+		exists      = true
 		err         error
 	)
 	if p.Untouched {
 		// Made when something needs it (ensureDir): missing, the copy is
 		// an empty one, not one lost.
-		ws, _, err = b.cfg.Workspaces.Find(p.Workspace)
+		ws, exists, err = b.cfg.Workspaces.Find(p.Workspace)
 	} else {
 		ws, provisioned, err = b.cfg.Workspaces.Create(p.Workspace)
 	}
@@ -157,9 +158,7 @@ func (b *localBackend) Open(ctx context.Context, p *OpenParams) (Environment, er
 		}
 	}
 	e := &localEnv{b: b, params: *p, ws: ws, info: Info{Backend: b.Name(), Provisioned: provisioned}}
-	if _, err := os.Lstat(ws); err == nil {
-		e.hadDir.Store(true)
-	}
+	e.hadDir.Store(exists)
 	// Options a Take refuses have no empty snapshot either ("").
 	e.emptyID, _ = snapshot.EmptyID(snapshot.Options{Exclude: p.Snapshot.Exclude})
 	if err := e.startProxy(ctx); err != nil {
@@ -707,21 +706,22 @@ func (e *localEnv) Remove(_ context.Context, rel string) error {
 }
 
 // take snapshots the workspace under the params' limits: a directory
-// never made holds nothing (snapshot.TakeEmpty).
-func (e *localEnv) take(ctx context.Context) (string, snapshot.Stats, error) {
+// never made holds nothing (snapshot.TakeEmpty), and unmade says so.
+func (e *localEnv) take(ctx context.Context) (id string, st snapshot.Stats, unmade bool, err error) {
 	l := e.params.Snapshot
 	opts := snapshot.Options{
 		MaxFileBytes: l.MaxFileBytes, MaxTotalBytes: l.MaxTotalBytes, Exclude: l.Exclude,
 		Cache: e.b.cfg.Cache, Incremental: true,
 	}
-	missing, err := e.dirMissing()
-	if err != nil {
-		return "", snapshot.Stats{}, err
+	if unmade, err = e.dirMissing(); err != nil {
+		return "", snapshot.Stats{}, false, err
 	}
-	if missing {
-		return snapshot.TakeEmpty(ctx, e.b.cfg.Blobs, opts)
+	if unmade {
+		id, st, err = snapshot.TakeEmpty(ctx, e.b.cfg.Blobs, opts)
+	} else {
+		id, st, err = snapshot.Take(ctx, e.b.cfg.Blobs, e.ws, opts)
 	}
-	return snapshot.Take(ctx, e.b.cfg.Blobs, e.ws, opts)
+	return id, st, unmade, err
 }
 
 // dirMissing reports whether the workspace's directory was never made,
@@ -769,7 +769,7 @@ func (e *localEnv) ensureDir() error {
 	}
 	if e.emptyID != "" {
 		if empty, err := e.b.cfg.Workspaces.Empty(e.params.Workspace); err == nil && empty {
-			e.recordListed(e.emptyID)
+			e.record(e.emptyID)
 		}
 	}
 	// Only now may another call go on (and write into the copy): the
@@ -785,7 +785,7 @@ func (e *localEnv) Snapshot(ctx context.Context) (string, snapshot.Stats, error)
 		return "", snapshot.Stats{}, err
 	}
 	defer finish()
-	id, stats, err := e.take(ctx)
+	id, stats, unmade, err := e.take(ctx)
 	if err == nil && e.b.cfg.Owners != nil && e.params.Project == "" {
 		err = errors.New("params.project: is required to snapshot a workspace whose owners are kept")
 	} else if err == nil && e.b.cfg.Owners != nil && !e.b.claimed.has(e.params.Project, id) {
@@ -801,21 +801,16 @@ func (e *localEnv) Snapshot(ctx context.Context) (string, snapshot.Stats, error)
 	if err != nil {
 		return "", stats, fmt.Errorf("snapshot the workspace of session %s: %w", e.params.Session, err)
 	}
-	e.record(id)
+	if !unmade { // a copy never made holds the empty snapshot, listed or not
+		e.record(id)
+	}
 	return id, stats, nil
 }
 
-// record notes that the copy contains snapshot id. The list only spares a
-// restore later: failing to keep it costs a restore, never a snapshot.
+// record notes that the copy, whose directory exists, contains snapshot
+// id. The list only spares a restore later: failing to keep it costs a
+// restore, never a snapshot.
 func (e *localEnv) record(id string) {
-	if missing, err := e.dirMissing(); missing || err != nil {
-		return // a copy never made holds the empty snapshot, listed or not
-	}
-	e.recordListed(id)
-}
-
-// recordListed is record for a copy that has its directory.
-func (e *localEnv) recordListed(id string) {
 	record := e.b.cfg.Workspaces.RecordSnapshot
 	if id == e.emptyID && e.params.Unshared && !e.programsRunning() {
 		// Kept in memory only: nothing writes to the copy until a call
@@ -947,7 +942,7 @@ func (e *localEnv) Stop(ctx context.Context, id string) error {
 	e.endPrograms()
 	// The snapshot id is the digest of the workspace's content: equal ids,
 	// equal workspaces, so removing it loses nothing id does not hold.
-	got, _, err := e.take(ctx)
+	got, _, _, err := e.take(ctx)
 	if err == nil && got != id {
 		err = fmt.Errorf("%w: it is snapshot %s, not %s", ErrChanged, got, id)
 	}

@@ -68,3 +68,15 @@ func TestNewLocalNamesTheMissingField(t *testing.T) {
 func BenchmarkLocalPlainReadFile(b *testing.B) {
 	environmenttest.BenchmarkReadFile(b, localBackend(sandbox.NewLocal()))
 }
+
+// localAt is a local backend (the plain sandbox) over the workspace root
+// root, with its Manager: a node, or the same node again after a restart
+// (a new backend on the same root and blobs).
+func localAt(tb testing.TB, root string, blobs *environmenttest.Blobs) (environment.Backend, *workspace.Manager) {
+	tb.Helper()
+	spaces, err := workspace.New(root)
+	require.NoError(tb, err)
+	b, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: blobs, SocketDir: tb.TempDir()})
+	require.NoError(tb, err)
+	return b, spaces
+}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/environment/environmenttest"
-	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/snapshot"
 	"github.com/longhaul-dev/longhaul/internal/workspace"
 )
@@ -24,10 +23,7 @@ import (
 func TestUntouchedDirMadeByTwoCallsAtOnce(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
-	spaces, err := workspace.New(root)
-	require.NoError(t, err)
-	b, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: environmenttest.NewBlobs(t), SocketDir: t.TempDir()})
-	require.NoError(t, err)
+	b, _ := localAt(t, root, environmenttest.NewBlobs(t))
 	empty, err := snapshot.EmptyID(snapshot.Options{})
 	require.NoError(t, err)
 	bad := 0
@@ -67,10 +63,7 @@ func TestUntouchedDirMadeByTwoCallsAtOnce(t *testing.T) {
 func TestUntouchedCopyTheEngineMadeIsLostWhenGone(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
-	spaces, err := workspace.New(root)
-	require.NoError(t, err)
-	b, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: environmenttest.NewBlobs(t), SocketDir: t.TempDir()})
-	require.NoError(t, err)
+	b, spaces := localAt(t, root, environmenttest.NewBlobs(t))
 	empty, err := snapshot.EmptyID(snapshot.Options{})
 	require.NoError(t, err)
 	env, err := b.Open(ctx, &environment.OpenParams{Workspace: "ses_e", Session: "ses_e", Unshared: true, Untouched: true})
@@ -100,10 +93,7 @@ func TestUntouchedCopyTheEngineMadeIsLostWhenGone(t *testing.T) {
 func TestUntouchedCopyGoneIsNotMadeAgainByACall(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
-	spaces, err := workspace.New(root)
-	require.NoError(t, err)
-	b, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: environmenttest.NewBlobs(t), SocketDir: t.TempDir()})
-	require.NoError(t, err)
+	b, _ := localAt(t, root, environmenttest.NewBlobs(t))
 	env, err := b.Open(ctx, &environment.OpenParams{Workspace: "ses_g", Session: "ses_g", Unshared: true, Untouched: true})
 	require.NoError(t, err)
 	defer env.Close()

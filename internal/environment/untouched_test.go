@@ -10,9 +10,7 @@ import (
 
 	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/environment/environmenttest"
-	"github.com/longhaul-dev/longhaul/internal/sandbox"
 	"github.com/longhaul-dev/longhaul/internal/snapshot"
-	"github.com/longhaul-dev/longhaul/internal/workspace"
 )
 
 // TestUntouchedWorkspaceIsMadeWhenNeeded: the workspace of a session no
@@ -30,10 +28,7 @@ func TestUntouchedWorkspaceIsMadeWhenNeeded(t *testing.T) {
 	blobs := environmenttest.NewBlobs(t)
 	open := func(ws string) environment.Environment { // a node (again, after a restart)
 		t.Helper()
-		spaces, err := workspace.New(root)
-		require.NoError(t, err)
-		b, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: blobs, SocketDir: t.TempDir()})
-		require.NoError(t, err)
+		b, _ := localAt(t, root, blobs)
 		env, err := b.Open(ctx, &environment.OpenParams{Workspace: ws, Session: ws, Unshared: true, Untouched: true})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = env.Close() })
@@ -120,10 +115,7 @@ func TestUntouchedWorkspaceIsMadeWhenNeeded(t *testing.T) {
 // TestUntouchedOnlyUnshared: a workspace a sub-agent may share is never
 // left unmade (its tools may write at any time).
 func TestUntouchedOnlyUnshared(t *testing.T) {
-	spaces, err := workspace.New(t.TempDir())
-	require.NoError(t, err)
-	b, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: environmenttest.NewBlobs(t), SocketDir: t.TempDir()})
-	require.NoError(t, err)
-	_, err = b.Open(context.Background(), &environment.OpenParams{Workspace: "ses_s", Session: "ses_s", Untouched: true})
+	b, _ := localAt(t, t.TempDir(), environmenttest.NewBlobs(t))
+	_, err := b.Open(context.Background(), &environment.OpenParams{Workspace: "ses_s", Session: "ses_s", Untouched: true})
 	require.ErrorContains(t, err, "params.untouched")
 }

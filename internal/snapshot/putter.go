@@ -174,7 +174,7 @@ func (p *putter) store(batch []putJob) error {
 	}
 	missing := make(map[string][]byte, len(batch))
 	bytes := 0
-	lacks, err := p.lacking(batch)
+	lacks, err := lacking(p.ctx, p.b, batch)
 	if err != nil {
 		return err
 	}
@@ -200,10 +200,6 @@ func (p *putter) store(batch []putJob) error {
 
 // lacking asks the store which blobs of batch it lacks: in one call when
 // it can (ManyBlobs), else blob by blob.
-func (p *putter) lacking(batch []putJob) (func(digest string) bool, error) {
-	return lacking(p.ctx, p.b, batch)
-}
-
 func lacking(ctx context.Context, b Blobs, batch []putJob) (func(digest string) bool, error) {
 	if mb, ok := b.(ManyBlobs); ok {
 		digests := make([]string, len(batch))

@@ -95,30 +95,24 @@ func (m *Manager) Ensure(sessionID string) (string, error) {
 // Create is Ensure, telling also whether the directory was made by this
 // call (made: a new copy) rather than found.
 func (m *Manager) Create(sessionID string) (dir string, made bool, err error) {
-	if err := ValidateSessionID(sessionID); err != nil {
-		return "", false, fmt.Errorf("ensure workspace: %w", err)
+	const op = "ensure workspace"
+	dir, exists, err := m.lookup(op, sessionID)
+	if err != nil || exists {
+		return dir, false, err
 	}
-	dir = filepath.Join(m.root, sessionID)
-	fi, err := os.Lstat(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		if err := m.dropVersions(sessionID); err != nil {
-			return "", false, fmt.Errorf("ensure workspace %s: %w", sessionID, err)
-		}
-		err = os.Mkdir(dir, 0o700)
-		if err == nil {
-			return dir, true, nil // made here: a directory, not a link
-		}
-		if !errors.Is(err, fs.ErrExist) {
-			return "", false, fmt.Errorf("ensure workspace %s: %w", sessionID, err)
-		}
-		// Made meanwhile by another caller: looked at as any existing one.
-		fi, err = os.Lstat(dir)
+	switch err := os.Mkdir(dir, 0o700); {
+	case err == nil:
+		return dir, true, nil // made here: a directory, not a link
+	case !errors.Is(err, fs.ErrExist):
+		return "", false, fmt.Errorf("%s %s: %w", op, sessionID, err)
+	}
+	// Made meanwhile by another caller: looked at as any existing one.
+	dir, exists, err = m.lookup(op, sessionID)
+	if err == nil && !exists {
+		err = fmt.Errorf("%s %s: %w", op, sessionID, fs.ErrNotExist) // and gone again
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("ensure workspace %s: %w", sessionID, err)
-	}
-	if !fi.IsDir() {
-		return "", false, fmt.Errorf("ensure workspace %s: %s exists and is not a directory", sessionID, dir)
+		return "", false, err
 	}
 	return dir, false, nil
 }
@@ -131,21 +125,28 @@ func (m *Manager) Create(sessionID string) (dir string, made bool, err error) {
 // removed, so that a copy missing is a copy that holds no snapshot but the
 // empty one.
 func (m *Manager) Find(sessionID string) (dir string, exists bool, err error) {
+	return m.lookup("find workspace", sessionID)
+}
+
+// lookup is Find, its errors beginning with op: the path of the workspace
+// of sessionID, whether its directory exists (an entry that is not a
+// directory is refused), its list removed when it does not.
+func (m *Manager) lookup(op, sessionID string) (dir string, exists bool, err error) {
 	if err := ValidateSessionID(sessionID); err != nil {
-		return "", false, fmt.Errorf("find workspace: %w", err)
+		return "", false, fmt.Errorf("%s: %w", op, err)
 	}
 	dir = filepath.Join(m.root, sessionID)
 	fi, err := os.Lstat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if err := m.dropVersions(sessionID); err != nil {
-			return "", false, fmt.Errorf("find workspace %s: %w", sessionID, err)
+			return "", false, fmt.Errorf("%s %s: %w", op, sessionID, err)
 		}
 		return dir, false, nil
 	case err != nil:
-		return "", false, fmt.Errorf("find workspace %s: %w", sessionID, err)
+		return "", false, fmt.Errorf("%s %s: %w", op, sessionID, err)
 	case !fi.IsDir():
-		return "", false, fmt.Errorf("find workspace %s: %s exists and is not a directory", sessionID, dir)
+		return "", false, fmt.Errorf("%s %s: %s exists and is not a directory", op, sessionID, dir)
 	}
 	return dir, true, nil
 }
