@@ -292,6 +292,9 @@ type localEnv struct {
 	inflight  int  // calls begun and not over (begin)
 	stopProxy func() error
 	procs     map[*sandbox.Process]struct{}
+	// claims is what the copy's next snapshot is claimed against: the
+	// store is asked only about what differs from the last one claimed.
+	claims claimBase
 }
 
 func (e *localEnv) Info() Info { return e.info }
@@ -791,12 +794,16 @@ func (e *localEnv) Snapshot(ctx context.Context) (string, snapshot.Stats, error)
 	} else if err == nil && e.b.cfg.Owners != nil && !e.b.claimed.has(e.params.Project, id) {
 		// Read from the project's workspace by the server itself: the
 		// project's, however it came by the bytes. Only the trees it
-		// did not own yet are read again; a snapshot this backend
-		// claimed for the project before (the same step again, or
-		// another session's identical workspace) not even its root.
-		if _, err = snapshot.Claim(ctx, e.b.cfg.Blobs, e.b.cfg.Owners, e.params.Project, id, snapshot.ClaimOptions{}); err == nil {
+		// did not own yet are read again, and of those only what the
+		// copy's last claimed snapshot does not hold is asked about; a
+		// snapshot this backend claimed for the project before (the
+		// same step again, or another session's identical workspace)
+		// not even its root.
+		if err = e.claims.claim(ctx, e.b.cfg.Blobs, e.b.cfg.Owners, e.params.Project, id); err == nil {
 			e.b.claimed.add(e.params.Project, id)
 		}
+	} else if err == nil && e.b.cfg.Owners != nil {
+		e.claims.claimed(id)
 	}
 	if err != nil {
 		return "", stats, fmt.Errorf("snapshot the workspace of session %s: %w", e.params.Session, err)

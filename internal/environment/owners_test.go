@@ -63,10 +63,24 @@ func TestSnapshotsAreClaimedForTheirProject(t *testing.T) {
 	require.Equal(t, reads, owners.reads.Load(), "the snapshot this environment claimed last: no ownership read either (a round trip on PostgreSQL)")
 
 	require.NoError(t, env.WriteFile(ctx, "d7/f3.txt", []byte("changed")))
+	asked := owners.asked.Load()
 	second, _, err := env.Snapshot(ctx)
 	require.NoError(t, err)
-	require.Equal(t, before+2, blobs.TotalGets(), "the new root and d7's new tree are read, nothing else")
+	require.Equal(t, before+2, blobs.TotalGets(), "the new root and d7's new tree are read, nothing else (the last snapshot's are in memory)")
+	require.Equal(t, int64(3), owners.asked.Load()-asked, "asked about the root, d7's tree and the file: not the root's 29 other directories nor d7's 9 other files")
 	owned, err = blobs.Store.BlobsOwned(ctx, "alpha", []string{second, environmenttest.Digest([]byte("changed"))})
+	require.NoError(t, err)
+	require.Len(t, owned, 2)
+
+	// A change elsewhere: the same questions, and one more read, d12's
+	// tree in the last snapshot, to compare with.
+	require.NoError(t, env.WriteFile(ctx, "d12/f0.txt", []byte("changed too")))
+	before, asked = blobs.TotalGets(), owners.asked.Load()
+	third, _, err := env.Snapshot(ctx)
+	require.NoError(t, err)
+	require.Equal(t, before+3, blobs.TotalGets())
+	require.Equal(t, int64(3), owners.asked.Load()-asked)
+	owned, err = blobs.Store.BlobsOwned(ctx, "alpha", []string{third, environmenttest.Digest([]byte("changed too"))})
 	require.NoError(t, err)
 	require.Len(t, owned, 2)
 }
@@ -182,10 +196,12 @@ func newOwnedBackend(t *testing.T) (environment.Backend, *environmenttest.Blobs,
 type countingOwners struct {
 	snapshot.Owners
 	reads atomic.Int64
+	asked atomic.Int64 // digests BlobOwnership was asked about
 }
 
 func (o *countingOwners) BlobOwnership(ctx context.Context, project string, digests []string) (map[string]bool, error) {
 	o.reads.Add(1)
+	o.asked.Add(int64(len(digests)))
 	return o.Owners.BlobOwnership(ctx, project, digests)
 }
 

@@ -55,6 +55,16 @@ type ClaimOptions struct {
 	// alone, as the migration that introduced owners recorded the
 	// snapshots already journaled, gets the rows of what it reaches.
 	BelowRoot bool
+	// Base is a snapshot the project owns as a tree, as a Claim of this
+	// process recorded or found it (an owner's row is never removed):
+	// typically the copy's previous snapshot. What a tree of the snapshot
+	// names that the tree at the same path in Base names too is owned
+	// through Base's row, so the store is not asked about it: a step that
+	// wrote one file in a directory of ten thousand asks about the file
+	// and the trees on its way, not about the directory's other entries,
+	// nor the root's. Empty: the store is asked about every entry of
+	// every tree it does not own as a tree yet.
+	Base string
 }
 
 // Claim records that project owns every blob snapshot id reaches. An
@@ -85,6 +95,10 @@ func Claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 	// seen holds the digests met so far: true for a tree. A digest met as
 	// a file's content and then as a tree is read as a tree too.
 	seen := map[string]bool{id: true}
+	base := map[string]string{} // a tree of the level read: its counterpart in opts.Base
+	if opts.Base != "" && opts.Base != id {
+		base[id] = opts.Base
+	}
 	level := []string{id}
 	for depth := 0; len(level) > 0; depth++ {
 		if depth > maxDepth {
@@ -92,25 +106,46 @@ func Claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 		}
 		var next []string
 		isTree := map[string]bool{}
+		nextBase := map[string]string{}
 		for _, t := range level {
-			data, err := b.BlobGet(ctx, t)
+			tr, err := readTree(ctx, b, t, depth == 0)
 			if err != nil {
 				return 0, fmt.Errorf("snapshot %s: tree %s: %w", id, t, err)
 			}
-			subtrees, contents, err := TreeRefs(data, depth == 0)
-			if err != nil {
-				return 0, fmt.Errorf("snapshot %s: tree %s: %w", id, t, err)
-			}
-			for _, d := range subtrees {
-				if !seen[d] {
-					seen[d], isTree[d] = true, true
-					next = append(next, d)
+			var shared baseRefs
+			if bt, ok := base[t]; ok {
+				// Base is the project's: a failure to read it costs the
+				// questions it would have spared, never the claim.
+				if btr, err := readTree(ctx, b, bt, depth == 0); err == nil {
+					shared = refsOf(btr)
 				}
 			}
-			for _, d := range contents {
-				if _, met := seen[d]; !met {
-					seen[d] = false
-					next = append(next, d)
+			for i := range tr.Entries {
+				e := &tr.Entries[i]
+				switch e.Type {
+				case TypeDir:
+					d := e.Tree
+					switch {
+					case shared.trees[d]:
+						seen[d] = true // owned as a tree through Base
+					case !seen[d]:
+						// A digest met as a file's content only is read as a
+						// tree too, as is one Base names only as content.
+						seen[d], isTree[d] = true, true
+						next = append(next, d)
+						if bd, ok := shared.dirs[entryKey(e)]; ok {
+							nextBase[d] = bd
+						}
+					}
+				case TypeFile:
+					for _, c := range e.chunks() {
+						d := c.SHA256
+						if _, met := seen[d]; met || shared.blobs[d] {
+							continue
+						}
+						seen[d] = false
+						next = append(next, d)
+					}
 				}
 			}
 		}
@@ -137,6 +172,7 @@ func Claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 				claimBlobs = append(claimBlobs, d)
 			}
 		}
+		base = nextBase
 	}
 	if len(claimTrees)+len(claimBlobs) == 0 {
 		return 0, nil
@@ -158,6 +194,43 @@ func Claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 	}
 	return len(claimTrees) + len(claimBlobs), nil
 }
+
+// readTree reads and decodes the tree blob digest.
+func readTree(ctx context.Context, b Blobs, digest string, root bool) (*tree, error) {
+	data, err := b.BlobGet(ctx, digest)
+	if err != nil {
+		return nil, err
+	}
+	return decodeTree(data, root)
+}
+
+// baseRefs is what a tree of a Claim's base names: owned through the
+// base's row, the subtrees as trees and every digest it names for itself.
+type baseRefs struct {
+	trees map[string]bool   // its subdirectories' trees
+	blobs map[string]bool   // its files' contents and its subdirectories' trees
+	dirs  map[string]string // its subdirectories' trees by name (entryKey)
+}
+
+func refsOf(t *tree) baseRefs {
+	r := baseRefs{trees: map[string]bool{}, blobs: map[string]bool{}, dirs: map[string]string{}}
+	for i := range t.Entries {
+		e := &t.Entries[i]
+		switch e.Type {
+		case TypeDir:
+			r.trees[e.Tree], r.blobs[e.Tree] = true, true
+			r.dirs[entryKey(e)] = e.Tree
+		case TypeFile:
+			for _, c := range e.chunks() {
+				r.blobs[c.SHA256] = true
+			}
+		}
+	}
+	return r
+}
+
+// entryKey names an entry as its tree stores it (either form of the name).
+func entryKey(e *treeEntry) string { return e.Name + "\x00" + e.NameB64 }
 
 // ownedBoth returns which of digests project owns, and which of them as
 // trees: one read.

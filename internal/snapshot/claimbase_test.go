@@ -1,0 +1,182 @@
+package snapshot
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// askingOwners counts the digests a Claim asks the store about.
+type askingOwners struct {
+	BatchOwners
+	mu    sync.Mutex
+	asked []string
+}
+
+func (a *askingOwners) BlobOwnership(ctx context.Context, p string, d []string) (map[string]bool, error) {
+	a.mu.Lock()
+	a.asked = append(a.asked, d...)
+	a.mu.Unlock()
+	return a.BatchOwners.BlobOwnership(ctx, p, d)
+}
+
+func (a *askingOwners) reset() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := a.asked
+	a.asked = nil
+	return out
+}
+
+// TestClaimAsksOnlyWhatDiffersFromBase: a step that wrote one file in a
+// directory of 300, in a workspace of 20 top-level directories, claims its
+// snapshot against the previous one (ClaimOptions.Base) asking the store
+// about the root, the directory's new tree and the file's content: not
+// about the other 319 entries. What it records is what a Claim without a
+// base records: both projects end up owning the same digests the same way.
+func TestClaimAsksOnlyWhatDiffersFromBase(t *testing.T) {
+	ctx := context.Background()
+	s := openSQLiteBlobs(t)
+	owners := &askingOwners{BatchOwners: s}
+	ws := t.TempDir()
+	for i := range 20 {
+		writeFile(t, ws, fmt.Sprintf("top%02d/readme.md", i), []byte(fmt.Sprintf("dir %d", i)), 0o644)
+	}
+	for i := range 300 {
+		writeFile(t, ws, fmt.Sprintf("big/f%03d.txt", i), []byte(fmt.Sprintf("file %d", i)), 0o644)
+	}
+	first, _, err := Take(ctx, s, ws, Options{})
+	require.NoError(t, err)
+	for _, p := range []string{"with", "without"} {
+		_, err = Claim(ctx, s, owners, p, first, ClaimOptions{})
+		require.NoError(t, err)
+	}
+
+	writeFile(t, ws, "big/new.txt", []byte("a step's file"), 0o644)
+	id, _, err := Take(ctx, s, ws, Options{})
+	require.NoError(t, err)
+	owners.reset()
+	n, err := Claim(ctx, s, owners, "with", id, ClaimOptions{Base: first})
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "the root, big's tree and the new file's content")
+	asked := owners.reset()
+	require.ElementsMatch(t, []string{id, subtree(t, s, id, "big"), sha256Hex([]byte("a step's file"))}, asked)
+
+	n, err = Claim(ctx, s, owners, "without", id, ClaimOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	require.Greater(t, len(owners.reset()), 320, "without a base, every entry of the root and of big")
+
+	all := reachable(t, s, id)
+	with, err := s.BlobOwnership(ctx, "with", all)
+	require.NoError(t, err)
+	without, err := s.BlobOwnership(ctx, "without", all)
+	require.NoError(t, err)
+	require.Equal(t, without, with)
+	require.True(t, with[id], "the root is owned as a tree")
+
+	// A base the snapshot shares nothing with spares nothing, and costs
+	// nothing wrong.
+	other := t.TempDir()
+	writeFile(t, other, "elsewhere.txt", []byte("unrelated"), 0o644)
+	unrelated, _, err := Take(ctx, s, other, Options{})
+	require.NoError(t, err)
+	_, err = Claim(ctx, s, owners, "third", unrelated, ClaimOptions{})
+	require.NoError(t, err)
+	owners.reset()
+	_, err = Claim(ctx, s, owners, "third", id, ClaimOptions{Base: unrelated})
+	require.NoError(t, err)
+	require.Greater(t, len(owners.reset()), 320)
+	third, err := s.BlobOwnership(ctx, "third", all)
+	require.NoError(t, err)
+	require.Equal(t, without, third)
+}
+
+// TestClaimBaseLendsNoFileAsATree: a file of the base whose bytes are
+// another project's tree is the project's for itself only. A snapshot
+// that names those bytes as a directory's tree (a runner's snapshot,
+// whose blobs the project may claim only if the runner sent them) is
+// still read as a tree, and what it names that the project does not own
+// is refused, base or no base.
+func TestClaimBaseLendsNoFileAsATree(t *testing.T) {
+	ctx := context.Background()
+	s := openSQLiteBlobs(t)
+
+	// Another project's directory holding its secret.
+	theirs := t.TempDir()
+	writeFile(t, theirs, "d/secret.txt", []byte("their secret"), 0o644)
+	theirRoot, _, err := Take(ctx, s, theirs, Options{})
+	require.NoError(t, err)
+	_, err = Claim(ctx, s, s, "them", theirRoot, ClaimOptions{})
+	require.NoError(t, err)
+	treeD := subtree(t, s, theirRoot, "d")
+	treeBytes, err := s.BlobGet(ctx, treeD)
+	require.NoError(t, err)
+
+	// The project's base holds a file with exactly those bytes.
+	ours := t.TempDir()
+	writeFile(t, ours, "copy.json", treeBytes, 0o644)
+	base, _, err := Take(ctx, s, ours, Options{})
+	require.NoError(t, err)
+	_, err = Claim(ctx, s, s, "us", base, ClaimOptions{})
+	require.NoError(t, err)
+	kinds, err := s.BlobOwnership(ctx, "us", []string{treeD})
+	require.NoError(t, err)
+	require.Equal(t, map[string]bool{treeD: false}, kinds, "owned as a file's bytes, not as a tree")
+
+	// A snapshot naming those bytes as a directory, beside the file.
+	baseTree, err := readTree(ctx, s, base, true)
+	require.NoError(t, err)
+	forged := *baseTree
+	forged.Entries = append(append([]treeEntry(nil), baseTree.Entries...), treeEntry{Name: "d", Type: TypeDir, Mode: 0o755, Tree: treeD}) // after "copy.json": sorted
+	data, forgedID, err := encodeTree(&forged)
+	require.NoError(t, err)
+	require.NoError(t, s.BlobPut(ctx, forgedID, data))
+	sent := func(d string) bool { return d == forgedID } // the runner sent the root only
+	for _, opts := range []ClaimOptions{{May: sent}, {May: sent, Base: base}} {
+		_, err = Claim(ctx, s, s, "us", forgedID, opts)
+		require.ErrorIs(t, err, ErrNotOwned, "base %q", opts.Base)
+	}
+	secret := sha256Hex([]byte("their secret"))
+	kinds, err = s.BlobOwnership(ctx, "us", []string{forgedID, secret})
+	require.NoError(t, err)
+	require.Empty(t, kinds, "nothing recorded")
+}
+
+// subtree returns the tree of the directory name at the root of snapshot id.
+func subtree(t *testing.T, b Blobs, id, name string) string {
+	t.Helper()
+	tr, err := readTree(context.Background(), b, id, true)
+	require.NoError(t, err)
+	for _, e := range tr.Entries {
+		if e.Name == name && e.Type == TypeDir {
+			return e.Tree
+		}
+	}
+	t.Fatalf("no directory %q at the root of %s", name, id)
+	return ""
+}
+
+// reachable returns every digest snapshot id reaches, itself included.
+func reachable(t *testing.T, b Blobs, id string) []string {
+	t.Helper()
+	out := []string{id}
+	level := []string{id}
+	for depth := 0; len(level) > 0; depth++ {
+		var next []string
+		for _, d := range level {
+			data, err := b.BlobGet(context.Background(), d)
+			require.NoError(t, err)
+			trees, contents, err := TreeRefs(data, depth == 0)
+			require.NoError(t, err)
+			next = append(next, trees...)
+			out = append(out, trees...)
+			out = append(out, contents...)
+		}
+		level = next
+	}
+	return out
+}
