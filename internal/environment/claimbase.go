@@ -8,43 +8,54 @@ import (
 )
 
 // maxClaimTreeBytes bounds the tree blobs a copy keeps from its last
-// claim: the trees on the way to a step's change, a few KiB, unless a
-// directory on the way holds tens of thousands of entries (or the claim
-// was the first of a large workspace, which reads every tree). Past it,
-// the trees are read from the store again when needed.
-const maxClaimTreeBytes = 1 << 20
+// claim, for as long as its Environment is open: the trees on the way to
+// a step's change, a few KiB, unless a directory on the way holds
+// thousands of entries (or the claim was the first of a large workspace,
+// which reads every tree: the first read, the root and the top levels,
+// are kept). With the maps' own cost, and the last claim's and the next
+// one's both held while a claim runs, a copy holds at most about four
+// times this. Past it, trees are read from the store again when needed.
+const maxClaimTreeBytes = 256 << 10
 
 // claimBase is what a copy's next claim compares its snapshot with
-// (snapshot.ClaimOptions.Base): the last snapshot of the copy known
-// claimed for its project, sound to lean on because ownership is never
-// taken back (claimedSnapshots), and the tree blobs its claim read. The
+// (snapshot.ClaimOptions.Base): the last snapshot of the copy whose rows
+// a claim of this process recorded down to what they reach, sound to lean
+// on because ownership is never taken back (claimedSnapshots), and the
+// tree blobs its claim read. The
 // next step's snapshot differs from it on the way to what the step
 // changed, which is, most of the time, where the last step changed
 // something too: the trees to compare with are in memory, and the claim
 // reads from the store only the new trees it must read anyway.
 type claimBase struct {
-	mu    sync.Mutex // one claim at a time: the trees kept are the last claim's
+	// mu makes a copy's claims one at a time, store reads included: the
+	// trees kept are the last claim's. The engine snapshots a session's
+	// copy one step at a time anyway.
+	mu    sync.Mutex
 	id    string
 	trees map[string][]byte
 }
 
 // claim claims snapshot id for project against the base, and makes id the
-// base once it is claimed.
+// base once it is claimed. A root the project owns already is looked
+// below all the same (BelowRoot): one recorded alone, by the migration
+// that introduced owners, gets the rows of what it reaches, which the
+// next claim, against it, takes for granted.
 func (c *claimBase) claim(ctx context.Context, blobs snapshot.Blobs, owners snapshot.Owners, project, id string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r := &treeReads{Blobs: blobs, kept: c.trees, read: map[string][]byte{}}
-	if _, err := snapshot.Claim(ctx, r, owners, project, id, snapshot.ClaimOptions{Base: c.id}); err != nil {
+	if _, err := snapshot.Claim(ctx, r, owners, project, id, snapshot.ClaimOptions{Base: c.id, BelowRoot: true}); err != nil {
 		return err
 	}
 	c.id, c.trees = id, r.read
 	return nil
 }
 
-// claimed makes id, a snapshot known claimed for the project without a
-// claim, the base; the trees kept stay (blobs are named by their content:
-// they are still what they were).
-func (c *claimBase) claimed(id string) {
+// adopt makes id the base without a claim: a snapshot a claim of this
+// process recorded down to what it reaches (claimedSnapshots, a
+// restore's snapshot.CheckOwned). The trees kept stay: named by their
+// content, they are still what they were.
+func (c *claimBase) adopt(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.id = id

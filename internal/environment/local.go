@@ -292,9 +292,9 @@ type localEnv struct {
 	inflight  int  // calls begun and not over (begin)
 	stopProxy func() error
 	procs     map[*sandbox.Process]struct{}
-	// claims is what the copy's next snapshot is claimed against: the
+	// base is what the copy's next snapshot is claimed against: the
 	// store is asked only about what differs from the last one claimed.
-	claims claimBase
+	base claimBase
 }
 
 func (e *localEnv) Info() Info { return e.info }
@@ -799,11 +799,11 @@ func (e *localEnv) Snapshot(ctx context.Context) (string, snapshot.Stats, error)
 		// snapshot this backend claimed for the project before (the
 		// same step again, or another session's identical workspace)
 		// not even its root.
-		if err = e.claims.claim(ctx, e.b.cfg.Blobs, e.b.cfg.Owners, e.params.Project, id); err == nil {
+		if err = e.base.claim(ctx, e.b.cfg.Blobs, e.b.cfg.Owners, e.params.Project, id); err == nil {
 			e.b.claimed.add(e.params.Project, id)
 		}
 	} else if err == nil && e.b.cfg.Owners != nil {
-		e.claims.claimed(id)
+		e.base.adopt(id)
 	}
 	if err != nil {
 		return "", stats, fmt.Errorf("snapshot the workspace of session %s: %w", e.params.Session, err)
@@ -839,6 +839,12 @@ func (e *localEnv) Restore(ctx context.Context, id string) (snapshot.Stats, erro
 	defer finish()
 	if err := e.owns(ctx, id); err != nil {
 		return snapshot.Stats{}, fmt.Errorf("restore the workspace of session %s from snapshot %s: %w", e.params.Session, id, err)
+	}
+	if e.b.cfg.Owners != nil {
+		// Its rows were just recorded down to what it reaches: the next
+		// snapshot, the restored one or one step from it, is claimed
+		// against it.
+		e.base.adopt(id)
 	}
 	if missing, err := e.dirMissing(); err != nil || (missing && id == e.emptyID) {
 		return snapshot.Stats{}, err // a copy never made holds it already

@@ -67,7 +67,7 @@ func TestSnapshotsAreClaimedForTheirProject(t *testing.T) {
 	second, _, err := env.Snapshot(ctx)
 	require.NoError(t, err)
 	require.Equal(t, before+2, blobs.TotalGets(), "the new root and d7's new tree are read, nothing else (the last snapshot's are in memory)")
-	require.Equal(t, int64(3), owners.asked.Load()-asked, "asked about the root, d7's tree and the file: not the root's 29 other directories nor d7's 9 other files")
+	require.Equal(t, int64(4), owners.asked.Load()-asked, "asked about the root with the last snapshot (is it still the project's?), d7's tree and the file: not the root's 29 other directories nor d7's 9 other files")
 	owned, err = blobs.Store.BlobsOwned(ctx, "alpha", []string{second, environmenttest.Digest([]byte("changed"))})
 	require.NoError(t, err)
 	require.Len(t, owned, 2)
@@ -79,7 +79,7 @@ func TestSnapshotsAreClaimedForTheirProject(t *testing.T) {
 	third, _, err := env.Snapshot(ctx)
 	require.NoError(t, err)
 	require.Equal(t, before+3, blobs.TotalGets())
-	require.Equal(t, int64(3), owners.asked.Load()-asked)
+	require.Equal(t, int64(4), owners.asked.Load()-asked)
 	owned, err = blobs.Store.BlobsOwned(ctx, "alpha", []string{third, environmenttest.Digest([]byte("changed too"))})
 	require.NoError(t, err)
 	require.Len(t, owned, 2)
@@ -208,4 +208,48 @@ func (o *countingOwners) BlobOwnership(ctx context.Context, project string, dige
 func (o *countingOwners) BlobsOwned(ctx context.Context, project string, digests []string) (map[string]bool, error) {
 	o.reads.Add(1)
 	return o.Owners.BlobsOwned(ctx, project, digests)
+}
+
+// TestSnapshotClaimedAgainstARootRecordedAlone: a copy that still holds a
+// snapshot journaled before owners were kept (its root's row alone, as
+// the migration recorded it, and no restore since: the engine found the
+// copy holding it) takes it again, then a step changes a file beside an
+// old one. The new snapshot is claimed against the old one; a runner's
+// restore of it (snapshot.CheckOwned, then a fetch that asks about each
+// blob) must find the old file owned, with a row of its own.
+func TestSnapshotClaimedAgainstARootRecordedAlone(t *testing.T) {
+	ctx := t.Context()
+	blobs := environmenttest.NewBlobs(t)
+	dir := t.TempDir()
+	newBackend := func(owners snapshot.Owners) environment.Backend {
+		spaces, err := workspace.New(dir)
+		require.NoError(t, err)
+		b, err := environment.NewLocal(&environment.LocalConfig{Sandbox: sandbox.NewLocal(), Workspaces: spaces, Blobs: blobs,
+			Owners: owners, SocketDir: t.TempDir()})
+		require.NoError(t, err)
+		return b
+	}
+	old, err := newBackend(nil).Open(ctx, &environment.OpenParams{Workspace: "ses_a", Session: "ses_a", Project: "alpha"})
+	require.NoError(t, err)
+	require.NoError(t, old.WriteFile(ctx, "dir/a.txt", []byte("old file")))
+	id, _, err := old.Snapshot(ctx)
+	require.NoError(t, err)
+	old.Close()
+	require.NoError(t, blobs.Store.BlobOwnTrees(ctx, "alpha", []string{id}), "the migration's row: the root alone")
+
+	env, err := newBackend(blobs.Store).Open(ctx, &environment.OpenParams{Workspace: "ses_a", Session: "ses_a", Project: "alpha"})
+	require.NoError(t, err)
+	defer env.Close()
+	again, _, err := env.Snapshot(ctx)
+	require.NoError(t, err)
+	require.Equal(t, id, again)
+	require.NoError(t, env.WriteFile(ctx, "dir/b.txt", []byte("a step's file")))
+	next, _, err := env.Snapshot(ctx)
+	require.NoError(t, err)
+
+	require.NoError(t, snapshot.CheckOwned(ctx, blobs.Store, blobs.Store, "alpha", next), "a runner's restore is allowed")
+	oldFile := environmenttest.Digest([]byte("old file"))
+	owned, err := blobs.Store.BlobsOwned(ctx, "alpha", []string{oldFile})
+	require.NoError(t, err)
+	require.True(t, owned[oldFile], "and its fetch of dir/a.txt finds it the project's")
 }

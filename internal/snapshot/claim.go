@@ -55,15 +55,19 @@ type ClaimOptions struct {
 	// alone, as the migration that introduced owners recorded the
 	// snapshots already journaled, gets the rows of what it reaches.
 	BelowRoot bool
-	// Base is a snapshot the project owns as a tree, as a Claim of this
-	// process recorded or found it (an owner's row is never removed):
-	// typically the copy's previous snapshot. What a tree of the snapshot
-	// names that the tree at the same path in Base names too is owned
-	// through Base's row, so the store is not asked about it: a step that
-	// wrote one file in a directory of ten thousand asks about the file
-	// and the trees on its way, not about the directory's other entries,
-	// nor the root's. Empty: the store is asked about every entry of
-	// every tree it does not own as a tree yet.
+	// Base is a snapshot the project owns as a tree, whose rows a Claim
+	// of this process recorded down to what they reach (with BelowRoot
+	// when its root was owned already: a root recorded alone, as by the
+	// migration that introduced owners, stands for blobs with no row of
+	// their own, which a runner's fetch of a blob asks about): typically
+	// the copy's previous snapshot. What a tree of the snapshot names that
+	// the tree at the same path in Base names too is owned through Base's
+	// rows (an owner's row is never removed), so the store is not asked
+	// about it: a step that wrote one file in a directory of ten thousand
+	// asks about the file and the trees on its way, not about the
+	// directory's other entries, nor the root's. A Base the project does
+	// not own as a tree is ignored (Claim asks, with the root). Empty: the
+	// store is asked about every entry of every tree not owned as a tree.
 	Base string
 }
 
@@ -79,7 +83,11 @@ func Claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 	if may == nil {
 		may = func(string) bool { return true }
 	}
-	owned, trees, err := ownedBoth(ctx, o, project, []string{id})
+	ask := []string{id}
+	if opts.Base != "" && opts.Base != id {
+		ask = append(ask, opts.Base) // in the same question: no round trip more
+	}
+	owned, trees, err := ownedBoth(ctx, o, project, ask)
 	if err != nil {
 		return 0, fmt.Errorf("snapshot %s: %w", id, err)
 	}
@@ -96,7 +104,7 @@ func Claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 	// a file's content and then as a tree is read as a tree too.
 	seen := map[string]bool{id: true}
 	base := map[string]string{} // a tree of the level read: its counterpart in opts.Base
-	if opts.Base != "" && opts.Base != id {
+	if opts.Base != "" && opts.Base != id && trees[opts.Base] {
 		base[id] = opts.Base
 	}
 	level := []string{id}
@@ -140,7 +148,7 @@ func Claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 				case TypeFile:
 					for _, c := range e.chunks() {
 						d := c.SHA256
-						if _, met := seen[d]; met || shared.blobs[d] {
+						if _, met := seen[d]; met || shared.named[d] {
 							continue
 						}
 						seen[d] = false
@@ -204,25 +212,26 @@ func readTree(ctx context.Context, b Blobs, digest string, root bool) (*tree, er
 	return decodeTree(data, root)
 }
 
-// baseRefs is what a tree of a Claim's base names: owned through the
-// base's row, the subtrees as trees and every digest it names for itself.
+// baseRefs is what a tree of a Claim's base names, owned through the
+// base's rows: its subdirectories' trees as trees, and every digest it
+// names (a file's content, a subdirectory's tree) as a blob.
 type baseRefs struct {
 	trees map[string]bool   // its subdirectories' trees
-	blobs map[string]bool   // its files' contents and its subdirectories' trees
+	named map[string]bool   // every digest it names: its files' contents and its subdirectories' trees
 	dirs  map[string]string // its subdirectories' trees by name (entryKey)
 }
 
 func refsOf(t *tree) baseRefs {
-	r := baseRefs{trees: map[string]bool{}, blobs: map[string]bool{}, dirs: map[string]string{}}
+	r := baseRefs{trees: map[string]bool{}, named: map[string]bool{}, dirs: map[string]string{}}
 	for i := range t.Entries {
 		e := &t.Entries[i]
 		switch e.Type {
 		case TypeDir:
-			r.trees[e.Tree], r.blobs[e.Tree] = true, true
+			r.trees[e.Tree], r.named[e.Tree] = true, true
 			r.dirs[entryKey(e)] = e.Tree
 		case TypeFile:
 			for _, c := range e.chunks() {
-				r.blobs[c.SHA256] = true
+				r.named[c.SHA256] = true
 			}
 		}
 	}

@@ -34,8 +34,8 @@ func (a *askingOwners) reset() []string {
 // TestClaimAsksOnlyWhatDiffersFromBase: a step that wrote one file in a
 // directory of 300, in a workspace of 20 top-level directories, claims its
 // snapshot against the previous one (ClaimOptions.Base) asking the store
-// about the root, the directory's new tree and the file's content: not
-// about the other 319 entries. What it records is what a Claim without a
+// about the root (with the base: is it the project's?), the directory's
+// new tree and the file's content: not about the other 319 entries. What it records is what a Claim without a
 // base records: both projects end up owning the same digests the same way.
 func TestClaimAsksOnlyWhatDiffersFromBase(t *testing.T) {
 	ctx := context.Background()
@@ -63,7 +63,8 @@ func TestClaimAsksOnlyWhatDiffersFromBase(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, n, "the root, big's tree and the new file's content")
 	asked := owners.reset()
-	require.ElementsMatch(t, []string{id, subtree(t, s, id, "big"), sha256Hex([]byte("a step's file"))}, asked)
+	require.ElementsMatch(t, []string{id, first, subtree(t, s, id, "big"), sha256Hex([]byte("a step's file"))}, asked,
+		"the root with the base (is it the project's?), big's new tree, the file")
 
 	n, err = Claim(ctx, s, owners, "without", id, ClaimOptions{})
 	require.NoError(t, err)
@@ -144,6 +145,36 @@ func TestClaimBaseLendsNoFileAsATree(t *testing.T) {
 	kinds, err = s.BlobOwnership(ctx, "us", []string{forgedID, secret})
 	require.NoError(t, err)
 	require.Empty(t, kinds, "nothing recorded")
+}
+
+// TestClaimIgnoresABaseNotOwned: a base must be the project's, as a tree:
+// another project's snapshot given as the base (by a caller that trusts
+// what it was told) spares no question, so a forged root that names that
+// project's trees is refused all the same, and nothing is recorded.
+func TestClaimIgnoresABaseNotOwned(t *testing.T) {
+	ctx := context.Background()
+	s := openSQLiteBlobs(t)
+	theirs := t.TempDir()
+	writeFile(t, theirs, "d/secret.txt", []byte("their secret"), 0o644)
+	theirRoot, _, err := Take(ctx, s, theirs, Options{})
+	require.NoError(t, err)
+	_, err = Claim(ctx, s, s, "them", theirRoot, ClaimOptions{})
+	require.NoError(t, err)
+
+	td := subtree(t, s, theirRoot, "d")
+	// Their directory twice: not their root itself, which would be no base.
+	forged := tree{V: formatVersion, Entries: []treeEntry{{Name: "d", Type: TypeDir, Mode: 0o755, Tree: td}, {Name: "e", Type: TypeDir, Mode: 0o755, Tree: td}}}
+	data, forgedID, err := encodeTree(&forged)
+	require.NoError(t, err)
+	require.NotEqual(t, theirRoot, forgedID)
+	require.NoError(t, s.BlobPut(ctx, forgedID, data))
+	sent := func(d string) bool { return d == forgedID }
+	_, err = Claim(ctx, s, s, "us", forgedID, ClaimOptions{May: sent, Base: theirRoot})
+	require.ErrorIs(t, err, ErrNotOwned)
+	secret := sha256Hex([]byte("their secret"))
+	kinds, err := s.BlobOwnership(ctx, "us", []string{forgedID, td, secret})
+	require.NoError(t, err)
+	require.Empty(t, kinds)
 }
 
 // subtree returns the tree of the directory name at the root of snapshot id.
