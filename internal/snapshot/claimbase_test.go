@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
 )
 
 // askingOwners counts the digests a Claim asks the store about.
@@ -105,15 +107,7 @@ func TestClaimAsksOnlyWhatDiffersFromBase(t *testing.T) {
 func TestClaimBaseLendsNoFileAsATree(t *testing.T) {
 	ctx := context.Background()
 	s := openSQLiteBlobs(t)
-
-	// Another project's directory holding its secret.
-	theirs := t.TempDir()
-	writeFile(t, theirs, "d/secret.txt", []byte("their secret"), 0o644)
-	theirRoot, _, err := Take(ctx, s, theirs, Options{})
-	require.NoError(t, err)
-	_, err = Claim(ctx, s, s, "them", theirRoot, ClaimOptions{})
-	require.NoError(t, err)
-	treeD := subtree(t, s, theirRoot, "d")
+	_, treeD := theirSecret(t, s)
 	treeBytes, err := s.BlobGet(ctx, treeD)
 	require.NoError(t, err)
 
@@ -154,14 +148,7 @@ func TestClaimBaseLendsNoFileAsATree(t *testing.T) {
 func TestClaimIgnoresABaseNotOwned(t *testing.T) {
 	ctx := context.Background()
 	s := openSQLiteBlobs(t)
-	theirs := t.TempDir()
-	writeFile(t, theirs, "d/secret.txt", []byte("their secret"), 0o644)
-	theirRoot, _, err := Take(ctx, s, theirs, Options{})
-	require.NoError(t, err)
-	_, err = Claim(ctx, s, s, "them", theirRoot, ClaimOptions{})
-	require.NoError(t, err)
-
-	td := subtree(t, s, theirRoot, "d")
+	theirRoot, td := theirSecret(t, s)
 	// Their directory twice: not their root itself, which would be no base.
 	forged := tree{V: formatVersion, Entries: []treeEntry{{Name: "d", Type: TypeDir, Mode: 0o755, Tree: td}, {Name: "e", Type: TypeDir, Mode: 0o755, Tree: td}}}
 	data, forgedID, err := encodeTree(&forged)
@@ -175,6 +162,20 @@ func TestClaimIgnoresABaseNotOwned(t *testing.T) {
 	kinds, err := s.BlobOwnership(ctx, "us", []string{forgedID, td, secret})
 	require.NoError(t, err)
 	require.Empty(t, kinds)
+}
+
+// theirSecret makes another project's snapshot, "them", of a directory d
+// holding "their secret", and returns its root and d's tree.
+func theirSecret(t *testing.T, s *sqlite.Store) (root, d string) {
+	t.Helper()
+	ctx := context.Background()
+	theirs := t.TempDir()
+	writeFile(t, theirs, "d/secret.txt", []byte("their secret"), 0o644)
+	root, _, err := Take(ctx, s, theirs, Options{})
+	require.NoError(t, err)
+	_, err = Claim(ctx, s, s, "them", root, ClaimOptions{})
+	require.NoError(t, err)
+	return root, subtree(t, s, root, "d")
 }
 
 // subtree returns the tree of the directory name at the root of snapshot id.
