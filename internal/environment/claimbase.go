@@ -40,10 +40,10 @@ type claimBase struct {
 // below all the same (BelowRoot): one recorded alone, by the migration
 // that introduced owners, gets the rows of what it reaches, which the
 // next claim, against it, takes for granted.
-func (c *claimBase) claim(ctx context.Context, blobs snapshot.Blobs, owners snapshot.Owners, project, id string) error {
+func (c *claimBase) claim(ctx context.Context, blobs snapshot.Blobs, owners snapshot.Owners, project, id string, taken *treeSet) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r := &treeReads{Blobs: blobs, kept: c.trees, read: map[string][]byte{}}
+	r := &treeReads{Blobs: blobs, kept: c.trees, taken: taken.trees, read: map[string][]byte{}}
 	if _, err := snapshot.Claim(ctx, r, owners, project, id, snapshot.ClaimOptions{Base: c.id, BelowRoot: true}); err != nil {
 		return err
 	}
@@ -61,17 +61,21 @@ func (c *claimBase) adopt(id string) {
 	c.id = id
 }
 
-// treeReads is the Blobs a claim reads trees through: from the last
-// claim's trees when it has them, else from the store, keeping what it
-// reads (up to maxClaimTreeBytes) for the next claim.
+// treeReads is the Blobs a claim reads trees through: from the trees the
+// snapshot's Take encoded or the last claim's when it has them, else from
+// the store, keeping what it reads (up to maxClaimTreeBytes) for the next
+// claim.
 type treeReads struct {
 	snapshot.Blobs
-	kept, read map[string][]byte
-	bytes      int
+	kept, taken, read map[string][]byte
+	bytes             int
 }
 
 func (r *treeReads) BlobGet(ctx context.Context, digest string) ([]byte, error) {
-	data, ok := r.kept[digest]
+	data, ok := r.taken[digest]
+	if !ok {
+		data, ok = r.kept[digest]
+	}
 	if !ok {
 		var err error
 		if data, err = r.Blobs.BlobGet(ctx, digest); err != nil {
@@ -83,4 +87,25 @@ func (r *treeReads) BlobGet(ctx context.Context, digest string) ([]byte, error) 
 		r.bytes += len(data)
 	}
 	return data, nil
+}
+
+// treeSet gathers the trees a Take encodes (snapshot.Options.OnTree), up
+// to maxClaimTreeBytes: a step's few, on the way to what it changed, or
+// the first levels of a walk's many. Their bytes are the Take's own, named
+// by their digest.
+type treeSet struct {
+	mu    sync.Mutex
+	trees map[string][]byte
+	bytes int
+}
+
+func newTreeSet() *treeSet { return &treeSet{trees: map[string][]byte{}} }
+
+func (s *treeSet) add(digest string, data []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, had := s.trees[digest]; !had && s.bytes+len(data) <= maxClaimTreeBytes {
+		s.trees[digest] = data
+		s.bytes += len(data)
+	}
 }

@@ -710,11 +710,11 @@ func (e *localEnv) Remove(_ context.Context, rel string) error {
 
 // take snapshots the workspace under the params' limits: a directory
 // never made holds nothing (snapshot.TakeEmpty), and unmade says so.
-func (e *localEnv) take(ctx context.Context) (id string, st snapshot.Stats, unmade bool, err error) {
+func (e *localEnv) take(ctx context.Context, onTree func(digest string, data []byte)) (id string, st snapshot.Stats, unmade bool, err error) {
 	l := e.params.Snapshot
 	opts := snapshot.Options{
 		MaxFileBytes: l.MaxFileBytes, MaxTotalBytes: l.MaxTotalBytes, Exclude: l.Exclude,
-		Cache: e.b.cfg.Cache, Incremental: true,
+		Cache: e.b.cfg.Cache, Incremental: true, OnTree: onTree,
 	}
 	if unmade, err = e.dirMissing(); err != nil {
 		return "", snapshot.Stats{}, false, err
@@ -788,7 +788,8 @@ func (e *localEnv) Snapshot(ctx context.Context) (string, snapshot.Stats, error)
 		return "", snapshot.Stats{}, err
 	}
 	defer finish()
-	id, stats, unmade, err := e.take(ctx)
+	taken := newTreeSet() // the snapshot's trees, for its claim
+	id, stats, unmade, err := e.take(ctx, taken.add)
 	if err == nil && e.b.cfg.Owners != nil && e.params.Project == "" {
 		err = errors.New("params.project: is required to snapshot a workspace whose owners are kept")
 	} else if err == nil && e.b.cfg.Owners != nil && !e.b.claimed.has(e.params.Project, id) {
@@ -799,7 +800,7 @@ func (e *localEnv) Snapshot(ctx context.Context) (string, snapshot.Stats, error)
 		// snapshot this backend claimed for the project before (the
 		// same step again, or another session's identical workspace)
 		// not even its root.
-		if err = e.base.claim(ctx, e.b.cfg.Blobs, e.b.cfg.Owners, e.params.Project, id); err == nil {
+		if err = e.base.claim(ctx, e.b.cfg.Blobs, e.b.cfg.Owners, e.params.Project, id, taken); err == nil {
 			e.b.claimed.add(e.params.Project, id)
 		}
 	} else if err == nil && e.b.cfg.Owners != nil {
@@ -955,7 +956,7 @@ func (e *localEnv) Stop(ctx context.Context, id string) error {
 	e.endPrograms()
 	// The snapshot id is the digest of the workspace's content: equal ids,
 	// equal workspaces, so removing it loses nothing id does not hold.
-	got, _, _, err := e.take(ctx)
+	got, _, _, err := e.take(ctx, nil)
 	if err == nil && got != id {
 		err = fmt.Errorf("%w: it is snapshot %s, not %s", ErrChanged, got, id)
 	}

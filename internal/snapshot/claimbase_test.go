@@ -212,3 +212,44 @@ func reachable(t *testing.T, b Blobs, id string) []string {
 	}
 	return out
 }
+
+// TestTakeTellsItsTrees: Options.OnTree hears every tree a Take encodes,
+// with bytes that are the tree's (their digest is the name given): the
+// root's and those on the way to a step's change, so that the claim that
+// follows reads them from memory.
+func TestTakeTellsItsTrees(t *testing.T) {
+	ctx := context.Background()
+	s := openSQLiteBlobs(t)
+	cache, err := NewCache(s, nil)
+	require.NoError(t, err)
+	ws := t.TempDir()
+	writeFile(t, ws, "a/b/c.txt", []byte("deep"), 0o644)
+	writeFile(t, ws, "other/d.txt", []byte("beside"), 0o644)
+	var mu sync.Mutex
+	told := map[string][]byte{}
+	opts := Options{Cache: cache, Incremental: true, OnTree: func(d string, data []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		told[d] = data
+	}}
+	first, _, err := Take(ctx, s, ws, opts)
+	require.NoError(t, err)
+	require.Len(t, told, 4, "a walk: the root, a, a/b and other")
+	require.Contains(t, told, first)
+
+	clear(told)
+	cache.NoteWrites(ws, "a/b/new.txt")
+	writeFile(t, ws, "a/b/new.txt", []byte("a step's file"), 0o644)
+	cache.NoteWrites(ws, "a/b/new.txt")
+	id, st, err := Take(ctx, s, ws, opts)
+	require.NoError(t, err)
+	require.True(t, st.Incremental)
+	require.Contains(t, told, id)
+	require.Len(t, told, 3, "the root, a and a/b: the way to the change")
+	for d, data := range told {
+		require.Equal(t, d, sha256Hex(data))
+		stored, err := s.BlobGet(ctx, d)
+		require.NoError(t, err)
+		require.Equal(t, stored, data)
+	}
+}

@@ -86,6 +86,12 @@ type Options struct {
 	// (Cache.BeginUnknownWrites, Cache.Forget); without it, Take walks the
 	// whole workspace.
 	Incremental bool
+	// OnTree, if set, is told each tree the Take encodes, its digest and
+	// its bytes (which it must not change), whether new to the store or
+	// not: a Claim that follows can read the new snapshot's trees from
+	// memory rather than from the store. It may be called from several
+	// goroutines at once.
+	OnTree func(digest string, data []byte)
 }
 
 func (o *Options) validate(b Blobs) ([]string, error) {
@@ -640,6 +646,9 @@ func (t *taker) readChunks(rel string, f io.Reader) (int64, string, []Chunk, err
 func (t *taker) put(d string, data []byte, rel, kind string, owned bool) error {
 	if kind == "tree" && rel == "." {
 		t.root = data // encodeTree's own: never reused
+	}
+	if kind == "tree" && t.opts.OnTree != nil {
+		t.opts.OnTree(d, data) // encodeTree's own too
 	}
 	if t.seen[d] {
 		return nil
