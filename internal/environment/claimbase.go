@@ -7,25 +7,25 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/snapshot"
 )
 
-// maxClaimTreeBytes bounds the tree blobs a copy keeps from its last
-// claim, for as long as its Environment is open: the trees on the way to
-// a step's change, a few KiB, unless a directory on the way holds
-// thousands of entries (or the claim was the first of a large workspace,
-// which reads every tree: the first read, the root and the top levels,
-// are kept). With the maps' own cost, and the last claim's and the next
-// one's both held while a claim runs, a copy holds at most about four
-// times this. Past it, trees are read from the store again when needed.
+// maxClaimTreeBytes bounds each of the sets of tree blobs a copy holds:
+// the last claim's, kept for as long as its Environment is open, and,
+// while a claim runs, its Take's and its own reads. A step's are the trees
+// on the way to its change, a few KiB, unless a directory on the way
+// holds thousands of entries; the first claim of a large workspace reads
+// every tree, and keeps the first it reads. With the maps' cost and the
+// encoders' spare capacity, a copy holds at most about twice this between
+// claims and six times during one. Past it, trees are read from the store
+// again when needed.
 const maxClaimTreeBytes = 256 << 10
 
 // claimBase is what a copy's next claim compares its snapshot with
 // (snapshot.ClaimOptions.Base): the last snapshot of the copy whose rows
 // a claim of this process recorded down to what they reach, sound to lean
 // on because ownership is never taken back (claimedSnapshots), and the
-// tree blobs its claim read. The
-// next step's snapshot differs from it on the way to what the step
-// changed, which is, most of the time, where the last step changed
-// something too: the trees to compare with are in memory, and the claim
-// reads from the store only the new trees it must read anyway.
+// tree blobs its claim read. The next step's snapshot differs from it on
+// the way to what the step changed, which is, most of the time, where the
+// last step changed something too: the trees to compare with are in
+// memory, and so are the new ones (the Take's, treeSet).
 type claimBase struct {
 	// mu makes a copy's claims one at a time, store reads included: the
 	// trees kept are the last claim's. The engine snapshots a session's
@@ -43,7 +43,10 @@ type claimBase struct {
 func (c *claimBase) claim(ctx context.Context, blobs snapshot.Blobs, owners snapshot.Owners, project, id string, taken *treeSet) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r := &treeReads{Blobs: blobs, kept: c.trees, taken: taken.trees, read: map[string][]byte{}}
+	r := &treeReads{Blobs: blobs, kept: c.trees, read: map[string][]byte{}}
+	if taken != nil {
+		r.taken = taken.trees
+	}
 	if _, err := snapshot.Claim(ctx, r, owners, project, id, snapshot.ClaimOptions{Base: c.id, BelowRoot: true}); err != nil {
 		return err
 	}
@@ -91,8 +94,10 @@ func (r *treeReads) BlobGet(ctx context.Context, digest string) ([]byte, error) 
 
 // treeSet gathers the trees a Take encodes (snapshot.Options.OnTree), up
 // to maxClaimTreeBytes: a step's few, on the way to what it changed, or
-// the first levels of a walk's many. Their bytes are the Take's own, named
-// by their digest.
+// the first of a walk's many, its deepest (a walk encodes a directory's
+// tree after its subdirectories'; the claim reads the others from the
+// store). Their bytes are the Take's own, named by their digest; the Take
+// that told them succeeded before a claim reads them, so they are stored.
 type treeSet struct {
 	mu    sync.Mutex
 	trees map[string][]byte

@@ -788,8 +788,13 @@ func (e *localEnv) Snapshot(ctx context.Context) (string, snapshot.Stats, error)
 		return "", snapshot.Stats{}, err
 	}
 	defer finish()
-	taken := newTreeSet() // the snapshot's trees, for its claim
-	id, stats, unmade, err := e.take(ctx, taken.add)
+	var taken *treeSet // the snapshot's trees, for its claim
+	var onTree func(string, []byte)
+	if e.b.cfg.Owners != nil {
+		taken = newTreeSet()
+		onTree = taken.add
+	}
+	id, stats, unmade, err := e.take(ctx, onTree)
 	if err == nil && e.b.cfg.Owners != nil && e.params.Project == "" {
 		err = errors.New("params.project: is required to snapshot a workspace whose owners are kept")
 	} else if err == nil && e.b.cfg.Owners != nil && !e.b.claimed.has(e.params.Project, id) {

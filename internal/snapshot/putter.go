@@ -251,12 +251,21 @@ func storeBlob(ctx context.Context, b Blobs, cache *Cache, digest string, data [
 
 // storeBatch stores the blobs an incremental Take kept (taker.put), those
 // the store lacks in one transaction, and tells the Cache they are stored.
-func (t *taker) storeBatch() error {
+func (t *taker) storeBatch() (err error) {
 	batch := t.batch
 	t.batch, t.batchBytes = nil, 0
 	if len(batch) == 0 {
 		return nil
 	}
+	defer func() {
+		if err != nil {
+			// Not stored: the walk an incremental Take falls back to
+			// must put them again, not skip them as seen.
+			for _, j := range batch {
+				delete(t.seen, j.digest)
+			}
+		}
+	}()
 	missing, err := lacking(t.ctx, t.b, batch)
 	if err != nil {
 		return err

@@ -88,9 +88,11 @@ type Options struct {
 	Incremental bool
 	// OnTree, if set, is told each tree the Take encodes, its digest and
 	// its bytes (which it must not change), whether new to the store or
-	// not: a Claim that follows can read the new snapshot's trees from
-	// memory rather than from the store. It may be called from several
-	// goroutines at once.
+	// not: a Claim that follows the Take can read the new snapshot's trees
+	// from memory rather than from the store. It is called on the Take's
+	// goroutine, before the tree is stored: only a Take that succeeded
+	// stored every tree it told (a walk encodes a directory's tree after
+	// its subdirectories').
 	OnTree func(digest string, data []byte)
 }
 
