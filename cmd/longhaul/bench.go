@@ -52,10 +52,11 @@ the scenarios given run (not the runs above), each printing its table:
 
 --workspace DIR copies DIR into a session's workspace (its first step),
 then takes --steps steps (30 unless given), write_file and shell in turn,
-each checkpointed; and the same in an empty workspace. It prints each
-kind of step's p50 cost, the first snapshot's time (of the tree just
-copied) and the later snapshots' p50, and the write_file steps' ratio to
-the empty workspace's.
+each checkpointed; and the same in an empty workspace. The two sessions
+run in one server in turn, two steps at a time, so that the machine's
+drift weighs on both alike. It prints each kind of step's p50 cost, the
+first snapshot's time (of the tree just copied) and the later snapshots'
+p50, and the write_file steps' ratio to the empty workspace's.
 
 --long N runs one session of N steps (at least 200) with compaction on (a
 small context window) and parked every 100 steps (its turn ends; the next

@@ -92,16 +92,12 @@ func (f *scenarioFlags) run(ctx context.Context, out io.Writer, dir string, step
 	}
 	fmt.Fprintf(out, "store: SQLite (synchronous=FULL), 1 node\n")
 	if f.workspace != "" {
-		empty, err := bench.Workspace(ctx, cfg("workspace-empty"), "")
-		if err != nil {
-			return fmt.Errorf("workspace run (empty): %w", err)
-		}
-		full, err := bench.Workspace(ctx, cfg("workspace-tree"), f.workspace)
+		runs, err := bench.WorkspacePair(ctx, cfg("workspace"), f.workspace)
 		if err != nil {
 			return fmt.Errorf("workspace run (%s): %w", f.workspace, err)
 		}
 		fmt.Fprintln(out)
-		bench.PrintWorkspace(out, []*bench.WorkspaceResult{empty, full})
+		bench.PrintWorkspace(out, runs)
 	}
 	if f.long > 0 {
 		c := cfg("long")

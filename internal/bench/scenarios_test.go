@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -11,6 +12,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/store/sqlite"
+	lt "github.com/longhaul-dev/longhaul/longhaultype"
 )
 
 // TestActiveTiny runs the active scenario tiny: every session's steps
@@ -82,11 +86,7 @@ func TestWorkspaceTiny(t *testing.T) {
 	empty, err := Workspace(ctx, Config{Dir: t.TempDir(), Steps: 4}, "")
 	require.NoError(t, err)
 	require.Zero(t, empty.Files)
-	tree := t.TempDir()
-	for i := range 20 {
-		require.NoError(t, os.MkdirAll(filepath.Join(tree, "d", strconv.Itoa(i%3)), 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(tree, "d", strconv.Itoa(i%3), strconv.Itoa(i)), []byte("content"), 0o644))
-	}
+	tree := smallTree(t)
 	dir := t.TempDir()
 	full, err := Workspace(ctx, Config{Dir: dir, Steps: 4, Sessions: 2}, tree)
 	require.NoError(t, err)
@@ -114,6 +114,93 @@ func TestWorkspaceTiny(t *testing.T) {
 	require.Regexp(t, `\(empty\)\s+0\s+0\.0\s.*1\.00×\s*\n.*\s+20\s+0\.0\s`, out.String())
 	_, err = Workspace(ctx, Config{Dir: t.TempDir()}, filepath.Join(tree, "missing"))
 	require.ErrorContains(t, err, "the workspace tree")
+}
+
+// TestWorkspacePairTiny runs the paired workspace scenario tiny: one
+// session's workspace gets the tree and the other's stays empty, both
+// take their measured steps, and they take them in turn, two at a time:
+// no measured step of one overlaps one of the other's.
+func TestWorkspacePairTiny(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tree := smallTree(t)
+	dir := t.TempDir()
+	runs, err := WorkspacePair(ctx, Config{Dir: dir, Steps: 6}, tree)
+	require.NoError(t, err)
+	require.Len(t, runs, 2)
+	empty, full := runs[0], runs[1]
+	require.Zero(t, empty.Files)
+	require.Equal(t, "", empty.Tree)
+	require.Equal(t, 20, full.Files)
+	require.Equal(t, tree, full.Tree)
+	for _, r := range runs {
+		require.Positive(t, r.FirstSnapshot)
+		require.Positive(t, r.WriteP50)
+		require.Positive(t, r.ShellP50)
+	}
+
+	logs, err := filepath.Glob(filepath.Join(dir, "node-0", "workspaces", "*", "bench", "log.txt"))
+	require.NoError(t, err)
+	require.Len(t, logs, 2)
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "bench.db"), nil)
+	require.NoError(t, err)
+	defer st.Close()
+	type span struct{ from, to time.Time }
+	steps := map[string][]span{}
+	trees := 0
+	for _, log := range logs {
+		got, err := os.ReadFile(log)
+		require.NoError(t, err)
+		require.Equal(t, "2\n5\n8\n", string(got), "the shell steps' appends, at positions 2, 5 and 8")
+		ws := filepath.Dir(filepath.Dir(log))
+		require.FileExists(t, filepath.Join(ws, "bench", "w7.txt"))
+		if _, err := os.Stat(filepath.Join(ws, "d", "1", "19")); err == nil {
+			trees++
+		}
+		id := filepath.Base(ws)
+		evs, err := st.EventList(ctx, id, 0, 1000)
+		require.NoError(t, err)
+		position := -1
+		var from time.Time
+		for _, ev := range evs {
+			if ev.Type != lt.EventModelRequested && ev.Type != lt.EventTurnCompleted {
+				continue
+			}
+			if pairKind(position) != "" {
+				steps[id] = append(steps[id], span{from, ev.Time})
+			}
+			var d lt.ModelRequestedData
+			if ev.Type == lt.EventModelRequested {
+				require.NoError(t, json.Unmarshal(ev.Data, &d))
+			}
+			position, from = d.Position, ev.Time
+		}
+		require.Len(t, steps[id], 6, "session %s", id)
+	}
+	require.Equal(t, 1, trees, "one workspace holds the tree")
+	var ids []string
+	for id := range steps {
+		ids = append(ids, id)
+	}
+	for _, a := range steps[ids[0]] {
+		for _, b := range steps[ids[1]] {
+			require.False(t, a.from.Before(b.to) && b.from.Before(a.to), "measured steps of the two sessions overlap: %v and %v", a, b)
+		}
+	}
+	_, err = WorkspacePair(ctx, Config{Dir: t.TempDir()}, filepath.Join(tree, "missing"))
+	require.ErrorContains(t, err, "the workspace tree")
+}
+
+// smallTree makes a tree of 20 files of "content" in three directories,
+// d/0 to d/2 (file 19 in d/1).
+func smallTree(t *testing.T) string {
+	t.Helper()
+	tree := t.TempDir()
+	for i := range 20 {
+		require.NoError(t, os.MkdirAll(filepath.Join(tree, "d", strconv.Itoa(i%3)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(tree, "d", strconv.Itoa(i%3), strconv.Itoa(i)), []byte("content"), 0o644))
+	}
+	return tree
 }
 
 // TestWatchersTiny runs the watchers scenario tiny, its clients in this

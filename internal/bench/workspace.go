@@ -45,7 +45,15 @@ func (*seedTool) Parameters() json.RawMessage { return json.RawMessage(`{"type":
 func (*seedTool) Effect() lt.EffectClass      { return lt.EffectIdempotent }
 
 func (t *seedTool) Run(ctx context.Context, c *tool.Call) (*tool.Result, error) {
-	if t.src == "" {
+	var args struct {
+		Tree *bool `json:"tree"` // false: this session's workspace stays empty (WorkspacePair)
+	}
+	if len(c.Arguments) > 0 {
+		if err := json.Unmarshal(c.Arguments, &args); err != nil {
+			return nil, fmt.Errorf("bench_seed: arguments: %w", err)
+		}
+	}
+	if t.src == "" || args.Tree != nil && !*args.Tree {
 		return &tool.Result{Output: "nothing to copy"}, nil
 	}
 	files, n, err := copyTree(ctx, t.src, c.Workspace)
@@ -154,31 +162,15 @@ func Workspace(ctx context.Context, cfg Config, tree string) (*WorkspaceResult, 
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if tree != "" {
-		info, err := os.Stat(tree)
-		if err != nil {
-			return nil, fmt.Errorf("bench: the workspace tree: %w", err)
-		}
-		if !info.IsDir() {
-			return nil, fmt.Errorf("bench: the workspace tree %s is not a directory", tree)
-		}
+	if err := checkTree(tree); err != nil {
+		return nil, err
 	}
 	n := max(cfg.Sessions, 1)
 	if cfg.Steps <= 0 {
 		cfg.Steps = 30
 	}
 	seed := &seedTool{src: tree}
-	m := &benchModel{next: workspacePlan(cfg.Steps)}
-	// The sandbox a server would use: with bwrap, a shell step's
-	// checkpoint reads only what the command changed (the engine trusts
-	// the workspace's watches only there); with the local backend every
-	// such checkpoint walks.
-	sb, _ := sandbox.Detect(ctx, sandbox.DetectOptions{})
-	r, err := openWith(ctx, cfg, max(n, 4), rigExtras{
-		providers: map[string]model.Provider{benchProvider: m},
-		tools:     []tool.Tool{seed},
-		sandbox:   sb,
-	})
+	r, err := openWorkspaceRig(ctx, cfg, max(n, 4), &benchModel{next: workspacePlan(cfg.Steps)}, seed)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +188,7 @@ func Workspace(ctx context.Context, cfg Config, tree string) (*WorkspaceResult, 
 	}
 	var writes, shells, firsts, snaps []time.Duration
 	for _, id := range ids {
-		t, err := workspaceTimes(ctx, r.nodes[0].eng, id)
+		t, err := workspaceTimes(ctx, r.nodes[0].eng, id, alternateKind)
 		if err != nil {
 			return nil, err
 		}
@@ -210,6 +202,53 @@ func Workspace(ctx context.Context, cfg Config, tree string) (*WorkspaceResult, 
 	}, nil
 }
 
+// openWorkspaceRig opens a workspace run's rig: its model, its seed tool,
+// and the sandbox a server would use: with bwrap, a shell step's
+// checkpoint reads only what the command changed (the engine trusts the
+// workspace's watches only there); with the local backend every such
+// checkpoint walks.
+func openWorkspaceRig(ctx context.Context, cfg Config, workers int, m *benchModel, seed *seedTool) (*rig, error) {
+	sb, _ := sandbox.Detect(ctx, sandbox.DetectOptions{})
+	return openWith(ctx, cfg, workers, rigExtras{
+		providers: map[string]model.Provider{benchProvider: m},
+		tools:     []tool.Tool{seed},
+		sandbox:   sb,
+	})
+}
+
+// checkTree checks the tree a workspace run copies in ("": none).
+func checkTree(tree string) error {
+	if tree == "" {
+		return nil
+	}
+	info, err := os.Stat(tree)
+	if err != nil {
+		return fmt.Errorf("bench: the workspace tree: %w", err)
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("bench: the workspace tree %s is not a directory", tree)
+	}
+	return nil
+}
+
+// alternateKind is what position p of workspacePlan measures.
+func alternateKind(p int) string {
+	switch {
+	case p <= 0:
+		return "" // the seed
+	case p%2 == 1:
+		return kindWrite
+	default:
+		return kindShell
+	}
+}
+
+// The kinds of step a workspace run measures.
+const (
+	kindWrite = "write_file"
+	kindShell = "shell"
+)
+
 // sessionTimes are one workspace session's measured times.
 type sessionTimes struct {
 	writes, shells []time.Duration
@@ -218,10 +257,11 @@ type sessionTimes struct {
 }
 
 // workspaceTimes reads one session's journal: each step's time by its
-// tool (from its position in workspacePlan), and each snapshot's (from the
-// checkpoint's creation to its event, which is appended once the snapshot
-// is taken).
-func workspaceTimes(ctx context.Context, eng *engine.Engine, id string) (*sessionTimes, error) {
+// tool (kind, from its position in the plan: "" for a step not measured),
+// and each snapshot's (from the checkpoint's creation to its event, which
+// is appended once the snapshot is taken): the seed's first, then those of
+// the steps measured.
+func workspaceTimes(ctx context.Context, eng *engine.Engine, id string, kind func(position int) string) (*sessionTimes, error) {
 	evs, err := eng.ListEvents(ctx, id, 0, 10000)
 	if err != nil {
 		return nil, err
@@ -232,12 +272,11 @@ func workspaceTimes(ctx context.Context, eng *engine.Engine, id string) (*sessio
 	for _, ev := range evs {
 		switch ev.Type {
 		case lt.EventModelRequested, lt.EventTurnCompleted:
-			if position > 0 {
-				if position%2 == 1 {
-					out.writes = append(out.writes, ev.Time.Sub(last))
-				} else {
-					out.shells = append(out.shells, ev.Time.Sub(last))
-				}
+			switch kind(position) {
+			case kindWrite:
+				out.writes = append(out.writes, ev.Time.Sub(last))
+			case kindShell:
+				out.shells = append(out.shells, ev.Time.Sub(last))
 			}
 			var d lt.ModelRequestedData
 			if ev.Type == lt.EventModelRequested {
@@ -251,7 +290,7 @@ func workspaceTimes(ctx context.Context, eng *engine.Engine, id string) (*sessio
 			if err := json.Unmarshal(ev.Data, &d); err != nil {
 				return nil, fmt.Errorf("bench: %s of session %s: %w", ev.Type, id, err)
 			}
-			if d.Checkpoint.Kind == lt.CheckpointStep && position >= 0 {
+			if d.Checkpoint.Kind == lt.CheckpointStep && (position == 0 || position > 0 && kind(position) != "") {
 				out.snapshots = append(out.snapshots, ev.Time.Sub(d.Checkpoint.CreatedAt))
 			}
 		}
