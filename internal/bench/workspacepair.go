@@ -159,16 +159,20 @@ func WorkspacePair(ctx context.Context, cfg Config, tree string) ([]*WorkspaceRe
 		cfg.Steps = 30
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // ends a session's wait if the run fails
 	seed := &seedTool{src: tree}
 	turns := newTurnstile(ctx, pairEmpty, pairTree)
 	// Stateless: the model's lock is not held while a session waits for
 	// its turn, so the other's calls go on.
 	r, err := openWorkspaceRig(ctx, cfg, 4, &benchModel{next: pairPlan(cfg.Steps, turns), stateless: true}, seed)
 	if err != nil {
+		cancel()
 		return nil, err
 	}
 	defer r.close()
+	// Before the rig closes: if one session failed, the other may be
+	// waiting for a turn that never comes, in a model call the engine's
+	// stop waits for.
+	defer cancel()
 	spec := &lt.AgentSpec{
 		Model:    lt.ModelSpec{Provider: benchProvider, Name: "workspace"},
 		Tools:    []lt.ToolSpec{{Name: "bench_seed"}, {Name: "write_file"}, {Name: "shell"}, {Name: "noop"}},
