@@ -151,12 +151,13 @@ func TestWorkspacePairTiny(t *testing.T) {
 	for _, log := range logs {
 		got, err := os.ReadFile(log)
 		require.NoError(t, err)
-		require.Equal(t, "2\n5\n8\n", string(got), "the shell steps' appends, at positions 2, 5 and 8")
 		ws := filepath.Dir(filepath.Dir(log))
 		require.FileExists(t, filepath.Join(ws, "bench", "w7.txt"))
+		tag := "e" // each session writes bytes of its own
 		if _, err := os.Stat(filepath.Join(ws, "d", "1", "19")); err == nil {
-			trees++
+			trees, tag = trees+1, "t"
 		}
+		require.Equal(t, tag+"2\n"+tag+"5\n"+tag+"8\n", string(got), "the shell steps' appends, at positions 2, 5 and 8")
 		id := filepath.Base(ws)
 		evs, err := st.EventList(ctx, id, 0, 1000)
 		require.NoError(t, err)
@@ -166,7 +167,7 @@ func TestWorkspacePairTiny(t *testing.T) {
 			if ev.Type != lt.EventModelRequested && ev.Type != lt.EventTurnCompleted {
 				continue
 			}
-			if pairKind(position) != "" {
+			if pairKind(6)(position) != "" {
 				steps[id] = append(steps[id], span{from, ev.Time})
 			}
 			var d lt.ModelRequestedData
@@ -189,6 +190,18 @@ func TestWorkspacePairTiny(t *testing.T) {
 	}
 	_, err = WorkspacePair(ctx, Config{Dir: t.TempDir()}, filepath.Join(tree, "missing"))
 	require.ErrorContains(t, err, "the workspace tree")
+
+	// A session that fails (here the tree's, out of steps) never passes its
+	// turn: the run ends with its error rather than waiting for the turn.
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	_, err = workspacePair(ctx, Config{Dir: t.TempDir(), Steps: 6}, tree, func(input string, spec *lt.AgentSpec) {
+		if input == pairTree {
+			spec.MaxSteps = 2
+		}
+	})
+	require.ErrorContains(t, err, "failed")
+	require.NoError(t, ctx.Err(), "ended by the failure, not by the deadline")
 }
 
 // smallTree makes a tree of 20 files of "content" in three directories,

@@ -188,7 +188,7 @@ func Workspace(ctx context.Context, cfg Config, tree string) (*WorkspaceResult, 
 	}
 	var writes, shells, firsts, snaps []time.Duration
 	for _, id := range ids {
-		t, err := workspaceTimes(ctx, r.nodes[0].eng, id, alternateKind)
+		t, err := workspaceTimes(ctx, r.nodes[0].eng, id, alternateKind(cfg.Steps))
 		if err != nil {
 			return nil, err
 		}
@@ -231,15 +231,18 @@ func checkTree(tree string) error {
 	return nil
 }
 
-// alternateKind is what position p of workspacePlan measures.
-func alternateKind(p int) string {
-	switch {
-	case p <= 0:
-		return "" // the seed
-	case p%2 == 1:
-		return kindWrite
-	default:
-		return kindShell
+// alternateKind is what position p of workspacePlan measures, for steps
+// steps: not the seed, nor the final answer.
+func alternateKind(steps int) func(p int) string {
+	return func(p int) string {
+		switch {
+		case p <= 0 || p > steps:
+			return ""
+		case p%2 == 1:
+			return kindWrite
+		default:
+			return kindShell
+		}
 	}
 }
 

@@ -12,13 +12,22 @@ import (
 // The paired workspace run measures what a workspace's size costs a step
 // as a ratio that the machine's own drift does not move: a shared machine
 // is quicker or slower by a third for seconds at a time, and two runs one
-// after the other (Workspace, once empty and once with the tree) took the
-// ratio of their write_file steps anywhere from 0.84 to 2.19 for the same
+// after the other (Workspace, once empty and once with the tree) put the
+// ratio of their write_file steps anywhere from 1.14 to 2.19 for the same
 // build. Here the empty workspace's session and the tree's run in one
 // server, in turn, two measured steps at a time (a write_file and a shell
 // step), so that whatever the machine does weighs on both alike. A
 // session waits for its turn in a step that is not measured: its first
-// (the seed) and a read-only step after every two measured ones.
+// (the seed) and a read-only step after every two measured ones. The two
+// write different bytes (a blob the other stored already would cost
+// nothing to store), and the tree's session is created first, so that
+// its creation's commit is not in the other's steps.
+//
+// A step's interval (from its model request to the next) holds its call,
+// its snapshot and the commit of the step before's end, which is made
+// durable with its own request: here a write_file step's holds the turn
+// step's light commit and a shell step's the write_file step's, so its
+// times are not those of Workspace, whose steps alternate without turns.
 
 // The inputs of the paired sessions: the plan tells them apart by it.
 const (
@@ -27,17 +36,21 @@ const (
 )
 
 // pairKind is what position p of pairPlan measures: a write_file step, a
-// shell step, or nothing (the seed at 0, and the turn steps).
-func pairKind(p int) string {
-	switch {
-	case p <= 0:
-		return ""
-	case (p-1)%3 == 0:
-		return kindWrite
-	case (p-1)%3 == 1:
-		return kindShell
-	default:
-		return ""
+// shell step, or nothing (the seed at 0, the turn steps, and from the
+// final answer on).
+func pairKind(steps int) func(p int) string {
+	last := pairPosition(steps)
+	return func(p int) string {
+		switch {
+		case p <= 0 || p > last:
+			return ""
+		case (p-1)%3 == 0:
+			return kindWrite
+		case (p-1)%3 == 1:
+			return kindShell
+		default:
+			return ""
+		}
 	}
 }
 
@@ -50,9 +63,13 @@ func pairPosition(k int) int { return k + (k-1)/2 }
 // turn before its seed and in each turn step, and gives the turn to the
 // other in each turn step and when it answers.
 func pairPlan(steps int, turns *turnstile) func(*model.Request) *model.Response {
-	last := pairPosition(steps)
+	last, kind := pairPosition(steps), pairKind(steps)
 	return func(req *model.Request) *model.Response {
 		p, who := req.Position, inputOf(req)
+		tag := "e" // what the session writes: its own bytes
+		if who == pairTree {
+			tag = "t"
+		}
 		switch {
 		case p == 0:
 			turns.wait(who)
@@ -61,11 +78,11 @@ func pairPlan(steps int, turns *turnstile) func(*model.Request) *model.Response 
 			turns.finish(who)
 			return answer("done")
 		}
-		switch pairKind(p) {
+		switch kind(p) {
 		case kindWrite:
-			return call("write_file", map[string]any{"path": fmt.Sprintf("bench/w%d.txt", p), "content": fmt.Sprintf("step %d\n", p)})
+			return call("write_file", map[string]any{"path": fmt.Sprintf("bench/w%d.txt", p), "content": fmt.Sprintf("step %s%d\n", tag, p)})
 		case kindShell:
-			return call("shell", map[string]any{"command": fmt.Sprintf("echo %d >> bench/log.txt", p)})
+			return call("shell", map[string]any{"command": fmt.Sprintf("echo %s%d >> bench/log.txt", tag, p)})
 		}
 		turns.pass(who)
 		turns.wait(who)
@@ -149,6 +166,12 @@ func (t *turnstile) finish(who string) {
 // shell in turn. It returns the empty workspace's result, then the tree's.
 // Sessions and Rounds are not used.
 func WorkspacePair(ctx context.Context, cfg Config, tree string) ([]*WorkspaceResult, error) {
+	return workspacePair(ctx, cfg, tree, nil)
+}
+
+// workspacePair is WorkspacePair with the sessions' specs changed by
+// respec, when set (a test's session that fails).
+func workspacePair(ctx context.Context, cfg Config, tree string, respec func(input string, spec *lt.AgentSpec)) ([]*WorkspaceResult, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -179,20 +202,32 @@ func WorkspacePair(ctx context.Context, cfg Config, tree string) ([]*WorkspaceRe
 		MaxSteps: pairPosition(cfg.Steps) + 2,
 	}
 	eng := r.nodes[0].eng
-	var ids []string
-	for _, input := range []string{pairEmpty, pairTree} {
-		s, err := eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: spec, Input: input})
+	ids := make([]string, 2) // the empty workspace's, then the tree's
+	for _, i := range []int{1, 0} {
+		input, spec := []string{pairEmpty, pairTree}[i], *spec
+		if respec != nil {
+			respec(input, &spec)
+		}
+		s, err := eng.CreateSession(ctx, &lt.CreateSessionRequest{AgentSpec: &spec, Input: input})
 		if err != nil {
 			return nil, err
 		}
-		ids = append(ids, s.ID)
+		ids[i] = s.ID
 	}
-	if err := waitIdle(ctx, eng, ids); err != nil {
-		return nil, err
+	// Each on its own: a session that fails never passes its turn, so
+	// the other's wait is ended (cancel) rather than waited for.
+	idle := make(chan error, len(ids))
+	for _, id := range ids {
+		go func() { idle <- waitIdle(ctx, eng, []string{id}) }()
+	}
+	for range ids {
+		if err := <-idle; err != nil {
+			return nil, err
+		}
 	}
 	out := make([]*WorkspaceResult, 0, 2)
 	for i, id := range ids {
-		t, err := workspaceTimes(ctx, eng, id, pairKind)
+		t, err := workspaceTimes(ctx, eng, id, pairKind(cfg.Steps))
 		if err != nil {
 			return nil, err
 		}
