@@ -41,8 +41,9 @@ type ActiveResult struct {
 	// to its next (the model's latency, the step's work and the wait for
 	// its append), from the journal; SteadyStepsPerSecond the sum of the
 	// sessions' rates at their own periods: what the node sustains while
-	// they all work (0 when they did not all work at one time). The goal is judged on StepsPerSecond, which counts
-	// the creations and the sessions' first and last steps too.
+	// they all work (0 when they did not all work at one time). The goal
+	// is judged on StepsPerSecond, which counts the creations and the
+	// sessions' first and last steps too.
 	Created              time.Duration
 	StepPeriod           time.Duration
 	SteadyStepsPerSecond float64

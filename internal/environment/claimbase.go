@@ -43,14 +43,14 @@ type claimBase struct {
 func (c *claimBase) claim(ctx context.Context, blobs snapshot.Blobs, owners snapshot.Owners, project, id string, taken *treeSet) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r := &treeReads{Blobs: blobs, kept: c.trees, read: map[string][]byte{}}
+	r := &treeReads{Blobs: blobs, kept: c.trees, read: newTreeSet()}
 	if taken != nil {
 		r.taken = taken.trees
 	}
 	if _, err := snapshot.Claim(ctx, r, owners, project, id, snapshot.ClaimOptions{Base: c.id, BelowRoot: true}); err != nil {
 		return err
 	}
-	c.id, c.trees = id, r.read
+	c.id, c.trees = id, r.read.trees
 	return nil
 }
 
@@ -70,8 +70,8 @@ func (c *claimBase) adopt(id string) {
 // claim.
 type treeReads struct {
 	snapshot.Blobs
-	kept, taken, read map[string][]byte
-	bytes             int
+	kept, taken map[string][]byte
+	read        *treeSet
 }
 
 func (r *treeReads) BlobGet(ctx context.Context, digest string) ([]byte, error) {
@@ -85,19 +85,17 @@ func (r *treeReads) BlobGet(ctx context.Context, digest string) ([]byte, error) 
 			return nil, err
 		}
 	}
-	if _, had := r.read[digest]; !had && r.bytes+len(data) <= maxClaimTreeBytes {
-		r.read[digest] = data
-		r.bytes += len(data)
-	}
+	r.read.add(digest, data)
 	return data, nil
 }
 
-// treeSet gathers the trees a Take encodes (snapshot.Options.OnTree), up
-// to maxClaimTreeBytes: a step's few, on the way to what it changed, or
-// the first of a walk's many, its deepest (a walk encodes a directory's
-// tree after its subdirectories'; the claim reads the others from the
-// store). Their bytes are the Take's own, named by their digest; the Take
-// that told them succeeded before a claim reads them, so they are stored.
+// treeSet gathers tree blobs up to maxClaimTreeBytes, the first given
+// kept: those a Take encodes (snapshot.Options.OnTree), a step's few on
+// the way to what it changed, or the first of a walk's many, its deepest
+// (a walk encodes a directory's tree after its subdirectories'; the claim
+// reads the others from the store), and those a claim reads (treeReads).
+// A Take's bytes are its own, named by their digest; the Take that told
+// them succeeded before a claim reads them, so they are stored.
 type treeSet struct {
 	mu    sync.Mutex
 	trees map[string][]byte

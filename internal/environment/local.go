@@ -795,21 +795,8 @@ func (e *localEnv) Snapshot(ctx context.Context) (string, snapshot.Stats, error)
 		onTree = taken.add
 	}
 	id, stats, unmade, err := e.take(ctx, onTree)
-	if err == nil && e.b.cfg.Owners != nil && e.params.Project == "" {
-		err = errors.New("params.project: is required to snapshot a workspace whose owners are kept")
-	} else if err == nil && e.b.cfg.Owners != nil && !e.b.claimed.has(e.params.Project, id) {
-		// Read from the project's workspace by the server itself: the
-		// project's, however it came by the bytes. Only the trees it
-		// did not own yet are read again, and of those only what the
-		// copy's last claimed snapshot does not hold is asked about; a
-		// snapshot this backend claimed for the project before (the
-		// same step again, or another session's identical workspace)
-		// not even its root.
-		if err = e.base.claim(ctx, e.b.cfg.Blobs, e.b.cfg.Owners, e.params.Project, id, taken); err == nil {
-			e.b.claimed.add(e.params.Project, id)
-		}
-	} else if err == nil && e.b.cfg.Owners != nil {
-		e.base.adopt(id)
+	if err == nil && e.b.cfg.Owners != nil {
+		err = e.claim(ctx, id, taken)
 	}
 	if err != nil {
 		return "", stats, fmt.Errorf("snapshot the workspace of session %s: %w", e.params.Session, err)
@@ -818,6 +805,28 @@ func (e *localEnv) Snapshot(ctx context.Context) (string, snapshot.Stats, error)
 		e.record(id)
 	}
 	return id, stats, nil
+}
+
+// claim records that the environment's project owns snapshot id, which
+// the server read from the project's workspace itself: the project's,
+// however it came by the bytes. Only the trees it did not own yet are read
+// again, and of those only what the copy's last claimed snapshot does not
+// hold is asked about; a snapshot this backend claimed for the project
+// before (the same step again, or another session's identical workspace)
+// not even its root. taken holds the snapshot's trees, from its Take.
+func (e *localEnv) claim(ctx context.Context, id string, taken *treeSet) error {
+	switch {
+	case e.params.Project == "":
+		return errors.New("params.project: is required to snapshot a workspace whose owners are kept")
+	case e.b.claimed.has(e.params.Project, id):
+		e.base.adopt(id)
+		return nil
+	}
+	if err := e.base.claim(ctx, e.b.cfg.Blobs, e.b.cfg.Owners, e.params.Project, id, taken); err != nil {
+		return err
+	}
+	e.b.claimed.add(e.params.Project, id)
+	return nil
 }
 
 // record notes that the copy, whose directory exists, contains snapshot

@@ -76,14 +76,8 @@ func TestStepSnapshotIsOneCommit(t *testing.T) {
 	ctx := context.Background()
 	s := openSQLiteBlobs(t)
 	c := &countingStore{BatchBlobs: s, owners: s}
-	cache, err := NewCache(c, nil)
-	require.NoError(t, err)
-	ws := t.TempDir()
-	writeFile(t, ws, "src/main.go", []byte("package main"), 0o644)
-	opts := Options{Cache: cache, Incremental: true}
-	first, _, err := Take(ctx, c, ws, opts)
-	require.NoError(t, err)
-	_, err = Claim(ctx, c, c, "proj", first, ClaimOptions{})
+	ws, cache, opts, first := firstIncrementalTake(t, c, "src/main.go", "package main")
+	_, err := Claim(ctx, c, c, "proj", first, ClaimOptions{})
 	require.NoError(t, err)
 
 	c.puts, c.putManys, c.manyBlobs, c.owns, c.ownTrees, c.ownAlls = 0, 0, 0, 0, 0, 0
@@ -157,13 +151,7 @@ func TestStepSnapshotBatchesAreBounded(t *testing.T) {
 	ctx := context.Background()
 	s := openSQLiteBlobs(t)
 	c := &countingStore{BatchBlobs: s, owners: s}
-	cache, err := NewCache(c, nil)
-	require.NoError(t, err)
-	ws := t.TempDir()
-	writeFile(t, ws, "README", []byte("r"), 0o644)
-	opts := Options{Cache: cache, Incremental: true}
-	_, _, err = Take(ctx, c, ws, opts)
-	require.NoError(t, err)
+	ws, cache, opts, _ := firstIncrementalTake(t, c, "README", "r")
 	c.putManys, c.manyBlobs = 0, 0
 	cache.NoteWrites(ws, "vendor")
 	data := make([]byte, 32<<10)
@@ -186,4 +174,20 @@ func TestStepSnapshotBatchesAreBounded(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join(out, "vendor", "f599"))
 	require.NoError(t, err)
 	require.Equal(t, "file 599", string(got[:8]))
+}
+
+// firstIncrementalTake writes file (with content) into a new workspace and
+// takes its first snapshot into b, with a Cache and Incremental set, so
+// that the next Take, of the paths told to the Cache, is incremental. It
+// returns the workspace, the Cache, the options and the snapshot.
+func firstIncrementalTake(t *testing.T, b BatchBlobs, file, content string) (ws string, cache *Cache, opts Options, id string) {
+	t.Helper()
+	cache, err := NewCache(b, nil)
+	require.NoError(t, err)
+	ws = t.TempDir()
+	writeFile(t, ws, file, []byte(content), 0o644)
+	opts = Options{Cache: cache, Incremental: true}
+	id, _, err = Take(context.Background(), b, ws, opts)
+	require.NoError(t, err)
+	return ws, cache, opts, id
 }

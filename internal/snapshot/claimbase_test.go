@@ -283,13 +283,7 @@ func TestIncrementalTakeAfterAFailedBatchStoresEverything(t *testing.T) {
 	ctx := context.Background()
 	s := openSQLiteBlobs(t)
 	b := &failOnceBatch{BatchBlobs: s}
-	cache, err := NewCache(b, nil)
-	require.NoError(t, err)
-	ws := t.TempDir()
-	writeFile(t, ws, "a.txt", []byte("a"), 0o644)
-	opts := Options{Cache: cache, Incremental: true}
-	_, _, err = Take(ctx, b, ws, opts)
-	require.NoError(t, err)
+	ws, cache, opts, _ := firstIncrementalTake(t, b, "a.txt", "a")
 
 	cache.NoteWrites(ws, "big")
 	for i := range 140 {
