@@ -294,7 +294,7 @@ type localEnv struct {
 	procs     map[*sandbox.Process]struct{}
 	// base is what the copy's next snapshot is claimed against: the
 	// store is asked only about what differs from the last one claimed.
-	base claimBase
+	base snapshot.LastClaim
 }
 
 func (e *localEnv) Info() Info { return e.info }
@@ -788,11 +788,11 @@ func (e *localEnv) Snapshot(ctx context.Context) (string, snapshot.Stats, error)
 		return "", snapshot.Stats{}, err
 	}
 	defer finish()
-	var taken *treeSet // the snapshot's trees, for its claim
+	var taken *snapshot.TreeSet // the snapshot's trees, for its claim
 	var onTree func(string, []byte)
 	if e.b.cfg.Owners != nil {
-		taken = newTreeSet()
-		onTree = taken.add
+		taken = snapshot.NewTreeSet()
+		onTree = taken.Add
 	}
 	id, stats, unmade, err := e.take(ctx, onTree)
 	if err == nil && e.b.cfg.Owners != nil {
@@ -814,15 +814,15 @@ func (e *localEnv) Snapshot(ctx context.Context) (string, snapshot.Stats, error)
 // hold is asked about; a snapshot this backend claimed for the project
 // before (the same step again, or another session's identical workspace)
 // not even its root. taken holds the snapshot's trees, from its Take.
-func (e *localEnv) claim(ctx context.Context, id string, taken *treeSet) error {
+func (e *localEnv) claim(ctx context.Context, id string, taken *snapshot.TreeSet) error {
 	switch {
 	case e.params.Project == "":
 		return errors.New("params.project: is required to snapshot a workspace whose owners are kept")
 	case e.b.claimed.has(e.params.Project, id):
-		e.base.adopt(id)
+		e.base.Adopt(id)
 		return nil
 	}
-	if err := e.base.claim(ctx, e.b.cfg.Blobs, e.b.cfg.Owners, e.params.Project, id, taken); err != nil {
+	if err := e.base.Claim(ctx, e.b.cfg.Blobs, e.b.cfg.Owners, e.params.Project, id, snapshot.LastClaimOptions{Taken: taken}); err != nil {
 		return err
 	}
 	e.b.claimed.add(e.params.Project, id)
@@ -859,7 +859,7 @@ func (e *localEnv) Restore(ctx context.Context, id string) (snapshot.Stats, erro
 		// Its rows were just recorded down to what it reaches: the next
 		// snapshot, the restored one or one step from it, is claimed
 		// against it.
-		e.base.adopt(id)
+		e.base.Adopt(id)
 	}
 	if missing, err := e.dirMissing(); err != nil || (missing && id == e.emptyID) {
 		return snapshot.Stats{}, err // a copy never made holds it already

@@ -79,6 +79,20 @@ type ClaimOptions struct {
 // not own that opts.May refuses makes Claim fail with ErrNotOwned, having
 // recorded nothing. It returns how many blobs it recorded.
 func Claim(ctx context.Context, b Blobs, o Owners, project, id string, opts ClaimOptions) (int, error) {
+	res, err := claim(ctx, b, o, project, id, opts)
+	return res.recorded, err
+}
+
+// claimResult is what a claim did: how many blobs it recorded, and
+// whether it read the root (false: the project owned it as a tree, and
+// the claim took it for what it reaches; a root recorded alone, by the
+// migration that introduced owners, has no rows below it).
+type claimResult struct {
+	recorded int
+	walked   bool
+}
+
+func claim(ctx context.Context, b Blobs, o Owners, project, id string, opts ClaimOptions) (claimResult, error) {
 	may := opts.May
 	if may == nil {
 		may = func(string) bool { return true }
@@ -89,14 +103,14 @@ func Claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 	}
 	owned, trees, err := ownedBoth(ctx, o, project, ask)
 	if err != nil {
-		return 0, fmt.Errorf("snapshot %s: %w", id, err)
+		return claimResult{}, fmt.Errorf("snapshot %s: %w", id, err)
 	}
 	var claimTrees, claimBlobs []string // trees breadth first: a tree before what it reaches
 	switch {
 	case trees[id] && !opts.BelowRoot:
-		return 0, nil
+		return claimResult{}, nil
 	case !owned[id] && !may(id):
-		return 0, fmt.Errorf("snapshot %s: its root tree: %w", id, ErrNotOwned)
+		return claimResult{}, fmt.Errorf("snapshot %s: its root tree: %w", id, ErrNotOwned)
 	case !trees[id]:
 		claimTrees = append(claimTrees, id)
 	}
@@ -110,7 +124,7 @@ func Claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 	level := []string{id}
 	for depth := 0; len(level) > 0; depth++ {
 		if depth > maxDepth {
-			return 0, fmt.Errorf("snapshot %s: trees nested deeper than %d levels", id, maxDepth)
+			return claimResult{}, fmt.Errorf("snapshot %s: trees nested deeper than %d levels", id, maxDepth)
 		}
 		var next []string
 		isTree := map[string]bool{}
@@ -118,7 +132,7 @@ func Claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 		for _, t := range level {
 			tr, err := readTree(ctx, b, t, depth == 0)
 			if err != nil {
-				return 0, fmt.Errorf("snapshot %s: tree %s: %w", id, t, err)
+				return claimResult{}, fmt.Errorf("snapshot %s: tree %s: %w", id, t, err)
 			}
 			var shared baseRefs
 			if bt, ok := base[t]; ok {
@@ -162,7 +176,7 @@ func Claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 		}
 		owned, trees, err := ownedBoth(ctx, o, project, next)
 		if err != nil {
-			return 0, fmt.Errorf("snapshot %s: %w", id, err)
+			return claimResult{}, fmt.Errorf("snapshot %s: %w", id, err)
 		}
 		level = level[:0]
 		for _, d := range next {
@@ -170,7 +184,7 @@ func Claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 			case trees[d]:
 				continue // it stands for what it reaches
 			case !owned[d] && !may(d):
-				return 0, fmt.Errorf("snapshot %s: blob %s: %w", id, d, ErrNotOwned)
+				return claimResult{}, fmt.Errorf("snapshot %s: blob %s: %w", id, d, ErrNotOwned)
 			case isTree[d]:
 				// Owned for itself at most (a file's bytes, a runner's
 				// upload): what it names is checked all the same.
@@ -183,24 +197,24 @@ func Claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 		base = nextBase
 	}
 	if len(claimTrees)+len(claimBlobs) == 0 {
-		return 0, nil
+		return claimResult{walked: true}, nil
 	}
 	// What a tree reaches first, so that a row of a tree always stands
 	// for the rows of its blobs, even if recording stops half way.
 	slices.Reverse(claimTrees)
 	if bo, ok := o.(BatchOwners); ok {
 		if err := bo.BlobOwnAll(ctx, project, claimBlobs, claimTrees); err != nil {
-			return 0, fmt.Errorf("snapshot %s: %w", id, err)
+			return claimResult{}, fmt.Errorf("snapshot %s: %w", id, err)
 		}
-		return len(claimTrees) + len(claimBlobs), nil
+		return claimResult{len(claimTrees) + len(claimBlobs), true}, nil
 	}
 	if err := o.BlobOwn(ctx, project, claimBlobs); err != nil {
-		return 0, fmt.Errorf("snapshot %s: %w", id, err)
+		return claimResult{}, fmt.Errorf("snapshot %s: %w", id, err)
 	}
 	if err := o.BlobOwnTrees(ctx, project, claimTrees); err != nil {
-		return 0, fmt.Errorf("snapshot %s: %w", id, err)
+		return claimResult{}, fmt.Errorf("snapshot %s: %w", id, err)
 	}
-	return len(claimTrees) + len(claimBlobs), nil
+	return claimResult{len(claimTrees) + len(claimBlobs), true}, nil
 }
 
 // readTree reads and decodes the tree blob digest.

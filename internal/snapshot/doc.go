@@ -80,6 +80,11 @@
 // sent the bytes of during the take); one it may not fails with
 // ErrNotOwned and records nothing. CheckOwned is what a restore asks
 // first: the project owns the root, and what lies below it is recorded.
+// ClaimOptions.Base spares the questions about what a snapshot shares with
+// one the project owns with all its rows: a copy's LastClaim (lastclaim.go)
+// claims each of its snapshots against its last, so that a step that wrote
+// one file asks about the file and the trees on the way to it, on the
+// server's machine (May nil) and on a runner (May: what it sent) alike.
 //
 // # Safety
 //

@@ -59,6 +59,28 @@ func foreignSnapshot(t *testing.T, blobs *environmenttest.Blobs, files map[strin
 	return id, dirTree
 }
 
+// treeLiar connects a runner, "liar", whose every take sends the bytes of
+// *send and of *root (as read at the take) and answers *root's digest, and
+// returns an environment of it for session ses_mine.
+func treeLiar(t *testing.T, rg *rig, send *[][]byte, root *[]byte) environment.Environment {
+	t.Helper()
+	dialLiar(t, rg, "liar", liarEnvHandlers(func(c *link.Conn, ctx context.Context) (string, error) {
+		for _, data := range append(slices.Clone(*send), *root) {
+			err := c.Call(ctx, link.MethodBlobPut, link.BlobPutParams{Digest: environmenttest.Digest(data), Size: int64(len(data)), Data: data}, nil, nil)
+			if err != nil {
+				return "", err
+			}
+		}
+		return environmenttest.Digest(*root), nil
+	}))
+	b, err := remote.New(&remote.Config{Hub: rg.hub, Project: project, Runner: "liar"})
+	require.NoError(t, err)
+	env, err := b.Open(t.Context(), &environment.OpenParams{Workspace: "ses_mine", Session: "ses_mine"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = env.Close() })
+	return env
+}
+
 // ownsAny reports which of digests project owns.
 func ownsAny(t *testing.T, blobs *environmenttest.Blobs, project string, digests ...string) map[string]bool {
 	t.Helper()
@@ -85,20 +107,7 @@ func TestWrappedTreeRefused(t *testing.T) {
 
 	var root []byte
 	var alsoSend [][]byte
-	dialLiar(t, rg, "liar", liarEnvHandlers(func(c *link.Conn, ctx context.Context) (string, error) {
-		for _, data := range append(alsoSend, root) {
-			err := c.Call(ctx, link.MethodBlobPut, link.BlobPutParams{Digest: environmenttest.Digest(data), Size: int64(len(data)), Data: data}, nil, nil)
-			if err != nil {
-				return "", err
-			}
-		}
-		return environmenttest.Digest(root), nil
-	}))
-	b, err := remote.New(&remote.Config{Hub: rg.hub, Project: project, Runner: "liar"})
-	require.NoError(t, err)
-	env, err := b.Open(ctx, &environment.OpenParams{Workspace: "ses_mine", Session: "ses_mine"})
-	require.NoError(t, err)
-	defer env.Close()
+	env := treeLiar(t, rg, &alsoSend, &root)
 
 	for name, entry := range map[string]string{
 		"the other project's root as a directory": fmt.Sprintf(`{"name":"x","type":"dir","mode":493,"tree":%q}`, foreignID),
@@ -106,7 +115,7 @@ func TestWrappedTreeRefused(t *testing.T) {
 		"its file's content":                      fmt.Sprintf(`{"name":"x","type":"file","mode":420,"size":%d,"sha256":%q}`, len(secret), secretDigest),
 	} {
 		root = []byte(`{"v":1,"entries":[` + entry + `]}`)
-		_, _, err = env.Snapshot(ctx)
+		_, _, err := env.Snapshot(ctx)
 		require.ErrorIs(t, err, snapshot.ErrNotOwned, name)
 		rootID := environmenttest.Digest(root)
 		// The runner's proof of its own root is recorded (it sent those

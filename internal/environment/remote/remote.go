@@ -189,6 +189,9 @@ type env struct {
 	id      string
 	info    environment.Info
 	unroute func()
+	// claims is what the copy's next snapshot is claimed against: the
+	// store is asked only about what differs from the last one claimed.
+	claims snapshot.LastClaim
 
 	mu     sync.Mutex
 	closed bool
@@ -462,7 +465,7 @@ func (e *env) Snapshot(ctx context.Context) (string, snapshot.Stats, error) {
 		err = link.CheckDigest("snapshot id", res.ID)
 	}
 	if err == nil {
-		err = hub.AcceptSnapshot(ctx, e.r, res.ID, sent)
+		err = hub.AcceptSnapshot(ctx, e.r, res.ID, sent, &e.claims)
 	}
 	if err != nil {
 		return "", stats, fmt.Errorf("snapshot the workspace of session %s: the runner's answer: %w", e.params.Session, err)
@@ -493,6 +496,11 @@ func (e *env) Restore(ctx context.Context, id string) (snapshot.Stats, error) {
 		return snapshot.Stats{}, fmt.Errorf("restore the workspace of session %s: %w", e.params.Session, err)
 	}
 	defer end()
+	// AllowRestore recorded the snapshot's rows down to what it reaches
+	// (snapshot.CheckOwned): the next snapshot is claimed against it,
+	// whatever the runner makes of the restore (a base is only what the
+	// store is not asked about again, never what the copy holds).
+	e.claims.Adopt(id)
 	var res link.SnapshotResult
 	if err := e.call(ctx, link.MethodSnapshotRestore, link.SnapshotParams{EnvID: e.id, Snapshot: id}, &res, nil); err != nil {
 		return snapshot.Stats{}, err

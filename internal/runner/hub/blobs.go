@@ -241,9 +241,11 @@ func (h *Hub) ownProofs(r *Runner, proofs map[string]*sentBlob, done map[string]
 // project's snapshot or tree digest and wraps it in a tree of its own
 // sends that tree's bytes but not the other project's: refused, with
 // snapshot.ErrNotOwned, and nothing is recorded. Only the trees the
-// project does not own are read (snapshot.Claim): the cost is that of
-// what changed.
-func AcceptSnapshot(ctx context.Context, r *Runner, id string, sent func(digest string) bool) error {
+// project does not own are read (snapshot.Claim), and of their entries
+// the store is asked only about those last's snapshot (the copy's last
+// claimed, snapshot.LastClaim) does not name: the cost is that of what
+// changed.
+func AcceptSnapshot(ctx context.Context, r *Runner, id string, sent func(digest string) bool, last *snapshot.LastClaim) error {
 	o, err := r.hub.owners()
 	if err != nil {
 		return err
@@ -260,8 +262,7 @@ func AcceptSnapshot(ctx context.Context, r *Runner, id string, sent func(digest 
 			return fmt.Errorf("snapshot %s: the runner did not send its root tree: %w", id, snapshot.ErrNotOwned)
 		}
 	}
-	_, err = snapshot.Claim(ctx, o, o, r.Row.Project, id, snapshot.ClaimOptions{May: sent})
-	return err
+	return last.Claim(ctx, o, o, r.Row.Project, id, snapshot.LastClaimOptions{May: sent})
 }
 
 // pruneProofsLocked forgets (r.env.mu held) the proofs recorded before

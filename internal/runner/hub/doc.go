@@ -50,8 +50,9 @@
 //     hold), so the runner sends its bytes; a snapshot id it answers is
 //     accepted only if every blob it reaches is its project's or was sent
 //     on the connection while takes were in progress (AcceptSnapshot,
-//     which reads only the trees the project does not own:
-//     snapshot.Claim), so that a runner that wraps another project's
+//     which reads only the trees the project does not own and asks only
+//     about what the copy's last claimed snapshot does not name:
+//     snapshot.LastClaim), so that a runner that wraps another project's
 //     snapshot or file digest in a tree of its own is refused; the blobs
 //     sent become the project's as takes end (a tree only with all it
 //     refers to, whichever take sent them); a restore, and every

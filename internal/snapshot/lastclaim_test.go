@@ -305,3 +305,41 @@ func TestIncrementalTakeAfterAFailedBatchStoresEverything(t *testing.T) {
 	_, err = Claim(ctx, s, s, "p", id, ClaimOptions{})
 	require.NoError(t, err)
 }
+
+// TestRunnersLastClaimIsNeverARootRecordedAlone: a runner's claim (May
+// set) of a snapshot whose root the project owned as a tree already, as
+// the migration that introduced owners recorded roots (alone, no rows
+// below), takes the root for what it reaches and does not make it the
+// base: the next claim would take for owned blobs that have no rows of
+// their own, and a runner's fetch of one asks about its own row. A
+// snapshot a runner's claim read from its root down becomes the base; so
+// does one a local claim (May nil) read, root owned or not.
+func TestRunnersLastClaimIsNeverARootRecordedAlone(t *testing.T) {
+	ctx := context.Background()
+	s := openSQLiteBlobs(t)
+	ws := t.TempDir()
+	writeFile(t, ws, "d/a.txt", []byte("a"), 0o644)
+	old, _, err := Take(ctx, s, ws, Options{})
+	require.NoError(t, err)
+	require.NoError(t, s.BlobOwnTrees(ctx, "p", []string{old}), "the migration's row: the root alone")
+	nothingSent := func(string) bool { return false }
+
+	var c LastClaim
+	require.NoError(t, c.Claim(ctx, s, s, "p", old, LastClaimOptions{May: nothingSent}))
+	require.Empty(t, c.id, "a root owned as a tree, not read: not the base")
+
+	writeFile(t, ws, "e/b.txt", []byte("b"), 0o644)
+	next, _, err := Take(ctx, s, ws, Options{})
+	require.NoError(t, err)
+	all := func(string) bool { return true }
+	require.NoError(t, c.Claim(ctx, s, s, "p", next, LastClaimOptions{May: all}))
+	require.Equal(t, next, c.id, "read from its root down: the base")
+
+	var local LastClaim
+	require.NoError(t, local.Claim(ctx, s, s, "p", old, LastClaimOptions{}))
+	require.Equal(t, old, local.id, "a local claim reads below an owned root (BelowRoot): the base")
+	below := reachable(t, s, old)
+	owned, err := s.BlobsOwned(ctx, "p", below)
+	require.NoError(t, err)
+	require.Len(t, owned, len(below), "with the rows of what it reaches")
+}

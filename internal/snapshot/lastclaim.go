@@ -1,0 +1,137 @@
+package snapshot
+
+import (
+	"context"
+	"sync"
+)
+
+// maxClaimTreeBytes bounds each of the sets of tree blobs a copy holds:
+// the last claim's, kept for as long as its Environment is open, and,
+// while a claim runs, its Take's and its own reads. A step's are the trees
+// on the way to its change, a few KiB, unless a directory on the way
+// holds thousands of entries; the first claim of a large workspace reads
+// every tree, and keeps the first it reads. With the maps' cost and the
+// encoders' spare capacity, a copy holds at most about twice this between
+// claims and six times during one. Past it, trees are read from the store
+// again when needed.
+const maxClaimTreeBytes = 256 << 10
+
+// LastClaim is what a copy's next claim compares its snapshot with
+// (ClaimOptions.Base): the last snapshot of the copy whose rows a claim of
+// this process recorded down to what they reach, sound to lean on because
+// ownership is never taken back, and the tree blobs its claim read. The
+// next step's snapshot differs from it on the way to what the step
+// changed, which is, most of the time, where the last step changed
+// something too: the trees to compare with are in memory, and so may be
+// the new ones (a Take's, TreeSet). The zero value has no base yet. A
+// local copy and a runner's each keep one.
+type LastClaim struct {
+	// mu makes a copy's claims one at a time, store reads included: the
+	// trees kept are the last claim's. The engine snapshots a session's
+	// copy one step at a time anyway.
+	mu    sync.Mutex
+	id    string
+	trees map[string][]byte
+}
+
+// LastClaimOptions says what LastClaim.Claim may record, and where the
+// snapshot's trees may be read from besides the store.
+type LastClaimOptions struct {
+	// May is ClaimOptions.May: nil when the server read the bytes itself
+	// (from the project's workspace), a runner's take's blobs otherwise.
+	May func(digest string) bool
+	// Taken holds the snapshot's trees as its Take encoded them, if the
+	// Take ran here (Options.OnTree).
+	Taken *TreeSet
+}
+
+// Claim claims snapshot id for project against the base (Claim), and
+// makes id the base once its rows are known down to what it reaches.
+//
+// With a nil May, a root the project owns already is looked below all
+// the same (BelowRoot): one recorded alone, by the migration that
+// introduced owners, gets the rows of what it reaches, which the next
+// claim, against it, takes for granted. A runner's claim cannot: below
+// such a root are blobs the runner did not send, and no rows say they are
+// the project's. So a runner's snapshot whose root the project owned as a
+// tree already (its rows may be the root's alone) is claimed as before
+// and does not become the base; one that Claim read from its root down
+// does.
+func (c *LastClaim) Claim(ctx context.Context, blobs Blobs, owners Owners, project, id string, opts LastClaimOptions) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := &treeReads{Blobs: blobs, kept: c.trees, read: NewTreeSet()}
+	if opts.Taken != nil {
+		r.taken = opts.Taken.trees
+	}
+	res, err := claim(ctx, r, owners, project, id, ClaimOptions{May: opts.May, BelowRoot: opts.May == nil, Base: c.id})
+	if err != nil {
+		return err
+	}
+	if res.walked || id == c.id {
+		c.id, c.trees = id, r.read.trees
+	}
+	return nil
+}
+
+// Adopt makes id the base without a claim: a snapshot a claim of this
+// process recorded down to what it reaches (a restore's CheckOwned, a
+// claim remembered). The trees kept stay: named by their content, they
+// are still what they were.
+func (c *LastClaim) Adopt(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.id = id
+}
+
+// treeReads is the Blobs a claim reads trees through: from the trees the
+// snapshot's Take encoded or the last claim's when it has them, else from
+// the store, keeping what it reads (up to maxClaimTreeBytes) for the next
+// claim.
+type treeReads struct {
+	Blobs
+	kept, taken map[string][]byte
+	read        *TreeSet
+}
+
+func (r *treeReads) BlobGet(ctx context.Context, digest string) ([]byte, error) {
+	data, ok := r.taken[digest]
+	if !ok {
+		data, ok = r.kept[digest]
+	}
+	if !ok {
+		var err error
+		if data, err = r.Blobs.BlobGet(ctx, digest); err != nil {
+			return nil, err
+		}
+	}
+	r.read.Add(digest, data)
+	return data, nil
+}
+
+// TreeSet gathers tree blobs up to maxClaimTreeBytes, the first given
+// kept: those a Take encodes (Options.OnTree), a step's few on
+// the way to what it changed, or the first of a walk's many, its deepest
+// (a walk encodes a directory's tree after its subdirectories'; the claim
+// reads the others from the store), and those a claim reads (treeReads).
+// A Take's bytes are its own, named by their digest; the Take that told
+// them succeeded before a claim reads them, so they are stored.
+type TreeSet struct {
+	mu    sync.Mutex
+	trees map[string][]byte
+	bytes int
+}
+
+// NewTreeSet returns an empty TreeSet.
+func NewTreeSet() *TreeSet { return &TreeSet{trees: map[string][]byte{}} }
+
+// Add keeps data, the tree blob digest, if the set has room for it
+// (Options.OnTree).
+func (s *TreeSet) Add(digest string, data []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, had := s.trees[digest]; !had && s.bytes+len(data) <= maxClaimTreeBytes {
+		s.trees[digest] = data
+		s.bytes += len(data)
+	}
+}
