@@ -55,12 +55,13 @@ type ClaimOptions struct {
 	// alone, as the migration that introduced owners recorded the
 	// snapshots already journaled, gets the rows of what it reaches.
 	BelowRoot bool
-	// Base is a snapshot the project owns as a tree, whose rows a Claim
-	// of this process recorded down to what they reach (with BelowRoot
-	// when its root was owned already: a root recorded alone, as by the
-	// migration that introduced owners, stands for blobs with no row of
-	// their own, which a runner's fetch of a blob asks about): typically
-	// the copy's previous snapshot. What a tree of the snapshot names that
+	// Base is a snapshot the project owns as a tree, which a Claim of
+	// this process read from its root down, recording the rows of what it
+	// reaches (with BelowRoot when its root was owned already: a root
+	// recorded alone, as by the migration that introduced owners, stands
+	// for blobs with no row of their own, which a runner's fetch of a
+	// blob asks about), but below the subdirectories it took for what
+	// they reach (unsure): typically the copy's previous snapshot. What a tree of the snapshot names that
 	// the tree at the same path in Base names too is owned through Base's
 	// rows (an owner's row is never removed), so the store is not asked
 	// about it: a step that wrote one file in a directory of ten thousand
@@ -69,6 +70,13 @@ type ClaimOptions struct {
 	// not own as a tree is ignored (Claim asks, with the root). Empty: the
 	// store is asked about every entry of every tree not owned as a tree.
 	Base string
+
+	// unsure holds trees of Base that a claim took for what they reach
+	// without reading them (owned as trees, not through its own base):
+	// a claim does not compare a tree with one of them, which may be a
+	// root the owners migration recorded alone, with no rows below it.
+	// LastClaim keeps it.
+	unsure map[string]bool
 }
 
 // Claim records that project owns every blob snapshot id reaches. An
@@ -83,13 +91,16 @@ func Claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 	return res.recorded, err
 }
 
-// claimResult is what a claim did: how many blobs it recorded, and
-// whether it read the root (false: the project owned it as a tree, and
-// the claim took it for what it reaches; a root recorded alone, by the
-// migration that introduced owners, has no rows below it).
+// claimResult is what a claim did: how many blobs it recorded, whether
+// it read the root (false: the project owned it as a tree, and the claim
+// took it for what it reaches; a root recorded alone, by the migration
+// that introduced owners, has no rows below it), and the subdirectories'
+// trees it took for what they reach the same way, not through the base:
+// one of those may be such a root too.
 type claimResult struct {
 	recorded int
 	walked   bool
+	trusted  []string
 }
 
 func claim(ctx context.Context, b Blobs, o Owners, project, id string, opts ClaimOptions) (claimResult, error) {
@@ -106,6 +117,7 @@ func claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 		return claimResult{}, fmt.Errorf("snapshot %s: %w", id, err)
 	}
 	var claimTrees, claimBlobs []string // trees breadth first: a tree before what it reaches
+	var trusted []string                // subdirectories owned as trees, not through Base
 	switch {
 	case trees[id] && !opts.BelowRoot:
 		return claimResult{}, nil
@@ -155,7 +167,7 @@ func claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 						// tree too, as is one Base names only as content.
 						seen[d], isTree[d] = true, true
 						next = append(next, d)
-						if bd, ok := shared.dirs[entryKey(e)]; ok {
+						if bd, ok := shared.dirs[entryKey(e)]; ok && !opts.unsure[bd] {
 							nextBase[d] = bd
 						}
 					}
@@ -182,6 +194,9 @@ func claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 		for _, d := range next {
 			switch {
 			case trees[d]:
+				if isTree[d] {
+					trusted = append(trusted, d)
+				}
 				continue // it stands for what it reaches
 			case !owned[d] && !may(d):
 				return claimResult{}, fmt.Errorf("snapshot %s: blob %s: %w", id, d, ErrNotOwned)
@@ -197,7 +212,7 @@ func claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 		base = nextBase
 	}
 	if len(claimTrees)+len(claimBlobs) == 0 {
-		return claimResult{walked: true}, nil
+		return claimResult{walked: true, trusted: trusted}, nil
 	}
 	// What a tree reaches first, so that a row of a tree always stands
 	// for the rows of its blobs, even if recording stops half way.
@@ -206,7 +221,7 @@ func claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 		if err := bo.BlobOwnAll(ctx, project, claimBlobs, claimTrees); err != nil {
 			return claimResult{}, fmt.Errorf("snapshot %s: %w", id, err)
 		}
-		return claimResult{len(claimTrees) + len(claimBlobs), true}, nil
+		return claimResult{len(claimTrees) + len(claimBlobs), true, trusted}, nil
 	}
 	if err := o.BlobOwn(ctx, project, claimBlobs); err != nil {
 		return claimResult{}, fmt.Errorf("snapshot %s: %w", id, err)
@@ -214,7 +229,7 @@ func claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 	if err := o.BlobOwnTrees(ctx, project, claimTrees); err != nil {
 		return claimResult{}, fmt.Errorf("snapshot %s: %w", id, err)
 	}
-	return claimResult{len(claimTrees) + len(claimBlobs), true}, nil
+	return claimResult{len(claimTrees) + len(claimBlobs), true, trusted}, nil
 }
 
 // readTree reads and decodes the tree blob digest.

@@ -32,7 +32,19 @@ type LastClaim struct {
 	mu    sync.Mutex
 	id    string
 	trees map[string][]byte
+	// unsure holds the trees the claims since the base was last empty
+	// took for what they reach without reading them (ClaimOptions.unsure):
+	// owned as trees, not through the base, they may be roots the owners
+	// migration recorded alone. Up to maxUnsure; past it the base is
+	// dropped and the next claim starts again without one.
+	unsure map[string]bool
 }
+
+// maxUnsure bounds LastClaim.unsure: a workspace whose directories are
+// trees the project owned already (a repository another session of the
+// project holds too) adds its top-level directories, and then the
+// directories on the way to each change below them.
+const maxUnsure = 4096
 
 // LastClaimOptions says what LastClaim.Claim may record, and where the
 // snapshot's trees may be read from besides the store.
@@ -46,17 +58,20 @@ type LastClaimOptions struct {
 }
 
 // Claim claims snapshot id for project against the base (Claim), and
-// makes id the base once its rows are known down to what it reaches.
+// makes id the base once the claim read it from its root down. What the
+// claim took for what it reaches without reading it (a subdirectory's
+// tree the project owned as a tree, not through the base) is kept apart
+// (unsure): a later claim does not compare with it, since it may be a
+// root the migration that introduced owners recorded alone, the blobs
+// below it without rows of their own.
 //
 // With a nil May, a root the project owns already is looked below all
-// the same (BelowRoot): one recorded alone, by the migration that
-// introduced owners, gets the rows of what it reaches, which the next
-// claim, against it, takes for granted. A runner's claim cannot: below
-// such a root are blobs the runner did not send, and no rows say they are
-// the project's. So a runner's snapshot whose root the project owned as a
-// tree already (its rows may be the root's alone) is claimed as before
-// and does not become the base; one that Claim read from its root down
-// does.
+// the same (BelowRoot): one recorded alone gets the rows of what it
+// reaches, which the next claim, against it, takes for granted. A
+// runner's claim cannot: below such a root are blobs the runner did not
+// send, and no rows say they are the project's. So a runner's snapshot
+// whose root the project owned as a tree already is claimed as before and
+// does not become the base.
 func (c *LastClaim) Claim(ctx context.Context, blobs Blobs, owners Owners, project, id string, opts LastClaimOptions) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -64,20 +79,33 @@ func (c *LastClaim) Claim(ctx context.Context, blobs Blobs, owners Owners, proje
 	if opts.Taken != nil {
 		r.taken = opts.Taken.trees
 	}
-	res, err := claim(ctx, r, owners, project, id, ClaimOptions{May: opts.May, BelowRoot: opts.May == nil, Base: c.id})
-	if err != nil {
+	res, err := claim(ctx, r, owners, project, id, ClaimOptions{May: opts.May, BelowRoot: opts.May == nil, Base: c.id, unsure: c.unsure})
+	if err != nil || !res.walked {
 		return err
 	}
-	if res.walked || id == c.id {
-		c.id, c.trees = id, r.read.trees
+	if len(c.unsure)+len(res.trusted) > maxUnsure {
+		c.id, c.trees, c.unsure = "", nil, nil
+		return nil
 	}
+	for _, d := range res.trusted {
+		if c.unsure == nil {
+			c.unsure = make(map[string]bool)
+		}
+		c.unsure[d] = true
+	}
+	c.id, c.trees = id, r.read.trees
 	return nil
 }
 
 // Adopt makes id the base without a claim: a snapshot a claim of this
-// process recorded down to what it reaches (a restore's CheckOwned, a
-// claim remembered). The trees kept stay: named by their content, they
-// are still what they were.
+// process read from its root down (a restore's CheckOwned, a claim
+// remembered). Which of its subdirectories that claim took for what they
+// reach is not known here, so the server's own copies adopt (where a tree
+// a claim leans on wrongly costs a runner's later fetch of a blob below
+// it, refused for want of its row, never a blob of another project) and
+// runners' copies do not (where it would let a runner name blobs it did
+// not send and no row says are the project's). The trees kept stay: named
+// by their content, they are still what they were.
 func (c *LastClaim) Adopt(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

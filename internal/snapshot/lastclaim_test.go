@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -342,4 +344,55 @@ func TestRunnersLastClaimIsNeverARootRecordedAlone(t *testing.T) {
 	owned, err := s.BlobsOwned(ctx, "p", below)
 	require.NoError(t, err)
 	require.Len(t, owned, len(below), "with the rows of what it reaches")
+}
+
+// TestLastClaimDoesNotCompareWithATreeItTookOnTrust: a runner's snapshot
+// whose directory x is a tree the project owned already (here standing
+// for a root the owners migration recorded alone: no rows below it)
+// becomes the base, but x is not compared with: the next snapshot, x with
+// a file added, is refused as it is without a base, since the runner did
+// not send x's old file and no row says it is the project's. Were x
+// compared with, its old file would be taken as owned through the base.
+func TestLastClaimDoesNotCompareWithATreeItTookOnTrust(t *testing.T) {
+	ctx := context.Background()
+	s := openSQLiteBlobs(t)
+	ws := t.TempDir()
+	writeFile(t, filepath.Join(ws, "x"), "a.txt", []byte("old a"), 0o644)
+	r1, _, err := Take(ctx, s, ws, Options{})
+	require.NoError(t, err)
+	m := subtree(t, s, r1, "x")
+	require.NoError(t, s.BlobOwnTrees(ctx, "p", []string{m}), "x alone, as the migration recorded roots")
+	var c LastClaim
+	require.NoError(t, c.Claim(ctx, s, s, "p", r1, LastClaimOptions{May: func(d string) bool { return d == r1 }}))
+	require.Equal(t, r1, c.id)
+
+	writeFile(t, filepath.Join(ws, "x"), "b.txt", []byte("new b"), 0o644)
+	r2, _, err := Take(ctx, s, ws, Options{})
+	require.NoError(t, err)
+	x2, b := subtree(t, s, r2, "x"), sha256Hex([]byte("new b"))
+	sent := func(d string) bool { return d == r2 || d == x2 || d == b }
+	_, err = Claim(ctx, s, s, "p", r2, ClaimOptions{May: sent})
+	require.ErrorIs(t, err, ErrNotOwned, "without a base")
+	require.ErrorIs(t, c.Claim(ctx, s, s, "p", r2, LastClaimOptions{May: sent}), ErrNotOwned, "against the last: a.txt is x's, which has no rows below it")
+	require.Equal(t, r1, c.id, "a refused claim leaves the base")
+}
+
+// TestLastClaimOfTheSameSnapshotKeepsItsTrees: a runner's snapshot that
+// did not change (its root owned as a tree, the base already) reads
+// nothing and keeps the trees the last claim read for the next.
+func TestLastClaimOfTheSameSnapshotKeepsItsTrees(t *testing.T) {
+	ctx := context.Background()
+	s := openSQLiteBlobs(t)
+	ws := t.TempDir()
+	writeFile(t, ws, "d/a.txt", []byte("a"), 0o644)
+	id, _, err := Take(ctx, s, ws, Options{})
+	require.NoError(t, err)
+	all := func(string) bool { return true }
+	var c LastClaim
+	require.NoError(t, c.Claim(ctx, s, s, "p", id, LastClaimOptions{May: all}))
+	kept := maps.Clone(c.trees)
+	require.NotEmpty(t, kept)
+	require.NoError(t, c.Claim(ctx, s, s, "p", id, LastClaimOptions{May: all}))
+	require.Equal(t, id, c.id)
+	require.Equal(t, kept, c.trees)
 }

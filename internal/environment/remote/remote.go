@@ -496,11 +496,6 @@ func (e *env) Restore(ctx context.Context, id string) (snapshot.Stats, error) {
 		return snapshot.Stats{}, fmt.Errorf("restore the workspace of session %s: %w", e.params.Session, err)
 	}
 	defer end()
-	// AllowRestore recorded the snapshot's rows down to what it reaches
-	// (snapshot.CheckOwned): the next snapshot is claimed against it,
-	// whatever the runner makes of the restore (a base is only what the
-	// store is not asked about again, never what the copy holds).
-	e.claims.Adopt(id)
 	var res link.SnapshotResult
 	if err := e.call(ctx, link.MethodSnapshotRestore, link.SnapshotParams{EnvID: e.id, Snapshot: id}, &res, nil); err != nil {
 		return snapshot.Stats{}, err

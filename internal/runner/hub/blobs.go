@@ -242,9 +242,9 @@ func (h *Hub) ownProofs(r *Runner, proofs map[string]*sentBlob, done map[string]
 // sends that tree's bytes but not the other project's: refused, with
 // snapshot.ErrNotOwned, and nothing is recorded. Only the trees the
 // project does not own are read (snapshot.Claim), and of their entries
-// the store is asked only about those last's snapshot (the copy's last
-// claimed, snapshot.LastClaim) does not name: the cost is that of what
-// changed.
+// the store is asked only about those that last's snapshot (the copy's
+// last claimed, snapshot.LastClaim: required) does not name: the cost is
+// that of what changed.
 func AcceptSnapshot(ctx context.Context, r *Runner, id string, sent func(digest string) bool, last *snapshot.LastClaim) error {
 	o, err := r.hub.owners()
 	if err != nil {
