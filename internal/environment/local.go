@@ -856,9 +856,9 @@ func (e *localEnv) Restore(ctx context.Context, id string) (snapshot.Stats, erro
 		return snapshot.Stats{}, fmt.Errorf("restore the workspace of session %s from snapshot %s: %w", e.params.Session, id, err)
 	}
 	if e.b.cfg.Owners != nil {
-		// Its rows were just recorded down to what it reaches: the next
-		// snapshot, the restored one or one step from it, is claimed
-		// against it.
+		// Its root was just read and its entries' rows recorded: a copy
+		// with no base yet claims its next snapshot, the restored one or
+		// one step from it, against it.
 		e.base.Adopt(id)
 	}
 	if missing, err := e.dirMissing(); err != nil || (missing && id == e.emptyID) {

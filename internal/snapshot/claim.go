@@ -61,22 +61,31 @@ type ClaimOptions struct {
 	// recorded alone, as by the migration that introduced owners, stands
 	// for blobs with no row of their own, which a runner's fetch of a
 	// blob asks about), but below the subdirectories it took for what
-	// they reach (unsure): typically the copy's previous snapshot. What a tree of the snapshot names that
-	// the tree at the same path in Base names too is owned through Base's
-	// rows (an owner's row is never removed), so the store is not asked
-	// about it: a step that wrote one file in a directory of ten thousand
-	// asks about the file and the trees on its way, not about the
-	// directory's other entries, nor the root's. A Base the project does
-	// not own as a tree is ignored (Claim asks, with the root). Empty: the
-	// store is asked about every entry of every tree not owned as a tree.
+	// they reach (unsure): typically the copy's previous snapshot. What a
+	// tree of the snapshot names that the tree at the same path in Base
+	// names too is owned through Base's rows (an owner's row is never
+	// removed), so the store is not asked about it: a step that wrote one
+	// file in a directory of ten thousand asks about the file and the
+	// trees on its way, not about the directory's other entries, nor the
+	// root's. A Base the project does not own as a tree is ignored (Claim
+	// asks, with the root). Empty: the store is asked about every entry
+	// of every tree not owned as a tree. Set it through LastClaim, which
+	// keeps what makes it sound (unsure, shallowBase).
 	Base string
 
-	// unsure holds trees of Base that a claim took for what they reach
-	// without reading them (owned as trees, not through its own base):
-	// a claim does not compare a tree with one of them, which may be a
-	// root the owners migration recorded alone, with no rows below it.
-	// LastClaim keeps it.
+	// unsure holds the trees that the claims since LastClaim last had no
+	// base took for what they reach without reading them (owned as
+	// trees, not through their own base): a claim does not compare a
+	// tree with one of them, which may be a root the owners migration
+	// recorded alone, with no rows below it. Only LastClaim sets it (and
+	// shallowBase): with May set, Base is safe only through LastClaim.
 	unsure map[string]bool
+	// shallowBase says that Base was adopted, not claimed by LastClaim
+	// (LastClaim.Adopt): its root's entries have rows (the claim that
+	// read it recorded them), but which of its subdirectories that claim
+	// took on trust is not known. Only its root is compared with, and its
+	// subdirectories met again are taken on trust (trusted).
+	shallowBase bool
 }
 
 // Claim records that project owns every blob snapshot id reaches. An
@@ -162,12 +171,15 @@ func claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 					switch {
 					case shared.trees[d]:
 						seen[d] = true // owned as a tree through Base
+						if opts.shallowBase {
+							trusted = append(trusted, d)
+						}
 					case !seen[d]:
 						// A digest met as a file's content only is read as a
 						// tree too, as is one Base names only as content.
 						seen[d], isTree[d] = true, true
 						next = append(next, d)
-						if bd, ok := shared.dirs[entryKey(e)]; ok && !opts.unsure[bd] {
+						if bd, ok := shared.dirs[entryKey(e)]; ok && !opts.unsure[bd] && !opts.shallowBase {
 							nextBase[d] = bd
 						}
 					}

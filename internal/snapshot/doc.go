@@ -81,7 +81,9 @@
 // ErrNotOwned and records nothing. CheckOwned is what a restore asks
 // first: the project owns the root, and what lies below it is recorded.
 // ClaimOptions.Base spares the questions about what a snapshot shares with
-// one the project owns with all its rows: a copy's LastClaim (lastclaim.go)
+// one a claim of this process read, save below the trees it took on trust
+// (owned as trees already: one may be a root the owners migration recorded
+// alone, with no rows below it): a copy's LastClaim (lastclaim.go)
 // claims each of its snapshots against its last, so that a step that wrote
 // one file asks about the file and the trees on the way to it, on the
 // server's machine (May nil) and on a runner (May: what it sent) alike.

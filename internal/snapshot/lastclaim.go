@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"slices"
 	"sync"
 )
 
@@ -17,8 +18,9 @@ import (
 const maxClaimTreeBytes = 256 << 10
 
 // LastClaim is what a copy's next claim compares its snapshot with
-// (ClaimOptions.Base): the last snapshot of the copy whose rows a claim of
-// this process recorded down to what they reach, sound to lean on because
+// (ClaimOptions.Base): the last snapshot of the copy that a claim of this
+// process read from its root down, recording the rows of what it reaches
+// but below the trees it took on trust (unsure), sound to lean on because
 // ownership is never taken back, and the tree blobs its claim read. The
 // next step's snapshot differs from it on the way to what the step
 // changed, which is, most of the time, where the last step changed
@@ -38,13 +40,16 @@ type LastClaim struct {
 	// migration recorded alone. Up to maxUnsure; past it the base is
 	// dropped and the next claim starts again without one.
 	unsure map[string]bool
+	// adopted says that id was adopted (Adopt), not claimed here: only
+	// its root is compared with (ClaimOptions.shallowBase).
+	adopted bool
 }
 
 // maxUnsure bounds LastClaim.unsure: a workspace whose directories are
 // trees the project owned already (a repository another session of the
-// project holds too) adds its top-level directories, and then the
-// directories on the way to each change below them.
-const maxUnsure = 4096
+// project holds too) adds, at each claim that reads a directory without a
+// counterpart in the base, that directory's subdirectories.
+var maxUnsure = 4096 // a variable for the tests
 
 // LastClaimOptions says what LastClaim.Claim may record, and where the
 // snapshot's trees may be read from besides the store.
@@ -79,37 +84,46 @@ func (c *LastClaim) Claim(ctx context.Context, blobs Blobs, owners Owners, proje
 	if opts.Taken != nil {
 		r.taken = opts.Taken.trees
 	}
-	res, err := claim(ctx, r, owners, project, id, ClaimOptions{May: opts.May, BelowRoot: opts.May == nil, Base: c.id, unsure: c.unsure})
+	res, err := claim(ctx, r, owners, project, id, ClaimOptions{May: opts.May, BelowRoot: opts.May == nil, Base: c.id,
+		unsure: c.unsure, shallowBase: c.adopted})
 	if err != nil || !res.walked {
 		return err
 	}
-	if len(c.unsure)+len(res.trusted) > maxUnsure {
-		c.id, c.trees, c.unsure = "", nil, nil
+	var fresh []string
+	for _, d := range res.trusted {
+		if !c.unsure[d] && !slices.Contains(fresh, d) {
+			fresh = append(fresh, d)
+		}
+	}
+	if len(c.unsure)+len(fresh) > maxUnsure {
+		c.id, c.trees, c.unsure, c.adopted = "", nil, nil, false
 		return nil
 	}
-	for _, d := range res.trusted {
+	for _, d := range fresh {
 		if c.unsure == nil {
 			c.unsure = make(map[string]bool)
 		}
 		c.unsure[d] = true
 	}
-	c.id, c.trees = id, r.read.trees
+	c.id, c.trees, c.adopted = id, r.read.trees, false
 	return nil
 }
 
-// Adopt makes id the base without a claim: a snapshot a claim of this
-// process read from its root down (a restore's CheckOwned, a claim
-// remembered). Which of its subdirectories that claim took for what they
-// reach is not known here, so the server's own copies adopt (where a tree
-// a claim leans on wrongly costs a runner's later fetch of a blob below
-// it, refused for want of its row, never a blob of another project) and
-// runners' copies do not (where it would let a runner name blobs it did
-// not send and no row says are the project's). The trees kept stay: named
-// by their content, they are still what they were.
+// Adopt makes id the base, without a claim, if there is none yet: a
+// snapshot a claim of this process read from its root down (a restore's
+// CheckOwned, a claim remembered), so that its root's entries have rows.
+// Which of its subdirectories that claim took for what they reach is not
+// known here, so only its root is compared with until a claim here makes
+// its own snapshot the base (ClaimOptions.shallowBase). A base there is
+// already stays: it is one of the copy's own claims, compared with all
+// the way down. The trees kept stay too: named by their content, they are
+// still what they were.
 func (c *LastClaim) Adopt(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.id = id
+	if c.id == "" {
+		c.id, c.adopted = id, true
+	}
 }
 
 // treeReads is the Blobs a claim reads trees through: from the trees the

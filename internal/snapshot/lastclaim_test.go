@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -181,18 +184,19 @@ func theirSecret(t *testing.T, s *sqlite.Store) (root, d string) {
 	return root, subtree(t, s, root, "d")
 }
 
-// subtree returns the tree of the directory name at the root of snapshot id.
-func subtree(t *testing.T, b Blobs, id, name string) string {
+// subtree returns the tree of the directory at path (slash-separated) in
+// snapshot id.
+func subtree(t *testing.T, b Blobs, id, path string) string {
 	t.Helper()
-	tr, err := readTree(context.Background(), b, id, true)
-	require.NoError(t, err)
-	for _, e := range tr.Entries {
-		if e.Name == name && e.Type == TypeDir {
-			return e.Tree
-		}
+	cur := id
+	for i, name := range strings.Split(path, "/") {
+		tr, err := readTree(context.Background(), b, cur, i == 0)
+		require.NoError(t, err)
+		j := slices.IndexFunc(tr.Entries, func(e treeEntry) bool { return e.Name == name && e.Type == TypeDir })
+		require.GreaterOrEqual(t, j, 0, "no directory %q in %s", path, id)
+		cur = tr.Entries[j].Tree
 	}
-	t.Fatalf("no directory %q at the root of %s", name, id)
-	return ""
+	return cur
 }
 
 // reachable returns every digest snapshot id reaches, itself included.
@@ -395,4 +399,161 @@ func TestLastClaimOfTheSameSnapshotKeepsItsTrees(t *testing.T) {
 	require.NoError(t, c.Claim(ctx, s, s, "p", id, LastClaimOptions{May: all}))
 	require.Equal(t, id, c.id)
 	require.Equal(t, kept, c.trees)
+}
+
+// TestLastClaimCarriesWhatItTookOnTrust: x is a tree the project owns
+// "alone" (migration 015): the first claim trusts it; the second shares x
+// unchanged with the base (skipped via shared.trees, so not in this
+// claim's trusted); the third changes x. x must still not be compared
+// with, though it was taken on trust two claims ago. Variants: x kept at
+// its path, x renamed, x one level deeper.
+func TestLastClaimCarriesWhatItTookOnTrust(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		x           string // where x is first
+		x2          string // where x is in the second snapshot
+		otherChange string // a file the second snapshot changes
+	}{
+		{"kept", "x", "x", "top.txt"},
+		{"renamed", "x", "y", "top.txt"},
+		{"deeper", "top/x", "top/x", "top/other.txt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			s := openSQLiteBlobs(t)
+			ws := t.TempDir()
+			writeFile(t, filepath.Join(ws, tc.x), "a.txt", []byte("old a"), 0o644)
+			writeFile(t, ws, "top.txt", []byte("t1"), 0o644)
+			writeFile(t, ws, "top/other.txt", []byte("o1"), 0o644)
+			r1, _, err := Take(ctx, s, ws, Options{})
+			require.NoError(t, err)
+			m := subtree(t, s, r1, tc.x)
+			require.NoError(t, s.BlobOwnTrees(ctx, "p", []string{m}), "x alone, as the migration recorded roots")
+			oldA := sha256Hex([]byte("old a"))
+			notOldA := func(d string) bool { return d != oldA } // the runner never sent a.txt
+
+			var c LastClaim
+			require.NoError(t, c.Claim(ctx, s, s, "p", r1, LastClaimOptions{May: notOldA}))
+			require.Equal(t, r1, c.id)
+
+			if tc.x2 != tc.x {
+				require.NoError(t, os.Rename(filepath.Join(ws, tc.x), filepath.Join(ws, tc.x2)))
+			}
+			writeFile(t, ws, tc.otherChange, []byte("t2"), 0o644)
+			r2, _, err := Take(ctx, s, ws, Options{})
+			require.NoError(t, err)
+			require.Equal(t, m, subtree(t, s, r2, tc.x2))
+			require.NoError(t, c.Claim(ctx, s, s, "p", r2, LastClaimOptions{May: notOldA}))
+			require.Equal(t, r2, c.id)
+
+			writeFile(t, filepath.Join(ws, tc.x2), "b.txt", []byte("new b"), 0o644)
+			r3, _, err := Take(ctx, s, ws, Options{})
+			require.NoError(t, err)
+			_, err = Claim(ctx, s, s, "p", r3, ClaimOptions{May: notOldA})
+			require.ErrorIs(t, err, ErrNotOwned, "without a base")
+			require.ErrorIs(t, c.Claim(ctx, s, s, "p", r3, LastClaimOptions{May: notOldA}), ErrNotOwned,
+				"against the last: x was taken on trust two claims ago")
+		})
+	}
+}
+
+// TestLastClaimPastMaxUnsureDropsTheBase: a claim that takes more than
+// maxUnsure trees on trust drops the base (and the unsure set with it): a
+// base kept with the set forgotten would compare with x.
+func TestLastClaimPastMaxUnsureDropsTheBase(t *testing.T) {
+	defer func(was int) { maxUnsure = was }(maxUnsure)
+	maxUnsure = 16
+	ctx := context.Background()
+	s := openSQLiteBlobs(t)
+	ws := t.TempDir()
+	writeFile(t, filepath.Join(ws, "x"), "a.txt", []byte("old a"), 0o644)
+	for i := range maxUnsure {
+		writeFile(t, ws, fmt.Sprintf("d%04d/f", i), []byte(fmt.Sprint(i)), 0o644)
+	}
+	r1, _, err := Take(ctx, s, ws, Options{})
+	require.NoError(t, err)
+	tr, err := readTree(ctx, s, r1, true)
+	require.NoError(t, err)
+	var dirs []string
+	for _, e := range tr.Entries {
+		if e.Type == TypeDir {
+			dirs = append(dirs, e.Tree)
+		}
+	}
+	require.Len(t, dirs, maxUnsure+1)
+	require.NoError(t, s.BlobOwnTrees(ctx, "p", dirs), "every directory alone")
+	oldA := sha256Hex([]byte("old a"))
+	notOldA := func(d string) bool { return d != oldA }
+
+	var c LastClaim
+	require.NoError(t, c.Claim(ctx, s, s, "p", r1, LastClaimOptions{May: notOldA}))
+	require.Empty(t, c.id, "more than maxUnsure on trust: no base")
+
+	writeFile(t, filepath.Join(ws, "x"), "b.txt", []byte("new b"), 0o644)
+	r2, _, err := Take(ctx, s, ws, Options{})
+	require.NoError(t, err)
+	require.ErrorIs(t, c.Claim(ctx, s, s, "p", r2, LastClaimOptions{May: notOldA}), ErrNotOwned)
+}
+
+// TestAdoptedBaseIsComparedAtItsRootOnly: a local copy restored to R,
+// whose directory x is a tree owned alone (as the owners migration
+// recorded roots), adopts R; its next snapshot, x with a file added, is
+// compared with R's root only, so x's old file is asked about and gets its
+// row. Compared with x, it would have got none, for good: a later
+// CheckOwned of that snapshot takes the new x for what it reaches, and a
+// runner's fetch of the file would be refused.
+func TestAdoptedBaseIsComparedAtItsRootOnly(t *testing.T) {
+	s, ws, c := adoptedWithXAlone(t)
+	claimXChangedAndCheckOldA(t, s, ws, c)
+}
+
+// TestAdoptedBaseCarriesItsDirectoriesOnTrust: the directories of an
+// adopted base that the next snapshot keeps unchanged are taken on trust
+// (which of them the restore's check trusted is not known), so a later
+// change in one is not compared with it either: x's old file is asked
+// about and gets its row.
+func TestAdoptedBaseCarriesItsDirectoriesOnTrust(t *testing.T) {
+	s, ws, c := adoptedWithXAlone(t)
+	writeFile(t, ws, "top.txt", []byte("t2"), 0o644) // x kept as it is
+	s1, _, err := Take(context.Background(), s, ws, Options{})
+	require.NoError(t, err)
+	require.NoError(t, c.Claim(context.Background(), s, s, "p", s1, LastClaimOptions{}))
+	require.Equal(t, s1, c.id)
+	claimXChangedAndCheckOldA(t, s, ws, c)
+}
+
+// adoptedWithXAlone returns a store, a workspace holding x/a.txt and
+// top.txt, and a LastClaim that adopted its snapshot R after a restore's
+// CheckOwned, R and x being owned as trees alone (as the owners migration
+// recorded roots).
+func adoptedWithXAlone(t *testing.T) (*sqlite.Store, string, *LastClaim) {
+	t.Helper()
+	ctx := context.Background()
+	s := openSQLiteBlobs(t)
+	ws := t.TempDir()
+	writeFile(t, filepath.Join(ws, "x"), "a.txt", []byte("old a"), 0o644)
+	writeFile(t, ws, "top.txt", []byte("t"), 0o644)
+	r, _, err := Take(ctx, s, ws, Options{})
+	require.NoError(t, err)
+	require.NoError(t, s.BlobOwnTrees(ctx, "p", []string{r, subtree(t, s, r, "x")}), "R's root and x, alone")
+	require.NoError(t, CheckOwned(ctx, s, s, "p", r))
+	c := &LastClaim{}
+	c.Adopt(r)
+	return s, ws, c
+}
+
+// claimXChangedAndCheckOldA adds a file to x, claims the snapshot against
+// c, and checks that x's old file has a row after a restore's check.
+func claimXChangedAndCheckOldA(t *testing.T, s *sqlite.Store, ws string, c *LastClaim) {
+	t.Helper()
+	ctx := context.Background()
+	writeFile(t, filepath.Join(ws, "x"), "b.txt", []byte("new b"), 0o644)
+	s2, _, err := Take(ctx, s, ws, Options{})
+	require.NoError(t, err)
+	require.NoError(t, c.Claim(ctx, s, s, "p", s2, LastClaimOptions{}))
+	require.NoError(t, CheckOwned(ctx, s, s, "p", s2))
+	oldA := sha256Hex([]byte("old a"))
+	owned, err := s.BlobsOwned(ctx, "p", []string{oldA})
+	require.NoError(t, err)
+	require.True(t, owned[oldA], "x's old file, reached by s2, has a row")
 }

@@ -2,6 +2,7 @@ package remote_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/longhaul-dev/longhaul/internal/environment"
 	"github.com/longhaul-dev/longhaul/internal/environment/environmenttest"
 	"github.com/longhaul-dev/longhaul/internal/runner/hub"
+	"github.com/longhaul-dev/longhaul/internal/runner/link"
 	"github.com/longhaul-dev/longhaul/internal/snapshot"
 )
 
@@ -32,9 +34,7 @@ func (o *askCounter) BlobOwnership(ctx context.Context, project string, digests 
 // asked about the root (with the last snapshot), the directory's tree and
 // the file, not about the root's 29 other directories nor the
 // directory's 9 other files. What the runner sent is its project's. A
-// restore changes nothing to that: the snapshot restored is not the base
-// (which of its directories the restore's check took on trust is not
-// known), the last one claimed stays it.
+// restore leaves the base, one of the copy's own claims, as it is.
 func TestRunnerSnapshotClaimedAgainstTheLast(t *testing.T) {
 	blobs := environmenttest.NewBlobs(t)
 	var owners *askCounter
@@ -125,4 +125,45 @@ func TestWrappedTreeRefusedAgainstTheLast(t *testing.T) {
 	id, _, err := env.Snapshot(ctx)
 	require.NoError(t, err)
 	require.True(t, ownsAny(t, blobs, project, id)[id])
+}
+
+// TestRunnerRestoredSnapshotIsComparedAtItsRootOnly: the project owns
+// snapshot R and its directory x as trees alone (as the owners migration
+// recorded roots: no rows below). A runner copy with no base yet, restored
+// to R, answers a root whose x is R's x plus a file it sent: x's old file,
+// which it never sent, has no row, so the snapshot is refused, as it is
+// without a base. R is the base (its root's entries have rows), but only
+// its root is compared with: compared with R's x, the old file would have
+// been taken as owned.
+func TestRunnerRestoredSnapshotIsComparedAtItsRootOnly(t *testing.T) {
+	blobs := environmenttest.NewBlobs(t)
+	rg := newRig(t, blobs, rigOptions{})
+	ctx := t.Context()
+	file := func(name string, b []byte) string {
+		return fmt.Sprintf(`{"name":%q,"type":"file","mode":420,"size":%d,"sha256":%q}`, name, len(b), environmenttest.Digest(b))
+	}
+	dir := func(name string, tree []byte) string {
+		return fmt.Sprintf(`{"name":%q,"type":"dir","mode":493,"tree":%q}`, name, environmenttest.Digest(tree))
+	}
+	oldA, newB := []byte("old a, never sent"), []byte("new b")
+	x := []byte(`{"v":1,"entries":[` + file("a.txt", oldA) + `]}`)
+	r := []byte(`{"v":1,"entries":[` + dir("x", x) + `]}`)
+	for _, b := range [][]byte{oldA, x, r} {
+		require.NoError(t, blobs.Store.BlobPut(ctx, environmenttest.Digest(b), b))
+	}
+	require.NoError(t, blobs.Store.BlobOwnTrees(ctx, project, []string{environmenttest.Digest(r), environmenttest.Digest(x)}), "alone")
+
+	x2 := []byte(`{"v":1,"entries":[` + file("a.txt", oldA) + "," + file("b.txt", newB) + `]}`)
+	root := []byte(`{"v":1,"entries":[` + dir("x", x2) + `]}`)
+	send := [][]byte{newB, x2}
+	handlers := treeLiarHandlers(&send, &root)
+	handlers[link.MethodSnapshotRestore] = func(*link.Conn, context.Context, *link.Request) (any, error) {
+		return link.SnapshotResult{ID: environmenttest.Digest(r), Stats: json.RawMessage(`{}`)}, nil
+	}
+	env := liarEnv(t, rg, handlers)
+	_, err := env.Restore(ctx, environmenttest.Digest(r))
+	require.NoError(t, err)
+	_, _, err = env.Snapshot(ctx)
+	require.ErrorIs(t, err, snapshot.ErrNotOwned)
+	require.Empty(t, ownsAny(t, blobs, project, environmenttest.Digest(root), environmenttest.Digest(x2), environmenttest.Digest(oldA)))
 }

@@ -64,7 +64,12 @@ func foreignSnapshot(t *testing.T, blobs *environmenttest.Blobs, files map[strin
 // returns an environment of it for session ses_mine.
 func treeLiar(t *testing.T, rg *rig, send *[][]byte, root *[]byte) environment.Environment {
 	t.Helper()
-	dialLiar(t, rg, "liar", liarEnvHandlers(func(c *link.Conn, ctx context.Context) (string, error) {
+	return liarEnv(t, rg, treeLiarHandlers(send, root))
+}
+
+// treeLiarHandlers are treeLiar's runner's.
+func treeLiarHandlers(send *[][]byte, root *[]byte) map[string]func(*link.Conn, context.Context, *link.Request) (any, error) {
+	return liarEnvHandlers(func(c *link.Conn, ctx context.Context) (string, error) {
 		for _, data := range append(slices.Clone(*send), *root) {
 			err := c.Call(ctx, link.MethodBlobPut, link.BlobPutParams{Digest: environmenttest.Digest(data), Size: int64(len(data)), Data: data}, nil, nil)
 			if err != nil {
@@ -72,7 +77,14 @@ func treeLiar(t *testing.T, rg *rig, send *[][]byte, root *[]byte) environment.E
 			}
 		}
 		return environmenttest.Digest(*root), nil
-	}))
+	})
+}
+
+// liarEnv connects a runner, "liar", answering with handlers, and returns
+// an environment of it for session ses_mine.
+func liarEnv(t *testing.T, rg *rig, handlers map[string]func(*link.Conn, context.Context, *link.Request) (any, error)) environment.Environment {
+	t.Helper()
+	dialLiar(t, rg, "liar", handlers)
 	b, err := remote.New(&remote.Config{Hub: rg.hub, Project: project, Runner: "liar"})
 	require.NoError(t, err)
 	env, err := b.Open(t.Context(), &environment.OpenParams{Workspace: "ses_mine", Session: "ses_mine"})

@@ -496,6 +496,12 @@ func (e *env) Restore(ctx context.Context, id string) (snapshot.Stats, error) {
 		return snapshot.Stats{}, fmt.Errorf("restore the workspace of session %s: %w", e.params.Session, err)
 	}
 	defer end()
+	// AllowRestore read the snapshot's root and recorded the rows of its
+	// entries (snapshot.CheckOwned): a copy with no base yet compares its
+	// next snapshot's root with it, whatever the runner makes of the
+	// restore (a base is only what the store is not asked about again,
+	// never what the copy holds).
+	e.claims.Adopt(id)
 	var res link.SnapshotResult
 	if err := e.call(ctx, link.MethodSnapshotRestore, link.SnapshotParams{EnvID: e.id, Snapshot: id}, &res, nil); err != nil {
 		return snapshot.Stats{}, err
