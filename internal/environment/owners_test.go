@@ -254,3 +254,47 @@ func TestSnapshotClaimedAgainstARootRecordedAlone(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, owned[oldFile], "and its fetch of dir/a.txt finds it the project's")
 }
+
+// TestCopyWithNoBaseAdoptsARestoredOrClaimedSnapshot: a copy with no base
+// restored to a snapshot, or holding one another session claimed,
+// compares its next snapshot's root with it: 30 directories of 10 files,
+// one file added to one, 2+1+11 digests asked, not 1+30+11.
+func TestCopyWithNoBaseAdoptsARestoredOrClaimedSnapshot(t *testing.T) {
+	for _, how := range []string{"restore", "claimed"} {
+		t.Run(how, func(t *testing.T) {
+			ctx := t.Context()
+			b, _, owners := newOwnedBackend(t)
+			write := func(env environment.Environment) {
+				for d := range 30 {
+					for f := range 10 {
+						require.NoError(t, env.WriteFile(ctx, fmt.Sprintf("d%d/f%d.txt", d, f), fmt.Appendf(nil, "file %d of dir %d", f, d)))
+					}
+				}
+			}
+			env1, err := b.Open(ctx, &environment.OpenParams{Workspace: "ses_1", Session: "ses_1", Project: "alpha"})
+			require.NoError(t, err)
+			defer env1.Close()
+			write(env1)
+			first, _, err := env1.Snapshot(ctx)
+			require.NoError(t, err)
+
+			env2, err := b.Open(ctx, &environment.OpenParams{Workspace: "ses_2", Session: "ses_2", Project: "alpha"})
+			require.NoError(t, err)
+			defer env2.Close()
+			if how == "restore" {
+				_, err = env2.Restore(ctx, first)
+				require.NoError(t, err)
+			} else {
+				write(env2)
+				id, _, err := env2.Snapshot(ctx)
+				require.NoError(t, err)
+				require.Equal(t, first, id)
+			}
+			require.NoError(t, env2.WriteFile(ctx, "d7/new.txt", []byte("changed")))
+			asked := owners.asked.Load()
+			_, _, err = env2.Snapshot(ctx)
+			require.NoError(t, err)
+			require.Equal(t, int64(2+1+11), owners.asked.Load()-asked)
+		})
+	}
+}

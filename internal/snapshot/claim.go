@@ -55,32 +55,31 @@ type ClaimOptions struct {
 	// alone, as the migration that introduced owners recorded the
 	// snapshots already journaled, gets the rows of what it reaches.
 	BelowRoot bool
-	// Base is a snapshot the project owns as a tree, which a Claim of
+	// base is a snapshot the project owns as a tree, which a Claim of
 	// this process read from its root down, recording the rows of what it
 	// reaches (with BelowRoot when its root was owned already: a root
 	// recorded alone, as by the migration that introduced owners, stands
 	// for blobs with no row of their own, which a runner's fetch of a
 	// blob asks about), but below the subdirectories it took for what
 	// they reach (unsure): typically the copy's previous snapshot. What a
-	// tree of the snapshot names that the tree at the same path in Base
-	// names too is owned through Base's rows (an owner's row is never
+	// tree of the snapshot names that the tree at the same path in base
+	// names too is owned through base's rows (an owner's row is never
 	// removed), so the store is not asked about it: a step that wrote one
 	// file in a directory of ten thousand asks about the file and the
 	// trees on its way, not about the directory's other entries, nor the
-	// root's. A Base the project does not own as a tree is ignored (Claim
+	// root's. A base the project does not own as a tree is ignored (Claim
 	// asks, with the root). Empty: the store is asked about every entry
-	// of every tree not owned as a tree. Set it through LastClaim, which
-	// keeps what makes it sound (unsure, shallowBase).
-	Base string
+	// of every tree not owned as a tree. Only LastClaim sets it, with
+	// what makes it sound (unsure, shallowBase).
+	base string
 
 	// unsure holds the trees that the claims since LastClaim last had no
 	// base took for what they reach without reading them (owned as
 	// trees, not through their own base): a claim does not compare a
 	// tree with one of them, which may be a root the owners migration
-	// recorded alone, with no rows below it. Only LastClaim sets it (and
-	// shallowBase): with May set, Base is safe only through LastClaim.
+	// recorded alone, with no rows below it.
 	unsure map[string]bool
-	// shallowBase says that Base was adopted, not claimed by LastClaim
+	// shallowBase says that base was adopted, not claimed by LastClaim
 	// (LastClaim.Adopt): its root's entries have rows (the claim that
 	// read it recorded them), but which of its subdirectories that claim
 	// took on trust is not known. Only its root is compared with, and its
@@ -118,15 +117,15 @@ func claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 		may = func(string) bool { return true }
 	}
 	ask := []string{id}
-	if opts.Base != "" && opts.Base != id {
-		ask = append(ask, opts.Base) // in the same question: no round trip more
+	if opts.base != "" && opts.base != id {
+		ask = append(ask, opts.base) // in the same question: no round trip more
 	}
 	owned, trees, err := ownedBoth(ctx, o, project, ask)
 	if err != nil {
 		return claimResult{}, fmt.Errorf("snapshot %s: %w", id, err)
 	}
 	var claimTrees, claimBlobs []string // trees breadth first: a tree before what it reaches
-	var trusted []string                // subdirectories owned as trees, not through Base
+	var trusted []string                // subdirectories owned as trees, not through base
 	switch {
 	case trees[id] && !opts.BelowRoot:
 		return claimResult{}, nil
@@ -138,9 +137,9 @@ func claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 	// seen holds the digests met so far: true for a tree. A digest met as
 	// a file's content and then as a tree is read as a tree too.
 	seen := map[string]bool{id: true}
-	base := map[string]string{} // a tree of the level read: its counterpart in opts.Base
-	if opts.Base != "" && opts.Base != id && trees[opts.Base] {
-		base[id] = opts.Base
+	base := map[string]string{} // a tree of the level read: its counterpart in opts.base
+	if opts.base != "" && opts.base != id && trees[opts.base] {
+		base[id] = opts.base
 	}
 	level := []string{id}
 	for depth := 0; len(level) > 0; depth++ {
@@ -157,7 +156,7 @@ func claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 			}
 			var shared baseRefs
 			if bt, ok := base[t]; ok {
-				// Base is the project's: a failure to read it costs the
+				// base is the project's: a failure to read it costs the
 				// questions it would have spared, never the claim.
 				if btr, err := readTree(ctx, b, bt, depth == 0); err == nil {
 					shared = refsOf(btr)
@@ -170,13 +169,13 @@ func claim(ctx context.Context, b Blobs, o Owners, project, id string, opts Clai
 					d := e.Tree
 					switch {
 					case shared.trees[d]:
-						seen[d] = true // owned as a tree through Base
+						seen[d] = true // owned as a tree through base
 						if opts.shallowBase {
 							trusted = append(trusted, d)
 						}
 					case !seen[d]:
 						// A digest met as a file's content only is read as a
-						// tree too, as is one Base names only as content.
+						// tree too, as is one base names only as content.
 						seen[d], isTree[d] = true, true
 						next = append(next, d)
 						if bd, ok := shared.dirs[entryKey(e)]; ok && !opts.unsure[bd] && !opts.shallowBase {

@@ -80,7 +80,7 @@
 // sent the bytes of during the take); one it may not fails with
 // ErrNotOwned and records nothing. CheckOwned is what a restore asks
 // first: the project owns the root, and what lies below it is recorded.
-// ClaimOptions.Base spares the questions about what a snapshot shares with
+// ClaimOptions.base spares the questions about what a snapshot shares with
 // one a claim of this process read, save below the trees it took on trust
 // (owned as trees already: one may be a root the owners migration recorded
 // alone, with no rows below it): a copy's LastClaim (lastclaim.go)

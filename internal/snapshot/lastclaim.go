@@ -2,7 +2,7 @@ package snapshot
 
 import (
 	"context"
-	"slices"
+	"maps"
 	"sync"
 )
 
@@ -18,7 +18,7 @@ import (
 const maxClaimTreeBytes = 256 << 10
 
 // LastClaim is what a copy's next claim compares its snapshot with
-// (ClaimOptions.Base): the last snapshot of the copy that a claim of this
+// (ClaimOptions.base): the last snapshot of the copy that a claim of this
 // process read from its root down, recording the rows of what it reaches
 // but below the trees it took on trust (unsure), sound to lean on because
 // ownership is never taken back, and the tree blobs its claim read. The
@@ -84,27 +84,25 @@ func (c *LastClaim) Claim(ctx context.Context, blobs Blobs, owners Owners, proje
 	if opts.Taken != nil {
 		r.taken = opts.Taken.trees
 	}
-	res, err := claim(ctx, r, owners, project, id, ClaimOptions{May: opts.May, BelowRoot: opts.May == nil, Base: c.id,
+	res, err := claim(ctx, r, owners, project, id, ClaimOptions{May: opts.May, BelowRoot: opts.May == nil, base: c.id,
 		unsure: c.unsure, shallowBase: c.adopted})
 	if err != nil || !res.walked {
 		return err
 	}
-	var fresh []string
+	fresh := map[string]bool{}
 	for _, d := range res.trusted {
-		if !c.unsure[d] && !slices.Contains(fresh, d) {
-			fresh = append(fresh, d)
+		if !c.unsure[d] {
+			fresh[d] = true
+		}
+		if len(c.unsure)+len(fresh) > maxUnsure {
+			c.id, c.trees, c.unsure, c.adopted = "", nil, nil, false
+			return nil
 		}
 	}
-	if len(c.unsure)+len(fresh) > maxUnsure {
-		c.id, c.trees, c.unsure, c.adopted = "", nil, nil, false
-		return nil
+	if len(fresh) > 0 && c.unsure == nil {
+		c.unsure = make(map[string]bool, len(fresh))
 	}
-	for _, d := range fresh {
-		if c.unsure == nil {
-			c.unsure = make(map[string]bool)
-		}
-		c.unsure[d] = true
-	}
+	maps.Copy(c.unsure, fresh)
 	c.id, c.trees, c.adopted = id, r.read.trees, false
 	return nil
 }

@@ -41,7 +41,7 @@ func (a *askingOwners) reset() []string {
 
 // TestClaimAsksOnlyWhatDiffersFromBase: a step that wrote one file in a
 // directory of 300, in a workspace of 20 top-level directories, claims its
-// snapshot against the previous one (ClaimOptions.Base) asking the store
+// snapshot against the previous one (ClaimOptions.base) asking the store
 // about the root (with the base: is it the project's?), the directory's
 // new tree and the file's content: not about the other 319 entries. What it records is what a Claim without a
 // base records: both projects end up owning the same digests the same way.
@@ -67,7 +67,7 @@ func TestClaimAsksOnlyWhatDiffersFromBase(t *testing.T) {
 	id, _, err := Take(ctx, s, ws, Options{})
 	require.NoError(t, err)
 	owners.reset()
-	n, err := Claim(ctx, s, owners, "with", id, ClaimOptions{Base: first})
+	n, err := Claim(ctx, s, owners, "with", id, ClaimOptions{base: first})
 	require.NoError(t, err)
 	require.Equal(t, 3, n, "the root, big's tree and the new file's content")
 	asked := owners.reset()
@@ -96,7 +96,7 @@ func TestClaimAsksOnlyWhatDiffersFromBase(t *testing.T) {
 	_, err = Claim(ctx, s, owners, "third", unrelated, ClaimOptions{})
 	require.NoError(t, err)
 	owners.reset()
-	_, err = Claim(ctx, s, owners, "third", id, ClaimOptions{Base: unrelated})
+	_, err = Claim(ctx, s, owners, "third", id, ClaimOptions{base: unrelated})
 	require.NoError(t, err)
 	require.Greater(t, len(owners.reset()), 320)
 	third, err := s.BlobOwnership(ctx, "third", all)
@@ -137,9 +137,9 @@ func TestClaimBaseLendsNoFileAsATree(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.BlobPut(ctx, forgedID, data))
 	sent := func(d string) bool { return d == forgedID } // the runner sent the root only
-	for _, opts := range []ClaimOptions{{May: sent}, {May: sent, Base: base}} {
+	for _, opts := range []ClaimOptions{{May: sent}, {May: sent, base: base}} {
 		_, err = Claim(ctx, s, s, "us", forgedID, opts)
-		require.ErrorIs(t, err, ErrNotOwned, "base %q", opts.Base)
+		require.ErrorIs(t, err, ErrNotOwned, "base %q", opts.base)
 	}
 	secret := sha256Hex([]byte("their secret"))
 	kinds, err = s.BlobOwnership(ctx, "us", []string{forgedID, secret})
@@ -162,7 +162,7 @@ func TestClaimIgnoresABaseNotOwned(t *testing.T) {
 	require.NotEqual(t, theirRoot, forgedID)
 	require.NoError(t, s.BlobPut(ctx, forgedID, data))
 	sent := func(d string) bool { return d == forgedID }
-	_, err = Claim(ctx, s, s, "us", forgedID, ClaimOptions{May: sent, Base: theirRoot})
+	_, err = Claim(ctx, s, s, "us", forgedID, ClaimOptions{May: sent, base: theirRoot})
 	require.ErrorIs(t, err, ErrNotOwned)
 	secret := sha256Hex([]byte("their secret"))
 	kinds, err := s.BlobOwnership(ctx, "us", []string{forgedID, td, secret})
@@ -556,4 +556,65 @@ func claimXChangedAndCheckOldA(t *testing.T, s *sqlite.Store, ws string, c *Last
 	owned, err := s.BlobsOwned(ctx, "p", []string{oldA})
 	require.NoError(t, err)
 	require.True(t, owned[oldA], "x's old file, reached by s2, has a row")
+}
+
+// TestAdoptedBaseIsShallowForOneClaimOnly: a snapshot claimed after an
+// adopted base becomes the base, compared with all the way down: the claim
+// after it asks about the changed file and the trees on its way only.
+func TestAdoptedBaseIsShallowForOneClaimOnly(t *testing.T) {
+	ctx := context.Background()
+	s := openSQLiteBlobs(t)
+	owners := &askingOwners{BatchOwners: s}
+	ws := t.TempDir()
+	for d := range 10 {
+		for f := range 10 {
+			writeFile(t, ws, fmt.Sprintf("d%d/f%d.txt", d, f), []byte(fmt.Sprintf("%d/%d", d, f)), 0o644)
+		}
+	}
+	r, _, err := Take(ctx, s, ws, Options{})
+	require.NoError(t, err)
+	_, err = Claim(ctx, s, s, "p", r, ClaimOptions{})
+	require.NoError(t, err)
+	var c LastClaim
+	c.Adopt(r)
+
+	writeFile(t, filepath.Join(ws, "d3"), "new1.txt", []byte("one"), 0o644)
+	s1, _, err := Take(ctx, s, ws, Options{})
+	require.NoError(t, err)
+	owners.reset()
+	require.NoError(t, c.Claim(ctx, s, owners, "p", s1, LastClaimOptions{}))
+	require.Len(t, owners.reset(), 2+1+11, "root with base, d3's tree, d3's 11 files (root only compared)")
+
+	writeFile(t, filepath.Join(ws, "d3"), "new2.txt", []byte("two"), 0o644)
+	s2, _, err := Take(ctx, s, ws, Options{})
+	require.NoError(t, err)
+	require.NoError(t, c.Claim(ctx, s, owners, "p", s2, LastClaimOptions{}))
+	require.Len(t, owners.reset(), 4, "root with base, d3's tree, the file: compared all the way down again")
+}
+
+// TestLastClaimCountsATreeOnTrustOnce: trees taken on trust are counted
+// once each against maxUnsure: eight identical directories of an adopted
+// base are one tree.
+func TestLastClaimCountsATreeOnTrustOnce(t *testing.T) {
+	defer func(was int) { maxUnsure = was }(maxUnsure)
+	maxUnsure = 4
+	ctx := context.Background()
+	s := openSQLiteBlobs(t)
+	ws := t.TempDir()
+	for d := range 8 {
+		writeFile(t, ws, fmt.Sprintf("d%d/same.txt", d), []byte("same"), 0o644)
+	}
+	writeFile(t, ws, "top.txt", []byte("t1"), 0o644)
+	r, _, err := Take(ctx, s, ws, Options{})
+	require.NoError(t, err)
+	_, err = Claim(ctx, s, s, "p", r, ClaimOptions{})
+	require.NoError(t, err)
+	var c LastClaim
+	c.Adopt(r)
+	writeFile(t, ws, "top.txt", []byte("t2"), 0o644)
+	s1, _, err := Take(ctx, s, ws, Options{})
+	require.NoError(t, err)
+	require.NoError(t, c.Claim(ctx, s, s, "p", s1, LastClaimOptions{}))
+	require.Equal(t, s1, c.id, "one tree on trust, not eight: the base is kept")
+	require.Len(t, c.unsure, 1)
 }

@@ -28,6 +28,28 @@ func (o *askCounter) BlobOwnership(ctx context.Context, project string, digests 
 	return o.OwnerStore.BlobOwnership(ctx, project, digests)
 }
 
+// countedRig is a rig whose owners count the digests Claim asks about.
+func countedRig(t *testing.T) (*environmenttest.Blobs, *rig, *askCounter) {
+	t.Helper()
+	blobs := environmenttest.NewBlobs(t)
+	var owners *askCounter
+	rg := newRig(t, blobs, rigOptions{owners: func(s hub.OwnerStore) hub.OwnerStore {
+		owners = &askCounter{OwnerStore: s}
+		return owners
+	}})
+	return blobs, rg, owners
+}
+
+// writeDirs writes 30 directories of 10 files into env.
+func writeDirs(t *testing.T, env environment.Environment) {
+	t.Helper()
+	for d := range 30 {
+		for f := range 10 {
+			require.NoError(t, env.WriteFile(t.Context(), fmt.Sprintf("d%d/f%d.txt", d, f), fmt.Appendf(nil, "file %d of dir %d", f, d)))
+		}
+	}
+}
+
 // TestRunnerSnapshotClaimedAgainstTheLast: a runner's snapshot is claimed
 // against the copy's last one, as a local copy's is: after one file
 // changed in a workspace of 30 directories of 10 files, the store is
@@ -36,21 +58,12 @@ func (o *askCounter) BlobOwnership(ctx context.Context, project string, digests 
 // directory's 9 other files. What the runner sent is its project's. A
 // restore leaves the base, one of the copy's own claims, as it is.
 func TestRunnerSnapshotClaimedAgainstTheLast(t *testing.T) {
-	blobs := environmenttest.NewBlobs(t)
-	var owners *askCounter
-	rg := newRig(t, blobs, rigOptions{owners: func(s hub.OwnerStore) hub.OwnerStore {
-		owners = &askCounter{OwnerStore: s}
-		return owners
-	}})
+	blobs, rg, owners := countedRig(t)
 	ctx := t.Context()
 	env, err := rg.backend(t).Open(ctx, &environment.OpenParams{Workspace: "ses_big", Session: "ses_big"})
 	require.NoError(t, err)
 	defer env.Close()
-	for d := range 30 {
-		for f := range 10 {
-			require.NoError(t, env.WriteFile(ctx, fmt.Sprintf("d%d/f%d.txt", d, f), fmt.Appendf(nil, "file %d of dir %d", f, d)))
-		}
-	}
+	writeDirs(t, env)
 	first, _, err := env.Snapshot(ctx)
 	require.NoError(t, err)
 	require.True(t, ownsAny(t, blobs, project, first)[first])
@@ -166,4 +179,31 @@ func TestRunnerRestoredSnapshotIsComparedAtItsRootOnly(t *testing.T) {
 	_, _, err = env.Snapshot(ctx)
 	require.ErrorIs(t, err, snapshot.ErrNotOwned)
 	require.Empty(t, ownsAny(t, blobs, project, environmenttest.Digest(root), environmenttest.Digest(x2), environmenttest.Digest(oldA)))
+}
+
+// TestRunnerCopyWithNoBaseAdoptsItsRestore: a runner copy with no base,
+// restored to a snapshot, compares its next snapshot's root with it: after
+// one file is added to a directory of 10, in 30, the root with the base,
+// the directory's tree and its 11 files are asked about, not the root's
+// 30 entries.
+func TestRunnerCopyWithNoBaseAdoptsItsRestore(t *testing.T) {
+	_, rg, owners := countedRig(t)
+	ctx := t.Context()
+	env, err := rg.backend(t).Open(ctx, &environment.OpenParams{Workspace: "ses_a", Session: "ses_a"})
+	require.NoError(t, err)
+	writeDirs(t, env)
+	first, _, err := env.Snapshot(ctx)
+	require.NoError(t, err)
+	require.NoError(t, env.Close())
+
+	env2, err := rg.backend(t).Open(ctx, &environment.OpenParams{Workspace: "ses_b", Session: "ses_b"})
+	require.NoError(t, err)
+	defer env2.Close()
+	_, err = env2.Restore(ctx, first)
+	require.NoError(t, err)
+	require.NoError(t, env2.WriteFile(ctx, "d7/new.txt", []byte("changed")))
+	asked := owners.asked.Load()
+	_, _, err = env2.Snapshot(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(2+1+11), owners.asked.Load()-asked)
 }
