@@ -323,6 +323,82 @@ func TestAdversarialRunners_FileAsTree(t *testing.T) {
 	hostile.mu.Unlock()
 }
 
+// TestAdversarialRunners_WrappedTreeAgainstTheLast: a hostile runner of
+// project beta has its first snapshot accepted (a directory d of its own,
+// every byte sent), which the server then claims its next snapshots
+// against (only what differs from it is asked about). It answers the
+// next takes with alpha's snapshot where d was, then beside d, sending
+// only its new roots: both are refused, as without a last snapshot, and
+// no checkpoint journals them. Its first root again, with nothing sent,
+// is accepted (it is beta's).
+func TestAdversarialRunners_WrappedTreeAgainstTheLast(t *testing.T) {
+	t.Parallel()
+	const boot = "lh-adv-runners-againstlast-bootstrap"
+	k, admin := startRunnersServer(t, boot)
+	ctx := t.Context()
+	foreignID, betaKey := alphaSecretAndBetaRunnerKey(t, k, admin, boot)
+	mine := []byte("beta's own file\n")
+	myDir := []byte(fmt.Sprintf(`{"v":1,"entries":[{"name":"f","type":"file","mode":420,"size":%d,"sha256":%q}]}`, len(mine), digestOf(mine)))
+	myEntry := fmt.Sprintf(`{"name":"d","type":"dir","mode":493,"tree":%q}`, digestOf(myDir))
+	first := []byte(`{"v":1,"entries":[` + myEntry + `]}`)
+	replaced := []byte(fmt.Sprintf(`{"v":1,"entries":[{"name":"d","type":"dir","mode":493,"tree":%q}]}`, foreignID))
+	beside := []byte(`{"v":1,"entries":[` + myEntry + fmt.Sprintf(`,{"name":"e","type":"dir","mode":493,"tree":%q}]}`, foreignID))
+	var (
+		pmu     sync.Mutex
+		answers = map[int]string{}
+	)
+	hostile := dialHostileRunner(t, k.srv, betaKey.Key, "evil", func(ctx context.Context, c *link.Conn, n int) (string, error) {
+		send := [][]byte{first}
+		switch n {
+		case 1:
+			send = [][]byte{mine, myDir, first}
+		case 2:
+			send = [][]byte{replaced}
+		case 3:
+			send = [][]byte{beside}
+		default:
+			send = nil // first again: beta's already
+		}
+		if err := putBlobs(ctx, c, send...); err != nil {
+			return "", err
+		}
+		answer := digestOf(first)
+		if len(send) == 1 {
+			answer = digestOf(send[0])
+		}
+		pmu.Lock()
+		answers[n] = answer
+		pmu.Unlock()
+		return answer, nil
+	})
+	beta := runBetaOnEvil(t, admin, 4)
+
+	pmu.Lock()
+	defer pmu.Unlock()
+	require.GreaterOrEqual(t, len(answers), 4, "the four takes were answered")
+	require.Equal(t, digestOf(replaced), answers[2])
+	require.Equal(t, digestOf(beside), answers[3])
+	cps, err := admin.ListCheckpoints(ctx, beta.ID)
+	require.NoError(t, err)
+	accepted, refused := 0, 0
+	for _, c := range cps.Data {
+		require.NotEqual(t, digestOf(replaced), c.Snapshot, "checkpoint %s journaled alpha's snapshot in d's place", c.ID)
+		require.NotEqual(t, digestOf(beside), c.Snapshot, "checkpoint %s journaled alpha's snapshot beside d", c.ID)
+		if c.Snapshot == digestOf(first) {
+			accepted++
+			continue
+		}
+		require.Equal(t, "", c.Snapshot, "checkpoint %s", c.ID)
+		require.Contains(t, c.SnapshotError, "not the project's", "checkpoint %s says why", c.ID)
+		refused++
+	}
+	require.GreaterOrEqual(t, accepted, 2, "its own snapshot, sent and then not")
+	require.Equal(t, 2, refused, "both wrappings")
+	hostile.mu.Lock()
+	require.Empty(t, hostile.restores, "the server asked the hostile runner to restore something")
+	hostile.mu.Unlock()
+}
+
 // TestAdversarialRunners_UploadBounds: a hostile runner uploads blobs in
 // parts and never finishes them, to hold the server's memory. Outside a
 // take it may store nothing; during one, a fifth unfinished upload at
