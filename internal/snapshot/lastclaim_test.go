@@ -56,16 +56,14 @@ func TestClaimAsksOnlyWhatDiffersFromBase(t *testing.T) {
 	for i := range 300 {
 		writeFile(t, ws, fmt.Sprintf("big/f%03d.txt", i), []byte(fmt.Sprintf("file %d", i)), 0o644)
 	}
-	first, _, err := Take(ctx, s, ws, Options{})
-	require.NoError(t, err)
+	first := snap(t, s, ws)
 	for _, p := range []string{"with", "without"} {
-		_, err = Claim(ctx, s, owners, p, first, ClaimOptions{})
+		_, err := Claim(ctx, s, owners, p, first, ClaimOptions{})
 		require.NoError(t, err)
 	}
 
 	writeFile(t, ws, "big/new.txt", []byte("a step's file"), 0o644)
-	id, _, err := Take(ctx, s, ws, Options{})
-	require.NoError(t, err)
+	id := snap(t, s, ws)
 	owners.reset()
 	n, err := Claim(ctx, s, owners, "with", id, ClaimOptions{base: first})
 	require.NoError(t, err)
@@ -325,8 +323,7 @@ func TestRunnersLastClaimIsNeverARootRecordedAlone(t *testing.T) {
 	s := openSQLiteBlobs(t)
 	ws := t.TempDir()
 	writeFile(t, ws, "d/a.txt", []byte("a"), 0o644)
-	old, _, err := Take(ctx, s, ws, Options{})
-	require.NoError(t, err)
+	old := snap(t, s, ws)
 	require.NoError(t, s.BlobOwnTrees(ctx, "p", []string{old}), "the migration's row: the root alone")
 	nothingSent := func(string) bool { return false }
 
@@ -335,8 +332,7 @@ func TestRunnersLastClaimIsNeverARootRecordedAlone(t *testing.T) {
 	require.Empty(t, c.id, "a root owned as a tree, not read: not the base")
 
 	writeFile(t, ws, "e/b.txt", []byte("b"), 0o644)
-	next, _, err := Take(ctx, s, ws, Options{})
-	require.NoError(t, err)
+	next := snap(t, s, ws)
 	all := func(string) bool { return true }
 	require.NoError(t, c.Claim(ctx, s, s, "p", next, LastClaimOptions{May: all}))
 	require.Equal(t, next, c.id, "read from its root down: the base")
@@ -362,8 +358,7 @@ func TestLastClaimDoesNotCompareWithATreeItTookOnTrust(t *testing.T) {
 	s := openSQLiteBlobs(t)
 	ws := t.TempDir()
 	writeFile(t, filepath.Join(ws, "x"), "a.txt", []byte("old a"), 0o644)
-	r1, _, err := Take(ctx, s, ws, Options{})
-	require.NoError(t, err)
+	r1 := snap(t, s, ws)
 	m := subtree(t, s, r1, "x")
 	require.NoError(t, s.BlobOwnTrees(ctx, "p", []string{m}), "x alone, as the migration recorded roots")
 	var c LastClaim
@@ -371,11 +366,10 @@ func TestLastClaimDoesNotCompareWithATreeItTookOnTrust(t *testing.T) {
 	require.Equal(t, r1, c.id)
 
 	writeFile(t, filepath.Join(ws, "x"), "b.txt", []byte("new b"), 0o644)
-	r2, _, err := Take(ctx, s, ws, Options{})
-	require.NoError(t, err)
+	r2 := snap(t, s, ws)
 	x2, b := subtree(t, s, r2, "x"), sha256Hex([]byte("new b"))
 	sent := func(d string) bool { return d == r2 || d == x2 || d == b }
-	_, err = Claim(ctx, s, s, "p", r2, ClaimOptions{May: sent})
+	_, err := Claim(ctx, s, s, "p", r2, ClaimOptions{May: sent})
 	require.ErrorIs(t, err, ErrNotOwned, "without a base")
 	require.ErrorIs(t, c.Claim(ctx, s, s, "p", r2, LastClaimOptions{May: sent}), ErrNotOwned, "against the last: a.txt is x's, which has no rows below it")
 	require.Equal(t, r1, c.id, "a refused claim leaves the base")
@@ -389,8 +383,7 @@ func TestLastClaimOfTheSameSnapshotKeepsItsTrees(t *testing.T) {
 	s := openSQLiteBlobs(t)
 	ws := t.TempDir()
 	writeFile(t, ws, "d/a.txt", []byte("a"), 0o644)
-	id, _, err := Take(ctx, s, ws, Options{})
-	require.NoError(t, err)
+	id := snap(t, s, ws)
 	all := func(string) bool { return true }
 	var c LastClaim
 	require.NoError(t, c.Claim(ctx, s, s, "p", id, LastClaimOptions{May: all}))
@@ -425,8 +418,7 @@ func TestLastClaimCarriesWhatItTookOnTrust(t *testing.T) {
 			writeFile(t, filepath.Join(ws, tc.x), "a.txt", []byte("old a"), 0o644)
 			writeFile(t, ws, "top.txt", []byte("t1"), 0o644)
 			writeFile(t, ws, "top/other.txt", []byte("o1"), 0o644)
-			r1, _, err := Take(ctx, s, ws, Options{})
-			require.NoError(t, err)
+			r1 := snap(t, s, ws)
 			m := subtree(t, s, r1, tc.x)
 			require.NoError(t, s.BlobOwnTrees(ctx, "p", []string{m}), "x alone, as the migration recorded roots")
 			oldA := sha256Hex([]byte("old a"))
@@ -440,16 +432,14 @@ func TestLastClaimCarriesWhatItTookOnTrust(t *testing.T) {
 				require.NoError(t, os.Rename(filepath.Join(ws, tc.x), filepath.Join(ws, tc.x2)))
 			}
 			writeFile(t, ws, tc.otherChange, []byte("t2"), 0o644)
-			r2, _, err := Take(ctx, s, ws, Options{})
-			require.NoError(t, err)
+			r2 := snap(t, s, ws)
 			require.Equal(t, m, subtree(t, s, r2, tc.x2))
 			require.NoError(t, c.Claim(ctx, s, s, "p", r2, LastClaimOptions{May: notOldA}))
 			require.Equal(t, r2, c.id)
 
 			writeFile(t, filepath.Join(ws, tc.x2), "b.txt", []byte("new b"), 0o644)
-			r3, _, err := Take(ctx, s, ws, Options{})
-			require.NoError(t, err)
-			_, err = Claim(ctx, s, s, "p", r3, ClaimOptions{May: notOldA})
+			r3 := snap(t, s, ws)
+			_, err := Claim(ctx, s, s, "p", r3, ClaimOptions{May: notOldA})
 			require.ErrorIs(t, err, ErrNotOwned, "without a base")
 			require.ErrorIs(t, c.Claim(ctx, s, s, "p", r3, LastClaimOptions{May: notOldA}), ErrNotOwned,
 				"against the last: x was taken on trust two claims ago")
@@ -470,8 +460,7 @@ func TestLastClaimPastMaxUnsureDropsTheBase(t *testing.T) {
 	for i := range maxUnsure {
 		writeFile(t, ws, fmt.Sprintf("d%04d/f", i), []byte(fmt.Sprint(i)), 0o644)
 	}
-	r1, _, err := Take(ctx, s, ws, Options{})
-	require.NoError(t, err)
+	r1 := snap(t, s, ws)
 	tr, err := readTree(ctx, s, r1, true)
 	require.NoError(t, err)
 	var dirs []string
@@ -490,8 +479,7 @@ func TestLastClaimPastMaxUnsureDropsTheBase(t *testing.T) {
 	require.Empty(t, c.id, "more than maxUnsure on trust: no base")
 
 	writeFile(t, filepath.Join(ws, "x"), "b.txt", []byte("new b"), 0o644)
-	r2, _, err := Take(ctx, s, ws, Options{})
-	require.NoError(t, err)
+	r2 := snap(t, s, ws)
 	require.ErrorIs(t, c.Claim(ctx, s, s, "p", r2, LastClaimOptions{May: notOldA}), ErrNotOwned)
 }
 
@@ -533,8 +521,7 @@ func adoptedWithXAlone(t *testing.T) (*sqlite.Store, string, *LastClaim) {
 	ws := t.TempDir()
 	writeFile(t, filepath.Join(ws, "x"), "a.txt", []byte("old a"), 0o644)
 	writeFile(t, ws, "top.txt", []byte("t"), 0o644)
-	r, _, err := Take(ctx, s, ws, Options{})
-	require.NoError(t, err)
+	r := snap(t, s, ws)
 	require.NoError(t, s.BlobOwnTrees(ctx, "p", []string{r, subtree(t, s, r, "x")}), "R's root and x, alone")
 	require.NoError(t, CheckOwned(ctx, s, s, "p", r))
 	c := &LastClaim{}
@@ -548,8 +535,7 @@ func claimXChangedAndCheckOldA(t *testing.T, s *sqlite.Store, ws string, c *Last
 	t.Helper()
 	ctx := context.Background()
 	writeFile(t, filepath.Join(ws, "x"), "b.txt", []byte("new b"), 0o644)
-	s2, _, err := Take(ctx, s, ws, Options{})
-	require.NoError(t, err)
+	s2 := snap(t, s, ws)
 	require.NoError(t, c.Claim(ctx, s, s, "p", s2, LastClaimOptions{}))
 	require.NoError(t, CheckOwned(ctx, s, s, "p", s2))
 	oldA := sha256Hex([]byte("old a"))
@@ -571,23 +557,20 @@ func TestAdoptedBaseIsShallowForOneClaimOnly(t *testing.T) {
 			writeFile(t, ws, fmt.Sprintf("d%d/f%d.txt", d, f), []byte(fmt.Sprintf("%d/%d", d, f)), 0o644)
 		}
 	}
-	r, _, err := Take(ctx, s, ws, Options{})
-	require.NoError(t, err)
-	_, err = Claim(ctx, s, s, "p", r, ClaimOptions{})
+	r := snap(t, s, ws)
+	_, err := Claim(ctx, s, s, "p", r, ClaimOptions{})
 	require.NoError(t, err)
 	var c LastClaim
 	c.Adopt(r)
 
 	writeFile(t, filepath.Join(ws, "d3"), "new1.txt", []byte("one"), 0o644)
-	s1, _, err := Take(ctx, s, ws, Options{})
-	require.NoError(t, err)
+	s1 := snap(t, s, ws)
 	owners.reset()
 	require.NoError(t, c.Claim(ctx, s, owners, "p", s1, LastClaimOptions{}))
 	require.Len(t, owners.reset(), 2+1+11, "root with base, d3's tree, d3's 11 files (root only compared)")
 
 	writeFile(t, filepath.Join(ws, "d3"), "new2.txt", []byte("two"), 0o644)
-	s2, _, err := Take(ctx, s, ws, Options{})
-	require.NoError(t, err)
+	s2 := snap(t, s, ws)
 	require.NoError(t, c.Claim(ctx, s, owners, "p", s2, LastClaimOptions{}))
 	require.Len(t, owners.reset(), 4, "root with base, d3's tree, the file: compared all the way down again")
 }
@@ -605,16 +588,22 @@ func TestLastClaimCountsATreeOnTrustOnce(t *testing.T) {
 		writeFile(t, ws, fmt.Sprintf("d%d/same.txt", d), []byte("same"), 0o644)
 	}
 	writeFile(t, ws, "top.txt", []byte("t1"), 0o644)
-	r, _, err := Take(ctx, s, ws, Options{})
-	require.NoError(t, err)
-	_, err = Claim(ctx, s, s, "p", r, ClaimOptions{})
+	r := snap(t, s, ws)
+	_, err := Claim(ctx, s, s, "p", r, ClaimOptions{})
 	require.NoError(t, err)
 	var c LastClaim
 	c.Adopt(r)
 	writeFile(t, ws, "top.txt", []byte("t2"), 0o644)
-	s1, _, err := Take(ctx, s, ws, Options{})
-	require.NoError(t, err)
+	s1 := snap(t, s, ws)
 	require.NoError(t, c.Claim(ctx, s, s, "p", s1, LastClaimOptions{}))
 	require.Equal(t, s1, c.id, "one tree on trust, not eight: the base is kept")
 	require.Len(t, c.unsure, 1)
+}
+
+// snap takes a snapshot of ws into s, with no options.
+func snap(t *testing.T, s *sqlite.Store, ws string) string {
+	t.Helper()
+	id, _, err := Take(context.Background(), s, ws, Options{})
+	require.NoError(t, err)
+	return id
 }
