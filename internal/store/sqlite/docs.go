@@ -13,23 +13,46 @@ import (
 // drivers' schemas).
 var docTables = storeutil.DocTables
 
+// positionedDocs are the kinds whose rows are found by their positions in
+// their session's range of the table's rowids, num << 32 | k
+// (028_doc_positions): the two a step inserts. The others are listed
+// through their index on (session_id, created_at, id).
+var positionedDocs = map[store.DocKind]bool{store.DocEffect: true, store.DocCheckpoint: true}
+
 // upsertDocSQL updates a row in place only if it belongs to the same session:
 // ids are global (ArtifactGet takes an id alone), so an id reused by another
-// session is a conflict, not an overwrite. The first created_at is kept.
+// session is a conflict, not an overwrite. The first created_at is kept, and
+// a positioned row's place: a new one takes the place after the last of its
+// session's range (?6 is the session's number), which the table's rowid
+// finds at once; an update never moves it. A place past the range would be
+// another session's first, whose rowid refuses it (a session writes fewer
+// such rows than events, so none does).
 var upsertDocSQL = func() map[store.DocKind]string {
 	m := make(map[store.DocKind]string, len(docTables))
 	for kind, table := range docTables {
-		m[kind] = `INSERT INTO ` + table + ` (id, session_id, status, doc, created_at) VALUES (?, ?, ?, ?, ?)
+		const onConflict = `
 ON CONFLICT (id) DO UPDATE SET status = excluded.status, doc = excluded.doc
 WHERE session_id = excluded.session_id`
+		if positionedDocs[kind] {
+			m[kind] = positions.Replace(`INSERT INTO ` + table + ` (rowid, id, session_id, status, doc, created_at)
+VALUES ((SELECT coalesce(max(rowid), ?6 << BITS) + 1 FROM ` + table + ` WHERE rowid > ?6 << BITS AND rowid <= (?6 << BITS) + MAXSEQ),
+    ?1, ?2, ?3, ?4, ?5)` + onConflict)
+			continue
+		}
+		m[kind] = `INSERT INTO ` + table + ` (id, session_id, status, doc, created_at) VALUES (?1, ?2, ?3, ?4, ?5)` + onConflict
 	}
 	return m
 }()
 
-func (w *writer) upsertDocs(docs []store.DocWrite) error {
+// upsertDocs writes the docs of the session numbered num.
+func (w *writer) upsertDocs(num int64, docs []store.DocWrite) error {
 	for i := range docs {
 		d := &docs[i]
-		n, err := w.changed(upsertDocSQL[d.Kind], d.ID, d.SessionID, d.Status, jsonText(d.Doc), toMicros(d.CreatedAt))
+		args := []any{d.ID, d.SessionID, d.Status, jsonText(d.Doc), toMicros(d.CreatedAt)}
+		if positionedDocs[d.Kind] {
+			args = append(args, num)
+		}
+		n, err := w.changed(upsertDocSQL[d.Kind], args...)
 		if err != nil {
 			return fmt.Errorf("upsert %s %s: %w", d.Kind, d.ID, mapErr(err))
 		}
@@ -40,15 +63,32 @@ func (w *writer) upsertDocs(docs []store.DocWrite) error {
 	return nil
 }
 
+// listDocsSQL lists a session's rows of each kind, and listDocsOfStatusSQL
+// those with a status, in creation order: a positioned kind's as the range
+// of its session's number, looked up once by the subquery, and sorted (its
+// places are in the order of the writes, which a clock set back could make
+// another); the others' through their index by session.
+var listDocsSQL, listDocsOfStatusSQL = func() (all, ofStatus map[store.DocKind]string) {
+	all, ofStatus = make(map[store.DocKind]string), make(map[store.DocKind]string)
+	for kind, table := range docTables {
+		q := `SELECT id, session_id, status, doc, created_at FROM ` + table + ` WHERE session_id = ?1`
+		if positionedDocs[kind] {
+			q = positions.Replace(`WITH s (num) AS (SELECT num FROM sessions WHERE id = ?1)
+SELECT d.id, d.session_id, d.status, d.doc, d.created_at FROM s, ` + table + ` d
+WHERE d.rowid > s.num << BITS AND d.rowid <= (s.num << BITS) + MAXSEQ`)
+		}
+		all[kind] = q + ` ORDER BY created_at, id`
+		ofStatus[kind] = q + ` AND status = ?2 ORDER BY created_at, id`
+	}
+	return all, ofStatus
+}()
+
 // queryDocs is storeutil.Projections.QueryList.
 func (s *Store) queryDocs(ctx context.Context, kind store.DocKind, sessionID, status string) ([]*store.DocRow, error) {
-	q := `SELECT id, session_id, status, doc, created_at FROM ` + docTables[kind] + ` WHERE session_id = ?`
-	args := []any{sessionID}
+	q, args := listDocsSQL[kind], []any{sessionID}
 	if status != "" {
-		q += ` AND status = ?`
-		args = append(args, status)
+		q, args = listDocsOfStatusSQL[kind], append(args, status)
 	}
-	q += ` ORDER BY created_at, id`
 	var out []*store.DocRow
 	err := s.query(ctx, func(rows *sql.Rows) error {
 		d, err := scanDoc(rows)

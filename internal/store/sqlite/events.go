@@ -59,7 +59,7 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 		if err := w.insertEvents(num, events); err != nil {
 			return nil, err
 		}
-		if err := w.upsertDocs(docs); err != nil {
+		if err := w.upsertDocs(num, docs); err != nil {
 			return nil, err
 		}
 		if err := w.insertBlobs(p.SessionID, p.Blobs); err != nil {
@@ -208,13 +208,17 @@ const (
 
 func eventPos(num, seq int64) int64 { return num<<seqBits | seq }
 
+// positions writes a session's range of positions into a statement: BITS
+// its number's shift, MAXSEQ the last place after it.
+var positions = strings.NewReplacer("BITS", strconv.Itoa(seqBits), "MAXSEQ", strconv.Itoa(maxSeq))
+
 // errJournalFull refuses a seq beyond its session's range of positions:
 // four billion events, which no session reaches.
 var errJournalFull = fmt.Errorf("the journal of a session holds at most %d events", maxSeq)
 
 // listEventsSQL reads a session's events after a seq by their positions
 // (021_journal_positions), its number looked up once by the subquery.
-var listEventsSQL = strings.NewReplacer("BITS", strconv.Itoa(seqBits), "MAXSEQ", strconv.Itoa(maxSeq)).Replace(
+var listEventsSQL = positions.Replace(
 	`WITH s (num) AS (SELECT num FROM sessions WHERE id = ?1)
 SELECT e.pos & MAXSEQ, e.type, e.time, e.turn_id, e.step, e.worker_id, e.data FROM s, events e
 WHERE e.pos > (s.num << BITS) + ?2 AND e.pos <= (s.num << BITS) + MAXSEQ

@@ -185,14 +185,7 @@ WITH RECURSIVE n (i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < %[1]d 
 INSERT INTO events (session_id, seq, type, time, turn_id, step, worker_id, data)
 SELECT printf('ses_%%06d', i %% %[1]d + 1), i / %[1]d + 1, 'tool.completed', i, 'turn_1', i / %[1]d, 'worker',
     '{"output":"' || hex(randomblob(%[3]d)) || '"}' FROM n;`, c.sessions, c.perSession, c.hexBytes)
-			for range b.N {
-				b.StopTimer()
-				s := openBefore(b, "021_journal_positions.sql", journal)
-				b.StartTimer()
-				if err := s.Migrate(b.Context()); err != nil {
-					b.Fatal(err)
-				}
-			}
+			benchMigrate(b, "021_journal_positions.sql", journal)
 			b.ReportMetric(float64(c.sessions*c.perSession*b.N)/b.Elapsed().Seconds(), "events/s")
 			b.ReportMetric(peakRSSMiB(), "peak-RSS-MiB")
 		})

@@ -59,7 +59,7 @@ func (s *Store) SessionCreate(ctx context.Context, p *store.SessionCreateParams)
 		if err := w.insertEvents(num, events); err != nil {
 			return nil, err
 		}
-		if err := w.upsertDocs(docs); err != nil {
+		if err := w.upsertDocs(num, docs); err != nil {
 			return nil, err
 		}
 		if err := w.insertBlobs(sess.ID, p.Blobs); err != nil {

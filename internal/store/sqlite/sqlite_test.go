@@ -92,6 +92,19 @@ func openBefore(t testing.TB, migration, query string, args ...any) *Store {
 	return s
 }
 
+// benchMigrate times Migrate from the migration named on, b.N times, each
+// on a database openBefore fills with query (not timed).
+func benchMigrate(b *testing.B, migration, query string) {
+	for range b.N {
+		b.StopTimer()
+		s := openBefore(b, migration, query)
+		b.StartTimer()
+		if err := s.Migrate(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // raw runs fn on the writer, outside any batch.
 func raw(t testing.TB, s *Store, fn func(w *writer) error) {
 	t.Helper()
