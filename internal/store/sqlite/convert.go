@@ -68,15 +68,6 @@ func nullMicros(t *time.Time) any {
 	return t.UnixMicro()
 }
 
-// nullMicrosValue is nullMicros as a scanned column reads: to compare
-// with a row's value.
-func nullMicrosValue(t *time.Time) sql.NullInt64 {
-	if t == nil {
-		return sql.NullInt64{}
-	}
-	return sql.NullInt64{Int64: t.UnixMicro(), Valid: true}
-}
-
 func fromNullMicros(v sql.NullInt64) *time.Time {
 	if !v.Valid {
 		return nil

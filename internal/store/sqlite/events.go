@@ -84,68 +84,62 @@ func (s *Store) EventAppend(ctx context.Context, p *store.EventAppendParams) ([]
 }
 
 // The conditional UPDATE of an append sets the session's state, last seq
-// and update time (and releases its lease if asked), and returns the
-// session's number, which its events' positions begin with
-// (021_journal_positions), and its indexed columns (status, runnable,
-// wake_at), which it does not set. A second UPDATE sets those only if one
-// of them changes. SQLite rewrites the entries of every index on a column a
-// statement sets, whatever the value, but only for the rows the statement
-// changes; most appends change none of the three (sessions_status,
-// sessions_runnable: two pages of the WAL per commit), and the values the
-// first returned spare them the second statement. One that changes one of
-// them rewrites the entries of all three's indexes, at a turn's start or
-// end.
-var appendSQL = func() [2]string {
-	var out [2]string
+// and update time (and releases its lease if asked). SQLite rewrites the
+// entries of every index on a column a statement sets, whatever the value,
+// but only for the rows the statement changes, and most appends change
+// none of the session's indexed columns (status, runnable, wake_at:
+// sessions_status and sessions_runnable, two pages of the WAL per commit).
+// So the first UPDATE (appendSameSQL) sets only the others, and matches the
+// row only if the three already hold the append's values; when it changes
+// nothing, the second (appendAllSQL) sets all of them, at a turn's start or
+// end, or matches nothing for a refused append. Neither returns anything:
+// the session's number, which its events' positions begin with
+// (021_journal_positions), comes from sessionNums.
+var appendSameSQL, appendAllSQL = func() (same, all [2]string) {
 	for release := range 2 {
-		var b strings.Builder
-		b.WriteString(`UPDATE sessions SET state = ?, last_seq = ?, updated_at = ?`)
+		set := `UPDATE sessions SET state = ?1, last_seq = ?2, updated_at = ?3`
 		if release == 1 {
-			b.WriteString(`, lease_owner = NULL, lease_expires_at = NULL`)
+			set += `, lease_owner = NULL, lease_expires_at = NULL`
 		}
-		b.WriteString(`
-WHERE id = ? AND last_seq = ? AND (NOT ? OR (lease_owner = ? AND lease_epoch = ?))
-RETURNING num, status, runnable, wake_at`)
-		out[release] = b.String()
+		const where = `
+WHERE id = ?4 AND last_seq = ?5 AND (NOT ?6 OR (lease_owner = ?7 AND lease_epoch = ?8))`
+		same[release] = set + where + ` AND status IS ?9 AND runnable IS ?10 AND wake_at IS ?11`
+		all[release] = set + `, status = ?9, runnable = ?10, wake_at = ?11` + where
 	}
-	return out
+	return same, all
 }()
 
-const appendIndexedSQL = `UPDATE sessions SET status = ?1, runnable = ?2, wake_at = ?3
-WHERE id = ?4 AND (status IS NOT ?1 OR runnable IS NOT ?2 OR wake_at IS NOT ?3)`
-
-// appendUpdate runs the two UPDATEs of an append (appendSQL,
-// appendIndexedSQL) and returns the session's number. It returns an
-// unwrittenError if the first changed nothing (see appendRefused): a
-// refused append writes nothing.
+// appendUpdate runs the UPDATEs of an append (appendSameSQL, then
+// appendAllSQL if the first changed nothing) and returns the session's
+// number. It returns an unwrittenError if neither changed anything (see
+// appendRefused): a refused append writes nothing.
 func (w *writer) appendUpdate(p *store.EventAppendParams, lastSeq int64, fenced bool, owner string, epoch int64) (int64, error) {
-	var (
-		num, runnable int64
-		status        string
-		wake          sql.NullInt64
-	)
-	err := w.queryRow(appendSQL[boolInt(p.ReleaseLease)], jsonText(p.State), lastSeq, toMicros(p.UpdatedAt),
-		p.SessionID, p.ExpectedSeq, boolInt(fenced), owner, epoch).Scan(&num, &status, &runnable, &wake)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		// Only a refusal wrote nothing for sure: a failed read (an I/O
-		// error may have rolled the transaction back) takes the batch
-		// down and its other requests run again.
-		err := w.appendRefused(p)
-		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrNotFound) {
-			return 0, unwrittenError{err}
+	num, err := w.sessionNum(p.SessionID)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, mapErr(err)
+	}
+	if err == nil {
+		release := boolInt(p.ReleaseLease)
+		args := []any{jsonText(p.State), lastSeq, toMicros(p.UpdatedAt), p.SessionID, p.ExpectedSeq, boolInt(fenced), owner, epoch,
+			p.Status, boolInt(p.Runnable), nullMicros(p.WakeAt)}
+		for _, q := range [...]string{appendSameSQL[release], appendAllSQL[release]} {
+			n, err := w.changed(q, args...)
+			if err != nil {
+				return 0, mapErr(err)
+			}
+			if n == 1 {
+				return num, nil
+			}
 		}
-		return 0, err
-	case err != nil:
-		return 0, mapErr(err)
 	}
-	if status == p.Status && runnable == boolInt(p.Runnable) && wake == nullMicrosValue(p.WakeAt) {
-		return num, nil
+	// Only a refusal wrote nothing for sure: a failed statement (an I/O
+	// error may have rolled the transaction back) takes the batch down and
+	// its other requests run again.
+	err = w.appendRefused(p)
+	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrNotFound) {
+		return 0, unwrittenError{err}
 	}
-	if _, err := w.exec(appendIndexedSQL, p.Status, boolInt(p.Runnable), nullMicros(p.WakeAt), p.SessionID); err != nil {
-		return 0, mapErr(err)
-	}
-	return num, nil
+	return 0, err
 }
 
 // appendRefused explains why the conditional UPDATE of an append matched no

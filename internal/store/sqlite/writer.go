@@ -59,6 +59,8 @@ type writer struct {
 	// wal grows the WAL file ahead of the commits (walGrower); nil when
 	// the store does not.
 	wal *walGrower
+	// nums are the numbers of the sessions appended to (sessionNums).
+	nums *sessionNums
 
 	// groups runs the requests, one group at a time: the caller whose
 	// request finds the writer idle runs it in its own goroutine (one
@@ -84,6 +86,7 @@ func newWriter(db *sql.DB, conn *sql.Conn, maxBatch int, h *storeutil.Hub, seqs 
 		ckpt:            ckpt,
 		wal:             wal,
 		checkpointPages: backgroundCheckpointPages,
+		nums:            newSessionNums(),
 	}
 	w.stmts.prepare = conn.PrepareContext
 	w.groups = storeutil.NewGrouper(1, maxBatch, w.run)
@@ -180,6 +183,7 @@ func (w *writer) attempt(reqs []*request) []*request {
 		}
 		return nil
 	}
+	w.nums.rolledBack() // nothing read before this transaction is pending
 	savepoints := len(reqs) > 1
 	ok := make([]*request, 0, len(reqs))
 	for i, r := range reqs {
@@ -264,6 +268,7 @@ func (w *writer) attempt(reqs []*request) []*request {
 	}
 	w.commits.Add(1)
 	w.executed.Add(int64(len(ok)))
+	w.nums.committed()
 	// Publish before answering: a caller that saw its write acknowledged and
 	// then subscribes does not get a stale notification of it, and one that
 	// subscribed first has it by the time its call returns. The same holds
@@ -285,6 +290,7 @@ func (w *writer) attempt(reqs []*request) []*request {
 
 // rollback ends the open transaction, if SQLite has not ended it already.
 func (w *writer) rollback() {
+	w.nums.rolledBack()
 	if _, err := w.exec("ROLLBACK"); err != nil && !isNoTransaction(err) {
 		w.log.Error("sqlite rollback failed", "err", err)
 	}

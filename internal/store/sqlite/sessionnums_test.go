@@ -1,0 +1,107 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/longhaul-dev/longhaul/internal/store"
+)
+
+// TestSessionNumberNeverChanges: once a session's row is written, its
+// number cannot be changed (029_session_numbers_fixed), by name; its other
+// columns can, and the appends go on.
+func TestSessionNumberNeverChanges(t *testing.T) {
+	s := openMigrated(t, nil)
+	createSession(t, s, "ses_a", false)
+	_, err := s.EventAppend(t.Context(), appendParams("ses_a", 1, 1))
+	require.NoError(t, err)
+	for _, q := range []string{
+		`UPDATE sessions SET num = num + 1000 WHERE id = 'ses_a'`,
+		`UPDATE sessions SET num = NULL WHERE id = 'ses_a'`,
+	} {
+		err := s.w.do(context.Background(), &request{raw: func(w *writer) error {
+			_, err := w.conn.ExecContext(context.Background(), q)
+			return err
+		}})
+		require.ErrorContains(t, err, "sessions.num never changes once written", q)
+	}
+	raw(t, s, func(w *writer) error {
+		_, err := w.conn.ExecContext(context.Background(), `UPDATE sessions SET num = num, agent_name = 'renamed' WHERE id = 'ses_a'`)
+		return err
+	})
+	_, err = s.EventAppend(t.Context(), appendParams("ses_a", 2, 1))
+	require.NoError(t, err)
+	evs, err := s.EventList(t.Context(), "ses_a", 0, 0)
+	require.NoError(t, err)
+	require.Len(t, evs, 3)
+}
+
+// TestSessionNumberReadInARolledBackBatchIsNotKept: a number read in a
+// transaction that rolls back is forgotten, so a session created there,
+// rolled back and created again with another number has its appends at
+// that number's positions; one read in a committed transaction is kept.
+func TestSessionNumberReadInARolledBackBatchIsNotKept(t *testing.T) {
+	s := openMigrated(t, nil)
+	ctx := t.Context()
+	boom := errors.New("boom")
+	err := s.w.do(ctx, &request{run: func(w *writer) ([]store.Notification, error) {
+		if _, err := w.exec(`INSERT INTO sessions (num, id, agent_name, agent_version, status, spec, state, last_seq, created_at, updated_at)
+VALUES (500, 'ses_r', 'agent', 1, 'queued', '{}', '{}', 0, 1, 1)`); err != nil {
+			return nil, err
+		}
+		num, err := w.sessionNum("ses_r")
+		if err != nil {
+			return nil, err
+		}
+		if num != 500 {
+			return nil, fmt.Errorf("read number %d, want 500", num)
+		}
+		return nil, boom
+	}})
+	require.ErrorIs(t, err, boom)
+	_, known := s.w.nums.get("ses_r")
+	require.False(t, known, "read in a transaction that rolled back")
+
+	createSession(t, s, "ses_r", false)
+	_, err = s.EventAppend(ctx, appendParams("ses_r", 1, 2))
+	require.NoError(t, err)
+	evs, err := s.EventList(ctx, "ses_r", 0, 0)
+	require.NoError(t, err)
+	require.Len(t, evs, 3, "the appends are at the session's own positions")
+	num, known := s.w.nums.get("ses_r")
+	require.True(t, known, "read in a transaction that committed")
+	var stored int64
+	raw(t, s, func(w *writer) error {
+		return w.conn.QueryRowContext(context.Background(), `SELECT num FROM sessions WHERE id = 'ses_r'`).Scan(&stored)
+	})
+	require.Equal(t, stored, num)
+	require.NotEqual(t, int64(500), num)
+}
+
+// TestSessionNumsStayBounded: past maxSessionNums the table is emptied
+// before the new numbers are kept.
+func TestSessionNumsStayBounded(t *testing.T) {
+	nums := newSessionNums()
+	for i := range maxSessionNums {
+		nums.read(string(rune('a'+i%26))+string(rune(i)), int64(i))
+		if i%1000 == 999 {
+			nums.committed()
+		}
+	}
+	nums.committed()
+	require.LessOrEqual(t, len(nums.known), maxSessionNums)
+	nums.read("ses_last", 7)
+	nums.committed()
+	require.LessOrEqual(t, len(nums.known), maxSessionNums)
+	n, ok := nums.get("ses_last")
+	require.True(t, ok)
+	require.Equal(t, int64(7), n)
+	nums.read("ses_gone", 8)
+	nums.rolledBack()
+	_, ok = nums.get("ses_gone")
+	require.False(t, ok)
+}
