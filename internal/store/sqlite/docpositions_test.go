@@ -286,3 +286,50 @@ SELECT printf('ckpt_%%06d%%012d', i %% %[1]d + 1, i), printf('ses_%%06d', i %% %
 		})
 	}
 }
+
+// TestDocsAtTheEndOfTheirSessionsRange: a row at the last place of its
+// session's range is listed (the range includes it) and can still be
+// updated; a new row then finds no place and is refused, writing nothing,
+// rather than landing past the range where no list would find it.
+func TestDocsAtTheEndOfTheirSessionsRange(t *testing.T) {
+	s := openMigrated(t, nil)
+	ctx := t.Context()
+	createSession(t, s, "ses_full", false)
+	createSession(t, s, "ses_next", false)
+	var num int64
+	raw(t, s, func(w *writer) error {
+		if err := w.conn.QueryRowContext(context.Background(), `SELECT num FROM sessions WHERE id = 'ses_full'`).Scan(&num); err != nil {
+			return err
+		}
+		_, err := w.conn.ExecContext(context.Background(),
+			`INSERT INTO effects (rowid, id, session_id, status, doc, created_at) VALUES (?, 'eff_last', 'ses_full', 'started', NULL, 1)`,
+			num<<seqBits|maxSeq)
+		return err
+	})
+	list, err := s.EffectList(ctx, "ses_full")
+	require.NoError(t, err)
+	require.Equal(t, []string{"eff_last"}, docIDs(list), "the last place is in the range")
+
+	p := appendParams("ses_full", 1, 1)
+	p.Docs = []store.DocWrite{{Kind: store.DocEffect, ID: "eff_last", Status: "succeeded", CreatedAt: time.UnixMicro(2)}}
+	_, err = s.EventAppend(ctx, p)
+	require.NoError(t, err, "the row at the last place is updated")
+	list, err = s.EffectList(ctx, "ses_full")
+	require.NoError(t, err)
+	require.Equal(t, "succeeded", list[0].Status)
+
+	p = appendParams("ses_full", 2, 1)
+	p.Docs = []store.DocWrite{{Kind: store.DocEffect, ID: "eff_beyond", Status: "started", CreatedAt: time.UnixMicro(3)}}
+	_, err = s.EventAppend(ctx, p)
+	require.Error(t, err, "no place is left")
+	row, err := s.SessionGet(ctx, "ses_full")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), row.LastSeq, "the refused append wrote nothing")
+	var beyond int
+	raw(t, s, func(w *writer) error {
+		return w.conn.QueryRowContext(context.Background(), `SELECT count(*) FROM effects WHERE id = 'eff_beyond'`).Scan(&beyond)
+	})
+	require.Zero(t, beyond)
+	_, err = s.EventAppend(ctx, appendParams("ses_next", 1, 1))
+	require.NoError(t, err, "the next session is untouched")
+}

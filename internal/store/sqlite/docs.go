@@ -24,9 +24,10 @@ var positionedDocs = map[store.DocKind]bool{store.DocEffect: true, store.DocChec
 // session is a conflict, not an overwrite. The first created_at is kept, and
 // a positioned row's place: a new one takes the place after the last of its
 // session's range (?6 is the session's number), which the table's rowid
-// finds at once; an update never moves it. A place past the range would be
-// another session's first, whose rowid refuses it (a session writes fewer
-// such rows than events, so none does).
+// finds at once; an update never moves it. A session's range holds four
+// billion places, far more than any session writes; a new row that finds
+// the last one taken takes it again, and its rowid refuses it, rather than
+// going past the range, where no session's list would find it.
 var upsertDocSQL = func() map[store.DocKind]string {
 	m := make(map[store.DocKind]string, len(docTables))
 	for kind, table := range docTables {
@@ -35,7 +36,8 @@ ON CONFLICT (id) DO UPDATE SET status = excluded.status, doc = excluded.doc
 WHERE session_id = excluded.session_id`
 		if positionedDocs[kind] {
 			m[kind] = positions.Replace(`INSERT INTO ` + table + ` (rowid, id, session_id, status, doc, created_at)
-VALUES ((SELECT coalesce(max(rowid), ?6 << BITS) + 1 FROM ` + table + ` WHERE rowid > ?6 << BITS AND rowid <= (?6 << BITS) + MAXSEQ),
+VALUES ((SELECT min(coalesce(max(rowid), ?6 << BITS) + 1, (?6 << BITS) + MAXSEQ) FROM ` + table + `
+        WHERE rowid > ?6 << BITS AND rowid <= (?6 << BITS) + MAXSEQ),
     ?1, ?2, ?3, ?4, ?5)` + onConflict)
 			continue
 		}

@@ -122,12 +122,15 @@ func (w *writer) appendUpdate(p *store.EventAppendParams, lastSeq int64, fenced 
 		release := boolInt(p.ReleaseLease)
 		args := []any{jsonText(p.State), lastSeq, toMicros(p.UpdatedAt), p.SessionID, p.ExpectedSeq, boolInt(fenced), owner, epoch,
 			p.Status, boolInt(p.Runnable), nullMicros(p.WakeAt)}
-		for _, q := range [...]string{appendSameSQL[release], appendAllSQL[release]} {
+		for i, q := range [...]string{appendSameSQL[release], appendAllSQL[release]} {
 			n, err := w.changed(q, args...)
 			if err != nil {
 				return 0, mapErr(err)
 			}
 			if n == 1 {
+				if i == 1 {
+					w.indexedSets.Add(1)
+				}
 				return num, nil
 			}
 		}

@@ -8,9 +8,12 @@ package sqlite
 //
 // A number never changes once its session's row is written
 // (029_session_numbers_fixed refuses it), so an entry is never stale. It is
-// kept only once the transaction it was read in commits: a session created
-// in a batch that is rolled back may be created again with another number.
-// Only the writer's goroutine (the one running the batch) uses it.
+// kept only once the transaction it was read in commits, and forgotten if
+// the request that read it is rolled back to its savepoint: a session
+// created there and taken back may be created again with another number.
+// A raw request (a migration, a test) may write anything, so the table is
+// emptied after one. Only the writer's goroutine (the one running the
+// batch) uses it.
 type sessionNums struct {
 	known   map[string]int64
 	pending map[string]int64 // read in the open transaction
@@ -50,9 +53,16 @@ func (t *sessionNums) committed() {
 	clear(t.pending)
 }
 
-// rolledBack forgets the numbers read in the transaction that ended
-// without committing.
+// rolledBack forgets the numbers read in the open transaction, which
+// ended without committing or was rolled back to a savepoint (those read
+// before the savepoint are only read again).
 func (t *sessionNums) rolledBack() { clear(t.pending) }
+
+// forget empties the table.
+func (t *sessionNums) forget() {
+	clear(t.known)
+	clear(t.pending)
+}
 
 // sessionNum returns the number of session id, read in the open
 // transaction if it is not known; sql.ErrNoRows if there is no such

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -72,7 +73,7 @@ VALUES (500, 'ses_r', 'agent', 1, 'queued', '{}', '{}', 0, 1, 1)`); err != nil {
 	evs, err := s.EventList(ctx, "ses_r", 0, 0)
 	require.NoError(t, err)
 	require.Len(t, evs, 3, "the appends are at the session's own positions")
-	num, known := s.w.nums.get("ses_r")
+	num, known := s.w.nums.known["ses_r"]
 	require.True(t, known, "read in a transaction that committed")
 	var stored int64
 	raw(t, s, func(w *writer) error {
@@ -104,4 +105,91 @@ func TestSessionNumsStayBounded(t *testing.T) {
 	nums.rolledBack()
 	_, ok = nums.get("ses_gone")
 	require.False(t, ok)
+}
+
+// TestAppendSetsTheIndexedColumnsOnlyWhenOneChanges: an append whose
+// status, runnable and wake_at are the session's already runs the UPDATE
+// that leaves their indexes alone (NULL or not); one that changes any of
+// them runs the one that sets them, and the row then holds them.
+func TestAppendSetsTheIndexedColumnsOnlyWhenOneChanges(t *testing.T) {
+	s := openMigrated(t, nil)
+	ctx := t.Context()
+	createSession(t, s, "ses_a", false) // queued, not runnable, no wake
+	seq := int64(1)
+	appendWith := func(status string, runnable bool, wake *time.Time) {
+		t.Helper()
+		p := appendParams("ses_a", seq, 1)
+		p.Status, p.Runnable, p.WakeAt = status, runnable, wake
+		_, err := s.EventAppend(ctx, p)
+		require.NoError(t, err)
+		seq++
+	}
+	sets := func() int64 { return s.w.indexedSets.Load() }
+	at := time.UnixMicro(1_000_000).UTC()
+
+	appendWith("running", false, nil)
+	require.Equal(t, int64(1), sets(), "queued to running")
+	appendWith("running", false, nil)
+	appendWith("running", false, nil)
+	require.Equal(t, int64(1), sets(), "nothing indexed changed, wake_at NULL")
+	appendWith("waiting", true, &at)
+	require.Equal(t, int64(2), sets())
+	appendWith("waiting", true, &at)
+	require.Equal(t, int64(2), sets(), "nothing indexed changed, wake_at set")
+	appendWith("waiting", false, &at)
+	require.Equal(t, int64(3), sets(), "runnable alone changed")
+
+	row, err := s.SessionGet(ctx, "ses_a")
+	require.NoError(t, err)
+	require.Equal(t, "waiting", row.Status)
+	require.False(t, row.Runnable)
+	require.NotNil(t, row.WakeAt)
+	require.True(t, row.WakeAt.Equal(at))
+	require.Equal(t, seq, row.LastSeq)
+}
+
+// TestSessionNumberReadInARolledBackSavepointIsNotKept: in a batch of two
+// requests, the first creates a session, reads its number and fails, so
+// its savepoint takes the session back; the second commits the batch. The
+// number is not kept: the session created again gets another one, and its
+// appends land at that one's positions.
+func TestSessionNumberReadInARolledBackSavepointIsNotKept(t *testing.T) {
+	s := openMigrated(t, nil)
+	ctx := t.Context()
+	boom := errors.New("boom")
+	release := blockWriter(t, s)
+	first := make(chan error, 1)
+	go func() {
+		first <- s.w.do(context.Background(), &request{run: func(w *writer) ([]store.Notification, error) {
+			if _, err := w.exec(`INSERT INTO sessions (num, id, agent_name, agent_version, status, spec, state, last_seq, created_at, updated_at)
+VALUES (500, 'ses_r', 'agent', 1, 'queued', '{}', '{}', 0, 1, 1)`); err != nil {
+				return nil, err
+			}
+			if _, err := w.sessionNum("ses_r"); err != nil {
+				return nil, err
+			}
+			return nil, boom
+		}})
+	}()
+	waitQueued(t, s, 1)
+	second := make(chan error, 1)
+	go func() {
+		_, err := s.SessionCreate(context.Background(), &store.SessionCreateParams{
+			Session: store.SessionRow{ID: "ses_other", AgentName: "agent", AgentVersion: 1, Status: "queued", CreatedAt: testTime, UpdatedAt: testTime},
+		})
+		second <- err
+	}()
+	waitQueued(t, s, 2)
+	release()
+	require.ErrorIs(t, <-first, boom)
+	require.NoError(t, <-second)
+	_, known := s.w.nums.get("ses_r")
+	require.False(t, known, "read in a savepoint that was rolled back")
+
+	createSession(t, s, "ses_r", false)
+	_, err := s.EventAppend(ctx, appendParams("ses_r", 1, 2))
+	require.NoError(t, err)
+	evs, err := s.EventList(ctx, "ses_r", 0, 0)
+	require.NoError(t, err)
+	require.Len(t, evs, 3, "the appends are at the session's own positions")
 }

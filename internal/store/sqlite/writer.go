@@ -73,6 +73,8 @@ type writer struct {
 	commits  atomic.Int64 // committed batch transactions (one fsync each)
 	executed atomic.Int64 // requests that committed
 	busy     atomic.Int64 // nanoseconds spent running batches, commits included
+	// appends whose UPDATE set the session's indexed columns (appendAllSQL)
+	indexedSets atomic.Int64
 }
 
 func newWriter(db *sql.DB, conn *sql.Conn, maxBatch int, h *storeutil.Hub, seqs *lastSeqs, log *slog.Logger, ckpt *checkpointer, wal *walGrower) *writer {
@@ -158,6 +160,7 @@ func (w *writer) runRaw(req *request) {
 	}
 	err := req.raw(w)
 	w.seqs.forget() // it may have written anything
+	w.nums.forget()
 	req.done <- err
 }
 
@@ -230,6 +233,9 @@ func (w *writer) attempt(reqs []*request) []*request {
 		}
 		notes, err := r.run(w)
 		if err != nil {
+			// A number the request read may be of a session it created
+			// and has just taken back (sessionNums).
+			w.nums.rolledBack()
 			if _, rbErr := w.exec("ROLLBACK TO req"); rbErr != nil {
 				w.log.Warn("sqlite batch transaction aborted by a failed request; retrying the rest",
 					"err", err, "rollback_err", rbErr)
