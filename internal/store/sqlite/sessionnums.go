@@ -3,8 +3,8 @@ package sqlite
 // sessionNums holds the numbers of the sessions the writer appended to
 // (021_journal_positions), so that an append finds its session's number
 // without its UPDATE returning it: SQLite gathers a RETURNING's rows in a
-// temporary b-tree it opens for the statement, which cost an append about
-// 15 µs of the writer's time, a tenth of its statements'.
+// temporary b-tree it opens for the statement, which made the UPDATE of a
+// session's row take 34 µs rather than 18 (measured alone with the driver).
 //
 // A number never changes once its session's row is written
 // (029_session_numbers_fixed refuses it), so an entry is never stale. It is
