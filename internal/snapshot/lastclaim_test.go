@@ -43,8 +43,9 @@ func (a *askingOwners) reset() []string {
 // directory of 300, in a workspace of 20 top-level directories, claims its
 // snapshot against the previous one (ClaimOptions.base) asking the store
 // about the root (with the base: is it the project's?), the directory's
-// new tree and the file's content: not about the other 319 entries. What it records is what a Claim without a
-// base records: both projects end up owning the same digests the same way.
+// new tree and the file's content: not about the other 319 entries. What
+// it records is what a Claim without a base records: both projects end up
+// owning the same digests the same way.
 func TestClaimAsksOnlyWhatDiffersFromBase(t *testing.T) {
 	ctx := context.Background()
 	s := openSQLiteBlobs(t)

@@ -146,16 +146,7 @@ func TestDocsTakeTheNextPlaceOfTheirSession(t *testing.T) {
 	write("ses_one", effect("eff_1", "succeeded", 200))
 	write("ses_two", effect("eff_y", "succeeded", 102))
 
-	var nums [2]int64
-	raw(t, s, func(w *writer) error {
-		for i, id := range []string{"ses_one", "ses_two"} {
-			if err := w.conn.QueryRowContext(context.Background(), `SELECT num FROM sessions WHERE id = ?`, id).Scan(&nums[i]); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	one, two := nums[0]<<32, nums[1]<<32
+	one, two := storedNum(t, s, "ses_one")<<32, storedNum(t, s, "ses_two")<<32
 	require.Equal(t, []int64{one | 1, one | 2}, rowids(t, s, "effects", "eff_1", "eff_2"), "an update keeps its place")
 	require.Equal(t, []int64{two | 1, two | 2}, rowids(t, s, "effects", "eff_x", "eff_y"))
 	require.Equal(t, []int64{one | 1}, rowids(t, s, "checkpoints", "ckpt_1"))
@@ -296,11 +287,8 @@ func TestDocsAtTheEndOfTheirSessionsRange(t *testing.T) {
 	ctx := t.Context()
 	createSession(t, s, "ses_full", false)
 	createSession(t, s, "ses_next", false)
-	var num int64
+	num := storedNum(t, s, "ses_full")
 	raw(t, s, func(w *writer) error {
-		if err := w.conn.QueryRowContext(context.Background(), `SELECT num FROM sessions WHERE id = 'ses_full'`).Scan(&num); err != nil {
-			return err
-		}
 		_, err := w.conn.ExecContext(context.Background(),
 			`INSERT INTO effects (rowid, id, session_id, status, doc, created_at) VALUES (?, 'eff_last', 'ses_full', 'started', NULL, 1)`,
 			num<<seqBits|maxSeq)

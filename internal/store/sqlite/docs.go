@@ -50,9 +50,9 @@ VALUES ((SELECT min(coalesce(max(rowid), ?6 << BITS) + 1, (?6 << BITS) + MAXSEQ)
 func (w *writer) upsertDocs(num int64, docs []store.DocWrite) error {
 	for i := range docs {
 		d := &docs[i]
-		args := []any{d.ID, d.SessionID, d.Status, jsonText(d.Doc), toMicros(d.CreatedAt)}
-		if positionedDocs[d.Kind] {
-			args = append(args, num)
+		args := []any{d.ID, d.SessionID, d.Status, jsonText(d.Doc), toMicros(d.CreatedAt), num}
+		if !positionedDocs[d.Kind] {
+			args = args[:5] // its statement has no ?6
 		}
 		n, err := w.changed(upsertDocSQL[d.Kind], args...)
 		if err != nil {

@@ -105,6 +105,16 @@ func benchMigrate(b *testing.B, migration, query string) {
 	}
 }
 
+// storedNum returns session id's number as its row holds it.
+func storedNum(t testing.TB, s *Store, id string) int64 {
+	t.Helper()
+	var num int64
+	raw(t, s, func(w *writer) error {
+		return w.conn.QueryRowContext(context.Background(), `SELECT num FROM sessions WHERE id = ?`, id).Scan(&num)
+	})
+	return num
+}
+
 // raw runs fn on the writer, outside any batch.
 func raw(t testing.TB, s *Store, fn func(w *writer) error) {
 	t.Helper()
