@@ -256,6 +256,24 @@ func TestSessionRunsToCompletion(t *testing.T) {
 	require.Equal(t, "lookup", act.Tool)
 	require.JSONEq(t, `{"id":"c-1"}`, string(act.Arguments))
 
+	// The running turn's figures are read live from the session's state:
+	// its row was written when it started, and not at each step since.
+	row, err := h.store.TurnGet(ctx, s.ID, act.TurnID)
+	require.NoError(t, err)
+	var stored lt.Turn
+	require.NoError(t, json.Unmarshal(row.Doc, &stored))
+	require.Equal(t, lt.TurnRunning, stored.Status)
+	require.Less(t, stored.Steps, 3, "the row was written at a step")
+	running, err := h.eng.ListTurns(ctx, s.ID)
+	require.NoError(t, err)
+	require.Len(t, running, 1)
+	require.Equal(t, lt.TurnRunning, running[0].Status)
+	require.Equal(t, 3, running[0].Steps)
+	require.Equal(t, s.Usage, running[0].Usage)
+	one, err := h.eng.GetTurn(ctx, s.ID, act.TurnID)
+	require.NoError(t, err)
+	require.Equal(t, running[0], *one)
+
 	// A decision of another shape is refused; the right one resolves; a
 	// repeat returns the first result; a different one conflicts.
 	_, err = h.eng.DecideAction(ctx, s.ID, act.ID, &lt.Decision{Decision: "approve"})

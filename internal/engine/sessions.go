@@ -356,7 +356,8 @@ func (e *Engine) CreateTurn(ctx context.Context, sessionID string, req *lt.Creat
 
 // ListTurns returns every turn of a session in order.
 func (e *Engine) ListTurns(ctx context.Context, sessionID string) ([]lt.Turn, error) {
-	if _, err := e.store.SessionGet(ctx, sessionID); err != nil {
+	live, err := e.liveTurns(ctx, sessionID)
+	if err != nil {
 		return nil, notFound(err, "session", sessionID)
 	}
 	rows, err := e.store.TurnList(ctx, sessionID)
@@ -367,6 +368,9 @@ func (e *Engine) ListTurns(ctx context.Context, sessionID string) ([]lt.Turn, er
 	if err != nil {
 		return nil, err
 	}
+	for i := range turns {
+		turns[i] = withLiveFigures(turns[i], live)
+	}
 	// Turns are numbered in the order they were queued; creation times can tie.
 	slices.SortFunc(turns, func(a, b lt.Turn) int { return a.Index - b.Index })
 	return turns, nil
@@ -374,6 +378,10 @@ func (e *Engine) ListTurns(ctx context.Context, sessionID string) ([]lt.Turn, er
 
 // GetTurn returns one turn.
 func (e *Engine) GetTurn(ctx context.Context, sessionID, turnID string) (*lt.Turn, error) {
+	live, err := e.liveTurns(ctx, sessionID)
+	if err != nil {
+		return nil, notFound(err, "turn", turnID)
+	}
 	row, err := e.store.TurnGet(ctx, sessionID, turnID)
 	if err != nil {
 		return nil, notFound(err, "turn", turnID)
@@ -382,7 +390,35 @@ func (e *Engine) GetTurn(ctx context.Context, sessionID, turnID string) (*lt.Tur
 	if err := json.Unmarshal(row.Doc, &t); err != nil {
 		return nil, err
 	}
+	t = withLiveFigures(t, live)
 	return &t, nil
+}
+
+// liveTurns returns the unfinished turns of a session's state, whose
+// figures (steps, usage) are live there: a turn's row is written only when
+// its status changes (journal.putTurnFigures). The state must be read
+// before the rows, as the callers do: a row read after it is as new or
+// newer, so one whose status is still the state's turn's has not been
+// written since that status began, and the state's figures are the later
+// ones; a turn that ended or started in between has a row with another
+// status, read as it is (withLiveFigures).
+func (e *Engine) liveTurns(ctx context.Context, sessionID string) ([]lt.Turn, error) {
+	_, st, err := e.loadState(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return st.Turns, nil
+}
+
+// withLiveFigures returns t, the turn as its row holds it, or its state's
+// copy when the state holds the turn with the same status (liveTurns).
+func withLiveFigures(t lt.Turn, live []lt.Turn) lt.Turn {
+	for _, l := range live {
+		if l.ID == t.ID && l.Status == t.Status {
+			return l
+		}
+	}
+	return t
 }
 
 // CancelSession asks the running turn (and queued ones) to stop at the next

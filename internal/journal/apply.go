@@ -174,7 +174,7 @@ func apply(s *State, ev *event, ch *Changes) error {
 		s.Session.Usage.Add(u)
 		t.Usage.Add(u)
 		t.Steps = d.Step
-		putTurn(ch, *t)
+		putTurnFigures(ch, *t)
 	case lt.EventModelFailed:
 		d, err := decode[lt.ModelFailedData](ev)
 		if err != nil {
@@ -209,7 +209,7 @@ func apply(s *State, ev *event, ch *Changes) error {
 		s.Session.Usage.Add(u)
 		if t := s.CurrentTurn(); t != nil {
 			t.Usage.Add(u)
-			putTurn(ch, *t)
+			putTurnFigures(ch, *t)
 		}
 	case lt.EventToolRequested:
 		d, err := decode[lt.ToolRequestedData](ev)
@@ -484,7 +484,7 @@ func applySubagentCompleted(s *State, d lt.SubagentCompletedData, ch *Changes) {
 	s.Session.Usage.Add(delta)
 	if t := s.CurrentTurn(); t != nil {
 		t.Usage.Add(delta)
-		putTurn(ch, *t)
+		putTurnFigures(ch, *t)
 	}
 	r := d
 	c.Usage, c.ReportedTurn, c.Done, c.Result = d.Usage, d.TurnID, true, &r
@@ -529,7 +529,7 @@ func sideCall(s *State, purpose string, u lt.Usage, cost float64, ch *Changes) {
 	s.Session.Usage.Add(u)
 	if t := s.CurrentTurn(); t != nil {
 		t.Usage.Add(u)
-		putTurn(ch, *t)
+		putTurnFigures(ch, *t)
 	}
 }
 
@@ -674,7 +674,7 @@ func applyToolStarted(s *State, ev *event, ch *Changes) error {
 	s.Session.Usage.ToolCalls++
 	if t := s.CurrentTurn(); t != nil {
 		t.Usage.ToolCalls++
-		putTurn(ch, *t)
+		putTurnFigures(ch, *t)
 	}
 	putEffect(ch, *e)
 	return nil
@@ -827,6 +827,23 @@ func putTurn(ch *Changes, t lt.Turn) {
 	ch.put(Doc{Kind: DocTurn, ID: t.ID, Status: string(t.Status), Value: t, CreatedAt: t.CreatedAt})
 }
 
+// putTurnFigures records a change of the current turn's figures alone (its
+// steps, its usage): its row is written only when its status changes
+// (created, started, ended), carrying the figures of that moment, or when
+// the batch writes it anyway. In between, its live figures are the
+// session's state's (State.Turns), which every append writes: the engine's
+// reads of a turn take them from there (engine.ListTurns). Writing the row
+// at every step, as it once was, cost a statement and a page of the WAL
+// per step for figures the state already held.
+func putTurnFigures(ch *Changes, t lt.Turn) {
+	if ch == nil {
+		return
+	}
+	if i := ch.find(DocTurn, t.ID); i >= 0 {
+		ch.docs[i].Value = t
+	}
+}
+
 func putAction(ch *Changes, a lt.Action) {
 	ch.put(Doc{Kind: DocAction, ID: a.ID, Status: string(a.Status), Value: a, CreatedAt: a.CreatedAt})
 }
@@ -937,7 +954,7 @@ func applyMonitorReviewed(s *State, ev *event, ch *Changes) error {
 		s.Session.Usage.Add(u)
 		if t := s.CurrentTurn(); t != nil {
 			t.Usage.Add(u)
-			putTurn(ch, *t)
+			putTurnFigures(ch, *t)
 		}
 	}
 	if s.Step == nil || s.Step.N != d.Step {
