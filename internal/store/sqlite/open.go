@@ -157,9 +157,13 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite store %s: %w", abs, err)
 	}
 	syncWithFdatasync()
+	walVFS, err := registerWALBufferVFS()
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite store %s: %w", abs, err)
+	}
 	busy := strconv.FormatInt(c.BusyTimeout.Milliseconds(), 10)
 
-	wdb, err := sql.Open("sqlite", dsn(abs, []string{
+	wdb, err := sql.Open("sqlite", dsn(abs, walVFS, []string{
 		"busy_timeout(" + busy + ")",
 		"journal_mode(WAL)",
 		"synchronous(FULL)",
@@ -204,7 +208,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite store %s: read page_size: %w", abs, err)
 	}
 
-	rdb, err := sql.Open("sqlite", dsn(abs, []string{
+	rdb, err := sql.Open("sqlite", dsn(abs, "", []string{
 		"busy_timeout(" + busy + ")",
 		"foreign_keys(1)",
 		// Readers never write; query_only turns a bug into an error.
@@ -228,7 +232,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 
 	// The background checkpointer's connection: it only ever runs
 	// PRAGMA wal_checkpoint, with the writer's durability.
-	cdb, err := sql.Open("sqlite", dsn(abs, []string{
+	cdb, err := sql.Open("sqlite", dsn(abs, "", []string{
 		"busy_timeout(" + busy + ")",
 		"synchronous(FULL)",
 	}))
@@ -264,8 +268,11 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 // dsn builds a file: URI for path with the given PRAGMAs. The URI form (with
 // the path escaped) keeps a '?' or '#' in a file name from being read as the
 // start of the parameters.
-func dsn(path string, pragmas []string) string {
+func dsn(path, vfs string, pragmas []string) string {
 	q := url.Values{}
+	if vfs != "" {
+		q.Set("vfs", vfs)
+	}
 	for _, p := range pragmas {
 		q.Add("_pragma", p)
 	}
@@ -279,7 +286,10 @@ func dsn(path string, pragmas []string) string {
 
 // checkWAL verifies that the database is in WAL mode: on a file system that
 // cannot share memory between connections SQLite silently keeps the rollback
-// journal, and readers would then block the writer.
+// journal, and readers would then block the writer. And that the writer
+// syncs the WAL at every commit (synchronous FULL or EXTRA): its VFS
+// (walBufferVFS) writes a commit's frames when SQLite syncs them, which in
+// a lighter mode it would not before other connections may read them.
 func checkWAL(ctx context.Context, conn *sql.Conn) error {
 	var mode string
 	if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
@@ -287,6 +297,13 @@ func checkWAL(ctx context.Context, conn *sql.Conn) error {
 	}
 	if !strings.EqualFold(mode, "wal") {
 		return fmt.Errorf("journal_mode is %q, want wal", mode)
+	}
+	var sync int
+	if err := conn.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync); err != nil {
+		return fmt.Errorf("read synchronous: %w", err)
+	}
+	if sync < 2 {
+		return fmt.Errorf("synchronous is %d, want 2 (FULL) or 3 (EXTRA)", sync)
 	}
 	return nil
 }
