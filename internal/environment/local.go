@@ -285,6 +285,11 @@ type localEnv struct {
 	// empty for being missing; one gone since is a copy lost.
 	hadDir atomic.Bool
 	dirMu  sync.Mutex // ensureDir's first making, noted before any other call goes on
+	// missingAt is 1 + workspace.DirsMade() when the directory was last
+	// found missing (0: never): while the count is the same, it still is,
+	// with no look at the disk (dirMissing, at each of a step's
+	// checkpoint's three calls).
+	missingAt atomic.Uint64
 
 	mu        sync.Mutex
 	closed    bool
@@ -737,9 +742,14 @@ func (e *localEnv) dirMissing() (bool, error) {
 	if !e.params.Untouched || e.hadDir.Load() {
 		return false, nil
 	}
+	made := workspace.DirsMade() // read before the look: a directory made after it counts
+	if e.missingAt.Load() == made+1 {
+		return true, nil
+	}
 	_, err := os.Lstat(e.ws)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		e.missingAt.Store(made + 1)
 		return true, nil
 	case err != nil:
 		return false, fmt.Errorf("environment of session %s: %w", e.params.Session, err)

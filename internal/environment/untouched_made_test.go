@@ -103,3 +103,44 @@ func TestUntouchedCopyGoneIsNotMadeAgainByACall(t *testing.T) {
 	_, _, err = env.Snapshot(ctx)
 	require.Error(t, err, "a snapshot of a copy gone is no snapshot of an empty one")
 }
+
+// TestUntouchedCopyMissingSeenMadeLater: an Untouched copy found missing
+// (its snapshot the empty one) is looked at again once a workspace's
+// directory is made in the process, by any Manager: the engine's, or one
+// of its own over the same root. Its next snapshot holds the person's
+// file rather than passing for the empty one.
+func TestUntouchedCopyMissingSeenMadeLater(t *testing.T) {
+	ctx := context.Background()
+	for _, ownManager := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ownManager=%v", ownManager), func(t *testing.T) {
+			root := t.TempDir()
+			b, spaces := localAt(t, root, environmenttest.NewBlobs(t))
+			if ownManager {
+				var err error
+				spaces, err = workspace.New(root)
+				require.NoError(t, err)
+			}
+			empty, err := snapshot.EmptyID(snapshot.Options{})
+			require.NoError(t, err)
+			env, err := b.Open(ctx, &environment.OpenParams{Workspace: "ses_m", Session: "ses_m", Unshared: true, Untouched: true})
+			require.NoError(t, err)
+			defer env.Close()
+			for range 3 { // found missing, then known missing
+				id, _, err := env.Snapshot(ctx)
+				require.NoError(t, err)
+				require.Equal(t, empty, id)
+			}
+
+			dir, made, err := spaces.Create("ses_m")
+			require.NoError(t, err)
+			require.True(t, made)
+			require.NoError(t, spaces.RecordEmptySnapshot("ses_m", "ses_m", empty))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "p.txt"), []byte("person"), 0o600))
+			require.NoError(t, spaces.RecordSnapshot("ses_m", "ses_m", "change-1"))
+
+			full, _, err := env.Snapshot(ctx)
+			require.NoError(t, err)
+			require.NotEqual(t, empty, full, "the copy made since was taken for the missing one")
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 )
 
 // maxSessionIDLen keeps a session directory name well below the 255-byte
@@ -102,6 +103,7 @@ func (m *Manager) Create(sessionID string) (dir string, made bool, err error) {
 	}
 	switch err := os.Mkdir(dir, 0o700); {
 	case err == nil:
+		dirsMade.Add(1)       // after the directory exists: see DirsMade
 		return dir, true, nil // made here: a directory, not a link
 	case !errors.Is(err, fs.ErrExist):
 		return "", false, fmt.Errorf("%s %s: %w", op, sessionID, err)
@@ -116,6 +118,19 @@ func (m *Manager) Create(sessionID string) (dir string, made bool, err error) {
 	}
 	return dir, false, nil
 }
+
+// dirsMade counts the workspace directories made by the Managers of this
+// process (Create), counted once each exists.
+var dirsMade atomic.Uint64
+
+// DirsMade is how many workspace directories the Managers of this process
+// have made. A directory found missing after a read of it stays missing
+// while it does not change: only Create makes a workspace's directory (a
+// node's data directory is its process's alone), and it counts the
+// directory once made. An Untouched copy's environment, whose directory
+// may stay unmade for its whole life, looks at the disk only when it has
+// changed (environment.localEnv.dirMissing).
+func DirsMade() uint64 { return dirsMade.Load() }
 
 // Find returns the path of the workspace of sessionID and whether its
 // directory exists, without making it: a copy whose directory is made only
