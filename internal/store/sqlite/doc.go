@@ -42,8 +42,8 @@
 //
 // The WAL's pages are copied into the database file (a checkpoint) by a
 // goroutine with a connection of its own, woken each time the commits have
-// written 4,096 pages, so that no commit waits for the copy; the writer's
-// own automatic checkpoint, at 8,192 pages, is there for when that one
+// written 2,048 pages, so that no commit waits for the copy; the writer's
+// own automatic checkpoint, at 4,096 pages, is there for when that one
 // falls behind.
 //
 // Reads use a separate pool of query-only connections, which WAL lets run

@@ -36,10 +36,23 @@ const (
 const (
 	writerCacheKiB = 32 << 10
 	// The background checkpointer is woken each time the commits have
-	// written this many pages to the WAL.
-	backgroundCheckpointPages = 4096
+	// written this many pages to the WAL. It also sets how large the WAL
+	// gets: SQLite writes it again from its beginning only once a
+	// checkpoint has copied all of it (one a reader's snapshot held back
+	// leaves it to the next), and the walGrower grows it with zeros up
+	// to walCheckpointPages frames, each step of which the next commit's
+	// fdatasync writes (about 0.5 ms more, once per walGrowStep frames).
+	// So after an Open the serial commits pay that until the WAL is as
+	// large as it gets: at 4,096 here (34 MB of WAL), for about their
+	// first nine hundred; at 2,048 (17 MB), for half as many. Lower, the
+	// checkpoints copy the pages every append rewrites (a session's
+	// row, the indexes' right edges) and sync the database file more
+	// often, for little more (docs/performance.md, 2026-12-08).
+	backgroundCheckpointPages = 2048
 	// The writer's own automatic checkpoint, for when the background one
-	// falls behind.
+	// falls behind (a reader's snapshot keeps SQLite from writing the WAL
+	// again from its beginning, and the next checkpoint comes at twice
+	// the pages).
 	walCheckpointPages = 2 * backgroundCheckpointPages
 )
 
@@ -180,7 +193,8 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		// them into the database itself (SQLite's default: 1,000). Every
 		// append rewrites its session's row and the same index pages:
 		// copied once for many commits, not once for a few. The
-		// background checkpointer copies them first, at half as many.
+		// background checkpointer copies them first, at half as many
+		// (backgroundCheckpointPages).
 		"wal_autocheckpoint(" + strconv.Itoa(walCheckpointPages) + ")",
 	}))
 	if err != nil {

@@ -62,6 +62,47 @@ func TestWALGrownAheadOfTheCommits(t *testing.T) {
 	require.Equal(t, int(last), len(events))
 }
 
+// TestSerialWALStaysWithinItsZeros: commits one after another, past the
+// checkpoint thresholds several times over, find the WAL started again
+// from its beginning before they reach the end of the zeros the grower
+// wrote: the file stays within the grower's limit, but for a commit's
+// frames (the writer's own checkpoint runs in the commit that crosses its
+// threshold), so no commit but those pays for growing the file. It fails
+// if the checkpoint thresholds and the grower's limit part: a limit below
+// where the WAL starts again has every commit past it grow the file.
+func TestSerialWALStaysWithinItsZeros(t *testing.T) {
+	s := openMigrated(t, nil)
+	growingWAL(t, s)
+	createSession(t, s, "ses_a", false)
+	walPath := s.Path() + "-wal"
+	salt := func() uint32 {
+		hdr := make([]byte, walHeaderSize)
+		f, err := os.Open(walPath)
+		require.NoError(t, err)
+		defer f.Close()
+		_, err = io.ReadFull(f, hdr)
+		require.NoError(t, err)
+		return binary.BigEndian.Uint32(hdr[16:20])
+	}
+	// Until the WAL has been started again twice (a new salt each time).
+	salts := map[uint32]bool{salt(): true}
+	last := int64(1)
+	var limit, frame, largest int64
+	for appends := 0; len(salts) < 3; appends++ {
+		require.Less(t, appends, 20000, "the WAL was not started again from its beginning")
+		_, err := s.EventAppend(t.Context(), appendParams("ses_a", last, 2))
+		require.NoError(t, err)
+		last += 2
+		raw(t, s, func(w *writer) error {
+			limit, frame = w.wal.limit, w.wal.frameSize
+			largest = max(largest, fileSize(t, walPath))
+			return nil
+		})
+		salts[salt()] = true
+	}
+	require.LessOrEqual(t, largest, limit+64*frame, "the WAL grew past the grower's zeros")
+}
+
 // TestWALGrownThenCrashed: a copy of the database and its WAL taken while
 // the store is open, as a crash leaves them (the WAL's tail zeros, and
 // frames of an older generation once a checkpoint let SQLite start the WAL
