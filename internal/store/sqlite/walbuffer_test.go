@@ -102,16 +102,7 @@ func TestWALBufferLargeTransaction(t *testing.T) {
 		for i, ev := range evs {
 			require.JSONEq(t, string(p.Events[i].Data), string(ev.Data), "event %d", i)
 		}
-		raw(t, s, func(w *writer) error {
-			var ok string
-			if err := w.conn.QueryRowContext(t.Context(), "PRAGMA integrity_check").Scan(&ok); err != nil {
-				return err
-			}
-			if ok != "ok" {
-				return fmt.Errorf("integrity_check: %s", ok)
-			}
-			return nil
-		})
+		integrityOK(t, s.read)
 	}
 	check(s)
 	require.NoError(t, s.Close())
@@ -167,16 +158,7 @@ func TestWALBufferCommitsSurviveSIGKILL(t *testing.T) {
 	for i, ev := range evs {
 		require.Equal(t, int64(i+1), ev.Seq)
 	}
-	raw(t, s, func(w *writer) error {
-		var ok string
-		if err := w.conn.QueryRowContext(context.Background(), "PRAGMA integrity_check").Scan(&ok); err != nil {
-			return err
-		}
-		if ok != "ok" {
-			return fmt.Errorf("integrity_check: %s", ok)
-		}
-		return nil
-	})
+	integrityOK(t, s.read)
 }
 
 // walBufferChild makes 100 appends to ses_killed, saying on stdout each
@@ -367,4 +349,29 @@ func TestWALBufferSameAsUnbuffered(t *testing.T) {
 	require.Equal(t, contents[1], contents[0])
 	writes, fileWrites := walCounts(before)
 	require.Less(t, fileWrites, writes/2, "the WAL was not buffered")
+}
+
+// TestCheckWALRefusesALighterSync: the writer's connection must sync the
+// WAL at every commit, since the buffering VFS writes a commit's frames
+// only when SQLite syncs them; checkWAL refuses one in NORMAL and takes
+// one in FULL.
+func TestCheckWALRefusesALighterSync(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sync.db")
+	for _, c := range []struct {
+		sync string
+		ok   bool
+	}{{"NORMAL", false}, {"OFF", false}, {"FULL", true}, {"EXTRA", true}} {
+		db, err := sql.Open("sqlite", dsn(path, "", []string{"journal_mode(WAL)", "synchronous(" + c.sync + ")"}))
+		require.NoError(t, err)
+		conn, err := db.Conn(t.Context())
+		require.NoError(t, err)
+		err = checkWAL(t.Context(), conn)
+		if c.ok {
+			require.NoError(t, err, c.sync)
+		} else {
+			require.ErrorContains(t, err, "synchronous", c.sync)
+		}
+		require.NoError(t, conn.Close())
+		require.NoError(t, db.Close())
+	}
 }
